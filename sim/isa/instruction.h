@@ -1,0 +1,178 @@
+// The ISA contract shared by the builder (kernels/), the functional semantics (sim/isa), the SystemC timing
+// model (sim/model), program JSON, the trace and the stats. Names follow NKI's nki.isa
+// (reference/trainium-hardware.md §3). Plain C++: no SystemC here.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trnsim::isa {
+
+// Hardware generation: Trn2 = NeuronCore-v3, Trn3 = NeuronCore-v4.
+enum class Generation : uint8_t { Trn2, Trn3 };
+
+// Sequencers of one physical core (reference/trainium-hardware.md §1.2, §4). DMA transfers are triggered by a
+// sequencer and run on a DMA queue; they are not an engine of their own here.
+enum class Engine : uint8_t { PE, DVE, ACT, POOL, SP };
+inline constexpr int kNumEngines = 5;
+
+enum class MemSpace : uint8_t { SBUF, PSUM, HBM };
+
+// Element types. The x4 types pack four FP8 values in one 32-bit element (reference §2.2).
+enum class DType : uint8_t {
+  F32,
+  BF16,
+  FP16,
+  FP8_E4M3FN,
+  FP8_E5M2,
+  E8M0,
+  FP8_E4M3FN_X4,
+  FP8_E5M2_X4,
+  I32,
+  U32,
+  I16,
+  U16,
+  I8,
+  U8,
+};
+
+// One free-dimension of an access pattern: `size` elements, `stride` elements apart (NKI order: outermost first).
+struct Dim {
+  int64_t stride = 1;
+  uint32_t size = 1;
+};
+
+// An operand: a region of SBUF, PSUM (partitions x free pattern) or an HBM tensor (rows x free pattern).
+// For SBUF/PSUM, `offset_bytes` is the byte offset inside every partition; for HBM it is the byte offset inside
+// tensor `tensor`, and `partition_stride` (elements) steps between the `partitions` rows.
+struct AccessPattern {
+  MemSpace space = MemSpace::SBUF;
+  DType dtype = DType::F32;
+  uint32_t tensor = 0;           // HBM only: index into Program::tensors
+  uint32_t partition_start = 0;  // SBUF/PSUM: first partition
+  uint32_t partitions = 0;       // number of partitions (SBUF/PSUM) or rows (HBM); 0 = operand absent
+  int64_t partition_stride = 0;  // HBM only, in elements
+  int64_t offset_bytes = 0;
+  uint8_t ndim = 0;  // 1..4 free dims used
+  std::array<Dim, 4> dims{};
+
+  bool present() const { return partitions != 0; }
+  uint64_t free_elements() const {
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; ++i) n *= dims[i].size;
+    return n;
+  }
+};
+
+enum class Opcode : uint8_t {
+  DmaCopy,       // dst, src [, vector_offset]: copy with dtype cast; indirect gather/scatter; optional DMA-side add
+  DmaTranspose,  // dst, src: 2-byte dtypes, swaps the partition and free axes
+  NcMatmul,      // dst(PSUM), stationary, moving: dst[M,N] (+)= stationary[K,M]^T @ moving[K,N]
+  NcMatmulMx,    // dst(PSUM), stationary, moving, stationary_scale, moving_scale (Trn3)
+  QuantizeMx,    // dst(x4 data), src(BF16/FP16), dst_scale (Trn3, DVE)
+  NcTranspose,   // dst, data (PE: SBUF->PSUM <=128x128; DVE: <=32x32)
+  Activation,    // dst, data [, bias] [, reduce_res]: op(data*scale + bias), optional add-reduce along free
+  TensorTensor,  // dst, data1, data2
+  TensorScalar,  // dst, data [, operand0 vector] [, operand1 vector]
+  TensorReduce,  // dst, data
+  TensorCopy,    // dst, src
+  Memset,        // dst
+  Iota,          // dst
+  Select,        // dst, predicate, on_true, on_false: dst = predicate != 0 ? on_true : on_false
+  CoreBarrier,   // LNC2 barrier between the two physical cores on this engine
+  SendRecv,      // dst (peer core's SBUF), src (this core's SBUF)
+};
+inline constexpr int kNumOpcodes = 16;
+
+enum class AluOp : uint8_t {
+  Bypass, Add, Subtract, Multiply, Divide, Max, Min, AbsMax, Pow,
+  IsEqual, NotEqual, IsGt, IsGe, IsLt, IsLe, LogicalAnd, LogicalOr,
+  BitwiseAnd, BitwiseOr, BitwiseXor, ShiftLeft, ShiftRight,
+};
+
+enum class ActFunc : uint8_t {
+  Identity, Copy, Exp, Log, Silu, Gelu, GeluApproxTanh, Sigmoid, Tanh, Relu, Square, Sqrt, Rsqrt, Reciprocal,
+  Abs, Sign,
+};
+
+// Semaphore condition: wait until S[sem] >= value on this physical core.
+struct SemWait {
+  uint16_t sem = 0;
+  uint32_t value = 0;
+};
+
+// Semaphore update applied when the instruction (or, for a DMA, its transfer) completes.
+// `peer` targets the other physical core of the LNC2 pair.
+struct SemUpdate {
+  uint16_t sem = 0;
+  int32_t delta = 1;
+  bool peer = false;
+};
+
+// Instruction flags (bit set).
+enum Flag : uint32_t {
+  kAccumulate = 1u << 0,      // nc_matmul(_mx): accumulate into the PSUM bank instead of overwriting
+  kDoubleRow = 1u << 1,       // nc_matmul perf_mode=double_row (FP8, K=256)
+  kIsTranspose = 1u << 2,     // nc_matmul transpose mode
+  kOobSkip = 1u << 3,         // indirect DMA: out-of-bounds rows are skipped (else an error)
+  kDmaAccumulate = 1u << 4,   // dma_copy: dst += src (DMA-side add)
+  kIndirectDst = 1u << 5,     // vector_offset indexes the destination (scatter) instead of the source (gather)
+  kNegate = 1u << 6,          // tensor_reduce negate
+  kReverse0 = 1u << 7,        // tensor_scalar: operand0 op data instead of data op operand0
+  kReverse1 = 1u << 8,        // tensor_scalar: same for op1
+  kOperand0Vector = 1u << 9,  // tensor_scalar/activation scale: per-partition [P,1] operand instead of immediate
+  kOperand1Vector = 1u << 10,
+  kBiasVector = 1u << 11,     // activation: bias from a [P,1] operand
+  kReduce = 1u << 12,         // activation: also add-reduce along the free dims into reduce_res
+};
+
+// Where an instruction came from in kernel code (index into Program::files, 1-based line; 0 = unknown).
+struct SourceLoc {
+  uint32_t file = 0;
+  uint32_t line = 0;
+};
+
+// One instruction of one sequencer's stream. Operand slot meanings depend on the opcode: see operand_names().
+struct Instruction {
+  Opcode op = Opcode::TensorCopy;
+  Engine engine = Engine::SP;  // the sequencer that issues it (for DMAs: the triggering sequencer)
+  uint8_t dma_queue = 0;       // DMA: queue id 0..15 (shared by the 16 DMA engines of the core)
+  uint8_t nops = 0;            // operand slots used
+  uint8_t scale_offset = 0;    // quantize_mx / nc_matmul_mx: scale row offset 0/4/8/12 inside each quadrant
+  uint8_t reduce_axes = 1;     // tensor_reduce: number of innermost free dims reduced
+  AluOp alu0 = AluOp::Bypass;  // tensor_tensor op; tensor_scalar op0; tensor_reduce op
+  AluOp alu1 = AluOp::Bypass;  // tensor_scalar op1
+  ActFunc act = ActFunc::Identity;
+  uint32_t flags = 0;
+  float imm0 = 0.f;  // tensor_scalar operand0 / activation scale / memset value / iota base
+  float imm1 = 0.f;  // tensor_scalar operand1 / activation bias / iota channel_multiplier
+  std::array<AccessPattern, 5> ops{};
+  std::vector<SemWait> waits;
+  std::vector<SemUpdate> updates;
+  SourceLoc loc;
+
+  bool has(Flag f) const { return (flags & f) != 0; }
+  bool is_dma() const { return op == Opcode::DmaCopy || op == Opcode::DmaTranspose || op == Opcode::SendRecv; }
+};
+
+// HBM tensor of a program (shared by both cores unless `private_to_core` >= 0).
+struct TensorDecl {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int private_to_core = -1;
+};
+
+// A complete program: per physical core, per engine, an instruction stream in program order.
+struct Program {
+  Generation generation = Generation::Trn2;
+  int num_cores = 2;
+  std::vector<TensorDecl> tensors;
+  std::vector<std::string> files;  // source files referenced by SourceLoc::file (index 0 unused: "?")
+  std::array<std::array<std::vector<Instruction>, kNumEngines>, 2> streams;
+};
+
+}  // namespace trnsim::isa
