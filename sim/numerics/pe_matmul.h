@@ -1,0 +1,21 @@
+// Host arithmetic of the Tensor Engine (PE): the FP32 accumulation every nc_matmul / nc_matmul_mx result goes
+// through. Plain C++, shared by the ISA semantics and the kernels' quantized host references.
+#pragma once
+
+#include <cstdint>
+
+namespace trnsim::num {
+
+// C[m, n] = (accumulate ? C[m, n] : +0) + sum over k = 0 .. K-1 of A[k, m] * B[k, n].
+// A is the stationary operand [K, M] (row k at A + k*lda), B the moving operand [K, N] (row k at B + k*ldb),
+// C the PSUM tile [M, N] (row m at C + m*ldc); all FP32, K on partitions as on the PE.
+// Order (fixed, documented, independent of host threads and vector width): for each output element the
+// products are added in ascending k, each step c = fl32(c + a*b) rounded once (fused multiply-add). For
+// operands whose products are exact in FP32 (BF16, FP16, FP8 and MX-dequantized values, barring FP32
+// underflow) this equals rounding the product and then the sum. The public sources do not document the PE's
+// internal order (reference/trainium-hardware.md §7, open question 1); this choice makes runs
+// bit-reproducible. `threads` > 1 splits the N columns; the bytes do not depend on it.
+void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int K, int M,
+               int N, bool accumulate, int threads = 1);
+
+}  // namespace trnsim::num

@@ -1,0 +1,91 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "sim/numerics/pe_matmul.h"
+
+using trnsim::num::pe_matmul;
+
+namespace {
+
+// Reference written from the documented contract: per element, c = fmaf(a, b, c) for k = 0, 1, ..., K-1.
+std::vector<float> reference(const std::vector<float>& A, const std::vector<float>& B, std::vector<float> C,
+                             int K, int M, int N, bool accumulate) {
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      float c = accumulate ? C[m * N + n] : 0.0f;
+      for (int k = 0; k < K; ++k) c = fmaf(A[k * M + m], B[k * N + n], c);
+      C[m * N + n] = c;
+    }
+  return C;
+}
+
+// Deterministic values with a wide exponent spread, so the summation order shows in the low bits.
+std::vector<float> values(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint32_t s = seed;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    const int e = static_cast<int>((s >> 8) % 24) - 12;
+    x = std::ldexp(static_cast<float>((s >> 12) & 0xFF) - 127.5f, e);
+  }
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("pe_matmul adds products in ascending k with FP32 rounding at each step", "[pe_matmul]") {
+  // K=3, M=1, N=1: products 2^25, 1, -2^25. Ascending k: (0 + 2^25) + 1 rounds to 2^25 (ulp there is 4),
+  // then -2^25 gives exactly 0. The exact sum is 1, so any other order or a wider accumulator would differ.
+  std::vector<float> A = {std::ldexp(1.0f, 25), 1.0f, -std::ldexp(1.0f, 25)};
+  std::vector<float> B = {1.0f, 1.0f, 1.0f};
+  std::vector<float> C = {123.0f};
+  pe_matmul(A.data(), 1, B.data(), 1, C.data(), 1, 3, 1, 1, /*accumulate=*/false);
+  CHECK(C[0] == 0.0f);
+  // Accumulate starts from the PSUM value: 3 + 2^25 rounds to 2^25 + 4 (nearest multiple of 4), + 1 -> 2^25 +
+  // 4
+  // (+1 is below half an ulp of 4), -2^25 -> 4.
+  C[0] = 3.0f;
+  pe_matmul(A.data(), 1, B.data(), 1, C.data(), 1, 3, 1, 1, /*accumulate=*/true);
+  CHECK(C[0] == 4.0f);
+}
+
+TEST_CASE("pe_matmul matches the sequential FMA contract on every tile shape the PE uses", "[pe_matmul]") {
+  // Shapes cover the vector blocks (8x32 / 4x16) and their edges: M and N not multiples of the block.
+  for (auto [K, M, N] : {std::tuple{128, 128, 512}, {512, 128, 512}, {7, 5, 33}, {128, 13, 70}, {1, 1, 1}}) {
+    const auto A = values(static_cast<size_t>(K) * M, 1 + K);
+    const auto B = values(static_cast<size_t>(K) * N, 2 + N);
+    const auto C0 = values(static_cast<size_t>(M) * N, 3 + M);
+    for (bool acc : {false, true}) {
+      const auto want = reference(A, B, C0, K, M, N, acc);
+      for (int threads : {1, 2, 3}) {
+        auto C = C0;
+        pe_matmul(A.data(), M, B.data(), N, C.data(), N, K, M, N, acc, threads);
+        INFO("K=" << K << " M=" << M << " N=" << N << " accumulate=" << acc << " threads=" << threads);
+        CHECK(same_bits(C, want));
+      }
+    }
+  }
+}
+
+TEST_CASE("pe_matmul honours leading dimensions of sub-tiles", "[pe_matmul]") {
+  // A 2x2 output inside a 4-wide PSUM row, operands inside wider SBUF rows.
+  std::vector<float> A = {1, 2, 99, 3, 4, 99};          // [K=2][M=2], lda 3
+  std::vector<float> B = {5, 6, 99, 99, 7, 8, 99, 99};  // [K=2][N=2], ldb 4
+  std::vector<float> C(8, -1.0f);                       // [M=2][N=2], ldc 4
+  pe_matmul(A.data(), 3, B.data(), 4, C.data(), 4, 2, 2, 2, false);
+  // C[m][n] = A[0][m]*B[0][n] + A[1][m]*B[1][n]
+  CHECK(C[0] == 1 * 5 + 3 * 7);
+  CHECK(C[1] == 1 * 6 + 3 * 8);
+  CHECK(C[4] == 2 * 5 + 4 * 7);
+  CHECK(C[5] == 2 * 6 + 4 * 8);
+  CHECK(C[2] == -1.0f);  // untouched outside the tile
+  CHECK(C[7] == -1.0f);
+}
