@@ -1,0 +1,15 @@
+// Picks a trace writer from the file name, for the CLI's --trace option.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "sim/trace/trace_sink.h"
+
+namespace trnsim::trace {
+
+// ".json" gives a JsonTraceWriter; ".pftrace", ".perfetto-trace" or ".pb" a PerfettoWriter.
+// Throws InputError naming the path for any other extension or when the file cannot be created.
+std::unique_ptr<TraceSink> open_trace_file(const std::filesystem::path& path);
+
+}  // namespace trnsim::trace
