@@ -1,0 +1,207 @@
+#include "sim/numerics/mx.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "sim/base/error.h"
+
+namespace trnsim::num {
+
+std::string_view scale_rule_name(ScaleRule r) {
+  switch (r) {
+    case ScaleRule::Trn3:
+      return "trn3";
+    case ScaleRule::Ocp:
+      return "ocp";
+    case ScaleRule::Te:
+      return "te";
+  }
+  return "?";
+}
+
+ScaleRule parse_scale_rule(std::string_view s) {
+  if (s == "trn3") return ScaleRule::Trn3;
+  if (s == "ocp") return ScaleRule::Ocp;
+  if (s == "te") return ScaleRule::Te;
+  throw InputError(fmt::format("unknown MX scale rule '{}' (expected trn3, ocp or te)", s));
+}
+
+std::string_view mx_axis_name(MxAxis a) {
+  return a == MxAxis::Row ? "row" : "col";
+}
+
+namespace {
+
+inline float load(float v) {
+  return v;
+}
+inline float load(uint16_t v) {
+  return bf16_to_f32(v);
+}
+
+// Key whose maximum over a block drives the scale: abs bits; Te drops NaN elements (TE's fmaxf amax).
+template <ScaleRule R>
+inline uint32_t abs_key(float v) {
+  const uint32_t a = std::bit_cast<uint32_t>(v) & 0x7FFFFFFFu;
+  if constexpr (R == ScaleRule::Te) return a > 0x7F800000u ? 0u : a;
+  return a;
+}
+
+template <Fp8Format F, ScaleRule R, class In>
+uint8_t block_contiguous(const In* v, uint8_t* out) {
+  uint32_t key = 0;
+  for (int i = 0; i < kMxBlock; ++i) key = std::max(key, abs_key<R>(load(v[i])));
+  const uint8_t s = mx_scale_byte(key, F, R);
+  // A NaN scale (0xFF, Trn3/Ocp block NaN) makes every product NaN, so every element becomes 0x7F.
+  const float mult = e8m0_rcp_f32(s);
+  for (int i = 0; i < kMxBlock; ++i) out[i] = detail::f32_to_fp8_satfinite<F>(load(v[i]) * mult);
+  return s;
+}
+
+// Runs fn(begin, end) over [0, units) split into at most `threads` contiguous chunks.
+template <class Fn>
+void parallel_for(int64_t units, int threads, Fn fn) {
+  const int64_t n = std::min<int64_t>(threads, units);
+  if (n <= 1) {
+    if (units > 0) fn(int64_t{0}, units);
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(n - 1));
+  for (int64_t t = 1; t < n; ++t) pool.emplace_back(fn, units * t / n, units * (t + 1) / n);
+  fn(int64_t{0}, units / n);
+  for (auto& th : pool) th.join();
+}
+
+// Col axis, block-rows [b0, b1): 32 rows at a time, all columns at once (row-contiguous, vectorizable).
+// A free function with plain locals, so the uint8_t stores cannot alias the loop bounds.
+template <Fp8Format F, ScaleRule R, class In>
+void col_blocks(const In* x, const int64_t cols, uint8_t* data, uint8_t* scales, int64_t b0, int64_t b1) {
+  std::vector<uint32_t> key(static_cast<size_t>(cols));
+  std::vector<float> mult(static_cast<size_t>(cols));
+  uint32_t* const kp = key.data();
+  float* const mp = mult.data();
+  for (int64_t rb = b0; rb < b1; ++rb) {
+    std::fill(key.begin(), key.end(), 0u);
+    const In* blk = x + rb * kMxBlock * cols;
+    uint8_t* out = data + rb * kMxBlock * cols;
+    for (int i = 0; i < kMxBlock; ++i) {
+      const In* row = blk + i * cols;
+      for (int64_t c = 0; c < cols; ++c) kp[c] = std::max(kp[c], abs_key<R>(load(row[c])));
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint8_t s = mx_scale_byte(kp[c], F, R);
+      scales[rb * cols + c] = s;
+      mp[c] = e8m0_rcp_f32(s);
+    }
+    for (int i = 0; i < kMxBlock; ++i) {
+      const In* row = blk + i * cols;
+      uint8_t* orow = out + i * cols;
+      for (int64_t c = 0; c < cols; ++c) orow[c] = detail::f32_to_fp8_satfinite<F>(load(row[c]) * mp[c]);
+    }
+  }
+}
+
+template <Fp8Format F, ScaleRule R, class In>
+void quantize_impl(const In* x, int64_t rows, int64_t cols, MxAxis axis, uint8_t* data, uint8_t* scales,
+                   int threads) {
+  if (axis == MxAxis::Row) {
+    const int64_t nb = cols / kMxBlock;
+    parallel_for(rows, threads, [=](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t b = 0; b < nb; ++b) {
+          const int64_t off = r * cols + b * kMxBlock;
+          scales[r * nb + b] = block_contiguous<F, R>(x + off, data + off);
+        }
+    });
+    return;
+  }
+  parallel_for(rows / kMxBlock, threads,
+               [=](int64_t b0, int64_t b1) { col_blocks<F, R>(x, cols, data, scales, b0, b1); });
+}
+
+void check_args(const char* fn, int64_t rows, int64_t cols, MxAxis axis, int threads, bool null_ptr) {
+  if (rows < 0 || cols < 0) throw InputError(fmt::format("{}: negative shape [{}, {}]", fn, rows, cols));
+  if (threads < 1) throw InputError(fmt::format("{}: threads = {} must be at least 1", fn, threads));
+  const bool row = axis == MxAxis::Row;
+  const int64_t blocked = row ? cols : rows;
+  if (blocked % kMxBlock != 0)
+    throw InputError(fmt::format("{}: {} = {} is not a multiple of 32 (axis {} puts MX blocks along {})", fn,
+                                 row ? "cols" : "rows", blocked, mx_axis_name(axis), row ? "cols" : "rows"));
+  if (null_ptr && rows * cols != 0)
+    throw InputError(fmt::format("{}: null buffer for a non-empty [{}, {}] array", fn, rows, cols));
+}
+
+template <class In>
+void quantize_dispatch(const In* x, int64_t rows, int64_t cols, MxAxis axis, Fp8Format fmt, ScaleRule rule,
+                       uint8_t* data, uint8_t* scales, int threads) {
+  check_args("mx quantize", rows, cols, axis, threads, !x || !data || !scales);
+  if (rows * cols == 0) return;
+#define TRNSIM_MX_CASE(F, R)                       \
+  if (fmt == Fp8Format::F && rule == ScaleRule::R) \
+    return quantize_impl<Fp8Format::F, ScaleRule::R>(x, rows, cols, axis, data, scales, threads);
+  TRNSIM_MX_CASE(E4M3FN, Trn3)
+  TRNSIM_MX_CASE(E4M3FN, Ocp)
+  TRNSIM_MX_CASE(E4M3FN, Te)
+  TRNSIM_MX_CASE(E5M2, Trn3)
+  TRNSIM_MX_CASE(E5M2, Ocp)
+  TRNSIM_MX_CASE(E5M2, Te)
+#undef TRNSIM_MX_CASE
+  throw InputError("mx quantize: invalid format or scale rule");
+}
+
+template <class In>
+uint8_t block_dispatch(const In* v, uint8_t* out, Fp8Format fmt, ScaleRule rule) {
+#define TRNSIM_MX_CASE(F, R)                       \
+  if (fmt == Fp8Format::F && rule == ScaleRule::R) \
+    return block_contiguous<Fp8Format::F, ScaleRule::R>(v, out);
+  TRNSIM_MX_CASE(E4M3FN, Trn3)
+  TRNSIM_MX_CASE(E4M3FN, Ocp)
+  TRNSIM_MX_CASE(E4M3FN, Te)
+  TRNSIM_MX_CASE(E5M2, Trn3)
+  TRNSIM_MX_CASE(E5M2, Ocp)
+  TRNSIM_MX_CASE(E5M2, Te)
+#undef TRNSIM_MX_CASE
+  throw InputError("mx quantize_block: invalid format or scale rule");
+}
+
+}  // namespace
+
+uint8_t quantize_block(const float* v, uint8_t* out, Fp8Format fmt, ScaleRule rule) {
+  return block_dispatch(v, out, fmt, rule);
+}
+
+uint8_t quantize_block_bf16(const uint16_t* v, uint8_t* out, Fp8Format fmt, ScaleRule rule) {
+  return block_dispatch(v, out, fmt, rule);
+}
+
+void quantize(const float* x, int64_t rows, int64_t cols, MxAxis axis, Fp8Format fmt, ScaleRule rule,
+              uint8_t* data, uint8_t* scales, int threads) {
+  quantize_dispatch(x, rows, cols, axis, fmt, rule, data, scales, threads);
+}
+
+void quantize(const uint16_t* x_bf16, int64_t rows, int64_t cols, MxAxis axis, Fp8Format fmt, ScaleRule rule,
+              uint8_t* data, uint8_t* scales, int threads) {
+  quantize_dispatch(x_bf16, rows, cols, axis, fmt, rule, data, scales, threads);
+}
+
+void dequantize(const uint8_t* data, const uint8_t* scales, int64_t rows, int64_t cols, MxAxis axis,
+                Fp8Format fmt, float* out, int threads) {
+  check_args("mx dequantize", rows, cols, axis, threads, !data || !scales || !out);
+  const float* table = fmt == Fp8Format::E4M3FN ? detail::kE4M3ToF32.data() : detail::kE5M2ToF32.data();
+  const int64_t nb = cols / kMxBlock;
+  parallel_for(rows, threads, [=](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* srow = axis == MxAxis::Row ? scales + r * nb : scales + (r / kMxBlock) * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint8_t s = axis == MxAxis::Row ? srow[c / kMxBlock] : srow[c];
+        out[r * cols + c] = table[data[r * cols + c]] * e8m0_to_f32(s);
+      }
+    }
+  });
+}
+
+}  // namespace trnsim::num

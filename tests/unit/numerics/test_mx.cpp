@@ -1,0 +1,369 @@
+// MX quantization: scale rules at their boundaries (reference/mx-numerics.md §2, trainium-hardware.md §2.2),
+// the §2.5 worked examples, 2-D arrays on both axes with bytes known by construction, thread invariance and
+// the input errors.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "sim/base/error.h"
+#include "sim/numerics/mx.h"
+
+using namespace trnsim::num;
+using trnsim::InputError;
+
+namespace {
+
+float f(uint32_t bits) {
+  return std::bit_cast<float>(bits);
+}
+uint32_t bits(float x) {
+  return std::bit_cast<uint32_t>(x);
+}
+
+const char* rule_str(ScaleRule r) {
+  return r == ScaleRule::Trn3 ? "trn3" : r == ScaleRule::Ocp ? "ocp" : "te";
+}
+
+// Block: v[0] = a, v[1] = -a, v[2..31] = 0.
+struct BlockResult {
+  uint8_t scale;
+  std::array<uint8_t, 32> out;
+};
+BlockResult run_pm(float a, Fp8Format fmt, ScaleRule rule) {
+  std::array<float, 32> v{};
+  v[0] = a;
+  v[1] = -a;
+  BlockResult r{};
+  r.scale = quantize_block(v.data(), r.out.data(), fmt, rule);
+  return r;
+}
+
+struct Case {
+  const char* name;
+  Fp8Format fmt;
+  float amax;
+  uint8_t trn3_scale, trn3_elem, ocp_scale, ocp_elem, te_scale, te_elem;
+};
+
+void check_case(const Case& c) {
+  const std::array<std::array<uint8_t, 2>, 3> want = {
+      {{c.trn3_scale, c.trn3_elem}, {c.ocp_scale, c.ocp_elem}, {c.te_scale, c.te_elem}}};
+  const ScaleRule rules[3] = {ScaleRule::Trn3, ScaleRule::Ocp, ScaleRule::Te};
+  for (int i = 0; i < 3; ++i) {
+    INFO(c.name << " rule " << rule_str(rules[i]));
+    const BlockResult r = run_pm(c.amax, c.fmt, rules[i]);
+    CHECK(static_cast<int>(r.scale) == want[i][0]);
+    CHECK(static_cast<int>(r.out[0]) == want[i][1]);
+    CHECK(static_cast<int>(r.out[1]) == (want[i][1] | 0x80));
+    for (int k = 2; k < 32; ++k) CHECK(r.out[k] == 0x00);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("te max_norm reciprocals are TE's FP32 constants", "[numerics][mx]") {
+  CHECK(bits(te_max_norm_rcp(Fp8Format::E4M3FN)) == 0x3B124925u);
+  CHECK(bits(te_max_norm_rcp(Fp8Format::E5M2)) == 0x37924925u);
+}
+
+// mx-numerics.md §2.5 (OCP and TE columns as printed; Trn3 = twice the OCP scale, per trainium-hardware
+// §2.2).
+TEST_CASE("worked examples of mx-numerics 2.5", "[numerics][mx]") {
+  const auto e4 = Fp8Format::E4M3FN;
+  const auto e5 = Fp8Format::E5M2;
+  const Case cases[] = {
+      {"448", e4, 448.0f, 0x80, 0x76, 0x7F, 0x7E, 0x7F, 0x7E},
+      {"1.0", e4, 1.0f, 0x78, 0x70, 0x77, 0x78, 0x77, 0x78},
+      {"500", e4, 500.0f, 0x80, 0x78, 0x7F, 0x7E, 0x80, 0x78},
+      {"3.5", e4, 3.5f, 0x79, 0x76, 0x78, 0x7E, 0x78, 0x7E},
+      {"3.5+1ulp", e4, std::nextafter(3.5f, 4.0f), 0x79, 0x76, 0x78, 0x7E, 0x79, 0x76},
+      {"2^-140", e4, std::ldexp(1.0f, -140), 0x00, 0x00, 0x00, 0x00, 0x00, 0x00},
+      {"E5M2 57344", e5, 57344.0f, 0x80, 0x77, 0x7F, 0x7B, 0x7F, 0x7B},
+      {"E5M2 1.0", e5, 1.0f, 0x71, 0x74, 0x70, 0x78, 0x70, 0x78},
+      {"E5M2 60000", e5, 60000.0f, 0x80, 0x77, 0x7F, 0x7B, 0x80, 0x77},
+  };
+  for (const Case& c : cases) check_case(c);
+}
+
+// amax exactly 1.75 * 2^k, one FP32 ulp above and below; the other format's maximum; the FP32 extremes.
+TEST_CASE("scale rule boundaries", "[numerics][mx]") {
+  const auto e4 = Fp8Format::E4M3FN;
+  const auto e5 = Fp8Format::E5M2;
+  const float a = std::ldexp(1.75f, -20);  // 1.75 * 2^-20: biased exponent 107
+  const Case cases[] = {
+      // E4M3FN: OCP byte 107-8 = 99 (0x63), Trn3 100 (0x64); 1.75 * 2^8 = 448 (0x7E), 1.75 * 2^7 = 224
+      // (0x76).
+      {"1.75*2^-20", e4, a, 0x64, 0x76, 0x63, 0x7E, 0x63, 0x7E},
+      {"1.75*2^-20+ulp", e4, std::nextafter(a, 1.0f), 0x64, 0x76, 0x63, 0x7E, 0x64, 0x76},
+      {"1.75*2^-20-ulp", e4, std::nextafter(a, 0.0f), 0x64, 0x76, 0x63, 0x7E, 0x63, 0x7E},
+      // E5M2: OCP 107-15 = 92 (0x5C), Trn3 0x5D; 57344 (0x7B), 28672 (0x77).
+      {"E5M2 1.75*2^-20", e5, a, 0x5D, 0x77, 0x5C, 0x7B, 0x5C, 0x7B},
+      {"E5M2 1.75*2^-20+ulp", e5, std::nextafter(a, 1.0f), 0x5D, 0x77, 0x5C, 0x7B, 0x5D, 0x77},
+      {"E5M2 1.75*2^-20-ulp", e5, std::nextafter(a, 0.0f), 0x5D, 0x77, 0x5C, 0x7B, 0x5C, 0x7B},
+      // The other format's maximum: 57344 = 1.75*2^15 in E4M3FN, 448 = 1.75*2^8 in E5M2.
+      {"E4M3 57344", e4, 57344.0f, 0x87, 0x76, 0x86, 0x7E, 0x86, 0x7E},
+      {"E5M2 448", e5, 448.0f, 0x79, 0x77, 0x78, 0x7B, 0x78, 0x7B},
+      // Largest FP32 (2 - 2^-23) * 2^127: OCP 254-8 = 0xF6 and 511.99 saturates; Trn3 0xF7, 255.99 -> 256;
+      // TE: p = 1.143 * 2^119 -> ceil 2^120 -> 0xF7, element 256 (0x78).
+      {"FP32 max", e4, f(0x7F7FFFFFu), 0xF7, 0x78, 0xF6, 0x7E, 0xF7, 0x78},
+      // amax = 448 * 2^-127 * (1 + 2^-23): TE's FP32 product rounds to 2^-127 -> byte 0x00 and the maximum
+      // saturates (the mismatch family of §2.4); exact floor rules give OCP 0x00 (448.00005 -> 448), Trn3
+      // 0x01.
+      {"0x04600001", e4, f(0x04600001u), 0x01, 0x76, 0x00, 0x7E, 0x00, 0x7E},
+      // Subnormal FP32 amax 2^-140: every rule 0x00; the element 2^-13 is 0 in E4M3FN and 0x08 in E5M2.
+      {"E5M2 2^-140", e5, std::ldexp(1.0f, -140), 0x00, 0x08, 0x00, 0x08, 0x00, 0x08},
+      // Largest FP32 subnormal: floor rules clamp to 0x00; TE's p is an FP32 subnormal below 2^-127 -> 0x00.
+      // Every rule then multiplies by 2^127: 2 - 2^-22 rounds to 2 (0x40).
+      {"subnormal max", e4, f(0x007FFFFFu), 0x00, 0x40, 0x00, 0x40, 0x00, 0x40},
+  };
+  for (const Case& c : cases) check_case(c);
+}
+
+TEST_CASE("all-zero and negative-zero blocks", "[numerics][mx]") {
+  for (Fp8Format fmt : {Fp8Format::E4M3FN, Fp8Format::E5M2})
+    for (ScaleRule rule : {ScaleRule::Trn3, ScaleRule::Ocp, ScaleRule::Te}) {
+      INFO(rule_str(rule));
+      std::array<float, 32> v{};
+      for (int i = 0; i < 32; i += 2) v[i] = -0.0f;
+      std::array<uint8_t, 32> out{};
+      CHECK(quantize_block(v.data(), out.data(), fmt, rule) == 0x00);
+      for (int i = 0; i < 32; ++i) CHECK(out[i] == (i % 2 == 0 ? 0x80 : 0x00));
+    }
+}
+
+// Trn3 and Ocp: any NaN/Inf makes the block NaN. Te: NaN ignored in amax and becomes 0x7F; Inf gives 0xFE,
+// Inf -> +-max, finite elements underflow to signed zero.
+TEST_CASE("NaN and Inf in a block", "[numerics][mx]") {
+  const float specials[] = {f(0x7FC00000u), f(0xFFC00001u), f(0x7F800000u), f(0xFF800000u)};
+  for (Fp8Format fmt : {Fp8Format::E4M3FN, Fp8Format::E5M2})
+    for (int si = 0; si < 4; ++si) {
+      std::array<float, 32> v{};
+      v[0] = 1.0f;
+      v[1] = -0.5f;
+      v[7] = specials[si];
+      const bool is_nan = si < 2;
+      for (ScaleRule rule : {ScaleRule::Trn3, ScaleRule::Ocp}) {
+        INFO(rule_str(rule) << " special " << si);
+        std::array<uint8_t, 32> out{};
+        CHECK(quantize_block(v.data(), out.data(), fmt, rule) == 0xFF);
+        for (uint8_t b : out) CHECK(b == 0x7F);
+      }
+      INFO("te special " << si);
+      std::array<uint8_t, 32> out{};
+      const uint8_t s = quantize_block(v.data(), out.data(), fmt, ScaleRule::Te);
+      const bool e4 = fmt == Fp8Format::E4M3FN;
+      if (is_nan) {
+        // amax 1.0: E4M3 0x77 with 1.0 -> 256 (0x78), -0.5 -> 0xF0; E5M2 0x70, 32768 (0x78), -16384 (0xF4).
+        CHECK(s == (e4 ? 0x77 : 0x70));
+        CHECK(out[0] == 0x78);
+        CHECK(out[1] == (e4 ? 0xF0 : 0xF4));
+        CHECK(out[7] == 0x7F);
+      } else {
+        CHECK(s == 0xFE);
+        CHECK(out[0] == 0x00);
+        CHECK(out[1] == 0x80);
+        const uint8_t maxb = e4 ? 0x7E : 0x7B;
+        CHECK(out[7] == (si == 2 ? maxb : (maxb | 0x80)));
+      }
+      for (int i = 2; i < 32; ++i)
+        if (i != 7) CHECK(out[i] == 0x00);
+    }
+}
+
+TEST_CASE("block of all NaN under te", "[numerics][mx]") {
+  std::array<float, 32> v;
+  v.fill(f(0x7FC00000u));
+  std::array<uint8_t, 32> out{};
+  CHECK(quantize_block(v.data(), out.data(), Fp8Format::E4M3FN, ScaleRule::Te) == 0x00);
+  for (uint8_t b : out) CHECK(b == 0x7F);
+}
+
+namespace {
+
+// Element value of magnitude code c, independent of the code under test.
+float fp8_value(uint8_t c, Fp8Format fmt) {
+  const int mant = fmt == Fp8Format::E4M3FN ? 3 : 2, bias = fmt == Fp8Format::E4M3FN ? 7 : 15;
+  const int e = (c & 0x7F) >> mant, m = c & ((1 << mant) - 1);
+  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), 1 - bias - mant)
+                           : std::ldexp(static_cast<float>((1 << mant) + m), e - bias - mant);
+  return (c & 0x80) ? -mag : mag;
+}
+
+// A [rows, cols] array built from chosen scale bytes and element codes so the expected quantization is
+// known exactly: each block holds one element at the rule's top binade (Trn3 [128, 256) or [2^14, 2^15);
+// Ocp/Te [256, 448] or [2^15, 57344]) and others at or below it; x = value(code) * 2^(scale - 127).
+struct Built {
+  std::vector<float> x;
+  std::vector<uint8_t> data, scales;
+};
+Built build(int64_t rows, int64_t cols, MxAxis axis, Fp8Format fmt, ScaleRule rule, uint32_t seed) {
+  std::mt19937 gen(seed);
+  const bool e4 = fmt == Fp8Format::E4M3FN;
+  const int mant = e4 ? 3 : 2;
+  const int top_binade_code = (rule == ScaleRule::Trn3 ? (e4 ? 14 : 29) : (e4 ? 15 : 30)) << mant;
+  const int top_count = e4 && rule != ScaleRule::Trn3 ? 7 : (1 << mant);  // 0x7F is NaN in E4M3FN
+  Built b;
+  b.x.resize(rows * cols);
+  b.data.resize(rows * cols);
+  const int64_t nblocks = rows * cols / 32;
+  b.scales.resize(nblocks);
+  for (int64_t blk = 0; blk < nblocks; ++blk) {
+    const uint8_t s = static_cast<uint8_t>(100 + gen() % 50);
+    const uint8_t top = static_cast<uint8_t>(top_binade_code + gen() % top_count);
+    const int where = static_cast<int>(gen() % 32);
+    int64_t sr, sc;  // scale position in the compact layout
+    if (axis == MxAxis::Row) {
+      sr = blk / (cols / 32);
+      sc = blk % (cols / 32);
+      b.scales[sr * (cols / 32) + sc] = s;
+    } else {
+      sr = blk / cols;
+      sc = blk % cols;
+      b.scales[sr * cols + sc] = s;
+    }
+    for (int i = 0; i < 32; ++i) {
+      uint8_t code = i == where ? top : static_cast<uint8_t>(gen() % (top + 1u));
+      if (gen() % 2) code |= 0x80;
+      const int64_t r = axis == MxAxis::Row ? sr : sr * 32 + i;
+      const int64_t c = axis == MxAxis::Row ? sc * 32 + i : sc;
+      b.data[r * cols + c] = code;
+      b.x[r * cols + c] = std::ldexp(fp8_value(code, fmt), s - 127);
+    }
+  }
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("quantize and dequantize 2-D arrays on both axes", "[numerics][mx]") {
+  for (MxAxis axis : {MxAxis::Row, MxAxis::Col})
+    for (Fp8Format fmt : {Fp8Format::E4M3FN, Fp8Format::E5M2})
+      for (ScaleRule rule : {ScaleRule::Trn3, ScaleRule::Ocp, ScaleRule::Te}) {
+        INFO(rule_str(rule) << " axis " << static_cast<int>(axis) << " fmt " << static_cast<int>(fmt));
+        const int64_t rows = 64, cols = 96;
+        const Built b = build(rows, cols, axis, fmt, rule, 7);
+        std::vector<uint8_t> data(rows * cols), scales(b.scales.size());
+        quantize(b.x.data(), rows, cols, axis, fmt, rule, data.data(), scales.data());
+        CHECK(data == b.data);
+        CHECK(scales == b.scales);
+        std::vector<float> back(rows * cols);
+        dequantize(data.data(), scales.data(), rows, cols, axis, fmt, back.data());
+        CHECK(back == b.x);
+      }
+}
+
+TEST_CASE("quantize a small array with literal bytes", "[numerics][mx]") {
+  // [32, 32] E4M3FN OCP. Row 0: 1, 2, 3, ... (amax 32 -> byte 127+5-8 = 0x7C, elements v * 8).
+  // Column axis: column c holds (c+1) at row 0 and -0.25 at row 1 (amax max(c+1, 0.25)).
+  std::vector<float> x(32 * 32, 0.0f);
+  for (int c = 0; c < 32; ++c) {
+    x[c] = static_cast<float>(c + 1);
+    x[32 + c] = -0.25f;
+  }
+  std::vector<uint8_t> data(32 * 32), scales(32);
+  quantize(x.data(), 32, 32, MxAxis::Row, Fp8Format::E4M3FN, ScaleRule::Ocp, data.data(), scales.data());
+  CHECK(scales[0] == 0x7C);
+  CHECK(data[0] == 0x50);    // 8 = 2^3: exponent field 10
+  CHECK(data[2] == 0x5C);    // 24 = 1.5 * 2^4
+  CHECK(data[31] == 0x78);   // 256
+  CHECK(data[30] == 0x78);   // 248 rounds to 256 (tie between 240 and 256 -> even mantissa 0)
+  CHECK(scales[1] == 0x75);  // row 1: amax 0.25 -> 125 - 8
+  CHECK(data[32] == 0xF8);   // -0.25 * 2^10 = -256
+  CHECK(scales[2] == 0x00);  // zero rows
+  CHECK(data[64] == 0x00);
+  quantize(x.data(), 32, 32, MxAxis::Col, Fp8Format::E4M3FN, ScaleRule::Ocp, data.data(), scales.data());
+  CHECK(scales[0] == 0x77);   // column 0: amax 1 -> 0x77, elements * 256
+  CHECK(data[0] == 0x78);     // 1 * 256
+  CHECK(data[32] == 0xE8);    // -0.25 * 256 = -64
+  CHECK(scales[31] == 0x7C);  // column 31: amax 32
+  CHECK(data[31] == 0x78);
+  CHECK(data[63] == 0xC0);  // -0.25 * 8 = -2
+}
+
+TEST_CASE("bf16 input path equals the float path; threads do not change bytes", "[numerics][mx]") {
+  const int64_t rows = 96, cols = 160;
+  std::mt19937 gen(99);
+  std::vector<uint16_t> xb(rows * cols);
+  for (auto& v : xb) {
+    const uint32_t r = gen();
+    // Mostly normal values over a wide range, some zeros, NaN and Inf.
+    if (r % 97 == 0)
+      v = 0x7FC0;
+    else if (r % 89 == 0)
+      v = (r & 1) ? 0xFF80 : 0x7F80;
+    else if (r % 31 == 0)
+      v = 0x0000;
+    else
+      v = static_cast<uint16_t>((r & 0x807F) | ((90 + (r >> 8) % 80) << 7));
+  }
+  std::vector<float> xf(rows * cols);
+  for (size_t i = 0; i < xb.size(); ++i) xf[i] = bf16_to_f32(xb[i]);
+  for (MxAxis axis : {MxAxis::Row, MxAxis::Col})
+    for (Fp8Format fmt : {Fp8Format::E4M3FN, Fp8Format::E5M2})
+      for (ScaleRule rule : {ScaleRule::Trn3, ScaleRule::Ocp, ScaleRule::Te}) {
+        INFO(rule_str(rule) << " axis " << static_cast<int>(axis));
+        const size_t ns = static_cast<size_t>(rows * cols / 32);
+        std::vector<uint8_t> d1(rows * cols), s1(ns);
+        quantize(xf.data(), rows, cols, axis, fmt, rule, d1.data(), s1.data(), 1);
+        for (int t : {2, 3}) {
+          std::vector<uint8_t> d(rows * cols), s(ns);
+          quantize(xf.data(), rows, cols, axis, fmt, rule, d.data(), s.data(), t);
+          CHECK(d == d1);
+          CHECK(s == s1);
+          quantize(xb.data(), rows, cols, axis, fmt, rule, d.data(), s.data(), t);
+          CHECK(d == d1);
+          CHECK(s == s1);
+          std::vector<float> o1(rows * cols), o(rows * cols);
+          dequantize(d1.data(), s1.data(), rows, cols, axis, fmt, o1.data(), 1);
+          dequantize(d1.data(), s1.data(), rows, cols, axis, fmt, o.data(), t);
+          CHECK(std::memcmp(o.data(), o1.data(), o.size() * sizeof(float)) == 0);
+        }
+        // Row blocks equal quantize_block on the same 32 values.
+        if (axis == MxAxis::Row) {
+          std::array<uint8_t, 32> q{};
+          CHECK(quantize_block(xf.data() + 5 * cols + 64, q.data(), fmt, rule) == s1[5 * (cols / 32) + 2]);
+          CHECK(std::equal(q.begin(), q.end(), d1.begin() + 5 * cols + 64));
+          CHECK(quantize_block_bf16(xb.data() + 5 * cols + 64, q.data(), fmt, rule) ==
+                s1[5 * (cols / 32) + 2]);
+        }
+      }
+}
+
+TEST_CASE("quantize input errors", "[numerics][mx]") {
+  std::vector<float> x(64 * 64);
+  std::vector<uint8_t> d(64 * 64), s(64 * 64);
+  const auto e4 = Fp8Format::E4M3FN;
+  CHECK_THROWS_MATCHES(
+      quantize(x.data(), 2, 40, MxAxis::Row, e4, ScaleRule::Te, d.data(), s.data()), InputError,
+      Catch::Message("mx quantize: cols = 40 is not a multiple of 32 (axis row puts MX blocks "
+                     "along cols)"));
+  CHECK_THROWS_MATCHES(
+      quantize(x.data(), 48, 32, MxAxis::Col, e4, ScaleRule::Te, d.data(), s.data()), InputError,
+      Catch::Message("mx quantize: rows = 48 is not a multiple of 32 (axis col puts MX blocks "
+                     "along rows)"));
+  CHECK_THROWS_MATCHES(quantize(x.data(), 32, 32, MxAxis::Col, e4, ScaleRule::Te, d.data(), s.data(), 0),
+                       InputError, Catch::Message("mx quantize: threads = 0 must be at least 1"));
+  CHECK_THROWS_MATCHES(quantize(x.data(), -1, 32, MxAxis::Row, e4, ScaleRule::Te, d.data(), s.data()),
+                       InputError, Catch::Message("mx quantize: negative shape [-1, 32]"));
+  CHECK_THROWS_MATCHES(quantize(x.data(), 32, 32, MxAxis::Row, e4, ScaleRule::Te, nullptr, s.data()),
+                       InputError, Catch::Message("mx quantize: null buffer for a non-empty [32, 32] array"));
+  CHECK_THROWS_MATCHES(
+      dequantize(d.data(), s.data(), 33, 64, MxAxis::Col, e4, x.data()), InputError,
+      Catch::Message("mx dequantize: rows = 33 is not a multiple of 32 (axis col puts MX blocks "
+                     "along rows)"));
+  CHECK_THROWS_MATCHES(parse_scale_rule("rceil"), InputError,
+                       Catch::Message("unknown MX scale rule 'rceil' (expected trn3, ocp or te)"));
+  CHECK(parse_scale_rule("trn3") == ScaleRule::Trn3);
+  CHECK(parse_scale_rule("ocp") == ScaleRule::Ocp);
+  CHECK(parse_scale_rule("te") == ScaleRule::Te);
+  CHECK(scale_rule_name(ScaleRule::Te) == "te");
+  // Empty arrays are fine and touch nothing.
+  CHECK_NOTHROW(quantize(x.data(), 0, 64, MxAxis::Row, e4, ScaleRule::Te, d.data(), s.data(), 4));
+}
