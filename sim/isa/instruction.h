@@ -142,6 +142,7 @@ struct Instruction {
   uint8_t dma_queue = 0;       // DMA: queue id 0..15 (shared by the 16 DMA engines of the core)
   uint8_t nops = 0;            // operand slots used
   uint8_t scale_offset = 0;    // quantize_mx / nc_matmul_mx: scale row offset 0/4/8/12 inside each quadrant
+  uint8_t moving_scale_offset = 0;  // nc_matmul_mx: the same for moving_scale (scale_offset: stationary_scale)
   uint8_t reduce_axes = 1;     // tensor_reduce: number of innermost free dims reduced
   AluOp alu0 = AluOp::Bypass;  // tensor_tensor op; tensor_scalar op0; tensor_reduce op
   AluOp alu1 = AluOp::Bypass;  // tensor_scalar op1
@@ -149,6 +150,7 @@ struct Instruction {
   uint32_t flags = 0;
   float imm0 = 0.f;  // tensor_scalar operand0 / activation scale / memset value / iota base
   float imm1 = 0.f;  // tensor_scalar operand1 / activation bias / iota channel_multiplier
+  std::array<int32_t, 4> iota_steps{};  // iota: value step per free dim of dst (dst.dims order)
   std::array<AccessPattern, 5> ops{};
   std::vector<SemWait> waits;
   std::vector<SemUpdate> updates;
@@ -164,6 +166,8 @@ struct TensorDecl {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   int private_to_core = -1;
+  std::string init = {};    // program JSON "init" value, kept as JSON text for the runner ("" = absent)
+  std::string output = {};  // program JSON "output" value, kept as JSON text ("" = absent)
 };
 
 // A complete program: per physical core, per engine, an instruction stream in program order.

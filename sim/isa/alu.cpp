@@ -1,0 +1,161 @@
+#include "sim/isa/alu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace trnsim::isa {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+int32_t wrap32(int64_t v) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+}
+
+int64_t to_i64(float v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 9.2e18f) return std::numeric_limits<int64_t>::max();
+  if (v <= -9.2e18f) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+bool alu_is_bitwise(AluOp op) {
+  return op == AluOp::BitwiseAnd || op == AluOp::BitwiseOr || op == AluOp::BitwiseXor ||
+         op == AluOp::ShiftLeft || op == AluOp::ShiftRight;
+}
+
+float alu_f32(AluOp op, float a, float b) {
+  switch (op) {
+    case AluOp::Bypass:
+      return a;
+    case AluOp::Add:
+      return a + b;
+    case AluOp::Subtract:
+      return a - b;
+    case AluOp::Multiply:
+      return a * b;
+    case AluOp::Divide:
+      return a / b;
+    case AluOp::Max:
+      return std::isnan(a) || std::isnan(b) ? kNaN : (a > b ? a : b);
+    case AluOp::Min:
+      return std::isnan(a) || std::isnan(b) ? kNaN : (a < b ? a : b);
+    case AluOp::AbsMax:
+      return std::isnan(a) || std::isnan(b) ? kNaN : std::fabs(std::fabs(a) > std::fabs(b) ? a : b);
+    case AluOp::Pow:
+      return std::pow(a, b);
+    case AluOp::IsEqual:
+      return a == b ? 1.f : 0.f;
+    case AluOp::NotEqual:
+      return a != b ? 1.f : 0.f;
+    case AluOp::IsGt:
+      return a > b ? 1.f : 0.f;
+    case AluOp::IsGe:
+      return a >= b ? 1.f : 0.f;
+    case AluOp::IsLt:
+      return a < b ? 1.f : 0.f;
+    case AluOp::IsLe:
+      return a <= b ? 1.f : 0.f;
+    case AluOp::LogicalAnd:
+      return (a != 0.f && b != 0.f) ? 1.f : 0.f;
+    case AluOp::LogicalOr:
+      return (a != 0.f || b != 0.f) ? 1.f : 0.f;
+    default:
+      return static_cast<float>(alu_i32(op, to_i64(a), to_i64(b)));
+  }
+}
+
+int64_t alu_i32(AluOp op, int64_t a64, int64_t b64) {
+  const int32_t a = wrap32(a64), b = wrap32(b64);
+  const auto ua = static_cast<uint32_t>(a), ub = static_cast<uint32_t>(b);
+  switch (op) {
+    case AluOp::Bypass:
+      return a;
+    case AluOp::Add:
+      return wrap32(int64_t{a} + b);
+    case AluOp::Subtract:
+      return wrap32(int64_t{a} - b);
+    case AluOp::Multiply:
+      return wrap32(int64_t{a} * b);
+    case AluOp::Divide:
+      return b == 0 ? 0 : wrap32(int64_t{a} / b);
+    case AluOp::Max:
+      return a > b ? a : b;
+    case AluOp::Min:
+      return a < b ? a : b;
+    case AluOp::AbsMax:
+      return wrap32(std::max(std::llabs(a), std::llabs(b)));
+    case AluOp::Pow:
+      return wrap32(to_i64(static_cast<float>(std::pow(static_cast<double>(a), b))));
+    case AluOp::IsEqual:
+      return a == b;
+    case AluOp::NotEqual:
+      return a != b;
+    case AluOp::IsGt:
+      return a > b;
+    case AluOp::IsGe:
+      return a >= b;
+    case AluOp::IsLt:
+      return a < b;
+    case AluOp::IsLe:
+      return a <= b;
+    case AluOp::LogicalAnd:
+      return a != 0 && b != 0;
+    case AluOp::LogicalOr:
+      return a != 0 || b != 0;
+    case AluOp::BitwiseAnd:
+      return static_cast<int32_t>(ua & ub);
+    case AluOp::BitwiseOr:
+      return static_cast<int32_t>(ua | ub);
+    case AluOp::BitwiseXor:
+      return static_cast<int32_t>(ua ^ ub);
+    case AluOp::ShiftLeft:
+      return b < 0 || b >= 32 ? 0 : static_cast<int32_t>(ua << b);
+    case AluOp::ShiftRight:
+      return b < 0 || b >= 32 ? 0 : static_cast<int32_t>(ua >> b);
+  }
+  return 0;
+}
+
+float act_f32(ActFunc f, float x) {
+  switch (f) {
+    case ActFunc::Identity:
+    case ActFunc::Copy:
+      return x;
+    case ActFunc::Exp:
+      return std::exp(x);
+    case ActFunc::Log:
+      return std::log(x);
+    case ActFunc::Silu:
+      return x / (1.f + std::exp(-x));
+    case ActFunc::Gelu:
+      return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f));
+    case ActFunc::GeluApproxTanh:
+      return 0.5f * x * (1.f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case ActFunc::Sigmoid:
+      return 1.f / (1.f + std::exp(-x));
+    case ActFunc::Tanh:
+      return std::tanh(x);
+    case ActFunc::Relu:
+      return std::isnan(x) ? x : (x > 0.f ? x : 0.f);
+    case ActFunc::Square:
+      return x * x;
+    case ActFunc::Sqrt:
+      return std::sqrt(x);
+    case ActFunc::Rsqrt:
+      return 1.f / std::sqrt(x);
+    case ActFunc::Reciprocal:
+      return 1.f / x;
+    case ActFunc::Abs:
+      return std::fabs(x);
+    case ActFunc::Sign:
+      return std::isnan(x) ? x : (x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f));
+  }
+  return x;
+}
+
+}  // namespace trnsim::isa

@@ -1,0 +1,31 @@
+// Scalar ALU and activation-function math of the compute engines, shared by execute() and host references.
+// Arithmetic is FP32 (reference/trainium-hardware.md §2.4: "All math is done in FP32"); bitwise ops and
+// shifts work on 32-bit integers.
+#pragma once
+
+#include <cstdint>
+
+#include "sim/isa/instruction.h"
+
+namespace trnsim::isa {
+
+// True for the ops computed on integers: bitwise_and/or/xor, left_shift, right_shift.
+bool alu_is_bitwise(AluOp op);
+
+// a op b in FP32. bypass returns a; comparisons and logical ops give 1.0 or 0.0 (non-zero is true);
+// maximum/minimum/abs_max return NaN if either input is NaN (so poisoned memory stays visible); power is
+// powf. Bitwise ops truncate both inputs to int32 and return the int32 result as a float.
+float alu_f32(AluOp op, float a, float b);
+
+// a op b on int32 values (inputs wrapped to 32 bits, result returned sign-extended): arithmetic wraps,
+// divide truncates toward zero (x / 0 = 0), right_shift is logical, shifts by 32 or more (or negative) give
+// 0, power goes through FP64 pow and truncates.
+int64_t alu_i32(AluOp op, int64_t a, int64_t b);
+
+// Activation function in FP32 with the host libm (expf, logf, tanhf, erff, sqrtf). The hardware evaluates
+// piecewise polynomials, so results can differ from hardware in the last bits (reference §2.4).
+// gelu = 0.5x(1 + erf(x/sqrt2)); gelu_apprx_tanh = 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)));
+// silu = x * sigmoid(x); sign(0) = 0; relu and sign keep NaN.
+float act_f32(ActFunc f, float x);
+
+}  // namespace trnsim::isa

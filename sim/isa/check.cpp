@@ -1,0 +1,550 @@
+// Hardware rule checks (check) and work accounting (work_of). Facts: reference/trainium-hardware.md
+// §2.1-§2.7.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+
+#include "sim/base/error.h"
+#include "sim/isa/operand_view.h"
+#include "sim/isa/semantics.h"
+
+namespace trnsim::isa {
+namespace {
+
+constexpr int64_t kMaxSpan = int64_t{1} << 40;
+
+// Byte range [lo, hi) of an operand's free pattern relative to its row base; false if a stride or size is
+// absurd (so the arithmetic below cannot overflow).
+bool free_range(const AccessPattern& ap, int64_t& lo, int64_t& hi) {
+  const int64_t ds = dtype_size(ap.dtype);
+  lo = ap.offset_bytes;
+  hi = ap.offset_bytes + ds;
+  if (ap.offset_bytes > kMaxSpan || ap.offset_bytes < -kMaxSpan) return false;
+  for (int d = 0; d < std::min<int>(ap.ndim, 4); ++d) {
+    if (ap.dims[d].stride > kMaxSpan || ap.dims[d].stride < -kMaxSpan) return false;
+    const int64_t span =
+        ap.dims[d].stride * static_cast<int64_t>(ap.dims[d].size == 0 ? 0 : ap.dims[d].size - 1) * ds;
+    lo += std::min<int64_t>(0, span);
+    hi += std::max<int64_t>(0, span);
+  }
+  return true;
+}
+
+bool is_float_matmul_input(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::FP16 || is_fp8(t);
+}
+
+class Checker {
+ public:
+  Checker(const Instruction& inst, const Program& program, const Limits& limits)
+      : inst_(inst),
+        program_(program),
+        limits_(limits),
+        prefix_(fmt::format("{} on {}", opcode_name(inst.op), engine_name(inst.engine))) {}
+
+  void run();
+
+ private:
+  [[noreturn]] void fail(const char* rule, const std::string& details) const {
+    throw RuleError(fmt::format("{}: {}: {}", prefix_, rule, details));
+  }
+  const AccessPattern& op(int slot) const { return inst_.ops[slot]; }
+  bool has(int slot) const { return inst_.ops[slot].present(); }
+  const char* name(int slot) const {
+    const auto& n = operand_names(inst_.op);
+    return slot < static_cast<int>(n.size()) ? n[slot] : "operand";
+  }
+  void require(int slot) const {
+    if (!has(slot)) fail("operand missing", name(slot));
+  }
+  uint64_t elements(int slot) const {
+    return static_cast<uint64_t>(op(slot).partitions) * op(slot).free_elements();
+  }
+  bool is_output(int slot) const {
+    return slot == 0 || (inst_.op == Opcode::Activation && slot == 3) ||
+           (inst_.op == Opcode::QuantizeMx && slot == 2);
+  }
+
+  void engine_allowed(std::initializer_list<Engine> engines) const {
+    for (Engine e : engines)
+      if (e == inst_.engine) return;
+    std::string list;
+    for (Engine e : engines) list += fmt::format("{}{}", list.empty() ? "" : "/", engine_name(e));
+    fail("engine", fmt::format("{} runs on {}", opcode_name(inst_.op), list));
+  }
+  void trn3_only() const {
+    if (limits_.generation != Generation::Trn3)
+      fail("generation", fmt::format("{} exists on Trn3 only (this is Trn2)", opcode_name(inst_.op)));
+  }
+  void dtype_in(int slot, std::initializer_list<DType> types, const char* what) const {
+    for (DType t : types)
+      if (op(slot).dtype == t) return;
+    fail("dtype", fmt::format("{} must be {}, got {}", name(slot), what, dtype_name(op(slot).dtype)));
+  }
+  void same_shape(int a, int b) const {
+    if (op(a).partitions != op(b).partitions || op(a).free_elements() != op(b).free_elements())
+      fail("shape", fmt::format("{} is [{}, {}] but {} is [{}, {}]", name(a), op(a).partitions,
+                                op(a).free_elements(), name(b), op(b).partitions, op(b).free_elements()));
+  }
+  void vector_of(int slot, int data) const {
+    require(slot);
+    if (op(slot).partitions != op(data).partitions || op(slot).free_elements() != 1)
+      fail("shape", fmt::format("{} must be [{}, 1], got [{}, {}]", name(slot), op(data).partitions,
+                                op(slot).partitions, op(slot).free_elements()));
+  }
+  void no_cast_x4(int a, int b) const {
+    if (op(a).dtype != op(b).dtype && (is_x4(op(a).dtype) || is_x4(op(b).dtype)))
+      fail("dtype", fmt::format("cannot cast {} {} to {} {} (MX x4 dtypes are never cast)", name(b),
+                                dtype_name(op(b).dtype), name(a), dtype_name(op(a).dtype)));
+  }
+
+  void operand(int slot) const;
+  void connectivity() const;
+  void psum_bank(int slot, uint64_t n) const;
+  void matmul() const;
+  void matmul_mx() const;
+  void quantize_mx() const;
+  void mx_scale(int scale_slot, int data_slot, uint32_t offset, const char* offset_name) const;
+  uint64_t max_moving(DType dst) const;
+
+  const Instruction& inst_;
+  const Program& program_;
+  const Limits& limits_;
+  std::string prefix_;
+};
+
+void Checker::operand(int slot) const {
+  const AccessPattern& ap = op(slot);
+  if (ap.ndim > 4) fail("free dims", fmt::format("{} has {} free dims (at most 4)", name(slot), ap.ndim));
+  for (int d = 0; d < ap.ndim; ++d)
+    if (ap.dims[d].size == 0) fail("free dims", fmt::format("{} dim {} has size 0", name(slot), d));
+  int64_t lo = 0, hi = 0;
+  if (!free_range(ap, lo, hi))
+    fail("free dims", fmt::format("{} has an offset or stride beyond any memory", name(slot)));
+  if (ap.space == MemSpace::HBM) {
+    if (ap.tensor >= program_.tensors.size())
+      fail("HBM tensor", fmt::format("{} names tensor index {}, the program has {} tensors", name(slot),
+                                     ap.tensor, program_.tensors.size()));
+    const TensorDecl& t = program_.tensors[ap.tensor];
+    int64_t bytes = dtype_size(t.dtype);
+    for (int64_t d : t.shape) bytes *= std::max<int64_t>(d, 0);
+    const bool indirect_rows =
+        inst_.op == Opcode::DmaCopy && has(2) && ((slot == 0) == inst_.has(kIndirectDst));
+    if (!indirect_rows) {
+      if (ap.partition_stride > kMaxSpan || ap.partition_stride < -kMaxSpan)
+        fail("HBM bounds",
+             fmt::format("{} row stride {} is beyond any memory", name(slot), ap.partition_stride));
+      const int64_t rows =
+          ap.partition_stride * static_cast<int64_t>(ap.partitions - 1) * dtype_size(ap.dtype);
+      lo += std::min<int64_t>(0, rows);
+      hi += std::max<int64_t>(0, rows);
+    }
+    if (lo < 0 || hi > bytes)
+      fail("HBM bounds", fmt::format("{} bytes [{}, {}) outside tensor '{}' of {} bytes", name(slot), lo, hi,
+                                     t.name, bytes));
+    return;
+  }
+  const uint32_t n = ap.partitions, s = ap.partition_start;
+  if (n > limits_.partitions || static_cast<uint64_t>(s) + n > limits_.partitions)
+    fail("partition count", fmt::format("{} spans partitions [{}, {}) (at most {} partitions)", name(slot), s,
+                                        static_cast<uint64_t>(s) + n, limits_.partitions));
+  if (n > 64 && s != 0)
+    fail("partition start",
+         fmt::format("{} spans {} partitions from {} (more than 64 must start at 0)", name(slot), n, s));
+  if (n > 32 && n <= 64 && s != 0 && s != 64)
+    fail("partition start",
+         fmt::format("{} spans {} partitions from {} (33-64 must start at 0 or 64)", name(slot), n, s));
+  if (n <= 32 && s % 32 != 0)
+    fail("partition start",
+         fmt::format("{} spans {} partitions from {} (up to 32 must start at 0, 32, 64 or 96)", name(slot), n,
+                     s));
+  const bool sbuf = ap.space == MemSpace::SBUF;
+  const int64_t bpp = sbuf ? limits_.sbuf_bytes_per_partition : limits_.psum_bytes_per_partition;
+  if (lo < 0 || hi > bpp)
+    fail(sbuf ? "SBUF bounds" : "PSUM bounds",
+         fmt::format("{} bytes [{}, {}) outside the {} bytes of a partition", name(slot), lo, hi, bpp));
+}
+
+// Which memories each engine reads and writes (reference §2.6 connectivity table). DMA transfers may use
+// HBM, SBUF and PSUM; their own limits are checked per opcode.
+void Checker::connectivity() const {
+  int psum_inputs = 0;
+  std::string first_psum;
+  for (int slot = 0; slot < 5; ++slot) {
+    if (!has(slot)) continue;
+    const MemSpace m = op(slot).space;
+    const bool out = is_output(slot);
+    if (!out && m == MemSpace::PSUM && !inst_.is_dma()) {
+      if (++psum_inputs == 2)
+        fail("PSUM inputs",
+             fmt::format("{} and {} are both in PSUM (at most one PSUM input)", first_psum, name(slot)));
+      first_psum = name(slot);
+    }
+    if (inst_.is_dma()) continue;
+    const char* verb = out ? "write" : "read";
+    const char* mem = m == MemSpace::HBM ? "HBM" : (m == MemSpace::SBUF ? "SBUF" : "PSUM");
+    bool ok = m != MemSpace::HBM;
+    if (inst_.engine == Engine::PE) ok = out ? m == MemSpace::PSUM : m == MemSpace::SBUF;
+    if (inst_.engine == Engine::POOL) ok = m == MemSpace::SBUF;
+    if (!ok)
+      fail("connectivity",
+           fmt::format("{} cannot {} {} ({})", engine_name(inst_.engine), verb, mem, name(slot)));
+  }
+}
+
+// A PE result (an accumulation group) stays inside one PSUM bank; Trn3 lets a large-N matmul span banks.
+void Checker::psum_bank(int slot, uint64_t n) const {
+  const AccessPattern& ap = op(slot);
+  if (ap.space != MemSpace::PSUM || limits_.psum_bank_bytes == 0) return;
+  if (limits_.generation == Generation::Trn3 && n * dtype_size(ap.dtype) > limits_.psum_bank_bytes) return;
+  int64_t lo = 0, hi = 0;
+  free_range(ap, lo, hi);
+  const int64_t bank = limits_.psum_bank_bytes;
+  if (lo / bank != (hi - 1) / bank)
+    fail("PSUM bank",
+         fmt::format("{} bytes [{}, {}) cross a {}-byte PSUM bank boundary", name(slot), lo, hi, bank));
+}
+
+uint64_t Checker::max_moving(DType dst) const {
+  if (limits_.generation == Generation::Trn3) return dst == DType::BF16 ? 8192 : 4096;
+  return 512;
+}
+
+void Checker::matmul() const {
+  require(1);
+  require(2);
+  const AccessPattern &st = op(1), &mv = op(2), &dst = op(0);
+  const uint32_t k = st.partitions;
+  if (k > 128) fail("matmul tile", fmt::format("K = {} partitions (at most 128)", k));
+  if (mv.partitions != k)
+    fail("matmul tile", fmt::format("stationary has {} partitions but moving has {}", k, mv.partitions));
+  if (inst_.has(kIsTranspose)) {
+    if (dst.dtype != st.dtype || is_x4(st.dtype))
+      fail("dtype", fmt::format("transpose mode copies bits: dst {} must equal stationary {}",
+                                dtype_name(dst.dtype), dtype_name(st.dtype)));
+    if (st.free_elements() > 128)
+      fail("matmul tile", fmt::format("M = {} (at most 128)", st.free_elements()));
+    if (mv.free_elements() != k) fail("shape", fmt::format("transpose mode needs moving [{}, {}]", k, k));
+    if (dst.partitions != st.free_elements() || dst.free_elements() != k)
+      fail("shape", fmt::format("dst must be [{}, {}], got [{}, {}]", st.free_elements(), k, dst.partitions,
+                                dst.free_elements()));
+    psum_bank(0, k);
+    return;
+  }
+  const bool dr = inst_.has(kDoubleRow);
+  for (int s : {1, 2}) {
+    if (!is_float_matmul_input(op(s).dtype))
+      fail("dtype", fmt::format("{} must be float32, bfloat16, float16 or float8, got {}", name(s),
+                                dtype_name(op(s).dtype)));
+    if (dr && !is_fp8(op(s).dtype))
+      fail("dtype",
+           fmt::format("double_row needs float8 operands, {} is {}", name(s), dtype_name(op(s).dtype)));
+    if (dr && (op(s).ndim < 2 || op(s).dims[0].size != 2))
+      fail("shape", fmt::format("double_row needs {} as [K, 2, F] (size-2 outermost free dim)", name(s)));
+  }
+  const uint64_t m = st.free_elements() / (dr ? 2 : 1), n = mv.free_elements() / (dr ? 2 : 1);
+  if (limits_.generation == Generation::Trn2 && dst.dtype != DType::F32)
+    fail("dtype", fmt::format("dst in PSUM must be float32 on Trn2, got {}", dtype_name(dst.dtype)));
+  if (dst.dtype != DType::F32 && dst.dtype != DType::BF16)
+    fail("dtype", fmt::format("dst must be float32 or bfloat16, got {}", dtype_name(dst.dtype)));
+  if (m > 128) fail("matmul tile", fmt::format("M = {} stationary columns (at most 128)", m));
+  if (n > max_moving(dst.dtype))
+    fail("matmul tile", fmt::format("N = {} moving columns (at most {})", n, max_moving(dst.dtype)));
+  if (dst.partitions != m || dst.free_elements() != n)
+    fail("shape",
+         fmt::format("dst must be [{}, {}], got [{}, {}]", m, n, dst.partitions, dst.free_elements()));
+  psum_bank(0, n);
+}
+
+void Checker::mx_scale(int scale_slot, int data_slot, uint32_t offset, const char* offset_name) const {
+  require(scale_slot);
+  dtype_in(scale_slot, {DType::E8M0, DType::U8}, "float8_e8m0fnu or uint8");
+  if (offset != 0 && offset != 4 && offset != 8 && offset != 12)
+    fail("scale offset", fmt::format("{} {} (must be 0, 4, 8 or 12)", offset_name, offset));
+  const uint32_t groups = op(data_slot).partitions / 8;
+  const uint32_t last = groups == 0 ? 0 : ((groups - 1) / 4) * 32 + (groups - 1) % 4 + offset;
+  if (op(scale_slot).partitions <= last || op(scale_slot).free_elements() != op(data_slot).free_elements())
+    fail("shape", fmt::format("{} must cover rows 0..{} and {} columns, got [{}, {}]", name(scale_slot), last,
+                              op(data_slot).free_elements(), op(scale_slot).partitions,
+                              op(scale_slot).free_elements()));
+  if (op(scale_slot).partition_start != op(data_slot).partition_start)
+    fail("shape",
+         fmt::format("{} must start at partition {} (the quadrant of its data), got {}", name(scale_slot),
+                     op(data_slot).partition_start, op(scale_slot).partition_start));
+}
+
+void Checker::matmul_mx() const {
+  for (int s = 1; s <= 4; ++s) require(s);
+  const AccessPattern &st = op(1), &mv = op(2), &dst = op(0);
+  for (int s : {1, 2})
+    if (!is_x4(op(s).dtype))
+      fail("dtype", fmt::format("{} must be float8_e4m3fn_x4 or float8_e5m2_x4, got {}", name(s),
+                                dtype_name(op(s).dtype)));
+  dtype_in(0, {DType::F32, DType::BF16}, "float32 or bfloat16");
+  const uint32_t k = st.partitions;
+  if (k > 128 || k % 32 != 0)
+    fail("matmul tile", fmt::format("K = {} partitions (a multiple of 32, at most 128)", k));
+  if (mv.partitions != k)
+    fail("matmul tile", fmt::format("stationary has {} partitions but moving has {}", k, mv.partitions));
+  const uint64_t m = st.free_elements(), n = mv.free_elements();
+  if (m > 128) fail("matmul tile", fmt::format("M = {} stationary columns (at most 128)", m));
+  if (n > max_moving(dst.dtype))
+    fail("matmul tile", fmt::format("N = {} moving columns (at most {})", n, max_moving(dst.dtype)));
+  if (dst.partitions != m || dst.free_elements() != n)
+    fail("shape",
+         fmt::format("dst must be [{}, {}], got [{}, {}]", m, n, dst.partitions, dst.free_elements()));
+  mx_scale(3, 1, inst_.scale_offset, "scale_offset");
+  mx_scale(4, 2, inst_.moving_scale_offset, "moving_scale_offset");
+  psum_bank(0, n);
+}
+
+void Checker::quantize_mx() const {
+  require(1);
+  require(2);
+  dtype_in(1, {DType::BF16, DType::FP16}, "bfloat16 or float16");
+  dtype_in(0, {DType::FP8_E4M3FN_X4, DType::FP8_E5M2_X4}, "float8_e4m3fn_x4 or float8_e5m2_x4");
+  const AccessPattern &src = op(1), &dst = op(0);
+  if (dst.partitions % 8 != 0)
+    fail("shape", fmt::format("dst spans {} partitions (a multiple of 8: one MX group is 8 partitions)",
+                              dst.partitions));
+  if (src.partitions != dst.partitions || src.free_elements() != 4 * dst.free_elements())
+    fail("shape", fmt::format("src must be [{}, {}] for dst [{}, {}], got [{}, {}]", dst.partitions,
+                              4 * dst.free_elements(), dst.partitions, dst.free_elements(), src.partitions,
+                              src.free_elements()));
+  mx_scale(2, 0, inst_.scale_offset, "scale_offset");
+}
+
+void Checker::run() {
+  const Opcode o = inst_.op;
+  if (static_cast<int>(o) >= kNumOpcodes)
+    fail("opcode", fmt::format("unknown opcode {}", static_cast<int>(o)));
+  if (static_cast<int>(inst_.engine) >= kNumEngines)
+    fail("engine", fmt::format("unknown engine {}", static_cast<int>(inst_.engine)));
+  for (const SemWait& w : inst_.waits)
+    if (w.sem >= limits_.num_semaphores)
+      fail("semaphore",
+           fmt::format("wait on S[{}] but the core has {} semaphores", w.sem, limits_.num_semaphores));
+  for (const SemUpdate& u : inst_.updates)
+    if (u.sem >= limits_.num_semaphores)
+      fail("semaphore",
+           fmt::format("update of S[{}] but the core has {} semaphores", u.sem, limits_.num_semaphores));
+  if (inst_.is_dma() && inst_.dma_queue >= limits_.num_dma_queues)
+    fail("dma queue",
+         fmt::format("queue {} but the core has {} DMA queues", inst_.dma_queue, limits_.num_dma_queues));
+
+  // Generation and engine first: they explain the instruction is wrong before any operand detail.
+  const bool trn3 = limits_.generation == Generation::Trn3;
+  switch (o) {
+    case Opcode::NcMatmulMx:
+      trn3_only();
+      engine_allowed({Engine::PE});
+      break;
+    case Opcode::QuantizeMx:
+      trn3_only();
+      engine_allowed({Engine::DVE});
+      break;
+    case Opcode::NcMatmul:
+      engine_allowed({Engine::PE});
+      break;
+    case Opcode::NcTranspose:
+      engine_allowed({Engine::PE, Engine::DVE});
+      break;
+    case Opcode::Activation:
+      if (trn3)
+        engine_allowed({Engine::ACT, Engine::POOL});
+      else
+        engine_allowed({Engine::ACT});
+      break;
+    case Opcode::TensorTensor:
+      engine_allowed({Engine::DVE, Engine::POOL});
+      break;
+    case Opcode::TensorScalar:
+      engine_allowed({Engine::DVE, Engine::ACT, Engine::POOL});
+      break;
+    case Opcode::TensorReduce:
+      engine_allowed({Engine::DVE});
+      break;
+    case Opcode::TensorCopy:
+      engine_allowed({Engine::DVE, Engine::ACT, Engine::POOL});
+      break;
+    case Opcode::Memset:
+      engine_allowed({Engine::DVE, Engine::POOL, Engine::ACT});
+      break;
+    case Opcode::Iota:
+      engine_allowed({Engine::POOL});
+      break;
+    case Opcode::Select:
+      engine_allowed({Engine::DVE, Engine::POOL});
+      break;
+    default:
+      break;  // DMA triggers and core_barrier: any sequencer
+  }
+  if (o == Opcode::CoreBarrier) return;
+  require(0);
+  for (int slot = 0; slot < 5; ++slot)
+    if (has(slot)) operand(slot);
+  connectivity();
+
+  switch (o) {
+    case Opcode::DmaCopy:
+      require(1);
+      no_cast_x4(0, 1);
+      if (inst_.has(kDmaAccumulate) && (is_x4(op(0).dtype) || is_x4(op(1).dtype)))
+        fail("dtype", "DMA accumulate cannot use MX x4 dtypes");
+      if (has(2)) {
+        const int target = inst_.has(kIndirectDst) ? 0 : 1;
+        if (op(target).space != MemSpace::HBM)
+          fail("connectivity",
+               fmt::format("indirect DMA indexes rows of an HBM tensor; {} is not in HBM", name(target)));
+        if (op(2).space != MemSpace::SBUF) fail("connectivity", "vector_offset must be in SBUF");
+        dtype_in(2, {DType::I32, DType::U32}, "int32 or uint32");
+        same_shape(0, 1);
+        vector_of(2, 1);
+      } else if (elements(0) != elements(1)) {
+        fail("element count", fmt::format("src has {} elements, dst has {}", elements(1), elements(0)));
+      }
+      break;
+    case Opcode::DmaTranspose:
+      require(1);
+      if (dtype_size(op(1).dtype) != 2 || op(0).dtype != op(1).dtype)
+        fail("dtype", fmt::format("dma_transpose moves 2-byte dtypes unchanged: src {}, dst {}",
+                                  dtype_name(op(1).dtype), dtype_name(op(0).dtype)));
+      if (op(0).space != MemSpace::SBUF) fail("connectivity", "dma_transpose writes SBUF only (dst)");
+      if (op(0).partitions != op(1).free_elements() || op(0).free_elements() != op(1).partitions)
+        fail("shape",
+             fmt::format("dst must be [{}, {}] (src transposed), got [{}, {}]", op(1).free_elements(),
+                         op(1).partitions, op(0).partitions, op(0).free_elements()));
+      break;
+    case Opcode::NcMatmul:
+      matmul();
+      break;
+    case Opcode::NcMatmulMx:
+      matmul_mx();
+      break;
+    case Opcode::QuantizeMx:
+      quantize_mx();
+      break;
+    case Opcode::NcTranspose: {
+      require(1);
+      const uint32_t lim = inst_.engine == Engine::PE ? 128 : 32;
+      if (op(1).partitions > lim || op(1).free_elements() > lim)
+        fail("transpose tile", fmt::format("data is [{}, {}] (at most {}x{} on {})", op(1).partitions,
+                                           op(1).free_elements(), lim, lim, engine_name(inst_.engine)));
+      if (op(0).dtype != op(1).dtype)
+        fail("dtype", fmt::format("transpose keeps the dtype: data {}, dst {}", dtype_name(op(1).dtype),
+                                  dtype_name(op(0).dtype)));
+      if (op(0).partitions != op(1).free_elements() || op(0).free_elements() != op(1).partitions)
+        fail("shape",
+             fmt::format("dst must be [{}, {}] (data transposed), got [{}, {}]", op(1).free_elements(),
+                         op(1).partitions, op(0).partitions, op(0).free_elements()));
+      if (inst_.engine == Engine::PE) psum_bank(0, op(0).free_elements());
+      break;
+    }
+    case Opcode::Activation:
+      require(1);
+      same_shape(0, 1);
+      if (inst_.has(kOperand0Vector)) vector_of(4, 1);
+      if (inst_.has(kBiasVector)) vector_of(2, 1);
+      if (inst_.has(kReduce)) vector_of(3, 1);
+      break;
+    case Opcode::TensorTensor:
+      require(1);
+      require(2);
+      same_shape(0, 1);
+      same_shape(0, 2);
+      break;
+    case Opcode::TensorScalar:
+      require(1);
+      same_shape(0, 1);
+      if (inst_.has(kOperand0Vector)) vector_of(2, 1);
+      if (inst_.has(kOperand1Vector)) vector_of(3, 1);
+      break;
+    case Opcode::TensorReduce: {
+      require(1);
+      const int nd = op(1).ndim;
+      if (inst_.reduce_axes < 1 || inst_.reduce_axes > nd)
+        fail("shape",
+             fmt::format("reduce_axes {} must be 1..{} (the free dims of data)", inst_.reduce_axes, nd));
+      uint64_t inner = 1;
+      for (int d = nd - inst_.reduce_axes; d < nd; ++d) inner *= op(1).dims[d].size;
+      if (op(0).partitions != op(1).partitions || op(0).free_elements() * inner != op(1).free_elements())
+        fail("shape", fmt::format("dst must be [{}, {}], got [{}, {}]", op(1).partitions,
+                                  op(1).free_elements() / inner, op(0).partitions, op(0).free_elements()));
+      break;
+    }
+    case Opcode::TensorCopy:
+      require(1);
+      same_shape(0, 1);
+      no_cast_x4(0, 1);
+      break;
+    case Opcode::Select:
+      require(1);
+      require(2);
+      same_shape(0, 1);
+      same_shape(0, 2);
+      if (has(3)) same_shape(0, 3);
+      no_cast_x4(0, 2);
+      if (has(3)) no_cast_x4(0, 3);
+      break;
+    case Opcode::SendRecv:
+      require(1);
+      if (op(0).space != MemSpace::SBUF || op(1).space != MemSpace::SBUF)
+        fail("connectivity", "sendrecv moves SBUF to SBUF (src and dst must be in SBUF)");
+      no_cast_x4(0, 1);
+      if (elements(0) != elements(1))
+        fail("element count", fmt::format("src has {} elements, dst has {}", elements(1), elements(0)));
+      break;
+    default:
+      break;
+  }
+}
+
+uint64_t bytes_of(const AccessPattern& ap) {
+  return ap.present() ? static_cast<uint64_t>(ap.partitions) * ap.free_elements() * dtype_size(ap.dtype) : 0;
+}
+
+}  // namespace
+
+void check(const Instruction& inst, const Program& program, const Limits& limits) {
+  Checker(inst, program, limits).run();
+}
+
+Work work_of(const Instruction& inst, const Program&) {
+  Work w;
+  const auto& ops = inst.ops;
+  auto read = [&](const AccessPattern& ap) {
+    const uint64_t b = bytes_of(ap);
+    w.bytes_read += b;
+    if (ap.space == MemSpace::HBM) w.hbm_bytes_read += b;
+  };
+  auto write = [&](const AccessPattern& ap) {
+    const uint64_t b = bytes_of(ap);
+    w.bytes_written += b;
+    if (ap.space == MemSpace::HBM) w.hbm_bytes_written += b;
+  };
+  if (inst.op == Opcode::CoreBarrier) return w;
+  for (int slot = 1; slot < 5; ++slot) {
+    if (!ops[slot].present()) continue;
+    const bool out =
+        (inst.op == Opcode::Activation && slot == 3) || (inst.op == Opcode::QuantizeMx && slot == 2);
+    if (out)
+      write(ops[slot]);
+    else
+      read(ops[slot]);
+  }
+  write(ops[0]);
+  if (inst.has(kDmaAccumulate) && inst.op == Opcode::DmaCopy) read(ops[0]);
+  if (inst.has(kAccumulate) && (inst.op == Opcode::NcMatmul || inst.op == Opcode::NcMatmulMx)) read(ops[0]);
+  // FLOPs: 2 * K * M * N with the logical K (double_row 2x partitions, MX 4x); transposes count none.
+  if (inst.op == Opcode::NcMatmul && !inst.has(kIsTranspose)) {
+    const uint64_t r = inst.has(kDoubleRow) ? 2 : 1;
+    w.flops = 2 * ops[1].partitions * r * (ops[1].free_elements() / r) * (ops[2].free_elements() / r);
+  } else if (inst.op == Opcode::NcMatmulMx) {
+    w.flops = 2 * uint64_t{4} * ops[1].partitions * ops[1].free_elements() * ops[2].free_elements();
+  }
+  return w;
+}
+
+}  // namespace trnsim::isa

@@ -1,0 +1,122 @@
+#include "sim/isa/names.h"
+
+#include <array>
+
+#include "sim/isa/semantics.h"
+
+namespace trnsim::isa {
+namespace {
+
+constexpr std::array<const char*, kNumOpcodes> kOpcodeNames = {
+    "dma_copy",   "dma_transpose", "nc_matmul",     "nc_matmul_mx",  "quantize_mx", "nc_transpose",
+    "activation", "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy", "memset",
+    "iota",       "select",        "core_barrier",  "sendrecv"};
+constexpr std::array<const char*, kNumEngines> kEngineNames = {"PE", "DVE", "ACT", "POOL", "SP"};
+constexpr std::array<const char*, 14> kDtypeNames = {
+    "float32",        "bfloat16",         "float16",        "float8_e4m3fn", "float8_e5m2",
+    "float8_e8m0fnu", "float8_e4m3fn_x4", "float8_e5m2_x4", "int32",         "uint32",
+    "int16",          "uint16",           "int8",           "uint8"};
+constexpr std::array<uint32_t, 14> kDtypeSizes = {4, 2, 2, 1, 1, 1, 4, 4, 4, 4, 2, 2, 1, 1};
+constexpr std::array<const char*, 22> kAluNames = {
+    "bypass",        "add",         "subtract",   "multiply",    "divide",     "maximum",
+    "minimum",       "abs_max",     "power",      "equal",       "not_equal",  "greater",
+    "greater_equal", "less",        "less_equal", "logical_and", "logical_or", "bitwise_and",
+    "bitwise_or",    "bitwise_xor", "left_shift", "right_shift"};
+constexpr std::array<const char*, 16> kActNames = {
+    "identity", "copy", "exp",   "log",        "silu", "gelu", "gelu_apprx_tanh", "sigmoid", "tanh", "relu",
+    "square",   "sqrt", "rsqrt", "reciprocal", "abs",  "sign"};
+
+template <typename E, size_t N>
+std::optional<E> find_name(const std::array<const char*, N>& names, std::string_view s) {
+  for (size_t i = 0; i < N; ++i)
+    if (s == names[i]) return static_cast<E>(i);
+  return std::nullopt;
+}
+
+template <size_t N>
+const char* name_at(const std::array<const char*, N>& names, size_t i) {
+  return i < N ? names[i] : "?";
+}
+
+}  // namespace
+
+const char* opcode_name(Opcode op) {
+  return name_at(kOpcodeNames, static_cast<size_t>(op));
+}
+const char* engine_name(Engine e) {
+  return name_at(kEngineNames, static_cast<size_t>(e));
+}
+const char* dtype_name(DType t) {
+  return name_at(kDtypeNames, static_cast<size_t>(t));
+}
+uint32_t dtype_size(DType t) {
+  const auto i = static_cast<size_t>(t);
+  return i < kDtypeSizes.size() ? kDtypeSizes[i] : 1;
+}
+const char* alu_name(AluOp op) {
+  return name_at(kAluNames, static_cast<size_t>(op));
+}
+const char* act_name(ActFunc f) {
+  return name_at(kActNames, static_cast<size_t>(f));
+}
+const char* mem_name(MemSpace m) {
+  switch (m) {
+    case MemSpace::SBUF:
+      return "sbuf";
+    case MemSpace::PSUM:
+      return "psum";
+    case MemSpace::HBM:
+      return "hbm";
+  }
+  return "?";
+}
+const char* generation_name(Generation g) {
+  return g == Generation::Trn3 ? "trn3" : "trn2";
+}
+
+std::optional<Opcode> parse_opcode(std::string_view s) {
+  return find_name<Opcode>(kOpcodeNames, s);
+}
+std::optional<Engine> parse_engine(std::string_view s) {
+  return find_name<Engine>(kEngineNames, s);
+}
+std::optional<DType> parse_dtype(std::string_view s) {
+  return find_name<DType>(kDtypeNames, s);
+}
+std::optional<AluOp> parse_alu(std::string_view s) {
+  return find_name<AluOp>(kAluNames, s);
+}
+std::optional<ActFunc> parse_act(std::string_view s) {
+  return find_name<ActFunc>(kActNames, s);
+}
+std::optional<Generation> parse_generation(std::string_view s) {
+  if (s == "trn2") return Generation::Trn2;
+  if (s == "trn3") return Generation::Trn3;
+  return std::nullopt;
+}
+
+const std::vector<const char*>& operand_names(Opcode op) {
+  static const std::array<std::vector<const char*>, kNumOpcodes> kNames = {{
+      {"dst", "src", "vector_offset"},                                      // dma_copy
+      {"dst", "src"},                                                       // dma_transpose
+      {"dst", "stationary", "moving"},                                      // nc_matmul
+      {"dst", "stationary", "moving", "stationary_scale", "moving_scale"},  // nc_matmul_mx
+      {"dst", "src", "dst_scale"},                                          // quantize_mx
+      {"dst", "data"},                                                      // nc_transpose
+      {"dst", "data", "bias", "reduce_res", "scale"},                       // activation
+      {"dst", "data1", "data2"},                                            // tensor_tensor
+      {"dst", "data", "operand0", "operand1"},                              // tensor_scalar
+      {"dst", "data"},                                                      // tensor_reduce
+      {"dst", "src"},                                                       // tensor_copy
+      {"dst"},                                                              // memset
+      {"dst"},                                                              // iota
+      {"dst", "predicate", "on_true", "on_false"},                          // select
+      {},                                                                   // core_barrier
+      {"dst", "src"},                                                       // sendrecv
+  }};
+  static const std::vector<const char*> kNone;
+  const auto i = static_cast<size_t>(op);
+  return i < kNames.size() ? kNames[i] : kNone;
+}
+
+}  // namespace trnsim::isa

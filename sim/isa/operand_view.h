@@ -1,0 +1,72 @@
+// Element access to one operand of an instruction: resolves an AccessPattern against the machine's storage
+// and reads/writes single elements in its dtype. Used by execute() and by tests that set up or inspect
+// memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/isa/instruction.h"
+#include "sim/isa/semantics.h"
+
+namespace trnsim::isa {
+
+// A resolved operand: `rows()` partitions (SBUF/PSUM) or tensor rows (HBM) by `cols()` free elements, the
+// free index running row-major over ap.dims (dims[0] outermost). Every element address is bounds-checked once
+// at construction: a pattern reaching outside its memory throws RuleError "<prefix>: <rule>: <operand> ...";
+// so does a total size above kMaxElements (bounds the host work of one instruction).
+class OperandView {
+ public:
+  static constexpr uint64_t kMaxElements = uint64_t{1} << 26;
+
+  // indirect_rows: HBM rows come from an index vector (at_tensor_row), so the pattern's own rows are not
+  // checked.
+  OperandView(const AccessPattern& ap, int core, const Program& program, const Limits& limits,
+              MachineState& state, const std::string& prefix, const char* operand,
+              bool indirect_rows = false);
+
+  uint32_t rows() const { return rows_; }
+  uint64_t cols() const { return col_off_.size(); }
+  DType dtype() const { return ap_.dtype; }
+  const AccessPattern& ap() const { return ap_; }
+
+  uint8_t* at(uint32_t row, uint64_t col) { return base_ + (base_off_ + row_off(row) + col_off_[col]); }
+
+  // HBM only: the address of free element `col` in tensor row `tensor_row` (dim 0 of the tensor) instead of
+  // the pattern's own row; false when that row is outside the tensor (indirect DMA).
+  uint8_t* at_tensor_row(int64_t tensor_row, uint64_t col);
+  int64_t tensor_rows() const { return tensor_rows_; }
+
+  // Value as FP32: floats exactly, ints converted (RNE for |v| > 2^24). x4 types are not numbers: RuleError.
+  float load(uint32_t row, uint64_t col) { return load_value(at(row, col)); }
+  void store(uint32_t row, uint64_t col, float v) { store_value(at(row, col), v); }
+  float load_value(const uint8_t* p) const;
+  // FP32 -> dtype: RNE; FP8 satfinite; ints RNE then saturate, NaN -> 0; E8M0 keeps the FP32 exponent
+  // (rounds down to a power of two; NaN, Inf and negatives -> 0xFF, zero -> 0x00).
+  void store_value(uint8_t* p, float v) const;
+  // Integer view: int dtypes exactly; floats truncated toward zero (NaN -> 0) and saturated to int64.
+  int64_t load_int(uint32_t row, uint64_t col);
+  // Integer write: int dtypes wrap to their width (two's complement); float dtypes get the value converted.
+  void store_int(uint32_t row, uint64_t col, int64_t v);
+
+ private:
+  int64_t row_off(uint32_t row) const { return static_cast<int64_t>(row) * row_stride_; }
+
+  AccessPattern ap_;
+  uint8_t* base_ = nullptr;
+  int64_t base_off_ = 0;  // bytes from the memory start to row 0's base
+  uint64_t mem_bytes_ = 0;
+  uint32_t rows_ = 0;
+  int64_t row_stride_ = 0;  // bytes between rows
+  int64_t tensor_rows_ = 0;
+  int64_t tensor_row_bytes_ = 0;
+  int64_t min_col_ = 0, max_col_ = 0;  // byte range of the free pattern relative to the row base
+  std::vector<int64_t> col_off_;       // byte offset of each free element, from the row base
+};
+
+bool is_x4(DType t);
+bool is_int(DType t);
+bool is_fp8(DType t);  // single FP8 (not x4)
+
+}  // namespace trnsim::isa

@@ -1,0 +1,570 @@
+#include "sim/isa/program_json.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <string_view>
+
+#include "sim/base/error.h"
+#include "sim/isa/names.h"
+#include "sim/isa/semantics.h"
+
+namespace trnsim::isa {
+namespace {
+
+using nlohmann::json;
+
+// A JSON value with its path from the document root, for error messages.
+class Node {
+ public:
+  Node(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  const json& value() const { return j_; }
+  const std::string& path() const { return path_; }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError(fmt::format("{}: {}", path_.empty() ? "(root)" : path_, what));
+  }
+
+  bool has(const char* key) const { return j_.contains(key); }
+  Node operator[](const char* key) const {
+    if (!j_.contains(key)) fail(fmt::format("missing key '{}'", key));
+    return Node(j_.at(key), path_.empty() ? key : path_ + "." + key);
+  }
+  Node at(size_t i) const { return Node(j_.at(i), fmt::format("{}[{}]", path_, i)); }
+
+  void expect_object() const {
+    if (!j_.is_object()) fail("expected an object");
+  }
+  void expect_array() const {
+    if (!j_.is_array()) fail("expected an array");
+  }
+  void only_keys(const std::set<std::string>& allowed) const {
+    expect_object();
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      if (!allowed.count(it.key())) fail(fmt::format("unknown key '{}'", it.key()));
+  }
+
+  int64_t integer(int64_t lo, int64_t hi) const {
+    if (!j_.is_number_integer()) fail("expected an integer");
+    const int64_t v = j_.is_number_unsigned() && j_.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                          ? INT64_MAX
+                          : j_.get<int64_t>();
+    if (v < lo || v > hi) fail(fmt::format("{} is outside [{}, {}]", v, lo, hi));
+    return v;
+  }
+  bool boolean() const {
+    if (!j_.is_boolean()) fail("expected true or false");
+    return j_.get<bool>();
+  }
+  std::string string() const {
+    if (!j_.is_string()) fail("expected a string");
+    return j_.get<std::string>();
+  }
+  // A number, or "inf", "-inf", "nan" (JSON has no non-finite numbers).
+  float number() const {
+    if (j_.is_number()) return static_cast<float>(j_.get<double>());
+    if (j_.is_string()) {
+      const auto s = j_.get<std::string>();
+      if (s == "inf") return std::numeric_limits<float>::infinity();
+      if (s == "-inf") return -std::numeric_limits<float>::infinity();
+      if (s == "nan") return std::numeric_limits<float>::quiet_NaN();
+    }
+    fail("expected a number (or \"inf\", \"-inf\", \"nan\")");
+  }
+
+ private:
+  const json& j_;
+  std::string path_;
+};
+
+json number_json(float v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return static_cast<double>(v);
+}
+
+constexpr std::array<Engine, kNumEngines> kEngines = {Engine::PE, Engine::DVE, Engine::ACT, Engine::POOL,
+                                                      Engine::SP};
+
+class Reader {
+ public:
+  explicit Reader(Program& p) : p_(p) {}
+
+  void tensors(const Node& n);
+  AccessPattern ap(const Node& n) const;
+  Instruction instruction(const Node& n, Engine e);
+
+ private:
+  DType dtype(const Node& n) const {
+    const auto t = parse_dtype(n.string());
+    if (!t) n.fail(fmt::format("unknown dtype '{}'", n.string()));
+    return *t;
+  }
+  AluOp alu(const Node& n) const {
+    const auto a = parse_alu(n.string());
+    if (!a) n.fail(fmt::format("unknown ALU op '{}'", n.string()));
+    return *a;
+  }
+  uint32_t file_index(const std::string& f) {
+    if (p_.files.empty()) p_.files.push_back("?");
+    for (size_t i = 1; i < p_.files.size(); ++i)
+      if (p_.files[i] == f) return static_cast<uint32_t>(i);
+    p_.files.push_back(f);
+    return static_cast<uint32_t>(p_.files.size() - 1);
+  }
+
+  Program& p_;
+};
+
+void Reader::tensors(const Node& n) {
+  n.expect_array();
+  std::set<std::string> names;
+  for (size_t i = 0; i < n.value().size(); ++i) {
+    const Node t = n.at(i);
+    t.only_keys({"name", "dtype", "shape", "private_to_core", "init", "output"});
+    TensorDecl d;
+    d.name = t["name"].string();
+    if (d.name.empty()) t["name"].fail("expected a non-empty name");
+    if (!names.insert(d.name).second) t["name"].fail(fmt::format("duplicate tensor name '{}'", d.name));
+    d.dtype = dtype(t["dtype"]);
+    const Node shape = t["shape"];
+    shape.expect_array();
+    if (shape.value().empty()) shape.fail("expected at least one dimension");
+    for (size_t k = 0; k < shape.value().size(); ++k)
+      d.shape.push_back(shape.at(k).integer(0, int64_t{1} << 40));
+    if (t.has("private_to_core")) d.private_to_core = static_cast<int>(t["private_to_core"].integer(-1, 1));
+    if (t.has("init")) d.init = t.value().at("init").dump();
+    if (t.has("output")) d.output = t.value().at("output").dump();
+    p_.tensors.push_back(std::move(d));
+  }
+}
+
+AccessPattern Reader::ap(const Node& n) const {
+  n.expect_object();
+  AccessPattern a;
+  const bool hbm = n.has("tensor");
+  if (hbm == n.has("mem")) n.fail("expected exactly one of 'mem' (sbuf/psum) or 'tensor' (HBM)");
+  const Node pattern = n["pattern"];
+  pattern.expect_array();
+  std::vector<std::pair<int64_t, int64_t>> dims;
+  for (size_t i = 0; i < pattern.value().size(); ++i) {
+    const Node d = pattern.at(i);
+    if (!d.value().is_array() || d.value().size() != 2) d.fail("expected [stride, size]");
+    dims.emplace_back(d.at(0).integer(INT64_MIN / 2, INT64_MAX / 2), d.at(1).integer(0, UINT32_MAX));
+  }
+  if (hbm) {
+    n.only_keys({"tensor", "offset", "dtype", "pattern"});
+    const std::string name = n["tensor"].string();
+    size_t idx = 0;
+    while (idx < p_.tensors.size() && p_.tensors[idx].name != name) ++idx;
+    if (idx == p_.tensors.size()) n["tensor"].fail(fmt::format("unknown tensor '{}'", name));
+    a.space = MemSpace::HBM;
+    a.tensor = static_cast<uint32_t>(idx);
+    a.dtype = n.has("dtype") ? dtype(n["dtype"]) : p_.tensors[idx].dtype;
+    if (dims.empty()) pattern.fail("expected [[row_stride, rows], [stride, size]...]");
+    a.partition_stride = dims[0].first;
+    a.partitions = static_cast<uint32_t>(dims[0].second);
+    dims.erase(dims.begin());
+  } else {
+    n.only_keys({"mem", "partition", "offset", "dtype", "pattern"});
+    const std::string mem = n["mem"].string();
+    if (mem == "sbuf")
+      a.space = MemSpace::SBUF;
+    else if (mem == "psum")
+      a.space = MemSpace::PSUM;
+    else
+      n["mem"].fail(fmt::format("expected \"sbuf\" or \"psum\", got \"{}\"", mem));
+    const Node part = n["partition"];
+    if (!part.value().is_array() || part.value().size() != 2) part.fail("expected [start, count]");
+    a.partition_start = static_cast<uint32_t>(part.at(0).integer(0, UINT32_MAX));
+    a.partitions = static_cast<uint32_t>(part.at(1).integer(0, UINT32_MAX));
+    a.dtype = dtype(n["dtype"]);
+  }
+  if (a.partitions == 0) n.fail("expected at least one partition/row");
+  if (dims.size() > 4) pattern.fail(fmt::format("at most 4 free dims, got {}", dims.size()));
+  a.ndim = static_cast<uint8_t>(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i)
+    a.dims[i] = Dim{dims[i].first, static_cast<uint32_t>(dims[i].second)};
+  if (n.has("offset")) a.offset_bytes = n["offset"].integer(INT64_MIN / 2, INT64_MAX / 2);
+  return a;
+}
+
+// Op-specific keys besides the operand slots.
+std::set<std::string> extra_keys(Opcode op) {
+  switch (op) {
+    case Opcode::DmaCopy:
+      return {"accumulate", "oob_mode", "indirect_dst"};
+    case Opcode::NcMatmul:
+      return {"accumulate", "perf_mode", "is_transpose"};
+    case Opcode::NcMatmulMx:
+      return {"accumulate", "scale_offset", "moving_scale_offset"};
+    case Opcode::QuantizeMx:
+      return {"scale_offset"};
+    case Opcode::Activation:
+      return {"func", "scale", "bias"};
+    case Opcode::TensorTensor:
+      return {"alu"};
+    case Opcode::TensorScalar:
+      return {"op0", "op1", "operand0", "operand1", "reverse0", "reverse1"};
+    case Opcode::TensorReduce:
+      return {"alu", "axes", "negate"};
+    case Opcode::Memset:
+      return {"value"};
+    case Opcode::Iota:
+      return {"base", "channel_multiplier", "steps"};
+    case Opcode::Select:
+      return {"on_false"};
+    default:
+      return {};
+  }
+}
+
+Instruction Reader::instruction(const Node& n, Engine e) {
+  n.expect_object();
+  Instruction in;
+  in.engine = e;
+  const auto op = parse_opcode(n["op"].string());
+  if (!op) n["op"].fail(fmt::format("unknown opcode '{}'", n["op"].string()));
+  in.op = *op;
+  std::set<std::string> keys = {"op", "wait", "update", "line", "file"};
+  if (in.is_dma()) keys.insert("queue");
+  for (const char* s : operand_names(in.op)) keys.insert(s);
+  for (const auto& k : extra_keys(in.op)) keys.insert(k);
+  n.only_keys(keys);
+
+  const auto& names = operand_names(in.op);
+  // Operands given as numbers are immediates (activation scale/bias, tensor_scalar operands, select
+  // on_false).
+  for (size_t s = 0; s < names.size(); ++s) {
+    if (!n.has(names[s]) || !n.value().at(names[s]).is_object()) continue;
+    in.ops[s] = ap(n[names[s]]);
+  }
+  auto flag = [&](const char* key, Flag f) {
+    if (n.has(key) && n[key].boolean()) in.flags |= f;
+  };
+  // A key that is either an AP (vector operand in `slot`, sets `f`) or a number (immediate).
+  auto imm_or_vector = [&](const char* key, float& imm, int slot, Flag f) {
+    if (!n.has(key)) return;
+    const Node k = n[key];
+    if (k.value().is_object()) {
+      in.ops[slot] = ap(k);
+      in.flags |= f;
+    } else {
+      imm = k.number();
+    }
+  };
+  switch (in.op) {
+    case Opcode::DmaCopy:
+      flag("accumulate", kDmaAccumulate);
+      flag("indirect_dst", kIndirectDst);
+      if (n.has("oob_mode")) {
+        const std::string m = n["oob_mode"].string();
+        if (m == "skip")
+          in.flags |= kOobSkip;
+        else if (m != "error")
+          n["oob_mode"].fail(fmt::format("expected \"error\" or \"skip\", got \"{}\"", m));
+      }
+      break;
+    case Opcode::NcMatmul:
+      flag("accumulate", kAccumulate);
+      flag("is_transpose", kIsTranspose);
+      if (n.has("perf_mode")) {
+        const std::string m = n["perf_mode"].string();
+        if (m == "double_row")
+          in.flags |= kDoubleRow;
+        else if (m != "none")
+          n["perf_mode"].fail(fmt::format("expected \"none\" or \"double_row\", got \"{}\"", m));
+      }
+      break;
+    case Opcode::NcMatmulMx:
+      flag("accumulate", kAccumulate);
+      if (n.has("scale_offset")) in.scale_offset = static_cast<uint8_t>(n["scale_offset"].integer(0, 255));
+      if (n.has("moving_scale_offset"))
+        in.moving_scale_offset = static_cast<uint8_t>(n["moving_scale_offset"].integer(0, 255));
+      break;
+    case Opcode::QuantizeMx:
+      if (n.has("scale_offset")) in.scale_offset = static_cast<uint8_t>(n["scale_offset"].integer(0, 255));
+      break;
+    case Opcode::Activation:
+      if (n.has("func")) {
+        const auto f = parse_act(n["func"].string());
+        if (!f) n["func"].fail(fmt::format("unknown activation function '{}'", n["func"].string()));
+        in.act = *f;
+      }
+      in.imm0 = 1.f;
+      imm_or_vector("scale", in.imm0, 4, kOperand0Vector);
+      imm_or_vector("bias", in.imm1, 2, kBiasVector);
+      if (in.ops[3].present()) in.flags |= kReduce;
+      break;
+    case Opcode::TensorTensor:
+      in.alu0 = alu(n["alu"]);
+      break;
+    case Opcode::TensorScalar:
+      in.alu0 = alu(n["op0"]);
+      if (n.has("op1")) in.alu1 = alu(n["op1"]);
+      imm_or_vector("operand0", in.imm0, 2, kOperand0Vector);
+      imm_or_vector("operand1", in.imm1, 3, kOperand1Vector);
+      flag("reverse0", kReverse0);
+      flag("reverse1", kReverse1);
+      break;
+    case Opcode::TensorReduce:
+      in.alu0 = alu(n["alu"]);
+      if (n.has("axes")) in.reduce_axes = static_cast<uint8_t>(n["axes"].integer(1, 4));
+      flag("negate", kNegate);
+      break;
+    case Opcode::Memset:
+      in.imm0 = n["value"].number();
+      break;
+    case Opcode::Iota:
+      if (n.has("base")) in.imm0 = n["base"].number();
+      if (n.has("channel_multiplier")) in.imm1 = n["channel_multiplier"].number();
+      if (n.has("steps")) {
+        const Node s = n["steps"];
+        s.expect_array();
+        if (s.value().size() > 4) s.fail("at most 4 steps (one per free dim)");
+        for (size_t i = 0; i < s.value().size(); ++i)
+          in.iota_steps[i] = static_cast<int32_t>(s.at(i).integer(INT32_MIN, INT32_MAX));
+      }
+      break;
+    case Opcode::Select: {
+      float v = 0.f;
+      imm_or_vector("on_false", v, 3, Flag{0});
+      in.imm0 = v;
+      break;
+    }
+    default:
+      break;
+  }
+
+  if (n.has("queue")) in.dma_queue = static_cast<uint8_t>(n["queue"].integer(0, 255));
+  if (n.has("line")) in.loc.line = static_cast<uint32_t>(n["line"].integer(0, UINT32_MAX));
+  if (n.has("file")) in.loc.file = file_index(n["file"].string());
+  if (n.has("wait")) {
+    const Node w = n["wait"];
+    w.expect_array();
+    for (size_t i = 0; i < w.value().size(); ++i) {
+      const Node x = w.at(i);
+      if (!x.value().is_array() || x.value().size() != 2) x.fail("expected [semaphore, value]");
+      in.waits.push_back(SemWait{static_cast<uint16_t>(x.at(0).integer(0, UINT16_MAX)),
+                                 static_cast<uint32_t>(x.at(1).integer(0, UINT32_MAX))});
+    }
+  }
+  if (n.has("update")) {
+    const Node u = n["update"];
+    u.expect_array();
+    for (size_t i = 0; i < u.value().size(); ++i) {
+      const Node x = u.at(i);
+      SemUpdate su;
+      if (x.value().is_array()) {
+        if (x.value().size() != 2) x.fail("expected [semaphore, delta] or {\"sem\", \"delta\", \"peer\"}");
+        su.sem = static_cast<uint16_t>(x.at(0).integer(0, UINT16_MAX));
+        su.delta = static_cast<int32_t>(x.at(1).integer(INT32_MIN, INT32_MAX));
+      } else if (x.value().is_object()) {
+        x.only_keys({"sem", "delta", "peer"});
+        su.sem = static_cast<uint16_t>(x["sem"].integer(0, UINT16_MAX));
+        if (x.has("delta")) su.delta = static_cast<int32_t>(x["delta"].integer(INT32_MIN, INT32_MAX));
+        if (x.has("peer")) su.peer = x["peer"].boolean();
+      } else {
+        x.fail("expected [semaphore, delta] or {\"sem\", \"delta\", \"peer\"}");
+      }
+      in.updates.push_back(su);
+    }
+  }
+  uint8_t nops = 0;
+  for (int s = 0; s < 5; ++s)
+    if (in.ops[s].present()) nops = static_cast<uint8_t>(s + 1);
+  in.nops = nops;
+  return in;
+}
+
+json ap_json(const AccessPattern& a, const Program& p) {
+  json j = json::object();
+  json pattern = json::array();
+  if (a.space == MemSpace::HBM) {
+    j["tensor"] = a.tensor < p.tensors.size() ? p.tensors[a.tensor].name : fmt::format("#{}", a.tensor);
+    pattern.push_back({a.partition_stride, a.partitions});
+  } else {
+    j["mem"] = a.space == MemSpace::SBUF ? "sbuf" : "psum";
+    j["partition"] = {a.partition_start, a.partitions};
+  }
+  j["offset"] = a.offset_bytes;
+  j["dtype"] = dtype_name(a.dtype);
+  for (int d = 0; d < a.ndim && d < 4; ++d) pattern.push_back({a.dims[d].stride, a.dims[d].size});
+  j["pattern"] = pattern;
+  return j;
+}
+
+json instruction_json(const Instruction& in, const Program& p) {
+  json j = json::object();
+  j["op"] = opcode_name(in.op);
+  const auto& names = operand_names(in.op);
+  for (size_t s = 0; s < names.size(); ++s)
+    if (in.ops[s].present()) j[names[s]] = ap_json(in.ops[s], p);
+  auto flag = [&](const char* key, Flag f) {
+    if (in.has(f)) j[key] = true;
+  };
+  switch (in.op) {
+    case Opcode::DmaCopy:
+      flag("accumulate", kDmaAccumulate);
+      flag("indirect_dst", kIndirectDst);
+      if (in.ops[2].present()) j["oob_mode"] = in.has(kOobSkip) ? "skip" : "error";
+      break;
+    case Opcode::NcMatmul:
+      flag("accumulate", kAccumulate);
+      flag("is_transpose", kIsTranspose);
+      if (in.has(kDoubleRow)) j["perf_mode"] = "double_row";
+      break;
+    case Opcode::NcMatmulMx:
+      flag("accumulate", kAccumulate);
+      j["scale_offset"] = in.scale_offset;
+      j["moving_scale_offset"] = in.moving_scale_offset;
+      break;
+    case Opcode::QuantizeMx:
+      j["scale_offset"] = in.scale_offset;
+      break;
+    case Opcode::Activation:
+      j["func"] = act_name(in.act);
+      if (!in.has(kOperand0Vector)) j["scale"] = number_json(in.imm0);
+      if (!in.has(kBiasVector)) j["bias"] = number_json(in.imm1);
+      if (!in.has(kReduce)) j.erase("reduce_res");
+      break;
+    case Opcode::TensorTensor:
+      j["alu"] = alu_name(in.alu0);
+      break;
+    case Opcode::TensorScalar:
+      j["op0"] = alu_name(in.alu0);
+      j["op1"] = alu_name(in.alu1);
+      if (!in.has(kOperand0Vector)) j["operand0"] = number_json(in.imm0);
+      if (!in.has(kOperand1Vector)) j["operand1"] = number_json(in.imm1);
+      flag("reverse0", kReverse0);
+      flag("reverse1", kReverse1);
+      break;
+    case Opcode::TensorReduce:
+      j["alu"] = alu_name(in.alu0);
+      j["axes"] = in.reduce_axes;
+      flag("negate", kNegate);
+      break;
+    case Opcode::Memset:
+      j["value"] = number_json(in.imm0);
+      break;
+    case Opcode::Iota:
+      j["base"] = number_json(in.imm0);
+      j["channel_multiplier"] = number_json(in.imm1);
+      j["steps"] = json::array();
+      for (int d = 0; d < in.ops[0].ndim && d < 4; ++d) j["steps"].push_back(in.iota_steps[d]);
+      break;
+    case Opcode::Select:
+      if (!in.ops[3].present()) j["on_false"] = number_json(in.imm0);
+      break;
+    default:
+      break;
+  }
+  if (in.is_dma()) j["queue"] = in.dma_queue;
+  if (!in.waits.empty()) {
+    j["wait"] = json::array();
+    for (const SemWait& w : in.waits) j["wait"].push_back({w.sem, w.value});
+  }
+  if (!in.updates.empty()) {
+    j["update"] = json::array();
+    for (const SemUpdate& u : in.updates) {
+      if (u.peer)
+        j["update"].push_back({{"sem", u.sem}, {"delta", u.delta}, {"peer", true}});
+      else
+        j["update"].push_back({u.sem, u.delta});
+    }
+  }
+  if (in.loc.line != 0) j["line"] = in.loc.line;
+  if (in.loc.file != 0 && in.loc.file < p.files.size()) j["file"] = p.files[in.loc.file];
+  return j;
+}
+
+}  // namespace
+
+Program program_from_json(const json& j) {
+  const Node root(j, "");
+  root.only_keys({"generation", "num_cores", "tensors", "cores"});
+  Program p;
+  if (root.has("generation")) {
+    const auto g = parse_generation(root["generation"].string());
+    if (!g)
+      root["generation"].fail(
+          fmt::format("expected \"trn2\" or \"trn3\", got \"{}\"", root["generation"].string()));
+    p.generation = *g;
+  }
+  if (root.has("num_cores")) p.num_cores = static_cast<int>(root["num_cores"].integer(1, 2));
+  Reader r(p);
+  if (root.has("tensors")) r.tensors(root["tensors"]);
+  const Node cores = root["cores"];
+  cores.expect_array();
+  if (cores.value().size() != static_cast<size_t>(p.num_cores))
+    cores.fail(fmt::format("expected {} cores (num_cores), got {}", p.num_cores, cores.value().size()));
+  for (size_t c = 0; c < cores.value().size(); ++c) {
+    const Node core = cores.at(c);
+    core.only_keys({"PE", "DVE", "ACT", "POOL", "SP"});
+    for (Engine e : kEngines) {
+      const char* en = engine_name(e);
+      if (!core.has(en)) continue;
+      const Node stream = core[en];
+      stream.expect_array();
+      for (size_t i = 0; i < stream.value().size(); ++i)
+        p.streams[c][static_cast<size_t>(e)].push_back(r.instruction(stream.at(i), e));
+    }
+  }
+  return p;
+}
+
+Program load_program(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw InputError(fmt::format("{}: cannot open program file", path));
+  json j;
+  try {
+    j = json::parse(f);
+  } catch (const json::exception& e) {
+    throw InputError(fmt::format("{}: not valid JSON: {}", path, e.what()));
+  }
+  try {
+    return program_from_json(j);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+json program_to_json(const Program& p) {
+  json j = json::object();
+  j["generation"] = generation_name(p.generation);
+  j["num_cores"] = p.num_cores;
+  j["tensors"] = json::array();
+  for (const TensorDecl& t : p.tensors) {
+    json tj = {{"name", t.name},
+               {"dtype", dtype_name(t.dtype)},
+               {"shape", t.shape},
+               {"private_to_core", t.private_to_core}};
+    if (!t.init.empty()) tj["init"] = json::parse(t.init, nullptr, false);
+    if (!t.output.empty()) tj["output"] = json::parse(t.output, nullptr, false);
+    j["tensors"].push_back(std::move(tj));
+  }
+  j["cores"] = json::array();
+  for (int c = 0; c < p.num_cores && c < 2; ++c) {
+    json cj = json::object();
+    for (Engine e : kEngines) {
+      json s = json::array();
+      for (const Instruction& in : p.streams[c][static_cast<size_t>(e)]) s.push_back(instruction_json(in, p));
+      cj[engine_name(e)] = std::move(s);
+    }
+    j["cores"].push_back(std::move(cj));
+  }
+  return j;
+}
+
+void save_program(const Program& program, const std::string& path) {
+  std::ofstream f(path);
+  if (!f) throw InputError(fmt::format("{}: cannot write program file", path));
+  f << program_to_json(program).dump(1) << "\n";
+  if (!f) throw InputError(fmt::format("{}: write failed", path));
+}
+
+}  // namespace trnsim::isa

@@ -1,0 +1,555 @@
+// Functional semantics: execute() and make_machine_state(). Rule checks live in check.cpp.
+#include "sim/isa/semantics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "sim/base/error.h"
+#include "sim/isa/alu.h"
+#include "sim/isa/operand_view.h"
+#include "sim/numerics/float_formats.h"
+#include "sim/numerics/mx.h"
+#include "sim/numerics/pe_matmul.h"
+
+namespace trnsim::isa {
+namespace {
+
+num::Fp8Format fp8_format(DType t) {
+  return (t == DType::FP8_E5M2 || t == DType::FP8_E5M2_X4) ? num::Fp8Format::E5M2 : num::Fp8Format::E4M3FN;
+}
+
+// Row of the E8M0 scale of MX group g (8 partitions each) inside its scale operand: scales sit in rows 0-3 of
+// the group's 32-partition quadrant, shifted by the packing offset (reference/trainium-hardware.md §2.2).
+uint32_t mx_scale_row(uint32_t g, uint32_t offset) {
+  return (g / 4) * 32 + g % 4 + offset;
+}
+
+class Exec {
+ public:
+  Exec(const Instruction& inst, int core, const Program& program, const Limits& limits, MachineState& state)
+      : inst_(inst),
+        core_(core),
+        program_(program),
+        limits_(limits),
+        state_(state),
+        prefix_(fmt::format("{} on {}", opcode_name(inst.op), engine_name(inst.engine))) {}
+
+  void run();
+
+ private:
+  OperandView view(int slot, bool indirect = false, int core = -1) {
+    const auto& names = operand_names(inst_.op);
+    const char* name = slot < static_cast<int>(names.size()) ? names[slot] : "operand";
+    return OperandView(inst_.ops[slot], core < 0 ? core_ : core, program_, limits_, state_, prefix_, name,
+                       indirect);
+  }
+  const char* name(int slot) const { return operand_names(inst_.op)[slot]; }
+  [[noreturn]] void fail(const char* rule, const std::string& details) const {
+    throw RuleError(fmt::format("{}: {}: {}", prefix_, rule, details));
+  }
+  void same_shape(const OperandView& a, int sa, const OperandView& b, int sb) const {
+    if (a.rows() != b.rows() || a.cols() != b.cols())
+      fail("shape", fmt::format("{} is [{}, {}] but {} is [{}, {}]", name(sa), a.rows(), a.cols(), name(sb),
+                                b.rows(), b.cols()));
+  }
+  void vector_shape(const OperandView& v, int slot, uint32_t rows) const {
+    if (v.rows() != rows || v.cols() != 1)
+      fail("shape", fmt::format("{} must be [{}, 1], got [{}, {}]", name(slot), rows, v.rows(), v.cols()));
+  }
+  // Element move with the DMA/copy cast rule: bit copy when dtypes match, else src -> FP32 -> dst (RNE).
+  void move(const OperandView& d, uint8_t* dp, const OperandView& s, const uint8_t* sp) const {
+    if (d.dtype() == s.dtype()) {
+      std::memcpy(dp, sp, dtype_size(d.dtype()));
+      return;
+    }
+    if (is_x4(d.dtype()) || is_x4(s.dtype()))
+      fail("dtype",
+           fmt::format("cannot cast between {} and {}", dtype_name(s.dtype()), dtype_name(d.dtype())));
+    d.store_value(dp, s.load_value(sp));
+  }
+
+  // dst (+)= a^T b with a [k, m], b [k, n] row-major FP32, via the shared PE arithmetic.
+  void pe_accumulate(OperandView& dst, const std::vector<float>& a, const std::vector<float>& b, int k,
+                     uint64_t m, uint64_t n) {
+    std::vector<float> c(m * n, 0.f);
+    const bool acc = inst_.has(kAccumulate);
+    if (acc)
+      for (uint64_t i = 0; i < m; ++i)
+        for (uint64_t j = 0; j < n; ++j) c[i * n + j] = dst.load(static_cast<uint32_t>(i), j);
+    num::pe_matmul(a.data(), static_cast<int64_t>(m), b.data(), static_cast<int64_t>(n), c.data(),
+                   static_cast<int64_t>(n), k, static_cast<int>(m), static_cast<int>(n), acc);
+    for (uint64_t i = 0; i < m; ++i)
+      for (uint64_t j = 0; j < n; ++j) dst.store(static_cast<uint32_t>(i), j, c[i * n + j]);
+  }
+
+  void dma_copy();
+  void transpose(int src_slot);
+  void matmul();
+  void matmul_mx();
+  void quantize_mx();
+  void activation();
+  void tensor_tensor();
+  void tensor_scalar();
+  void tensor_reduce();
+  void tensor_copy();
+  void memset();
+  void iota();
+  void select();
+  void sendrecv();
+
+  const Instruction& inst_;
+  int core_;
+  const Program& program_;
+  const Limits& limits_;
+  MachineState& state_;
+  std::string prefix_;
+};
+
+void Exec::run() {
+  switch (inst_.op) {
+    case Opcode::DmaCopy:
+      return dma_copy();
+    case Opcode::DmaTranspose:
+      return transpose(1);
+    case Opcode::NcMatmul:
+      return matmul();
+    case Opcode::NcMatmulMx:
+      return matmul_mx();
+    case Opcode::QuantizeMx:
+      return quantize_mx();
+    case Opcode::NcTranspose:
+      return transpose(1);
+    case Opcode::Activation:
+      return activation();
+    case Opcode::TensorTensor:
+      return tensor_tensor();
+    case Opcode::TensorScalar:
+      return tensor_scalar();
+    case Opcode::TensorReduce:
+      return tensor_reduce();
+    case Opcode::TensorCopy:
+      return tensor_copy();
+    case Opcode::Memset:
+      return memset();
+    case Opcode::Iota:
+      return iota();
+    case Opcode::Select:
+      return select();
+    case Opcode::CoreBarrier:
+      return;  // ordering only: the SystemC model handles the semaphores
+    case Opcode::SendRecv:
+      return sendrecv();
+  }
+  fail("opcode", fmt::format("unknown opcode {}", static_cast<int>(inst_.op)));
+}
+
+void Exec::dma_copy() {
+  const bool indirect = inst_.ops[2].present();
+  const bool scatter = indirect && inst_.has(kIndirectDst);
+  OperandView dst = view(0, scatter);
+  OperandView src = view(1, indirect && !scatter);
+  const bool acc = inst_.has(kDmaAccumulate);
+  if (acc && (is_x4(dst.dtype()) || is_x4(src.dtype())))
+    fail("dtype", "DMA accumulate cannot use MX x4 dtypes");
+  auto apply = [&](uint8_t* dp, const uint8_t* sp) {
+    if (acc)
+      dst.store_value(dp, dst.load_value(dp) + src.load_value(sp));
+    else
+      move(dst, dp, src, sp);
+  };
+  // Snapshot the source first, so overlapping source and destination behave as a copy of the old values.
+  const uint32_t ss = dtype_size(src.dtype());
+  if (!indirect) {
+    const uint64_t n = static_cast<uint64_t>(src.rows()) * src.cols();
+    const uint64_t nd = static_cast<uint64_t>(dst.rows()) * dst.cols();
+    if (n != nd) fail("element count", fmt::format("src has {} elements, dst has {}", n, nd));
+    std::vector<uint8_t> tmp(n * ss);
+    for (uint64_t e = 0; e < n; ++e)
+      std::memcpy(&tmp[e * ss], src.at(static_cast<uint32_t>(e / src.cols()), e % src.cols()), ss);
+    for (uint64_t e = 0; e < n; ++e)
+      apply(dst.at(static_cast<uint32_t>(e / dst.cols()), e % dst.cols()), &tmp[e * ss]);
+    return;
+  }
+  OperandView idx = view(2);
+  if (idx.dtype() != DType::I32 && idx.dtype() != DType::U32)
+    fail("dtype", fmt::format("vector_offset must be int32 or uint32, got {}", dtype_name(idx.dtype())));
+  if (src.rows() != dst.rows() || src.cols() != dst.cols())
+    fail("shape", fmt::format("indirect DMA needs src and dst of one shape: src [{}, {}], dst [{}, {}]",
+                              src.rows(), src.cols(), dst.rows(), dst.cols()));
+  vector_shape(idx, 2, src.rows());
+  OperandView& hbm = scatter ? dst : src;
+  if (hbm.ap().space != MemSpace::HBM)
+    fail("connectivity",
+         fmt::format("indirect DMA indexes rows of an HBM tensor; {} is in {}", scatter ? "dst" : "src",
+                     hbm.ap().space == MemSpace::SBUF ? "SBUF" : "PSUM"));
+  const std::string& tname = program_.tensors[hbm.ap().tensor].name;
+  const uint64_t cols = src.cols();
+  std::vector<uint8_t> tmp(cols * ss);
+  for (uint32_t i = 0; i < src.rows(); ++i) {
+    const int64_t row = idx.load_int(i, 0);
+    bool oob = false;
+    for (uint64_t j = 0; j < cols && !oob; ++j) {
+      const uint8_t* sp = scatter ? src.at(i, j) : src.at_tensor_row(row, j);
+      if (sp == nullptr || (scatter && dst.at_tensor_row(row, j) == nullptr))
+        oob = true;
+      else
+        std::memcpy(&tmp[j * ss], sp, ss);
+    }
+    if (oob) {
+      if (inst_.has(kOobSkip)) continue;  // the destination row keeps its old value
+      fail("indirect bounds", fmt::format("vector_offset[{}] = {} is outside rows [0, {}) of tensor '{}'", i,
+                                          row, hbm.tensor_rows(), tname));
+    }
+    for (uint64_t j = 0; j < cols; ++j)
+      apply(scatter ? dst.at_tensor_row(row, j) : dst.at(i, j), &tmp[j * ss]);
+  }
+}
+
+// dst[f, p] = src[p, f] over the 2-D view (rows x flattened free elements), bit for bit.
+void Exec::transpose(int src_slot) {
+  OperandView dst = view(0);
+  OperandView src = view(src_slot);
+  if (dst.dtype() != src.dtype())
+    fail("dtype", fmt::format("transpose keeps the dtype: {} is {}, dst is {}", name(src_slot),
+                              dtype_name(src.dtype()), dtype_name(dst.dtype())));
+  if (dst.rows() != src.cols() || dst.cols() != src.rows())
+    fail("shape", fmt::format("{} [{}, {}] transposes to [{}, {}], dst is [{}, {}]", name(src_slot),
+                              src.rows(), src.cols(), src.cols(), src.rows(), dst.rows(), dst.cols()));
+  const uint32_t ds = dtype_size(dst.dtype());
+  std::vector<uint8_t> tmp(static_cast<size_t>(src.rows()) * src.cols() * ds);
+  for (uint32_t p = 0; p < src.rows(); ++p)
+    for (uint64_t f = 0; f < src.cols(); ++f) std::memcpy(&tmp[(p * src.cols() + f) * ds], src.at(p, f), ds);
+  for (uint32_t p = 0; p < src.rows(); ++p)
+    for (uint64_t f = 0; f < src.cols(); ++f)
+      std::memcpy(dst.at(static_cast<uint32_t>(f), p), &tmp[(p * src.cols() + f) * ds], ds);
+}
+
+// dst[m, n] (+)= sum_k stationary[k, m] * moving[k, n] through num::pe_matmul (the shared PE arithmetic: FP32
+// fused multiply-add per product in ascending logical k, starting from the old PSUM value when accumulating).
+// A BF16 PSUM tile (Trn3) is read up to FP32 and rounded back (RNE) on write.
+void Exec::matmul() {
+  OperandView dst = view(0);
+  OperandView st = view(1);
+  OperandView mv = view(2);
+  const uint32_t kp = st.rows();
+  if (mv.rows() != kp) fail("shape", fmt::format("stationary has {} partitions, moving {}", kp, mv.rows()));
+  if (inst_.has(kIsTranspose)) {
+    // Transpose mode: moving is the identity routing, dst[m, k] = stationary[k, m] bit for bit.
+    if (mv.cols() != kp) fail("shape", fmt::format("transpose mode needs moving [{}, {}]", kp, kp));
+    return transpose(1);
+  }
+  const uint32_t r = inst_.has(kDoubleRow) ? 2 : 1;
+  if (r == 2 &&
+      (st.ap().ndim < 2 || st.ap().dims[0].size != 2 || mv.ap().ndim < 2 || mv.ap().dims[0].size != 2))
+    fail("shape", "double_row needs stationary [K, 2, M] and moving [K, 2, N] (size-2 outermost free dim)");
+  const uint64_t m_size = st.cols() / r, n_size = mv.cols() / r;
+  if (dst.rows() != m_size || dst.cols() != n_size)
+    fail("shape", fmt::format("dst must be [{}, {}], got [{}, {}]", m_size, n_size, dst.rows(), dst.cols()));
+  // a[(h * kp + k) * M + m]: logical contraction index h * kp + k for double_row's two rows.
+  std::vector<float> a(r * kp * m_size), b(r * kp * n_size);
+  for (uint32_t h = 0; h < r; ++h)
+    for (uint32_t k = 0; k < kp; ++k) {
+      for (uint64_t m = 0; m < m_size; ++m) a[(h * kp + k) * m_size + m] = st.load(k, h * m_size + m);
+      for (uint64_t n = 0; n < n_size; ++n) b[(h * kp + k) * n_size + n] = mv.load(k, h * n_size + n);
+    }
+  pe_accumulate(dst, a, b, static_cast<int>(r * kp), m_size, n_size);
+}
+
+// MX matmul: each x4 element packs the FP8 values of contraction positions k + 128 * j in byte j (j = 0..3,
+// byte j at the element's address + j). Values are dequantized to FP32 (a * 2^sa, exact unless below the FP32
+// normal range) and go through num::pe_matmul in ascending logical k = j * K + partition.
+void Exec::matmul_mx() {
+  OperandView dst = view(0);
+  OperandView st = view(1);
+  OperandView mv = view(2);
+  OperandView ss = view(3);
+  OperandView ms = view(4);
+  const uint32_t kp = st.rows();
+  if (mv.rows() != kp) fail("shape", fmt::format("stationary has {} partitions, moving {}", kp, mv.rows()));
+  if (kp % 8 != 0)
+    fail("shape", fmt::format("{} partitions is not a whole number of 8-partition MX groups", kp));
+  const uint64_t m_size = st.cols(), n_size = mv.cols();
+  if (dst.rows() != m_size || dst.cols() != n_size)
+    fail("shape", fmt::format("dst must be [{}, {}], got [{}, {}]", m_size, n_size, dst.rows(), dst.cols()));
+  const uint32_t groups = kp / 8;
+  const uint32_t last_s = mx_scale_row(groups - 1, inst_.scale_offset);
+  const uint32_t last_m = mx_scale_row(groups - 1, inst_.moving_scale_offset);
+  if (ss.rows() <= last_s || ss.cols() != m_size)
+    fail("shape", fmt::format("stationary_scale must have more than {} rows and {} columns, got [{}, {}]",
+                              last_s, m_size, ss.rows(), ss.cols()));
+  if (ms.rows() <= last_m || ms.cols() != n_size)
+    fail("shape", fmt::format("moving_scale must have more than {} rows and {} columns, got [{}, {}]", last_m,
+                              n_size, ms.rows(), ms.cols()));
+  const auto fa = fp8_format(st.dtype()), fb = fp8_format(mv.dtype());
+  std::vector<float> a(4 * kp * m_size), b(4 * kp * n_size);
+  for (uint32_t k = 0; k < kp; ++k) {
+    const uint32_t g = k / 8;
+    for (uint64_t m = 0; m < m_size; ++m) {
+      const float sc = num::e8m0_to_f32(*ss.at(mx_scale_row(g, inst_.scale_offset), m));
+      const uint8_t* p = st.at(k, m);
+      for (uint32_t j = 0; j < 4; ++j) a[(j * kp + k) * m_size + m] = num::fp8_to_f32(p[j], fa) * sc;
+    }
+    for (uint64_t n = 0; n < n_size; ++n) {
+      const float sc = num::e8m0_to_f32(*ms.at(mx_scale_row(g, inst_.moving_scale_offset), n));
+      const uint8_t* p = mv.at(k, n);
+      for (uint32_t j = 0; j < 4; ++j) b[(j * kp + k) * n_size + n] = num::fp8_to_f32(p[j], fb) * sc;
+    }
+  }
+  pe_accumulate(dst, a, b, static_cast<int>(4 * kp), m_size, n_size);
+}
+
+// One MX group = 8 partitions x the 4 interleaved values of one x4 column; group element r * 4 + j is
+// src[8g + r, 4f + j] and lands in byte j of dst[8g + r, f]. Scale by the Trn3 rule (num::ScaleRule::Trn3).
+void Exec::quantize_mx() {
+  OperandView dst = view(0);
+  OperandView src = view(1);
+  OperandView sc = view(2);
+  if (src.rows() != dst.rows() || src.cols() != 4 * dst.cols())
+    fail("shape", fmt::format("src must be [{}, {}] for dst [{}, {}], got [{}, {}]", dst.rows(),
+                              4 * dst.cols(), dst.rows(), dst.cols(), src.rows(), src.cols()));
+  if (dst.rows() % 8 != 0)
+    fail("shape", fmt::format("{} partitions is not a whole number of 8-partition MX groups", dst.rows()));
+  const uint32_t groups = dst.rows() / 8;
+  const uint32_t last = mx_scale_row(groups - 1, inst_.scale_offset);
+  if (sc.rows() <= last || sc.cols() != dst.cols())
+    fail("shape", fmt::format("dst_scale must have more than {} rows and {} columns, got [{}, {}]", last,
+                              dst.cols(), sc.rows(), sc.cols()));
+  const auto f8 = fp8_format(dst.dtype());
+  float v[32];
+  uint8_t q[32];
+  for (uint32_t g = 0; g < groups; ++g)
+    for (uint64_t f = 0; f < dst.cols(); ++f) {
+      for (uint32_t r = 0; r < 8; ++r)
+        for (uint32_t j = 0; j < 4; ++j) v[r * 4 + j] = src.load(8 * g + r, 4 * f + j);
+      *sc.at(mx_scale_row(g, inst_.scale_offset), f) = num::quantize_block(v, q, f8, num::ScaleRule::Trn3);
+      for (uint32_t r = 0; r < 8; ++r) std::memcpy(dst.at(8 * g + r, f), &q[r * 4], 4);
+    }
+}
+
+void Exec::activation() {
+  OperandView dst = view(0);
+  OperandView data = view(1);
+  same_shape(dst, 0, data, 1);
+  const uint32_t rows = dst.rows();
+  std::vector<float> scale(rows, inst_.imm0), bias(rows, inst_.imm1);
+  if (inst_.has(kOperand0Vector)) {
+    OperandView v = view(4);
+    vector_shape(v, 4, rows);
+    for (uint32_t i = 0; i < rows; ++i) scale[i] = v.load(i, 0);
+  }
+  if (inst_.has(kBiasVector)) {
+    OperandView v = view(2);
+    vector_shape(v, 2, rows);
+    for (uint32_t i = 0; i < rows; ++i) bias[i] = v.load(i, 0);
+  }
+  std::vector<float> sums(rows, 0.f);
+  for (uint32_t i = 0; i < rows; ++i)
+    for (uint64_t j = 0; j < dst.cols(); ++j) {
+      const float y = act_f32(inst_.act, data.load(i, j) * scale[i] + bias[i]);
+      dst.store(i, j, y);
+      sums[i] += y;
+    }
+  if (inst_.has(kReduce)) {
+    OperandView red = view(3);
+    vector_shape(red, 3, rows);
+    for (uint32_t i = 0; i < rows; ++i) red.store(i, 0, sums[i]);
+  }
+}
+
+void Exec::tensor_tensor() {
+  OperandView dst = view(0);
+  OperandView a = view(1);
+  OperandView b = view(2);
+  same_shape(dst, 0, a, 1);
+  same_shape(dst, 0, b, 2);
+  const bool ints = alu_is_bitwise(inst_.alu0);
+  for (uint32_t i = 0; i < dst.rows(); ++i)
+    for (uint64_t j = 0; j < dst.cols(); ++j) {
+      if (ints)
+        dst.store_int(i, j, alu_i32(inst_.alu0, a.load_int(i, j), b.load_int(i, j)));
+      else
+        dst.store(i, j, alu_f32(inst_.alu0, a.load(i, j), b.load(i, j)));
+    }
+}
+
+void Exec::tensor_scalar() {
+  OperandView dst = view(0);
+  OperandView data = view(1);
+  same_shape(dst, 0, data, 1);
+  const uint32_t rows = dst.rows();
+  std::vector<float> s0(rows, inst_.imm0), s1(rows, inst_.imm1);
+  std::vector<int64_t> i0(rows, static_cast<int64_t>(std::isfinite(inst_.imm0) ? inst_.imm0 : 0.f));
+  std::vector<int64_t> i1(rows, static_cast<int64_t>(std::isfinite(inst_.imm1) ? inst_.imm1 : 0.f));
+  for (int k = 0; k < 2; ++k) {
+    if (!inst_.has(k == 0 ? kOperand0Vector : kOperand1Vector)) continue;
+    OperandView v = view(2 + k);
+    vector_shape(v, 2 + k, rows);
+    for (uint32_t i = 0; i < rows; ++i) {
+      (k == 0 ? s0 : s1)[i] = v.load(i, 0);
+      (k == 0 ? i0 : i1)[i] = v.load_int(i, 0);
+    }
+  }
+  const bool r0 = inst_.has(kReverse0), r1 = inst_.has(kReverse1);
+  const bool ints = alu_is_bitwise(inst_.alu0) || alu_is_bitwise(inst_.alu1);
+  for (uint32_t i = 0; i < rows; ++i)
+    for (uint64_t j = 0; j < dst.cols(); ++j) {
+      if (ints) {
+        int64_t x = data.load_int(i, j);
+        x = r0 && inst_.alu0 != AluOp::Bypass ? alu_i32(inst_.alu0, i0[i], x) : alu_i32(inst_.alu0, x, i0[i]);
+        x = r1 && inst_.alu1 != AluOp::Bypass ? alu_i32(inst_.alu1, i1[i], x) : alu_i32(inst_.alu1, x, i1[i]);
+        dst.store_int(i, j, x);
+      } else {
+        float x = data.load(i, j);
+        x = r0 && inst_.alu0 != AluOp::Bypass ? alu_f32(inst_.alu0, s0[i], x) : alu_f32(inst_.alu0, x, s0[i]);
+        x = r1 && inst_.alu1 != AluOp::Bypass ? alu_f32(inst_.alu1, s1[i], x) : alu_f32(inst_.alu1, x, s1[i]);
+        dst.store(i, j, x);
+      }
+    }
+}
+
+// Reduces the innermost `reduce_axes` free dims, left to right in FP32 (int32 for bitwise ops).
+void Exec::tensor_reduce() {
+  OperandView dst = view(0);
+  OperandView data = view(1);
+  const int nd = data.ap().ndim;
+  if (inst_.reduce_axes < 1 || inst_.reduce_axes > nd)
+    fail("shape", fmt::format("reduce_axes {} must be 1..{} (the free dims of data)", inst_.reduce_axes, nd));
+  uint64_t inner = 1;
+  for (int d = nd - inst_.reduce_axes; d < nd; ++d) inner *= data.ap().dims[d].size;
+  const uint64_t outer = data.cols() / inner;
+  if (dst.rows() != data.rows() || dst.cols() != outer)
+    fail("shape",
+         fmt::format("dst must be [{}, {}], got [{}, {}]", data.rows(), outer, dst.rows(), dst.cols()));
+  const bool ints = alu_is_bitwise(inst_.alu0);
+  const bool neg = inst_.has(kNegate);
+  for (uint32_t i = 0; i < data.rows(); ++i)
+    for (uint64_t o = 0; o < outer; ++o) {
+      if (ints) {
+        int64_t acc = data.load_int(i, o * inner);
+        for (uint64_t t = 1; t < inner; ++t) acc = alu_i32(inst_.alu0, acc, data.load_int(i, o * inner + t));
+        dst.store_int(i, o, neg ? -acc : acc);
+      } else {
+        float acc = data.load(i, o * inner);
+        for (uint64_t t = 1; t < inner; ++t) acc = alu_f32(inst_.alu0, acc, data.load(i, o * inner + t));
+        dst.store(i, o, neg ? -acc : acc);
+      }
+    }
+}
+
+void Exec::tensor_copy() {
+  OperandView dst = view(0);
+  OperandView src = view(1);
+  same_shape(dst, 0, src, 1);
+  for (uint32_t i = 0; i < dst.rows(); ++i)
+    for (uint64_t j = 0; j < dst.cols(); ++j) move(dst, dst.at(i, j), src, src.at(i, j));
+}
+
+void Exec::memset() {
+  OperandView dst = view(0);
+  for (uint32_t i = 0; i < dst.rows(); ++i)
+    for (uint64_t j = 0; j < dst.cols(); ++j) {
+      uint8_t* p = dst.at(i, j);
+      if (is_x4(dst.dtype()))
+        std::memset(p, num::f32_to_fp8(inst_.imm0, fp8_format(dst.dtype())), 4);
+      else
+        dst.store_value(p, inst_.imm0);
+    }
+}
+
+// value(p, i0..i3) = imm0 + imm1 * p + sum_d iota_steps[d] * i_d, with p the partition index inside dst
+// (0-based) and i_d the index along dst.dims[d]; exact in FP64, then written as an integer (int dtypes) or
+// rounded to the float dtype.
+void Exec::iota() {
+  OperandView dst = view(0);
+  const AccessPattern& ap = dst.ap();
+  for (uint32_t p = 0; p < dst.rows(); ++p) {
+    std::array<uint32_t, 4> idx{};
+    for (uint64_t j = 0; j < dst.cols(); ++j) {
+      double v = static_cast<double>(inst_.imm0) + static_cast<double>(inst_.imm1) * p;
+      for (int d = 0; d < ap.ndim; ++d) v += static_cast<double>(inst_.iota_steps[d]) * idx[d];
+      if (is_int(dst.dtype()))
+        dst.store_int(p, j, static_cast<int64_t>(std::nearbyint(std::clamp(v, -9e18, 9e18))));
+      else
+        dst.store(p, j, static_cast<float>(v));
+      for (int d = ap.ndim - 1; d >= 0; --d) {
+        if (++idx[d] < ap.dims[d].size) break;
+        idx[d] = 0;
+      }
+    }
+  }
+}
+
+void Exec::select() {
+  OperandView dst = view(0);
+  OperandView pred = view(1);
+  OperandView on_true = view(2);
+  same_shape(dst, 0, pred, 1);
+  same_shape(dst, 0, on_true, 2);
+  const bool imm_false = !inst_.ops[3].present();
+  std::optional<OperandView> on_false;
+  if (!imm_false) {
+    on_false.emplace(view(3));
+    same_shape(dst, 0, *on_false, 3);
+  }
+  for (uint32_t i = 0; i < dst.rows(); ++i)
+    for (uint64_t j = 0; j < dst.cols(); ++j) {
+      if (pred.load(i, j) != 0.f)
+        move(dst, dst.at(i, j), on_true, on_true.at(i, j));
+      else if (imm_false)
+        dst.store(i, j, inst_.imm0);
+      else
+        move(dst, dst.at(i, j), *on_false, on_false->at(i, j));
+    }
+}
+
+// src on this core's SBUF -> dst on the peer core's SBUF, elements in row-major order.
+void Exec::sendrecv() {
+  OperandView src = view(1);
+  OperandView dst = view(0, false, 1 - core_);
+  const uint64_t n = static_cast<uint64_t>(src.rows()) * src.cols();
+  const uint64_t nd = static_cast<uint64_t>(dst.rows()) * dst.cols();
+  if (n != nd) fail("element count", fmt::format("src has {} elements, dst has {}", n, nd));
+  for (uint64_t e = 0; e < n; ++e)
+    move(dst, dst.at(static_cast<uint32_t>(e / dst.cols()), e % dst.cols()), src,
+         src.at(static_cast<uint32_t>(e / src.cols()), e % src.cols()));
+}
+
+}  // namespace
+
+MachineState make_machine_state(const Program& program, const Limits& limits) {
+  if (program.num_cores < 1 || program.num_cores > 2)
+    throw InputError(fmt::format("num_cores must be 1 or 2, got {}", program.num_cores));
+  MachineState s;
+  for (int c = 0; c < program.num_cores; ++c) {
+    s.cores[c].sbuf.assign(static_cast<size_t>(limits.partitions) * limits.sbuf_bytes_per_partition, 0xFF);
+    s.cores[c].psum.assign(static_cast<size_t>(limits.partitions) * limits.psum_bytes_per_partition, 0xFF);
+  }
+  constexpr int64_t kMaxTensorBytes = int64_t{1} << 36;
+  for (const TensorDecl& t : program.tensors) {
+    int64_t n = dtype_size(t.dtype);
+    for (int64_t d : t.shape) {
+      if (d < 0 || (d > 0 && n > kMaxTensorBytes / d))
+        throw InputError(fmt::format("tensor '{}': bad or too large shape dimension {}", t.name, d));
+      n *= d;
+    }
+    s.hbm.emplace_back(static_cast<size_t>(n), 0xFF);
+  }
+  return s;
+}
+
+void execute(const Instruction& inst, int core, const Program& program, const Limits& limits,
+             MachineState& state) {
+  if (core < 0 || core >= program.num_cores || core > 1)
+    throw RuleError(fmt::format("{} on {}: core: core {} does not exist (num_cores {})", opcode_name(inst.op),
+                                engine_name(inst.engine), core, program.num_cores));
+  Exec(inst, core, program, limits, state).run();
+}
+
+}  // namespace trnsim::isa

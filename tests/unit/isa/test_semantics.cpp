@@ -1,0 +1,560 @@
+// Functional semantics of execute(): each result is computed independently in the test.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "sim/base/error.h"
+#include "sim/isa/names.h"
+#include "sim/isa/semantics.h"
+#include "sim/numerics/mx.h"
+#include "tests/unit/isa/isa_test_util.h"
+
+using namespace trnsim;
+using namespace trnsim::isa;
+using namespace trnsim::isa::test;
+
+namespace {
+
+// E4M3FN decode written out from the format definition (bias 7, 3 mantissa bits), for finite bytes.
+double e4m3(uint8_t b) {
+  const int s = b >> 7, e = (b >> 3) & 0xF, m = b & 7;
+  const double mag = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
+  return s ? -mag : mag;
+}
+
+struct Machine {
+  explicit Machine(Limits l = trn2(), std::vector<TensorDecl> tensors = {}) : limits(l) {
+    program.generation = l.generation;
+    program.tensors = std::move(tensors);
+    state = make_machine_state(program, limits);
+  }
+  void run(const Instruction& in, int core = 0) {
+    check(in, program, limits);
+    execute(in, core, program, limits, state);
+  }
+  uint8_t* s(uint32_t p, int64_t off, int core = 0) { return sb(state, core, limits, p, off); }
+  uint8_t* q(uint32_t p, int64_t off) { return ps(state, 0, limits, p, off); }
+  Limits limits;
+  Program program;
+  MachineState state;
+};
+
+}  // namespace
+
+TEST_CASE("fresh memory is poisoned: reading never-written floats gives NaN", "[isa]") {
+  Machine m(trn2(), {TensorDecl{"t", DType::F32, {4, 4}}});
+  CHECK(m.state.cores[0].sbuf.size() == 128u * 224 * 1024);
+  CHECK(m.state.cores[1].psum.size() == 128u * 16 * 1024);
+  CHECK(m.state.hbm.at(0) == std::vector<uint8_t>(64, 0xFF));
+  Instruction in = make(Opcode::TensorCopy, Engine::DVE,
+                        {sbuf(0, 2, 0, DType::F32, {{1, 4}}), sbuf(0, 2, 1024, DType::BF16, {{1, 4}})});
+  m.run(in);
+  CHECK(std::isnan(get<float>(m.s(1, 12))));
+  Instruction act = make(Opcode::Activation, Engine::ACT,
+                         {sbuf(0, 1, 64, DType::F32, {{1, 2}}), sbuf(0, 1, 2048, DType::F32, {{1, 2}})});
+  act.act = ActFunc::Exp;
+  act.imm0 = 1.f;
+  m.run(act);
+  CHECK(std::isnan(get<float>(m.s(0, 68))));
+}
+
+TEST_CASE("nc_matmul BF16: dst = stationary^T @ moving, accumulate adds", "[isa]") {
+  Machine m;
+  const uint32_t K = 32, M = 8, N = 16;
+  for (uint32_t k = 0; k < K; ++k) {
+    for (uint32_t i = 0; i < M; ++i)
+      put(m.s(k, 2 * i), bf16_exact(static_cast<float>((int(k + 2 * i) % 7) - 3)));
+    for (uint32_t n = 0; n < N; ++n)
+      put(m.s(k, 1024 + 2 * n), bf16_exact(static_cast<float>((int(3 * k + n) % 5) - 2) * 0.5f));
+  }
+  Instruction in = make(Opcode::NcMatmul, Engine::PE,
+                        {psum(0, M, 0, DType::F32, {{1, N}}), sbuf(0, K, 0, DType::BF16, {{1, M}}),
+                         sbuf(0, K, 1024, DType::BF16, {{1, N}})});
+  m.run(in);
+  for (uint32_t i = 0; i < M; ++i)
+    for (uint32_t n = 0; n < N; ++n) {
+      double want = 0;
+      for (uint32_t k = 0; k < K; ++k)
+        want += ((int(k + 2 * i) % 7) - 3) * (((int(3 * k + n) % 5) - 2) * 0.5);
+      REQUIRE(get<float>(m.q(i, 4 * n)) == static_cast<float>(want));
+    }
+  in.flags = kAccumulate;
+  m.run(in);
+  double want00 = 0;
+  for (uint32_t k = 0; k < K; ++k) want00 += ((int(k) % 7) - 3) * (((int(3 * k) % 5) - 2) * 0.5);
+  CHECK(get<float>(m.q(0, 0)) == static_cast<float>(2 * want00));
+}
+
+TEST_CASE("nc_matmul FP32: products fused into an FP32 sum in ascending k", "[isa]") {
+  Machine m;
+  const uint32_t K = 16, M = 3, N = 5;
+  auto a = [](uint32_t k, uint32_t i) {
+    return 0.1f * static_cast<float>(k + 1) + 0.37f * static_cast<float>(i);
+  };
+  auto b = [](uint32_t k, uint32_t n) { return 1.0f / static_cast<float>(k + n + 3); };
+  for (uint32_t k = 0; k < K; ++k) {
+    for (uint32_t i = 0; i < M; ++i) put(m.s(k, 4 * i), a(k, i));
+    for (uint32_t n = 0; n < N; ++n) put(m.s(k, 512 + 4 * n), b(k, n));
+  }
+  m.run(make(Opcode::NcMatmul, Engine::PE,
+             {psum(0, M, 2048, DType::F32, {{1, N}}), sbuf(0, K, 0, DType::F32, {{1, M}}),
+              sbuf(0, K, 512, DType::F32, {{1, N}})}));
+  for (uint32_t i = 0; i < M; ++i)
+    for (uint32_t n = 0; n < N; ++n) {
+      float c = 0.f;
+      for (uint32_t k = 0; k < K; ++k) c = std::fma(a(k, i), b(k, n), c);
+      REQUIRE(get<float>(m.q(i, 2048 + 4 * n)) == c);
+    }
+}
+
+TEST_CASE("nc_matmul FP8 double_row contracts K = 2 x partitions", "[isa]") {
+  Machine m;
+  const uint8_t vals[] = {0x38, 0x30, 0x3C, 0x40, 0xB8, 0x28};  // 1, 0.5, 1.5, 2, -1, 0.25
+  const uint32_t K = 32, M = 4, N = 8;
+  for (uint32_t k = 0; k < K; ++k)
+    for (uint32_t h = 0; h < 2; ++h) {
+      for (uint32_t i = 0; i < M; ++i) *m.s(k, h * M + i) = vals[(k + 3 * h + i) % 6];
+      for (uint32_t n = 0; n < N; ++n) *m.s(k, 256 + h * N + n) = vals[(2 * k + h + n) % 6];
+    }
+  Instruction in =
+      make(Opcode::NcMatmul, Engine::PE,
+           {psum(0, M, 0, DType::F32, {{1, N}}), sbuf(0, K, 0, DType::FP8_E4M3FN, {{M, 2}, {1, M}}),
+            sbuf(0, K, 256, DType::FP8_E5M2, {{N, 2}, {1, N}})});
+  in.ops[2].dtype = DType::FP8_E4M3FN;
+  in.flags = kDoubleRow;
+  m.run(in);
+  for (uint32_t i = 0; i < M; ++i)
+    for (uint32_t n = 0; n < N; ++n) {
+      double want = 0;
+      for (uint32_t h = 0; h < 2; ++h)
+        for (uint32_t k = 0; k < K; ++k)
+          want += e4m3(vals[(k + 3 * h + i) % 6]) * e4m3(vals[(2 * k + h + n) % 6]);
+      REQUIRE(get<float>(m.q(i, 4 * n)) == static_cast<float>(want));
+    }
+  CHECK(work_of(in, m.program).flops == 2ull * 64 * M * N);
+}
+
+TEST_CASE("nc_matmul transpose mode moves bits", "[isa]") {
+  Machine m;
+  for (uint32_t k = 0; k < 4; ++k)
+    for (uint32_t i = 0; i < 3; ++i) put<uint16_t>(m.s(k, 2 * i), static_cast<uint16_t>(0x7F80 + 16 * k + i));
+  Instruction in = make(Opcode::NcMatmul, Engine::PE,
+                        {psum(0, 3, 0, DType::BF16, {{1, 4}}), sbuf(0, 4, 0, DType::BF16, {{1, 3}}),
+                         sbuf(0, 4, 64, DType::BF16, {{1, 4}})});
+  in.flags = kIsTranspose;
+  m.run(in);
+  for (uint32_t i = 0; i < 3; ++i)
+    for (uint32_t k = 0; k < 4; ++k) REQUIRE(get<uint16_t>(m.q(i, 2 * k)) == 0x7F80 + 16 * k + i);
+}
+
+TEST_CASE("nc_matmul_mx: x4 packing k + 128j, quadrant scale rows with offsets", "[isa]") {
+  Machine m(trn3());
+  const uint8_t vals[] = {0x38, 0x30, 0x3C, 0x40, 0xB8, 0x28};
+  const uint32_t K = 32, M = 4, N = 6;  // 32 partitions = 4 MX groups, 128 logical K
+  auto sa = [](uint32_t g, uint32_t i) { return static_cast<uint8_t>(126 + (g + i) % 3); };
+  auto sbv = [](uint32_t g, uint32_t n) { return static_cast<uint8_t>(126 + (2 * g + n) % 3); };
+  for (uint32_t k = 0; k < K; ++k)
+    for (uint32_t j = 0; j < 4; ++j) {
+      for (uint32_t i = 0; i < M; ++i) *m.s(k, 4 * i + j) = vals[(k + i + 2 * j) % 6];
+      for (uint32_t n = 0; n < N; ++n) *m.s(k, 1024 + 4 * n + j) = vals[(k * 5 + n + j) % 6];
+    }
+  for (uint32_t g = 0; g < 4; ++g) {
+    for (uint32_t i = 0; i < M; ++i) *m.s(g + 4, 4096 + i) = sa(g, i);  // stationary scales at offset 4
+    for (uint32_t n = 0; n < N; ++n) *m.s(g, 8192 + n) = sbv(g, n);     // moving scales at offset 0
+  }
+  Instruction in = make(Opcode::NcMatmulMx, Engine::PE,
+                        {psum(0, M, 0, DType::F32, {{1, N}}), sbuf(0, K, 0, DType::FP8_E4M3FN_X4, {{1, M}}),
+                         sbuf(0, K, 1024, DType::FP8_E4M3FN_X4, {{1, N}}),
+                         sbuf(0, 8, 4096, DType::E8M0, {{1, M}}), sbuf(0, 4, 8192, DType::E8M0, {{1, N}})});
+  in.scale_offset = 4;
+  m.run(in);
+  for (uint32_t i = 0; i < M; ++i)
+    for (uint32_t n = 0; n < N; ++n) {
+      double want = 0;
+      for (uint32_t k = 0; k < K; ++k)
+        for (uint32_t j = 0; j < 4; ++j)
+          want += e4m3(vals[(k + i + 2 * j) % 6]) * std::ldexp(1.0, sa(k / 8, i) - 127) *
+                  e4m3(vals[(k * 5 + n + j) % 6]) * std::ldexp(1.0, sbv(k / 8, n) - 127);
+      REQUIRE(get<float>(m.q(i, 4 * n)) == static_cast<float>(want));
+    }
+  CHECK(work_of(in, m.program).flops == 2ull * 128 * M * N);
+}
+
+TEST_CASE("quantize_mx matches num::quantize_block on hand-gathered groups", "[isa]") {
+  Machine m(trn3());
+  const uint32_t P = 64, F = 3;  // src [64, 12] BF16 -> dst x4 [64, 3], 8 groups over 2 quadrants
+  auto x = [](uint32_t p, uint32_t c) {
+    return static_cast<float>(static_cast<int>((p * 13 + c * 7) % 29) - 14) *
+           std::ldexp(1.0f, int(p % 5) - 2);
+  };
+  for (uint32_t p = 0; p < P; ++p)
+    for (uint32_t c = 0; c < 4 * F; ++c) put(m.s(p, 2 * c), bf16_exact(x(p, c)));
+  Instruction in = make(Opcode::QuantizeMx, Engine::DVE,
+                        {sbuf(0, P, 512, DType::FP8_E5M2_X4, {{1, F}}),
+                         sbuf(0, P, 0, DType::BF16, {{1, 4 * F}}), sbuf(0, P, 1024, DType::E8M0, {{1, F}})});
+  in.scale_offset = 8;
+  m.run(in);
+  for (uint32_t g = 0; g < P / 8; ++g)
+    for (uint32_t f = 0; f < F; ++f) {
+      float v[32];
+      uint8_t q[32];
+      for (uint32_t r = 0; r < 8; ++r)
+        for (uint32_t j = 0; j < 4; ++j) v[r * 4 + j] = x(8 * g + r, 4 * f + j);
+      const uint8_t scale = num::quantize_block(v, q, num::Fp8Format::E5M2, num::ScaleRule::Trn3);
+      REQUIRE(*m.s((g / 4) * 32 + g % 4 + 8, 1024 + f) == scale);
+      for (uint32_t r = 0; r < 8; ++r)
+        for (uint32_t j = 0; j < 4; ++j) REQUIRE(*m.s(8 * g + r, 512 + 4 * f + j) == q[r * 4 + j]);
+    }
+  CHECK(*m.s(0, 1024) == 0xFF);  // rows outside the scale slots are left alone
+  CHECK(*m.s(12, 1024) == 0xFF);
+}
+
+TEST_CASE("dma_copy casts through FP32: BF16 RNE ties, FP8 satfinite", "[isa]") {
+  Machine m(trn2(), {TensorDecl{"x", DType::F32, {2, 4}}});
+  const float in[8] = {1.0f + 0x1p-8f,
+                       1.0f + 3 * 0x1p-8f,
+                       -1.0f - 0x1p-8f,
+                       1000.f,
+                       -1e6f,
+                       std::numeric_limits<float>::infinity(),
+                       3.0f,
+                       3 * 0x1p-9f};
+  std::memcpy(m.state.hbm[0].data(), in, sizeof in);
+  Instruction bf = make(Opcode::DmaCopy, Engine::SP,
+                        {sbuf(0, 2, 0, DType::BF16, {{1, 4}}), hbm(0, 0, DType::F32, 4, 2, {{1, 4}})});
+  m.run(bf);
+  CHECK(get<uint16_t>(m.s(0, 0)) == 0x3F80);  // tie -> even (1.0)
+  CHECK(get<uint16_t>(m.s(0, 2)) == 0x3F82);  // tie -> even (1 + 2^-6)
+  CHECK(get<uint16_t>(m.s(0, 4)) == 0xBF80);
+  CHECK(get<uint16_t>(m.s(1, 2)) == 0x7F80);  // inf stays
+  Instruction f8 = bf;
+  f8.ops[0] = sbuf(0, 2, 64, DType::FP8_E4M3FN, {{1, 4}});
+  m.run(f8);
+  CHECK(*m.s(0, 64 + 3) == 0x7E);  // 1000 -> 448
+  CHECK(*m.s(1, 64 + 0) == 0xFE);  // -1e6 -> -448
+  CHECK(*m.s(1, 64 + 1) == 0x7E);  // inf -> 448
+  CHECK(*m.s(1, 64 + 2) == 0x44);  // 3.0
+  CHECK(*m.s(1, 64 + 3) == 0x03);  // 3 * 2^-9 = 3/8 * 2^-6, subnormal
+  f8.ops[0].dtype = DType::FP8_E5M2;
+  m.run(f8);
+  CHECK(*m.s(1, 64 + 0) == 0xFB);  // -1e6 -> -57344
+  // Same dtype: bit copy, flattened element order (2 x 4 -> 1 x 8).
+  Instruction raw = make(Opcode::DmaCopy, Engine::SP,
+                         {sbuf(0, 1, 128, DType::F32, {{1, 8}}), hbm(0, 0, DType::F32, 4, 2, {{1, 4}})});
+  m.run(raw);
+  CHECK(std::memcmp(m.s(0, 128), in, sizeof in) == 0);
+  // DMA-side accumulate: dst += src in FP32, then cast.
+  Instruction acc = make(Opcode::DmaCopy, Engine::SP,
+                         {sbuf(0, 1, 256, DType::BF16, {{1, 2}}), sbuf(0, 1, 128, DType::F32, {{1, 2}})});
+  put(m.s(0, 256), bf16_exact(2.0f));
+  put(m.s(0, 258), bf16_exact(-1.0f));
+  acc.flags = kDmaAccumulate;
+  m.run(acc);
+  CHECK(get<uint16_t>(m.s(0, 256)) == 0x4040);  // 2 + (1 + 2^-8) = 3.0039 -> 3.0 (below half an ulp of 2^-6)
+  CHECK(get<uint16_t>(m.s(0, 258)) == 0x3C40);  // -1 + (1 + 3 * 2^-8) = 1.5 * 2^-7, exact
+}
+
+TEST_CASE("indirect dma_copy gathers 128 rows; out-of-bounds rows skipped or an error", "[isa]") {
+  Machine m(trn2(), {TensorDecl{"table", DType::F32, {200, 4}}});
+  for (int r = 0; r < 200; ++r)
+    for (int c = 0; c < 4; ++c) put(m.state.hbm[0].data() + 16 * r + 4 * c, static_cast<float>(r * 10 + c));
+  auto idx = [](uint32_t i) { return i % 9 == 3 ? (i % 2 ? 250 : -1) : static_cast<int32_t>((i * 7) % 200); };
+  for (uint32_t i = 0; i < 128; ++i) {
+    put<int32_t>(m.s(i, 0), idx(i));
+    for (int c = 0; c < 4; ++c) put(m.s(i, 64 + 4 * c), -5.0f);
+  }
+  Instruction in = make(Opcode::DmaCopy, Engine::POOL,
+                        {sbuf(0, 128, 64, DType::F32, {{1, 4}}), hbm(0, 0, DType::F32, 4, 128, {{1, 4}}),
+                         sbuf(0, 128, 0, DType::I32, {{1, 1}})});
+  in.flags = kOobSkip;
+  m.run(in);
+  for (uint32_t i = 0; i < 128; ++i)
+    for (int c = 0; c < 4; ++c) {
+      const float want = i % 9 == 3 ? -5.0f : static_cast<float>(idx(i) * 10 + c);
+      REQUIRE(get<float>(m.s(i, 64 + 4 * c)) == want);
+    }
+  in.flags = 0;
+  CHECK_THROWS_MATCHES(
+      m.run(in), RuleError,
+      Catch::Message("dma_copy on POOL: indirect bounds: vector_offset[3] = 250 is outside rows "
+                     "[0, 200) of tensor 'table'"));
+  // Scatter: rows of SBUF go to the indexed rows of the tensor.
+  Instruction sc = make(Opcode::DmaCopy, Engine::POOL,
+                        {hbm(0, 0, DType::F32, 4, 2, {{1, 4}}), sbuf(0, 2, 128, DType::F32, {{1, 4}}),
+                         sbuf(0, 2, 0, DType::I32, {{1, 1}})});
+  sc.flags = kIndirectDst;
+  put<int32_t>(m.s(0, 0), 199);
+  put<int32_t>(m.s(1, 0), 5);
+  for (int c = 0; c < 4; ++c) {
+    put(m.s(0, 128 + 4 * c), 1.5f * c);
+    put(m.s(1, 128 + 4 * c), -2.5f * c);
+  }
+  m.run(sc);
+  CHECK(get<float>(m.state.hbm[0].data() + 16 * 199 + 12) == 4.5f);
+  CHECK(get<float>(m.state.hbm[0].data() + 16 * 5 + 8) == -5.0f);
+  CHECK(get<float>(m.state.hbm[0].data() + 16 * 6 + 8) == 62.0f);
+}
+
+TEST_CASE("activation functions against libm (FP32 within 2 ulp-ish) with vector scale, bias and reduce",
+          "[isa]") {
+  const std::vector<std::pair<ActFunc, double (*)(double)>> funcs = {
+      {ActFunc::Identity, [](double x) { return x; }},
+      {ActFunc::Copy, [](double x) { return x; }},
+      {ActFunc::Exp, [](double x) { return std::exp(x); }},
+      {ActFunc::Log, [](double x) { return std::log(x); }},
+      {ActFunc::Silu, [](double x) { return x / (1 + std::exp(-x)); }},
+      {ActFunc::Gelu, [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
+      {ActFunc::GeluApproxTanh,
+       [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }},
+      {ActFunc::Sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }},
+      {ActFunc::Tanh, [](double x) { return std::tanh(x); }},
+      {ActFunc::Relu, [](double x) { return x > 0 ? x : 0.0; }},
+      {ActFunc::Square, [](double x) { return x * x; }},
+      {ActFunc::Sqrt, [](double x) { return std::sqrt(x); }},
+      {ActFunc::Rsqrt, [](double x) { return 1 / std::sqrt(x); }},
+      {ActFunc::Reciprocal, [](double x) { return 1 / x; }},
+      {ActFunc::Abs, [](double x) { return std::fabs(x); }},
+      {ActFunc::Sign, [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }},
+  };
+  const bool positive_only[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0};
+  for (const auto& [f, ref] : funcs) {
+    Machine m;
+    const uint32_t P = 2, N = 9;
+    const bool pos = positive_only[static_cast<int>(f)];
+    auto x = [&](uint32_t p, uint32_t j) {
+      const float v = (static_cast<float>(j) - 4.f) * 0.7f + 0.3f * static_cast<float>(p);
+      return pos ? std::fabs(v) + 0.125f : v;
+    };
+    for (uint32_t p = 0; p < P; ++p) {
+      for (uint32_t j = 0; j < N; ++j) put(m.s(p, 4 * j), x(p, j));
+      put(m.s(p, 100), 0.5f + static_cast<float>(p));  // scale vector
+      put(m.s(p, 104), pos ? 0.25f : -0.25f);          // bias vector
+    }
+    Instruction in = make(Opcode::Activation, Engine::ACT,
+                          {sbuf(0, P, 200, DType::F32, {{1, N}}), sbuf(0, P, 0, DType::F32, {{1, N}}),
+                           sbuf(0, P, 104, DType::F32, {{1, 1}}), sbuf(0, P, 108, DType::F32, {{1, 1}}),
+                           sbuf(0, P, 100, DType::F32, {{1, 1}})});
+    in.act = f;
+    in.flags = kOperand0Vector | kBiasVector | kReduce;
+    m.run(in);
+    for (uint32_t p = 0; p < P; ++p) {
+      double sum = 0;
+      for (uint32_t j = 0; j < N; ++j) {
+        const double arg =
+            static_cast<double>(x(p, j) * (0.5f + static_cast<float>(p)) + (pos ? 0.25f : -0.25f));
+        const double want = ref(arg);
+        sum += want;
+        INFO(act_name(f) << " p=" << p << " j=" << j);
+        REQUIRE(get<float>(m.s(p, 200 + 4 * j)) == Approx(want).epsilon(1e-6).margin(1e-6));
+      }
+      REQUIRE(get<float>(m.s(p, 108)) == Approx(sum).epsilon(1e-5).margin(1e-5));
+    }
+  }
+}
+
+TEST_CASE("tensor_tensor: every float ALU op", "[isa]") {
+  const float a[] = {3.f, -2.f, 0.5f, 4.f, -0.f, 7.f};
+  const float b[] = {2.f, -2.f, -4.f, 0.f, 1.f, 7.5f};
+  struct Case {
+    AluOp op;
+    float (*f)(float, float);
+  };
+  const Case cases[] = {
+      {AluOp::Bypass, [](float x, float) { return x; }},
+      {AluOp::Add, [](float x, float y) { return x + y; }},
+      {AluOp::Subtract, [](float x, float y) { return x - y; }},
+      {AluOp::Multiply, [](float x, float y) { return x * y; }},
+      {AluOp::Divide, [](float x, float y) { return x / y; }},
+      {AluOp::Max, [](float x, float y) { return std::max(x, y); }},
+      {AluOp::Min, [](float x, float y) { return std::min(x, y); }},
+      {AluOp::AbsMax, [](float x, float y) { return std::max(std::fabs(x), std::fabs(y)); }},
+      {AluOp::Pow, [](float x, float y) { return std::pow(x, y); }},
+      {AluOp::IsEqual, [](float x, float y) { return x == y ? 1.f : 0.f; }},
+      {AluOp::NotEqual, [](float x, float y) { return x != y ? 1.f : 0.f; }},
+      {AluOp::IsGt, [](float x, float y) { return x > y ? 1.f : 0.f; }},
+      {AluOp::IsGe, [](float x, float y) { return x >= y ? 1.f : 0.f; }},
+      {AluOp::IsLt, [](float x, float y) { return x < y ? 1.f : 0.f; }},
+      {AluOp::IsLe, [](float x, float y) { return x <= y ? 1.f : 0.f; }},
+      {AluOp::LogicalAnd, [](float x, float y) { return x != 0 && y != 0 ? 1.f : 0.f; }},
+      {AluOp::LogicalOr, [](float x, float y) { return x != 0 || y != 0 ? 1.f : 0.f; }},
+  };
+  for (const Case& c : cases) {
+    Machine m;
+    for (int j = 0; j < 6; ++j) {
+      put(m.s(0, 4 * j), a[j]);
+      put(m.s(0, 64 + 4 * j), b[j]);
+    }
+    Instruction in = make(Opcode::TensorTensor, Engine::DVE,
+                          {sbuf(0, 1, 128, DType::F32, {{1, 6}}), sbuf(0, 1, 0, DType::F32, {{1, 6}}),
+                           sbuf(0, 1, 64, DType::F32, {{1, 6}})});
+    in.alu0 = c.op;
+    m.run(in);
+    for (int j = 0; j < 6; ++j) {
+      INFO(alu_name(c.op) << " j=" << j);
+      const float want = c.f(a[j], b[j]);
+      const float got = get<float>(m.s(0, 128 + 4 * j));
+      if (std::isnan(want))
+        REQUIRE(std::isnan(got));
+      else
+        REQUIRE(got == want);
+    }
+  }
+  // NaN propagates through max (poison stays visible).
+  Machine m;
+  put(m.s(0, 64), 1.f);
+  Instruction in = make(Opcode::TensorTensor, Engine::DVE,
+                        {sbuf(0, 1, 128, DType::F32, {{1, 1}}), sbuf(0, 1, 0, DType::F32, {{1, 1}}),
+                         sbuf(0, 1, 64, DType::F32, {{1, 1}})});
+  in.alu0 = AluOp::Max;
+  m.run(in);
+  CHECK(std::isnan(get<float>(m.s(0, 128))));
+}
+
+TEST_CASE("tensor_tensor: bitwise ops and shifts on int32", "[isa]") {
+  const int32_t a[] = {0x0F0F, -8, 0x12345678, 1};
+  const int32_t b[] = {0x00FF, 1, 4, 33};
+  struct Case {
+    AluOp op;
+    int32_t want[4];
+  };
+  const Case cases[] = {
+      {AluOp::BitwiseAnd, {0x000F, 0, 0, 1}},
+      {AluOp::BitwiseOr, {0x0FFF, -7, 0x1234567C, 33}},
+      {AluOp::BitwiseXor, {0x0FF0, -7, 0x1234567C, 32}},
+      {AluOp::ShiftLeft, {0, -16, 0x23456780, 0}},  // shifts of 32 or more give 0
+      {AluOp::ShiftRight, {0, 0x7FFFFFFC, 0x01234567, 0}},
+  };
+  for (const Case& c : cases) {
+    Machine m;
+    for (int j = 0; j < 4; ++j) {
+      put(m.s(0, 4 * j), a[j]);
+      put(m.s(0, 64 + 4 * j), b[j]);
+    }
+    Instruction in = make(Opcode::TensorTensor, Engine::POOL,
+                          {sbuf(0, 1, 128, DType::I32, {{1, 4}}), sbuf(0, 1, 0, DType::I32, {{1, 4}}),
+                           sbuf(0, 1, 64, DType::I32, {{1, 4}})});
+    in.alu0 = c.op;
+    m.run(in);
+    for (int j = 0; j < 4; ++j) {
+      INFO(alu_name(c.op) << " j=" << j);
+      REQUIRE(get<int32_t>(m.s(0, 128 + 4 * j)) == c.want[j]);
+    }
+  }
+}
+
+TEST_CASE("tensor_scalar: immediate and vector operands, reverse flags", "[isa]") {
+  Machine m;
+  for (uint32_t p = 0; p < 2; ++p) {
+    for (int j = 0; j < 3; ++j) put(m.s(p, 4 * j), static_cast<float>(j + 1 + 10 * p));
+    put(m.s(p, 32), 100.f * static_cast<float>(p + 1));
+  }
+  // (operand0 - data) * 0.5 with operand0 a per-partition vector.
+  Instruction in = make(Opcode::TensorScalar, Engine::DVE,
+                        {sbuf(0, 2, 64, DType::F32, {{1, 3}}), sbuf(0, 2, 0, DType::F32, {{1, 3}}),
+                         sbuf(0, 2, 32, DType::F32, {{1, 1}})});
+  in.alu0 = AluOp::Subtract;
+  in.alu1 = AluOp::Multiply;
+  in.imm1 = 0.5f;
+  in.flags = kOperand0Vector | kReverse0;
+  m.run(in);
+  CHECK(get<float>(m.s(0, 64)) == (100.f - 1.f) * 0.5f);
+  CHECK(get<float>(m.s(1, 72)) == (200.f - 13.f) * 0.5f);
+  // data / 4 then 1 / x via reverse1: 4 / data.
+  in.ops[2] = AccessPattern{};
+  in.flags = kReverse1;
+  in.alu0 = AluOp::Divide;
+  in.imm0 = 4.f;
+  in.alu1 = AluOp::Divide;
+  in.imm1 = 1.f;
+  m.run(in);
+  CHECK(get<float>(m.s(0, 68)) == 1.f / (2.f / 4.f));
+}
+
+TEST_CASE("tensor_reduce over the innermost axes, negate, output cast", "[isa]") {
+  Machine m;
+  for (int o = 0; o < 2; ++o)
+    for (int i = 0; i < 3; ++i)
+      for (int t = 0; t < 4; ++t)
+        put(m.s(0, 4 * (o * 12 + i * 4 + t)), static_cast<float>(o * 100 + i * 10 + t));
+  Instruction in =
+      make(Opcode::TensorReduce, Engine::DVE,
+           {sbuf(0, 1, 512, DType::BF16, {{1, 2}}), sbuf(0, 1, 0, DType::F32, {{12, 2}, {4, 3}, {1, 4}})});
+  in.alu0 = AluOp::Add;
+  in.reduce_axes = 2;
+  in.flags = kNegate;
+  m.run(in);
+  CHECK(from_bf16(get<uint16_t>(m.s(0, 512))) == -138.f);   // 4 * (0 + 10 + 20) + 3 * (0 + 1 + 2 + 3)
+  CHECK(from_bf16(get<uint16_t>(m.s(0, 514))) == -1336.f);  // 1200 + 138 = 1338 -> BF16 (ulp 8) 1336
+  in.reduce_axes = 1;
+  in.flags = 0;
+  in.alu0 = AluOp::Max;
+  in.ops[0] = sbuf(0, 1, 512, DType::F32, {{3, 2}, {1, 3}});
+  m.run(in);
+  CHECK(get<float>(m.s(0, 512 + 4 * 5)) == 123.f);
+}
+
+TEST_CASE("tensor_copy bit-exact, cast, memset, iota, select", "[isa]") {
+  Machine m;
+  put<uint32_t>(m.s(0, 0), 0x7FA00001u);  // a signalling NaN payload survives a same-dtype copy
+  put(m.s(0, 4), 1.0f + 0x1p-8f);
+  Instruction cp = make(Opcode::TensorCopy, Engine::ACT,
+                        {sbuf(0, 1, 64, DType::F32, {{1, 2}}), sbuf(0, 1, 0, DType::F32, {{1, 2}})});
+  m.run(cp);
+  CHECK(get<uint32_t>(m.s(0, 64)) == 0x7FA00001u);
+  cp.ops[0] = sbuf(0, 1, 64, DType::BF16, {{1, 2}});
+  m.run(cp);
+  CHECK(get<uint16_t>(m.s(0, 66)) == 0x3F80);
+
+  Instruction ms = make(Opcode::Memset, Engine::POOL, {sbuf(0, 2, 256, DType::I16, {{2, 3}})});
+  ms.imm0 = -2.5f;  // RNE to -2
+  m.run(ms);
+  CHECK(get<int16_t>(m.s(1, 256 + 8)) == -2);
+  CHECK(get<uint16_t>(m.s(1, 256 + 2)) == 0xFFFF);  // stride 2 skips it
+
+  Instruction io = make(Opcode::Iota, Engine::POOL, {sbuf(32, 4, 512, DType::I32, {{3, 2}, {1, 3}})});
+  io.imm0 = 7.f;
+  io.imm1 = 100.f;
+  io.iota_steps = {10, -1, 0, 0};
+  m.run(io);
+  CHECK(get<int32_t>(m.s(34, 512 + 4 * (3 * 1 + 2))) == 7 + 200 + 10 - 2);
+  CHECK(get<int32_t>(m.s(32, 512)) == 7);
+
+  // select: predicate != 0 ? on_true : immediate -inf
+  for (int j = 0; j < 4; ++j) {
+    put(m.s(0, 1024 + 4 * j), j % 2 ? 1.f : 0.f);
+    put(m.s(0, 1040 + 4 * j), static_cast<float>(j));
+  }
+  Instruction se = make(Opcode::Select, Engine::DVE,
+                        {sbuf(0, 1, 1100, DType::F32, {{1, 4}}), sbuf(0, 1, 1024, DType::F32, {{1, 4}}),
+                         sbuf(0, 1, 1040, DType::F32, {{1, 4}})});
+  se.imm0 = -std::numeric_limits<float>::infinity();
+  m.run(se);
+  CHECK(get<float>(m.s(0, 1100)) == -std::numeric_limits<float>::infinity());
+  CHECK(get<float>(m.s(0, 1104)) == 1.f);
+  CHECK(get<float>(m.s(0, 1112)) == 3.f);
+}
+
+TEST_CASE("transposes: dma_transpose, nc_transpose on PE and DVE; sendrecv to the peer core", "[isa]") {
+  Machine m;
+  for (uint32_t p = 0; p < 3; ++p)
+    for (uint32_t f = 0; f < 5; ++f) put<uint16_t>(m.s(p, 2 * f), static_cast<uint16_t>(0x100 * p + f));
+  m.run(make(Opcode::DmaTranspose, Engine::SP,
+             {sbuf(0, 5, 64, DType::BF16, {{1, 3}}), sbuf(0, 3, 0, DType::BF16, {{1, 5}})}));
+  m.run(make(Opcode::NcTranspose, Engine::PE,
+             {psum(0, 5, 0, DType::BF16, {{1, 3}}), sbuf(0, 3, 0, DType::BF16, {{1, 5}})}));
+  m.run(make(Opcode::NcTranspose, Engine::DVE,
+             {sbuf(0, 5, 128, DType::BF16, {{1, 3}}), sbuf(0, 3, 0, DType::BF16, {{1, 5}})}));
+  for (uint32_t f = 0; f < 5; ++f)
+    for (uint32_t p = 0; p < 3; ++p) {
+      REQUIRE(get<uint16_t>(m.s(f, 64 + 2 * p)) == 0x100 * p + f);
+      REQUIRE(get<uint16_t>(m.q(f, 2 * p)) == 0x100 * p + f);
+      REQUIRE(get<uint16_t>(m.s(f, 128 + 2 * p)) == 0x100 * p + f);
+    }
+  m.run(make(Opcode::SendRecv, Engine::POOL,
+             {sbuf(0, 1, 4096, DType::BF16, {{1, 15}}), sbuf(0, 3, 0, DType::BF16, {{1, 5}})}),
+        0);
+  CHECK(get<uint16_t>(m.s(0, 4096 + 2 * 7, 1)) == 0x102);
+  CHECK(get<uint16_t>(m.s(0, 4096 + 2 * 7, 0)) == 0xFFFF);
+}
