@@ -1,0 +1,371 @@
+#include "sim/config/hw_config.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "sim/base/error.h"
+
+namespace trnsim::config {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string describe(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+// Reads typed leaves from the document, remembering every path it visited so the rest can be reported as
+// unknown keys.
+class Reader {
+ public:
+  Reader(const json& doc, std::string file) : doc_(doc), file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
+    throw InputError(file_ + ": " + path + ": " + msg);
+  }
+
+  // Top-level plain string (name, generation).
+  std::string top_string(const std::string& key) {
+    seen_.insert(key);
+    auto it = doc_.find(key);
+    if (it == doc_.end()) fail(key, "missing value (expected a string)");
+    if (!it->is_string()) fail(key, "expected a string, found " + describe(*it));
+    return it->get<std::string>();
+  }
+
+  // The "value" of leaf `path` ("pe.clock_GHz"), checking the leaf's shape and its source note.
+  const json& leaf(const std::string& path) {
+    const json* node = &doc_;
+    std::string at;
+    size_t pos = 0;
+    while (true) {
+      size_t dot = path.find('.', pos);
+      std::string key = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+      if (!at.empty()) at += '.';
+      at += key;
+      seen_.insert(at);
+      if (!node->is_object()) fail(at, "expected an object, found " + describe(*node));
+      auto it = node->find(key);
+      if (it == node->end()) fail(at, "missing value (expected {\"value\": ..., \"source\": \"...\"})");
+      node = &*it;
+      if (dot == std::string::npos) break;
+      pos = dot + 1;
+    }
+    if (!node->is_object())
+      fail(path, "expected {\"value\": ..., \"source\": \"...\"}, found " + describe(*node));
+    seen_.insert(path + ".value");
+    seen_.insert(path + ".source");
+    auto src = node->find("source");
+    if (src == node->end() || !src->is_string() || src->get<std::string>().empty())
+      fail(path + ".source", "missing source note (a non-empty string citing the reference)");
+    auto v = node->find("value");
+    if (v == node->end()) fail(path + ".value", "missing value");
+    return *v;
+  }
+
+  double number(const std::string& path, double lo, bool lo_open, double hi = 1e300) {
+    const json& v = leaf(path);
+    std::string where = path + ".value";
+    std::string expect = std::string("a number ") + (lo_open ? "> " : ">= ") + fmt_num(lo) +
+                         (hi < 1e299 ? " and <= " + fmt_num(hi) : "");
+    if (!v.is_number()) fail(where, "expected " + expect + ", found " + describe(v));
+    double d = v.get<double>();
+    if (!std::isfinite(d) || (lo_open ? d <= lo : d < lo) || d > hi)
+      fail(where, "expected " + expect + ", found " + describe(v));
+    return d;
+  }
+
+  uint32_t integer(const std::string& path, uint64_t lo, uint64_t hi = std::numeric_limits<uint32_t>::max()) {
+    const json& v = leaf(path);
+    std::string where = path + ".value";
+    std::string expect = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    if (!v.is_number()) fail(where, "expected " + expect + ", found " + describe(v));
+    double d = v.get<double>();
+    if (d != std::floor(d) || d < static_cast<double>(lo) || d > static_cast<double>(hi))
+      fail(where, "expected " + expect + ", found " + describe(v));
+    return static_cast<uint32_t>(d);
+  }
+
+  bool boolean(const std::string& path) {
+    const json& v = leaf(path);
+    if (!v.is_boolean()) fail(path + ".value", "expected true or false, found " + describe(v));
+    return v.get<bool>();
+  }
+
+  // Walks the document and reports the first key no reader asked for.
+  void check_unknown(const json& node, const std::string& at) const {
+    if (!node.is_object()) return;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      std::string p = at.empty() ? it.key() : at + "." + it.key();
+      if (!seen_.count(p)) fail(p, "unknown key");
+      if (it.key() == "value") continue;  // leaf payload (may be an array of points)
+      check_unknown(it.value(), p);
+    }
+  }
+  void check_unknown() const { check_unknown(doc_, ""); }
+
+  void mark_seen(const std::string& path) { seen_.insert(path); }
+
+ private:
+  static std::string fmt_num(double d) {
+    std::ostringstream os;
+    os << d;
+    return os.str();
+  }
+
+  const json& doc_;
+  std::string file_;
+  std::set<std::string> seen_;
+};
+
+void apply_override(json& doc, const std::string& file, const std::string& path, const json& value) {
+  auto bad = [&](const std::string& why) { throw InputError(file + ": override " + path + ": " + why); };
+  if (path.empty()) bad("empty parameter path");
+  json* node = &doc;
+  std::string at;
+  size_t pos = 0;
+  while (true) {
+    size_t dot = path.find('.', pos);
+    std::string key = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    if (key.empty()) bad("malformed parameter path (empty component)");
+    if (!at.empty()) at += '.';
+    at += key;
+    if (!node->is_object() || !node->contains(key)) bad("no such parameter (" + at + " does not exist)");
+    node = &(*node)[key];
+    if (dot == std::string::npos) break;
+    pos = dot + 1;
+  }
+  if (node->is_object() && node->contains("value")) {
+    (*node)["value"] = value;
+    (*node)["source"] = "override " + path + "=" + value.dump();
+  } else if (node->is_string() && (path == "name" || path == "generation")) {
+    *node = value;
+  } else {
+    bad("not a parameter (expected a path to a {\"value\", \"source\"} leaf, e.g. "
+        "dma.engine_bandwidth_GBps)");
+  }
+}
+
+std::string exe_dir() {
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.parent_path().string();
+}
+
+}  // namespace
+
+double HwConfig::clock_GHz(isa::Engine e) const {
+  switch (e) {
+    case isa::Engine::PE:
+      return pe.clock_GHz;
+    case isa::Engine::DVE:
+      return dve.clock_GHz;
+    case isa::Engine::ACT:
+      return act.clock_GHz;
+    case isa::Engine::POOL:
+      return pool.clock_GHz;
+    case isa::Engine::SP:
+      return sp.clock_GHz;
+  }
+  return sp.clock_GHz;
+}
+
+isa::Limits HwConfig::limits() const {
+  isa::Limits l;
+  l.generation = generation;
+  l.partitions = memory.partitions;
+  l.sbuf_bytes_per_partition = memory.sbuf_bytes_per_partition;
+  l.psum_bytes_per_partition = memory.psum_bytes_per_partition;
+  l.psum_bank_bytes = memory.psum_bank_bytes;
+  l.num_semaphores = sync.semaphores_per_core - 1;  // the last is the core_barrier semaphore
+  l.num_dma_queues = dma.queues_per_core;
+  return l;
+}
+
+double HwConfig::dma_efficiency(double bpp) const {
+  const auto& c = dma.efficiency_curve;
+  if (c.empty()) return 1.0;
+  if (bpp <= c.front().first) return c.front().second;
+  for (size_t i = 1; i < c.size(); ++i) {
+    if (bpp <= c[i].first) {
+      double f = (bpp - c[i - 1].first) / (c[i].first - c[i - 1].first);
+      return c[i - 1].second + f * (c[i].second - c[i - 1].second);
+    }
+  }
+  return c.back().second;
+}
+
+std::pair<std::string, nlohmann::json> parse_override(const std::string& assignment) {
+  size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError("--set " + assignment + ": expected path=value, e.g. dma.engine_bandwidth_GBps=30");
+  std::string path = assignment.substr(0, eq);
+  std::string text = assignment.substr(eq + 1);
+  json v = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded()) v = text;  // a bare word: a string
+  return {path, v};
+}
+
+std::string resolve_config_path(const std::string& spec) {
+  if (spec.empty()) throw InputError("hardware config: empty name");
+  bool is_path = spec.find('/') != std::string::npos ||
+                 (spec.size() > 5 && spec.compare(spec.size() - 5, 5, ".json") == 0);
+  std::error_code ec;
+  if (is_path) {
+    if (!fs::is_regular_file(spec, ec)) throw InputError(spec + ": hardware config file not found");
+    return spec;
+  }
+  std::vector<fs::path> tried;
+  if (const char* env = std::getenv("TRNSIM_CONFIG_DIR"); env && *env)
+    tried.push_back(fs::path(env) / (spec + ".json"));
+  if (std::string d = exe_dir(); !d.empty()) {
+    fs::path p = d;
+    for (int up = 0; up < 6 && !p.empty(); ++up) {
+      tried.push_back(p / "configs" / "hw" / (spec + ".json"));
+      if (p == p.parent_path()) break;
+      p = p.parent_path();
+    }
+  }
+#ifdef TRNSIM_SOURCE_DIR
+  tried.push_back(fs::path(TRNSIM_SOURCE_DIR) / "configs" / "hw" / (spec + ".json"));
+#endif
+  for (const auto& p : tried)
+    if (fs::is_regular_file(p, ec)) return p.string();
+  std::string msg = "unknown hardware config '" + spec + "' (known: trn2, trn3, or a .json path); looked in:";
+  for (const auto& p : tried) {
+    msg += ' ';
+    msg += p.string();
+  }
+  throw InputError(msg);
+}
+
+HwConfig load_hw_config(const std::string& spec, const Overrides& overrides) {
+  std::string path = resolve_config_path(spec);
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open hardware config");
+  json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) throw InputError(path + ": not valid JSON");
+  return parse_hw_config(std::move(doc), path, overrides);
+}
+
+HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& overrides) {
+  if (!doc.is_object()) throw InputError(file + ": expected a JSON object at the top level");
+  for (const auto& [path, value] : overrides) apply_override(doc, file, path, value);
+
+  Reader r(doc, file);
+  HwConfig c;
+  c.source_file = file;
+  c.name = r.top_string("name");
+  std::string gen = r.top_string("generation");
+  if (gen == "trn2")
+    c.generation = isa::Generation::Trn2;
+  else if (gen == "trn3")
+    c.generation = isa::Generation::Trn3;
+  else
+    r.fail("generation", "expected \"trn2\" or \"trn3\", found \"" + gen + "\"");
+  if (doc.contains("description")) {
+    r.mark_seen("description");
+    if (!doc["description"].is_string()) r.fail("description", "expected a string");
+  }
+
+  const double kMaxGHz = 10;
+  auto& pe = c.pe;
+  pe.clock_GHz = r.number("pe.clock_GHz", 0, true, kMaxGHz);
+  pe.moving_columns_per_cycle = r.integer("pe.moving_columns_per_cycle", 1, 64);
+  pe.mm_init_latency_cycles = r.integer("pe.mm_init_latency_cycles", 0, 100000);
+  pe.k_per_pass = r.integer("pe.k_per_pass", 1, 4096);
+  pe.double_row_k_per_pass = r.integer("pe.double_row_k_per_pass", 1, 4096);
+  pe.mx_k_per_pass = r.integer("pe.mx_k_per_pass", 1, 4096);
+  pe.fp32_factor = r.integer("pe.fp32_factor", 1, 64);
+  pe.fp32_transpose_factor = r.integer("pe.fp32_transpose_factor", 1, 64);
+  pe.ls_columns_per_cycle = r.integer("pe.ls_columns_per_cycle", 1, 64);
+  pe.ls_overlap = r.boolean("pe.ls_overlap");
+  pe.throttle_enabled = r.boolean("pe.throttle.enabled");
+  pe.throttle_cap = r.number("pe.throttle.cap", 0, true, 1);
+  pe.throttle_ramp_ns = r.number("pe.throttle.ramp_ns", 0, false, 1e9);
+  pe.throttle_window_ns = r.number("pe.throttle.window_ns", 0, true, 1e9);
+  pe.throttle_rearm_utilization = r.number("pe.throttle.rearm_utilization", 0, false, 1);
+
+  c.dve.clock_GHz = r.number("dve.clock_GHz", 0, true, kMaxGHz);
+  c.dve.fixed_overhead_cycles = r.integer("dve.fixed_overhead_cycles", 0, 100000);
+  c.dve.quantize_mx_elements_per_cycle = r.integer("dve.quantize_mx_elements_per_cycle", 1, 64);
+  c.dve.perf_mode_copy_contiguous = r.integer("dve.perf_mode_copy_contiguous", 1, 16);
+  c.dve.perf_mode_copy_other = r.integer("dve.perf_mode_copy_other", 1, 16);
+  c.dve.perf_mode_tensor_tensor = r.integer("dve.perf_mode_tensor_tensor", 1, 16);
+  c.dve.perf_mode_fp8 = r.boolean("dve.perf_mode_fp8");
+
+  c.act.clock_GHz = r.number("act.clock_GHz", 0, true, kMaxGHz);
+  c.act.fixed_overhead_cycles = r.integer("act.fixed_overhead_cycles", 0, 100000);
+  c.act.reduce_extra_cycles = r.integer("act.reduce_extra_cycles", 0, 100000);
+  c.act.perf_mode_bf16 = r.integer("act.perf_mode_bf16", 1, 16);
+
+  c.pool.clock_GHz = r.number("pool.clock_GHz", 0, true, kMaxGHz);
+  c.pool.fixed_overhead_cycles = r.integer("pool.fixed_overhead_cycles", 0, 100000);
+  c.sp.clock_GHz = r.number("sp.clock_GHz", 0, true, kMaxGHz);
+  c.sp.fixed_overhead_cycles = r.integer("sp.fixed_overhead_cycles", 0, 100000);
+
+  c.memory.partitions = r.integer("memory.partitions", 1, 128);
+  c.memory.sbuf_bytes_per_partition = r.integer("memory.sbuf_bytes_per_partition", 1, 1u << 30);
+  c.memory.psum_bytes_per_partition = r.integer("memory.psum_bytes_per_partition", 1, 1u << 30);
+  c.memory.psum_bank_bytes = r.integer("memory.psum_bank_bytes", 1, 1u << 30);
+  if (c.memory.psum_bytes_per_partition % c.memory.psum_bank_bytes != 0)
+    r.fail("memory.psum_bank_bytes.value", "expected a divisor of memory.psum_bytes_per_partition (" +
+                                               std::to_string(c.memory.psum_bytes_per_partition) +
+                                               "), found " + std::to_string(c.memory.psum_bank_bytes));
+
+  c.sync.semaphores_per_core = r.integer("sync.semaphores_per_core", 2, 65536);
+  c.sync.semaphore_latency_ns = r.number("sync.semaphore_latency_ns", 0, false, 1e9);
+  c.sync.cross_core_latency_ns = r.number("sync.cross_core_latency_ns", 0, false, 1e9);
+
+  c.dma.engines_per_core = r.integer("dma.engines_per_core", 1, 256);
+  c.dma.queues_per_core = r.integer("dma.queues_per_core", 1, 256);
+  c.dma.partitions_per_engine = r.integer("dma.partitions_per_engine", 1, 128);
+  c.dma.engine_bandwidth_GBps = r.number("dma.engine_bandwidth_GBps", 0, true, 1e6);
+  c.dma.trigger_ns = r.number("dma.trigger_ns", 0, false, 1e9);
+  c.dma.setup_ns = r.number("dma.setup_ns", 0, false, 1e9);
+  c.dma.transpose_efficiency_hbm = r.number("dma.transpose_efficiency_hbm", 0, true, 1);
+  c.dma.transpose_efficiency_sbuf = r.number("dma.transpose_efficiency_sbuf", 0, true, 1);
+  c.dma.accumulate_efficiency = r.number("dma.accumulate_efficiency", 0, true, 1);
+  {
+    const json& v = r.leaf("dma.efficiency_curve");
+    const std::string where = "dma.efficiency_curve.value";
+    const std::string expect =
+        "expected a non-empty array of [bytes_per_partition > 0, efficiency in (0, 1]] points with "
+        "increasing "
+        "bytes";
+    if (!v.is_array() || v.empty()) r.fail(where, expect + ", found " + describe(v));
+    for (size_t i = 0; i < v.size(); ++i) {
+      const json& p = v[i];
+      std::string at = where + "[" + std::to_string(i) + "]";
+      if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number())
+        r.fail(at, expect + ", found " + describe(p));
+      double b = p[0].get<double>(), e = p[1].get<double>();
+      if (!(b > 0) || !(e > 0) || e > 1) r.fail(at, expect + ", found " + describe(p));
+      if (!c.dma.efficiency_curve.empty() && b <= c.dma.efficiency_curve.back().first)
+        r.fail(at, expect + ", found " + describe(p) + " after " + describe(v[i - 1]));
+      c.dma.efficiency_curve.emplace_back(b, e);
+    }
+  }
+  c.hbm.bandwidth_GBps = r.number("hbm.bandwidth_GBps", 0, true, 1e7);
+  c.hbm.latency_ns = r.number("hbm.latency_ns", 0, false, 1e9);
+
+  c.features.nc_matmul_mx = r.boolean("features.nc_matmul_mx");
+  c.features.quantize_mx = r.boolean("features.quantize_mx");
+  c.features.double_row = r.boolean("features.double_row");
+  c.features.bf16_psum = r.boolean("features.bf16_psum");
+
+  r.check_unknown();
+  return c;
+}
+
+}  // namespace trnsim::config

@@ -1,0 +1,156 @@
+// Hardware configuration of one LNC=2 pair (configs/hw/*.json), typed and validated.
+//
+// Every leaf in the JSON is {"value": ..., "source": "..."}; the source note cites
+// reference/trainium-hardware.md or says why a value was chosen. Units are in the field names
+// (_GHz, _ns, _GBps = bytes per ns, _bytes, _cycles in the engine's own clock).
+//
+// Lookup of a config by name ("trn2" -> trn2.json), first hit wins:
+//   1. $TRNSIM_CONFIG_DIR/<name>.json
+//   2. configs/hw/<name>.json in the executable's directory or any of its ancestors
+//   3. <source tree>/configs/hw/<name>.json (compile definition TRNSIM_SOURCE_DIR)
+// A spec containing '/' or ending in ".json" is a file path.
+//
+// Errors: InputError naming the file and the JSON path, e.g.
+//   configs/hw/trn2.json: pe.clock_GHz.value: expected a number > 0, found -1
+// for unknown keys, wrong types, missing values, out-of-range numbers and bad override paths.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/base/units.h"
+#include "sim/isa/instruction.h"
+#include "sim/isa/semantics.h"
+
+namespace trnsim::config {
+
+// Tensor Engine (PE): cost constants of reference §2.1, §2.2.
+struct PeConfig {
+  double clock_GHz = 2.4;
+  uint32_t moving_columns_per_cycle = 1;
+  uint32_t mm_init_latency_cycles = 64;  // floor of one MultiplyMoving
+  uint32_t k_per_pass = 128;             // contraction rows per pass (BF16/FP16/FP8/TF32)
+  uint32_t double_row_k_per_pass = 256;  // FP8 double_row
+  uint32_t mx_k_per_pass = 512;          // nc_matmul_mx (x4 packed)
+  uint32_t fp32_factor = 4;
+  uint32_t fp32_transpose_factor = 2;
+  uint32_t ls_columns_per_cycle = 4;  // LoadStationary ~ N_stationary / 4 cycles
+  bool ls_overlap = true;             // LS of the next matmul runs in the background of the current MM
+  // dI/dt throttle (reference §2.1, §6).
+  bool throttle_enabled = true;
+  double throttle_cap = 0.5;         // utilisation cap when work starts
+  double throttle_ramp_ns = 3000;    // linear ramp from cap to 1
+  double throttle_window_ns = 3000;  // re-engage window
+  double throttle_rearm_utilization = 0.5;
+};
+
+// Vector Engine (DVE): reference §2.3.
+struct DveConfig {
+  double clock_GHz = 0.96;
+  uint32_t fixed_overhead_cycles = 100;
+  uint32_t quantize_mx_elements_per_cycle = 4;
+  uint32_t perf_mode_copy_contiguous = 4;  // tensor_copy / tensor_scalar, SBUF->SBUF, 16-bit, stride 1
+  uint32_t perf_mode_copy_other = 2;       // same, non-contiguous or one side PSUM
+  uint32_t perf_mode_tensor_tensor = 2;    // tensor_tensor, both inputs SBUF, 16-bit
+  bool perf_mode_fp8 = false;              // FP8 counts as a fast-path dtype
+};
+
+// Scalar Engine (ACT): reference §2.4.
+struct ActConfig {
+  double clock_GHz = 1.2;
+  uint32_t fixed_overhead_cycles = 64;
+  uint32_t reduce_extra_cycles = 64;
+  uint32_t perf_mode_bf16 = 1;  // tensor_scalar / tensor_copy speed-up for 16-bit (and FP8) data
+};
+
+// An engine with only a clock and a fixed overhead (POOL, SP): reference §2.5.
+struct SimpleEngineConfig {
+  double clock_GHz = 1.2;
+  uint32_t fixed_overhead_cycles = 150;
+};
+
+struct MemoryConfig {
+  uint32_t partitions = 128;
+  uint32_t sbuf_bytes_per_partition = 224 * 1024;
+  uint32_t psum_bytes_per_partition = 16 * 1024;
+  uint32_t psum_bank_bytes = 2048;
+};
+
+struct SyncConfig {
+  uint32_t semaphores_per_core = 64;   // the last one is reserved for core_barrier
+  double semaphore_latency_ns = 10;    // same core (engine -> engine, DMA completion write)
+  double cross_core_latency_ns = 100;  // to the peer core of the LNC2 pair
+  uint32_t barrier_semaphore() const { return semaphores_per_core - 1; }
+};
+
+// DMA (reference §1.5, §2.7). One transfer's fixed cost = setup_ns + hbm.latency_ns (if it touches HBM)
+// + sync.semaphore_latency_ns (completion write).
+struct DmaConfig {
+  uint32_t engines_per_core = 16;
+  uint32_t queues_per_core = 16;
+  uint32_t partitions_per_engine = 8;
+  double engine_bandwidth_GBps = 23;  // bytes per ns per engine
+  double trigger_ns = 50;             // occupies the issuing sequencer
+  double setup_ns = 1050;
+  double transpose_efficiency_hbm = 0.9;                    // dma_transpose from HBM
+  double transpose_efficiency_sbuf = 0.5;                   // dma_transpose SBUF -> SBUF
+  double accumulate_efficiency = 0.5;                       // dma_copy with DMA-side add
+  std::vector<std::pair<double, double>> efficiency_curve;  // (bytes per partition, efficiency 0..1]
+};
+
+struct HbmConfig {
+  double bandwidth_GBps = 725;  // one stack, shared by both cores
+  double latency_ns = 240;
+};
+
+// Which instructions and modes the generation has.
+struct Features {
+  bool nc_matmul_mx = false;
+  bool quantize_mx = false;
+  bool double_row = true;
+  bool bf16_psum = false;
+};
+
+struct HwConfig {
+  std::string name;
+  std::string source_file;  // where it was loaded from (for messages)
+  isa::Generation generation = isa::Generation::Trn2;
+  PeConfig pe;
+  DveConfig dve;
+  ActConfig act;
+  SimpleEngineConfig pool;
+  SimpleEngineConfig sp{1.2, 64};
+  MemoryConfig memory;
+  SyncConfig sync;
+  DmaConfig dma;
+  HbmConfig hbm;
+  Features features;
+
+  // Clock of an engine's sequencer.
+  double clock_GHz(isa::Engine e) const;
+  ClockDomain clock(isa::Engine e) const { return ClockDomain(clock_GHz(e)); }
+  // Limits for isa::check. num_semaphores excludes the reserved core_barrier semaphore.
+  isa::Limits limits() const;
+  // DMA efficiency at `bytes_per_partition` (linear interpolation of efficiency_curve, clamped).
+  double dma_efficiency(double bytes_per_partition) const;
+};
+
+// "dma.engine_bandwidth_GBps" -> new value (the "value" of that leaf).
+using Overrides = std::map<std::string, nlohmann::json>;
+
+// Parses "path=value" (value as JSON; a bare word is taken as a string). Throws InputError.
+std::pair<std::string, nlohmann::json> parse_override(const std::string& assignment);
+
+// Resolves a name or path to a file (see the lookup order above). Throws InputError if not found.
+std::string resolve_config_path(const std::string& name_or_path);
+
+// Loads, applies overrides, validates. Throws InputError.
+HwConfig load_hw_config(const std::string& name_or_path, const Overrides& overrides = {});
+// Same, from an already parsed document; `file` is used in messages.
+HwConfig parse_hw_config(nlohmann::json doc, const std::string& file, const Overrides& overrides = {});
+
+}  // namespace trnsim::config

@@ -1,0 +1,84 @@
+// Public entry point of the SystemC model (plain C++ header: the CLI and the kernel layer call it without
+// seeing SystemC).
+//
+// The model is one LNC=2 pair: two physical cores sharing one HBM stack. Per core, five sequencers (PE, DVE,
+// ACT, POOL, SP) run their streams in program order. An instruction waits for its semaphore conditions,
+// passes isa::check, occupies its engine for its cost (sim/timing/cost_model.h), then applies isa::execute
+// (numerics on) and its semaphore updates at completion. DMA instructions pay the trigger on the issuing
+// sequencer, then run on the core's DMA queue `dma_queue`: transfers of one queue move data one after the
+// other (FIFO completion), all transfers in flight on both cores share the DMA engines and the HBM stack
+// (max-min fair processor sharing). Semaphore updates become visible sync.semaphore_latency_ns later on the
+// same core, sync.cross_core_latency_ns later on the peer.
+//
+// core_barrier: the engine adds 1 to the peer core's semaphore S[B] (B = hw.sync.barrier_semaphore(), the
+// last semaphore, which isa::Limits::num_semaphores excludes so the builder never allocates it), then waits
+// until its own S[B] >= the number of core_barriers this core has issued so far.
+//
+// Errors: a RuleError from isa::check / isa::execute / generation features stops the run; it is rethrown as
+// RuleError "at <t> ns, <file>:<line>: core <c> <ENGINE> #<i> <opcode>: <rule>". Streams that can never
+// finish (semaphore waits never satisfied) end in an InputError naming every blocked engine, its pending
+// instruction and the semaphore condition. A program built for another generation than the config:
+// InputError.
+//
+// SystemC elaborates once per context; run_program installs a fresh simulation context for every call after
+// the first, so several runs per process work (sequentially, never concurrently).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+
+#include "sim/base/units.h"
+#include "sim/config/hw_config.h"
+#include "sim/isa/instruction.h"
+#include "sim/isa/semantics.h"
+#include "sim/model/observer.h"
+
+namespace trnsim::model {
+
+struct RunOptions {
+  bool numerics = true;  // false: timing only, isa::execute is never called
+  ModelObserver* observer = nullptr;
+  // Called every `progress_every` completed instructions: (simulated time, completed, total).
+  std::function<void(Picoseconds, uint64_t, uint64_t)> progress;
+  uint64_t progress_every = 100000;
+};
+
+struct EngineStats {
+  uint64_t instructions = 0;
+  Picoseconds busy;            // engine occupancy (PE: MultiplyMoving phases), ps
+  Picoseconds semaphore_wait;  // time the sequencer waited for semaphore conditions, ps
+};
+
+struct CoreStats {
+  std::array<EngineStats, isa::kNumEngines> engines;
+  Picoseconds pe_ls_busy;    // PE LoadStationary phases, ps
+  Picoseconds pe_throttled;  // extra PE time due to the dI/dt throttle, ps
+  uint64_t pe_flops = 0;
+  uint64_t dma_transfers = 0;
+  uint64_t dma_bytes = 0;  // payload bytes of this core's transfers
+  uint64_t hbm_bytes_read = 0;
+  uint64_t hbm_bytes_written = 0;
+  uint64_t dma_triggers = 0;  // DMA instructions issued
+};
+
+struct RunStats {
+  Picoseconds total_time;  // last completion, ps
+  std::array<CoreStats, 2> cores;
+  uint64_t instructions = 0;  // all engines, both cores (DMA instructions included)
+  uint64_t hbm_bytes() const;
+  double hbm_GBps() const;  // average over total_time, bytes per ns
+};
+
+struct RunResult {
+  Picoseconds end_time;
+  RunStats stats;
+};
+
+// Runs `program` on `hw`. With options.numerics, `state` holds the machine's memory
+// (isa::make_machine_state(program, hw.limits())) and receives the results; if null, a private state is used.
+// Throws InputError / RuleError as described above.
+RunResult run_program(const isa::Program& program, const config::HwConfig& hw, const RunOptions& options = {},
+                      isa::MachineState* state = nullptr);
+
+}  // namespace trnsim::model

@@ -1,0 +1,111 @@
+#include "sim/timing/bandwidth_sharing.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace trnsim::timing {
+
+BandwidthSharing::BandwidthSharing(std::vector<double> capacities) : capacity_(std::move(capacities)) {}
+
+uint64_t BandwidthSharing::add(double bytes, double cap, std::vector<Use> uses, double now) {
+  advance(now);
+  uint64_t id = next_id_++;
+  flows_.push_back({id, bytes, cap, 0.0, std::move(uses)});
+  recompute();
+  return id;
+}
+
+void BandwidthSharing::advance(double now) {
+  if (now <= now_) return;
+  const double dt = now - now_;
+  for (auto& f : flows_) f.remaining = std::max(0.0, f.remaining - f.rate * dt);
+  now_ = now;
+}
+
+std::vector<uint64_t> BandwidthSharing::take_finished(double now) {
+  advance(now);
+  std::vector<uint64_t> done;
+  // Completion times are rounded up to whole ps, so anything within one ps of work is finished.
+  auto finished = [&](const Flow& f) { return f.remaining <= f.rate * 1.0 + 1e-9; };
+  for (const auto& f : flows_)
+    if (finished(f)) done.push_back(f.id);
+  if (!done.empty()) {
+    flows_.erase(std::remove_if(flows_.begin(), flows_.end(), finished), flows_.end());
+    recompute();
+  }
+  return done;
+}
+
+double BandwidthSharing::next_finish() const {
+  double best = -1;
+  for (const auto& f : flows_) {
+    if (f.rate <= 0) continue;
+    double t = now_ + f.remaining / f.rate;
+    if (best < 0 || t < best) best = t;
+  }
+  return best;
+}
+
+double BandwidthSharing::rate(uint64_t id) const {
+  for (const auto& f : flows_)
+    if (f.id == id) return f.rate;
+  return 0;
+}
+
+double BandwidthSharing::load(int resource) const {
+  double sum = 0;
+  for (const auto& f : flows_)
+    for (const auto& u : f.uses)
+      if (u.resource == resource) sum += f.rate * u.per_byte;
+  return sum;
+}
+
+void BandwidthSharing::recompute() {
+  const size_t nr = capacity_.size();
+  std::vector<double> used(nr, 0.0);  // capacity taken by frozen flows
+  std::vector<char> frozen(flows_.size(), 0);
+  size_t left = flows_.size();
+  double level = 0;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  while (left > 0) {
+    // Weight of the unfrozen flows on each resource.
+    std::vector<double> weight(nr, 0.0);
+    for (size_t i = 0; i < flows_.size(); ++i)
+      if (!frozen[i])
+        for (const auto& u : flows_[i].uses) weight[u.resource] += u.per_byte;
+    double step = kInf;
+    for (size_t i = 0; i < flows_.size(); ++i)
+      if (!frozen[i]) step = std::min(step, flows_[i].cap - level);
+    for (size_t r = 0; r < nr; ++r)
+      if (weight[r] > 0) step = std::min(step, (capacity_[r] - used[r] - level * weight[r]) / weight[r]);
+    step = std::max(0.0, step);
+    level += step;
+    // Freeze flows at their cap and flows on saturated resources.
+    std::vector<char> saturated(nr, 0);
+    for (size_t r = 0; r < nr; ++r)
+      if (weight[r] > 0 && capacity_[r] - used[r] - level * weight[r] <= 1e-12 * capacity_[r])
+        saturated[r] = 1;
+    size_t before = left;
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      if (frozen[i]) continue;
+      bool stop = flows_[i].cap - level <= 1e-12 * flows_[i].cap;
+      for (const auto& u : flows_[i].uses) stop |= saturated[u.resource] != 0;
+      if (stop) {
+        frozen[i] = 1;
+        --left;
+        flows_[i].rate = level;
+        for (const auto& u : flows_[i].uses) used[u.resource] += level * u.per_byte;
+      }
+    }
+    if (left == before) {  // numerical corner: freeze everything at the current level
+      for (size_t i = 0; i < flows_.size(); ++i)
+        if (!frozen[i]) {
+          frozen[i] = 1;
+          flows_[i].rate = level;
+        }
+      left = 0;
+    }
+  }
+}
+
+}  // namespace trnsim::timing

@@ -1,0 +1,51 @@
+// Processor sharing of bandwidth between concurrent flows (DMA transfers) over shared resources (each core's
+// DMA engines, the HBM stack). Rates are max-min fair (progressive filling): every flow's rate rises at the
+// same pace until its own cap or a resource it uses is saturated. Rates change only when a flow is added or
+// removed, so the SystemC DMA module needs one event per change. Plain C++; bytes, ps, bytes/ps.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace trnsim::timing {
+
+class BandwidthSharing {
+ public:
+  // capacities[r] in bytes per ps.
+  explicit BandwidthSharing(std::vector<double> capacities);
+
+  struct Use {
+    int resource;
+    double per_byte;  // capacity consumed per byte moved (e.g. 1 / efficiency, or 2 for HBM -> HBM)
+  };
+
+  // Adds a flow of `bytes` capped at `cap` bytes/ps at time `now`. Returns its id.
+  uint64_t add(double bytes, double cap, std::vector<Use> uses, double now);
+  // Moves every flow forward to `now` at its current rate.
+  void advance(double now);
+  // Removes flows finished at `now` (after advance) and returns their ids, oldest first.
+  std::vector<uint64_t> take_finished(double now);
+  // Earliest time an active flow finishes at the current rates (ps); < 0 if none.
+  double next_finish() const;
+  double rate(uint64_t id) const;
+  // Sum of current rates over flows using resource r, weighted by per_byte (bytes/ps).
+  double load(int resource) const;
+  size_t active() const { return flows_.size(); }
+
+ private:
+  struct Flow {
+    uint64_t id;
+    double remaining, cap, rate;
+    std::vector<Use> uses;
+  };
+  void recompute();
+
+  std::vector<double> capacity_;
+  std::vector<Flow> flows_;
+  double now_ = 0;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace trnsim::timing

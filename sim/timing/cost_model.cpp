@@ -1,0 +1,221 @@
+#include "sim/timing/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "sim/base/error.h"
+
+namespace trnsim::timing {
+namespace {
+
+using isa::DType;
+using isa::MemSpace;
+using isa::Opcode;
+
+uint64_t ceil_div(uint64_t a, uint64_t b) {
+  return (a + b - 1) / b;
+}
+
+bool contiguous(const isa::AccessPattern& ap) {
+  return ap.ndim == 0 || ap.dims[ap.ndim - 1].stride == 1;
+}
+
+bool is_fp8(DType t) {
+  return t == DType::FP8_E4M3FN || t == DType::FP8_E5M2;
+}
+
+// Elements per partition of the main input (operand 1), or of dst when the instruction has no input.
+uint64_t elements_of(const isa::Instruction& inst) {
+  if (inst.nops > 1 && inst.ops[1].present()) return inst.ops[1].free_elements();
+  return inst.ops[0].present() ? inst.ops[0].free_elements() : 0;
+}
+
+}  // namespace
+
+Picoseconds ns_to_ps(double ns) {
+  return Picoseconds(static_cast<uint64_t>(std::ceil(ns * 1000.0 - 1e-6)));
+}
+
+CostModel::CostModel(const config::HwConfig& hw) : hw_(hw) {}
+
+bool CostModel::fast_dtype(DType t, bool fp8_counts) const {
+  return t == DType::BF16 || t == DType::FP16 || (fp8_counts && is_fp8(t));
+}
+
+void CostModel::check_features(const isa::Instruction& inst) const {
+  const auto& f = hw_.features;
+  auto missing = [&](const char* what, const char* key) {
+    throw RuleError(std::string(what) + " is not available on " + hw_.name + " (config features." + key +
+                    " = false)");
+  };
+  if (inst.op == Opcode::NcMatmulMx && !f.nc_matmul_mx) missing("nc_matmul_mx", "nc_matmul_mx");
+  if (inst.op == Opcode::QuantizeMx && !f.quantize_mx) missing("quantize_mx", "quantize_mx");
+  if (inst.op == Opcode::NcMatmul && inst.has(isa::kDoubleRow) && !f.double_row)
+    missing("nc_matmul perf_mode=double_row", "double_row");
+}
+
+EngineCost CostModel::engine_cost(const isa::Instruction& inst) const {
+  if (inst.op == Opcode::CoreBarrier) return {};
+  switch (inst.engine) {
+    case isa::Engine::PE:
+      return pe_cost(inst);
+    case isa::Engine::DVE:
+      return dve_cost(inst);
+    case isa::Engine::ACT:
+      return act_cost(inst);
+    case isa::Engine::POOL:
+    case isa::Engine::SP: {
+      const auto& e = inst.engine == isa::Engine::POOL ? hw_.pool : hw_.sp;
+      uint64_t n = elements_of(inst);
+      uint64_t inputs = (inst.op == Opcode::TensorTensor || inst.op == Opcode::Select) ? 2 : 1;
+      return {Cycles(e.fixed_overhead_cycles + n * inputs), Cycles(0), 1, n};
+    }
+  }
+  return {};
+}
+
+EngineCost CostModel::pe_cost(const isa::Instruction& inst) const {
+  const auto& pe = hw_.pe;
+  EngineCost c;
+  if (inst.op == Opcode::NcTranspose) {
+    // Data [P, F] is the stationary operand, an identity [P, P] the moving one (reference §2.1).
+    const auto& d = inst.ops[1];
+    uint64_t p = d.partitions, f = d.free_elements();
+    uint64_t mm = std::max<uint64_t>(p, std::min<uint64_t>(pe.mm_init_latency_cycles, f));
+    if (d.dtype == DType::F32) mm *= pe.fp32_transpose_factor;
+    c.cycles = Cycles(mm);
+    c.ls_cycles = Cycles(ceil_div(f, pe.ls_columns_per_cycle));
+    c.elements = f;
+    return c;
+  }
+  if (inst.op != Opcode::NcMatmul && inst.op != Opcode::NcMatmulMx) {
+    // Not a PE data-path instruction (e.g. core_barrier is handled above): the MM floor as a minimum II.
+    c.cycles = Cycles(pe.mm_init_latency_cycles);
+    return c;
+  }
+  const auto& stat = inst.ops[1];
+  const auto& mov = inst.ops[2];
+  const bool double_row = inst.op == Opcode::NcMatmul && inst.has(isa::kDoubleRow);
+  const bool mx = inst.op == Opcode::NcMatmulMx;
+  // double_row operands carry a leading size-2 axis: [K, 2, M] and [K, 2, N].
+  uint64_t n_mov = double_row ? ceil_div(mov.free_elements(), 2) : mov.free_elements();
+  uint64_t n_stat = double_row ? ceil_div(stat.free_elements(), 2) : stat.free_elements();
+  uint64_t k = stat.partitions;
+  uint64_t k_pass = pe.k_per_pass;
+  if (double_row) {
+    k *= 2;
+    k_pass = pe.double_row_k_per_pass;
+  } else if (mx) {
+    k *= 4;  // four contraction rows packed per x4 element
+    k_pass = pe.mx_k_per_pass;
+  }
+  uint64_t passes = std::max<uint64_t>(1, ceil_div(k, k_pass));
+  uint64_t cols = ceil_div(n_mov, pe.moving_columns_per_cycle);
+  uint64_t mm = std::max<uint64_t>(std::min<uint64_t>(pe.mm_init_latency_cycles, n_stat), cols);
+  if (!mx && (stat.dtype == DType::F32 || mov.dtype == DType::F32))
+    mm *= inst.has(isa::kIsTranspose) ? pe.fp32_transpose_factor : pe.fp32_factor;
+  c.cycles = Cycles(mm * passes);
+  c.ls_cycles = Cycles(ceil_div(n_stat, pe.ls_columns_per_cycle) * passes);
+  c.elements = n_mov;
+  return c;
+}
+
+EngineCost CostModel::dve_cost(const isa::Instruction& inst) const {
+  const auto& dve = hw_.dve;
+  const bool fp8 = dve.perf_mode_fp8;
+  uint64_t n = elements_of(inst);
+  uint64_t work = n;  // element-cycles before the performance mode
+  uint32_t mode = 1;
+  const auto& dst = inst.ops[0];
+  switch (inst.op) {
+    case Opcode::TensorCopy:
+    case Opcode::TensorScalar: {
+      const auto& src = inst.ops[1];
+      if (fast_dtype(src.dtype, fp8) && fast_dtype(dst.dtype, fp8)) {
+        bool sbuf = src.space == MemSpace::SBUF && dst.space == MemSpace::SBUF;
+        mode = (sbuf && contiguous(src) && contiguous(dst)) ? dve.perf_mode_copy_contiguous
+                                                            : dve.perf_mode_copy_other;
+      }
+      break;
+    }
+    case Opcode::TensorTensor: {
+      const auto& a = inst.ops[1];
+      const auto& b = inst.ops[2];
+      bool a_psum = a.space == MemSpace::PSUM, b_psum = b.space == MemSpace::PSUM;
+      if (a_psum != b_psum) {
+        work = n;  // one input per port: PSUM and SBUF read in parallel (reference §2.3 v2 table)
+      } else {
+        work = 2 * n;
+        if (!a_psum && fast_dtype(a.dtype, fp8) && fast_dtype(b.dtype, fp8) && fast_dtype(dst.dtype, fp8))
+          mode = dve.perf_mode_tensor_tensor;
+      }
+      break;
+    }
+    case Opcode::TensorReduce: {
+      const auto& src = inst.ops[1];
+      bool fast_op = inst.alu0 == isa::AluOp::Add || inst.alu0 == isa::AluOp::Max;
+      if (fast_op && src.dtype == DType::BF16 && dst.dtype == DType::BF16) mode = 2;  // N/2 (reference §2.3)
+      break;
+    }
+    case Opcode::Memset:
+      if (inst.imm0 == 0.f && (dst.dtype == DType::BF16 || dst.dtype == DType::FP16)) mode = 2;  // N/2
+      break;
+    case Opcode::Select: {
+      bool any_psum = false;
+      for (int i = 1; i < 4; ++i) any_psum |= inst.ops[i].present() && inst.ops[i].space == MemSpace::PSUM;
+      work = any_psum ? n : 2 * n;  // copy_predicated rule (reference §2.3)
+      break;
+    }
+    case Opcode::QuantizeMx:
+      mode = dve.quantize_mx_elements_per_cycle;
+      break;
+    default:
+      break;
+  }
+  return {Cycles(dve.fixed_overhead_cycles + ceil_div(work, mode)), Cycles(0), mode, n};
+}
+
+EngineCost CostModel::act_cost(const isa::Instruction& inst) const {
+  const auto& act = hw_.act;
+  uint64_t n = elements_of(inst);
+  uint32_t mode = 1;
+  uint64_t extra = 0;
+  if (inst.op == Opcode::TensorScalar || inst.op == Opcode::TensorCopy) {
+    if (act.perf_mode_bf16 > 1 && fast_dtype(inst.ops[1].dtype, true) && fast_dtype(inst.ops[0].dtype, true))
+      mode = act.perf_mode_bf16;
+  } else if (inst.op == Opcode::Activation && inst.has(isa::kReduce)) {
+    extra = act.reduce_extra_cycles;
+  }
+  return {Cycles(act.fixed_overhead_cycles + ceil_div(n, mode) + extra), Cycles(0), mode, n};
+}
+
+DmaCost CostModel::dma_cost(const isa::Instruction& inst, const isa::Work& work) const {
+  const auto& dma = hw_.dma;
+  const auto& dst = inst.ops[0];
+  const auto& src = inst.ops[1];
+  DmaCost c;
+  c.bytes = std::max(work.bytes_read, work.bytes_written);
+  c.hbm_bytes = work.hbm_bytes_read + work.hbm_bytes_written;
+  const bool touches_hbm = dst.space == MemSpace::HBM || src.space == MemSpace::HBM;
+  // The on-chip side decides the partition spread; HBM -> HBM uses the destination rows.
+  const auto& side = dst.space != MemSpace::HBM ? dst : (src.space != MemSpace::HBM ? src : dst);
+  c.partitions = std::max<uint32_t>(1, side.partitions);
+  c.bytes_per_partition = static_cast<double>(c.bytes) / c.partitions;
+  c.engines = static_cast<uint32_t>(
+      std::min<uint64_t>(dma.engines_per_core, ceil_div(c.partitions, dma.partitions_per_engine)));
+  double eff = hw_.dma_efficiency(c.bytes_per_partition);
+  if (inst.op == Opcode::DmaTranspose)
+    eff *= touches_hbm ? dma.transpose_efficiency_hbm : dma.transpose_efficiency_sbuf;
+  if (inst.op == Opcode::DmaCopy && inst.has(isa::kDmaAccumulate)) eff *= dma.accumulate_efficiency;
+  c.efficiency = eff;
+  c.rate_cap_GBps = c.engines * dma.engine_bandwidth_GBps * eff;
+  c.setup = ns_to_ps(dma.setup_ns + (touches_hbm ? hw_.hbm.latency_ns : 0.0));
+  c.completion =
+      ns_to_ps(inst.op == Opcode::SendRecv ? hw_.sync.cross_core_latency_ns : hw_.sync.semaphore_latency_ns);
+  c.trigger = ns_to_ps(dma.trigger_ns);
+  c.cross_core = inst.op == Opcode::SendRecv;
+  return c;
+}
+
+}  // namespace trnsim::timing

@@ -1,0 +1,76 @@
+// Per-instruction cost formulas (plain C++, no SystemC). Every constant comes from config::HwConfig
+// (configs/hw/*.json); the formulas follow reference/trainium-hardware.md §2 and §6.
+//
+// Engine costs are initiation intervals in the engine's own cycles:
+//   PE nc_matmul     LS = ceil(N_stationary / ls_columns_per_cycle); MM = passes x max(min(64, N_stat),
+//   N_moving)
+//                    x dtype factor (FP32 x4, FP32 transpose mode x2); double_row K = 256, nc_matmul_mx K =
+//                    512 in one pass; passes = ceil(K / K_per_pass) (1 for legal tiles).
+//   PE nc_transpose  data [P, F] loaded as stationary, identity moving: LS = ceil(F / 4), MM = max(P, min(64,
+//   F)). DVE              fixed_overhead + ceil(N x inputs / perf mode) (Trn2/Trn3 performance modes, §2.3);
+//                    quantize_mx: fixed + ceil(N / 4).
+//   ACT              fixed_overhead + ceil(N / perf mode) (+ reduce_extra_cycles for activation with reduce).
+//   POOL / SP        fixed_overhead + N x inputs.
+// N = elements per partition of the instruction's (first) input, or of dst when there is none.
+#pragma once
+
+#include <cstdint>
+
+#include "sim/base/units.h"
+#include "sim/config/hw_config.h"
+#include "sim/isa/instruction.h"
+#include "sim/isa/semantics.h"
+
+namespace trnsim::timing {
+
+// Cost of a compute instruction on its engine.
+struct EngineCost {
+  Cycles cycles;           // engine occupancy (for the PE: the MultiplyMoving phase)
+  Cycles ls_cycles;        // PE only: LoadStationary phase (0 elsewhere)
+  uint32_t perf_mode = 1;  // DVE/ACT performance mode applied (1, 2 or 4)
+  uint64_t elements = 0;   // N, elements per partition the formula used
+};
+
+// Inputs of a DMA transfer's timing (the SystemC DMA module shares bandwidth between transfers).
+struct DmaCost {
+  uint64_t bytes = 0;       // payload moved (max of bytes read and written)
+  uint64_t hbm_bytes = 0;   // HBM traffic (read + written)
+  uint32_t partitions = 0;  // partitions (or HBM rows) the transfer spans
+  double bytes_per_partition = 0;
+  uint32_t engines = 0;      // DMA engines used: ceil(partitions / partitions_per_engine), <= 16
+  double efficiency = 1;     // efficiency curve x op factor (transpose, accumulate)
+  double rate_cap_GBps = 0;  // engines x engine_bandwidth x efficiency (bytes per ns)
+  Picoseconds setup;         // before data moves: setup_ns (+ hbm.latency_ns if HBM is touched)
+  Picoseconds completion;    // after data: the completion semaphore write (sync.semaphore_latency_ns)
+  Picoseconds trigger;       // occupies the issuing sequencer
+  bool cross_core = false;   // sendrecv: writes the peer core's SBUF
+};
+
+class CostModel {
+ public:
+  explicit CostModel(const config::HwConfig& hw);
+
+  // Throws RuleError if the generation lacks the instruction or mode (config `features`).
+  void check_features(const isa::Instruction& inst) const;
+
+  // Cost of a non-DMA instruction on its issuing engine. CoreBarrier costs 0 (it is a semaphore exchange).
+  EngineCost engine_cost(const isa::Instruction& inst) const;
+
+  // Cost inputs of a DMA instruction, given its work (isa::work_of).
+  DmaCost dma_cost(const isa::Instruction& inst, const isa::Work& work) const;
+
+  const config::HwConfig& hw() const { return hw_; }
+
+ private:
+  EngineCost pe_cost(const isa::Instruction& inst) const;
+  EngineCost dve_cost(const isa::Instruction& inst) const;
+  EngineCost act_cost(const isa::Instruction& inst) const;
+  bool fast_dtype(isa::DType t, bool fp8_counts) const;
+
+  const config::HwConfig& hw_;
+};
+
+// ps from ns, rounded up to a whole ps.
+Picoseconds ns_to_ps(double ns);
+
+}  // namespace trnsim::timing

@@ -1,0 +1,73 @@
+// Small builders for hand-written programs in the model tests.
+#pragma once
+
+#include <initializer_list>
+#include <vector>
+
+#include "sim/config/hw_config.h"
+#include "sim/isa/instruction.h"
+#include "sim/model/run.h"
+
+namespace trnsim::test {
+
+// On-chip operand: `parts` partitions from `start`, contiguous free dims (outermost first).
+inline isa::AccessPattern onchip(isa::MemSpace space, isa::DType t, uint32_t parts,
+                                 std::initializer_list<uint32_t> dims, int64_t offset_bytes = 0,
+                                 uint32_t start = 0) {
+  isa::AccessPattern a;
+  a.space = space;
+  a.dtype = t;
+  a.partition_start = start;
+  a.partitions = parts;
+  a.offset_bytes = offset_bytes;
+  std::vector<uint32_t> d(dims);
+  a.ndim = static_cast<uint8_t>(d.size());
+  int64_t stride = 1;
+  for (int i = a.ndim - 1; i >= 0; --i) {
+    a.dims[i] = {stride, d[i]};
+    stride *= d[i];
+  }
+  return a;
+}
+inline isa::AccessPattern sbuf(isa::DType t, uint32_t parts, std::initializer_list<uint32_t> dims,
+                               int64_t off = 0) {
+  return onchip(isa::MemSpace::SBUF, t, parts, dims, off);
+}
+inline isa::AccessPattern psum(isa::DType t, uint32_t parts, std::initializer_list<uint32_t> dims,
+                               int64_t off = 0) {
+  return onchip(isa::MemSpace::PSUM, t, parts, dims, off);
+}
+
+// The whole of a 2-D HBM tensor [rows, cols].
+inline isa::AccessPattern hbm(uint32_t tensor, isa::DType t, uint32_t rows, uint32_t cols) {
+  isa::AccessPattern a;
+  a.space = isa::MemSpace::HBM;
+  a.dtype = t;
+  a.tensor = tensor;
+  a.partitions = rows;
+  a.partition_stride = cols;
+  a.ndim = 1;
+  a.dims[0] = {1, cols};
+  return a;
+}
+
+inline isa::Instruction make(isa::Opcode op, isa::Engine e, std::initializer_list<isa::AccessPattern> ops,
+                             std::vector<isa::SemWait> waits = {}, std::vector<isa::SemUpdate> updates = {}) {
+  isa::Instruction i;
+  i.op = op;
+  i.engine = e;
+  for (const auto& a : ops) i.ops[i.nops++] = a;
+  i.waits = std::move(waits);
+  i.updates = std::move(updates);
+  return i;
+}
+
+inline void push(isa::Program& p, int core, const isa::Instruction& i) {
+  p.streams[core][static_cast<int>(i.engine)].push_back(i);
+}
+
+inline Picoseconds ps(uint64_t n) {
+  return Picoseconds(n);
+}
+
+}  // namespace trnsim::test

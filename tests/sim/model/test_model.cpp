@@ -1,0 +1,277 @@
+// SystemC model: one run per TEST_CASE (each case runs in its own process). Expected times are derived from
+// configs/hw/trn2.json in the comments; ps values are rounded up per conversion as ClockDomain::to_time does.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "sim/base/error.h"
+#include "sim/model/run.h"
+#include "tests/sim/model/model_test_util.h"
+
+using namespace trnsim;
+using namespace trnsim::test;
+using Catch::Matchers::Contains;
+using isa::DType;
+using isa::Engine;
+using isa::Opcode;
+
+namespace {
+
+// trn2 with the PE throttle off, so the cost formulas show unchanged.
+config::HwConfig trn2(config::Overrides o = {{"pe.throttle.enabled", false}}) {
+  return config::load_hw_config("trn2", o);
+}
+
+isa::Instruction matmul(uint32_t n_moving, std::vector<isa::SemWait> waits = {},
+                        std::vector<isa::SemUpdate> updates = {}) {
+  return make(Opcode::NcMatmul, Engine::PE,
+              {psum(DType::F32, 128, {n_moving}), sbuf(DType::BF16, 128, {128}),
+               sbuf(DType::BF16, 128, {n_moving}, 4096)},
+              std::move(waits), std::move(updates));
+}
+
+// HBM -> SBUF copy of a [128, bytes_pp / 2] BF16 tensor (tensor index `t`).
+isa::Instruction load(uint32_t t, uint32_t bytes_pp, uint8_t queue = 0,
+                      std::vector<isa::SemUpdate> updates = {}) {
+  auto i = make(Opcode::DmaCopy, Engine::SP,
+                {sbuf(DType::BF16, 128, {bytes_pp / 2}), hbm(t, DType::BF16, 128, bytes_pp / 2)}, {},
+                std::move(updates));
+  i.dma_queue = queue;
+  return i;
+}
+
+isa::TensorDecl tensor(const char* name, uint32_t rows, uint32_t cols) {
+  isa::TensorDecl d;
+  d.name = name;
+  d.dtype = DType::BF16;
+  d.shape = {rows, cols};
+  return d;
+}
+
+struct CountingObserver : model::ModelObserver {
+  int instructions = 0, dmas = 0, semaphores = 0;
+  void on_instruction(const model::InstructionRecord&) override { ++instructions; }
+  void on_dma(const model::DmaRecord&) override { ++dmas; }
+  void on_semaphore(int, uint16_t, int64_t, Picoseconds) override { ++semaphores; }
+};
+
+model::RunResult run(const isa::Program& p, const config::HwConfig& hw, model::ModelObserver* obs = nullptr) {
+  model::RunOptions o;
+  o.numerics = false;
+  o.observer = obs;
+  return model::run_program(p, hw, o);
+}
+
+// One DMA of `bytes_pp` per partition over 128 partitions, alone: its completion time in ps.
+uint64_t single_dma_end(uint32_t bytes_pp) {
+  isa::Program p;
+  p.tensors.push_back(tensor("x", 128, bytes_pp / 2));
+  push(p, 0, load(0, bytes_pp));
+  auto r = run(p, trn2());
+  CHECK(r.stats.cores[0].dma_transfers == 1);
+  CHECK(r.stats.cores[0].dma_bytes == 128ull * bytes_pp);
+  CHECK(r.stats.cores[0].hbm_bytes_read == 128ull * bytes_pp);
+  return r.end_time.count();
+}
+
+// Trigger 50 ns on SP; setup 1050 + HBM latency 240 = 1290 ns; data at min(16 engines x 23 B/ns x efficiency,
+// HBM 725 B/ns); completion semaphore write 10 ns. Data end rounded up to a ps.
+uint64_t expected_dma_end(double bytes, double efficiency) {
+  double rate = 16 * 23 * efficiency / 1000.0;  // bytes per ps
+  return 50000 + 1290000 + static_cast<uint64_t>(std::ceil(bytes / rate - 1e-6)) + 10000;
+}
+
+}  // namespace
+
+TEST_CASE("one nc_matmul: LoadStationary then MultiplyMoving", "[model]") {
+  isa::Program p;
+  push(p, 0, matmul(128));
+  CountingObserver obs;
+  auto r = run(p, trn2(), &obs);
+  // LS = 128 / 4 = 32 cycles = 32 x 416.667 ps -> 13334 ps; MM = max(64, 128) = 128 cycles -> 53334 ps.
+  CHECK(r.end_time == ps(13334 + 53334));
+  CHECK(r.stats.cores[0].engines[0].busy == ps(53334));
+  CHECK(r.stats.cores[0].pe_ls_busy == ps(13334));
+  CHECK(r.stats.cores[0].pe_flops == 2ull * 128 * 128 * 128);
+  CHECK(obs.instructions == 1);
+}
+
+TEST_CASE("back-to-back matmuls overlap LoadStationary with the previous MultiplyMoving", "[model]") {
+  isa::Program p;
+  for (int i = 0; i < 3; ++i) push(p, 0, matmul(128));
+  auto r = run(p, trn2());
+  // LS 13334 ps, MM 53334 ps. LS(1) and LS(2) run under MM(0) and MM(1): end = 13334 + 3 x 53334 = 173336.
+  // Without background LS it would be 3 x (13334 + 53334) = 200004.
+  CHECK(r.end_time == ps(13334 + 3 * 53334));
+  CHECK(r.stats.cores[0].engines[0].instructions == 3);
+}
+
+TEST_CASE("without ls_overlap, LS and MM serialise", "[model]") {
+  isa::Program p;
+  for (int i = 0; i < 3; ++i) push(p, 0, matmul(128));
+  auto r = run(p, trn2({{"pe.throttle.enabled", false}, {"pe.ls_overlap", false}}));
+  CHECK(r.end_time == ps(3 * (13334 + 53334)));
+}
+
+TEST_CASE("semaphore ordering across engines: DVE -> ACT", "[model]") {
+  isa::Program p;
+  // DVE tensor_copy BF16 SBUF->SBUF, N = 1024, 4x mode: 100 + 1024 / 4 = 356 cycles at 0.96 GHz -> 370834 ps;
+  // it adds 1 to S[1] at completion, visible 10 ns later (sync.semaphore_latency_ns) at 380834.
+  push(p, 0,
+       make(Opcode::TensorCopy, Engine::DVE,
+            {sbuf(DType::BF16, 128, {1024}), sbuf(DType::BF16, 128, {1024}, 2048)}, {}, {{1, 1, false}}));
+  // ACT activation N = 1024 waits for S[1] >= 1: 64 + 1024 = 1088 cycles at 1.2 GHz -> 906667 ps.
+  push(p, 0,
+       make(Opcode::Activation, Engine::ACT,
+            {sbuf(DType::BF16, 128, {1024}, 8192), sbuf(DType::BF16, 128, {1024}, 2048)}, {{1, 1}}, {}));
+  auto r = run(p, trn2());
+  CHECK(r.end_time == ps(380834 + 906667));
+  CHECK(r.stats.cores[0].engines[static_cast<int>(Engine::ACT)].semaphore_wait == ps(380834));
+  CHECK(r.stats.cores[0].engines[static_cast<int>(Engine::DVE)].busy == ps(370834));
+}
+
+TEST_CASE("DMA of 256 B per partition", "[model][dma]") {
+  // 32768 bytes, efficiency 0.38 (curve point 256 B).
+  CHECK(single_dma_end(256) == expected_dma_end(32768, 0.38));
+}
+TEST_CASE("DMA of 2 KiB per partition", "[model][dma]") {
+  // 262144 bytes, efficiency 0.9.
+  CHECK(single_dma_end(2048) == expected_dma_end(262144, 0.9));
+}
+TEST_CASE("DMA of 4 KiB per partition", "[model][dma]") {
+  // 524288 bytes at the full 368 B/ns: 1424696 ps of data; end = 50000 + 1290000 + 1424696 + 10000 = 2774696.
+  CHECK(single_dma_end(4096) == 2774696);
+  CHECK(expected_dma_end(524288, 1.0) == 2774696);
+}
+TEST_CASE("DMA of 64 KiB per partition", "[model][dma]") {
+  // 8 MiB at 368 B/ns (efficiency clamped at 1.0).
+  CHECK(single_dma_end(65536) == expected_dma_end(8388608, 1.0));
+}
+
+TEST_CASE("transfers of one queue move data in FIFO order", "[model][dma]") {
+  isa::Program p;
+  p.tensors.push_back(tensor("x", 128, 2048));
+  push(p, 0, load(0, 4096, 3));
+  push(p, 0, load(0, 4096, 3));
+  auto r = run(p, trn2());
+  // Second trigger ends at 100 ns, its setup overlaps the first transfer; its data starts when the first's
+  // data ends (1340000 + 1424696 = 2764696) and takes 1424696 more: completes 2764696 + 1424696 + 10000.
+  CHECK(r.end_time == ps(2764696 + 1424696 + 10000));
+}
+
+TEST_CASE("two cores' DMA streams share the HBM stack", "[model][dma]") {
+  isa::Program p;
+  p.tensors.push_back(tensor("x", 128, 2048));
+  p.tensors.push_back(tensor("y", 128, 2048));
+  push(p, 0, load(0, 4096));
+  push(p, 1, load(1, 4096));
+  // HBM 200 B/ns is below one core's 368 B/ns of DMA engines: each core gets 100 B/ns.
+  auto hw = trn2({{"pe.throttle.enabled", false}, {"hbm.bandwidth_GBps", 200}});
+  auto r = run(p, hw);
+  // 524288 B at 100 B/ns = 5242880 ps; end = 50000 + 1290000 + 5242880 + 10000 = 6592880.
+  CHECK(r.end_time == ps(6592880));
+  CHECK(r.stats.hbm_bytes() == 2 * 524288);
+}
+
+TEST_CASE("core_barrier: signal the peer, wait for our own barrier semaphore", "[model]") {
+  isa::Program p;
+  auto iota = make(Opcode::Iota, Engine::POOL, {sbuf(DType::I32, 128, {512})});
+  auto barrier = make(Opcode::CoreBarrier, Engine::POOL, {});
+  // Core 0: barrier at t = 0, then iota. Core 1: iota (150 + 512 = 662 cycles at 1.2 GHz = 551667 ps),
+  // barrier.
+  push(p, 0, barrier);
+  push(p, 0, iota);
+  push(p, 1, iota);
+  push(p, 1, barrier);
+  auto r = run(p, trn2());
+  // Core 1 signals core 0 at 551667 + cross-core 100 ns = 651667; core 0's barrier ends then, its iota at
+  // 651667 + 551667 = 1203334.
+  CHECK(r.end_time == ps(1203334));
+  CHECK(r.stats.cores[0].engines[static_cast<int>(Engine::POOL)].semaphore_wait == ps(651667));
+  // Core 1 was signalled at 100 ns, before it reached its barrier: no wait.
+  CHECK(r.stats.cores[1].engines[static_cast<int>(Engine::POOL)].semaphore_wait == ps(0));
+}
+
+TEST_CASE("PE throttle ramps a matmul after idle", "[model]") {
+  isa::Program p;
+  push(p, 0, matmul(512));
+  auto r = run(p, config::load_hw_config("trn2"));
+  // MM 512 cycles = 213334 ps of full-rate work from 13334 (after LS), under cap 0.5 + 0.5 t / 3e6 ps:
+  // 0.5 d + (0.5 / 3e6) d^2 / 2 = 213334 -> d = (-0.5 + sqrt(0.25 + 2 (0.5 / 3e6) 213334)) / (0.5 / 3e6).
+  const double s = 0.5 / 3e6;
+  const double d = (-0.5 + std::sqrt(0.25 + 2 * s * 213334)) / s;
+  const uint64_t dur = static_cast<uint64_t>(std::ceil(d - 1e-6));
+  CHECK(r.end_time == ps(13334 + dur));
+  CHECK(r.stats.cores[0].pe_throttled == ps(dur - 213334));
+  CHECK(dur > 2 * 213334 * 0.9);  // close to half speed at the start of the ramp
+}
+
+TEST_CASE("a wait that is never satisfied is a deadlock error naming the engine", "[model]") {
+  isa::Program p;
+  p.files = {"?", "kernel.cpp"};
+  auto a = make(Opcode::Activation, Engine::ACT,
+                {sbuf(DType::BF16, 128, {64}), sbuf(DType::BF16, 128, {64}, 256)}, {{5, 1}});
+  a.loc = {1, 42};
+  push(p, 0, a);
+  push(p, 1, make(Opcode::CoreBarrier, Engine::POOL, {}));
+  CHECK_THROWS_AS(run(p, trn2()), InputError);
+  try {
+    run(p, trn2());
+  } catch (const InputError& e) {
+    std::string m = e.what();
+    CHECK_THAT(m, Contains("deadlock"));
+    CHECK_THAT(
+        m, Contains("core 0 ACT: instruction #0 (activation, kernel.cpp:42) waits for S[5] >= 1 (now 0)"));
+    CHECK_THAT(
+        m, Contains("core 1 POOL: instruction #0 (core_barrier, unknown source) waits at core_barrier for "
+                    "S[63] >= 1 (now 0"));
+  }
+}
+
+TEST_CASE("a hardware rule violation stops the run with time and source line", "[model]") {
+  isa::Program p;
+  p.files = {"?", "kernel.cpp"};
+  // DVE: 100 + 64 / 4 = 116 cycles at 0.96 GHz -> 120834 ps; then a PE nc_matmul waiting on it that reads
+  // PSUM.
+  push(p, 0,
+       make(Opcode::TensorCopy, Engine::DVE,
+            {sbuf(DType::BF16, 128, {64}), sbuf(DType::BF16, 128, {64}, 256)}, {}, {{2, 1, false}}));
+  auto bad =
+      make(Opcode::NcMatmul, Engine::PE,
+           {psum(DType::F32, 128, {128}), psum(DType::BF16, 128, {128}, 4096), sbuf(DType::BF16, 128, {128})},
+           {{2, 1}});
+  bad.loc = {1, 7};
+  push(p, 0, bad);
+  // Visible 10 ns after the DVE completes: 120834 + 10000 = 130834 ps = 130.834 ns.
+  CHECK_THROWS_AS(run(p, trn2()), RuleError);
+  try {
+    run(p, trn2());
+  } catch (const RuleError& e) {
+    CHECK_THAT(std::string(e.what()), Contains("at 130.834 ns, kernel.cpp:7: core 0 PE #0 nc_matmul: "));
+  }
+}
+
+TEST_CASE("numerics on: HBM -> SBUF -> HBM round trip through two queues", "[model]") {
+  isa::Program p;
+  p.tensors.push_back(tensor("in", 128, 64));
+  p.tensors.push_back(tensor("out", 128, 64));
+  push(p, 0, load(0, 128, 0, {{3, 1, false}}));
+  auto store = make(Opcode::DmaCopy, Engine::ACT,
+                    {hbm(1, DType::BF16, 128, 64), sbuf(DType::BF16, 128, {64})}, {{3, 1}});
+  store.dma_queue = 1;
+  push(p, 0, store);
+  auto hw = trn2();
+  isa::MachineState st = isa::make_machine_state(p, hw.limits());
+  REQUIRE(st.hbm.size() == 2);
+  REQUIRE(st.hbm[0].size() == 128 * 64 * 2);
+  for (size_t i = 0; i < st.hbm[0].size(); ++i) st.hbm[0][i] = static_cast<uint8_t>(i * 7 + 1);
+  model::RunOptions o;
+  o.numerics = true;
+  auto r = model::run_program(p, hw, o, &st);
+  CHECK(st.hbm[1] == st.hbm[0]);
+  // 128 B per partition (efficiency 0.22): each transfer 16384 B at 368 x 0.22 = 80.96 B/ns = 202372 ps
+  // (ceil). Load: 50000 + 1290000 + 202372 = 1542372 data end, S[3] visible at 1552372; store trigger on ACT
+  // ends 1602372, setup to 2892372, data end 3094744, completion 3104744.
+  CHECK(r.end_time == ps(3104744));
+}

@@ -1,0 +1,182 @@
+// Hardware config loading, overrides and validation errors (file + JSON path in every message).
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+
+#include "sim/base/error.h"
+#include "sim/config/hw_config.h"
+
+using trnsim::InputError;
+using namespace trnsim::config;
+using nlohmann::json;
+
+namespace {
+
+const std::string kTrn2 = std::string(TRNSIM_SOURCE_DIR) + "/configs/hw/trn2.json";
+const std::string kTrn3 = std::string(TRNSIM_SOURCE_DIR) + "/configs/hw/trn3.json";
+
+json load_json(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+// The message of the InputError that `f` throws ("" if none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("trn2 and trn3 load with the documented values", "[config]") {
+  HwConfig t2 = load_hw_config(kTrn2);
+  CHECK(t2.name == "trn2");
+  CHECK(t2.generation == trnsim::isa::Generation::Trn2);
+  CHECK(t2.pe.clock_GHz == 2.4);
+  CHECK(t2.dve.clock_GHz == 0.96);
+  CHECK(t2.pe.mm_init_latency_cycles == 64);
+  CHECK(t2.dma.engine_bandwidth_GBps == 23);
+  CHECK(t2.hbm.bandwidth_GBps == 725);
+  CHECK(t2.memory.sbuf_bytes_per_partition == 224 * 1024);
+  CHECK_FALSE(t2.features.nc_matmul_mx);
+  // Fixed DMA cost composition: 1050 setup + 240 HBM latency + 10 semaphore write = 1300 ns (reference §2.7).
+  CHECK(t2.dma.setup_ns + t2.hbm.latency_ns + t2.sync.semaphore_latency_ns == 1300);
+
+  HwConfig t3 = load_hw_config(kTrn3);
+  CHECK(t3.generation == trnsim::isa::Generation::Trn3);
+  CHECK(t3.dve.clock_GHz == 1.2);
+  CHECK(t3.dma.engine_bandwidth_GBps == 33);
+  CHECK(t3.hbm.bandwidth_GBps == 1200);
+  CHECK(t3.memory.sbuf_bytes_per_partition == 256 * 1024);
+  CHECK(t3.features.nc_matmul_mx);
+  CHECK(t3.act.perf_mode_bf16 == 2);
+}
+
+TEST_CASE("configs resolve by name and give ISA limits", "[config]") {
+  HwConfig c = load_hw_config("trn2");
+  CHECK(c.name == "trn2");
+  trnsim::isa::Limits l = c.limits();
+  CHECK(l.sbuf_bytes_per_partition == 229376);
+  CHECK(l.psum_bank_bytes == 2048);
+  CHECK(l.num_semaphores == 63);  // 64 per core, the last reserved for core_barrier
+  CHECK(c.sync.barrier_semaphore() == 63);
+  CHECK(l.num_dma_queues == 16);
+  CHECK(error_of([] { load_hw_config("trn9"); }).find("unknown hardware config 'trn9'") != std::string::npos);
+}
+
+TEST_CASE("DMA efficiency curve interpolates and clamps", "[config]") {
+  HwConfig c = load_hw_config(kTrn2);
+  // Points (256, 0.38), (512, 0.58): halfway at 384 B -> 0.48.
+  CHECK(c.dma_efficiency(384) == Approx(0.48));
+  CHECK(c.dma_efficiency(4096) == Approx(1.0));
+  CHECK(c.dma_efficiency(65536) == Approx(1.0));  // clamped above the last point
+  CHECK(c.dma_efficiency(1) == Approx(0.06));     // clamped below the first point (32 B)
+}
+
+TEST_CASE("overrides replace a leaf value before validation", "[config]") {
+  HwConfig c = load_hw_config(kTrn2, {{"dma.engine_bandwidth_GBps", 30}, {"pe.throttle.enabled", false}});
+  CHECK(c.dma.engine_bandwidth_GBps == 30);
+  CHECK_FALSE(c.pe.throttle_enabled);
+
+  auto [path, value] = parse_override("hbm.bandwidth_GBps=100.5");
+  CHECK(path == "hbm.bandwidth_GBps");
+  CHECK(value.get<double>() == 100.5);
+  CHECK(error_of([] { parse_override("novalue"); }).find("expected path=value") != std::string::npos);
+
+  // An override is validated like the file: out of range names the JSON path.
+  CHECK(error_of([] {
+          load_hw_config(kTrn2, {{"pe.clock_GHz", -1}});
+        }) == kTrn2 + ": pe.clock_GHz.value: expected a number > 0 and <= 10, found -1");
+}
+
+TEST_CASE("bad override paths are errors naming the path", "[config]") {
+  CHECK(
+      error_of([] {
+        load_hw_config(kTrn2, {{"dma.engine_bandwith_GBps", 30}});
+      }) ==
+      kTrn2 +
+          ": override dma.engine_bandwith_GBps: no such parameter (dma.engine_bandwith_GBps does not exist)");
+  CHECK(error_of([] {
+          load_hw_config(kTrn2, {{"pe", 1}});
+        }).find("override pe: not a parameter") != std::string::npos);
+  CHECK(error_of([] {
+          load_hw_config(kTrn2, {{"pe..clock_GHz", 1}});
+        }).find("malformed parameter path") != std::string::npos);
+}
+
+TEST_CASE("validation errors name the file and the JSON path", "[config]") {
+  json base = load_json(kTrn2);
+  const std::string f = "my.json";
+
+  SECTION("unknown key") {
+    json d = base;
+    d["pe"]["clock_Ghz"] = {{"value", 2.4}, {"source", "typo"}};
+    CHECK(error_of([&] { parse_hw_config(d, f); }) == "my.json: pe.clock_Ghz: unknown key");
+  }
+  SECTION("unknown key inside a leaf") {
+    json d = base;
+    d["hbm"]["latency_ns"]["unit"] = "ns";
+    CHECK(error_of([&] { parse_hw_config(d, f); }) == "my.json: hbm.latency_ns.unit: unknown key");
+  }
+  SECTION("wrong type") {
+    json d = base;
+    d["dma"]["engine_bandwidth_GBps"]["value"] = "fast";
+    CHECK(error_of([&] { parse_hw_config(d, f); }) ==
+          "my.json: dma.engine_bandwidth_GBps.value: expected a number > 0 and <= 1e+06, found \"fast\"");
+    d = base;
+    d["pe"]["ls_overlap"]["value"] = 1;
+    CHECK(error_of([&] { parse_hw_config(d, f); }) ==
+          "my.json: pe.ls_overlap.value: expected true or false, found 1");
+  }
+  SECTION("missing value") {
+    json d = base;
+    d["hbm"].erase("bandwidth_GBps");
+    CHECK(error_of([&] { parse_hw_config(d, f); }).rfind("my.json: hbm.bandwidth_GBps: missing value", 0) ==
+          0);
+    d = base;
+    d["hbm"]["latency_ns"].erase("value");
+    CHECK(error_of([&] { parse_hw_config(d, f); }) == "my.json: hbm.latency_ns.value: missing value");
+    d = base;
+    d["hbm"]["latency_ns"].erase("source");
+    CHECK(error_of([&] {
+            parse_hw_config(d, f);
+          }).rfind("my.json: hbm.latency_ns.source: missing source note", 0) == 0);
+  }
+  SECTION("out of range") {
+    json d = base;
+    d["pe"]["throttle"]["cap"]["value"] = 1.5;
+    CHECK(error_of([&] { parse_hw_config(d, f); }) ==
+          "my.json: pe.throttle.cap.value: expected a number > 0 and <= 1, found 1.5");
+    d = base;
+    d["dma"]["engines_per_core"]["value"] = 2.5;
+    CHECK(error_of([&] { parse_hw_config(d, f); }) ==
+          "my.json: dma.engines_per_core.value: expected an integer in [1, 256], found 2.5");
+    d = base;
+    d["dma"]["efficiency_curve"]["value"] = json::array({json::array({256, 0.5}), json::array({128, 0.9})});
+    CHECK(error_of([&] {
+            parse_hw_config(d, f);
+          }).rfind("my.json: dma.efficiency_curve.value[1]: expected", 0) == 0);
+  }
+  SECTION("bad generation") {
+    json d = base;
+    d["generation"] = "trn1";
+    CHECK(error_of([&] { parse_hw_config(d, f); }) ==
+          "my.json: generation: expected \"trn2\" or \"trn3\", found \"trn1\"");
+  }
+}
+
+TEST_CASE("a file that is not JSON is an InputError", "[config]") {
+  const std::string path = "trnsim_test_bad_config.json";
+  {
+    std::ofstream out(path);
+    out << "{ not json";
+  }
+  CHECK(error_of([&] { load_hw_config(path); }) == path + ": not valid JSON");
+  std::remove(path.c_str());
+}

@@ -1,0 +1,285 @@
+// Cost formulas of sim/timing against values derived from configs/hw/trn2.json and trn3.json.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "sim/base/error.h"
+#include "sim/config/hw_config.h"
+#include "sim/timing/bandwidth_sharing.h"
+#include "sim/timing/cost_model.h"
+#include "sim/timing/pe_throttle.h"
+
+using namespace trnsim;
+using isa::DType;
+using isa::Engine;
+using isa::MemSpace;
+using isa::Opcode;
+
+namespace {
+
+const config::HwConfig& trn2() {
+  static const config::HwConfig c = config::load_hw_config("trn2");
+  return c;
+}
+const config::HwConfig& trn3() {
+  static const config::HwConfig c = config::load_hw_config("trn3");
+  return c;
+}
+
+// On-chip operand: `parts` partitions x `free` contiguous elements (or the given dims).
+isa::AccessPattern ap(MemSpace space, DType t, uint32_t parts, std::initializer_list<uint32_t> dims,
+                      int64_t inner_stride = 1) {
+  isa::AccessPattern a;
+  a.space = space;
+  a.dtype = t;
+  a.partitions = parts;
+  int64_t stride = inner_stride;
+  std::vector<uint32_t> d(dims);
+  a.ndim = static_cast<uint8_t>(d.size());
+  for (int i = a.ndim - 1; i >= 0; --i) {
+    a.dims[i] = {stride, d[i]};
+    stride *= d[i];
+  }
+  return a;
+}
+
+isa::Instruction inst(Opcode op, Engine e, std::initializer_list<isa::AccessPattern> ops,
+                      uint32_t flags = 0) {
+  isa::Instruction i;
+  i.op = op;
+  i.engine = e;
+  i.flags = flags;
+  for (const auto& a : ops) i.ops[i.nops++] = a;
+  return i;
+}
+
+isa::Instruction matmul(DType t, uint32_t m, uint32_t n_moving, uint32_t flags = 0) {
+  return inst(Opcode::NcMatmul, Engine::PE,
+              {ap(MemSpace::PSUM, DType::F32, m, {n_moving}), ap(MemSpace::SBUF, t, 128, {m}),
+               ap(MemSpace::SBUF, t, 128, {n_moving})},
+              flags);
+}
+
+}  // namespace
+
+TEST_CASE("nc_matmul cost by N_moving size class (trn2)", "[timing]") {
+  timing::CostModel cm(trn2());
+  // MM = max(min(64, N_stationary = 128), N_moving) PE cycles; LS = N_stationary / 4 = 128 / 4 = 32 cycles.
+  CHECK(cm.engine_cost(matmul(DType::BF16, 128, 32)).cycles == Cycles(64));  // floor: max(64, 32)
+  CHECK(cm.engine_cost(matmul(DType::BF16, 128, 64)).cycles == Cycles(64));
+  CHECK(cm.engine_cost(matmul(DType::BF16, 128, 128)).cycles == Cycles(128));
+  CHECK(cm.engine_cost(matmul(DType::BF16, 128, 512)).cycles == Cycles(512));
+  CHECK(cm.engine_cost(matmul(DType::BF16, 128, 512)).ls_cycles == Cycles(32));
+  // A short stationary lowers the floor: max(min(64, 16), 32) = 32; LS = 16 / 4 = 4.
+  CHECK(cm.engine_cost(matmul(DType::BF16, 16, 32)).cycles == Cycles(32));
+  CHECK(cm.engine_cost(matmul(DType::BF16, 16, 32)).ls_cycles == Cycles(4));
+  // Converted once at 2.4 GHz: 512 cycles x 416.67 ps = 213334 ps (rounded up).
+  CHECK(trn2().clock(Engine::PE).to_time(Cycles(512)) == Picoseconds(213334));
+}
+
+TEST_CASE("nc_matmul FP32, FP8 double_row and nc_matmul_mx", "[timing]") {
+  timing::CostModel cm2(trn2());
+  // FP32: fp32_factor 4 x max(64, 128) = 512 cycles.
+  CHECK(cm2.engine_cost(matmul(DType::F32, 128, 128)).cycles == Cycles(512));
+  // FP32 in transpose mode: fp32_transpose_factor 2 x 128 = 256.
+  CHECK(cm2.engine_cost(matmul(DType::F32, 128, 128, isa::kIsTranspose)).cycles == Cycles(256));
+  // double_row FP8: stationary [128, 2, 128], moving [128, 2, 512]: K = 256 in one pass, N = 512 -> 512
+  // cycles, the same time as the BF16 K = 128 matmul (2x throughput); LS = 128 / 4 = 32.
+  auto dr =
+      inst(Opcode::NcMatmul, Engine::PE,
+           {ap(MemSpace::PSUM, DType::F32, 128, {512}), ap(MemSpace::SBUF, DType::FP8_E4M3FN, 128, {2, 128}),
+            ap(MemSpace::SBUF, DType::FP8_E4M3FN, 128, {2, 512})},
+           isa::kDoubleRow);
+  CHECK(cm2.engine_cost(dr).cycles == Cycles(512));
+  CHECK(cm2.engine_cost(dr).ls_cycles == Cycles(32));
+  CHECK_NOTHROW(cm2.check_features(dr));
+
+  // nc_matmul_mx (trn3): stationary [128P, 128 x4], moving [128P, 512 x4]: K = 128 x 4 = 512 = mx_k_per_pass,
+  // one pass, N = 512 -> 512 cycles.
+  auto mx =
+      inst(Opcode::NcMatmulMx, Engine::PE,
+           {ap(MemSpace::PSUM, DType::F32, 128, {512}), ap(MemSpace::SBUF, DType::FP8_E4M3FN_X4, 128, {128}),
+            ap(MemSpace::SBUF, DType::FP8_E4M3FN_X4, 128, {512}), ap(MemSpace::SBUF, DType::U8, 16, {128}),
+            ap(MemSpace::SBUF, DType::U8, 16, {512})});
+  timing::CostModel cm3(trn3());
+  CHECK(cm3.engine_cost(mx).cycles == Cycles(512));
+  CHECK_NOTHROW(cm3.check_features(mx));
+  // Trn2 lacks it: a RuleError naming the feature flag.
+  CHECK_THROWS_WITH(cm2.check_features(mx),
+                    "nc_matmul_mx is not available on trn2 (config features.nc_matmul_mx = false)");
+}
+
+TEST_CASE("PE nc_transpose: max(P, min(64, F))", "[timing]") {
+  timing::CostModel cm(trn2());
+  auto t = inst(Opcode::NcTranspose, Engine::PE,
+                {ap(MemSpace::PSUM, DType::BF16, 32, {128}), ap(MemSpace::SBUF, DType::BF16, 128, {32})});
+  // P = 128, F = 32: max(128, min(64, 32)) = 128; LS = F / 4 = 8.
+  CHECK(t.ops[1].free_elements() == 32);
+  CHECK(cm.engine_cost(t).cycles == Cycles(128));
+  CHECK(cm.engine_cost(t).ls_cycles == Cycles(8));
+}
+
+TEST_CASE("DVE costs with and without performance modes (trn2)", "[timing]") {
+  timing::CostModel cm(trn2());
+  const uint32_t n = 1024;
+  // DVE fixed_overhead_cycles = 100.
+  auto copy = [&](DType s, DType d, MemSpace ss, int64_t stride = 1) {
+    return inst(Opcode::TensorCopy, Engine::DVE,
+                {ap(MemSpace::SBUF, d, 128, {n}), ap(ss, s, 128, {n}, stride)});
+  };
+  // BF16 SBUF->SBUF contiguous: 4x mode -> 100 + 1024 / 4 = 356.
+  auto c = cm.engine_cost(copy(DType::BF16, DType::BF16, MemSpace::SBUF));
+  CHECK(c.cycles == Cycles(356));
+  CHECK(c.perf_mode == 4);
+  // FP16 -> BF16 also qualifies (the two 16-bit dtypes may differ): 356.
+  CHECK(cm.engine_cost(copy(DType::FP16, DType::BF16, MemSpace::SBUF)).cycles == Cycles(356));
+  // BF16 from PSUM: 2x mode -> 100 + 512 = 612; non-contiguous source: 2x as well.
+  CHECK(cm.engine_cost(copy(DType::BF16, DType::BF16, MemSpace::PSUM)).cycles == Cycles(612));
+  CHECK(cm.engine_cost(copy(DType::BF16, DType::BF16, MemSpace::SBUF, 2)).cycles == Cycles(612));
+  // FP32: no mode -> 100 + 1024 = 1124. FP8 on trn2 is not a fast dtype: 1124 too.
+  CHECK(cm.engine_cost(copy(DType::F32, DType::F32, MemSpace::SBUF)).cycles == Cycles(1124));
+  CHECK(cm.engine_cost(copy(DType::FP8_E4M3FN, DType::FP8_E4M3FN, MemSpace::SBUF)).cycles == Cycles(1124));
+
+  auto tt = [&](DType t, MemSpace a, MemSpace b) {
+    return inst(Opcode::TensorTensor, Engine::DVE,
+                {ap(MemSpace::SBUF, t, 128, {n}), ap(a, t, 128, {n}), ap(b, t, 128, {n})});
+  };
+  // Two inputs: 2N. BF16 in SBUF: 2x mode -> 100 + 2048 / 2 = 1124. FP32: 100 + 2048 = 2148.
+  CHECK(cm.engine_cost(tt(DType::BF16, MemSpace::SBUF, MemSpace::SBUF)).cycles == Cycles(1124));
+  CHECK(cm.engine_cost(tt(DType::F32, MemSpace::SBUF, MemSpace::SBUF)).cycles == Cycles(2148));
+  // One PSUM + one SBUF input read in parallel: N -> 100 + 1024 = 1124.
+  CHECK(cm.engine_cost(tt(DType::F32, MemSpace::PSUM, MemSpace::SBUF)).cycles == Cycles(1124));
+
+  // tensor_reduce add BF16 -> BF16: N / 2 -> 100 + 512 = 612.
+  auto red = inst(Opcode::TensorReduce, Engine::DVE,
+                  {ap(MemSpace::SBUF, DType::BF16, 128, {1}), ap(MemSpace::SBUF, DType::BF16, 128, {n})});
+  red.alu0 = isa::AluOp::Add;
+  CHECK(cm.engine_cost(red).cycles == Cycles(612));
+}
+
+TEST_CASE("DVE on trn3: FP8 fast path and quantize_mx", "[timing]") {
+  timing::CostModel cm(trn3());
+  // FP8 copy counts as a fast dtype on trn3: 100 + 1024 / 4 = 356.
+  auto c = inst(Opcode::TensorCopy, Engine::DVE,
+                {ap(MemSpace::SBUF, DType::FP8_E4M3FN, 128, {1024}),
+                 ap(MemSpace::SBUF, DType::FP8_E4M3FN, 128, {1024})});
+  CHECK(cm.engine_cost(c).cycles == Cycles(356));
+  // quantize_mx: 4 elements per partition per cycle: 100 + 1024 / 4 = 356 DVE cycles; at 1.2 GHz = 296667 ps.
+  auto q = inst(Opcode::QuantizeMx, Engine::DVE,
+                {ap(MemSpace::SBUF, DType::FP8_E4M3FN_X4, 128, {256}),
+                 ap(MemSpace::SBUF, DType::BF16, 128, {1024}), ap(MemSpace::SBUF, DType::U8, 16, {256})});
+  CHECK(cm.engine_cost(q).cycles == Cycles(356));
+  CHECK(trn3().clock(Engine::DVE).to_time(Cycles(356)) == Picoseconds(296667));
+  CHECK_THROWS_AS(timing::CostModel(trn2()).check_features(q), RuleError);
+}
+
+TEST_CASE("ACT and POOL costs", "[timing]") {
+  timing::CostModel cm2(trn2()), cm3(trn3());
+  auto act =
+      inst(Opcode::Activation, Engine::ACT,
+           {ap(MemSpace::SBUF, DType::BF16, 128, {1024}), ap(MemSpace::PSUM, DType::F32, 128, {1024})});
+  // ACT fixed 64 + N = 64 + 1024 = 1088; with reduce: + reduce_extra_cycles 64 = 1152.
+  CHECK(cm2.engine_cost(act).cycles == Cycles(1088));
+  act.flags |= isa::kReduce;
+  CHECK(cm2.engine_cost(act).cycles == Cycles(1152));
+  auto copy =
+      inst(Opcode::TensorCopy, Engine::ACT,
+           {ap(MemSpace::SBUF, DType::BF16, 128, {1024}), ap(MemSpace::SBUF, DType::BF16, 128, {1024})});
+  // trn2 ACT has no perf mode: 64 + 1024 = 1088; trn3 ACT 2x for BF16: 64 + 512 = 576.
+  CHECK(cm2.engine_cost(copy).cycles == Cycles(1088));
+  CHECK(cm3.engine_cost(copy).cycles == Cycles(576));
+  // POOL iota: fixed 150 + N = 150 + 512 = 662.
+  auto iota = inst(Opcode::Iota, Engine::POOL, {ap(MemSpace::SBUF, DType::I32, 128, {512})});
+  CHECK(cm2.engine_cost(iota).cycles == Cycles(662));
+}
+
+TEST_CASE("DMA cost inputs by bytes per partition", "[timing]") {
+  timing::CostModel cm(trn2());
+  auto dma = [&](uint32_t parts, uint32_t bytes_pp) {
+    isa::AccessPattern hbm;
+    hbm.space = MemSpace::HBM;
+    hbm.dtype = DType::U8;
+    hbm.partitions = parts;
+    hbm.ndim = 1;
+    hbm.dims[0] = {1, bytes_pp};
+    auto i = inst(Opcode::DmaCopy, Engine::SP, {ap(MemSpace::SBUF, DType::U8, parts, {bytes_pp}), hbm});
+    isa::Work w;
+    w.bytes_read = w.bytes_written = w.hbm_bytes_read = uint64_t{parts} * bytes_pp;
+    return cm.dma_cost(i, w);
+  };
+  // 128 partitions x 4 KiB: 16 engines (128 / 8), efficiency 1.0 -> cap 16 x 23 = 368 B/ns;
+  // setup 1050 + HBM latency 240 = 1290 ns; completion write 10 ns; trigger 50 ns.
+  auto c = dma(128, 4096);
+  CHECK(c.bytes == 524288);
+  CHECK(c.engines == 16);
+  CHECK(c.efficiency == Approx(1.0));
+  CHECK(c.rate_cap_GBps == Approx(368.0));
+  CHECK(c.setup == Picoseconds(1290000));
+  CHECK(c.completion == Picoseconds(10000));
+  CHECK(c.trigger == Picoseconds(50000));
+  // 256 B per partition: efficiency 0.38 -> 368 x 0.38 = 139.84 B/ns.
+  CHECK(dma(128, 256).rate_cap_GBps == Approx(139.84));
+  // 2 KiB: 0.9 -> 331.2 B/ns. 64 KiB: clamped at 1.0 -> 368 B/ns.
+  CHECK(dma(128, 2048).rate_cap_GBps == Approx(331.2));
+  CHECK(dma(128, 65536).rate_cap_GBps == Approx(368.0));
+  // 8 partitions use one engine: 23 B/ns at 4 KiB.
+  CHECK(dma(8, 4096).engines == 1);
+  CHECK(dma(8, 4096).rate_cap_GBps == Approx(23.0));
+}
+
+TEST_CASE("PE throttle: 50 % cap ramping to 100 % over 3 us, re-engaging after idle", "[timing]") {
+  config::PeConfig pe = trn2().pe;  // cap 0.5, ramp 3000 ns, window 3000 ns, re-arm below 0.5
+  timing::PeThrottle th(pe);
+  // 1000 ns of full-rate work from t = 0 under cap(t) = 0.5 + 0.5 t / 3000:
+  // 0.5 d + d^2 / 12000 = 1000  ->  d = -3000 + sqrt(3000^2 + 12000 x 1000) = 1582.576 ns.
+  const double d1 = -3000.0 + std::sqrt(9e6 + 12e6);
+  Picoseconds r1 = th.run(Picoseconds(0), Picoseconds(1000000));
+  CHECK(r1.count() == static_cast<uint64_t>(std::ceil(d1 * 1000 - 1e-6)));
+  CHECK(th.cap_at(Picoseconds(0)) == Approx(0.5));
+  CHECK(th.cap_at(Picoseconds(1500000)) == Approx(0.75));  // halfway through the ramp
+  CHECK(th.cap_at(Picoseconds(3000000)) == Approx(1.0));
+
+  // Back to back, 10000 ns more from the end of the first: the ramp ends at 3000 ns. Work left in the ramp
+  // from a = 1582.576: 0.5 (3000 - a) + (0.5 / 3000) / 2 (3000^2 - a^2) = 2250 - 1000 = 1250 ns of work in
+  // 1417.424 ns; the remaining 8750 ns run at full rate: d = 1417.424 + 8750 = 10167.424 ns.
+  Picoseconds r2 = th.run(r1, Picoseconds(10000000));
+  CHECK(r2.ns() == Approx(3000.0 - d1 + 8750.0).margin(0.002));
+
+  // A short gap (250 ns): the last 3 us were ~92 % busy, so the cap stays off.
+  Picoseconds t3 = r1 + r2 + Picoseconds(250000);
+  CHECK(th.run(t3, Picoseconds(100000)) == Picoseconds(100000));
+  // 10 us idle: utilisation in the window is 0 -> the cap re-engages at 50 %:
+  // 0.5 d + d^2 / 12000 = 100 -> d = -3000 + sqrt(9e6 + 1.2e6) = 193.877 ns.
+  Picoseconds t4 = t3 + Picoseconds(10000000);
+  CHECK(th.run(t4, Picoseconds(100000)).ns() == Approx(-3000.0 + std::sqrt(9e6 + 1.2e6)).margin(0.002));
+  CHECK(th.engagements() == 2);
+
+  pe.throttle_enabled = false;
+  timing::PeThrottle off(pe);
+  CHECK(off.run(Picoseconds(0), Picoseconds(1000000)) == Picoseconds(1000000));
+}
+
+TEST_CASE("bandwidth sharing: max-min fair with caps and a shared resource", "[timing]") {
+  // Resources: engines of core 0 and core 1 (0.368 B/ps each), HBM 0.4 B/ps.
+  timing::BandwidthSharing s({0.368, 0.368, 0.4});
+  uint64_t a = s.add(1000, 0.368, {{0, 1.0}, {2, 1.0}}, 0);
+  CHECK(s.rate(a) == Approx(0.368));  // alone: its own cap
+  uint64_t b = s.add(400, 0.368, {{1, 1.0}, {2, 1.0}}, 1000);
+  // Both on HBM: 0.4 / 2 = 0.2 each.
+  CHECK(s.rate(a) == Approx(0.2));
+  CHECK(s.rate(b) == Approx(0.2));
+  // a moved 368 bytes in the first 1000 ps; 632 left. b finishes first: 400 / 0.2 = 2000 ps -> t = 3000.
+  CHECK(s.next_finish() == Approx(3000));
+  auto done = s.take_finished(3000);
+  REQUIRE(done.size() == 1);
+  CHECK(done[0] == b);
+  // a: 632 - 0.2 x 2000 = 232 bytes left, now alone at 0.368 -> finishes at 3000 + 232 / 0.368 = 3630.43 ps.
+  CHECK(s.rate(a) == Approx(0.368));
+  CHECK(s.next_finish() == Approx(3000 + 232 / 0.368));
+  // A flow with a small cap leaves the rest to the other: caps 0.1 and 0.368 on HBM 0.4 -> 0.1 and 0.3.
+  timing::BandwidthSharing t({1, 1, 0.4});
+  uint64_t x = t.add(100, 0.1, {{0, 1.0}, {2, 1.0}}, 0);
+  uint64_t y = t.add(100, 0.368, {{1, 1.0}, {2, 1.0}}, 0);
+  CHECK(t.rate(x) == Approx(0.1));
+  CHECK(t.rate(y) == Approx(0.3));
+}
