@@ -1,0 +1,55 @@
+// Seeded input generators for workloads and examples. Results are float32 and bit-identical on every
+// platform, compiler and thread count:
+// - the random bits of element i come from a counter-based splitmix64 keyed by (seed, stream, i), so any
+//   chunk of the output can be computed independently;
+// - the transcendental functions (log, exp, sin, cos) are computed here with basic IEEE double operations
+//   only (no libm, no std::*_distribution), and this file is compiled without FMA contraction.
+// Bad parameters throw trnsim::InputError naming the generator and the parameter.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace trnsim::io {
+
+// The splitmix64 sequence (Steele, Lea, Flood 2014): next() returns mix(state += 0x9E3779B97F4A7C15).
+struct SplitMix64 {
+  uint64_t state;
+  explicit SplitMix64(uint64_t seed) : state(seed) {}
+  uint64_t next();
+};
+
+// The splitmix64 output function: a bijective 64-bit mixer.
+uint64_t mix64(uint64_t z);
+
+// Deterministic helpers (exposed for tests): natural log for x > 0, exp, and sin/cos of 2*pi*t for t in [0,
+// 1). Accurate to a few ulp; identical results everywhere.
+double det_log(double x);
+double det_exp(double x);
+void det_sincos_turns(double t, double& s, double& c);
+
+// n samples of N(mean, std^2). Requires std > 0 and finite parameters.
+std::vector<float> normal(int64_t n, double mean, double std, uint64_t seed, int threads = 1);
+
+// n samples uniform in [lo, hi) (before rounding to float32). Requires lo < hi, both finite.
+std::vector<float> uniform(int64_t n, double lo, double hi, uint64_t seed, int threads = 1);
+
+// n samples of scale * T, T Student-t with nu degrees of freedom (heavy tails: nu = 3..5 is typical of
+// gradients; variance scale^2 * nu / (nu - 2) for nu > 2). Requires nu > 0 and scale > 0.
+std::vector<float> student_t(int64_t n, double nu, double scale, uint64_t seed, int threads = 1);
+
+// Activations [rows, cols] row-major: N(mean, std^2) everywhere, and `outlier_channels` columns (chosen
+// at random from the seed, without repetition) multiplied by `outlier_scale`, as in LLM activations.
+struct OutlierActivations {
+  double mean = 0.0;
+  double std = 1.0;
+  int64_t outlier_channels = 0;  // 0 <= count <= cols
+  double outlier_scale = 1.0;    // finite, non-zero
+};
+std::vector<float> activations_with_outliers(int64_t rows, int64_t cols, const OutlierActivations& p,
+                                             uint64_t seed, int threads = 1);
+
+// The columns activations_with_outliers scales for (cols, count, seed), sorted ascending.
+std::vector<int64_t> outlier_columns(int64_t cols, int64_t count, uint64_t seed);
+
+}  // namespace trnsim::io

@@ -1,0 +1,277 @@
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sim/base/error.h"
+#include "sim/io/npy.h"
+
+using namespace trnsim::io;
+using trnsim::InputError;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory per test case, removed at the end.
+struct TempDir {
+  fs::path dir;
+  TempDir() {
+    static int n = 0;
+    dir = fs::temp_directory_path() /
+          ("trnsim_test_npy_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~TempDir() { fs::remove_all(dir); }
+  std::string operator/(const std::string& name) const { return (dir / name).string(); }
+  std::vector<std::string> files() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+void write_raw(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string read_raw(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A .npy image with the given version and header dict (padded to 64 bytes as NumPy does) and data bytes.
+std::string image(const std::string& dict, const std::string& data, int major = 1) {
+  size_t prefix = major == 1 ? 10 : 12;
+  std::string h = dict;
+  h.append((64 - (prefix + h.size() + 1) % 64) % 64, ' ');
+  h += '\n';
+  std::string out = std::string("\x93NUMPY", 6) + static_cast<char>(major) + '\0';
+  out += static_cast<char>(h.size() & 0xFF);
+  out += static_cast<char>((h.size() >> 8) & 0xFF);
+  if (major != 1) out += std::string(2, '\0');
+  return out + h + data;
+}
+
+std::string f32_bytes(std::initializer_list<float> v) {
+  std::string s(v.size() * 4, '\0');
+  std::memcpy(s.data(), std::data(v), s.size());
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("encode_npy writes NumPy's version 1.0 header", "[npy]") {
+  const float v[6] = {1, 2, 3, 4, 5, 6};
+  std::vector<uint8_t> img = encode_npy(NpyDType::F32, {2, 3}, v);
+  REQUIRE(img.size() == 128 + 24);
+  std::string s(img.begin(), img.end());
+  CHECK(s.substr(0, 10) == std::string("\x93NUMPY\x01\x00\x76\x00", 10));
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+  CHECK(s.substr(10, 118) == dict + std::string(58, ' ') + "\n");
+  CHECK(std::memcmp(img.data() + 128, v, 24) == 0);
+  CHECK(shape_str({}) == "()");
+  CHECK(shape_str({5}) == "(5,)");
+  CHECK(shape_str({256, 1024}) == "(256, 1024)");
+}
+
+TEST_CASE("write_npy then read_npy round-trips every dtype", "[npy]") {
+  TempDir t;
+  const float f32[4] = {1.5f, -2.0f, 0.0f, 3.25f};
+  const double f64[2] = {1e300, -0.5};
+  const int32_t i32[3] = {-7, 0, 2147483647};
+  const int64_t i64[2] = {-1, 1ll << 40};
+  const uint16_t u16[4] = {0x3F80, 0xBF80, 0x7FC0, 0x0001};
+  const uint8_t u8[5] = {0x00, 0x7E, 0x7F, 0x80, 0xFF};
+  struct Case {
+    NpyDType dt;
+    std::vector<int64_t> shape;
+    const void* data;
+    size_t bytes;
+    const char* descr;
+  };
+  for (const Case& c :
+       {Case{NpyDType::F32, {2, 2}, f32, 16, "<f4"}, Case{NpyDType::F64, {2}, f64, 16, "<f8"},
+        Case{NpyDType::I32, {3, 1}, i32, 12, "<i4"}, Case{NpyDType::I64, {1, 2}, i64, 16, "<i8"},
+        Case{NpyDType::U16, {1, 4}, u16, 8, "<u2"}, Case{NpyDType::U8, {5}, u8, 5, "|u1"}}) {
+    INFO(c.descr);
+    std::string path = t / "a.npy";
+    write_npy(path, c.dt, c.shape, c.data);
+    CHECK(read_raw(path).find(std::string("'descr': '") + c.descr + "'") != std::string::npos);
+    NpyArray a = read_npy(path);
+    CHECK(a.path == path);
+    CHECK(a.dtype == c.dt);
+    CHECK(a.shape == c.shape);
+    REQUIRE(a.bytes.size() == c.bytes);
+    CHECK(std::memcmp(a.bytes.data(), c.data, c.bytes) == 0);
+    CHECK(npy_descr(c.dt) == std::string(c.descr));
+  }
+  NpyArray a = read_npy(t / "a.npy");
+  CHECK(a.elements() == 5);
+  CHECK(a.data<uint8_t>()[1] == 0x7E);
+  CHECK_THROWS_WITH(a.data<float>(), "NpyArray::data: element type size does not match dtype uint8");
+  // Nothing but the output is left in the directory (no temporaries).
+  CHECK(t.files() == std::vector<std::string>{"a.npy"});
+}
+
+TEST_CASE("read_npy reads versions 2.0 and 3.0, 0-d and empty arrays", "[npy]") {
+  TempDir t;
+  write_raw(t / "v2.npy",
+            image("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }", f32_bytes({1, 2}), 2));
+  NpyArray a = read_npy(t / "v2.npy");
+  CHECK(a.shape == std::vector<int64_t>{1, 2});
+  CHECK(a.data<float>()[1] == 2.0f);
+  // Version 3.0 (utf8 header), double quotes, no trailing comma, Python 2 long suffix.
+  write_raw(t / "v3.npy",
+            image("{\"descr\": \"<f4\", \"shape\": (2L,), \"fortran_order\": False}", f32_bytes({3, 4}), 3));
+  a = read_npy(t / "v3.npy");
+  CHECK(a.shape == std::vector<int64_t>{2});
+  CHECK(a.data<float>()[0] == 3.0f);
+  write_raw(t / "scalar.npy",
+            image("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", f32_bytes({7})));
+  a = read_npy(t / "scalar.npy");
+  CHECK(a.shape.empty());
+  CHECK(a.elements() == 1);
+  write_raw(t / "empty.npy", image("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 32), }", ""));
+  CHECK(read_npy(t / "empty.npy").elements() == 0);
+  // A 1-D Fortran-order array is the same as C order.
+  write_raw(t / "f1.npy",
+            image("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", f32_bytes({1, 2})));
+  CHECK(read_npy(t / "f1.npy").elements() == 2);
+}
+
+TEST_CASE("read_npy rejects bad files with the path and the reason", "[npy]") {
+  TempDir t;
+  const std::string p = t / "x.npy";
+  const std::string ok = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+  const std::string data = std::string(24, '\0');
+
+  CHECK_THROWS_WITH(read_npy(t / "missing.npy"),
+                    t / "missing.npy" + ": cannot open: No such file or directory");
+  CHECK_THROWS_WITH(read_npy(t.dir.string()), t.dir.string() + ": cannot read: it is a directory");
+
+  write_raw(p, "hello world, not an array");
+  CHECK_THROWS_WITH(read_npy(p),
+                    p + ": not a .npy file (bad magic: expected the bytes \\x93NUMPY at the start)");
+  write_raw(p, "");
+  CHECK_THROWS_WITH(read_npy(p),
+                    p + ": not a .npy file (bad magic: expected the bytes \\x93NUMPY at the start)");
+  write_raw(p, std::string("\x93NUMPY\x01", 7));
+  CHECK_THROWS_WITH(read_npy(p), p + ": truncated header: the file has only 7 bytes");
+
+  std::string v4 = image(ok, data);
+  v4[6] = 4;
+  write_raw(p, v4);
+  CHECK_THROWS_WITH(read_npy(p), p + ": unsupported .npy version 4.0 (supported: 1.0, 2.0, 3.0)");
+
+  write_raw(p, image(ok, data).substr(0, 50));
+  CHECK_THROWS_WITH(read_npy(p),
+                    p + ": truncated header: the header needs 118 bytes, the file has 40 after the "
+                        "length field");
+
+  write_raw(p, std::string("\x93NUMPY\x02\x00\xff\xff\xff\x7f", 12) + std::string(100, ' '));
+  CHECK_THROWS_WITH(read_npy(p), p + ": malformed header: its length 2147483647 exceeds 1048576 bytes");
+
+  write_raw(p, image("{'descr': '<f4', 'shape': (2, 3), }", data));
+  CHECK_THROWS_WITH(read_npy(p), Catch::StartsWith(p + ": malformed header: missing key 'fortran_order'"));
+  write_raw(p, image("{'descr': '<f4', 'fortran_order': false, 'shape': (2, 3), }", data));
+  CHECK_THROWS_WITH(read_npy(p),
+                    Catch::StartsWith(p + ": malformed header: expected True or False at offset 34"));
+  write_raw(p, image("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", data));
+  CHECK_THROWS_WITH(read_npy(p),
+                    Catch::StartsWith(p + ": malformed header: expected a non-negative integer dimension"));
+  write_raw(p, image("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x': 1}", data));
+  CHECK_THROWS_WITH(read_npy(p), Catch::StartsWith(p + ": malformed header: unexpected key 'x'"));
+  write_raw(p, image("['descr', '<f4']", data));
+  CHECK_THROWS_WITH(read_npy(p), Catch::StartsWith(p + ": malformed header: expected '{' at offset 0"));
+  write_raw(p, image("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", data));
+  CHECK_THROWS_WITH(read_npy(p), p + ": unsupported dtype: structured arrays are not supported");
+
+  write_raw(p, image("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", data));
+  CHECK_THROWS_WITH(read_npy(p),
+                    p + ": Fortran-order arrays are not supported (shape (2, 3)); save a C-order "
+                        "copy (numpy.ascontiguousarray)");
+
+  const std::string supported =
+      "(supported: '<f4' float32, '<f8' float64, '<i4' int32, '<i8' int64, '<u2' uint16 (raw BF16 bits), "
+      "'|u1' "
+      "uint8 (raw FP8/E8M0 bits); big-endian data is not supported)";
+  write_raw(p, image("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", data));
+  CHECK_THROWS_WITH(read_npy(p), p + ": unsupported dtype '>f4' " + supported);
+  write_raw(p, image("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }", data));
+  CHECK_THROWS_WITH(read_npy(p), p + ": unsupported dtype '<f2' " + supported);
+
+  write_raw(p, image(ok, data.substr(0, 20)));
+  CHECK_THROWS_WITH(read_npy(p),
+                    p + ": truncated data: shape (2, 3) of float32 needs 24 bytes of data, found 20");
+  write_raw(p, image(ok, data + "xyz"));
+  CHECK_THROWS_WITH(read_npy(p),
+                    p + ": 3 unexpected trailing bytes after the data (shape (2, 3) of float32 needs "
+                        "24 bytes of data, found 27)");
+
+  write_raw(p, image("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", data));
+  CHECK_THROWS_WITH(read_npy(p), p + ": element count overflows: shape (4294967296, 4294967296) of float32");
+  write_raw(p, image("{'descr': '<f8', 'fortran_order': False, 'shape': (1152921504606846976, 2), }", data));
+  CHECK_THROWS_WITH(read_npy(p), p + ": element count overflows: shape (1152921504606846976, 2) of float64");
+  write_raw(p, image("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", data));
+  CHECK_THROWS_WITH(read_npy(p), p + ": element count overflows: a dimension does not fit in 64 bits");
+
+  // parse_npy gives the same errors for an in-memory image.
+  std::string img = image(ok, data.substr(0, 4));
+  CHECK_THROWS_AS(parse_npy(reinterpret_cast<const uint8_t*>(img.data()), img.size(), "mem"), InputError);
+}
+
+TEST_CASE("require_rank and require_dtype name the file and what was found", "[npy]") {
+  NpyArray a;
+  a.path = "in.npy";
+  a.dtype = NpyDType::I32;
+  a.shape = {1024};
+  CHECK_THROWS_WITH(require_rank(a, 2, "quantize input"),
+                    "in.npy: quantize input: expected a 2-D array, found shape (1024,)");
+  a.shape = {2, 3, 4};
+  CHECK_THROWS_WITH(require_rank(a, 2, "x"), "in.npy: x: expected a 2-D array, found shape (2, 3, 4)");
+  CHECK_NOTHROW(require_rank(a, 3, "x"));
+  CHECK_THROWS_WITH(require_dtype(a, {NpyDType::F32, NpyDType::U16}, "x"),
+                    "in.npy: x: unsupported dtype int32 (expected float32 or uint16)");
+  CHECK_THROWS_WITH(require_dtype(a, {NpyDType::F32, NpyDType::F64, NpyDType::U16}, "x"),
+                    "in.npy: x: unsupported dtype int32 (expected float32, float64 or uint16)");
+  CHECK_NOTHROW(require_dtype(a, {NpyDType::I32}, "x"));
+}
+
+TEST_CASE("writes are atomic and all-or-nothing", "[npy]") {
+  TempDir t;
+  const float v[2] = {1, 2};
+  const std::string missing_dir = (t.dir / "nope" / "a.npy").string();
+  CHECK_THROWS_WITH(
+      write_npy(missing_dir, NpyDType::F32, {2}, v),
+      missing_dir + ": cannot write: directory '" + (t.dir / "nope").string() + "' does not exist");
+  CHECK(t.files().empty());
+
+  // An existing file is kept unchanged when a later output of the same batch fails.
+  write_raw(t / "old.npy", "previous content");
+  CHECK_THROWS_WITH(
+      write_npy_all({{t / "old.npy", NpyDType::F32, {2}, v}, {missing_dir, NpyDType::F32, {2}, v}}),
+      Catch::StartsWith(missing_dir + ": cannot write: directory"));
+  CHECK(read_raw(t / "old.npy") == "previous content");
+  CHECK(t.files() == std::vector<std::string>{"old.npy"});
+
+  CHECK_THROWS_WITH(
+      write_npy_all({{t / "a.npy", NpyDType::F32, {2}, v}, {t / "./a.npy", NpyDType::F32, {2}, v}}),
+      t / "./a.npy" + ": the same output path is given twice");
+  CHECK_THROWS_WITH(write_npy(t.dir.string(), NpyDType::F32, {2}, v),
+                    t.dir.string() + ": cannot write: it is a directory");
+  CHECK(t.files() == std::vector<std::string>{"old.npy"});
+
+  write_npy_all({{t / "a.npy", NpyDType::F32, {2}, v}, {t / "old.npy", NpyDType::F32, {1}, v}});
+  CHECK(t.files() == std::vector<std::string>{"a.npy", "old.npy"});
+  CHECK(read_npy(t / "old.npy").shape == std::vector<int64_t>{1});
+}
