@@ -1,0 +1,53 @@
+#include "kernels/api/alloc.h"
+
+#include <algorithm>
+
+namespace trnsim::kernels {
+
+Allocator::Allocator(uint32_t partitions, uint32_t bytes_per_partition, uint32_t granule)
+    : partitions_(partitions), bytes_per_partition_(bytes_per_partition), granule_(std::max(1u, granule)) {}
+
+uint32_t Allocator::round_up(uint64_t v) const {
+  return static_cast<uint32_t>((v + granule_ - 1) / granule_ * granule_);
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> Allocator::used_ranges(uint32_t p0, uint32_t np) const {
+  std::vector<std::pair<uint32_t, uint32_t>> used;
+  for (const Block& b : blocks_)
+    if (b.partition_start < p0 + np && p0 < b.partition_start + b.partitions)
+      used.emplace_back(b.offset, b.offset + b.bytes);
+  std::sort(used.begin(), used.end());
+  return used;
+}
+
+std::optional<Allocator::Block> Allocator::allocate(uint32_t partition_start, uint32_t partitions,
+                                                    uint32_t bytes) {
+  if (partitions == 0 || bytes == 0 || partition_start + partitions > partitions_) return std::nullopt;
+  const uint64_t size = round_up(bytes);
+  uint64_t cursor = 0;
+  for (const auto& [lo, hi] : used_ranges(partition_start, partitions)) {
+    if (cursor + size <= lo) break;
+    cursor = std::max<uint64_t>(cursor, round_up(hi));
+  }
+  if (cursor + size > bytes_per_partition_) return std::nullopt;
+  Block b{next_id_++, partition_start, partitions, static_cast<uint32_t>(cursor),
+          static_cast<uint32_t>(size)};
+  blocks_.push_back(b);
+  return b;
+}
+
+void Allocator::release(uint64_t id) {
+  std::erase_if(blocks_, [id](const Block& b) { return b.id == id; });
+}
+
+uint32_t Allocator::largest_free(uint32_t partition_start, uint32_t partitions) const {
+  uint64_t best = 0, cursor = 0;
+  for (const auto& [lo, hi] : used_ranges(partition_start, partitions)) {
+    if (lo > cursor) best = std::max<uint64_t>(best, lo - cursor);
+    cursor = std::max<uint64_t>(cursor, round_up(hi));
+  }
+  if (bytes_per_partition_ > cursor) best = std::max<uint64_t>(best, bytes_per_partition_ - cursor);
+  return static_cast<uint32_t>(best / granule_ * granule_);
+}
+
+}  // namespace trnsim::kernels

@@ -1,0 +1,93 @@
+// Dependency tracking for the builder: which earlier instructions an access must wait for.
+//
+// Semaphore scheme (per physical core; the model just applies the updates the builder emits):
+//   - S[engine_sem(E)] = S[int(E)]: every non-DMA instruction of engine E increments it by 1 at completion,
+//     so "instruction #n of E is done" is S[E] >= n (n counts from 1).
+//   - S[dma_queue_sem(q)] = S[kDmaSemBase + q]: every transfer on DMA queue q increments it by 1 when the
+//     transfer completes (transfers of one queue complete in FIFO order), so "transfer #n of q is done" is
+//     S[kDmaSemBase + q] >= n. A DMA trigger does not count on its issuing engine's semaphore.
+//   - core_barrier is the model's own: it signals the peer when it issues and completes once the peer has
+//     issued as many barriers (sim/model/run.h); it counts on its engine's semaphore like any instruction. A
+//     sendrecv is a barrier ("both dst buffers are free") then a transfer whose completion increments the
+//     peer's S[kSendRecvDoneSem] (all sendrecvs of a core use one queue, so these arrive in order).
+// A dependency on an instruction of the same engine needs no wait (each engine runs its stream in order);
+// a dependency on a DMA always waits on its queue's semaphore, even from the issuing engine.
+//
+// Regions are rectangles: rows x bytes. SBUF/PSUM: partitions x byte offsets inside each partition (the
+// bounding box of the access pattern). HBM: rows of the tensor (its first dimension) x byte offsets inside a
+// row, when the access pattern walks whole rows; otherwise the full rows its byte range touches. Tracking is
+// per core, HBM included: ordering HBM accesses across the two cores needs core_barrier.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace trnsim::kernels {
+
+inline constexpr uint16_t kDmaSemBase = 8;        // queue q uses semaphore 8 + q (q < 16)
+inline constexpr uint16_t kSendRecvDoneSem = 46;  // the peer's sendrecv transfers into this core
+
+// Rows [r0, r1) x bytes [c0, c1). Empty if either range is empty.
+struct Rect {
+  int64_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
+
+  bool empty() const { return r0 >= r1 || c0 >= c1; }
+  bool overlaps(const Rect& o) const { return r0 < o.r1 && o.r0 < r1 && c0 < o.c1 && o.c0 < c1; }
+  bool covers(const Rect& o) const { return r0 <= o.r0 && o.r1 <= r1 && c0 <= o.c0 && o.c1 <= c1; }
+};
+
+// "Done when S[sem] >= value" on the accessing core.
+struct Event {
+  uint16_t sem = 0;
+  uint32_t value = 0;
+};
+
+// Readers and writers of a family of address spaces (one per SBUF, PSUM, or HBM tensor id), bucketed in
+// chunks of rows x bytes so an access only looks at the records near it. A record is dropped once a later
+// write covers it (that write already waited for it), and a read record is dropped once a later read of the
+// same semaphore source covers it. Cost per access: the records in the chunks the access touches.
+class RegionTracker {
+ public:
+  RegionTracker(int64_t row_chunk, int64_t byte_chunk);
+
+  // Appends to `deps` the events an access of `r` in space `space` must wait for: for a read the overlapping
+  // writes (RAW), for a write the overlapping writes and reads (WAW, WAR). Does not record the access.
+  void collect(uint32_t space, const Rect& r, bool write, std::vector<Event>& deps) const;
+  // Records the access (call after collect() for every operand of the instruction).
+  void record(uint32_t space, const Rect& r, bool write, Event ev);
+
+  size_t live_records() const;  // for tests and stats (a record in several chunks counts once per chunk)
+
+ private:
+  struct Record {
+    Rect r;
+    Event ev;
+  };
+  struct Bucket {
+    std::vector<Record> writes;
+    std::vector<Record> reads;
+  };
+  struct Key {
+    uint32_t space;
+    int64_t rc, cc;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      uint64_t h = k.space * 0x9E3779B97F4A7C15ull;
+      h ^= static_cast<uint64_t>(k.rc) * 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
+      h ^= static_cast<uint64_t>(k.cc) * 0x165667B19E3779F9ull + (h << 6) + (h >> 2);
+      return static_cast<size_t>(h);
+    }
+  };
+  template <class F>
+  void for_chunks(const Rect& r, F&& f) const;
+
+  int64_t row_chunk_;
+  int64_t byte_chunk_;
+  std::unordered_map<Key, Bucket, KeyHash> buckets_;
+};
+
+}  // namespace trnsim::kernels

@@ -1,0 +1,397 @@
+#include "kernels/api/kernel.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+
+#include "sim/base/error.h"
+
+namespace trnsim::kernels {
+
+struct Kernel::Shared {
+  isa::Program program;
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  std::map<std::string, int> kinds;  // tensor name -> 0 input, 1 output, 2 scratch
+  std::map<std::string, uint32_t> files;
+};
+
+namespace {
+
+enum Kind { kInput = 0, kOutput = 1, kScratch = 2 };
+const char* kind_str(int k) {
+  return k == kInput ? "input" : k == kOutput ? "output" : "scratch";
+}
+
+constexpr int64_t kSbufAlign = 64;
+
+std::atomic<uint64_t> g_serial{0};
+thread_local Kernel* t_current = nullptr;
+
+// Sets the current kernel context for the duration of one kernel function call.
+struct CurrentGuard {
+  explicit CurrentGuard(Kernel* k) : prev(t_current) { t_current = k; }
+  ~CurrentGuard() { t_current = prev; }
+  Kernel* prev;
+};
+
+}  // namespace
+
+isa::Limits default_limits(Generation g) {
+  isa::Limits l;
+  l.generation = g;
+  l.sbuf_bytes_per_partition = g == Generation::Trn3 ? 256 * 1024 : 224 * 1024;
+  return l;
+}
+
+std::string where(const Loc& loc) {
+  std::string f = loc.file_name();
+  const size_t slash = f.find_last_of('/');
+  if (slash != std::string::npos) f = f.substr(slash + 1);
+  return fmt::format("{}:{}", f, loc.line());
+}
+
+void InstRef::depends_on(const InstRef& earlier, Loc loc) const {
+  if (kernel == nullptr || earlier.kernel != kernel)
+    throw InputError(where(loc) + ": depends_on: both instructions must come from the same core's kernel");
+  if (earlier.seq >= seq)
+    throw InputError(where(loc) + ": depends_on: the instruction waited for must be emitted first");
+  kernel->add_wait(*this, earlier.done);
+}
+
+Kernel::Kernel(Shared& shared, int core, int num_programs, const isa::Limits& limits)
+    : shared_(shared),
+      serial_(++g_serial),
+      core_(core),
+      num_programs_(num_programs),
+      limits_(limits),
+      sbuf_alloc_(
+          std::make_shared<Allocator>(limits.partitions, limits.sbuf_bytes_per_partition, kSbufAlign)),
+      psum_alloc_(std::make_shared<Allocator>(limits.partitions, limits.psum_bytes_per_partition,
+                                              limits.psum_bank_bytes)),
+      sbuf_deps_(128, 2048),
+      psum_deps_(128, limits.psum_bank_bytes),
+      hbm_deps_(128, 64 * 1024),
+      queue_count_(limits.num_dma_queues, 0),
+      queue_owner_(limits.num_dma_queues, -1) {
+  for (auto& w : waited_) w.assign(limits.num_semaphores, 0);
+}
+
+Kernel* Kernel::current() {
+  return t_current;
+}
+
+const RegionTracker& Kernel::tracker(isa::MemSpace s) const {
+  return s == isa::MemSpace::SBUF ? sbuf_deps_ : s == isa::MemSpace::PSUM ? psum_deps_ : hbm_deps_;
+}
+
+RegionTracker& Kernel::tracker_mut(isa::MemSpace s) {
+  return s == isa::MemSpace::SBUF ? sbuf_deps_ : s == isa::MemSpace::PSUM ? psum_deps_ : hbm_deps_;
+}
+
+isa::SourceLoc Kernel::intern(const Loc& loc) {
+  auto [it, fresh] = shared_.files.try_emplace(loc.file_name(), 0);
+  if (fresh) {
+    it->second = static_cast<uint32_t>(shared_.program.files.size());
+    shared_.program.files.emplace_back(loc.file_name());
+  }
+  return {it->second, loc.line()};
+}
+
+View Kernel::input(const std::string& name, DType dtype, const std::vector<int64_t>& shape, Loc loc) {
+  return make_hbm(name, dtype, shape, kInput, false, loc);
+}
+View Kernel::output(const std::string& name, DType dtype, const std::vector<int64_t>& shape, Loc loc) {
+  return make_hbm(name, dtype, shape, kOutput, false, loc);
+}
+View Kernel::scratch(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                     bool private_to_core, Loc loc) {
+  return make_hbm(name, dtype, shape, kScratch, private_to_core, loc);
+}
+
+View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<int64_t>& shape, int kind,
+                      bool private_to_core, const Loc& loc) {
+  const std::string shape_s = fmt::format("[{}]", fmt::join(shape, ", "));
+  if (name.empty()) throw InputError(where(loc) + ": an HBM tensor needs a name");
+  if (shape.empty() || std::any_of(shape.begin(), shape.end(), [](int64_t s) { return s <= 0; }))
+    throw InputError(fmt::format("{}: hbm tensor '{}' has an invalid shape {}", where(loc), name, shape_s));
+  auto [kit, fresh] = shared_.kinds.try_emplace(name, kind);
+  if (kit->second != kind)
+    throw InputError(fmt::format("{}: hbm tensor '{}' declared as {} but it is already an {}", where(loc),
+                                 name, kind_str(kind), kind_str(kit->second)));
+  auto& tensors = shared_.program.tensors;
+  const int owner = private_to_core ? core_ : -1;
+  uint32_t index = static_cast<uint32_t>(tensors.size());
+  for (uint32_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].name != name) continue;
+    if ((tensors[i].private_to_core < 0) != (owner < 0))
+      throw InputError(
+          fmt::format("{}: hbm tensor '{}' is declared both shared and private", where(loc), name));
+    if (tensors[i].private_to_core != owner) continue;
+    if (tensors[i].dtype != dtype || tensors[i].shape != shape)
+      throw InputError(fmt::format("{}: hbm tensor '{}' redeclared as {} {}; it was {} [{}]", where(loc),
+                                   name, shape_s, dtype_str(dtype), dtype_str(tensors[i].dtype),
+                                   fmt::join(tensors[i].shape, ", ")));
+    index = i;
+  }
+  if (index == tensors.size()) {
+    isa::TensorDecl decl;
+    decl.name = name;
+    decl.dtype = dtype;
+    decl.shape = shape;
+    decl.private_to_core = owner;
+    tensors.push_back(std::move(decl));
+    auto& list = kind == kInput ? shared_.inputs : shared_.outputs;
+    if (kind != kScratch && std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
+  }
+  auto st = std::make_shared<detail::Storage>();
+  const int64_t es = elem_bytes(dtype);
+  int64_t inner = 1;
+  for (size_t i = 1; i < shape.size(); ++i) inner *= shape[i];
+  st->hbm_rows = shape.size() >= 2 ? shape[0] : 1;
+  st->hbm_row_bytes = (shape.size() >= 2 ? inner : shape[0]) * es;
+  View v;
+  v.storage_ = std::move(st);
+  v.owner_ = this;
+  v.serial_ = serial_;
+  v.space_ = isa::MemSpace::HBM;
+  v.dtype_ = dtype;
+  v.tensor_ = index;
+  v.name_ = name;
+  v.dims_.push_back({inner, shape[0]});
+  int64_t stride = inner;
+  for (size_t i = 1; i < shape.size(); ++i) {
+    stride /= shape[i];
+    v.dims_.push_back({stride, shape[i]});
+  }
+  if (shape.size() == 1) v.dims_.push_back({1, 1});
+  return v;
+}
+
+View Kernel::sbuf(const std::vector<int64_t>& shape, DType dtype, const std::string& name, Loc loc) {
+  return make_tile(isa::MemSpace::SBUF, shape, dtype, name, loc);
+}
+View Kernel::psum(const std::vector<int64_t>& shape, DType dtype, const std::string& name, Loc loc) {
+  return make_tile(isa::MemSpace::PSUM, shape, dtype, name, loc);
+}
+
+View Kernel::make_tile(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
+                       const std::string& name_in, const Loc& loc) {
+  const std::string name = name_in.empty() ? fmt::format("tile{}", tiles_) : name_in;
+  ++tiles_;
+  const char* sp = space_str(space);
+  if (shape.size() < 2 || std::any_of(shape.begin(), shape.end(), [](int64_t s) { return s <= 0; }))
+    throw InputError(
+        fmt::format("{}: {} tile '{}' needs a shape [partitions, free...] of positive sizes, got [{}]",
+                    where(loc), sp, name, fmt::join(shape, ", ")));
+  if (shape[0] > limits_.partitions)
+    throw InputError(fmt::format("{}: {} tile '{}' has {} partitions; the core has {}", where(loc), sp, name,
+                                 shape[0], limits_.partitions));
+  int64_t free = 1;
+  for (size_t i = 1; i < shape.size(); ++i) free *= shape[i];
+  const int64_t bytes = free * elem_bytes(dtype);
+  const auto np = static_cast<uint32_t>(shape[0]);
+  Allocator& alloc = space == isa::MemSpace::SBUF ? *sbuf_alloc_ : *psum_alloc_;
+  if (space == isa::MemSpace::PSUM && bytes > limits_.psum_bank_bytes &&
+      limits_.generation != Generation::Trn3)
+    throw InputError(
+        fmt::format("{}: psum tile '{}' [{} x {} B] spans more than one {} B bank; only Trn3 allows "
+                    "multi-bank PSUM tiles",
+                    where(loc), name, np, bytes, limits_.psum_bank_bytes));
+  std::optional<Allocator::Block> block;
+  if (bytes <= alloc.bytes_per_partition()) block = alloc.allocate(0, np, static_cast<uint32_t>(bytes));
+  if (!block)
+    throw InputError(
+        fmt::format("{}: {} tile '{}' [{} x {} B] does not fit: {} B free in partitions 0-{} "
+                    "({} B per partition, {} tiles live)",
+                    where(loc), sp, name, np, bytes, alloc.largest_free(0, np), np - 1,
+                    alloc.bytes_per_partition(), alloc.live()));
+  auto st = std::make_shared<detail::Storage>();
+  st->allocator = space == isa::MemSpace::SBUF ? sbuf_alloc_ : psum_alloc_;
+  st->block = block->id;
+  View v;
+  v.storage_ = std::move(st);
+  v.owner_ = this;
+  v.serial_ = serial_;
+  v.space_ = space;
+  v.dtype_ = dtype;
+  v.name_ = name;
+  v.offset_bytes_ = block->offset;
+  v.dims_.push_back({0, shape[0]});
+  int64_t stride = free;
+  for (size_t i = 1; i < shape.size(); ++i) {
+    stride /= shape[i];
+    v.dims_.push_back({stride, shape[i]});
+  }
+  return v;
+}
+
+uint8_t Kernel::pick_queue(Engine engine, int queue, const Loc& loc) {
+  const int e = static_cast<int>(engine);
+  const int nq = static_cast<int>(limits_.num_dma_queues);
+  if (queue >= 0) {
+    if (queue >= nq)
+      throw InputError(fmt::format("{}: DMA queue {} out of range 0-{}", where(loc), queue, nq - 1));
+    if (queue_owner_[queue] >= 0 && queue_owner_[queue] != e)
+      throw InputError(fmt::format("{}: DMA queue {} is already used by {}; a queue has one issuing engine",
+                                   where(loc), queue,
+                                   isa::engine_name(static_cast<Engine>(queue_owner_[queue]))));
+    queue_owner_[queue] = e;
+    return static_cast<uint8_t>(queue);
+  }
+  int lo, hi;
+  switch (engine) {
+    case Engine::SP:
+      lo = 0, hi = nq / 2;
+      break;
+    case Engine::ACT:
+      lo = nq / 2, hi = 3 * nq / 4;
+      break;
+    case Engine::POOL:
+      lo = 3 * nq / 4, hi = nq;
+      break;
+    default:
+      throw InputError(fmt::format("{}: DMAs are triggered from SP, ACT or POOL, not {}", where(loc),
+                                   isa::engine_name(engine)));
+  }
+  for (int tries = 0; tries < hi - lo; ++tries) {
+    const int q = lo + static_cast<int>(rr_[e]++ % static_cast<uint32_t>(hi - lo));
+    if (queue_owner_[q] < 0 || queue_owner_[q] == e) {
+      queue_owner_[q] = e;
+      return static_cast<uint8_t>(q);
+    }
+  }
+  throw InputError(fmt::format("{}: every default DMA queue of {} is taken by another engine", where(loc),
+                               isa::engine_name(engine)));
+}
+
+Engine Kernel::use_barrier_engine(std::optional<Engine> requested, const Loc& loc) {
+  if (!barrier_engine_) barrier_engine_ = requested.value_or(Engine::POOL);
+  if (requested && *requested != *barrier_engine_)
+    throw InputError(
+        fmt::format("{}: core_barrier on {}: this core's barriers already run on {}; all "
+                    "core_barriers (and sendrecv's ready barrier) of a kernel use one engine",
+                    where(loc), isa::engine_name(*requested), isa::engine_name(*barrier_engine_)));
+  return *barrier_engine_;
+}
+
+uint8_t Kernel::sendrecv_queue(Engine engine, int queue, const Loc& loc) {
+  if (sendrecv_queue_ < 0) {
+    sendrecv_queue_ = pick_queue(engine, queue, loc);
+  } else if ((queue >= 0 && queue != sendrecv_queue_) ||
+             queue_owner_[sendrecv_queue_] != static_cast<int>(engine)) {
+    throw InputError(fmt::format(
+        "{}: sendrecv: every sendrecv of a core uses one queue and engine (queue {} on {} "
+        "so far), so the peer's completions arrive in order",
+        where(loc), sendrecv_queue_, isa::engine_name(static_cast<Engine>(queue_owner_[sendrecv_queue_]))));
+  }
+  return static_cast<uint8_t>(sendrecv_queue_);
+}
+
+InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses, const Loc& loc,
+                     const std::vector<Event>& extra_waits) {
+  const int e = static_cast<int>(inst.engine);
+  Event ev;
+  if (inst.is_dma()) {
+    ev = {static_cast<uint16_t>(kDmaSemBase + inst.dma_queue), ++queue_count_[inst.dma_queue]};
+  } else {
+    ev = {static_cast<uint16_t>(e), ++engine_count_[e]};
+  }
+  inst.updates.insert(inst.updates.begin(), isa::SemUpdate{ev.sem, 1, false});
+  inst.loc = intern(loc);
+
+  std::vector<Event> deps = extra_waits;
+  std::vector<View::Region> regions(accesses.size());
+  for (size_t i = 0; i < accesses.size(); ++i) {
+    const Access& a = accesses[i];
+    if (a.view == nullptr || !a.view->valid()) continue;
+    if (a.view->kernel_serial() != serial_)
+      throw InputError(
+          fmt::format("{}: {} belongs to another core's kernel context", where(loc), a.view->describe()));
+    regions[i] = a.view->region(a.whole_rows);
+    const View::Region& r = regions[i];
+    if (a.collect) tracker(a.view->space()).collect(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, deps);
+  }
+
+  // Strongest wait per semaphore; same-engine and already-performed waits are implied by program order.
+  std::vector<uint32_t>& done = waited_[e];
+  std::map<uint16_t, uint32_t> need;
+  for (const Event& d : deps) {
+    if (d.sem == e || d.sem >= done.size() || d.value <= done[d.sem]) continue;
+    uint32_t& v = need[d.sem];
+    v = std::max(v, d.value);
+  }
+  for (const auto& [sem, value] : need) {
+    inst.waits.push_back({sem, value});
+    done[sem] = value;
+  }
+  try {
+    isa::check(inst, shared_.program, limits_);
+  } catch (const RuleError& err) {
+    throw RuleError(fmt::format("{}: {}", where(loc), err.what()));
+  }
+
+  for (size_t i = 0; i < accesses.size(); ++i) {
+    const Access& a = accesses[i];
+    if (a.view == nullptr || !a.view->valid() || !a.record) continue;
+    const View::Region& r = regions[i];
+    tracker_mut(a.view->space()).record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, a.as.value_or(ev));
+  }
+  auto& stream = shared_.program.streams[core_][e];
+  stream.push_back(std::move(inst));
+  return InstRef{this, static_cast<Engine>(e), static_cast<uint32_t>(stream.size() - 1), ev, ++seq_};
+}
+
+void Kernel::add_wait(const InstRef& later, const Event& ev) {
+  isa::Instruction& inst = shared_.program.streams[core_][static_cast<int>(later.engine)][later.index];
+  if (ev.sem == static_cast<uint16_t>(later.engine)) return;  // same engine: program order
+  for (isa::SemWait& w : inst.waits)
+    if (w.sem == ev.sem) {
+      w.value = std::max(w.value, ev.value);
+      return;
+    }
+  inst.waits.push_back({ev.sem, ev.value});
+}
+
+KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
+  if (options.num_programs != 1 && options.num_programs != 2)
+    throw InputError(fmt::format("num_programs must be 1 or 2 (LNC2), got {}", options.num_programs));
+  const isa::Limits& l = options.limits;
+  if (l.num_semaphores <= kSendRecvDoneSem || kDmaSemBase + l.num_dma_queues > kSendRecvDoneSem)
+    throw InputError(
+        fmt::format("the builder's semaphore scheme needs {} semaphores and at most {} DMA queues",
+                    kSendRecvDoneSem + 1, kSendRecvDoneSem - kDmaSemBase));
+  if (l.partitions == 0 || l.partitions > 128 || l.psum_bank_bytes == 0)
+    throw InputError("limits: partitions must be 1-128 and psum_bank_bytes positive");
+  Kernel::Shared shared;
+  shared.program.generation = l.generation;
+  shared.program.num_cores = options.num_programs;
+  shared.program.files = {"?"};
+  std::vector<std::pair<std::array<uint32_t, isa::kNumEngines>, uint32_t>> sync;
+  for (int core = 0; core < options.num_programs; ++core) {
+    Kernel k(shared, core, options.num_programs, l);
+    CurrentGuard guard(&k);
+    fn(k);
+    sync.emplace_back(k.barriers(), k.sendrecvs());
+  }
+  if (sync.size() == 2 && sync[0] != sync[1]) {
+    const auto describe = [](const auto& s) {
+      std::vector<std::string> parts;
+      for (int e = 0; e < isa::kNumEngines; ++e)
+        if (s.first[e] > 0)
+          parts.push_back(
+              fmt::format("{} core_barrier on {}", s.first[e], isa::engine_name(static_cast<Engine>(e))));
+      parts.push_back(fmt::format("{} sendrecv", s.second));
+      return fmt::format("{}", fmt::join(parts, ", "));
+    };
+    throw InputError(
+        fmt::format("the two cores must make the same cross-core calls (control flow must match): "
+                    "core 0 made {}; core 1 made {}",
+                    describe(sync[0]), describe(sync[1])));
+  }
+  return KernelBuild{std::move(shared.program), std::move(shared.inputs), std::move(shared.outputs)};
+}
+
+}  // namespace trnsim::kernels

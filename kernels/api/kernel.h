@@ -1,0 +1,177 @@
+// The kernel builder: runs C++ kernel code once per physical core (SPMD over the LNC2 pair) and turns its
+// op calls (kernels/api/nki.h) into an isa::Program, with the semaphore waits inserted automatically.
+//
+//   KernelBuild b = build_program([](Kernel& k) {
+//     View x = k.input("x", DType::BF16, {256, 512});
+//     View t = k.sbuf({128, 512}, DType::BF16, "t");
+//     nki::dma_copy(t, x(S(128 * k.program_id(), 128 * (k.program_id() + 1))));
+//     ...
+//   }, {.limits = default_limits(Generation::Trn2), .num_programs = 2});
+//
+// Memory: k.sbuf()/k.psum() allocate tiles of [partitions, free...] (partitions <= 128, starting at
+// partition 0) from per-core allocators sized by isa::Limits. SBUF tiles are 64-byte aligned; PSUM tiles take
+// whole 2 KiB banks and may span several banks only on Trn3 (multi-bank matmul). A tile that does not fit is
+// an InputError naming the kernel line. Storage is released when the last view of the tile is destroyed.
+// HBM tensors: input()/output() are shared by both cores (declaring the same name again on the other core
+// returns the same tensor; shape and dtype must agree); scratch() is shared or private to each core.
+//
+// Dependencies: see deps.h for the semaphore scheme and the regions. Every op records its reads and writes
+// and waits (RAW, WAR, WAW) for the last conflicting instructions of this core. Only the strongest wait per
+// semaphore is kept, and a wait the same issuing engine already performed is not repeated. Ordering HBM
+// accesses between the two cores needs core_barrier. InstRef::depends_on adds an explicit edge.
+//
+// DMA queues (16 per core, shared by its DMA engines): a queue is used by one issuing engine only (so its
+// completions count in program order); by default SP round-robins over queues 0-7, ACT over 8-11 and
+// POOL over 12-15. An explicit queue must not already belong to another issuing engine.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "kernels/api/alloc.h"
+#include "kernels/api/deps.h"
+#include "kernels/api/view.h"
+#include "sim/isa/instruction.h"
+#include "sim/isa/semantics.h"
+
+namespace trnsim::kernels {
+
+using isa::DType;
+using isa::Engine;
+using isa::Generation;
+
+using Loc = std::source_location;
+
+// isa::Limits with the documented sizes of a generation (Trn2 SBUF 224 KiB, Trn3 256 KiB per partition).
+isa::Limits default_limits(Generation g);
+
+struct BuildOptions {
+  isa::Limits limits = default_limits(Generation::Trn2);
+  int num_programs = 1;  // 1 (one physical core) or 2 (LNC2: the kernel runs on both cores)
+};
+
+// The program plus which HBM tensors are the kernel's inputs and outputs (by name, in declaration order).
+struct KernelBuild {
+  isa::Program program;
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+};
+
+// "kernel.cpp:42" (file base name and line).
+std::string where(const Loc& loc);
+
+class Kernel;
+
+// An emitted instruction, for explicit ordering edges.
+struct InstRef {
+  Kernel* kernel = nullptr;
+  Engine engine = Engine::SP;
+  uint32_t index = 0;  // position in the engine's stream
+  Event done;          // its completion event
+  uint64_t seq = 0;    // emission order on this core
+
+  // Makes this instruction wait for `earlier` (which must have been emitted before it, on the same core).
+  void depends_on(const InstRef& earlier, Loc loc = Loc::current()) const;
+};
+
+// What an instruction touches, for the dependency tracker.
+struct Access {
+  const View* view = nullptr;
+  bool write = false;
+  bool whole_rows = false;    // the indexed HBM side of an indirect DMA
+  bool collect = true;        // wait for earlier conflicting accesses
+  bool record = true;         // later accesses wait for this one
+  std::optional<Event> as{};  // recorded with this event instead of the instruction's (e.g. the peer's write)
+};
+
+// Per-core builder context handed to the kernel function.
+class Kernel {
+ public:
+  int program_id() const { return core_; }
+  uint64_t serial() const { return serial_; }  // unique per core context, process-wide
+  // The context build_program is currently running the kernel function with (null outside).
+  static Kernel* current();
+  int num_programs() const { return num_programs_; }
+  Generation generation() const { return limits_.generation; }
+  const isa::Limits& limits() const { return limits_; }
+
+  // HBM tensors. Shapes are in elements, outermost first; dim 0 becomes the row (partition) axis of views.
+  View input(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+             Loc loc = Loc::current());
+  View output(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+              Loc loc = Loc::current());
+  View scratch(const std::string& name, DType dtype, const std::vector<int64_t>& shape, bool private_to_core,
+               Loc loc = Loc::current());
+
+  // On-chip tiles: shape = {partitions, free dims...}.
+  View sbuf(const std::vector<int64_t>& shape, DType dtype, const std::string& name = "",
+            Loc loc = Loc::current());
+  View psum(const std::vector<int64_t>& shape, DType dtype, const std::string& name = "",
+            Loc loc = Loc::current());
+
+  // Builder internals used by the op functions (nki.h).
+  InstRef emit(isa::Instruction inst, const std::vector<Access>& accesses, const Loc& loc,
+               const std::vector<Event>& extra_waits = {});
+  uint8_t pick_queue(Engine engine, int queue, const Loc& loc);
+  isa::SourceLoc intern(const Loc& loc);
+  void add_wait(const InstRef& later, const Event& ev);
+  uint32_t next_barrier(Engine e) { return ++barriers_[static_cast<int>(e)]; }
+  // The one engine of this core's core_barriers (and sendrecv ready barriers), fixed by the first call
+  // (POOL when the first is a sendrecv): the model pairs the two cores' barriers by count per core, so
+  // barriers on two engines could pair out of program order. InputError if `requested` names another.
+  Engine use_barrier_engine(std::optional<Engine> requested, const Loc& loc);
+  uint32_t next_sendrecv() { return ++sendrecvs_; }
+  // The one queue of this core's sendrecvs (fixed by the first call): InputError if `queue` names another.
+  uint8_t sendrecv_queue(Engine engine, int queue, const Loc& loc);
+  const std::array<uint32_t, isa::kNumEngines>& barriers() const { return barriers_; }
+  uint32_t sendrecvs() const { return sendrecvs_; }
+  const RegionTracker& tracker(isa::MemSpace s) const;
+
+  struct Shared;  // state shared by the cores of one build (program, tensor names, file names)
+  Kernel(Shared& shared, int core, int num_programs, const isa::Limits& limits);
+
+ private:
+  View make_hbm(const std::string& name, DType dtype, const std::vector<int64_t>& shape, int kind,
+                bool private_to_core, const Loc& loc);
+  RegionTracker& tracker_mut(isa::MemSpace s);
+  View make_tile(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype, const std::string& name,
+                 const Loc& loc);
+
+  Shared& shared_;
+  uint64_t serial_;
+  int core_;
+  int num_programs_;
+  isa::Limits limits_;
+  std::shared_ptr<Allocator> sbuf_alloc_;
+  std::shared_ptr<Allocator> psum_alloc_;
+  RegionTracker sbuf_deps_;
+  RegionTracker psum_deps_;
+  RegionTracker hbm_deps_;
+  std::array<uint32_t, isa::kNumEngines> engine_count_{};
+  std::vector<uint32_t> queue_count_;
+  std::vector<int> queue_owner_;  // issuing engine per queue, -1 = unused
+  std::array<uint32_t, isa::kNumEngines> rr_{};
+  // waited_[e][sem]: the strongest wait engine e's stream has already performed.
+  std::array<std::vector<uint32_t>, isa::kNumEngines> waited_;
+  uint64_t seq_ = 0;
+  std::array<uint32_t, isa::kNumEngines> barriers_{};
+  uint32_t sendrecvs_ = 0;
+  int sendrecv_queue_ = -1;
+  std::optional<Engine> barrier_engine_;
+  int tiles_ = 0;
+};
+
+using KernelFn = std::function<void(Kernel&)>;
+
+// Runs `fn` once per physical core (program_id 0 .. num_programs-1) and returns the program. Errors from
+// kernel code propagate (InputError / RuleError naming the kernel line). Both cores must call core_barrier
+// and sendrecv the same number of times.
+KernelBuild build_program(const KernelFn& fn, const BuildOptions& options);
+
+}  // namespace trnsim::kernels

@@ -1,0 +1,135 @@
+// The ISA as kernel calls, named and ordered as NKI's nki.isa names them (reference/trainium-hardware.md §3).
+// Each call appends one instruction (two for core_barrier and sendrecv) to the calling core's streams, with
+// the semaphore waits its operands need (kernel.h, deps.h), and returns it for explicit ordering edges.
+// The last parameter is always the caller's source location, recorded in the instruction.
+//
+// Shapes: dim 0 of a view is the partition (SBUF/PSUM) or row (HBM) axis. Elementwise ops need dst and inputs
+// of the same [partitions, free elements]; [P, 1] vector operands are FP32 per-partition scalars.
+// Errors: InputError for API misuse (operands of another core, bad engine for a DMA, cross-core calls
+// without LNC2); RuleError for hardware rules (isa::check: engine connectivity, partition start and count,
+// shapes, dtypes, generation). Both name the kernel line ("kernel.cpp:42: ...").
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "kernels/api/kernel.h"
+#include "kernels/api/view.h"
+
+namespace trnsim::kernels::nki {
+
+using isa::ActFunc;
+using isa::AluOp;
+using isa::Engine;
+
+// An FP32 immediate or a [P, 1] per-partition vector.
+class Operand {
+ public:
+  Operand(double value) : value_(static_cast<float>(value)) {}  // NOLINT: implicit, as in NKI
+  Operand(const View& vector) : vector_(vector) {}              // NOLINT
+  bool is_vector() const { return vector_.valid(); }
+  float value() const { return value_; }
+  const View& vector() const { return vector_; }
+
+ private:
+  float value_ = 0.f;
+  View vector_;
+};
+
+enum class PerfMode { None, DoubleRow };
+
+struct MatmulOpts {
+  bool accumulate = false;  // add into dst (an accumulation group) instead of overwriting it
+  PerfMode perf_mode = PerfMode::None;
+  bool is_transpose = false;
+};
+
+// dst[M, N] (+)= stationary[K, M]^T @ moving[K, N]. PE; stationary and moving in SBUF, dst in PSUM.
+// double_row: stationary [K, 2, M], moving [K, 2, N] in FP8 (K = 256 effective).
+InstRef nc_matmul(const View& dst, const View& stationary, const View& moving, MatmulOpts opts = {},
+                  Loc loc = Loc::current());
+
+struct MatmulMxOpts {
+  bool accumulate = false;
+  uint8_t stationary_scale_offset = 0;  // scale rows 0/4/8/12 inside each 32-partition quadrant
+  uint8_t moving_scale_offset = 0;
+};
+
+// MX matmul with dequantisation (Trn3): x4-packed FP8 stationary [K, M] and moving [K, N] with their E8M0
+// scales (one per 8 partitions x 4 elements, in quadrant rows 0-3 + offset).
+InstRef nc_matmul_mx(const View& dst, const View& stationary, const View& moving,
+                     const View& stationary_scale, const View& moving_scale, MatmulMxOpts opts = {},
+                     Loc loc = Loc::current());
+
+// BF16/FP16 src [P, 4F] -> x4 FP8 dst [P, F] plus E8M0 dst_scale (Trn3, DVE).
+InstRef quantize_mx(const View& dst, const View& src, const View& dst_scale, uint8_t scale_offset = 0,
+                    Loc loc = Loc::current());
+
+// dst[F, P] = data[P, F]: PE (SBUF -> PSUM, up to 128x128) or DVE (up to 32x32).
+InstRef nc_transpose(const View& dst, const View& data, Engine engine = Engine::PE, Loc loc = Loc::current());
+
+// dst = op(data * scale + bias), optionally also add-reducing each partition's results into reduce_res [P,
+// 1].
+InstRef activation(const View& dst, ActFunc op, const View& data, Operand bias = 0.0, Operand scale = 1.0,
+                   const View& reduce_res = {}, Engine engine = Engine::ACT, Loc loc = Loc::current());
+
+InstRef tensor_tensor(const View& dst, const View& data1, const View& data2, AluOp op,
+                      Engine engine = Engine::DVE, Loc loc = Loc::current());
+
+// dst = (data op0 operand0) op1 operand1; reverseN swaps the operands of opN.
+InstRef tensor_scalar(const View& dst, const View& data, AluOp op0, Operand operand0, bool reverse0 = false,
+                      AluOp op1 = AluOp::Bypass, Operand operand1 = 0.0, bool reverse1 = false,
+                      Engine engine = Engine::DVE, Loc loc = Loc::current());
+
+// Reduces data over `axis` (dims of data, which must be its innermost free dims) with op; negate flips the
+// sign.
+InstRef tensor_reduce(const View& dst, AluOp op, const View& data, const std::vector<int>& axis,
+                      bool negate = false, Engine engine = Engine::DVE, Loc loc = Loc::current());
+
+InstRef tensor_copy(const View& dst, const View& src, Engine engine = Engine::DVE, Loc loc = Loc::current());
+
+InstRef memset(const View& dst, double value, Engine engine = Engine::DVE, Loc loc = Loc::current());
+
+// dst[p, i0..i3] = offset + channel_multiplier * p + sum_d pattern[d] * i_d, one pattern step per free dim of
+// dst (missing steps are 0).
+InstRef iota(const View& dst, const std::vector<int32_t>& pattern, double offset = 0.0,
+             double channel_multiplier = 0.0, Engine engine = Engine::POOL, Loc loc = Loc::current());
+
+// dst = predicate != 0 ? on_true : on_false (a tensor or an immediate).
+InstRef select(const View& dst, const View& predicate, const View& on_true, Operand on_false,
+               Engine engine = Engine::DVE, Loc loc = Loc::current());
+
+enum class OobMode { Error, Skip };
+
+struct DmaOpts {
+  View vector_offset{};       // indirect: int32/uint32 [P, 1] row indices in SBUF (gather by default)
+  bool indirect_dst = false;  // the indices pick dst rows (scatter) instead of src rows
+  OobMode oob_mode = OobMode::Error;
+  bool accumulate = false;         // dst += src on the DMA
+  std::optional<Engine> engine{};  // triggering sequencer: SP (hwdge) by default, POOL (swdge) when indirect
+  int queue = -1;                  // -1: round-robin over the engine's default queues (kernel.h)
+};
+
+// Copies (with dtype cast) between HBM, SBUF and PSUM.
+InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts = {}, Loc loc = Loc::current());
+
+struct DmaQueueOpts {
+  std::optional<Engine> engine{};  // default SP
+  int queue = -1;
+};
+
+// dst[F, P] = src[P, F] on the DMA (2-byte dtypes, dst in SBUF).
+InstRef dma_transpose(const View& dst, const View& src, const DmaQueueOpts& opts = {},
+                      Loc loc = Loc::current());
+
+// LNC2 barrier on `engine` (default POOL): waits for this core's earlier accesses to `data`, signals the
+// peer, then blocks `engine` until the peer has reached its matching barrier. Later accesses to `data` on
+// this core wait for the barrier. Needs num_programs 2; both cores must call it equally often.
+InstRef core_barrier(const View& data, Engine engine = Engine::POOL, Loc loc = Loc::current());
+
+// LNC2 SBUF exchange: this core's src goes to the peer's dst and the peer's src to this core's dst (both
+// cores call it with tiles allocated at the same addresses). Emits a "ready to receive" CoreBarrier signal
+// and the SendRecv transfer; later reads of dst on this core wait for the peer's transfer.
+InstRef sendrecv(const View& src, const View& dst, const DmaQueueOpts& opts = {}, Loc loc = Loc::current());
+
+}  // namespace trnsim::kernels::nki

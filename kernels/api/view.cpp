@@ -1,0 +1,283 @@
+#include "kernels/api/view.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "sim/base/error.h"
+#include "sim/isa/semantics.h"
+
+namespace trnsim::kernels {
+
+uint32_t elem_bytes(isa::DType t) {
+  return isa::dtype_size(t);
+}
+const char* dtype_str(isa::DType t) {
+  return isa::dtype_name(t);
+}
+
+const char* space_str(isa::MemSpace s) {
+  switch (s) {
+    case isa::MemSpace::SBUF:
+      return "sbuf";
+    case isa::MemSpace::PSUM:
+      return "psum";
+    case isa::MemSpace::HBM:
+      return "hbm";
+  }
+  return "?";
+}
+
+std::vector<int64_t> View::shape() const {
+  std::vector<int64_t> s;
+  for (const D& d : dims_) s.push_back(d.size);
+  return s;
+}
+
+int64_t View::size(int dim) const {
+  if (dim < 0 || dim >= rank()) throw InputError(fmt::format("{}: no dim {}", describe(), dim));
+  return dims_[dim].size;
+}
+
+int64_t View::free_elements() const {
+  int64_t n = 1;
+  for (size_t i = 1; i < dims_.size(); ++i) n *= dims_[i].size;
+  return n;
+}
+
+std::string View::describe() const {
+  if (!valid()) return "absent operand";
+  return fmt::format("{} '{}' [{}] {}", space_str(space_), name_, fmt::join(shape(), ", "),
+                     dtype_str(dtype_));
+}
+
+View View::index(const std::vector<Slice>& idx) const {
+  if (static_cast<int>(idx.size()) > rank())
+    throw InputError(fmt::format("{}: {} indices for a rank-{} view", describe(), idx.size(), rank()));
+  View v = *this;
+  std::vector<D> dims;
+  const int64_t es = elem_bytes(dtype_);
+  for (int i = 0; i < rank(); ++i) {
+    const D& d = dims_[i];
+    if (i >= static_cast<int>(idx.size())) {
+      dims.push_back(d);
+      continue;
+    }
+    const Slice& s = idx[i];
+    const int64_t stop = s.stop == kEnd ? d.size : s.stop;
+    if (s.step <= 0 || s.start < 0 || s.start >= stop || stop > d.size)
+      throw InputError(fmt::format("{}: slice {}:{}:{} of dim {} (size {}) is empty or out of range",
+                                   describe(), s.start, s.stop == kEnd ? d.size : s.stop, s.step, i, d.size));
+    const int64_t n = (stop - s.start + s.step - 1) / s.step;
+    if (i == 0 && space_ != isa::MemSpace::HBM) {
+      if (s.step != 1)
+        throw InputError(
+            fmt::format("{}: partition slices must be contiguous (step {})", describe(), s.step));
+      v.partition_start_ += static_cast<uint32_t>(s.start);
+      dims.push_back({0, n});
+      continue;
+    }
+    v.offset_bytes_ += s.start * d.stride * es;
+    if (s.single && i > 0) continue;  // an integer index drops a free dim
+    dims.push_back({d.stride * s.step, n});
+  }
+  if (dims.size() == 1) dims.push_back({1, 1});  // keep one free dim
+  v.dims_ = std::move(dims);
+  return v;
+}
+
+View View::slice(int dim, int64_t start, int64_t stop, int64_t step) const {
+  if (dim < 0 || dim >= rank()) throw InputError(fmt::format("{}: no dim {} to slice", describe(), dim));
+  std::vector<Slice> idx(dim + 1);
+  idx[dim] = Slice(start, stop, step);
+  return index(idx);
+}
+
+namespace {
+
+// No-copy reshape of (stride, size) dims, as numpy does it; empty result if impossible.
+template <class D>
+bool reshape_dims(const std::vector<D>& old_dims, const std::vector<int64_t>& sizes, std::vector<D>& out) {
+  std::vector<D> old;
+  for (const D& d : old_dims)
+    if (d.size != 1) old.push_back(d);
+  out.assign(sizes.size(), D{1, 1});
+  for (size_t i = 0; i < sizes.size(); ++i) out[i].size = sizes[i];
+  size_t oi = 0, oj = 1, ni = 0, nj = 1;
+  while (ni < sizes.size() && oi < old.size()) {
+    int64_t np = sizes[ni], op = old[oi].size;
+    while (np != op) {
+      if (np < op) {
+        if (nj >= sizes.size()) return false;
+        np *= sizes[nj++];
+      } else {
+        if (oj >= old.size()) return false;
+        op *= old[oj++].size;
+      }
+    }
+    for (size_t k = oi; k + 1 < oj; ++k)
+      if (old[k].stride != old[k + 1].stride * old[k + 1].size) return false;
+    out[nj - 1].stride = old[oj - 1].stride;
+    for (size_t k = nj - 1; k > ni; --k) out[k - 1].stride = out[k].stride * out[k].size;
+    ni = nj++;
+    oi = oj++;
+  }
+  return oi >= old.size();
+}
+
+}  // namespace
+
+View View::reshape(const std::vector<int64_t>& shape) const {
+  int64_t n_old = 1, n_new = 1;
+  for (const D& d : dims_) n_old *= d.size;
+  for (int64_t s : shape) {
+    if (s <= 0) throw InputError(fmt::format("{}: reshape to a shape with size {}", describe(), s));
+    n_new *= s;
+  }
+  const std::string want = fmt::format("[{}]", fmt::join(shape, ", "));
+  if (shape.size() < 2 || n_old != n_new)
+    throw InputError(fmt::format("{}: cannot reshape to {} (element count or rank)", describe(), want));
+  View v = *this;
+  bool ok;
+  if (space_ == isa::MemSpace::HBM) {
+    ok = reshape_dims(dims_, shape, v.dims_);
+  } else {
+    if (shape[0] != partitions())
+      throw InputError(fmt::format("{}: reshape to {} changes the partition count", describe(), want));
+    std::vector<D> free(dims_.begin() + 1, dims_.end()), out;
+    ok = reshape_dims(free, std::vector<int64_t>(shape.begin() + 1, shape.end()), out);
+    out.insert(out.begin(), dims_[0]);
+    v.dims_ = std::move(out);
+  }
+  if (!ok)
+    throw InputError(fmt::format("{}: cannot reshape to {} without a copy (strides)", describe(), want));
+  return v;
+}
+
+View View::permute(const std::vector<int>& order) const {
+  std::vector<int> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int> iota(rank());
+  std::iota(iota.begin(), iota.end(), 0);
+  if (sorted != iota)
+    throw InputError(fmt::format("{}: permute order [{}] is not a permutation of its {} dims", describe(),
+                                 fmt::join(order, ", "), rank()));
+  if (space_ != isa::MemSpace::HBM && order[0] != 0)
+    throw InputError(
+        fmt::format("{}: the partition dim of an on-chip tile stays first (use a transpose "
+                    "instruction to move data across partitions)",
+                    describe()));
+  View v = *this;
+  for (int i = 0; i < rank(); ++i) v.dims_[i] = dims_[order[i]];
+  return v;
+}
+
+View View::bitcast(isa::DType dtype) const {
+  const int64_t from = elem_bytes(dtype_), to = elem_bytes(dtype);
+  View v = *this;
+  v.dtype_ = dtype;
+  if (from == to) return v;
+  const auto bad = [&](const char* why) {
+    return InputError(fmt::format("{}: cannot bitcast to {}: {}", describe(), dtype_str(dtype), why));
+  };
+  D& inner = v.dims_.back();
+  if (inner.stride != 1 && inner.size != 1) throw bad("the innermost dim is not contiguous");
+  if ((inner.size * from) % to != 0) throw bad("the innermost dim's bytes do not divide into the new dtype");
+  if (offset_bytes_ % to != 0) throw bad("the byte offset is not aligned to the new dtype");
+  inner.size = inner.size * from / to;
+  inner.stride = 1;
+  const bool hbm = space_ == isa::MemSpace::HBM;
+  for (size_t i = hbm ? 0 : 1; i + 1 < v.dims_.size(); ++i) {
+    if ((v.dims_[i].stride * from) % to != 0) throw bad("an outer stride does not divide into the new dtype");
+    v.dims_[i].stride = v.dims_[i].stride * from / to;
+  }
+  return v;
+}
+
+View View::broadcast(int dim, int64_t size) const {
+  if (dim < 1 || dim >= rank() || dims_[dim].size != 1 || size < 1)
+    throw InputError(fmt::format("{}: broadcast needs a size-1 free dim (dim {})", describe(), dim));
+  View v = *this;
+  v.dims_[dim] = {0, size};
+  return v;
+}
+
+isa::AccessPattern View::ap() const {
+  isa::AccessPattern a;
+  if (!valid()) return a;
+  a.space = space_;
+  a.dtype = dtype_;
+  a.tensor = tensor_;
+  a.partitions = static_cast<uint32_t>(dims_[0].size);
+  if (space_ == isa::MemSpace::HBM)
+    a.partition_stride = dims_[0].stride;
+  else
+    a.partition_start = partition_start_;
+  a.offset_bytes = offset_bytes_;
+  std::vector<D> free(dims_.begin() + 1, dims_.end());
+  if (free.size() > 4) {  // merge contiguous neighbours, drop size-1 dims
+    std::vector<D> merged;
+    for (const D& d : free) {
+      if (d.size == 1) continue;
+      if (!merged.empty() && merged.back().stride == d.stride * d.size) {
+        merged.back() = {d.stride, merged.back().size * d.size};
+      } else {
+        merged.push_back(d);
+      }
+    }
+    if (merged.empty()) merged.push_back({1, 1});
+    free = std::move(merged);
+  }
+  if (free.size() > 4)
+    throw InputError(fmt::format("{}: {} free dims after merging; access patterns have at most 4", describe(),
+                                 free.size()));
+  for (const D& d : free)
+    if (d.size > UINT32_MAX) throw InputError(fmt::format("{}: dim size {} too large", describe(), d.size));
+  a.ndim = static_cast<uint8_t>(free.size());
+  for (size_t i = 0; i < free.size(); ++i) a.dims[i] = {free[i].stride, static_cast<uint32_t>(free[i].size)};
+  return a;
+}
+
+View::Region View::region(bool whole_rows) const {
+  const int64_t es = elem_bytes(dtype_);
+  // Byte extent of the free dims relative to the start offset.
+  int64_t flo = 0, fhi = es;
+  for (size_t i = 1; i < dims_.size(); ++i) {
+    const int64_t span = (dims_[i].size - 1) * dims_[i].stride * es;
+    (span < 0 ? flo : fhi) += span;
+  }
+  if (space_ != isa::MemSpace::HBM) {
+    return {0, partition_start_, partition_start_ + dims_[0].size, offset_bytes_ + flo, offset_bytes_ + fhi};
+  }
+  const int64_t rb = std::max<int64_t>(1, storage_->hbm_row_bytes);
+  const int64_t rows = storage_->hbm_rows;
+  const int64_t base_row = offset_bytes_ / rb, col = offset_bytes_ % rb;
+  if (whole_rows) {
+    if (col + flo >= 0 && col + fhi <= rb) return {tensor_, 0, rows, col + flo, col + fhi};
+    return {tensor_, 0, rows, 0, rb};
+  }
+  // Split the dims into whole-row steps and in-row steps.
+  int64_t rlo = 0, rhi = 0, ilo = 0, ihi = es;
+  for (const D& d : dims_) {
+    const int64_t sb = d.stride * es;
+    const int64_t span = (d.size - 1) * sb;
+    if (sb % rb == 0)
+      (span < 0 ? rlo : rhi) += span / rb;
+    else
+      (span < 0 ? ilo : ihi) += span;
+  }
+  if (col + ilo >= 0 && col + ihi <= rb)
+    return {tensor_, base_row + rlo, base_row + rhi + 1, col + ilo, col + ihi};
+  // Fallback: every row the byte range touches.
+  int64_t lo = offset_bytes_, hi = offset_bytes_ + es;
+  for (const D& d : dims_) {
+    const int64_t span = (d.size - 1) * d.stride * es;
+    (span < 0 ? lo : hi) += span;
+  }
+  const int64_t r0 = std::max<int64_t>(0, lo / rb), r1 = (hi - 1) / rb + 1;
+  if (r1 - r0 == 1) return {tensor_, r0, r1, lo - r0 * rb, hi - r0 * rb};
+  return {tensor_, r0, r1, 0, rb};
+}
+
+}  // namespace trnsim::kernels

@@ -1,0 +1,317 @@
+// Automatic semaphore waits: RAW, WAR, WAW, independence, same-engine order, DMA queues, LNC2 streams.
+#include <catch2/catch.hpp>
+
+#include "kernels/api/nki.h"
+#include "sim/base/error.h"
+
+using namespace trnsim;
+using namespace trnsim::kernels;
+using nki::ActFunc;
+using nki::AluOp;
+
+namespace {
+
+constexpr uint16_t kPE = 0, kDVE = 1, kACT = 2, kPOOL = 3;
+constexpr uint16_t q(int queue) {
+  return static_cast<uint16_t>(kDmaSemBase + queue);
+}
+
+using Waits = std::vector<std::pair<uint16_t, uint32_t>>;
+
+KernelBuild build(const KernelFn& fn, int programs = 1) {
+  return build_program(fn, {default_limits(Generation::Trn2), programs});
+}
+const isa::Instruction& inst(const KernelBuild& b, Engine e, size_t i, int core = 0) {
+  const auto& s = b.program.streams[core][static_cast<int>(e)];
+  REQUIRE(i < s.size());
+  return s[i];
+}
+Waits waits(const isa::Instruction& in) {
+  Waits w;
+  for (const auto& x : in.waits) w.emplace_back(x.sem, x.value);
+  return w;
+}
+
+}  // namespace
+
+namespace Catch {
+template <>
+struct StringMaker<std::pair<uint16_t, uint32_t>> {
+  static std::string convert(const std::pair<uint16_t, uint32_t>& w) {
+    return "S[" + std::to_string(w.first) + "]>=" + std::to_string(w.second);
+  }
+};
+}  // namespace Catch
+
+TEST_CASE("RAW: a DVE read of a DMA-loaded tile waits for the queue", "[kernels][deps]") {
+  KernelBuild b = build([](Kernel& k) {
+    View x = k.input("x", DType::F32, {128, 64});
+    View t = k.sbuf({128, 64}, DType::F32, "t");
+    View u = k.sbuf({128, 64}, DType::F32, "u");
+    nki::dma_copy(t, x);
+    nki::tensor_copy(u, t);
+  });
+  const isa::Instruction& dma = inst(b, Engine::SP, 0);
+  CHECK(dma.op == isa::Opcode::DmaCopy);
+  CHECK(dma.dma_queue == 0);
+  REQUIRE(dma.updates.size() == 1);
+  CHECK(dma.updates[0].sem == q(0));
+  CHECK(dma.updates[0].delta == 1);
+  CHECK(waits(dma).empty());
+  const isa::Instruction& copy = inst(b, Engine::DVE, 0);
+  CHECK(waits(copy) == Waits{{q(0), 1}});
+  REQUIRE(copy.updates.size() == 1);
+  CHECK(copy.updates[0].sem == kDVE);
+  CHECK(b.inputs == std::vector<std::string>{"x"});
+  CHECK(b.program.files.size() == 2);
+  CHECK(b.program.files[copy.loc.file].find("test_deps.cpp") != std::string::npos);
+  CHECK(copy.loc.line > 0);
+}
+
+TEST_CASE("WAR and WAW keep only the strongest wait per semaphore", "[kernels][deps]") {
+  KernelBuild b = build([](Kernel& k) {
+    View t = k.sbuf({128, 64}, DType::F32, "t");
+    View u = k.sbuf({128, 64}, DType::F32, "u");
+    nki::memset(t, 1.0);                  // DVE #1 writes t
+    nki::tensor_copy(u, t);               // DVE #2 reads t
+    nki::activation(t, ActFunc::Exp, u);  // ACT #1: WAR on #2 and WAW on #1, RAW on u (#2)
+    nki::memset(u, 0.0, Engine::POOL);    // POOL #1: WAR on ACT #1 (reads u), WAW on DVE #2
+    nki::tensor_copy(t, t, Engine::ACT);  // ACT #2: same engine as the last writer: nothing
+  });
+  CHECK(waits(inst(b, Engine::ACT, 0)) == Waits{{kDVE, 2}});
+  CHECK(waits(inst(b, Engine::POOL, 0)) == Waits{{kDVE, 2}, {kACT, 1}});
+  CHECK(waits(inst(b, Engine::ACT, 1)).empty());
+  CHECK(waits(inst(b, Engine::DVE, 1)).empty());  // same engine as the memset
+}
+
+TEST_CASE("WAW alone, and disjoint slices of one tile are independent", "[kernels][deps]") {
+  KernelBuild b = build([](Kernel& k) {
+    View t = k.sbuf({128, 512}, DType::F32, "t");
+    nki::memset(t(all, S(0, 256)), 0.0);                     // DVE #1
+    nki::memset(t(all, S(256, 512)), 0.0, Engine::ACT);      // ACT #1: other columns
+    nki::memset(t(S(0, 32), S(0, 512)), 0.0, Engine::POOL);  // POOL #1: overlaps both
+    View p = k.psum({128, 512}, DType::F32, "p");
+    nki::memset(p(S(0, 64)), 0.0);                 // DVE #2
+    nki::memset(p(S(64, 128)), 0.0, Engine::ACT);  // ACT #2: other partitions
+  });
+  CHECK(waits(inst(b, Engine::ACT, 0)).empty());
+  CHECK(waits(inst(b, Engine::POOL, 0)) == Waits{{kDVE, 1}, {kACT, 1}});
+  CHECK(waits(inst(b, Engine::ACT, 1)).empty());
+}
+
+TEST_CASE("DMA queues: round-robin per engine, FIFO counts, explicit queues", "[kernels][deps]") {
+  KernelBuild b = build([](Kernel& k) {
+    View x = k.input("x", DType::F32, {128, 9 * 64});
+    View t = k.sbuf({128, 9, 64}, DType::F32, "t");
+    for (int i = 0; i < 9; ++i) nki::dma_copy(t(all, i), x(all, S(64 * i, 64 * (i + 1))));  // queues 0..7, 0
+    View u = k.sbuf({128, 64}, DType::F32, "u");
+    nki::tensor_copy(u, t(all, 8));  // written by transfer #2 of queue 0
+    nki::tensor_copy(u, t(all, 3));  // transfer #1 of queue 3
+    nki::tensor_copy(u, t(all, 0));  // queue 0 #1: already waited for #2, no new wait
+    View y = k.output("y", DType::F32, {128, 64});
+    nki::dma_copy(y, u, {.engine = Engine::ACT});  // ACT's queues start at 8
+    nki::dma_copy(y, u, {.engine = Engine::POOL, .queue = 15});
+  });
+  for (int i = 0; i < 9; ++i) CHECK(inst(b, Engine::SP, i).dma_queue == i % 8);
+  CHECK(inst(b, Engine::SP, 8).updates[0].sem == q(0));
+  CHECK(waits(inst(b, Engine::DVE, 0)) == Waits{{q(0), 2}});
+  CHECK(waits(inst(b, Engine::DVE, 1)) == Waits{{q(3), 1}});
+  CHECK(waits(inst(b, Engine::DVE, 2)).empty());
+  const isa::Instruction& out = inst(b, Engine::ACT, 0);
+  CHECK(out.dma_queue == 8);
+  CHECK(waits(out) == Waits{{kDVE, 3}});
+  // WAW on y behind queue 8's transfer; RAW on u from DVE #3.
+  CHECK(waits(inst(b, Engine::POOL, 0)) == Waits{{kDVE, 3}, {q(8), 1}});
+  CHECK(b.outputs == std::vector<std::string>{"y"});
+
+  CHECK_THROWS_WITH(build([](Kernel& k) {
+                      View x = k.input("x", DType::F32, {128, 4});
+                      View t = k.sbuf({128, 4}, DType::F32);
+                      nki::dma_copy(t, x, {.queue = 3});
+                      nki::dma_copy(t, x, {.engine = Engine::ACT, .queue = 3});
+                    }),
+                    Catch::Contains("DMA queue 3 is already used by SP"));
+  CHECK_THROWS_WITH(build([](Kernel& k) {
+                      View x = k.input("x", DType::F32, {128, 4});
+                      View t = k.sbuf({128, 4}, DType::F32);
+                      nki::dma_copy(t, x, {.engine = Engine::DVE});
+                    }),
+                    Catch::Contains("not DVE"));
+}
+
+TEST_CASE("HBM tiles: column tiles of one tensor are independent, overlapping reads wait",
+          "[kernels][deps]") {
+  KernelBuild b = build([](Kernel& k) {
+    View y = k.output("y", DType::F32, {256, 1024});
+    View t = k.sbuf({128, 512}, DType::F32, "t");
+    nki::memset(t, 0.0);
+    nki::dma_copy(y(S(0, 128), S(0, 512)), t);     // queue 0
+    nki::dma_copy(y(S(0, 128), S(512, 1024)), t);  // queue 1: no wait on queue 0
+    nki::dma_copy(y(S(128, 256), S(0, 512)), t);   // queue 2: other rows
+    View r = k.sbuf({128, 512}, DType::F32, "r");
+    nki::dma_copy(r, y(S(0, 128), S(256, 768)));  // queue 3: RAW on queues 0 and 1
+  });
+  CHECK(waits(inst(b, Engine::SP, 0)) == Waits{{kDVE, 1}});
+  CHECK(waits(inst(b, Engine::SP, 1)).empty());  // DVE #1 already waited for on SP
+  CHECK(waits(inst(b, Engine::SP, 2)).empty());
+  CHECK(waits(inst(b, Engine::SP, 3)) == Waits{{q(0), 1}, {q(1), 1}});
+}
+
+TEST_CASE("PE accumulation and explicit ordering edges", "[kernels][deps]") {
+  KernelBuild b = build([](Kernel& k) {
+    View a = k.sbuf({128, 128}, DType::BF16, "a");
+    View m = k.sbuf({128, 512}, DType::BF16, "m");
+    View p = k.psum({128, 512}, DType::F32, "p");
+    View o = k.sbuf({128, 512}, DType::F32, "o");
+    nki::memset(a, 1.0);
+    nki::memset(m, 1.0, Engine::POOL);
+    nki::nc_matmul(p, a, m);                          // PE #1: RAW on DVE #1 and POOL #1
+    nki::nc_matmul(p, a, m, {.accumulate = true});    // PE #2: nothing new
+    InstRef c = nki::tensor_copy(o, p, Engine::ACT);  // ACT #1: RAW on PE #2
+    InstRef z = nki::memset(k.sbuf({128, 4}, DType::F32, "z"), 0.0, Engine::POOL);  // POOL #2: independent
+    z.depends_on(c);
+  });
+  CHECK(waits(inst(b, Engine::PE, 0)) == Waits{{kDVE, 1}, {kPOOL, 1}});
+  CHECK(inst(b, Engine::PE, 1).has(isa::kAccumulate));
+  CHECK(waits(inst(b, Engine::PE, 1)).empty());
+  CHECK(waits(inst(b, Engine::ACT, 0)) == Waits{{kPE, 2}});
+  CHECK(waits(inst(b, Engine::POOL, 1)) == Waits{{kACT, 1}});
+}
+
+TEST_CASE("hardware rule and API errors name the kernel line", "[kernels][deps]") {
+  int line = 0;
+  try {
+    build([&](Kernel& k) {
+      View a = k.sbuf({128, 128}, DType::BF16, "a");
+      View d = k.sbuf({128, 128}, DType::F32, "d");
+      line = __LINE__ + 1;
+      nki::nc_matmul(d, a, a);  // PE cannot write SBUF
+    });
+    FAIL("no error");
+  } catch (const RuleError& e) {
+    CHECK(std::string(e.what()).find("test_deps.cpp:" + std::to_string(line) + ": nc_matmul on PE") !=
+          std::string::npos);
+  }
+  CHECK_THROWS_WITH(build([](Kernel& k) {
+                      View t = k.sbuf({128, 4}, DType::F32);
+                      nki::core_barrier(t);
+                    }),
+                    Catch::Contains("needs num_programs 2"));
+}
+
+TEST_CASE("LNC2: per-core streams, shared and private tensors, cross-core calls", "[kernels][deps][lnc2]") {
+  std::unique_ptr<View> leaked;
+  KernelBuild b = build(
+      [&](Kernel& k) {
+        View x = k.input("x", DType::F32, {256, 64});
+        View s = k.scratch("spill", DType::F32, {128, 64}, /*private_to_core=*/true);
+        View t = k.sbuf({128, 64}, DType::F32, "t");
+        nki::dma_copy(t, x(S(128 * k.program_id(), 128 * (k.program_id() + 1))));
+        for (int i = 0; i <= k.program_id(); ++i) nki::memset(k.sbuf({128, 4}, DType::F32), 0.0);
+        nki::dma_copy(s, t);   // SP queue 1
+        nki::core_barrier(s);  // POOL: signal + wait
+        nki::dma_copy(t, s);   // SP queue 2: after the barrier
+        View r = k.sbuf({128, 64}, DType::F32, "r");
+        nki::sendrecv(t, r);     // SP: ready signal + transfer on queue 3
+        nki::tensor_copy(t, r);  // DVE waits for the peer's transfer
+      },
+      2);
+  CHECK(b.program.num_cores == 2);
+  REQUIRE(b.program.tensors.size() == 3);
+  CHECK(b.program.tensors[0].private_to_core == -1);
+  CHECK(b.program.tensors[1].private_to_core == 0);
+  CHECK(b.program.tensors[2].private_to_core == 1);
+  CHECK(b.program.streams[0][static_cast<int>(Engine::DVE)].size() == 2);
+  CHECK(b.program.streams[1][static_cast<int>(Engine::DVE)].size() == 3);
+  CHECK(inst(b, Engine::SP, 0, 0).ops[1].offset_bytes == 0);
+  CHECK(inst(b, Engine::SP, 0, 1).ops[1].offset_bytes == 128 * 64 * 4);
+  CHECK(inst(b, Engine::SP, 1, 1).ops[0].tensor == 2);  // core 1 spills to its own tensor
+
+  for (int core = 0; core < 2; ++core) {
+    // One model core_barrier on POOL; it waits for the spill of s (queue 1) and counts on S[POOL].
+    const isa::Instruction& barrier = inst(b, Engine::POOL, 0, core);
+    CHECK(barrier.op == isa::Opcode::CoreBarrier);
+    CHECK(waits(barrier) == Waits{{q(1), 1}});
+    REQUIRE(barrier.updates.size() == 1);
+    CHECK(barrier.updates[0].sem == kPOOL);
+    CHECK_FALSE(barrier.updates[0].peer);
+    // After the barrier; the WAR on t's reader (queue 1) is kept although the barrier implies it.
+    CHECK(waits(inst(b, Engine::SP, 2, core)) == Waits{{kPOOL, 1}, {q(1), 1}});
+    // sendrecv: a ready barrier on the barrier engine, after the last writer of r's memory (r reuses the
+    // space of the memset temporaries: DVE #1 on core 0, #2 on core 1), then the transfer after the ready
+    // barrier (POOL #2) and t's writer (queue 2).
+    const isa::Instruction& ready = inst(b, Engine::POOL, 1, core);
+    CHECK(ready.op == isa::Opcode::CoreBarrier);
+    CHECK(waits(ready) == Waits{{kDVE, static_cast<uint32_t>(core + 1)}});
+    const isa::Instruction& xfer = inst(b, Engine::SP, 3, core);
+    CHECK(xfer.op == isa::Opcode::SendRecv);
+    CHECK(waits(xfer) == Waits{{kPOOL, 2}, {q(2), 1}});
+    CHECK(xfer.updates.back().sem == kSendRecvDoneSem);
+    CHECK(xfer.updates.back().peer);
+    // RAW on r (the peer's transfer), WAW on t (queue 2), WAR on t (this core's transfer reads it).
+    CHECK(waits(inst(b, Engine::DVE, core + 1, core)) == Waits{{q(2), 1}, {q(3), 1}, {kSendRecvDoneSem, 1}});
+  }
+
+  CHECK_THROWS_WITH(
+      build(
+          [](Kernel& k) {
+            View t = k.sbuf({128, 4}, DType::F32);
+            if (k.program_id() == 0) nki::core_barrier(t);
+          },
+          2),
+      Catch::Contains("core 0 made 1 core_barrier on POOL, 0 sendrecv; core 1 made 0 sendrecv"));
+  CHECK_THROWS_WITH(build(
+                        [&](Kernel& k) {
+                          if (k.program_id() == 0)
+                            leaked = std::make_unique<View>(k.sbuf({128, 4}, DType::F32));
+                          else
+                            nki::memset(*leaked, 0.0);
+                        },
+                        2),
+                    Catch::Contains("another core"));
+  CHECK_THROWS_WITH(build(
+                        [](Kernel& k) {
+                          k.input("x", DType::F32, {4 + k.program_id(), 4});
+                        },
+                        2),
+                    Catch::Contains("redeclared"));
+}
+
+TEST_CASE("LNC2: one barrier engine per kernel, sendrecvs keep one queue", "[kernels][deps][lnc2]") {
+  KernelBuild b = build(
+      [](Kernel& k) {
+        View h = k.scratch("h", DType::F32, {128, 4}, false);
+        nki::core_barrier(h);  // POOL #1
+        nki::core_barrier(h);  // POOL #2: same engine, no wait
+        View s = k.sbuf({128, 4}, DType::F32, "s");
+        View r = k.sbuf({128, 4}, DType::F32, "r");
+        nki::memset(s, 1.0);                // DVE #1
+        nki::sendrecv(s, r, {.queue = 5});  // ready barrier POOL #3, transfer SP
+        nki::sendrecv(s, r);                // reuses queue 5; ready barrier POOL #4
+      },
+      2);
+  CHECK(waits(inst(b, Engine::POOL, 1)).empty());
+  CHECK(waits(inst(b, Engine::SP, 0)) == Waits{{kDVE, 1}, {kPOOL, 3}});
+  const isa::Instruction& second = inst(b, Engine::SP, 1);
+  CHECK(second.op == isa::Opcode::SendRecv);
+  CHECK(second.dma_queue == 5);
+  CHECK(waits(second) == Waits{{kPOOL, 4}});
+  // The second ready barrier waits for the first transfer into r (the peer's) and for r's readers (none).
+  CHECK(waits(inst(b, Engine::POOL, 3)) == Waits{{kSendRecvDoneSem, 1}});
+  CHECK_THROWS_WITH(build(
+                        [](Kernel& k) {
+                          View h = k.scratch("h", DType::F32, {128, 4}, false);
+                          nki::core_barrier(h);
+                          nki::core_barrier(h, Engine::SP);
+                        },
+                        2),
+                    Catch::Contains("core_barrier on SP: this core's barriers already run on POOL"));
+  CHECK_THROWS_WITH(build(
+                        [](Kernel& k) {
+                          View s = k.sbuf({128, 4}, DType::F32, "s");
+                          nki::sendrecv(s, s, {.queue = 5});
+                          nki::sendrecv(s, s, {.queue = 6});
+                        },
+                        2),
+                    Catch::Contains("every sendrecv of a core uses one queue"));
+}

@@ -1,0 +1,105 @@
+// Views and the access patterns they produce: exact partition, offset and strides.
+#include <catch2/catch.hpp>
+
+#include "kernels/api/kernel.h"
+#include "sim/base/error.h"
+
+using namespace trnsim;
+using namespace trnsim::kernels;
+
+namespace {
+void with_kernel(const KernelFn& fn) {
+  build_program(fn, {default_limits(Generation::Trn2), 1});
+}
+
+void check_dims(const isa::AccessPattern& ap, std::vector<std::pair<int64_t, uint32_t>> dims) {
+  REQUIRE(ap.ndim == dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    CHECK(ap.dims[i].stride == dims[i].first);
+    CHECK(ap.dims[i].size == dims[i].second);
+  }
+}
+}  // namespace
+
+TEST_CASE("hbm views: row slices, column slices with steps, transposed views", "[kernels][view]") {
+  with_kernel([](Kernel& k) {
+    View pad = k.input("pad", DType::F32, {4});
+    View x = k.input("x", DType::BF16, {256, 512});
+    isa::AccessPattern ap = x(S(128, 256), S(64, 192)).ap();
+    CHECK(ap.space == isa::MemSpace::HBM);
+    CHECK(ap.tensor == 1);
+    CHECK(ap.dtype == DType::BF16);
+    CHECK(ap.partitions == 128);
+    CHECK(ap.partition_stride == 512);
+    CHECK(ap.offset_bytes == (128 * 512 + 64) * 2);
+    check_dims(ap, {{1, 128}});
+
+    ap = x(S(0, 256, 2), S(1, 512, 4)).ap();
+    CHECK(ap.partitions == 128);
+    CHECK(ap.partition_stride == 1024);
+    CHECK(ap.offset_bytes == 2);
+    check_dims(ap, {{4, 128}});
+
+    ap = x(S(0, 128), S(0, 64)).permute({1, 0}).ap();  // K on the row axis
+    CHECK(ap.partitions == 64);
+    CHECK(ap.partition_stride == 1);
+    check_dims(ap, {{512, 128}});
+
+    ap = x.reshape({256, 4, 128})(all, 3).ap();  // integer index drops the dim
+    CHECK(ap.offset_bytes == 3 * 128 * 2);
+    check_dims(ap, {{1, 128}});
+    CHECK(x(7).shape() == std::vector<int64_t>{1, 512});
+  });
+}
+
+TEST_CASE("sbuf views: partition ranges, free slices, reshape, bitcast", "[kernels][view]") {
+  with_kernel([](Kernel& k) {
+    View t = k.sbuf({128, 4, 256}, DType::F32, "t");
+    isa::AccessPattern ap = t(S(32, 64), 2, S(16, 48)).ap();
+    CHECK(ap.space == isa::MemSpace::SBUF);
+    CHECK(ap.partition_start == 32);
+    CHECK(ap.partitions == 32);
+    CHECK(ap.partition_stride == 0);
+    CHECK(ap.offset_bytes == (2 * 256 + 16) * 4);
+    check_dims(ap, {{1, 32}});
+
+    ap = t(all, S(1, 4, 2), S(0, 256, 8)).ap();
+    CHECK(ap.offset_bytes == 256 * 4);
+    check_dims(ap, {{512, 2}, {8, 32}});
+
+    View u = k.sbuf({128, 1024}, DType::BF16, "u");
+    const int64_t base = u.offset_bytes();
+    check_dims(u.reshape({128, 4, 256}).ap(), {{256, 4}, {1, 256}});
+    check_dims(u.reshape({128, 4, 256}).permute({0, 2, 1}).ap(), {{1, 256}, {256, 4}});
+    CHECK_THROWS_AS(t(all, all, S(0, 128)).reshape({128, 512}), InputError);  // not contiguous
+    CHECK_THROWS_AS(u.reshape({64, 2048}), InputError);                       // partition count
+    CHECK_THROWS_AS(u.permute({1, 0}), InputError);
+
+    // bf16 <-> u16 keeps the dims; fp8 -> x4 packs four elements into one.
+    check_dims(u.bitcast(DType::U16).ap(), {{1, 1024}});
+    View f8 = k.sbuf({128, 2, 512}, DType::FP8_E4M3FN, "f8");
+    ap = f8.bitcast(DType::FP8_E4M3FN_X4).ap();
+    CHECK(ap.dtype == DType::FP8_E4M3FN_X4);
+    check_dims(ap, {{128, 2}, {1, 128}});
+    CHECK_THROWS_AS(u(all, S(0, 1024, 2)).bitcast(DType::F32), InputError);
+    CHECK(u(S(0, 64), S(512, 1024)).ap().offset_bytes == base + 1024);
+  });
+}
+
+TEST_CASE("view errors and the 4-dim limit", "[kernels][view]") {
+  with_kernel([](Kernel& k) {
+    View t = k.sbuf({128, 2, 2, 2, 2, 2}, DType::F32, "t");
+    check_dims(t.ap(), {{1, 32}});  // contiguous: merged into one dim
+    View s = t(all, all, all, all, all, S(0, 1));
+    CHECK(s.rank() == 6);
+    check_dims(s.ap(), {{2, 16}});
+    View strided = t(all, all, S(0, 2), all, S(0, 1), all);
+    CHECK_NOTHROW(strided.ap());
+    View five =
+        k.sbuf({128, 3, 3, 3, 3, 3}, DType::F32, "five")(all, S(0, 2), S(0, 2), S(0, 2), S(0, 2), S(0, 2));
+    CHECK_THROWS_WITH(five.ap(), Catch::Contains("at most 4"));
+    CHECK_THROWS_WITH(t(S(0, 129)), Catch::Contains("out of range"));
+    CHECK_THROWS_WITH(t(S(0, 128, 2)), Catch::Contains("contiguous"));
+    CHECK_THROWS_AS(t(all, 5), InputError);
+  });
+}
