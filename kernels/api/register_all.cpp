@@ -6,6 +6,8 @@ namespace trnsim::kernels {
 void register_all_kernels() {
   Registry& r = registry();
   if (r.find("matmul_bf16") == nullptr) register_matmul_bf16(r);
+  if (r.find("matmul_mxfp8") == nullptr) register_matmul_mxfp8(r);
+  if (r.find("matmul_mxfp8_backward") == nullptr) register_matmul_mxfp8_backward(r);
 }
 
 }  // namespace trnsim::kernels

@@ -64,5 +64,7 @@ void register_all_kernels();
 
 // Library kernels' registration functions (one per kernel file in kernels/lib).
 void register_matmul_bf16(Registry& r);
+void register_matmul_mxfp8(Registry& r);
+void register_matmul_mxfp8_backward(Registry& r);
 
 }  // namespace trnsim::kernels

@@ -1,0 +1,180 @@
+// matmul_mxfp8_backward (Trn3): the gradients of Y = X W^T as two independent matmul_mxfp8 calls in one
+// program (reference/nkilib-kernels.md §1.1):
+//   phase 1, input_grad  dX[M, K] = dY W:    LHS dY [M, N] F-by-K, RHS W [N, K] K-by-F, contraction N;
+//   phase 2, weight_grad dW[N, K] = dY^T X:  LHS dY [M, N] K-by-F, RHS X [M, K] K-by-F, contraction M.
+// Every BF16 operand is quantized along its contraction axis inside its phase (dY twice: along N, then M).
+// Pre-quantized or pre-swizzled dY is rejected: one quantized/swizzled copy can only serve one contraction
+// axis.
+#include <fmt/format.h>
+
+#include "kernels/api/registry.h"
+#include "kernels/lib/matmul_mxfp8.h"
+#include "sim/base/error.h"
+
+namespace trnsim::kernels {
+namespace {
+
+constexpr const char* kName = "kernel 'matmul_mxfp8_backward'";
+
+std::optional<std::vector<int64_t>> opt_shape(const nlohmann::json& j) {
+  if (j.is_null()) return std::nullopt;
+  return j.get<std::vector<int64_t>>();
+}
+
+KernelBuild build_backward(const nlohmann::json& j, const BuildOptions& options) {
+  const int64_t M = j.at("M").get<int64_t>(), K = j.at("K").get<int64_t>(), N = j.at("N").get<int64_t>();
+  if (!j.at("output_grad_scales").is_null())
+    throw InputError(fmt::format(
+        "{}: parameter 'output_grad_scales': a pre-quantized output_grad cannot be used: dY is the "
+        "contraction "
+        "operand along N in input_grad (dY W) and along M in weight_grad (dY^T X), so one set of MX scales "
+        "serves only one of the two phases; pass output_grad as BF16",
+        kName));
+  if (j.at("output_grad_is_swizzled").get<bool>())
+    throw InputError(fmt::format(
+        "{}: parameter 'output_grad_is_swizzled': a pre-swizzled output_grad cannot be used: the x4 "
+        "interleave "
+        "runs along the contraction axis, which is N for input_grad and M for weight_grad; pass output_grad "
+        "unswizzled",
+        kName));
+  if (j.at("disable_dma_transpose").get<bool>())
+    throw InputError(
+        fmt::format("{}: parameter 'disable_dma_transpose': the PE-transpose loader is not implemented; "
+                    "F-by-K BF16 operands "
+                    "load with dma_transpose (set it to false)",
+                    kName));
+  const bool w_fk = j.at("weights_is_f_by_k").get<bool>(), x_fk = j.at("input_is_f_by_k").get<bool>();
+
+  MxMatmulSpec dx;
+  apply_mx_shared_params(j, dx);
+  MxMatmulSpec dw = dx;
+  dx.kernel = fmt::format("{} (input_grad phase, dX = dY W)", kName);
+  dx.scope = std::string("dx");
+  dx.M = M, dx.K = N, dx.N = K;
+  dx.lhs = {"output_grad", "output_grad", true, false, std::nullopt, "", "M"};
+  dx.rhs = {"weights",
+            "weights",
+            w_fk,
+            j.at("weights_is_swizzled").get<bool>(),
+            opt_shape(j.at("weight_scales")),
+            "weight_scales",
+            "K"};
+  if (dx.rhs.swizzled) dx.rhs.f_by_k = true;  // a pre-swizzled W is [N/4, 4K] whatever its BF16 orientation
+  dx.out_name = std::string("input_grad");
+  dx.tiling = parse_mx_tiling(j.at("input_grad_config"), kName, "input_grad_config");
+
+  dw.kernel = fmt::format("{} (weight_grad phase, dW = dY^T X)", kName);
+  dw.scope = std::string("dw");
+  dw.M = N, dw.K = M, dw.N = K;
+  dw.lhs = {"output_grad", "output_grad", false, false, std::nullopt, "", "N"};
+  dw.rhs = {"input_activation",
+            "input",
+            x_fk,
+            j.at("input_is_swizzled").get<bool>(),
+            opt_shape(j.at("input_scales")),
+            "input_scales",
+            "K"};
+  if (dw.rhs.swizzled) dw.rhs.f_by_k = true;
+  dw.out_name = std::string("weight_grad");
+  dw.tiling = parse_mx_tiling(j.at("weight_grad_config"), kName, "weight_grad_config");
+
+  const MxPlan p1 = plan_matmul_mxfp8(dx, options.limits), p2 = plan_matmul_mxfp8(dw, options.limits);
+  BuildOptions o = options;
+  o.num_programs = p1.lnc2 || p2.lnc2 ? 2 : 1;
+  return build_program(
+      [&](Kernel& k) {
+        emit_matmul_mxfp8(k, dx, p1);
+        emit_matmul_mxfp8(k, dw, p2);
+      },
+      o);
+}
+
+}  // namespace
+
+void register_matmul_mxfp8_backward(Registry& r) {
+  KernelInfo info;
+  info.name = "matmul_mxfp8_backward";
+  info.doc =
+      "gradients of Y = X W^T on Trn3 with MXFP8 (nkilib matmul_mxfp8_backward): inputs output_grad dY "
+      "[M,N], "
+      "weights W [N,K], input_activation X [M,K] (BF16); outputs input_grad dX = dY W [M,K] and weight_grad "
+      "dW = dY^T X [N,K], two independent matmul_mxfp8 calls, each operand quantized along its contraction";
+  const auto dim = [](const char* n, const char* doc) {
+    return ParamSpec{.name = n, .type = ParamType::Int, .min = 1, .max = 1 << 20, .doc = doc};
+  };
+  const std::string fields = fmt::format("{}", fmt::join(kMxTilingFields, ", "));
+  info.params = {
+      dim("M", "tokens: rows of output_grad and input_activation"),
+      dim("K", "in-features: columns of weights and input_activation"),
+      dim("N", "out-features: columns of output_grad, rows of weights"),
+      {.name = "input_grad_config",
+       .type = ParamType::Object,
+       .default_value = nullptr,
+       .doc = "tiling of the input_grad phase (M = M, contraction N, N = K): object with any of " + fields +
+              " (each an integer or null = auto); null: all auto",
+       .nullable = true},
+      {.name = "weight_grad_config",
+       .type = ParamType::Object,
+       .default_value = nullptr,
+       .doc = "tiling of the weight_grad phase (M = N, contraction M, N = K): same fields; null: all auto",
+       .nullable = true},
+      {.name = "output_grad_scales",
+       .type = ParamType::Shape,
+       .default_value = nullptr,
+       .min = 1,
+       .doc = "pre-quantized output_grad scales: always rejected (one quantization cannot serve both "
+              "contraction axes); null",
+       .nullable = true},
+      {.name = "weight_scales",
+       .type = ParamType::Shape,
+       .default_value = nullptr,
+       .min = 1,
+       .doc = "weights pre-quantized along N: 'weights' holds x4 data [N/4, K] and input 'weight_scales' the "
+              "E8M0 "
+              "scales of this shape ([N/4, K] or packed [ceil(N/2048)*128, K]); null: BF16 weights",
+       .nullable = true},
+      {.name = "input_scales",
+       .type = ParamType::Shape,
+       .default_value = nullptr,
+       .min = 1,
+       .doc =
+           "input_activation pre-quantized along M: x4 data [M/4, K] plus input 'input_scales' of this shape "
+           "([M/4, K] or packed [ceil(M/2048)*128, K]); null: BF16",
+       .nullable = true},
+      {.name = "output_grad_is_swizzled",
+       .type = ParamType::Bool,
+       .default_value = false,
+       .doc = "true is rejected: a swizzle interleaves one contraction axis, dY needs two"},
+      {.name = "weights_is_swizzled",
+       .type = ParamType::Bool,
+       .default_value = false,
+       .doc = "weights are BF16 pre-swizzled along N: [N/4, 4K]"},
+      {.name = "input_is_swizzled",
+       .type = ParamType::Bool,
+       .default_value = false,
+       .doc = "input_activation is BF16 pre-swizzled along M: [M/4, 4K]"},
+      {.name = "weights_is_f_by_k",
+       .type = ParamType::Bool,
+       .default_value = false,
+       .doc = "weights given transposed as [K, N] (contraction N the fast axis; loaded with dma_transpose)"},
+      {.name = "input_is_f_by_k",
+       .type = ParamType::Bool,
+       .default_value = false,
+       .doc = "input_activation given transposed as [K, M] (loaded with dma_transpose)"},
+      {.name = "fast_dma_transpose",
+       .type = ParamType::Bool,
+       .default_value = false,
+       .doc = "nkilib: direct 4-D access patterns instead of vector offsets for DGT; trnsim's dma_transpose "
+              "always uses direct access patterns, so both values build the same program (K % 128 still "
+              "required)"},
+      {.name = "disable_dma_transpose",
+       .type = ParamType::Bool,
+       .default_value = false,
+       .doc = "nkilib: load F-by-K operands with PE transposes; true is rejected (not implemented)"},
+  };
+  for (ParamSpec& s : mx_shared_params(true, "float8_e4m3fn")) info.params.push_back(std::move(s));
+  info.build = build_backward;
+  r.add(std::move(info));
+}
+
+}  // namespace trnsim::kernels

@@ -1,0 +1,302 @@
+// matmul_mxfp8 on the SystemC model (Trn3): numerics against the host MX reference and nkilib's tolerances,
+// bit-identity across parameters that must not change the arithmetic, and every rejected combination's error.
+#include <catch2/catch.hpp>
+
+#include "kernels/lib/matmul_mxfp8.h"
+#include "sim/base/error.h"
+#include "tests/sim/kernels/test_matmul_mxfp8_util.h"
+
+using namespace trnsim;
+using namespace trnsim::test;
+using json = nlohmann::json;
+
+namespace {
+
+// Forward problem: x [M, K], w [N, K] BF16, and the input forms the kernel accepts.
+struct Fwd {
+  int64_t M, K, N;
+  std::vector<uint16_t> x, w;
+  Fwd(int64_t m, int64_t k, int64_t n) : M(m), K(k), N(n), x(random_bf16(m, k, 1)), w(random_bf16(n, k, 2)) {}
+
+  Logical lx() const { return {&x, K, M, false}; }
+  Logical lw() const { return {&w, K, N, false}; }
+  json params(json extra = json::object()) const {
+    json p = {{"M", M}, {"K", K}, {"N", N}, {"output_dtype", "float32"}};
+    p.update(extra);
+    return p;
+  }
+  std::map<std::string, Bytes> inputs() const { return {{"x", as_bytes(x)}, {"w", as_bytes(w)}}; }
+  // Transposed copy [K, F] of an F-by-K operand.
+  static std::vector<uint16_t> transposed(const std::vector<uint16_t>& a, int64_t F, int64_t K) {
+    std::vector<uint16_t> t(a.size());
+    for (int64_t f = 0; f < F; ++f)
+      for (int64_t k = 0; k < K; ++k) t[k * F + f] = a[f * K + k];
+    return t;
+  }
+  std::vector<double> mx_ref(num::Fp8Format fmt = num::Fp8Format::E4M3FN,
+                             num::QuantScheme s = num::QuantScheme::WrapX) const {
+    return matmul_tn(mx_dequant(lx(), fmt, s), mx_dequant(lw(), fmt, s), K, M, N);
+  }
+  std::vector<double> golden() const { return matmul_tn(unquantized(lx()), unquantized(lw()), K, M, N); }
+  std::vector<float> run(const json& p, const std::map<std::string, Bytes>& in) const {
+    return run_kernel("matmul_mxfp8", p, in).get("y");
+  }
+  std::vector<float> run(const json& p) const { return run(p, inputs()); }
+};
+
+std::string build_error(const std::string& kernel, const json& p, const config::HwConfig& hw = trn3()) {
+  try {
+    build_kernel(kernel, p, hw);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+size_t count_op(const isa::Program& p, isa::Opcode op) {
+  size_t n = 0;
+  for (const auto& core : p.streams)
+    for (const auto& s : core)
+      for (const auto& i : s) n += i.op == op;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("matmul_mxfp8: FP32 output meets the MX reference and nkilib's tolerances (E4M3, E5M2)") {
+  const Fwd f(512, 1024, 512);
+  for (const char* dt : {"float8_e4m3fn", "float8_e5m2"}) {
+    INFO(dt);
+    const auto fmt = std::string(dt) == "float8_e5m2" ? num::Fp8Format::E5M2 : num::Fp8Format::E4M3FN;
+    const auto y = f.run(f.params({{"float8_dtype", dt}}));
+    CHECK(rel_l2(y, f.mx_ref(fmt)) <= 1e-5);
+    check_nkilib(y, f.golden());
+    // MX quantization is visible: the kernel is not the unquantized product.
+    CHECK(rel_l2(y, f.golden()) > 1e-3);
+  }
+}
+
+TEST_CASE("matmul_mxfp8: BF16 output is the FP32 result rounded to nearest even") {
+  const Fwd f(256, 512, 1024);
+  for (int bk : {1, 2}) {
+    INFO("TILES_IN_BLOCK_K " << bk);
+    const auto y32 = f.run(f.params({{"TILES_IN_BLOCK_K", bk}, {"tile_k", 256}}));
+    const auto y16 =
+        f.run(f.params({{"TILES_IN_BLOCK_K", bk}, {"tile_k", 256}, {"output_dtype", "bfloat16"}}));
+    REQUIRE(y16.size() == y32.size());
+    size_t diff = 0;
+    for (size_t i = 0; i < y32.size(); ++i) diff += num::f32_to_bf16(y32[i]) != num::f32_to_bf16(y16[i]);
+    CHECK(diff == 0);
+    CHECK(rel_l2(y32, f.mx_ref()) <= 1e-5);
+    CHECK(rel_l2(y16, f.mx_ref()) <= 3e-3);
+    check_nkilib(y16, f.golden());
+  }
+}
+
+TEST_CASE("matmul_mxfp8: loop order, LNC1/LNC2 and shard choice give bit-identical outputs") {
+  const Fwd f(512, 1024, 512);
+  const json blocks = {
+      {"TILES_IN_BLOCK_K", 1}, {"TILES_IN_BLOCK_M", 2}, {"TILES_IN_BLOCK_N", 1}, {"tile_n", 128}};
+  const auto base = f.run(f.params(blocks));
+  CHECK(rel_l2(base, f.mx_ref()) <= 1e-5);
+  check_nkilib(base, f.golden());
+  for (const json& v : {json{{"tile_loop_order", "nmk"}}, json{{"lnc_2_shard_rhs", false}},
+                        json{{"lnc_2_shard_rhs", nullptr}}, json{{"run_with_lnc2", false}},
+                        json{{"run_with_lnc2", false}, {"tile_loop_order", "nmk"}}}) {
+    INFO(v.dump());
+    json p = f.params(blocks);
+    p.update(v);
+    CHECK(same_bits(f.run(p), base));
+  }
+  // The program really uses one or two cores.
+  json p1 = f.params(blocks);
+  p1["run_with_lnc2"] = false;
+  CHECK(build_kernel("matmul_mxfp8", p1).program.num_cores == 1);
+  CHECK(build_kernel("matmul_mxfp8", f.params(blocks)).program.num_cores == 2);
+}
+
+TEST_CASE("matmul_mxfp8: spill_reload and scale packing give bit-identical outputs") {
+  // 3 K blocks of one tile and 4 x 4 M/N blocks: every quantized block is needed again after eviction.
+  const Fwd f(512, 1536, 512);
+  const json blocks = {{"TILES_IN_BLOCK_K", 1},
+                       {"TILES_IN_BLOCK_M", 1},
+                       {"TILES_IN_BLOCK_N", 1},
+                       {"tile_n", 128},
+                       {"run_with_lnc2", false}};
+  const auto base = f.run(f.params(blocks));
+  CHECK(rel_l2(base, f.mx_ref()) <= 1e-5);
+  const size_t q_base =
+      count_op(build_kernel("matmul_mxfp8", f.params(blocks)).program, isa::Opcode::QuantizeMx);
+  for (const json& v : {json{{"spill_reload", true}}, json{{"use_scale_packing", true}},
+                        json{{"spill_reload", true}, {"use_scale_packing", true}},
+                        json{{"spill_reload", true}, {"run_with_lnc2", true}, {"tile_loop_order", "nmk"}},
+                        json{{"use_scale_packing", true}, {"TILES_IN_BLOCK_K", 3}},
+                        json{{"use_scale_packing", true}, {"TILES_IN_BLOCK_K", 2}, {"spill_reload", true}}}) {
+    INFO(v.dump());
+    json p = f.params(blocks);
+    p.update(v);
+    const auto y = f.run(p);
+    if (p["TILES_IN_BLOCK_K"] == 1) {
+      CHECK(same_bits(y, base));
+    } else {  // other K blocking: another accumulation order
+      CHECK(rel_l2(y, f.mx_ref()) <= 1e-5);
+    }
+  }
+  // Spilling replaces re-quantization: each block is quantized once (4 M blocks x 3 + 4 N blocks x 3).
+  json ps = f.params(blocks);
+  ps["spill_reload"] = true;
+  const auto sp = build_kernel("matmul_mxfp8", ps).program;
+  CHECK(count_op(sp, isa::Opcode::QuantizeMx) == 24);
+  CHECK(q_base > 24);
+  bool scratch = false;
+  for (const auto& t : sp.tensors) scratch |= t.name == "mm_rhs_spill_data";
+  CHECK(scratch);
+}
+
+TEST_CASE("matmul_mxfp8: K-by-F, pre-swizzled and pre-quantized inputs give bit-identical outputs") {
+  const Fwd f(512, 1024, 512);
+  for (const char* scheme : {"wrapX", "1x32"}) {
+    INFO(scheme);
+    const auto s = std::string(scheme) == "1x32" ? num::QuantScheme::OneX32 : num::QuantScheme::WrapX;
+    const json q = {{"quant_scheme", scheme}};
+    const auto base = f.run(f.params(q));
+    CHECK(rel_l2(base, f.mx_ref(num::Fp8Format::E4M3FN, s)) <= 1e-5);
+    check_nkilib(base, f.golden());
+    // K-by-F operands: x as [K, M], w as [K, N].
+    auto in = f.inputs();
+    in["x"] = as_bytes(Fwd::transposed(f.x, f.M, f.K));
+    in["w"] = as_bytes(Fwd::transposed(f.w, f.N, f.K));
+    json p = f.params(q);
+    p.update({{"x_is_f_by_k", false}, {"w_is_f_by_k", false}});
+    CHECK(same_bits(f.run(p, in), base));
+    // Pre-swizzled BF16.
+    in = f.inputs();
+    in["x"] = as_bytes(swizzled(f.lx(), s));
+    in["w"] = as_bytes(swizzled(f.lw(), s));
+    p = f.params(q);
+    p.update({{"x_is_swizzled", true}, {"w_is_swizzled", true}});
+    CHECK(same_bits(f.run(p, in), base));
+    // Pre-quantized, unpacked and packed scales; one operand or both.
+    for (bool packed : {false, true}) {
+      const auto [xd, xs] = prequantized(f.lx(), s, num::Fp8Format::E4M3FN, packed);
+      const auto [wd, ws] = prequantized(f.lw(), s, num::Fp8Format::E4M3FN, packed);
+      const auto xsh = num::trainium_scale_shape(f.K, f.M, packed),
+                 wsh = num::trainium_scale_shape(f.K, f.N, packed);
+      in = {{"x", xd}, {"x_scales", xs}, {"w", wd}, {"w_scales", ws}};
+      p = f.params(q);
+      p.update({{"x_scales", {xsh.rows, xsh.cols}},
+                {"w_scales", {wsh.rows, wsh.cols}},
+                {"use_scale_packing", packed}});
+      CHECK(same_bits(f.run(p, in), base));
+      in = {{"x", as_bytes(f.x)}, {"w", wd}, {"w_scales", ws}};
+      p = f.params(q);
+      p.update({{"w_scales", {wsh.rows, wsh.cols}}, {"use_scale_packing", packed}, {"spill_reload", true}});
+      CHECK(same_bits(f.run(p, in), base));
+    }
+  }
+}
+
+TEST_CASE("matmul_mxfp8: tile sizes, remainder K tiles and partial M/N tiles meet the reference") {
+  struct Case {
+    int64_t M, K, N;
+    json p;
+  };
+  for (const Case& c :
+       {Case{256, 512, 256, {{"tile_k", 128}}}, Case{256, 512, 256, {{"tile_k", 256}, {"tile_m", 64}}},
+        Case{320, 640, 384, json::object()},  // K tiles 512 + 128; partial M and N tiles
+        Case{256, 896, 256, {{"TILES_IN_BLOCK_K", 1}, {"quant_scheme", "wrapX"}}},
+        Case{256, 384, 512, {{"tile_n", 256}, {"TILES_IN_LOAD_N", 1}}}}) {
+    INFO(c.M << "x" << c.K << "x" << c.N << " " << c.p.dump());
+    const Fwd f(c.M, c.K, c.N);
+    const auto y = f.run(f.params(c.p));
+    CHECK(rel_l2(y, f.mx_ref()) <= 1e-5);
+    check_nkilib(y, f.golden());
+  }
+}
+
+TEST_CASE("matmul_mxfp8: plan resolves auto tiles and fits SBUF") {
+  kernels::MxMatmulSpec s;
+  s.kernel = "k";
+  s.M = 4096, s.K = 4096, s.N = 14336;
+  s.lhs = {"x", "x", true, false, std::nullopt, "", "M"};
+  s.rhs = {"w", "w", false, false, std::nullopt, "", "N"};
+  const auto p = kernels::plan_matmul_mxfp8(s, trn3().limits());
+  CHECK(p.lnc2);
+  CHECK(p.shard_n);
+  CHECK(p.tile_m == 128);
+  CHECK(p.tile_k == 512);
+  CHECK(p.tile_n == 512);
+  CHECK(p.block_k == 8);  // all of K in one block: the LHS is quantized once per M block
+  CHECK(p.sbuf_bytes <= int64_t{trn3().limits().sbuf_bytes_per_partition});
+}
+
+TEST_CASE("matmul_mxfp8: rejected parameters name the kernel and the reason") {
+  const json base = {{"M", 512}, {"K", 1024}, {"N", 512}};
+  const auto err = [&](json extra) {
+    json p = base;
+    p.update(extra);
+    return build_error("matmul_mxfp8", p);
+  };
+  const std::string k = "kernel 'matmul_mxfp8': ";
+  CHECK(build_error("matmul_mxfp8", base, config::load_hw_config("trn2")) ==
+        k + "needs Trn3 (nc_matmul_mx and quantize_mx exist on Trn3 only); the hardware is Trn2");
+  CHECK(err({{"K", 1000}}) ==
+        k + "K = 1000 must be a multiple of 128 (K/4 interleaved rows go on partitions in "
+            "multiples of 32)");
+  CHECK(err({{"M", 511}, {"run_with_lnc2", false}}) ==
+        k + "M and N must be even (nc_matmul_mx free sizes), got M = 511, N = 512");
+  CHECK(err({{"tile_m", 100}}) ==
+        k + "tile_m = 100 must be a multiple of 32 and at most 128 (stationary free size)");
+  CHECK(err({{"tile_k", 384}}) ==
+        k + "tile_k = 384 must be 128, 256 or 512 (32, 64 or 128 partitions of x4 data)");
+  CHECK(err({{"tile_n", 1024}}) ==
+        k + "tile_n = 1024 must be a multiple of 32 and at most 512 (one FP32 PSUM bank)");
+  CHECK(err({{"TILES_IN_BLOCK_M", 4}, {"TILES_IN_LOAD_M", 3}}) ==
+        k + "TILES_IN_LOAD_M = 3 must divide TILES_IN_BLOCK_M = 4");
+  CHECK(err({{"TILES_IN_BLOCK_N", 2}, {"TILES_IN_LOAD_N", 4}}) ==
+        k + "TILES_IN_LOAD_N = 4 must divide TILES_IN_BLOCK_N = 2");
+  CHECK(err({{"TILES_IN_BLOCK_M", 16}}) == k + "M = 512 (per core) is less than half a block "
+                                               "(TILES_IN_BLOCK_M 16 x tile 128 = 2048); 2*M must be >= "
+                                               "the block");
+  CHECK(err({{"TILES_IN_BLOCK_K", 8}}) == k + "K = 1024 (per core) is less than half a block "
+                                              "(TILES_IN_BLOCK_K 8 x tile 512 = 4096); 2*K must be >= "
+                                              "the block");
+  CHECK(err({{"TILES_IN_BLOCK_N", 2}, {"tile_n", 256}}) ==
+        k + "run_with_lnc2 shards N (lnc_2_shard_rhs=true) but N = 512 has 1 block of 512; LNC2 needs at "
+            "least 2 "
+            "blocks along the sharded dim");
+  CHECK(err({{"lnc_2_shard_rhs", false}, {"TILES_IN_BLOCK_M", 4}}) ==
+        k + "run_with_lnc2 shards M (lnc_2_shard_rhs=false) but M = 512 has 1 block of 512; LNC2 needs at "
+            "least 2 "
+            "blocks along the sharded dim");
+  CHECK(err({{"w_is_f_by_k", false}, {"N", 256}}) ==
+        k + "w is read K-by-F (contraction on its rows, unswizzled BF16), which needs N % 512 == 0, got N = "
+            "256");
+  CHECK(err({{"x_is_f_by_k", false}, {"x_is_swizzled", true}}) ==
+        k + "x_is_swizzled=true with x_is_f_by_k=false: a pre-swizzled operand is [K/4, 4M] (K on rows) "
+            "already; "
+            "the K-by-F layout is illegal for pre-swizzled inputs");
+  CHECK(err({{"x_scales", {128, 512}}}) == k + "use_scale_packing=false but x_scales has the packed shape "
+                                               "[128, 512] (the unpacked shape is [256, 512])");
+  CHECK(err({{"x_scales", {256, 512}}, {"use_scale_packing", true}}) ==
+        k + "use_scale_packing=true but x_scales has the unpacked shape [256, 512] (the packed shape is "
+            "[128, 512])");
+  CHECK(err({{"w_scales", {100, 512}}}) == k + "w_scales has shape [100, 512]; expected the unpacked shape "
+                                               "[256, 512] or the packed shape [128, 512]");
+  CHECK(err({{"w_scales", {128, 512}}, {"use_scale_packing", true}, {"tile_k", 256}}) ==
+        k + "packed pre-quantized scales (w_scales) need tile_k = 512 (128 partitions), got tile_k = 256");
+  CHECK(err({{"x_scales", {256, 512}}, {"w_scales", {256, 512}}, {"spill_reload", true}}) ==
+        k + "spill_reload=true has nothing to spill: both operands are pre-quantized");
+  CHECK(err({{"M", 8192}, {"K", 8192}, {"TILES_IN_BLOCK_M", 64}, {"TILES_IN_BLOCK_K", 16}}) ==
+        k + "blocks of TILES_IN_BLOCK_M/N/K = 64/1/16 (tile_m 128, tile_n 512, tile_k 512) need 851968 bytes "
+            "per "
+            "partition of SBUF even single-buffered; the core has 262144");
+  CHECK(err({{"tile_loop_order", "mkn"}}) ==
+        "kernel 'matmul_mxfp8': parameter 'tile_loop_order': expected one of mnk, nmk, got \"mkn\"");
+  CHECK(err({{"run_with_lnc2", true}, {"N", 130}, {"lnc_2_shard_rhs", true}}) ==
+        k + "run_with_lnc2 splits N = 130 between two cores; it must be a multiple of 4 (each half even)");
+}

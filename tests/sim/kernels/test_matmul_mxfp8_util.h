@@ -1,0 +1,188 @@
+// Helpers of the MXFP8 matmul kernel tests: BF16 inputs, the host MX reference, the nkilib comparator, and
+// building + running a registered kernel on the SystemC model.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/api/registry.h"
+#include "sim/config/hw_config.h"
+#include "sim/isa/semantics.h"
+#include "sim/model/run.h"
+#include "sim/numerics/float_formats.h"
+#include "sim/numerics/mx.h"
+#include "sim/numerics/scale_layout.h"
+
+namespace trnsim::test {
+
+using Bytes = std::vector<uint8_t>;
+
+// [rows, cols] BF16 bits, normal(0, 1) rounded to BF16.
+inline std::vector<uint16_t> random_bf16(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<uint16_t> v(rows * cols);
+  for (auto& x : v) x = num::f32_to_bf16(d(gen));
+  return v;
+}
+
+inline Bytes as_bytes(const std::vector<uint16_t>& v) {
+  Bytes b(v.size() * 2);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// Logical [K, F] operand read from a row-major BF16 matrix: at(k, f) = m[k * F + f] (k_by_f) or m[f * K + k].
+struct Logical {
+  const std::vector<uint16_t>* m;
+  int64_t K, F;
+  bool k_by_f;
+  float at(int64_t k, int64_t f) const { return num::bf16_to_f32((*m)[k_by_f ? k * F + f : f * K + k]); }
+};
+
+// Host MX quantize-dequantize of a logical [K, F] operand along K (trn3 rule, the kernel's group scheme).
+inline std::vector<double> mx_dequant(const Logical& a, num::Fp8Format fmt, num::QuantScheme s) {
+  std::vector<double> out(a.K * a.F);
+  float v[32];
+  uint8_t q[32];
+  for (int64_t g = 0; g < a.K / 32; ++g) {
+    const auto ks = num::mx_group_k_indices(g, a.K, s);
+    for (int64_t f = 0; f < a.F; ++f) {
+      for (int i = 0; i < 32; ++i) v[i] = a.at(ks[i], f);
+      const float scale = num::e8m0_to_f32(num::quantize_block(v, q, fmt, num::ScaleRule::Trn3));
+      for (int i = 0; i < 32; ++i)
+        out[ks[i] * a.F + f] = static_cast<double>(num::fp8_to_f32(q[i], fmt)) * scale;
+    }
+  }
+  return out;
+}
+
+inline std::vector<double> unquantized(const Logical& a) {
+  std::vector<double> out(a.K * a.F);
+  for (int64_t k = 0; k < a.K; ++k)
+    for (int64_t f = 0; f < a.F; ++f) out[k * a.F + f] = a.at(k, f);
+  return out;
+}
+
+// Y[M, N] = A^T B for A [K, M], B [K, N], in double.
+inline std::vector<double> matmul_tn(const std::vector<double>& A, const std::vector<double>& B, int64_t K,
+                                     int64_t M, int64_t N) {
+  std::vector<double> y(M * N, 0.0);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t m = 0; m < M; ++m) {
+      const double a = A[k * M + m];
+      for (int64_t n = 0; n < N; ++n) y[m * N + n] += a * B[k * N + n];
+    }
+  return y;
+}
+
+inline double rel_l2(const std::vector<float>& y, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < y.size(); ++i) num += (y[i] - ref[i]) * (y[i] - ref[i]), den += ref[i] * ref[i];
+  return std::sqrt(num / den);
+}
+
+// nkilib check_correctness against the unquantized golden: allclose(atol 0.2 max|g|, rtol 1e-3), cosine >=
+// 0.995,
+// ||k - g|| / (||k|| + ||g||) <= 0.10.
+inline void check_nkilib(const std::vector<float>& y, const std::vector<double>& g) {
+  REQUIRE(y.size() == g.size());
+  double gmax = 0, dot = 0, yy = 0, gg = 0, dd = 0;
+  for (double v : g) gmax = std::max(gmax, std::abs(v));
+  size_t bad = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (!(std::abs(y[i] - g[i]) <= 0.2 * gmax + 1e-3 * std::abs(g[i]))) ++bad;
+    dot += y[i] * g[i], yy += double(y[i]) * y[i], gg += g[i] * g[i], dd += (y[i] - g[i]) * (y[i] - g[i]);
+  }
+  CHECK(bad == 0);
+  CHECK(dot / std::sqrt(yy * gg) >= 0.995);
+  CHECK(std::sqrt(dd) / (std::sqrt(yy) + std::sqrt(gg)) <= 0.10);
+}
+
+// Pre-swizzled BF16 [K/4, 4F] of a logical operand.
+inline std::vector<uint16_t> swizzled(const Logical& a, num::QuantScheme s) {
+  std::vector<uint16_t> kf(a.K * a.F), out(a.K * a.F);
+  for (int64_t k = 0; k < a.K; ++k)
+    for (int64_t f = 0; f < a.F; ++f) kf[k * a.F + f] = num::f32_to_bf16(a.at(k, f));
+  num::swizzle(kf.data(), a.K, a.F, s, out.data());
+  return out;
+}
+
+// Pre-quantized x4 data [K/4, F] (4 bytes per element) and Trainium scales (unpacked or packed).
+inline std::pair<Bytes, Bytes> prequantized(const Logical& a, num::QuantScheme s, num::Fp8Format fmt,
+                                            bool packed) {
+  const auto sw = swizzled(a, s);
+  Bytes data(a.K * a.F), compact(a.K / 32 * a.F);
+  num::quantize_x4(sw.data(), a.K / 4, a.F, fmt, num::ScaleRule::Trn3, data.data(), compact.data());
+  const auto shape = num::trainium_scale_shape(a.K, a.F, packed);
+  Bytes scales(shape.size(), 0x7F);
+  num::scales_to_trainium(compact.data(), a.K, a.F, packed, 0, scales.data());
+  return {data, scales};
+}
+
+inline const config::HwConfig& trn3() {
+  static const config::HwConfig hw = config::load_hw_config("trn3");
+  return hw;
+}
+
+struct KernelRun {
+  isa::Program program;
+  std::map<std::string, Bytes> outputs;
+  model::RunStats stats;
+  std::vector<float> get(const std::string& name) const {
+    const Bytes& b = outputs.at(name);
+    isa::DType t = isa::DType::F32;
+    for (const auto& d : program.tensors)
+      if (d.name == name) t = d.dtype;
+    std::vector<float> v;
+    if (t == isa::DType::F32) {
+      v.resize(b.size() / 4);
+      std::memcpy(v.data(), b.data(), b.size());
+    } else {
+      for (size_t i = 0; i < b.size(); i += 2)
+        v.push_back(num::bf16_to_f32(uint16_t(b[i] | (b[i + 1] << 8))));
+    }
+    return v;
+  }
+};
+
+inline kernels::KernelBuild build_kernel(const std::string& kernel, const nlohmann::json& params,
+                                         const config::HwConfig& hw = trn3()) {
+  kernels::register_all_kernels();
+  kernels::BuildOptions o;
+  o.limits = hw.limits();
+  o.num_programs = 2;
+  return kernels::registry().build(kernel, params, o);
+}
+
+// Builds and runs `kernel` with `inputs` (HBM tensor name -> bytes) and returns every output's bytes.
+inline KernelRun run_kernel(const std::string& kernel, const nlohmann::json& params,
+                            const std::map<std::string, Bytes>& inputs) {
+  KernelRun r;
+  kernels::KernelBuild b = build_kernel(kernel, params);
+  r.program = std::move(b.program);
+  isa::MachineState st = isa::make_machine_state(r.program, trn3().limits());
+  for (const auto& name : b.inputs) {
+    INFO("input " << name);
+    REQUIRE(inputs.count(name));
+    for (size_t i = 0; i < r.program.tensors.size(); ++i)
+      if (r.program.tensors[i].name == name) {
+        REQUIRE(st.hbm[i].size() == inputs.at(name).size());
+        st.hbm[i] = inputs.at(name);
+      }
+  }
+  r.stats = model::run_program(r.program, trn3(), {}, &st).stats;
+  for (const auto& name : b.outputs)
+    for (size_t i = 0; i < r.program.tensors.size(); ++i)
+      if (r.program.tensors[i].name == name) r.outputs[name] = st.hbm[i];
+  return r;
+}
+
+}  // namespace trnsim::test
