@@ -80,7 +80,7 @@ void Sequencer::complete(uint32_t index, InstructionRecord& rec) {
       rethrow_rule(e, inst, index);
     }
   }
-  top_.post_updates(core_, inst, rec.end, top_.hw.sync.semaphore_latency_ns);
+  top_.post_updates(core_, inst, rec.end, top_.hw.sync.semaphore_latency_ns, {core_, engine_, index});
   auto& cs = top_.stats.cores[core_];
   auto& es = cs.engines[static_cast<int>(engine_)];
   ++es.instructions;
@@ -216,7 +216,7 @@ void Sequencer::run() {
       // Signal the peer's barrier semaphore, then wait for ours (see run.h).
       if (top_.program.num_cores > 1)
         top_.signal(1 - core_, static_cast<uint16_t>(barrier_sem), 1,
-                    now + timing::ns_to_ps(top_.hw.sync.cross_core_latency_ns));
+                    now + timing::ns_to_ps(top_.hw.sync.cross_core_latency_ns), {core_, engine_, index});
       barrier_target_ = top_.program.num_cores > 1 ? ++top_.barriers_issued[core_] : 0;
       phase_ = Phase::BarrierWait;
       if (top_.sems[core_].value[barrier_sem] < barrier_target_) {
@@ -340,7 +340,8 @@ void DmaSystem::finish(Transfer& t) {
                       std::to_string(t.rec.queue) + "): " + e.what());
     }
   }
-  top_.post_updates(t.rec.core, inst, now, top_.hw.sync.semaphore_latency_ns);
+  top_.post_updates(t.rec.core, inst, now, top_.hw.sync.semaphore_latency_ns,
+                    {t.rec.core, t.rec.issuer, t.rec.index});
   auto& cs = top_.stats.cores[t.rec.core];
   ++cs.dma_transfers;
   cs.dma_bytes += t.cost.bytes;
@@ -394,6 +395,23 @@ void DmaSystem::update() {
         top_.options.observer->on_counter(-1, "hbm_GBps", now, hbm);
         last_hbm_rate_ = hbm;
       }
+      // HBM read / write rates of each core's moving transfers, split by their HBM read / write bytes.
+      std::array<std::array<double, 2>, 2> rw{};
+      for (int core = 0; core < 2; ++core)
+        for (auto& q : queues_[core]) {
+          if (q.empty() || q.front()->flow == 0) continue;
+          const Transfer& t = *q.front();
+          const double per_byte = share_.rate(t.flow) * 1000.0 / static_cast<double>(t.cost.bytes);
+          rw[core][0] += per_byte * static_cast<double>(t.work.hbm_bytes_read);
+          rw[core][1] += per_byte * static_cast<double>(t.work.hbm_bytes_written);
+        }
+      for (int core = 0; core < 2; ++core)
+        for (int k = 0; k < 2; ++k)
+          if (rw[core][k] != last_rw_rate_[core][k]) {
+            top_.options.observer->on_counter(core, k == 0 ? "hbm_read_GBps" : "hbm_write_GBps", now,
+                                              rw[core][k]);
+            last_rw_rate_[core][k] = rw[core][k];
+          }
     }
   } catch (...) {
     top_.fail(std::current_exception());
@@ -408,9 +426,9 @@ SemaphoreDelay::SemaphoreDelay(sc_module_name name, Lnc2& top) : sc_module(name)
   dont_initialize();
 }
 
-void SemaphoreDelay::post(int core, uint16_t sem, int32_t delta, Picoseconds at) {
+void SemaphoreDelay::post(int core, uint16_t sem, int32_t delta, Picoseconds at, const SemaphoreSource& src) {
   const uint64_t now = now_ps().count();
-  q_.push({at.count(), seq_++, core, sem, delta});
+  q_.push({at.count(), seq_++, core, sem, delta, src});
   ev_.notify(to_sc(Picoseconds(at.count() - now)));
 }
 
@@ -420,7 +438,7 @@ void SemaphoreDelay::update() {
     while (!q_.empty() && q_.top().at <= now) {
       Pending p = q_.top();
       q_.pop();
-      top_.apply_update(p.core, p.sem, p.delta);
+      top_.apply_update(p.core, p.sem, p.delta, p.src);
     }
     if (!q_.empty()) ev_.notify(to_sc(Picoseconds(q_.top().at - now)));
   } catch (...) {
@@ -451,10 +469,13 @@ std::string Lnc2::where(const isa::Instruction& inst) const {
   return program.files[inst.loc.file] + ":" + std::to_string(inst.loc.line);
 }
 
-void Lnc2::apply_update(int core, uint16_t sem, int32_t delta) {
+void Lnc2::apply_update(int core, uint16_t sem, int32_t delta, const SemaphoreSource& src) {
   auto& s = sems[core];
   s.value[sem] += delta;
-  if (options.observer) options.observer->on_semaphore(core, sem, s.value[sem], now_ps());
+  if (options.observer) {
+    options.observer->on_semaphore(core, sem, s.value[sem], now_ps());
+    options.observer->on_semaphore_update(core, sem, s.value[sem] - delta, s.value[sem], now_ps(), src);
+  }
   if (!s.waiters[sem].empty()) {
     std::vector<Sequencer*> w;
     w.swap(s.waiters[sem]);
@@ -462,21 +483,22 @@ void Lnc2::apply_update(int core, uint16_t sem, int32_t delta) {
   }
 }
 
-void Lnc2::signal(int core, uint16_t sem, int32_t delta, Picoseconds at) {
+void Lnc2::signal(int core, uint16_t sem, int32_t delta, Picoseconds at, const SemaphoreSource& src) {
   if (sem >= sems[core].value.size())
     throw RuleError("semaphore update of S[" + std::to_string(sem) + "] out of range (the core has " +
                     std::to_string(sems[core].value.size()) + " semaphores)");
   if (at <= now_ps())
-    apply_update(core, sem, delta);
+    apply_update(core, sem, delta, src);
   else
-    delay->post(core, sem, delta, at);
+    delay->post(core, sem, delta, at, src);
 }
 
-void Lnc2::post_updates(int core, const isa::Instruction& inst, Picoseconds at, double same_core_ns) {
+void Lnc2::post_updates(int core, const isa::Instruction& inst, Picoseconds at, double same_core_ns,
+                        const SemaphoreSource& src) {
   for (const auto& u : inst.updates) {
     int target = u.peer ? 1 - core : core;
     double lat = u.peer ? hw.sync.cross_core_latency_ns : same_core_ns;
-    signal(target, u.sem, u.delta, at + timing::ns_to_ps(lat));
+    signal(target, u.sem, u.delta, at + timing::ns_to_ps(lat), src);
   }
 }
 

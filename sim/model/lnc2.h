@@ -111,6 +111,7 @@ class DmaSystem : public sc_core::sc_module {
   std::array<std::vector<std::deque<std::unique_ptr<Transfer>>>, 2> queues_;
   sc_core::sc_event ev_;
   double last_hbm_rate_ = -1;
+  std::array<std::array<double, 2>, 2> last_rw_rate_{{{-1, -1}, {-1, -1}}};  // per core: HBM read, write
 };
 
 // Semaphore updates that become visible after a latency.
@@ -118,7 +119,7 @@ class SemaphoreDelay : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(SemaphoreDelay);
   SemaphoreDelay(sc_core::sc_module_name name, Lnc2& top);
-  void post(int core, uint16_t sem, int32_t delta, Picoseconds at);
+  void post(int core, uint16_t sem, int32_t delta, Picoseconds at, const SemaphoreSource& src);
 
  private:
   struct Pending {
@@ -126,6 +127,7 @@ class SemaphoreDelay : public sc_core::sc_module {
     int core;
     uint16_t sem;
     int32_t delta;
+    SemaphoreSource src;
     bool operator>(const Pending& o) const { return at != o.at ? at > o.at : seq > o.seq; }
   };
   void update();  // SC_METHOD
@@ -156,10 +158,11 @@ class Lnc2 : public sc_core::sc_module {
   std::exception_ptr error;
 
   // Applies S[sem] += delta on `core` now and wakes its waiters.
-  void apply_update(int core, uint16_t sem, int32_t delta);
+  void apply_update(int core, uint16_t sem, int32_t delta, const SemaphoreSource& src);
   // Applies an instruction's updates with the same-core / cross-core latency.
-  void post_updates(int core, const isa::Instruction& inst, Picoseconds at, double same_core_ns);
-  void signal(int core, uint16_t sem, int32_t delta, Picoseconds at);
+  void post_updates(int core, const isa::Instruction& inst, Picoseconds at, double same_core_ns,
+                    const SemaphoreSource& src);
+  void signal(int core, uint16_t sem, int32_t delta, Picoseconds at, const SemaphoreSource& src);
   void count_completion(Picoseconds t);
   void fail(std::exception_ptr e);
   std::string where(const isa::Instruction& inst) const;  // "kernel.cpp:12" or "unknown source"

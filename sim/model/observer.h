@@ -48,6 +48,14 @@ struct DmaRecord {
   double efficiency = 1;
 };
 
+// What wrote a semaphore update: the instruction at `index` of core `core`'s `engine` stream (for a DMA
+// instruction, its transfer's completion; for a core_barrier, its signal to the peer).
+struct SemaphoreSource {
+  int core = 0;
+  isa::Engine engine = isa::Engine::SP;
+  uint32_t index = 0;
+};
+
 class ModelObserver {
  public:
   virtual ~ModelObserver() = default;
@@ -55,7 +63,12 @@ class ModelObserver {
   virtual void on_dma(const DmaRecord&) {}
   // Semaphore S[sem] of `core` took `value` at `t`.
   virtual void on_semaphore(int /*core*/, uint16_t /*sem*/, int64_t /*value*/, Picoseconds /*t*/) {}
-  // A sampled quantity changed: "hbm_GBps" (core -1), "pe_throttle_cap", "dma_active".
+  // The same update with its writer and the value before it (called right after on_semaphore).
+  virtual void on_semaphore_update(int /*core*/, uint16_t /*sem*/, int64_t /*old_value*/,
+                                   int64_t /*new_value*/, Picoseconds /*t*/,
+                                   const SemaphoreSource& /*source*/) {}
+  // A sampled quantity changed: "hbm_GBps" (core -1), "hbm_read_GBps" / "hbm_write_GBps" (per issuing core,
+  // GB/s of HBM traffic of the core's transfers in flight), "pe_throttle_cap".
   virtual void on_counter(int /*core*/, std::string_view /*name*/, Picoseconds /*t*/, double /*value*/) {}
   virtual void on_finish(const RunStats&) {}
 };
