@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "sim/base/error.h"
 #include "sim/isa/alu.h"
@@ -83,8 +84,11 @@ class Exec {
     if (acc)
       for (uint64_t i = 0; i < m; ++i)
         for (uint64_t j = 0; j < n; ++j) c[i * n + j] = dst.load(static_cast<uint32_t>(i), j);
+    // Large tiles (an MX matmul is 512 x 128 x 512) are split over two host threads; the bytes do not change.
+    static const int host_threads = std::thread::hardware_concurrency() >= 2 ? 2 : 1;
+    const int threads = static_cast<uint64_t>(k) * m * n >= (uint64_t{1} << 22) ? host_threads : 1;
     num::pe_matmul(a.data(), static_cast<int64_t>(m), b.data(), static_cast<int64_t>(n), c.data(),
-                   static_cast<int64_t>(n), k, static_cast<int>(m), static_cast<int>(n), acc);
+                   static_cast<int64_t>(n), k, static_cast<int>(m), static_cast<int>(n), acc, threads);
     for (uint64_t i = 0; i < m; ++i)
       for (uint64_t j = 0; j < n; ++j) dst.store(static_cast<uint32_t>(i), j, c[i * n + j]);
   }

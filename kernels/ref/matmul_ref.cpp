@@ -1,0 +1,127 @@
+#include "kernels/ref/matmul_ref.h"
+
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+#include "sim/base/error.h"
+#include "sim/numerics/float_formats.h"
+
+namespace trnsim::ref {
+namespace {
+
+void check_operand(const Operand& a, const char* what) {
+  if (a.rows <= 0 || a.cols <= 0)
+    throw InputError(
+        fmt::format("matmul reference: {} shape [{}, {}] must be positive", what, a.rows, a.cols));
+  if (a.data == nullptr) throw InputError(fmt::format("matmul reference: {} has no data", what));
+}
+
+// Element (t, f) of an operand: t along the contraction axis, f along the free axis.
+int64_t index_of(const Operand& a, int64_t t, int64_t f) {
+  return a.axis == Contract::Rows ? t * a.cols + f : f * a.cols + t;
+}
+
+}  // namespace
+
+MatmulDims matmul_dims(const Operand& lhs, const Operand& rhs) {
+  check_operand(lhs, "lhs");
+  check_operand(rhs, "rhs");
+  if (lhs.contraction() != rhs.contraction())
+    throw InputError(fmt::format("matmul reference: contraction lengths differ (lhs {}, rhs {})",
+                                 lhs.contraction(), rhs.contraction()));
+  return {lhs.free(), lhs.contraction(), rhs.free()};
+}
+
+std::vector<double> to_f64(const Operand& a) {
+  check_operand(a, "operand");
+  return std::vector<double>(a.data, a.data + a.rows * a.cols);
+}
+
+std::vector<double> mx_fake_quantize(const Operand& a, const MxQuant& q) {
+  check_operand(a, "operand");
+  const int64_t T = a.contraction(), F = a.free();
+  num::check_swizzle_shape(T, 1, q.scheme);
+  const int64_t groups = T / num::kMxBlock;
+  std::vector<std::array<int64_t, 32>> idx(static_cast<size_t>(groups));
+  for (int64_t g = 0; g < groups; ++g) idx[g] = num::mx_group_k_indices(g, T, q.scheme);
+  std::vector<double> out(static_cast<size_t>(a.rows * a.cols));
+  float block[32];
+  uint8_t bytes[32];
+  for (int64_t f = 0; f < F; ++f)
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int i = 0; i < 32; ++i) block[i] = a.data[index_of(a, idx[g][i], f)];
+      const uint8_t s = num::quantize_block(block, bytes, q.format, q.rule);
+      const double scale = num::e8m0_to_f32(s);
+      for (int i = 0; i < 32; ++i)
+        out[index_of(a, idx[g][i], f)] = static_cast<double>(num::fp8_to_f32(bytes[i], q.format)) * scale;
+    }
+  return out;
+}
+
+namespace {
+
+// Rows [r0, r0 + nr) of the product into out [nr, C].
+void matmul_rows(const Operand& lhs, const double* lv, const Operand& rhs, const double* rv,
+                 const MatmulDims& d, int64_t r0, int64_t nr, double* out) {
+  const bool ta = lhs.axis == Contract::Rows;  // lhs is [T, R]
+  const bool tb = rhs.axis == Contract::Cols;  // rhs is [C, T]
+  const double* a = ta ? lv + r0 : lv + r0 * d.T;
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(nr), static_cast<int>(d.C), static_cast<int>(d.T), 1.0, a,
+              static_cast<int>(ta ? d.R : d.T), rv, static_cast<int>(tb ? d.T : d.C), 0.0, out,
+              static_cast<int>(d.C));
+}
+
+constexpr int64_t kMaxBlasDim = 0x7FFFFFFF;
+
+void check_blas_dims(const MatmulDims& d) {
+  if (d.R > kMaxBlasDim || d.T > kMaxBlasDim || d.C > kMaxBlasDim)
+    throw InputError(
+        fmt::format("matmul reference: dims [{}, {}, {}] exceed the BLAS int range", d.R, d.T, d.C));
+}
+
+}  // namespace
+
+std::vector<double> matmul_f64(const Operand& lhs, const double* lhs_vals, const Operand& rhs,
+                               const double* rhs_vals) {
+  const MatmulDims d = matmul_dims(lhs, rhs);
+  check_blas_dims(d);
+  std::vector<double> out(static_cast<size_t>(d.R * d.C));
+  matmul_rows(lhs, lhs_vals, rhs, rhs_vals, d, 0, d.R, out.data());
+  return out;
+}
+
+std::vector<double> matmul_exact(const Operand& lhs, const Operand& rhs) {
+  const std::vector<double> l = to_f64(lhs), r = to_f64(rhs);
+  return matmul_f64(lhs, l.data(), rhs, r.data());
+}
+
+std::vector<double> matmul_mx(const Operand& lhs, const Operand& rhs, const MxQuant& q) {
+  matmul_dims(lhs, rhs);
+  const std::vector<double> l = mx_fake_quantize(lhs, q), r = mx_fake_quantize(rhs, q);
+  return matmul_f64(lhs, l.data(), rhs, r.data());
+}
+
+ErrorMetrics compare_matmul(const float* kernel_out, const Operand& lhs, const Operand& rhs,
+                            const std::optional<MxQuant>& quant, int64_t block_rows, int64_t block_stride) {
+  const MatmulDims d = matmul_dims(lhs, rhs);
+  check_blas_dims(d);
+  if (kernel_out == nullptr) throw InputError("matmul reference: no kernel output to compare");
+  if (block_rows < 1) throw InputError(fmt::format("matmul reference: block_rows {} < 1", block_rows));
+  if (block_stride < 1) throw InputError(fmt::format("matmul reference: block_stride {} < 1", block_stride));
+  const std::vector<double> l = quant ? mx_fake_quantize(lhs, *quant) : to_f64(lhs);
+  const std::vector<double> r = quant ? mx_fake_quantize(rhs, *quant) : to_f64(rhs);
+  MetricsAccumulator acc;
+  std::vector<double> blk(static_cast<size_t>(std::min(block_rows, d.R) * d.C));
+  for (int64_t r0 = 0; r0 < d.R; r0 += block_rows * block_stride) {
+    const int64_t nr = std::min(block_rows, d.R - r0);
+    matmul_rows(lhs, l.data(), rhs, r.data(), d, r0, nr, blk.data());
+    acc.add(kernel_out + r0 * d.C, blk.data(), nr * d.C);
+  }
+  return acc.finish();
+}
+
+}  // namespace trnsim::ref

@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# End-to-end test of `trnsim quantize`: usage quantize.sh <trnsim-binary> <source-dir>.
+# Runs every rule/axis/layout on the shipped example, checks hand-computed bytes on tiny inputs, and checks
+# that every kind of bad input fails with its message, a non-zero exit and no output file left behind.
+set -euo pipefail
+
+TRNSIM=$1
+SRC=$2
+EXAMPLE=$SRC/examples/activations_bf16_256x1024.npy
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+OUT=$T/out
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); }
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL: $*" >&2
+}
+
+# hex of COUNT bytes of FILE at OFFSET, e.g. "7870f8"
+bytes() { od -An -v -tx1 -j "$2" -N "$3" "$1" | tr -d ' \n'; }
+
+# npy PATH DESCR SHAPE FORTRAN DATA_PRINTF: a version 1.0 file, header padded to 64 bytes as NumPy does.
+npy() {
+  local dict="{'descr': '$2', 'fortran_order': $4, 'shape': $3, }"
+  local pad=$(((64 - (10 + ${#dict} + 1) % 64) % 64))
+  local hlen=$((${#dict} + pad + 1))
+  {
+    printf '\x93NUMPY\x01\x00'
+    printf "\\x$(printf %02x $((hlen & 255)))\\x$(printf %02x $((hlen >> 8)))"
+    printf '%s%*s\n' "$dict" "$pad" ''
+    printf "$5"
+  } >"$1"
+}
+
+# zeros N: printf escapes for N zero bytes
+zeros() { printf '\\x00%.0s' $(seq 1 "$1"); }
+
+fresh_out() {
+  rm -rf "$OUT"
+  mkdir -p "$OUT"
+}
+
+# expect_file NAME PATH DESCR SHAPE SIZE: header fields and total size of an output .npy
+expect_file() {
+  local name=$1 path=$2 descr=$3 shape=$4 size=$5
+  if [[ ! -f $path ]]; then
+    bad "$name: $path missing"
+    return
+  fi
+  local head
+  head=$(head -c 128 "$path" | tr -d '\0')
+  if [[ $(bytes "$path" 0 8) == 934e554d50590100 && $head == *"'descr': '$descr'"* &&
+    $head == *"'shape': $shape,"* && $(stat -c %s "$path") == "$size" ]]; then
+    ok
+  else
+    bad "$name: $path: header or size (want $descr $shape $size bytes, got $(stat -c %s "$path"): $head)"
+  fi
+}
+
+# expect_bytes NAME FILE OFFSET HEX
+expect_bytes() {
+  local got
+  got=$(bytes "$2" "$3" $((${#4} / 2)))
+  if [[ $got == "$4" ]]; then ok; else bad "$1: bytes at $3 of $2: want $4, got $got"; fi
+}
+
+# --- every rule x axis x layout on the shipped example (256 x 1024 BF16) -------------------------------
+for rule in trn3 ocp te; do
+  for axis in row col; do
+    for layout in compact swizzled; do
+      name="example $rule $axis $layout"
+      fresh_out
+      if ! line=$("$TRNSIM" quantize "$EXAMPLE" --format e4m3 --rule $rule --axis $axis --scale-layout $layout \
+        --data "$OUT/d.npy" --scales "$OUT/s.npy" --dequant "$OUT/q.npy" --threads 2); then
+        bad "$name: exit code"
+        continue
+      fi
+      re="^quantize: shape \(256, 1024\) bf16 -> e4m3 rule=$rule axis=$axis layout=$layout threads=2: "
+      re+="[0-9.]+ ms, [0-9.]+ M elements/s, saturated [0-9]+, nan 0$"
+      if [[ $line =~ $re ]]; then ok; else bad "$name: summary line '$line'"; fi
+      expect_file "$name data" "$OUT/d.npy" '|u1' '(256, 1024)' $((128 + 262144))
+      expect_file "$name dequant" "$OUT/q.npy" '<f4' '(256, 1024)' $((128 + 4 * 262144))
+      # Row scales: [256, 32] (already multiples of 128 and 4); col scales: [roundup(8, 4), 1024].
+      if [[ $layout == compact && $axis == row ]]; then shape='(256, 32)'; fi
+      if [[ $layout == compact && $axis == col ]]; then shape='(8, 1024)'; fi
+      if [[ $layout == swizzled ]]; then shape='(8192,)'; fi
+      expect_file "$name scales" "$OUT/s.npy" '|u1' "$shape" $((128 + 8192))
+      cp "$OUT/s.npy" "$T/scales_${rule}_${axis}_${layout}.npy"
+      # The saturated count is 0 for trn3 and te (their scales never clip a block maximum).
+      if [[ $rule != ocp ]]; then
+        if [[ $line == *"saturated 0, nan 0" ]]; then ok; else bad "$name: expected no saturation: $line"; fi
+      fi
+    done
+  done
+done
+
+# Swizzled vs compact (reference/mx-numerics.md §5): spot positions worked out by hand, then the whole
+# permutation. Rowwise scales [256, 32]: ntx = 8 tiles of 128x4 (512 bytes). Colwise scales [8, 1024] are
+# swizzled as the transposed matrix (i = column, j = block-row), ntx = 2.
+#   row (1,0): compact 32 -> 16; (32,0): 1024 -> 4; (33,2): 1058 -> 16 + 4 + 2 = 22; (0,4): 4 -> 512;
+#   row (130,5): 4165 -> (1*8 + 1)*512 + 2*16 + 0*4 + 1 = 4641;
+#   col (rb=1,c=0): 1024 -> 1; (rb=0,c=1): 1 -> 16; (rb=5,c=130): 5250 -> (1*2 + 1)*512 + 2*16 + 1 = 1569.
+# swz I J NTX: sets $z to the swizzled index (no subshell: this runs 8192 times per layout)
+swz() { z=$(((($1 / 128) * $3 + $2 / 4) * 512 + ($1 % 32) * 16 + (($1 % 128) / 32) * 4 + $2 % 4)); }
+for rule in trn3 ocp te; do
+  c=$T/scales_${rule}_row_compact.npy
+  s=$T/scales_${rule}_row_swizzled.npy
+  for pair in 32:16 1024:4 1058:22 4:512 4165:4641 0:0; do
+    expect_bytes "$rule row swizzle $pair" "$s" $((128 + ${pair#*:})) "$(bytes "$c" $((128 + ${pair%:*})) 1)"
+  done
+  mapfile -t cb < <(od -An -v -tx1 -w1 -j128 "$c")
+  mapfile -t sb < <(od -An -v -tx1 -w1 -j128 "$s")
+  mism=0
+  for ((i = 0; i < 256; i++)); do
+    for ((j = 0; j < 32; j++)); do
+      swz $i $j 8
+      [[ ${cb[i * 32 + j]} == "${sb[z]}" ]] || mism=$((mism + 1))
+    done
+  done
+  if [[ $mism -eq 0 ]]; then ok; else bad "$rule row swizzle: $mism scales misplaced"; fi
+
+  c=$T/scales_${rule}_col_compact.npy
+  s=$T/scales_${rule}_col_swizzled.npy
+  for pair in 1024:1 1:16 5250:1569 0:0; do
+    expect_bytes "$rule col swizzle $pair" "$s" $((128 + ${pair#*:})) "$(bytes "$c" $((128 + ${pair%:*})) 1)"
+  done
+  mapfile -t cb < <(od -An -v -tx1 -w1 -j128 "$c")
+  mapfile -t sb < <(od -An -v -tx1 -w1 -j128 "$s")
+  mism=0
+  for ((rb = 0; rb < 8; rb++)); do
+    for ((col = 0; col < 1024; col++)); do
+      swz $col $rb 2
+      [[ ${cb[rb * 1024 + col]} == "${sb[z]}" ]] || mism=$((mism + 1))
+    done
+  done
+  if [[ $mism -eq 0 ]]; then ok; else bad "$rule col swizzle: $mism scales misplaced"; fi
+done
+
+# Thread count does not change a byte.
+fresh_out
+"$TRNSIM" quantize "$EXAMPLE" --format e5m2 --rule te --axis col --data "$OUT/d1.npy" --scales "$OUT/s1.npy" \
+  --threads 1 >/dev/null
+"$TRNSIM" quantize "$EXAMPLE" --format e5m2 --rule te --axis col --data "$OUT/d2.npy" --scales "$OUT/s2.npy" \
+  --threads 2 >/dev/null
+if cmp -s "$OUT/d1.npy" "$OUT/d2.npy" && cmp -s "$OUT/s1.npy" "$OUT/s2.npy"; then ok; else bad "threads 1 vs 2"; fi
+
+# --- hand-computed bytes --------------------------------------------------------------------------------
+# A 32 x 32 float32 array, zero but for one block [1.0, -2.0, 0.5, 3.5, 0 x 28] (float32 LE: 0000803f
+# 000000c0 0000003f 00006040): along row 0 for --axis row, down column 0 for --axis col. amax = 3.5.
+#   E4M3 ocp: floor(log2 3.5) - 8 = -7 -> E8M0 0x78; x * 2^7 = 128, -256, 64, 448 -> 0x70 0xf8 0x68 0x7e.
+#   E4M3 te:  3.5 * fl(1/448) = 2^-7 exactly -> 0x78, same elements.
+#   E4M3 trn3: floor(log2 3.5) - 7 = -6 -> 0x79; x * 2^6 = 64, -128, 32, 224 -> 0x68 0xf0 0x60 0x76.
+#   E5M2 ocp and te: 1 - 15 = -14 -> 0x71; x * 2^14 = 2^14, -2^15, 2^13, 1.75 * 2^15 -> 0x74 0xf8 0x70 0x7b.
+# Every other block is all zero: scale 0x00 and elements 0x00 under every rule.
+vals=('\x00\x00\x80\x3f' '\x00\x00\x00\xc0' '\x00\x00\x00\x3f' '\x00\x00\x60\x40')
+npy "$T/row.npy" '<f4' '(32, 32)' False "${vals[0]}${vals[1]}${vals[2]}${vals[3]}$(zeros $((4096 - 16)))"
+colblock=''
+for r in 0 1 2 3; do colblock+="${vals[r]}$(zeros 124)"; done
+npy "$T/col.npy" '<f4' '(32, 32)' False "$colblock$(zeros $((4096 - 512)))"
+z() { printf '00%.0s' $(seq 1 "$1"); }
+for c in "e4m3 ocp 78 70 f8 68 7e" "e4m3 te 78 70 f8 68 7e" "e4m3 trn3 79 68 f0 60 76" "e5m2 ocp 71 74 f8 70 7b" \
+  "e5m2 te 71 74 f8 70 7b"; do
+  read -r fmt rule scale e0 e1 e2 e3 <<<"$c"
+  for axis in row col; do
+    name="hand $fmt $rule $axis"
+    fresh_out
+    "$TRNSIM" quantize "$T/$axis.npy" --format "$fmt" --rule "$rule" --axis $axis --data "$OUT/d.npy" \
+      --scales "$OUT/s.npy" --dequant "$OUT/q.npy" >/dev/null
+    expect_file "$name data" "$OUT/d.npy" '|u1' '(32, 32)' $((128 + 1024))
+    # Row: scales [roundup(32, 128), roundup(1, 4)] = (128, 4); col: [roundup(1, 4), roundup(32, 128)] = (4, 128).
+    # Either way 512 bytes, the block's scale first and every other byte 0x00.
+    [[ $axis == row ]] && shape='(128, 4)' || shape='(4, 128)'
+    expect_file "$name scales" "$OUT/s.npy" '|u1' "$shape" $((128 + 512))
+    expect_bytes "$name scale" "$OUT/s.npy" 128 "$scale$(z 511)"
+    if [[ $axis == row ]]; then
+      expect_bytes "$name data" "$OUT/d.npy" 128 "$e0$e1$e2$e3$(z 1020)"
+      # Dequantized values are exact here: 1.0, -2.0, 0.5, 3.5.
+      expect_bytes "$name dequant" "$OUT/q.npy" 128 0000803f000000c00000003f00006040
+    else
+      expect_bytes "$name data" "$OUT/d.npy" 128 "$e0$(z 31)$e1$(z 31)$e2$(z 31)$e3$(z 927)"
+      expect_bytes "$name dequant" "$OUT/q.npy" $((128 + 3 * 128)) 00006040
+    fi
+  done
+done
+
+# --- errors: message, exit code != 0, nothing written ---------------------------------------------------
+# expect_error NAME MESSAGE-SUBSTRING ARGS...: runs trnsim with ARGS, outputs in a fresh $OUT.
+expect_error() {
+  local name=$1 want=$2
+  shift 2
+  fresh_out
+  local err rc=0
+  err=$("$TRNSIM" "$@" 2>&1 >/dev/null) || rc=$?
+  if [[ $rc -eq 0 ]]; then
+    bad "$name: exit code 0"
+  elif [[ $err != *"$want"* ]]; then
+    bad "$name: message '$err' lacks '$want'"
+  elif [[ -n $(ls -A "$OUT") ]]; then
+    bad "$name: left files behind: $(ls -A "$OUT")"
+  else
+    ok
+  fi
+}
+q() { echo quantize "$1" --format e4m3 --rule te --axis "${2:-row}" --data "$OUT/d.npy" --scales "$OUT/s.npy" \
+  --dequant "$OUT/q.npy"; }
+
+expect_error "missing file" "trnsim: error: $T/missing.npy: cannot open: No such file or directory" \
+  $(q "$T/missing.npy")
+printf 'this is not an array' >"$T/magic.npy"
+expect_error "bad magic" "trnsim: error: $T/magic.npy: not a .npy file (bad magic" $(q "$T/magic.npy")
+head -c 1000 "$EXAMPLE" >"$T/trunc.npy"
+expect_error "truncated" \
+  "$T/trunc.npy: truncated data: shape (256, 1024) of uint16 needs 524288 bytes of data, found 872" \
+  $(q "$T/trunc.npy")
+npy "$T/fortran.npy" '<f4' '(32, 32)' True "$(zeros 4096)"
+expect_error "fortran order" "$T/fortran.npy: Fortran-order arrays are not supported (shape (32, 32))" \
+  $(q "$T/fortran.npy")
+npy "$T/f64.npy" '<f8' '(1, 32)' False "$(zeros 256)"
+expect_error "float64" "$T/f64.npy: quantize input: unsupported dtype float64 (expected float32 or uint16)" \
+  $(q "$T/f64.npy")
+npy "$T/i32.npy" '<i4' '(1, 32)' False "$(zeros 128)"
+expect_error "int32" "$T/i32.npy: quantize input: unsupported dtype int32 (expected float32 or uint16)" \
+  $(q "$T/i32.npy")
+npy "$T/be.npy" '>f4' '(1, 32)' False "$(zeros 128)"
+expect_error "big-endian" "$T/be.npy: unsupported dtype '>f4' (supported: '<f4' float32" $(q "$T/be.npy")
+npy "$T/1d.npy" '<f4' '(32,)' False "$(zeros 128)"
+expect_error "1-D" "$T/1d.npy: quantize input: expected a 2-D array, found shape (32,)" $(q "$T/1d.npy")
+npy "$T/3d.npy" '<f4' '(1, 1, 32)' False "$(zeros 128)"
+expect_error "3-D" "$T/3d.npy: quantize input: expected a 2-D array, found shape (1, 1, 32)" $(q "$T/3d.npy")
+npy "$T/c48.npy" '<f4' '(32, 48)' False "$(zeros 6144)"
+expect_error "cols % 32" \
+  "$T/c48.npy: --axis row puts MX blocks of 32 along the columns, but shape (32, 48) has 48 columns (not a multiple of 32)" \
+  $(q "$T/c48.npy" row)
+npy "$T/r48.npy" '<f4' '(48, 32)' False "$(zeros 6144)"
+expect_error "rows % 32" \
+  "$T/r48.npy: --axis col puts MX blocks of 32 along the rows, but shape (48, 32) has 48 rows (not a multiple of 32)" \
+  $(q "$T/r48.npy" col)
+npy "$T/r1.npy" '<f4' '(1, 32)' False "$(zeros 128)"
+expect_error "rows % 32 (row axis)" \
+  "$T/r1.npy: the TE scale layouts need both dims to be multiples of 32 (as TransformerEngine's MXFP8 tensors), but shape (1, 32) has 1 rows" \
+  $(q "$T/r1.npy" row)
+npy "$T/empty.npy" '<f4' '(0, 32)' False ""
+expect_error "empty" "$T/empty.npy: quantize input: the array is empty (shape (0, 32))" $(q "$T/empty.npy")
+expect_error "unknown rule" "--rule: xyz not in {trn3,ocp,te}" \
+  quantize "$EXAMPLE" --format e4m3 --rule xyz --axis row --data "$OUT/d.npy" --scales "$OUT/s.npy"
+expect_error "unknown format" "--format: e3m4 not in {e4m3,e5m2}" \
+  quantize "$EXAMPLE" --format e3m4 --rule te --axis row --data "$OUT/d.npy" --scales "$OUT/s.npy"
+expect_error "bad threads" "--threads" \
+  quantize "$EXAMPLE" --format e4m3 --rule te --axis row --data "$OUT/d.npy" --scales "$OUT/s.npy" --threads 0
+expect_error "missing --scales" "--scales is required" \
+  quantize "$EXAMPLE" --format e4m3 --rule te --axis row --data "$OUT/d.npy"
+# The data output's directory is missing: the scales and dequant outputs (valid paths) must not appear.
+expect_error "output directory missing" \
+  "trnsim: error: $OUT/nope/d.npy: cannot write: directory '$OUT/nope' does not exist" \
+  quantize "$EXAMPLE" --format e4m3 --rule te --axis row --data "$OUT/nope/d.npy" --scales "$OUT/s.npy" \
+  --dequant "$OUT/q.npy"
+expect_error "same output twice" "$OUT/d.npy: the same output path is given twice" \
+  quantize "$EXAMPLE" --format e4m3 --rule te --axis row --data "$OUT/d.npy" --scales "$OUT/d.npy"
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# End-to-end test of workload configs: usage workload.sh <trnsim-binary> <source-dir>.
+# `trnsim validate` on every shipped workload; a small MXFP8 backward run end to end (outputs, stats.json,
+# numerics, --dump-inputs, --no-numerics, --set, exit 3 on a numerics failure); every kind of bad workload
+# fails with its exact message, exit 1 and no output directory.
+set -uo pipefail
+
+TRNSIM=$1
+SRC=$2
+SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); }
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL: $*" >&2
+}
+
+# check NAME COND: COND is a shell test expression string
+check() { if eval "$2"; then ok; else bad "$1"; fi; }
+
+# npy_header PATH: the header dict of a .npy
+npy_header() { head -c 128 "$1" | tail -c +11 | tr -d '\0' | head -1; }
+
+# expect_error NAME WORKLOAD_TEXT EXPECTED_STDERR [extra args...]: validate and run both fail with exactly that
+# message (after "trnsim: error: "), exit 1, and create no output directory.
+expect_error() {
+  local name=$1 text=$2 want=$3
+  shift 3
+  printf '%s\n' "$text" >"$T/w.json"
+  local cmds=(validate run)
+  [[ ${ONLY_VALIDATE:-0} == 1 ]] && cmds=(validate)
+  for cmd in "${cmds[@]}"; do
+    local extra=()
+    [[ $cmd == run ]] && extra=(--out "$T/err_out")
+    rm -rf "$T/err_out"
+    "$TRNSIM" "$cmd" "$T/w.json" "$@" "${extra[@]}" >"$T/stdout" 2>"$T/stderr"
+    local rc=$?
+    local got
+    got=$(cat "$T/stderr")
+    if [[ $rc == 1 && $got == "trnsim: error: $want" && ! -e $T/err_out ]]; then
+      ok
+    else
+      bad "$name ($cmd): rc $rc, stderr: $got
+   expected: trnsim: error: $want"
+    fi
+  done
+}
+
+# 1. Every shipped workload validates.
+for w in "$SRC"/configs/workloads/*.json; do
+  out=$("$TRNSIM" validate "$w" 2>&1)
+  check "validate $w: $out" '[[ $? == 0 && $out == "$w: ok: kernel "* ]]'
+done
+
+# 2. The small backward end to end.
+"$TRNSIM" run "$SMALL" --dump-inputs >"$T/run.txt" 2>&1
+rc=$?
+D=$T/out/matmul_mxfp8_bwd_512_trn3
+check "small run exit code $rc: $(cat "$T/run.txt")" '[[ $rc == 0 ]]'
+check "summary has the PASS lines" '[[ $(grep -cE "^ +(input_grad|weight_grad) .* PASS$" "$T/run.txt") == 2 ]]'
+check "summary has the roofline" 'grep -q "roofline lower bound" "$T/run.txt"'
+for o in input_grad weight_grad; do
+  check "$o.npy float32 (512, 512)" '[[ $(npy_header "$D/$o.npy") == *"'"'"'descr'"'"': '"'"'<f4'"'"'"*"(512, 512)"* ]]'
+done
+for i in output_grad weights input_activation; do
+  check "inputs/$i.npy raw bf16 (512, 512)" '[[ $(npy_header "$D/inputs/$i.npy") == *"<u2"*"(512, 512)"* ]]'
+done
+S=$D/stats.json
+for key in total_time_ns roofline_lower_bound_ns hbm_bytes engines definitions rel_l2_vs_exact rel_l2_vs_quantized \
+  cosine_vs_exact max_abs_err; do
+  check "stats.json has $key" 'grep -q "\"$key\"" "$S"'
+done
+check "stats.json: both outputs pass" '[[ $(grep -c "\"pass\": true" "$S") == 2 ]]'
+# The kernel equals the MX-quantized reference up to FP32 accumulation (rel L2 ~3e-8 here).
+check "rel_l2_vs_quantized < 1e-6" \
+  'awk -F": " "/rel_l2_vs_quantized/ {v=\$2+0; if (v >= 1e-6) bad=1} END {exit bad}" "$S"'
+
+# BF16 outputs (uint16 raw bits), two cores, --out.
+"$TRNSIM" run "$SMALL" --set params.output_dtype=bfloat16 --set params.run_with_lnc2=true --set params.K=1024 \
+  --out "$T/bf16" >"$T/run2.txt" 2>&1
+rc=$?
+check "bf16 run exit $rc: $(cat "$T/run2.txt")" '[[ $rc == 0 && $(grep -c PASS "$T/run2.txt") == 2 ]]'
+check "bf16 input_grad.npy uint16 (512, 1024)" '[[ $(npy_header "$T/bf16/input_grad.npy") == *"<u2"*"(512, 1024)"* ]]'
+check "bf16 weight_grad.npy uint16 (512, 1024)" '[[ $(npy_header "$T/bf16/weight_grad.npy") == *"<u2"*"(512, 1024)"* ]]'
+check "bf16 run reports 2 cores" 'grep -q "(2 cores)" "$T/run2.txt"'
+
+# --no-numerics: timing only, stats.json without numerics, no output tensors.
+"$TRNSIM" run "$SMALL" --no-numerics --out "$T/timing" >"$T/run3.txt" 2>&1
+rc=$?
+check "--no-numerics exit $rc" '[[ $rc == 0 && -f $T/timing/stats.json && ! -e $T/timing/input_grad.npy ]]'
+check "--no-numerics stats" 'grep -q "\"numerics\": null" "$T/timing/stats.json"'
+
+# A numerics failure: products of 1e20 x 1e20 overflow FP32 in the kernel's input_grad (the FP64 reference stays
+# finite): FAIL line, exit 3, outputs still written; weight_grad (1e20 x 1) passes.
+"$TRNSIM" run "$SMALL" --set inputs.output_grad.std=1e20 --set inputs.weights.std=1e20 --out "$T/fail" \
+  >"$T/run4.txt" 2>&1
+rc=$?
+check "numerics failure exits 3 (got $rc)" '[[ $rc == 3 ]]'
+check "FAIL line: $(grep FAIL "$T/run4.txt")" \
+  '[[ $(grep "^FAIL" "$T/run4.txt") =~ ^"FAIL input_grad: "[0-9]+" of 262144 values are NaN or Inf"$ ]]'
+check "failed run still writes stats" 'grep -q "\"pass\": false" "$T/fail/stats.json"'
+
+# 3. Bad workloads: exact messages.
+GOOD='"name": "w", "hardware": "trn3", "kernel": "matmul_mxfp8_backward",
+  "params": {"M": 512, "K": 512, "N": 512, "run_with_lnc2": false}'
+IN='"output_grad": {"generator": "normal", "seed": 1}, "weights": {"generator": "normal", "seed": 2}'
+X='"input_activation": {"generator": "normal", "seed": 3}'
+W=$T/w.json
+
+expect_error "unknown top-level key" "{$GOOD, \"inputs\": {$IN, $X}, \"numerix\": true}" \
+  "$W: numerix: unknown key (expected name, description, hardware, kernel, params, lnc, inputs, outputs, numerics)"
+expect_error "bad generator" "{$GOOD, \"inputs\": {$IN, \"input_activation\": {\"generator\": \"gauss\", \"seed\": 3}}}" \
+  "$W: inputs.input_activation.generator: unknown generator 'gauss' (expected normal, uniform, heavy_tailed, activations_with_outliers)"
+expect_error "unknown generator key" "{$GOOD, \"inputs\": {$IN, \"input_activation\": {\"generator\": \"normal\", \"seed\": 3, \"sd\": 2}}}" \
+  "$W: inputs.input_activation.sd: unknown key (expected generator, seed, mean, std)"
+expect_error "missing seed" "{$GOOD, \"inputs\": {$IN, \"input_activation\": {\"generator\": \"uniform\"}}}" \
+  "$W: inputs.input_activation.seed: missing (every generator needs a seed)"
+expect_error "bad generator parameter" "{$GOOD, \"inputs\": {$IN, $X}}" \
+  "$W: inputs.weights: normal: std must be > 0 and finite (got -1)" --set inputs.weights.std=-1
+expect_error "missing input" "{$GOOD, \"inputs\": {$IN}}" \
+  "$W: inputs: missing input 'input_activation' (kernel 'matmul_mxfp8_backward' needs output_grad, weights, input_activation)"
+expect_error "unknown input" "{$GOOD, \"inputs\": {$IN, $X, \"bias\": {\"npy\": \"b.npy\"}}}" \
+  "$W: inputs.bias: kernel 'matmul_mxfp8_backward' has no input 'bias' (inputs: output_grad, weights, input_activation)"
+printf '%s\n' "{\"name\": \"w\", \"hardware\": \"trn9\", \"kernel\": \"matmul_bf16\", \"params\": {}, \"inputs\": {}}" >"$W"
+msg=$("$TRNSIM" validate "$W" 2>&1)
+check "bad hardware name message: $msg" \
+  '[[ $msg == "trnsim: error: $W: hardware: unknown hardware config '"'"'trn9'"'"' (known: trn2, trn3, or a .json path); looked in: "* ]]'
+printf '%s\n' "{$GOOD, \"inputs\": {$IN, $X}}" >"$W"
+msg=$("$TRNSIM" validate "$W" --set hardware.overrides.pe.clock_Ghz=2 2>&1)
+check "bad override path: $msg" \
+  '[[ $msg == "trnsim: error: $W: hardware: "*"trn3.json: override pe.clock_Ghz: no such parameter (pe.clock_Ghz does not exist)" ]]'
+expect_error "bad kernel parameter" "{$GOOD, \"inputs\": {$IN, $X}}" \
+  "$W: params: kernel 'matmul_mxfp8_backward': parameter 'M': expected an integer in [1, 1048576], got -5" --set params.M=-5
+msg=$("$TRNSIM" validate "$W" --set params.Q=1 2>&1)
+check "unknown kernel parameter: $msg" \
+  '[[ $msg == "trnsim: error: $W: params: kernel '"'"'matmul_mxfp8_backward'"'"': unknown parameter '"'"'Q'"'"' (known: M, K, N, "* ]]'
+expect_error "unknown kernel" "{\"name\": \"w\", \"hardware\": \"trn3\", \"kernel\": \"matmul_fp4\", \"inputs\": {}}" \
+  "$W: kernel: unknown kernel 'matmul_fp4' (known: matmul_bf16, matmul_mxfp8, matmul_mxfp8_backward)"
+expect_error "bad lnc" "{$GOOD, \"inputs\": {$IN, $X}, \"lnc\": 3}" "$W: lnc: expected 1 or 2, found 3"
+expect_error "unknown output" "{$GOOD, \"inputs\": {$IN, $X}, \"outputs\": [\"dx\"]}" \
+  "$W: outputs[0]: kernel 'matmul_mxfp8_backward' has no output 'dx' (outputs: input_grad, weight_grad)"
+expect_error "bad --set" "{$GOOD, \"inputs\": {$IN, $X}}" \
+  "--set params: expected path=value, e.g. dma.engine_bandwidth_GBps=30" --set params
+# (run reads a file that is not JSON as a program and reports it through the program loader)
+ONLY_VALIDATE=1 expect_error "not JSON" "{\"name\": " "$W: not valid JSON"
+
+# .npy inputs: shape and dtype checked against the kernel input.
+cp "$D/inputs/output_grad.npy" "$T/dy512.npy"
+expect_error ".npy shape mismatch" "{$GOOD, \"inputs\": {\"output_grad\": {\"npy\": \"dy512.npy\"}, $X,
+  \"weights\": {\"generator\": \"normal\", \"seed\": 2}}}" \
+  "$W: inputs.output_grad.npy: $T/dy512.npy: shape (512, 512) does not match kernel input 'output_grad' bfloat16 (512, 1024)" \
+  --set params.N=1024
+"$TRNSIM" quantize "$D/input_grad.npy" --format e4m3 --rule trn3 --axis row --data "$T/u8.npy" --scales "$T/s.npy" >/dev/null
+expect_error ".npy dtype mismatch" "{$GOOD, \"inputs\": {\"output_grad\": {\"npy\": \"u8.npy\"}, $X,
+  \"weights\": {\"generator\": \"normal\", \"seed\": 2}}}" \
+  "$W: inputs.output_grad.npy: $T/u8.npy: dtype uint8 does not fit kernel input 'output_grad' bfloat16 (512, 512) (expected float32 or uint16 raw bfloat16 bits)"
+expect_error ".npy missing" "{$GOOD, \"inputs\": {\"output_grad\": {\"npy\": \"nope.npy\"}, $X,
+  \"weights\": {\"generator\": \"normal\", \"seed\": 2}}}" \
+  "$W: inputs.output_grad.npy: $T/nope.npy: cannot open: No such file or directory"
+# A valid .npy input (the dumped BF16 bits) reproduces the generated run bit for bit.
+printf '%s\n' "{$GOOD, \"params\": {\"M\": 512, \"K\": 512, \"N\": 512, \"run_with_lnc2\": false, \"output_dtype\": \"float32\"},
+  \"inputs\": {\"output_grad\": {\"npy\": \"dy512.npy\"}, \"weights\": {\"npy\": \"$D/inputs/weights.npy\"},
+  \"input_activation\": {\"npy\": \"$D/inputs/input_activation.npy\"}}}" | sed 's/"params": {"M": 512, "K": 512, "N": 512, "run_with_lnc2": false},//' >"$W"
+"$TRNSIM" run "$W" --out "$T/fromnpy" >/dev/null 2>&1
+rc=$?
+check "npy inputs run (exit $rc)" '[[ $rc == 0 ]] && cmp -s "$T/fromnpy/input_grad.npy" "$D/input_grad.npy" && cmp -s "$T/fromnpy/weight_grad.npy" "$D/weight_grad.npy"'
+
+echo "$passed passed, $failed failed"
+[[ $failed == 0 ]]

@@ -1,0 +1,249 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/ref/kernel_refs.h"
+#include "kernels/ref/matmul_ref.h"
+#include "sim/base/error.h"
+#include "sim/io/generators.h"
+#include "sim/numerics/float_formats.h"
+#include "sim/numerics/mx.h"
+#include "sim/numerics/scale_layout.h"
+
+using namespace trnsim;
+using ref::Contract;
+using ref::Operand;
+
+namespace {
+
+std::vector<float> bf16_values(std::vector<float> v) {
+  for (float& x : v) x = num::bf16_to_f32(num::f32_to_bf16(x));
+  return v;
+}
+
+// [rows, cols] -> [cols, rows]
+std::vector<float> transpose(const std::vector<float>& a, int64_t rows, int64_t cols) {
+  std::vector<float> t(a.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = a[r * cols + c];
+  return t;
+}
+
+// Independent path for WrapX: swizzle [T, F] BF16, quantize_x4 as the hardware does, dequantize, unswizzle.
+std::vector<double> wrapx_dequantized(const std::vector<float>& a, int64_t T, int64_t F, num::Fp8Format fmt) {
+  std::vector<uint16_t> bits(a.size()), sw(a.size());
+  for (size_t i = 0; i < a.size(); ++i) bits[i] = num::f32_to_bf16(a[i]);
+  num::swizzle(bits.data(), T, F, num::QuantScheme::WrapX, sw.data());
+  const int64_t P = T / 4;
+  std::vector<uint8_t> data(a.size()), scales(static_cast<size_t>(P / 8 * F));
+  num::quantize_x4(sw.data(), P, F, fmt, num::ScaleRule::Trn3, data.data(), scales.data());
+  std::vector<float> deq(a.size()), out(a.size());
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t i = 0; i < 4 * F; ++i)
+      deq[p * 4 * F + i] =
+          num::fp8_to_f32(data[p * 4 * F + i], fmt) * num::e8m0_to_f32(scales[(p / 8) * F + i / 4]);
+  num::unswizzle(deq.data(), T, F, num::QuantScheme::WrapX, out.data());
+  return std::vector<double>(out.begin(), out.end());
+}
+
+}  // namespace
+
+TEST_CASE("exact reference: Y = X W^T on hand-computed values", "[ref]") {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};   // [2, 3]
+  const std::vector<float> w = {1, 0, -1, 2, 1, 0};  // [2, 3]
+  const auto y = ref::matmul_exact({x.data(), 2, 3, Contract::Cols}, {w.data(), 2, 3, Contract::Cols});
+  CHECK(y == std::vector<double>{-2, 4, -2, 13});
+}
+
+TEST_CASE("exact reference: backward pair dX = dY W, dW = dY^T X", "[ref]") {
+  const std::vector<float> dy = {1, 2, 3, 4};        // [M=2, N=2]
+  const std::vector<float> w = {1, 0, -1, 2, 1, 0};  // [N=2, K=3]
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};   // [M=2, K=3]
+  const auto dx = ref::matmul_exact({dy.data(), 2, 2, Contract::Cols}, {w.data(), 2, 3, Contract::Rows});
+  CHECK(dx == std::vector<double>{5, 2, -1, 11, 4, -3});
+  const auto dw = ref::matmul_exact({dy.data(), 2, 2, Contract::Rows}, {x.data(), 2, 3, Contract::Rows});
+  CHECK(dw == std::vector<double>{13, 17, 21, 18, 24, 30});
+}
+
+TEST_CASE("MX reference on hand-computed values (trn3 rule, E4M3)", "[ref]") {
+  // 1x32: one group of 32. amax 3 -> scale 2^(1-7): 3 -> 192 exact, 1.1 -> 70.4 -> 72 -> 1.125.
+  std::vector<float> x(32, 1.1f);
+  x[5] = 3.0f;
+  const std::vector<float> w(32, 1.0f);  // amax 1 -> 1 * 2^7 = 128, exact
+  const ref::MxQuant q{num::Fp8Format::E4M3FN, num::ScaleRule::Trn3, num::QuantScheme::OneX32};
+  const Operand xo{x.data(), 1, 32, Contract::Cols}, wo{w.data(), 1, 32, Contract::Cols};
+  CHECK(ref::matmul_mx(xo, wo, q)[0] == 3.0 + 31 * 1.125);
+  CHECK(ref::matmul_exact(xo, wo)[0] == Approx(3.0 + 31 * 1.1).epsilon(1e-7));
+
+  // WrapX vs 1x32 over T = 128: index 32 shares group 0 with index 0 under WrapX (rows 0-7, 32-39, 64-71,
+  // 96-103), group 1 under 1x32. A 2^20 neighbour flushes 1.3 to 0 (1.3 * 2^-13 < half the E4M3 subnormal).
+  std::vector<float> y(128, 0.0f);
+  y[0] = 1.3f;
+  y[32] = 1048576.0f;
+  const std::vector<float> ones(128, 1.0f);
+  const Operand yo{y.data(), 1, 128, Contract::Cols}, oo{ones.data(), 1, 128, Contract::Cols};
+  CHECK(ref::matmul_mx(yo, oo, q)[0] == 1048576.0 + 1.25);  // 1.3 * 128 = 166.4 -> 160 -> 1.25
+  const ref::MxQuant wq{num::Fp8Format::E4M3FN, num::ScaleRule::Trn3, num::QuantScheme::WrapX};
+  CHECK(ref::matmul_mx(yo, oo, wq)[0] == 1048576.0);
+}
+
+TEST_CASE("MX reference equals dequantize(quantize) then matmul, both schemes", "[ref]") {
+  const int64_t M = 64, T = 640, N = 96;  // T = 512 + a 128 remainder tile for WrapX
+  const auto fmt = GENERATE(num::Fp8Format::E4M3FN, num::Fp8Format::E5M2);
+  std::vector<float> a = bf16_values(io::student_t(M * T, 4.0, 1.0, 11));  // [M, T], contract cols
+  // An outlier at t = 128 of row 0: WrapX groups it with t = 0..7 (flushing them), 1x32 with t = 128..159.
+  a[128] = 1099511627776.0f;                                                   // 2^40
+  const std::vector<float> b = bf16_values(io::normal(T * N, 0.0, 0.02, 12));  // [T, N], contract rows
+  const Operand ao{a.data(), M, T, Contract::Cols}, bo{b.data(), T, N, Contract::Rows};
+
+  SECTION("1x32: the OCP groups of num::quantize (rowwise for [M, T], columnwise for [T, N])") {
+    const ref::MxQuant q{fmt, num::ScaleRule::Trn3, num::QuantScheme::OneX32};
+    std::vector<uint8_t> da(a.size()), sa(a.size() / 32), db(b.size()), sb(b.size() / 32);
+    num::quantize(a.data(), M, T, num::MxAxis::Row, fmt, num::ScaleRule::Trn3, da.data(), sa.data());
+    num::quantize(b.data(), T, N, num::MxAxis::Col, fmt, num::ScaleRule::Trn3, db.data(), sb.data());
+    std::vector<float> qa(a.size()), qb(b.size());
+    num::dequantize(da.data(), sa.data(), M, T, num::MxAxis::Row, fmt, qa.data());
+    num::dequantize(db.data(), sb.data(), T, N, num::MxAxis::Col, fmt, qb.data());
+    CHECK(ref::mx_fake_quantize(ao, q) == std::vector<double>(qa.begin(), qa.end()));
+    CHECK(ref::mx_fake_quantize(bo, q) == std::vector<double>(qb.begin(), qb.end()));
+    const std::vector<double> da64(qa.begin(), qa.end()), db64(qb.begin(), qb.end());
+    CHECK(ref::matmul_mx(ao, bo, q) == ref::matmul_f64(ao, da64.data(), bo, db64.data()));
+  }
+  SECTION("WrapX: swizzle + quantize_x4 + unswizzle, for either operand orientation") {
+    const ref::MxQuant q{fmt, num::ScaleRule::Trn3, num::QuantScheme::WrapX};
+    const std::vector<double> qb = wrapx_dequantized(b, T, N, fmt);
+    CHECK(ref::mx_fake_quantize(bo, q) == qb);
+    // a is [M, T] with T on the columns: the hardware sees it transposed, [T, M].
+    const std::vector<double> qat = wrapx_dequantized(transpose(a, M, T), T, M, fmt);
+    std::vector<double> qa(a.size());
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t t = 0; t < T; ++t) qa[m * T + t] = qat[t * M + m];
+    CHECK(ref::mx_fake_quantize(ao, q) == qa);
+    CHECK(ref::matmul_mx(ao, bo, q) == ref::matmul_f64(ao, qa.data(), bo, qb.data()));
+    // The schemes group differently: under WrapX the outlier flushes row 0's t = 0..7 to zero.
+    const ref::MxQuant q1{fmt, num::ScaleRule::Trn3, num::QuantScheme::OneX32};
+    const std::vector<double> q1a = ref::mx_fake_quantize(ao, q1);
+    for (int t = 0; t < 8; ++t) {
+      CHECK(qa[t] == 0.0);
+      CHECK(q1a[t] != 0.0);
+    }
+  }
+}
+
+TEST_CASE("compare_matmul streams row blocks to the same metrics", "[ref]") {
+  const int64_t M = 40, T = 256, K = 24;
+  const std::vector<float> dy = bf16_values(io::normal(M * T, 0, 1, 3));    // [M, N=T]
+  const std::vector<float> w = bf16_values(io::normal(T * K, 0, 0.02, 4));  // [N, K]
+  const Operand lo{dy.data(), M, T, Contract::Cols}, ro{w.data(), T, K, Contract::Rows};
+  const ref::MxQuant q{num::Fp8Format::E4M3FN, num::ScaleRule::Trn3, num::QuantScheme::WrapX};
+  const std::vector<double> golden = ref::matmul_mx(lo, ro, q);
+  std::vector<float> out(golden.begin(), golden.end());
+  out[7] += 0.01f;
+  const ref::ErrorMetrics one = ref::compare(out.data(), golden.data(), M * K);
+  const ref::ErrorMetrics blocks = ref::compare_matmul(out.data(), lo, ro, q, 7);
+  CHECK(blocks.rel_l2 == one.rel_l2);
+  CHECK(blocks.max_abs_err == one.max_abs_err);
+  CHECK(blocks.max_abs_err == Approx(0.01).epsilon(1e-3));
+  CHECK(ref::compare_matmul(out.data(), lo, ro, q, 1000).cosine == one.cosine);
+}
+
+TEST_CASE("compare_matmul with a block stride compares exactly the sampled rows", "[ref]") {
+  const int64_t M = 40, T = 64, K = 8;
+  const std::vector<float> x = bf16_values(io::normal(M * T, 0, 1, 5));  // [M, T]
+  const std::vector<float> w = bf16_values(io::normal(K * T, 0, 1, 6));  // [K, T]
+  const Operand lo{x.data(), M, T, Contract::Cols}, ro{w.data(), K, T, Contract::Cols};
+  const std::vector<double> golden = ref::matmul_exact(lo, ro);
+  std::vector<float> out(golden.begin(), golden.end());
+  // Block rows 4, stride 3: rows 0-3, 12-15, 24-27, 36-39 are compared. Spoil row 5 (skipped) and row 13.
+  out[5 * K] += 100.0f;
+  out[13 * K + 2] += 0.5f;
+  std::vector<float> sampled_out;
+  std::vector<double> sampled_golden;
+  for (int64_t r : {0, 1, 2, 3, 12, 13, 14, 15, 24, 25, 26, 27, 36, 37, 38, 39})
+    for (int64_t c = 0; c < K; ++c) {
+      sampled_out.push_back(out[r * K + c]);
+      sampled_golden.push_back(golden[r * K + c]);
+    }
+  const ref::ErrorMetrics want = ref::compare(sampled_out.data(), sampled_golden.data(), 16 * K);
+  const ref::ErrorMetrics got = ref::compare_matmul(out.data(), lo, ro, std::nullopt, 4, 3);
+  CHECK(got.count == 16 * K);
+  CHECK(got.max_abs_err == want.max_abs_err);
+  CHECK(got.rel_l2 == want.rel_l2);
+  CHECK(got.max_abs_err == Approx(0.5).epsilon(1e-6));  // row 5's error of 100 is not in the sample
+  // The stride keeps each reference matmul near the 32 GFLOP budget: 2*R*T*C = 481 GFLOP -> stride 16.
+  ref::OutputReference big;
+  big.flops = 2.0 * 4096 * 4096 * 14336;
+  CHECK(ref::reference_block_stride(big, 4096, false) == 16);
+  CHECK(ref::reference_block_stride(big, 4096, true) == 1);
+  big.flops = 1e9;
+  CHECK(ref::reference_block_stride(big, 4096, false) == 1);
+}
+
+TEST_CASE("reference input errors", "[ref]") {
+  const std::vector<float> a(64, 1.0f), b(96, 1.0f);
+  CHECK_THROWS_MATCHES(
+      ref::matmul_exact({a.data(), 2, 32, Contract::Cols}, {b.data(), 3, 32, Contract::Rows}), InputError,
+      Catch::Message("matmul reference: contraction lengths differ (lhs 32, rhs 3)"));
+  const ref::MxQuant q{num::Fp8Format::E4M3FN, num::ScaleRule::Trn3, num::QuantScheme::WrapX};
+  CHECK_THROWS_AS(ref::mx_fake_quantize({a.data(), 2, 32, Contract::Cols}, q), InputError);  // 32 % 128 != 0
+  CHECK_THROWS_MATCHES(ref::to_f64({nullptr, 2, 32, Contract::Cols}), InputError,
+                       Catch::Message("matmul reference: operand has no data"));
+}
+
+TEST_CASE("kernel references and the pass line", "[ref]") {
+  const nlohmann::json p = {
+      {"M", 64}, {"K", 128}, {"N", 32}, {"float8_dtype", "float8_e5m2"}, {"quant_scheme", "1x32"}};
+  const auto k = ref::kernel_reference("matmul_mxfp8_backward", p);
+  REQUIRE(k.has_value());
+  REQUIRE(k->outputs.size() == 2);
+  CHECK(k->outputs[0].output == "input_grad");
+  CHECK(k->outputs[0].lhs == "output_grad");
+  CHECK(k->outputs[0].rhs == "weights");
+  CHECK(k->outputs[0].lhs_axis == Contract::Cols);
+  CHECK(k->outputs[0].rhs_axis == Contract::Rows);
+  CHECK(k->outputs[1].output == "weight_grad");
+  CHECK(k->outputs[1].lhs_axis == Contract::Rows);
+  CHECK(k->outputs[1].rhs == "input_activation");
+  CHECK(k->outputs[1].quant->format == num::Fp8Format::E5M2);
+  CHECK(k->outputs[1].quant->scheme == num::QuantScheme::OneX32);
+  CHECK(k->outputs[1].quant->rule == num::ScaleRule::Trn3);
+  CHECK(k->useful_flops == 2.0 * 2 * 64 * 128 * 32);
+  CHECK_FALSE(ref::kernel_reference("no_such_kernel", p).has_value());
+  CHECK_THROWS_MATCHES(
+      ref::kernel_reference("matmul_mxfp8_backward",
+                            {{"M", 64}, {"K", 128}, {"N", 32}, {"float8_dtype", "float8_e3m4"}}),
+      InputError,
+      Catch::Message("kernel 'matmul_mxfp8_backward': parameter 'float8_dtype': no host reference "
+                     "for 'float8_e3m4'"));
+
+  // A kernel output equal to the quantized reference in FP32 passes; rounded to BF16 it passes the BF16 bound
+  // but not the FP32 one; one corrupted element fails allclose with the exact line.
+  const int64_t M = 32, N = 128, K = 64;
+  const std::vector<float> dy = bf16_values(io::normal(M * N, 0, 1, 5)),
+                           w = bf16_values(io::normal(N * K, 0, 0.02, 6));
+  const Operand lo{dy.data(), M, N, Contract::Cols}, ro{w.data(), N, K, Contract::Rows};
+  const ref::OutputReference& r = k->outputs[0];
+  const ref::MxQuant q = *r.quant;
+  const std::vector<double> golden = ref::matmul_mx(lo, ro, q);
+  std::vector<float> out(golden.begin(), golden.end());
+  const ref::OutputNumerics ok = ref::evaluate_output(r, lo, ro, out.data(), false);
+  CHECK(ok.pass);
+  CHECK(ok.vs_quantized.rel_l2 < 1e-7);
+  CHECK(ok.vs_exact.rel_l2 > 1e-3);  // E5M2 loses far more than 1e-3 against the exact product
+  CHECK(ok.vs_exact.cosine > 0.995);
+
+  std::vector<float> bf(out);
+  for (float& x : bf) x = num::bf16_to_f32(num::f32_to_bf16(x));
+  CHECK(ref::evaluate_output(r, lo, ro, bf.data(), true).pass);
+  const ref::OutputNumerics as_f32 = ref::evaluate_output(r, lo, ro, bf.data(), false);
+  CHECK_FALSE(as_f32.pass);
+  REQUIRE(as_f32.failures.size() == 1);
+  CHECK(as_f32.failures[0].rfind("rel_l2_vs_quantized ", 0) == 0);
+  CHECK(as_f32.failures[0].find(" > 1e-05 (float32 output)") != std::string::npos);
+
+  out[0] = 1000.0f;
+  const ref::OutputNumerics bad = ref::evaluate_output(r, lo, ro, out.data(), false);
+  CHECK_FALSE(bad.pass);
+  CHECK(bad.failures.front().rfind("allclose_vs_exact: max(|k-g| - rtol|g|) = ", 0) == 0);
+}
