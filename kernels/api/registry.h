@@ -66,5 +66,11 @@ void register_all_kernels();
 void register_matmul_bf16(Registry& r);
 void register_matmul_mxfp8(Registry& r);
 void register_matmul_mxfp8_backward(Registry& r);
+// Calibration kernels (kernels/lib/calibration).
+void register_nki_tutorial_matmul(Registry& r);
+void register_matmul_lhsT_blocked(Registry& r);
+void register_matmul_lhs_dma_transpose(Registry& r);
+void register_cs149_vector_add(Registry& r);
+void register_transpose_2d(Registry& r);
 
 }  // namespace trnsim::kernels

@@ -326,6 +326,7 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   c.sync.semaphores_per_core = r.integer("sync.semaphores_per_core", 2, 65536);
   c.sync.semaphore_latency_ns = r.number("sync.semaphore_latency_ns", 0, false, 1e9);
   c.sync.cross_core_latency_ns = r.number("sync.cross_core_latency_ns", 0, false, 1e9);
+  c.sync.kernel_launch_ns = r.number("sync.kernel_launch_ns", 0, false, 1e9);
 
   c.dma.engines_per_core = r.integer("dma.engines_per_core", 1, 256);
   c.dma.queues_per_core = r.integer("dma.queues_per_core", 1, 256);

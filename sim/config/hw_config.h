@@ -84,6 +84,7 @@ struct SyncConfig {
   uint32_t semaphores_per_core = 64;   // the last one is reserved for core_barrier
   double semaphore_latency_ns = 10;    // same core (engine -> engine, DMA completion write)
   double cross_core_latency_ns = 100;  // to the peer core of the LNC2 pair
+  double kernel_launch_ns = 0;         // before any sequencer issues its first instruction
   uint32_t barrier_semaphore() const { return semaphores_per_core - 1; }
 };
 

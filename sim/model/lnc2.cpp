@@ -45,6 +45,13 @@ Sequencer::Sequencer(sc_module_name name, Lnc2& top, int core, isa::Engine engin
 
 void Sequencer::step() {
   try {
+    if (!launched_) {  // no instruction issues before the kernel launch overhead has passed
+      launched_ = true;
+      if (top_.hw.sync.kernel_launch_ns > 0) {
+        next_trigger(to_sc(timing::ns_to_ps(top_.hw.sync.kernel_launch_ns)));
+        return;
+      }
+    }
     run();
   } catch (...) {
     top_.fail(std::current_exception());

@@ -76,6 +76,7 @@ class Sequencer : public sc_core::sc_module {
   size_t idx_ = 0;
   Phase phase_ = Phase::Fetch;
   bool waiting_ = false;
+  bool launched_ = false;  // the kernel launch delay (sync.kernel_launch_ns) has passed
   Picoseconds wait_start_;
   InstructionRecord cur_;  // the instruction in Busy / Trigger / BarrierWait
   int64_t barrier_target_ = 0;

@@ -18,8 +18,10 @@ using isa::Opcode;
 
 namespace {
 
-// trn2 with the PE throttle off, so the cost formulas show unchanged.
+// trn2 with the PE throttle off, so the cost formulas show unchanged, and no kernel launch delay
+// (sync.kernel_launch_ns, tested on its own), so times start at 0.
 config::HwConfig trn2(config::Overrides o = {{"pe.throttle.enabled", false}}) {
+  o.emplace("sync.kernel_launch_ns", 0);
   return config::load_hw_config("trn2", o);
 }
 
@@ -75,11 +77,11 @@ uint64_t single_dma_end(uint32_t bytes_pp) {
   return r.end_time.count();
 }
 
-// Trigger 50 ns on SP; setup 1050 + HBM latency 240 = 1290 ns; data at min(16 engines x 23 B/ns x efficiency,
+// Trigger 50 ns on SP; setup 1000 + HBM latency 240 = 1240 ns; data at min(16 engines x 23 B/ns x efficiency,
 // HBM 725 B/ns); completion semaphore write 10 ns. Data end rounded up to a ps.
 uint64_t expected_dma_end(double bytes, double efficiency) {
   double rate = 16 * 23 * efficiency / 1000.0;  // bytes per ps
-  return 50000 + 1290000 + static_cast<uint64_t>(std::ceil(bytes / rate - 1e-6)) + 10000;
+  return 50000 + 1240000 + static_cast<uint64_t>(std::ceil(bytes / rate - 1e-6)) + 10000;
 }
 
 }  // namespace
@@ -140,9 +142,9 @@ TEST_CASE("DMA of 2 KiB per partition", "[model][dma]") {
   CHECK(single_dma_end(2048) == expected_dma_end(262144, 0.9));
 }
 TEST_CASE("DMA of 4 KiB per partition", "[model][dma]") {
-  // 524288 bytes at the full 368 B/ns: 1424696 ps of data; end = 50000 + 1290000 + 1424696 + 10000 = 2774696.
-  CHECK(single_dma_end(4096) == 2774696);
-  CHECK(expected_dma_end(524288, 1.0) == 2774696);
+  // 524288 bytes at the full 368 B/ns: 1424696 ps of data; end = 50000 + 1240000 + 1424696 + 10000 = 2724696.
+  CHECK(single_dma_end(4096) == 2724696);
+  CHECK(expected_dma_end(524288, 1.0) == 2724696);
 }
 TEST_CASE("DMA of 64 KiB per partition", "[model][dma]") {
   // 8 MiB at 368 B/ns (efficiency clamped at 1.0).
@@ -156,8 +158,8 @@ TEST_CASE("transfers of one queue move data in FIFO order", "[model][dma]") {
   push(p, 0, load(0, 4096, 3));
   auto r = run(p, trn2());
   // Second trigger ends at 100 ns, its setup overlaps the first transfer; its data starts when the first's
-  // data ends (1340000 + 1424696 = 2764696) and takes 1424696 more: completes 2764696 + 1424696 + 10000.
-  CHECK(r.end_time == ps(2764696 + 1424696 + 10000));
+  // data ends (1290000 + 1424696 = 2714696) and takes 1424696 more: completes 2714696 + 1424696 + 10000.
+  CHECK(r.end_time == ps(2714696 + 1424696 + 10000));
 }
 
 TEST_CASE("two cores' DMA streams share the HBM stack", "[model][dma]") {
@@ -169,8 +171,8 @@ TEST_CASE("two cores' DMA streams share the HBM stack", "[model][dma]") {
   // HBM 200 B/ns is below one core's 368 B/ns of DMA engines: each core gets 100 B/ns.
   auto hw = trn2({{"pe.throttle.enabled", false}, {"hbm.bandwidth_GBps", 200}});
   auto r = run(p, hw);
-  // 524288 B at 100 B/ns = 5242880 ps; end = 50000 + 1290000 + 5242880 + 10000 = 6592880.
-  CHECK(r.end_time == ps(6592880));
+  // 524288 B at 100 B/ns = 5242880 ps; end = 50000 + 1240000 + 5242880 + 10000 = 6542880.
+  CHECK(r.end_time == ps(6542880));
   CHECK(r.stats.hbm_bytes() == 2 * 524288);
 }
 
@@ -196,7 +198,7 @@ TEST_CASE("core_barrier: signal the peer, wait for our own barrier semaphore", "
 TEST_CASE("PE throttle ramps a matmul after idle", "[model]") {
   isa::Program p;
   push(p, 0, matmul(512));
-  auto r = run(p, config::load_hw_config("trn2"));
+  auto r = run(p, config::load_hw_config("trn2", {{"sync.kernel_launch_ns", 0}}));
   // MM 512 cycles = 213334 ps of full-rate work from 13334 (after LS), under cap 0.5 + 0.5 t / 3e6 ps:
   // 0.5 d + (0.5 / 3e6) d^2 / 2 = 213334 -> d = (-0.5 + sqrt(0.25 + 2 (0.5 / 3e6) 213334)) / (0.5 / 3e6).
   const double s = 0.5 / 3e6;
@@ -271,7 +273,19 @@ TEST_CASE("numerics on: HBM -> SBUF -> HBM round trip through two queues", "[mod
   auto r = model::run_program(p, hw, o, &st);
   CHECK(st.hbm[1] == st.hbm[0]);
   // 128 B per partition (efficiency 0.22): each transfer 16384 B at 368 x 0.22 = 80.96 B/ns = 202372 ps
-  // (ceil). Load: 50000 + 1290000 + 202372 = 1542372 data end, S[3] visible at 1552372; store trigger on ACT
-  // ends 1602372, setup to 2892372, data end 3094744, completion 3104744.
-  CHECK(r.end_time == ps(3104744));
+  // (ceil). Load: 50000 + 1240000 + 202372 = 1492372 data end, S[3] visible at 1502372; store trigger on ACT
+  // ends 1552372, setup to 2792372, data end 2994744, completion 3004744.
+  CHECK(r.end_time == ps(3004744));
+}
+
+TEST_CASE("kernel launch delay: no instruction issues before sync.kernel_launch_ns", "[model]") {
+  isa::Program p;
+  push(p, 0, matmul(128));
+  auto r = run(p, trn2({{"pe.throttle.enabled", false}, {"sync.kernel_launch_ns", 11000}}));
+  // 11 us of launch, then LS 13334 ps and MM 53334 ps as in "one nc_matmul"; busy and waits exclude it.
+  CHECK(r.end_time == ps(11000000 + 13334 + 53334));
+  CHECK(r.stats.cores[0].engines[0].busy == ps(53334));
+  CHECK(r.stats.cores[0].engines[0].semaphore_wait == ps(0));
+  // configs/hw/trn2.json carries the calibrated value.
+  CHECK(config::load_hw_config("trn2").sync.kernel_launch_ns == 11000);
 }

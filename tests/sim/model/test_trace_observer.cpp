@@ -43,7 +43,7 @@ struct TempDir {
 };
 
 config::HwConfig trn2() {
-  return config::load_hw_config("trn2", {{"pe.throttle.enabled", false}});
+  return config::load_hw_config("trn2", {{"pe.throttle.enabled", false}, {"sync.kernel_launch_ns", 0}});
 }
 
 isa::TensorDecl tensor(const char* name, uint32_t rows, uint32_t cols) {

@@ -208,13 +208,13 @@ TEST_CASE("DMA cost inputs by bytes per partition", "[timing]") {
     return cm.dma_cost(i, w);
   };
   // 128 partitions x 4 KiB: 16 engines (128 / 8), efficiency 1.0 -> cap 16 x 23 = 368 B/ns;
-  // setup 1050 + HBM latency 240 = 1290 ns; completion write 10 ns; trigger 50 ns.
+  // setup 1000 + HBM latency 240 = 1240 ns; completion write 10 ns; trigger 50 ns (1300 ns in all).
   auto c = dma(128, 4096);
   CHECK(c.bytes == 524288);
   CHECK(c.engines == 16);
   CHECK(c.efficiency == Approx(1.0));
   CHECK(c.rate_cap_GBps == Approx(368.0));
-  CHECK(c.setup == Picoseconds(1290000));
+  CHECK(c.setup == Picoseconds(1240000));
   CHECK(c.completion == Picoseconds(10000));
   CHECK(c.trigger == Picoseconds(50000));
   // 256 B per partition: efficiency 0.38 -> 368 x 0.38 = 139.84 B/ns.

@@ -1,0 +1,71 @@
+// transpose_2d: out[N, M] = in[M, N]^T in FP32, one 128 x 128 tile at a time: DMA in, nc_transpose on the PE
+// into PSUM, copy PSUM -> SBUF (DVE), DMA out (loads triggered from SP, stores from ACT). Tiles rotate
+// through `bufs` SBUF/PSUM slots.
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "kernels/api/nki.h"
+#include "kernels/api/registry.h"
+#include "sim/base/error.h"
+
+namespace trnsim::kernels {
+namespace {
+
+constexpr int64_t kT = 128;
+
+struct Params {
+  int64_t M, N, bufs;
+};
+
+void kernel(Kernel& k, const Params& p) {
+  View in = k.input("in", DType::F32, {p.M, p.N});
+  View out = k.output("out", DType::F32, {p.N, p.M});
+  if (p.M % kT || p.N % kT)
+    throw InputError(fmt::format("kernel 'transpose_2d': M, N = {}, {} must be multiples of 128", p.M, p.N));
+  std::vector<View> src, ps, dst;
+  for (int64_t i = 0; i < p.bufs; ++i) {
+    src.push_back(k.sbuf({kT, kT}, DType::F32, "in_tile"));
+    ps.push_back(k.psum({kT, kT}, DType::F32, "t_psum"));
+    dst.push_back(k.sbuf({kT, kT}, DType::F32, "out_tile"));
+  }
+  int64_t i = 0;
+  for (int64_t r = 0; r < p.M / kT; ++r)
+    for (int64_t c = 0; c < p.N / kT; ++c, ++i) {
+      const size_t s = static_cast<size_t>(i % p.bufs);
+      nki::dma_copy(src[s], in(S(r * kT, (r + 1) * kT), S(c * kT, (c + 1) * kT)));
+      nki::nc_transpose(ps[s], src[s]);
+      nki::tensor_copy(dst[s], ps[s]);
+      nki::dma_copy(out(S(c * kT, (c + 1) * kT), S(r * kT, (r + 1) * kT)), dst[s], {.engine = Engine::ACT});
+    }
+}
+
+}  // namespace
+
+void register_transpose_2d(Registry& r) {
+  KernelInfo info;
+  info.name = "transpose_2d";
+  info.doc =
+      "out[N,M] = in[M,N]^T in FP32 by 128 x 128 tiles: DMA in, PE nc_transpose, PSUM -> SBUF, DMA out";
+  info.params = {
+      {.name = "M", .type = ParamType::Int, .min = 1, .max = 1 << 20, .doc = "rows of in (multiple of 128)"},
+      {.name = "N",
+       .type = ParamType::Int,
+       .min = 1,
+       .max = 1 << 20,
+       .doc = "columns of in (multiple of 128)"},
+      {.name = "bufs",
+       .type = ParamType::Int,
+       .default_value = 4,
+       .min = 1,
+       .max = 8,
+       .doc = "tile slots (SBUF in/out tiles and PSUM banks) rotated over the tiles"},
+  };
+  info.build = [](const nlohmann::json& j, const BuildOptions& options) {
+    Params p{j.at("M").get<int64_t>(), j.at("N").get<int64_t>(), j.at("bufs").get<int64_t>()};
+    return build_program([&p](Kernel& k) { kernel(k, p); }, options);
+  };
+  r.add(std::move(info));
+}
+
+}  // namespace trnsim::kernels
