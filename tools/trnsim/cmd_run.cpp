@@ -2,7 +2,8 @@
 //            [--trace FILE.pftrace|FILE.json]
 //
 // Runs an instruction-stream program (docs/program-format.md) on the SystemC model, prints the simulated time
-// and per-engine busy time, and writes the tensors marked "output" as .npy into --out (all or nothing).
+// and per-engine busy time, and writes the tensors marked "output" as .npy into --out (all or nothing), then
+// DIR/stats.json when --out is given (tools/trnsim/report.h).
 // Tensor "init" (applied before the run, numerics only):
 //   {"generator": "normal", "mean": 0, "std": 1, "seed": 1}   {"generator": "uniform", "lo": -1, "hi": 1,
 //   "seed": 1}
@@ -33,9 +34,11 @@
 #include "sim/isa/program_json.h"
 #include "sim/isa/semantics.h"
 #include "sim/model/run.h"
+#include "sim/model/stats_observer.h"
 #include "sim/model/trace_observer.h"
 #include "sim/trace/open_trace.h"
 #include "tools/trnsim/commands.h"
+#include "tools/trnsim/report.h"
 #include "tools/trnsim/workload.h"
 
 namespace trnsim::cli {
@@ -47,6 +50,7 @@ using nlohmann::json;
 struct RunCliOptions {
   std::string program;
   std::string out = ".";
+  bool out_given = false;  // --out on the command line: stats.json goes there too
   std::string hw;
   bool no_numerics = false;
   std::vector<std::string> sets;
@@ -195,11 +199,15 @@ int run_command(const RunCliOptions& o) {
       if (!path.empty() && !keep) fs::remove(path, ec);
     }
   } trace_guard;
+  model::StatsObserver profile(program, hw);
+  std::unique_ptr<model::TeeObserver> tee;
+  ro.observer = &profile;
   if (!o.trace.empty()) {
     sink = trace::open_trace_file(o.trace);
     trace_guard.path = o.trace;
     observer = std::make_unique<model::TraceObserver>(*sink, program, hw);
-    ro.observer = observer.get();
+    tee = std::make_unique<model::TeeObserver>(std::vector<model::ModelObserver*>{observer.get(), &profile});
+    ro.observer = tee.get();
   }
   model::RunResult r = model::run_program(program, hw, ro, o.no_numerics ? nullptr : &state);
   if (sink) {
@@ -228,8 +236,14 @@ int run_command(const RunCliOptions& o) {
   std::printf("HBM: %llu bytes, %.1f GB/s average\n", static_cast<unsigned long long>(s.hbm_bytes()),
               s.hbm_GBps());
 
+  const auto write_summary = [&] {
+    if (!o.out_given) return;
+    write_stats(o.out, stats_json(program_summary(o.program, program, hw, s, profile.stats())));
+    std::printf("wrote %s\n", (fs::path(o.out) / "stats.json").c_str());
+  };
   if (o.no_numerics) {
     if (!outs.empty()) std::printf("outputs not written (--no-numerics)\n");
+    write_summary();
     return 0;
   }
   std::vector<io::NpyOutput> files;
@@ -239,6 +253,7 @@ int run_command(const RunCliOptions& o) {
   }
   io::write_npy_all(files);
   for (const auto& f : files) std::printf("wrote %s\n", f.path.c_str());
+  write_summary();
   return 0;
 }
 
@@ -274,6 +289,7 @@ void add_run_command(CLI::App& app) {
       return;
     }
     if (opts->dump_inputs) throw InputError("--dump-inputs applies to workload configs only");
+    opts->out_given = cmd->get_option("--out")->count() > 0;
     if (int rc = run_command(*opts); rc != 0) throw CLI::RuntimeError(rc);
   });
 }

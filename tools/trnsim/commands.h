@@ -19,4 +19,7 @@ void add_validate_command(CLI::App& app);
 // trnsim list [KERNEL] [--json]
 void add_list_command(CLI::App& app);
 
+// trnsim stats FILE.json [--lines N] | trnsim stats --compare A.json B.json (alias: summary)
+void add_stats_command(CLI::App& app);
+
 }  // namespace trnsim::cli

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   trnsim::cli::add_run_command(app);
   trnsim::cli::add_list_command(app);
   trnsim::cli::add_validate_command(app);
+  trnsim::cli::add_stats_command(app);
 
   try {
     app.parse(argc, argv);

@@ -20,6 +20,7 @@
 #include "sim/io/generators.h"
 #include "sim/isa/semantics.h"
 #include "sim/model/run.h"
+#include "sim/model/stats_observer.h"
 #include "sim/model/trace_observer.h"
 #include "sim/numerics/float_formats.h"
 #include "sim/trace/open_trace.h"
@@ -563,10 +564,14 @@ int run_workload(const RunWorkloadOptions& o) {
       if (!path.empty() && !keep) fs::remove(path, ec);
     }
   };
+  model::StatsObserver profile(prog, p.hw);  // stats.json's summary, opcodes and source lines
+  std::unique_ptr<model::TeeObserver> tee;
+  ro.observer = &profile;
   if (!o.trace.empty()) {
     sink = trace::open_trace_file(o.trace);
     observer = std::make_unique<model::TraceObserver>(*sink, prog, p.hw);
-    ro.observer = observer.get();
+    tee = std::make_unique<model::TeeObserver>(std::vector<model::ModelObserver*>{observer.get(), &profile});
+    ro.observer = tee.get();
   }
   const TraceGuard guard{o.trace, keep_trace};
   const auto t_sim = clock::now();
@@ -580,6 +585,8 @@ int run_workload(const RunWorkloadOptions& o) {
   s.hardware = p.hw.name;
   s.params = p.params;
   s.stats = result.stats;
+  s.profile = profile.stats();
+  s.files = prog.files;
   if (p.reference) {
     s.useful_flops = p.reference->useful_flops;
     s.flops_from_reference = true;

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# End-to-end test of stats.json and `trnsim stats`: usage stats.sh <trnsim-binary> <source-dir>.
+# A hand-written program (one DMA, three matmuls on two source lines) run with --out writes stats.json with
+# the profile summary, opcode times, source-line attribution and SBUF/PSUM peaks (values derived below);
+# `trnsim stats` prints a workload run's table again, identical; `--compare` shows ratios; bad files fail
+# with exact messages and exit 1.
+set -uo pipefail
+
+TRNSIM=$1
+SRC=$2
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); }
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL: $*" >&2
+}
+check() { if eval "$2"; then ok; else bad "$1"; fi; }
+# has FILE TEXT: FILE holds TEXT verbatim on some line (stats.json is written with 2-space indents).
+has() { grep -qF -- "$2" "$1"; }
+
+# 1. The program. Constants pinned with --set (the shipped config is calibrated elsewhere): PE 2.4 GHz, MM
+# floor 64 cycles, 4 LoadStationary columns per cycle, DMA trigger 50 ns, no launch delay, no PE throttle.
+cat >"$T/prog.json" <<'JSON'
+{"generation": "trn2", "num_cores": 1,
+ "tensors": [{"name": "x", "dtype": "bfloat16", "shape": [128, 1024],
+              "init": {"generator": "normal", "seed": 1}}],
+ "cores": [{
+  "SP": [{"op": "dma_copy", "queue": 0, "line": 10, "file": "k.cpp", "update": [[0, 1]],
+          "dst": {"mem": "sbuf", "partition": [0, 128], "dtype": "bfloat16", "pattern": [[1, 1024]]},
+          "src": {"tensor": "x", "pattern": [[1024, 128], [1, 1024]]}}],
+  "PE": [{"op": "nc_matmul", "line": 20, "file": "k.cpp", "wait": [[0, 1]],
+          "dst": {"mem": "psum", "partition": [0, 128], "dtype": "float32", "pattern": [[1, 128]]},
+          "stationary": {"mem": "sbuf", "partition": [0, 128], "dtype": "bfloat16", "pattern": [[1, 128]]},
+          "moving": {"mem": "sbuf", "partition": [0, 128], "offset": 256, "dtype": "bfloat16", "pattern": [[1, 128]]}},
+         {"op": "nc_matmul", "line": 20, "file": "k.cpp",
+          "dst": {"mem": "psum", "partition": [0, 128], "dtype": "float32", "pattern": [[1, 128]]},
+          "stationary": {"mem": "sbuf", "partition": [0, 128], "dtype": "bfloat16", "pattern": [[1, 128]]},
+          "moving": {"mem": "sbuf", "partition": [0, 128], "offset": 256, "dtype": "bfloat16", "pattern": [[1, 128]]}},
+         {"op": "nc_matmul", "line": 21, "file": "k.cpp",
+          "dst": {"mem": "psum", "partition": [0, 128], "offset": 2048, "dtype": "float32", "pattern": [[1, 128]]},
+          "stationary": {"mem": "sbuf", "partition": [0, 128], "dtype": "bfloat16", "pattern": [[1, 128]]},
+          "moving": {"mem": "sbuf", "partition": [0, 128], "offset": 256, "dtype": "bfloat16", "pattern": [[1, 128]]}}]
+ }]}
+JSON
+PIN=(--set pe.throttle.enabled=false --set sync.kernel_launch_ns=0 --set dma.trigger_ns=50 --set pe.clock_GHz=2.4
+  --set pe.mm_init_latency_cycles=64 --set pe.ls_columns_per_cycle=4 --set pe.ls_overlap=true)
+"$TRNSIM" run "$T/prog.json" --out "$T/a" "${PIN[@]}" >"$T/run.txt" 2>&1
+rc=$?
+S=$T/a/stats.json
+check "program run exit $rc: $(cat "$T/run.txt")" '[[ $rc == 0 && -f $S ]]'
+check "run says where stats.json went" 'grep -qF "wrote $T/a/stats.json" "$T/run.txt"'
+for key in total_time_ns roofline_lower_bound_ns hbm_bytes engines definitions summary opcodes source_lines \
+  '"program"' mfu_estimated_percent tensor_engine_active_time_percent dma_transfer_average_bytes \
+  sbuf_peak_usage_bytes_per_partition psum_peak_usage_bytes_per_partition pe_throttled_time_ns; do
+  check "stats.json has $key" 'grep -q "${key//\"/}\"" "$S"'
+done
+# Every summary counter has a definition: count "summary.<name>" definitions against summary keys.
+nsum=$(sed -n '/^  "summary": {/,/^  }/p' "$S" | grep -cE '^    "[a-z0-9_]+":')
+ndef=$(grep -cE '^    "summary\.[a-z0-9_]+":' "$S")
+check "every summary key defined ($nsum keys, $ndef definitions)" '[[ $nsum -gt 30 && $nsum == "$ndef" ]]'
+# One transfer of 128 x 1024 BF16 = 262144 bytes read from HBM; 1 DMA and 3 PE instructions.
+check "dma_transfer_count 1" 'has "$S" "\"dma_transfer_count\": 1,"'
+check "dma_transfer_average_bytes 262144" 'has "$S" "\"dma_transfer_average_bytes\": 262144.0,"'
+check "hbm_read_bytes 262144" 'has "$S" "\"hbm_read_bytes\": 262144,"'
+check "hbm_write_bytes 0" 'has "$S" "\"hbm_write_bytes\": 0,"'
+check "tensor_engine_instruction_count 3" 'has "$S" "\"tensor_engine_instruction_count\": 3,"'
+check "sync_engine_instruction_count 1" 'has "$S" "\"sync_engine_instruction_count\": 1,"'
+# 3 matmuls x 2 x 128^3 FLOP, BF16: the equivalent FLOPs equal the FLOPs.
+check "pe_flops 12582912" 'has "$S" "\"pe_flops\": 12582912,"'
+check "pe_flops_bf16_equivalent 12582912" 'has "$S" "\"pe_flops_bf16_equivalent\": 12582912.0,"'
+# Opcodes: MultiplyMoving max(64, 128) = 128 cycles at 2.4 GHz = 53.334 ns each (ps rounded up), 3 of them;
+# LoadStationary 128 / 4 = 32 cycles = 13.334 ns each; the DMA trigger 50 ns on SP.
+ops=$(sed -n '/^  "opcodes": \[/,/^  \]/p' "$S" | tr -d ' \n')
+check "opcodes: PE nc_matmul 3, 160.002 ns: $ops" \
+  '[[ $ops == *"{\"count\":3,\"engine\":\"PE\",\"mean_ns\":53.334,\"opcode\":\"nc_matmul\",\"total_ns\":160.002}"* ]]'
+check "opcodes: PE load_stationary 3, 40.002 ns" \
+  '[[ $ops == *"{\"count\":3,\"engine\":\"PE\",\"mean_ns\":13.334,\"opcode\":\"load_stationary\",\"total_ns\":40.002}"* ]]'
+check "opcodes: SP dma_copy 1, 50 ns" \
+  '[[ $ops == *"{\"count\":1,\"engine\":\"SP\",\"mean_ns\":50.0,\"opcode\":\"dma_copy\",\"total_ns\":50.0}"* ]]'
+# Lines: k.cpp:20 PE 2 matmuls 106.668 ns = 2/3 of the PE's 160.002; k.cpp:21 PE 53.334 ns; k.cpp:10 SP 50 ns.
+lines=$(sed -n '/^  "source_lines": \[/,/^  \]/p' "$S" | tr -d ' \n')
+# Line 20's semaphore wait is the DMA's latency (config-dependent): equal to the PE's wait in "engines".
+pe_wait=$(grep -A6 '"PE": {' "$S" | grep -m1 semaphore_wait_ns | sed -E 's/.*: ([0-9.]+).*/\1/')
+check "line k.cpp:20 first: $lines" \
+  '[[ $lines == "\"source_lines\":[{\"busy_ns\":106.668,\"engine\":\"PE\",\"engine_busy_percent\":66.666666666666"*",\"instructions\":2,\"semaphore_wait_ns\":$pe_wait,\"source\":\"k.cpp:20\"},"* ]]'
+check "line k.cpp:21 second, k.cpp:10 third" \
+  '[[ $lines == *"},{\"busy_ns\":53.334,\"engine\":\"PE\",\"engine_busy_percent\":33.33333333333"*",\"instructions\":1,\"semaphore_wait_ns\":0.0,\"source\":\"k.cpp:21\"},{\"busy_ns\":50.0,\"engine\":\"SP\",\"engine_busy_percent\":100.0,\"instructions\":1,\"semaphore_wait_ns\":0.0,\"source\":\"k.cpp:10\"}]," ]]'
+check "source_lines_total 3" 'has "$S" "\"source_lines_total\": 3,"'
+# SBUF: [0, 2048) of every partition from the transfer to the last matmul; PSUM: [0, 512) and [2048, 2560) in
+# use together while the third matmul's LoadStationary runs under the second's MultiplyMoving.
+check "sbuf peak 2048" 'has "$S" "\"sbuf_peak_usage_bytes_per_partition\": 2048,"'
+check "psum peak 1024" 'has "$S" "\"psum_peak_usage_bytes_per_partition\": 1024,"'
+check "psum peak 6.25 % of 16 KiB" 'has "$S" "\"psum_peak_usage_percent\": 6.25,"'
+
+# 2. trnsim stats on it: the table with the opcode and source-line sections.
+"$TRNSIM" stats "$S" >"$T/stats.txt" 2>&1
+rc=$?
+check "stats exit $rc: $(cat "$T/stats.txt")" '[[ $rc == 0 ]]'
+check "stats: program header" 'grep -qF "program $T/prog.json on trn2 (1 core)" "$T/stats.txt"'
+check "stats: opcode row" 'grep -qE "^  PE +nc_matmul +3 +0\.160 +53\.3$" "$T/stats.txt"'
+check "stats: top line" 'grep -qE "^  k\.cpp:20 +PE +2 +0\.107 +66\.7%" "$T/stats.txt"'
+check "stats: SBUF peak" 'grep -qE "^  SBUF peak use +2\.048 kB per partition \(0\.9 %" "$T/stats.txt"'
+"$TRNSIM" summary "$S" --lines 1 >"$T/summary.txt" 2>&1
+check "summary alias, --lines 1" '[[ $? == 0 && $(grep -c "k\.cpp:" "$T/summary.txt") == 1 ]]'
+
+# 3. A workload run's table is printed again identically from its stats.json.
+"$TRNSIM" run "$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json" --no-numerics --out "$T/w" >"$T/w.txt" 2>/dev/null
+rc=$?
+check "workload run exit $rc" '[[ $rc == 0 ]]'
+"$TRNSIM" stats "$T/w/stats.json" >"$T/w_stats.txt" 2>&1
+check "stats reprints the run's table" 'diff <(grep -v "^wrote " "$T/w.txt") "$T/w_stats.txt" >&2'
+check "workload table has MFU and lines" 'grep -q "MFU (estimated)" "$T/w_stats.txt" && grep -q "busiest source lines" "$T/w_stats.txt"'
+
+# 4. --compare: B halves the DMA engine bandwidth; same bytes and transfers, longer time.
+"$TRNSIM" run "$T/prog.json" --out "$T/b" "${PIN[@]}" --set dma.engine_bandwidth_GBps=11.5 --no-numerics >/dev/null 2>&1
+"$TRNSIM" stats --compare "$S" "$T/b/stats.json" >"$T/cmp.txt" 2>&1
+rc=$?
+check "compare exit $rc: $(cat "$T/cmp.txt")" '[[ $rc == 0 ]]'
+row() { grep -E "^  $1 " "$T/cmp.txt"; }
+check "compare: DMA transfers 1 1 1.000" '[[ $(row "DMA transfers") =~ \ 1\ +1\ +1\.000$ ]]'
+check "compare: HBM bytes ratio 1" '[[ $(row "HBM bytes") =~ \ 262144\ +262144\ +1\.000$ ]]'
+ratio=$(row "total time \(ns\)" | awk '{print $NF}')
+check "compare: total time ratio $ratio > 1" 'awk -v r="$ratio" "BEGIN { exit !(r > 1.05) }"'
+check "compare: per-engine busy and waits" 'row "PE busy \(%\)" >/dev/null && row "PE semaphore wait \(ns/core\)" >/dev/null'
+"$TRNSIM" stats --compare "$S" "$S" >"$T/same.txt" 2>&1
+check "compare with itself: every ratio 1.000 or -" \
+  '[[ $(tail -n +4 "$T/same.txt" | awk "{print \$NF}" | grep -cvE "^(1\.000|-)$") == 0 ]]'
+
+# 5. Bad files: exact messages, exit 1.
+expect_error() {
+  local name=$1 want=$2
+  shift 2
+  "$TRNSIM" "$@" >"$T/out" 2>"$T/err"
+  local rc=$?
+  if [[ $rc == 1 && $(cat "$T/err") == "trnsim: error: $want" ]]; then ok; else
+    bad "$name: rc $rc, stderr: $(cat "$T/err")
+   expected: trnsim: error: $want"
+  fi
+}
+printf 'hello\n' >"$T/text.json"
+printf '{"total_time_ns": 1,' >"$T/cut.json"
+NOT="not a trnsim stats.json (expected an object with \"total_time_ns\" and \"engines\", as \`trnsim run ... --out DIR\` writes)"
+expect_error "missing" "$T/none.json: no such file" stats "$T/none.json"
+expect_error "directory" "$T/a: is a directory, expected a stats.json" stats "$T/a"
+expect_error "not JSON" "$T/text.json: not JSON (parse error at byte 1)" stats "$T/text.json"
+expect_error "truncated" "$T/cut.json: not JSON (parse error at byte 21)" stats "$T/cut.json"
+expect_error "a program" "$T/prog.json: $NOT" stats "$T/prog.json"
+expect_error "compare, B bad" "$T/prog.json: $NOT" stats --compare "$S" "$T/prog.json"
+expect_error "compare, one file" "--compare takes two stats.json files (A, then B), found 1" stats --compare "$S"
+expect_error "two files" "expected one stats.json (or --compare A.json B.json), found 2 files" stats "$S" "$S"
+
+echo "$passed passed, $failed failed"
+[[ $failed == 0 ]]

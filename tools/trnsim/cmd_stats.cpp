@@ -1,0 +1,54 @@
+// trnsim stats FILE.json [--lines N]   (alias: trnsim summary)
+// trnsim stats --compare A.json B.json
+//
+// Prints the summary table of a run again from its stats.json (the table `trnsim run` printed, plus the
+// busiest N source lines), or the headline figures of two runs side by side with B/A ratios (before/after a
+// tuning change). A missing file, a file that is not JSON or not a trnsim stats.json is an InputError (exit
+// 1).
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/base/error.h"
+#include "tools/trnsim/commands.h"
+#include "tools/trnsim/report.h"
+
+namespace trnsim::cli {
+namespace {
+
+struct StatsCliOptions {
+  std::vector<std::string> files;
+  bool compare = false;
+  size_t lines = 10;
+};
+
+void stats_command(const StatsCliOptions& o) {
+  if (o.compare) {
+    if (o.files.size() != 2)
+      throw InputError("--compare takes two stats.json files (A, then B), found " +
+                       std::to_string(o.files.size()));
+    const auto a = load_stats(o.files[0]);
+    const auto b = load_stats(o.files[1]);
+    std::fputs(format_compare(a, b, o.files[0], o.files[1]).c_str(), stdout);
+    return;
+  }
+  if (o.files.size() != 1)
+    throw InputError("expected one stats.json (or --compare A.json B.json), found " +
+                     std::to_string(o.files.size()) + " files");
+  std::fputs(format_stats(load_stats(o.files[0]), o.lines).c_str(), stdout);
+}
+
+}  // namespace
+
+void add_stats_command(CLI::App& app) {
+  auto opts = std::make_shared<StatsCliOptions>();
+  CLI::App* cmd = app.add_subcommand("stats", "Print the summary of a run's stats.json, or compare two runs");
+  cmd->alias("summary");
+  cmd->add_option("files", opts->files, "stats.json (two with --compare)")->required();
+  cmd->add_flag("--compare", opts->compare, "show two runs side by side with ratios B/A");
+  cmd->add_option("--lines", opts->lines, "busiest source lines to show (default 10; stats.json holds 50)");
+  cmd->callback([opts] { stats_command(*opts); });
+}
+
+}  // namespace trnsim::cli
