@@ -11,6 +11,9 @@
 namespace trnsim::kernels {
 
 struct Kernel::Shared {
+  uint64_t max_instructions = 0;
+  uint64_t instructions = 0;
+  double hbm_bytes = 0;  // HBM tensors declared so far
   isa::Program program;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
@@ -43,6 +46,7 @@ isa::Limits default_limits(Generation g) {
   isa::Limits l;
   l.generation = g;
   l.sbuf_bytes_per_partition = g == Generation::Trn3 ? 256 * 1024 : 224 * 1024;
+  l.hbm_bytes = g == Generation::Trn3 ? uint64_t{36} << 30 : uint64_t{24} << 30;
   return l;
 }
 
@@ -137,6 +141,17 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
     index = i;
   }
   if (index == tensors.size()) {
+    // The kernel's tensors live in the pair's one HBM stack (counted in double: shapes may overflow int64).
+    double bytes = static_cast<double>(elem_bytes(dtype));
+    for (int64_t s : shape) bytes *= static_cast<double>(s);
+    shared_.hbm_bytes += bytes;
+    if (shared_.hbm_bytes > static_cast<double>(limits_.hbm_bytes))
+      throw InputError(
+          fmt::format("{}: hbm tensor '{}' {} {}: the kernel's HBM tensors need {:.4g} GiB; the HBM stack of "
+                      "the LNC2 pair "
+                      "holds {:.4g} GiB",
+                      where(loc), name, shape_s, dtype_str(dtype), shared_.hbm_bytes / (1 << 30),
+                      static_cast<double>(limits_.hbm_bytes) / (1 << 30)));
     isa::TensorDecl decl;
     decl.name = name;
     decl.dtype = dtype;
@@ -292,6 +307,11 @@ uint8_t Kernel::sendrecv_queue(Engine engine, int queue, const Loc& loc) {
 
 InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses, const Loc& loc,
                      const std::vector<Event>& extra_waits) {
+  if (++shared_.instructions > shared_.max_instructions)
+    throw InputError(fmt::format(
+        "{}: the kernel emits more than {} instructions (about {} GB of program): the shapes are too large "
+        "to simulate; use smaller shapes or larger tiles/blocks",
+        where(loc), shared_.max_instructions, shared_.max_instructions * 512 / 1000000000));
   const int e = static_cast<int>(inst.engine);
   Event ev;
   if (inst.is_dma()) {
@@ -366,6 +386,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
   if (l.partitions == 0 || l.partitions > 128 || l.psum_bank_bytes == 0)
     throw InputError("limits: partitions must be 1-128 and psum_bank_bytes positive");
   Kernel::Shared shared;
+  shared.max_instructions = options.max_instructions;
   shared.program.generation = l.generation;
   shared.program.num_cores = options.num_programs;
   shared.program.files = {"?"};

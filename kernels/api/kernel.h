@@ -54,6 +54,9 @@ isa::Limits default_limits(Generation g);
 struct BuildOptions {
   isa::Limits limits = default_limits(Generation::Trn2);
   int num_programs = 1;  // 1 (one physical core) or 2 (LNC2: the kernel runs on both cores)
+  // Instructions a build may emit (both cores): a program of ~0.5 KB per instruction beyond this would
+  // exhaust the host's memory, so the build stops with an InputError naming the kernel line instead.
+  uint64_t max_instructions = 4'000'000;
 };
 
 // The program plus which HBM tensors are the kernel's inputs and outputs (by name, in declaration order).

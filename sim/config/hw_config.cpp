@@ -189,6 +189,7 @@ isa::Limits HwConfig::limits() const {
   l.psum_bank_bytes = memory.psum_bank_bytes;
   l.num_semaphores = sync.semaphores_per_core - 1;  // the last is the core_barrier semaphore
   l.num_dma_queues = dma.queues_per_core;
+  l.hbm_bytes = static_cast<uint64_t>(hbm.capacity_GiB * 1024.0 * 1024.0 * 1024.0);
   return l;
 }
 
@@ -359,6 +360,7 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   }
   c.hbm.bandwidth_GBps = r.number("hbm.bandwidth_GBps", 0, true, 1e7);
   c.hbm.latency_ns = r.number("hbm.latency_ns", 0, false, 1e9);
+  c.hbm.capacity_GiB = r.number("hbm.capacity_GiB", 0, true, 1e6);
 
   c.features.nc_matmul_mx = r.boolean("features.nc_matmul_mx");
   c.features.quantize_mx = r.boolean("features.quantize_mx");

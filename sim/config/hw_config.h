@@ -106,6 +106,7 @@ struct DmaConfig {
 struct HbmConfig {
   double bandwidth_GBps = 725;  // one stack, shared by both cores
   double latency_ns = 240;
+  double capacity_GiB = 24;  // one stack: the kernel's HBM tensors must fit
 };
 
 // Which instructions and modes the generation has.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -518,6 +519,9 @@ Program program_from_json(const json& j) {
 }
 
 Program load_program(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(fmt::format("{}: is a directory, expected a JSON file", path));
   std::ifstream f(path);
   if (!f) throw InputError(fmt::format("{}: cannot open program file", path));
   json j;

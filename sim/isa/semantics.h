@@ -19,6 +19,7 @@ struct Limits {
   uint32_t psum_bank_bytes = 2048;
   uint32_t num_semaphores = 64;
   uint32_t num_dma_queues = 16;
+  uint64_t hbm_bytes = uint64_t{24} << 30;  // one HBM stack per LNC2 pair: Trn2 24 GiB, Trn3 ~36 GiB (§1.5)
 };
 
 // On-chip memory of one physical core: partition-major bytes (partition p starts at p * bytes_per_partition).
@@ -42,20 +43,23 @@ MachineState make_machine_state(const Program& program, const Limits& limits);
 void check(const Instruction& inst, const Program& program, const Limits& limits);
 
 // Applies `inst` (issued on physical core `core`) to `state`, bit for bit in the simulated dtypes.
-// Throws RuleError for data-dependent violations (e.g. an indirect DMA index out of bounds with oob_mode error).
-void execute(const Instruction& inst, int core, const Program& program, const Limits& limits, MachineState& state);
+// Throws RuleError for data-dependent violations (e.g. an indirect DMA index out of bounds with oob_mode
+// error).
+void execute(const Instruction& inst, int core, const Program& program, const Limits& limits,
+             MachineState& state);
 
 // Work an instruction does, for costs, stats and the trace.
 struct Work {
-  uint64_t flops = 0;          // 2 per multiply-accumulate on the PE
-  uint64_t bytes_read = 0;     // all memories
+  uint64_t flops = 0;       // 2 per multiply-accumulate on the PE
+  uint64_t bytes_read = 0;  // all memories
   uint64_t bytes_written = 0;
   uint64_t hbm_bytes_read = 0;
   uint64_t hbm_bytes_written = 0;
 };
 Work work_of(const Instruction& inst, const Program& program);
 
-// Operand slot names of an opcode, in slot order (e.g. nc_matmul: dst, stationary, moving). NKI argument names.
+// Operand slot names of an opcode, in slot order (e.g. nc_matmul: dst, stationary, moving). NKI argument
+// names.
 const std::vector<const char*>& operand_names(Opcode op);
 const char* opcode_name(Opcode op);  // NKI name, e.g. "nc_matmul"
 const char* engine_name(Engine e);   // "PE", "DVE", "ACT", "POOL", "SP"

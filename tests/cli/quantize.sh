@@ -260,5 +260,22 @@ expect_error "output directory missing" \
 expect_error "same output twice" "$OUT/d.npy: the same output path is given twice" \
   quantize "$EXAMPLE" --format e4m3 --rule te --axis row --data "$OUT/d.npy" --scales "$OUT/d.npy"
 
+# An output path that is the input would destroy the input: refused before anything is written.
+cp "$EXAMPLE" "$T/in.npy"
+expect_error "output is the input" "$T/in.npy: is the input file; choose another output path" \
+  quantize "$T/in.npy" --format e4m3 --rule te --axis row --data "$T/in.npy" --scales "$OUT/s.npy"
+if cmp -s "$EXAMPLE" "$T/in.npy"; then ok; else bad "output is the input: the input changed"; fi
+
+# Command-line errors exit 1 with the same "trnsim: error:" prefix as any other bad input.
+for args in "quantize $EXAMPLE --format e4m3 --rule bogus --axis row --data $OUT/d.npy --scales $OUT/s.npy" \
+  "quantize $EXAMPLE --format e4m3 --rule te --axis row --scales $OUT/s.npy" "quantize --no-such-flag" ""; do
+  rc=0
+  err=$("$TRNSIM" $args 2>&1 >/dev/null) || rc=$?
+  if [[ $rc -eq 1 && $err == "trnsim: error: "* ]]; then ok; else bad "cli error '$args': rc $rc, '$err'"; fi
+done
+rc=0
+"$TRNSIM" quantize --help >/dev/null || rc=$?
+if [[ $rc -eq 0 ]]; then ok; else bad "quantize --help: rc $rc"; fi
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

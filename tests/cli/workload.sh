@@ -170,5 +170,20 @@ printf '%s\n' "{$GOOD, \"params\": {\"M\": 512, \"K\": 512, \"N\": 512, \"run_wi
 rc=$?
 check "npy inputs run (exit $rc)" '[[ $rc == 0 ]] && cmp -s "$T/fromnpy/input_grad.npy" "$D/input_grad.npy" && cmp -s "$T/fromnpy/weight_grad.npy" "$D/weight_grad.npy"'
 
+# A directory given as the config is bad input (exit 1), not an internal error.
+mkdir -p "$T/dir.json"
+for cmd in run validate; do
+  "$TRNSIM" "$cmd" "$T/dir.json" >"$T/stdout" 2>"$T/stderr"
+  rc=$?
+  check "directory as config ($cmd, exit $rc)" \
+    '[[ $rc == 1 && $(cat "$T/stderr") == "trnsim: error: $T/dir.json: is a directory, expected a JSON file" ]]'
+done
+
+# Shapes the kernel schema allows but no HBM stack holds are refused at once, without building a program.
+"$TRNSIM" validate "$SRC/configs/workloads/llama3_8b_mlp_down_bwd_mxfp8.json" --set params.M=1048576 \
+  --set params.K=1048576 --set params.N=1048576 >"$T/stdout" 2>"$T/stderr"
+rc=$?
+check "huge shapes (exit $rc)" '[[ $rc == 1 && $(cat "$T/stderr") == *"the HBM stack of the LNC2 pair holds 36 GiB" ]]'
+
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -72,6 +73,12 @@ void count_specials(const In* x, const std::vector<uint8_t>& data, const std::ve
 }
 
 void run_quantize(const QuantizeOptions& o) {
+  // An output must not replace the input: the input would be gone if the user mistyped a flag.
+  for (const std::string* out : {&o.data_out, &o.scales_out, &o.dequant_out}) {
+    std::error_code ec;
+    if (!out->empty() && std::filesystem::equivalent(o.input, *out, ec))
+      throw InputError(*out + ": is the input file; choose another output path");
+  }
   io::NpyArray in = io::read_npy(o.input);
   io::require_rank(in, 2, "quantize input");
   io::require_dtype(in, {io::NpyDType::F32, io::NpyDType::U16}, "quantize input");

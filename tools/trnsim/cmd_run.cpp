@@ -174,10 +174,17 @@ int run_command(const RunCliOptions& o) {
     std::string file = spec.is_string() ? spec.get<std::string>() : t.name + ".npy";
     if (!spec.is_string() && !spec.is_boolean())
       throw InputError(o.program + ": tensor " + t.name + " output: expected true or a file name");
+    // Outputs stay inside --out: a bare file name, no directories.
+    if (file.empty() || fs::path(file).filename() != fs::path(file) || file == "." || file == "..")
+      throw InputError(o.program + ": tensor " + t.name + " output: '" + file +
+                       "' must be a plain file name (it is written into --out)");
     outs.push_back({i, (fs::path(o.out) / file).string()});
   }
-  if (!outs.empty() && !o.no_numerics && !fs::is_directory(o.out))
-    throw InputError("--out " + o.out + ": not a directory");
+  if (!outs.empty() && !o.no_numerics) {  // created if missing, as for workloads
+    std::error_code ec;
+    if (!fs::exists(o.out, ec)) fs::create_directories(o.out, ec);
+    if (!fs::is_directory(o.out, ec)) throw InputError("--out " + o.out + ": not a directory");
+  }
 
   isa::MachineState state;
   if (!o.no_numerics) {
@@ -261,12 +268,22 @@ int run_command(const RunCliOptions& o) {
 
 void add_run_command(CLI::App& app) {
   auto opts = std::make_shared<RunCliOptions>();
-  CLI::App* cmd = app.add_subcommand("run", "Run an instruction-stream program on the simulated LNC=2 pair");
-  cmd->add_option("program", opts->program, "program JSON (docs/program-format.md)")->required();
-  cmd->add_option("--out", opts->out, "directory for the output tensors (.npy)");
+  CLI::App* cmd = app.add_subcommand(
+      "run",
+      "Run a workload (a kernel with its parameters and inputs: configs/workloads/) or an instruction-stream "
+      "program (docs/program-format.md) on the simulated LNC=2 pair");
+  cmd->add_option("config", opts->program, "workload JSON (has a \"kernel\" key) or program JSON")
+      ->required();
+  cmd->add_option(
+      "--out", opts->out,
+      "output directory (created if missing): stats.json and the output tensors (.npy); workloads "
+      "default to out/<name>, programs to the current directory");
   cmd->add_option("--hw", opts->hw,
                   "hardware config: trn2, trn3 or a JSON file (default: the program's generation)");
-  cmd->add_option("--set", opts->sets, "override a hardware parameter, e.g. --set hbm.bandwidth_GBps=600");
+  cmd->add_option("--set", opts->sets,
+                  "override a value: for a workload any key, e.g. --set params.M=512 or "
+                  "--set hardware.overrides.hbm.bandwidth_GBps=600; for a program a hardware parameter, "
+                  "e.g. --set hbm.bandwidth_GBps=600");
   cmd->add_flag("--no-numerics", opts->no_numerics, "timing only: no functional results, no outputs");
   cmd->add_flag("--dump-inputs", opts->dump_inputs,
                 "workload configs: also write the inputs used (DIR/inputs/)");

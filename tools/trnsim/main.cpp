@@ -19,8 +19,18 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {  // a command's own exit code (e.g. 3: numerics failed)
+    return e.get_exit_code();
+  } catch (const CLI::ParseError& e) {  // bad command line: exit 1 like any other bad input
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr,
+                 "trnsim: error: %s\nRun 'trnsim --help' or 'trnsim COMMAND --help' for the options.\n",
+                 e.what());
+    return 1;
   } catch (const trnsim::Error& e) {
     std::fprintf(stderr, "trnsim: error: %s\n", e.what());
     return 1;

@@ -198,6 +198,8 @@ const isa::TensorDecl* find_tensor(const isa::Program& prog, const std::string& 
 }  // namespace
 
 bool is_workload_file(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, expected a JSON file");
   std::ifstream in(path);
   if (!in) return false;
   const json doc = json::parse(in, nullptr, false);
@@ -206,6 +208,8 @@ bool is_workload_file(const std::string& path) {
 
 Workload parse_workload(const std::string& path, const std::vector<std::string>& sets) {
   Checker c(path);
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, expected a JSON file");
   std::ifstream f(path);
   if (!f) throw InputError(path + ": cannot open workload file");
   json doc = json::parse(f, nullptr, false);

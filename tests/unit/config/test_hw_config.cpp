@@ -48,6 +48,7 @@ TEST_CASE("trn2 and trn3 load with the documented values", "[config]") {
   // Fixed DMA cost composition (calibrated, configs/hw/trn2.json dma.setup_ns): 50 trigger + 1000 setup + 240 HBM
   // latency + 10 semaphore write = 1300 ns (reference §2.7).
   CHECK(t2.dma.trigger_ns + t2.dma.setup_ns + t2.hbm.latency_ns + t2.sync.semaphore_latency_ns == 1300);
+  CHECK(t2.limits().hbm_bytes == uint64_t{24} << 30);  // one 24 GiB stack per LNC2 pair (reference §1.5)
   CHECK(t2.sync.kernel_launch_ns == 11000);
 
   HwConfig t3 = load_hw_config(kTrn3);

@@ -315,3 +315,37 @@ TEST_CASE("LNC2: one barrier engine per kernel, sendrecvs keep one queue", "[ker
                         2),
                     Catch::Contains("every sendrecv of a core uses one queue"));
 }
+
+TEST_CASE("a build that would exceed max_instructions stops with the kernel line", "[kernels][deps]") {
+  BuildOptions o{default_limits(Generation::Trn2), 2};
+  o.max_instructions = 5;
+  // Three memsets per core: the sixth instruction (core 1's third) is one too many.
+  const int line = __LINE__ + 3;
+  const auto fn = [](Kernel& k) {
+    View t = k.sbuf({128, 4}, DType::F32);
+    for (int i = 0; i < 3; ++i) nki::memset(t, 1.0);
+  };
+  CHECK_THROWS_WITH(build_program(fn, o), Catch::Contains("test_deps.cpp:" + std::to_string(line) +
+                                                          ": the kernel emits more than 5 instructions"));
+  o.max_instructions = 6;
+  CHECK(build_program(fn, o).program.streams[1][static_cast<int>(Engine::DVE)].size() == 3);
+}
+
+TEST_CASE("HBM tensors must fit the LNC2 pair's HBM stack", "[kernels][deps]") {
+  // Trn2: 24 GiB. Two BF16 [65536, 131072] tensors take 16 GiB each: the second does not fit. (The kernel
+  // line is the macro's line: the lambda is expanded inside it.)
+  const int line = __LINE__ + 1;
+  CHECK_THROWS_WITH(
+      build([](Kernel& k) {
+        k.input("a", DType::BF16, {65536, 131072});
+        k.input("b", DType::BF16, {65536, 131072});
+      }),
+      Catch::Contains("test_deps.cpp:" + std::to_string(line) +
+                      ": hbm tensor 'b' [65536, 131072] bfloat16: the kernel's HBM tensors need "
+                      "32 GiB; the HBM stack of the LNC2 pair holds 24 GiB"));
+  // Shapes whose byte count overflows int64 are caught too, not wrapped.
+  CHECK_THROWS_WITH(build([](Kernel& k) {
+                      k.input("x", DType::F32, {int64_t{1} << 40, int64_t{1} << 40});
+                    }),
+                    Catch::Contains("HBM stack"));
+}
