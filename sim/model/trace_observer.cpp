@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <iterator>
 
 #include "sim/isa/names.h"
@@ -136,7 +137,15 @@ TraceObserver::TraceObserver(trace::TraceSink& sink, const isa::Program& program
     uint32_t barriers = 0;
     for (int e = 0; e < isa::kNumEngines; ++e) {
       const auto& stream = program.streams[c][e];
-      for (uint32_t i = 0; i < stream.size(); ++i) {
+      const auto size = static_cast<uint32_t>(stream.size());
+      for (uint32_t i = 0; i < size; ++i) {
+        // The program is far larger than the caches and each instruction is touched once here: prefetch the
+        // lines read a few instructions ahead (and their wait lists once those pointers arrive).
+        if (i + 8 < size) {
+          __builtin_prefetch(&stream[i + 8].op);
+          __builtin_prefetch(&stream[i + 8].waits);
+        }
+        if (i + 4 < size && !stream[i + 4].waits.empty()) __builtin_prefetch(stream[i + 4].waits.data());
         const uint32_t g = base_[c][e] + i;
         for (const auto& w : stream[i].waits)
           if (w.sem < num_sems_) waits_[c * num_sems_ + w.sem].push_back({w.value, g});
@@ -150,6 +159,8 @@ TraceObserver::TraceObserver(trace::TraceSink& sink, const isa::Program& program
   for (auto& v : waits_)
     std::sort(v.begin(), v.end(), [](const WaitRef& a, const WaitRef& b) { return a.value < b.value; });
   fifos_.resize(2 * static_cast<size_t>(isa::kNumEngines + hw.dma.queues_per_core));
+  claims_.resize(n);
+  sources_.resize(n);
 
   const std::string gen = isa::generation_name(program.generation);
   for (int c = 0; c < program.num_cores && c < 2; ++c) {
@@ -223,8 +234,8 @@ void TraceObserver::on_instruction(const InstructionRecord& r) {
     // Decide now which peer signals released this barrier, so the signalling barrier can be written.
     const uint32_t g = gid(r.core, r.engine, r.index);
     chosen_claims(g, r);
-    if (auto it = claims_.find(g); it != claims_.end())
-      for (const Claim& c : it->second)
+    if (const auto* claims = claims_.find(g))
+      for (const Claim& c : *claims)
         if (c.sem == barrier_sem_)
           barrier_decision_[c.flow] = std::find(chosen_.begin(), chosen_.end(), &c) != chosen_.end();
   }
@@ -246,8 +257,8 @@ void TraceObserver::on_dma(const DmaRecord& r) {
 void TraceObserver::on_semaphore_update(int core, uint16_t sem, int64_t old_value, int64_t new_value,
                                         Picoseconds t, const SemaphoreSource& source) {
   const uint32_t src = gid(source.core, source.engine, source.index);
-  auto [it, fresh] = sources_.try_emplace(src);
-  SourceState& s = it->second;
+  bool fresh = false;
+  SourceState& s = sources_.get(src, fresh);
   if (fresh)
     s.remaining =
         expected_updates(program_.streams[source.core][static_cast<int>(source.engine)][source.index]);
@@ -260,7 +271,8 @@ void TraceObserver::on_semaphore_update(int core, uint16_t sem, int64_t old_valu
     for (auto w = lo; w != refs.end() && static_cast<int64_t>(w->value) <= new_value; ++w) {
       if (flags_[w->gid] & kWaiterWritten) continue;
       const uint64_t flow = next_flow_++;
-      claims_[w->gid].push_back({sem, t.count(), flow, src});
+      bool unused = false;
+      claims_.get(w->gid, unused).push_back({sem, t.count(), flow, src});
       if (sem == barrier_sem_ && barrier_target_[w->gid] > 0)
         s.barrier_flows.push_back(flow);
       else
@@ -302,11 +314,11 @@ void TraceObserver::hold_or_write(size_t fifo, Held&& h) {
 // only counts the peer's signal that arrived while it waited (the last core to arrive released the other).
 void TraceObserver::chosen_claims(uint32_t g, const InstructionRecord& r) {
   chosen_.clear();
-  auto it = claims_.find(g);
-  if (it == claims_.end()) return;
+  const auto* claims = claims_.find(g);
+  if (claims == nullptr) return;
   const bool barrier = r.inst->op == Opcode::CoreBarrier;
   const uint64_t hi = barrier ? r.end.count() : r.issue.count();
-  for (const Claim& c : it->second) {
+  for (const Claim& c : *claims) {
     if (c.t_ps > hi || (barrier && c.sem == barrier_sem_ && c.t_ps <= r.issue.count())) continue;
     auto same = std::find_if(chosen_.begin(), chosen_.end(), [&](const Claim* x) { return x->sem == c.sem; });
     if (same == chosen_.end())
@@ -317,25 +329,25 @@ void TraceObserver::chosen_claims(uint32_t g, const InstructionRecord& r) {
 }
 
 bool TraceObserver::source_ready(uint32_t g, const isa::Instruction& inst) const {
-  auto it = sources_.find(g);
-  if (it == sources_.end()) return expected_updates(inst) == 0;
-  if (it->second.remaining > 0) return false;
-  for (uint64_t f : it->second.barrier_flows)
+  const SourceState* s = sources_.find(g);
+  if (s == nullptr) return expected_updates(inst) == 0;
+  if (s->remaining > 0) return false;
+  for (uint64_t f : s->barrier_flows)
     if (!barrier_decision_.contains(f)) return false;
   return true;
 }
 
 void TraceObserver::collect_out_flows(uint32_t g) {
   out_flows_.clear();
-  auto it = sources_.find(g);
-  if (it == sources_.end()) return;
-  out_flows_ = it->second.flows;
-  for (uint64_t f : it->second.barrier_flows)
+  const SourceState* s = sources_.find(g);
+  if (s == nullptr) return;
+  out_flows_.assign(s->flows.begin(), s->flows.end());
+  for (uint64_t f : s->barrier_flows)
     if (auto d = barrier_decision_.find(f); d != barrier_decision_.end()) {
       if (d->second) out_flows_.push_back(f);
       barrier_decision_.erase(d);
     }
-  sources_.erase(it);
+  sources_.erase(g);
 }
 
 bool TraceObserver::ready(const Held& h) {
@@ -416,6 +428,59 @@ void TraceObserver::format_operands(const isa::Instruction& inst) {
   }
 }
 
+uint64_t TraceObserver::KeyHash::operator()(std::string_view s) const {
+  const char* p = s.data();
+  size_t n = s.size();
+  uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+  while (n >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdULL;
+    h ^= h >> 32;
+    p += 8;
+    n -= 8;
+  }
+  uint64_t w = 0;
+  if (n != 0) std::memcpy(&w, p, n);
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
+  return h ^ (h >> 29);
+}
+
+std::string_view TraceObserver::operands_text(const isa::Instruction& inst) {
+  // Programs repeat the same operands (loops over a few buffers), and formatting costs more than looking the
+  // text up by the fields it is made of. Cached texts keep their address, so the trace writer can recognise
+  // a repeat by pointer too.
+  char key[4 + 5 * 40];
+  size_t k = 0;
+  auto put = [&](const auto& v) {
+    std::memcpy(key + k, &v, sizeof v);
+    k += sizeof v;
+  };
+  put(static_cast<uint8_t>(inst.op));
+  const int n = std::min(static_cast<int>(inst.nops), static_cast<int>(inst.ops.size()));
+  for (int i = 0; i < n; ++i) {
+    const auto& a = inst.ops[i];
+    if (!a.present()) continue;
+    if (a.ndim > a.dims.size()) {  // malformed: format it without caching
+      format_operands(inst);
+      return operands_;
+    }
+    put(static_cast<uint8_t>(i));
+    put(static_cast<uint8_t>(a.space));
+    put(static_cast<uint8_t>(a.dtype));
+    put(a.ndim);
+    put(a.space == isa::MemSpace::HBM ? a.tensor : a.partition_start);
+    put(a.partitions);
+    put(a.offset_bytes);
+    for (int d = 0; d < a.ndim; ++d) put(a.dims[d].size);
+  }
+  const std::string_view key_view(key, k);
+  if (auto it = operand_texts_.find(key_view); it != operand_texts_.end()) return it->second;
+  if (operand_texts_.size() >= kMaxOperandTexts) operand_texts_.clear();
+  format_operands(inst);
+  return operand_texts_.emplace(std::string(key_view), operands_).first->second;
+}
+
 void TraceObserver::format_waits(const isa::Instruction& inst, uint32_t barrier_target) {
   std::string& o = waits_text_;
   o.clear();
@@ -457,7 +522,7 @@ void TraceObserver::write_instruction(const InstructionRecord& r) {
   claims_.erase(g);
   out_flows_.clear();
   if (!dma) collect_out_flows(g);
-  format_operands(inst);
+  const std::string_view operands = operands_text(inst);
   format_waits(inst, barrier_target_[g]);
   format_source(inst);
   const double wait_ns = barrier ? ns_between(r.wait_start, r.end) : ns_between(r.wait_start, r.issue);
@@ -465,15 +530,15 @@ void TraceObserver::write_instruction(const InstructionRecord& r) {
   const uint64_t cycles = dma ? static_cast<uint64_t>(ns_between(r.start, r.end) * ghz + 0.5) : r.cycles;
 
   std::array<Annotation, 14> args{
-      Annotation{"opcode", isa::opcode_name(inst.op)},
-      Annotation{"operands", std::string_view(operands_)},
+      Annotation::repeated("opcode", isa::opcode_name(inst.op)),
+      Annotation::repeated("operands", operands),
       Annotation{"cycles", cycles},
       Annotation{"clock_ghz", ghz},
       Annotation{"bytes", r.work.bytes_read + r.work.bytes_written},
       Annotation{"flops", r.work.flops},
       Annotation{"sem_waits", std::string_view(waits_text_)},
       Annotation{"wait_ns", wait_ns},
-      Annotation{"source", std::string_view(source_text_)},
+      Annotation::repeated("source", source_text_),
       Annotation{"index", r.index},
       Annotation{"hbm_bytes", r.work.hbm_bytes_read + r.work.hbm_bytes_written},
       Annotation{"perf_mode", r.perf_mode},
@@ -495,9 +560,9 @@ void TraceObserver::write_instruction(const InstructionRecord& r) {
   const int slot = static_cast<int>(r.engine);
   if (r.engine == Engine::PE && r.ls_end > r.ls_start) {
     const TrackId ls = engine_track(r.core, kLsSlot);
-    const std::array<Annotation, 5> ls_args{Annotation{"opcode", isa::opcode_name(inst.op)},
+    const std::array<Annotation, 5> ls_args{Annotation::repeated("opcode", isa::opcode_name(inst.op)),
                                             Annotation{"cycles", r.ls_cycles}, Annotation{"clock_ghz", ghz},
-                                            Annotation{"source", std::string_view(source_text_)},
+                                            Annotation::repeated("source", source_text_),
                                             Annotation{"index", r.index}};
     sink_.slice_begin(ls, r.ls_start.count(), "LDWEIGHTS", ls_args);
     sink_.slice_end(ls, r.ls_end.count());
@@ -517,13 +582,13 @@ void TraceObserver::write_transfer(const DmaRecord& r) {
   const isa::Instruction& inst = *r.inst;
   const uint32_t g = gid(r.core, r.issuer, r.index);
   collect_out_flows(g);
-  format_operands(inst);
+  const std::string_view operands = operands_text(inst);
   format_source(inst);
   const uint64_t begin = r.enqueue.count(), end = std::max(r.complete, r.enqueue).count();
   const TrackId lane = lane_for(r.core, r, begin, end);
   const std::array<Annotation, 13> args{
-      Annotation{"opcode", isa::opcode_name(inst.op)},
-      Annotation{"operands", std::string_view(operands_)},
+      Annotation::repeated("opcode", isa::opcode_name(inst.op)),
+      Annotation::repeated("operands", operands),
       Annotation{"bytes", r.bytes},
       Annotation{"hbm_bytes", r.hbm_bytes},
       Annotation{"flops", uint64_t{0}},
@@ -532,8 +597,8 @@ void TraceObserver::write_transfer(const DmaRecord& r) {
       Annotation{"efficiency", r.efficiency},
       Annotation{"setup_ns", ns_between(r.enqueue, r.data_start)},
       Annotation{"data_ns", ns_between(r.data_start, r.data_end)},
-      Annotation{"issuer", isa::engine_name(r.issuer)},
-      Annotation{"source", std::string_view(source_text_)},
+      Annotation::repeated("issuer", isa::engine_name(r.issuer)),
+      Annotation::repeated("source", source_text_),
       Annotation{"index", r.index},
   };
   sink_.slice_begin(lane, begin, profile_name(inst.op), args, out_flows_);

@@ -18,16 +18,17 @@
 // all its semaphore updates have landed (a few ns of simulated time), and a waiting slice until the slices
 // releasing it are written, so a flow's source precedes its destination in the file (core_barriers excepted:
 // two cores arriving together release each other). Held slices keep their track's order. Memory: the held
-// slices plus 5 bytes per instruction of the program and its wait index.
-// Limits: with semaphores that go down (negative deltas) a crossing that did not release anyone may leave a
-// flow without an end; core_barrier targets assume one barrier-issuing engine per core. No SBUF/PSUM
-// occupancy counters: the model reports no allocation.
+// slices, the pending semaphore claims and flows, 13 bytes per instruction of the program, its wait index
+// and a cache of up to 65536 distinct operand texts. Limits: with semaphores that go down (negative deltas) a
+// crossing that did not release anyone may leave a flow without an end; core_barrier targets assume one
+// barrier-issuing engine per core. No SBUF/PSUM occupancy counters: the model reports no allocation.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -77,6 +78,69 @@ class TraceObserver final : public ModelObserver {
     uint32_t remaining = 0;  // semaphore updates not yet applied
     std::vector<uint64_t> flows;
     std::vector<uint64_t> barrier_flows;  // to core_barriers: kept only if the barrier was still waiting
+    void clear() {
+      remaining = 0;
+      flows.clear();
+      barrier_flows.clear();
+    }
+  };
+  // An optional T per gid, in recycled storage: after warm-up, adding and erasing entries allocates nothing.
+  // References stay valid until the next get() of a new gid.
+  template <typename T>
+  class GidPool {
+   public:
+    void resize(size_t gids) { slot_.assign(gids, 0); }
+    T* find(uint32_t g) { return slot_[g] == 0 ? nullptr : &pool_[slot_[g] - 1]; }
+    const T* find(uint32_t g) const { return slot_[g] == 0 ? nullptr : &pool_[slot_[g] - 1]; }
+    T& get(uint32_t g, bool& fresh) {
+      fresh = slot_[g] == 0;
+      if (fresh) {
+        if (free_.empty()) {
+          pool_.emplace_back();
+          slot_[g] = static_cast<uint32_t>(pool_.size());
+        } else {
+          slot_[g] = free_.back();
+          free_.pop_back();
+        }
+      }
+      return pool_[slot_[g] - 1];
+    }
+    void erase(uint32_t g) {
+      if (slot_[g] == 0) return;
+      pool_[slot_[g] - 1].clear();
+      free_.push_back(slot_[g]);
+      slot_[g] = 0;
+    }
+
+   private:
+    std::vector<uint32_t> slot_;  // by gid: 1 + index into pool_, 0 for none
+    std::vector<T> pool_;
+    std::vector<uint32_t> free_;
+  };
+  // A FIFO of held slices in a ring buffer (std::deque would allocate per element at this size).
+  class HeldQueue {
+   public:
+    bool empty() const { return count_ == 0; }
+    Held& front() { return buf_[head_]; }
+    void pop_front() {
+      head_ = (head_ + 1) & (buf_.size() - 1);
+      --count_;
+    }
+    void push_back(Held&& h) {
+      if (count_ == buf_.size()) grow();
+      buf_[(head_ + count_) & (buf_.size() - 1)] = std::move(h);
+      ++count_;
+    }
+
+   private:
+    void grow() {
+      std::vector<Held> bigger(std::max<size_t>(8, 2 * buf_.size()));
+      for (size_t i = 0; i < count_; ++i) bigger[i] = std::move(buf_[(head_ + i) & (buf_.size() - 1)]);
+      buf_.swap(bigger);
+      head_ = 0;
+    }
+    std::vector<Held> buf_;  // power-of-two size
+    size_t head_ = 0, count_ = 0;
   };
   struct WaitRef {
     uint32_t value;
@@ -120,6 +184,7 @@ class TraceObserver final : public ModelObserver {
 
   // Text annotations, built into reused buffers.
   void format_operands(const isa::Instruction& inst);
+  std::string_view operands_text(const isa::Instruction& inst);  // format_operands, cached by content
   void format_waits(const isa::Instruction& inst, uint32_t barrier_target);
   void format_source(const isa::Instruction& inst);
 
@@ -133,10 +198,10 @@ class TraceObserver final : public ModelObserver {
   std::vector<uint8_t> flags_;               // by gid: kWaiterWritten, kSourceWritten
   std::vector<uint32_t> barrier_target_;     // by gid: core_barrier's own-semaphore target (0: none)
   std::vector<std::vector<WaitRef>> waits_;  // by core * num_sems_ + sem, sorted by value
-  std::unordered_map<uint32_t, std::vector<Claim>> claims_;
-  std::unordered_map<uint32_t, SourceState> sources_;
+  GidPool<std::vector<Claim>> claims_;       // by waiter gid
+  GidPool<SourceState> sources_;             // by source gid
   std::unordered_map<uint64_t, bool> barrier_decision_;  // barrier flow -> kept, once the barrier completed
-  std::vector<std::deque<Held>> fifos_;                  // per core: engines, then queues
+  std::vector<HeldQueue> fifos_;                         // per core: engines, then queues
   std::vector<uint32_t> busy_fifos_;                     // fifos_ indices that hold slices
   size_t held_ = 0;
   uint64_t next_flow_ = 1;
@@ -144,6 +209,13 @@ class TraceObserver final : public ModelObserver {
   std::vector<const Claim*> chosen_;
   std::vector<uint64_t> in_flows_, out_flows_;
   std::string operands_, waits_text_, source_text_;
+  struct KeyHash {
+    using is_transparent = void;
+    uint64_t operator()(std::string_view s) const;
+  };
+  static constexpr size_t kMaxOperandTexts = size_t{1} << 16;  // bounds the cache; it restarts when full
+  std::unordered_map<std::string, std::string, KeyHash, std::equal_to<>>
+      operand_texts_;  // key: operand fields
   Counts counts_;
 };
 

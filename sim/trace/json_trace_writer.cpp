@@ -1,5 +1,6 @@
 #include "sim/trace/json_trace_writer.h"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <cmath>
@@ -70,7 +71,11 @@ void append_double(std::string& out, double v) {
   } else if (std::isinf(v)) {
     out += v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
   } else {
-    fmt::format_to(std::back_inserter(out), "{}", v);
+    // Compiled format into a stack buffer: the same shortest round-trip text, without parsing the format
+    // string or appending through a back_insert_iterator one char at a time.
+    char buf[64];
+    const char* end = fmt::format_to(buf, FMT_COMPILE("{}"), v);
+    out.append(buf, static_cast<size_t>(end - buf));
   }
 }
 
@@ -244,7 +249,9 @@ void JsonTraceWriter::flush_tree(JsonTrack& t) {
       out_ += "{\"ph\":\"";
       out_.push_back(phase);
       out_ += phase == 'f' ? "\",\"bp\":\"e\",\"id\":\"" : "\",\"id\":\"";
-      fmt::format_to(std::back_inserter(out_), "{:#x}", id);
+      char buf[24];
+      const char* end = fmt::format_to(buf, FMT_COMPILE("{:#x}"), id);
+      out_.append(buf, static_cast<size_t>(end - buf));
       out_ += "\",\"cat\":\"flow\",";
       append_head(out_, "flow", t.pid, t.tid, p.ts_ns);
       out_ += "}";

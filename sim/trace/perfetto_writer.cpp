@@ -52,16 +52,18 @@ constexpr uint32_t kAnnotationUint = 3;
 constexpr uint32_t kAnnotationInt = 4;
 constexpr uint32_t kAnnotationDouble = 5;
 constexpr uint32_t kAnnotationString = 6;
+constexpr uint32_t kAnnotationStringIid = 17;
 
 constexpr uint32_t kInternedEventNames = 2;
 constexpr uint32_t kInternedAnnotationNames = 3;
+constexpr uint32_t kInternedStringValues = 29;  // InternedString {iid = 1, str = 2}
 constexpr uint32_t kInternedIid = 1;
 constexpr uint32_t kInternedName = 2;
 
 constexpr uint32_t kSeqIncrementalStateCleared = 1;
 constexpr uint32_t kSeqNeedsIncrementalState = 2;
 
-constexpr size_t kFlushBytes = size_t{1} << 20;
+constexpr size_t kFlushBytes = size_t{2} << 20;
 // Upper bounds of encoded sizes: a packet's fixed fields and its nested headers (each key, length and
 // varint at its widest, plus widening room), and one interned entry or annotation without its string.
 constexpr size_t kPacketBound = 192;
@@ -70,6 +72,84 @@ constexpr size_t kEntryBound = 48;
 size_t varint_size(uint64_t v) {
   return v < 128 ? 1 : (std::bit_width(v) + 6) / 7;
 }
+
+// A fast non-cryptographic hash of short strings, 8 bytes at a time.
+uint64_t hash_string(std::string_view s) {
+  const char* p = s.data();
+  size_t n = s.size();
+  uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+  while (n >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdULL;
+    h ^= h >> 32;
+    p += 8;
+    n -= 8;
+  }
+  uint64_t w = 0;
+  if (n != 0) std::memcpy(&w, p, n);
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
+  return h ^ (h >> 29);
+}
+
+// Appends protobuf fields at a raw pointer. A local object, so the position stays in a register: stores
+// through uint8_t* may alias any member of the writer, which would force a reload after every byte.
+class Cursor {
+ public:
+  explicit Cursor(uint8_t* p) : p_(p) {}
+  uint8_t* pos() const { return p_; }
+
+  void varint(uint64_t v) {
+    while (v >= 0x80) {
+      *p_++ = static_cast<uint8_t>(v) | 0x80;
+      v >>= 7;
+    }
+    *p_++ = static_cast<uint8_t>(v);
+  }
+  void key(uint32_t field, uint32_t wire_type) { varint((uint64_t{field} << 3) | wire_type); }
+  void uint(uint32_t field, uint64_t v) {
+    key(field, 0);
+    varint(v);
+  }
+  void fixed64(uint32_t field, uint64_t bits) {
+    key(field, 1);
+    for (int i = 0; i < 8; ++i) p_[i] = static_cast<uint8_t>(bits >> (8 * i));
+    p_ += 8;
+  }
+  void string(uint32_t field, std::string_view s) {
+    key(field, 2);
+    varint(s.size());
+    if (!s.empty()) std::memcpy(p_, s.data(), s.size());
+    p_ += s.size();
+  }
+  // A nested message gets a one-byte length placeholder; end_message() widens it in the rare case the body
+  // is 128 bytes or longer, so small messages cost exactly what a two-pass encoder would write.
+  uint8_t* begin_message(uint32_t field) {
+    key(field, 2);
+    *p_++ = 0;
+    return p_;
+  }
+  void end_message(uint8_t* body) {
+    const auto len = static_cast<size_t>(p_ - body);
+    if (len < 128) {
+      body[-1] = static_cast<uint8_t>(len);
+      return;
+    }
+    const size_t extra = varint_size(len) - 1;
+    std::memmove(body + extra, body, len);
+    uint8_t* q = body - 1;
+    uint64_t v = len;
+    while (v >= 0x80) {
+      *q++ = static_cast<uint8_t>(v) | 0x80;
+      v >>= 7;
+    }
+    *q = static_cast<uint8_t>(v);
+    p_ += extra;
+  }
+
+ private:
+  uint8_t* p_;
+};
 
 }  // namespace
 
@@ -85,26 +165,6 @@ PerfettoWriter::~PerfettoWriter() {
   }
 }
 
-void PerfettoWriter::put_string(uint32_t field, std::string_view s) {
-  put_key(field, 2);
-  put_varint(s.size());
-  if (!s.empty()) std::memcpy(buf_.data() + n_, s.data(), s.size());
-  n_ += s.size();
-}
-
-void PerfettoWriter::widen_length(size_t body_start, size_t len) {
-  const size_t extra = varint_size(len) - 1;
-  std::memmove(buf_.data() + body_start + extra, buf_.data() + body_start, len);
-  uint8_t* p = buf_.data() + body_start - 1;
-  uint64_t v = len;
-  while (v >= 0x80) {
-    *p++ = static_cast<uint8_t>(v) | 0x80;
-    v >>= 7;
-  }
-  *p = static_cast<uint8_t>(v);
-  n_ += extra;
-}
-
 void PerfettoWriter::maybe_flush() {
   if (n_ >= kFlushBytes) {
     file_.write(buf_.data(), n_);
@@ -112,56 +172,92 @@ void PerfettoWriter::maybe_flush() {
   }
 }
 
-uint64_t PerfettoWriter::intern(InternTable& table, uint32_t field, std::string_view name) {
-  auto it = table.find(name);
-  if (it != table.end()) return it->second;
-  const uint64_t iid = table.size() + 1;
-  auto [ins, ok] = table.emplace(std::string(name), iid);
-  (void)ok;
-  new_names_.push_back(NewName{field, iid, ins->first});
+PerfettoWriter::Interner::Interner() : slots_(64) {}
+
+uint64_t PerfettoWriter::Interner::find_or_add_slow(std::string_view s, bool& fresh) {
+  fresh = false;
+  const uint64_t h = hash_string(s);
+  const size_t mask = slots_.size() - 1;
+  size_t i = h & mask;
+  while (slots_[i].iid != 0) {
+    const Slot& slot = slots_[i];
+    if (slot.hash == h && slot.size == s.size() && same_bytes(slot.stored, s.data(), s.size())) break;
+    i = (i + 1) & mask;
+  }
+  if (slots_[i].iid == 0) {
+    strings_.emplace_back(s);
+    slots_[i] = Slot{h, strings_.size(), strings_.back().data(), s.size()};
+    fresh = true;
+  }
+  Recent* set = &recent_[2 * recent_set(s.data(), s.size())];
+  set[1] = set[0];
+  set[0] = Recent{s.data(), slots_[i].stored, s.size(), slots_[i].iid};
+  const uint64_t iid = slots_[i].iid;
+  if (fresh && 2 * strings_.size() > slots_.size()) grow();
+  return iid;
+}
+
+void PerfettoWriter::Interner::grow() {
+  std::vector<Slot> old(slots_.size() * 2);
+  old.swap(slots_);
+  const size_t mask = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.iid == 0) continue;
+    size_t i = s.hash & mask;
+    while (slots_[i].iid != 0) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
+}
+
+uint64_t PerfettoWriter::intern_slow(Interner& table, uint32_t field, std::string_view name) {
+  bool fresh = false;
+  const uint64_t iid = table.find_or_add_slow(name, fresh);
+  if (fresh) new_names_.push_back(NewName{field, iid, table.str(iid)});
   return iid;
 }
 
 void PerfettoWriter::write_descriptor(uint64_t uuid, std::string_view description) {
   const TrackState& t = tracks_.get(uuid);
   reserve(kPacketBound + 2 * t.name.size() + t.unit_name.size() + description.size());
-  const size_t packet = begin_message(kTracePacket);
-  put_uint(kPacketSequenceId, kSequenceId);
-  const size_t desc = begin_message(kPacketTrackDescriptor);
-  put_uint(kTrackUuid, uuid);
-  put_string(kTrackName, t.name);
-  if (t.parent != 0) put_uint(kTrackParentUuid, t.parent);
+  Cursor c(buf_.data() + n_);
+  uint8_t* const packet = c.begin_message(kTracePacket);
+  c.uint(kPacketSequenceId, kSequenceId);
+  uint8_t* const desc = c.begin_message(kPacketTrackDescriptor);
+  c.uint(kTrackUuid, uuid);
+  c.string(kTrackName, t.name);
+  if (t.parent != 0) c.uint(kTrackParentUuid, t.parent);
   if (t.kind == TrackKind::kProcess) {
-    const size_t proc = begin_message(kTrackProcess);
-    put_uint(kProcessPid, static_cast<uint64_t>(static_cast<int64_t>(t.pid)));
-    put_string(kProcessName, t.name);
-    end_message(proc);
+    uint8_t* const proc = c.begin_message(kTrackProcess);
+    c.uint(kProcessPid, static_cast<uint64_t>(static_cast<int64_t>(t.pid)));
+    c.string(kProcessName, t.name);
+    c.end_message(proc);
   }
   if (t.kind == TrackKind::kCounter) {
-    const size_t counter = begin_message(kTrackCounter);
+    uint8_t* const counter = c.begin_message(kTrackCounter);
     switch (t.unit) {
       case CounterUnit::kTimeNs:
-        put_uint(kCounterUnit, 1);
+        c.uint(kCounterUnit, 1);
         break;
       case CounterUnit::kCount:
-        put_uint(kCounterUnit, 2);
+        c.uint(kCounterUnit, 2);
         break;
       case CounterUnit::kBytes:
-        put_uint(kCounterUnit, 3);
+        c.uint(kCounterUnit, 3);
         break;
       case CounterUnit::kCustom:
         break;
     }
-    if (!t.unit_name.empty()) put_string(kCounterUnitName, t.unit_name);
-    end_message(counter);
+    if (!t.unit_name.empty()) c.string(kCounterUnitName, t.unit_name);
+    c.end_message(counter);
   } else {
-    put_uint(kTrackChildOrdering, kChildOrderingExplicit);
+    c.uint(kTrackChildOrdering, kChildOrderingExplicit);
   }
   // int32 fields are sign-extended to 64 bits on the wire.
-  put_uint(kTrackSiblingOrderRank, static_cast<uint64_t>(static_cast<int64_t>(t.sort_rank)));
-  if (!description.empty()) put_string(kTrackDescription, description);
-  end_message(desc);
-  end_message(packet);
+  c.uint(kTrackSiblingOrderRank, static_cast<uint64_t>(static_cast<int64_t>(t.sort_rank)));
+  if (!description.empty()) c.string(kTrackDescription, description);
+  c.end_message(desc);
+  c.end_message(packet);
+  n_ = static_cast<size_t>(c.pos() - buf_.data());
   maybe_flush();
 }
 
@@ -175,61 +271,73 @@ void PerfettoWriter::write_event(uint32_t type, uint64_t ts_ns, uint64_t track, 
   if (type == kTypeSliceBegin || type == kTypeInstant) {
     name_iid = intern(event_names_, kInternedEventNames, name);
   }
-  arg_iids_.clear();
-  for (const Annotation& a : args)
-    arg_iids_.push_back(intern(annotation_names_, kInternedAnnotationNames, a.name));
-
-  size_t bound = kPacketBound + (flow_ids.size() + terminating_flow_ids.size()) * 10;
-  for (const NewName& nn : new_names_) bound += kEntryBound + nn.name.size();
-  for (const Annotation& a : args) {
-    const auto* str = std::get_if<std::string_view>(&a.value);
-    bound += kEntryBound + (str != nullptr ? str->size() : 0);
+  if (arg_iids_.size() < args.size()) {  // grow only: slice ends (no args) would make begins refill it
+    arg_iids_.resize(args.size());
+    value_iids_.resize(args.size());
   }
+  size_t bound = kPacketBound + (flow_ids.size() + terminating_flow_ids.size()) * 10;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Annotation& a = args[i];
+    arg_iids_[i] = intern(annotation_names_, kInternedAnnotationNames, a.name);
+    value_iids_[i] = 0;
+    bound += kEntryBound;
+    if (const auto* str = std::get_if<std::string_view>(&a.value)) {
+      if (a.repeats) {
+        value_iids_[i] = intern(string_values_, kInternedStringValues, *str);
+      } else {
+        bound += str->size();
+      }
+    }
+  }
+  for (const NewName& nn : new_names_) bound += kEntryBound + nn.name.size();
   reserve(bound);
 
-  const size_t packet = begin_message(kTracePacket);
-  put_uint(kPacketTimestamp, ts_ns);
-  put_uint(kPacketSequenceId, kSequenceId);
+  Cursor c(buf_.data() + n_);
+  uint8_t* const packet = c.begin_message(kTracePacket);
+  c.uint(kPacketTimestamp, ts_ns);
+  c.uint(kPacketSequenceId, kSequenceId);
   if (!new_names_.empty()) {
-    const size_t interned = begin_message(kPacketInternedData);
+    uint8_t* const interned = c.begin_message(kPacketInternedData);
     for (const NewName& nn : new_names_) {
-      const size_t entry = begin_message(nn.field);
-      put_uint(kInternedIid, nn.iid);
-      put_string(kInternedName, nn.name);
-      end_message(entry);
+      uint8_t* const entry = c.begin_message(nn.field);
+      c.uint(kInternedIid, nn.iid);
+      c.string(kInternedName, nn.name);
+      c.end_message(entry);
     }
-    end_message(interned);
+    c.end_message(interned);
   }
-  const size_t event = begin_message(kPacketTrackEvent);
-  put_uint(kEventType, type);
-  put_uint(kEventTrackUuid, track);
-  if (name_iid != 0) put_uint(kEventNameIid, name_iid);
+  uint8_t* const event = c.begin_message(kPacketTrackEvent);
+  c.uint(kEventType, type);
+  c.uint(kEventTrackUuid, track);
+  if (name_iid != 0) c.uint(kEventNameIid, name_iid);
   for (size_t i = 0; i < args.size(); ++i) {
-    const size_t ann = begin_message(kEventDebugAnnotations);
-    put_uint(kAnnotationNameIid, arg_iids_[i]);
+    uint8_t* const ann = c.begin_message(kEventDebugAnnotations);
+    c.uint(kAnnotationNameIid, arg_iids_[i]);
     const AnnotationValue& v = args[i].value;
     if (const auto* x = std::get_if<int64_t>(&v)) {
-      put_uint(kAnnotationInt, static_cast<uint64_t>(*x));
+      c.uint(kAnnotationInt, static_cast<uint64_t>(*x));
     } else if (const auto* u = std::get_if<uint64_t>(&v)) {
-      put_uint(kAnnotationUint, *u);
+      c.uint(kAnnotationUint, *u);
     } else if (const auto* d = std::get_if<double>(&v)) {
-      put_fixed64(kAnnotationDouble, std::bit_cast<uint64_t>(*d));
+      c.fixed64(kAnnotationDouble, std::bit_cast<uint64_t>(*d));
     } else if (const auto* b = std::get_if<bool>(&v)) {
-      put_uint(kAnnotationBool, *b ? 1 : 0);
+      c.uint(kAnnotationBool, *b ? 1 : 0);
+    } else if (value_iids_[i] != 0) {
+      c.uint(kAnnotationStringIid, value_iids_[i]);
     } else {
-      put_string(kAnnotationString, std::get<std::string_view>(v));
+      c.string(kAnnotationString, std::get<std::string_view>(v));
     }
-    end_message(ann);
+    c.end_message(ann);
   }
-  if (counter_value != nullptr)
-    put_fixed64(kEventDoubleCounterValue, std::bit_cast<uint64_t>(*counter_value));
-  for (uint64_t id : flow_ids) put_fixed64(kEventFlowIds, id);
-  for (uint64_t id : terminating_flow_ids) put_fixed64(kEventTerminatingFlowIds, id);
-  end_message(event);
-  put_uint(kPacketSequenceFlags, first_event_ ? kSeqIncrementalStateCleared | kSeqNeedsIncrementalState
-                                              : kSeqNeedsIncrementalState);
+  if (counter_value != nullptr) c.fixed64(kEventDoubleCounterValue, std::bit_cast<uint64_t>(*counter_value));
+  for (uint64_t id : flow_ids) c.fixed64(kEventFlowIds, id);
+  for (uint64_t id : terminating_flow_ids) c.fixed64(kEventTerminatingFlowIds, id);
+  c.end_message(event);
+  c.uint(kPacketSequenceFlags,
+         first_event_ ? kSeqIncrementalStateCleared | kSeqNeedsIncrementalState : kSeqNeedsIncrementalState);
   first_event_ = false;
-  end_message(packet);
+  c.end_message(packet);
+  n_ = static_cast<size_t>(c.pos() - buf_.data());
   maybe_flush();
 }
 

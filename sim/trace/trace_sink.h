@@ -33,10 +33,13 @@ enum class CounterUnit : uint8_t { kTimeNs, kCount, kBytes, kCustom };
 using AnnotationValue = std::variant<int64_t, uint64_t, double, bool, std::string_view>;
 
 // One slice argument. Signed integers are stored as int64_t, unsigned as uint64_t, so any integer type works.
-// Names and string values are only borrowed for the duration of the call.
+// Names and string values are only borrowed for the duration of the call. Annotation::repeated() marks a
+// string value the caller expects to recur across events (an opcode, an operand text, a source line): the
+// .pftrace writer then interns it (written once, referenced by id later). The content is the same either way.
 struct Annotation {
   std::string_view name;
   AnnotationValue value;
+  bool repeats = false;  // a string value worth interning; see repeated()
 
   template <std::signed_integral T>
   constexpr Annotation(std::string_view n, T v) : name(n), value(static_cast<int64_t>(v)) {}
@@ -48,6 +51,12 @@ struct Annotation {
   constexpr Annotation(std::string_view n, bool v) : name(n), value(v) {}
   constexpr Annotation(std::string_view n, std::string_view v) : name(n), value(v) {}
   constexpr Annotation(std::string_view n, const char* v) : name(n), value(std::string_view(v)) {}
+
+  static constexpr Annotation repeated(std::string_view n, std::string_view v) {
+    Annotation a(n, v);
+    a.repeats = true;
+    return a;
+  }
 };
 
 // Picoseconds to the nearest nanosecond (half rounds up).

@@ -41,11 +41,12 @@ uint64_t drive(TraceSink& sink, uint64_t events) {
     const uint64_t begin = ts[e] + 417 * (i % 7);
     const uint64_t end = begin + 26'700 + 1000 * (i % 13);
     ts[e] = end;
-    const Annotation args[] = {{"opcode", kOpcodes[i % 6]},
+    // Text values the model repeats are marked as such, as model::TraceObserver does.
+    const Annotation args[] = {Annotation::repeated("opcode", kOpcodes[i % 6]),
                                {"cycles", 64 + i % 448},
                                {"clock_ghz", 2.4},
                                {"bytes", uint64_t{65536}},
-                               {"source", "matmul_mxfp8.cpp:118"}};
+                               Annotation::repeated("source", "matmul_mxfp8.cpp:118")};
     const uint64_t out[] = {++flow};
     const uint64_t in[] = {flow - 1};
     sink.slice_begin(engines[e], begin, "MATMUL", args, out,

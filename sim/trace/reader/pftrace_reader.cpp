@@ -26,6 +26,7 @@ struct SequenceState {
   bool cleared = false;
   std::unordered_map<uint64_t, std::string> event_names;
   std::unordered_map<uint64_t, std::string> annotation_names;
+  std::unordered_map<uint64_t, std::string> string_values;
 };
 
 struct TrackSlices {
@@ -51,6 +52,8 @@ class Decoder {
       for (const auto& e : p.interned_data().event_names()) seq.event_names[e.iid()] = e.name();
       for (const auto& e : p.interned_data().debug_annotation_names())
         seq.annotation_names[e.iid()] = e.name();
+      for (const auto& e : p.interned_data().debug_annotation_string_values())
+        seq.string_values[e.iid()] = e.str();
     }
     if (p.has_track_descriptor()) descriptor(index, p.track_descriptor());
     if (p.has_track_event()) {
@@ -142,6 +145,15 @@ class Decoder {
         arg.value = a.double_value();
       } else if (a.has_bool_value()) {
         arg.value = a.bool_value();
+      } else if (a.has_string_value_iid()) {
+        auto it = seq.string_values.find(a.string_value_iid());
+        if (it == seq.string_values.end()) {
+          problem(index,
+                  fmt::format("debug annotation string value iid {} is not interned", a.string_value_iid()));
+          arg.value = std::string();
+        } else {
+          arg.value = it->second;
+        }
       } else {
         arg.value = a.string_value();
       }

@@ -1,6 +1,6 @@
-// Decodes a Perfetto protobuf trace (.pftrace) with libprotobuf into plain structs, resolving interned names,
-// and checks the rules a viewer relies on. For tests and tools (trnsim_trace_reader); the simulator itself
-// does not link libprotobuf.
+// Decodes a Perfetto protobuf trace (.pftrace) with libprotobuf into plain structs, resolving interned names
+// and string values, and checks the rules a viewer relies on. For tests and tools (trnsim_trace_reader); the
+// simulator itself does not link libprotobuf.
 #pragma once
 
 #include <cstdint>
@@ -69,8 +69,9 @@ struct ReadTrace {
   std::vector<ReadSlice> slices;  // in begin order; slices left open are not listed
   size_t packets = 0;
   // Rule violations found while reading: an unknown or later-described track uuid, an unresolved interned
-  // name, interned state used before it was cleared, a packet without a sequence id, an unbalanced or
-  // time-reversed BEGIN/END, slices left open, a slice event on a counter track or a sample on a slice track.
+  // name or string value, interned state used before it was cleared, a packet without a sequence id, an
+  // unbalanced or time-reversed BEGIN/END, slices left open, a slice event on a counter track or a sample on
+  // a slice track.
   std::vector<std::string> problems;
 
   const ReadTrack* track(uint64_t uuid) const;

@@ -499,6 +499,54 @@ TEST_CASE("pftrace streams to disk and round-trips long strings and many names",
   CHECK(counters == 100'000);
 }
 
+TEST_CASE("pftrace interns repeated string values and reads them back unchanged", "[trace]") {
+  TempDir tmp("repeated");
+  const fs::path interned = tmp.dir / "interned.pftrace";
+  const fs::path inline_values = tmp.dir / "inline.pftrace";
+  const std::string long_value(300, 'y');  // an interned entry longer than one length byte
+  auto scenario = [&](TraceSink& w, bool repeated) {
+    const TrackId p = w.process_track(1, "core");
+    const TrackId t = w.thread_track(p, "PE");
+    std::string buffer;  // one reused buffer with changing content, as model::TraceObserver passes texts
+    for (uint64_t i = 0; i < 1000; ++i) {
+      buffer = fmt::format("src{}.py:{}", i % 3, i % 7);
+      const std::string waits = fmt::format("S[0] >= {}", i);  // not repeated: written inline
+      const std::string_view value = i % 10 == 9 ? std::string_view(long_value) : std::string_view(buffer);
+      const Annotation args[] = {
+          repeated ? Annotation::repeated("source", value) : Annotation("source", value),
+          {"i", i},
+          {"waits", waits}};
+      w.slice_begin(t, i * 1000, "OP", args);
+      w.slice_end(t, i * 1000 + 500);
+    }
+    w.close();
+  };
+  {
+    PerfettoWriter w(interned);
+    scenario(w, true);
+  }
+  {
+    PerfettoWriter w(inline_values);
+    scenario(w, false);
+  }
+  const ReadTrace a = read_perfetto_trace(interned);
+  const ReadTrace b = read_perfetto_trace(inline_values);
+  REQUIRE(a.problems.empty());
+  REQUIRE(b.problems.empty());
+  REQUIRE(a.slices.size() == 1000);
+  REQUIRE(b.slices.size() == 1000);
+  for (size_t i = 0; i < 1000; ++i) {
+    REQUIRE(a.slices[i].args.size() == 3);
+    const std::string expected = i % 10 == 9 ? long_value : fmt::format("src{}.py:{}", i % 3, i % 7);
+    CHECK(std::get<std::string>(a.slices[i].args[0].value) == expected);
+    CHECK(a.slices[i].args[0].name == "source");
+    CHECK(std::get<std::string>(a.slices[i].args[2].value) == fmt::format("S[0] >= {}", i));
+    CHECK(a.slices[i].args[0].value == b.slices[i].args[0].value);
+  }
+  // Each distinct value is written once: 100 x 300 bytes and 900 x ~10 bytes become ids of 3 bytes.
+  CHECK(fs::file_size(interned) + 30'000 < fs::file_size(inline_values));
+}
+
 TEST_CASE("an uncreatable trace file is an InputError naming the path", "[trace]") {
   const fs::path bad = "/nonexistent-trnsim-dir/sub/trace.pftrace";
   const fs::path bad_json = "/nonexistent-trnsim-dir/sub/trace.json";
