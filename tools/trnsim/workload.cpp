@@ -642,7 +642,16 @@ int run_workload(const RunWorkloadOptions& o) {
   std::fputs(format_summary(s).c_str(), stdout);
   std::printf("wrote %s/stats.json", out_dir.c_str());
   for (const auto& n : npys) std::printf(", %s", fs::path(n.path).lexically_relative(out_dir).c_str());
-  if (!o.trace.empty()) std::printf("; trace %s", o.trace.c_str());
+  if (!o.trace.empty()) {
+    std::error_code ec;
+    const auto size = fs::file_size(o.trace, ec);
+    const auto& n = observer->counts();
+    // Trace events: each slice is a begin and an end in .pftrace (one "X" in JSON), each flow two ends.
+    std::printf("; trace %s (%llu slices, %llu flows, %llu counter samples, %.1f MB)", o.trace.c_str(),
+                static_cast<unsigned long long>(n.slices), static_cast<unsigned long long>(n.flows),
+                static_cast<unsigned long long>(n.counter_samples),
+                ec ? 0.0 : static_cast<double>(size) / 1e6);
+  }
   std::printf(" (%.1f s)\n", s.wall_seconds);
   std::fflush(stdout);
   // Where the host time went (the workload benchmark reads this line): setup = parse, build, inputs.
