@@ -128,7 +128,12 @@ void init_tensor(uint32_t index, const isa::Program& p, const isa::Limits& limit
     return spec[key].get<double>();
   };
   const std::string g = spec["generator"].get<std::string>();
-  const auto seed = static_cast<uint64_t>(num("seed", 1));
+  uint64_t seed = 1;
+  if (spec.contains("seed")) {  // a non-negative integer, as in workloads (a double cast would be undefined)
+    if (!spec["seed"].is_number_unsigned())
+      throw InputError(what + ".seed: expected a non-negative integer, found " + spec["seed"].dump());
+    seed = spec["seed"].get<uint64_t>();
+  }
   std::vector<float> v;
   if (g == "normal")
     v = io::normal(n, num("mean", 0), num("std", 1), seed);
