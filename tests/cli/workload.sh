@@ -170,6 +170,14 @@ printf '%s\n' "{$GOOD, \"params\": {\"M\": 512, \"K\": 512, \"N\": 512, \"run_wi
 rc=$?
 check "npy inputs run (exit $rc)" '[[ $rc == 0 ]] && cmp -s "$T/fromnpy/input_grad.npy" "$D/input_grad.npy" && cmp -s "$T/fromnpy/weight_grad.npy" "$D/weight_grad.npy"'
 
+# A timing-only run into the directory of an earlier run removes that run's outputs (they would not match).
+"$TRNSIM" run "$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json" --out "$T/stale" >/dev/null 2>&1
+"$TRNSIM" run "$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json" --out "$T/stale" --no-numerics \
+  >"$T/stdout" 2>&1
+rc=$?
+check "no stale outputs after --no-numerics (exit $rc)" \
+  '[[ $rc == 0 && -f $T/stale/stats.json && ! -e $T/stale/input_grad.npy && ! -e $T/stale/weight_grad.npy ]]'
+
 # A directory given as the config is bad input (exit 1), not an internal error.
 mkdir -p "$T/dir.json"
 for cmd in run validate; do

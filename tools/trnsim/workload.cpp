@@ -637,6 +637,17 @@ int run_workload(const RunWorkloadOptions& o) {
   }
   const std::string stats_text = stats_json(s).dump(2) + "\n";
   write_all(out_dir, stats_text, npys);
+  // Without numerics no outputs are written: output files of an earlier run in the same directory would no
+  // longer match its stats.json, so they go.
+  std::vector<std::string> stale;
+  if (!p.w.numerics) {
+    const std::vector<std::string>& names = p.w.outputs.empty() ? p.build.outputs : p.w.outputs;
+    for (const std::string& n : names) {
+      std::error_code ec;
+      const fs::path f = fs::path(out_dir) / (n + ".npy");
+      if (fs::is_regular_file(f, ec) && fs::remove(f, ec)) stale.push_back(f.string());
+    }
+  }
   keep_trace = true;
 
   std::fputs(format_summary(s).c_str(), stdout);
@@ -653,6 +664,8 @@ int run_workload(const RunWorkloadOptions& o) {
                 ec ? 0.0 : static_cast<double>(size) / 1e6);
   }
   std::printf(" (%.1f s)\n", s.wall_seconds);
+  for (const auto& f : stale)
+    std::printf("removed %s: an earlier run's output (no outputs without numerics)\n", f.c_str());
   std::fflush(stdout);
   // Where the host time went (the workload benchmark reads this line): setup = parse, build, inputs.
   const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
