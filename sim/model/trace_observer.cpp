@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "sim/base/hash.h"
 #include "sim/isa/names.h"
 #include "sim/isa/semantics.h"
 #include "sim/model/run.h"
@@ -429,21 +430,7 @@ void TraceObserver::format_operands(const isa::Instruction& inst) {
 }
 
 uint64_t TraceObserver::KeyHash::operator()(std::string_view s) const {
-  const char* p = s.data();
-  size_t n = s.size();
-  uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
-  while (n >= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    h = (h ^ w) * 0xff51afd7ed558ccdULL;
-    h ^= h >> 32;
-    p += 8;
-    n -= 8;
-  }
-  uint64_t w = 0;
-  if (n != 0) std::memcpy(&w, p, n);
-  h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
-  return h ^ (h >> 29);
+  return fast_string_hash(s);
 }
 
 std::string_view TraceObserver::operands_text(const isa::Instruction& inst) {

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <variant>
 
+#include "sim/base/hash.h"
+
 namespace trnsim::trace {
 
 namespace {
@@ -71,25 +73,6 @@ constexpr size_t kEntryBound = 48;
 
 size_t varint_size(uint64_t v) {
   return v < 128 ? 1 : (std::bit_width(v) + 6) / 7;
-}
-
-// A fast non-cryptographic hash of short strings, 8 bytes at a time.
-uint64_t hash_string(std::string_view s) {
-  const char* p = s.data();
-  size_t n = s.size();
-  uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
-  while (n >= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    h = (h ^ w) * 0xff51afd7ed558ccdULL;
-    h ^= h >> 32;
-    p += 8;
-    n -= 8;
-  }
-  uint64_t w = 0;
-  if (n != 0) std::memcpy(&w, p, n);
-  h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
-  return h ^ (h >> 29);
 }
 
 // Appends protobuf fields at a raw pointer. A local object, so the position stays in a register: stores
@@ -176,7 +159,7 @@ PerfettoWriter::Interner::Interner() : slots_(64) {}
 
 uint64_t PerfettoWriter::Interner::find_or_add_slow(std::string_view s, bool& fresh) {
   fresh = false;
-  const uint64_t h = hash_string(s);
+  const uint64_t h = fast_string_hash(s);
   const size_t mask = slots_.size() - 1;
   size_t i = h & mask;
   while (slots_[i].iid != 0) {
