@@ -79,18 +79,37 @@ class Exec {
   // dst (+)= a^T b with a [k, m], b [k, n] row-major FP32, via the shared PE arithmetic.
   void pe_accumulate(OperandView& dst, const std::vector<float>& a, const std::vector<float>& b, int k,
                      uint64_t m, uint64_t n) {
-    std::vector<float> c(m * n, 0.f);
+    // Scratch reused across instructions: pe_matmul writes every element (from +0 unless accumulating).
+    static thread_local std::vector<float> c;
+    c.resize(m * n);
     const bool acc = inst_.has(kAccumulate);
+    // An FP32 PSUM tile whose columns are consecutive floats (the column offsets are the same in every row)
+    // is copied row by row; anything else goes element by element.
+    const bool rows_contiguous = dst.dtype() == DType::F32 && m > 0 && n > 0 && [&] {
+      for (uint64_t j = 1; j < n; ++j)
+        if (dst.at(0, j) != dst.at(0, 0) + 4 * j) return false;
+      return true;
+    }();
     if (acc)
-      for (uint64_t i = 0; i < m; ++i)
+      for (uint64_t i = 0; i < m; ++i) {
+        if (rows_contiguous) {
+          std::memcpy(&c[i * n], dst.at(static_cast<uint32_t>(i), 0), 4 * n);
+          continue;
+        }
         for (uint64_t j = 0; j < n; ++j) c[i * n + j] = dst.load(static_cast<uint32_t>(i), j);
+      }
     // Large tiles (an MX matmul is 512 x 128 x 512) are split over two host threads; the bytes do not change.
     static const int host_threads = std::thread::hardware_concurrency() >= 2 ? 2 : 1;
     const int threads = static_cast<uint64_t>(k) * m * n >= (uint64_t{1} << 22) ? host_threads : 1;
     num::pe_matmul(a.data(), static_cast<int64_t>(m), b.data(), static_cast<int64_t>(n), c.data(),
                    static_cast<int64_t>(n), k, static_cast<int>(m), static_cast<int>(n), acc, threads);
-    for (uint64_t i = 0; i < m; ++i)
+    for (uint64_t i = 0; i < m; ++i) {
+      if (rows_contiguous) {
+        std::memcpy(dst.at(static_cast<uint32_t>(i), 0), &c[i * n], 4 * n);
+        continue;
+      }
       for (uint64_t j = 0; j < n; ++j) dst.store(static_cast<uint32_t>(i), j, c[i * n + j]);
+    }
   }
 
   void dma_copy();
@@ -292,7 +311,10 @@ void Exec::matmul_mx() {
     fail("shape", fmt::format("moving_scale must have more than {} rows and {} columns, got [{}, {}]", last_m,
                               n_size, ms.rows(), ms.cols()));
   const auto fa = fp8_format(st.dtype()), fb = fp8_format(mv.dtype());
-  std::vector<float> a(4 * kp * m_size), b(4 * kp * n_size);
+  // Scratch reused across instructions; every element is written below.
+  static thread_local std::vector<float> a, b;
+  a.resize(4 * kp * m_size);
+  b.resize(4 * kp * n_size);
   for (uint32_t k = 0; k < kp; ++k) {
     const uint32_t g = k / 8;
     for (uint64_t m = 0; m < m_size; ++m) {
