@@ -1,7 +1,8 @@
 // Model speed benchmark: builds a synthetic LNC=2 program of about N instructions (a DMA -> PE -> ACT -> DVE
 // -> DMA pipeline per core, chained by semaphores, plus independent POOL work) and reports simulated
-// instructions per host second. Usage: trnsim_bench_model [instructions] [on|off] [hw] [TRACE.pftrace|.json|null]
-// (with a trace file, the run writes it through model::TraceObserver: tools/bench/bench_trace_model.sh).
+// instructions per host second. Usage: trnsim_bench_model [instructions] [on|off] [hw]
+// [TRACE.pftrace|.json|null] (with a trace file, the run writes it through model::TraceObserver:
+// tools/bench/bench_trace_model.sh).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include "sim/base/error.h"
 #include "sim/config/hw_config.h"
+#include "sim/isa/patterns.h"
 #include "sim/isa/semantics.h"
 #include "sim/model/run.h"
 #include "sim/model/trace_observer.h"
@@ -31,18 +33,6 @@ isa::AccessPattern onchip(MemSpace s, DType t, uint32_t parts, uint32_t n, int64
   a.offset_bytes = off;
   a.ndim = 1;
   a.dims[0] = {1, n};
-  return a;
-}
-
-isa::AccessPattern hbm_rows(uint32_t tensor, uint32_t rows, uint32_t cols) {
-  isa::AccessPattern a;
-  a.space = MemSpace::HBM;
-  a.dtype = DType::BF16;
-  a.tensor = tensor;
-  a.partitions = rows;
-  a.partition_stride = cols;
-  a.ndim = 1;
-  a.dims[0] = {1, cols};
   return a;
 }
 
@@ -74,7 +64,8 @@ isa::Program build(uint64_t instructions) {
       const auto v = static_cast<uint32_t>(i + 1);
       const int64_t slot = static_cast<int64_t>(i % 4) * 4096;
       auto ld = make(Opcode::DmaCopy, Engine::SP,
-                     {onchip(MemSpace::SBUF, DType::BF16, K, N, slot), hbm_rows(0, K, N)}, 0, 0, 0);
+                     {onchip(MemSpace::SBUF, DType::BF16, K, N, slot), isa::hbm_rows(0, DType::BF16, K, N)},
+                     0, 0, 0);
       ld.dma_queue = static_cast<uint8_t>(i % 4);
       s[int(Engine::SP)].push_back(ld);
       s[int(Engine::PE)].push_back(make(
@@ -92,8 +83,10 @@ isa::Program build(uint64_t instructions) {
                                          2, v, 3));
       s[int(Engine::POOL)].push_back(
           make(Opcode::Memset, Engine::POOL, {onchip(MemSpace::SBUF, DType::BF16, M, N, 81920)}, 0, 0, -1));
-      auto st = make(Opcode::DmaCopy, Engine::SP,
-                     {hbm_rows(1, M, N), onchip(MemSpace::SBUF, DType::BF16, M, N, 49152 + slot)}, 3, v, -1);
+      auto st =
+          make(Opcode::DmaCopy, Engine::SP,
+               {isa::hbm_rows(1, DType::BF16, M, N), onchip(MemSpace::SBUF, DType::BF16, M, N, 49152 + slot)},
+               3, v, -1);
       st.dma_queue = static_cast<uint8_t>(4 + i % 4);
       s[int(Engine::SP)].push_back(st);
     }

@@ -31,6 +31,7 @@
 #include "sim/io/npy.h"
 #include "sim/isa/names.h"
 #include "sim/isa/operand_view.h"
+#include "sim/isa/patterns.h"
 #include "sim/isa/program_json.h"
 #include "sim/isa/semantics.h"
 #include "sim/model/run.h"
@@ -67,17 +68,9 @@ int64_t elements_of(const isa::TensorDecl& t) {
 
 // The whole tensor as an HBM operand [rows, cols] (cols = product of the other dims).
 isa::AccessPattern whole(uint32_t index, const isa::TensorDecl& t) {
-  isa::AccessPattern a;
-  a.space = isa::MemSpace::HBM;
-  a.dtype = t.dtype;
-  a.tensor = index;
-  int64_t rows = t.shape.empty() ? 1 : t.shape[0];
-  int64_t cols = rows == 0 ? 0 : elements_of(t) / rows;
-  a.partitions = static_cast<uint32_t>(rows);
-  a.partition_stride = cols;
-  a.ndim = 1;
-  a.dims[0] = {1, static_cast<uint32_t>(cols)};
-  return a;
+  const int64_t rows = t.shape.empty() ? 1 : t.shape[0];
+  const int64_t cols = rows == 0 ? 0 : elements_of(t) / rows;
+  return isa::hbm_rows(index, t.dtype, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols));
 }
 
 void store_floats(const std::vector<float>& v, uint32_t index, const isa::Program& p,

@@ -6,6 +6,7 @@
 
 #include "sim/config/hw_config.h"
 #include "sim/isa/instruction.h"
+#include "sim/isa/patterns.h"
 #include "sim/model/run.h"
 
 namespace trnsim::test {
@@ -40,15 +41,7 @@ inline isa::AccessPattern psum(isa::DType t, uint32_t parts, std::initializer_li
 
 // The whole of a 2-D HBM tensor [rows, cols].
 inline isa::AccessPattern hbm(uint32_t tensor, isa::DType t, uint32_t rows, uint32_t cols) {
-  isa::AccessPattern a;
-  a.space = isa::MemSpace::HBM;
-  a.dtype = t;
-  a.tensor = tensor;
-  a.partitions = rows;
-  a.partition_stride = cols;
-  a.ndim = 1;
-  a.dims[0] = {1, cols};
-  return a;
+  return isa::hbm_rows(tensor, t, rows, cols);
 }
 
 inline isa::Instruction make(isa::Opcode op, isa::Engine e, std::initializer_list<isa::AccessPattern> ops,
