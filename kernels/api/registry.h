@@ -33,6 +33,11 @@ struct ParamSpec {
       false;  // JSON null (Python None) is a valid value; with a null default the parameter is optional
 };
 
+// A required shape dimension: an integer in [1, 2^20] (tensors beyond that do not fit an HBM stack anyway).
+inline ParamSpec dim_param(const char* name, const char* doc) {
+  return ParamSpec{.name = name, .type = ParamType::Int, .min = 1, .max = 1 << 20, .doc = doc};
+}
+
 struct KernelInfo {
   std::string name;
   std::string doc;

@@ -116,13 +116,9 @@ void register_matmul_bf16(Registry& r) {
   info.name = "matmul_bf16";
   info.doc = "Y[M,N] = X[M,K] @ W[N,K]^T with BF16 inputs; PSUM accumulation over K; LNC2 sharding of N or M";
   info.params = {
-      {.name = "M", .type = ParamType::Int, .min = 1, .max = 1 << 20, .doc = "rows of X and Y"},
-      {.name = "N", .type = ParamType::Int, .min = 1, .max = 1 << 20, .doc = "rows of W, columns of Y"},
-      {.name = "K",
-       .type = ParamType::Int,
-       .min = 1,
-       .max = 1 << 20,
-       .doc = "contraction (columns of X and W)"},
+      dim_param("M", "rows of X and Y"),
+      dim_param("N", "rows of W, columns of Y"),
+      dim_param("K", "contraction (columns of X and W)"),
       {.name = "output_dtype",
        .type = ParamType::Enum,
        .default_value = "bfloat16",

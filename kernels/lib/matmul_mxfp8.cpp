@@ -702,9 +702,7 @@ void register_matmul_mxfp8(Registry& r) {
       "interleave "
       "of K), nc_matmul_mx, PSUM accumulation over K tiles, FP32 SBUF accumulation over K blocks; LNC2 "
       "sharding of N or M (nkilib matmul_mxfp8)";
-  const auto dim = [](const char* n, const char* doc) {
-    return ParamSpec{.name = n, .type = ParamType::Int, .min = 1, .max = 1 << 20, .doc = doc};
-  };
+  const auto dim = dim_param;
   const auto tiling = [](const char* n, const char* doc) {
     return ParamSpec{
         .name = n, .type = ParamType::Int, .min = 1, .max = 1 << 16, .doc = doc, .nullable = true};

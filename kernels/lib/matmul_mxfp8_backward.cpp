@@ -99,9 +99,7 @@ void register_matmul_mxfp8_backward(Registry& r) {
       "[M,N], "
       "weights W [N,K], input_activation X [M,K] (BF16); outputs input_grad dX = dY W [M,K] and weight_grad "
       "dW = dY^T X [N,K], two independent matmul_mxfp8 calls, each operand quantized along its contraction";
-  const auto dim = [](const char* n, const char* doc) {
-    return ParamSpec{.name = n, .type = ParamType::Int, .min = 1, .max = 1 << 20, .doc = doc};
-  };
+  const auto dim = dim_param;
   const std::string fields = fmt::format("{}", fmt::join(kMxTilingFields, ", "));
   info.params = {
       dim("M", "tokens: rows of output_grad and input_activation"),

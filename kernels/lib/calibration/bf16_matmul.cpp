@@ -149,9 +149,7 @@ void dma_transpose_kernel(Kernel& k, const TransposeParams& p) {
   }
 }
 
-ParamSpec dim(const char* name, const char* doc) {
-  return ParamSpec{.name = name, .type = ParamType::Int, .min = 1, .max = 1 << 20, .doc = doc};
-}
+constexpr auto dim = dim_param;
 
 ParamSpec int_param(const char* name, int64_t def, int64_t max, const char* doc) {
   return ParamSpec{.name = name,

@@ -48,12 +48,8 @@ void register_transpose_2d(Registry& r) {
   info.doc =
       "out[N,M] = in[M,N]^T in FP32 by 128 x 128 tiles: DMA in, PE nc_transpose, PSUM -> SBUF, DMA out";
   info.params = {
-      {.name = "M", .type = ParamType::Int, .min = 1, .max = 1 << 20, .doc = "rows of in (multiple of 128)"},
-      {.name = "N",
-       .type = ParamType::Int,
-       .min = 1,
-       .max = 1 << 20,
-       .doc = "columns of in (multiple of 128)"},
+      dim_param("M", "rows of in (multiple of 128)"),
+      dim_param("N", "columns of in (multiple of 128)"),
       {.name = "bufs",
        .type = ParamType::Int,
        .default_value = 4,

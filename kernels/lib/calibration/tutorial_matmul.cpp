@@ -217,9 +217,7 @@ void register_nki_tutorial_matmul(Registry& r) {
   info.doc =
       "result[M,N] = lhsT[K,M]^T @ rhs[K,N], the NKI tutorial steps (tiled, hoisted, free_dim_blocked, "
       "fully_optimized); calibration kernel";
-  const auto dim = [](const char* name, const char* doc) {
-    return ParamSpec{.name = name, .type = ParamType::Int, .min = 1, .max = 1 << 20, .doc = doc};
-  };
+  const auto dim = dim_param;
   info.params = {
       dim("M", "rows of the result (columns of lhsT), a multiple of 128 x block_m"),
       dim("N", "columns of the result and rhs, a multiple of 512 x block_n"),
