@@ -30,10 +30,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "kernels/api/kernel.h"
-#include "kernels/api/registry.h"
 #include "sim/numerics/scale_layout.h"
 
 namespace trnsim::kernels {
@@ -89,18 +86,5 @@ MxPlan plan_matmul_mxfp8(const MxMatmulSpec& spec, const isa::Limits& limits);
 
 // Emits the matmul on the calling core (declares the HBM inputs, output and scratch tensors).
 void emit_matmul_mxfp8(Kernel& k, const MxMatmulSpec& spec, const MxPlan& plan);
-
-// Registry helpers shared by matmul_mxfp8 and matmul_mxfp8_backward.
-// The tiling fields of a config object ("tile_m", ..., "TILES_IN_LOAD_N"; each an integer or null).
-extern const std::vector<std::string> kMxTilingFields;
-// Tiling from a JSON object (null = all auto); InputError "<kernel>: parameter '<param>': ..." for unknown
-// fields or values that are not null or a positive integer.
-MxTiling parse_mx_tiling(const nlohmann::json& j, const std::string& kernel, const std::string& param);
-// The parameters every MXFP8 matmul entry shares (tile_loop_order, float8_dtype, output_dtype, run_with_lnc2,
-// lnc_2_shard_rhs, use_scale_packing, spill_reload, quant_scheme), with `shard_default` for lnc_2_shard_rhs.
-std::vector<ParamSpec> mx_shared_params(const nlohmann::json& shard_default,
-                                        const std::string& float8_default);
-// Applies those parameters to `spec`.
-void apply_mx_shared_params(const nlohmann::json& j, MxMatmulSpec& spec);
 
 }  // namespace trnsim::kernels

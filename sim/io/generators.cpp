@@ -29,7 +29,7 @@ constexpr double kSqrtHalf = 0.70710678118654752440;
 constexpr double kHalfPi = 1.57079632679489661923;
 
 // Independent streams per generator, so normal() and uniform() with one seed are not correlated.
-enum Stream : uint64_t { kNormal = 1, kUniform = 2, kStudent = 3, kChannels = 4 };
+enum Stream : uint64_t { kNormal = 1, kUniform = 2, kStudent = 3, kChannels = 4, kRandint = 5 };
 
 uint64_t stream_key(uint64_t seed, Stream s) {
   return mix64(seed ^ mix64(static_cast<uint64_t>(s) * kGamma));
@@ -188,6 +188,22 @@ std::vector<float> uniform(int64_t n, double lo, double hi, uint64_t seed, int t
   parallel_units(n, threads, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
       out[i] = static_cast<float>(lo + (hi - lo) * unit(bits_at(key, static_cast<uint64_t>(i))));
+  });
+  return out;
+}
+
+std::vector<int64_t> randint(int64_t n, int64_t low, int64_t high, uint64_t seed, int threads) {
+  check_common("randint", n, threads);
+  if (!(low < high)) bad("randint", fmt::format("needs low < high (got low {}, high {})", low, high));
+  const auto span = static_cast<unsigned __int128>(static_cast<uint64_t>(high) - static_cast<uint64_t>(low));
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  uint64_t key = stream_key(seed, kRandint);
+  parallel_units(n, threads, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      // Multiply-high maps 64 random bits onto [0, span) (bias below span / 2^64).
+      const auto r = static_cast<uint64_t>((span * bits_at(key, static_cast<uint64_t>(i))) >> 64);
+      out[i] = static_cast<int64_t>(static_cast<uint64_t>(low) + r);
+    }
   });
   return out;
 }

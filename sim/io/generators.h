@@ -34,6 +34,9 @@ std::vector<float> normal(int64_t n, double mean, double std, uint64_t seed, int
 // n samples uniform in [lo, hi) (before rounding to float32). Requires lo < hi, both finite.
 std::vector<float> uniform(int64_t n, double lo, double hi, uint64_t seed, int threads = 1);
 
+// n integers uniform in [low, high). Requires low < high.
+std::vector<int64_t> randint(int64_t n, int64_t low, int64_t high, uint64_t seed, int threads = 1);
+
 // n samples of scale * T, T Student-t with nu degrees of freedom (heavy tails: nu = 3..5 is typical of
 // gradients; variance scale^2 * nu / (nu - 2) for nu > 2). Requires nu > 0 and scale > 0.
 std::vector<float> student_t(int64_t n, double nu, double scale, uint64_t seed, int threads = 1);

@@ -1,10 +1,13 @@
 #include "sim/io/npy.h"
 
+#include "sim/io/output_files.h"
+
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -240,50 +243,6 @@ struct FileCloser {
 };
 using File = std::unique_ptr<std::FILE, FileCloser>;
 
-std::string dir_of(const std::string& path) {
-  fs::path parent = fs::path(path).parent_path();
-  return parent.empty() ? std::string(".") : parent.string();
-}
-
-std::string temp_path_for(const std::string& path) {
-  static std::atomic<uint64_t> counter{0};
-  fs::path p(path);
-  std::string base = ".";
-  base += p.filename().string();
-  base += ".tmp.";
-  base += std::to_string(::getpid());
-  base += '.';
-  base += std::to_string(counter.fetch_add(1));
-  return (p.parent_path() / base).string();
-}
-
-void check_output_path(const std::string& path) {
-  if (path.empty()) throw InputError("output path is empty");
-  std::error_code ec;
-  std::string dir = dir_of(path);
-  if (!fs::is_directory(dir, ec)) fail(path, "cannot write: directory '" + dir + "' does not exist");
-  if (fs::is_directory(path, ec)) fail(path, "cannot write: it is a directory");
-}
-
-// Writes the image to a fresh temporary next to `path` and returns the temporary's name.
-std::string write_temp(const std::string& path, const std::vector<uint8_t>& image) {
-  check_output_path(path);
-  std::string tmp = temp_path_for(path);
-  std::FILE* raw = std::fopen(tmp.c_str(), "wb");
-  if (!raw) fail(path, "cannot write: " + errno_text());
-  bool ok = std::fwrite(image.data(), 1, image.size(), raw) == image.size();
-  std::string why = ok ? "" : errno_text();
-  if (std::fclose(raw) != 0 && ok) {
-    ok = false;
-    why = errno_text();
-  }
-  if (!ok) {
-    std::remove(tmp.c_str());
-    fail(path, "cannot write: " + why);
-  }
-  return tmp;
-}
-
 }  // namespace
 
 const char* npy_descr(NpyDType dt) {
@@ -391,30 +350,9 @@ void write_npy(const std::string& path, NpyDType dt, const std::vector<int64_t>&
 }
 
 void write_npy_all(const std::vector<NpyOutput>& outputs) {
-  std::set<fs::path> paths;
-  for (const auto& o : outputs) {
-    check_output_path(o.path);
-    if (!paths.insert(fs::absolute(o.path).lexically_normal()).second)
-      fail(o.path, "the same output path is given twice");
-  }
-  std::vector<std::string> temps;
-  auto remove_temps = [&temps] {
-    for (const auto& t : temps) std::remove(t.c_str());
-  };
-  try {
-    for (const auto& o : outputs) temps.push_back(write_temp(o.path, encode_npy(o.dtype, o.shape, o.data)));
-  } catch (...) {
-    remove_temps();
-    throw;
-  }
-  // All temporaries are complete; renames within one directory do not fail short of a vanished directory.
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (std::rename(temps[i].c_str(), outputs[i].path.c_str()) != 0) {
-      std::string why = errno_text();
-      for (size_t j = i; j < temps.size(); ++j) std::remove(temps[j].c_str());
-      fail(outputs[i].path, "cannot write: " + why);
-    }
-  }
+  std::vector<OutputFile> files;
+  for (const auto& o : outputs) files.push_back({o.path, encode_npy(o.dtype, o.shape, o.data)});
+  write_files_atomic(files);
 }
 
 void require_rank(const NpyArray& arr, int rank, const std::string& what) {

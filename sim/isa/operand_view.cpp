@@ -18,53 +18,7 @@ namespace {
 // int64.
 constexpr int64_t kMaxStride = int64_t{1} << 40;
 
-template <typename T>
-T read_as(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-template <typename T>
-void write_as(uint8_t* p, T v) {
-  std::memcpy(p, &v, sizeof(T));
-}
-
-// RNE to integer, saturated to [lo, hi]; NaN -> 0.
-int64_t float_to_int(float v, int64_t lo, int64_t hi) {
-  if (std::isnan(v)) return 0;
-  const double r = std::nearbyint(static_cast<double>(v));
-  if (r <= static_cast<double>(lo)) return lo;
-  if (r >= static_cast<double>(hi)) return hi;
-  return static_cast<int64_t>(r);
-}
-
-uint8_t f32_to_e8m0_floor(float v) {
-  const uint32_t u = std::bit_cast<uint32_t>(v);
-  if (std::isnan(v) || std::isinf(v) || (u >> 31) != 0) return (u & 0x7FFFFFFFu) == 0 ? 0x00 : 0xFF;
-  return static_cast<uint8_t>(u >> 23);
-}
-
 }  // namespace
-
-bool is_x4(DType t) {
-  return t == DType::FP8_E4M3FN_X4 || t == DType::FP8_E5M2_X4;
-}
-bool is_fp8(DType t) {
-  return t == DType::FP8_E4M3FN || t == DType::FP8_E5M2;
-}
-bool is_int(DType t) {
-  switch (t) {
-    case DType::I32:
-    case DType::U32:
-    case DType::I16:
-    case DType::U16:
-    case DType::I8:
-    case DType::U8:
-      return true;
-    default:
-      return false;
-  }
-}
 
 OperandView::OperandView(const AccessPattern& ap, int core, const Program& program, const Limits& limits,
                          MachineState& state, const std::string& prefix, const char* operand,
@@ -168,128 +122,19 @@ uint8_t* OperandView::at_tensor_row(int64_t tensor_row, uint64_t col) {
 }
 
 float OperandView::load_value(const uint8_t* p) const {
-  switch (ap_.dtype) {
-    case DType::F32:
-      return read_as<float>(p);
-    case DType::BF16:
-      return num::bf16_to_f32(read_as<uint16_t>(p));
-    case DType::FP16:
-      return num::fp16_to_f32(read_as<uint16_t>(p));
-    case DType::FP8_E4M3FN:
-      return num::fp8_to_f32(*p, num::Fp8Format::E4M3FN);
-    case DType::FP8_E5M2:
-      return num::fp8_to_f32(*p, num::Fp8Format::E5M2);
-    case DType::E8M0:
-      return num::e8m0_to_f32(*p);
-    case DType::I32:
-      return static_cast<float>(read_as<int32_t>(p));
-    case DType::U32:
-      return static_cast<float>(read_as<uint32_t>(p));
-    case DType::I16:
-      return static_cast<float>(read_as<int16_t>(p));
-    case DType::U16:
-      return static_cast<float>(read_as<uint16_t>(p));
-    case DType::I8:
-      return static_cast<float>(read_as<int8_t>(p));
-    case DType::U8:
-      return static_cast<float>(*p);
-    case DType::FP8_E4M3FN_X4:
-    case DType::FP8_E5M2_X4:
-      break;
-  }
-  throw RuleError(fmt::format("{} elements are packed FP8 and have no single value", dtype_name(ap_.dtype)));
+  return load_element(ap_.dtype, p);
 }
 
 void OperandView::store_value(uint8_t* p, float v) const {
-  switch (ap_.dtype) {
-    case DType::F32:
-      write_as(p, v);
-      return;
-    case DType::BF16:
-      write_as(p, num::f32_to_bf16(v));
-      return;
-    case DType::FP16:
-      write_as(p, num::f32_to_fp16(v));
-      return;
-    case DType::FP8_E4M3FN:
-      *p = num::f32_to_fp8(v, num::Fp8Format::E4M3FN, true);
-      return;
-    case DType::FP8_E5M2:
-      *p = num::f32_to_fp8(v, num::Fp8Format::E5M2, true);
-      return;
-    case DType::E8M0:
-      *p = f32_to_e8m0_floor(v);
-      return;
-    case DType::I32:
-      write_as(p, static_cast<int32_t>(float_to_int(v, INT32_MIN, INT32_MAX)));
-      return;
-    case DType::U32:
-      write_as(p, static_cast<uint32_t>(float_to_int(v, 0, UINT32_MAX)));
-      return;
-    case DType::I16:
-      write_as(p, static_cast<int16_t>(float_to_int(v, INT16_MIN, INT16_MAX)));
-      return;
-    case DType::U16:
-      write_as(p, static_cast<uint16_t>(float_to_int(v, 0, UINT16_MAX)));
-      return;
-    case DType::I8:
-      write_as(p, static_cast<int8_t>(float_to_int(v, INT8_MIN, INT8_MAX)));
-      return;
-    case DType::U8:
-      *p = static_cast<uint8_t>(float_to_int(v, 0, UINT8_MAX));
-      return;
-    case DType::FP8_E4M3FN_X4:
-    case DType::FP8_E5M2_X4:
-      break;
-  }
-  throw RuleError(fmt::format("{} elements are packed FP8 and have no single value", dtype_name(ap_.dtype)));
+  store_element(ap_.dtype, p, v);
 }
 
 int64_t OperandView::load_int(uint32_t row, uint64_t col) {
-  const uint8_t* p = at(row, col);
-  switch (ap_.dtype) {
-    case DType::I32:
-      return read_as<int32_t>(p);
-    case DType::U32:
-      return read_as<uint32_t>(p);
-    case DType::I16:
-      return read_as<int16_t>(p);
-    case DType::U16:
-      return read_as<uint16_t>(p);
-    case DType::I8:
-      return read_as<int8_t>(p);
-    case DType::U8:
-      return *p;
-    default:
-      break;
-  }
-  const float v = load_value(p);
-  if (std::isnan(v)) return 0;
-  const double t = std::trunc(static_cast<double>(v));
-  if (t >= 9.2e18) return std::numeric_limits<int64_t>::max();
-  if (t <= -9.2e18) return std::numeric_limits<int64_t>::min();
-  return static_cast<int64_t>(t);
+  return load_element_int(ap_.dtype, at(row, col));
 }
 
 void OperandView::store_int(uint32_t row, uint64_t col, int64_t v) {
-  uint8_t* p = at(row, col);
-  const auto u = static_cast<uint64_t>(v);
-  switch (ap_.dtype) {
-    case DType::I32:
-    case DType::U32:
-      write_as(p, static_cast<uint32_t>(u));
-      return;
-    case DType::I16:
-    case DType::U16:
-      write_as(p, static_cast<uint16_t>(u));
-      return;
-    case DType::I8:
-    case DType::U8:
-      *p = static_cast<uint8_t>(u);
-      return;
-    default:
-      store_value(p, static_cast<float>(v));
-  }
+  store_element_int(ap_.dtype, at(row, col), v);
 }
 
 }  // namespace trnsim::isa

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/isa/element.h"
 #include "sim/isa/instruction.h"
 #include "sim/isa/semantics.h"
 
@@ -64,9 +65,5 @@ class OperandView {
   int64_t min_col_ = 0, max_col_ = 0;  // byte range of the free pattern relative to the row base
   std::vector<int64_t> col_off_;       // byte offset of each free element, from the row base
 };
-
-bool is_x4(DType t);
-bool is_int(DType t);
-bool is_fp8(DType t);  // single FP8 (not x4)
 
 }  // namespace trnsim::isa

@@ -115,15 +115,15 @@ W=$T/w.json
 expect_error "unknown top-level key" "{$GOOD, \"inputs\": {$IN, $X}, \"numerix\": true}" \
   "$W: numerix: unknown key (expected name, description, hardware, kernel, params, lnc, inputs, outputs, numerics)"
 expect_error "bad generator" "{$GOOD, \"inputs\": {$IN, \"input_activation\": {\"generator\": \"gauss\", \"seed\": 3}}}" \
-  "$W: inputs.input_activation.generator: unknown generator 'gauss' (expected normal, uniform, heavy_tailed, activations_with_outliers)"
+  "$W: inputs.input_activation.generator: unknown generator 'gauss' (expected normal, uniform, heavy_tailed, activations_with_outliers, randint, arange, constant, zeros)"
 expect_error "unknown generator key" "{$GOOD, \"inputs\": {$IN, \"input_activation\": {\"generator\": \"normal\", \"seed\": 3, \"sd\": 2}}}" \
-  "$W: inputs.input_activation.sd: unknown key (expected generator, seed, mean, std)"
+  "$W: inputs.input_activation.sd: unknown key for generator 'normal' (expected generator, seed, mean, std)"
 expect_error "missing seed" "{$GOOD, \"inputs\": {$IN, \"input_activation\": {\"generator\": \"uniform\"}}}" \
-  "$W: inputs.input_activation.seed: missing (every generator needs a seed)"
+  "$W: inputs.input_activation.seed: missing (every random generator needs a seed)"
 expect_error "bad generator parameter" "{$GOOD, \"inputs\": {$IN, $X}}" \
-  "$W: inputs.weights: normal: std must be > 0 and finite (got -1)" --set inputs.weights.std=-1
+  "$W: inputs.weights.std: must be > 0" --set inputs.weights.std=-1
 expect_error "missing input" "{$GOOD, \"inputs\": {$IN}}" \
-  "$W: inputs: missing input 'input_activation' (kernel 'matmul_mxfp8_backward' needs output_grad, weights, input_activation)"
+  "$W: inputs: missing input 'input_activation' bfloat16 [512, 512] (kernel 'matmul_mxfp8_backward' needs output_grad, weights, input_activation)"
 expect_error "unknown input" "{$GOOD, \"inputs\": {$IN, $X, \"bias\": {\"npy\": \"b.npy\"}}}" \
   "$W: inputs.bias: kernel 'matmul_mxfp8_backward' has no input 'bias' (inputs: output_grad, weights, input_activation)"
 printf '%s\n' "{\"name\": \"w\", \"hardware\": \"trn9\", \"kernel\": \"matmul_bf16\", \"params\": {}, \"inputs\": {}}" >"$W"
@@ -147,18 +147,20 @@ expect_error "unknown output" "{$GOOD, \"inputs\": {$IN, $X}, \"outputs\": [\"dx
 expect_error "bad --set" "{$GOOD, \"inputs\": {$IN, $X}}" \
   "--set params: expected path=value, e.g. dma.engine_bandwidth_GBps=30" --set params
 # (run reads a file that is not JSON as a program and reports it through the program loader)
-ONLY_VALIDATE=1 expect_error "not JSON" "{\"name\": " "$W: not valid JSON"
+printf '%s\n' "{\"name\": " >"$W"
+msg=$("$TRNSIM" validate "$W" 2>&1)
+check "not JSON: $msg" '[[ $msg == "trnsim: error: $W: not valid JSON: parse error at line 2, column 1: "* ]]'
 
 # .npy inputs: shape and dtype checked against the kernel input.
 cp "$D/inputs/output_grad.npy" "$T/dy512.npy"
 expect_error ".npy shape mismatch" "{$GOOD, \"inputs\": {\"output_grad\": {\"npy\": \"dy512.npy\"}, $X,
   \"weights\": {\"generator\": \"normal\", \"seed\": 2}}}" \
-  "$W: inputs.output_grad.npy: $T/dy512.npy: shape (512, 512) does not match kernel input 'output_grad' bfloat16 (512, 1024)" \
+  "$W: inputs.output_grad.npy: $T/dy512.npy: shape (512, 512) does not match kernel input 'output_grad' bfloat16 [512, 1024]" \
   --set params.N=1024
 "$TRNSIM" quantize "$D/input_grad.npy" --format e4m3 --rule trn3 --axis row --data "$T/u8.npy" --scales "$T/s.npy" >/dev/null
 expect_error ".npy dtype mismatch" "{$GOOD, \"inputs\": {\"output_grad\": {\"npy\": \"u8.npy\"}, $X,
   \"weights\": {\"generator\": \"normal\", \"seed\": 2}}}" \
-  "$W: inputs.output_grad.npy: $T/u8.npy: dtype uint8 does not fit kernel input 'output_grad' bfloat16 (512, 512) (expected float32 or uint16 raw bfloat16 bits)"
+  "$W: inputs.output_grad.npy: $T/u8.npy: dtype uint8 does not fit kernel input 'output_grad' bfloat16 [512, 512] (expected float32, float64 or uint16 (raw bfloat16 bits))"
 expect_error ".npy missing" "{$GOOD, \"inputs\": {\"output_grad\": {\"npy\": \"nope.npy\"}, $X,
   \"weights\": {\"generator\": \"normal\", \"seed\": 2}}}" \
   "$W: inputs.output_grad.npy: $T/nope.npy: cannot open: No such file or directory"

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/run/report.h"
 #include "tools/trnsim/commands.h"
-#include "tools/trnsim/report.h"
 
 namespace trnsim::cli {
 namespace {
@@ -28,15 +28,15 @@ void stats_command(const StatsCliOptions& o) {
     if (o.files.size() != 2)
       throw InputError("--compare takes two stats.json files (A, then B), found " +
                        std::to_string(o.files.size()));
-    const auto a = load_stats(o.files[0]);
-    const auto b = load_stats(o.files[1]);
-    std::fputs(format_compare(a, b, o.files[0], o.files[1]).c_str(), stdout);
+    const auto a = run::load_stats(o.files[0]);
+    const auto b = run::load_stats(o.files[1]);
+    std::fputs(run::format_compare(a, b, o.files[0], o.files[1]).c_str(), stdout);
     return;
   }
   if (o.files.size() != 1)
     throw InputError("expected one stats.json (or --compare A.json B.json), found " +
                      std::to_string(o.files.size()) + " files");
-  std::fputs(format_stats(load_stats(o.files[0]), o.lines).c_str(), stdout);
+  std::fputs(run::format_stats(run::load_stats(o.files[0]), o.lines).c_str(), stdout);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "sim/isa/semantics.h"
 #include "sim/model/run.h"
 #include "sim/numerics/float_formats.h"
+#include "sim/run/session.h"
 
 using namespace trnsim;
 using namespace trnsim::kernels;
@@ -52,34 +53,25 @@ Floats filled(size_t n, float value) {
 
 // Runs `p` on Trn2 with the FP32 inputs by name; returns every FP32 tensor by name (inputs included).
 // BF16 inputs are given as FP32 values (exactly representable) and stored as BF16.
-Tensors run(const isa::Program& p, const Tensors& inputs) {
-  isa::MachineState st = isa::make_machine_state(p, trn2().limits());
-  for (size_t i = 0; i < p.tensors.size(); ++i) {
-    const auto it = inputs.find(p.tensors[i].name);
+Tensors run_with(const isa::Program& p, const Tensors& inputs) {
+  run::Session session(p, trn2());
+  for (const isa::TensorDecl& d : p.tensors) {
+    const auto it = inputs.find(d.name);
     if (it == inputs.end()) continue;
-    const Floats& v = it->second;
-    if (p.tensors[i].dtype == isa::DType::BF16) {
-      REQUIRE(st.hbm[i].size() == v.size() * 2);
-      size_t inexact = 0;
-      for (size_t j = 0; j < v.size(); ++j) {
-        const uint16_t b = num::f32_to_bf16(v[j]);
-        inexact += num::bf16_to_f32(b) != v[j];
-        std::memcpy(st.hbm[i].data() + 2 * j, &b, 2);
-      }
-      REQUIRE(inexact == 0);
-    } else {
-      REQUIRE(st.hbm[i].size() == v.size() * 4);
-      std::memcpy(st.hbm[i].data(), v.data(), st.hbm[i].size());
+    tensor::HostTensor t = tensor::HostTensor::zeros(d.dtype, d.shape);
+    REQUIRE(t.elements() == static_cast<int64_t>(it->second.size()));
+    size_t inexact = 0;
+    for (size_t j = 0; j < it->second.size(); ++j) {
+      t.set(static_cast<int64_t>(j), it->second[j]);
+      inexact += t.value(static_cast<int64_t>(j)) != it->second[j];
     }
+    REQUIRE(inexact == 0);
+    session.set_input(d.name, t);
   }
-  model::run_program(p, trn2(), {}, &st);
+  session.run({.numerics = true});
   Tensors out;
-  for (size_t i = 0; i < p.tensors.size(); ++i) {
-    if (p.tensors[i].dtype != isa::DType::F32) continue;
-    Floats v(st.hbm[i].size() / 4);
-    std::memcpy(v.data(), st.hbm[i].data(), st.hbm[i].size());
-    out[p.tensors[i].name] = std::move(v);
-  }
+  for (const isa::TensorDecl& d : p.tensors)
+    if (d.dtype == isa::DType::F32) out[d.name] = session.read(d.name).values();
   return out;
 }
 
@@ -139,12 +131,12 @@ TEST_CASE("deps RAW: DMA load -> DVE op -> DMA store, and HBM store -> load", "[
     const isa::Program& p = b.program;
     REQUIRE(waits_for(p, add, load));
     REQUIRE(waits_for(p, store, add));
-    CHECK(same_bytes(run(p, {{"x", x}}).at("y"), expected));
+    CHECK(same_bytes(run_with(p, {{"x", x}}).at("y"), expected));
     // Without the DVE's wait the add runs right after launch on never-written SBUF: NaN everywhere.
-    CHECK(all_nan(run(without_wait(p, add, load.done.sem), {{"x", x}}).at("y")));
+    CHECK(all_nan(run_with(without_wait(p, add, load.done.sem), {{"x", x}}).at("y")));
     // Without the store's wait its transfer (triggered 50 ns after the load, same size) completes before
     // the DVE op that writes u has even started: the store carries poison.
-    CHECK(all_nan(run(without_wait(p, store, add.done.sem), {{"x", x}}).at("y")));
+    CHECK(all_nan(run_with(without_wait(p, store, add.done.sem), {{"x", x}}).at("y")));
   }
 
   SECTION("through an HBM scratch tensor, two queues") {
@@ -171,10 +163,10 @@ TEST_CASE("deps RAW: DMA load -> DVE op -> DMA store, and HBM store -> load", "[
       for (int64_t r = 0; r < 32; ++r) w.insert(w.end(), big.begin() + r * 2048, big.begin() + r * 2048 + 64);
       return w;
     }();
-    CHECK(same_bytes(run(p, {{"x", big}}).at("y"), want));
+    CHECK(same_bytes(run_with(p, {{"x", big}}).at("y"), want));
     // Without the wait the small read (triggered 50 ns after the store) completes microseconds before the
     // 1 MiB store lands: it reads the poisoned scratch.
-    CHECK(all_nan(run(without_wait(p, reload, store.done.sem), {{"x", big}}).at("y")));
+    CHECK(all_nan(run_with(without_wait(p, reload, store.done.sem), {{"x", big}}).at("y")));
   }
 }
 
@@ -197,12 +189,12 @@ TEST_CASE("deps WAR: a fast DVE/ACT overwrite waits for the slow DMA store that 
     const isa::Program& p = b.program;
     REQUIRE(waits_for(p, overwrite, store));  // WAR
     REQUIRE(waits_for(p, overwrite, load));   // WAW with the load
-    const Tensors out = run(p, {{"x", x}});
+    const Tensors out = run_with(p, {{"x", x}});
     CHECK(same_bytes(out.at("y"), x));
     CHECK(same_bytes(out.at("y2"), filled(x.size(), 7.f)));
     // Without the WAR wait the memset lands right after the load, long before the store's transfer reads
     // t at its completion: the store carries the new values.
-    const Tensors bad = run(without_wait(p, overwrite, store.done.sem), {{"x", x}});
+    const Tensors bad = run_with(without_wait(p, overwrite, store.done.sem), {{"x", x}});
     CHECK(same_bytes(bad.at("y"), filled(x.size(), 7.f)));
   }
 }
@@ -221,10 +213,10 @@ TEST_CASE("deps WAW: the later of two writers on different engines wins", "[deps
     });
     const isa::Program& p = b.program;
     REQUIRE(waits_for(p, set, load));
-    CHECK(same_bytes(run(p, {{"x", x}}).at("y"), filled(x.size(), 5.f)));
+    CHECK(same_bytes(run_with(p, {{"x", x}}).at("y"), filled(x.size(), 5.f)));
     // Without the wait the memset completes first and the load's transfer lands on top of it; the store
     // (which waits for the memset only, and starts its equal-sized transfer later) then reads x.
-    CHECK(same_bytes(run(without_wait(p, set, load.done.sem), {{"x", x}}).at("y"), x));
+    CHECK(same_bytes(run_with(without_wait(p, set, load.done.sem), {{"x", x}}).at("y"), x));
   }
 
   SECTION("HBM: a large store, then a small store over its first rows on another queue") {
@@ -243,9 +235,9 @@ TEST_CASE("deps WAW: the later of two writers on different engines wins", "[deps
     REQUIRE(waits_for(p, second, first));
     Floats want = filled(128 * 2048, 1.f);
     std::fill(want.begin(), want.begin() + 32 * 2048, 2.f);
-    CHECK(same_bytes(run(p, {}).at("y"), want));
+    CHECK(same_bytes(run_with(p, {}).at("y"), want));
     // Without the wait the small store completes first and the large one overwrites it.
-    CHECK(same_bytes(run(without_wait(p, second, first.done.sem), {}).at("y"), filled(128 * 2048, 1.f)));
+    CHECK(same_bytes(run_with(without_wait(p, second, first.done.sem), {}).at("y"), filled(128 * 2048, 1.f)));
   }
 }
 
@@ -294,14 +286,14 @@ TEST_CASE("deps PSUM: the copy out waits for the last matmul of the accumulation
   const isa::Program& p = b.program;
   REQUIRE(waits_for(p, copy, mm1));  // S[PE] >= 2: the group's last matmul
   const Tensors in = {{"a", a}, {"b0", b0}, {"b1", b1}};
-  CHECK(same_bytes(run(p, in).at("y"), full));
+  CHECK(same_bytes(run_with(p, in).at("y"), full));
   // A wait for the first matmul only (S[PE] >= 1) copies the partial sum of the first K tile.
   isa::Program weak = p;
   for (isa::SemWait& w : weak.streams[0][static_cast<int>(copy.engine)].at(copy.index).waits)
     if (w.sem == mm1.done.sem) w.value = mm0.done.value;
-  CHECK(same_bytes(run(weak, in).at("y"), partial));
+  CHECK(same_bytes(run_with(weak, in).at("y"), partial));
   // No wait at all: the copy reads the poisoned PSUM right after launch.
-  CHECK(all_nan(run(without_wait(p, copy, mm1.done.sem), in).at("y")));
+  CHECK(all_nan(run_with(without_wait(p, copy, mm1.done.sem), in).at("y")));
 }
 
 TEST_CASE("deps chain: SP queue -> ACT -> POOL-queue DMA -> DVE -> POOL -> SP queue: every wait is needed",
@@ -344,7 +336,7 @@ TEST_CASE("deps chain: SP queue -> ACT -> POOL-queue DMA -> DVE -> POOL -> SP qu
     for (const auto& inst : stream) total += inst.waits.size();
   REQUIRE(total == 5);
   const Tensors in = {{"x", x}};
-  CHECK(same_bytes(run(p, in).at("y"), want));
+  CHECK(same_bytes(run_with(p, in).at("y"), want));
   // Each wait alone protects the result: without it, its consumer runs (or its DMA completes) before the
   // producer has written, reads poisoned SBUF, and the NaN reaches y.
   for (const InstRef* consumer : {&act, &mv, &dve, &pool, &store}) {
@@ -352,7 +344,7 @@ TEST_CASE("deps chain: SP queue -> ACT -> POOL-queue DMA -> DVE -> POOL -> SP qu
     const isa::SemWait w = at(p, *consumer).waits[0];
     INFO(isa::engine_name(consumer->engine)
          << " #" << consumer->index << " without S[" << w.sem << "] >= " << w.value);
-    CHECK(all_nan(run(without_wait(p, *consumer, w.sem), in).at("y")));
+    CHECK(all_nan(run_with(without_wait(p, *consumer, w.sem), in).at("y")));
   }
 }
 
@@ -398,30 +390,30 @@ TEST_CASE("deps LNC2: sendrecv and core_barrier order the two cores' SBUF and HB
     REQUIRE(waits_for(p, reload[c], bar[c], c));  // the peer's half of s is read after the barrier
   }
   const Tensors in = {{"x", x}};
-  const Floats good = run(p, in).at("y");
+  const Floats good = run_with(p, in).at("y");
   CHECK(same_bytes(good, want));
   const Floats top = rows_of(want, 64, 0, 128), bottom = rows_of(want, 64, 128, 256);
 
   // Core 0 doubles r before core 1's transfer lands: its v is NaN, which core 1 reloads into y[128..256).
-  Floats y = run(without_wait(p, dbl[0], kSendRecvDoneSem, 0), in).at("y");
+  Floats y = run_with(without_wait(p, dbl[0], kSendRecvDoneSem, 0), in).at("y");
   CHECK(same_bytes(rows_of(y, 64, 0, 128), top));
   CHECK(all_nan(rows_of(y, 64, 128, 256)));
 
   // Core 0 sends u before its DVE wrote it (the transfer completes while x is still loading): core 1
   // receives poison, which comes back to core 0 through s into y[0..128).
-  y = run(without_wait(p, sr[0], add[0].done.sem, 0), in).at("y");
+  y = run_with(without_wait(p, sr[0], add[0].done.sem, 0), in).at("y");
   CHECK(all_nan(rows_of(y, 64, 0, 128)));
   CHECK(same_bytes(rows_of(y, 64, 128, 256), bottom));
 
   // Barriers that do not wait for their core's store to s: both complete right after launch, and each
   // core reads the peer's half of s before anything was written there.
   isa::Program nb = without_wait(without_wait(p, bar[0], st[0].done.sem, 0), bar[1], st[1].done.sem, 1);
-  CHECK(all_nan(run(nb, in).at("y")));
+  CHECK(all_nan(run_with(nb, in).at("y")));
 
   // Reloads that do not wait for the barrier: the same.
   isa::Program nr =
       without_wait(without_wait(p, reload[0], bar[0].done.sem, 0), reload[1], bar[1].done.sem, 1);
-  CHECK(all_nan(run(nr, in).at("y")));
+  CHECK(all_nan(run_with(nr, in).at("y")));
 }
 
 TEST_CASE("deps LNC2: sendrecv's ready barrier keeps the peer's next transfer off a buffer still being read",
@@ -470,7 +462,7 @@ TEST_CASE("deps LNC2: sendrecv's ready barrier keeps the peer's next transfer of
       2);
   const isa::Program& p = b.program;
   const Tensors in = {{"x", x}, {"ones", ones}};
-  const Tensors good = run(p, in);
+  const Tensors good = run_with(p, in);
   CHECK(same_bytes(good.at("y"), want_v));
   CHECK(same_bytes(good.at("y2"), want_w));
   // The round-2 transfer waits for its ready barrier, POOL's second instruction.
@@ -478,7 +470,7 @@ TEST_CASE("deps LNC2: sendrecv's ready barrier keeps the peer's next transfer of
   REQUIRE(waits_for(p, second[0], InstRef{.done = {pool_sem, 2}}, 0));
   // Without that wait on core 0, its round-2 transfer lands in core 1's r while core 1 still waits for its
   // ones: core 1 reads round 2's values as round 1's. Core 0's own reads are unaffected.
-  const Tensors bad = run(without_wait(p, second[0], pool_sem, 0), in);
+  const Tensors bad = run_with(without_wait(p, second[0], pool_sem, 0), in);
   CHECK(same_bytes(rows_of(bad.at("y"), 64, 0, 128), rows_of(want_v, 64, 0, 128)));
   CHECK(same_bytes(rows_of(bad.at("y"), 64, 128, 256), rows_of(want_w, 64, 128, 256)));
   CHECK(same_bytes(bad.at("y2"), want_w));

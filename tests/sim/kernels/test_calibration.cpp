@@ -16,6 +16,7 @@
 #include "sim/isa/semantics.h"
 #include "sim/model/run.h"
 #include "sim/numerics/float_formats.h"
+#include "tests/support/kernel_run.h"
 
 using namespace trnsim;
 using nlohmann::json;
@@ -59,42 +60,13 @@ struct Run {
 };
 
 // Builds `kernel` on one core of trn2, runs it with numerics and returns its outputs as FP32 values.
-Run run(const std::string& kernel, const json& params, const std::map<std::string, Tensor>& inputs) {
-  kernels::register_all_kernels();
-  kernels::BuildOptions o;
-  o.limits = trn2().limits();
-  o.num_programs = 1;
-  kernels::KernelBuild b = kernels::registry().build(kernel, params, o);
-  isa::MachineState st = isa::make_machine_state(b.program, trn2().limits());
-  const auto index = [&](const std::string& name) {
-    for (size_t i = 0; i < b.program.tensors.size(); ++i)
-      if (b.program.tensors[i].name == name) return i;
-    FAIL("no tensor " << name);
-    return size_t{0};
-  };
-  for (const auto& name : b.inputs) {
-    INFO("input " << name);
-    REQUIRE(inputs.count(name));
-    const size_t i = index(name);
-    REQUIRE(st.hbm[i].size() == inputs.at(name).bytes.size());
-    st.hbm[i] = inputs.at(name).bytes;
-  }
-  model::RunOptions ro;
-  ro.numerics = true;
+Run run_named(const std::string& kernel, const json& params, const std::map<std::string, Tensor>& inputs) {
+  std::map<std::string, test::Bytes> bytes;
+  for (const auto& [name, t] : inputs) bytes[name] = t.bytes;
+  const test::KernelRun kr = test::run_kernel(kernel, params, bytes, trn2(), 1);
   Run r;
-  r.stats = model::run_program(b.program, trn2(), ro, &st).stats;
-  for (const auto& name : b.outputs) {
-    const size_t i = index(name);
-    const auto& bytes = st.hbm[i];
-    auto& v = r.out[name];
-    if (b.program.tensors[i].dtype == isa::DType::BF16) {
-      for (size_t j = 0; j < bytes.size(); j += 2)
-        v.push_back(num::bf16_to_f32(static_cast<uint16_t>(bytes[j] | (bytes[j + 1] << 8))));
-    } else {
-      v.resize(bytes.size() / 4);
-      std::memcpy(v.data(), bytes.data(), bytes.size());
-    }
-  }
+  r.stats = kr.stats;
+  for (const auto& [name, t] : kr.outputs) r.out[name] = t.values();
   return r;
 }
 
@@ -123,7 +95,7 @@ void check_matmul(const std::string& kernel, json p, isa::DType t, double bound,
   const int64_t M = p["M"], N = p["N"], K = p["K"];
   const bool lhs_t = std::string(lhs) == "lhsT";
   std::map<std::string, Tensor> in{{lhs, random_tensor(M * K, t, 1)}, {"rhs", random_tensor(K * N, t, 2)}};
-  const Run r = run(kernel, p, in);
+  const Run r = run_named(kernel, p, in);
   const auto g = host_matmul(in.at(lhs).values, in.at("rhs").values, M, N, K, lhs_t);
   INFO(kernel << " " << p.dump());
   CHECK(rel_l2(r.out.at("result"), g) <= bound);
@@ -184,13 +156,10 @@ TEST_CASE("matmul_lhs_dma_transpose matches the host product", "[calibration]") 
 }
 
 TEST_CASE("one PSUM bank serializes drains with the matmuls; two rotating banks do not", "[calibration]") {
-  kernels::register_all_kernels();
-  kernels::BuildOptions o;
-  o.limits = trn2().limits();
   const auto time = [&](int bufs) {
     const json p = {{"M", 1024},      {"N", 512},        {"K", 1024},         {"block_m", 512},
                     {"block_n", 512}, {"block_k", 1024}, {"psum_bufs", bufs}, {"psum_zero", "memset"}};
-    auto b = kernels::registry().build("matmul_lhsT_blocked", p, o);
+    auto b = test::build_kernel("matmul_lhsT_blocked", p, trn2(), 1);
     model::RunOptions ro;
     ro.numerics = false;
     return model::run_program(b.program, trn2(), ro).stats.total_time.ns();
@@ -211,7 +180,7 @@ TEST_CASE("cs149_vector_add: tiled and stream variants add exactly", "[calibrati
     const int64_t n = p["n"];
     std::map<std::string, Tensor> in{{"a", random_tensor(n, isa::DType::F32, 3)},
                                      {"b", random_tensor(n, isa::DType::F32, 4)}};
-    const Run r = run("cs149_vector_add", p, in);
+    const Run r = run_named("cs149_vector_add", p, in);
     const auto& out = r.out.at("out");
     REQUIRE(out.size() == static_cast<size_t>(n));
     size_t bad = 0;
@@ -219,9 +188,7 @@ TEST_CASE("cs149_vector_add: tiled and stream variants add exactly", "[calibrati
     CHECK(bad == 0);
   }
   json bad = {{"n", 300}, {"variant", "stream"}, {"free_dim", 2}};
-  kernels::BuildOptions o;
-  o.limits = trn2().limits();
-  CHECK_THROWS_AS(kernels::registry().build("cs149_vector_add", bad, o), InputError);
+  CHECK_THROWS_AS(test::build_kernel("cs149_vector_add", bad, trn2(), 1), InputError);
 }
 
 TEST_CASE("vector_add_tiled ROW_CHUNK=1: one dependent iteration costs the DMA fixed cost plus the add",
@@ -229,7 +196,7 @@ TEST_CASE("vector_add_tiled ROW_CHUNK=1: one dependent iteration costs the DMA f
   const auto time = [](int64_t n) {
     std::map<std::string, Tensor> in{{"a", random_tensor(n, isa::DType::F32, 5)},
                                      {"b", random_tensor(n, isa::DType::F32, 6)}};
-    return run("cs149_vector_add", {{"n", n}, {"variant", "tiled"}, {"row_chunk", 1}}, in)
+    return run_named("cs149_vector_add", {{"n", n}, {"variant", "tiled"}, {"row_chunk", 1}}, in)
         .stats.total_time.ns();
   };
   // Per iteration (configs/hw/trn2.json): the add's semaphore reaches SP (10 ns), the two load triggers
@@ -243,7 +210,7 @@ TEST_CASE("vector_add_tiled ROW_CHUNK=1: one dependent iteration costs the DMA f
 TEST_CASE("transpose_2d: 128 x 128 tiles through the PE transpose", "[calibration]") {
   const int64_t M = 256, N = 384;
   std::map<std::string, Tensor> in{{"in", random_tensor(M * N, isa::DType::F32, 7)}};
-  const Run r = run("transpose_2d", {{"M", M}, {"N", N}}, in);
+  const Run r = run_named("transpose_2d", {{"M", M}, {"N", N}}, in);
   const auto& out = r.out.at("out");
   REQUIRE(out.size() == static_cast<size_t>(M * N));
   size_t bad = 0;
@@ -256,7 +223,7 @@ TEST_CASE("kernel launch delay: a one-tile kernel starts after sync.kernel_launc
   const int64_t n = 25600;
   std::map<std::string, Tensor> in{{"a", random_tensor(n, isa::DType::F32, 8)},
                                    {"b", random_tensor(n, isa::DType::F32, 9)}};
-  const Run r = run("cs149_vector_add", {{"n", n}, {"variant", "stream"}, {"free_dim", 200}}, in);
+  const Run r = run_named("cs149_vector_add", {{"n", n}, {"variant", "stream"}, {"free_dim", 200}}, in);
   // 11 us launch + two ~1.3 us DMA stages + data + the 200-element add: 15.4 us, against 15 us measured.
   CHECK(r.stats.total_time.ns() > trn2().sync.kernel_launch_ns + 2 * 1300);
   CHECK(r.stats.total_time.ns() == Approx(15356).margin(100));

@@ -19,12 +19,12 @@
 #include <vector>
 
 #include "kernels/api/registry.h"
-#include "kernels/ref/kernel_refs.h"
 #include "sim/base/error.h"
 #include "sim/config/hw_config.h"
 #include "sim/isa/semantics.h"
 #include "sim/model/run.h"
 #include "sim/numerics/float_formats.h"
+#include "sim/run/check_result.h"
 #include "tests/sim/kernels/test_matmul_mxfp8_util.h"
 
 using namespace trnsim;
@@ -40,8 +40,7 @@ const config::HwConfig& hw_of(const std::string& gen) {
 }
 
 kernels::KernelBuild build(const json& params, const std::string& gen, int programs) {
-  kernels::register_all_kernels();
-  return kernels::registry().build("matmul_bf16", params, {hw_of(gen).limits(), programs});
+  return test::build_kernel("matmul_bf16", params, hw_of(gen), programs);
 }
 
 std::string build_error(const json& params, const std::string& gen = "trn2", int programs = 2) {
@@ -83,53 +82,34 @@ struct Problem {
   std::vector<float> run(const json& params, const std::string& gen, int programs,
                          kernels::KernelBuild* out_build = nullptr) const {
     kernels::KernelBuild b = build(params, gen, programs);
-    const config::HwConfig& hw = hw_of(gen);
-    isa::MachineState st = isa::make_machine_state(b.program, hw.limits());
-    std::vector<float> y;
-    bool found = false;
-    for (size_t i = 0; i < b.program.tensors.size(); ++i) {
-      const auto& t = b.program.tensors[i];
-      if (t.name == "x") st.hbm[i] = as_bytes(x);
-      if (t.name == "w") st.hbm[i] = as_bytes(w);
-    }
-    model::run_program(b.program, hw, {}, &st);
-    for (size_t i = 0; i < b.program.tensors.size(); ++i) {
-      const auto& t = b.program.tensors[i];
-      if (t.name != "y") continue;
-      found = true;
-      const auto& bytes = st.hbm[i];
-      if (t.dtype == isa::DType::F32) {
-        y.resize(bytes.size() / 4);
-        std::memcpy(y.data(), bytes.data(), bytes.size());
-      } else {
-        for (size_t j = 0; j < bytes.size(); j += 2)
-          y.push_back(num::bf16_to_f32(static_cast<uint16_t>(bytes[j] | (bytes[j + 1] << 8))));
-      }
-    }
-    REQUIRE(found);
+    const KernelRun r = test::run_build(b, {{"x", as_bytes(x)}, {"w", as_bytes(w)}}, hw_of(gen));
+    const std::vector<float> y = r.get("y");
     REQUIRE(y.size() == static_cast<size_t>(M * N));
     if (out_build) *out_build = std::move(b);
     return y;
   }
 
-  // The host reference's verdict on y (kernels/ref: exact FP64 on the BF16 inputs).
-  ref::OutputNumerics check(const std::vector<float>& y, const json& params) const {
-    kernels::register_all_kernels();
-    const auto kr = ref::kernel_reference("matmul_bf16", kernels::registry().validate("matmul_bf16", params));
-    REQUIRE(kr.has_value());
-    REQUIRE(kr->outputs.size() == 1);
-    const ref::Operand lhs{xf.data(), M, K, ref::Contract::Cols}, rhs{wf.data(), N, K, ref::Contract::Cols};
+  // The kernel package's own check of y (exact FP64 on the BF16 inputs).
+  run::CheckResult check(const std::vector<float>& y, const json& params) const {
+    const auto checks = kernels::registry().bind("matmul_bf16", params)->checks();
+    REQUIRE(checks.size() == 1);
     const bool bf16 = params.value("output_dtype", "bfloat16") == "bfloat16";
-    return ref::evaluate_output(kr->outputs[0], lhs, rhs, y.data(), bf16);
+    tensor::HostTensor out = tensor::HostTensor::zeros(bf16 ? isa::DType::BF16 : isa::DType::F32, {M, N});
+    for (int64_t i = 0; i < M * N; ++i) out.set(i, y[i]);
+    std::map<std::string, tensor::HostTensor> in, outs;
+    in.emplace("x", tensor::HostTensor{isa::DType::BF16, {M, K}, as_bytes(x)});
+    in.emplace("w", tensor::HostTensor{isa::DType::BF16, {N, K}, as_bytes(w)});
+    outs.emplace("y", out);
+    return checks[0].run(kernels::CheckContext(in, outs, false));
   }
 };
 
 // Checks the reference's pass line, with the bound the brief states spelled out.
-void expect_pass(const ref::OutputNumerics& n) {
+void expect_pass(const run::CheckResult& n) {
   for (const auto& f : n.failures) UNSCOPED_INFO(f);
   CHECK(n.pass);
-  CHECK(n.vs_exact.nonfinite == 0);
-  CHECK(n.vs_exact.rel_l2 <= (n.bf16_output ? 1.0 / 256 : 1e-5));
+  CHECK(n.nonfinite == 0);
+  CHECK(n.metric("rel_l2_vs_exact") <= (n.dtype == "bfloat16" ? 1.0 / 256 : 1e-5));
 }
 
 // BF16 y16 is y32 rounded to nearest even, element for element.
@@ -279,7 +259,7 @@ TEST_CASE("matmul_bf16: a K that fits Trn3's SBUF but not Trn2's", "[matmul]") {
   const json p = pr.params();
   expect_pass(pr.check(pr.run(p, "trn3", 1), p));
   // The allocation's line in the kernel source.
-  std::ifstream src(std::string(TRNSIM_SOURCE_DIR) + "/kernels/lib/matmul_bf16.cpp");
+  std::ifstream src(std::string(TRNSIM_SOURCE_DIR) + "/kernels/matmul_bf16/matmul_bf16.cpp");
   REQUIRE(src.good());
   int line = 0, xt_line = 0;
   for (std::string s; std::getline(src, s);) {
@@ -322,7 +302,8 @@ TEST_CASE("matmul_bf16: rejected parameters name the kernel, the parameter and t
   CHECK(err({{"tile_m", 64}}) == k + "unknown parameter 'tile_m' (known: M, N, K, output_dtype, tile_n, "
                                      "transpose_load, lnc_shard, copy_engine)");
   CHECK(build_error({{"N", 256}, {"K", 256}}) == k + "parameter 'M' is required (int: rows of X and Y)");
-  CHECK(build_error(json::array({1, 2})) == k + "parameters must be a JSON object, got [1,2]");
+  CHECK(build_error(json::array({1, 2})) ==
+        k + "parameters must be a JSON object, got an array of 2 elements");
   CHECK(build_error(base, "trn2", 3) == "num_programs must be 1 or 2 (LNC2), got 3");
   // Accepted at the bounds.
   CHECK(err({{"tile_n", 512}}) == "(no error)");

@@ -46,7 +46,7 @@ struct Fwd {
 
 std::string build_error(const std::string& kernel, const json& p, const config::HwConfig& hw = trn3()) {
   try {
-    build_kernel(kernel, p, hw);
+    build_mx(kernel, p, hw);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -115,8 +115,8 @@ TEST_CASE("matmul_mxfp8: loop order, LNC1/LNC2 and shard choice give bit-identic
   // The program really uses one or two cores.
   json p1 = f.params(blocks);
   p1["run_with_lnc2"] = false;
-  CHECK(build_kernel("matmul_mxfp8", p1).program.num_cores == 1);
-  CHECK(build_kernel("matmul_mxfp8", f.params(blocks)).program.num_cores == 2);
+  CHECK(build_mx("matmul_mxfp8", p1).program.num_cores == 1);
+  CHECK(build_mx("matmul_mxfp8", f.params(blocks)).program.num_cores == 2);
 }
 
 TEST_CASE("matmul_mxfp8: spill_reload and scale packing give bit-identical outputs") {
@@ -129,8 +129,7 @@ TEST_CASE("matmul_mxfp8: spill_reload and scale packing give bit-identical outpu
                        {"run_with_lnc2", false}};
   const auto base = f.run(f.params(blocks));
   CHECK(rel_l2(base, f.mx_ref()) <= 1e-5);
-  const size_t q_base =
-      count_op(build_kernel("matmul_mxfp8", f.params(blocks)).program, isa::Opcode::QuantizeMx);
+  const size_t q_base = count_op(build_mx("matmul_mxfp8", f.params(blocks)).program, isa::Opcode::QuantizeMx);
   for (const json& v : {json{{"spill_reload", true}}, json{{"use_scale_packing", true}},
                         json{{"spill_reload", true}, {"use_scale_packing", true}},
                         json{{"spill_reload", true}, {"run_with_lnc2", true}, {"tile_loop_order", "nmk"}},
@@ -149,7 +148,7 @@ TEST_CASE("matmul_mxfp8: spill_reload and scale packing give bit-identical outpu
   // Spilling replaces re-quantization: each block is quantized once (4 M blocks x 3 + 4 N blocks x 3).
   json ps = f.params(blocks);
   ps["spill_reload"] = true;
-  const auto sp = build_kernel("matmul_mxfp8", ps).program;
+  const auto sp = build_mx("matmul_mxfp8", ps).program;
   CHECK(count_op(sp, isa::Opcode::QuantizeMx) == 24);
   CHECK(q_base > 24);
   bool scratch = false;

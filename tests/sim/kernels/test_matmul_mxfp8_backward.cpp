@@ -49,7 +49,7 @@ struct Bwd {
 
 std::string build_error(const json& p) {
   try {
-    build_kernel("matmul_mxfp8_backward", p);
+    build_mx("matmul_mxfp8_backward", p);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -157,22 +157,22 @@ TEST_CASE("matmul_mxfp8_backward: BF16 outputs and per-phase configs") {
 }
 
 TEST_CASE("matmul_mxfp8_backward: registered schema and rejected combinations") {
-  kernels::register_all_kernels();
   const auto& info = kernels::registry().get("matmul_mxfp8_backward");
   std::vector<std::string> names;
-  for (const auto& s : info.params) names.push_back(s.name);
+  for (const auto& s : info.params()) names.push_back(s.name);
   for (const char* n :
        {"input_grad_config", "weight_grad_config", "tile_loop_order", "float8_dtype", "output_dtype",
         "run_with_lnc2", "lnc_2_shard_rhs", "output_grad_scales", "weight_scales", "input_scales",
         "use_scale_packing", "spill_reload", "output_grad_is_swizzled", "weights_is_swizzled",
         "input_is_swizzled", "quant_scheme"})
     CHECK(std::find(names.begin(), names.end(), n) != names.end());
-  const json d = kernels::registry().validate("matmul_mxfp8_backward", {{"M", 512}, {"K", 512}, {"N", 512}});
+  const json d =
+      kernels::registry().bind("matmul_mxfp8_backward", {{"M", 512}, {"K", 512}, {"N", 512}})->params();
   CHECK(d["float8_dtype"] == "float8_e4m3fn");
   CHECK(d["lnc_2_shard_rhs"] == true);
   CHECK(d["run_with_lnc2"] == true);
   CHECK(d["input_grad_config"].is_null());
-  const auto kb = build_kernel("matmul_mxfp8_backward", {{"M", 512}, {"K", 512}, {"N", 512}});
+  const auto kb = build_mx("matmul_mxfp8_backward", {{"M", 512}, {"K", 512}, {"N", 512}});
   CHECK(kb.inputs == std::vector<std::string>{"output_grad", "weights", "input_activation"});
   CHECK(kb.outputs == std::vector<std::string>{"input_grad", "weight_grad"});
 
@@ -199,12 +199,12 @@ TEST_CASE("matmul_mxfp8_backward: registered schema and rejected combinations") 
                                                       "loader is not implemented; F-by-K BF16 operands "
                                                       "load with dma_transpose (set it to false)");
   CHECK(err({{"input_grad_config", {{"tile_q", 1}}}}) ==
-        k + ": parameter 'input_grad_config': unknown field 'tile_q' (known: tile_m, tile_k, tile_n, "
+        k + ": unknown parameter 'input_grad_config.tile_q' (known: tile_m, tile_k, tile_n, "
             "TILES_IN_BLOCK_M, TILES_IN_BLOCK_N, TILES_IN_BLOCK_K, TILES_IN_LOAD_M, TILES_IN_LOAD_N)");
   CHECK(err({{"weight_grad_config", {{"tile_m", -2}}}}) ==
-        k + ": parameter 'weight_grad_config': field 'tile_m' must be null or a positive integer, got -2");
+        k + ": parameter 'weight_grad_config.tile_m': expected an integer in [1, 65536] or null, got -2");
   CHECK(err({{"input_grad_config", 3}}) ==
-        k + ": parameter 'input_grad_config': expected a JSON object, got 3");
+        k + ": parameter 'input_grad_config': expected a JSON object or null, got 3");
   // Phase errors name the phase: W is K-by-F in dX (needs K % 512), dY is K-by-F in dW (needs N % 512).
   CHECK(err({{"K", 256}}) ==
         k + " (input_grad phase, dX = dY W): weights is read K-by-F (contraction on its rows, "
@@ -222,26 +222,18 @@ TEST_CASE("matmul_mxfp8_backward: Llama-3.1-8B down projection", "[heavy]") {
   const int64_t M = 4096, K = 14336, N = 4096;
   const json p = {{"M", M}, {"K", K}, {"N", N}};
   const auto t0 = std::chrono::steady_clock::now();
-  const auto kb = build_kernel("matmul_mxfp8_backward", p);
+  const auto kb = build_mx("matmul_mxfp8_backward", p);
   size_t instructions = 0;
   for (const auto& core : kb.program.streams)
     for (const auto& s : core) instructions += s.size();
   CHECK(instructions <= 100000);
-  isa::MachineState st = isa::make_machine_state(kb.program, trn3().limits());
   const auto dy = random_bf16(M, N, 11), w = random_bf16(N, K, 12), x = random_bf16(M, K, 13);
-  size_t dx_i = 0, dw_i = 0;
-  for (size_t i = 0; i < kb.program.tensors.size(); ++i) {
-    const auto& t = kb.program.tensors[i];
-    if (t.name == "output_grad") st.hbm[i] = as_bytes(dy);
-    if (t.name == "weights") st.hbm[i] = as_bytes(w);
-    if (t.name == "input_activation") st.hbm[i] = as_bytes(x);
-    if (t.name == "input_grad") dx_i = i;
-    if (t.name == "weight_grad") dw_i = i;
-  }
-  const auto r = model::run_program(kb.program, trn3(), {}, &st);
+  const KernelRun r = test::run_build(
+      kb, {{"output_grad", as_bytes(dy)}, {"weights", as_bytes(w)}, {"input_activation", as_bytes(x)}},
+      trn3());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  WARN("instructions " << instructions << ", simulated " << r.end_time.count() / 1e6 << " us, host " << secs
-                       << " s");
+  WARN("instructions " << instructions << ", simulated " << r.stats.total_time.count() / 1e6 << " us, host "
+                       << secs << " s");
   CHECK(secs < 120);
   // Spot checks against the MX reference: one output element = dot product of two dequantized vectors, each
   // quantized along the contraction (wrapX groups).
@@ -258,14 +250,12 @@ TEST_CASE("matmul_mxfp8_backward: Llama-3.1-8B down projection", "[heavy]") {
     for (int64_t i = 0; i < n; ++i) s += da[i] * db[i];
     return s;
   };
-  const auto out_at = [&](size_t t, int64_t i) {
-    return num::bf16_to_f32(uint16_t(st.hbm[t][2 * i] | (st.hbm[t][2 * i + 1] << 8)));
-  };
+  const auto out_at = [&](const char* t, int64_t i) { return r.outputs.at(t).value(i); };
   for (const auto& [i, j] : {std::pair<int64_t, int64_t>{0, 0}, {17, 14335}, {2049, 7168}, {4095, 9001}}) {
     const std::vector<uint16_t> dy_row(dy.begin() + i * N, dy.begin() + (i + 1) * N);
     const double ref_dx = mx_dot(dy_row, column(w, N, K, j));               // dX[i, j]
     const double ref_dw = mx_dot(column(dy, M, N, i), column(x, M, K, j));  // dW[i, j]
-    CHECK(std::abs(out_at(dx_i, i * K + j) - ref_dx) <= 4e-3 * std::abs(ref_dx) + 1e-2);
-    CHECK(std::abs(out_at(dw_i, i * K + j) - ref_dw) <= 4e-3 * std::abs(ref_dw) + 1e-2);
+    CHECK(std::abs(out_at("input_grad", i * K + j) - ref_dx) <= 4e-3 * std::abs(ref_dx) + 1e-2);
+    CHECK(std::abs(out_at("weight_grad", i * K + j) - ref_dw) <= 4e-3 * std::abs(ref_dw) + 1e-2);
   }
 }

@@ -19,10 +19,9 @@
 #include "sim/numerics/float_formats.h"
 #include "sim/numerics/mx.h"
 #include "sim/numerics/scale_layout.h"
+#include "tests/support/kernel_run.h"
 
 namespace trnsim::test {
-
-using Bytes = std::vector<uint8_t>;
 
 // [rows, cols] BF16 bits, normal(0, 1) rounded to BF16.
 inline std::vector<uint16_t> random_bf16(int64_t rows, int64_t cols, uint32_t seed) {
@@ -132,57 +131,15 @@ inline const config::HwConfig& trn3() {
   return hw;
 }
 
-struct KernelRun {
-  isa::Program program;
-  std::map<std::string, Bytes> outputs;
-  model::RunStats stats;
-  std::vector<float> get(const std::string& name) const {
-    const Bytes& b = outputs.at(name);
-    isa::DType t = isa::DType::F32;
-    for (const auto& d : program.tensors)
-      if (d.name == name) t = d.dtype;
-    std::vector<float> v;
-    if (t == isa::DType::F32) {
-      v.resize(b.size() / 4);
-      std::memcpy(v.data(), b.data(), b.size());
-    } else {
-      for (size_t i = 0; i < b.size(); i += 2)
-        v.push_back(num::bf16_to_f32(uint16_t(b[i] | (b[i + 1] << 8))));
-    }
-    return v;
-  }
-};
-
-inline kernels::KernelBuild build_kernel(const std::string& kernel, const nlohmann::json& params,
-                                         const config::HwConfig& hw = trn3()) {
-  kernels::register_all_kernels();
-  kernels::BuildOptions o;
-  o.limits = hw.limits();
-  o.num_programs = 2;
-  return kernels::registry().build(kernel, params, o);
+inline kernels::KernelBuild build_mx(const std::string& kernel, const nlohmann::json& params,
+                                     const config::HwConfig& hw = trn3()) {
+  return test::build_kernel(kernel, params, hw, 2);
 }
 
-// Builds and runs `kernel` with `inputs` (HBM tensor name -> bytes) and returns every output's bytes.
+// Builds and runs `kernel` with `inputs` (HBM tensor name -> bytes) and returns every output.
 inline KernelRun run_kernel(const std::string& kernel, const nlohmann::json& params,
                             const std::map<std::string, Bytes>& inputs) {
-  KernelRun r;
-  kernels::KernelBuild b = build_kernel(kernel, params);
-  r.program = std::move(b.program);
-  isa::MachineState st = isa::make_machine_state(r.program, trn3().limits());
-  for (const auto& name : b.inputs) {
-    INFO("input " << name);
-    REQUIRE(inputs.count(name));
-    for (size_t i = 0; i < r.program.tensors.size(); ++i)
-      if (r.program.tensors[i].name == name) {
-        REQUIRE(st.hbm[i].size() == inputs.at(name).size());
-        st.hbm[i] = inputs.at(name);
-      }
-  }
-  r.stats = model::run_program(r.program, trn3(), {}, &st).stats;
-  for (const auto& name : b.outputs)
-    for (size_t i = 0; i < r.program.tensors.size(); ++i)
-      if (r.program.tensors[i].name == name) r.outputs[name] = st.hbm[i];
-  return r;
+  return test::run_kernel(kernel, params, inputs, trn3(), 2);
 }
 
 }  // namespace trnsim::test

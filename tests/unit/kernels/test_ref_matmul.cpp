@@ -3,7 +3,11 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/ref/kernel_refs.h"
+#include <cstring>
+#include <map>
+
+#include "kernels/api/checks.h"
+#include "kernels/api/registry.h"
 #include "kernels/ref/matmul_ref.h"
 #include "sim/base/error.h"
 #include "sim/io/generators.h"
@@ -171,13 +175,6 @@ TEST_CASE("compare_matmul with a block stride compares exactly the sampled rows"
   CHECK(got.max_abs_err == want.max_abs_err);
   CHECK(got.rel_l2 == want.rel_l2);
   CHECK(got.max_abs_err == Approx(0.5).epsilon(1e-6));  // row 5's error of 100 is not in the sample
-  // The stride keeps each reference matmul near the 32 GFLOP budget: 2*R*T*C = 481 GFLOP -> stride 16.
-  ref::OutputReference big;
-  big.flops = 2.0 * 4096 * 4096 * 14336;
-  CHECK(ref::reference_block_stride(big, 4096, false) == 16);
-  CHECK(ref::reference_block_stride(big, 4096, true) == 1);
-  big.flops = 1e9;
-  CHECK(ref::reference_block_stride(big, 4096, false) == 1);
 }
 
 TEST_CASE("reference input errors", "[ref]") {
@@ -191,31 +188,34 @@ TEST_CASE("reference input errors", "[ref]") {
                        Catch::Message("matmul reference: operand has no data"));
 }
 
-TEST_CASE("kernel references and the pass line", "[ref]") {
+namespace {
+
+tensor::HostTensor f32_tensor(const std::vector<float>& v, std::vector<int64_t> shape) {
+  tensor::HostTensor t = tensor::HostTensor::zeros(isa::DType::F32, shape);
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+run::CheckResult run_check(const kernels::OutputCheck& c, const std::map<std::string, tensor::HostTensor>& in,
+                           const std::map<std::string, tensor::HostTensor>& out, bool full = false) {
+  return c.run(kernels::CheckContext(in, out, full));
+}
+
+}  // namespace
+
+TEST_CASE("kernel checks and the pass line", "[ref]") {
   const nlohmann::json p = {
       {"M", 64}, {"K", 128}, {"N", 32}, {"float8_dtype", "float8_e5m2"}, {"quant_scheme", "1x32"}};
-  const auto k = ref::kernel_reference("matmul_mxfp8_backward", p);
-  REQUIRE(k.has_value());
-  REQUIRE(k->outputs.size() == 2);
-  CHECK(k->outputs[0].output == "input_grad");
-  CHECK(k->outputs[0].lhs == "output_grad");
-  CHECK(k->outputs[0].rhs == "weights");
-  CHECK(k->outputs[0].lhs_axis == Contract::Cols);
-  CHECK(k->outputs[0].rhs_axis == Contract::Rows);
-  CHECK(k->outputs[1].output == "weight_grad");
-  CHECK(k->outputs[1].lhs_axis == Contract::Rows);
-  CHECK(k->outputs[1].rhs == "input_activation");
-  CHECK(k->outputs[1].quant->format == num::Fp8Format::E5M2);
-  CHECK(k->outputs[1].quant->scheme == num::QuantScheme::OneX32);
-  CHECK(k->outputs[1].quant->rule == num::ScaleRule::Trn3);
-  CHECK(k->useful_flops == 2.0 * 2 * 64 * 128 * 32);
-  CHECK_FALSE(ref::kernel_reference("no_such_kernel", p).has_value());
-  CHECK_THROWS_MATCHES(
-      ref::kernel_reference("matmul_mxfp8_backward",
-                            {{"M", 64}, {"K", 128}, {"N", 32}, {"float8_dtype", "float8_e3m4"}}),
-      InputError,
-      Catch::Message("kernel 'matmul_mxfp8_backward': parameter 'float8_dtype': no host reference "
-                     "for 'float8_e3m4'"));
+  const auto k = kernels::registry().bind("matmul_mxfp8_backward", p);
+  const auto checks = k->checks();
+  REQUIRE(checks.size() == 2);
+  CHECK(checks[0].output == "input_grad");
+  CHECK(checks[1].output == "weight_grad");
+  CHECK(*k->useful_flops() == 2.0 * 2 * 64 * 128 * 32);
+  CHECK(kernels::registry()
+            .bind("matmul_mxfp8_backward", {{"M", 64}, {"K", 128}, {"N", 32}, {"weight_scales", {32, 128}}})
+            ->checks()
+            .empty());  // pre-quantized weights: no host reference
 
   // A kernel output equal to the quantized reference in FP32 passes; rounded to BF16 it passes the BF16 bound
   // but not the FP32 one; one corrupted element fails allclose with the exact line.
@@ -223,27 +223,62 @@ TEST_CASE("kernel references and the pass line", "[ref]") {
   const std::vector<float> dy = bf16_values(io::normal(M * N, 0, 1, 5)),
                            w = bf16_values(io::normal(N * K, 0, 0.02, 6));
   const Operand lo{dy.data(), M, N, Contract::Cols}, ro{w.data(), N, K, Contract::Rows};
-  const ref::OutputReference& r = k->outputs[0];
-  const ref::MxQuant q = *r.quant;
+  const ref::MxQuant q{num::Fp8Format::E5M2, num::ScaleRule::Trn3, num::QuantScheme::OneX32};
+  const kernels::OutputCheck c = kernels::matmul_check("input_grad", {"output_grad", Contract::Cols},
+                                                       {"weights", Contract::Rows}, q, 2.0 * M * N * K);
   const std::vector<double> golden = ref::matmul_mx(lo, ro, q);
   std::vector<float> out(golden.begin(), golden.end());
-  const ref::OutputNumerics ok = ref::evaluate_output(r, lo, ro, out.data(), false);
+  const std::map<std::string, tensor::HostTensor> in{{"output_grad", f32_tensor(dy, {M, N})},
+                                                     {"weights", f32_tensor(w, {N, K})}};
+  const run::CheckResult ok = run_check(c, in, {{"input_grad", f32_tensor(out, {M, K})}});
   CHECK(ok.pass);
-  CHECK(ok.vs_quantized.rel_l2 < 1e-7);
-  CHECK(ok.vs_exact.rel_l2 > 1e-3);  // E5M2 loses far more than 1e-3 against the exact product
-  CHECK(ok.vs_exact.cosine > 0.995);
+  CHECK(ok.kind == "tolerance");
+  CHECK(ok.metric("rel_l2_vs_quantized") < 1e-7);
+  CHECK(ok.metric("rel_l2_vs_exact") > 1e-3);  // E5M2 loses far more than 1e-3 against the exact product
+  CHECK(ok.metric("cosine_vs_exact") > 0.995);
+  CHECK(ok.metric("reference_rows_compared") == M);
 
-  std::vector<float> bf(out);
-  for (float& x : bf) x = num::bf16_to_f32(num::f32_to_bf16(x));
-  CHECK(ref::evaluate_output(r, lo, ro, bf.data(), true).pass);
-  const ref::OutputNumerics as_f32 = ref::evaluate_output(r, lo, ro, bf.data(), false);
+  tensor::HostTensor bf = tensor::HostTensor::zeros(isa::DType::BF16, {M, K});
+  for (int64_t i = 0; i < M * K; ++i) bf.set(i, out[i]);
+  CHECK(run_check(c, in, {{"input_grad", bf}}).pass);
+  std::vector<float> bf_as_f32 = bf.values();
+  const run::CheckResult as_f32 = run_check(c, in, {{"input_grad", f32_tensor(bf_as_f32, {M, K})}});
   CHECK_FALSE(as_f32.pass);
   REQUIRE(as_f32.failures.size() == 1);
   CHECK(as_f32.failures[0].rfind("rel_l2_vs_quantized ", 0) == 0);
   CHECK(as_f32.failures[0].find(" > 1e-05 (float32 output)") != std::string::npos);
 
   out[0] = 1000.0f;
-  const ref::OutputNumerics bad = ref::evaluate_output(r, lo, ro, out.data(), false);
+  const run::CheckResult bad = run_check(c, in, {{"input_grad", f32_tensor(out, {M, K})}});
   CHECK_FALSE(bad.pass);
   CHECK(bad.failures.front().rfind("allclose_vs_exact: max(|k-g| - rtol|g|) = ", 0) == 0);
+
+  // Sampling: a declared cost of 96 GFLOP (3x the 32 GFLOP budget) checks every third 32-row block: rows
+  // 0-31 of 32 here; --full-reference checks all.
+  const kernels::OutputCheck big = kernels::matmul_check("input_grad", {"output_grad", Contract::Cols},
+                                                         {"weights", Contract::Rows}, q, 96e9);
+  std::vector<float> dy2 = bf16_values(io::normal(128 * N, 0, 1, 7));
+  const Operand lo2{dy2.data(), 128, N, Contract::Cols};
+  const std::vector<double> g2 = ref::matmul_mx(lo2, ro, q);
+  std::vector<float> out2(g2.begin(), g2.end());
+  const std::map<std::string, tensor::HostTensor> in2{{"output_grad", f32_tensor(dy2, {128, N})},
+                                                      {"weights", f32_tensor(w, {N, K})}};
+  const std::map<std::string, tensor::HostTensor> o2{{"input_grad", f32_tensor(out2, {128, K})}};
+  const run::CheckResult sampled = run_check(big, in2, o2);
+  CHECK(sampled.metric("reference_rows_compared") == 64);  // blocks 0 and 3 of 4
+  REQUIRE(sampled.notes.size() == 1);
+  CHECK(sampled.notes[0] == "references on 64 of 128 rows (evenly spaced blocks; --full-reference for all)");
+  CHECK(run_check(big, in2, o2, true).metric("reference_rows_compared") == 128);
+
+  // Bit-exact and scalar checks.
+  tensor::HostTensor e = f32_tensor({1, 2, 3, 4}, {2, 2}), f = e;
+  CHECK(kernels::bit_exact_result("o", e, f).pass);
+  f.bytes[5] ^= 1;
+  const run::CheckResult be = kernels::bit_exact_result("o", e, f);
+  CHECK_FALSE(be.pass);
+  CHECK(be.metric("bytes_differing") == 1);
+  CHECK(be.metric("first_difference_index") == 1);
+  CHECK(be.failures[0] == "1 of 16 bytes differ (1 elements; first at element 1)");
+  CHECK(kernels::scalar_result("o", e, 2, 3.0001, 0, 1e-4).pass);
+  CHECK_FALSE(kernels::scalar_result("o", e, 2, 3.1, 0.01, 0).pass);
 }

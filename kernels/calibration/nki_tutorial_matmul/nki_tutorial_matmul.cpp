@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "kernels/api/nki.h"
-#include "kernels/api/registry.h"
+#include "kernels/api/package.h"
 #include "sim/base/error.h"
 
 namespace trnsim::kernels {
@@ -27,11 +27,30 @@ namespace {
 constexpr int64_t kTileM = 128, kTileK = 128, kTileN = 512;
 
 struct Params {
-  int64_t M, N, K;
-  DType dtype;
-  std::string variant;
-  int64_t block_m, block_n, block_k;
-  int64_t bufs;
+  int64_t M = 0, N = 0, K = 0;
+  DType dtype = DType::F32;
+  std::string variant = "fully_optimized";
+  int64_t block_m = 16, block_n = 2, block_k = 8;
+  int64_t bufs = 8;
+
+  static void describe(Schema<Params>& s) {
+    s.dim(&Params::M, "M", "rows of the result (columns of lhsT), a multiple of 128 x block_m");
+    s.dim(&Params::N, "N", "columns of the result and rhs, a multiple of 512 x block_n");
+    s.dim(&Params::K, "K", "contraction (rows of lhsT and rhs), a multiple of 128 x block_k");
+    s.choice(&Params::dtype, "dtype", "dtype of lhsT, rhs and the result",
+             {{"float32", DType::F32}, {"bfloat16", DType::BF16}}, DType::F32);
+    s.choice(&Params::variant, "variant", "tutorial step",
+             {{"tiled", std::string("tiled")},
+              {"hoisted", std::string("hoisted")},
+              {"free_dim_blocked", std::string("free_dim_blocked")},
+              {"fully_optimized", std::string("fully_optimized")}},
+             std::string("fully_optimized"));
+    s.add(&Params::block_m, "block_m", "m-tiles per block (free_dim_blocked, fully_optimized)", 16).range(1, 64);
+    s.add(&Params::block_n, "block_n", "n-tiles per block (free_dim_blocked, fully_optimized)", 2).range(1, 64);
+    s.add(&Params::block_k, "block_k", "k-tiles per block (fully_optimized)", 8).range(1, 64);
+    s.add(&Params::bufs, "bufs", "slots of the rotating operand-tile ring (tiled, hoisted, free_dim_blocked)", 8)
+        .range(1, 256);
+  }
 };
 
 // Tiles handed out round-robin.
@@ -211,61 +230,19 @@ void kernel(Kernel& k, const Params& p) {
 
 }  // namespace
 
-void register_nki_tutorial_matmul(Registry& r) {
-  KernelInfo info;
-  info.name = "nki_tutorial_matmul";
-  info.doc =
+std::unique_ptr<KernelDef> nki_tutorial_matmul_kernel() {
+  KernelPackage<Params> k;
+  k.name = "nki_tutorial_matmul";
+  k.doc =
       "result[M,N] = lhsT[K,M]^T @ rhs[K,N], the NKI tutorial steps (tiled, hoisted, free_dim_blocked, "
       "fully_optimized); calibration kernel";
-  const auto dim = dim_param;
-  info.params = {
-      dim("M", "rows of the result (columns of lhsT), a multiple of 128 x block_m"),
-      dim("N", "columns of the result and rhs, a multiple of 512 x block_n"),
-      dim("K", "contraction (rows of lhsT and rhs), a multiple of 128 x block_k"),
-      {.name = "dtype",
-       .type = ParamType::Enum,
-       .default_value = "float32",
-       .allowed = {"float32", "bfloat16"},
-       .doc = "dtype of lhsT, rhs and the result"},
-      {.name = "variant",
-       .type = ParamType::Enum,
-       .default_value = "fully_optimized",
-       .allowed = {"tiled", "hoisted", "free_dim_blocked", "fully_optimized"},
-       .doc = "tutorial step"},
-      {.name = "block_m",
-       .type = ParamType::Int,
-       .default_value = 16,
-       .min = 1,
-       .max = 64,
-       .doc = "m-tiles per block (free_dim_blocked, fully_optimized)"},
-      {.name = "block_n",
-       .type = ParamType::Int,
-       .default_value = 2,
-       .min = 1,
-       .max = 64,
-       .doc = "n-tiles per block (free_dim_blocked, fully_optimized)"},
-      {.name = "block_k",
-       .type = ParamType::Int,
-       .default_value = 8,
-       .min = 1,
-       .max = 64,
-       .doc = "k-tiles per block (fully_optimized)"},
-      {.name = "bufs",
-       .type = ParamType::Int,
-       .default_value = 8,
-       .min = 1,
-       .max = 256,
-       .doc = "slots of the rotating operand-tile ring (tiled, hoisted, free_dim_blocked)"},
+  k.kernel = kernel;
+  k.useful_flops = [](const Params& p) { return 2.0 * p.M * p.N * p.K; };
+  k.checks = [](const Params& p) {
+    return std::vector{matmul_check("result", {"lhsT", ref::Contract::Rows}, {"rhs", ref::Contract::Rows},
+                                    std::nullopt, 2.0 * p.M * p.N * p.K)};
   };
-  info.build = [](const nlohmann::json& j, const BuildOptions& options) {
-    Params p{j.at("M").get<int64_t>(),           j.at("N").get<int64_t>(),
-             j.at("K").get<int64_t>(),           j.at("dtype") == "bfloat16" ? DType::BF16 : DType::F32,
-             j.at("variant").get<std::string>(), j.at("block_m").get<int64_t>(),
-             j.at("block_n").get<int64_t>(),     j.at("block_k").get<int64_t>(),
-             j.at("bufs").get<int64_t>()};
-    return build_program([&p](Kernel& k) { kernel(k, p); }, options);
-  };
-  r.add(std::move(info));
+  return make_kernel(std::move(k));
 }
 
 }  // namespace trnsim::kernels

@@ -12,16 +12,26 @@
 #include <vector>
 
 #include "kernels/api/nki.h"
-#include "kernels/api/registry.h"
+#include "kernels/api/package.h"
 #include "sim/base/error.h"
 
 namespace trnsim::kernels {
 namespace {
 
 struct Params {
-  int64_t n;
-  bool stream;
-  int64_t row_chunk, free_dim, bufs;
+  int64_t n = 0;
+  bool stream = true;
+  int64_t row_chunk = 128, free_dim = 2, bufs = 1;
+
+  static void describe(Schema<Params>& s) {
+    s.add(&Params::n, "n", "vector length").range(1, 1 << 30);
+    s.choice(&Params::stream, "variant", "tiled: [row_chunk, 1] tiles; stream: [128, free_dim] tiles",
+             {{"tiled", false}, {"stream", true}}, true);
+    s.add(&Params::row_chunk, "row_chunk", "partitions of a tile (tiled)", 128).range(1, 128);
+    s.add(&Params::free_dim, "free_dim", "elements per partition of a tile (stream)", 2).range(1, 1 << 16);
+    s.add(&Params::bufs, "bufs", "tile sets rotated over the iterations (1: a rolled loop reusing its tiles)", 1)
+        .range(1, 64);
+  }
 };
 
 void kernel(Kernel& k, const Params& p) {
@@ -53,43 +63,20 @@ void kernel(Kernel& k, const Params& p) {
 
 }  // namespace
 
-void register_cs149_vector_add(Registry& r) {
-  KernelInfo info;
-  info.name = "cs149_vector_add";
-  info.doc =
-      "out[n] = a[n] + b[n] in FP32 with [row_chunk, 1] tiles (tiled) or [128, free_dim] tiles (stream)";
-  info.params = {
-      {.name = "n", .type = ParamType::Int, .min = 1, .max = 1 << 30, .doc = "vector length"},
-      {.name = "variant",
-       .type = ParamType::Enum,
-       .default_value = "stream",
-       .allowed = {"tiled", "stream"},
-       .doc = "tiled: [row_chunk, 1] tiles; stream: [128, free_dim] tiles"},
-      {.name = "row_chunk",
-       .type = ParamType::Int,
-       .default_value = 128,
-       .min = 1,
-       .max = 128,
-       .doc = "partitions of a tile (tiled)"},
-      {.name = "free_dim",
-       .type = ParamType::Int,
-       .default_value = 2,
-       .min = 1,
-       .max = 1 << 16,
-       .doc = "elements per partition of a tile (stream)"},
-      {.name = "bufs",
-       .type = ParamType::Int,
-       .default_value = 1,
-       .min = 1,
-       .max = 64,
-       .doc = "tile sets rotated over the iterations (1: a rolled loop reusing its tiles)"},
+std::unique_ptr<KernelDef> cs149_vector_add_kernel() {
+  KernelPackage<Params> k;
+  k.name = "cs149_vector_add";
+  k.doc = "out[n] = a[n] + b[n] in FP32 with [row_chunk, 1] tiles (tiled) or [128, free_dim] tiles (stream)";
+  k.kernel = kernel;
+  k.checks = [](const Params&) {
+    return std::vector{elementwise_check("out", [](const CheckContext& c) {
+      const std::vector<float> a = c.input("a").values(), b = c.input("b").values();
+      std::vector<double> g(a.size());
+      for (size_t i = 0; i < a.size(); ++i) g[i] = static_cast<double>(a[i]) + static_cast<double>(b[i]);
+      return g;
+    })};
   };
-  info.build = [](const nlohmann::json& j, const BuildOptions& options) {
-    Params p{j.at("n").get<int64_t>(), j.at("variant") == "stream", j.at("row_chunk").get<int64_t>(),
-             j.at("free_dim").get<int64_t>(), j.at("bufs").get<int64_t>()};
-    return build_program([&p](Kernel& k) { kernel(k, p); }, options);
-  };
-  r.add(std::move(info));
+  return make_kernel(std::move(k));
 }
 
 }  // namespace trnsim::kernels

@@ -3,10 +3,11 @@
 // through `bufs` SBUF/PSUM slots.
 #include <fmt/format.h>
 
+#include <cstring>
 #include <vector>
 
 #include "kernels/api/nki.h"
-#include "kernels/api/registry.h"
+#include "kernels/api/package.h"
 #include "sim/base/error.h"
 
 namespace trnsim::kernels {
@@ -15,7 +16,13 @@ namespace {
 constexpr int64_t kT = 128;
 
 struct Params {
-  int64_t M, N, bufs;
+  int64_t M = 0, N = 0, bufs = 4;
+
+  static void describe(Schema<Params>& s) {
+    s.dim(&Params::M, "M", "rows of in (multiple of 128)");
+    s.dim(&Params::N, "N", "columns of in (multiple of 128)");
+    s.add(&Params::bufs, "bufs", "tile slots (SBUF in/out tiles and PSUM banks) rotated over the tiles", 4).range(1, 8);
+  }
 };
 
 void kernel(Kernel& k, const Params& p) {
@@ -42,26 +49,24 @@ void kernel(Kernel& k, const Params& p) {
 
 }  // namespace
 
-void register_transpose_2d(Registry& r) {
-  KernelInfo info;
-  info.name = "transpose_2d";
-  info.doc =
-      "out[N,M] = in[M,N]^T in FP32 by 128 x 128 tiles: DMA in, PE nc_transpose, PSUM -> SBUF, DMA out";
-  info.params = {
-      dim_param("M", "rows of in (multiple of 128)"),
-      dim_param("N", "columns of in (multiple of 128)"),
-      {.name = "bufs",
-       .type = ParamType::Int,
-       .default_value = 4,
-       .min = 1,
-       .max = 8,
-       .doc = "tile slots (SBUF in/out tiles and PSUM banks) rotated over the tiles"},
+std::unique_ptr<KernelDef> transpose_2d_kernel() {
+  KernelPackage<Params> k;
+  k.name = "transpose_2d";
+  k.doc = "out[N,M] = in[M,N]^T in FP32 by 128 x 128 tiles: DMA in, PE nc_transpose, PSUM -> SBUF, DMA out";
+  k.kernel = kernel;
+  // A transpose moves bits: the output equals the host's transpose byte for byte.
+  k.checks = [](const Params&) {
+    return std::vector{bit_exact_check("out", [](const CheckContext& c) {
+      const tensor::HostTensor& in = c.input("in");
+      const int64_t R = in.shape[0], C = in.shape[1];
+      tensor::HostTensor t = tensor::HostTensor::zeros(in.dtype, {C, R});
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t col = 0; col < C; ++col)
+          std::memcpy(&t.bytes[(col * R + r) * 4], &in.bytes[(r * C + col) * 4], 4);
+      return t;
+    })};
   };
-  info.build = [](const nlohmann::json& j, const BuildOptions& options) {
-    Params p{j.at("M").get<int64_t>(), j.at("N").get<int64_t>(), j.at("bufs").get<int64_t>()};
-    return build_program([&p](Kernel& k) { kernel(k, p); }, options);
-  };
-  r.add(std::move(info));
+  return make_kernel(std::move(k));
 }
 
 }  // namespace trnsim::kernels

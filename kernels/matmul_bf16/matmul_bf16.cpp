@@ -13,19 +13,41 @@
 #include <string>
 
 #include "kernels/api/nki.h"
-#include "kernels/api/registry.h"
-#include "sim/base/error.h"
+#include "kernels/api/package.h"
 
 namespace trnsim::kernels {
 namespace {
 
+enum class Shard { Auto, N, M, None };
+enum class CopyEngine { Act, Dve, Alternate };
+
 struct MatmulParams {
-  int64_t M, N, K;
-  DType out_dtype;
-  int64_t tile_n;
-  bool pe_transpose;
-  std::string lnc_shard;    // "auto", "m", "n", "none"
-  std::string copy_engine;  // "act", "dve", "alternate"
+  int64_t M = 0, N = 0, K = 0;
+  DType out_dtype = DType::BF16;
+  int64_t tile_n = 512;
+  bool pe_transpose = false;
+  Shard lnc_shard = Shard::Auto;
+  CopyEngine copy_engine = CopyEngine::Alternate;
+
+  static void describe(Schema<MatmulParams>& s) {
+    s.dim(&MatmulParams::M, "M", "rows of X and Y");
+    s.dim(&MatmulParams::N, "N", "rows of W, columns of Y");
+    s.dim(&MatmulParams::K, "K", "contraction (columns of X and W)");
+    s.choice(&MatmulParams::out_dtype, "output_dtype", "dtype of Y",
+             {{"bfloat16", DType::BF16}, {"float32", DType::F32}}, DType::BF16);
+    s.add(&MatmulParams::tile_n, "tile_n", "moving free size per matmul (columns of one FP32 PSUM bank at most)",
+          512)
+        .range(1, 512);
+    s.choice(&MatmulParams::pe_transpose, "transpose_load",
+             "how X and W reach K-on-partitions: dma_transpose, or natural loads plus PE transposes",
+             {{"dma", false}, {"pe", true}}, false);
+    s.choice(&MatmulParams::lnc_shard, "lnc_shard",
+             "with 2 programs: split N tiles or M tiles between the cores (auto: N if it has as many tiles)",
+             {{"auto", Shard::Auto}, {"n", Shard::N}, {"m", Shard::M}, {"none", Shard::None}}, Shard::Auto);
+    s.choice(&MatmulParams::copy_engine, "copy_engine", "engine of the PSUM -> SBUF copy with cast",
+             {{"act", CopyEngine::Act}, {"dve", CopyEngine::Dve}, {"alternate", CopyEngine::Alternate}},
+             CopyEngine::Alternate);
+  }
 };
 
 int64_t ceil_div(int64_t a, int64_t b) {
@@ -60,13 +82,13 @@ void matmul_kernel(Kernel& k, const MatmulParams& p) {
   // LNC2 sharding by tiles.
   int64_t m_lo = 0, m_hi = mt_count, n_lo = 0, n_hi = nt_count;
   if (k.num_programs() == 2) {
-    std::string mode = p.lnc_shard;
-    if (mode == "auto") mode = nt_count >= mt_count ? "n" : "m";
+    Shard mode = p.lnc_shard;
+    if (mode == Shard::Auto) mode = nt_count >= mt_count ? Shard::N : Shard::M;
     const int c = k.program_id();
-    if (mode == "n") {
+    if (mode == Shard::N) {
       const int64_t half = ceil_div(nt_count, 2);
       n_lo = std::min(nt_count, c * half), n_hi = std::min(nt_count, (c + 1) * half);
-    } else if (mode == "m") {
+    } else if (mode == Shard::M) {
       const int64_t half = ceil_div(mt_count, 2);
       m_lo = std::min(mt_count, c * half), m_hi = std::min(mt_count, (c + 1) * half);
     } else if (c == 1) {
@@ -99,7 +121,7 @@ void matmul_kernel(Kernel& k, const MatmulParams& p) {
                        {.accumulate = kt > 0});
       }
       View out = k.sbuf({128, p.tile_n}, p.out_dtype, "y_tile");
-      const bool act = p.copy_engine == "act" || (p.copy_engine == "alternate" && (round++ % 2));
+      const bool act = p.copy_engine == CopyEngine::Act || (p.copy_engine == CopyEngine::Alternate && (round++ % 2));
       if (act)
         nki::activation(out(S(0, mm), S(0, nn)), nki::ActFunc::Copy, acc(S(0, mm), S(0, nn)));
       else
@@ -111,54 +133,17 @@ void matmul_kernel(Kernel& k, const MatmulParams& p) {
 
 }  // namespace
 
-void register_matmul_bf16(Registry& r) {
-  KernelInfo info;
-  info.name = "matmul_bf16";
-  info.doc = "Y[M,N] = X[M,K] @ W[N,K]^T with BF16 inputs; PSUM accumulation over K; LNC2 sharding of N or M";
-  info.params = {
-      dim_param("M", "rows of X and Y"),
-      dim_param("N", "rows of W, columns of Y"),
-      dim_param("K", "contraction (columns of X and W)"),
-      {.name = "output_dtype",
-       .type = ParamType::Enum,
-       .default_value = "bfloat16",
-       .allowed = {"bfloat16", "float32"},
-       .doc = "dtype of Y"},
-      {.name = "tile_n",
-       .type = ParamType::Int,
-       .default_value = 512,
-       .min = 1,
-       .max = 512,
-       .doc = "moving free size per matmul (columns of one FP32 PSUM bank at most)"},
-      {.name = "transpose_load",
-       .type = ParamType::Enum,
-       .default_value = "dma",
-       .allowed = {"dma", "pe"},
-       .doc = "how X and W reach K-on-partitions: dma_transpose, or natural loads plus PE transposes"},
-      {.name = "lnc_shard",
-       .type = ParamType::Enum,
-       .default_value = "auto",
-       .allowed = {"auto", "n", "m", "none"},
-       .doc =
-           "with 2 programs: split N tiles or M tiles between the cores (auto: N if it has as many tiles)"},
-      {.name = "copy_engine",
-       .type = ParamType::Enum,
-       .default_value = "alternate",
-       .allowed = {"act", "dve", "alternate"},
-       .doc = "engine of the PSUM -> SBUF copy with cast"},
+std::unique_ptr<KernelDef> matmul_bf16_kernel() {
+  KernelPackage<MatmulParams> k;
+  k.name = "matmul_bf16";
+  k.doc = "Y[M,N] = X[M,K] @ W[N,K]^T with BF16 inputs; PSUM accumulation over K; LNC2 sharding of N or M";
+  k.kernel = matmul_kernel;
+  k.useful_flops = [](const MatmulParams& p) { return 2.0 * p.M * p.N * p.K; };
+  k.checks = [](const MatmulParams& p) {
+    return std::vector{matmul_check("y", {"x", ref::Contract::Cols}, {"w", ref::Contract::Cols}, std::nullopt,
+                                    2.0 * p.M * p.N * p.K)};
   };
-  info.build = [](const nlohmann::json& j, const BuildOptions& options) {
-    MatmulParams p{j.at("M").get<int64_t>(),
-                   j.at("N").get<int64_t>(),
-                   j.at("K").get<int64_t>(),
-                   j.at("output_dtype") == "float32" ? DType::F32 : DType::BF16,
-                   j.at("tile_n").get<int64_t>(),
-                   j.at("transpose_load") == "pe",
-                   j.at("lnc_shard").get<std::string>(),
-                   j.at("copy_engine").get<std::string>()};
-    return build_program([&p](Kernel& k) { matmul_kernel(k, p); }, options);
-  };
-  r.add(std::move(info));
+  return make_kernel(std::move(k));
 }
 
 }  // namespace trnsim::kernels

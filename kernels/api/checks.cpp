@@ -1,0 +1,210 @@
+#include "kernels/api/checks.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "sim/base/error.h"
+#include "sim/isa/element.h"
+#include "sim/isa/semantics.h"
+
+namespace trnsim::kernels {
+namespace {
+
+using run::CheckResult;
+using tensor::HostTensor;
+
+// Output rows are checked in blocks of this many rows when sampled.
+constexpr int64_t kSampleBlockRows = 32;
+constexpr double kReferenceFlopBudget = 32e9;
+
+int64_t count_nonfinite(const std::vector<float>& v) {
+  return std::count_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+}
+
+CheckResult base(const std::string& output, const HostTensor& out, const char* kind) {
+  CheckResult r;
+  r.output = output;
+  r.kind = kind;
+  r.dtype = isa::dtype_name(out.dtype);
+  r.elements = out.elements();
+  return r;
+}
+
+}  // namespace
+
+const HostTensor& CheckContext::input(const std::string& name) const {
+  const auto it = inputs_.find(name);
+  if (it == inputs_.end()) throw Error(fmt::format("check: the kernel has no input '{}'", name));
+  return it->second;
+}
+
+const HostTensor& CheckContext::output(const std::string& name) const {
+  const auto it = outputs_.find(name);
+  if (it == outputs_.end()) throw Error(fmt::format("check: the kernel has no output '{}'", name));
+  return it->second;
+}
+
+CheckResult tolerance_result(const std::string& output, const HostTensor& out, const ref::ErrorMetrics& e,
+                             const ref::ErrorMetrics& q, bool quantized, const Tolerance& tol,
+                             int64_t rows_compared, int64_t rows_total) {
+  CheckResult r = base(output, out, run::kCheckTolerance);
+  const bool bf16 = out.dtype == isa::DType::BF16;
+  const double bound = tol.max_rel_l2_vs_quantized.value_or(bf16 ? kRelL2BoundBf16 : kRelL2BoundF32);
+  r.nonfinite = e.nonfinite;
+  r.metrics = {{"max_abs_err", e.max_abs_err},
+               {"rel_l2_vs_exact", e.rel_l2},
+               {"rel_l2_vs_quantized", q.rel_l2},
+               {"cosine_vs_exact", e.cosine},
+               {"normalized_euclidean_vs_exact", e.norm_euclidean},
+               {"allclose_vs_exact", e.allclose ? 1.0 : 0.0},
+               {"max_abs_err_vs_quantized", q.max_abs_err},
+               {"max_abs_golden", e.max_abs_golden},
+               {"cosine_vs_quantized", q.cosine},
+               {"rel_l2_bound", bound},
+               {"quantized_reference", quantized ? 1.0 : 0.0},
+               {"reference_rows_compared", static_cast<double>(rows_compared)},
+               {"reference_rows_total", static_cast<double>(rows_total)}};
+  if (e.nonfinite > 0)
+    r.failures.push_back(fmt::format("{} of {} values are NaN or Inf", e.nonfinite, e.count));
+  if (e.nonfinite == 0) {
+    if (!e.allclose)
+      r.failures.push_back(fmt::format("allclose_vs_exact: max(|k-g| - rtol|g|) = {:.6g} > atol = {:.6g}",
+                                       e.allclose_excess, e.atol));
+    if (!(e.cosine >= tol.min_cosine))
+      r.failures.push_back(fmt::format("cosine_vs_exact {:.6g} < {}", e.cosine, tol.min_cosine));
+    if (!(e.norm_euclidean <= tol.max_norm_euclidean))
+      r.failures.push_back(
+          fmt::format("normalized_euclidean_vs_exact {:.6g} > {}", e.norm_euclidean, tol.max_norm_euclidean));
+    if (!(q.rel_l2 <= bound))
+      r.failures.push_back(fmt::format("rel_l2_vs_quantized {:.6g} > {:.6g} ({} output)", q.rel_l2, bound,
+                                       isa::dtype_name(out.dtype)));
+  }
+  if (rows_compared > 0 && rows_compared < rows_total)
+    r.notes.push_back(
+        fmt::format("references on {} of {} rows (evenly spaced blocks; --full-reference for all)",
+                    rows_compared, rows_total));
+  r.pass = r.failures.empty();
+  return r;
+}
+
+OutputCheck elementwise_check(const std::string& output,
+                              std::function<std::vector<double>(const CheckContext&)> golden,
+                              const Tolerance& tol) {
+  OutputCheck c;
+  c.output = output;
+  c.run = [output, golden, tol](const CheckContext& ctx) {
+    const HostTensor& out = ctx.output(output);
+    const std::vector<double> g = golden(ctx);
+    if (static_cast<int64_t>(g.size()) != out.elements())
+      throw Error(
+          fmt::format("check of '{}': {} golden values for {} elements", output, g.size(), out.elements()));
+    const std::vector<float> k = out.values();
+    const ref::ErrorMetrics e = ref::compare(k.data(), g.data(), out.elements(), tol.atol_factor, tol.rtol);
+    return tolerance_result(output, out, e, e, false, tol);
+  };
+  return c;
+}
+
+OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOperand rhs,
+                         std::optional<ref::MxQuant> quant, double flops, const Tolerance& tol) {
+  OutputCheck c;
+  c.output = output;
+  c.reference_flops = flops * (quant ? 2 : 1);
+  c.run = [=](const CheckContext& ctx) {
+    const HostTensor& out = ctx.output(output);
+    const HostTensor& l = ctx.input(lhs.input);
+    const HostTensor& r = ctx.input(rhs.input);
+    if (l.shape.size() != 2 || r.shape.size() != 2)
+      throw Error(fmt::format("check of '{}': matmul operands must be 2-D", output));
+    const std::vector<float> lv = l.values(), rv = r.values();
+    const ref::Operand lo{lv.data(), l.shape[0], l.shape[1], lhs.axis},
+        ro{rv.data(), r.shape[0], r.shape[1], rhs.axis};
+    const ref::MatmulDims d = ref::matmul_dims(lo, ro);
+    if (out.shape != std::vector<int64_t>{d.R, d.C})
+      throw Error(fmt::format("check of '{}': output shape {} but the reference gives [{}, {}]", output,
+                              tensor::shape_str(out.shape), d.R, d.C));
+    // Sample 32-row blocks when one FP64 reference would cost more than the budget.
+    int64_t stride = 1;
+    if (!ctx.full_reference() && flops > kReferenceFlopBudget) {
+      const int64_t blocks = (d.R + kSampleBlockRows - 1) / kSampleBlockRows;
+      stride = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(flops / kReferenceFlopBudget)), 1,
+                                   std::max<int64_t>(1, blocks));
+    }
+    const int64_t block_rows = stride > 1 ? kSampleBlockRows : 256;
+    int64_t compared = 0;
+    for (int64_t r0 = 0; r0 < d.R; r0 += block_rows * stride) compared += std::min(block_rows, d.R - r0);
+    const std::vector<float> k = out.values();
+    try {
+      const ref::ErrorMetrics e = ref::compare_matmul(k.data(), lo, ro, std::nullopt, block_rows, stride);
+      const ref::ErrorMetrics q =
+          quant ? ref::compare_matmul(k.data(), lo, ro, quant, block_rows, stride) : e;
+      return tolerance_result(output, out, e, q, quant.has_value(), tol, compared, d.R);
+    } catch (const InputError& err) {
+      throw InputError(
+          fmt::format("host reference of output '{}': {} (an input holds NaN or Inf)", output, err.what()));
+    }
+  };
+  return c;
+}
+
+CheckResult bit_exact_result(const std::string& output, const HostTensor& out, const HostTensor& expected) {
+  CheckResult r = base(output, out, run::kCheckBitExact);
+  if (expected.dtype != out.dtype || expected.shape != out.shape)
+    throw Error(fmt::format("check of '{}': expected {} {}, the output is {} {}", output,
+                            isa::dtype_name(expected.dtype), tensor::shape_str(expected.shape),
+                            isa::dtype_name(out.dtype), tensor::shape_str(out.shape)));
+  const size_t es = isa::dtype_size(out.dtype);
+  int64_t bytes = 0, elems = 0, first = -1;
+  for (size_t i = 0; i < out.bytes.size(); i += es) {
+    int64_t d = 0;
+    for (size_t b = 0; b < es; ++b) d += out.bytes[i + b] != expected.bytes[i + b];
+    bytes += d;
+    if (d > 0) {
+      ++elems;
+      if (first < 0) first = static_cast<int64_t>(i / es);
+    }
+  }
+  if (!isa::is_x4(out.dtype) && out.dtype != isa::DType::E8M0) r.nonfinite = count_nonfinite(out.values());
+  r.metrics = {{"bytes_total", static_cast<double>(out.bytes.size())},
+               {"bytes_differing", static_cast<double>(bytes)},
+               {"elements_differing", static_cast<double>(elems)},
+               {"first_difference_index", static_cast<double>(first)}};
+  if (bytes > 0)
+    r.failures.push_back(fmt::format("{} of {} bytes differ ({} elements; first at element {})", bytes,
+                                     out.bytes.size(), elems, first));
+  r.pass = r.failures.empty();
+  return r;
+}
+
+OutputCheck bit_exact_check(const std::string& output,
+                            std::function<HostTensor(const CheckContext&)> expected) {
+  OutputCheck c;
+  c.output = output;
+  c.run = [output, expected](const CheckContext& ctx) {
+    return bit_exact_result(output, ctx.output(output), expected(ctx));
+  };
+  return c;
+}
+
+CheckResult scalar_result(const std::string& output, const HostTensor& out, int64_t index, double expected,
+                          double abs_tol, double rel_tol) {
+  CheckResult r = base(output, out, run::kCheckScalar);
+  const double v = out.value(index);
+  const double err = std::fabs(v - expected);
+  const double rel = expected != 0 ? err / std::fabs(expected) : (err == 0 ? 0.0 : INFINITY);
+  r.nonfinite = std::isfinite(v) ? 0 : 1;
+  r.metrics = {{"value", v},     {"expected", expected}, {"abs_err", err},
+               {"rel_err", rel}, {"abs_tol", abs_tol},   {"rel_tol", rel_tol}};
+  const bool same_special = (std::isnan(v) && std::isnan(expected)) || (std::isinf(v) && v == expected);
+  if (!same_special && !(err <= abs_tol || err <= rel_tol * std::fabs(expected)))
+    r.failures.push_back(
+        fmt::format("{} = {:.9g}, expected {:.9g} (abs err {:.3g} > {:.3g}, rel err {:.3g} > {:.3g})", output,
+                    v, expected, err, abs_tol, rel, rel_tol));
+  r.pass = r.failures.empty();
+  return r;
+}
+
+}  // namespace trnsim::kernels

@@ -1,0 +1,101 @@
+// How a kernel package checks its outputs after a run with numerics: each OutputCheck reads the run's inputs
+// and outputs (host tensors) and returns a run::CheckResult of one of three kinds (sim/run/check_result.h):
+//
+//   tolerance  FP64 references, "exact" (the unquantized math) and "quantized" (with the kernel's MX
+//              quantization applied to the operands it quantizes): pass = nki-library's comparator against
+//              the exact reference (allclose with atol = 0.2 max|golden| and rtol 1e-3, cosine >= 0.995,
+//              normalized Euclidean <= 0.10) AND rel L2 against the quantized reference <= 1e-5 (float32
+//              outputs) or 2^-8 (bfloat16 outputs, whose rounding alone is ~1e-3).
+//   bit_exact  the output's bytes equal a host emulation's, byte for byte (how many differ is reported).
+//   scalar     one value within an absolute or relative tolerance of its reference.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/ref/matmul_ref.h"
+#include "kernels/ref/metrics.h"
+#include "sim/run/check_result.h"
+#include "sim/tensor/host_tensor.h"
+
+namespace trnsim::kernels {
+
+inline constexpr double kRelL2BoundF32 = 1e-5;
+inline constexpr double kRelL2BoundBf16 = 1.0 / 256.0;
+
+class CheckContext {
+ public:
+  CheckContext(const std::map<std::string, tensor::HostTensor>& inputs,
+               const std::map<std::string, tensor::HostTensor>& outputs, bool full_reference)
+      : inputs_(inputs), outputs_(outputs), full_reference_(full_reference) {}
+  // A kernel input or output by name; Error if the kernel did not declare it (a package bug).
+  const tensor::HostTensor& input(const std::string& name) const;
+  const tensor::HostTensor& output(const std::string& name) const;
+  bool has_input(const std::string& name) const { return inputs_.count(name) > 0; }
+  // True: compute references on every output row (trnsim run --full-reference); else large outputs may be
+  // checked on a sample of rows.
+  bool full_reference() const { return full_reference_; }
+
+ private:
+  const std::map<std::string, tensor::HostTensor>& inputs_;
+  const std::map<std::string, tensor::HostTensor>& outputs_;
+  bool full_reference_;
+};
+
+struct OutputCheck {
+  std::string output;  // the kernel output it checks
+  std::function<run::CheckResult(const CheckContext&)> run;
+  double reference_flops = 0;  // host work of the references (for progress messages)
+};
+
+// --- tolerance checks
+
+// The pass line of a tolerance check; the rel L2 bound defaults by output dtype.
+struct Tolerance {
+  double atol_factor = ref::kNkilibAtolFactor;
+  double rtol = ref::kNkilibRtol;
+  double min_cosine = ref::kNkilibMinCosine;
+  double max_norm_euclidean = ref::kNkilibMaxNormEuclidean;
+  std::optional<double> max_rel_l2_vs_quantized;
+};
+
+// A tolerance result from metrics already computed against the exact and the quantized reference (equal
+// when the kernel does not quantize). `rows_compared` < `rows_total` adds a sampling note.
+run::CheckResult tolerance_result(const std::string& output, const tensor::HostTensor& out,
+                                  const ref::ErrorMetrics& vs_exact, const ref::ErrorMetrics& vs_quantized,
+                                  bool quantized, const Tolerance& tol = {}, int64_t rows_compared = 0,
+                                  int64_t rows_total = 0);
+
+// Elementwise FP64 golden values for every element of `output` (no quantization).
+OutputCheck elementwise_check(const std::string& output,
+                              std::function<std::vector<double>(const CheckContext&)> golden,
+                              const Tolerance& tol = {});
+
+// A matmul output: out[R, C] = sum_t L(r, t) Rhs(t, c) over two kernel inputs (kernels/ref/matmul_ref.h
+// explains the axes), with optional MX quantization of both operands along the contraction. Outputs whose
+// FP64 reference costs more than 32 GFLOP are checked on an evenly spaced sample of 32-row blocks unless
+// full_reference.
+struct MatmulOperand {
+  std::string input;  // kernel input name
+  ref::Contract axis = ref::Contract::Cols;
+};
+OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOperand rhs,
+                         std::optional<ref::MxQuant> quant, double flops, const Tolerance& tol = {});
+
+// --- bit-exact and scalar checks
+
+// `expected` holds the bytes a host emulation gives for `output` (same dtype and shape).
+run::CheckResult bit_exact_result(const std::string& output, const tensor::HostTensor& out,
+                                  const tensor::HostTensor& expected);
+OutputCheck bit_exact_check(const std::string& output,
+                            std::function<tensor::HostTensor(const CheckContext&)> expected);
+
+// Element `index` of `output` against `expected`: passes if |value - expected| <= abs_tol or
+// <= rel_tol |expected| (equal infinities pass; NaN passes only against a NaN expectation).
+run::CheckResult scalar_result(const std::string& output, const tensor::HostTensor& out, int64_t index,
+                               double expected, double abs_tol, double rel_tol);
+
+}  // namespace trnsim::kernels

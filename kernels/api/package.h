@@ -1,0 +1,237 @@
+// A kernel package: everything about one kernel, declared in its own folder (kernels/<name>/) and registered
+// with one line in kernels/kernel_list.h. The package says:
+//   - its typed parameters P (kernels/api/params.h),
+//   - how many physical cores it runs on (and which parameter decides it, so a workload's "lnc" that
+//     disagrees is an error naming both),
+//   - its instruction-stream builder,
+//   - how each output is checked (kernels/api/checks.h: tolerances against FP64 references, bit-exact
+//     against a host emulation, or a scalar) and the useful FLOPs of the host reference,
+//   - the input recipes it offers (several related tensors made at once, e.g. MoE routing),
+//   - kernel-specific stats computed from its inputs (e.g. tokens per expert).
+// tools/ and sim/ never name a kernel: they see KernelDef / BoundKernel.
+//
+//   KernelPackage<Params> package() {
+//     KernelPackage<Params> k;
+//     k.name = "matmul_bf16";
+//     k.doc = "...";
+//     k.kernel = [](Kernel& kc, const Params& p) { ... nki calls ... };
+//     k.checks = [](const Params& p) { return std::vector{matmul_check(...)}; };
+//     return k;
+//   }
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/api/checks.h"
+#include "kernels/api/kernel.h"
+#include "kernels/api/params.h"
+#include "sim/tensor/host_tensor.h"
+
+namespace trnsim::kernels {
+
+using Tensors = std::map<std::string, tensor::HostTensor>;
+
+// A number computed from a run's inputs, shown under "kernel_stats" in stats.json with its unit and meaning.
+struct KernelStat {
+  std::string name;  // snake_case, e.g. "tokens_per_expert_max"
+  double value = 0;
+  std::string unit;         // "count", "%", "bytes", ...
+  std::string description;  // one line
+};
+
+// What a recipe sees: the kernel inputs it reads (already made) and the ones it fills.
+class RecipeIO {
+ public:
+  RecipeIO(const Tensors& made, Tensors& out, int threads) : made_(made), out_(out), threads_(threads) {}
+  // A kernel input the recipe reads (declared in Recipe::reads). InputError if it is missing.
+  const tensor::HostTensor& input(const std::string& name) const;
+  // A kernel input the recipe fills (declared in Recipe::produces), zeroed, of the kernel's dtype and shape.
+  tensor::HostTensor& output(const std::string& name);
+  int threads() const { return threads_; }
+
+ private:
+  const Tensors& made_;
+  Tensors& out_;
+  int threads_;
+};
+
+// An input recipe of kernel P, with typed arguments A (a struct with describe(), like P).
+template <class P>
+struct Recipe {
+  std::string name;
+  std::string doc;
+  std::vector<ParamSpec> args;                                 // for docs and `trnsim list`
+  std::function<std::vector<std::string>(const P&)> produces;  // kernel inputs it fills
+  std::function<std::vector<std::string>(const P&)> reads;     // kernel inputs it needs first
+  // Validated arguments (complete JSON) -> fills the outputs. InputError for bad data.
+  std::function<void(const P&, const nlohmann::json& args, RecipeIO&)> run;
+};
+
+template <class P, class A>
+Recipe<P> make_recipe(std::string name, std::string doc,
+                      std::function<std::vector<std::string>(const P&)> produces,
+                      std::function<std::vector<std::string>(const P&)> reads,
+                      std::function<void(const P&, const A&, RecipeIO&)> run) {
+  Recipe<P> r;
+  r.name = std::move(name);
+  r.doc = std::move(doc);
+  r.args = schema_of<A>().specs();
+  r.produces = std::move(produces);
+  r.reads = std::move(reads);
+  r.run = [run](const P& p, const nlohmann::json& args, RecipeIO& io) {
+    run(p, schema_of<A>().read(args), io);
+  };
+  return r;
+}
+
+template <class P>
+struct KernelPackage {
+  std::string name;
+  std::string doc;
+  // Physical cores (1 or 2) the kernel runs on for these parameters, and the parameter that decides it.
+  // Unset: the workload's "lnc" decides (default 2).
+  std::function<int(const P&)> cores;
+  std::string cores_param;
+  // The builder: either the SPMD kernel function (run once per physical core) ...
+  std::function<void(Kernel&, const P&)> kernel;
+  // ... or a full build (when the kernel plans first and may change the core count it was given).
+  std::function<KernelBuild(const P&, const BuildOptions&)> build;
+  // How each output is checked; unset or empty: no numerics report.
+  std::function<std::vector<OutputCheck>(const P&)> checks;
+  // FLOPs of the math the kernel computes (2 M N K per matmul), for the roofline; unset: the PE's FLOPs.
+  std::function<double(const P&)> useful_flops;
+  std::vector<Recipe<P>> recipes;
+  std::function<std::vector<KernelStat>(const P&, const Tensors& inputs)> input_stats;
+};
+
+class BoundKernel;
+
+// A registered kernel, type-erased.
+class KernelDef {
+ public:
+  virtual ~KernelDef() = default;
+  virtual const std::string& name() const = 0;
+  virtual const std::string& doc() const = 0;
+  virtual std::vector<ParamSpec> params() const = 0;
+  virtual const std::string& cores_param() const = 0;  // "" if the workload's lnc decides
+  struct RecipeInfo {
+    std::string name, doc;
+    std::vector<ParamSpec> args;
+  };
+  virtual std::vector<RecipeInfo> recipes() const = 0;
+  // Validates `params` (InputError naming the kernel and parameter) and binds them.
+  virtual std::unique_ptr<BoundKernel> bind(const nlohmann::json& params) const = 0;
+};
+
+// A kernel with validated parameters.
+class BoundKernel {
+ public:
+  virtual ~BoundKernel() = default;
+  virtual const KernelDef& def() const = 0;
+  virtual nlohmann::json params() const = 0;  // complete (defaults filled in)
+  virtual std::optional<int> cores() const = 0;
+  // Builds the program; options.num_programs is the core count decided by the caller.
+  virtual KernelBuild build(const BuildOptions& options) const = 0;
+  virtual std::vector<OutputCheck> checks() const = 0;
+  virtual std::optional<double> useful_flops() const = 0;
+  // The recipe called `name`: the inputs it fills and reads; nullopt if the kernel has no such recipe.
+  struct RecipePlan {
+    std::vector<std::string> produces, reads;
+  };
+  virtual std::optional<RecipePlan> recipe_plan(const std::string& name) const = 0;
+  // Checks the recipe's arguments (`args` without the "recipe" key); InputError "<path>: ...".
+  virtual nlohmann::json check_recipe_args(const std::string& name, const nlohmann::json& args,
+                                           const std::string& path) const = 0;
+  virtual void run_recipe(const std::string& name, const nlohmann::json& args, RecipeIO& io) const = 0;
+  virtual std::vector<KernelStat> input_stats(const Tensors& inputs) const = 0;
+};
+
+template <class P>
+class PackagedKernel final : public KernelDef {
+ public:
+  explicit PackagedKernel(KernelPackage<P> pkg) : pkg_(std::move(pkg)) {}
+  const std::string& name() const override { return pkg_.name; }
+  const std::string& doc() const override { return pkg_.doc; }
+  std::vector<ParamSpec> params() const override { return schema_of<P>().specs(); }
+  const std::string& cores_param() const override { return pkg_.cores_param; }
+  std::vector<RecipeInfo> recipes() const override {
+    std::vector<RecipeInfo> v;
+    for (const Recipe<P>& r : pkg_.recipes) v.push_back({r.name, r.doc, r.args});
+    return v;
+  }
+  std::unique_ptr<BoundKernel> bind(const nlohmann::json& params) const override;
+  const KernelPackage<P>& package() const { return pkg_; }
+
+ private:
+  KernelPackage<P> pkg_;
+};
+
+template <class P>
+class BoundPackage final : public BoundKernel {
+ public:
+  BoundPackage(const PackagedKernel<P>& def, P params) : def_(def), p_(std::move(params)) {}
+  const KernelDef& def() const override { return def_; }
+  const P& typed() const { return p_; }
+  nlohmann::json params() const override { return schema_of<P>().write(p_); }
+  std::optional<int> cores() const override {
+    return pkg().cores ? std::optional<int>(pkg().cores(p_)) : std::nullopt;
+  }
+  KernelBuild build(const BuildOptions& options) const override {
+    if (pkg().build) return pkg().build(p_, options);
+    const P& p = p_;
+    const auto& fn = pkg().kernel;
+    return build_program([&](Kernel& k) { fn(k, p); }, options);
+  }
+  std::vector<OutputCheck> checks() const override {
+    return pkg().checks ? pkg().checks(p_) : std::vector<OutputCheck>{};
+  }
+  std::optional<double> useful_flops() const override {
+    return pkg().useful_flops ? std::optional<double>(pkg().useful_flops(p_)) : std::nullopt;
+  }
+  std::optional<RecipePlan> recipe_plan(const std::string& name) const override {
+    const Recipe<P>* r = find(name);
+    if (!r) return std::nullopt;
+    return RecipePlan{r->produces(p_), r->reads ? r->reads(p_) : std::vector<std::string>{}};
+  }
+  nlohmann::json check_recipe_args(const std::string& name, const nlohmann::json& args,
+                                   const std::string& path) const override {
+    return check_params(path + " (recipe '" + name + "')", find(name)->args, args);
+  }
+  void run_recipe(const std::string& name, const nlohmann::json& args, RecipeIO& io) const override {
+    find(name)->run(p_, args, io);
+  }
+  std::vector<KernelStat> input_stats(const Tensors& inputs) const override {
+    return pkg().input_stats ? pkg().input_stats(p_, inputs) : std::vector<KernelStat>{};
+  }
+
+ private:
+  const KernelPackage<P>& pkg() const { return def_.package(); }
+  const Recipe<P>* find(const std::string& name) const {
+    for (const Recipe<P>& r : pkg().recipes)
+      if (r.name == name) return &r;
+    return nullptr;
+  }
+  const PackagedKernel<P>& def_;
+  P p_;
+};
+
+template <class P>
+std::unique_ptr<BoundKernel> PackagedKernel<P>::bind(const nlohmann::json& params) const {
+  return std::make_unique<BoundPackage<P>>(
+      *this, schema_of<P>().parse(fmt::format("kernel '{}'", pkg_.name), params));
+}
+
+// Wraps a package for the registry.
+template <class P>
+std::unique_ptr<KernelDef> make_kernel(KernelPackage<P> pkg) {
+  return std::make_unique<PackagedKernel<P>>(std::move(pkg));
+}
+
+}  // namespace trnsim::kernels

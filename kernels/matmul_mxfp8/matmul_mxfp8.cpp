@@ -1,0 +1,96 @@
+// matmul_mxfp8 (forward, Trn3): Y[M, N] = X[M, K] W[N, K]^T with on-chip MX quantization, on the MXFP8 matmul
+// pipeline (kernels/lib/matmul_mxfp8.h). The nki-library kernel of the same name (its entry arguments, with
+// the tiling config flattened into parameters).
+#include <fmt/format.h>
+
+#include "kernels/api/package.h"
+#include "kernels/lib/matmul_mxfp8.h"
+#include "kernels/lib/mxfp8_params.h"
+
+namespace trnsim::kernels {
+namespace {
+
+struct Params {
+  int64_t M = 0, K = 0, N = 0;
+  MxTilingConfig tiling;
+  bool x_is_f_by_k = true, w_is_f_by_k = true;
+  bool x_is_swizzled = false, w_is_swizzled = false;
+  std::optional<std::vector<int64_t>> x_scales, w_scales;
+  MxSharedParams shared;
+  std::optional<bool> lnc_2_shard_rhs;
+
+  static void describe(Schema<Params>& s) {
+    s.dim(&Params::M, "M", "rows of X and Y");
+    s.dim(&Params::K, "K", "contraction (a multiple of 128)");
+    s.dim(&Params::N, "N", "rows of W, columns of Y");
+    s.include(&Params::tiling);
+    s.add(&Params::x_is_f_by_k, "x_is_f_by_k", "x is [M, K] (true) or [K, M] (false; needs M % 512 == 0)",
+          true);
+    s.add(&Params::w_is_f_by_k, "w_is_f_by_k", "w is [N, K] (true) or [K, N] (false; needs N % 512 == 0)",
+          true);
+    s.add(&Params::x_is_swizzled, "x_is_swizzled",
+          "x is BF16 pre-swizzled [K/4, 4M] (quant_scheme interleave)", false);
+    s.add(&Params::w_is_swizzled, "w_is_swizzled", "w is BF16 pre-swizzled [K/4, 4N]", false);
+    s.add(&Params::x_scales, "x_scales",
+          "x is pre-quantized: x holds x4 data [K/4, M] and input 'x_scales' the E8M0 scales of this shape "
+          "([K/4, M] "
+          "unpacked, [ceil(K/2048)*128, M] packed); null: x is BF16")
+        .at_least(1);
+    s.add(&Params::w_scales, "w_scales",
+          "w is pre-quantized: x4 data [K/4, N] plus input 'w_scales' of this shape; null: w is BF16")
+        .at_least(1);
+    s.include(&Params::shared);
+    s.add(&Params::lnc_2_shard_rhs, "lnc_2_shard_rhs",
+          "under LNC2 split N (true) or M (false); null: N if N >= M, and LNC2 is dropped when that dim is "
+          "<= 128");
+  }
+};
+
+MxMatmulSpec spec_of(const Params& p) {
+  MxMatmulSpec spec;
+  spec.kernel = "kernel 'matmul_mxfp8'";
+  spec.scope = "mm";
+  spec.M = p.M, spec.K = p.K, spec.N = p.N;
+  spec.tiling = p.tiling.tiling();
+  p.shared.apply(spec);
+  spec.shard_rhs = p.lnc_2_shard_rhs;
+  spec.lhs = {"x", "x", p.x_is_f_by_k, p.x_is_swizzled, p.x_scales, "x_scales", "M"};
+  spec.rhs = {"w", "w", p.w_is_f_by_k, p.w_is_swizzled, p.w_scales, "w_scales", "N"};
+  spec.out_name = "y";
+  return spec;
+}
+
+}  // namespace
+
+std::unique_ptr<KernelDef> matmul_mxfp8_kernel() {
+  KernelPackage<Params> k;
+  k.name = "matmul_mxfp8";
+  k.doc =
+      "Y[M,N] = X[M,K] W[N,K]^T on Trn3 with MXFP8: BF16 operands quantized on chip (quantize_mx, x4 "
+      "interleave "
+      "of K), nc_matmul_mx, PSUM accumulation over K tiles, FP32 SBUF accumulation over K blocks; LNC2 "
+      "sharding "
+      "of N or M (nkilib matmul_mxfp8)";
+  k.cores = [](const Params& p) { return p.shared.run_with_lnc2 ? 2 : 1; };
+  k.cores_param = "run_with_lnc2";
+  k.build = [](const Params& p, const BuildOptions& options) {
+    const MxMatmulSpec spec = spec_of(p);
+    const MxPlan plan = plan_matmul_mxfp8(spec, options.limits);
+    BuildOptions o = options;
+    o.num_programs = plan.lnc2 ? 2 : 1;
+    return build_program([&](Kernel& kc) { emit_matmul_mxfp8(kc, spec, plan); }, o);
+  };
+  k.useful_flops = [](const Params& p) { return 2.0 * p.M * p.N * p.K; };
+  // Pre-swizzled or pre-quantized operands have no host reference here.
+  k.checks = [](const Params& p) {
+    std::vector<OutputCheck> c;
+    if (p.x_is_swizzled || p.w_is_swizzled || p.x_scales || p.w_scales) return c;
+    c.push_back(matmul_check("y", {"x", p.x_is_f_by_k ? ref::Contract::Cols : ref::Contract::Rows},
+                             {"w", p.w_is_f_by_k ? ref::Contract::Cols : ref::Contract::Rows},
+                             p.shared.quant(), 2.0 * p.M * p.N * p.K));
+    return c;
+  };
+  return make_kernel(std::move(k));
+}
+
+}  // namespace trnsim::kernels

@@ -1,0 +1,168 @@
+// matmul_mxfp8_backward (Trn3): the gradients of Y = X W^T as two independent matmul_mxfp8 calls in one
+// program (reference/nkilib-kernels.md §1.1):
+//   phase 1, input_grad  dX[M, K] = dY W:    LHS dY [M, N] F-by-K, RHS W [N, K] K-by-F, contraction N;
+//   phase 2, weight_grad dW[N, K] = dY^T X:  LHS dY [M, N] K-by-F, RHS X [M, K] K-by-F, contraction M.
+// Every BF16 operand is quantized along its contraction axis inside its phase (dY twice: along N, then M).
+// Pre-quantized or pre-swizzled dY is rejected: one quantized/swizzled copy can only serve one contraction
+// axis.
+#include <fmt/format.h>
+
+#include "kernels/api/package.h"
+#include "kernels/lib/matmul_mxfp8.h"
+#include "kernels/lib/mxfp8_params.h"
+#include "sim/base/error.h"
+
+namespace trnsim::kernels {
+namespace {
+
+constexpr const char* kName = "kernel 'matmul_mxfp8_backward'";
+
+struct Params {
+  int64_t M = 0, K = 0, N = 0;
+  std::optional<MxTilingConfig> input_grad_config, weight_grad_config;
+  std::optional<std::vector<int64_t>> output_grad_scales, weight_scales, input_scales;
+  bool output_grad_is_swizzled = false, weights_is_swizzled = false, input_is_swizzled = false;
+  bool weights_is_f_by_k = false, input_is_f_by_k = false;
+  bool fast_dma_transpose = false, disable_dma_transpose = false;
+  MxSharedParams shared;
+  std::optional<bool> lnc_2_shard_rhs = true;
+
+  static void describe(Schema<Params>& s) {
+    s.dim(&Params::M, "M", "tokens: rows of output_grad and input_activation");
+    s.dim(&Params::K, "K", "in-features: columns of weights and input_activation");
+    s.dim(&Params::N, "N", "out-features: columns of output_grad, rows of weights");
+    s.object(&Params::input_grad_config, "input_grad_config",
+             "tiling of the input_grad phase (M = M, contraction N, N = K): the fields of a "
+             "MatmulMxfp8KernelConfig "
+             "(each an integer or null = auto); null: all auto");
+    s.object(&Params::weight_grad_config, "weight_grad_config",
+             "tiling of the weight_grad phase (M = N, contraction M, N = K): same fields; null: all auto");
+    s.add(&Params::output_grad_scales, "output_grad_scales",
+          "pre-quantized output_grad scales: always rejected (one quantization cannot serve both contraction "
+          "axes); null")
+        .at_least(1);
+    s.add(
+         &Params::weight_scales, "weight_scales",
+         "weights pre-quantized along N: 'weights' holds x4 data [N/4, K] and input 'weight_scales' the E8M0 "
+         "scales of this shape ([N/4, K] or packed [ceil(N/2048)*128, K]); null: BF16 weights")
+        .at_least(1);
+    s.add(&Params::input_scales, "input_scales",
+          "input_activation pre-quantized along M: x4 data [M/4, K] plus input 'input_scales' of this shape "
+          "([M/4, K] or packed [ceil(M/2048)*128, K]); null: BF16")
+        .at_least(1);
+    s.add(&Params::output_grad_is_swizzled, "output_grad_is_swizzled",
+          "true is rejected: a swizzle interleaves one contraction axis, dY needs two", false);
+    s.add(&Params::weights_is_swizzled, "weights_is_swizzled",
+          "weights are BF16 pre-swizzled along N: [N/4, 4K]", false);
+    s.add(&Params::input_is_swizzled, "input_is_swizzled",
+          "input_activation is BF16 pre-swizzled along M: [M/4, 4K]", false);
+    s.add(&Params::weights_is_f_by_k, "weights_is_f_by_k",
+          "weights given transposed as [K, N] (contraction N the fast axis; loaded with dma_transpose)",
+          false);
+    s.add(&Params::input_is_f_by_k, "input_is_f_by_k",
+          "input_activation given transposed as [K, M] (loaded with dma_transpose)", false);
+    s.add(
+        &Params::fast_dma_transpose, "fast_dma_transpose",
+        "nkilib: direct 4-D access patterns instead of vector offsets for DGT; trnsim's dma_transpose always "
+        "uses direct access patterns, so both values build the same program (K % 128 still required)",
+        false);
+    s.add(&Params::disable_dma_transpose, "disable_dma_transpose",
+          "nkilib: load F-by-K operands with PE transposes; true is rejected (not implemented)", false);
+    s.include(&Params::shared);
+    s.add(&Params::lnc_2_shard_rhs, "lnc_2_shard_rhs",
+          "under LNC2 split N (true) or M (false) of both phases; null: per phase, N if N >= M, and LNC2 is "
+          "dropped when that dim is <= 128",
+          true);
+  }
+};
+
+KernelBuild build_backward(const Params& p, const BuildOptions& options) {
+  const int64_t M = p.M, K = p.K, N = p.N;
+  if (p.output_grad_scales)
+    throw InputError(fmt::format(
+        "{}: parameter 'output_grad_scales': a pre-quantized output_grad cannot be used: dY is the "
+        "contraction "
+        "operand along N in input_grad (dY W) and along M in weight_grad (dY^T X), so one set of MX scales "
+        "serves only one of the two phases; pass output_grad as BF16",
+        kName));
+  if (p.output_grad_is_swizzled)
+    throw InputError(fmt::format(
+        "{}: parameter 'output_grad_is_swizzled': a pre-swizzled output_grad cannot be used: the x4 "
+        "interleave "
+        "runs along the contraction axis, which is N for input_grad and M for weight_grad; pass output_grad "
+        "unswizzled",
+        kName));
+  if (p.disable_dma_transpose)
+    throw InputError(
+        fmt::format("{}: parameter 'disable_dma_transpose': the PE-transpose loader is not implemented; "
+                    "F-by-K BF16 operands "
+                    "load with dma_transpose (set it to false)",
+                    kName));
+  MxMatmulSpec dx;
+  p.shared.apply(dx);
+  dx.shard_rhs = p.lnc_2_shard_rhs;
+  MxMatmulSpec dw = dx;
+  dx.kernel = fmt::format("{} (input_grad phase, dX = dY W)", kName);
+  dx.scope = "dx";
+  dx.M = M, dx.K = N, dx.N = K;
+  dx.lhs = {"output_grad", "output_grad", true, false, std::nullopt, "", "M"};
+  dx.rhs = {"weights",       "weights", p.weights_is_f_by_k, p.weights_is_swizzled, p.weight_scales,
+            "weight_scales", "K"};
+  if (dx.rhs.swizzled) dx.rhs.f_by_k = true;  // a pre-swizzled W is [N/4, 4K] whatever its BF16 orientation
+  dx.out_name = "input_grad";
+  dx.tiling = p.input_grad_config.value_or(MxTilingConfig{}).tiling();
+
+  dw.kernel = fmt::format("{} (weight_grad phase, dW = dY^T X)", kName);
+  dw.scope = "dw";
+  dw.M = N, dw.K = M, dw.N = K;
+  dw.lhs = {"output_grad", "output_grad", false, false, std::nullopt, "", "N"};
+  dw.rhs = {"input_activation", "input", p.input_is_f_by_k, p.input_is_swizzled, p.input_scales,
+            "input_scales",     "K"};
+  if (dw.rhs.swizzled) dw.rhs.f_by_k = true;
+  dw.out_name = "weight_grad";
+  dw.tiling = p.weight_grad_config.value_or(MxTilingConfig{}).tiling();
+
+  const MxPlan p1 = plan_matmul_mxfp8(dx, options.limits), p2 = plan_matmul_mxfp8(dw, options.limits);
+  BuildOptions o = options;
+  o.num_programs = p1.lnc2 || p2.lnc2 ? 2 : 1;
+  return build_program(
+      [&](Kernel& k) {
+        emit_matmul_mxfp8(k, dx, p1);
+        emit_matmul_mxfp8(k, dw, p2);
+      },
+      o);
+}
+
+}  // namespace
+
+std::unique_ptr<KernelDef> matmul_mxfp8_backward_kernel() {
+  KernelPackage<Params> k;
+  k.name = "matmul_mxfp8_backward";
+  k.doc =
+      "gradients of Y = X W^T on Trn3 with MXFP8 (nkilib matmul_mxfp8_backward): inputs output_grad dY "
+      "[M,N], "
+      "weights W [N,K], input_activation X [M,K] (BF16); outputs input_grad dX = dY W [M,K] and weight_grad "
+      "dW = "
+      "dY^T X [N,K], two independent matmul_mxfp8 calls, each operand quantized along its contraction";
+  k.cores = [](const Params& p) { return p.shared.run_with_lnc2 ? 2 : 1; };
+  k.cores_param = "run_with_lnc2";
+  k.build = build_backward;
+  k.useful_flops = [](const Params& p) { return 4.0 * p.M * p.N * p.K; };
+  // Pre-swizzled or pre-quantized operands have no host reference here.
+  k.checks = [](const Params& p) {
+    std::vector<OutputCheck> c;
+    if (p.weights_is_swizzled || p.input_is_swizzled || p.weight_scales || p.input_scales) return c;
+    const double f = 2.0 * p.M * p.N * p.K;
+    c.push_back(matmul_check("input_grad", {"output_grad", ref::Contract::Cols},
+                             {"weights", p.weights_is_f_by_k ? ref::Contract::Cols : ref::Contract::Rows},
+                             p.shared.quant(), f));
+    c.push_back(
+        matmul_check("weight_grad", {"output_grad", ref::Contract::Rows},
+                     {"input_activation", p.input_is_f_by_k ? ref::Contract::Cols : ref::Contract::Rows},
+                     p.shared.quant(), f));
+    return c;
+  };
+  return make_kernel(std::move(k));
+}
+
+}  // namespace trnsim::kernels

@@ -1,0 +1,432 @@
+#include "kernels/workload/workload.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "kernels/api/registry.h"
+#include "sim/base/error.h"
+#include "sim/base/json_excerpt.h"
+#include "sim/config/json_document.h"
+#include "sim/isa/semantics.h"
+
+namespace trnsim::workload {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const std::vector<std::string> kTopKeys = {"name", "description", "hardware", "kernel",  "params",
+                                           "lnc",  "inputs",      "outputs",  "numerics"};
+
+class Checker {
+ public:
+  explicit Checker(std::string file) : file_(std::move(file)) {}
+  [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
+    throw InputError(path.empty() ? fmt::format("{}: {}", file_, msg)
+                                  : fmt::format("{}: {}: {}", file_, path, msg));
+  }
+  void keys(const json& obj, const std::string& path, const std::vector<std::string>& allowed) const {
+    for (const auto& [k, v] : obj.items())
+      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
+        fail(join(path, k), fmt::format("unknown key (expected {})", fmt::join(allowed, ", ")));
+  }
+  std::string string(const json& v, const std::string& path) const {
+    if (!v.is_string()) fail(path, "expected a string, found " + json_excerpt(v));
+    return v.get<std::string>();
+  }
+  static std::string join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+
+ private:
+  std::string file_;
+};
+
+// Applies one --set assignment to the workload document. A hardware path set here is relative to the current
+// directory: it is made absolute so the workload folder does not apply.
+void apply_set(json& doc, const std::string& assignment) {
+  auto [path, value] = config::parse_override(assignment);
+  const auto bad = [&](const std::string& why) {
+    throw InputError(fmt::format("--set {}: {}", assignment, why));
+  };
+  const auto absolute_hw = [](json& v) {
+    if (v.is_string()) {
+      const std::string s = v.get<std::string>();
+      if ((s.find('/') != std::string::npos || s.ends_with(".json")) && !fs::path(s).is_absolute())
+        v = fs::absolute(s).string();
+    }
+  };
+  const std::string hw_prefix = "hardware.overrides.";
+  if (path == "hardware") absolute_hw(value);
+  if (path.rfind(hw_prefix, 0) == 0 || path == "hardware.name") {
+    if (!doc.contains("hardware") || doc["hardware"].is_string())
+      doc["hardware"] = doc.contains("hardware") ? json{{"name", doc["hardware"]}} : json::object();
+    if (!doc["hardware"].is_object()) bad("hardware is not a name or an object");
+    if (path == "hardware.name") {
+      absolute_hw(value);
+      doc["hardware"]["name"] = value;
+      return;
+    }
+    const std::string key = path.substr(hw_prefix.size());
+    if (key.empty()) bad("empty override path after hardware.overrides.");
+    json& ov = doc["hardware"]["overrides"];
+    if (ov.is_null()) ov = json::object();
+    if (!ov.is_object()) bad("hardware.overrides is not an object");
+    ov[key] = value;
+    return;
+  }
+  json* node = &doc;
+  size_t pos = 0;
+  std::string at;
+  while (true) {
+    const size_t dot = path.find('.', pos);
+    const std::string key = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    if (key.empty()) bad("malformed path (empty component)");
+    if (!node->is_object()) bad(fmt::format("{} is not an object", at.empty() ? "the workload" : at));
+    at = Checker::join(at, key);
+    if (dot == std::string::npos) {
+      (*node)[key] = value;
+      return;
+    }
+    node = &(*node)[key];
+    if (node->is_null()) *node = json::object();
+    pos = dot + 1;
+  }
+}
+
+InputEntry parse_entry(const Checker& c, const std::string& key, const json& spec, const std::string& dir) {
+  const std::string path = "inputs." + key;
+  InputEntry e;
+  e.key = key;
+  if (spec.is_object() && spec.contains("recipe")) {
+    e.is_recipe = true;
+    e.recipe = c.string(spec["recipe"], path + ".recipe");
+    e.recipe_args = spec;
+    e.recipe_args.erase("recipe");
+    return e;
+  }
+  try {
+    e.source = tensor::parse_input_source(spec, path, dir);
+  } catch (const InputError& err) {
+    c.fail("", err.what());
+  }
+  return e;
+}
+
+}  // namespace
+
+std::string TensorInfo::describe() const {
+  return fmt::format("'{}' {} {}", name, isa::dtype_name(dtype), tensor::shape_str(shape));
+}
+
+const TensorInfo* PreparedWorkload::input(const std::string& name) const {
+  for (const TensorInfo& t : inputs)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const TensorInfo* PreparedWorkload::output(const std::string& name) const {
+  for (const TensorInfo& t : outputs)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+bool is_workload_file(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, expected a JSON file");
+  json doc;
+  try {
+    doc = config::read_json_document(path);
+  } catch (const InputError&) {
+    return false;  // the program loader reports what is wrong with it
+  }
+  return doc.is_object() && doc.contains("kernel");
+}
+
+Workload parse_workload(const std::string& path, const std::vector<std::string>& sets) {
+  Checker c(path);
+  json doc = config::read_json_document(path);
+  if (!doc.is_object()) c.fail("", "expected a JSON object at the top level");
+  for (const std::string& s : sets) apply_set(doc, s);
+  c.keys(doc, "", kTopKeys);
+  const std::string dir = fs::path(path).parent_path().string();
+
+  Workload w;
+  w.file = path;
+  if (!doc.contains("name"))
+    c.fail("name", "missing (the workload's name, used for the default output directory)");
+  w.name = c.string(doc["name"], "name");
+  const bool printable = std::all_of(w.name.begin(), w.name.end(), [](char ch) {
+    return static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7F;
+  });
+  if (w.name.empty() || w.name.size() > 200 || !printable || w.name.find('/') != std::string::npos ||
+      w.name == "." || w.name == "..")
+    c.fail("name", fmt::format("{} is not usable as a directory name (1-200 printable characters, no '/')",
+                               json_excerpt(doc["name"])));
+  if (doc.contains("description")) w.description = c.string(doc["description"], "description");
+
+  if (!doc.contains("hardware")) c.fail("hardware", "missing (a config name such as trn3, or a .json path)");
+  const json& hw = doc["hardware"];
+  json hw_name = hw;
+  if (hw.is_object()) {
+    c.keys(hw, "hardware", {"name", "overrides"});
+    if (!hw.contains("name")) c.fail("hardware.name", "missing");
+    hw_name = hw["name"];
+    if (hw.contains("overrides")) {
+      if (!hw["overrides"].is_object()) c.fail("hardware.overrides", "expected an object of \"path\": value");
+      for (const auto& [k, v] : hw["overrides"].items()) w.hw_overrides[k] = v;
+    }
+  } else if (!hw.is_string()) {
+    c.fail("hardware",
+           "expected a config name, a .json path or {\"name\", \"overrides\"}, found " + json_excerpt(hw));
+  }
+  w.hardware = c.string(hw_name, hw.is_object() ? "hardware.name" : "hardware");
+  if (w.hardware.find('/') != std::string::npos || w.hardware.ends_with(".json"))
+    if (!fs::path(w.hardware).is_absolute()) w.hardware = (fs::path(dir) / w.hardware).string();
+
+  if (!doc.contains("kernel")) c.fail("kernel", "missing");
+  w.kernel = c.string(doc["kernel"], "kernel");
+  if (doc.contains("params")) w.params = doc["params"];
+  if (!w.params.is_object())
+    c.fail("params", "expected an object of kernel parameters, found " + json_excerpt(w.params));
+  if (doc.contains("lnc")) {
+    const json& l = doc["lnc"];
+    if (!l.is_number_integer() || (l.get<int64_t>() != 1 && l.get<int64_t>() != 2))
+      c.fail("lnc", "expected 1 or 2, found " + json_excerpt(l));
+    w.lnc = l.get<int>();
+  }
+  if (!doc.contains("inputs"))
+    c.fail("inputs", "missing (a generator, .npy file or recipe per kernel input)");
+  if (!doc["inputs"].is_object())
+    c.fail("inputs", "expected an object, found " + json_excerpt(doc["inputs"]));
+  for (const auto& [k, v] : doc["inputs"].items()) w.inputs.push_back(parse_entry(c, k, v, dir));
+  if (doc.contains("outputs")) {
+    const json& o = doc["outputs"];
+    if (!o.is_array()) c.fail("outputs", "expected a list of kernel output names, found " + json_excerpt(o));
+    if (o.empty()) c.fail("outputs", "empty list (leave \"outputs\" out to write every output)");
+    for (size_t i = 0; i < o.size(); ++i) {
+      const std::string n = c.string(o[i], fmt::format("outputs[{}]", i));
+      if (std::find(w.outputs.begin(), w.outputs.end(), n) != w.outputs.end())
+        c.fail(fmt::format("outputs[{}]", i), fmt::format("'{}' is listed twice", n));
+      w.outputs.push_back(n);
+    }
+  }
+  if (doc.contains("numerics")) {
+    if (!doc["numerics"].is_boolean())
+      c.fail("numerics", "expected true or false, found " + json_excerpt(doc["numerics"]));
+    w.numerics = doc["numerics"].get<bool>();
+  }
+  return w;
+}
+
+PreparedWorkload prepare_workload(Workload w) {
+  Checker c(w.file);
+  PreparedWorkload p;
+  try {
+    p.hw = config::load_hw_config(w.hardware, w.hw_overrides);
+  } catch (const InputError& e) {
+    c.fail("hardware", e.what());
+  }
+  const kernels::Registry& reg = kernels::registry();
+  if (reg.find(w.kernel) == nullptr) {
+    std::vector<std::string> names;
+    for (const kernels::KernelDef* k : reg.kernels()) names.push_back(k->name());
+    c.fail("kernel", fmt::format("unknown kernel '{}' (known: {})", w.kernel, fmt::join(names, ", ")));
+  }
+  try {
+    p.kernel = reg.bind(w.kernel, w.params);
+  } catch (const InputError& e) {
+    c.fail("params", e.what());
+  }
+
+  // One source of truth for the core count: the kernel's core parameter, else "lnc" (default 2).
+  const std::optional<int> kc = p.kernel->cores();
+  const std::string& cores_param = p.kernel->def().cores_param();
+  if (kc && w.lnc && *kc != *w.lnc)
+    c.fail("lnc",
+           fmt::format("{} conflicts with kernel parameter '{}' = {}, which runs the kernel on {} core{}; "
+                       "remove \"lnc\" or change '{}'",
+                       *w.lnc, cores_param, json_excerpt(p.kernel->params()[cores_param]), *kc,
+                       *kc == 1 ? "" : "s", cores_param));
+  p.cores = kc.value_or(w.lnc.value_or(2));
+  try {
+    kernels::BuildOptions bo;
+    bo.limits = p.hw.limits();
+    bo.num_programs = p.cores;
+    p.build = p.kernel->build(bo);
+  } catch (const Error& e) {
+    c.fail("params", e.what());
+  }
+  const isa::Program& prog = p.build.program;
+  const auto info = [&](const std::string& name) {
+    for (const isa::TensorDecl& t : prog.tensors)
+      if (t.name == name) return TensorInfo{name, t.dtype, t.shape};
+    throw Error(fmt::format("kernel '{}' lists tensor '{}' but declares no such tensor", w.kernel, name));
+  };
+  for (const std::string& n : p.build.inputs) p.inputs.push_back(info(n));
+  for (const std::string& n : p.build.outputs) p.outputs.push_back(info(n));
+  const auto names = [](const std::vector<TensorInfo>& v) {
+    std::vector<std::string> s;
+    for (const TensorInfo& t : v) s.push_back(t.name);
+    return fmt::format("{}", fmt::join(s, ", "));
+  };
+
+  // Who makes each kernel input.
+  std::map<std::string, std::string> maker;  // input -> entry key
+  const auto claim = [&](const std::string& input, const std::string& entry) {
+    const auto [it, fresh] = maker.emplace(input, entry);
+    if (!fresh)
+      c.fail("inputs." + entry, fmt::format("input '{}' is already made by inputs.{}", input, it->second));
+  };
+  std::map<std::string, std::vector<std::string>> reads;
+  for (const InputEntry& e : w.inputs) {
+    const std::string path = "inputs." + e.key;
+    if (!e.is_recipe) {
+      const TensorInfo* t = p.input(e.key);
+      if (t == nullptr)
+        c.fail(path,
+               fmt::format("kernel '{}' has no input '{}' (inputs: {}{})", w.kernel, e.key, names(p.inputs),
+                           p.kernel->def().recipes().empty() ? "" : "; recipes use a \"recipe\" key"));
+      claim(e.key, e.key);
+      if (e.source.is_npy) {
+        try {
+          io::NpyArray a = io::read_npy(e.source.npy);
+          tensor::check_npy_fits(a, t->dtype, t->shape, "kernel input " + t->describe());
+          p.npy.emplace(e.key, std::move(a));
+        } catch (const InputError& err) {
+          c.fail(path + ".npy", err.what());
+        }
+      } else {
+        try {
+          tensor::check_generator_fits(e.source.generator, t->dtype, t->shape, path);
+        } catch (const InputError& err) {
+          c.fail("", err.what());
+        }
+      }
+      continue;
+    }
+    const auto plan = p.kernel->recipe_plan(e.recipe);
+    if (!plan) {
+      std::vector<std::string> rs;
+      for (const auto& r : p.kernel->def().recipes()) rs.push_back(r.name);
+      c.fail(path + ".recipe", fmt::format("kernel '{}' has no recipe '{}' ({})", w.kernel, e.recipe,
+                                           rs.empty() ? std::string("it offers none")
+                                                      : fmt::format("recipes: {}", fmt::join(rs, ", "))));
+    }
+    try {
+      p.recipe_args[e.key] = p.kernel->check_recipe_args(e.recipe, e.recipe_args, path);
+    } catch (const InputError& err) {
+      c.fail("", err.what());
+    }
+    for (const std::string& out : plan->produces) {
+      if (p.input(out) == nullptr)
+        throw Error(fmt::format("recipe '{}' makes '{}', which kernel '{}' does not declare", e.recipe, out,
+                                w.kernel));
+      claim(out, e.key);
+    }
+    p.recipe_outputs[e.key] = plan->produces;
+    reads[e.key] = plan->reads;
+  }
+  for (const TensorInfo& t : p.inputs)
+    if (!maker.count(t.name))
+      c.fail("inputs",
+             fmt::format("missing input {} (kernel '{}' needs {})", t.describe(), w.kernel, names(p.inputs)));
+
+  // Production order: plain sources first, then recipes once what they read exists.
+  std::set<std::string> made;
+  std::vector<bool> done(w.inputs.size(), false);
+  for (size_t i = 0; i < w.inputs.size(); ++i)
+    if (!w.inputs[i].is_recipe) {
+      p.order.push_back(i);
+      made.insert(w.inputs[i].key);
+      done[i] = true;
+    }
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t i = 0; i < w.inputs.size(); ++i) {
+      if (done[i]) continue;
+      const auto& rd = reads[w.inputs[i].key];
+      if (std::all_of(rd.begin(), rd.end(), [&](const std::string& r) { return made.count(r) > 0; })) {
+        p.order.push_back(i);
+        for (const std::string& o : p.recipe_outputs[w.inputs[i].key]) made.insert(o);
+        done[i] = progress = true;
+      }
+    }
+  }
+  for (size_t i = 0; i < w.inputs.size(); ++i)
+    if (!done[i])
+      c.fail("inputs." + w.inputs[i].key,
+             fmt::format("recipe '{}' reads {}, which cannot be made first (missing or circular)",
+                         w.inputs[i].recipe, fmt::join(reads[w.inputs[i].key], ", ")));
+
+  for (size_t i = 0; i < w.outputs.size(); ++i)
+    if (p.output(w.outputs[i]) == nullptr)
+      c.fail(fmt::format("outputs[{}]", i), fmt::format("kernel '{}' has no output '{}' (outputs: {})",
+                                                        w.kernel, w.outputs[i], names(p.outputs)));
+  p.written = w.outputs;
+  if (p.written.empty())
+    for (const TensorInfo& t : p.outputs) p.written.push_back(t.name);
+  p.w = std::move(w);
+  return p;
+}
+
+kernels::Tensors make_inputs(const PreparedWorkload& p) {
+  kernels::Tensors made;
+  const int threads = tensor::generator_threads();
+  for (size_t i : p.order) {
+    const InputEntry& e = p.w.inputs[i];
+    if (!e.is_recipe) {
+      const TensorInfo& t = *p.input(e.key);
+      if (e.source.is_npy)
+        made.emplace(e.key,
+                     tensor::from_npy(p.npy.at(e.key), t.dtype, t.shape, "kernel input " + t.describe()));
+      else
+        made.emplace(e.key, tensor::generate(e.source.generator, t.dtype, t.shape, threads));
+      continue;
+    }
+    kernels::Tensors out;
+    for (const std::string& o : p.recipe_outputs.at(e.key)) {
+      const TensorInfo& t = *p.input(o);
+      out.emplace(o, tensor::HostTensor::zeros(t.dtype, t.shape));
+    }
+    kernels::RecipeIO io(made, out, threads);
+    try {
+      p.kernel->run_recipe(e.recipe, p.recipe_args.at(e.key), io);
+    } catch (const InputError& err) {
+      throw InputError(fmt::format("{}: inputs.{} (recipe '{}'): {}", p.w.file, e.key, e.recipe, err.what()));
+    }
+    for (auto& [name, t] : out) made.emplace(name, std::move(t));
+  }
+  return made;
+}
+
+std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p, const kernels::Tensors& inputs,
+                                              const kernels::Tensors& outputs, bool full_reference) {
+  std::vector<run::CheckResult> results;
+  const kernels::CheckContext ctx(inputs, outputs, full_reference);
+  for (const kernels::OutputCheck& c : p.kernel->checks()) {
+    try {
+      results.push_back(c.run(ctx));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
+    }
+  }
+  return results;
+}
+
+double reference_flops(const PreparedWorkload& p) {
+  double f = 0;
+  for (const kernels::OutputCheck& c : p.kernel->checks()) f += c.reference_flops;
+  return f;
+}
+
+double compulsory_hbm_bytes(const PreparedWorkload& p) {
+  double b = 0;
+  for (const auto* list : {&p.inputs, &p.outputs})
+    for (const TensorInfo& t : *list)
+      b += static_cast<double>(tensor::elements_of(t.shape)) * isa::dtype_size(t.dtype);
+  return b;
+}
+
+}  // namespace trnsim::workload

@@ -1,0 +1,111 @@
+// Workloads (configs/workloads/*.json, docs/workloads.md): a registered kernel, its parameters, the hardware
+// and where every input comes from. parse_workload reads the file; prepare_workload checks everything that
+// can be checked before simulating (hardware, parameters, core count, every input source against the
+// kernel's declared tensors) and builds the program; make_inputs produces the input tensors;
+// evaluate_checks runs the kernel's output checks.
+//
+//   {"name": "...", "description": "...",
+//    "hardware": "trn3" | "path/to/hw.json" | {"name": "trn3", "overrides": {"dma.engine_bandwidth_GBps":
+//    40}}, "kernel": "matmul_mxfp8_backward", "params": {...}, "lnc": 2,                       optional:
+//    physical cores (1 or 2) for kernels without a core parameter;
+//                                    for the others it must agree with that parameter (e.g. run_with_lnc2)
+//    "inputs": {"<kernel input>": {"generator": "normal", "seed": 1} | {"npy": "x.npy"},
+//               "<label>": {"recipe": "<a recipe of the kernel>", ...its arguments}},
+//    "outputs": ["input_grad"],      optional: outputs written as .npy (default: all)
+//    "numerics": true}               optional: compute results and check them (default true)
+//
+// Generators and .npy rules: sim/tensor/input_source.h and host_tensor.h. Paths in the file are relative to
+// its folder; paths given with --set are relative to the current directory.
+// --set PATH=VALUE (value as JSON, a bare word is a string) replaces any key before validation:
+// params.M=512, numerics=false, inputs.w.std=0.01, hardware=trn2, hardware.overrides.pe.clock_GHz=2.0
+// (everything after "hardware.overrides." is one override path).
+//
+// Errors: InputError "<file>: <JSON path>: <what is wrong>"; unknown keys are errors.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/api/package.h"
+#include "sim/config/hw_config.h"
+#include "sim/io/npy.h"
+#include "sim/run/check_result.h"
+#include "sim/tensor/input_source.h"
+
+namespace trnsim::workload {
+
+// One entry of "inputs": a tensor source keyed by the kernel input it fills, or a recipe under a label.
+struct InputEntry {
+  std::string key;
+  bool is_recipe = false;
+  tensor::InputSource source;  // when !is_recipe
+  std::string recipe;          // when is_recipe
+  nlohmann::json recipe_args;  // as written (checked by prepare_workload)
+};
+
+struct Workload {
+  std::string file;  // as given on the command line (used in messages)
+  std::string name, description;
+  std::string hardware;  // config name or resolved path
+  config::Overrides hw_overrides;
+  std::string kernel;
+  nlohmann::json params = nlohmann::json::object();
+  std::optional<int> lnc;
+  std::vector<InputEntry> inputs;
+  std::vector<std::string> outputs;  // empty: every kernel output
+  bool numerics = true;
+};
+
+// True if `path` holds a JSON object with a top-level "kernel" key (a workload rather than a program JSON).
+bool is_workload_file(const std::string& path);
+
+// Reads and checks the schema, after applying the --set assignments.
+Workload parse_workload(const std::string& path, const std::vector<std::string>& sets = {});
+
+// The tensor a kernel input needs, from the built program.
+struct TensorInfo {
+  std::string name;
+  isa::DType dtype = isa::DType::F32;
+  std::vector<int64_t> shape;
+  std::string describe() const;  // "input 'x' bfloat16 [256, 512]"
+};
+
+struct PreparedWorkload {
+  Workload w;
+  config::HwConfig hw;
+  std::unique_ptr<kernels::BoundKernel> kernel;
+  kernels::KernelBuild build;
+  int cores = 2;                            // physical cores asked of the kernel
+  std::vector<TensorInfo> inputs, outputs;  // the kernel's, in declaration order
+  std::vector<std::string> written;         // outputs written as .npy
+  // Input production order: entries of w.inputs (recipes after what they read); npy arrays read early.
+  std::vector<size_t> order;
+  std::map<std::string, io::NpyArray> npy;                         // by kernel input
+  std::map<std::string, std::vector<std::string>> recipe_outputs;  // by entry key
+  std::map<std::string, nlohmann::json> recipe_args;               // checked, complete, by entry key
+
+  const TensorInfo* input(const std::string& name) const;
+  const TensorInfo* output(const std::string& name) const;
+};
+
+PreparedWorkload prepare_workload(Workload w);
+
+// Every kernel input, made from its generator, .npy file or recipe.
+kernels::Tensors make_inputs(const PreparedWorkload& p);
+
+// The kernel's output checks on a numerics run's inputs and outputs (empty if the kernel has none).
+std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p, const kernels::Tensors& inputs,
+                                              const kernels::Tensors& outputs, bool full_reference);
+
+// Host FLOPs of the output checks (for a progress message before long references).
+double reference_flops(const PreparedWorkload& p);
+
+// Compulsory HBM bytes: every kernel input and output read or written once.
+double compulsory_hbm_bytes(const PreparedWorkload& p);
+
+}  // namespace trnsim::workload

@@ -1,0 +1,104 @@
+#include "sim/run/session.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "sim/base/error.h"
+#include "sim/model/trace_observer.h"
+#include "sim/trace/open_trace.h"
+
+namespace trnsim::run {
+
+Session::Session(const isa::Program& program, const config::HwConfig& hw) : program_(program), hw_(hw) {}
+Session::~Session() = default;
+
+isa::MachineState& Session::state() {
+  if (!state_) state_ = std::make_unique<isa::MachineState>(isa::make_machine_state(program_, hw_.limits()));
+  return *state_;
+}
+
+uint32_t Session::tensor_index(const std::string& name) const {
+  for (uint32_t i = 0; i < program_.tensors.size(); ++i)
+    if (program_.tensors[i].name == name) return i;
+  throw InputError(fmt::format("the program has no HBM tensor '{}'", name));
+}
+
+void Session::set_input(const std::string& name, const tensor::HostTensor& t) {
+  set_input(tensor_index(name), t);
+}
+
+void Session::set_input(uint32_t index, const tensor::HostTensor& t) {
+  if (index >= program_.tensors.size()) throw InputError(fmt::format("no HBM tensor with index {}", index));
+  const isa::TensorDecl& d = program_.tensors[index];
+  if (t.dtype != d.dtype || tensor::elements_of(t.shape) != tensor::elements_of(d.shape))
+    throw InputError(fmt::format("tensor '{}': the program declares {} {}, the input is {} {}", d.name,
+                                 isa::dtype_name(d.dtype), tensor::shape_str(d.shape),
+                                 isa::dtype_name(t.dtype), tensor::shape_str(t.shape)));
+  auto& bytes = state().hbm[index];
+  if (bytes.size() != t.bytes.size())
+    throw Error(
+        fmt::format("tensor '{}': {} bytes for a {}-byte tensor", d.name, t.bytes.size(), bytes.size()));
+  bytes = t.bytes;
+}
+
+SessionResult Session::run(const SessionOptions& o) {
+  model::RunOptions ro;
+  ro.numerics = o.numerics;
+  ro.progress = o.progress;
+  ro.progress_every = o.progress_every;
+  model::StatsObserver profile(program_, hw_);
+  ro.observer = &profile;
+  std::unique_ptr<trace::TraceSink> sink;
+  std::unique_ptr<model::TraceObserver> tracer;
+  std::unique_ptr<model::TeeObserver> tee;
+  // The trace is streamed while the model runs and removed again if the run fails.
+  struct TraceGuard {
+    std::string path;
+    bool keep = false;
+    ~TraceGuard() {
+      std::error_code ec;
+      if (!path.empty() && !keep) std::filesystem::remove(path, ec);
+    }
+  } guard;
+  if (!o.trace_path.empty()) {
+    sink = trace::open_trace_file(o.trace_path);
+    guard.path = o.trace_path;
+    tracer = std::make_unique<model::TraceObserver>(*sink, program_, hw_);
+    tee = std::make_unique<model::TeeObserver>(std::vector<model::ModelObserver*>{tracer.get(), &profile});
+    ro.observer = tee.get();
+  }
+  const model::RunResult r = model::run_program(program_, hw_, ro, o.numerics ? &state() : nullptr);
+  SessionResult out;
+  out.stats = r.stats;
+  out.profile = profile.stats();
+  if (sink) {
+    sink->close();
+    guard.keep = true;
+    out.trace.path = o.trace_path;
+    out.trace.slices = tracer->counts().slices;
+    out.trace.flows = tracer->counts().flows;
+    out.trace.counter_samples = tracer->counts().counter_samples;
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(o.trace_path, ec);
+    out.trace.bytes = ec ? 0 : size;
+  }
+  ran_numerics_ = o.numerics;
+  return out;
+}
+
+tensor::HostTensor Session::read(const std::string& name) const {
+  return read(tensor_index(name));
+}
+
+tensor::HostTensor Session::read(uint32_t index) const {
+  if (!ran_numerics_ || !state_) throw InputError("tensor contents exist only after a run with numerics");
+  const isa::TensorDecl& d = program_.tensors.at(index);
+  tensor::HostTensor t;
+  t.dtype = d.dtype;
+  t.shape = d.shape;
+  t.bytes = state_->hbm[index];
+  return t;
+}
+
+}  // namespace trnsim::run

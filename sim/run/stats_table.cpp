@@ -1,0 +1,263 @@
+// The printed forms of a stats.json: the run's table and the comparison of two runs. Rows and labels come
+// from the declarations (sim/run/stat_defs.cpp), values from the JSON, so `trnsim stats` shows what the run
+// showed.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "sim/base/error.h"
+#include "sim/config/json_document.h"
+#include "sim/run/report.h"
+#include "sim/run/stat_defs.h"
+
+namespace trnsim::run {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kStatsFormat = "trnsim stats";
+constexpr const char* kEngines[] = {"PE", "DVE", "ACT", "POOL", "SP"};
+
+const json& member(const json& o, std::string_view key) {
+  static const json kNull;
+  if (!o.is_object()) return kNull;
+  auto it = o.find(key);
+  return it == o.end() ? kNull : *it;
+}
+// The value at a dotted path (no wildcards).
+const json& at_path(const json& j, std::string_view path) {
+  const json* cur = &j;
+  while (true) {
+    const size_t dot = path.find('.');
+    cur = &member(*cur, path.substr(0, dot));
+    if (dot == std::string_view::npos) return *cur;
+    path = path.substr(dot + 1);
+  }
+}
+double num(const json& v) {
+  return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+double num(const json& o, std::string_view key) {
+  return num(member(o, key));
+}
+std::string str(const json& o, std::string_view key, const std::string& dflt = "?") {
+  const json& v = member(o, key);
+  return v.is_string() ? v.get<std::string>() : dflt;
+}
+
+std::string bytes_str(double b) {
+  if (!std::isfinite(b)) return "-";
+  if (b >= 1e9) return fmt::format("{:.3f} GB", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.3f} MB", b / 1e6);
+  if (b >= 1e3) return fmt::format("{:.3f} kB", b / 1e3);
+  return fmt::format("{:.0f} B", b);
+}
+std::string time_str(double ns) {
+  if (!std::isfinite(ns)) return "-";
+  if (ns >= 1e6) return fmt::format("{:.3f} ms", ns / 1e6);
+  if (ns >= 1e3) return fmt::format("{:.3f} us", ns / 1e3);
+  return fmt::format("{:.1f} ns", ns);
+}
+// A value in its declared unit.
+std::string value_str(const json& v, const std::string& unit) {
+  if (v.is_string()) return v.get<std::string>();
+  const double x = num(v);
+  if (!std::isfinite(x)) return "-";
+  if (unit == "ns") return time_str(x);
+  if (unit == "bytes") return bytes_str(x);
+  if (unit == "bytes/partition") return bytes_str(x) + " per partition";
+  if (unit == "%") return fmt::format("{:.1f} %", x);
+  if (unit == "GB/s") return fmt::format("{:.1f} GB/s", x);
+  if (unit == "TFLOP/s") return fmt::format("{:.2f} TFLOP/s", x);
+  if (unit == "ratio") return fmt::format("{:.3f}", x);
+  if (unit == "FLOP") return fmt::format("{:.4g}", x);
+  if (unit == "count") return fmt::format("{:.0f}", x);
+  return fmt::format("{:.6g} {}", x, unit);
+}
+std::string count_str(double v) {
+  return std::isfinite(v) ? fmt::format("{:.0f}", v) : "-";
+}
+// The last two components of a source path ("lib/matmul.cpp:42").
+std::string short_source(const std::string& src) {
+  size_t cut = src.rfind('/');
+  if (cut != std::string::npos && cut > 0) cut = src.rfind('/', cut - 1);
+  return cut == std::string::npos ? src : src.substr(cut + 1);
+}
+
+std::string numerics_section(const json& numerics) {
+  std::string o;
+  const auto pass_of = [](const json& n) {
+    return member(n, "pass").is_boolean() && member(n, "pass").get<bool>() ? "PASS" : "FAIL";
+  };
+  bool header[3] = {false, false, false};
+  for (const auto& [name, n] : numerics.items()) {
+    const std::string kind = str(n, "check", kCheckTolerance);
+    if (kind == kCheckTolerance) {
+      if (!header[0])
+        o += fmt::format("numerics {:<14}{:>12}{:>14}{:>14}{:>12}{:>12}{:>9}{:>6}\n", "output", "max_abs_err",
+                         "rel_l2_exact", "rel_l2_quant", "cos_exact", "norm_eucl", "allclose", "");
+      header[0] = true;
+      const bool allclose =
+          member(n, "allclose_vs_exact").is_boolean() && member(n, "allclose_vs_exact").get<bool>();
+      o += fmt::format("         {:<14}{:>12.4g}{:>14.4g}{:>14.4g}{:>12.6f}{:>12.4g}{:>9}{:>6}\n", name,
+                       num(n, "max_abs_err"), num(n, "rel_l2_vs_exact"), num(n, "rel_l2_vs_quantized"),
+                       num(n, "cosine_vs_exact"), num(n, "normalized_euclidean_vs_exact"),
+                       allclose ? "yes" : "no", pass_of(n));
+    } else if (kind == kCheckBitExact) {
+      if (!header[1])
+        o += fmt::format("bit-exact {:<34}{:>14}{:>18}{:>14}{:>6}\n", "output", "bytes", "bytes differing",
+                         "nonfinite", "");
+      header[1] = true;
+      o += fmt::format("          {:<34}{:>14}{:>18}{:>14}{:>6}\n", name, count_str(num(n, "bytes_total")),
+                       count_str(num(n, "bytes_differing")), count_str(num(n, "nonfinite")), pass_of(n));
+    } else {
+      if (!header[2])
+        o += fmt::format("scalar   {:<24}{:>16}{:>16}{:>12}{:>6}\n", "output", "value", "expected", "abs_err",
+                         "");
+      header[2] = true;
+      o += fmt::format("         {:<24}{:>16.8g}{:>16.8g}{:>12.3g}{:>6}\n", name, num(n, "value"),
+                       num(n, "expected"), num(n, "abs_err"), pass_of(n));
+    }
+  }
+  for (const auto& [name, n] : numerics.items())
+    if (member(n, "notes").is_array())
+      for (const json& f : member(n, "notes"))
+        if (f.is_string()) o += fmt::format("         {}: {}\n", name, f.get<std::string>());
+  for (const auto& [name, n] : numerics.items())
+    if (member(n, "failures").is_array())
+      for (const json& f : member(n, "failures"))
+        if (f.is_string()) o += fmt::format("FAIL {}: {}\n", name, f.get<std::string>());
+  return o;
+}
+
+}  // namespace
+
+std::string format_stats(const json& j, size_t top_lines) {
+  const int cores = std::isfinite(num(j, "cores")) ? static_cast<int>(num(j, "cores")) : 2;
+  std::string o;
+  if (member(j, "program").is_string())
+    o += fmt::format("program {} on {} ({} core{})\n", str(j, "program"), str(j, "hardware"), cores,
+                     cores == 1 ? "" : "s");
+  else
+    o += fmt::format("workload {}: kernel {} on {} ({} core{})\n", str(j, "workload"), str(j, "kernel"),
+                     str(j, "hardware"), cores, cores == 1 ? "" : "s");
+  for (const StatDef& d : stat_defs()) {
+    if (!d.in_table) continue;
+    const json& v = at_path(j, d.key);
+    if (v.is_null()) continue;
+    std::string text = value_str(v, d.unit);
+    if (d.key == "peak_tflops")
+      text += fmt::format(" ({}, x{})", str(j, "peak_dtype"), count_str(num(j, "peak_dtype_factor")));
+    if (d.key == "useful_flops")
+      text += str(j, "useful_flops_source", "") == "reference" ? " (declared by the kernel)"
+                                                               : " (PE FLOPs counted)";
+    o += fmt::format("  {:<28}{}\n", d.label, text);
+  }
+  for (const char* key :
+       {"summary.mfu_estimated_percent", "summary.dma_transfer_count", "summary.dma_transfer_average_bytes",
+        "summary.pe_throttled_time_ns", "summary.sbuf_peak_usage_bytes_per_partition",
+        "summary.psum_peak_usage_bytes_per_partition"}) {
+    const StatDef* d = find_stat_def(key);
+    const json& v = at_path(j, key);
+    if (d != nullptr && !v.is_null()) o += fmt::format("  {:<28}{}\n", d->label, value_str(v, d->unit));
+  }
+
+  // Per core and engine: busy % and semaphore wait.
+  const json& engines = member(j, "engines");
+  o += fmt::format("  {:<10}", "busy %");
+  for (int c = 0; c < cores; ++c) o += fmt::format("{:>10}", fmt::format("core{}", c));
+  for (int c = 0; c < cores; ++c) o += fmt::format("{:>16}", fmt::format("core{} wait us", c));
+  o += "\n";
+  for (const char* en : kEngines) {
+    o += fmt::format("  {:<10}", en);
+    for (int c = 0; c < cores; ++c)
+      o += fmt::format("{:>9.1f}%",
+                       num(member(member(engines, fmt::format("core{}", c)), en), "busy_percent"));
+    for (int c = 0; c < cores; ++c)
+      o += fmt::format("{:>16.2f}",
+                       num(member(member(engines, fmt::format("core{}", c)), en), "semaphore_wait_ns") / 1e3);
+    o += "\n";
+  }
+
+  const json& ops = member(j, "opcodes");
+  if (ops.is_array() && !ops.empty()) {
+    o += fmt::format("  {:<8}{:<18}{:>10}{:>14}{:>12}\n", "engine", "opcode", "count", "total us", "mean ns");
+    for (const json& r : ops)
+      o += fmt::format("  {:<8}{:<18}{:>10}{:>14.3f}{:>12.1f}\n", str(r, "engine"), str(r, "opcode"),
+                       count_str(num(r, "count")), num(r, "total_ns") / 1e3, num(r, "mean_ns"));
+  }
+  const json& lines = member(j, "source_lines");
+  if (lines.is_array() && !lines.empty() && top_lines > 0) {
+    o += fmt::format("  busiest source lines ({} of {})\n", std::min(top_lines, lines.size()),
+                     count_str(num(j, "source_lines_total")));
+    o += fmt::format("  {:<40}{:<6}{:>8}{:>14}{:>9}{:>14}\n", "source", "engine", "count", "busy us",
+                     "engine%", "sem wait us");
+    for (size_t i = 0; i < lines.size() && i < top_lines; ++i) {
+      const json& r = lines[i];
+      o += fmt::format("  {:<40}{:<6}{:>8}{:>14.3f}{:>8.1f}%{:>14.3f}\n", short_source(str(r, "source")),
+                       str(r, "engine"), count_str(num(r, "instructions")), num(r, "busy_ns") / 1e3,
+                       num(r, "engine_busy_percent"), num(r, "semaphore_wait_ns") / 1e3);
+    }
+  }
+  const json& ks = member(j, "kernel_stats");
+  if (ks.is_object() && !ks.empty()) {
+    o += "  kernel stats\n";
+    for (const auto& [name, s] : ks.items())
+      o += fmt::format("    {:<36}{}\n", name, value_str(member(s, "value"), str(s, "unit", "")));
+  }
+  const json& tr = member(j, "trace");
+  if (tr.is_object())
+    o += fmt::format("  {:<28}{} ({} slices, {} flows, {} counter samples, {})\n", "trace", str(tr, "path"),
+                     count_str(num(tr, "slices")), count_str(num(tr, "flows")),
+                     count_str(num(tr, "counter_samples")), bytes_str(num(tr, "bytes")));
+
+  const json& numerics = member(j, "numerics");
+  if (!numerics.is_object()) {
+    o += fmt::format("numerics: {}\n", str(j, "numerics_note", "none"));
+    return o;
+  }
+  return o + numerics_section(numerics);
+}
+
+std::string format_compare(const json& a, const json& b, const std::string& name_a,
+                           const std::string& name_b) {
+  std::string o = fmt::format("A: {}\nB: {}\n", name_a, name_b);
+  o += fmt::format("  {:<36}{:>18}{:>18}{:>10}\n", "", "A", "B", "B/A");
+  for (const StatDef& d : stat_defs()) {
+    if (!d.in_compare) continue;
+    const double va = num(at_path(a, d.key)), vb = num(at_path(b, d.key));
+    const int decimals = d.unit == "bytes" || d.unit == "count" || d.unit == "bytes/partition" ? 0
+                         : d.unit == "ratio"                                                   ? 3
+                         : d.unit == "%"                                                       ? 2
+                                                                                               : 1;
+    const auto cell = [&](double v) { return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : "-"; };
+    std::string ratio = "-";
+    if (std::isfinite(va) && std::isfinite(vb)) {
+      if (va != 0)
+        ratio = fmt::format("{:.3f}", vb / va);
+      else if (vb == 0)
+        ratio = "1.000";
+    }
+    const bool plain = d.unit == "count" || d.unit == "bytes" || d.unit == "ratio";
+    const std::string label = plain ? d.label : fmt::format("{} ({})", d.label, d.unit);
+    o += fmt::format("  {:<36}{:>18}{:>18}{:>10}\n", label, cell(va), cell(vb), ratio);
+  }
+  return o;
+}
+
+json load_stats(const std::string& path) {
+  json j = config::read_json_document(path);
+  const json& fmt_key = member(j, "stats_format");
+  const bool ok = j.is_object() && member(j, "total_time_ns").is_number() &&
+                  member(j, "engines").is_object() && (fmt_key.is_null() || fmt_key == kStatsFormat);
+  if (!ok)
+    throw InputError(
+        path +
+        ": not a trnsim stats.json (expected an object with \"total_time_ns\" and \"engines\", as "
+        "`trnsim run ... --out DIR` writes)");
+  return j;
+}
+
+}  // namespace trnsim::run

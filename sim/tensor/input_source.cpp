@@ -1,0 +1,258 @@
+#include "sim/tensor/input_source.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "sim/base/error.h"
+#include "sim/base/json_excerpt.h"
+#include "sim/io/generators.h"
+#include "sim/isa/element.h"
+#include "sim/isa/semantics.h"
+
+namespace trnsim::tensor {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+enum class Kind { Number, Integer, Count };  // finite number; integer; non-negative integer
+
+struct Key {
+  const char* name;
+  Kind kind;
+  json def;  // null: required
+};
+
+struct GenDef {
+  const char* name;
+  bool seeded;
+  bool floats_only;
+  std::vector<Key> keys;
+};
+
+const std::vector<GenDef>& defs() {
+  static const std::vector<GenDef> d = {
+      {"normal", true, true, {{"mean", Kind::Number, 0.0}, {"std", Kind::Number, 1.0}}},
+      {"uniform", true, true, {{"low", Kind::Number, -1.0}, {"high", Kind::Number, 1.0}}},
+      {"heavy_tailed", true, true, {{"nu", Kind::Number, 4.0}, {"scale", Kind::Number, 1.0}}},
+      {"activations_with_outliers",
+       true,
+       true,
+       {{"mean", Kind::Number, 0.0},
+        {"std", Kind::Number, 1.0},
+        {"outlier_channels", Kind::Count, 0},
+        {"outlier_scale", Kind::Number, 1.0}}},
+      {"randint", true, false, {{"low", Kind::Integer, 0}, {"high", Kind::Integer, nullptr}}},
+      {"arange", false, false, {{"start", Kind::Number, 0.0}, {"step", Kind::Number, 1.0}}},
+      {"constant", false, false, {{"value", Kind::Number, nullptr}}},
+      {"zeros", false, false, {}},
+  };
+  return d;
+}
+
+const GenDef* find_def(const std::string& name) {
+  for (const GenDef& d : defs())
+    if (name == d.name) return &d;
+  return nullptr;
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& msg) {
+  throw InputError(fmt::format("{}: {}", path, msg));
+}
+
+// Tensor viewed as [dim 0, product of the other dims].
+std::pair<int64_t, int64_t> rows_cols(const std::vector<int64_t>& shape) {
+  const int64_t n = elements_of(shape);
+  const int64_t rows = shape.empty() ? 1 : shape[0];
+  return {rows, rows == 0 ? 0 : n / rows};
+}
+
+}  // namespace
+
+const std::vector<std::string>& generator_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const GenDef& d : defs()) v.push_back(d.name);
+    return v;
+  }();
+  return names;
+}
+
+int generator_threads() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 64u));
+}
+
+GeneratorSpec parse_generator(const json& spec, const std::string& path) {
+  if (!spec.is_object() || !spec.contains("generator"))
+    fail(path, "expected an object with a \"generator\" key");
+  const json& g = spec["generator"];
+  if (!g.is_string()) fail(path + ".generator", "expected a generator name, found " + json_excerpt(g));
+  const GenDef* d = find_def(g.get<std::string>());
+  if (d == nullptr)
+    fail(path + ".generator", fmt::format("unknown generator '{}' (expected {})", g.get<std::string>(),
+                                          fmt::join(generator_names(), ", ")));
+  GeneratorSpec out;
+  out.name = d->name;
+  out.args = json::object();
+  std::vector<std::string> allowed = {"generator"};
+  if (d->seeded) allowed.push_back("seed");
+  for (const Key& k : d->keys) allowed.push_back(k.name);
+  for (const auto& [key, v] : spec.items())
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+      fail(path + "." + key,
+           fmt::format("unknown key for generator '{}' (expected {})", d->name, fmt::join(allowed, ", ")));
+  if (d->seeded) {
+    if (!spec.contains("seed")) fail(path + ".seed", "missing (every random generator needs a seed)");
+    const json& s = spec["seed"];
+    if (!s.is_number_unsigned())
+      fail(path + ".seed", "expected a non-negative integer, found " + json_excerpt(s));
+    out.seed = s.get<uint64_t>();
+  }
+  for (const Key& k : d->keys) {
+    const std::string kp = path + "." + k.name;
+    if (!spec.contains(k.name)) {
+      if (k.def.is_null()) fail(kp, fmt::format("missing (generator '{}' needs it)", d->name));
+      out.args[k.name] = k.def;
+      continue;
+    }
+    const json& v = spec[k.name];
+    switch (k.kind) {
+      case Kind::Number:
+        if (!v.is_number() || !std::isfinite(v.get<double>()))
+          fail(kp, "expected a finite number, found " + json_excerpt(v));
+        out.args[k.name] = v.get<double>();
+        break;
+      case Kind::Integer:
+        if (!v.is_number_integer()) fail(kp, "expected an integer, found " + json_excerpt(v));
+        out.args[k.name] = v.get<int64_t>();
+        break;
+      case Kind::Count:
+        if (!v.is_number_unsigned()) fail(kp, "expected a non-negative integer, found " + json_excerpt(v));
+        out.args[k.name] = v.get<int64_t>();
+        break;
+    }
+  }
+  const json& a = out.args;
+  const auto bad = [&](const char* key, const std::string& msg) { fail(path + "." + key, msg); };
+  if (out.name == "normal" && !(a["std"].get<double>() > 0)) bad("std", "must be > 0");
+  if (out.name == "uniform" && !(a["low"].get<double>() < a["high"].get<double>()))
+    bad("high", fmt::format("must be greater than low ({})", a["low"].get<double>()));
+  if (out.name == "heavy_tailed") {
+    if (!(a["nu"].get<double>() > 0)) bad("nu", "must be > 0");
+    if (!(a["scale"].get<double>() > 0)) bad("scale", "must be > 0");
+  }
+  if (out.name == "activations_with_outliers") {
+    if (!(a["std"].get<double>() > 0)) bad("std", "must be > 0");
+    if (a["outlier_scale"].get<double>() == 0) bad("outlier_scale", "must be non-zero");
+  }
+  if (out.name == "randint" && !(a["low"].get<int64_t>() < a["high"].get<int64_t>()))
+    bad("high", fmt::format("must be greater than low ({})", a["low"].get<int64_t>()));
+  return out;
+}
+
+InputSource parse_input_source(const json& spec, const std::string& path, const std::string& base_dir) {
+  InputSource s;
+  const auto resolve = [&](const std::string& p) {
+    if (p.empty()) fail(path, "empty .npy path");
+    return fs::path(p).is_absolute() || base_dir.empty() ? p : (fs::path(base_dir) / p).string();
+  };
+  if (spec.is_string()) {
+    s.is_npy = true;
+    s.npy = resolve(spec.get<std::string>());
+    return s;
+  }
+  if (!spec.is_object())
+    fail(path, "expected {\"generator\": ...}, {\"npy\": \"file.npy\"} or a .npy path, found " +
+                   json_excerpt(spec));
+  const bool gen = spec.contains("generator"), npy = spec.contains("npy");
+  if (gen == npy) fail(path, "expected exactly one of \"generator\" or \"npy\"");
+  if (npy) {
+    for (const auto& [key, v] : spec.items())
+      if (key != "npy") fail(path + "." + key, "unknown key (an .npy input has only \"npy\")");
+    if (!spec["npy"].is_string())
+      fail(path + ".npy", "expected a file path, found " + json_excerpt(spec["npy"]));
+    s.is_npy = true;
+    s.npy = resolve(spec["npy"].get<std::string>());
+    return s;
+  }
+  s.generator = parse_generator(spec, path);
+  return s;
+}
+
+void check_generator_fits(const GeneratorSpec& g, isa::DType dtype, const std::vector<int64_t>& shape,
+                          const std::string& path) {
+  const GenDef* d = find_def(g.name);
+  if (isa::is_x4(dtype))
+    fail(path, fmt::format("generator '{}' cannot fill a {} tensor (packed FP8: use an .npy file)", g.name,
+                           isa::dtype_name(dtype)));
+  if (d->floats_only && isa::is_int(dtype))
+    fail(path, fmt::format("generator '{}' makes floats; the tensor is {} (use randint, arange, constant or "
+                           "zeros)",
+                           g.name, isa::dtype_name(dtype)));
+  elements_of(shape, path);
+  if (g.name == "activations_with_outliers") {
+    const int64_t cols = rows_cols(shape).second;
+    if (g.args["outlier_channels"].get<int64_t>() > cols)
+      fail(path + ".outlier_channels", fmt::format("{} is more than the tensor's {} columns",
+                                                   g.args["outlier_channels"].get<int64_t>(), cols));
+  }
+}
+
+HostTensor generate(const GeneratorSpec& g, isa::DType dtype, const std::vector<int64_t>& shape,
+                    int threads) {
+  HostTensor t = HostTensor::zeros(dtype, shape);
+  const int64_t n = t.elements();
+  const json& a = g.args;
+  std::vector<float> v;
+  if (g.name == "normal") {
+    v = io::normal(n, a["mean"], a["std"], g.seed, threads);
+  } else if (g.name == "uniform") {
+    v = io::uniform(n, a["low"], a["high"], g.seed, threads);
+  } else if (g.name == "heavy_tailed") {
+    v = io::student_t(n, a["nu"], a["scale"], g.seed, threads);
+  } else if (g.name == "activations_with_outliers") {
+    io::OutlierActivations p;
+    p.mean = a["mean"];
+    p.std = a["std"];
+    p.outlier_channels = a["outlier_channels"];
+    p.outlier_scale = a["outlier_scale"];
+    const auto [rows, cols] = rows_cols(shape);
+    v = io::activations_with_outliers(rows, cols, p, g.seed, threads);
+  } else if (g.name == "randint") {
+    const std::vector<int64_t> r = io::randint(n, a["low"], a["high"], g.seed, threads);
+    for (int64_t i = 0; i < n; ++i) t.set_int(i, r[i]);
+    return t;
+  } else if (g.name == "arange") {
+    const double start = a["start"], step = a["step"];
+    if (isa::is_int(dtype)) {
+      for (int64_t i = 0; i < n; ++i) t.set_int(i, std::llround(start + step * static_cast<double>(i)));
+      return t;
+    }
+    v.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(start + step * static_cast<double>(i));
+  } else if (g.name == "constant") {
+    const double c = a["value"];
+    if (isa::is_int(dtype)) {
+      for (int64_t i = 0; i < n; ++i) t.set_int(i, std::llround(c));
+      return t;
+    }
+    v.assign(static_cast<size_t>(n), static_cast<float>(c));
+  } else {
+    return t;  // zeros
+  }
+  for (int64_t i = 0; i < n; ++i) t.set(i, v[i]);
+  return t;
+}
+
+HostTensor make_input(const InputSource& s, isa::DType dtype, const std::vector<int64_t>& shape,
+                      const std::string& what, int threads) {
+  if (s.is_npy) return from_npy(io::read_npy(s.npy), dtype, shape, what);
+  return generate(s.generator, dtype, shape, threads);
+}
+
+}  // namespace trnsim::tensor

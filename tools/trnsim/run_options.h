@@ -1,0 +1,28 @@
+// The options of `trnsim run` and its two paths: programs (run_program.cpp) and workloads (run_workload.cpp).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace trnsim::cli {
+
+struct RunCliOptions {
+  std::string config;  // workload or program JSON
+  std::string out;     // "" = default (workloads: out/<name>; programs: the current directory)
+  bool out_given = false;
+  std::string hw;  // programs only
+  bool no_numerics = false;
+  std::vector<std::string> sets;
+  bool dump_inputs = false;     // workloads only
+  bool full_reference = false;  // workloads only
+  std::string trace;            // .pftrace / .json, written while the model runs
+};
+
+// Exit codes of `trnsim run` besides 0 and 1 (bad input).
+inline constexpr int kExitNumericsFail = 3;
+inline constexpr int kExitBelowRoofline = 4;
+
+int run_program_file(const RunCliOptions& o);
+int run_workload_file(const RunCliOptions& o);
+
+}  // namespace trnsim::cli

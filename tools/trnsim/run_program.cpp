@@ -1,0 +1,131 @@
+// trnsim run PROGRAM.json: runs a hand-written instruction-stream program (docs/program-format.md) through
+// the run session, prints its summary and writes the tensors marked "output" as .npy (all or nothing), then
+// DIR/stats.json when --out is given.
+// Tensor "init" takes the generators and .npy sources of sim/tensor/input_source.h (relative paths from the
+// program's folder). Tensor "output": true (writes <name>.npy) or a plain file name, written into --out; the
+// .npy dtype follows sim/tensor/host_tensor.h. --hw defaults to the program's generation.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/base/error.h"
+#include "sim/config/hw_config.h"
+#include "sim/io/output_files.h"
+#include "sim/isa/names.h"
+#include "sim/isa/program_json.h"
+#include "sim/run/report.h"
+#include "sim/run/session.h"
+#include "sim/tensor/input_source.h"
+#include "tools/trnsim/run_options.h"
+
+namespace trnsim::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int run_program_file(const RunCliOptions& o) {
+  isa::Program program = isa::load_program(o.config);
+  config::Overrides overrides;
+  for (const auto& s : o.sets) overrides.insert(config::parse_override(s));
+  const std::string hw_spec = o.hw.empty() ? isa::generation_name(program.generation) : o.hw;
+  const config::HwConfig hw = config::load_hw_config(hw_spec, overrides);
+  const std::string out_dir = o.out.empty() ? "." : o.out;
+
+  // Outputs are decided before the run so a bad spec fails early.
+  struct Out {
+    uint32_t index;
+    std::string path;
+  };
+  std::vector<Out> outs;
+  for (uint32_t i = 0; i < program.tensors.size(); ++i) {
+    const auto& t = program.tensors[i];
+    if (t.output.empty()) continue;
+    json spec = json::parse(t.output, nullptr, false);
+    if (spec.is_boolean() && !spec.get<bool>()) continue;
+    if (!spec.is_string() && !spec.is_boolean())
+      throw InputError(o.config + ": tensor " + t.name + " output: expected true or a file name");
+    const std::string file = spec.is_string() ? spec.get<std::string>() : t.name + ".npy";
+    // Outputs stay inside --out: a bare file name, no directories.
+    if (file.empty() || fs::path(file).filename() != fs::path(file) || file == "." || file == "..")
+      throw InputError(o.config + ": tensor " + t.name + " output: '" + file +
+                       "' must be a plain file name (it is written into --out)");
+    outs.push_back({i, (fs::path(out_dir) / file).string()});
+  }
+  if (!outs.empty() && !o.no_numerics) {  // created if missing, as for workloads
+    std::error_code ec;
+    if (!fs::exists(out_dir, ec)) fs::create_directories(out_dir, ec);
+    if (!fs::is_directory(out_dir, ec)) throw InputError("--out " + out_dir + ": not a directory");
+  }
+
+  run::Session session(program, hw);
+  if (!o.no_numerics) {
+    const std::string base = fs::path(o.config).parent_path().string();
+    for (uint32_t i = 0; i < program.tensors.size(); ++i) {
+      const auto& t = program.tensors[i];
+      if (t.init.empty()) continue;
+      const std::string what = o.config + ": tensor " + t.name + " init";
+      const json spec = json::parse(t.init, nullptr, false);
+      try {
+        const tensor::InputSource src = tensor::parse_input_source(spec, "init", base);
+        if (!src.is_npy) tensor::check_generator_fits(src.generator, t.dtype, t.shape, "init");
+        session.set_input(
+            i, tensor::make_input(src, t.dtype, t.shape, "tensor " + t.name, tensor::generator_threads()));
+      } catch (const InputError& e) {
+        throw InputError(o.config + ": tensor " + t.name + ": " + e.what());
+      }
+    }
+  }
+
+  run::SessionOptions so;
+  so.numerics = !o.no_numerics;
+  so.trace_path = o.trace;
+  const run::SessionResult r = session.run(so);
+  if (!r.trace.path.empty()) std::printf("wrote trace %s\n", r.trace.path.c_str());
+
+  const auto& s = r.stats;
+  std::printf("simulated time: %.3f ns (%s, %llu instructions)\n", s.total_time.ns(), hw.name.c_str(),
+              static_cast<unsigned long long>(s.instructions));
+  std::printf("%-6s %-5s %12s %14s %8s %16s\n", "core", "engine", "instructions", "busy_ns", "busy_%",
+              "semaphore_wait_ns");
+  for (int c = 0; c < program.num_cores; ++c)
+    for (int e = 0; e < isa::kNumEngines; ++e) {
+      const auto& es = s.cores[c].engines[e];
+      const double pct = s.total_time.count() ? 100.0 * es.busy.count() / s.total_time.count() : 0.0;
+      std::printf("%-6d %-5s %12llu %14.3f %8.1f %16.3f\n", c, isa::engine_name(static_cast<isa::Engine>(e)),
+                  static_cast<unsigned long long>(es.instructions), es.busy.ns(), pct,
+                  es.semaphore_wait.ns());
+    }
+  for (int c = 0; c < program.num_cores; ++c)
+    std::printf("core %d: DMA transfers %llu, %llu bytes; PE throttled %.3f ns\n", c,
+                static_cast<unsigned long long>(s.cores[c].dma_transfers),
+                static_cast<unsigned long long>(s.cores[c].dma_bytes), s.cores[c].pe_throttled.ns());
+  std::printf("HBM: %llu bytes, %.1f GB/s average\n", static_cast<unsigned long long>(s.hbm_bytes()),
+              s.hbm_GBps());
+
+  std::vector<io::OutputFile> files;
+  if (!o.no_numerics)
+    for (const auto& out : outs) {
+      const tensor::HostTensor t = session.read(out.index);
+      files.push_back({out.path, io::encode_npy(tensor::npy_dtype_of(t.dtype), t.shape, t.bytes.data())});
+    }
+  else if (!outs.empty())
+    std::printf("outputs not written (--no-numerics)\n");
+  if (o.out_given) {
+    run::RunReport rep = run::make_report(program, hw, r, -1, run::program_compulsory_bytes(program));
+    rep.program = o.config;
+    rep.numerics_note = "program run: no host reference (outputs are written as .npy)";
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    const std::string text = run::stats_text(run::stats_json(rep));
+    files.push_back(
+        {(fs::path(out_dir) / "stats.json").string(), std::vector<uint8_t>(text.begin(), text.end())});
+  }
+  io::write_files_atomic(files);
+  for (const auto& f : files) std::printf("wrote %s\n", f.path.c_str());
+  return 0;
+}
+
+}  // namespace trnsim::cli

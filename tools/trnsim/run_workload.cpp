@@ -1,0 +1,151 @@
+// trnsim run WORKLOAD.json: prepares the workload (kernels/workload/workload.h), makes its inputs, runs it
+// through the session, checks the outputs, prints the summary and writes stats.json, the outputs and
+// (--dump-inputs) the inputs, all or nothing. Exit codes: 0 ok, 3 a numerics check failed (everything is
+// still written), 4 the simulated time is below the roofline lower bound (a simulator bug).
+#include <sys/resource.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "kernels/workload/workload.h"
+#include "sim/base/error.h"
+#include "sim/io/npy.h"
+#include "sim/io/output_files.h"
+#include "sim/run/report.h"
+#include "sim/run/session.h"
+#include "tools/trnsim/run_options.h"
+
+namespace trnsim::cli {
+
+namespace fs = std::filesystem;
+
+int run_workload_file(const RunCliOptions& o) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  workload::Workload w = workload::parse_workload(o.config, o.sets);
+  if (o.no_numerics) w.numerics = false;
+  workload::PreparedWorkload p = workload::prepare_workload(std::move(w));
+  const isa::Program& prog = p.build.program;
+  const std::string out_dir = o.out.empty() ? (fs::path("out") / p.w.name).string() : o.out;
+  std::error_code ec;
+  if (fs::exists(out_dir, ec) && !fs::is_directory(out_dir, ec))
+    throw InputError(fmt::format("--out {}: exists and is not a directory", out_dir));
+
+  kernels::Tensors inputs;
+  if (p.w.numerics || o.dump_inputs) inputs = workload::make_inputs(p);
+  run::Session session(prog, p.hw);
+  if (p.w.numerics)
+    for (const auto& [name, t] : inputs) session.set_input(name, t);
+
+  run::SessionOptions so;
+  so.numerics = p.w.numerics;
+  so.trace_path = o.trace;
+  auto last = t0;
+  so.progress = [&](Picoseconds sim, uint64_t done, uint64_t total) {
+    const auto now = clock::now();
+    if (now - t0 < std::chrono::seconds(3) || now - last < std::chrono::seconds(2)) return;
+    last = now;
+    std::fprintf(stderr, "trnsim: %s: %.0f %% (%llu of %llu instructions), simulated %.3f us, %.0f s\n",
+                 p.w.name.c_str(),
+                 total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 0.0,
+                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
+                 sim.ns() / 1e3, std::chrono::duration<double>(now - t0).count());
+  };
+  const auto t_sim = clock::now();
+  const run::SessionResult res = session.run(so);
+  const auto t_ref = clock::now();
+
+  const std::optional<double> flops = p.kernel->useful_flops();
+  run::RunReport rep =
+      run::make_report(prog, p.hw, res, flops.value_or(-1), workload::compulsory_hbm_bytes(p));
+  rep.workload = p.w.name;
+  rep.kernel = p.w.kernel;
+  rep.params = p.kernel->params();
+  if (!inputs.empty())
+    for (const kernels::KernelStat& s : p.kernel->input_stats(inputs))
+      rep.kernel_stats.push_back({s.name, s.value, s.unit, s.description});
+
+  kernels::Tensors outputs;
+  if (p.w.numerics)
+    for (const workload::TensorInfo& t : p.outputs) outputs.emplace(t.name, session.read(t.name));
+  if (!p.w.numerics) {
+    rep.numerics_note = "off (--no-numerics or \"numerics\": false): timing only, no outputs computed";
+  } else if (p.kernel->checks().empty()) {
+    rep.numerics_note = fmt::format("no host reference for kernel '{}' with these parameters", p.w.kernel);
+  } else {
+    if (workload::reference_flops(p) > 2e10)
+      std::fprintf(stderr, "trnsim: %s: computing the FP64 host references\n", p.w.name.c_str());
+    rep.checks = workload::evaluate_checks(p, inputs, outputs, o.full_reference);
+    rep.numerics_run = true;
+  }
+  const auto t_write = clock::now();
+  rep.wall_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+
+  // stats.json, the outputs (when computed), the inputs (--dump-inputs): all or nothing.
+  std::vector<io::OutputFile> files;
+  const std::string text = run::stats_text(run::stats_json(rep));
+  files.push_back(
+      {(fs::path(out_dir) / "stats.json").string(), std::vector<uint8_t>(text.begin(), text.end())});
+  if (p.w.numerics)
+    for (const std::string& n : p.written) {
+      const tensor::HostTensor& t = outputs.at(n);
+      files.push_back({(fs::path(out_dir) / (n + ".npy")).string(),
+                       io::encode_npy(tensor::npy_dtype_of(t.dtype), t.shape, t.bytes.data())});
+    }
+  if (o.dump_inputs)
+    for (const workload::TensorInfo& ti : p.inputs) {
+      const tensor::HostTensor& t = inputs.at(ti.name);
+      files.push_back({(fs::path(out_dir) / "inputs" / (ti.name + ".npy")).string(),
+                       io::encode_npy(tensor::npy_dtype_of(t.dtype), t.shape, t.bytes.data())});
+    }
+  fs::create_directories(out_dir, ec);
+  if (o.dump_inputs) fs::create_directories(fs::path(out_dir) / "inputs", ec);
+  if (!fs::is_directory(out_dir, ec))
+    throw InputError(fmt::format("{}: cannot create the output directory", out_dir));
+  io::write_files_atomic(files);
+  // Without numerics no outputs are written: output files of an earlier run in the same directory would no
+  // longer match its stats.json, so they go.
+  std::vector<std::string> stale;
+  if (!p.w.numerics)
+    for (const std::string& n : p.written) {
+      const fs::path f = fs::path(out_dir) / (n + ".npy");
+      if (fs::is_regular_file(f, ec) && fs::remove(f, ec)) stale.push_back(f.string());
+    }
+
+  std::fputs(run::format_stats(run::load_stats((fs::path(out_dir) / "stats.json").string())).c_str(), stdout);
+  std::printf("wrote %s/stats.json", out_dir.c_str());
+  for (size_t i = 1; i < files.size(); ++i)
+    std::printf(", %s", fs::path(files[i].path).lexically_relative(out_dir).c_str());
+  std::printf(" (%.1f s)\n", rep.wall_seconds);
+  for (const auto& f : stale)
+    std::printf("removed %s: an earlier run's output (no outputs without numerics)\n", f.c_str());
+  std::fflush(stdout);
+  // Where the host time went (the workload benchmark reads this line): setup = parse, build, inputs.
+  const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::fprintf(
+      stderr,
+      "trnsim: %s: host time %.3f s (setup %.3f, simulation %.3f, references %.3f, write %.3f), peak "
+      "memory %.0f MiB\n",
+      p.w.name.c_str(), secs(t0, clock::now()), secs(t0, t_sim), secs(t_sim, t_ref), secs(t_ref, t_write),
+      secs(t_write, clock::now()), static_cast<double>(ru.ru_maxrss) / 1024.0);
+
+  const double t = rep.stats.total_time.ns();
+  if (t < rep.roofline_ns * (1 - 1e-9)) {
+    std::fprintf(
+        stderr,
+        "trnsim: error: simulated time %.1f ns is below the roofline lower bound %.1f ns (max(useful FLOPs / "
+        "peak, compulsory HBM bytes / HBM bandwidth)): a simulator bug\n",
+        t, rep.roofline_ns);
+    return kExitBelowRoofline;
+  }
+  for (const run::CheckResult& c : rep.checks)
+    if (!c.pass) return kExitNumericsFail;
+  return 0;
+}
+
+}  // namespace trnsim::cli
