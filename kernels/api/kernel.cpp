@@ -19,6 +19,7 @@ struct Kernel::Shared {
   std::vector<std::string> outputs;
   std::map<std::string, int> kinds;  // tensor name -> 0 input, 1 output, 2 scratch
   std::map<std::string, uint32_t> files;
+  std::map<std::string, uint16_t> phases;
 };
 
 namespace {
@@ -81,6 +82,22 @@ Kernel::Kernel(Shared& shared, int core, int num_programs, const isa::Limits& li
       queue_count_(limits.num_dma_queues, 0),
       queue_owner_(limits.num_dma_queues, -1) {
   for (auto& w : waited_) w.assign(limits.num_semaphores, 0);
+}
+
+PhaseScope::PhaseScope(Kernel& k, const std::string& name) : k_(k), prev_(k.set_phase(k.intern_phase(name))) {}
+PhaseScope::~PhaseScope() {
+  k_.set_phase(prev_);
+}
+
+uint16_t Kernel::intern_phase(const std::string& name) {
+  if (name.empty()) return 0;
+  auto [it, fresh] = shared_.phases.try_emplace(name, 0);
+  if (fresh) {
+    if (shared_.program.phases.size() >= 65535) throw InputError("a kernel may name at most 65534 phases");
+    it->second = static_cast<uint16_t>(shared_.program.phases.size());
+    shared_.program.phases.push_back(name);
+  }
+  return it->second;
 }
 
 Kernel* Kernel::current() {
@@ -321,6 +338,7 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
   }
   inst.updates.insert(inst.updates.begin(), isa::SemUpdate{ev.sem, 1, false});
   inst.loc = intern(loc);
+  inst.phase = phase_;
 
   std::vector<Event> deps = extra_waits;
   std::vector<View::Region> regions(accesses.size());
@@ -390,6 +408,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
   shared.program.generation = l.generation;
   shared.program.num_cores = options.num_programs;
   shared.program.files = {"?"};
+  shared.program.phases = {""};
   std::vector<std::pair<std::array<uint32_t, isa::kNumEngines>, uint32_t>> sync;
   for (int core = 0; core < options.num_programs; ++core) {
     Kernel k(shared, core, options.num_programs, l);

@@ -93,6 +93,22 @@ struct Access {
   std::optional<Event> as{};  // recorded with this event instead of the instruction's (e.g. the peer's write)
 };
 
+class Kernel;
+
+// Tags every instruction the kernel emits while it lives with a phase name ("P1", "gate_up", ...): stats.json
+// reports the time of each phase. Phases do not nest: a new scope replaces the current phase until it ends.
+class PhaseScope {
+ public:
+  PhaseScope(Kernel& k, const std::string& name);
+  ~PhaseScope();
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  Kernel& k_;
+  uint16_t prev_;
+};
+
 // Per-core builder context handed to the kernel function.
 class Kernel {
  public:
@@ -135,6 +151,13 @@ class Kernel {
   const std::array<uint32_t, isa::kNumEngines>& barriers() const { return barriers_; }
   uint32_t sendrecvs() const { return sendrecvs_; }
   const RegionTracker& tracker(isa::MemSpace s) const;
+  // The phase instructions are tagged with (see PhaseScope); set_phase returns the previous one.
+  uint16_t set_phase(uint16_t phase) {
+    const uint16_t prev = phase_;
+    phase_ = phase;
+    return prev;
+  }
+  uint16_t intern_phase(const std::string& name);
 
   struct Shared;  // state shared by the cores of one build (program, tensor names, file names)
   Kernel(Shared& shared, int core, int num_programs, const isa::Limits& limits);
@@ -168,6 +191,7 @@ class Kernel {
   int sendrecv_queue_ = -1;
   std::optional<Engine> barrier_engine_;
   int tiles_ = 0;
+  uint16_t phase_ = 0;
 };
 
 using KernelFn = std::function<void(Kernel&)>;

@@ -127,7 +127,11 @@ KernelBuild build_backward(const Params& p, const BuildOptions& options) {
   o.num_programs = p1.lnc2 || p2.lnc2 ? 2 : 1;
   return build_program(
       [&](Kernel& k) {
-        emit_matmul_mxfp8(k, dx, p1);
+        {
+          PhaseScope ph(k, "input_grad");
+          emit_matmul_mxfp8(k, dx, p1);
+        }
+        PhaseScope ph(k, "weight_grad");
         emit_matmul_mxfp8(k, dw, p2);
       },
       o);

@@ -136,6 +136,22 @@ void add_profile(json& j, const RunReport& r) {
   }
   j["source_lines"] = lines;
   j["source_lines_total"] = p.lines.size();
+
+  if (!p.phases.empty()) {
+    json phases = json::object();
+    for (const model::PhaseTime& ph : p.phases) {
+      json busy = json::object();
+      for (int e = 0; e < isa::kNumEngines; ++e) busy[isa::engine_name(static_cast<isa::Engine>(e))] = ph.busy[e].ns();
+      phases[ph.name] = {{"start_ns", ph.start.ns()},
+                         {"end_ns", ph.end.ns()},
+                         {"span_ns", ph.end.ns() - ph.start.ns()},
+                         {"instructions", ph.instructions},
+                         {"dma_transfers", ph.dma_transfers},
+                         {"dma_bytes", ph.dma_bytes},
+                         {"busy_ns", busy}};
+    }
+    j["phases"] = phases;
+  }
 }
 
 json check_json(const CheckResult& c) {

@@ -157,6 +157,16 @@ std::vector<StatDef> build() {
       row("source_lines[].engine_busy_percent", "%", "% of that engine's busy_ns over both cores"),
       row("source_lines[].semaphore_wait_ns", "ns", "time its instructions waited on semaphores"),
       row("source_lines_total", "count", "distinct (source line, engine) pairs that ran"),
+      row("phases", "text",
+          "per kernel phase (the kernel tags its instructions with a phase name), both cores; phases may overlap "
+          "in time"),
+      row("phases.*.start_ns", "ns", "first start of the phase's instructions or DMA transfers"),
+      row("phases.*.end_ns", "ns", "last end of the phase's instructions or DMA transfers"),
+      row("phases.*.span_ns", "ns", "end_ns - start_ns"),
+      row("phases.*.instructions", "count", "instructions of the phase (DMA triggers included)"),
+      row("phases.*.dma_transfers", "count", "DMA transfers of the phase"),
+      row("phases.*.dma_bytes", "bytes", "payload of the phase's DMA transfers"),
+      row("phases.*.busy_ns.*", "ns", "engine occupancy of the phase's instructions, per engine, both cores"),
       row("kernel_stats", "text",
           "figures the kernel computes from its inputs; each has its own value, unit and "
           "description"),

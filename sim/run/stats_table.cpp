@@ -3,6 +3,7 @@
 // showed.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -199,6 +200,23 @@ std::string format_stats(const json& j, size_t top_lines) {
       o += fmt::format("  {:<40}{:<6}{:>8}{:>14.3f}{:>8.1f}%{:>14.3f}\n", short_source(str(r, "source")),
                        str(r, "engine"), count_str(num(r, "instructions")), num(r, "busy_ns") / 1e3,
                        num(r, "engine_busy_percent"), num(r, "semaphore_wait_ns") / 1e3);
+    }
+  }
+  const json& phases = member(j, "phases");
+  if (phases.is_object() && !phases.empty()) {
+    o += fmt::format("  {:<24}{:>14}{:>14}{:>14}", "phase", "start us", "end us", "span us");
+    for (const char* en : kEngines) o += fmt::format("{:>12}", fmt::format("{} us", en));
+    o += "\n";
+    std::vector<std::pair<std::string, const json*>> rows;
+    for (const auto& [name, ph] : phases.items()) rows.emplace_back(name, &ph);
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const auto& a, const auto& b) { return num(*a.second, "start_ns") < num(*b.second, "start_ns"); });
+    for (const auto& [name, php] : rows) {
+      const json& ph = *php;
+      o += fmt::format("  {:<24}{:>14.3f}{:>14.3f}{:>14.3f}", name, num(ph, "start_ns") / 1e3, num(ph, "end_ns") / 1e3,
+                       num(ph, "span_ns") / 1e3);
+      for (const char* en : kEngines) o += fmt::format("{:>12.3f}", num(member(ph, "busy_ns"), en) / 1e3);
+      o += "\n";
     }
   }
   const json& ks = member(j, "kernel_stats");
