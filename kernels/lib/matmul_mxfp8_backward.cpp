@@ -9,17 +9,13 @@
 
 #include "kernels/api/registry.h"
 #include "kernels/lib/matmul_mxfp8.h"
+#include "kernels/lib/mxfp8/plan.h"
 #include "sim/base/error.h"
 
 namespace trnsim::kernels {
 namespace {
 
 constexpr const char* kName = "kernel 'matmul_mxfp8_backward'";
-
-std::optional<std::vector<int64_t>> opt_shape(const nlohmann::json& j) {
-  if (j.is_null()) return std::nullopt;
-  return j.get<std::vector<int64_t>>();
-}
 
 KernelBuild build_backward(const nlohmann::json& j, const BuildOptions& options) {
   const int64_t M = j.at("M").get<int64_t>(), K = j.at("K").get<int64_t>(), N = j.at("N").get<int64_t>();
@@ -37,54 +33,39 @@ KernelBuild build_backward(const nlohmann::json& j, const BuildOptions& options)
         "runs along the contraction axis, which is N for input_grad and M for weight_grad; pass output_grad "
         "unswizzled",
         kName));
-  if (j.at("disable_dma_transpose").get<bool>())
-    throw InputError(
-        fmt::format("{}: parameter 'disable_dma_transpose': the PE-transpose loader is not implemented; "
-                    "F-by-K BF16 operands "
-                    "load with dma_transpose (set it to false)",
-                    kName));
   const bool w_fk = j.at("weights_is_f_by_k").get<bool>(), x_fk = j.at("input_is_f_by_k").get<bool>();
 
-  MxMatmulSpec dx;
+  const bool pe = j.at("disable_dma_transpose").get<bool>();
+
+  mxfp8::MatmulSpec dx;
   apply_mx_shared_params(j, dx);
-  MxMatmulSpec dw = dx;
+  mxfp8::MatmulSpec dw = dx;
   dx.kernel = fmt::format("{} (input_grad phase, dX = dY W)", kName);
-  dx.scope = std::string("dx");
+  dx.scope = "dx";
   dx.M = M, dx.K = N, dx.N = K;
-  dx.lhs = {"output_grad", "output_grad", true, false, std::nullopt, "", "M"};
-  dx.rhs = {"weights",
-            "weights",
-            w_fk,
-            j.at("weights_is_swizzled").get<bool>(),
-            opt_shape(j.at("weight_scales")),
-            "weight_scales",
-            "K"};
-  if (dx.rhs.swizzled) dx.rhs.f_by_k = true;  // a pre-swizzled W is [N/4, 4K] whatever its BF16 orientation
-  dx.out_name = std::string("input_grad");
+  dx.lhs = mx_input_operand(dx.kernel, {"output_grad", "output_grad", "", "M"}, true, false, nullptr, pe);
+  // A pre-swizzled W is [N/4, 4K] whatever its BF16 orientation.
+  const bool w_sw = j.at("weights_is_swizzled").get<bool>();
+  dx.rhs = mx_input_operand(dx.kernel, {"weights", "weights", "weight_scales", "K"}, w_fk || w_sw, w_sw,
+                            j.at("weight_scales"), pe);
   dx.tiling = parse_mx_tiling(j.at("input_grad_config"), kName, "input_grad_config");
 
   dw.kernel = fmt::format("{} (weight_grad phase, dW = dY^T X)", kName);
-  dw.scope = std::string("dw");
+  dw.scope = "dw";
   dw.M = N, dw.K = M, dw.N = K;
-  dw.lhs = {"output_grad", "output_grad", false, false, std::nullopt, "", "N"};
-  dw.rhs = {"input_activation",
-            "input",
-            x_fk,
-            j.at("input_is_swizzled").get<bool>(),
-            opt_shape(j.at("input_scales")),
-            "input_scales",
-            "K"};
-  if (dw.rhs.swizzled) dw.rhs.f_by_k = true;
-  dw.out_name = std::string("weight_grad");
+  dw.lhs = mx_input_operand(dw.kernel, {"output_grad", "output_grad", "", "N"}, false, false, nullptr, pe);
+  const bool x_sw = j.at("input_is_swizzled").get<bool>();
+  dw.rhs = mx_input_operand(dw.kernel, {"input_activation", "input", "input_scales", "K"}, x_fk || x_sw, x_sw,
+                            j.at("input_scales"), pe);
   dw.tiling = parse_mx_tiling(j.at("weight_grad_config"), kName, "weight_grad_config");
 
-  const MxPlan p1 = plan_matmul_mxfp8(dx, options.limits), p2 = plan_matmul_mxfp8(dw, options.limits);
+  const mxfp8::Plan p1 = mxfp8::plan_matmul(dx, options.limits), p2 = mxfp8::plan_matmul(dw, options.limits);
   BuildOptions o = options;
   o.num_programs = p1.lnc2 || p2.lnc2 ? 2 : 1;
   return build_program(
       [&](Kernel& k) {
-        emit_matmul_mxfp8(k, dx, p1);
-        emit_matmul_mxfp8(k, dw, p2);
+        emit_mx_kernel_matmul(k, dx, p1, "input_grad");
+        emit_mx_kernel_matmul(k, dw, p2, "weight_grad");
       },
       o);
 }
@@ -168,7 +149,9 @@ void register_matmul_mxfp8_backward(Registry& r) {
       {.name = "disable_dma_transpose",
        .type = ParamType::Bool,
        .default_value = false,
-       .doc = "nkilib: load F-by-K operands with PE transposes; true is rejected (not implemented)"},
+       .doc = "load F-by-K BF16 operands (output_grad in input_grad; weights or input_activation given "
+              "F-by-K) with the PE loader (row DMAs, nc_transpose into PSUM, copy to SBUF) instead of "
+              "dma_transpose; the same quantized bytes"},
   };
   for (ParamSpec& s : mx_shared_params(true, "float8_e4m3fn")) info.params.push_back(std::move(s));
   info.build = build_backward;
