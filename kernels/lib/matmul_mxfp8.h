@@ -1,6 +1,6 @@
-// The MXFP8 matmul kernels' shared registry pieces (nkilib matmul_mxfp8 and matmul_mxfp8_backward, reference:
-// nkilib-kernels §1), on the MXFP8 pipeline in kernels/lib/mxfp8/ (operand forms, loaders, tiling, schedule
-// and epilogues are described there).
+// The MXFP8 matmul kernels' shared registry pieces (aws-neuron/nki-library matmul_mxfp8_generic_kernel
+// and matmul_mxfp8_generic_backward_kernel), on the MXFP8 pipeline in kernels/lib/mxfp8/ (operand forms,
+// loaders, tiling, schedule and epilogues are described there).
 //
 // Kernel inputs by operand form (K = contraction, F = the operand's free dim M or N):
 //   BF16 F-by-K [F, K]          dma_transpose into the interleaved layout, or PE transposes

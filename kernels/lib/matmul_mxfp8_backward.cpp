@@ -1,5 +1,5 @@
 // matmul_mxfp8_backward (Trn3): the gradients of Y = X W^T as two independent matmul_mxfp8 calls in one
-// program (reference/nkilib-kernels.md §1.1):
+// program (nkilib matmul_mxfp8_generic_backward_kernel.py):
 //   phase 1, input_grad  dX[M, K] = dY W:    LHS dY [M, N] F-by-K, RHS W [N, K] K-by-F, contraction N;
 //   phase 2, weight_grad dW[N, K] = dY^T X:  LHS dY [M, N] K-by-F, RHS X [M, K] K-by-F, contraction M.
 // Every BF16 operand is quantized along its contraction axis inside its phase (dY twice: along N, then M).

@@ -1,10 +1,10 @@
 // Quantized operand blocks of the MXFP8 pipeline: one operand's SBUF slots of x4 data [128, bk, block_f] and
 // E8M0 scales [128, slots, block_f], which block (f, k) each step of the schedule uses, and how a block gets
 // there: loaded (loaders.h) and quantized with one quantize_mx per K tile and load (DVE), copied as
-// pre-quantized data and scales, or reloaded from the spill scratch (nkilib spill_reload, §1.6: a BF16 block
-// quantized for the first time is written to an HBM scratch when it will be needed again after eviction; the
-// scratch is private to each core under LNC2). Scale packing puts K tile t at offset 4 (t % 4) of slot t/4.
-// DMA queues: loads SP (gathers POOL), spills POOL.
+// pre-quantized data and scales, or reloaded from the spill scratch (nkilib spill_reload in
+// matmul_mxfp8_generic_api.py: a BF16 block quantized for the first time is written to an HBM scratch when it
+// will be needed again after eviction; the scratch is private to each core under LNC2). Scale packing puts K
+// tile t at offset 4 (t % 4) of slot t/4. DMA queues: loads SP (gathers POOL), spills POOL.
 #pragma once
 
 #include <cstdint>

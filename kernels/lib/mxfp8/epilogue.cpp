@@ -43,11 +43,6 @@ void ScatterRows::emit(EpilogueContext&, const OutTile& t) {
   indirect(t.tile, dst_, rows_, t.row, col0_ + t.col, true);
 }
 
-int64_t AccumulateRows::sbuf_bytes(int64_t, int64_t) const {
-  if (mode_ == AccumulateMode::DmaAccumulate) return 0;
-  return 2 * round_up(kChunk * isa::dtype_size(dst_.dtype()), 64);
-}
-
 void AccumulateRows::emit(EpilogueContext&, const OutTile& t) {
   accumulate(t.tile, t.row, t.col);
 }
@@ -88,10 +83,6 @@ void AccumulateRows::accumulate(const View& v, int64_t r, int64_t c) {
     else
       nki::dma_copy(dst_(S(r, r + n), S(dc, dc + cw)), src, {.engine = isa::Engine::ACT});
   }
-}
-
-int64_t TransposeAccumulate::sbuf_bytes(int64_t tile_n, int64_t block_n) const {
-  return 2 * round_up(128 * isa::dtype_size(dtype_), 64) + acc_.sbuf_bytes(tile_n, block_n);
 }
 
 void TransposeAccumulate::emit(EpilogueContext& ctx, const OutTile& t) {

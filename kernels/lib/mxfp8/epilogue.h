@@ -47,8 +47,6 @@ class Epilogue {
  public:
   virtual ~Epilogue() = default;
   virtual void emit(EpilogueContext& ctx, const OutTile& t) = 0;
-  // SBUF bytes per partition the epilogue allocates (the planner keeps them free).
-  virtual int64_t sbuf_bytes(int64_t /*tile_n*/, int64_t /*block_n*/) const { return 0; }
 };
 
 // `dst` is the [M, N] region Y lands in (any HBM view of that shape, e.g. a column slice).
@@ -78,14 +76,15 @@ class ScatterRows : public Epilogue {
 enum class AccumulateMode { ReadModifyWrite, DmaAccumulate };
 
 // dst [M, N] region (rows plain), or whole rows [rows, C] with `rows` (Y row r -> tensor row index[r], column
-// col0 + c).
+// col0 + c). Works in chunks of at most 512 columns; read-modify-write keeps two [128, 512] tiles of the
+// destination dtype in SBUF (reserve kSbufBytes in MatmulSpec::reserved_sbuf_bytes).
 class AccumulateRows : public Epilogue {
  public:
+  static constexpr int64_t kSbufBytes = 2 * 512 * 4;
   AccumulateRows(View dst, std::optional<RowIndex> rows = std::nullopt, int64_t col0 = 0,
                  AccumulateMode mode = AccumulateMode::ReadModifyWrite)
       : dst_(std::move(dst)), rows_(std::move(rows)), col0_(col0), mode_(mode) {}
   void emit(EpilogueContext& ctx, const OutTile& t) override;
-  int64_t sbuf_bytes(int64_t tile_n, int64_t block_n) const override;
 
   // Accumulates the SBUF tile `v` [n, c] into destination rows [r, r + n), columns [c0, c0 + c) (in the
   // destination's coordinates; with an index, rows r.. are index rows). Shared with TransposeAccumulate.
@@ -99,14 +98,15 @@ class AccumulateRows : public Epilogue {
   View cast_, existing_;  // SBUF scratch, allocated at first use
 };
 
-// dst [N, M] region (or whole rows [rows, C] with `rows` indexing the N coordinate, columns col0 + m).
+// dst [N, M] region (or whole rows [rows, C] with `rows` indexing the N coordinate, columns col0 + m). Keeps
+// two [128, 128] tiles besides AccumulateRows' (reserve kSbufBytes).
 class TransposeAccumulate : public Epilogue {
  public:
+  static constexpr int64_t kSbufBytes = AccumulateRows::kSbufBytes + 2 * 128 * 4;
   TransposeAccumulate(View dst, std::optional<RowIndex> rows = std::nullopt, int64_t col0 = 0,
                       AccumulateMode mode = AccumulateMode::ReadModifyWrite)
       : acc_(dst, std::move(rows), col0, mode), dtype_(dst.dtype()) {}
   void emit(EpilogueContext& ctx, const OutTile& t) override;
-  int64_t sbuf_bytes(int64_t tile_n, int64_t block_n) const override;
 
  private:
   AccumulateRows acc_;

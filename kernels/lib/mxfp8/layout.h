@@ -1,5 +1,6 @@
-// Index arithmetic of the MXFP8 pipeline: the x4 interleave of K onto partition rows (nkilib §1.2, "Loading
-// and swizzle paths"), scale shapes and packing slots, and the partition runs an SBUF access may use.
+// Index arithmetic of the MXFP8 pipeline: the x4 interleave of K onto partition rows (nkilib mxfp8_utils:
+// quantize_mxfp8_utils.py and load_apis.py), scale shapes and packing slots, and the partition runs an SBUF
+// access may use.
 //
 // Interleave (global over K, as num::swizzle_pos): wrapX splits K into 512-row sub-tiles (then a 256-row and
 // a 128-row remainder); partition row p of a sub-tile of `size` rows holds logical rows k0 + p + j*size/4

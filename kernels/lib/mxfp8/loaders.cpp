@@ -119,6 +119,7 @@ View Loader::pe_rows(int64_t r0, int64_t kpt, int64_t c, int64_t nf) {
   const auto copy = [&](int64_t s0, int64_t ns, int64_t p, int64_t n, int64_t f, const View* index) {
     const auto src_cols = [&](int64_t k0, int64_t width) {
       if (index) return d(S(0, n), S(k0, k0 + width));
+      if (ns == 1) return d(S(f, f + n), S(k0, k0 + width));
       return d(S(f, f + ns * 128), S(k0, k0 + width))
           .reshape({ns, 128, width})(all, S(0, n))
           .permute({1, 0, 2});

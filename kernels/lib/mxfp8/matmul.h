@@ -1,4 +1,5 @@
-// The MXFP8 matmul pipeline (nkilib matmul_mxfp8 / generic_matmul_mxfp8_api, reference: nkilib-kernels §1):
+// The MXFP8 matmul pipeline (aws-neuron/nki-library experimental/matmul_mxfp8: generic_matmul_mxfp8_api and
+// matmul_mxfp8_blocks):
 // Y[M, N] = L^T R for operands L [K, M] and R [K, N] from any source (operand.h), BF16 ones quantized on chip
 // (quantize_mx, trn3 scale rule) after the x4 interleave of K, multiplied with nc_matmul_mx, accumulated in
 // PSUM over the K tiles of a K block and in an SBUF accumulator over K blocks, each finished row tile handed

@@ -102,7 +102,7 @@ Plan plan_matmul(const MatmulSpec& spec, const isa::Limits& limits) {
   const Tiling& t = spec.tiling;
   Plan p;
 
-  // LNC2 sharding (nkilib §1.5).
+  // LNC2 sharding (nkilib resolve_lnc2_sharding).
   p.lnc2 = spec.cores == Cores::Lnc && spec.run_with_lnc2;
   p.shard_n = spec.shard_rhs.value_or(N >= M);
   if (p.lnc2 && !spec.shard_rhs && (p.shard_n ? N : M) <= 128) p.lnc2 = false;
@@ -119,7 +119,7 @@ Plan plan_matmul(const MatmulSpec& spec, const isa::Limits& limits) {
   if (z.Mc % 2 != 0 || z.Nc % 2 != 0)
     fail(spec, fmt::format("M and N must be even (nc_matmul_mx free sizes), got M = {}, N = {}", M, N));
 
-  // Tiles (nkilib §1.4, §1.7).
+  // Tiles (nkilib MatmulMxfp8KernelConfig defaults and validate_shapes).
   p.tile_m = t.tile_m ? t.tile_m : 128;
   if (p.tile_m % 32 != 0 || p.tile_m > 128)
     fail(spec, fmt::format("tile_m = {} must be a multiple of 32 and at most 128 (stationary free size)",

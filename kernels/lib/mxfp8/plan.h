@@ -1,9 +1,9 @@
-// Planner of the MXFP8 matmul pipeline (nkilib matmul_mxfp8, reference: nkilib-kernels §1.4-1.8): checks a
+// Planner of the MXFP8 matmul pipeline (nkilib matmul_mxfp8_config.py, MatmulMxfp8KernelConfig): checks a
 // matmul's spec against the algorithm's rules and resolves tiles, blocks, loads, LNC2 sharding and the SBUF
 // budget. Y[M, N] = L^T R with L logically [K, M] and R [K, N] (operand.h).
 //
 // Errors: InputError "<spec.kernel>: ..." naming the parameter for every combination the algorithm cannot
-// serve (nkilib §1.8), for Trn2 hardware, and for blocks that do not fit in SBUF.
+// serve (nkilib validate_shapes), for Trn2 hardware, and for blocks that do not fit in SBUF.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +47,8 @@ struct MatmulSpec {
   std::optional<bool> shard_rhs;  // lnc_2_shard_rhs; nullopt = auto (N if N >= M)
   bool use_scale_packing = false;
   bool spill_reload = false;
-  int64_t reserved_sbuf_bytes = 0;  // per partition, kept free for the caller and the epilogue
+  // SBUF bytes per partition kept free for the caller and the epilogue (e.g. AccumulateRows::kSbufBytes).
+  int64_t reserved_sbuf_bytes = 0;
 };
 
 // The resolved plan of one call.

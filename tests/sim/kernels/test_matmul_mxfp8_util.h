@@ -188,9 +188,10 @@ inline KernelRun run_kernel(const std::string& kernel, const nlohmann::json& par
 }
 
 // The MXFP8 pipeline's FP32 result of Y[M, N] = A^T B bit for bit (kernels/lib/mxfp8/matmul.h): both operands
-// quantized along K (trn3 rule, the group scheme), each K tile's products accumulated by num::pe_matmul in the
-// PE's row order (slot j of partition row i is row j * rows + i, as nc_matmul_mx dequantizes), the K tiles
-// of a K block accumulated in PSUM (the first overwrites), K blocks added in FP32 in the SBUF accumulator.
+// quantized along K (trn3 rule, the group scheme), each K tile's products accumulated by num::pe_matmul in
+// the PE's row order (slot j of partition row i is row j * rows + i, as nc_matmul_mx dequantizes), the K
+// tiles of a K block accumulated in PSUM (the first overwrites), K blocks added in FP32 in the SBUF
+// accumulator.
 inline std::vector<float> mx_exact(const Logical& a, const Logical& b, num::Fp8Format fmt, num::QuantScheme s,
                                    int64_t tile_k = 512, int64_t block_k = 1 << 20) {
   const int64_t K = a.K, M = a.F, N = b.F, kp = tile_k / 4, TK = (K + tile_k - 1) / tile_k;
@@ -205,7 +206,8 @@ inline std::vector<float> mx_exact(const Logical& a, const Logical& b, num::Fp8F
         for (int64_t m = 0; m < M; ++m) A[row * M + m] = static_cast<float>(qa[k * M + m]);
         for (int64_t n = 0; n < N; ++n) B[row * N + n] = static_cast<float>(qb[k * N + n]);
       }
-    const bool first_in_block = kt % block_k == 0, last_in_block = kt % block_k == block_k - 1 || kt == TK - 1;
+    const bool first_in_block = kt % block_k == 0,
+               last_in_block = kt % block_k == block_k - 1 || kt == TK - 1;
     num::pe_matmul(A.data(), M, B.data(), N, ps.data(), N, static_cast<int>(rows), static_cast<int>(M),
                    static_cast<int>(N), !first_in_block);
     if (last_in_block)

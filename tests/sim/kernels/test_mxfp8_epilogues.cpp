@@ -38,7 +38,8 @@ struct Problem {
   }
   // Builds and runs the matmul with the epilogue `make` returns (given the kernel context).
   ProgramRun run(const std::function<std::unique_ptr<mx::Epilogue>(Kernel&)>& make,
-                 std::map<std::string, Bytes> init, int64_t reserved = 8192) const {
+                 std::map<std::string, Bytes> init,
+                 int64_t reserved = mx::TransposeAccumulate::kSbufBytes) const {
     mx::MatmulSpec s = spec();
     s.reserved_sbuf_bytes = reserved;
     const auto plan = mx::plan_matmul(s, trn3().limits());
