@@ -323,3 +323,32 @@ TEST_CASE("mxfp8 sources: operand views that do not match the spec are rejected"
           "partition p, which one row index column (or one partition run) cannot pick; use wrapX");
   }
 }
+
+TEST_CASE(
+    "mxfp8 sources: with Cores::CallingCore each core runs its own matmul (the caller shards the work)") {
+  // Core c multiplies its own rows x[c] (as an MoE forward shards blocks over the cores) into y[c].
+  const int64_t M = 256, K = 512, N = 256;
+  const auto x = random_bf16(2 * M, K, 15), w = random_bf16(N, K, 16);
+  mx::MatmulSpec spec = pipeline_spec(M, K, N, operand(mx::Source::Hbm, mx::Layout::FByK, "x"),
+                                      operand(mx::Source::Hbm, mx::Layout::FByK, "w"));
+  spec.cores = mx::Cores::CallingCore;
+  const auto plan = mx::plan_matmul(spec, trn3().limits());
+  const auto r = run_fn(
+      [&](Kernel& k) {
+        const int c = k.program_id();
+        mx::MatmulSpec s = spec;
+        s.lhs.data = k.input("x", isa::DType::BF16, {2 * M, K})(S(c * M, (c + 1) * M));
+        s.rhs.data = k.input("w", isa::DType::BF16, {N, K});
+        mx::StoreRows out(k.output("y", isa::DType::F32, {2 * M, N})(S(c * M, (c + 1) * M)));
+        mx::emit_matmul(k, s, plan, out);
+      },
+      {{"x", as_bytes(x)}, {"w", as_bytes(w)}}, 2);
+  CHECK(same(f32_of(r.tensors.at("y")),
+             mx_exact({&x, K, 2 * M, false}, {&w, K, N, false}, kE4, num::QuantScheme::WrapX)));
+  for (int c = 0; c < 2; ++c) {
+    size_t pe = 0;
+    for (const auto& s : r.program.streams[c])
+      for (const auto& i : s) pe += i.op == isa::Opcode::NcMatmulMx;
+    CHECK(pe == 2);  // 256 x 256 of tile 128 x 256 (one K tile): two matmuls on each core
+  }
+}
