@@ -18,6 +18,10 @@
 //                        _transpose_accumulate_weight_grad_tile).
 //   ToSbuf               hands the tile to a callback (e.g. SiLU, clamps and checkpoints of the next phase,
 //                        or a copy into a resident operand of the next matmul).
+//
+// Indexed epilogues follow the index's Padding: -1 rows are skipped; with ZeroRow padding the padded rows are
+// written (or accumulated) into that extra row like any other, so it must absorb them (a gathered padding row
+// gives a zero Y row).
 #pragma once
 
 #include <cstdint>
