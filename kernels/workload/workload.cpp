@@ -135,12 +135,7 @@ const TensorInfo* PreparedWorkload::output(const std::string& name) const {
 bool is_workload_file(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, expected a JSON file");
-  json doc;
-  try {
-    doc = config::read_json_document(path);
-  } catch (const InputError&) {
-    return false;  // the program loader reports what is wrong with it
-  }
+  const json doc = config::read_json_document(path);  // its errors are about this file, whatever it holds
   return doc.is_object() && doc.contains("kernel");
 }
 

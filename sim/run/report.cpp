@@ -141,7 +141,8 @@ void add_profile(json& j, const RunReport& r) {
     json phases = json::object();
     for (const model::PhaseTime& ph : p.phases) {
       json busy = json::object();
-      for (int e = 0; e < isa::kNumEngines; ++e) busy[isa::engine_name(static_cast<isa::Engine>(e))] = ph.busy[e].ns();
+      for (int e = 0; e < isa::kNumEngines; ++e)
+        busy[isa::engine_name(static_cast<isa::Engine>(e))] = ph.busy[e].ns();
       phases[ph.name] = {{"start_ns", ph.start.ns()},
                          {"end_ns", ph.end.ns()},
                          {"span_ns", ph.end.ns() - ph.start.ns()},

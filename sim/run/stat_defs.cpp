@@ -158,7 +158,8 @@ std::vector<StatDef> build() {
       row("source_lines[].semaphore_wait_ns", "ns", "time its instructions waited on semaphores"),
       row("source_lines_total", "count", "distinct (source line, engine) pairs that ran"),
       row("phases", "text",
-          "per kernel phase (the kernel tags its instructions with a phase name), both cores; phases may overlap "
+          "per kernel phase (the kernel tags its instructions with a phase name), both cores; phases may "
+          "overlap "
           "in time"),
       row("phases.*.start_ns", "ns", "first start of the phase's instructions or DMA transfers"),
       row("phases.*.end_ns", "ns", "last end of the phase's instructions or DMA transfers"),

@@ -209,12 +209,13 @@ std::string format_stats(const json& j, size_t top_lines) {
     o += "\n";
     std::vector<std::pair<std::string, const json*>> rows;
     for (const auto& [name, ph] : phases.items()) rows.emplace_back(name, &ph);
-    std::stable_sort(rows.begin(), rows.end(),
-                     [](const auto& a, const auto& b) { return num(*a.second, "start_ns") < num(*b.second, "start_ns"); });
+    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+      return num(*a.second, "start_ns") < num(*b.second, "start_ns");
+    });
     for (const auto& [name, php] : rows) {
       const json& ph = *php;
-      o += fmt::format("  {:<24}{:>14.3f}{:>14.3f}{:>14.3f}", name, num(ph, "start_ns") / 1e3, num(ph, "end_ns") / 1e3,
-                       num(ph, "span_ns") / 1e3);
+      o += fmt::format("  {:<24}{:>14.3f}{:>14.3f}{:>14.3f}", name, num(ph, "start_ns") / 1e3,
+                       num(ph, "end_ns") / 1e3, num(ph, "span_ns") / 1e3);
       for (const char* en : kEngines) o += fmt::format("{:>12.3f}", num(member(ph, "busy_ns"), en) / 1e3);
       o += "\n";
     }
@@ -275,6 +276,22 @@ json load_stats(const std::string& path) {
         path +
         ": not a trnsim stats.json (expected an object with \"total_time_ns\" and \"engines\", as "
         "`trnsim run ... --out DIR` writes)");
+  // What the printed table needs must be there and be numbers, else it would print NaN.
+  const auto need_number = [&](const std::string& key) {
+    if (!at_path(j, key).is_number() || !std::isfinite(at_path(j, key).get<double>()))
+      throw InputError(
+          fmt::format("{}: {}: missing or not a finite number (a damaged stats.json?)", path, key));
+  };
+  need_number("total_time_ns");
+  if (!member(j, "cores").is_null()) {
+    need_number("cores");
+    const double cores = at_path(j, "cores").get<double>();
+    if (cores != 1 && cores != 2) throw InputError(fmt::format("{}: cores: expected 1 or 2", path));
+    for (int c = 0; c < static_cast<int>(cores); ++c)
+      for (const char* e : kEngines)
+        for (const char* k : {"busy_percent", "semaphore_wait_ns"})
+          need_number(fmt::format("engines.core{}.{}.{}", c, e, k));
+  }
   return j;
 }
 
