@@ -81,7 +81,8 @@ void DmaSystem::update() {
       current = &t.rec;
       t.rec.data_start = f.data_start;
       t.rec.data_end = f.data_end;
-      t.rec.complete = timing::end_after(f.data_end, t.cost.completion, top_.limit, "its completion");
+      t.rec.complete = timing::end_after(f.data_end, t.cost.completion, top_.limit,
+                                         "its completion semaphore write would end");
       finish(t);
       free_.push_back(f.tag);
     }

@@ -14,12 +14,12 @@
 // last semaphore, which isa::Limits::num_semaphores excludes so the builder never allocates it), then waits
 // until its own S[B] >= the number of core_barriers this core has issued so far.
 //
-// Simulated time is bounded: no event (an instruction's or LoadStationary's end, a DMA transfer's setup or
-// data end, a semaphore update's arrival) may fall at or beyond RunOptions::max_time (at most
+// Simulated time is bounded: no event (an instruction's, LoadStationary's or DMA setup's end, a transfer's
+// last byte, a semaphore update's arrival) may fall at or beyond RunOptions::max_time (at most
 // timing::kMaxSimTime = 2^62 ps, about 53 days; sim/timing/time_limit.h). Such an event stops the run with an
-// InputError "at <t> ns, <file>:<line>: core <c> <ENGINE> #<i> <opcode>[ (DMA queue <q>)]: its <event> would
-// end at <t'> ps (...), at or beyond the simulated-time limit of ...", so a far out-of-scale hardware value
-// ends the run with a message instead of a simulation that never ends.
+// InputError "at <t> ns, <file>:<line>: core <c> <ENGINE> #<i> <opcode>[ (DMA queue <q>)]: its MultiplyMoving
+// would end at <t'> ps (...), at or beyond the simulated-time limit of ...", so a far out-of-scale hardware
+// value ends the run with a message instead of a simulation that never ends.
 //
 // Errors: a RuleError from isa::check / isa::execute / generation features stops the run; it is rethrown as
 // RuleError "at <t> ns, <file>:<line>: core <c> <ENGINE> #<i> <opcode>: <rule>". Streams that can never

@@ -55,7 +55,7 @@ void Semaphores::post_updates(int core, const isa::Instruction& inst, Picosecond
     const int target = u.peer ? 1 - core : core;
     const double lat = u.peer ? sync_.cross_core_latency_ns : sync_.semaphore_latency_ns;
     signal(target, u.sem, u.delta,
-           timing::end_after(at, timing::ns_to_ps(lat), limit_, "its semaphore update"), src);
+           timing::end_after(at, timing::ns_to_ps(lat), limit_, "its semaphore update would arrive"), src);
   }
 }
 

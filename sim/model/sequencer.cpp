@@ -70,7 +70,7 @@ void Sequencer::step() {
       if (top_.hw.sync.kernel_launch_ns > 0) {
         const Picoseconds now = now_ps();
         const Picoseconds at = timing::end_after(now, timing::ns_to_ps(top_.hw.sync.kernel_launch_ns),
-                                                 top_.limit, "the kernel launch");
+                                                 top_.limit, "the kernel launch would end");
         next_trigger(to_sc(since(at, now)));
         return;
       }
@@ -229,8 +229,8 @@ bool Sequencer::fetch(Picoseconds now) {
 }
 
 bool Sequencer::issue_dma_trigger(Picoseconds now) {
-  const Picoseconds end =
-      timing::end_after(now, timing::ns_to_ps(top_.hw.dma.trigger_ns), top_.limit, "its DMA trigger");
+  const Picoseconds end = timing::end_after(now, timing::ns_to_ps(top_.hw.dma.trigger_ns), top_.limit,
+                                            "its DMA trigger would end");
   phase_ = Phase::Trigger;
   next_trigger(to_sc(since(end, now)));
   return false;
@@ -275,7 +275,7 @@ bool Sequencer::issue_barrier(Picoseconds now) {
   if (top_.program.num_cores > 1)
     top_.semaphores->signal(1 - core_, static_cast<uint16_t>(top_.hw.sync.barrier_semaphore()), 1,
                             timing::end_after(now, timing::ns_to_ps(top_.hw.sync.cross_core_latency_ns),
-                                              top_.limit, "its core_barrier signal"),
+                                              top_.limit, "its core_barrier signal would arrive"),
                             {core_, engine_, index});
   barrier_target_ = top_.program.num_cores > 1 ? ++top_.barriers_issued[core_] : 0;
   phase_ = Phase::BarrierWait;
@@ -314,7 +314,7 @@ bool Sequencer::issue_pe(Picoseconds now, const timing::EngineCost& c) {
 }
 
 bool Sequencer::issue_compute(Picoseconds now, const timing::EngineCost& c) {
-  cur_.end = timing::end_after(now, clock_, c.cycles, top_.limit, "its execution");
+  cur_.end = timing::end_after(now, clock_, c.cycles, top_.limit, "its execution would end");
   if (cur_.end == now) {
     complete(static_cast<uint32_t>(idx_), cur_);
     ++idx_;

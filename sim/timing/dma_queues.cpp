@@ -25,9 +25,9 @@ Picoseconds DmaQueues::enqueue(const DmaTransfer& t, Picoseconds now) {
   auto& q = queues_.at(t.core).at(t.queue);
   Picoseconds ready;
   try {
-    ready = end_after(now, t.cost.setup, limit_, "its DMA setup");
+    ready = end_after(now, t.cost.setup, limit_, "its DMA setup would end");
   } catch (const TimeLimitError& e) {
-    throw TimeLimitError("its DMA setup", e.at_ps(), limit_, t.tag);
+    throw TimeLimitError("its DMA setup would end", e.at_ps(), limit_, t.tag);
   }
   q.push_back({t, ready, Picoseconds(), 0});
   ++in_flight_;
@@ -85,7 +85,7 @@ std::optional<Picoseconds> DmaQueues::next_event(Picoseconds now) const {
           const double e = share_.finish_time(q.front().flow);
           if (e >= 0 && (!first || e < first_end)) first = &q.front(), first_end = e;
         }
-      throw TimeLimitError("its data transfer", f, limit_, first ? first->t.tag : 0);
+      throw TimeLimitError("its data transfer would end", f, limit_, first ? first->t.tag : 0);
     }
     next = std::min<uint64_t>(next, static_cast<uint64_t>(std::ceil(f - 1e-6)));
   }

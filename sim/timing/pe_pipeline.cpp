@@ -15,7 +15,7 @@ PePipeline::PePipeline(const config::PeConfig& pe, Picoseconds limit)
 PePipeline::Load PePipeline::load_stationary(Picoseconds ready, Cycles ls_cycles) {
   Load ls;
   ls.start = later(later(ready, ls_free_), ls_overlap_ ? mm_start_prev_ : mm_end_prev_);
-  ls.end = end_after(ls.start, clock_, ls_cycles, limit_, "its LoadStationary");
+  ls.end = end_after(ls.start, clock_, ls_cycles, limit_, "its LoadStationary would end");
   ls_free_ = ls.end;
   return ls;
 }
@@ -23,11 +23,12 @@ PePipeline::Load PePipeline::load_stationary(Picoseconds ready, Cycles ls_cycles
 PePipeline::Multiply PePipeline::multiply_moving(Picoseconds ready, Cycles mm_cycles) {
   Multiply mm;
   mm.start = later(ready, mm_end_prev_);
-  mm.full_rate = Picoseconds(end_after(mm.start, clock_, mm_cycles, limit_, "its MultiplyMoving").count() -
-                             mm.start.count());
+  mm.full_rate =
+      Picoseconds(end_after(mm.start, clock_, mm_cycles, limit_, "its MultiplyMoving would end").count() -
+                  mm.start.count());
   const Picoseconds dur = throttle_.run(mm.start, mm.full_rate);
   mm.throttle_cap = throttle_.cap_at(mm.start);  // after run(), which may re-engage the cap at mm.start
-  mm.end = end_after(mm.start, dur, limit_, "its MultiplyMoving (throttled)");
+  mm.end = end_after(mm.start, dur, limit_, "its MultiplyMoving (throttled) would end");
   mm_start_prev_ = mm.start;
   mm_end_prev_ = mm.end;
   return mm;

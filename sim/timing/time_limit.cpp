@@ -19,12 +19,12 @@ std::string describe_ps(double ps) {
 }  // namespace
 
 TimeLimitError::TimeLimitError(const std::string& event, double at_ps, Picoseconds limit, uint64_t tag)
-    : InputError(
-          event + " would end at " + describe_ps(at_ps) + ", at or beyond the simulated-time limit of " +
-          describe_ps(static_cast<double>(limit.count())) +
-          (limit == kMaxSimTime ? "; a hardware value is probably far out of scale (a bandwidth, clock or "
-                                  "efficiency)"
-                                : "")),
+    : InputError(event + " at " + describe_ps(at_ps) + ", at or beyond the simulated-time limit of " +
+                 describe_ps(static_cast<double>(limit.count())) +
+                 (limit == kMaxSimTime
+                      ? "; a hardware value is probably far out of scale (a bandwidth, clock or "
+                        "efficiency)"
+                      : "")),
       at_ps_(at_ps),
       tag_(tag) {}
 

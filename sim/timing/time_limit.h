@@ -20,8 +20,9 @@ namespace trnsim::timing {
 
 inline constexpr Picoseconds kMaxSimTime{uint64_t{1} << 62};
 
-// "<event> would end at 4.8e+18 ps (55.6 days), at or beyond the simulated-time limit of 4.61169e+18 ps
-// (53.4 days)". `tag` identifies the subject in the thrower's terms (DmaQueues: the transfer's tag; else 0).
+// "<event> at 4.8e+18 ps (55.6 days), at or beyond the simulated-time limit of 4.61169e+18 ps (53.4 days)...",
+// with `event` a phrase such as "its MultiplyMoving would end". `tag` identifies the subject in the
+// thrower's terms (DmaQueues: the transfer's tag; else 0).
 class TimeLimitError : public InputError {
  public:
   TimeLimitError(const std::string& event, double at_ps, Picoseconds limit, uint64_t tag = 0);
