@@ -104,8 +104,8 @@ void DmaSystem::update() {
           }
     }
   } catch (const timing::TimeLimitError& e) {
-    const DmaRecord* r = current ? current : &transfers_[e.tag()].rec;
-    top_.fail(std::make_exception_ptr(InputError(context(*r) + ": " + e.what())));
+    const DmaRecord* r = current ? current : e.tag() < transfers_.size() ? &transfers_[e.tag()].rec : nullptr;
+    top_.fail(std::make_exception_ptr(InputError((r ? context(*r) + ": " : std::string()) + e.what())));
   } catch (...) {
     top_.fail(std::current_exception());
   }
