@@ -29,7 +29,8 @@ Picoseconds DmaQueues::enqueue(const DmaTransfer& t, Picoseconds now) {
   } catch (const TimeLimitError& e) {
     throw TimeLimitError("its DMA setup would end", e.at_ps(), limit_, t.tag);
   }
-  q.push_back({t, ready, Picoseconds(), 0});
+  q.push_back({t.tag, t.cost.bytes, t.cost.hbm_bytes, t.hbm_bytes_read, t.hbm_bytes_written,
+               t.cost.efficiency, t.cost.rate_cap_GBps, ready, Picoseconds(), 0});
   ++in_flight_;
   if (q.size() == 1 && ready < next_ready_) next_ready_ = ready;  // a new queue head
   return ready;
@@ -42,7 +43,7 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
     for (auto& core_queues : queues_)
       for (auto& q : core_queues)
         if (!q.empty() && q.front().flow == id) {
-          finished_.push_back({q.front().t.tag, q.front().data_start, now});
+          finished_.push_back({q.front().tag, q.front().data_start, now});
           q.pop_front();
           --in_flight_;
         }
@@ -53,9 +54,9 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
       while (!q.empty() && q.front().flow == 0 && q.front().ready <= now) {
         Queued& x = q.front();
         x.data_start = now;
-        const DmaCost& c = x.t.cost;
+        const Queued& c = x;
         if (c.bytes == 0) {
-          finished_.push_back({x.t.tag, now, now});
+          finished_.push_back({x.tag, now, now});
           q.pop_front();
           --in_flight_;
           continue;
@@ -85,7 +86,7 @@ std::optional<Picoseconds> DmaQueues::next_event(Picoseconds now) const {
           const double e = share_.finish_time(q.front().flow);
           if (e >= 0 && (!first || e < first_end)) first = &q.front(), first_end = e;
         }
-      throw TimeLimitError("its data transfer would end", f, limit_, first ? first->t.tag : 0);
+      throw TimeLimitError("its data transfer would end", f, limit_, first ? first->tag : 0);
     }
     next = std::min<uint64_t>(next, static_cast<uint64_t>(std::ceil(f - 1e-6)));
   }
@@ -105,9 +106,9 @@ std::array<std::array<double, 2>, 2> DmaQueues::hbm_rw_GBps() const {
     for (const auto& q : queues_[core]) {
       if (q.empty() || q.front().flow == 0) continue;
       const Queued& x = q.front();
-      const double per_byte = share_.rate(x.flow) * 1000.0 / static_cast<double>(x.t.cost.bytes);
-      rw[core][0] += per_byte * static_cast<double>(x.t.hbm_bytes_read);
-      rw[core][1] += per_byte * static_cast<double>(x.t.hbm_bytes_written);
+      const double per_byte = share_.rate(x.flow) * 1000.0 / static_cast<double>(x.bytes);
+      rw[core][0] += per_byte * static_cast<double>(x.hbm_bytes_read);
+      rw[core][1] += per_byte * static_cast<double>(x.hbm_bytes_written);
     }
   return rw;
 }

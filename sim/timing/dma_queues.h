@@ -70,8 +70,10 @@ class DmaQueues {
 
  private:
   static constexpr Picoseconds kNever{~uint64_t{0}};
-  struct Queued {
-    DmaTransfer t;
+  struct Queued {  // what the queue needs of a DmaTransfer (kept small: one per queued transfer)
+    uint64_t tag;
+    uint64_t bytes, hbm_bytes, hbm_bytes_read, hbm_bytes_written;
+    double efficiency, rate_cap_GBps;
     Picoseconds ready;
     Picoseconds data_start;
     uint64_t flow = 0;  // BandwidthSharing flow id; 0 until the transfer moves
