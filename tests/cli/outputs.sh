@@ -103,5 +103,13 @@ rc=$?
 check "damaged stats.json (exit $rc: $(cat "$T/out"))" \
   '[[ $rc == 1 && $(cat "$T/out") == "trnsim: error: $T/broken.json: engines.core0.PE.busy_percent: missing or not a finite number (a damaged stats.json?)" ]]'
 
+# 7. Inputs that hold Inf after conversion to their dtype (values above the BF16 maximum): the run goes on,
+# writes its outputs and stats, notes the input, and counts the non-finite values instead of NaN metrics.
+"$TRNSIM" run "$SMALL" --set inputs.input_activation.std=1e39 --out "$T/inf" >"$T/out" 2>&1
+rc=$?
+check "Inf inputs: exit $rc, outputs written" '[[ $rc == 0 && -f $T/inf/weight_grad.npy && -f $T/inf/stats.json ]]'
+check "Inf inputs: the note" 'grep -q "^note: inputs.input_activation: [0-9]* of 262144 values are NaN or Inf (generated values overflowed bfloat16)" "$T/out"'
+check "Inf inputs: counts, not NaN" 'grep -q "\"reference_nonfinite\": 262144.0" "$T/inf/stats.json" && ! grep -qE ": (NaN|nan),?$" "$T/inf/stats.json"'
+
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]

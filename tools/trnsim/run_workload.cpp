@@ -59,6 +59,9 @@ int run_workload_file(const RunCliOptions& o) {
   } catch (const std::bad_alloc&) {
     throw InputError(fmt::format("{}: out of memory while making the inputs", p.w.file));
   }
+  const std::vector<std::string> notes = workload::input_notes(p, inputs);
+  for (const std::string& n : notes)
+    std::fprintf(stderr, "trnsim: %s: note: %s\n", p.w.name.c_str(), n.c_str());
   run::Session session(prog, p.hw);
   if (p.w.numerics)
     for (const auto& [name, t] : inputs) session.set_input(name, t);
@@ -94,6 +97,7 @@ int run_workload_file(const RunCliOptions& o) {
   rep.workload = p.w.name;
   rep.kernel = p.w.kernel;
   rep.params = p.kernel->params();
+  rep.notes = notes;
   if (!inputs.empty())
     for (const kernels::KernelStat& s : p.kernel->input_stats(inputs))
       rep.kernel_stats.push_back({s.name, s.value, s.unit, s.description});
