@@ -52,6 +52,7 @@ struct PeConfig {
   double throttle_ramp_ns = 3000;    // linear ramp from cap to 1
   double throttle_window_ns = 3000;  // re-engage window
   double throttle_rearm_utilization = 0.5;
+  bool throttle_count_array_utilization = true;  // utilisation = array fraction in use (else busy time)
 };
 
 // Vector Engine (DVE): reference §2.3.
@@ -84,6 +85,10 @@ struct MemoryConfig {
   uint32_t sbuf_bytes_per_partition = 224 * 1024;
   uint32_t psum_bytes_per_partition = 16 * 1024;
   uint32_t psum_bank_bytes = 2048;
+  // An engine's SBUF/PSUM interface moves elements at full rate when the innermost stride is at most this
+  // many bytes, and strided_access_slowdown times slower beyond (1: off).
+  uint32_t strided_access_bytes = 16;
+  uint32_t strided_access_slowdown = 2;
 };
 
 struct SyncConfig {
@@ -95,13 +100,20 @@ struct SyncConfig {
 };
 
 // DMA (reference §1.5, §2.7). One transfer's fixed cost = setup_ns + hbm.latency_ns (if it touches HBM)
-// + sync.semaphore_latency_ns (completion write).
+// + sync.semaphore_latency_ns (completion write). Issuing it costs, by its descriptor mode (isa::DgeMode):
+// trigger_ns on the issuing sequencer (every mode); hwdge_instruction_ns on a DGE block (hwdge_blocks per
+// core, SP uses block 0 and ACT block 1 mod hwdge_blocks), one instruction at a time, the issuing sequencer
+// waiting while its block is busy; swdge_instruction_ns of GpSimd time instead of trigger_ns (swdge). A cost
+// of 0 switches that mechanism off.
 struct DmaConfig {
   uint32_t engines_per_core = 16;
   uint32_t queues_per_core = 16;
   uint32_t partitions_per_engine = 8;
   double engine_bandwidth_GBps = 23;  // bytes per ns per engine
   double trigger_ns = 50;             // occupies the issuing sequencer
+  double hwdge_instruction_ns = 600;  // occupies a DGE block
+  uint32_t hwdge_blocks = 2;
+  double swdge_instruction_ns = 600;  // occupies GpSimd (replaces trigger_ns)
   double setup_ns = 1050;
   double transpose_efficiency_hbm = 0.9;                    // dma_transpose from HBM
   double transpose_efficiency_sbuf = 0.5;                   // dma_transpose SBUF -> SBUF
