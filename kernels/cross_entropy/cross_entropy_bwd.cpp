@@ -1,0 +1,649 @@
+// cross_entropy_bwd: the logits gradient, as BF16 or as TransformerEngine's MXFP8 tensors (ce_params.h).
+//
+// Gradient (every path): per row tile and vocab chunk, q = exp(x + b) (ACT activation with the per-row bias
+// b = -shift), g = bf16(q * gcd + h) (one tensor_scalar; gcd = g c / row_sumexp, ce_lib.h row_factors). The
+// target column is not corrected in this pass; it differs from the rest of its row only in its additive term
+// (hy = h - g c (1 - ls) instead of h), so:
+//   - BF16 output (grad_quantizer none, or the unfused path's HBM scratch): after all chunks, the corrected
+//     value of each row's target element is computed from the gathered x_y and written over it by an
+//     element-indexed indirect DMA (index r * V + y).
+//   - fused MXFP8: the chunks quantize the uncorrected gradient on chip; then for each row the two MXFP8
+//     blocks holding its target (the rowwise block of 32 columns and the columnwise block of 32 rows) are
+//     recomputed from gathered logits with the correction and written over the first result (data bytes
+//     and scale byte) by indirect DMA.
+// Rows with an ignored target have b = -inf and gcd = h = 0: a zero gradient row.
+//
+// MXFP8, quantize_rule te (natural layout: row r on partition r % 128): keys and the rowwise max-reduce on
+// the BF16 tile; PE transposes of the BF16 tile and of its keys per 128 x 128 block; the columnwise
+// max-reduce on the transposed keys (PSUM); one ALU chain (ce_quant.h) for all of a chunk's rowwise and
+// columnwise blocks; the FP8 elements by one multiply each way; the columnwise FP8 tile transposed back on
+// the PE and written from PSUM.
+// quantize_rule trn3 (T2 layout: 512-row tiles, partition p holds rows 4p .. 4p + 3 interleaved): the
+// columnwise blocks (32 rows of a column = 8 partitions x 4) are exactly quantize_mx's groups; the rowwise
+// blocks come from PE transposes of every 4th column (T[p', 4p + j'] = g[4p + j, v0 + 4p' + j']) into the
+// same group shape, and the x4 result is transposed back (as 32-bit words) to row-major bytes.
+// Unfused: the BF16 gradient (patched) goes to an HBM scratch, then each 128- or 512-row tile is loaded back
+// in the layout its rule needs and quantized as above.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/api/nki.h"
+#include "kernels/api/package.h"
+#include "kernels/cross_entropy/ce_check.h"
+#include "kernels/cross_entropy/ce_lib.h"
+#include "kernels/cross_entropy/ce_params.h"
+#include "kernels/cross_entropy/ce_quant.h"
+#include "kernels/cross_entropy/ce_recipes.h"
+#include "sim/base/error.h"
+
+namespace trnsim::kernels {
+namespace {
+
+using namespace ce;
+using isa::AluOp;
+using nki::ActFunc;
+
+constexpr const char* kName = "kernel 'cross_entropy_bwd'";
+
+struct Ctx {
+  Ctx(Kernel& k_, const BwdParams& bp_) : k(k_), bp(bp_), p(bp_.c) {}
+  Kernel& k;
+  const BwdParams& bp;
+  const CommonParams& p;
+  Consts cs;
+  ColRange cr;
+  int64_t W = 0;   // chunk columns
+  int64_t nt = 0;  // 128-row tiles
+  View logits, target, row_max, row_sumexp, grad_output;
+  View grad_dst;  // BF16 destination (input_grad or the scratch)
+  View rdata, cdata, rscale, cscale;
+  ScaleGeom geom;
+  // Natural-layout per-row tiles [128, nt].
+  View tgt, b, gcd, h, hy, valid, cvec, gvec;
+  int it = 0;  // chunk counter (buffer rotation, engine alternation)
+};
+
+// ---- Per-row factors
+
+void load_factors(Ctx& c) {
+  Kernel& k = c.k;
+  const CommonParams& p = c.p;
+  const int64_t nt = c.nt;
+  View m = k.sbuf({kP, nt}, DType::F32, "bwd_row_max");
+  View d = k.sbuf({kP, nt}, DType::F32, "bwd_row_sumexp");
+  c.tgt = k.sbuf({kP, nt}, DType::I32, "bwd_target");
+  nki::memset(m, 0.0);
+  nki::memset(d, 1.0);
+  nki::memset(c.tgt, static_cast<double>(p.ignore_idx));
+  load_rows(m, c.row_max, p.rows);
+  load_rows(d, c.row_sumexp, p.rows);
+  load_rows(c.tgt, c.target, p.rows);
+  c.valid = k.sbuf({kP, nt}, DType::F32, "bwd_valid");
+  nki::tensor_scalar(c.valid, c.tgt, AluOp::NotEqual, static_cast<double>(p.ignore_idx));
+  // c = 1 / max(count, 1) with reduce_loss, else 1.
+  c.cvec = k.sbuf({kP, 1}, DType::F32, "bwd_c");
+  if (p.reduce_loss) {
+    View cnt = count_valid(k, c.valid);
+    nki::tensor_scalar(c.cvec, cnt, AluOp::Max, 1.0, false, AluOp::Divide, 1.0, true);
+  } else {
+    nki::memset(c.cvec, 1.0);
+  }
+  View g;
+  if (c.bp.grad_output == GradOutput::Scalar) {
+    View one = k.sbuf({1, 1}, DType::F32, "bwd_grad_output");
+    nki::dma_copy(one, c.grad_output.reshape({1, 1}));
+    c.gvec = broadcast_partitions(k, one);
+    g = c.gvec.broadcast(1, nt);
+  } else {
+    g = k.sbuf({kP, nt}, DType::F32, "bwd_grad_output_rows");
+    nki::memset(g, 0.0);
+    load_rows(g, c.grad_output, p.rows);
+  }
+  c.b = k.sbuf({kP, nt}, DType::F32, "bwd_b");
+  c.gcd = k.sbuf({kP, nt}, DType::F32, "bwd_gcd");
+  c.h = k.sbuf({kP, nt}, DType::F32, "bwd_h");
+  c.hy = k.sbuf({kP, nt}, DType::F32, "bwd_hy");
+  row_factors(k, {c.b, c.gcd, c.h, c.hy, c.valid}, m, d, c.tgt, g, c.cvec, p, c.cs);
+}
+
+// In-range mask (valid and the target in this core's columns), [128, nt] FP32.
+View target_in_range(Ctx& c) {
+  Kernel& k = c.k;
+  View in = k.sbuf({kP, c.nt}, DType::F32, "bwd_in_range");
+  View tmp = k.sbuf({kP, c.nt}, DType::F32, "bwd_tmp");
+  nki::tensor_scalar(in, c.tgt, AluOp::IsGe, static_cast<double>(c.cr.lo));
+  nki::tensor_scalar(tmp, c.tgt, AluOp::IsLt, static_cast<double>(c.cr.hi));
+  nki::tensor_tensor(in, in, tmp, AluOp::Multiply);
+  nki::tensor_tensor(in, in, c.valid, AluOp::Multiply);
+  return in;
+}
+
+// ---- Gradient of one chunk: g = bf16(exp(x + b) * gcd + h), natural layout.
+
+void gradient_chunk(Ctx& c, const View& g, const View& x, int64_t t, Engine scale_engine) {
+  Kernel& k = c.k;
+  View q = k.sbuf(x.shape(), DType::F32, "bwd_q");
+  nki::activation(q, ActFunc::Exp, x, c.b(all, S(t, t + 1)));
+  nki::tensor_scalar(g, q, AluOp::Multiply, c.gcd(all, S(t, t + 1)), false, AluOp::Add, c.h(all, S(t, t + 1)),
+                     false, scale_engine);
+}
+
+Engine alternate(int i) {
+  return i % 2 ? Engine::POOL : Engine::DVE;
+}
+
+// ---- BF16 path: all chunks to grad_dst, then the target elements.
+
+void bf16_gradient(Ctx& c) {
+  Kernel& k = c.k;
+  const CommonParams& p = c.p;
+  constexpr int kBufs = 3;
+  std::vector<View> xs, gs;
+  for (int i = 0; i < kBufs; ++i) {
+    xs.push_back(k.sbuf({kP, c.W}, p.logits_dtype, "bwd_x"));
+    gs.push_back(k.sbuf({kP, c.W}, DType::BF16, "bwd_g"));
+  }
+  for (int64_t t = 0; t < c.nt; ++t) {
+    const int64_t r0 = t * kP, rr = std::min(kP, p.rows - r0);
+    for (int64_t c0 = c.cr.lo; c0 < c.cr.hi; c0 += c.W, ++c.it) {
+      const int64_t w = std::min(c.W, c.cr.hi - c0);
+      const View x = xs[c.it % kBufs](all, S(0, w)), g = gs[c.it % kBufs](all, S(0, w));
+      nki::dma_copy(x(S(0, rr)), c.logits(S(r0, r0 + rr), S(c0, c0 + w)));
+      gradient_chunk(c, g, x, t, alternate(c.it));
+      nki::dma_copy(c.grad_dst(S(r0, r0 + rr), S(c0, c0 + w)), g(S(0, rr)), {.engine = Engine::ACT});
+    }
+  }
+  // Target elements: g_y = bf16(exp(x_y + b) * gcd + hy), written at r * V + y.
+  View in = target_in_range(c);
+  View offs = row_offsets(k, c.nt, p.V);
+  View idx = k.sbuf({kP, c.nt}, DType::I32, "bwd_y_index");
+  for (int64_t t = 0; t < c.nt; ++t)
+    add_i32(idx(all, S(t, t + 1)), offs(all, S(t, t + 1)), c.tgt(all, S(t, t + 1)));
+  nki::select(idx, in, idx, -1.0);
+  View raw = k.sbuf({kP, c.nt}, p.logits_dtype, "bwd_xy_raw");
+  nki::memset(raw, 0.0);
+  const View flat = c.logits.reshape({p.rows * p.V, 1});
+  const View gflat = c.grad_dst.reshape({p.rows * p.V, 1});
+  for (int64_t t = 0; t < c.nt; ++t) {
+    const int64_t rr = std::min(kP, p.rows - t * kP);
+    nki::dma_copy(raw(S(0, rr), S(t, t + 1)), flat(S(0, rr)),
+                  {.vector_offset = idx(S(0, rr), S(t, t + 1)), .oob_mode = nki::OobMode::Skip});
+  }
+  View q = k.sbuf({kP, c.nt}, DType::F32, "bwd_qy");
+  nki::tensor_tensor(q, raw, c.b, AluOp::Add);
+  nki::activation(q, ActFunc::Exp, q);
+  nki::tensor_tensor(q, q, c.gcd, AluOp::Multiply);
+  View gy = k.sbuf({kP, c.nt}, DType::BF16, "bwd_gy");
+  nki::tensor_tensor(gy, q, c.hy, AluOp::Add);
+  for (int64_t t = 0; t < c.nt; ++t) {
+    const int64_t rr = std::min(kP, p.rows - t * kP);
+    nki::dma_copy(
+        gflat(S(0, rr)), gy(S(0, rr), S(t, t + 1)),
+        {.vector_offset = idx(S(0, rr), S(t, t + 1)), .indirect_dst = true, .oob_mode = nki::OobMode::Skip});
+  }
+}
+
+// ---- TE rule, natural layout: quantize one BF16 tile g [128, W] (valid rows rr, columns w, w % 32 == 0).
+
+struct TeBuffers {
+  std::vector<View> keys, small, bytes, mult, rq, cqT;
+  std::vector<View> gT, kT, cq;  // PSUM
+  View rs_acc, cs_acc;           // per row tile: rowwise [128, 1, nB], columnwise [128, nblk, 4]
+};
+
+TeBuffers te_buffers(Ctx& c) {
+  Kernel& k = c.k;
+  TeBuffers b;
+  const int64_t W = c.W, nb = W / 32, nblk = W / 128;
+  // Three PSUM tiles per buffer (2 KiB banks): two buffers fit the 8 banks up to 1024 columns.
+  for (int i = 0; i < 2; ++i) {
+    b.keys.push_back(k.sbuf({kP, W}, DType::I16, "te_keys"));
+    b.small.push_back(k.sbuf({kP, 2 * nb}, DType::F32, "te_kmax"));
+    b.bytes.push_back(k.sbuf({kP, 2 * nb}, DType::U8, "te_bytes"));
+    b.mult.push_back(k.sbuf({kP, 2 * nb}, DType::BF16, "te_mult"));
+    b.rq.push_back(k.sbuf({kP, W}, c.bp.fp8_dtype(), "te_row_fp8"));
+    b.cqT.push_back(k.sbuf({kP, nblk, 4, 32}, c.bp.fp8_dtype(), "te_col_fp8_t"));
+    if (i == 0 || W <= 1024) {
+      b.gT.push_back(k.psum({kP, nblk, kP}, DType::BF16, "te_grad_t"));
+      b.kT.push_back(k.psum({kP, nblk, kP}, DType::I16, "te_keys_t"));
+      b.cq.push_back(k.psum({kP, nblk, kP}, c.bp.fp8_dtype(), "te_col_fp8"));
+    }
+  }
+  b.rs_acc = k.sbuf({kP, 1, ceil_div(c.cr.size(), 32)}, DType::U8, "te_row_scales");
+  b.cs_acc = k.sbuf({kP, ceil_div(c.cr.size(), 128), 4}, DType::U8, "te_col_scales");
+  return b;
+}
+
+void te_quantize(Ctx& c, TeBuffers& tb, const View& g, int64_t r0, int64_t rr, int64_t c0, int64_t w, int i) {
+  Kernel& k = c.k;
+  const num::Fp8Format fmt = c.bp.fp8();
+  const int64_t W = c.W, nb = W / 32, nbw = w / 32, nblk = ceil_div(w, 128);
+  const View keys = tb.keys[i], small = tb.small[i], bytes = tb.bytes[i], mult = tb.mult[i];
+  const size_t pi = static_cast<size_t>(i) % tb.gT.size();
+  const View gT = tb.gT[pi], kT = tb.kT[pi], cq = tb.cq[pi], rq = tb.rq[i], cqT = tb.cqT[i];
+  mx_keys(keys(all, S(0, w)), g(all, S(0, w)), QuantizeRule::Te, Engine::POOL);
+  // Rowwise block maxima, then the transposes and the columnwise maxima.
+  nki::tensor_reduce(small(all, S(0, nbw)), AluOp::Max, keys(all, S(0, w)).reshape({kP, nbw, 32}), {2});
+  for (int64_t j = 0; j < nblk; ++j) {
+    const int64_t wb = std::min<int64_t>(128, w - 128 * j);
+    nki::nc_transpose(gT(S(0, wb), j), g(all, S(128 * j, 128 * j + wb)));
+    nki::nc_transpose(kT(S(0, wb), j), keys(all, S(128 * j, 128 * j + wb)));
+  }
+  nki::tensor_reduce(small(all, S(nb, nb + 4 * nblk)), AluOp::Max,
+                     kT(all, S(0, nblk)).reshape({kP, nblk, 4, 32}), {3});
+  mx_scale_chain(k, small, bytes, mult, QuantizeRule::Te, fmt, Engine::POOL);
+  // FP8 elements: rowwise on the tile, columnwise on the transposed tile, then back.
+  nki::tensor_tensor(rq(all, S(0, w)).reshape({kP, nbw, 32}), g(all, S(0, w)).reshape({kP, nbw, 32}),
+                     mult(all, S(0, nbw)).reshape({kP, nbw, 1}).broadcast(2, 32), AluOp::Multiply,
+                     alternate(c.it + 1));
+  nki::tensor_tensor(cqT(all, S(0, nblk)), gT(all, S(0, nblk)).reshape({kP, nblk, 4, 32}),
+                     mult(all, S(nb, nb + 4 * nblk)).reshape({kP, nblk, 4, 1}).broadcast(3, 32),
+                     AluOp::Multiply);
+  for (int64_t j = 0; j < nblk; ++j) {
+    const int64_t wb = std::min<int64_t>(128, w - 128 * j);
+    nki::nc_transpose(cq(all, j, S(0, wb)), cqT(S(0, wb), j).reshape({wb, kP}));
+  }
+  nki::dma_copy(c.rdata(S(r0, r0 + rr), S(c0, c0 + w)), rq(S(0, rr), S(0, w)), {.engine = Engine::ACT});
+  nki::dma_copy(c.cdata(S(r0, r0 + rr), S(c0, c0 + w)), cq.reshape({kP, nblk * kP})(S(0, rr), S(0, w)),
+                {.engine = Engine::ACT});
+  // Scale bytes into the row tile's accumulators.
+  const int64_t b0 = (c0 - c.cr.lo) / 32, j0 = (c0 - c.cr.lo) / 128;
+  nki::tensor_copy(tb.rs_acc(all, 0, S(b0, b0 + nbw)), bytes(all, S(0, nbw)), Engine::ACT);
+  nki::tensor_copy(tb.cs_acc(all, S(j0, j0 + nblk)), bytes(all, S(nb, nb + 4 * nblk)).reshape({kP, nblk, 4}),
+                   Engine::ACT);
+}
+
+void te_flush(Ctx& c, TeBuffers& tb, int64_t r0, int64_t rr) {
+  write_row_scales(c.rscale, c.geom, tb.rs_acc, r0, rr, 1, c.cr.lo / 32, c.cr.hi / 32);
+  write_col_scales(c.cscale, c.geom, tb.cs_acc, r0 / 32, rr / 32, c.cr.lo, c.cr.hi);
+}
+
+// ---- Trn3 rule, T2 layout: g2 [128, W, 4] BF16, rows r0 + 4p + j (r0 % 512 == 0), pp = rr / 4 partitions.
+
+struct T2Buffers {
+  std::vector<View> cq, cs, rq, rs;
+  std::vector<View> T, rqT, rsT;  // PSUM
+  View rs_acc;                    // [128, 4, nB + 16]
+};
+
+T2Buffers t2_buffers(Ctx& c) {
+  Kernel& k = c.k;
+  T2Buffers b;
+  const DType x4 = c.bp.fp8() == num::Fp8Format::E5M2 ? DType::FP8_E5M2_X4 : DType::FP8_E4M3FN_X4;
+  for (int i = 0; i < 2; ++i) {
+    b.cq.push_back(k.sbuf({kP, c.W}, x4, "t2_col_x4"));
+    b.cs.push_back(k.sbuf({kP, c.W}, DType::U8, "t2_col_scales"));
+    b.rq.push_back(k.sbuf({kP, kP}, x4, "t2_row_x4"));
+    b.rs.push_back(k.sbuf({kP, kP}, DType::U8, "t2_row_scales"));
+    b.T.push_back(k.psum({kP, 4 * kP}, DType::BF16, "t2_rows_t"));
+    b.rqT.push_back(k.psum({kP, kP}, DType::F32, "t2_row_x4_t"));
+    b.rsT.push_back(k.psum({kP, kP}, DType::U8, "t2_row_scales_t"));
+  }
+  b.rs_acc = k.sbuf({kP, 4, ceil_div(c.cr.size(), 32) + 16}, DType::U8, "t2_row_scale_acc");
+  return b;
+}
+
+void t2_quantize(Ctx& c, T2Buffers& tb, const View& g2, int64_t r0, int64_t rr, int64_t c0, int64_t w) {
+  const int64_t pp = rr / 4;
+  const int i = c.it % 2;
+  // Columnwise: quantize_mx groups are the 32-row blocks; bytes j of each x4 word belong to rows 4p + j.
+  nki::quantize_mx(tb.cq[i], g2.reshape({kP, 4 * c.W}), tb.cs[i]);
+  const View cq8 = tb.cq[i].bitcast(DType::U8).reshape({kP, c.W, 4});
+  for (int64_t j = 0; j < 4; ++j)
+    nki::dma_copy(c.cdata(S(r0 + j, r0 + rr, 4), S(c0, c0 + w)),
+                  cq8(S(0, pp), S(0, w), j).bitcast(c.bp.fp8_dtype()), {.engine = Engine::ACT});
+  write_col_scales_mx(c.cscale, c.geom, tb.cs[i], r0 / 32, rr / 32, c0, c0 + w);
+  // Rowwise: per row phase j and 512-column piece, T[p', 4p + j'] = g2[p, v0 + 4p' + j', j].
+  int n = 0;
+  for (int64_t j = 0; j < 4; ++j)
+    for (int64_t v0 = 0; v0 < w; v0 += 512, ++n) {
+      const int s = n % 2;
+      const View T = tb.T[s], rq = tb.rq[s], rs = tb.rs[s], rqT = tb.rqT[s], rsT = tb.rsT[s];
+      for (int64_t jp = 0; jp < 4; ++jp)
+        nki::nc_transpose(T(all, S(jp, 4 * pp, 4)), g2(S(0, pp), S(v0 + jp, v0 + 512, 4), j));
+      nki::quantize_mx(rq(all, S(0, pp)), T(all, S(0, 4 * pp)), rs(all, S(0, pp)));
+      nki::nc_transpose(rqT(S(0, pp)), rq(all, S(0, pp)).bitcast(DType::F32));
+      const int64_t vw = std::min<int64_t>(512, w - v0);
+      nki::dma_copy(c.rdata(S(r0 + j, r0 + rr, 4), S(c0 + v0, c0 + v0 + vw)),
+                    rqT(S(0, pp)).bitcast(c.bp.fp8_dtype())(all, S(0, vw)), {.engine = Engine::ACT});
+      // Scales: group g' (columns v0 + 32g') sits at partition 32(g'/4) + g'%4 of rs; transpose, keep those.
+      nki::nc_transpose(rsT(S(0, pp)), rs(all, S(0, pp)));
+      const int64_t b0 = (c0 + v0 - c.cr.lo) / 32;
+      nki::tensor_copy(tb.rs_acc(S(0, pp), j, S(b0, b0 + 16)).reshape({pp, 4, 4}),
+                       rsT(S(0, pp)).reshape({pp, 4, 32})(all, all, S(0, 4)), Engine::ACT);
+    }
+}
+
+void t2_flush(Ctx& c, T2Buffers& tb, int64_t r0, int64_t rr) {
+  write_row_scales(c.rscale, c.geom, tb.rs_acc, r0, rr / 4, 4, c.cr.lo / 32, c.cr.hi / 32);
+}
+
+// Loads [rows] values of `src` into the T2 tile [128, nt2, 4] (row 512 t + 4 p + j).
+void load_rows_t2(const View& dst, const View& src, int64_t rows) {
+  const int64_t full = rows / 512, rest = rows % 512;
+  if (full > 0)
+    nki::dma_copy(dst(all, S(0, full)), src(S(0, full * 512)).reshape({full, kP, 4}).permute({1, 0, 2}));
+  if (rest > 0) nki::dma_copy(dst(S(0, rest / 4), full), src(S(full * 512, rows)).reshape({rest / 4, 4}));
+}
+
+// ---- Fix-up of the fused path: recompute the two MXFP8 blocks holding each row's target.
+
+void fixup(Ctx& c) {
+  Kernel& k = c.k;
+  const CommonParams& p = c.p;
+  const QuantizeRule rule = c.bp.quantize_rule;
+  const num::Fp8Format fmt = c.bp.fp8();
+  const DType f8 = c.bp.fp8_dtype();
+  const int64_t V = p.V, nb32 = V / 32;
+  View in = target_in_range(c);
+  // Rowwise block of row r: index r * V/32 + y/32 into logits / rowwise data seen as [rows * V/32, 32].
+  View offs = row_offsets(k, c.nt, nb32);
+  View blk = k.sbuf({kP, c.nt}, DType::I32, "fix_block");
+  nki::tensor_scalar(blk, c.tgt, AluOp::ShiftRight, 5.0);
+  View ymod = k.sbuf({kP, c.nt}, DType::I32, "fix_ymod");
+  nki::tensor_scalar(ymod, c.tgt, AluOp::BitwiseAnd, 31.0);
+  View ridx = k.sbuf({kP, c.nt}, DType::I32, "fix_row_index");
+  for (int64_t t = 0; t < c.nt; ++t)
+    add_i32(ridx(all, S(t, t + 1)), offs(all, S(t, t + 1)), blk(all, S(t, t + 1)));
+  nki::select(ridx, in, ridx, -1.0);
+  View cidx = k.sbuf({kP, c.nt}, DType::I32, "fix_col_index");
+  nki::select(cidx, in, c.tgt, -1.0);
+  // Scale byte indices.
+  View rsidx = k.sbuf({kP, c.nt}, DType::I32, "fix_row_scale_index");
+  View rowi = k.sbuf({kP, c.nt}, DType::I32, "fix_row");
+  nki::iota(rowi, {static_cast<int32_t>(kP)}, 0.0, 1.0);
+  if (c.geom.swizzled) {
+    for (int64_t t = 0; t < c.nt; ++t)
+      swizzled_index(k, rsidx(all, S(t, t + 1)), rowi(all, S(t, t + 1)), blk(all, S(t, t + 1)),
+                     c.geom.row_cols() / 4);
+  } else {
+    View ro = row_offsets(k, c.nt, c.geom.row_cols());
+    for (int64_t t = 0; t < c.nt; ++t)
+      add_i32(rsidx(all, S(t, t + 1)), ro(all, S(t, t + 1)), blk(all, S(t, t + 1)));
+  }
+  nki::select(rsidx, in, rsidx, -1.0);
+
+  const View xr_all = c.logits.reshape({p.rows * nb32, 32});
+  const View rd_all = c.rdata.reshape({p.rows * nb32, 32});
+  const View rs_flat = c.rscale.reshape({c.geom.row_rows() * c.geom.row_cols(), 1});
+  const View cs_flat = c.cscale.reshape({c.geom.col_rows() * c.geom.col_cols(), 1});
+  View iota32 = k.sbuf({kP, 32}, DType::F32, "fix_iota");
+  nki::iota(iota32, {1});
+  const nki::DmaOpts gather_opts{.oob_mode = nki::OobMode::Skip};
+  auto gather = [&](const View& dst, const View& src, const View& idx) {
+    nki::DmaOpts o = gather_opts;
+    o.vector_offset = idx;
+    nki::dma_copy(dst, src, o);
+  };
+  auto scatter = [&](const View& dst, const View& src, const View& idx) {
+    nki::DmaOpts o = gather_opts;
+    o.vector_offset = idx;
+    o.indirect_dst = true;
+    nki::dma_copy(dst, src, o);
+  };
+  for (int64_t t = 0; t < c.nt; ++t) {
+    const int64_t r0 = t * kP, rr = std::min(kP, p.rows - r0);
+    auto vec = [&](const View& v) { return v(all, S(t, t + 1)); };
+    // Rowwise block.
+    {
+      View xr = k.sbuf({kP, 32}, p.logits_dtype, "fix_x_row");
+      nki::memset(xr, 0.0);
+      gather(xr(S(0, rr)), xr_all(S(0, rr)), ridx(S(0, rr), S(t, t + 1)));
+      View q = k.sbuf({kP, 32}, DType::F32, "fix_q_row");
+      nki::activation(q, ActFunc::Exp, xr, vec(c.b));
+      // Additive term: hy at the target column y % 32, h elsewhere.
+      View mask = k.sbuf({kP, 32}, DType::F32, "fix_mask_row");
+      nki::tensor_scalar(mask, iota32, AluOp::IsEqual, vec(ymod));
+      View add = k.sbuf({kP, 32}, DType::F32, "fix_add_row");
+      nki::select(add, mask, vec(c.hy).broadcast(1, 32), vec(c.h).broadcast(1, 32));
+      nki::tensor_scalar(q, q, AluOp::Multiply, vec(c.gcd));
+      View g = k.sbuf({kP, 1, 32}, DType::BF16, "fix_g_row");
+      nki::tensor_tensor(g.reshape({kP, 32}), q, add, AluOp::Add);
+      View q8 = k.sbuf({kP, 1, 32}, f8, "fix_q8_row");
+      View byte = k.sbuf({kP, 1}, DType::U8, "fix_byte_row");
+      mx_quantize_free(k, q8, byte, g, rule, fmt, Engine::DVE);
+      scatter(rd_all(S(0, rr)), q8.reshape({kP, 32})(S(0, rr)), ridx(S(0, rr), S(t, t + 1)));
+      scatter(rs_flat(S(0, rr)), byte.bitcast(DType::E8M0)(S(0, rr)), rsidx(S(0, rr), S(t, t + 1)));
+    }
+    // Columnwise block of row r: rows 32(r/32) .. +32 at column y_r, per 32-row quadrant.
+    {
+      View xc = k.sbuf({kP, 32}, p.logits_dtype, "fix_x_col");
+      nki::memset(xc, 0.0);
+      // Factors of the block's rows along the free dim: element (p, i) = factor of row 32(p/32) + i.
+      View bT = k.sbuf({kP, 32}, DType::F32, "fix_b_t");
+      View gcT = k.sbuf({kP, 32}, DType::F32, "fix_gcd_t");
+      View hT = k.sbuf({kP, 32}, DType::F32, "fix_h_t");
+      View hyT = k.sbuf({kP, 32}, DType::F32, "fix_hy_t");
+      View tT = k.sbuf({kP, 32}, DType::I32, "fix_t_t");
+      const int64_t nq = ceil_div(rr, 32);
+      for (int64_t q = 0; q < nq; ++q) {
+        const int64_t m = std::min<int64_t>(32, rr - 32 * q);
+        const auto Q = S(32 * q, 32 * q + 32);
+        gather(xc(S(32 * q, 32 * q + m)), c.logits(S(r0 + 32 * q, r0 + 32 * q + 32)).permute({1, 0})(S(0, m)),
+               cidx(S(32 * q, 32 * q + m), S(t, t + 1)));
+        nki::nc_transpose(bT(Q), c.b(Q, S(t, t + 1)).broadcast(1, 32), Engine::DVE);
+        nki::nc_transpose(gcT(Q), c.gcd(Q, S(t, t + 1)).broadcast(1, 32), Engine::DVE);
+        nki::nc_transpose(hT(Q), c.h(Q, S(t, t + 1)).broadcast(1, 32), Engine::DVE);
+        nki::nc_transpose(hyT(Q), c.hy(Q, S(t, t + 1)).broadcast(1, 32), Engine::DVE);
+        nki::nc_transpose(tT(Q), c.tgt(Q, S(t, t + 1)).broadcast(1, 32), Engine::DVE);
+      }
+      View q = k.sbuf({kP, 32}, DType::F32, "fix_q_col");
+      nki::tensor_tensor(q, xc, bT, AluOp::Add);
+      nki::activation(q, ActFunc::Exp, q);
+      // Rows of the block whose target is this column take hy.
+      View mask = k.sbuf({kP, 32}, DType::F32, "fix_mask_col");
+      nki::tensor_scalar(mask, tT, AluOp::IsEqual, vec(c.tgt));
+      nki::select(hT, mask, hyT, hT);
+      nki::tensor_tensor(q, q, gcT, AluOp::Multiply);
+      View g = k.sbuf({kP, 1, 32}, DType::BF16, "fix_g_col");
+      nki::tensor_tensor(g.reshape({kP, 32}), q, hT, AluOp::Add);
+      View q8 = k.sbuf({kP, 1, 32}, f8, "fix_q8_col");
+      View byte = k.sbuf({kP, 1}, DType::U8, "fix_byte_col");
+      mx_quantize_free(k, q8, byte, g, rule, fmt, Engine::DVE);
+      View csidx = k.sbuf({kP, 1}, DType::I32, "fix_col_scale_index");
+      for (int64_t q = 0; q < nq; ++q) {
+        const int64_t m = std::min<int64_t>(32, rr - 32 * q);
+        const int64_t rb = (r0 + 32 * q) / 32;
+        scatter(c.cdata(S(r0 + 32 * q, r0 + 32 * q + 32)).permute({1, 0})(S(0, m)),
+                q8.reshape({kP, 32})(S(32 * q, 32 * q + m)), cidx(S(32 * q, 32 * q + m), S(t, t + 1)));
+        View sidx = csidx(S(32 * q, 32 * q + m));
+        if (c.geom.swizzled) {
+          View rbq = k.sbuf({32, 1}, DType::I32, "fix_rbq");
+          nki::memset(rbq, static_cast<double>(rb));
+          swizzled_index(k, sidx, c.tgt(S(32 * q, 32 * q + m), S(t, t + 1)), rbq(S(0, m)),
+                         c.geom.col_rows() / 4);
+        } else {
+          // rb * roundup(V, 128) may exceed 2^24: an integer iota step keeps it exact.
+          View rowbase = k.sbuf({32, 2}, DType::I32, "fix_rowbase");
+          nki::iota(rowbase, {static_cast<int32_t>(rb * c.geom.col_cols())});
+          add_i32(sidx, rowbase(S(0, m), S(1, 2)), c.tgt(S(32 * q, 32 * q + m), S(t, t + 1)));
+        }
+        nki::select(sidx, in(S(32 * q, 32 * q + m), S(t, t + 1)), sidx, -1.0);
+        scatter(cs_flat(S(0, m)), byte.bitcast(DType::E8M0)(S(32 * q, 32 * q + m)), sidx);
+      }
+    }
+  }
+}
+
+// ---- The kernel
+
+void bwd_kernel(Kernel& k, const BwdParams& bp) {
+  const CommonParams& p = bp.c;
+  const bool mx = bp.mxfp8();
+  const bool trn3 = bp.quantize_rule == QuantizeRule::Trn3;
+  if (mx && (p.rows % 32 != 0 || p.V % 32 != 0))
+    throw InputError(
+        fmt::format("{}: MXFP8 gradients need rows and V multiples of 32 (TransformerEngine's "
+                    "MXFP8 tensors), got rows {} and V {}",
+                    kName, p.rows, p.V));
+  if (trn3 && !mx)
+    throw InputError(
+        fmt::format("{}: parameter 'quantize_rule': trn3 applies to an MXFP8 grad_quantizer", kName));
+  if (trn3 && k.generation() != Generation::Trn3)
+    throw InputError(fmt::format(
+        "{}: parameter 'quantize_rule': trn3 uses quantize_mx, which exists on Trn3 only", kName));
+  Ctx c(k, bp);
+  c.cs = consts(p);
+  c.W = p.chunk.value_or(trn3 ? 2048 : 1024);
+  if (c.W % 128 != 0 || (trn3 && c.W % 512 != 0))
+    throw InputError(
+        fmt::format("{}: parameter 'chunk': {} is not a multiple of {}", kName, c.W, trn3 ? 512 : 128));
+  c.nt = ceil_div(p.rows, kP);
+  c.cr = core_columns(p.V, k.program_id(), k.num_programs());
+
+  c.logits = k.input("logits", p.logits_dtype, {p.rows, p.V});
+  c.target = k.input("target", DType::I32, {p.rows});
+  c.row_max = k.input("row_max", DType::F32, {p.rows});
+  c.row_sumexp = k.input("row_sumexp", DType::F32, {p.rows});
+  c.grad_output = k.input("grad_output", DType::F32, {bp.grad_output == GradOutput::Scalar ? 1 : p.rows});
+  if (!mx) {
+    c.grad_dst = k.output("input_grad", DType::BF16, {p.rows, p.V});
+  } else {
+    c.geom = {p.rows, p.V, bp.scale_layout == ScaleLayout::Swizzled};
+    c.rdata = k.output("input_grad_rowwise_data", bp.fp8_dtype(), {p.rows, p.V});
+    c.cdata = k.output("input_grad_columnwise_data", bp.fp8_dtype(), {p.rows, p.V});
+    c.rscale = k.output("input_grad_rowwise_scale_inv", DType::E8M0, {c.geom.row_rows(), c.geom.row_cols()});
+    c.cscale =
+        k.output("input_grad_columnwise_scale_inv", DType::E8M0, {c.geom.col_rows(), c.geom.col_cols()});
+    if (!bp.is_fused()) c.grad_dst = k.scratch("input_grad_bf16", DType::BF16, {p.rows, p.V}, false);
+  }
+  load_factors(c);
+  if (!mx) {
+    if (c.cr.size() > 0) bf16_gradient(c);
+    return;
+  }
+  // Scale padding (0x00): core 0 writes it; a swizzled tensor is filled whole first, so both cores wait for
+  // that fill at a barrier before writing scales.
+  for (int rowwise = 0; rowwise < 2; ++rowwise) {
+    const View& s = rowwise ? c.rscale : c.cscale;
+    if (!has_scale_padding(c.geom, rowwise)) continue;
+    if (k.program_id() == 0) zero_scale_padding(k, s, c.geom, rowwise);
+    if (c.geom.swizzled && k.num_programs() == 2) nki::core_barrier(s);
+  }
+  if (c.cr.size() == 0) return;
+  if (!bp.is_fused()) {
+    bf16_gradient(c);  // to the scratch, targets patched
+    if (!trn3) {
+      TeBuffers tb = te_buffers(c);
+      std::vector<View> gs;
+      for (int i = 0; i < 2; ++i) gs.push_back(k.sbuf({kP, c.W}, DType::BF16, "te_g_in"));
+      for (int64_t t = 0; t < c.nt; ++t) {
+        const int64_t r0 = t * kP, rr = std::min(kP, p.rows - r0);
+        for (int64_t c0 = c.cr.lo; c0 < c.cr.hi; c0 += c.W, ++c.it) {
+          const int64_t w = std::min(c.W, c.cr.hi - c0);
+          const View& g = gs[c.it % 2];
+          nki::dma_copy(g(S(0, rr), S(0, w)), c.grad_dst(S(r0, r0 + rr), S(c0, c0 + w)));
+          te_quantize(c, tb, g, r0, rr, c0, w, c.it % 2);
+        }
+        te_flush(c, tb, r0, rr);
+      }
+    } else {
+      T2Buffers tb = t2_buffers(c);
+      std::vector<View> gs;
+      for (int i = 0; i < 2; ++i) gs.push_back(k.sbuf({kP, c.W, 4}, DType::BF16, "t2_g_in"));
+      for (int64_t r0 = 0; r0 < p.rows; r0 += 512) {
+        const int64_t rr = std::min<int64_t>(512, p.rows - r0), pp = rr / 4;
+        for (int64_t c0 = c.cr.lo; c0 < c.cr.hi; c0 += c.W, ++c.it) {
+          const int64_t w = std::min(c.W, c.cr.hi - c0);
+          const View& g2 = gs[c.it % 2];
+          nki::dma_copy(g2(S(0, pp), S(0, w)),
+                        c.grad_dst(S(r0, r0 + rr), S(c0, c0 + w)).reshape({pp, 4, w}).permute({0, 2, 1}));
+          t2_quantize(c, tb, g2, r0, rr, c0, w);
+        }
+        t2_flush(c, tb, r0, rr);
+      }
+    }
+    return;
+  }
+  // Fused.
+  if (!trn3) {
+    TeBuffers tb = te_buffers(c);
+    std::vector<View> xs, gs;
+    for (int i = 0; i < 3; ++i) {
+      xs.push_back(k.sbuf({kP, c.W}, DType::BF16, "bwd_x"));
+      gs.push_back(k.sbuf({kP, c.W}, DType::BF16, "bwd_g"));
+    }
+    for (int64_t t = 0; t < c.nt; ++t) {
+      const int64_t r0 = t * kP, rr = std::min(kP, p.rows - r0);
+      for (int64_t c0 = c.cr.lo; c0 < c.cr.hi; c0 += c.W, ++c.it) {
+        const int64_t w = std::min(c.W, c.cr.hi - c0);
+        const View x = xs[c.it % 3](all, S(0, w)), g = gs[c.it % 3];
+        nki::dma_copy(x(S(0, rr)), c.logits(S(r0, r0 + rr), S(c0, c0 + w)));
+        gradient_chunk(c, g(all, S(0, w)), x, t, Engine::DVE);
+        te_quantize(c, tb, g, r0, rr, c0, w, c.it % 2);
+      }
+      te_flush(c, tb, r0, rr);
+    }
+  } else {
+    // T2 factors: [128, nt2, 4] for rows 512 t + 4 p + j.
+    const int64_t nt2 = ceil_div(p.rows, 512);
+    View m2 = k.sbuf({kP, nt2, 4}, DType::F32, "t2_row_max");
+    View d2 = k.sbuf({kP, nt2, 4}, DType::F32, "t2_row_sumexp");
+    View t2 = k.sbuf({kP, nt2, 4}, DType::I32, "t2_target");
+    nki::memset(m2, 0.0);
+    nki::memset(d2, 1.0);
+    nki::memset(t2, static_cast<double>(p.ignore_idx));
+    load_rows_t2(m2, c.row_max, p.rows);
+    load_rows_t2(d2, c.row_sumexp, p.rows);
+    load_rows_t2(t2, c.target, p.rows);
+    View g2in;
+    if (bp.grad_output == GradOutput::Scalar) {
+      g2in = c.gvec.reshape({kP, 1, 1}).broadcast(1, nt2).broadcast(2, 4);
+    } else {
+      g2in = k.sbuf({kP, nt2, 4}, DType::F32, "t2_grad_output");
+      nki::memset(g2in, 0.0);
+      load_rows_t2(g2in, c.grad_output, p.rows);
+    }
+    RowFactors f2{k.sbuf({kP, nt2, 4}, DType::F32, "t2_b"), k.sbuf({kP, nt2, 4}, DType::F32, "t2_gcd"),
+                  k.sbuf({kP, nt2, 4}, DType::F32, "t2_h"), k.sbuf({kP, nt2, 4}, DType::F32, "t2_hy"),
+                  k.sbuf({kP, nt2, 4}, DType::F32, "t2_valid")};
+    row_factors(k, f2, m2, d2, t2, g2in, c.cvec, p, c.cs);
+    T2Buffers tb = t2_buffers(c);
+    std::vector<View> xs, gs;
+    for (int i = 0; i < 2; ++i) {
+      xs.push_back(k.sbuf({kP, c.W, 4}, DType::BF16, "t2_x"));
+      gs.push_back(k.sbuf({kP, c.W, 4}, DType::BF16, "t2_g"));
+    }
+    for (int64_t r0 = 0, t = 0; r0 < p.rows; r0 += 512, ++t) {
+      const int64_t rr = std::min<int64_t>(512, p.rows - r0), pp = rr / 4;
+      for (int64_t c0 = c.cr.lo; c0 < c.cr.hi; c0 += c.W, ++c.it) {
+        const int64_t w = std::min(c.W, c.cr.hi - c0);
+        const View& x2 = xs[c.it % 2];
+        const View& g2 = gs[c.it % 2];
+        nki::dma_copy(x2(S(0, pp), S(0, w)),
+                      c.logits(S(r0, r0 + rr), S(c0, c0 + w)).reshape({pp, 4, w}).permute({0, 2, 1}));
+        for (int64_t j = 0; j < 4; ++j) {
+          View q = k.sbuf({kP, c.W}, DType::F32, "t2_q");
+          nki::activation(q(all, S(0, w)), ActFunc::Exp, x2(all, S(0, w), j), f2.b(all, t, S(j, j + 1)));
+          nki::tensor_scalar(g2(all, S(0, w), j), q(all, S(0, w)), AluOp::Multiply,
+                             f2.gcd(all, t, S(j, j + 1)), false, AluOp::Add, f2.h(all, t, S(j, j + 1)), false,
+                             alternate(c.it + j));
+        }
+        t2_quantize(c, tb, g2, r0, rr, c0, w);
+      }
+      t2_flush(c, tb, r0, rr);
+    }
+  }
+  fixup(c);
+}
+
+}  // namespace
+
+std::unique_ptr<KernelDef> cross_entropy_bwd_kernel() {
+  KernelPackage<BwdParams> k;
+  k.name = "cross_entropy_bwd";
+  k.doc =
+      "cross entropy backward: the logits gradient as BF16 or as TransformerEngine's MXFP8 tensors (TE rule "
+      "bit for bit with ALU operations, or Trn3's quantize_mx), fused on chip or BF16 then quantize; LNC2 "
+      "splits the vocabulary";
+  k.cores = [](const BwdParams& p) { return p.c.run_with_lnc2 ? 2 : 1; };
+  k.cores_param = "run_with_lnc2";
+  k.kernel = bwd_kernel;
+  k.checks = [](const BwdParams& p) { return ce::bwd_checks(p); };
+  k.recipes = ce::bwd_recipes();
+  return make_kernel(std::move(k));
+}
+
+}  // namespace trnsim::kernels
