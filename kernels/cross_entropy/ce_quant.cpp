@@ -83,50 +83,32 @@ int64_t ScaleGeom::col_cols() const {
 
 namespace {
 
-// The swizzled tensor as [i / 128, ntx, i % 32, (i % 128) / 32, j % 4] (gemm_swizzle_index).
+// The swizzled tensor (gemm_swizzle_index) as [i % 32, i / 128, j / 4, (i % 128) / 32, j % 4]: the lane of a
+// 32-row group first, so that it can be the DMA's partition dim; integer indices then pick the other fields.
 View swizzle5(const View& out, int64_t irows, int64_t jcols) {
-  return out.reshape({irows / 128, jcols / 4, 32, 4, 4});
+  return out.reshape({irows / 128, jcols / 4, 32, 4, 4}).permute({2, 0, 1, 3, 4});
 }
 
 }  // namespace
 
 void write_row_scales(const View& out, const ScaleGeom& g, const View& tile, int64_t r0, int64_t n,
-                      int64_t rj, int64_t b0, int64_t b1) {
+                      int64_t b0, int64_t b1) {
   const int64_t nb = b1 - b0;
   if (n <= 0 || nb <= 0) return;
-  const View src = tile(S(0, n), S(0, rj), S(0, nb)).bitcast(DType::E8M0);
+  const View t8 = tile.bitcast(DType::E8M0);
   if (!g.swizzled) {
-    nki::dma_copy(out(S(r0, r0 + n * rj), S(b0, b1)).reshape({n, rj, nb}), src);
+    nki::dma_copy(out(S(r0, r0 + n), S(b0, b1)), t8(S(0, n), S(0, nb)));
     return;
   }
-  const View v5 = swizzle5(out, g.row_rows(), g.row_cols());
+  // One DMA per 32-row group: the lane r % 32 is the partition (r0 % 128 == 0).
   const int64_t nf = nb / 4, rem = nb % 4;  // b0 % 4 == 0
-  // Partition groups with one affine row step: 32 rows (rj = 1, quadrant) or 8 partitions (rj = 4).
-  const int64_t group = rj == 1 ? 32 : 8;
-  for (int64_t p0 = 0; p0 < n; p0 += group) {
-    const int64_t m = std::min(group, n - p0);
-    const int64_t r = r0 + p0 * rj;  // first row of the group
-    const int64_t ib = r / 128, qd = (r % 128) / 32, lane = r % 32;
-    auto rows_of = [&](const View& v) {  // v: [32 (i % 32), ...] -> this group's partitions (and j)
-      if (rj == 1) return v(S(lane, lane + m));
-      return v.reshape({8, 4, v.size(1), v.size(2)})(S(0, m));  // lane == 0 for 8-row groups of T2 tiles
-    };
-    if (nf > 0) {
-      View d = v5(ib, S(b0 / 4, b0 / 4 + nf), all, qd, all).permute({1, 0, 2});  // [32, nf, 4]
-      View s = tile(S(p0, p0 + m), S(0, rj), S(0, nf * 4)).bitcast(DType::E8M0);
-      if (rj == 1)
-        nki::dma_copy(rows_of(d), s.reshape({m, nf, 4}));
-      else
-        nki::dma_copy(rows_of(d), s.reshape({m, 4, nf, 4}));
-    }
-    if (rem > 0) {
-      View d = v5(ib, b0 / 4 + nf, all, qd, S(0, rem)).reshape({32, 1, rem});
-      View s = tile(S(p0, p0 + m), S(0, rj), S(nf * 4, nb)).bitcast(DType::E8M0);
-      if (rj == 1)
-        nki::dma_copy(rows_of(d), s.reshape({m, 1, rem}));
-      else
-        nki::dma_copy(rows_of(d), s.reshape({m, 4, 1, rem}));
-    }
+  const View v5 = swizzle5(out, g.row_rows(), g.row_cols());
+  for (int64_t p0 = 0; p0 < n; p0 += 32) {
+    const int64_t m = std::min<int64_t>(32, n - p0), r = r0 + p0, ib = r / 128, qd = (r % 128) / 32;
+    if (nf > 0)
+      nki::dma_copy(v5(S(0, m), ib, S(b0 / 4, b0 / 4 + nf), qd, all),
+                    t8(S(p0, p0 + m), S(0, nf * 4)).reshape({m, nf, 4}));
+    if (rem > 0) nki::dma_copy(v5(S(0, m), ib, b0 / 4 + nf, qd, S(0, rem)), t8(S(p0, p0 + m), S(nf * 4, nb)));
   }
 }
 
@@ -144,15 +126,16 @@ void write_col_scales(const View& out, const ScaleGeom& g, const View& tile, int
                     t8(S(0, wb), nf, S(0, nrb)));
     return;
   }
+  // i = column v (lane v % 32), j = block-row rb.
   const View v5 = swizzle5(out, g.col_cols(), g.col_rows());
   const int64_t vb = v0 / 128, jb = rb0 / 4;
   for (int64_t qv = 0; qv < 4; ++qv) {
     if (nf > 0)
-      nki::dma_copy(v5(S(vb, vb + nf), jb, all, qv, S(0, nrb)).permute({1, 0, 2}),
+      nki::dma_copy(v5(all, S(vb, vb + nf), jb, qv, S(0, nrb)),
                     t8(S(32 * qv, 32 * qv + 32), S(0, nf), S(0, nrb)));
     const int64_t m = std::min<int64_t>(32, wb - 32 * qv);
     if (m > 0)
-      nki::dma_copy(v5(vb + nf, jb, S(0, m), qv, S(0, nrb)), t8(S(32 * qv, 32 * qv + m), nf, S(0, nrb)));
+      nki::dma_copy(v5(S(0, m), vb + nf, jb, qv, S(0, nrb)), t8(S(32 * qv, 32 * qv + m), nf, S(0, nrb)));
   }
 }
 
@@ -167,13 +150,14 @@ void write_col_scales_mx(const View& out, const ScaleGeom& g, const View& tile, 
       nki::dma_copy(out(S(rb0 + 4 * q, rb0 + 4 * q + ni), S(v0, v1)), src);
       continue;
     }
-    const View v5 = swizzle5(out, g.col_cols(), g.col_rows());
-    const int64_t vb = v0 / 128, jb = rb0 / 4 + q;  // rb0 % 16 == 0
+    // Partition = block-row % 4 (rb0 % 16 == 0); [v / 128, (v % 128) / 32, v % 32] along the free dims.
+    const View v5 = out.reshape({g.col_cols() / 128, g.col_rows() / 4, 32, 4, 4}).permute({4, 0, 1, 3, 2});
+    const int64_t vb = v0 / 128, jb = rb0 / 4 + q;
     if (nf > 0)
-      nki::dma_copy(v5(S(vb, vb + nf), jb, all, all, S(0, ni)).permute({3, 0, 2, 1}),
+      nki::dma_copy(v5(S(0, ni), S(vb, vb + nf), jb, all, all),
                     src(all, S(0, nf * 128)).reshape({ni, nf, 4, 32}));
     if (wb > 0)
-      nki::dma_copy(v5(vb + nf, jb, all, S(0, wb / 32), S(0, ni)).permute({2, 1, 0}),
+      nki::dma_copy(v5(S(0, ni), vb + nf, jb, S(0, wb / 32), all),
                     src(all, S(nf * 128, w)).reshape({ni, wb / 32, 32}));
   }
 }

@@ -49,10 +49,10 @@ struct ScaleGeom {
   int64_t col_cols() const;  // roundup(V, 128)
 };
 
-// Rowwise scales of rows r0 + i * rstride + j (i < n, j < rj; partition i, free j) and blocks [b0, b1) from
-// tile [n, rj, >= b1 - b0] (rj = 1 or 4: the T2 layout's 4 rows per partition; rstride = rj).
+// Rowwise scales of rows [r0, r0 + n) (r0 % 128 == 0; row r0 + i on partition i) and blocks [b0, b1)
+// (b0 % 4 == 0) from tile [n, >= b1 - b0].
 void write_row_scales(const View& out, const ScaleGeom& g, const View& tile, int64_t r0, int64_t n,
-                      int64_t rj, int64_t b0, int64_t b1);
+                      int64_t b0, int64_t b1);
 // Columnwise scales of block-rows [rb0, rb0 + nrb) (rb0 % 4 == 0, nrb <= 4) and columns [v0, v1)
 // (v0 % 128 == 0) from tile [128 (v % 128), ceil((v1 - v0) / 128), >= nrb].
 void write_col_scales(const View& out, const ScaleGeom& g, const View& tile, int64_t rb0, int64_t nrb,

@@ -190,7 +190,7 @@ void bf16_gradient(Ctx& c) {
 struct TeBuffers {
   std::vector<View> keys, small, bytes, mult, rq, cqT;
   std::vector<View> gT, kT, cq;  // PSUM
-  View rs_acc, cs_acc;           // per row tile: rowwise [128, 1, nB], columnwise [128, nblk, 4]
+  View rs_acc, cs_acc;           // per row tile: rowwise [128, nB], columnwise [128, nblk, 4]
 };
 
 TeBuffers te_buffers(Ctx& c) {
@@ -211,7 +211,7 @@ TeBuffers te_buffers(Ctx& c) {
       b.cq.push_back(k.psum({kP, nblk, kP}, c.bp.fp8_dtype(), "te_col_fp8"));
     }
   }
-  b.rs_acc = k.sbuf({kP, 1, ceil_div(c.cr.size(), 32)}, DType::U8, "te_row_scales");
+  b.rs_acc = k.sbuf({kP, ceil_div(c.cr.size(), 32)}, DType::U8, "te_row_scales");
   b.cs_acc = k.sbuf({kP, ceil_div(c.cr.size(), 128), 4}, DType::U8, "te_col_scales");
   return b;
 }
@@ -246,17 +246,17 @@ void te_quantize(Ctx& c, TeBuffers& tb, const View& g, int64_t r0, int64_t rr, i
     nki::nc_transpose(cq(all, j, S(0, wb)), cqT(S(0, wb), j).reshape({wb, kP}));
   }
   nki::dma_copy(c.rdata(S(r0, r0 + rr), S(c0, c0 + w)), rq(S(0, rr), S(0, w)), {.engine = Engine::ACT});
-  nki::dma_copy(c.cdata(S(r0, r0 + rr), S(c0, c0 + w)), cq.reshape({kP, nblk * kP})(S(0, rr), S(0, w)),
+  nki::dma_copy(c.cdata(S(r0, r0 + rr), S(c0, c0 + w)), cq.reshape({kP, W})(S(0, rr), S(0, w)),
                 {.engine = Engine::ACT});
   // Scale bytes into the row tile's accumulators.
   const int64_t b0 = (c0 - c.cr.lo) / 32, j0 = (c0 - c.cr.lo) / 128;
-  nki::tensor_copy(tb.rs_acc(all, 0, S(b0, b0 + nbw)), bytes(all, S(0, nbw)), Engine::ACT);
+  nki::tensor_copy(tb.rs_acc(all, S(b0, b0 + nbw)), bytes(all, S(0, nbw)), Engine::ACT);
   nki::tensor_copy(tb.cs_acc(all, S(j0, j0 + nblk)), bytes(all, S(nb, nb + 4 * nblk)).reshape({kP, nblk, 4}),
                    Engine::ACT);
 }
 
 void te_flush(Ctx& c, TeBuffers& tb, int64_t r0, int64_t rr) {
-  write_row_scales(c.rscale, c.geom, tb.rs_acc, r0, rr, 1, c.cr.lo / 32, c.cr.hi / 32);
+  write_row_scales(c.rscale, c.geom, tb.rs_acc, r0, rr, c.cr.lo / 32, c.cr.hi / 32);
   write_col_scales(c.cscale, c.geom, tb.cs_acc, r0 / 32, rr / 32, c.cr.lo, c.cr.hi);
 }
 
@@ -265,7 +265,8 @@ void te_flush(Ctx& c, TeBuffers& tb, int64_t r0, int64_t rr) {
 struct T2Buffers {
   std::vector<View> cq, cs, rq, rs;
   std::vector<View> T, rqT, rsT;  // PSUM
-  View rs_acc;                    // [128, 4, nB + 16]
+  View rs_acc;                    // [128, 4, nB + 16]: rows 4p + j
+  View rs_nat;                    // [128, nB + 16]: rows in natural order, for the writer
 };
 
 T2Buffers t2_buffers(Ctx& c) {
@@ -282,6 +283,7 @@ T2Buffers t2_buffers(Ctx& c) {
     b.rsT.push_back(k.psum({kP, kP}, DType::U8, "t2_row_scales_t"));
   }
   b.rs_acc = k.sbuf({kP, 4, ceil_div(c.cr.size(), 32) + 16}, DType::U8, "t2_row_scale_acc");
+  b.rs_nat = k.sbuf({kP, ceil_div(c.cr.size(), 32) + 16}, DType::U8, "t2_row_scale_nat");
   return b;
 }
 
@@ -317,7 +319,14 @@ void t2_quantize(Ctx& c, T2Buffers& tb, const View& g2, int64_t r0, int64_t rr, 
 }
 
 void t2_flush(Ctx& c, T2Buffers& tb, int64_t r0, int64_t rr) {
-  write_row_scales(c.rscale, c.geom, tb.rs_acc, r0, rr / 4, 4, c.cr.lo / 32, c.cr.hi / 32);
+  // Rows 4p + j of 32 partitions are rows 0..127 of a natural tile in the same element order: an SBUF -> SBUF
+  // DMA regroups them, then the natural writer runs.
+  const int64_t nb = c.cr.hi / 32 - c.cr.lo / 32;
+  for (int64_t a = 0; 128 * a < rr; ++a) {
+    const int64_t m = std::min<int64_t>(32, (rr - 128 * a) / 4);
+    nki::dma_copy(tb.rs_nat(S(0, 4 * m), S(0, nb)), tb.rs_acc(S(32 * a, 32 * a + m), all, S(0, nb)));
+    write_row_scales(c.rscale, c.geom, tb.rs_nat, r0 + 128 * a, 4 * m, c.cr.lo / 32, c.cr.hi / 32);
+  }
 }
 
 // Loads [rows] values of `src` into the T2 tile [128, nt2, 4] (row 512 t + 4 p + j).
