@@ -88,7 +88,7 @@ struct CommonParams {
           "split the vocabulary between both physical cores (LNC2); false: one core", true);
     s.add(&CommonParams::chunk, "chunk",
           "vocab columns per on-chip tile, a multiple of 128 (512 for quantize_rule trn3); null: 4096 "
-          "forward, 1024 backward (2048 with trn3)")
+          "forward, 2048 backward (1024 with an MXFP8 gradient and quantize_rule te)")
         .range(128, 16384);
   }
 };

@@ -17,13 +17,15 @@ void mx_keys(const View& keys, const View& data, QuantizeRule rule, Engine e) {
     nki::tensor_scalar(keys, bits, AluOp::BitwiseAnd, 32767.0, false, AluOp::Bypass, 0.0, false, e);
 }
 
-void mx_scale_chain(Kernel& k, const View& kmax, const View& bytes, const View& mult, QuantizeRule rule,
-                    num::Fp8Format fmt, Engine e) {
-  const auto shape = kmax.shape();
+ChainTemps chain_temps(Kernel& k, const std::vector<int64_t>& shape) {
+  return {k.sbuf(shape, DType::I32, "mx_i1"), k.sbuf(shape, DType::I32, "mx_i2"),
+          k.sbuf(shape, DType::F32, "mx_f1"), k.sbuf(shape, DType::F32, "mx_f2")};
+}
+
+void mx_scale_chain(const ChainTemps& tmp, const View& kmax, const View& bytes, const View& mult,
+                    QuantizeRule rule, num::Fp8Format fmt, Engine e) {
   const View mbits = mult.bitcast(DType::U16);
-  View i1 = k.sbuf(shape, DType::I32, "mx_i1");
-  View i2 = k.sbuf(shape, DType::I32, "mx_i2");
-  View f1 = k.sbuf(shape, DType::F32, "mx_f1");
+  const View &i1 = tmp.i1, &i2 = tmp.i2, &f1 = tmp.f1, &f2 = tmp.f2;
   if (rule == QuantizeRule::Te) {
     // amax bits = max(key - 0x7F, 0) << 16; p = amax * fl32(1 / max_norm).
     nki::tensor_scalar(i1, kmax, AluOp::Subtract, 127.0, false, AluOp::Max, 0.0, false, e);
@@ -44,7 +46,6 @@ void mx_scale_chain(Kernel& k, const View& kmax, const View& bytes, const View& 
   }
   // Trn3: exponent field E of amax; byte = 255 for NaN/Inf (E = 255), else max(E - (emax - 1), 0).
   const double drop = num::fp8_emax(fmt) - 1;
-  View f2 = k.sbuf(shape, DType::F32, "mx_f2");
   nki::tensor_scalar(i1, kmax, AluOp::ShiftRight, 7.0, false, AluOp::Bypass, 0.0, false, e);
   nki::tensor_scalar(f1, i1, AluOp::IsEqual, 255.0, false, AluOp::Bypass, 0.0, false, e);
   nki::tensor_scalar(f2, i1, AluOp::Subtract, drop, false, AluOp::Max, 0.0, false, e);
@@ -64,7 +65,7 @@ void mx_quantize_free(Kernel& k, const View& q, const View& bytes, const View& d
   View kmax = k.sbuf({P, nb}, DType::F32, "mx_kmax");
   nki::tensor_reduce(kmax, AluOp::Max, keys, {2});
   View mult = k.sbuf({P, nb}, DType::BF16, "mx_mult");
-  mx_scale_chain(k, kmax, bytes, mult, rule, fmt, e);
+  mx_scale_chain(chain_temps(k, {P, nb}), kmax, bytes, mult, rule, fmt, e);
   nki::tensor_tensor(q, data, mult.reshape({P, nb, 1}).broadcast(2, 32), AluOp::Multiply, e);
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/api/kernel.h"
 #include "kernels/api/nki.h"
@@ -29,10 +30,17 @@ namespace trnsim::kernels::ce {
 // keys [P, n] int16 of BF16 data [P, n] for `rule` (TE: NaN-ignoring; Trn3: bits & 0x7FFF).
 void mx_keys(const View& keys, const View& data, QuantizeRule rule, Engine e);
 
-// From block key maxima kmax ([P, n], FP32 or int dtype) to E8M0 bytes ([P, n] E8M0 or uint8) and element
-// multipliers 2^(127 - byte) ([P, n] bfloat16), by `rule`. Small temporaries come from `k`.
-void mx_scale_chain(Kernel& k, const View& kmax, const View& bytes, const View& mult, QuantizeRule rule,
-                    num::Fp8Format fmt, Engine e);
+// Temporaries of one scale chain ([P, n] int32 and FP32 tiles). Allocated once per pipeline buffer: tiles
+// allocated inside a loop would share addresses with other engines' temporaries and serialize them.
+struct ChainTemps {
+  View i1, i2, f1, f2;
+};
+ChainTemps chain_temps(Kernel& k, const std::vector<int64_t>& shape);
+
+// From block key maxima kmax ([P, n], FP32 or int dtype) to E8M0 bytes ([P, n] uint8) and element multipliers
+// 2^(127 - byte) ([P, n] bfloat16), by `rule`.
+void mx_scale_chain(const ChainTemps& tmp, const View& kmax, const View& bytes, const View& mult,
+                    QuantizeRule rule, num::Fp8Format fmt, Engine e);
 
 // Whole-block quantization along the free dim: data [P, nb, 32] BF16 -> q [P, nb, 32] FP8 and bytes
 // [P, nb] (keys, max-reduce, chain, one multiply). The reduce runs on DVE; `e` runs the rest.

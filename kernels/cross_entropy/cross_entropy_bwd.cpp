@@ -27,6 +27,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <vector>
 
 #include "kernels/api/nki.h"
@@ -122,9 +124,7 @@ View target_in_range(Ctx& c) {
 
 // ---- Gradient of one chunk: g = bf16(exp(x + b) * gcd + h), natural layout.
 
-void gradient_chunk(Ctx& c, const View& g, const View& x, int64_t t, Engine scale_engine) {
-  Kernel& k = c.k;
-  View q = k.sbuf(x.shape(), DType::F32, "bwd_q");
+void gradient_chunk(Ctx& c, const View& g, const View& x, const View& q, int64_t t, Engine scale_engine) {
   nki::activation(q, ActFunc::Exp, x, c.b(all, S(t, t + 1)));
   nki::tensor_scalar(g, q, AluOp::Multiply, c.gcd(all, S(t, t + 1)), false, AluOp::Add, c.h(all, S(t, t + 1)),
                      false, scale_engine);
@@ -134,26 +134,57 @@ Engine alternate(int i) {
   return i % 2 ? Engine::POOL : Engine::DVE;
 }
 
+// A chunk of work: row tile t (rows [r0, r0 + rr)), columns [c0, c0 + w), sequence number it.
+struct Item {
+  int64_t t, r0, rr, c0, w, it;
+  bool last;  // the last chunk of its row tile
+};
+
+std::vector<Item> chunk_items(const Ctx& c, int64_t rows_per_tile) {
+  std::vector<Item> items;
+  for (int64_t r0 = 0, t = 0; r0 < c.p.rows; r0 += rows_per_tile, ++t) {
+    const int64_t rr = std::min(rows_per_tile, c.p.rows - r0);
+    for (int64_t c0 = c.cr.lo; c0 < c.cr.hi; c0 += c.W)
+      items.push_back({t, r0, rr, c0, std::min(c.W, c.cr.hi - c0), static_cast<int64_t>(items.size()),
+                       c0 + c.W >= c.cr.hi});
+  }
+  return items;
+}
+
+// How a pipeline gets each chunk's BF16 tile: load(item) issues its input DMA (kPrefetch chunks ahead, from
+// the ACT queue, so no store waits in front of it); compute(item, g) turns the loaded data into the tile g.
+inline constexpr int64_t kPrefetch = 2;
+struct Producer {
+  std::function<void(const Item&)> load;
+  std::function<void(const Item&, const View& g)> compute;
+};
+
 // ---- BF16 path: all chunks to grad_dst, then the target elements.
 
 void bf16_gradient(Ctx& c) {
   Kernel& k = c.k;
   const CommonParams& p = c.p;
-  constexpr int kBufs = 3;
-  std::vector<View> xs, gs;
-  for (int i = 0; i < kBufs; ++i) {
-    xs.push_back(k.sbuf({kP, c.W}, p.logits_dtype, "bwd_x"));
+  // Loads kPrefetch chunks ahead from the ACT queue (ACT runs the exp next), stores from SP.
+  constexpr int kX = 4, kG = 3;
+  std::vector<View> xs, gs, qs;
+  for (int i = 0; i < kX; ++i) xs.push_back(k.sbuf({kP, c.W}, p.logits_dtype, "bwd_x"));
+  for (int i = 0; i < kG; ++i) {
     gs.push_back(k.sbuf({kP, c.W}, DType::BF16, "bwd_g"));
+    qs.push_back(k.sbuf({kP, c.W}, DType::F32, "bwd_q"));
   }
-  for (int64_t t = 0; t < c.nt; ++t) {
-    const int64_t r0 = t * kP, rr = std::min(kP, p.rows - r0);
-    for (int64_t c0 = c.cr.lo; c0 < c.cr.hi; c0 += c.W, ++c.it) {
-      const int64_t w = std::min(c.W, c.cr.hi - c0);
-      const View x = xs[c.it % kBufs](all, S(0, w)), g = gs[c.it % kBufs](all, S(0, w));
-      nki::dma_copy(x(S(0, rr)), c.logits(S(r0, r0 + rr), S(c0, c0 + w)));
-      gradient_chunk(c, g, x, t, alternate(c.it));
-      nki::dma_copy(c.grad_dst(S(r0, r0 + rr), S(c0, c0 + w)), g(S(0, rr)), {.engine = Engine::ACT});
-    }
+  const std::vector<Item> items = chunk_items(c, kP);
+  const int64_t n = static_cast<int64_t>(items.size());
+  auto load = [&](const Item& a) {
+    nki::dma_copy(xs[a.it % kX](S(0, a.rr), S(0, a.w)), c.logits(S(a.r0, a.r0 + a.rr), S(a.c0, a.c0 + a.w)),
+                  {.engine = Engine::ACT});
+  };
+  for (int64_t i = 0; i < std::min(n, kPrefetch); ++i) load(items[i]);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i + kPrefetch < n) load(items[i + kPrefetch]);
+    const Item& a = items[i];
+    const View g = gs[a.it % kG](all, S(0, a.w));
+    gradient_chunk(c, g, xs[a.it % kX](all, S(0, a.w)), qs[a.it % kG](all, S(0, a.w)), a.t, alternate(a.it));
+    nki::dma_copy(c.grad_dst(S(a.r0, a.r0 + a.rr), S(a.c0, a.c0 + a.w)), g(S(0, a.rr)));
   }
   // Target elements: g_y = bf16(exp(x_y + b) * gcd + hy), written at r * V + y.
   View in = target_in_range(c);
@@ -190,54 +221,79 @@ void bf16_gradient(Ctx& c) {
 struct TeBuffers {
   std::vector<View> keys, small, bytes, mult, rq, cqT;
   std::vector<View> gT, kT, cq;  // PSUM
-  View rs_acc, cs_acc;           // per row tile: rowwise [128, nB], columnwise [128, nblk, 4]
+  // Scale accumulators of a row tile (alternating): rowwise [128, nB], columnwise [128, nblk, 4].
+  std::vector<View> rs_acc, cs_acc;
+  std::vector<ChainTemps> temps;
 };
 
 TeBuffers te_buffers(Ctx& c) {
   Kernel& k = c.k;
   TeBuffers b;
   const int64_t W = c.W, nb = W / 32, nblk = W / 128;
-  // Three PSUM tiles per buffer (2 KiB banks): two buffers fit the 8 banks up to 1024 columns.
-  for (int i = 0; i < 2; ++i) {
-    b.keys.push_back(k.sbuf({kP, W}, DType::I16, "te_keys"));
+  // PSUM (2 KiB banks, at most 1024 columns per tile): the transposed tile lives from stage 1 to stage 3
+  // (four chunks in flight), the transposed keys through stage 1, the FP8 columnwise result through its DMA:
+  // 8 banks.
+  for (int i = 0; i < 4; ++i) b.gT.push_back(k.psum({kP, nblk, kP}, DType::BF16, "te_grad_t"));
+  for (int i = 0; i < 3; ++i) {
     b.small.push_back(k.sbuf({kP, 2 * nb}, DType::F32, "te_kmax"));
     b.bytes.push_back(k.sbuf({kP, 2 * nb}, DType::U8, "te_bytes"));
     b.mult.push_back(k.sbuf({kP, 2 * nb}, DType::BF16, "te_mult"));
+    b.temps.push_back(chain_temps(k, {kP, 2 * nb}));
+  }
+  for (int i = 0; i < 2; ++i) {
+    b.keys.push_back(k.sbuf({kP, W}, DType::I16, "te_keys"));
     b.rq.push_back(k.sbuf({kP, W}, c.bp.fp8_dtype(), "te_row_fp8"));
     b.cqT.push_back(k.sbuf({kP, nblk, 4, 32}, c.bp.fp8_dtype(), "te_col_fp8_t"));
-    if (i == 0 || W <= 1024) {
-      b.gT.push_back(k.psum({kP, nblk, kP}, DType::BF16, "te_grad_t"));
-      b.kT.push_back(k.psum({kP, nblk, kP}, DType::I16, "te_keys_t"));
-      b.cq.push_back(k.psum({kP, nblk, kP}, c.bp.fp8_dtype(), "te_col_fp8"));
-    }
+    b.kT.push_back(k.psum({kP, nblk, kP}, DType::I16, "te_keys_t"));
+    b.cq.push_back(k.psum({kP, nblk, kP}, c.bp.fp8_dtype(), "te_col_fp8"));
+    b.rs_acc.push_back(k.sbuf({kP, ceil_div(c.cr.size(), 32)}, DType::U8, "te_row_scales"));
+    b.cs_acc.push_back(k.sbuf({kP, ceil_div(c.cr.size(), 128), 4}, DType::U8, "te_col_scales"));
   }
-  b.rs_acc = k.sbuf({kP, ceil_div(c.cr.size(), 32)}, DType::U8, "te_row_scales");
-  b.cs_acc = k.sbuf({kP, ceil_div(c.cr.size(), 128), 4}, DType::U8, "te_col_scales");
   return b;
 }
 
-void te_quantize(Ctx& c, TeBuffers& tb, const View& g, int64_t r0, int64_t rr, int64_t c0, int64_t w, int i) {
-  Kernel& k = c.k;
-  const num::Fp8Format fmt = c.bp.fp8();
-  const int64_t W = c.W, nb = W / 32, nbw = w / 32, nblk = ceil_div(w, 128);
-  const View keys = tb.keys[i], small = tb.small[i], bytes = tb.bytes[i], mult = tb.mult[i];
-  const size_t pi = static_cast<size_t>(i) % tb.gT.size();
-  const View gT = tb.gT[pi], kT = tb.kT[pi], cq = tb.cq[pi], rq = tb.rq[i], cqT = tb.cqT[i];
+// Stage 1 of a chunk: keys, rowwise maxima, transposes of the tile and of its keys.
+void te_stage1(TeBuffers& tb, const View& g, int64_t w, int64_t it) {
+  const int64_t nbw = w / 32, nblk = ceil_div(w, 128);
+  const View keys = tb.keys[it % 2], small = tb.small[it % 3];
+  const View gT = tb.gT[it % 4], kT = tb.kT[it % 2];
   mx_keys(keys(all, S(0, w)), g(all, S(0, w)), QuantizeRule::Te, Engine::POOL);
-  // Rowwise block maxima, then the transposes and the columnwise maxima.
   nki::tensor_reduce(small(all, S(0, nbw)), AluOp::Max, keys(all, S(0, w)).reshape({kP, nbw, 32}), {2});
   for (int64_t j = 0; j < nblk; ++j) {
     const int64_t wb = std::min<int64_t>(128, w - 128 * j);
     nki::nc_transpose(gT(S(0, wb), j), g(all, S(128 * j, 128 * j + wb)));
     nki::nc_transpose(kT(S(0, wb), j), keys(all, S(128 * j, 128 * j + wb)));
   }
-  nki::tensor_reduce(small(all, S(nb, nb + 4 * nblk)), AluOp::Max,
-                     kT(all, S(0, nblk)).reshape({kP, nblk, 4, 32}), {3});
-  mx_scale_chain(k, small, bytes, mult, QuantizeRule::Te, fmt, Engine::POOL);
-  // FP8 elements: rowwise on the tile, columnwise on the transposed tile, then back.
+}
+
+// Stage 1b: the columnwise maxima (emitted after the previous chunks' DVE work, to give the PE time).
+void te_stage1b(Ctx& c, TeBuffers& tb, int64_t w, int64_t it) {
+  const int64_t nb = c.W / 32, nblk = ceil_div(w, 128);
+  nki::tensor_reduce(tb.small[it % 3](all, S(nb, nb + 4 * nblk)), AluOp::Max,
+                     tb.kT[it % 2](all, S(0, nblk)).reshape({kP, nblk, 4, 32}), {3});
+}
+
+// Stage 2: the chain from block maxima to scale bytes and multipliers (ce_quant.h), and the bytes copied into
+// the row tile's accumulators `acc`, on POOL.
+void te_chain(Ctx& c, TeBuffers& tb, int64_t it, int64_t c0, int64_t w, int acc) {
+  const int64_t nb = c.W / 32, nbw = w / 32, nblk = ceil_div(w, 128);
+  const View bytes = tb.bytes[it % 3];
+  mx_scale_chain(tb.temps[it % 3], tb.small[it % 3], bytes, tb.mult[it % 3], QuantizeRule::Te, c.bp.fp8(),
+                 Engine::POOL);
+  const int64_t b0 = (c0 - c.cr.lo) / 32, j0 = (c0 - c.cr.lo) / 128;
+  nki::tensor_copy(tb.rs_acc[acc](all, S(b0, b0 + nbw)), bytes(all, S(0, nbw)), Engine::POOL);
+  nki::tensor_copy(tb.cs_acc[acc](all, S(j0, j0 + nblk)),
+                   bytes(all, S(nb, nb + 4 * nblk)).reshape({kP, nblk, 4}), Engine::POOL);
+}
+
+// Stage 3: FP8 elements (rowwise on the tile, columnwise on the transposed tile, then back) and their DMAs.
+void te_stage3(Ctx& c, TeBuffers& tb, const View& g, int64_t r0, int64_t rr, int64_t c0, int64_t w,
+               int64_t it) {
+  const int64_t W = c.W, nb = W / 32, nbw = w / 32, nblk = ceil_div(w, 128);
+  const View mult = tb.mult[it % 3], rq = tb.rq[it % 2], cqT = tb.cqT[it % 2];
+  const View gT = tb.gT[it % 4], cq = tb.cq[it % 2];
   nki::tensor_tensor(rq(all, S(0, w)).reshape({kP, nbw, 32}), g(all, S(0, w)).reshape({kP, nbw, 32}),
-                     mult(all, S(0, nbw)).reshape({kP, nbw, 1}).broadcast(2, 32), AluOp::Multiply,
-                     alternate(c.it + 1));
+                     mult(all, S(0, nbw)).reshape({kP, nbw, 1}).broadcast(2, 32), AluOp::Multiply);
   nki::tensor_tensor(cqT(all, S(0, nblk)), gT(all, S(0, nblk)).reshape({kP, nblk, 4, 32}),
                      mult(all, S(nb, nb + 4 * nblk)).reshape({kP, nblk, 4, 1}).broadcast(3, 32),
                      AluOp::Multiply);
@@ -245,40 +301,66 @@ void te_quantize(Ctx& c, TeBuffers& tb, const View& g, int64_t r0, int64_t rr, i
     const int64_t wb = std::min<int64_t>(128, w - 128 * j);
     nki::nc_transpose(cq(all, j, S(0, wb)), cqT(S(0, wb), j).reshape({wb, kP}));
   }
-  nki::dma_copy(c.rdata(S(r0, r0 + rr), S(c0, c0 + w)), rq(S(0, rr), S(0, w)), {.engine = Engine::ACT});
-  nki::dma_copy(c.cdata(S(r0, r0 + rr), S(c0, c0 + w)), cq.reshape({kP, W})(S(0, rr), S(0, w)),
-                {.engine = Engine::ACT});
-  // Scale bytes into the row tile's accumulators.
-  const int64_t b0 = (c0 - c.cr.lo) / 32, j0 = (c0 - c.cr.lo) / 128;
-  nki::tensor_copy(tb.rs_acc(all, S(b0, b0 + nbw)), bytes(all, S(0, nbw)), Engine::ACT);
-  nki::tensor_copy(tb.cs_acc(all, S(j0, j0 + nblk)), bytes(all, S(nb, nb + 4 * nblk)).reshape({kP, nblk, 4}),
-                   Engine::ACT);
+  // Stores from SP: an ACT trigger would hold the next chunk's exp behind this chunk's results.
+  nki::dma_copy(c.rdata(S(r0, r0 + rr), S(c0, c0 + w)), rq(S(0, rr), S(0, w)));
+  nki::dma_copy(c.cdata(S(r0, r0 + rr), S(c0, c0 + w)), cq.reshape({kP, W})(S(0, rr), S(0, w)));
 }
 
-void te_flush(Ctx& c, TeBuffers& tb, int64_t r0, int64_t rr) {
-  write_row_scales(c.rscale, c.geom, tb.rs_acc, r0, rr, c.cr.lo / 32, c.cr.hi / 32);
-  write_col_scales(c.cscale, c.geom, tb.cs_acc, r0 / 32, rr / 32, c.cr.lo, c.cr.hi);
+void te_flush(Ctx& c, TeBuffers& tb, int64_t r0, int64_t rr, int acc) {
+  write_row_scales(c.rscale, c.geom, tb.rs_acc[acc], r0, rr, c.cr.lo / 32, c.cr.hi / 32);
+  write_col_scales(c.cscale, c.geom, tb.cs_acc[acc], r0 / 32, rr / 32, c.cr.lo, c.cr.hi);
+}
+
+// The TE pipeline over every (row tile, chunk). Chunk n's stage 1 is emitted with chunk n-2's chain and chunk
+// n-3's stage 3, so every engine's in-order stream interleaves four chunks and none waits for a result of a
+// chunk it started recently (the DVE and POOL streams would otherwise hold each other up).
+void te_pipeline(Ctx& c, const std::vector<View>& gs, const Producer& prod) {
+  TeBuffers tb = te_buffers(c);
+  const std::vector<Item> items = chunk_items(c, kP);
+  const int64_t n = static_cast<int64_t>(items.size());
+  const size_t ng = gs.size();
+  for (int64_t s = 0; s < std::min(n, kPrefetch); ++s) prod.load(items[s]);
+  for (int64_t s = 0; s < n + 3; ++s) {
+    if (s + kPrefetch < n) prod.load(items[s + kPrefetch]);
+    if (s < n) {
+      const Item& a = items[s];
+      prod.compute(a, gs[a.it % ng]);
+      te_stage1(tb, gs[a.it % ng], a.w, a.it);
+    }
+    if (s >= 2 && s - 2 < n) {
+      const Item& a = items[s - 2];
+      te_chain(c, tb, a.it, a.c0, a.w, static_cast<int>(a.t % 2));
+    }
+    if (s >= 3) {
+      const Item& a = items[s - 3];
+      te_stage3(c, tb, gs[a.it % ng], a.r0, a.rr, a.c0, a.w, a.it);
+      if (a.last) te_flush(c, tb, a.r0, a.rr, static_cast<int>(a.t % 2));
+    }
+    if (s < n) te_stage1b(c, tb, items[s].w, items[s].it);
+  }
 }
 
 // ---- Trn3 rule, T2 layout: g2 [128, W, 4] BF16, rows r0 + 4p + j (r0 % 512 == 0), pp = rr / 4 partitions.
 
 struct T2Buffers {
-  std::vector<View> cq, cs, rq, rs;
-  std::vector<View> T, rqT, rsT;  // PSUM
-  View rs_acc;                    // [128, 4, nB + 16]: rows 4p + j
-  View rs_nat;                    // [128, nB + 16]: rows in natural order, for the writer
+  std::vector<View> cq, cs, rq, rs;  // SBUF: columnwise x4 data and scales (per chunk), rowwise (per step)
+  std::vector<View> T, rqT, rsT;     // PSUM: 3 + 2 + 2 banks
+  View rs_acc;                       // [128, 4, nB + 16]: rowwise scales of rows 4p + j
+  View rs_nat;                       // [128, nB + 16]: the same rows in natural order, for the writer
 };
 
 T2Buffers t2_buffers(Ctx& c) {
   Kernel& k = c.k;
   T2Buffers b;
   const DType x4 = c.bp.fp8() == num::Fp8Format::E5M2 ? DType::FP8_E5M2_X4 : DType::FP8_E4M3FN_X4;
-  for (int i = 0; i < 2; ++i) {
-    b.cq.push_back(k.sbuf({kP, c.W}, x4, "t2_col_x4"));
-    b.cs.push_back(k.sbuf({kP, c.W}, DType::U8, "t2_col_scales"));
+  for (int i = 0; i < 3; ++i) {
     b.rq.push_back(k.sbuf({kP, kP}, x4, "t2_row_x4"));
     b.rs.push_back(k.sbuf({kP, kP}, DType::U8, "t2_row_scales"));
     b.T.push_back(k.psum({kP, 4 * kP}, DType::BF16, "t2_rows_t"));
+  }
+  for (int i = 0; i < 2; ++i) {
+    b.cq.push_back(k.sbuf({kP, c.W}, x4, "t2_col_x4"));
+    b.cs.push_back(k.sbuf({kP, c.W}, DType::U8, "t2_col_scales"));
     b.rqT.push_back(k.psum({kP, kP}, DType::F32, "t2_row_x4_t"));
     b.rsT.push_back(k.psum({kP, kP}, DType::U8, "t2_row_scales_t"));
   }
@@ -287,35 +369,50 @@ T2Buffers t2_buffers(Ctx& c) {
   return b;
 }
 
-void t2_quantize(Ctx& c, T2Buffers& tb, const View& g2, int64_t r0, int64_t rr, int64_t c0, int64_t w) {
-  const int64_t pp = rr / 4;
-  const int i = c.it % 2;
-  // Columnwise: quantize_mx groups are the 32-row blocks; bytes j of each x4 word belong to rows 4p + j.
+// Rowwise blocks of row phase j (rows 4p + j) and columns [v0, v0 + 512) of a T2 tile: step n of a chunk.
+// Part a: T[p', 4p + j'] = g2[p, v0 + 4p' + j', j] by 4 strided PE transposes; quantize_mx groups are then
+// the 32-column blocks of one row.
+void t2_row_a(T2Buffers& tb, const View& g2, int64_t pp, int64_t j, int64_t v0, int n) {
+  const View T = tb.T[n % 3];
+  for (int64_t jp = 0; jp < 4; ++jp)
+    nki::nc_transpose(T(all, S(jp, 4 * pp, 4)), g2(S(0, pp), S(v0 + jp, v0 + 512, 4), j));
+  nki::quantize_mx(tb.rq[n % 3](all, S(0, pp)), T(all, S(0, 4 * pp)), tb.rs[n % 3](all, S(0, pp)));
+}
+
+// Part b: the x4 result transposed back (as 32-bit words) into row-major bytes and stored; the scales of
+// group g' (columns v0 + 32 g', at partition 32 (g' / 4) + g' % 4) transposed and kept in the row tile's
+// accumulator.
+void t2_row_b(Ctx& c, T2Buffers& tb, const Item& a, int64_t j, int64_t v0, int n) {
+  const int64_t pp = a.rr / 4, vw = std::min<int64_t>(512, a.w - v0);
+  const View rqT = tb.rqT[n % 2], rsT = tb.rsT[n % 2];
+  nki::nc_transpose(rqT(S(0, pp)), tb.rq[n % 3](all, S(0, pp)).bitcast(DType::F32));
+  nki::dma_copy(c.rdata(S(a.r0 + j, a.r0 + a.rr, 4), S(a.c0 + v0, a.c0 + v0 + vw)),
+                rqT(S(0, pp)).bitcast(c.bp.fp8_dtype())(all, S(0, vw)));
+  nki::nc_transpose(rsT(S(0, pp)), tb.rs[n % 3](all, S(0, pp)));
+  const int64_t b0 = (a.c0 + v0 - c.cr.lo) / 32;
+  nki::tensor_copy(tb.rs_acc(S(0, pp), j, S(b0, b0 + 16)).reshape({pp, 4, 4}),
+                   rsT(S(0, pp)).reshape({pp, 4, 32})(all, all, S(0, 4)));
+}
+
+// Quantizes one T2 tile g2 [128, W, 4] (rows a.r0 + 4p + j, pp = a.rr / 4 partitions). Columnwise:
+// quantize_mx groups are exactly the 32-row blocks; byte j of each x4 word belongs to row 4p + j. Rowwise: 4
+// x ceil(w / 512) steps, part a of step n emitted before part b of step n - 1 so the PE never waits on the
+// quantize it just fed.
+void t2_quantize(Ctx& c, T2Buffers& tb, const View& g2, const Item& a) {
+  const int64_t pp = a.rr / 4, i = a.it % 2;
   nki::quantize_mx(tb.cq[i], g2.reshape({kP, 4 * c.W}), tb.cs[i]);
   const View cq8 = tb.cq[i].bitcast(DType::U8).reshape({kP, c.W, 4});
   for (int64_t j = 0; j < 4; ++j)
-    nki::dma_copy(c.cdata(S(r0 + j, r0 + rr, 4), S(c0, c0 + w)),
-                  cq8(S(0, pp), S(0, w), j).bitcast(c.bp.fp8_dtype()), {.engine = Engine::ACT});
-  write_col_scales_mx(c.cscale, c.geom, tb.cs[i], r0 / 32, rr / 32, c0, c0 + w);
-  // Rowwise: per row phase j and 512-column piece, T[p', 4p + j'] = g2[p, v0 + 4p' + j', j].
-  int n = 0;
+    nki::dma_copy(c.cdata(S(a.r0 + j, a.r0 + a.rr, 4), S(a.c0, a.c0 + a.w)),
+                  cq8(S(0, pp), S(0, a.w), j).bitcast(c.bp.fp8_dtype()));
+  write_col_scales_mx(c.cscale, c.geom, tb.cs[i], a.r0 / 32, a.rr / 32, a.c0, a.c0 + a.w);
+  std::vector<std::pair<int64_t, int64_t>> steps;
   for (int64_t j = 0; j < 4; ++j)
-    for (int64_t v0 = 0; v0 < w; v0 += 512, ++n) {
-      const int s = n % 2;
-      const View T = tb.T[s], rq = tb.rq[s], rs = tb.rs[s], rqT = tb.rqT[s], rsT = tb.rsT[s];
-      for (int64_t jp = 0; jp < 4; ++jp)
-        nki::nc_transpose(T(all, S(jp, 4 * pp, 4)), g2(S(0, pp), S(v0 + jp, v0 + 512, 4), j));
-      nki::quantize_mx(rq(all, S(0, pp)), T(all, S(0, 4 * pp)), rs(all, S(0, pp)));
-      nki::nc_transpose(rqT(S(0, pp)), rq(all, S(0, pp)).bitcast(DType::F32));
-      const int64_t vw = std::min<int64_t>(512, w - v0);
-      nki::dma_copy(c.rdata(S(r0 + j, r0 + rr, 4), S(c0 + v0, c0 + v0 + vw)),
-                    rqT(S(0, pp)).bitcast(c.bp.fp8_dtype())(all, S(0, vw)), {.engine = Engine::ACT});
-      // Scales: group g' (columns v0 + 32g') sits at partition 32(g'/4) + g'%4 of rs; transpose, keep those.
-      nki::nc_transpose(rsT(S(0, pp)), rs(all, S(0, pp)));
-      const int64_t b0 = (c0 + v0 - c.cr.lo) / 32;
-      nki::tensor_copy(tb.rs_acc(S(0, pp), j, S(b0, b0 + 16)).reshape({pp, 4, 4}),
-                       rsT(S(0, pp)).reshape({pp, 4, 32})(all, all, S(0, 4)), Engine::ACT);
-    }
+    for (int64_t v0 = 0; v0 < a.w; v0 += 512) steps.emplace_back(j, v0);
+  for (size_t n = 0; n <= steps.size(); ++n) {
+    if (n < steps.size()) t2_row_a(tb, g2, pp, steps[n].first, steps[n].second, static_cast<int>(n));
+    if (n >= 1) t2_row_b(c, tb, a, steps[n - 1].first, steps[n - 1].second, static_cast<int>(n - 1));
+  }
 }
 
 void t2_flush(Ctx& c, T2Buffers& tb, int64_t r0, int64_t rr) {
@@ -326,6 +423,25 @@ void t2_flush(Ctx& c, T2Buffers& tb, int64_t r0, int64_t rr) {
     const int64_t m = std::min<int64_t>(32, (rr - 128 * a) / 4);
     nki::dma_copy(tb.rs_nat(S(0, 4 * m), S(0, nb)), tb.rs_acc(S(32 * a, 32 * a + m), all, S(0, nb)));
     write_row_scales(c.rscale, c.geom, tb.rs_nat, r0 + 128 * a, 4 * m, c.cr.lo / 32, c.cr.hi / 32);
+  }
+}
+
+// The Trn3-rule pipeline over every (512-row tile, chunk): chunk n is loaded kPrefetch ahead, computed, and
+// quantized one chunk later, so the PE and DVE work of chunk n - 1 follows chunk n's exp in every stream.
+void t2_pipeline(Ctx& c, const std::vector<View>& g2s, const Producer& prod) {
+  T2Buffers tb = t2_buffers(c);
+  const std::vector<Item> items = chunk_items(c, 512);
+  const int64_t n = static_cast<int64_t>(items.size());
+  const size_t ng = g2s.size();
+  for (int64_t s = 0; s < std::min(n, kPrefetch); ++s) prod.load(items[s]);
+  for (int64_t s = 0; s < n + 1; ++s) {
+    if (s + kPrefetch < n) prod.load(items[s + kPrefetch]);
+    if (s < n) prod.compute(items[s], g2s[items[s].it % ng]);
+    if (s >= 1) {
+      const Item& a = items[s - 1];
+      t2_quantize(c, tb, g2s[a.it % ng], a);
+      if (a.last) t2_flush(c, tb, a.r0, a.rr);
+    }
   }
 }
 
@@ -495,7 +611,7 @@ void bwd_kernel(Kernel& k, const BwdParams& bp) {
         "{}: parameter 'quantize_rule': trn3 uses quantize_mx, which exists on Trn3 only", kName));
   Ctx c(k, bp);
   c.cs = consts(p);
-  c.W = p.chunk.value_or(trn3 ? 2048 : 1024);
+  c.W = p.chunk.value_or(trn3 || !mx ? 2048 : 1024);
   if (c.W % 128 != 0 || (trn3 && c.W % 512 != 0))
     throw InputError(
         fmt::format("{}: parameter 'chunk': {} is not a multiple of {}", kName, c.W, trn3 ? 512 : 128));
@@ -535,56 +651,49 @@ void bwd_kernel(Kernel& k, const BwdParams& bp) {
   if (!bp.is_fused()) {
     bf16_gradient(c);  // to the scratch, targets patched
     if (!trn3) {
-      TeBuffers tb = te_buffers(c);
+      // Tiles load straight from the scratch: 2 ahead + 4 in the pipeline + 1.
       std::vector<View> gs;
-      for (int i = 0; i < 2; ++i) gs.push_back(k.sbuf({kP, c.W}, DType::BF16, "te_g_in"));
-      for (int64_t t = 0; t < c.nt; ++t) {
-        const int64_t r0 = t * kP, rr = std::min(kP, p.rows - r0);
-        for (int64_t c0 = c.cr.lo; c0 < c.cr.hi; c0 += c.W, ++c.it) {
-          const int64_t w = std::min(c.W, c.cr.hi - c0);
-          const View& g = gs[c.it % 2];
-          nki::dma_copy(g(S(0, rr), S(0, w)), c.grad_dst(S(r0, r0 + rr), S(c0, c0 + w)));
-          te_quantize(c, tb, g, r0, rr, c0, w, c.it % 2);
-        }
-        te_flush(c, tb, r0, rr);
-      }
+      for (int i = 0; i < 7; ++i) gs.push_back(k.sbuf({kP, c.W}, DType::BF16, "te_g"));
+      te_pipeline(c, gs,
+                  {[&](const Item& a) {
+                     nki::dma_copy(gs[a.it % 7](S(0, a.rr), S(0, a.w)),
+                                   c.grad_dst(S(a.r0, a.r0 + a.rr), S(a.c0, a.c0 + a.w)),
+                                   {.engine = Engine::ACT});
+                   },
+                   [](const Item&, const View&) {}});
     } else {
-      T2Buffers tb = t2_buffers(c);
-      std::vector<View> gs;
-      for (int i = 0; i < 2; ++i) gs.push_back(k.sbuf({kP, c.W, 4}, DType::BF16, "t2_g_in"));
-      for (int64_t r0 = 0; r0 < p.rows; r0 += 512) {
-        const int64_t rr = std::min<int64_t>(512, p.rows - r0), pp = rr / 4;
-        for (int64_t c0 = c.cr.lo; c0 < c.cr.hi; c0 += c.W, ++c.it) {
-          const int64_t w = std::min(c.W, c.cr.hi - c0);
-          const View& g2 = gs[c.it % 2];
-          nki::dma_copy(g2(S(0, pp), S(0, w)),
-                        c.grad_dst(S(r0, r0 + rr), S(c0, c0 + w)).reshape({pp, 4, w}).permute({0, 2, 1}));
-          t2_quantize(c, tb, g2, r0, rr, c0, w);
-        }
-        t2_flush(c, tb, r0, rr);
-      }
+      std::vector<View> g2s;
+      for (int i = 0; i < 5; ++i) g2s.push_back(k.sbuf({kP, c.W, 4}, DType::BF16, "t2_g_in"));
+      t2_pipeline(c, g2s,
+                  {[&](const Item& a) {
+                     const int64_t pp = a.rr / 4;
+                     nki::dma_copy(g2s[a.it % 5](S(0, pp), S(0, a.w)),
+                                   c.grad_dst(S(a.r0, a.r0 + a.rr), S(a.c0, a.c0 + a.w))
+                                       .reshape({pp, 4, a.w})
+                                       .permute({0, 2, 1}),
+                                   {.engine = Engine::ACT});
+                   },
+                   [](const Item&, const View&) {}});
     }
     return;
   }
   // Fused.
   if (!trn3) {
-    TeBuffers tb = te_buffers(c);
     std::vector<View> xs, gs;
-    for (int i = 0; i < 3; ++i) {
-      xs.push_back(k.sbuf({kP, c.W}, DType::BF16, "bwd_x"));
-      gs.push_back(k.sbuf({kP, c.W}, DType::BF16, "bwd_g"));
-    }
-    for (int64_t t = 0; t < c.nt; ++t) {
-      const int64_t r0 = t * kP, rr = std::min(kP, p.rows - r0);
-      for (int64_t c0 = c.cr.lo; c0 < c.cr.hi; c0 += c.W, ++c.it) {
-        const int64_t w = std::min(c.W, c.cr.hi - c0);
-        const View x = xs[c.it % 3](all, S(0, w)), g = gs[c.it % 3];
-        nki::dma_copy(x(S(0, rr)), c.logits(S(r0, r0 + rr), S(c0, c0 + w)));
-        gradient_chunk(c, g(all, S(0, w)), x, t, Engine::DVE);
-        te_quantize(c, tb, g, r0, rr, c0, w, c.it % 2);
-      }
-      te_flush(c, tb, r0, rr);
-    }
+    std::vector<View> qs;
+    for (int i = 0; i < 4; ++i) xs.push_back(k.sbuf({kP, c.W}, DType::BF16, "bwd_x"));
+    for (int i = 0; i < 2; ++i) qs.push_back(k.sbuf({kP, c.W}, DType::F32, "bwd_q"));
+    for (int i = 0; i < 5; ++i) gs.push_back(k.sbuf({kP, c.W}, DType::BF16, "te_g"));
+    te_pipeline(c, gs,
+                {[&](const Item& a) {
+                   nki::dma_copy(xs[a.it % 4](S(0, a.rr), S(0, a.w)),
+                                 c.logits(S(a.r0, a.r0 + a.rr), S(a.c0, a.c0 + a.w)),
+                                 {.engine = Engine::ACT});
+                 },
+                 [&](const Item& a, const View& g) {
+                   gradient_chunk(c, g(all, S(0, a.w)), xs[a.it % 4](all, S(0, a.w)),
+                                  qs[a.it % 2](all, S(0, a.w)), a.t, Engine::ACT);
+                 }});
   } else {
     // T2 factors: [128, nt2, 4] for rows 512 t + 4 p + j.
     const int64_t nt2 = ceil_div(p.rows, 512);
@@ -609,31 +718,32 @@ void bwd_kernel(Kernel& k, const BwdParams& bp) {
                   k.sbuf({kP, nt2, 4}, DType::F32, "t2_h"), k.sbuf({kP, nt2, 4}, DType::F32, "t2_hy"),
                   k.sbuf({kP, nt2, 4}, DType::F32, "t2_valid")};
     row_factors(k, f2, m2, d2, t2, g2in, c.cvec, p, c.cs);
-    T2Buffers tb = t2_buffers(c);
-    std::vector<View> xs, gs;
-    for (int i = 0; i < 2; ++i) {
+    std::vector<View> xs, g2s, qs;
+    for (int i = 0; i < 4; ++i) {
       xs.push_back(k.sbuf({kP, c.W, 4}, DType::BF16, "t2_x"));
-      gs.push_back(k.sbuf({kP, c.W, 4}, DType::BF16, "t2_g"));
+      qs.push_back(k.sbuf({kP, c.W}, DType::F32, "t2_q"));
     }
-    for (int64_t r0 = 0, t = 0; r0 < p.rows; r0 += 512, ++t) {
-      const int64_t rr = std::min<int64_t>(512, p.rows - r0), pp = rr / 4;
-      for (int64_t c0 = c.cr.lo; c0 < c.cr.hi; c0 += c.W, ++c.it) {
-        const int64_t w = std::min(c.W, c.cr.hi - c0);
-        const View& x2 = xs[c.it % 2];
-        const View& g2 = gs[c.it % 2];
-        nki::dma_copy(x2(S(0, pp), S(0, w)),
-                      c.logits(S(r0, r0 + rr), S(c0, c0 + w)).reshape({pp, 4, w}).permute({0, 2, 1}));
-        for (int64_t j = 0; j < 4; ++j) {
-          View q = k.sbuf({kP, c.W}, DType::F32, "t2_q");
-          nki::activation(q(all, S(0, w)), ActFunc::Exp, x2(all, S(0, w), j), f2.b(all, t, S(j, j + 1)));
-          nki::tensor_scalar(g2(all, S(0, w), j), q(all, S(0, w)), AluOp::Multiply,
-                             f2.gcd(all, t, S(j, j + 1)), false, AluOp::Add, f2.h(all, t, S(j, j + 1)), false,
-                             alternate(c.it + j));
-        }
-        t2_quantize(c, tb, g2, r0, rr, c0, w);
-      }
-      t2_flush(c, tb, r0, rr);
-    }
+    for (int i = 0; i < 3; ++i) g2s.push_back(k.sbuf({kP, c.W, 4}, DType::BF16, "t2_g"));
+    t2_pipeline(
+        c, g2s,
+        {[&](const Item& a) {
+           const int64_t pp = a.rr / 4;
+           nki::dma_copy(
+               xs[a.it % 4](S(0, pp), S(0, a.w)),
+               c.logits(S(a.r0, a.r0 + a.rr), S(a.c0, a.c0 + a.w)).reshape({pp, 4, a.w}).permute({0, 2, 1}),
+               {.engine = Engine::ACT});
+         },
+         [&](const Item& a, const View& g2) {
+           const View& x2 = xs[a.it % 4];
+           for (int64_t j = 0; j < 4; ++j) {
+             const View& q = qs[j];
+             nki::activation(q(all, S(0, a.w)), ActFunc::Exp, x2(all, S(0, a.w), j),
+                             f2.b(all, a.t, S(j, j + 1)));
+             nki::tensor_scalar(g2(all, S(0, a.w), j), q(all, S(0, a.w)), AluOp::Multiply,
+                                f2.gcd(all, a.t, S(j, j + 1)), false, AluOp::Add, f2.h(all, a.t, S(j, j + 1)),
+                                false, alternate(static_cast<int>(j)));
+           }
+         }});
   }
   fixup(c);
 }
