@@ -344,7 +344,8 @@ void te_pipeline(Ctx& c, const std::vector<View>& gs, const Producer& prod) {
 
 struct T2Buffers {
   std::vector<View> cq, cs, rq, rs;  // SBUF: columnwise x4 data and scales (per chunk), rowwise (per step)
-  std::vector<View> T, rqT, rsT;     // PSUM: 3 + 2 + 2 banks
+  std::vector<View> T;               // PSUM, 3 banks
+  View rqT, rsT;                     // PSUM [128, 16 steps, 128]: 4 banks + 1 (stores read them a while)
   View rs_acc;                       // [128, 4, nB + 16]: rowwise scales of rows 4p + j
   View rs_nat;                       // [128, nB + 16]: the same rows in natural order, for the writer
 };
@@ -353,17 +354,19 @@ T2Buffers t2_buffers(Ctx& c) {
   Kernel& k = c.k;
   T2Buffers b;
   const DType x4 = c.bp.fp8() == num::Fp8Format::E5M2 ? DType::FP8_E5M2_X4 : DType::FP8_E4M3FN_X4;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     b.rq.push_back(k.sbuf({kP, kP}, x4, "t2_row_x4"));
     b.rs.push_back(k.sbuf({kP, kP}, DType::U8, "t2_row_scales"));
+  }
+  for (int i = 0; i < 3; ++i) {
     b.T.push_back(k.psum({kP, 4 * kP}, DType::BF16, "t2_rows_t"));
   }
   for (int i = 0; i < 2; ++i) {
     b.cq.push_back(k.sbuf({kP, c.W}, x4, "t2_col_x4"));
     b.cs.push_back(k.sbuf({kP, c.W}, DType::U8, "t2_col_scales"));
-    b.rqT.push_back(k.psum({kP, kP}, DType::F32, "t2_row_x4_t"));
-    b.rsT.push_back(k.psum({kP, kP}, DType::U8, "t2_row_scales_t"));
   }
+  b.rqT = k.psum({kP, 16, kP}, DType::F32, "t2_row_x4_t");
+  b.rsT = k.psum({kP, 16, kP}, DType::U8, "t2_row_scales_t");
   b.rs_acc = k.sbuf({kP, 4, ceil_div(c.cr.size(), 32) + 16}, DType::U8, "t2_row_scale_acc");
   b.rs_nat = k.sbuf({kP, ceil_div(c.cr.size(), 32) + 16}, DType::U8, "t2_row_scale_nat");
   return b;
@@ -376,7 +379,7 @@ void t2_row_a(T2Buffers& tb, const View& g2, int64_t pp, int64_t j, int64_t v0, 
   const View T = tb.T[n % 3];
   for (int64_t jp = 0; jp < 4; ++jp)
     nki::nc_transpose(T(all, S(jp, 4 * pp, 4)), g2(S(0, pp), S(v0 + jp, v0 + 512, 4), j));
-  nki::quantize_mx(tb.rq[n % 3](all, S(0, pp)), T(all, S(0, 4 * pp)), tb.rs[n % 3](all, S(0, pp)));
+  nki::quantize_mx(tb.rq[n % 4](all, S(0, pp)), T(all, S(0, 4 * pp)), tb.rs[n % 4](all, S(0, pp)));
 }
 
 // Part b: the x4 result transposed back (as 32-bit words) into row-major bytes and stored; the scales of
@@ -384,11 +387,11 @@ void t2_row_a(T2Buffers& tb, const View& g2, int64_t pp, int64_t j, int64_t v0, 
 // accumulator.
 void t2_row_b(Ctx& c, T2Buffers& tb, const Item& a, int64_t j, int64_t v0, int n) {
   const int64_t pp = a.rr / 4, vw = std::min<int64_t>(512, a.w - v0);
-  const View rqT = tb.rqT[n % 2], rsT = tb.rsT[n % 2];
-  nki::nc_transpose(rqT(S(0, pp)), tb.rq[n % 3](all, S(0, pp)).bitcast(DType::F32));
+  const View rqT = tb.rqT(all, n % 16), rsT = tb.rsT(all, n % 16);
+  nki::nc_transpose(rqT(S(0, pp)), tb.rq[n % 4](all, S(0, pp)).bitcast(DType::F32));
   nki::dma_copy(c.rdata(S(a.r0 + j, a.r0 + a.rr, 4), S(a.c0 + v0, a.c0 + v0 + vw)),
                 rqT(S(0, pp)).bitcast(c.bp.fp8_dtype())(all, S(0, vw)));
-  nki::nc_transpose(rsT(S(0, pp)), tb.rs[n % 3](all, S(0, pp)));
+  nki::nc_transpose(rsT(S(0, pp)), tb.rs[n % 4](all, S(0, pp)));
   const int64_t b0 = (a.c0 + v0 - c.cr.lo) / 32;
   nki::tensor_copy(tb.rs_acc(S(0, pp), j, S(b0, b0 + 16)).reshape({pp, 4, 4}),
                    rsT(S(0, pp)).reshape({pp, 4, 32})(all, all, S(0, 4)));
@@ -396,7 +399,7 @@ void t2_row_b(Ctx& c, T2Buffers& tb, const Item& a, int64_t j, int64_t v0, int n
 
 // Quantizes one T2 tile g2 [128, W, 4] (rows a.r0 + 4p + j, pp = a.rr / 4 partitions). Columnwise:
 // quantize_mx groups are exactly the 32-row blocks; byte j of each x4 word belongs to row 4p + j. Rowwise: 4
-// x ceil(w / 512) steps, part a of step n emitted before part b of step n - 1 so the PE never waits on the
+// x ceil(w / 512) steps, part a of step n emitted before part b of step n - 2 so the PE never waits on the
 // quantize it just fed.
 void t2_quantize(Ctx& c, T2Buffers& tb, const View& g2, const Item& a) {
   const int64_t pp = a.rr / 4, i = a.it % 2;
@@ -409,9 +412,9 @@ void t2_quantize(Ctx& c, T2Buffers& tb, const View& g2, const Item& a) {
   std::vector<std::pair<int64_t, int64_t>> steps;
   for (int64_t j = 0; j < 4; ++j)
     for (int64_t v0 = 0; v0 < a.w; v0 += 512) steps.emplace_back(j, v0);
-  for (size_t n = 0; n <= steps.size(); ++n) {
+  for (size_t n = 0; n < steps.size() + 2; ++n) {
     if (n < steps.size()) t2_row_a(tb, g2, pp, steps[n].first, steps[n].second, static_cast<int>(n));
-    if (n >= 1) t2_row_b(c, tb, a, steps[n - 1].first, steps[n - 1].second, static_cast<int>(n - 1));
+    if (n >= 2) t2_row_b(c, tb, a, steps[n - 2].first, steps[n - 2].second, static_cast<int>(n - 2));
   }
 }
 
@@ -723,7 +726,7 @@ void bwd_kernel(Kernel& k, const BwdParams& bp) {
       xs.push_back(k.sbuf({kP, c.W, 4}, DType::BF16, "t2_x"));
       qs.push_back(k.sbuf({kP, c.W}, DType::F32, "t2_q"));
     }
-    for (int i = 0; i < 3; ++i) g2s.push_back(k.sbuf({kP, c.W, 4}, DType::BF16, "t2_g"));
+    for (int i = 0; i < 4; ++i) g2s.push_back(k.sbuf({kP, c.W, 4}, DType::BF16, "t2_g"));
     t2_pipeline(
         c, g2s,
         {[&](const Item& a) {
@@ -741,7 +744,7 @@ void bwd_kernel(Kernel& k, const BwdParams& bp) {
                              f2.b(all, a.t, S(j, j + 1)));
              nki::tensor_scalar(g2(all, S(0, a.w), j), q(all, S(0, a.w)), AluOp::Multiply,
                                 f2.gcd(all, a.t, S(j, j + 1)), false, AluOp::Add, f2.h(all, a.t, S(j, j + 1)),
-                                false, alternate(static_cast<int>(j)));
+                                false, Engine::POOL);
            }
          }});
   }
