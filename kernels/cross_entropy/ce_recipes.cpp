@@ -105,9 +105,16 @@ void make_logits(const CommonParams& p, const LogitsArgs& a, RecipeIO& io) {
   parallel_rows(R, io.threads(), [&](int64_t r0, int64_t r1) {
     std::vector<float> row(static_cast<size_t>(V));
     for (int64_t r = r0; r < r1; ++r) {
-      const std::vector<float> v =
-          io::normal(V, a.mean, a.std, io::mix64(static_cast<uint64_t>(a.seed) * 1000003ull + r), 1);
-      std::memcpy(row.data(), v.data(), static_cast<size_t>(V) * 4);
+      // Irwin-Hall sum of four 16-bit uniforms from one 64-bit hash per element, scaled to unit variance: an
+      // approximately normal sample from integer arithmetic only (fast, and the same on every platform).
+      const uint64_t key = io::mix64(static_cast<uint64_t>(a.seed) * 1000003ull + static_cast<uint64_t>(r));
+      for (int64_t j = 0; j < V; ++j) {
+        const uint64_t h = io::mix64(key + static_cast<uint64_t>(j));
+        const uint32_t sum = static_cast<uint32_t>(h & 0xFFFF) + static_cast<uint32_t>((h >> 16) & 0xFFFF) +
+                             static_cast<uint32_t>((h >> 32) & 0xFFFF) + static_cast<uint32_t>(h >> 48);
+        const double z = (static_cast<double>(sum) + 2.0) * 0x1.0p-16 - 2.0;  // mean 0, variance 1/3
+        row[j] = static_cast<float>(a.mean + a.std * 1.7320508075688772 * z);
+      }
       for (int64_t j = hi_t; j < V; ++j) row[j] = ninf;
       const bool pre = prefix && r % a.masked_prefix_every == a.masked_prefix_every / 2;
       const int64_t lo_t = pre ? a.masked_prefix : 0;
@@ -152,15 +159,17 @@ void make_logits(const CommonParams& p, const LogitsArgs& a, RecipeIO& io) {
 
 void make_stats(const CommonParams& p, RecipeIO& io) {
   const int64_t R = p.rows, V = p.V;
-  const std::vector<float> x = logits_f32(io.input("logits"), io.threads());
+  const HostTensor& x = io.input("logits");
   HostTensor& mt = io.output("row_max");
   HostTensor& dt = io.output("row_sumexp");
   auto* m = reinterpret_cast<float*>(mt.bytes.data());
   auto* d = reinterpret_cast<float*>(dt.bytes.data());
   const double inf = std::numeric_limits<double>::infinity();
   parallel_rows(R, io.threads(), [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(V));
     for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = &x[r * V];
+      logits_row(x, r, row.data());
+      const float* xr = row.data();
       double mx = -inf;
       bool nan = false;
       for (int64_t j = 0; j < V; ++j) {
@@ -171,6 +180,7 @@ void make_stats(const CommonParams& p, RecipeIO& io) {
       const double s = mx == -inf ? 0.0 : mx;
       double sum = 0;
       for (int64_t j = 0; j < V; ++j) sum += std::exp(static_cast<double>(xr[j]) - s);
+      // (FP64 exp of every logit: the reference statistic, rounded once to FP32 below.)
       m[r] = static_cast<float>(mx);
       d[r] = static_cast<float>(sum);
     }

@@ -1,6 +1,7 @@
 // Input recipes of the cross-entropy kernels (kernels/api/package.h make_recipe):
 //
-//   "lm_logits"      fills logits and target together: N(mean, std^2) logits (seeded, platform-independent)
+//   "lm_logits"      fills logits and target together: approximately N(mean, std^2) logits (an Irwin-Hall sum
+//                    of 4 uniforms from a seeded integer hash: fast, identical on every platform)
 //                    with the structures public bug reports are about, and targets uniform in the unmasked
 //                    vocabulary with a fraction set to ignore_idx (anywhere, so also mid-tile):
 //                      masked_columns        the last N vocabulary columns are -inf in every row (a padded

@@ -75,21 +75,17 @@ int reference_threads() {
   return static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 16));
 }
 
-std::vector<float> logits_f32(const tensor::HostTensor& logits, int threads) {
-  const int64_t n = logits.elements();
-  std::vector<float> out(static_cast<size_t>(n));
+void logits_row(const tensor::HostTensor& logits, int64_t r, float* out) {
+  const int64_t V = logits.shape[1];
   if (logits.dtype == isa::DType::BF16) {
-    const auto* b = reinterpret_cast<const uint16_t*>(logits.bytes.data());
-    parallel_rows(n, threads, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) out[i] = num::bf16_to_f32(b[i]);
-    });
+    const auto* b = reinterpret_cast<const uint16_t*>(logits.bytes.data()) + r * V;
+    for (int64_t j = 0; j < V; ++j) out[j] = num::bf16_to_f32(b[j]);
   } else {
-    std::memcpy(out.data(), logits.bytes.data(), static_cast<size_t>(n) * 4);
+    std::memcpy(out, logits.bytes.data() + r * V * 4, static_cast<size_t>(V) * 4);
   }
-  return out;
 }
 
-FwdReference fwd_reference(const std::vector<float>& x, const std::vector<int32_t>& target,
+FwdReference fwd_reference(const tensor::HostTensor& x, const std::vector<int32_t>& target,
                            const CommonParams& p, int threads) {
   FwdReference r;
   const int64_t R = p.rows, V = p.V;
@@ -100,8 +96,10 @@ FwdReference fwd_reference(const std::vector<float>& x, const std::vector<int32_
   r.has_nan.resize(R);
   const double ls = p.label_smoothing;
   parallel_rows(R, threads, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(V));
     for (int64_t i = r0; i < r1; ++i) {
-      const RowStats st = row_stats(&x[i * V], V);
+      logits_row(x, i, row.data());
+      const RowStats st = row_stats(row.data(), V);
       r.row_max[i] = st.m;
       r.row_sumexp[i] = st.d;
       r.argmax[i] = st.argmax;
@@ -111,7 +109,7 @@ FwdReference fwd_reference(const std::vector<float>& x, const std::vector<int32_
         r.loss[i] = 0;
         continue;
       }
-      const double xy = t >= 0 && t < V ? static_cast<double>(x[i * V + t]) : -kInf;
+      const double xy = t >= 0 && t < V ? static_cast<double>(row[t]) : -kInf;
       const double lse = shift_of(st.m) + std::log(st.d);
       double l = lse - (1.0 - ls) * xy;
       if (ls > 0) l -= ls / static_cast<double>(V) * st.sx;
@@ -127,7 +125,7 @@ FwdReference fwd_reference(const std::vector<float>& x, const std::vector<int32_
   return r;
 }
 
-std::vector<double> grad_reference(const std::vector<float>& x, const std::vector<int32_t>& target,
+std::vector<double> grad_reference(const tensor::HostTensor& x, const std::vector<int32_t>& target,
                                    const std::vector<float>& grad_output, const CommonParams& p, int64_t r0,
                                    int64_t r1, int threads) {
   const int64_t V = p.V;
@@ -137,6 +135,7 @@ std::vector<double> grad_reference(const std::vector<float>& x, const std::vecto
   const double c = p.reduce_loss ? 1.0 / static_cast<double>(std::max<int64_t>(valid, 1)) : 1.0;
   const double ls = p.label_smoothing, eps = ls / static_cast<double>(V);
   parallel_rows(r1 - r0, threads, [&](int64_t a, int64_t b) {
+    std::vector<float> row(static_cast<size_t>(V));
     for (int64_t i = r0 + a; i < r0 + b; ++i) {
       double* out = &g[(i - r0) * V];
       const int32_t t = target[i];
@@ -144,11 +143,12 @@ std::vector<double> grad_reference(const std::vector<float>& x, const std::vecto
         std::fill(out, out + V, 0.0);
         continue;
       }
-      const RowStats st = row_stats(&x[i * V], V);
+      logits_row(x, i, row.data());
+      const RowStats st = row_stats(row.data(), V);
       const double s = shift_of(st.m);
       const double gc = static_cast<double>(grad_output.size() == 1 ? grad_output[0] : grad_output[i]) * c;
       for (int64_t j = 0; j < V; ++j) {
-        const double sm = std::exp(static_cast<double>(x[i * V + j]) - s) / st.d;
+        const double sm = std::exp(static_cast<double>(row[j]) - s) / st.d;
         out[j] = gc * (sm - eps - (j == t ? 1.0 - ls : 0.0));
       }
     }
@@ -156,7 +156,7 @@ std::vector<double> grad_reference(const std::vector<float>& x, const std::vecto
   return g;
 }
 
-std::vector<uint16_t> emulate_grad_bf16(const std::vector<float>& x, const std::vector<int32_t>& target,
+std::vector<uint16_t> emulate_grad_bf16(const tensor::HostTensor& x, const std::vector<int32_t>& target,
                                         const std::vector<float>& row_max,
                                         const std::vector<float>& row_sumexp,
                                         const std::vector<float>& grad_output, const CommonParams& p,
@@ -178,7 +178,9 @@ std::vector<uint16_t> emulate_grad_bf16(const std::vector<float>& x, const std::
   const float g_scalar = scalar ? std::fma(1.0f, grad_output[0], 0.0f) : 0.0f;
   std::vector<uint16_t> out(static_cast<size_t>(R * V));
   parallel_rows(R, threads, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(V));
     for (int64_t i = r0; i < r1; ++i) {
+      logits_row(x, i, row.data());
       // ce_lib.cpp row_factors, operation by operation.
       const float m = row_max[i], d = row_sumexp[i];
       const float s = alu(AluOp::NotEqual, m, -inf) != 0.f ? m : 0.0f;
@@ -192,7 +194,7 @@ std::vector<uint16_t> emulate_grad_bf16(const std::vector<float>& x, const std::
       const float h = alu(AluOp::Multiply, gc, cs.neg_eps);
       const float hy = alu(AluOp::Add, h, alu(AluOp::Multiply, gc, -cs.one_minus_ls));
       const int64_t y = valid != 0.f ? target[i] : -1;
-      const float* xr = &x[i * V];
+      const float* xr = row.data();
       uint16_t* o = &out[i * V];
       for (int64_t j = 0; j < V; ++j) {
         const float q = isa::act_f32(ActFunc::Exp, xr[j] * 1.0f + b);

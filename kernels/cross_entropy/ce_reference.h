@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kernels/cross_entropy/ce_params.h"
@@ -22,8 +23,8 @@
 
 namespace trnsim::kernels::ce {
 
-// Every logit as FP32 (exact for BF16), row-major.
-std::vector<float> logits_f32(const tensor::HostTensor& logits, int threads);
+// Row r of logits [rows, V] (bfloat16 or float32) as FP32 into out[0, V) (exact).
+void logits_row(const tensor::HostTensor& logits, int64_t r, float* out);
 
 struct FwdReference {
   std::vector<double> loss;        // [rows]
@@ -34,16 +35,16 @@ struct FwdReference {
   int64_t valid = 0;               // non-ignored rows
   double mean = 0;                 // sum of loss / max(valid, 1)
 };
-FwdReference fwd_reference(const std::vector<float>& x, const std::vector<int32_t>& target,
+FwdReference fwd_reference(const tensor::HostTensor& x, const std::vector<int32_t>& target,
                            const CommonParams& p, int threads);
 
 // FP64 gradient of rows [r0, r1) (row-major [r1 - r0, V]); grad_output has 1 or rows values.
-std::vector<double> grad_reference(const std::vector<float>& x, const std::vector<int32_t>& target,
+std::vector<double> grad_reference(const tensor::HostTensor& x, const std::vector<int32_t>& target,
                                    const std::vector<float>& grad_output, const CommonParams& p, int64_t r0,
                                    int64_t r1, int threads);
 
 // The kernel's BF16 gradient [rows, V] (raw bits) from its inputs, bit for bit.
-std::vector<uint16_t> emulate_grad_bf16(const std::vector<float>& x, const std::vector<int32_t>& target,
+std::vector<uint16_t> emulate_grad_bf16(const tensor::HostTensor& x, const std::vector<int32_t>& target,
                                         const std::vector<float>& row_max,
                                         const std::vector<float>& row_sumexp,
                                         const std::vector<float>& grad_output, const CommonParams& p,
