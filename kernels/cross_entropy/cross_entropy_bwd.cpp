@@ -619,9 +619,10 @@ void bwd_kernel(Kernel& k, const BwdParams& bp) {
     throw InputError(
         fmt::format("{}: parameter 'chunk': {} is not a multiple of {}", kName, c.W, trn3 ? 512 : 128));
   if (mx && !trn3 && c.W > 1024)
-    throw InputError(fmt::format("{}: parameter 'chunk': {} columns; the TE-rule MXFP8 path keeps two chunks' "
-                                 "transposes in PSUM, which holds at most 1024 columns each",
-                                 kName, c.W));
+    throw InputError(
+        fmt::format("{}: parameter 'chunk': {} columns; the TE-rule MXFP8 path keeps two chunks' "
+                    "transposes in PSUM, which holds at most 1024 columns each",
+                    kName, c.W));
   c.nt = ceil_div(p.rows, kP);
   c.cr = core_columns(p.V, k.program_id(), k.num_programs());
 

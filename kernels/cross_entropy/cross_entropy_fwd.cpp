@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "kernels/api/nki.h"
@@ -40,24 +41,28 @@ struct Merged {
   View m, d, xy, sx, best;
 };
 
-// dst = shift(m) = m, or 0 when m is -inf.
-void shift_of(Kernel& k, const View& dst, const View& m) {
-  View nn = k.sbuf(m.shape(), DType::F32, "fwd_notneg");
-  nki::tensor_scalar(nn, m, AluOp::NotEqual, kNegInf);
-  nki::select(dst, nn, m, 0.0);
+// dst = shift(m) = m, or 0 when m is -inf. `nn` is a temporary of m's shape.
+void shift_of(const View& dst, const View& m, const View& nn, Engine e = Engine::POOL) {
+  nki::tensor_scalar(nn, m, AluOp::NotEqual, kNegInf, false, AluOp::Bypass, 0.0, false, e);
+  nki::select(dst, nn, m, 0.0, e);
 }
 
-// alpha = exp(s_i - s), exactly 0 when m_i is -inf (then d_i is 0 and exp(s_i - s) could be +Inf).
-void rescale_of(Kernel& k, const View& alpha, const View& m_i, const View& s_i, const View& s) {
-  const auto shape = m_i.shape();
-  View diff = k.sbuf(shape, DType::F32, "fwd_diff");
-  nki::tensor_tensor(diff, s_i, s, AluOp::Subtract);
-  View e = k.sbuf(shape, DType::F32, "fwd_exp");
-  nki::activation(e, ActFunc::Exp, diff);
-  View nn = k.sbuf(shape, DType::F32, "fwd_notneg");
-  nki::tensor_scalar(nn, m_i, AluOp::NotEqual, kNegInf);
-  nki::select(alpha, nn, e, 0.0);
+// alpha = exp(s_i - s), exactly 0 when m_i is -inf (then d_i is 0 and exp(s_i - s) could be +Inf). `t1`, `t2`
+// are temporaries of m_i's shape.
+void rescale_of(const View& alpha, const View& m_i, const View& s_i, const View& s, const View& t1,
+                const View& t2) {
+  nki::tensor_tensor(t1, s_i, s, AluOp::Subtract, Engine::POOL);
+  nki::activation(t1, ActFunc::Exp, t1);
+  nki::tensor_scalar(t2, m_i, AluOp::NotEqual, kNegInf, false, AluOp::Bypass, 0.0, false, Engine::POOL);
+  nki::select(alpha, t2, t1, 0.0, Engine::POOL);
 }
+
+// Per-chunk [P, 1] and [P, sub-block] temporaries, allocated once per pipeline slot (tiles allocated in the
+// loop would share addresses across engines and serialize them).
+struct Tiny {
+  View mc, m_new, s_new, neg_s, alpha, sum, sxc, t1, t2, first, better;
+  View pm, cand, hit;
+};
 
 void fwd_kernel(Kernel& k, const FwdParams& fp) {
   const CommonParams& p = fp.c;
@@ -131,7 +136,7 @@ void fwd_kernel(Kernel& k, const FwdParams& fp) {
     nki::iota(revidx, {0, -1}, static_cast<double>(kSub));
     View sbbase = k.sbuf({kP, nsb_max}, DType::F32, "fwd_subblock_end");
     nki::iota(sbbase, {static_cast<int32_t>(kSub)}, static_cast<double>(kSub));
-    constexpr int kBufs = 3;
+    constexpr int kBufs = 4;
     std::vector<View> xs, junk, eqs, prods;
     for (int i = 0; i < kBufs; ++i) {
       xs.push_back(k.sbuf({kP, Wc}, dt, "fwd_x"));
@@ -140,68 +145,83 @@ void fwd_kernel(Kernel& k, const FwdParams& fp) {
     }
     for (int i = 0; i < 2; ++i) junk.push_back(k.sbuf({kP, Wc}, DType::BF16, "fwd_exp_out"));
     View sx_junk = smoothing ? k.sbuf({kP, Wc}, DType::BF16, "fwd_sum_out") : View();
+    std::vector<Tiny> tiny;
+    for (int i = 0; i < kBufs; ++i) {
+      auto v1 = [&](DType d = DType::F32) { return k.sbuf({kP, 1}, d, "fwd_tiny"); };
+      tiny.push_back({v1(dt), v1(), v1(), v1(), v1(), v1(), v1(), v1(), v1(), v1(), v1(),
+                      k.sbuf({kP, nsb_max}, DType::BF16, "fwd_sub_max"),
+                      k.sbuf({kP, nsb_max}, DType::F32, "fwd_cand"),
+                      k.sbuf({kP, nsb_max}, DType::F32, "fwd_hit")});
+    }
+    // The argmax part of a chunk, emitted two chunks later (after their online-softmax steps), so its DVE and
+    // POOL work never waits on a chunk that was just started.
+    struct Pending {
+      int64_t t, c0, w, it;
+    };
+    std::vector<Pending> pending;  // at most two: the argmax part runs two chunks behind
+    auto argmax_part = [&](const Pending& a) {
+      const int64_t t = a.t, c0 = a.c0, w = a.w, it = a.it, nsb = ceil_div(w, kSub);
+      const View xw = xs[it % kBufs](all, S(0, w));
+      const Tiny& v = tiny[it % kBufs];
+      // First index of the chunk max.
+      const View& eq = eqs[it % kBufs];
+      const View& prod = prods[it % kBufs];
+      View eqf = eq.reshape({kP, nsb_max * kSub});
+      if (w < nsb * kSub) nki::memset(eqf(all, S(w, nsb * kSub)), 0.0);
+      nki::tensor_scalar(eqf(all, S(0, w)), xw, AluOp::IsEqual, v.mc);
+      nki::tensor_tensor(prod(all, S(0, nsb)), eq(all, S(0, nsb)), revidx(all, S(0, nsb)), AluOp::Multiply,
+                         Engine::DVE);
+      const View pm = v.pm(all, S(0, nsb)), cand = v.cand(all, S(0, nsb)), hit = v.hit(all, S(0, nsb));
+      nki::tensor_reduce(pm, AluOp::Max, prod(all, S(0, nsb)), {2});
+      // Candidate index 128 (k + 1) - pm in sub-block k, if it matched; the lowest one wins.
+      nki::tensor_tensor(cand, sbbase(all, S(0, nsb)), pm, AluOp::Subtract, Engine::POOL);
+      nki::tensor_scalar(hit, pm, AluOp::IsGt, 0.0, false, AluOp::Bypass, 0.0, false, Engine::POOL);
+      nki::select(cand, hit, cand, 1e9, Engine::POOL);
+      nki::tensor_reduce(v.first, AluOp::Min, cand, {1});
+      View bv = st(all, kBestV, S(t, t + 1)), bi = st(all, kBestI, S(t, t + 1));
+      nki::tensor_tensor(v.better, v.mc, bv, AluOp::IsGt, Engine::POOL);
+      nki::tensor_scalar(v.first, v.first, AluOp::Add, static_cast<double>(c0), false, AluOp::Bypass, 0.0,
+                         false, Engine::POOL);
+      nki::select(bi, v.better, v.first, bi, Engine::POOL);
+      nki::tensor_tensor(bv, bv, v.mc, AluOp::Max, Engine::POOL);
+    };
     int64_t it = 0;
     for (int64_t t = 0; t < nt; ++t) {
       const int64_t r0 = t * kP, rr = std::min(kP, p.rows - r0);
       const View m = st(all, kM, S(t, t + 1)), d = st(all, kD, S(t, t + 1));
       const View s = srun(all, S(t, t + 1));
       for (int64_t c0 = cr.lo; c0 < cr.hi; c0 += Wc, ++it) {
-        const int64_t w = std::min(Wc, cr.hi - c0), nsb = ceil_div(w, kSub);
+        const int64_t w = std::min(Wc, cr.hi - c0);
         const View& x = xs[it % kBufs];
+        const Tiny& v = tiny[it % kBufs];
         nki::dma_copy(x(S(0, rr), S(0, w)), logits(S(r0, r0 + rr), S(c0, c0 + w)));
         const View xw = x(all, S(0, w));
-        // Chunk max and the online-softmax update.
-        View mc = k.sbuf({kP, 1}, dt, "fwd_chunk_max");
-        nki::tensor_reduce(mc, AluOp::Max, xw, {1});
-        View m_new = k.sbuf({kP, 1}, DType::F32, "fwd_m_new");
-        nki::tensor_tensor(m_new, m, mc, AluOp::Max, Engine::POOL);
-        View s_new = k.sbuf({kP, 1}, DType::F32, "fwd_s_new");
-        shift_of(k, s_new, m_new);
-        View neg_s = k.sbuf({kP, 1}, DType::F32, "fwd_neg_s");
-        nki::tensor_scalar(neg_s, s_new, AluOp::Multiply, -1.0, false, AluOp::Bypass, 0.0, false,
-                           Engine::ACT);
-        View alpha = k.sbuf({kP, 1}, DType::F32, "fwd_alpha");
-        rescale_of(k, alpha, m, s, s_new);
-        View sum = k.sbuf({kP, 1}, DType::F32, "fwd_sum");
-        nki::activation(junk[it % 2](all, S(0, w)), ActFunc::Exp, xw, neg_s, 1.0, sum);
-        nki::tensor_scalar(d, d, AluOp::Multiply, alpha, false, AluOp::Add, sum);
-        nki::tensor_copy(m, m_new, Engine::POOL);
-        nki::tensor_copy(s, s_new, Engine::POOL);
+        // Chunk max and the online-softmax update (tiny ops on POOL, the exp on ACT).
+        nki::tensor_reduce(v.mc, AluOp::Max, xw, {1});
+        nki::tensor_tensor(v.m_new, m, v.mc, AluOp::Max, Engine::POOL);
+        shift_of(v.s_new, v.m_new, v.t1);
+        nki::tensor_scalar(v.neg_s, v.s_new, AluOp::Multiply, -1.0, false, AluOp::Bypass, 0.0, false,
+                           Engine::POOL);
+        rescale_of(v.alpha, m, s, v.s_new, v.t1, v.t2);
+        nki::activation(junk[it % 2](all, S(0, w)), ActFunc::Exp, xw, v.neg_s, 1.0, v.sum);
+        nki::tensor_scalar(d, d, AluOp::Multiply, v.alpha, false, AluOp::Add, v.sum, false, Engine::POOL);
+        nki::tensor_copy(m, v.m_new, Engine::POOL);
+        nki::tensor_copy(s, v.s_new, Engine::POOL);
         if (smoothing) {
           // sum of (-ls/V) x: scaling each term first keeps logits at the BF16 maximum from overflowing FP32.
-          View sxc = k.sbuf({kP, 1}, DType::F32, "fwd_sum_x");
-          nki::activation(sx_junk(all, S(0, w)), ActFunc::Copy, xw, 0.0, static_cast<double>(cs.neg_eps), sxc,
-                          trn3 ? Engine::POOL : Engine::ACT);
-          nki::tensor_tensor(st(all, kSx, S(t, t + 1)), st(all, kSx, S(t, t + 1)), sxc, AluOp::Add,
+          nki::activation(sx_junk(all, S(0, w)), ActFunc::Copy, xw, 0.0, static_cast<double>(cs.neg_eps),
+                          v.sxc, trn3 ? Engine::POOL : Engine::ACT);
+          nki::tensor_tensor(st(all, kSx, S(t, t + 1)), st(all, kSx, S(t, t + 1)), v.sxc, AluOp::Add,
                              Engine::POOL);
         }
-        // First index of the chunk max.
-        const View& eq = eqs[it % kBufs];
-        const View& prod = prods[it % kBufs];
-        View eqf = eq.reshape({kP, nsb_max * kSub});
-        if (w < nsb * kSub) nki::memset(eqf(all, S(w, nsb * kSub)), 0.0);
-        nki::tensor_scalar(eqf(all, S(0, w)), xw, AluOp::IsEqual, mc);
-        nki::tensor_tensor(prod(all, S(0, nsb)), eq(all, S(0, nsb)), revidx(all, S(0, nsb)), AluOp::Multiply,
-                           it % 2 ? Engine::DVE : Engine::POOL);
-        View pm = k.sbuf({kP, nsb}, DType::BF16, "fwd_sub_max");
-        nki::tensor_reduce(pm, AluOp::Max, prod(all, S(0, nsb)), {2});
-        // Candidate index 128 (k + 1) - pm in sub-block k, if it matched; the lowest one wins.
-        View cand = k.sbuf({kP, nsb}, DType::F32, "fwd_cand");
-        nki::tensor_tensor(cand, sbbase(all, S(0, nsb)), pm, AluOp::Subtract, Engine::POOL);
-        View hit = k.sbuf({kP, nsb}, DType::F32, "fwd_hit");
-        nki::tensor_scalar(hit, pm, AluOp::IsGt, 0.0, false, AluOp::Bypass, 0.0, false, Engine::POOL);
-        nki::select(cand, hit, cand, 1e9, Engine::POOL);
-        View first = k.sbuf({kP, 1}, DType::F32, "fwd_first");
-        nki::tensor_reduce(first, AluOp::Min, cand, {1});
-        View better = k.sbuf({kP, 1}, DType::F32, "fwd_better");
-        View bv = st(all, kBestV, S(t, t + 1)), bi = st(all, kBestI, S(t, t + 1));
-        nki::tensor_tensor(better, mc, bv, AluOp::IsGt, Engine::POOL);
-        nki::tensor_scalar(first, first, AluOp::Add, static_cast<double>(c0), false, AluOp::Bypass, 0.0,
-                           false, Engine::POOL);
-        nki::select(bi, better, first, bi, Engine::POOL);
-        nki::tensor_tensor(bv, bv, mc, AluOp::Max, Engine::POOL);
+        pending.push_back({t, c0, w, it});
+        if (pending.size() > 2) {
+          argmax_part(pending.front());
+          pending.erase(pending.begin());
+        }
       }
     }
+    for (const Pending& a : pending) argmax_part(a);
   }
 
   // LNC2 merge: both cores exchange their statistics; "lo" holds the lower columns.
@@ -220,15 +240,16 @@ void fwd_kernel(Kernel& k, const FwdParams& fp) {
   View best = k.sbuf({kP, nt}, DType::F32, "fwd_best");
   View s = k.sbuf({kP, nt}, DType::F32, "fwd_s");
   if (cores == 2) {
+    View t1 = k.sbuf({kP, nt}, DType::F32, "fwd_t1"), t2 = k.sbuf({kP, nt}, DType::F32, "fwd_t2");
     nki::tensor_tensor(m, lo(all, kM), hi(all, kM), AluOp::Max);
-    shift_of(k, s, m);
+    shift_of(s, m, t1);
     View s_i = k.sbuf({kP, nt}, DType::F32, "fwd_s_i");
     View a_lo = k.sbuf({kP, nt}, DType::F32, "fwd_alpha_lo");
     View a_hi = k.sbuf({kP, nt}, DType::F32, "fwd_alpha_hi");
-    shift_of(k, s_i, lo(all, kM));
-    rescale_of(k, a_lo, lo(all, kM), s_i, s);
-    shift_of(k, s_i, hi(all, kM));
-    rescale_of(k, a_hi, hi(all, kM), s_i, s);
+    shift_of(s_i, lo(all, kM), t1);
+    rescale_of(a_lo, lo(all, kM), s_i, s, t1, t2);
+    shift_of(s_i, hi(all, kM), t1);
+    rescale_of(a_hi, hi(all, kM), s_i, s, t1, t2);
     nki::tensor_tensor(a_lo, lo(all, kD), a_lo, AluOp::Multiply);
     nki::tensor_tensor(a_hi, hi(all, kD), a_hi, AluOp::Multiply);
     nki::tensor_tensor(d, a_lo, a_hi, AluOp::Add);
