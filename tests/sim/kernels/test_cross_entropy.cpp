@@ -12,11 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "kernels/api/nki.h"
 #include "kernels/api/registry.h"
+#include "kernels/cross_entropy/ce_quant.h"
 #include "sim/base/error.h"
 #include "sim/numerics/mx.h"
 #include "sim/numerics/scale_layout.h"
 #include "tests/sim/kernels/test_cross_entropy_util.h"
+#include "tests/support/kernel_run.h"
 
 using namespace trnsim;
 using namespace trnsim::test;
@@ -307,7 +310,8 @@ TEST_CASE("cross_entropy_bwd MXFP8 with quantize_rule trn3: quantize_mx's rule o
   }
 }
 
-TEST_CASE("cross_entropy_bwd on Trn2 with the TE rule, and quantize_rule trn3 needing Trn3", "[kernels][cross_entropy]") {
+TEST_CASE("cross_entropy_bwd on Trn2 with the TE rule, and quantize_rule trn3 needing Trn3",
+          "[kernels][cross_entropy]") {
   check_mx_matches_bf16_run({{"rows", 128}, {"V", 512}, {"grad_quantizer", "mxfp8_e4m3"}}, bwd_inputs(kPlain),
                             "trn2");
   CHECK_THROWS_WITH(
@@ -340,4 +344,61 @@ TEST_CASE("cross_entropy_bwd rejects shapes and parameters it cannot honour, nam
       run_ce("cross_entropy_fwd", {{"rows", 128}, {"V", 512}, {"chunk", 200}},
              {{"gen", {{"recipe", "lm_logits"}}}}),
       Catch::Contains("kernel 'cross_entropy_fwd': parameter 'chunk': 200 is not a multiple of 128"));
+}
+
+TEST_CASE(
+    "on-chip MX block quantizer (ce_quant.h) equals num::quantize_block for every BF16 block maximum, "
+    "TE and Trn3 rules",
+    "[kernels][cross_entropy]") {
+  // 32768 blocks of 32 BF16 values: block b's largest magnitude has bit pattern b (every finite value, +Inf,
+  // every NaN pattern), the other 31 are smaller magnitudes with mixed signs (and a NaN in some blocks), so
+  // the scale chain sees every key and the elements every rounding case.
+  constexpr int64_t kBlocks = 32768, kPer = kBlocks / 128;
+  std::vector<uint16_t> data(kBlocks * 32);
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (int64_t b = 0; b < kBlocks; ++b)
+    for (int i = 0; i < 32; ++i) {
+      h = h * 6364136223846793005ull + 1442695040888963407ull;
+      const uint16_t mag = static_cast<uint16_t>(b);
+      uint16_t v = i == static_cast<int>(b % 32) ? mag : static_cast<uint16_t>((h >> 33) % (mag + 1u));
+      if ((h >> 20) % 97 == 0 && i != static_cast<int>(b % 32)) v = 0x7FC1;  // a NaN element now and then
+      if ((v & 0x7FFF) > 0x7F80 || (h >> 40) & 1) v = static_cast<uint16_t>(v | (((h >> 41) & 1) << 15));
+      data[b * 32 + i] = v;
+    }
+  for (const auto rule : {kernels::ce::QuantizeRule::Te, kernels::ce::QuantizeRule::Trn3})
+    for (const auto fmt : {num::Fp8Format::E4M3FN, num::Fp8Format::E5M2}) {
+      const isa::DType f8 = fmt == num::Fp8Format::E5M2 ? isa::DType::FP8_E5M2 : isa::DType::FP8_E4M3FN;
+      kernels::BuildOptions o;
+      o.limits = hw_named("trn3").limits();
+      o.num_programs = 1;
+      kernels::KernelBuild b = kernels::build_program(
+          [&](kernels::Kernel& k) {
+            using kernels::S;
+            const kernels::View in = k.input("x", isa::DType::BF16, {128, kPer * 32});
+            const kernels::View q = k.output("q", f8, {128, kPer * 32});
+            const kernels::View s = k.output("s", isa::DType::U8, {128, kPer});
+            const kernels::View x = k.sbuf({128, kPer, 32}, isa::DType::BF16, "x");
+            const kernels::View qt = k.sbuf({128, kPer, 32}, f8, "q");
+            const kernels::View st = k.sbuf({128, kPer}, isa::DType::U8, "s");
+            kernels::nki::dma_copy(x, in.reshape({128, kPer, 32}));
+            kernels::ce::mx_quantize_free(k, qt, st, x, rule, fmt, isa::Engine::DVE);
+            kernels::nki::dma_copy(q.reshape({128, kPer, 32}), qt);
+            kernels::nki::dma_copy(s, st);
+          },
+          o);
+      std::vector<uint8_t> bytes(data.size() * 2);
+      std::memcpy(bytes.data(), data.data(), bytes.size());
+      const KernelRun r = run_build(std::move(b), {{"x", bytes}}, hw_named("trn3"));
+      const num::ScaleRule nr = rule == kernels::ce::QuantizeRule::Te ? num::ScaleRule::Te : num::ScaleRule::Trn3;
+      int64_t bad = 0;
+      for (int64_t blk = 0; blk < kBlocks; ++blk) {
+        uint8_t want[32];
+        const uint8_t scale = num::quantize_block_bf16(&data[blk * 32], want, fmt, nr);
+        bad += r.bytes("s")[blk] != scale;
+        bad += std::memcmp(&r.bytes("q")[blk * 32], want, 32) != 0;
+      }
+      INFO("rule " << (rule == kernels::ce::QuantizeRule::Te ? "te" : "trn3") << " E5M2 "
+                   << (fmt == num::Fp8Format::E5M2));
+      CHECK(bad == 0);
+    }
 }
