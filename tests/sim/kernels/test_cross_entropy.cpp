@@ -389,7 +389,8 @@ TEST_CASE(
       std::vector<uint8_t> bytes(data.size() * 2);
       std::memcpy(bytes.data(), data.data(), bytes.size());
       const KernelRun r = run_build(std::move(b), {{"x", bytes}}, hw_named("trn3"));
-      const num::ScaleRule nr = rule == kernels::ce::QuantizeRule::Te ? num::ScaleRule::Te : num::ScaleRule::Trn3;
+      const num::ScaleRule nr =
+          rule == kernels::ce::QuantizeRule::Te ? num::ScaleRule::Te : num::ScaleRule::Trn3;
       int64_t bad = 0;
       for (int64_t blk = 0; blk < kBlocks; ++blk) {
         uint8_t want[32];
