@@ -248,6 +248,8 @@ View::Region View::region(bool whole_rows) const {
     (span < 0 ? flo : fhi) += span;
   }
   if (space_ != isa::MemSpace::HBM) {
+    if (storage_->whole_partitions > 0)
+      return {0, 0, storage_->whole_partitions, storage_->whole_lo, storage_->whole_hi};
     return {0, partition_start_, partition_start_ + dims_[0].size, offset_bytes_ + flo, offset_bytes_ + fhi};
   }
   const int64_t rb = std::max<int64_t>(1, storage_->hbm_row_bytes);

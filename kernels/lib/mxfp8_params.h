@@ -5,12 +5,12 @@
 #include <optional>
 
 #include "kernels/api/params.h"
-#include "kernels/lib/matmul_mxfp8.h"
+#include "kernels/lib/mxfp8/plan.h"
 #include "kernels/ref/matmul_ref.h"
 
 namespace trnsim::kernels {
 
-// The tiling fields of one matmul call; null = auto (kernels/lib/matmul_mxfp8.h).
+// The tiling fields of one matmul call (nki-library MatmulMxfp8KernelConfig); null = auto (mxfp8/plan.h).
 struct MxTilingConfig {
   std::optional<int64_t> tile_m, tile_k, tile_n;
   std::optional<int64_t> blocks_m, blocks_n, blocks_k;  // TILES_IN_BLOCK_M/N/K
@@ -41,7 +41,7 @@ struct MxTilingConfig {
           "N tiles per DMA load, divides TILES_IN_BLOCK_N; null: auto")
         .range(1, 1 << 16);
   }
-  MxTiling tiling() const {
+  mxfp8::Tiling tiling() const {
     return {tile_m.value_or(0),   tile_k.value_or(0),   tile_n.value_or(0), blocks_m.value_or(0),
             blocks_n.value_or(0), blocks_k.value_or(0), load_m.value_or(0), load_n.value_or(0)};
   }
@@ -84,7 +84,7 @@ struct MxSharedParams {
         "OCP 32-contiguous groups)",
         {{"wrapX", num::QuantScheme::WrapX}, {"1x32", num::QuantScheme::OneX32}}, num::QuantScheme::WrapX);
   }
-  void apply(MxMatmulSpec& spec) const {
+  void apply(mxfp8::MatmulSpec& spec) const {
     spec.nmk = nmk;
     spec.fp8 = fp8;
     spec.out_dtype = out_dtype;

@@ -46,17 +46,18 @@ struct Params {
   }
 };
 
-MxMatmulSpec spec_of(const Params& p) {
-  MxMatmulSpec spec;
+mxfp8::MatmulSpec spec_of(const Params& p) {
+  mxfp8::MatmulSpec spec;
   spec.kernel = "kernel 'matmul_mxfp8'";
   spec.scope = "mm";
   spec.M = p.M, spec.K = p.K, spec.N = p.N;
   spec.tiling = p.tiling.tiling();
   p.shared.apply(spec);
   spec.shard_rhs = p.lnc_2_shard_rhs;
-  spec.lhs = {"x", "x", p.x_is_f_by_k, p.x_is_swizzled, p.x_scales, "x_scales", "M"};
-  spec.rhs = {"w", "w", p.w_is_f_by_k, p.w_is_swizzled, p.w_scales, "w_scales", "N"};
-  spec.out_name = "y";
+  spec.lhs = mx_input_operand(spec.kernel, {"x", "x", "x_scales", "M"}, p.x_is_f_by_k, p.x_is_swizzled,
+                              p.x_scales, false);
+  spec.rhs = mx_input_operand(spec.kernel, {"w", "w", "w_scales", "N"}, p.w_is_f_by_k, p.w_is_swizzled,
+                              p.w_scales, false);
   return spec;
 }
 
@@ -74,11 +75,11 @@ std::unique_ptr<KernelDef> matmul_mxfp8_kernel() {
   k.cores = [](const Params& p) { return p.shared.run_with_lnc2 ? 2 : 1; };
   k.cores_param = "run_with_lnc2";
   k.build = [](const Params& p, const BuildOptions& options) {
-    const MxMatmulSpec spec = spec_of(p);
-    const MxPlan plan = plan_matmul_mxfp8(spec, options.limits);
+    const mxfp8::MatmulSpec spec = spec_of(p);
+    const mxfp8::Plan plan = mxfp8::plan_matmul(spec, options.limits);
     BuildOptions o = options;
     o.num_programs = plan.lnc2 ? 2 : 1;
-    return build_program([&](Kernel& kc) { emit_matmul_mxfp8(kc, spec, plan); }, o);
+    return build_program([&](Kernel& kc) { emit_mx_kernel_matmul(kc, spec, plan, "y"); }, o);
   };
   k.useful_flops = [](const Params& p) { return 2.0 * p.M * p.N * p.K; };
   // Pre-swizzled or pre-quantized operands have no host reference here.

@@ -1,5 +1,5 @@
 // matmul_mxfp8_backward (Trn3): the gradients of Y = X W^T as two independent matmul_mxfp8 calls in one
-// program (reference/nkilib-kernels.md §1.1):
+// program (nki-library matmul_mxfp8_generic_backward_kernel.py):
 //   phase 1, input_grad  dX[M, K] = dY W:    LHS dY [M, N] F-by-K, RHS W [N, K] K-by-F, contraction N;
 //   phase 2, weight_grad dW[N, K] = dY^T X:  LHS dY [M, N] K-by-F, RHS X [M, K] K-by-F, contraction M.
 // Every BF16 operand is quantized along its contraction axis inside its phase (dY twice: along N, then M).
@@ -67,7 +67,11 @@ struct Params {
         "uses direct access patterns, so both values build the same program (K % 128 still required)",
         false);
     s.add(&Params::disable_dma_transpose, "disable_dma_transpose",
-          "nkilib: load F-by-K operands with PE transposes; true is rejected (not implemented)", false);
+          "load F-by-K BF16 operands (output_grad in input_grad; weights or input_activation given F-by-K) "
+          "with "
+          "the PE loader (row DMAs, nc_transpose into PSUM, copy to SBUF) instead of dma_transpose; the same "
+          "quantized bytes",
+          false);
     s.include(&Params::shared);
     s.add(&Params::lnc_2_shard_rhs, "lnc_2_shard_rhs",
           "under LNC2 split N (true) or M (false) of both phases; null: per phase, N if N >= M, and LNC2 is "
@@ -92,43 +96,43 @@ KernelBuild build_backward(const Params& p, const BuildOptions& options) {
         "runs along the contraction axis, which is N for input_grad and M for weight_grad; pass output_grad "
         "unswizzled",
         kName));
-  if (p.disable_dma_transpose)
-    throw InputError(
-        fmt::format("{}: parameter 'disable_dma_transpose': the PE-transpose loader is not implemented; "
-                    "F-by-K BF16 operands "
-                    "load with dma_transpose (set it to false)",
-                    kName));
-  MxMatmulSpec dx;
+  const bool pe = p.disable_dma_transpose;
+  mxfp8::MatmulSpec dx;
   p.shared.apply(dx);
   dx.shard_rhs = p.lnc_2_shard_rhs;
-  MxMatmulSpec dw = dx;
+  mxfp8::MatmulSpec dw = dx;
   dx.kernel = fmt::format("{} (input_grad phase, dX = dY W)", kName);
   dx.scope = "dx";
   dx.M = M, dx.K = N, dx.N = K;
-  dx.lhs = {"output_grad", "output_grad", true, false, std::nullopt, "", "M"};
-  dx.rhs = {"weights",       "weights", p.weights_is_f_by_k, p.weights_is_swizzled, p.weight_scales,
-            "weight_scales", "K"};
-  if (dx.rhs.swizzled) dx.rhs.f_by_k = true;  // a pre-swizzled W is [N/4, 4K] whatever its BF16 orientation
-  dx.out_name = "input_grad";
+  dx.lhs =
+      mx_input_operand(dx.kernel, {"output_grad", "output_grad", "", "M"}, true, false, std::nullopt, pe);
+  // A pre-swizzled W is [N/4, 4K] whatever its BF16 orientation.
+  dx.rhs = mx_input_operand(dx.kernel, {"weights", "weights", "weight_scales", "K"},
+                            p.weights_is_f_by_k || p.weights_is_swizzled, p.weights_is_swizzled,
+                            p.weight_scales, pe);
   dx.tiling = p.input_grad_config.value_or(MxTilingConfig{}).tiling();
 
   dw.kernel = fmt::format("{} (weight_grad phase, dW = dY^T X)", kName);
   dw.scope = "dw";
   dw.M = N, dw.K = M, dw.N = K;
-  dw.lhs = {"output_grad", "output_grad", false, false, std::nullopt, "", "N"};
-  dw.rhs = {"input_activation", "input", p.input_is_f_by_k, p.input_is_swizzled, p.input_scales,
-            "input_scales",     "K"};
-  if (dw.rhs.swizzled) dw.rhs.f_by_k = true;
-  dw.out_name = "weight_grad";
+  dw.lhs =
+      mx_input_operand(dw.kernel, {"output_grad", "output_grad", "", "N"}, false, false, std::nullopt, pe);
+  dw.rhs =
+      mx_input_operand(dw.kernel, {"input_activation", "input", "input_scales", "K"},
+                       p.input_is_f_by_k || p.input_is_swizzled, p.input_is_swizzled, p.input_scales, pe);
   dw.tiling = p.weight_grad_config.value_or(MxTilingConfig{}).tiling();
 
-  const MxPlan p1 = plan_matmul_mxfp8(dx, options.limits), p2 = plan_matmul_mxfp8(dw, options.limits);
+  const mxfp8::Plan p1 = mxfp8::plan_matmul(dx, options.limits), p2 = mxfp8::plan_matmul(dw, options.limits);
   BuildOptions o = options;
   o.num_programs = p1.lnc2 || p2.lnc2 ? 2 : 1;
   return build_program(
       [&](Kernel& k) {
-        emit_matmul_mxfp8(k, dx, p1);
-        emit_matmul_mxfp8(k, dw, p2);
+        {
+          PhaseScope ph(k, "input_grad");
+          emit_mx_kernel_matmul(k, dx, p1, "input_grad");
+        }
+        PhaseScope ph(k, "weight_grad");
+        emit_mx_kernel_matmul(k, dw, p2, "weight_grad");
       },
       o);
 }

@@ -155,6 +155,7 @@ struct Instruction {
   std::vector<SemWait> waits;
   std::vector<SemUpdate> updates;
   SourceLoc loc;
+  uint16_t phase = 0;  // index into Program::phases (0: none): the kernel phase that emitted it, for stats
 
   bool has(Flag f) const { return (flags & f) != 0; }
   bool is_dma() const { return op == Opcode::DmaCopy || op == Opcode::DmaTranspose || op == Opcode::SendRecv; }
@@ -175,7 +176,8 @@ struct Program {
   Generation generation = Generation::Trn2;
   int num_cores = 2;
   std::vector<TensorDecl> tensors;
-  std::vector<std::string> files;  // source files referenced by SourceLoc::file (index 0 unused: "?")
+  std::vector<std::string> files;   // source files referenced by SourceLoc::file (index 0 unused: "?")
+  std::vector<std::string> phases;  // kernel phase names referenced by Instruction::phase (index 0: none)
   std::array<std::array<std::vector<Instruction>, kNumEngines>, 2> streams;
 };
 

@@ -81,14 +81,38 @@ void StatsObserver::on_instruction(const InstructionRecord& r) {
   uint64_t wait = r.issue.count() - r.wait_start.count();
   if (inst.op == isa::Opcode::CoreBarrier) wait += r.start.count() - r.issue.count();
   l.semaphore_wait += Picoseconds(wait);
+  if (PhaseTime* ph = phase_of(inst)) {
+    ph->start = std::min(ph->start, std::min(r.ls_start, r.start));
+    ph->end = std::max(ph->end, r.end);
+    ph->busy[static_cast<int>(r.engine)] += busy;
+    ++ph->instructions;
+  }
 
   if (inst.is_dma()) return;  // its on-chip operands are touched by the transfer (on_dma)
   const uint64_t from = std::min(r.ls_start, r.start).count();
   for (int i = 0; i < inst.nops; ++i) touch(r.core, inst.ops[i], from, r.end.count());
 }
 
+PhaseTime* StatsObserver::phase_of(const isa::Instruction& inst) {
+  if (inst.phase == 0 || inst.phase >= program_.phases.size()) return nullptr;
+  if (phases_.empty()) {
+    phases_.resize(program_.phases.size());
+    for (size_t i = 0; i < phases_.size(); ++i) {
+      phases_[i].name = program_.phases[i];
+      phases_[i].start = Picoseconds(UINT64_MAX);
+    }
+  }
+  return &phases_[inst.phase];
+}
+
 void StatsObserver::on_dma(const DmaRecord& r) {
   const isa::Instruction& inst = *r.inst;
+  if (PhaseTime* ph = phase_of(inst)) {
+    ph->start = std::min(ph->start, r.data_start);
+    ph->end = std::max(ph->end, r.complete);
+    ++ph->dma_transfers;
+    ph->dma_bytes += r.bytes;
+  }
   for (int i = 0; i < inst.nops; ++i) {
     // sendrecv writes the peer core's SBUF.
     const int core = (inst.op == isa::Opcode::SendRecv && i == 0) ? 1 - r.core : r.core;
@@ -169,6 +193,9 @@ void StatsObserver::finish() {
     if (a.busy != b.busy) return a.busy > b.busy;
     return std::tie(a.file, a.line, a.engine) < std::tie(b.file, b.line, b.engine);
   });
+  stats_.phases.clear();
+  for (const PhaseTime& ph : phases_)
+    if (ph.instructions > 0 || ph.dma_transfers > 0) stats_.phases.push_back(ph);
   stats_.sbuf = peak_of(isa::MemSpace::SBUF, stats_.sbuf.capacity_per_partition);
   stats_.psum = peak_of(isa::MemSpace::PSUM, stats_.psum.capacity_per_partition);
 }

@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -50,6 +51,15 @@ struct MemoryPeak {
   Picoseconds at;                       // first time the peak is reached
 };
 
+// One kernel phase (Instruction::phase, a builder PhaseScope), both cores.
+struct PhaseTime {
+  std::string name;
+  Picoseconds start, end;  // first start, last end of its instructions and DMA transfers
+  std::array<Picoseconds, isa::kNumEngines> busy{};  // engine occupancy (PE: MultiplyMoving)
+  uint64_t instructions = 0;
+  uint64_t dma_transfers = 0, dma_bytes = 0;
+};
+
 struct ProfileStats {
   // [engine][opcode], both cores. PE nc_matmul time is its MultiplyMoving phase.
   std::array<std::array<OpcodeTime, isa::kNumOpcodes>, isa::kNumEngines> opcodes{};
@@ -59,6 +69,7 @@ struct ProfileStats {
   double bf16_peak_flops_per_ns = 0;    // 128 x 128 MACs x 2 x PE GHz x physical cores of the program
   std::vector<LineTime> lines;          // busiest first (ties: file, line, engine)
   MemoryPeak sbuf, psum;
+  std::vector<PhaseTime> phases;  // in Program::phases order, phases that ran only
 };
 
 class StatsObserver final : public ModelObserver {
@@ -80,6 +91,7 @@ class StatsObserver final : public ModelObserver {
     uint64_t first = UINT64_MAX, last = 0;  // ps
   };
   void touch(int core, const isa::AccessPattern& a, uint64_t from_ps, uint64_t to_ps);
+  PhaseTime* phase_of(const isa::Instruction& inst);
   MemoryPeak peak_of(isa::MemSpace space, uint64_t capacity) const;
 
   const isa::Program& program_;
@@ -88,6 +100,7 @@ class StatsObserver final : public ModelObserver {
   std::unordered_map<uint64_t, LineTime> lines_;  // key: file, line, engine
   // key: core, space, first and last quadrant, byte range inside a partition
   std::unordered_map<uint64_t, Interval> ranges_;
+  std::vector<PhaseTime> phases_;  // by Program::phases index
 };
 
 // Forwards every callback to each observer in turn (e.g. a trace and the stats of one run).

@@ -61,6 +61,10 @@ const GenDef* find_def(const std::string& name) {
   return nullptr;
 }
 
+bool non_negative_integer(const json& v) {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+}
+
 [[noreturn]] void fail(const std::string& path, const std::string& msg) {
   throw InputError(fmt::format("{}: {}", path, msg));
 }
@@ -109,7 +113,7 @@ GeneratorSpec parse_generator(const json& spec, const std::string& path) {
   if (d->seeded) {
     if (!spec.contains("seed")) fail(path + ".seed", "missing (every random generator needs a seed)");
     const json& s = spec["seed"];
-    if (!s.is_number_unsigned())
+    if (!non_negative_integer(s))
       fail(path + ".seed", "expected a non-negative integer, found " + json_excerpt(s));
     out.seed = s.get<uint64_t>();
   }
@@ -132,7 +136,7 @@ GeneratorSpec parse_generator(const json& spec, const std::string& path) {
         out.args[k.name] = v.get<int64_t>();
         break;
       case Kind::Count:
-        if (!v.is_number_unsigned()) fail(kp, "expected a non-negative integer, found " + json_excerpt(v));
+        if (!non_negative_integer(v)) fail(kp, "expected a non-negative integer, found " + json_excerpt(v));
         out.args[k.name] = v.get<int64_t>();
         break;
     }

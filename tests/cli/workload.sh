@@ -102,7 +102,7 @@ check "--no-numerics stats" 'grep -q "\"numerics\": null" "$T/timing/stats.json"
 rc=$?
 check "numerics failure exits 3 (got $rc)" '[[ $rc == 3 ]]'
 check "FAIL line: $(grep FAIL "$T/run4.txt")" \
-  '[[ $(grep "^FAIL" "$T/run4.txt") =~ ^"FAIL input_grad: "[0-9]+" of 262144 values are NaN or Inf"$ ]]'
+  '[[ $(grep "^FAIL" "$T/run4.txt") =~ ^"FAIL input_grad: "[0-9]+" of 262144 values are NaN or Inf where the reference is finite"$ ]]'
 check "failed run still writes stats" 'grep -q "\"pass\": false" "$T/fail/stats.json"'
 
 # 3. Bad workloads: exact messages.

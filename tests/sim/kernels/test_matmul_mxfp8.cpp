@@ -218,12 +218,12 @@ TEST_CASE("matmul_mxfp8: tile sizes, remainder K tiles and partial M/N tiles mee
 }
 
 TEST_CASE("matmul_mxfp8: plan resolves auto tiles and fits SBUF") {
-  kernels::MxMatmulSpec s;
+  kernels::mxfp8::MatmulSpec s;
   s.kernel = "k";
   s.M = 4096, s.K = 4096, s.N = 14336;
-  s.lhs = {"x", "x", true, false, std::nullopt, "", "M"};
-  s.rhs = {"w", "w", false, false, std::nullopt, "", "N"};
-  const auto p = kernels::plan_matmul_mxfp8(s, trn3().limits());
+  s.lhs.layout = kernels::mxfp8::Layout::FByK;
+  s.rhs.layout = kernels::mxfp8::Layout::KByF;
+  const auto p = kernels::mxfp8::plan_matmul(s, trn3().limits());
   CHECK(p.lnc2);
   CHECK(p.shard_n);
   CHECK(p.tile_m == 128);

@@ -60,6 +60,14 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+size_t count_op(const isa::Program& p, isa::Opcode op) {
+  size_t n = 0;
+  for (const auto& core : p.streams)
+    for (const auto& s : core)
+      for (const auto& i : s) n += i.op == op;
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("matmul_mxfp8_backward: dX and dW meet the MX reference and nkilib's tolerances") {
@@ -99,7 +107,7 @@ TEST_CASE("matmul_mxfp8_backward: parameter variants keep the arithmetic (bit-id
                         json{{"lnc_2_shard_rhs", nullptr}}, json{{"run_with_lnc2", false}},
                         json{{"spill_reload", true}}, json{{"use_scale_packing", true}},
                         json{{"spill_reload", true}, {"use_scale_packing", true}, {"run_with_lnc2", false}},
-                        json{{"fast_dma_transpose", true}}}) {
+                        json{{"fast_dma_transpose", true}}, json{{"disable_dma_transpose", true}}}) {
     INFO(v.dump());
     json p = base_p;
     p.update(v);
@@ -140,6 +148,13 @@ TEST_CASE("matmul_mxfp8_backward: parameter variants keep the arithmetic (bit-id
   r = run_kernel("matmul_mxfp8_backward", p, in);
   CHECK(same_bits(r.get("input_grad"), dx0));
   CHECK(same_bits(r.get("weight_grad"), dw0));
+  // The same F-by-K operands through the PE loader (nc_transpose instead of dma_transpose).
+  p["disable_dma_transpose"] = true;
+  r = run_kernel("matmul_mxfp8_backward", p, in);
+  CHECK(same_bits(r.get("input_grad"), dx0));
+  CHECK(same_bits(r.get("weight_grad"), dw0));
+  CHECK(count_op(r.program, isa::Opcode::DmaTranspose) == 0);
+  CHECK(count_op(r.program, isa::Opcode::NcTranspose) > 0);
 }
 
 TEST_CASE("matmul_mxfp8_backward: BF16 outputs and per-phase configs") {
@@ -195,9 +210,6 @@ TEST_CASE("matmul_mxfp8_backward: registered schema and rejected combinations") 
             "runs along the contraction axis, which is N for input_grad and M for weight_grad; pass "
             "output_grad "
             "unswizzled");
-  CHECK(err({{"disable_dma_transpose", true}}) == k + ": parameter 'disable_dma_transpose': the PE-transpose "
-                                                      "loader is not implemented; F-by-K BF16 operands "
-                                                      "load with dma_transpose (set it to false)");
   CHECK(err({{"input_grad_config", {{"tile_q", 1}}}}) ==
         k + ": unknown parameter 'input_grad_config.tile_q' (known: tile_m, tile_k, tile_n, "
             "TILES_IN_BLOCK_M, TILES_IN_BLOCK_N, TILES_IN_BLOCK_K, TILES_IN_LOAD_M, TILES_IN_LOAD_N)");

@@ -12,12 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "kernels/api/kernel.h"
 #include "kernels/api/registry.h"
 #include "sim/config/hw_config.h"
 #include "sim/isa/semantics.h"
 #include "sim/model/run.h"
 #include "sim/numerics/float_formats.h"
 #include "sim/numerics/mx.h"
+#include "sim/numerics/pe_matmul.h"
 #include "sim/numerics/scale_layout.h"
 #include "tests/support/kernel_run.h"
 
@@ -140,6 +142,105 @@ inline kernels::KernelBuild build_mx(const std::string& kernel, const nlohmann::
 inline KernelRun run_kernel(const std::string& kernel, const nlohmann::json& params,
                             const std::map<std::string, Bytes>& inputs) {
   return test::run_kernel(kernel, params, inputs, trn3(), 2);
+}
+
+// The MXFP8 pipeline's FP32 result of Y[M, N] = A^T B bit for bit (kernels/lib/mxfp8/matmul.h): both operands
+// quantized along K (trn3 rule, the group scheme), each K tile's products accumulated by num::pe_matmul in
+// the PE's row order (slot j of partition row i is row j * rows + i, as nc_matmul_mx dequantizes), the K
+// tiles of a K block accumulated in PSUM (the first overwrites), K blocks added in FP32 in the SBUF
+// accumulator.
+inline std::vector<float> mx_exact(const Logical& a, const Logical& b, num::Fp8Format fmt, num::QuantScheme s,
+                                   int64_t tile_k = 512, int64_t block_k = 1 << 20) {
+  const int64_t K = a.K, M = a.F, N = b.F, kp = tile_k / 4, TK = (K + tile_k - 1) / tile_k;
+  const auto qa = mx_dequant(a, fmt, s), qb = mx_dequant(b, fmt, s);
+  std::vector<float> acc(M * N), ps(M * N), A, B;
+  for (int64_t kt = 0; kt < TK; ++kt) {
+    const int64_t r0 = kt * kp, kpt = std::min(kp, K / 4 - r0), rows = 4 * kpt;
+    A.assign(rows * M, 0.f), B.assign(rows * N, 0.f);
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t i = 0; i < kpt; ++i) {
+        const int64_t k = num::unswizzle_pos(r0 + i, j, K, 1, s).k, row = j * kpt + i;
+        for (int64_t m = 0; m < M; ++m) A[row * M + m] = static_cast<float>(qa[k * M + m]);
+        for (int64_t n = 0; n < N; ++n) B[row * N + n] = static_cast<float>(qb[k * N + n]);
+      }
+    const bool first_in_block = kt % block_k == 0,
+               last_in_block = kt % block_k == block_k - 1 || kt == TK - 1;
+    num::pe_matmul(A.data(), M, B.data(), N, ps.data(), N, static_cast<int>(rows), static_cast<int>(M),
+                   static_cast<int>(N), !first_in_block);
+    if (last_in_block)
+      for (int64_t e = 0; e < M * N; ++e) acc[e] = kt < block_k ? ps[e] : acc[e] + ps[e];
+  }
+  return acc;
+}
+
+inline uint16_t bf16_bits(float v) {
+  return num::f32_to_bf16(v);
+}
+inline std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = num::f32_to_bf16(v[i]);
+  return o;
+}
+inline Bytes f32_bytes(const std::vector<float>& v) {
+  Bytes b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+inline Bytes i32_bytes(const std::vector<int32_t>& v) {
+  Bytes b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+inline std::vector<uint16_t> u16_of(const Bytes& b) {
+  std::vector<uint16_t> v(b.size() / 2);
+  std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+inline std::vector<float> f32_of(const Bytes& b) {
+  std::vector<float> v(b.size() / 4);
+  std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+// FNV-1a 64 of a byte string (pins of output bytes).
+inline uint64_t fnv1a(const Bytes& b) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t c : b) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// A program built from a kernel function on Trn3 and run on the model.
+struct ProgramRun {
+  isa::Program program;
+  std::map<std::string, Bytes> tensors;  // every HBM tensor's final bytes
+  model::RunStats stats;
+};
+
+// Builds `fn` (num_programs cores) and runs it with the HBM tensors named in `init` set to those bytes (every
+// kernel input must be given; other tensors start as the model's 0xFF poison).
+inline ProgramRun run_fn(const kernels::KernelFn& fn, const std::map<std::string, Bytes>& init,
+                         int num_programs = 1) {
+  kernels::BuildOptions o;
+  o.limits = trn3().limits();
+  o.num_programs = num_programs;
+  kernels::KernelBuild b = kernels::build_program(fn, o);
+  ProgramRun r;
+  r.program = std::move(b.program);
+  isa::MachineState st = isa::make_machine_state(r.program, trn3().limits());
+  for (const auto& name : b.inputs) {
+    INFO("input " << name);
+    REQUIRE(init.count(name));
+  }
+  for (const auto& [name, bytes] : init)
+    for (size_t i = 0; i < r.program.tensors.size(); ++i)
+      if (r.program.tensors[i].name == name) {
+        INFO("tensor " << name);
+        REQUIRE(st.hbm[i].size() == bytes.size());
+        st.hbm[i] = bytes;
+      }
+  r.stats = model::run_program(r.program, trn3(), {}, &st).stats;
+  for (size_t i = 0; i < r.program.tensors.size(); ++i) r.tensors[r.program.tensors[i].name] = st.hbm[i];
+  return r;
 }
 
 }  // namespace trnsim::test

@@ -1,0 +1,112 @@
+#include "kernels/lib/mxfp8/matmul.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "kernels/api/nki.h"
+#include "kernels/lib/mxfp8/blocks.h"
+#include "kernels/lib/mxfp8/layout.h"
+
+namespace trnsim::kernels::mxfp8 {
+
+void emit_matmul(Kernel& k, const MatmulSpec& spec, const Plan& p, Epilogue& epi) {
+  const int c = k.program_id();
+  if (spec.cores == Cores::Lnc && !p.lnc2 && c == 1) return;  // core 0 computes all of Y
+  check_operand_views(spec, spec.lhs, spec.M, "lhs");
+  check_operand_views(spec, spec.rhs, spec.N, "rhs");
+  const int64_t TK = cdiv(spec.K, p.tile_k);
+  int64_t Mc = spec.M, Nc = spec.N, m_lo = 0, n_lo = 0;
+  if (p.lnc2) {
+    if (p.shard_n)
+      Nc = spec.N / 2, n_lo = c * Nc;
+    else
+      Mc = spec.M / 2, m_lo = c * Mc;
+  }
+  const int64_t bmf = p.block_m * p.tile_m, bnf = p.block_n * p.tile_n;
+  const int64_t nbm = cdiv(Mc, bmf), nbn = cdiv(Nc, bnf), nbk = cdiv(TK, p.block_k);
+
+  // Step sequence ('mnk' block order) and each operand's block keys.
+  struct Step {
+    int64_t mb, nb, kb;
+  };
+  std::vector<Step> steps;
+  std::vector<std::pair<int64_t, int64_t>> lkeys, rkeys;
+  for (int64_t mb = 0; mb < nbm; ++mb)
+    for (int64_t nb = 0; nb < nbn; ++nb)
+      for (int64_t kb = 0; kb < nbk; ++kb) {
+        steps.push_back({mb, nb, kb});
+        lkeys.push_back({mb, kb});
+        rkeys.push_back({nb, kb});
+      }
+  const int nbl = p.nbuf_lhs, nbr = p.nbuf_rhs;
+  OperandBlocks L(k, spec, spec.lhs, p, spec.M, m_lo, Mc, p.tile_m, p.block_m, p.load_m, nbl,
+                  static_cast<int>(nbk), "lhs");
+  OperandBlocks R(k, spec, spec.rhs, p, spec.N, n_lo, Nc, p.tile_n, p.block_n, p.load_n, nbr,
+                  static_cast<int>(nbk), "rhs");
+  const auto luse = L.schedule(lkeys), ruse = R.schedule(rkeys);
+
+  const isa::DType acc_dtype = nbk > 1 ? isa::DType::F32 : spec.out_dtype;
+  std::vector<View> acc;
+  for (int i = 0; i < 2; ++i)
+    acc.push_back(k.sbuf({p.tile_m, p.block_m, bnf}, acc_dtype, spec.scope + "_acc"));
+  PsumBanks banks(k, 8, spec.scope + "_psum");
+  EpilogueContext ctx{k, banks};
+  size_t drain_rr = 0, acc_rr = 0;
+
+  const auto prepare = [&](size_t s) {
+    if (luse[s].miss) L.prepare(banks, steps[s].mb, steps[s].kb, luse[s]);
+    if (ruse[s].miss) R.prepare(banks, steps[s].nb, steps[s].kb, ruse[s]);
+  };
+  // A step's blocks are prepared before the previous step's matmuls when they go to the other slot.
+  const auto early = [&](size_t s) { return (!luse[s].miss || nbl == 2) && (!ruse[s].miss || nbr == 2); };
+  if (!steps.empty()) prepare(0);
+  View out;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const Step& st = steps[s];
+    if (s + 1 < steps.size() && early(s + 1)) prepare(s + 1);
+    const int64_t m0 = m_lo + st.mb * bmf, n0 = n_lo + st.nb * bnf;
+    const int64_t bm = std::min(bmf, m_lo + Mc - m0), bn = std::min(bnf, n_lo + Nc - n0);
+    const int64_t tms = cdiv(bm, p.tile_m), tns = cdiv(bn, p.tile_n);
+    const int64_t kt0 = st.kb * p.block_k, kt1 = std::min(kt0 + p.block_k, TK);
+    if (st.kb == 0) out = acc[acc_rr++ % acc.size()];
+    const bool last_k = st.kb == nbk - 1;
+    const auto finish_row = [&](int64_t mt) {
+      const int64_t tm = std::min(p.tile_m, bm - mt * p.tile_m);
+      epi.emit(ctx, OutTile{out(S(0, tm), mt, S(0, bn)), m0 + mt * p.tile_m, n0});
+    };
+    const auto tile = [&](int64_t mt, int64_t nt) {
+      const int64_t tm = std::min(p.tile_m, bm - mt * p.tile_m), tn = std::min(p.tile_n, bn - nt * p.tile_n);
+      View ps = banks.next()(S(0, tm), S(0, tn));
+      for (int64_t kt = kt0; kt < kt1; ++kt) {
+        const auto a = L.tile(luse[s].slot, st.kb, kt, mt * p.tile_m, tm);
+        const auto b = R.tile(ruse[s].slot, st.kb, kt, nt * p.tile_n, tn);
+        nki::nc_matmul_mx(
+            ps, a.data, b.data, a.scales, b.scales,
+            {.accumulate = kt > kt0, .stationary_scale_offset = a.offset, .moving_scale_offset = b.offset});
+      }
+      View dst = out(S(0, tm), mt, S(nt * p.tile_n, nt * p.tile_n + tn));
+      if (st.kb > 0) {
+        nki::tensor_tensor(dst, dst, ps, nki::AluOp::Add);
+      } else if (drain_rr++ % 2) {
+        nki::activation(dst, nki::ActFunc::Copy, ps);
+      } else {
+        nki::tensor_copy(dst, ps);
+      }
+    };
+    if (!spec.nmk) {
+      for (int64_t mt = 0; mt < tms; ++mt) {
+        for (int64_t nt = 0; nt < tns; ++nt) tile(mt, nt);
+        if (last_k) finish_row(mt);
+      }
+    } else {
+      for (int64_t nt = 0; nt < tns; ++nt)
+        for (int64_t mt = 0; mt < tms; ++mt) tile(mt, nt);
+      if (last_k)
+        for (int64_t mt = 0; mt < tms; ++mt) finish_row(mt);
+    }
+    if (s + 1 < steps.size() && !early(s + 1)) prepare(s + 1);
+  }
+}
+
+}  // namespace trnsim::kernels::mxfp8

@@ -1,0 +1,92 @@
+// Host tensors and the .npy mapping (sim/tensor/host_tensor.h): which .npy dtypes fit which tensor dtype,
+// the exact bytes each conversion gives, and the messages for everything that does not fit.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "sim/base/error.h"
+#include "sim/io/npy.h"
+#include "sim/tensor/host_tensor.h"
+
+using namespace trnsim;
+using io::NpyDType;
+using isa::DType;
+using tensor::HostTensor;
+
+namespace {
+
+template <class T>
+io::NpyArray npy(NpyDType dt, std::vector<int64_t> shape, std::vector<T> v) {
+  io::NpyArray a;
+  a.path = "x.npy";
+  a.dtype = dt;
+  a.shape = std::move(shape);
+  a.bytes.resize(v.size() * sizeof(T));
+  std::memcpy(a.bytes.data(), v.data(), a.bytes.size());
+  return a;
+}
+
+std::string error_of(const io::NpyArray& a, DType t, std::vector<int64_t> shape) {
+  try {
+    tensor::from_npy(a, t, shape, "kernel input 'x'");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("from_npy: float values are rounded into the tensor's dtype", "[tensor]") {
+  // 1 + 2^-8 is halfway between two BF16 values (1 and 1 + 2^-7): RNE gives 1.0 (0x3F80). 1 + 3*2^-9 rounds
+  // up to 1 + 2^-7 (0x3F81).
+  const auto a = npy<float>(NpyDType::F32, {2}, {1.0f + 1.0f / 256, 1.0f + 3.0f / 512});
+  const HostTensor t = tensor::from_npy(a, DType::BF16, {2}, "x");
+  REQUIRE(t.bytes.size() == 4);
+  CHECK((t.bytes[0] | t.bytes[1] << 8) == 0x3F80);
+  CHECK((t.bytes[2] | t.bytes[3] << 8) == 0x3F81);
+  // float64 into float32 and FP8 (E4M3FN saturates: 1000 -> 448 = 0x7E).
+  const auto d = npy<double>(NpyDType::F64, {2}, {0.1, 1000.0});
+  CHECK(tensor::from_npy(d, DType::F32, {2}, "x").value(0) == 0.1f);
+  const HostTensor f8 = tensor::from_npy(d, DType::FP8_E4M3FN, {2}, "x");
+  CHECK(f8.bytes[1] == 0x7E);
+}
+
+TEST_CASE("from_npy: raw bits and integers", "[tensor]") {
+  const auto bits = npy<uint16_t>(NpyDType::U16, {1, 2}, {0x3F80, 0xFF80});
+  const HostTensor b = tensor::from_npy(bits, DType::BF16, {2, 1}, "x");  // [1, 2] fits [2, 1]: same squeeze
+  CHECK(b.value(0) == 1.0f);
+  CHECK(b.value(1) == -INFINITY);
+  const auto i64 = npy<int64_t>(NpyDType::I64, {3}, {-1, 0, 2147483647});
+  const HostTensor i = tensor::from_npy(i64, DType::I32, {3, 1}, "x");
+  CHECK(i.int_value(0) == -1);
+  CHECK(i.int_value(2) == 2147483647);
+  CHECK(error_of(npy<int64_t>(NpyDType::I64, {1}, {int64_t{1} << 40}), DType::I32, {1}) ==
+        "x.npy: element 0 = 1099511627776 is outside the int32 range [-2147483648, 2147483647] of kernel "
+        "input 'x'");
+}
+
+TEST_CASE("from_npy: what does not fit is an error naming the file and the tensor", "[tensor]") {
+  const auto f = npy<float>(NpyDType::F32, {4}, {1, 2, 3, 4});
+  CHECK(error_of(f, DType::I32, {4}) ==
+        "x.npy: dtype float32 does not fit kernel input 'x' (expected int32 or int64)");
+  CHECK(error_of(f, DType::E8M0, {4}) ==
+        "x.npy: dtype float32 does not fit kernel input 'x' (expected uint8 (raw E8M0 bits))");
+  CHECK(error_of(f, DType::F32, {4, 1}) == "no error");
+  CHECK(error_of(f, DType::F32, {2, 2}) == "x.npy: shape (4,) does not match kernel input 'x'");
+  CHECK(error_of(f, DType::F32, {3}) == "x.npy: shape (4,) does not match kernel input 'x'");
+  CHECK(error_of(npy<uint8_t>(NpyDType::U8, {4}, {1, 2, 3, 4}), DType::BF16, {4}) ==
+        "x.npy: dtype uint8 does not fit kernel input 'x' (expected float32, float64 or uint16 (raw bfloat16 "
+        "bits))");
+}
+
+TEST_CASE("npy_dtype_of: how outputs are written", "[tensor]") {
+  CHECK(tensor::npy_dtype_of(DType::F32) == NpyDType::F32);
+  CHECK(tensor::npy_dtype_of(DType::BF16) == NpyDType::U16);
+  CHECK(tensor::npy_dtype_of(DType::FP8_E5M2) == NpyDType::U8);
+  CHECK(tensor::npy_dtype_of(DType::E8M0) == NpyDType::U8);
+  CHECK(tensor::npy_dtype_of(DType::I32) == NpyDType::I32);
+  CHECK(tensor::npy_dtype_of(DType::FP8_E4M3FN_X4) == NpyDType::I32);
+  CHECK_THROWS_WITH(tensor::elements_of({1 << 20, 1 << 20, 2}, "t"),
+                    "t: shape [1048576, 1048576, 2] is too large (more than 2^40 elements)");
+}
