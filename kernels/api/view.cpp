@@ -256,6 +256,8 @@ View::Region View::region(bool whole_rows) const {
   const int64_t rows = storage_->hbm_rows;
   const int64_t base_row = offset_bytes_ / rb, col = offset_bytes_ % rb;
   if (whole_rows) {
+    // An index stepping by less than a tensor row (e.g. single elements) can reach any byte.
+    if ((dims_[0].stride * es) % rb != 0) return {tensor_, 0, rows, 0, rb};
     if (col + flo >= 0 && col + fhi <= rb) return {tensor_, 0, rows, col + flo, col + fhi};
     return {tensor_, 0, rows, 0, rb};
   }
