@@ -41,6 +41,10 @@ Access rd(const View& v) {
 Access wr(const View& v) {
   return Access{.view = &v, .write = true};
 }
+// A read by the PE's LoadStationary (kernel.h Access::load_stationary).
+Access ls(const View& v) {
+  return Access{.view = &v, .write = false, .load_stationary = true};
+}
 
 }  // namespace
 
@@ -50,7 +54,7 @@ InstRef nc_matmul(const View& dst, const View& stationary, const View& moving, M
   if (opts.accumulate) inst.flags |= isa::kAccumulate;
   if (opts.perf_mode == PerfMode::DoubleRow) inst.flags |= isa::kDoubleRow;
   if (opts.is_transpose) inst.flags |= isa::kIsTranspose;
-  std::vector<Access> acc{rd(stationary), rd(moving), wr(dst)};
+  std::vector<Access> acc{ls(stationary), rd(moving), wr(dst)};
   if (opts.accumulate) acc.push_back(rd(dst));
   return k.emit(std::move(inst), acc, loc);
 }
@@ -63,7 +67,7 @@ InstRef nc_matmul_mx(const View& dst, const View& stationary, const View& moving
   if (opts.accumulate) inst.flags |= isa::kAccumulate;
   inst.scale_offset = opts.stationary_scale_offset;
   inst.moving_scale_offset = opts.moving_scale_offset;
-  std::vector<Access> acc{rd(stationary), rd(moving), rd(stationary_scale), rd(moving_scale), wr(dst)};
+  std::vector<Access> acc{ls(stationary), rd(moving), ls(stationary_scale), rd(moving_scale), wr(dst)};
   if (opts.accumulate) acc.push_back(rd(dst));
   return k.emit(std::move(inst), acc, loc);
 }
@@ -77,7 +81,9 @@ InstRef quantize_mx(const View& dst, const View& src, const View& dst_scale, uin
 
 InstRef nc_transpose(const View& dst, const View& data, Engine engine, Loc loc) {
   Kernel& k = owner_of("nc_transpose", loc, {&dst, &data});
-  return k.emit(make(isa::Opcode::NcTranspose, engine, {&dst, &data}), {rd(data), wr(dst)}, loc);
+  // On the PE the data is loaded as the stationary operand (an identity streams through it).
+  return k.emit(make(isa::Opcode::NcTranspose, engine, {&dst, &data}),
+                {engine == Engine::PE ? ls(data) : rd(data), wr(dst)}, loc);
 }
 
 InstRef activation(const View& dst, ActFunc op, const View& data, Operand bias, Operand scale,
@@ -184,16 +190,21 @@ InstRef select(const View& dst, const View& predicate, const View& on_true, Oper
 InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc) {
   Kernel& k = owner_of("dma_copy", loc, {&dst, &src, &opts.vector_offset});
   const bool indirect = opts.vector_offset.valid();
-  const Engine engine = opts.engine.value_or(indirect ? Engine::POOL : Engine::SP);
-  if (indirect && engine != Engine::POOL)
+  if (indirect && opts.engine && *opts.engine != Engine::POOL)
     throw RuleError(
         fmt::format("{}: dma_copy: indirect DMA (vector_offset) needs software DGE, triggered from "
                     "POOL, not {}",
-                    where(loc), isa::engine_name(engine)));
+                    where(loc), isa::engine_name(*opts.engine)));
+  if (indirect && (opts.dge_mode == DgeMode::None || opts.dge_mode == DgeMode::Hwdge))
+    throw RuleError(
+        fmt::format("{}: dma_copy: indirect DMA (vector_offset) needs dge_mode swdge", where(loc)));
   if (!indirect && opts.indirect_dst)
     throw InputError(fmt::format("{}: dma_copy: indirect_dst without a vector_offset", where(loc)));
-  isa::Instruction inst = make(isa::Opcode::DmaCopy, engine, {&dst, &src, &opts.vector_offset});
-  inst.dma_queue = k.pick_queue(engine, opts.queue, loc);
+  const DmaIssue issue =
+      resolve_dma_issue(isa::Opcode::DmaCopy, dst, src, indirect, opts.dge_mode, opts.engine, loc);
+  isa::Instruction inst = make(isa::Opcode::DmaCopy, issue.engine, {&dst, &src, &opts.vector_offset});
+  inst.dma_queue = k.pick_queue(issue.engine, opts.queue, loc);
+  inst.dge = issue.dge;
   if (indirect && opts.indirect_dst) inst.flags |= isa::kIndirectDst;
   if (opts.oob_mode == OobMode::Skip) inst.flags |= isa::kOobSkip;
   if (opts.accumulate) inst.flags |= isa::kDmaAccumulate;
@@ -206,9 +217,11 @@ InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc)
 
 InstRef dma_transpose(const View& dst, const View& src, const DmaQueueOpts& opts, Loc loc) {
   Kernel& k = owner_of("dma_transpose", loc, {&dst, &src});
-  const Engine engine = opts.engine.value_or(Engine::SP);
-  isa::Instruction inst = make(isa::Opcode::DmaTranspose, engine, {&dst, &src});
-  inst.dma_queue = k.pick_queue(engine, opts.queue, loc);
+  const DmaIssue issue =
+      resolve_dma_issue(isa::Opcode::DmaTranspose, dst, src, false, opts.dge_mode, opts.engine, loc);
+  isa::Instruction inst = make(isa::Opcode::DmaTranspose, issue.engine, {&dst, &src});
+  inst.dma_queue = k.pick_queue(issue.engine, opts.queue, loc);
+  inst.dge = issue.dge;
   return k.emit(std::move(inst), {rd(src), wr(dst)}, loc);
 }
 
