@@ -185,6 +185,19 @@ double HwConfig::clock_GHz(isa::Engine e) const {
   return sp.clock_GHz;
 }
 
+uint32_t HwConfig::completion_latency_cycles(isa::Engine e) const {
+  switch (e) {
+    case isa::Engine::DVE:
+      return dve.completion_latency_cycles;
+    case isa::Engine::ACT:
+      return act.completion_latency_cycles;
+    case isa::Engine::POOL:
+      return pool.completion_latency_cycles;
+    default:
+      return 0;
+  }
+}
+
 isa::Limits HwConfig::limits() const {
   isa::Limits l;
   l.generation = generation;
@@ -316,6 +329,7 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
 
   c.dve.clock_GHz = r.number("dve.clock_GHz", kMinGHz, kMaxGHz);
   c.dve.fixed_overhead_cycles = r.integer("dve.fixed_overhead_cycles", 0, 100000);
+  c.dve.completion_latency_cycles = r.integer("dve.completion_latency_cycles", 0, 100000);
   c.dve.quantize_mx_elements_per_cycle = r.integer("dve.quantize_mx_elements_per_cycle", 1, 64);
   c.dve.perf_mode_copy_contiguous = r.integer("dve.perf_mode_copy_contiguous", 1, 16);
   c.dve.perf_mode_copy_other = r.integer("dve.perf_mode_copy_other", 1, 16);
@@ -324,11 +338,13 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
 
   c.act.clock_GHz = r.number("act.clock_GHz", kMinGHz, kMaxGHz);
   c.act.fixed_overhead_cycles = r.integer("act.fixed_overhead_cycles", 0, 100000);
+  c.act.completion_latency_cycles = r.integer("act.completion_latency_cycles", 0, 100000);
   c.act.reduce_extra_cycles = r.integer("act.reduce_extra_cycles", 0, 100000);
   c.act.perf_mode_bf16 = r.integer("act.perf_mode_bf16", 1, 16);
 
   c.pool.clock_GHz = r.number("pool.clock_GHz", kMinGHz, kMaxGHz);
   c.pool.fixed_overhead_cycles = r.integer("pool.fixed_overhead_cycles", 0, 100000);
+  c.pool.completion_latency_cycles = r.integer("pool.completion_latency_cycles", 0, 100000);
   c.sp.clock_GHz = r.number("sp.clock_GHz", kMinGHz, kMaxGHz);
   c.sp.fixed_overhead_cycles = r.integer("sp.fixed_overhead_cycles", 0, 100000);
 

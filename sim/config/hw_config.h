@@ -59,6 +59,7 @@ struct PeConfig {
 struct DveConfig {
   double clock_GHz = 0.96;
   uint32_t fixed_overhead_cycles = 100;
+  uint32_t completion_latency_cycles = 0;  // after its occupancy, until results and semaphores are posted
   uint32_t quantize_mx_elements_per_cycle = 4;
   uint32_t perf_mode_copy_contiguous = 4;  // tensor_copy / tensor_scalar, SBUF->SBUF, 16-bit, stride 1
   uint32_t perf_mode_copy_other = 2;       // same, non-contiguous or one side PSUM
@@ -70,6 +71,7 @@ struct DveConfig {
 struct ActConfig {
   double clock_GHz = 1.2;
   uint32_t fixed_overhead_cycles = 64;
+  uint32_t completion_latency_cycles = 0;
   uint32_t reduce_extra_cycles = 64;
   uint32_t perf_mode_bf16 = 1;  // tensor_scalar / tensor_copy speed-up for 16-bit (and FP8) data
 };
@@ -78,6 +80,7 @@ struct ActConfig {
 struct SimpleEngineConfig {
   double clock_GHz = 1.2;
   uint32_t fixed_overhead_cycles = 150;
+  uint32_t completion_latency_cycles = 0;
 };
 
 struct MemoryConfig {
@@ -143,7 +146,7 @@ struct HwConfig {
   DveConfig dve;
   ActConfig act;
   SimpleEngineConfig pool;
-  SimpleEngineConfig sp{1.2, 64};
+  SimpleEngineConfig sp{1.2, 64, 0};
   MemoryConfig memory;
   SyncConfig sync;
   DmaConfig dma;
@@ -152,6 +155,9 @@ struct HwConfig {
 
   // Clock of an engine's sequencer.
   double clock_GHz(isa::Engine e) const;
+  // Cycles from the end of an instruction's occupancy until its results and semaphore updates are posted
+  // (DVE, ACT, POOL: the pipeline behind the initiation interval; 0 for PE and SP).
+  uint32_t completion_latency_cycles(isa::Engine e) const;
   ClockDomain clock(isa::Engine e) const { return ClockDomain(clock_GHz(e)); }
   // Limits for isa::check. num_semaphores excludes the reserved core_barrier semaphore.
   isa::Limits limits() const;

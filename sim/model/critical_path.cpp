@@ -106,8 +106,9 @@ void CriticalPathRecorder::on_instruction(const InstructionRecord& r) {
   const NodeRef self{static_cast<int8_t>(r.core), r.engine, Part::Instruction, r.index};
   Node* n = slot(self);
   if (n == nullptr) return;
-  // A DMA instruction's node runs on to the end of its descriptor generation.
-  const Picoseconds end = std::max(r.end, r.dge_end);
+  // A DMA instruction's node runs on to the end of its descriptor generation, a compute instruction's to
+  // the posting of its results.
+  const Picoseconds end = std::max({r.end, r.dge_end, r.complete});
   *n = {r.start.count(), end.count(), r.cause, true};
   if (end.count() >= last_end_) {
     last_end_ = end.count();

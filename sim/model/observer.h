@@ -58,6 +58,8 @@ struct InstructionRecord {
   Picoseconds issue;             // all semaphore waits satisfied (PE: the LoadStationary's)
   Picoseconds mm_issue;          // PE: the MultiplyMoving's own waits satisfied (>= issue)
   Picoseconds start, end;        // engine occupancy (PE: the MultiplyMoving phase)
+  Picoseconds complete;          // results and semaphore updates posted (>= end; DVE/ACT/POOL: end + the
+                                 // engine's completion latency)
   Picoseconds ls_start, ls_end;  // PE LoadStationary phase (equal to start when there is none)
   uint64_t cycles = 0;           // engine cycles of the cost formula (before the PE throttle)
   uint64_t ls_cycles = 0;

@@ -190,7 +190,8 @@ void Sequencer::complete(uint32_t index, InstructionRecord& rec, const Cause& wa
       rethrow_rule(e, index);
     }
   }
-  top_.semaphores->post_updates(core_, inst, rec.end, {core_, engine_, index});
+  if (rec.complete < rec.end) rec.complete = rec.end;
+  top_.semaphores->post_updates(core_, inst, rec.complete, {core_, engine_, index});
   auto& cs = top_.stats.cores[core_];
   auto& es = cs.engines[static_cast<int>(engine_)];
   ++es.instructions;
@@ -201,7 +202,7 @@ void Sequencer::complete(uint32_t index, InstructionRecord& rec, const Cause& wa
   }
   charge(rec, wait, mm_wait);
   if (top_.options.observer) top_.options.observer->on_instruction(rec);
-  top_.count_completion(rec.end);
+  top_.count_completion(rec.complete);
 }
 
 void Sequencer::pe_complete() {
@@ -493,6 +494,9 @@ bool Sequencer::issue_mm(Picoseconds now) {
 
 bool Sequencer::issue_compute(Picoseconds now, const timing::EngineCost& c) {
   cur_.end = timing::end_after(now, clock_, c.cycles, top_.limit, "its execution would end");
+  // The engine takes the next instruction at `end`; its results land after the pipeline behind it.
+  cur_.complete = timing::end_after(cur_.end, clock_, Cycles(top_.hw.completion_latency_cycles(engine_)),
+                                    top_.limit, "its results would be posted");
   if (cur_.end == now) {
     complete(static_cast<uint32_t>(idx_), cur_, fetch_cause_, fetch_cause_);
     ++idx_;
