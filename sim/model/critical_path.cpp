@@ -116,10 +116,21 @@ void CriticalPathRecorder::on_instruction(const InstructionRecord& r) {
   }
   if (r.engine == isa::Engine::PE && r.ls_end > r.ls_start) {
     Node* ls = slot({self.core, self.engine, Part::LoadStationary, self.index});
-    // Its start was set by its waits, or by the pipeline (the previous instruction) when it started later.
+    // Its start was set by its waits, or by the pipeline when it started later: the previous LoadStationary's
+    // end, or the previous MultiplyMoving's start (timing::PePipeline), which ends nothing, so the link goes
+    // to what set that start. (The previous instruction's node ends after this LoadStationary does.)
     Cause c = r.wait_cause;
     if (r.ls_start > r.issue && r.index > 0)
       c = {CauseKind::ProgramOrder, {self.core, self.engine, Part::Instruction, r.index - 1}, 0};
+    if (c.kind == CauseKind::ProgramOrder && r.index > 0) {
+      const NodeRef prev_ls{self.core, self.engine, Part::LoadStationary, r.index - 1};
+      const Node* pls = find(prev_ls);
+      const Node* pmm = find({self.core, self.engine, Part::Instruction, r.index - 1});
+      if (pls != nullptr && pls->end == static_cast<uint64_t>(r.ls_start.count()))
+        c = {CauseKind::ProgramOrder, prev_ls, 0};
+      else if (pmm != nullptr && pmm->start == static_cast<uint64_t>(r.ls_start.count()))
+        c = pmm->cause;
+    }
     if (ls) *ls = {r.ls_start.count(), r.ls_end.count(), c, true};
   }
 }
