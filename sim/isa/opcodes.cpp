@@ -179,7 +179,12 @@ constexpr bool in_enum_order() {
 }
 static_assert(in_enum_order(), "kTable rows must follow the Opcode enum");
 
-const OpcodeInfo kUnknown{};
+constexpr OpcodeInfo unknown() {
+  OpcodeInfo i;
+  i.op = static_cast<Opcode>(kNumOpcodes);
+  return i;
+}
+constexpr OpcodeInfo kUnknown = unknown();
 
 }  // namespace
 

@@ -1,28 +1,34 @@
-// The opcode table: what each isa::Opcode is, in one row per opcode (opcodes.cpp): its NKI name, its Neuron
-// profile name, its operand slots in order (name and role), the sequencers that may issue it on each hardware
-// generation, the hardware config feature it needs, and whether it is a DMA. Names, program JSON, the rule
-// checks (engine, generation, required operands, connectivity), work accounting, the builder's dependency
-// tracking (kernels/api/nki.cpp), the trace and the stats all read it.
+// The opcode table: what each isa::Opcode is, one row per opcode (opcodes.cpp): its NKI name, its Neuron
+// profile name, its operand slots in order (name, role, optional, the flags that make a written slot read
+// too), the sequencers that may issue it on each hardware generation, the hardware config feature it needs,
+// whether it is a DMA, and a one-line description. Opcode names and parsing, program JSON's operand keys, the
+// rule checks (generation, engine, required operands, connectivity), work_of, the cost model's feature check,
+// the builder's dependency tracking (kernels/api/nki.cpp), the trace's slice names and the stats' opcode
+// names all read it.
 //
-// Adding an opcode:
-//   1. instruction.h: the enumerator (and kNumOpcodes); opcodes.cpp: its row at the same position. New
-//      attributes (flags, fields) go in instruction.h too.
-//   2. Its semantics: the case in Exec::run (semantics.cpp) and its operand rules (shapes, dtypes) in
-//      Checker::run (check.cpp); program_json.cpp reads and writes its attributes besides the operands.
-//   3. Its cost: timing::CostModel (sim/timing/cost_model.cpp) on each engine it runs on (engine_cost or
-//      dma_cost), and work_of (check.cpp) if it does FLOPs.
-//   4. For kernels: the call in kernels/api/nki.h, built with nki.cpp's Op (its dependency tracking follows
-//      the slot roles here).
-// tests/unit/isa/test_opcodes.cpp walks the table; tests/unit/kernels/test_nki_roles.cpp checks the builder
-// against it.
+// Adding an opcode touches the table, its semantics and its cost:
+//   1. The table: the enumerator in instruction.h (bump kNumOpcodes) and its row here in opcodes.cpp, at the
+//      same position. New attributes (flags, fields) go in Instruction.
+//   2. Its semantics: Exec::run's case (semantics.cpp) and its operand rules (shapes, dtypes) in Checker::run
+//      (check.cpp); attributes besides the operands need their program JSON keys (program_json.cpp) and a
+//      line in docs/program-format.md.
+//   3. Its cost: timing::CostModel (sim/timing/cost_model.cpp) on the engines it runs on, and its FLOPs in
+//      work_of (check.cpp) if it computes on the PE.
+// Kernels call it through a function in kernels/api/nki.h whose body builds it with nki.cpp's Op, which
+// tracks its operands by the roles here. A feature key that is new needs its config flag too
+// (config::Features, configs/hw/*.json, cost_model.cpp's feature_enabled). tests/unit/isa/test_opcodes.cpp
+// walks the table; tests/unit/kernels/test_nki_roles.cpp checks the builder against it.
 //
-// Facts: engines per opcode from the NKI ISA docs (nki.isa, Neuron 2.32, each instruction's `engine`
-// argument); activation on GpSimd from NeuronCore-v4 (nki.isa.activation, Neuron 2.33); nc_matmul_mx and
-// quantize_mx exist on NeuronCore-v4 (Trn3) only; profile names as Neuron profiles show opcodes (MATMUL,
-// ACTIVATE, TENSOR_TENSOR, PSEUDO_CORE_BARRIER, ...: neuron-profile / Neuron Explorer instruction view).
+// Facts: engines per opcode from the NKI ISA docs (nki.isa, Neuron 2.32: each instruction's `engine`
+// argument; DMAs are triggered by any sequencer); activation on GpSimd from NeuronCore-v4
+// (nki.isa.activation, Neuron 2.33); nc_matmul_mx and quantize_mx exist on NeuronCore-v4 (Trn3) only;
+// profile names as Neuron profiles show opcodes (MATMUL, ACTIVATE, TENSOR_TENSOR, PSEUDO_CORE_BARRIER, ...:
+// neuron-profile / Neuron Explorer instruction view).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <vector>
 
