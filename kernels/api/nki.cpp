@@ -42,8 +42,8 @@ class Op {
 
   isa::Instruction inst;
 
-  // How slot `slot` is tracked beyond its role (whole_rows, collect, as): the view and the direction come
-  // from the table.
+  // How slot `slot` is tracked beyond its role (whole_rows, collect, as). The view is the operand given to
+  // the constructor; read or write comes from the table.
   Access& access(int slot) { return access_[slot]; }
 
   InstRef emit(Kernel& k, const Loc& loc, const std::vector<Event>& extra_waits = {}) {
