@@ -19,11 +19,11 @@
 // (config::Features, configs/hw/*.json, cost_model.cpp's feature_enabled). tests/unit/isa/test_opcodes.cpp
 // walks the table; tests/unit/kernels/test_nki_roles.cpp checks the builder against it.
 //
-// Facts: engines per opcode from the NKI ISA docs (nki.isa, Neuron 2.32: each instruction's `engine`
-// argument; DMAs are triggered by any sequencer); activation on GpSimd from NeuronCore-v4
-// (nki.isa.activation, Neuron 2.33); nc_matmul_mx and quantize_mx exist on NeuronCore-v4 (Trn3) only;
-// profile names as Neuron profiles show opcodes (MATMUL, ACTIVATE, TENSOR_TENSOR, PSEUDO_CORE_BARRIER, ...:
-// neuron-profile / Neuron Explorer instruction view).
+// Facts (docs/facts/trainium-hardware.md §3, §2.4, §5): engines per opcode from the NKI ISA docs (nki.isa,
+// Neuron 2.32: each instruction's `engine` argument; DMAs are triggered by any sequencer); activation on
+// GpSimd from NeuronCore-v4 (nki.isa.activation, Neuron 2.33); nc_matmul_mx and quantize_mx exist on
+// NeuronCore-v4 (Trn3) only; profile names as Neuron profiles show opcodes (MATMUL, ACTIVATE, TENSOR_TENSOR,
+// PSEUDO_CORE_BARRIER, ...; the others named in the same style).
 #pragma once
 
 #include <array>
