@@ -44,7 +44,7 @@ std::string check_error(const Instruction& in, Generation g) {
 
 }  // namespace
 
-TEST_CASE("opcode table: one row per opcode, in enum order; names unique and parsed back", "[isa][opcodes]") {
+TEST_CASE("opcode table: one row per opcode, in enum order, names unique and parsed back", "[isa][opcodes]") {
   REQUIRE(opcode_table().size() == static_cast<size_t>(kNumOpcodes));
   std::set<std::string> names, profiles;
   for (int i = 0; i < kNumOpcodes; ++i) {
@@ -69,7 +69,7 @@ TEST_CASE("opcode table: one row per opcode, in enum order; names unique and par
   CHECK(operand_names(static_cast<Opcode>(kNumOpcodes)).empty());
 }
 
-TEST_CASE("opcode table: slot 0 is the written dst; slot names unique; accumulate flags on written slots",
+TEST_CASE("opcode table: slot 0 is the written dst, slot names unique, accumulate flags on written slots",
           "[isa][opcodes]") {
   for (const OpcodeInfo& info : opcode_table()) {
     INFO(info.name);
