@@ -39,16 +39,15 @@ enum class DType : uint8_t {
   U8,
 };
 
-// One free-dimension of an access pattern: `size` elements, `stride` elements apart (NKI order: outermost
-// first).
+// One free-dimension of an access pattern: `size` elements, `stride` elements apart (NKI order: outermost first).
 struct Dim {
   int64_t stride = 1;
   uint32_t size = 1;
 };
 
 // An operand: a region of SBUF, PSUM (partitions x free pattern) or an HBM tensor (rows x free pattern).
-// For SBUF/PSUM, `offset_bytes` is the byte offset inside every partition; for HBM it is the byte offset
-// inside tensor `tensor`, and `partition_stride` (elements) steps between the `partitions` rows.
+// For SBUF/PSUM, `offset_bytes` is the byte offset inside every partition; for HBM it is the byte offset inside
+// tensor `tensor`, and `partition_stride` (elements) steps between the `partitions` rows.
 struct AccessPattern {
   MemSpace space = MemSpace::SBUF;
   DType dtype = DType::F32;
@@ -68,77 +67,38 @@ struct AccessPattern {
   }
 };
 
+// What each opcode is (names, operand slots and roles, engines per generation, features) is its row in the
+// opcode table (opcodes.h), which follows this order.
 enum class Opcode : uint8_t {
-  DmaCopy,  // dst, src [, vector_offset]: copy with dtype cast; indirect gather/scatter; optional DMA-side
-            // add
-  DmaTranspose,  // dst, src: 2-byte dtypes, swaps the partition and free axes
-  NcMatmul,      // dst(PSUM), stationary, moving: dst[M,N] (+)= stationary[K,M]^T @ moving[K,N]
-  NcMatmulMx,    // dst(PSUM), stationary, moving, stationary_scale, moving_scale (Trn3)
-  QuantizeMx,    // dst(x4 data), src(BF16/FP16), dst_scale (Trn3, DVE)
-  NcTranspose,   // dst, data (PE: SBUF->PSUM <=128x128; DVE: <=32x32)
-  Activation,    // dst, data [, bias] [, reduce_res]: op(data*scale + bias), optional add-reduce along free
-  TensorTensor,  // dst, data1, data2
-  TensorScalar,  // dst, data [, operand0 vector] [, operand1 vector]
-  TensorReduce,  // dst, data
-  TensorCopy,    // dst, src
-  Memset,        // dst
-  Iota,          // dst
-  Select,        // dst, predicate, on_true, on_false: dst = predicate != 0 ? on_true : on_false
-  CoreBarrier,   // LNC2 barrier between the two physical cores on this engine
-  SendRecv,      // dst (peer core's SBUF), src (this core's SBUF)
+  DmaCopy,
+  DmaTranspose,
+  NcMatmul,
+  NcMatmulMx,
+  QuantizeMx,
+  NcTranspose,
+  Activation,
+  TensorTensor,
+  TensorScalar,
+  TensorReduce,
+  TensorCopy,
+  Memset,
+  Iota,
+  Select,
+  CoreBarrier,
+  SendRecv,
 };
 inline constexpr int kNumOpcodes = 16;
 
 enum class AluOp : uint8_t {
-  Bypass,
-  Add,
-  Subtract,
-  Multiply,
-  Divide,
-  Max,
-  Min,
-  AbsMax,
-  Pow,
-  IsEqual,
-  NotEqual,
-  IsGt,
-  IsGe,
-  IsLt,
-  IsLe,
-  LogicalAnd,
-  LogicalOr,
-  BitwiseAnd,
-  BitwiseOr,
-  BitwiseXor,
-  ShiftLeft,
-  ShiftRight,
+  Bypass, Add, Subtract, Multiply, Divide, Max, Min, AbsMax, Pow,
+  IsEqual, NotEqual, IsGt, IsGe, IsLt, IsLe, LogicalAnd, LogicalOr,
+  BitwiseAnd, BitwiseOr, BitwiseXor, ShiftLeft, ShiftRight,
 };
 
 enum class ActFunc : uint8_t {
-  Identity,
-  Copy,
-  Exp,
-  Log,
-  Silu,
-  Gelu,
-  GeluApproxTanh,
-  Sigmoid,
-  Tanh,
-  Relu,
-  Square,
-  Sqrt,
-  Rsqrt,
-  Reciprocal,
-  Abs,
-  Sign,
+  Identity, Copy, Exp, Log, Silu, Gelu, GeluApproxTanh, Sigmoid, Tanh, Relu, Square, Sqrt, Rsqrt, Reciprocal,
+  Abs, Sign,
 };
-
-// How a DMA instruction's descriptors are made (NKI's nki.isa.dge_mode, the hardware fact sheet §2.7):
-// None: precomputed before the run and stored in HBM (any sequencer triggers the transfer); Hwdge: a hardware
-// DGE block of the core, commanded by the SP or ACT sequencer (about 600 ns per instruction); Swdge: GpSimd
-// (POOL) generates them, in GpSimd time (the only mode for indirect gather/scatter). NKI's `unknown` (the
-// compiler decides) is resolved by the builder (kernels/api/nki.h).
-enum class DgeMode : uint8_t { None, Hwdge, Swdge };
 
 // Semaphore condition: wait until S[sem] >= value on this physical core.
 struct SemWait {
@@ -154,22 +114,28 @@ struct SemUpdate {
   bool peer = false;
 };
 
+// How a DMA instruction's descriptors are made (NKI's nki.isa.dge_mode, the hardware fact sheet §2.7):
+// None: precomputed before the run and stored in HBM (any sequencer triggers the transfer); Hwdge: a hardware
+// DGE block of the core, commanded by the SP or ACT sequencer (about 600 ns per instruction); Swdge: GpSimd
+// (POOL) generates them, in GpSimd time (the only mode for indirect gather/scatter). NKI's `unknown` (the
+// compiler decides) is resolved by the builder (kernels/api/nki.h).
+enum class DgeMode : uint8_t { None, Hwdge, Swdge };
+
 // Instruction flags (bit set).
 enum Flag : uint32_t {
-  kAccumulate = 1u << 0,     // nc_matmul(_mx): accumulate into the PSUM bank instead of overwriting
-  kDoubleRow = 1u << 1,      // nc_matmul perf_mode=double_row (FP8, K=256)
-  kIsTranspose = 1u << 2,    // nc_matmul transpose mode
-  kOobSkip = 1u << 3,        // indirect DMA: out-of-bounds rows are skipped (else an error)
-  kDmaAccumulate = 1u << 4,  // dma_copy: dst += src (DMA-side add)
-  kIndirectDst = 1u << 5,    // vector_offset indexes the destination (scatter) instead of the source (gather)
-  kNegate = 1u << 6,         // tensor_reduce negate
-  kReverse0 = 1u << 7,       // tensor_scalar: operand0 op data instead of data op operand0
-  kReverse1 = 1u << 8,       // tensor_scalar: same for op1
-  kOperand0Vector =
-      1u << 9,  // tensor_scalar/activation scale: per-partition [P,1] operand instead of immediate
+  kAccumulate = 1u << 0,      // nc_matmul(_mx): accumulate into the PSUM bank instead of overwriting
+  kDoubleRow = 1u << 1,       // nc_matmul perf_mode=double_row (FP8, K=256)
+  kIsTranspose = 1u << 2,     // nc_matmul transpose mode
+  kOobSkip = 1u << 3,         // indirect DMA: out-of-bounds rows are skipped (else an error)
+  kDmaAccumulate = 1u << 4,   // dma_copy: dst += src (DMA-side add)
+  kIndirectDst = 1u << 5,     // vector_offset indexes the destination (scatter) instead of the source (gather)
+  kNegate = 1u << 6,          // tensor_reduce negate
+  kReverse0 = 1u << 7,        // tensor_scalar: operand0 op data instead of data op operand0
+  kReverse1 = 1u << 8,        // tensor_scalar: same for op1
+  kOperand0Vector = 1u << 9,  // tensor_scalar/activation scale: per-partition [P,1] operand instead of immediate
   kOperand1Vector = 1u << 10,
-  kBiasVector = 1u << 11,  // activation: bias from a [P,1] operand
-  kReduce = 1u << 12,      // activation: also add-reduce along the free dims into reduce_res
+  kBiasVector = 1u << 11,     // activation: bias from a [P,1] operand
+  kReduce = 1u << 12,         // activation: also add-reduce along the free dims into reduce_res
 };
 
 // Where an instruction came from in kernel code (index into Program::files, 1-based line; 0 = unknown).
@@ -178,16 +144,15 @@ struct SourceLoc {
   uint32_t line = 0;
 };
 
-// One instruction of one sequencer's stream. Operand slot meanings depend on the opcode: see operand_names().
+// One instruction of one sequencer's stream. Operand slot meanings depend on the opcode: see opcodes.h.
 struct Instruction {
   Opcode op = Opcode::TensorCopy;
-  Engine engine = Engine::SP;   // the sequencer that issues it (for DMAs: the triggering sequencer)
-  uint8_t dma_queue = 0;        // DMA: queue id 0..15 (shared by the 16 DMA engines of the core)
+  Engine engine = Engine::SP;  // the sequencer that issues it (for DMAs: the triggering sequencer)
+  uint8_t dma_queue = 0;       // DMA: queue id 0..15 (shared by the 16 DMA engines of the core)
   DgeMode dge = DgeMode::None;  // DMA: descriptor generation
-  uint8_t nops = 0;             // operand slots used
-  uint8_t scale_offset = 0;     // quantize_mx / nc_matmul_mx: scale row offset 0/4/8/12 inside each quadrant
-  uint8_t moving_scale_offset =
-      0;                       // nc_matmul_mx: the same for moving_scale (scale_offset: stationary_scale)
+  uint8_t nops = 0;            // operand slots used
+  uint8_t scale_offset = 0;    // quantize_mx / nc_matmul_mx: scale row offset 0/4/8/12 inside each quadrant
+  uint8_t moving_scale_offset = 0;  // nc_matmul_mx: the same for moving_scale (scale_offset: stationary_scale)
   uint8_t reduce_axes = 1;     // tensor_reduce: number of innermost free dims reduced
   AluOp alu0 = AluOp::Bypass;  // tensor_tensor op; tensor_scalar op0; tensor_reduce op
   AluOp alu1 = AluOp::Bypass;  // tensor_scalar op1
@@ -198,20 +163,18 @@ struct Instruction {
   std::array<int32_t, 4> iota_steps{};  // iota: value step per free dim of dst (dst.dims order)
   std::array<AccessPattern, 5> ops{};
   std::vector<SemWait> waits;  // PE nc_matmul(_mx) / nc_transpose: the LoadStationary's waits
-  std::vector<SemUpdate> updates;
   // PE nc_matmul(_mx) / nc_transpose are two hardware instructions, LoadStationary then MultiplyMoving (the
   // hardware fact sheet §2.1): the MultiplyMoving also waits for mm_waits (its moving operand, its PSUM
   // dst), and ls_updates are posted when the LoadStationary ends (the stationary operand is latched then and
   // may be overwritten). Empty elsewhere.
   std::vector<SemWait> mm_waits;
   std::vector<SemUpdate> ls_updates;
+  std::vector<SemUpdate> updates;
   SourceLoc loc;
   uint16_t phase = 0;  // index into Program::phases (0: none): the kernel phase that emitted it, for stats
 
   bool has(Flag f) const { return (flags & f) != 0; }
-  bool is_dma() const {
-    return op == Opcode::DmaCopy || op == Opcode::DmaTranspose || op == Opcode::SendRecv;
-  }
+  bool is_dma() const;  // the opcode table's `dma` (opcodes.h)
 };
 
 // HBM tensor of a program (shared by both cores unless `private_to_core` >= 0).
