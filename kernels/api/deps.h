@@ -3,6 +3,11 @@
 // Semaphore scheme (per physical core; the model just applies the updates the builder emits):
 //   - S[engine_sem(E)] = S[int(E)]: every non-DMA instruction of engine E increments it by 1 at completion,
 //     so "instruction #n of E is done" is S[E] >= n (n counts from 1).
+//   - S[kPeLoadStationarySem]: every PE LoadStationary increments it by 1 at its end
+//   (Instruction::ls_updates),
+//     so "the stationary operand of PE LoadStationary #n is latched" is S[kPeLoadStationarySem] >= n: a later
+//     writer of a stationary region waits for that, not for the MultiplyMoving. The LoadStationary waits only
+//     for its stationary operand, the MultiplyMoving (Instruction::mm_waits) for the rest.
 //   - S[dma_queue_sem(q)] = S[kDmaSemBase + q]: every transfer on DMA queue q increments it by 1 when the
 //     transfer completes (transfers of one queue complete in FIFO order), so "transfer #n of q is done" is
 //     S[kDmaSemBase + q] >= n. A DMA trigger does not count on its issuing engine's semaphore.
@@ -26,8 +31,9 @@
 
 namespace trnsim::kernels {
 
-inline constexpr uint16_t kDmaSemBase = 8;        // queue q uses semaphore 8 + q (q < 16)
-inline constexpr uint16_t kSendRecvDoneSem = 46;  // the peer's sendrecv transfers into this core
+inline constexpr uint16_t kPeLoadStationarySem = 5;  // PE LoadStationary completions
+inline constexpr uint16_t kDmaSemBase = 8;           // queue q uses semaphore 8 + q (q < 16)
+inline constexpr uint16_t kSendRecvDoneSem = 46;     // the peer's sendrecv transfers into this core
 
 // Rows [r0, r1) x bytes [c0, c1). Empty if either range is empty.
 struct Rect {

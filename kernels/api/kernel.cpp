@@ -374,7 +374,16 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
   inst.loc = intern(loc);
   inst.phase = phase_;
 
-  std::vector<Event> deps = extra_waits;
+  // PE matmuls and transposes: the LoadStationary's accesses have their own waits and event.
+  const bool split = std::any_of(accesses.begin(), accesses.end(), [](const Access& a) {
+    return a.load_stationary && a.view != nullptr && a.view->valid();
+  });
+  Event ls_ev;
+  if (split) {
+    ls_ev = {kPeLoadStationarySem, ++ls_count_};
+    inst.ls_updates.push_back(isa::SemUpdate{kPeLoadStationarySem, 1, false});
+  }
+  std::vector<Event> deps = extra_waits, ls_deps;
   std::vector<View::Region> regions(accesses.size());
   for (size_t i = 0; i < accesses.size(); ++i) {
     const Access& a = accesses[i];
@@ -384,20 +393,32 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
           fmt::format("{}: {} belongs to another core's kernel context", where(loc), a.view->describe()));
     regions[i] = a.view->region(a.whole_rows);
     const View::Region& r = regions[i];
-    if (a.collect) tracker(a.view->space()).collect(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, deps);
+    if (a.collect)
+      tracker(a.view->space())
+          .collect(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write,
+                   split && a.load_stationary ? ls_deps : deps);
   }
 
-  // Strongest wait per semaphore; same-engine and already-performed waits are implied by program order.
+  // Strongest wait per semaphore; same-engine and already-performed waits are implied by program order. The
+  // LoadStationary's waits come first in the engine's stream, then the MultiplyMoving's.
   std::vector<uint32_t>& done = waited_[e];
-  std::map<uint16_t, uint32_t> need;
-  for (const Event& d : deps) {
-    if (d.sem == e || d.sem >= done.size() || d.value <= done[d.sem]) continue;
-    uint32_t& v = need[d.sem];
-    v = std::max(v, d.value);
-  }
-  for (const auto& [sem, value] : need) {
-    inst.waits.push_back({sem, value});
-    done[sem] = value;
+  const auto add_waits = [&](const std::vector<Event>& from, std::vector<isa::SemWait>& to) {
+    std::map<uint16_t, uint32_t> need;
+    for (const Event& d : from) {
+      if (d.sem == e || d.sem >= done.size() || d.value <= done[d.sem]) continue;
+      uint32_t& v = need[d.sem];
+      v = std::max(v, d.value);
+    }
+    for (const auto& [sem, value] : need) {
+      to.push_back({sem, value});
+      done[sem] = value;
+    }
+  };
+  if (split) {
+    add_waits(ls_deps, inst.waits);
+    add_waits(deps, inst.mm_waits);
+  } else {
+    add_waits(deps, inst.waits);
   }
   try {
     isa::check(inst, shared_.program, limits_);
@@ -409,7 +430,8 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
     const Access& a = accesses[i];
     if (a.view == nullptr || !a.view->valid() || !a.record) continue;
     const View::Region& r = regions[i];
-    tracker_mut(a.view->space()).record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, a.as.value_or(ev));
+    const Event rec_ev = split && a.load_stationary ? ls_ev : a.as.value_or(ev);
+    tracker_mut(a.view->space()).record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, rec_ev);
   }
   auto& stream = shared_.program.streams[core_][e];
   stream.push_back(std::move(inst));
@@ -419,6 +441,7 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
 void Kernel::add_wait(const InstRef& later, const Event& ev) {
   isa::Instruction& inst = shared_.program.streams[core_][static_cast<int>(later.engine)][later.index];
   if (ev.sem == static_cast<uint16_t>(later.engine)) return;  // same engine: program order
+  // A PE instruction with a split waits for an explicit edge before its LoadStationary (the stricter).
   for (isa::SemWait& w : inst.waits)
     if (w.sem == ev.sem) {
       w.value = std::max(w.value, ev.value);

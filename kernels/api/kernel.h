@@ -102,6 +102,10 @@ struct Access {
   bool collect = true;        // wait for earlier conflicting accesses
   bool record = true;         // later accesses wait for this one
   std::optional<Event> as{};  // recorded with this event instead of the instruction's (e.g. the peer's write)
+  // PE: read by the LoadStationary (the stationary operand): its waits are the LoadStationary's
+  // (Instruction::waits, the others go to mm_waits), and it is recorded with the LoadStationary's completion
+  // (kPeLoadStationarySem), so a later writer waits only until the array has latched it.
+  bool load_stationary = false;
 };
 
 class Kernel;
@@ -199,6 +203,7 @@ class Kernel {
   RegionTracker psum_deps_;
   RegionTracker hbm_deps_;
   std::array<uint32_t, isa::kNumEngines> engine_count_{};
+  uint32_t ls_count_ = 0;  // PE LoadStationaries that post kPeLoadStationarySem
   std::vector<uint32_t> queue_count_;
   std::vector<int> queue_owner_;  // issuing engine per queue, -1 = unused
   std::array<uint32_t, isa::kNumEngines> rr_{};

@@ -79,6 +79,7 @@ class Op {
 InstRef nc_matmul(const View& dst, const View& stationary, const View& moving, MatmulOpts opts, Loc loc) {
   Kernel& k = owner_of("nc_matmul", loc, {&dst, &stationary, &moving});
   Op o(isa::Opcode::NcMatmul, Engine::PE, {&dst, &stationary, &moving});
+  o.access(1).load_stationary = true;
   if (opts.accumulate) o.inst.flags |= isa::kAccumulate;
   if (opts.perf_mode == PerfMode::DoubleRow) o.inst.flags |= isa::kDoubleRow;
   if (opts.is_transpose) o.inst.flags |= isa::kIsTranspose;
@@ -89,6 +90,8 @@ InstRef nc_matmul_mx(const View& dst, const View& stationary, const View& moving
                      const View& stationary_scale, const View& moving_scale, MatmulMxOpts opts, Loc loc) {
   Kernel& k = owner_of("nc_matmul_mx", loc, {&dst, &stationary, &moving, &stationary_scale, &moving_scale});
   Op o(isa::Opcode::NcMatmulMx, Engine::PE, {&dst, &stationary, &moving, &stationary_scale, &moving_scale});
+  o.access(1).load_stationary = true;  // stationary
+  o.access(3).load_stationary = true;  // stationary_scale
   if (opts.accumulate) o.inst.flags |= isa::kAccumulate;
   o.inst.scale_offset = opts.stationary_scale_offset;
   o.inst.moving_scale_offset = opts.moving_scale_offset;
@@ -104,7 +107,10 @@ InstRef quantize_mx(const View& dst, const View& src, const View& dst_scale, uin
 
 InstRef nc_transpose(const View& dst, const View& data, Engine engine, Loc loc) {
   Kernel& k = owner_of("nc_transpose", loc, {&dst, &data});
-  return Op(isa::Opcode::NcTranspose, engine, {&dst, &data}).emit(k, loc);
+  Op o(isa::Opcode::NcTranspose, engine, {&dst, &data});
+  // On the PE the data is loaded as the stationary operand (an identity streams through it).
+  o.access(1).load_stationary = engine == Engine::PE;
+  return o.emit(k, loc);
 }
 
 InstRef activation(const View& dst, ActFunc op, const View& data, Operand bias, Operand scale,
@@ -208,16 +214,21 @@ InstRef select(const View& dst, const View& predicate, const View& on_true, Oper
 InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc) {
   Kernel& k = owner_of("dma_copy", loc, {&dst, &src, &opts.vector_offset});
   const bool indirect = opts.vector_offset.valid();
-  const Engine engine = opts.engine.value_or(indirect ? Engine::POOL : Engine::SP);
-  if (indirect && engine != Engine::POOL)
+  if (indirect && opts.engine && *opts.engine != Engine::POOL)
     throw RuleError(
         fmt::format("{}: dma_copy: indirect DMA (vector_offset) needs software DGE, triggered from "
                     "POOL, not {}",
-                    where(loc), isa::engine_name(engine)));
+                    where(loc), isa::engine_name(*opts.engine)));
+  if (indirect && (opts.dge_mode == DgeMode::None || opts.dge_mode == DgeMode::Hwdge))
+    throw RuleError(
+        fmt::format("{}: dma_copy: indirect DMA (vector_offset) needs dge_mode swdge", where(loc)));
   if (!indirect && opts.indirect_dst)
     throw InputError(fmt::format("{}: dma_copy: indirect_dst without a vector_offset", where(loc)));
-  Op o(isa::Opcode::DmaCopy, engine, {&dst, &src, &opts.vector_offset});
-  o.inst.dma_queue = k.pick_queue(engine, opts.queue, loc);
+  const DmaIssue issue =
+      resolve_dma_issue(isa::Opcode::DmaCopy, dst, src, indirect, opts.dge_mode, opts.engine, loc);
+  Op o(isa::Opcode::DmaCopy, issue.engine, {&dst, &src, &opts.vector_offset});
+  o.inst.dma_queue = k.pick_queue(issue.engine, opts.queue, loc);
+  o.inst.dge = issue.dge;
   if (indirect && opts.indirect_dst) o.inst.flags |= isa::kIndirectDst;
   if (opts.oob_mode == OobMode::Skip) o.inst.flags |= isa::kOobSkip;
   if (opts.accumulate) o.inst.flags |= isa::kDmaAccumulate;  // the table adds the read of dst
@@ -230,9 +241,11 @@ InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc)
 
 InstRef dma_transpose(const View& dst, const View& src, const DmaQueueOpts& opts, Loc loc) {
   Kernel& k = owner_of("dma_transpose", loc, {&dst, &src});
-  const Engine engine = opts.engine.value_or(Engine::SP);
-  Op o(isa::Opcode::DmaTranspose, engine, {&dst, &src});
-  o.inst.dma_queue = k.pick_queue(engine, opts.queue, loc);
+  const DmaIssue issue =
+      resolve_dma_issue(isa::Opcode::DmaTranspose, dst, src, false, opts.dge_mode, opts.engine, loc);
+  Op o(isa::Opcode::DmaTranspose, issue.engine, {&dst, &src});
+  o.inst.dma_queue = k.pick_queue(issue.engine, opts.queue, loc);
+  o.inst.dge = issue.dge;
   return o.emit(k, loc);
 }
 

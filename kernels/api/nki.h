@@ -13,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/api/dma_mode.h"
 #include "kernels/api/kernel.h"
 #include "kernels/api/view.h"
 
@@ -101,21 +102,26 @@ InstRef select(const View& dst, const View& predicate, const View& on_true, Oper
 
 enum class OobMode { Error, Skip };
 
+// How a DMA's descriptors are made (NKI's nki.isa.dge_mode; dma_mode.h resolves Unknown and the engine).
+using kernels::DgeMode;
+
 struct DmaOpts {
   View vector_offset{};       // indirect: int32/uint32 [P, 1] row indices in SBUF (gather by default)
   bool indirect_dst = false;  // the indices pick dst rows (scatter) instead of src rows
   OobMode oob_mode = OobMode::Error;
-  bool accumulate = false;         // dst += src on the DMA
-  std::optional<Engine> engine{};  // triggering sequencer: SP (hwdge) by default, POOL (swdge) when indirect
-  int queue = -1;                  // -1: round-robin over the engine's default queues (kernel.h)
+  bool accumulate = false;              // dst += src on the DMA
+  DgeMode dge_mode = DgeMode::Unknown;  // NKI's default: the compiler decides (dma_mode.h)
+  std::optional<Engine> engine{};       // triggering sequencer; unset: as dma_mode.h resolves it
+  int queue = -1;                       // -1: round-robin over the engine's default queues (kernel.h)
 };
 
 // Copies (with dtype cast) between HBM, SBUF and PSUM.
 InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts = {}, Loc loc = Loc::current());
 
 struct DmaQueueOpts {
-  std::optional<Engine> engine{};  // default SP
+  std::optional<Engine> engine{};  // unset: as dma_mode.h resolves it (sendrecv: SP)
   int queue = -1;
+  DgeMode dge_mode = DgeMode::Unknown;  // dma_transpose only
 };
 
 // dst[F, P] = src[P, F] on the DMA (2-byte dtypes, dst in SBUF).

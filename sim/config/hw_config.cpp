@@ -185,6 +185,19 @@ double HwConfig::clock_GHz(isa::Engine e) const {
   return sp.clock_GHz;
 }
 
+uint32_t HwConfig::completion_latency_cycles(isa::Engine e) const {
+  switch (e) {
+    case isa::Engine::DVE:
+      return dve.completion_latency_cycles;
+    case isa::Engine::ACT:
+      return act.completion_latency_cycles;
+    case isa::Engine::POOL:
+      return pool.completion_latency_cycles;
+    default:
+      return 0;
+  }
+}
+
 isa::Limits HwConfig::limits() const {
   isa::Limits l;
   l.generation = generation;
@@ -312,9 +325,11 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   pe.throttle_ramp_ns = r.number("pe.throttle.ramp_ns", 0, kMaxLatencyNs);
   pe.throttle_window_ns = r.number("pe.throttle.window_ns", 1, kMaxLatencyNs);
   pe.throttle_rearm_utilization = r.number("pe.throttle.rearm_utilization", 0, 1);
+  pe.throttle_count_array_utilization = r.boolean("pe.throttle.count_array_utilization");
 
   c.dve.clock_GHz = r.number("dve.clock_GHz", kMinGHz, kMaxGHz);
   c.dve.fixed_overhead_cycles = r.integer("dve.fixed_overhead_cycles", 0, 100000);
+  c.dve.completion_latency_cycles = r.integer("dve.completion_latency_cycles", 0, 100000);
   c.dve.quantize_mx_elements_per_cycle = r.integer("dve.quantize_mx_elements_per_cycle", 1, 64);
   c.dve.perf_mode_copy_contiguous = r.integer("dve.perf_mode_copy_contiguous", 1, 16);
   c.dve.perf_mode_copy_other = r.integer("dve.perf_mode_copy_other", 1, 16);
@@ -323,11 +338,13 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
 
   c.act.clock_GHz = r.number("act.clock_GHz", kMinGHz, kMaxGHz);
   c.act.fixed_overhead_cycles = r.integer("act.fixed_overhead_cycles", 0, 100000);
+  c.act.completion_latency_cycles = r.integer("act.completion_latency_cycles", 0, 100000);
   c.act.reduce_extra_cycles = r.integer("act.reduce_extra_cycles", 0, 100000);
   c.act.perf_mode_bf16 = r.integer("act.perf_mode_bf16", 1, 16);
 
   c.pool.clock_GHz = r.number("pool.clock_GHz", kMinGHz, kMaxGHz);
   c.pool.fixed_overhead_cycles = r.integer("pool.fixed_overhead_cycles", 0, 100000);
+  c.pool.completion_latency_cycles = r.integer("pool.completion_latency_cycles", 0, 100000);
   c.sp.clock_GHz = r.number("sp.clock_GHz", kMinGHz, kMaxGHz);
   c.sp.fixed_overhead_cycles = r.integer("sp.fixed_overhead_cycles", 0, 100000);
 
@@ -335,6 +352,8 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   c.memory.sbuf_bytes_per_partition = r.integer("memory.sbuf_bytes_per_partition", 1, kMaxSbufBytes);
   c.memory.psum_bytes_per_partition = r.integer("memory.psum_bytes_per_partition", 1, kMaxPsumBytes);
   c.memory.psum_bank_bytes = r.integer("memory.psum_bank_bytes", 1, kMaxPsumBytes);
+  c.memory.strided_access_bytes = r.integer("memory.strided_access_bytes", 1, kMaxPsumBytes);
+  c.memory.strided_access_slowdown = r.integer("memory.strided_access_slowdown", 1, 64);
   if (c.memory.psum_bytes_per_partition % c.memory.psum_bank_bytes != 0)
     r.fail("memory.psum_bank_bytes.value", "expected a divisor of memory.psum_bytes_per_partition (" +
                                                std::to_string(c.memory.psum_bytes_per_partition) +
@@ -350,6 +369,9 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   c.dma.partitions_per_engine = r.integer("dma.partitions_per_engine", 1, 128);
   c.dma.engine_bandwidth_GBps = r.number("dma.engine_bandwidth_GBps", kMinGBps, 1e5);
   c.dma.trigger_ns = r.number("dma.trigger_ns", 0, kMaxLatencyNs);
+  c.dma.hwdge_instruction_ns = r.number("dma.hwdge_instruction_ns", 0, kMaxLatencyNs);
+  c.dma.hwdge_blocks = r.integer("dma.hwdge_blocks", 1, 2);
+  c.dma.swdge_instruction_ns = r.number("dma.swdge_instruction_ns", 0, kMaxLatencyNs);
   c.dma.setup_ns = r.number("dma.setup_ns", 0, kMaxLatencyNs);
   c.dma.transpose_efficiency_hbm = r.number("dma.transpose_efficiency_hbm", kMinEfficiency, 1);
   c.dma.transpose_efficiency_sbuf = r.number("dma.transpose_efficiency_sbuf", kMinEfficiency, 1);

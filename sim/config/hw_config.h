@@ -52,12 +52,14 @@ struct PeConfig {
   double throttle_ramp_ns = 3000;    // linear ramp from cap to 1
   double throttle_window_ns = 3000;  // re-engage window
   double throttle_rearm_utilization = 0.5;
+  bool throttle_count_array_utilization = true;  // utilisation = array fraction in use (else busy time)
 };
 
 // Vector Engine (DVE): reference §2.3.
 struct DveConfig {
   double clock_GHz = 0.96;
   uint32_t fixed_overhead_cycles = 100;
+  uint32_t completion_latency_cycles = 0;  // after its occupancy, until results and semaphores are posted
   uint32_t quantize_mx_elements_per_cycle = 4;
   uint32_t perf_mode_copy_contiguous = 4;  // tensor_copy / tensor_scalar, SBUF->SBUF, 16-bit, stride 1
   uint32_t perf_mode_copy_other = 2;       // same, non-contiguous or one side PSUM
@@ -69,6 +71,7 @@ struct DveConfig {
 struct ActConfig {
   double clock_GHz = 1.2;
   uint32_t fixed_overhead_cycles = 64;
+  uint32_t completion_latency_cycles = 0;
   uint32_t reduce_extra_cycles = 64;
   uint32_t perf_mode_bf16 = 1;  // tensor_scalar / tensor_copy speed-up for 16-bit (and FP8) data
 };
@@ -77,6 +80,7 @@ struct ActConfig {
 struct SimpleEngineConfig {
   double clock_GHz = 1.2;
   uint32_t fixed_overhead_cycles = 150;
+  uint32_t completion_latency_cycles = 0;
 };
 
 struct MemoryConfig {
@@ -84,6 +88,10 @@ struct MemoryConfig {
   uint32_t sbuf_bytes_per_partition = 224 * 1024;
   uint32_t psum_bytes_per_partition = 16 * 1024;
   uint32_t psum_bank_bytes = 2048;
+  // An engine's SBUF/PSUM interface moves elements at full rate when the innermost stride is at most this
+  // many bytes, and strided_access_slowdown times slower beyond (1: off).
+  uint32_t strided_access_bytes = 16;
+  uint32_t strided_access_slowdown = 2;
 };
 
 struct SyncConfig {
@@ -95,13 +103,20 @@ struct SyncConfig {
 };
 
 // DMA (reference §1.5, §2.7). One transfer's fixed cost = setup_ns + hbm.latency_ns (if it touches HBM)
-// + sync.semaphore_latency_ns (completion write).
+// + sync.semaphore_latency_ns (completion write). Issuing it costs, by its descriptor mode (isa::DgeMode):
+// trigger_ns on the issuing sequencer (every mode); hwdge_instruction_ns on a DGE block (hwdge_blocks per
+// core, SP uses block 0 and ACT block 1 mod hwdge_blocks), one instruction at a time, the issuing sequencer
+// waiting while its block is busy; swdge_instruction_ns of GpSimd time instead of trigger_ns (swdge). A cost
+// of 0 switches that mechanism off.
 struct DmaConfig {
   uint32_t engines_per_core = 16;
   uint32_t queues_per_core = 16;
   uint32_t partitions_per_engine = 8;
   double engine_bandwidth_GBps = 23;  // bytes per ns per engine
   double trigger_ns = 50;             // occupies the issuing sequencer
+  double hwdge_instruction_ns = 600;  // occupies a DGE block
+  uint32_t hwdge_blocks = 2;
+  double swdge_instruction_ns = 600;  // occupies GpSimd (replaces trigger_ns)
   double setup_ns = 1050;
   double transpose_efficiency_hbm = 0.9;                    // dma_transpose from HBM
   double transpose_efficiency_sbuf = 0.5;                   // dma_transpose SBUF -> SBUF
@@ -131,7 +146,7 @@ struct HwConfig {
   DveConfig dve;
   ActConfig act;
   SimpleEngineConfig pool;
-  SimpleEngineConfig sp{1.2, 64};
+  SimpleEngineConfig sp{1.2, 64, 0};
   MemoryConfig memory;
   SyncConfig sync;
   DmaConfig dma;
@@ -140,6 +155,9 @@ struct HwConfig {
 
   // Clock of an engine's sequencer.
   double clock_GHz(isa::Engine e) const;
+  // Cycles from the end of an instruction's occupancy until its results and semaphore updates are posted
+  // (DVE, ACT, POOL: the pipeline behind the initiation interval; 0 for PE and SP).
+  uint32_t completion_latency_cycles(isa::Engine e) const;
   ClockDomain clock(isa::Engine e) const { return ClockDomain(clock_GHz(e)); }
   // Limits for isa::check. num_semaphores excludes the reserved core_barrier semaphore.
   isa::Limits limits() const;

@@ -114,6 +114,13 @@ struct SemUpdate {
   bool peer = false;
 };
 
+// How a DMA instruction's descriptors are made (NKI's nki.isa.dge_mode, the hardware fact sheet §2.7):
+// None: precomputed before the run and stored in HBM (any sequencer triggers the transfer); Hwdge: a hardware
+// DGE block of the core, commanded by the SP or ACT sequencer (about 600 ns per instruction); Swdge: GpSimd
+// (POOL) generates them, in GpSimd time (the only mode for indirect gather/scatter). NKI's `unknown` (the
+// compiler decides) is resolved by the builder (kernels/api/nki.h).
+enum class DgeMode : uint8_t { None, Hwdge, Swdge };
+
 // Instruction flags (bit set).
 enum Flag : uint32_t {
   kAccumulate = 1u << 0,      // nc_matmul(_mx): accumulate into the PSUM bank instead of overwriting
@@ -142,6 +149,7 @@ struct Instruction {
   Opcode op = Opcode::TensorCopy;
   Engine engine = Engine::SP;  // the sequencer that issues it (for DMAs: the triggering sequencer)
   uint8_t dma_queue = 0;       // DMA: queue id 0..15 (shared by the 16 DMA engines of the core)
+  DgeMode dge = DgeMode::None;  // DMA: descriptor generation
   uint8_t nops = 0;            // operand slots used
   uint8_t scale_offset = 0;    // quantize_mx / nc_matmul_mx: scale row offset 0/4/8/12 inside each quadrant
   uint8_t moving_scale_offset = 0;  // nc_matmul_mx: the same for moving_scale (scale_offset: stationary_scale)
@@ -154,7 +162,13 @@ struct Instruction {
   float imm1 = 0.f;  // tensor_scalar operand1 / activation bias / iota channel_multiplier
   std::array<int32_t, 4> iota_steps{};  // iota: value step per free dim of dst (dst.dims order)
   std::array<AccessPattern, 5> ops{};
-  std::vector<SemWait> waits;
+  std::vector<SemWait> waits;  // PE nc_matmul(_mx) / nc_transpose: the LoadStationary's waits
+  // PE nc_matmul(_mx) / nc_transpose are two hardware instructions, LoadStationary then MultiplyMoving (the
+  // hardware fact sheet §2.1): the MultiplyMoving also waits for mm_waits (its moving operand, its PSUM
+  // dst), and ls_updates are posted when the LoadStationary ends (the stationary operand is latched then and
+  // may be overwritten). Empty elsewhere.
+  std::vector<SemWait> mm_waits;
+  std::vector<SemUpdate> ls_updates;
   std::vector<SemUpdate> updates;
   SourceLoc loc;
   uint16_t phase = 0;  // index into Program::phases (0: none): the kernel phase that emitted it, for stats

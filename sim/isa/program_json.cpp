@@ -232,7 +232,8 @@ Instruction Reader::instruction(const Node& n, Engine e) {
   if (!op) n["op"].fail(fmt::format("unknown opcode '{}'", n["op"].string()));
   in.op = *op;
   std::set<std::string> keys = {"op", "wait", "update", "line", "file"};
-  if (in.is_dma()) keys.insert("queue");
+  if (in.is_dma()) keys.insert({"queue", "dge_mode"});
+  if (e == Engine::PE) keys.insert({"mm_wait", "ls_update"});
   for (const char* s : operand_names(in.op)) keys.insert(s);
   for (const auto& k : extra_keys(in.op)) keys.insert(k);
   n.only_keys(keys);
@@ -344,18 +345,20 @@ Instruction Reader::instruction(const Node& n, Engine e) {
   if (n.has("queue")) in.dma_queue = static_cast<uint8_t>(n["queue"].integer(0, 255));
   if (n.has("line")) in.loc.line = static_cast<uint32_t>(n["line"].integer(0, UINT32_MAX));
   if (n.has("file")) in.loc.file = file_index(n["file"].string());
-  if (n.has("wait")) {
-    const Node w = n["wait"];
+  const auto waits = [&](const char* key, std::vector<SemWait>& out) {
+    if (!n.has(key)) return;
+    const Node w = n[key];
     w.expect_array();
     for (size_t i = 0; i < w.value().size(); ++i) {
       const Node x = w.at(i);
       if (!x.value().is_array() || x.value().size() != 2) x.fail("expected [semaphore, value]");
-      in.waits.push_back(SemWait{static_cast<uint16_t>(x.at(0).integer(0, UINT16_MAX)),
-                                 static_cast<uint32_t>(x.at(1).integer(0, UINT32_MAX))});
+      out.push_back(SemWait{static_cast<uint16_t>(x.at(0).integer(0, UINT16_MAX)),
+                            static_cast<uint32_t>(x.at(1).integer(0, UINT32_MAX))});
     }
-  }
-  if (n.has("update")) {
-    const Node u = n["update"];
+  };
+  const auto updates = [&](const char* key, std::vector<SemUpdate>& out) {
+    if (!n.has(key)) return;
+    const Node u = n[key];
     u.expect_array();
     for (size_t i = 0; i < u.value().size(); ++i) {
       const Node x = u.at(i);
@@ -372,8 +375,23 @@ Instruction Reader::instruction(const Node& n, Engine e) {
       } else {
         x.fail("expected [semaphore, delta] or {\"sem\", \"delta\", \"peer\"}");
       }
-      in.updates.push_back(su);
+      out.push_back(su);
     }
+  };
+  waits("wait", in.waits);
+  waits("mm_wait", in.mm_waits);
+  updates("update", in.updates);
+  updates("ls_update", in.ls_updates);
+  if (n.has("dge_mode")) {
+    const std::string m = n["dge_mode"].string();
+    if (m == "none")
+      in.dge = DgeMode::None;
+    else if (m == "hwdge")
+      in.dge = DgeMode::Hwdge;
+    else if (m == "swdge")
+      in.dge = DgeMode::Swdge;
+    else
+      n["dge_mode"].fail(fmt::format("expected \"none\", \"hwdge\" or \"swdge\", got \"{}\"", m));
   }
   uint8_t nops = 0;
   for (int s = 0; s < 5; ++s)
@@ -464,20 +482,29 @@ json instruction_json(const Instruction& in, const Program& p) {
     default:
       break;
   }
-  if (in.is_dma()) j["queue"] = in.dma_queue;
-  if (!in.waits.empty()) {
-    j["wait"] = json::array();
-    for (const SemWait& w : in.waits) j["wait"].push_back({w.sem, w.value});
+  if (in.is_dma()) {
+    j["queue"] = in.dma_queue;
+    if (in.dge != DgeMode::None) j["dge_mode"] = in.dge == DgeMode::Hwdge ? "hwdge" : "swdge";
   }
-  if (!in.updates.empty()) {
-    j["update"] = json::array();
-    for (const SemUpdate& u : in.updates) {
+  const auto waits = [&](const char* key, const std::vector<SemWait>& ws) {
+    if (ws.empty()) return;
+    j[key] = json::array();
+    for (const SemWait& w : ws) j[key].push_back({w.sem, w.value});
+  };
+  const auto updates = [&](const char* key, const std::vector<SemUpdate>& us) {
+    if (us.empty()) return;
+    j[key] = json::array();
+    for (const SemUpdate& u : us) {
       if (u.peer)
-        j["update"].push_back({{"sem", u.sem}, {"delta", u.delta}, {"peer", true}});
+        j[key].push_back({{"sem", u.sem}, {"delta", u.delta}, {"peer", true}});
       else
-        j["update"].push_back({u.sem, u.delta});
+        j[key].push_back({u.sem, u.delta});
     }
-  }
+  };
+  waits("wait", in.waits);
+  waits("mm_wait", in.mm_waits);
+  updates("update", in.updates);
+  updates("ls_update", in.ls_updates);
   if (in.loc.line != 0) j["line"] = in.loc.line;
   if (in.loc.file != 0 && in.loc.file < p.files.size()) j["file"] = p.files[in.loc.file];
   return j;

@@ -11,6 +11,7 @@ namespace trnsim::model {
 
 DmaSystem::DmaSystem(sc_core::sc_module_name name, Lnc2& top)
     : sc_module(name), top_(top), queues_(top.hw, top.limit) {
+  for (auto& l : last_done_) l.assign(top.hw.dma.queues_per_core, NodeRef{});
   SC_METHOD(update);
   sensitive << ev_;
   dont_initialize();
@@ -62,7 +63,8 @@ void DmaSystem::finish(Transfer& t) {
       throw RuleError(context(t.rec) + ": " + e.what());
     }
   }
-  top_.semaphores->post_updates(t.rec.core, inst, t.rec.data_end, {t.rec.core, t.rec.issuer, t.rec.index});
+  top_.semaphores->post_updates(t.rec.core, inst, t.rec.data_end,
+                                {t.rec.core, t.rec.issuer, t.rec.index, Part::Transfer, t.rec.queue});
   auto& cs = top_.stats.cores[t.rec.core];
   ++cs.dma_transfers;
   cs.dma_bytes += t.cost.bytes;
@@ -81,6 +83,13 @@ void DmaSystem::update() {
       current = &t.rec;
       t.rec.data_start = f.data_start;
       t.rec.data_end = f.data_end;
+      NodeRef& last = last_done_[t.rec.core][t.rec.queue];
+      const NodeRef self{static_cast<int8_t>(t.rec.core), t.rec.issuer, Part::Transfer, t.rec.index};
+      t.rec.cause =
+          f.queued_behind && last.valid()
+              ? Cause{CauseKind::QueueOrder, last, 0}
+              : Cause{CauseKind::Trigger, {self.core, self.engine, Part::Instruction, self.index}, 0};
+      last = self;
       t.rec.complete = timing::end_after(f.data_end, t.cost.completion, top_.limit,
                                          "its completion semaphore write would end");
       finish(t);

@@ -47,8 +47,9 @@ class DmaSystem : public sc_core::sc_module {
 
   Lnc2& top_;
   timing::DmaQueues queues_;
-  std::vector<Transfer> transfers_;  // indexed by the DmaQueues tag
-  std::vector<uint64_t> free_;       // free slots of transfers_
+  std::vector<Transfer> transfers_;                // indexed by the DmaQueues tag
+  std::vector<uint64_t> free_;                     // free slots of transfers_
+  std::array<std::vector<NodeRef>, 2> last_done_;  // per core and queue: the last transfer that finished
   sc_core::sc_event ev_;
   double last_hbm_rate_ = -1;
   std::array<std::array<double, 2>, 2> last_rw_rate_{{{-1, -1}, {-1, -1}}};  // per core: HBM read, write

@@ -19,6 +19,8 @@ Lnc2::Lnc2(sc_core::sc_module_name name, const isa::Program& prog, const config:
       limits(hwc.limits()),
       cost(hwc),
       limit(std::min(opts.max_time, timing::kMaxSimTime)) {
+  for (auto& d : dge) d.assign(hw.dma.hwdge_blocks, DgeBlock{});
+  launch_end = timing::ns_to_ps(hw.sync.kernel_launch_ns);
   // Creation order is process order within a delta cycle: sequencers, then DMA, then semaphores.
   for (int c = 0; c < 2; ++c)
     for (int e = 0; e < isa::kNumEngines; ++e) {

@@ -38,6 +38,18 @@ class Lnc2 : public sc_core::sc_module {
   Picoseconds limit;  // no event at or beyond: min(options.max_time, timing::kMaxSimTime)
   RunStats stats;
   std::array<int64_t, 2> barriers_issued{};
+  // A hardware DGE block of a core: executes one DMA instruction at a time (dma.hwdge_instruction_ns).
+  struct DgeBlock {
+    Picoseconds free;  // busy until
+    NodeRef last;      // the DMA instruction that occupies it last
+  };
+  std::array<std::vector<DgeBlock>, 2> dge;  // per core: dma.hwdge_blocks
+  // The block a sequencer commands: SP block 0, ACT block 1 (mod the block count).
+  DgeBlock& dge_block(int core, isa::Engine e) {
+    auto& blocks = dge[core];
+    return blocks[e == isa::Engine::ACT ? 1 % blocks.size() : 0];
+  }
+  Picoseconds launch_end;  // sync.kernel_launch_ns
   uint64_t total_instructions = 0;
   uint64_t completed = 0;
   Picoseconds last_completion;

@@ -14,6 +14,40 @@ namespace trnsim::model {
 
 struct RunStats;
 
+// A node of the run's dependency graph, one part of the instruction at `index` of core `core`'s `engine`
+// stream: the instruction itself (for a DMA instruction, its trigger and descriptor generation), the DMA
+// transfer of a DMA instruction, or the LoadStationary of a PE instruction.
+enum class Part : uint8_t { Instruction, Transfer, LoadStationary };
+struct NodeRef {
+  int8_t core = -1;  // -1: no node
+  isa::Engine engine = isa::Engine::SP;
+  Part part = Part::Instruction;
+  uint32_t index = 0;
+  bool valid() const { return core >= 0; }
+  bool operator==(const NodeRef&) const = default;
+};
+
+// What an instruction or a transfer waited for last before it could start (its binding constraint): one
+// link of the run's critical path (trnsim stats --critical-path) and the cause its engine's idle time is
+// charged to.
+enum class CauseKind : uint8_t {
+  None,          // nothing held it back (the first instruction of a stream without a launch delay)
+  Launch,        // the kernel launch delay (sync.kernel_launch_ns)
+  ProgramOrder,  // the previous instruction of its engine (PE: the previous MultiplyMoving or this one's
+                 // LoadStationary)
+  Semaphore,     // a semaphore update by `from`: an instruction, a DMA transfer or the peer core's barrier
+  DgeBusy,       // its DMA issue resource (a DGE block, or GpSimd for software DGE) was busy with `from`
+  QueueOrder,    // transfers only: the earlier transfer `from` of its DMA queue (FIFO)
+  Trigger,       // transfers only: its DMA instruction `from` (trigger, descriptor generation, setup)
+};
+const char* cause_kind_name(CauseKind k);  // "none", "launch", "program_order", ...
+
+struct Cause {
+  CauseKind kind = CauseKind::None;
+  NodeRef from;      // the node that released it (invalid for None and Launch)
+  uint16_t sem = 0;  // Semaphore: the semaphore whose update released it
+};
+
 // One compute (or barrier) instruction, reported at completion.
 struct InstructionRecord {
   int core = 0;
@@ -21,13 +55,22 @@ struct InstructionRecord {
   uint32_t index = 0;  // position in the engine's stream
   const isa::Instruction* inst = nullptr;
   Picoseconds wait_start;        // the sequencer reached the instruction (semaphore wait began)
-  Picoseconds issue;             // all semaphore waits satisfied
+  Picoseconds issue;             // all semaphore waits satisfied (PE: the LoadStationary's)
+  Picoseconds mm_issue;          // PE: the MultiplyMoving's own waits satisfied (>= issue)
   Picoseconds start, end;        // engine occupancy (PE: the MultiplyMoving phase)
+  Picoseconds complete;          // results and semaphore updates posted (>= end; DVE/ACT/POOL: end + the
+                                 // engine's completion latency)
   Picoseconds ls_start, ls_end;  // PE LoadStationary phase (equal to start when there is none)
   uint64_t cycles = 0;           // engine cycles of the cost formula (before the PE throttle)
   uint64_t ls_cycles = 0;
   uint32_t perf_mode = 1;   // DVE/ACT performance mode (1, 2, 4)
   double throttle_cap = 1;  // PE cap at start (1 = unthrottled)
+  Picoseconds throttled;    // PE: time the dI/dt throttle added to the MultiplyMoving
+  // DMA instructions: the DMA issue resource's occupancy (hardware DGE block or GpSimd descriptor generation;
+  // equal to end when there is none); the transfer is queued at dge_end.
+  Picoseconds dge_start, dge_end;
+  Cause cause;       // what held its start back last (see CauseKind)
+  Cause wait_cause;  // what its waits ended on (PE: the LoadStationary's waits)
   isa::Work work;
 };
 
@@ -46,14 +89,19 @@ struct DmaRecord {
   uint64_t bytes = 0, hbm_bytes = 0;
   uint32_t engines = 0;
   double efficiency = 1;
+  Cause cause;  // Trigger (its DMA instruction) or QueueOrder (the transfer ahead of it in its queue)
 };
 
 // What wrote a semaphore update: the instruction at `index` of core `core`'s `engine` stream (for a DMA
-// instruction, its transfer's completion; for a core_barrier, its signal to the peer).
+// instruction, its transfer's completion: part Transfer, on DMA queue `queue`; for a PE instruction's
+// ls_updates, part LoadStationary; for a core_barrier, its signal to the peer).
 struct SemaphoreSource {
   int core = 0;
   isa::Engine engine = isa::Engine::SP;
   uint32_t index = 0;
+  Part part = Part::Instruction;
+  int queue = -1;  // transfers: the DMA queue
+  NodeRef node() const { return {static_cast<int8_t>(core), engine, part, index}; }
 };
 
 class ModelObserver {

@@ -34,6 +34,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "sim/base/units.h"
 #include "sim/config/hw_config.h"
@@ -54,16 +55,39 @@ struct RunOptions {
   Picoseconds max_time = timing::kMaxSimTime;
 };
 
+// Where one engine's time went, from 0 to the end of the run: its parts sum to RunStats::total_time. Each
+// gap before an instruction starts is charged to what the instruction waited for last (InstructionRecord::
+// cause): a semaphore written by an instruction of an engine of this core, by a transfer of a DMA queue, or
+// by the peer core; a busy DMA issue resource (DGE block or GpSimd); the PE pipeline (a MultiplyMoving
+// waiting for its LoadStationary); the kernel launch delay. The time after its last instruction is
+// `finished`; `other` is what no cause explains (0 unless a record is missing).
+struct EngineTimeSplit {
+  Picoseconds work;       // occupied, at full rate
+  Picoseconds throttled;  // PE: occupied longer because of the dI/dt throttle
+  Picoseconds launch;
+  std::array<Picoseconds, isa::kNumEngines>
+      engine{};                    // waiting for an instruction of that engine (this core)
+  std::vector<Picoseconds> queue;  // waiting for a transfer of DMA queue q (this core)
+  Picoseconds peer;                // waiting for the peer core
+  Picoseconds dge;                 // waiting for the DMA issue resource
+  Picoseconds pe_pipeline;         // PE: waiting for its own LoadStationary
+  Picoseconds finished;            // after its last instruction
+  Picoseconds other;
+};
+
 struct EngineStats {
   uint64_t instructions = 0;
   Picoseconds busy;            // engine occupancy (PE: MultiplyMoving phases), ps
   Picoseconds semaphore_wait;  // time the sequencer waited for semaphore conditions, ps
+  Picoseconds last_end;        // end of its last instruction
+  EngineTimeSplit split;
 };
 
 struct CoreStats {
   std::array<EngineStats, isa::kNumEngines> engines;
-  Picoseconds pe_ls_busy;    // PE LoadStationary phases, ps
-  Picoseconds pe_throttled;  // extra PE time due to the dI/dt throttle, ps
+  Picoseconds pe_ls_busy;                // PE LoadStationary phases, ps
+  Picoseconds pe_throttled;              // extra PE time due to the dI/dt throttle, ps
+  uint64_t pe_throttle_engagements = 0;  // times the throttle's cap (re-)engaged
   uint64_t pe_flops = 0;
   uint64_t dma_transfers = 0;
   uint64_t dma_bytes = 0;  // payload bytes of this core's transfers

@@ -14,6 +14,7 @@ Semaphores::Semaphores(sc_core::sc_module_name name, const config::HwConfig& hw,
     : sc_module(name), sync_(hw.sync), observer_(observer), limit_(limit), on_error_(std::move(on_error)) {
   for (int c = 0; c < 2; ++c) {
     value_[c].assign(sync_.semaphores_per_core, 0);
+    last_[c].assign(sync_.semaphores_per_core, SemaphoreSource{0, isa::Engine::SP, kNever});
     waiters_[c].assign(sync_.semaphores_per_core, {});
   }
   SC_METHOD(update);
@@ -24,6 +25,7 @@ Semaphores::Semaphores(sc_core::sc_module_name name, const config::HwConfig& hw,
 void Semaphores::apply(int core, uint16_t sem, int32_t delta, const SemaphoreSource& src) {
   int64_t& v = value_[core][sem];
   v += delta;
+  last_[core][sem] = src;
   if (observer_) {
     observer_->on_semaphore(core, sem, v, now_ps());
     observer_->on_semaphore_update(core, sem, v - delta, v, now_ps(), src);
@@ -49,9 +51,9 @@ void Semaphores::signal(int core, uint16_t sem, int32_t delta, Picoseconds at, c
   ev_.notify(to_sc(Picoseconds(at.count() - now.count())));
 }
 
-void Semaphores::post_updates(int core, const isa::Instruction& inst, Picoseconds at,
-                              const SemaphoreSource& src) {
-  for (const auto& u : inst.updates) {
+void Semaphores::post(int core, const std::vector<isa::SemUpdate>& updates, Picoseconds at,
+                      const SemaphoreSource& src) {
+  for (const auto& u : updates) {
     const int target = u.peer ? 1 - core : core;
     const double lat = u.peer ? sync_.cross_core_latency_ns : sync_.semaphore_latency_ns;
     signal(target, u.sem, u.delta,

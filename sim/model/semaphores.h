@@ -35,6 +35,10 @@ class Semaphores : public sc_core::sc_module {
 
   size_t count() const { return value_[0].size(); }  // semaphores per core
   int64_t value(int core, uint16_t sem) const { return value_[core][sem]; }
+  // The writer of the last update of S[sem] of `core` (nullptr before the first update).
+  const SemaphoreSource* last_source(int core, uint16_t sem) const {
+    return sem < last_[core].size() && last_[core][sem].index != kNever ? &last_[core][sem] : nullptr;
+  }
   // `wake` is notified (immediately) at the next change of S[sem] of `core`.
   void wait_for(int core, uint16_t sem, sc_core::sc_event& wake) { waiters_[core][sem].push_back(&wake); }
 
@@ -43,7 +47,10 @@ class Semaphores : public sc_core::sc_module {
   // S[sem] += delta on `core` at `at` (now if at <= now).
   void signal(int core, uint16_t sem, int32_t delta, Picoseconds at, const SemaphoreSource& src);
   // The updates of `inst`, completed on `core` at `at`, each with its same-core or cross-core latency.
-  void post_updates(int core, const isa::Instruction& inst, Picoseconds at, const SemaphoreSource& src);
+  void post_updates(int core, const isa::Instruction& inst, Picoseconds at, const SemaphoreSource& src) {
+    post(core, inst.updates, at, src);
+  }
+  void post(int core, const std::vector<isa::SemUpdate>& updates, Picoseconds at, const SemaphoreSource& src);
 
  private:
   struct Pending {
@@ -60,7 +67,9 @@ class Semaphores : public sc_core::sc_module {
   ModelObserver* observer_;
   Picoseconds limit_;
   std::function<void(std::exception_ptr)> on_error_;
+  static constexpr uint32_t kNever = ~uint32_t{0};
   std::array<std::vector<int64_t>, 2> value_;
+  std::array<std::vector<SemaphoreSource>, 2> last_;  // index kNever: never updated
   std::array<std::vector<std::vector<sc_core::sc_event*>>, 2> waiters_;
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> delayed_;
   uint64_t seq_ = 0;

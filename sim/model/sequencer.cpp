@@ -1,5 +1,6 @@
 #include "sim/model/sequencer.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "sim/base/error.h"
@@ -20,7 +21,11 @@ std::string fmt_ns(Picoseconds t) {
 }
 
 Picoseconds since(Picoseconds now, Picoseconds t) {
-  return Picoseconds(now.count() - t.count());
+  return Picoseconds(now.count() > t.count() ? now.count() - t.count() : 0);
+}
+
+Picoseconds later(Picoseconds a, Picoseconds b) {
+  return a < b ? b : a;
 }
 
 }  // namespace
@@ -81,30 +86,112 @@ void Sequencer::step() {
   }
 }
 
-bool Sequencer::waits_ok(const isa::Instruction& inst) {
+bool Sequencer::waits_ok(const std::vector<isa::SemWait>& waits) {
   auto& sems = *top_.semaphores;
-  for (const auto& w : inst.waits) {
+  for (const auto& w : waits) {
     if (w.sem >= sems.count())
       throw RuleError("waits on S[" + std::to_string(w.sem) + "], but the core has " +
                       std::to_string(sems.count()) + " semaphores");
     if (sems.value(core_, w.sem) < static_cast<int64_t>(w.value)) {
       sems.wait_for(core_, w.sem, wake);
+      blocked_sem_ = w.sem;
       return false;
     }
   }
   return true;
 }
 
-void Sequencer::complete(uint32_t index, InstructionRecord& rec) {
+Cause Sequencer::wait_cause(Picoseconds since_t, Picoseconds now) const {
+  if (blocked_sem_ >= 0 && now > since_t) {
+    const auto sem = static_cast<uint16_t>(blocked_sem_);
+    if (const SemaphoreSource* src = top_.semaphores->last_source(core_, sem))
+      return {CauseKind::Semaphore, src->node(), sem};
+  }
+  if (idx_ == 0) return {top_.launch_end > Picoseconds() ? CauseKind::Launch : CauseKind::None, {}, 0};
+  return {CauseKind::ProgramOrder,
+          {static_cast<int8_t>(core_), engine_, Part::Instruction, static_cast<uint32_t>(idx_ - 1)},
+          0};
+}
+
+void Sequencer::charge_gap(Picoseconds from, Picoseconds to, const Cause& c) {
+  if (to <= from) return;
+  auto& sp = top_.stats.cores[core_].engines[static_cast<int>(engine_)].split;
+  // The launch delay is charged first, whatever the instruction then waited for.
+  if (from < top_.launch_end) {
+    const Picoseconds cut = std::min(to, top_.launch_end);
+    sp.launch += since(cut, from);
+    from = cut;
+    if (to <= from) return;
+  }
+  const Picoseconds d = since(to, from);
+  switch (c.kind) {
+    case CauseKind::Semaphore:
+      if (c.from.core != core_) {
+        sp.peer += d;
+      } else if (c.from.part == Part::Transfer) {
+        const auto q =
+            top_.program.streams[c.from.core][static_cast<int>(c.from.engine)][c.from.index].dma_queue;
+        if (sp.queue.size() <= q) sp.queue.resize(q + 1);
+        sp.queue[q] += d;
+      } else {
+        sp.engine[static_cast<int>(c.from.engine)] += d;
+      }
+      break;
+    case CauseKind::DgeBusy:
+      sp.dge += d;
+      break;
+    case CauseKind::Launch:
+      sp.launch += d;
+      break;
+    case CauseKind::ProgramOrder:
+      if (engine_ == isa::Engine::PE) {
+        sp.pe_pipeline += d;
+        break;
+      }
+      [[fallthrough]];
+    default:
+      sp.other += d;
+      break;
+  }
+}
+
+void Sequencer::charge(const InstructionRecord& rec, const Cause& wait, const Cause& mm_wait) {
+  auto& es = top_.stats.cores[core_].engines[static_cast<int>(engine_)];
+  // The gap before it: up to `issue` what its waits ended on, then (PE) up to mm_issue what the
+  // MultiplyMoving's own waits ended on, then what held it back after its waits: the PE pipeline, a busy DGE
+  // block, the peer core (a core_barrier).
+  const Picoseconds issue = std::min(later(rec.issue, last_end_), rec.start);
+  charge_gap(last_end_, issue, wait);
+  Picoseconds at = issue;
+  Cause inner = rec.cause;
+  if (engine_ == isa::Engine::PE) {
+    const Picoseconds mm = std::min(later(rec.mm_issue, at), rec.start);
+    charge_gap(at, mm, mm_wait);
+    at = mm;
+    inner.kind = CauseKind::ProgramOrder;
+  }
+  charge_gap(at, rec.start, inner);
+  es.split.work += since(since(rec.end, rec.start), rec.throttled);
+  es.split.throttled += rec.throttled;
+  last_end_ = later(last_end_, rec.end);
+  es.last_end = last_end_;
+}
+
+void Sequencer::complete(uint32_t index, InstructionRecord& rec, const Cause& wait, const Cause& mm_wait,
+                         const isa::Latched* latched) {
   const auto& inst = stream_[index];
   if (top_.state) {
     try {
-      isa::execute(inst, core_, top_.program, top_.limits, *top_.state);
+      if (latched)
+        isa::execute_latched(inst, *latched, core_, top_.program, top_.limits, *top_.state);
+      else
+        isa::execute(inst, core_, top_.program, top_.limits, *top_.state);
     } catch (const RuleError& e) {
       rethrow_rule(e, index);
     }
   }
-  top_.semaphores->post_updates(core_, inst, rec.end, {core_, engine_, index});
+  if (rec.complete < rec.end) rec.complete = rec.end;
+  top_.semaphores->post_updates(core_, inst, rec.complete, {core_, engine_, index});
   auto& cs = top_.stats.cores[core_];
   auto& es = cs.engines[static_cast<int>(engine_)];
   ++es.instructions;
@@ -113,8 +200,9 @@ void Sequencer::complete(uint32_t index, InstructionRecord& rec) {
     cs.pe_ls_busy += since(rec.ls_end, rec.ls_start);
     cs.pe_flops += rec.work.flops;
   }
+  charge(rec, wait, mm_wait);
   if (top_.options.observer) top_.options.observer->on_instruction(rec);
-  top_.count_completion(rec.end);
+  top_.count_completion(rec.complete);
 }
 
 void Sequencer::pe_complete() {
@@ -125,7 +213,7 @@ void Sequencer::pe_complete() {
       PePending p = std::move(pe_pending_.front());
       pe_pending_.pop_front();
       index = p.index;
-      complete(p.index, p.rec);
+      complete(p.index, p.rec, p.wait, p.mm_wait, p.latched.bytes.empty() ? nullptr : &p.latched);
     }
     if (!pe_pending_.empty()) pe_done_.notify(to_sc(since(pe_pending_.front().rec.end, now)));
   } catch (...) {
@@ -156,7 +244,7 @@ void Sequencer::run() {
 bool Sequencer::resume(Picoseconds now) {
   switch (phase_) {
     case Phase::Busy:
-      complete(static_cast<uint32_t>(idx_), cur_);
+      complete(static_cast<uint32_t>(idx_), cur_, fetch_cause_, fetch_cause_);
       ++idx_;
       break;
     case Phase::Trigger:
@@ -166,17 +254,24 @@ bool Sequencer::resume(Picoseconds now) {
     case Phase::PeMoveOn:
       ++idx_;
       break;
-    case Phase::BarrierWait:
+    case Phase::PeMmWait:
+      if (!issue_mm(now)) return false;
+      break;
+    case Phase::BarrierWait: {
       if (!barrier_reached()) {
         next_trigger(wake);
         return false;
       }
       top_.stats.cores[core_].engines[static_cast<int>(engine_)].semaphore_wait +=
           since(now, cur_.issue);  // the barrier wait
+      const auto b = static_cast<uint16_t>(top_.hw.sync.barrier_semaphore());
+      if (const SemaphoreSource* src = top_.semaphores->last_source(core_, b))
+        cur_.cause = {CauseKind::Semaphore, src->node(), b};
       cur_.start = cur_.end = cur_.ls_start = cur_.ls_end = now;
-      complete(static_cast<uint32_t>(idx_), cur_);
+      complete(static_cast<uint32_t>(idx_), cur_, fetch_cause_, fetch_cause_);
       ++idx_;
       break;
+    }
     case Phase::Fetch:
       break;
   }
@@ -189,10 +284,11 @@ bool Sequencer::fetch(Picoseconds now) {
   if (!waiting_) {
     waiting_ = true;
     wait_start_ = now;
+    blocked_sem_ = -1;
   }
   bool ok;
   try {
-    ok = waits_ok(inst);
+    ok = waits_ok(inst.waits);
   } catch (const RuleError& e) {
     rethrow_rule(e, index);
   }
@@ -202,14 +298,24 @@ bool Sequencer::fetch(Picoseconds now) {
   }
   waiting_ = false;
   top_.stats.cores[core_].engines[static_cast<int>(engine_)].semaphore_wait += since(now, wait_start_);
+  fetch_cause_ = wait_cause(wait_start_, now);
   timing::EngineCost c;
   try {
     top_.cost.check_features(inst);
     isa::check(inst, top_.program, top_.limits);
-    if (inst.is_dma() && inst.dma_queue >= top_.hw.dma.queues_per_core)
-      throw RuleError("dma_queue " + std::to_string(inst.dma_queue) + " out of range (the core has " +
-                      std::to_string(top_.hw.dma.queues_per_core) + " queues)");
-    if (!inst.is_dma()) c = top_.cost.engine_cost(inst);
+    if (inst.is_dma()) {
+      if (inst.dma_queue >= top_.hw.dma.queues_per_core)
+        throw RuleError("dma_queue " + std::to_string(inst.dma_queue) + " out of range (the core has " +
+                        std::to_string(top_.hw.dma.queues_per_core) + " queues)");
+      if (inst.dge == isa::DgeMode::Hwdge && engine_ != isa::Engine::SP && engine_ != isa::Engine::ACT)
+        throw RuleError(std::string("dge_mode hwdge: a hardware DGE block is commanded by SP or ACT, not ") +
+                        isa::engine_name(engine_));
+      if (inst.dge == isa::DgeMode::Swdge && engine_ != isa::Engine::POOL)
+        throw RuleError(std::string("dge_mode swdge: software DGE runs on GpSimd (POOL), not ") +
+                        isa::engine_name(engine_));
+    } else {
+      c = top_.cost.engine_cost(inst);
+    }
   } catch (const RuleError& e) {
     rethrow_rule(e, index);
   }
@@ -220,19 +326,40 @@ bool Sequencer::fetch(Picoseconds now) {
   cur_.index = index;
   cur_.inst = &inst;
   cur_.wait_start = wait_start_;
-  cur_.issue = cur_.start = cur_.ls_start = cur_.ls_end = now;
+  cur_.issue = cur_.mm_issue = cur_.start = cur_.ls_start = cur_.ls_end = now;
   cur_.cycles = c.cycles.count();
   cur_.ls_cycles = c.ls_cycles.count();
   cur_.perf_mode = c.perf_mode;
+  cur_.cause = cur_.wait_cause = fetch_cause_;
   if (top_.options.observer || engine_ == isa::Engine::PE) cur_.work = isa::work_of(inst, top_.program);
   return true;
 }
 
 bool Sequencer::issue_dma_trigger(Picoseconds now) {
-  const Picoseconds end = timing::end_after(now, timing::ns_to_ps(top_.hw.dma.trigger_ns), top_.limit,
-                                            "its DMA trigger would end");
+  const auto& inst = stream_[idx_];
+  const auto& dma = top_.hw.dma;
+  Picoseconds start = now;
+  Picoseconds seq = timing::ns_to_ps(dma.trigger_ns);
+  Picoseconds dge;
+  if (inst.dge == isa::DgeMode::Hwdge && dma.hwdge_instruction_ns > 0) {
+    Lnc2::DgeBlock& block = top_.dge_block(core_, engine_);
+    if (block.free > now) {
+      start = block.free;
+      cur_.cause = {CauseKind::DgeBusy, block.last, 0};
+    }
+    dge = timing::ns_to_ps(dma.hwdge_instruction_ns);
+    block.free = timing::end_after(start, dge, top_.limit, "its DGE descriptor generation would end");
+    block.last = {static_cast<int8_t>(core_), engine_, Part::Instruction, static_cast<uint32_t>(idx_)};
+  } else if (inst.dge == isa::DgeMode::Swdge) {
+    seq = timing::ns_to_ps(dma.swdge_instruction_ns);  // GpSimd generates the descriptors
+  }
+  cur_.start = cur_.ls_start = cur_.ls_end = start;
+  cur_.end = timing::end_after(start, seq, top_.limit, "its DMA trigger would end");
+  cur_.dge_start = start;
+  cur_.dge_end = later(cur_.end, start + dge);
+  dma_enqueue_ = cur_.dge_end;
   phase_ = Phase::Trigger;
-  next_trigger(to_sc(since(end, now)));
+  next_trigger(to_sc(since(cur_.end, now)));
   return false;
 }
 
@@ -240,7 +367,6 @@ void Sequencer::enqueue_dma(Picoseconds now) {
   const auto& inst = stream_[idx_];
   auto& cs = top_.stats.cores[core_];
   auto& es = cs.engines[static_cast<int>(engine_)];
-  cur_.end = now;
   isa::Work work = isa::work_of(inst, top_.program);
   timing::DmaCost cost = top_.cost.dma_cost(inst, work);
   DmaRecord r;
@@ -251,10 +377,11 @@ void Sequencer::enqueue_dma(Picoseconds now) {
   r.inst = &inst;
   r.wait_start = cur_.wait_start;
   r.trigger_start = cur_.start;
-  r.enqueue = now;
+  r.enqueue = later(now, dma_enqueue_);
   ++es.instructions;
-  es.busy += since(now, cur_.start);
+  es.busy += since(cur_.end, cur_.start);
   ++cs.dma_triggers;
+  charge(cur_, fetch_cause_, fetch_cause_);
   if (top_.options.observer) {
     cur_.work = work;
     top_.options.observer->on_instruction(cur_);
@@ -284,24 +411,75 @@ bool Sequencer::issue_barrier(Picoseconds now) {
     return false;
   }
   cur_.end = now;
-  complete(index, cur_);
+  complete(index, cur_, fetch_cause_, fetch_cause_);
   phase_ = Phase::Fetch;
   ++idx_;
   return true;
 }
 
 bool Sequencer::issue_pe(Picoseconds now, const timing::EngineCost& c) {
-  const timing::PePipeline::Matmul m = pe_->matmul(now, c.ls_cycles, c.cycles);
-  const Picoseconds dur = since(m.mm.end, m.mm.start);
-  cur_.throttle_cap = m.mm.throttle_cap;
-  top_.stats.cores[core_].pe_throttled += Picoseconds(dur.count() - m.mm.full_rate.count());
-  if (top_.options.observer && dur != m.mm.full_rate)
-    top_.options.observer->on_counter(core_, "pe_throttle_cap", m.mm.start, cur_.throttle_cap);
-  cur_.ls_start = m.ls.start;
-  cur_.ls_end = m.ls.end;
-  cur_.start = m.mm.start;
-  cur_.end = m.mm.end;
-  pe_pending_.push_back({static_cast<uint32_t>(idx_), cur_});
+  const auto& inst = stream_[idx_];
+  prev_mm_end_ = pe_->last_mm_end();
+  ls_ = pe_->load_stationary(now, c.ls_cycles);
+  cur_.ls_start = ls_.start;
+  cur_.ls_end = ls_.end;
+  latched_ = {};
+  if (!inst.ls_updates.empty()) {
+    top_.semaphores->post(core_, inst.ls_updates, ls_.end,
+                          {core_, engine_, static_cast<uint32_t>(idx_), Part::LoadStationary});
+    if (top_.state) {
+      try {
+        latched_ = isa::latch_stationary(inst, core_, top_.program, top_.limits, *top_.state);
+      } catch (const RuleError& e) {
+        rethrow_rule(e, static_cast<uint32_t>(idx_));
+      }
+    }
+  }
+  blocked_sem_ = -1;
+  wait_start_ = now;
+  return issue_mm(now);
+}
+
+bool Sequencer::issue_mm(Picoseconds now) {
+  const auto& inst = stream_[idx_];
+  if (!inst.mm_waits.empty()) {
+    bool ok;
+    try {
+      ok = waits_ok(inst.mm_waits);
+    } catch (const RuleError& e) {
+      rethrow_rule(e, static_cast<uint32_t>(idx_));
+    }
+    if (!ok) {
+      phase_ = Phase::PeMmWait;
+      next_trigger(wake);
+      return false;
+    }
+    top_.stats.cores[core_].engines[static_cast<int>(engine_)].semaphore_wait += since(now, wait_start_);
+  }
+  const Cause mm_cause = wait_cause(wait_start_, now);
+  cur_.mm_issue = now;
+  const timing::PePipeline::Multiply m =
+      pe_->multiply_moving(later(now, ls_.end), cost_.cycles, cost_.array_utilization);
+  const Picoseconds dur = since(m.end, m.start);
+  cur_.throttle_cap = m.throttle_cap;
+  cur_.throttled = since(dur, m.full_rate);
+  top_.stats.cores[core_].pe_throttled += cur_.throttled;
+  if (top_.options.observer && dur != m.full_rate)
+    top_.options.observer->on_counter(core_, "pe_throttle_cap", m.start, cur_.throttle_cap);
+  cur_.start = m.start;
+  cur_.end = m.end;
+  // What set the MultiplyMoving's start: the previous MultiplyMoving, its own waits, or its LoadStationary
+  // (whose start was set by its waits or by the previous instruction in the pipeline).
+  const NodeRef prev{static_cast<int8_t>(core_), engine_, Part::Instruction, static_cast<uint32_t>(idx_ - 1)};
+  if (idx_ > 0 && prev_mm_end_ >= later(now, ls_.end) && prev_mm_end_ > cur_.issue)
+    cur_.cause = {CauseKind::ProgramOrder, prev, 0};
+  else if (now > cur_.issue && now >= ls_.end)
+    cur_.cause = mm_cause;
+  else if (idx_ > 0 && ls_.start > cur_.issue)
+    cur_.cause = {CauseKind::ProgramOrder, prev, 0};
+  else
+    cur_.cause = fetch_cause_;
+  pe_pending_.push_back({static_cast<uint32_t>(idx_), cur_, std::move(latched_), fetch_cause_, mm_cause});
   pe_done_.notify(to_sc(since(cur_.end, now)));
   const Picoseconds move_on = pe_->next_issue();
   if (move_on > now) {
@@ -309,14 +487,18 @@ bool Sequencer::issue_pe(Picoseconds now, const timing::EngineCost& c) {
     next_trigger(to_sc(since(move_on, now)));
     return false;
   }
+  phase_ = Phase::Fetch;
   ++idx_;
   return true;
 }
 
 bool Sequencer::issue_compute(Picoseconds now, const timing::EngineCost& c) {
   cur_.end = timing::end_after(now, clock_, c.cycles, top_.limit, "its execution would end");
+  // The engine takes the next instruction at `end`; its results land after the pipeline behind it.
+  cur_.complete = timing::end_after(cur_.end, clock_, Cycles(top_.hw.completion_latency_cycles(engine_)),
+                                    top_.limit, "its results would be posted");
   if (cur_.end == now) {
-    complete(static_cast<uint32_t>(idx_), cur_);
+    complete(static_cast<uint32_t>(idx_), cur_, fetch_cause_, fetch_cause_);
     ++idx_;
     return true;
   }
@@ -338,9 +520,11 @@ std::string Sequencer::blocked_description() const {
            "] >= " + std::to_string(barrier_target_) + " (now " + std::to_string(sems.value(core_, b)) +
            "; the peer core issued fewer core_barriers)";
   }
-  for (const auto& w : inst.waits) {
+  const auto& waits = phase_ == Phase::PeMmWait ? inst.mm_waits : inst.waits;
+  for (const auto& w : waits) {
     if (w.sem < sems.count() && sems.value(core_, w.sem) < static_cast<int64_t>(w.value))
-      return s + " waits for S[" + std::to_string(w.sem) + "] >= " + std::to_string(w.value) + " (now " +
+      return s + (phase_ == Phase::PeMmWait ? " (its MultiplyMoving)" : "") + " waits for S[" +
+             std::to_string(w.sem) + "] >= " + std::to_string(w.value) + " (now " +
              std::to_string(sems.value(core_, w.sem)) + ")";
   }
   return s + " is pending";

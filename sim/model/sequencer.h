@@ -4,14 +4,21 @@
 // LoadStationary / MultiplyMoving units).
 //
 // Per instruction: wait until its semaphore conditions hold (woken by Semaphores), check it (generation
-// features, isa::check, DMA queue range), then by kind:
-//   - DMA (dma_copy, dma_transpose, sendrecv): occupy the sequencer for dma.trigger_ns, then hand the
-//     transfer to the DMA system and move on;
+// features, isa::check, DMA queue range and descriptor mode), then by kind:
+//   - DMA (dma_copy, dma_transpose, sendrecv), by its descriptor mode (isa::DgeMode): none: occupy the
+//     sequencer for dma.trigger_ns; hwdge (SP or ACT): wait until the sequencer's DGE block is free, occupy
+//     the sequencer for dma.trigger_ns and the block for dma.hwdge_instruction_ns; swdge (POOL): occupy
+//     GpSimd for dma.swdge_instruction_ns. The transfer is handed to the DMA system when the descriptors
+//     are done, and the sequencer moves on at the end of its own part;
 //   - core_barrier: signal the peer core's barrier semaphore, wait for our own (see run.h);
-//   - PE: place it in the PE pipeline, move on at PePipeline::next_issue(); it completes at its MM end
-//     (a second SC_METHOD, pe_complete, completes PE instructions in order);
+//   - PE: LoadStationary then MultiplyMoving (timing::PePipeline): the LoadStationary issues once
+//     `waits` hold and posts `ls_updates` at its end; the MultiplyMoving starts once `mm_waits` also hold;
+//     the sequencer moves on at PePipeline::next_issue(); the instruction completes at its MM end (a second
+//     SC_METHOD, pe_complete, completes PE instructions in order) with its latched stationary operand;
 //   - else: occupy the engine for its cost, then complete.
-// Completing applies isa::execute (numerics on) and posts the semaphore updates.
+// Completing applies isa::execute (numerics on) and posts the semaphore updates. Every instruction's
+// record carries what it waited for last (InstructionRecord::cause), and the gap before it on its engine is
+// charged to that cause in EngineStats::split.
 //
 // Errors: RuleError "at <t> ns, <file>:<line>: core <c> <ENGINE> #<i> <opcode>: <rule>"; the same prefix on
 // an InputError when an event of the instruction would reach the run's time limit. Both stop the run
@@ -29,6 +36,7 @@
 
 #include "sim/base/units.h"
 #include "sim/isa/instruction.h"
+#include "sim/isa/latch.h"
 #include "sim/model/observer.h"
 #include "sim/timing/cost_model.h"
 #include "sim/timing/pe_pipeline.h"
@@ -45,6 +53,8 @@ class Sequencer : public sc_core::sc_module {
   sc_core::sc_event wake;  // a semaphore this sequencer waits for changed
 
   bool done() const { return idx_ >= stream_.size() && pe_pending_.empty(); }
+  // PE: times the dI/dt throttle's cap engaged so far (0 elsewhere).
+  uint64_t throttle_engagements() const { return pe_ ? pe_->throttle().engagements() : 0; }
   // "core 0 PE: instruction #3 (nc_matmul, kernel.cpp:12) waits for S[2] >= 1 (now 0)"
   std::string blocked_description() const;
 
@@ -55,11 +65,14 @@ class Sequencer : public sc_core::sc_module {
     Busy,         // a compute instruction occupies the engine until now
     Trigger,      // a DMA trigger occupied the sequencer until now
     PeMoveOn,     // the PE pipeline accepts the next instruction now
+    PeMmWait,     // a PE MultiplyMoving waits for its mm_waits
     BarrierWait,  // a core_barrier waits for the peer
   };
   struct PePending {
     uint32_t index;
     InstructionRecord rec;
+    isa::Latched latched;  // numerics on, with ls_updates: the stationary bytes at LoadStationary
+    Cause wait, mm_wait;   // what its LoadStationary's and its MultiplyMoving's waits ended on
   };
 
   void step();         // SC_METHOD
@@ -74,11 +87,19 @@ class Sequencer : public sc_core::sc_module {
   bool issue_dma_trigger(Picoseconds now);
   bool issue_barrier(Picoseconds now);
   bool issue_pe(Picoseconds now, const timing::EngineCost& c);
+  bool issue_mm(Picoseconds now);  // the PE MultiplyMoving of cur_, once its mm_waits hold
   bool issue_compute(Picoseconds now, const timing::EngineCost& c);
   void enqueue_dma(Picoseconds now);
   bool barrier_reached();
-  bool waits_ok(const isa::Instruction& inst);
-  void complete(uint32_t index, InstructionRecord& rec);
+  bool waits_ok(const std::vector<isa::SemWait>& waits);
+  // What the current wait ended on: the writer of the semaphore it blocked on last, else program order.
+  Cause wait_cause(Picoseconds since, Picoseconds now) const;
+  // `wait` / `mm_wait`: what its waits (PE: the LoadStationary's / the MultiplyMoving's) ended on.
+  void complete(uint32_t index, InstructionRecord& rec, const Cause& wait, const Cause& mm_wait,
+                const isa::Latched* latched = nullptr);
+  // Charges the gap between the engine's previous end and rec.start to its causes, and rec's occupancy.
+  void charge(const InstructionRecord& rec, const Cause& wait, const Cause& mm_wait);
+  void charge_gap(Picoseconds from, Picoseconds to, const Cause& c);
 
   // "at 12.345 ns, kernel.cpp:12: core 0 PE #3 nc_matmul"
   std::string context(uint32_t index) const;
@@ -95,8 +116,15 @@ class Sequencer : public sc_core::sc_module {
   bool waiting_ = false;
   bool launched_ = false;  // the kernel launch delay (sync.kernel_launch_ns) has passed
   Picoseconds wait_start_;
-  InstructionRecord cur_;  // the instruction in Busy / Trigger / BarrierWait
+  InstructionRecord cur_;  // the instruction in Busy / Trigger / BarrierWait / PeMmWait
   timing::EngineCost cost_;
+  int blocked_sem_ = -1;         // the semaphore the current wait registered on last
+  Cause fetch_cause_;            // what the current instruction's `waits` ended on
+  Picoseconds last_end_;         // end of the engine's previous instruction (PE: its MultiplyMoving)
+  Picoseconds dma_enqueue_;      // Trigger: when the descriptors are done and the transfer is queued
+  timing::PePipeline::Load ls_;  // PeMmWait: the LoadStationary of cur_
+  Picoseconds prev_mm_end_;      // PE: the previous MultiplyMoving's end
+  isa::Latched latched_;
   int64_t barrier_target_ = 0;
   std::unique_ptr<timing::PePipeline> pe_;  // PE only
   std::deque<PePending> pe_pending_;        // issued to the PE pipeline, not yet complete (MM end order)

@@ -33,7 +33,7 @@ double bf16_equivalent(const isa::Instruction& inst, uint64_t flops, uint32_t fp
 }  // namespace
 
 StatsObserver::StatsObserver(const isa::Program& program, const config::HwConfig& hw)
-    : program_(program), fp32_factor_(hw.pe.fp32_factor) {
+    : program_(program), fp32_factor_(hw.pe.fp32_factor), critical_(program) {
   stats_.bf16_peak_flops_per_ns = 128.0 * 128.0 * 2.0 * hw.pe.clock_GHz * program.num_cores;
   const isa::Limits limits = hw.limits();
   stats_.sbuf.capacity_per_partition = limits.sbuf_bytes_per_partition;
@@ -59,6 +59,7 @@ void StatsObserver::touch(int core, const isa::AccessPattern& a, uint64_t from_p
 }
 
 void StatsObserver::on_instruction(const InstructionRecord& r) {
+  critical_.on_instruction(r);
   const isa::Instruction& inst = *r.inst;
   const int e = static_cast<int>(r.engine);
   const Picoseconds busy(r.end.count() - r.start.count());
@@ -106,6 +107,7 @@ PhaseTime* StatsObserver::phase_of(const isa::Instruction& inst) {
 }
 
 void StatsObserver::on_dma(const DmaRecord& r) {
+  critical_.on_dma(r);
   const isa::Instruction& inst = *r.inst;
   if (PhaseTime* ph = phase_of(inst)) {
     ph->start = std::min(ph->start, r.data_start);
@@ -196,6 +198,7 @@ void StatsObserver::finish() {
   stats_.phases.clear();
   for (const PhaseTime& ph : phases_)
     if (ph.instructions > 0 || ph.dma_transfers > 0) stats_.phases.push_back(ph);
+  stats_.critical_path = summarize(critical_.path(), program_);
   stats_.sbuf = peak_of(isa::MemSpace::SBUF, stats_.sbuf.capacity_per_partition);
   stats_.psum = peak_of(isa::MemSpace::PSUM, stats_.psum.capacity_per_partition);
 }

@@ -1,7 +1,7 @@
 // A ModelObserver that collects the profile-style figures of a run which RunStats does not hold: time per
-// engine and opcode, time per kernel source line, BF16-equivalent PE FLOPs (for MFU) and the SBUF/PSUM peak
-// use. Plain C++ (no SystemC): tests may feed it records directly. tools/trnsim/report.h turns it into
-// stats.json.
+// engine and opcode, time per kernel source line, BF16-equivalent PE FLOPs (for MFU), the SBUF/PSUM peak
+// use and the critical path (critical_path.h). Plain C++ (no SystemC): tests may feed it records directly.
+// tools/trnsim/report.h turns it into stats.json.
 //
 // Times are engine occupancy as RunStats counts it: end - start of each instruction (PE: the MultiplyMoving
 // phase; LoadStationary is counted apart as the PE's "load_stationary" pseudo-opcode, Neuron's LDWEIGHTS; DMA
@@ -25,6 +25,7 @@
 #include "sim/base/units.h"
 #include "sim/config/hw_config.h"
 #include "sim/isa/instruction.h"
+#include "sim/model/critical_path.h"
 #include "sim/model/observer.h"
 
 namespace trnsim::model {
@@ -70,6 +71,7 @@ struct ProfileStats {
   std::vector<LineTime> lines;          // busiest first (ties: file, line, engine)
   MemoryPeak sbuf, psum;
   std::vector<PhaseTime> phases;  // in Program::phases order, phases that ran only
+  CriticalPathSummary critical_path;
 };
 
 class StatsObserver final : public ModelObserver {
@@ -101,6 +103,7 @@ class StatsObserver final : public ModelObserver {
   // key: core, space, first and last quadrant, byte range inside a partition
   std::unordered_map<uint64_t, Interval> ranges_;
   std::vector<PhaseTime> phases_;  // by Program::phases index
+  CriticalPathRecorder critical_;
 };
 
 // Forwards every callback to each observer in turn (e.g. a trace and the stats of one run).

@@ -117,6 +117,8 @@ TraceObserver::TraceObserver(trace::TraceSink& sink, const isa::Program& program
         const uint32_t g = base_[c][e] + i;
         for (const auto& w : stream[i].waits)
           if (w.sem < num_sems_) waits_[c * num_sems_ + w.sem].push_back({w.value, g});
+        for (const auto& w : stream[i].mm_waits)  // PE: the MultiplyMoving's own waits
+          if (w.sem < num_sems_) waits_[c * num_sems_ + w.sem].push_back({w.value, g});
         if (stream[i].op == Opcode::CoreBarrier && program.num_cores > 1) {
           barrier_target_[g] = ++barriers;
           waits_[c * num_sems_ + barrier_sem_].push_back({barrier_target_[g], g});
@@ -147,7 +149,7 @@ TraceObserver::TraceObserver(trace::TraceSink& sink, const isa::Program& program
 }
 
 uint32_t TraceObserver::expected_updates(const isa::Instruction& inst) const {
-  return static_cast<uint32_t>(inst.updates.size()) +
+  return static_cast<uint32_t>(inst.updates.size() + inst.ls_updates.size()) +
          (inst.op == Opcode::CoreBarrier && program_.num_cores > 1 ? 1u : 0u);
 }
 
@@ -285,7 +287,7 @@ void TraceObserver::chosen_claims(uint32_t g, const InstructionRecord& r) {
   const auto* claims = claims_.find(g);
   if (claims == nullptr) return;
   const bool barrier = r.inst->op == Opcode::CoreBarrier;
-  const uint64_t hi = barrier ? r.end.count() : r.issue.count();
+  const uint64_t hi = barrier ? r.end.count() : std::max(r.issue, r.mm_issue).count();
   for (const Claim& c : *claims) {
     if (c.t_ps > hi || (barrier && c.sem == barrier_sem_ && c.t_ps <= r.issue.count())) continue;
     auto same = std::find_if(chosen_.begin(), chosen_.end(), [&](const Claim* x) { return x->sem == c.sem; });
@@ -446,6 +448,7 @@ void TraceObserver::format_waits(const isa::Instruction& inst, uint32_t barrier_
     append_int(o, value);
   };
   for (const auto& w : inst.waits) one(w.sem, w.value);
+  for (const auto& w : inst.mm_waits) one(w.sem, w.value);
   if (barrier_target > 0) {
     one(barrier_sem_, barrier_target);
     o += " (core_barrier)";

@@ -16,7 +16,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kStatsFormat = "trnsim stats";
-constexpr int kStatsVersion = 3;
+constexpr int kStatsVersion = 4;
 // Neuron profile names of the engines (hardware fact sheet §5), in isa::Engine order.
 constexpr std::array<const char*, isa::kNumEngines> kProfileEngine = {"tensor", "vector", "scalar", "gpsimd",
                                                                       "sync"};
@@ -72,6 +72,9 @@ void add_profile(json& j, const RunReport& r) {
   }
   sm["tensor_engine_load_stationary_time_ns"] = ls / cores;
   sm["pe_throttled_time_ns"] = throttled / cores;
+  uint64_t engagements = 0;
+  for (const auto& cs : r.stats.cores) engagements += cs.pe_throttle_engagements;
+  sm["pe_throttle_engagements"] = engagements;
   sm["pe_flops"] = p.pe_flops;
   sm["pe_flops_bf16_equivalent"] = p.pe_flops_bf16_equivalent;
   sm["pe_peak_bf16_tflops"] = p.bf16_peak_flops_per_ns / 1e3;
@@ -153,6 +156,54 @@ void add_profile(json& j, const RunReport& r) {
     }
     j["phases"] = phases;
   }
+}
+
+// Where an engine's time went (model::EngineTimeSplit), parts that are not zero, in ns; they sum to the
+// total time.
+json time_split_json(const model::EngineTimeSplit& sp) {
+  json t = json::object();
+  const auto put = [&](const std::string& k, Picoseconds v) {
+    if (v.count() > 0) t[k] = v.ns();
+  };
+  put("busy", sp.work);
+  put("throttled", sp.throttled);
+  put("launch", sp.launch);
+  for (int e = 0; e < isa::kNumEngines; ++e)
+    put(std::string("wait_") + isa::engine_name(static_cast<isa::Engine>(e)), sp.engine[e]);
+  for (size_t q = 0; q < sp.queue.size(); ++q) put(fmt::format("wait_dma_queue_{}", q), sp.queue[q]);
+  put("wait_peer_core", sp.peer);
+  put("wait_dge", sp.dge);
+  put("wait_pe_pipeline", sp.pe_pipeline);
+  put("finished", sp.finished);
+  put("other", sp.other);
+  return t;
+}
+
+constexpr size_t kJsonCriticalSegments = 400;
+
+json critical_path_json(const RunReport& r) {
+  const model::CriticalPathSummary& cp = r.profile.critical_path;
+  json time = json::object();
+  for (const auto& [k, v] : cp.time) time[k] = v.ns();
+  json segs = json::array();
+  for (size_t i = 0; i < cp.segments.size() && i < kJsonCriticalSegments; ++i) {
+    const model::CriticalSegment& s = cp.segments[i];
+    const std::string file = s.loc.file < r.files.size() ? r.files[s.loc.file] : "?";
+    segs.push_back({{"resource", s.resource},
+                    {"opcode", s.opcode},
+                    {"source", fmt::format("{}:{}", file, s.loc.line)},
+                    {"steps", s.steps},
+                    {"start_ns", s.start.ns()},
+                    {"end_ns", s.end.ns()},
+                    {"active_ns", s.active.ns()},
+                    {"link_ns", s.link.ns()},
+                    {"via", s.via}});
+  }
+  return {{"length_ns", cp.length.ns()},
+          {"steps", cp.steps},
+          {"time_ns", time},
+          {"segments", segs},
+          {"segments_total", cp.segments.size()}};
 }
 
 json check_json(const CheckResult& c) {
@@ -289,11 +340,13 @@ json stats_json(const RunReport& r) {
           {"busy_ns", es.busy.ns()},
           {"busy_percent", pct(es.busy, r.stats.total_time)},
           {"semaphore_wait_ns", es.semaphore_wait.ns()},
-          {"instructions", es.instructions}};
+          {"instructions", es.instructions},
+          {"time_ns", time_split_json(es.split)}};
     }
     engines[fmt::format("core{}", c)] = core;
   }
   j["engines"] = engines;
+  j["critical_path"] = critical_path_json(r);
   add_profile(j, r);
   if (!r.kernel_stats.empty()) {
     json ks = json::object();
@@ -321,8 +374,8 @@ json stats_json(const RunReport& r) {
   std::vector<std::string> paths;
   for (const auto& [k, v] : j.items()) walk(v, k, paths);
   json defs = json::object();
-  for (const char* parent :
-       {"engines", "summary", "opcodes", "source_lines", "numerics", "kernel_stats", "trace"})
+  for (const char* parent : {"engines", "summary", "opcodes", "source_lines", "numerics", "kernel_stats",
+                             "trace", "critical_path"})
     if (j.contains(parent)) paths.push_back(parent);
   for (const std::string& p : paths) {
     const StatDef* d = find_stat_def(p);

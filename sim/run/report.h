@@ -73,6 +73,9 @@ double program_compulsory_bytes(const isa::Program& program);
 nlohmann::json stats_json(const RunReport& r);
 // The printed table of a stats.json; `top_lines` busiest source lines.
 std::string format_stats(const nlohmann::json& j, size_t top_lines = 10);
+// The critical path of a stats.json: its time per resource and link kind, then its first `max_segments`
+// segments. InputError if the file has none (an older stats.json).
+std::string format_critical_path(const nlohmann::json& j, size_t max_segments = 60);
 // The comparison rows of two stats.json side by side, with B/A ratios.
 std::string format_compare(const nlohmann::json& a, const nlohmann::json& b, const std::string& name_a,
                            const std::string& name_b);

@@ -80,6 +80,56 @@ std::vector<StatDef> build() {
       row("engines.*.*.busy_percent", "%", "busy_ns / total_time_ns * 100"),
       row("engines.*.*.semaphore_wait_ns", "ns", "time the engine's sequencer waited on semaphores"),
       row("engines.*.*.instructions", "count", "instructions the engine issued (DMA triggers included)"),
+      row("engines.*.*.time_ns", "text",
+          "where the engine's time went, from 0 to total_time_ns (the parts sum to it; parts that are 0 are "
+          "left "
+          "out): busy (occupied at full rate), throttled (PE: occupied longer because of the dI/dt "
+          "throttle), "
+          "launch (the kernel launch delay), wait_<ENGINE> (waiting for a semaphore an instruction of that "
+          "engine "
+          "of this core writes), wait_dma_queue_<q> (for a transfer of this core's DMA queue q), "
+          "wait_peer_core "
+          "(for the other core: core_barrier, sendrecv), wait_dge (for the DMA issue resource: a busy DGE "
+          "block), "
+          "wait_pe_pipeline (PE: a MultiplyMoving waiting for its LoadStationary), finished (after its last "
+          "instruction), other. A wait is charged to the semaphore that released the instruction last"),
+      row("engines.*.*.time_ns.*", "ns", "one part of the engine's time (see engines.*.*.time_ns)"),
+      row("critical_path", "text",
+          "the chain of instructions, DMA transfers and waits that sets total_time_ns: walked back from the "
+          "last "
+          "completion through what held each step's start back last (the previous instruction of its engine, "
+          "the "
+          "writer of the semaphore it waited for, the DMA instruction of a transfer, the transfer ahead of "
+          "it in "
+          "its DMA queue, a busy DGE block). Each step is charged the time from its predecessor's end to its "
+          "own "
+          "end, so the charges sum to total_time_ns (trnsim stats --critical-path prints it)"),
+      row("critical_path.length_ns", "ns", "sum of the path's charges (= total_time_ns)"),
+      row("critical_path.steps", "count", "instructions, LoadStationaries and DMA transfers on the path"),
+      row("critical_path.time_ns", "text",
+          "time charged per resource on the path (\"core0 PE\", \"core0 DMA q3\", \"core0 PE "
+          "LoadStationary\", ...) "
+          "and per kind of link between steps (\"link: semaphore latency\": from a semaphore writer's end to "
+          "the "
+          "waiter's start; \"link: dma setup\": from a DMA instruction's end to its transfer's first byte; "
+          "\"link: launch\": the kernel launch delay)"),
+      row("critical_path.time_ns.*", "ns", "time of one resource or link kind on the critical path"),
+      row("critical_path.segments", "text",
+          "the path in time order as runs of consecutive steps on one resource, of one opcode and source "
+          "line "
+          "(the first 400)"),
+      row("critical_path.segments[].resource", "text", "core, engine or DMA queue"),
+      row("critical_path.segments[].opcode", "text", "NKI opcode (load_stationary: a PE LoadStationary)"),
+      row("critical_path.segments[].source", "text", "file:line of the kernel code that emitted it"),
+      row("critical_path.segments[].steps", "count", "steps in the run"),
+      row("critical_path.segments[].start_ns", "ns", "start of its first step"),
+      row("critical_path.segments[].end_ns", "ns", "end of its last step"),
+      row("critical_path.segments[].active_ns", "ns", "time charged to its steps' activity"),
+      row("critical_path.segments[].link_ns", "ns", "time charged to the links into its steps"),
+      row("critical_path.segments[].via", "text",
+          "how its first step was reached: program order, S[n] <- the semaphore's writer, its trigger, queue "
+          "order, DGE busy <- the DMA instruction holding the DGE block, launch"),
+      row("critical_path.segments_total", "count", "segments of the whole path"),
       row("summary", "text",
           "profile-style counters, named like a Neuron profile's Summary table; engine times are per "
           "physical core "
@@ -91,6 +141,10 @@ std::vector<StatDef> build() {
           "tensor_engine_active_time_ns counts"),
       compared("summary.pe_throttled_time_ns", "ns", "per core: PE time added by the dI/dt throttle",
                "PE throttled per core", Better::Lower),
+      row("summary.pe_throttle_engagements", "count",
+          "times the dI/dt throttle's cap engaged, both cores (the first PE work and every re-engagement "
+          "after "
+          "utilisation fell below pe.throttle.rearm_utilization over a window)"),
       row("summary.pe_flops", "FLOP",
           "2 per multiply-accumulate of every nc_matmul(_mx) the PE ran, both cores"),
       row("summary.pe_flops_bf16_equivalent", "FLOP",

@@ -137,7 +137,106 @@ std::string numerics_section(const json& numerics) {
   return o;
 }
 
+// "wait_dma_queue_3" -> "DMA q3", "wait_ACT" -> "ACT", "wait_peer_core" -> "peer core".
+std::string wait_label(const std::string& key) {
+  std::string k = key.substr(5);
+  if (k.rfind("dma_queue_", 0) == 0) return "DMA q" + k.substr(10);
+  for (char& c : k)
+    if (c == '_') c = ' ';
+  return k;
+}
+
+// Per core and engine, where its time went: busy, throttled, launch, finished and its waits, largest first.
+std::string time_split_section(const json& j, int cores) {
+  const json& engines = member(j, "engines");
+  const double total = num(j, "total_time_ns");
+  if (!(total > 0)) return "";
+  bool any = false;
+  std::string o;
+  for (int c = 0; c < cores; ++c) {
+    const json& core = member(engines, fmt::format("core{}", c));
+    for (const char* en : kEngines) {
+      const json& t = member(member(core, en), "time_ns");
+      if (!t.is_object()) continue;
+      if (!any)
+        o += fmt::format("  {:<10}{:>8}{:>10}{:>9}{:>10}  {}\n", "time %", "busy", "throttled", "launch",
+                         "finished", "waiting on (largest first)");
+      any = true;
+      const auto p = [&](const char* k) {
+        return 100.0 * (std::isfinite(num(t, k)) ? num(t, k) : 0.0) / total;
+      };
+      std::vector<std::pair<double, std::string>> waits;
+      for (const auto& [k, v] : t.items())
+        if ((k.rfind("wait_", 0) == 0 || k == "other") && v.is_number() && v.get<double>() > 0)
+          waits.emplace_back(v.get<double>(), k == "other" ? "other" : wait_label(k));
+      std::stable_sort(waits.begin(), waits.end(),
+                       [](const auto& a, const auto& b) { return a.first > b.first; });
+      std::string w;
+      for (size_t i = 0; i < waits.size() && i < 4; ++i)
+        w += fmt::format("{}{} {:.1f}%", i ? ", " : "", waits[i].second, 100.0 * waits[i].first / total);
+      o += fmt::format("  {:<10}{:>7.1f}%{:>9.1f}%{:>8.1f}%{:>9.1f}%  {}\n",
+                       cores > 1 ? fmt::format("{}{}", en, c) : std::string(en), p("busy"), p("throttled"),
+                       p("launch"), p("finished"), w.empty() ? "-" : w);
+    }
+  }
+  return o;
+}
+
+// The largest parts of the critical path in one line.
+std::string critical_path_line(const json& j) {
+  const json& t = member(member(j, "critical_path"), "time_ns");
+  const double total = num(member(j, "critical_path"), "length_ns");
+  if (!t.is_object() || !(total > 0)) return "";
+  std::vector<std::pair<double, std::string>> parts;
+  for (const auto& [k, v] : t.items())
+    if (v.is_number()) parts.emplace_back(v.get<double>(), k);
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string o = fmt::format("  {:<28}", "critical path");
+  for (size_t i = 0; i < parts.size() && i < 4; ++i)
+    o += fmt::format("{}{} {:.1f}%", i ? ", " : "", parts[i].second, 100.0 * parts[i].first / total);
+  return o + " (trnsim stats --critical-path)\n";
+}
+
 }  // namespace
+
+std::string format_critical_path(const json& j, size_t max_segments) {
+  const json& cp = member(j, "critical_path");
+  if (!cp.is_object())
+    throw InputError("this stats.json has no critical_path (written by an older trnsim; run it again)");
+  const double total = num(cp, "length_ns");
+  std::string o = fmt::format("critical path: {} in {} steps ({} segments)\n", time_str(total),
+                              count_str(num(cp, "steps")), count_str(num(cp, "segments_total")));
+  const json& t = member(cp, "time_ns");
+  if (t.is_object()) {
+    std::vector<std::pair<double, std::string>> parts;
+    for (const auto& [k, v] : t.items())
+      if (v.is_number()) parts.emplace_back(v.get<double>(), k);
+    std::stable_sort(parts.begin(), parts.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (const auto& [v, k] : parts)
+      o += fmt::format("  {:<32}{:>14}{:>8.1f}%\n", k, time_str(v), total > 0 ? 100.0 * v / total : 0.0);
+  }
+  const json& segs = member(cp, "segments");
+  if (segs.is_array() && !segs.empty() && max_segments > 0) {
+    o += fmt::format("  {:>12}{:>12}  {:<26}{:<16}{:>7}{:>12}{:>11}  {:<40} {}\n", "start us", "end us",
+                     "resource", "opcode", "steps", "active us", "link us", "source", "reached via");
+    for (size_t i = 0; i < segs.size() && i < max_segments; ++i) {
+      const json& g = segs[i];
+      o += fmt::format("  {:>12.3f}{:>12.3f}  {:<26}{:<16}{:>7}{:>12.3f}{:>11.3f}  {:<40} {}\n",
+                       num(g, "start_ns") / 1e3, num(g, "end_ns") / 1e3, str(g, "resource"), str(g, "opcode"),
+                       count_str(num(g, "steps")), num(g, "active_ns") / 1e3, num(g, "link_ns") / 1e3,
+                       short_source(str(g, "source")), str(g, "via"));
+    }
+    if (segs.size() > max_segments)
+      o += fmt::format("  ... {} more segments (--segments N)\n", segs.size() - max_segments);
+    const double total_segs = num(cp, "segments_total");
+    if (std::isfinite(total_segs) && total_segs > static_cast<double>(segs.size()))
+      o += fmt::format("  (stats.json holds the first {} of {} segments)\n", segs.size(),
+                       count_str(total_segs));
+  }
+  return o;
+}
 
 std::string format_stats(const json& j, size_t top_lines) {
   const int cores = std::isfinite(num(j, "cores")) ? static_cast<int>(num(j, "cores")) : 2;
@@ -185,6 +284,9 @@ std::string format_stats(const json& j, size_t top_lines) {
                        num(member(member(engines, fmt::format("core{}", c)), en), "semaphore_wait_ns") / 1e3);
     o += "\n";
   }
+
+  o += time_split_section(j, cores);
+  o += critical_path_line(j);
 
   const json& ops = member(j, "opcodes");
   if (ops.is_array() && !ops.empty()) {

@@ -20,6 +20,13 @@ uint64_t ceil_div(uint64_t a, uint64_t b) {
   return (a + b - 1) / b;
 }
 
+constexpr uint64_t kArrayColumns = 128;  // the systolic array is 128 x 128 (reference §2.1)
+
+// min(1, used / size), 1 for an empty size.
+double array_fraction(uint64_t used, uint64_t size) {
+  return size == 0 ? 1.0 : std::min(1.0, static_cast<double>(used) / static_cast<double>(size));
+}
+
 bool contiguous(const isa::AccessPattern& ap) {
   return ap.ndim == 0 || ap.dims[ap.ndim - 1].stride == 1;
 }
@@ -53,6 +60,21 @@ Picoseconds ns_to_ps(double ns) {
 
 CostModel::CostModel(const config::HwConfig& hw) : hw_(hw) {}
 
+uint32_t CostModel::stride_factor(const isa::Instruction& inst) const {
+  const auto& m = hw_.memory;
+  if (m.strided_access_slowdown <= 1) return 1;
+  for (int i = 0; i < inst.nops && i < static_cast<int>(inst.ops.size()); ++i) {
+    const auto& ap = inst.ops[i];
+    if (!ap.present() || ap.space == MemSpace::HBM || ap.ndim == 0) continue;
+    const auto& inner = ap.dims[ap.ndim - 1];
+    const int64_t stride_bytes =
+        (inner.stride < 0 ? -inner.stride : inner.stride) * isa::dtype_size(ap.dtype);
+    if (inner.size > 1 && stride_bytes > static_cast<int64_t>(m.strided_access_bytes))
+      return m.strided_access_slowdown;
+  }
+  return 1;
+}
+
 bool CostModel::fast_dtype(DType t, bool fp8_counts) const {
   return t == DType::BF16 || t == DType::FP16 || (fp8_counts && is_fp8(t));
 }
@@ -84,7 +106,7 @@ EngineCost CostModel::engine_cost(const isa::Instruction& inst) const {
       const auto& e = inst.engine == isa::Engine::POOL ? hw_.pool : hw_.sp;
       uint64_t n = elements_of(inst);
       uint64_t inputs = (inst.op == Opcode::TensorTensor || inst.op == Opcode::Select) ? 2 : 1;
-      return {Cycles(e.fixed_overhead_cycles + n * inputs), Cycles(0), 1, n};
+      return {Cycles(e.fixed_overhead_cycles + n * inputs * stride_factor(inst)), Cycles(0), 1, n};
     }
   }
   return {};
@@ -98,6 +120,9 @@ EngineCost CostModel::pe_cost(const isa::Instruction& inst) const {
     const auto& d = inst.ops[1];
     uint64_t p = d.partitions, f = d.free_elements();
     uint64_t mm = std::max<uint64_t>(p, std::min<uint64_t>(pe.mm_init_latency_cycles, f));
+    // The array: p rows x f columns, streaming p identity columns in mm cycles.
+    c.array_utilization = array_fraction(p, pe.k_per_pass) * array_fraction(f, kArrayColumns) *
+                          (mm > 0 ? static_cast<double>(std::min(p, mm)) / static_cast<double>(mm) : 1.0);
     if (d.dtype == DType::F32) mm *= pe.fp32_transpose_factor;
     c.cycles = Cycles(mm);
     c.ls_cycles = Cycles(ceil_div(f, pe.ls_columns_per_cycle));
@@ -128,6 +153,10 @@ EngineCost CostModel::pe_cost(const isa::Instruction& inst) const {
   uint64_t passes = std::max<uint64_t>(1, ceil_div(k, k_pass));
   uint64_t cols = ceil_div(n_mov, pe.moving_columns_per_cycle);
   uint64_t mm = std::max<uint64_t>(std::min<uint64_t>(pe.mm_init_latency_cycles, n_stat), cols);
+  // Rows in use per pass, columns in use, and the moving stream's share of the MM cycles (FP32's extra passes
+  // keep the array busy).
+  c.array_utilization = array_fraction(k, passes * k_pass) * array_fraction(n_stat, kArrayColumns) *
+                        (mm > 0 ? static_cast<double>(std::min(cols, mm)) / static_cast<double>(mm) : 1.0);
   if (!mx && (stat.dtype == DType::F32 || mov.dtype == DType::F32))
     mm *= inst.has(isa::kIsTranspose) ? pe.fp32_transpose_factor : pe.fp32_factor;
   c.cycles = Cycles(mm * passes);
@@ -188,7 +217,7 @@ EngineCost CostModel::dve_cost(const isa::Instruction& inst) const {
     default:
       break;
   }
-  return {Cycles(dve.fixed_overhead_cycles + ceil_div(work, mode)), Cycles(0), mode, n};
+  return {Cycles(dve.fixed_overhead_cycles + ceil_div(work, mode) * stride_factor(inst)), Cycles(0), mode, n};
 }
 
 EngineCost CostModel::act_cost(const isa::Instruction& inst) const {
@@ -202,7 +231,8 @@ EngineCost CostModel::act_cost(const isa::Instruction& inst) const {
   } else if (inst.op == Opcode::Activation && inst.has(isa::kReduce)) {
     extra = act.reduce_extra_cycles;
   }
-  return {Cycles(act.fixed_overhead_cycles + ceil_div(n, mode) + extra), Cycles(0), mode, n};
+  return {Cycles(act.fixed_overhead_cycles + ceil_div(n, mode) * stride_factor(inst) + extra), Cycles(0),
+          mode, n};
 }
 
 DmaCost CostModel::dma_cost(const isa::Instruction& inst, const isa::Work& work) const {

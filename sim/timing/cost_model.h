@@ -11,7 +11,9 @@
 //                    quantize_mx: fixed + ceil(N / 4).
 //   ACT              fixed_overhead + ceil(N / perf mode) (+ reduce_extra_cycles for activation with reduce).
 //   POOL / SP        fixed_overhead + N x inputs.
-// N = elements per partition of the instruction's (first) input, or of dst when there is none.
+// DVE, ACT and POOL stream at half rate (x memory.strided_access_slowdown) when an on-chip operand's
+// innermost free dim steps more than memory.strided_access_bytes (16 B) between elements (reference §2.6). N
+// = elements per partition of the instruction's (first) input, or of dst when there is none.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,10 @@ struct EngineCost {
   Cycles ls_cycles;        // PE only: LoadStationary phase (0 elsewhere)
   uint32_t perf_mode = 1;  // DVE/ACT performance mode applied (1, 2 or 4)
   uint64_t elements = 0;   // N, elements per partition the formula used
+  // PE: the fraction of the array's peak MAC rate the MultiplyMoving uses at full rate: rows used / array
+  // rows x columns used / array columns x moving columns per cycle (the 64-cycle floor idles it). 1
+  // elsewhere.
+  double array_utilization = 1.0;
 };
 
 // Inputs of a DMA transfer's timing (the SystemC DMA module shares bandwidth between transfers).
@@ -66,6 +72,7 @@ class CostModel {
   EngineCost dve_cost(const isa::Instruction& inst) const;
   EngineCost act_cost(const isa::Instruction& inst) const;
   bool fast_dtype(isa::DType t, bool fp8_counts) const;
+  uint32_t stride_factor(const isa::Instruction& inst) const;
 
   const config::HwConfig& hw_;
 };

@@ -30,7 +30,7 @@ Picoseconds DmaQueues::enqueue(const DmaTransfer& t, Picoseconds now) {
     throw TimeLimitError("its DMA setup would end", e.at_ps(), limit_, t.tag);
   }
   q.push_back({t.tag, t.cost.bytes, t.cost.hbm_bytes, t.hbm_bytes_read, t.hbm_bytes_written,
-               t.cost.efficiency, t.cost.rate_cap_GBps, ready, Picoseconds(), 0});
+               t.cost.efficiency, t.cost.rate_cap_GBps, ready, Picoseconds(), 0, false});
   ++in_flight_;
   if (q.size() == 1 && ready < next_ready_) next_ready_ = ready;  // a new queue head
   return ready;
@@ -40,23 +40,28 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
   finished_.clear();
   const double nowd = static_cast<double>(now.count());
   for (uint64_t id : share_.take_finished(nowd)) {
-    for (auto& core_queues : queues_)
-      for (auto& q : core_queues)
+    for (int core = 0; core < 2; ++core)
+      for (size_t qi = 0; qi < queues_[core].size(); ++qi) {
+        auto& q = queues_[core][qi];
         if (!q.empty() && q.front().flow == id) {
-          finished_.push_back({q.front().tag, q.front().data_start, now});
+          const Queued& x = q.front();
+          finished_.push_back({x.tag, x.ready, x.data_start, now, x.queued_behind});
           q.pop_front();
           --in_flight_;
         }
+      }
   }
   next_ready_ = kNever;
   for (int core = 0; core < 2; ++core) {
-    for (auto& q : queues_[core]) {
+    for (size_t qi = 0; qi < queues_[core].size(); ++qi) {
+      auto& q = queues_[core][qi];
       while (!q.empty() && q.front().flow == 0 && q.front().ready <= now) {
         Queued& x = q.front();
         x.data_start = now;
+        x.queued_behind = x.ready < now;  // ready before: the transfer ahead of it held it back
         const Queued& c = x;
         if (c.bytes == 0) {
-          finished_.push_back({x.tag, now, now});
+          finished_.push_back({x.tag, x.ready, now, now, x.queued_behind});
           q.pop_front();
           --in_flight_;
           continue;

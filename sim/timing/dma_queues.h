@@ -47,7 +47,11 @@ class DmaQueues {
 
   struct Finished {
     uint64_t tag;
+    Picoseconds ready;                 // enqueue time + setup
     Picoseconds data_start, data_end;  // bytes moving: from the queue head start to the last byte
+    // The transfer ahead of it in its queue (the previous one to finish there) held it back: data_start >
+    // ready.
+    bool queued_behind = false;
   };
 
   // Queues `t` at `now`. Returns its ready time (now + setup): the owner must call advance() then.
@@ -77,6 +81,7 @@ class DmaQueues {
     Picoseconds ready;
     Picoseconds data_start;
     uint64_t flow = 0;  // BandwidthSharing flow id; 0 until the transfer moves
+    bool queued_behind = false;
   };
 
   Picoseconds limit_;

@@ -20,13 +20,13 @@ PePipeline::Load PePipeline::load_stationary(Picoseconds ready, Cycles ls_cycles
   return ls;
 }
 
-PePipeline::Multiply PePipeline::multiply_moving(Picoseconds ready, Cycles mm_cycles) {
+PePipeline::Multiply PePipeline::multiply_moving(Picoseconds ready, Cycles mm_cycles, double demand) {
   Multiply mm;
   mm.start = later(ready, mm_end_prev_);
   mm.full_rate =
       Picoseconds(end_after(mm.start, clock_, mm_cycles, limit_, "its MultiplyMoving would end").count() -
                   mm.start.count());
-  const Picoseconds dur = throttle_.run(mm.start, mm.full_rate);
+  const Picoseconds dur = throttle_.run(mm.start, mm.full_rate, demand);
   mm.throttle_cap = throttle_.cap_at(mm.start);  // after run(), which may re-engage the cap at mm.start
   mm.end = end_after(mm.start, dur, limit_, "its MultiplyMoving (throttled) would end");
   mm_start_prev_ = mm.start;
@@ -34,10 +34,10 @@ PePipeline::Multiply PePipeline::multiply_moving(Picoseconds ready, Cycles mm_cy
   return mm;
 }
 
-PePipeline::Matmul PePipeline::matmul(Picoseconds ready, Cycles ls_cycles, Cycles mm_cycles) {
+PePipeline::Matmul PePipeline::matmul(Picoseconds ready, Cycles ls_cycles, Cycles mm_cycles, double demand) {
   Matmul m;
   m.ls = load_stationary(ready, ls_cycles);
-  m.mm = multiply_moving(m.ls.end, mm_cycles);
+  m.mm = multiply_moving(m.ls.end, mm_cycles, demand);
   return m;
 }
 

@@ -44,13 +44,15 @@ class PePipeline {
 
   // LS of an instruction ready at `ready`; occupies the LS unit until its end.
   Load load_stationary(Picoseconds ready, Cycles ls_cycles);
-  // MM of an instruction whose stationary is loaded at `ready`; occupies the MM unit until its end.
-  Multiply multiply_moving(Picoseconds ready, Cycles mm_cycles);
+  // MM of an instruction whose stationary is loaded at `ready`; occupies the MM unit until its end. `demand`:
+  // the fraction of the array it uses at full rate (EngineCost::array_utilization), for the throttle.
+  Multiply multiply_moving(Picoseconds ready, Cycles mm_cycles, double demand = 1.0);
   // Both, for an instruction ready at `ready`.
-  Matmul matmul(Picoseconds ready, Cycles ls_cycles, Cycles mm_cycles);
+  Matmul matmul(Picoseconds ready, Cycles ls_cycles, Cycles mm_cycles, double demand = 1.0);
 
   // Earliest time the sequencer may take the next PE instruction (see above).
   Picoseconds next_issue() const { return ls_overlap_ ? mm_start_prev_ : mm_end_prev_; }
+  Picoseconds last_mm_end() const { return mm_end_prev_; }
   const ClockDomain& clock() const { return clock_; }
   const PeThrottle& throttle() const { return throttle_; }
 

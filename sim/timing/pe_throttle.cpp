@@ -7,6 +7,7 @@ namespace trnsim::timing {
 
 PeThrottle::PeThrottle(const config::PeConfig& pe)
     : enabled_(pe.throttle_enabled),
+      count_array_(pe.throttle_count_array_utilization),
       cap_(pe.throttle_cap),
       ramp_ps_(pe.throttle_ramp_ns * 1000.0),
       window_ps_(pe.throttle_window_ns * 1000.0),
@@ -28,35 +29,40 @@ double PeThrottle::utilization_before(double t) const {
   return done / window_ps_;
 }
 
-Picoseconds PeThrottle::run(Picoseconds start, Picoseconds full_rate) {
+Picoseconds PeThrottle::run(Picoseconds start, Picoseconds full_rate, double demand) {
   const double t = static_cast<double>(start.count());
   const double w = static_cast<double>(full_rate.count());
   if (!enabled_) return full_rate;
-  if (!engaged_once_ || (t > last_end_ && utilization_before(t) < rearm_)) {
+  const double u = count_array_ ? std::clamp(demand, 1e-6, 1.0) : 1.0;
+  if (!engaged_once_ || (t - ramp_start_ >= window_ps_ && utilization_before(t) < rearm_)) {
     engaged_once_ = true;
     ramp_start_ = t;
     ++engagements_;
   }
-  // Duration d with integral of cap(tau) over [t, t + d] = w; cap rises linearly from cap_ over ramp_ps_.
+  // Rate min(1, cap(tau) / u), cap(tau) = cap_ + s (tau - ramp_start) until it reaches 1. The rate is below 1
+  // until the cap reaches u, at a_u = (u - cap_) / s after ramp_start; the duration d solves
+  // integral of the rate over [t, t + d] = w.
   double d = w;
   const double a = t - ramp_start_;
-  if (ramp_ps_ > 0 && a < ramp_ps_) {
+  if (ramp_ps_ > 0 && u > cap_) {
     const double s = (1.0 - cap_) / ramp_ps_;  // cap slope per ps
-    const double ramp_work = cap_ * (ramp_ps_ - a) + 0.5 * s * (ramp_ps_ * ramp_ps_ - a * a);
-    if (w <= ramp_work) {
-      const double rhs = cap_ * a + 0.5 * s * a * a + w;
-      const double x = (-cap_ + std::sqrt(cap_ * cap_ + 2.0 * s * rhs)) / s;
-      d = x - a;
-    } else {
-      d = (ramp_ps_ - a) + (w - ramp_work);
+    const double a_u = (u - cap_) / s;
+    if (a < a_u) {
+      const double slow_work = (cap_ * (a_u - a) + 0.5 * s * (a_u * a_u - a * a)) / u;
+      if (w <= slow_work) {
+        const double rhs = cap_ * a + 0.5 * s * a * a + u * w;
+        const double x = (-cap_ + std::sqrt(cap_ * cap_ + 2.0 * s * rhs)) / s;
+        d = x - a;
+      } else {
+        d = (a_u - a) + (w - slow_work);
+      }
     }
   }
   Picoseconds dur(static_cast<uint64_t>(std::ceil(d - 1e-6)));
   if (dur < full_rate) dur = full_rate;
   const double end = t + static_cast<double>(dur.count());
-  history_.push_back({t, end, w});
+  history_.push_back({t, end, w * u});
   while (!history_.empty() && history_.front().end < end - window_ps_) history_.pop_front();
-  last_end_ = end;
   throttled_ += Picoseconds(dur.count() - full_rate.count());
   return dur;
 }

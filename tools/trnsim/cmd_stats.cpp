@@ -1,10 +1,12 @@
 // trnsim stats FILE.json [--lines N]   (alias: trnsim summary)
+// trnsim stats FILE.json --critical-path [--segments N]
 // trnsim stats --compare A.json B.json
 //
 // Prints the summary table of a run again from its stats.json (the table `trnsim run` printed, plus the
-// busiest N source lines), or the headline figures of two runs side by side with B/A ratios (before/after a
-// tuning change). A missing file, a file that is not JSON or not a trnsim stats.json is an InputError (exit
-// 1).
+// busiest N source lines), the run's critical path (the chain of instructions, transfers and waits that
+// sets its time: time per resource and link kind, then its segments in time order), or the headline figures
+// of two runs side by side with B/A ratios (before/after a tuning change). A missing file, a file that is not
+// JSON or not a trnsim stats.json is an InputError (exit 1).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -20,7 +22,9 @@ namespace {
 struct StatsCliOptions {
   std::vector<std::string> files;
   bool compare = false;
+  bool critical_path = false;
   size_t lines = 10;
+  size_t segments = 60;
 };
 
 void stats_command(const StatsCliOptions& o) {
@@ -36,7 +40,16 @@ void stats_command(const StatsCliOptions& o) {
   if (o.files.size() != 1)
     throw InputError("expected one stats.json (or --compare A.json B.json), found " +
                      std::to_string(o.files.size()) + " files");
-  std::fputs(run::format_stats(run::load_stats(o.files[0]), o.lines).c_str(), stdout);
+  const auto j = run::load_stats(o.files[0]);
+  if (o.critical_path) {
+    try {
+      std::fputs(run::format_critical_path(j, o.segments).c_str(), stdout);
+    } catch (const InputError& e) {
+      throw InputError(o.files[0] + ": " + e.what());
+    }
+    return;
+  }
+  std::fputs(run::format_stats(j, o.lines).c_str(), stdout);
 }
 
 }  // namespace
@@ -47,6 +60,10 @@ void add_stats_command(CLI::App& app) {
   cmd->alias("summary");
   cmd->add_option("files", opts->files, "stats.json (two with --compare)")->required();
   cmd->add_flag("--compare", opts->compare, "show two runs side by side with ratios B/A");
+  cmd->add_flag("--critical-path", opts->critical_path,
+                "print the run's critical path: time per resource and link, then its segments in time order");
+  cmd->add_option("--segments", opts->segments,
+                  "critical-path segments to show (default 60; stats.json holds 400)");
   cmd->add_option("--lines", opts->lines, "busiest source lines to show (default 10; stats.json holds 50)");
   cmd->callback([opts] { stats_command(*opts); });
 }

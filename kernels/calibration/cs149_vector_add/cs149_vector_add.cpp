@@ -9,11 +9,12 @@
 //           n / 128 elements apart); res = tensor_tensor(a_tile, b_tile, add); out column block <- res
 // Engines: the adds on the Vector engine (the README: tensor_scalar "performs vector addition using the
 // vector engine"; its profile shows the tensor_tensor on VectorE). The DMAs carry no engine or dge_mode, so
-// the compiler places them; NKI kernel I/O runs on the Sync engine's queues (qSyncIO in the profiles): SP
-// here. Allocation and order: a_tile, b_tile and res are allocated inside the loop, so each rotates over
-// `bufs` buffers (the compiler's choice; 2 by default), and the loop is emitted software-pipelined with a
-// lookahead of bufs - 1 iterations: the README explains FREE_DIM = 1000 beating FREE_DIM = 2000 on n = 256000
-// by pipelining across iterations. bufs = 1 is the loop with one tile set (program order, serialised).
+// the compiler places them: NKI's defaults as the builder resolves them (kernels/api/dma_mode.h: hardware
+// DGE, the loads on SP, the store on ACT). Allocation and order: a_tile, b_tile and res are allocated inside
+// the loop, so each rotates over `bufs` buffers (the compiler's choice; 2 by default), and the loop is
+// emitted software-pipelined with a lookahead of bufs - 1 iterations: the README explains FREE_DIM = 1000
+// beating FREE_DIM = 2000 on n = 256000 by pipelining across iterations. bufs = 1 is the loop with one tile
+// set (program order, serialised).
 #include <fmt/format.h>
 
 #include <string>

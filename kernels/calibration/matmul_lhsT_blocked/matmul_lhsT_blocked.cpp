@@ -19,10 +19,13 @@
 // reusing the previous one's); the PSUM tile and its SBUF copy are allocated per m-tile, from `psum_bufs`
 // banks (8 by default, all of PSUM; 1 or 2 for the bank-pressure variants) and `bufs` SBUF tiles.
 // Engines as in matmul_lhs_dma_transpose: the add on Vector, PSUM copy on `copy_engine`
-// (Scalar), output memsets on `memset_engine` (GpSimd), DMAs on the Sync engine.
+// (Scalar), output memsets on `memset_engine` (GpSimd); the DMAs carry no engine or dge_mode, as published,
+// and take NKI's defaults as the builder resolves them (kernels/api/dma_mode.h: hardware DGE, loads on SP,
+// stores on ACT).
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,7 +42,7 @@ struct BlockedParams {
   int64_t M = 0, N = 0, K = 0, block_m = 512, block_n = 512, block_k = 1024, psum_bufs = 8, bufs = 2;
   Engine copy_engine = Engine::ACT;
   Engine memset_engine = Engine::POOL;
-  Engine store_engine = Engine::SP;
+  std::optional<Engine> store_engine;
 
   static void describe(Schema<BlockedParams>& s) {
     s.dim(&BlockedParams::M, "M", "rows of the result");
@@ -58,8 +61,9 @@ struct BlockedParams {
     s.choice(&BlockedParams::memset_engine, "memset_engine", "engine of the output memsets",
              {{"gpsimd", Engine::POOL}, {"vector", Engine::DVE}}, Engine::POOL);
     s.choice(&BlockedParams::store_engine, "store_engine",
-             "engine triggering the result stores (the loads stay on Sync): a what-if for the DMA placement",
-             {{"sync", Engine::SP}, {"scalar", Engine::ACT}, {"gpsimd", Engine::POOL}}, Engine::SP);
+             "engine triggering the result stores; null: unset, as in the published kernel (the builder's "
+             "default, kernels/api/dma_mode.h: ACT); a what-if for the DMA placement",
+             {{"sync", Engine::SP}, {"scalar", Engine::ACT}, {"gpsimd", Engine::POOL}});
   }
 };
 

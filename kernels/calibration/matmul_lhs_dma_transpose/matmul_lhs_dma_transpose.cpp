@@ -26,10 +26,14 @@
 // Engines: the kernel leaves them to the compiler (memset and tensor_copy default to `unknown`). The add runs
 // on Vector (tensor_tensor), the PSUM copy on `copy_engine` (Scalar by default, as the NKI guide's
 // profiles show for the compiler's PSUM copies; see nki_tutorial_matmul), the SBUF memsets on
-// `memset_engine` (GpSimd by default). DMAs on the Sync engine (NKI kernel I/O queues).
+// `memset_engine` (GpSimd by default). The DMAs carry no engine or dge_mode, as published, and take NKI's
+// defaults as the builder resolves them (kernels/api/dma_mode.h): rhs loads by hardware DGE on SP, result
+// stores by hardware DGE on ACT, the lhs transposes (1024-row sources, which the hardware DGE's transpose
+// does not take) with precomputed descriptors on SP.
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,7 +51,7 @@ struct Params {
   int64_t M = 0, N = 0, K = 0, m_tiles = 8, k_tiles = 8, rhs_sets = 8, psum_bufs = 8, bufs = 2;
   Engine copy_engine = Engine::ACT;
   Engine memset_engine = Engine::POOL;
-  Engine store_engine = Engine::SP;
+  std::optional<Engine> store_engine;
 
   static void describe(Schema<Params>& s) {
     s.dim(&Params::M, "M", "rows of lhs and the result");
@@ -64,8 +68,9 @@ struct Params {
     s.choice(&Params::memset_engine, "memset_engine", "engine of the SBUF accumulator memsets",
              {{"gpsimd", Engine::POOL}, {"vector", Engine::DVE}}, Engine::POOL);
     s.choice(&Params::store_engine, "store_engine",
-             "engine triggering the result stores (the loads stay on Sync): a what-if for the DMA placement",
-             {{"sync", Engine::SP}, {"scalar", Engine::ACT}, {"gpsimd", Engine::POOL}}, Engine::SP);
+             "engine triggering the result stores; null: unset, as in the published kernel (the builder's "
+             "default, kernels/api/dma_mode.h: ACT); a what-if for the DMA placement",
+             {{"sync", Engine::SP}, {"scalar", Engine::ACT}, {"gpsimd", Engine::POOL}});
   }
 };
 

@@ -23,8 +23,8 @@
 // ("VectorE active 10.55 % of the time, where it was previously unused"), so the compiler put the PSUM ->
 // SBUF tensor_copy of the earlier steps on ScalarE (GpSimd cannot read PSUM): copies on `copy_engine`
 // (Scalar by default), the adds on Vector (tensor_tensor reading PSUM), memsets on `memset_engine` (GpSimd
-// by default, the engine the compiler has otherwise idle). DMAs carry no engine: NKI kernel I/O runs on the
-// Sync engine's queues (qSyncIO in the profiles): SP.
+// by default, the engine the compiler has otherwise idle). DMAs carry no engine or dge_mode: NKI's defaults
+// as the builder resolves them (kernels/api/dma_mode.h: hardware DGE, loads on SP, stores on ACT).
 //
 // Allocation and order. Every tile the guide allocates inside a loop comes from a pool (pool.h) holding
 // `bufs` times the tiles the loop keeps live per iteration (hoisted: the K / 128 tiles of an m or an n;

@@ -9,7 +9,8 @@
 //   out_tile
 // The tiles are allocated inside the loop and rotate over `bufs` buffers (2 by default); the loop is
 // emitted software-pipelined with a lookahead of bufs - 1 tiles (NKI's default schedule: the next tile's
-// load ahead of this tile's store). DMAs on the Sync engine (NKI kernel I/O queues); the PSUM copy on
+// load ahead of this tile's store). DMAs carry no engine or dge_mode: NKI's defaults as the builder resolves
+// them (kernels/api/dma_mode.h: hardware DGE, loads on SP, stores on ACT); the PSUM copy on
 // `copy_engine` (NKI's default leaves it to the compiler; Scalar by default, as for the tutorial matmul's
 // PSUM copies, see nki_tutorial_matmul).
 #include <fmt/format.h>

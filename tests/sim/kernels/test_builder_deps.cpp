@@ -181,10 +181,12 @@ TEST_CASE("deps WAR: a fast DVE/ACT overwrite waits for the slow DMA store that 
       View y = k.output("y", DType::F32, {128, 1024});
       View y2 = k.output("y2", DType::F32, {128, 1024});
       View t = k.sbuf({128, 1024}, DType::F32, "t");
-      load = nki::dma_copy(t, xi);
-      store = nki::dma_copy(y, t);
+      // Both DMAs on SP (the default would put the store on ACT, whose program order would then imply the
+      // waits this test checks).
+      load = nki::dma_copy(t, xi, {.engine = Engine::SP});
+      store = nki::dma_copy(y, t, {.engine = Engine::SP});
       overwrite = nki::memset(t, 7.0, e);
-      nki::dma_copy(y2, t);
+      nki::dma_copy(y2, t, {.engine = Engine::SP});
     });
     const isa::Program& p = b.program;
     REQUIRE(waits_for(p, overwrite, store));  // WAR
@@ -373,7 +375,7 @@ TEST_CASE("deps LNC2: sendrecv and core_barrier order the two cores' SBUF and HB
         add[c] = nki::tensor_scalar(u, t(all, S(0, 64)), AluOp::Add, 1.0);
         sr[c] = nki::sendrecv(u, r);
         dbl[c] = nki::tensor_scalar(v, r, AluOp::Multiply, 2.0);
-        st[c] = nki::dma_copy(s(S(128 * c, 128 * c + 128)), v);
+        st[c] = nki::dma_copy(s(S(128 * c, 128 * c + 128)), v, {.engine = Engine::SP});
         bar[c] = nki::core_barrier(s);
         const int peer = 1 - c;
         reload[c] = nki::dma_copy(w, s(S(128 * peer, 128 * peer + 128)), {.engine = Engine::ACT});

@@ -31,6 +31,12 @@ Waits waits(const isa::Instruction& in) {
   for (const auto& x : in.waits) w.emplace_back(x.sem, x.value);
   return w;
 }
+Waits mm_waits(const isa::Instruction& in) {
+  Waits w;
+  for (const auto& x : in.mm_waits) w.emplace_back(x.sem, x.value);
+  return w;
+}
+const nki::DmaOpts kOnSp{.engine = Engine::SP};  // a store pinned to SP (the default puts stores on ACT)
 
 }  // namespace
 
@@ -145,9 +151,9 @@ TEST_CASE("HBM tiles: column tiles of one tensor are independent, overlapping re
     View y = k.output("y", DType::F32, {256, 1024});
     View t = k.sbuf({128, 512}, DType::F32, "t");
     nki::memset(t, 0.0);
-    nki::dma_copy(y(S(0, 128), S(0, 512)), t);     // queue 0
-    nki::dma_copy(y(S(0, 128), S(512, 1024)), t);  // queue 1: no wait on queue 0
-    nki::dma_copy(y(S(128, 256), S(0, 512)), t);   // queue 2: other rows
+    nki::dma_copy(y(S(0, 128), S(0, 512)), t, kOnSp);     // queue 0
+    nki::dma_copy(y(S(0, 128), S(512, 1024)), t, kOnSp);  // queue 1: no wait on queue 0
+    nki::dma_copy(y(S(128, 256), S(0, 512)), t, kOnSp);   // queue 2: other rows
     View r = k.sbuf({128, 512}, DType::F32, "r");
     nki::dma_copy(r, y(S(0, 128), S(256, 768)));  // queue 3: RAW on queues 0 and 1
   });
@@ -165,15 +171,19 @@ TEST_CASE("PE accumulation and explicit ordering edges", "[kernels][deps]") {
     View o = k.sbuf({128, 512}, DType::F32, "o");
     nki::memset(a, 1.0);
     nki::memset(m, 1.0, Engine::POOL);
-    nki::nc_matmul(p, a, m);                          // PE #1: RAW on DVE #1 and POOL #1
-    nki::nc_matmul(p, a, m, {.accumulate = true});    // PE #2: nothing new
-    InstRef c = nki::tensor_copy(o, p, Engine::ACT);  // ACT #1: RAW on PE #2
+    nki::nc_matmul(p, a, m);  // PE #1: LoadStationary RAW on DVE #1, MultiplyMoving on POOL #1
+    nki::nc_matmul(p, a, m, {.accumulate = true});                                  // PE #2: nothing new
+    InstRef c = nki::tensor_copy(o, p, Engine::ACT);                                // ACT #1: RAW on PE #2
     InstRef z = nki::memset(k.sbuf({128, 4}, DType::F32, "z"), 0.0, Engine::POOL);  // POOL #2: independent
     z.depends_on(c);
   });
-  CHECK(waits(inst(b, Engine::PE, 0)) == Waits{{kDVE, 1}, {kPOOL, 1}});
+  CHECK(waits(inst(b, Engine::PE, 0)) == Waits{{kDVE, 1}});      // the stationary a
+  CHECK(mm_waits(inst(b, Engine::PE, 0)) == Waits{{kPOOL, 1}});  // the moving m
+  REQUIRE(inst(b, Engine::PE, 0).ls_updates.size() == 1);        // LoadStationary #1 done: S[5] += 1
+  CHECK(inst(b, Engine::PE, 0).ls_updates[0].sem == kPeLoadStationarySem);
   CHECK(inst(b, Engine::PE, 1).has(isa::kAccumulate));
   CHECK(waits(inst(b, Engine::PE, 1)).empty());
+  CHECK(mm_waits(inst(b, Engine::PE, 1)).empty());
   CHECK(waits(inst(b, Engine::ACT, 0)) == Waits{{kPE, 2}});
   CHECK(waits(inst(b, Engine::POOL, 1)) == Waits{{kACT, 1}});
 }
@@ -208,9 +218,9 @@ TEST_CASE("LNC2: per-core streams, shared and private tensors, cross-core calls"
         View t = k.sbuf({128, 64}, DType::F32, "t");
         nki::dma_copy(t, x(S(128 * k.program_id(), 128 * (k.program_id() + 1))));
         for (int i = 0; i <= k.program_id(); ++i) nki::memset(k.sbuf({128, 4}, DType::F32), 0.0);
-        nki::dma_copy(s, t);   // SP queue 1
-        nki::core_barrier(s);  // POOL: signal + wait
-        nki::dma_copy(t, s);   // SP queue 2: after the barrier
+        nki::dma_copy(s, t, kOnSp);  // SP queue 1
+        nki::core_barrier(s);        // POOL: signal + wait
+        nki::dma_copy(t, s);         // SP queue 2: after the barrier
         View r = k.sbuf({128, 64}, DType::F32, "r");
         nki::sendrecv(t, r);     // SP: ready signal + transfer on queue 3
         nki::tensor_copy(t, r);  // DVE waits for the peer's transfer

@@ -183,6 +183,11 @@ TEST_CASE("every nki op puts its operands in the table's slots and tracks them b
           // sendrecv: this core's dst is written by the peer's transfer, which counts on this core's
           // sendrecv-done semaphore (nki.h); every other access is recorded with the op's completion.
           recorded = c.op == Opcode::SendRecv && slot == 0 ? Event{kSendRecvDoneSem, 1} : r.done;
+          // A slot the PE's LoadStationary reads is released when the stationary is latched, by the first
+          // LoadStationary's count (deps.h kPeLoadStationarySem), not at the op's completion.
+          const bool stationary =
+              r.engine == Engine::PE && slot > 0 && (slot == 1 || (c.op == Opcode::NcMatmulMx && slot == 3));
+          if (stationary) recorded = Event{kPeLoadStationarySem, 1};
         });
         const isa::Instruction& in = at(b, op_ref);
         REQUIRE(in.op == c.op);

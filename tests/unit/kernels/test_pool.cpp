@@ -112,7 +112,8 @@ TEST_CASE("tile pool: a load into a reused buffer waits for the last read of its
 
 TEST_CASE("pipelined_loop: the next iteration's loads are emitted ahead of this iteration's store",
           "[kernels][pool]") {
-  // Per iteration: load a and b (SP), add (DVE), store (SP); a, b, res from pools of 2.
+  // Per iteration: load a and b (SP), add (DVE), store (SP, pinned: the default puts stores on ACT); a, b,
+  // res from pools of 2.
   const auto kernel = [](int64_t lookahead) {
     return build([lookahead](Kernel& k) {
       View a = k.input("a", DType::F32, {128, 4 * 8});
@@ -135,7 +136,7 @@ TEST_CASE("pipelined_loop: the next iteration's loads are emitted ahead of this 
           [&](int64_t i, Tiles& t) {
             View r = pr.next();
             nki::tensor_tensor(r, t.a, t.b, nki::AluOp::Add);
-            nki::dma_copy(out(all, S(8 * i, 8 * (i + 1))), r);
+            nki::dma_copy(out(all, S(8 * i, 8 * (i + 1))), r, {.engine = Engine::SP});
           });
     });
   };

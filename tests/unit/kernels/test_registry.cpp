@@ -188,14 +188,17 @@ TEST_CASE("matmul_bf16: registered, builds per-core streams under LNC2", "[kerne
     CHECK(pe[1].has(isa::kAccumulate));
     CHECK(pe[0].ops[2].partitions == 128);
     CHECK(pe[0].ops[2].free_elements() == 512);
-    // Core c's stores write columns [512c, 512c + 512) of y.
-    const auto& sp = b.program.streams[core][static_cast<int>(Engine::SP)];
-    const isa::Instruction& store = sp.back();
+    // Core c's stores (on ACT, the builder's default for stores) write columns [512c, 512c + 512) of y.
+    const auto& act = b.program.streams[core][static_cast<int>(Engine::ACT)];
+    REQUIRE_FALSE(act.empty());
+    const isa::Instruction& store = act.back();
     CHECK(store.op == isa::Opcode::DmaCopy);
     CHECK(store.ops[0].space == isa::MemSpace::HBM);
     CHECK(store.ops[0].offset_bytes == (128 * 1024 + 512 * core) * 2);
-    // The first matmul waits for both transposed loads it reads.
-    CHECK(pe[0].waits.size() == 2);
+    // The first matmul waits for both transposed loads it reads: its LoadStationary for the stationary's,
+    // its MultiplyMoving for the moving operand's.
+    CHECK(pe[0].waits.size() == 1);
+    CHECK(pe[0].mm_waits.size() == 1);
   }
   // Ragged shapes, PE transposes, FP32 output, one core.
   KernelBuild r = registry()

@@ -1,0 +1,216 @@
+#include "sim/model/critical_path.h"
+
+#include <algorithm>
+#include <map>
+
+#include "sim/isa/semantics.h"
+
+namespace trnsim::model {
+namespace {
+
+int part_index(Part p) {
+  return static_cast<int>(p);
+}
+
+std::string resource_of(const NodeRef& n, const isa::Program& program) {
+  std::string r = "core" + std::to_string(n.core) + " ";
+  if (n.part == Part::Transfer) {
+    const auto& inst = program.streams[n.core][static_cast<int>(n.engine)][n.index];
+    return r + "DMA q" + std::to_string(inst.dma_queue);
+  }
+  r += isa::engine_name(n.engine);
+  if (n.part == Part::LoadStationary) r += " LoadStationary";
+  return r;
+}
+
+std::string link_name(CauseKind k) {
+  switch (k) {
+    case CauseKind::Semaphore:
+      return "link: semaphore latency";
+    case CauseKind::Trigger:
+      return "link: dma setup";
+    case CauseKind::QueueOrder:
+      return "link: dma queue";
+    case CauseKind::DgeBusy:
+      return "link: dge";
+    case CauseKind::ProgramOrder:
+      return "link: program order";
+    case CauseKind::Launch:
+    case CauseKind::None:
+      return "link: launch";
+  }
+  return "link: other";
+}
+
+std::string via_text(const Cause& c, const isa::Program& program) {
+  switch (c.kind) {
+    case CauseKind::Semaphore:
+      return "S[" + std::to_string(c.sem) + "] <- " + resource_of(c.from, program);
+    case CauseKind::DgeBusy:
+      return "DGE busy <- " + resource_of(c.from, program);
+    case CauseKind::QueueOrder:
+      return "queue order";
+    case CauseKind::Trigger:
+      return "its trigger";
+    case CauseKind::ProgramOrder:
+      return "program order";
+    case CauseKind::Launch:
+      return "launch";
+    case CauseKind::None:
+      return "start";
+  }
+  return "?";
+}
+
+}  // namespace
+
+const char* cause_kind_name(CauseKind k) {
+  switch (k) {
+    case CauseKind::None:
+      return "none";
+    case CauseKind::Launch:
+      return "launch";
+    case CauseKind::ProgramOrder:
+      return "program_order";
+    case CauseKind::Semaphore:
+      return "semaphore";
+    case CauseKind::DgeBusy:
+      return "dge_busy";
+    case CauseKind::QueueOrder:
+      return "queue_order";
+    case CauseKind::Trigger:
+      return "trigger";
+  }
+  return "?";
+}
+
+CriticalPathRecorder::CriticalPathRecorder(const isa::Program& program) : program_(program) {}
+
+CriticalPathRecorder::Node* CriticalPathRecorder::slot(const NodeRef& n) {
+  if (n.core < 0 || n.core > 1) return nullptr;
+  const auto& stream = program_.streams[n.core][static_cast<int>(n.engine)];
+  if (n.index >= stream.size()) return nullptr;
+  auto& v = nodes_[n.core][static_cast<int>(n.engine)][part_index(n.part)];
+  if (v.empty()) v.resize(stream.size());
+  return &v[n.index];
+}
+
+const CriticalPathRecorder::Node* CriticalPathRecorder::find(const NodeRef& n) const {
+  if (n.core < 0 || n.core > 1) return nullptr;
+  const auto& v = nodes_[n.core][static_cast<int>(n.engine)][part_index(n.part)];
+  if (n.index >= v.size() || !v[n.index].seen) return nullptr;
+  return &v[n.index];
+}
+
+void CriticalPathRecorder::on_instruction(const InstructionRecord& r) {
+  const NodeRef self{static_cast<int8_t>(r.core), r.engine, Part::Instruction, r.index};
+  Node* n = slot(self);
+  if (n == nullptr) return;
+  // A DMA instruction's node runs on to the end of its descriptor generation, a compute instruction's to
+  // the posting of its results.
+  const Picoseconds end = std::max({r.end, r.dge_end, r.complete});
+  *n = {r.start.count(), end.count(), r.cause, true};
+  if (end.count() >= last_end_) {
+    last_end_ = end.count();
+    last_ = self;
+  }
+  if (r.engine == isa::Engine::PE && r.ls_end > r.ls_start) {
+    Node* ls = slot({self.core, self.engine, Part::LoadStationary, self.index});
+    // Its start was set by its waits, or by the pipeline when it started later: the previous LoadStationary's
+    // end, or the previous MultiplyMoving's start (timing::PePipeline), which ends nothing, so the link goes
+    // to what set that start. (The previous instruction's node ends after this LoadStationary does.)
+    Cause c = r.wait_cause;
+    if (r.ls_start > r.issue && r.index > 0)
+      c = {CauseKind::ProgramOrder, {self.core, self.engine, Part::Instruction, r.index - 1}, 0};
+    if (c.kind == CauseKind::ProgramOrder && r.index > 0) {
+      const NodeRef prev_ls{self.core, self.engine, Part::LoadStationary, r.index - 1};
+      const Node* pls = find(prev_ls);
+      const Node* pmm = find({self.core, self.engine, Part::Instruction, r.index - 1});
+      if (pls != nullptr && pls->end == static_cast<uint64_t>(r.ls_start.count()))
+        c = {CauseKind::ProgramOrder, prev_ls, 0};
+      else if (pmm != nullptr && pmm->start == static_cast<uint64_t>(r.ls_start.count()))
+        c = pmm->cause;
+    }
+    if (ls) *ls = {r.ls_start.count(), r.ls_end.count(), c, true};
+  }
+}
+
+void CriticalPathRecorder::on_dma(const DmaRecord& r) {
+  const NodeRef self{static_cast<int8_t>(r.core), r.issuer, Part::Transfer, r.index};
+  Node* n = slot(self);
+  if (n == nullptr) return;
+  *n = {r.data_start.count(), r.complete.count(), r.cause, true};
+  if (r.complete.count() >= last_end_) {
+    last_end_ = r.complete.count();
+    last_ = self;
+  }
+}
+
+std::vector<CriticalStep> CriticalPathRecorder::path() const {
+  std::vector<CriticalStep> steps;
+  NodeRef cur = last_;
+  const Node* n = find(cur);
+  std::vector<NodeRef> at_same_end;  // nodes visited that end when the current one does (no cycles)
+  while (n != nullptr) {
+    CriticalStep s;
+    s.node = cur;
+    s.start = Picoseconds(n->start);
+    s.end = Picoseconds(n->end);
+    s.via = n->cause;
+    const Node* p = nullptr;
+    const bool linked = n->cause.kind != CauseKind::None && n->cause.kind != CauseKind::Launch;
+    if (linked) p = find(n->cause.from);
+    // Links only go back in time, and never in a circle among nodes that end together (two core_barriers
+    // releasing each other); anything else ends the walk.
+    if (p != nullptr && p->end > n->end) p = nullptr;
+    if (p != nullptr && p->end == n->end) {
+      if (std::find(at_same_end.begin(), at_same_end.end(), n->cause.from) != at_same_end.end()) p = nullptr;
+      at_same_end.push_back(cur);
+    } else {
+      at_same_end.clear();
+    }
+    const uint64_t from = p ? p->end : 0;
+    s.link = Picoseconds(n->start > from ? n->start - from : 0);
+    s.active = Picoseconds(n->end - std::max(n->start, std::min(from, n->end)));
+    if (p == nullptr && linked) s.via = Cause{};  // the walk ends here
+    steps.push_back(s);
+    if (p == nullptr) break;
+    cur = n->cause.from;
+    n = p;
+  }
+  std::reverse(steps.begin(), steps.end());
+  return steps;
+}
+
+CriticalPathSummary summarize(const std::vector<CriticalStep>& path, const isa::Program& program) {
+  CriticalPathSummary sum;
+  std::map<std::string, Picoseconds> time;
+  for (const CriticalStep& s : path) {
+    const std::string res = resource_of(s.node, program);
+    const auto& inst = program.streams[s.node.core][static_cast<int>(s.node.engine)][s.node.index];
+    const std::string op =
+        s.node.part == Part::LoadStationary ? "load_stationary" : isa::opcode_name(inst.op);
+    time[res] += s.active;
+    if (s.link.count() > 0) time[link_name(s.via.kind)] += s.link;
+    sum.length += s.active + s.link;
+    ++sum.steps;
+    CriticalSegment* seg = sum.segments.empty() ? nullptr : &sum.segments.back();
+    const bool same = seg && seg->resource == res && seg->opcode == op && seg->loc.file == inst.loc.file &&
+                      seg->loc.line == inst.loc.line &&
+                      (s.via.kind == CauseKind::ProgramOrder || s.via.kind == CauseKind::QueueOrder);
+    if (!same) {
+      sum.segments.push_back({res, op, inst.loc, 0, s.start, s.end, {}, {}, via_text(s.via, program)});
+      seg = &sum.segments.back();
+    }
+    ++seg->steps;
+    seg->end = s.end;
+    seg->active += s.active;
+    seg->link += s.link;
+  }
+  for (const auto& [k, v] : time) sum.time.emplace_back(k, v);
+  std::stable_sort(sum.time.begin(), sum.time.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  return sum;
+}
+
+}  // namespace trnsim::model

@@ -1,0 +1,82 @@
+// The critical path of a run: the chain of instructions, DMA transfers and waits that sets its total time.
+// Plain C++ (no SystemC); the stats observer feeds it every record.
+//
+// Every record is a node (observer.h NodeRef: an instruction, a DMA transfer, a PE LoadStationary) with its
+// activity [start, end] and what held its start back last (InstructionRecord::cause, DmaRecord::cause): the
+// previous instruction of its engine, the writer of the semaphore it waited for, the DMA instruction of a
+// transfer, the transfer ahead of it in its queue, the busy DGE block. The path is found by walking these
+// links back from the node that ends last. Each step is charged the time from its predecessor's end to its
+// own end: the link (from the predecessor's end to its start: a semaphore's latency, a DMA setup, the launch
+// delay) and its activity. The charges sum to the run's total time.
+//
+// Memory: 40 bytes per instruction of the program per part it has (instruction, transfer, LoadStationary).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/base/units.h"
+#include "sim/isa/instruction.h"
+#include "sim/model/observer.h"
+
+namespace trnsim::model {
+
+struct CriticalStep {
+  NodeRef node;
+  Picoseconds start, end;  // the node's activity
+  Cause via;               // how it is linked to the step before it (what held its start back)
+  Picoseconds link;        // charged to the link: from the predecessor's end (or 0) to start
+  Picoseconds active;      // charged to the node: from max(start, the predecessor's end) to end
+};
+
+class CriticalPathRecorder {
+ public:
+  explicit CriticalPathRecorder(const isa::Program& program);
+
+  void on_instruction(const InstructionRecord& r);
+  void on_dma(const DmaRecord& r);
+
+  // The path, first step first; empty if nothing ran.
+  std::vector<CriticalStep> path() const;
+
+ private:
+  struct Node {
+    uint64_t start = 0, end = 0;
+    Cause cause;
+    bool seen = false;
+  };
+  const Node* find(const NodeRef& n) const;
+  Node* slot(const NodeRef& n);
+
+  const isa::Program& program_;
+  // [core][engine][part] -> per instruction index
+  std::vector<Node> nodes_[2][isa::kNumEngines][3];
+  NodeRef last_;
+  uint64_t last_end_ = 0;
+};
+
+// A run of consecutive steps on one resource, of one opcode and source line, reached the same way.
+struct CriticalSegment {
+  std::string resource;  // "core0 PE", "core0 DMA q3", "core1 PE LoadStationary"
+  std::string opcode;
+  isa::SourceLoc loc;
+  uint64_t steps = 0;
+  Picoseconds start, end;  // first step's start, last step's end
+  Picoseconds active, link;
+  std::string via;  // how its first step was reached: "program order", "S[12] <- core0 DMA q4", ...
+};
+
+struct CriticalPathSummary {
+  Picoseconds length;  // = the run's total time (sum of every charge)
+  uint64_t steps = 0;
+  // Time charged per resource (as CriticalSegment::resource) and per kind of link ("link: semaphore",
+  // "link: dma setup", "link: launch", ...), largest first.
+  std::vector<std::pair<std::string, Picoseconds>> time;
+  std::vector<CriticalSegment> segments;  // in time order
+};
+
+// Groups a path into segments and totals (resource names from the program's DMA queues).
+CriticalPathSummary summarize(const std::vector<CriticalStep>& path, const isa::Program& program);
+
+}  // namespace trnsim::model

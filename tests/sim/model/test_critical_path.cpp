@@ -1,0 +1,110 @@
+// The critical path of a model run (sim/model/critical_path.h): which steps and links it walks, and that the
+// charges sum to the total time. Times derived from configs/hw/trn2.json with the PE throttle and the launch
+// delay off; ps values rounded up per conversion as ClockDomain::to_time does.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "sim/config/hw_config.h"
+#include "sim/model/run.h"
+#include "sim/model/stats_observer.h"
+#include "tests/sim/model/model_test_util.h"
+
+using namespace trnsim;
+using namespace trnsim::test;
+using isa::DType;
+using isa::Engine;
+using isa::Opcode;
+
+namespace {
+
+config::HwConfig trn2() {
+  return config::load_hw_config("trn2", {{"pe.throttle.enabled", false}, {"sync.kernel_launch_ns", 0}});
+}
+
+struct Traced {
+  model::RunResult run;
+  model::CriticalPathSummary path;
+};
+
+Traced run_traced(const isa::Program& p) {
+  const config::HwConfig hw = trn2();
+  model::StatsObserver obs(p, hw);
+  model::RunOptions o;
+  o.numerics = false;
+  o.observer = &obs;
+  Traced t{model::run_program(p, hw, o), {}};
+  t.path = obs.stats().critical_path;
+  return t;
+}
+
+Picoseconds time_of(const model::CriticalPathSummary& s, const std::string& key) {
+  for (const auto& [k, v] : s.time)
+    if (k == key) return v;
+  return Picoseconds();
+}
+
+}  // namespace
+
+TEST_CASE("critical path: DVE -> ACT through a semaphore, each with its completion latency",
+          "[model][critical]") {
+  isa::Program p;
+  p.num_cores = 1;
+  // DVE tensor_copy BF16, N = 1024, 4x mode: 100 + 256 = 356 cycles at 0.96 GHz = 370834 ps, results posted
+  // 199 cycles (207292 ps) later at 578126; S[1] reaches ACT 10 ns later, at 588126.
+  push(p, 0,
+       make(Opcode::TensorCopy, Engine::DVE,
+            {sbuf(DType::BF16, 128, {1024}), sbuf(DType::BF16, 128, {1024}, 2048)}, {}, {{1, 1, false}}));
+  // ACT activation N = 1024: 64 + 1024 = 1088 cycles at 1.2 GHz = 906667 ps, results 199 cycles (165834 ps)
+  // later: the run ends at 588126 + 906667 + 165834 = 1660627.
+  push(p, 0,
+       make(Opcode::Activation, Engine::ACT,
+            {sbuf(DType::BF16, 128, {1024}, 8192), sbuf(DType::BF16, 128, {1024}, 2048)}, {{1, 1}}, {}));
+  const Traced t = run_traced(p);
+  CHECK(t.run.end_time == ps(1660627));
+  CHECK(t.path.length == t.run.end_time);
+  CHECK(t.path.steps == 2);
+  CHECK(time_of(t.path, "core0 DVE") == ps(578126));
+  CHECK(time_of(t.path, "link: semaphore latency") == ps(10000));
+  CHECK(time_of(t.path, "core0 ACT") == ps(906667 + 165834));
+  REQUIRE(t.path.segments.size() == 2);
+  CHECK(t.path.segments[1].via == "S[1] <- core0 DVE");
+}
+
+TEST_CASE("critical path: a background LoadStationary links to the one before it, not to the launch",
+          "[model][critical]") {
+  isa::Program p;
+  p.num_cores = 1;
+  isa::TensorDecl x;
+  x.name = "x";
+  x.dtype = DType::BF16;
+  x.shape = {128, 2048};
+  p.tensors.push_back(x);
+  // Two matmuls, N_moving = 512: LoadStationary 128 / 4 = 32 cycles at 2.4 GHz = 13334 ps, MultiplyMoving 512
+  // cycles = 213334 ps. LS #0 [0, 13334]; MM #0 from 13334; LS #1 loads in its background from 13334 (the
+  // end of LS #0 and the start of MM #0) to 26668 and then adds 1 to S[5] (its stationary is latched).
+  auto mm = make(
+      Opcode::NcMatmul, Engine::PE,
+      {psum(DType::F32, 128, {512}), sbuf(DType::BF16, 128, {128}), sbuf(DType::BF16, 128, {512}, 4096)});
+  push(p, 0, mm);
+  mm.ls_updates = {{5, 1}};
+  mm.ops[0].offset_bytes = 2048;
+  push(p, 0, mm);
+  // SP: a load that overwrites the stationary, after S[5] >= 1 (at 26668 + 10 ns = 36668): trigger 50 ns,
+  // setup 1000 + HBM latency 240 ns, 4 KiB per partition at 16 x 23 B/ns = 1424696 ps, completion write 10
+  // ns: the run ends at 36668 + 50000 + 1240000 + 1424696 + 10000 = 2761364, after the matmuls (453336).
+  push(p, 0,
+       make(Opcode::DmaCopy, Engine::SP, {sbuf(DType::BF16, 128, {2048}), hbm(0, DType::BF16, 128, 2048)},
+            {{5, 1}}, {}));
+  const Traced t = run_traced(p);
+  CHECK(t.run.end_time == ps(2761364));
+  CHECK(t.path.length == t.run.end_time);
+  // LS #0, LS #1 (program order), the trigger (S[5]), the transfer (its trigger): no launch link.
+  CHECK(t.path.steps == 4);
+  CHECK(time_of(t.path, "link: launch") == Picoseconds());
+  CHECK(time_of(t.path, "core0 PE LoadStationary") == ps(2 * 13334));
+  CHECK(time_of(t.path, "link: semaphore latency") == ps(10000));
+  CHECK(time_of(t.path, "core0 SP") == ps(50000));
+  CHECK(time_of(t.path, "link: dma setup") == ps(1240000));
+  CHECK(time_of(t.path, "core0 DMA q0") == ps(1424696 + 10000));
+}

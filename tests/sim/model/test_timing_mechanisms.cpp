@@ -1,0 +1,146 @@
+// The timing mechanisms of docs/timing.md on hand-written programs, each with its arithmetic from
+// configs/hw/trn2.json (PE throttle and launch delay off unless a case says otherwise; ps rounded up per
+// conversion): the DMA issue cost per descriptor mode, the two DGE blocks, strided SBUF access, the throttle
+// counting array utilisation.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "sim/config/hw_config.h"
+#include "sim/model/run.h"
+#include "tests/sim/model/model_test_util.h"
+
+using namespace trnsim;
+using namespace trnsim::test;
+using isa::DType;
+using isa::Engine;
+using isa::Opcode;
+
+namespace {
+
+constexpr int kPool = static_cast<int>(Engine::POOL);
+constexpr int kDve = static_cast<int>(Engine::DVE);
+
+config::HwConfig trn2(config::Overrides o = {}) {
+  o.emplace("pe.throttle.enabled", false);
+  o.emplace("sync.kernel_launch_ns", 0);
+  return config::load_hw_config("trn2", o);
+}
+
+model::RunResult run(const isa::Program& p, const config::HwConfig& hw) {
+  model::RunOptions o;
+  o.numerics = false;
+  return model::run_program(p, hw, o);
+}
+
+// A program with the HBM tensor x [128, 16] BF16 (32 bytes per row).
+isa::Program with_x() {
+  isa::Program p;
+  p.num_cores = 1;
+  isa::TensorDecl x;
+  x.name = "x";
+  x.dtype = DType::BF16;
+  x.shape = {128, 16};
+  p.tensors.push_back(x);
+  return p;
+}
+
+// x -> SBUF at byte `offset` of every partition (32 bytes per partition), issued by `e` in mode `dge`.
+isa::Instruction load_x(Engine e, isa::DgeMode dge, uint8_t queue, int64_t offset) {
+  auto i = make(Opcode::DmaCopy, e, {sbuf(DType::BF16, 128, {16}, offset), hbm(0, DType::BF16, 128, 16)});
+  i.dge = dge;
+  i.dma_queue = queue;
+  return i;
+}
+
+// The data of one such transfer: 4096 bytes at 16 engines x 23 B/ns x 0.06 (32 bytes per partition, the
+// first point of dma.efficiency_curve) = 22.08 B/ns: 185507.2 -> 185508 ps.
+constexpr uint64_t kData = 185508;
+// dma.setup_ns + hbm.latency_ns, then the completion write (sync.semaphore_latency_ns).
+constexpr uint64_t kSetup = 1240000, kWrite = 10000;
+
+}  // namespace
+
+TEST_CASE("DMA issue: 16 hardware-DGE DMAs from one queue take 16 issue costs plus one latency",
+          "[model][dma][mechanism]") {
+  isa::Program p = with_x();
+  for (int k = 0; k < 16; ++k) push(p, 0, load_x(Engine::SP, isa::DgeMode::Hwdge, 0, 64 * k));
+  const auto r = run(p, trn2());
+  // DGE block 0 runs one instruction at a time, dma.hwdge_instruction_ns = 600 each: the last one's
+  // descriptors are ready at 16 x 600 ns; its transfer then takes setup, data and the completion write (the
+  // earlier transfers, 185.5 ns of data each, are done by then).
+  CHECK(r.end_time == ps(16 * 600000 + kSetup + kData + kWrite));
+  CHECK(r.stats.cores[0].dma_transfers == 16);
+  // Switched off (0): the 50 ns trigger of precomputed descriptors, and the queue's FIFO order of data
+  // bounds the run instead: the first transfer's data from 50 + 1240 ns, then 16 x 185508 ps back to back.
+  const auto off = run(p, trn2({{"dma.hwdge_instruction_ns", 0}}));
+  CHECK(off.end_time == ps(50000 + kSetup + 16 * kData + kWrite));
+}
+
+TEST_CASE("DMA issue: software DGE occupies GpSimd for each DMA's descriptors", "[model][dma][mechanism]") {
+  isa::Program p = with_x();
+  push(p, 0, load_x(Engine::POOL, isa::DgeMode::Swdge, 0, 0));
+  push(p, 0, load_x(Engine::POOL, isa::DgeMode::Swdge, 0, 64));
+  const auto r = run(p, trn2());
+  // dma.swdge_instruction_ns = 600 of POOL time per DMA: the second is handed to its queue at 1200 ns.
+  CHECK(r.stats.cores[0].engines[kPool].busy == ps(2 * 600000));
+  CHECK(r.end_time == ps(2 * 600000 + kSetup + kData + kWrite));
+}
+
+TEST_CASE("DMA issue: SP and ACT command two DGE blocks, with one block they queue",
+          "[model][dma][mechanism]") {
+  isa::Program p = with_x();
+  push(p, 0, load_x(Engine::SP, isa::DgeMode::Hwdge, 0, 0));
+  push(p, 0, load_x(Engine::ACT, isa::DgeMode::Hwdge, 1, 64));
+  // One block (dma.hwdge_blocks = 1): ACT's instruction waits for SP's, its descriptors are ready at 1200 ns;
+  // its transfer starts data at 2440 ns, after the first transfer's data (1840 to 2025.5 ns).
+  const auto one = run(p, trn2({{"dma.hwdge_blocks", 1}}));
+  CHECK(one.end_time == ps(2 * 600000 + kSetup + kData + kWrite));
+  // Two blocks: both are ready at 600 ns and their data shares the 16 DMA engines from 1840 ns: 8192 bytes at
+  // 22.08 B/ns = 371015 ps (each transfer's share rounded up: at most 1 ps more).
+  const auto two = run(p, trn2());
+  CHECK(two.end_time.count() >= 600000 + kSetup + 371015 + kWrite);
+  CHECK(two.end_time.count() <= 600000 + kSetup + 371015 + kWrite + 2);
+}
+
+TEST_CASE("strided SBUF access streams at half rate", "[model][mechanism]") {
+  // DVE tensor_copy FP32 [128, 512] (no performance mode for FP32): 100 + 512 = 612 cycles at 0.96 GHz =
+  // 637500 ps when the source's innermost stride is at most memory.strided_access_bytes = 16 B.
+  const auto copy_busy = [](int64_t step, config::Overrides o = {}) {
+    isa::Program p;
+    p.num_cores = 1;
+    auto src = sbuf(DType::F32, 128, {512}, 4096);
+    src.dims[src.ndim - 1].stride = step;  // elements
+    push(p, 0, make(Opcode::TensorCopy, Engine::DVE, {sbuf(DType::F32, 128, {512}), src}));
+    return run(p, trn2(o)).stats.cores[0].engines[kDve].busy;
+  };
+  CHECK(copy_busy(1) == ps(637500));
+  CHECK(copy_busy(4) == ps(637500));  // 16 B
+  // 8 elements = 32 B: the 512 elements stream at 1 / memory.strided_access_slowdown = 1/2 rate:
+  // 100 + 1024 = 1124 cycles = 1170834 ps.
+  CHECK(copy_busy(8) == ps(1170834));
+  CHECK(copy_busy(8, {{"memory.strided_access_slowdown", 1}}) == ps(637500));
+}
+
+TEST_CASE("PE throttle: a matmul using half the array runs at full rate under the 50 % cap",
+          "[model][mechanism]") {
+  // K = 64 of 128 rows, 128 stationary columns, N = 512: array utilisation 0.5, within the cap
+  // (pe.throttle.cap = 0.5) from the start: LS 128 / 4 = 32 cycles = 13334 ps, MM 512 cycles = 213334 ps,
+  // unstretched. (The full-array matmul of "PE throttle ramps a matmul after idle" is stretched to about 2x.)
+  const auto run_k = [](uint32_t k, bool count_util) {
+    isa::Program p;
+    p.num_cores = 1;
+    push(
+        p, 0,
+        make(Opcode::NcMatmul, Engine::PE,
+             {psum(DType::F32, 128, {512}), sbuf(DType::BF16, k, {128}), sbuf(DType::BF16, k, {512}, 4096)}));
+    return run(p, config::load_hw_config("trn2", {{"sync.kernel_launch_ns", 0},
+                                                  {"pe.throttle.count_array_utilization", count_util}}));
+  };
+  const auto half = run_k(64, true);
+  CHECK(half.end_time == ps(13334 + 213334));
+  CHECK(half.stats.cores[0].pe_throttled == ps(0));
+  // Counting every matmul as the full array (the switch off), it is stretched like the full-array one.
+  const auto as_full = run_k(64, false);
+  CHECK(as_full.stats.cores[0].pe_throttled > ps(150000));
+}
