@@ -348,7 +348,7 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
     if (a.view->kernel_serial() != serial_)
       throw InputError(
           fmt::format("{}: {} belongs to another core's kernel context", where(loc), a.view->describe()));
-    regions[i] = a.view->region(a.whole_rows);
+    regions[i] = a.any_row ? a.view->region_any_row() : a.view->region(a.whole_rows);
     const View::Region& r = regions[i];
     if (a.collect) tracker(a.view->space()).collect(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, deps);
   }

@@ -182,7 +182,7 @@ InstRef select(const View& dst, const View& predicate, const View& on_true, Oper
 }
 
 InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc) {
-  Kernel& k = owner_of("dma_copy", loc, {&dst, &src, &opts.vector_offset});
+  Kernel& k = owner_of("dma_copy", loc, {&dst, &src, &opts.vector_offset, &opts.scalar_offset});
   const bool indirect = opts.vector_offset.valid();
   const Engine engine = opts.engine.value_or(indirect ? Engine::POOL : Engine::SP);
   if (indirect && engine != Engine::POOL)
@@ -192,24 +192,35 @@ InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc)
                     where(loc), isa::engine_name(engine)));
   if (!indirect && opts.indirect_dst)
     throw InputError(fmt::format("{}: dma_copy: indirect_dst without a vector_offset", where(loc)));
-  isa::Instruction inst = make(isa::Opcode::DmaCopy, engine, {&dst, &src, &opts.vector_offset});
+  const bool offset = opts.scalar_offset.valid();
+  if (!offset && opts.scalar_offset_dst)
+    throw InputError(fmt::format("{}: dma_copy: scalar_offset_dst without a scalar_offset", where(loc)));
+  isa::Instruction inst =
+      make(isa::Opcode::DmaCopy, engine, {&dst, &src, &opts.vector_offset, &opts.scalar_offset});
   inst.dma_queue = k.pick_queue(engine, opts.queue, loc);
   if (indirect && opts.indirect_dst) inst.flags |= isa::kIndirectDst;
   if (opts.oob_mode == OobMode::Skip) inst.flags |= isa::kOobSkip;
   if (opts.accumulate) inst.flags |= isa::kDmaAccumulate;
+  if (offset && opts.scalar_offset_dst) inst.flags |= isa::kScalarOffsetDst;
   const bool gather = indirect && !opts.indirect_dst, scatter = indirect && opts.indirect_dst;
-  std::vector<Access> acc{Access{.view = &src, .write = false, .whole_rows = gather}, rd(opts.vector_offset),
-                          Access{.view = &dst, .write = true, .whole_rows = scatter}};
-  if (opts.accumulate) acc.push_back(Access{.view = &dst, .write = false, .whole_rows = scatter});
+  const bool src_moves = offset && !opts.scalar_offset_dst, dst_moves = offset && opts.scalar_offset_dst;
+  std::vector<Access> acc{Access{.view = &src, .write = false, .whole_rows = gather, .any_row = src_moves},
+                          rd(opts.vector_offset), rd(opts.scalar_offset),
+                          Access{.view = &dst, .write = true, .whole_rows = scatter, .any_row = dst_moves}};
+  if (opts.accumulate)
+    acc.push_back(Access{.view = &dst, .write = false, .whole_rows = scatter, .any_row = dst_moves});
   return k.emit(std::move(inst), acc, loc);
 }
 
 InstRef dma_transpose(const View& dst, const View& src, const DmaQueueOpts& opts, Loc loc) {
-  Kernel& k = owner_of("dma_transpose", loc, {&dst, &src});
+  Kernel& k = owner_of("dma_transpose", loc, {&dst, &src, &opts.scalar_offset});
   const Engine engine = opts.engine.value_or(Engine::SP);
-  isa::Instruction inst = make(isa::Opcode::DmaTranspose, engine, {&dst, &src});
+  isa::Instruction inst = make(isa::Opcode::DmaTranspose, engine, {&dst, &src, &opts.scalar_offset});
   inst.dma_queue = k.pick_queue(engine, opts.queue, loc);
-  return k.emit(std::move(inst), {rd(src), wr(dst)}, loc);
+  const bool offset = opts.scalar_offset.valid();
+  return k.emit(std::move(inst),
+                {Access{.view = &src, .write = false, .any_row = offset}, rd(opts.scalar_offset), wr(dst)},
+                loc);
 }
 
 InstRef core_barrier(const View& data, Engine engine, Loc loc) {

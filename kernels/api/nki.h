@@ -108,6 +108,12 @@ struct DmaOpts {
   bool accumulate = false;         // dst += src on the DMA
   std::optional<Engine> engine{};  // triggering sequencer: SP (hwdge) by default, POOL (swdge) when indirect
   int queue = -1;                  // -1: round-robin over the engine's default queues (kernel.h)
+  // SBUF int32 [1, 1]: its value v, read when the DMA runs, moves the HBM side (src, or dst with
+  // scalar_offset_dst) by v rows of its tensor's dim 0 (NKI `scalar_offset`; e.g. the expert of a stacked
+  // [E, ...] weight). Hardware DGE only (SP or ACT), never with vector_offset; the view is the row-0
+  // placement. The builder orders the DMA against every row of that tensor.
+  View scalar_offset{};
+  bool scalar_offset_dst = false;
 };
 
 // Copies (with dtype cast) between HBM, SBUF and PSUM.
@@ -116,6 +122,7 @@ InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts = {}, Loc
 struct DmaQueueOpts {
   std::optional<Engine> engine{};  // default SP
   int queue = -1;
+  View scalar_offset{};  // dma_transpose: moves src by whole tensor rows at run time (DmaOpts::scalar_offset)
 };
 
 // dst[F, P] = src[P, F] on the DMA (2-byte dtypes, dst in SBUF).

@@ -280,4 +280,13 @@ View::Region View::region(bool whole_rows) const {
   return {tensor_, r0, r1, 0, rb};
 }
 
+View::Region View::region_any_row() const {
+  Region r = region(false);
+  if (space_ != isa::MemSpace::HBM) return r;
+  if (r.r1 - r.r0 > 1) r.c0 = 0, r.c1 = std::max<int64_t>(1, storage_->hbm_row_bytes);
+  r.r0 = 0;
+  r.r1 = storage_->hbm_rows;
+  return r;
+}
+
 }  // namespace trnsim::kernels

@@ -109,6 +109,9 @@ class View {
     int64_t r0, r1, c0, c1;
   };
   Region region(bool whole_rows = false) const;
+  // region() of an HBM view whose tensor row a scalar_offset picks at run time: its in-row bytes in every
+  // row of the tensor (whole rows if it spans more than one).
+  Region region_any_row() const;
 
  private:
   friend class Kernel;

@@ -68,8 +68,10 @@ struct AccessPattern {
 };
 
 enum class Opcode : uint8_t {
-  DmaCopy,       // dst, src [, vector_offset]: copy with dtype cast; indirect gather/scatter; optional DMA-side add
-  DmaTranspose,  // dst, src: 2-byte dtypes, swaps the partition and free axes
+  // dma_copy: dst, src [, vector_offset] [, scalar_offset]: copy with dtype cast; indirect gather/scatter;
+  // optional DMA-side add; scalar_offset moves the HBM side by whole tensor rows at run time (semantics.h).
+  DmaCopy,
+  DmaTranspose,  // dst, src [, scalar_offset]: 2-byte dtypes, swaps the partition and free axes
   NcMatmul,      // dst(PSUM), stationary, moving: dst[M,N] (+)= stationary[K,M]^T @ moving[K,N]
   NcMatmulMx,    // dst(PSUM), stationary, moving, stationary_scale, moving_scale (Trn3)
   QuantizeMx,    // dst(x4 data), src(BF16/FP16), dst_scale (Trn3, DVE)
@@ -127,6 +129,8 @@ enum Flag : uint32_t {
   kOperand1Vector = 1u << 10,
   kBiasVector = 1u << 11,     // activation: bias from a [P,1] operand
   kReduce = 1u << 12,         // activation: also add-reduce along the free dims into reduce_res
+  // dma_copy: the scalar_offset moves dst (else src)
+  kScalarOffsetDst = 1u << 13,
 };
 
 // Where an instruction came from in kernel code (index into Program::files, 1-based line; 0 = unknown).

@@ -97,8 +97,8 @@ std::optional<Generation> parse_generation(std::string_view s) {
 
 const std::vector<const char*>& operand_names(Opcode op) {
   static const std::array<std::vector<const char*>, kNumOpcodes> kNames = {{
-      {"dst", "src", "vector_offset"},                                      // dma_copy
-      {"dst", "src"},                                                       // dma_transpose
+      {"dst", "src", "vector_offset", "scalar_offset"},                     // dma_copy
+      {"dst", "src", "scalar_offset"},                                      // dma_transpose
       {"dst", "stationary", "moving"},                                      // nc_matmul
       {"dst", "stationary", "moving", "stationary_scale", "moving_scale"},  // nc_matmul_mx
       {"dst", "src", "dst_scale"},                                          // quantize_mx

@@ -48,9 +48,10 @@ class Exec {
   OperandView view(int slot, bool indirect = false, int core = -1) {
     const auto& names = operand_names(inst_.op);
     const char* name = slot < static_cast<int>(names.size()) ? names[slot] : "operand";
-    return OperandView(inst_.ops[slot], core < 0 ? core_ : core, program_, limits_, state_, prefix_, name,
-                       indirect);
+    return OperandView(slot == moved_slot_ ? moved_ : inst_.ops[slot], core < 0 ? core_ : core, program_,
+                       limits_, state_, prefix_, name, indirect);
   }
+  void apply_scalar_offset();
   const char* name(int slot) const { return operand_names(inst_.op)[slot]; }
   [[noreturn]] void fail(const char* rule, const std::string& details) const {
     throw RuleError(fmt::format("{}: {}: {}", prefix_, rule, details));
@@ -133,9 +134,50 @@ class Exec {
   const Limits& limits_;
   MachineState& state_;
   std::string prefix_;
+  int moved_slot_ = -1;  // the operand a scalar_offset moved, and its moved pattern
+  AccessPattern moved_{};
 };
 
+// Moves the scalar_offset's target pattern by v tensor rows; the moved bytes must stay inside the tensor.
+void Exec::apply_scalar_offset() {
+  const int slot = scalar_offset_slot(inst_);
+  if (slot < 0 || !inst_.ops[slot].present()) return;
+  const int target = scalar_offset_target(inst_);
+  OperandView sv = view(slot);
+  if (sv.rows() != 1 || sv.cols() != 1)
+    fail("shape", fmt::format("scalar_offset must be [1, 1], got [{}, {}]", sv.rows(), sv.cols()));
+  if (sv.dtype() != DType::I32 && sv.dtype() != DType::U32)
+    fail("dtype", fmt::format("scalar_offset must be int32 or uint32, got {}", dtype_name(sv.dtype())));
+  const AccessPattern& ap = inst_.ops[target];
+  if (ap.space != MemSpace::HBM)
+    fail("connectivity",
+         fmt::format("scalar_offset moves an HBM access pattern; {} is not in HBM", name(target)));
+  const TensorDecl& t = program_.tensors.at(ap.tensor);
+  int64_t total = dtype_size(t.dtype);
+  for (int64_t d : t.shape) total *= d;
+  const int64_t row_bytes = t.shape.empty() || t.shape[0] == 0 ? total : total / t.shape[0];
+  const int64_t v = sv.load_int(0, 0);
+  // Byte range of the pattern relative to its offset.
+  const int64_t es = dtype_size(ap.dtype);
+  int64_t lo = std::min<int64_t>(0, ap.partition_stride * (static_cast<int64_t>(ap.partitions) - 1) * es);
+  int64_t hi = std::max<int64_t>(0, ap.partition_stride * (static_cast<int64_t>(ap.partitions) - 1) * es);
+  for (int d = 0; d < ap.ndim; ++d) {
+    const int64_t span = ap.dims[d].stride * static_cast<int64_t>(ap.dims[d].size - 1) * es;
+    (span < 0 ? lo : hi) += span;
+  }
+  const int64_t base = ap.offset_bytes + v * row_bytes;
+  if (v < -(int64_t{1} << 40) / std::max<int64_t>(1, row_bytes) ||
+      v > (int64_t{1} << 40) / std::max<int64_t>(1, row_bytes) || base + lo < 0 || base + hi + es > total)
+    fail("scalar_offset bounds",
+         fmt::format("scalar_offset = {} moves {} by {} rows of {} bytes, outside tensor '{}' [{} rows]", v,
+                     name(target), v, row_bytes, t.name, t.shape.empty() ? 0 : t.shape[0]));
+  moved_ = ap;
+  moved_.offset_bytes = base;
+  moved_slot_ = target;
+}
+
 void Exec::run() {
+  if (inst_.op == Opcode::DmaCopy || inst_.op == Opcode::DmaTranspose) apply_scalar_offset();
   switch (inst_.op) {
     case Opcode::DmaCopy:
       return dma_copy();
@@ -548,6 +590,16 @@ void Exec::sendrecv() {
 }
 
 }  // namespace
+
+int scalar_offset_slot(const Instruction& inst) {
+  if (inst.op == Opcode::DmaCopy) return 3;
+  if (inst.op == Opcode::DmaTranspose) return 2;
+  return -1;
+}
+
+int scalar_offset_target(const Instruction& inst) {
+  return inst.op == Opcode::DmaCopy && inst.has(kScalarOffsetDst) ? 0 : 1;
+}
 
 MachineState make_machine_state(const Program& program, const Limits& limits) {
   if (program.num_cores < 1 || program.num_cores > 2)
