@@ -398,6 +398,11 @@ kernels::Tensors make_inputs(const PreparedWorkload& p) {
     }
     for (auto& [name, t] : out) made.emplace(name, std::move(t));
   }
+  try {
+    p.kernel->check_inputs(made);
+  } catch (const InputError& err) {
+    throw InputError(fmt::format("{}: inputs: {}", p.w.file, err.what()));
+  }
   return made;
 }
 
