@@ -193,6 +193,13 @@ class Kernel {
   std::optional<Engine> barrier_engine_;
   int tiles_ = 0;
   uint16_t phase_ = 0;
+  // Per HBM tensor on this core: a kernel input (its reads need no tracking until something writes it: the
+  // inputs are in place before the program starts), written, and read without records (a later write then
+  // waits for everything before it).
+  struct HbmUse {
+    bool input = false, written = false, untracked_reads = false;
+  };
+  std::vector<HbmUse> hbm_use_;
 };
 
 using KernelFn = std::function<void(Kernel&)>;
