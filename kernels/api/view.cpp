@@ -280,6 +280,15 @@ View::Region View::region(bool whole_rows) const {
   return {tensor_, r0, r1, 0, rb};
 }
 
+View View::index_rows(int64_t rows) const {
+  if (space_ != isa::MemSpace::HBM || rows < 1)
+    throw InputError(
+        fmt::format("{}: index_rows({}) needs an HBM view and at least one row", describe(), rows));
+  View v = *this;
+  v.dims_[0].size = rows;
+  return v;
+}
+
 View::Region View::region_any_row() const {
   Region r = region(false);
   if (space_ != isa::MemSpace::HBM) return r;
