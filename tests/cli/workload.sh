@@ -140,7 +140,7 @@ msg=$("$TRNSIM" validate "$W" --set params.Q=1 2>&1)
 check "unknown kernel parameter: $msg" \
   '[[ $msg == "trnsim: error: $W: params: kernel '"'"'matmul_mxfp8_backward'"'"': unknown parameter '"'"'Q'"'"' (known: M, K, N, "* ]]'
 expect_error "unknown kernel" "{\"name\": \"w\", \"hardware\": \"trn3\", \"kernel\": \"matmul_fp4\", \"inputs\": {}}" \
-  "$W: kernel: unknown kernel 'matmul_fp4' (known: matmul_bf16, matmul_mxfp8, matmul_mxfp8_backward, nki_tutorial_matmul, matmul_lhsT_blocked, matmul_lhs_dma_transpose, cs149_vector_add, transpose_2d)"
+  "$W: kernel: unknown kernel 'matmul_fp4' (known: matmul_bf16, matmul_mxfp8, matmul_mxfp8_backward, nki_tutorial_matmul, matmul_lhsT_blocked, matmul_lhs_dma_transpose, cs149_vector_add, transpose_2d, blockwise_mm_fwd_mxfp8)"
 expect_error "bad lnc" "{$GOOD, \"inputs\": {$IN, $X}, \"lnc\": 3}" "$W: lnc: expected 1 or 2, found 3"
 expect_error "unknown output" "{$GOOD, \"inputs\": {$IN, $X}, \"outputs\": [\"dx\"]}" \
   "$W: outputs[0]: kernel 'matmul_mxfp8_backward' has no output 'dx' (outputs: input_grad, weight_grad)"
