@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "sim/base/error.h"
 #include "sim/isa/element.h"
@@ -53,7 +54,7 @@ CheckResult tolerance_result(const std::string& output, const HostTensor& out, c
   CheckResult r = base(output, out, run::kCheckTolerance);
   const bool bf16 = out.dtype == isa::DType::BF16;
   const double bound = tol.max_rel_l2_vs_quantized.value_or(bf16 ? kRelL2BoundBf16 : kRelL2BoundF32);
-  r.nonfinite = e.nonfinite;
+  r.nonfinite = e.nonfinite + e.golden_nonfinite - e.finite_where_golden_not;
   r.metrics = {{"max_abs_err", e.max_abs_err},
                {"rel_l2_vs_exact", e.rel_l2},
                {"rel_l2_vs_quantized", q.rel_l2},
@@ -66,10 +67,27 @@ CheckResult tolerance_result(const std::string& output, const HostTensor& out, c
                {"rel_l2_bound", bound},
                {"quantized_reference", quantized ? 1.0 : 0.0},
                {"reference_rows_compared", static_cast<double>(rows_compared)},
-               {"reference_rows_total", static_cast<double>(rows_total)}};
+               {"reference_rows_total", static_cast<double>(rows_total)},
+               {"reference_nonfinite", static_cast<double>(e.golden_nonfinite)}};
+  // NaN or Inf where the reference is finite is a wrong result; where the reference is not finite either (the
+  // inputs held NaN or Inf, or overflowed their dtype) it is propagation: counted and noted.
   if (e.nonfinite > 0)
-    r.failures.push_back(fmt::format("{} of {} values are NaN or Inf", e.nonfinite, e.count));
-  if (e.nonfinite == 0) {
+    r.failures.push_back(
+        fmt::format("{} of {} values are NaN or Inf where the reference is finite", e.nonfinite, e.count));
+  if (e.finite_where_golden_not > 0)
+    r.failures.push_back(
+        fmt::format("{} values are finite where the reference is NaN or Inf", e.finite_where_golden_not));
+  const int64_t both_finite = e.count - e.golden_nonfinite - e.nonfinite;
+  if (e.golden_nonfinite > 0)
+    r.notes.push_back(
+        fmt::format("{} of {} reference values are NaN or Inf (the inputs hold NaN or Inf); the "
+                    "metrics are over the {} elements both sides hold finite",
+                    e.golden_nonfinite, e.count, both_finite));
+  if (both_finite == 0)
+    for (run::CheckMetric& m : r.metrics)
+      if (m.name.find("reference_") != 0 && m.name != "rel_l2_bound" && m.name != "quantized_reference")
+        m.value = std::numeric_limits<double>::quiet_NaN();
+  if (e.nonfinite == 0 && both_finite > 0) {
     if (!e.allclose)
       r.failures.push_back(fmt::format("allclose_vs_exact: max(|k-g| - rtol|g|) = {:.6g} > atol = {:.6g}",
                                        e.allclose_excess, e.atol));

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "sim/base/error.h"
+#include "sim/isa/names.h"
 
 namespace trnsim::kernels {
 
@@ -30,6 +31,9 @@ const char* kind_str(int k) {
 }
 
 constexpr int64_t kSbufAlign = 64;
+// Banks a Trn2 PSUM tile may span (8 KiB per partition): a Vector/Scalar access of PSUM covers at most 4K
+// elements per partition (NKI architecture guide, SBUF/PSUM access rules), 4 banks of 2-byte values.
+constexpr int64_t kTrn2PsumTileBanks = 4;
 
 std::atomic<uint64_t> g_serial{0};
 thread_local Kernel* t_current = nullptr;
@@ -84,7 +88,8 @@ Kernel::Kernel(Shared& shared, int core, int num_programs, const isa::Limits& li
   for (auto& w : waited_) w.assign(limits.num_semaphores, 0);
 }
 
-PhaseScope::PhaseScope(Kernel& k, const std::string& name) : k_(k), prev_(k.set_phase(k.intern_phase(name))) {}
+PhaseScope::PhaseScope(Kernel& k, const std::string& name)
+    : k_(k), prev_(k.set_phase(k.intern_phase(name))) {}
 PhaseScope::~PhaseScope() {
   k_.set_phase(prev_);
 }
@@ -218,6 +223,26 @@ View Kernel::psum(const std::vector<int64_t>& shape, DType dtype, const std::str
   return make_tile(isa::MemSpace::PSUM, shape, dtype, name, loc);
 }
 
+TilePool Kernel::sbuf_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name,
+                           int64_t bufs, Loc loc) {
+  return make_pool(isa::MemSpace::SBUF, shape, dtype, name, bufs, loc);
+}
+TilePool Kernel::psum_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name,
+                           int64_t bufs, Loc loc) {
+  return make_pool(isa::MemSpace::PSUM, shape, dtype, name, bufs, loc);
+}
+
+TilePool Kernel::make_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
+                           const std::string& name, int64_t bufs, const Loc& loc) {
+  if (bufs < 1)
+    throw InputError(
+        fmt::format("{}: {} pool '{}' needs bufs >= 1, got {}", where(loc), space_str(space), name, bufs));
+  std::vector<View> buffers;
+  for (int64_t i = 0; i < bufs; ++i)
+    buffers.push_back(make_tile(space, shape, dtype, fmt::format("{}[{}]", name, i), loc));
+  return TilePool(name, std::move(buffers));
+}
+
 View Kernel::make_tile(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
                        const std::string& name_in, const Loc& loc) {
   const std::string name = name_in.empty() ? fmt::format("tile{}", tiles_) : name_in;
@@ -235,12 +260,16 @@ View Kernel::make_tile(isa::MemSpace space, const std::vector<int64_t>& shape, D
   const int64_t bytes = free * elem_bytes(dtype);
   const auto np = static_cast<uint32_t>(shape[0]);
   Allocator& alloc = space == isa::MemSpace::SBUF ? *sbuf_alloc_ : *psum_alloc_;
-  if (space == isa::MemSpace::PSUM && bytes > limits_.psum_bank_bytes &&
-      limits_.generation != Generation::Trn3)
+  // Trn2 multi-bank PSUM tiles (Vector/Scalar access) are tracked as a whole; Trn3's multi-bank matmul tiles
+  // keep region tracking.
+  const bool whole_tile = space == isa::MemSpace::PSUM && bytes > limits_.psum_bank_bytes &&
+                          limits_.generation != Generation::Trn3;
+  if (whole_tile && bytes > kTrn2PsumTileBanks * limits_.psum_bank_bytes)
     throw InputError(
-        fmt::format("{}: psum tile '{}' [{} x {} B] spans more than one {} B bank; only Trn3 allows "
-                    "multi-bank PSUM tiles",
-                    where(loc), name, np, bytes, limits_.psum_bank_bytes));
+        fmt::format("{}: psum tile '{}' [{} x {} B] spans more than {} banks of {} B; a {} PSUM tile covers "
+                    "at most {} B per partition (Vector/Scalar access; a matmul output stays in one bank)",
+                    where(loc), name, np, bytes, kTrn2PsumTileBanks, limits_.psum_bank_bytes,
+                    isa::generation_name(limits_.generation), kTrn2PsumTileBanks * limits_.psum_bank_bytes));
   std::optional<Allocator::Block> block;
   if (bytes <= alloc.bytes_per_partition()) block = alloc.allocate(0, np, static_cast<uint32_t>(bytes));
   if (!block)
@@ -252,6 +281,11 @@ View Kernel::make_tile(isa::MemSpace space, const std::vector<int64_t>& shape, D
   auto st = std::make_shared<detail::Storage>();
   st->allocator = space == isa::MemSpace::SBUF ? sbuf_alloc_ : psum_alloc_;
   st->block = block->id;
+  if (whole_tile) {
+    st->whole_partitions = shape[0];
+    st->whole_lo = block->offset;
+    st->whole_hi = block->offset + bytes;
+  }
   View v;
   v.storage_ = std::move(st);
   v.owner_ = this;

@@ -10,8 +10,18 @@
 //
 // Memory: k.sbuf()/k.psum() allocate tiles of [partitions, free...] (partitions <= 128, starting at
 // partition 0) from per-core allocators sized by isa::Limits. SBUF tiles are 64-byte aligned; PSUM tiles take
-// whole 2 KiB banks and may span several banks only on Trn3 (multi-bank matmul). A tile that does not fit is
-// an InputError naming the kernel line. Storage is released when the last view of the tile is destroyed.
+// whole 2 KiB banks. A PSUM tile may span several banks: on Trn3 any number (multi-bank matmul); on Trn2 up
+// to 4 (8 KiB per partition) for Vector/Scalar access, with whole-tile dependencies (any access to it waits
+// as if it touched the whole tile; a matmul output must still stay inside one bank, isa::check). A tile that
+// does not fit is an InputError naming the kernel line. Storage is released when the last view of the tile is
+// destroyed.
+// Allocation semantics (pool.h): a tile made once with k.sbuf()/k.psum() outside the loops is one buffer,
+// reused by every iteration (each write waits for the previous iteration's reads); a tile allocated inside a
+// loop is a k.sbuf_pool()/psum_pool() whose next() rotates over its `bufs` buffers.
+// Program order (schedule.h): instructions are emitted in the order the kernel calls the ops, and each engine
+// runs its stream in that order. A kernel that ports NKI code emits in the order the NKI compiler's schedule
+// gives (pipelined_loop: the next iteration's loads ahead of this iteration's stores); the builder never
+// reorders.
 // HBM tensors: input()/output() are shared by both cores (declaring the same name again on the other core
 // returns the same tensor; shape and dtype must agree); scratch() is shared or private to each core.
 //
@@ -36,6 +46,7 @@
 
 #include "kernels/api/alloc.h"
 #include "kernels/api/deps.h"
+#include "kernels/api/pool.h"
 #include "kernels/api/view.h"
 #include "sim/isa/instruction.h"
 #include "sim/isa/semantics.h"
@@ -134,6 +145,12 @@ class Kernel {
             Loc loc = Loc::current());
   View psum(const std::vector<int64_t>& shape, DType dtype, const std::string& name = "",
             Loc loc = Loc::current());
+  // A tile allocated inside a loop (pool.h): `bufs` (>= 1) buffers of `shape`, named "name[i]", handed out
+  // in rotation by next(). InputError if bufs < 1 or the buffers do not fit.
+  TilePool sbuf_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name, int64_t bufs,
+                     Loc loc = Loc::current());
+  TilePool psum_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name, int64_t bufs,
+                     Loc loc = Loc::current());
 
   // Builder internals used by the op functions (nki.h).
   InstRef emit(isa::Instruction inst, const std::vector<Access>& accesses, const Loc& loc,
@@ -169,6 +186,8 @@ class Kernel {
   RegionTracker& tracker_mut(isa::MemSpace s);
   View make_tile(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype, const std::string& name,
                  const Loc& loc);
+  TilePool make_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
+                     const std::string& name, int64_t bufs, const Loc& loc);
 
   Shared& shared_;
   uint64_t serial_;

@@ -248,12 +248,16 @@ View::Region View::region(bool whole_rows) const {
     (span < 0 ? flo : fhi) += span;
   }
   if (space_ != isa::MemSpace::HBM) {
+    if (storage_->whole_partitions > 0)
+      return {0, 0, storage_->whole_partitions, storage_->whole_lo, storage_->whole_hi};
     return {0, partition_start_, partition_start_ + dims_[0].size, offset_bytes_ + flo, offset_bytes_ + fhi};
   }
   const int64_t rb = std::max<int64_t>(1, storage_->hbm_row_bytes);
   const int64_t rows = storage_->hbm_rows;
   const int64_t base_row = offset_bytes_ / rb, col = offset_bytes_ % rb;
   if (whole_rows) {
+    // An index stepping by less than a tensor row (e.g. single elements) can reach any byte.
+    if ((dims_[0].stride * es) % rb != 0) return {tensor_, 0, rows, 0, rb};
     if (col + flo >= 0 && col + fhi <= rb) return {tensor_, 0, rows, col + flo, col + fhi};
     return {tensor_, 0, rows, 0, rb};
   }

@@ -54,6 +54,9 @@ struct Storage {
   uint64_t block = 0;
   int64_t hbm_rows = 1;       // HBM: the tensor's first dim (1 for a 1-D tensor)
   int64_t hbm_row_bytes = 0;  // HBM: bytes of one such row
+  // Set for a tile whose every access depends on the whole tile (a Trn2 multi-bank PSUM tile): partitions
+  // [0, whole_partitions) x bytes [whole_lo, whole_hi) is the region of any view of it.
+  int64_t whole_partitions = 0, whole_lo = 0, whole_hi = 0;
   ~Storage() {
     if (allocator) allocator->release(block);
   }
@@ -107,7 +110,7 @@ class View {
   isa::AccessPattern ap() const;
 
   // Rows x bytes bounding rectangle used for dependency tracking (see deps.h); `whole_rows` for the indexed
-  // side of an indirect DMA.
+  // side of an indirect DMA. Any view of a Trn2 multi-bank PSUM tile covers the whole tile.
   struct Region {
     uint32_t space_id;  // 0 for SBUF/PSUM, the tensor index for HBM
     int64_t r0, r1, c0, c1;

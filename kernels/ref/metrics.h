@@ -8,8 +8,9 @@
 //   norm_euclidean  ||k - g|| / (||k|| + ||g||)  (0 if both are all-zero)
 //   allclose        numpy.allclose(k, g, rtol, atol) with atol = atol_factor * max|g|: every element has
 //                   |k_i - g_i| <= atol + rtol * |g_i|. nkilib: atol_factor 0.2, rtol 1e-3.
-// A NaN or Inf in k (counted in `nonfinite`) makes every metric NaN and allclose false. Golden values must be
-// finite (InputError otherwise).
+// Non-finite values are counted, not measured: a NaN or Inf in k where g is finite counts in `nonfinite` (and
+// makes allclose false); a non-finite g (the inputs held NaN or Inf) counts in `golden_nonfinite`, and a
+// finite k there in `finite_where_golden_not`. Every other metric is over the elements both hold finite.
 //
 // Sums are accumulated in FP64 in element order, so results are identical for any thread count.
 #pragma once
@@ -24,8 +25,10 @@ inline constexpr double kNkilibMinCosine = 0.995;
 inline constexpr double kNkilibMaxNormEuclidean = 0.10;
 
 struct ErrorMetrics {
-  int64_t count = 0;      // elements compared
-  int64_t nonfinite = 0;  // NaN or Inf kernel values
+  int64_t count = 0;                    // elements compared
+  int64_t nonfinite = 0;                // NaN or Inf kernel values where the golden value is finite
+  int64_t golden_nonfinite = 0;         // NaN or Inf golden values
+  int64_t finite_where_golden_not = 0;  // finite kernel values where the golden value is not
   double max_abs_err = 0;
   double rel_l2 = 0;
   double cosine = 1;
@@ -47,7 +50,7 @@ class MetricsAccumulator {
 
  private:
   double rtol_;
-  int64_t count_ = 0, nonfinite_ = 0;
+  int64_t count_ = 0, nonfinite_ = 0, golden_nonfinite_ = 0, finite_where_not_ = 0;
   double max_abs_err_ = 0, max_abs_golden_ = 0, excess_ = -1e308;
   double sum_dd_ = 0, sum_gg_ = 0, sum_kk_ = 0, sum_kg_ = 0;
 };

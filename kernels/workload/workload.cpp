@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -10,6 +11,7 @@
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
 #include "sim/config/json_document.h"
+#include "sim/isa/element.h"
 #include "sim/isa/semantics.h"
 
 namespace trnsim::workload {
@@ -135,12 +137,7 @@ const TensorInfo* PreparedWorkload::output(const std::string& name) const {
 bool is_workload_file(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, expected a JSON file");
-  json doc;
-  try {
-    doc = config::read_json_document(path);
-  } catch (const InputError&) {
-    return false;  // the program loader reports what is wrong with it
-  }
+  const json doc = config::read_json_document(path);  // its errors are about this file, whatever it holds
   return doc.is_object() && doc.contains("kernel");
 }
 
@@ -418,6 +415,37 @@ std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p, const k
     }
   }
   return results;
+}
+
+std::vector<std::string> input_notes(const PreparedWorkload& p, const kernels::Tensors& inputs) {
+  std::vector<std::string> notes;
+  for (const TensorInfo& t : p.inputs) {
+    if (isa::is_int(t.dtype) || isa::is_x4(t.dtype) || t.dtype == isa::DType::E8M0) continue;
+    const auto it = inputs.find(t.name);
+    if (it == inputs.end()) continue;
+    const tensor::HostTensor& h = it->second;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < h.elements(); ++i) bad += !std::isfinite(h.value(i));
+    if (bad == 0) continue;
+    std::string why;
+    const auto npy = p.npy.find(t.name);
+    if (npy != p.npy.end() &&
+        (npy->second.dtype == io::NpyDType::F32 || npy->second.dtype == io::NpyDType::F64)) {
+      const io::NpyArray& a = npy->second;
+      int64_t src_bad = 0;
+      for (int64_t i = 0; i < a.elements(); ++i)
+        src_bad += !std::isfinite(a.dtype == io::NpyDType::F32 ? static_cast<double>(a.data<float>()[i])
+                                                               : a.data<double>()[i]);
+      if (bad > src_bad)
+        why = fmt::format(" ({} finite values of the .npy overflowed {})", bad - src_bad,
+                          isa::dtype_name(t.dtype));
+    } else if (npy == p.npy.end()) {
+      why = fmt::format(" (generated values overflowed {})", isa::dtype_name(t.dtype));
+    }
+    notes.push_back(
+        fmt::format("inputs.{}: {} of {} values are NaN or Inf{}", t.name, bad, h.elements(), why));
+  }
+  return notes;
 }
 
 double reference_flops(const PreparedWorkload& p) {

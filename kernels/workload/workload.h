@@ -103,6 +103,10 @@ kernels::Tensors make_inputs(const PreparedWorkload& p);
 std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p, const kernels::Tensors& inputs,
                                               const kernels::Tensors& outputs, bool full_reference);
 
+// Lines about inputs that hold NaN or Inf as the kernel reads them ("inputs.x: 3 of 1024 values are NaN or
+// Inf (2 finite values of the .npy overflowed bfloat16)"): a run with them goes on, and its report says so.
+std::vector<std::string> input_notes(const PreparedWorkload& p, const kernels::Tensors& inputs);
+
 // Host FLOPs of the output checks (for a progress message before long references).
 double reference_flops(const PreparedWorkload& p);
 

@@ -28,10 +28,16 @@ std::string describe(const json& v) {
 // unknown keys.
 class Reader {
  public:
-  Reader(const json& doc, std::string file) : doc_(doc), file_(std::move(file)) {}
+  Reader(const json& doc, std::string file, const Overrides& overrides)
+      : doc_(doc), file_(std::move(file)), overrides_(overrides) {}
 
+  // "<file>: <path>: <msg>", plus "(from the override K=V)" when an override set the value at `path`.
   [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
-    throw InputError(file_ + ": " + path + ": " + msg);
+    std::string note;
+    for (const auto& [key, value] : overrides_)
+      if (path == key || path.rfind(key + ".", 0) == 0)
+        note = " (from the override " + key + "=" + describe(value) + ")";
+    throw InputError(file_ + ": " + path + ": " + msg + note);
   }
 
   // Top-level plain string (name, generation).
@@ -73,15 +79,13 @@ class Reader {
     return *v;
   }
 
-  double number(const std::string& path, double lo, bool lo_open, double hi = 1e300) {
+  // A number in [lo, hi].
+  double number(const std::string& path, double lo, double hi) {
     const json& v = leaf(path);
-    std::string where = path + ".value";
-    std::string expect = std::string("a number ") + (lo_open ? "> " : ">= ") + fmt_num(lo) +
-                         (hi < 1e299 ? " and <= " + fmt_num(hi) : "");
-    if (!v.is_number()) fail(where, "expected " + expect + ", found " + describe(v));
+    const std::string expect = "expected a number in [" + fmt_num(lo) + ", " + fmt_num(hi) + "], found ";
+    if (!v.is_number()) fail(path + ".value", expect + describe(v));
     double d = v.get<double>();
-    if (!std::isfinite(d) || (lo_open ? d <= lo : d < lo) || d > hi)
-      fail(where, "expected " + expect + ", found " + describe(v));
+    if (!std::isfinite(d) || d < lo || d > hi) fail(path + ".value", expect + describe(v));
     return d;
   }
 
@@ -125,6 +129,7 @@ class Reader {
 
   const json& doc_;
   std::string file_;
+  const Overrides& overrides_;
   std::set<std::string> seen_;
 };
 
@@ -263,7 +268,7 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   if (!doc.is_object()) throw InputError(file + ": expected a JSON object at the top level");
   for (const auto& [path, value] : overrides) apply_override(doc, file, path, value);
 
-  Reader r(doc, file);
+  Reader r(doc, file, overrides);
   HwConfig c;
   c.source_file = file;
   c.name = r.top_string("name");
@@ -279,9 +284,20 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
     if (!doc["description"].is_string()) r.fail("description", "expected a string");
   }
 
-  const double kMaxGHz = 10;
+  // Accepted ranges. Each is wide enough for what-if studies (clocks from 100x below to 40x above the shipped
+  // Trn2 / Trn3 values, bandwidths over 1000x either way, efficiencies and the throttle cap down to 1 %,
+  // latencies up to 1 ms), and excludes values that make a run meaningless or endless: a zero or near-zero
+  // clock, bandwidth, efficiency or throttle cap (one transfer or instruction would take years of simulated
+  // time), latencies beyond any kernel's run time, and on-chip memories larger than host memory can hold
+  // (numerics keep SBUF and PSUM of both cores in RAM).
+  constexpr double kMinGHz = 0.01, kMaxGHz = 100;  // shipped 0.96 - 2.4 GHz
+  constexpr double kMinGBps = 0.01;                // shipped 23 - 1200 bytes per ns
+  constexpr double kMinEfficiency = 0.01;          // shipped 0.06 - 1
+  constexpr double kMaxLatencyNs = 1e6;            // 1 ms; shipped 10 ns - 11 us
+  constexpr uint32_t kMaxSbufBytes = 4u << 20;     // per partition; shipped 224 / 256 KiB
+  constexpr uint32_t kMaxPsumBytes = 1u << 20;     // per partition; shipped 16 KiB
   auto& pe = c.pe;
-  pe.clock_GHz = r.number("pe.clock_GHz", 0, true, kMaxGHz);
+  pe.clock_GHz = r.number("pe.clock_GHz", kMinGHz, kMaxGHz);
   pe.moving_columns_per_cycle = r.integer("pe.moving_columns_per_cycle", 1, 64);
   pe.mm_init_latency_cycles = r.integer("pe.mm_init_latency_cycles", 0, 100000);
   pe.k_per_pass = r.integer("pe.k_per_pass", 1, 4096);
@@ -292,12 +308,12 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   pe.ls_columns_per_cycle = r.integer("pe.ls_columns_per_cycle", 1, 64);
   pe.ls_overlap = r.boolean("pe.ls_overlap");
   pe.throttle_enabled = r.boolean("pe.throttle.enabled");
-  pe.throttle_cap = r.number("pe.throttle.cap", 0, true, 1);
-  pe.throttle_ramp_ns = r.number("pe.throttle.ramp_ns", 0, false, 1e9);
-  pe.throttle_window_ns = r.number("pe.throttle.window_ns", 0, true, 1e9);
-  pe.throttle_rearm_utilization = r.number("pe.throttle.rearm_utilization", 0, false, 1);
+  pe.throttle_cap = r.number("pe.throttle.cap", kMinEfficiency, 1);
+  pe.throttle_ramp_ns = r.number("pe.throttle.ramp_ns", 0, kMaxLatencyNs);
+  pe.throttle_window_ns = r.number("pe.throttle.window_ns", 1, kMaxLatencyNs);
+  pe.throttle_rearm_utilization = r.number("pe.throttle.rearm_utilization", 0, 1);
 
-  c.dve.clock_GHz = r.number("dve.clock_GHz", 0, true, kMaxGHz);
+  c.dve.clock_GHz = r.number("dve.clock_GHz", kMinGHz, kMaxGHz);
   c.dve.fixed_overhead_cycles = r.integer("dve.fixed_overhead_cycles", 0, 100000);
   c.dve.quantize_mx_elements_per_cycle = r.integer("dve.quantize_mx_elements_per_cycle", 1, 64);
   c.dve.perf_mode_copy_contiguous = r.integer("dve.perf_mode_copy_contiguous", 1, 16);
@@ -305,46 +321,45 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   c.dve.perf_mode_tensor_tensor = r.integer("dve.perf_mode_tensor_tensor", 1, 16);
   c.dve.perf_mode_fp8 = r.boolean("dve.perf_mode_fp8");
 
-  c.act.clock_GHz = r.number("act.clock_GHz", 0, true, kMaxGHz);
+  c.act.clock_GHz = r.number("act.clock_GHz", kMinGHz, kMaxGHz);
   c.act.fixed_overhead_cycles = r.integer("act.fixed_overhead_cycles", 0, 100000);
   c.act.reduce_extra_cycles = r.integer("act.reduce_extra_cycles", 0, 100000);
   c.act.perf_mode_bf16 = r.integer("act.perf_mode_bf16", 1, 16);
 
-  c.pool.clock_GHz = r.number("pool.clock_GHz", 0, true, kMaxGHz);
+  c.pool.clock_GHz = r.number("pool.clock_GHz", kMinGHz, kMaxGHz);
   c.pool.fixed_overhead_cycles = r.integer("pool.fixed_overhead_cycles", 0, 100000);
-  c.sp.clock_GHz = r.number("sp.clock_GHz", 0, true, kMaxGHz);
+  c.sp.clock_GHz = r.number("sp.clock_GHz", kMinGHz, kMaxGHz);
   c.sp.fixed_overhead_cycles = r.integer("sp.fixed_overhead_cycles", 0, 100000);
 
   c.memory.partitions = r.integer("memory.partitions", 1, 128);
-  c.memory.sbuf_bytes_per_partition = r.integer("memory.sbuf_bytes_per_partition", 1, 1u << 30);
-  c.memory.psum_bytes_per_partition = r.integer("memory.psum_bytes_per_partition", 1, 1u << 30);
-  c.memory.psum_bank_bytes = r.integer("memory.psum_bank_bytes", 1, 1u << 30);
+  c.memory.sbuf_bytes_per_partition = r.integer("memory.sbuf_bytes_per_partition", 1, kMaxSbufBytes);
+  c.memory.psum_bytes_per_partition = r.integer("memory.psum_bytes_per_partition", 1, kMaxPsumBytes);
+  c.memory.psum_bank_bytes = r.integer("memory.psum_bank_bytes", 1, kMaxPsumBytes);
   if (c.memory.psum_bytes_per_partition % c.memory.psum_bank_bytes != 0)
     r.fail("memory.psum_bank_bytes.value", "expected a divisor of memory.psum_bytes_per_partition (" +
                                                std::to_string(c.memory.psum_bytes_per_partition) +
                                                "), found " + std::to_string(c.memory.psum_bank_bytes));
 
   c.sync.semaphores_per_core = r.integer("sync.semaphores_per_core", 2, 65536);
-  c.sync.semaphore_latency_ns = r.number("sync.semaphore_latency_ns", 0, false, 1e9);
-  c.sync.cross_core_latency_ns = r.number("sync.cross_core_latency_ns", 0, false, 1e9);
-  c.sync.kernel_launch_ns = r.number("sync.kernel_launch_ns", 0, false, 1e9);
+  c.sync.semaphore_latency_ns = r.number("sync.semaphore_latency_ns", 0, kMaxLatencyNs);
+  c.sync.cross_core_latency_ns = r.number("sync.cross_core_latency_ns", 0, kMaxLatencyNs);
+  c.sync.kernel_launch_ns = r.number("sync.kernel_launch_ns", 0, kMaxLatencyNs);
 
   c.dma.engines_per_core = r.integer("dma.engines_per_core", 1, 256);
   c.dma.queues_per_core = r.integer("dma.queues_per_core", 1, 256);
   c.dma.partitions_per_engine = r.integer("dma.partitions_per_engine", 1, 128);
-  c.dma.engine_bandwidth_GBps = r.number("dma.engine_bandwidth_GBps", 0, true, 1e6);
-  c.dma.trigger_ns = r.number("dma.trigger_ns", 0, false, 1e9);
-  c.dma.setup_ns = r.number("dma.setup_ns", 0, false, 1e9);
-  c.dma.transpose_efficiency_hbm = r.number("dma.transpose_efficiency_hbm", 0, true, 1);
-  c.dma.transpose_efficiency_sbuf = r.number("dma.transpose_efficiency_sbuf", 0, true, 1);
-  c.dma.accumulate_efficiency = r.number("dma.accumulate_efficiency", 0, true, 1);
+  c.dma.engine_bandwidth_GBps = r.number("dma.engine_bandwidth_GBps", kMinGBps, 1e5);
+  c.dma.trigger_ns = r.number("dma.trigger_ns", 0, kMaxLatencyNs);
+  c.dma.setup_ns = r.number("dma.setup_ns", 0, kMaxLatencyNs);
+  c.dma.transpose_efficiency_hbm = r.number("dma.transpose_efficiency_hbm", kMinEfficiency, 1);
+  c.dma.transpose_efficiency_sbuf = r.number("dma.transpose_efficiency_sbuf", kMinEfficiency, 1);
+  c.dma.accumulate_efficiency = r.number("dma.accumulate_efficiency", kMinEfficiency, 1);
   {
     const json& v = r.leaf("dma.efficiency_curve");
     const std::string where = "dma.efficiency_curve.value";
     const std::string expect =
-        "expected a non-empty array of [bytes_per_partition > 0, efficiency in (0, 1]] points with "
-        "increasing "
-        "bytes";
+        "expected a non-empty array of [bytes_per_partition in (0, 1073741824], efficiency in [0.01, 1]] "
+        "points with increasing bytes";
     if (!v.is_array() || v.empty()) r.fail(where, expect + ", found " + describe(v));
     for (size_t i = 0; i < v.size(); ++i) {
       const json& p = v[i];
@@ -352,15 +367,16 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
       if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number())
         r.fail(at, expect + ", found " + describe(p));
       double b = p[0].get<double>(), e = p[1].get<double>();
-      if (!(b > 0) || !(e > 0) || e > 1) r.fail(at, expect + ", found " + describe(p));
+      if (!(b > 0) || b > 1073741824.0 || !(e >= kMinEfficiency) || e > 1)
+        r.fail(at, expect + ", found " + describe(p));
       if (!c.dma.efficiency_curve.empty() && b <= c.dma.efficiency_curve.back().first)
         r.fail(at, expect + ", found " + describe(p) + " after " + describe(v[i - 1]));
       c.dma.efficiency_curve.emplace_back(b, e);
     }
   }
-  c.hbm.bandwidth_GBps = r.number("hbm.bandwidth_GBps", 0, true, 1e7);
-  c.hbm.latency_ns = r.number("hbm.latency_ns", 0, false, 1e9);
-  c.hbm.capacity_GiB = r.number("hbm.capacity_GiB", 0, true, 1e6);
+  c.hbm.bandwidth_GBps = r.number("hbm.bandwidth_GBps", kMinGBps, 1e6);
+  c.hbm.latency_ns = r.number("hbm.latency_ns", 0, kMaxLatencyNs);
+  c.hbm.capacity_GiB = r.number("hbm.capacity_GiB", 0.001, 1e6);
 
   c.features.nc_matmul_mx = r.boolean("features.nc_matmul_mx");
   c.features.quantize_mx = r.boolean("features.quantize_mx");

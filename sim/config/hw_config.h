@@ -10,8 +10,14 @@
 //   3. <source tree>/configs/hw/<name>.json (compile definition TRNSIM_SOURCE_DIR)
 // A spec containing '/' or ending in ".json" is a file path.
 //
+// Every number has an accepted range (parse_hw_config lists them with the reasons): wide enough for what-if
+// studies, but no zero or near-zero clock, bandwidth, efficiency or throttle cap, since those make a run
+// meaningless or effectively endless.
+//
 // Errors: InputError naming the file and the JSON path, e.g.
-//   configs/hw/trn2.json: pe.clock_GHz.value: expected a number > 0, found -1
+//   configs/hw/trn2.json: pe.clock_GHz.value: expected a number in [0.01, 100], found -1
+//   configs/hw/trn3.json: hbm.bandwidth_GBps.value: expected a number in [0.01, 1e+06], found 1e-11 (from the
+//   override hbm.bandwidth_GBps=1e-11)
 // for unknown keys, wrong types, missing values, out-of-range numbers and bad override paths.
 #pragma once
 

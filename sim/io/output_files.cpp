@@ -10,6 +10,8 @@
 #include <memory>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "sim/base/error.h"
 
 namespace trnsim::io {
@@ -42,6 +44,12 @@ std::string temp_path_for(const std::string& path) {
   return (p.parent_path() / base).string();
 }
 
+bool is_special(const fs::path& p) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(p, ec);  // follows symlinks
+  return !ec && (fs::is_character_file(st) || fs::is_block_file(st) || fs::is_fifo(st) || fs::is_socket(st));
+}
+
 void check_output_path(const std::string& path) {
   if (path.empty()) throw InputError("output path is empty");
   std::error_code ec;
@@ -54,7 +62,7 @@ void check_output_path(const std::string& path) {
 std::string write_temp(const std::string& path, const std::vector<uint8_t>& image) {
   check_output_path(path);
   std::string tmp = temp_path_for(path);
-  std::FILE* raw = std::fopen(tmp.c_str(), "wb");
+  std::FILE* raw = std::fopen(tmp.c_str(), "wbx");  // x: never opens something that already exists
   if (!raw) fail(path, "cannot write: " + errno_text());
   bool ok = std::fwrite(image.data(), 1, image.size(), raw) == image.size();
   std::string why = ok ? "" : errno_text();
@@ -69,33 +77,77 @@ std::string write_temp(const std::string& path, const std::vector<uint8_t>& imag
   return tmp;
 }
 
+// Writes a device or FIFO in place.
+void write_through(const std::string& path, const std::vector<uint8_t>& image) {
+  std::FILE* raw = std::fopen(path.c_str(), "wb");
+  if (!raw) fail(path, "cannot write: " + errno_text());
+  bool ok = std::fwrite(image.data(), 1, image.size(), raw) == image.size() && std::fflush(raw) == 0;
+  std::string why = ok ? "" : errno_text();
+  if (std::fclose(raw) != 0 && ok) {
+    ok = false;
+    why = errno_text();
+  }
+  if (!ok) fail(path, "cannot write: " + why);
+}
+
 }  // namespace
 
+std::string resolved_path(const std::string& path) {
+  std::error_code ec;
+  const fs::path w = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  return ec ? fs::absolute(path).lexically_normal().string() : w.string();
+}
+
 void write_files_atomic(const std::vector<OutputFile>& files) {
-  std::set<fs::path> paths;
+  std::vector<std::string> targets;  // where each file lands (symlinks resolved)
+  std::set<std::string> seen;
   for (const auto& o : files) {
-    check_output_path(o.path);
-    if (!paths.insert(fs::absolute(o.path).lexically_normal()).second)
+    if (o.path.empty()) throw InputError("output path is empty");
+    targets.push_back(resolved_path(o.path));
+    if (!is_special(targets.back()) && !seen.insert(targets.back()).second)
       fail(o.path, "the same output path is given twice");
+    check_output_path(targets.back());
   }
-  std::vector<std::string> temps;
+  // Devices first, in place: a failing one stops the run before any regular destination changes.
+  for (size_t i = 0; i < files.size(); ++i)
+    if (is_special(targets[i])) write_through(targets[i], files[i].bytes);
+  std::vector<std::string> temps(files.size());
   auto remove_temps = [&temps] {
-    for (const auto& t : temps) std::remove(t.c_str());
+    for (const auto& t : temps)
+      if (!t.empty()) std::remove(t.c_str());
   };
   try {
-    for (const auto& o : files) temps.push_back(write_temp(o.path, o.bytes));
+    for (size_t i = 0; i < files.size(); ++i)
+      if (!is_special(targets[i])) temps[i] = write_temp(targets[i], files[i].bytes);
   } catch (...) {
     remove_temps();
     throw;
   }
   // All temporaries are complete; renames within one directory do not fail short of a vanished directory.
   for (size_t i = 0; i < files.size(); ++i) {
-    if (std::rename(temps[i].c_str(), files[i].path.c_str()) != 0) {
+    if (temps[i].empty()) continue;
+    if (std::rename(temps[i].c_str(), targets[i].c_str()) != 0) {
       std::string why = errno_text();
-      for (size_t j = i; j < temps.size(); ++j) std::remove(temps[j].c_str());
+      for (size_t j = i; j < temps.size(); ++j)
+        if (!temps[j].empty()) std::remove(temps[j].c_str());
       fail(files[i].path, "cannot write: " + why);
     }
   }
+}
+
+void check_distinct_files(const std::vector<NamedPath>& paths) {
+  std::vector<std::string> resolved;
+  for (const NamedPath& p : paths) resolved.push_back(resolved_path(p.path));
+  for (size_t i = 0; i < paths.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      if (paths[i].is_input && paths[j].is_input) continue;
+      std::error_code ec;
+      const bool same = resolved[i] == resolved[j] || fs::equivalent(resolved[i], resolved[j], ec);
+      if (!same || is_special(resolved[i])) continue;
+      throw InputError(
+          fmt::format("{} and {} are the same file ({}){}", paths[j].what, paths[i].what, resolved[i],
+                      paths[i].is_input || paths[j].is_input ? ": an input is never overwritten" : ""));
+    }
 }
 
 }  // namespace trnsim::io

@@ -1,13 +1,19 @@
-// Writing a run's output files: all or nothing. Every file is first written to a temporary next to its
-// destination; only when all of them are complete are they renamed into place. On any failure the
-// temporaries are removed and no destination is touched. The one writer behind .npy outputs, stats.json and
-// `trnsim quantize`.
-// Errors: InputError "<path>: cannot write: <reason>" (missing directory, a directory in the way, a full
-// disk, two outputs with the same path).
+// Writing a run's output files, with one policy for every output (.npy outputs, stats.json, dumped inputs,
+// `trnsim quantize`, the trace):
+//   - A regular file (or a new one) is written all or nothing: every file is first written to a temporary
+//     next to its destination, and only when all of them are complete are they renamed into place. On a
+//     failure the temporaries are removed and no destination is touched.
+//   - A symlink is written through: its target is replaced (atomically, as above), the link stays.
+//   - A character device, FIFO or socket (/dev/null, /dev/stdout) is written through in place, before any
+//     rename, so a failing device (/dev/full) leaves every regular destination untouched. It is never
+//     replaced by a regular file.
+//   - A directory in the way is an error; nothing the run did not create is ever removed.
+// Errors: InputError "<path>: cannot write: <reason>".
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace trnsim::io {
@@ -18,5 +24,20 @@ struct OutputFile {
 };
 
 void write_files_atomic(const std::vector<OutputFile>& files);
+
+// Where a write to `path` lands: the final target of a symlink chain, made absolute and normalised (the
+// path itself when it does not exist).
+std::string resolved_path(const std::string& path);
+
+// One output or input of a run, for distinct_files.
+struct NamedPath {
+  std::string path;
+  std::string what;  // e.g. "--trace", "output 'y'", "input 'x' (inputs.x.npy)"
+  bool is_input = false;
+};
+// InputError if two of `paths` land on the same file (after symlinks; hard links of existing files too) and
+// one of them is an output: "<what A> and <what B> are the same file (<path>)". Character devices may be
+// shared (two outputs to /dev/null).
+void check_distinct_files(const std::vector<NamedPath>& paths);
 
 }  // namespace trnsim::io

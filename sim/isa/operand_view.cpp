@@ -64,8 +64,11 @@ OperandView::OperandView(const AccessPattern& ap, int core, const Program& progr
       throw RuleError(fmt::format("{}: HBM bounds: {} row stride {} is out of range", prefix, operand,
                                   ap.partition_stride));
     row_stride_ = ap.partition_stride * ds;
-    tensor_rows_ = t.shape.empty() ? 1 : t.shape[0];
-    tensor_row_bytes_ = tensor_rows_ > 0 ? static_cast<int64_t>(mem_bytes_) / tensor_rows_ : 0;
+    // Indices whose whole row (every free element) stays inside the tensor.
+    const int64_t room = static_cast<int64_t>(mem_bytes_) - ds - ap.offset_bytes - max_col_;
+    index_rows_ = room < 0 || ap.offset_bytes + min_col_ < 0 ? 0
+                  : row_stride_ > 0                          ? room / row_stride_ + 1
+                                                             : 1;
     if (!indirect_rows) {
       const int64_t rows_span = row_stride_ * static_cast<int64_t>(rows_ - 1);
       const int64_t lo = ap.offset_bytes + std::min<int64_t>(0, rows_span) + min_col_;
@@ -113,9 +116,10 @@ OperandView::OperandView(const AccessPattern& ap, int core, const Program& progr
   }
 }
 
-uint8_t* OperandView::at_tensor_row(int64_t tensor_row, uint64_t col) {
-  if (tensor_row < 0 || tensor_row >= tensor_rows_) return nullptr;
-  const int64_t a = ap_.offset_bytes + tensor_row * tensor_row_bytes_ + col_off_[col];
+uint8_t* OperandView::at_tensor_row(int64_t index, uint64_t col) {
+  const int64_t step = row_stride_ < 0 ? -row_stride_ : row_stride_;
+  if (index < 0 || (step > 0 && index > kMaxStride / step)) return nullptr;
+  const int64_t a = ap_.offset_bytes + index * row_stride_ + col_off_[col];
   if (a < 0 || a + static_cast<int64_t>(dtype_size(ap_.dtype)) > static_cast<int64_t>(mem_bytes_))
     return nullptr;
   return base_ + a;

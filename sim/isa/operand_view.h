@@ -34,10 +34,13 @@ class OperandView {
 
   uint8_t* at(uint32_t row, uint64_t col) { return base_ + (base_off_ + row_off(row) + col_off_[col]); }
 
-  // HBM only: the address of free element `col` in tensor row `tensor_row` (dim 0 of the tensor) instead of
-  // the pattern's own row; false when that row is outside the tensor (indirect DMA).
-  uint8_t* at_tensor_row(int64_t tensor_row, uint64_t col);
-  int64_t tensor_rows() const { return tensor_rows_; }
+  // HBM only (indirect DMA): the address of free element `col` in pattern row `index` (NKI's vector_offset on
+  // the indirect dim): the index steps by the pattern's row stride from its offset, so a whole-row pattern
+  // indexes tensor rows and a pattern with row stride 1 indexes single elements. nullptr when the index is
+  // negative or any byte of the element lies outside the tensor.
+  uint8_t* at_tensor_row(int64_t index, uint64_t col);
+  // How many indices [0, n) keep every element of a row inside the tensor (for messages).
+  int64_t tensor_rows() const { return index_rows_; }
 
   // Value as FP32: floats exactly, ints converted (RNE for |v| > 2^24). x4 types are not numbers: RuleError.
   float load(uint32_t row, uint64_t col) { return load_value(at(row, col)); }
@@ -60,8 +63,7 @@ class OperandView {
   uint64_t mem_bytes_ = 0;
   uint32_t rows_ = 0;
   int64_t row_stride_ = 0;  // bytes between rows
-  int64_t tensor_rows_ = 0;
-  int64_t tensor_row_bytes_ = 0;
+  int64_t index_rows_ = 0;
   int64_t min_col_ = 0, max_col_ = 0;  // byte range of the free pattern relative to the row base
   std::vector<int64_t> col_off_;       // byte offset of each free element, from the row base
 };

@@ -7,6 +7,7 @@
 #include "sim/base/error.h"
 #include "sim/isa/names.h"
 #include "sim/model/lnc2.h"
+#include "sim/model/sequencer.h"
 
 // libsystemc.so references sc_main; programs that drive the model through run_program (the CLI, Catch2 tests)
 // have their own main, so provide a weak one that a real sc_main overrides.

@@ -14,6 +14,13 @@
 // last semaphore, which isa::Limits::num_semaphores excludes so the builder never allocates it), then waits
 // until its own S[B] >= the number of core_barriers this core has issued so far.
 //
+// Simulated time is bounded: no event (an instruction's, LoadStationary's or DMA setup's end, a transfer's
+// last byte, a semaphore update's arrival) may fall at or beyond RunOptions::max_time (at most
+// timing::kMaxSimTime = 2^62 ps, about 53 days; sim/timing/time_limit.h). Such an event stops the run with an
+// InputError "at <t> ns, <file>:<line>: core <c> <ENGINE> #<i> <opcode>[ (DMA queue <q>)]: its MultiplyMoving
+// would end at <t'> ps (...), at or beyond the simulated-time limit of ...", so a far out-of-scale hardware
+// value ends the run with a message instead of a simulation that never ends.
+//
 // Errors: a RuleError from isa::check / isa::execute / generation features stops the run; it is rethrown as
 // RuleError "at <t> ns, <file>:<line>: core <c> <ENGINE> #<i> <opcode>: <rule>". Streams that can never
 // finish (semaphore waits never satisfied) end in an InputError naming every blocked engine, its pending
@@ -33,6 +40,7 @@
 #include "sim/isa/instruction.h"
 #include "sim/isa/semantics.h"
 #include "sim/model/observer.h"
+#include "sim/timing/time_limit.h"
 
 namespace trnsim::model {
 
@@ -42,6 +50,8 @@ struct RunOptions {
   // Called every `progress_every` completed instructions: (simulated time, completed, total).
   std::function<void(Picoseconds, uint64_t, uint64_t)> progress;
   uint64_t progress_every = 100000;
+  // No event at or beyond this simulated time (see above); values above timing::kMaxSimTime act as it.
+  Picoseconds max_time = timing::kMaxSimTime;
 };
 
 struct EngineStats {

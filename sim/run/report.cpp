@@ -141,7 +141,8 @@ void add_profile(json& j, const RunReport& r) {
     json phases = json::object();
     for (const model::PhaseTime& ph : p.phases) {
       json busy = json::object();
-      for (int e = 0; e < isa::kNumEngines; ++e) busy[isa::engine_name(static_cast<isa::Engine>(e))] = ph.busy[e].ns();
+      for (int e = 0; e < isa::kNumEngines; ++e)
+        busy[isa::engine_name(static_cast<isa::Engine>(e))] = ph.busy[e].ns();
       phases[ph.name] = {{"start_ns", ph.start.ns()},
                          {"end_ns", ph.end.ns()},
                          {"span_ns", ph.end.ns() - ph.start.ns()},
@@ -158,7 +159,7 @@ json check_json(const CheckResult& c) {
   json n = {{"check", c.kind}, {"dtype", c.dtype}, {"elements", c.elements}, {"nonfinite", c.nonfinite}};
   for (const CheckMetric& m : c.metrics) {
     const StatDef* d = find_stat_def("numerics.x." + m.name);
-    if (d != nullptr && d->unit == "bool")
+    if (d != nullptr && d->unit == "bool" && !std::isnan(m.value))
       n[m.name] = m.value != 0;
     else
       n[m.name] = finite_or_null(m.value);
@@ -300,6 +301,7 @@ json stats_json(const RunReport& r) {
       ks[s.name] = {{"value", finite_or_null(s.value)}, {"unit", s.unit}, {"description", s.description}};
     j["kernel_stats"] = ks;
   }
+  if (!r.notes.empty()) j["notes"] = r.notes;
   if (r.numerics_run) {
     json num = json::object();
     for (const CheckResult& c : r.checks) num[c.output] = check_json(c);

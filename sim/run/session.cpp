@@ -52,29 +52,48 @@ SessionResult Session::run(const SessionOptions& o) {
   std::unique_ptr<trace::TraceSink> sink;
   std::unique_ptr<model::TraceObserver> tracer;
   std::unique_ptr<model::TeeObserver> tee;
-  // The trace is streamed while the model runs and removed again if the run fails.
-  struct TraceGuard {
-    std::string path;
-    bool keep = false;
-    ~TraceGuard() {
-      std::error_code ec;
-      if (!path.empty() && !keep) std::filesystem::remove(path, ec);
-    }
-  } guard;
+  // The trace is streamed while the model runs. If the run fails, what was traced is kept and marked
+  // incomplete (it shows what happened up to the failure); the error says where it is.
   if (!o.trace_path.empty()) {
+    const std::filesystem::path parent = std::filesystem::path(o.trace_path).parent_path();
+    std::error_code ec;
+    if (!parent.empty() && !std::filesystem::exists(parent, ec))
+      std::filesystem::create_directories(parent, ec);
     sink = trace::open_trace_file(o.trace_path);
-    guard.path = o.trace_path;
     tracer = std::make_unique<model::TraceObserver>(*sink, program_, hw_);
     tee = std::make_unique<model::TeeObserver>(std::vector<model::ModelObserver*>{tracer.get(), &profile});
     ro.observer = tee.get();
   }
-  const model::RunResult r = model::run_program(program_, hw_, ro, o.numerics ? &state() : nullptr);
+  model::RunResult r;
+  const auto keep_incomplete = [&](const std::string& why) {
+    try {
+      tracer->flush();
+      const trace::TrackId p = sink->process_track(100, "trnsim", 100);
+      const trace::TrackId t = sink->thread_track(p, "run");
+      sink->instant(t, 0, "trace incomplete: the run failed", {trace::Annotation("error", why)});
+      sink->close();
+    } catch (const std::exception&) {
+      return std::string("; the trace could not be completed");
+    }
+    return "; the trace up to the failure is in " + o.trace_path + " (marked incomplete)";
+  };
+  try {
+    r = model::run_program(program_, hw_, ro, o.numerics ? &state() : nullptr);
+  } catch (const RuleError& e) {
+    if (!sink) throw;
+    throw RuleError(e.what() + keep_incomplete(e.what()));
+  } catch (const InputError& e) {
+    if (!sink) throw;
+    throw InputError(e.what() + keep_incomplete(e.what()));
+  } catch (const Error& e) {
+    if (!sink) throw;
+    throw Error(e.what() + keep_incomplete(e.what()));
+  }
   SessionResult out;
   out.stats = r.stats;
   out.profile = profile.stats();
   if (sink) {
     sink->close();
-    guard.keep = true;
     out.trace.path = o.trace_path;
     out.trace.slices = tracer->counts().slices;
     out.trace.flows = tracer->counts().flows;

@@ -158,7 +158,8 @@ std::vector<StatDef> build() {
       row("source_lines[].semaphore_wait_ns", "ns", "time its instructions waited on semaphores"),
       row("source_lines_total", "count", "distinct (source line, engine) pairs that ran"),
       row("phases", "text",
-          "per kernel phase (the kernel tags its instructions with a phase name), both cores; phases may overlap "
+          "per kernel phase (the kernel tags its instructions with a phase name), both cores; phases may "
+          "overlap "
           "in time"),
       row("phases.*.start_ns", "ns", "first start of the phase's instructions or DMA transfers"),
       row("phases.*.end_ns", "ns", "last end of the phase's instructions or DMA transfers"),
@@ -178,11 +179,13 @@ std::vector<StatDef> build() {
           "and "
           "failures; null with numerics_note when there is no check"),
       row("numerics_note", "text", "why there is no numerics report"),
+      row("notes", "text", "what the reader should know about the run, e.g. inputs that hold NaN or Inf"),
       row("numerics.*.check", "text",
           "tolerance (FP64 references), bit_exact (a host emulation's bytes) or scalar"),
       row("numerics.*.dtype", "text", "the output's dtype"),
       row("numerics.*.elements", "count", "elements of the output"),
-      row("numerics.*.nonfinite", "count", "NaN or Inf elements in the kernel's output"),
+      row("numerics.*.nonfinite", "count",
+          "NaN or Inf elements in the kernel's output (sampled rows for large outputs)"),
       row("numerics.*.pass", "bool", "every criterion of the check holds"),
       row("numerics.*.failures", "text", "one line per failed criterion"),
       row("numerics.*.notes", "text", "how the check was done (e.g. rows sampled)"),
@@ -215,6 +218,10 @@ std::vector<StatDef> build() {
           "costs more "
           "than 32 GFLOP an evenly spaced sample of 32-row blocks (trnsim run --full-reference: all)"),
       row("numerics.*.reference_rows_total", "count", "rows of the output"),
+      row("numerics.*.reference_nonfinite", "count",
+          "NaN or Inf reference values (the inputs hold NaN or Inf); the metrics are over the elements both "
+          "the "
+          "output and the reference hold finite"),
       row("numerics.*.bytes_total", "bytes", "bytes of the output"),
       row("numerics.*.bytes_differing", "bytes", "bytes that differ from the host emulation"),
       row("numerics.*.elements_differing", "count", "elements with at least one differing byte"),

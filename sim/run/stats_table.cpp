@@ -100,12 +100,16 @@ std::string numerics_section(const json& numerics) {
         o += fmt::format("numerics {:<14}{:>12}{:>14}{:>14}{:>12}{:>12}{:>9}{:>6}\n", "output", "max_abs_err",
                          "rel_l2_exact", "rel_l2_quant", "cos_exact", "norm_eucl", "allclose", "");
       header[0] = true;
-      const bool allclose =
-          member(n, "allclose_vs_exact").is_boolean() && member(n, "allclose_vs_exact").get<bool>();
-      o += fmt::format("         {:<14}{:>12.4g}{:>14.4g}{:>14.4g}{:>12.6f}{:>12.4g}{:>9}{:>6}\n", name,
-                       num(n, "max_abs_err"), num(n, "rel_l2_vs_exact"), num(n, "rel_l2_vs_quantized"),
-                       num(n, "cosine_vs_exact"), num(n, "normalized_euclidean_vs_exact"),
-                       allclose ? "yes" : "no", pass_of(n));
+      const json& ac = member(n, "allclose_vs_exact");
+      const auto cell = [&](const char* key, int width, const char* spec) {
+        const double v = num(n, key);
+        return std::isfinite(v) ? fmt::format(fmt::runtime(fmt::format("{{:>{}{}}}", width, spec)), v)
+                                : fmt::format("{:>{}}", "-", width);
+      };
+      o += fmt::format("         {:<14}{}{}{}{}{}{:>9}{:>6}\n", name, cell("max_abs_err", 12, ".4g"),
+                       cell("rel_l2_vs_exact", 14, ".4g"), cell("rel_l2_vs_quantized", 14, ".4g"),
+                       cell("cosine_vs_exact", 12, ".6f"), cell("normalized_euclidean_vs_exact", 12, ".4g"),
+                       ac.is_boolean() ? (ac.get<bool>() ? "yes" : "no") : "-", pass_of(n));
     } else if (kind == kCheckBitExact) {
       if (!header[1])
         o += fmt::format("bit-exact {:<34}{:>14}{:>18}{:>14}{:>6}\n", "output", "bytes", "bytes differing",
@@ -209,12 +213,13 @@ std::string format_stats(const json& j, size_t top_lines) {
     o += "\n";
     std::vector<std::pair<std::string, const json*>> rows;
     for (const auto& [name, ph] : phases.items()) rows.emplace_back(name, &ph);
-    std::stable_sort(rows.begin(), rows.end(),
-                     [](const auto& a, const auto& b) { return num(*a.second, "start_ns") < num(*b.second, "start_ns"); });
+    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+      return num(*a.second, "start_ns") < num(*b.second, "start_ns");
+    });
     for (const auto& [name, php] : rows) {
       const json& ph = *php;
-      o += fmt::format("  {:<24}{:>14.3f}{:>14.3f}{:>14.3f}", name, num(ph, "start_ns") / 1e3, num(ph, "end_ns") / 1e3,
-                       num(ph, "span_ns") / 1e3);
+      o += fmt::format("  {:<24}{:>14.3f}{:>14.3f}{:>14.3f}", name, num(ph, "start_ns") / 1e3,
+                       num(ph, "end_ns") / 1e3, num(ph, "span_ns") / 1e3);
       for (const char* en : kEngines) o += fmt::format("{:>12.3f}", num(member(ph, "busy_ns"), en) / 1e3);
       o += "\n";
     }
@@ -231,6 +236,10 @@ std::string format_stats(const json& j, size_t top_lines) {
                      count_str(num(tr, "slices")), count_str(num(tr, "flows")),
                      count_str(num(tr, "counter_samples")), bytes_str(num(tr, "bytes")));
 
+  const json& notes = member(j, "notes");
+  if (notes.is_array())
+    for (const json& n : notes)
+      if (n.is_string()) o += fmt::format("note: {}\n", n.get<std::string>());
   const json& numerics = member(j, "numerics");
   if (!numerics.is_object()) {
     o += fmt::format("numerics: {}\n", str(j, "numerics_note", "none"));
@@ -275,6 +284,22 @@ json load_stats(const std::string& path) {
         path +
         ": not a trnsim stats.json (expected an object with \"total_time_ns\" and \"engines\", as "
         "`trnsim run ... --out DIR` writes)");
+  // What the printed table needs must be there and be numbers, else it would print NaN.
+  const auto need_number = [&](const std::string& key) {
+    if (!at_path(j, key).is_number() || !std::isfinite(at_path(j, key).get<double>()))
+      throw InputError(
+          fmt::format("{}: {}: missing or not a finite number (a damaged stats.json?)", path, key));
+  };
+  need_number("total_time_ns");
+  if (!member(j, "cores").is_null()) {
+    need_number("cores");
+    const double cores = at_path(j, "cores").get<double>();
+    if (cores != 1 && cores != 2) throw InputError(fmt::format("{}: cores: expected 1 or 2", path));
+    for (int c = 0; c < static_cast<int>(cores); ++c)
+      for (const char* e : kEngines)
+        for (const char* k : {"busy_percent", "semaphore_wait_ns"})
+          need_number(fmt::format("engines.core{}.{}.{}", c, e, k));
+  }
   return j;
 }
 

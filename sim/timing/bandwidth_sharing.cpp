@@ -46,6 +46,12 @@ double BandwidthSharing::next_finish() const {
   return best;
 }
 
+double BandwidthSharing::finish_time(uint64_t id) const {
+  for (const auto& f : flows_)
+    if (f.id == id) return f.rate > 0 ? now_ + f.remaining / f.rate : -1;
+  return -1;
+}
+
 double BandwidthSharing::rate(uint64_t id) const {
   for (const auto& f : flows_)
     if (f.id == id) return f.rate;

@@ -29,6 +29,8 @@ class BandwidthSharing {
   std::vector<uint64_t> take_finished(double now);
   // Earliest time an active flow finishes at the current rates (ps); < 0 if none.
   double next_finish() const;
+  // Time flow `id` finishes at the current rates (ps); < 0 if it is not active or has rate 0.
+  double finish_time(uint64_t id) const;
   double rate(uint64_t id) const;
   // Sum of current rates over flows using resource r, weighted by per_byte (bytes/ps).
   double load(int resource) const;

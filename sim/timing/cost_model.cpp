@@ -34,7 +34,9 @@ uint64_t elements_of(const isa::Instruction& inst) {
 }  // namespace
 
 Picoseconds ns_to_ps(double ns) {
-  return Picoseconds(static_cast<uint64_t>(std::ceil(ns * 1000.0 - 1e-6)));
+  const double ps = std::ceil(ns * 1000.0 - 1e-6);
+  if (!(ps < 0x1p63)) return Picoseconds(uint64_t{1} << 63);  // out of scale or NaN: beyond any time limit
+  return Picoseconds(ps > 0 ? static_cast<uint64_t>(ps) : 0);
 }
 
 CostModel::CostModel(const config::HwConfig& hw) : hw_(hw) {}

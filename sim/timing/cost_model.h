@@ -70,7 +70,8 @@ class CostModel {
   const config::HwConfig& hw_;
 };
 
-// ps from ns, rounded up to a whole ps.
+// ps from ns, rounded up to a whole ps; 0 for a negative value; 2^63 ps (beyond every time limit, see
+// time_limit.h) for a value too large for 64 bits or NaN, so the conversion itself never overflows.
 Picoseconds ns_to_ps(double ns);
 
 }  // namespace trnsim::timing

@@ -46,7 +46,7 @@ uint64_t drive(TraceSink& sink, uint64_t events) {
                                {"cycles", 64 + i % 448},
                                {"clock_ghz", 2.4},
                                {"bytes", uint64_t{65536}},
-                               Annotation::repeated("source", "matmul_mxfp8.cpp:118")};
+                               Annotation::repeated("source", "kernel.cpp:118")};
     const uint64_t out[] = {++flow};
     const uint64_t in[] = {flow - 1};
     sink.slice_begin(engines[e], begin, "MATMUL", args, out,

@@ -4,6 +4,8 @@
 // Tensor "init" takes the generators and .npy sources of sim/tensor/input_source.h (relative paths from the
 // program's folder). Tensor "output": true (writes <name>.npy) or a plain file name, written into --out; the
 // .npy dtype follows sim/tensor/host_tensor.h. --hw defaults to the program's generation.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -16,6 +18,7 @@
 #include "sim/io/output_files.h"
 #include "sim/isa/names.h"
 #include "sim/isa/program_json.h"
+#include "sim/isa/semantics.h"
 #include "sim/run/report.h"
 #include "sim/run/session.h"
 #include "sim/tensor/input_source.h"
@@ -33,6 +36,18 @@ int run_program_file(const RunCliOptions& o) {
   const std::string hw_spec = o.hw.empty() ? isa::generation_name(program.generation) : o.hw;
   const config::HwConfig hw = config::load_hw_config(hw_spec, overrides);
   const std::string out_dir = o.out.empty() ? "." : o.out;
+  // The program's HBM tensors live in the pair's one HBM stack.
+  double hbm_bytes = 0;
+  for (const isa::TensorDecl& t : program.tensors) {
+    double b = isa::dtype_size(t.dtype);
+    for (int64_t d : t.shape) b *= static_cast<double>(d);
+    hbm_bytes += b;
+  }
+  if (hbm_bytes > static_cast<double>(hw.limits().hbm_bytes))
+    throw InputError(
+        fmt::format("{}: the program's HBM tensors need {:.4g} GiB; the HBM stack of the LNC2 pair "
+                    "holds {:.4g} GiB (hbm.capacity_GiB)",
+                    o.config, hbm_bytes / (1 << 30), static_cast<double>(hw.limits().hbm_bytes) / (1 << 30)));
 
   // Outputs are decided before the run so a bad spec fails early.
   struct Out {
@@ -53,6 +68,14 @@ int run_program_file(const RunCliOptions& o) {
       throw InputError(o.config + ": tensor " + t.name + " output: '" + file +
                        "' must be a plain file name (it is written into --out)");
     outs.push_back({i, (fs::path(out_dir) / file).string()});
+  }
+  {
+    std::vector<io::NamedPath> paths;
+    for (const auto& out : outs)
+      paths.push_back({out.path, fmt::format("output of tensor '{}'", program.tensors[out.index].name)});
+    if (o.out_given) paths.push_back({(fs::path(out_dir) / "stats.json").string(), "stats.json"});
+    if (!o.trace.empty()) paths.push_back({o.trace, "--trace"});
+    io::check_distinct_files(paths);
   }
   if (!outs.empty() && !o.no_numerics) {  // created if missing, as for workloads
     std::error_code ec;

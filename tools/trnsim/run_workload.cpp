@@ -16,6 +16,7 @@
 #include "sim/io/output_files.h"
 #include "sim/run/report.h"
 #include "sim/run/session.h"
+#include "tools/trnsim/out_dir.h"
 #include "tools/trnsim/run_options.h"
 
 namespace trnsim::cli {
@@ -31,11 +32,36 @@ int run_workload_file(const RunCliOptions& o) {
   const isa::Program& prog = p.build.program;
   const std::string out_dir = o.out.empty() ? (fs::path("out") / p.w.name).string() : o.out;
   std::error_code ec;
-  if (fs::exists(out_dir, ec) && !fs::is_directory(out_dir, ec))
-    throw InputError(fmt::format("--out {}: exists and is not a directory", out_dir));
+
+  // Every file this run writes, decided before it simulates: none may land on another or on an input.
+  const auto in_dir = [&](const std::string& rel) { return (fs::path(out_dir) / rel).string(); };
+  std::vector<io::NamedPath> paths{{in_dir("stats.json"), "stats.json"}};
+  if (p.w.numerics)
+    for (const std::string& n : p.written)
+      paths.push_back({in_dir(n + ".npy"), fmt::format("output '{}'", n)});
+  if (o.dump_inputs)
+    for (const workload::TensorInfo& t : p.inputs)
+      paths.push_back({in_dir("inputs/" + t.name + ".npy"), fmt::format("--dump-inputs of '{}'", t.name)});
+  if (!o.trace.empty()) paths.push_back({o.trace, "--trace"});
+  for (const workload::InputEntry& e : p.w.inputs)
+    if (!e.is_recipe && e.source.is_npy)
+      paths.push_back({e.source.npy, fmt::format("input '{}' (inputs.{}.npy)", e.key, e.key), true});
+  try {
+    io::check_distinct_files(paths);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
+  }
+  OutDir out(out_dir);
 
   kernels::Tensors inputs;
-  if (p.w.numerics || o.dump_inputs) inputs = workload::make_inputs(p);
+  try {
+    if (p.w.numerics || o.dump_inputs) inputs = workload::make_inputs(p);
+  } catch (const std::bad_alloc&) {
+    throw InputError(fmt::format("{}: out of memory while making the inputs", p.w.file));
+  }
+  const std::vector<std::string> notes = workload::input_notes(p, inputs);
+  for (const std::string& n : notes)
+    std::fprintf(stderr, "trnsim: %s: note: %s\n", p.w.name.c_str(), n.c_str());
   run::Session session(prog, p.hw);
   if (p.w.numerics)
     for (const auto& [name, t] : inputs) session.set_input(name, t);
@@ -55,7 +81,14 @@ int run_workload_file(const RunCliOptions& o) {
                  sim.ns() / 1e3, std::chrono::duration<double>(now - t0).count());
   };
   const auto t_sim = clock::now();
-  const run::SessionResult res = session.run(so);
+  run::SessionResult res;
+  try {
+    res = session.run(so);
+  } catch (const std::bad_alloc&) {
+    throw InputError(
+        fmt::format("{}: out of memory while running the model{}", p.w.file,
+                    p.w.numerics ? " with numerics (the machine state holds every HBM tensor)" : ""));
+  }
   const auto t_ref = clock::now();
 
   const std::optional<double> flops = p.kernel->useful_flops();
@@ -64,6 +97,7 @@ int run_workload_file(const RunCliOptions& o) {
   rep.workload = p.w.name;
   rep.kernel = p.w.kernel;
   rep.params = p.kernel->params();
+  rep.notes = notes;
   if (!inputs.empty())
     for (const kernels::KernelStat& s : p.kernel->input_stats(inputs))
       rep.kernel_stats.push_back({s.name, s.value, s.unit, s.description});
@@ -101,19 +135,12 @@ int run_workload_file(const RunCliOptions& o) {
       files.push_back({(fs::path(out_dir) / "inputs" / (ti.name + ".npy")).string(),
                        io::encode_npy(tensor::npy_dtype_of(t.dtype), t.shape, t.bytes.data())});
     }
-  fs::create_directories(out_dir, ec);
   if (o.dump_inputs) fs::create_directories(fs::path(out_dir) / "inputs", ec);
-  if (!fs::is_directory(out_dir, ec))
-    throw InputError(fmt::format("{}: cannot create the output directory", out_dir));
+  files.push_back(out.manifest(files));
   io::write_files_atomic(files);
-  // Without numerics no outputs are written: output files of an earlier run in the same directory would no
-  // longer match its stats.json, so they go.
-  std::vector<std::string> stale;
-  if (!p.w.numerics)
-    for (const std::string& n : p.written) {
-      const fs::path f = fs::path(out_dir) / (n + ".npy");
-      if (fs::is_regular_file(f, ec) && fs::remove(f, ec)) stale.push_back(f.string());
-    }
+  out.keep();
+  files.pop_back();  // the manifest
+  const std::vector<std::string> stale = out.remove_stale(files);
 
   std::fputs(run::format_stats(run::load_stats((fs::path(out_dir) / "stats.json").string())).c_str(), stdout);
   std::printf("wrote %s/stats.json", out_dir.c_str());

@@ -1,10 +1,25 @@
-// matmul_lhsT_blocked (calibration kernel): result[M, N] = lhsT[K, M]^T @ rhs[K, N] in BF16 on one core.
-// N blocks of block_n (outer), K blocks of block_k, M blocks of block_m (inner); PSUM tiles 128 x 512 FP32.
-// The rhs block [block_k, block_n] and the lhsT block [block_k, block_m] are double-buffered in SBUF. Each M
-// block's PSUM tiles are drained as a block: the first K block copies into an FP32 SBUF accumulator, later
-// ones add (DVE tensor_tensor), the last adds into a BF16 tile that is stored. psum_bufs banks rotate over
-// the M tiles; psum_zero "memset" clears each bank (DVE memset, emitted right after the bank's previous
-// drain) and accumulates every matmul into it instead of letting the first matmul overwrite it.
+// matmul_lhsT_blocked (calibration port): result[M, N] = lhsT[K, M]^T @ rhs[K, N] in BF16 on one core, a port
+// of nki-autotune's hand-written lhsT @ rhs kernel, github.com/awslabs/nki-autotune @d57bcc3,
+// kernel_library/matmul/lhsT_rhs/kernel_hand_90.92mfu.py (file unchanged since dcc23bb). Loops, in the
+// published order (for 2048^3: block_n 512, block_k 1024, block_m 512):
+//   output sets [128, M / 128, block_n] BF16: 4 declared before the loops, N block d2 uses set d2 mod 4
+//   for N block (block_n columns):
+//     lhsT sets (2 x 4: K block mod 2, M block mod 4) and rhs sets (2: K block mod 2) allocated in this loop
+//     memset the output set
+//     for K block (block_k rows):
+//       rhs set: block_k / 128 loads rhs[k-tile, N block] [128, block_n]
+//       for M block (block_m columns):
+//         lhsT set: block_k / 128 loads lhsT[k-tile, M block] [128, block_m]
+//         for each m-tile of the block: PSUM tile [128, 512] FP32 memset to 0, block_k / 128 accumulating
+//           matmuls, copied to an SBUF tile [128, 512] BF16, added (tensor_tensor) into the output tile
+//           (the PSUM memset becomes the first matmul's overwrite, as in matmul_lhs_dma_transpose)
+//     M / 128 stores of the output set's tiles -> result[m-tile, N block]
+// Compiled with enable-instruction-scheduling=false (the library README): program order is what the
+// hardware runs. Buffer counts as published (output 4 sets, lhsT 8 and rhs 2 sets per N block, each N block
+// reusing the previous one's); the PSUM tile and its SBUF copy are allocated per m-tile, from `psum_bufs`
+// banks (8 by default, all of PSUM; 1 or 2 for the bank-pressure variants) and `bufs` SBUF tiles.
+// Engines as in matmul_lhs_dma_transpose: the add on Vector, PSUM copy on `copy_engine`
+// (Scalar), output memsets on `memset_engine` (GpSimd), DMAs on the Sync engine.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,11 +33,13 @@
 namespace trnsim::kernels {
 namespace {
 
-constexpr int64_t kP = 128, kBank = 512;
+constexpr int64_t kP = 128, kTileN = 512;
 
 struct BlockedParams {
-  int64_t M = 0, N = 0, K = 0, block_m = 512, block_n = 512, block_k = 1024, psum_bufs = 8;
-  bool memset_zero = false;
+  int64_t M = 0, N = 0, K = 0, block_m = 512, block_n = 512, block_k = 1024, psum_bufs = 8, bufs = 2;
+  Engine copy_engine = Engine::ACT;
+  Engine memset_engine = Engine::POOL;
+  Engine store_engine = Engine::SP;
 
   static void describe(Schema<BlockedParams>& s) {
     s.dim(&BlockedParams::M, "M", "rows of the result");
@@ -33,12 +50,16 @@ struct BlockedParams {
     s.add(&BlockedParams::block_n, "block_n", "N block (multiple of 512), outermost block loop", 512)
         .range(1, 1 << 16);
     s.add(&BlockedParams::block_k, "block_k", "K block (multiple of 128)", 1024).range(1, 1 << 16);
-    s.add(&BlockedParams::psum_bufs, "psum_bufs",
-          "PSUM banks the accumulation groups rotate over (1: all share one bank)", 8)
+    s.add(&BlockedParams::psum_bufs, "psum_bufs", "PSUM banks the per-m-tile PSUM tiles rotate over", 8)
         .range(1, 8);
-    s.choice(&BlockedParams::memset_zero, "psum_zero",
-             "how a bank starts: the first matmul overwrites it, or a DVE memset then accumulating matmuls",
-             {{"matmul", false}, {"memset", true}}, false);
+    s.add(&BlockedParams::bufs, "bufs", "SBUF tiles the per-m-tile PSUM copies rotate over", 2).range(1, 8);
+    s.choice(&BlockedParams::copy_engine, "copy_engine", "engine of the PSUM -> SBUF tensor_copy",
+             {{"scalar", Engine::ACT}, {"vector", Engine::DVE}}, Engine::ACT);
+    s.choice(&BlockedParams::memset_engine, "memset_engine", "engine of the output memsets",
+             {{"gpsimd", Engine::POOL}, {"vector", Engine::DVE}}, Engine::POOL);
+    s.choice(&BlockedParams::store_engine, "store_engine",
+             "engine triggering the result stores (the loads stay on Sync): a what-if for the DMA placement",
+             {{"sync", Engine::SP}, {"scalar", Engine::ACT}, {"gpsimd", Engine::POOL}}, Engine::SP);
   }
 };
 
@@ -46,70 +67,56 @@ void blocked_kernel(Kernel& k, const BlockedParams& p) {
   View lhsT = k.input("lhsT", DType::BF16, {p.K, p.M});
   View rhs = k.input("rhs", DType::BF16, {p.K, p.N});
   View res = k.output("result", DType::BF16, {p.M, p.N});
-  if (p.M % p.block_m || p.N % p.block_n || p.K % p.block_k || p.block_m % kP || p.block_n % kBank ||
+  if (p.M % p.block_m || p.N % p.block_n || p.K % p.block_k || p.block_m % kP || p.block_n % kTileN ||
       p.block_k % kP)
     throw InputError(fmt::format(
         "kernel 'matmul_lhsT_blocked': blocks ({}, {}, {}) must divide M, N, K = {}, {}, {} and be multiples "
         "of 128, 512, 128",
         p.block_m, p.block_n, p.block_k, p.M, p.N, p.K));
-  const int64_t kts = p.block_k / kP, mts = p.block_m / kP, nts = p.block_n / kBank;
-  const int64_t nbk = p.K / p.block_k, nbm = p.M / p.block_m, mt_all = p.M / kP;
-  View rhs_buf[2] = {k.sbuf({kP, kts, p.block_n}, DType::BF16, "rhs_blk"),
-                     k.sbuf({kP, kts, p.block_n}, DType::BF16, "rhs_blk")};
-  View lhsT_buf[2] = {k.sbuf({kP, kts, p.block_m}, DType::BF16, "lhsT_blk"),
-                      k.sbuf({kP, kts, p.block_m}, DType::BF16, "lhsT_blk")};
-  std::vector<View> banks;
-  for (int64_t i = 0; i < p.psum_bufs; ++i) banks.push_back(k.psum({kP, kBank}, DType::F32, "psum"));
-  View acc = nbk > 1 ? k.sbuf({kP, mt_all, p.block_n}, DType::F32, "acc") : View();
-  View out[2] = {k.sbuf({kP, mts, p.block_n}, DType::BF16, "out_blk"),
-                 k.sbuf({kP, mts, p.block_n}, DType::BF16, "out_blk")};
-  int64_t rb = 0, lb = 0, bank = 0, ob = 0;
-  const int64_t groups = (p.N / p.block_n) * nbk * nbm * mts * nts;
-  if (p.memset_zero)
-    for (int64_t i = 0; i < std::min(groups, p.psum_bufs); ++i) nki::memset(banks[i], 0.0);
-  for (int64_t n = 0; n < p.N / p.block_n; ++n)
-    for (int64_t kb = 0; kb < nbk; ++kb) {
-      const View& r = rhs_buf[rb++ % 2];
+  const int64_t kts = p.block_k / kP, mts = p.block_m / kP, nts = p.block_n / kTileN;
+  const int64_t nbn = p.N / p.block_n, nbk = p.K / p.block_k, nbm = p.M / p.block_m;
+  std::vector<View> outputs;  // [d2 mod 4], declared before the loops
+  for (int64_t i = 0; i < std::min<int64_t>(4, nbn); ++i)
+    outputs.push_back(k.sbuf({kP, p.M / kP, p.block_n}, DType::BF16, fmt::format("output[{}]", i)));
+  // Allocated in the N loop: lhsT [K block mod 2][M block mod 4], rhs [K block mod 2].
+  const int64_t lhsT_count = std::min<int64_t>(2, nbk) * std::min<int64_t>(4, nbm);
+  TilePool lhsT_sets = k.sbuf_pool({kP, kts, p.block_m}, DType::BF16, "lhs_T", lhsT_count);
+  TilePool rhs_sets = k.sbuf_pool({kP, kts, p.block_n}, DType::BF16, "rhs", std::min<int64_t>(2, nbk));
+  TilePool psum = k.psum_pool({kP, kTileN}, DType::F32, "psum_tile", p.psum_bufs);
+  TilePool accs = k.sbuf_pool({kP, kTileN}, DType::BF16, "acc_tile", p.bufs);
+  for (int64_t d2 = 0; d2 < nbn; ++d2) {
+    const View& out = outputs[d2 % 4];
+    for (int64_t mt = 0; mt < p.M / kP; ++mt) nki::memset(out(all, mt), 0.0, p.memset_engine);
+    const int64_t n0 = d2 * p.block_n;
+    for (int64_t d0 = 0; d0 < nbk; ++d0) {
+      const View& r = rhs_sets.buffer(d0 % rhs_sets.bufs());
       for (int64_t kt = 0; kt < kts; ++kt) {
-        const int64_t k0 = kb * p.block_k + kt * kP;
-        nki::dma_copy(r(all, kt), rhs(S(k0, k0 + kP), S(n * p.block_n, (n + 1) * p.block_n)));
+        const int64_t k0 = d0 * p.block_k + kt * kP;
+        nki::dma_copy(r(all, kt), rhs(S(k0, k0 + kP), S(n0, n0 + p.block_n)));
       }
-      const bool first = kb == 0, last = kb == nbk - 1;
-      for (int64_t mb = 0; mb < nbm; ++mb) {
-        const View& l = lhsT_buf[lb++ % 2];
+      for (int64_t d1 = 0; d1 < nbm; ++d1) {
+        const View& l = lhsT_sets.buffer(((d0 % 2) * std::min<int64_t>(4, nbm) + d1 % 4) % lhsT_sets.bufs());
         for (int64_t kt = 0; kt < kts; ++kt) {
-          const int64_t k0 = kb * p.block_k + kt * kP;
-          nki::dma_copy(l(all, kt), lhsT(S(k0, k0 + kP), S(mb * p.block_m, (mb + 1) * p.block_m)));
+          const int64_t k0 = d0 * p.block_k + kt * kP;
+          nki::dma_copy(l(all, kt), lhsT(S(k0, k0 + kP), S(d1 * p.block_m, (d1 + 1) * p.block_m)));
         }
-        const View& o = out[ob % 2];
-        if (last) ++ob;
         for (int64_t mt = 0; mt < mts; ++mt)
           for (int64_t nt = 0; nt < nts; ++nt) {
-            const View& ps = banks[bank % banks.size()];
+            View ps = psum.next();
+            View acc = accs.next();
             for (int64_t kt = 0; kt < kts; ++kt)
               nki::nc_matmul(ps, l(all, kt, S(mt * kP, (mt + 1) * kP)),
-                             r(all, kt, S(nt * kBank, (nt + 1) * kBank)),
-                             {.accumulate = p.memset_zero || kt > 0});
-            View a = nbk > 1 ? acc(all, mb * mts + mt, S(nt * kBank, (nt + 1) * kBank)) : View();
-            View dst = o(all, mt, S(nt * kBank, (nt + 1) * kBank));
-            if (first && last)
-              nki::tensor_copy(dst, ps);
-            else if (first)
-              nki::tensor_copy(a, ps);
-            else
-              nki::tensor_tensor(last ? dst : a, a, ps, nki::AluOp::Add);
-            // Clear the bank for its next group as soon as it is drained.
-            if (p.memset_zero && bank + p.psum_bufs < groups) nki::memset(ps, 0.0);
-            ++bank;
-          }
-        if (last)
-          for (int64_t mt = 0; mt < mts; ++mt) {
-            const int64_t r0 = mb * p.block_m + mt * kP;
-            nki::dma_copy(res(S(r0, r0 + kP), S(n * p.block_n, (n + 1) * p.block_n)), o(all, mt),
-                          {.engine = Engine::ACT});
+                             r(all, kt, S(nt * kTileN, (nt + 1) * kTileN)), {.accumulate = kt > 0});
+            nki::tensor_copy(acc, ps, p.copy_engine);
+            View o = out(all, d1 * mts + mt, S(nt * kTileN, (nt + 1) * kTileN));
+            nki::tensor_tensor(o, o, acc, nki::AluOp::Add);
           }
       }
     }
+    for (int64_t mt = 0; mt < p.M / kP; ++mt)
+      nki::dma_copy(res(S(mt * kP, (mt + 1) * kP), S(n0, n0 + p.block_n)), out(all, mt),
+                    {.engine = p.store_engine});
+  }
 }
 
 }  // namespace
@@ -118,8 +125,8 @@ std::unique_ptr<KernelDef> matmul_lhsT_blocked_kernel() {
   KernelPackage<BlockedParams> k;
   k.name = "matmul_lhsT_blocked";
   k.doc =
-      "result[M,N] = lhsT[K,M]^T @ rhs[K,N] in BF16; N, K, M blocks with double-buffered operands, PSUM "
-      "drained per M block (calibration kernel)";
+      "result[M,N] = lhsT[K,M]^T @ rhs[K,N] in BF16; N, K, M blocks, drains per m-tile into BF16 SBUF "
+      "accumulators (nki-autotune's 90.92 % MFU hand kernel); calibration port";
   k.kernel = blocked_kernel;
   k.useful_flops = [](const BlockedParams& p) { return 2.0 * p.M * p.N * p.K; };
   k.checks = [](const BlockedParams& p) {

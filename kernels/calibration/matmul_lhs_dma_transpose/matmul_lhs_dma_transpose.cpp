@@ -1,11 +1,37 @@
-// matmul_lhs_dma_transpose (calibration kernel): result[M, N] = lhs[M, K] @ rhs[K, N] in BF16 on one core.
-// lhs reaches the K-on-partitions layout by DMA transpose. Loop order M blocks (m_tiles x 128 rows), N tiles
-// (512), K tiles (128): m_tiles PSUM banks accumulate one N tile of m_tiles M tiles and are drained together
-// (cast to BF16 on DVE and ACT alternately) before the block is stored.
+// matmul_lhs_dma_transpose (calibration port): result[M, N] = lhs[M, K] @ rhs[K, N] in BF16 on one core, a
+// port of nki-autotune's hand-tuned lhs @ rhs kernel, github.com/awslabs/nki-autotune @d57bcc3,
+// kernel_library/matmul/lhs_rhs/kernel_handtuned_89.26mfu.py (file unchanged since 0b6f309), measured on
+// Trn2 at 2048^3 in kernel_library/README.md (same commit): best single run 89.47 % MFU, 0.2442 ms.
+// Loops, in the published order (M blocks outer, N tiles, K blocks inner), for 2048^3:
+//   for M block (m_tiles x 128 rows):
+//     out: m_tiles tiles [128, N] BF16 allocated in this loop, memset to 0
+//     for N tile (512 columns):
+//       for K block (k_tiles x 128):
+//         lhsT set (fixed per (K block mod 4, M block mod 4), allocated once before the loops): k_tiles
+//           DMA transposes lhs[M block rows, k-tile] [m_tiles 128, 128] -> [128, m_tiles 128]
+//         rhs set (allocated in the N loop, 8 sets rotating): k_tiles loads rhs[k-tile, N tile] [128, 512]
+//         for each m-tile: PSUM tile [128, 512] FP32 memset to 0, k_tiles accumulating matmuls, copied to an
+//           SBUF tile [128, 512] BF16, added (tensor_tensor) into out[m-tile][:, N tile]
+// The PSUM memset is emitted as the accumulation group's first matmul overwriting the bank: accumulating into
+// PSUM that a memset initialised is undefined on Trn2 (NKI ISA docs, nc_matmul), yet the published kernel
+// runs correctly there, so the compiler lowers memset + accumulating matmuls to a zeroing first matmul (the
+// MATMUL instruction's psum_zero flag in the profiler's operand syntax).
+//       m_tiles stores out[m-tile][:, N tile] -> result
+// The lhs block is transposed again for every N tile, into the same fixed buffer, as published.
+// Compiled with enable-instruction-scheduling=false (README): program order is what the hardware runs, so
+// nothing is reordered here. Buffer counts as published: 16 (4 x 4) lhsT sets declared outside the loops
+// (the ones the loops touch are allocated), 8 rhs sets, one out set per M block; the PSUM tile and its SBUF
+// copy are allocated per m-tile, from `psum_bufs` banks (8: "matmul drains 8 M-tiles x 1 N-tile per call
+// (saturates PSUM at 8 banks)", README) and `bufs` SBUF tiles.
+// Engines: the kernel leaves them to the compiler (memset and tensor_copy default to `unknown`). The add runs
+// on Vector (tensor_tensor), the PSUM copy on `copy_engine` (Scalar by default, as the NKI guide's
+// profiles show for the compiler's PSUM copies; see nki_tutorial_matmul), the SBUF memsets on
+// `memset_engine` (GpSimd by default). DMAs on the Sync engine (NKI kernel I/O queues).
 #include <fmt/format.h>
 
-#include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/api/nki.h"
@@ -15,59 +41,82 @@
 namespace trnsim::kernels {
 namespace {
 
-constexpr int64_t kP = 128, kBank = 512;
+constexpr int64_t kP = 128, kTileN = 512;
 
-struct TransposeParams {
-  int64_t M = 0, N = 0, K = 0, m_tiles = 8;
+struct Params {
+  int64_t M = 0, N = 0, K = 0, m_tiles = 8, k_tiles = 8, rhs_sets = 8, psum_bufs = 8, bufs = 2;
+  Engine copy_engine = Engine::ACT;
+  Engine memset_engine = Engine::POOL;
+  Engine store_engine = Engine::SP;
 
-  static void describe(Schema<TransposeParams>& s) {
-    s.dim(&TransposeParams::M, "M", "rows of lhs and the result");
-    s.dim(&TransposeParams::N, "N", "columns of rhs and the result");
-    s.dim(&TransposeParams::K, "K", "contraction");
-    s.add(&TransposeParams::m_tiles, "m_tiles", "M tiles (PSUM banks) accumulated per drain", 8).range(1, 8);
+  static void describe(Schema<Params>& s) {
+    s.dim(&Params::M, "M", "rows of lhs and the result");
+    s.dim(&Params::N, "N", "columns of rhs and the result");
+    s.dim(&Params::K, "K", "contraction");
+    s.add(&Params::m_tiles, "m_tiles", "128-row M tiles per M block", 8).range(1, 16);
+    s.add(&Params::k_tiles, "k_tiles", "128-row K tiles per K block", 8).range(1, 16);
+    s.add(&Params::rhs_sets, "rhs_sets", "rhs tile sets rotating over the K blocks (published: 8)", 8)
+        .range(1, 16);
+    s.add(&Params::psum_bufs, "psum_bufs", "PSUM banks the per-m-tile PSUM tiles rotate over", 8).range(1, 8);
+    s.add(&Params::bufs, "bufs", "SBUF tiles the per-m-tile PSUM copies rotate over", 2).range(1, 8);
+    s.choice(&Params::copy_engine, "copy_engine", "engine of the PSUM -> SBUF tensor_copy",
+             {{"scalar", Engine::ACT}, {"vector", Engine::DVE}}, Engine::ACT);
+    s.choice(&Params::memset_engine, "memset_engine", "engine of the SBUF accumulator memsets",
+             {{"gpsimd", Engine::POOL}, {"vector", Engine::DVE}}, Engine::POOL);
+    s.choice(&Params::store_engine, "store_engine",
+             "engine triggering the result stores (the loads stay on Sync): a what-if for the DMA placement",
+             {{"sync", Engine::SP}, {"scalar", Engine::ACT}, {"gpsimd", Engine::POOL}}, Engine::SP);
   }
 };
 
-void dma_transpose_kernel(Kernel& k, const TransposeParams& p) {
+void kernel(Kernel& k, const Params& p) {
   View lhs = k.input("lhs", DType::BF16, {p.M, p.K});
   View rhs = k.input("rhs", DType::BF16, {p.K, p.N});
   View res = k.output("result", DType::BF16, {p.M, p.N});
-  const int64_t BM = p.m_tiles * kP;
-  if (p.M % BM || p.N % kBank || p.K % kP)
+  const int64_t BM = p.m_tiles * kP, BK = p.k_tiles * kP;
+  if (p.M % BM || p.N % kTileN || p.K % BK)
     throw InputError(fmt::format(
-        "kernel 'matmul_lhs_dma_transpose': M, N, K = {}, {}, {} must be multiples of {}, 512, 128", p.M, p.N,
-        p.K, BM));
-  const int64_t kts = p.K / kP;
-  View lhsT_buf[2] = {k.sbuf({kP, kts, BM}, DType::BF16, "lhsT"), k.sbuf({kP, kts, BM}, DType::BF16, "lhsT")};
-  View rhs_buf[2] = {k.sbuf({kP, kts, kBank}, DType::BF16, "rhs"),
-                     k.sbuf({kP, kts, kBank}, DType::BF16, "rhs")};
-  View out_buf[2] = {k.sbuf({kP, p.m_tiles, kBank}, DType::BF16, "out"),
-                     k.sbuf({kP, p.m_tiles, kBank}, DType::BF16, "out")};
-  std::vector<View> banks;
-  for (int64_t i = 0; i < p.m_tiles; ++i) banks.push_back(k.psum({kP, kBank}, DType::F32, "psum"));
-  int64_t rb = 0, ob = 0, drains = 0;
-  for (int64_t m = 0; m < p.M / BM; ++m) {
-    const View& lt = lhsT_buf[m % 2];
-    for (int64_t n = 0; n < p.N / kBank; ++n) {
-      // The lhsT k-tiles (first N tile of each M block) and rhs k-tiles are loaded in the order the
-      // matmuls use them.
-      const View& r = rhs_buf[rb++ % 2];
-      for (int64_t kt = 0; kt < kts; ++kt) {
-        if (n == 0) nki::dma_transpose(lt(all, kt), lhs(S(m * BM, (m + 1) * BM), S(kt * kP, (kt + 1) * kP)));
-        nki::dma_copy(r(all, kt), rhs(S(kt * kP, (kt + 1) * kP), S(n * kBank, (n + 1) * kBank)));
+        "kernel 'matmul_lhs_dma_transpose': M, N, K = {}, {}, {} must be multiples of {}, 512, {}", p.M, p.N,
+        p.K, BM, BK));
+  const int64_t nbm = p.M / BM, nbn = p.N / kTileN, nbk = p.K / BK;
+  // lhsT sets [128, k_tiles, BM]: one fixed buffer per (K block mod 4, M block mod 4) the loops touch.
+  std::map<std::pair<int64_t, int64_t>, View> lhsT_sets;
+  for (int64_t d0 = 0; d0 < nbm; ++d0)
+    for (int64_t d1 = 0; d1 < nbk; ++d1) {
+      View& v = lhsT_sets[{d1 % 4, d0 % 4}];
+      if (!v.valid())
+        v = k.sbuf({kP, p.k_tiles, BM}, DType::BF16, fmt::format("lhsT[{}][{}]", d1 % 4, d0 % 4));
+    }
+  TilePool rhs_sets = k.sbuf_pool({kP, p.k_tiles, kTileN}, DType::BF16, "rhs", p.rhs_sets);
+  TilePool out_sets = k.sbuf_pool({kP, p.m_tiles, p.N}, DType::BF16, "output", 1);
+  TilePool psum = k.psum_pool({kP, kTileN}, DType::F32, "psum_tile", p.psum_bufs);
+  TilePool accs = k.sbuf_pool({kP, kTileN}, DType::BF16, "acc_tile", p.bufs);
+  for (int64_t d0 = 0; d0 < nbm; ++d0) {
+    View out = out_sets.next();
+    for (int64_t mt = 0; mt < p.m_tiles; ++mt) nki::memset(out(all, mt), 0.0, p.memset_engine);
+    for (int64_t d2 = 0; d2 < nbn; ++d2) {
+      const auto ncols = S(d2 * kTileN, (d2 + 1) * kTileN);
+      for (int64_t d1 = 0; d1 < nbk; ++d1) {
+        const View& lt = lhsT_sets.at({d1 % 4, d0 % 4});
+        for (int64_t kt = 0; kt < p.k_tiles; ++kt)
+          nki::dma_transpose(lt(all, kt),
+                             lhs(S(d0 * BM, (d0 + 1) * BM), S(d1 * BK + kt * kP, d1 * BK + (kt + 1) * kP)));
+        View r = rhs_sets.next();
+        for (int64_t kt = 0; kt < p.k_tiles; ++kt)
+          nki::dma_copy(r(all, kt), rhs(S(d1 * BK + kt * kP, d1 * BK + (kt + 1) * kP), ncols));
+        for (int64_t mt = 0; mt < p.m_tiles; ++mt) {
+          View ps = psum.next();
+          View acc = accs.next();
+          for (int64_t kt = 0; kt < p.k_tiles; ++kt)
+            nki::nc_matmul(ps, lt(all, kt, S(mt * kP, (mt + 1) * kP)), r(all, kt), {.accumulate = kt > 0});
+          nki::tensor_copy(acc, ps, p.copy_engine);
+          View o = out(all, mt, ncols);
+          nki::tensor_tensor(o, o, acc, nki::AluOp::Add);
+        }
       }
-      for (int64_t kt = 0; kt < kts; ++kt)
-        for (int64_t mt = 0; mt < p.m_tiles; ++mt)
-          nki::nc_matmul(banks[mt], lt(all, kt, S(mt * kP, (mt + 1) * kP)), r(all, kt),
-                         {.accumulate = kt > 0});
-      const View& o = out_buf[ob++ % 2];
       for (int64_t mt = 0; mt < p.m_tiles; ++mt)
-        nki::tensor_copy(o(all, mt), banks[mt], (drains++ % 2) ? Engine::ACT : Engine::DVE);
-      for (int64_t mt = 0; mt < p.m_tiles; ++mt) {
-        const int64_t r0 = m * BM + mt * kP;
-        nki::dma_copy(res(S(r0, r0 + kP), S(n * kBank, (n + 1) * kBank)), o(all, mt),
-                      {.engine = Engine::ACT});
-      }
+        nki::dma_copy(res(S(d0 * BM + mt * kP, d0 * BM + (mt + 1) * kP), ncols), out(all, mt, ncols),
+                      {.engine = p.store_engine});
     }
   }
 }
@@ -75,14 +124,15 @@ void dma_transpose_kernel(Kernel& k, const TransposeParams& p) {
 }  // namespace
 
 std::unique_ptr<KernelDef> matmul_lhs_dma_transpose_kernel() {
-  KernelPackage<TransposeParams> k;
+  KernelPackage<Params> k;
   k.name = "matmul_lhs_dma_transpose";
   k.doc =
-      "result[M,N] = lhs[M,K] @ rhs[K,N] in BF16, lhs transposed by DMA; loop order M, N, K with m_tiles "
-      "M tiles x 1 N tile per PSUM drain (calibration kernel)";
-  k.kernel = dma_transpose_kernel;
-  k.useful_flops = [](const TransposeParams& p) { return 2.0 * p.M * p.N * p.K; };
-  k.checks = [](const TransposeParams& p) {
+      "result[M,N] = lhs[M,K] @ rhs[K,N] in BF16, lhs transposed by DMA per K block; loops M block, N tile, "
+      "K block, drains per m-tile into BF16 SBUF accumulators (nki-autotune's 89.26 % MFU kernel); "
+      "calibration port";
+  k.kernel = kernel;
+  k.useful_flops = [](const Params& p) { return 2.0 * p.M * p.N * p.K; };
+  k.checks = [](const Params& p) {
     return std::vector{matmul_check("result", {"lhs", ref::Contract::Cols}, {"rhs", ref::Contract::Rows},
                                     std::nullopt, 2.0 * p.M * p.N * p.K)};
   };

@@ -289,3 +289,74 @@ TEST_CASE("kernel launch delay: no instruction issues before sync.kernel_launch_
   // configs/hw/trn2.json carries the calibrated value.
   CHECK(config::load_hw_config("trn2").sync.kernel_launch_ns == 11000);
 }
+
+TEST_CASE("a DMA transfer that would end beyond the simulated-time limit stops the run naming it",
+          "[model][time_limit]") {
+  isa::Program p;
+  p.files = {"?", "kernel.cpp"};
+  p.tensors.push_back(tensor("x", 128, 2048));
+  auto l = load(0, 4096, 2);
+  l.loc = {1, 9};
+  push(p, 0, l);
+  // HBM at 1e-11 GB/s (validation refuses it; set here behind its back): the 524288 B move at 1e-14 B/ps from
+  // 50 + 1240 ns = 1290 ns, ending at 1290000 + 5.24288e19 ps, past 2^62 ps (and 2^64): refused when its
+  // end is scheduled, at 1290 ns, instead of a clock that wraps and spins.
+  auto hw = trn2();
+  hw.hbm.bandwidth_GBps = 1e-11;
+  try {
+    run(p, hw);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) ==
+          "at 1290.000 ns, kernel.cpp:9: core 0 SP #0 dma_copy (DMA queue 2): its data transfer would end at "
+          "5.24288e+19 ps (607 days), at or beyond the simulated-time limit of 4.61169e+18 ps (53.4 days); a "
+          "hardware value is probably far out of scale (a bandwidth, clock or efficiency)");
+  }
+}
+
+TEST_CASE("an instruction that would end beyond the simulated-time limit stops the run naming it",
+          "[model][time_limit]") {
+  SECTION("a PE clock of 1e-300 GHz") {
+    // One cycle is 1e303 ps: LS = 32 cycles = 3.2e304 ps, refused before it reaches a 64-bit time.
+    isa::Program p;
+    push(p, 0, matmul(128));
+    auto hw = trn2();
+    hw.pe.clock_GHz = 1e-300;
+    CHECK_THROWS_WITH(run(p, hw),
+                      "at 0.000 ns, unknown source: core 0 PE #0 nc_matmul: its LoadStationary would "
+                      "end at 3.2e+304 ps (3.7e+287 days), at or beyond the simulated-time limit of "
+                      "4.61169e+18 ps (53.4 days); a hardware value is probably far out of scale (a "
+                      "bandwidth, clock or efficiency)");
+  }
+  SECTION("a lowered RunOptions::max_time: the third of three matmuls") {
+    // As in "back-to-back matmuls": the third is issued at 66668 and its MM would end at 13334 + 3 x 53334.
+    isa::Program p;
+    for (int i = 0; i < 3; ++i) push(p, 0, matmul(128));
+    model::RunOptions o;
+    o.numerics = false;
+    o.max_time = ps(150000);
+    CHECK_THROWS_WITH(
+        model::run_program(p, trn2(), o),
+        "at 66.668 ns, unknown source: core 0 PE #2 nc_matmul: its MultiplyMoving would end at "
+        "173336 ps (1.73e-07 s), at or beyond the simulated-time limit of 150000 ps (1.5e-07 s)");
+  }
+  SECTION("a semaphore update that would arrive after the limit") {
+    // DVE tensor_copy ends at 370834 ps (see "semaphore ordering"); its update would arrive 10 ns later.
+    isa::Program p;
+    push(p, 0,
+         make(Opcode::TensorCopy, Engine::DVE,
+              {sbuf(DType::BF16, 128, {1024}), sbuf(DType::BF16, 128, {1024}, 2048)}, {}, {{1, 1, false}}));
+    model::RunOptions o;
+    o.numerics = false;
+    o.max_time = ps(375000);
+    CHECK_THROWS_WITH(model::run_program(p, trn2(), o),
+                      "at 370.834 ns, unknown source: core 0 DVE #0 tensor_copy: its semaphore update would "
+                      "arrive at 380834 ps (3.81e-07 s), at or beyond the simulated-time limit of 375000 ps "
+                      "(3.75e-07 s)");
+    o.max_time = ps(370000);
+    CHECK_THROWS_WITH(
+        model::run_program(p, trn2(), o),
+        "at 0.000 ns, unknown source: core 0 DVE #0 tensor_copy: its execution would end at 370834 "
+        "ps (3.71e-07 s), at or beyond the simulated-time limit of 370000 ps (3.7e-07 s)");
+  }
+}

@@ -45,8 +45,8 @@ TEST_CASE("trn2 and trn3 load with the documented values", "[config]") {
   CHECK(t2.hbm.bandwidth_GBps == 725);
   CHECK(t2.memory.sbuf_bytes_per_partition == 224 * 1024);
   CHECK_FALSE(t2.features.nc_matmul_mx);
-  // Fixed DMA cost composition (calibrated, configs/hw/trn2.json dma.setup_ns): 50 trigger + 1000 setup + 240 HBM
-  // latency + 10 semaphore write = 1300 ns (reference §2.7).
+  // Fixed DMA cost composition (calibrated, configs/hw/trn2.json dma.setup_ns): 50 trigger + 1000 setup + 240
+  // HBM latency + 10 semaphore write = 1300 ns (reference §2.7).
   CHECK(t2.dma.trigger_ns + t2.dma.setup_ns + t2.hbm.latency_ns + t2.sync.semaphore_latency_ns == 1300);
   CHECK(t2.limits().hbm_bytes == uint64_t{24} << 30);  // one 24 GiB stack per LNC2 pair (reference §1.5)
   CHECK(t2.sync.kernel_launch_ns == 11000);
@@ -95,7 +95,9 @@ TEST_CASE("overrides replace a leaf value before validation", "[config]") {
   // An override is validated like the file: out of range names the JSON path.
   CHECK(error_of([] {
           load_hw_config(kTrn2, {{"pe.clock_GHz", -1}});
-        }) == kTrn2 + ": pe.clock_GHz.value: expected a number > 0 and <= 10, found -1");
+        }) == kTrn2 +
+                  ": pe.clock_GHz.value: expected a number in [0.01, 100], found -1 (from the override "
+                  "pe.clock_GHz=-1)");
 }
 
 TEST_CASE("bad override paths are errors naming the path", "[config]") {
@@ -131,7 +133,7 @@ TEST_CASE("validation errors name the file and the JSON path", "[config]") {
     json d = base;
     d["dma"]["engine_bandwidth_GBps"]["value"] = "fast";
     CHECK(error_of([&] { parse_hw_config(d, f); }) ==
-          "my.json: dma.engine_bandwidth_GBps.value: expected a number > 0 and <= 1e+06, found \"fast\"");
+          "my.json: dma.engine_bandwidth_GBps.value: expected a number in [0.01, 100000], found \"fast\"");
     d = base;
     d["pe"]["ls_overlap"]["value"] = 1;
     CHECK(error_of([&] { parse_hw_config(d, f); }) ==
@@ -155,7 +157,7 @@ TEST_CASE("validation errors name the file and the JSON path", "[config]") {
     json d = base;
     d["pe"]["throttle"]["cap"]["value"] = 1.5;
     CHECK(error_of([&] { parse_hw_config(d, f); }) ==
-          "my.json: pe.throttle.cap.value: expected a number > 0 and <= 1, found 1.5");
+          "my.json: pe.throttle.cap.value: expected a number in [0.01, 1], found 1.5");
     d = base;
     d["dma"]["engines_per_core"]["value"] = 2.5;
     CHECK(error_of([&] { parse_hw_config(d, f); }) ==
@@ -172,6 +174,87 @@ TEST_CASE("validation errors name the file and the JSON path", "[config]") {
     CHECK(error_of([&] { parse_hw_config(d, f); }) ==
           "my.json: generation: expected \"trn2\" or \"trn3\", found \"trn1\"");
   }
+}
+
+TEST_CASE("absurd values are rejected with the file, the key and the accepted range", "[config]") {
+  // The values that made a run spin forever (simulated time past 2^64 ps) before they had a lower bound.
+  CHECK(error_of([] {
+          load_hw_config(kTrn3, {{"hbm.bandwidth_GBps", 1e-11}});
+        }) ==
+        kTrn3 +
+            ": hbm.bandwidth_GBps.value: expected a number in [0.01, 1e+06], found 1e-11 (from the override "
+            "hbm.bandwidth_GBps=1e-11)");
+  CHECK(error_of([] {
+          load_hw_config(kTrn3, {{"hbm.bandwidth_GBps", 1e-300}});
+        }) ==
+        kTrn3 +
+            ": hbm.bandwidth_GBps.value: expected a number in [0.01, 1e+06], found 1e-300 (from the override "
+            "hbm.bandwidth_GBps=1e-300)");
+  CHECK(error_of([] {
+          load_hw_config(kTrn3, {{"dma.transpose_efficiency_hbm", 1e-300}});
+        }) ==
+        kTrn3 +
+            ": dma.transpose_efficiency_hbm.value: expected a number in [0.01, 1], found 1e-300 (from the "
+            "override dma.transpose_efficiency_hbm=1e-300)");
+
+  json base = load_json(kTrn2);
+  const std::string f = "my.json";
+  auto with = [&](const std::string& path, const json& value) {
+    json d = base;
+    json* node = &d;
+    for (size_t pos = 0, dot; pos != std::string::npos; pos = dot == std::string::npos ? dot : dot + 1) {
+      dot = path.find('.', pos);
+      node = &(*node)[path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos)];
+    }
+    (*node)["value"] = value;
+    return error_of([&] { parse_hw_config(d, f); });
+  };
+  // Zero and near-zero rates: a clock, a bandwidth, an efficiency, the throttle cap and window.
+  CHECK(with("pe.clock_GHz", 0) == "my.json: pe.clock_GHz.value: expected a number in [0.01, 100], found 0");
+  CHECK(with("dve.clock_GHz", 1e-6) ==
+        "my.json: dve.clock_GHz.value: expected a number in [0.01, 100], found 1e-06");
+  CHECK(with("dma.engine_bandwidth_GBps", 0.001) ==
+        "my.json: dma.engine_bandwidth_GBps.value: expected a number in [0.01, 100000], found 0.001");
+  CHECK(with("dma.accumulate_efficiency", 0.001) ==
+        "my.json: dma.accumulate_efficiency.value: expected a number in [0.01, 1], found 0.001");
+  CHECK(with("pe.throttle.cap", 1e-9) ==
+        "my.json: pe.throttle.cap.value: expected a number in [0.01, 1], found 1e-09");
+  CHECK(with("pe.throttle.window_ns", 0) ==
+        "my.json: pe.throttle.window_ns.value: expected a number in [1, 1e+06], found 0");
+  CHECK(with("dma.efficiency_curve", json::array({json::array({32, 1e-300})})) ==
+        "my.json: dma.efficiency_curve.value[0]: expected a non-empty array of [bytes_per_partition in (0, "
+        "1073741824], efficiency in [0.01, 1]] points with increasing bytes, found [32,1e-300]");
+  // Latencies up to 1 ms; counts and sizes within what the model and host memory can hold.
+  CHECK(with("dma.setup_ns", 2e6) ==
+        "my.json: dma.setup_ns.value: expected a number in [0, 1e+06], found 2000000.0");
+  CHECK(with("sync.kernel_launch_ns", -1) ==
+        "my.json: sync.kernel_launch_ns.value: expected a number in [0, 1e+06], found -1");
+  CHECK(with("memory.sbuf_bytes_per_partition", 1 << 30) ==
+        "my.json: memory.sbuf_bytes_per_partition.value: expected an integer in [1, 4194304], found "
+        "1073741824");
+  CHECK(with("dma.queues_per_core", 0) ==
+        "my.json: dma.queues_per_core.value: expected an integer in [1, 256], found 0");
+
+  // Every numeric parameter has an upper bound: 1e300 is rejected wherever a number is read.
+  int numeric = 0;
+  for (const auto& [group, leaves] : base.items()) {
+    if (!leaves.is_object()) continue;
+    std::vector<std::pair<std::string, json>> stack;
+    for (const auto& [k, v] : leaves.items()) stack.emplace_back(group + "." + k, v);
+    while (!stack.empty()) {
+      auto [path, node] = stack.back();
+      stack.pop_back();
+      if (!node.contains("value")) {
+        for (const auto& [k, v] : node.items()) stack.emplace_back(path + "." + k, v);
+        continue;
+      }
+      if (!node["value"].is_number()) continue;
+      ++numeric;
+      INFO(path);
+      CHECK(with(path, 1e300).rfind(f + ": " + path + ".value: expected a", 0) == 0);
+    }
+  }
+  CHECK(numeric == 47);  // every numeric leaf of trn2.json (the efficiency curve is an array, checked above)
 }
 
 TEST_CASE("a file that is not JSON is an InputError", "[config]") {

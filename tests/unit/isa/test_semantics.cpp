@@ -297,6 +297,57 @@ TEST_CASE("indirect dma_copy gathers 128 rows; out-of-bounds rows skipped or an 
   CHECK(get<float>(m.state.hbm[0].data() + 16 * 6 + 8) == 62.0f);
 }
 
+TEST_CASE(
+    "indirect dma_copy steps by the pattern's row stride: stride 1 gathers and scatters single elements",
+    "[isa]") {
+  // table [200, 4] F32 seen as 800 elements: the index is a flat element index (row * 4 + column), as a
+  // cross-entropy kernel gathers logits[r, target[r]] with index r * V + target[r].
+  Machine m(trn2(), {TensorDecl{"table", DType::F32, {200, 4}}});
+  for (int e = 0; e < 800; ++e) put(m.state.hbm[0].data() + 4 * e, static_cast<float>(e));
+  const int32_t index[4] = {0, 799, 401, 800};
+  for (uint32_t i = 0; i < 4; ++i) {
+    put<int32_t>(m.s(i, 0), index[i]);
+    put(m.s(i, 64), -5.0f);
+  }
+  Instruction g = make(Opcode::DmaCopy, Engine::POOL,
+                       {sbuf(0, 4, 64, DType::F32, {{1, 1}}), hbm(0, 0, DType::F32, 1, 4, {{1, 1}}),
+                        sbuf(0, 4, 0, DType::I32, {{1, 1}})});
+  g.flags = kOobSkip;
+  m.run(g);
+  CHECK(get<float>(m.s(0, 64)) == 0.0f);
+  CHECK(get<float>(m.s(1, 64)) == 799.0f);
+  CHECK(get<float>(m.s(2, 64)) == 401.0f);
+  CHECK(get<float>(m.s(3, 64)) == -5.0f);  // 800 is past the last element: skipped
+  g.flags = 0;
+  CHECK_THROWS_MATCHES(
+      m.run(g), RuleError,
+      Catch::Message("dma_copy on POOL: indirect bounds: vector_offset[3] = 800 is outside rows "
+                     "[0, 800) of tensor 'table'"));
+  // A pattern starting at element 2 with two elements per row: index i covers elements 2 + i and 3 + i.
+  put<int32_t>(m.s(0, 0), 796);
+  Instruction g2 = make(Opcode::DmaCopy, Engine::POOL,
+                        {sbuf(0, 1, 64, DType::F32, {{1, 2}}), hbm(0, 8, DType::F32, 1, 1, {{1, 2}}),
+                         sbuf(0, 1, 0, DType::I32, {{1, 1}})});
+  m.run(g2);
+  CHECK(get<float>(m.s(0, 64)) == 798.0f);
+  CHECK(get<float>(m.s(0, 68)) == 799.0f);
+  put<int32_t>(m.s(0, 0), 797);  // would read element 800
+  CHECK_THROWS_MATCHES(
+      m.run(g2), RuleError,
+      Catch::Message("dma_copy on POOL: indirect bounds: vector_offset[0] = 797 is outside rows "
+                     "[0, 797) of tensor 'table'"));
+  // Scatter of single elements.
+  put<int32_t>(m.s(0, 0), 5);
+  put(m.s(0, 128), 42.0f);
+  Instruction sc = make(Opcode::DmaCopy, Engine::POOL,
+                        {hbm(0, 0, DType::F32, 1, 1, {{1, 1}}), sbuf(0, 1, 128, DType::F32, {{1, 1}}),
+                         sbuf(0, 1, 0, DType::I32, {{1, 1}})});
+  sc.flags = kIndirectDst;
+  m.run(sc);
+  CHECK(get<float>(m.state.hbm[0].data() + 4 * 5) == 42.0f);
+  CHECK(get<float>(m.state.hbm[0].data() + 4 * 6) == 6.0f);
+}
+
 TEST_CASE("activation functions against libm (FP32 within 2 ulp-ish) with vector scale, bias and reduce",
           "[isa]") {
   const std::vector<std::pair<ActFunc, double (*)(double)>> funcs = {

@@ -87,7 +87,8 @@ TEST_CASE("sbuf tiles: offsets, RAII release, and a clear error with the kernel 
         }).find("129 partitions") != std::string::npos);
 }
 
-TEST_CASE("psum tiles take whole banks, multi-bank tiles only on Trn3", "[kernels][alloc]") {
+TEST_CASE("psum tiles take whole banks; multi-bank tiles up to 4 banks on Trn2, any on Trn3",
+          "[kernels][alloc]") {
   build_program(
       [](Kernel& k) {
         View a = k.psum({128, 128}, DType::F32, "a");  // 512 B: one bank
@@ -109,8 +110,25 @@ TEST_CASE("psum tiles take whole banks, multi-bank tiles only on Trn3", "[kernel
   CHECK(msg.find("test_alloc.cpp:" + std::to_string(line) +
                  ": psum tile 'ninth' [128 x 16 B] does not fit: 0 B free in partitions 0-127") !=
         std::string::npos);
-  msg = build_error([](Kernel& k) { k.psum({128, 1024}, DType::F32, "wide"); });
-  CHECK(msg.find("spans more than one 2048 B bank") != std::string::npos);
+  // Trn2: a Vector/Scalar PSUM tile may take up to 4 banks (8 KiB per partition), placed on whole banks.
+  build_program(
+      [](Kernel& k) {
+        View one = k.psum({128, 4}, DType::F32, "one");
+        View two = k.psum({128, 1024}, DType::F32, "two");     // 4 KiB: banks 1-2
+        View four = k.psum({128, 4096}, DType::BF16, "four");  // 8 KiB: banks 3-6
+        CHECK(two.offset_bytes() == 2048);
+        CHECK(four.offset_bytes() == 3 * 2048);
+      },
+      opts(Generation::Trn2));
+  line = 0;
+  msg = build_error([&](Kernel& k) {
+    line = __LINE__ + 1;
+    k.psum({128, 2049}, DType::F32, "wide");
+  });
+  CHECK(msg ==
+        "test_alloc.cpp:" + std::to_string(line) +
+            ": psum tile 'wide' [128 x 8196 B] spans more than 4 banks of 2048 B; a trn2 PSUM tile covers "
+            "at most 8192 B per partition (Vector/Scalar access; a matmul output stays in one bank)");
   build_program(
       [](Kernel& k) {
         View one = k.psum({128, 4}, DType::F32, "one");

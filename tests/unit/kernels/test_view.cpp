@@ -52,6 +52,31 @@ TEST_CASE("hbm views: row slices, column slices with steps, transposed views", "
   });
 }
 
+TEST_CASE("hbm regions of an indexed (indirect DMA) side: whole rows, or the whole tensor for element steps",
+          "[kernels][view]") {
+  with_kernel([](Kernel& k) {
+    View x = k.input("x", DType::BF16, {64, 256});
+    // Whole-row pattern over columns [32, 96): every row, those bytes.
+    View::Region r = x(S(0, 8), S(32, 96)).region(true);
+    CHECK(r.r0 == 0);
+    CHECK(r.r1 == 64);
+    CHECK(r.c0 == 64);
+    CHECK(r.c1 == 192);
+    // Row stride of one element (flat element index): any byte of any row can be reached.
+    r = x.reshape({64 * 256, 1})(S(0, 8)).region(true);
+    CHECK(r.r0 == 0);
+    CHECK(r.r1 == 64);
+    CHECK(r.c0 == 0);
+    CHECK(r.c1 == 512);
+    // The same view without indexing touches its own 8 elements of row 0.
+    r = x.reshape({64 * 256, 1})(S(0, 8)).region(false);
+    CHECK(r.r0 == 0);
+    CHECK(r.r1 == 1);
+    CHECK(r.c0 == 0);
+    CHECK(r.c1 == 16);
+  });
+}
+
 TEST_CASE("sbuf views: partition ranges, free slices, reshape, bitcast", "[kernels][view]") {
   with_kernel([](Kernel& k) {
     View t = k.sbuf({128, 4, 256}, DType::F32, "t");

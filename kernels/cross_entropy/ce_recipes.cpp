@@ -1,0 +1,220 @@
+#include "kernels/cross_entropy/ce_recipes.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cross_entropy/ce_reference.h"
+#include "sim/base/error.h"
+#include "sim/io/generators.h"
+#include "sim/numerics/float_formats.h"
+
+namespace trnsim::kernels::ce {
+namespace {
+
+using tensor::HostTensor;
+
+struct LogitsArgs {
+  int64_t seed = 1;
+  double mean = 0.0, std = 2.0;
+  int64_t masked_columns = 0, masked_prefix = 0, masked_prefix_every = 0;
+  int64_t all_masked_rows = 0, neg_inf_target_rows = 0, bf16_max_rows = 0, tie_rows = 0;
+  double ignore_fraction = 0.0;
+
+  static void describe(Schema<LogitsArgs>& s) {
+    s.add(&LogitsArgs::seed, "seed", "random seed", 1).at_least(0);
+    s.add(&LogitsArgs::mean, "mean", "mean of the logits", 0.0);
+    s.add(&LogitsArgs::std, "std", "standard deviation of the logits (> 0)", 2.0).range(1e-6, 1e6);
+    s.add(&LogitsArgs::masked_columns, "masked_columns",
+          "the last N vocabulary columns are -inf in every row (a padded vocabulary)", 0)
+        .at_least(0);
+    s.add(&LogitsArgs::masked_prefix, "masked_prefix",
+          "first N columns -inf in the rows picked by masked_prefix_every", 0)
+        .at_least(0);
+    s.add(&LogitsArgs::masked_prefix_every, "masked_prefix_every",
+          "rows r with r % k == k / 2 get the masked prefix (0: none)", 0)
+        .at_least(0);
+    s.add(&LogitsArgs::all_masked_rows, "all_masked_rows", "evenly spaced rows whose logits are all -inf", 0)
+        .at_least(0);
+    s.add(&LogitsArgs::neg_inf_target_rows, "neg_inf_target_rows", "rows whose target logit is -inf", 0)
+        .at_least(0);
+    s.add(&LogitsArgs::bf16_max_rows, "bf16_max_rows",
+          "rows whose target logit is the BF16 maximum and a few other logits +-that value", 0)
+        .at_least(0);
+    s.add(&LogitsArgs::tie_rows, "tie_rows", "rows whose maximum 8.0 appears in 3 columns", 0).at_least(0);
+    s.add(&LogitsArgs::ignore_fraction, "ignore_fraction",
+          "fraction of the other rows whose target is ignore_idx (1: every row)", 0.0)
+        .range(0, 1);
+  }
+};
+
+struct NoArgs {
+  static void describe(Schema<NoArgs>&) {}
+};
+
+enum Special : uint8_t { kNone, kAllMasked, kNegInfTarget, kBf16Max, kTie };
+
+// Marks n evenly spaced rows (starting near `offset`) not yet taken with `kind`.
+void pick(std::vector<uint8_t>& kind, int64_t n, int64_t offset, uint8_t what) {
+  const int64_t R = static_cast<int64_t>(kind.size());
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = (offset + i * R / n) % R;
+    while (kind[r] != kNone) r = (r + 1) % R;
+    kind[r] = what;
+  }
+}
+
+double unit(uint64_t seed, uint64_t stream, int64_t i) {
+  return static_cast<double>(io::mix64(seed * 0x9E3779B97F4A7C15ull + stream * 0xD1B54A32D192ED03ull +
+                                       static_cast<uint64_t>(i)) >>
+                             11) *
+         0x1.0p-53;
+}
+
+void make_logits(const CommonParams& p, const LogitsArgs& a, RecipeIO& io) {
+  const int64_t R = p.rows, V = p.V;
+  const int64_t hi_t = V - a.masked_columns;
+  const bool prefix = a.masked_prefix > 0 && a.masked_prefix_every > 0;
+  if (hi_t <= 0)
+    throw InputError(fmt::format(
+        "recipe 'lm_logits': masked_columns {} leaves no column of V = {} for targets", a.masked_columns, V));
+  if (prefix && a.masked_prefix >= hi_t)
+    throw InputError(
+        fmt::format("recipe 'lm_logits': masked_prefix {} leaves no unmasked column for targets (V {}, "
+                    "masked_columns {})",
+                    a.masked_prefix, V, a.masked_columns));
+  const int64_t specials = a.all_masked_rows + a.neg_inf_target_rows + a.bf16_max_rows + a.tie_rows;
+  if (specials > R)
+    throw InputError(fmt::format("recipe 'lm_logits': {} special rows for {} rows", specials, R));
+  if ((a.bf16_max_rows > 0 || a.tie_rows > 0) && hi_t < 8)
+    throw InputError("recipe 'lm_logits': bf16_max_rows and tie_rows need at least 8 unmasked columns");
+  std::vector<uint8_t> kind(static_cast<size_t>(R), kNone);
+  pick(kind, a.all_masked_rows, R / 7, kAllMasked);
+  pick(kind, a.neg_inf_target_rows, R / 5, kNegInfTarget);
+  pick(kind, a.bf16_max_rows, R / 3, kBf16Max);
+  pick(kind, a.tie_rows, R / 2, kTie);
+
+  HostTensor& x = io.output("logits");
+  HostTensor& t = io.output("target");
+  const bool bf16 = x.dtype == isa::DType::BF16;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const float bmax = num::bf16_to_f32(0x7F7F);
+  auto* t32 = reinterpret_cast<int32_t*>(t.bytes.data());
+  parallel_rows(R, io.threads(), [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(V));
+    for (int64_t r = r0; r < r1; ++r) {
+      // Irwin-Hall sum of four 16-bit uniforms from one 64-bit hash per element, scaled to unit variance: an
+      // approximately normal sample from integer arithmetic only (fast, and the same on every platform).
+      const uint64_t key = io::mix64(static_cast<uint64_t>(a.seed) * 1000003ull + static_cast<uint64_t>(r));
+      for (int64_t j = 0; j < V; ++j) {
+        const uint64_t h = io::mix64(key + static_cast<uint64_t>(j));
+        const uint32_t sum = static_cast<uint32_t>(h & 0xFFFF) + static_cast<uint32_t>((h >> 16) & 0xFFFF) +
+                             static_cast<uint32_t>((h >> 32) & 0xFFFF) + static_cast<uint32_t>(h >> 48);
+        const double z = (static_cast<double>(sum) + 2.0) * 0x1.0p-16 - 2.0;  // mean 0, variance 1/3
+        row[j] = static_cast<float>(a.mean + a.std * 1.7320508075688772 * z);
+      }
+      for (int64_t j = hi_t; j < V; ++j) row[j] = ninf;
+      const bool pre = prefix && r % a.masked_prefix_every == a.masked_prefix_every / 2;
+      const int64_t lo_t = pre ? a.masked_prefix : 0;
+      if (pre)
+        for (int64_t j = 0; j < a.masked_prefix; ++j) row[j] = ninf;
+      int64_t y = lo_t + static_cast<int64_t>(unit(a.seed, 1, r) * static_cast<double>(hi_t - lo_t));
+      y = std::min(y, hi_t - 1);
+      switch (kind[r]) {
+        case kAllMasked:
+          for (float& f : row) f = ninf;
+          break;
+        case kNegInfTarget:
+          row[y] = ninf;
+          break;
+        case kBf16Max:
+          row[y] = bmax;
+          row[(y + 1) % hi_t] = bmax;
+          row[(y + 3) % hi_t] = -bmax;
+          break;
+        case kTie: {
+          const int64_t a0 = lo_t + (y - lo_t + 2) % (hi_t - lo_t),
+                        a1 = lo_t + (y - lo_t + 5) % (hi_t - lo_t);
+          row[y] = row[a0] = row[a1] = 8.0f;
+          for (float& f : row) f = std::min(f, 8.0f);
+          break;
+        }
+        default:
+          break;
+      }
+      const bool ignored =
+          a.ignore_fraction >= 1.0 || (kind[r] == kNone && unit(a.seed, 2, r) < a.ignore_fraction);
+      t32[r] = ignored ? static_cast<int32_t>(p.ignore_idx) : static_cast<int32_t>(y);
+      if (bf16) {
+        auto* o = reinterpret_cast<uint16_t*>(x.bytes.data()) + r * V;
+        for (int64_t j = 0; j < V; ++j) o[j] = num::f32_to_bf16(row[j]);
+      } else {
+        std::memcpy(x.bytes.data() + r * V * 4, row.data(), static_cast<size_t>(V) * 4);
+      }
+    }
+  });
+}
+
+void make_stats(const CommonParams& p, RecipeIO& io) {
+  const int64_t R = p.rows, V = p.V;
+  const HostTensor& x = io.input("logits");
+  HostTensor& mt = io.output("row_max");
+  HostTensor& dt = io.output("row_sumexp");
+  auto* m = reinterpret_cast<float*>(mt.bytes.data());
+  auto* d = reinterpret_cast<float*>(dt.bytes.data());
+  const double inf = std::numeric_limits<double>::infinity();
+  parallel_rows(R, io.threads(), [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(V));
+    for (int64_t r = r0; r < r1; ++r) {
+      logits_row(x, r, row.data());
+      const float* xr = row.data();
+      double mx = -inf;
+      bool nan = false;
+      for (int64_t j = 0; j < V; ++j) {
+        nan |= std::isnan(xr[j]);
+        mx = std::max<double>(mx, xr[j]);
+      }
+      if (nan) mx = std::numeric_limits<double>::quiet_NaN();
+      const double s = mx == -inf ? 0.0 : mx;
+      double sum = 0;
+      for (int64_t j = 0; j < V; ++j) sum += std::exp(static_cast<double>(xr[j]) - s);
+      // (FP64 exp of every logit: the reference statistic, rounded once to FP32 below.)
+      m[r] = static_cast<float>(mx);
+      d[r] = static_cast<float>(sum);
+    }
+  });
+}
+
+template <class P>
+Recipe<P> logits_recipe() {
+  return make_recipe<P, LogitsArgs>(
+      "lm_logits",
+      "logits N(mean, std^2) and targets together, with masked (-inf) vocabulary columns or prefixes, all "
+      "-inf rows, -inf target logits, BF16-maximum logits, argmax ties and ignored targets",
+      [](const P&) {
+        return std::vector<std::string>{"logits", "target"};
+      },
+      nullptr, [](const P& p, const LogitsArgs& a, RecipeIO& io) { make_logits(p.c, a, io); });
+}
+
+}  // namespace
+
+std::vector<Recipe<FwdParams>> fwd_recipes() {
+  return {logits_recipe<FwdParams>()};
+}
+
+std::vector<Recipe<BwdParams>> bwd_recipes() {
+  return {logits_recipe<BwdParams>(),
+          make_recipe<BwdParams, NoArgs>(
+              "forward_stats",
+              "row_max and row_sumexp of the logits as the forward defines them (FP64, rounded to FP32)",
+              [](const BwdParams&) {
+                return std::vector<std::string>{"row_max", "row_sumexp"};
+              },
+              [](const BwdParams&) { return std::vector<std::string>{"logits"}; },
+              [](const BwdParams& p, const NoArgs&, RecipeIO& io) { make_stats(p.c, io); })};
+}
+
+}  // namespace trnsim::kernels::ce

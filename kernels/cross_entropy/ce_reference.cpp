@@ -1,0 +1,208 @@
+#include "kernels/cross_entropy/ce_reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <thread>
+
+#include "kernels/cross_entropy/ce_lib.h"
+#include "sim/isa/alu.h"
+#include "sim/numerics/float_formats.h"
+
+namespace trnsim::kernels::ce {
+
+using isa::ActFunc;
+using isa::AluOp;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double shift_of(double m) {
+  return m == -kInf ? 0.0 : m;
+}
+
+// The row's statistics in FP64: max, sum of exp relative to the shift, argmax, NaN presence, sum of logits.
+struct RowStats {
+  double m = -kInf, d = 0, sx = 0;
+  int32_t argmax = 0;
+  bool nan = false;
+};
+
+RowStats row_stats(const float* x, int64_t V) {
+  RowStats r;
+  double best = -kInf;
+  for (int64_t i = 0; i < V; ++i) {
+    const double v = x[i];
+    if (std::isnan(v)) {
+      r.nan = true;
+      continue;
+    }
+    if (v > best) {
+      best = v;
+      r.argmax = static_cast<int32_t>(i);
+    }
+    r.sx += v;
+  }
+  r.m = r.nan ? std::numeric_limits<double>::quiet_NaN() : best;
+  const double s = shift_of(r.m);
+  for (int64_t i = 0; i < V; ++i) r.d += std::exp(static_cast<double>(x[i]) - s);
+  if (r.nan) r.sx = r.m;
+  return r;
+}
+
+bool is_valid(int32_t t, const CommonParams& p) {
+  return t != p.ignore_idx;
+}
+
+}  // namespace
+
+void parallel_rows(int64_t n, int threads, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t k = std::max<int64_t>(1, std::min<int64_t>(threads, n));
+  if (k <= 1) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < k; ++t) pool.emplace_back(fn, n * t / k, n * (t + 1) / k);
+  fn(0, n / k);
+  for (auto& th : pool) th.join();
+}
+
+int reference_threads() {
+  return static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 16));
+}
+
+void logits_row(const tensor::HostTensor& logits, int64_t r, float* out) {
+  const int64_t V = logits.shape[1];
+  if (logits.dtype == isa::DType::BF16) {
+    const auto* b = reinterpret_cast<const uint16_t*>(logits.bytes.data()) + r * V;
+    for (int64_t j = 0; j < V; ++j) out[j] = num::bf16_to_f32(b[j]);
+  } else {
+    std::memcpy(out, logits.bytes.data() + r * V * 4, static_cast<size_t>(V) * 4);
+  }
+}
+
+FwdReference fwd_reference(const tensor::HostTensor& x, const std::vector<int32_t>& target,
+                           const CommonParams& p, int threads) {
+  FwdReference r;
+  const int64_t R = p.rows, V = p.V;
+  r.loss.resize(R);
+  r.row_max.resize(R);
+  r.row_sumexp.resize(R);
+  r.argmax.resize(R);
+  r.has_nan.resize(R);
+  const double ls = p.label_smoothing;
+  parallel_rows(R, threads, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(V));
+    for (int64_t i = r0; i < r1; ++i) {
+      logits_row(x, i, row.data());
+      const RowStats st = row_stats(row.data(), V);
+      r.row_max[i] = st.m;
+      r.row_sumexp[i] = st.d;
+      r.argmax[i] = st.argmax;
+      r.has_nan[i] = st.nan;
+      const int32_t t = target[i];
+      if (!is_valid(t, p)) {
+        r.loss[i] = 0;
+        continue;
+      }
+      const double xy = t >= 0 && t < V ? static_cast<double>(row[t]) : -kInf;
+      const double lse = shift_of(st.m) + std::log(st.d);
+      double l = lse - (1.0 - ls) * xy;
+      if (ls > 0) l -= ls / static_cast<double>(V) * st.sx;
+      r.loss[i] = l;
+    }
+  });
+  double sum = 0;
+  for (int64_t i = 0; i < R; ++i) {
+    sum += r.loss[i];
+    r.valid += is_valid(target[i], p) ? 1 : 0;
+  }
+  r.mean = sum / static_cast<double>(std::max<int64_t>(r.valid, 1));
+  return r;
+}
+
+std::vector<double> grad_reference(const tensor::HostTensor& x, const std::vector<int32_t>& target,
+                                   const std::vector<float>& grad_output, const CommonParams& p, int64_t r0,
+                                   int64_t r1, int threads) {
+  const int64_t V = p.V;
+  std::vector<double> g(static_cast<size_t>((r1 - r0) * V));
+  int64_t valid = 0;
+  for (int64_t i = 0; i < p.rows; ++i) valid += is_valid(target[i], p) ? 1 : 0;
+  const double c = p.reduce_loss ? 1.0 / static_cast<double>(std::max<int64_t>(valid, 1)) : 1.0;
+  const double ls = p.label_smoothing, eps = ls / static_cast<double>(V);
+  parallel_rows(r1 - r0, threads, [&](int64_t a, int64_t b) {
+    std::vector<float> row(static_cast<size_t>(V));
+    for (int64_t i = r0 + a; i < r0 + b; ++i) {
+      double* out = &g[(i - r0) * V];
+      const int32_t t = target[i];
+      if (!is_valid(t, p)) {
+        std::fill(out, out + V, 0.0);
+        continue;
+      }
+      logits_row(x, i, row.data());
+      const RowStats st = row_stats(row.data(), V);
+      const double s = shift_of(st.m);
+      const double gc = static_cast<double>(grad_output.size() == 1 ? grad_output[0] : grad_output[i]) * c;
+      for (int64_t j = 0; j < V; ++j) {
+        const double sm = std::exp(static_cast<double>(row[j]) - s) / st.d;
+        out[j] = gc * (sm - eps - (j == t ? 1.0 - ls : 0.0));
+      }
+    }
+  });
+  return g;
+}
+
+std::vector<uint16_t> emulate_grad_bf16(const tensor::HostTensor& x, const std::vector<int32_t>& target,
+                                        const std::vector<float>& row_max,
+                                        const std::vector<float>& row_sumexp,
+                                        const std::vector<float>& grad_output, const CommonParams& p,
+                                        int threads) {
+  const int64_t R = p.rows, V = p.V;
+  const Consts cs = consts(p);
+  const float inf = std::numeric_limits<float>::infinity();
+  const auto alu = isa::alu_f32;
+  // c: 1 / max(count, 1) through the kernel's ops (an exact count), or 1.
+  float c = 1.0f;
+  if (p.reduce_loss) {
+    float cnt = 0;
+    for (int64_t i = 0; i < R; ++i)
+      cnt += alu(AluOp::NotEqual, static_cast<float>(target[i]), static_cast<float>(p.ignore_idx));
+    c = alu(AluOp::Divide, 1.0f, alu(AluOp::Max, cnt, 1.0f));
+  }
+  // A scalar grad_output reaches every partition through a ones matmul: fma(1, g, +0).
+  const bool scalar = grad_output.size() == 1;
+  const float g_scalar = scalar ? std::fma(1.0f, grad_output[0], 0.0f) : 0.0f;
+  std::vector<uint16_t> out(static_cast<size_t>(R * V));
+  parallel_rows(R, threads, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(V));
+    for (int64_t i = r0; i < r1; ++i) {
+      logits_row(x, i, row.data());
+      // ce_lib.cpp row_factors, operation by operation.
+      const float m = row_max[i], d = row_sumexp[i];
+      const float s = alu(AluOp::NotEqual, m, -inf) != 0.f ? m : 0.0f;
+      const float nb = alu(AluOp::Multiply, s, -1.0f);
+      const float valid =
+          alu(AluOp::NotEqual, static_cast<float>(target[i]), static_cast<float>(p.ignore_idx));
+      const float b = valid != 0.f ? nb : -inf;
+      const float gi = scalar ? g_scalar : grad_output[i];
+      const float gc = valid != 0.f ? alu(AluOp::Multiply, gi, c) : 0.0f;
+      const float gcd = valid != 0.f ? alu(AluOp::Multiply, gc, alu(AluOp::Divide, 1.0f, d)) : 0.0f;
+      const float h = alu(AluOp::Multiply, gc, cs.neg_eps);
+      const float hy = alu(AluOp::Add, h, alu(AluOp::Multiply, gc, -cs.one_minus_ls));
+      const int64_t y = valid != 0.f ? target[i] : -1;
+      const float* xr = row.data();
+      uint16_t* o = &out[i * V];
+      for (int64_t j = 0; j < V; ++j) {
+        const float q = isa::act_f32(ActFunc::Exp, xr[j] * 1.0f + b);
+        o[j] = num::f32_to_bf16(alu(AluOp::Add, alu(AluOp::Multiply, q, gcd), j == y ? hy : h));
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace trnsim::kernels::ce

@@ -1,0 +1,114 @@
+#include "sim/model/dma_system.h"
+
+#include <cstdio>
+
+#include "sim/base/error.h"
+#include "sim/model/lnc2.h"
+#include "sim/model/sc_time.h"
+#include "sim/model/semaphores.h"
+
+namespace trnsim::model {
+
+DmaSystem::DmaSystem(sc_core::sc_module_name name, Lnc2& top)
+    : sc_module(name), top_(top), queues_(top.hw, top.limit) {
+  SC_METHOD(update);
+  sensitive << ev_;
+  dont_initialize();
+}
+
+std::string DmaSystem::context(const DmaRecord& rec) const {
+  char t[48];
+  std::snprintf(t, sizeof t, "%.3f", now_ps().ns());
+  const auto& inst = *rec.inst;
+  return std::string("at ") + t + " ns, " + top_.where(inst) + ": core " + std::to_string(rec.core) + " " +
+         isa::engine_name(rec.issuer) + " #" + std::to_string(rec.index) + " " + isa::opcode_name(inst.op) +
+         " (DMA queue " + std::to_string(rec.queue) + ")";
+}
+
+void DmaSystem::enqueue(const DmaRecord& rec, const timing::DmaCost& cost, const isa::Work& work) {
+  uint64_t tag;
+  if (free_.empty()) {
+    tag = transfers_.size();
+    transfers_.emplace_back();
+  } else {
+    tag = free_.back();
+    free_.pop_back();
+  }
+  Transfer& t = transfers_[tag];
+  t.rec = rec;
+  t.rec.bytes = cost.bytes;
+  t.rec.hbm_bytes = cost.hbm_bytes;
+  t.rec.engines = cost.engines;
+  t.rec.efficiency = cost.efficiency;
+  t.cost = cost;
+  t.work = work;
+  timing::DmaTransfer q;
+  q.core = rec.core;
+  q.queue = static_cast<uint32_t>(rec.queue);
+  q.cost = cost;
+  q.hbm_bytes_read = work.hbm_bytes_read;
+  q.hbm_bytes_written = work.hbm_bytes_written;
+  q.tag = tag;
+  const Picoseconds ready = queues_.enqueue(q, rec.enqueue);
+  ev_.notify(to_sc(Picoseconds(ready.count() - now_ps().count())));
+}
+
+void DmaSystem::finish(Transfer& t) {
+  const auto& inst = *t.rec.inst;
+  if (top_.state) {
+    try {
+      isa::execute(inst, t.rec.core, top_.program, top_.limits, *top_.state);
+    } catch (const RuleError& e) {
+      throw RuleError(context(t.rec) + ": " + e.what());
+    }
+  }
+  top_.semaphores->post_updates(t.rec.core, inst, t.rec.data_end, {t.rec.core, t.rec.issuer, t.rec.index});
+  auto& cs = top_.stats.cores[t.rec.core];
+  ++cs.dma_transfers;
+  cs.dma_bytes += t.cost.bytes;
+  cs.hbm_bytes_read += t.work.hbm_bytes_read;
+  cs.hbm_bytes_written += t.work.hbm_bytes_written;
+  if (top_.options.observer) top_.options.observer->on_dma(t.rec);
+  top_.count_completion(t.rec.complete);
+}
+
+void DmaSystem::update() {
+  const DmaRecord* current = nullptr;  // the transfer being finished, for error messages
+  try {
+    const Picoseconds now = now_ps();
+    for (const auto& f : queues_.advance(now)) {
+      Transfer& t = transfers_[f.tag];
+      current = &t.rec;
+      t.rec.data_start = f.data_start;
+      t.rec.data_end = f.data_end;
+      t.rec.complete = timing::end_after(f.data_end, t.cost.completion, top_.limit,
+                                         "its completion semaphore write would end");
+      finish(t);
+      free_.push_back(f.tag);
+    }
+    current = nullptr;
+    if (auto next = queues_.next_event(now)) ev_.notify(to_sc(Picoseconds(next->count() - now.count())));
+    if (top_.options.observer) {
+      const double hbm = queues_.hbm_GBps();
+      if (hbm != last_hbm_rate_) {
+        top_.options.observer->on_counter(-1, "hbm_GBps", now, hbm);
+        last_hbm_rate_ = hbm;
+      }
+      const auto rw = queues_.hbm_rw_GBps();
+      for (int core = 0; core < 2; ++core)
+        for (int k = 0; k < 2; ++k)
+          if (rw[core][k] != last_rw_rate_[core][k]) {
+            top_.options.observer->on_counter(core, k == 0 ? "hbm_read_GBps" : "hbm_write_GBps", now,
+                                              rw[core][k]);
+            last_rw_rate_[core][k] = rw[core][k];
+          }
+    }
+  } catch (const timing::TimeLimitError& e) {
+    const DmaRecord* r = current ? current : e.tag() < transfers_.size() ? &transfers_[e.tag()].rec : nullptr;
+    top_.fail(std::make_exception_ptr(InputError((r ? context(*r) + ": " : std::string()) + e.what())));
+  } catch (...) {
+    top_.fail(std::current_exception());
+  }
+}
+
+}  // namespace trnsim::model

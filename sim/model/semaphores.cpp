@@ -1,0 +1,76 @@
+#include "sim/model/semaphores.h"
+
+#include <string>
+
+#include "sim/base/error.h"
+#include "sim/model/sc_time.h"
+#include "sim/timing/cost_model.h"
+#include "sim/timing/time_limit.h"
+
+namespace trnsim::model {
+
+Semaphores::Semaphores(sc_core::sc_module_name name, const config::HwConfig& hw, ModelObserver* observer,
+                       Picoseconds limit, std::function<void(std::exception_ptr)> on_error)
+    : sc_module(name), sync_(hw.sync), observer_(observer), limit_(limit), on_error_(std::move(on_error)) {
+  for (int c = 0; c < 2; ++c) {
+    value_[c].assign(sync_.semaphores_per_core, 0);
+    waiters_[c].assign(sync_.semaphores_per_core, {});
+  }
+  SC_METHOD(update);
+  sensitive << ev_;
+  dont_initialize();
+}
+
+void Semaphores::apply(int core, uint16_t sem, int32_t delta, const SemaphoreSource& src) {
+  int64_t& v = value_[core][sem];
+  v += delta;
+  if (observer_) {
+    observer_->on_semaphore(core, sem, v, now_ps());
+    observer_->on_semaphore_update(core, sem, v - delta, v, now_ps(), src);
+  }
+  auto& w = waiters_[core][sem];
+  if (!w.empty()) {
+    std::vector<sc_core::sc_event*> woken;
+    woken.swap(w);
+    for (sc_core::sc_event* e : woken) e->notify();
+  }
+}
+
+void Semaphores::signal(int core, uint16_t sem, int32_t delta, Picoseconds at, const SemaphoreSource& src) {
+  if (sem >= value_[core].size())
+    throw RuleError("semaphore update of S[" + std::to_string(sem) + "] out of range (the core has " +
+                    std::to_string(value_[core].size()) + " semaphores)");
+  const Picoseconds now = now_ps();
+  if (at <= now) {
+    apply(core, sem, delta, src);
+    return;
+  }
+  delayed_.push({at.count(), seq_++, core, sem, delta, src});
+  ev_.notify(to_sc(Picoseconds(at.count() - now.count())));
+}
+
+void Semaphores::post_updates(int core, const isa::Instruction& inst, Picoseconds at,
+                              const SemaphoreSource& src) {
+  for (const auto& u : inst.updates) {
+    const int target = u.peer ? 1 - core : core;
+    const double lat = u.peer ? sync_.cross_core_latency_ns : sync_.semaphore_latency_ns;
+    signal(target, u.sem, u.delta,
+           timing::end_after(at, timing::ns_to_ps(lat), limit_, "its semaphore update would arrive"), src);
+  }
+}
+
+void Semaphores::update() {
+  try {
+    const uint64_t now = now_ps().count();
+    while (!delayed_.empty() && delayed_.top().at <= now) {
+      Pending p = delayed_.top();
+      delayed_.pop();
+      apply(p.core, p.sem, p.delta, p.src);
+    }
+    if (!delayed_.empty()) ev_.notify(to_sc(Picoseconds(delayed_.top().at - now)));
+  } catch (...) {
+    on_error_(std::current_exception());
+  }
+}
+
+}  // namespace trnsim::model

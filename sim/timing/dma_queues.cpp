@@ -1,0 +1,116 @@
+#include "sim/timing/dma_queues.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace trnsim::timing {
+namespace {
+
+// Resources of the bandwidth sharing: 0 and 1 the cores' DMA engines, 2 the HBM stack.
+constexpr int kHbm = 2;
+
+}  // namespace
+
+DmaQueues::DmaQueues(const config::HwConfig& hw, Picoseconds limit)
+    : limit_(limit),
+      share_({hw.dma.engines_per_core * hw.dma.engine_bandwidth_GBps / 1000.0,
+              hw.dma.engines_per_core * hw.dma.engine_bandwidth_GBps / 1000.0,
+              hw.hbm.bandwidth_GBps / 1000.0}) {
+  for (auto& q : queues_) q.resize(hw.dma.queues_per_core);
+  next_ready_ = kNever;
+}
+
+Picoseconds DmaQueues::enqueue(const DmaTransfer& t, Picoseconds now) {
+  auto& q = queues_.at(t.core).at(t.queue);
+  Picoseconds ready;
+  try {
+    ready = end_after(now, t.cost.setup, limit_, "its DMA setup would end");
+  } catch (const TimeLimitError& e) {
+    throw TimeLimitError("its DMA setup would end", e.at_ps(), limit_, t.tag);
+  }
+  q.push_back({t.tag, t.cost.bytes, t.cost.hbm_bytes, t.hbm_bytes_read, t.hbm_bytes_written,
+               t.cost.efficiency, t.cost.rate_cap_GBps, ready, Picoseconds(), 0});
+  ++in_flight_;
+  if (q.size() == 1 && ready < next_ready_) next_ready_ = ready;  // a new queue head
+  return ready;
+}
+
+const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
+  finished_.clear();
+  const double nowd = static_cast<double>(now.count());
+  for (uint64_t id : share_.take_finished(nowd)) {
+    for (auto& core_queues : queues_)
+      for (auto& q : core_queues)
+        if (!q.empty() && q.front().flow == id) {
+          finished_.push_back({q.front().tag, q.front().data_start, now});
+          q.pop_front();
+          --in_flight_;
+        }
+  }
+  next_ready_ = kNever;
+  for (int core = 0; core < 2; ++core) {
+    for (auto& q : queues_[core]) {
+      while (!q.empty() && q.front().flow == 0 && q.front().ready <= now) {
+        Queued& x = q.front();
+        x.data_start = now;
+        const Queued& c = x;
+        if (c.bytes == 0) {
+          finished_.push_back({x.tag, now, now});
+          q.pop_front();
+          --in_flight_;
+          continue;
+        }
+        std::vector<BandwidthSharing::Use> uses{{core, 1.0 / c.efficiency}};
+        if (c.hbm_bytes > 0)
+          uses.push_back({kHbm, static_cast<double>(c.hbm_bytes) / static_cast<double>(c.bytes)});
+        x.flow = share_.add(static_cast<double>(c.bytes), c.rate_cap_GBps / 1000.0, std::move(uses), nowd);
+      }
+      if (!q.empty() && q.front().flow == 0 && q.front().ready < next_ready_) next_ready_ = q.front().ready;
+    }
+  }
+  return finished_;
+}
+
+std::optional<Picoseconds> DmaQueues::next_event(Picoseconds now) const {
+  uint64_t next = next_ready_.count();
+  const double f = share_.next_finish();
+  if (f >= 0) {
+    if (!(f < static_cast<double>(limit_.count()))) {
+      // Name the moving transfer that finishes first (rates only change when a transfer starts or ends).
+      const Queued* first = nullptr;
+      double first_end = 0;
+      for (const auto& core_queues : queues_)
+        for (const auto& q : core_queues) {
+          if (q.empty() || q.front().flow == 0) continue;
+          const double e = share_.finish_time(q.front().flow);
+          if (e >= 0 && (!first || e < first_end)) first = &q.front(), first_end = e;
+        }
+      throw TimeLimitError("its data transfer would end", f, limit_, first ? first->tag : 0);
+    }
+    next = std::min<uint64_t>(next, static_cast<uint64_t>(std::ceil(f - 1e-6)));
+  }
+  if (next == std::numeric_limits<uint64_t>::max()) return std::nullopt;
+  // A finish within a ps of now (rounding) is taken one ps later, never at now again.
+  if (next <= now.count()) next = now.count() + 1;
+  return Picoseconds(next);
+}
+
+double DmaQueues::hbm_GBps() const {
+  return share_.load(kHbm) * 1000.0;
+}
+
+std::array<std::array<double, 2>, 2> DmaQueues::hbm_rw_GBps() const {
+  std::array<std::array<double, 2>, 2> rw{};
+  for (int core = 0; core < 2; ++core)
+    for (const auto& q : queues_[core]) {
+      if (q.empty() || q.front().flow == 0) continue;
+      const Queued& x = q.front();
+      const double per_byte = share_.rate(x.flow) * 1000.0 / static_cast<double>(x.bytes);
+      rw[core][0] += per_byte * static_cast<double>(x.hbm_bytes_read);
+      rw[core][1] += per_byte * static_cast<double>(x.hbm_bytes_written);
+    }
+  return rw;
+}
+
+}  // namespace trnsim::timing

@@ -1,0 +1,90 @@
+// The DMA queues of both cores of an LNC=2 pair, from the moment a transfer is queued (its trigger done) to
+// the moment its last byte has moved (reference §1.5, §2.7). Plain C++, no SystemC, event-driven: the owner
+// calls advance(now) at each event time and schedules its next call at next_event(now). Times in ps.
+//
+// Model:
+//   - A transfer queued at t is ready at t + DmaCost::setup (descriptor processing and, when it touches HBM,
+//     the HBM latency). Setups are pipelined: the transfers of one queue overlap their setups.
+//   - Per queue, FIFO: a transfer starts moving when it is ready and every earlier transfer of its queue has
+//     finished moving.
+//   - Moving transfers share bandwidth max-min fairly (timing::BandwidthSharing) over three resources: each
+//     core's DMA engines (dma.engines_per_core x dma.engine_bandwidth_GBps; a transfer takes 1 / efficiency
+//     of that capacity per byte) and the HBM stack of both cores (hbm.bandwidth_GBps; hbm_bytes / bytes per
+//     byte moved). Each transfer is also capped at DmaCost::rate_cap_GBps (its engines x efficiency).
+//   - A zero-byte transfer finishes the moment it starts.
+// What comes after the data (the completion semaphore write, DmaCost::completion) and what comes before the
+// queue (the trigger, and a serial DMA-issue resource per DGE block when that is modelled) are the owner's.
+//
+// Errors: TimeLimitError (with the transfer's tag) when a transfer would become ready or finish at or beyond
+// `limit` (sim/timing/time_limit.h); std::out_of_range for a core or queue index outside the config.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "sim/base/units.h"
+#include "sim/config/hw_config.h"
+#include "sim/timing/bandwidth_sharing.h"
+#include "sim/timing/cost_model.h"
+#include "sim/timing/time_limit.h"
+
+namespace trnsim::timing {
+
+struct DmaTransfer {
+  int core = 0;        // issuing core, 0 or 1
+  uint32_t queue = 0;  // < dma.queues_per_core
+  DmaCost cost;        // bytes, hbm_bytes, efficiency, rate cap, setup (CostModel::dma_cost)
+  uint64_t hbm_bytes_read = 0, hbm_bytes_written = 0;  // cost.hbm_bytes split, for hbm_rw_GBps()
+  uint64_t tag = 0;  // the owner's handle, returned when the transfer finishes
+};
+
+class DmaQueues {
+ public:
+  explicit DmaQueues(const config::HwConfig& hw, Picoseconds limit = kMaxSimTime);
+
+  struct Finished {
+    uint64_t tag;
+    Picoseconds data_start, data_end;  // bytes moving: from the queue head start to the last byte
+  };
+
+  // Queues `t` at `now`. Returns its ready time (now + setup): the owner must call advance() then.
+  Picoseconds enqueue(const DmaTransfer& t, Picoseconds now);
+  // Moves to `now` (never backwards): first the transfers whose last byte moved by `now` finish, oldest
+  // first; then, core 0 then core 1, queue by queue, every ready queue head starts moving. Returns the
+  // finished transfers in that order (valid until the next call).
+  const std::vector<Finished>& advance(Picoseconds now);
+  // Next time advance() has work (a queue head becomes ready, a moving transfer finishes), > now; nullopt
+  // when nothing is queued or moving. Call after advance(now).
+  std::optional<Picoseconds> next_event(Picoseconds now) const;
+
+  // Load on the HBM stack, GB/s (bytes per ns), at the current rates.
+  double hbm_GBps() const;
+  // Per core: HBM read and write rates (GB/s) of its moving transfers, each transfer's rate split by its
+  // hbm_bytes_read / hbm_bytes_written per byte moved.
+  std::array<std::array<double, 2>, 2> hbm_rw_GBps() const;
+  // Transfers queued or moving.
+  size_t in_flight() const { return in_flight_; }
+
+ private:
+  static constexpr Picoseconds kNever{~uint64_t{0}};
+  struct Queued {  // what the queue needs of a DmaTransfer (kept small: one per queued transfer)
+    uint64_t tag;
+    uint64_t bytes, hbm_bytes, hbm_bytes_read, hbm_bytes_written;
+    double efficiency, rate_cap_GBps;
+    Picoseconds ready;
+    Picoseconds data_start;
+    uint64_t flow = 0;  // BandwidthSharing flow id; 0 until the transfer moves
+  };
+
+  Picoseconds limit_;
+  BandwidthSharing share_;
+  std::array<std::vector<std::deque<Queued>>, 2> queues_;
+  std::vector<Finished> finished_;
+  size_t in_flight_ = 0;
+  Picoseconds next_ready_;  // earliest ready time of a queue head not moving yet; kNever if none
+};
+
+}  // namespace trnsim::timing

@@ -1,0 +1,81 @@
+#include "tools/trnsim/out_dir.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "sim/base/error.h"
+
+namespace trnsim::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kManifest = ".trnsim-files";
+
+std::string relative_to(const std::string& dir, const std::string& path) {
+  return fs::path(path).lexically_relative(dir).lexically_normal().string();
+}
+
+}  // namespace
+
+OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
+  std::error_code ec;
+  if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
+    throw InputError(fmt::format("--out {}: exists and is not a directory", dir_));
+  if (!fs::exists(dir_, ec)) {
+    fs::create_directories(dir_, ec);
+    if (ec) throw InputError(fmt::format("--out {}: cannot create the directory ({})", dir_, ec.message()));
+    created_ = true;
+  }
+  // A probe file: an unwritable folder is found now, not after the simulation.
+  const fs::path probe = fs::path(dir_) / fmt::format(".trnsim-probe.{}", ::getpid());
+  std::FILE* f = std::fopen(probe.c_str(), "wbx");
+  if (f == nullptr)
+    throw InputError(
+        fmt::format("--out {}: cannot write into the directory ({})", dir_, std::strerror(errno)));
+  std::fclose(f);
+  fs::remove(probe, ec);
+  std::ifstream m(fs::path(dir_) / kManifest);
+  for (std::string line; std::getline(m, line);)
+    if (!line.empty()) previous_.push_back(line);
+}
+
+OutDir::~OutDir() {
+  std::error_code ec;
+  if (created_ && fs::is_empty(dir_, ec)) fs::remove(dir_, ec);
+}
+
+io::OutputFile OutDir::manifest(const std::vector<io::OutputFile>& files) const {
+  std::string text;
+  for (const io::OutputFile& f : files) text += relative_to(dir_, f.path) + "\n";
+  return {(fs::path(dir_) / kManifest).string(), std::vector<uint8_t>(text.begin(), text.end())};
+}
+
+std::vector<std::string> OutDir::remove_stale(const std::vector<io::OutputFile>& files) {
+  std::set<std::string> now;
+  for (const io::OutputFile& f : files) now.insert(relative_to(dir_, f.path));
+  std::vector<std::string> removed;
+  for (const std::string& rel : previous_) {
+    // Only plain relative paths inside the folder, as a manifest this program wrote holds.
+    if (rel.empty() || fs::path(rel).is_absolute() || rel.find("..") != std::string::npos || now.count(rel))
+      continue;
+    const fs::path p = fs::path(dir_) / rel;
+    std::error_code ec;
+    if (fs::is_symlink(p, ec) || !fs::is_regular_file(p, ec)) continue;
+    if (fs::remove(p, ec)) removed.push_back(p.string());
+    const fs::path parent = p.parent_path();
+    if (parent != fs::path(dir_) && fs::is_empty(parent, ec)) fs::remove(parent, ec);
+  }
+  return removed;
+}
+
+}  // namespace trnsim::cli

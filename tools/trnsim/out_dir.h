@@ -1,0 +1,37 @@
+// The output folder of a workload run. It holds exactly that run's files: a manifest
+// (DIR/.trnsim-files, one relative path per line) lists what the last run wrote, and the next run into the
+// same folder removes the files the earlier run wrote that it does not write again (only regular files listed
+// there; nothing else in the folder is touched). The folder is created and checked for writing before the
+// simulation starts, so an unwritable --out is reported at once; a folder this run created is removed again
+// if the run fails before writing anything.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/io/output_files.h"
+
+namespace trnsim::cli {
+
+class OutDir {
+ public:
+  // Creates `dir` if missing and checks a file can be created in it. InputError "--out DIR: ..." otherwise.
+  explicit OutDir(std::string dir);
+  ~OutDir();
+
+  const std::string& path() const { return dir_; }
+  // The manifest of `files` (paths inside the folder), to write with them.
+  io::OutputFile manifest(const std::vector<io::OutputFile>& files) const;
+  // After a successful write of `files`: removes what the earlier run wrote and this one did not; returns the
+  // removed paths.
+  std::vector<std::string> remove_stale(const std::vector<io::OutputFile>& files);
+  // The run wrote its files: keep the folder whatever happens next.
+  void keep() { created_ = false; }
+
+ private:
+  std::string dir_;
+  bool created_ = false;
+  std::vector<std::string> previous_;  // the earlier run's manifest, relative paths
+};
+
+}  // namespace trnsim::cli
