@@ -128,7 +128,7 @@ std::vector<KernelStat> stats(const FwdParams& p, const Tensors& in) {
 
 // --- checks: one shared reference evaluation for every output.
 
-constexpr double kReferenceBudget = 24e9;  // FP64 work of the sampled references (both numerics)
+constexpr double kReferenceBudget = 16e9;  // FP64 work of the sampled references (both numerics)
 
 // nkilib's MXFP8 MoE comparator (test/integration/.../moe_mxfp8/mxfp8_moe_validated_common.py, used by the
 // forward and backward suites): allclose with atol = 0.5 max|golden| and rtol 1e-3, cosine >= 0.99,
@@ -202,13 +202,14 @@ OutputCheck output_check(const FwdParams& p, std::shared_ptr<RefCache> cache) {
   c.run = [p, cache](const CheckContext& ctx) {
     evaluate(*cache, p, ctx);
     const tensor::HostTensor& out = ctx.output("output_hidden_states");
-    const std::vector<float> k = out.values();
     ref::MetricsAccumulator e, q;
     std::vector<double> ex(static_cast<size_t>(p.H)), kq(static_cast<size_t>(p.H));
+    std::vector<float> k(static_cast<size_t>(p.H));
     for (int64_t r : cache->rows) {
       cache->ref->output_row(r, cache->vals, ex.data(), kq.data());
-      e.add(&k[r * p.H], ex.data(), p.H);
-      q.add(&k[r * p.H], kq.data(), p.H);
+      for (int64_t h = 0; h < p.H; ++h) k[h] = out.value(r * p.H + h);
+      e.add(k.data(), ex.data(), p.H);
+      q.add(k.data(), kq.data(), p.H);
     }
     return tolerance_result("output_hidden_states", out, e.finish(kMoeTolerance.atol_factor),
                             q.finish(kMoeTolerance.atol_factor), true, kMoeTolerance,
@@ -227,7 +228,7 @@ OutputCheck checkpoint_check(const FwdParams& p, std::shared_ptr<RefCache> cache
     evaluate(*cache, p, ctx);
     const tensor::HostTensor& out = ctx.output(name);
     const int64_t I = p.I_TP, B = p.block_size, F = static_cast<int64_t>(fields.size());
-    const std::vector<float> k = out.values();
+    std::vector<float> kb(static_cast<size_t>(F * I * B));  // one block of the output
     ref::MetricsAccumulator e, q;
     // One block at a time in the checkpoint's [slot, I, B] order.
     std::vector<double> ge(static_cast<size_t>(F * I * B)), gq(ge.size());
@@ -239,9 +240,9 @@ OutputCheck checkpoint_check(const FwdParams& p, std::shared_ptr<RefCache> cache
           for (int64_t i = 0; i < I; ++i) ge[(f * I + i) * B + j] = ve[i], gq[(f * I + i) * B + j] = vq[i];
         }
       }
-      const float* kb = &k[b * F * I * B];
-      e.add(kb, ge.data(), F * I * B);
-      q.add(kb, gq.data(), F * I * B);
+      for (int64_t x = 0; x < F * I * B; ++x) kb[x] = out.value(b * F * I * B + x);
+      e.add(kb.data(), ge.data(), F * I * B);
+      q.add(kb.data(), gq.data(), F * I * B);
     }
     const int64_t n = static_cast<int64_t>(cache->blocks.size());
     return tolerance_result(name, out, e.finish(kMoeTolerance.atol_factor),
