@@ -336,6 +336,11 @@ TEST_CASE("moe fwd: rejected parameters name the parameter and the reason") {
       Catch::Contains("(down GEMM: M = block_size, K = I_TP, N = H): tile_n = 100 must be a multiple of 32"));
   CHECK_THAT(err({{"shard_option", "SHARD_ON_H"}}),
              Catch::Contains("parameter 'shard_option': expected one of SHARD_ON_BLOCK, got \"SHARD_ON_H\""));
+  CHECK_THAT(err({{"affinity_option", "AFFINITY_ON_H"}}),
+             Catch::EndsWith(k + "parameter 'affinity_option': expected one of AFFINITY_ON_I, got "
+                                 "\"AFFINITY_ON_H\""));
+  CHECK_THAT(err({{"activation_type", "GELU"}}),
+             Catch::EndsWith(k + "parameter 'activation_type': expected one of SiLU, got \"GELU\""));
   json trn2 = small();
   CHECK_THAT(moe_error(small(), moe_inputs()), Catch::Equals("no error"));
 }
@@ -353,6 +358,17 @@ TEST_CASE("moe fwd: block sizes 1024 to 4096 plan and build (the shapes of the r
     const int64_t N = (8192 - 7 + B - 1) / B + 7;
     CHECK(p.input("token_position_to_id")->shape == std::vector<int64_t>{N * B});
     CHECK(p.output("scaled_intermediate_checkpoint_T")->shape == std::vector<int64_t>{N, 512, B});
+  }
+}
+
+TEST_CASE("moe fwd: block sizes 1024 to 4096 with numerics, one block per expert mostly padding") {
+  // T = 256 tokens, top-1 over E = 2 experts: N = ceil(255 / B) + 1 = 2 blocks, about 128 tokens each.
+  for (int64_t B : {1024, 2048, 4096}) {
+    INFO("block_size " << B);
+    const MoeRun r = run_moe(small({{"H", 256}, {"I_TP", 128}, {"E", 2}, {"top_k", 1}, {"block_size", B}}));
+    expect_pass(r);
+    CHECK(r.outputs.at("scaled_intermediate_checkpoint_T").shape == std::vector<int64_t>{2, 128, B});
+    CHECK(r.stat("padding_fraction") == Approx(100.0 * (2 * B - 256) / (2 * B)));
   }
 }
 
