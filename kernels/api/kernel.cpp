@@ -184,11 +184,14 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
     if (kind != kScratch && std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
   }
   // Chunks of about 8 MiB: fewer rows per chunk when rows are long (e.g. [N, I, B] checkpoints, one block
-  // per row), so accesses to different rows keep to their own buckets.
+  // per row), so accesses to different rows keep to their own buckets, and at most 8 byte chunks per row
+  // (at least 64 KiB), so an access spanning a megabyte row visits a few buckets.
   {
     int64_t row_bytes = elem_bytes(dtype);
     for (size_t i = 1; i < shape.size(); ++i) row_bytes *= shape[i];
-    hbm_deps_.set_row_chunk(index, std::clamp<int64_t>((int64_t{8} << 20) / std::max<int64_t>(1, row_bytes), 1, 128));
+    row_bytes = std::max<int64_t>(1, row_bytes);
+    hbm_deps_.set_chunks(index, std::clamp<int64_t>((int64_t{8} << 20) / row_bytes, 1, 128),
+                         std::max<int64_t>(64 * 1024, (row_bytes + 7) / 8));
   }
   if (hbm_use_.size() <= index) hbm_use_.resize(index + 1);
   hbm_use_[index].input = kind == kInput;
