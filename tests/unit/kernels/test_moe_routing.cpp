@@ -54,6 +54,11 @@ TEST_CASE("moe routing: the Zipf exponent skews the first choices as 1/(e+1)^zip
       CHECK(std::abs(static_cast<double>(n[e]) - mean) < 5 * sd);
     }
   }
+  // The skew is exactly a per-expert bias on the same noise: skewed - uniform logits = -zipf * ln(e + 1),
+  // so expert 0 is unbiased and expert 3 is lowered by 2 ln 4 at zipf 2.
+  const std::vector<double> flat = router_logits(5, 3, 4, 0.0), skewed = router_logits(5, 3, 4, 2.0);
+  for (int64_t i = 0; i < 12; ++i)
+    CHECK(skewed[i] - flat[i] == Approx(-2.0 * std::log(i % 4 + 1.0)).margin(1e-12));
   // The same seed gives the same logits, another seed others.
   CHECK(router_logits(3, 4, 8, 1.0) == router_logits(3, 4, 8, 1.0));
   CHECK(router_logits(3, 4, 8, 1.0) != router_logits(4, 4, 8, 1.0));
