@@ -7,15 +7,22 @@ namespace trnsim::kernels {
 RegionTracker::RegionTracker(int64_t row_chunk, int64_t byte_chunk)
     : row_chunk_(std::max<int64_t>(1, row_chunk)), byte_chunk_(std::max<int64_t>(1, byte_chunk)) {}
 
+void RegionTracker::set_chunks(uint32_t space, int64_t rows, int64_t bytes) {
+  if (row_chunks_.size() <= space) row_chunks_.resize(space + 1, 0), byte_chunks_.resize(space + 1, 0);
+  row_chunks_[space] = std::max<int64_t>(1, rows);
+  byte_chunks_[space] = std::max<int64_t>(1, bytes);
+}
+
 template <class F>
-void RegionTracker::for_chunks(const Rect& r, F&& f) const {
-  for (int64_t rc = r.r0 / row_chunk_; rc <= (r.r1 - 1) / row_chunk_; ++rc)
-    for (int64_t cc = r.c0 / byte_chunk_; cc <= (r.c1 - 1) / byte_chunk_; ++cc) f(rc, cc);
+void RegionTracker::for_chunks(uint32_t space, const Rect& r, F&& f) const {
+  const int64_t rch = row_chunk(space), bch = byte_chunk(space);
+  for (int64_t rc = r.r0 / rch; rc <= (r.r1 - 1) / rch; ++rc)
+    for (int64_t cc = r.c0 / bch; cc <= (r.c1 - 1) / bch; ++cc) f(rc, cc);
 }
 
 void RegionTracker::collect(uint32_t space, const Rect& r, bool write, std::vector<Event>& deps) const {
   if (r.empty()) return;
-  for_chunks(r, [&](int64_t rc, int64_t cc) {
+  for_chunks(space, r, [&](int64_t rc, int64_t cc) {
     auto it = buckets_.find(Key{space, rc, cc});
     if (it == buckets_.end()) return;
     for (const Record& w : it->second.writes)
@@ -28,7 +35,7 @@ void RegionTracker::collect(uint32_t space, const Rect& r, bool write, std::vect
 
 void RegionTracker::record(uint32_t space, const Rect& r, bool write, Event ev) {
   if (r.empty()) return;
-  for_chunks(r, [&](int64_t rc, int64_t cc) {
+  for_chunks(space, r, [&](int64_t rc, int64_t cc) {
     Bucket& b = buckets_[Key{space, rc, cc}];
     if (write) {
       // A covered record is already ordered before this write (it waited for it): later accesses that

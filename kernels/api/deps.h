@@ -57,6 +57,11 @@ struct Event {
 class RegionTracker {
  public:
   RegionTracker(int64_t row_chunk, int64_t byte_chunk);
+  // Rows and bytes per chunk of one space (default: the constructor's), e.g. one row for an HBM tensor whose
+  // rows are megabytes long, so accesses to different rows never share a bucket, and wider byte chunks for
+  // such rows, so an access spanning a row visits a few buckets, not hundreds. Chunking only decides which
+  // records an access looks at; the overlap tests are exact, so the events found do not depend on it.
+  void set_chunks(uint32_t space, int64_t rows, int64_t bytes);
 
   // Appends to `deps` the events an access of `r` in space `space` must wait for: for a read the overlapping
   // writes (RAW), for a write the overlapping writes and reads (WAW, WAR). Does not record the access.
@@ -89,10 +94,19 @@ class RegionTracker {
     }
   };
   template <class F>
-  void for_chunks(const Rect& r, F&& f) const;
+  void for_chunks(uint32_t space, const Rect& r, F&& f) const;
+
+  int64_t row_chunk(uint32_t space) const {
+    return space < row_chunks_.size() && row_chunks_[space] > 0 ? row_chunks_[space] : row_chunk_;
+  }
+  int64_t byte_chunk(uint32_t space) const {
+    return space < byte_chunks_.size() && byte_chunks_[space] > 0 ? byte_chunks_[space] : byte_chunk_;
+  }
 
   int64_t row_chunk_;
   int64_t byte_chunk_;
+  std::vector<int64_t> row_chunks_;   // per space; 0 = row_chunk_
+  std::vector<int64_t> byte_chunks_;  // per space; 0 = byte_chunk_
   std::unordered_map<Key, Bucket, KeyHash> buckets_;
 };
 

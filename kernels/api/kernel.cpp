@@ -183,6 +183,18 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
     auto& list = kind == kInput ? shared_.inputs : shared_.outputs;
     if (kind != kScratch && std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
   }
+  // Chunks of about 8 MiB: fewer rows per chunk when rows are long (e.g. [N, I, B] checkpoints, one block
+  // per row), so accesses to different rows keep to their own buckets, and at most 8 byte chunks per row
+  // (at least 64 KiB), so an access spanning a megabyte row visits a few buckets.
+  {
+    int64_t row_bytes = elem_bytes(dtype);
+    for (size_t i = 1; i < shape.size(); ++i) row_bytes *= shape[i];
+    row_bytes = std::max<int64_t>(1, row_bytes);
+    hbm_deps_.set_chunks(index, std::clamp<int64_t>((int64_t{8} << 20) / row_bytes, 1, 128),
+                         std::max<int64_t>(64 * 1024, (row_bytes + 7) / 8));
+  }
+  if (hbm_use_.size() <= index) hbm_use_.resize(index + 1);
+  hbm_use_[index].input = kind == kInput;
   auto st = std::make_shared<detail::Storage>();
   const int64_t es = elem_bytes(dtype);
   int64_t inner = 1;
@@ -385,13 +397,28 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
   }
   std::vector<Event> deps = extra_waits, ls_deps;
   std::vector<View::Region> regions(accesses.size());
+  std::vector<bool> untracked(accesses.size(), false);
+  bool fence = false;
   for (size_t i = 0; i < accesses.size(); ++i) {
     const Access& a = accesses[i];
     if (a.view == nullptr || !a.view->valid()) continue;
     if (a.view->kernel_serial() != serial_)
       throw InputError(
           fmt::format("{}: {} belongs to another core's kernel context", where(loc), a.view->describe()));
-    regions[i] = a.view->region(a.whole_rows);
+    if (a.view->space() == isa::MemSpace::HBM && a.view->tensor() < hbm_use_.size()) {
+      // A read of an input nothing wrote yet waits for nothing and is not recorded (a weight read in every
+      // block would otherwise pile up records); the first write after such reads waits for everything.
+      HbmUse& u = hbm_use_[a.view->tensor()];
+      if (!a.write && u.input && !u.written) {
+        u.untracked_reads = untracked[i] = true;
+        continue;
+      }
+      if (a.write) {
+        fence |= u.untracked_reads;
+        u.written = true;
+      }
+    }
+    regions[i] = a.any_row ? a.view->region_any_row() : a.view->region(a.whole_rows);
     const View::Region& r = regions[i];
     if (a.collect)
       tracker(a.view->space())
@@ -399,6 +426,14 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
                    split && a.load_stationary ? ls_deps : deps);
   }
 
+  if (fence) {
+    for (int x = 0; x < isa::kNumEngines; ++x)
+      if (engine_count_[x] > 0) deps.push_back({static_cast<uint16_t>(x), engine_count_[x]});
+    for (size_t q = 0; q < queue_count_.size(); ++q) {
+      const uint32_t n = queue_count_[q] - (inst.is_dma() && q == inst.dma_queue ? 1 : 0);
+      if (n > 0) deps.push_back({static_cast<uint16_t>(kDmaSemBase + q), n});
+    }
+  }
   // Strongest wait per semaphore; same-engine and already-performed waits are implied by program order. The
   // LoadStationary's waits come first in the engine's stream, then the MultiplyMoving's.
   std::vector<uint32_t>& done = waited_[e];
@@ -428,7 +463,7 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
 
   for (size_t i = 0; i < accesses.size(); ++i) {
     const Access& a = accesses[i];
-    if (a.view == nullptr || !a.view->valid() || !a.record) continue;
+    if (a.view == nullptr || !a.view->valid() || !a.record || untracked[i]) continue;
     const View::Region& r = regions[i];
     const Event rec_ev = split && a.load_stationary ? ls_ev : a.as.value_or(ev);
     tracker_mut(a.view->space()).record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, rec_ev);

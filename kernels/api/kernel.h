@@ -99,6 +99,7 @@ struct Access {
   const View* view = nullptr;
   bool write = false;
   bool whole_rows = false;    // the indexed HBM side of an indirect DMA
+  bool any_row = false;       // the HBM side of a scalar_offset DMA (moved by whole tensor rows at run time)
   bool collect = true;        // wait for earlier conflicting accesses
   bool record = true;         // later accesses wait for this one
   std::optional<Event> as{};  // recorded with this event instead of the instruction's (e.g. the peer's write)
@@ -216,6 +217,13 @@ class Kernel {
   std::optional<Engine> barrier_engine_;
   int tiles_ = 0;
   uint16_t phase_ = 0;
+  // Per HBM tensor on this core: a kernel input (its reads need no tracking until something writes it: the
+  // inputs are in place before the program starts), written, and read without records (a later write then
+  // waits for everything before it).
+  struct HbmUse {
+    bool input = false, written = false, untracked_reads = false;
+  };
+  std::vector<HbmUse> hbm_use_;
 };
 
 using KernelFn = std::function<void(Kernel&)>;

@@ -212,7 +212,7 @@ InstRef select(const View& dst, const View& predicate, const View& on_true, Oper
 }
 
 InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc) {
-  Kernel& k = owner_of("dma_copy", loc, {&dst, &src, &opts.vector_offset});
+  Kernel& k = owner_of("dma_copy", loc, {&dst, &src, &opts.vector_offset, &opts.scalar_offset});
   const bool indirect = opts.vector_offset.valid();
   if (indirect && opts.engine && *opts.engine != Engine::POOL)
     throw RuleError(
@@ -224,28 +224,36 @@ InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc)
         fmt::format("{}: dma_copy: indirect DMA (vector_offset) needs dge_mode swdge", where(loc)));
   if (!indirect && opts.indirect_dst)
     throw InputError(fmt::format("{}: dma_copy: indirect_dst without a vector_offset", where(loc)));
+  const bool offset = opts.scalar_offset.valid();
+  if (!offset && opts.scalar_offset_dst)
+    throw InputError(fmt::format("{}: dma_copy: scalar_offset_dst without a scalar_offset", where(loc)));
   const DmaIssue issue =
       resolve_dma_issue(isa::Opcode::DmaCopy, dst, src, indirect, opts.dge_mode, opts.engine, loc);
-  Op o(isa::Opcode::DmaCopy, issue.engine, {&dst, &src, &opts.vector_offset});
+  Op o(isa::Opcode::DmaCopy, issue.engine, {&dst, &src, &opts.vector_offset, &opts.scalar_offset});
   o.inst.dma_queue = k.pick_queue(issue.engine, opts.queue, loc);
   o.inst.dge = issue.dge;
   if (indirect && opts.indirect_dst) o.inst.flags |= isa::kIndirectDst;
   if (opts.oob_mode == OobMode::Skip) o.inst.flags |= isa::kOobSkip;
   if (opts.accumulate) o.inst.flags |= isa::kDmaAccumulate;  // the table adds the read of dst
+  if (offset && opts.scalar_offset_dst) o.inst.flags |= isa::kScalarOffsetDst;
   // The indexed HBM side of an indirect DMA may touch any row of the tensor (the indices are data): it is
-  // tracked as whole rows (deps.h). Gather indexes src, scatter (indirect_dst) indexes dst.
+  // tracked as whole rows (deps.h). Gather indexes src, scatter (indirect_dst) indexes dst. The side a
+  // scalar_offset moves may be any rows of its tensor (tracked as the whole tensor).
   o.access(1).whole_rows = indirect && !opts.indirect_dst;
   o.access(0).whole_rows = indirect && opts.indirect_dst;
+  o.access(1).any_row = offset && !opts.scalar_offset_dst;
+  o.access(0).any_row = offset && opts.scalar_offset_dst;
   return o.emit(k, loc);
 }
 
 InstRef dma_transpose(const View& dst, const View& src, const DmaQueueOpts& opts, Loc loc) {
-  Kernel& k = owner_of("dma_transpose", loc, {&dst, &src});
+  Kernel& k = owner_of("dma_transpose", loc, {&dst, &src, &opts.scalar_offset});
   const DmaIssue issue =
       resolve_dma_issue(isa::Opcode::DmaTranspose, dst, src, false, opts.dge_mode, opts.engine, loc);
-  Op o(isa::Opcode::DmaTranspose, issue.engine, {&dst, &src});
+  Op o(isa::Opcode::DmaTranspose, issue.engine, {&dst, &src, &opts.scalar_offset});
   o.inst.dma_queue = k.pick_queue(issue.engine, opts.queue, loc);
   o.inst.dge = issue.dge;
+  o.access(1).any_row = opts.scalar_offset.valid();  // the moved src may be any rows of its tensor
   return o.emit(k, loc);
 }
 

@@ -113,6 +113,12 @@ struct DmaOpts {
   DgeMode dge_mode = DgeMode::Unknown;  // NKI's default: the compiler decides (dma_mode.h)
   std::optional<Engine> engine{};       // triggering sequencer; unset: as dma_mode.h resolves it
   int queue = -1;                       // -1: round-robin over the engine's default queues (kernel.h)
+  // SBUF int32 [1, 1]: its value v, read when the DMA runs, moves the HBM side (src, or dst with
+  // scalar_offset_dst) by v rows of its tensor's dim 0 (NKI `scalar_offset`; e.g. the expert of a stacked
+  // [E, ...] weight). Hardware DGE only (SP or ACT), never with vector_offset; the view is the row-0
+  // placement. The builder orders the DMA against every row of that tensor.
+  View scalar_offset{};
+  bool scalar_offset_dst = false;
 };
 
 // Copies (with dtype cast) between HBM, SBUF and PSUM.
@@ -122,6 +128,7 @@ struct DmaQueueOpts {
   std::optional<Engine> engine{};  // unset: as dma_mode.h resolves it (sendrecv: SP)
   int queue = -1;
   DgeMode dge_mode = DgeMode::Unknown;  // dma_transpose only
+  View scalar_offset{};  // dma_transpose: moves src by whole tensor rows at run time (DmaOpts::scalar_offset)
 };
 
 // dst[F, P] = src[P, F] on the DMA (2-byte dtypes, dst in SBUF).

@@ -7,7 +7,8 @@
 //   - how each output is checked (kernels/api/checks.h: tolerances against FP64 references, bit-exact
 //     against a host emulation, or a scalar) and the useful FLOPs of the host reference,
 //   - the input recipes it offers (several related tensors made at once, e.g. MoE routing),
-//   - kernel-specific stats computed from its inputs (e.g. tokens per expert).
+//   - kernel-specific stats computed from its inputs (e.g. tokens per expert),
+//   - checks of its input values (e.g. routing tensors from .npy files).
 // tools/ and sim/ never name a kernel: they see KernelDef / BoundKernel.
 //
 //   KernelPackage<Params> package() {
@@ -109,6 +110,9 @@ struct KernelPackage {
   std::function<double(const P&)> useful_flops;
   std::vector<Recipe<P>> recipes;
   std::function<std::vector<KernelStat>(const P&, const Tensors& inputs)> input_stats;
+  // Checks the values of the inputs once they are all made (e.g. routing tensors read from .npy files):
+  // InputError naming the tensor and the index. Unset: no check.
+  std::function<void(const P&, const Tensors& inputs)> check_inputs;
 };
 
 class BoundKernel;
@@ -151,6 +155,8 @@ class BoundKernel {
                                            const std::string& path) const = 0;
   virtual void run_recipe(const std::string& name, const nlohmann::json& args, RecipeIO& io) const = 0;
   virtual std::vector<KernelStat> input_stats(const Tensors& inputs) const = 0;
+  // KernelPackage::check_inputs (nothing if unset).
+  virtual void check_inputs(const Tensors& inputs) const = 0;
 };
 
 template <class P>
@@ -209,6 +215,9 @@ class BoundPackage final : public BoundKernel {
   }
   std::vector<KernelStat> input_stats(const Tensors& inputs) const override {
     return pkg().input_stats ? pkg().input_stats(p_, inputs) : std::vector<KernelStat>{};
+  }
+  void check_inputs(const Tensors& inputs) const override {
+    if (pkg().check_inputs) pkg().check_inputs(p_, inputs);
   }
 
  private:

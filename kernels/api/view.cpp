@@ -284,4 +284,22 @@ View::Region View::region(bool whole_rows) const {
   return {tensor_, r0, r1, 0, rb};
 }
 
+View View::index_rows(int64_t rows) const {
+  if (space_ != isa::MemSpace::HBM || rows < 1)
+    throw InputError(
+        fmt::format("{}: index_rows({}) needs an HBM view and at least one row", describe(), rows));
+  View v = *this;
+  v.dims_[0].size = rows;
+  return v;
+}
+
+View::Region View::region_any_row() const {
+  Region r = region(false);
+  if (space_ != isa::MemSpace::HBM) return r;
+  if (r.r1 - r.r0 > 1) r.c0 = 0, r.c1 = std::max<int64_t>(1, storage_->hbm_row_bytes);
+  r.r0 = 0;
+  r.r1 = storage_->hbm_rows;
+  return r;
+}
+
 }  // namespace trnsim::kernels

@@ -101,6 +101,10 @@ class View {
   View bitcast(isa::DType dtype) const;
   // Stride-0 repeat of a size-1 free dim (e.g. a [P, 1] operand seen as [P, n]).
   View broadcast(int dim, int64_t size) const;
+  // HBM: the same free pattern over `rows` rows at this view's row stride, for the indexed side of an
+  // indirect DMA (its rows come from the vector_offset, so `rows` may exceed the tensor's, e.g. 128 slots
+  // gathered from a tensor of 24 rows). InputError for SBUF/PSUM views.
+  View index_rows(int64_t rows) const;
 
   // The ISA operand. Free dims beyond 4 are merged where contiguous; InputError if more than 4 remain.
   isa::AccessPattern ap() const;
@@ -112,6 +116,9 @@ class View {
     int64_t r0, r1, c0, c1;
   };
   Region region(bool whole_rows = false) const;
+  // region() of an HBM view whose tensor row a scalar_offset picks at run time: its in-row bytes in every
+  // row of the tensor (whole rows if it spans more than one).
+  Region region_any_row() const;
 
  private:
   friend class Kernel;

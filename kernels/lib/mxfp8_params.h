@@ -24,8 +24,8 @@ struct MxTilingConfig {
           "logical contraction per nc_matmul_mx: 128, 256 or 512; null: 512 (K if K is 128 or 256)")
         .range(1, 1 << 16);
     s.add(&MxTilingConfig::tile_n, "tile_n",
-          "moving (RHS) tile free size, multiple of 32, <= 512; null: largest of 512/256/128 dividing the "
-          "per-core N")
+          "moving (RHS) tile free size, multiple of 32, <= 4096 (above 512 a tile spans PSUM banks); null: "
+          "largest of 512/256/128 dividing the per-core N")
         .range(1, 1 << 16);
     s.add(&MxTilingConfig::blocks_m, "TILES_IN_BLOCK_M",
           "M tiles per block; null: chosen to fit SBUF with the "

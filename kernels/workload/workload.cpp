@@ -395,6 +395,11 @@ kernels::Tensors make_inputs(const PreparedWorkload& p) {
     }
     for (auto& [name, t] : out) made.emplace(name, std::move(t));
   }
+  try {
+    p.kernel->check_inputs(made);
+  } catch (const InputError& err) {
+    throw InputError(fmt::format("{}: inputs: {}", p.w.file, err.what()));
+  }
   return made;
 }
 
@@ -419,8 +424,18 @@ std::vector<std::string> input_notes(const PreparedWorkload& p, const kernels::T
     const auto it = inputs.find(t.name);
     if (it == inputs.end()) continue;
     const tensor::HostTensor& h = it->second;
+    const int64_t n = h.elements();
     int64_t bad = 0;
-    for (int64_t i = 0; i < h.elements(); ++i) bad += !std::isfinite(h.value(i));
+    // NaN or Inf: an all-ones exponent; BF16 and FP32 straight from their bits (weights run to 10^9 values).
+    if (t.dtype == isa::DType::BF16) {
+      const auto* b = reinterpret_cast<const uint16_t*>(h.bytes.data());
+      for (int64_t i = 0; i < n; ++i) bad += (b[i] & 0x7F80u) == 0x7F80u;
+    } else if (t.dtype == isa::DType::F32) {
+      const auto* b = reinterpret_cast<const uint32_t*>(h.bytes.data());
+      for (int64_t i = 0; i < n; ++i) bad += (b[i] & 0x7F800000u) == 0x7F800000u;
+    } else {
+      for (int64_t i = 0; i < n; ++i) bad += !std::isfinite(h.value(i));
+    }
     if (bad == 0) continue;
     std::string why;
     const auto npy = p.npy.find(t.name);

@@ -95,7 +95,8 @@ struct PreparedWorkload {
 
 PreparedWorkload prepare_workload(Workload w);
 
-// Every kernel input, made from its generator, .npy file or recipe.
+// Every kernel input, made from its generator, .npy file or recipe, then checked by the kernel's
+// check_inputs (InputError "<file>: inputs: ...").
 kernels::Tensors make_inputs(const PreparedWorkload& p);
 
 // The kernel's output checks on a numerics run's inputs and outputs (empty if the kernel has none).

@@ -86,6 +86,7 @@ class Checker {
   void operand(int slot) const;
   void connectivity() const;
   void psum_bank(int slot, uint64_t n) const;
+  void scalar_offset() const;
   void matmul() const;
   void matmul_mx() const;
   void quantize_mx() const;
@@ -195,6 +196,31 @@ void Checker::connectivity() const {
       fail("connectivity",
            fmt::format("{} cannot {} {} ({})", engine_name(inst_.engine), verb, mem, name(slot)));
   }
+}
+
+// scalar_offset (NKI access pattern `scalar_offset`): an SBUF int32 [1, 1] read when the DMA issues, which
+// the hardware DGE adds (times the tensor's row size) to the HBM operand's address; software DGE (POOL, the
+// queues of indirect DMAs) has no such register. The pattern must be legal at offset 0 (checked above); the
+// moved pattern is bounds-checked when it executes.
+void Checker::scalar_offset() const {
+  const int slot = scalar_offset_slot(inst_);
+  if (slot < 0 || !has(slot)) return;
+  const int target = scalar_offset_target(inst_);
+  if (op(slot).space != MemSpace::SBUF) fail("connectivity", "scalar_offset must be in SBUF");
+  dtype_in(slot, {DType::I32, DType::U32}, "int32 or uint32");
+  if (op(slot).partitions != 1 || op(slot).free_elements() != 1)
+    fail("shape", fmt::format("scalar_offset must be [1, 1], got [{}, {}]", op(slot).partitions,
+                              op(slot).free_elements()));
+  if (op(target).space != MemSpace::HBM)
+    fail("connectivity",
+         fmt::format("scalar_offset moves an HBM access pattern; {} is not in HBM", name(target)));
+  if (inst_.engine != Engine::SP && inst_.engine != Engine::ACT)
+    fail("engine", fmt::format("scalar_offset needs a hardware-DGE DMA (triggered from SP or ACT), not {}",
+                               engine_name(inst_.engine)));
+  if (inst_.op == Opcode::DmaCopy && has(2))
+    fail("operands",
+         "scalar_offset and vector_offset in one DMA: the first is a hardware-DGE register (SP/ACT), the "
+         "second needs software DGE (POOL)");
 }
 
 // A PE result (an accumulation group) stays inside one PSUM bank; Trn3 lets a large-N matmul span banks.
@@ -344,6 +370,7 @@ void Checker::run() {
   switch (o) {
     case Opcode::DmaCopy:
       no_cast_x4(0, 1);
+      scalar_offset();
       if (inst_.has(kDmaAccumulate) && (is_x4(op(0).dtype) || is_x4(op(1).dtype)))
         fail("dtype", "DMA accumulate cannot use MX x4 dtypes");
       if (has(2)) {
@@ -360,6 +387,7 @@ void Checker::run() {
       }
       break;
     case Opcode::DmaTranspose:
+      scalar_offset();
       if (dtype_size(op(1).dtype) != 2 || op(0).dtype != op(1).dtype)
         fail("dtype", fmt::format("dma_transpose moves 2-byte dtypes unchanged: src {}, dst {}",
                                   dtype_name(op(1).dtype), dtype_name(op(0).dtype)));
@@ -468,9 +496,11 @@ Work work_of(const Instruction& inst, const Program&) {
   };
   const OpcodeInfo& info = opcode_info(inst.op);
   if (info.num_slots == 0) return w;  // core_barrier
-  // By the slots' roles; an accumulating dst (matmul accumulate, DMA-side add) is read and written.
+  // By the slots' roles; an accumulating dst (matmul accumulate, DMA-side add) is read and written. A DMA's
+  // scalar_offset is a descriptor register, not data the DMA moves.
+  const int offset_slot = scalar_offset_slot(inst);
   for (int slot = 0; slot < kMaxOperands; ++slot) {
-    if (!ops[slot].present()) continue;
+    if (!ops[slot].present() || slot == offset_slot) continue;
     if (info.writes(slot)) write(ops[slot]);
     if (info.reads(inst, slot)) read(ops[slot]);
   }

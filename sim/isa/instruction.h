@@ -136,6 +136,8 @@ enum Flag : uint32_t {
   kOperand1Vector = 1u << 10,
   kBiasVector = 1u << 11,     // activation: bias from a [P,1] operand
   kReduce = 1u << 12,         // activation: also add-reduce along the free dims into reduce_res
+  // dma_copy: the scalar_offset moves dst (else src)
+  kScalarOffsetDst = 1u << 13,
 };
 
 // Where an instruction came from in kernel code (index into Program::files, 1-based line; 0 = unknown).

@@ -51,20 +51,23 @@ constexpr std::array<OpcodeInfo, kNumOpcodes> kTable = {
     info({.op = Opcode::DmaCopy,
           .name = "dma_copy",
           .profile = "DMA_COPY",
-          .slots = {out("dst", kDmaAccumulate), in("src"), opt_in("vector_offset")},
+          .slots = {out("dst", kDmaAccumulate), in("src"), opt_in("vector_offset"), opt_in("scalar_offset")},
           .trn2 = ANY,
           .trn3 = ANY,
           .dma = true,
           .description =
-              "copy with dtype cast; indirect row gather/scatter by vector_offset; optional DMA-side add"}),
+              "copy with dtype cast; indirect row gather/scatter by vector_offset; optional DMA-side "
+              "add; scalar_offset moves the HBM side by whole tensor rows at run time"}),
     info({.op = Opcode::DmaTranspose,
           .name = "dma_transpose",
           .profile = "DMA_TRANSPOSE",
-          .slots = {out("dst"), in("src")},
+          .slots = {out("dst"), in("src"), opt_in("scalar_offset")},
           .trn2 = ANY,
           .trn3 = ANY,
           .dma = true,
-          .description = "2-byte dtypes: swaps the partition and free axes into SBUF"}),
+          .description =
+              "2-byte dtypes: swaps the partition and free axes into SBUF; scalar_offset moves src by "
+              "whole tensor rows at run time"}),
     info({.op = Opcode::NcMatmul,
           .name = "nc_matmul",
           .profile = "MATMUL",

@@ -106,6 +106,7 @@ OperandView::OperandView(const AccessPattern& ap, int core, const Program& progr
   int64_t off = 0;
   for (uint64_t j = 0; j < cols; ++j) {
     col_off_[j] = off;
+    contiguous_ = contiguous_ && off == static_cast<int64_t>(j) * ds;
     // Odometer over the dims, innermost last.
     for (int d = ap.ndim - 1; d >= 0; --d) {
       off += ap.dims[d].stride * ds;

@@ -33,6 +33,8 @@ class OperandView {
   const AccessPattern& ap() const { return ap_; }
 
   uint8_t* at(uint32_t row, uint64_t col) { return base_ + (base_off_ + row_off(row) + col_off_[col]); }
+  // True if each row's free elements are consecutive in memory (a row is one byte run), for bulk copies.
+  bool contiguous_rows() const { return contiguous_; }
 
   // HBM only (indirect DMA): the address of free element `col` in pattern row `index` (NKI's vector_offset on
   // the indirect dim): the index steps by the pattern's row stride from its offset, so a whole-row pattern
@@ -66,6 +68,7 @@ class OperandView {
   int64_t index_rows_ = 0;
   int64_t min_col_ = 0, max_col_ = 0;  // byte range of the free pattern relative to the row base
   std::vector<int64_t> col_off_;       // byte offset of each free element, from the row base
+  bool contiguous_ = true;
 };
 
 }  // namespace trnsim::isa

@@ -198,7 +198,7 @@ AccessPattern Reader::ap(const Node& n) const {
 std::set<std::string> extra_keys(Opcode op) {
   switch (op) {
     case Opcode::DmaCopy:
-      return {"accumulate", "oob_mode", "indirect_dst"};
+      return {"accumulate", "oob_mode", "indirect_dst", "scalar_offset_dst"};
     case Opcode::NcMatmul:
       return {"accumulate", "perf_mode", "is_transpose"};
     case Opcode::NcMatmulMx:
@@ -263,6 +263,7 @@ Instruction Reader::instruction(const Node& n, Engine e) {
     case Opcode::DmaCopy:
       flag("accumulate", kDmaAccumulate);
       flag("indirect_dst", kIndirectDst);
+      flag("scalar_offset_dst", kScalarOffsetDst);
       if (n.has("oob_mode")) {
         const std::string m = n["oob_mode"].string();
         if (m == "skip")
@@ -430,6 +431,7 @@ json instruction_json(const Instruction& in, const Program& p) {
     case Opcode::DmaCopy:
       flag("accumulate", kDmaAccumulate);
       flag("indirect_dst", kIndirectDst);
+      flag("scalar_offset_dst", kScalarOffsetDst);
       if (in.ops[2].present()) j["oob_mode"] = in.has(kOobSkip) ? "skip" : "error";
       break;
     case Opcode::NcMatmul:

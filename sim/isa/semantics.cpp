@@ -48,9 +48,10 @@ class Exec {
   OperandView view(int slot, bool indirect = false, int core = -1) {
     const auto& names = operand_names(inst_.op);
     const char* name = slot < static_cast<int>(names.size()) ? names[slot] : "operand";
-    return OperandView(inst_.ops[slot], core < 0 ? core_ : core, program_, limits_, state_, prefix_, name,
-                       indirect);
+    return OperandView(slot == moved_slot_ ? moved_ : inst_.ops[slot], core < 0 ? core_ : core, program_,
+                       limits_, state_, prefix_, name, indirect);
   }
+  void apply_scalar_offset();
   const char* name(int slot) const { return operand_names(inst_.op)[slot]; }
   [[noreturn]] void fail(const char* rule, const std::string& details) const {
     throw RuleError(fmt::format("{}: {}: {}", prefix_, rule, details));
@@ -133,9 +134,50 @@ class Exec {
   const Limits& limits_;
   MachineState& state_;
   std::string prefix_;
+  int moved_slot_ = -1;  // the operand a scalar_offset moved, and its moved pattern
+  AccessPattern moved_{};
 };
 
+// Moves the scalar_offset's target pattern by v tensor rows; the moved bytes must stay inside the tensor.
+void Exec::apply_scalar_offset() {
+  const int slot = scalar_offset_slot(inst_);
+  if (slot < 0 || !inst_.ops[slot].present()) return;
+  const int target = scalar_offset_target(inst_);
+  OperandView sv = view(slot);
+  if (sv.rows() != 1 || sv.cols() != 1)
+    fail("shape", fmt::format("scalar_offset must be [1, 1], got [{}, {}]", sv.rows(), sv.cols()));
+  if (sv.dtype() != DType::I32 && sv.dtype() != DType::U32)
+    fail("dtype", fmt::format("scalar_offset must be int32 or uint32, got {}", dtype_name(sv.dtype())));
+  const AccessPattern& ap = inst_.ops[target];
+  if (ap.space != MemSpace::HBM)
+    fail("connectivity",
+         fmt::format("scalar_offset moves an HBM access pattern; {} is not in HBM", name(target)));
+  const TensorDecl& t = program_.tensors.at(ap.tensor);
+  int64_t total = dtype_size(t.dtype);
+  for (int64_t d : t.shape) total *= d;
+  const int64_t row_bytes = t.shape.empty() || t.shape[0] == 0 ? total : total / t.shape[0];
+  const int64_t v = sv.load_int(0, 0);
+  // Byte range of the pattern relative to its offset.
+  const int64_t es = dtype_size(ap.dtype);
+  int64_t lo = std::min<int64_t>(0, ap.partition_stride * (static_cast<int64_t>(ap.partitions) - 1) * es);
+  int64_t hi = std::max<int64_t>(0, ap.partition_stride * (static_cast<int64_t>(ap.partitions) - 1) * es);
+  for (int d = 0; d < ap.ndim; ++d) {
+    const int64_t span = ap.dims[d].stride * static_cast<int64_t>(ap.dims[d].size - 1) * es;
+    (span < 0 ? lo : hi) += span;
+  }
+  const int64_t base = ap.offset_bytes + v * row_bytes;
+  if (v < -(int64_t{1} << 40) / std::max<int64_t>(1, row_bytes) ||
+      v > (int64_t{1} << 40) / std::max<int64_t>(1, row_bytes) || base + lo < 0 || base + hi + es > total)
+    fail("scalar_offset bounds",
+         fmt::format("scalar_offset = {} moves {} by {} rows of {} bytes, outside tensor '{}' [{} rows]", v,
+                     name(target), v, row_bytes, t.name, t.shape.empty() ? 0 : t.shape[0]));
+  moved_ = ap;
+  moved_.offset_bytes = base;
+  moved_slot_ = target;
+}
+
 void Exec::run() {
+  if (inst_.op == Opcode::DmaCopy || inst_.op == Opcode::DmaTranspose) apply_scalar_offset();
   switch (inst_.op) {
     case Opcode::DmaCopy:
       return dma_copy();
@@ -189,15 +231,26 @@ void Exec::dma_copy() {
   };
   // Snapshot the source first, so overlapping source and destination behave as a copy of the old values.
   const uint32_t ss = dtype_size(src.dtype());
+  // Plain copies of whole byte runs (same dtype, rows of consecutive elements on both sides).
+  const bool bulk = !acc && src.dtype() == dst.dtype() && src.cols() == dst.cols() && src.contiguous_rows() &&
+                    dst.contiguous_rows();
   if (!indirect) {
     const uint64_t n = static_cast<uint64_t>(src.rows()) * src.cols();
     const uint64_t nd = static_cast<uint64_t>(dst.rows()) * dst.cols();
     if (n != nd) fail("element count", fmt::format("src has {} elements, dst has {}", n, nd));
     std::vector<uint8_t> tmp(n * ss);
-    for (uint64_t e = 0; e < n; ++e)
-      std::memcpy(&tmp[e * ss], src.at(static_cast<uint32_t>(e / src.cols()), e % src.cols()), ss);
-    for (uint64_t e = 0; e < n; ++e)
-      apply(dst.at(static_cast<uint32_t>(e / dst.cols()), e % dst.cols()), &tmp[e * ss]);
+    if (bulk) {
+      const uint64_t rb = src.cols() * ss;
+      for (uint32_t r = 0; r < src.rows(); ++r) std::memcpy(&tmp[r * rb], src.at(r, 0), rb);
+      for (uint32_t r = 0; r < dst.rows(); ++r) std::memcpy(dst.at(r, 0), &tmp[r * rb], rb);
+      return;
+    }
+    uint64_t e = 0;
+    for (uint32_t r = 0; r < src.rows(); ++r)
+      for (uint64_t c = 0; c < src.cols(); ++c, ++e) std::memcpy(&tmp[e * ss], src.at(r, c), ss);
+    e = 0;
+    for (uint32_t r = 0; r < dst.rows(); ++r)
+      for (uint64_t c = 0; c < dst.cols(); ++c, ++e) apply(dst.at(r, c), &tmp[e * ss]);
     return;
   }
   OperandView idx = view(2);
@@ -217,6 +270,16 @@ void Exec::dma_copy() {
   std::vector<uint8_t> tmp(cols * ss);
   for (uint32_t i = 0; i < src.rows(); ++i) {
     const int64_t row = idx.load_int(i, 0);
+    if (bulk) {
+      // A contiguous row is inside the tensor if its first and last elements are.
+      uint8_t* h0 = hbm.at_tensor_row(row, 0);
+      if (h0 != nullptr && hbm.at_tensor_row(row, cols - 1) != nullptr) {
+        uint8_t* s0 = scatter ? src.at(i, 0) : h0;
+        std::memcpy(tmp.data(), s0, cols * ss);
+        std::memcpy(scatter ? h0 : dst.at(i, 0), tmp.data(), cols * ss);
+        continue;
+      }
+    }
     bool oob = false;
     for (uint64_t j = 0; j < cols && !oob; ++j) {
       const uint8_t* sp = scatter ? src.at(i, j) : src.at_tensor_row(row, j);
@@ -246,12 +309,40 @@ void Exec::transpose(int src_slot) {
     fail("shape", fmt::format("{} [{}, {}] transposes to [{}, {}], dst is [{}, {}]", name(src_slot),
                               src.rows(), src.cols(), src.cols(), src.rows(), dst.rows(), dst.cols()));
   const uint32_t ds = dtype_size(dst.dtype());
-  std::vector<uint8_t> tmp(static_cast<size_t>(src.rows()) * src.cols() * ds);
-  for (uint32_t p = 0; p < src.rows(); ++p)
-    for (uint64_t f = 0; f < src.cols(); ++f) std::memcpy(&tmp[(p * src.cols() + f) * ds], src.at(p, f), ds);
-  for (uint32_t p = 0; p < src.rows(); ++p)
-    for (uint64_t f = 0; f < src.cols(); ++f)
-      std::memcpy(dst.at(static_cast<uint32_t>(f), p), &tmp[(p * src.cols() + f) * ds], ds);
+  const uint32_t rows = src.rows();
+  const uint64_t cols = src.cols();
+  std::vector<uint8_t> tmp(static_cast<size_t>(rows) * cols * ds);
+  // Fixed-size element copies (the compiler turns them into single moves); operands in different memories
+  // cannot overlap, so they need no snapshot.
+  const bool apart = src.ap().space != dst.ap().space;
+  const auto run = [&](auto elem) {
+    constexpr size_t n = sizeof(elem);
+    if (apart) {  // in 32 x 32 tiles: both sides stay in cache (SBUF partitions are far apart in memory)
+      constexpr uint64_t kTile = 32;
+      for (uint32_t p0 = 0; p0 < rows; p0 += kTile)
+        for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
+          const uint32_t p1 = static_cast<uint32_t>(std::min<uint64_t>(rows, p0 + kTile));
+          const uint64_t f1 = std::min<uint64_t>(cols, f0 + kTile);
+          for (uint64_t f = f0; f < f1; ++f)
+            for (uint32_t p = p0; p < p1; ++p)
+              std::memcpy(dst.at(static_cast<uint32_t>(f), p), src.at(p, f), n);
+        }
+      return;
+    }
+    for (uint32_t p = 0; p < rows; ++p)
+      for (uint64_t f = 0; f < cols; ++f) std::memcpy(&tmp[(p * cols + f) * n], src.at(p, f), n);
+    for (uint32_t p = 0; p < rows; ++p)
+      for (uint64_t f = 0; f < cols; ++f)
+        std::memcpy(dst.at(static_cast<uint32_t>(f), p), &tmp[(p * cols + f) * n], n);
+  };
+  if (ds == 2) return run(uint16_t{});
+  if (ds == 4) return run(uint32_t{});
+  if (ds == 1) return run(uint8_t{});
+  for (uint32_t p = 0; p < rows; ++p)
+    for (uint64_t f = 0; f < cols; ++f) std::memcpy(&tmp[(p * cols + f) * ds], src.at(p, f), ds);
+  for (uint32_t p = 0; p < rows; ++p)
+    for (uint64_t f = 0; f < cols; ++f)
+      std::memcpy(dst.at(static_cast<uint32_t>(f), p), &tmp[(p * cols + f) * ds], ds);
 }
 
 // dst[m, n] (+)= sum_k stationary[k, m] * moving[k, n] through num::pe_matmul (the shared PE arithmetic: FP32
@@ -348,12 +439,21 @@ void Exec::quantize_mx() {
     fail("shape", fmt::format("dst_scale must have more than {} rows and {} columns, got [{}, {}]", last,
                               dst.cols(), sc.rows(), sc.cols()));
   const auto f8 = fp8_format(dst.dtype());
+  const bool bf16 = src.dtype() == DType::BF16;
   float v[32];
   uint8_t q[32];
   for (uint32_t g = 0; g < groups; ++g)
     for (uint64_t f = 0; f < dst.cols(); ++f) {
       for (uint32_t r = 0; r < 8; ++r)
-        for (uint32_t j = 0; j < 4; ++j) v[r * 4 + j] = src.load(8 * g + r, 4 * f + j);
+        for (uint32_t j = 0; j < 4; ++j) {
+          if (bf16) {  // the common source: BF16 bits are the top half of the FP32 value
+            uint16_t b;
+            std::memcpy(&b, src.at(8 * g + r, 4 * f + j), 2);
+            v[r * 4 + j] = num::bf16_to_f32(b);
+          } else {
+            v[r * 4 + j] = src.load(8 * g + r, 4 * f + j);
+          }
+        }
       *sc.at(mx_scale_row(g, inst_.scale_offset), f) = num::quantize_block(v, q, f8, num::ScaleRule::Trn3);
       for (uint32_t r = 0; r < 8; ++r) std::memcpy(dst.at(8 * g + r, f), &q[r * 4], 4);
     }
@@ -548,6 +648,16 @@ void Exec::sendrecv() {
 }
 
 }  // namespace
+
+int scalar_offset_slot(const Instruction& inst) {
+  if (inst.op == Opcode::DmaCopy) return 3;
+  if (inst.op == Opcode::DmaTranspose) return 2;
+  return -1;
+}
+
+int scalar_offset_target(const Instruction& inst) {
+  return inst.op == Opcode::DmaCopy && inst.has(kScalarOffsetDst) ? 0 : 1;
+}
 
 MachineState make_machine_state(const Program& program, const Limits& limits) {
   if (program.num_cores < 1 || program.num_cores > 2)

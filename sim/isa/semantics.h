@@ -49,6 +49,15 @@ void check(const Instruction& inst, const Program& program, const Limits& limits
 void execute(const Instruction& inst, int core, const Program& program, const Limits& limits,
              MachineState& state);
 
+// The scalar_offset of a DMA: the operand slot of an SBUF int32 [1, 1] (dma_copy 3, dma_transpose 2; -1 for
+// other opcodes) whose value v, read when the DMA executes, moves the HBM operand in slot
+// scalar_offset_target (dma_copy: src, or dst with kScalarOffsetDst; dma_transpose: src) by v rows of its
+// tensor's dim 0, i.e. v times the tensor's row bytes (NKI access pattern `scalar_offset`, e.g. one expert's
+// slice of a stacked [E, ...] weight picked by an expert id in SBUF). The moved pattern must stay inside the
+// tensor (RuleError "scalar_offset ... outside tensor"). Triggered from SP or ACT only (hardware DGE).
+int scalar_offset_slot(const Instruction& inst);
+int scalar_offset_target(const Instruction& inst);
+
 // Work an instruction does, for costs, stats and the trace.
 struct Work {
   uint64_t flops = 0;       // 2 per multiply-accumulate on the PE

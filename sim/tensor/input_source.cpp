@@ -13,6 +13,7 @@
 #include "sim/io/generators.h"
 #include "sim/isa/element.h"
 #include "sim/isa/semantics.h"
+#include "sim/numerics/float_formats.h"
 
 namespace trnsim::tensor {
 namespace {
@@ -248,6 +249,11 @@ HostTensor generate(const GeneratorSpec& g, isa::DType dtype, const std::vector<
     v.assign(static_cast<size_t>(n), static_cast<float>(c));
   } else {
     return t;  // zeros
+  }
+  if (dtype == isa::DType::BF16) {  // the common weight dtype: store_element's conversion, inlined
+    auto* b = reinterpret_cast<uint16_t*>(t.bytes.data());
+    for (int64_t i = 0; i < n; ++i) b[i] = num::f32_to_bf16(v[i]);
+    return t;
   }
   for (int64_t i = 0; i < n; ++i) t.set(i, v[i]);
   return t;

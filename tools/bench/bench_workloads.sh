@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Workload benchmark: for each workload (or every workload in a folder) prints the host wall and CPU time with
 # numerics off and on (with the kernel's checks), the host-time split the run reports (setup = inputs and
-# recipes, simulation, references, write), peak memory, the simulated time against the roofline, and the
-# numerics rows. A script that prints figures, not a timed test; on a shared machine compare CPU seconds, not
+# recipes, simulation, references, write), peak memory, the simulated time against the roofline, the engine
+# busy time per kernel phase, the kernel's stats of its inputs (numerics runs) and the numerics rows. A script that prints figures, not a timed test; on a shared machine compare CPU seconds, not
 # wall seconds. The kernels' targets are in their workload folders' READMEs (e.g.
 # configs/workloads/cross_entropy/README.md).
 # Usage: tools/bench/bench_workloads.sh BUILD_DIR WORKLOAD.json|FOLDER ...
@@ -40,8 +40,12 @@ for w in "${workloads[@]}"; do
   read -r wall cpu rest < <(run "$w" --no-numerics)
   printf 'numerics off       wall %6.2f s, CPU %6.2f s   [%s]\n' "$wall" "$cpu" "$rest"
   sed -nE 's/^  (simulated time|roofline lower bound|roofline ratio|HBM traffic) +/  \1: /p' "$tmp/stdout"
+  # The kernel's phases (engine busy time per phase), when it names any.
+  sed -n '/^  phase /,/^[^ ]\|^  kernel stats/p' "$tmp/stdout" | grep -v -E '^[^ ]|^  kernel stats' || true
   [[ ${NUMERICS:-on} == off ]] && continue
   read -r wall cpu rest < <(run "$w")
   printf 'numerics on        wall %6.2f s, CPU %6.2f s   [%s]\n' "$wall" "$cpu" "$rest"
+  # The kernel's stats of its inputs (made with numerics only), then the numerics rows.
+  sed -n '/^  kernel stats/,/^[^ ]/p' "$tmp/stdout" | grep -v '^[^ ]' || true
   sed -n '/^numerics/,$p' "$tmp/stdout" | grep -E 'PASS|FAIL' | sed 's/^/  /' || true
 done

@@ -91,12 +91,13 @@ void OperandBlocks::prepare(PsumBanks& banks, int64_t fb, int64_t kb, const Use&
     for (int64_t c = f0; c < f0 + bf; c += load_f_) {
       const int64_t nf = std::min(load_f_, f0 + bf - c), cc = c - f0;
       if (op_.quantized()) {
-        nki::dma_copy(qd(S(0, kpt), t, S(cc, cc + nf)), op_.data(S(r0, r0 + kpt), S(c, c + nf)));
+        const nki::DmaOpts o{.scalar_offset = op_.scalar_offset};
+        nki::dma_copy(qd(S(0, kpt), t, S(cc, cc + nf)), op_.data(S(r0, r0 + kpt), S(c, c + nf)), o);
         if (!packed_hbm_)
-          nki::dma_copy(qs(S(0, kpt), slot, S(cc, cc + nf)), op_.scales(S(r0, r0 + kpt), S(c, c + nf)));
+          nki::dma_copy(qs(S(0, kpt), slot, S(cc, cc + nf)), op_.scales(S(r0, r0 + kpt), S(c, c + nf)), o);
         else if (kt == kt0 || kt % 4 == 0)
           nki::dma_copy(qs(all, slot, S(cc, cc + nf)),
-                        op_.scales(S((kt / 4) * 128, (kt / 4) * 128 + 128), S(c, c + nf)));
+                        op_.scales(S((kt / 4) * 128, (kt / 4) * 128 + 128), S(c, c + nf)), o);
         continue;
       }
       const View src = loader_.load(banks, r0, kpt, c, nf);

@@ -39,6 +39,7 @@ namespace trnsim::kernels::mxfp8 {
 struct OutTile {
   View tile;  // SBUF [rows, cols]
   int64_t row = 0, col = 0;
+  View tile2;  // with a paired stationary (MatmulSpec::lhs2): the same rows and columns of Y2
 };
 
 // What an epilogue may use besides the tile: the call's PSUM banks (for transposes).

@@ -9,8 +9,8 @@
 
 namespace trnsim::kernels::mxfp8 {
 
-PsumBanks::PsumBanks(Kernel& k, int n, const std::string& name) {
-  for (int i = 0; i < n; ++i) banks_.push_back(k.psum({128, 512}, isa::DType::F32, name));
+PsumBanks::PsumBanks(Kernel& k, int n, const std::string& name, int64_t width) {
+  for (int i = 0; i < n; ++i) banks_.push_back(k.psum({128, width}, isa::DType::F32, name));
 }
 
 Loader::Loader(const MatmulSpec& spec, const Operand& op, int64_t F, int64_t tile_k, int64_t load_f)
@@ -32,7 +32,7 @@ View Loader::load(PsumBanks& banks, int64_t r0, int64_t kpt, int64_t c, int64_t 
   const View& d = op_.data;
   if (op_.layout == Layout::Swizzled) {
     View dst = st(S(0, kpt), S(0, 4 * nf));
-    nki::dma_copy(dst, d(S(r0, r0 + kpt), S(4 * c, 4 * (c + nf))));
+    nki::dma_copy(dst, d(S(r0, r0 + kpt), S(4 * c, 4 * (c + nf))), {.scalar_offset = op_.scalar_offset});
     return dst;
   }
   View s3 = st.reshape({128, 4, load_f_});
@@ -42,7 +42,8 @@ View Loader::load(PsumBanks& banks, int64_t r0, int64_t kpt, int64_t c, int64_t 
       for (int64_t j = 0; j < 4; ++j) {
         const int64_t kj = g.k0 + j * g.j_step;
         nki::dma_transpose(s3(S(lp, lp + g.n), j, S(0, nf)),
-                           d(S(c, c + nf), S(kj, kj + (g.n - 1) * g.row_step + 1, g.row_step)));
+                           d(S(c, c + nf), S(kj, kj + (g.n - 1) * g.row_step + 1, g.row_step)),
+                           {.scalar_offset = op_.scalar_offset});
       }
     }
   } else if (op_.layout == Layout::FByK) {  // PE
@@ -61,10 +62,12 @@ View Loader::load(PsumBanks& banks, int64_t r0, int64_t kpt, int64_t c, int64_t 
         const int64_t q = g.j_step;
         View v =
             d.reshape({K_ / q, q, F_})(S(g.k0 / q, g.k0 / q + 4), S(g.k0 % q, g.k0 % q + g.n), S(c, c + nf));
-        nki::dma_copy(s3(S(lp, lp + g.n), all, S(0, nf)), v.permute({1, 0, 2}));
+        nki::dma_copy(s3(S(lp, lp + g.n), all, S(0, nf)), v.permute({1, 0, 2}),
+                      {.scalar_offset = op_.scalar_offset});
       } else {  // 1x32: rows 4P..4P+3
         nki::dma_copy(s3(S(lp, lp + g.n), all, S(0, nf)),
-                      d.reshape({K_ / 4, 4, F_})(S(g.row, g.row + g.n), all, S(c, c + nf)));
+                      d.reshape({K_ / 4, 4, F_})(S(g.row, g.row + g.n), all, S(c, c + nf)),
+                      {.scalar_offset = op_.scalar_offset});
       }
     }
   } else if (op_.source == Source::Sbuf && resident_in_place(r0, kpt)) {
@@ -129,7 +132,7 @@ View Loader::pe_rows(int64_t r0, int64_t kpt, int64_t c, int64_t nf) {
         nki::dma_copy(dst, src,
                       {.vector_offset = *index, .oob_mode = skip ? nki::OobMode::Skip : nki::OobMode::Error});
       else
-        nki::dma_copy(dst, src);
+        nki::dma_copy(dst, src, {.scalar_offset = op_.scalar_offset});
     };
     View dst = rows(S(p, p + n), S(s0, s0 + ns), S(0, 4 * kpt));
     if (spec_.scheme == num::QuantScheme::OneX32) {

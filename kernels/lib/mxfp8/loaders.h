@@ -29,11 +29,12 @@
 
 namespace trnsim::kernels::mxfp8 {
 
-// The PSUM banks of one matmul call ([128, 512] FP32 each), handed out round robin to the matmul tiles and
-// to the PE loader's and epilogues' transposes; the builder orders a bank's reuse after its last reader.
+// The PSUM tiles of one matmul call ([128, width] FP32 each, width a multiple of one 512-column bank: wider
+// tiles span banks), handed out round robin to the matmul tiles and to the PE loader's and epilogues'
+// transposes (which use the first 512 columns); the builder orders a tile's reuse after its last reader.
 class PsumBanks {
  public:
-  PsumBanks(Kernel& k, int n, const std::string& name);
+  PsumBanks(Kernel& k, int n, const std::string& name, int64_t width = 512);
   const View& next() { return banks_[rr_++ % banks_.size()]; }
 
  private:

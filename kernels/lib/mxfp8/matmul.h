@@ -19,11 +19,15 @@
 // current step's matmuls are emitted, so its DMAs and quantize_mx overlap the PE (the builder's region
 // tracking orders a slot's reuse after the matmuls that read it). A block already in a slot is reused (so
 // with one K block the LHS is quantized once per M block). Inside a block, tiles run 'mnk' or 'nmk' with K
-// innermost accumulating in PSUM (8 rotating banks, shared with the PE loader and epilogue transposes); PSUM
+// innermost accumulating in PSUM (rotating tiles of whole banks, as wide as tile_n: 8 tiles of one bank up to
+// tile_n 512, fewer and wider beyond; shared with the PE loader and epilogue transposes); PSUM
 // is drained into the output tile (one K block: cast on ACT/DVE alternately) or an FP32 accumulator (first
 // K block: copy; later ones: tensor_tensor add on DVE). Deviation from nkilib: PSUM is always FP32 (nkilib
 // uses BF16 PSUM when TILES_IN_BLOCK_K == 1 and the output is BF16; the result differs only by the extra
 // rounding that avoids).
+//
+// A paired stationary (MatmulSpec::lhs2) runs a second accumulation group on every moving tile and hands
+// both results to the epilogue.
 //
 // Cores: with Cores::Lnc and LNC2, core c computes its half of the sharded dim; without LNC2 core 1 emits
 // nothing. Cores::CallingCore: the calling core computes all of Y.

@@ -3,7 +3,8 @@
 // (Layout) are independent:
 //
 //   Source::Hbm     an HBM view: a kernel input, a scratch tensor (e.g. an earlier phase's intermediate) or a
-//                   slice of either, such as one expert of a stacked [E, ...] weight (expert_slice).
+//                   slice of either, such as one expert of a stacked [E, ...] weight (expert_slice, or with
+//                   a scalar_offset: the expert picked on device).
 //   Source::Gather  rows of an HBM tensor picked by int32 row indices in SBUF (RowIndex): the token rows of
 //   an
 //                   MoE block, or one expert's rows picked on device (expert_row_index). The view's rows
@@ -68,6 +69,11 @@ struct Operand {
   View data;
   View scales;    // Quantized: HBM E8M0 of scales_shape
   RowIndex rows;  // Gather
+  // Hbm only, optional: an SBUF int32 [1, 1] whose run-time value moves every load of `data` (and `scales`)
+  // by that many rows of its tensor's dim 0 (the DMAs' scalar_offset; hardware DGE, SP queues). `data` and
+  // `scales` are then views of row 0, e.g. expert 0's slice of a stacked [E, ...] weight, and the value the
+  // expert id (nkilib TensorDescriptor scalar_offset, set per block from block_to_expert).
+  View scalar_offset;
 
   // Names used in messages: the tensor, the parameter prefix ("x" in "x_is_f_by_k"), the scales tensor and
   // the user-facing name of F ("M", "N", or e.g. "K" for the weights of a backward phase).

@@ -35,13 +35,15 @@ int64_t sbuf_need(const MatmulSpec& spec, const Sizes& z, int64_t tk, int64_t tm
   const auto a = [](int64_t b) { return round_up(b, 64); };
   const int64_t slots = scale_slots(bk, z.TK, spec.use_scale_packing);
   const int64_t bmf = bm * tm, bnf = bn * tn;
-  int64_t need = nbuf_l * (a(bk * bmf * 4) + a(slots * bmf)) + nbuf_r * (a(bk * bnf * 4) + a(slots * bnf));
-  if (!spec.lhs.quantized()) need += 2 * a(8 * lm * tm);
+  const int pairs = spec.lhs2 ? 2 : 1;  // a paired stationary has its own blocks, staging and accumulators
+  int64_t need =
+      pairs * nbuf_l * (a(bk * bmf * 4) + a(slots * bmf)) + nbuf_r * (a(bk * bnf * 4) + a(slots * bnf));
+  if (!spec.lhs.quantized()) need += pairs * 2 * a(8 * lm * tm);
   if (!spec.rhs.quantized()) need += 2 * a(8 * ln * tn);
-  need += pe_rows_bytes(spec.lhs, tk, lm * tm) + pe_rows_bytes(spec.rhs, tk, ln * tn);
+  need += pairs * pe_rows_bytes(spec.lhs, tk, lm * tm) + pe_rows_bytes(spec.rhs, tk, ln * tn);
   const int64_t nbk = cdiv(z.TK, bk);
   const int64_t out_bytes = nbk > 1 ? 4 : isa::dtype_size(spec.out_dtype);
-  need += 2 * a(bm * bnf * out_bytes);
+  need += pairs * 2 * a(bm * bnf * out_bytes);
   return need;
 }
 
@@ -51,6 +53,7 @@ int64_t sbuf_need(const MatmulSpec& spec, const Sizes& z, int64_t tk, int64_t tm
 
 void check_operand(const MatmulSpec& spec, const Operand& o, int64_t F, const char* fdim) {
   const std::string fn = o.f_name.empty() ? fdim : o.f_name;
+
   if (o.source != Source::Hbm && (o.layout == Layout::Swizzled || o.quantized()))
     fail(spec,
          fmt::format("{} is {}: such operands are BF16 F-by-K or K-by-F (pre-swizzled and "
@@ -98,6 +101,12 @@ Plan plan_matmul(const MatmulSpec& spec, const isa::Limits& limits) {
   if (spec.lhs.quantized() && spec.rhs.quantized() && spec.spill_reload)
     fail(spec, "spill_reload=true has nothing to spill: both operands are pre-quantized");
   check_operand(spec, spec.lhs, M, "M");
+  if (spec.lhs2) {
+    if (spec.lhs2->layout != spec.lhs.layout || spec.lhs2->source != spec.lhs.source)
+      fail(spec, fmt::format("the paired stationary {} must have the form of {} (same source and layout)",
+                             spec.lhs2->name, spec.lhs.name));
+    check_operand(spec, *spec.lhs2, M, "M");
+  }
   check_operand(spec, spec.rhs, N, "N");
   const Tiling& t = spec.tiling;
   Plan p;
@@ -135,9 +144,14 @@ Plan plan_matmul(const MatmulSpec& spec, const isa::Limits& limits) {
     for (int64_t c : {128, 256, 512})
       if (z.Nc % c == 0) p.tile_n = c;
   }
-  if (p.tile_n % 32 != 0 || p.tile_n > 512)
-    fail(spec,
-         fmt::format("tile_n = {} must be a multiple of 32 and at most 512 (one FP32 PSUM bank)", p.tile_n));
+  // Trn3 matmuls may span PSUM banks (nkilib: a moving tile of up to TILE_SIZE_GEMM_MOVING_MAX columns); FP32
+  // accumulation bounds a tile by the whole PSUM partition.
+  const int64_t max_n = limits.psum_bytes_per_partition / 4;
+  if (p.tile_n % 32 != 0 || p.tile_n > max_n)
+    fail(spec, fmt::format("tile_n = {} must be a multiple of 32 and at most {} (FP32 PSUM: {} banks of {}; "
+                           "a tile above {} spans several banks)",
+                           p.tile_n, max_n, limits.psum_bytes_per_partition / limits.psum_bank_bytes,
+                           limits.psum_bank_bytes / 4, limits.psum_bank_bytes / 4));
   for (const Operand* o : {&spec.lhs, &spec.rhs})
     if (o->quantized() && spec.use_scale_packing && packed_scales(K, 1) != unpacked_scales(K, 1) &&
         p.tile_k != 512)
@@ -178,7 +192,7 @@ Plan plan_matmul(const MatmulSpec& spec, const isa::Limits& limits) {
         const auto [lm, ln] = loads_for(bm, bn);
         const int64_t nbm = cdiv(TM, bm), nbn = cdiv(TN, bn), nbk = cdiv(z.TK, bk);
         const bool l_reuse = nbk == 1, r_reuse = nbk == 1 && nbn == 1;
-        const double lhs_loads = 2.0 * z.Mc * K * (l_reuse ? 1 : nbn);
+        const double lhs_loads = (spec.lhs2 ? 4.0 : 2.0) * z.Mc * K * (l_reuse ? 1 : nbn);
         const double rhs_loads = 2.0 * K * z.Nc * (r_reuse ? 1 : nbm);
         for (int nbl : {2, 1})
           for (int nbr : {2, 1}) {
@@ -253,6 +267,12 @@ void check_operand_views(const MatmulSpec& spec, const Operand& o, int64_t F, co
     if (v.shape() != s) bad(fmt::format("{} {} must be {}", role, v.describe(), shape_str(s)));
   };
   const bool fk = o.layout == Layout::FByK;
+  if (o.scalar_offset.valid()) {
+    if (o.source != Source::Hbm)
+      bad("a scalar_offset moves HBM loads (hardware-DGE DMAs); this operand is not read from an HBM view");
+    want(o.scalar_offset, isa::MemSpace::SBUF, {isa::DType::I32, isa::DType::U32}, "scalar_offset");
+    shape(o.scalar_offset, {1, 1}, "scalar_offset");
+  }
   switch (o.source) {
     case Source::Hbm:
       if (o.quantized()) {

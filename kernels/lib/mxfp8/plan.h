@@ -35,6 +35,11 @@ struct MatmulSpec {
   std::string scope;   // prefix of SBUF tile and scratch tensor names (unique per call in one program)
   int64_t M = 0, K = 0, N = 0;
   Operand lhs, rhs;
+  // Optional second stationary operand of lhs's form: Y2 = L2^T R is computed in the same pass, each K tile
+  // of R quantized once for both (nkilib's gate and up GEMMs sharing the quantized hidden block); every
+  // finished row tile reaches the epilogue with its Y2 twin (OutTile::tile2). Costs a second set of LHS
+  // blocks and accumulators in SBUF.
+  std::optional<Operand> lhs2;
   // The dtype of the finished tiles when K fits one K block (PSUM is drained straight into it); with more K
   // blocks the accumulator is FP32 and the epilogue casts.
   isa::DType out_dtype = isa::DType::BF16;

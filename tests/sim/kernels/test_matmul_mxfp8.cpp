@@ -252,8 +252,9 @@ TEST_CASE("matmul_mxfp8: rejected parameters name the kernel and the reason") {
         k + "tile_m = 100 must be a multiple of 32 and at most 128 (stationary free size)");
   CHECK(err({{"tile_k", 384}}) ==
         k + "tile_k = 384 must be 128, 256 or 512 (32, 64 or 128 partitions of x4 data)");
-  CHECK(err({{"tile_n", 1024}}) ==
-        k + "tile_n = 1024 must be a multiple of 32 and at most 512 (one FP32 PSUM bank)");
+  CHECK(err({{"tile_n", 8192}}) ==
+        k + "tile_n = 8192 must be a multiple of 32 and at most 4096 (FP32 PSUM: 8 "
+            "banks of 512; a tile above 512 spans several banks)");
   CHECK(err({{"TILES_IN_BLOCK_M", 4}, {"TILES_IN_LOAD_M", 3}}) ==
         k + "TILES_IN_LOAD_M = 3 must divide TILES_IN_BLOCK_M = 4");
   CHECK(err({{"TILES_IN_BLOCK_N", 2}, {"TILES_IN_LOAD_N", 4}}) ==

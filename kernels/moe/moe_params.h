@@ -1,0 +1,71 @@
+// Parameter objects the blockwise MoE kernels share (aws-neuron/nki-library experimental/moe/bwd/
+// moe_bwd_parameters.py SkipMode and ClampLimits; experimental/moe_mxfp8/moe_mxfp8_checkpoint_config.py), as
+// typed parameters (kernels/api/params.h). The forward and the backward read the same JSON objects.
+#pragma once
+
+#include <optional>
+
+#include "kernels/api/params.h"
+
+namespace trnsim::kernels::moe {
+
+// nkilib SkipMode: skip_token turns on -1 padding in token_position_to_id, whose slots the indirect DMAs skip
+// (oob_mode skip; the gathered rows read as zero and their writes are dropped); without it the padding is T
+// and the caller supplies an extra zero row T of hidden_states and the affinities. skip_weight is accepted
+// and has no effect (nkilib: unused by these kernels).
+struct SkipMode {
+  bool skip_token = false;
+  bool skip_weight = false;
+  static void describe(Schema<SkipMode>& s) {
+    s.add(&SkipMode::skip_token, "skip_token",
+          "padding slots hold -1 and the DMAs skip them (oob_mode skip); false: they hold T and the inputs "
+          "carry an extra zero row T",
+          false);
+    s.add(&SkipMode::skip_weight, "skip_weight",
+          "accepted, no effect (unused by the MoE kernels, as in nkilib)", false);
+  }
+};
+
+// nkilib ClampLimits (null = no limit): the forward clamps gate to the non-linear limits and up to the linear
+// ones before the checkpoint and the activation; the backward masks the gradients with the strict limits.
+struct ClampLimits {
+  std::optional<double> linear_clamp_upper_limit, linear_clamp_lower_limit;
+  std::optional<double> non_linear_clamp_upper_limit, non_linear_clamp_lower_limit;
+  static void describe(Schema<ClampLimits>& s) {
+    s.add(&ClampLimits::linear_clamp_upper_limit, "linear_clamp_upper_limit",
+          "upper clamp of up; null: none");
+    s.add(&ClampLimits::linear_clamp_lower_limit, "linear_clamp_lower_limit",
+          "lower clamp of up; null: none");
+    s.add(&ClampLimits::non_linear_clamp_upper_limit, "non_linear_clamp_upper_limit",
+          "upper clamp of gate (the activation's input); null: none");
+    s.add(&ClampLimits::non_linear_clamp_lower_limit, "non_linear_clamp_lower_limit",
+          "lower clamp of gate; null: none");
+  }
+  bool any() const {
+    return linear_clamp_upper_limit || linear_clamp_lower_limit || non_linear_clamp_upper_limit ||
+           non_linear_clamp_lower_limit;
+  }
+};
+
+// Which activation checkpoints the forward writes for the backward (nkilib MXFP8MOECheckpointConfig, plus the
+// two the backward accepts and the library's forward cannot emit yet). Each [N, ..., B] with B contiguous, in
+// the compute dtype.
+struct CheckpointConfig {
+  bool save_gate_up_proj_act = true;
+  bool save_scaled_intermediate = true;
+  bool save_gate_act = false;
+  bool save_intermediate = false;
+  static void describe(Schema<CheckpointConfig>& s) {
+    s.add(&CheckpointConfig::save_gate_up_proj_act, "save_gate_up_proj_act",
+          "write gate_up_proj_act_checkpoint_T [N, 2, I_TP, B]: the clamped gate (slot 0) and up (slot 1)",
+          true);
+    s.add(&CheckpointConfig::save_scaled_intermediate, "save_scaled_intermediate",
+          "write scaled_intermediate_checkpoint_T [N, I_TP, B]: SiLU(gate) * up * affinity", true);
+    s.add(&CheckpointConfig::save_gate_act, "save_gate_act",
+          "write gate_act_checkpoint_T [N, I_TP, B]: SiLU(gate) (beyond nkilib's forward)", false);
+    s.add(&CheckpointConfig::save_intermediate, "save_intermediate",
+          "write intermediate_checkpoint_T [N, I_TP, B]: SiLU(gate) * up (beyond nkilib's forward)", false);
+  }
+};
+
+}  // namespace trnsim::kernels::moe

@@ -1,0 +1,114 @@
+// Helpers of the MoE forward tests: a workload of blockwise_mm_fwd_mxfp8 on small shapes, run the way
+// `trnsim run` runs it (parse, prepare, make inputs with the routing recipe, run with numerics, the kernel's
+// checks with full references).
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/workload/workload.h"
+#include "sim/run/session.h"
+
+namespace trnsim::test {
+
+using json = nlohmann::json;
+
+// A scratch directory for one test process, removed at exit.
+inline const std::filesystem::path& moe_tmp_dir() {
+  static const struct Dir {
+    std::filesystem::path p;
+    Dir() {
+      p = std::filesystem::temp_directory_path() / ("trnsim_moe_test_" + std::to_string(::getpid()));
+      std::filesystem::create_directories(p);
+    }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(p, ec);
+    }
+  } dir;
+  return dir.p;
+}
+
+// The default inputs: normal hidden states, small normal weights and biases, the routing recipe.
+inline json moe_inputs(double zipf = 0.5, int64_t seed = 4) {
+  return {{"hidden_states", {{"generator", "normal"}, {"seed", 1}}},
+          {"gate_up_proj_weight", {{"generator", "normal"}, {"seed", 2}, {"std", 0.05}}},
+          {"down_proj_weight", {{"generator", "normal"}, {"seed", 3}, {"std", 0.05}}},
+          {"routing", {{"recipe", "routing"}, {"seed", seed}, {"zipf", zipf}}}};
+}
+
+struct MoeRun {
+  workload::PreparedWorkload prepared;
+  kernels::Tensors inputs, outputs;
+  run::SessionResult result;
+  std::vector<run::CheckResult> checks;
+  std::vector<kernels::KernelStat> stats;
+
+  const run::CheckResult& check(const std::string& output) const {
+    for (const auto& c : checks)
+      if (c.output == output) return c;
+    FAIL("no check of " << output);
+    return checks.front();
+  }
+  double stat(const std::string& name) const {
+    for (const auto& s : stats)
+      if (s.name == name) return s.value;
+    FAIL("no kernel stat " << name);
+    return 0;
+  }
+  bool all_pass() const {
+    for (const auto& c : checks)
+      if (!c.pass) return false;
+    return !checks.empty();
+  }
+};
+
+// Writes the workload to a file and prepares it (what `trnsim run` and `trnsim validate` do first).
+inline workload::PreparedWorkload prepare_moe(const json& params, const json& inputs = moe_inputs()) {
+  static std::atomic<int> n{0};
+  const json w = {{"name", "moe_test"},
+                  {"hardware", "trn3"},
+                  {"kernel", "blockwise_mm_fwd_mxfp8"},
+                  {"params", params},
+                  {"inputs", inputs}};
+  const auto path = moe_tmp_dir() / ("w" + std::to_string(n++) + ".json");
+  std::ofstream(path) << w.dump(1);
+  return workload::prepare_workload(workload::parse_workload(path.string()));
+}
+
+// Runs with numerics and full references; `edit` may replace inputs after the recipes (e.g. pre-quantized
+// weights made on the host).
+inline MoeRun run_moe(const json& params, const json& inputs = moe_inputs(),
+                      const std::function<void(kernels::Tensors&)>& edit = {}) {
+  MoeRun r{prepare_moe(params, inputs)};
+  r.inputs = workload::make_inputs(r.prepared);
+  if (edit) edit(r.inputs);
+  run::Session s(r.prepared.build.program, r.prepared.hw);
+  for (const auto& [name, t] : r.inputs) s.set_input(name, t);
+  r.result = s.run({.numerics = true});
+  for (const auto& t : r.prepared.outputs) r.outputs.emplace(t.name, s.read(t.name));
+  r.checks = workload::evaluate_checks(r.prepared, r.inputs, r.outputs, true);
+  r.stats = r.prepared.kernel->input_stats(r.inputs);
+  return r;
+}
+
+// The error message of preparing (building) a workload with these parameters.
+inline std::string moe_error(const json& params, const json& inputs = moe_inputs()) {
+  try {
+    prepare_moe(params, inputs);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace trnsim::test
