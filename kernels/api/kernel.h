@@ -156,6 +156,12 @@ class Kernel {
   TilePool psum_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name, int64_t bufs,
                      Loc loc = Loc::current());
 
+  // The sequencer that triggers this kernel's stores (on-chip -> HBM dma_copy) that name no engine or
+  // dge_mode; unset: as dma_mode.h resolves them (ACT). A kernel that issues its loads from ACT sets SP here,
+  // so a store waiting for compute never holds its loads back.
+  void set_store_engine(Engine e) { store_engine_ = e; }
+  std::optional<Engine> store_engine() const { return store_engine_; }
+
   // Builder internals used by the op functions (nki.h).
   InstRef emit(isa::Instruction inst, const std::vector<Access>& accesses, const Loc& loc,
                const std::vector<Event>& extra_waits = {});
@@ -194,6 +200,7 @@ class Kernel {
                      const std::string& name, int64_t bufs, const Loc& loc);
 
   Shared& shared_;
+  std::optional<Engine> store_engine_;
   uint64_t serial_;
   int core_;
   int num_programs_;

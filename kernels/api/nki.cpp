@@ -227,8 +227,11 @@ InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc)
   const bool offset = opts.scalar_offset.valid();
   if (!offset && opts.scalar_offset_dst)
     throw InputError(fmt::format("{}: dma_copy: scalar_offset_dst without a scalar_offset", where(loc)));
+  std::optional<Engine> engine = opts.engine;
+  const bool store = dst.space() == isa::MemSpace::HBM && src.space() != isa::MemSpace::HBM;
+  if (!engine && !indirect && store && opts.dge_mode == DgeMode::Unknown) engine = k.store_engine();
   const DmaIssue issue =
-      resolve_dma_issue(isa::Opcode::DmaCopy, dst, src, indirect, opts.dge_mode, opts.engine, loc);
+      resolve_dma_issue(isa::Opcode::DmaCopy, dst, src, indirect, opts.dge_mode, engine, loc);
   Op o(isa::Opcode::DmaCopy, issue.engine, {&dst, &src, &opts.vector_offset, &opts.scalar_offset});
   o.inst.dma_queue = k.pick_queue(issue.engine, opts.queue, loc);
   o.inst.dge = issue.dge;

@@ -599,6 +599,8 @@ void fixup(Ctx& c) {
 
 void bwd_kernel(Kernel& k, const BwdParams& bp) {
   const CommonParams& p = bp.c;
+  // The logits come in from ACT's queues (ACT runs the exp next); the gradient goes out from SP's.
+  k.set_store_engine(Engine::SP);
   const bool mx = bp.mxfp8();
   const bool trn3 = bp.quantize_rule == QuantizeRule::Trn3;
   if (mx && (p.rows % 32 != 0 || p.V % 32 != 0))
