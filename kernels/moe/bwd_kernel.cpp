@@ -151,8 +151,12 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
   if (f.recompute) {
     mxfp8::MatmulSpec& s = f.p0;
     s.M = f.Ic, s.K = p.H, s.N = B;
-    s.lhs = gathered_rows("gate_up_proj_weight", "I_TP");
-    s.lhs.rows.padding = mxfp8::Padding::ZeroRow;
+    if (f.Ic % 512 != 0)
+      fail(fmt::format(
+          "checkpoint_config.save_gate_up_proj_act = false: recomputing gate/up reads the [H, I_TP] weight "
+          "slices K-by-F, which needs I_TP per core % 512 == 0, got I_TP / {} = {} (give the checkpoint)",
+          cores, f.Ic));
+    s.lhs = hbm_operand(mxfp8::Layout::KByF, "gate_up_proj_weight", "I_TP");
     s.lhs2 = s.lhs;
     s.rhs = hbm_operand(mxfp8::Layout::FByK, "hidden_states", "block_size");
     common(s, "Phase 0, gate/up recompute: M = I_TP per core, K = H, N = block_size", "p0", p.phase1_config);
@@ -572,7 +576,6 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
     return blk;
   };
 
-  View w_row_index;  // P0: expert e's rows of gate_up_proj_weight as tensor rows e*H + h
   std::optional<Block> next = prepare(0, 0);
   for (int64_t b = 0; b < N; ++b) {
     const Block blk = *next;
@@ -581,14 +584,13 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
 
     if (f.recompute) {
       PhaseScope ph(k, "P0");
-      View ix = mxfp8::expert_row_index(k, b2e_f(all, S(b, b + 1)), H, 0, H);
       mxfp8::MatmulSpec s = f.p0;
-      const View rows = t.w_gu.reshape({E * H, 2 * I});
       const int64_t i0 = core * f.Ic;
-      s.lhs.data = rows(all, S(i0, i0 + f.Ic));
-      s.lhs.rows.index = ix;
-      s.lhs2->data = rows(all, S(I + i0, I + i0 + f.Ic));
-      s.lhs2->rows.index = ix;
+      for (int h = 0; h < 2; ++h) {
+        mxfp8::Operand& o = h == 0 ? s.lhs : *s.lhs2;
+        o.data = t.w_gu(S(0, 1), all, h, S(i0, i0 + f.Ic)).reshape({H, f.Ic});
+        o.scalar_offset = blk.expert;
+      }
       s.rhs.data = blk.x;
       P0Epilogue epi(p, f, blk, p0_sets, p0_rr);
       mxfp8::emit_matmul(k, s, f.p0_plan, epi);

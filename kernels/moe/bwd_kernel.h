@@ -7,7 +7,7 @@
 //             whole run; the affinities gathered and broadcast to [128, B]; the block's dY rows gathered
 //             into a per-core HBM scratch [B, H] (and the hidden rows too when gate/up are recomputed).
 //   P0        only without gate_up_proj_act_checkpoint_T: G^T, U^T = W_gate[e]^T-slices x X^T [I/2, B] (the
-//             forward's gate/up GEMMs, weights stationary, gathered by on-device row indices), clamped and
+//             forward's gate/up GEMMs, the weight slices of expert e stationary, read K-by-F), clamped and
 //             cast into a per-core scratch in the checkpoint's layout.
 //   P1        d_int^T [I/2, B] = W_down[e] dY^T (contraction H; the down weight of expert e stationary, moved
 //             by a scalar_offset holding e). Per finished [128 (i), tokens] tile, with gate/up from the
