@@ -25,7 +25,7 @@ using moe::BwdParams;
 using moe::CheckpointConfig;
 
 moe::RoutingShape routing_shape(const BwdParams& p) {
-  return {p.T, p.E, p.top_k, p.block_size, p.N(), p.pad(), true};
+  return {p.T, p.E, p.top_k, p.block_size, p.N(), p.pad(), !p.single_expert_dense};
 }
 
 // The checkpoint recipe has no arguments: it runs the forward's gate/up on the host.
@@ -128,11 +128,12 @@ void evaluate(RefCache& c, const BwdParams& p, const CheckContext& ctx) {
       }));
   const moe::BwdReference& r = *c.ref;
   // Rows of hidden_states_grad and the affinity gradient: tokens [0, T) (a padding row T only absorbs the
-  // padding slots).
+  // padding slots); with num_valid_tokens the rows from the count on are undefined (not compared).
+  const int64_t T = p.num_valid_tokens ? std::min(p.T, ctx.input("num_valid_tokens").int_value(0)) : p.T;
   double row_cost = 0;
-  for (int64_t t = 0; t < p.T; ++t)
+  for (int64_t t = 0; t < T; ++t)
     row_cost += static_cast<double>(r.slots_of_row(t).size()) * r.slot_flops(true);
-  c.rows = moe::sample_groups(p.T, 32, row_cost, kRowBudget, ctx.full_reference());
+  c.rows = moe::sample_groups(T, 32, row_cost, kRowBudget, ctx.full_reference());
   std::vector<int64_t> slots;
   for (int64_t t : c.rows)
     for (int64_t s : r.slots_of_row(t)) slots.push_back(s);
@@ -270,9 +271,11 @@ std::unique_ptr<KernelDef> blockwise_mm_bwd_mxfp8_kernel() {
       "on the host from hidden_states, gate_up_proj_weight, the routing and the affinities (gate/up GEMMs "
       "with MX-quantized operands, clamps, SiLU, the roundings of the forward kernel)",
       checkpoint_names,
-      [](const BwdParams&) {
-        return std::vector<std::string>{"hidden_states", "gate_up_proj_weight", "token_position_to_id",
-                                        "block_to_expert", "expert_affinities_masked"};
+      [](const BwdParams& p) {
+        std::vector<std::string> v{"hidden_states", "gate_up_proj_weight", "token_position_to_id",
+                                   "block_to_expert", "expert_affinities_masked"};
+        if (p.num_valid_tokens) v.push_back("num_valid_tokens");
+        return v;
       },
       checkpoint_recipe));
   k.input_stats = stats;

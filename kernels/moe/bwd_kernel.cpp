@@ -75,8 +75,22 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
         "parameters 'num_valid_tokens' and 'checkpoint_config.save_scaled_intermediate': the forward leaves "
         "the checkpoint's rows past num_valid_tokens undefined; Phase 4 must use Phase 1's scaled "
         "intermediate");
-  if (p.single_expert_dense)
-    fail("parameter 'single_expert_dense': not implemented yet in this simulator (routed mode only)");
+  if (p.single_expert_dense) {
+    if (p.E != 1)
+      fail(fmt::format("parameter 'single_expert_dense': needs exactly one expert (E = 1), got E = {}", p.E));
+    if (p.T % p.block_size != 0)
+      fail(fmt::format(
+          "parameter 'single_expert_dense': needs T % block_size == 0 (contiguous blocks), got T = {}, "
+          "block_size = {}",
+          p.T, p.block_size));
+    if (p.accumulate_hidden_states_grad)
+      fail(
+          "parameter 'single_expert_dense': needs accumulate_hidden_states_grad = false (each token is in "
+          "one block)");
+    if (p.num_blocks && *p.num_blocks != p.T / p.block_size)
+      fail(fmt::format("parameter 'num_blocks' = {}: single_expert_dense has T / block_size = {} blocks",
+                       *p.num_blocks, p.T / p.block_size));
+  }
   if (p.bias) fail("parameter 'bias': not implemented yet in this simulator");
   const int64_t B = p.block_size;
   if (B != 128 && B != 256 && B != 512 && B != 1024 && B != 2048 && B != 4096)
@@ -90,6 +104,8 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
           "zero-padded to the next multiple, 3072)",
           name, v, 128 * cores, cores, name, cores));
   if (p.top_k > p.E) fail(fmt::format("parameter 'top_k' = {} is more than E = {} experts", p.top_k, p.E));
+  if (p.single_expert_dense && p.top_k != 1)
+    fail(fmt::format("parameter 'top_k' = {}: single_expert_dense has one expert per token", p.top_k));
   if (p.top_k > 1 && !p.accumulate_hidden_states_grad)
     fail(fmt::format(
         "parameter 'accumulate_hidden_states_grad' = false overwrites a token's rows with each of its "
@@ -101,6 +117,7 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
   f.cores = cores;
   f.Hc = p.H / cores, f.Ic = p.I_TP / cores;
   f.recompute = !p.gate_up_given();
+  f.dense = p.single_expert_dense;
   if (f.rows * p.E >= (int64_t{1} << 24))
     fail(fmt::format(
         "T' * E = {} * {} must be below 2^24: the affinity offsets t * E + e are computed on the FP32 ALU",
@@ -195,7 +212,7 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
     common(s, "Phase 4: M = I_TP, K = block_size, N = H per core", "p4", p.phase4_config);
     f.p4_plan = mxfp8::plan_matmul(s, limits);
   }
-  if (p.skip()) {
+  if (p.skip() || p.num_valid_tokens) {
     f.p3.lhs.rows.padding = mxfp8::Padding::Skip;
     f.p4.rhs.rows.padding = mxfp8::Padding::Skip;
   } else {
@@ -208,7 +225,7 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
 namespace {
 
 struct Hbm {
-  View hidden, ea, dy, w_gu, w_down, tokens, b2e;
+  View hidden, ea, dy, w_gu, w_down, tokens, b2e, nvt;
   View ck_gu, ck_scaled, ck_gate, ck_inter;
   View dx, dea, dw_gu, dw_down;
   View dy_scratch, x_scratch;    // per core [2, B, H]: gathered rows (P1's dY, P0's X)
@@ -224,8 +241,9 @@ Hbm declare(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   t.ea = k.input("expert_affinities_masked", DType::F32, {f.rows * E, 1});
   t.w_gu = k.input("gate_up_proj_weight", DType::BF16, {E, H, 2, I});
   t.w_down = k.input("down_proj_weight", DType::BF16, {E, I, H});
-  t.tokens = k.input("token_position_to_id", DType::I32, {N * B});
-  t.b2e = k.input("block_to_expert", DType::I32, {N, 1});
+  t.tokens = k.input("token_position_to_id", DType::I32, {f.dense ? 1 : N * B});
+  t.b2e = k.input("block_to_expert", DType::I32, {f.dense ? 1 : N, 1});
+  if (p.num_valid_tokens) t.nvt = k.input("num_valid_tokens", DType::I32, {1});
   t.dy = k.input("output_hidden_states_grad", DType::BF16, {f.rows, H});
   const CheckpointConfig& c = p.checkpoint_config;
   if (c.save_gate_up_proj_act) t.ck_gu = k.input("gate_up_proj_act_checkpoint_T", cdt, {N, 2, I, B});
@@ -468,8 +486,9 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   const int core = k.program_id(), cores = k.num_programs();
   const int64_t B = f.B, H = f.H, I = f.I, E = f.E, N = f.N, G = B / 128, C = f.chunk;
   const int64_t Hc = f.Hc, h0 = core * Hc;
-  const nki::OobMode oob = p.skip() ? nki::OobMode::Skip : nki::OobMode::Error;
-  const mxfp8::Padding padding = p.skip() ? mxfp8::Padding::Skip : mxfp8::Padding::ZeroRow;
+  const bool skip = p.skip() || p.num_valid_tokens;  // -1 slots: padding, or past num_valid_tokens
+  const nki::OobMode oob = skip ? nki::OobMode::Skip : nki::OobMode::Error;
+  const mxfp8::Padding padding = skip ? mxfp8::Padding::Skip : mxfp8::Padding::ZeroRow;
 
   // Long-lived SBUF (BwdPlan::reserved_sbuf counts these).
   View b2e = k.sbuf({1, N}, DType::I32, "block_to_expert");
@@ -489,6 +508,11 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   View row512 = k.sbuf({1, 512}, DType::F32, "bcast_row");
   View zeros = k.sbuf({128, 128}, DType::BF16, "zeros");
   View zeros_wide = k.sbuf({128, 2048}, DType::BF16, "zeros_wide");
+  View nvt_col, valid;
+  if (p.num_valid_tokens) {
+    nvt_col = k.sbuf({128, 1}, DType::F32, "num_valid_tokens_bcast");
+    valid = k.sbuf({128, G}, DType::F32, "valid_slots");
+  }
   View dgu_res;
   if (f.dgu_resident) dgu_res = k.sbuf({128, 2 * I / 128, B}, DType::BF16, "d_gate_up_resident");
   std::vector<P1Set> p1_sets;
@@ -513,7 +537,18 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
     nki::memset(ones_col, 1.0);
     nki::memset(zeros, 0.0, Engine::POOL);
     nki::memset(zeros_wide, 0.0, Engine::POOL);
-    nki::dma_copy(b2e, t.b2e.reshape({1, N}));
+    if (f.dense) {
+      nki::memset(b2e, 0.0);  // one expert: every block's is 0
+    } else {
+      nki::dma_copy(b2e, t.b2e.reshape({1, N}));
+    }
+    if (p.num_valid_tokens) {
+      // The token count on every partition (FP32), for the valid-slot mask of every block.
+      View c = k.sbuf({1, 1}, DType::I32, "num_valid_tokens");
+      nki::dma_copy(c, t.nvt.reshape({1, 1}));
+      nki::tensor_copy(row512(all, S(0, 1)), c);
+      broadcast_rows(k, nvt_col, row512(all, S(0, 1)), ones);
+    }
     for (int64_t j = 0; j < N; j += 512) {
       const int64_t w = std::min<int64_t>(512, N - j);
       nki::tensor_copy(row512(all, S(0, w)), b2e(all, S(j, j + w)));
@@ -541,18 +576,27 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
     blk.idx = idx[ring];
     blk.ea_col = ea_col[ring];
     blk.ea_bcast = ea_bcast[ring];
-    nki::dma_copy(blk.idx, t.tokens(S(b * B, (b + 1) * B)).reshape({G, 128}).permute({1, 0}));
+    if (f.dense) {
+      // Contiguous blocks: slot r of block b is token b B + r; past num_valid_tokens it is -1 (skipped).
+      nki::iota(blk.idx, {128}, static_cast<double>(b * B), 1.0);
+      if (p.num_valid_tokens) {
+        nki::tensor_scalar(valid, blk.idx, AluOp::IsLt, nki::Operand(nvt_col));
+        nki::select(blk.idx, valid, blk.idx, -1.0);
+      }
+    } else {
+      nki::dma_copy(blk.idx, t.tokens(S(b * B, (b + 1) * B)).reshape({G, 128}).permute({1, 0}));
+    }
     View off = offs(all, S(b * G, (b + 1) * G));
     nki::tensor_scalar(off, blk.idx, AluOp::Multiply, static_cast<double>(E), false, AluOp::Add,
                        nki::Operand(b2e_f(all, S(b, b + 1))));
-    if (p.skip()) nki::memset(blk.ea_col, 0.0, Engine::POOL);
+    if (skip) nki::memset(blk.ea_col, 0.0, Engine::POOL);
     for (int64_t g = 0; g < G; ++g)
       nki::dma_copy(blk.ea_col(all, S(g, g + 1)), t.ea(S(0, 1), all).index_rows(128),
                     {.vector_offset = off(all, S(g, g + 1)), .oob_mode = oob});
     // dY rows (and X rows for the recompute) into the per-core scratch; -1 slots read zeros.
     const auto gather_rows = [&](const View& scratch, const View& src) {
       View dst = scratch(ring).reshape({B, H});
-      if (p.skip())
+      if (skip)
         nki::dma_copy(dst.reshape({G, 128, H}).permute({1, 0, 2}),
                       zeros.reshape({128, 1, 1, 128}).broadcast(1, G).broadcast(2, H / 128));
       for (int64_t g = 0; g < G; ++g)

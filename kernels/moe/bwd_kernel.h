@@ -26,6 +26,12 @@
 //             into gate_up_proj_weight_grad [E, H, 2, I] at expert e (scalar_offset).
 //   P4        dW_down[e] [I, H/2] += S^T dY (S the scaled intermediate: its checkpoint when given, else
 //             Phase 1's), read-modify-written into down_proj_weight_grad [E, I, H].
+// single_expert_dense (E = 1): block b's slots are tokens [b B, (b + 1) B) (an iota, no routing tensors);
+// with num_valid_tokens the slots from the count on become -1 and are skipped like padding, so the rows past
+// the count are never computed (nkilib: undefined). The simulator has no dynamic loop: the blocks past the
+// count still run, with every slot skipped, so the simulated time does not show nkilib's early exit. Dense
+// mode zeroes the weight gradients and accumulates (nkilib overwrites on block 0: the same values, as
+// bfloat16(0 + x) = bfloat16(x), for one more read per block 0).
 // Setup zeroes each core's part of every gradient (skip_grad_initialization: not) and loads block_to_expert.
 // After the loop the cores swap their affinity-gradient partials (sendrecv), add them, and each scatters
 // its half of the 128-token tiles into expert_affinities_masked_grad at t*E + e.
@@ -55,6 +61,7 @@ struct BwdPlan {
   int cores = 1;
   int64_t Hc = 0, Ic = 0;    // H and I per core
   bool recompute = false;    // gate/up recomputed (no gate_up_proj_act_checkpoint_T)
+  bool dense = false;        // single_expert_dense: one expert, block b = tokens [b B, (b + 1) B)
   bool dgu_resident = true;  // Phase 2 reads d_gate_up^T from SBUF
   int64_t chunk = 0;         // token columns per Phase 1 epilogue step
   mxfp8::MatmulSpec p0, p1, p2, p3, p4;

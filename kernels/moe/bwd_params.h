@@ -6,7 +6,8 @@
 // padding value is T: the extra row T holds zeros):
 //   hidden_states [T', H] bf16, expert_affinities_masked [T' * E, 1] f32, output_hidden_states_grad [T', H]
 //   bf16 (dY), gate_up_proj_weight [E, H, 2, I] bf16 (the backward's layout: gate columns then up columns),
-//   down_proj_weight [E, I, H] bf16, token_position_to_id [N * B] int32, block_to_expert [N, 1] int32,
+//   down_proj_weight [E, I, H] bf16, token_position_to_id [N * B] int32, block_to_expert [N, 1] int32
+//   (single_expert_dense: unused dummies [1] and [1, 1]), with num_valid_tokens: num_valid_tokens [1] int32,
 //   the checkpoints the forward wrote ([N, 2, I, B] and [N, I, B], compute_dtype, as checkpoint_config says
 //   which are given);
 //   outputs hidden_states_grad [T', H] bf16, expert_affinities_masked_grad [T' * E, 1] f32,
@@ -54,7 +55,8 @@ struct BwdParams {
   static void describe(Schema<BwdParams>& s);
 
   bool skip() const { return skip_dma.skip_token; }
-  int64_t rows() const { return skip() ? T : T + 1; }
+  // Rows of hidden_states and the gradients: T, plus the zero row T when padding is T (dense mode has none).
+  int64_t rows() const { return skip() || single_expert_dense ? T : T + 1; }
   int32_t pad() const { return skip() ? -1 : static_cast<int32_t>(T); }
   int64_t N() const;
   int cores() const { return run_with_lnc2 ? 2 : 1; }

@@ -52,6 +52,7 @@ BwdInputs BwdInputs::from(const BwdParams& p,
   in.gate_up_proj_weight = need("gate_up_proj_weight");
   in.token_position_to_id = need("token_position_to_id");
   in.block_to_expert = need("block_to_expert");
+  if (p.num_valid_tokens) in.num_valid_tokens = need("num_valid_tokens");
   if (for_recipe) return in;
   in.down_proj_weight = need("down_proj_weight");
   in.output_hidden_states_grad = need("output_hidden_states_grad");
@@ -71,12 +72,14 @@ BwdReference::BwdReference(const BwdParams& p, const BwdInputs& inputs) : p_(p),
   by_expert_.resize(static_cast<size_t>(p.E));
   const auto& tp = *in_.token_position_to_id;
   const auto& be = *in_.block_to_expert;
+  // Dense mode: block b holds tokens [b B, (b + 1) B), those from num_valid_tokens on skipped.
+  const int64_t valid = in_.num_valid_tokens ? in_.num_valid_tokens->int_value(0) : p.T;
   for (int64_t b = 0; b < N_; ++b) {
-    block_expert_[b] = static_cast<int32_t>(be.int_value(b));
+    block_expert_[b] = p.single_expert_dense ? 0 : static_cast<int32_t>(be.int_value(b));
     by_expert_[block_expert_[b]].push_back(b);
   }
   for (int64_t s = 0; s < N_ * B_; ++s) {
-    const int64_t t = tp.int_value(s);
+    const int64_t t = p.single_expert_dense ? (s < valid ? s : -1) : tp.int_value(s);
     token_[s] = t >= 0 && t < p.rows() ? t : -1;
     if (token_[s] >= 0) by_row_[token_[s]].push_back(s);
   }

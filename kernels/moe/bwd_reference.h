@@ -38,6 +38,7 @@ struct BwdInputs {
   const tensor::HostTensor* output_hidden_states_grad = nullptr;
   const tensor::HostTensor *gate_up_proj_weight = nullptr, *down_proj_weight = nullptr;
   const tensor::HostTensor *token_position_to_id = nullptr, *block_to_expert = nullptr;
+  const tensor::HostTensor* num_valid_tokens = nullptr;
   const tensor::HostTensor *gate_up_ckpt = nullptr, *scaled_ckpt = nullptr, *gate_act_ckpt = nullptr,
                            *inter_ckpt = nullptr;
   // From a lookup by input name (null when absent; Error if one the parameters need is missing). With

@@ -250,3 +250,53 @@ TEST_CASE("moe bwd: rejected parameters name the parameter and the documented re
              Catch::Contains("parameter 'compute_dtype': expected one of bfloat16, got \"float32\""));
   CHECK(err(json::object()) == "no error");
 }
+
+TEST_CASE("moe bwd: skip_grad_initialization leaves the zeroing to the caller") {
+  // The model starts every output poisoned (NaN): the caller's zeros are set first, and the kernel adds.
+  MoeRun r{prepare_bwd(small({{"skip_grad_initialization", true}}), bwd_inputs())};
+  r.inputs = workload::make_inputs(r.prepared);
+  run::Session s(r.prepared.build.program, r.prepared.hw);
+  for (const auto& [name, t] : r.inputs) s.set_input(name, t);
+  for (const auto& t : r.prepared.outputs) s.set_input(t.name, tensor::HostTensor::zeros(t.dtype, t.shape));
+  r.result = s.run({.numerics = true});
+  for (const auto& t : r.prepared.outputs) r.outputs.emplace(t.name, s.read(t.name));
+  r.checks = workload::evaluate_checks(r.prepared, r.inputs, r.outputs, true);
+  expect_pass(r);
+  // The zeroing DMAs are gone: fewer instructions than with the default.
+  const auto count = [](const isa::Program& p) {
+    size_t n = 0;
+    for (const auto& core : p.streams)
+      for (const auto& stream : core) n += stream.size();
+    return n;
+  };
+  CHECK(count(r.prepared.build.program) < count(prepare_bwd(small(), bwd_inputs()).build.program));
+}
+
+TEST_CASE("moe bwd: single_expert_dense with num_valid_tokens: the rows past the count are never computed") {
+  // One expert, 512 tokens in 4 contiguous blocks of 128, on both cores; the first 300 tokens are valid.
+  const json p = {{"T", 512},
+                  {"H", 512},
+                  {"I_TP", 256},
+                  {"E", 1},
+                  {"top_k", 1},
+                  {"block_size", 128},
+                  {"single_expert_dense", true},
+                  {"accumulate_hidden_states_grad", false},
+                  {"num_valid_tokens", true},
+                  {"checkpoint_config", {{"save_scaled_intermediate", false}}}};
+  json in = bwd_inputs();
+  in["num_valid_tokens"] = {{"generator", "constant"}, {"value", 300}};
+  const MoeRun r = run_bwd(p, in);
+  expect_pass(r);
+  CHECK(r.outputs.at("hidden_states_grad").shape == std::vector<int64_t>{512, 512});
+  CHECK(r.checks[0].metric("reference_rows_compared") == 300);
+  // Rows 300.. stay as the setup zeroed them (nkilib leaves them undefined).
+  CHECK(all_zero(r.outputs.at("hidden_states_grad"), 300 * 512, 212 * 512));
+  // Without the count every row is computed.
+  json full = p;
+  full.erase("num_valid_tokens");
+  full["checkpoint_config"] = json::object();
+  const MoeRun f = run_bwd(full);
+  expect_pass(f);
+  CHECK(f.checks[0].metric("reference_rows_compared") == 512);
+}
