@@ -28,8 +28,8 @@ using nki::AluOp;
 
 // d_gate_up^T stays in SBUF for Phase 2 up to this many bytes per partition.
 constexpr int64_t kResidentBudget = 48 * 1024;
-constexpr int kEpilogueSets = 2;       // Phase 1 epilogue scratch rotates over this many sets
-constexpr int64_t kWeightChunk = 512;  // columns per weight-gradient read-modify-write step
+constexpr int kEpilogueSets = 2;        // Phase 1 epilogue scratch rotates over this many sets
+constexpr int64_t kWeightChunk = 2048;  // columns per weight-gradient read-modify-write step
 // Stores of the epilogues go on POOL's queues: SP's queues keep the GEMMs' loads.
 const nki::DmaOpts kPool{.engine = Engine::POOL};
 
@@ -483,6 +483,9 @@ void zero_region(const View& dst, const View& zeros) {
 
 void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   const Hbm t = declare(k, p, f);
+  // The weight gradients are read-modify-written at the block's expert (scalar_offset: any of E rows).
+  k.track_rows_together(t.dw_gu);
+  k.track_rows_together(t.dw_down);
   const int core = k.program_id(), cores = k.num_programs();
   const int64_t B = f.B, H = f.H, I = f.I, E = f.E, N = f.N, G = B / 128, C = f.chunk;
   const int64_t Hc = f.Hc, h0 = core * Hc;
