@@ -28,8 +28,9 @@ using nki::AluOp;
 
 // d_gate_up^T stays in SBUF for Phase 2 up to this many bytes per partition.
 constexpr int64_t kResidentBudget = 48 * 1024;
-constexpr int kEpilogueSets = 2;        // Phase 1 epilogue scratch rotates over this many sets
-constexpr int64_t kWeightChunk = 2048;  // columns per weight-gradient read-modify-write step
+constexpr int kEpilogueSets = 2;  // Phase 1 epilogue scratch rotates over this many sets
+// Columns per weight-gradient read-modify-write step (the widest output tile of Phases 3 and 4, up to this).
+constexpr int64_t kWeightChunk = 4096;
 // Stores of the epilogues go on POOL's queues: SP's queues keep the GEMMs' loads.
 const nki::DmaOpts kPool{.engine = Engine::POOL};
 
@@ -146,8 +147,9 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
   const int64_t set =
       2 * tile_bytes(C, DType::BF16) + 6 * tile_bytes(C, DType::F32) + 3 * tile_bytes(C, DType::BF16);
   r += kEpilogueSets * set;
-  r += 2 * (tile_bytes(kWeightChunk, DType::BF16) * 2);  // weight read-modify-write (P3, P4)
-  r += mxfp8::AccumulateRows::kSbufBytes;                // P2 read-modify-write
+  f.wchunk = std::min(kWeightChunk, std::max(2 * f.I, f.Hc));
+  r += 2 * (tile_bytes(f.wchunk, DType::BF16) * 2);  // weight read-modify-write (P3, P4)
+  r += mxfp8::AccumulateRows::kSbufBytes;            // P2 read-modify-write
   if (f.recompute) r += 2 * tile_bytes(C, DType::BF16);
   f.reserved_sbuf = r;
 
@@ -443,12 +445,14 @@ class ExpertAccumulate : public mxfp8::Epilogue {
  public:
   ExpertAccumulate(const char* phase, View dst, View expert, std::vector<std::pair<View, View>>& sets,
                    size_t& rr)
-      : phase_(phase), dst_(std::move(dst)), expert_(std::move(expert)), sets_(sets), rr_(rr) {}
+      : phase_(phase), dst_(std::move(dst)), expert_(std::move(expert)), sets_(sets), rr_(rr) {
+    chunk_ = sets_.front().first.free_elements();
+  }
   void emit(mxfp8::EpilogueContext& ctx, const mxfp8::OutTile& o) override {
     PhaseScope ph(ctx.kernel, phase_);
     const int64_t n = o.tile.partitions(), width = o.tile.free_elements();
-    for (int64_t j = 0; j < width; j += kWeightChunk) {
-      const int64_t w = std::min(kWeightChunk, width - j), c = o.col + j;
+    for (int64_t j = 0; j < width; j += chunk_) {
+      const int64_t w = std::min(chunk_, width - j), c = o.col + j;
       const auto& [res_t, ex_t] = sets_[rr_++ % sets_.size()];
       View res = res_t(S(0, n), S(0, w)), ex = ex_t(S(0, n), S(0, w));
       View d = dst_(S(o.row, o.row + n), S(c, c + w));
@@ -462,6 +466,7 @@ class ExpertAccumulate : public mxfp8::Epilogue {
  private:
   const char* phase_;
   View dst_, expert_;
+  int64_t chunk_ = 0;
   std::vector<std::pair<View, View>>& sets_;
   size_t& rr_;
 };
@@ -528,8 +533,8 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   }
   std::vector<std::pair<View, View>> w_sets, p0_sets;
   for (int i = 0; i < 2; ++i)
-    w_sets.push_back({k.sbuf({128, kWeightChunk}, DType::BF16, "wgrad_result"),
-                      k.sbuf({128, kWeightChunk}, DType::BF16, "wgrad_existing")});
+    w_sets.push_back({k.sbuf({128, f.wchunk}, DType::BF16, "wgrad_result"),
+                      k.sbuf({128, f.wchunk}, DType::BF16, "wgrad_existing")});
   if (f.recompute)
     p0_sets.push_back({k.sbuf({128, C}, DType::BF16, "p0_gate"), k.sbuf({128, C}, DType::BF16, "p0_up")});
   size_t p1_rr = 0, w_rr = 0, p0_rr = 0;

@@ -64,6 +64,7 @@ struct BwdPlan {
   bool dense = false;        // single_expert_dense: one expert, block b = tokens [b B, (b + 1) B)
   bool dgu_resident = true;  // Phase 2 reads d_gate_up^T from SBUF
   int64_t chunk = 0;         // token columns per Phase 1 epilogue step
+  int64_t wchunk = 0;        // columns per weight-gradient read-modify-write
   mxfp8::MatmulSpec p0, p1, p2, p3, p4;
   mxfp8::Plan p0_plan, p1_plan, p2_plan, p3_plan, p4_plan;
   int64_t reserved_sbuf = 0;  // bytes per partition
