@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "kernels/api/package.h"
@@ -61,30 +62,47 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
   const int64_t B = p.block_size, I = p.I_TP, E = p.E;
   const isa::DType cdt = p.compute_dtype;
   const auto& ea = *in.expert_affinities_masked;
+  const moe::ClampLimits& cl = p.clamp_limits;
+  const auto clamp = [](double x, std::optional<double> lo, std::optional<double> hi) {
+    if (lo) x = std::max(x, *lo);
+    if (hi) x = std::min(x, *hi);
+    return x;
+  };
+  // A slot without a token (skipped, or reading the zero row T) has gate = up = 0 before the clamps.
+  const double g0 =
+      moe::round_to(clamp(0.0, cl.non_linear_clamp_lower_limit, cl.non_linear_clamp_upper_limit), cdt);
+  const double u0 = moe::round_to(clamp(0.0, cl.linear_clamp_lower_limit, cl.linear_clamp_upper_limit), cdt);
+  const auto write = [&](int64_t s, int64_t i, double g, double u, double a) {
+    const int64_t b = s / B, j = s % B;
+    const double act = moe::silu(g);
+    const double inter = moe::round_to(act * u, cdt);
+    if (gu) {
+      gu->set(((b * 2 + 0) * I + i) * B + j, static_cast<float>(g));
+      gu->set(((b * 2 + 1) * I + i) * B + j, static_cast<float>(u));
+    }
+    const int64_t o = (b * I + i) * B + j;
+    if (sc) sc->set(o, static_cast<float>(moe::round_to(inter * a, cdt)));
+    if (ga) ga->set(o, static_cast<float>(moe::round_to(act, cdt)));
+    if (it) it->set(o, static_cast<float>(inter));
+  };
   std::vector<double> v;
   for (int64_t e = 0; e < E; ++e) {
     const auto& blocks = ref.blocks_of_expert(e);
-    if (blocks.empty()) continue;
-    std::vector<int64_t> slots;
+    std::vector<int64_t> slots;  // the slots holding a token (the GEMMs run on these only)
     for (int64_t b : blocks)
-      for (int64_t j = 0; j < B; ++j) slots.push_back(b * B + j);
+      for (int64_t j = 0; j < B; ++j) {
+        const int64_t s = b * B + j, t = ref.token(s);
+        if (t >= 0 && t < p.T) {
+          slots.push_back(s);
+        } else {
+          for (int64_t i = 0; i < I; ++i) write(s, i, g0, u0, 0.0);
+        }
+      }
+    if (slots.empty()) continue;
     ref.forward_gate_up(e, slots, 1, v);
     for (size_t r = 0; r < slots.size(); ++r) {
-      const int64_t s = slots[r], b = s / B, j = s % B, t = ref.token(s);
-      const double a = t < 0 ? 0.0 : ea.value(t * E + e);
-      for (int64_t i = 0; i < I; ++i) {
-        const double g = v[r * 2 * I + i], u = v[r * 2 * I + I + i];
-        const double act = moe::silu(g);
-        const double inter = moe::round_to(act * u, cdt);
-        if (gu) {
-          gu->set(((b * 2 + 0) * I + i) * B + j, static_cast<float>(g));
-          gu->set(((b * 2 + 1) * I + i) * B + j, static_cast<float>(u));
-        }
-        const int64_t o = (b * I + i) * B + j;
-        if (sc) sc->set(o, static_cast<float>(moe::round_to(inter * a, cdt)));
-        if (ga) ga->set(o, static_cast<float>(moe::round_to(act, cdt)));
-        if (it) it->set(o, static_cast<float>(inter));
-      }
+      const double a = ea.value(ref.token(slots[r]) * E + e);
+      for (int64_t i = 0; i < I; ++i) write(slots[r], i, v[r * 2 * I + i], v[r * 2 * I + I + i], a);
     }
   }
 }
