@@ -248,6 +248,16 @@ TEST_CASE("moe bwd: rejected parameters name the parameter and the documented re
   CHECK_THAT(err({{"top_k", 5}}), Catch::EndsWith(k + "parameter 'top_k' = 5 is more than E = 4 experts"));
   CHECK_THAT(err({{"compute_dtype", "float32"}}),
              Catch::Contains("parameter 'compute_dtype': expected one of bfloat16, got \"float32\""));
+  CHECK_THAT(
+      err({{"single_expert_dense", true}}),
+      Catch::EndsWith(k + "parameter 'single_expert_dense': needs exactly one expert (E = 1), got E = 4"));
+  CHECK_THAT(
+      err({{"single_expert_dense", true}, {"E", 1}, {"top_k", 1}}),
+      Catch::EndsWith(k + "parameter 'single_expert_dense': needs accumulate_hidden_states_grad = false "
+                          "(each token is in one block)"));
+  CHECK_THAT(
+      err({{"affinity_option", "AFFINITY_ON_H"}}),
+      Catch::Contains("parameter 'affinity_option': expected one of AFFINITY_ON_I, got \"AFFINITY_ON_H\""));
   CHECK(err(json::object()) == "no error");
 }
 
