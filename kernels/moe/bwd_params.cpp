@@ -71,15 +71,18 @@ void BwdParams::describe(Schema<BwdParams>& s) {
   s.object(&BwdParams::clamp_limits, "clamp_limits",
            "the forward's gate/up clamps: the gradients are masked to the strict limits");
   s.object(&BwdParams::skip_dma, "skip_dma", "padding of token_position_to_id (nkilib SkipMode)");
-  s.add(&BwdParams::bias, "bias",
-        "the layer has biases: outputs gate_and_up_proj_bias_grad [E, 2, I_TP] and down_proj_bias_grad [E, "
-        "H]",
-        false);
+  s.add(
+      &BwdParams::bias, "bias",
+      "the layer has biases (nkilib: outputs gate_and_up_proj_bias_grad [E, 2, I_TP] and down_proj_bias_grad "
+      "[E, H]); not implemented yet here: true is rejected",
+      false);
   s.choice(&BwdParams::phase3_transpose_mode, "phase3_transpose_mode",
-           "how Phase 3 transposes its operands: NC (the PE) or DMA",
+           "how nkilib's Phase 3 transposes its operands: NC (the PE) or DMA; accepted, no effect here (this "
+           "kernel's Phase 3 reads d_gate_up^T by DGT and gathers the hidden rows K-by-F: no transposes)",
            {{"NC", TransposeMode::NC}, {"DMA", TransposeMode::DMA}}, TransposeMode::NC);
   s.choice(&BwdParams::phase4_transpose_mode, "phase4_transpose_mode",
-           "how Phase 4 transposes its operands: NC (the PE) or DMA",
+           "how nkilib's Phase 4 transposes its operands: NC (the PE) or DMA; accepted, no effect here (the "
+           "scaled intermediate is read by DGT, the dY rows gathered K-by-F)",
            {{"NC", TransposeMode::NC}, {"DMA", TransposeMode::DMA}}, TransposeMode::NC);
   s.object(&BwdParams::checkpoint_config, "checkpoint_config",
            "which activation checkpoints the forward saved (inputs of the backward): save_gate_up_proj_act "
