@@ -132,7 +132,8 @@ struct RefCache {
   std::unique_ptr<moe::BwdReference> ref;
   std::map<int64_t, std::array<moe::SlotGrad, 2>> vals;
   std::vector<int64_t> rows, experts;
-  std::map<int64_t, std::array<std::array<std::vector<double>, 2>, 2>> grads;  // e -> [gu, down][q]
+  std::map<int64_t, std::array<std::array<std::vector<double>, 2>, 4>>
+      grads;  // e -> [gu, down, bias gu, bias down][q]
 };
 
 void evaluate(RefCache& c, const BwdParams& p, const CheckContext& ctx) {
@@ -167,7 +168,7 @@ void evaluate(RefCache& c, const BwdParams& p, const CheckContext& ctx) {
   c.experts.assign(ex.begin(), ex.end());
   for (int64_t e : c.experts) {
     auto& g = c.grads[e];
-    r.expert_grads(e, g[0], g[1]);
+    r.expert_grads(e, g[0], g[1], p.bias ? &g[2] : nullptr, p.bias ? &g[3] : nullptr);
   }
 }
 
@@ -234,7 +235,9 @@ OutputCheck weight_check(const BwdParams& p, std::shared_ptr<RefCache> cache, co
   c.run = [p, cache, name, w](const CheckContext& ctx) {
     evaluate(*cache, p, ctx);
     const tensor::HostTensor& out = ctx.output(name);
-    const int64_t n = 2 * p.I_TP * p.H / (w == 0 ? 1 : 2);  // [H, 2I] or [I, H]
+    const int64_t sizes[4] = {2 * p.I_TP * p.H, p.I_TP * p.H, 2 * p.I_TP,
+                              p.H};  // [H, 2I], [I, H], [2, I], [H]
+    const int64_t n = sizes[w];
     ref::MetricsAccumulator e, q;
     std::vector<float> k(static_cast<size_t>(n));
     for (int64_t x : cache->experts) {
@@ -250,8 +253,14 @@ OutputCheck weight_check(const BwdParams& p, std::shared_ptr<RefCache> cache, co
 
 std::vector<OutputCheck> checks(const BwdParams& p) {
   auto cache = std::make_shared<RefCache>();
-  return {dx_check(p, cache), dea_check(p, cache), weight_check(p, cache, "gate_up_proj_weight_grad", 0),
-          weight_check(p, cache, "down_proj_weight_grad", 1)};
+  std::vector<OutputCheck> v{dx_check(p, cache), dea_check(p, cache),
+                             weight_check(p, cache, "gate_up_proj_weight_grad", 0),
+                             weight_check(p, cache, "down_proj_weight_grad", 1)};
+  if (p.bias) {
+    v.push_back(weight_check(p, cache, "gate_and_up_proj_bias_grad", 2));
+    v.push_back(weight_check(p, cache, "down_proj_bias_grad", 3));
+  }
+  return v;
 }
 
 }  // namespace

@@ -92,7 +92,13 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
       fail(fmt::format("parameter 'num_blocks' = {}: single_expert_dense has T / block_size = {} blocks",
                        *p.num_blocks, p.T / p.block_size));
   }
-  if (p.bias) fail("parameter 'bias': not implemented yet in this simulator");
+  if (p.bias && p.single_expert_dense)
+    fail("parameters 'bias' and 'single_expert_dense': bias is not supported in single_expert_dense mode");
+  if (p.bias && !p.gate_up_given())
+    fail(
+        "parameters 'bias' and 'checkpoint_config.save_gate_up_proj_act' = false: recomputing gate/up would "
+        "need "
+        "the gate/up bias, which is not an input of the backward; give the checkpoint");
   const int64_t B = p.block_size;
   if (B != 128 && B != 256 && B != 512 && B != 1024 && B != 2048 && B != 4096)
     fail(fmt::format("parameter 'block_size': must be 128, 256, 512, 1024, 2048 or 4096, got {}", B));
@@ -151,6 +157,10 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
   r += 2 * (tile_bytes(f.wchunk, DType::BF16) * 2);  // weight read-modify-write (P3, P4)
   r += mxfp8::AccumulateRows::kSbufBytes;            // P2 read-modify-write
   if (f.recompute) r += 2 * tile_bytes(C, DType::BF16);
+  if (p.bias)
+    r += 2 * tile_bytes(2 * (f.Ic / 128), DType::F32) + tile_bytes(2 * (f.Ic / 128), DType::BF16) +
+         tile_bytes(1, DType::F32) + tile_bytes(f.Hc, DType::F32) + tile_bytes(f.Hc, DType::BF16) +
+         tile_bytes(512, DType::BF16) + tile_bytes(512, DType::F32);
   f.reserved_sbuf = r;
 
   const auto common = [&](mxfp8::MatmulSpec& s, const char* what, const char* scope,
@@ -229,7 +239,7 @@ namespace {
 struct Hbm {
   View hidden, ea, dy, w_gu, w_down, tokens, b2e, nvt;
   View ck_gu, ck_scaled, ck_gate, ck_inter;
-  View dx, dea, dw_gu, dw_down;
+  View dx, dea, dw_gu, dw_down, db_gu, db_down;
   View dy_scratch, x_scratch;    // per core [2, B, H]: gathered rows (P1's dY, P0's X)
   View dgu_scratch, sc_scratch;  // shared [2, 2I, B], [2, I, B]
   View gu_scratch;               // per core [2, 2, I, B]: recomputed gate/up (P0)
@@ -256,6 +266,10 @@ Hbm declare(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   t.dea = k.output("expert_affinities_masked_grad", DType::F32, {f.rows * E, 1});
   t.dw_gu = k.output("gate_up_proj_weight_grad", DType::BF16, {E, H, 2, I});
   t.dw_down = k.output("down_proj_weight_grad", DType::BF16, {E, I, H});
+  if (p.bias) {
+    t.db_gu = k.output("gate_and_up_proj_bias_grad", cdt, {E, 2, I});
+    t.db_down = k.output("down_proj_bias_grad", cdt, {E, H});
+  }
   t.dy_scratch = k.scratch("dy_block", DType::BF16, {2, B, H}, true);
   if (f.recompute) {
     t.x_scratch = k.scratch("hidden_block", DType::BF16, {2, B, H}, true);
@@ -298,8 +312,16 @@ View ib_piece(const View& ck, int64_t b, int64_t i0, int64_t n, int64_t c0, int6
 class P1Epilogue : public mxfp8::Epilogue {
  public:
   P1Epilogue(const BwdParams& p, const BwdPlan& f, const Hbm& t, const Block& blk, std::vector<P1Set>& sets,
-             size_t& rr, const View& dea_acc)
-      : p_(p), f_(f), t_(t), blk_(blk), sets_(sets), rr_(rr), dea_acc_(dea_acc) {}
+             size_t& rr, const View& dea_acc, const View& bias_acc, const View& bias_part)
+      : p_(p),
+        f_(f),
+        t_(t),
+        blk_(blk),
+        sets_(sets),
+        rr_(rr),
+        dea_acc_(dea_acc),
+        bias_acc_(bias_acc),
+        bias_part_(bias_part) {}
 
   void emit(mxfp8::EpilogueContext& ctx, const mxfp8::OutTile& o) override {
     PhaseScope ph(ctx.kernel, "P1");
@@ -362,6 +384,16 @@ class P1Epilogue : public mxfp8::Epilogue {
       } else {
         nki::tensor_tensor(du, dint, silu, AluOp::Multiply);
       }
+      if (bias_acc_.valid()) {
+        // The gate/up bias gradient: the bfloat16 d_gate and d_up summed over the tile's tokens (FP32).
+        const int64_t g = o.row / 128;
+        for (int h = 0; h < 2; ++h) {
+          View part = bias_part_(S(0, n), S(h, h + 1));
+          nki::tensor_reduce(part, AluOp::Add, h == 0 ? dg : du, {1});
+          View acc = bias_acc_(S(0, n), h, S(g, g + 1));
+          nki::tensor_tensor(acc, acc, part, AluOp::Add);
+        }
+      }
       const View& dgu = t_.dgu_scratch;
       nki::dma_copy(ib_piece(dgu, blk_.ring, i0, n, col, w), dg, kPool);
       nki::dma_copy(ib_piece(dgu, blk_.ring, f_.I + i0, n, col, w), du, kPool);
@@ -393,7 +425,7 @@ class P1Epilogue : public mxfp8::Epilogue {
   const Block& blk_;
   std::vector<P1Set>& sets_;
   size_t& rr_;
-  View dea_acc_;
+  View dea_acc_, bias_acc_, bias_part_;
 };
 
 // Phase 0: the recomputed gate/up tiles, clamped and cast, into the per-core scratch.
@@ -491,6 +523,7 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   // The weight gradients are read-modify-written at the block's expert (scalar_offset: any of E rows).
   k.track_rows_together(t.dw_gu);
   k.track_rows_together(t.dw_down);
+  if (p.bias) k.track_rows_together(t.db_gu), k.track_rows_together(t.db_down);
   const int core = k.program_id(), cores = k.num_programs();
   const int64_t B = f.B, H = f.H, I = f.I, E = f.E, N = f.N, G = B / 128, C = f.chunk;
   const int64_t Hc = f.Hc, h0 = core * Hc;
@@ -538,6 +571,18 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   if (f.recompute)
     p0_sets.push_back({k.sbuf({128, C}, DType::BF16, "p0_gate"), k.sbuf({128, C}, DType::BF16, "p0_up")});
   size_t p1_rr = 0, w_rr = 0, p0_rr = 0;
+  // Bias gradients of the block: gate/up [128, 2, I/128 per core] (row i at [i % 128, h, i / 128]) and down
+  // [1, H per core].
+  View bgu_acc, bgu_part, bgu_old, bd_acc, bd_old, dy_tile, dy_f32;
+  if (p.bias) {
+    bgu_acc = k.sbuf({128, 2, f.Ic / 128}, DType::F32, "gate_up_bias_grad");
+    bgu_part = k.sbuf({128, 2}, DType::F32, "gate_up_bias_part");
+    bgu_old = k.sbuf({128, 2, f.Ic / 128}, DType::BF16, "gate_up_bias_grad_old");
+    bd_acc = k.sbuf({1, f.Hc}, DType::F32, "down_bias_grad");
+    bd_old = k.sbuf({1, f.Hc}, DType::BF16, "down_bias_grad_old");
+    dy_tile = k.sbuf({128, 512}, DType::BF16, "down_bias_dy");
+    dy_f32 = k.sbuf({128, 512}, DType::F32, "down_bias_dy_f32");
+  }
 
   {
     PhaseScope ph(k, "setup");
@@ -570,6 +615,11 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
         zero_region(t.dw_down(e, all, S(h0, h0 + Hc)).reshape({I, Hc}), zeros_wide);
       }
       if (core == 0) zero_region(t.dea.reshape({f.rows, E}), zeros_wide);
+      if (p.bias) {
+        zero_region(t.db_down(all, S(h0, h0 + Hc)), zeros_wide);
+        for (int h = 0; h < 2; ++h)
+          zero_region(t.db_gu(all, h, S(core * f.Ic, (core + 1) * f.Ic)).reshape({E, f.Ic}), zeros_wide);
+      }
     }
     if (cores == 2) nki::core_barrier(t.dea);
   }
@@ -656,13 +706,44 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
       s.lhs.data = t.w_down(S(0, 1), S(core * f.Ic, (core + 1) * f.Ic), all).reshape({f.Ic, H});
       s.lhs.scalar_offset = blk.expert;
       s.rhs.data = blk.dy;
-      P1Epilogue epi(p, f, t, blk, p1_sets, p1_rr, dea_acc);
+      if (p.bias) nki::memset(bgu_acc, 0.0, Engine::POOL);
+      P1Epilogue epi(p, f, t, blk, p1_sets, p1_rr, dea_acc, bgu_acc, bgu_part);
       mxfp8::emit_matmul(k, s, f.p1_plan, epi);
       // Sum the partial over its partitions (the I rows): ones^T x partial, one column per 128 tokens.
       View ps = k.psum({128, G}, DType::F32, "dea_sum");
       for (int64_t g = 0; g < G; ++g)
         nki::nc_matmul(ps(all, S(g, g + 1)), dea_acc(all, S(g * 128, (g + 1) * 128)), ones_col);
       nki::tensor_copy(dea_all(all, S(b * G, (b + 1) * G)), ps, Engine::ACT);
+      if (p.bias) {
+        // gate_and_up_proj_bias_grad[e, h, this core's I] += the block's sums (bfloat16 read-modify-write).
+        const int64_t i0 = core * f.Ic, gi = f.Ic / 128;
+        for (int h = 0; h < 2; ++h) {
+          View d = t.db_gu(S(0, 1), h, S(i0, i0 + f.Ic)).reshape({gi, 128}).permute({1, 0});
+          View old = bgu_old(all, h, all);
+          nki::dma_copy(old, d, {.scalar_offset = blk.expert});
+          nki::tensor_tensor(old, old, bgu_acc(all, h, all), AluOp::Add);
+          nki::dma_copy(d, old,
+                        {.engine = Engine::ACT, .scalar_offset = blk.expert, .scalar_offset_dst = true});
+        }
+        // down_proj_bias_grad[e, this core's H] += sum over the block's slots of affinity x dY (the PE:
+        // affinity column^T x dY rows, accumulated over the 128-slot tiles).
+        View pb = k.psum({1, 512}, DType::F32, "down_bias_sum");
+        for (int64_t c0 = 0; c0 < Hc; c0 += 512) {
+          const int64_t w = std::min<int64_t>(512, Hc - c0);
+          for (int64_t g = 0; g < G; ++g) {
+            nki::dma_copy(dy_tile(all, S(0, w)), blk.dy(S(g * 128, (g + 1) * 128), S(h0 + c0, h0 + c0 + w)));
+            nki::tensor_copy(dy_f32(all, S(0, w)), dy_tile(all, S(0, w)), Engine::ACT);
+            nki::nc_matmul(pb(all, S(0, w)), blk.ea_col(all, S(g, g + 1)), dy_f32(all, S(0, w)),
+                           {.accumulate = g > 0});
+          }
+          nki::tensor_copy(bd_acc(all, S(c0, c0 + w)), pb(all, S(0, w)));
+        }
+        View d = t.db_down(S(0, 1), S(h0, h0 + Hc));
+        nki::dma_copy(bd_old, d, {.scalar_offset = blk.expert});
+        nki::tensor_tensor(bd_old, bd_old, bd_acc, AluOp::Add);
+        nki::dma_copy(d, bd_old,
+                      {.engine = Engine::ACT, .scalar_offset = blk.expert, .scalar_offset_dst = true});
+      }
       if (cores == 2) {
         nki::core_barrier(t.dgu_scratch);
         if (t.sc_scratch.valid()) nki::core_barrier(t.sc_scratch);

@@ -32,6 +32,9 @@
 // count still run, with every slot skipped, so the simulated time does not show nkilib's early exit. Dense
 // mode zeroes the weight gradients and accumulates (nkilib overwrites on block 0: the same values, as
 // bfloat16(0 + x) = bfloat16(x), for one more read per block 0).
+// With bias, Phase 1 also sums the bfloat16 d_gate and d_up of each tile over its tokens (tensor_reduce) into
+// the block's gate/up bias gradient, and after the GEMM the PE sums affinity x dY over the block's slots into
+// the down bias gradient; both are read-modify-written at expert e (nkilib: the same sums).
 // Setup zeroes each core's part of every gradient (skip_grad_initialization: not) and loads block_to_expert.
 // After the loop the cores swap their affinity-gradient partials (sendrecv), add them, and each scatters
 // its half of the 128-token tiles into expert_affinities_masked_grad at t*E + e.

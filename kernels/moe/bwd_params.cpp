@@ -71,11 +71,12 @@ void BwdParams::describe(Schema<BwdParams>& s) {
   s.object(&BwdParams::clamp_limits, "clamp_limits",
            "the forward's gate/up clamps: the gradients are masked to the strict limits");
   s.object(&BwdParams::skip_dma, "skip_dma", "padding of token_position_to_id (nkilib SkipMode)");
-  s.add(
-      &BwdParams::bias, "bias",
-      "the layer has biases (nkilib: outputs gate_and_up_proj_bias_grad [E, 2, I_TP] and down_proj_bias_grad "
-      "[E, H]); not implemented yet here: true is rejected",
-      false);
+  s.add(&BwdParams::bias, "bias",
+        "the layer has biases: outputs gate_and_up_proj_bias_grad [E, 2, I_TP] (the sum of d_gate_up over an "
+        "expert's tokens) and down_proj_bias_grad [E, H] (the sum of affinity x dY), in compute_dtype; needs "
+        "the "
+        "gate/up checkpoint (the bias values are not inputs)",
+        false);
   s.choice(&BwdParams::phase3_transpose_mode, "phase3_transpose_mode",
            "how nkilib's Phase 3 transposes its operands: NC (the PE) or DMA; accepted, no effect here (this "
            "kernel's Phase 3 reads d_gate_up^T by DGT and gathers the hidden rows K-by-F: no transposes)",

@@ -11,7 +11,8 @@
 //   the checkpoints the forward wrote ([N, 2, I, B] and [N, I, B], compute_dtype, as checkpoint_config says
 //   which are given);
 //   outputs hidden_states_grad [T', H] bf16, expert_affinities_masked_grad [T' * E, 1] f32,
-//   gate_up_proj_weight_grad [E, H, 2, I] bf16, down_proj_weight_grad [E, I, H] bf16.
+//   gate_up_proj_weight_grad [E, H, 2, I] bf16, down_proj_weight_grad [E, I, H] bf16, and with bias
+//   gate_and_up_proj_bias_grad [E, 2, I] and down_proj_bias_grad [E, H] in compute_dtype.
 #pragma once
 
 #include <cstdint>

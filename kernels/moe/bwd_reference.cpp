@@ -245,11 +245,15 @@ void BwdReference::dx_row(int64_t r, const std::map<int64_t, std::array<SlotGrad
 }
 
 void BwdReference::expert_grads(int64_t e, std::array<std::vector<double>, 2>& dw_gu,
-                                std::array<std::vector<double>, 2>& dw_down) const {
-  const int64_t H = H_, I = I_, B = B_;
+                                std::array<std::vector<double>, 2>& dw_down,
+                                std::array<std::vector<double>, 2>* db_gu,
+                                std::array<std::vector<double>, 2>* db_down) const {
+  const int64_t H = H_, I = I_, B = B_, E = p_.E;
   for (int q = 0; q < 2; ++q) {
     dw_gu[q].assign(static_cast<size_t>(H * 2 * I), 0.0);
     dw_down[q].assign(static_cast<size_t>(I * H), 0.0);
+    if (db_gu) (*db_gu)[q].assign(static_cast<size_t>(2 * I), 0.0);
+    if (db_down) (*db_down)[q].assign(static_cast<size_t>(H), 0.0);
   }
   if (by_expert_[e].empty()) return;
   Weights w;
@@ -273,6 +277,28 @@ void BwdReference::expert_grads(int64_t e, std::array<std::vector<double>, 2>& d
       };
       add(dw_gu[q], y3);
       add(dw_down[q], y4);
+      if (db_gu) {
+        std::vector<double> sum(static_cast<size_t>(2 * I), 0.0);
+        for (int64_t r = 0; r < B; ++r)
+          for (int64_t k = 0; k < 2 * I; ++k) sum[k] += dgu[r * 2 * I + k];
+        for (int64_t k = 0; k < 2 * I; ++k) {
+          double& acc = (*db_gu)[q][k];
+          acc = q == 1 ? round_to(acc + sum[k], p_.compute_dtype) : acc + sum[k];
+        }
+      }
+      if (db_down) {
+        std::vector<double> sum(static_cast<size_t>(H), 0.0);
+        for (int64_t r = 0; r < B; ++r) {
+          const int64_t t = token_[ss[r]];
+          if (t < 0) continue;
+          const double a = in_.expert_affinities_masked->value(t * E + e);
+          for (int64_t h = 0; h < H; ++h) sum[h] += a * dyt[h * B + r];
+        }
+        for (int64_t h = 0; h < H; ++h) {
+          double& acc = (*db_down)[q][h];
+          acc = q == 1 ? round_to(acc + sum[h], p_.compute_dtype) : acc + sum[h];
+        }
+      }
     }
   }
 }

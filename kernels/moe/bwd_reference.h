@@ -70,8 +70,12 @@ class BwdReference {
   void dx_row(int64_t r, const std::map<int64_t, std::array<SlotGrad, 2>>& v, double* exact,
               double* kernel) const;
   // Expert e's weight gradients [H, 2I] and [I, H] in both numerics.
+  // With bias, also the bias gradients [2I] (sum over the block's slots of d_gate_up) and [H] (sum of a dy),
+  // added per block (kernel: in bfloat16).
   void expert_grads(int64_t e, std::array<std::vector<double>, 2>& dw_gu,
-                    std::array<std::vector<double>, 2>& dw_down) const;
+                    std::array<std::vector<double>, 2>& dw_down,
+                    std::array<std::vector<double>, 2>* db_gu = nullptr,
+                    std::array<std::vector<double>, 2>* db_down = nullptr) const;
 
   double slot_flops(bool with_dx) const;  // FP64 work of one slot (both numerics)
   double expert_flops(int64_t e) const;   // FP64 work of expert_grads(e)

@@ -249,6 +249,11 @@ TEST_CASE("moe bwd: rejected parameters name the parameter and the documented re
   CHECK_THAT(err({{"compute_dtype", "float32"}}),
              Catch::Contains("parameter 'compute_dtype': expected one of bfloat16, got \"float32\""));
   CHECK_THAT(
+      err({{"bias", true}, {"checkpoint_config", {{"save_gate_up_proj_act", false}}}}),
+      Catch::EndsWith(k + "parameters 'bias' and 'checkpoint_config.save_gate_up_proj_act' = false: "
+                          "recomputing gate/up would need the gate/up bias, which is not an input of the "
+                          "backward; give the checkpoint"));
+  CHECK_THAT(
       err({{"single_expert_dense", true}}),
       Catch::EndsWith(k + "parameter 'single_expert_dense': needs exactly one expert (E = 1), got E = 4"));
   CHECK_THAT(
@@ -259,6 +264,27 @@ TEST_CASE("moe bwd: rejected parameters name the parameter and the documented re
       err({{"affinity_option", "AFFINITY_ON_H"}}),
       Catch::Contains("parameter 'affinity_option': expected one of AFFINITY_ON_I, got \"AFFINITY_ON_H\""));
   CHECK(err(json::object()) == "no error");
+}
+
+// Every check of a bias run passes, the bias gradients within the kernel numerics' emulation.
+void expect_bias_pass(bool lnc2) {
+  const MoeRun r = run_bwd(small({{"bias", true}, {"run_with_lnc2", lnc2}}));
+  REQUIRE(r.checks.size() == 6);
+  for (const auto& c : r.checks) {
+    INFO(c.output);
+    CHECK(c.pass);
+    CHECK(c.metric("rel_l2_vs_quantized") <= (c.dtype == "bfloat16" ? 1e-3 : 1e-5));
+  }
+  CHECK(r.outputs.at("gate_and_up_proj_bias_grad").shape == std::vector<int64_t>{4, 2, 256});
+  CHECK(r.outputs.at("down_proj_bias_grad").shape == std::vector<int64_t>{4, 512});
+}
+
+TEST_CASE("moe bwd: bias gradients on both cores") {
+  expect_bias_pass(true);
+}
+
+TEST_CASE("moe bwd: bias gradients on one core", "[heavy]") {
+  expect_bias_pass(false);
 }
 
 TEST_CASE("moe bwd: skip_grad_initialization leaves the zeroing to the caller") {
