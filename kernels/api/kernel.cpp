@@ -137,6 +137,13 @@ View Kernel::scratch(const std::string& name, DType dtype, const std::vector<int
   return make_hbm(name, dtype, shape, kScratch, private_to_core, loc);
 }
 
+void Kernel::track_rows_together(const View& t) {
+  if (t.space() != isa::MemSpace::HBM)
+    throw InputError(fmt::format("track_rows_together: {} is not in HBM", t.describe()));
+  const auto& shape = shared_.program.tensors.at(t.tensor()).shape;
+  hbm_deps_.set_row_chunk(t.tensor(), shape.empty() ? 1 : shape[0]);
+}
+
 View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<int64_t>& shape, int kind,
                       bool private_to_core, const Loc& loc) {
   const std::string shape_s = fmt::format("[{}]", fmt::join(shape, ", "));

@@ -143,6 +143,10 @@ class Kernel {
               Loc loc = Loc::current());
   View scratch(const std::string& name, DType dtype, const std::vector<int64_t>& shape, bool private_to_core,
                Loc loc = Loc::current());
+  // Tracks the dependencies of HBM tensor `t` (a view of it) in chunks of all its rows, for a tensor accessed
+  // mostly through a scalar_offset (e.g. one expert of a stacked [E, ...] gradient, picked on device): such
+  // an access may touch any row and is otherwise looked up in every row chunk. Call before accessing it.
+  void track_rows_together(const View& t);
 
   // On-chip tiles: shape = {partitions, free dims...}.
   View sbuf(const std::vector<int64_t>& shape, DType dtype, const std::string& name = "",

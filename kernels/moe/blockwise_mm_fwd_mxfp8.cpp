@@ -13,6 +13,7 @@
 #include "kernels/api/package.h"
 #include "kernels/moe/fwd_kernel.h"
 #include "kernels/moe/fwd_reference.h"
+#include "kernels/moe/moe_common.h"
 #include "kernels/moe/routing.h"
 #include "kernels/ref/metrics.h"
 #include "sim/base/error.h"
@@ -23,53 +24,16 @@ namespace {
 using moe::CheckpointConfig;
 using moe::FwdParams;
 
-// Arguments of the routing recipe.
-struct RoutingArgs {
-  int64_t seed = 0;
-  double zipf = 0.0;
-  bool renormalize = true;
-  static void describe(Schema<RoutingArgs>& s) {
-    s.add(&RoutingArgs::seed, "seed", "seed of the router logits").at_least(0);
-    s.add(&RoutingArgs::zipf, "zipf",
-          "expert popularity skew: expert e is a token's first choice with probability proportional to "
-          "1/(e+1)^zipf (0: uniform)",
-          0.0)
-        .range(0, 64);
-    s.add(&RoutingArgs::renormalize, "renormalize",
-          "affinities are the top-k softmax probabilities renormalised to sum to 1 per token (false: the "
-          "softmax probabilities over all experts)",
-          true);
-  }
-};
-
-void routing_recipe(const FwdParams& p, const RoutingArgs& a, RecipeIO& io) {
-  tensor::HostTensor& tp = io.output("token_position_to_id");
-  tensor::HostTensor& be = io.output("block_to_expert");
-  tensor::HostTensor& ea = io.output("expert_affinities_masked");
-  const int64_t T = p.T, E = p.E, K = p.top_k;
-  const moe::TopK r = moe::route_topk(moe::router_logits(static_cast<uint64_t>(a.seed), T, E, a.zipf), T, E,
-                                      K, a.renormalize);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t k = 0; k < K; ++k)
-      ea.set(t * E + r.experts[t * K + k], static_cast<float>(r.affinities[t * K + k]));
-  if (p.no_indirect_load) return;  // the routing tensors are unused dummies
-  const moe::Blocks b = moe::form_blocks(r.experts, T, E, K, p.block_size, p.N(), p.pad());
-  for (size_t i = 0; i < b.token_position_to_id.size(); ++i)
-    tp.set_int(static_cast<int64_t>(i), b.token_position_to_id[i]);
-  for (size_t i = 0; i < b.block_to_expert.size(); ++i)
-    be.set_int(static_cast<int64_t>(i), b.block_to_expert[i]);
+moe::RoutingShape routing_shape(const FwdParams& p) {
+  return {p.T, p.E, p.top_k, p.block_size, p.N(), p.pad(), !p.no_indirect_load};
 }
 
-std::vector<int32_t> ints(const tensor::HostTensor& t) {
-  std::vector<int32_t> v(static_cast<size_t>(t.elements()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(t.int_value(static_cast<int64_t>(i)));
-  return v;
+void routing_recipe(const FwdParams& p, const moe::RoutingArgs& a, RecipeIO& io) {
+  moe::routing_recipe(routing_shape(p), a, io);
 }
 
 void check_routing(const FwdParams& p, const Tensors& in) {
-  if (p.no_indirect_load) return;
-  const auto tp = ints(in.at("token_position_to_id")), be = ints(in.at("block_to_expert"));
-  moe::validate_routing({&tp, &be, p.T, p.E, p.block_size, p.N(), p.pad()});
+  moe::check_routing_inputs(routing_shape(p), in);
 }
 
 // Indirect DMAs the kernel emits per block (as fwd_kernel.cpp does): affinity and hidden-row gathers, and per
@@ -102,20 +66,10 @@ std::vector<KernelStat> stats(const FwdParams& p, const Tensors& in) {
   s.push_back({"scatter_dma_count", static_cast<double>(c.scatters), "count",
                "indirect DMAs that scatter output rows into the slabs"});
   if (p.no_indirect_load) return s;
-  const auto tp = ints(in.at("token_position_to_id")), be = ints(in.at("block_to_expert"));
+  const auto tp = moe::int_values(in.at("token_position_to_id")),
+             be = moe::int_values(in.at("block_to_expert"));
   const moe::RoutingStats r = moe::routing_stats({&tp, &be, p.T, p.E, p.block_size, p.N(), p.pad()});
-  const double slots = static_cast<double>(p.N() * p.block_size);
-  s.push_back({"tokens_per_expert_min", static_cast<double>(r.tokens_min), "count",
-               "fewest (token, expert) pairs routed to one expert"});
-  s.push_back({"tokens_per_expert_mean", r.tokens_mean, "count", "(token, expert) pairs per expert"});
-  s.push_back({"tokens_per_expert_max", static_cast<double>(r.tokens_max), "count",
-               "most (token, expert) pairs routed to one expert"});
-  s.push_back({"experts_without_tokens", static_cast<double>(r.experts_without_tokens), "count",
-               "experts no token is routed to (their weights are never read)"});
-  s.push_back({"padding_fraction", 100.0 * static_cast<double>(r.padding_slots) / slots, "%",
-               "slots of the N blocks that hold the padding value (computed, contribute nothing)"});
-  s.push_back({"padding_only_blocks", static_cast<double>(r.padding_only_blocks), "count",
-               "blocks without any token (still processed, as nkilib does)"});
+  for (KernelStat& k : moe::routing_kernel_stats(routing_shape(p), in)) s.push_back(std::move(k));
   const int64_t skipped_rows_per_pass = p.skip() ? r.padding_slots : 0;
   const int64_t G = p.block_size / 128;
   const int64_t passes = c.gathers / std::max<int64_t>(1, p.N() * G);  // gathers per 128-slot tile
@@ -130,16 +84,6 @@ std::vector<KernelStat> stats(const FwdParams& p, const Tensors& in) {
 
 constexpr double kReferenceBudget = 16e9;  // FP64 work of the sampled references (both numerics)
 
-// nkilib's MXFP8 MoE comparator (test/integration/.../moe_mxfp8/mxfp8_moe_validated_common.py, used by the
-// forward and backward suites): allclose with atol = 0.5 max|golden| and rtol 1e-3, cosine >= 0.99,
-// normalized Euclidean distance <= 0.70 against the exact reference. The rel L2 bound against the kernel's
-// emulated numerics stays the tight one (the output dtype's default bound).
-const Tolerance kMoeTolerance{.atol_factor = 0.5,
-                              .rtol = 1e-3,
-                              .min_cosine = 0.99,
-                              .max_norm_euclidean = 0.70,
-                              .max_rel_l2_vs_quantized = std::nullopt};
-
 struct RefCache {
   const void* key = nullptr;
   std::unique_ptr<moe::FwdReference> ref;
@@ -151,20 +95,6 @@ moe::FwdInputs inputs_of(const FwdParams& p, const CheckContext& ctx) {
   return moe::FwdInputs::from(p, [&](const std::string& n) -> const tensor::HostTensor* {
     return ctx.has_input(n) ? &ctx.input(n) : nullptr;
   });
-}
-
-// Evenly spaced groups of `group` items out of `total`, so that their cost stays within `budget` (all of them
-// with full_reference or when they fit).
-std::vector<int64_t> sample(int64_t total, int64_t group, double cost_all, double budget, bool full) {
-  int64_t stride = 1;
-  const int64_t groups = (total + group - 1) / group;
-  if (!full && cost_all > budget)
-    stride = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(cost_all / budget)), 1,
-                                 std::max<int64_t>(1, groups));
-  std::vector<int64_t> v;
-  for (int64_t g = 0; g < groups; g += stride)
-    for (int64_t i = g * group; i < std::min(total, (g + 1) * group); ++i) v.push_back(i);
-  return v;
 }
 
 void evaluate(RefCache& c, const FwdParams& p, const CheckContext& ctx) {
@@ -181,11 +111,11 @@ void evaluate(RefCache& c, const FwdParams& p, const CheckContext& ctx) {
   double row_cost = 0;
   for (int64_t t = 0; t < p.rows(); ++t)
     row_cost += static_cast<double>(r.slots_of_row(t).size()) * r.slot_flops(true);
-  c.rows = sample(p.rows(), 32, row_cost, kReferenceBudget / 2, ctx.full_reference());
+  c.rows = moe::sample_groups(p.rows(), 32, row_cost, kReferenceBudget / 2, ctx.full_reference());
   if (any_ckpt) {
     const double block_cost = static_cast<double>(p.block_size) * r.slot_flops(false);
-    c.blocks =
-        sample(p.N(), 1, block_cost * static_cast<double>(p.N()), kReferenceBudget / 2, ctx.full_reference());
+    c.blocks = moe::sample_groups(p.N(), 1, block_cost * static_cast<double>(p.N()), kReferenceBudget / 2,
+                                  ctx.full_reference());
   }
   std::set<int64_t> with_out;
   std::vector<int64_t> slots;
@@ -214,8 +144,8 @@ OutputCheck output_check(const FwdParams& p, std::shared_ptr<RefCache> cache) {
       e.add(k.data(), ex.data(), p.H);
       q.add(k.data(), kq.data(), p.H);
     }
-    return tolerance_result("output_hidden_states", out, e.finish(kMoeTolerance.atol_factor),
-                            q.finish(kMoeTolerance.atol_factor), true, kMoeTolerance,
+    return tolerance_result("output_hidden_states", out, e.finish(moe::kMoeTolerance.atol_factor),
+                            q.finish(moe::kMoeTolerance.atol_factor), true, moe::kMoeTolerance,
                             static_cast<int64_t>(cache->rows.size()), p.rows());
   };
   return c;
@@ -248,8 +178,8 @@ OutputCheck checkpoint_check(const FwdParams& p, std::shared_ptr<RefCache> cache
       q.add(kb.data(), gq.data(), F * I * B);
     }
     const int64_t n = static_cast<int64_t>(cache->blocks.size());
-    return tolerance_result(name, out, e.finish(kMoeTolerance.atol_factor),
-                            q.finish(kMoeTolerance.atol_factor), true, kMoeTolerance, n * F * I,
+    return tolerance_result(name, out, e.finish(moe::kMoeTolerance.atol_factor),
+                            q.finish(moe::kMoeTolerance.atol_factor), true, moe::kMoeTolerance, n * F * I,
                             p.N() * F * I);
   };
   return c;
@@ -268,10 +198,6 @@ std::vector<OutputCheck> checks(const FwdParams& p) {
   if (ck.save_intermediate)
     v.push_back(checkpoint_check(p, cache, "intermediate_checkpoint_T", {&SV::inter}));
   return v;
-}
-
-std::vector<std::string> routing_outputs(const FwdParams&) {
-  return {"token_position_to_id", "block_to_expert", "expert_affinities_masked"};
 }
 
 }  // namespace
@@ -297,12 +223,9 @@ std::unique_ptr<KernelDef> blockwise_mm_fwd_mxfp8_kernel() {
     return pairs * 6.0 * static_cast<double>(p.H) * static_cast<double>(p.I_TP);
   };
   k.checks = checks;
-  k.recipes.push_back(make_recipe<FwdParams, RoutingArgs>(
-      "routing",
-      "top-k routing of T tokens over E experts (router logits with a Zipf expert skew, softmax, top-k with "
-      "ties to the lower id) into token_position_to_id, block_to_expert and expert_affinities_masked, blocks "
-      "formed as nkilib's MoE tests form them; padding -1 or T as skip_dma says",
-      routing_outputs, nullptr, routing_recipe));
+  k.recipes.push_back(make_recipe<FwdParams, moe::RoutingArgs>(
+      "routing", moe::kRoutingDoc, [](const FwdParams&) { return moe::routing_outputs(); }, nullptr,
+      routing_recipe));
   k.input_stats = stats;
   k.check_inputs = check_routing;
   return make_kernel(std::move(k));

@@ -10,6 +10,7 @@
 #include "kernels/api/nki.h"
 #include "kernels/lib/mxfp8/layout.h"
 #include "kernels/lib/mxfp8/matmul.h"
+#include "kernels/moe/moe_common.h"
 #include "sim/base/error.h"
 
 namespace trnsim::kernels::moe {
@@ -28,11 +29,6 @@ using nki::AluOp;
 
 std::string shape_str(const std::vector<int64_t>& s) {
   return fmt::format("[{}]", fmt::join(s, ", "));
-}
-
-// Bytes per partition of an SBUF tile with `free` elements of `dtype` (the allocator's 64-byte granule).
-int64_t tile_bytes(int64_t free, DType dtype) {
-  return round_up(free * isa::dtype_size(dtype), 64);
 }
 
 // The scaled intermediate stays in SBUF up to this many bytes per partition.
@@ -278,11 +274,6 @@ Hbm declare(Kernel& k, const FwdParams& p, const FwdPlan& f) {
   return t;
 }
 
-// The [1, 1] element b of an SBUF row [1, n].
-View element(const View& row, int64_t b) {
-  return row(S(0, 1), S(b, b + 1));
-}
-
 // An [I, B]-layout checkpoint's [rows, cols] piece of block b as an HBM view [n, w].
 View ckpt2(const View& ck, int64_t b, int64_t r0, int64_t n, int64_t c0, int64_t w) {
   return ck(S(b, b + 1), S(r0, r0 + n), S(c0, c0 + w)).reshape({n, w});
@@ -462,31 +453,6 @@ class DownEpilogue : public mxfp8::Epilogue {
   std::vector<std::pair<View, View>>& sets_;
   size_t& rr_;
 };
-
-// dst [128, n] FP32 = row [1, n] broadcast to every partition (the PE: ones^T x row), in 512-column pieces.
-void broadcast_rows(Kernel& k, const View& dst, const View& row, const View& ones) {
-  View ps = k.psum({128, 512}, DType::F32, "moe_bcast");
-  const int64_t n = row.free_elements();
-  for (int64_t j = 0; j < n; j += 512) {
-    const int64_t w = std::min<int64_t>(512, n - j);
-    nki::nc_matmul(ps(all, S(0, w)), ones, row(all, S(j, j + w)));
-    nki::tensor_copy(dst(all, S(j, j + w)), ps(all, S(0, w)), Engine::ACT);
-  }
-}
-
-// Zeroes rows [0, rows) of an HBM [rows, H] tensor from a zeroed SBUF tile, 128 rows per DMA step.
-void zero_rows(Kernel& k, const View& dst, int64_t rows, int64_t H, int64_t chunk) {
-  View z = k.sbuf({128, chunk}, DType::BF16, "moe_zeros");
-  nki::memset(z, 0.0, Engine::POOL);
-  const int64_t full = rows / 128;
-  for (int64_t c = 0; c < H; c += chunk) {
-    const int64_t w = std::min(chunk, H - c);
-    if (full > 0)
-      nki::dma_copy(dst(S(0, full * 128), S(c, c + w)).reshape({full, 128, w}).permute({1, 0, 2}),
-                    z(all, S(0, w)).reshape({128, 1, w}).broadcast(1, full));
-    if (rows % 128) nki::dma_copy(dst(S(full * 128, rows), S(c, c + w)), z(S(0, rows % 128), S(0, w)));
-  }
-}
 
 }  // namespace
 

@@ -1,12 +1,12 @@
 #include "kernels/moe/fwd_reference.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "kernels/moe/moe_common.h"
 #include "kernels/ref/matmul_ref.h"
 #include "sim/base/error.h"
 #include "sim/numerics/float_formats.h"
@@ -16,67 +16,6 @@ namespace trnsim::kernels::moe {
 namespace {
 
 constexpr int64_t kChunkRows = 512;  // weight rows decoded and quantized at a time
-
-float bf16_at(const tensor::HostTensor& t, int64_t i) {
-  uint16_t v;
-  std::memcpy(&v, t.bytes.data() + 2 * i, 2);
-  return num::bf16_to_f32(v);
-}
-
-double round_to(double x, isa::DType dt) {
-  if (dt == isa::DType::F32) return static_cast<double>(static_cast<float>(x));
-  return static_cast<double>(num::bf16_to_f32(num::f32_to_bf16(static_cast<float>(x))));
-}
-
-double silu(double x) {
-  return x / (1.0 + std::exp(-x));
-}
-
-// out[n, c] = a[n, K] b[c, K]^T, all row-major FP64.
-void gemm_nt(const std::vector<double>& a, const std::vector<double>& b, int64_t n, int64_t c, int64_t K,
-             std::vector<double>& out) {
-  out.assign(static_cast<size_t>(n * c), 0.0);
-  if (n == 0 || c == 0) return;
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(c),
-              static_cast<int>(K), 1.0, a.data(), static_cast<int>(K), b.data(), static_cast<int>(K), 0.0,
-              out.data(), static_cast<int>(c));
-}
-
-// Rows [rows, K] of floats as FP64, exact or MX-quantized along K.
-std::vector<double> as_f64(const std::vector<float>& v, int64_t rows, int64_t K, bool quantize,
-                           num::Fp8Format fmt) {
-  if (rows == 0) return {};
-  const ref::Operand o{v.data(), rows, K, ref::Contract::Cols};
-  if (quantize) return ref::mx_fake_quantize(o, {fmt, num::ScaleRule::Trn3, num::QuantScheme::WrapX});
-  return ref::to_f64(o);
-}
-
-// Logical [K, F] values of x4 data [K/4, F] (4 bytes per element, byte j = slot j) with their Trainium scales
-// tile (unpacked [K/4, F] or packed): out[f * K + k], i.e. [F, K] row-major.
-void dequantize_x4(const uint8_t* data, const uint8_t* tile, int64_t K, int64_t F, bool packed,
-                   num::Fp8Format fmt, std::vector<float>& out) {
-  std::vector<uint8_t> compact(static_cast<size_t>(K / 32 * F));
-  num::scales_from_trainium(tile, K, F, packed, 0, compact.data());
-  out.resize(static_cast<size_t>(K * F));
-  for (int64_t k = 0; k < K; ++k) {
-    const num::SwizzlePos sp = num::swizzle_pos(k, 0, K, F, num::QuantScheme::WrapX);
-    const int64_t g = num::mx_group_row(k, K, num::QuantScheme::WrapX);
-    for (int64_t f = 0; f < F; ++f) {
-      const uint8_t byte = data[sp.partition * 4 * F + sp.free + 4 * f];
-      out[f * K + k] = num::fp8_to_f32(byte, fmt) * num::e8m0_to_f32(compact[g * F + f]);
-    }
-  }
-}
-
-// Logical [F, K] BF16 values of a pre-swizzled [K/4, 4F] array.
-void unswizzle_bf16(const uint8_t* bytes, int64_t K, int64_t F, std::vector<float>& out) {
-  std::vector<uint16_t> in(static_cast<size_t>(K * F)), kf(static_cast<size_t>(K * F));
-  std::memcpy(in.data(), bytes, in.size() * 2);
-  num::unswizzle(in.data(), K, F, num::QuantScheme::WrapX, kf.data());
-  out.resize(static_cast<size_t>(K * F));
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t f = 0; f < F; ++f) out[f * K + k] = num::bf16_to_f32(kf[k * F + f]);
-}
 
 }  // namespace
 

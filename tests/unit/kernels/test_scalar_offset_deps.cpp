@@ -45,6 +45,39 @@ TEST_CASE("scalar_offset deps: a moved read waits for writes to the same in-row 
   }
 }
 
+TEST_CASE("scalar_offset deps: tracking a tensor's rows together keeps the same waits", "[kernels][deps]") {
+  // As above, with w's dependencies tracked in one chunk of all its rows (Kernel::track_rows_together, for
+  // tensors mostly accessed through a scalar_offset): the same waits; an SBUF view is rejected.
+  for (int read_rows : {2, 0}) {
+    INFO("read rows " << read_rows);
+    const KernelBuild b = build_program(
+        [&](Kernel& k) {
+          View w = k.output("w", isa::DType::F32, {3, 4, 8});
+          k.track_rows_together(w);
+          View t = k.sbuf({2, 8}, isa::DType::F32, "t");
+          View e = k.sbuf({1, 1}, isa::DType::I32, "expert");
+          View r = k.sbuf({2, 8}, isa::DType::F32, "r");
+          nki::memset(t, 1.0);
+          nki::memset(e, 2.0);
+          nki::dma_copy(w(2, S(2, 4), all), t);
+          nki::dma_copy(r, w(0, S(read_rows, read_rows + 2), all),
+                        {.engine = isa::Engine::ACT, .scalar_offset = e});
+        },
+        {.limits = default_limits(isa::Generation::Trn3)});
+    const isa::Instruction& rd = last(b, isa::Engine::ACT);
+    bool waits_for_store = false;
+    for (const isa::SemWait& s : rd.waits) waits_for_store |= s.sem >= kDmaSemBase && s.sem < kDmaSemBase + 8;
+    CHECK(waits_for_store == (read_rows == 2));
+  }
+  CHECK_THROWS_WITH(build_program(
+                        [](Kernel& k) {
+                          View t = k.sbuf({2, 8}, isa::DType::F32, "t");
+                          k.track_rows_together(t);
+                        },
+                        {.limits = default_limits(isa::Generation::Trn3)}),
+                    Catch::Contains("track_rows_together: ") && Catch::Contains("is not in HBM"));
+}
+
 TEST_CASE("scalar_offset deps: misuse is rejected by the API and the rule check", "[kernels][deps]") {
   const auto err = [](const KernelFn& fn) {
     try {

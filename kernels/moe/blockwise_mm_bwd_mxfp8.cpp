@@ -1,0 +1,315 @@
+// blockwise_mm_bwd_mxfp8 (Trn3): the MXFP8 blockwise MoE backward of aws-neuron/nki-library
+// (experimental/moe_mxfp8/bwd): the gradients of hidden_states, the affinities and both weights from the
+// forward's checkpoints. Parameters: bwd_params.h; instruction streams: bwd_kernel.h; host reference:
+// bwd_reference.h; routing and the shared pieces: routing.h, moe_common.h.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "kernels/api/package.h"
+#include "kernels/moe/bwd_kernel.h"
+#include "kernels/moe/bwd_reference.h"
+#include "kernels/moe/moe_common.h"
+#include "kernels/ref/metrics.h"
+#include "sim/base/error.h"
+
+namespace trnsim::kernels {
+namespace {
+
+using moe::BwdParams;
+using moe::CheckpointConfig;
+
+moe::RoutingShape routing_shape(const BwdParams& p) {
+  return {p.T, p.E, p.top_k, p.block_size, p.N(), p.pad(), !p.single_expert_dense};
+}
+
+// The checkpoint recipe has no arguments: it runs the forward's gate/up on the host.
+struct CheckpointArgs {
+  static void describe(Schema<CheckpointArgs>&) {}
+};
+
+std::vector<std::string> checkpoint_names(const BwdParams& p) {
+  std::vector<std::string> v;
+  const CheckpointConfig& c = p.checkpoint_config;
+  if (c.save_gate_up_proj_act) v.push_back("gate_up_proj_act_checkpoint_T");
+  if (c.save_scaled_intermediate) v.push_back("scaled_intermediate_checkpoint_T");
+  if (c.save_gate_act) v.push_back("gate_act_checkpoint_T");
+  if (c.save_intermediate) v.push_back("intermediate_checkpoint_T");
+  return v;
+}
+
+// The checkpoints as the forward kernel writes them (blockwise_mm_fwd_mxfp8's numerics: gate/up GEMMs with
+// both operands MX-quantized along H, clamped and rounded to compute_dtype; SiLU(gate) * up rounded; times
+// the affinity, rounded), for every slot of every block.
+void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) {
+  const moe::BwdInputs in = moe::BwdInputs::from(
+      p, [&](const std::string& n) -> const tensor::HostTensor* { return &io.input(n); }, true);
+  BwdParams fwd = p;
+  fwd.checkpoint_config.save_gate_up_proj_act = false;  // the reference recomputes gate/up
+  const moe::BwdReference ref(fwd, in);
+  const CheckpointConfig& c = p.checkpoint_config;
+  tensor::HostTensor* gu = c.save_gate_up_proj_act ? &io.output("gate_up_proj_act_checkpoint_T") : nullptr;
+  tensor::HostTensor* sc =
+      c.save_scaled_intermediate ? &io.output("scaled_intermediate_checkpoint_T") : nullptr;
+  tensor::HostTensor* ga = c.save_gate_act ? &io.output("gate_act_checkpoint_T") : nullptr;
+  tensor::HostTensor* it = c.save_intermediate ? &io.output("intermediate_checkpoint_T") : nullptr;
+  const int64_t B = p.block_size, I = p.I_TP, E = p.E;
+  const isa::DType cdt = p.compute_dtype;
+  const auto& ea = *in.expert_affinities_masked;
+  const moe::ClampLimits& cl = p.clamp_limits;
+  const auto clamp = [](double x, std::optional<double> lo, std::optional<double> hi) {
+    if (lo) x = std::max(x, *lo);
+    if (hi) x = std::min(x, *hi);
+    return x;
+  };
+  // A slot without a token (skipped, or reading the zero row T) has gate = up = 0 before the clamps.
+  const double g0 =
+      moe::round_to(clamp(0.0, cl.non_linear_clamp_lower_limit, cl.non_linear_clamp_upper_limit), cdt);
+  const double u0 = moe::round_to(clamp(0.0, cl.linear_clamp_lower_limit, cl.linear_clamp_upper_limit), cdt);
+  const auto write = [&](int64_t s, int64_t i, double g, double u, double a) {
+    const int64_t b = s / B, j = s % B;
+    const double act = moe::silu(g);
+    const double inter = moe::round_to(act * u, cdt);
+    if (gu) {
+      gu->set(((b * 2 + 0) * I + i) * B + j, static_cast<float>(g));
+      gu->set(((b * 2 + 1) * I + i) * B + j, static_cast<float>(u));
+    }
+    const int64_t o = (b * I + i) * B + j;
+    if (sc) sc->set(o, static_cast<float>(moe::round_to(inter * a, cdt)));
+    if (ga) ga->set(o, static_cast<float>(moe::round_to(act, cdt)));
+    if (it) it->set(o, static_cast<float>(inter));
+  };
+  std::vector<double> v;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& blocks = ref.blocks_of_expert(e);
+    std::vector<int64_t> slots;  // the slots holding a token (the GEMMs run on these only)
+    for (int64_t b : blocks)
+      for (int64_t j = 0; j < B; ++j) {
+        const int64_t s = b * B + j, t = ref.token(s);
+        if (t >= 0 && t < p.T) {
+          slots.push_back(s);
+        } else {
+          for (int64_t i = 0; i < I; ++i) write(s, i, g0, u0, 0.0);
+        }
+      }
+    if (slots.empty()) continue;
+    ref.forward_gate_up(e, slots, 1, v);
+    for (size_t r = 0; r < slots.size(); ++r) {
+      const double a = ea.value(ref.token(slots[r]) * E + e);
+      for (int64_t i = 0; i < I; ++i) write(slots[r], i, v[r * 2 * I + i], v[r * 2 * I + I + i], a);
+    }
+  }
+}
+
+std::vector<KernelStat> stats(const BwdParams& p, const Tensors& in) {
+  std::vector<KernelStat> s = moe::routing_kernel_stats(routing_shape(p), in);
+  const double N = static_cast<double>(p.N()), B = static_cast<double>(p.block_size);
+  const double H = static_cast<double>(p.H), I = static_cast<double>(p.I_TP);
+  const double G = B / 128;
+  s.push_back({"gather_bytes", N * B * H * 2 * (p.cores() + 2.0), "bytes",
+               "token rows the indirect DMAs gather: dY for Phase 1 on each core, X and dY for Phases 3/4"});
+  s.push_back({"hidden_grad_rmw_bytes", p.accumulate_hidden_states_grad ? N * B * H * 2 * 2 : 0.0, "bytes",
+               "hidden_states_grad rows read and written back by Phase 2's read-modify-write scatter"});
+  s.push_back({"weight_grad_rmw_bytes", N * (3 * I * H) * 2 * 2, "bytes",
+               "weight-gradient bytes read and written back by Phases 3 and 4 (bfloat16)"});
+  s.push_back({"dea_sendrecv_bytes", p.cores() == 2 ? 128 * N * G * 4 : 0.0, "bytes",
+               "affinity-gradient partials each core sends its peer (sendrecv)"});
+  return s;
+}
+
+// --- checks: one shared reference evaluation for every output.
+
+constexpr double kRowBudget = 8e9, kExpertBudget = 24e9;  // FP64 work of the sampled references
+
+struct RefCache {
+  const void* key = nullptr;
+  std::unique_ptr<moe::BwdReference> ref;
+  std::map<int64_t, std::array<moe::SlotGrad, 2>> vals;
+  std::vector<int64_t> rows, experts;
+  std::map<int64_t, std::array<std::array<std::vector<double>, 2>, 4>>
+      grads;  // e -> [gu, down, bias gu, bias down][q]
+};
+
+void evaluate(RefCache& c, const BwdParams& p, const CheckContext& ctx) {
+  const void* key = &ctx.input("hidden_states");
+  if (c.key == key && c.ref) return;
+  c = RefCache{};
+  c.key = key;
+  c.ref = std::make_unique<moe::BwdReference>(
+      p, moe::BwdInputs::from(p, [&](const std::string& n) -> const tensor::HostTensor* {
+        return ctx.has_input(n) ? &ctx.input(n) : nullptr;
+      }));
+  const moe::BwdReference& r = *c.ref;
+  // Rows of hidden_states_grad and the affinity gradient: tokens [0, T) (a padding row T only absorbs the
+  // padding slots); with num_valid_tokens the rows from the count on are undefined (not compared).
+  const int64_t T = p.num_valid_tokens ? std::min(p.T, ctx.input("num_valid_tokens").int_value(0)) : p.T;
+  double row_cost = 0;
+  for (int64_t t = 0; t < T; ++t)
+    row_cost += static_cast<double>(r.slots_of_row(t).size()) * r.slot_flops(true);
+  c.rows = moe::sample_groups(T, 32, row_cost, kRowBudget, ctx.full_reference());
+  std::vector<int64_t> slots;
+  for (int64_t t : c.rows)
+    for (int64_t s : r.slots_of_row(t)) slots.push_back(s);
+  c.vals = r.evaluate(slots, true);
+  // Experts for the weight gradients: evenly spaced within the budget, plus every expert without blocks
+  // (its gradients must stay exactly zero).
+  double expert_cost = 0;
+  for (int64_t e = 0; e < p.E; ++e) expert_cost += r.expert_flops(e);
+  std::set<int64_t> ex;
+  for (int64_t e : moe::sample_groups(p.E, 1, expert_cost, kExpertBudget, ctx.full_reference())) ex.insert(e);
+  for (int64_t e = 0; e < p.E; ++e)
+    if (r.blocks_of_expert(e).empty()) ex.insert(e);
+  c.experts.assign(ex.begin(), ex.end());
+  for (int64_t e : c.experts) {
+    auto& g = c.grads[e];
+    r.expert_grads(e, g[0], g[1], p.bias ? &g[2] : nullptr, p.bias ? &g[3] : nullptr);
+  }
+}
+
+run::CheckResult result(const std::string& name, const tensor::HostTensor& out,
+                        const ref::MetricsAccumulator& e, const ref::MetricsAccumulator& q, int64_t compared,
+                        int64_t total) {
+  return tolerance_result(name, out, e.finish(moe::kMoeTolerance.atol_factor),
+                          q.finish(moe::kMoeTolerance.atol_factor), true, moe::kMoeTolerance, compared,
+                          total);
+}
+
+OutputCheck dx_check(const BwdParams& p, std::shared_ptr<RefCache> cache) {
+  OutputCheck c;
+  c.output = "hidden_states_grad";
+  c.reference_flops = kRowBudget + kExpertBudget;
+  c.run = [p, cache](const CheckContext& ctx) {
+    evaluate(*cache, p, ctx);
+    const tensor::HostTensor& out = ctx.output("hidden_states_grad");
+    ref::MetricsAccumulator e, q;
+    std::vector<double> ex(static_cast<size_t>(p.H)), kq(static_cast<size_t>(p.H));
+    std::vector<float> k(static_cast<size_t>(p.H));
+    for (int64_t r : cache->rows) {
+      cache->ref->dx_row(r, cache->vals, ex.data(), kq.data());
+      for (int64_t h = 0; h < p.H; ++h) k[h] = out.value(r * p.H + h);
+      e.add(k.data(), ex.data(), p.H);
+      q.add(k.data(), kq.data(), p.H);
+    }
+    return result("hidden_states_grad", out, e, q, static_cast<int64_t>(cache->rows.size()), p.T);
+  };
+  return c;
+}
+
+OutputCheck dea_check(const BwdParams& p, std::shared_ptr<RefCache> cache) {
+  OutputCheck c;
+  c.output = "expert_affinities_masked_grad";
+  c.run = [p, cache](const CheckContext& ctx) {
+    evaluate(*cache, p, ctx);
+    const tensor::HostTensor& out = ctx.output("expert_affinities_masked_grad");
+    const int64_t E = p.E;
+    ref::MetricsAccumulator e, q;
+    std::vector<double> ex(static_cast<size_t>(E)), kq(static_cast<size_t>(E));
+    std::vector<float> k(static_cast<size_t>(E));
+    for (int64_t t : cache->rows) {
+      std::fill(ex.begin(), ex.end(), 0.0);
+      std::fill(kq.begin(), kq.end(), 0.0);
+      for (int64_t s : cache->ref->slots_of_row(t)) {
+        const auto& v = cache->vals.at(s);
+        ex[cache->ref->expert(s)] = v[0].dea;
+        kq[cache->ref->expert(s)] = v[1].dea;
+      }
+      for (int64_t x = 0; x < E; ++x) k[x] = out.value(t * E + x);
+      e.add(k.data(), ex.data(), E);
+      q.add(k.data(), kq.data(), E);
+    }
+    return result("expert_affinities_masked_grad", out, e, q, static_cast<int64_t>(cache->rows.size()), p.T);
+  };
+  return c;
+}
+
+OutputCheck weight_check(const BwdParams& p, std::shared_ptr<RefCache> cache, const std::string& name,
+                         int w) {
+  OutputCheck c;
+  c.output = name;
+  c.run = [p, cache, name, w](const CheckContext& ctx) {
+    evaluate(*cache, p, ctx);
+    const tensor::HostTensor& out = ctx.output(name);
+    const int64_t sizes[4] = {2 * p.I_TP * p.H, p.I_TP * p.H, 2 * p.I_TP,
+                              p.H};  // [H, 2I], [I, H], [2, I], [H]
+    const int64_t n = sizes[w];
+    ref::MetricsAccumulator e, q;
+    std::vector<float> k(static_cast<size_t>(n));
+    for (int64_t x : cache->experts) {
+      const auto& g = cache->grads.at(x)[w];
+      for (int64_t i = 0; i < n; ++i) k[i] = out.value(x * n + i);
+      e.add(k.data(), g[0].data(), n);
+      q.add(k.data(), g[1].data(), n);
+    }
+    return result(name, out, e, q, static_cast<int64_t>(cache->experts.size()), p.E);
+  };
+  return c;
+}
+
+std::vector<OutputCheck> checks(const BwdParams& p) {
+  auto cache = std::make_shared<RefCache>();
+  std::vector<OutputCheck> v{dx_check(p, cache), dea_check(p, cache),
+                             weight_check(p, cache, "gate_up_proj_weight_grad", 0),
+                             weight_check(p, cache, "down_proj_weight_grad", 1)};
+  if (p.bias) {
+    v.push_back(weight_check(p, cache, "gate_and_up_proj_bias_grad", 2));
+    v.push_back(weight_check(p, cache, "down_proj_bias_grad", 3));
+  }
+  return v;
+}
+
+}  // namespace
+
+std::unique_ptr<KernelDef> blockwise_mm_bwd_mxfp8_kernel() {
+  KernelPackage<BwdParams> k;
+  k.name = "blockwise_mm_bwd_mxfp8";
+  k.doc =
+      "MXFP8 blockwise MoE backward on Trn3 (nkilib blockwise_mm_bwd_mxfp8): per block of block_size token "
+      "slots of one expert, from the forward's checkpoints: Phase 1 dY W_down^T and the SwiGLU backward "
+      "(AFFINITY_ON_I, the affinity gradient), Phase 2 the hidden-states gradient scattered by "
+      "read-modify-write, Phases 3 and 4 the gate/up and down weight gradients read-modify-written at the "
+      "block's expert. SHARD_ON_FREE over the LNC2 pair";
+  k.cores = [](const BwdParams& p) { return p.cores(); };
+  k.cores_param = "run_with_lnc2";
+  k.build = [](const BwdParams& p, const BuildOptions& options) {
+    const moe::BwdPlan f = moe::plan_bwd(p, options.limits);
+    BuildOptions o = options;
+    o.num_programs = f.cores;
+    return build_program([&](Kernel& kc) { moe::emit_bwd(kc, p, f); }, o);
+  };
+  k.useful_flops = [](const BwdParams& p) {
+    return static_cast<double>(p.T) * static_cast<double>(p.top_k) * 12.0 * static_cast<double>(p.H) *
+           static_cast<double>(p.I_TP);
+  };
+  k.checks = checks;
+  k.recipes.push_back(make_recipe<BwdParams, moe::RoutingArgs>(
+      "routing", moe::kRoutingDoc, [](const BwdParams&) { return moe::routing_outputs(); }, nullptr,
+      [](const BwdParams& p, const moe::RoutingArgs& a, RecipeIO& io) {
+        moe::routing_recipe(routing_shape(p), a, io);
+      }));
+  k.recipes.push_back(make_recipe<BwdParams, CheckpointArgs>(
+      "checkpoints",
+      "the activation checkpoints checkpoint_config names, as blockwise_mm_fwd_mxfp8 writes them, computed "
+      "on the host from hidden_states, gate_up_proj_weight, the routing and the affinities (gate/up GEMMs "
+      "with MX-quantized operands, clamps, SiLU, the roundings of the forward kernel)",
+      checkpoint_names,
+      [](const BwdParams& p) {
+        std::vector<std::string> v{"hidden_states", "gate_up_proj_weight", "token_position_to_id",
+                                   "block_to_expert", "expert_affinities_masked"};
+        if (p.num_valid_tokens) v.push_back("num_valid_tokens");
+        return v;
+      },
+      checkpoint_recipe));
+  k.input_stats = stats;
+  k.check_inputs = [](const BwdParams& p, const Tensors& in) {
+    moe::check_routing_inputs(routing_shape(p), in);
+  };
+  return make_kernel(std::move(k));
+}
+
+}  // namespace trnsim::kernels

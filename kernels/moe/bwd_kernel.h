@@ -1,0 +1,82 @@
+// The instruction streams of blockwise_mm_bwd_mxfp8 (aws-neuron/nki-library experimental/moe_mxfp8/bwd/
+// bwmm_bwd_dropless_mxfp8.py), on the MXFP8 pipeline (kernels/lib/mxfp8/). Both cores walk all N blocks in
+// order (SHARD_ON_FREE: core c owns rows [c I/2, (c+1) I/2) of I in Phase 1 and columns [c H/2, (c+1) H/2)
+// of H in Phases 2-4; one core owns everything). Per block b with expert e:
+//
+//   gather    token indices (one DMA into [128, B/128]); affinity offsets t*E + e (FP32 ALU), kept for the
+//             whole run; the affinities gathered and broadcast to [128, B]; the block's dY rows gathered
+//             into a per-core HBM scratch [B, H] (and the hidden rows too when gate/up are recomputed).
+//   P0        only without gate_up_proj_act_checkpoint_T: G^T, U^T = W_gate[e]^T-slices x X^T [I/2, B] (the
+//             forward's gate/up GEMMs, the weight slices of expert e stationary, read K-by-F), clamped and
+//             cast into a per-core scratch in the checkpoint's layout.
+//   P1        d_int^T [I/2, B] = W_down[e] dY^T (contraction H; the down weight of expert e stationary, moved
+//             by a scalar_offset holding e). Per finished [128 (i), tokens] tile, with gate/up from the
+//             checkpoint (already [I, B]: no transposes): sig = sigmoid(gate), silu = gate sig, inter = silu
+//             up, the affinity-gradient partial += d_int inter (unscaled, FP32), d_int *= affinity
+//             (AFFINITY_ON_I), d_up = d_int silu, d_gate = d_int silu' up with silu' = sig (1 + gate (1 -
+//             sig)), both masked by the strict clamp limits; d_gate_up^T [2I, B] and the scaled intermediate
+//             inter x affinity [I, B] stored in bfloat16 to scratch shared by the cores. After the GEMM the
+//             partial is summed over partitions on the PE (ones x partial) into one FP32 column per
+//             128-token tile. LNC2: core_barrier on the shared scratch.
+//   P2        dX [B, H/2] = d_gate_up W_gu[e]^T (contraction 2I: the gate and up products fused), d_gate_up^T
+//             K-by-F (resident in SBUF when it fits, else read from the scratch), added to hidden_states_grad
+//             rows by read-modify-write (accumulate_hidden_states_grad) or scattered.
+//   P3        dW_gu[e] [H/2, 2I] += X^T d_gate_up (contraction over the block's tokens: X rows gathered
+//             K-by-F straight from hidden_states, d_gate_up^T F-by-K from the scratch), read-modify-written
+//             into gate_up_proj_weight_grad [E, H, 2, I] at expert e (scalar_offset).
+//   P4        dW_down[e] [I, H/2] += S^T dY (S the scaled intermediate: its checkpoint when given, else
+//             Phase 1's), read-modify-written into down_proj_weight_grad [E, I, H].
+// single_expert_dense (E = 1): block b's slots are tokens [b B, (b + 1) B) (an iota, no routing tensors);
+// with num_valid_tokens the slots from the count on become -1 and are skipped like padding, so the rows past
+// the count are never computed (nkilib: undefined). The simulator has no dynamic loop: the blocks past the
+// count still run, with every slot skipped, so the simulated time does not show nkilib's early exit. Dense
+// mode zeroes the weight gradients and accumulates (nkilib overwrites on block 0: the same values, as
+// bfloat16(0 + x) = bfloat16(x), for one more read per block 0).
+// With bias, Phase 1 also sums the bfloat16 d_gate and d_up of each tile over its tokens (tensor_reduce) into
+// the block's gate/up bias gradient, and after the GEMM the PE sums affinity x dY over the block's slots into
+// the down bias gradient; both are read-modify-written at expert e (nkilib: the same sums).
+// Setup zeroes each core's part of every gradient (skip_grad_initialization: not) and loads block_to_expert.
+// After the loop the cores swap their affinity-gradient partials (sendrecv), add them, and each scatters
+// its half of the 128-token tiles into expert_affinities_masked_grad at t*E + e.
+//
+// Deviations from nkilib, same data movement class and numerics: the Phase 1 GEMM runs transposed (weights
+// stationary) so its tiles meet the checkpoint's [I, B] layout without PE transposes; Phases 3 and 4 choose
+// M and N so their results land in the weight gradients' own orientation (no 128 x 128 PE transposes
+// before the read-modify-write); the block's X and dY rows for Phases 3/4 are gathered straight into
+// the pipeline's K-by-F staging instead of transposed scratch copies.
+//
+// Errors: InputError "kernel 'blockwise_mm_bwd_mxfp8': ..." naming the parameter and the reason.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kernels/api/kernel.h"
+#include "kernels/lib/mxfp8/plan.h"
+#include "kernels/moe/bwd_params.h"
+
+namespace trnsim::kernels::moe {
+
+inline constexpr const char* kBwdName = "kernel 'blockwise_mm_bwd_mxfp8'";
+
+struct BwdPlan {
+  int64_t T = 0, rows = 0, H = 0, I = 0, E = 0, B = 0, N = 0;
+  int cores = 1;
+  int64_t Hc = 0, Ic = 0;    // H and I per core
+  bool recompute = false;    // gate/up recomputed (no gate_up_proj_act_checkpoint_T)
+  bool dense = false;        // single_expert_dense: one expert, block b = tokens [b B, (b + 1) B)
+  bool dgu_resident = true;  // Phase 2 reads d_gate_up^T from SBUF
+  int64_t chunk = 0;         // token columns per Phase 1 epilogue step
+  int64_t wchunk = 0;        // columns per weight-gradient read-modify-write
+  mxfp8::MatmulSpec p0, p1, p2, p3, p4;
+  mxfp8::Plan p0_plan, p1_plan, p2_plan, p3_plan, p4_plan;
+  int64_t reserved_sbuf = 0;  // bytes per partition
+};
+
+// Validates the parameters (InputError naming the parameter and the reason) and plans the phases.
+BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits);
+
+// The kernel function of one core.
+void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& plan);
+
+}  // namespace trnsim::kernels::moe

@@ -1,0 +1,100 @@
+#include "kernels/moe/bwd_params.h"
+
+#include "kernels/moe/routing.h"
+
+namespace trnsim::kernels::moe {
+
+void BwdParams::describe(Schema<BwdParams>& s) {
+  s.dim(&BwdParams::T, "T", "tokens (rows of hidden_states, plus the zero row T when padding is T)");
+  s.dim(&BwdParams::H, "H", "hidden size (a multiple of 256 on two cores, of 128 on one)");
+  s.dim(&BwdParams::I_TP, "I_TP",
+        "intermediate size per tensor-parallel rank (a multiple of 256 on two cores)");
+  s.dim(&BwdParams::E, "E", "experts");
+  s.add(&BwdParams::top_k, "top_k",
+        "experts per token: sets N (unless num_blocks is given) and the routing recipe's top-k", 1)
+      .range(1, 1 << 16);
+  s.add(&BwdParams::num_blocks, "num_blocks",
+        "N, blocks in token_position_to_id; null: ceil((T*top_k - (E-1)) / B) + E - 1")
+      .range(1, 1 << 20);
+  s.add(&BwdParams::block_size, "block_size", "B, tokens per block: 128, 256, 512, 1024, 2048 or 4096")
+      .range(1, 1 << 20);
+  s.choice(&BwdParams::fp8, "fp8_x4_dtype",
+           "MXFP8 element type of the quantized operands (nkilib: E5M2 works but is untested)",
+           {{"float8_e4m3fn_x4", num::Fp8Format::E4M3FN}, {"float8_e5m2_x4", num::Fp8Format::E5M2}},
+           num::Fp8Format::E4M3FN);
+  s.choice(&BwdParams::compute_dtype, "compute_dtype",
+           "dtype of the checkpoints and the gradient intermediates (nkilib asserts bfloat16: DGT does not "
+           "transpose FP32)",
+           {{"bfloat16", isa::DType::BF16}}, isa::DType::BF16);
+  s.add(&BwdParams::run_with_lnc2, "run_with_lnc2",
+        "both physical cores (SHARD_ON_FREE: each core takes half of every matmul's free dim); false: one "
+        "core",
+        true);
+  s.choice(&BwdParams::shard_option, "shard_option",
+           "LNC2 sharding: half of I in Phase 1, half of H in Phases 2-4, the affinity-gradient partials "
+           "swapped by sendrecv (nkilib asserts SHARD_ON_HIDDEN out)",
+           {{"SHARD_ON_FREE", BwdShard::OnFree}}, BwdShard::OnFree);
+  s.choice(&BwdParams::affinity_option, "affinity_option",
+           "where the forward multiplied the affinity: the intermediate (nkilib's MXFP8 kernels)",
+           {{"AFFINITY_ON_I", BwdAffinity::OnI}}, BwdAffinity::OnI);
+  s.object(&BwdParams::phase1_config, "phase1_config",
+           "tiling of Phase 1, computed transposed: M = I_TP per core (down weight rows, stationary), K = H, "
+           "N = block_size (dY rows, moving); null fields auto");
+  s.object(&BwdParams::phase2_config, "phase2_config",
+           "tiling of Phase 2: M = block_size (d_gate_up), K = 2*I_TP, N = H per core (gate/up weights)");
+  s.object(&BwdParams::phase3_config, "phase3_config",
+           "tiling of Phase 3: M = H per core (hidden rows), K = block_size, N = 2*I_TP (d_gate_up)");
+  s.object(&BwdParams::phase4_config, "phase4_config",
+           "tiling of Phase 4: M = I_TP (scaled intermediate), K = block_size, N = H per core (dY rows)");
+  s.add(&BwdParams::use_scale_packing, "use_scale_packing",
+        "4 consecutive K tiles share one scale tile at offsets 0/4/8/12 (every phase)", true);
+  s.add(&BwdParams::spill_reload, "spill_reload",
+        "write quantized blocks to an HBM scratch when first produced and reload them instead of "
+        "re-quantizing (every phase; nkilib Gen3 default)",
+        true);
+  s.add(&BwdParams::accumulate_hidden_states_grad, "accumulate_hidden_states_grad",
+        "Phase 2 adds each block's rows to hidden_states_grad (read-modify-write; needed for top_k > 1); "
+        "false: overwrites",
+        true);
+  s.add(&BwdParams::skip_grad_initialization, "skip_grad_initialization",
+        "do not zero the gradient outputs first: they must hold zeros (or the gradients to add to) already",
+        false);
+  s.add(&BwdParams::single_expert_dense, "single_expert_dense",
+        "one expert (E = 1, top_k 1), contiguous token blocks (T % B == 0), no routing tensors (dummies [1] "
+        "and "
+        "[1, 1]); needs accumulate_hidden_states_grad = false",
+        false);
+  s.add(&BwdParams::num_valid_tokens, "num_valid_tokens",
+        "input num_valid_tokens [1] int32 gives the tokens to process (single_expert_dense only): the slots "
+        "from the count on are skipped and the gradient rows past it are left undefined",
+        false);
+  s.object(&BwdParams::clamp_limits, "clamp_limits",
+           "the forward's gate/up clamps: the gradients are masked to the strict limits");
+  s.object(&BwdParams::skip_dma, "skip_dma", "padding of token_position_to_id (nkilib SkipMode)");
+  s.add(&BwdParams::bias, "bias",
+        "the layer has biases: outputs gate_and_up_proj_bias_grad [E, 2, I_TP] (the sum of d_gate_up over an "
+        "expert's tokens) and down_proj_bias_grad [E, H] (the sum of affinity x dY), in compute_dtype; needs "
+        "the "
+        "gate/up checkpoint (the bias values are not inputs)",
+        false);
+  s.choice(&BwdParams::phase3_transpose_mode, "phase3_transpose_mode",
+           "how nkilib's Phase 3 transposes its operands: NC (the PE) or DMA; accepted, no effect here (this "
+           "kernel's Phase 3 reads d_gate_up^T by DGT and gathers the hidden rows K-by-F: no transposes)",
+           {{"NC", TransposeMode::NC}, {"DMA", TransposeMode::DMA}}, TransposeMode::NC);
+  s.choice(&BwdParams::phase4_transpose_mode, "phase4_transpose_mode",
+           "how nkilib's Phase 4 transposes its operands: NC (the PE) or DMA; accepted, no effect here (the "
+           "scaled intermediate is read by DGT, the dY rows gathered K-by-F)",
+           {{"NC", TransposeMode::NC}, {"DMA", TransposeMode::DMA}}, TransposeMode::NC);
+  s.object(&BwdParams::checkpoint_config, "checkpoint_config",
+           "which activation checkpoints the forward saved (inputs of the backward): save_gate_up_proj_act "
+           "(gate_up_proj_act_checkpoint_T; absent: recomputed from hidden_states), save_scaled_intermediate "
+           "(scaled_intermediate_checkpoint_T; absent: Phase 1's), save_gate_act, save_intermediate");
+}
+
+int64_t BwdParams::N() const {
+  if (num_blocks) return *num_blocks;
+  if (single_expert_dense) return (T + block_size - 1) / block_size;
+  return block_count(T, top_k, E, block_size);
+}
+
+}  // namespace trnsim::kernels::moe

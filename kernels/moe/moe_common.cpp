@@ -1,0 +1,179 @@
+#include "kernels/moe/moe_common.h"
+
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/api/nki.h"
+#include "kernels/lib/mxfp8/layout.h"
+#include "kernels/moe/routing.h"
+#include "sim/numerics/scale_layout.h"
+
+namespace trnsim::kernels::moe {
+
+void RoutingArgs::describe(Schema<RoutingArgs>& s) {
+  s.add(&RoutingArgs::seed, "seed", "seed of the router logits").at_least(0);
+  s.add(&RoutingArgs::zipf, "zipf",
+        "expert popularity skew: expert e is a token's first choice with probability proportional to "
+        "1/(e+1)^zipf (0: uniform)",
+        0.0)
+      .range(0, 64);
+  s.add(&RoutingArgs::renormalize, "renormalize",
+        "affinities are the top-k softmax probabilities renormalised to sum to 1 per token (false: the "
+        "softmax probabilities over all experts)",
+        true);
+}
+
+void routing_recipe(const RoutingShape& rs, const RoutingArgs& a, RecipeIO& io) {
+  tensor::HostTensor& tp = io.output("token_position_to_id");
+  tensor::HostTensor& be = io.output("block_to_expert");
+  tensor::HostTensor& ea = io.output("expert_affinities_masked");
+  const int64_t T = rs.T, E = rs.E, K = rs.top_k;
+  const TopK r =
+      route_topk(router_logits(static_cast<uint64_t>(a.seed), T, E, a.zipf), T, E, K, a.renormalize);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < K; ++k)
+      ea.set(t * E + r.experts[t * K + k], static_cast<float>(r.affinities[t * K + k]));
+  if (!rs.indirect) return;  // the routing tensors are unused dummies
+  const Blocks b = form_blocks(r.experts, T, E, K, rs.B, rs.N, rs.pad);
+  for (size_t i = 0; i < b.token_position_to_id.size(); ++i)
+    tp.set_int(static_cast<int64_t>(i), b.token_position_to_id[i]);
+  for (size_t i = 0; i < b.block_to_expert.size(); ++i)
+    be.set_int(static_cast<int64_t>(i), b.block_to_expert[i]);
+}
+
+std::vector<int32_t> int_values(const tensor::HostTensor& t) {
+  std::vector<int32_t> v(static_cast<size_t>(t.elements()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(t.int_value(static_cast<int64_t>(i)));
+  return v;
+}
+
+void check_routing_inputs(const RoutingShape& r, const Tensors& in) {
+  if (!r.indirect) return;
+  const auto tp = int_values(in.at("token_position_to_id")), be = int_values(in.at("block_to_expert"));
+  validate_routing({&tp, &be, r.T, r.E, r.B, r.N, r.pad});
+}
+
+std::vector<KernelStat> routing_kernel_stats(const RoutingShape& rs, const Tensors& in) {
+  std::vector<KernelStat> s;
+  if (!rs.indirect) return s;
+  const auto tp = int_values(in.at("token_position_to_id")), be = int_values(in.at("block_to_expert"));
+  const RoutingStats r = routing_stats({&tp, &be, rs.T, rs.E, rs.B, rs.N, rs.pad});
+  const double slots = static_cast<double>(rs.N * rs.B);
+  s.push_back({"tokens_per_expert_min", static_cast<double>(r.tokens_min), "count",
+               "fewest (token, expert) pairs routed to one expert"});
+  s.push_back({"tokens_per_expert_mean", r.tokens_mean, "count", "(token, expert) pairs per expert"});
+  s.push_back({"tokens_per_expert_max", static_cast<double>(r.tokens_max), "count",
+               "most (token, expert) pairs routed to one expert"});
+  s.push_back({"experts_without_tokens", static_cast<double>(r.experts_without_tokens), "count",
+               "experts no token is routed to (their weights are never read)"});
+  s.push_back({"padding_fraction", 100.0 * static_cast<double>(r.padding_slots) / slots, "%",
+               "slots of the N blocks that hold the padding value (computed, contribute nothing)"});
+  s.push_back({"padding_only_blocks", static_cast<double>(r.padding_only_blocks), "count",
+               "blocks without any token (still processed, as nkilib does)"});
+  return s;
+}
+
+std::vector<int64_t> sample_groups(int64_t total, int64_t group, double cost_all, double budget, bool full) {
+  int64_t stride = 1;
+  const int64_t groups = (total + group - 1) / group;
+  if (!full && cost_all > budget)
+    stride = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(cost_all / budget)), 1,
+                                 std::max<int64_t>(1, groups));
+  std::vector<int64_t> v;
+  for (int64_t g = 0; g < groups; g += stride)
+    for (int64_t i = g * group; i < std::min(total, (g + 1) * group); ++i) v.push_back(i);
+  return v;
+}
+
+float bf16_at(const tensor::HostTensor& t, int64_t i) {
+  uint16_t v;
+  std::memcpy(&v, t.bytes.data() + 2 * i, 2);
+  return num::bf16_to_f32(v);
+}
+
+double round_to(double x, isa::DType dt) {
+  if (dt == isa::DType::F32) return static_cast<double>(static_cast<float>(x));
+  return static_cast<double>(num::bf16_to_f32(num::f32_to_bf16(static_cast<float>(x))));
+}
+
+double silu(double x) {
+  return x / (1.0 + std::exp(-x));
+}
+
+void gemm_nt(const std::vector<double>& a, const std::vector<double>& b, int64_t n, int64_t c, int64_t K,
+             std::vector<double>& out) {
+  out.assign(static_cast<size_t>(n * c), 0.0);
+  if (n == 0 || c == 0) return;
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(c),
+              static_cast<int>(K), 1.0, a.data(), static_cast<int>(K), b.data(), static_cast<int>(K), 0.0,
+              out.data(), static_cast<int>(c));
+}
+
+std::vector<double> as_f64(const std::vector<float>& v, int64_t rows, int64_t K, bool quantize,
+                           num::Fp8Format fmt) {
+  if (rows == 0) return {};
+  const ref::Operand o{v.data(), rows, K, ref::Contract::Cols};
+  if (quantize) return ref::mx_fake_quantize(o, {fmt, num::ScaleRule::Trn3, num::QuantScheme::WrapX});
+  return ref::to_f64(o);
+}
+
+void dequantize_x4(const uint8_t* data, const uint8_t* tile, int64_t K, int64_t F, bool packed,
+                   num::Fp8Format fmt, std::vector<float>& out) {
+  std::vector<uint8_t> compact(static_cast<size_t>(K / 32 * F));
+  num::scales_from_trainium(tile, K, F, packed, 0, compact.data());
+  out.resize(static_cast<size_t>(K * F));
+  for (int64_t k = 0; k < K; ++k) {
+    const num::SwizzlePos sp = num::swizzle_pos(k, 0, K, F, num::QuantScheme::WrapX);
+    const int64_t g = num::mx_group_row(k, K, num::QuantScheme::WrapX);
+    for (int64_t f = 0; f < F; ++f) {
+      const uint8_t byte = data[sp.partition * 4 * F + sp.free + 4 * f];
+      out[f * K + k] = num::fp8_to_f32(byte, fmt) * num::e8m0_to_f32(compact[g * F + f]);
+    }
+  }
+}
+
+void unswizzle_bf16(const uint8_t* bytes, int64_t K, int64_t F, std::vector<float>& out) {
+  std::vector<uint16_t> in(static_cast<size_t>(K * F)), kf(static_cast<size_t>(K * F));
+  std::memcpy(in.data(), bytes, in.size() * 2);
+  num::unswizzle(in.data(), K, F, num::QuantScheme::WrapX, kf.data());
+  out.resize(static_cast<size_t>(K * F));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t f = 0; f < F; ++f) out[f * K + k] = num::bf16_to_f32(kf[k * F + f]);
+}
+
+int64_t tile_bytes(int64_t free, isa::DType dtype) {
+  return mxfp8::round_up(free * isa::dtype_size(dtype), 64);
+}
+
+View element(const View& row, int64_t b) {
+  return row(S(0, 1), S(b, b + 1));
+}
+
+void broadcast_rows(Kernel& k, const View& dst, const View& row, const View& ones) {
+  View ps = k.psum({128, 512}, isa::DType::F32, "moe_bcast");
+  const int64_t n = row.free_elements();
+  for (int64_t j = 0; j < n; j += 512) {
+    const int64_t w = std::min<int64_t>(512, n - j);
+    nki::nc_matmul(ps(all, S(0, w)), ones, row(all, S(j, j + w)));
+    nki::tensor_copy(dst(all, S(j, j + w)), ps(all, S(0, w)), isa::Engine::ACT);
+  }
+}
+
+void zero_rows(Kernel& k, const View& dst, int64_t rows, int64_t H, int64_t chunk) {
+  View z = k.sbuf({128, chunk}, isa::DType::BF16, "moe_zeros");
+  nki::memset(z, 0.0, isa::Engine::POOL);
+  const int64_t full = rows / 128;
+  for (int64_t c = 0; c < H; c += chunk) {
+    const int64_t w = std::min(chunk, H - c);
+    if (full > 0)
+      nki::dma_copy(dst(S(0, full * 128), S(c, c + w)).reshape({full, 128, w}).permute({1, 0, 2}),
+                    z(all, S(0, w)).reshape({128, 1, w}).broadcast(1, full));
+    if (rows % 128) nki::dma_copy(dst(S(full * 128, rows), S(c, c + w)), z(S(0, rows % 128), S(0, w)));
+  }
+}
+
+}  // namespace trnsim::kernels::moe

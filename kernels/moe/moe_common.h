@@ -1,0 +1,99 @@
+// Pieces the blockwise MoE forward and backward packages share: the routing input recipe and its checks and
+// stats, the comparator of nkilib's MoE tests, the host helpers of both references, and device helpers of
+// both instruction streams.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/api/kernel.h"
+#include "kernels/api/package.h"
+#include "kernels/ref/matmul_ref.h"
+#include "sim/isa/instruction.h"
+#include "sim/numerics/float_formats.h"
+#include "sim/tensor/host_tensor.h"
+
+namespace trnsim::kernels::moe {
+
+// --- Routing (an input recipe shared by both kernels).
+
+// Arguments of the routing recipe.
+struct RoutingArgs {
+  int64_t seed = 0;
+  double zipf = 0.0;
+  bool renormalize = true;
+  static void describe(Schema<RoutingArgs>& s);
+};
+
+// What the recipe needs of a kernel's parameters. `indirect` false: one expert, tokens in block order (the
+// routing tensors are unused dummies; only the affinities are made).
+struct RoutingShape {
+  int64_t T = 0, E = 0, top_k = 1, B = 0, N = 0;
+  int32_t pad = -1;
+  bool indirect = true;
+};
+
+// Fills token_position_to_id, block_to_expert and expert_affinities_masked of `io`.
+void routing_recipe(const RoutingShape& r, const RoutingArgs& a, RecipeIO& io);
+inline const char* kRoutingDoc =
+    "top-k routing of T tokens over E experts (router logits with a Zipf expert skew, softmax, top-k with "
+    "ties to the lower id) into token_position_to_id, block_to_expert and expert_affinities_masked, blocks "
+    "formed as nkilib's MoE tests form them; padding -1 or T as skip_dma says";
+inline std::vector<std::string> routing_outputs() {
+  return {"token_position_to_id", "block_to_expert", "expert_affinities_masked"};
+}
+
+// The integer values of an int tensor.
+std::vector<int32_t> int_values(const tensor::HostTensor& t);
+// validate_routing on the kernel inputs (nothing when !indirect).
+void check_routing_inputs(const RoutingShape& r, const Tensors& in);
+// Tokens per expert, padding fraction, padding-only blocks (none when !indirect).
+std::vector<KernelStat> routing_kernel_stats(const RoutingShape& r, const Tensors& in);
+
+// --- Checks.
+
+// nkilib's MXFP8 MoE comparator (test/integration/.../moe_mxfp8/mxfp8_moe_validated_common.py, used by the
+// forward and backward suites): allclose with atol = 0.5 max|golden| and rtol 1e-3, cosine >= 0.99,
+// normalized Euclidean distance <= 0.70 against the exact reference. The rel L2 bound against the kernel's
+// emulated numerics stays the tight one (the output dtype's default bound).
+inline const Tolerance kMoeTolerance{.atol_factor = 0.5,
+                                     .rtol = 1e-3,
+                                     .min_cosine = 0.99,
+                                     .max_norm_euclidean = 0.70,
+                                     .max_rel_l2_vs_quantized = std::nullopt};
+
+// Evenly spaced groups of `group` items out of `total`, so that their cost stays within `budget` (all of them
+// with `full` or when they fit).
+std::vector<int64_t> sample_groups(int64_t total, int64_t group, double cost_all, double budget, bool full);
+
+// --- Host numerics of the references.
+
+float bf16_at(const tensor::HostTensor& t, int64_t i);
+double round_to(double x, isa::DType dt);  // to FP32 or BF16 (round to nearest even)
+double silu(double x);
+// out[n, c] = a[n, K] b[c, K]^T, all row-major FP64 (OpenBLAS).
+void gemm_nt(const std::vector<double>& a, const std::vector<double>& b, int64_t n, int64_t c, int64_t K,
+             std::vector<double>& out);
+// Rows [rows, K] of floats as FP64, exact or MX-quantized along K (trn3 scale rule, wrapX).
+std::vector<double> as_f64(const std::vector<float>& v, int64_t rows, int64_t K, bool quantize,
+                           num::Fp8Format fmt);
+// Logical [K, F] values of x4 data [K/4, F] with their Trainium scales tile (unpacked [K/4, F] or packed):
+// out[f * K + k], i.e. [F, K] row-major.
+void dequantize_x4(const uint8_t* data, const uint8_t* tile, int64_t K, int64_t F, bool packed,
+                   num::Fp8Format fmt, std::vector<float>& out);
+// Logical [F, K] BF16 values of a pre-swizzled [K/4, 4F] array.
+void unswizzle_bf16(const uint8_t* bytes, int64_t K, int64_t F, std::vector<float>& out);
+
+// --- Device helpers.
+
+// Bytes per partition of an SBUF tile with `free` elements of `dtype` (the allocator's 64-byte granule).
+int64_t tile_bytes(int64_t free, isa::DType dtype);
+// The [1, 1] element b of an SBUF row [1, n].
+View element(const View& row, int64_t b);
+// dst [128, n] FP32 = row [1, n] broadcast to every partition (the PE: ones^T x row), in 512-column pieces.
+void broadcast_rows(Kernel& k, const View& dst, const View& row, const View& ones);
+// Zeroes rows [0, rows) of an HBM [rows, H] tensor from a zeroed SBUF tile, 128 rows per DMA step.
+void zero_rows(Kernel& k, const View& dst, int64_t rows, int64_t H, int64_t chunk);
+
+}  // namespace trnsim::kernels::moe
