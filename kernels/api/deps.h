@@ -62,6 +62,12 @@ class RegionTracker {
   // such rows, so an access spanning a row visits a few buckets, not hundreds. Chunking only decides which
   // records an access looks at; the overlap tests are exact, so the events found do not depend on it.
   void set_chunks(uint32_t space, int64_t rows, int64_t bytes);
+  int64_t row_chunk(uint32_t space) const {
+    return space < row_chunks_.size() && row_chunks_[space] > 0 ? row_chunks_[space] : row_chunk_;
+  }
+  int64_t byte_chunk(uint32_t space) const {
+    return space < byte_chunks_.size() && byte_chunks_[space] > 0 ? byte_chunks_[space] : byte_chunk_;
+  }
 
   // Appends to `deps` the events an access of `r` in space `space` must wait for: for a read the overlapping
   // writes (RAW), for a write the overlapping writes and reads (WAW, WAR). Does not record the access.
@@ -95,13 +101,6 @@ class RegionTracker {
   };
   template <class F>
   void for_chunks(uint32_t space, const Rect& r, F&& f) const;
-
-  int64_t row_chunk(uint32_t space) const {
-    return space < row_chunks_.size() && row_chunks_[space] > 0 ? row_chunks_[space] : row_chunk_;
-  }
-  int64_t byte_chunk(uint32_t space) const {
-    return space < byte_chunks_.size() && byte_chunks_[space] > 0 ? byte_chunks_[space] : byte_chunk_;
-  }
 
   int64_t row_chunk_;
   int64_t byte_chunk_;

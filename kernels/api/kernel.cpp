@@ -141,7 +141,7 @@ void Kernel::track_rows_together(const View& t) {
   if (t.space() != isa::MemSpace::HBM)
     throw InputError(fmt::format("track_rows_together: {} is not in HBM", t.describe()));
   const auto& shape = shared_.program.tensors.at(t.tensor()).shape;
-  hbm_deps_.set_row_chunk(t.tensor(), shape.empty() ? 1 : shape[0]);
+  hbm_deps_.set_chunks(t.tensor(), shape.empty() ? 1 : shape[0], hbm_deps_.byte_chunk(t.tensor()));
 }
 
 View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<int64_t>& shape, int kind,

@@ -32,7 +32,7 @@ TEST_CASE("scalar_offset deps: a moved read waits for writes to the same in-row 
           View r = k.sbuf({2, 8}, isa::DType::F32, "r");
           nki::memset(t, 1.0);
           nki::memset(e, 2.0);
-          nki::dma_copy(w(2, S(2, 4), all), t);
+          nki::dma_copy(w(2, S(2, 4), all), t, {.engine = isa::Engine::SP});
           nki::dma_copy(r, w(0, S(read_rows, read_rows + 2), all),
                         {.engine = isa::Engine::ACT, .scalar_offset = e});
         },
@@ -59,7 +59,7 @@ TEST_CASE("scalar_offset deps: tracking a tensor's rows together keeps the same 
           View r = k.sbuf({2, 8}, isa::DType::F32, "r");
           nki::memset(t, 1.0);
           nki::memset(e, 2.0);
-          nki::dma_copy(w(2, S(2, 4), all), t);
+          nki::dma_copy(w(2, S(2, 4), all), t, {.engine = isa::Engine::SP});
           nki::dma_copy(r, w(0, S(read_rows, read_rows + 2), all),
                         {.engine = isa::Engine::ACT, .scalar_offset = e});
         },
