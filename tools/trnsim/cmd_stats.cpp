@@ -5,6 +5,8 @@
 // busiest N source lines), or the headline figures of two runs side by side with B/A ratios (before/after a
 // tuning change). A missing file, a file that is not JSON or not a trnsim stats.json is an InputError (exit
 // 1).
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -48,7 +50,8 @@ void add_stats_command(CLI::App& app) {
   cmd->add_option("files", opts->files, "stats.json (two with --compare)")->required();
   cmd->add_flag("--compare", opts->compare, "show two runs side by side with ratios B/A");
   cmd->add_option("--lines", opts->lines, "busiest source lines to show (default 10; stats.json holds 50)");
-  cmd->callback([opts] { stats_command(*opts); });
+  cmd->callback(
+      [opts] { on_file(fmt::format("{}", fmt::join(opts->files, ", ")), [&] { stats_command(*opts); }); });
 }
 
 }  // namespace trnsim::cli
