@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <initializer_list>
 
 #include "sim/base/error.h"
+#include "sim/isa/opcodes.h"
 
 namespace trnsim::kernels::nki {
 namespace {
@@ -20,103 +22,125 @@ Kernel& owner_of(const char* op, const Loc& loc, std::initializer_list<const Vie
   return *k;
 }
 
-isa::Instruction make(isa::Opcode op, Engine engine, std::initializer_list<const View*> operands) {
-  isa::Instruction inst;
-  inst.op = op;
-  inst.engine = engine;
-  int slot = 0;
-  for (const View* v : operands) {
-    if (v->valid()) {
-      inst.ops[slot] = v->ap();
-      inst.nops = static_cast<uint8_t>(slot + 1);
+// One instruction being built: its operands in slot order (isa/opcodes.h), as access patterns in the
+// instruction and as views for the dependency tracker. emit() derives what the instruction reads and writes
+// from the opcode table's slot roles; an op sets only what the table cannot say (access()).
+class Op {
+ public:
+  Op(isa::Opcode op, Engine engine, std::initializer_list<const View*> operands) {
+    inst.op = op;
+    inst.engine = engine;
+    int slot = 0;
+    for (const View* v : operands) {
+      if (v->valid()) {
+        inst.ops[slot] = v->ap();
+        inst.nops = static_cast<uint8_t>(slot + 1);
+      }
+      access_[slot++].view = v;
     }
-    ++slot;
   }
-  return inst;
-}
 
-Access rd(const View& v) {
-  return Access{.view = &v, .write = false};
-}
-Access wr(const View& v) {
-  return Access{.view = &v, .write = true};
-}
+  isa::Instruction inst;
+
+  // How slot `slot` is tracked beyond its role (whole_rows, collect, as). The view is the operand given to
+  // the constructor; read or write comes from the table.
+  Access& access(int slot) { return access_[slot]; }
+
+  InstRef emit(Kernel& k, const Loc& loc, const std::vector<Event>& extra_waits = {}) {
+    std::vector<Access> acc = accesses();
+    return k.emit(std::move(inst), acc, loc, extra_waits);
+  }
+
+ private:
+  // Reads in slot order, then writes, then the reads of written slots a flag makes accumulate (dst += ...):
+  // the tracker records them in this order.
+  std::vector<Access> accesses() const {
+    const isa::OpcodeInfo& info = isa::opcode_info(inst.op);
+    std::vector<Access> acc;
+    for (int s = 0; s < info.num_slots; ++s)
+      if (!info.writes(s)) acc.push_back(with(s, false));
+    for (int s = 0; s < info.num_slots; ++s)
+      if (info.writes(s)) acc.push_back(with(s, true));
+    for (int s = 0; s < info.num_slots; ++s)
+      if (info.writes(s) && info.reads(inst, s)) acc.push_back(with(s, false));
+    return acc;
+  }
+  Access with(int slot, bool write) const {
+    Access a = access_[slot];
+    a.write = write;
+    return a;
+  }
+
+  std::array<Access, isa::kMaxOperands> access_{};
+};
 
 }  // namespace
 
 InstRef nc_matmul(const View& dst, const View& stationary, const View& moving, MatmulOpts opts, Loc loc) {
   Kernel& k = owner_of("nc_matmul", loc, {&dst, &stationary, &moving});
-  isa::Instruction inst = make(isa::Opcode::NcMatmul, Engine::PE, {&dst, &stationary, &moving});
-  if (opts.accumulate) inst.flags |= isa::kAccumulate;
-  if (opts.perf_mode == PerfMode::DoubleRow) inst.flags |= isa::kDoubleRow;
-  if (opts.is_transpose) inst.flags |= isa::kIsTranspose;
-  std::vector<Access> acc{rd(stationary), rd(moving), wr(dst)};
-  if (opts.accumulate) acc.push_back(rd(dst));
-  return k.emit(std::move(inst), acc, loc);
+  Op o(isa::Opcode::NcMatmul, Engine::PE, {&dst, &stationary, &moving});
+  if (opts.accumulate) o.inst.flags |= isa::kAccumulate;
+  if (opts.perf_mode == PerfMode::DoubleRow) o.inst.flags |= isa::kDoubleRow;
+  if (opts.is_transpose) o.inst.flags |= isa::kIsTranspose;
+  return o.emit(k, loc);
 }
 
 InstRef nc_matmul_mx(const View& dst, const View& stationary, const View& moving,
                      const View& stationary_scale, const View& moving_scale, MatmulMxOpts opts, Loc loc) {
   Kernel& k = owner_of("nc_matmul_mx", loc, {&dst, &stationary, &moving, &stationary_scale, &moving_scale});
-  isa::Instruction inst = make(isa::Opcode::NcMatmulMx, Engine::PE,
-                               {&dst, &stationary, &moving, &stationary_scale, &moving_scale});
-  if (opts.accumulate) inst.flags |= isa::kAccumulate;
-  inst.scale_offset = opts.stationary_scale_offset;
-  inst.moving_scale_offset = opts.moving_scale_offset;
-  std::vector<Access> acc{rd(stationary), rd(moving), rd(stationary_scale), rd(moving_scale), wr(dst)};
-  if (opts.accumulate) acc.push_back(rd(dst));
-  return k.emit(std::move(inst), acc, loc);
+  Op o(isa::Opcode::NcMatmulMx, Engine::PE, {&dst, &stationary, &moving, &stationary_scale, &moving_scale});
+  if (opts.accumulate) o.inst.flags |= isa::kAccumulate;
+  o.inst.scale_offset = opts.stationary_scale_offset;
+  o.inst.moving_scale_offset = opts.moving_scale_offset;
+  return o.emit(k, loc);
 }
 
 InstRef quantize_mx(const View& dst, const View& src, const View& dst_scale, uint8_t scale_offset, Loc loc) {
   Kernel& k = owner_of("quantize_mx", loc, {&dst, &src, &dst_scale});
-  isa::Instruction inst = make(isa::Opcode::QuantizeMx, Engine::DVE, {&dst, &src, &dst_scale});
-  inst.scale_offset = scale_offset;
-  return k.emit(std::move(inst), {rd(src), wr(dst), wr(dst_scale)}, loc);
+  Op o(isa::Opcode::QuantizeMx, Engine::DVE, {&dst, &src, &dst_scale});
+  o.inst.scale_offset = scale_offset;
+  return o.emit(k, loc);
 }
 
 InstRef nc_transpose(const View& dst, const View& data, Engine engine, Loc loc) {
   Kernel& k = owner_of("nc_transpose", loc, {&dst, &data});
-  return k.emit(make(isa::Opcode::NcTranspose, engine, {&dst, &data}), {rd(data), wr(dst)}, loc);
+  return Op(isa::Opcode::NcTranspose, engine, {&dst, &data}).emit(k, loc);
 }
 
 InstRef activation(const View& dst, ActFunc op, const View& data, Operand bias, Operand scale,
                    const View& reduce_res, Engine engine, Loc loc) {
   Kernel& k = owner_of("activation", loc, {&dst, &data, &bias.vector(), &scale.vector(), &reduce_res});
-  isa::Instruction inst =
-      make(isa::Opcode::Activation, engine, {&dst, &data, &bias.vector(), &reduce_res, &scale.vector()});
-  inst.act = op;
-  inst.imm0 = scale.value();
-  inst.imm1 = bias.value();
-  if (scale.is_vector()) inst.flags |= isa::kOperand0Vector;
-  if (bias.is_vector()) inst.flags |= isa::kBiasVector;
-  if (reduce_res.valid()) inst.flags |= isa::kReduce;
-  return k.emit(std::move(inst), {rd(data), rd(bias.vector()), rd(scale.vector()), wr(dst), wr(reduce_res)},
-                loc);
+  Op o(isa::Opcode::Activation, engine, {&dst, &data, &bias.vector(), &reduce_res, &scale.vector()});
+  o.inst.act = op;
+  o.inst.imm0 = scale.value();
+  o.inst.imm1 = bias.value();
+  if (scale.is_vector()) o.inst.flags |= isa::kOperand0Vector;
+  if (bias.is_vector()) o.inst.flags |= isa::kBiasVector;
+  if (reduce_res.valid()) o.inst.flags |= isa::kReduce;
+  return o.emit(k, loc);
 }
 
 InstRef tensor_tensor(const View& dst, const View& data1, const View& data2, AluOp op, Engine engine,
                       Loc loc) {
   Kernel& k = owner_of("tensor_tensor", loc, {&dst, &data1, &data2});
-  isa::Instruction inst = make(isa::Opcode::TensorTensor, engine, {&dst, &data1, &data2});
-  inst.alu0 = op;
-  return k.emit(std::move(inst), {rd(data1), rd(data2), wr(dst)}, loc);
+  Op o(isa::Opcode::TensorTensor, engine, {&dst, &data1, &data2});
+  o.inst.alu0 = op;
+  return o.emit(k, loc);
 }
 
 InstRef tensor_scalar(const View& dst, const View& data, AluOp op0, Operand operand0, bool reverse0,
                       AluOp op1, Operand operand1, bool reverse1, Engine engine, Loc loc) {
   Kernel& k = owner_of("tensor_scalar", loc, {&dst, &data, &operand0.vector(), &operand1.vector()});
-  isa::Instruction inst =
-      make(isa::Opcode::TensorScalar, engine, {&dst, &data, &operand0.vector(), &operand1.vector()});
-  inst.alu0 = op0;
-  inst.alu1 = op1;
-  inst.imm0 = operand0.value();
-  inst.imm1 = operand1.value();
-  if (reverse0) inst.flags |= isa::kReverse0;
-  if (reverse1) inst.flags |= isa::kReverse1;
-  if (operand0.is_vector()) inst.flags |= isa::kOperand0Vector;
-  if (operand1.is_vector()) inst.flags |= isa::kOperand1Vector;
-  return k.emit(std::move(inst), {rd(data), rd(operand0.vector()), rd(operand1.vector()), wr(dst)}, loc);
+  Op o(isa::Opcode::TensorScalar, engine, {&dst, &data, &operand0.vector(), &operand1.vector()});
+  o.inst.alu0 = op0;
+  o.inst.alu1 = op1;
+  o.inst.imm0 = operand0.value();
+  o.inst.imm1 = operand1.value();
+  if (reverse0) o.inst.flags |= isa::kReverse0;
+  if (reverse1) o.inst.flags |= isa::kReverse1;
+  if (operand0.is_vector()) o.inst.flags |= isa::kOperand0Vector;
+  if (operand1.is_vector()) o.inst.flags |= isa::kOperand1Vector;
+  return o.emit(k, loc);
 }
 
 InstRef tensor_reduce(const View& dst, AluOp op, const View& data, const std::vector<int>& axis, bool negate,
@@ -139,46 +163,46 @@ InstRef tensor_reduce(const View& dst, AluOp op, const View& data, const std::ve
   if (rank - 1 > 4)
     throw InputError(
         fmt::format("{}: tensor_reduce: {} has more than 4 free dims", where(loc), data.describe()));
-  isa::Instruction inst = make(isa::Opcode::TensorReduce, engine, {&dst, &data});
-  inst.alu0 = op;
-  inst.reduce_axes = static_cast<uint8_t>(n);
-  if (negate) inst.flags |= isa::kNegate;
-  return k.emit(std::move(inst), {rd(data), wr(dst)}, loc);
+  Op o(isa::Opcode::TensorReduce, engine, {&dst, &data});
+  o.inst.alu0 = op;
+  o.inst.reduce_axes = static_cast<uint8_t>(n);
+  if (negate) o.inst.flags |= isa::kNegate;
+  return o.emit(k, loc);
 }
 
 InstRef tensor_copy(const View& dst, const View& src, Engine engine, Loc loc) {
   Kernel& k = owner_of("tensor_copy", loc, {&dst, &src});
-  return k.emit(make(isa::Opcode::TensorCopy, engine, {&dst, &src}), {rd(src), wr(dst)}, loc);
+  return Op(isa::Opcode::TensorCopy, engine, {&dst, &src}).emit(k, loc);
 }
 
 InstRef memset(const View& dst, double value, Engine engine, Loc loc) {
   Kernel& k = owner_of("memset", loc, {&dst});
-  isa::Instruction inst = make(isa::Opcode::Memset, engine, {&dst});
-  inst.imm0 = static_cast<float>(value);
-  return k.emit(std::move(inst), {wr(dst)}, loc);
+  Op o(isa::Opcode::Memset, engine, {&dst});
+  o.inst.imm0 = static_cast<float>(value);
+  return o.emit(k, loc);
 }
 
 InstRef iota(const View& dst, const std::vector<int32_t>& pattern, double offset, double channel_multiplier,
              Engine engine, Loc loc) {
   Kernel& k = owner_of("iota", loc, {&dst});
-  isa::Instruction inst = make(isa::Opcode::Iota, engine, {&dst});
-  if (pattern.size() > inst.ops[0].ndim)
+  Op o(isa::Opcode::Iota, engine, {&dst});
+  if (pattern.size() > o.inst.ops[0].ndim)
     throw InputError(fmt::format("{}: iota: {} pattern steps for {} free dims of {}", where(loc),
-                                 pattern.size(), inst.ops[0].ndim, dst.describe()));
+                                 pattern.size(), o.inst.ops[0].ndim, dst.describe()));
   if (dst.rank() - 1 > 4)
     throw InputError(fmt::format("{}: iota: {} has more than 4 free dims", where(loc), dst.describe()));
-  for (size_t i = 0; i < pattern.size(); ++i) inst.iota_steps[i] = pattern[i];
-  inst.imm0 = static_cast<float>(offset);
-  inst.imm1 = static_cast<float>(channel_multiplier);
-  return k.emit(std::move(inst), {wr(dst)}, loc);
+  for (size_t i = 0; i < pattern.size(); ++i) o.inst.iota_steps[i] = pattern[i];
+  o.inst.imm0 = static_cast<float>(offset);
+  o.inst.imm1 = static_cast<float>(channel_multiplier);
+  return o.emit(k, loc);
 }
 
 InstRef select(const View& dst, const View& predicate, const View& on_true, Operand on_false, Engine engine,
                Loc loc) {
   Kernel& k = owner_of("select", loc, {&dst, &predicate, &on_true, &on_false.vector()});
-  isa::Instruction inst = make(isa::Opcode::Select, engine, {&dst, &predicate, &on_true, &on_false.vector()});
-  inst.imm0 = on_false.value();
-  return k.emit(std::move(inst), {rd(predicate), rd(on_true), rd(on_false.vector()), wr(dst)}, loc);
+  Op o(isa::Opcode::Select, engine, {&dst, &predicate, &on_true, &on_false.vector()});
+  o.inst.imm0 = on_false.value();
+  return o.emit(k, loc);
 }
 
 InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc) {
@@ -192,24 +216,24 @@ InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc)
                     where(loc), isa::engine_name(engine)));
   if (!indirect && opts.indirect_dst)
     throw InputError(fmt::format("{}: dma_copy: indirect_dst without a vector_offset", where(loc)));
-  isa::Instruction inst = make(isa::Opcode::DmaCopy, engine, {&dst, &src, &opts.vector_offset});
-  inst.dma_queue = k.pick_queue(engine, opts.queue, loc);
-  if (indirect && opts.indirect_dst) inst.flags |= isa::kIndirectDst;
-  if (opts.oob_mode == OobMode::Skip) inst.flags |= isa::kOobSkip;
-  if (opts.accumulate) inst.flags |= isa::kDmaAccumulate;
-  const bool gather = indirect && !opts.indirect_dst, scatter = indirect && opts.indirect_dst;
-  std::vector<Access> acc{Access{.view = &src, .write = false, .whole_rows = gather}, rd(opts.vector_offset),
-                          Access{.view = &dst, .write = true, .whole_rows = scatter}};
-  if (opts.accumulate) acc.push_back(Access{.view = &dst, .write = false, .whole_rows = scatter});
-  return k.emit(std::move(inst), acc, loc);
+  Op o(isa::Opcode::DmaCopy, engine, {&dst, &src, &opts.vector_offset});
+  o.inst.dma_queue = k.pick_queue(engine, opts.queue, loc);
+  if (indirect && opts.indirect_dst) o.inst.flags |= isa::kIndirectDst;
+  if (opts.oob_mode == OobMode::Skip) o.inst.flags |= isa::kOobSkip;
+  if (opts.accumulate) o.inst.flags |= isa::kDmaAccumulate;  // the table adds the read of dst
+  // The indexed HBM side of an indirect DMA may touch any row of the tensor (the indices are data): it is
+  // tracked as whole rows (deps.h). Gather indexes src, scatter (indirect_dst) indexes dst.
+  o.access(1).whole_rows = indirect && !opts.indirect_dst;
+  o.access(0).whole_rows = indirect && opts.indirect_dst;
+  return o.emit(k, loc);
 }
 
 InstRef dma_transpose(const View& dst, const View& src, const DmaQueueOpts& opts, Loc loc) {
   Kernel& k = owner_of("dma_transpose", loc, {&dst, &src});
   const Engine engine = opts.engine.value_or(Engine::SP);
-  isa::Instruction inst = make(isa::Opcode::DmaTranspose, engine, {&dst, &src});
-  inst.dma_queue = k.pick_queue(engine, opts.queue, loc);
-  return k.emit(std::move(inst), {rd(src), wr(dst)}, loc);
+  Op o(isa::Opcode::DmaTranspose, engine, {&dst, &src});
+  o.inst.dma_queue = k.pick_queue(engine, opts.queue, loc);
+  return o.emit(k, loc);
 }
 
 InstRef core_barrier(const View& data, Engine engine, Loc loc) {
@@ -220,7 +244,8 @@ InstRef core_barrier(const View& data, Engine engine, Loc loc) {
   k.next_barrier(engine);
   // The model's core_barrier signals the peer once its waits (this core's earlier accesses to data) are done,
   // and completes when the peer has issued as many barriers; later accesses to data wait for its completion.
-  return k.emit(make(isa::Opcode::CoreBarrier, engine, {}), {wr(data)}, loc);
+  // The instruction has no operands (opcode table): `data` is tracked as if written, explicitly.
+  return k.emit(Op(isa::Opcode::CoreBarrier, engine, {}).inst, {Access{.view = &data, .write = true}}, loc);
 }
 
 InstRef sendrecv(const View& src, const View& dst, const DmaQueueOpts& opts, Loc loc) {
@@ -232,17 +257,17 @@ InstRef sendrecv(const View& src, const View& dst, const DmaQueueOpts& opts, Loc
   const uint32_t n = k.next_sendrecv();
   // Ready: a core_barrier after this core's earlier readers and writers of dst; when it completes, the peer
   // has passed the same point, so the peer's dst may be overwritten.
-  const InstRef ready = k.emit(make(isa::Opcode::CoreBarrier, k.use_barrier_engine(std::nullopt, loc), {}),
+  const InstRef ready = k.emit(Op(isa::Opcode::CoreBarrier, k.use_barrier_engine(std::nullopt, loc), {}).inst,
                                {Access{.view = &dst, .write = true, .record = false}}, loc);
   // Transfer into the peer's dst; its completion counts on the peer's done semaphore, which is what later
-  // accesses to this core's dst (written by the peer's transfer) wait for.
-  isa::Instruction inst = make(isa::Opcode::SendRecv, engine, {&dst, &src});
-  inst.dma_queue = queue;
-  inst.updates.push_back({kSendRecvDoneSem, 1, true});
-  return k.emit(
-      std::move(inst),
-      {rd(src), Access{.view = &dst, .write = true, .collect = false, .as = Event{kSendRecvDoneSem, n}}}, loc,
-      {ready.done});
+  // accesses to this core's dst (written by the peer's transfer) wait for. The write of dst (slot 0) is
+  // therefore recorded with that event, and does not wait (the ready barrier ordered it).
+  Op o(isa::Opcode::SendRecv, engine, {&dst, &src});
+  o.inst.dma_queue = queue;
+  o.inst.updates.push_back({kSendRecvDoneSem, 1, true});
+  o.access(0).collect = false;
+  o.access(0).as = Event{kSendRecvDoneSem, n};
+  return o.emit(k, loc, {ready.done});
 }
 
 }  // namespace trnsim::kernels::nki

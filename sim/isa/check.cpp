@@ -40,6 +40,7 @@ class Checker {
  public:
   Checker(const Instruction& inst, const Program& program, const Limits& limits)
       : inst_(inst),
+        info_(opcode_info(inst.op)),
         program_(program),
         limits_(limits),
         prefix_(fmt::format("{} on {}", opcode_name(inst.op), engine_name(inst.engine))) {}
@@ -52,32 +53,14 @@ class Checker {
   }
   const AccessPattern& op(int slot) const { return inst_.ops[slot]; }
   bool has(int slot) const { return inst_.ops[slot].present(); }
-  const char* name(int slot) const {
-    const auto& n = operand_names(inst_.op);
-    return slot < static_cast<int>(n.size()) ? n[slot] : "operand";
-  }
+  const char* name(int slot) const { return slot < info_.num_slots ? info_.slots[slot].name : "operand"; }
   void require(int slot) const {
     if (!has(slot)) fail("operand missing", name(slot));
   }
   uint64_t elements(int slot) const {
     return static_cast<uint64_t>(op(slot).partitions) * op(slot).free_elements();
   }
-  bool is_output(int slot) const {
-    return slot == 0 || (inst_.op == Opcode::Activation && slot == 3) ||
-           (inst_.op == Opcode::QuantizeMx && slot == 2);
-  }
-
-  void engine_allowed(std::initializer_list<Engine> engines) const {
-    for (Engine e : engines)
-      if (e == inst_.engine) return;
-    std::string list;
-    for (Engine e : engines) list += fmt::format("{}{}", list.empty() ? "" : "/", engine_name(e));
-    fail("engine", fmt::format("{} runs on {}", opcode_name(inst_.op), list));
-  }
-  void trn3_only() const {
-    if (limits_.generation != Generation::Trn3)
-      fail("generation", fmt::format("{} exists on Trn3 only (this is Trn2)", opcode_name(inst_.op)));
-  }
+  void engine_allowed() const;
   void dtype_in(int slot, std::initializer_list<DType> types, const char* what) const {
     for (DType t : types)
       if (op(slot).dtype == t) return;
@@ -110,10 +93,30 @@ class Checker {
   uint64_t max_moving(DType dst) const;
 
   const Instruction& inst_;
+  const OpcodeInfo& info_;
   const Program& program_;
   const Limits& limits_;
   std::string prefix_;
 };
+
+// The sequencers the opcode table allows on this generation; a generation without any lacks the opcode.
+void Checker::engine_allowed() const {
+  const auto gen_label = [](Generation g) { return g == Generation::Trn3 ? "Trn3" : "Trn2"; };
+  if (info_.engines[static_cast<int>(limits_.generation)] == 0) {
+    std::string gens;
+    for (Generation g : {Generation::Trn2, Generation::Trn3})
+      if (info_.engines[static_cast<int>(g)] != 0)
+        gens += fmt::format("{}{}", gens.empty() ? "" : "/", gen_label(g));
+    fail("generation",
+         fmt::format("{} exists on {} only (this is {})", info_.name, gens, gen_label(limits_.generation)));
+  }
+  if (info_.allowed(limits_.generation, inst_.engine)) return;
+  std::string list;
+  for (int e = 0; e < kNumEngines; ++e)
+    if (info_.allowed(limits_.generation, static_cast<Engine>(e)))
+      list += fmt::format("{}{}", list.empty() ? "" : "/", engine_name(static_cast<Engine>(e)));
+  fail("engine", fmt::format("{} runs on {}", info_.name, list));
+}
 
 void Checker::operand(int slot) const {
   const AccessPattern& ap = op(slot);
@@ -175,7 +178,7 @@ void Checker::connectivity() const {
   for (int slot = 0; slot < 5; ++slot) {
     if (!has(slot)) continue;
     const MemSpace m = op(slot).space;
-    const bool out = is_output(slot);
+    const bool out = info_.writes(slot);
     if (!out && m == MemSpace::PSUM && !inst_.is_dma()) {
       if (++psum_inputs == 2)
         fail("PSUM inputs",
@@ -213,8 +216,6 @@ uint64_t Checker::max_moving(DType dst) const {
 }
 
 void Checker::matmul() const {
-  require(1);
-  require(2);
   const AccessPattern &st = op(1), &mv = op(2), &dst = op(0);
   const uint32_t k = st.partitions;
   if (k > 128) fail("matmul tile", fmt::format("K = {} partitions (at most 128)", k));
@@ -259,7 +260,6 @@ void Checker::matmul() const {
 }
 
 void Checker::mx_scale(int scale_slot, int data_slot, uint32_t offset, const char* offset_name) const {
-  require(scale_slot);
   dtype_in(scale_slot, {DType::E8M0, DType::U8}, "float8_e8m0fnu or uint8");
   if (offset != 0 && offset != 4 && offset != 8 && offset != 12)
     fail("scale offset", fmt::format("{} {} (must be 0, 4, 8 or 12)", offset_name, offset));
@@ -276,7 +276,6 @@ void Checker::mx_scale(int scale_slot, int data_slot, uint32_t offset, const cha
 }
 
 void Checker::matmul_mx() const {
-  for (int s = 1; s <= 4; ++s) require(s);
   const AccessPattern &st = op(1), &mv = op(2), &dst = op(0);
   for (int s : {1, 2})
     if (!is_x4(op(s).dtype))
@@ -301,8 +300,6 @@ void Checker::matmul_mx() const {
 }
 
 void Checker::quantize_mx() const {
-  require(1);
-  require(2);
   dtype_in(1, {DType::BF16, DType::FP16}, "bfloat16 or float16");
   dtype_in(0, {DType::FP8_E4M3FN_X4, DType::FP8_E5M2_X4}, "float8_e4m3fn_x4 or float8_e5m2_x4");
   const AccessPattern &src = op(1), &dst = op(0);
@@ -335,61 +332,17 @@ void Checker::run() {
          fmt::format("queue {} but the core has {} DMA queues", inst_.dma_queue, limits_.num_dma_queues));
 
   // Generation and engine first: they explain the instruction is wrong before any operand detail.
-  const bool trn3 = limits_.generation == Generation::Trn3;
-  switch (o) {
-    case Opcode::NcMatmulMx:
-      trn3_only();
-      engine_allowed({Engine::PE});
-      break;
-    case Opcode::QuantizeMx:
-      trn3_only();
-      engine_allowed({Engine::DVE});
-      break;
-    case Opcode::NcMatmul:
-      engine_allowed({Engine::PE});
-      break;
-    case Opcode::NcTranspose:
-      engine_allowed({Engine::PE, Engine::DVE});
-      break;
-    case Opcode::Activation:
-      if (trn3)
-        engine_allowed({Engine::ACT, Engine::POOL});
-      else
-        engine_allowed({Engine::ACT});
-      break;
-    case Opcode::TensorTensor:
-      engine_allowed({Engine::DVE, Engine::POOL});
-      break;
-    case Opcode::TensorScalar:
-      engine_allowed({Engine::DVE, Engine::ACT, Engine::POOL});
-      break;
-    case Opcode::TensorReduce:
-      engine_allowed({Engine::DVE});
-      break;
-    case Opcode::TensorCopy:
-      engine_allowed({Engine::DVE, Engine::ACT, Engine::POOL});
-      break;
-    case Opcode::Memset:
-      engine_allowed({Engine::DVE, Engine::POOL, Engine::ACT});
-      break;
-    case Opcode::Iota:
-      engine_allowed({Engine::POOL});
-      break;
-    case Opcode::Select:
-      engine_allowed({Engine::DVE, Engine::POOL});
-      break;
-    default:
-      break;  // DMA triggers and core_barrier: any sequencer
-  }
-  if (o == Opcode::CoreBarrier) return;
-  require(0);
+  engine_allowed();
+  if (info_.num_slots == 0) return;  // core_barrier: ordering only
+  require(0);                        // dst
   for (int slot = 0; slot < 5; ++slot)
     if (has(slot)) operand(slot);
   connectivity();
+  for (int slot = 1; slot < info_.num_slots; ++slot)
+    if (!info_.slots[slot].optional) require(slot);
 
   switch (o) {
     case Opcode::DmaCopy:
-      require(1);
       no_cast_x4(0, 1);
       if (inst_.has(kDmaAccumulate) && (is_x4(op(0).dtype) || is_x4(op(1).dtype)))
         fail("dtype", "DMA accumulate cannot use MX x4 dtypes");
@@ -407,7 +360,6 @@ void Checker::run() {
       }
       break;
     case Opcode::DmaTranspose:
-      require(1);
       if (dtype_size(op(1).dtype) != 2 || op(0).dtype != op(1).dtype)
         fail("dtype", fmt::format("dma_transpose moves 2-byte dtypes unchanged: src {}, dst {}",
                                   dtype_name(op(1).dtype), dtype_name(op(0).dtype)));
@@ -427,7 +379,6 @@ void Checker::run() {
       quantize_mx();
       break;
     case Opcode::NcTranspose: {
-      require(1);
       const uint32_t lim = inst_.engine == Engine::PE ? 128 : 32;
       if (op(1).partitions > lim || op(1).free_elements() > lim)
         fail("transpose tile", fmt::format("data is [{}, {}] (at most {}x{} on {})", op(1).partitions,
@@ -443,26 +394,21 @@ void Checker::run() {
       break;
     }
     case Opcode::Activation:
-      require(1);
       same_shape(0, 1);
       if (inst_.has(kOperand0Vector)) vector_of(4, 1);
       if (inst_.has(kBiasVector)) vector_of(2, 1);
       if (inst_.has(kReduce)) vector_of(3, 1);
       break;
     case Opcode::TensorTensor:
-      require(1);
-      require(2);
       same_shape(0, 1);
       same_shape(0, 2);
       break;
     case Opcode::TensorScalar:
-      require(1);
       same_shape(0, 1);
       if (inst_.has(kOperand0Vector)) vector_of(2, 1);
       if (inst_.has(kOperand1Vector)) vector_of(3, 1);
       break;
     case Opcode::TensorReduce: {
-      require(1);
       const int nd = op(1).ndim;
       if (inst_.reduce_axes < 1 || inst_.reduce_axes > nd)
         fail("shape",
@@ -475,13 +421,10 @@ void Checker::run() {
       break;
     }
     case Opcode::TensorCopy:
-      require(1);
       same_shape(0, 1);
       no_cast_x4(0, 1);
       break;
     case Opcode::Select:
-      require(1);
-      require(2);
       same_shape(0, 1);
       same_shape(0, 2);
       if (has(3)) same_shape(0, 3);
@@ -489,7 +432,6 @@ void Checker::run() {
       if (has(3)) no_cast_x4(0, 3);
       break;
     case Opcode::SendRecv:
-      require(1);
       if (op(0).space != MemSpace::SBUF || op(1).space != MemSpace::SBUF)
         fail("connectivity", "sendrecv moves SBUF to SBUF (src and dst must be in SBUF)");
       no_cast_x4(0, 1);
@@ -524,19 +466,14 @@ Work work_of(const Instruction& inst, const Program&) {
     w.bytes_written += b;
     if (ap.space == MemSpace::HBM) w.hbm_bytes_written += b;
   };
-  if (inst.op == Opcode::CoreBarrier) return w;
-  for (int slot = 1; slot < 5; ++slot) {
+  const OpcodeInfo& info = opcode_info(inst.op);
+  if (info.num_slots == 0) return w;  // core_barrier
+  // By the slots' roles; an accumulating dst (matmul accumulate, DMA-side add) is read and written.
+  for (int slot = 0; slot < kMaxOperands; ++slot) {
     if (!ops[slot].present()) continue;
-    const bool out =
-        (inst.op == Opcode::Activation && slot == 3) || (inst.op == Opcode::QuantizeMx && slot == 2);
-    if (out)
-      write(ops[slot]);
-    else
-      read(ops[slot]);
+    if (info.writes(slot)) write(ops[slot]);
+    if (info.reads(inst, slot)) read(ops[slot]);
   }
-  write(ops[0]);
-  if (inst.has(kDmaAccumulate) && inst.op == Opcode::DmaCopy) read(ops[0]);
-  if (inst.has(kAccumulate) && (inst.op == Opcode::NcMatmul || inst.op == Opcode::NcMatmulMx)) read(ops[0]);
   // FLOPs: 2 * K * M * N with the logical K (double_row 2x partitions, MX 4x); transposes count none.
   if (inst.op == Opcode::NcMatmul && !inst.has(kIsTranspose)) {
     const uint64_t r = inst.has(kDoubleRow) ? 2 : 1;

@@ -67,23 +67,25 @@ struct AccessPattern {
   }
 };
 
+// What each opcode is (names, operand slots and roles, engines per generation, features) is its row in the
+// opcode table (opcodes.h), which follows this order.
 enum class Opcode : uint8_t {
-  DmaCopy,       // dst, src [, vector_offset]: copy with dtype cast; indirect gather/scatter; optional DMA-side add
-  DmaTranspose,  // dst, src: 2-byte dtypes, swaps the partition and free axes
-  NcMatmul,      // dst(PSUM), stationary, moving: dst[M,N] (+)= stationary[K,M]^T @ moving[K,N]
-  NcMatmulMx,    // dst(PSUM), stationary, moving, stationary_scale, moving_scale (Trn3)
-  QuantizeMx,    // dst(x4 data), src(BF16/FP16), dst_scale (Trn3, DVE)
-  NcTranspose,   // dst, data (PE: SBUF->PSUM <=128x128; DVE: <=32x32)
-  Activation,    // dst, data [, bias] [, reduce_res]: op(data*scale + bias), optional add-reduce along free
-  TensorTensor,  // dst, data1, data2
-  TensorScalar,  // dst, data [, operand0 vector] [, operand1 vector]
-  TensorReduce,  // dst, data
-  TensorCopy,    // dst, src
-  Memset,        // dst
-  Iota,          // dst
-  Select,        // dst, predicate, on_true, on_false: dst = predicate != 0 ? on_true : on_false
-  CoreBarrier,   // LNC2 barrier between the two physical cores on this engine
-  SendRecv,      // dst (peer core's SBUF), src (this core's SBUF)
+  DmaCopy,
+  DmaTranspose,
+  NcMatmul,
+  NcMatmulMx,
+  QuantizeMx,
+  NcTranspose,
+  Activation,
+  TensorTensor,
+  TensorScalar,
+  TensorReduce,
+  TensorCopy,
+  Memset,
+  Iota,
+  Select,
+  CoreBarrier,
+  SendRecv,
 };
 inline constexpr int kNumOpcodes = 16;
 
@@ -135,7 +137,7 @@ struct SourceLoc {
   uint32_t line = 0;
 };
 
-// One instruction of one sequencer's stream. Operand slot meanings depend on the opcode: see operand_names().
+// One instruction of one sequencer's stream. Operand slot meanings depend on the opcode: see opcodes.h.
 struct Instruction {
   Opcode op = Opcode::TensorCopy;
   Engine engine = Engine::SP;  // the sequencer that issues it (for DMAs: the triggering sequencer)
@@ -158,7 +160,7 @@ struct Instruction {
   uint16_t phase = 0;  // index into Program::phases (0: none): the kernel phase that emitted it, for stats
 
   bool has(Flag f) const { return (flags & f) != 0; }
-  bool is_dma() const { return op == Opcode::DmaCopy || op == Opcode::DmaTranspose || op == Opcode::SendRecv; }
+  bool is_dma() const;  // the opcode table's `dma` (opcodes.h)
 };
 
 // HBM tensor of a program (shared by both cores unless `private_to_core` >= 0).

@@ -2,15 +2,12 @@
 
 #include <array>
 
+#include "sim/isa/opcodes.h"
 #include "sim/isa/semantics.h"
 
 namespace trnsim::isa {
 namespace {
 
-constexpr std::array<const char*, kNumOpcodes> kOpcodeNames = {
-    "dma_copy",   "dma_transpose", "nc_matmul",     "nc_matmul_mx",  "quantize_mx", "nc_transpose",
-    "activation", "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy", "memset",
-    "iota",       "select",        "core_barrier",  "sendrecv"};
 constexpr std::array<const char*, kNumEngines> kEngineNames = {"PE", "DVE", "ACT", "POOL", "SP"};
 constexpr std::array<const char*, 14> kDtypeNames = {
     "float32",        "bfloat16",         "float16",        "float8_e4m3fn", "float8_e5m2",
@@ -40,9 +37,6 @@ const char* name_at(const std::array<const char*, N>& names, size_t i) {
 
 }  // namespace
 
-const char* opcode_name(Opcode op) {
-  return name_at(kOpcodeNames, static_cast<size_t>(op));
-}
 const char* engine_name(Engine e) {
   return name_at(kEngineNames, static_cast<size_t>(e));
 }
@@ -75,7 +69,9 @@ const char* generation_name(Generation g) {
 }
 
 std::optional<Opcode> parse_opcode(std::string_view s) {
-  return find_name<Opcode>(kOpcodeNames, s);
+  for (const OpcodeInfo& o : opcode_table())
+    if (s == o.name) return o.op;
+  return std::nullopt;
 }
 std::optional<Engine> parse_engine(std::string_view s) {
   return find_name<Engine>(kEngineNames, s);
@@ -93,30 +89,6 @@ std::optional<Generation> parse_generation(std::string_view s) {
   if (s == "trn2") return Generation::Trn2;
   if (s == "trn3") return Generation::Trn3;
   return std::nullopt;
-}
-
-const std::vector<const char*>& operand_names(Opcode op) {
-  static const std::array<std::vector<const char*>, kNumOpcodes> kNames = {{
-      {"dst", "src", "vector_offset"},                                      // dma_copy
-      {"dst", "src"},                                                       // dma_transpose
-      {"dst", "stationary", "moving"},                                      // nc_matmul
-      {"dst", "stationary", "moving", "stationary_scale", "moving_scale"},  // nc_matmul_mx
-      {"dst", "src", "dst_scale"},                                          // quantize_mx
-      {"dst", "data"},                                                      // nc_transpose
-      {"dst", "data", "bias", "reduce_res", "scale"},                       // activation
-      {"dst", "data1", "data2"},                                            // tensor_tensor
-      {"dst", "data", "operand0", "operand1"},                              // tensor_scalar
-      {"dst", "data"},                                                      // tensor_reduce
-      {"dst", "src"},                                                       // tensor_copy
-      {"dst"},                                                              // memset
-      {"dst"},                                                              // iota
-      {"dst", "predicate", "on_true", "on_false"},                          // select
-      {},                                                                   // core_barrier
-      {"dst", "src"},                                                       // sendrecv
-  }};
-  static const std::vector<const char*> kNone;
-  const auto i = static_cast<size_t>(op);
-  return i < kNames.size() ? kNames[i] : kNone;
 }
 
 }  // namespace trnsim::isa

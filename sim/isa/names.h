@@ -1,5 +1,6 @@
 // Names of the ISA enums as NKI spells them (reference/trainium-hardware.md §3), and their inverses.
-// opcode_name / engine_name / dtype_name / dtype_size / operand_names are declared in semantics.h.
+// engine_name / dtype_name / dtype_size are declared in semantics.h, opcode_name and operand_names in
+// opcodes.h.
 #pragma once
 
 #include <optional>

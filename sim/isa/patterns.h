@@ -1,7 +1,9 @@
-// Common access patterns, for programs written by hand (the CLI's tensor initialisation, tests, benchmarks).
+// Common access patterns and instructions, for programs written by hand (the CLI's tensor initialisation,
+// tests, benchmarks).
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "sim/isa/instruction.h"
 
@@ -18,6 +20,15 @@ inline AccessPattern hbm_rows(uint32_t tensor, DType dtype, uint32_t rows, uint3
   a.ndim = 1;
   a.dims[0] = {1, cols};
   return a;
+}
+
+// An instruction with its operands in slot order (opcodes.h: slot 0 is dst), nops = operands.size().
+inline Instruction make_instruction(Opcode op, Engine engine, std::initializer_list<AccessPattern> operands) {
+  Instruction in;
+  in.op = op;
+  in.engine = engine;
+  for (const AccessPattern& a : operands) in.ops[in.nops++] = a;
+  return in;
 }
 
 }  // namespace trnsim::isa

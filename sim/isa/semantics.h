@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sim/isa/instruction.h"
+#include "sim/isa/opcodes.h"  // opcode_name, operand_names
 
 namespace trnsim::isa {
 
@@ -58,12 +59,8 @@ struct Work {
 };
 Work work_of(const Instruction& inst, const Program& program);
 
-// Operand slot names of an opcode, in slot order (e.g. nc_matmul: dst, stationary, moving). NKI argument
-// names.
-const std::vector<const char*>& operand_names(Opcode op);
-const char* opcode_name(Opcode op);  // NKI name, e.g. "nc_matmul"
-const char* engine_name(Engine e);   // "PE", "DVE", "ACT", "POOL", "SP"
-const char* dtype_name(DType t);     // NKI name, e.g. "bfloat16", "float8_e4m3fn_x4"
-uint32_t dtype_size(DType t);        // bytes per element
+const char* engine_name(Engine e);  // "PE", "DVE", "ACT", "POOL", "SP"
+const char* dtype_name(DType t);    // NKI name, e.g. "bfloat16", "float8_e4m3fn_x4"
+uint32_t dtype_size(DType t);       // bytes per element
 
 }  // namespace trnsim::isa

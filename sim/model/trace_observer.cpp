@@ -9,6 +9,7 @@
 
 #include "sim/base/hash.h"
 #include "sim/isa/names.h"
+#include "sim/isa/opcodes.h"
 #include "sim/isa/semantics.h"
 #include "sim/model/run.h"
 
@@ -27,43 +28,9 @@ constexpr uint8_t kSourceWritten = 2;  // the slice carrying its outgoing flows 
 
 constexpr int kLsSlot = isa::kNumEngines;  // Core::engine index of the PE LoadStationary track
 
-// Opcode names as Neuron profiles show them.
+// Opcode names as Neuron profiles show them (the opcode table's profile_name).
 const char* profile_name(Opcode op) {
-  switch (op) {
-    case Opcode::DmaCopy:
-      return "DMA_COPY";
-    case Opcode::DmaTranspose:
-      return "DMA_TRANSPOSE";
-    case Opcode::NcMatmul:
-      return "MATMUL";
-    case Opcode::NcMatmulMx:
-      return "MATMUL_MX";
-    case Opcode::QuantizeMx:
-      return "QUANTIZE_MX";
-    case Opcode::NcTranspose:
-      return "TRANSPOSE";
-    case Opcode::Activation:
-      return "ACTIVATE";
-    case Opcode::TensorTensor:
-      return "TENSOR_TENSOR";
-    case Opcode::TensorScalar:
-      return "TENSOR_SCALAR";
-    case Opcode::TensorReduce:
-      return "TENSOR_REDUCE";
-    case Opcode::TensorCopy:
-      return "TENSOR_COPY";
-    case Opcode::Memset:
-      return "MEMSET";
-    case Opcode::Iota:
-      return "IOTA";
-    case Opcode::Select:
-      return "SELECT";
-    case Opcode::CoreBarrier:
-      return "PSEUDO_CORE_BARRIER";
-    case Opcode::SendRecv:
-      return "SENDRECV";
-  }
-  return "?";
+  return isa::opcode_info(op).profile_name;
 }
 
 // Engine names in Neuron queue names (qSyncIO0, qScalarIO1, ...).

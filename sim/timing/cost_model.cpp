@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "sim/base/error.h"
+#include "sim/isa/opcodes.h"
 
 namespace trnsim::timing {
 namespace {
@@ -31,6 +34,15 @@ uint64_t elements_of(const isa::Instruction& inst) {
   return inst.ops[0].present() ? inst.ops[0].free_elements() : 0;
 }
 
+// A hardware config feature by its key (the opcode table names the feature an opcode needs).
+bool feature_enabled(const config::Features& f, std::string_view key) {
+  if (key == "nc_matmul_mx") return f.nc_matmul_mx;
+  if (key == "quantize_mx") return f.quantize_mx;
+  if (key == "double_row") return f.double_row;
+  if (key == "bf16_psum") return f.bf16_psum;
+  throw std::logic_error("opcode table names an unknown hardware feature '" + std::string(key) + "'");
+}
+
 }  // namespace
 
 Picoseconds ns_to_ps(double ns) {
@@ -51,8 +63,9 @@ void CostModel::check_features(const isa::Instruction& inst) const {
     throw RuleError(std::string(what) + " is not available on " + hw_.name + " (config features." + key +
                     " = false)");
   };
-  if (inst.op == Opcode::NcMatmulMx && !f.nc_matmul_mx) missing("nc_matmul_mx", "nc_matmul_mx");
-  if (inst.op == Opcode::QuantizeMx && !f.quantize_mx) missing("quantize_mx", "quantize_mx");
+  const isa::OpcodeInfo& info = isa::opcode_info(inst.op);
+  if (info.feature != nullptr && !feature_enabled(f, info.feature)) missing(info.name, info.feature);
+  // double_row is a mode of nc_matmul, not an opcode of its own.
   if (inst.op == Opcode::NcMatmul && inst.has(isa::kDoubleRow) && !f.double_row)
     missing("nc_matmul perf_mode=double_row", "double_row");
 }

@@ -38,10 +38,7 @@ isa::AccessPattern onchip(MemSpace s, DType t, uint32_t parts, uint32_t n, int64
 
 isa::Instruction make(Opcode op, Engine e, std::initializer_list<isa::AccessPattern> ops, uint16_t wait_sem,
                       uint32_t wait_value, int update_sem) {
-  isa::Instruction i;
-  i.op = op;
-  i.engine = e;
-  for (const auto& a : ops) i.ops[i.nops++] = a;
+  isa::Instruction i = isa::make_instruction(op, e, ops);
   if (wait_value > 0) i.waits.push_back({wait_sem, wait_value});
   if (update_sem >= 0) i.updates.push_back({static_cast<uint16_t>(update_sem), 1, false});
   return i;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "sim/isa/instruction.h"
+#include "sim/isa/patterns.h"
 #include "sim/isa/semantics.h"
 
 namespace trnsim::isa::test {
@@ -46,13 +47,7 @@ inline AccessPattern hbm(uint32_t tensor, int64_t offset, DType t, int64_t row_s
 }
 
 inline Instruction make(Opcode op, Engine e, std::initializer_list<AccessPattern> ops) {
-  Instruction in;
-  in.op = op;
-  in.engine = e;
-  int i = 0;
-  for (const AccessPattern& a : ops) in.ops[i++] = a;
-  in.nops = static_cast<uint8_t>(i);
-  return in;
+  return make_instruction(op, e, ops);
 }
 
 // Raw bytes of partition p at byte offset `off`.
