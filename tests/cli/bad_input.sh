@@ -143,6 +143,12 @@ check "missing workload: $msg" '[[ $rc == 1 && $msg == "trnsim: error: $T/missin
 msg=$("$TRNSIM" validate "$T/missing.json" 2>&1)
 rc=$?
 check "validate a missing workload: $msg" '[[ $rc == 1 && $msg == "trnsim: error: $T/missing.json: no such file" ]]'
+mkdir -p "$T/dir.json"
+for cmd in run validate stats; do
+  msg=$("$TRNSIM" $cmd "$T/dir.json" 2>&1)
+  rc=$?
+  check "$cmd on a directory: $msg" '[[ $rc == 1 && $msg == "trnsim: error: $T/dir.json: is a directory, expected a JSON file" ]]'
+done
 cat >"$T/big.json" <<'EOF'
 {"generation": "trn2", "num_cores": 1,
  "tensors": [{"name": "x", "dtype": "float32", "shape": [1048576, 1048576]}], "cores": [{}]}
