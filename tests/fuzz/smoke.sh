@@ -9,6 +9,7 @@ BIN=$1 NAME=$2 SRC=$3 SECONDS_=$4
 case $NAME in
   npy | quantize) max_len=4096 ;;
   hw_config) max_len=16384 ;;
+  stats) max_len=32768 ;;
   *) max_len=8192 ;;
 esac
 args=(-max_total_time="$SECONDS_" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" -print_final_stats=1
