@@ -5,7 +5,8 @@
 // Every run elaborates a fresh SystemC context (sim/model/run.h), which leaves the previous one allocated
 // (about 20 KB with its processes and events): over a million runs that is gigabytes, and LeakSanitizer
 // stops the fuzzer at the first. The target deletes the previous context once the next run has replaced it
-// (its modules are gone by then), so ASan also checks that a finished context can be destroyed.
+// (its modules are gone by then), so ASan also checks that a finished context can be destroyed. The first
+// context is kept: SystemC's static events (sc_event::none) belong to it and unregister from it at exit.
 #include <systemc>
 
 #include <cstdint>
@@ -66,11 +67,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     model::RunOptions o;
     o.numerics = true;
     o.max_time = kMaxTime;
+    static sc_core::sc_simcontext* const first = sc_core::sc_get_curr_simcontext();
     sc_core::sc_simcontext* previous = sc_core::sc_curr_simcontext;
     struct Release {
       sc_core::sc_simcontext* previous;
       ~Release() {
-        if (previous && previous != sc_core::sc_curr_simcontext) delete previous;
+        if (previous && previous != first && previous != sc_core::sc_curr_simcontext) delete previous;
       }
     } release{previous};
     model::run_program(p, hw, o);
