@@ -174,6 +174,15 @@ rc=$?
 check "stats.json with 1e999: $msg" \
   '[[ $rc == 1 && $msg == "trnsim: error: $T/stats.json: not valid JSON: number overflow parsing '"'"'1e999'"'"'" ]]'
 
+# A stats.json whose source-line and phase rows lack their times (found by fuzz_stats): "-" in those cells,
+# never "nan".
+"$TRNSIM" run "$SMALL" --no-numerics --out "$T/st" >/dev/null 2>&1
+sed 's/"busy_ns"/"busytes"/' "$T/st/stats.json" >"$T/st/damaged.json"
+msg=$("$TRNSIM" stats "$T/st/damaged.json" 2>&1)
+rc=$?
+check "stats.json without row times (exit $rc): $(grep -m1 -i nan <<<"$msg")" \
+  '[[ $rc == 0 && $msg != *nan* ]] && grep -qE "^  [a-z0-9_/.]+:[0-9]+ +[A-Z]+ +[0-9]+ +- +[0-9.]+% +[0-9.]+$" <<<"$msg"'
+
 # Running out of host memory names the file (it once said only "out of memory"): a sparse .npy of 1 GiB of
 # float32 to quantize with 512 MiB of address space. (Skipped under AddressSanitizer, which needs unlimited
 # address space and reports a failed huge allocation itself.)
