@@ -182,12 +182,13 @@ std::string format_stats(const json& j, size_t top_lines) {
   o += "\n";
   for (const char* en : kEngines) {
     o += fmt::format("  {:<10}", en);
+    for (int c = 0; c < cores; ++c) {
+      const double busy = num(member(member(engines, fmt::format("core{}", c)), en), "busy_percent");
+      o += std::isfinite(busy) ? fmt::format("{:>9.1f}%", busy) : fmt::format("{:>10}", "-");
+    }
     for (int c = 0; c < cores; ++c)
-      o += fmt::format("{:>9.1f}%",
-                       num(member(member(engines, fmt::format("core{}", c)), en), "busy_percent"));
-    for (int c = 0; c < cores; ++c)
-      o += fmt::format("{:>16.2f}",
-                       num(member(member(engines, fmt::format("core{}", c)), en), "semaphore_wait_ns") / 1e3);
+      o += cell_str(num(member(member(engines, fmt::format("core{}", c)), en), "semaphore_wait_ns") / 1e3, 16,
+                    2);
     o += "\n";
   }
 

@@ -183,6 +183,13 @@ rc=$?
 check "stats.json without row times (exit $rc): $(grep -m1 -i nan <<<"$msg")" \
   '[[ $rc == 0 && $msg != *nan* ]] && grep -qE "^  [a-z0-9_/.]+:[0-9]+ +[A-Z]+ +[0-9]+ +- +[0-9.]+% +[0-9.]+$" <<<"$msg"'
 
+# Without "cores" the table shows two cores; the absent core1 prints "-" (found by fuzz_stats).
+grep -v '^  "cores":' "$T/st/stats.json" >"$T/st/nocores.json"
+msg=$("$TRNSIM" stats "$T/st/nocores.json" 2>&1)
+rc=$?
+check "stats.json without cores (exit $rc): $(grep -m1 -i nan <<<"$msg")" \
+  '[[ $rc == 0 && $msg != *nan* ]] && grep -qE "^  PE +[0-9.]+% +- +[0-9.]+ +-$" <<<"$msg"'
+
 # Running out of host memory names the file (it once said only "out of memory"): a sparse .npy of 1 GiB of
 # float32 to quantize with 512 MiB of address space. (Skipped under AddressSanitizer, which needs unlimited
 # address space and reports a failed huge allocation itself.)
