@@ -50,7 +50,7 @@ class Checker {
 void apply_set(json& doc, const std::string& assignment) {
   auto [path, value] = config::parse_override(assignment);
   const auto bad = [&](const std::string& why) {
-    throw InputError(fmt::format("--set {}: {}", assignment, why));
+    throw InputError(fmt::format("--set {}: {}", text_excerpt(assignment), why));
   };
   const auto absolute_hw = [](json& v) {
     if (v.is_string()) {
@@ -205,7 +205,7 @@ Workload parse_workload(const std::string& path, const std::vector<std::string>&
     for (size_t i = 0; i < o.size(); ++i) {
       const std::string n = c.string(o[i], fmt::format("outputs[{}]", i));
       if (std::find(w.outputs.begin(), w.outputs.end(), n) != w.outputs.end())
-        c.fail(fmt::format("outputs[{}]", i), fmt::format("'{}' is listed twice", n));
+        c.fail(fmt::format("outputs[{}]", i), fmt::format("'{}' is listed twice", text_excerpt(n)));
       w.outputs.push_back(n);
     }
   }
@@ -229,7 +229,8 @@ PreparedWorkload prepare_workload(Workload w) {
   if (reg.find(w.kernel) == nullptr) {
     std::vector<std::string> names;
     for (const kernels::KernelDef* k : reg.kernels()) names.push_back(k->name());
-    c.fail("kernel", fmt::format("unknown kernel '{}' (known: {})", w.kernel, fmt::join(names, ", ")));
+    c.fail("kernel",
+           fmt::format("unknown kernel '{}' (known: {})", text_excerpt(w.kernel), fmt::join(names, ", ")));
   }
   try {
     p.kernel = reg.bind(w.kernel, w.params);
@@ -307,9 +308,10 @@ PreparedWorkload prepare_workload(Workload w) {
     if (!plan) {
       std::vector<std::string> rs;
       for (const auto& r : p.kernel->def().recipes()) rs.push_back(r.name);
-      c.fail(path + ".recipe", fmt::format("kernel '{}' has no recipe '{}' ({})", w.kernel, e.recipe,
-                                           rs.empty() ? std::string("it offers none")
-                                                      : fmt::format("recipes: {}", fmt::join(rs, ", "))));
+      c.fail(path + ".recipe",
+             fmt::format("kernel '{}' has no recipe '{}' ({})", w.kernel, text_excerpt(e.recipe),
+                         rs.empty() ? std::string("it offers none")
+                                    : fmt::format("recipes: {}", fmt::join(rs, ", "))));
     }
     try {
       p.recipe_args[e.key] = p.kernel->check_recipe_args(e.recipe, e.recipe_args, path);
@@ -359,8 +361,9 @@ PreparedWorkload prepare_workload(Workload w) {
 
   for (size_t i = 0; i < w.outputs.size(); ++i)
     if (p.output(w.outputs[i]) == nullptr)
-      c.fail(fmt::format("outputs[{}]", i), fmt::format("kernel '{}' has no output '{}' (outputs: {})",
-                                                        w.kernel, w.outputs[i], names(p.outputs)));
+      c.fail(fmt::format("outputs[{}]", i),
+             fmt::format("kernel '{}' has no output '{}' (outputs: {})", w.kernel, text_excerpt(w.outputs[i]),
+                         names(p.outputs)));
   p.written = w.outputs;
   if (p.written.empty())
     for (const TensorInfo& t : p.outputs) p.written.push_back(t.name);

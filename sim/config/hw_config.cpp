@@ -2,15 +2,19 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <set>
 #include <sstream>
 
 #include "sim/base/error.h"
+#include "sim/base/json_excerpt.h"
+#include "sim/config/json_document.h"
 
 namespace trnsim::config {
 namespace {
@@ -19,9 +23,18 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string describe(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
+  return short_json(v);
+}
+
+// True if `s` is well-formed UTF-8, as every JSON string must be (the JSON reader checks documents; this
+// checks bare words from the command line, which would otherwise fail only when stats.json is written).
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)json(s).dump();
+    return true;
+  } catch (const json::type_error&) {
+    return false;
+  }
 }
 
 // Reads typed leaves from the document, remembering every path it visited so the rest can be reported as
@@ -152,7 +165,7 @@ void apply_override(json& doc, const std::string& file, const std::string& path,
   }
   if (node->is_object() && node->contains("value")) {
     (*node)["value"] = value;
-    (*node)["source"] = "override " + path + "=" + value.dump();
+    (*node)["source"] = "override " + path + "=" + describe(value);
   } else if (node->is_string() && (path == "name" || path == "generation")) {
     *node = value;
   } else {
@@ -227,12 +240,29 @@ double HwConfig::dma_efficiency(double bpp) const {
 std::pair<std::string, nlohmann::json> parse_override(const std::string& assignment) {
   size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw InputError("--set " + assignment + ": expected path=value, e.g. dma.engine_bandwidth_GBps=30");
+    throw InputError("--set " + text_excerpt(assignment) +
+                     ": expected path=value, e.g. dma.engine_bandwidth_GBps=30");
   std::string path = assignment.substr(0, eq);
   std::string text = assignment.substr(eq + 1);
-  json v = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (v.is_discarded()) v = text;  // a bare word: a string
-  return {path, v};
+  const std::string where = "--set " + text_excerpt(path);
+  // Path components are keys: the JSON reader's limits apply to them too.
+  for (size_t pos = 0; pos <= path.size();) {
+    size_t dot = path.find('.', pos);
+    if (dot == std::string::npos) dot = path.size();
+    const std::string_view key(path.data() + pos, dot - pos);
+    if (key.size() > kMaxJsonKeyBytes)
+      throw InputError(fmt::format("{}: key '{}' has {} bytes (keys have at most {})", where,
+                                   text_excerpt(key), key.size(), kMaxJsonKeyBytes));
+    if (std::any_of(key.begin(), key.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }))
+      throw InputError(fmt::format("{}: key '{}' holds a control character", where, text_excerpt(key)));
+    pos = dot + 1;
+  }
+  std::optional<json> v = parse_json_value(text, where);
+  if (v) return {path, std::move(*v)};
+  // A bare word: a string, which like every JSON string must be UTF-8.
+  if (!valid_utf8(text))
+    throw InputError(fmt::format("{}: the value '{}' is not valid UTF-8", where, text_excerpt(text)));
+  return {path, json(text)};
 }
 
 std::string resolve_config_path(const std::string& spec) {
@@ -241,9 +271,17 @@ std::string resolve_config_path(const std::string& spec) {
                  (spec.size() > 5 && spec.compare(spec.size() - 5, 5, ".json") == 0);
   std::error_code ec;
   if (is_path) {
+    if (spec.size() > 4096 || spec.find('\0') != std::string::npos)
+      throw InputError("hardware config file '" + text_excerpt(spec) + "': not a usable path (" +
+                       std::to_string(spec.size()) + " bytes)");
     if (!fs::is_regular_file(spec, ec)) throw InputError(spec + ": hardware config file not found");
     return spec;
   }
+  // A name is a file name in a configs/hw folder.
+  if (spec.size() > 255 ||
+      std::any_of(spec.begin(), spec.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }))
+    throw InputError("unknown hardware config '" + text_excerpt(spec) +
+                     "' (known: trn2, trn3, or a .json path)");
   std::vector<fs::path> tried;
   if (const char* env = std::getenv("TRNSIM_CONFIG_DIR"); env && *env)
     tried.push_back(fs::path(env) / (spec + ".json"));
@@ -269,12 +307,8 @@ std::string resolve_config_path(const std::string& spec) {
 }
 
 HwConfig load_hw_config(const std::string& spec, const Overrides& overrides) {
-  std::string path = resolve_config_path(spec);
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open hardware config");
-  json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) throw InputError(path + ": not valid JSON");
-  return parse_hw_config(std::move(doc), path, overrides);
+  const std::string path = resolve_config_path(spec);
+  return parse_hw_config(read_json_document(path), path, overrides);
 }
 
 HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& overrides) {
@@ -285,13 +319,17 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   HwConfig c;
   c.source_file = file;
   c.name = r.top_string("name");
+  if (c.name.empty() || c.name.size() > 200 || std::any_of(c.name.begin(), c.name.end(), [](char ch) {
+        return static_cast<unsigned char>(ch) < 0x20;
+      }))
+    r.fail("name", "expected 1-200 printable characters, found " + describe(json(c.name)));
   std::string gen = r.top_string("generation");
   if (gen == "trn2")
     c.generation = isa::Generation::Trn2;
   else if (gen == "trn3")
     c.generation = isa::Generation::Trn3;
   else
-    r.fail("generation", "expected \"trn2\" or \"trn3\", found \"" + gen + "\"");
+    r.fail("generation", "expected \"trn2\" or \"trn3\", found " + describe(json(gen)));
   if (doc.contains("description")) {
     r.mark_seen("description");
     if (!doc["description"].is_string()) r.fail("description", "expected a string");

@@ -2,13 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/base/json_excerpt.h"
 
 namespace trnsim::config {
 namespace {
@@ -25,12 +28,20 @@ class Guard {
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start:
         if (depth >= kMaxJsonDepth)
-          throw InputError(fmt::format("{}: {}: nested deeper than {} levels", name_, path(), kMaxJsonDepth));
+          throw InputError(
+              fmt::format("{}: {}: nested deeper than {} levels", name_, nesting_start(), kMaxJsonDepth));
         frames_.push_back({ev == json::parse_event_t::object_start, {}, "", 0});
         break;
       case json::parse_event_t::key: {
         Frame& f = frames_.back();
         const std::string key = parsed.get<std::string>();
+        f.current.clear();  // messages about the key itself name the object that holds it
+        if (key.size() > kMaxJsonKeyBytes)
+          throw InputError(fmt::format("{}: {}: key '{}' has {} bytes (keys have at most {})", name_, path(),
+                                       text_excerpt(key), key.size(), kMaxJsonKeyBytes));
+        if (std::any_of(key.begin(), key.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }))
+          throw InputError(
+              fmt::format("{}: {}: key '{}' holds a control character", name_, path(), text_excerpt(key)));
         f.current = key;
         if (!f.keys.insert(key).second)
           throw InputError(fmt::format("{}: {}: key appears twice in one object", name_, path()));
@@ -69,9 +80,34 @@ class Guard {
     }
     return p.empty() ? "(top level)" : p;
   }
+  // The path of the value where a run of nested arrays starts (its trailing [0][0]... dropped), cut to an
+  // excerpt: a value nested too deep is named by the key that holds it.
+  std::string nesting_start() const {
+    std::string p = path();
+    while (!p.empty() && p.back() == ']') {
+      const size_t open = p.rfind('[');
+      if (open == std::string::npos || open == 0) break;
+      p.resize(open);
+    }
+    if (p.front() == '[') p = "(top level)";
+    return text_excerpt(p, 120);
+  }
   std::string name_;
   std::vector<Frame> frames_;
 };
+
+// The parser's message without the library's "[json.exception...]" prefix, and with the token it quotes
+// (the last token read, or a number that overflows a double) cut to an excerpt: it may be a whole string.
+std::string parser_message(const json::exception& e) {
+  std::string what = e.what();
+  if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos)
+    what = what.substr(what.find("] ") + 2);
+  const size_t open = what.find('\'');
+  const size_t close = what.rfind('\'');
+  if (open == std::string::npos || close <= open) return what;
+  return what.substr(0, open + 1) + text_excerpt(what.substr(open + 1, close - open - 1)) +
+         what.substr(close);
+}
 
 }  // namespace
 
@@ -81,10 +117,21 @@ json parse_json_document(const std::string& text, const std::string& name) {
     return json::parse(
         text, [&g](int depth, json::parse_event_t ev, json& parsed) { return g.event(depth, ev, parsed); });
   } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    const size_t cut = what.find("parse error");
-    throw InputError(
-        fmt::format("{}: not valid JSON: {}", name, cut == std::string::npos ? what : what.substr(cut)));
+    throw InputError(fmt::format("{}: not valid JSON: {}", name, parser_message(e)));
+  } catch (const json::out_of_range& e) {  // a number beyond the range of a double, e.g. 1e400
+    throw InputError(fmt::format("{}: not valid JSON: {}", name, parser_message(e)));
+  }
+}
+
+std::optional<json> parse_json_value(const std::string& text, const std::string& name) {
+  Guard g(name);
+  try {
+    return json::parse(
+        text, [&g](int depth, json::parse_event_t ev, json& parsed) { return g.event(depth, ev, parsed); });
+  } catch (const json::parse_error&) {  // not JSON: a bare word
+    return std::nullopt;
+  } catch (const json::out_of_range& e) {  // a number beyond the range of a double, e.g. 1e400
+    throw InputError(fmt::format("{}: not valid JSON: {}", name, parser_message(e)));
   }
 }
 

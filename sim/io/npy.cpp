@@ -1,5 +1,6 @@
 #include "sim/io/npy.h"
 
+#include "sim/base/json_excerpt.h"
 #include "sim/io/output_files.h"
 
 #include <unistd.h>
@@ -21,6 +22,7 @@ constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
 // NumPy itself refuses headers above 10000 bytes unless asked; anything near this is not an array header.
 constexpr uint64_t kMaxHeaderLen = 1 << 20;
+constexpr size_t kMaxDims = 64;  // NumPy 2's NPY_MAXDIMS (NumPy 1: 32)
 
 struct DTypeInfo {
   NpyDType dt;
@@ -107,7 +109,8 @@ class HeaderParser {
   [[noreturn]] void error(const std::string& what) const {
     std::string shown = s_.substr(0, 120);
     while (!shown.empty() && (shown.back() == '\n' || shown.back() == ' ')) shown.pop_back();
-    fail(name_, "malformed header: " + what + " at offset " + std::to_string(pos_) + " in \"" + shown + "\"");
+    fail(name_, "malformed header: " + what + " at offset " + std::to_string(pos_) + " in \"" +
+                    text_excerpt(shown, 120) + "\"");
   }
   void expect(char c) {
     if (peek() != c) error(std::string("expected '") + c + "'");
@@ -170,7 +173,7 @@ NpyDType dtype_from_descr(const std::string& descr, const std::string& name) {
   for (const auto& d : kDTypes)
     if (descr == d.descr) return d.dt;
   if (descr == "<u1") return NpyDType::U8;
-  fail(name, "unsupported dtype '" + descr +
+  fail(name, "unsupported dtype '" + text_excerpt(descr) +
                  "' (supported: '<f4' float32, '<f8' float64, '<i4' int32, '<i8' int64, '<u2' uint16 (raw "
                  "BF16 bits), "
                  "'|u1' uint8 (raw FP8/E8M0 bits); big-endian data is not supported)");
@@ -216,6 +219,9 @@ Header parse_header(const uint8_t* p, size_t size, uint64_t file_size, const std
   HeaderParser(std::string(reinterpret_cast<const char*>(p + start), hlen), name)
       .parse(descr, fortran, shape);
   NpyDType dt = dtype_from_descr(descr, name);
+  if (shape.size() > kMaxDims)
+    fail(name, "the shape has " + std::to_string(shape.size()) + " dimensions (NumPy allows at most " +
+                   std::to_string(kMaxDims) + ")");
   if (fortran && shape.size() > 1)
     fail(name, "Fortran-order arrays are not supported (shape " + shape_str(shape) +
                    "); save a C-order copy (numpy.ascontiguousarray)");

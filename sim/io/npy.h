@@ -3,6 +3,7 @@
 // Supported dtypes: float32 '<f4', float64 '<f8' (read; written too, but no command emits it), int32 '<i4',
 // int64 '<i8', uint16 '<u2' (raw BF16 bits), uint8 '|u1' (raw FP8 or E8M0 bits). Big-endian ('>f4'),
 // Fortran-order arrays with more than one dimension, structured and object dtypes are rejected.
+// Shapes of more than 64 dimensions (NumPy 2's limit) are rejected.
 // Trailing bytes after the data are rejected: a file whose size does not match its header is almost always
 // the wrong file or a broken copy.
 //

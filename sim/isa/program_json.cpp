@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,8 @@
 #include <string_view>
 
 #include "sim/base/error.h"
+#include "sim/base/json_excerpt.h"
+#include "sim/config/json_document.h"
 #include "sim/isa/names.h"
 #include "sim/isa/semantics.h"
 
@@ -82,6 +85,10 @@ class Node {
   std::string path_;
 };
 
+bool has_control(const std::string& s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+}
+
 json number_json(float v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -102,12 +109,12 @@ class Reader {
  private:
   DType dtype(const Node& n) const {
     const auto t = parse_dtype(n.string());
-    if (!t) n.fail(fmt::format("unknown dtype '{}'", n.string()));
+    if (!t) n.fail(fmt::format("unknown dtype '{}'", text_excerpt(n.string())));
     return *t;
   }
   AluOp alu(const Node& n) const {
     const auto a = parse_alu(n.string());
-    if (!a) n.fail(fmt::format("unknown ALU op '{}'", n.string()));
+    if (!a) n.fail(fmt::format("unknown ALU op '{}'", text_excerpt(n.string())));
     return *a;
   }
   uint32_t file_index(const std::string& f) {
@@ -129,7 +136,9 @@ void Reader::tensors(const Node& n) {
     t.only_keys({"name", "dtype", "shape", "private_to_core", "init", "output"});
     TensorDecl d;
     d.name = t["name"].string();
-    if (d.name.empty()) t["name"].fail("expected a non-empty name");
+    if (d.name.empty() || d.name.size() > 200 || has_control(d.name))
+      t["name"].fail(
+          fmt::format("expected a name of 1-200 printable characters, found '{}'", text_excerpt(d.name)));
     if (!names.insert(d.name).second) t["name"].fail(fmt::format("duplicate tensor name '{}'", d.name));
     d.dtype = dtype(t["dtype"]);
     const Node shape = t["shape"];
@@ -162,7 +171,7 @@ AccessPattern Reader::ap(const Node& n) const {
     const std::string name = n["tensor"].string();
     size_t idx = 0;
     while (idx < p_.tensors.size() && p_.tensors[idx].name != name) ++idx;
-    if (idx == p_.tensors.size()) n["tensor"].fail(fmt::format("unknown tensor '{}'", name));
+    if (idx == p_.tensors.size()) n["tensor"].fail(fmt::format("unknown tensor '{}'", text_excerpt(name)));
     a.space = MemSpace::HBM;
     a.tensor = static_cast<uint32_t>(idx);
     a.dtype = n.has("dtype") ? dtype(n["dtype"]) : p_.tensors[idx].dtype;
@@ -178,7 +187,7 @@ AccessPattern Reader::ap(const Node& n) const {
     else if (mem == "psum")
       a.space = MemSpace::PSUM;
     else
-      n["mem"].fail(fmt::format("expected \"sbuf\" or \"psum\", got \"{}\"", mem));
+      n["mem"].fail(fmt::format("expected \"sbuf\" or \"psum\", got \"{}\"", text_excerpt(mem)));
     const Node part = n["partition"];
     if (!part.value().is_array() || part.value().size() != 2) part.fail("expected [start, count]");
     a.partition_start = static_cast<uint32_t>(part.at(0).integer(0, UINT32_MAX));
@@ -229,7 +238,7 @@ Instruction Reader::instruction(const Node& n, Engine e) {
   Instruction in;
   in.engine = e;
   const auto op = parse_opcode(n["op"].string());
-  if (!op) n["op"].fail(fmt::format("unknown opcode '{}'", n["op"].string()));
+  if (!op) n["op"].fail(fmt::format("unknown opcode '{}'", text_excerpt(n["op"].string())));
   in.op = *op;
   std::set<std::string> keys = {"op", "wait", "update", "line", "file"};
   if (in.is_dma()) keys.insert({"queue", "dge_mode"});
@@ -269,7 +278,7 @@ Instruction Reader::instruction(const Node& n, Engine e) {
         if (m == "skip")
           in.flags |= kOobSkip;
         else if (m != "error")
-          n["oob_mode"].fail(fmt::format("expected \"error\" or \"skip\", got \"{}\"", m));
+          n["oob_mode"].fail(fmt::format("expected \"error\" or \"skip\", got \"{}\"", text_excerpt(m)));
       }
       break;
     case Opcode::NcMatmul:
@@ -280,7 +289,8 @@ Instruction Reader::instruction(const Node& n, Engine e) {
         if (m == "double_row")
           in.flags |= kDoubleRow;
         else if (m != "none")
-          n["perf_mode"].fail(fmt::format("expected \"none\" or \"double_row\", got \"{}\"", m));
+          n["perf_mode"].fail(
+              fmt::format("expected \"none\" or \"double_row\", got \"{}\"", text_excerpt(m)));
       }
       break;
     case Opcode::NcMatmulMx:
@@ -295,7 +305,8 @@ Instruction Reader::instruction(const Node& n, Engine e) {
     case Opcode::Activation:
       if (n.has("func")) {
         const auto f = parse_act(n["func"].string());
-        if (!f) n["func"].fail(fmt::format("unknown activation function '{}'", n["func"].string()));
+        if (!f)
+          n["func"].fail(fmt::format("unknown activation function '{}'", text_excerpt(n["func"].string())));
         in.act = *f;
       }
       in.imm0 = 1.f;
@@ -345,7 +356,13 @@ Instruction Reader::instruction(const Node& n, Engine e) {
 
   if (n.has("queue")) in.dma_queue = static_cast<uint8_t>(n["queue"].integer(0, 255));
   if (n.has("line")) in.loc.line = static_cast<uint32_t>(n["line"].integer(0, UINT32_MAX));
-  if (n.has("file")) in.loc.file = file_index(n["file"].string());
+  if (n.has("file")) {
+    const std::string f = n["file"].string();
+    if (f.size() > 4096 || has_control(f))
+      n["file"].fail(fmt::format(
+          "expected a source file name of at most 4096 printable characters, found '{}'", text_excerpt(f)));
+    in.loc.file = file_index(f);
+  }
   const auto waits = [&](const char* key, std::vector<SemWait>& out) {
     if (!n.has(key)) return;
     const Node w = n[key];
@@ -521,8 +538,8 @@ Program program_from_json(const json& j) {
   if (root.has("generation")) {
     const auto g = parse_generation(root["generation"].string());
     if (!g)
-      root["generation"].fail(
-          fmt::format("expected \"trn2\" or \"trn3\", got \"{}\"", root["generation"].string()));
+      root["generation"].fail(fmt::format("expected \"trn2\" or \"trn3\", got \"{}\"",
+                                          text_excerpt(root["generation"].string())));
     p.generation = *g;
   }
   if (root.has("num_cores")) p.num_cores = static_cast<int>(root["num_cores"].integer(1, 2));
@@ -548,17 +565,7 @@ Program program_from_json(const json& j) {
 }
 
 Program load_program(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw InputError(fmt::format("{}: is a directory, expected a JSON file", path));
-  std::ifstream f(path);
-  if (!f) throw InputError(fmt::format("{}: cannot open program file", path));
-  json j;
-  try {
-    j = json::parse(f);
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", path, e.what()));
-  }
+  const json j = config::read_json_document(path);
   try {
     return program_from_json(j);
   } catch (const InputError& e) {

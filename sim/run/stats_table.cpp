@@ -80,6 +80,11 @@ std::string value_str(const json& v, const std::string& unit) {
 std::string count_str(double v) {
   return std::isfinite(v) ? fmt::format("{:.0f}", v) : "-";
 }
+// A table cell: `v` right-aligned in `width` with `prec` decimals, or "-" when the file lacks it (a damaged
+// stats.json), never "nan".
+std::string cell_str(double v, int width, int prec) {
+  return std::isfinite(v) ? fmt::format("{:>{}.{}f}", v, width, prec) : fmt::format("{:>{}}", "-", width);
+}
 // The last two components of a source path ("lib/matmul.cpp:42").
 std::string short_source(const std::string& src) {
   size_t cut = src.rfind('/');
@@ -276,12 +281,13 @@ std::string format_stats(const json& j, size_t top_lines) {
   o += "\n";
   for (const char* en : kEngines) {
     o += fmt::format("  {:<10}", en);
+    for (int c = 0; c < cores; ++c) {
+      const double busy = num(member(member(engines, fmt::format("core{}", c)), en), "busy_percent");
+      o += std::isfinite(busy) ? fmt::format("{:>9.1f}%", busy) : fmt::format("{:>10}", "-");
+    }
     for (int c = 0; c < cores; ++c)
-      o += fmt::format("{:>9.1f}%",
-                       num(member(member(engines, fmt::format("core{}", c)), en), "busy_percent"));
-    for (int c = 0; c < cores; ++c)
-      o += fmt::format("{:>16.2f}",
-                       num(member(member(engines, fmt::format("core{}", c)), en), "semaphore_wait_ns") / 1e3);
+      o += cell_str(num(member(member(engines, fmt::format("core{}", c)), en), "semaphore_wait_ns") / 1e3, 16,
+                    2);
     o += "\n";
   }
 
@@ -292,8 +298,9 @@ std::string format_stats(const json& j, size_t top_lines) {
   if (ops.is_array() && !ops.empty()) {
     o += fmt::format("  {:<8}{:<18}{:>10}{:>14}{:>12}\n", "engine", "opcode", "count", "total us", "mean ns");
     for (const json& r : ops)
-      o += fmt::format("  {:<8}{:<18}{:>10}{:>14.3f}{:>12.1f}\n", str(r, "engine"), str(r, "opcode"),
-                       count_str(num(r, "count")), num(r, "total_ns") / 1e3, num(r, "mean_ns"));
+      o += fmt::format("  {:<8}{:<18}{:>10}{}{}\n", str(r, "engine"), str(r, "opcode"),
+                       count_str(num(r, "count")), cell_str(num(r, "total_ns") / 1e3, 14, 3),
+                       cell_str(num(r, "mean_ns"), 12, 1));
   }
   const json& lines = member(j, "source_lines");
   if (lines.is_array() && !lines.empty() && top_lines > 0) {
@@ -303,9 +310,10 @@ std::string format_stats(const json& j, size_t top_lines) {
                      "engine%", "sem wait us");
     for (size_t i = 0; i < lines.size() && i < top_lines; ++i) {
       const json& r = lines[i];
-      o += fmt::format("  {:<40}{:<6}{:>8}{:>14.3f}{:>8.1f}%{:>14.3f}\n", short_source(str(r, "source")),
-                       str(r, "engine"), count_str(num(r, "instructions")), num(r, "busy_ns") / 1e3,
-                       num(r, "engine_busy_percent"), num(r, "semaphore_wait_ns") / 1e3);
+      o += fmt::format("  {:<40}{:<6}{:>8}{}{}%{}\n", short_source(str(r, "source")), str(r, "engine"),
+                       count_str(num(r, "instructions")), cell_str(num(r, "busy_ns") / 1e3, 14, 3),
+                       cell_str(num(r, "engine_busy_percent"), 8, 1),
+                       cell_str(num(r, "semaphore_wait_ns") / 1e3, 14, 3));
     }
   }
   const json& phases = member(j, "phases");
@@ -320,9 +328,9 @@ std::string format_stats(const json& j, size_t top_lines) {
     });
     for (const auto& [name, php] : rows) {
       const json& ph = *php;
-      o += fmt::format("  {:<24}{:>14.3f}{:>14.3f}{:>14.3f}", name, num(ph, "start_ns") / 1e3,
-                       num(ph, "end_ns") / 1e3, num(ph, "span_ns") / 1e3);
-      for (const char* en : kEngines) o += fmt::format("{:>12.3f}", num(member(ph, "busy_ns"), en) / 1e3);
+      o += fmt::format("  {:<24}{}{}{}", name, cell_str(num(ph, "start_ns") / 1e3, 14, 3),
+                       cell_str(num(ph, "end_ns") / 1e3, 14, 3), cell_str(num(ph, "span_ns") / 1e3, 14, 3));
+      for (const char* en : kEngines) o += cell_str(num(member(ph, "busy_ns"), en) / 1e3, 12, 3);
       o += "\n";
     }
   }

@@ -99,8 +99,9 @@ GeneratorSpec parse_generator(const json& spec, const std::string& path) {
   if (!g.is_string()) fail(path + ".generator", "expected a generator name, found " + json_excerpt(g));
   const GenDef* d = find_def(g.get<std::string>());
   if (d == nullptr)
-    fail(path + ".generator", fmt::format("unknown generator '{}' (expected {})", g.get<std::string>(),
-                                          fmt::join(generator_names(), ", ")));
+    fail(path + ".generator",
+         fmt::format("unknown generator '{}' (expected {})", text_excerpt(g.get<std::string>()),
+                     fmt::join(generator_names(), ", ")));
   GeneratorSpec out;
   out.name = d->name;
   out.args = json::object();
@@ -164,6 +165,9 @@ InputSource parse_input_source(const json& spec, const std::string& path, const 
   InputSource s;
   const auto resolve = [&](const std::string& p) {
     if (p.empty()) fail(path, "empty .npy path");
+    // (a NUL would cut the path short and open another file)
+    if (p.size() > 4096 || p.find('\0') != std::string::npos)
+      fail(path, fmt::format("'{}' is not a usable .npy path ({} bytes)", text_excerpt(p), p.size()));
     return fs::path(p).is_absolute() || base_dir.empty() ? p : (fs::path(base_dir) / p).string();
   };
   if (spec.is_string()) {

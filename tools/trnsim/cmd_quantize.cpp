@@ -180,7 +180,7 @@ void add_quantize_command(CLI::App& app) {
   sub->add_option("--threads", opts->threads, "host threads for the quantization")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  sub->callback([opts] { run_quantize(*opts); });
+  sub->callback([opts] { on_file(opts->input, [&] { run_quantize(*opts); }); });
 }
 
 }  // namespace trnsim::cli

@@ -42,16 +42,18 @@ void add_run_command(CLI::App& app) {
     if (cmd->get_option("--trace")->count() > 0 && opts->trace.empty())
       throw InputError("--trace: empty file name");
     int rc = 0;
-    if (workload::is_workload_file(opts->config)) {
-      if (!opts->hw.empty())
-        throw InputError(
-            "--hw applies to program JSON; a workload names its hardware (use --set hardware=...)");
-      rc = run_workload_file(*opts);
-    } else {
-      if (opts->dump_inputs) throw InputError("--dump-inputs applies to workload configs only");
-      if (opts->full_reference) throw InputError("--full-reference applies to workload configs only");
-      rc = run_program_file(*opts);
-    }
+    on_file(opts->config, [&] {
+      if (workload::is_workload_file(opts->config)) {
+        if (!opts->hw.empty())
+          throw InputError(
+              "--hw applies to program JSON; a workload names its hardware (use --set hardware=...)");
+        rc = run_workload_file(*opts);
+      } else {
+        if (opts->dump_inputs) throw InputError("--dump-inputs applies to workload configs only");
+        if (opts->full_reference) throw InputError("--full-reference applies to workload configs only");
+        rc = run_program_file(*opts);
+      }
+    });
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }

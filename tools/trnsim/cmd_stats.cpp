@@ -7,6 +7,8 @@
 // sets its time: time per resource and link kind, then its segments in time order), or the headline figures
 // of two runs side by side with B/A ratios (before/after a tuning change). A missing file, a file that is not
 // JSON or not a trnsim stats.json is an InputError (exit 1).
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -65,7 +67,8 @@ void add_stats_command(CLI::App& app) {
   cmd->add_option("--segments", opts->segments,
                   "critical-path segments to show (default 60; stats.json holds 400)");
   cmd->add_option("--lines", opts->lines, "busiest source lines to show (default 10; stats.json holds 50)");
-  cmd->callback([opts] { stats_command(*opts); });
+  cmd->callback(
+      [opts] { on_file(fmt::format("{}", fmt::join(opts->files, ", ")), [&] { stats_command(*opts); }); });
 }
 
 }  // namespace trnsim::cli

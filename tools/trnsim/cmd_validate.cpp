@@ -38,7 +38,7 @@ void add_validate_command(CLI::App& app) {
       "Check a workload config (schema, hardware, kernel parameters, inputs, shapes) without running it");
   sub->add_option("workload", opts->path, "workload .json (configs/workloads/)")->required();
   sub->add_option("--set", opts->sets, "override a workload key: PATH=VALUE (e.g. params.M=512)");
-  sub->callback([opts] { run_validate(*opts); });
+  sub->callback([opts] { on_file(opts->path, [&] { run_validate(*opts); }); });
 }
 
 }  // namespace trnsim::cli

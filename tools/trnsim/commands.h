@@ -5,7 +5,23 @@
 
 #include <CLI/CLI.hpp>
 
+#include <new>
+#include <string>
+
+#include "sim/base/error.h"
+
 namespace trnsim::cli {
+
+// Runs a command's work on `file`; running out of host memory becomes an InputError naming the file
+// ("<file>: out of memory ...") instead of a bare "out of memory".
+template <typename F>
+void on_file(const std::string& file, F&& work) {
+  try {
+    work();
+  } catch (const std::bad_alloc&) {
+    throw InputError(file + ": out of memory (the host cannot hold what this input asks for)");
+  }
+}
 
 // trnsim quantize IN.npy --format --rule --axis [--scale-layout] --data --scales [--dequant] [--threads]
 void add_quantize_command(CLI::App& app);

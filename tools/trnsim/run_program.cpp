@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/base/error.h"
+#include "sim/base/json_excerpt.h"
 #include "sim/config/hw_config.h"
 #include "sim/io/output_files.h"
 #include "sim/isa/names.h"
@@ -64,9 +65,10 @@ int run_program_file(const RunCliOptions& o) {
       throw InputError(o.config + ": tensor " + t.name + " output: expected true or a file name");
     const std::string file = spec.is_string() ? spec.get<std::string>() : t.name + ".npy";
     // Outputs stay inside --out: a bare file name, no directories.
-    if (file.empty() || fs::path(file).filename() != fs::path(file) || file == "." || file == "..")
-      throw InputError(o.config + ": tensor " + t.name + " output: '" + file +
-                       "' must be a plain file name (it is written into --out)");
+    if (file.empty() || file.size() > 255 || fs::path(file).filename() != fs::path(file) || file == "." ||
+        file == ".." || file.find('\0') != std::string::npos)
+      throw InputError(o.config + ": tensor " + t.name + " output: '" + text_excerpt(file) +
+                       "' must be a plain file name of at most 255 bytes (it is written into --out)");
     outs.push_back({i, (fs::path(out_dir) / file).string()});
   }
   {

@@ -258,12 +258,66 @@ TEST_CASE("absurd values are rejected with the file, the key and the accepted ra
   CHECK(numeric == 55);  // every numeric leaf of trn2.json (the efficiency curve is an array, checked above)
 }
 
-TEST_CASE("a file that is not JSON is an InputError", "[config]") {
+TEST_CASE("a hardware config is read by the one JSON reader: bad JSON, duplicate keys, deep values",
+          "[config]") {
   const std::string path = "trnsim_test_bad_config.json";
-  {
-    std::ofstream out(path);
-    out << "{ not json";
-  }
-  CHECK(error_of([&] { load_hw_config(path); }) == path + ": not valid JSON");
-  std::remove(path.c_str());
+  const auto with_text = [&](const std::string& text) {
+    {
+      std::ofstream out(path);
+      out << text;
+    }
+    std::string e = error_of([&] { load_hw_config(path); });
+    std::remove(path.c_str());
+    return e;
+  };
+  CHECK(with_text("{ not json") ==
+        path +
+            ": not valid JSON: parse error at line 1, column 4: syntax error while parsing object key - "
+            "invalid literal; last read: '{ no'; expected string literal");
+  CHECK(with_text(R"({"name": "a", "name": "b"})") == path + ": name: key appears twice in one object");
+  CHECK(with_text(R"({"pe": {"clock_GHz": {"value": 1e400}}})") ==
+        path + ": not valid JSON: number overflow parsing '1e400'");
+  CHECK(with_text("{\"description\": " + std::string(100000, '[')) ==
+        path + ": description: nested deeper than 64 levels");
+}
+
+TEST_CASE("messages show a short excerpt of a bad value, never the value", "[config]") {
+  json big = json::array();
+  for (int i = 0; i < 1000000; ++i) big.push_back(i);
+  CHECK(error_of([&] {
+          load_hw_config(kTrn3, {{"pe.clock_GHz", big}});
+        }) ==
+        kTrn3 +
+            ": pe.clock_GHz.value: expected a number in [0.01, 100], found an array of 1000000 elements "
+            "(from the override pe.clock_GHz=an array of 1000000 elements)");
+  const std::string mega(1 << 20, 'z');
+  CHECK(error_of([&] {
+          load_hw_config(kTrn3, {{"pe.clock_GHz", mega}});
+        }) == kTrn3 + ": pe.clock_GHz.value: expected a number in [0.01, 100], found \"" +
+                  std::string(56, 'z') + "... (from the override pe.clock_GHz=\"" + std::string(56, 'z') +
+                  "...)");
+  CHECK(error_of([&] {
+          load_hw_config(kTrn3, {{"name", mega}});
+        }) == kTrn3 + ": name: expected 1-200 printable characters, found \"" + std::string(56, 'z') +
+                  "... (from the override name=\"" + std::string(56, 'z') + "...)");
+  CHECK(error_of([&] { load_hw_config(mega); }) ==
+        "unknown hardware config '" + std::string(60, 'z') + "...' (known: trn2, trn3, or a .json path)");
+  CHECK(error_of([&] { load_hw_config(mega + ".json"); }) ==
+        "hardware config file '" + std::string(60, 'z') + "...': not a usable path (1048581 bytes)");
+}
+
+TEST_CASE("override values (--set): JSON under the reader's rules, or a bare word that is UTF-8", "[config]") {
+  CHECK(parse_override("pe.clock_GHz=2").second == 2);
+  CHECK(parse_override("name=my trn3").second == "my trn3");
+  CHECK(parse_override("name=[1, 2").second == "[1, 2");  // not JSON: a bare word
+  CHECK(error_of([] { parse_override("name=\xff"); }) == "--set name: the value '\xff' is not valid UTF-8");
+  CHECK(error_of([] { parse_override("x=" + std::string(100, '[')); }) ==
+        "--set x: (top level): nested deeper than 64 levels");
+  CHECK(error_of([] { parse_override(R"(x={"a": 1, "a": 2})"); }) ==
+        "--set x: a: key appears twice in one object");
+  CHECK(error_of([] { parse_override("pe." + std::string(300, 'k') + "=1"); }) ==
+        "--set pe." + std::string(57, 'k') + "...: key '" + std::string(60, 'k') +
+            "...' has 300 bytes (keys have at most 256)");
+  CHECK(error_of([] { parse_override("pe.a\tb=1"); }) ==
+        "--set pe.a\\tb: key 'a\\tb' holds a control character");
 }

@@ -159,6 +159,42 @@ TEST_CASE("program JSON errors name the JSON path", "[isa][json]") {
         "cores[0].PE[0].dst.mem: expected \"sbuf\" or \"psum\", got \"hbm\"");
   CHECK(error_of(R"({"cores": [{}], "extra": 1})") == "(root): unknown key 'extra'");
   CHECK(error_of(R"({"num_cores": 1})") == "(root): missing key 'cores'");
+}
+
+TEST_CASE("program files are read by the one JSON reader: file and JSON path in every message",
+          "[isa][json]") {
+  const std::string path = "test_program_json_reader.json";
+  const auto load_text = [&](const std::string& text) {
+    {
+      std::ofstream out(path);
+      out << text;
+    }
+    std::string e;
+    try {
+      load_program(path);
+    } catch (const InputError& x) {
+      e = x.what();
+    }
+    std::remove(path.c_str());
+    return e;
+  };
+  CHECK(load_text(R"({"num_cores": 1, "num_cores": 2, "cores": [{}]})") ==
+        path + ": num_cores: key appears twice in one object");
+  CHECK(load_text(R"({"cores": [{"SP": [{"op": "memset", "value": )" + std::string(100000, '[')) ==
+        path + ": cores[0].SP[0].value: nested deeper than 64 levels");
+  CHECK(load_text(R"({"cores": [{}], "tensors": [{"name": "x", "dtype": "float32", "shape": [1e400]}]})") ==
+        path + ": not valid JSON: number overflow parsing '1e400'");
+  CHECK(load_text("{\"cores\": [{}], \"" + std::string(300, 'k') + "\": 1}") ==
+        path + ": (top level): key '" + std::string(60, 'k') + "...' has 300 bytes (keys have at most 256)");
+  // Values echoed in messages are cut to an excerpt.
+  CHECK(
+      load_text(R"({"num_cores": 1, "cores": [{"SP": [{"op": ")" + std::string(100000, 'o') + R"("}]}]})") ==
+      path + ": cores[0].SP[0].op: unknown opcode '" + std::string(60, 'o') + "...'");
+  CHECK(
+      load_text(R"({"cores": [{}], "tensors": [{"name": "a\u0001b", "dtype": "float32", "shape": [1]}]})") ==
+      path + ": tensors[0].name: expected a name of 1-200 printable characters, found 'a\\x01b'");
   CHECK_THROWS_MATCHES(load_program("/nonexistent/p.json"), InputError,
-                       Catch::Message("/nonexistent/p.json: cannot open program file"));
+                       Catch::Message("/nonexistent/p.json: no such file"));
+  CHECK_THROWS_MATCHES(load_program("."), InputError,
+                       Catch::Message(".: is a directory, expected a JSON file"));
 }

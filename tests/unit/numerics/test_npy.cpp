@@ -225,6 +225,15 @@ TEST_CASE("read_npy rejects bad files with the path and the reason", "[npy]") {
   write_raw(p, image("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", data));
   CHECK_THROWS_WITH(read_npy(p), p + ": element count overflows: a dimension does not fit in 64 bits");
 
+  // More dimensions than NumPy allows (64); a header that is not text is shown escaped and cut.
+  std::string dims65;
+  for (int i = 0; i < 65; ++i) dims65 += "1, ";
+  write_raw(p, image("{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims65 + "), }", data));
+  CHECK_THROWS_WITH(read_npy(p), p + ": the shape has 65 dimensions (NumPy allows at most 64)");
+  write_raw(p, image(std::string("{'descr': '<f4',\x01\x02") + std::string(200, 'z'), data));
+  CHECK_THROWS_WITH(read_npy(p), Catch::StartsWith(p + ": malformed header: ") &&
+                                     Catch::Contains("'<f4',\\x01\\x02zzz") && Catch::EndsWith("z...\""));
+
   // parse_npy gives the same errors for an in-memory image.
   std::string img = image(ok, data.substr(0, 4));
   CHECK_THROWS_AS(parse_npy(reinterpret_cast<const uint8_t*>(img.data()), img.size(), "mem"), InputError);
