@@ -1,6 +1,6 @@
-// The ISA as kernel calls, named and ordered as NKI's nki.isa names them (reference/trainium-hardware.md §3).
-// Each call appends one instruction (two for core_barrier and sendrecv) to the calling core's streams, with
-// the semaphore waits its operands need (kernel.h, deps.h), and returns it for explicit ordering edges.
+// The ISA as kernel calls, named and ordered as NKI's nki.isa names them (docs/facts/trainium-hardware.md
+// §3). Each call appends one instruction (two for core_barrier and sendrecv) to the calling core's streams,
+// with the semaphore waits its operands need (kernel.h, deps.h), and returns it for explicit ordering edges.
 // The last parameter is always the caller's source location, recorded in the instruction.
 //
 // Shapes: dim 0 of a view is the partition (SBUF/PSUM) or row (HBM) axis. Elementwise ops need dst and inputs

@@ -7,7 +7,7 @@
 //   L(r, t)   = lhs[r, t] if lhs.axis == Cols (lhs is [R, T]),   lhs[t, r] if Rows (lhs is [T, R]);
 //   Rhs(t, c) = rhs[t, c] if rhs.axis == Rows (rhs is [T, C]),   rhs[c, t] if Cols (rhs is [C, T]).
 // So Y = X W^T is (X, Cols) x (W, Cols); dX = dY W is (dY, Cols) x (W, Rows); dW = dY^T X is (dY, Rows) x
-// (X, Rows) (reference/nkilib-kernels.md §1.1).
+// (X, Rows) (docs/facts/nkilib-kernels.md §1.1).
 //
 // MX groups run along the contraction axis T: group g holds the 32 indices mx_group_k_indices(g, T, scheme)
 // (sim/numerics/scale_layout.h; WrapX needs T % 128 == 0, OneX32 T % 32 == 0, else InputError), quantized by

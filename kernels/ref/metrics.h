@@ -1,5 +1,5 @@
 // Error metrics of a kernel output against a host reference (golden), as nki-library's matmul tests compute
-// them (reference/nkilib-kernels.md §3), plus max-abs and relative L2 error.
+// them (docs/facts/nkilib-kernels.md §3), plus max-abs and relative L2 error.
 //
 // For kernel values k and golden values g (same length n, any shape, compared element by element):
 //   max_abs_err     max |k_i - g_i|

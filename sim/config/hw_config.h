@@ -1,7 +1,7 @@
 // Hardware configuration of one LNC=2 pair (configs/hw/*.json), typed and validated.
 //
 // Every leaf in the JSON is {"value": ..., "source": "..."}; the source note cites
-// reference/trainium-hardware.md or says why a value was chosen. Units are in the field names
+// docs/facts/trainium-hardware.md or says why a value was chosen. Units are in the field names
 // (_GHz, _ns, _GBps = bytes per ns, _bytes, _cycles in the engine's own clock).
 //
 // Lookup of a config by name ("trn2" -> trn2.json), first hit wins:

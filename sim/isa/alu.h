@@ -1,5 +1,5 @@
 // Scalar ALU and activation-function math of the compute engines, shared by execute() and host references.
-// Arithmetic is FP32 (reference/trainium-hardware.md §2.4: "All math is done in FP32"); bitwise ops and
+// Arithmetic is FP32 (docs/facts/trainium-hardware.md §2.4: "All math is done in FP32"); bitwise ops and
 // shifts work on 32-bit integers.
 #pragma once
 

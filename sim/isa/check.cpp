@@ -1,4 +1,4 @@
-// Hardware rule checks (check) and work accounting (work_of). Facts: reference/trainium-hardware.md
+// Hardware rule checks (check) and work accounting (work_of). Facts: docs/facts/trainium-hardware.md
 // §2.1-§2.7.
 #include <fmt/format.h>
 

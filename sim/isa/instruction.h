@@ -1,6 +1,6 @@
 // The ISA contract shared by the builder (kernels/), the functional semantics (sim/isa), the SystemC timing
 // model (sim/model), program JSON, the trace and the stats. Names follow NKI's nki.isa
-// (reference/trainium-hardware.md §3). Plain C++: no SystemC here.
+// (docs/facts/trainium-hardware.md §3). Plain C++: no SystemC here.
 #pragma once
 
 #include <array>
@@ -14,8 +14,8 @@ namespace trnsim::isa {
 // Hardware generation: Trn2 = NeuronCore-v3, Trn3 = NeuronCore-v4.
 enum class Generation : uint8_t { Trn2, Trn3 };
 
-// Sequencers of one physical core (reference/trainium-hardware.md §1.2, §4). DMA transfers are triggered by a
-// sequencer and run on a DMA queue; they are not an engine of their own here.
+// Sequencers of one physical core (docs/facts/trainium-hardware.md §1.2, §4). DMA transfers are triggered by
+// a sequencer and run on a DMA queue; they are not an engine of their own here.
 enum class Engine : uint8_t { PE, DVE, ACT, POOL, SP };
 inline constexpr int kNumEngines = 5;
 
@@ -39,15 +39,16 @@ enum class DType : uint8_t {
   U8,
 };
 
-// One free-dimension of an access pattern: `size` elements, `stride` elements apart (NKI order: outermost first).
+// One free-dimension of an access pattern: `size` elements, `stride` elements apart (NKI order: outermost
+// first).
 struct Dim {
   int64_t stride = 1;
   uint32_t size = 1;
 };
 
 // An operand: a region of SBUF, PSUM (partitions x free pattern) or an HBM tensor (rows x free pattern).
-// For SBUF/PSUM, `offset_bytes` is the byte offset inside every partition; for HBM it is the byte offset inside
-// tensor `tensor`, and `partition_stride` (elements) steps between the `partitions` rows.
+// For SBUF/PSUM, `offset_bytes` is the byte offset inside every partition; for HBM it is the byte offset
+// inside tensor `tensor`, and `partition_stride` (elements) steps between the `partitions` rows.
 struct AccessPattern {
   MemSpace space = MemSpace::SBUF;
   DType dtype = DType::F32;
@@ -90,14 +91,47 @@ enum class Opcode : uint8_t {
 inline constexpr int kNumOpcodes = 16;
 
 enum class AluOp : uint8_t {
-  Bypass, Add, Subtract, Multiply, Divide, Max, Min, AbsMax, Pow,
-  IsEqual, NotEqual, IsGt, IsGe, IsLt, IsLe, LogicalAnd, LogicalOr,
-  BitwiseAnd, BitwiseOr, BitwiseXor, ShiftLeft, ShiftRight,
+  Bypass,
+  Add,
+  Subtract,
+  Multiply,
+  Divide,
+  Max,
+  Min,
+  AbsMax,
+  Pow,
+  IsEqual,
+  NotEqual,
+  IsGt,
+  IsGe,
+  IsLt,
+  IsLe,
+  LogicalAnd,
+  LogicalOr,
+  BitwiseAnd,
+  BitwiseOr,
+  BitwiseXor,
+  ShiftLeft,
+  ShiftRight,
 };
 
 enum class ActFunc : uint8_t {
-  Identity, Copy, Exp, Log, Silu, Gelu, GeluApproxTanh, Sigmoid, Tanh, Relu, Square, Sqrt, Rsqrt, Reciprocal,
-  Abs, Sign,
+  Identity,
+  Copy,
+  Exp,
+  Log,
+  Silu,
+  Gelu,
+  GeluApproxTanh,
+  Sigmoid,
+  Tanh,
+  Relu,
+  Square,
+  Sqrt,
+  Rsqrt,
+  Reciprocal,
+  Abs,
+  Sign,
 };
 
 // Semaphore condition: wait until S[sem] >= value on this physical core.
@@ -123,19 +157,20 @@ enum class DgeMode : uint8_t { None, Hwdge, Swdge };
 
 // Instruction flags (bit set).
 enum Flag : uint32_t {
-  kAccumulate = 1u << 0,      // nc_matmul(_mx): accumulate into the PSUM bank instead of overwriting
-  kDoubleRow = 1u << 1,       // nc_matmul perf_mode=double_row (FP8, K=256)
-  kIsTranspose = 1u << 2,     // nc_matmul transpose mode
-  kOobSkip = 1u << 3,         // indirect DMA: out-of-bounds rows are skipped (else an error)
-  kDmaAccumulate = 1u << 4,   // dma_copy: dst += src (DMA-side add)
-  kIndirectDst = 1u << 5,     // vector_offset indexes the destination (scatter) instead of the source (gather)
-  kNegate = 1u << 6,          // tensor_reduce negate
-  kReverse0 = 1u << 7,        // tensor_scalar: operand0 op data instead of data op operand0
-  kReverse1 = 1u << 8,        // tensor_scalar: same for op1
-  kOperand0Vector = 1u << 9,  // tensor_scalar/activation scale: per-partition [P,1] operand instead of immediate
+  kAccumulate = 1u << 0,     // nc_matmul(_mx): accumulate into the PSUM bank instead of overwriting
+  kDoubleRow = 1u << 1,      // nc_matmul perf_mode=double_row (FP8, K=256)
+  kIsTranspose = 1u << 2,    // nc_matmul transpose mode
+  kOobSkip = 1u << 3,        // indirect DMA: out-of-bounds rows are skipped (else an error)
+  kDmaAccumulate = 1u << 4,  // dma_copy: dst += src (DMA-side add)
+  kIndirectDst = 1u << 5,    // vector_offset indexes the destination (scatter) instead of the source (gather)
+  kNegate = 1u << 6,         // tensor_reduce negate
+  kReverse0 = 1u << 7,       // tensor_scalar: operand0 op data instead of data op operand0
+  kReverse1 = 1u << 8,       // tensor_scalar: same for op1
+  kOperand0Vector =
+      1u << 9,  // tensor_scalar/activation scale: per-partition [P,1] operand instead of immediate
   kOperand1Vector = 1u << 10,
-  kBiasVector = 1u << 11,     // activation: bias from a [P,1] operand
-  kReduce = 1u << 12,         // activation: also add-reduce along the free dims into reduce_res
+  kBiasVector = 1u << 11,  // activation: bias from a [P,1] operand
+  kReduce = 1u << 12,      // activation: also add-reduce along the free dims into reduce_res
   // dma_copy: the scalar_offset moves dst (else src)
   kScalarOffsetDst = 1u << 13,
 };
@@ -149,12 +184,13 @@ struct SourceLoc {
 // One instruction of one sequencer's stream. Operand slot meanings depend on the opcode: see opcodes.h.
 struct Instruction {
   Opcode op = Opcode::TensorCopy;
-  Engine engine = Engine::SP;  // the sequencer that issues it (for DMAs: the triggering sequencer)
-  uint8_t dma_queue = 0;       // DMA: queue id 0..15 (shared by the 16 DMA engines of the core)
+  Engine engine = Engine::SP;   // the sequencer that issues it (for DMAs: the triggering sequencer)
+  uint8_t dma_queue = 0;        // DMA: queue id 0..15 (shared by the 16 DMA engines of the core)
   DgeMode dge = DgeMode::None;  // DMA: descriptor generation
-  uint8_t nops = 0;            // operand slots used
-  uint8_t scale_offset = 0;    // quantize_mx / nc_matmul_mx: scale row offset 0/4/8/12 inside each quadrant
-  uint8_t moving_scale_offset = 0;  // nc_matmul_mx: the same for moving_scale (scale_offset: stationary_scale)
+  uint8_t nops = 0;             // operand slots used
+  uint8_t scale_offset = 0;     // quantize_mx / nc_matmul_mx: scale row offset 0/4/8/12 inside each quadrant
+  uint8_t moving_scale_offset =
+      0;                       // nc_matmul_mx: the same for moving_scale (scale_offset: stationary_scale)
   uint8_t reduce_axes = 1;     // tensor_reduce: number of innermost free dims reduced
   AluOp alu0 = AluOp::Bypass;  // tensor_tensor op; tensor_scalar op0; tensor_reduce op
   AluOp alu1 = AluOp::Bypass;  // tensor_scalar op1

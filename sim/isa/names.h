@@ -1,4 +1,4 @@
-// Names of the ISA enums as NKI spells them (reference/trainium-hardware.md §3), and their inverses.
+// Names of the ISA enums as NKI spells them (docs/facts/trainium-hardware.md §3), and their inverses.
 // engine_name / dtype_name / dtype_size are declared in semantics.h, opcode_name and operand_names in
 // opcodes.h.
 #pragma once

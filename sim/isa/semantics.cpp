@@ -27,7 +27,7 @@ num::Fp8Format fp8_format(DType t) {
 }
 
 // Row of the E8M0 scale of MX group g (8 partitions each) inside its scale operand: scales sit in rows 0-3 of
-// the group's 32-partition quadrant, shifted by the packing offset (reference/trainium-hardware.md §2.2).
+// the group's 32-partition quadrant, shifted by the packing offset (docs/facts/trainium-hardware.md §2.2).
 uint32_t mx_scale_row(uint32_t g, uint32_t offset) {
   return (g / 4) * 32 + g % 4 + offset;
 }

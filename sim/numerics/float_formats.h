@@ -1,7 +1,7 @@
 // Scalar float formats: FP32 <-> BF16, FP16 (IEEE binary16), OCP FP8 (E4M3FN, E5M2) and E8M0 scales.
 // All conversions are bit-exact and independent of the host FP environment except that they assume the
 // default round-to-nearest-even mode without flush-to-zero (never build with -ffast-math).
-// Formats and NaN/Inf rules: reference/mx-numerics.md §1 (bit layouts) and §3.1 (satfinite conversion).
+// Formats and NaN/Inf rules: docs/facts/mx-numerics.md §1 (bit layouts) and §3.1 (satfinite conversion).
 #pragma once
 
 #include <algorithm>
@@ -80,7 +80,7 @@ struct Fp8Traits<Fp8Format::E5M2> {
   static constexpr uint32_t kOverflowCode = 0x7C;  // non-saturating overflow: Inf
 };
 
-// satfinite encoding, branch-free so that block loops vectorize (reference/mx-numerics.md §3.1).
+// satfinite encoding, branch-free so that block loops vectorize (docs/facts/mx-numerics.md §3.1).
 template <Fp8Format F>
 inline uint8_t f32_to_fp8_satfinite(float x) {
   using T = Fp8Traits<F>;
@@ -92,7 +92,7 @@ inline uint8_t f32_to_fp8_satfinite(float x) {
   return static_cast<uint8_t>((kFp8NaN & is_nan) | (code & ~is_nan));
 }
 
-// Non-saturating encoding, as PyTorch's float8 casts (reference/mx-numerics.md §3.3).
+// Non-saturating encoding, as PyTorch's float8 casts (docs/facts/mx-numerics.md §3.3).
 template <Fp8Format F>
 inline uint8_t f32_to_fp8_overflow(float x) {
   using T = Fp8Traits<F>;
@@ -142,7 +142,7 @@ inline constexpr std::array<float, 256> kE5M2ToF32 = make_fp8_table(2, 15, true)
 // ---- FP8 ----
 
 // FP32 -> FP8, round to nearest even (normal and subnormal ranges alike).
-// saturate = true is CUDA/TE satfinite (reference/mx-numerics.md §3.1): |x| beyond the largest finite value,
+// saturate = true is CUDA/TE satfinite (docs/facts/mx-numerics.md §3.1): |x| beyond the largest finite value,
 // and +-Inf, give +-max (0x7E/0xFE E4M3FN, 0x7B/0xFB E5M2); NaN gives 0x7F (sign dropped); values that
 // round to zero keep their sign (-0 and -tiny give 0x80).
 // saturate = false follows PyTorch's casts (§3.3): overflow and Inf give NaN 0x7F|sign (E4M3FN) or
@@ -178,7 +178,7 @@ inline float e8m0_rcp_f32(uint8_t b) {
 }
 
 // FP32 -> E8M0 rounding up to a power of two with saturation, TE's float_to_e8m0 / PTX
-// cvt.rp.satfinite.ue8m0x2.f32 (reference/mx-numerics.md §2.3): NaN -> 0xFF, +-Inf -> 0xFE, 0 -> 0x00;
+// cvt.rp.satfinite.ue8m0x2.f32 (docs/facts/mx-numerics.md §2.3): NaN -> 0xFF, +-Inf -> 0xFE, 0 -> 0x00;
 // otherwise the exponent field, plus one if the mantissa is non-zero, except at 0xFE (saturate) and for
 // subnormals <= 2^-127 (stay 0x00). The sign is ignored (callers pass magnitudes).
 inline uint8_t f32_to_e8m0_ceil(float x) {

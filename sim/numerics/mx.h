@@ -1,5 +1,5 @@
 // MX (OCP microscaling) quantization to MXFP8: blocks of 32 values share one E8M0 scale byte.
-// Three scale rules (reference/mx-numerics.md §2, trainium-hardware.md §2.2, DESIGN.md "Numerics"):
+// Three scale rules (docs/facts/mx-numerics.md §2, trainium-hardware.md §2.2, docs/architecture.md):
 //
 //  Trn3 - the Trainium3 quantize_mx rule: X = 2^(floor(log2 amax) - (emax - 1)), twice the OCP scale, so the
 //         block maximum lands in [2^(emax-1), 2^emax) and never saturates. An all-zero block gives 2^-127
@@ -46,7 +46,7 @@ std::string_view scale_rule_name(ScaleRule r);
 ScaleRule parse_scale_rule(std::string_view s);
 std::string_view mx_axis_name(MxAxis a);
 
-// fl32(1/max_norm) as TE stores it: 0x3B124925 (E4M3FN), 0x37924925 (E5M2) (reference/mx-numerics.md §1).
+// fl32(1/max_norm) as TE stores it: 0x3B124925 (E4M3FN), 0x37924925 (E5M2) (docs/facts/mx-numerics.md §1).
 inline float te_max_norm_rcp(Fp8Format f) {
   return f == Fp8Format::E4M3FN ? 1.0f / 448.0f : 1.0f / 57344.0f;
 }

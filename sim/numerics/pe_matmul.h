@@ -13,7 +13,7 @@ namespace trnsim::num {
 // products are added in ascending k, each step c = fl32(c + a*b) rounded once (fused multiply-add). For
 // operands whose products are exact in FP32 (BF16, FP16, FP8 and MX-dequantized values, barring FP32
 // underflow) this equals rounding the product and then the sum. The public sources do not document the PE's
-// internal order (reference/trainium-hardware.md §7, open question 1); this choice makes runs
+// internal order (docs/facts/trainium-hardware.md §7, open question 1); this choice makes runs
 // bit-reproducible. `threads` > 1 splits the N columns; the bytes do not depend on it.
 void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int K, int M,
                int N, bool accumulate, int threads = 1);

@@ -3,7 +3,7 @@
 // "Compact" scales everywhere in trnsim mean the unpadded row-major array quantize() writes:
 // rowwise (MxAxis::Row) [M, K/32], columnwise (MxAxis::Col) [M/32, K], for data [M, K].
 //
-// TransformerEngine layouts (reference/mx-numerics.md §5):
+// TransformerEngine layouts (docs/facts/mx-numerics.md §5):
 //  - TE compact: the padded scale tensor, row-major. Rowwise [roundup(M,128), roundup(K/32,4)], columnwise
 //    [roundup(M/32,4), roundup(K,128)]. Scale (i, j) is at i * padded_cols + j, where (i, j) = (row, block)
 //    rowwise and (block-row, column) columnwise. trnsim writes padding bytes as 0x00 (TE leaves them
@@ -13,8 +13,8 @@
 //    j%4. Rowwise: i = row, j = block, ntx = ceil(K/128). Columnwise: the transposed matrix, i = column, j =
 //    block-row, ntx = ceil(M/128). Padding bytes are 0x00 (TE zero-fills).
 //
-// Trainium layouts (reference/nkilib-kernels.md §1.2, trainium-hardware.md §2.2), for an operand [K, F] whose
-// contraction dim K goes onto SBUF partitions:
+// Trainium layouts (docs/facts/nkilib-kernels.md §1.2, trainium-hardware.md §2.2), for an operand [K, F]
+// whose contraction dim K goes onto SBUF partitions:
 //  - x4 interleave ("swizzle"): [K, F] -> [K/4, 4F]; logical (k, f) goes to partition row P and free index
 //    4f + j (j = 0..3, the byte slot inside an x4 element).
 //      WrapX (default): a 512-row K tile covers 128 partitions; partition p of the tile holds tile rows

@@ -1,5 +1,5 @@
 // Per-instruction cost formulas (plain C++, no SystemC). Every constant comes from config::HwConfig
-// (configs/hw/*.json); the formulas follow reference/trainium-hardware.md §2 and §6.
+// (configs/hw/*.json); the formulas follow docs/facts/trainium-hardware.md §2 and §6.
 //
 // Engine costs are initiation intervals in the engine's own cycles:
 //   PE nc_matmul     LS = ceil(N_stationary / ls_columns_per_cycle); MM = passes x max(min(64, N_stat),

@@ -10,7 +10,7 @@ namespace trnsim::trace {
 
 namespace {
 
-// Field numbers (perfetto_trace.proto), see reference/perfetto-and-systemc.md §3.2.
+// Field numbers (perfetto_trace.proto), see docs/facts/perfetto-and-systemc.md §3.2.
 constexpr uint32_t kTracePacket = 1;
 constexpr uint32_t kPacketTimestamp = 8;
 constexpr uint32_t kPacketSequenceId = 10;

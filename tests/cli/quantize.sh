@@ -97,7 +97,7 @@ for rule in trn3 ocp te; do
   done
 done
 
-# Swizzled vs compact (reference/mx-numerics.md §5): spot positions worked out by hand, then the whole
+# Swizzled vs compact (docs/facts/mx-numerics.md §5): spot positions worked out by hand, then the whole
 # permutation. Rowwise scales [256, 32]: ntx = 8 tiles of 128x4 (512 bytes). Colwise scales [8, 1024] are
 # swizzled as the transposed matrix (i = column, j = block-row), ntx = 2.
 #   row (1,0): compact 32 -> 16; (32,0): 1024 -> 4; (33,2): 1058 -> 16 + 4 + 2 = 22; (0,4): 4 -> 512;

@@ -4,7 +4,7 @@
 // layouts assume); other shapes, ranks and dtypes are an InputError naming the file.
 // Outputs (all written together or not at all):
 //   --data     uint8 [rows, cols]: FP8 bytes (E4M3FN or E5M2), same layout as the input.
-//   --scales   uint8 E8M0 scale bytes in TransformerEngine's layouts (reference/mx-numerics.md §5):
+//   --scales   uint8 E8M0 scale bytes in TransformerEngine's layouts (docs/facts/mx-numerics.md §5):
 //                compact:  2-D, padded, row-major: axis row [roundup(rows, 128), roundup(cols/32, 4)],
 //                          axis col [roundup(rows/32, 4), roundup(cols, 128)];
 //                swizzled: 1-D, the GEMM-swizzled (cuBLAS 128x4 tile) order of the same padded matrix.

@@ -1,5 +1,5 @@
 // Scalar conversions against an independent reference: every FP8/E8M0/FP16 code, every BF16 pattern, and
-// the satfinite rules of reference/mx-numerics.md §3.1 and the PyTorch-style non-saturating rules of §3.3.
+// the satfinite rules of docs/facts/mx-numerics.md §3.1 and the PyTorch-style non-saturating rules of §3.3.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

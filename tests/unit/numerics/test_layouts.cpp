@@ -1,5 +1,5 @@
-// Scale and data layouts: TE compact and GEMM-swizzled (reference/mx-numerics.md §5 and its test vectors),
-// and the Trainium x4 interleave, MX groups and scale placement (reference/nkilib-kernels.md §1.2).
+// Scale and data layouts: TE compact and GEMM-swizzled (docs/facts/mx-numerics.md §5 and its test vectors),
+// and the Trainium x4 interleave, MX groups and scale placement (docs/facts/nkilib-kernels.md §1.2).
 #include <catch2/catch.hpp>
 
 #include <array>

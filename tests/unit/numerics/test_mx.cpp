@@ -1,4 +1,4 @@
-// MX quantization: scale rules at their boundaries (reference/mx-numerics.md §2, trainium-hardware.md §2.2),
+// MX quantization: scale rules at their boundaries (docs/facts/mx-numerics.md §2, trainium-hardware.md §2.2),
 // the §2.5 worked examples, 2-D arrays on both axes with bytes known by construction, thread invariance and
 // the input errors.
 #include <catch2/catch.hpp>
