@@ -5,22 +5,8 @@
 # values echoed in messages, names `run` could not use, duplicate keys and outputs, the core-count conflict,
 # `--set hardware=` relative to the current directory, the HBM capacity of programs, numbers beyond a double,
 # bytes that are not UTF-8, special files as the trace, and NaN inputs from a .npy.
-set -uo pipefail
-
-TRNSIM=$1
-SRC=$2
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*" >&2
-}
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
 
 GOOD='"name": "w", "hardware": "trn3", "kernel": "matmul_mxfp8_backward"'
 PARAMS='"params": {"M": 512, "K": 512, "N": 512, "run_with_lnc2": false}'
@@ -244,5 +230,4 @@ rc=$?
 check "NaN .npy input: exit $rc, outputs written" '[[ $rc == 0 || $rc == 3 ]] && [[ -f $T/nan/input_grad.npy && -f $T/nan/stats.json ]]'
 check "NaN .npy input: the note" 'grep -q "note: inputs.output_grad: 2 of 262144 values are NaN or Inf$" "$T/log"'
 
-echo "$passed passed, $failed failed"
-[[ $failed == 0 ]]
+finish

@@ -3,22 +3,8 @@
 # The shipped real layers validate (gpt-oss-120b's raw 2880 is rejected with the reason); a small layer run
 # with --dump-inputs writes every input by its argument name and the outputs by theirs, and its trace shows
 # the token gathers and the output scatters (indirect DMAs) on the DMA queues of the engine that issues them.
-set -uo pipefail
-
-TRNSIM=$1
-SRC=$2
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 MOE=$SRC/configs/workloads/moe
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*" >&2
-}
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
 
 # 1. The shipped layers, forward and backward, validate (each builds its program).
 for w in "$MOE"/*.json; do
@@ -63,5 +49,4 @@ check "trace: output scatters on POOL's DMA queues" \
   'grep "dst=hbm:output_slab_[01][^\"]*vector_offset" "$T/dma" | grep -q "\"dma_queue\":1[2-5],.*\"issuer\":\"POOL\""'
 check "trace: the queue tracks are named" 'grep -q "\"thread_name\".*\"qGpSimdIO12\"" "$T/t.json"'
 
-echo "$passed passed, $failed failed"
-[[ $failed == 0 ]]
+finish

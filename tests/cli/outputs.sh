@@ -4,22 +4,8 @@
 # refused before simulating; a rerun into an earlier --out leaves exactly that run's files; an unwritable
 # --out is found before the simulation; a trace into a new folder works and a failed run keeps its trace,
 # marked incomplete; a damaged stats.json is an error, not a table of NaN.
-set -uo pipefail
-
-TRNSIM=$1
-SRC=$2
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
-T=$(mktemp -d)
-trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
-cd "$T" || exit 1
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*" >&2
-}
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
 
 # 1. Special files. /dev/null keeps being a device; /dev/full fails with a message and nothing is written; a
 # symlink keeps pointing at its target, which gets the data.
@@ -111,5 +97,4 @@ check "Inf inputs: exit $rc, outputs written" '[[ $rc == 0 && -f $T/inf/weight_g
 check "Inf inputs: the note" 'grep -q "^note: inputs.input_activation: [0-9]* of 262144 values are NaN or Inf (generated values overflowed bfloat16)" "$T/out"'
 check "Inf inputs: counts, not NaN" 'grep -q "\"reference_nonfinite\": 262144.0" "$T/inf/stats.json" && ! grep -qE ": (NaN|nan),?$" "$T/inf/stats.json"'
 
-echo "$passed passed, $failed failed"
-[[ $failed == 0 ]]
+finish

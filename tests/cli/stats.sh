@@ -4,22 +4,7 @@
 # the profile summary, opcode times, source-line attribution and SBUF/PSUM peaks (values derived below);
 # `trnsim stats` prints a workload run's table again, identical; `--compare` shows ratios; bad files fail
 # with exact messages and exit 1.
-set -uo pipefail
-
-TRNSIM=$1
-SRC=$2
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*" >&2
-}
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 # has FILE TEXT: FILE holds TEXT verbatim on some line (stats.json is written with 2-space indents).
 has() { grep -qF -- "$2" "$1"; }
 
@@ -154,5 +139,4 @@ expect_error "compare, B bad" "$T/prog.json: $NOT" stats --compare "$S" "$T/prog
 expect_error "compare, one file" "--compare takes two stats.json files (A, then B), found 1" stats --compare "$S"
 expect_error "two files" "expected one stats.json (or --compare A.json B.json), found 2 files" stats "$S" "$S"
 
-echo "$passed passed, $failed failed"
-[[ $failed == 0 ]]
+finish

@@ -3,25 +3,8 @@
 # `trnsim validate` on every shipped workload; a small MXFP8 backward run end to end (outputs, stats.json,
 # numerics, --dump-inputs, --no-numerics, --set, exit 3 on a numerics failure); every kind of bad workload
 # fails with its exact message, exit 1 and no output directory.
-set -uo pipefail
-
-TRNSIM=$1
-SRC=$2
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*" >&2
-}
-
-# check NAME COND: COND is a shell test expression string
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
 
 # npy_header PATH: the header dict of a .npy
 npy_header() { head -c 128 "$1" | tail -c +11 | tr -d '\0' | head -1; }
@@ -196,5 +179,4 @@ done
 rc=$?
 check "huge shapes (exit $rc)" '[[ $rc == 1 && $(cat "$T/stderr") == *"the HBM stack of the LNC2 pair holds 36 GiB" ]]'
 
-echo "$passed passed, $failed failed"
-[[ $failed == 0 ]]
+finish
