@@ -99,6 +99,12 @@ std::string numerics_section(const json& numerics) {
   };
   bool header[3] = {false, false, false};
   for (const auto& [name, n] : numerics.items()) {
+    // A metric right-aligned in `width`, or "-" when the file lacks it (a damaged stats.json), never "nan".
+    const auto cell = [&n](const char* key, int width, const char* spec) {
+      const double v = num(n, key);
+      return std::isfinite(v) ? fmt::format(fmt::runtime(fmt::format("{{:>{}{}}}", width, spec)), v)
+                              : fmt::format("{:>{}}", "-", width);
+    };
     const std::string kind = str(n, "check", kCheckTolerance);
     if (kind == kCheckTolerance) {
       if (!header[0])
@@ -106,11 +112,6 @@ std::string numerics_section(const json& numerics) {
                          "rel_l2_exact", "rel_l2_quant", "cos_exact", "norm_eucl", "allclose", "");
       header[0] = true;
       const json& ac = member(n, "allclose_vs_exact");
-      const auto cell = [&](const char* key, int width, const char* spec) {
-        const double v = num(n, key);
-        return std::isfinite(v) ? fmt::format(fmt::runtime(fmt::format("{{:>{}{}}}", width, spec)), v)
-                                : fmt::format("{:>{}}", "-", width);
-      };
       o += fmt::format("         {:<14}{}{}{}{}{}{:>9}{:>6}\n", name, cell("max_abs_err", 12, ".4g"),
                        cell("rel_l2_vs_exact", 14, ".4g"), cell("rel_l2_vs_quantized", 14, ".4g"),
                        cell("cosine_vs_exact", 12, ".6f"), cell("normalized_euclidean_vs_exact", 12, ".4g"),
@@ -127,8 +128,8 @@ std::string numerics_section(const json& numerics) {
         o += fmt::format("scalar   {:<24}{:>16}{:>16}{:>12}{:>6}\n", "output", "value", "expected", "abs_err",
                          "");
       header[2] = true;
-      o += fmt::format("         {:<24}{:>16.8g}{:>16.8g}{:>12.3g}{:>6}\n", name, num(n, "value"),
-                       num(n, "expected"), num(n, "abs_err"), pass_of(n));
+      o += fmt::format("         {:<24}{}{}{}{:>6}\n", name, cell("value", 16, ".8g"),
+                       cell("expected", 16, ".8g"), cell("abs_err", 12, ".3g"), pass_of(n));
     }
   }
   for (const auto& [name, n] : numerics.items())
