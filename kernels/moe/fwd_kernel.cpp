@@ -113,6 +113,7 @@ FwdPlan plan_fwd(const FwdParams& p, const isa::Limits& limits) {
                       "partitions in groups of 32; a model whose size is not, e.g. 2880, runs zero-padded to "
                       "the next multiple, 3072)",
                       name, v, name));
+  if (const std::string why = p.clamp_limits.problem(); !why.empty()) fail(why);
   if (p.top_k > p.E) fail(fmt::format("parameter 'top_k' = {} is more than E = {} experts", p.top_k, p.E));
   f.T = p.T, f.rows = p.rows(), f.H = p.H, f.I = p.I_TP, f.E = p.E, f.B = B, f.N = p.N();
   f.cores = p.cores();

@@ -3,7 +3,10 @@
 // typed parameters (kernels/api/params.h). The forward and the backward read the same JSON objects.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <optional>
+#include <string>
 
 #include "kernels/api/params.h"
 
@@ -44,6 +47,22 @@ struct ClampLimits {
   bool any() const {
     return linear_clamp_upper_limit || linear_clamp_lower_limit || non_linear_clamp_upper_limit ||
            non_linear_clamp_lower_limit;
+  }
+  // Why these limits cannot work (a lower limit above its upper one: every value would clamp to the upper
+  // limit whatever its sign, and the strict gradient masks would be empty), or "" when they can.
+  std::string problem() const {
+    const auto pair = [](const std::optional<double>& lo, const std::optional<double>& hi,
+                         const char* lo_name, const char* hi_name) -> std::string {
+      if (lo && hi && *lo > *hi)
+        return fmt::format("parameter 'clamp_limits': {} = {} is above {} = {}", lo_name, *lo, hi_name, *hi);
+      return "";
+    };
+    std::string why = pair(linear_clamp_lower_limit, linear_clamp_upper_limit, "linear_clamp_lower_limit",
+                           "linear_clamp_upper_limit");
+    if (why.empty())
+      why = pair(non_linear_clamp_lower_limit, non_linear_clamp_upper_limit, "non_linear_clamp_lower_limit",
+                 "non_linear_clamp_upper_limit");
+    return why;
   }
 };
 

@@ -217,6 +217,10 @@ TEST_CASE("moe bwd: blocks of 512 on one core", "[heavy]") {
 TEST_CASE("moe bwd: rejected parameters name the parameter and the documented reason") {
   const std::string k = "kernel 'blockwise_mm_bwd_mxfp8': ";
   const auto err = [](const json& extra) { return bwd_error(small(extra)); };
+  CHECK_THAT(
+      err({{"clamp_limits", {{"non_linear_clamp_lower_limit", 7.5}, {"non_linear_clamp_upper_limit", 7}}}}),
+      Catch::EndsWith(k + "parameter 'clamp_limits': non_linear_clamp_lower_limit = 7.5 is above "
+                          "non_linear_clamp_upper_limit = 7"));
   CHECK_THAT(err({{"num_valid_tokens", true}}),
              Catch::EndsWith(k + "parameter 'num_valid_tokens': needs single_expert_dense (the count bounds "
                                  "the dense mode's block loop; routed blocks are bounded by "

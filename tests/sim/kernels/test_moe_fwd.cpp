@@ -341,6 +341,9 @@ TEST_CASE("moe fwd: rejected parameters name the parameter and the reason") {
                                  "\"AFFINITY_ON_H\""));
   CHECK_THAT(err({{"activation_type", "GELU"}}),
              Catch::EndsWith(k + "parameter 'activation_type': expected one of SiLU, got \"GELU\""));
+  CHECK_THAT(err({{"clamp_limits", {{"linear_clamp_lower_limit", 1}, {"linear_clamp_upper_limit", -1}}}}),
+             Catch::EndsWith(k + "parameter 'clamp_limits': linear_clamp_lower_limit = 1 is above "
+                                 "linear_clamp_upper_limit = -1"));
   json trn2 = small();
   CHECK_THAT(moe_error(small(), moe_inputs()), Catch::Equals("no error"));
 }
