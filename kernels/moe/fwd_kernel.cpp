@@ -67,6 +67,10 @@ FwdPlan plan_fwd(const FwdParams& p, const isa::Limits& limits) {
                       "the next multiple, 3072)",
                       name, v, name));
   if (p.top_k > p.E) fail(fmt::format("parameter 'top_k' = {} is more than E = {} experts", p.top_k, p.E));
+  if (p.checkpoint_config.save_down_proj_act && p.affinity_option != AffinityOption::OnH)
+    fail(
+        "parameter 'checkpoint_config.save_down_proj_act': the down projection's output before the affinity "
+        "exists under AFFINITY_ON_H only (AFFINITY_ON_I multiplies the intermediate)");
   f.T = p.T, f.rows = p.rows(), f.H = p.H, f.I = p.I_TP, f.E = p.E, f.B = B, f.N = p.N();
   f.cores = p.cores();
   f.indirect = !p.no_indirect_load;
