@@ -134,7 +134,7 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
 
 // Indirect DMAs of one block, over both cores: every block emits the same ones (the affinity-gradient scatter
 // included: one per 128 slots), so a one-block build of the run's own plan, counted, gives them. `rows`: the
-// index entries over all of them (each indirect DMA pass covers the block's slots once).
+// index entries over those that index the routing's slots (each such pass covers the block's slots once).
 struct BlockDmas {
   int64_t gathers = 0, scatters = 0, rows = 0;
 };
@@ -150,7 +150,8 @@ BlockDmas block_dmas(const BwdParams& p) {
       for (const auto& in : stream)
         if (in.op == isa::Opcode::DmaCopy && in.ops[2].present()) {
           ++(in.has(isa::kIndirectDst) ? d.scatters : d.gathers);
-          d.rows += in.ops[2].partitions;
+          // AFFINITY_ON_H: Phase 4 gathers the block's scaled rows from the scratch (no -1 in that index).
+          if (!(p.on_h() && b.program.phases[in.phase] == "P4")) d.rows += in.ops[2].partitions;
         }
   return d;
 }
