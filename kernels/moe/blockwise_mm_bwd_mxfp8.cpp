@@ -41,12 +41,14 @@ std::vector<std::string> checkpoint_names(const BwdParams& p) {
   if (c.save_scaled_intermediate) v.push_back("scaled_intermediate_checkpoint_T");
   if (c.save_gate_act) v.push_back("gate_act_checkpoint_T");
   if (c.save_intermediate) v.push_back("intermediate_checkpoint_T");
+  if (c.save_down_proj_act) v.push_back("down_proj_act_checkpoint");
   return v;
 }
 
 // The checkpoints as the forward kernel writes them (blockwise_mm_fwd_mxfp8's numerics: gate/up GEMMs with
 // both operands MX-quantized along H, clamped and rounded to compute_dtype; SiLU(gate) * up rounded; times
-// the affinity, rounded), for every slot of every block.
+// the affinity, rounded; AFFINITY_ON_H: the down GEMM of the rounded intermediate, both operands quantized
+// along I, rounded), for every slot of every block. Pre-quantized weights enter with their MX values.
 void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) {
   const moe::BwdInputs in = moe::BwdInputs::from(
       p, [&](const std::string& n) -> const tensor::HostTensor* { return &io.input(n); }, true);
@@ -59,7 +61,8 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
       c.save_scaled_intermediate ? &io.output("scaled_intermediate_checkpoint_T") : nullptr;
   tensor::HostTensor* ga = c.save_gate_act ? &io.output("gate_act_checkpoint_T") : nullptr;
   tensor::HostTensor* it = c.save_intermediate ? &io.output("intermediate_checkpoint_T") : nullptr;
-  const int64_t B = p.block_size, I = p.I_TP, E = p.E;
+  tensor::HostTensor* da = c.save_down_proj_act ? &io.output("down_proj_act_checkpoint") : nullptr;
+  const int64_t B = p.block_size, I = p.I_TP, H = p.H, E = p.E;
   const isa::DType cdt = p.compute_dtype;
   const auto& ea = *in.expert_affinities_masked;
   const moe::ClampLimits& cl = p.clamp_limits;
@@ -85,10 +88,24 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
     if (ga) ga->set(o, static_cast<float>(moe::round_to(act, cdt)));
     if (it) it->set(o, static_cast<float>(inter));
   };
+  // down_proj_act_checkpoint rows [n, H] of `slots` from their intermediates [n, I] (the layer's down bias is
+  // not an input of the backward: the rows are the bias-free down output).
+  std::vector<double> y;
+  const auto write_down = [&](const std::vector<int64_t>& slots, const std::vector<float>& inter, int64_t e) {
+    if (!da || slots.empty()) return;
+    const int64_t n = static_cast<int64_t>(inter.size()) / I;
+    ref.forward_down(e, inter, n, y);
+    for (size_t r = 0; r < slots.size(); ++r) {
+      const double* row = y.data() + (n == 1 ? 0 : r) * H;
+      for (int64_t h = 0; h < H; ++h) da->set(slots[r] * H + h, static_cast<float>(row[h]));
+    }
+  };
+  const std::vector<float> inter0(static_cast<size_t>(I),
+                                  static_cast<float>(moe::round_to(moe::silu(g0) * u0, cdt)));
   std::vector<double> v;
   for (int64_t e = 0; e < E; ++e) {
     const auto& blocks = ref.blocks_of_expert(e);
-    std::vector<int64_t> slots;  // the slots holding a token (the GEMMs run on these only)
+    std::vector<int64_t> slots, empty;  // the slots holding a token (the GEMMs run on these only), the others
     for (int64_t b : blocks)
       for (int64_t j = 0; j < B; ++j) {
         const int64_t s = b * B + j, t = ref.token(s);
@@ -96,29 +113,85 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
           slots.push_back(s);
         } else {
           for (int64_t i = 0; i < I; ++i) write(s, i, g0, u0, 0.0);
+          empty.push_back(s);
         }
       }
+    write_down(empty, inter0, e);  // one row, the same for every slot without a token
     if (slots.empty()) continue;
     ref.forward_gate_up(e, slots, 1, v);
+    std::vector<float> inter(da ? slots.size() * I : 0);
     for (size_t r = 0; r < slots.size(); ++r) {
       const double a = ea.value(ref.token(slots[r]) * E + e);
-      for (int64_t i = 0; i < I; ++i) write(slots[r], i, v[r * 2 * I + i], v[r * 2 * I + I + i], a);
+      for (int64_t i = 0; i < I; ++i) {
+        const double g = v[r * 2 * I + i], u = v[r * 2 * I + I + i];
+        write(slots[r], i, g, u, a);
+        if (da) inter[r * I + i] = static_cast<float>(moe::round_to(moe::silu(g) * u, cdt));
+      }
     }
+    write_down(slots, inter, e);
   }
+}
+
+// Indirect DMAs of one block, over both cores: every block emits the same ones (the affinity-gradient scatter
+// included: one per 128 slots), so a one-block build of the run's own plan, counted, gives them. `rows`: the
+// index entries over those that index the routing's slots (each such pass covers the block's slots once).
+struct BlockDmas {
+  int64_t gathers = 0, scatters = 0, rows = 0;
+};
+BlockDmas block_dmas(const BwdParams& p) {
+  const isa::Limits limits = default_limits(isa::Generation::Trn3);
+  moe::BwdPlan f = moe::plan_bwd(p, limits);
+  f.N = 1;
+  const KernelBuild b =
+      build_program([&](Kernel& k) { moe::emit_bwd(k, p, f); }, {.limits = limits, .num_programs = f.cores});
+  BlockDmas d;
+  for (const auto& core : b.program.streams)
+    for (const auto& stream : core)
+      for (const auto& in : stream)
+        if (in.op == isa::Opcode::DmaCopy && in.ops[2].present()) {
+          ++(in.has(isa::kIndirectDst) ? d.scatters : d.gathers);
+          // AFFINITY_ON_H: Phase 4 gathers the block's scaled rows from the scratch (no -1 in that index).
+          if (!(p.on_h() && b.program.phases[in.phase] == "P4")) d.rows += in.ops[2].partitions;
+        }
+  return d;
 }
 
 std::vector<KernelStat> stats(const BwdParams& p, const Tensors& in) {
   std::vector<KernelStat> s = moe::routing_kernel_stats(routing_shape(p), in);
-  const double N = static_cast<double>(p.N()), B = static_cast<double>(p.block_size);
+  const int64_t N = p.N(), B = p.block_size;
   const double H = static_cast<double>(p.H), I = static_cast<double>(p.I_TP);
-  const double G = B / 128;
-  s.push_back({"gather_bytes", N * B * H * 2 * (p.cores() + 2.0), "bytes",
-               "token rows the indirect DMAs gather: dY for Phase 1 on each core, X and dY for Phases 3/4"});
-  s.push_back({"hidden_grad_rmw_bytes", p.accumulate_hidden_states_grad ? N * B * H * 2 * 2 : 0.0, "bytes",
-               "hidden_states_grad rows read and written back by Phase 2's read-modify-write scatter"});
-  s.push_back({"weight_grad_rmw_bytes", N * (3 * I * H) * 2 * 2, "bytes",
+  const double G = static_cast<double>(B) / 128;
+  // Slots the indirect DMAs skip: -1 padding, or in dense mode the slots from num_valid_tokens on.
+  int64_t skipped = 0;
+  if (p.single_expert_dense) {
+    if (p.num_valid_tokens)
+      skipped = N * B - std::clamp<int64_t>(in.at("num_valid_tokens").int_value(0), 0, N * B);
+  } else if (p.skip()) {
+    for (int32_t t : moe::int_values(in.at("token_position_to_id"))) skipped += t < 0;
+  }
+  const BlockDmas d = block_dmas(p);
+  s.push_back(moe::gather_dma_stat(
+      N * d.gathers,
+      "affinities, dY rows (and hidden rows for the gate/up recompute), the Phase 3/4 operand rows, the "
+      "Phase 2 read-modify-write reads"));
+  s.push_back(
+      moe::scatter_dma_stat(N * d.scatters, "hidden_states_grad rows (Phase 2) and affinity gradients"));
+  s.push_back(moe::rows_skipped_stat(static_cast<double>(skipped * (d.rows / B))));
+  const double slots = static_cast<double>(N * B), rows_bytes = slots * H * 2;
+  // dY for Phase 1 on each core (and X for the recompute), X for Phase 3, dY for Phase 4 (AFFINITY_ON_H
+  // reads the block's scaled scratch instead).
+  const double passes = p.cores() * (p.gate_up_given() ? 1.0 : 2.0) + 1.0 + (p.on_h() ? 0.0 : 1.0);
+  s.push_back({"gather_bytes", rows_bytes * passes, "bytes",
+               "token rows the indirect DMAs gather: dY for Phase 1 on each core (and X for the gate/up "
+               "recompute), X and dY for Phases 3/4 (AFFINITY_ON_H: X only)"});
+  s.push_back(
+      {"hidden_grad_rmw_bytes",
+       p.accumulate_hidden_states_grad ? (slots - static_cast<double>(skipped)) * H * 2 * 2 : 0.0, "bytes",
+       "hidden_states_grad rows read and written back by Phase 2's read-modify-write scatter (skipped "
+       "slots neither)"});
+  s.push_back({"weight_grad_rmw_bytes", static_cast<double>(N) * (3 * I * H) * 2 * 2, "bytes",
                "weight-gradient bytes read and written back by Phases 3 and 4 (bfloat16)"});
-  s.push_back({"dea_sendrecv_bytes", p.cores() == 2 ? 128 * N * G * 4 : 0.0, "bytes",
+  s.push_back({"dea_sendrecv_bytes", p.cores() == 2 ? 128 * static_cast<double>(N) * G * 4 : 0.0, "bytes",
                "affinity-gradient partials each core sends its peer (sendrecv)"});
   return s;
 }
@@ -271,7 +344,8 @@ std::unique_ptr<KernelDef> blockwise_mm_bwd_mxfp8_kernel() {
   k.doc =
       "MXFP8 blockwise MoE backward on Trn3 (nkilib blockwise_mm_bwd_mxfp8): per block of block_size token "
       "slots of one expert, from the forward's checkpoints: Phase 1 dY W_down^T and the SwiGLU backward "
-      "(AFFINITY_ON_I, the affinity gradient), Phase 2 the hidden-states gradient scattered by "
+      "(AFFINITY_ON_I, the affinity gradient; or AFFINITY_ON_H from the down output's checkpoint), Phase 2 "
+      "the hidden-states gradient scattered by "
       "read-modify-write, Phases 3 and 4 the gate/up and down weight gradients read-modify-written at the "
       "block's expert. SHARD_ON_FREE over the LNC2 pair";
   k.cores = [](const BwdParams& p) { return p.cores(); };
@@ -296,12 +370,19 @@ std::unique_ptr<KernelDef> blockwise_mm_bwd_mxfp8_kernel() {
       "checkpoints",
       "the activation checkpoints checkpoint_config names, as blockwise_mm_fwd_mxfp8 writes them, computed "
       "on the host from hidden_states, gate_up_proj_weight, the routing and the affinities (gate/up GEMMs "
-      "with MX-quantized operands, clamps, SiLU, the roundings of the forward kernel)",
+      "with MX-quantized operands, clamps, SiLU, the roundings of the forward kernel); "
+      "down_proj_act_checkpoint (AFFINITY_ON_H) also from down_proj_weight: the down GEMM of the "
+      "intermediate before the affinity, without bias",
       checkpoint_names,
       [](const BwdParams& p) {
         std::vector<std::string> v{"hidden_states", "gate_up_proj_weight", "token_position_to_id",
                                    "block_to_expert", "expert_affinities_masked"};
         if (p.num_valid_tokens) v.push_back("num_valid_tokens");
+        if (p.gate_up_weight_scales) v.push_back("gate_up_weight_scales");
+        if (p.checkpoint_config.save_down_proj_act) {
+          v.push_back("down_proj_weight");
+          if (p.down_weight_scales) v.push_back("down_weight_scales");
+        }
         return v;
       },
       checkpoint_recipe));

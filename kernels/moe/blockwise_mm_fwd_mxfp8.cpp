@@ -61,10 +61,8 @@ std::vector<KernelStat> stats(const FwdParams& p, const Tensors& in) {
   std::vector<KernelStat> s;
   const IndirectCounts c = indirect_counts(p);
   s.push_back(
-      {"gather_dma_count", static_cast<double>(c.gathers), "count",
-       "indirect DMAs that gather rows (affinities, hidden rows, the scatter's read-modify-write reads)"});
-  s.push_back({"scatter_dma_count", static_cast<double>(c.scatters), "count",
-               "indirect DMAs that scatter output rows into the slabs"});
+      moe::gather_dma_stat(c.gathers, "affinities, hidden rows, the scatter's read-modify-write reads"));
+  s.push_back(moe::scatter_dma_stat(c.scatters, "output rows into the slabs"));
   if (p.no_indirect_load) return s;
   const auto tp = moe::int_values(in.at("token_position_to_id")),
              be = moe::int_values(in.at("block_to_expert"));
@@ -73,10 +71,8 @@ std::vector<KernelStat> stats(const FwdParams& p, const Tensors& in) {
   const int64_t skipped_rows_per_pass = p.skip() ? r.padding_slots : 0;
   const int64_t G = p.block_size / 128;
   const int64_t passes = c.gathers / std::max<int64_t>(1, p.N() * G);  // gathers per 128-slot tile
-  s.push_back(
-      {"rows_skipped",
-       static_cast<double>(skipped_rows_per_pass * (passes + c.scatters / std::max<int64_t>(1, p.N() * G))),
-       "count", "rows the indirect DMAs skip (-1 padding slots times the gather and scatter passes)"});
+  s.push_back(moe::rows_skipped_stat(
+      static_cast<double>(skipped_rows_per_pass * (passes + c.scatters / std::max<int64_t>(1, p.N() * G)))));
   return s;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -119,8 +120,25 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
         "parameter 'accumulate_hidden_states_grad' = false overwrites a token's rows with each of its "
         "blocks: only valid for top_k = 1, got top_k = {}",
         p.top_k));
-  if (p.affinity_option != BwdAffinity::OnI)
-    fail("parameter 'affinity_option': AFFINITY_ON_H not implemented");
+  if (p.on_h() && !p.down_act_given())
+    fail(
+        "parameter 'affinity_option' = AFFINITY_ON_H: needs checkpoint_config.save_down_proj_act "
+        "(down_proj_act_checkpoint): the affinity gradient is the sum over H of the down projection's "
+        "output times dY, which the backward does not recompute");
+  if (!p.on_h() && p.down_act_given())
+    fail(
+        "parameter 'checkpoint_config.save_down_proj_act': down_proj_act_checkpoint is for AFFINITY_ON_H "
+        "only (AFFINITY_ON_I derives the affinity gradient in Phase 1)");
+  if (p.on_h() && p.scaled_given())
+    fail(
+        "parameters 'affinity_option' = AFFINITY_ON_H and 'checkpoint_config.save_scaled_intermediate': "
+        "the forward never forms intermediate x affinity under AFFINITY_ON_H; Phase 4 reads the unscaled "
+        "intermediate (intermediate_checkpoint_T with save_intermediate, else Phase 1's)");
+  if (p.gate_up_weight_scales && !p.gate_up_given())
+    fail(
+        "parameters 'gate_up_weight_scales' and 'checkpoint_config.save_gate_up_proj_act' = false: "
+        "recomputing gate/up contracts the weights over H, but pre-quantized gate/up weights are quantized "
+        "along Phase 2's contraction 2*I_TP; give the checkpoint");
   f.T = p.T, f.rows = p.rows(), f.H = p.H, f.I = p.I_TP, f.E = p.E, f.B = B, f.N = p.N();
   f.cores = cores;
   f.Hc = p.H / cores, f.Ic = p.I_TP / cores;
@@ -162,6 +180,10 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
     r += 2 * tile_bytes(2 * (f.Ic / 128), DType::F32) + tile_bytes(2 * (f.Ic / 128), DType::BF16) +
          tile_bytes(1, DType::F32) + tile_bytes(f.Hc, DType::F32) + tile_bytes(f.Hc, DType::BF16) +
          tile_bytes(512, DType::BF16) + tile_bytes(512, DType::F32);
+  f.dy_chunk = std::min<int64_t>(p.H, 512);
+  if (p.on_h())
+    r += kEpilogueSets * (2 * tile_bytes(f.dy_chunk, DType::BF16) + tile_bytes(f.dy_chunk, DType::F32)) +
+         tile_bytes(1, DType::F32) + 2 * tile_bytes(G, DType::I32);
   f.reserved_sbuf = r;
 
   const auto common = [&](mxfp8::MatmulSpec& s, const char* what, const char* scope,
@@ -195,7 +217,18 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
   {
     mxfp8::MatmulSpec& s = f.p1;
     s.M = f.Ic, s.K = p.H, s.N = B;
-    s.lhs = hbm_operand(mxfp8::Layout::FByK, "down_proj_weight", "I_TP");
+    s.lhs = p.down_weight_scales ? weight_operand(kBwdName, {.tensor = "down_proj_weight",
+                                                             .param = "down_weight",
+                                                             .scales = &p.down_weight_scales,
+                                                             .E = p.E,
+                                                             .K = p.H,
+                                                             .cols = f.I,
+                                                             .F = f.Ic,
+                                                             .k_name = "H",
+                                                             .cols_name = "I_TP",
+                                                             .f_name = "I_TP",
+                                                             .packing = p.use_scale_packing})
+                                 : hbm_operand(mxfp8::Layout::FByK, "down_proj_weight", "I_TP");
     s.rhs = hbm_operand(mxfp8::Layout::FByK, "output_hidden_states_grad", "block_size");
     common(s, "Phase 1: M = I_TP per core, K = H, N = block_size", "p1", p.phase1_config);
     f.p1_plan = mxfp8::plan_matmul(s, limits);
@@ -205,7 +238,18 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
     s.M = B, s.K = 2 * f.I, s.N = f.Hc;
     s.lhs = hbm_operand(mxfp8::Layout::KByF, "d_gate_up", "block_size");
     if (f.dgu_resident) s.lhs.source = mxfp8::Source::Sbuf;
-    s.rhs = hbm_operand(mxfp8::Layout::FByK, "gate_up_proj_weight", "H");
+    s.rhs = p.gate_up_weight_scales ? weight_operand(kBwdName, {.tensor = "gate_up_proj_weight",
+                                                                .param = "gate_up_weight",
+                                                                .scales = &p.gate_up_weight_scales,
+                                                                .E = p.E,
+                                                                .K = 2 * f.I,
+                                                                .cols = p.H,
+                                                                .F = f.Hc,
+                                                                .k_name = "2*I_TP",
+                                                                .cols_name = "H",
+                                                                .f_name = "H",
+                                                                .packing = p.use_scale_packing})
+                                    : hbm_operand(mxfp8::Layout::FByK, "gate_up_proj_weight", "H");
     common(s, "Phase 2: M = block_size, K = 2*I_TP, N = H per core", "p2", p.phase2_config);
     f.p2_plan = mxfp8::plan_matmul(s, limits);
   }
@@ -220,28 +264,26 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
   {
     mxfp8::MatmulSpec& s = f.p4;
     s.M = f.I, s.K = B, s.N = f.Hc;
-    s.lhs = hbm_operand(mxfp8::Layout::FByK, "scaled_intermediate", "I_TP");
+    // AFFINITY_ON_H: the unscaled intermediate, and the block's affinity-scaled dY rows gathered from its
+    // scratch (rows [ring B, (ring + 1) B), no padding left: the padding rows hold zeros).
+    s.lhs = hbm_operand(mxfp8::Layout::FByK, p.on_h() ? "intermediate" : "scaled_intermediate", "I_TP");
     s.rhs = gathered_rows("output_hidden_states_grad", "H");
     common(s, "Phase 4: M = I_TP, K = block_size, N = H per core", "p4", p.phase4_config);
     f.p4_plan = mxfp8::plan_matmul(s, limits);
   }
-  if (p.skip() || p.num_valid_tokens) {
-    f.p3.lhs.rows.padding = mxfp8::Padding::Skip;
-    f.p4.rhs.rows.padding = mxfp8::Padding::Skip;
-  } else {
-    f.p3.lhs.rows.padding = mxfp8::Padding::ZeroRow;
-    f.p4.rhs.rows.padding = mxfp8::Padding::ZeroRow;
-  }
+  const mxfp8::Padding pad = p.skip() || p.num_valid_tokens ? mxfp8::Padding::Skip : mxfp8::Padding::ZeroRow;
+  f.p3.lhs.rows.padding = pad;
+  f.p4.rhs.rows.padding = p.on_h() ? mxfp8::Padding::ZeroRow : pad;
   return f;
 }
 
 namespace {
 
 struct Hbm {
-  View hidden, ea, dy, w_gu, w_down, tokens, b2e, nvt;
-  View ck_gu, ck_scaled, ck_gate, ck_inter;
+  View hidden, ea, dy, w_gu, w_down, s_gu, s_down, tokens, b2e, nvt;
+  View ck_gu, ck_scaled, ck_gate, ck_inter, ck_down;
   View dx, dea, dw_gu, dw_down, db_gu, db_down;
-  View dy_scratch, x_scratch;    // per core [2, B, H]: gathered rows (P1's dY, P0's X)
+  View dy_scratch, x_scratch;    // per core [2, B, H]: gathered rows (P1's dY, P0's X); ON_H dY: [2 B, H]
   View dgu_scratch, sc_scratch;  // shared [2, 2I, B], [2, I, B]
   View gu_scratch;               // per core [2, 2, I, B]: recomputed gate/up (P0)
 };
@@ -252,8 +294,19 @@ Hbm declare(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   const DType cdt = p.compute_dtype;
   t.hidden = k.input("hidden_states", DType::BF16, {f.rows, H});
   t.ea = k.input("expert_affinities_masked", DType::F32, {f.rows * E, 1});
-  t.w_gu = k.input("gate_up_proj_weight", DType::BF16, {E, H, 2, I});
-  t.w_down = k.input("down_proj_weight", DType::BF16, {E, I, H});
+  const DType xdt = mxfp8::x4_dtype(p.fp8);
+  if (p.gate_up_weight_scales) {
+    t.w_gu = k.input("gate_up_proj_weight", xdt, {E, 2 * I / 4, H});
+    t.s_gu = k.input("gate_up_weight_scales", DType::E8M0, *p.gate_up_weight_scales);
+  } else {
+    t.w_gu = k.input("gate_up_proj_weight", DType::BF16, {E, H, 2, I});
+  }
+  if (p.down_weight_scales) {
+    t.w_down = k.input("down_proj_weight", xdt, {E, H / 4, I});
+    t.s_down = k.input("down_weight_scales", DType::E8M0, *p.down_weight_scales);
+  } else {
+    t.w_down = k.input("down_proj_weight", DType::BF16, {E, I, H});
+  }
   t.tokens = k.input("token_position_to_id", DType::I32, {f.dense ? 1 : N * B});
   t.b2e = k.input("block_to_expert", DType::I32, {f.dense ? 1 : N, 1});
   if (p.num_valid_tokens) t.nvt = k.input("num_valid_tokens", DType::I32, {1});
@@ -263,6 +316,7 @@ Hbm declare(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   if (c.save_gate_act) t.ck_gate = k.input("gate_act_checkpoint_T", cdt, {N, I, B});
   if (c.save_intermediate) t.ck_inter = k.input("intermediate_checkpoint_T", cdt, {N, I, B});
   if (c.save_scaled_intermediate) t.ck_scaled = k.input("scaled_intermediate_checkpoint_T", cdt, {N, I, B});
+  if (c.save_down_proj_act) t.ck_down = k.input("down_proj_act_checkpoint", cdt, {N, B, H});
   t.dx = k.output("hidden_states_grad", DType::BF16, {f.rows, H});
   t.dea = k.output("expert_affinities_masked_grad", DType::F32, {f.rows * E, 1});
   t.dw_gu = k.output("gate_up_proj_weight_grad", DType::BF16, {E, H, 2, I});
@@ -271,14 +325,18 @@ Hbm declare(Kernel& k, const BwdParams& p, const BwdPlan& f) {
     t.db_gu = k.output("gate_and_up_proj_bias_grad", cdt, {E, 2, I});
     t.db_down = k.output("down_proj_bias_grad", cdt, {E, H});
   }
-  t.dy_scratch = k.scratch("dy_block", DType::BF16, {2, B, H}, true);
+  // AFFINITY_ON_H: Phase 4 gathers the scaled dY rows back by row index, so the ring's rows are dim 0.
+  t.dy_scratch = k.scratch("dy_block", DType::BF16,
+                           p.on_h() ? std::vector<int64_t>{2 * B, H} : std::vector<int64_t>{2, B, H}, true);
   if (f.recompute) {
     t.x_scratch = k.scratch("hidden_block", DType::BF16, {2, B, H}, true);
     t.gu_scratch = k.scratch("gate_up_block", DType::BF16, {2, 2, I, B}, true);
   }
   t.dgu_scratch = k.scratch("d_gate_up_block", DType::BF16, {2, 2 * I, B}, false);
-  if (!c.save_scaled_intermediate)
-    t.sc_scratch = k.scratch("scaled_intermediate_block", DType::BF16, {2, I, B}, false);
+  // Phase 4's operand when no checkpoint holds it: inter x affinity (AFFINITY_ON_I) or inter (ON_H).
+  if (p.on_h() ? !c.save_intermediate : !c.save_scaled_intermediate)
+    t.sc_scratch = k.scratch(p.on_h() ? "intermediate_block" : "scaled_intermediate_block", DType::BF16,
+                             {2, I, B}, false);
   return t;
 }
 
@@ -356,19 +414,23 @@ class P1Epilogue : public mxfp8::Epilogue {
       } else {
         nki::tensor_tensor(inter, silu, up, AluOp::Multiply, Engine::POOL);
       }
-      // The affinity-gradient partial, from the unscaled d_int.
-      View acc = dea_acc_(S(0, n), S(col, col + w));
-      nki::tensor_tensor(prod, d, inter, AluOp::Multiply);
-      nki::tensor_tensor(acc, acc, prod, AluOp::Add);
-      // d_int x affinity (AFFINITY_ON_I).
-      nki::tensor_tensor(dint, d, ea, AluOp::Multiply);
+      // AFFINITY_ON_I: the affinity-gradient partial from the unscaled d_int, then d_int x affinity.
+      // AFFINITY_ON_H: d_int came from affinity x dY already.
+      View da = d;
+      if (!p_.on_h()) {
+        View acc = dea_acc_(S(0, n), S(col, col + w));
+        nki::tensor_tensor(prod, d, inter, AluOp::Multiply);
+        nki::tensor_tensor(acc, acc, prod, AluOp::Add);
+        nki::tensor_tensor(dint, d, ea, AluOp::Multiply);
+        da = dint;
+      }
       // silu' = sig (1 + gate (1 - sig)).
       nki::tensor_scalar(tmp, sig, AluOp::Multiply, -1.0, false, AluOp::Add, 1.0, false, Engine::ACT);
       nki::tensor_tensor(tmp, tmp, gate, AluOp::Multiply, Engine::POOL);
       nki::tensor_scalar(tmp, tmp, AluOp::Add, 1.0, false, AluOp::Bypass, 0.0, false, Engine::ACT);
       nki::tensor_tensor(tmp, tmp, sig, AluOp::Multiply, Engine::POOL);
       // d_gate = d_int silu' up, d_up = d_int silu, each masked by its strict clamp limits.
-      nki::tensor_tensor(tmp, tmp, dint, AluOp::Multiply);
+      nki::tensor_tensor(tmp, tmp, da, AluOp::Multiply);
       mask(tmp, gate, cl.non_linear_clamp_lower_limit, cl.non_linear_clamp_upper_limit, prod);
       const bool gm = cl.non_linear_clamp_lower_limit || cl.non_linear_clamp_upper_limit;
       const bool um = cl.linear_clamp_lower_limit || cl.linear_clamp_upper_limit;
@@ -379,11 +441,11 @@ class P1Epilogue : public mxfp8::Epilogue {
         nki::tensor_tensor(dg, tmp, up, AluOp::Multiply);
       }
       if (um) {
-        nki::tensor_tensor(dint, dint, silu, AluOp::Multiply);
+        nki::tensor_tensor(dint, da, silu, AluOp::Multiply);
         mask(dint, up, cl.linear_clamp_lower_limit, cl.linear_clamp_upper_limit, prod);
         nki::tensor_copy(du, dint, Engine::ACT);
       } else {
-        nki::tensor_tensor(du, dint, silu, AluOp::Multiply);
+        nki::tensor_tensor(du, da, silu, AluOp::Multiply);
       }
       if (bias_acc_.valid()) {
         // The gate/up bias gradient: the bfloat16 d_gate and d_up summed over the tile's tokens (FP32).
@@ -400,7 +462,10 @@ class P1Epilogue : public mxfp8::Epilogue {
       nki::dma_copy(ib_piece(dgu, blk_.ring, f_.I + i0, n, col, w), du, kPool);
       if (t_.sc_scratch.valid()) {
         View sc = v(s.sc);
-        nki::tensor_tensor(sc, inter, ea, AluOp::Multiply, Engine::POOL);
+        if (p_.on_h())
+          nki::tensor_copy(sc, inter, Engine::POOL);
+        else
+          nki::tensor_tensor(sc, inter, ea, AluOp::Multiply, Engine::POOL);
         nki::dma_copy(ib_piece(t_.sc_scratch, blk_.ring, i0, n, col, w), sc, kPool);
       }
     }
@@ -565,6 +630,20 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
                        f32("p1_prod"), f32("p1_dint"), f32("p1_tmp"), b16("p1_dg"), b16("p1_du"),
                        b16("p1_sc")});
   }
+  // AFFINITY_ON_H dY pass: dY and down_proj_act pieces (bfloat16), their product (FP32), a partial sum.
+  std::vector<std::array<View, 3>> h_sets;
+  std::vector<View> h_rows;  // rows [ring B, (ring + 1) B) of the dY scratch, as a row index
+  View h_part;
+  if (p.on_h()) {
+    for (int i = 0; i < kEpilogueSets; ++i)
+      h_sets.push_back({k.sbuf({128, f.dy_chunk}, DType::BF16, "onh_dy"),
+                        k.sbuf({128, f.dy_chunk}, DType::BF16, "onh_down_act"),
+                        k.sbuf({128, f.dy_chunk}, DType::F32, "onh_prod")});
+    h_part = k.sbuf({128, 1}, DType::F32, "onh_dea_part");
+    for (int i = 0; i < 2; ++i)
+      h_rows.push_back(k.sbuf({128, G}, DType::I32, fmt::format("onh_dy_rows{}", i)));
+  }
+  size_t h_rr = 0;
   std::vector<std::pair<View, View>> w_sets, p0_sets;
   for (int i = 0; i < 2; ++i)
     w_sets.push_back({k.sbuf({128, f.wchunk}, DType::BF16, "wgrad_result"),
@@ -591,6 +670,8 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
     nki::memset(ones_col, 1.0);
     nki::memset(zeros, 0.0, Engine::POOL);
     nki::memset(zeros_wide, 0.0, Engine::POOL);
+    for (int i = 0; i < static_cast<int>(h_rows.size()); ++i)
+      nki::iota(h_rows[i], {128}, static_cast<double>(i * B), 1.0);
     if (f.dense) {
       nki::memset(b2e, 0.0);  // one expert: every block's is 0
     } else {
@@ -654,7 +735,8 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
                     {.vector_offset = off(all, S(g, g + 1)), .oob_mode = oob});
     // dY rows (and X rows for the recompute) into the per-core scratch; -1 slots read zeros.
     const auto gather_rows = [&](const View& scratch, const View& src) {
-      View dst = scratch(ring).reshape({B, H});
+      View dst =
+          scratch.rank() == 2 ? scratch(S(ring * B, (ring + 1) * B), all) : scratch(ring).reshape({B, H});
       if (skip)
         nki::dma_copy(dst.reshape({G, 128, H}).permute({1, 0, 2}),
                       zeros.reshape({128, 1, 1, 128}).broadcast(1, G).broadcast(2, H / 128));
@@ -665,6 +747,40 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
     };
     blk.dy = gather_rows(t.dy_scratch, t.dy);
     if (f.recompute) blk.x = gather_rows(t.x_scratch, t.hidden);
+    if (p.on_h()) {
+      // AFFINITY_ON_H: the affinity gradient of each slot is the sum over H of down_proj_act x dY (each core
+      // its columns of H; the cores' partials are added after the loop), and Phases 1 and 4 read affinity x
+      // dY: the block's dY rows are scaled in place in the scratch, 128 slots (one per partition) at a time.
+      for (int64_t g = 0; g < G; ++g) {
+        View dea_col = dea_all(all, S(b * G + g, b * G + g + 1));
+        bool first = true;
+        // Chunks within each core's columns (the affinity gradient over this core's only).
+        for (int64_t c0 = 0; c0 < H; c0 += std::min(f.dy_chunk, (c0 / Hc + 1) * Hc - c0)) {
+          const int64_t w = std::min(f.dy_chunk, (c0 / Hc + 1) * Hc - c0);
+          const auto& hs = h_sets[h_rr++ % h_sets.size()];
+          View dy = hs[0](all, S(0, w));
+          View rows = blk.dy(S(g * 128, (g + 1) * 128), S(c0, c0 + w));
+          nki::dma_copy(dy, rows);
+          if (c0 >= h0 && c0 < h0 + Hc) {
+            View ck = hs[1](all, S(0, w)), prod = hs[2](all, S(0, w));
+            nki::dma_copy(ck,
+                          t.ck_down(S(b, b + 1), S(g * 128, (g + 1) * 128), S(c0, c0 + w)).reshape({128, w}),
+                          {.engine = Engine::ACT});
+            nki::tensor_tensor(prod, dy, ck, AluOp::Multiply);
+            if (first) {
+              nki::tensor_reduce(dea_col, AluOp::Add, prod, {1});
+            } else {
+              nki::tensor_reduce(h_part, AluOp::Add, prod, {1});
+              nki::tensor_tensor(dea_col, dea_col, h_part, AluOp::Add);
+            }
+            first = false;
+          }
+          nki::tensor_scalar(dy, dy, AluOp::Multiply, nki::Operand(blk.ea_col(all, S(g, g + 1))), false,
+                             AluOp::Bypass, 0.0, false, Engine::ACT);
+          nki::dma_copy(rows, dy, kPool);
+        }
+      }
+    }
     blk.gate_up = f.recompute ? t.gu_scratch : t.ck_gu;
     // The affinities on every partition ([128, B]): PE transposes of the columns into a row, then ones^T x
     // row.
@@ -702,19 +818,27 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
     // Phase 1: d_int^T [I/2, B] and the SwiGLU backward.
     {
       PhaseScope ph(k, "P1");
-      nki::memset(dea_acc, 0.0, Engine::POOL);
+      if (!p.on_h()) nki::memset(dea_acc, 0.0, Engine::POOL);
       mxfp8::MatmulSpec s = f.p1;
-      s.lhs.data = t.w_down(S(0, 1), S(core * f.Ic, (core + 1) * f.Ic), all).reshape({f.Ic, H});
+      const int64_t i0 = core * f.Ic;
+      if (s.lhs.quantized()) {
+        s.lhs.data = t.w_down(S(0, 1), all, S(i0, i0 + f.Ic)).reshape({H / 4, f.Ic});
+        s.lhs.scales = t.s_down(S(0, 1), all, S(i0, i0 + f.Ic)).reshape({t.s_down.size(1), f.Ic});
+      } else {
+        s.lhs.data = t.w_down(S(0, 1), S(i0, i0 + f.Ic), all).reshape({f.Ic, H});
+      }
       s.lhs.scalar_offset = blk.expert;
       s.rhs.data = blk.dy;
       if (p.bias) nki::memset(bgu_acc, 0.0, Engine::POOL);
       P1Epilogue epi(p, f, t, blk, p1_sets, p1_rr, dea_acc, bgu_acc, bgu_part);
       mxfp8::emit_matmul(k, s, f.p1_plan, epi);
-      // Sum the partial over its partitions (the I rows): ones^T x partial, one column per 128 tokens.
-      View ps = k.psum({128, G}, DType::F32, "dea_sum");
-      for (int64_t g = 0; g < G; ++g)
-        nki::nc_matmul(ps(all, S(g, g + 1)), dea_acc(all, S(g * 128, (g + 1) * 128)), ones_col);
-      nki::tensor_copy(dea_all(all, S(b * G, (b + 1) * G)), ps, Engine::ACT);
+      if (!p.on_h()) {
+        // Sum the partial over its partitions (the I rows): ones^T x partial, one column per 128 tokens.
+        View ps = k.psum({128, G}, DType::F32, "dea_sum");
+        for (int64_t g = 0; g < G; ++g)
+          nki::nc_matmul(ps(all, S(g, g + 1)), dea_acc(all, S(g * 128, (g + 1) * 128)), ones_col);
+        nki::tensor_copy(dea_all(all, S(b * G, (b + 1) * G)), ps, Engine::ACT);
+      }
       if (p.bias) {
         // gate_and_up_proj_bias_grad[e, h, this core's I] += the block's sums (bfloat16 read-modify-write).
         const int64_t i0 = core * f.Ic, gi = f.Ic / 128;
@@ -727,15 +851,16 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
                         {.engine = Engine::ACT, .scalar_offset = blk.expert, .scalar_offset_dst = true});
         }
         // down_proj_bias_grad[e, this core's H] += sum over the block's slots of affinity x dY (the PE:
-        // affinity column^T x dY rows, accumulated over the 128-slot tiles).
+        // affinity column^T x dY rows, accumulated over the 128-slot tiles; AFFINITY_ON_H: ones^T x the
+        // scaled rows).
         View pb = k.psum({1, 512}, DType::F32, "down_bias_sum");
         for (int64_t c0 = 0; c0 < Hc; c0 += 512) {
           const int64_t w = std::min<int64_t>(512, Hc - c0);
           for (int64_t g = 0; g < G; ++g) {
             nki::dma_copy(dy_tile(all, S(0, w)), blk.dy(S(g * 128, (g + 1) * 128), S(h0 + c0, h0 + c0 + w)));
             nki::tensor_copy(dy_f32(all, S(0, w)), dy_tile(all, S(0, w)), Engine::ACT);
-            nki::nc_matmul(pb(all, S(0, w)), blk.ea_col(all, S(g, g + 1)), dy_f32(all, S(0, w)),
-                           {.accumulate = g > 0});
+            nki::nc_matmul(pb(all, S(0, w)), p.on_h() ? ones_col : blk.ea_col(all, S(g, g + 1)),
+                           dy_f32(all, S(0, w)), {.accumulate = g > 0});
           }
           nki::tensor_copy(bd_acc(all, S(c0, c0 + w)), pb(all, S(0, w)));
         }
@@ -762,7 +887,12 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
       } else {
         s.lhs.data = dgu;
       }
-      s.rhs.data = t.w_gu(S(0, 1), S(h0, h0 + Hc)).reshape({Hc, 2 * I});
+      if (s.rhs.quantized()) {
+        s.rhs.data = t.w_gu(S(0, 1), all, S(h0, h0 + Hc)).reshape({2 * I / 4, Hc});
+        s.rhs.scales = t.s_gu(S(0, 1), all, S(h0, h0 + Hc)).reshape({t.s_gu.size(1), Hc});
+      } else {
+        s.rhs.data = t.w_gu(S(0, 1), S(h0, h0 + Hc)).reshape({Hc, 2 * I});
+      }
       s.rhs.scalar_offset = blk.expert;
       const mxfp8::RowIndex ri{blk.idx, padding};
       if (p.accumulate_hidden_states_grad) {
@@ -790,10 +920,16 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
     {
       PhaseScope ph(k, "P4");
       mxfp8::MatmulSpec s = f.p4;
-      s.lhs.data = t.sc_scratch.valid() ? t.sc_scratch(ring).reshape({I, B})
-                                        : t.ck_scaled(S(b, b + 1)).reshape({I, B});
-      s.rhs.data = t.dy(all, S(h0, h0 + Hc));
-      s.rhs.rows.index = blk.idx;
+      const View& ck = p.on_h() ? t.ck_inter : t.ck_scaled;
+      s.lhs.data =
+          t.sc_scratch.valid() ? t.sc_scratch(ring).reshape({I, B}) : ck(S(b, b + 1)).reshape({I, B});
+      if (p.on_h()) {
+        s.rhs.data = t.dy_scratch(all, S(h0, h0 + Hc));
+        s.rhs.rows.index = h_rows[ring];
+      } else {
+        s.rhs.data = t.dy(all, S(h0, h0 + Hc));
+        s.rhs.rows.index = blk.idx;
+      }
       ExpertAccumulate epi("P4", t.dw_down(S(0, 1), all, S(h0, h0 + Hc)).reshape({I, Hc}), blk.expert, w_sets,
                            w_rr);
       mxfp8::emit_matmul(k, s, f.p4_plan, epi);

@@ -35,6 +35,15 @@
 // With bias, Phase 1 also sums the bfloat16 d_gate and d_up of each tile over its tokens (tensor_reduce) into
 // the block's gate/up bias gradient, and after the GEMM the PE sums affinity x dY over the block's slots into
 // the down bias gradient; both are read-modify-written at expert e (nkilib: the same sums).
+// AFFINITY_ON_H (the forward multiplied the down output by the affinity): in the gather phase, per 128 slots
+// and H chunk, the dY rows and down_proj_act_checkpoint are multiplied and summed over this core's columns of
+// H into the slot's affinity-gradient partial (DVE), and the dY rows are scaled by the affinity in place in
+// the scratch (ACT, bfloat16); Phase 1 then reads the scaled rows and its epilogue neither multiplies d_int
+// by the affinity nor sums d_int x inter; Phase 4 gathers the scaled rows back from the scratch (a row index
+// of the ring's rows) against the unscaled intermediate (intermediate_checkpoint_T, or Phase 1's); the down
+// bias gradient sums the scaled rows (ones, not the affinities, on the PE).
+// Pre-quantized weights (x4 data and E8M0 scales along the reading phase's contraction) are the Phase 1 /
+// Phase 2 operands as given, moved to the block's expert by the same scalar_offset (data and scales).
 // Setup zeroes each core's part of every gradient (skip_grad_initialization: not) and loads block_to_expert.
 // After the loop the cores swap their affinity-gradient partials (sendrecv), add them, and each scatters
 // its half of the 128-token tiles into expert_affinities_masked_grad at t*E + e.
@@ -68,6 +77,7 @@ struct BwdPlan {
   bool dgu_resident = true;  // Phase 2 reads d_gate_up^T from SBUF
   int64_t chunk = 0;         // token columns per Phase 1 epilogue step
   int64_t wchunk = 0;        // columns per weight-gradient read-modify-write
+  int64_t dy_chunk = 0;      // columns per step of the AFFINITY_ON_H dY pass
   mxfp8::MatmulSpec p0, p1, p2, p3, p4;
   mxfp8::Plan p0_plan, p1_plan, p2_plan, p3_plan, p4_plan;
   int64_t reserved_sbuf = 0;  // bytes per partition

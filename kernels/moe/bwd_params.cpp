@@ -18,6 +18,17 @@ void BwdParams::describe(Schema<BwdParams>& s) {
       .range(1, 1 << 20);
   s.add(&BwdParams::block_size, "block_size", "B, tokens per block: 128, 256, 512, 1024, 2048 or 4096")
       .range(1, 1 << 20);
+  s.add(&BwdParams::gate_up_weight_scales, "gate_up_weight_scales",
+        "gate/up weights pre-quantized along Phase 2's contraction 2*I_TP: gate_up_proj_weight holds x4 data "
+        "[E, 2*I_TP/4, H] (the x4 interleave of each expert's [H, 2*I_TP] along 2*I_TP) and input "
+        "gate_up_weight_scales the E8M0 scales of this shape ([E, 2*I_TP/4, H], or packed [E, "
+        "ceil(2*I_TP/2048)*128, H] with use_scale_packing); null: BF16 weights quantized on chip")
+      .at_least(1);
+  s.add(&BwdParams::down_weight_scales, "down_weight_scales",
+        "down weights pre-quantized along Phase 1's contraction H: down_proj_weight holds x4 data [E, H/4, "
+        "I_TP] and input down_weight_scales the scales of this shape ([E, H/4, I_TP] or packed [E, "
+        "ceil(H/2048)*128, I_TP]); null: BF16")
+      .at_least(1);
   s.choice(&BwdParams::fp8, "fp8_x4_dtype",
            "MXFP8 element type of the quantized operands (nkilib: E5M2 works but is untested)",
            {{"float8_e4m3fn_x4", num::Fp8Format::E4M3FN}, {"float8_e5m2_x4", num::Fp8Format::E5M2}},
@@ -35,8 +46,12 @@ void BwdParams::describe(Schema<BwdParams>& s) {
            "swapped by sendrecv (nkilib asserts SHARD_ON_HIDDEN out)",
            {{"SHARD_ON_FREE", BwdShard::OnFree}}, BwdShard::OnFree);
   s.choice(&BwdParams::affinity_option, "affinity_option",
-           "where the forward multiplied the affinity: the intermediate (nkilib's MXFP8 kernels)",
-           {{"AFFINITY_ON_I", BwdAffinity::OnI}}, BwdAffinity::OnI);
+           "where the forward multiplied the affinity: the intermediate (AFFINITY_ON_I, nkilib's MXFP8 "
+           "kernels) or the down projection's output (AFFINITY_ON_H, nkilib's BF16 kernels' default; the "
+           "MXFP8 library kernel asserts it out): Phases 1 and 4 then read affinity x dY and Phase 4 the "
+           "unscaled intermediate, and the affinity gradient is the sum over H of down_proj_act_checkpoint x "
+           "dY (needs checkpoint_config.save_down_proj_act)",
+           {{"AFFINITY_ON_I", BwdAffinity::OnI}, {"AFFINITY_ON_H", BwdAffinity::OnH}}, BwdAffinity::OnI);
   s.object(&BwdParams::phase1_config, "phase1_config",
            "tiling of Phase 1, computed transposed: M = I_TP per core (down weight rows, stationary), K = H, "
            "N = block_size (dY rows, moving); null fields auto");
@@ -88,7 +103,8 @@ void BwdParams::describe(Schema<BwdParams>& s) {
   s.object(&BwdParams::checkpoint_config, "checkpoint_config",
            "which activation checkpoints the forward saved (inputs of the backward): save_gate_up_proj_act "
            "(gate_up_proj_act_checkpoint_T; absent: recomputed from hidden_states), save_scaled_intermediate "
-           "(scaled_intermediate_checkpoint_T; absent: Phase 1's), save_gate_act, save_intermediate");
+           "(scaled_intermediate_checkpoint_T; absent: Phase 1's), save_gate_act, save_intermediate, "
+           "save_down_proj_act (down_proj_act_checkpoint, AFFINITY_ON_H only)");
 }
 
 int64_t BwdParams::N() const {

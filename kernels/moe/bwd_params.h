@@ -9,7 +9,8 @@
 //   down_proj_weight [E, I, H] bf16, token_position_to_id [N * B] int32, block_to_expert [N, 1] int32
 //   (single_expert_dense: unused dummies [1] and [1, 1]), with num_valid_tokens: num_valid_tokens [1] int32,
 //   the checkpoints the forward wrote ([N, 2, I, B] and [N, I, B], compute_dtype, as checkpoint_config says
-//   which are given);
+//   which are given; AFFINITY_ON_H: down_proj_act_checkpoint [N, B, H], the down projection's output of
+//   each slot before the affinity multiplies it);
 //   outputs hidden_states_grad [T', H] bf16, expert_affinities_masked_grad [T' * E, 1] f32,
 //   gate_up_proj_weight_grad [E, H, 2, I] bf16, down_proj_weight_grad [E, I, H] bf16, and with bias
 //   gate_and_up_proj_bias_grad [E, 2, I] and down_proj_bias_grad [E, H] in compute_dtype.
@@ -17,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "kernels/api/params.h"
 #include "kernels/lib/mxfp8_params.h"
@@ -35,6 +37,7 @@ struct BwdParams {
   int64_t top_k = 1;
   std::optional<int64_t> num_blocks;
   int64_t block_size = 0;
+  std::optional<std::vector<int64_t>> gate_up_weight_scales, down_weight_scales;
   num::Fp8Format fp8 = num::Fp8Format::E4M3FN;
   isa::DType compute_dtype = isa::DType::BF16;
   bool run_with_lnc2 = true;
@@ -65,6 +68,8 @@ struct BwdParams {
   bool scaled_given() const { return checkpoint_config.save_scaled_intermediate; }
   bool gate_act_given() const { return checkpoint_config.save_gate_act; }
   bool inter_given() const { return checkpoint_config.save_intermediate; }
+  bool down_act_given() const { return checkpoint_config.save_down_proj_act; }
+  bool on_h() const { return affinity_option == BwdAffinity::OnH; }
 };
 
 }  // namespace trnsim::kernels::moe

@@ -53,14 +53,19 @@ BwdInputs BwdInputs::from(const BwdParams& p,
   in.token_position_to_id = need("token_position_to_id");
   in.block_to_expert = need("block_to_expert");
   if (p.num_valid_tokens) in.num_valid_tokens = need("num_valid_tokens");
-  if (for_recipe) return in;
+  if (p.gate_up_weight_scales) in.gate_up_weight_scales = need("gate_up_weight_scales");
+  // The recipe needs the down weight for down_proj_act_checkpoint only.
+  if (for_recipe && !p.checkpoint_config.save_down_proj_act) return in;
   in.down_proj_weight = need("down_proj_weight");
+  if (p.down_weight_scales) in.down_weight_scales = need("down_weight_scales");
+  if (for_recipe) return in;
   in.output_hidden_states_grad = need("output_hidden_states_grad");
   const CheckpointConfig& c = p.checkpoint_config;
   if (c.save_gate_up_proj_act) in.gate_up_ckpt = need("gate_up_proj_act_checkpoint_T");
   if (c.save_scaled_intermediate) in.scaled_ckpt = need("scaled_intermediate_checkpoint_T");
   if (c.save_gate_act) in.gate_act_ckpt = need("gate_act_checkpoint_T");
   if (c.save_intermediate) in.inter_ckpt = need("intermediate_checkpoint_T");
+  if (c.save_down_proj_act) in.down_act_ckpt = need("down_proj_act_checkpoint");
   return in;
 }
 
@@ -97,12 +102,54 @@ double BwdReference::expert_flops(int64_t e) const {
 
 void BwdReference::weights(int64_t e, Weights& w) const {
   const int64_t H = H_, I = I_;
-  w.gu.resize(static_cast<size_t>(H * 2 * I));
-  for (int64_t i = 0; i < H * 2 * I; ++i) w.gu[i] = bf16_at(*in_.gate_up_proj_weight, e * H * 2 * I + i);
-  if (in_.down_proj_weight) {
+  // Pre-quantized: x4 [E, K/4, F] one byte per element, scales [E, rows, F] (packed when rows != K/4);
+  // dequantize_x4 gives [F, K] row-major: gate/up [H, 2I] (K = 2I), down [I, H] (K = H).
+  if (const tensor::HostTensor* sc = in_.gate_up_weight_scales) {
+    const int64_t rows = sc->shape[1];
+    dequantize_x4(in_.gate_up_proj_weight->bytes.data() + e * 2 * I * H, sc->bytes.data() + e * rows * H,
+                  2 * I, H, rows != 2 * I / 4, p_.fp8, w.gu);
+  } else {
+    w.gu.resize(static_cast<size_t>(H * 2 * I));
+    for (int64_t i = 0; i < H * 2 * I; ++i) w.gu[i] = bf16_at(*in_.gate_up_proj_weight, e * H * 2 * I + i);
+  }
+  if (!in_.down_proj_weight) return;
+  if (const tensor::HostTensor* sc = in_.down_weight_scales) {
+    const int64_t rows = sc->shape[1];
+    dequantize_x4(in_.down_proj_weight->bytes.data() + e * H * I, sc->bytes.data() + e * rows * I, H, I,
+                  rows != H / 4, p_.fp8, w.down);
+  } else {
     w.down.resize(static_cast<size_t>(I * H));
     for (int64_t i = 0; i < I * H; ++i) w.down[i] = bf16_at(*in_.down_proj_weight, e * I * H + i);
   }
+}
+
+double BwdReference::affinity(int64_t e, int64_t slot) const {
+  const int64_t t = token_[slot];
+  return t < 0 ? 0.0 : in_.expert_affinities_masked->value(t * p_.E + e);
+}
+
+std::vector<double> BwdReference::dy_rows(int64_t e, const std::vector<int64_t>& slots, int q) const {
+  std::vector<double> dy = widen(rows_of(*in_.output_hidden_states_grad, slots));
+  if (!p_.on_h()) return dy;
+  const int64_t H = H_;
+  for (size_t r = 0; r < slots.size(); ++r) {
+    const double a = affinity(e, slots[r]);
+    for (int64_t h = 0; h < H; ++h) {
+      double& v = dy[r * H + h];
+      v = q == 1 ? round_to(v * a, isa::DType::BF16) : v * a;
+    }
+  }
+  return dy;
+}
+
+void BwdReference::forward_down(int64_t e, const std::vector<float>& inter, int64_t n,
+                                std::vector<double>& out) const {
+  Weights w;
+  weights(e, w);
+  const int64_t H = H_, I = I_;
+  const auto wt = as_f64(transposed(w.down, I, H), H, I, true, p_.fp8);  // [H, I], quantized along I
+  gemm_nt(as_f64(inter, n, I, true, p_.fp8), wt, n, H, I, out);
+  for (double& v : out) v = round_to(v, p_.compute_dtype);
 }
 
 std::vector<float> BwdReference::rows_of(const tensor::HostTensor& t,
@@ -158,9 +205,10 @@ void BwdReference::gate_up(int64_t e, const std::vector<int64_t>& slots, int q, 
 void BwdReference::phase1(int64_t e, const std::vector<int64_t>& slots, int q, const Weights& w,
                           std::vector<double>& dgu, std::vector<double>& scaled,
                           std::vector<double>& dea) const {
-  const int64_t n = static_cast<int64_t>(slots.size()), I = I_, H = H_, B = B_, E = p_.E;
-  const auto dy = as_f64(rows_of(*in_.output_hidden_states_grad, slots), n, H, q == 1, p_.fp8);
-  const auto wd = as_f64(w.down, I, H, q == 1, p_.fp8);
+  const int64_t n = static_cast<int64_t>(slots.size()), I = I_, H = H_, B = B_;
+  const bool on_h = p_.on_h();
+  const auto dy = prep(dy_rows(e, slots, q), n, H, q, p_.fp8);
+  const auto wd = as_f64(w.down, I, H, q == 1 && !in_.down_weight_scales, p_.fp8);
   std::vector<double> dint, gu;
   gemm_nt(dy, wd, n, I, H, dint);
   gate_up(e, slots, q, w, gu);
@@ -171,23 +219,28 @@ void BwdReference::phase1(int64_t e, const std::vector<int64_t>& slots, int q, c
   const auto ckpt = [&](const tensor::HostTensor* t, int64_t slot, int64_t i) {
     return t->value(((slot / B) * I + i) * B + slot % B);
   };
+  // AFFINITY_ON_H: dEA from the down output's checkpoint and the unscaled dY rows.
+  const std::vector<float> dy_raw =
+      on_h ? rows_of(*in_.output_hidden_states_grad, slots) : std::vector<float>{};
   for (int64_t r = 0; r < n; ++r) {
-    const int64_t s = slots[r], t = token_[s];
-    const double a = t < 0 ? 0.0 : in_.expert_affinities_masked->value(t * E + e);
+    const int64_t s = slots[r];
+    const double a = affinity(e, s);
     double acc = 0;
+    if (on_h)
+      for (int64_t h = 0; h < H; ++h) acc += in_.down_act_ckpt->value(s * H + h) * dy_raw[r * H + h];
     for (int64_t i = 0; i < I; ++i) {
       const double g = gu[r * 2 * I + i], u = gu[r * 2 * I + I + i], d = dint[r * I + i];
       const double sig = sigmoid(g);
       const double silu = in_.gate_act_ckpt ? ckpt(in_.gate_act_ckpt, s, i) : g * sig;
       const double inter = in_.inter_ckpt ? ckpt(in_.inter_ckpt, s, i) : silu * u;
-      acc += d * inter;
-      const double da = d * a;
+      if (!on_h) acc += d * inter;
+      const double da = on_h ? d : d * a;
       double dg = da * sig * (1.0 + g * (1.0 - sig)) * u, du = da * silu;
       if (cl.non_linear_clamp_lower_limit && !(g > *cl.non_linear_clamp_lower_limit)) dg = 0;
       if (cl.non_linear_clamp_upper_limit && !(g < *cl.non_linear_clamp_upper_limit)) dg = 0;
       if (cl.linear_clamp_lower_limit && !(u > *cl.linear_clamp_lower_limit)) du = 0;
       if (cl.linear_clamp_upper_limit && !(u < *cl.linear_clamp_upper_limit)) du = 0;
-      double sc = in_.scaled_ckpt ? ckpt(in_.scaled_ckpt, s, i) : inter * a;
+      double sc = on_h ? inter : in_.scaled_ckpt ? ckpt(in_.scaled_ckpt, s, i) : inter * a;
       if (q == 1) {
         dg = round_to(dg, isa::DType::BF16), du = round_to(du, isa::DType::BF16);
         sc = round_to(sc, isa::DType::BF16);
@@ -212,7 +265,9 @@ std::map<int64_t, std::array<SlotGrad, 2>> BwdReference::evaluate(const std::vec
     for (int q = 0; q < 2; ++q) {
       std::vector<double> dgu, scaled, dea, dx;
       phase1(e, ss, q, w, dgu, scaled, dea);
-      if (with_dx) gemm_nt(prep(dgu, n, 2 * I, q, p_.fp8), prep(wgu, H, 2 * I, q, p_.fp8), n, H, 2 * I, dx);
+      if (with_dx)
+        gemm_nt(prep(dgu, n, 2 * I, q, p_.fp8),
+                prep(wgu, H, 2 * I, in_.gate_up_weight_scales ? 0 : q, p_.fp8), n, H, 2 * I, dx);
       for (int64_t r = 0; r < n; ++r) {
         SlotGrad& g = res[ss[r]][q];
         g.dea = dea[r];
@@ -248,7 +303,7 @@ void BwdReference::expert_grads(int64_t e, std::array<std::vector<double>, 2>& d
                                 std::array<std::vector<double>, 2>& dw_down,
                                 std::array<std::vector<double>, 2>* db_gu,
                                 std::array<std::vector<double>, 2>* db_down) const {
-  const int64_t H = H_, I = I_, B = B_, E = p_.E;
+  const int64_t H = H_, I = I_, B = B_;
   for (int q = 0; q < 2; ++q) {
     dw_gu[q].assign(static_cast<size_t>(H * 2 * I), 0.0);
     dw_down[q].assign(static_cast<size_t>(I * H), 0.0);
@@ -261,9 +316,9 @@ void BwdReference::expert_grads(int64_t e, std::array<std::vector<double>, 2>& d
   std::vector<int64_t> ss(static_cast<size_t>(B));
   for (int64_t b : by_expert_[e]) {
     for (int64_t j = 0; j < B; ++j) ss[j] = b * B + j;
-    const auto xt = transposed(widen(rows_of(*in_.hidden_states, ss)), B, H);               // [H, B]
-    const auto dyt = transposed(widen(rows_of(*in_.output_hidden_states_grad, ss)), B, H);  // [H, B]
+    const auto xt = transposed(widen(rows_of(*in_.hidden_states, ss)), B, H);  // [H, B]
     for (int q = 0; q < 2; ++q) {
+      const auto dyt = transposed(dy_rows(e, ss, q), B, H);  // [H, B], as Phase 4 reads them
       std::vector<double> dgu, scaled, dea, y3, y4;
       phase1(e, ss, q, w, dgu, scaled, dea);
       // Phases 3 and 4 contract over the block's tokens: the operands quantized along B.
@@ -289,9 +344,8 @@ void BwdReference::expert_grads(int64_t e, std::array<std::vector<double>, 2>& d
       if (db_down) {
         std::vector<double> sum(static_cast<size_t>(H), 0.0);
         for (int64_t r = 0; r < B; ++r) {
-          const int64_t t = token_[ss[r]];
-          if (t < 0) continue;
-          const double a = in_.expert_affinities_masked->value(t * E + e);
+          if (token_[ss[r]] < 0) continue;
+          const double a = p_.on_h() ? 1.0 : affinity(e, ss[r]);  // ON_H: the rows are scaled already
           for (int64_t h = 0; h < H; ++h) sum[h] += a * dyt[h * B + r];
         }
         for (int64_t h = 0; h < H; ++h) {

@@ -1,5 +1,5 @@
 // Host reference of the MoE backward (aws-neuron/nki-library blockwise_mm_backward_mxfp8_torch.py and the
-// goldens of test_bwmm_bwd_common.py, AFFINITY_ON_I), per slot s of block b with expert e holding token t
+// goldens of test_bwmm_bwd_common.py), per slot s of block b with expert e holding token t
 // (x = hidden row t, dy = output_hidden_states_grad row t, a = affinity (t, e); zero for a -1 slot), with
 // gate/up from the checkpoint (or recomputed as the forward computes them):
 //
@@ -10,6 +10,13 @@
 //   dX      = [d_gate, d_up] W_gu[e]^T            [H]    (W_gu[e] = gate_up_proj_weight[e] as [H, 2I]),
 //                                                        added to hidden_states_grad row t in block order
 //   dW_gu[e]   += x^T [d_gate, d_up],   dW_down[e] += S^T dy   (S = inter a, or its checkpoint)
+//
+// AFFINITY_ON_H (the forward multiplied the down output by a): Phase 1 and Phase 4 read dy' = a dy (kernel:
+// rounded to bfloat16) in place of dy and no a elsewhere (d_int = dy' W_down[e]^T, d_gate and d_up without
+// the factor a, S = inter), and dEA = sum_h down_proj_act[s, h] dy[h] (the checkpoint of slot s). Without
+// bias both placements give the same gradients in exact arithmetic.
+//
+// Pre-quantized weights are dequantized (their MX values), and the kernel numerics use them as given.
 //
 // Two numerics, both FP64: exact (the inputs' values, no rounding) and kernel (each phase's GEMM operands
 // MX-quantized along that phase's contraction: H in Phase 1 and the recompute, 2I in Phase 2, the block's
@@ -37,10 +44,11 @@ struct BwdInputs {
   const tensor::HostTensor *hidden_states = nullptr, *expert_affinities_masked = nullptr;
   const tensor::HostTensor* output_hidden_states_grad = nullptr;
   const tensor::HostTensor *gate_up_proj_weight = nullptr, *down_proj_weight = nullptr;
+  const tensor::HostTensor *gate_up_weight_scales = nullptr, *down_weight_scales = nullptr;
   const tensor::HostTensor *token_position_to_id = nullptr, *block_to_expert = nullptr;
   const tensor::HostTensor* num_valid_tokens = nullptr;
   const tensor::HostTensor *gate_up_ckpt = nullptr, *scaled_ckpt = nullptr, *gate_act_ckpt = nullptr,
-                           *inter_ckpt = nullptr;
+                           *inter_ckpt = nullptr, *down_act_ckpt = nullptr;
   // From a lookup by input name (null when absent; Error if one the parameters need is missing). With
   // `for_recipe` only what the checkpoint recipe reads.
   static BwdInputs from(const BwdParams& p,
@@ -83,6 +91,9 @@ class BwdReference {
   // The forward's clamped gate and up of `slots` ([n, 2I] row-major, gate then up) in the kernel's numerics
   // rounded to compute_dtype (the recipe), or both numerics (q = 0 exact, 1 kernel).
   void forward_gate_up(int64_t e, const std::vector<int64_t>& slots, int q, std::vector<double>& gu) const;
+  // The forward's down projection of rows `inter` [n, I] of expert e (no affinity, no bias) in the kernel's
+  // numerics: both operands MX-quantized along I, the result rounded to compute_dtype: [n, H].
+  void forward_down(int64_t e, const std::vector<float>& inter, int64_t n, std::vector<double>& out) const;
 
  private:
   struct Weights {
@@ -97,6 +108,9 @@ class BwdReference {
   void phase1(int64_t e, const std::vector<int64_t>& slots, int q, const Weights& w, std::vector<double>& dgu,
               std::vector<double>& scaled, std::vector<double>& dea) const;
   std::vector<float> rows_of(const tensor::HostTensor& t, const std::vector<int64_t>& slots) const;
+  // dY rows of the slots as Phases 1 and 4 read them in numerics q: dy, or AFFINITY_ON_H a dy (kernel: bf16).
+  std::vector<double> dy_rows(int64_t e, const std::vector<int64_t>& slots, int q) const;
+  double affinity(int64_t e, int64_t slot) const;  // 0 for a slot without a token
 
   const BwdParams& p_;
   BwdInputs in_;

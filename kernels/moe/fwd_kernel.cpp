@@ -27,59 +27,12 @@ using nki::AluOp;
   throw InputError(fmt::format("{}: {}", kFwdName, msg));
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  return fmt::format("[{}]", fmt::join(s, ", "));
-}
-
 // The scaled intermediate stays in SBUF up to this many bytes per partition.
 constexpr int64_t kResidentBudget = 48 * 1024;
 constexpr int kEpilogueSets = 3;  // epilogue scratch rotates over this many sets, so tiles overlap
 // Checkpoint stores go on POOL's queues, after POOL's own work on the tile: SP's queues keep the GEMMs'
 // loads, which would otherwise wait in SP's stream behind stores waiting for the epilogue.
 const nki::DmaOpts kPool{.engine = Engine::POOL};
-
-// Checks a pre-quantized weight's scales shape (stacked over experts) and returns one operand's share:
-// [K/4 or the packed rows, F] of the [.., cols] stack.
-std::vector<int64_t> check_scales(const std::string& param, const std::vector<int64_t>& got, int64_t E,
-                                  int64_t K, int64_t cols, const char* k_name, const char* cols_name,
-                                  bool packing) {
-  const std::vector<int64_t> un{E, K / 4, cols}, pk{E, cdiv(K, 2048) * 128, cols};
-  if (got != un && got != pk)
-    fail(fmt::format(
-        "parameter '{}': shape {} is neither [E, {}/4, {}] = {} (unpacked) nor [E, ceil({}/2048)*128, {}] = "
-        "{} "
-        "(packed)",
-        param, shape_str(got), k_name, cols_name, shape_str(un), k_name, cols_name, shape_str(pk)));
-  if (un != pk && (got == pk) != packing)
-    fail(fmt::format("parameter '{}': use_scale_packing = {} but the shape {} is the {} layout", param,
-                     packing, shape_str(got), got == pk ? "packed" : "unpacked"));
-  return {got[1], cols};
-}
-
-// A weight operand of one GEMM: `rows` of the weight per expert on the F axis, contraction K.
-mxfp8::Operand weight_operand(const std::string& tensor, const std::string& param, bool swizzled,
-                              const std::optional<std::vector<int64_t>>& scales, int64_t E, int64_t K,
-                              int64_t stack_cols, int64_t F, const char* k_name, const char* cols_name,
-                              const char* f_name, bool packing) {
-  mxfp8::Operand o;
-  o.source = mxfp8::Source::Hbm;
-  o.name = tensor, o.param = param, o.f_name = f_name;
-  o.scales_name = param + "_scales";
-  if (scales) {
-    if (swizzled)
-      fail(fmt::format(
-          "parameters '{}_is_swizzled' and '{}_scales': pre-quantized weights are x4 data, already "
-          "interleaved; leave {}_is_swizzled false",
-          param, param, param));
-    o.layout = mxfp8::Layout::Quantized;
-    o.scales_shape = check_scales(param + "_scales", *scales, E, K, stack_cols, k_name, cols_name, packing);
-    o.scales_shape[1] = F;
-    o.scales_shape = {o.scales_shape[0], F};
-  } else {
-    o.layout = swizzled ? mxfp8::Layout::Swizzled : mxfp8::Layout::FByK;
-  }
-  return o;
-}
 
 mxfp8::Tiling phase_tiling(const std::optional<MxTilingConfig>& c, const char* param) {
   mxfp8::Tiling t = c.value_or(MxTilingConfig{}).tiling();
@@ -115,6 +68,10 @@ FwdPlan plan_fwd(const FwdParams& p, const isa::Limits& limits) {
                       name, v, name));
   if (const std::string why = p.clamp_limits.problem(); !why.empty()) fail(why);
   if (p.top_k > p.E) fail(fmt::format("parameter 'top_k' = {} is more than E = {} experts", p.top_k, p.E));
+  if (p.checkpoint_config.save_down_proj_act && p.affinity_option != AffinityOption::OnH)
+    fail(
+        "parameter 'checkpoint_config.save_down_proj_act': the down projection's output before the affinity "
+        "exists under AFFINITY_ON_H only (AFFINITY_ON_I multiplies the intermediate)");
   f.T = p.T, f.rows = p.rows(), f.H = p.H, f.I = p.I_TP, f.E = p.E, f.B = B, f.N = p.N();
   f.cores = p.cores();
   f.indirect = !p.no_indirect_load;
@@ -179,9 +136,18 @@ FwdPlan plan_fwd(const FwdParams& p, const isa::Limits& limits) {
   gu.kernel = fmt::format("{} (gate/up GEMMs: M = I_TP, K = H, N = block_size)", kFwdName);
   gu.scope = "gu";
   gu.M = f.I, gu.K = p.H, gu.N = B;
-  gu.lhs = weight_operand("gate_up_proj_weight", "gate_up_weight", p.gate_up_weight_is_swizzled,
-                          p.gate_up_weight_scales, p.E, p.H, 2 * f.I, f.I, "H", "2*I_TP", "I_TP",
-                          p.use_scale_packing);
+  gu.lhs = weight_operand(kFwdName, {.tensor = "gate_up_proj_weight",
+                                     .param = "gate_up_weight",
+                                     .swizzled = p.gate_up_weight_is_swizzled,
+                                     .scales = &p.gate_up_weight_scales,
+                                     .E = p.E,
+                                     .K = p.H,
+                                     .cols = 2 * f.I,
+                                     .F = f.I,
+                                     .k_name = "H",
+                                     .cols_name = "2*I_TP",
+                                     .f_name = "I_TP",
+                                     .packing = p.use_scale_packing});
   gu.lhs2 = gu.lhs;
   gu.rhs.source = mxfp8::Source::Hbm;
   gu.rhs.layout = mxfp8::Layout::FByK;
@@ -197,8 +163,18 @@ FwdPlan plan_fwd(const FwdParams& p, const isa::Limits& limits) {
   dn.lhs.layout = mxfp8::Layout::KByF;
   dn.lhs.name = dn.lhs.param = "scaled_intermediate";
   dn.lhs.f_name = "block_size";
-  dn.rhs = weight_operand("down_proj_weight", "down_weight", p.down_weight_is_swizzled, p.down_weight_scales,
-                          p.E, f.I, p.H, p.H, "I_TP", "H", "H", p.use_scale_packing);
+  dn.rhs = weight_operand(kFwdName, {.tensor = "down_proj_weight",
+                                     .param = "down_weight",
+                                     .swizzled = p.down_weight_is_swizzled,
+                                     .scales = &p.down_weight_scales,
+                                     .E = p.E,
+                                     .K = f.I,
+                                     .cols = p.H,
+                                     .F = p.H,
+                                     .k_name = "I_TP",
+                                     .cols_name = "H",
+                                     .f_name = "H",
+                                     .packing = p.use_scale_packing});
   dn.tiling = phase_tiling(p.down_config, "down_config");
   for (mxfp8::MatmulSpec* s : {&gu, &dn}) {
     s->out_dtype = DType::F32;  // the epilogues add bias and cast once

@@ -10,6 +10,7 @@
 #include "kernels/api/nki.h"
 #include "kernels/lib/mxfp8/layout.h"
 #include "kernels/moe/routing.h"
+#include "sim/base/error.h"
 #include "sim/numerics/scale_layout.h"
 
 namespace trnsim::kernels::moe {
@@ -75,6 +76,21 @@ std::vector<KernelStat> routing_kernel_stats(const RoutingShape& rs, const Tenso
   s.push_back({"padding_only_blocks", static_cast<double>(r.padding_only_blocks), "count",
                "blocks without any token (still processed, as nkilib does)"});
   return s;
+}
+
+KernelStat gather_dma_stat(int64_t count, const std::string& what) {
+  return {"gather_dma_count", static_cast<double>(count), "count",
+          fmt::format("indirect DMAs that gather rows ({})", what)};
+}
+
+KernelStat scatter_dma_stat(int64_t count, const std::string& what) {
+  return {"scatter_dma_count", static_cast<double>(count), "count",
+          fmt::format("indirect DMAs that scatter {}", what)};
+}
+
+KernelStat rows_skipped_stat(double rows) {
+  return {"rows_skipped", rows, "count",
+          "rows the indirect DMAs skip (-1 padding slots times the gather and scatter passes)"};
 }
 
 std::vector<int64_t> sample_groups(int64_t total, int64_t group, double cost_all, double budget, bool full) {
@@ -143,6 +159,50 @@ void unswizzle_bf16(const uint8_t* bytes, int64_t K, int64_t F, std::vector<floa
   out.resize(static_cast<size_t>(K * F));
   for (int64_t k = 0; k < K; ++k)
     for (int64_t f = 0; f < F; ++f) out[f * K + k] = num::bf16_to_f32(kf[k * F + f]);
+}
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+// Checks a pre-quantized weight's scales shape (stacked over experts) and returns its rows per expert.
+int64_t check_scales(const char* kernel, const std::string& param, const std::vector<int64_t>& got,
+                     const WeightSpec& w) {
+  const std::vector<int64_t> un{w.E, w.K / 4, w.cols}, pk{w.E, mxfp8::cdiv(w.K, 2048) * 128, w.cols};
+  const auto fail = [&](const std::string& m) { throw InputError(fmt::format("{}: {}", kernel, m)); };
+  if (got != un && got != pk)
+    fail(fmt::format(
+        "parameter '{}': shape {} is neither [E, {}/4, {}] = {} (unpacked) nor [E, ceil({}/2048)*128, {}] = "
+        "{} "
+        "(packed)",
+        param, shape_str(got), w.k_name, w.cols_name, shape_str(un), w.k_name, w.cols_name, shape_str(pk)));
+  if (un != pk && (got == pk) != w.packing)
+    fail(fmt::format("parameter '{}': use_scale_packing = {} but the shape {} is the {} layout", param,
+                     w.packing, shape_str(got), got == pk ? "packed" : "unpacked"));
+  return got[1];
+}
+
+}  // namespace
+
+mxfp8::Operand weight_operand(const char* kernel, const WeightSpec& w) {
+  mxfp8::Operand o;
+  o.source = mxfp8::Source::Hbm;
+  o.name = w.tensor, o.param = w.param, o.f_name = w.f_name;
+  o.scales_name = w.param + "_scales";
+  if (w.scales && *w.scales) {
+    if (w.swizzled)
+      throw InputError(fmt::format(
+          "{}: parameters '{}_is_swizzled' and '{}_scales': pre-quantized weights are x4 data, already "
+          "interleaved; leave {}_is_swizzled false",
+          kernel, w.param, w.param, w.param));
+    o.layout = mxfp8::Layout::Quantized;
+    o.scales_shape = {check_scales(kernel, o.scales_name, **w.scales, w), w.F};
+  } else {
+    o.layout = w.swizzled ? mxfp8::Layout::Swizzled : mxfp8::Layout::FByK;
+  }
+  return o;
 }
 
 int64_t tile_bytes(int64_t free, isa::DType dtype) {

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/api/kernel.h"
 #include "kernels/api/package.h"
+#include "kernels/lib/mxfp8/operand.h"
 #include "kernels/ref/matmul_ref.h"
 #include "sim/isa/instruction.h"
 #include "sim/numerics/float_formats.h"
@@ -51,6 +53,12 @@ void check_routing_inputs(const RoutingShape& r, const Tensors& in);
 // Tokens per expert, padding fraction, padding-only blocks (none when !indirect).
 std::vector<KernelStat> routing_kernel_stats(const RoutingShape& r, const Tensors& in);
 
+// The indirect-DMA stats of both kernels (over both cores): gathers (`what`: which rows), scatters (`what`:
+// which rows, where to), and the rows they skip (-1 padding slots times the passes over them).
+KernelStat gather_dma_stat(int64_t count, const std::string& what);
+KernelStat scatter_dma_stat(int64_t count, const std::string& what);
+KernelStat rows_skipped_stat(double rows);
+
 // --- Checks.
 
 // nkilib's MXFP8 MoE comparator (test/integration/.../moe_mxfp8/mxfp8_moe_validated_common.py, used by the
@@ -84,6 +92,24 @@ void dequantize_x4(const uint8_t* data, const uint8_t* tile, int64_t K, int64_t 
                    num::Fp8Format fmt, std::vector<float>& out);
 // Logical [F, K] BF16 values of a pre-swizzled [K/4, 4F] array.
 void unswizzle_bf16(const uint8_t* bytes, int64_t K, int64_t F, std::vector<float>& out);
+
+// --- Pre-quantized weights (both kernels).
+
+// The pipeline operand of one GEMM's weight, stacked over E experts: BF16 (F-by-K, or pre-swizzled with
+// `swizzled`), or, when `scales` (the shape of the E8M0 scales input) is given, x4 data [E, K/4, cols] with
+// scales [E, K/4, cols] (unpacked) or [E, ceil(K/2048)*128, cols] (packed, as `packing` says). The operand
+// reads F of the cols (a slice bound at emit time: a gate or up half, a core's share). `kernel` prefixes the
+// InputError messages; `param` is the parameter prefix ("gate_up_weight": gate_up_weight_scales and
+// gate_up_weight_is_swizzled); k_name / cols_name / f_name name K, cols and F in messages.
+struct WeightSpec {
+  std::string tensor, param;
+  bool swizzled = false;
+  const std::optional<std::vector<int64_t>>* scales = nullptr;
+  int64_t E = 0, K = 0, cols = 0, F = 0;
+  const char *k_name = "", *cols_name = "", *f_name = "";
+  bool packing = true;
+};
+mxfp8::Operand weight_operand(const char* kernel, const WeightSpec& w);
 
 // --- Device helpers.
 

@@ -67,13 +67,14 @@ struct ClampLimits {
 };
 
 // Which activation checkpoints the forward writes for the backward (nkilib MXFP8MOECheckpointConfig, plus the
-// two the backward accepts and the library's forward cannot emit yet). Each [N, ..., B] with B contiguous, in
-// the compute dtype.
+// ones the backward accepts and the library's forward cannot emit yet). Each [N, ..., B] with B contiguous
+// (down_proj_act_checkpoint: [N, B, H], H contiguous), in the compute dtype.
 struct CheckpointConfig {
   bool save_gate_up_proj_act = true;
   bool save_scaled_intermediate = true;
   bool save_gate_act = false;
   bool save_intermediate = false;
+  bool save_down_proj_act = false;
   static void describe(Schema<CheckpointConfig>& s) {
     s.add(&CheckpointConfig::save_gate_up_proj_act, "save_gate_up_proj_act",
           "write gate_up_proj_act_checkpoint_T [N, 2, I_TP, B]: the clamped gate (slot 0) and up (slot 1)",
@@ -84,6 +85,10 @@ struct CheckpointConfig {
           "write gate_act_checkpoint_T [N, I_TP, B]: SiLU(gate) (beyond nkilib's forward)", false);
     s.add(&CheckpointConfig::save_intermediate, "save_intermediate",
           "write intermediate_checkpoint_T [N, I_TP, B]: SiLU(gate) * up (beyond nkilib's forward)", false);
+    s.add(&CheckpointConfig::save_down_proj_act, "save_down_proj_act",
+          "write down_proj_act_checkpoint [N, B, H]: each slot's down projection output before the affinity "
+          "multiplies it (AFFINITY_ON_H only: the backward's affinity gradient)",
+          false);
   }
 };
 

@@ -5,11 +5,16 @@
 // rejections with their messages.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <random>
 
+#include "kernels/moe/bwd_reference.h"
 #include "sim/base/error.h"
+#include "sim/io/npy.h"
 #include "sim/numerics/float_formats.h"
+#include "tests/sim/kernels/test_matmul_mxfp8_util.h"
 #include "tests/sim/kernels/test_moe_fwd_util.h"
 
 using namespace trnsim;
@@ -264,9 +269,43 @@ TEST_CASE("moe bwd: rejected parameters name the parameter and the documented re
       err({{"single_expert_dense", true}, {"E", 1}, {"top_k", 1}}),
       Catch::EndsWith(k + "parameter 'single_expert_dense': needs accumulate_hidden_states_grad = false "
                           "(each token is in one block)"));
+  CHECK_THAT(err({{"affinity_option", "AFFINITY_ON_H"}}),
+             Catch::EndsWith(k + "parameter 'affinity_option' = AFFINITY_ON_H: needs "
+                                 "checkpoint_config.save_down_proj_act (down_proj_act_checkpoint): the "
+                                 "affinity gradient is the sum over H of the down projection's output times "
+                                 "dY, which the backward does not recompute"));
+  CHECK_THAT(err({{"checkpoint_config", {{"save_down_proj_act", true}}}}),
+             Catch::EndsWith(k + "parameter 'checkpoint_config.save_down_proj_act': down_proj_act_checkpoint "
+                                 "is for AFFINITY_ON_H only (AFFINITY_ON_I derives the affinity gradient in "
+                                 "Phase 1)"));
   CHECK_THAT(
-      err({{"affinity_option", "AFFINITY_ON_H"}}),
-      Catch::Contains("parameter 'affinity_option': expected one of AFFINITY_ON_I, got \"AFFINITY_ON_H\""));
+      err({{"affinity_option", "AFFINITY_ON_H"}, {"checkpoint_config", {{"save_down_proj_act", true}}}}),
+      Catch::EndsWith(k + "parameters 'affinity_option' = AFFINITY_ON_H and "
+                          "'checkpoint_config.save_scaled_intermediate': the forward never forms "
+                          "intermediate x affinity under AFFINITY_ON_H; Phase 4 reads the unscaled "
+                          "intermediate (intermediate_checkpoint_T with save_intermediate, else Phase "
+                          "1's)"));
+  CHECK_THAT(err({{"I_TP", 1024},
+                  {"gate_up_weight_scales", {4, 512, 512}},
+                  {"checkpoint_config", {{"save_gate_up_proj_act", false}}}}),
+             Catch::EndsWith(k + "parameters 'gate_up_weight_scales' and "
+                                 "'checkpoint_config.save_gate_up_proj_act' = false: recomputing gate/up "
+                                 "contracts the weights over H, but pre-quantized gate/up weights are "
+                                 "quantized along Phase 2's contraction 2*I_TP; give the checkpoint"));
+  // The scales' shapes of the backward's layouts: gate/up along 2*I_TP, down along H.
+  CHECK_THAT(
+      err({{"gate_up_weight_scales", {4, 100, 512}}}),
+      Catch::EndsWith(k + "parameter 'gate_up_weight_scales': shape [4, 100, 512] is neither [E, "
+                          "2*I_TP/4, H] = [4, 128, 512] (unpacked) nor [E, ceil(2*I_TP/2048)*128, H] = "
+                          "[4, 128, 512] (packed)"));
+  CHECK_THAT(
+      err({{"down_weight_scales", {4, 64, 256}}}),
+      Catch::EndsWith(k + "parameter 'down_weight_scales': shape [4, 64, 256] is neither [E, H/4, "
+                          "I_TP] = [4, 128, 256] (unpacked) nor [E, ceil(H/2048)*128, I_TP] = [4, 128, "
+                          "256] (packed)"));
+  CHECK_THAT(err({{"I_TP", 1024}, {"gate_up_weight_scales", {4, 128, 512}}, {"use_scale_packing", false}}),
+             Catch::EndsWith(k + "parameter 'gate_up_weight_scales': use_scale_packing = false but the shape "
+                                 "[4, 128, 512] is the packed layout"));
   CHECK(err(json::object()) == "no error");
 }
 
@@ -339,4 +378,268 @@ TEST_CASE("moe bwd: single_expert_dense with num_valid_tokens: the rows past the
   const MoeRun f = run_bwd(full);
   expect_pass(f);
   CHECK(f.checks[0].metric("reference_rows_compared") == 512);
+}
+
+namespace {
+
+// BF16 N(0, std) values, as raw bits.
+std::vector<uint16_t> normal_bf16(int64_t n, uint32_t seed, float std) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.f, std);
+  std::vector<uint16_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = num::f32_to_bf16(d(gen));
+  return v;
+}
+
+json npy_input(const std::string& name, io::NpyDType dt, const std::vector<int64_t>& shape,
+               const void* data) {
+  const std::string path = (moe_tmp_dir() / (name + ".npy")).string();
+  io::write_npy(path, dt, shape, data);
+  return json{{"npy", path}};
+}
+
+double rel_l2(const tensor::HostTensor& a, const tensor::HostTensor& b) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < a.elements(); ++i) {
+    const double x = a.value(i), y = b.value(i);
+    num += (x - y) * (x - y), den += y * y;
+  }
+  return std::sqrt(num / den);
+}
+
+const char* const kGrads[] = {"hidden_states_grad", "expert_affinities_masked_grad",
+                              "gate_up_proj_weight_grad", "down_proj_weight_grad"};
+
+}  // namespace
+
+TEST_CASE("moe bwd: pre-quantized weights give the bytes of the on-chip quantization") {
+  // The weights' x4 data and scales made on the host along each phase's contraction (gate/up [H, 2*I_TP]
+  // along 2*I_TP for Phase 2, down [I_TP, H] along H for Phase 1), as quantize_mx makes them on chip: the
+  // gradients are the bytes of the BF16-weight run, with the same checkpoints.
+  const int64_t E = 4, H = 512, I = 256;
+  const auto wgu = normal_bf16(E * H * 2 * I, 61, 0.05f), wd = normal_bf16(E * I * H, 62, 0.05f);
+  json in = bwd_inputs();
+  in["gate_up_proj_weight"] = npy_input("bwd_wgu", io::NpyDType::U16, {E, H, 2, I}, wgu.data());
+  in["down_proj_weight"] = npy_input("bwd_wd", io::NpyDType::U16, {E, I, H}, wd.data());
+  const MoeRun ref = run_bwd(small(), in);
+  expect_pass(ref);
+  const auto expert = [](const std::vector<uint16_t>& w, int64_t e, int64_t n) {
+    return std::vector<uint16_t>(w.begin() + e * n, w.begin() + (e + 1) * n);
+  };
+  for (bool packed : {true, false}) {
+    INFO("packed " << packed);
+    Bytes d1, s1, d2, s2;
+    for (int64_t e = 0; e < E; ++e) {
+      const auto ge = expert(wgu, e, H * 2 * I), de = expert(wd, e, I * H);
+      // Logical [K, F]: gate/up K = 2I, F = H (element (k, h) at ge[h * 2I + k]); down K = H, F = I.
+      auto [a, b] =
+          prequantized({&ge, 2 * I, H, false}, num::QuantScheme::WrapX, num::Fp8Format::E4M3FN, packed);
+      auto [c, d] = prequantized({&de, H, I, false}, num::QuantScheme::WrapX, num::Fp8Format::E4M3FN, packed);
+      d1.insert(d1.end(), a.begin(), a.end()), s1.insert(s1.end(), b.begin(), b.end());
+      d2.insert(d2.end(), c.begin(), c.end()), s2.insert(s2.end(), d.begin(), d.end());
+    }
+    // 2I = 512 and H = 512: one 512-row K tile, so the packed and unpacked scales have the same shape.
+    const int64_t sgu = 2 * I / 4, sd = H / 4;
+    json q = bwd_inputs();
+    q["gate_up_proj_weight"] = npy_input("bwd_qgu", io::NpyDType::I32, {E, 2 * I / 4, H}, d1.data());
+    q["gate_up_weight_scales"] = npy_input("bwd_sgu", io::NpyDType::U8, {E, sgu, H}, s1.data());
+    q["down_proj_weight"] = npy_input("bwd_qd", io::NpyDType::I32, {E, H / 4, I}, d2.data());
+    q["down_weight_scales"] = npy_input("bwd_sd", io::NpyDType::U8, {E, sd, I}, s2.data());
+    const MoeRun r =
+        run_bwd(small({{"use_scale_packing", packed},
+                       {"gate_up_weight_scales", {E, sgu, H}},
+                       {"down_weight_scales", {E, sd, I}}}),
+                q, [&](kernels::Tensors& t) {
+                  for (const char* c : {"gate_up_proj_act_checkpoint_T", "scaled_intermediate_checkpoint_T"})
+                    t.at(c) = ref.inputs.at(c);
+                });
+    expect_pass(r);
+    CHECK(r.prepared.input("gate_up_proj_weight")->shape == std::vector<int64_t>{E, 2 * I / 4, H});
+    for (const char* o : kGrads) {
+      INFO(o);
+      CHECK(r.outputs.at(o).bytes == ref.outputs.at(o).bytes);
+    }
+  }
+}
+
+TEST_CASE("moe bwd: pre-quantized weights with packed scales over several K tiles", "[heavy]") {
+  // I_TP = 1024: Phase 2's K = 2048 is four 512-row tiles sharing one packed scale tile ([E, 128, H]); H =
+  // 512 keeps the down scales [E, 128, I_TP]. The checkpoint recipe reads the dequantized gate/up weights.
+  const int64_t E = 4, H = 512, I = 1024;
+  const auto wgu = normal_bf16(E * H * 2 * I, 63, 0.05f), wd = normal_bf16(E * I * H, 64, 0.05f);
+  Bytes d1, s1, d2, s2;
+  for (int64_t e = 0; e < E; ++e) {
+    const std::vector<uint16_t> ge(wgu.begin() + e * H * 2 * I, wgu.begin() + (e + 1) * H * 2 * I),
+        de(wd.begin() + e * I * H, wd.begin() + (e + 1) * I * H);
+    auto [a, b] = prequantized({&ge, 2 * I, H, false}, num::QuantScheme::WrapX, num::Fp8Format::E4M3FN, true);
+    auto [c, d] = prequantized({&de, H, I, false}, num::QuantScheme::WrapX, num::Fp8Format::E4M3FN, true);
+    d1.insert(d1.end(), a.begin(), a.end()), s1.insert(s1.end(), b.begin(), b.end());
+    d2.insert(d2.end(), c.begin(), c.end()), s2.insert(s2.end(), d.begin(), d.end());
+  }
+  json q = bwd_inputs();
+  q["gate_up_proj_weight"] = npy_input("bwd_qgu2", io::NpyDType::I32, {E, 2 * I / 4, H}, d1.data());
+  q["gate_up_weight_scales"] = npy_input("bwd_sgu2", io::NpyDType::U8, {E, 128, H}, s1.data());
+  q["down_proj_weight"] = npy_input("bwd_qd2", io::NpyDType::I32, {E, H / 4, I}, d2.data());
+  q["down_weight_scales"] = npy_input("bwd_sd2", io::NpyDType::U8, {E, 128, I}, s2.data());
+  expect_pass(run_bwd(
+      small({{"I_TP", I}, {"gate_up_weight_scales", {E, 128, H}}, {"down_weight_scales", {E, 128, I}}}), q));
+}
+
+namespace {
+
+json on_h(json extra = json::object()) {
+  json p =
+      small({{"affinity_option", "AFFINITY_ON_H"},
+             {"checkpoint_config", {{"save_scaled_intermediate", false}, {"save_down_proj_act", true}}}});
+  p.merge_patch(extra);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("moe bwd: AFFINITY_ON_H gives the gradients of AFFINITY_ON_I, within the MX quantization") {
+  const MoeRun h = run_bwd(on_h()), i = run_bwd(small());
+  expect_pass(h);
+  CHECK(h.prepared.input("down_proj_act_checkpoint")->shape == std::vector<int64_t>{7, 128, 512});
+  // The two placements quantize different operands (affinity x dY in Phases 1 and 4; the affinity gradient
+  // from the down output's MX-quantized checkpoint instead of Phase 1's d_int x intermediate), so their MX
+  // errors (about 5 % rel L2 each against the exact reference, which both pass) are independent: the two
+  // differ by about as much, with the direction kept (cosine).
+  for (const char* o : kGrads) {
+    INFO(o);
+    const auto &a = h.outputs.at(o), &b = i.outputs.at(o);
+    double dot = 0, aa = 0, bb = 0;
+    for (int64_t k = 0; k < a.elements(); ++k)
+      dot += double(a.value(k)) * b.value(k), aa += double(a.value(k)) * a.value(k),
+          bb += double(b.value(k)) * b.value(k);
+    CHECK(rel_l2(a, b) < 0.08);
+    CHECK(dot / std::sqrt(aa * bb) > 0.996);
+  }
+}
+
+TEST_CASE("moe bwd: the exact reference gives both placements the same gradients without bias") {
+  // The FP64 reference of the AFFINITY_ON_H run against the AFFINITY_ON_I one on the same inputs: dX and the
+  // weight gradients agree to FP64 rounding; the affinity gradient differs only by the down output's
+  // bfloat16 checkpoint when that is the exact down output (the recipe's is the forward kernel's, with its
+  // MX quantization: about 4 % off).
+  const MoeRun h = run_bwd(on_h());
+  kernels::Tensors in = h.inputs;
+  {
+    const int64_t B = 128, I = 256, H = 512;
+    const auto &ck = in.at("gate_up_proj_act_checkpoint_T"), &wd = in.at("down_proj_weight");
+    const auto &tp = in.at("token_position_to_id"), &be = in.at("block_to_expert");
+    auto& da = in.at("down_proj_act_checkpoint");
+    std::vector<double> inter(I);
+    for (int64_t s = 0; s < tp.elements(); ++s) {
+      if (tp.int_value(s) < 0) continue;
+      const int64_t b = s / B, j = s % B, e = be.int_value(b);
+      for (int64_t i = 0; i < I; ++i) {
+        const double g = ck.value(((b * 2 + 0) * I + i) * B + j), u = ck.value(((b * 2 + 1) * I + i) * B + j);
+        inter[i] = g / (1 + std::exp(-g)) * u;
+      }
+      for (int64_t x = 0; x < H; ++x) {
+        double y = 0;
+        for (int64_t i = 0; i < I; ++i) y += inter[i] * wd.value((e * I + i) * H + x);
+        da.set(s * H + x, static_cast<float>(y));
+      }
+    }
+  }
+  const auto bwd_params = [](bool onh) {
+    kernels::moe::BwdParams p;
+    p.T = 256, p.H = 512, p.I_TP = 256, p.E = 4, p.top_k = 2, p.block_size = 128;
+    p.skip_dma.skip_token = true;
+    p.checkpoint_config.save_scaled_intermediate = false;  // ON_I: inter x a, from the same gate/up
+    if (onh) {
+      p.affinity_option = kernels::moe::BwdAffinity::OnH;
+      p.checkpoint_config.save_down_proj_act = true;
+    }
+    return p;
+  };
+  const auto lookup = [&](const std::string& n) -> const tensor::HostTensor* {
+    return in.count(n) ? &in.at(n) : nullptr;
+  };
+  const kernels::moe::BwdParams ph = bwd_params(true), pi = bwd_params(false);
+  const kernels::moe::BwdReference rh(ph, kernels::moe::BwdInputs::from(ph, lookup)),
+      ri(pi, kernels::moe::BwdInputs::from(pi, lookup));
+  std::vector<int64_t> slots;
+  for (int64_t s = 0; s < rh.slots(); ++s)
+    if (rh.token(s) >= 0) slots.push_back(s);
+  const auto vh = rh.evaluate(slots, true), vi = ri.evaluate(slots, true);
+  double dx = 0, dxn = 0, dea = 0, dean = 0;
+  for (int64_t s : slots) {
+    const auto &a = vh.at(s)[0], &b = vi.at(s)[0];
+    for (size_t k = 0; k < a.dx.size(); ++k) dx += std::pow(a.dx[k] - b.dx[k], 2), dxn += b.dx[k] * b.dx[k];
+    dea += std::pow(a.dea - b.dea, 2), dean += b.dea * b.dea;
+  }
+  CHECK(std::sqrt(dx / dxn) < 1e-14);
+  CHECK(std::sqrt(dea / dean) < 2e-3);
+  CHECK(std::sqrt(dea / dean) > 0.0);
+  // Every expert's weight gradients: the largest difference against the largest value.
+  double diff = 0, top = 0;
+  for (int64_t e = 0; e < 4; ++e) {
+    std::array<std::vector<double>, 2> gh, gi, dh, di;
+    rh.expert_grads(e, gh, dh);
+    ri.expert_grads(e, gi, di);
+    for (size_t k = 0; k < gh[0].size(); ++k)
+      diff = std::max(diff, std::abs(gh[0][k] - gi[0][k])), top = std::max(top, std::abs(gi[0][k]));
+    for (size_t k = 0; k < dh[0].size(); ++k)
+      diff = std::max(diff, std::abs(dh[0][k] - di[0][k])), top = std::max(top, std::abs(di[0][k]));
+  }
+  CHECK(top > 0.0);
+  CHECK(diff <= 1e-13 * top);
+}
+
+TEST_CASE("moe bwd: AFFINITY_ON_H on one core, with the intermediate checkpoint, bias and clamps",
+          "[heavy]") {
+  expect_pass(run_bwd(on_h({{"run_with_lnc2", false}})));
+  expect_pass(run_bwd(on_h({{"checkpoint_config", {{"save_intermediate", true}}}})));
+  const MoeRun b = run_bwd(on_h({{"bias", true}, {"clamp_limits", {{"linear_clamp_upper_limit", 1.0}}}}));
+  REQUIRE(b.checks.size() == 6);
+  for (const auto& c : b.checks) {
+    INFO(c.output);
+    CHECK(c.pass);
+    CHECK(c.metric("rel_l2_vs_quantized") <= (c.dtype == "bfloat16" ? 1e-3 : 1e-5));
+  }
+  expect_pass(run_bwd(on_h({{"T", 512},
+                            {"E", 1},
+                            {"top_k", 1},
+                            {"single_expert_dense", true},
+                            {"accumulate_hidden_states_grad", false}})));
+  const json none = {{"save_gate_up_proj_act", false}, {"save_scaled_intermediate", false}};
+  expect_pass(run_bwd(on_h({{"I_TP", 1024}, {"checkpoint_config", none}})));
+}
+
+TEST_CASE("moe bwd: the indirect-DMA stats count the program's gathers, scatters and skipped rows") {
+  for (const json& p : {small(), on_h({{"run_with_lnc2", false}})}) {
+    INFO(p.dump());
+    const workload::PreparedWorkload w = prepare_bwd(p, bwd_inputs());
+    const kernels::Tensors in = workload::make_inputs(w);
+    const auto stats = w.kernel->input_stats(in);
+    const auto stat = [&](const std::string& n) {
+      for (const auto& s : stats)
+        if (s.name == n) return s.value;
+      FAIL("no stat " << n);
+      return 0.0;
+    };
+    int64_t g = 0, sc = 0, rows = 0;
+    for (const auto& core : w.build.program.streams)
+      for (const auto& stream : core)
+        for (const auto& i : stream)
+          if (i.op == isa::Opcode::DmaCopy && i.ops[2].present()) {
+            ++(i.has(isa::kIndirectDst) ? sc : g);
+            // AFFINITY_ON_H's Phase 4 gathers the scaled rows back from the block's scratch: no -1 there.
+            if (!(p.contains("affinity_option") && w.build.program.phases[i.phase] == "P4"))
+              rows += i.ops[2].partitions;
+          }
+    CHECK(stat("gather_dma_count") == g);
+    CHECK(stat("scatter_dma_count") == sc);
+    // Every indirect DMA pass covers a block's 128-slot tiles once: rows / (N B) passes, each skipping the
+    // -1 slots.
+    const auto& tp = in.at("token_position_to_id");
+    int64_t pad = 0;
+    for (int64_t s = 0; s < tp.elements(); ++s) pad += tp.int_value(s) < 0;
+    REQUIRE(rows % tp.elements() == 0);
+    CHECK(stat("rows_skipped") == pad * (rows / tp.elements()));
+    CHECK(stat("hidden_grad_rmw_bytes") == (tp.elements() - pad) * 512 * 2 * 2);
+  }
 }

@@ -314,6 +314,11 @@ TEST_CASE("moe fwd: rejected parameters name the parameter and the reason") {
       err({{"gate_up_config", {{"tile_m", 64}}}}),
       Catch::EndsWith(k + "parameter 'gate_up_config.tile_m' = 64: the MoE forward needs tile_m = 128 (one "
                           "128-row tile of weights or tokens per partition range, as nkilib requires)"));
+  CHECK_THAT(
+      err({{"checkpoint_config", {{"save_down_proj_act", true}}}}),
+      Catch::EndsWith(k + "parameter 'checkpoint_config.save_down_proj_act': the down projection's output "
+                          "before the affinity exists under AFFINITY_ON_H only (AFFINITY_ON_I "
+                          "multiplies the intermediate)"));
   CHECK_THAT(err({{"down_config", {{"tile_k", 256}}}}),
              Catch::EndsWith(k + "parameter 'down_config.tile_k' = 256: the MoE forward needs tile_k = 512 "
                                  "(physical K 128, as nkilib requires)"));
