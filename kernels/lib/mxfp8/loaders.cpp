@@ -81,6 +81,8 @@ View Loader::load(PsumBanks& banks, int64_t r0, int64_t kpt, int64_t c, int64_t 
 }
 
 bool Loader::resident_in_place(int64_t r0, int64_t kpt) const {
+  // 1x32 interleaved rows: slot j of partition rows [r0, r0 + 128) is group 4 r0 / 128 + j.
+  if (op_.interleaved_rows) return kpt == 128 && r0 % 128 == 0;
   const auto g = segments(r0, r0 + kpt, K_, spec_.scheme);
   return g.size() == 1 && g[0].n == 128 && g[0].j_step == 128 && g[0].row_step == 1;
 }
@@ -201,22 +203,32 @@ void Loader::pe_interleave_resident(PsumBanks& banks, const View& s3, int64_t r0
 }
 
 // K-by-F rows that a strided view cannot express: gathered rows (one indirect DMA per segment, slot and
-// index run) or resident rows at other partitions (an SBUF-to-SBUF DMA). wrapX only (plan.cpp).
+// index run) or resident rows at other partitions (an SBUF-to-SBUF DMA). wrapX, or 1x32 with the rows in
+// its interleave order (Operand::interleaved_rows; plan.cpp).
 void Loader::k_by_f_rows(const View& s3, int64_t r0, int64_t kpt, int64_t c, int64_t nf) {
   const bool gather = op_.source == Source::Gather;
   const bool skip = gather && op_.rows.padding == Padding::Skip;
   if (skip) nki::memset(s3(S(0, kpt), all, S(0, nf)), 0.0, isa::Engine::POOL);
+  const auto copy = [&](const View& dst, int64_t p, int64_t cnt, int64_t col) {
+    if (gather)
+      nki::dma_copy(dst, op_.data(S(0, cnt), S(c, c + nf)),
+                    {.vector_offset = op_.rows.index(S(p, p + cnt), S(col, col + 1)),
+                     .oob_mode = skip ? nki::OobMode::Skip : nki::OobMode::Error});
+    else
+      nki::dma_copy(dst, op_.data(S(p, p + cnt), col, S(c, c + nf)));
+  };
+  if (op_.interleaved_rows) {  // 1x32: partition row R of slot j at [R % 128, 4 (R / 128) + j]
+    for (int64_t j = 0; j < 4; ++j)
+      row_runs(r0, kpt, 0, [&](int64_t p, int64_t cnt, int64_t grp, int64_t off) {
+        copy(s3(S(off, off + cnt), j, S(0, nf)), p, cnt, 4 * grp + j);
+      });
+    return;
+  }
   for (const Segment& g : segments(r0, r0 + kpt, K_, spec_.scheme)) {
     const int64_t lp = g.row - r0;
     for (int64_t j = 0; j < 4; ++j)
       row_runs(g.k0 + j * g.j_step, g.n, lp, [&](int64_t p, int64_t cnt, int64_t grp, int64_t off) {
-        View dst = s3(S(lp + off, lp + off + cnt), j, S(0, nf));
-        if (gather)
-          nki::dma_copy(dst, op_.data(S(0, cnt), S(c, c + nf)),
-                        {.vector_offset = op_.rows.index(S(p, p + cnt), S(grp, grp + 1)),
-                         .oob_mode = skip ? nki::OobMode::Skip : nki::OobMode::Error});
-        else
-          nki::dma_copy(dst, op_.data(S(p, p + cnt), grp, S(c, c + nf)));
+        copy(s3(S(lp + off, lp + off + cnt), j, S(0, nf)), p, cnt, grp);
       });
   }
 }

@@ -17,10 +17,11 @@
 //                      layout) or the PE loader (rows by DMA, nc_transpose on the PE into PSUM, copy to
 //                      SBUF; wrapX in BF16, 1x32 by the FP32 reinterpret). Gather and Sbuf: the PE loader.
 //   Layout::KByF       BF16 [K, F]: rows go straight onto partitions in interleave order (Hbm: plain DMA;
-//                      Gather: one indirect DMA per sub-tile and slot, wrapX only; Sbuf: a view or an
-//                      SBUF-to-SBUF DMA, wrapX only) and quantize_mx reads the staging through a strided
-//                      pattern. nkilib forces its PE loader here; we use no PE or engine pass (the ISA allows
-//                      any <= 4-D read pattern and the cost model charges quantize_mx by elements only).
+//                      Gather: one indirect DMA per sub-tile and slot; Sbuf: a view or an SBUF-to-SBUF
+//                      DMA; both wrapX, or 1x32 with interleaved_rows) and quantize_mx reads the staging
+//                      through a strided pattern. nkilib forces its PE loader here; we use no PE or engine
+//                      pass (the ISA allows any <= 4-D read pattern and the cost model charges quantize_mx by
+//                      elements only).
 //   Layout::Swizzled   BF16 pre-swizzled [K/4, 4F]: one DMA (Hbm only).
 //   Layout::Quantized  x4 data [K/4, F] (float8_*_x4) plus E8M0 scales [K/4, F] unpacked or
 //                      [ceil(K/2048)*128, F] packed (Hbm only).
@@ -69,6 +70,11 @@ struct Operand {
   View data;
   View scales;    // Quantized: HBM E8M0 of scales_shape
   RowIndex rows;  // Gather
+  // K-by-F Gather or Sbuf under quant_scheme 1x32 only: the row index (Gather) or the resident tile (Sbuf)
+  // holds the rows in the 1x32 interleave order instead of row r at [r % 128, r / 128]: logical row 4 R + j
+  // (partition row R, slot j) at [R % 128, 4 (R / 128) + j], so that one index column (or one partition run)
+  // picks the rows of one slot. The caller lays them out so (e.g. a strided DMA of the token ids).
+  bool interleaved_rows = false;
   // Hbm only, optional: an SBUF int32 [1, 1] whose run-time value moves every load of `data` (and `scales`)
   // by that many rows of its tensor's dim 0 (the DMAs' scalar_offset; hardware DGE, SP queues). `data` and
   // `scales` are then views of row 0, e.g. expert 0's slice of a stacked [E, ...] weight, and the value the

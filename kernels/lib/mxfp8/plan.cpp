@@ -59,7 +59,13 @@ void check_operand(const MatmulSpec& spec, const Operand& o, int64_t F, const ch
          fmt::format("{} is {}: such operands are BF16 F-by-K or K-by-F (pre-swizzled and "
                      "pre-quantized operands come from HBM views)",
                      o.name, o.source == Source::Gather ? "gathered by row indices" : "resident in SBUF"));
-  if (o.source != Source::Hbm && o.layout == Layout::KByF && spec.scheme == num::QuantScheme::OneX32)
+  if (o.interleaved_rows &&
+      (o.source == Source::Hbm || o.layout != Layout::KByF || spec.scheme != num::QuantScheme::OneX32))
+    fail(spec, fmt::format("{}: rows in the 1x32 interleave order are for K-by-F gathered or resident "
+                           "operands under quant_scheme 1x32",
+                           o.name));
+  if (o.source != Source::Hbm && o.layout == Layout::KByF && spec.scheme == num::QuantScheme::OneX32 &&
+      !o.interleaved_rows)
     fail(spec,
          fmt::format("{} is K-by-F and {}: quant_scheme 1x32 puts rows 4p..4p+3 on partition p, which "
                      "one row index column (or one partition run) cannot pick; use wrapX",
@@ -303,6 +309,12 @@ void check_operand_views(const MatmulSpec& spec, const Operand& o, int64_t F, co
       if (!ix.valid()) bad("a gathered operand needs a row index");
       want(ix, isa::MemSpace::SBUF, {isa::DType::I32, isa::DType::U32}, "row index");
       const int64_t rows = fk ? F : K;
+      if (o.interleaved_rows) {
+        if (ix.partitions() != 128 || ix.rank() != 2 || ix.size(1) < 4 * cdiv(rows, 512))
+          bad(fmt::format("row index {} must be [128, >= {}] (row 4 R + j at [R % 128, 4 (R / 128) + j])",
+                          ix.describe(), 4 * cdiv(rows, 512)));
+        return;
+      }
       if (ix.partitions() != 128 || ix.rank() != 2 || ix.size(1) < cdiv(rows, 128))
         bad(fmt::format("row index {} must be [128, >= {}] (row r at [r % 128, r / 128])", ix.describe(),
                         cdiv(rows, 128)));
@@ -311,6 +323,14 @@ void check_operand_views(const MatmulSpec& spec, const Operand& o, int64_t F, co
     case Source::Sbuf: {
       want(o.data, isa::MemSpace::SBUF, {isa::DType::BF16}, "resident tile");
       const int64_t rows = fk ? F : K, cols = fk ? K : F;
+      if (o.interleaved_rows) {
+        if (o.data.rank() != 3 || o.data.partitions() != 128 || o.data.size(1) < 4 * cdiv(rows, 512) ||
+            o.data.size(2) != cols)
+          bad(fmt::format(
+              "resident tile {} must be [128, >= {}, {}] (row 4 R + j at [R % 128, 4 (R / 128) + j])",
+              o.data.describe(), 4 * cdiv(rows, 512), cols));
+        return;
+      }
       if (o.data.rank() != 3 || o.data.partitions() != 128 || o.data.size(1) < cdiv(rows, 128) ||
           o.data.size(2) != cols)
         bad(fmt::format("resident tile {} must be [128, >= {}, {}] (row r at [r % 128, r / 128])",
