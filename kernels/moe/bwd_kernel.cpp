@@ -35,8 +35,68 @@ constexpr int64_t kWeightChunk = 4096;
 // Stores of the epilogues go on POOL's queues: SP's queues keep the GEMMs' loads.
 const nki::DmaOpts kPool{.engine = Engine::POOL};
 
-mxfp8::Tiling phase_tiling(const std::optional<MxTilingConfig>& c) {
-  return c.value_or(MxTilingConfig{}).tiling();
+mxfp8::Tiling phase_tiling(const std::optional<BwdPhaseConfig>& c) {
+  return c ? c->tiling.tiling() : MxTilingConfig{}.tiling();
+}
+
+const char* scheme_name(num::QuantScheme s) {
+  return s == num::QuantScheme::OneX32 ? "1x32" : "wrapX";
+}
+
+// The swizzle-mode and transpose rejections (nkilib Gen3 blockwise_mm_bwd_mxfp8 entry and config asserts).
+void check_modes(const BwdParams& p) {
+  const num::QuantScheme q = p.quant_scheme();
+  for (int ph = 2; ph <= 4; ++ph) {
+    const auto& c = p.phase_config(ph);
+    const num::QuantScheme s = c ? c->quant_scheme : num::QuantScheme::WrapX;
+    if (s != q)
+      fail(fmt::format(
+          "parameter 'phase{}_config.quant_scheme' = {} but phase1_config.quant_scheme = {}: every phase "
+          "must use the same quantization scheme (nkilib MXFP8MOEBwdConfig; one x4 interleave per tensor "
+          "for all the phases that read it)",
+          ph, scheme_name(s), scheme_name(q)));
+  }
+  const mxfp8::Swizzle Pe = mxfp8::Swizzle::Pe;
+  if (p.E > 1)
+    for (auto [m, name] : {std::pair{p.down_weight_swizzle, "down_weight_swizzle_mode"},
+                           std::pair{p.gate_up_weight_swizzle, "gate_up_weight_swizzle_mode"}})
+      if (m == Pe)
+        fail(fmt::format(
+            "parameter '{}' = PE needs E == 1, got E = {}: the PE-transpose loader ignores the per-expert "
+            "scalar_offset (nkilib); use DGT",
+            name, p.E));
+  if (p.pe_transpose_only) {
+    if (!p.single_expert_dense) fail("parameter 'pe_transpose_only': needs single_expert_dense");
+    if (p.fast_dma_transpose)
+      fail(
+          "parameters 'pe_transpose_only' and 'fast_dma_transpose': pe_transpose_only keeps every "
+          "transpose on the PE, fast_dma_transpose is a DMA transpose");
+    if (p.phase3_transpose_mode != TransposeMode::NC || p.phase4_transpose_mode != TransposeMode::NC)
+      fail(
+          "parameter 'pe_transpose_only': needs phase3_transpose_mode and phase4_transpose_mode NC (the DMA "
+          "mode transposes on the DMA engine)");
+    for (auto [m, name] : {std::pair{p.output_grad_swizzle, "output_grad_swizzle_mode"},
+                           std::pair{p.down_weight_swizzle, "down_weight_swizzle_mode"},
+                           std::pair{p.d_gate_up_swizzle, "d_gate_up_swizzle_mode"},
+                           std::pair{p.gate_up_weight_swizzle, "gate_up_weight_swizzle_mode"},
+                           std::pair{p.d_gate_up_t_swizzle, "d_gate_up_t_swizzle_mode"},
+                           std::pair{p.hidden_states_t_swizzle, "hidden_states_t_swizzle_mode"},
+                           std::pair{p.output_grad_t_swizzle, "output_grad_t_swizzle_mode"},
+                           std::pair{p.scaled_intermediate_t_swizzle, "scaled_intermediate_t_swizzle_mode"}})
+      if (m != Pe)
+        fail(fmt::format("parameter 'pe_transpose_only': needs {} = PE (DGT is a DMA transpose)", name));
+  }
+  if (p.fast_dma_transpose && p.E > 1) {
+    const char* w = !p.down_weight_scales && p.down_weight_swizzle != Pe         ? "down_proj_weight"
+                    : !p.gate_up_weight_scales && p.gate_up_weight_swizzle != Pe ? "gate_up_proj_weight"
+                                                                                 : nullptr;
+    if (w)
+      fail(fmt::format(
+          "parameter 'fast_dma_transpose' with E = {}: the direct 4-D DGT pattern ignores the per-expert "
+          "scalar_offset (nkilib SwizzleMode DGT_FAST), so the BF16 {} of every block would be expert 0's; "
+          "give pre-quantized weights or E = 1",
+          p.E, w));
+  }
 }
 
 // An HBM operand (BF16, the layout given), bound per block.
@@ -139,6 +199,7 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
         "parameters 'gate_up_weight_scales' and 'checkpoint_config.save_gate_up_proj_act' = false: "
         "recomputing gate/up contracts the weights over H, but pre-quantized gate/up weights are quantized "
         "along Phase 2's contraction 2*I_TP; give the checkpoint");
+  check_modes(p);
   f.T = p.T, f.rows = p.rows(), f.H = p.H, f.I = p.I_TP, f.E = p.E, f.B = B, f.N = p.N();
   f.cores = cores;
   f.Hc = p.H / cores, f.Ic = p.I_TP / cores;
@@ -148,7 +209,11 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
     fail(fmt::format(
         "T' * E = {} * {} must be below 2^24: the affinity offsets t * E + e are computed on the FP32 ALU",
         f.rows, p.E));
-  const int64_t dgu_bytes = tile_bytes((2 * f.I / 128) * B, DType::BF16);
+  f.scheme = p.quant_scheme();
+  const bool x32 = f.scheme == num::QuantScheme::OneX32;
+  // The resident d_gate_up^T: [128, groups, B], 1x32 in its interleave order (4 groups per 512 rows).
+  f.dgu_groups = x32 ? 4 * cdiv(2 * f.I, 512) : 2 * f.I / 128;
+  const int64_t dgu_bytes = tile_bytes(f.dgu_groups * B, DType::BF16);
   f.dgu_resident = dgu_bytes <= kResidentBudget;
   if (!f.dgu_resident && B % 512 != 0)
     fail(fmt::format(
@@ -160,8 +225,10 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
   // SBUF the kernel holds besides the pipeline's blocks (emit_bwd allocates exactly these).
   const int64_t G = B / 128, C = f.chunk;
   int64_t r = 0;
-  r += tile_bytes(f.N, DType::I32) + tile_bytes(f.N, DType::F32);    // block_to_expert, broadcast
-  r += 2 * tile_bytes(G, DType::I32);                                // token indices
+  r += tile_bytes(f.N, DType::I32) + tile_bytes(f.N, DType::F32);  // block_to_expert, broadcast
+  r += 2 * tile_bytes(G, DType::I32);                              // token indices
+  if (x32) r += 2 * tile_bytes(4 * cdiv(B, 512), DType::I32);      // in 1x32 order
+  if (x32 && p.num_valid_tokens) r += tile_bytes(4 * cdiv(B, 512), DType::F32);
   r += 2 * tile_bytes(f.N * G, DType::I32);                          // affinity offsets (+ spare)
   r += 2 * tile_bytes(f.N * G, DType::F32);                          // dEA of every tile, the peer's
   r += 2 * (tile_bytes(G, DType::F32) + tile_bytes(B, DType::F32));  // affinities, broadcast
@@ -183,21 +250,25 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
   f.dy_chunk = std::min<int64_t>(p.H, 512);
   if (p.on_h())
     r += kEpilogueSets * (2 * tile_bytes(f.dy_chunk, DType::BF16) + tile_bytes(f.dy_chunk, DType::F32)) +
-         tile_bytes(1, DType::F32) + 2 * tile_bytes(G, DType::I32);
+         tile_bytes(1, DType::F32) + 2 * tile_bytes(x32 ? 4 * cdiv(B, 512) : G, DType::I32);
   f.reserved_sbuf = r;
 
-  const auto common = [&](mxfp8::MatmulSpec& s, const char* what, const char* scope,
-                          const std::optional<MxTilingConfig>& cfg) {
+  const auto common = [&](mxfp8::MatmulSpec& s, const char* what, const char* scope, int phase) {
     s.kernel = fmt::format("{} ({})", kBwdName, what);
     s.scope = scope;
     s.out_dtype = DType::F32;
     s.fp8 = p.fp8;
-    s.scheme = num::QuantScheme::WrapX;
+    s.scheme = f.scheme;
     s.cores = mxfp8::Cores::CallingCore;
-    s.use_scale_packing = p.use_scale_packing;
-    s.spill_reload = p.spill_reload;
+    s.use_scale_packing = p.phase_scale_packing(phase);
+    s.spill_reload = p.phase_spill_reload(phase);
     s.reserved_sbuf_bytes = f.reserved_sbuf;
-    s.tiling = phase_tiling(cfg);
+    s.tiling = phase_tiling(p.phase_config(phase));
+  };
+  const auto hbm = [](mxfp8::Layout layout, const char* name, const char* f_name, mxfp8::Swizzle sw) {
+    mxfp8::Operand o = hbm_operand(layout, name, f_name);
+    o.swizzle = sw;
+    return o;
   };
   // P0 (recompute): M = I per core (gate rows; up paired), K = H, N = B.
   if (f.recompute) {
@@ -210,55 +281,58 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
           cores, f.Ic));
     s.lhs = hbm_operand(mxfp8::Layout::KByF, "gate_up_proj_weight", "I_TP");
     s.lhs2 = s.lhs;
-    s.rhs = hbm_operand(mxfp8::Layout::FByK, "hidden_states", "block_size");
-    common(s, "Phase 0, gate/up recompute: M = I_TP per core, K = H, N = block_size", "p0", p.phase1_config);
+    s.rhs = hbm(mxfp8::Layout::FByK, "hidden_states", "block_size", p.hidden_states_t_swizzle);
+    common(s, "Phase 0, gate/up recompute: M = I_TP per core, K = H, N = block_size", "p0", 1);
     f.p0_plan = mxfp8::plan_matmul(s, limits);
   }
   {
     mxfp8::MatmulSpec& s = f.p1;
     s.M = f.Ic, s.K = p.H, s.N = B;
-    s.lhs = p.down_weight_scales ? weight_operand(kBwdName, {.tensor = "down_proj_weight",
-                                                             .param = "down_weight",
-                                                             .scales = &p.down_weight_scales,
-                                                             .E = p.E,
-                                                             .K = p.H,
-                                                             .cols = f.I,
-                                                             .F = f.Ic,
-                                                             .k_name = "H",
-                                                             .cols_name = "I_TP",
-                                                             .f_name = "I_TP",
-                                                             .packing = p.use_scale_packing})
-                                 : hbm_operand(mxfp8::Layout::FByK, "down_proj_weight", "I_TP");
-    s.rhs = hbm_operand(mxfp8::Layout::FByK, "output_hidden_states_grad", "block_size");
-    common(s, "Phase 1: M = I_TP per core, K = H, N = block_size", "p1", p.phase1_config);
+    s.lhs = p.down_weight_scales
+                ? weight_operand(kBwdName, {.tensor = "down_proj_weight",
+                                            .param = "down_weight",
+                                            .scales = &p.down_weight_scales,
+                                            .E = p.E,
+                                            .K = p.H,
+                                            .cols = f.I,
+                                            .F = f.Ic,
+                                            .k_name = "H",
+                                            .cols_name = "I_TP",
+                                            .f_name = "I_TP",
+                                            .packing = p.phase_scale_packing(1)})
+                : hbm(mxfp8::Layout::FByK, "down_proj_weight", "I_TP", p.down_weight_swizzle);
+    s.rhs = hbm(mxfp8::Layout::FByK, "output_hidden_states_grad", "block_size", p.output_grad_swizzle);
+    common(s, "Phase 1: M = I_TP per core, K = H, N = block_size", "p1", 1);
     f.p1_plan = mxfp8::plan_matmul(s, limits);
   }
   {
     mxfp8::MatmulSpec& s = f.p2;
     s.M = B, s.K = 2 * f.I, s.N = f.Hc;
     s.lhs = hbm_operand(mxfp8::Layout::KByF, "d_gate_up", "block_size");
-    if (f.dgu_resident) s.lhs.source = mxfp8::Source::Sbuf;
-    s.rhs = p.gate_up_weight_scales ? weight_operand(kBwdName, {.tensor = "gate_up_proj_weight",
-                                                                .param = "gate_up_weight",
-                                                                .scales = &p.gate_up_weight_scales,
-                                                                .E = p.E,
-                                                                .K = 2 * f.I,
-                                                                .cols = p.H,
-                                                                .F = f.Hc,
-                                                                .k_name = "2*I_TP",
-                                                                .cols_name = "H",
-                                                                .f_name = "H",
-                                                                .packing = p.use_scale_packing})
-                                    : hbm_operand(mxfp8::Layout::FByK, "gate_up_proj_weight", "H");
-    common(s, "Phase 2: M = block_size, K = 2*I_TP, N = H per core", "p2", p.phase2_config);
+    if (f.dgu_resident) s.lhs.source = mxfp8::Source::Sbuf, s.lhs.interleaved_rows = x32;
+    s.rhs = p.gate_up_weight_scales
+                ? weight_operand(kBwdName, {.tensor = "gate_up_proj_weight",
+                                            .param = "gate_up_weight",
+                                            .scales = &p.gate_up_weight_scales,
+                                            .E = p.E,
+                                            .K = 2 * f.I,
+                                            .cols = p.H,
+                                            .F = f.Hc,
+                                            .k_name = "2*I_TP",
+                                            .cols_name = "H",
+                                            .f_name = "H",
+                                            .packing = p.phase_scale_packing(2)})
+                : hbm(mxfp8::Layout::FByK, "gate_up_proj_weight", "H", p.gate_up_weight_swizzle);
+    common(s, "Phase 2: M = block_size, K = 2*I_TP, N = H per core", "p2", 2);
     f.p2_plan = mxfp8::plan_matmul(s, limits);
   }
   {
     mxfp8::MatmulSpec& s = f.p3;
     s.M = f.Hc, s.K = B, s.N = 2 * f.I;
     s.lhs = gathered_rows("hidden_states", "H");
-    s.rhs = hbm_operand(mxfp8::Layout::FByK, "d_gate_up", "2*I_TP");
-    common(s, "Phase 3: M = H per core, K = block_size, N = 2*I_TP", "p3", p.phase3_config);
+    s.lhs.interleaved_rows = x32;
+    s.rhs = hbm(mxfp8::Layout::FByK, "d_gate_up", "2*I_TP", p.d_gate_up_t_swizzle);
+    common(s, "Phase 3: M = H per core, K = block_size, N = 2*I_TP", "p3", 3);
     f.p3_plan = mxfp8::plan_matmul(s, limits);
   }
   {
@@ -266,9 +340,11 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
     s.M = f.I, s.K = B, s.N = f.Hc;
     // AFFINITY_ON_H: the unscaled intermediate, and the block's affinity-scaled dY rows gathered from its
     // scratch (rows [ring B, (ring + 1) B), no padding left: the padding rows hold zeros).
-    s.lhs = hbm_operand(mxfp8::Layout::FByK, p.on_h() ? "intermediate" : "scaled_intermediate", "I_TP");
+    s.lhs = hbm(mxfp8::Layout::FByK, p.on_h() ? "intermediate" : "scaled_intermediate", "I_TP",
+                p.scaled_intermediate_t_swizzle);
     s.rhs = gathered_rows("output_hidden_states_grad", "H");
-    common(s, "Phase 4: M = I_TP, K = block_size, N = H per core", "p4", p.phase4_config);
+    s.rhs.interleaved_rows = x32;
+    common(s, "Phase 4: M = I_TP, K = block_size, N = H per core", "p4", 4);
     f.p4_plan = mxfp8::plan_matmul(s, limits);
   }
   const mxfp8::Padding pad = p.skip() || p.num_valid_tokens ? mxfp8::Padding::Skip : mxfp8::Padding::ZeroRow;
@@ -346,6 +422,7 @@ struct Block {
   int ring = 0;
   View expert;    // SBUF [1, 1] int32: e
   View idx;       // SBUF [128, B/128] int32 token ids
+  View idx32;     // quant_scheme 1x32: the same in the 1x32 interleave order (Phases 3 and 4)
   View ea_col;    // SBUF [128, B/128] FP32 affinities
   View ea_bcast;  // SBUF [128, B] FP32: the slots' affinities on every partition
   View dy;        // HBM [B, H]: gathered dY rows
@@ -621,7 +698,23 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
     valid = k.sbuf({128, G}, DType::F32, "valid_slots");
   }
   View dgu_res;
-  if (f.dgu_resident) dgu_res = k.sbuf({128, 2 * I / 128, B}, DType::BF16, "d_gate_up_resident");
+  if (f.dgu_resident) dgu_res = k.sbuf({128, f.dgu_groups, B}, DType::BF16, "d_gate_up_resident");
+  // quant_scheme 1x32: Phases 3 and 4 gather their K-by-F rows (the block's slots) by an index in the 1x32
+  // interleave order, slot 4 R + j at [R % 128, 4 (R / 128) + j] (mxfp8::Operand::interleaved_rows).
+  const bool x32 = f.scheme == num::QuantScheme::OneX32;
+  const int64_t G32 = 4 * cdiv(B, 512), R32 = std::min<int64_t>(128, B / 4);
+  std::vector<View> idx32;
+  View valid32;
+  if (x32) {
+    for (int i = 0; i < 2; ++i)
+      idx32.push_back(k.sbuf({128, G32}, DType::I32, fmt::format("token_ids_1x32_{}", i)));
+    if (p.num_valid_tokens) valid32 = k.sbuf({128, G32}, DType::F32, "valid_slots_1x32");
+  }
+  // The used part of a 1x32-order index, and an iota of slot numbers base + 4 R + j in it.
+  const auto used32 = [&](const View& v) { return v(S(0, R32), all); };
+  const auto iota32 = [&](const View& v, int64_t base) {
+    nki::iota(used32(v).reshape({R32, G32 / 4, 4}), {512, 1}, static_cast<double>(base), 4.0);
+  };
   std::vector<P1Set> p1_sets;
   for (int i = 0; i < kEpilogueSets; ++i) {
     const auto f32 = [&](const char* n) { return k.sbuf({128, C}, DType::F32, n); };
@@ -641,7 +734,7 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
                         k.sbuf({128, f.dy_chunk}, DType::F32, "onh_prod")});
     h_part = k.sbuf({128, 1}, DType::F32, "onh_dea_part");
     for (int i = 0; i < 2; ++i)
-      h_rows.push_back(k.sbuf({128, G}, DType::I32, fmt::format("onh_dy_rows{}", i)));
+      h_rows.push_back(k.sbuf({128, x32 ? G32 : G}, DType::I32, fmt::format("onh_dy_rows{}", i)));
   }
   size_t h_rr = 0;
   std::vector<std::pair<View, View>> w_sets, p0_sets;
@@ -671,7 +764,10 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
     nki::memset(zeros, 0.0, Engine::POOL);
     nki::memset(zeros_wide, 0.0, Engine::POOL);
     for (int i = 0; i < static_cast<int>(h_rows.size()); ++i)
-      nki::iota(h_rows[i], {128}, static_cast<double>(i * B), 1.0);
+      if (x32)
+        iota32(h_rows[i], i * B);
+      else
+        nki::iota(h_rows[i], {128}, static_cast<double>(i * B), 1.0);
     if (f.dense) {
       nki::memset(b2e, 0.0);  // one expert: every block's is 0
     } else {
@@ -725,6 +821,22 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
       }
     } else {
       nki::dma_copy(blk.idx, t.tokens(S(b * B, (b + 1) * B)).reshape({G, 128}).permute({1, 0}));
+    }
+    if (x32) {
+      blk.idx32 = idx32[ring];
+      View u = used32(blk.idx32);
+      if (f.dense) {
+        iota32(blk.idx32, b * B);
+        if (p.num_valid_tokens) {
+          View v = used32(valid32);
+          nki::tensor_scalar(v, u, AluOp::IsLt, nki::Operand(nvt_col(S(0, R32), all)));
+          nki::select(u, v, u, -1.0);
+        }
+      } else {
+        // Slot 4 R + j of the block: R = 128 s + p.
+        nki::dma_copy(u.reshape({R32, G32 / 4, 4}),
+                      t.tokens(S(b * B, (b + 1) * B)).reshape({G32 / 4, R32, 4}).permute({1, 0, 2}));
+      }
     }
     View off = offs(all, S(b * G, (b + 1) * G));
     nki::tensor_scalar(off, blk.idx, AluOp::Multiply, static_cast<double>(E), false, AluOp::Add,
@@ -881,7 +993,17 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
       PhaseScope ph(k, "P2");
       mxfp8::MatmulSpec s = f.p2;
       const View dgu = t.dgu_scratch(ring).reshape({2 * I, B});
-      if (f.dgu_resident) {
+      if (f.dgu_resident && x32) {
+        // Row 4 R + j at [R % 128, 4 (R / 128) + j]: the full 512-row groups, then a 256-row remainder.
+        const int64_t full = 2 * I / 512, rem = (2 * I / 4) % 128;
+        if (full)
+          nki::dma_copy(dgu_res(all, S(0, 4 * full), all).reshape({128, full, 4, B}),
+                        dgu(S(0, 512 * full), all).reshape({full, 128, 4, B}).permute({1, 0, 2, 3}));
+        if (rem)
+          nki::dma_copy(dgu_res(S(0, rem), S(4 * full, 4 * full + 4), all),
+                        dgu(S(512 * full, 2 * I), all).reshape({rem, 4, B}));
+        s.lhs.data = dgu_res;
+      } else if (f.dgu_resident) {
         nki::dma_copy(dgu_res, dgu.reshape({2 * I / 128, 128, B}).permute({1, 0, 2}));
         s.lhs.data = dgu_res;
       } else {
@@ -909,7 +1031,7 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
       PhaseScope ph(k, "P3");
       mxfp8::MatmulSpec s = f.p3;
       s.lhs.data = t.hidden(all, S(h0, h0 + Hc));
-      s.lhs.rows.index = blk.idx;
+      s.lhs.rows.index = x32 ? blk.idx32 : blk.idx;
       s.rhs.data = t.dgu_scratch(ring).reshape({2 * I, B});
       ExpertAccumulate epi("P3", t.dw_gu(S(0, 1), S(h0, h0 + Hc)).reshape({Hc, 2 * I}), blk.expert, w_sets,
                            w_rr);
@@ -928,7 +1050,7 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
         s.rhs.rows.index = h_rows[ring];
       } else {
         s.rhs.data = t.dy(all, S(h0, h0 + Hc));
-        s.rhs.rows.index = blk.idx;
+        s.rhs.rows.index = x32 ? blk.idx32 : blk.idx;
       }
       ExpertAccumulate epi("P4", t.dw_down(S(0, 1), all, S(h0, h0 + Hc)).reshape({I, Hc}), blk.expert, w_sets,
                            w_rr);

@@ -48,6 +48,13 @@
 // After the loop the cores swap their affinity-gradient partials (sendrecv), add them, and each scatters
 // its half of the 128-token tiles into expert_affinities_masked_grad at t*E + e.
 //
+// Per phase: spill_reload, scale packing and the quant_scheme of its matmul (BwdPhaseConfig). Under 1x32 the
+// block's token ids are also loaded (routed: a strided DMA; dense: an iota) in the 1x32 interleave order for
+// the K-by-F gathers of Phases 3 and 4, and the resident d_gate_up^T is loaded in that order. The swizzle
+// modes pick DGT or the PE loader for each F-by-K HBM operand: dY rows and down weight (P1), gate/up weight
+// (P2), d_gate_up^T (P3), scaled intermediate (P4), hidden rows (P0); the other nkilib modes name operands
+// this kernel reads K-by-F (no transpose to choose).
+//
 // Deviations from nkilib, same data movement class and numerics: the Phase 1 GEMM runs transposed (weights
 // stationary) so its tiles meet the checkpoint's [I, B] layout without PE transposes; Phases 3 and 4 choose
 // M and N so their results land in the weight gradients' own orientation (no 128 x 128 PE transposes
@@ -78,6 +85,8 @@ struct BwdPlan {
   int64_t chunk = 0;         // token columns per Phase 1 epilogue step
   int64_t wchunk = 0;        // columns per weight-gradient read-modify-write
   int64_t dy_chunk = 0;      // columns per step of the AFFINITY_ON_H dY pass
+  num::QuantScheme scheme = num::QuantScheme::WrapX;  // every phase's
+  int64_t dgu_groups = 0;  // 128-row groups of the resident d_gate_up^T (1x32: in its interleave order)
   mxfp8::MatmulSpec p0, p1, p2, p3, p4;
   mxfp8::Plan p0_plan, p1_plan, p2_plan, p3_plan, p4_plan;
   int64_t reserved_sbuf = 0;  // bytes per partition

@@ -4,6 +4,48 @@
 
 namespace trnsim::kernels::moe {
 
+void BwdPhaseConfig::describe(Schema<BwdPhaseConfig>& s) {
+  s.include(&BwdPhaseConfig::tiling);
+  s.add(&BwdPhaseConfig::spill_reload, "spill_reload",
+        "this phase's spill_reload (nkilib Gen3 keeps it per phase); null: the top-level spill_reload");
+  s.add(&BwdPhaseConfig::enable_scale_packing, "enable_scale_packing",
+        "this phase's scale packing (nkilib Gen3 keeps it per phase; a pre-quantized weight's scales shape "
+        "must agree: Phase 1 down_weight_scales, Phase 2 gate_up_weight_scales); null: the top-level "
+        "use_scale_packing");
+  s.choice(&BwdPhaseConfig::quant_scheme, "quant_scheme",
+           "x4 interleave of this phase's contraction: wrapX (partition p of a 512-row tile holds rows "
+           "p+128j) or 1x32 (rows 4p..4p+3: OCP 32-contiguous groups, so other K-indices share a scale and "
+           "the gradients' bytes change); every phase must use the same (nkilib Gen3)",
+           {{"wrapX", num::QuantScheme::WrapX}, {"1x32", num::QuantScheme::OneX32}}, num::QuantScheme::WrapX);
+}
+
+const std::optional<BwdPhaseConfig>& BwdParams::phase_config(int phase) const {
+  switch (phase) {
+    case 1:
+      return phase1_config;
+    case 2:
+      return phase2_config;
+    case 3:
+      return phase3_config;
+    default:
+      return phase4_config;
+  }
+}
+
+bool BwdParams::phase_spill_reload(int phase) const {
+  const auto& c = phase_config(phase);
+  return c && c->spill_reload ? *c->spill_reload : spill_reload;
+}
+
+bool BwdParams::phase_scale_packing(int phase) const {
+  const auto& c = phase_config(phase);
+  return c && c->enable_scale_packing ? *c->enable_scale_packing : use_scale_packing;
+}
+
+num::QuantScheme BwdParams::quant_scheme() const {
+  return phase1_config ? phase1_config->quant_scheme : num::QuantScheme::WrapX;
+}
+
 void BwdParams::describe(Schema<BwdParams>& s) {
   s.dim(&BwdParams::T, "T", "tokens (rows of hidden_states, plus the zero row T when padding is T)");
   s.dim(&BwdParams::H, "H", "hidden size (a multiple of 256 on two cores, of 128 on one)");
@@ -53,19 +95,24 @@ void BwdParams::describe(Schema<BwdParams>& s) {
            "dY (needs checkpoint_config.save_down_proj_act)",
            {{"AFFINITY_ON_I", BwdAffinity::OnI}, {"AFFINITY_ON_H", BwdAffinity::OnH}}, BwdAffinity::OnI);
   s.object(&BwdParams::phase1_config, "phase1_config",
-           "tiling of Phase 1, computed transposed: M = I_TP per core (down weight rows, stationary), K = H, "
-           "N = block_size (dY rows, moving); null fields auto");
+           "matmul config of Phase 1 (and of the gate/up recompute), computed transposed: M = I_TP per core "
+           "(down weight rows, stationary), K = H, N = block_size (dY rows, moving); null fields auto");
   s.object(&BwdParams::phase2_config, "phase2_config",
-           "tiling of Phase 2: M = block_size (d_gate_up), K = 2*I_TP, N = H per core (gate/up weights)");
+           "matmul config of Phase 2: M = block_size (d_gate_up), K = 2*I_TP, N = H per core (gate/up "
+           "weights)");
   s.object(&BwdParams::phase3_config, "phase3_config",
-           "tiling of Phase 3: M = H per core (hidden rows), K = block_size, N = 2*I_TP (d_gate_up)");
+           "matmul config of Phase 3: M = H per core (hidden rows), K = block_size, N = 2*I_TP (d_gate_up)");
   s.object(&BwdParams::phase4_config, "phase4_config",
-           "tiling of Phase 4: M = I_TP (scaled intermediate), K = block_size, N = H per core (dY rows)");
+           "matmul config of Phase 4: M = I_TP (scaled intermediate), K = block_size, N = H per core (dY "
+           "rows)");
   s.add(&BwdParams::use_scale_packing, "use_scale_packing",
-        "4 consecutive K tiles share one scale tile at offsets 0/4/8/12 (every phase)", true);
+        "4 consecutive K tiles share one scale tile at offsets 0/4/8/12: the default of every phase whose "
+        "config does not set enable_scale_packing (nkilib Gen3 default)",
+        true);
   s.add(&BwdParams::spill_reload, "spill_reload",
         "write quantized blocks to an HBM scratch when first produced and reload them instead of "
-        "re-quantizing (every phase; nkilib Gen3 default)",
+        "re-quantizing: the default of every phase whose config does not set spill_reload (nkilib Gen3 "
+        "default)",
         true);
   s.add(&BwdParams::accumulate_hidden_states_grad, "accumulate_hidden_states_grad",
         "Phase 2 adds each block's rows to hidden_states_grad (read-modify-write; needed for top_k > 1); "
@@ -100,6 +147,52 @@ void BwdParams::describe(Schema<BwdParams>& s) {
            "how nkilib's Phase 4 transposes its operands: NC (the PE) or DMA; accepted, no effect here (the "
            "scaled intermediate is read by DGT, the dY rows gathered K-by-F)",
            {{"NC", TransposeMode::NC}, {"DMA", TransposeMode::DMA}}, TransposeMode::NC);
+  const std::vector<std::pair<std::string, mxfp8::Swizzle>> modes = {{"DGT", mxfp8::Swizzle::Dgt},
+                                                                     {"PE", mxfp8::Swizzle::Pe}};
+  const auto mode = [&](mxfp8::Swizzle BwdParams::*m, const char* name, const char* doc) {
+    s.choice(m, name, doc, modes, mxfp8::Swizzle::Dgt);
+  };
+  // The defaults are this kernel's loaders as they were before the modes existed: DGT (nkilib Gen2's
+  // kernel-argument default; Gen3 defaults to PE).
+  mode(&BwdParams::output_grad_swizzle, "output_grad_swizzle_mode",
+       "how Phase 1 brings the block's dY rows [block_size, H] (F-by-K) into the x4 interleave: DGT "
+       "(dma_transpose) or PE (rows by DMA, nc_transpose, PSUM copy); default DGT (nkilib Gen3: PE)");
+  mode(&BwdParams::down_weight_swizzle, "down_weight_swizzle_mode",
+       "Phase 1's down weight rows [I_TP per core, H] (F-by-K): DGT or PE; PE needs E == 1 (nkilib: the "
+       "PE loader ignores the per-expert scalar_offset); no effect on pre-quantized weights; default DGT");
+  mode(&BwdParams::d_gate_up_swizzle, "d_gate_up_swizzle_mode",
+       "nkilib's Phase 2 d_gate_up [block_size, 2*I_TP] (F-by-K): accepted, no effect here (this kernel "
+       "keeps d_gate_up^T [2*I_TP, block_size], K-by-F for Phase 2: its rows go straight onto partitions, "
+       "no transpose to choose); default DGT");
+  mode(&BwdParams::gate_up_weight_swizzle, "gate_up_weight_swizzle_mode",
+       "Phase 2's gate/up weight rows [H per core, 2*I_TP] (F-by-K): DGT or PE; PE needs E == 1 (as "
+       "down_weight_swizzle_mode); no effect on pre-quantized weights; default DGT");
+  mode(&BwdParams::d_gate_up_t_swizzle, "d_gate_up_t_swizzle_mode",
+       "Phase 3's d_gate_up^T [2*I_TP, block_size] (F-by-K, from the block's scratch): DGT or PE; default "
+       "DGT");
+  mode(&BwdParams::hidden_states_t_swizzle, "hidden_states_t_swizzle_mode",
+       "the hidden rows where they are F-by-K: the gate/up recompute's [block_size, H] (without "
+       "gate_up_proj_act_checkpoint_T): DGT or PE; Phase 3 gathers them K-by-F (no transpose to choose); "
+       "default DGT");
+  mode(&BwdParams::output_grad_t_swizzle, "output_grad_t_swizzle_mode",
+       "nkilib's Phase 4 dY^T: accepted, no effect here (Phase 4 gathers the dY rows K-by-F straight onto "
+       "partitions, no transpose to choose); default DGT");
+  mode(&BwdParams::scaled_intermediate_t_swizzle, "scaled_intermediate_t_swizzle_mode",
+       "Phase 4's scaled intermediate [I_TP, block_size] (F-by-K; AFFINITY_ON_H: the intermediate): DGT or "
+       "PE; default DGT");
+  s.add(&BwdParams::fast_dma_transpose, "fast_dma_transpose",
+        "nkilib's direct 4-D DGT addressing (SwizzleMode DGT_FAST for the DGT operands): accepted, no "
+        "effect here (this kernel's DGT is already a direct access pattern per segment and slot, and "
+        "every contraction is a multiple of 128, so the relaxed K % 32 changes nothing); rejected with E > "
+        "1 and a BF16 weight in DGT mode (the direct pattern ignores the per-expert scalar_offset) and "
+        "with pe_transpose_only",
+        false);
+  s.add(&BwdParams::pe_transpose_only, "pe_transpose_only",
+        "nkilib: keep every transpose on the PE; needs single_expert_dense, NC transpose modes, every "
+        "*_swizzle_mode PE and no fast_dma_transpose; those modes are its whole effect here (this kernel's "
+        "Phase 1 reads the checkpoint in its own [I_TP, block_size] layout and Phases 3/4 gather K-by-F: "
+        "no other transposes)",
+        false);
   s.object(&BwdParams::checkpoint_config, "checkpoint_config",
            "which activation checkpoints the forward saved (inputs of the backward): save_gate_up_proj_act "
            "(gate_up_proj_act_checkpoint_T; absent: recomputed from hidden_states), save_scaled_intermediate "

@@ -28,6 +28,17 @@
 
 namespace trnsim::kernels::moe {
 
+// One phase's matmul config (nkilib Gen3 MXFP8MOEBwdConfig.phaseN_config, a MatmulMxfp8KernelConfig): the
+// tiling, and spill_reload / enable_scale_packing (null: the top-level spill_reload / use_scale_packing) and
+// quant_scheme (every phase the same).
+struct BwdPhaseConfig {
+  MxTilingConfig tiling;
+  std::optional<bool> spill_reload, enable_scale_packing;
+  num::QuantScheme quant_scheme = num::QuantScheme::WrapX;
+
+  static void describe(Schema<BwdPhaseConfig>& s);
+};
+
 enum class BwdShard { OnFree };
 enum class BwdAffinity { OnI, OnH };
 enum class TransposeMode { NC, DMA };
@@ -43,7 +54,7 @@ struct BwdParams {
   bool run_with_lnc2 = true;
   BwdShard shard_option = BwdShard::OnFree;
   BwdAffinity affinity_option = BwdAffinity::OnI;
-  std::optional<MxTilingConfig> phase1_config, phase2_config, phase3_config, phase4_config;
+  std::optional<BwdPhaseConfig> phase1_config, phase2_config, phase3_config, phase4_config;
   bool use_scale_packing = true;
   bool spill_reload = true;
   bool accumulate_hidden_states_grad = true;
@@ -54,6 +65,14 @@ struct BwdParams {
   SkipMode skip_dma;
   bool bias = false;
   TransposeMode phase3_transpose_mode = TransposeMode::NC, phase4_transpose_mode = TransposeMode::NC;
+  // nkilib's eight per-operand *_swizzle_mode fields (SwizzleMode DGT or PE).
+  mxfp8::Swizzle output_grad_swizzle = mxfp8::Swizzle::Dgt, down_weight_swizzle = mxfp8::Swizzle::Dgt,
+                 d_gate_up_swizzle = mxfp8::Swizzle::Dgt, gate_up_weight_swizzle = mxfp8::Swizzle::Dgt,
+                 d_gate_up_t_swizzle = mxfp8::Swizzle::Dgt, hidden_states_t_swizzle = mxfp8::Swizzle::Dgt,
+                 output_grad_t_swizzle = mxfp8::Swizzle::Dgt,
+                 scaled_intermediate_t_swizzle = mxfp8::Swizzle::Dgt;
+  bool fast_dma_transpose = false;
+  bool pe_transpose_only = false;
   CheckpointConfig checkpoint_config;
 
   static void describe(Schema<BwdParams>& s);
@@ -70,6 +89,11 @@ struct BwdParams {
   bool inter_given() const { return checkpoint_config.save_intermediate; }
   bool down_act_given() const { return checkpoint_config.save_down_proj_act; }
   bool on_h() const { return affinity_option == BwdAffinity::OnH; }
+  // The phase's config (1..4) and what it resolves to.
+  const std::optional<BwdPhaseConfig>& phase_config(int phase) const;
+  bool phase_spill_reload(int phase) const;
+  bool phase_scale_packing(int phase) const;
+  num::QuantScheme quant_scheme() const;  // phase 1's (plan_bwd checks that every phase has it)
 };
 
 }  // namespace trnsim::kernels::moe

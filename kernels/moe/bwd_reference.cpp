@@ -13,10 +13,11 @@ namespace {
 
 // Operand values [rows, K] for numerics q: as they are (exact) or MX-quantized along K (kernel; the values
 // are BF16-representable there, so the FP32 copy is exact).
-std::vector<double> prep(const std::vector<double>& v, int64_t rows, int64_t K, int q, num::Fp8Format fmt) {
+std::vector<double> prep(const std::vector<double>& v, int64_t rows, int64_t K, int q, num::Fp8Format fmt,
+                         num::QuantScheme scheme) {
   if (q == 0 || rows == 0) return v;
   std::vector<float> f(v.begin(), v.end());
-  return as_f64(f, rows, K, true, fmt);
+  return as_f64(f, rows, K, true, fmt, scheme);
 }
 
 std::vector<double> widen(const std::vector<float>& v) {
@@ -107,7 +108,7 @@ void BwdReference::weights(int64_t e, Weights& w) const {
   if (const tensor::HostTensor* sc = in_.gate_up_weight_scales) {
     const int64_t rows = sc->shape[1];
     dequantize_x4(in_.gate_up_proj_weight->bytes.data() + e * 2 * I * H, sc->bytes.data() + e * rows * H,
-                  2 * I, H, rows != 2 * I / 4, p_.fp8, w.gu);
+                  2 * I, H, rows != 2 * I / 4, p_.fp8, w.gu, p_.quant_scheme());
   } else {
     w.gu.resize(static_cast<size_t>(H * 2 * I));
     for (int64_t i = 0; i < H * 2 * I; ++i) w.gu[i] = bf16_at(*in_.gate_up_proj_weight, e * H * 2 * I + i);
@@ -116,7 +117,7 @@ void BwdReference::weights(int64_t e, Weights& w) const {
   if (const tensor::HostTensor* sc = in_.down_weight_scales) {
     const int64_t rows = sc->shape[1];
     dequantize_x4(in_.down_proj_weight->bytes.data() + e * H * I, sc->bytes.data() + e * rows * I, H, I,
-                  rows != H / 4, p_.fp8, w.down);
+                  rows != H / 4, p_.fp8, w.down, p_.quant_scheme());
   } else {
     w.down.resize(static_cast<size_t>(I * H));
     for (int64_t i = 0; i < I * H; ++i) w.down[i] = bf16_at(*in_.down_proj_weight, e * I * H + i);
@@ -168,11 +169,11 @@ void BwdReference::forward_gate_up(int64_t e, const std::vector<int64_t>& slots,
                                    std::vector<double>& gu) const {
   Weights w;
   weights(e, w);
-  gate_up(e, slots, q, w, gu);
+  gate_up(e, slots, q, w, gu, num::QuantScheme::WrapX);
 }
 
 void BwdReference::gate_up(int64_t e, const std::vector<int64_t>& slots, int q, const Weights& w,
-                           std::vector<double>& gu) const {
+                           std::vector<double>& gu, num::QuantScheme scheme) const {
   const int64_t n = static_cast<int64_t>(slots.size()), I = I_, H = H_, B = B_;
   gu.assign(static_cast<size_t>(n * 2 * I), 0.0);
   if (in_.gate_up_ckpt) {
@@ -186,8 +187,8 @@ void BwdReference::gate_up(int64_t e, const std::vector<int64_t>& slots, int q, 
   }
   (void)e;
   // The forward's GEMMs: x [n, H] by W^T [2I, H], both quantized along H for the kernel numerics.
-  const auto x = as_f64(rows_of(*in_.hidden_states, slots), n, H, q == 1, p_.fp8);
-  const auto wt = as_f64(transposed(w.gu, H, 2 * I), 2 * I, H, q == 1, p_.fp8);
+  const auto x = as_f64(rows_of(*in_.hidden_states, slots), n, H, q == 1, p_.fp8, scheme);
+  const auto wt = as_f64(transposed(w.gu, H, 2 * I), 2 * I, H, q == 1, p_.fp8, scheme);
   gemm_nt(x, wt, n, 2 * I, H, gu);
   const ClampLimits& cl = p_.clamp_limits;
   for (int64_t r = 0; r < n; ++r)
@@ -207,11 +208,11 @@ void BwdReference::phase1(int64_t e, const std::vector<int64_t>& slots, int q, c
                           std::vector<double>& dea) const {
   const int64_t n = static_cast<int64_t>(slots.size()), I = I_, H = H_, B = B_;
   const bool on_h = p_.on_h();
-  const auto dy = prep(dy_rows(e, slots, q), n, H, q, p_.fp8);
-  const auto wd = as_f64(w.down, I, H, q == 1 && !in_.down_weight_scales, p_.fp8);
+  const auto dy = prep(dy_rows(e, slots, q), n, H, q, p_.fp8, p_.quant_scheme());
+  const auto wd = as_f64(w.down, I, H, q == 1 && !in_.down_weight_scales, p_.fp8, p_.quant_scheme());
   std::vector<double> dint, gu;
   gemm_nt(dy, wd, n, I, H, dint);
-  gate_up(e, slots, q, w, gu);
+  gate_up(e, slots, q, w, gu, p_.quant_scheme());
   dgu.assign(static_cast<size_t>(n * 2 * I), 0.0);
   scaled.assign(static_cast<size_t>(n * I), 0.0);
   dea.assign(static_cast<size_t>(n), 0.0);
@@ -266,8 +267,9 @@ std::map<int64_t, std::array<SlotGrad, 2>> BwdReference::evaluate(const std::vec
       std::vector<double> dgu, scaled, dea, dx;
       phase1(e, ss, q, w, dgu, scaled, dea);
       if (with_dx)
-        gemm_nt(prep(dgu, n, 2 * I, q, p_.fp8),
-                prep(wgu, H, 2 * I, in_.gate_up_weight_scales ? 0 : q, p_.fp8), n, H, 2 * I, dx);
+        gemm_nt(prep(dgu, n, 2 * I, q, p_.fp8, p_.quant_scheme()),
+                prep(wgu, H, 2 * I, in_.gate_up_weight_scales ? 0 : q, p_.fp8, p_.quant_scheme()), n, H,
+                2 * I, dx);
       for (int64_t r = 0; r < n; ++r) {
         SlotGrad& g = res[ss[r]][q];
         g.dea = dea[r];
@@ -322,9 +324,10 @@ void BwdReference::expert_grads(int64_t e, std::array<std::vector<double>, 2>& d
       std::vector<double> dgu, scaled, dea, y3, y4;
       phase1(e, ss, q, w, dgu, scaled, dea);
       // Phases 3 and 4 contract over the block's tokens: the operands quantized along B.
-      gemm_nt(prep(xt, H, B, q, p_.fp8), prep(transposed(dgu, B, 2 * I), 2 * I, B, q, p_.fp8), H, 2 * I, B,
-              y3);
-      gemm_nt(prep(transposed(scaled, B, I), I, B, q, p_.fp8), prep(dyt, H, B, q, p_.fp8), I, H, B, y4);
+      gemm_nt(prep(xt, H, B, q, p_.fp8, p_.quant_scheme()),
+              prep(transposed(dgu, B, 2 * I), 2 * I, B, q, p_.fp8, p_.quant_scheme()), H, 2 * I, B, y3);
+      gemm_nt(prep(transposed(scaled, B, I), I, B, q, p_.fp8, p_.quant_scheme()),
+              prep(dyt, H, B, q, p_.fp8, p_.quant_scheme()), I, H, B, y4);
       const auto add = [&](std::vector<double>& acc, const std::vector<double>& y) {
         for (size_t i = 0; i < acc.size(); ++i)
           acc[i] =

@@ -19,10 +19,11 @@
 // Pre-quantized weights are dequantized (their MX values), and the kernel numerics use them as given.
 //
 // Two numerics, both FP64: exact (the inputs' values, no rounding) and kernel (each phase's GEMM operands
-// MX-quantized along that phase's contraction: H in Phase 1 and the recompute, 2I in Phase 2, the block's
-// tokens in Phases 3 and 4; d_gate, d_up and the scaled intermediate rounded to bfloat16; each block's dX
-// rows and weight-gradient contributions rounded to bfloat16 and added to their bfloat16 destination in
-// block order, as the kernel's read-modify-writes do).
+// MX-quantized along that phase's contraction with the phases' quant_scheme, wrapX or 1x32, which decides
+// the 32 K-indices sharing a scale; pre-quantized weights are read in that interleave too: H in Phase 1 and
+// the recompute, 2I in Phase 2, the block's tokens in Phases 3 and 4; d_gate, d_up and the scaled
+// intermediate rounded to bfloat16; each block's dX rows and weight-gradient contributions rounded to
+// bfloat16 and added to their bfloat16 destination in block order, as the kernel's read-modify-writes do).
 //
 // The forward's gate/up (the checkpoints' values) in the kernel numerics also serve the input recipe that
 // makes the checkpoints on the host.
@@ -102,8 +103,9 @@ class BwdReference {
   };
   void weights(int64_t e, Weights& w) const;
   // gate/up of the slots (from the checkpoint or recomputed) in numerics q: [n, 2I].
-  void gate_up(int64_t e, const std::vector<int64_t>& slots, int q, const Weights& w,
-               std::vector<double>& gu) const;
+  // `scheme`: the x4 interleave of the recompute's quantization (the forward kernel's wrapX for the recipe).
+  void gate_up(int64_t e, const std::vector<int64_t>& slots, int q, const Weights& w, std::vector<double>& gu,
+               num::QuantScheme scheme) const;
   // Phase 1 of `slots` of expert e in numerics q: d_gate_up [n, 2I] (kernel: bf16), scaled [n, I], dEA [n].
   void phase1(int64_t e, const std::vector<int64_t>& slots, int q, const Weights& w, std::vector<double>& dgu,
               std::vector<double>& scaled, std::vector<double>& dea) const;
