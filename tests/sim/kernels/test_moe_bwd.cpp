@@ -643,3 +643,223 @@ TEST_CASE("moe bwd: the indirect-DMA stats count the program's gathers, scatters
     CHECK(stat("hidden_grad_rmw_bytes") == (tp.elements() - pad) * 512 * 2 * 2);
   }
 }
+
+namespace {
+
+// Instructions of opcode `op` in phase `phase` over both cores' streams.
+int64_t count_ops(const isa::Program& prog, isa::Opcode op, const std::string& phase) {
+  int64_t n = 0;
+  for (const auto& core : prog.streams)
+    for (const auto& stream : core)
+      for (const auto& i : stream) n += i.op == op && prog.phases[i.phase] == phase;
+  return n;
+}
+
+int64_t count_all(const isa::Program& prog) {
+  int64_t n = 0;
+  for (const auto& core : prog.streams)
+    for (const auto& stream : core) n += static_cast<int64_t>(stream.size());
+  return n;
+}
+
+// Every phase's config with the same fields.
+json all_phases(const json& cfg) {
+  return {{"phase1_config", cfg}, {"phase2_config", cfg}, {"phase3_config", cfg}, {"phase4_config", cfg}};
+}
+
+// One expert, contiguous blocks: the config the PE weight modes and pe_transpose_only need.
+json dense(json extra = json::object()) {
+  json p = small({{"T", 512},
+                  {"E", 1},
+                  {"top_k", 1},
+                  {"single_expert_dense", true},
+                  {"accumulate_hidden_states_grad", false},
+                  {"skip_dma", {{"skip_token", false}}}});
+  p.merge_patch(extra);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("moe bwd: per-phase spill_reload and enable_scale_packing override the top-level defaults") {
+  // Phase 2 in two N blocks of 128 (H / 2 = 256 per core) and four K blocks of 128 (2*I_TP = 512), more
+  // than the two block slots: the second N block misses every d_gate_up block again. Without spill only
+  // Phase 2's stream changes (it quantizes them again instead of reloading), the gradients are the same.
+  const json tiles = {{"tile_n", 128},
+                      {"TILES_IN_BLOCK_N", 1},
+                      {"TILES_IN_LOAD_N", 1},
+                      {"tile_k", 128},
+                      {"TILES_IN_BLOCK_K", 1}};
+  json nospill = tiles;
+  nospill["spill_reload"] = false;
+  const MoeRun d = run_bwd(small({{"phase2_config", tiles}})),
+               s2 = run_bwd(small({{"phase2_config", nospill}}));
+  expect_pass(s2);
+  for (const char* o : kGrads) {
+    INFO(o);
+    CHECK(s2.outputs.at(o).bytes == d.outputs.at(o).bytes);
+  }
+  const isa::Program &pd = d.prepared.build.program, &ps = s2.prepared.build.program;
+  for (const char* ph : {"P1", "P3", "P4"})
+    for (auto op : {isa::Opcode::DmaCopy, isa::Opcode::QuantizeMx, isa::Opcode::DmaTranspose}) {
+      INFO(ph << " opcode " << static_cast<int>(op));
+      CHECK(count_ops(ps, op, ph) == count_ops(pd, op, ph));
+    }
+  CHECK(count_ops(ps, isa::Opcode::QuantizeMx, "P2") > count_ops(pd, isa::Opcode::QuantizeMx, "P2"));
+  // Every phase set explicitly is the top-level setting: the same program.
+  const auto prog = [](const json& p) { return prepare_bwd(p, bwd_inputs()).build.program; };
+  json all_off = all_phases({{"spill_reload", false}}), top_off = {{"spill_reload", false}};
+  all_off["phase2_config"].merge_patch(tiles);
+  top_off["phase2_config"] = tiles;
+  CHECK(count_all(prog(small(all_off))) == count_all(prog(small(top_off))));
+  CHECK(count_all(prog(small(top_off))) != count_all(pd));
+  // The phase's packing decides the pre-quantized scales' expected layout: Phase 2's for the gate/up weights
+  // (2*I_TP = 2048: packed [4, 128, 512], unpacked [4, 512, 512]).
+  const std::string k = "kernel 'blockwise_mm_bwd_mxfp8': ";
+  json off = small({{"I_TP", 1024}, {"gate_up_weight_scales", {4, 128, 512}}});
+  off["phase2_config"] = {{"enable_scale_packing", false}};
+  CHECK_THAT(bwd_error(off),
+             Catch::EndsWith(k + "parameter 'gate_up_weight_scales': use_scale_packing = false but the shape "
+                                 "[4, 128, 512] is the packed layout"));
+  json on = small({{"I_TP", 1024}, {"gate_up_weight_scales", {4, 512, 512}}, {"use_scale_packing", false}});
+  on["phase2_config"] = {{"enable_scale_packing", true}};
+  CHECK_THAT(bwd_error(on),
+             Catch::EndsWith(k + "parameter 'gate_up_weight_scales': use_scale_packing = true but the shape "
+                                 "[4, 512, 512] is the unpacked layout"));
+}
+
+TEST_CASE("moe bwd: quant_scheme 1x32 in every phase against the references") {
+  // 1x32 groups 32 contiguous K-indices (of H, 2*I_TP and the block's tokens) under one scale: other
+  // groups than wrapX's, so other bytes, each within the emulation of the kernel's 1x32 numerics.
+  const MoeRun w = run_bwd(small()), x = run_bwd(small(all_phases({{"quant_scheme", "1x32"}})));
+  expect_pass(x);
+  for (const char* o : kGrads) {
+    INFO(o);
+    CHECK(x.outputs.at(o).bytes != w.outputs.at(o).bytes);
+  }
+  // Phases 3 and 4 gather the same rows (by the index in 1x32 order): the same indirect DMAs.
+  const isa::Program &pw = w.prepared.build.program, &px = x.prepared.build.program;
+  for (const char* ph : {"P3", "P4"})
+    CHECK(count_ops(px, isa::Opcode::DmaCopy, ph) == count_ops(pw, isa::Opcode::DmaCopy, ph));
+  CHECK(x.stat("gather_dma_count") == w.stat("gather_dma_count"));
+}
+
+TEST_CASE("moe bwd: quant_scheme 1x32 with AFFINITY_ON_H, dense num_valid_tokens, 512-token blocks",
+          "[heavy]") {
+  const json x = all_phases({{"quant_scheme", "1x32"}});
+  expect_pass(run_bwd(on_h(x)));
+  json d = dense(x);
+  d["num_valid_tokens"] = true;
+  d["checkpoint_config"] = {{"save_scaled_intermediate", false}};
+  json in = bwd_inputs();
+  in["num_valid_tokens"] = {{"generator", "constant"}, {"value", 300}};
+  const MoeRun r = run_bwd(d, in);
+  expect_pass(r);
+  CHECK(r.checks[0].metric("reference_rows_compared") == 300);
+  // Blocks of 512 (full 1x32 index groups) and 2*I_TP = 768 on one core (a 256-row remainder of the
+  // resident d_gate_up^T).
+  json b = small({{"T", 1024}, {"I_TP", 384}, {"block_size", 512}, {"run_with_lnc2", false}});
+  b.merge_patch(x);
+  expect_pass(run_bwd(b));
+}
+
+TEST_CASE("moe bwd: swizzle modes: PE loads the same bytes as DGT, on the PE") {
+  // Routed: the activation operands' modes (the PE weight modes need E == 1).
+  const json pe = {{"output_grad_swizzle_mode", "PE"},
+                   {"d_gate_up_t_swizzle_mode", "PE"},
+                   {"scaled_intermediate_t_swizzle_mode", "PE"}};
+  const MoeRun d = run_bwd(small()), p = run_bwd(small(pe));
+  expect_pass(p);
+  for (const char* o : kGrads) {
+    INFO(o);
+    CHECK(p.outputs.at(o).bytes == d.outputs.at(o).bytes);
+  }
+  const isa::Program &pd = d.prepared.build.program, &pp = p.prepared.build.program;
+  for (const char* ph : {"P1", "P3", "P4"}) {
+    INFO(ph);
+    // DGT: dma_transposes and no PE transposes in the phase's loads; PE: the reverse.
+    CHECK(count_ops(pd, isa::Opcode::DmaTranspose, ph) > 0);
+    CHECK(count_ops(pp, isa::Opcode::DmaTranspose, ph) < count_ops(pd, isa::Opcode::DmaTranspose, ph));
+    CHECK(count_ops(pp, isa::Opcode::NcTranspose, ph) > count_ops(pd, isa::Opcode::NcTranspose, ph));
+  }
+  // Dense (E = 1): the weights too; their phases then have no dma_transpose left with the activations PE.
+  json all = pe;
+  all["down_weight_swizzle_mode"] = "PE";
+  all["gate_up_weight_swizzle_mode"] = "PE";
+  const MoeRun dd = run_bwd(dense()), dp = run_bwd(dense(all));
+  expect_pass(dp);
+  for (const char* o : kGrads) {
+    INFO(o);
+    CHECK(dp.outputs.at(o).bytes == dd.outputs.at(o).bytes);
+  }
+  for (const char* ph : {"P1", "P2", "P3", "P4"}) {
+    INFO(ph);
+    CHECK(count_ops(dp.prepared.build.program, isa::Opcode::DmaTranspose, ph) == 0);
+  }
+}
+
+TEST_CASE("moe bwd: the fields without an effect in this design are accepted and change nothing") {
+  // d_gate_up and the Phase 4 dY rows are K-by-F here (no transpose to choose), the DGT is already a direct
+  // pattern (fast_dma_transpose), Phases 3/4 have no transposes (transpose modes), and pe_transpose_only's
+  // effect is its required PE modes: the same program as without each.
+  const auto prog = [](const json& p) { return prepare_bwd(p, bwd_inputs()).build.program; };
+  const int64_t base = count_all(prog(small()));
+  for (const json& extra :
+       {json{{"d_gate_up_swizzle_mode", "PE"}}, json{{"output_grad_t_swizzle_mode", "PE"}},
+        json{{"hidden_states_t_swizzle_mode", "PE"}},  // with the checkpoint: no recompute
+        json{{"phase3_transpose_mode", "DMA"}, {"phase4_transpose_mode", "DMA"}}}) {
+    INFO(extra.dump());
+    CHECK(count_all(prog(small(extra))) == base);
+  }
+  // Routed with both weights pre-quantized, fast_dma_transpose passes the plan (the inputs then need .npy
+  // files: the generators cannot make x4 data).
+  CHECK_THAT(bwd_error(small({{"fast_dma_transpose", true},
+                              {"gate_up_weight_scales", {4, 128, 512}},
+                              {"down_weight_scales", {4, 128, 256}}})),
+             Catch::Contains("generator 'normal' cannot fill a float8_e4m3fn_x4 tensor"));
+  json pe;
+  for (const char* m : {"output_grad", "down_weight", "d_gate_up", "gate_up_weight", "d_gate_up_t",
+                        "hidden_states_t", "output_grad_t", "scaled_intermediate_t"})
+    pe[std::string(m) + "_swizzle_mode"] = "PE";
+  json only = pe;
+  only["pe_transpose_only"] = true;
+  CHECK(count_all(prog(dense(only))) == count_all(prog(dense(pe))));
+  CHECK(count_all(prog(dense({{"fast_dma_transpose", true}}))) == count_all(prog(dense())));
+}
+
+TEST_CASE("moe bwd: the swizzle-mode, scheme and transpose rejections name the parameter and the reason") {
+  const std::string k = "kernel 'blockwise_mm_bwd_mxfp8': ";
+  const auto err = [](const json& extra) { return bwd_error(small(extra)); };
+  CHECK_THAT(
+      err({{"phase3_config", {{"quant_scheme", "1x32"}}}}),
+      Catch::EndsWith(k + "parameter 'phase3_config.quant_scheme' = 1x32 but phase1_config.quant_scheme "
+                          "= wrapX: every phase must use the same quantization scheme (nkilib "
+                          "MXFP8MOEBwdConfig; one x4 interleave per tensor for all the phases that "
+                          "read it)"));
+  CHECK_THAT(
+      err({{"down_weight_swizzle_mode", "PE"}}),
+      Catch::EndsWith(k + "parameter 'down_weight_swizzle_mode' = PE needs E == 1, got E = 4: the "
+                          "PE-transpose loader ignores the per-expert scalar_offset (nkilib); use DGT"));
+  CHECK_THAT(
+      err({{"gate_up_weight_swizzle_mode", "PE"}, {"gate_up_weight_scales", {4, 128, 512}}}),
+      Catch::EndsWith(k + "parameter 'gate_up_weight_swizzle_mode' = PE needs E == 1, got E = 4: the "
+                          "PE-transpose loader ignores the per-expert scalar_offset (nkilib); use DGT"));
+  CHECK_THAT(err({{"fast_dma_transpose", true}, {"down_weight_scales", {4, 128, 256}}}),
+             Catch::EndsWith(k + "parameter 'fast_dma_transpose' with E = 4: the direct 4-D DGT pattern "
+                                 "ignores the per-expert scalar_offset (nkilib SwizzleMode DGT_FAST), so the "
+                                 "BF16 gate_up_proj_weight of every block would be expert 0's; give "
+                                 "pre-quantized weights or E = 1"));
+  CHECK_THAT(err({{"pe_transpose_only", true}}),
+             Catch::EndsWith(k + "parameter 'pe_transpose_only': needs single_expert_dense"));
+  CHECK_THAT(bwd_error(dense({{"pe_transpose_only", true}, {"fast_dma_transpose", true}})),
+             Catch::EndsWith(k + "parameters 'pe_transpose_only' and 'fast_dma_transpose': pe_transpose_only "
+                                 "keeps every transpose on the PE, fast_dma_transpose is a DMA transpose"));
+  CHECK_THAT(bwd_error(dense({{"pe_transpose_only", true}, {"phase4_transpose_mode", "DMA"}})),
+             Catch::EndsWith(k + "parameter 'pe_transpose_only': needs phase3_transpose_mode and "
+                                 "phase4_transpose_mode NC (the DMA mode transposes on the DMA engine)"));
+  CHECK_THAT(bwd_error(dense({{"pe_transpose_only", true}})),
+             Catch::EndsWith(k + "parameter 'pe_transpose_only': needs output_grad_swizzle_mode = PE (DGT is "
+                                 "a DMA transpose)"));
+  CHECK_THAT(err({{"output_grad_swizzle_mode", "DGT_FAST"}}),
+             Catch::Contains("parameter 'output_grad_swizzle_mode': expected one of DGT, PE"));
+}
