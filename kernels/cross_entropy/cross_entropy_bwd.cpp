@@ -257,7 +257,7 @@ void te_stage1(TeBuffers& tb, const View& g, int64_t w, int64_t it) {
   const int64_t nbw = w / 32, nblk = ceil_div(w, 128);
   const View keys = tb.keys[it % 2], small = tb.small[it % 3];
   const View gT = tb.gT[it % 4], kT = tb.kT[it % 2];
-  mx_keys(keys(all, S(0, w)), g(all, S(0, w)), QuantizeRule::Te, Engine::POOL);
+  mx_keys(keys(all, S(0, w)), g(all, S(0, w)), QuantizeRule::Te, Engine::ACT);
   nki::tensor_reduce(small(all, S(0, nbw)), AluOp::Max, keys(all, S(0, w)).reshape({kP, nbw, 32}), {2});
   for (int64_t j = 0; j < nblk; ++j) {
     const int64_t wb = std::min<int64_t>(128, w - 128 * j);
@@ -293,7 +293,8 @@ void te_stage3(Ctx& c, TeBuffers& tb, const View& g, int64_t r0, int64_t rr, int
   const View mult = tb.mult[it % 3], rq = tb.rq[it % 2], cqT = tb.cqT[it % 2];
   const View gT = tb.gT[it % 4], cq = tb.cq[it % 2];
   nki::tensor_tensor(rq(all, S(0, w)).reshape({kP, nbw, 32}), g(all, S(0, w)).reshape({kP, nbw, 32}),
-                     mult(all, S(0, nbw)).reshape({kP, nbw, 1}).broadcast(2, 32), AluOp::Multiply);
+                     mult(all, S(0, nbw)).reshape({kP, nbw, 1}).broadcast(2, 32), AluOp::Multiply,
+                     Engine::POOL);
   nki::tensor_tensor(cqT(all, S(0, nblk)), gT(all, S(0, nblk)).reshape({kP, nblk, 4, 32}),
                      mult(all, S(nb, nb + 4 * nblk)).reshape({kP, nblk, 4, 1}).broadcast(3, 32),
                      AluOp::Multiply);
