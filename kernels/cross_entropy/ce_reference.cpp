@@ -194,12 +194,16 @@ std::vector<uint16_t> emulate_grad_bf16(const tensor::HostTensor& x, const std::
       const float h = alu(AluOp::Multiply, gc, cs.neg_eps);
       const float hy = alu(AluOp::Add, h, alu(AluOp::Multiply, gc, -cs.one_minus_ls));
       const int64_t y = valid != 0.f ? target[i] : -1;
-      const float* xr = row.data();
+      // q = exp(x * 1 + b) (act_f32's Exp), q * gcd, + h (hy at the target), rounded to BF16: whole-row ALU
+      // loops, element for element the same operations.
+      float* q = row.data();
+      for (int64_t j = 0; j < V; ++j) q[j] = std::exp(q[j] * 1.0f + b);
+      isa::alu_f32_row(AluOp::Multiply, q, gcd, false, static_cast<size_t>(V));
+      const float qy = y >= 0 && y < V ? q[y] : 0.0f;
+      isa::alu_f32_row(AluOp::Add, q, h, false, static_cast<size_t>(V));
+      if (y >= 0 && y < V) q[y] = alu(AluOp::Add, qy, hy);
       uint16_t* o = &out[i * V];
-      for (int64_t j = 0; j < V; ++j) {
-        const float q = isa::act_f32(ActFunc::Exp, xr[j] * 1.0f + b);
-        o[j] = num::f32_to_bf16(alu(AluOp::Add, alu(AluOp::Multiply, q, gcd), j == y ? hy : h));
-      }
+      for (int64_t j = 0; j < V; ++j) o[j] = num::f32_to_bf16(q[j]);
     }
   });
   return out;
