@@ -79,11 +79,13 @@ run::CheckResult grad_tolerance(const std::string& name, const HostTensor& out, 
   std::vector<float> k;
   std::vector<double> g;
   int64_t compared = 0;
+  for (const auto& [r0, r1] : blocks) compared += r1 - r0;
+  k.reserve(static_cast<size_t>(compared * p.V));  // no regrowth copies of these large vectors
+  g.reserve(static_cast<size_t>(compared * p.V));
   for (const auto& [r0, r1] : blocks) {
     const std::vector<double> gb = grad_reference(c.input("logits"), t, go, p, r0, r1, reference_threads());
     g.insert(g.end(), gb.begin(), gb.end());
     for (int64_t i = r0 * p.V; i < r1 * p.V; ++i) k.push_back(num::bf16_to_f32(kv[i]));
-    compared += r1 - r0;
   }
   return special_tolerance(name, out, k, g, Tolerance{}, compared, p.rows, kNonFinite);
 }

@@ -71,7 +71,7 @@ for f in "$dir"/*_ce_mxfp8_[0-9]*.json "$dir"/*_ce_mxfp8_masked_*.json; do
     read -r tb _ qb <<< "$(sim bf16)"
     bf="$(printf '%8.3f (%5.2fx)' "$tb" "$qb")"
   else
-    bf="$(printf '%-22s' "-")"
+    bf="$(printf '%-17s' "-")"
   fi
   printf '  %-22s %8.3f %-8s | %8.3f (%5.2fx)      | %8.3f (%5.2fx)      | %s      | %8.3f (%5.2fx)\n' \
     "${name/_ce_mxfp8/}" "$rf" "" "$tf" "$qf" "$tu" "$qu" "$bf" "$tt" "$qt"
