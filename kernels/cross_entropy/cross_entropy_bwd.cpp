@@ -333,11 +333,11 @@ void te_flush(Ctx& c, TeBuffers& tb, int64_t r0, int64_t rr, int acc) {
 // The TE pipeline over every (row tile, chunk). Chunk n's stage 1 is emitted with chunk n-1's maxima, the
 // chain of chunks n-3 and n-2 (every other step) and chunk n-3's stage 3, so every engine's in-order stream
 // interleaves four chunks and none waits for a result of a chunk it started recently (the DVE and POOL
-// streams would otherwise hold each other up). Per 1024-column chunk (engine cycles, ce costs of the cost
-// model): ACT exp, gradient and keys 3 x (64 + 1024); DVE two int16 max-reduces and the columnwise multiply
-// (PSUM operand) 3 x (100 + 1024); POOL the rowwise multiply 150 + 2 x 1024 and half a 4-op chain on [128,
-// 128] plus two byte copies. DVE's 3372 cycles (2.81 us at 1.2 GHz) bound the fused path at 2016 chunks per
-// core x 2.81 us = 5.67 ms for llama3_ce_mxfp8_4096.
+// streams would otherwise hold each other up). Per 1024-column chunk (engine cycles, as the cost
+// model charges them): ACT exp, gradient and keys 3 x (64 + 1024); DVE two int16 max-reduces and the
+// columnwise multiply (PSUM operand) 3 x (100 + 1024); POOL the rowwise multiply 150 + 2 x 1024 and half a
+// 4-op chain on [128, 128] plus two byte copies. DVE's 3372 cycles (2.81 us at 1.2 GHz) bound the fused path
+// at 2016 chunks per core x 2.81 us = 5.67 ms for llama3_ce_mxfp8_4096.
 void te_pipeline(Ctx& c, const std::vector<View>& gs, const Producer& prod) {
   TeBuffers tb = te_buffers(c);
   const std::vector<Item> items = chunk_items(c, kP);
