@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -78,11 +79,13 @@ run::CheckResult grad_tolerance(const std::string& name, const HostTensor& out, 
   std::vector<float> k;
   std::vector<double> g;
   int64_t compared = 0;
+  for (const auto& [r0, r1] : blocks) compared += r1 - r0;
+  k.reserve(static_cast<size_t>(compared * p.V));  // no regrowth copies of these large vectors
+  g.reserve(static_cast<size_t>(compared * p.V));
   for (const auto& [r0, r1] : blocks) {
     const std::vector<double> gb = grad_reference(c.input("logits"), t, go, p, r0, r1, reference_threads());
     g.insert(g.end(), gb.begin(), gb.end());
     for (int64_t i = r0 * p.V; i < r1 * p.V; ++i) k.push_back(num::bf16_to_f32(kv[i]));
-    compared += r1 - r0;
   }
   return special_tolerance(name, out, k, g, Tolerance{}, compared, p.rows, kNonFinite);
 }
@@ -107,14 +110,20 @@ run::CheckResult bytes_exact(const std::string& output, const HostTensor& out, c
         fmt::format("check of '{}': {} expected bytes for {} output bytes", output, n, out.bytes.size()));
   int64_t differ = 0, first = -1, nonfinite = 0;
   const bool e5m2 = out.dtype == isa::DType::FP8_E5M2, e4m3 = out.dtype == isa::DType::FP8_E4M3FN;
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t b = out.bytes[i];
-    if (b != expected[i]) {
-      if (first < 0) first = static_cast<int64_t>(i);
-      ++differ;
-    }
-    const uint8_t m = b & 0x7F;
-    nonfinite += (e4m3 && m == 0x7F) || (e5m2 && m >= 0x7C) ? 1 : 0;
+  // NaN/Inf codes per byte value, then 4 KiB runs compared with memcmp before looking at single bytes.
+  uint8_t special[256];
+  for (int b = 0; b < 256; ++b) special[b] = (e4m3 && (b & 0x7F) == 0x7F) || (e5m2 && (b & 0x7F) >= 0x7C);
+  constexpr size_t kRun = 4096;
+  for (size_t i0 = 0; i0 < n; i0 += kRun) {
+    const size_t i1 = std::min(n, i0 + kRun);
+    if (e4m3 || e5m2)
+      for (size_t i = i0; i < i1; ++i) nonfinite += special[out.bytes[i]];
+    if (std::memcmp(&out.bytes[i0], &expected[i0], i1 - i0) == 0) continue;
+    for (size_t i = i0; i < i1; ++i)
+      if (out.bytes[i] != expected[i]) {
+        if (first < 0) first = static_cast<int64_t>(i);
+        ++differ;
+      }
   }
   r.nonfinite = nonfinite;
   r.metrics = {{"bytes_total", static_cast<double>(n)},
@@ -139,12 +148,16 @@ run::CheckResult special_tolerance(const std::string& output, const HostTensor& 
         fmt::format("check of '{}': {} kernel values for {} reference values", output, k.size(), g.size()));
   ref::MetricsAccumulator acc(tol.rtol);
   int64_t expected = 0, mismatched = 0, kernel_nonfinite = 0;
-  for (size_t i = 0; i < k.size(); ++i) {
-    kernel_nonfinite += std::isfinite(k[i]) ? 0 : 1;
-    if (std::isfinite(g[i])) {
-      acc.add(&k[i], &g[i], 1);
+  size_t run = 0;  // start of the current run of finite references, added in one call (same order)
+  for (size_t i = 0; i <= k.size(); ++i) {
+    if (i < k.size() && std::isfinite(g[i])) {
+      kernel_nonfinite += std::isfinite(k[i]) ? 0 : 1;
       continue;
     }
+    if (i > run) acc.add(&k[run], &g[run], static_cast<int64_t>(i - run));
+    run = i + 1;
+    if (i == k.size()) break;
+    kernel_nonfinite += std::isfinite(k[i]) ? 0 : 1;
     ++expected;
     const bool same = std::isnan(g[i]) ? std::isnan(k[i]) : static_cast<double>(k[i]) == g[i];
     mismatched += same ? 0 : 1;

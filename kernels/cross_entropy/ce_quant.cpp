@@ -19,7 +19,8 @@ void mx_keys(const View& keys, const View& data, QuantizeRule rule, Engine e) {
 
 ChainTemps chain_temps(Kernel& k, const std::vector<int64_t>& shape) {
   return {k.sbuf(shape, DType::I32, "mx_i1"), k.sbuf(shape, DType::I32, "mx_i2"),
-          k.sbuf(shape, DType::F32, "mx_f1"), k.sbuf(shape, DType::F32, "mx_f2")};
+          k.sbuf(shape, DType::F32, "mx_f1"), k.sbuf(shape, DType::F32, "mx_f2"),
+          k.sbuf(shape, DType::U16, "mx_u")};
 }
 
 void mx_scale_chain(const ChainTemps& tmp, const View& kmax, const View& bytes, const View& mult,
@@ -27,21 +28,17 @@ void mx_scale_chain(const ChainTemps& tmp, const View& kmax, const View& bytes, 
   const View mbits = mult.bitcast(DType::U16);
   const View &i1 = tmp.i1, &i2 = tmp.i2, &f1 = tmp.f1, &f2 = tmp.f2;
   if (rule == QuantizeRule::Te) {
-    // amax bits = max(key - 0x7F, 0) << 16; p = amax * fl32(1 / max_norm).
-    nki::tensor_scalar(i1, kmax, AluOp::Subtract, 127.0, false, AluOp::Max, 0.0, false, e);
-    nki::tensor_scalar(i1, i1, AluOp::ShiftLeft, 16.0, false, AluOp::Bypass, 0.0, false, e);
-    nki::tensor_scalar(f1, i1.bitcast(DType::F32), AluOp::Multiply,
-                       static_cast<double>(num::te_max_norm_rcp(fmt)), false, AluOp::Bypass, 0.0, false, e);
-    // byte = ((q + 0x7FFFFF) >> 23) - [((q - 1) >>> 22) == 0], then at most 254.
-    const View q = f1.bitcast(DType::I32);
-    nki::tensor_scalar(i1, q, AluOp::Add, 8388607.0, false, AluOp::ShiftRight, 23.0, false, e);
-    nki::tensor_scalar(i2, q, AluOp::Subtract, 1.0, false, AluOp::ShiftRight, 22.0, false, e);
-    nki::tensor_scalar(f1, i2, AluOp::Min, 1.0, false, AluOp::Add, -1.0, false, e);
-    nki::tensor_tensor(f1, i1, f1, AluOp::Add, e);
-    nki::tensor_scalar(bytes, f1, AluOp::Min, 254.0, false, AluOp::Bypass, 0.0, false, e);
-    // mult = 2^(127 - byte) as BF16 bits: (254 - byte) << 7, or 0x40 (2^-127) for byte 254.
-    nki::tensor_scalar(i1, bytes, AluOp::Subtract, 254.0, true, AluOp::ShiftLeft, 7.0, false, e);
-    nki::tensor_scalar(mbits, i1, AluOp::Max, 64.0, false, AluOp::Bypass, 0.0, false, e);
+    // amax bits = max(key - 0x7F, 0) (the U16 store saturates at 0), read as BF16.
+    nki::tensor_scalar(tmp.u, kmax, AluOp::Subtract, 127.0, false, AluOp::Bypass, 0.0, false, e);
+    // p = amax * fl32(1 / max_norm) (TE's FP32 product), then * (2 - 2^-22): the exponent field of the
+    // second product is TE's ceil exponent of p (see the header), Inf giving 255.
+    nki::tensor_scalar(f1, tmp.u.bitcast(DType::BF16), AluOp::Multiply,
+                       static_cast<double>(num::te_max_norm_rcp(fmt)), false, AluOp::Multiply, 2.0 - 0x1p-22,
+                       false, e);
+    // byte = min(exponent field, 254); mult = 2^(127 - byte), exact in BF16 (2^-127 is its subnormal 0x0040).
+    nki::tensor_scalar(bytes, f1.bitcast(DType::I32), AluOp::ShiftRight, 23.0, false, AluOp::Min, 254.0,
+                       false, e);
+    nki::tensor_scalar(mult, bytes, AluOp::Subtract, 127.0, true, AluOp::Pow, 2.0, true, e);
     return;
   }
   // Trn3: exponent field E of amax; byte = 255 for NaN/Inf (E = 255), else max(E - (emax - 1), 0).

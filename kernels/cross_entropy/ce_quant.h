@@ -6,13 +6,17 @@
 //   key   = ((bits + 0x7F) & 0x7FFF) per element (int16): monotone in |x| for non-NaN values (0x7F..0x7FFF),
 //           and below every non-NaN key for NaN (0x00..0x7E), so a max-reduce of keys is TE's NaN-ignoring
 //           amax
-//   amax  = max(key_max - 0x7F, 0) << 16           (FP32 bits; 0 for an all-NaN block)
-//   p     = amax * fl32(1 / max_norm)              (one FP32 multiply, as TE)
-//   byte  = ((p + 0x7FFFFF) >> 23) - [1 <= p <= 0x400000], at most 254   (ceil to a power of two on the bits:
-//           TE's rule, with FP32 subnormals <= 2^-127 staying 0 and Inf saturating to 254)
-//   mult  = BF16 bits max((254 - byte) << 7, 0x40) = 2^(127 - byte) exactly (0x40: the subnormal 2^-127)
-//   elem  = fp8_satfinite(x * mult)                (FP32 multiply, RNE, as TE's cvt.rn.satfinite)
-// Trn3 rule (quantize_mx's, for the few blocks the backward recomputes itself): key = bits & 0x7FFF,
+//   amax  = max(key_max - 0x7F, 0)                 (BF16 bits, by a saturating U16 store; 0 for all-NaN)
+//   p     = amax * fl32(1 / max_norm)                (one FP32 multiply, as TE)
+//   byte  = min(E(fl32(p * (2 - 2^-22))), 254)       (E: the FP32 exponent field)
+//   mult  = 2^(127 - byte) as BF16                   (pow; exact, 2^-127 is the BF16 subnormal 0x0040)
+//   elem  = fp8_satfinite(x * mult)                  (FP32 multiply, RNE, as TE's cvt.rn.satfinite)
+// The byte is TE's ceil to a power of two (E + [M != 0], a subnormal p <= 2^-127 staying 0, Inf saturating to
+// 254): with c = 2 - 2^-22, a normal p = 2^E gives p c = 2^(E+1) - 2^(E-22), exact, exponent E; a normal p
+// with M != 0 gives p c >= 2^(E+1) (1 - 2^-46), which rounds to at least 2^(E+1), and p c < 2^(E+2) (1 -
+// 2^-24); a subnormal p = q 2^-149 gives round(2q - q 2^-22) units of 2^-149, below 2^23 (exponent 0) exactly
+// when q <= 2^22 (q = 2^22 gives 2^23 - 1 exactly). Trn3 rule (quantize_mx's, for the few blocks the backward
+// recomputes itself): key = bits & 0x7FFF,
 //   byte = 255 if the key is NaN/Inf (>= 0x7F80) else max(key >> 7 - (emax - 1), 0), mult NaN for byte 255.
 // Every step is exact; the result equals num::quantize_block bit for bit (tests/unit and the kernel checks).
 #pragma once
@@ -33,7 +37,7 @@ void mx_keys(const View& keys, const View& data, QuantizeRule rule, Engine e);
 // Temporaries of one scale chain ([P, n] int32 and FP32 tiles). Allocated once per pipeline buffer: tiles
 // allocated inside a loop would share addresses with other engines' temporaries and serialize them.
 struct ChainTemps {
-  View i1, i2, f1, f2;
+  View i1, i2, f1, f2, u;
 };
 ChainTemps chain_temps(Kernel& k, const std::vector<int64_t>& shape);
 

@@ -31,7 +31,8 @@ struct RowStats {
   bool nan = false;
 };
 
-RowStats row_stats(const float* x, int64_t V) {
+// e (optional, V values) receives exp(x_i - shift), the terms of the sum.
+RowStats row_stats(const float* x, int64_t V, double* e = nullptr) {
   RowStats r;
   double best = -kInf;
   for (int64_t i = 0; i < V; ++i) {
@@ -48,7 +49,11 @@ RowStats row_stats(const float* x, int64_t V) {
   }
   r.m = r.nan ? std::numeric_limits<double>::quiet_NaN() : best;
   const double s = shift_of(r.m);
-  for (int64_t i = 0; i < V; ++i) r.d += std::exp(static_cast<double>(x[i]) - s);
+  for (int64_t i = 0; i < V; ++i) {
+    const double t = std::exp(static_cast<double>(x[i]) - s);
+    if (e != nullptr) e[i] = t;
+    r.d += t;
+  }
   if (r.nan) r.sx = r.m;
   return r;
 }
@@ -144,11 +149,10 @@ std::vector<double> grad_reference(const tensor::HostTensor& x, const std::vecto
         continue;
       }
       logits_row(x, i, row.data());
-      const RowStats st = row_stats(row.data(), V);
-      const double s = shift_of(st.m);
+      const RowStats st = row_stats(row.data(), V, out);  // out holds exp(x - shift) for the loop below
       const double gc = static_cast<double>(grad_output.size() == 1 ? grad_output[0] : grad_output[i]) * c;
       for (int64_t j = 0; j < V; ++j) {
-        const double sm = std::exp(static_cast<double>(row[j]) - s) / st.d;
+        const double sm = out[j] / st.d;
         out[j] = gc * (sm - eps - (j == t ? 1.0 - ls : 0.0));
       }
     }
@@ -194,12 +198,16 @@ std::vector<uint16_t> emulate_grad_bf16(const tensor::HostTensor& x, const std::
       const float h = alu(AluOp::Multiply, gc, cs.neg_eps);
       const float hy = alu(AluOp::Add, h, alu(AluOp::Multiply, gc, -cs.one_minus_ls));
       const int64_t y = valid != 0.f ? target[i] : -1;
-      const float* xr = row.data();
+      // q = exp(x * 1 + b) (act_f32's Exp), q * gcd, + h (hy at the target), rounded to BF16: whole-row ALU
+      // loops, element for element the same operations.
+      float* q = row.data();
+      for (int64_t j = 0; j < V; ++j) q[j] = std::exp(q[j] * 1.0f + b);
+      isa::alu_f32_row(AluOp::Multiply, q, gcd, false, static_cast<size_t>(V));
+      const float qy = y >= 0 && y < V ? q[y] : 0.0f;
+      isa::alu_f32_row(AluOp::Add, q, h, false, static_cast<size_t>(V));
+      if (y >= 0 && y < V) q[y] = alu(AluOp::Add, qy, hy);
       uint16_t* o = &out[i * V];
-      for (int64_t j = 0; j < V; ++j) {
-        const float q = isa::act_f32(ActFunc::Exp, xr[j] * 1.0f + b);
-        o[j] = num::f32_to_bf16(alu(AluOp::Add, alu(AluOp::Multiply, q, gcd), j == y ? hy : h));
-      }
+      for (int64_t j = 0; j < V; ++j) o[j] = num::f32_to_bf16(q[j]);
     }
   });
   return out;

@@ -219,7 +219,13 @@ void bf16_gradient(Ctx& c) {
 // ---- TE rule, natural layout: quantize one BF16 tile g [128, W] (valid rows rr, columns w, w % 32 == 0).
 
 struct TeBuffers {
-  std::vector<View> keys, small, bytes, mult, rq, cqT;
+  // Block maxima, scale bytes and multipliers of chunk it in slot it % 4 of [128, 4, 2 nb] tiles: two
+  // consecutive chunks (an even one and the next) are adjacent, so one scale chain covers both.
+  View small_all, bytes_all, mult_all;
+  View small(int64_t it) const { return small_all(all, it % 4); }
+  View bytes(int64_t it) const { return bytes_all(all, it % 4); }
+  View mult(int64_t it) const { return mult_all(all, it % 4); }
+  std::vector<View> keys, rq, cqT;
   std::vector<View> gT, kT, cq;  // PSUM
   // Scale accumulators of a row tile (alternating): rowwise [128, nB], columnwise [128, nblk, 4].
   std::vector<View> rs_acc, cs_acc;
@@ -234,12 +240,10 @@ TeBuffers te_buffers(Ctx& c) {
   // (four chunks in flight), the transposed keys through stage 1, the FP8 columnwise result through its DMA:
   // 8 banks.
   for (int i = 0; i < 4; ++i) b.gT.push_back(k.psum({kP, nblk, kP}, DType::BF16, "te_grad_t"));
-  for (int i = 0; i < 3; ++i) {
-    b.small.push_back(k.sbuf({kP, 2 * nb}, DType::F32, "te_kmax"));
-    b.bytes.push_back(k.sbuf({kP, 2 * nb}, DType::U8, "te_bytes"));
-    b.mult.push_back(k.sbuf({kP, 2 * nb}, DType::BF16, "te_mult"));
-    b.temps.push_back(chain_temps(k, {kP, 2 * nb}));
-  }
+  b.small_all = k.sbuf({kP, 4, 2 * nb}, DType::F32, "te_kmax");
+  b.bytes_all = k.sbuf({kP, 4, 2 * nb}, DType::U8, "te_bytes");
+  b.mult_all = k.sbuf({kP, 4, 2 * nb}, DType::BF16, "te_mult");
+  for (int i = 0; i < 2; ++i) b.temps.push_back(chain_temps(k, {kP, 4 * nb}));
   for (int i = 0; i < 2; ++i) {
     b.keys.push_back(k.sbuf({kP, W}, DType::I16, "te_keys"));
     b.rq.push_back(k.sbuf({kP, W}, c.bp.fp8_dtype(), "te_row_fp8"));
@@ -252,13 +256,12 @@ TeBuffers te_buffers(Ctx& c) {
   return b;
 }
 
-// Stage 1 of a chunk: keys, rowwise maxima, transposes of the tile and of its keys.
+// Stage 1 of a chunk: keys (ACT), transposes of the tile and of its keys.
 void te_stage1(TeBuffers& tb, const View& g, int64_t w, int64_t it) {
-  const int64_t nbw = w / 32, nblk = ceil_div(w, 128);
-  const View keys = tb.keys[it % 2], small = tb.small[it % 3];
+  const int64_t nblk = ceil_div(w, 128);
+  const View keys = tb.keys[it % 2];
   const View gT = tb.gT[it % 4], kT = tb.kT[it % 2];
-  mx_keys(keys(all, S(0, w)), g(all, S(0, w)), QuantizeRule::Te, Engine::POOL);
-  nki::tensor_reduce(small(all, S(0, nbw)), AluOp::Max, keys(all, S(0, w)).reshape({kP, nbw, 32}), {2});
+  mx_keys(keys(all, S(0, w)), g(all, S(0, w)), QuantizeRule::Te, Engine::ACT);
   for (int64_t j = 0; j < nblk; ++j) {
     const int64_t wb = std::min<int64_t>(128, w - 128 * j);
     nki::nc_transpose(gT(S(0, wb), j), g(all, S(128 * j, 128 * j + wb)));
@@ -266,34 +269,50 @@ void te_stage1(TeBuffers& tb, const View& g, int64_t w, int64_t it) {
   }
 }
 
-// Stage 1b: the columnwise maxima (emitted after the previous chunks' DVE work, to give the PE time).
+// Stage 1b: the rowwise and columnwise maxima (emitted a step after stage 1, so DVE does not wait on the
+// chunk ACT and the PE have just started).
 void te_stage1b(Ctx& c, TeBuffers& tb, int64_t w, int64_t it) {
-  const int64_t nb = c.W / 32, nblk = ceil_div(w, 128);
-  nki::tensor_reduce(tb.small[it % 3](all, S(nb, nb + 4 * nblk)), AluOp::Max,
+  const int64_t nb = c.W / 32, nblk = ceil_div(w, 128), nbw = w / 32;
+  nki::tensor_reduce(tb.small(it)(all, S(0, nbw)), AluOp::Max,
+                     tb.keys[it % 2](all, S(0, w)).reshape({kP, nbw, 32}), {2});
+  nki::tensor_reduce(tb.small(it)(all, S(nb, nb + 4 * nblk)), AluOp::Max,
                      tb.kT[it % 2](all, S(0, nblk)).reshape({kP, nblk, 4, 32}), {3});
 }
 
-// Stage 2: the chain from block maxima to scale bytes and multipliers (ce_quant.h), and the bytes copied into
-// the row tile's accumulators `acc`, on POOL.
-void te_chain(Ctx& c, TeBuffers& tb, int64_t it, int64_t c0, int64_t w, int acc) {
-  const int64_t nb = c.W / 32, nbw = w / 32, nblk = ceil_div(w, 128);
-  const View bytes = tb.bytes[it % 3];
-  mx_scale_chain(tb.temps[it % 3], tb.small[it % 3], bytes, tb.mult[it % 3], QuantizeRule::Te, c.bp.fp8(),
-                 Engine::POOL);
-  const int64_t b0 = (c0 - c.cr.lo) / 32, j0 = (c0 - c.cr.lo) / 128;
-  nki::tensor_copy(tb.rs_acc[acc](all, S(b0, b0 + nbw)), bytes(all, S(0, nbw)), Engine::POOL);
-  nki::tensor_copy(tb.cs_acc[acc](all, S(j0, j0 + nblk)),
-                   bytes(all, S(nb, nb + 4 * nblk)).reshape({kP, nblk, 4}), Engine::POOL);
+// Stage 2: the chain from block maxima to scale bytes and multipliers (ce_quant.h) of chunks [it, it + n)
+// (n = 1, or 2 from an even it: adjacent slots, one chain, half the instructions' fixed cost), and each
+// chunk's bytes copied into its row tile's accumulators, on POOL.
+void te_chain(Ctx& c, TeBuffers& tb, const Item* items, int n) {
+  const int64_t nb = c.W / 32, it = items[0].it, sl = it % 4;
+  const auto slots = [&](const View& all_slots) {
+    return all_slots(all, S(sl, sl + n)).reshape({kP, n * 2 * nb});
+  };
+  const ChainTemps& tmp = tb.temps[(it / 2) % 2];
+  const ChainTemps t{tmp.i1(all, S(0, n * 2 * nb)), tmp.i2(all, S(0, n * 2 * nb)),
+                     tmp.f1(all, S(0, n * 2 * nb)), tmp.f2(all, S(0, n * 2 * nb)),
+                     tmp.u(all, S(0, n * 2 * nb))};
+  mx_scale_chain(t, slots(tb.small_all), slots(tb.bytes_all), slots(tb.mult_all), QuantizeRule::Te,
+                 c.bp.fp8(), Engine::POOL);
+  for (int i = 0; i < n; ++i) {
+    const Item& a = items[i];
+    const int64_t nbw = a.w / 32, nblk = ceil_div(a.w, 128), acc = a.t % 2;
+    const int64_t b0 = (a.c0 - c.cr.lo) / 32, j0 = (a.c0 - c.cr.lo) / 128;
+    const View bytes = tb.bytes(a.it);
+    nki::tensor_copy(tb.rs_acc[acc](all, S(b0, b0 + nbw)), bytes(all, S(0, nbw)), Engine::POOL);
+    nki::tensor_copy(tb.cs_acc[acc](all, S(j0, j0 + nblk)),
+                     bytes(all, S(nb, nb + 4 * nblk)).reshape({kP, nblk, 4}), Engine::POOL);
+  }
 }
 
 // Stage 3: FP8 elements (rowwise on the tile, columnwise on the transposed tile, then back) and their DMAs.
 void te_stage3(Ctx& c, TeBuffers& tb, const View& g, int64_t r0, int64_t rr, int64_t c0, int64_t w,
                int64_t it) {
   const int64_t W = c.W, nb = W / 32, nbw = w / 32, nblk = ceil_div(w, 128);
-  const View mult = tb.mult[it % 3], rq = tb.rq[it % 2], cqT = tb.cqT[it % 2];
+  const View mult = tb.mult(it), rq = tb.rq[it % 2], cqT = tb.cqT[it % 2];
   const View gT = tb.gT[it % 4], cq = tb.cq[it % 2];
   nki::tensor_tensor(rq(all, S(0, w)).reshape({kP, nbw, 32}), g(all, S(0, w)).reshape({kP, nbw, 32}),
-                     mult(all, S(0, nbw)).reshape({kP, nbw, 1}).broadcast(2, 32), AluOp::Multiply);
+                     mult(all, S(0, nbw)).reshape({kP, nbw, 1}).broadcast(2, 32), AluOp::Multiply,
+                     Engine::POOL);
   nki::tensor_tensor(cqT(all, S(0, nblk)), gT(all, S(0, nblk)).reshape({kP, nblk, 4, 32}),
                      mult(all, S(nb, nb + 4 * nblk)).reshape({kP, nblk, 4, 1}).broadcast(3, 32),
                      AluOp::Multiply);
@@ -311,9 +330,14 @@ void te_flush(Ctx& c, TeBuffers& tb, int64_t r0, int64_t rr, int acc) {
   write_col_scales(c.cscale, c.geom, tb.cs_acc[acc], r0 / 32, rr / 32, c.cr.lo, c.cr.hi);
 }
 
-// The TE pipeline over every (row tile, chunk). Chunk n's stage 1 is emitted with chunk n-2's chain and chunk
-// n-3's stage 3, so every engine's in-order stream interleaves four chunks and none waits for a result of a
-// chunk it started recently (the DVE and POOL streams would otherwise hold each other up).
+// The TE pipeline over every (row tile, chunk). Chunk n's stage 1 is emitted with chunk n-1's maxima, the
+// chain of chunks n-3 and n-2 (every other step) and chunk n-3's stage 3, so every engine's in-order stream
+// interleaves four chunks and none waits for a result of a chunk it started recently (the DVE and POOL
+// streams would otherwise hold each other up). Per 1024-column chunk (engine cycles, as the cost
+// model charges them): ACT exp, gradient and keys 3 x (64 + 1024); DVE two int16 max-reduces and the
+// columnwise multiply (PSUM operand) 3 x (100 + 1024); POOL the rowwise multiply 150 + 2 x 1024 and half a
+// 4-op chain on [128, 128] plus two byte copies. DVE's 3372 cycles (2.81 us at 1.2 GHz) bound the fused path
+// at 2016 chunks per core x 2.81 us = 5.67 ms for llama3_ce_mxfp8_4096.
 void te_pipeline(Ctx& c, const std::vector<View>& gs, const Producer& prod) {
   TeBuffers tb = te_buffers(c);
   const std::vector<Item> items = chunk_items(c, kP);
@@ -327,16 +351,14 @@ void te_pipeline(Ctx& c, const std::vector<View>& gs, const Producer& prod) {
       prod.compute(a, gs[a.it % ng]);
       te_stage1(tb, gs[a.it % ng], a.w, a.it);
     }
-    if (s >= 2 && s - 2 < n) {
-      const Item& a = items[s - 2];
-      te_chain(c, tb, a.it, a.c0, a.w, static_cast<int>(a.t % 2));
-    }
+    if (s >= 1 && s - 1 < n) te_stage1b(c, tb, items[s - 1].w, items[s - 1].it);
+    // Chains of chunk pairs (2m, 2m + 1) at step 2m + 3; a lone last chunk at its own step + 3.
+    if (s >= 3 && s - 3 < n && (s - 3) % 2 == 0) te_chain(c, tb, &items[s - 3], s - 2 < n ? 2 : 1);
     if (s >= 3) {
       const Item& a = items[s - 3];
       te_stage3(c, tb, gs[a.it % ng], a.r0, a.rr, a.c0, a.w, a.it);
       if (a.last) te_flush(c, tb, a.r0, a.rr, static_cast<int>(a.t % 2));
     }
-    if (s < n) te_stage1b(c, tb, items[s].w, items[s].it);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <type_traits>
 
 namespace trnsim::isa {
 namespace {
@@ -28,7 +29,12 @@ bool alu_is_bitwise(AluOp op) {
          op == AluOp::ShiftLeft || op == AluOp::ShiftRight;
 }
 
-float alu_f32(AluOp op, float a, float b) {
+namespace {
+
+// The bodies of alu_f32 / alu_i32, inlined where the op is a constant (the row loops below).
+[[gnu::always_inline]] inline int64_t alu_i32_body(AluOp op, int64_t a64, int64_t b64);
+
+[[gnu::always_inline]] inline float alu_f32_body(AluOp op, float a, float b) {
   switch (op) {
     case AluOp::Bypass:
       return a;
@@ -65,11 +71,11 @@ float alu_f32(AluOp op, float a, float b) {
     case AluOp::LogicalOr:
       return (a != 0.f || b != 0.f) ? 1.f : 0.f;
     default:
-      return static_cast<float>(alu_i32(op, to_i64(a), to_i64(b)));
+      return static_cast<float>(alu_i32_body(op, to_i64(a), to_i64(b)));
   }
 }
 
-int64_t alu_i32(AluOp op, int64_t a64, int64_t b64) {
+[[gnu::always_inline]] inline int64_t alu_i32_body(AluOp op, int64_t a64, int64_t b64) {
   const int32_t a = wrap32(a64), b = wrap32(b64);
   const auto ua = static_cast<uint32_t>(a), ub = static_cast<uint32_t>(b);
   switch (op) {
@@ -119,6 +125,102 @@ int64_t alu_i32(AluOp op, int64_t a64, int64_t b64) {
       return b < 0 || b >= 32 ? 0 : static_cast<int32_t>(ua >> b);
   }
   return 0;
+}
+
+}  // namespace
+
+float alu_f32(AluOp op, float a, float b) {
+  return alu_f32_body(op, a, b);
+}
+
+int64_t alu_i32(AluOp op, int64_t a64, int64_t b64) {
+  return alu_i32_body(op, a64, b64);
+}
+
+namespace {
+
+// Runs body(op constant) for the ops the row loops specialise; others get the generic call.
+template <typename Fast, typename Slow>
+inline void dispatch(AluOp op, Fast&& fast, Slow&& slow) {
+  switch (op) {
+    case AluOp::Bypass:
+      return fast(std::integral_constant<AluOp, AluOp::Bypass>{});
+    case AluOp::Add:
+      return fast(std::integral_constant<AluOp, AluOp::Add>{});
+    case AluOp::Subtract:
+      return fast(std::integral_constant<AluOp, AluOp::Subtract>{});
+    case AluOp::Multiply:
+      return fast(std::integral_constant<AluOp, AluOp::Multiply>{});
+    case AluOp::Max:
+      return fast(std::integral_constant<AluOp, AluOp::Max>{});
+    case AluOp::Min:
+      return fast(std::integral_constant<AluOp, AluOp::Min>{});
+    case AluOp::BitwiseAnd:
+      return fast(std::integral_constant<AluOp, AluOp::BitwiseAnd>{});
+    case AluOp::ShiftRight:
+      return fast(std::integral_constant<AluOp, AluOp::ShiftRight>{});
+    default:
+      return slow();
+  }
+}
+
+}  // namespace
+
+void alu_f32_row(AluOp op, float* x, float s, bool reverse, size_t n) {
+  if (op == AluOp::Bypass) return;
+  dispatch(
+      op,
+      [&](auto c) {
+        if (reverse)
+          for (size_t i = 0; i < n; ++i) x[i] = alu_f32_body(c(), s, x[i]);
+        else
+          for (size_t i = 0; i < n; ++i) x[i] = alu_f32_body(c(), x[i], s);
+      },
+      [&] {
+        for (size_t i = 0; i < n; ++i) x[i] = reverse ? alu_f32(op, s, x[i]) : alu_f32(op, x[i], s);
+      });
+}
+
+void alu_f32_rows(AluOp op, float* x, const float* y, size_t n) {
+  dispatch(
+      op,
+      [&](auto c) {
+        for (size_t i = 0; i < n; ++i) x[i] = alu_f32_body(c(), x[i], y[i]);
+      },
+      [&] {
+        for (size_t i = 0; i < n; ++i) x[i] = alu_f32(op, x[i], y[i]);
+      });
+}
+
+float alu_f32_fold(AluOp op, const float* x, size_t n) {
+  float acc = x[0];
+  dispatch(
+      op,
+      [&](auto c) {
+        for (size_t i = 1; i < n; ++i) acc = alu_f32_body(c(), acc, x[i]);
+      },
+      [&] {
+        for (size_t i = 1; i < n; ++i) acc = alu_f32(op, acc, x[i]);
+      });
+  return acc;
+}
+
+void alu_i32_row(AluOp op, int64_t* x, int64_t s, bool reverse, size_t n) {
+  if (op == AluOp::Bypass) {
+    for (size_t i = 0; i < n; ++i) x[i] = alu_i32_body(AluOp::Bypass, x[i], s);
+    return;
+  }
+  dispatch(
+      op,
+      [&](auto c) {
+        if (reverse)
+          for (size_t i = 0; i < n; ++i) x[i] = alu_i32_body(c(), s, x[i]);
+        else
+          for (size_t i = 0; i < n; ++i) x[i] = alu_i32_body(c(), x[i], s);
+      },
+      [&] {
+        for (size_t i = 0; i < n; ++i) x[i] = reverse ? alu_i32(op, s, x[i]) : alu_i32(op, x[i], s);
+      });
 }
 
 float act_f32(ActFunc f, float x) {

@@ -3,6 +3,7 @@
 // shifts work on 32-bit integers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "sim/isa/instruction.h"
@@ -21,6 +22,15 @@ float alu_f32(AluOp op, float a, float b);
 // divide truncates toward zero (x / 0 = 0), right_shift is logical, shifts by 32 or more (or negative) give
 // 0, power goes through FP64 pow and truncates.
 int64_t alu_i32(AluOp op, int64_t a, int64_t b);
+
+// The same ops over a row, element for element equal to the calls above: x[i] = x[i] op s (s op x[i] when
+// reverse), x[i] = x[i] op y[i], and the int32 form. Bypass leaves x unchanged (alu_i32_row wraps it to
+// int32, as alu_i32 does).
+void alu_f32_row(AluOp op, float* x, float s, bool reverse, size_t n);
+void alu_f32_rows(AluOp op, float* x, const float* y, size_t n);
+void alu_i32_row(AluOp op, int64_t* x, int64_t s, bool reverse, size_t n);
+// x[0] op x[1] op ... x[n - 1], left to right (n >= 1).
+float alu_f32_fold(AluOp op, const float* x, size_t n);
 
 // Activation function in FP32 with the host libm (expf, logf, tanhf, erff, sqrtf). The hardware evaluates
 // piecewise polynomials, so results can differ from hardware in the last bits (reference §2.4).

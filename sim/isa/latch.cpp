@@ -17,16 +17,30 @@ std::vector<uint8_t> read(OperandView& v) {
   const uint32_t es = dtype_size(v.dtype());
   std::vector<uint8_t> out(static_cast<size_t>(v.rows()) * v.cols() * es);
   size_t o = 0;
-  for (uint32_t r = 0; r < v.rows(); ++r)
+  const size_t rb = v.cols() * es;
+  for (uint32_t r = 0; r < v.rows(); ++r) {
+    if (v.contiguous_rows() && rb > 0) {  // a row is one byte run
+      std::memcpy(&out[o], v.at(r, 0), rb);
+      o += rb;
+      continue;
+    }
     for (uint64_t c = 0; c < v.cols(); ++c, o += es) std::memcpy(&out[o], v.at(r, c), es);
+  }
   return out;
 }
 
 void write(OperandView& v, const std::vector<uint8_t>& bytes) {
   const uint32_t es = dtype_size(v.dtype());
   size_t o = 0;
-  for (uint32_t r = 0; r < v.rows(); ++r)
+  const size_t rb = v.cols() * es;
+  for (uint32_t r = 0; r < v.rows(); ++r) {
+    if (v.contiguous_rows() && rb > 0) {
+      std::memcpy(v.at(r, 0), &bytes[o], rb);
+      o += rb;
+      continue;
+    }
     for (uint64_t c = 0; c < v.cols(); ++c, o += es) std::memcpy(v.at(r, c), &bytes[o], es);
+  }
 }
 
 }  // namespace

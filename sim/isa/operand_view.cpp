@@ -142,4 +142,109 @@ void OperandView::store_int(uint32_t row, uint64_t col, int64_t v) {
   store_element_int(ap_.dtype, at(row, col), v);
 }
 
+namespace {
+
+// Calls f(i, address of element i) for every element of a row: one pointer step for a contiguous row.
+template <typename F>
+inline void for_row(uint8_t* row, const std::vector<int64_t>& off, bool contiguous, int64_t ds, F&& f) {
+  const size_t n = off.size();
+  if (contiguous) {
+    for (size_t i = 0; i < n; ++i) f(i, row + static_cast<int64_t>(i) * ds);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) f(i, row + off[i]);
+}
+
+template <typename T>
+T read_as(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+void OperandView::load_row(uint32_t row, float* out) {
+  uint8_t* r = base_ + (base_off_ + row_off(row));
+  const int64_t ds = dtype_size(ap_.dtype);
+  switch (ap_.dtype) {
+    case DType::F32:
+      return for_row(r, col_off_, contiguous_, ds,
+                     [&](size_t i, const uint8_t* p) { out[i] = read_as<float>(p); });
+    case DType::BF16:
+      return for_row(r, col_off_, contiguous_, ds,
+                     [&](size_t i, const uint8_t* p) { out[i] = num::bf16_to_f32(read_as<uint16_t>(p)); });
+    case DType::I16:
+      return for_row(r, col_off_, contiguous_, ds,
+                     [&](size_t i, const uint8_t* p) { out[i] = static_cast<float>(read_as<int16_t>(p)); });
+    case DType::U16:
+      return for_row(r, col_off_, contiguous_, ds,
+                     [&](size_t i, const uint8_t* p) { out[i] = static_cast<float>(read_as<uint16_t>(p)); });
+    case DType::U8:
+      return for_row(r, col_off_, contiguous_, ds, [&](size_t i, const uint8_t* p) { out[i] = *p; });
+    default:
+      return for_row(r, col_off_, contiguous_, ds,
+                     [&](size_t i, const uint8_t* p) { out[i] = load_element(ap_.dtype, p); });
+  }
+}
+
+void OperandView::store_row(uint32_t row, const float* in) {
+  uint8_t* r = base_ + (base_off_ + row_off(row));
+  const int64_t ds = dtype_size(ap_.dtype);
+  switch (ap_.dtype) {
+    case DType::F32:
+      return for_row(r, col_off_, contiguous_, ds, [&](size_t i, uint8_t* p) { std::memcpy(p, &in[i], 4); });
+    case DType::BF16:
+      return for_row(r, col_off_, contiguous_, ds, [&](size_t i, uint8_t* p) {
+        const uint16_t b = num::f32_to_bf16(in[i]);
+        std::memcpy(p, &b, 2);
+      });
+    case DType::FP8_E4M3FN:
+      return for_row(r, col_off_, contiguous_, ds, [&](size_t i, uint8_t* p) {
+        *p = num::f32_to_fp8(in[i], num::Fp8Format::E4M3FN, true);
+      });
+    case DType::FP8_E5M2:
+      return for_row(r, col_off_, contiguous_, ds,
+                     [&](size_t i, uint8_t* p) { *p = num::f32_to_fp8(in[i], num::Fp8Format::E5M2, true); });
+    default:
+      return for_row(r, col_off_, contiguous_, ds,
+                     [&](size_t i, uint8_t* p) { store_element(ap_.dtype, p, in[i]); });
+  }
+}
+
+void OperandView::load_row_int(uint32_t row, int64_t* out) {
+  uint8_t* r = base_ + (base_off_ + row_off(row));
+  const int64_t ds = dtype_size(ap_.dtype);
+  switch (ap_.dtype) {
+    case DType::I32:
+      return for_row(r, col_off_, contiguous_, ds,
+                     [&](size_t i, const uint8_t* p) { out[i] = read_as<int32_t>(p); });
+    case DType::I16:
+      return for_row(r, col_off_, contiguous_, ds,
+                     [&](size_t i, const uint8_t* p) { out[i] = read_as<int16_t>(p); });
+    case DType::U16:
+      return for_row(r, col_off_, contiguous_, ds,
+                     [&](size_t i, const uint8_t* p) { out[i] = read_as<uint16_t>(p); });
+    default:
+      return for_row(r, col_off_, contiguous_, ds,
+                     [&](size_t i, const uint8_t* p) { out[i] = load_element_int(ap_.dtype, p); });
+  }
+}
+
+void OperandView::store_row_int(uint32_t row, const int64_t* in) {
+  uint8_t* r = base_ + (base_off_ + row_off(row));
+  const int64_t ds = dtype_size(ap_.dtype);
+  switch (ap_.dtype) {
+    case DType::I16:
+    case DType::U16:
+      return for_row(r, col_off_, contiguous_, ds, [&](size_t i, uint8_t* p) {
+        const auto v = static_cast<uint16_t>(static_cast<uint64_t>(in[i]));
+        std::memcpy(p, &v, 2);
+      });
+    default:
+      return for_row(r, col_off_, contiguous_, ds,
+                     [&](size_t i, uint8_t* p) { store_element_int(ap_.dtype, p, in[i]); });
+  }
+}
+
 }  // namespace trnsim::isa

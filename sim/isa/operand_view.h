@@ -56,6 +56,13 @@ class OperandView {
   // Integer write: int dtypes wrap to their width (two's complement); float dtypes get the value converted.
   void store_int(uint32_t row, uint64_t col, int64_t v);
 
+  // Whole rows (cols() elements) with the conversions of load / store / load_int / store_int, element for
+  // element the same results; the dtype is resolved once per row instead of once per element.
+  void load_row(uint32_t row, float* out);
+  void store_row(uint32_t row, const float* in);
+  void load_row_int(uint32_t row, int64_t* out);
+  void store_row_int(uint32_t row, const int64_t* in);
+
  private:
   int64_t row_off(uint32_t row) const { return static_cast<int64_t>(row) * row_stride_; }
 

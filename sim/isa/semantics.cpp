@@ -238,6 +238,14 @@ void Exec::dma_copy() {
     const uint64_t n = static_cast<uint64_t>(src.rows()) * src.cols();
     const uint64_t nd = static_cast<uint64_t>(dst.rows()) * dst.cols();
     if (n != nd) fail("element count", fmt::format("src has {} elements, dst has {}", n, nd));
+    // Different memories (another tensor, SBUF vs HBM, ...) cannot overlap: row runs go straight across.
+    const bool apart = src.ap().space != dst.ap().space ||
+                       (src.ap().space == MemSpace::HBM && src.ap().tensor != dst.ap().tensor);
+    if (bulk && apart && src.rows() == dst.rows()) {
+      const uint64_t rb = src.cols() * ss;
+      for (uint32_t r = 0; r < src.rows(); ++r) std::memcpy(dst.at(r, 0), src.at(r, 0), rb);
+      return;
+    }
     std::vector<uint8_t> tmp(n * ss);
     if (bulk) {
       const uint64_t rb = src.cols() * ss;
@@ -317,6 +325,20 @@ void Exec::transpose(int src_slot) {
   const bool apart = src.ap().space != dst.ap().space;
   const auto run = [&](auto elem) {
     constexpr size_t n = sizeof(elem);
+    if (apart && src.contiguous_rows() && dst.contiguous_rows()) {  // row pointers, 32 x 32 tiles
+      std::vector<uint8_t*> sp(rows), dp(cols);
+      for (uint32_t p = 0; p < rows; ++p) sp[p] = src.at(p, 0);
+      for (uint64_t f = 0; f < cols; ++f) dp[f] = dst.at(static_cast<uint32_t>(f), 0);
+      constexpr uint64_t kTile = 32;
+      for (uint32_t p0 = 0; p0 < rows; p0 += kTile)
+        for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
+          const uint32_t p1 = static_cast<uint32_t>(std::min<uint64_t>(rows, p0 + kTile));
+          const uint64_t f1 = std::min<uint64_t>(cols, f0 + kTile);
+          for (uint64_t f = f0; f < f1; ++f)
+            for (uint32_t p = p0; p < p1; ++p) std::memcpy(dp[f] + p * n, sp[p] + f * n, n);
+        }
+      return;
+    }
     if (apart) {  // in 32 x 32 tiles: both sides stay in cache (SBUF partitions are far apart in memory)
       constexpr uint64_t kTile = 32;
       for (uint32_t p0 = 0; p0 < rows; p0 += kTile)
@@ -476,12 +498,20 @@ void Exec::activation() {
     for (uint32_t i = 0; i < rows; ++i) bias[i] = v.load(i, 0);
   }
   std::vector<float> sums(rows, 0.f);
-  for (uint32_t i = 0; i < rows; ++i)
-    for (uint64_t j = 0; j < dst.cols(); ++j) {
-      const float y = act_f32(inst_.act, data.load(i, j) * scale[i] + bias[i]);
-      dst.store(i, j, y);
-      sums[i] += y;
+  std::vector<float> x(dst.cols());
+  const uint64_t n = dst.cols();
+  for (uint32_t i = 0; i < rows; ++i) {
+    data.load_row(i, x.data());
+    const float sc = scale[i], bi = bias[i];
+    if (inst_.act == ActFunc::Exp) {  // the hot case, as act_f32
+      for (uint64_t j = 0; j < n; ++j) x[j] = std::exp(x[j] * sc + bi);
+    } else {
+      for (uint64_t j = 0; j < n; ++j) x[j] = act_f32(inst_.act, x[j] * sc + bi);
     }
+    if (inst_.has(kReduce))
+      for (uint64_t j = 0; j < n; ++j) sums[i] += x[j];
+    dst.store_row(i, x.data());
+  }
   if (inst_.has(kReduce)) {
     OperandView red = view(3);
     vector_shape(red, 3, rows);
@@ -496,13 +526,24 @@ void Exec::tensor_tensor() {
   same_shape(dst, 0, a, 1);
   same_shape(dst, 0, b, 2);
   const bool ints = alu_is_bitwise(inst_.alu0);
-  for (uint32_t i = 0; i < dst.rows(); ++i)
-    for (uint64_t j = 0; j < dst.cols(); ++j) {
-      if (ints)
-        dst.store_int(i, j, alu_i32(inst_.alu0, a.load_int(i, j), b.load_int(i, j)));
-      else
-        dst.store(i, j, alu_f32(inst_.alu0, a.load(i, j), b.load(i, j)));
+  const uint64_t n = dst.cols();
+  if (ints) {
+    std::vector<int64_t> x(n), y(n);
+    for (uint32_t i = 0; i < dst.rows(); ++i) {
+      a.load_row_int(i, x.data());
+      b.load_row_int(i, y.data());
+      for (uint64_t j = 0; j < n; ++j) x[j] = alu_i32(inst_.alu0, x[j], y[j]);
+      dst.store_row_int(i, x.data());
     }
+    return;
+  }
+  std::vector<float> x(n), y(n);
+  for (uint32_t i = 0; i < dst.rows(); ++i) {
+    a.load_row(i, x.data());
+    b.load_row(i, y.data());
+    alu_f32_rows(inst_.alu0, x.data(), y.data(), n);
+    dst.store_row(i, x.data());
+  }
 }
 
 void Exec::tensor_scalar() {
@@ -524,20 +565,24 @@ void Exec::tensor_scalar() {
   }
   const bool r0 = inst_.has(kReverse0), r1 = inst_.has(kReverse1);
   const bool ints = alu_is_bitwise(inst_.alu0) || alu_is_bitwise(inst_.alu1);
-  for (uint32_t i = 0; i < rows; ++i)
-    for (uint64_t j = 0; j < dst.cols(); ++j) {
-      if (ints) {
-        int64_t x = data.load_int(i, j);
-        x = r0 && inst_.alu0 != AluOp::Bypass ? alu_i32(inst_.alu0, i0[i], x) : alu_i32(inst_.alu0, x, i0[i]);
-        x = r1 && inst_.alu1 != AluOp::Bypass ? alu_i32(inst_.alu1, i1[i], x) : alu_i32(inst_.alu1, x, i1[i]);
-        dst.store_int(i, j, x);
-      } else {
-        float x = data.load(i, j);
-        x = r0 && inst_.alu0 != AluOp::Bypass ? alu_f32(inst_.alu0, s0[i], x) : alu_f32(inst_.alu0, x, s0[i]);
-        x = r1 && inst_.alu1 != AluOp::Bypass ? alu_f32(inst_.alu1, s1[i], x) : alu_f32(inst_.alu1, x, s1[i]);
-        dst.store(i, j, x);
-      }
+  const uint64_t n = dst.cols();
+  if (ints) {
+    std::vector<int64_t> x(n);
+    for (uint32_t i = 0; i < rows; ++i) {
+      data.load_row_int(i, x.data());
+      alu_i32_row(inst_.alu0, x.data(), i0[i], r0, n);
+      alu_i32_row(inst_.alu1, x.data(), i1[i], r1, n);
+      dst.store_row_int(i, x.data());
     }
+    return;
+  }
+  std::vector<float> x(n);
+  for (uint32_t i = 0; i < rows; ++i) {
+    data.load_row(i, x.data());
+    alu_f32_row(inst_.alu0, x.data(), s0[i], r0, n);
+    alu_f32_row(inst_.alu1, x.data(), s1[i], r1, n);
+    dst.store_row(i, x.data());
+  }
 }
 
 // Reduces the innermost `reduce_axes` free dims, left to right in FP32 (int32 for bitwise ops).
@@ -555,18 +600,24 @@ void Exec::tensor_reduce() {
          fmt::format("dst must be [{}, {}], got [{}, {}]", data.rows(), outer, dst.rows(), dst.cols()));
   const bool ints = alu_is_bitwise(inst_.alu0);
   const bool neg = inst_.has(kNegate);
-  for (uint32_t i = 0; i < data.rows(); ++i)
-    for (uint64_t o = 0; o < outer; ++o) {
-      if (ints) {
+  if (ints) {
+    for (uint32_t i = 0; i < data.rows(); ++i)
+      for (uint64_t o = 0; o < outer; ++o) {
         int64_t acc = data.load_int(i, o * inner);
         for (uint64_t t = 1; t < inner; ++t) acc = alu_i32(inst_.alu0, acc, data.load_int(i, o * inner + t));
         dst.store_int(i, o, neg ? -acc : acc);
-      } else {
-        float acc = data.load(i, o * inner);
-        for (uint64_t t = 1; t < inner; ++t) acc = alu_f32(inst_.alu0, acc, data.load(i, o * inner + t));
-        dst.store(i, o, neg ? -acc : acc);
       }
+    return;
+  }
+  std::vector<float> x(data.cols()), out(outer);
+  for (uint32_t i = 0; i < data.rows(); ++i) {
+    data.load_row(i, x.data());
+    for (uint64_t o = 0; o < outer; ++o) {
+      const float acc = alu_f32_fold(inst_.alu0, &x[o * inner], inner);
+      out[o] = neg ? -acc : acc;
     }
+    dst.store_row(i, out.data());
+  }
 }
 
 void Exec::tensor_copy() {
