@@ -530,6 +530,11 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
   shared.program.phases = {""};
   std::vector<std::pair<std::array<uint32_t, isa::kNumEngines>, uint32_t>> sync;
   for (int core = 0; core < options.num_programs; ++core) {
+    // The second core's streams are usually as long as the first's: reserving that much spares the growing
+    // vectors' copies and page faults (a stream of a large kernel holds hundreds of MB).
+    if (core > 0)
+      for (int e = 0; e < isa::kNumEngines; ++e)
+        shared.program.streams[core][e].reserve(shared.program.streams[0][e].size());
     Kernel k(shared, core, options.num_programs, l);
     CurrentGuard guard(&k);
     fn(k);
