@@ -26,7 +26,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 namespace trnsim::kernels {
@@ -53,24 +52,30 @@ struct Event {
 // Readers and writers of a family of address spaces (one per SBUF, PSUM, or HBM tensor id), bucketed in
 // chunks of rows x bytes so an access only looks at the records near it. A record is dropped once a later
 // write covers it (that write already waited for it), and a read record is dropped once a later read of the
-// same semaphore source covers it. Cost per access: the records in the chunks the access touches.
+// same semaphore source covers it. Cost per access: the records in the chunks the access touches; the reads
+// of a chunk are grouped by semaphore, so recording a read looks only at its own semaphore's reads, and a
+// search for conflicts stops, per semaphore, at the latest conflicting record (its wait implies the earlier
+// ones: a semaphore only counts up).
 class RegionTracker {
  public:
   RegionTracker(int64_t row_chunk, int64_t byte_chunk);
   // Rows and bytes per chunk of one space (default: the constructor's), e.g. one row for an HBM tensor whose
   // rows are megabytes long, so accesses to different rows never share a bucket, and wider byte chunks for
   // such rows, so an access spanning a row visits a few buckets, not hundreds. Chunking only decides which
-  // records an access looks at; the overlap tests are exact, so the events found do not depend on it.
+  // records an access looks at; the overlap tests are exact, so the events found do not depend on it. Call
+  // it before the space's first access.
   void set_chunks(uint32_t space, int64_t rows, int64_t bytes);
   int64_t row_chunk(uint32_t space) const {
-    return space < row_chunks_.size() && row_chunks_[space] > 0 ? row_chunks_[space] : row_chunk_;
+    return space < spaces_.size() && spaces_[space].row_chunk > 0 ? spaces_[space].row_chunk : row_chunk_;
   }
   int64_t byte_chunk(uint32_t space) const {
-    return space < byte_chunks_.size() && byte_chunks_[space] > 0 ? byte_chunks_[space] : byte_chunk_;
+    return space < spaces_.size() && spaces_[space].byte_chunk > 0 ? spaces_[space].byte_chunk : byte_chunk_;
   }
 
   // Appends to `deps` the events an access of `r` in space `space` must wait for: for a read the overlapping
-  // writes (RAW), for a write the overlapping writes and reads (WAW, WAR). Does not record the access.
+  // writes (RAW), for a write the overlapping writes and reads (WAW, WAR). Per semaphore, at least the
+  // latest such event (the one a wait needs); earlier events of the same semaphore may be left out. Does not
+  // record the access.
   void collect(uint32_t space, const Rect& r, bool write, std::vector<Event>& deps) const;
   // Records the access (call after collect() for every operand of the instruction).
   void record(uint32_t space, const Rect& r, bool write, Event ev);
@@ -82,31 +87,36 @@ class RegionTracker {
     Rect r;
     Event ev;
   };
+  // Records of one semaphore, in the order recorded; `ordered` while their values never decrease, so the
+  // last overlapping one has the largest value. `bound` contains every record (an access outside it
+  // overlaps and covers none of them).
+  struct Group {
+    uint16_t sem = 0;
+    bool ordered = true;
+    Rect bound;
+    std::vector<Record> records;
+  };
   struct Bucket {
-    std::vector<Record> writes;
-    std::vector<Record> reads;
+    std::vector<Group> writes;
+    std::vector<Group> reads;
   };
-  struct Key {
-    uint32_t space;
-    int64_t rc, cc;
-    bool operator==(const Key&) const = default;
+  // One space's buckets, by row chunk then byte chunk (grown on demand).
+  struct Space {
+    int64_t row_chunk = 0, byte_chunk = 0;  // 0: the tracker's defaults
+    std::vector<std::vector<Bucket>> buckets;
   };
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      uint64_t h = k.space * 0x9E3779B97F4A7C15ull;
-      h ^= static_cast<uint64_t>(k.rc) * 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
-      h ^= static_cast<uint64_t>(k.cc) * 0x165667B19E3779F9ull + (h << 6) + (h >> 2);
-      return static_cast<size_t>(h);
-    }
+  struct Chunks {
+    int64_t rc0, rc1, cc0, cc1;  // inclusive ranges of row and byte chunks
   };
-  template <class F>
-  void for_chunks(uint32_t space, const Rect& r, F&& f) const;
+  Chunks chunks(uint32_t space, const Rect& r) const;
+  static void collect_groups(const std::vector<Group>& groups, const Rect& r, std::vector<Event>& deps);
+  static void add(std::vector<Group>& groups, const Record& rec);
+  const Bucket* find(uint32_t space, int64_t rc, int64_t cc) const;
+  Bucket& at(uint32_t space, int64_t rc, int64_t cc);
 
   int64_t row_chunk_;
   int64_t byte_chunk_;
-  std::vector<int64_t> row_chunks_;   // per space; 0 = row_chunk_
-  std::vector<int64_t> byte_chunks_;  // per space; 0 = byte_chunk_
-  std::unordered_map<Key, Bucket, KeyHash> buckets_;
+  std::vector<Space> spaces_;
 };
 
 }  // namespace trnsim::kernels

@@ -118,12 +118,16 @@ RegionTracker& Kernel::tracker_mut(isa::MemSpace s) {
 }
 
 isa::SourceLoc Kernel::intern(const Loc& loc) {
-  auto [it, fresh] = shared_.files.try_emplace(loc.file_name(), 0);
-  if (fresh) {
-    it->second = static_cast<uint32_t>(shared_.program.files.size());
-    shared_.program.files.emplace_back(loc.file_name());
+  if (loc.file_name() != last_file_) {
+    auto [it, fresh] = shared_.files.try_emplace(loc.file_name(), 0);
+    if (fresh) {
+      it->second = static_cast<uint32_t>(shared_.program.files.size());
+      shared_.program.files.emplace_back(loc.file_name());
+    }
+    last_file_ = loc.file_name();
+    last_file_index_ = it->second;
   }
-  return {it->second, loc.line()};
+  return {last_file_index_, loc.line()};
 }
 
 View Kernel::input(const std::string& name, DType dtype, const std::vector<int64_t>& shape, Loc loc) {
@@ -192,13 +196,18 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
   }
   // Chunks of about 8 MiB: fewer rows per chunk when rows are long (e.g. [N, I, B] checkpoints, one block
   // per row), so accesses to different rows keep to their own buckets, and at most 8 byte chunks per row
-  // (at least 64 KiB), so an access spanning a megabyte row visits a few buckets.
+  // (at least 64 KiB), so an access spanning a megabyte row visits a few buckets. Rows per chunk: at most
+  // 128 unless the tensor has more than 64 x 128 short rows (e.g. [T*E, 1] affinities), then as many as
+  // keep it to 64 row chunks, so an access to every row (an indirect DMA) visits 64 buckets, not thousands.
   {
     int64_t row_bytes = elem_bytes(dtype);
     for (size_t i = 1; i < shape.size(); ++i) row_bytes *= shape[i];
     row_bytes = std::max<int64_t>(1, row_bytes);
-    hbm_deps_.set_chunks(index, std::clamp<int64_t>((int64_t{8} << 20) / row_bytes, 1, 128),
-                         std::max<int64_t>(64 * 1024, (row_bytes + 7) / 8));
+    const int64_t rows = shape.size() >= 2 ? shape[0] : 1;
+    hbm_deps_.set_chunks(
+        index,
+        std::clamp<int64_t>((int64_t{8} << 20) / row_bytes, 1, std::max<int64_t>(128, (rows + 63) / 64)),
+        std::max<int64_t>(64 * 1024, (row_bytes + 7) / 8));
   }
   if (hbm_use_.size() <= index) hbm_use_.resize(index + 1);
   hbm_use_[index].input = kind == kInput;
@@ -402,9 +411,15 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
     ls_ev = {kPeLoadStationarySem, ++ls_count_};
     inst.ls_updates.push_back(isa::SemUpdate{kPeLoadStationarySem, 1, false});
   }
-  std::vector<Event> deps = extra_waits, ls_deps;
-  std::vector<View::Region> regions(accesses.size());
-  std::vector<bool> untracked(accesses.size(), false);
+  EmitScratch& sc = scratch_;
+  std::vector<Event>& deps = sc.deps;
+  std::vector<Event>& ls_deps = sc.ls_deps;
+  deps.assign(extra_waits.begin(), extra_waits.end());
+  ls_deps.clear();
+  sc.regions.resize(accesses.size());
+  sc.untracked.assign(accesses.size(), 0);
+  std::vector<View::Region>& regions = sc.regions;
+  std::vector<char>& untracked = sc.untracked;
   bool fence = false;
   for (size_t i = 0; i < accesses.size(); ++i) {
     const Access& a = accesses[i];
@@ -417,7 +432,8 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
       // block would otherwise pile up records); the first write after such reads waits for everything.
       HbmUse& u = hbm_use_[a.view->tensor()];
       if (!a.write && u.input && !u.written) {
-        u.untracked_reads = untracked[i] = true;
+        u.untracked_reads = true;
+        untracked[i] = 1;
         continue;
       }
       if (a.write) {
@@ -441,19 +457,23 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
       if (n > 0) deps.push_back({static_cast<uint16_t>(kDmaSemBase + q), n});
     }
   }
-  // Strongest wait per semaphore; same-engine and already-performed waits are implied by program order. The
-  // LoadStationary's waits come first in the engine's stream, then the MultiplyMoving's.
+  // Strongest wait per semaphore, in semaphore order; same-engine and already-performed waits are implied by
+  // program order. The LoadStationary's waits come first in the engine's stream, then the MultiplyMoving's.
   std::vector<uint32_t>& done = waited_[e];
+  if (sc.need.size() < done.size()) sc.need.assign(done.size(), 0);
   const auto add_waits = [&](const std::vector<Event>& from, std::vector<isa::SemWait>& to) {
-    std::map<uint16_t, uint32_t> need;
+    sc.need_sems.clear();
     for (const Event& d : from) {
       if (d.sem == e || d.sem >= done.size() || d.value <= done[d.sem]) continue;
-      uint32_t& v = need[d.sem];
+      uint32_t& v = sc.need[d.sem];
+      if (v == 0) sc.need_sems.push_back(d.sem);
       v = std::max(v, d.value);
     }
-    for (const auto& [sem, value] : need) {
-      to.push_back({sem, value});
-      done[sem] = value;
+    std::sort(sc.need_sems.begin(), sc.need_sems.end());
+    for (const uint16_t sem : sc.need_sems) {
+      to.push_back({sem, sc.need[sem]});
+      done[sem] = sc.need[sem];
+      sc.need[sem] = 0;
     }
   };
   if (split) {
@@ -510,6 +530,11 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
   shared.program.phases = {""};
   std::vector<std::pair<std::array<uint32_t, isa::kNumEngines>, uint32_t>> sync;
   for (int core = 0; core < options.num_programs; ++core) {
+    // The second core's streams are usually as long as the first's: reserving that much spares the growing
+    // vectors' copies and page faults (a stream of a large kernel holds hundreds of MB).
+    if (core > 0)
+      for (int e = 0; e < isa::kNumEngines; ++e)
+        shared.program.streams[core][e].reserve(shared.program.streams[0][e].size());
     Kernel k(shared, core, options.num_programs, l);
     CurrentGuard guard(&k);
     fn(k);

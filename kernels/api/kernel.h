@@ -235,6 +235,19 @@ class Kernel {
     bool input = false, written = false, untracked_reads = false;
   };
   std::vector<HbmUse> hbm_use_;
+  // emit()'s working buffers, kept between calls so emitting an instruction allocates no scratch memory.
+  struct EmitScratch {
+    std::vector<Event> deps, ls_deps;
+    std::vector<View::Region> regions;
+    std::vector<char> untracked;
+    std::vector<uint32_t> need;  // per semaphore: the strongest wait needed (0: none)
+    std::vector<uint16_t> need_sems;
+  };
+  EmitScratch scratch_;
+  // intern()'s last file: a source_location's file_name() is one pointer per file, so a repeated file is
+  // found without a string lookup.
+  const char* last_file_ = nullptr;
+  uint32_t last_file_index_ = 0;
 };
 
 using KernelFn = std::function<void(Kernel&)>;

@@ -39,17 +39,14 @@ bool is_float_matmul_input(DType t) {
 class Checker {
  public:
   Checker(const Instruction& inst, const Program& program, const Limits& limits)
-      : inst_(inst),
-        info_(opcode_info(inst.op)),
-        program_(program),
-        limits_(limits),
-        prefix_(fmt::format("{} on {}", opcode_name(inst.op), engine_name(inst.engine))) {}
+      : inst_(inst), info_(opcode_info(inst.op)), program_(program), limits_(limits) {}
 
   void run();
 
  private:
   [[noreturn]] void fail(const char* rule, const std::string& details) const {
-    throw RuleError(fmt::format("{}: {}: {}", prefix_, rule, details));
+    throw RuleError(
+        fmt::format("{} on {}: {}: {}", opcode_name(inst_.op), engine_name(inst_.engine), rule, details));
   }
   const AccessPattern& op(int slot) const { return inst_.ops[slot]; }
   bool has(int slot) const { return inst_.ops[slot].present(); }
@@ -97,7 +94,6 @@ class Checker {
   const OpcodeInfo& info_;
   const Program& program_;
   const Limits& limits_;
-  std::string prefix_;
 };
 
 // The sequencers the opcode table allows on this generation; a generation without any lacks the opcode.

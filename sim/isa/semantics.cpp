@@ -32,6 +32,23 @@ uint32_t mx_scale_row(uint32_t g, uint32_t offset) {
   return (g / 4) * 32 + g % 4 + offset;
 }
 
+// Calls f(address, bytes) for the byte runs of `v` in element order (row-major over rows x cols): runs of
+// columns whose elements (of `es` bytes) are consecutive in memory, found once from row 0 (every row has the
+// same column offsets).
+template <class F>
+void for_runs(OperandView& v, uint32_t es, F&& f) {
+  const uint64_t cols = v.cols();
+  if (v.rows() == 0 || cols == 0) return;
+  std::vector<std::pair<uint64_t, uint64_t>> runs;  // (first column, columns)
+  for (uint64_t c = 0; c < cols; ++c)
+    if (!runs.empty() && v.at(0, c) == v.at(0, c - 1) + es)
+      ++runs.back().second;
+    else
+      runs.push_back({c, 1});
+  for (uint32_t r = 0; r < v.rows(); ++r)
+    for (const auto& [c, n] : runs) f(v.at(r, c), n * es);
+}
+
 class Exec {
  public:
   Exec(const Instruction& inst, int core, const Program& program, const Limits& limits, MachineState& state)
@@ -253,9 +270,21 @@ void Exec::dma_copy() {
       for (uint32_t r = 0; r < dst.rows(); ++r) std::memcpy(dst.at(r, 0), &tmp[r * rb], rb);
       return;
     }
+    // Element order is row-major over each side's (rows, cols); runs of elements that are consecutive in
+    // memory (the same in every row) move with one memcpy each.
     uint64_t e = 0;
-    for (uint32_t r = 0; r < src.rows(); ++r)
-      for (uint64_t c = 0; c < src.cols(); ++c, ++e) std::memcpy(&tmp[e * ss], src.at(r, c), ss);
+    for_runs(src, ss, [&](uint8_t* p, uint64_t bytes) {
+      std::memcpy(&tmp[e], p, bytes);
+      e += bytes;
+    });
+    if (!acc && src.dtype() == dst.dtype()) {
+      e = 0;
+      for_runs(dst, ss, [&](uint8_t* p, uint64_t bytes) {
+        std::memcpy(p, &tmp[e], bytes);
+        e += bytes;
+      });
+      return;
+    }
     e = 0;
     for (uint32_t r = 0; r < dst.rows(); ++r)
       for (uint64_t c = 0; c < dst.cols(); ++c, ++e) apply(dst.at(r, c), &tmp[e * ss]);
