@@ -110,8 +110,9 @@ struct KernelPackage {
   std::function<double(const P&)> useful_flops;
   std::vector<Recipe<P>> recipes;
   std::function<std::vector<KernelStat>(const P&, const Tensors& inputs)> input_stats;
-  // Checks the values of the inputs once they are all made (e.g. routing tensors read from .npy files):
-  // InputError naming the tensor and the index. Unset: no check.
+  // Checks the values of the inputs (e.g. routing tensors read from .npy files): InputError naming the
+  // tensor and the index. Called before each recipe runs, with the inputs made so far, and once all are
+  // made: it checks what is there and skips what is not yet. Unset: no check.
   std::function<void(const P&, const Tensors& inputs)> check_inputs;
 };
 

@@ -48,7 +48,8 @@ inline std::vector<std::string> routing_outputs() {
 
 // The integer values of an int tensor.
 std::vector<int32_t> int_values(const tensor::HostTensor& t);
-// validate_routing on the kernel inputs (nothing when !indirect).
+// validate_routing on the kernel inputs (nothing when !indirect, or while either routing tensor is not made
+// yet).
 void check_routing_inputs(const RoutingShape& r, const Tensors& in);
 // Tokens per expert, padding fraction, padding-only blocks (none when !indirect).
 std::vector<KernelStat> routing_kernel_stats(const RoutingShape& r, const Tensors& in);

@@ -392,6 +392,12 @@ kernels::Tensors make_inputs(const PreparedWorkload& p) {
     }
     kernels::RecipeIO io(made, out, threads);
     try {
+      // What the recipe reads must pass the kernel's input checks first (e.g. routing from .npy files).
+      p.kernel->check_inputs(made);
+    } catch (const InputError& err) {
+      throw InputError(fmt::format("{}: inputs: {}", p.w.file, err.what()));
+    }
+    try {
       p.kernel->run_recipe(e.recipe, p.recipe_args.at(e.key), io);
     } catch (const InputError& err) {
       throw InputError(fmt::format("{}: inputs.{} (recipe '{}'): {}", p.w.file, e.key, e.recipe, err.what()));

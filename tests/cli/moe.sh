@@ -49,4 +49,29 @@ check "trace: output scatters on POOL's DMA queues" \
   'grep "dst=hbm:output_slab_[01][^\"]*vector_offset" "$T/dma" | grep -q "\"dma_queue\":1[2-5],.*\"issuer\":\"POOL\""'
 check "trace: the queue tracks are named" 'grep -q "\"thread_name\".*\"qGpSimdIO12\"" "$T/t.json"'
 
+
+# 3. Routing read from .npy files is checked before a recipe reads it: an expert id out of range in
+# block_to_expert, with the backward's checkpoints recipe (which runs the forward on the host), is an error
+# naming the tensor and the index, not a crash.
+cp "$T/a/inputs/block_to_expert.npy" "$T/be.npy"
+data=$((10 + $(od -An -tu2 -j8 -N2 "$T/be.npy")))
+printf '\x04\x00\x00\x00' | dd of="$T/be.npy" bs=1 seek=$((data + 8)) conv=notrunc status=none
+cat >"$T/b.json" <<EOF
+{"name": "moe_small_bwd", "hardware": "trn3", "kernel": "blockwise_mm_bwd_mxfp8",
+ "params": {"T": 256, "H": 256, "I_TP": 256, "E": 4, "top_k": 2, "block_size": 128,
+            "skip_dma": {"skip_token": true}},
+ "inputs": {"hidden_states": {"generator": "normal", "seed": 1},
+            "output_hidden_states_grad": {"generator": "normal", "seed": 5},
+            "gate_up_proj_weight": {"generator": "uniform", "seed": 2, "low": -0.1, "high": 0.1},
+            "down_proj_weight": {"generator": "uniform", "seed": 3, "low": -0.1, "high": 0.1},
+            "token_position_to_id": {"npy": "$T/a/inputs/token_position_to_id.npy"},
+            "block_to_expert": {"npy": "$T/be.npy"},
+            "expert_affinities_masked": {"npy": "$T/a/inputs/expert_affinities_masked.npy"},
+            "checkpoints": {"recipe": "checkpoints"}}}
+EOF
+"$TRNSIM" run "$T/b.json" --out "$T/b" >"$T/out" 2>&1
+rc=$?
+check "bad expert id before the checkpoints recipe (exit $rc: $(cat "$T/out"))" \
+  '[[ $rc == 1 && $(cat "$T/out") == "trnsim: error: $T/b.json: inputs: block_to_expert[2] = 4 is not an expert id in [0, E = 4)" ]]'
+
 finish

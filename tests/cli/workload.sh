@@ -164,6 +164,25 @@ rc=$?
 check "no stale outputs after --no-numerics (exit $rc)" \
   '[[ $rc == 0 && -f $T/stale/stats.json && ! -e $T/stale/input_grad.npy && ! -e $T/stale/weight_grad.npy ]]'
 
+# Repeating a run from its --dump-inputs into the same --out: the dumped inputs it reads are kept, and so is a
+# listed output the user changed since (the run removes only what the earlier run wrote and it does not).
+"$TRNSIM" run "$SMALL" --out "$T/rep" --dump-inputs >/dev/null 2>&1
+printf '%s\n' "{\"name\": \"rep\", \"kernel\": \"matmul_mxfp8_backward\", \"hardware\": \"trn3\",
+  \"params\": {\"M\": 512, \"K\": 512, \"N\": 512, \"run_with_lnc2\": false, \"output_dtype\": \"float32\"},
+  \"inputs\": {\"output_grad\": {\"npy\": \"rep/inputs/output_grad.npy\"}, \"weights\": {\"npy\": \"rep/inputs/weights.npy\"},
+  \"input_activation\": {\"npy\": \"rep/inputs/input_activation.npy\"}}}" >"$T/rep.json"
+sleep 0.01
+cp "$T/rep/weight_grad.npy" "$T/rep/mine.npy" && cat "$T/rep/mine.npy" >"$T/rep/weight_grad.npy"
+"$TRNSIM" run "$T/rep.json" --out "$T/rep" --set 'outputs=["input_grad"]' >"$T/stdout" 2>&1
+rc=$?
+check "rerun from --dump-inputs keeps the inputs it read (exit $rc: $(cat "$T/stdout" | tail -n 3))" \
+  '[[ $rc == 0 && -f $T/rep/inputs/output_grad.npy && -f $T/rep/inputs/weights.npy && -f $T/rep/inputs/input_activation.npy ]]'
+check "a listed output the user changed since is kept" '[[ -f $T/rep/weight_grad.npy ]]'
+"$TRNSIM" run "$T/rep.json" --out "$T/rep2" --trace "$T/rep.json" >"$T/stdout" 2>"$T/stderr"
+rc=$?
+check "--trace onto the workload file is refused (exit $rc: $(cat "$T/stderr"))" \
+  '[[ $rc == 1 && $(cat "$T/stderr") == *"--trace and the workload file are the same file"* && $(head -c 9 "$T/rep.json") == "{\"name\": " ]]'
+
 # A directory given as the config is bad input (exit 1), not an internal error.
 mkdir -p "$T/dir.json"
 for cmd in run validate; do

@@ -47,6 +47,7 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
   std::ifstream m(fs::path(dir_) / kManifest);
   for (std::string line; std::getline(m, line);)
     if (!line.empty()) previous_.push_back(line);
+  if (!previous_.empty()) previous_time_ = fs::last_write_time(fs::path(dir_) / kManifest, ec);
 }
 
 OutDir::~OutDir() {
@@ -60,7 +61,8 @@ io::OutputFile OutDir::manifest(const std::vector<io::OutputFile>& files) const 
   return {(fs::path(dir_) / kManifest).string(), std::vector<uint8_t>(text.begin(), text.end())};
 }
 
-std::vector<std::string> OutDir::remove_stale(const std::vector<io::OutputFile>& files) {
+std::vector<std::string> OutDir::remove_stale(const std::vector<io::OutputFile>& files,
+                                              const std::vector<std::string>& read) {
   std::set<std::string> now;
   for (const io::OutputFile& f : files) now.insert(relative_to(dir_, f.path));
   std::vector<std::string> removed;
@@ -71,6 +73,10 @@ std::vector<std::string> OutDir::remove_stale(const std::vector<io::OutputFile>&
     const fs::path p = fs::path(dir_) / rel;
     std::error_code ec;
     if (fs::is_symlink(p, ec) || !fs::is_regular_file(p, ec)) continue;
+    if (std::any_of(read.begin(), read.end(), [&](const std::string& r) { return fs::equivalent(p, r, ec); }))
+      continue;
+    // The earlier run wrote its files before its manifest: a newer one was changed since, by someone else.
+    if (const auto t = fs::last_write_time(p, ec); !ec && t > previous_time_) continue;
     if (fs::remove(p, ec)) removed.push_back(p.string());
     const fs::path parent = p.parent_path();
     if (parent != fs::path(dir_) && fs::is_empty(parent, ec)) fs::remove(parent, ec);

@@ -6,6 +6,7 @@
 // if the run fails before writing anything.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -23,15 +24,18 @@ class OutDir {
   // The manifest of `files` (paths inside the folder), to write with them.
   io::OutputFile manifest(const std::vector<io::OutputFile>& files) const;
   // After a successful write of `files`: removes what the earlier run wrote and this one did not; returns the
-  // removed paths.
-  std::vector<std::string> remove_stale(const std::vector<io::OutputFile>& files);
+  // removed paths. Kept: a file among `read` (this run's inputs, e.g. an earlier --dump-inputs read back)
+  // and a file changed after the earlier run wrote its manifest (the user's now, not that run's output).
+  std::vector<std::string> remove_stale(const std::vector<io::OutputFile>& files,
+                                        const std::vector<std::string>& read);
   // The run wrote its files: keep the folder whatever happens next.
   void keep() { created_ = false; }
 
  private:
   std::string dir_;
   bool created_ = false;
-  std::vector<std::string> previous_;  // the earlier run's manifest, relative paths
+  std::vector<std::string> previous_;                // the earlier run's manifest, relative paths
+  std::filesystem::file_time_type previous_time_{};  // when that manifest was written
 };
 
 }  // namespace trnsim::cli

@@ -43,9 +43,16 @@ int run_workload_file(const RunCliOptions& o) {
     for (const workload::TensorInfo& t : p.inputs)
       paths.push_back({in_dir("inputs/" + t.name + ".npy"), fmt::format("--dump-inputs of '{}'", t.name)});
   if (!o.trace.empty()) paths.push_back({o.trace, "--trace"});
+  std::vector<std::string> read_files;  // what this run reads: never written over, never removed
+  if (fs::is_regular_file(o.config, ec)) {
+    paths.push_back({o.config, "the workload file", true});
+    read_files.push_back(o.config);
+  }
   for (const workload::InputEntry& e : p.w.inputs)
-    if (!e.is_recipe && e.source.is_npy)
+    if (!e.is_recipe && e.source.is_npy) {
       paths.push_back({e.source.npy, fmt::format("input '{}' (inputs.{}.npy)", e.key, e.key), true});
+      read_files.push_back(e.source.npy);
+    }
   try {
     io::check_distinct_files(paths);
   } catch (const InputError& e) {
@@ -140,7 +147,7 @@ int run_workload_file(const RunCliOptions& o) {
   io::write_files_atomic(files);
   out.keep();
   files.pop_back();  // the manifest
-  const std::vector<std::string> stale = out.remove_stale(files);
+  const std::vector<std::string> stale = out.remove_stale(files, read_files);
 
   std::fputs(run::format_stats(run::load_stats((fs::path(out_dir) / "stats.json").string())).c_str(), stdout);
   std::printf("wrote %s/stats.json", out_dir.c_str());
@@ -148,7 +155,7 @@ int run_workload_file(const RunCliOptions& o) {
     std::printf(", %s", fs::path(files[i].path).lexically_relative(out_dir).c_str());
   std::printf(" (%.1f s)\n", rep.wall_seconds);
   for (const auto& f : stale)
-    std::printf("removed %s: an earlier run's output (no outputs without numerics)\n", f.c_str());
+    std::printf("removed %s: an earlier run's output that this run does not write\n", f.c_str());
   std::fflush(stdout);
   // Where the host time went (the workload benchmark reads this line): setup = parse, build, inputs.
   const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
