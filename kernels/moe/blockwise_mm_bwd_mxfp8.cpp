@@ -389,6 +389,11 @@ std::unique_ptr<KernelDef> blockwise_mm_bwd_mxfp8_kernel() {
   k.input_stats = stats;
   k.check_inputs = [](const BwdParams& p, const Tensors& in) {
     moe::check_routing_inputs(routing_shape(p), in);
+    if (p.num_valid_tokens && in.count("num_valid_tokens")) {
+      const int64_t v = in.at("num_valid_tokens").int_value(0);
+      if (v < 0 || v > p.T)
+        throw InputError(fmt::format("num_valid_tokens[0] = {} is not a token count in [0, T = {}]", v, p.T));
+    }
   };
   return make_kernel(std::move(k));
 }

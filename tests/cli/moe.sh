@@ -74,4 +74,14 @@ rc=$?
 check "bad expert id before the checkpoints recipe (exit $rc: $(cat "$T/out"))" \
   '[[ $rc == 1 && $(cat "$T/out") == "trnsim: error: $T/b.json: inputs: block_to_expert[2] = 4 is not an expert id in [0, E = 4)" ]]'
 
+# 4. num_valid_tokens outside [0, T] is an input error, not a silent clamp (the recipe reads it too).
+for v in -1 257; do
+  "$TRNSIM" run "$SRC/configs/workloads/moe/dense_single_expert_bwd_mxfp8.json" --out "$T/d" --dump-inputs \
+    --no-numerics --set params.T=256 --set params.H=256 --set params.I_TP=256 --set params.block_size=128 \
+    --set inputs.num_valid_tokens.value=$v >"$T/out" 2>&1
+  rc=$?
+  check "num_valid_tokens = $v rejected (exit $rc: $(cat "$T/out"))" \
+    '[[ $rc == 1 && $(cat "$T/out") == *"inputs: num_valid_tokens[0] = $v is not a token count in [0, T = 256]" ]]'
+done
+
 finish
