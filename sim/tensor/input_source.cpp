@@ -193,6 +193,48 @@ InputSource parse_input_source(const json& spec, const std::string& path, const 
   return s;
 }
 
+namespace {
+
+// The values an integer generator makes must be whole numbers the integer dtype holds (they would otherwise
+// round or wrap silently).
+void check_int_values(const GeneratorSpec& g, isa::DType dtype, int64_t n, const std::string& path) {
+  const auto [lo, hi] = [&]() -> std::pair<double, double> {
+    switch (dtype) {
+      case isa::DType::I8:
+        return {-128.0, 127.0};
+      case isa::DType::U8:
+        return {0.0, 255.0};
+      case isa::DType::I16:
+        return {-32768.0, 32767.0};
+      case isa::DType::U16:
+        return {0.0, 65535.0};
+      case isa::DType::U32:
+        return {0.0, 4294967295.0};
+      default:
+        return {-2147483648.0, 2147483647.0};
+    }
+  }();
+  const auto check = [&](double v, const std::string& key, const char* what) {
+    if (v != std::floor(v) || v < lo || v > hi)
+      fail(path + "." + key, fmt::format("{} {} is not a whole number in {}'s range [{}, {}]", what, v,
+                                         isa::dtype_name(dtype), lo, hi));
+  };
+  const json& a = g.args;
+  if (g.name == "constant") {
+    check(a["value"].get<double>(), "value", "the value");
+  } else if (g.name == "randint") {
+    check(a["low"].get<double>(), "low", "the lowest value");
+    check(a["high"].get<double>() - 1, "high", "the highest value (high - 1)");
+  } else if (g.name == "arange") {
+    const double start = a["start"].get<double>(), step = a["step"].get<double>();
+    check(start, "start", "the first value");
+    check(step, "step", "the step");
+    if (n > 1) check(start + step * static_cast<double>(n - 1), "step", "the last value");
+  }
+}
+
+}  // namespace
+
 void check_generator_fits(const GeneratorSpec& g, isa::DType dtype, const std::vector<int64_t>& shape,
                           const std::string& path) {
   const GenDef* d = find_def(g.name);
@@ -203,7 +245,8 @@ void check_generator_fits(const GeneratorSpec& g, isa::DType dtype, const std::v
     fail(path, fmt::format("generator '{}' makes floats; the tensor is {} (use randint, arange, constant or "
                            "zeros)",
                            g.name, isa::dtype_name(dtype)));
-  elements_of(shape, path);
+  const int64_t n = elements_of(shape, path);
+  if (isa::is_int(dtype)) check_int_values(g, dtype, n, path);
   if (g.name == "activations_with_outliers") {
     const int64_t cols = rows_cols(shape).second;
     if (g.args["outlier_channels"].get<int64_t>() > cols)

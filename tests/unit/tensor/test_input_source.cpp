@@ -78,4 +78,29 @@ TEST_CASE("generators: values in the tensor's dtype, whatever the thread count",
                     "constant or zeros)");
   CHECK_THROWS_WITH(tensor::check_generator_fits(nrm.generator, DType::FP8_E4M3FN_X4, {4}, "inputs.t"),
                     Catch::Contains("packed FP8: use an .npy file"));
+  // Integer generators make whole numbers the dtype holds: nothing rounds or wraps silently.
+  const auto fits = [](const json& spec, DType t, std::vector<int64_t> shape) {
+    const tensor::InputSource s = tensor::parse_input_source(spec, "p", "");
+    try {
+      tensor::check_generator_fits(s.generator, t, shape, "inputs.t");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("fits");
+  };
+  CHECK(fits({{"generator", "constant"}, {"value", 1e10}}, DType::I32, {1}) ==
+        "inputs.t.value: the value 10000000000 is not a whole number in int32's range [-2147483648, "
+        "2147483647]");
+  CHECK(fits({{"generator", "constant"}, {"value", 3.5}}, DType::I32, {1}) ==
+        "inputs.t.value: the value 3.5 is not a whole number in int32's range [-2147483648, 2147483647]");
+  CHECK(fits({{"generator", "constant"}, {"value", -1}}, DType::U8, {1}) ==
+        "inputs.t.value: the value -1 is not a whole number in uint8's range [0, 255]");
+  CHECK(fits({{"generator", "randint"}, {"seed", 1}, {"low", 0}, {"high", 257}}, DType::U8, {4}) ==
+        "inputs.t.high: the highest value (high - 1) 256 is not a whole number in uint8's range [0, 255]");
+  // arange's last value: 2^31 - 4 + 3 * 2 = 2^31 + 2 overflows int32 at element 2 of 3.
+  CHECK(fits({{"generator", "arange"}, {"start", 2147483644}, {"step", 3}}, DType::I32, {3}) ==
+        "inputs.t.step: the last value 2147483650 is not a whole number in int32's range [-2147483648, "
+        "2147483647]");
+  CHECK(fits({{"generator", "arange"}, {"start", 2147483644}, {"step", 3}}, DType::I32, {2}) == "fits");
+  CHECK(fits({{"generator", "constant"}, {"value", 2147483647}}, DType::I32, {1}) == "fits");
 }
