@@ -428,12 +428,29 @@ std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p, const k
 
 std::vector<std::string> input_notes(const PreparedWorkload& p, const kernels::Tensors& inputs) {
   std::vector<std::string> notes;
+  // The recipe that made an input, or "" (a generator or an .npy file).
+  const auto recipe_of = [&](const std::string& name) -> std::string {
+    for (const InputEntry& e : p.w.inputs)
+      if (e.is_recipe) {
+        const auto& outs = p.recipe_outputs.at(e.key);
+        if (std::find(outs.begin(), outs.end(), name) != outs.end()) return e.recipe;
+      }
+    return "";
+  };
   for (const TensorInfo& t : p.inputs) {
-    if (isa::is_int(t.dtype) || isa::is_x4(t.dtype) || t.dtype == isa::DType::E8M0) continue;
     const auto it = inputs.find(t.name);
     if (it == inputs.end()) continue;
     const tensor::HostTensor& h = it->second;
     const int64_t n = h.elements();
+    if (t.dtype == isa::DType::E8M0) {  // 0xFF is E8M0's NaN: every value scaled by it is NaN
+      int64_t nan = 0;
+      for (int64_t i = 0; i < n; ++i) nan += h.bytes[static_cast<size_t>(i)] == 0xFF;
+      if (nan > 0)
+        notes.push_back(fmt::format(
+            "inputs.{}: {} of {} E8M0 scales are 0xFF (NaN): the values they scale are NaN", t.name, nan, n));
+      continue;
+    }
+    if (isa::is_int(t.dtype) || isa::is_x4(t.dtype)) continue;
     int64_t bad = 0;
     // NaN or Inf: an all-ones exponent; BF16 and FP32 straight from their bits (weights run to 10^9 values).
     if (t.dtype == isa::DType::BF16) {
@@ -458,6 +475,8 @@ std::vector<std::string> input_notes(const PreparedWorkload& p, const kernels::T
       if (bad > src_bad)
         why = fmt::format(" ({} finite values of the .npy overflowed {})", bad - src_bad,
                           isa::dtype_name(t.dtype));
+    } else if (const std::string r = recipe_of(t.name); !r.empty()) {
+      why = fmt::format(" (made by recipe '{}' from the other inputs)", r);
     } else if (npy == p.npy.end()) {
       why = fmt::format(" (generated values overflowed {})", isa::dtype_name(t.dtype));
     }

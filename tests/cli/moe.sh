@@ -84,4 +84,16 @@ for v in -1 257; do
     '[[ $rc == 1 && $(cat "$T/out") == *"inputs: num_valid_tokens[0] = $v is not a token count in [0, T = 256]" ]]'
 done
 
+# 5. A NaN in an input the checkpoints recipe reads: the note on its outputs names the recipe.
+cp "$T/a/inputs/hidden_states.npy" "$T/hs.npy"
+data=$((10 + $(od -An -tu2 -j8 -N2 "$T/hs.npy")))
+printf '\xc0\x7f' | dd of="$T/hs.npy" bs=1 seek=$data conv=notrunc status=none
+sed -e "s|\"block_to_expert\": {\"npy\": \"$T/be.npy\"}|\"block_to_expert\": {\"npy\": \"$T/a/inputs/block_to_expert.npy\"}|" \
+  -e "s|\"hidden_states\": {\"generator\": \"normal\", \"seed\": 1}|\"hidden_states\": {\"npy\": \"$T/hs.npy\"}|" \
+  "$T/b.json" >"$T/c.json"
+"$TRNSIM" run "$T/c.json" --out "$T/c" --no-numerics --dump-inputs >"$T/out" 2>&1
+rc=$?
+check "a NaN hidden row: the recipe's outputs are noted as its doing (exit $rc: $(grep note "$T/out"))" \
+  '[[ $rc == 0 && $(grep -c "note: inputs.gate_up_proj_act_checkpoint_T: [0-9]* of [0-9]* values are NaN or Inf (made by recipe '"'"'checkpoints'"'"' from the other inputs)" "$T/out") == 2 ]]'
+
 finish
