@@ -364,6 +364,17 @@ PreparedWorkload prepare_workload(Workload w) {
       c.fail(fmt::format("outputs[{}]", i),
              fmt::format("kernel '{}' has no output '{}' (outputs: {})", w.kernel, text_excerpt(w.outputs[i]),
                          names(p.outputs)));
+  // Integer inputs read from .npy files (routing tensors, counts) get the kernel's value checks now, so
+  // validate and a timing-only run reject what a run with numerics would.
+  kernels::Tensors ints;
+  for (const auto& [key, a] : p.npy)
+    if (const TensorInfo* t = p.input(key); t != nullptr && isa::is_int(t->dtype))
+      ints.emplace(key, tensor::from_npy(a, t->dtype, t->shape, "kernel input " + t->describe()));
+  try {
+    p.kernel->check_inputs(ints);
+  } catch (const InputError& err) {
+    c.fail("inputs", err.what());
+  }
   p.written = w.outputs;
   if (p.written.empty())
     for (const TensorInfo& t : p.outputs) p.written.push_back(t.name);

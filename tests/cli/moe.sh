@@ -50,9 +50,9 @@ check "trace: output scatters on POOL's DMA queues" \
 check "trace: the queue tracks are named" 'grep -q "\"thread_name\".*\"qGpSimdIO12\"" "$T/t.json"'
 
 
-# 3. Routing read from .npy files is checked before a recipe reads it: an expert id out of range in
-# block_to_expert, with the backward's checkpoints recipe (which runs the forward on the host), is an error
-# naming the tensor and the index, not a crash.
+# 3. Routing read from .npy files is checked before a recipe reads it, and by validate: an expert id out of
+# range in block_to_expert, with the backward's checkpoints recipe (which runs the forward on the host), is
+# an error naming the tensor and the index, not a crash.
 cp "$T/a/inputs/block_to_expert.npy" "$T/be.npy"
 data=$((10 + $(od -An -tu2 -j8 -N2 "$T/be.npy")))
 printf '\x04\x00\x00\x00' | dd of="$T/be.npy" bs=1 seek=$((data + 8)) conv=notrunc status=none
@@ -72,6 +72,10 @@ EOF
 "$TRNSIM" run "$T/b.json" --out "$T/b" >"$T/out" 2>&1
 rc=$?
 check "bad expert id before the checkpoints recipe (exit $rc: $(cat "$T/out"))" \
+  '[[ $rc == 1 && $(cat "$T/out") == "trnsim: error: $T/b.json: inputs: block_to_expert[2] = 4 is not an expert id in [0, E = 4)" ]]'
+"$TRNSIM" validate "$T/b.json" >"$T/out" 2>&1
+rc=$?
+check "validate reads the routing .npy values too (exit $rc: $(cat "$T/out"))" \
   '[[ $rc == 1 && $(cat "$T/out") == "trnsim: error: $T/b.json: inputs: block_to_expert[2] = 4 is not an expert id in [0, E = 4)" ]]'
 
 # 4. num_valid_tokens outside [0, T] is an input error, not a silent clamp (the recipe reads it too).
