@@ -22,19 +22,6 @@ using namespace trnsim::test;
 
 namespace {
 
-// T = 256 tokens, top-2 over E = 4 experts, blocks of 128: N = ceil(509 / 128) + 3 = 7 blocks; both cores.
-json small(json extra = json::object()) {
-  json p = {{"T", 256},
-            {"H", 512},
-            {"I_TP", 256},
-            {"E", 4},
-            {"top_k", 2},
-            {"block_size", 128},
-            {"skip_dma", {{"skip_token", true}}}};
-  p.merge_patch(extra);
-  return p;
-}
-
 // The forward's inputs plus dY, the routing and the checkpoints made on the host.
 json bwd_inputs(double zipf = 0.5, int64_t seed = 4) {
   json in = moe_inputs(zipf, seed);
@@ -44,39 +31,17 @@ json bwd_inputs(double zipf = 0.5, int64_t seed = 4) {
 }
 
 workload::PreparedWorkload prepare_bwd(const json& params, const json& inputs) {
-  static std::atomic<int> n{0};
-  const json w = {{"name", "moe_bwd_test"},
-                  {"hardware", "trn3"},
-                  {"kernel", "blockwise_mm_bwd_mxfp8"},
-                  {"params", params},
-                  {"inputs", inputs}};
-  const auto path = moe_tmp_dir() / ("bwd" + std::to_string(n++) + ".json");
-  std::ofstream(path) << w.dump(1);
-  return workload::prepare_workload(workload::parse_workload(path.string()));
+  return prepare_moe(params, inputs, kMoeBwd);
 }
 
 // Runs with numerics and full references; `edit` may change inputs after the recipes.
 MoeRun run_bwd(const json& params, const json& inputs = bwd_inputs(),
                const std::function<void(kernels::Tensors&)>& edit = {}) {
-  MoeRun r{prepare_bwd(params, inputs)};
-  r.inputs = workload::make_inputs(r.prepared);
-  if (edit) edit(r.inputs);
-  run::Session s(r.prepared.build.program, r.prepared.hw);
-  for (const auto& [name, t] : r.inputs) s.set_input(name, t);
-  r.result = s.run({.numerics = true});
-  for (const auto& t : r.prepared.outputs) r.outputs.emplace(t.name, s.read(t.name));
-  r.checks = workload::evaluate_checks(r.prepared, r.inputs, r.outputs, true);
-  r.stats = r.prepared.kernel->input_stats(r.inputs);
-  return r;
+  return run_moe(params, inputs, edit, kMoeBwd);
 }
 
 std::string bwd_error(const json& params) {
-  try {
-    prepare_bwd(params, bwd_inputs());
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
+  return moe_error(params, bwd_inputs(), kMoeBwd);
 }
 
 // Every output checked, passing, and within FP32-vs-FP64 sums (and a few bfloat16 rounding flips) of the

@@ -16,19 +16,6 @@ using namespace trnsim::test;
 
 namespace {
 
-// T = 256 tokens, top-2 over E = 4 experts, blocks of 128: N = ceil(509 / 128) + 3 = 7 blocks.
-json small(json extra = json::object()) {
-  json p = {{"T", 256},
-            {"H", 512},
-            {"I_TP", 256},
-            {"E", 4},
-            {"top_k", 2},
-            {"block_size", 128},
-            {"skip_dma", {{"skip_token", true}}}};
-  p.merge_patch(extra);
-  return p;
-}
-
 json patched(json a, const json& b) {
   a.merge_patch(b);
   return a;

@@ -72,14 +72,30 @@ struct MoeRun {
   }
 };
 
-// Writes the workload to a file and prepares it (what `trnsim run` and `trnsim validate` do first).
-inline workload::PreparedWorkload prepare_moe(const json& params, const json& inputs = moe_inputs()) {
+inline constexpr const char* kMoeFwd = "blockwise_mm_fwd_mxfp8";
+inline constexpr const char* kMoeBwd = "blockwise_mm_bwd_mxfp8";
+
+// The small layer both kernels' tests start from: T = 256 tokens, top-2 over E = 4 experts, blocks of 128:
+// N = ceil(509 / 128) + 3 = 7 blocks; both cores.
+inline json small(json extra = json::object()) {
+  json p = {{"T", 256},
+            {"H", 512},
+            {"I_TP", 256},
+            {"E", 4},
+            {"top_k", 2},
+            {"block_size", 128},
+            {"skip_dma", {{"skip_token", true}}}};
+  p.merge_patch(extra);
+  return p;
+}
+
+// Writes the workload of `kernel` to a file and prepares it (what `trnsim run` and `trnsim validate` do
+// first).
+inline workload::PreparedWorkload prepare_moe(const json& params, const json& inputs = moe_inputs(),
+                                              const std::string& kernel = kMoeFwd) {
   static std::atomic<int> n{0};
-  const json w = {{"name", "moe_test"},
-                  {"hardware", "trn3"},
-                  {"kernel", "blockwise_mm_fwd_mxfp8"},
-                  {"params", params},
-                  {"inputs", inputs}};
+  const json w = {
+      {"name", "moe_test"}, {"hardware", "trn3"}, {"kernel", kernel}, {"params", params}, {"inputs", inputs}};
   const auto path = moe_tmp_dir() / ("w" + std::to_string(n++) + ".json");
   std::ofstream(path) << w.dump(1);
   return workload::prepare_workload(workload::parse_workload(path.string()));
@@ -88,8 +104,9 @@ inline workload::PreparedWorkload prepare_moe(const json& params, const json& in
 // Runs with numerics and full references; `edit` may replace inputs after the recipes (e.g. pre-quantized
 // weights made on the host).
 inline MoeRun run_moe(const json& params, const json& inputs = moe_inputs(),
-                      const std::function<void(kernels::Tensors&)>& edit = {}) {
-  MoeRun r{prepare_moe(params, inputs)};
+                      const std::function<void(kernels::Tensors&)>& edit = {},
+                      const std::string& kernel = kMoeFwd) {
+  MoeRun r{prepare_moe(params, inputs, kernel)};
   r.inputs = workload::make_inputs(r.prepared);
   if (edit) edit(r.inputs);
   run::Session s(r.prepared.build.program, r.prepared.hw);
@@ -102,9 +119,10 @@ inline MoeRun run_moe(const json& params, const json& inputs = moe_inputs(),
 }
 
 // The error message of preparing (building) a workload with these parameters.
-inline std::string moe_error(const json& params, const json& inputs = moe_inputs()) {
+inline std::string moe_error(const json& params, const json& inputs = moe_inputs(),
+                             const std::string& kernel = kMoeFwd) {
   try {
-    prepare_moe(params, inputs);
+    prepare_moe(params, inputs, kernel);
   } catch (const Error& e) {
     return e.what();
   }
