@@ -6,7 +6,11 @@
 //           res = tensor_scalar(a_tile, add, b_tile) (b_tile as the per-partition operand); out chunk <- res
 //   stream  a, b, out viewed as [128, n / 128]; for m < n / (128 free_dim): a_tile, b_tile [128, free_dim]
 //           <- the m-th column block (each partition reads free_dim contiguous elements, partitions
-//           n / 128 elements apart); res = tensor_tensor(a_tile, b_tile, add); out column block <- res
+//           n / 128 elements apart); res = tensor_tensor(a_tile, b_tile, add); out column block <- res.
+//           As in the published kernel, out is allocated as the [128, n / 128] HBM tensor (returned reshaped
+//           to [n], a view): the column blocks the stores write are disjoint, so a store never waits for the
+//           previous one (a [n] output seen through a reshape would overlap their row ranges in the builder's
+//           HBM tracking and serialise them). The output file is therefore [128, n / 128].
 // Engines: the adds on the Vector engine (the README: tensor_scalar "performs vector addition using the
 // vector engine"; its profile shows the tensor_tensor on VectorE). The DMAs carry no engine or dge_mode, so
 // the compiler places them: NKI's defaults as the builder resolves them (kernels/api/dma_mode.h: hardware
@@ -51,16 +55,16 @@ struct Params {
 void kernel(Kernel& k, const Params& p) {
   View a = k.input("a", DType::F32, {p.n});
   View b = k.input("b", DType::F32, {p.n});
-  View out = k.output("out", DType::F32, {p.n});
   const int64_t rows = p.stream ? 128 : p.row_chunk, cols = p.stream ? p.free_dim : 1;
   if (p.n % (rows * cols))
     throw InputError(fmt::format("kernel 'cs149_vector_add': n = {} is not a multiple of the tile, {} x {}",
                                  p.n, rows, cols));
+  View out = p.stream ? k.output("out", DType::F32, {128, p.n / 128}) : k.output("out", DType::F32, {p.n});
   // tiled: chunk m is rows [m rc, (m + 1) rc) of the vector seen as [n, 1]; stream: column block m of the
   // vector seen as [128, n / 128].
   const View a2 = p.stream ? a.reshape({128, p.n / 128}) : a.reshape({p.n, 1});
   const View b2 = p.stream ? b.reshape({128, p.n / 128}) : b.reshape({p.n, 1});
-  const View o2 = p.stream ? out.reshape({128, p.n / 128}) : out.reshape({p.n, 1});
+  const View o2 = p.stream ? out : out.reshape({p.n, 1});
   const auto block = [&](const View& v, int64_t m) {
     return p.stream ? v(all, S(m * cols, (m + 1) * cols)) : v(S(m * rows, (m + 1) * rows));
   };
@@ -95,7 +99,7 @@ std::unique_ptr<KernelDef> cs149_vector_add_kernel() {
   k.name = "cs149_vector_add";
   k.doc =
       "out[n] = a[n] + b[n] in FP32, CS149 vector_add_tiled ([row_chunk, 1] tiles) or vector_add_stream "
-      "([128, free_dim] column blocks); calibration port";
+      "([128, free_dim] column blocks of a, b and the [128, n / 128] out); calibration port";
   k.kernel = kernel;
   k.checks = [](const Params&) {
     return std::vector{elementwise_check("out", [](const CheckContext& c) {

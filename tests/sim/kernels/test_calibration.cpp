@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -255,6 +256,21 @@ TEST_CASE("vector_add_stream n = 256000: two 1000-column tiles beat one 2000-col
   CHECK(time(1000, 2) < time(2000, 2));
   // One tile set serialises the two iterations: the order flips, as in the unported kernel.
   CHECK(time(1000, 1) > time(2000, 1));
+}
+
+TEST_CASE("vector_add_stream: out is the published [128, n / 128] tensor, so its column-block stores overlap",
+          "[calibration]") {
+  const auto b = test::build_kernel("cs149_vector_add",
+                                    {{"n", 256000}, {"variant", "stream"}, {"free_dim", 1000}}, trn2(), 1);
+  const auto& decl = *std::find_if(b.program.tensors.begin(), b.program.tensors.end(),
+                                   [](const isa::TensorDecl& t) { return t.name == "out"; });
+  CHECK(decl.shape == std::vector<int64_t>{128, 2000});
+  // The two stores (on ACT) write out[:, 0:1000] and out[:, 1000:2000]: disjoint, so the second waits for
+  // its add (DVE) only, never for the first store's queue semaphore (S[8 + queue]).
+  const auto& act = b.program.streams[0][static_cast<int>(isa::Engine::ACT)];
+  REQUIRE(act.size() == 2);
+  const uint16_t first_store_sem = static_cast<uint16_t>(8 + act[0].dma_queue);
+  for (const isa::SemWait& w : act[1].waits) CHECK(w.sem != first_store_sem);
 }
 
 TEST_CASE("transpose_2d: 128 x 128 tiles through the PE transpose", "[calibration]") {
