@@ -144,12 +144,14 @@ std::vector<double> grad_reference(const tensor::HostTensor& x, const std::vecto
     for (int64_t i = r0 + a; i < r0 + b; ++i) {
       double* out = &g[(i - r0) * V];
       const int32_t t = target[i];
-      if (!is_valid(t, p)) {
-        std::fill(out, out + V, 0.0);
-        continue;
-      }
       logits_row(x, i, row.data());
       const RowStats st = row_stats(row.data(), V, out);  // out holds exp(x - shift) for the loop below
+      if (!is_valid(t, p)) {
+        // PyTorch's softmax backward with a zero upstream gradient: 0 for a finite row maximum, NaN for a
+        // row holding NaN or +Inf and for an all -inf row (their softmax is NaN).
+        std::fill(out, out + V, std::isfinite(st.m) ? 0.0 : std::numeric_limits<double>::quiet_NaN());
+        continue;
+      }
       const double gc = static_cast<double>(grad_output.size() == 1 ? grad_output[0] : grad_output[i]) * c;
       for (int64_t j = 0; j < V; ++j) {
         const double sm = out[j] / st.d;
@@ -191,7 +193,7 @@ std::vector<uint16_t> emulate_grad_bf16(const tensor::HostTensor& x, const std::
       const float nb = alu(AluOp::Multiply, s, -1.0f);
       const float valid =
           alu(AluOp::NotEqual, static_cast<float>(target[i]), static_cast<float>(p.ignore_idx));
-      const float b = valid != 0.f ? nb : -inf;
+      const float b = valid != 0.f ? nb : alu(AluOp::Add, alu(AluOp::Multiply, m, 0.0f), -inf);
       const float gi = scalar ? g_scalar : grad_output[i];
       const float gc = valid != 0.f ? alu(AluOp::Multiply, gi, c) : 0.0f;
       const float gcd = valid != 0.f ? alu(AluOp::Multiply, gc, alu(AluOp::Divide, 1.0f, d)) : 0.0f;

@@ -5,7 +5,8 @@
 //    m = -inf, d = sum exp(x - s), lse = s + log d, loss = lse - (1 - ls) x_y - (ls / V) sum x (0 for ignored
 //    rows), argmax the lowest index of the maximum; gradient gc (softmax - (1 - ls)[i = y] - ls / V) with
 //    gc = g c (0 for ignored rows). An all -inf row gives NaN (loss and gradient), a -inf target logit +Inf
-//    loss, as in PyTorch.
+//    loss, as in PyTorch. An ignored row's gradient is 0, or NaN when its maximum is not finite (a NaN or
+//    +Inf logit, or all -inf), as PyTorch's softmax backward gives.
 //  - The kernel's own BF16 gradient, bit for bit: the same FP32 operations in the same order, through the
 //    ALU and activation functions the simulator executes (sim/isa/alu.h), so the MXFP8 outputs can be
 //    checked byte for byte against num::quantize of it.
