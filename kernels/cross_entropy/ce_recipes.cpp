@@ -172,8 +172,10 @@ void make_stats(const CommonParams& p, RecipeIO& io) {
   auto* m = reinterpret_cast<float*>(mt.bytes.data());
   auto* d = reinterpret_cast<float*>(dt.bytes.data());
   const double inf = std::numeric_limits<double>::infinity();
+  const bool bf16 = x.dtype == isa::DType::BF16;
   parallel_rows(R, io.threads(), [&](int64_t r0, int64_t r1) {
     std::vector<float> row(static_cast<size_t>(V));
+    Bf16Memo<double> memo;
     for (int64_t r = r0; r < r1; ++r) {
       logits_row(x, r, row.data());
       const float* xr = row.data();
@@ -185,9 +187,17 @@ void make_stats(const CommonParams& p, RecipeIO& io) {
       }
       if (nan) mx = std::numeric_limits<double>::quiet_NaN();
       const double s = mx == -inf ? 0.0 : mx;
+      // FP64 exp of every logit (each distinct BF16 value's once): the reference statistic, rounded once to
+      // FP32 below.
       double sum = 0;
-      for (int64_t j = 0; j < V; ++j) sum += std::exp(static_cast<double>(xr[j]) - s);
-      // (FP64 exp of every logit: the reference statistic, rounded once to FP32 below.)
+      if (bf16) {
+        const auto* xb = reinterpret_cast<const uint16_t*>(x.bytes.data()) + r * V;
+        memo.next_row();
+        const auto f = [s](uint16_t b) { return std::exp(static_cast<double>(num::bf16_to_f32(b)) - s); };
+        for (int64_t j = 0; j < V; ++j) sum += memo.get(xb[j], f);
+      } else {
+        for (int64_t j = 0; j < V; ++j) sum += std::exp(static_cast<double>(xr[j]) - s);
+      }
       m[r] = static_cast<float>(mx);
       d[r] = static_cast<float>(sum);
     }

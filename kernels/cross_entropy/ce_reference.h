@@ -15,6 +15,7 @@
 // Work is split over host threads by rows; results do not depend on the thread count.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -23,6 +24,35 @@
 #include "sim/tensor/host_tensor.h"
 
 namespace trnsim::kernels::ce {
+
+// A per-thread memo of a row's values as a function of a BF16 logit's bits: a BF16 row of V ~ 10^5 logits
+// holds a few thousand distinct values, so the exps (the references' main cost) are computed once per
+// distinct value and row. Stamps mark the entries of the current row, so nothing is cleared between rows.
+template <class T>
+class Bf16Memo {
+ public:
+  Bf16Memo() : val_(65536), stamp_(65536, 0) {}
+  void next_row() {
+    if (++gen_ == 0) {  // wrapped: stamps of 2^32 rows ago would look current
+      std::fill(stamp_.begin(), stamp_.end(), 0u);
+      gen_ = 1;
+    }
+  }
+  // The value of `bits` in this row, computed by f(bits) on first use.
+  template <class F>
+  T get(uint16_t bits, F&& f) {
+    if (stamp_[bits] != gen_) {
+      val_[bits] = f(bits);
+      stamp_[bits] = gen_;
+    }
+    return val_[bits];
+  }
+
+ private:
+  std::vector<T> val_;
+  std::vector<uint32_t> stamp_;
+  uint32_t gen_ = 0;
+};
 
 // Row r of logits [rows, V] (bfloat16 or float32) as FP32 into out[0, V) (exact).
 void logits_row(const tensor::HostTensor& logits, int64_t r, float* out);
