@@ -123,7 +123,9 @@ struct BwdParams {
     s.choice(&BwdParams::quantize_rule, "quantize_rule",
              "te: TransformerEngine's scale rule, bit for bit, with ALU operations; trn3: native quantize_mx",
              {{"te", QuantizeRule::Te}, {"trn3", QuantizeRule::Trn3}}, QuantizeRule::Te);
-    s.choice(&BwdParams::scale_layout, "scale_layout", "E8M0 scale layout: TE compact or GEMM-swizzled",
+    s.choice(&BwdParams::scale_layout, "scale_layout",
+             "E8M0 scale layout of an MXFP8 gradient: TE compact or GEMM-swizzled (swizzled with "
+             "grad_quantizer none is an error)",
              {{"compact", ScaleLayout::Compact}, {"swizzled", ScaleLayout::Swizzled}}, ScaleLayout::Compact);
     s.choice(&BwdParams::fused, "fused",
              "auto: quantize on chip when logits are BF16 and rows, V are multiples of 128; never: BF16 "
