@@ -38,13 +38,15 @@ void row_factors(Kernel& k, const RowFactors& o, const View& m, const View& d, c
   View tmp = k.sbuf(shape, DType::F32, "ce_rf_tmp");
   View s = k.sbuf(shape, DType::F32, "ce_rf_s");
   View gc = k.sbuf(shape, DType::F32, "ce_rf_gc");
-  // s = shift(m): m, or 0 while m is -inf (a NaN m stays NaN); b = -s, -inf for ignored rows (their
-  // exp(x - inf) is 0 for any finite or -inf logit).
+  // s = shift(m): m, or 0 while m is -inf (a NaN m stays NaN); b = -s. Ignored rows: b = m * 0 - inf, which
+  // is -inf for a finite m (exp(x - inf) = 0 for every finite or -inf logit: a zero row) and NaN for a NaN
+  // or infinite m (a NaN row, as PyTorch's softmax backward gives for such a row).
   nki::tensor_scalar(tmp, m, AluOp::NotEqual, kNegInf);
   nki::select(s, tmp, m, 0.0);
   nki::tensor_scalar(s, s, AluOp::Multiply, -1.0);
   nki::tensor_scalar(o.valid, t, AluOp::NotEqual, static_cast<double>(p.ignore_idx));
-  nki::select(o.b, o.valid, s, kNegInf);
+  nki::tensor_scalar(tmp, m, AluOp::Multiply, 0.0, false, AluOp::Add, kNegInf);
+  nki::select(o.b, o.valid, s, tmp);
   // gc = g * c; gcd = gc / d; both 0 for ignored rows (d may be 0 there).
   nki::tensor_scalar(tmp, g, AluOp::Multiply, c);
   nki::select(gc, o.valid, tmp, 0.0);

@@ -23,14 +23,17 @@
 //   gradient dL/dx_ri = g_r c (softmax_ri - (1 - ls)[i = y_r] - ls / V), c = 1 / max(count, 1) with
 //            reduce_loss else 1, zero rows for ignored targets; computed in FP32 as
 //            q = exp(x + b) (b = -(s(m) + log d)), q_y -= (1 - ls), g = bf16(q * gc + h) with gc = g_r c and
-//            h = -(ls / V) gc, then rounded once to BF16 (RNE).
+//            h = -(ls / V) gc, then rounded once to BF16 (RNE). An ignored row is zero, or all NaN when its
+//            row_max is NaN or +-Inf (a NaN or +Inf logit, or all -inf), as PyTorch's softmax backward
+//            (0 x NaN) gives.
 //   grad_quantizer none: input_grad [rows, V] bfloat16.
 //   grad_quantizer mxfp8_e4m3 / mxfp8_e5m2: TransformerEngine's MXFP8 tensors of that BF16 gradient
 //            input_grad_rowwise_data [rows, V] (FP8 bytes, blocks of 32 along V),
 //            input_grad_columnwise_data [rows, V] (FP8 bytes, blocks of 32 along rows),
 //            input_grad_rowwise_scale_inv [roundup(rows, 128), roundup(V/32, 4)] and
 //            input_grad_columnwise_scale_inv [roundup(rows/32, 4), roundup(V, 128)] (E8M0 bytes), in TE's
-//            compact layout (padding bytes 0x00) or, with scale_layout swizzled, TE's GEMM-swizzled one.
+//            compact layout (padding bytes 0x00) or, with scale_layout swizzled, TE's GEMM-swizzled one
+//            (scale_layout swizzled with grad_quantizer none is an error).
 //            rows and V must be multiples of 32.
 //   quantize_rule te (default): TransformerEngine's rule, bit for bit (amax ignoring NaN, FP32 multiply by
 //            fl32(1/max_norm), E8M0 rounded up, elements x * 2^(127 - e) RNE satfinite), made with ALU
@@ -120,7 +123,9 @@ struct BwdParams {
     s.choice(&BwdParams::quantize_rule, "quantize_rule",
              "te: TransformerEngine's scale rule, bit for bit, with ALU operations; trn3: native quantize_mx",
              {{"te", QuantizeRule::Te}, {"trn3", QuantizeRule::Trn3}}, QuantizeRule::Te);
-    s.choice(&BwdParams::scale_layout, "scale_layout", "E8M0 scale layout: TE compact or GEMM-swizzled",
+    s.choice(&BwdParams::scale_layout, "scale_layout",
+             "E8M0 scale layout of an MXFP8 gradient: TE compact or GEMM-swizzled (swizzled with "
+             "grad_quantizer none is an error)",
              {{"compact", ScaleLayout::Compact}, {"swizzled", ScaleLayout::Swizzled}}, ScaleLayout::Compact);
     s.choice(&BwdParams::fused, "fused",
              "auto: quantize on chip when logits are BF16 and rows, V are multiples of 128; never: BF16 "

@@ -20,7 +20,7 @@ struct LogitsArgs {
   int64_t seed = 1;
   double mean = 0.0, std = 2.0;
   int64_t masked_columns = 0, masked_prefix = 0, masked_prefix_every = 0;
-  int64_t all_masked_rows = 0, neg_inf_target_rows = 0, bf16_max_rows = 0, tie_rows = 0;
+  int64_t all_masked_rows = 0, neg_inf_target_rows = 0, bf16_max_rows = 0, tie_rows = 0, nan_rows = 0;
   double ignore_fraction = 0.0;
 
   static void describe(Schema<LogitsArgs>& s) {
@@ -44,6 +44,7 @@ struct LogitsArgs {
           "rows whose target logit is the BF16 maximum and a few other logits +-that value", 0)
         .at_least(0);
     s.add(&LogitsArgs::tie_rows, "tie_rows", "rows whose maximum 8.0 appears in 3 columns", 0).at_least(0);
+    s.add(&LogitsArgs::nan_rows, "nan_rows", "rows with one NaN logit (not the target)", 0).at_least(0);
     s.add(&LogitsArgs::ignore_fraction, "ignore_fraction",
           "fraction of the other rows whose target is ignore_idx (1: every row)", 0.0)
         .range(0, 1);
@@ -54,7 +55,7 @@ struct NoArgs {
   static void describe(Schema<NoArgs>&) {}
 };
 
-enum Special : uint8_t { kNone, kAllMasked, kNegInfTarget, kBf16Max, kTie };
+enum Special : uint8_t { kNone, kAllMasked, kNegInfTarget, kBf16Max, kTie, kNan };
 
 // Marks n evenly spaced rows (starting near `offset`) not yet taken with `kind`.
 void pick(std::vector<uint8_t>& kind, int64_t n, int64_t offset, uint8_t what) {
@@ -85,16 +86,19 @@ void make_logits(const CommonParams& p, const LogitsArgs& a, RecipeIO& io) {
         fmt::format("recipe 'lm_logits': masked_prefix {} leaves no unmasked column for targets (V {}, "
                     "masked_columns {})",
                     a.masked_prefix, V, a.masked_columns));
-  const int64_t specials = a.all_masked_rows + a.neg_inf_target_rows + a.bf16_max_rows + a.tie_rows;
+  const int64_t specials =
+      a.all_masked_rows + a.neg_inf_target_rows + a.bf16_max_rows + a.tie_rows + a.nan_rows;
   if (specials > R)
     throw InputError(fmt::format("recipe 'lm_logits': {} special rows for {} rows", specials, R));
-  if ((a.bf16_max_rows > 0 || a.tie_rows > 0) && hi_t < 8)
-    throw InputError("recipe 'lm_logits': bf16_max_rows and tie_rows need at least 8 unmasked columns");
+  if ((a.bf16_max_rows > 0 || a.tie_rows > 0 || a.nan_rows > 0) && hi_t < 8)
+    throw InputError(
+        "recipe 'lm_logits': bf16_max_rows, tie_rows and nan_rows need at least 8 unmasked columns");
   std::vector<uint8_t> kind(static_cast<size_t>(R), kNone);
   pick(kind, a.all_masked_rows, R / 7, kAllMasked);
   pick(kind, a.neg_inf_target_rows, R / 5, kNegInfTarget);
   pick(kind, a.bf16_max_rows, R / 3, kBf16Max);
   pick(kind, a.tie_rows, R / 2, kTie);
+  pick(kind, a.nan_rows, R / 9, kNan);
 
   HostTensor& x = io.output("logits");
   HostTensor& t = io.output("target");
@@ -141,6 +145,9 @@ void make_logits(const CommonParams& p, const LogitsArgs& a, RecipeIO& io) {
           for (float& f : row) f = std::min(f, 8.0f);
           break;
         }
+        case kNan:
+          row[(y + 6) % hi_t] = std::numeric_limits<float>::quiet_NaN();
+          break;
         default:
           break;
       }
@@ -165,8 +172,10 @@ void make_stats(const CommonParams& p, RecipeIO& io) {
   auto* m = reinterpret_cast<float*>(mt.bytes.data());
   auto* d = reinterpret_cast<float*>(dt.bytes.data());
   const double inf = std::numeric_limits<double>::infinity();
+  const bool bf16 = x.dtype == isa::DType::BF16;
   parallel_rows(R, io.threads(), [&](int64_t r0, int64_t r1) {
     std::vector<float> row(static_cast<size_t>(V));
+    Bf16Memo<double> memo;
     for (int64_t r = r0; r < r1; ++r) {
       logits_row(x, r, row.data());
       const float* xr = row.data();
@@ -178,9 +187,17 @@ void make_stats(const CommonParams& p, RecipeIO& io) {
       }
       if (nan) mx = std::numeric_limits<double>::quiet_NaN();
       const double s = mx == -inf ? 0.0 : mx;
+      // FP64 exp of every logit (each distinct BF16 value's once): the reference statistic, rounded once to
+      // FP32 below.
       double sum = 0;
-      for (int64_t j = 0; j < V; ++j) sum += std::exp(static_cast<double>(xr[j]) - s);
-      // (FP64 exp of every logit: the reference statistic, rounded once to FP32 below.)
+      if (bf16) {
+        const auto* xb = reinterpret_cast<const uint16_t*>(x.bytes.data()) + r * V;
+        memo.next_row();
+        const auto f = [s](uint16_t b) { return std::exp(static_cast<double>(num::bf16_to_f32(b)) - s); };
+        for (int64_t j = 0; j < V; ++j) sum += memo.get(xb[j], f);
+      } else {
+        for (int64_t j = 0; j < V; ++j) sum += std::exp(static_cast<double>(xr[j]) - s);
+      }
       m[r] = static_cast<float>(mx);
       d[r] = static_cast<float>(sum);
     }
@@ -192,7 +209,7 @@ Recipe<P> logits_recipe() {
   return make_recipe<P, LogitsArgs>(
       "lm_logits",
       "logits N(mean, std^2) and targets together, with masked (-inf) vocabulary columns or prefixes, all "
-      "-inf rows, -inf target logits, BF16-maximum logits, argmax ties and ignored targets",
+      "-inf rows, -inf target logits, BF16-maximum logits, argmax ties, NaN logits and ignored targets",
       [](const P&) {
         return std::vector<std::string>{"logits", "target"};
       },

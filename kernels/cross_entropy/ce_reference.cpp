@@ -31,8 +31,10 @@ struct RowStats {
   bool nan = false;
 };
 
-// e (optional, V values) receives exp(x_i - shift), the terms of the sum.
-RowStats row_stats(const float* x, int64_t V, double* e = nullptr) {
+// e (optional, V values) receives exp(x_i - shift), the terms of the sum. bits (optional): the row as BF16
+// bits (x their exact FP32 values), to take each distinct value's exp once from `memo`.
+RowStats row_stats(const float* x, int64_t V, double* e = nullptr, const uint16_t* bits = nullptr,
+                   Bf16Memo<double>* memo = nullptr) {
   RowStats r;
   double best = -kInf;
   for (int64_t i = 0; i < V; ++i) {
@@ -49,10 +51,20 @@ RowStats row_stats(const float* x, int64_t V, double* e = nullptr) {
   }
   r.m = r.nan ? std::numeric_limits<double>::quiet_NaN() : best;
   const double s = shift_of(r.m);
-  for (int64_t i = 0; i < V; ++i) {
-    const double t = std::exp(static_cast<double>(x[i]) - s);
-    if (e != nullptr) e[i] = t;
-    r.d += t;
+  if (bits != nullptr && memo != nullptr) {
+    memo->next_row();
+    const auto f = [s](uint16_t b) { return std::exp(static_cast<double>(num::bf16_to_f32(b)) - s); };
+    for (int64_t i = 0; i < V; ++i) {
+      const double t = memo->get(bits[i], f);
+      if (e != nullptr) e[i] = t;
+      r.d += t;
+    }
+  } else {
+    for (int64_t i = 0; i < V; ++i) {
+      const double t = std::exp(static_cast<double>(x[i]) - s);
+      if (e != nullptr) e[i] = t;
+      r.d += t;
+    }
   }
   if (r.nan) r.sx = r.m;
   return r;
@@ -60,6 +72,12 @@ RowStats row_stats(const float* x, int64_t V, double* e = nullptr) {
 
 bool is_valid(int32_t t, const CommonParams& p) {
   return t != p.ignore_idx;
+}
+
+// Row r of BF16 logits as bits, or null for FP32 logits.
+const uint16_t* bf16_row(const tensor::HostTensor& logits, int64_t r) {
+  if (logits.dtype != isa::DType::BF16) return nullptr;
+  return reinterpret_cast<const uint16_t*>(logits.bytes.data()) + r * logits.shape[1];
 }
 
 }  // namespace
@@ -102,9 +120,10 @@ FwdReference fwd_reference(const tensor::HostTensor& x, const std::vector<int32_
   const double ls = p.label_smoothing;
   parallel_rows(R, threads, [&](int64_t r0, int64_t r1) {
     std::vector<float> row(static_cast<size_t>(V));
+    Bf16Memo<double> memo;
     for (int64_t i = r0; i < r1; ++i) {
       logits_row(x, i, row.data());
-      const RowStats st = row_stats(row.data(), V);
+      const RowStats st = row_stats(row.data(), V, nullptr, bf16_row(x, i), &memo);
       r.row_max[i] = st.m;
       r.row_sumexp[i] = st.d;
       r.argmax[i] = st.argmax;
@@ -141,15 +160,19 @@ std::vector<double> grad_reference(const tensor::HostTensor& x, const std::vecto
   const double ls = p.label_smoothing, eps = ls / static_cast<double>(V);
   parallel_rows(r1 - r0, threads, [&](int64_t a, int64_t b) {
     std::vector<float> row(static_cast<size_t>(V));
+    Bf16Memo<double> memo;
     for (int64_t i = r0 + a; i < r0 + b; ++i) {
       double* out = &g[(i - r0) * V];
       const int32_t t = target[i];
+      logits_row(x, i, row.data());
+      // out holds exp(x - shift) for the loop below.
+      const RowStats st = row_stats(row.data(), V, out, bf16_row(x, i), &memo);
       if (!is_valid(t, p)) {
-        std::fill(out, out + V, 0.0);
+        // PyTorch's softmax backward with a zero upstream gradient: 0 for a finite row maximum, NaN for a
+        // row holding NaN or +Inf and for an all -inf row (their softmax is NaN).
+        std::fill(out, out + V, std::isfinite(st.m) ? 0.0 : std::numeric_limits<double>::quiet_NaN());
         continue;
       }
-      logits_row(x, i, row.data());
-      const RowStats st = row_stats(row.data(), V, out);  // out holds exp(x - shift) for the loop below
       const double gc = static_cast<double>(grad_output.size() == 1 ? grad_output[0] : grad_output[i]) * c;
       for (int64_t j = 0; j < V; ++j) {
         const double sm = out[j] / st.d;
@@ -183,30 +206,47 @@ std::vector<uint16_t> emulate_grad_bf16(const tensor::HostTensor& x, const std::
   std::vector<uint16_t> out(static_cast<size_t>(R * V));
   parallel_rows(R, threads, [&](int64_t r0, int64_t r1) {
     std::vector<float> row(static_cast<size_t>(V));
+    Bf16Memo<uint16_t> memo;
     for (int64_t i = r0; i < r1; ++i) {
-      logits_row(x, i, row.data());
+      const uint16_t* xb = bf16_row(x, i);
+      if (xb == nullptr) logits_row(x, i, row.data());
       // ce_lib.cpp row_factors, operation by operation.
       const float m = row_max[i], d = row_sumexp[i];
       const float s = alu(AluOp::NotEqual, m, -inf) != 0.f ? m : 0.0f;
       const float nb = alu(AluOp::Multiply, s, -1.0f);
       const float valid =
           alu(AluOp::NotEqual, static_cast<float>(target[i]), static_cast<float>(p.ignore_idx));
-      const float b = valid != 0.f ? nb : -inf;
+      const float b = valid != 0.f ? nb : alu(AluOp::Add, alu(AluOp::Multiply, m, 0.0f), -inf);
       const float gi = scalar ? g_scalar : grad_output[i];
       const float gc = valid != 0.f ? alu(AluOp::Multiply, gi, c) : 0.0f;
       const float gcd = valid != 0.f ? alu(AluOp::Multiply, gc, alu(AluOp::Divide, 1.0f, d)) : 0.0f;
       const float h = alu(AluOp::Multiply, gc, cs.neg_eps);
       const float hy = alu(AluOp::Add, h, alu(AluOp::Multiply, gc, -cs.one_minus_ls));
       const int64_t y = valid != 0.f ? target[i] : -1;
-      // q = exp(x * 1 + b) (act_f32's Exp), q * gcd, + h (hy at the target), rounded to BF16: whole-row ALU
-      // loops, element for element the same operations.
+      // q = exp(x * 1 + b) (act_f32's Exp), q * gcd, + h (hy at the target), rounded to BF16.
+      uint16_t* o = &out[i * V];
+      if (xb != nullptr) {
+        // BF16 logits: every element but the target is a function of its logit's bits, taken once per
+        // distinct value of the row.
+        memo.next_row();
+        const auto f = [&](uint16_t bits) {
+          const float q = std::exp(num::bf16_to_f32(bits) * 1.0f + b);
+          return num::f32_to_bf16(alu(AluOp::Add, alu(AluOp::Multiply, q, gcd), h));
+        };
+        for (int64_t j = 0; j < V; ++j) o[j] = memo.get(xb[j], f);
+        if (y >= 0 && y < V) {
+          const float q = std::exp(num::bf16_to_f32(xb[y]) * 1.0f + b);
+          o[y] = num::f32_to_bf16(alu(AluOp::Add, alu(AluOp::Multiply, q, gcd), hy));
+        }
+        continue;
+      }
+      // FP32 logits: whole-row ALU loops, element for element the same operations.
       float* q = row.data();
       for (int64_t j = 0; j < V; ++j) q[j] = std::exp(q[j] * 1.0f + b);
       isa::alu_f32_row(AluOp::Multiply, q, gcd, false, static_cast<size_t>(V));
       const float qy = y >= 0 && y < V ? q[y] : 0.0f;
       isa::alu_f32_row(AluOp::Add, q, h, false, static_cast<size_t>(V));
       if (y >= 0 && y < V) q[y] = alu(AluOp::Add, qy, hy);
-      uint16_t* o = &out[i * V];
       for (int64_t j = 0; j < V; ++j) o[j] = num::f32_to_bf16(q[j]);
     }
   });

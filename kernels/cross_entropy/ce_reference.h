@@ -5,7 +5,8 @@
 //    m = -inf, d = sum exp(x - s), lse = s + log d, loss = lse - (1 - ls) x_y - (ls / V) sum x (0 for ignored
 //    rows), argmax the lowest index of the maximum; gradient gc (softmax - (1 - ls)[i = y] - ls / V) with
 //    gc = g c (0 for ignored rows). An all -inf row gives NaN (loss and gradient), a -inf target logit +Inf
-//    loss, as in PyTorch.
+//    loss, as in PyTorch. An ignored row's gradient is 0, or NaN when its maximum is not finite (a NaN or
+//    +Inf logit, or all -inf), as PyTorch's softmax backward gives.
 //  - The kernel's own BF16 gradient, bit for bit: the same FP32 operations in the same order, through the
 //    ALU and activation functions the simulator executes (sim/isa/alu.h), so the MXFP8 outputs can be
 //    checked byte for byte against num::quantize of it.
@@ -14,6 +15,7 @@
 // Work is split over host threads by rows; results do not depend on the thread count.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -22,6 +24,35 @@
 #include "sim/tensor/host_tensor.h"
 
 namespace trnsim::kernels::ce {
+
+// A per-thread memo of a row's values as a function of a BF16 logit's bits: a BF16 row of V ~ 10^5 logits
+// holds a few thousand distinct values, so the exps (the references' main cost) are computed once per
+// distinct value and row. Stamps mark the entries of the current row, so nothing is cleared between rows.
+template <class T>
+class Bf16Memo {
+ public:
+  Bf16Memo() : val_(65536), stamp_(65536, 0) {}
+  void next_row() {
+    if (++gen_ == 0) {  // wrapped: stamps of 2^32 rows ago would look current
+      std::fill(stamp_.begin(), stamp_.end(), 0u);
+      gen_ = 1;
+    }
+  }
+  // The value of `bits` in this row, computed by f(bits) on first use.
+  template <class F>
+  T get(uint16_t bits, F&& f) {
+    if (stamp_[bits] != gen_) {
+      val_[bits] = f(bits);
+      stamp_[bits] = gen_;
+    }
+    return val_[bits];
+  }
+
+ private:
+  std::vector<T> val_;
+  std::vector<uint32_t> stamp_;
+  uint32_t gen_ = 0;
+};
 
 // Row r of logits [rows, V] (bfloat16 or float32) as FP32 into out[0, V) (exact).
 void logits_row(const tensor::HostTensor& logits, int64_t r, float* out);

@@ -11,7 +11,8 @@
 //     blocks holding its target (the rowwise block of 32 columns and the columnwise block of 32 rows) are
 //     recomputed from gathered logits with the correction and written over the first result (data bytes
 //     and scale byte) by indirect DMA.
-// Rows with an ignored target have b = -inf and gcd = h = 0: a zero gradient row.
+// Rows with an ignored target have b = -inf and gcd = h = 0: a zero gradient row (b = NaN, a NaN row, when
+// their row_max is not finite, as PyTorch).
 //
 // MXFP8, quantize_rule te (natural layout: row r on partition r % 128): keys and the rowwise max-reduce on
 // the BF16 tile; PE transposes of the BF16 tile and of its keys per 128 x 128 block; the columnwise
@@ -633,6 +634,11 @@ void bwd_kernel(Kernel& k, const BwdParams& bp) {
   if (trn3 && !mx)
     throw InputError(
         fmt::format("{}: parameter 'quantize_rule': trn3 applies to an MXFP8 grad_quantizer", kName));
+  if (bp.scale_layout == ScaleLayout::Swizzled && !mx)
+    throw InputError(fmt::format(
+        "{}: parameter 'scale_layout': swizzled applies to an MXFP8 grad_quantizer (grad_quantizer none "
+        "writes no scales)",
+        kName));
   if (trn3 && k.generation() != Generation::Trn3)
     throw InputError(fmt::format(
         "{}: parameter 'quantize_rule': trn3 uses quantize_mx, which exists on Trn3 only", kName));

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "sim/base/error.h"
@@ -61,6 +64,40 @@ uint8_t block_contiguous(const In* v, uint8_t* out) {
   return s;
 }
 
+// FP8 codes of every BF16 value times 2^(127 - s), one 64 KiB table per scale byte s, built on first use. For
+// large BF16 arrays a lookup replaces each element's multiply and encoding; the tables hold exactly those
+// results, so the bytes are the same.
+template <Fp8Format F>
+class Bf16Fp8Tables {
+ public:
+  const uint8_t* get(uint8_t s) {
+    std::unique_ptr<uint8_t[]>& t = tables_[s];
+    if (!t) {
+      t = std::make_unique<uint8_t[]>(65536);
+      const float mult = e8m0_rcp_f32(s);
+      for (uint32_t b = 0; b < 65536; ++b)
+        t[b] = detail::f32_to_fp8_satfinite<F>(bf16_to_f32(static_cast<uint16_t>(b)) * mult);
+    }
+    return t.get();
+  }
+
+ private:
+  std::array<std::unique_ptr<uint8_t[]>, 256> tables_;
+};
+
+// Elements per thread from which the tables pay for themselves (a table costs 65536 encodings).
+constexpr int64_t kTableElements = int64_t{1} << 22;
+
+template <Fp8Format F, ScaleRule R>
+uint8_t block_table(const uint16_t* v, uint8_t* out, Bf16Fp8Tables<F>& tables) {
+  uint32_t key = 0;
+  for (int i = 0; i < kMxBlock; ++i) key = std::max(key, abs_key<R>(bf16_to_f32(v[i])));
+  const uint8_t s = mx_scale_byte(key, F, R);
+  const uint8_t* t = tables.get(s);
+  for (int i = 0; i < kMxBlock; ++i) out[i] = t[v[i]];
+  return s;
+}
+
 // Runs fn(begin, end) over [0, units) split into at most `threads` contiguous chunks.
 template <class Fn>
 void parallel_for(int64_t units, int threads, Fn fn) {
@@ -76,6 +113,34 @@ void parallel_for(int64_t units, int threads, Fn fn) {
   for (auto& th : pool) th.join();
 }
 
+// col_blocks for large BF16 arrays: the elements by table lookup (one table pointer per column).
+template <Fp8Format F, ScaleRule R>
+void col_blocks_table(const uint16_t* x, const int64_t cols, uint8_t* data, uint8_t* scales, int64_t b0,
+                      int64_t b1, uint32_t* kp) {
+  Bf16Fp8Tables<F> tables;
+  std::vector<const uint8_t*> table(static_cast<size_t>(cols));
+  const uint8_t** const tp = table.data();
+  for (int64_t rb = b0; rb < b1; ++rb) {
+    std::fill(kp, kp + cols, 0u);
+    const uint16_t* blk = x + rb * kMxBlock * cols;
+    uint8_t* out = data + rb * kMxBlock * cols;
+    for (int i = 0; i < kMxBlock; ++i) {
+      const uint16_t* row = blk + i * cols;
+      for (int64_t c = 0; c < cols; ++c) kp[c] = std::max(kp[c], abs_key<R>(bf16_to_f32(row[c])));
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint8_t s = mx_scale_byte(kp[c], F, R);
+      scales[rb * cols + c] = s;
+      tp[c] = tables.get(s);
+    }
+    for (int i = 0; i < kMxBlock; ++i) {
+      const uint16_t* row = blk + i * cols;
+      uint8_t* orow = out + i * cols;
+      for (int64_t c = 0; c < cols; ++c) orow[c] = tp[c][row[c]];
+    }
+  }
+}
+
 // Col axis, block-rows [b0, b1): 32 rows at a time, all columns at once (row-contiguous, vectorizable).
 // A free function with plain locals, so the uint8_t stores cannot alias the loop bounds.
 template <Fp8Format F, ScaleRule R, class In>
@@ -84,6 +149,12 @@ void col_blocks(const In* x, const int64_t cols, uint8_t* data, uint8_t* scales,
   std::vector<float> mult(static_cast<size_t>(cols));
   uint32_t* const kp = key.data();
   float* const mp = mult.data();
+  if constexpr (std::is_same_v<In, uint16_t>) {
+    if ((b1 - b0) * kMxBlock * cols >= kTableElements) {
+      col_blocks_table<F, R>(x, cols, data, scales, b0, b1, kp);
+      return;
+    }
+  }
   for (int64_t rb = b0; rb < b1; ++rb) {
     std::fill(key.begin(), key.end(), 0u);
     const In* blk = x + rb * kMxBlock * cols;
@@ -111,6 +182,17 @@ void quantize_impl(const In* x, int64_t rows, int64_t cols, MxAxis axis, uint8_t
   if (axis == MxAxis::Row) {
     const int64_t nb = cols / kMxBlock;
     parallel_for(rows, threads, [=](int64_t r0, int64_t r1) {
+      if constexpr (std::is_same_v<In, uint16_t>) {
+        if ((r1 - r0) * cols >= kTableElements) {
+          Bf16Fp8Tables<F> tables;
+          for (int64_t r = r0; r < r1; ++r)
+            for (int64_t b = 0; b < nb; ++b) {
+              const int64_t off = r * cols + b * kMxBlock;
+              scales[r * nb + b] = block_table<F, R>(x + off, data + off, tables);
+            }
+          return;
+        }
+      }
       for (int64_t r = r0; r < r1; ++r)
         for (int64_t b = 0; b < nb; ++b) {
           const int64_t off = r * cols + b * kMxBlock;

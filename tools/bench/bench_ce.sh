@@ -5,7 +5,7 @@
 #  2. for every shipped backward shape, the simulated time, HBM roofline and ratio of the fused MXFP8 path
 #     (the _mxfp8 workload), the unfused one (--set params.fused=never: BF16 gradient to HBM, then quantize),
 #     the BF16 gradient (the _bf16 twin) and the Trn3 rule (--set params.quantize_rule=trn3), all with
-#     --no-numerics;
+#     --no-numerics; then the same for the forward workloads;
 #  3. with BYTES=on, for the 4096-row shapes: how many output bytes the Trn3 rule changes against the TE rule
 #     (both runs with numerics; slow: two full runs per shape).
 # A script that prints figures, not a timed test: on a shared machine compare CPU seconds, not wall seconds.
@@ -75,6 +75,15 @@ for f in "$dir"/*_ce_mxfp8_[0-9]*.json "$dir"/*_ce_mxfp8_masked_*.json; do
   fi
   printf '  %-22s %8.3f %-8s | %8.3f (%5.2fx)      | %8.3f (%5.2fx)      | %s      | %8.3f (%5.2fx)\n' \
     "${name/_ce_mxfp8/}" "$rf" "" "$tf" "$qf" "$tu" "$qu" "$bf" "$tt" "$qt"
+done
+
+echo
+echo "== forward (cross_entropy_fwd), simulated time (ms) against the HBM roofline, --no-numerics"
+for f in "$dir"/*_ce_fwd_*.json; do
+  [[ -e $f ]] || continue
+  run fwd "$f" --no-numerics
+  read -r tf rf qf <<< "$(sim fwd)"
+  printf '  %-22s %8.3f          | %8.3f (%5.2fx)\n' "$(basename "$f" .json)" "$rf" "$tf" "$qf"
 done
 
 [[ ${BYTES:-off} == on ]] || exit 0

@@ -135,6 +135,34 @@ TEST_CASE("cross_entropy: all -inf rows give NaN (loss and gradient), a -inf tar
   CHECK(nan_rows == 3);
 }
 
+TEST_CASE("cross_entropy_bwd: a NaN logit makes its row NaN, ignored or not, as PyTorch's softmax backward",
+          "[kernels][cross_entropy]") {
+  // 3 rows with one NaN logit among 256; all targets ignored, then none. PyTorch gives a NaN gradient row
+  // either way (an ignored row's softmax backward is NaN x 0); the FP64 reference agrees, so the checks pass.
+  for (double ignore : {1.0, 0.0}) {
+    const json args = {{"seed", 21}, {"nan_rows", 3}, {"ignore_fraction", ignore}};
+    for (const char* q : {"none", "mxfp8_e4m3"}) {
+      const CeRun b =
+          run_ce("cross_entropy_bwd", {{"rows", 256}, {"V", 1024}, {"grad_quantizer", q}}, bwd_inputs(args));
+      INFO("ignore_fraction " << ignore << ", grad_quantizer " << q);
+      CHECK(b.all_pass());
+      if (std::string(q) != "none") continue;
+      int nan_rows = 0;
+      for (int64_t i = 0; i < 256; ++i) {
+        int n = 0, zero = 0;
+        for (int64_t j = 0; j < 1024; ++j) {
+          n += std::isnan(f32(b.out("input_grad"), i * 1024 + j));
+          zero += b.bf16("input_grad", i * 1024 + j) == 0;
+        }
+        CHECK((n == 0 || n == 1024));
+        nan_rows += n == 1024;
+        if (ignore == 1.0 && n == 0) CHECK(zero == 1024);
+      }
+      CHECK(nan_rows == 3);
+    }
+  }
+}
+
 TEST_CASE("cross_entropy: an all-ignored batch with reduce_loss gives loss 0 and a zero gradient, no NaN",
           "[kernels][cross_entropy]") {
   const json args = {{"seed", 7}, {"ignore_fraction", 1.0}};
@@ -340,6 +368,11 @@ TEST_CASE("cross_entropy_bwd rejects shapes and parameters it cannot honour, nam
   CHECK_THROWS_WITH(
       run_ce("cross_entropy_bwd", {{"rows", 128}, {"V", 512}, {"quantize_rule", "trn3"}}, bwd_inputs(kPlain)),
       Catch::Contains("parameter 'quantize_rule': trn3 applies to an MXFP8 grad_quantizer"));
+  CHECK_THROWS_WITH(
+      run_ce("cross_entropy_bwd", {{"rows", 128}, {"V", 512}, {"scale_layout", "swizzled"}},
+             bwd_inputs(kPlain)),
+      Catch::Contains("kernel 'cross_entropy_bwd': parameter 'scale_layout': swizzled applies to an MXFP8 "
+                      "grad_quantizer (grad_quantizer none writes no scales)"));
   CHECK_THROWS_WITH(
       run_ce("cross_entropy_fwd", {{"rows", 128}, {"V", 512}, {"chunk", 200}},
              {{"gen", {{"recipe", "lm_logits"}}}}),

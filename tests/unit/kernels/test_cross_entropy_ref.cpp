@@ -93,3 +93,23 @@ TEST_CASE("cross entropy emulation: the kernel's BF16 gradient of a two-column r
   CHECK(ref[1] == 0.5);
   CHECK(ref[2] == 0.0);
 }
+
+TEST_CASE("cross entropy references: an ignored row holding NaN is a NaN gradient row, as PyTorch",
+          "[kernels][cross_entropy]") {
+  // Both rows ignored. Row 0 holds a NaN (forward row_max NaN): PyTorch's softmax backward multiplies the
+  // NaN softmax by the zero upstream gradient, a NaN row; the emulation (b = m * 0 - inf = NaN) and the FP64
+  // reference agree. Row 1 is finite: +0 exactly.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const tensor::HostTensor x = bf16_logits({{0, nan}, {1, 2}});
+  const std::vector<uint16_t> g =
+      emulate_grad_bf16(x, {-100, -100}, {nan, 2}, {nan, 1.3f}, {1.0f}, params(2, 2), 1);
+  CHECK(std::isnan(num::bf16_to_f32(g[0])));
+  CHECK(std::isnan(num::bf16_to_f32(g[1])));
+  CHECK(g[2] == 0x0000);
+  CHECK(g[3] == 0x0000);
+  const std::vector<double> ref = grad_reference(x, {-100, -100}, {1.0f}, params(2, 2), 0, 2, 1);
+  CHECK(std::isnan(ref[0]));
+  CHECK(std::isnan(ref[1]));
+  CHECK(ref[2] == 0.0);
+  CHECK(ref[3] == 0.0);
+}

@@ -336,6 +336,29 @@ TEST_CASE("bf16 input path equals the float path; threads do not change bytes", 
       }
 }
 
+TEST_CASE("large bf16 arrays (the table path) equal the float path, every rule, both axes",
+          "[numerics][mx]") {
+  // 2048 x 2048 BF16 values (2^22, the size from which one thread builds per-scale tables): every bit pattern
+  // (NaN, Inf, subnormals, both signs) in the first 32 rows, then random patterns over the whole range.
+  const int64_t rows = 2048, cols = 2048;
+  std::mt19937 gen(7);
+  std::vector<uint16_t> xb(rows * cols);
+  for (size_t i = 0; i < xb.size(); ++i) xb[i] = i < 65536 ? static_cast<uint16_t>(i) : gen() & 0xFFFF;
+  std::vector<float> xf(rows * cols);
+  for (size_t i = 0; i < xb.size(); ++i) xf[i] = bf16_to_f32(xb[i]);
+  const size_t ns = static_cast<size_t>(rows * cols / 32);
+  for (MxAxis axis : {MxAxis::Row, MxAxis::Col})
+    for (Fp8Format fmt : {Fp8Format::E4M3FN, Fp8Format::E5M2})
+      for (ScaleRule rule : {ScaleRule::Trn3, ScaleRule::Ocp, ScaleRule::Te}) {
+        INFO(rule_str(rule) << " axis " << static_cast<int>(axis));
+        std::vector<uint8_t> d1(rows * cols), s1(ns), d(rows * cols), s(ns);
+        quantize(xf.data(), rows, cols, axis, fmt, rule, d1.data(), s1.data(), 1);
+        quantize(xb.data(), rows, cols, axis, fmt, rule, d.data(), s.data(), 1);
+        CHECK(d == d1);
+        CHECK(s == s1);
+      }
+}
+
 TEST_CASE("quantize input errors", "[numerics][mx]") {
   std::vector<float> x(64 * 64);
   std::vector<uint8_t> d(64 * 64), s(64 * 64);
