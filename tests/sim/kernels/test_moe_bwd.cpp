@@ -16,6 +16,7 @@
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
 #include "sim/numerics/float_formats.h"
+#include "sim/tensor/input_source.h"
 #include "tests/sim/kernels/test_matmul_mxfp8_util.h"
 #include "tests/sim/kernels/test_moe_fwd_util.h"
 
@@ -527,6 +528,63 @@ TEST_CASE("moe bwd: pre-quantized weights with packed scales over several K tile
   q["down_weight_scales"] = npy_input("bwd_sd2", io::NpyDType::U8, {E, 128, I}, s2.data());
   expect_pass(run_bwd(
       small({{"I_TP", I}, {"gate_up_weight_scales", {E, 128, H}}, {"down_weight_scales", {E, 128, I}}}), q));
+}
+
+TEST_CASE("moe bwd: the prequantized_weights recipe makes quantize_mx's bytes of the generator's weights") {
+  // Gate/up [E, H, 2I] quantized along 2I = 512, down [E, I, H] along H = 512: one 512-row K tile each, so
+  // packed and unpacked scales have the same shape [E, 128, F] and differ in where each scale sits.
+  const int64_t E = 4, H = 512, I = 256;
+  const auto gen = [&](int64_t seed, const std::vector<int64_t>& shape) {
+    const tensor::HostTensor t = tensor::generate(
+        tensor::parse_generator({{"generator", "uniform"}, {"seed", seed}, {"low", -0.05}, {"high", 0.05}},
+                                "test"),
+        isa::DType::BF16, shape, 1);
+    std::vector<uint16_t> v(static_cast<size_t>(t.elements()));
+    std::memcpy(v.data(), t.bytes.data(), 2 * v.size());
+    return v;
+  };
+  const auto wgu = gen(7, {E, H, 2, I}), wd = gen(8, {E, I, H});
+  json in = bwd_inputs();
+  in.erase("gate_up_proj_weight");
+  in.erase("down_proj_weight");
+  in["weights"] = {{"recipe", "prequantized_weights"},
+                   {"gate_up_seed", 7},
+                   {"down_seed", 8},
+                   {"low", -0.05},
+                   {"high", 0.05}};
+  for (bool packed : {true, false}) {
+    INFO("packed " << packed);
+    const json p = small({{"use_scale_packing", packed},
+                          {"gate_up_weight_scales", {E, 2 * I / 4, H}},
+                          {"down_weight_scales", {E, H / 4, I}}});
+    MoeRun r{prepare_bwd(p, in)};
+    r.inputs = workload::make_inputs(r.prepared);
+    Bytes d1, s1, d2, s2;
+    for (int64_t e = 0; e < E; ++e) {
+      const std::vector<uint16_t> ge(wgu.begin() + e * H * 2 * I, wgu.begin() + (e + 1) * H * 2 * I),
+          de(wd.begin() + e * I * H, wd.begin() + (e + 1) * I * H);
+      auto [a, b] =
+          prequantized({&ge, 2 * I, H, false}, num::QuantScheme::WrapX, num::Fp8Format::E4M3FN, packed);
+      auto [c, d] = prequantized({&de, H, I, false}, num::QuantScheme::WrapX, num::Fp8Format::E4M3FN, packed);
+      d1.insert(d1.end(), a.begin(), a.end()), s1.insert(s1.end(), b.begin(), b.end());
+      d2.insert(d2.end(), c.begin(), c.end()), s2.insert(s2.end(), d.begin(), d.end());
+    }
+    CHECK(r.inputs.at("gate_up_proj_weight").bytes == d1);
+    CHECK(r.inputs.at("gate_up_weight_scales").bytes == s1);
+    CHECK(r.inputs.at("down_proj_weight").bytes == d2);
+    CHECK(r.inputs.at("down_weight_scales").bytes == s2);
+    if (packed) expect_pass(run_bwd(p, in));
+  }
+  // Bounds that give no range are an error naming the recipe entry.
+  json bad = in;
+  bad["weights"]["low"] = 0.1;
+  bad["weights"]["high"] = 0.1;
+  const json p = small({{"gate_up_weight_scales", {E, 2 * I / 4, H}}, {"down_weight_scales", {E, H / 4, I}}});
+  const auto prepared = prepare_bwd(p, bad);
+  CHECK_THROWS_WITH(
+      workload::make_inputs(prepared),
+      Catch::EndsWith("inputs.weights (recipe 'prequantized_weights'): 'low' = 0.1 must be below "
+                      "'high' = 0.1"));
 }
 
 namespace {
