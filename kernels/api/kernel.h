@@ -68,6 +68,11 @@ struct BuildOptions {
   // Instructions a build may emit (both cores): a program of ~0.5 KB per instruction beyond this would
   // exhaust the host's memory, so the build stops with an InputError naming the kernel line instead.
   uint64_t max_instructions = 4'000'000;
+  // The values of the inputs a kernel's build reads (KernelPackage::build_reads: small integer tensors that
+  // bound an on-device loop, e.g. a token count), by input name, flattened. Absent: not known yet (the first
+  // build of a workload, whose tensor declarations say how to make the inputs), and the build emits the
+  // largest trip count.
+  std::map<std::string, std::vector<int64_t>> input_values{};
 };
 
 // The program plus which HBM tensors are the kernel's inputs and outputs (by name, in declaration order).

@@ -104,6 +104,14 @@ struct KernelPackage {
   std::function<void(Kernel&, const P&)> kernel;
   // ... or a full build (when the kernel plans first and may change the core count it was given).
   std::function<KernelBuild(const P&, const BuildOptions&)> build;
+  // Inputs whose values the build reads (BuildOptions::input_values), e.g. the count of a dynamic loop: the
+  // program holds that many iterations, as the device would run them. They must come from a generator or a
+  // .npy file (not a recipe). Unset: none.
+  std::function<std::vector<std::string>(const P&)> build_reads;
+  // Outputs the caller zeroes before the kernel runs, for parameters under which the kernel accumulates
+  // into them without zeroing them first (e.g. nkilib's skip_grad_initialization): `trnsim run`, the
+  // caller, sets them to zeros (the model starts every other output undefined). Unset: none.
+  std::function<std::vector<std::string>(const P&)> zeroed_outputs;
   // How each output is checked; unset or empty: no numerics report.
   std::function<std::vector<OutputCheck>(const P&)> checks;
   // FLOPs of the math the kernel computes (2 M N K per matmul), for the roofline; unset: the PE's FLOPs.
@@ -144,6 +152,10 @@ class BoundKernel {
   virtual std::optional<int> cores() const = 0;
   // Builds the program; options.num_programs is the core count decided by the caller.
   virtual KernelBuild build(const BuildOptions& options) const = 0;
+  // KernelPackage::build_reads (empty if unset).
+  virtual std::vector<std::string> build_reads() const = 0;
+  // KernelPackage::zeroed_outputs (empty if unset).
+  virtual std::vector<std::string> zeroed_outputs() const = 0;
   virtual std::vector<OutputCheck> checks() const = 0;
   virtual std::optional<double> useful_flops() const = 0;
   // The recipe called `name`: the inputs it fills and reads; nullopt if the kernel has no such recipe.
@@ -195,6 +207,12 @@ class BoundPackage final : public BoundKernel {
     const P& p = p_;
     const auto& fn = pkg().kernel;
     return build_program([&](Kernel& k) { fn(k, p); }, options);
+  }
+  std::vector<std::string> build_reads() const override {
+    return pkg().build_reads ? pkg().build_reads(p_) : std::vector<std::string>{};
+  }
+  std::vector<std::string> zeroed_outputs() const override {
+    return pkg().zeroed_outputs ? pkg().zeroed_outputs(p_) : std::vector<std::string>{};
   }
   std::vector<OutputCheck> checks() const override {
     return pkg().checks ? pkg().checks(p_) : std::vector<OutputCheck>{};

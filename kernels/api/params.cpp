@@ -79,8 +79,10 @@ nlohmann::json check_param_value(const std::string& context, const ParamSpec& p,
       const std::string what =
           "a list of integers" + (p.min || p.max ? " each" + range_str(p) : std::string());
       if (!v.is_array() || v.empty()) throw bad(what);
-      for (const auto& e : v)
-        if (!e.is_number_integer() || !in_range(p, e.get<double>())) throw bad(what);
+      for (size_t i = 0; i < v.size(); ++i)
+        if (!v[i].is_number_integer() || !in_range(p, v[i].get<double>()))
+          throw InputError(fmt::format("{}: parameter '{}[{}]': expected an integer{}, got {}", context, name,
+                                       i, range_str(p), json_excerpt(v[i])));
       return v;
     }
     case ParamType::Object:

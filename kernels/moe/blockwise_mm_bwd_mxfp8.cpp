@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,6 +19,8 @@
 #include "kernels/moe/moe_common.h"
 #include "kernels/ref/metrics.h"
 #include "sim/base/error.h"
+#include "sim/numerics/scale_layout.h"
+#include "sim/tensor/input_source.h"
 
 namespace trnsim::kernels {
 namespace {
@@ -132,6 +135,74 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
   }
 }
 
+// The pre-quantized weights recipe: BF16 weights drawn U(low, high) by the workload generator in the
+// backward's BF16 layouts (gate/up [E, H, 2, I_TP] from gate_up_seed, down [E, I_TP, H] from down_seed: the
+// values a BF16-weight workload with those generators reads), each expert quantized on the host as
+// quantize_mx quantizes it on chip: along the contraction of the phase that reads it (gate/up along 2*I_TP
+// for Phase 2, down along H for Phase 1), in that phase's quant_scheme interleave and scale packing.
+struct PrequantArgs {
+  int64_t gate_up_seed = 2, down_seed = 3;
+  double low = -0.1, high = 0.1;
+  static void describe(Schema<PrequantArgs>& s) {
+    s.add(&PrequantArgs::gate_up_seed, "gate_up_seed", "seed of the uniform BF16 gate/up weights", 2);
+    s.add(&PrequantArgs::down_seed, "down_seed", "seed of the uniform BF16 down weights", 3);
+    s.add(&PrequantArgs::low, "low", "lower bound of the uniform weights", -0.1);
+    s.add(&PrequantArgs::high, "high", "upper bound of the uniform weights (exclusive)", 0.1);
+  }
+};
+
+std::vector<std::string> prequant_names(const BwdParams& p) {
+  std::vector<std::string> v;
+  if (p.gate_up_weight_scales) v.insert(v.end(), {"gate_up_proj_weight", "gate_up_weight_scales"});
+  if (p.down_weight_scales) v.insert(v.end(), {"down_proj_weight", "down_weight_scales"});
+  return v;
+}
+
+void prequant_recipe(const BwdParams& p, const PrequantArgs& a, RecipeIO& io) {
+  if (!(a.low < a.high)) throw InputError(fmt::format("'low' = {} must be below 'high' = {}", a.low, a.high));
+  const int64_t E = p.E, H = p.H, I = p.I_TP;
+  const num::QuantScheme qs = p.quant_scheme();
+  // One weight: BF16 [E, ...] drawn, then per expert the logical [K, F] (element (k, f) at kf(k, f) of the
+  // expert's BF16 values) swizzled, quantized and its scales laid out as the phase reads them.
+  const auto make = [&](int64_t seed, const std::vector<int64_t>& shape, int64_t K, int64_t F,
+                        const std::function<int64_t(int64_t, int64_t)>& kf, bool packed,
+                        const char* data_name, const char* scales_name) {
+    const tensor::HostTensor w = tensor::generate(
+        tensor::parse_generator({{"generator", "uniform"}, {"seed", seed}, {"low", a.low}, {"high", a.high}},
+                                "prequantized_weights"),
+        isa::DType::BF16, shape, io.threads());
+    tensor::HostTensor& data = io.output(data_name);
+    tensor::HostTensor& scales = io.output(scales_name);
+    const num::ScaleShape ss = num::trainium_scale_shape(K, F, packed);
+    const int64_t sb = static_cast<int64_t>(ss.size());
+    if (scales.elements() != E * sb)
+      throw InputError(fmt::format("'{}' holds {} scales per expert, the layout needs {}", scales_name,
+                                   scales.elements() / E, sb));
+    std::vector<uint16_t> logical(static_cast<size_t>(K * F)), sw(logical.size());
+    std::vector<uint8_t> compact(static_cast<size_t>(K / 32 * F)), tile(static_cast<size_t>(sb));
+    const auto* bits = reinterpret_cast<const uint16_t*>(w.bytes.data());
+    for (int64_t e = 0; e < E; ++e) {
+      const uint16_t* we = bits + e * K * F;
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t f = 0; f < F; ++f) logical[k * F + f] = we[kf(k, f)];
+      num::swizzle(logical.data(), K, F, qs, sw.data());
+      num::quantize_x4(sw.data(), K / 4, F, p.fp8, num::ScaleRule::Trn3, data.bytes.data() + e * K * F,
+                       compact.data());
+      std::fill(tile.begin(), tile.end(), uint8_t{0x7F});
+      num::scales_to_trainium(compact.data(), K, F, packed, 0, tile.data());
+      std::copy(tile.begin(), tile.end(), scales.bytes.begin() + e * sb);
+    }
+  };
+  if (p.gate_up_weight_scales)  // [E, H, 2I]: K = 2I (gate then up), F = H
+    make(
+        a.gate_up_seed, {E, H, 2, I}, 2 * I, H, [&](int64_t k, int64_t h) { return h * 2 * I + k; },
+        p.phase_scale_packing(2), "gate_up_proj_weight", "gate_up_weight_scales");
+  if (p.down_weight_scales)  // [E, I, H]: K = H, F = I
+    make(
+        a.down_seed, {E, I, H}, H, I, [&](int64_t h, int64_t i) { return i * H + h; },
+        p.phase_scale_packing(1), "down_proj_weight", "down_weight_scales");
+}
+
 // Indirect DMAs of one block, over both cores: every block emits the same ones (the affinity-gradient scatter
 // included: one per 128 slots), so a one-block build of the run's own plan, counted, gives them. `rows`: the
 // index entries over those that index the routing's slots (each such pass covers the block's slots once).
@@ -141,7 +212,7 @@ struct BlockDmas {
 BlockDmas block_dmas(const BwdParams& p) {
   const isa::Limits limits = default_limits(isa::Generation::Trn3);
   moe::BwdPlan f = moe::plan_bwd(p, limits);
-  f.N = 1;
+  f.N = f.run_blocks = 1;
   const KernelBuild b =
       build_program([&](Kernel& k) { moe::emit_bwd(k, p, f); }, {.limits = limits, .num_programs = f.cores});
   BlockDmas d;
@@ -156,16 +227,29 @@ BlockDmas block_dmas(const BwdParams& p) {
   return d;
 }
 
+// The count of the dense mode's dynamic block loop, when given.
+std::optional<int64_t> valid_count(const BwdParams& p, const BuildOptions& o) {
+  const auto it = o.input_values.find("num_valid_tokens");
+  if (!p.num_valid_tokens || it == o.input_values.end() || it->second.empty()) return std::nullopt;
+  return it->second[0];
+}
+
 std::vector<KernelStat> stats(const BwdParams& p, const Tensors& in) {
   std::vector<KernelStat> s = moe::routing_kernel_stats(routing_shape(p), in);
-  const int64_t N = p.N(), B = p.block_size;
+  const int64_t B = p.block_size;
+  // The blocks the loop runs: all N, or with num_valid_tokens the dynamic loop's ceil(count / B).
+  int64_t N = p.N(), valid = N * B;
+  if (p.num_valid_tokens && in.count("num_valid_tokens")) {
+    valid = std::clamp<int64_t>(in.at("num_valid_tokens").int_value(0), 0, p.T);
+    N = std::min(N, (valid + B - 1) / B);
+  }
   const double H = static_cast<double>(p.H), I = static_cast<double>(p.I_TP);
   const double G = static_cast<double>(B) / 128;
-  // Slots the indirect DMAs skip: -1 padding, or in dense mode the slots from num_valid_tokens on.
+  // Slots the indirect DMAs skip: -1 padding, or in dense mode the slots of the last block from
+  // num_valid_tokens on.
   int64_t skipped = 0;
   if (p.single_expert_dense) {
-    if (p.num_valid_tokens)
-      skipped = N * B - std::clamp<int64_t>(in.at("num_valid_tokens").int_value(0), 0, N * B);
+    if (p.num_valid_tokens) skipped = N * B - valid;
   } else if (p.skip()) {
     for (int32_t t : moe::int_values(in.at("token_position_to_id"))) skipped += t < 0;
   }
@@ -351,10 +435,22 @@ std::unique_ptr<KernelDef> blockwise_mm_bwd_mxfp8_kernel() {
   k.cores = [](const BwdParams& p) { return p.cores(); };
   k.cores_param = "run_with_lnc2";
   k.build = [](const BwdParams& p, const BuildOptions& options) {
-    const moe::BwdPlan f = moe::plan_bwd(p, options.limits);
+    const moe::BwdPlan f = moe::plan_bwd(p, options.limits, valid_count(p, options));
     BuildOptions o = options;
     o.num_programs = f.cores;
     return build_program([&](Kernel& kc) { moe::emit_bwd(kc, p, f); }, o);
+  };
+  // skip_grad_initialization: the caller zeroes the gradients (nkilib), and the kernel adds into them.
+  k.zeroed_outputs = [](const BwdParams& p) {
+    std::vector<std::string> v;
+    if (!p.skip_grad_initialization) return v;
+    v = {"hidden_states_grad", "expert_affinities_masked_grad", "gate_up_proj_weight_grad",
+         "down_proj_weight_grad"};
+    if (p.bias) v.insert(v.end(), {"gate_and_up_proj_bias_grad", "down_proj_bias_grad"});
+    return v;
+  };
+  k.build_reads = [](const BwdParams& p) {
+    return p.num_valid_tokens ? std::vector<std::string>{"num_valid_tokens"} : std::vector<std::string>{};
   };
   k.useful_flops = [](const BwdParams& p) {
     return static_cast<double>(p.T) * static_cast<double>(p.top_k) * 12.0 * static_cast<double>(p.H) *
@@ -386,6 +482,13 @@ std::unique_ptr<KernelDef> blockwise_mm_bwd_mxfp8_kernel() {
         return v;
       },
       checkpoint_recipe));
+  k.recipes.push_back(make_recipe<BwdParams, PrequantArgs>(
+      "prequantized_weights",
+      "pre-quantized weights (x4 data and E8M0 scales) for the weights whose *_weight_scales are set: BF16 "
+      "U(low, high) weights drawn in the BF16 layouts as the uniform generator draws them, quantized on the "
+      "host as quantize_mx quantizes them on chip, along the contraction of the phase that reads each "
+      "(gate/up along 2*I_TP, down along H), in its quant_scheme and scale packing",
+      prequant_names, nullptr, prequant_recipe));
   k.input_stats = stats;
   k.check_inputs = [](const BwdParams& p, const Tensors& in) {
     moe::check_routing_inputs(routing_shape(p), in);

@@ -181,6 +181,33 @@ OutputCheck checkpoint_check(const FwdParams& p, std::shared_ptr<RefCache> cache
   return c;
 }
 
+// down_proj_act_checkpoint [N, B, H] (AFFINITY_ON_H): the rows of the slots of the sampled output rows (the
+// slots whose down output the reference computes; padding slots that feed no row are not compared).
+OutputCheck down_checkpoint_check(const FwdParams& p, std::shared_ptr<RefCache> cache) {
+  OutputCheck c;
+  c.output = "down_proj_act_checkpoint";
+  c.run = [p, cache](const CheckContext& ctx) {
+    evaluate(*cache, p, ctx);
+    const tensor::HostTensor& out = ctx.output("down_proj_act_checkpoint");
+    const int64_t H = p.H;
+    ref::MetricsAccumulator e, q;
+    std::vector<float> k(static_cast<size_t>(H));
+    int64_t n = 0;
+    for (int64_t r : cache->rows)
+      for (int64_t s : cache->ref->slots_of_row(r)) {
+        const auto& v = cache->vals.at(s);
+        for (int64_t h = 0; h < H; ++h) k[h] = out.value(s * H + h);
+        e.add(k.data(), v[0].down.data(), H);
+        q.add(k.data(), v[1].down.data(), H);
+        ++n;
+      }
+    return tolerance_result("down_proj_act_checkpoint", out, e.finish(moe::kMoeTolerance.atol_factor),
+                            q.finish(moe::kMoeTolerance.atol_factor), true, moe::kMoeTolerance, n,
+                            p.N() * p.block_size);
+  };
+  return c;
+}
+
 std::vector<OutputCheck> checks(const FwdParams& p) {
   auto cache = std::make_shared<RefCache>();
   std::vector<OutputCheck> v{output_check(p, cache)};
@@ -193,6 +220,7 @@ std::vector<OutputCheck> checks(const FwdParams& p) {
   if (ck.save_gate_act) v.push_back(checkpoint_check(p, cache, "gate_act_checkpoint_T", {&SV::act}));
   if (ck.save_intermediate)
     v.push_back(checkpoint_check(p, cache, "intermediate_checkpoint_T", {&SV::inter}));
+  if (ck.save_down_proj_act) v.push_back(down_checkpoint_check(p, cache));
   return v;
 }
 
@@ -204,8 +232,9 @@ std::unique_ptr<KernelDef> blockwise_mm_fwd_mxfp8_kernel() {
   k.doc =
       "MXFP8 blockwise MoE forward on Trn3 (nkilib blockwise_mm_fwd_mxfp8): per block of block_size token "
       "slots of one expert, gather the tokens, gate/up GEMMs, clamps, SiLU(gate) * up * affinity "
-      "(AFFINITY_ON_I), down GEMM, scatter-add into output_hidden_states; writes the activation checkpoints "
-      "the backward reads. SHARD_ON_BLOCK over the LNC2 pair";
+      "(AFFINITY_ON_I; AFFINITY_ON_H: the down output times the affinity), down GEMM, scatter-add into "
+      "output_hidden_states; writes the activation checkpoints the backward reads. SHARD_ON_BLOCK over the "
+      "LNC2 pair";
   k.cores = [](const FwdParams& p) { return p.cores(); };
   k.cores_param = "run_with_lnc2";
   k.build = [](const FwdParams& p, const BuildOptions& options) {

@@ -119,9 +119,16 @@ mxfp8::Operand gathered_rows(const char* name, const char* f_name) {
   return o;
 }
 
+// The parameter that decides phase n's scale packing: its own enable_scale_packing, else the top-level one.
+std::string packing_key(const BwdParams& p, int phase) {
+  const auto& c = p.phase_config(phase);
+  return c && c->enable_scale_packing ? fmt::format("phase{}_config.enable_scale_packing", phase)
+                                      : std::string("use_scale_packing");
+}
+
 }  // namespace
 
-BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
+BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits, std::optional<int64_t> num_valid_tokens) {
   BwdPlan f;
   if (limits.generation != isa::Generation::Trn3)
     fail("needs Trn3 (nc_matmul_mx and quantize_mx exist on Trn3 only); the hardware is Trn2");
@@ -201,6 +208,9 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
         "along Phase 2's contraction 2*I_TP; give the checkpoint");
   check_modes(p);
   f.T = p.T, f.rows = p.rows(), f.H = p.H, f.I = p.I_TP, f.E = p.E, f.B = B, f.N = p.N();
+  f.run_blocks = f.N;
+  if (p.num_valid_tokens && num_valid_tokens)
+    f.run_blocks = std::min(f.N, cdiv(std::clamp<int64_t>(*num_valid_tokens, 0, p.T), B));
   f.cores = cores;
   f.Hc = p.H / cores, f.Ic = p.I_TP / cores;
   f.recompute = !p.gate_up_given();
@@ -299,7 +309,8 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
                                             .k_name = "H",
                                             .cols_name = "I_TP",
                                             .f_name = "I_TP",
-                                            .packing = p.phase_scale_packing(1)})
+                                            .packing = p.phase_scale_packing(1),
+                                            .packing_key = packing_key(p, 1)})
                 : hbm(mxfp8::Layout::FByK, "down_proj_weight", "I_TP", p.down_weight_swizzle);
     s.rhs = hbm(mxfp8::Layout::FByK, "output_hidden_states_grad", "block_size", p.output_grad_swizzle);
     common(s, "Phase 1: M = I_TP per core, K = H, N = block_size", "p1", 1);
@@ -321,7 +332,8 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits) {
                                             .k_name = "2*I_TP",
                                             .cols_name = "H",
                                             .f_name = "H",
-                                            .packing = p.phase_scale_packing(2)})
+                                            .packing = p.phase_scale_packing(2),
+                                            .packing_key = packing_key(p, 2)})
                 : hbm(mxfp8::Layout::FByK, "gate_up_proj_weight", "H", p.gate_up_weight_swizzle);
     common(s, "Phase 2: M = block_size, K = 2*I_TP, N = H per core", "p2", 2);
     f.p2_plan = mxfp8::plan_matmul(s, limits);
@@ -907,10 +919,13 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
     return blk;
   };
 
-  std::optional<Block> next = prepare(0, 0);
-  for (int64_t b = 0; b < N; ++b) {
+  // The block loop: N blocks, or with num_valid_tokens the dynamic loop's ceil(count / B) (bwd_kernel.h).
+  const int64_t NB = f.run_blocks;
+  std::optional<Block> next;
+  if (NB > 0) next = prepare(0, 0);
+  for (int64_t b = 0; b < NB; ++b) {
     const Block blk = *next;
-    if (b + 1 < N) next = prepare(b + 1, static_cast<int>((b + 1) % 2));
+    if (b + 1 < NB) next = prepare(b + 1, static_cast<int>((b + 1) % 2));
     const int ring = blk.ring;
 
     if (f.recompute) {
@@ -1059,15 +1074,17 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   }
 
   // The affinity gradient: swap the partials (each core summed its half of I), add, and each core scatters
-  // its half of the 128-token tiles to t*E + e.
-  {
+  // its half of the 128-token tiles to t*E + e (the executed blocks' tiles).
+  if (NB > 0) {
     PhaseScope ph(k, "dEA");
+    const int64_t tiles = NB * G;
     if (cores == 2) {
-      nki::sendrecv(dea_all, dea_peer);
-      nki::tensor_tensor(dea_all, dea_all, dea_peer, AluOp::Add);
+      nki::sendrecv(dea_all(all, S(0, tiles)), dea_peer(all, S(0, tiles)));
+      nki::tensor_tensor(dea_all(all, S(0, tiles)), dea_all(all, S(0, tiles)), dea_peer(all, S(0, tiles)),
+                         AluOp::Add);
     }
     const View dst = t.dea(S(0, 1), all).index_rows(128);
-    for (int64_t c = core; c < N * G; c += cores)
+    for (int64_t c = core; c < tiles; c += cores)
       nki::dma_copy(dst, dea_all(all, S(c, c + 1)),
                     {.vector_offset = offs(all, S(c, c + 1)), .indirect_dst = true, .oob_mode = oob});
   }

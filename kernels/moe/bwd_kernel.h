@@ -26,12 +26,21 @@
 //             into gate_up_proj_weight_grad [E, H, 2, I] at expert e (scalar_offset).
 //   P4        dW_down[e] [I, H/2] += S^T dY (S the scaled intermediate: its checkpoint when given, else
 //             Phase 1's), read-modify-written into down_proj_weight_grad [E, I, H].
-// single_expert_dense (E = 1): block b's slots are tokens [b B, (b + 1) B) (an iota, no routing tensors);
-// with num_valid_tokens the slots from the count on become -1 and are skipped like padding, so the rows past
-// the count are never computed (nkilib: undefined). The simulator has no dynamic loop: the blocks past the
-// count still run, with every slot skipped, so the simulated time does not show nkilib's early exit. Dense
-// mode zeroes the weight gradients and accumulates (nkilib overwrites on block 0: the same values, as
-// bfloat16(0 + x) = bfloat16(x), for one more read per block 0).
+// single_expert_dense (E = 1): block b's slots are tokens [b B, (b + 1) B) (an iota, no routing tensors).
+// With num_valid_tokens the block loop is dynamic: it runs blocks [0, ceil(count / B)) (NKI
+// nl.fori_loop / nl.dynamic_range with a VirtualRegister bound: the count is DMA'd to SBUF, register_load
+// puts it in a sequencer register, and the loop is a compare-and-branch on it; NKI docs, "NKI Dynamic
+// Loops", nki.isa.register_load). The blocks from ceil(count / B) on emit nothing: no instruction, no DMA,
+// and the affinity-gradient exchange and scatter cover the executed blocks' tiles only; in the last
+// executed block the slots from the count on become -1 and are skipped like padding. The rows past the
+// count are never computed (nkilib: undefined; here they keep the setup's zeros). How it is modelled: the
+// count is an input known before the run, so the builder reads it (BuildOptions::input_values) and emits
+// the loop with its trip count; the count's DMA into SBUF is emitted as before (the valid-slot mask reads
+// it, so block 0 waits for it), while register_load and the per-iteration compare-and-branch are sequencer
+// control instructions this model does not charge (no public latency figure; a few cycles against a
+// block's microseconds). Without the count's value (a program built before the inputs exist) every block
+// is emitted. Dense mode zeroes the weight gradients and accumulates (nkilib overwrites on block 0: the
+// same values, as bfloat16(0 + x) = bfloat16(x), for one more read per block 0).
 // With bias, Phase 1 also sums the bfloat16 d_gate and d_up of each tile over its tokens (tensor_reduce) into
 // the block's gate/up bias gradient, and after the GEMM the PE sums affinity x dY over the block's slots into
 // the down bias gradient; both are read-modify-written at expert e (nkilib: the same sums).
@@ -77,6 +86,7 @@ inline constexpr const char* kBwdName = "kernel 'blockwise_mm_bwd_mxfp8'";
 
 struct BwdPlan {
   int64_t T = 0, rows = 0, H = 0, I = 0, E = 0, B = 0, N = 0;
+  int64_t run_blocks = 0;  // blocks the loop runs: N, or ceil(num_valid_tokens / B) when the count is known
   int cores = 1;
   int64_t Hc = 0, Ic = 0;    // H and I per core
   bool recompute = false;    // gate/up recomputed (no gate_up_proj_act_checkpoint_T)
@@ -92,8 +102,10 @@ struct BwdPlan {
   int64_t reserved_sbuf = 0;  // bytes per partition
 };
 
-// Validates the parameters (InputError naming the parameter and the reason) and plans the phases.
-BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits);
+// Validates the parameters (InputError naming the parameter and the reason) and plans the phases;
+// `num_valid_tokens`: the count's value when known (single_expert_dense), which sets run_blocks.
+BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits,
+                 std::optional<int64_t> num_valid_tokens = std::nullopt);
 
 // The kernel function of one core.
 void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& plan);

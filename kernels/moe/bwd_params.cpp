@@ -119,7 +119,8 @@ void BwdParams::describe(Schema<BwdParams>& s) {
         "false: overwrites",
         true);
   s.add(&BwdParams::skip_grad_initialization, "skip_grad_initialization",
-        "do not zero the gradient outputs first: they must hold zeros (or the gradients to add to) already",
+        "do not zero the gradient outputs first: the caller does (trnsim run zeroes them before the run), "
+        "and the kernel adds into them",
         false);
   s.add(&BwdParams::single_expert_dense, "single_expert_dense",
         "one expert (E = 1, top_k 1), contiguous token blocks (T % B == 0), no routing tensors (dummies [1] "
@@ -127,8 +128,9 @@ void BwdParams::describe(Schema<BwdParams>& s) {
         "[1, 1]); needs accumulate_hidden_states_grad = false",
         false);
   s.add(&BwdParams::num_valid_tokens, "num_valid_tokens",
-        "input num_valid_tokens [1] int32 gives the tokens to process (single_expert_dense only): the slots "
-        "from the count on are skipped and the gradient rows past it are left undefined",
+        "input num_valid_tokens [1] int32 gives the tokens to process (single_expert_dense only): a dynamic "
+        "block loop runs ceil(count / block_size) blocks, the slots from the count on are skipped and the "
+        "gradient rows past it are left undefined",
         false);
   s.object(&BwdParams::clamp_limits, "clamp_limits",
            "the forward's gate/up clamps: the gradients are masked to the strict limits");

@@ -72,6 +72,12 @@ FwdPlan plan_fwd(const FwdParams& p, const isa::Limits& limits) {
     fail(
         "parameter 'checkpoint_config.save_down_proj_act': the down projection's output before the affinity "
         "exists under AFFINITY_ON_H only (AFFINITY_ON_I multiplies the intermediate)");
+  if (p.affinity_option == AffinityOption::OnH && p.checkpoint_config.save_scaled_intermediate)
+    fail(
+        "parameters 'affinity_option' = AFFINITY_ON_H and 'checkpoint_config.save_scaled_intermediate': the "
+        "forward never forms intermediate x affinity under AFFINITY_ON_H (the affinity multiplies the down "
+        "output); set save_scaled_intermediate false (the backward reads intermediate_checkpoint_T or "
+        "recomputes it)");
   f.T = p.T, f.rows = p.rows(), f.H = p.H, f.I = p.I_TP, f.E = p.E, f.B = B, f.N = p.N();
   f.cores = p.cores();
   f.indirect = !p.no_indirect_load;
@@ -129,6 +135,7 @@ FwdPlan plan_fwd(const FwdParams& p, const isa::Limits& limits) {
                       tile_bytes(C, DType::BF16) + tile_bytes(C, cdt) + tile_bytes(C, cdt);
   r += kEpilogueSets * set;
   r += kEpilogueSets * 2 * tile_bytes(f.down_chunk, DType::BF16);
+  if (p.checkpoint_config.save_down_proj_act) r += kEpilogueSets * tile_bytes(f.down_chunk, cdt);
   f.reserved_sbuf = r;
 
   // gate/up, transposed: M = I (gate and up weights), K = H, N = B (the block's tokens).
@@ -195,7 +202,7 @@ namespace {
 // The kernel's HBM tensors on this core.
 struct Hbm {
   View hidden, ea, w_gu, w_down, s_gu, s_down, tokens, b2e, bias_gu, bias_down;
-  View out, ckpt_gu, ckpt_scaled, ckpt_gate, ckpt_inter;
+  View out, ckpt_gu, ckpt_scaled, ckpt_gate, ckpt_inter, ckpt_down;
   View slab;  // this core's scatter target (a slab, or the output itself)
   std::vector<View> slabs;
   View hidden_scratch, scaled_scratch;  // per core: [2, B, H] gathered rows; [2, I, B] when not resident
@@ -238,6 +245,7 @@ Hbm declare(Kernel& k, const FwdParams& p, const FwdPlan& f) {
     t.ckpt_scaled = k.output("scaled_intermediate_checkpoint_T", cdt, {N, I, B});
   if (c.save_gate_act) t.ckpt_gate = k.output("gate_act_checkpoint_T", cdt, {N, I, B});
   if (c.save_intermediate) t.ckpt_inter = k.output("intermediate_checkpoint_T", cdt, {N, I, B});
+  if (c.save_down_proj_act) t.ckpt_down = k.output("down_proj_act_checkpoint", cdt, {N, B, H});
   if (f.slabs) {
     for (int s = 0; s < 2; ++s)
       t.slabs.push_back(k.scratch(fmt::format("output_slab_{}", s), DType::BF16, {f.rows, H}, false));
@@ -321,10 +329,13 @@ class GateUpEpilogue : public mxfp8::Epilogue {
       View inter = s.inter(S(0, n), S(0, w));
       nki::tensor_tensor(inter, silu, up, AluOp::Multiply);
       if (ck.save_intermediate) nki::dma_copy(ckpt2(t_.ckpt_inter, blk_.b, i0, n, col, w), inter, kPool);
-      // scaled = inter * affinity (AFFINITY_ON_I), into the down GEMM's operand.
+      // scaled = inter * affinity (AFFINITY_ON_I), into the down GEMM's operand; AFFINITY_ON_H: inter
+      // itself (the affinity multiplies the down output).
       View ea = blk_.ea_bcast(S(0, n), S(col, col + w));
       View lhs = f_.resident ? blk_.resident(S(0, n), g, S(col, col + w)) : s.scaled(S(0, n), S(0, w));
-      if (cdt == DType::F32) {
+      if (p_.affinity_option == AffinityOption::OnH) {
+        nki::tensor_copy(lhs, inter, Engine::POOL);
+      } else if (cdt == DType::F32) {
         View sc = s.wide(S(0, n), S(0, w));
         nki::tensor_tensor(sc, inter, ea, AluOp::Multiply, Engine::POOL);
         if (ck.save_scaled_intermediate)
@@ -381,8 +392,8 @@ class GateUpEpilogue : public mxfp8::Epilogue {
 class DownEpilogue : public mxfp8::Epilogue {
  public:
   DownEpilogue(const FwdParams& p, const FwdPlan& f, const Hbm& t, const Block& blk,
-               std::vector<std::pair<View, View>>& sets, size_t& rr)
-      : p_(p), f_(f), t_(t), blk_(blk), sets_(sets), rr_(rr) {}
+               std::vector<std::pair<View, View>>& sets, std::vector<View>& ck_sets, size_t& rr)
+      : p_(p), f_(f), t_(t), blk_(blk), sets_(sets), ck_sets_(ck_sets), rr_(rr) {}
 
   void emit(mxfp8::EpilogueContext& ctx, const mxfp8::OutTile& o) override {
     PhaseScope ph(ctx.kernel, "scatter");
@@ -391,6 +402,19 @@ class DownEpilogue : public mxfp8::Epilogue {
     for (int64_t c0 = 0; c0 < width; c0 += f_.down_chunk) {
       const int64_t w = std::min(f_.down_chunk, width - c0), col = o.col + c0;  // H columns
       View acc = o.tile(all, S(c0, c0 + w));
+      const size_t set = rr_++;
+      if (p_.affinity_option == AffinityOption::OnH) {
+        // AFFINITY_ON_H: the slots' down output before the affinity, cast to compute_dtype, is
+        // down_proj_act_checkpoint [N, B, H] (what the backward's affinity gradient reads); then each row
+        // (slot) times its affinity, in FP32.
+        if (t_.ckpt_down.valid()) {
+          View ck = ck_sets_[set % ck_sets_.size()](S(0, n), S(0, w));
+          nki::tensor_copy(ck, acc, Engine::ACT);
+          nki::dma_copy(t_.ckpt_down(S(blk_.b, blk_.b + 1), S(m0, m0 + n), S(col, col + w)).reshape({n, w}),
+                        ck, kPool);
+        }
+        nki::tensor_scalar(acc, acc, AluOp::Multiply, nki::Operand(blk_.ea_col(S(0, n), S(g, g + 1))));
+      }
       if (p_.bias) {
         // + down_proj_bias[e] x affinity: the outer product of the tile's affinities and the bias row on the
         // PE.
@@ -402,7 +426,7 @@ class DownEpilogue : public mxfp8::Epilogue {
           nki::tensor_tensor(acc(all, S(j, j + pw)), acc(all, S(j, j + pw)), ps, AluOp::Add);
         }
       }
-      const auto& [res_t, ex_t] = sets_[rr_++ % sets_.size()];
+      const auto& [res_t, ex_t] = sets_[set % sets_.size()];
       View res = res_t(S(0, n), S(0, w));
       nki::tensor_copy(res, acc, Engine::ACT);
       if (!f_.indirect) {
@@ -428,6 +452,7 @@ class DownEpilogue : public mxfp8::Epilogue {
   const Hbm& t_;
   const Block& blk_;
   std::vector<std::pair<View, View>>& sets_;
+  std::vector<View>& ck_sets_;
   size_t& rr_;
 };
 
@@ -475,6 +500,10 @@ void emit_fwd(Kernel& k, const FwdParams& p, const FwdPlan& f) {
   for (int i = 0; i < kEpilogueSets; ++i)
     down_sets.push_back({k.sbuf({128, f.down_chunk}, DType::BF16, "down_result"),
                          k.sbuf({128, f.down_chunk}, DType::BF16, "down_existing")});
+  std::vector<View> down_ck_sets;  // AFFINITY_ON_H: the down output cast for its checkpoint
+  if (p.checkpoint_config.save_down_proj_act)
+    for (int i = 0; i < kEpilogueSets; ++i)
+      down_ck_sets.push_back(k.sbuf({128, f.down_chunk}, cdt, "down_act"));
   size_t gu_rr = 0, down_rr = 0;
 
   {
@@ -603,7 +632,7 @@ void emit_fwd(Kernel& k, const FwdParams& p, const FwdPlan& f) {
         o.data = t.w_down(S(0, 1), all, all).reshape({H, I});
       }
       if (f.indirect) o.scalar_offset = blk.expert;
-      DownEpilogue epi(p, f, t, blk, down_sets, down_rr);
+      DownEpilogue epi(p, f, t, blk, down_sets, down_ck_sets, down_rr);
       mxfp8::emit_matmul(k, s, f.down_plan, epi);
     }
   }

@@ -12,11 +12,15 @@
 //               moved by a scalar_offset holding e (block_to_expert, loaded once).
 //   activation  per finished [128 (i), tokens] tile: + bias, the clamps and the cast to compute_dtype; the
 //               checkpoints stored straight from these tiles (their layout is [.., I, B]: no transposes);
-//               SiLU on ACT, SiLU * up, * affinity (AFFINITY_ON_I) into the down GEMM's operand: an SBUF
-//               resident [128, I/128, B] tile when it fits, else [I, B] in HBM (the checkpoint itself).
+//               SiLU on ACT, SiLU * up, * affinity (AFFINITY_ON_I; AFFINITY_ON_H: not) into the down GEMM's
+//               operand: an SBUF resident [128, I/128, B] tile when it fits, else [I, B] in HBM (the
+//               checkpoint itself).
 //   down        Y = S W_down[e]^T [B, H]: the scaled intermediate (K-by-F, contraction I on partitions)
 //               stationary, the down weight moving.
-//   scatter     per finished [128 tokens, H] tile: + down_proj_bias x affinity, cast to bfloat16, then a
+//   scatter     per finished [128 tokens, H] tile: AFFINITY_ON_H first casts the tile to compute_dtype and
+//               stores it to down_proj_act_checkpoint [N, B, H] (save_down_proj_act: the backward's
+//               affinity gradient reads it), then multiplies each row by its slot's affinity (FP32);
+//               + down_proj_bias x affinity, cast to bfloat16, then a
 //               read-modify-write (gather, add, scatter; is_tensor_update_accumulating) or a scatter into
 //               this core's [T', H] slab; no_indirect_load stores the rows.
 // Setup zeroes each core's slab; at the end both cores meet at a core_barrier and each sums the two slabs

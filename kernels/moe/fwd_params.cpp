@@ -58,8 +58,11 @@ void FwdParams::describe(Schema<FwdParams>& s) {
       "end",
       {{"SHARD_ON_BLOCK", ShardOption::ShardOnBlock}}, ShardOption::ShardOnBlock);
   s.choice(&FwdParams::affinity_option, "affinity_option",
-           "where the expert affinity multiplies: the intermediate (nkilib's MXFP8 forward)",
-           {{"AFFINITY_ON_I", AffinityOption::OnI}}, AffinityOption::OnI);
+           "where the expert affinity multiplies: the intermediate (nkilib's MXFP8 forward), or the down "
+           "output (AFFINITY_ON_H, the BF16 kernels' default, which nkilib's MXFP8 forward asserts out; its "
+           "checkpoint for the backward is checkpoint_config.save_down_proj_act)",
+           {{"AFFINITY_ON_I", AffinityOption::OnI}, {"AFFINITY_ON_H", AffinityOption::OnH}},
+           AffinityOption::OnI);
   s.choice(&FwdParams::compute_dtype, "compute_dtype",
            "dtype of the clamped gate/up, the intermediates and the checkpoints (the down GEMM always reads "
            "the scaled intermediate as bfloat16; nkilib supports bfloat16 only)",

@@ -13,7 +13,7 @@
 //   token_position_to_id [N * B] int32, block_to_expert [N, 1] int32 (no_indirect_load: [1] and [1, 1]),
 //   with bias: gate_and_up_proj_bias [E, 2, I] bf16 and down_proj_bias [E, H] bf16;
 //   outputs output_hidden_states [T', H] bf16 and the checkpoints of CheckpointConfig ([N, 2, I, B] and
-//   [N, I, B] in compute_dtype).
+//   [N, I, B] in compute_dtype; AFFINITY_ON_H: down_proj_act_checkpoint [N, B, H]).
 #pragma once
 
 #include <cstdint>

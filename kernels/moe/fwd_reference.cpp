@@ -105,6 +105,7 @@ std::map<int64_t, std::array<SlotValues, 2>> FwdReference::evaluate(const std::v
   const isa::DType cdt = p_.compute_dtype;
   const ClampLimits& cl = p_.clamp_limits;
   const bool pq_gu = p_.gate_up_weight_scales.has_value(), pq_d = p_.down_weight_scales.has_value();
+  const bool on_h = p_.affinity_option == AffinityOption::OnH;
 
   std::map<int64_t, std::vector<int64_t>> by_expert;
   for (int64_t s : slots) by_expert[expert(s)].push_back(s);
@@ -157,7 +158,7 @@ std::map<int64_t, std::array<SlotValues, 2>> FwdReference::evaluate(const std::v
           const double act = silu(g);
           double inter = act * u;
           if (q == 1) inter = round_to(inter, cdt);
-          double scaled = inter * a[r];
+          double scaled = on_h ? inter : inter * a[r];
           if (q == 1) scaled = round_to(scaled, cdt);
           v.gate[i] = g, v.up[i] = u, v.act[i] = q == 1 ? round_to(act, cdt) : act, v.inter[i] = inter,
           v.scaled[i] = scaled;
@@ -189,9 +190,14 @@ std::map<int64_t, std::array<SlotValues, 2>> FwdReference::evaluate(const std::v
     }
     for (int q = 0; q < 2; ++q)
       for (int64_t o = 0; o < no; ++o) {
-        std::vector<double>& out = res[ss[outs[o]]][q].out;
+        SlotValues& v = res[ss[outs[o]]][q];
+        std::vector<double>& out = v.out;
         const double ar = a[outs[o]];
+        if (on_h) v.down.resize(static_cast<size_t>(H));
         for (int64_t h = 0; h < H; ++h) {
+          // AFFINITY_ON_H: the checkpoint is the down output cast to compute_dtype; the kernel multiplies
+          // the FP32 accumulator by the affinity.
+          if (on_h) v.down[h] = q == 1 ? round_to(out[h], cdt) : out[h], out[h] *= ar;
           if (bias_d) out[h] += ar * bf16_at(*bias_d, e * H + h);
           if (q == 1) out[h] = round_to(out[h], isa::DType::BF16);
         }

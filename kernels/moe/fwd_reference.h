@@ -36,6 +36,7 @@ namespace trnsim::kernels::moe {
 struct SlotValues {
   std::vector<double> gate, up, act, inter, scaled;  // [I] each
   std::vector<double> out;                           // [H] when asked for, else empty
+  std::vector<double> down;  // [H] with out under AFFINITY_ON_H: the down output before the affinity
 };
 
 // The kernel inputs the reference reads (null where the parameters have none).

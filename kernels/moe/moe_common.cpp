@@ -179,7 +179,7 @@ int64_t check_scales(const char* kernel, const std::string& param, const std::ve
         "(packed)",
         param, shape_str(got), w.k_name, w.cols_name, shape_str(un), w.k_name, w.cols_name, shape_str(pk)));
   if (un != pk && (got == pk) != w.packing)
-    fail(fmt::format("parameter '{}': use_scale_packing = {} but the shape {} is the {} layout", param,
+    fail(fmt::format("parameter '{}': {} = {} but the shape {} is the {} layout", param, w.packing_key,
                      w.packing, shape_str(got), got == pk ? "packed" : "unpacked"));
   return got[1];
 }

@@ -111,6 +111,7 @@ struct WeightSpec {
   int64_t E = 0, K = 0, cols = 0, F = 0;
   const char *k_name = "", *cols_name = "", *f_name = "";
   bool packing = true;
+  std::string packing_key = "use_scale_packing";  // the parameter that set `packing`, for messages
 };
 mxfp8::Operand weight_operand(const char* kernel, const WeightSpec& w);
 

@@ -112,6 +112,25 @@ void validate_routing(const RoutingView& r) {
                       t, t, p / r.B, seen[t]));
     seen[t] = p;
   }
+  // A token in two blocks of one expert would have its gradient summed twice and its affinity-gradient
+  // element written twice (the library's generator puts each routed (token, expert) pair in one slot).
+  std::vector<std::vector<int64_t>> blocks(static_cast<size_t>(r.E));
+  for (int64_t b = 0; b < r.N; ++b) blocks[be[b]].push_back(b);
+  std::vector<int64_t> at(static_cast<size_t>(r.T), -1);     // the token's slot within the current expert
+  std::vector<int64_t> owner(static_cast<size_t>(r.T), -1);  // the expert `at` belongs to
+  for (int64_t e = 0; e < r.E; ++e)
+    for (int64_t b : blocks[e])
+      for (int64_t p = b * r.B; p < (b + 1) * r.B; ++p) {
+        const int32_t t = tp[p];
+        if (t == r.pad) continue;
+        if (owner[t] == e)
+          throw InputError(
+              fmt::format("token_position_to_id[{}] = {}: token {} appears in blocks {} and {} of expert {} "
+                          "(also at [{}]); "
+                          "a routed (token, expert) pair has one slot",
+                          p, t, t, at[t] / r.B, b, e, at[t]));
+        owner[t] = e, at[t] = p;
+      }
 }
 
 RoutingStats routing_stats(const RoutingView& r) {

@@ -55,7 +55,8 @@ Blocks form_blocks(const std::vector<int32_t>& experts, int64_t T, int64_t E, in
                    int32_t pad);
 
 // The routing tensors as the kernel reads them, checked: every block's expert in [0, E), every slot a
-// token id in [0, T) or `pad`, no token twice in one block. InputError naming the tensor and the index.
+// token id in [0, T) or `pad`, no token twice in one block nor in two blocks of one expert. InputError naming
+// the tensor and the index.
 struct RoutingView {
   const std::vector<int32_t>* token_position_to_id = nullptr;  // [N * B]
   const std::vector<int32_t>* block_to_expert = nullptr;       // [N]

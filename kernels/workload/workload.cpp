@@ -248,8 +248,8 @@ PreparedWorkload prepare_workload(Workload w) {
                        *w.lnc, cores_param, json_excerpt(p.kernel->params()[cores_param]), *kc,
                        *kc == 1 ? "" : "s", cores_param));
   p.cores = kc.value_or(w.lnc.value_or(2));
+  kernels::BuildOptions bo;
   try {
-    kernels::BuildOptions bo;
     bo.limits = p.hw.limits();
     bo.num_programs = p.cores;
     p.build = p.kernel->build(bo);
@@ -374,6 +374,42 @@ PreparedWorkload prepare_workload(Workload w) {
     p.kernel->check_inputs(ints);
   } catch (const InputError& err) {
     c.fail("inputs", err.what());
+  }
+  // Inputs the build reads (e.g. a dynamic loop's count): made now from their generator or .npy, checked,
+  // and the program built again with their values.
+  if (const std::vector<std::string> br = p.kernel->build_reads(); !br.empty()) {
+    kernels::Tensors vals;
+    for (const std::string& n : br) {
+      const TensorInfo* t = p.input(n);
+      if (t == nullptr)
+        throw Error(fmt::format("kernel '{}' reads input '{}' at build time but declares no such input",
+                                w.kernel, n));
+      const auto e = std::find_if(w.inputs.begin(), w.inputs.end(),
+                                  [&](const InputEntry& x) { return !x.is_recipe && x.key == n; });
+      if (e == w.inputs.end())
+        c.fail("inputs." + maker.at(n),
+               fmt::format("input '{}' sets the kernel's loop count when the program is built: give it as a "
+                           "generator or .npy, not by a recipe",
+                           n));
+      const int threads = tensor::generator_threads();
+      vals.emplace(n, e->source.is_npy
+                          ? tensor::from_npy(p.npy.at(n), t->dtype, t->shape, "kernel input " + t->describe())
+                          : tensor::generate(e->source.generator, t->dtype, t->shape, threads));
+    }
+    try {
+      p.kernel->check_inputs(vals);
+    } catch (const InputError& err) {
+      c.fail("inputs", err.what());
+    }
+    for (const auto& [n, t] : vals) {
+      std::vector<int64_t>& v = bo.input_values[n];
+      for (int64_t i = 0; i < t.elements(); ++i) v.push_back(t.int_value(i));
+    }
+    try {
+      p.build = p.kernel->build(bo);
+    } catch (const Error& e) {
+      c.fail("params", e.what());
+    }
   }
   p.written = w.outputs;
   if (p.written.empty())

@@ -9,6 +9,8 @@ MOE=$SRC/configs/workloads/moe
 # 1. The shipped layers, forward and backward, validate (each builds its program).
 for w in "$MOE"/*.json; do
   case "$w" in
+    *affinity_on_h_bwd_mxfp8.json) want="blockwise_mm_bwd_mxfp8 on trn3, 2 cores, 10 inputs, 4 outputs," ;;
+    *prequantized_weights_bwd_mxfp8.json) want="blockwise_mm_bwd_mxfp8 on trn3, 2 cores, 11 inputs, 4 outputs," ;;
     *_bwd_mxfp8.json) want="blockwise_mm_bwd_mxfp8 on trn3, 2 cores, 9 inputs, 4 outputs," ;;
     *) want="blockwise_mm_fwd_mxfp8 on trn3, 2 cores, 6 inputs, 3 outputs," ;;
   esac
@@ -99,5 +101,15 @@ sed -e "s|\"block_to_expert\": {\"npy\": \"$T/be.npy\"}|\"block_to_expert\": {\"
 rc=$?
 check "a NaN hidden row: the recipe's outputs are noted as its doing (exit $rc: $(grep note "$T/out"))" \
   '[[ $rc == 0 && $(grep -c "note: inputs.gate_up_proj_act_checkpoint_T: [0-9]* of [0-9]* values are NaN or Inf (made by recipe '"'"'checkpoints'"'"' from the other inputs)" "$T/out") == 2 ]]'
+
+# 6. skip_grad_initialization: the caller zeroes the gradients (nkilib); trnsim, the caller, does, says so,
+# and the run passes its checks (the model starts outputs undefined otherwise).
+sed -e "s|\"block_to_expert\": {\"npy\": \"$T/be.npy\"}|\"block_to_expert\": {\"npy\": \"$T/a/inputs/block_to_expert.npy\"}|" \
+  -e 's|"skip_dma": {"skip_token": true}|"skip_dma": {"skip_token": true}, "skip_grad_initialization": true|' \
+  "$T/b.json" >"$T/s.json"
+"$TRNSIM" run "$T/s.json" --out "$T/s" >"$T/out" 2>&1
+rc=$?
+check "skip_grad_initialization: outputs zeroed by trnsim, checks pass (exit $rc: $(grep -v PASS "$T/out" | head -5))" \
+  '[[ $rc == 0 && $(grep -c " PASS" "$T/out") == 4 && $(cat "$T/out") == *"note: outputs hidden_states_grad, expert_affinities_masked_grad, gate_up_proj_weight_grad, down_proj_weight_grad start at zero, set by trnsim as the caller (kernel parameters leave their initialization to the caller)"* ]]'
 
 finish

@@ -66,12 +66,25 @@ int run_workload_file(const RunCliOptions& o) {
   } catch (const std::bad_alloc&) {
     throw InputError(fmt::format("{}: out of memory while making the inputs", p.w.file));
   }
-  const std::vector<std::string> notes = workload::input_notes(p, inputs);
+  std::vector<std::string> notes = workload::input_notes(p, inputs);
+  // Outputs the kernel accumulates into without zeroing them (e.g. skip_grad_initialization): trnsim, the
+  // caller, zeroes them.
+  const std::vector<std::string> zeroed = p.kernel->zeroed_outputs();
+  if (!zeroed.empty())
+    notes.push_back(
+        fmt::format("outputs {} start at zero, set by trnsim as the caller (kernel parameters "
+                    "leave their initialization to the caller)",
+                    fmt::join(zeroed, ", ")));
   for (const std::string& n : notes)
     std::fprintf(stderr, "trnsim: %s: note: %s\n", p.w.name.c_str(), n.c_str());
   run::Session session(prog, p.hw);
-  if (p.w.numerics)
+  if (p.w.numerics) {
     for (const auto& [name, t] : inputs) session.set_input(name, t);
+    for (const std::string& n : zeroed) {
+      const workload::TensorInfo* t = p.output(n);
+      session.set_input(n, tensor::HostTensor::zeros(t->dtype, t->shape));
+    }
+  }
 
   run::SessionOptions so;
   so.numerics = p.w.numerics;

@@ -5,15 +5,18 @@
 // rejections with their messages.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "kernels/moe/bwd_reference.h"
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
 #include "sim/numerics/float_formats.h"
+#include "sim/tensor/input_source.h"
 #include "tests/sim/kernels/test_matmul_mxfp8_util.h"
 #include "tests/sim/kernels/test_moe_fwd_util.h"
 
@@ -296,12 +299,20 @@ TEST_CASE("moe bwd: bias gradients on one core", "[heavy]") {
 }
 
 TEST_CASE("moe bwd: skip_grad_initialization leaves the zeroing to the caller") {
-  // The model starts every output poisoned (NaN): the caller's zeros are set first, and the kernel adds.
+  // The model starts every output poisoned (NaN): the caller's zeros are set first (the outputs the kernel
+  // names, as `trnsim run` sets them), and the kernel adds.
   MoeRun r{prepare_bwd(small({{"skip_grad_initialization", true}}), bwd_inputs())};
+  CHECK(prepare_bwd(small(), bwd_inputs()).kernel->zeroed_outputs().empty());
+  const std::vector<std::string> zeroed = r.prepared.kernel->zeroed_outputs();
+  CHECK(zeroed == std::vector<std::string>{"hidden_states_grad", "expert_affinities_masked_grad",
+                                           "gate_up_proj_weight_grad", "down_proj_weight_grad"});
   r.inputs = workload::make_inputs(r.prepared);
   run::Session s(r.prepared.build.program, r.prepared.hw);
   for (const auto& [name, t] : r.inputs) s.set_input(name, t);
-  for (const auto& t : r.prepared.outputs) s.set_input(t.name, tensor::HostTensor::zeros(t.dtype, t.shape));
+  for (const std::string& n : zeroed) {
+    const auto* t = r.prepared.output(n);
+    s.set_input(n, tensor::HostTensor::zeros(t->dtype, t->shape));
+  }
   r.result = s.run({.numerics = true});
   for (const auto& t : r.prepared.outputs) r.outputs.emplace(t.name, s.read(t.name));
   r.checks = workload::evaluate_checks(r.prepared, r.inputs, r.outputs, true);
@@ -316,33 +327,102 @@ TEST_CASE("moe bwd: skip_grad_initialization leaves the zeroing to the caller") 
   CHECK(count(r.prepared.build.program) < count(prepare_bwd(small(), bwd_inputs()).build.program));
 }
 
-TEST_CASE("moe bwd: single_expert_dense with num_valid_tokens: the rows past the count are never computed") {
-  // One expert, 512 tokens in 4 contiguous blocks of 128, on both cores; the first 300 tokens are valid.
-  const json p = {{"T", 512},
-                  {"H", 512},
-                  {"I_TP", 256},
-                  {"E", 1},
-                  {"top_k", 1},
-                  {"block_size", 128},
-                  {"single_expert_dense", true},
-                  {"accumulate_hidden_states_grad", false},
-                  {"num_valid_tokens", true},
-                  {"checkpoint_config", {{"save_scaled_intermediate", false}}}};
+namespace {
+
+// Dense mode on one expert: 512 tokens in 4 contiguous blocks of 128, both cores, with num_valid_tokens.
+json dense_params() {
+  return {{"T", 512},
+          {"H", 512},
+          {"I_TP", 256},
+          {"E", 1},
+          {"top_k", 1},
+          {"block_size", 128},
+          {"single_expert_dense", true},
+          {"accumulate_hidden_states_grad", false},
+          {"num_valid_tokens", true},
+          {"checkpoint_config", {{"save_scaled_intermediate", false}}}};
+}
+
+json dense_inputs(int64_t count) {
   json in = bwd_inputs();
-  in["num_valid_tokens"] = {{"generator", "constant"}, {"value", 300}};
-  const MoeRun r = run_bwd(p, in);
+  in["num_valid_tokens"] = {{"generator", "constant"}, {"value", count}};
+  return in;
+}
+
+// Instructions of both cores per phase name.
+std::map<std::string, int64_t> phase_counts(const isa::Program& prog) {
+  std::map<std::string, int64_t> n;
+  for (const auto& core : prog.streams)
+    for (const auto& stream : core)
+      for (const auto& in : stream) ++n[prog.phases[in.phase]];
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("moe bwd: single_expert_dense with num_valid_tokens: the rows past the count are never computed") {
+  // The first 300 of 512 tokens are valid: the dynamic block loop runs ceil(300 / 128) = 3 blocks.
+  const MoeRun r = run_bwd(dense_params(), dense_inputs(300));
   expect_pass(r);
   CHECK(r.outputs.at("hidden_states_grad").shape == std::vector<int64_t>{512, 512});
   CHECK(r.checks[0].metric("reference_rows_compared") == 300);
   // Rows 300.. stay as the setup zeroed them (nkilib leaves them undefined).
   CHECK(all_zero(r.outputs.at("hidden_states_grad"), 300 * 512, 212 * 512));
   // Without the count every row is computed.
-  json full = p;
+  json full = dense_params();
   full.erase("num_valid_tokens");
   full["checkpoint_config"] = json::object();
   const MoeRun f = run_bwd(full);
   expect_pass(f);
   CHECK(f.checks[0].metric("reference_rows_compared") == 512);
+}
+
+TEST_CASE(
+    "moe bwd: num_valid_tokens bounds the dense block loop: no work and no time for the blocks past it") {
+  // 512 tokens in N = 4 blocks of 128: counts 512, 300 and 100 run 4, ceil(300 / 128) = 3 and 1 blocks.
+  const MoeRun all = run_bwd(dense_params(), dense_inputs(512));
+  const MoeRun three = run_bwd(dense_params(), dense_inputs(300));
+  const MoeRun one = run_bwd(dense_params(), dense_inputs(100));
+  for (const MoeRun* r : {&all, &three, &one}) expect_pass(*r);
+  // The program holds the executed blocks only: every per-block phase has 3/4 and 1/4 of the instructions
+  // of the 4-block run (each block emits the same ones), and the affinity-gradient scatter covers the
+  // executed blocks' 128-token tiles (4, 3, 1: one DMA each, over both cores).
+  const auto na = phase_counts(all.prepared.build.program), n3 = phase_counts(three.prepared.build.program),
+             n1 = phase_counts(one.prepared.build.program);
+  for (const char* ph : {"gather", "P1", "P2", "P3", "P4"}) {
+    INFO(ph);
+    REQUIRE(na.at(ph) > 0);
+    CHECK(n3.at(ph) * 4 == na.at(ph) * 3);
+    CHECK(n1.at(ph) * 4 == na.at(ph));
+  }
+  CHECK(na.at("setup") == n1.at("setup"));
+  CHECK(three.stat("gather_dma_count") * 4 == all.stat("gather_dma_count") * 3);
+  // Skipped slots: only those of the last executed block past the count (3 * 128 - 300 = 84, 128 - 100 =
+  // 28), times the indirect passes over a block's slots.
+  CHECK(all.stat("rows_skipped") == 0);
+  CHECK(three.stat("rows_skipped") > 0);
+  CHECK(three.stat("rows_skipped") * 28 == one.stat("rows_skipped") * 84);
+  // The valid rows' gradients are the same bytes whatever the count (dense: each token in one block).
+  const auto same_rows = [&](const MoeRun& a, const MoeRun& b, const char* out, int64_t rows, int64_t w) {
+    const auto& x = a.outputs.at(out).bytes;
+    const auto& y = b.outputs.at(out).bytes;
+    const int64_t n = rows * w * static_cast<int64_t>(x.size() / a.outputs.at(out).elements());
+    return std::equal(x.begin(), x.begin() + n, y.begin());
+  };
+  CHECK(same_rows(all, three, "hidden_states_grad", 300, 512));
+  CHECK(same_rows(all, one, "hidden_states_grad", 100, 512));
+  CHECK(same_rows(all, three, "expert_affinities_masked_grad", 300, 1));
+  // Simulated time: each block costs about the same, so dropping 1 block (512 -> 300) saves about half of
+  // what dropping 2 more (300 -> 100) saves.
+  const double ta = all.result.stats.total_time.ns(), t3 = three.result.stats.total_time.ns(),
+               t1 = one.result.stats.total_time.ns();
+  INFO("4 blocks " << ta << " ns, 3 blocks " << t3 << " ns, 1 block " << t1 << " ns");
+  CHECK(t1 < t3);
+  CHECK(t3 < ta);
+  CHECK(std::abs((t3 - t1) / 2 - (ta - t3)) < 0.25 * (ta - t3));
+  // Count 0 runs no block: setup only, no per-block or affinity-gradient instruction.
+  const auto zero = phase_counts(prepare_bwd(dense_params(), dense_inputs(0)).build.program);
+  for (const char* ph : {"gather", "P1", "P2", "P3", "P4", "dEA"}) CHECK(zero.count(ph) == 0);
 }
 
 namespace {
@@ -448,6 +528,63 @@ TEST_CASE("moe bwd: pre-quantized weights with packed scales over several K tile
   q["down_weight_scales"] = npy_input("bwd_sd2", io::NpyDType::U8, {E, 128, I}, s2.data());
   expect_pass(run_bwd(
       small({{"I_TP", I}, {"gate_up_weight_scales", {E, 128, H}}, {"down_weight_scales", {E, 128, I}}}), q));
+}
+
+TEST_CASE("moe bwd: the prequantized_weights recipe makes quantize_mx's bytes of the generator's weights") {
+  // Gate/up [E, H, 2I] quantized along 2I = 512, down [E, I, H] along H = 512: one 512-row K tile each, so
+  // packed and unpacked scales have the same shape [E, 128, F] and differ in where each scale sits.
+  const int64_t E = 4, H = 512, I = 256;
+  const auto gen = [&](int64_t seed, const std::vector<int64_t>& shape) {
+    const tensor::HostTensor t = tensor::generate(
+        tensor::parse_generator({{"generator", "uniform"}, {"seed", seed}, {"low", -0.05}, {"high", 0.05}},
+                                "test"),
+        isa::DType::BF16, shape, 1);
+    std::vector<uint16_t> v(static_cast<size_t>(t.elements()));
+    std::memcpy(v.data(), t.bytes.data(), 2 * v.size());
+    return v;
+  };
+  const auto wgu = gen(7, {E, H, 2, I}), wd = gen(8, {E, I, H});
+  json in = bwd_inputs();
+  in.erase("gate_up_proj_weight");
+  in.erase("down_proj_weight");
+  in["weights"] = {{"recipe", "prequantized_weights"},
+                   {"gate_up_seed", 7},
+                   {"down_seed", 8},
+                   {"low", -0.05},
+                   {"high", 0.05}};
+  for (bool packed : {true, false}) {
+    INFO("packed " << packed);
+    const json p = small({{"use_scale_packing", packed},
+                          {"gate_up_weight_scales", {E, 2 * I / 4, H}},
+                          {"down_weight_scales", {E, H / 4, I}}});
+    MoeRun r{prepare_bwd(p, in)};
+    r.inputs = workload::make_inputs(r.prepared);
+    Bytes d1, s1, d2, s2;
+    for (int64_t e = 0; e < E; ++e) {
+      const std::vector<uint16_t> ge(wgu.begin() + e * H * 2 * I, wgu.begin() + (e + 1) * H * 2 * I),
+          de(wd.begin() + e * I * H, wd.begin() + (e + 1) * I * H);
+      auto [a, b] =
+          prequantized({&ge, 2 * I, H, false}, num::QuantScheme::WrapX, num::Fp8Format::E4M3FN, packed);
+      auto [c, d] = prequantized({&de, H, I, false}, num::QuantScheme::WrapX, num::Fp8Format::E4M3FN, packed);
+      d1.insert(d1.end(), a.begin(), a.end()), s1.insert(s1.end(), b.begin(), b.end());
+      d2.insert(d2.end(), c.begin(), c.end()), s2.insert(s2.end(), d.begin(), d.end());
+    }
+    CHECK(r.inputs.at("gate_up_proj_weight").bytes == d1);
+    CHECK(r.inputs.at("gate_up_weight_scales").bytes == s1);
+    CHECK(r.inputs.at("down_proj_weight").bytes == d2);
+    CHECK(r.inputs.at("down_weight_scales").bytes == s2);
+    if (packed) expect_pass(run_bwd(p, in));
+  }
+  // Bounds that give no range are an error naming the recipe entry.
+  json bad = in;
+  bad["weights"]["low"] = 0.1;
+  bad["weights"]["high"] = 0.1;
+  const json p = small({{"gate_up_weight_scales", {E, 2 * I / 4, H}}, {"down_weight_scales", {E, H / 4, I}}});
+  const auto prepared = prepare_bwd(p, bad);
+  CHECK_THROWS_WITH(
+      workload::make_inputs(prepared),
+      Catch::EndsWith("inputs.weights (recipe 'prequantized_weights'): 'low' = 0.1 must be below "
+                      "'high' = 0.1"));
 }
 
 namespace {
@@ -683,14 +820,16 @@ TEST_CASE("moe bwd: per-phase spill_reload and enable_scale_packing override the
   const std::string k = "kernel 'blockwise_mm_bwd_mxfp8': ";
   json off = small({{"I_TP", 1024}, {"gate_up_weight_scales", {4, 128, 512}}});
   off["phase2_config"] = {{"enable_scale_packing", false}};
-  CHECK_THAT(bwd_error(off),
-             Catch::EndsWith(k + "parameter 'gate_up_weight_scales': use_scale_packing = false but the shape "
-                                 "[4, 128, 512] is the packed layout"));
+  CHECK_THAT(
+      bwd_error(off),
+      Catch::EndsWith(k + "parameter 'gate_up_weight_scales': phase2_config.enable_scale_packing = false but "
+                          "the shape [4, 128, 512] is the packed layout"));
   json on = small({{"I_TP", 1024}, {"gate_up_weight_scales", {4, 512, 512}}, {"use_scale_packing", false}});
   on["phase2_config"] = {{"enable_scale_packing", true}};
-  CHECK_THAT(bwd_error(on),
-             Catch::EndsWith(k + "parameter 'gate_up_weight_scales': use_scale_packing = true but the shape "
-                                 "[4, 512, 512] is the unpacked layout"));
+  CHECK_THAT(
+      bwd_error(on),
+      Catch::EndsWith(k + "parameter 'gate_up_weight_scales': phase2_config.enable_scale_packing = true but "
+                          "the shape [4, 512, 512] is the unpacked layout"));
 }
 
 TEST_CASE("moe bwd: quant_scheme 1x32 in every phase against the references") {
@@ -827,4 +966,70 @@ TEST_CASE("moe bwd: the swizzle-mode, scheme and transpose rejections name the p
                                  "a DMA transpose)"));
   CHECK_THAT(err({{"output_grad_swizzle_mode", "DGT_FAST"}}),
              Catch::Contains("parameter 'output_grad_swizzle_mode': expected one of DGT, PE"));
+}
+
+TEST_CASE("moe bwd: AFFINITY_ON_H from the forward kernel's own down_proj_act_checkpoint") {
+  // The checkpoints AFFINITY_ON_H needs: gate/up, the unscaled intermediate and the down output.
+  const json ck = {{"save_gate_up_proj_act", true},
+                   {"save_scaled_intermediate", false},
+                   {"save_intermediate", true},
+                   {"save_down_proj_act", true}};
+  const json bp = small({{"affinity_option", "AFFINITY_ON_H"}, {"checkpoint_config", ck}});
+  // The backward's inputs, with the checkpoints of the host `checkpoints` recipe.
+  MoeRun host{prepare_bwd(bp, bwd_inputs())};
+  host.inputs = workload::make_inputs(host.prepared);
+  // The forward kernel on the same tokens, routing and weights (in its forward-natural layouts: gate/up
+  // [E, 2, I, H] from the backward's [E, H, 2, I], down [E, H, I] from [E, I, H]).
+  const int64_t E = 4, H = 512, I = 256;
+  const MoeRun fwd = run_moe(
+      small({{"affinity_option", "AFFINITY_ON_H"}, {"checkpoint_config", ck}}), moe_inputs(),
+      [&](kernels::Tensors& in) {
+        for (const char* n :
+             {"hidden_states", "expert_affinities_masked", "token_position_to_id", "block_to_expert"})
+          in.at(n) = host.inputs.at(n);
+        auto& gu = in.at("gate_up_proj_weight");
+        auto& d = in.at("down_proj_weight");
+        const auto& bgu = host.inputs.at("gate_up_proj_weight");
+        const auto& bd = host.inputs.at("down_proj_weight");
+        for (int64_t e = 0; e < E; ++e)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t i = 0; i < I; ++i) {
+              for (int64_t s = 0; s < 2; ++s)
+                gu.set(((e * 2 + s) * I + i) * H + h, bgu.value(((e * H + h) * 2 + s) * I + i));
+              d.set((e * H + h) * I + i, bd.value((e * I + i) * H + h));
+            }
+      },
+      kMoeFwd);
+  // The forward's outputs and its down checkpoint pass against its references.
+  REQUIRE(fwd.checks.size() == 4);
+  CHECK(fwd.check("down_proj_act_checkpoint").pass);
+  CHECK(fwd.all_pass());
+  // Its checkpoints are the recipe's bytes but for a few bfloat16 roundings: the recipe sums each GEMM in
+  // FP64 and rounds once, the kernel accumulates in FP32 PSUM, so a sum next to a rounding boundary can
+  // land one ulp apart (here 2, 2 and 4 elements; every other byte equal; the intermediate of a gate/up
+  // one ulp apart up to two).
+  const char* const names[] = {"gate_up_proj_act_checkpoint_T", "intermediate_checkpoint_T",
+                               "down_proj_act_checkpoint"};
+  for (const char* n : names) {
+    const auto& a = fwd.outputs.at(n);
+    const auto& b = host.inputs.at(n);
+    REQUIRE(a.shape == b.shape);
+    REQUIRE(a.dtype == isa::DType::BF16);
+    int64_t diff = 0, far = 0;
+    for (int64_t x = 0; x < a.elements(); ++x) {
+      uint16_t u, v;
+      std::memcpy(&u, a.bytes.data() + 2 * x, 2);
+      std::memcpy(&v, b.bytes.data() + 2 * x, 2);
+      diff += u != v;
+      far += std::abs(int(u) - int(v)) > 2;  // more than two ulps (or a sign) apart
+    }
+    INFO(n << ": " << diff << " of " << a.elements() << " elements differ");
+    CHECK(diff <= 4);
+    CHECK(far == 0);
+  }
+  // Fed to the backward, they give its gradients within the references.
+  const MoeRun r = run_bwd(bp, bwd_inputs(), [&](kernels::Tensors& in) {
+    for (const char* n : names) in.at(n) = fwd.outputs.at(n);
+  });
+  expect_pass(r);
 }

@@ -328,9 +328,16 @@ TEST_CASE("moe fwd: rejected parameters name the parameter and the reason") {
       Catch::Contains("(down GEMM: M = block_size, K = I_TP, N = H): tile_n = 100 must be a multiple of 32"));
   CHECK_THAT(err({{"shard_option", "SHARD_ON_H"}}),
              Catch::Contains("parameter 'shard_option': expected one of SHARD_ON_BLOCK, got \"SHARD_ON_H\""));
-  CHECK_THAT(err({{"affinity_option", "AFFINITY_ON_H"}}),
-             Catch::EndsWith(k + "parameter 'affinity_option': expected one of AFFINITY_ON_I, got "
-                                 "\"AFFINITY_ON_H\""));
+  CHECK_THAT(err({{"affinity_option", "AFFINITY_ON_X"}}),
+             Catch::EndsWith(k + "parameter 'affinity_option': expected one of AFFINITY_ON_I, AFFINITY_ON_H, "
+                                 "got \"AFFINITY_ON_X\""));
+  CHECK_THAT(
+      err({{"affinity_option", "AFFINITY_ON_H"}}),
+      Catch::EndsWith(k + "parameters 'affinity_option' = AFFINITY_ON_H and "
+                          "'checkpoint_config.save_scaled_intermediate': the forward never forms "
+                          "intermediate x affinity under AFFINITY_ON_H (the affinity multiplies the down "
+                          "output); set save_scaled_intermediate false (the backward reads "
+                          "intermediate_checkpoint_T or recomputes it)"));
   CHECK_THAT(err({{"activation_type", "GELU"}}),
              Catch::EndsWith(k + "parameter 'activation_type': expected one of SiLU, got \"GELU\""));
   CHECK_THAT(err({{"clamp_limits", {{"linear_clamp_lower_limit", 1}, {"linear_clamp_upper_limit", -1}}}}),

@@ -119,8 +119,14 @@ TEST_CASE("moe routing: bad routing tensors are errors naming the tensor and the
   tp[9] = -1;
   CHECK_THROWS_WITH(check(8),
                     "token_position_to_id[5] = -1 is not a token id in [0, T = 8) or the padding value 8");
-  tp[9] = 1;  // token 1 is in block 0 already: allowed (another block)
+  tp[9] = 1;  // token 1 is in block 0 already: allowed (another expert's block)
   CHECK_NOTHROW(check());
+  tp[6] = 1;  // but not in a second block of expert 0 (blocks 0 and 1)
+  CHECK_THROWS_WITH(
+      check(),
+      "token_position_to_id[6] = 1: token 1 appears in blocks 0 and 1 of expert 0 (also at [1]); a "
+      "routed (token, expert) pair has one slot");
+  tp[6] = -1;
   tp[10] = 1;
   CHECK_THROWS_WITH(check(), "token_position_to_id[10] = 1: token 1 appears twice in block 2 (also at [9])");
   tp.pop_back();

@@ -132,7 +132,11 @@ TEST_CASE("registry: errors name the kernel and the parameter", "[kernels][regis
   CHECK(error_of(r, {{"M", 1}, {"fast", 1}}) ==
         "kernel 'toy': parameter 'fast': expected true or false, got 1");
   CHECK(error_of(r, {{"M", 1}, {"shape", {1, 0}}}) ==
-        "kernel 'toy': parameter 'shape': expected a list of integers each >= 1 or null, got an array of 2 "
+        "kernel 'toy': parameter 'shape[1]': expected an integer >= 1, got 0");
+  CHECK(error_of(r, {{"M", 1}, {"shape", {4, "x", 2}}}) ==
+        "kernel 'toy': parameter 'shape[1]': expected an integer >= 1, got \"x\"");
+  CHECK(error_of(r, {{"M", 1}, {"shape", json::array()}}) ==
+        "kernel 'toy': parameter 'shape': expected a list of integers each >= 1 or null, got an array of 0 "
         "elements");
   CHECK(error_of(r, {{"M", 1}, {"label", 5}}) == "kernel 'toy': parameter 'label': expected a string, got 5");
   CHECK(error_of(r, {{"M", 1}, {"config", {{"tile_m", 16}}}}) ==
