@@ -1,6 +1,5 @@
 #include "kernels/moe/moe_common.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include "kernels/api/nki.h"
 #include "kernels/lib/mxfp8/layout.h"
 #include "kernels/moe/routing.h"
+#include "kernels/ref/gemm_f64.h"
 #include "sim/base/error.h"
 #include "sim/numerics/scale_layout.h"
 
@@ -124,9 +124,7 @@ void gemm_nt(const std::vector<double>& a, const std::vector<double>& b, int64_t
              std::vector<double>& out) {
   out.assign(static_cast<size_t>(n * c), 0.0);
   if (n == 0 || c == 0) return;
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(c),
-              static_cast<int>(K), 1.0, a.data(), static_cast<int>(K), b.data(), static_cast<int>(K), 0.0,
-              out.data(), static_cast<int>(c));
+  ref::gemm_nt_f64(a.data(), b.data(), n, c, K, out.data());
 }
 
 std::vector<double> as_f64(const std::vector<float>& v, int64_t rows, int64_t K, bool quantize,
