@@ -24,12 +24,17 @@ std::vector<double> widen(const std::vector<float>& v) {
   return {v.begin(), v.end()};
 }
 
-// [cols, rows] of a row-major [rows, cols].
+// [cols, rows] of a row-major [rows, cols], in tiles that stay in the cache.
 template <class T>
 std::vector<T> transposed(const std::vector<T>& v, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 32;
   std::vector<T> o(v.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) o[c * rows + r] = v[r * cols + c];
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) o[c * rows + r] = v[r * cols + c];
+    }
   return o;
 }
 

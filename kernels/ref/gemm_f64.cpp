@@ -26,21 +26,28 @@ struct Span {
 };
 
 Span span_of(const double* v, int64_t n) {
-  Span s;
+  // Branch-free over the values: the largest magnitude's bits, and the lowest set bit's exponent (biased
+  // field plus trailing zeros of the significand; zeros excluded).
+  uint64_t max_abs = 0;
+  int64_t min_low = INT64_MAX;
   for (int64_t i = 0; i < n; ++i) {
-    const uint64_t bits = std::bit_cast<uint64_t>(v[i]);
-    const int exp = static_cast<int>((bits >> 52) & 0x7FF);
-    uint64_t sig = bits & ((uint64_t{1} << 52) - 1);
-    if (exp == 0x7FF) {
-      s.finite = false;
-      return s;
-    }
-    if (exp == 0 && sig == 0) continue;  // +-0
-    int base = -1074;
-    if (exp != 0) sig |= uint64_t{1} << 52, base = exp - 1075;
-    s.e = std::max(s.e, base + static_cast<int>(std::bit_width(sig)));
-    s.t = std::min(s.t, base + std::countr_zero(sig));
+    const uint64_t abs = std::bit_cast<uint64_t>(v[i]) & ~(uint64_t{1} << 63);
+    max_abs = std::max(max_abs, abs);
+    const int64_t exp = static_cast<int64_t>(abs >> 52);
+    const uint64_t sig = (abs & ((uint64_t{1} << 52) - 1)) | (static_cast<uint64_t>(exp != 0) << 52);
+    const int64_t low = std::max<int64_t>(exp, 1) + std::countr_zero(sig | (uint64_t{1} << 63));
+    min_low = std::min(min_low, abs == 0 ? INT64_MAX : low);
   }
+  Span s;
+  if (max_abs >= uint64_t{0x7FF} << 52) {
+    s.finite = false;
+    return s;
+  }
+  if (max_abs == 0) return s;
+  const int exp = static_cast<int>(max_abs >> 52);
+  const uint64_t sig = (max_abs & ((uint64_t{1} << 52) - 1)) | (static_cast<uint64_t>(exp != 0) << 52);
+  s.e = std::max(exp, 1) - 1075 + static_cast<int>(std::bit_width(sig));
+  s.t = static_cast<int>(min_low) - 1075;
   return s;
 }
 

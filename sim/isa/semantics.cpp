@@ -493,6 +493,20 @@ void Exec::quantize_mx() {
   const bool bf16 = src.dtype() == DType::BF16;
   float v[32];
   uint8_t q[32];
+  // A source no output overlaps: the group's 8 source rows at once (load_row converts as load does).
+  if (!src.may_overlap(dst) && !src.may_overlap(sc) && !is_x4(src.dtype())) {
+    const uint64_t n = src.cols();
+    std::vector<float> rows(8 * n);
+    for (uint32_t g = 0; g < groups; ++g) {
+      for (uint32_t r = 0; r < 8; ++r) src.load_row(8 * g + r, &rows[r * n]);
+      for (uint64_t f = 0; f < dst.cols(); ++f) {
+        for (uint32_t r = 0; r < 8; ++r) std::memcpy(&v[r * 4], &rows[r * n + 4 * f], 4 * sizeof(float));
+        *sc.at(mx_scale_row(g, inst_.scale_offset), f) = num::quantize_block(v, q, f8, num::ScaleRule::Trn3);
+        for (uint32_t r = 0; r < 8; ++r) std::memcpy(dst.at(8 * g + r, f), &q[r * 4], 4);
+      }
+    }
+    return;
+  }
   for (uint32_t g = 0; g < groups; ++g)
     for (uint64_t f = 0; f < dst.cols(); ++f) {
       for (uint32_t r = 0; r < 8; ++r)
@@ -653,6 +667,23 @@ void Exec::tensor_copy() {
   OperandView dst = view(0);
   OperandView src = view(1);
   same_shape(dst, 0, src, 1);
+  // Operands that cannot overlap: whole rows (a byte run per row for one dtype, else the row conversions,
+  // element for element those of move()).
+  if (!dst.may_overlap(src) && !is_x4(dst.dtype()) && !is_x4(src.dtype())) {
+    if (dst.dtype() == src.dtype() && dst.contiguous_rows() && src.contiguous_rows()) {
+      const uint64_t rb = src.cols() * dtype_size(src.dtype());
+      for (uint32_t i = 0; i < dst.rows(); ++i) std::memcpy(dst.at(i, 0), src.at(i, 0), rb);
+      return;
+    }
+    if (dst.dtype() != src.dtype()) {
+      std::vector<float> row(src.cols());
+      for (uint32_t i = 0; i < dst.rows(); ++i) {
+        src.load_row(i, row.data());
+        dst.store_row(i, row.data());
+      }
+      return;
+    }
+  }
   for (uint32_t i = 0; i < dst.rows(); ++i)
     for (uint64_t j = 0; j < dst.cols(); ++j) move(dst, dst.at(i, j), src, src.at(i, j));
 }
