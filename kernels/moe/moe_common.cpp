@@ -111,6 +111,15 @@ float bf16_at(const tensor::HostTensor& t, int64_t i) {
   return num::bf16_to_f32(v);
 }
 
+void bf16_span(const tensor::HostTensor& t, int64_t first, int64_t n, float* out) {
+  const uint8_t* src = t.bytes.data() + 2 * first;
+  for (int64_t j = 0; j < n; ++j) {
+    uint16_t v;
+    std::memcpy(&v, src + 2 * j, 2);
+    out[j] = num::bf16_to_f32(v);
+  }
+}
+
 double round_to(double x, isa::DType dt) {
   if (dt == isa::DType::F32) return static_cast<double>(static_cast<float>(x));
   return static_cast<double>(num::bf16_to_f32(num::f32_to_bf16(static_cast<float>(x))));

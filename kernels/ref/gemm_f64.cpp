@@ -51,24 +51,26 @@ Span span_of(const double* v, int64_t n) {
   return s;
 }
 
-// The bound of gemm_f64.h over all (row of a, row of b) pairs: it separates into the worst row of each.
+// The bound of gemm_f64.h over all (row of a, row of b) pairs: it separates into the worst row of each. Stops
+// at the first row of b that breaks it (operands of the exact references usually do at once).
 bool exact_bound(const double* a, const double* b, int64_t n, int64_t c, int64_t K) {
-  int a_width = INT_MIN, b_width = INT_MIN, a_e = INT_MIN, b_e = INT_MIN, a_t = INT_MAX, b_t = INT_MAX;
+  const int kbits = static_cast<int>(std::bit_width(static_cast<uint64_t>(K)));  // K < 2^kbits
+  int a_width = INT_MIN, a_e = INT_MIN, a_t = INT_MAX;
   for (int64_t i = 0; i < n; ++i) {
     const Span s = span_of(a + i * K, K);
     if (!s.finite) return false;
     if (!s.any()) continue;
     a_width = std::max(a_width, s.e - s.t), a_e = std::max(a_e, s.e), a_t = std::min(a_t, s.t);
+    if (a_width + kbits > 53) return false;
   }
+  const bool a_zero = a_width == INT_MIN;  // every product is zero (if b is finite)
   for (int64_t j = 0; j < c; ++j) {
     const Span s = span_of(b + j * K, K);
     if (!s.finite) return false;
-    if (!s.any()) continue;
-    b_width = std::max(b_width, s.e - s.t), b_e = std::max(b_e, s.e), b_t = std::min(b_t, s.t);
+    if (!s.any() || a_zero) continue;
+    if (a_width + (s.e - s.t) + kbits > 53 || a_t + s.t < -1074 || a_e + s.e + kbits > 1024) return false;
   }
-  if (a_width == INT_MIN || b_width == INT_MIN) return true;                     // every product is zero
-  const int kbits = static_cast<int>(std::bit_width(static_cast<uint64_t>(K)));  // K < 2^kbits
-  return a_width + b_width + kbits <= 53 && a_t + b_t >= -1074 && a_e + b_e + kbits <= 1024;
+  return true;
 }
 
 constexpr int kMr = 8, kNr = 24, kKc = 256;  // register tile (rows x columns) and K block
@@ -190,6 +192,8 @@ void gemm_nt_f64(const double* a, const double* b, int64_t n, int64_t c, int64_t
   constexpr int64_t kMaxBlas = 0x7FFFFFFF;
   if (n > kMaxBlas || c > kMaxBlas || K > kMaxBlas)
     throw InputError(fmt::format("gemm_nt_f64: dims [{}, {}, {}] exceed the BLAS int range", n, c, K));
+  // OpenBLAS as configured: its K blocking differs between its single- and multi-threaded drivers when
+  // 256 < K < 512 (Prescott kernels), so its thread count is left alone.
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(c),
               static_cast<int>(K), 1.0, a, static_cast<int>(K), b, static_cast<int>(K), 0.0, out,
               static_cast<int>(c));

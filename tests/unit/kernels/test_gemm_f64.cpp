@@ -79,13 +79,14 @@ TEST_CASE("gemm_nt_f64: MX-quantized operands take the exact path and give OpenB
   }
 }
 
-TEST_CASE("gemm_nt_f64: operands whose sums round fall back to OpenBLAS", "[ref]") {
-  const int64_t n = 17, c = 30, K = 300;
+TEST_CASE("gemm_nt_f64: operands whose sums round fall back to OpenBLAS as configured", "[ref]") {
+  const int64_t n = 256, c = 250, K = 300;  // large enough for OpenBLAS to use its threads
   const auto a = normal_values(n * K, 7), b = normal_values(c * K, 8);
   REQUIRE_FALSE(ref::gemm_nt_is_exact(a.data(), b.data(), n, c, K));
   const auto want = blas(a, b, n, c, K);
   CHECK(same_bytes(ours(a, b, n, c, K, 1), want));
   CHECK(same_bytes(ours(a, b, n, c, K, 2), want));
+  CHECK(same_bytes(ours(a, b, n, c, K, 4), want));
 }
 
 TEST_CASE("gemm_nt_f64: the bound", "[ref]") {
@@ -123,4 +124,10 @@ TEST_CASE("gemm_nt_f64: bad arguments", "[ref]") {
   double v = 0;
   CHECK_THROWS_WITH(ref::gemm_nt_f64(&v, &v, -1, 1, 1, &v), "gemm_nt_f64: negative shape [-1, 1, 1]");
   CHECK_THROWS_WITH(ref::gemm_nt_f64(&v, &v, 1, 1, 1, &v, 0), "gemm_nt_f64: threads = 0 must be at least 1");
+}
+
+TEST_CASE("gemm_nt_f64: a zero operand with a non-finite other falls back to OpenBLAS", "[ref]") {
+  std::vector<double> z(3, 0.0), b{1.0, std::numeric_limits<double>::infinity(), 2.0};
+  CHECK_FALSE(ref::gemm_nt_is_exact(z.data(), b.data(), 1, 1, 3));
+  CHECK(ref::gemm_nt_is_exact(z.data(), z.data(), 1, 1, 3));
 }
