@@ -105,6 +105,22 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
   };
   const std::vector<float> inter0(static_cast<size_t>(I),
                                   static_cast<float>(moe::round_to(moe::silu(g0) * u0, cdt)));
+  // A slot without a token: write()'s values for (g0, u0, 0), computed once.
+  const float act0 = static_cast<float>(moe::round_to(moe::silu(g0), cdt)),
+              sc0 = static_cast<float>(moe::round_to(static_cast<double>(inter0[0]) * 0.0, cdt));
+  const auto write_empty = [&](int64_t s) {
+    const int64_t b = s / B, j = s % B;
+    for (int64_t i = 0; i < I; ++i) {
+      if (gu) {
+        gu->set(((b * 2 + 0) * I + i) * B + j, static_cast<float>(g0));
+        gu->set(((b * 2 + 1) * I + i) * B + j, static_cast<float>(u0));
+      }
+      const int64_t o = (b * I + i) * B + j;
+      if (sc) sc->set(o, sc0);
+      if (ga) ga->set(o, act0);
+      if (it) it->set(o, inter0[0]);
+    }
+  };
   std::vector<double> v;
   for (int64_t e = 0; e < E; ++e) {
     const auto& blocks = ref.blocks_of_expert(e);
@@ -115,7 +131,7 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
         if (t >= 0 && t < p.T) {
           slots.push_back(s);
         } else {
-          for (int64_t i = 0; i < I; ++i) write(s, i, g0, u0, 0.0);
+          write_empty(s);
           empty.push_back(s);
         }
       }

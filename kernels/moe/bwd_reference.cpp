@@ -24,12 +24,17 @@ std::vector<double> widen(const std::vector<float>& v) {
   return {v.begin(), v.end()};
 }
 
-// [cols, rows] of a row-major [rows, cols].
+// [cols, rows] of a row-major [rows, cols], in tiles that stay in the cache.
 template <class T>
 std::vector<T> transposed(const std::vector<T>& v, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 32;
   std::vector<T> o(v.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) o[c * rows + r] = v[r * cols + c];
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) o[c * rows + r] = v[r * cols + c];
+    }
   return o;
 }
 
@@ -111,7 +116,7 @@ void BwdReference::weights(int64_t e, Weights& w) const {
                   2 * I, H, rows != 2 * I / 4, p_.fp8, w.gu, p_.quant_scheme());
   } else {
     w.gu.resize(static_cast<size_t>(H * 2 * I));
-    for (int64_t i = 0; i < H * 2 * I; ++i) w.gu[i] = bf16_at(*in_.gate_up_proj_weight, e * H * 2 * I + i);
+    bf16_span(*in_.gate_up_proj_weight, e * H * 2 * I, H * 2 * I, w.gu.data());
   }
   if (!in_.down_proj_weight) return;
   if (const tensor::HostTensor* sc = in_.down_weight_scales) {
@@ -120,7 +125,7 @@ void BwdReference::weights(int64_t e, Weights& w) const {
                   rows != H / 4, p_.fp8, w.down, p_.quant_scheme());
   } else {
     w.down.resize(static_cast<size_t>(I * H));
-    for (int64_t i = 0; i < I * H; ++i) w.down[i] = bf16_at(*in_.down_proj_weight, e * I * H + i);
+    bf16_span(*in_.down_proj_weight, e * I * H, I * H, w.down.data());
   }
 }
 
@@ -160,7 +165,7 @@ std::vector<float> BwdReference::rows_of(const tensor::HostTensor& t,
   for (int64_t r = 0; r < n; ++r) {
     const int64_t tok = token_[slots[r]];
     if (tok < 0) continue;
-    for (int64_t h = 0; h < H; ++h) x[r * H + h] = bf16_at(t, tok * H + h);
+    bf16_span(t, tok * H, H, &x[r * H]);
   }
   return x;
 }
@@ -262,14 +267,17 @@ std::map<int64_t, std::array<SlotGrad, 2>> BwdReference::evaluate(const std::vec
   for (const auto& [e, ss] : by_e) {
     const int64_t n = static_cast<int64_t>(ss.size());
     weights(e, w);
-    const auto wgu = widen(w.gu);
+    const auto wgu = with_dx ? widen(w.gu) : std::vector<double>{};
     for (int q = 0; q < 2; ++q) {
       std::vector<double> dgu, scaled, dea, dx;
       phase1(e, ss, q, w, dgu, scaled, dea);
-      if (with_dx)
-        gemm_nt(prep(dgu, n, 2 * I, q, p_.fp8, p_.quant_scheme()),
-                prep(wgu, H, 2 * I, in_.gate_up_weight_scales ? 0 : q, p_.fp8, p_.quant_scheme()), n, H,
-                2 * I, dx);
+      if (with_dx) {
+        // The weight as it is (exact, or pre-quantized), else MX-quantized along 2I.
+        const bool quantize = q == 1 && !in_.gate_up_weight_scales;
+        const std::vector<double> wq =
+            quantize ? prep(wgu, H, 2 * I, 1, p_.fp8, p_.quant_scheme()) : std::vector<double>{};
+        gemm_nt(prep(dgu, n, 2 * I, q, p_.fp8, p_.quant_scheme()), quantize ? wq : wgu, n, H, 2 * I, dx);
+      }
       for (int64_t r = 0; r < n; ++r) {
         SlotGrad& g = res[ss[r]][q];
         g.dea = dea[r];

@@ -80,7 +80,7 @@ void FwdReference::expert_weights(int64_t e, std::vector<float>& gu, std::vector
     unswizzle_bf16(wg.bytes.data() + e * H * 2 * I * 2, H, 2 * I, gu);
   } else {
     gu.resize(static_cast<size_t>(2 * I * H));
-    for (int64_t i = 0; i < 2 * I * H; ++i) gu[i] = bf16_at(wg, e * 2 * I * H + i);
+    bf16_span(wg, e * 2 * I * H, 2 * I * H, gu.data());
   }
   if (p_.down_weight_scales) {
     const auto& sc = *in_.down_weight_scales;
@@ -91,7 +91,7 @@ void FwdReference::expert_weights(int64_t e, std::vector<float>& gu, std::vector
     unswizzle_bf16(wd.bytes.data() + e * I * H * 2, I, H, down);
   } else {
     down.resize(static_cast<size_t>(H * I));
-    for (int64_t i = 0; i < H * I; ++i) down[i] = bf16_at(wd, e * H * I + i);
+    bf16_span(wd, e * H * I, H * I, down.data());
   }
 }
 
@@ -120,7 +120,7 @@ std::map<int64_t, std::array<SlotValues, 2>> FwdReference::evaluate(const std::v
     for (int64_t r = 0; r < n; ++r) {
       const int64_t t = token_[ss[r]];
       if (t < 0) continue;
-      for (int64_t h = 0; h < H; ++h) x[r * H + h] = bf16_at(hidden, t * H + h);
+      bf16_span(hidden, t * H, H, &x[r * H]);
       a[r] = ea.value(p_.no_indirect_load ? t : t * E + e);
     }
     std::array<std::vector<double>, 2> xs{as_f64(x, n, H, false, p_.fp8), as_f64(x, n, H, true, p_.fp8)};

@@ -1,6 +1,5 @@
 #include "kernels/moe/moe_common.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include "kernels/api/nki.h"
 #include "kernels/lib/mxfp8/layout.h"
 #include "kernels/moe/routing.h"
+#include "kernels/ref/gemm_f64.h"
 #include "sim/base/error.h"
 #include "sim/numerics/scale_layout.h"
 
@@ -111,6 +111,15 @@ float bf16_at(const tensor::HostTensor& t, int64_t i) {
   return num::bf16_to_f32(v);
 }
 
+void bf16_span(const tensor::HostTensor& t, int64_t first, int64_t n, float* out) {
+  const uint8_t* src = t.bytes.data() + 2 * first;
+  for (int64_t j = 0; j < n; ++j) {
+    uint16_t v;
+    std::memcpy(&v, src + 2 * j, 2);
+    out[j] = num::bf16_to_f32(v);
+  }
+}
+
 double round_to(double x, isa::DType dt) {
   if (dt == isa::DType::F32) return static_cast<double>(static_cast<float>(x));
   return static_cast<double>(num::bf16_to_f32(num::f32_to_bf16(static_cast<float>(x))));
@@ -124,9 +133,7 @@ void gemm_nt(const std::vector<double>& a, const std::vector<double>& b, int64_t
              std::vector<double>& out) {
   out.assign(static_cast<size_t>(n * c), 0.0);
   if (n == 0 || c == 0) return;
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(c),
-              static_cast<int>(K), 1.0, a.data(), static_cast<int>(K), b.data(), static_cast<int>(K), 0.0,
-              out.data(), static_cast<int>(c));
+  ref::gemm_nt_f64(a.data(), b.data(), n, c, K, out.data());
 }
 
 std::vector<double> as_f64(const std::vector<float>& v, int64_t rows, int64_t K, bool quantize,

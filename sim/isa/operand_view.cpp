@@ -126,6 +126,28 @@ uint8_t* OperandView::at_tensor_row(int64_t index, uint64_t col) {
   return base_ + a;
 }
 
+bool OperandView::may_overlap(const OperandView& o) const {
+  if (base_ != o.base_ || rows_ == 0 || o.rows_ == 0 || col_off_.empty() || o.col_off_.empty()) return false;
+  const int64_t ds = dtype_size(ap_.dtype), ods = dtype_size(o.ap_.dtype);
+  if (ap_.space !=
+      MemSpace::HBM) {  // rows are partitions, bytes [offset + min_col, offset + max_col] in each
+    const int64_t p0 = ap_.partition_start, p1 = p0 + rows_;
+    const int64_t q0 = o.ap_.partition_start, q1 = q0 + o.rows_;
+    const int64_t b0 = ap_.offset_bytes + min_col_, b1 = ap_.offset_bytes + max_col_ + ds;
+    const int64_t c0 = o.ap_.offset_bytes + o.min_col_, c1 = o.ap_.offset_bytes + o.max_col_ + ods;
+    return p0 < q1 && q0 < p1 && b0 < c1 && c0 < b1;
+  }
+  // HBM, one tensor: the whole byte spans.
+  const auto span = [](const OperandView& v, int64_t es) {
+    const int64_t rows_span = v.row_stride_ * static_cast<int64_t>(v.rows_ - 1);
+    return std::pair<int64_t, int64_t>{v.base_off_ + std::min<int64_t>(0, rows_span) + v.min_col_,
+                                       v.base_off_ + std::max<int64_t>(0, rows_span) + v.max_col_ + es};
+  };
+  const auto [a0, a1] = span(*this, ds);
+  const auto [c0, c1] = span(o, ods);
+  return a0 < c1 && c0 < a1;
+}
+
 float OperandView::load_value(const uint8_t* p) const {
   return load_element(ap_.dtype, p);
 }

@@ -35,6 +35,9 @@ class OperandView {
   uint8_t* at(uint32_t row, uint64_t col) { return base_ + (base_off_ + row_off(row) + col_off_[col]); }
   // True if each row's free elements are consecutive in memory (a row is one byte run), for bulk copies.
   bool contiguous_rows() const { return contiguous_; }
+  // False when no byte of this operand can be a byte of `o` (another memory, disjoint partitions or
+  // disjoint byte ranges within the partitions), so whole rows can be read before any is written.
+  bool may_overlap(const OperandView& o) const;
 
   // HBM only (indirect DMA): the address of free element `col` in pattern row `index` (NKI's vector_offset on
   // the indirect dim): the index steps by the pattern's row stride from its offset, so a whole-row pattern

@@ -348,38 +348,31 @@ void Exec::transpose(int src_slot) {
   const uint32_t ds = dtype_size(dst.dtype());
   const uint32_t rows = src.rows();
   const uint64_t cols = src.cols();
-  std::vector<uint8_t> tmp(static_cast<size_t>(rows) * cols * ds);
-  // Fixed-size element copies (the compiler turns them into single moves); operands in different memories
-  // cannot overlap, so they need no snapshot.
-  const bool apart = src.ap().space != dst.ap().space;
+  std::vector<uint8_t> tmp;  // the snapshot of overlapping operands
+  // Fixed-size element copies (the compiler turns them into single moves); operands that cannot overlap
+  // (different memories, or disjoint bytes) need no snapshot.
+  const bool apart = src.ap().space != dst.ap().space || !src.may_overlap(dst);
   const auto run = [&](auto elem) {
     constexpr size_t n = sizeof(elem);
-    if (apart && src.contiguous_rows() && dst.contiguous_rows()) {  // row pointers, 32 x 32 tiles
+    if (apart) {
+      // Element (r, c) of a view is at row pointer r + column offset c: both tables once, then 32 x 32
+      // tiles so both sides stay in cache (SBUF partitions are far apart in memory).
       std::vector<uint8_t*> sp(rows), dp(cols);
-      for (uint32_t p = 0; p < rows; ++p) sp[p] = src.at(p, 0);
-      for (uint64_t f = 0; f < cols; ++f) dp[f] = dst.at(static_cast<uint32_t>(f), 0);
+      std::vector<int64_t> sc(cols), dc(rows);
+      for (uint32_t p = 0; p < rows; ++p) sp[p] = src.at(p, 0), dc[p] = dst.at(0, p) - dst.at(0, 0);
+      for (uint64_t f = 0; f < cols; ++f)
+        dp[f] = dst.at(static_cast<uint32_t>(f), 0), sc[f] = src.at(0, f) - src.at(0, 0);
       constexpr uint64_t kTile = 32;
       for (uint32_t p0 = 0; p0 < rows; p0 += kTile)
         for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
           const uint32_t p1 = static_cast<uint32_t>(std::min<uint64_t>(rows, p0 + kTile));
           const uint64_t f1 = std::min<uint64_t>(cols, f0 + kTile);
           for (uint64_t f = f0; f < f1; ++f)
-            for (uint32_t p = p0; p < p1; ++p) std::memcpy(dp[f] + p * n, sp[p] + f * n, n);
+            for (uint32_t p = p0; p < p1; ++p) std::memcpy(dp[f] + dc[p], sp[p] + sc[f], n);
         }
       return;
     }
-    if (apart) {  // in 32 x 32 tiles: both sides stay in cache (SBUF partitions are far apart in memory)
-      constexpr uint64_t kTile = 32;
-      for (uint32_t p0 = 0; p0 < rows; p0 += kTile)
-        for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
-          const uint32_t p1 = static_cast<uint32_t>(std::min<uint64_t>(rows, p0 + kTile));
-          const uint64_t f1 = std::min<uint64_t>(cols, f0 + kTile);
-          for (uint64_t f = f0; f < f1; ++f)
-            for (uint32_t p = p0; p < p1; ++p)
-              std::memcpy(dst.at(static_cast<uint32_t>(f), p), src.at(p, f), n);
-        }
-      return;
-    }
+    tmp.resize(static_cast<size_t>(rows) * cols * n);
     for (uint32_t p = 0; p < rows; ++p)
       for (uint64_t f = 0; f < cols; ++f) std::memcpy(&tmp[(p * cols + f) * n], src.at(p, f), n);
     for (uint32_t p = 0; p < rows; ++p)
@@ -389,6 +382,7 @@ void Exec::transpose(int src_slot) {
   if (ds == 2) return run(uint16_t{});
   if (ds == 4) return run(uint32_t{});
   if (ds == 1) return run(uint8_t{});
+  tmp.resize(static_cast<size_t>(rows) * cols * ds);
   for (uint32_t p = 0; p < rows; ++p)
     for (uint64_t f = 0; f < cols; ++f) std::memcpy(&tmp[(p * cols + f) * ds], src.at(p, f), ds);
   for (uint32_t p = 0; p < rows; ++p)
@@ -493,6 +487,20 @@ void Exec::quantize_mx() {
   const bool bf16 = src.dtype() == DType::BF16;
   float v[32];
   uint8_t q[32];
+  // A source no output overlaps: the group's 8 source rows at once (load_row converts as load does).
+  if (!src.may_overlap(dst) && !src.may_overlap(sc) && !is_x4(src.dtype())) {
+    const uint64_t n = src.cols();
+    std::vector<float> rows(8 * n);
+    for (uint32_t g = 0; g < groups; ++g) {
+      for (uint32_t r = 0; r < 8; ++r) src.load_row(8 * g + r, &rows[r * n]);
+      for (uint64_t f = 0; f < dst.cols(); ++f) {
+        for (uint32_t r = 0; r < 8; ++r) std::memcpy(&v[r * 4], &rows[r * n + 4 * f], 4 * sizeof(float));
+        *sc.at(mx_scale_row(g, inst_.scale_offset), f) = num::quantize_block(v, q, f8, num::ScaleRule::Trn3);
+        for (uint32_t r = 0; r < 8; ++r) std::memcpy(dst.at(8 * g + r, f), &q[r * 4], 4);
+      }
+    }
+    return;
+  }
   for (uint32_t g = 0; g < groups; ++g)
     for (uint64_t f = 0; f < dst.cols(); ++f) {
       for (uint32_t r = 0; r < 8; ++r)
@@ -653,6 +661,23 @@ void Exec::tensor_copy() {
   OperandView dst = view(0);
   OperandView src = view(1);
   same_shape(dst, 0, src, 1);
+  // Operands that cannot overlap: whole rows (a byte run per row for one dtype, else the row conversions,
+  // element for element those of move()).
+  if (!dst.may_overlap(src) && !is_x4(dst.dtype()) && !is_x4(src.dtype())) {
+    if (dst.dtype() == src.dtype() && dst.contiguous_rows() && src.contiguous_rows()) {
+      const uint64_t rb = src.cols() * dtype_size(src.dtype());
+      for (uint32_t i = 0; i < dst.rows(); ++i) std::memcpy(dst.at(i, 0), src.at(i, 0), rb);
+      return;
+    }
+    if (dst.dtype() != src.dtype()) {
+      std::vector<float> row(src.cols());
+      for (uint32_t i = 0; i < dst.rows(); ++i) {
+        src.load_row(i, row.data());
+        dst.store_row(i, row.data());
+      }
+      return;
+    }
+  }
   for (uint32_t i = 0; i < dst.rows(); ++i)
     for (uint64_t j = 0; j < dst.cols(); ++j) move(dst, dst.at(i, j), src, src.at(i, j));
 }

@@ -54,7 +54,7 @@ inline uint32_t abs_key(float v) {
 }
 
 template <Fp8Format F, ScaleRule R, class In>
-uint8_t block_contiguous(const In* v, uint8_t* out) {
+[[gnu::always_inline]] inline uint8_t block_contiguous(const In* v, uint8_t* out) {
   uint32_t key = 0;
   for (int i = 0; i < kMxBlock; ++i) key = std::max(key, abs_key<R>(load(v[i])));
   const uint8_t s = mx_scale_byte(key, F, R);
@@ -235,11 +235,35 @@ void quantize_dispatch(const In* x, int64_t rows, int64_t cols, MxAxis axis, Fp8
   throw InputError("mx quantize: invalid format or scale rule");
 }
 
+// One block as a function of its own, for the host's widest vectors or the baseline ISA: integer and exact
+// FP32 operations only (no multiply feeds an add), so both give the same bytes.
+template <Fp8Format F, ScaleRule R, class In>
+uint8_t block_baseline(const In* v, uint8_t* out) {
+  return block_contiguous<F, R>(v, out);
+}
+template <Fp8Format F, ScaleRule R, class In>
+[[gnu::target("avx512f,avx512bw,avx512vl")]] uint8_t block_avx512(const In* v, uint8_t* out) {
+  return block_contiguous<F, R>(v, out);
+}
+
+bool host_has_avx512bw() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+  }();
+  return yes;
+}
+
+template <Fp8Format F, ScaleRule R, class In>
+uint8_t block_fast(const In* v, uint8_t* out) {
+  return host_has_avx512bw() ? block_avx512<F, R>(v, out) : block_baseline<F, R>(v, out);
+}
+
 template <class In>
 uint8_t block_dispatch(const In* v, uint8_t* out, Fp8Format fmt, ScaleRule rule) {
-#define TRNSIM_MX_CASE(F, R)                       \
-  if (fmt == Fp8Format::F && rule == ScaleRule::R) \
-    return block_contiguous<Fp8Format::F, ScaleRule::R>(v, out);
+#define TRNSIM_MX_CASE(F, R) \
+  if (fmt == Fp8Format::F && rule == ScaleRule::R) return block_fast<Fp8Format::F, ScaleRule::R>(v, out);
   TRNSIM_MX_CASE(E4M3FN, Trn3)
   TRNSIM_MX_CASE(E4M3FN, Ocp)
   TRNSIM_MX_CASE(E4M3FN, Te)

@@ -7,6 +7,7 @@
 
 #include "sim/base/error.h"
 #include "sim/isa/names.h"
+#include "sim/isa/operand_view.h"
 #include "sim/isa/semantics.h"
 #include "sim/numerics/mx.h"
 #include "tests/unit/isa/isa_test_util.h"
@@ -608,4 +609,44 @@ TEST_CASE("transposes: dma_transpose, nc_transpose on PE and DVE; sendrecv to th
         0);
   CHECK(get<uint16_t>(m.s(0, 4096 + 2 * 7, 1)) == 0x102);
   CHECK(get<uint16_t>(m.s(0, 4096 + 2 * 7, 0)) == 0xFFFF);
+}
+
+TEST_CASE("OperandView::may_overlap: memories, partitions and byte ranges", "[isa]") {
+  Machine m(trn2(), {TensorDecl{"t", DType::F32, {64}}});
+  const auto v = [&](const AccessPattern& ap) {
+    return OperandView(ap, 0, m.program, m.limits, m.state, "t", "x");
+  };
+  const OperandView a = v(sbuf(0, 4, 0, DType::F32, {{1, 4}}));         // partitions [0, 4), bytes [0, 16)
+  CHECK(a.may_overlap(v(sbuf(2, 4, 12, DType::BF16, {{1, 2}}))));       // partitions 2, 3; bytes 12..15
+  CHECK_FALSE(a.may_overlap(v(sbuf(4, 4, 0, DType::F32, {{1, 4}}))));   // other partitions
+  CHECK_FALSE(a.may_overlap(v(sbuf(0, 4, 16, DType::F32, {{1, 4}}))));  // the next bytes
+  CHECK_FALSE(a.may_overlap(v(psum(0, 4, 0, DType::F32, {{1, 4}}))));   // another memory
+  CHECK(a.may_overlap(v(sbuf(3, 1, 0, DType::F32, {{-1, 1}, {4, 1}}))));
+  const OperandView h = v(hbm(0, 0, DType::F32, 8, 4, {{1, 8}}));  // bytes [0, 128)
+  CHECK(h.may_overlap(v(hbm(0, 124, DType::F32, 8, 1, {{1, 1}}))));
+  CHECK_FALSE(h.may_overlap(v(hbm(0, 128, DType::F32, 8, 4, {{1, 8}}))));
+}
+
+TEST_CASE("tensor_copy and transposes between overlapping operands keep the element order", "[isa]") {
+  Machine m;
+  for (int j = 0; j < 5; ++j) put(m.s(0, 4 * j), static_cast<float>(j + 1));
+  // dst element j is src element j + 1: each copy reads what the previous one wrote.
+  m.run(make(Opcode::TensorCopy, Engine::DVE,
+             {sbuf(0, 1, 4, DType::F32, {{1, 4}}), sbuf(0, 1, 0, DType::F32, {{1, 4}})}));
+  for (int j = 0; j < 5; ++j) CHECK(get<float>(m.s(0, 4 * j)) == 1.f);
+  // A disjoint copy with a cast takes whole rows: BF16 RNE of each value.
+  for (uint32_t p = 0; p < 2; ++p)
+    for (int j = 0; j < 3; ++j) put(m.s(p, 64 + 4 * j), 1.f + static_cast<float>(p * 3 + j) * 0x1p-9f);
+  m.run(make(Opcode::TensorCopy, Engine::DVE,
+             {sbuf(0, 2, 128, DType::BF16, {{1, 3}}), sbuf(0, 2, 64, DType::F32, {{1, 3}})}));
+  CHECK(get<uint16_t>(m.s(0, 128 + 2)) == 0x3F80);  // 1 + 2^-9: a quarter ulp, down
+  CHECK(get<uint16_t>(m.s(0, 128 + 4)) == 0x3F80);  // 1 + 2^-8: a tie, to even
+  CHECK(get<uint16_t>(m.s(1, 128 + 4)) == 0x3F81);  // 1 + 5 * 2^-9: 1.25 ulp, to 1 ulp
+  // In-place DVE transpose of a 2 x 2 tile: snapshot semantics, dst[f, p] = old src[p, f].
+  put<uint16_t>(m.s(0, 256), 1), put<uint16_t>(m.s(0, 258), 2);
+  put<uint16_t>(m.s(1, 256), 3), put<uint16_t>(m.s(1, 258), 4);
+  m.run(make(Opcode::NcTranspose, Engine::DVE,
+             {sbuf(0, 2, 256, DType::BF16, {{1, 2}}), sbuf(0, 2, 256, DType::BF16, {{1, 2}})}));
+  CHECK(get<uint16_t>(m.s(0, 258)) == 3);
+  CHECK(get<uint16_t>(m.s(1, 256)) == 2);
 }
