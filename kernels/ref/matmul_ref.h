@@ -13,8 +13,11 @@
 // (sim/numerics/scale_layout.h; WrapX needs T % 128 == 0, OneX32 T % 32 == 0, else InputError), quantized by
 // num::quantize_block. Dequantized value = fp8 value x 2^(scale - 127), exact in FP64.
 //
-// Results are identical for any thread count: OpenBLAS splits a dgemm over output rows and columns only, and
-// the reference is computed in fixed blocks of output rows.
+// The reference is computed in fixed blocks of output rows, so how many threads this code uses does not
+// change it. OpenBLAS's own order of additions can depend on its thread count and on the CPU kernel it
+// dispatches to (with K = 300, one and two OpenBLAS threads differ in the last bits), so reference values,
+// and the error figures computed from them, can differ in their last bits between machines. The kernel's
+// output bytes never do.
 #pragma once
 
 #include <cstdint>
