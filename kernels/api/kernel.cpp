@@ -461,7 +461,7 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
   // program order. The LoadStationary's waits come first in the engine's stream, then the MultiplyMoving's.
   std::vector<uint32_t>& done = waited_[e];
   if (sc.need.size() < done.size()) sc.need.assign(done.size(), 0);
-  const auto add_waits = [&](const std::vector<Event>& from, std::vector<isa::SemWait>& to) {
+  const auto add_waits = [&](const std::vector<Event>& from, isa::SemWaits& to) {
     sc.need_sems.clear();
     for (const Event& d : from) {
       if (d.sem == e || d.sem >= done.size() || d.value <= done[d.sem]) continue;

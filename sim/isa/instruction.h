@@ -5,9 +5,12 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "sim/base/small_vector.h"
 
 namespace trnsim::isa {
 
@@ -52,12 +55,12 @@ struct Dim {
 struct AccessPattern {
   MemSpace space = MemSpace::SBUF;
   DType dtype = DType::F32;
+  uint8_t ndim = 0;              // 1..4 free dims used
   uint32_t tensor = 0;           // HBM only: index into Program::tensors
   uint32_t partition_start = 0;  // SBUF/PSUM: first partition
   uint32_t partitions = 0;       // number of partitions (SBUF/PSUM) or rows (HBM); 0 = operand absent
   int64_t partition_stride = 0;  // HBM only, in elements
   int64_t offset_bytes = 0;
-  uint8_t ndim = 0;  // 1..4 free dims used
   std::array<Dim, 4> dims{};
 
   bool present() const { return partitions != 0; }
@@ -148,6 +151,10 @@ struct SemUpdate {
   bool peer = false;
 };
 
+// An instruction's waits and updates: a few each (the builder keeps one wait per semaphore), stored inline.
+using SemWaits = SmallVector<SemWait, 3>;
+using SemUpdates = SmallVector<SemUpdate, 2>;
+
 // How a DMA instruction's descriptors are made (NKI's nki.isa.dge_mode, the hardware fact sheet §2.7):
 // None: precomputed before the run and stored in HBM (any sequencer triggers the transfer); Hwdge: a hardware
 // DGE block of the core, commanded by the SP or ACT sequencer (about 600 ns per instruction); Swdge: GpSimd
@@ -200,14 +207,14 @@ struct Instruction {
   float imm1 = 0.f;  // tensor_scalar operand1 / activation bias / iota channel_multiplier
   std::array<int32_t, 4> iota_steps{};  // iota: value step per free dim of dst (dst.dims order)
   std::array<AccessPattern, 5> ops{};
-  std::vector<SemWait> waits;  // PE nc_matmul(_mx) / nc_transpose: the LoadStationary's waits
+  SemWaits waits;  // PE nc_matmul(_mx) / nc_transpose: the LoadStationary's waits
   // PE nc_matmul(_mx) / nc_transpose are two hardware instructions, LoadStationary then MultiplyMoving (the
   // hardware fact sheet §2.1): the MultiplyMoving also waits for mm_waits (its moving operand, its PSUM
   // dst), and ls_updates are posted when the LoadStationary ends (the stationary operand is latched then and
   // may be overwritten). Empty elsewhere.
-  std::vector<SemWait> mm_waits;
-  std::vector<SemUpdate> ls_updates;
-  std::vector<SemUpdate> updates;
+  SemWaits mm_waits;
+  SemUpdates ls_updates;
+  SemUpdates updates;
   SourceLoc loc;
   uint16_t phase = 0;  // index into Program::phases (0: none): the kernel phase that emitted it, for stats
 

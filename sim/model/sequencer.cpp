@@ -86,7 +86,7 @@ void Sequencer::step() {
   }
 }
 
-bool Sequencer::waits_ok(const std::vector<isa::SemWait>& waits) {
+bool Sequencer::waits_ok(const isa::SemWaits& waits) {
   auto& sems = *top_.semaphores;
   for (const auto& w : waits) {
     if (w.sem >= sems.count())

@@ -91,7 +91,7 @@ class Sequencer : public sc_core::sc_module {
   bool issue_compute(Picoseconds now, const timing::EngineCost& c);
   void enqueue_dma(Picoseconds now);
   bool barrier_reached();
-  bool waits_ok(const std::vector<isa::SemWait>& waits);
+  bool waits_ok(const isa::SemWaits& waits);
   // What the current wait ended on: the writer of the semaphore it blocked on last, else program order.
   Cause wait_cause(Picoseconds since, Picoseconds now) const;
   // `wait` / `mm_wait`: what its waits (PE: the LoadStationary's / the MultiplyMoving's) ended on.
