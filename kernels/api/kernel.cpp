@@ -555,6 +555,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
                     "core 0 made {}; core 1 made {}",
                     describe(sync[0]), describe(sync[1])));
   }
+  shared.program.checked_limits = l;  // emit() checked every instruction
   return KernelBuild{std::move(shared.program), std::move(shared.inputs), std::move(shared.outputs)};
 }
 

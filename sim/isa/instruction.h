@@ -232,6 +232,20 @@ struct TensorDecl {
   std::string output = {};  // program JSON "output" value, kept as JSON text ("" = absent)
 };
 
+// Memory sizes and generation features the checks need (filled from the hardware config).
+struct Limits {
+  Generation generation = Generation::Trn2;
+  uint32_t partitions = 128;
+  uint32_t sbuf_bytes_per_partition = 224 * 1024;  // Trn2 224 KiB, Trn3 256 KiB (reference §1.4)
+  uint32_t psum_bytes_per_partition = 16 * 1024;   // 8 banks x 2 KiB (reference §1.4)
+  uint32_t psum_bank_bytes = 2048;
+  uint32_t num_semaphores = 64;
+  uint32_t num_dma_queues = 16;
+  uint64_t hbm_bytes = uint64_t{24} << 30;  // one HBM stack per LNC2 pair: Trn2 24 GiB, Trn3 ~36 GiB (§1.5)
+
+  bool operator==(const Limits&) const = default;
+};
+
 // A complete program: per physical core, per engine, an instruction stream in program order.
 struct Program {
   Generation generation = Generation::Trn2;
@@ -240,6 +254,10 @@ struct Program {
   std::vector<std::string> files;   // source files referenced by SourceLoc::file (index 0 unused: "?")
   std::vector<std::string> phases;  // kernel phase names referenced by Instruction::phase (index 0: none)
   std::array<std::array<std::vector<Instruction>, kNumEngines>, 2> streams;
+  // Set by the kernel builder, which checks every instruction (isa::check) as it emits it: the limits it
+  // checked them under. A run under the same limits does not check them again. Whoever edits a built
+  // program's instructions resets it.
+  std::optional<Limits> checked_limits;
 };
 
 }  // namespace trnsim::isa

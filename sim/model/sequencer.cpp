@@ -36,7 +36,8 @@ Sequencer::Sequencer(sc_core::sc_module_name name, Lnc2& top, int core, isa::Eng
       core_(core),
       engine_(engine),
       stream_(top.program.streams[core][static_cast<int>(engine)]),
-      clock_(top.hw.clock(engine)) {
+      clock_(top.hw.clock(engine)),
+      prechecked_(top.program.checked_limits == top.limits) {
   if (engine == isa::Engine::PE) pe_ = std::make_unique<timing::PePipeline>(top.hw.pe, top.limit);
   SC_METHOD(step);
   if (engine == isa::Engine::PE) {
@@ -302,7 +303,7 @@ bool Sequencer::fetch(Picoseconds now) {
   timing::EngineCost c;
   try {
     top_.cost.check_features(inst);
-    isa::check(inst, top_.program, top_.limits);
+    if (!prechecked_) isa::check(inst, top_.program, top_.limits);
     if (inst.is_dma()) {
       if (inst.dma_queue >= top_.hw.dma.queues_per_core)
         throw RuleError("dma_queue " + std::to_string(inst.dma_queue) + " out of range (the core has " +
