@@ -332,7 +332,9 @@ bool Sequencer::fetch(Picoseconds now) {
   cur_.ls_cycles = c.ls_cycles.count();
   cur_.perf_mode = c.perf_mode;
   cur_.cause = cur_.wait_cause = fetch_cause_;
-  if (top_.options.observer || engine_ == isa::Engine::PE) cur_.work = isa::work_of(inst, top_.program);
+  // (A DMA's work is computed when its transfer is queued: enqueue_dma.)
+  if ((top_.options.observer || engine_ == isa::Engine::PE) && !inst.is_dma())
+    cur_.work = isa::work_of(inst, top_.program);
   return true;
 }
 
