@@ -217,6 +217,7 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
   for (size_t i = 1; i < shape.size(); ++i) inner *= shape[i];
   st->hbm_rows = shape.size() >= 2 ? shape[0] : 1;
   st->hbm_row_bytes = (shape.size() >= 2 ? inner : shape[0]) * es;
+  st->name = name;
   View v;
   v.storage_ = std::move(st);
   v.owner_ = this;
@@ -224,7 +225,6 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
   v.space_ = isa::MemSpace::HBM;
   v.dtype_ = dtype;
   v.tensor_ = index;
-  v.name_ = name;
   v.dims_.push_back({inner, shape[0]});
   int64_t stride = inner;
   for (size_t i = 1; i < shape.size(); ++i) {
@@ -300,6 +300,7 @@ View Kernel::make_tile(isa::MemSpace space, const std::vector<int64_t>& shape, D
   auto st = std::make_shared<detail::Storage>();
   st->allocator = space == isa::MemSpace::SBUF ? sbuf_alloc_ : psum_alloc_;
   st->block = block->id;
+  st->name = name;
   if (whole_tile) {
     st->whole_partitions = shape[0];
     st->whole_lo = block->offset;
@@ -311,7 +312,6 @@ View Kernel::make_tile(isa::MemSpace space, const std::vector<int64_t>& shape, D
   v.serial_ = serial_;
   v.space_ = space;
   v.dtype_ = dtype;
-  v.name_ = name;
   v.offset_bytes_ = block->offset;
   v.dims_.push_back({0, shape[0]});
   int64_t stride = free;
@@ -384,7 +384,7 @@ uint8_t Kernel::sendrecv_queue(Engine engine, int queue, const Loc& loc) {
   return static_cast<uint8_t>(sendrecv_queue_);
 }
 
-InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses, const Loc& loc,
+InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num_accesses, const Loc& loc,
                      const std::vector<Event>& extra_waits) {
   if (++shared_.instructions > shared_.max_instructions)
     throw InputError(fmt::format(
@@ -403,7 +403,7 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
   inst.phase = phase_;
 
   // PE matmuls and transposes: the LoadStationary's accesses have their own waits and event.
-  const bool split = std::any_of(accesses.begin(), accesses.end(), [](const Access& a) {
+  const bool split = std::any_of(accesses, accesses + num_accesses, [](const Access& a) {
     return a.load_stationary && a.view != nullptr && a.view->valid();
   });
   Event ls_ev;
@@ -416,12 +416,12 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
   std::vector<Event>& ls_deps = sc.ls_deps;
   deps.assign(extra_waits.begin(), extra_waits.end());
   ls_deps.clear();
-  sc.regions.resize(accesses.size());
-  sc.untracked.assign(accesses.size(), 0);
+  sc.regions.resize(num_accesses);
+  sc.untracked.assign(num_accesses, 0);
   std::vector<View::Region>& regions = sc.regions;
   std::vector<char>& untracked = sc.untracked;
   bool fence = false;
-  for (size_t i = 0; i < accesses.size(); ++i) {
+  for (size_t i = 0; i < num_accesses; ++i) {
     const Access& a = accesses[i];
     if (a.view == nullptr || !a.view->valid()) continue;
     if (a.view->kernel_serial() != serial_)
@@ -461,7 +461,7 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
   // program order. The LoadStationary's waits come first in the engine's stream, then the MultiplyMoving's.
   std::vector<uint32_t>& done = waited_[e];
   if (sc.need.size() < done.size()) sc.need.assign(done.size(), 0);
-  const auto add_waits = [&](const std::vector<Event>& from, std::vector<isa::SemWait>& to) {
+  const auto add_waits = [&](const std::vector<Event>& from, isa::SemWaits& to) {
     sc.need_sems.clear();
     for (const Event& d : from) {
       if (d.sem == e || d.sem >= done.size() || d.value <= done[d.sem]) continue;
@@ -488,7 +488,7 @@ InstRef Kernel::emit(isa::Instruction inst, const std::vector<Access>& accesses,
     throw RuleError(fmt::format("{}: {}", where(loc), err.what()));
   }
 
-  for (size_t i = 0; i < accesses.size(); ++i) {
+  for (size_t i = 0; i < num_accesses; ++i) {
     const Access& a = accesses[i];
     if (a.view == nullptr || !a.view->valid() || !a.record || untracked[i]) continue;
     const View::Region& r = regions[i];
@@ -555,6 +555,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
                     "core 0 made {}; core 1 made {}",
                     describe(sync[0]), describe(sync[1])));
   }
+  shared.program.checked_limits = l;  // emit() checked every instruction
   return KernelBuild{std::move(shared.program), std::move(shared.inputs), std::move(shared.outputs)};
 }
 

@@ -173,7 +173,11 @@ class Kernel {
 
   // Builder internals used by the op functions (nki.h).
   InstRef emit(isa::Instruction inst, const std::vector<Access>& accesses, const Loc& loc,
-               const std::vector<Event>& extra_waits = {});
+               const std::vector<Event>& extra_waits = {}) {
+    return emit(std::move(inst), accesses.data(), accesses.size(), loc, extra_waits);
+  }
+  InstRef emit(isa::Instruction&& inst, const Access* accesses, size_t num_accesses, const Loc& loc,
+               const std::vector<Event>& extra_waits);
   uint8_t pick_queue(Engine engine, int queue, const Loc& loc);
   isa::SourceLoc intern(const Loc& loc);
   void add_wait(const InstRef& later, const Event& ev);

@@ -47,24 +47,21 @@ class Op {
   Access& access(int slot) { return access_[slot]; }
 
   InstRef emit(Kernel& k, const Loc& loc, const std::vector<Event>& extra_waits = {}) {
-    std::vector<Access> acc = accesses();
-    return k.emit(std::move(inst), acc, loc, extra_waits);
+    // Reads in slot order, then writes, then the reads of written slots a flag makes accumulate (dst +=
+    // ...): the tracker records them in this order. Each slot is read, written, or both.
+    std::array<Access, 2 * isa::kMaxOperands> acc;
+    size_t n = 0;
+    const isa::OpcodeInfo& info = isa::opcode_info(inst.op);
+    for (int s = 0; s < info.num_slots; ++s)
+      if (!info.writes(s)) acc[n++] = with(s, false);
+    for (int s = 0; s < info.num_slots; ++s)
+      if (info.writes(s)) acc[n++] = with(s, true);
+    for (int s = 0; s < info.num_slots; ++s)
+      if (info.writes(s) && info.reads(inst, s)) acc[n++] = with(s, false);
+    return k.emit(std::move(inst), acc.data(), n, loc, extra_waits);
   }
 
  private:
-  // Reads in slot order, then writes, then the reads of written slots a flag makes accumulate (dst += ...):
-  // the tracker records them in this order.
-  std::vector<Access> accesses() const {
-    const isa::OpcodeInfo& info = isa::opcode_info(inst.op);
-    std::vector<Access> acc;
-    for (int s = 0; s < info.num_slots; ++s)
-      if (!info.writes(s)) acc.push_back(with(s, false));
-    for (int s = 0; s < info.num_slots; ++s)
-      if (info.writes(s)) acc.push_back(with(s, true));
-    for (int s = 0; s < info.num_slots; ++s)
-      if (info.writes(s) && info.reads(inst, s)) acc.push_back(with(s, false));
-    return acc;
-  }
   Access with(int slot, bool write) const {
     Access a = access_[slot];
     a.write = write;

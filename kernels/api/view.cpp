@@ -46,21 +46,38 @@ int64_t View::free_elements() const {
   return n;
 }
 
+const std::string& View::name() const {
+  static const std::string none;
+  return storage_ ? storage_->name : none;
+}
+
 std::string View::describe() const {
   if (!valid()) return "absent operand";
-  return fmt::format("{} '{}' [{}] {}", space_str(space_), name_, fmt::join(shape(), ", "),
+  return fmt::format("{} '{}' [{}] {}", space_str(space_), name(), fmt::join(shape(), ", "),
                      dtype_str(dtype_));
 }
 
 View View::index(const std::vector<Slice>& idx) const {
-  if (static_cast<int>(idx.size()) > rank())
-    throw InputError(fmt::format("{}: {} indices for a rank-{} view", describe(), idx.size(), rank()));
-  View v = *this;
-  std::vector<D> dims;
+  return index(idx.data(), idx.size());
+}
+
+View View::index(const Slice* idx, size_t num_idx) const {
+  if (static_cast<int>(num_idx) > rank())
+    throw InputError(fmt::format("{}: {} indices for a rank-{} view", describe(), num_idx, rank()));
+  View v;
+  v.storage_ = storage_;
+  v.owner_ = owner_;
+  v.serial_ = serial_;
+  v.space_ = space_;
+  v.dtype_ = dtype_;
+  v.tensor_ = tensor_;
+  v.partition_start_ = partition_start_;
+  v.offset_bytes_ = offset_bytes_;
+  auto& dims = v.dims_;
   const int64_t es = elem_bytes(dtype_);
   for (int i = 0; i < rank(); ++i) {
     const D& d = dims_[i];
-    if (i >= static_cast<int>(idx.size())) {
+    if (i >= static_cast<int>(num_idx)) {
       dims.push_back(d);
       continue;
     }
@@ -83,7 +100,6 @@ View View::index(const std::vector<Slice>& idx) const {
     dims.push_back({d.stride * s.step, n});
   }
   if (dims.size() == 1) dims.push_back({1, 1});  // keep one free dim
-  v.dims_ = std::move(dims);
   return v;
 }
 
@@ -91,7 +107,7 @@ View View::slice(int dim, int64_t start, int64_t stop, int64_t step) const {
   if (dim < 0 || dim >= rank()) throw InputError(fmt::format("{}: no dim {} to slice", describe(), dim));
   std::vector<Slice> idx(dim + 1);
   idx[dim] = Slice(start, stop, step);
-  return index(idx);
+  return index(idx.data(), idx.size());
 }
 
 namespace {
@@ -140,16 +156,17 @@ View View::reshape(const std::vector<int64_t>& shape) const {
     throw InputError(fmt::format("{}: cannot reshape to {} (element count or rank)", describe(), want));
   View v = *this;
   bool ok;
+  std::vector<D> out;
   if (space_ == isa::MemSpace::HBM) {
-    ok = reshape_dims(dims_, shape, v.dims_);
+    ok = reshape_dims(std::vector<D>(dims_.begin(), dims_.end()), shape, out);
   } else {
     if (shape[0] != partitions())
       throw InputError(fmt::format("{}: reshape to {} changes the partition count", describe(), want));
-    std::vector<D> free(dims_.begin() + 1, dims_.end()), out;
+    std::vector<D> free(dims_.begin() + 1, dims_.end());
     ok = reshape_dims(free, std::vector<int64_t>(shape.begin() + 1, shape.end()), out);
     out.insert(out.begin(), dims_[0]);
-    v.dims_ = std::move(out);
   }
+  v.dims_.assign(out.begin(), out.end());
   if (!ok)
     throw InputError(fmt::format("{}: cannot reshape to {} without a copy (strides)", describe(), want));
   return v;
@@ -215,9 +232,9 @@ isa::AccessPattern View::ap() const {
   else
     a.partition_start = partition_start_;
   a.offset_bytes = offset_bytes_;
-  std::vector<D> free(dims_.begin() + 1, dims_.end());
+  SmallVector<D, 6> free(dims_.begin() + 1, dims_.end());
   if (free.size() > 4) {  // merge contiguous neighbours, drop size-1 dims
-    std::vector<D> merged;
+    SmallVector<D, 6> merged;
     for (const D& d : free) {
       if (d.size == 1) continue;
       if (!merged.empty() && merged.back().stride == d.stride * d.size) {

@@ -8,6 +8,7 @@
 // Errors: InputError for out-of-range slices, impossible reshapes, bad permutations or bitcasts.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "kernels/api/alloc.h"
+#include "sim/base/small_vector.h"
 #include "sim/isa/instruction.h"
 
 namespace trnsim::kernels {
@@ -50,6 +52,7 @@ const char* space_str(isa::MemSpace s);
 namespace detail {
 // What a view points into: an SBUF/PSUM allocation (released on destruction) or an HBM tensor.
 struct Storage {
+  std::string name;                      // the tile's or tensor's, for messages
   std::shared_ptr<Allocator> allocator;  // null for HBM
   uint64_t block = 0;
   int64_t hbm_rows = 1;       // HBM: the tensor's first dim (1 for a 1-D tensor)
@@ -70,7 +73,7 @@ class View {
   bool valid() const { return storage_ != nullptr; }
   isa::MemSpace space() const { return space_; }
   isa::DType dtype() const { return dtype_; }
-  const std::string& name() const { return name_; }
+  const std::string& name() const;
   int rank() const { return static_cast<int>(dims_.size()); }
   std::vector<int64_t> shape() const;
   int64_t size(int dim) const;
@@ -87,8 +90,10 @@ class View {
   View index(const std::vector<Slice>& idx) const;
   template <class... I>
   View operator()(I... idx) const {
-    return index(std::vector<Slice>{Slice(idx)...});
+    const std::array<Slice, sizeof...(I)> s{Slice(idx)...};
+    return index(s.data(), s.size());
   }
+  View index(const Slice* idx, size_t n) const;
   View slice(int dim, int64_t start, int64_t stop, int64_t step = 1) const;
 
   // New shape over the same elements (dim 0 included; SBUF/PSUM keep the partition count). Fails when the
@@ -134,8 +139,7 @@ class View {
   uint32_t tensor_ = 0;
   uint32_t partition_start_ = 0;
   int64_t offset_bytes_ = 0;
-  std::vector<D> dims_;
-  std::string name_;
+  SmallVector<D, 6> dims_;  // kernels' views have up to 5 or 6 dims
 };
 
 }  // namespace trnsim::kernels

@@ -5,9 +5,12 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "sim/base/small_vector.h"
 
 namespace trnsim::isa {
 
@@ -52,12 +55,12 @@ struct Dim {
 struct AccessPattern {
   MemSpace space = MemSpace::SBUF;
   DType dtype = DType::F32;
+  uint8_t ndim = 0;              // 1..4 free dims used
   uint32_t tensor = 0;           // HBM only: index into Program::tensors
   uint32_t partition_start = 0;  // SBUF/PSUM: first partition
   uint32_t partitions = 0;       // number of partitions (SBUF/PSUM) or rows (HBM); 0 = operand absent
   int64_t partition_stride = 0;  // HBM only, in elements
   int64_t offset_bytes = 0;
-  uint8_t ndim = 0;  // 1..4 free dims used
   std::array<Dim, 4> dims{};
 
   bool present() const { return partitions != 0; }
@@ -148,6 +151,10 @@ struct SemUpdate {
   bool peer = false;
 };
 
+// An instruction's waits and updates: a few each (the builder keeps one wait per semaphore), stored inline.
+using SemWaits = SmallVector<SemWait, 3>;
+using SemUpdates = SmallVector<SemUpdate, 2>;
+
 // How a DMA instruction's descriptors are made (NKI's nki.isa.dge_mode, the hardware fact sheet §2.7):
 // None: precomputed before the run and stored in HBM (any sequencer triggers the transfer); Hwdge: a hardware
 // DGE block of the core, commanded by the SP or ACT sequencer (about 600 ns per instruction); Swdge: GpSimd
@@ -200,14 +207,14 @@ struct Instruction {
   float imm1 = 0.f;  // tensor_scalar operand1 / activation bias / iota channel_multiplier
   std::array<int32_t, 4> iota_steps{};  // iota: value step per free dim of dst (dst.dims order)
   std::array<AccessPattern, 5> ops{};
-  std::vector<SemWait> waits;  // PE nc_matmul(_mx) / nc_transpose: the LoadStationary's waits
+  SemWaits waits;  // PE nc_matmul(_mx) / nc_transpose: the LoadStationary's waits
   // PE nc_matmul(_mx) / nc_transpose are two hardware instructions, LoadStationary then MultiplyMoving (the
   // hardware fact sheet §2.1): the MultiplyMoving also waits for mm_waits (its moving operand, its PSUM
   // dst), and ls_updates are posted when the LoadStationary ends (the stationary operand is latched then and
   // may be overwritten). Empty elsewhere.
-  std::vector<SemWait> mm_waits;
-  std::vector<SemUpdate> ls_updates;
-  std::vector<SemUpdate> updates;
+  SemWaits mm_waits;
+  SemUpdates ls_updates;
+  SemUpdates updates;
   SourceLoc loc;
   uint16_t phase = 0;  // index into Program::phases (0: none): the kernel phase that emitted it, for stats
 
@@ -225,6 +232,20 @@ struct TensorDecl {
   std::string output = {};  // program JSON "output" value, kept as JSON text ("" = absent)
 };
 
+// Memory sizes and generation features the checks need (filled from the hardware config).
+struct Limits {
+  Generation generation = Generation::Trn2;
+  uint32_t partitions = 128;
+  uint32_t sbuf_bytes_per_partition = 224 * 1024;  // Trn2 224 KiB, Trn3 256 KiB (reference §1.4)
+  uint32_t psum_bytes_per_partition = 16 * 1024;   // 8 banks x 2 KiB (reference §1.4)
+  uint32_t psum_bank_bytes = 2048;
+  uint32_t num_semaphores = 64;
+  uint32_t num_dma_queues = 16;
+  uint64_t hbm_bytes = uint64_t{24} << 30;  // one HBM stack per LNC2 pair: Trn2 24 GiB, Trn3 ~36 GiB (§1.5)
+
+  bool operator==(const Limits&) const = default;
+};
+
 // A complete program: per physical core, per engine, an instruction stream in program order.
 struct Program {
   Generation generation = Generation::Trn2;
@@ -233,6 +254,10 @@ struct Program {
   std::vector<std::string> files;   // source files referenced by SourceLoc::file (index 0 unused: "?")
   std::vector<std::string> phases;  // kernel phase names referenced by Instruction::phase (index 0: none)
   std::array<std::array<std::vector<Instruction>, kNumEngines>, 2> streams;
+  // Set by the kernel builder, which checks every instruction (isa::check) as it emits it: the limits it
+  // checked them under. A run under the same limits does not check them again. Whoever edits a built
+  // program's instructions resets it.
+  std::optional<Limits> checked_limits;
 };
 
 }  // namespace trnsim::isa

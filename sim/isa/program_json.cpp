@@ -363,7 +363,7 @@ Instruction Reader::instruction(const Node& n, Engine e) {
           "expected a source file name of at most 4096 printable characters, found '{}'", text_excerpt(f)));
     in.loc.file = file_index(f);
   }
-  const auto waits = [&](const char* key, std::vector<SemWait>& out) {
+  const auto waits = [&](const char* key, SemWaits& out) {
     if (!n.has(key)) return;
     const Node w = n[key];
     w.expect_array();
@@ -374,7 +374,7 @@ Instruction Reader::instruction(const Node& n, Engine e) {
                             static_cast<uint32_t>(x.at(1).integer(0, UINT32_MAX))});
     }
   };
-  const auto updates = [&](const char* key, std::vector<SemUpdate>& out) {
+  const auto updates = [&](const char* key, SemUpdates& out) {
     if (!n.has(key)) return;
     const Node u = n[key];
     u.expect_array();
@@ -505,12 +505,12 @@ json instruction_json(const Instruction& in, const Program& p) {
     j["queue"] = in.dma_queue;
     if (in.dge != DgeMode::None) j["dge_mode"] = in.dge == DgeMode::Hwdge ? "hwdge" : "swdge";
   }
-  const auto waits = [&](const char* key, const std::vector<SemWait>& ws) {
+  const auto waits = [&](const char* key, const SemWaits& ws) {
     if (ws.empty()) return;
     j[key] = json::array();
     for (const SemWait& w : ws) j[key].push_back({w.sem, w.value});
   };
-  const auto updates = [&](const char* key, const std::vector<SemUpdate>& us) {
+  const auto updates = [&](const char* key, const SemUpdates& us) {
     if (us.empty()) return;
     j[key] = json::array();
     for (const SemUpdate& u : us) {

@@ -11,18 +11,6 @@
 
 namespace trnsim::isa {
 
-// Memory sizes and generation features the checks need (filled from the hardware config).
-struct Limits {
-  Generation generation = Generation::Trn2;
-  uint32_t partitions = 128;
-  uint32_t sbuf_bytes_per_partition = 224 * 1024;  // Trn2 224 KiB, Trn3 256 KiB (reference §1.4)
-  uint32_t psum_bytes_per_partition = 16 * 1024;   // 8 banks x 2 KiB (reference §1.4)
-  uint32_t psum_bank_bytes = 2048;
-  uint32_t num_semaphores = 64;
-  uint32_t num_dma_queues = 16;
-  uint64_t hbm_bytes = uint64_t{24} << 30;  // one HBM stack per LNC2 pair: Trn2 24 GiB, Trn3 ~36 GiB (§1.5)
-};
-
 // On-chip memory of one physical core: partition-major bytes (partition p starts at p * bytes_per_partition).
 // Fresh memory is filled with 0xFF, so float reads of never-written bytes give NaN.
 struct CoreMemory {

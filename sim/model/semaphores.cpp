@@ -51,8 +51,7 @@ void Semaphores::signal(int core, uint16_t sem, int32_t delta, Picoseconds at, c
   ev_.notify(to_sc(Picoseconds(at.count() - now.count())));
 }
 
-void Semaphores::post(int core, const std::vector<isa::SemUpdate>& updates, Picoseconds at,
-                      const SemaphoreSource& src) {
+void Semaphores::post(int core, const isa::SemUpdates& updates, Picoseconds at, const SemaphoreSource& src) {
   for (const auto& u : updates) {
     const int target = u.peer ? 1 - core : core;
     const double lat = u.peer ? sync_.cross_core_latency_ns : sync_.semaphore_latency_ns;

@@ -50,7 +50,7 @@ class Semaphores : public sc_core::sc_module {
   void post_updates(int core, const isa::Instruction& inst, Picoseconds at, const SemaphoreSource& src) {
     post(core, inst.updates, at, src);
   }
-  void post(int core, const std::vector<isa::SemUpdate>& updates, Picoseconds at, const SemaphoreSource& src);
+  void post(int core, const isa::SemUpdates& updates, Picoseconds at, const SemaphoreSource& src);
 
  private:
   struct Pending {

@@ -36,7 +36,8 @@ Sequencer::Sequencer(sc_core::sc_module_name name, Lnc2& top, int core, isa::Eng
       core_(core),
       engine_(engine),
       stream_(top.program.streams[core][static_cast<int>(engine)]),
-      clock_(top.hw.clock(engine)) {
+      clock_(top.hw.clock(engine)),
+      prechecked_(top.program.checked_limits == top.limits) {
   if (engine == isa::Engine::PE) pe_ = std::make_unique<timing::PePipeline>(top.hw.pe, top.limit);
   SC_METHOD(step);
   if (engine == isa::Engine::PE) {
@@ -86,7 +87,7 @@ void Sequencer::step() {
   }
 }
 
-bool Sequencer::waits_ok(const std::vector<isa::SemWait>& waits) {
+bool Sequencer::waits_ok(const isa::SemWaits& waits) {
   auto& sems = *top_.semaphores;
   for (const auto& w : waits) {
     if (w.sem >= sems.count())
@@ -302,7 +303,7 @@ bool Sequencer::fetch(Picoseconds now) {
   timing::EngineCost c;
   try {
     top_.cost.check_features(inst);
-    isa::check(inst, top_.program, top_.limits);
+    if (!prechecked_) isa::check(inst, top_.program, top_.limits);
     if (inst.is_dma()) {
       if (inst.dma_queue >= top_.hw.dma.queues_per_core)
         throw RuleError("dma_queue " + std::to_string(inst.dma_queue) + " out of range (the core has " +
@@ -331,7 +332,9 @@ bool Sequencer::fetch(Picoseconds now) {
   cur_.ls_cycles = c.ls_cycles.count();
   cur_.perf_mode = c.perf_mode;
   cur_.cause = cur_.wait_cause = fetch_cause_;
-  if (top_.options.observer || engine_ == isa::Engine::PE) cur_.work = isa::work_of(inst, top_.program);
+  // (A DMA's work is computed when its transfer is queued: enqueue_dma.)
+  if ((top_.options.observer || engine_ == isa::Engine::PE) && !inst.is_dma())
+    cur_.work = isa::work_of(inst, top_.program);
   return true;
 }
 

@@ -4,7 +4,8 @@
 // LoadStationary / MultiplyMoving units).
 //
 // Per instruction: wait until its semaphore conditions hold (woken by Semaphores), check it (generation
-// features, isa::check, DMA queue range and descriptor mode), then by kind:
+// features, isa::check unless the builder did under the same limits, DMA queue range and descriptor mode),
+// then by kind:
 //   - DMA (dma_copy, dma_transpose, sendrecv), by its descriptor mode (isa::DgeMode): none: occupy the
 //     sequencer for dma.trigger_ns; hwdge (SP or ACT): wait until the sequencer's DGE block is free, occupy
 //     the sequencer for dma.trigger_ns and the block for dma.hwdge_instruction_ns; swdge (POOL): occupy
@@ -91,7 +92,7 @@ class Sequencer : public sc_core::sc_module {
   bool issue_compute(Picoseconds now, const timing::EngineCost& c);
   void enqueue_dma(Picoseconds now);
   bool barrier_reached();
-  bool waits_ok(const std::vector<isa::SemWait>& waits);
+  bool waits_ok(const isa::SemWaits& waits);
   // What the current wait ended on: the writer of the semaphore it blocked on last, else program order.
   Cause wait_cause(Picoseconds since, Picoseconds now) const;
   // `wait` / `mm_wait`: what its waits (PE: the LoadStationary's / the MultiplyMoving's) ended on.
@@ -111,6 +112,7 @@ class Sequencer : public sc_core::sc_module {
   isa::Engine engine_;
   const std::vector<isa::Instruction>& stream_;
   ClockDomain clock_;
+  bool prechecked_;  // the builder checked every instruction under these limits (Program::checked_limits)
   size_t idx_ = 0;
   Phase phase_ = Phase::Fetch;
   bool waiting_ = false;

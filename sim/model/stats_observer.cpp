@@ -32,6 +32,26 @@ double bf16_equivalent(const isa::Instruction& inst, uint64_t flops, uint32_t fp
 
 }  // namespace
 
+StatsObserver::Interval& StatsObserver::RangeTable::operator[](uint64_t key) {
+  if (2 * (used_ + 1) > slots_.size()) {  // keep the load at most 1/2
+    std::vector<std::pair<uint64_t, Interval>> old(slots_.size() * 2);
+    old.swap(slots_);
+    used_ = 0;
+    for (const auto& [k, iv] : old)
+      if (k != 0) (*this)[k] = iv;
+  }
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = (key * 0x9E3779B97F4A7C15ull) >> 20 & mask;; i = (i + 1) & mask) {
+    auto& slot = slots_[i];
+    if (slot.first == key) return slot.second;
+    if (slot.first == 0) {
+      slot.first = key;
+      ++used_;
+      return slot.second;
+    }
+  }
+}
+
 StatsObserver::StatsObserver(const isa::Program& program, const config::HwConfig& hw)
     : program_(program), fp32_factor_(hw.pe.fp32_factor), critical_(program) {
   stats_.bf16_peak_flops_per_ns = 128.0 * 128.0 * 2.0 * hw.pe.clock_GHz * program.num_cores;
@@ -137,16 +157,16 @@ MemoryPeak StatsObserver::peak_of(isa::MemSpace space, uint64_t capacity) const 
     for (uint32_t q = 0; q < 4; ++q) {
       std::vector<Range> rs;
       std::vector<uint64_t> bounds;
-      for (const auto& [key, iv] : ranges_) {
+      ranges_.for_each([&](uint64_t key, const Interval& iv) {
         if (static_cast<int>(key >> 61) != core || ((key >> 60) & 1) != (space == isa::MemSpace::PSUM))
-          continue;
+          return;
         const uint32_t q_lo = (key >> 58) & 3, q_hi = (key >> 56) & 3;
-        if (q < q_lo || q > q_hi) continue;
+        if (q < q_lo || q > q_hi) return;
         const uint64_t lo = (key >> 28) & kMaxOffset, hi = key & kMaxOffset;
         rs.push_back({lo, hi, iv});
         bounds.push_back(lo);
         bounds.push_back(hi);
-      }
+      });
       if (rs.empty()) continue;
       // Elementary byte segments between range bounds: each is in use from the first to the last touch of
       // any range covering it.

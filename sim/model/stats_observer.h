@@ -100,8 +100,24 @@ class StatsObserver final : public ModelObserver {
   uint32_t fp32_factor_ = 4;
   ProfileStats stats_;
   std::unordered_map<uint64_t, LineTime> lines_;  // key: file, line, engine
+  // key -> Interval, open addressing: every operand of every instruction looks its range up. Keys are never 0
+  // (the byte range is not empty), which marks a free slot.
+  class RangeTable {
+   public:
+    Interval& operator[](uint64_t key);
+    // The (key, Interval) entries, in no particular order.
+    template <class F>
+    void for_each(F&& f) const {
+      for (const auto& [key, iv] : slots_)
+        if (key != 0) f(key, iv);
+    }
+
+   private:
+    std::vector<std::pair<uint64_t, Interval>> slots_ = std::vector<std::pair<uint64_t, Interval>>(1024);
+    size_t used_ = 0;
+  };
   // key: core, space, first and last quadrant, byte range inside a partition
-  std::unordered_map<uint64_t, Interval> ranges_;
+  RangeTable ranges_;
   std::vector<PhaseTime> phases_;  // by Program::phases index
   CriticalPathRecorder critical_;
 };

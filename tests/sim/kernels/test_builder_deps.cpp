@@ -100,7 +100,8 @@ bool waits_for(const isa::Program& p, const InstRef& consumer, const InstRef& pr
 isa::Program without_wait(isa::Program p, const InstRef& consumer, uint16_t sem, int core = 0) {
   auto& waits = p.streams[core][static_cast<int>(consumer.engine)].at(consumer.index).waits;
   const size_t before = waits.size();
-  std::erase_if(waits, [&](const isa::SemWait& w) { return w.sem == sem; });
+  waits.erase(std::remove_if(waits.begin(), waits.end(), [&](const isa::SemWait& w) { return w.sem == sem; }),
+              waits.end());
   REQUIRE(waits.size() + 1 == before);  // the wait existed, once
   return p;
 }
