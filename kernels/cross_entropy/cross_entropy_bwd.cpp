@@ -191,8 +191,7 @@ void bf16_gradient(Ctx& c) {
   View in = target_in_range(c);
   View offs = row_offsets(k, c.nt, p.V);
   View idx = k.sbuf({kP, c.nt}, DType::I32, "bwd_y_index");
-  for (int64_t t = 0; t < c.nt; ++t)
-    add_i32(idx(all, S(t, t + 1)), offs(all, S(t, t + 1)), c.tgt(all, S(t, t + 1)));
+  add_i32(k, idx, offs, c.tgt);
   nki::select(idx, in, idx, -1.0);
   View raw = k.sbuf({kP, c.nt}, p.logits_dtype, "bwd_xy_raw");
   nki::memset(raw, 0.0);
@@ -226,7 +225,7 @@ struct TeBuffers {
   View small(int64_t it) const { return small_all(all, it % 4); }
   View bytes(int64_t it) const { return bytes_all(all, it % 4); }
   View mult(int64_t it) const { return mult_all(all, it % 4); }
-  std::vector<View> keys, rq, cqT;
+  std::vector<View> keys, kpre, rq, cqT;
   std::vector<View> gT, kT, cq;  // PSUM
   // Scale accumulators of a row tile (alternating): rowwise [128, nB], columnwise [128, nblk, 4].
   std::vector<View> rs_acc, cs_acc;
@@ -247,6 +246,7 @@ TeBuffers te_buffers(Ctx& c) {
   for (int i = 0; i < 2; ++i) b.temps.push_back(chain_temps(k, {kP, 4 * nb}));
   for (int i = 0; i < 2; ++i) {
     b.keys.push_back(k.sbuf({kP, W}, DType::I16, "te_keys"));
+    b.kpre.push_back(k.sbuf({kP, W}, DType::I32, "te_keys_t"));
     b.rq.push_back(k.sbuf({kP, W}, c.bp.fp8_dtype(), "te_row_fp8"));
     b.cqT.push_back(k.sbuf({kP, nblk, 4, 32}, c.bp.fp8_dtype(), "te_col_fp8_t"));
     b.kT.push_back(k.psum({kP, nblk, kP}, DType::I16, "te_keys_t"));
@@ -257,23 +257,27 @@ TeBuffers te_buffers(Ctx& c) {
   return b;
 }
 
-// Stage 1 of a chunk: keys (ACT), transposes of the tile and of its keys.
+// Stage 1 of a chunk: the key's add (ACT), transposes of the tile.
 void te_stage1(TeBuffers& tb, const View& g, int64_t w, int64_t it) {
   const int64_t nblk = ceil_div(w, 128);
-  const View keys = tb.keys[it % 2];
-  const View gT = tb.gT[it % 4], kT = tb.kT[it % 2];
-  mx_keys(keys(all, S(0, w)), g(all, S(0, w)), QuantizeRule::Te, Engine::ACT);
+  const View gT = tb.gT[it % 4];
+  mx_keys_te_add(tb.kpre[it % 2](all, S(0, w)), g(all, S(0, w)), Engine::ACT);
   for (int64_t j = 0; j < nblk; ++j) {
     const int64_t wb = std::min<int64_t>(128, w - 128 * j);
     nki::nc_transpose(gT(S(0, wb), j), g(all, S(128 * j, 128 * j + wb)));
-    nki::nc_transpose(kT(S(0, wb), j), keys(all, S(128 * j, 128 * j + wb)));
   }
 }
 
-// Stage 1b: the rowwise and columnwise maxima (emitted a step after stage 1, so DVE does not wait on the
-// chunk ACT and the PE have just started).
+// Stage 1b (emitted a step after stage 1, so DVE does not wait on the chunk ACT has just started): the key's
+// bitwise and (DVE only: a bitvec operator), the transposes of the keys, the rowwise and columnwise maxima.
 void te_stage1b(Ctx& c, TeBuffers& tb, int64_t w, int64_t it) {
   const int64_t nb = c.W / 32, nblk = ceil_div(w, 128), nbw = w / 32;
+  const View keys = tb.keys[it % 2], kT = tb.kT[it % 2];
+  mx_keys_te_mask(keys(all, S(0, w)), tb.kpre[it % 2](all, S(0, w)));
+  for (int64_t j = 0; j < nblk; ++j) {
+    const int64_t wb = std::min<int64_t>(128, w - 128 * j);
+    nki::nc_transpose(kT(S(0, wb), j), keys(all, S(128 * j, 128 * j + wb)));
+  }
   nki::tensor_reduce(tb.small(it)(all, S(0, nbw)), AluOp::Max,
                      tb.keys[it % 2](all, S(0, w)).reshape({kP, nbw, 32}), {2});
   nki::tensor_reduce(tb.small(it)(all, S(nb, nb + 4 * nblk)), AluOp::Max,
@@ -347,12 +351,13 @@ void te_pipeline(Ctx& c, const std::vector<View>& gs, const Producer& prod) {
   for (int64_t s = 0; s < std::min(n, kPrefetch); ++s) prod.load(items[s]);
   for (int64_t s = 0; s < n + 3; ++s) {
     if (s + kPrefetch < n) prod.load(items[s + kPrefetch]);
+    // Stage 1b of the previous chunk first: the PE transposes its keys before this chunk's tile.
+    if (s >= 1 && s - 1 < n) te_stage1b(c, tb, items[s - 1].w, items[s - 1].it);
     if (s < n) {
       const Item& a = items[s];
       prod.compute(a, gs[a.it % ng]);
       te_stage1(tb, gs[a.it % ng], a.w, a.it);
     }
-    if (s >= 1 && s - 1 < n) te_stage1b(c, tb, items[s - 1].w, items[s - 1].it);
     // Chains of chunk pairs (2m, 2m + 1) at step 2m + 3; a lone last chunk at its own step + 3.
     if (s >= 3 && s - 3 < n && (s - 3) % 2 == 0) te_chain(c, tb, &items[s - 3], s - 2 < n ? 2 : 1);
     if (s >= 3) {
@@ -496,8 +501,7 @@ void fixup(Ctx& c) {
   View ymod = k.sbuf({kP, c.nt}, DType::I32, "fix_ymod");
   nki::tensor_scalar(ymod, c.tgt, AluOp::BitwiseAnd, 31.0);
   View ridx = k.sbuf({kP, c.nt}, DType::I32, "fix_row_index");
-  for (int64_t t = 0; t < c.nt; ++t)
-    add_i32(ridx(all, S(t, t + 1)), offs(all, S(t, t + 1)), blk(all, S(t, t + 1)));
+  add_i32(k, ridx, offs, blk);
   nki::select(ridx, in, ridx, -1.0);
   View cidx = k.sbuf({kP, c.nt}, DType::I32, "fix_col_index");
   nki::select(cidx, in, c.tgt, -1.0);
@@ -506,15 +510,30 @@ void fixup(Ctx& c) {
   View rowi = k.sbuf({kP, c.nt}, DType::I32, "fix_row");
   nki::iota(rowi, {static_cast<int32_t>(kP)}, 0.0, 1.0);
   if (c.geom.swizzled) {
-    for (int64_t t = 0; t < c.nt; ++t)
-      swizzled_index(k, rsidx(all, S(t, t + 1)), rowi(all, S(t, t + 1)), blk(all, S(t, t + 1)),
-                     c.geom.row_cols() / 4);
+    swizzled_index(k, rsidx, rowi, blk, c.geom.row_cols() / 4);
   } else {
     View ro = row_offsets(k, c.nt, c.geom.row_cols());
-    for (int64_t t = 0; t < c.nt; ++t)
-      add_i32(rsidx(all, S(t, t + 1)), ro(all, S(t, t + 1)), blk(all, S(t, t + 1)));
+    add_i32(k, rsidx, ro, blk);
   }
   nki::select(rsidx, in, rsidx, -1.0);
+  // Columnwise scale byte indices: row r's block-row rb = r / 32 (element (p, t): rb = 4 t + p / 32, one iota
+  // per 32-partition quadrant) at column y_r.
+  View csidx = k.sbuf({kP, c.nt}, DType::I32, "fix_col_scale_index");
+  {
+    View rb = k.sbuf({kP, c.nt}, DType::I32, "fix_block_row");
+    for (int64_t q = 0; q < 4; ++q) nki::iota(rb(S(32 * q, 32 * q + 32)), {4}, static_cast<double>(q));
+    if (c.geom.swizzled) {
+      swizzled_index(k, csidx, c.tgt, rb, c.geom.col_rows() / 4);
+    } else {
+      // rb * roundup(V, 128) may exceed 2^24: an integer iota step keeps it exact.
+      View base = k.sbuf({kP, c.nt}, DType::I32, "fix_col_scale_base");
+      for (int64_t q = 0; q < 4; ++q)
+        nki::iota(base(S(32 * q, 32 * q + 32)), {static_cast<int32_t>(4 * c.geom.col_cols())},
+                  static_cast<double>(q * c.geom.col_cols()));
+      add_i32(k, csidx, base, c.tgt);
+    }
+    nki::select(csidx, in, csidx, -1.0);
+  }
 
   const View xr_all = c.logits.reshape({p.rows * nb32, 32});
   const View rd_all = c.rdata.reshape({p.rows * nb32, 32});
@@ -593,26 +612,12 @@ void fixup(Ctx& c) {
       View q8 = k.sbuf({kP, 1, 32}, f8, "fix_q8_col");
       View byte = k.sbuf({kP, 1}, DType::U8, "fix_byte_col");
       mx_quantize_free(k, q8, byte, g, rule, fmt, Engine::DVE);
-      View csidx = k.sbuf({kP, 1}, DType::I32, "fix_col_scale_index");
       for (int64_t q = 0; q < nq; ++q) {
         const int64_t m = std::min<int64_t>(32, rr - 32 * q);
-        const int64_t rb = (r0 + 32 * q) / 32;
         scatter(c.cdata(S(r0 + 32 * q, r0 + 32 * q + 32)).permute({1, 0})(S(0, m)),
                 q8.reshape({kP, 32})(S(32 * q, 32 * q + m)), cidx(S(32 * q, 32 * q + m), S(t, t + 1)));
-        View sidx = csidx(S(32 * q, 32 * q + m));
-        if (c.geom.swizzled) {
-          View rbq = k.sbuf({32, 1}, DType::I32, "fix_rbq");
-          nki::memset(rbq, static_cast<double>(rb));
-          swizzled_index(k, sidx, c.tgt(S(32 * q, 32 * q + m), S(t, t + 1)), rbq(S(0, m)),
-                         c.geom.col_rows() / 4);
-        } else {
-          // rb * roundup(V, 128) may exceed 2^24: an integer iota step keeps it exact.
-          View rowbase = k.sbuf({32, 2}, DType::I32, "fix_rowbase");
-          nki::iota(rowbase, {static_cast<int32_t>(rb * c.geom.col_cols())});
-          add_i32(sidx, rowbase(S(0, m), S(1, 2)), c.tgt(S(32 * q, 32 * q + m), S(t, t + 1)));
-        }
-        nki::select(sidx, in(S(32 * q, 32 * q + m), S(t, t + 1)), sidx, -1.0);
-        scatter(cs_flat(S(0, m)), byte.bitcast(DType::E8M0)(S(32 * q, 32 * q + m)), sidx);
+        scatter(cs_flat(S(0, m)), byte.bitcast(DType::E8M0)(S(32 * q, 32 * q + m)),
+                csidx(S(32 * q, 32 * q + m), S(t, t + 1)));
       }
     }
   }
