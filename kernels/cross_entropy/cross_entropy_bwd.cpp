@@ -14,17 +14,16 @@
 // Rows with an ignored target have b = -inf and gcd = h = 0: a zero gradient row (b = NaN, a NaN row, when
 // their row_max is not finite, as PyTorch).
 //
-// MXFP8, quantize_rule te (natural layout: row r on partition r % 128): keys and the rowwise max-reduce on
-// the BF16 tile; PE transposes of the BF16 tile and of its keys per 128 x 128 block; the columnwise
-// max-reduce on the transposed keys (PSUM); one ALU chain (ce_quant.h) for all of a chunk's rowwise and
-// columnwise blocks; the FP8 elements by one multiply each way; the columnwise FP8 tile transposed back on
-// the PE and written from PSUM.
-// quantize_rule trn3 (T2 layout: 512-row tiles, partition p holds rows 4p .. 4p + 3 interleaved): the
-// columnwise blocks (32 rows of a column = 8 partitions x 4) are exactly quantize_mx's groups; the rowwise
-// blocks come from PE transposes of every 4th column (T[p', 4p + j'] = g[4p + j, v0 + 4p' + j']) into the
-// same group shape, and the x4 result is transposed back (as 32-bit words) to row-major bytes.
-// Unfused: the BF16 gradient (patched) goes to an HBM scratch, then each 128- or 512-row tile is loaded back
-// in the layout its rule needs and quantized as above.
+// MXFP8, quantize_rule te (natural layout: row r on partition r % 128): keys (an add on ACT, a bitwise and
+// on DVE) and the rowwise max-reduce on the BF16 tile; PE transposes of the BF16 tile and of its keys per
+// 128 x 128 block; the columnwise max-reduce on the transposed keys (PSUM); one ALU chain (ce_quant.h) for
+// all of a chunk's rowwise and columnwise blocks; the FP8 elements by one multiply each way; the columnwise
+// FP8 tile transposed back on the PE and written from PSUM. quantize_rule trn3 (T2 layout: 512-row tiles,
+// partition p holds rows 4p .. 4p + 3 interleaved): the columnwise blocks (32 rows of a column = 8 partitions
+// x 4) are exactly quantize_mx's groups; the rowwise blocks come from PE transposes of every 4th column
+// (T[p', 4p + j'] = g[4p + j, v0 + 4p' + j']) into the same group shape, and the x4 result is transposed back
+// (as 32-bit words) to row-major bytes. Unfused: the BF16 gradient (patched) goes to an HBM scratch, then
+// each 128- or 512-row tile is loaded back in the layout its rule needs and quantized as above.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -339,10 +338,10 @@ void te_flush(Ctx& c, TeBuffers& tb, int64_t r0, int64_t rr, int acc) {
 // chain of chunks n-3 and n-2 (every other step) and chunk n-3's stage 3, so every engine's in-order stream
 // interleaves four chunks and none waits for a result of a chunk it started recently (the DVE and POOL
 // streams would otherwise hold each other up). Per 1024-column chunk (engine cycles, as the cost
-// model charges them): ACT exp, gradient and keys 3 x (64 + 1024); DVE two int16 max-reduces and the
-// columnwise multiply (PSUM operand) 3 x (100 + 1024); POOL the rowwise multiply 150 + 2 x 1024 and half a
-// 4-op chain on [128, 128] plus two byte copies. DVE's 3372 cycles (2.81 us at 1.2 GHz) bound the fused path
-// at 2016 chunks per core x 2.81 us = 5.67 ms for llama3_ce_mxfp8_4096.
+// model charges them): ACT exp, gradient and the key's add 3 x (64 + 1024); DVE the key's and (bitvec: DVE
+// only), two int16 max-reduces and the columnwise multiply (PSUM operand) 4 x (100 + 1024); POOL the rowwise
+// multiply 150 + 2 x 1024 and half a 5-op chain on [128, 128] plus two byte copies. DVE's 4496 cycles (3.75
+// us at 1.2 GHz) bound the fused path at 2016 chunks per core x 3.75 us = 7.55 ms for llama3_ce_mxfp8_4096.
 void te_pipeline(Ctx& c, const std::vector<View>& gs, const Producer& prod) {
   TeBuffers tb = te_buffers(c);
   const std::vector<Item> items = chunk_items(c, kP);
