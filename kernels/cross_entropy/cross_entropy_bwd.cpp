@@ -226,10 +226,16 @@ struct TeBuffers {
   View mult(int64_t it) const { return mult_all(all, it % 4); }
   std::vector<View> keys, kpre, rq, cqT;
   std::vector<View> gT, kT, cq;  // PSUM
+  std::vector<View> gTs;         // SBUF copies of the transposed tile's last kPoolColBlocks blocks
   // Scale accumulators of a row tile (alternating): rowwise [128, nB], columnwise [128, nblk, 4].
   std::vector<View> rs_acc, cs_acc;
   std::vector<ChainTemps> temps;
 };
+
+// The columnwise FP8 multiply is DVE's fourth pass over each chunk; POOL, which cannot read PSUM, takes the
+// last kPoolColBlocks of its 128-column blocks from an SBUF copy ACT makes (2x mode: BF16 to BF16). Per
+// 1024-column chunk: DVE 100 + 128 x 5, POOL 150 + 2 x 128 x 3, ACT 64 + 64 x 3 (the cost model's rates).
+constexpr int64_t kPoolColBlocks = 3;
 
 TeBuffers te_buffers(Ctx& c) {
   Kernel& k = c.k;
@@ -248,6 +254,7 @@ TeBuffers te_buffers(Ctx& c) {
     b.kpre.push_back(k.sbuf({kP, W}, DType::I32, "te_keys_t"));
     b.rq.push_back(k.sbuf({kP, W}, c.bp.fp8_dtype(), "te_row_fp8"));
     b.cqT.push_back(k.sbuf({kP, nblk, 4, 32}, c.bp.fp8_dtype(), "te_col_fp8_t"));
+    b.gTs.push_back(k.sbuf({kP, kPoolColBlocks, kP}, DType::BF16, "te_grad_t_sbuf"));
     b.kT.push_back(k.psum({kP, nblk, kP}, DType::I16, "te_keys_t"));
     b.cq.push_back(k.psum({kP, nblk, kP}, c.bp.fp8_dtype(), "te_col_fp8"));
     b.rs_acc.push_back(k.sbuf({kP, ceil_div(c.cr.size(), 32)}, DType::U8, "te_row_scales"));
@@ -308,6 +315,12 @@ void te_chain(Ctx& c, TeBuffers& tb, const Item* items, int n) {
   }
 }
 
+void te_copy_t(TeBuffers& tb, int64_t w, int64_t it) {
+  const int64_t nblk = ceil_div(w, 128), nd = std::max<int64_t>(nblk - kPoolColBlocks, 0);
+  if (nblk > nd)
+    nki::tensor_copy(tb.gTs[it % 2](all, S(0, nblk - nd)), tb.gT[it % 4](all, S(nd, nblk)), Engine::ACT);
+}
+
 // Stage 3: FP8 elements (rowwise on the tile, columnwise on the transposed tile, then back) and their DMAs.
 void te_stage3(Ctx& c, TeBuffers& tb, const View& g, int64_t r0, int64_t rr, int64_t c0, int64_t w,
                int64_t it) {
@@ -317,9 +330,16 @@ void te_stage3(Ctx& c, TeBuffers& tb, const View& g, int64_t r0, int64_t rr, int
   nki::tensor_tensor(rq(all, S(0, w)).reshape({kP, nbw, 32}), g(all, S(0, w)).reshape({kP, nbw, 32}),
                      mult(all, S(0, nbw)).reshape({kP, nbw, 1}).broadcast(2, 32), AluOp::Multiply,
                      Engine::POOL);
-  nki::tensor_tensor(cqT(all, S(0, nblk)), gT(all, S(0, nblk)).reshape({kP, nblk, 4, 32}),
-                     mult(all, S(nb, nb + 4 * nblk)).reshape({kP, nblk, 4, 1}).broadcast(3, 32),
-                     AluOp::Multiply);
+  const int64_t nd = std::max<int64_t>(nblk - kPoolColBlocks, 0), np = nblk - nd;
+  const auto col_mult = [&](int64_t j0, int64_t j1) {
+    return mult(all, S(nb + 4 * j0, nb + 4 * j1)).reshape({kP, j1 - j0, 4, 1}).broadcast(3, 32);
+  };
+  if (nd > 0)
+    nki::tensor_tensor(cqT(all, S(0, nd)), gT(all, S(0, nd)).reshape({kP, nd, 4, 32}), col_mult(0, nd),
+                       AluOp::Multiply);
+  if (np > 0)
+    nki::tensor_tensor(cqT(all, S(nd, nblk)), tb.gTs[it % 2](all, S(0, np)).reshape({kP, np, 4, 32}),
+                       col_mult(nd, nblk), AluOp::Multiply, Engine::POOL);
   for (int64_t j = 0; j < nblk; ++j) {
     const int64_t wb = std::min<int64_t>(128, w - 128 * j);
     nki::nc_transpose(cq(all, j, S(0, wb)), cqT(S(0, wb), j).reshape({wb, kP}));
@@ -338,10 +358,12 @@ void te_flush(Ctx& c, TeBuffers& tb, int64_t r0, int64_t rr, int acc) {
 // chain of chunks n-3 and n-2 (every other step) and chunk n-3's stage 3, so every engine's in-order stream
 // interleaves four chunks and none waits for a result of a chunk it started recently (the DVE and POOL
 // streams would otherwise hold each other up). Per 1024-column chunk (engine cycles, as the cost
-// model charges them): ACT exp, gradient and the key's add 3 x (64 + 1024); DVE the key's and (bitvec: DVE
-// only), two int16 max-reduces and the columnwise multiply (PSUM operand) 4 x (100 + 1024); POOL the rowwise
-// multiply 150 + 2 x 1024 and half a 5-op chain on [128, 128] plus two byte copies. DVE's 4496 cycles (3.75
-// us at 1.2 GHz) bound the fused path at 2016 chunks per core x 3.75 us = 7.55 ms for llama3_ce_mxfp8_4096.
+// model charges them): ACT exp, gradient and the key's add 3 x (64 + 1024) and the copy of 3 transposed
+// blocks 64 + 192; DVE the key's and (bitvec: DVE only) and two int16 max-reduces 3 x (100 + 1024), 5 blocks
+// of the columnwise multiply (PSUM operand) 100 + 640; POOL the rowwise multiply 150 + 2 x 1024, 3 blocks of
+// the columnwise one 150 + 768 and half a 5-op chain on [128, 128] plus two byte copies. DVE 4112 and POOL
+// about 4190 cycles (3.5 us at 1.2 GHz) bound the fused path at 2016 chunks per core x 3.5 us = 7.0 ms for
+// llama3_ce_mxfp8_4096.
 void te_pipeline(Ctx& c, const std::vector<View>& gs, const Producer& prod) {
   TeBuffers tb = te_buffers(c);
   const std::vector<Item> items = chunk_items(c, kP);
@@ -352,6 +374,8 @@ void te_pipeline(Ctx& c, const std::vector<View>& gs, const Producer& prod) {
     if (s + kPrefetch < n) prod.load(items[s + kPrefetch]);
     // Stage 1b of the previous chunk first: the PE transposes its keys before this chunk's tile.
     if (s >= 1 && s - 1 < n) te_stage1b(c, tb, items[s - 1].w, items[s - 1].it);
+    // ACT's SBUF copy of the last transposed blocks of chunk s - 2, for POOL's share of its stage 3.
+    if (s >= 2 && s - 2 < n) te_copy_t(tb, items[s - 2].w, items[s - 2].it);
     if (s < n) {
       const Item& a = items[s];
       prod.compute(a, gs[a.it % ng]);
