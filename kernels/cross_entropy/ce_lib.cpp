@@ -77,9 +77,20 @@ View row_offsets(Kernel& k, int64_t n, int64_t stride) {
   return o;
 }
 
-void add_i32(const View& dst, const View& a, const View& b, Engine e) {
-  // The int32 path runs when either op is bitwise; "| 0" changes nothing.
-  nki::tensor_scalar(dst, a, AluOp::Add, b, false, AluOp::BitwiseOr, 0.0, false, e);
+void add_i32(Kernel& k, const View& dst, const View& a, const View& b) {
+  std::vector<int64_t> shape;
+  for (int d = 0; d < a.rank(); ++d) shape.push_back(a.size(d));
+  View lo = k.sbuf(shape, DType::I32, "add_i32_lo");
+  View hi = k.sbuf(shape, DType::I32, "add_i32_hi");
+  View c = k.sbuf(shape, DType::I32, "add_i32_carry");
+  nki::tensor_scalar(lo, a, AluOp::BitwiseAnd, 65535.0);
+  nki::tensor_scalar(hi, a, AluOp::ShiftRight, 16.0);
+  nki::tensor_tensor(lo, lo, b, AluOp::Add);  // below 2^24: exact in FP32
+  nki::tensor_scalar(c, lo, AluOp::ShiftRight, 16.0);
+  nki::tensor_tensor(hi, hi, c, AluOp::Add);
+  nki::tensor_scalar(lo, lo, AluOp::BitwiseAnd, 65535.0);
+  nki::tensor_scalar(hi, hi, AluOp::ShiftLeft, 16.0);
+  nki::tensor_tensor(dst, hi, lo, AluOp::BitwiseOr);
 }
 
 View broadcast_partitions(Kernel& k, const View& one) {

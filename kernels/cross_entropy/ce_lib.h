@@ -66,8 +66,12 @@ View count_valid(Kernel& k, const View& valid);
 // (exact below 2^31).
 View row_offsets(Kernel& k, int64_t n, int64_t stride);
 
-// dst = a + b in exact int32 (a [P, 1] or [P, n], b a [P, 1] vector), through the int32 ALU path.
-void add_i32(const View& dst, const View& a, const View& b, Engine e = Engine::POOL);
+// dst = a + b exactly, int32 tiles of one shape [P, n], for 0 <= a < 2^31 and 0 <= b < 2^24 - 2^16 with a sum
+// below 2^31 (other elements get an unspecified value; the callers mask them). Arithmetic ALU ops compute in
+// FP32 (exact below 2^24) and bitvec ops run on DVE only and never share an instruction with arithmetic ones
+// (NKI ISA docs, nki.isa.tensor_scalar), so the sum is made of 16-bit halves: lo = (a & 0xFFFF) + b,
+// hi = (a >> 16) + (lo >> 16), dst = hi << 16 | (lo & 0xFFFF). Eight DVE instructions; temporaries from `k`.
+void add_i32(Kernel& k, const View& dst, const View& a, const View& b);
 
 // A [P, 1] FP32 value copied from partition 0 of `one` ([1, 1], any float dtype) to every partition (a K = 1
 // matmul with ones, exact).

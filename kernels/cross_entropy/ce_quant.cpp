@@ -9,12 +9,21 @@ namespace trnsim::kernels::ce {
 
 using isa::AluOp;
 
-void mx_keys(const View& keys, const View& data, QuantizeRule rule, Engine e) {
-  const View bits = data.bitcast(DType::U16);
-  if (rule == QuantizeRule::Te)
-    nki::tensor_scalar(keys, bits, AluOp::Add, 127.0, false, AluOp::BitwiseAnd, 32767.0, false, e);
-  else
-    nki::tensor_scalar(keys, bits, AluOp::BitwiseAnd, 32767.0, false, AluOp::Bypass, 0.0, false, e);
+void mx_keys_te_add(const View& t, const View& data, Engine e) {
+  nki::tensor_scalar(t, data.bitcast(DType::U16), AluOp::Add, 127.0, false, AluOp::Bypass, 0.0, false, e);
+}
+
+void mx_keys_te_mask(const View& keys, const View& t) {
+  nki::tensor_scalar(keys, t, AluOp::BitwiseAnd, 32767.0);
+}
+
+void mx_keys(const View& keys, const View& t, const View& data, QuantizeRule rule, Engine e) {
+  if (rule == QuantizeRule::Te) {
+    mx_keys_te_add(t, data, e);
+    mx_keys_te_mask(keys, t);
+  } else {
+    nki::tensor_scalar(keys, data.bitcast(DType::U16), AluOp::BitwiseAnd, 32767.0);
+  }
 }
 
 ChainTemps chain_temps(Kernel& k, const std::vector<int64_t>& shape) {
@@ -35,21 +44,28 @@ void mx_scale_chain(const ChainTemps& tmp, const View& kmax, const View& bytes, 
     nki::tensor_scalar(f1, tmp.u.bitcast(DType::BF16), AluOp::Multiply,
                        static_cast<double>(num::te_max_norm_rcp(fmt)), false, AluOp::Multiply, 2.0 - 0x1p-22,
                        false, e);
-    // byte = min(exponent field, 254); mult = 2^(127 - byte), exact in BF16 (2^-127 is its subnormal 0x0040).
-    nki::tensor_scalar(bytes, f1.bitcast(DType::I32), AluOp::ShiftRight, 23.0, false, AluOp::Min, 254.0,
-                       false, e);
+    // byte = min(E, 254), E the exponent field of f1 (>= 0): with h its upper 16 bits, E = floor(h / 128),
+    // and (h - 63.5) / 128 (exact in FP32) lies within 0.4961 of E, so the integer store's rounding gives E
+    // (an arithmetic form: this chain runs on POOL, which has no bitvec operators). mult = 2^(127 - byte),
+    // exact in BF16 (2^-127 is its subnormal 0x0040).
+    const int64_t n = f1.size(1);
+    nki::tensor_scalar(f2, f1.bitcast(DType::U16)(all, S(1, 2 * n, 2)), AluOp::Subtract, 63.5, false,
+                       AluOp::Multiply, 1.0 / 128.0, false, e);
+    nki::tensor_scalar(bytes, f2, AluOp::Min, 254.0, false, AluOp::Bypass, 0.0, false, e);
     nki::tensor_scalar(mult, bytes, AluOp::Subtract, 127.0, true, AluOp::Pow, 2.0, true, e);
     return;
   }
   // Trn3: exponent field E of amax; byte = 255 for NaN/Inf (E = 255), else max(E - (emax - 1), 0).
+  // The shifts are bitvec steps: DVE, integer dtypes (kmax int32).
   const double drop = num::fp8_emax(fmt) - 1;
-  nki::tensor_scalar(i1, kmax, AluOp::ShiftRight, 7.0, false, AluOp::Bypass, 0.0, false, e);
+  nki::tensor_scalar(i1, kmax, AluOp::ShiftRight, 7.0);
   nki::tensor_scalar(f1, i1, AluOp::IsEqual, 255.0, false, AluOp::Bypass, 0.0, false, e);
   nki::tensor_scalar(f2, i1, AluOp::Subtract, drop, false, AluOp::Max, 0.0, false, e);
   nki::tensor_scalar(i2, f1, AluOp::Multiply, drop, false, AluOp::Bypass, 0.0, false, e);
   nki::tensor_tensor(bytes, f2, i2, AluOp::Add, e);
   // mult bits (254 - byte) << 7; byte 255 gives -128, plus 0x8040 -> 0x7FC0 (NaN).
-  nki::tensor_scalar(i1, bytes, AluOp::Subtract, 254.0, true, AluOp::ShiftLeft, 7.0, false, e);
+  nki::tensor_scalar(i1, bytes, AluOp::Subtract, 254.0, true, AluOp::Bypass, 0.0, false, e);
+  nki::tensor_scalar(i1, i1, AluOp::ShiftLeft, 7.0);
   nki::tensor_scalar(f2, f1, AluOp::Multiply, 32832.0, false, AluOp::Bypass, 0.0, false, e);
   nki::tensor_tensor(mbits, i1, f2, AluOp::Add, e);
 }
@@ -58,8 +74,8 @@ void mx_quantize_free(Kernel& k, const View& q, const View& bytes, const View& d
                       num::Fp8Format fmt, Engine e) {
   const int64_t P = data.size(0), nb = data.size(1);
   View keys = k.sbuf({P, nb, 32}, DType::I16, "mx_keys");
-  mx_keys(keys, data, rule, e);
-  View kmax = k.sbuf({P, nb}, DType::F32, "mx_kmax");
+  mx_keys(keys, k.sbuf({P, nb, 32}, DType::I32, "mx_keys_t"), data, rule, e);
+  View kmax = k.sbuf({P, nb}, DType::I32, "mx_kmax");
   nki::tensor_reduce(kmax, AluOp::Max, keys, {2});
   View mult = k.sbuf({P, nb}, DType::BF16, "mx_mult");
   mx_scale_chain(chain_temps(k, {P, nb}), kmax, bytes, mult, rule, fmt, e);
@@ -189,12 +205,16 @@ void zero_scale_padding(Kernel& k, const View& out, const ScaleGeom& g, bool row
 }
 
 void swizzled_index(Kernel& k, const View& dst, const View& i, const View& j, int64_t ntx) {
-  View a = k.sbuf({i.size(0), 1}, DType::I32, "swz_a");
-  View b = k.sbuf({i.size(0), 1}, DType::I32, "swz_b");
-  // ((i >> 7) * ntx + (j >> 2)) << 9
-  nki::tensor_scalar(a, i, AluOp::ShiftRight, 7.0, false, AluOp::Multiply, static_cast<double>(ntx));
+  std::vector<int64_t> shape;
+  for (int d = 0; d < i.rank(); ++d) shape.push_back(i.size(d));
+  View a = k.sbuf(shape, DType::I32, "swz_a");
+  View b = k.sbuf(shape, DType::I32, "swz_b");
+  // ((i >> 7) * ntx + (j >> 2)) << 9: the bitvec and arithmetic steps in separate instructions (NKI ISA docs,
+  // nki.isa.tensor_scalar); the product and sum stay below 2^24, exact in FP32.
+  nki::tensor_scalar(a, i, AluOp::ShiftRight, 7.0);
+  nki::tensor_scalar(a, a, AluOp::Multiply, static_cast<double>(ntx));
   nki::tensor_scalar(b, j, AluOp::ShiftRight, 2.0);
-  add_i32(a, a, b);
+  nki::tensor_tensor(a, a, b, AluOp::Add);
   nki::tensor_scalar(dst, a, AluOp::ShiftLeft, 9.0);
   // | (i & 31) << 4 | ((i >> 5) & 3) << 2 | (j & 3)
   nki::tensor_scalar(a, i, AluOp::BitwiseAnd, 31.0, false, AluOp::ShiftLeft, 4.0);

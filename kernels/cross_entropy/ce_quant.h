@@ -31,8 +31,14 @@
 
 namespace trnsim::kernels::ce {
 
-// keys [P, n] int16 of BF16 data [P, n] for `rule` (TE: NaN-ignoring; Trn3: bits & 0x7FFF).
-void mx_keys(const View& keys, const View& data, QuantizeRule rule, Engine e);
+// keys [P, n] int16 of BF16 data [P, n] for `rule` (TE: NaN-ignoring; Trn3: bits & 0x7FFF). The NKI ISA docs
+// (nki.isa.tensor_scalar) keep bitvec operators (and, or, xor, shifts) out of instructions with arithmetic
+// ones and on the Vector Engine, on integer dtypes: the TE key is an add on `e` into t ([P, n] int32: bits +
+// 0x7F reaches 0x1007E) then a bitwise and on DVE (the two halves: mx_keys_te_add, mx_keys_te_mask); the Trn3
+// key is one bitwise and on DVE (t unused).
+void mx_keys(const View& keys, const View& t, const View& data, QuantizeRule rule, Engine e);
+void mx_keys_te_add(const View& t, const View& data, Engine e);
+void mx_keys_te_mask(const View& keys, const View& t);
 
 // Temporaries of one scale chain ([P, n] int32 and FP32 tiles). Allocated once per pipeline buffer: tiles
 // allocated inside a loop would share addresses with other engines' temporaries and serialize them.
@@ -41,8 +47,9 @@ struct ChainTemps {
 };
 ChainTemps chain_temps(Kernel& k, const std::vector<int64_t>& shape);
 
-// From block key maxima kmax ([P, n], FP32 or int dtype) to E8M0 bytes ([P, n] uint8) and element multipliers
-// 2^(127 - byte) ([P, n] bfloat16), by `rule`.
+// From block key maxima kmax ([P, n], FP32 or int dtype; int for the Trn3 rule) to E8M0 bytes ([P, n] uint8)
+// and element multipliers 2^(127 - byte) ([P, n] bfloat16), by `rule`. The TE chain is arithmetic and runs on
+// `e`; the Trn3 chain's shifts run on DVE (bitvec operators), the rest on `e`.
 void mx_scale_chain(const ChainTemps& tmp, const View& kmax, const View& bytes, const View& mult,
                     QuantizeRule rule, num::Fp8Format fmt, Engine e);
 
@@ -77,8 +84,8 @@ void write_col_scales_mx(const View& out, const ScaleGeom& g, const View& tile, 
 void zero_scale_padding(Kernel& k, const View& out, const ScaleGeom& g, bool rowwise);
 bool has_scale_padding(const ScaleGeom& g, bool rowwise);
 
-// Flat byte index (int32 [P, 1]) of scale (i, j) in a swizzled scale tensor, from int32 vectors i, j
-// ([P, 1]); ntx = 4-wide tiles along j. Temporaries from `k`.
+// Flat byte index (int32) of scale (i, j) in a swizzled scale tensor, from int32 tiles i, j of dst's shape
+// ((i >> 7) * ntx + (j >> 2) below 2^24); ntx = 4-wide tiles along j. DVE; temporaries from `k`.
 void swizzled_index(Kernel& k, const View& dst, const View& i, const View& j, int64_t ntx);
 
 }  // namespace trnsim::kernels::ce

@@ -14,17 +14,16 @@
 // Rows with an ignored target have b = -inf and gcd = h = 0: a zero gradient row (b = NaN, a NaN row, when
 // their row_max is not finite, as PyTorch).
 //
-// MXFP8, quantize_rule te (natural layout: row r on partition r % 128): keys and the rowwise max-reduce on
-// the BF16 tile; PE transposes of the BF16 tile and of its keys per 128 x 128 block; the columnwise
-// max-reduce on the transposed keys (PSUM); one ALU chain (ce_quant.h) for all of a chunk's rowwise and
-// columnwise blocks; the FP8 elements by one multiply each way; the columnwise FP8 tile transposed back on
-// the PE and written from PSUM.
-// quantize_rule trn3 (T2 layout: 512-row tiles, partition p holds rows 4p .. 4p + 3 interleaved): the
-// columnwise blocks (32 rows of a column = 8 partitions x 4) are exactly quantize_mx's groups; the rowwise
-// blocks come from PE transposes of every 4th column (T[p', 4p + j'] = g[4p + j, v0 + 4p' + j']) into the
-// same group shape, and the x4 result is transposed back (as 32-bit words) to row-major bytes.
-// Unfused: the BF16 gradient (patched) goes to an HBM scratch, then each 128- or 512-row tile is loaded back
-// in the layout its rule needs and quantized as above.
+// MXFP8, quantize_rule te (natural layout: row r on partition r % 128): keys (an add on ACT, a bitwise and
+// on DVE) and the rowwise max-reduce on the BF16 tile; PE transposes of the BF16 tile and of its keys per
+// 128 x 128 block; the columnwise max-reduce on the transposed keys (PSUM); one ALU chain (ce_quant.h) for
+// all of a chunk's rowwise and columnwise blocks; the FP8 elements by one multiply each way; the columnwise
+// FP8 tile transposed back on the PE and written from PSUM. quantize_rule trn3 (T2 layout: 512-row tiles,
+// partition p holds rows 4p .. 4p + 3 interleaved): the columnwise blocks (32 rows of a column = 8 partitions
+// x 4) are exactly quantize_mx's groups; the rowwise blocks come from PE transposes of every 4th column
+// (T[p', 4p + j'] = g[4p + j, v0 + 4p' + j']) into the same group shape, and the x4 result is transposed back
+// (as 32-bit words) to row-major bytes. Unfused: the BF16 gradient (patched) goes to an HBM scratch, then
+// each 128- or 512-row tile is loaded back in the layout its rule needs and quantized as above.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -191,8 +190,7 @@ void bf16_gradient(Ctx& c) {
   View in = target_in_range(c);
   View offs = row_offsets(k, c.nt, p.V);
   View idx = k.sbuf({kP, c.nt}, DType::I32, "bwd_y_index");
-  for (int64_t t = 0; t < c.nt; ++t)
-    add_i32(idx(all, S(t, t + 1)), offs(all, S(t, t + 1)), c.tgt(all, S(t, t + 1)));
+  add_i32(k, idx, offs, c.tgt);
   nki::select(idx, in, idx, -1.0);
   View raw = k.sbuf({kP, c.nt}, p.logits_dtype, "bwd_xy_raw");
   nki::memset(raw, 0.0);
@@ -226,12 +224,18 @@ struct TeBuffers {
   View small(int64_t it) const { return small_all(all, it % 4); }
   View bytes(int64_t it) const { return bytes_all(all, it % 4); }
   View mult(int64_t it) const { return mult_all(all, it % 4); }
-  std::vector<View> keys, rq, cqT;
+  std::vector<View> keys, kpre, rq, cqT;
   std::vector<View> gT, kT, cq;  // PSUM
+  std::vector<View> gTs;         // SBUF copies of the transposed tile's last kPoolColBlocks blocks
   // Scale accumulators of a row tile (alternating): rowwise [128, nB], columnwise [128, nblk, 4].
   std::vector<View> rs_acc, cs_acc;
   std::vector<ChainTemps> temps;
 };
+
+// The columnwise FP8 multiply is DVE's fourth pass over each chunk; POOL, which cannot read PSUM, takes the
+// last kPoolColBlocks of its 128-column blocks from an SBUF copy ACT makes (2x mode: BF16 to BF16). Per
+// 1024-column chunk: DVE 100 + 128 x 5, POOL 150 + 2 x 128 x 3, ACT 64 + 64 x 3 (the cost model's rates).
+constexpr int64_t kPoolColBlocks = 3;
 
 TeBuffers te_buffers(Ctx& c) {
   Kernel& k = c.k;
@@ -247,8 +251,10 @@ TeBuffers te_buffers(Ctx& c) {
   for (int i = 0; i < 2; ++i) b.temps.push_back(chain_temps(k, {kP, 4 * nb}));
   for (int i = 0; i < 2; ++i) {
     b.keys.push_back(k.sbuf({kP, W}, DType::I16, "te_keys"));
+    b.kpre.push_back(k.sbuf({kP, W}, DType::I32, "te_keys_t"));
     b.rq.push_back(k.sbuf({kP, W}, c.bp.fp8_dtype(), "te_row_fp8"));
     b.cqT.push_back(k.sbuf({kP, nblk, 4, 32}, c.bp.fp8_dtype(), "te_col_fp8_t"));
+    b.gTs.push_back(k.sbuf({kP, kPoolColBlocks, kP}, DType::BF16, "te_grad_t_sbuf"));
     b.kT.push_back(k.psum({kP, nblk, kP}, DType::I16, "te_keys_t"));
     b.cq.push_back(k.psum({kP, nblk, kP}, c.bp.fp8_dtype(), "te_col_fp8"));
     b.rs_acc.push_back(k.sbuf({kP, ceil_div(c.cr.size(), 32)}, DType::U8, "te_row_scales"));
@@ -257,23 +263,27 @@ TeBuffers te_buffers(Ctx& c) {
   return b;
 }
 
-// Stage 1 of a chunk: keys (ACT), transposes of the tile and of its keys.
+// Stage 1 of a chunk: the key's add (ACT), transposes of the tile.
 void te_stage1(TeBuffers& tb, const View& g, int64_t w, int64_t it) {
   const int64_t nblk = ceil_div(w, 128);
-  const View keys = tb.keys[it % 2];
-  const View gT = tb.gT[it % 4], kT = tb.kT[it % 2];
-  mx_keys(keys(all, S(0, w)), g(all, S(0, w)), QuantizeRule::Te, Engine::ACT);
+  const View gT = tb.gT[it % 4];
+  mx_keys_te_add(tb.kpre[it % 2](all, S(0, w)), g(all, S(0, w)), Engine::ACT);
   for (int64_t j = 0; j < nblk; ++j) {
     const int64_t wb = std::min<int64_t>(128, w - 128 * j);
     nki::nc_transpose(gT(S(0, wb), j), g(all, S(128 * j, 128 * j + wb)));
-    nki::nc_transpose(kT(S(0, wb), j), keys(all, S(128 * j, 128 * j + wb)));
   }
 }
 
-// Stage 1b: the rowwise and columnwise maxima (emitted a step after stage 1, so DVE does not wait on the
-// chunk ACT and the PE have just started).
+// Stage 1b (emitted a step after stage 1, so DVE does not wait on the chunk ACT has just started): the key's
+// bitwise and (DVE only: a bitvec operator), the transposes of the keys, the rowwise and columnwise maxima.
 void te_stage1b(Ctx& c, TeBuffers& tb, int64_t w, int64_t it) {
   const int64_t nb = c.W / 32, nblk = ceil_div(w, 128), nbw = w / 32;
+  const View keys = tb.keys[it % 2], kT = tb.kT[it % 2];
+  mx_keys_te_mask(keys(all, S(0, w)), tb.kpre[it % 2](all, S(0, w)));
+  for (int64_t j = 0; j < nblk; ++j) {
+    const int64_t wb = std::min<int64_t>(128, w - 128 * j);
+    nki::nc_transpose(kT(S(0, wb), j), keys(all, S(128 * j, 128 * j + wb)));
+  }
   nki::tensor_reduce(tb.small(it)(all, S(0, nbw)), AluOp::Max,
                      tb.keys[it % 2](all, S(0, w)).reshape({kP, nbw, 32}), {2});
   nki::tensor_reduce(tb.small(it)(all, S(nb, nb + 4 * nblk)), AluOp::Max,
@@ -305,6 +315,12 @@ void te_chain(Ctx& c, TeBuffers& tb, const Item* items, int n) {
   }
 }
 
+void te_copy_t(TeBuffers& tb, int64_t w, int64_t it) {
+  const int64_t nblk = ceil_div(w, 128), nd = std::max<int64_t>(nblk - kPoolColBlocks, 0);
+  if (nblk > nd)
+    nki::tensor_copy(tb.gTs[it % 2](all, S(0, nblk - nd)), tb.gT[it % 4](all, S(nd, nblk)), Engine::ACT);
+}
+
 // Stage 3: FP8 elements (rowwise on the tile, columnwise on the transposed tile, then back) and their DMAs.
 void te_stage3(Ctx& c, TeBuffers& tb, const View& g, int64_t r0, int64_t rr, int64_t c0, int64_t w,
                int64_t it) {
@@ -314,9 +330,16 @@ void te_stage3(Ctx& c, TeBuffers& tb, const View& g, int64_t r0, int64_t rr, int
   nki::tensor_tensor(rq(all, S(0, w)).reshape({kP, nbw, 32}), g(all, S(0, w)).reshape({kP, nbw, 32}),
                      mult(all, S(0, nbw)).reshape({kP, nbw, 1}).broadcast(2, 32), AluOp::Multiply,
                      Engine::POOL);
-  nki::tensor_tensor(cqT(all, S(0, nblk)), gT(all, S(0, nblk)).reshape({kP, nblk, 4, 32}),
-                     mult(all, S(nb, nb + 4 * nblk)).reshape({kP, nblk, 4, 1}).broadcast(3, 32),
-                     AluOp::Multiply);
+  const int64_t nd = std::max<int64_t>(nblk - kPoolColBlocks, 0), np = nblk - nd;
+  const auto col_mult = [&](int64_t j0, int64_t j1) {
+    return mult(all, S(nb + 4 * j0, nb + 4 * j1)).reshape({kP, j1 - j0, 4, 1}).broadcast(3, 32);
+  };
+  if (nd > 0)
+    nki::tensor_tensor(cqT(all, S(0, nd)), gT(all, S(0, nd)).reshape({kP, nd, 4, 32}), col_mult(0, nd),
+                       AluOp::Multiply);
+  if (np > 0)
+    nki::tensor_tensor(cqT(all, S(nd, nblk)), tb.gTs[it % 2](all, S(0, np)).reshape({kP, np, 4, 32}),
+                       col_mult(nd, nblk), AluOp::Multiply, Engine::POOL);
   for (int64_t j = 0; j < nblk; ++j) {
     const int64_t wb = std::min<int64_t>(128, w - 128 * j);
     nki::nc_transpose(cq(all, j, S(0, wb)), cqT(S(0, wb), j).reshape({wb, kP}));
@@ -335,10 +358,12 @@ void te_flush(Ctx& c, TeBuffers& tb, int64_t r0, int64_t rr, int acc) {
 // chain of chunks n-3 and n-2 (every other step) and chunk n-3's stage 3, so every engine's in-order stream
 // interleaves four chunks and none waits for a result of a chunk it started recently (the DVE and POOL
 // streams would otherwise hold each other up). Per 1024-column chunk (engine cycles, as the cost
-// model charges them): ACT exp, gradient and keys 3 x (64 + 1024); DVE two int16 max-reduces and the
-// columnwise multiply (PSUM operand) 3 x (100 + 1024); POOL the rowwise multiply 150 + 2 x 1024 and half a
-// 4-op chain on [128, 128] plus two byte copies. DVE's 3372 cycles (2.81 us at 1.2 GHz) bound the fused path
-// at 2016 chunks per core x 2.81 us = 5.67 ms for llama3_ce_mxfp8_4096.
+// model charges them): ACT exp, gradient and the key's add 3 x (64 + 1024) and the copy of 3 transposed
+// blocks 64 + 192; DVE the key's and (bitvec: DVE only) and two int16 max-reduces 3 x (100 + 1024), 5 blocks
+// of the columnwise multiply (PSUM operand) 100 + 640; POOL the rowwise multiply 150 + 2 x 1024, 3 blocks of
+// the columnwise one 150 + 768 and half a 5-op chain on [128, 128] plus two byte copies. DVE 4112 and POOL
+// about 4190 cycles (3.5 us at 1.2 GHz) bound the fused path at 2016 chunks per core x 3.5 us = 7.0 ms for
+// llama3_ce_mxfp8_4096.
 void te_pipeline(Ctx& c, const std::vector<View>& gs, const Producer& prod) {
   TeBuffers tb = te_buffers(c);
   const std::vector<Item> items = chunk_items(c, kP);
@@ -347,12 +372,15 @@ void te_pipeline(Ctx& c, const std::vector<View>& gs, const Producer& prod) {
   for (int64_t s = 0; s < std::min(n, kPrefetch); ++s) prod.load(items[s]);
   for (int64_t s = 0; s < n + 3; ++s) {
     if (s + kPrefetch < n) prod.load(items[s + kPrefetch]);
+    // Stage 1b of the previous chunk first: the PE transposes its keys before this chunk's tile.
+    if (s >= 1 && s - 1 < n) te_stage1b(c, tb, items[s - 1].w, items[s - 1].it);
+    // ACT's SBUF copy of the last transposed blocks of chunk s - 2, for POOL's share of its stage 3.
+    if (s >= 2 && s - 2 < n) te_copy_t(tb, items[s - 2].w, items[s - 2].it);
     if (s < n) {
       const Item& a = items[s];
       prod.compute(a, gs[a.it % ng]);
       te_stage1(tb, gs[a.it % ng], a.w, a.it);
     }
-    if (s >= 1 && s - 1 < n) te_stage1b(c, tb, items[s - 1].w, items[s - 1].it);
     // Chains of chunk pairs (2m, 2m + 1) at step 2m + 3; a lone last chunk at its own step + 3.
     if (s >= 3 && s - 3 < n && (s - 3) % 2 == 0) te_chain(c, tb, &items[s - 3], s - 2 < n ? 2 : 1);
     if (s >= 3) {
@@ -496,8 +524,7 @@ void fixup(Ctx& c) {
   View ymod = k.sbuf({kP, c.nt}, DType::I32, "fix_ymod");
   nki::tensor_scalar(ymod, c.tgt, AluOp::BitwiseAnd, 31.0);
   View ridx = k.sbuf({kP, c.nt}, DType::I32, "fix_row_index");
-  for (int64_t t = 0; t < c.nt; ++t)
-    add_i32(ridx(all, S(t, t + 1)), offs(all, S(t, t + 1)), blk(all, S(t, t + 1)));
+  add_i32(k, ridx, offs, blk);
   nki::select(ridx, in, ridx, -1.0);
   View cidx = k.sbuf({kP, c.nt}, DType::I32, "fix_col_index");
   nki::select(cidx, in, c.tgt, -1.0);
@@ -506,15 +533,30 @@ void fixup(Ctx& c) {
   View rowi = k.sbuf({kP, c.nt}, DType::I32, "fix_row");
   nki::iota(rowi, {static_cast<int32_t>(kP)}, 0.0, 1.0);
   if (c.geom.swizzled) {
-    for (int64_t t = 0; t < c.nt; ++t)
-      swizzled_index(k, rsidx(all, S(t, t + 1)), rowi(all, S(t, t + 1)), blk(all, S(t, t + 1)),
-                     c.geom.row_cols() / 4);
+    swizzled_index(k, rsidx, rowi, blk, c.geom.row_cols() / 4);
   } else {
     View ro = row_offsets(k, c.nt, c.geom.row_cols());
-    for (int64_t t = 0; t < c.nt; ++t)
-      add_i32(rsidx(all, S(t, t + 1)), ro(all, S(t, t + 1)), blk(all, S(t, t + 1)));
+    add_i32(k, rsidx, ro, blk);
   }
   nki::select(rsidx, in, rsidx, -1.0);
+  // Columnwise scale byte indices: row r's block-row rb = r / 32 (element (p, t): rb = 4 t + p / 32, one iota
+  // per 32-partition quadrant) at column y_r.
+  View csidx = k.sbuf({kP, c.nt}, DType::I32, "fix_col_scale_index");
+  {
+    View rb = k.sbuf({kP, c.nt}, DType::I32, "fix_block_row");
+    for (int64_t q = 0; q < 4; ++q) nki::iota(rb(S(32 * q, 32 * q + 32)), {4}, static_cast<double>(q));
+    if (c.geom.swizzled) {
+      swizzled_index(k, csidx, c.tgt, rb, c.geom.col_rows() / 4);
+    } else {
+      // rb * roundup(V, 128) may exceed 2^24: an integer iota step keeps it exact.
+      View base = k.sbuf({kP, c.nt}, DType::I32, "fix_col_scale_base");
+      for (int64_t q = 0; q < 4; ++q)
+        nki::iota(base(S(32 * q, 32 * q + 32)), {static_cast<int32_t>(4 * c.geom.col_cols())},
+                  static_cast<double>(q * c.geom.col_cols()));
+      add_i32(k, csidx, base, c.tgt);
+    }
+    nki::select(csidx, in, csidx, -1.0);
+  }
 
   const View xr_all = c.logits.reshape({p.rows * nb32, 32});
   const View rd_all = c.rdata.reshape({p.rows * nb32, 32});
@@ -593,26 +635,12 @@ void fixup(Ctx& c) {
       View q8 = k.sbuf({kP, 1, 32}, f8, "fix_q8_col");
       View byte = k.sbuf({kP, 1}, DType::U8, "fix_byte_col");
       mx_quantize_free(k, q8, byte, g, rule, fmt, Engine::DVE);
-      View csidx = k.sbuf({kP, 1}, DType::I32, "fix_col_scale_index");
       for (int64_t q = 0; q < nq; ++q) {
         const int64_t m = std::min<int64_t>(32, rr - 32 * q);
-        const int64_t rb = (r0 + 32 * q) / 32;
         scatter(c.cdata(S(r0 + 32 * q, r0 + 32 * q + 32)).permute({1, 0})(S(0, m)),
                 q8.reshape({kP, 32})(S(32 * q, 32 * q + m)), cidx(S(32 * q, 32 * q + m), S(t, t + 1)));
-        View sidx = csidx(S(32 * q, 32 * q + m));
-        if (c.geom.swizzled) {
-          View rbq = k.sbuf({32, 1}, DType::I32, "fix_rbq");
-          nki::memset(rbq, static_cast<double>(rb));
-          swizzled_index(k, sidx, c.tgt(S(32 * q, 32 * q + m), S(t, t + 1)), rbq(S(0, m)),
-                         c.geom.col_rows() / 4);
-        } else {
-          // rb * roundup(V, 128) may exceed 2^24: an integer iota step keeps it exact.
-          View rowbase = k.sbuf({32, 2}, DType::I32, "fix_rowbase");
-          nki::iota(rowbase, {static_cast<int32_t>(rb * c.geom.col_cols())});
-          add_i32(sidx, rowbase(S(0, m), S(1, 2)), c.tgt(S(32 * q, 32 * q + m), S(t, t + 1)));
-        }
-        nki::select(sidx, in(S(32 * q, 32 * q + m), S(t, t + 1)), sidx, -1.0);
-        scatter(cs_flat(S(0, m)), byte.bitcast(DType::E8M0)(S(32 * q, 32 * q + m)), sidx);
+        scatter(cs_flat(S(0, m)), byte.bitcast(DType::E8M0)(S(32 * q, 32 * q + m)),
+                csidx(S(32 * q, 32 * q + m), S(t, t + 1)));
       }
     }
   }

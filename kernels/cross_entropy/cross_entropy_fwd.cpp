@@ -107,8 +107,7 @@ void fwd_kernel(Kernel& k, const FwdParams& fp) {
   {
     View offs = row_offsets(k, nt, p.V);
     View idx = k.sbuf({kP, nt}, DType::I32, "fwd_xy_index");
-    for (int64_t t = 0; t < nt; ++t)
-      add_i32(idx(all, S(t, t + 1)), offs(all, S(t, t + 1)), tgt(all, S(t, t + 1)));
+    add_i32(k, idx, offs, tgt);
     View in = k.sbuf({kP, nt}, DType::F32, "fwd_in_range");
     View tmp = k.sbuf({kP, nt}, DType::F32, "fwd_tmp");
     nki::tensor_scalar(in, tgt, AluOp::IsGe, static_cast<double>(cr.lo));

@@ -7,6 +7,9 @@
 #include <string>
 
 #include "sim/base/error.h"
+#include "sim/isa/alu.h"
+#include "sim/isa/element.h"
+#include "sim/isa/names.h"
 #include "sim/isa/operand_view.h"
 #include "sim/isa/semantics.h"
 
@@ -87,6 +90,7 @@ class Checker {
   void matmul() const;
   void matmul_mx() const;
   void quantize_mx() const;
+  void bitvec_ops(int first_vector_slot) const;
   void mx_scale(int scale_slot, int data_slot, uint32_t offset, const char* offset_name) const;
   uint64_t max_moving(DType dst) const;
 
@@ -335,6 +339,37 @@ void Checker::quantize_mx() const {
   mx_scale(2, 0, inst_.scale_offset, "scale_offset");
 }
 
+// Operator types (NKI ISA docs, Supported Math Operators: bitvec = bitwise_and/or/xor, left_shift,
+// right_shift; every other operator is arithmetic). nki.isa.tensor_scalar
+// (https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/nki/api/generated/nki.isa.tensor_scalar.html):
+// op0 and op1 are both bitvec or both arithmetic; bitvec operators run on the Vector Engine only, on integer
+// input/output dtypes (elements are bit patterns). nki.isa.tensor_tensor (.../nki.isa.tensor_tensor.html)
+// and nki.isa.tensor_reduce (.../nki.isa.tensor_reduce.html): bitvec operators need integer input/output
+// dtypes, and the Vector Engine is the engine the docs give them (GpSimd runs tensor_tensor for power and
+// int32 arithmetic). scalar_tensor_tensor and tensor_scalar_reduce accept arithmetic operators only; this ISA
+// has neither. A bypassed op1 is no operator.
+void Checker::bitvec_ops(int first_vector_slot) const {
+  const AluOp op0 = inst_.alu0;
+  const AluOp op1 = inst_.op == Opcode::TensorScalar ? inst_.alu1 : AluOp::Bypass;
+  const bool b0 = alu_is_bitwise(op0), b1 = alu_is_bitwise(op1);
+  if (b0 != b1 && op0 != AluOp::Bypass && op1 != AluOp::Bypass)
+    fail("operator types",
+         fmt::format("op0 {} is {} but op1 {} is {} (both must be bitvec or both arithmetic)", alu_name(op0),
+                     b0 ? "bitvec" : "arithmetic", alu_name(op1), b1 ? "bitvec" : "arithmetic"));
+  if (!b0 && !b1) return;
+  const char* bitvec = alu_name(b0 ? op0 : op1);
+  if (inst_.engine != Engine::DVE)
+    fail("bitvec engine", fmt::format("bitvec operator {} runs on the Vector Engine (DVE) only", bitvec));
+  for (int slot = 0; slot < info_.num_slots; ++slot) {
+    if (!has(slot) || (slot >= first_vector_slot && inst_.op == Opcode::TensorScalar &&
+                       !inst_.has(slot == 2 ? kOperand0Vector : kOperand1Vector)))
+      continue;
+    if (!is_int(op(slot).dtype))
+      fail("bitvec dtype", fmt::format("bitvec operator {} needs integer dtypes (bit patterns), {} is {}",
+                                       bitvec, name(slot), dtype_name(op(slot).dtype)));
+  }
+}
+
 void Checker::run() {
   const Opcode o = inst_.op;
   if (static_cast<int>(o) >= kNumOpcodes)
@@ -426,11 +461,13 @@ void Checker::run() {
     case Opcode::TensorTensor:
       same_shape(0, 1);
       same_shape(0, 2);
+      bitvec_ops(kMaxOperands);
       break;
     case Opcode::TensorScalar:
       same_shape(0, 1);
       if (inst_.has(kOperand0Vector)) vector_of(2, 1);
       if (inst_.has(kOperand1Vector)) vector_of(3, 1);
+      bitvec_ops(2);
       break;
     case Opcode::TensorReduce: {
       const int nd = op(1).ndim;
@@ -442,6 +479,7 @@ void Checker::run() {
       if (op(0).partitions != op(1).partitions || op(0).free_elements() * inner != op(1).free_elements())
         fail("shape", fmt::format("dst must be [{}, {}], got [{}, {}]", op(1).partitions,
                                   op(1).free_elements() / inner, op(0).partitions, op(0).free_elements()));
+      bitvec_ops(kMaxOperands);
       break;
     }
     case Opcode::TensorCopy:

@@ -246,6 +246,75 @@ TEST_CASE("element counts, shapes, operands, semaphores, DMA queues, scale offse
               trn3());
 }
 
+// NKI ISA docs, nki.isa.tensor_scalar / tensor_tensor / tensor_reduce: bitvec and arithmetic operators do not
+// mix, bitvec operators run on DVE only and need integer dtypes.
+TEST_CASE("bitvec operator rules", "[isa][check]") {
+  const Program p = prog();
+  auto i32 = [](int64_t off) { return sbuf(0, 4, off, DType::I32, {{1, 4}}); };
+  auto ts = [&](Engine e, AluOp op0, AluOp op1, DType t = DType::I32) {
+    Instruction in = make(Opcode::TensorScalar, e, {sbuf(0, 4, 0, t, {{1, 4}}), sbuf(0, 4, 64, t, {{1, 4}})});
+    in.alu0 = op0;
+    in.alu1 = op1;
+    return in;
+  };
+  // Legal: both bitvec on DVE with int dtypes; arithmetic anywhere on any dtype; a bypassed op1.
+  CHECK_NOTHROW(check(ts(Engine::DVE, AluOp::ShiftRight, AluOp::BitwiseAnd), p, trn2()));
+  CHECK_NOTHROW(check(ts(Engine::DVE, AluOp::BitwiseAnd, AluOp::Bypass), p, trn2()));
+  CHECK_NOTHROW(check(ts(Engine::ACT, AluOp::Add, AluOp::Min), p, trn2()));
+  CHECK_NOTHROW(check(ts(Engine::POOL, AluOp::Add, AluOp::Bypass, DType::F32), p, trn2()));
+  expect_rule(ts(Engine::DVE, AluOp::ShiftRight, AluOp::Min),
+              "tensor_scalar on DVE: operator types: op0 right_shift is bitvec but op1 minimum is arithmetic "
+              "(both must be bitvec or both arithmetic)");
+  expect_rule(
+      ts(Engine::ACT, AluOp::Add, AluOp::BitwiseAnd),
+      "tensor_scalar on ACT: operator types: op0 add is arithmetic but op1 bitwise_and is bitvec (both "
+      "must be bitvec or both arithmetic)");
+  expect_rule(
+      ts(Engine::ACT, AluOp::BitwiseAnd, AluOp::Bypass),
+      "tensor_scalar on ACT: bitvec engine: bitvec operator bitwise_and runs on the Vector Engine (DVE) "
+      "only");
+  expect_rule(
+      ts(Engine::POOL, AluOp::ShiftLeft, AluOp::BitwiseOr),
+      "tensor_scalar on POOL: bitvec engine: bitvec operator left_shift runs on the Vector Engine (DVE) "
+      "only");
+  Instruction f = ts(Engine::DVE, AluOp::ShiftRight, AluOp::Bypass);
+  f.ops[1].dtype = DType::F32;
+  expect_rule(f,
+              "tensor_scalar on DVE: bitvec dtype: bitvec operator right_shift needs integer dtypes (bit "
+              "patterns), data is float32");
+  f = ts(Engine::DVE, AluOp::BitwiseXor, AluOp::Bypass, DType::BF16);
+  expect_rule(f,
+              "tensor_scalar on DVE: bitvec dtype: bitvec operator bitwise_xor needs integer dtypes (bit "
+              "patterns), dst is bfloat16");
+  // A vector operand is an input too.
+  f = ts(Engine::DVE, AluOp::BitwiseAnd, AluOp::Bypass);
+  f.flags = kOperand0Vector;
+  f.ops[2] = sbuf(0, 4, 128, DType::F32, {{1, 1}});
+  expect_rule(f,
+              "tensor_scalar on DVE: bitvec dtype: bitvec operator bitwise_and needs integer dtypes (bit "
+              "patterns), operand0 is float32");
+  Instruction tt = make(Opcode::TensorTensor, Engine::POOL, {i32(0), i32(64), i32(128)});
+  tt.alu0 = AluOp::BitwiseOr;
+  expect_rule(
+      tt,
+      "tensor_tensor on POOL: bitvec engine: bitvec operator bitwise_or runs on the Vector Engine (DVE) "
+      "only");
+  tt.engine = Engine::DVE;
+  CHECK_NOTHROW(check(tt, p, trn2()));
+  tt.ops[2].dtype = DType::F32;
+  expect_rule(tt,
+              "tensor_tensor on DVE: bitvec dtype: bitvec operator bitwise_or needs integer dtypes (bit "
+              "patterns), data2 is float32");
+  Instruction red = make(Opcode::TensorReduce, Engine::DVE,
+                         {sbuf(0, 4, 0, DType::F32, {{1, 1}}), sbuf(0, 4, 64, DType::I32, {{1, 4}})});
+  red.alu0 = AluOp::BitwiseAnd;
+  expect_rule(red,
+              "tensor_reduce on DVE: bitvec dtype: bitvec operator bitwise_and needs integer dtypes (bit "
+              "patterns), dst is float32");
+  red.ops[0].dtype = DType::I32;
+  CHECK_NOTHROW(check(red, p, trn2()));
+}
+
 TEST_CASE("work_of counts FLOPs and bytes per memory", "[isa]") {
   const Program p = prog();
   const Work w = work_of(matmul(), p);

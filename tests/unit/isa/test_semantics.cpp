@@ -484,7 +484,7 @@ TEST_CASE("tensor_tensor: bitwise ops and shifts on int32", "[isa]") {
       put(m.s(0, 4 * j), a[j]);
       put(m.s(0, 64 + 4 * j), b[j]);
     }
-    Instruction in = make(Opcode::TensorTensor, Engine::POOL,
+    Instruction in = make(Opcode::TensorTensor, Engine::DVE,
                           {sbuf(0, 1, 128, DType::I32, {{1, 4}}), sbuf(0, 1, 0, DType::I32, {{1, 4}}),
                            sbuf(0, 1, 64, DType::I32, {{1, 4}})});
     in.alu0 = c.op;
