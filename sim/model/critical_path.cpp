@@ -109,7 +109,9 @@ void CriticalPathRecorder::on_instruction(const InstructionRecord& r) {
   // A DMA instruction's node runs on to the end of its descriptor generation, a compute instruction's to
   // the posting of its results.
   const Picoseconds end = std::max({r.end, r.dge_end, r.complete});
-  *n = {r.start.count(), end.count(), r.cause, true};
+  const bool barrier = r.inst != nullptr && r.inst->op == isa::Opcode::CoreBarrier;
+  const Picoseconds start = barrier ? r.issue : r.start;
+  *n = {start.count(), end.count(), r.end.count(), r.cause, r.wait_cause, barrier, true};
   if (end.count() >= last_end_) {
     last_end_ = end.count();
     last_ = self;
@@ -131,7 +133,7 @@ void CriticalPathRecorder::on_instruction(const InstructionRecord& r) {
       else if (pmm != nullptr && pmm->start == static_cast<uint64_t>(r.ls_start.count()))
         c = pmm->cause;
     }
-    if (ls) *ls = {r.ls_start.count(), r.ls_end.count(), c, true};
+    if (ls) *ls = {r.ls_start.count(), r.ls_end.count(), r.ls_end.count(), c, c, false, true};
   }
 }
 
@@ -139,7 +141,7 @@ void CriticalPathRecorder::on_dma(const DmaRecord& r) {
   const NodeRef self{static_cast<int8_t>(r.core), r.issuer, Part::Transfer, r.index};
   Node* n = slot(self);
   if (n == nullptr) return;
-  *n = {r.data_start.count(), r.complete.count(), r.cause, true};
+  *n = {r.data_start.count(), r.complete.count(), r.data_end.count(), r.cause, r.cause, false, true};
   if (r.complete.count() >= last_end_) {
     last_end_ = r.complete.count();
     last_ = self;
@@ -150,32 +152,42 @@ std::vector<CriticalStep> CriticalPathRecorder::path() const {
   std::vector<CriticalStep> steps;
   NodeRef cur = last_;
   const Node* n = find(cur);
-  std::vector<NodeRef> at_same_end;  // nodes visited that end when the current one does (no cycles)
+  std::vector<NodeRef> at_same_end;  // nodes visited that hand over when the current one does (no cycles)
+  uint64_t handover = n != nullptr ? n->end : 0;  // when the current node released the step after it
+  bool by_signal = false;  // the current node is a core_barrier reached through the signal it sent on arrival
   while (n != nullptr) {
+    const Cause& cause = by_signal ? n->arrival : n->cause;
     CriticalStep s;
     s.node = cur;
     s.start = Picoseconds(n->start);
-    s.end = Picoseconds(n->end);
-    s.via = n->cause;
+    s.end = Picoseconds(by_signal ? n->start : n->end);
+    s.via = cause;
     const Node* p = nullptr;
-    const bool linked = n->cause.kind != CauseKind::None && n->cause.kind != CauseKind::Launch;
-    if (linked) p = find(n->cause.from);
-    // Links only go back in time, and never in a circle among nodes that end together (two core_barriers
-    // releasing each other); anything else ends the walk.
-    if (p != nullptr && p->end > n->end) p = nullptr;
-    if (p != nullptr && p->end == n->end) {
-      if (std::find(at_same_end.begin(), at_same_end.end(), n->cause.from) != at_same_end.end()) p = nullptr;
+    const bool linked = cause.kind != CauseKind::None && cause.kind != CauseKind::Launch;
+    if (linked) p = find(cause.from);
+    const bool in_order = cause.kind == CauseKind::ProgramOrder || cause.kind == CauseKind::QueueOrder;
+    const bool signal =
+        p != nullptr && p->barrier && cause.kind == CauseKind::Semaphore && cause.from.core != cur.core;
+    const uint64_t p_handover = p == nullptr ? 0 : in_order ? p->release : signal ? p->start : p->end;
+    // Links only go back in time, and never in a circle among nodes that hand over together; anything else
+    // ends the walk.
+    if (p != nullptr && p_handover > handover) p = nullptr;
+    if (p != nullptr && p_handover == handover) {
+      if (std::find(at_same_end.begin(), at_same_end.end(), cause.from) != at_same_end.end()) p = nullptr;
       at_same_end.push_back(cur);
     } else {
       at_same_end.clear();
     }
-    const uint64_t from = p ? p->end : 0;
-    s.link = Picoseconds(n->start > from ? n->start - from : 0);
-    s.active = Picoseconds(n->end - std::max(n->start, std::min(from, n->end)));
+    const uint64_t from = p ? p_handover : 0;
+    const uint64_t start = std::min(n->start, handover);
+    s.link = Picoseconds(start > from ? start - from : 0);
+    s.active = Picoseconds(handover - std::max(start, std::min(from, handover)));
     if (p == nullptr && linked) s.via = Cause{};  // the walk ends here
     steps.push_back(s);
     if (p == nullptr) break;
-    cur = n->cause.from;
+    handover = from;
+    by_signal = signal;
+    cur = cause.from;
     n = p;
   }
   std::reverse(steps.begin(), steps.end());

@@ -5,11 +5,14 @@
 // activity [start, end] and what held its start back last (InstructionRecord::cause, DmaRecord::cause): the
 // previous instruction of its engine, the writer of the semaphore it waited for, the DMA instruction of a
 // transfer, the transfer ahead of it in its queue, the busy DGE block. The path is found by walking these
-// links back from the node that ends last. Each step is charged the time from its predecessor's end to its
-// own end: the link (from the predecessor's end to its start: a semaphore's latency, a DMA setup, the launch
-// delay) and its activity. The charges sum to the run's total time.
+// links back from the node that ends last. A node hands over to the next step when it releases it: at its end
+// (results and semaphores posted, a DMA instruction's descriptors generated), or for program and queue order
+// when its engine or queue moves on (the occupancy end, the transfer's data end), which can be before its
+// results are posted. Each step is charged the time from its predecessor's handover to its own: the link
+// (up to its start: a semaphore's latency, a DMA setup, the launch delay) and its activity. The charges sum
+// to the run's total time.
 //
-// Memory: 40 bytes per instruction of the program per part it has (instruction, transfer, LoadStationary).
+// Memory: 64 bytes per instruction of the program per part it has (instruction, transfer, LoadStationary).
 #pragma once
 
 #include <cstdint>
@@ -26,8 +29,8 @@ struct CriticalStep {
   NodeRef node;
   Picoseconds start, end;  // the node's activity
   Cause via;               // how it is linked to the step before it (what held its start back)
-  Picoseconds link;        // charged to the link: from the predecessor's end (or 0) to start
-  Picoseconds active;      // charged to the node: from max(start, the predecessor's end) to end
+  Picoseconds link;        // charged to the link: from the predecessor's handover (or 0) to start
+  Picoseconds active;      // charged to the node: from max(start, the predecessor's handover) to its own
 };
 
 class CriticalPathRecorder {
@@ -43,7 +46,14 @@ class CriticalPathRecorder {
  private:
   struct Node {
     uint64_t start = 0, end = 0;
+    // When the node let the next one of its engine (program order) or queue (queue order) start: the engine's
+    // occupancy end, or the transfer's data end. A node's end (its results posted) can be later.
+    uint64_t release = 0;
     Cause cause;
+    // A core_barrier's node runs from its arrival (start, when it signals the peer) to its release (end);
+    // `arrival` is what held the arrival back (its cause is the peer's signal when it waited for it).
+    Cause arrival;
+    bool barrier = false;
     bool seen = false;
   };
   const Node* find(const NodeRef& n) const;
