@@ -112,4 +112,25 @@ rc=$?
 check "skip_grad_initialization: outputs zeroed by trnsim, checks pass (exit $rc: $(grep -v PASS "$T/out" | head -5))" \
   '[[ $rc == 0 && $(grep -c " PASS" "$T/out") == 4 && $(cat "$T/out") == *"note: outputs hidden_states_grad, expert_affinities_masked_grad, gate_up_proj_weight_grad, down_proj_weight_grad start at zero, set by trnsim as the caller (kernel parameters leave their initialization to the caller)"* ]]'
 
+# 7. num_valid_tokens: the roofline counts the token slots the dense loop handles, so count 0 (no block runs)
+# is a valid run, not a simulated time below the roofline. T = H = I_TP = 256, B = 128, BF16 weights:
+# count 0 moves no token rows and reads no weight; the setup writes both weight gradients, 256*512*2 +
+# 256*256*2 = 393216 bytes, plus token_position_to_id, block_to_expert and the count (4 bytes each): 393228.
+# Count 100: useful FLOPs 100 * 12 * 256 * 256 = 78643200; per-token tensors hidden_states, dY,
+# hidden_states_grad (131072 bytes each), the gate/up checkpoint [2, 2, 256, 128] BF16 (262144) and both
+# affinity tensors (1024 each) = 657408 bytes x 100/256 = 256800, + both weights and both weight
+# gradients (786432) + 12 = 1043244.
+for v in 0 100; do
+  "$TRNSIM" run "$SRC/configs/workloads/moe/dense_single_expert_bwd_mxfp8.json" --out "$T/n$v" --no-numerics \
+    --set params.T=256 --set params.H=256 --set params.I_TP=256 --set params.block_size=128 \
+    --set inputs.num_valid_tokens.value=$v >"$T/out" 2>&1
+  rc=$?
+  flops=$(grep -E '^  "useful_flops": ' "$T/n$v/stats.json")
+  bytes=$(grep -E '^  "compulsory_hbm_bytes": ' "$T/n$v/stats.json")
+  want_flops=$([[ $v == 0 ]] && echo 0.0 || echo 78643200.0)
+  want_bytes=$([[ $v == 0 ]] && echo 393228.0 || echo 1043244.0)
+  check "num_valid_tokens = $v: roofline of the handled slots (exit $rc: $flops $bytes $(grep -i bug "$T/out"))" \
+    '[[ $rc == 0 && $flops == "  \"useful_flops\": $want_flops," && $bytes == "  \"compulsory_hbm_bytes\": $want_bytes," ]]'
+done
+
 finish
