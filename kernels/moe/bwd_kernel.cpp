@@ -196,6 +196,12 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits, std::optional<in
     fail(
         "parameter 'checkpoint_config.save_down_proj_act': down_proj_act_checkpoint is for AFFINITY_ON_H "
         "only (AFFINITY_ON_I derives the affinity gradient in Phase 1)");
+  if (p.on_h() && p.bias)
+    fail(
+        "parameters 'affinity_option' = AFFINITY_ON_H and 'bias': the affinity gradient under AFFINITY_ON_H "
+        "is the sum over H of dY times the down output with its bias (nkilib: (h W_down + b_down) x "
+        "affinity), while down_proj_act_checkpoint holds the down GEMM's output without the bias, which is "
+        "not an input of the backward; use AFFINITY_ON_I with bias");
   if (p.on_h() && p.scaled_given())
     fail(
         "parameters 'affinity_option' = AFFINITY_ON_H and 'checkpoint_config.save_scaled_intermediate': "
