@@ -32,7 +32,8 @@
 // puts it in a sequencer register, and the loop is a compare-and-branch on it; NKI docs, "NKI Dynamic
 // Loops", nki.isa.register_load). The blocks from ceil(count / B) on emit nothing: no instruction, no DMA,
 // and the affinity-gradient exchange and scatter cover the executed blocks' tiles only; in the last
-// executed block the slots from the count on become -1 and are skipped like padding. The rows past the
+// executed block the slots from the count on become -1 and are skipped like padding, and Phase 1 selects 0
+// for their checkpoint values (undefined, perhaps NaN, which 0 x NaN would carry into the weight gradients). The rows past the
 // count are never computed (nkilib: undefined; here they keep the setup's zeros). How it is modelled: the
 // count is an input known before the run, so the builder reads it (BuildOptions::input_values) and emits
 // the loop with its trip count; the count's DMA into SBUF is emitted as before (the valid-slot mask reads

@@ -133,4 +133,27 @@ for v in 0 100; do
     '[[ $rc == 0 && $flops == "  \"useful_flops\": $want_flops," && $bytes == "  \"compulsory_hbm_bytes\": $want_bytes," ]]'
 done
 
+# 8. The checkpoint slots past num_valid_tokens are undefined: a NaN there, inside the last block that runs
+# (slot 100 of block 0, element 100) or in the skipped block 1 (element 1 * 2 * 256 * 128 = 65536), changes
+# neither the kernel's outputs nor the reference: the same bytes as the clean run, every check PASS.
+SETS="--set params.T=256 --set params.H=256 --set params.I_TP=256 --set params.block_size=128"
+"$TRNSIM" run "$SRC/configs/workloads/moe/dense_single_expert_bwd_mxfp8.json" --out "$T/v" --dump-inputs $SETS \
+  --set inputs.num_valid_tokens.value=100 >"$T/out" 2>&1
+ck="$T/v/inputs/gate_up_proj_act_checkpoint_T.npy"
+data=$((10 + $(od -An -tu2 -j8 -N2 "$ck")))
+for e in 100 65536; do
+  cp "$ck" "$T/ck$e.npy"
+  printf '\xc0\x7f' | dd of="$T/ck$e.npy" bs=1 seek=$((data + 2 * e)) conv=notrunc status=none
+  sed -e "s|\"checkpoints\": {\"recipe\": \"checkpoints\"}|\"gate_up_proj_act_checkpoint_T\": {\"npy\": \"$T/ck$e.npy\"}|" \
+    "$SRC/configs/workloads/moe/dense_single_expert_bwd_mxfp8.json" >"$T/ck$e.json"
+  "$TRNSIM" run "$T/ck$e.json" --out "$T/ck$e" $SETS --set inputs.num_valid_tokens.value=100 >"$T/out" 2>&1
+  rc=$?
+  same=1
+  for o in hidden_states_grad expert_affinities_masked_grad gate_up_proj_weight_grad down_proj_weight_grad; do
+    cmp -s "$T/v/$o.npy" "$T/ck$e/$o.npy" || same=0
+  done
+  check "NaN in undefined checkpoint element $e: outputs unchanged, checks pass (exit $rc, same $same: $(grep -E "FAIL|error" "$T/out"))" \
+    '[[ $rc == 0 && $same == 1 && $(grep -c " PASS" "$T/out") == 4 ]]'
+done
+
 finish
