@@ -92,6 +92,12 @@ Recipe<P> make_recipe(std::string name, std::string doc,
   return r;
 }
 
+// The roofline's work of one built program: useful FLOPs (< 0: count the PE's) and compulsory HBM bytes.
+struct RooflineWork {
+  double useful_flops = -1;
+  double compulsory_hbm_bytes = 0;
+};
+
 template <class P>
 struct KernelPackage {
   std::string name;
@@ -116,6 +122,14 @@ struct KernelPackage {
   std::function<std::vector<OutputCheck>(const P&)> checks;
   // FLOPs of the math the kernel computes (2 M N K per matmul), for the roofline; unset: the PE's FLOPs.
   std::function<double(const P&)> useful_flops;
+  // The roofline's work when the values the build read (BuildOptions::input_values) change it, e.g. a token
+  // count that bounds the block loop: given those values and each kernel input and output tensor's size in
+  // bytes (by name), the FLOPs and bytes of the tokens the program handles. Returns nullopt, or unset:
+  // useful_flops and every input and output moved once.
+  std::function<std::optional<RooflineWork>(const P&,
+                                            const std::map<std::string, std::vector<int64_t>>& values,
+                                            const std::map<std::string, double>& tensor_bytes)>
+      roofline_work;
   std::vector<Recipe<P>> recipes;
   std::function<std::vector<KernelStat>(const P&, const Tensors& inputs)> input_stats;
   // Checks the values of the inputs (e.g. routing tensors read from .npy files): InputError naming the
@@ -158,6 +172,10 @@ class BoundKernel {
   virtual std::vector<std::string> zeroed_outputs() const = 0;
   virtual std::vector<OutputCheck> checks() const = 0;
   virtual std::optional<double> useful_flops() const = 0;
+  // KernelPackage::roofline_work (nullopt if unset).
+  virtual std::optional<RooflineWork> roofline_work(
+      const std::map<std::string, std::vector<int64_t>>& values,
+      const std::map<std::string, double>& tensor_bytes) const = 0;
   // The recipe called `name`: the inputs it fills and reads; nullopt if the kernel has no such recipe.
   struct RecipePlan {
     std::vector<std::string> produces, reads;
@@ -219,6 +237,11 @@ class BoundPackage final : public BoundKernel {
   }
   std::optional<double> useful_flops() const override {
     return pkg().useful_flops ? std::optional<double>(pkg().useful_flops(p_)) : std::nullopt;
+  }
+  std::optional<RooflineWork> roofline_work(
+      const std::map<std::string, std::vector<int64_t>>& values,
+      const std::map<std::string, double>& tensor_bytes) const override {
+    return pkg().roofline_work ? pkg().roofline_work(p_, values, tensor_bytes) : std::nullopt;
   }
   std::optional<RecipePlan> recipe_plan(const std::string& name) const override {
     const Recipe<P>* r = find(name);

@@ -243,6 +243,13 @@ BlockDmas block_dmas(const BwdParams& p) {
   return d;
 }
 
+// FLOPs of the backward's matmuls for `tokens` token slots: per slot and expert, 2 H I_TP in Phases 1 and 4
+// each and 2 H 2 I_TP in Phases 2 and 3 each: 12 H I_TP.
+double useful_flops(const BwdParams& p, int64_t tokens) {
+  return static_cast<double>(tokens) * static_cast<double>(p.top_k) * 12.0 * static_cast<double>(p.H) *
+         static_cast<double>(p.I_TP);
+}
+
 // The count of the dense mode's dynamic block loop, when given.
 std::optional<int64_t> valid_count(const BwdParams& p, const BuildOptions& o) {
   const auto it = o.input_values.find("num_valid_tokens");
@@ -468,9 +475,43 @@ std::unique_ptr<KernelDef> blockwise_mm_bwd_mxfp8_kernel() {
   k.build_reads = [](const BwdParams& p) {
     return p.num_valid_tokens ? std::vector<std::string>{"num_valid_tokens"} : std::vector<std::string>{};
   };
-  k.useful_flops = [](const BwdParams& p) {
-    return static_cast<double>(p.T) * static_cast<double>(p.top_k) * 12.0 * static_cast<double>(p.H) *
-           static_cast<double>(p.I_TP);
+  k.useful_flops = [](const BwdParams& p) { return useful_flops(p, p.T); };
+  // With num_valid_tokens the dense loop handles only the first `count` token slots: the useful FLOPs are
+  // theirs, and the per-token tensors (hidden rows, dY, affinities, checkpoints and their gradients) are
+  // moved for those slots only. The weights are read whole when a block runs and not at all at count 0; the
+  // weight and bias gradients are written whole, except at count 0 under skip_grad_initialization (the
+  // kernel neither zeroes nor accumulates them).
+  k.roofline_work = [](const BwdParams& p, const std::map<std::string, std::vector<int64_t>>& values,
+                       const std::map<std::string, double>& bytes) -> std::optional<RooflineWork> {
+    BuildOptions o;
+    o.input_values = values;
+    const std::optional<int64_t> count = valid_count(p, o);
+    if (!count) return std::nullopt;
+    const int64_t valid = std::clamp<int64_t>(*count, 0, p.T);
+    static const std::set<std::string> per_token{"hidden_states",
+                                                 "expert_affinities_masked",
+                                                 "output_hidden_states_grad",
+                                                 "gate_up_proj_act_checkpoint_T",
+                                                 "gate_act_checkpoint_T",
+                                                 "intermediate_checkpoint_T",
+                                                 "scaled_intermediate_checkpoint_T",
+                                                 "down_proj_act_checkpoint",
+                                                 "hidden_states_grad",
+                                                 "expert_affinities_masked_grad"};
+    static const std::set<std::string> weights{"gate_up_proj_weight", "down_proj_weight",
+                                               "gate_up_weight_scales", "down_weight_scales"};
+    static const std::set<std::string> weight_grads{"gate_up_proj_weight_grad", "down_proj_weight_grad",
+                                                    "gate_and_up_proj_bias_grad", "down_proj_bias_grad"};
+    const auto share = [&](const std::string& name) {
+      if (per_token.count(name)) return static_cast<double>(valid) / static_cast<double>(p.T);
+      if (weights.count(name)) return valid > 0 ? 1.0 : 0.0;
+      if (weight_grads.count(name)) return valid > 0 || !p.skip_grad_initialization ? 1.0 : 0.0;
+      return 1.0;
+    };
+    RooflineWork w;
+    w.useful_flops = useful_flops(p, valid);
+    for (const auto& [name, b] : bytes) w.compulsory_hbm_bytes += b * share(name);
+    return w;
   };
   k.checks = checks;
   k.recipes.push_back(make_recipe<BwdParams, moe::RoutingArgs>(

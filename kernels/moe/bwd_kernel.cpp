@@ -196,6 +196,12 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits, std::optional<in
     fail(
         "parameter 'checkpoint_config.save_down_proj_act': down_proj_act_checkpoint is for AFFINITY_ON_H "
         "only (AFFINITY_ON_I derives the affinity gradient in Phase 1)");
+  if (p.on_h() && p.bias)
+    fail(
+        "parameters 'affinity_option' = AFFINITY_ON_H and 'bias': the affinity gradient under AFFINITY_ON_H "
+        "is the sum over H of dY times the down output with its bias (nkilib: (h W_down + b_down) x "
+        "affinity), while down_proj_act_checkpoint holds the down GEMM's output without the bias, which is "
+        "not an input of the backward; use AFFINITY_ON_I with bias");
   if (p.on_h() && p.scaled_given())
     fail(
         "parameters 'affinity_option' = AFFINITY_ON_H and 'checkpoint_config.save_scaled_intermediate': "
@@ -440,6 +446,7 @@ struct Block {
   View dy;        // HBM [B, H]: gathered dY rows
   View x;         // HBM [B, H]: gathered hidden rows (recompute only)
   View gate_up;   // HBM [2, I, B]: the block's gate/up (checkpoint, or recomputed)
+  View nvt_col;   // the last block under num_valid_tokens: SBUF [128, 1] FP32, the count on every partition
 };
 
 // One Phase 1 epilogue step's scratch: [128, C] each.
@@ -488,11 +495,22 @@ class P1Epilogue : public mxfp8::Epilogue {
       View ea = blk_.ea_bcast(S(0, n), S(col, col + w));
       nki::dma_copy(gate, gu_piece(blk_.gate_up, gb, 0, i0, n, col, w), load);
       nki::dma_copy(up, gu_piece(blk_.gate_up, gb, 1, i0, n, col, w), load);
+      // num_valid_tokens: the checkpoint columns of the slots from the count on are undefined (NaN, say);
+      // they become 0, so that 0 x undefined never reaches the weight gradients. prod holds the mask.
+      View ok;
+      if (blk_.nvt_col.valid()) {
+        ok = prod;
+        nki::iota(ok, {1}, static_cast<double>(blk_.b * f_.B + col));
+        nki::tensor_scalar(ok, ok, AluOp::IsLt, nki::Operand(blk_.nvt_col(S(0, n), all)));
+        nki::select(gate, ok, gate, 0.0);
+        nki::select(up, ok, up, 0.0);
+      }
       nki::activation(sig, ActFunc::Sigmoid, gate);
       if (t_.ck_gate.valid()) {
         View a = v(s.sc);
         nki::dma_copy(a, ib_piece(t_.ck_gate, blk_.b, i0, n, col, w), load);
         nki::tensor_copy(silu, a, Engine::POOL);
+        if (ok.valid()) nki::select(silu, ok, silu, 0.0);
       } else {
         nki::tensor_tensor(silu, gate, sig, AluOp::Multiply, Engine::POOL);
       }
@@ -500,6 +518,7 @@ class P1Epilogue : public mxfp8::Epilogue {
         View a = v(s.dg);
         nki::dma_copy(a, ib_piece(t_.ck_inter, blk_.b, i0, n, col, w), load);
         nki::tensor_copy(inter, a, Engine::POOL);
+        if (ok.valid()) nki::select(inter, ok, inter, 0.0);
       } else {
         nki::tensor_tensor(inter, silu, up, AluOp::Multiply, Engine::POOL);
       }
@@ -824,6 +843,9 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
     blk.idx = idx[ring];
     blk.ea_col = ea_col[ring];
     blk.ea_bcast = ea_bcast[ring];
+    // Only the last block that runs holds slots from the count on: the loop runs the full blocks unmasked
+    // and masks its final iteration (a branch on the same register, not charged, as the loop's own).
+    if (p.num_valid_tokens && b == f.run_blocks - 1) blk.nvt_col = nvt_col;
     if (f.dense) {
       // Contiguous blocks: slot r of block b is token b B + r; past num_valid_tokens it is -1 (skipped).
       nki::iota(blk.idx, {128}, static_cast<double>(b * B), 1.0);

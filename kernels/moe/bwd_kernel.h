@@ -32,7 +32,8 @@
 // puts it in a sequencer register, and the loop is a compare-and-branch on it; NKI docs, "NKI Dynamic
 // Loops", nki.isa.register_load). The blocks from ceil(count / B) on emit nothing: no instruction, no DMA,
 // and the affinity-gradient exchange and scatter cover the executed blocks' tiles only; in the last
-// executed block the slots from the count on become -1 and are skipped like padding. The rows past the
+// executed block the slots from the count on become -1 and are skipped like padding, and Phase 1 selects 0
+// for their checkpoint values (undefined, perhaps NaN, which 0 x NaN would carry into the weight gradients). The rows past the
 // count are never computed (nkilib: undefined; here they keep the setup's zeros). How it is modelled: the
 // count is an input known before the run, so the builder reads it (BuildOptions::input_values) and emits
 // the loop with its trip count; the count's DMA into SBUF is emitted as before (the valid-slot mask reads
@@ -50,7 +51,9 @@
 // the scratch (ACT, bfloat16); Phase 1 then reads the scaled rows and its epilogue neither multiplies d_int
 // by the affinity nor sums d_int x inter; Phase 4 gathers the scaled rows back from the scratch (a row index
 // of the ring's rows) against the unscaled intermediate (intermediate_checkpoint_T, or Phase 1's); the down
-// bias gradient sums the scaled rows (ones, not the affinities, on the PE).
+// bias gradient would sum the scaled rows (ones, not the affinities, on the PE), but bias with AFFINITY_ON_H
+// is rejected: the affinity gradient needs the down output with its bias, which down_proj_act_checkpoint
+// lacks and the backward has no input for.
 // Pre-quantized weights (x4 data and E8M0 scales along the reading phase's contraction) are the Phase 1 /
 // Phase 2 operands as given, moved to the block's expert by the same scalar_offset (data and scales).
 // Setup zeroes each core's part of every gradient (skip_grad_initialization: not) and loads block_to_expert.

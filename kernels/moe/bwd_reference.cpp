@@ -184,6 +184,7 @@ void BwdReference::gate_up(int64_t e, const std::vector<int64_t>& slots, int q, 
   if (in_.gate_up_ckpt) {
     for (int64_t r = 0; r < n; ++r) {
       const int64_t b = slots[r] / B, j = slots[r] % B;
+      if (undefined(slots[r])) continue;
       for (int64_t h = 0; h < 2; ++h)
         for (int64_t i = 0; i < I; ++i)
           gu[r * 2 * I + h * I + i] = in_.gate_up_ckpt->value(((b * 2 + h) * I + i) * B + j);
@@ -223,7 +224,7 @@ void BwdReference::phase1(int64_t e, const std::vector<int64_t>& slots, int q, c
   dea.assign(static_cast<size_t>(n), 0.0);
   const ClampLimits& cl = p_.clamp_limits;
   const auto ckpt = [&](const tensor::HostTensor* t, int64_t slot, int64_t i) {
-    return t->value(((slot / B) * I + i) * B + slot % B);
+    return undefined(slot) ? 0.0 : t->value(((slot / B) * I + i) * B + slot % B);
   };
   // AFFINITY_ON_H: dEA from the down output's checkpoint and the unscaled dY rows.
   const std::vector<float> dy_raw =
@@ -232,7 +233,7 @@ void BwdReference::phase1(int64_t e, const std::vector<int64_t>& slots, int q, c
     const int64_t s = slots[r];
     const double a = affinity(e, s);
     double acc = 0;
-    if (on_h)
+    if (on_h && !undefined(s))
       for (int64_t h = 0; h < H; ++h) acc += in_.down_act_ckpt->value(s * H + h) * dy_raw[r * H + h];
     for (int64_t i = 0; i < I; ++i) {
       const double g = gu[r * 2 * I + i], u = gu[r * 2 * I + I + i], d = dint[r * I + i];

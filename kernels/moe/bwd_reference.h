@@ -69,6 +69,8 @@ class BwdReference {
 
   int64_t slots() const { return N_ * B_; }
   int64_t token(int64_t slot) const { return token_[slot]; }
+  // Dense mode: a slot from num_valid_tokens on, whose checkpoint values are undefined (read as 0).
+  bool undefined(int64_t slot) const { return p_.single_expert_dense && token_[slot] < 0; }
   int64_t expert(int64_t slot) const { return block_expert_[slot / B_]; }
   const std::vector<int64_t>& slots_of_row(int64_t r) const { return by_row_[r]; }
   const std::vector<int64_t>& blocks_of_expert(int64_t e) const { return by_expert_[e]; }

@@ -72,6 +72,12 @@ FwdPlan plan_fwd(const FwdParams& p, const isa::Limits& limits) {
     fail(
         "parameter 'checkpoint_config.save_down_proj_act': the down projection's output before the affinity "
         "exists under AFFINITY_ON_H only (AFFINITY_ON_I multiplies the intermediate)");
+  if (p.bias && p.checkpoint_config.save_down_proj_act)
+    fail(
+        "parameters 'bias' and 'checkpoint_config.save_down_proj_act': down_proj_act_checkpoint holds the "
+        "down GEMM's output without the bias, so the backward's AFFINITY_ON_H affinity gradient would miss "
+        "the bias term (nkilib: (h W_down + b_down) x affinity); the backward rejects bias with "
+        "AFFINITY_ON_H");
   if (p.affinity_option == AffinityOption::OnH && p.checkpoint_config.save_scaled_intermediate)
     fail(
         "parameters 'affinity_option' = AFFINITY_ON_H and 'checkpoint_config.save_scaled_intermediate': the "

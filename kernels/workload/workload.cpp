@@ -405,6 +405,7 @@ PreparedWorkload prepare_workload(Workload w) {
       std::vector<int64_t>& v = bo.input_values[n];
       for (int64_t i = 0; i < t.elements(); ++i) v.push_back(t.int_value(i));
     }
+    p.input_values = bo.input_values;
     try {
       p.build = p.kernel->build(bo);
     } catch (const Error& e) {
@@ -545,6 +546,17 @@ double compulsory_hbm_bytes(const PreparedWorkload& p) {
     for (const TensorInfo& t : *list)
       b += static_cast<double>(tensor::elements_of(t.shape)) * isa::dtype_size(t.dtype);
   return b;
+}
+
+kernels::RooflineWork roofline_work(const PreparedWorkload& p) {
+  std::map<std::string, double> bytes;
+  for (const auto* list : {&p.inputs, &p.outputs})
+    for (const TensorInfo& t : *list)
+      bytes[t.name] += static_cast<double>(tensor::elements_of(t.shape)) * isa::dtype_size(t.dtype);
+  if (!p.input_values.empty())
+    if (const std::optional<kernels::RooflineWork> w = p.kernel->roofline_work(p.input_values, bytes))
+      return *w;
+  return {p.kernel->useful_flops().value_or(-1), compulsory_hbm_bytes(p)};
 }
 
 }  // namespace trnsim::workload

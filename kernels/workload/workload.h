@@ -88,6 +88,8 @@ struct PreparedWorkload {
   std::map<std::string, io::NpyArray> npy;                         // by kernel input
   std::map<std::string, std::vector<std::string>> recipe_outputs;  // by entry key
   std::map<std::string, nlohmann::json> recipe_args;               // checked, complete, by entry key
+  // The values of the inputs the build read (KernelPackage::build_reads), by input name, flattened.
+  std::map<std::string, std::vector<int64_t>> input_values;
 
   const TensorInfo* input(const std::string& name) const;
   const TensorInfo* output(const std::string& name) const;
@@ -112,5 +114,9 @@ double reference_flops(const PreparedWorkload& p);
 
 // Compulsory HBM bytes: every kernel input and output read or written once.
 double compulsory_hbm_bytes(const PreparedWorkload& p);
+
+// The roofline's work: the kernel's useful FLOPs (< 0: count the PE's) and compulsory_hbm_bytes, or what the
+// kernel says of the program the read input values built (KernelPackage::roofline_work).
+kernels::RooflineWork roofline_work(const PreparedWorkload& p);
 
 }  // namespace trnsim::workload

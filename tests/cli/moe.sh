@@ -112,4 +112,48 @@ rc=$?
 check "skip_grad_initialization: outputs zeroed by trnsim, checks pass (exit $rc: $(grep -v PASS "$T/out" | head -5))" \
   '[[ $rc == 0 && $(grep -c " PASS" "$T/out") == 4 && $(cat "$T/out") == *"note: outputs hidden_states_grad, expert_affinities_masked_grad, gate_up_proj_weight_grad, down_proj_weight_grad start at zero, set by trnsim as the caller (kernel parameters leave their initialization to the caller)"* ]]'
 
+# 7. num_valid_tokens: the roofline counts the token slots the dense loop handles, so count 0 (no block runs)
+# is a valid run, not a simulated time below the roofline. T = H = I_TP = 256, B = 128, BF16 weights:
+# count 0 moves no token rows and reads no weight; the setup writes both weight gradients, 256*512*2 +
+# 256*256*2 = 393216 bytes, plus token_position_to_id, block_to_expert and the count (4 bytes each): 393228.
+# Count 100: useful FLOPs 100 * 12 * 256 * 256 = 78643200; per-token tensors hidden_states, dY,
+# hidden_states_grad (131072 bytes each), the gate/up checkpoint [2, 2, 256, 128] BF16 (262144) and both
+# affinity tensors (1024 each) = 657408 bytes x 100/256 = 256800, + both weights and both weight
+# gradients (786432) + 12 = 1043244.
+for v in 0 100; do
+  "$TRNSIM" run "$SRC/configs/workloads/moe/dense_single_expert_bwd_mxfp8.json" --out "$T/n$v" --no-numerics \
+    --set params.T=256 --set params.H=256 --set params.I_TP=256 --set params.block_size=128 \
+    --set inputs.num_valid_tokens.value=$v >"$T/out" 2>&1
+  rc=$?
+  flops=$(grep -E '^  "useful_flops": ' "$T/n$v/stats.json")
+  bytes=$(grep -E '^  "compulsory_hbm_bytes": ' "$T/n$v/stats.json")
+  want_flops=$([[ $v == 0 ]] && echo 0.0 || echo 78643200.0)
+  want_bytes=$([[ $v == 0 ]] && echo 393228.0 || echo 1043244.0)
+  check "num_valid_tokens = $v: roofline of the handled slots (exit $rc: $flops $bytes $(grep -i bug "$T/out"))" \
+    '[[ $rc == 0 && $flops == "  \"useful_flops\": $want_flops," && $bytes == "  \"compulsory_hbm_bytes\": $want_bytes," ]]'
+done
+
+# 8. The checkpoint slots past num_valid_tokens are undefined: a NaN there, inside the last block that runs
+# (slot 100 of block 0, element 100) or in the skipped block 1 (element 1 * 2 * 256 * 128 = 65536), changes
+# neither the kernel's outputs nor the reference: the same bytes as the clean run, every check PASS.
+SETS="--set params.T=256 --set params.H=256 --set params.I_TP=256 --set params.block_size=128"
+"$TRNSIM" run "$SRC/configs/workloads/moe/dense_single_expert_bwd_mxfp8.json" --out "$T/v" --dump-inputs $SETS \
+  --set inputs.num_valid_tokens.value=100 >"$T/out" 2>&1
+ck="$T/v/inputs/gate_up_proj_act_checkpoint_T.npy"
+data=$((10 + $(od -An -tu2 -j8 -N2 "$ck")))
+for e in 100 65536; do
+  cp "$ck" "$T/ck$e.npy"
+  printf '\xc0\x7f' | dd of="$T/ck$e.npy" bs=1 seek=$((data + 2 * e)) conv=notrunc status=none
+  sed -e "s|\"checkpoints\": {\"recipe\": \"checkpoints\"}|\"gate_up_proj_act_checkpoint_T\": {\"npy\": \"$T/ck$e.npy\"}|" \
+    "$SRC/configs/workloads/moe/dense_single_expert_bwd_mxfp8.json" >"$T/ck$e.json"
+  "$TRNSIM" run "$T/ck$e.json" --out "$T/ck$e" $SETS --set inputs.num_valid_tokens.value=100 >"$T/out" 2>&1
+  rc=$?
+  same=1
+  for o in hidden_states_grad expert_affinities_masked_grad gate_up_proj_weight_grad down_proj_weight_grad; do
+    cmp -s "$T/v/$o.npy" "$T/ck$e/$o.npy" || same=0
+  done
+  check "NaN in undefined checkpoint element $e: outputs unchanged, checks pass (exit $rc, same $same: $(grep -E "FAIL|error" "$T/out"))" \
+    '[[ $rc == 0 && $same == 1 && $(grep -c " PASS" "$T/out") == 4 ]]'
+done
+
 finish

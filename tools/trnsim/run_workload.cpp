@@ -111,9 +111,8 @@ int run_workload_file(const RunCliOptions& o) {
   }
   const auto t_ref = clock::now();
 
-  const std::optional<double> flops = p.kernel->useful_flops();
-  run::RunReport rep =
-      run::make_report(prog, p.hw, res, flops.value_or(-1), workload::compulsory_hbm_bytes(p));
+  const kernels::RooflineWork work = workload::roofline_work(p);
+  run::RunReport rep = run::make_report(prog, p.hw, res, work.useful_flops, work.compulsory_hbm_bytes);
   rep.workload = p.w.name;
   rep.kernel = p.w.kernel;
   rep.params = p.kernel->params();

@@ -338,6 +338,15 @@ TEST_CASE("moe fwd: rejected parameters name the parameter and the reason") {
                           "intermediate x affinity under AFFINITY_ON_H (the affinity multiplies the down "
                           "output); set save_scaled_intermediate false (the backward reads "
                           "intermediate_checkpoint_T or recomputes it)"));
+  CHECK_THAT(
+      err({{"affinity_option", "AFFINITY_ON_H"},
+           {"bias", true},
+           {"checkpoint_config", {{"save_down_proj_act", true}, {"save_scaled_intermediate", false}}}}),
+      Catch::EndsWith(k + "parameters 'bias' and 'checkpoint_config.save_down_proj_act': "
+                          "down_proj_act_checkpoint holds the down GEMM's output without the bias, so "
+                          "the backward's AFFINITY_ON_H affinity gradient would miss the bias term "
+                          "(nkilib: (h W_down + b_down) x affinity); the backward rejects bias with "
+                          "AFFINITY_ON_H"));
   CHECK_THAT(err({{"activation_type", "GELU"}}),
              Catch::EndsWith(k + "parameter 'activation_type': expected one of SiLU, got \"GELU\""));
   CHECK_THAT(err({{"clamp_limits", {{"linear_clamp_lower_limit", 1}, {"linear_clamp_upper_limit", -1}}}}),
