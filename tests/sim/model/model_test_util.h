@@ -59,6 +59,25 @@ inline void push(isa::Program& p, int core, const isa::Instruction& i) {
   p.streams[core][static_cast<int>(i.engine)].push_back(i);
 }
 
+// A POOL iota over [128, 512] int32: 150 + 512 = 662 cycles, 551667 ps at trn2's 1.2 GHz.
+inline isa::Instruction pool_iota() {
+  return make(isa::Opcode::Iota, isa::Engine::POOL, {sbuf(isa::DType::I32, 128, {512})});
+}
+
+inline isa::Instruction core_barrier() {
+  return make(isa::Opcode::CoreBarrier, isa::Engine::POOL, {});
+}
+
+// Core 0: core_barrier, then pool_iota(). Core 1: pool_iota(), then its core_barrier, which arrives last.
+inline isa::Program barrier_after_iota() {
+  isa::Program p;
+  push(p, 0, core_barrier());
+  push(p, 0, pool_iota());
+  push(p, 1, pool_iota());
+  push(p, 1, core_barrier());
+  return p;
+}
+
 inline Picoseconds ps(uint64_t n) {
   return Picoseconds(n);
 }

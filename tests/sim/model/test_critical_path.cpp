@@ -111,18 +111,11 @@ TEST_CASE("critical path: a background LoadStationary links to the one before it
 
 TEST_CASE("critical path: program order hands over when the engine moves on, before results are posted",
           "[model][critical]") {
-  isa::Program p;
-  auto iota = make(Opcode::Iota, Engine::POOL, {sbuf(DType::I32, 128, {512})});
-  auto barrier = make(Opcode::CoreBarrier, Engine::POOL, {});
   // Core 1: iota (150 + 512 = 662 cycles at 1.2 GHz = 551667 ps; results posted 199 cycles = 165834 ps
   // later, at 717501), then its barrier, which the engine reaches at 551667, before the iota's results:
   // it signals core 0 at 551667 + 100 ns = 651667. Core 0: barrier at 0, released at 651667, then iota,
   // ending at 651667 + 551667 + 165834 = 1369168.
-  push(p, 0, barrier);
-  push(p, 0, iota);
-  push(p, 1, iota);
-  push(p, 1, barrier);
-  const Traced t = run_traced(p);
+  const Traced t = run_traced(barrier_after_iota());
   CHECK(t.run.end_time == ps(1369168));
   CHECK(t.path.length == t.run.end_time);
   // core1 iota -> core1 barrier (program order, at 551667) -> its signal -> core0 barrier -> core0 iota.
@@ -135,13 +128,11 @@ TEST_CASE("critical path: program order hands over when the engine moves on, bef
 TEST_CASE("critical path: barriers that release each other link through the last arrival's signal",
           "[model][critical]") {
   isa::Program p;
-  auto iota = make(Opcode::Iota, Engine::POOL, {sbuf(DType::I32, 128, {512})});
-  auto barrier = make(Opcode::CoreBarrier, Engine::POOL, {});
   // Both barriers arrive at 0 and signal each other: both release at 100 ns. Core 1's iota then ends at
   // 100000 + 551667 + 165834 = 817501.
-  push(p, 0, barrier);
-  push(p, 1, barrier);
-  push(p, 1, iota);
+  push(p, 0, core_barrier());
+  push(p, 1, core_barrier());
+  push(p, 1, pool_iota());
   const Traced t = run_traced(p);
   CHECK(t.run.end_time == ps(817501));
   CHECK(t.path.length == t.run.end_time);

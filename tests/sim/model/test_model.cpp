@@ -180,15 +180,9 @@ TEST_CASE("two cores' DMA streams share the HBM stack", "[model][dma]") {
 }
 
 TEST_CASE("core_barrier: signal the peer, wait for our own barrier semaphore", "[model]") {
-  isa::Program p;
-  auto iota = make(Opcode::Iota, Engine::POOL, {sbuf(DType::I32, 128, {512})});
-  auto barrier = make(Opcode::CoreBarrier, Engine::POOL, {});
   // Core 0: barrier at t = 0, then iota. Core 1: iota (150 + 512 = 662 cycles at 1.2 GHz = 551667 ps),
   // barrier.
-  push(p, 0, barrier);
-  push(p, 0, iota);
-  push(p, 1, iota);
-  push(p, 1, barrier);
+  const isa::Program p = barrier_after_iota();
   auto r = run(p, trn2());
   // Core 1's barrier follows its iota on POOL after the initiation interval (same engine: program order, no
   // completion latency) and signals core 0 at 551667 + cross-core 100 ns = 651667; core 0's barrier ends

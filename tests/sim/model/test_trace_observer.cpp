@@ -414,13 +414,7 @@ TEST_CASE("trace: semaphore waits across engines become flows from the releasing
 
 TEST_CASE("trace: core_barrier flows from the last core to arrive to the one that waited", "[trace]") {
   TempDir tmp("barrier");
-  isa::Program p;
-  auto iota = make(Opcode::Iota, Engine::POOL, {sbuf(DType::I32, 128, {512})});
-  auto barrier = make(Opcode::CoreBarrier, Engine::POOL, {});
-  push(p, 0, barrier);
-  push(p, 0, iota);
-  push(p, 1, iota);
-  push(p, 1, barrier);
+  const isa::Program p = barrier_after_iota();
   const Traced tr = run_traced(p, trn2(), tmp.dir / "barrier.pftrace");
   const auto flows = check_trace(tr, p);
   REQUIRE(flows.size() == 1);
