@@ -64,7 +64,9 @@ std::vector<StatDef> build() {
                Better::None),
       row("hbm_bandwidth_GBps", "GB/s", "the HBM stack's bandwidth from the hardware config", "HBM bandwidth",
           Better::None, true),
-      row("compulsory_hbm_bytes", "bytes", "every kernel input and output tensor read or written once",
+      row("compulsory_hbm_bytes", "bytes",
+          "every kernel input and output tensor read or written once (of a data-dependent loop, the part "
+          "that runs)",
           "compulsory HBM bytes", Better::None, true),
       row("dma_transfers", "count", "DMA transfers completed, both cores"),
       row("dma_bytes", "bytes", "payload of all DMA transfers, both cores"),
