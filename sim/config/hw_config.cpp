@@ -225,6 +225,12 @@ isa::Limits HwConfig::limits() const {
 }
 
 double HwConfig::dma_efficiency(double bpp) const {
+  if (dma.packet_ns > 0) {
+    // A packet of `bpp` bytes takes max(packet_ns, bpp / bandwidth) of its engine. The floor keeps a
+    // zero-byte transfer's per-byte cost finite (it finishes the moment it starts anyway).
+    const double knee = dma.packet_ns * dma.engine_bandwidth_GBps;
+    return std::clamp(bpp / knee, 1e-9, 1.0);
+  }
   const auto& c = dma.efficiency_curve;
   if (c.empty()) return 1.0;
   if (bpp <= c.front().first) return c.front().second;
@@ -411,6 +417,7 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   c.dma.hwdge_blocks = r.integer("dma.hwdge_blocks", 1, 2);
   c.dma.swdge_instruction_ns = r.number("dma.swdge_instruction_ns", 0, kMaxLatencyNs);
   c.dma.setup_ns = r.number("dma.setup_ns", 0, kMaxLatencyNs);
+  c.dma.packet_ns = r.number("dma.packet_ns", 0, kMaxLatencyNs);
   c.dma.transpose_efficiency_hbm = r.number("dma.transpose_efficiency_hbm", kMinEfficiency, 1);
   c.dma.transpose_efficiency_sbuf = r.number("dma.transpose_efficiency_sbuf", kMinEfficiency, 1);
   c.dma.accumulate_efficiency = r.number("dma.accumulate_efficiency", kMinEfficiency, 1);

@@ -108,6 +108,9 @@ struct SyncConfig {
 // core, SP uses block 0 and ACT block 1 mod hwdge_blocks), one instruction at a time, the issuing sequencer
 // waiting while its block is busy; swdge_instruction_ns of GpSimd time instead of trigger_ns (swdge). A cost
 // of 0 switches that mechanism off.
+// The engines' packet rate: a DMA engine moves one packet (a partition's contiguous run) at a time and
+// takes at least packet_ns for it, so a packet of b bytes runs at efficiency min(1, b / (packet_ns x
+// engine_bandwidth_GBps)); packet_ns = 0 uses efficiency_curve instead.
 struct DmaConfig {
   uint32_t engines_per_core = 16;
   uint32_t queues_per_core = 16;
@@ -118,9 +121,10 @@ struct DmaConfig {
   uint32_t hwdge_blocks = 2;
   double swdge_instruction_ns = 600;  // occupies GpSimd (replaces trigger_ns)
   double setup_ns = 1050;
-  double transpose_efficiency_hbm = 0.9;                    // dma_transpose from HBM
-  double transpose_efficiency_sbuf = 0.5;                   // dma_transpose SBUF -> SBUF
-  double accumulate_efficiency = 0.5;                       // dma_copy with DMA-side add
+  double packet_ns = 0;                    // least engine time per packet; 0: efficiency_curve
+  double transpose_efficiency_hbm = 0.9;   // dma_transpose from HBM
+  double transpose_efficiency_sbuf = 0.5;  // dma_transpose SBUF -> SBUF
+  double accumulate_efficiency = 0.5;      // dma_copy with DMA-side add
   std::vector<std::pair<double, double>> efficiency_curve;  // (bytes per partition, efficiency 0..1]
 };
 
@@ -161,7 +165,8 @@ struct HwConfig {
   ClockDomain clock(isa::Engine e) const { return ClockDomain(clock_GHz(e)); }
   // Limits for isa::check. num_semaphores excludes the reserved core_barrier semaphore.
   isa::Limits limits() const;
-  // DMA efficiency at `bytes_per_partition` (linear interpolation of efficiency_curve, clamped).
+  // DMA efficiency at `bytes_per_partition`, in (0, 1]: the packet rate's min(1, b / (packet_ns x
+  // engine_bandwidth_GBps)) when packet_ns > 0, else efficiency_curve (linear interpolation, clamped).
   double dma_efficiency(double bytes_per_partition) const;
 };
 

@@ -253,6 +253,13 @@ DmaCost CostModel::dma_cost(const isa::Instruction& inst, const isa::Work& work)
   if (inst.op == Opcode::DmaTranspose)
     eff *= touches_hbm ? dma.transpose_efficiency_hbm : dma.transpose_efficiency_sbuf;
   if (inst.op == Opcode::DmaCopy && inst.has(isa::kDmaAccumulate)) eff *= dma.accumulate_efficiency;
+  // With the packet rate modelled, each engine of the transfer also writes the completion semaphore, one
+  // more packet (NKI DMA overview: every engine posts a 4 B semaphore write): engine time per byte grows
+  // from 1 / eff to (bytes / eff + engines x packet_ns x bandwidth) / bytes.
+  if (dma.packet_ns > 0 && c.bytes > 0) {
+    const double payload = static_cast<double>(c.bytes);
+    eff = payload / (payload / eff + c.engines * dma.packet_ns * dma.engine_bandwidth_GBps);
+  }
   c.efficiency = eff;
   c.rate_cap_GBps = c.engines * dma.engine_bandwidth_GBps * eff;
   c.setup = ns_to_ps(dma.setup_ns + (touches_hbm ? hw_.hbm.latency_ns : 0.0));

@@ -44,7 +44,7 @@ struct DmaCost {
   uint32_t partitions = 0;  // partitions (or HBM rows) the transfer spans
   double bytes_per_partition = 0;
   uint32_t engines = 0;      // DMA engines used: ceil(partitions / partitions_per_engine), <= 16
-  double efficiency = 1;     // efficiency curve x op factor (transpose, accumulate)
+  double efficiency = 1;     // packet rate with the semaphore-write packets (or efficiency curve) x op factor
   double rate_cap_GBps = 0;  // engines x engine_bandwidth x efficiency (bytes per ns)
   Picoseconds setup;         // before data moves: setup_ns (+ hbm.latency_ns if HBM is touched)
   Picoseconds completion;    // after data: the completion semaphore write (sync.semaphore_latency_ns)

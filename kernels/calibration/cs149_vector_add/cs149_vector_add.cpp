@@ -1,7 +1,8 @@
 // cs149_vector_add: out[n] = a[n] + b[n] in FP32, a port of the vector-add kernels of Stanford CS149
 // assignment 4 (Trainium2), `vector_add_tiled` and `vector_add_stream` in part1/kernels.py of
 // github.com/stanford-cs149/asst4-trainium2 @67a1f8b (2025-11-21), whose README (same commit) describes the
-// profiles the calibration measurements come from.
+// runs; the calibration measurements are a student's Trn2 runs of these kernels
+// (configs/fidelity/measured.json).
 //   tiled   for m < n / row_chunk: a_tile, b_tile [row_chunk, 1] (allocated in the loop) <- a/b[m-th chunk];
 //           res = tensor_scalar(a_tile, add, b_tile) (b_tile as the per-partition operand); out chunk <- res
 //   stream  a, b, out viewed as [128, n / 128]; for m < n / (128 free_dim): a_tile, b_tile [128, free_dim]

@@ -91,13 +91,14 @@ TEST_CASE("critical path: a background LoadStationary links to the one before it
   mm.ops[0].offset_bytes = 2048;
   push(p, 0, mm);
   // SP: a load that overwrites the stationary, after S[5] >= 1 (at 26668 + 10 ns = 36668): trigger 50 ns,
-  // setup 1000 + HBM latency 240 ns, 4 KiB per partition at 16 x 23 B/ns = 1424696 ps, completion write 10
-  // ns: the run ends at 36668 + 50000 + 1240000 + 1424696 + 10000 = 2761364, after the matmuls (453336).
+  // setup 1000 + HBM latency 240 ns, 4 KiB per partition: each engine 8 x 4096 / 23 B/ns and its semaphore
+  // packet (dma.packet_ns 44) = 1468696 ps, completion write 10 ns: the run ends at 36668 + 50000 + 1240000 +
+  // 1468696 + 10000 = 2805364, after the matmuls (453336).
   push(p, 0,
        make(Opcode::DmaCopy, Engine::SP, {sbuf(DType::BF16, 128, {2048}), hbm(0, DType::BF16, 128, 2048)},
             {{5, 1}}, {}));
   const Traced t = run_traced(p);
-  CHECK(t.run.end_time == ps(2761364));
+  CHECK(t.run.end_time == ps(2805364));
   CHECK(t.path.length == t.run.end_time);
   // LS #0, LS #1 (program order), the trigger (S[5]), the transfer (its trigger): no launch link.
   CHECK(t.path.steps == 4);
@@ -106,7 +107,7 @@ TEST_CASE("critical path: a background LoadStationary links to the one before it
   CHECK(time_of(t.path, "link: semaphore latency") == ps(10000));
   CHECK(time_of(t.path, "core0 SP") == ps(50000));
   CHECK(time_of(t.path, "link: dma setup") == ps(1240000));
-  CHECK(time_of(t.path, "core0 DMA q0") == ps(1424696 + 10000));
+  CHECK(time_of(t.path, "core0 DMA q0") == ps(1468696 + 10000));
 }
 
 TEST_CASE("critical path: program order hands over when the engine moves on, before results are posted",

@@ -136,22 +136,30 @@ TEST_CASE("semaphore ordering across engines: DVE -> ACT", "[model]") {
   CHECK(r.stats.cores[0].engines[static_cast<int>(Engine::DVE)].busy == ps(370834));
 }
 
+// Each of the 16 engines moves its 8 partitions' rows, one packet each, taking max(dma.packet_ns = 44 ns,
+// bytes / 23 B/ns) per packet, and one 44 ns packet for the completion semaphore write.
 TEST_CASE("DMA of 256 B per partition", "[model][dma]") {
-  // 32768 bytes, efficiency 0.38 (curve point 256 B).
-  CHECK(single_dma_end(256) == expected_dma_end(32768, 0.38));
+  // 256 B rows are under the 44 x 23 = 1012 B knee: 9 x 44 = 396 ns per engine.
+  CHECK(single_dma_end(256) == 50000 + 1240000 + 396000 + 10000);
+  // Without the packet rate (dma.packet_ns = 0): 32768 bytes at efficiency 0.38 (curve point 256 B).
+  isa::Program p;
+  p.tensors.push_back(tensor("x", 128, 128));
+  push(p, 0, load(0, 256));
+  CHECK(run(p, trn2({{"dma.packet_ns", 0}})).end_time.count() == expected_dma_end(32768, 0.38));
 }
 TEST_CASE("DMA of 2 KiB per partition", "[model][dma]") {
-  // 262144 bytes, efficiency 0.9.
-  CHECK(single_dma_end(2048) == expected_dma_end(262144, 0.9));
+  // Bandwidth-bound rows: 8 x 2048 / 23 + 44 = 756.348 ns per engine: 262144 + 16 x 1012 engine bytes.
+  CHECK(single_dma_end(2048) == expected_dma_end(262144, 262144.0 / (262144 + 16 * 1012)));
+  CHECK(single_dma_end(2048) == 50000 + 1240000 + 756348 + 10000);
 }
 TEST_CASE("DMA of 4 KiB per partition", "[model][dma]") {
-  // 524288 bytes at the full 368 B/ns: 1424696 ps of data; end = 50000 + 1240000 + 1424696 + 10000 = 2724696.
-  CHECK(single_dma_end(4096) == 2724696);
-  CHECK(expected_dma_end(524288, 1.0) == 2724696);
+  // 8 x 4096 / 23 + 44 = 1468.696 ns per engine; end = 50000 + 1240000 + 1468696 + 10000 = 2768696.
+  CHECK(single_dma_end(4096) == 2768696);
+  CHECK(expected_dma_end(524288, 524288.0 / (524288 + 16 * 1012)) == 2768696);
 }
 TEST_CASE("DMA of 64 KiB per partition", "[model][dma]") {
-  // 8 MiB at 368 B/ns (efficiency clamped at 1.0).
-  CHECK(single_dma_end(65536) == expected_dma_end(8388608, 1.0));
+  // 8 MiB: 8 x 65536 / 23 + 44 = 22839.13 ns per engine.
+  CHECK(single_dma_end(65536) == expected_dma_end(8388608, 8388608.0 / (8388608 + 16 * 1012)));
 }
 
 TEST_CASE("transfers of one queue move data in FIFO order", "[model][dma]") {
@@ -161,8 +169,9 @@ TEST_CASE("transfers of one queue move data in FIFO order", "[model][dma]") {
   push(p, 0, load(0, 4096, 3));
   auto r = run(p, trn2());
   // Second trigger ends at 100 ns, its setup overlaps the first transfer; its data starts when the first's
-  // data ends (1290000 + 1424696 = 2714696) and takes 1424696 more: completes 2714696 + 1424696 + 10000.
-  CHECK(r.end_time == ps(2714696 + 1424696 + 10000));
+  // data ends (1290000 + 1468696 = 2758696, "DMA of 4 KiB per partition") and takes 1468696 more: completes
+  // 2758696 + 1468696 + 10000.
+  CHECK(r.end_time == ps(2758696 + 1468696 + 10000));
 }
 
 TEST_CASE("two cores' DMA streams share the HBM stack", "[model][dma]") {
@@ -272,10 +281,11 @@ TEST_CASE("numerics on: HBM -> SBUF -> HBM round trip through two queues", "[mod
   o.numerics = true;
   auto r = model::run_program(p, hw, o, &st);
   CHECK(st.hbm[1] == st.hbm[0]);
-  // 128 B per partition (efficiency 0.22): each transfer 16384 B at 368 x 0.22 = 80.96 B/ns = 202372 ps
-  // (ceil). Load: 50000 + 1240000 + 202372 = 1492372 data end, S[3] visible at 1502372; store trigger on ACT
-  // ends 1552372, setup to 2792372, data end 2994744, completion 3004744.
-  CHECK(r.end_time == ps(3004744));
+  // 128 B per partition, under the 1012 B knee of dma.packet_ns = 44 ns: each transfer takes 8 packets and
+  // the semaphore write per engine, 9 x 44 = 396000 ps. Load: 50000 + 1240000 + 396000 = 1686000 data end,
+  // S[3] visible at 1696000; store trigger on ACT ends 1746000, setup to 2986000, data end 3382000,
+  // completion 3392000.
+  CHECK(r.end_time == ps(3392000));
 }
 
 TEST_CASE("kernel launch delay: no instruction issues before sync.kernel_launch_ns", "[model]") {
@@ -287,7 +297,7 @@ TEST_CASE("kernel launch delay: no instruction issues before sync.kernel_launch_
   CHECK(r.stats.cores[0].engines[0].busy == ps(53334));
   CHECK(r.stats.cores[0].engines[0].semaphore_wait == ps(0));
   // configs/hw/trn2.json carries the value fitted to the CS149 vector adds (configs/fidelity/measured.json).
-  CHECK(config::load_hw_config("trn2").sync.kernel_launch_ns == 9950);
+  CHECK(config::load_hw_config("trn2").sync.kernel_launch_ns == 9200);
 }
 
 TEST_CASE("a DMA transfer that would end beyond the simulated-time limit stops the run naming it",

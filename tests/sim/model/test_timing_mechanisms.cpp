@@ -1,7 +1,7 @@
 // The timing mechanisms of docs/timing.md on hand-written programs, each with its arithmetic from
 // configs/hw/trn2.json (PE throttle and launch delay off unless a case says otherwise; ps rounded up per
-// conversion): the DMA issue cost per descriptor mode, the two DGE blocks, strided SBUF access, the throttle
-// counting array utilisation.
+// conversion): the DMA issue cost per descriptor mode, the two DGE blocks, the DMA engines' packet rate,
+// strided SBUF access, the throttle counting array utilisation.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -53,9 +53,10 @@ isa::Instruction load_x(Engine e, isa::DgeMode dge, uint8_t queue, int64_t offse
   return i;
 }
 
-// The data of one such transfer: 4096 bytes at 16 engines x 23 B/ns x 0.06 (32 bytes per partition, the
-// first point of dma.efficiency_curve) = 22.08 B/ns: 185507.2 -> 185508 ps.
-constexpr uint64_t kData = 185508;
+// The data of one such transfer: each of its 16 engines moves 8 packets of 32 B (below the dma.packet_ns x
+// bandwidth = 44 x 23 = 1012 B knee: 44 ns each) and writes the completion semaphore (one more packet):
+// 9 x 44 = 396 ns.
+constexpr uint64_t kData = 396000;
 // dma.setup_ns + hbm.latency_ns, then the completion write (sync.semaphore_latency_ns).
 constexpr uint64_t kSetup = 1240000, kWrite = 10000;
 
@@ -87,6 +88,41 @@ TEST_CASE("DMA issue: software DGE occupies GpSimd for each DMA's descriptors", 
   CHECK(r.end_time == ps(2 * 600000 + kSetup + kData + kWrite));
 }
 
+TEST_CASE("DMA packet rate: a transfer takes its packets per engine, small or large",
+          "[model][dma][mechanism]") {
+  // y [128, 1] FP32 and z [1, 2048] FP32 in HBM, loaded with precomputed descriptors (trigger 50 ns).
+  const auto program = [](uint32_t parts, uint32_t cols) {
+    isa::Program p;
+    p.num_cores = 1;
+    isa::TensorDecl t;
+    t.name = "t";
+    t.dtype = DType::F32;
+    t.shape = {parts, cols};
+    p.tensors.push_back(t);
+    auto i =
+        make(Opcode::DmaCopy, Engine::SP, {sbuf(DType::F32, parts, {cols}), hbm(0, DType::F32, parts, cols)});
+    i.dge = isa::DgeMode::None;
+    i.dma_queue = 0;
+    push(p, 0, i);
+    return p;
+  };
+  // 128 partitions x 4 B (CS149 vector_add_tiled ROW_CHUNK = 128): 16 engines, each 8 packets of 4 B and the
+  // semaphore write, 9 x 44 ns = 396 ns of data after the 50 ns trigger and 1240 ns setup.
+  CHECK(run(program(128, 1), trn2()).end_time == ps(50000 + kSetup + 396000 + kWrite));
+  // One partition x 4 B (ROW_CHUNK = 1): one engine, its packet and the semaphore write: 2 x 44 = 88 ns.
+  CHECK(run(program(1, 1), trn2()).end_time == ps(50000 + kSetup + 88000 + kWrite));
+  // One partition x 8 KiB: above the 1012 B knee, bandwidth-bound: 8192 / 23 + 44 = 400.17 ns (the engine
+  // bytes 8192 + 1012 = 9204 at 23 B/ns = 400173.9 -> 400174 ps, at most 1 ps more from rounding).
+  const auto big = run(program(1, 2048), trn2()).end_time.count();
+  CHECK(big >= 50000 + kSetup + 400174 + kWrite);
+  CHECK(big <= 50000 + kSetup + 400174 + kWrite + 1);
+  // Switched off (0), the efficiency curve: 4 B per partition at its first point 0.06, 16 x 23 x 0.06 =
+  // 22.08 B/ns for 512 B = 23188.4 -> 23189 ps.
+  const auto off = run(program(128, 1), trn2({{"dma.packet_ns", 0}})).end_time.count();
+  CHECK(off >= 50000 + kSetup + 23189 + kWrite);
+  CHECK(off <= 50000 + kSetup + 23189 + kWrite + 1);
+}
+
 TEST_CASE("DMA issue: SP and ACT command two DGE blocks, with one block they queue",
           "[model][dma][mechanism]") {
   isa::Program p = with_x();
@@ -96,11 +132,11 @@ TEST_CASE("DMA issue: SP and ACT command two DGE blocks, with one block they que
   // its transfer starts data at 2440 ns, after the first transfer's data (1840 to 2025.5 ns).
   const auto one = run(p, trn2({{"dma.hwdge_blocks", 1}}));
   CHECK(one.end_time == ps(2 * 600000 + kSetup + kData + kWrite));
-  // Two blocks: both are ready at 600 ns and their data shares the 16 DMA engines from 1840 ns: 8192 bytes at
-  // 22.08 B/ns = 371015 ps (each transfer's share rounded up: at most 1 ps more).
+  // Two blocks: both are ready at 600 ns and their data shares the 16 DMA engines from 1840 ns: 2 x 9
+  // packets per engine, 792 ns (each transfer's share rounded up: at most 1 ps more).
   const auto two = run(p, trn2());
-  CHECK(two.end_time.count() >= 600000 + kSetup + 371015 + kWrite);
-  CHECK(two.end_time.count() <= 600000 + kSetup + 371015 + kWrite + 2);
+  CHECK(two.end_time.count() >= 600000 + kSetup + 2 * kData + kWrite);
+  CHECK(two.end_time.count() <= 600000 + kSetup + 2 * kData + kWrite + 2);
 }
 
 TEST_CASE("strided SBUF access streams at half rate", "[model][mechanism]") {

@@ -194,8 +194,9 @@ TEST_CASE("ACT and POOL costs", "[timing]") {
 }
 
 TEST_CASE("DMA cost inputs by bytes per partition", "[timing]") {
-  timing::CostModel cm(trn2());
-  auto dma = [&](uint32_t parts, uint32_t bytes_pp) {
+  const config::HwConfig curve_hw = config::load_hw_config("trn2", {{"dma.packet_ns", 0}});
+  auto dma = [&](uint32_t parts, uint32_t bytes_pp, const config::HwConfig& hw) {
+    timing::CostModel cm(hw);
     isa::AccessPattern hbm;
     hbm.space = MemSpace::HBM;
     hbm.dtype = DType::U8;
@@ -207,24 +208,42 @@ TEST_CASE("DMA cost inputs by bytes per partition", "[timing]") {
     w.bytes_read = w.bytes_written = w.hbm_bytes_read = uint64_t{parts} * bytes_pp;
     return cm.dma_cost(i, w);
   };
-  // 128 partitions x 4 KiB: 16 engines (128 / 8), efficiency 1.0 -> cap 16 x 23 = 368 B/ns;
-  // setup 1000 + HBM latency 240 = 1240 ns; completion write 10 ns; trigger 50 ns (1300 ns in all).
-  auto c = dma(128, 4096);
-  CHECK(c.bytes == 524288);
-  CHECK(c.engines == 16);
-  CHECK(c.efficiency == Approx(1.0));
-  CHECK(c.rate_cap_GBps == Approx(368.0));
-  CHECK(c.setup == Picoseconds(1240000));
-  CHECK(c.completion == Picoseconds(10000));
-  CHECK(c.trigger == Picoseconds(50000));
-  // 256 B per partition: efficiency 0.38 -> 368 x 0.38 = 139.84 B/ns.
-  CHECK(dma(128, 256).rate_cap_GBps == Approx(139.84));
-  // 2 KiB: 0.9 -> 331.2 B/ns. 64 KiB: clamped at 1.0 -> 368 B/ns.
-  CHECK(dma(128, 2048).rate_cap_GBps == Approx(331.2));
-  CHECK(dma(128, 65536).rate_cap_GBps == Approx(368.0));
-  // 8 partitions use one engine: 23 B/ns at 4 KiB.
-  CHECK(dma(8, 4096).engines == 1);
-  CHECK(dma(8, 4096).rate_cap_GBps == Approx(23.0));
+  SECTION("packet rate (dma.packet_ns = 44)") {
+    // 128 partitions x 4 KiB: 16 engines (128 / 8). Each engine moves 8 packets of 4096 B at 23 B/ns (above
+    // the 44 x 23 = 1012 B knee) and writes the completion semaphore, one more 44 ns packet: engine bytes
+    // 524288 + 16 x 1012 = 540480, so efficiency 524288 / 540480 and cap 368 x that = 356.98 B/ns.
+    // setup 1000 + HBM latency 240 = 1240 ns; completion write 10 ns; trigger 50 ns (1300 ns in all).
+    auto c = dma(128, 4096, trn2());
+    CHECK(c.bytes == 524288);
+    CHECK(c.engines == 16);
+    CHECK(c.efficiency == Approx(524288.0 / 540480));
+    CHECK(c.rate_cap_GBps == Approx(368.0 * 524288 / 540480));
+    CHECK(c.setup == Picoseconds(1240000));
+    CHECK(c.completion == Picoseconds(10000));
+    CHECK(c.trigger == Picoseconds(50000));
+    // 256 B per partition, below the knee: 9 packets x 44 ns = 396 ns per engine for its 2048 B, so
+    // 16 x 2048 / 396 = 82.75 B/ns.
+    CHECK(dma(128, 256, trn2()).rate_cap_GBps == Approx(16.0 * 2048 / 396));
+    // 4 B per partition (CS149 ROW_CHUNK = 128): 9 x 44 = 396 ns for 32 B per engine.
+    CHECK(dma(128, 4, trn2()).rate_cap_GBps == Approx(16.0 * 32 / 396));
+    // 8 partitions x 4 KiB on one engine: 32768 B / 23 + 44 ns = 1468.7 ns (the NKI DMA overview profiles
+    // 32 KiB on one engine in 1416 ns): 32768 / 1468.7 = 22.31 B/ns.
+    CHECK(dma(8, 4096, trn2()).engines == 1);
+    CHECK(dma(8, 4096, trn2()).rate_cap_GBps == Approx(32768.0 / (32768.0 / 23 + 44)));
+  }
+  SECTION("efficiency curve (dma.packet_ns = 0)") {
+    // 4 KiB per partition: efficiency 1.0 -> cap 16 x 23 = 368 B/ns.
+    CHECK(dma(128, 4096, curve_hw).efficiency == Approx(1.0));
+    CHECK(dma(128, 4096, curve_hw).rate_cap_GBps == Approx(368.0));
+    // 256 B per partition: efficiency 0.38 -> 368 x 0.38 = 139.84 B/ns.
+    CHECK(dma(128, 256, curve_hw).rate_cap_GBps == Approx(139.84));
+    // 2 KiB: 0.9 -> 331.2 B/ns. 64 KiB: clamped at 1.0 -> 368 B/ns.
+    CHECK(dma(128, 2048, curve_hw).rate_cap_GBps == Approx(331.2));
+    CHECK(dma(128, 65536, curve_hw).rate_cap_GBps == Approx(368.0));
+    // 8 partitions use one engine: 23 B/ns at 4 KiB.
+    CHECK(dma(8, 4096, curve_hw).engines == 1);
+    CHECK(dma(8, 4096, curve_hw).rate_cap_GBps == Approx(23.0));
+  }
 }
 
 TEST_CASE("PE throttle: 50 % cap ramping to 100 % over 3 us, re-engaging after idle", "[timing]") {
