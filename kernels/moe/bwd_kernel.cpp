@@ -1000,16 +1000,16 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
                         {.engine = Engine::ACT, .scalar_offset = blk.expert, .scalar_offset_dst = true});
         }
         // down_proj_bias_grad[e, this core's H] += sum over the block's slots of affinity x dY (the PE:
-        // affinity column^T x dY rows, accumulated over the 128-slot tiles; AFFINITY_ON_H: ones^T x the
-        // scaled rows).
+        // affinity column^T x dY rows, accumulated over the 128-slot tiles). Bias with AFFINITY_ON_H is
+        // rejected by the parameter check, so the affinity is always a column here.
         View pb = k.psum({1, 512}, DType::F32, "down_bias_sum");
         for (int64_t c0 = 0; c0 < Hc; c0 += 512) {
           const int64_t w = std::min<int64_t>(512, Hc - c0);
           for (int64_t g = 0; g < G; ++g) {
             nki::dma_copy(dy_tile(all, S(0, w)), blk.dy(S(g * 128, (g + 1) * 128), S(h0 + c0, h0 + c0 + w)));
             nki::tensor_copy(dy_f32(all, S(0, w)), dy_tile(all, S(0, w)), Engine::ACT);
-            nki::nc_matmul(pb(all, S(0, w)), p.on_h() ? ones_col : blk.ea_col(all, S(g, g + 1)),
-                           dy_f32(all, S(0, w)), {.accumulate = g > 0});
+            nki::nc_matmul(pb(all, S(0, w)), blk.ea_col(all, S(g, g + 1)), dy_f32(all, S(0, w)),
+                           {.accumulate = g > 0});
           }
           nki::tensor_copy(bd_acc(all, S(c0, c0 + w)), pb(all, S(0, w)));
         }

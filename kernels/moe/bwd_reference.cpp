@@ -357,7 +357,7 @@ void BwdReference::expert_grads(int64_t e, std::array<std::vector<double>, 2>& d
         std::vector<double> sum(static_cast<size_t>(H), 0.0);
         for (int64_t r = 0; r < B; ++r) {
           if (token_[ss[r]] < 0) continue;
-          const double a = p_.on_h() ? 1.0 : affinity(e, ss[r]);  // ON_H: the rows are scaled already
+          const double a = affinity(e, ss[r]);  // bias with AFFINITY_ON_H is rejected
           for (int64_t h = 0; h < H; ++h) sum[h] += a * dyt[h * B + r];
         }
         for (int64_t h = 0; h < H; ++h) {
