@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernels/cross_entropy/ce_reference.h"
 #include "sim/base/error.h"
@@ -106,18 +107,23 @@ void make_logits(const CommonParams& p, const LogitsArgs& a, RecipeIO& io) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const float bmax = num::bf16_to_f32(0x7F7F);
   auto* t32 = reinterpret_cast<int32_t*>(t.bytes.data());
+  // Irwin-Hall sum of four 16-bit uniforms from one 64-bit hash per element, scaled to unit variance: an
+  // approximately normal sample from integer arithmetic only (fast, and the same on every platform). The
+  // logit is a function of the sum alone: one table entry per sum value.
+  std::vector<float> value(4 * 0xFFFF + 1);
+  for (size_t sum = 0; sum < value.size(); ++sum) {
+    const double z = (static_cast<double>(sum) + 2.0) * 0x1.0p-16 - 2.0;  // mean 0, variance 1/3
+    value[sum] = static_cast<float>(a.mean + a.std * 1.7320508075688772 * z);
+  }
   parallel_rows(R, io.threads(), [&](int64_t r0, int64_t r1) {
     std::vector<float> row(static_cast<size_t>(V));
     for (int64_t r = r0; r < r1; ++r) {
-      // Irwin-Hall sum of four 16-bit uniforms from one 64-bit hash per element, scaled to unit variance: an
-      // approximately normal sample from integer arithmetic only (fast, and the same on every platform).
       const uint64_t key = io::mix64(static_cast<uint64_t>(a.seed) * 1000003ull + static_cast<uint64_t>(r));
       for (int64_t j = 0; j < V; ++j) {
         const uint64_t h = io::mix64(key + static_cast<uint64_t>(j));
         const uint32_t sum = static_cast<uint32_t>(h & 0xFFFF) + static_cast<uint32_t>((h >> 16) & 0xFFFF) +
                              static_cast<uint32_t>((h >> 32) & 0xFFFF) + static_cast<uint32_t>(h >> 48);
-        const double z = (static_cast<double>(sum) + 2.0) * 0x1.0p-16 - 2.0;  // mean 0, variance 1/3
-        row[j] = static_cast<float>(a.mean + a.std * 1.7320508075688772 * z);
+        row[j] = value[sum];
       }
       for (int64_t j = hi_t; j < V; ++j) row[j] = ninf;
       const bool pre = prefix && r % a.masked_prefix_every == a.masked_prefix_every / 2;
