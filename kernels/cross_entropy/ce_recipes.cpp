@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cross_entropy/ce_reference.h"
@@ -194,6 +195,41 @@ void make_logits(const CommonParams& p, const LogitsArgs& a, RecipeIO& io) {
   });
 }
 
+// The maximum of the non-NaN values of x[0, n) as std::max<double> folds it from -inf, and whether any value
+// is NaN. Eight running maxima give the fold's value unless it is a zero (+0 and -0 compare equal and the
+// fold keeps the first), which is folded in order again.
+std::pair<double, bool> max_not_nan(const float* x, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  float acc[kLanes];
+  uint32_t nan[kLanes];
+  for (int64_t k = 0; k < kLanes; ++k) {
+    acc[k] = ninf;
+    nan[k] = 0;
+  }
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t k = 0; k < kLanes; ++k) {
+      const float v = x[j + k];
+      nan[k] |= v != v;
+      acc[k] = acc[k] < v ? v : acc[k];
+    }
+  for (; j < n; ++j) {
+    nan[0] |= x[j] != x[j];
+    acc[0] = acc[0] < x[j] ? x[j] : acc[0];
+  }
+  float m = acc[0];
+  uint32_t any_nan = nan[0];
+  for (int64_t k = 1; k < kLanes; ++k) {
+    m = m < acc[k] ? acc[k] : m;
+    any_nan |= nan[k];
+  }
+  if (m != 0.f) return {m, any_nan != 0};
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) mx = std::max<double>(mx, x[i]);
+  return {mx, any_nan != 0};
+}
+
 void make_stats(const CommonParams& p, RecipeIO& io) {
   const int64_t R = p.rows, V = p.V;
   const HostTensor& x = io.input("logits");
@@ -209,12 +245,7 @@ void make_stats(const CommonParams& p, RecipeIO& io) {
     for (int64_t r = r0; r < r1; ++r) {
       logits_row(x, r, row.data());
       const float* xr = row.data();
-      double mx = -inf;
-      bool nan = false;
-      for (int64_t j = 0; j < V; ++j) {
-        nan |= std::isnan(xr[j]);
-        mx = std::max<double>(mx, xr[j]);
-      }
+      auto [mx, nan] = max_not_nan(xr, V);
       if (nan) mx = std::numeric_limits<double>::quiet_NaN();
       const double s = mx == -inf ? 0.0 : mx;
       // FP64 exp of every logit (each distinct BF16 value's once): the reference statistic, rounded once to
