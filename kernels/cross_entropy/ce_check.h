@@ -14,7 +14,9 @@
 // Expected non-finite values, stated and accepted exactly: NaN loss and NaN gradient rows for rows whose
 // logits are all -inf, +Inf loss for a -inf target logit (and with label smoothing for any -inf logit).
 // Large outputs compare FP64 references on evenly spaced 32-row blocks (about 2^26 values) unless
-// --full-reference; bit-exact checks always cover every byte.
+// --full-reference; bit-exact checks always cover every byte. Both stream over row steps (emulate, quantize,
+// compare 128 rows at a time per host thread; FP64 references 32 rows at a time): no copy of a whole
+// [rows, V] gradient, reference or expected tensor is held.
 #pragma once
 
 #include <vector>
