@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -59,85 +61,269 @@ struct FwdState {
   }
 };
 
-struct BwdState {
-  std::optional<std::vector<uint16_t>> emulated;
-  const std::vector<uint16_t>& grad(const CheckContext& c, const CommonParams& p) {
-    if (!emulated)
-      emulated = emulate_grad_bf16(c.input("logits"), ints(c.input("target")), c.input("row_max").values(),
-                                   c.input("row_sumexp").values(), c.input("grad_output").values(), p,
-                                   reference_threads());
-    return *emulated;
+// The kernel's emulated BF16 gradient (ce_reference.h) from the run's inputs.
+struct BwdInputs {
+  BwdInputs(const CheckContext& c, const CommonParams& p)
+      : target(ints(c.input("target"))),
+        row_max(c.input("row_max").values()),
+        row_sumexp(c.input("row_sumexp").values()),
+        grad_output(c.input("grad_output").values()),
+        emulation(c.input("logits"), target, row_max, row_sumexp, grad_output, p) {}
+  std::vector<int32_t> target;
+  std::vector<float> row_max, row_sumexp, grad_output;
+  GradEmulation emulation;
+};
+
+// Differing bytes of an output against expected bytes, accumulated over ranges in increasing order (one per
+// row block, merged in order, so the result does not depend on the thread count).
+struct ByteDiff {
+  int64_t differ = 0, first = -1, nonfinite = 0;
+  // out[0, n) against expected[0, n), the output's bytes [offset, offset + n); `special` flags the byte
+  // values that count as non-finite (null: none).
+  void add(const uint8_t* out, const uint8_t* expected, size_t n, size_t offset, const uint8_t* special) {
+    // 4 KiB runs compared with memcmp before looking at single bytes.
+    constexpr size_t kRun = 4096;
+    for (size_t i0 = 0; i0 < n; i0 += kRun) {
+      const size_t i1 = std::min(n, i0 + kRun);
+      if (special != nullptr)
+        for (size_t i = i0; i < i1; ++i) nonfinite += special[out[i]];
+      if (std::memcmp(&out[i0], &expected[i0], i1 - i0) == 0) continue;
+      for (size_t i = i0; i < i1; ++i)
+        if (out[i] != expected[i]) {
+          if (first < 0) first = static_cast<int64_t>(offset + i);
+          ++differ;
+        }
+    }
+  }
+  void then(const ByteDiff& later) {
+    differ += later.differ;
+    nonfinite += later.nonfinite;
+    if (first < 0) first = later.first;
   }
 };
 
-// FP64 gradient check of BF16 gradient bits `kv` ([rows, V] row-major) on sampled rows.
-run::CheckResult grad_tolerance(const std::string& name, const HostTensor& out, const uint16_t* kv,
-                                const CheckContext& c, const CommonParams& p) {
-  const auto blocks = sample_rows(p.rows, p.V, c.full_reference());
-  const std::vector<int32_t> t = ints(c.input("target"));
-  const std::vector<float> go = c.input("grad_output").values();
-  std::vector<float> k;
-  std::vector<double> g;
-  int64_t compared = 0;
-  for (const auto& [r0, r1] : blocks) compared += r1 - r0;
-  k.reserve(static_cast<size_t>(compared * p.V));  // no regrowth copies of these large vectors
-  g.reserve(static_cast<size_t>(compared * p.V));
-  for (const auto& [r0, r1] : blocks) {
-    const std::vector<double> gb = grad_reference(c.input("logits"), t, go, p, r0, r1, reference_threads());
-    g.insert(g.end(), gb.begin(), gb.end());
-    for (int64_t i = r0 * p.V; i < r1 * p.V; ++i) k.push_back(num::bf16_to_f32(kv[i]));
-  }
-  return special_tolerance(name, out, k, g, Tolerance{}, compared, p.rows, kNonFinite);
+// NaN/Inf codes per byte value of an FP8 dtype (all zero for other byte dtypes).
+std::array<uint8_t, 256> fp8_special(isa::DType dt) {
+  std::array<uint8_t, 256> s{};
+  const bool e5m2 = dt == isa::DType::FP8_E5M2, e4m3 = dt == isa::DType::FP8_E4M3FN;
+  for (int b = 0; b < 256; ++b) s[b] = (e4m3 && (b & 0x7F) == 0x7F) || (e5m2 && (b & 0x7F) >= 0x7C);
+  return s;
 }
 
-HostTensor bytes_tensor(isa::DType dt, std::vector<int64_t> shape, const uint8_t* data) {
-  HostTensor h = HostTensor::zeros(dt, shape);
-  std::memcpy(h.bytes.data(), data, h.bytes.size());
-  return h;
-}
-
-// bit_exact_result for byte-sized dtypes (FP8 data, E8M0 scales) without a float copy of the output: the same
-// metrics, computed on the bytes (NaN codes counted from the dtype's encoding).
-run::CheckResult bytes_exact(const std::string& output, const HostTensor& out, const uint8_t* expected,
-                             size_t n) {
+// bit_exact_result for byte-sized dtypes (FP8 data, E8M0 scales) from a ByteDiff over all n output bytes: the
+// same metrics, computed on the bytes (NaN codes counted from the dtype's encoding).
+run::CheckResult bytes_result(const std::string& output, const HostTensor& out, const ByteDiff& d, size_t n) {
   run::CheckResult r;
   r.output = output;
   r.kind = run::kCheckBitExact;
   r.dtype = isa::dtype_name(out.dtype);
   r.elements = out.elements();
+  r.nonfinite = d.nonfinite;
+  r.metrics = {{"bytes_total", static_cast<double>(n)},
+               {"bytes_differing", static_cast<double>(d.differ)},
+               {"elements_differing", static_cast<double>(d.differ)},
+               {"first_difference_index", static_cast<double>(d.first)}};
+  if (d.differ > 0)
+    r.failures.push_back(fmt::format("{} of {} bytes differ ({} elements; first at element {})", d.differ, n,
+                                     d.differ, d.first));
+  r.pass = r.failures.empty();
+  return r;
+}
+
+void check_size(const std::string& output, const HostTensor& out, size_t n) {
   if (n != out.bytes.size())
     throw Error(
         fmt::format("check of '{}': {} expected bytes for {} output bytes", output, n, out.bytes.size()));
-  int64_t differ = 0, first = -1, nonfinite = 0;
-  const bool e5m2 = out.dtype == isa::DType::FP8_E5M2, e4m3 = out.dtype == isa::DType::FP8_E4M3FN;
-  // NaN/Inf codes per byte value, then 4 KiB runs compared with memcmp before looking at single bytes.
-  uint8_t special[256];
-  for (int b = 0; b < 256; ++b) special[b] = (e4m3 && (b & 0x7F) == 0x7F) || (e5m2 && (b & 0x7F) >= 0x7C);
-  constexpr size_t kRun = 4096;
-  for (size_t i0 = 0; i0 < n; i0 += kRun) {
-    const size_t i1 = std::min(n, i0 + kRun);
-    if (e4m3 || e5m2)
-      for (size_t i = i0; i < i1; ++i) nonfinite += special[out.bytes[i]];
-    if (std::memcmp(&out.bytes[i0], &expected[i0], i1 - i0) == 0) continue;
-    for (size_t i = i0; i < i1; ++i)
-      if (out.bytes[i] != expected[i]) {
-        if (first < 0) first = static_cast<int64_t>(i);
-        ++differ;
-      }
+}
+
+run::CheckResult bytes_exact(const std::string& output, const HostTensor& out, const uint8_t* expected,
+                             size_t n) {
+  check_size(output, out, n);
+  ByteDiff d;
+  const std::array<uint8_t, 256> special = fp8_special(out.dtype);
+  d.add(out.bytes.data(), expected, n, 0, special.data());
+  return bytes_result(output, out, d, n);
+}
+
+// Rows per step of the streaming passes below: whole 32-row MX blocks, few enough that a thread's buffers
+// stay small (the gradient of all rows is never held).
+constexpr int64_t kStepRows = 128;
+
+// FP64 gradient check of BF16 gradient bits ([rows, V] row-major), streamed over the sampled rows in 32-row
+// steps: kernel_rows(r0, r1, scratch) returns rows [r0, r1) (scratch holds (r1 - r0) V values if needed).
+run::CheckResult grad_tolerance(
+    const std::string& name, const HostTensor& out,
+    const std::function<const uint16_t*(int64_t, int64_t, uint16_t*)>& kernel_rows, const CheckContext& c,
+    const CommonParams& p, const std::vector<int32_t>& t, const std::vector<float>& go) {
+  const auto blocks = sample_rows(p.rows, p.V, c.full_reference());
+  int64_t compared = 0;
+  for (const auto& [r0, r1] : blocks) compared += r1 - r0;
+  const size_t n = static_cast<size_t>(kSampleRows * p.V);
+  std::vector<double> g(n);
+  std::vector<float> k(n);
+  std::vector<uint16_t> scratch(n);
+  SpecialTolerance acc(Tolerance{});
+  for (const auto& [b0, b1] : blocks)
+    for (int64_t r0 = b0; r0 < b1; r0 += kSampleRows) {
+      const int64_t r1 = std::min(b1, r0 + kSampleRows), m = (r1 - r0) * p.V;
+      grad_reference(c.input("logits"), t, go, p, r0, r1, reference_threads(), g.data());
+      const uint16_t* kv = kernel_rows(r0, r1, scratch.data());
+      for (int64_t i = 0; i < m; ++i) k[i] = num::bf16_to_f32(kv[i]);
+      acc.add(k.data(), g.data(), static_cast<size_t>(m));
+    }
+  return acc.finish(name, out, compared, p.rows, kNonFinite);
+}
+
+// The MXFP8 outputs against num::quantize of the emulated BF16 gradient, both axes in one pass over 128-row
+// steps (each thread a contiguous range of 32-row blocks): no whole-tensor copy of the gradient or the
+// expected bytes is made. Compact scales are kept whole (V / 32 per row), then laid out as TE's.
+struct MxResults {
+  run::CheckResult data[2], scales[2];
+};
+
+const char* const kMxNames[2][2] = {{"input_grad_rowwise_data", "input_grad_rowwise_scale_inv"},
+                                    {"input_grad_columnwise_data", "input_grad_columnwise_scale_inv"}};
+
+MxResults mx_check(const CheckContext& c, const BwdParams& bp) {
+  const CommonParams& p = bp.c;
+  const int64_t R = p.rows, V = p.V, nblk = R / 32;
+  const num::ScaleRule rule =
+      bp.quantize_rule == QuantizeRule::Te ? num::ScaleRule::Te : num::ScaleRule::Trn3;
+  const num::Fp8Format fmt = bp.fp8();
+  const BwdInputs in(c, p);
+  const HostTensor* out[2] = {&c.output(kMxNames[0][0]), &c.output(kMxNames[1][0])};
+  for (int a = 0; a < 2; ++a) check_size(kMxNames[a][0], *out[a], static_cast<size_t>(R * V));
+  std::array<uint8_t, 256> special[2] = {fp8_special(out[0]->dtype), fp8_special(out[1]->dtype)};
+  std::vector<uint8_t> compact[2];
+  std::vector<ByteDiff> diff[2];  // per 32-row block
+  for (int a = 0; a < 2; ++a) {
+    const num::MxAxis ax = a == 0 ? num::MxAxis::Row : num::MxAxis::Col;
+    compact[a].resize(static_cast<size_t>(num::mx_scale_shape(R, V, ax).size()));
+    diff[a].resize(static_cast<size_t>(nblk));
   }
-  r.nonfinite = nonfinite;
-  r.metrics = {{"bytes_total", static_cast<double>(n)},
-               {"bytes_differing", static_cast<double>(differ)},
-               {"elements_differing", static_cast<double>(differ)},
-               {"first_difference_index", static_cast<double>(first)}};
-  if (differ > 0)
-    r.failures.push_back(
-        fmt::format("{} of {} bytes differ ({} elements; first at element {})", differ, n, differ, first));
+  parallel_rows(nblk, reference_threads(), [&](int64_t b0, int64_t b1) {
+    std::vector<uint16_t> g(static_cast<size_t>(kStepRows * V));
+    std::vector<uint8_t> q(static_cast<size_t>(kStepRows * V));
+    for (int64_t s0 = b0; s0 < b1; s0 += kStepRows / 32) {
+      const int64_t s1 = std::min(b1, s0 + kStepRows / 32), r0 = 32 * s0, r1 = 32 * s1;
+      in.emulation.rows(r0, r1, g.data());
+      for (int a = 0; a < 2; ++a) {
+        const num::MxAxis ax = a == 0 ? num::MxAxis::Row : num::MxAxis::Col;
+        uint8_t* sc = compact[a].data() + (a == 0 ? r0 * (V / 32) : s0 * V);
+        num::quantize(g.data(), r1 - r0, V, ax, fmt, rule, q.data(), sc, 1);
+        for (int64_t b = s0; b < s1; ++b) {
+          const size_t off = static_cast<size_t>((b - s0) * 32 * V), n = static_cast<size_t>(32 * V);
+          diff[a][b].add(out[a]->bytes.data() + r0 * V + off, q.data() + off, n, r0 * V + off,
+                         special[a].data());
+        }
+      }
+    }
+  });
+  MxResults res;
+  for (int a = 0; a < 2; ++a) {
+    const num::MxAxis ax = a == 0 ? num::MxAxis::Row : num::MxAxis::Col;
+    ByteDiff d;
+    for (const ByteDiff& b : diff[a]) d.then(b);
+    res.data[a] = bytes_result(kMxNames[a][0], *out[a], d, static_cast<size_t>(R * V));
+    std::vector<uint8_t> te(static_cast<size_t>(num::te_scale_shape(R, V, ax).size()));
+    if (bp.scale_layout == ScaleLayout::Swizzled)
+      num::to_te_swizzled(compact[a].data(), R, V, ax, te.data());
+    else
+      num::to_te_compact(compact[a].data(), R, V, ax, te.data());
+    res.scales[a] = bytes_exact(kMxNames[a][1], c.output(kMxNames[a][1]), te.data(), te.size());
+  }
+  return res;
+}
+
+// input_grad (BF16) bit for bit against the emulated gradient, streamed like mx_check: the metrics of
+// bit_exact_result (bytes, elements, first element differing; NaN/Inf counted from the BF16 encoding).
+run::CheckResult bf16_emulation_check(const std::string& name, const CheckContext& c, const CommonParams& p) {
+  const HostTensor& out = c.output("input_grad");
+  const int64_t R = p.rows, V = p.V, nsteps = (R + kStepRows - 1) / kStepRows;
+  check_size(name, out, static_cast<size_t>(R * V * 2));
+  const BwdInputs in(c, p);
+  struct Diff {
+    int64_t bytes = 0, elems = 0, first = -1, nonfinite = 0;
+  };
+  std::vector<Diff> diff(static_cast<size_t>(nsteps));
+  const auto* o = reinterpret_cast<const uint16_t*>(out.bytes.data());
+  parallel_rows(nsteps, reference_threads(), [&](int64_t s0, int64_t s1) {
+    std::vector<uint16_t> g(static_cast<size_t>(kStepRows * V));
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t r0 = s * kStepRows, r1 = std::min(R, r0 + kStepRows), n = (r1 - r0) * V;
+      in.emulation.rows(r0, r1, g.data());
+      Diff& d = diff[s];
+      const uint16_t* ko = o + r0 * V;
+      for (int64_t i = 0; i < n; ++i) {
+        d.nonfinite += (ko[i] & 0x7F80u) == 0x7F80u;
+        if (ko[i] == g[i]) continue;
+        const int64_t db = ((ko[i] ^ g[i]) & 0xFFu ? 1 : 0) + ((ko[i] ^ g[i]) >> 8 ? 1 : 0);
+        d.bytes += db;
+        ++d.elems;
+        if (d.first < 0) d.first = r0 * V + i;
+      }
+    }
+  });
+  Diff t;
+  for (const Diff& d : diff) {
+    t.bytes += d.bytes;
+    t.elems += d.elems;
+    t.nonfinite += d.nonfinite;
+    if (t.first < 0) t.first = d.first;
+  }
+  run::CheckResult r;
+  r.output = name;
+  r.kind = run::kCheckBitExact;
+  r.dtype = isa::dtype_name(out.dtype);
+  r.elements = out.elements();
+  r.nonfinite = t.nonfinite;
+  r.metrics = {{"bytes_total", static_cast<double>(out.bytes.size())},
+               {"bytes_differing", static_cast<double>(t.bytes)},
+               {"elements_differing", static_cast<double>(t.elems)},
+               {"first_difference_index", static_cast<double>(t.first)}};
+  if (t.bytes > 0)
+    r.failures.push_back(fmt::format("{} of {} bytes differ ({} elements; first at element {})", t.bytes,
+                                     out.bytes.size(), t.elems, t.first));
   r.pass = r.failures.empty();
   return r;
 }
 
 }  // namespace
+
+void SpecialTolerance::add(const float* k, const double* g, size_t n) {
+  size_t run = 0;  // start of the current run of finite references, added in one call (same order)
+  for (size_t i = 0; i <= n; ++i) {
+    if (i < n && std::isfinite(g[i])) {
+      kernel_nonfinite_ += std::isfinite(k[i]) ? 0 : 1;
+      continue;
+    }
+    if (i > run) acc_.add(&k[run], &g[run], static_cast<int64_t>(i - run));
+    run = i + 1;
+    if (i == n) break;
+    kernel_nonfinite_ += std::isfinite(k[i]) ? 0 : 1;
+    ++expected_;
+    const bool same = std::isnan(g[i]) ? std::isnan(k[i]) : static_cast<double>(k[i]) == g[i];
+    mismatched_ += same ? 0 : 1;
+  }
+}
+
+run::CheckResult SpecialTolerance::finish(const std::string& output, const HostTensor& out,
+                                          int64_t rows_compared, int64_t rows_total,
+                                          const std::string& what_nonfinite) const {
+  const ref::ErrorMetrics e = acc_.finish(tol_.atol_factor);
+  run::CheckResult r = tolerance_result(output, out, e, e, false, tol_, rows_compared, rows_total);
+  r.nonfinite = kernel_nonfinite_;
+  for (std::string& f : r.failures)
+    if (f.find("are NaN or Inf") != std::string::npos) f += " where the FP64 reference is finite";
+  if (mismatched_ > 0)
+    r.failures.push_back(
+        fmt::format("{} of {} expected NaN/Inf values differ ({})", mismatched_, expected_, what_nonfinite));
+  if (expected_ > 0)
+    r.notes.push_back(fmt::format("{} NaN/Inf values expected and {} ({})", expected_,
+                                  mismatched_ == 0 ? "matched" : "not all matched", what_nonfinite));
+  r.pass = r.failures.empty();
+  return r;
+}
 
 run::CheckResult special_tolerance(const std::string& output, const HostTensor& out,
                                    const std::vector<float>& k, const std::vector<double>& g,
@@ -146,35 +332,9 @@ run::CheckResult special_tolerance(const std::string& output, const HostTensor& 
   if (k.size() != g.size())
     throw Error(
         fmt::format("check of '{}': {} kernel values for {} reference values", output, k.size(), g.size()));
-  ref::MetricsAccumulator acc(tol.rtol);
-  int64_t expected = 0, mismatched = 0, kernel_nonfinite = 0;
-  size_t run = 0;  // start of the current run of finite references, added in one call (same order)
-  for (size_t i = 0; i <= k.size(); ++i) {
-    if (i < k.size() && std::isfinite(g[i])) {
-      kernel_nonfinite += std::isfinite(k[i]) ? 0 : 1;
-      continue;
-    }
-    if (i > run) acc.add(&k[run], &g[run], static_cast<int64_t>(i - run));
-    run = i + 1;
-    if (i == k.size()) break;
-    kernel_nonfinite += std::isfinite(k[i]) ? 0 : 1;
-    ++expected;
-    const bool same = std::isnan(g[i]) ? std::isnan(k[i]) : static_cast<double>(k[i]) == g[i];
-    mismatched += same ? 0 : 1;
-  }
-  const ref::ErrorMetrics e = acc.finish(tol.atol_factor);
-  run::CheckResult r = tolerance_result(output, out, e, e, false, tol, rows_compared, rows_total);
-  r.nonfinite = kernel_nonfinite;
-  for (std::string& f : r.failures)
-    if (f.find("are NaN or Inf") != std::string::npos) f += " where the FP64 reference is finite";
-  if (mismatched > 0)
-    r.failures.push_back(
-        fmt::format("{} of {} expected NaN/Inf values differ ({})", mismatched, expected, what_nonfinite));
-  if (expected > 0)
-    r.notes.push_back(fmt::format("{} NaN/Inf values expected and {} ({})", expected,
-                                  mismatched == 0 ? "matched" : "not all matched", what_nonfinite));
-  r.pass = r.failures.empty();
-  return r;
+  SpecialTolerance acc(tol);
+  acc.add(k.data(), g.data(), k.size());
+  return acc.finish(output, out, rows_compared, rows_total, what_nonfinite);
 }
 
 std::vector<OutputCheck> fwd_checks(const FwdParams& fp) {
@@ -214,72 +374,42 @@ std::vector<OutputCheck> fwd_checks(const FwdParams& fp) {
 
 std::vector<OutputCheck> bwd_checks(const BwdParams& bp) {
   const CommonParams p = bp.c;
-  auto st = std::make_shared<BwdState>();
   const double flops = 8.0 * static_cast<double>(p.rows) * p.V;
   std::vector<OutputCheck> v;
   if (!bp.mxfp8()) {
     v.push_back({"input_grad",
                  [p](const CheckContext& c) {
                    const HostTensor& out = c.output("input_grad");
-                   return grad_tolerance("input_grad", out,
-                                         reinterpret_cast<const uint16_t*>(out.bytes.data()), c, p);
+                   const auto* kv = reinterpret_cast<const uint16_t*>(out.bytes.data());
+                   return grad_tolerance(
+                       "input_grad", out, [&](int64_t r0, int64_t, uint16_t*) { return kv + r0 * p.V; }, c, p,
+                       ints(c.input("target")), c.input("grad_output").values());
                  },
                  flops});
-    v.push_back({"input_grad:emulation", [p, st](const CheckContext& c) {
-                   const std::vector<uint16_t>& g = st->grad(c, p);
-                   const HostTensor e = bytes_tensor(isa::DType::BF16, {p.rows, p.V},
-                                                     reinterpret_cast<const uint8_t*>(g.data()));
-                   return bit_exact_result("input_grad:emulation", c.output("input_grad"), e);
-                 }});
+    v.push_back({"input_grad:emulation",
+                 [p](const CheckContext& c) { return bf16_emulation_check("input_grad:emulation", c, p); }});
     return v;
   }
-  // MXFP8: the expected bytes come from one quantization of the emulated BF16 gradient per axis, computed
-  // when the axis's first check runs and released after its second.
-  struct Expected {
-    std::vector<uint8_t> data[2], scales[2];
-  };
-  auto ex = std::make_shared<Expected>();
-  const num::ScaleRule rule =
-      bp.quantize_rule == QuantizeRule::Te ? num::ScaleRule::Te : num::ScaleRule::Trn3;
-  const num::Fp8Format fmt = bp.fp8();
-  const bool swizzled = bp.scale_layout == ScaleLayout::Swizzled;
-  auto make = [=](const CheckContext& c, int axis) {
-    if (!ex->data[axis].empty()) return;
-    const num::MxAxis ax = axis == 0 ? num::MxAxis::Row : num::MxAxis::Col;
-    const std::vector<uint16_t>& g = st->grad(c, p);
-    ex->data[axis].resize(g.size());
-    std::vector<uint8_t> compact(static_cast<size_t>(num::mx_scale_shape(p.rows, p.V, ax).size()));
-    num::quantize(g.data(), p.rows, p.V, ax, fmt, rule, ex->data[axis].data(), compact.data(),
-                  reference_threads());
-    ex->scales[axis].resize(static_cast<size_t>(num::te_scale_shape(p.rows, p.V, ax).size()));
-    if (swizzled)
-      num::to_te_swizzled(compact.data(), p.rows, p.V, ax, ex->scales[axis].data());
-    else
-      num::to_te_compact(compact.data(), p.rows, p.V, ax, ex->scales[axis].data());
-  };
-  const char* names[2][2] = {{"input_grad_rowwise_data", "input_grad_rowwise_scale_inv"},
-                             {"input_grad_columnwise_data", "input_grad_columnwise_scale_inv"}};
-  for (int axis = 0; axis < 2; ++axis) {
-    v.push_back({names[axis][0], [=](const CheckContext& c) {
-                   make(c, axis);
-                   const std::vector<uint8_t>& e = ex->data[axis];
-                   run::CheckResult r =
-                       bytes_exact(names[axis][0], c.output(names[axis][0]), e.data(), e.size());
-                   std::vector<uint8_t>().swap(ex->data[axis]);
-                   return r;
-                 }});
-    v.push_back({names[axis][1], [=](const CheckContext& c) {
-                   make(c, axis);
-                   const std::vector<uint8_t>& e = ex->scales[axis];
-                   return bytes_exact(names[axis][1], c.output(names[axis][1]), e.data(), e.size());
-                 }});
-  }
+  // MXFP8: one pass computes the four byte checks when the first of them runs.
+  auto res = std::make_shared<std::optional<MxResults>>();
+  for (int axis = 0; axis < 2; ++axis)
+    for (int scales = 0; scales < 2; ++scales)
+      v.push_back({kMxNames[axis][scales], [bp, res, axis, scales](const CheckContext& c) {
+                     if (!*res) *res = mx_check(c, bp);
+                     return scales ? (*res)->scales[axis] : (*res)->data[axis];
+                   }});
   v.push_back(
       {"input_grad:emulation_vs_fp64",
-       [p, st](const CheckContext& c) {
-         const std::vector<uint16_t>& g = st->grad(c, p);
+       [p](const CheckContext& c) {
+         const BwdInputs in(c, p);
          const HostTensor h = HostTensor::zeros(isa::DType::BF16, {p.rows, 1});  // names the dtype only
-         run::CheckResult r = grad_tolerance("input_grad:emulation_vs_fp64", h, g.data(), c, p);
+         run::CheckResult r = grad_tolerance(
+             "input_grad:emulation_vs_fp64", h,
+             [&](int64_t r0, int64_t r1, uint16_t* scratch) {
+               in.emulation.rows(r0, r1, scratch);
+               return static_cast<const uint16_t*>(scratch);
+             },
+             c, p, in.target, in.grad_output);
          r.elements = p.rows * p.V;
          return r;
        },

@@ -14,7 +14,9 @@
 // Expected non-finite values, stated and accepted exactly: NaN loss and NaN gradient rows for rows whose
 // logits are all -inf, +Inf loss for a -inf target logit (and with label smoothing for any -inf logit).
 // Large outputs compare FP64 references on evenly spaced 32-row blocks (about 2^26 values) unless
-// --full-reference; bit-exact checks always cover every byte.
+// --full-reference; bit-exact checks always cover every byte. Both stream over row steps (emulate, quantize,
+// compare 128 rows at a time per host thread; FP64 references 32 rows at a time): no copy of a whole
+// [rows, V] gradient, reference or expected tensor is held.
 #pragma once
 
 #include <vector>
@@ -26,6 +28,21 @@ namespace trnsim::kernels::ce {
 
 std::vector<OutputCheck> fwd_checks(const FwdParams& p);
 std::vector<OutputCheck> bwd_checks(const BwdParams& p);
+
+// special_tolerance streamed: add() chunks of (kernel, golden) values in order, then finish(); the same
+// result as one call on the concatenation.
+class SpecialTolerance {
+ public:
+  explicit SpecialTolerance(const Tolerance& tol) : tol_(tol), acc_(tol.rtol) {}
+  void add(const float* k, const double* g, size_t n);
+  run::CheckResult finish(const std::string& output, const tensor::HostTensor& out, int64_t rows_compared,
+                          int64_t rows_total, const std::string& what_nonfinite) const;
+
+ private:
+  Tolerance tol_;
+  ref::MetricsAccumulator acc_;
+  int64_t expected_ = 0, mismatched_ = 0, kernel_nonfinite_ = 0;
+};
 
 // Tolerance result of kernel values k against FP64 golden values g (same length) where non-finite golden
 // values must be matched exactly by the kernel (NaN by NaN, +-Inf by the same Inf) and the metrics cover the

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "kernels/cross_entropy/ce_reference.h"
 #include "sim/base/error.h"
@@ -74,6 +76,33 @@ double unit(uint64_t seed, uint64_t stream, int64_t i) {
          0x1.0p-53;
 }
 
+// The Irwin-Hall sums of a row's V samples (hash key + j), then their values from the table: integer
+// operations and a lookup, so the widest vectors the host has give the same bytes as the baseline ISA.
+[[gnu::always_inline]] inline void samples_body(uint64_t key, int64_t V, uint32_t* sums, const float* value,
+                                                float* row) {
+  for (int64_t j = 0; j < V; ++j) {
+    const uint64_t h = io::mix64(key + static_cast<uint64_t>(j));
+    sums[j] = static_cast<uint32_t>(h & 0xFFFF) + static_cast<uint32_t>((h >> 16) & 0xFFFF) +
+              static_cast<uint32_t>((h >> 32) & 0xFFFF) + static_cast<uint32_t>(h >> 48);
+  }
+  for (int64_t j = 0; j < V; ++j) row[j] = value[sums[j]];
+}
+void samples_baseline(uint64_t key, int64_t V, uint32_t* sums, const float* value, float* row) {
+  samples_body(key, V, sums, value, row);
+}
+[[gnu::target("avx512f,avx512dq,avx512vl")]] void samples_avx512(uint64_t key, int64_t V, uint32_t* sums,
+                                                                 const float* value, float* row) {
+  samples_body(key, V, sums, value, row);
+}
+bool host_has_avx512dq() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl");
+  }();
+  return yes;
+}
+
 void make_logits(const CommonParams& p, const LogitsArgs& a, RecipeIO& io) {
   const int64_t R = p.rows, V = p.V;
   const int64_t hi_t = V - a.masked_columns;
@@ -106,19 +135,21 @@ void make_logits(const CommonParams& p, const LogitsArgs& a, RecipeIO& io) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const float bmax = num::bf16_to_f32(0x7F7F);
   auto* t32 = reinterpret_cast<int32_t*>(t.bytes.data());
+  // Irwin-Hall sum of four 16-bit uniforms from one 64-bit hash per element, scaled to unit variance: an
+  // approximately normal sample from integer arithmetic only (fast, and the same on every platform). The
+  // logit is a function of the sum alone: one table entry per sum value.
+  std::vector<float> value(4 * 0xFFFF + 1);
+  for (size_t sum = 0; sum < value.size(); ++sum) {
+    const double z = (static_cast<double>(sum) + 2.0) * 0x1.0p-16 - 2.0;  // mean 0, variance 1/3
+    value[sum] = static_cast<float>(a.mean + a.std * 1.7320508075688772 * z);
+  }
+  const auto samples = host_has_avx512dq() ? samples_avx512 : samples_baseline;
   parallel_rows(R, io.threads(), [&](int64_t r0, int64_t r1) {
     std::vector<float> row(static_cast<size_t>(V));
+    std::vector<uint32_t> sums(static_cast<size_t>(V));
     for (int64_t r = r0; r < r1; ++r) {
-      // Irwin-Hall sum of four 16-bit uniforms from one 64-bit hash per element, scaled to unit variance: an
-      // approximately normal sample from integer arithmetic only (fast, and the same on every platform).
       const uint64_t key = io::mix64(static_cast<uint64_t>(a.seed) * 1000003ull + static_cast<uint64_t>(r));
-      for (int64_t j = 0; j < V; ++j) {
-        const uint64_t h = io::mix64(key + static_cast<uint64_t>(j));
-        const uint32_t sum = static_cast<uint32_t>(h & 0xFFFF) + static_cast<uint32_t>((h >> 16) & 0xFFFF) +
-                             static_cast<uint32_t>((h >> 32) & 0xFFFF) + static_cast<uint32_t>(h >> 48);
-        const double z = (static_cast<double>(sum) + 2.0) * 0x1.0p-16 - 2.0;  // mean 0, variance 1/3
-        row[j] = static_cast<float>(a.mean + a.std * 1.7320508075688772 * z);
-      }
+      samples(key, V, sums.data(), value.data(), row.data());
       for (int64_t j = hi_t; j < V; ++j) row[j] = ninf;
       const bool pre = prefix && r % a.masked_prefix_every == a.masked_prefix_every / 2;
       const int64_t lo_t = pre ? a.masked_prefix : 0;
@@ -164,6 +195,41 @@ void make_logits(const CommonParams& p, const LogitsArgs& a, RecipeIO& io) {
   });
 }
 
+// The maximum of the non-NaN values of x[0, n) as std::max<double> folds it from -inf, and whether any value
+// is NaN. Eight running maxima give the fold's value unless it is a zero (+0 and -0 compare equal and the
+// fold keeps the first), which is folded in order again.
+std::pair<double, bool> max_not_nan(const float* x, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  float acc[kLanes];
+  uint32_t nan[kLanes];
+  for (int64_t k = 0; k < kLanes; ++k) {
+    acc[k] = ninf;
+    nan[k] = 0;
+  }
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t k = 0; k < kLanes; ++k) {
+      const float v = x[j + k];
+      nan[k] |= v != v;
+      acc[k] = acc[k] < v ? v : acc[k];
+    }
+  for (; j < n; ++j) {
+    nan[0] |= x[j] != x[j];
+    acc[0] = acc[0] < x[j] ? x[j] : acc[0];
+  }
+  float m = acc[0];
+  uint32_t any_nan = nan[0];
+  for (int64_t k = 1; k < kLanes; ++k) {
+    m = m < acc[k] ? acc[k] : m;
+    any_nan |= nan[k];
+  }
+  if (m != 0.f) return {m, any_nan != 0};
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) mx = std::max<double>(mx, x[i]);
+  return {mx, any_nan != 0};
+}
+
 void make_stats(const CommonParams& p, RecipeIO& io) {
   const int64_t R = p.rows, V = p.V;
   const HostTensor& x = io.input("logits");
@@ -179,12 +245,7 @@ void make_stats(const CommonParams& p, RecipeIO& io) {
     for (int64_t r = r0; r < r1; ++r) {
       logits_row(x, r, row.data());
       const float* xr = row.data();
-      double mx = -inf;
-      bool nan = false;
-      for (int64_t j = 0; j < V; ++j) {
-        nan |= std::isnan(xr[j]);
-        mx = std::max<double>(mx, xr[j]);
-      }
+      auto [mx, nan] = max_not_nan(xr, V);
       if (nan) mx = std::numeric_limits<double>::quiet_NaN();
       const double s = mx == -inf ? 0.0 : mx;
       // FP64 exp of every logit (each distinct BF16 value's once): the reference statistic, rounded once to

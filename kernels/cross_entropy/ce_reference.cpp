@@ -149,11 +149,10 @@ FwdReference fwd_reference(const tensor::HostTensor& x, const std::vector<int32_
   return r;
 }
 
-std::vector<double> grad_reference(const tensor::HostTensor& x, const std::vector<int32_t>& target,
-                                   const std::vector<float>& grad_output, const CommonParams& p, int64_t r0,
-                                   int64_t r1, int threads) {
+void grad_reference(const tensor::HostTensor& x, const std::vector<int32_t>& target,
+                    const std::vector<float>& grad_output, const CommonParams& p, int64_t r0, int64_t r1,
+                    int threads, double* g) {
   const int64_t V = p.V;
-  std::vector<double> g(static_cast<size_t>((r1 - r0) * V));
   int64_t valid = 0;
   for (int64_t i = 0; i < p.rows; ++i) valid += is_valid(target[i], p) ? 1 : 0;
   const double c = p.reduce_loss ? 1.0 / static_cast<double>(std::max<int64_t>(valid, 1)) : 1.0;
@@ -180,7 +179,87 @@ std::vector<double> grad_reference(const tensor::HostTensor& x, const std::vecto
       }
     }
   });
+}
+
+std::vector<double> grad_reference(const tensor::HostTensor& x, const std::vector<int32_t>& target,
+                                   const std::vector<float>& grad_output, const CommonParams& p, int64_t r0,
+                                   int64_t r1, int threads) {
+  std::vector<double> g(static_cast<size_t>((r1 - r0) * p.V));
+  grad_reference(x, target, grad_output, p, r0, r1, threads, g.data());
   return g;
+}
+
+GradEmulation::GradEmulation(const tensor::HostTensor& x, const std::vector<int32_t>& target,
+                             const std::vector<float>& row_max, const std::vector<float>& row_sumexp,
+                             const std::vector<float>& grad_output, const CommonParams& p)
+    : x_(x), target_(target), row_max_(row_max), row_sumexp_(row_sumexp), grad_output_(grad_output), p_(p) {
+  const auto alu = isa::alu_f32;
+  // c: 1 / max(count, 1) through the kernel's ops (an exact count), or 1.
+  if (p.reduce_loss) {
+    float cnt = 0;
+    for (int64_t i = 0; i < p.rows; ++i)
+      cnt += alu(AluOp::NotEqual, static_cast<float>(target[i]), static_cast<float>(p.ignore_idx));
+    c_ = alu(AluOp::Divide, 1.0f, alu(AluOp::Max, cnt, 1.0f));
+  }
+  // A scalar grad_output reaches every partition through a ones matmul: fma(1, g, +0).
+  scalar_ = grad_output.size() == 1;
+  g_scalar_ = scalar_ ? std::fma(1.0f, grad_output[0], 0.0f) : 0.0f;
+}
+
+void GradEmulation::rows(int64_t r0, int64_t r1, uint16_t* out) const {
+  const CommonParams& p = p_;
+  const int64_t V = p.V;
+  const Consts cs = consts(p);
+  const float inf = std::numeric_limits<float>::infinity();
+  const auto alu = isa::alu_f32;
+  const float c = c_;
+  std::vector<float> row;
+  Bf16Memo<uint16_t> memo;
+  for (int64_t i = r0; i < r1; ++i) {
+    const uint16_t* xb = bf16_row(x_, i);
+    if (xb == nullptr) {
+      row.resize(static_cast<size_t>(V));
+      logits_row(x_, i, row.data());
+    }
+    // ce_lib.cpp row_factors, operation by operation.
+    const float m = row_max_[i], d = row_sumexp_[i];
+    const float s = alu(AluOp::NotEqual, m, -inf) != 0.f ? m : 0.0f;
+    const float nb = alu(AluOp::Multiply, s, -1.0f);
+    const float valid =
+        alu(AluOp::NotEqual, static_cast<float>(target_[i]), static_cast<float>(p.ignore_idx));
+    const float b = valid != 0.f ? nb : alu(AluOp::Add, alu(AluOp::Multiply, m, 0.0f), -inf);
+    const float gi = scalar_ ? g_scalar_ : grad_output_[i];
+    const float gc = valid != 0.f ? alu(AluOp::Multiply, gi, c) : 0.0f;
+    const float gcd = valid != 0.f ? alu(AluOp::Multiply, gc, alu(AluOp::Divide, 1.0f, d)) : 0.0f;
+    const float h = alu(AluOp::Multiply, gc, cs.neg_eps);
+    const float hy = alu(AluOp::Add, h, alu(AluOp::Multiply, gc, -cs.one_minus_ls));
+    const int64_t y = valid != 0.f ? target_[i] : -1;
+    // q = exp(x * 1 + b) (act_f32's Exp), q * gcd, + h (hy at the target), rounded to BF16.
+    uint16_t* o = out + (i - r0) * V;
+    if (xb != nullptr) {
+      // BF16 logits: every element but the target is a function of its logit's bits, taken once per
+      // distinct value of the row.
+      memo.next_row();
+      const auto f = [&](uint16_t bits) {
+        const float q = std::exp(num::bf16_to_f32(bits) * 1.0f + b);
+        return num::f32_to_bf16(alu(AluOp::Add, alu(AluOp::Multiply, q, gcd), h));
+      };
+      for (int64_t j = 0; j < V; ++j) o[j] = memo.get(xb[j], f);
+      if (y >= 0 && y < V) {
+        const float q = std::exp(num::bf16_to_f32(xb[y]) * 1.0f + b);
+        o[y] = num::f32_to_bf16(alu(AluOp::Add, alu(AluOp::Multiply, q, gcd), hy));
+      }
+      continue;
+    }
+    // FP32 logits: whole-row ALU loops, element for element the same operations.
+    float* q = row.data();
+    for (int64_t j = 0; j < V; ++j) q[j] = std::exp(q[j] * 1.0f + b);
+    isa::alu_f32_row(AluOp::Multiply, q, gcd, false, static_cast<size_t>(V));
+    const float qy = y >= 0 && y < V ? q[y] : 0.0f;
+    isa::alu_f32_row(AluOp::Add, q, h, false, static_cast<size_t>(V));
+    if (y >= 0 && y < V) q[y] = alu(AluOp::Add, qy, hy);
+    for (int64_t j = 0; j < V; ++j) o[j] = num::f32_to_bf16(q[j]);
+  }
 }
 
 std::vector<uint16_t> emulate_grad_bf16(const tensor::HostTensor& x, const std::vector<int32_t>& target,
@@ -188,68 +267,9 @@ std::vector<uint16_t> emulate_grad_bf16(const tensor::HostTensor& x, const std::
                                         const std::vector<float>& row_sumexp,
                                         const std::vector<float>& grad_output, const CommonParams& p,
                                         int threads) {
-  const int64_t R = p.rows, V = p.V;
-  const Consts cs = consts(p);
-  const float inf = std::numeric_limits<float>::infinity();
-  const auto alu = isa::alu_f32;
-  // c: 1 / max(count, 1) through the kernel's ops (an exact count), or 1.
-  float c = 1.0f;
-  if (p.reduce_loss) {
-    float cnt = 0;
-    for (int64_t i = 0; i < R; ++i)
-      cnt += alu(AluOp::NotEqual, static_cast<float>(target[i]), static_cast<float>(p.ignore_idx));
-    c = alu(AluOp::Divide, 1.0f, alu(AluOp::Max, cnt, 1.0f));
-  }
-  // A scalar grad_output reaches every partition through a ones matmul: fma(1, g, +0).
-  const bool scalar = grad_output.size() == 1;
-  const float g_scalar = scalar ? std::fma(1.0f, grad_output[0], 0.0f) : 0.0f;
-  std::vector<uint16_t> out(static_cast<size_t>(R * V));
-  parallel_rows(R, threads, [&](int64_t r0, int64_t r1) {
-    std::vector<float> row(static_cast<size_t>(V));
-    Bf16Memo<uint16_t> memo;
-    for (int64_t i = r0; i < r1; ++i) {
-      const uint16_t* xb = bf16_row(x, i);
-      if (xb == nullptr) logits_row(x, i, row.data());
-      // ce_lib.cpp row_factors, operation by operation.
-      const float m = row_max[i], d = row_sumexp[i];
-      const float s = alu(AluOp::NotEqual, m, -inf) != 0.f ? m : 0.0f;
-      const float nb = alu(AluOp::Multiply, s, -1.0f);
-      const float valid =
-          alu(AluOp::NotEqual, static_cast<float>(target[i]), static_cast<float>(p.ignore_idx));
-      const float b = valid != 0.f ? nb : alu(AluOp::Add, alu(AluOp::Multiply, m, 0.0f), -inf);
-      const float gi = scalar ? g_scalar : grad_output[i];
-      const float gc = valid != 0.f ? alu(AluOp::Multiply, gi, c) : 0.0f;
-      const float gcd = valid != 0.f ? alu(AluOp::Multiply, gc, alu(AluOp::Divide, 1.0f, d)) : 0.0f;
-      const float h = alu(AluOp::Multiply, gc, cs.neg_eps);
-      const float hy = alu(AluOp::Add, h, alu(AluOp::Multiply, gc, -cs.one_minus_ls));
-      const int64_t y = valid != 0.f ? target[i] : -1;
-      // q = exp(x * 1 + b) (act_f32's Exp), q * gcd, + h (hy at the target), rounded to BF16.
-      uint16_t* o = &out[i * V];
-      if (xb != nullptr) {
-        // BF16 logits: every element but the target is a function of its logit's bits, taken once per
-        // distinct value of the row.
-        memo.next_row();
-        const auto f = [&](uint16_t bits) {
-          const float q = std::exp(num::bf16_to_f32(bits) * 1.0f + b);
-          return num::f32_to_bf16(alu(AluOp::Add, alu(AluOp::Multiply, q, gcd), h));
-        };
-        for (int64_t j = 0; j < V; ++j) o[j] = memo.get(xb[j], f);
-        if (y >= 0 && y < V) {
-          const float q = std::exp(num::bf16_to_f32(xb[y]) * 1.0f + b);
-          o[y] = num::f32_to_bf16(alu(AluOp::Add, alu(AluOp::Multiply, q, gcd), hy));
-        }
-        continue;
-      }
-      // FP32 logits: whole-row ALU loops, element for element the same operations.
-      float* q = row.data();
-      for (int64_t j = 0; j < V; ++j) q[j] = std::exp(q[j] * 1.0f + b);
-      isa::alu_f32_row(AluOp::Multiply, q, gcd, false, static_cast<size_t>(V));
-      const float qy = y >= 0 && y < V ? q[y] : 0.0f;
-      isa::alu_f32_row(AluOp::Add, q, h, false, static_cast<size_t>(V));
-      if (y >= 0 && y < V) q[y] = alu(AluOp::Add, qy, hy);
-      for (int64_t j = 0; j < V; ++j) o[j] = num::f32_to_bf16(q[j]);
-    }
-  });
+  const GradEmulation em(x, target, row_max, row_sumexp, grad_output, p);
+  std::vector<uint16_t> out(static_cast<size_t>(p.rows * p.V));
+  parallel_rows(p.rows, threads, [&](int64_t r0, int64_t r1) { em.rows(r0, r1, &out[r0 * p.V]); });
   return out;
 }
 

@@ -73,6 +73,29 @@ FwdReference fwd_reference(const tensor::HostTensor& x, const std::vector<int32_
 std::vector<double> grad_reference(const tensor::HostTensor& x, const std::vector<int32_t>& target,
                                    const std::vector<float>& grad_output, const CommonParams& p, int64_t r0,
                                    int64_t r1, int threads);
+// Same into g [r1 - r0, V].
+void grad_reference(const tensor::HostTensor& x, const std::vector<int32_t>& target,
+                    const std::vector<float>& grad_output, const CommonParams& p, int64_t r0, int64_t r1,
+                    int threads, double* g);
+
+// The kernel's BF16 gradient from its inputs, bit for bit, a row range at a time (any thread may run any
+// range: the result does not depend on the split). The vectors are referenced, not copied.
+class GradEmulation {
+ public:
+  GradEmulation(const tensor::HostTensor& x, const std::vector<int32_t>& target,
+                const std::vector<float>& row_max, const std::vector<float>& row_sumexp,
+                const std::vector<float>& grad_output, const CommonParams& p);
+  // Rows [r0, r1) as raw BF16 bits into out [r1 - r0, V].
+  void rows(int64_t r0, int64_t r1, uint16_t* out) const;
+
+ private:
+  const tensor::HostTensor& x_;
+  const std::vector<int32_t>& target_;
+  const std::vector<float>&row_max_, &row_sumexp_, &grad_output_;
+  CommonParams p_;
+  float c_ = 1.0f, g_scalar_ = 0.0f;
+  bool scalar_ = false;
+};
 
 // The kernel's BF16 gradient [rows, V] (raw bits) from its inputs, bit for bit.
 std::vector<uint16_t> emulate_grad_bf16(const tensor::HostTensor& x, const std::vector<int32_t>& target,

@@ -102,12 +102,6 @@ float to_finite_float(double v) {
 
 }  // namespace
 
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 uint64_t SplitMix64::next() {
   return mix64(state += kGamma);
 }

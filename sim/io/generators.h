@@ -19,8 +19,12 @@ struct SplitMix64 {
   uint64_t next();
 };
 
-// The splitmix64 output function: a bijective 64-bit mixer.
-uint64_t mix64(uint64_t z);
+// The splitmix64 output function: a bijective 64-bit mixer (inline: input recipes call it per element).
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 // Deterministic helpers (exposed for tests): natural log for x > 0, exp, and sin/cos of 2*pi*t for t in [0,
 // 1). Accurate to a few ulp; identical results everywhere.

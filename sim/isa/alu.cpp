@@ -192,7 +192,60 @@ void alu_f32_rows(AluOp op, float* x, const float* y, size_t n) {
       });
 }
 
+namespace {
+
+// Max / Min folds without the sequential chain: kLanes running extremes, then the lanes in order. The
+// result is the fold's whenever it is not a zero: a NaN anywhere makes both NaN (kNaN), and only +0 and -0
+// compare equal with different bits (the fold keeps the last of equal elements), so a zero result is
+// recomputed in order. Returns false for a short row (the caller folds it in order).
+template <AluOp kOp>
+bool fold_extreme(const float* x, size_t n, float& out) {
+  constexpr size_t kLanes = 8;
+  if (n < 2 * kLanes) return false;
+  const auto pick = [](float v, float a) {
+    if constexpr (kOp == AluOp::Max)
+      return v > a ? v : a;
+    else
+      return v < a ? v : a;
+  };
+  float acc[kLanes];
+  uint32_t nan[kLanes];
+  for (size_t k = 0; k < kLanes; ++k) {
+    acc[k] = x[k];
+    nan[k] = x[k] != x[k];
+  }
+  size_t i = kLanes;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t k = 0; k < kLanes; ++k) {
+      const float v = x[i + k];
+      nan[k] |= v != v;
+      acc[k] = pick(v, acc[k]);
+    }
+  for (; i < n; ++i) {
+    nan[0] |= x[i] != x[i];
+    acc[0] = pick(x[i], acc[0]);
+  }
+  float m = acc[0];
+  uint32_t any_nan = nan[0];
+  for (size_t k = 1; k < kLanes; ++k) {
+    m = pick(acc[k], m);
+    any_nan |= nan[k];
+  }
+  if (any_nan) {
+    out = kNaN;
+    return true;
+  }
+  if (m == 0.f) return false;
+  out = m;
+  return true;
+}
+
+}  // namespace
+
 float alu_f32_fold(AluOp op, const float* x, size_t n) {
+  float r;
+  if (op == AluOp::Max && fold_extreme<AluOp::Max>(x, n, r)) return r;
+  if (op == AluOp::Min && fold_extreme<AluOp::Min>(x, n, r)) return r;
   float acc = x[0];
   dispatch(
       op,

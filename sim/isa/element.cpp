@@ -25,10 +25,13 @@ void write_as(uint8_t* p, T v) {
   std::memcpy(p, &v, sizeof(T));
 }
 
-// RNE to integer, saturated to [lo, hi]; NaN -> 0.
+// RNE to integer, saturated to [lo, hi]; NaN -> 0. Below 2^23 in magnitude, adding and subtracting 2^23
+// rounds |v| to an integer with the FP32 adder's round-to-nearest-even (the default mode, as std::nearbyint);
+// larger magnitudes are integers already. No libm call: this runs for every element of an integer store.
 int64_t float_to_int(float v, int64_t lo, int64_t hi) {
   if (std::isnan(v)) return 0;
-  const double r = std::nearbyint(static_cast<double>(v));
+  const float a = std::fabs(v);
+  const double r = a < 0x1p23f ? std::copysign((a + 0x1p23f) - 0x1p23f, v) : v;
   if (r <= static_cast<double>(lo)) return lo;
   if (r >= static_cast<double>(hi)) return hi;
   return static_cast<int64_t>(r);

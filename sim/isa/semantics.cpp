@@ -574,6 +574,27 @@ void Exec::tensor_tensor() {
     }
     return;
   }
+  // in1 broadcast along its innermost free dim (stride 0: a [.., 1] tile broadcast, e.g. the MX multipliers):
+  // its distinct elements are read once per row (the same elements and conversions) and each applies to a
+  // run of `inner` elements of in0.
+  const AccessPattern& bp = inst_.ops[2];
+  const uint64_t inner = bp.ndim > 0 && bp.dims[bp.ndim - 1].stride == 0 ? bp.dims[bp.ndim - 1].size : 1;
+  if (inner > 1) {
+    AccessPattern distinct = bp;
+    if (bp.ndim > 1)
+      --distinct.ndim;
+    else
+      distinct.dims[0].size = 1;
+    OperandView bd(distinct, core_, program_, limits_, state_, prefix_, name(2));
+    std::vector<float> x(n), y(bd.cols());
+    for (uint32_t i = 0; i < dst.rows(); ++i) {
+      a.load_row(i, x.data());
+      bd.load_row(i, y.data());
+      for (uint64_t g = 0; g < y.size(); ++g) alu_f32_row(inst_.alu0, &x[g * inner], y[g], false, inner);
+      dst.store_row(i, x.data());
+    }
+    return;
+  }
   std::vector<float> x(n), y(n);
   for (uint32_t i = 0; i < dst.rows(); ++i) {
     a.load_row(i, x.data());

@@ -3,12 +3,14 @@
 // bit-exact emulation) plus direct assertions on the values that case is about; the MXFP8 outputs against
 // num::quantize of the BF16 gradient the same kernel writes with grad_quantizer none (the bytes of another
 // run, not a host emulation); LNC2 against one core; the error messages of rejected parameters.
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -435,4 +437,73 @@ TEST_CASE(
                    << (fmt == num::Fp8Format::E5M2));
       CHECK(bad == 0);
     }
+}
+
+TEST_CASE("cross_entropy_bwd: the bit-exact checks count changed output bytes and NaN codes exactly",
+          "[kernels][cross_entropy]") {
+  // The checks stream over 128-row steps split between host threads: changes in different steps and at the
+  // last byte must all be counted, the first one found. The kernel's own bytes pass (all_pass of the other
+  // tests), so the expected metrics are the differences the test makes.
+  struct Change {
+    std::string output;
+    int64_t index;
+    uint8_t value;
+  };
+  const auto tampered = [](const std::vector<Change>& changes, std::map<std::string, int64_t>& differ,
+                           std::map<std::string, int64_t>& first) {
+    return [&changes, &differ, &first](kernels::Tensors& outs) {
+      for (const Change& c : changes) {
+        uint8_t& b = outs.at(c.output).bytes.at(static_cast<size_t>(c.index));
+        REQUIRE(b != c.value);
+        b = c.value;
+        ++differ[c.output];
+        if (!first.count(c.output)) first[c.output] = c.index;
+      }
+    };
+  };
+  SECTION("MXFP8 data and scales") {
+    // rows 256 x V 1024: E4M3 byte 0x7F is NaN.
+    const std::vector<Change> changes = {{"input_grad_rowwise_data", 3, 0x41},
+                                         {"input_grad_rowwise_data", 130 * 1024 + 7, 0x7F},
+                                         {"input_grad_rowwise_data", 200 * 1024 + 5, 0x42},
+                                         {"input_grad_columnwise_data", 256 * 1024 - 1, 0x43},
+                                         {"input_grad_rowwise_scale_inv", 10, 0x01}};
+    std::map<std::string, int64_t> differ, first;
+    const CeRun b =
+        run_ce("cross_entropy_bwd", {{"rows", 256}, {"V", 1024}, {"grad_quantizer", "mxfp8_e4m3"}},
+               bwd_inputs(kPlain), "trn3", tampered(changes, differ, first));
+    for (const char* n : {"input_grad_rowwise_data", "input_grad_columnwise_data",
+                          "input_grad_rowwise_scale_inv", "input_grad_columnwise_scale_inv"}) {
+      INFO(n);
+      const run::CheckResult& c = b.check(n);
+      const int64_t d = differ.count(n) ? differ[n] : 0;
+      CHECK(c.metric("bytes_differing") == d);
+      CHECK(c.metric("elements_differing") == d);
+      CHECK(c.metric("first_difference_index") == (d ? first[n] : -1));
+      CHECK(c.pass == (d == 0));
+      if (d > 0)
+        CHECK(c.failures.at(0) == fmt::format("{} of {} bytes differ ({} elements; first at element {})", d,
+                                              static_cast<int64_t>(c.metric("bytes_total")), d, first[n]));
+    }
+    CHECK(b.check("input_grad_rowwise_data").nonfinite == 1);
+    CHECK(b.check("input_grad_columnwise_data").nonfinite == 0);
+    CHECK(b.check("input_grad:emulation_vs_fp64").pass);
+  }
+  SECTION("BF16 gradient") {
+    // Element 77 * 1024 + 9: its low byte; element 129 * 1024 + 3: high byte 0x7F and low byte 0x80, +Inf
+    // (both bytes change: the gradient's elements are small, of either sign).
+    std::map<std::string, int64_t> differ, first;
+    const std::vector<Change> changes = {{"input_grad", 2 * (77 * 1024 + 9), 0x55},
+                                         {"input_grad", 2 * (129 * 1024 + 3), 0x80},
+                                         {"input_grad", 2 * (129 * 1024 + 3) + 1, 0x7F}};
+    const CeRun b = run_ce("cross_entropy_bwd", {{"rows", 256}, {"V", 1024}}, bwd_inputs(kPlain), "trn3",
+                           tampered(changes, differ, first));
+    const run::CheckResult& c = b.check("input_grad:emulation");
+    CHECK(c.metric("bytes_differing") == 3);
+    CHECK(c.metric("elements_differing") == 2);
+    CHECK(c.metric("first_difference_index") == 77 * 1024 + 9);
+    CHECK(c.nonfinite == 1);
+    CHECK(c.failures.at(0) == "3 of 524288 bytes differ (2 elements; first at element 78857)");
+    CHECK_FALSE(b.check("input_grad").pass);  // +Inf where the FP64 reference is finite
+  }
 }

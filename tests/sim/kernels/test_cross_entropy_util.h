@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -50,9 +51,11 @@ struct CeRun {
   }
 };
 
-// A workload of `kernel` with `params` and `inputs` ("inputs" key of the workload format) on `hw`.
+// A workload of `kernel` with `params` and `inputs` ("inputs" key of the workload format) on `hw`; `tamper`
+// (optional) changes the outputs before the checks run.
 inline CeRun run_ce(const std::string& kernel, const nlohmann::json& params, const nlohmann::json& inputs,
-                    const std::string& hw = "trn3") {
+                    const std::string& hw = "trn3",
+                    const std::function<void(kernels::Tensors&)>& tamper = nullptr) {
   nlohmann::json w = {
       {"name", "test"}, {"hardware", hw}, {"kernel", kernel}, {"params", params}, {"inputs", inputs}};
   const auto dir = std::filesystem::temp_directory_path() / "trnsim_test_ce";
@@ -67,6 +70,7 @@ inline CeRun run_ce(const std::string& kernel, const nlohmann::json& params, con
   const run::SessionResult res = s.run({.numerics = true});
   r.time_ns = res.stats.total_time.ns();
   for (const auto& name : p.build.outputs) r.outputs.emplace(name, s.read(name));
+  if (tamper) tamper(r.outputs);
   r.checks = workload::evaluate_checks(p, r.inputs, r.outputs, true);
   std::filesystem::remove(path);
   return r;
