@@ -14,6 +14,7 @@ namespace trnsim::kernels {
 struct Kernel::Shared {
   uint64_t max_instructions = 0;
   uint64_t instructions = 0;
+  bool declare_only = false;
   double hbm_bytes = 0;  // HBM tensors declared so far
   isa::Program program;
   std::vector<std::string> inputs;
@@ -107,6 +108,10 @@ uint16_t Kernel::intern_phase(const std::string& name) {
 
 Kernel* Kernel::current() {
   return t_current;
+}
+
+bool Kernel::declare_only() const {
+  return shared_.declare_only;
 }
 
 const RegionTracker& Kernel::tracker(isa::MemSpace s) const {
@@ -386,6 +391,8 @@ uint8_t Kernel::sendrecv_queue(Engine engine, int queue, const Loc& loc) {
 
 InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num_accesses, const Loc& loc,
                      const std::vector<Event>& extra_waits) {
+  // A declaration build emits nothing: a placeholder reference (its event is never waited for).
+  if (shared_.declare_only) return InstRef{this, inst.engine, 0, Event{}, ++seq_};
   if (++shared_.instructions > shared_.max_instructions)
     throw InputError(fmt::format(
         "{}: the kernel emits more than {} instructions (about {} GB of program): the shapes are too large "
@@ -501,6 +508,7 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
 }
 
 void Kernel::add_wait(const InstRef& later, const Event& ev) {
+  if (shared_.declare_only) return;  // nothing was emitted
   isa::Instruction& inst = shared_.program.streams[core_][static_cast<int>(later.engine)][later.index];
   if (ev.sem == static_cast<uint16_t>(later.engine)) return;  // same engine: program order
   // A PE instruction with a split waits for an explicit edge before its LoadStationary (the stricter).
@@ -524,6 +532,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
     throw InputError("limits: partitions must be 1-128 and psum_bank_bytes positive");
   Kernel::Shared shared;
   shared.max_instructions = options.max_instructions;
+  shared.declare_only = options.declare_only;
   shared.program.generation = l.generation;
   shared.program.num_cores = options.num_programs;
   shared.program.files = {"?"};
@@ -555,7 +564,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
                     "core 0 made {}; core 1 made {}",
                     describe(sync[0]), describe(sync[1])));
   }
-  shared.program.checked_limits = l;  // emit() checked every instruction
+  if (!options.declare_only) shared.program.checked_limits = l;  // emit() checked every instruction
   return KernelBuild{std::move(shared.program), std::move(shared.inputs), std::move(shared.outputs)};
 }
 
