@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <map>
 
 #include "sim/base/error.h"
@@ -150,7 +151,10 @@ void Kernel::track_rows_together(const View& t) {
   if (t.space() != isa::MemSpace::HBM)
     throw InputError(fmt::format("track_rows_together: {} is not in HBM", t.describe()));
   const auto& shape = shared_.program.tensors.at(t.tensor()).shape;
-  hbm_deps_.set_chunks(t.tensor(), shape.empty() ? 1 : shape[0], hbm_deps_.byte_chunk(t.tensor()));
+  // One chunk of all rows (a power of two, like every HBM chunk size: see make_hbm).
+  hbm_deps_.set_chunks(
+      t.tensor(), static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(shape.empty() ? 1 : shape[0]))),
+      hbm_deps_.byte_chunk(t.tensor()));
 }
 
 View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<int64_t>& shape, int kind,
@@ -204,15 +208,17 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
   // (at least 64 KiB), so an access spanning a megabyte row visits a few buckets. Rows per chunk: at most
   // 128 unless the tensor has more than 64 x 128 short rows (e.g. [T*E, 1] affinities), then as many as
   // keep it to 64 row chunks, so an access to every row (an indirect DMA) visits 64 buckets, not thousands.
+  // Both rounded up to powers of two: the tracker then finds an access's chunks by shifts, not divisions.
   {
     int64_t row_bytes = elem_bytes(dtype);
     for (size_t i = 1; i < shape.size(); ++i) row_bytes *= shape[i];
     row_bytes = std::max<int64_t>(1, row_bytes);
     const int64_t rows = shape.size() >= 2 ? shape[0] : 1;
-    hbm_deps_.set_chunks(
-        index,
-        std::clamp<int64_t>((int64_t{8} << 20) / row_bytes, 1, std::max<int64_t>(128, (rows + 63) / 64)),
-        std::max<int64_t>(64 * 1024, (row_bytes + 7) / 8));
+    const auto pow2 = [](int64_t v) { return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(v))); };
+    hbm_deps_.set_chunks(index,
+                         pow2(std::clamp<int64_t>((int64_t{8} << 20) / row_bytes, 1,
+                                                  std::max<int64_t>(128, (rows + 63) / 64))),
+                         pow2(std::max<int64_t>(64 * 1024, (row_bytes + 7) / 8)));
   }
   if (hbm_use_.size() <= index) hbm_use_.resize(index + 1);
   hbm_use_[index].input = kind == kInput;
