@@ -4,6 +4,14 @@
 
 namespace trnsim::kernels {
 
+namespace {
+
+bool shares_partitions(const Allocator::Block& b, uint32_t p0, uint32_t np) {
+  return b.partition_start < p0 + np && p0 < b.partition_start + b.partitions;
+}
+
+}  // namespace
+
 Allocator::Allocator(uint32_t partitions, uint32_t bytes_per_partition, uint32_t granule)
     : partitions_(partitions), bytes_per_partition_(bytes_per_partition), granule_(std::max(1u, granule)) {}
 
@@ -11,28 +19,22 @@ uint32_t Allocator::round_up(uint64_t v) const {
   return static_cast<uint32_t>((v + granule_ - 1) / granule_ * granule_);
 }
 
-std::vector<std::pair<uint32_t, uint32_t>> Allocator::used_ranges(uint32_t p0, uint32_t np) const {
-  std::vector<std::pair<uint32_t, uint32_t>> used;
-  for (const Block& b : blocks_)
-    if (b.partition_start < p0 + np && p0 < b.partition_start + b.partitions)
-      used.emplace_back(b.offset, b.offset + b.bytes);
-  std::sort(used.begin(), used.end());
-  return used;
-}
-
 std::optional<Allocator::Block> Allocator::allocate(uint32_t partition_start, uint32_t partitions,
                                                     uint32_t bytes) {
   if (partitions == 0 || bytes == 0 || partition_start + partitions > partitions_) return std::nullopt;
   const uint64_t size = round_up(bytes);
   uint64_t cursor = 0;
-  for (const auto& [lo, hi] : used_ranges(partition_start, partitions)) {
-    if (cursor + size <= lo) break;
-    cursor = std::max<uint64_t>(cursor, round_up(hi));
+  for (const Block& u : blocks_) {
+    if (!shares_partitions(u, partition_start, partitions)) continue;
+    if (cursor + size <= u.offset) break;
+    cursor = std::max<uint64_t>(cursor, round_up(uint64_t{u.offset} + u.bytes));
   }
   if (cursor + size > bytes_per_partition_) return std::nullopt;
   Block b{next_id_++, partition_start, partitions, static_cast<uint32_t>(cursor),
           static_cast<uint32_t>(size)};
-  blocks_.push_back(b);
+  blocks_.insert(std::upper_bound(blocks_.begin(), blocks_.end(), b,
+                                  [](const Block& x, const Block& y) { return x.offset < y.offset; }),
+                 b);
   return b;
 }
 
@@ -42,9 +44,10 @@ void Allocator::release(uint64_t id) {
 
 uint32_t Allocator::largest_free(uint32_t partition_start, uint32_t partitions) const {
   uint64_t best = 0, cursor = 0;
-  for (const auto& [lo, hi] : used_ranges(partition_start, partitions)) {
-    if (lo > cursor) best = std::max<uint64_t>(best, lo - cursor);
-    cursor = std::max<uint64_t>(cursor, round_up(hi));
+  for (const Block& u : blocks_) {
+    if (!shares_partitions(u, partition_start, partitions)) continue;
+    if (u.offset > cursor) best = std::max<uint64_t>(best, u.offset - cursor);
+    cursor = std::max<uint64_t>(cursor, round_up(uint64_t{u.offset} + u.bytes));
   }
   if (bytes_per_partition_ > cursor) best = std::max<uint64_t>(best, bytes_per_partition_ - cursor);
   return static_cast<uint32_t>(best / granule_ * granule_);

@@ -34,14 +34,13 @@ class Allocator {
   size_t live() const { return blocks_.size(); }
 
  private:
-  std::vector<std::pair<uint32_t, uint32_t>> used_ranges(uint32_t p0, uint32_t np) const;  // sorted by offset
   uint32_t round_up(uint64_t v) const;
 
   uint32_t partitions_;
   uint32_t bytes_per_partition_;
   uint32_t granule_;
   uint64_t next_id_ = 1;
-  std::vector<Block> blocks_;
+  std::vector<Block> blocks_;  // by offset: first fit walks them in order, without a sorted copy
 };
 
 }  // namespace trnsim::kernels

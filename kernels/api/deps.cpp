@@ -19,8 +19,9 @@ RegionTracker::Chunks RegionTracker::chunks(uint32_t space, const Rect& r) const
   // Coordinates below 0 share chunk 0: the mapping stays monotonic, so overlapping rectangles share a chunk.
   const int64_t rch = row_chunk(space), bch = byte_chunk(space);
   const auto at_least_0 = [](int64_t x) { return std::max<int64_t>(0, x); };
-  // Chunk sizes are mostly powers of two (SBUF, PSUM): a shift instead of four divisions.
-  if (std::has_single_bit(static_cast<uint64_t>(rch)) && std::has_single_bit(static_cast<uint64_t>(bch))) {
+  // Chunk sizes are mostly powers of two (SBUF, PSUM): a shift instead of four divisions. (Both are >= 1;
+  // x & (x - 1) rather than std::has_single_bit, which without -mpopcnt is a libgcc call.)
+  if ((rch & (rch - 1)) == 0 && (bch & (bch - 1)) == 0) {
     const int rs = std::countr_zero(static_cast<uint64_t>(rch)),
               bs = std::countr_zero(static_cast<uint64_t>(bch));
     return {at_least_0(r.r0) >> rs, at_least_0(r.r1 - 1) >> rs, at_least_0(r.c0) >> bs,
@@ -113,7 +114,13 @@ void RegionTracker::record(uint32_t space, const Rect& r, bool write, Event ev) 
   const Record rec{r, ev};
   const auto covered = [&](const Record& x) { return r.covers(x.r); };
   const auto erase_covered = [&](Group& g) {
-    if (!g.bound.overlaps(r) || std::erase_if(g.records, covered) == 0) return;
+    if (!g.bound.overlaps(r)) return;
+    if (r.covers(g.bound)) {  // every record: no need to test each
+      g.records.clear();
+      g.bound = kNoRect;
+      return;
+    }
+    if (std::erase_if(g.records, covered) == 0) return;
     // The bound shrinks to the records left (an emptied group overlaps nothing until append() sets it
     // afresh), so later accesses skip the group more often.
     g.bound = kNoRect;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <map>
 
 #include "sim/base/error.h"
@@ -14,6 +15,7 @@ namespace trnsim::kernels {
 struct Kernel::Shared {
   uint64_t max_instructions = 0;
   uint64_t instructions = 0;
+  bool declare_only = false;
   double hbm_bytes = 0;  // HBM tensors declared so far
   isa::Program program;
   std::vector<std::string> inputs;
@@ -109,6 +111,10 @@ Kernel* Kernel::current() {
   return t_current;
 }
 
+bool Kernel::declare_only() const {
+  return shared_.declare_only;
+}
+
 const RegionTracker& Kernel::tracker(isa::MemSpace s) const {
   return s == isa::MemSpace::SBUF ? sbuf_deps_ : s == isa::MemSpace::PSUM ? psum_deps_ : hbm_deps_;
 }
@@ -145,7 +151,10 @@ void Kernel::track_rows_together(const View& t) {
   if (t.space() != isa::MemSpace::HBM)
     throw InputError(fmt::format("track_rows_together: {} is not in HBM", t.describe()));
   const auto& shape = shared_.program.tensors.at(t.tensor()).shape;
-  hbm_deps_.set_chunks(t.tensor(), shape.empty() ? 1 : shape[0], hbm_deps_.byte_chunk(t.tensor()));
+  // One chunk of all rows (a power of two, like every HBM chunk size: see make_hbm).
+  hbm_deps_.set_chunks(
+      t.tensor(), static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(shape.empty() ? 1 : shape[0]))),
+      hbm_deps_.byte_chunk(t.tensor()));
 }
 
 View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<int64_t>& shape, int kind,
@@ -199,15 +208,17 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
   // (at least 64 KiB), so an access spanning a megabyte row visits a few buckets. Rows per chunk: at most
   // 128 unless the tensor has more than 64 x 128 short rows (e.g. [T*E, 1] affinities), then as many as
   // keep it to 64 row chunks, so an access to every row (an indirect DMA) visits 64 buckets, not thousands.
+  // Both rounded up to powers of two: the tracker then finds an access's chunks by shifts, not divisions.
   {
     int64_t row_bytes = elem_bytes(dtype);
     for (size_t i = 1; i < shape.size(); ++i) row_bytes *= shape[i];
     row_bytes = std::max<int64_t>(1, row_bytes);
     const int64_t rows = shape.size() >= 2 ? shape[0] : 1;
-    hbm_deps_.set_chunks(
-        index,
-        std::clamp<int64_t>((int64_t{8} << 20) / row_bytes, 1, std::max<int64_t>(128, (rows + 63) / 64)),
-        std::max<int64_t>(64 * 1024, (row_bytes + 7) / 8));
+    const auto pow2 = [](int64_t v) { return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(v))); };
+    hbm_deps_.set_chunks(index,
+                         pow2(std::clamp<int64_t>((int64_t{8} << 20) / row_bytes, 1,
+                                                  std::max<int64_t>(128, (rows + 63) / 64))),
+                         pow2(std::max<int64_t>(64 * 1024, (row_bytes + 7) / 8)));
   }
   if (hbm_use_.size() <= index) hbm_use_.resize(index + 1);
   hbm_use_[index].input = kind == kInput;
@@ -386,6 +397,8 @@ uint8_t Kernel::sendrecv_queue(Engine engine, int queue, const Loc& loc) {
 
 InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num_accesses, const Loc& loc,
                      const std::vector<Event>& extra_waits) {
+  // A declaration build emits nothing: a placeholder reference (its event is never waited for).
+  if (shared_.declare_only) return InstRef{this, inst.engine, 0, Event{}, ++seq_};
   if (++shared_.instructions > shared_.max_instructions)
     throw InputError(fmt::format(
         "{}: the kernel emits more than {} instructions (about {} GB of program): the shapes are too large "
@@ -501,6 +514,7 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
 }
 
 void Kernel::add_wait(const InstRef& later, const Event& ev) {
+  if (shared_.declare_only) return;  // nothing was emitted
   isa::Instruction& inst = shared_.program.streams[core_][static_cast<int>(later.engine)][later.index];
   if (ev.sem == static_cast<uint16_t>(later.engine)) return;  // same engine: program order
   // A PE instruction with a split waits for an explicit edge before its LoadStationary (the stricter).
@@ -524,6 +538,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
     throw InputError("limits: partitions must be 1-128 and psum_bank_bytes positive");
   Kernel::Shared shared;
   shared.max_instructions = options.max_instructions;
+  shared.declare_only = options.declare_only;
   shared.program.generation = l.generation;
   shared.program.num_cores = options.num_programs;
   shared.program.files = {"?"};
@@ -555,7 +570,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
                     "core 0 made {}; core 1 made {}",
                     describe(sync[0]), describe(sync[1])));
   }
-  shared.program.checked_limits = l;  // emit() checked every instruction
+  if (!options.declare_only) shared.program.checked_limits = l;  // emit() checked every instruction
   return KernelBuild{std::move(shared.program), std::move(shared.inputs), std::move(shared.outputs)};
 }
 

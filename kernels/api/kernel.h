@@ -69,10 +69,15 @@ struct BuildOptions {
   // exhaust the host's memory, so the build stops with an InputError naming the kernel line instead.
   uint64_t max_instructions = 4'000'000;
   // The values of the inputs a kernel's build reads (KernelPackage::build_reads: small integer tensors that
-  // bound an on-device loop, e.g. a token count), by input name, flattened. Absent: not known yet (the first
-  // build of a workload, whose tensor declarations say how to make the inputs), and the build emits the
-  // largest trip count.
+  // bound an on-device loop, e.g. a token count), by input name, flattened. Absent (a build outside a
+  // workload): the build emits the largest trip count.
   std::map<std::string, std::vector<int64_t>> input_values{};
+  // A declaration build: the kernel function runs for its HBM tensor declarations only (KernelBuild's
+  // inputs, outputs and Program::tensors), e.g. to learn how to make the inputs a later build reads. Nothing
+  // is emitted: Kernel::emit records, tracks and checks nothing (so max_instructions does not apply) and the
+  // program's streams stay empty; rule errors surface in the real build. A kernel whose loop count comes
+  // from input_values runs that loop zero times here (its declarations must not depend on the count).
+  bool declare_only = false;
 };
 
 // The program plus which HBM tensors are the kernel's inputs and outputs (by name, in declaration order).
@@ -135,6 +140,8 @@ class Kernel {
  public:
   int program_id() const { return core_; }
   uint64_t serial() const { return serial_; }  // unique per core context, process-wide
+  // BuildOptions::declare_only: this build only declares tensors (emit() records nothing).
+  bool declare_only() const;
   // The context build_program is currently running the kernel function with (null outside).
   static Kernel* current();
   int num_programs() const { return num_programs_; }

@@ -112,7 +112,8 @@ struct KernelPackage {
   std::function<KernelBuild(const P&, const BuildOptions&)> build;
   // Inputs whose values the build reads (BuildOptions::input_values), e.g. the count of a dynamic loop: the
   // program holds that many iterations, as the device would run them. They must come from a generator or a
-  // .npy file (not a recipe). Unset: none.
+  // .npy file (not a recipe). The workload learns their dtypes and shapes from a declaration build
+  // (BuildOptions::declare_only, which must declare every input and output) first. Unset: none.
   std::function<std::vector<std::string>(const P&)> build_reads;
   // Outputs the caller zeroes before the kernel runs, for parameters under which the kernel accumulates
   // into them without zeroing them first (e.g. nkilib's skip_grad_initialization): `trnsim run`, the

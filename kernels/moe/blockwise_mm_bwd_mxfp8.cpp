@@ -250,8 +250,10 @@ double useful_flops(const BwdParams& p, int64_t tokens) {
          static_cast<double>(p.I_TP);
 }
 
-// The count of the dense mode's dynamic block loop, when given.
+// The count of the dense mode's dynamic block loop, when given; 0 in a declaration build (no block needed to
+// declare the tensors).
 std::optional<int64_t> valid_count(const BwdParams& p, const BuildOptions& o) {
+  if (p.num_valid_tokens && o.declare_only) return 0;
   const auto it = o.input_values.find("num_valid_tokens");
   if (!p.num_valid_tokens || it == o.input_values.end() || it->second.empty()) return std::nullopt;
   return it->second[0];

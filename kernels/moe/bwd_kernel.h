@@ -39,9 +39,10 @@
 // the loop with its trip count; the count's DMA into SBUF is emitted as before (the valid-slot mask reads
 // it, so block 0 waits for it), while register_load and the per-iteration compare-and-branch are sequencer
 // control instructions this model does not charge (no public latency figure; a few cycles against a
-// block's microseconds). Without the count's value (a program built before the inputs exist) every block
-// is emitted. Dense mode zeroes the weight gradients and accumulates (nkilib overwrites on block 0: the
-// same values, as bfloat16(0 + x) = bfloat16(x), for one more read per block 0).
+// block's microseconds). Without the count's value (a build outside a workload) every block is emitted; a
+// workload's declaration build (BuildOptions::declare_only, made to learn the inputs) runs none. Dense mode
+// zeroes the weight gradients and accumulates (nkilib overwrites on block 0: the same values, as
+// bfloat16(0 + x) = bfloat16(x), for one more read per block 0).
 // With bias, Phase 1 also sums the bfloat16 d_gate and d_up of each tile over its tokens (tensor_reduce) into
 // the block's gate/up bias gradient, and after the GEMM the PE sums affinity x dY over the block's slots into
 // the down bias gradient; both are read-modify-written at expert e (nkilib: the same sums).

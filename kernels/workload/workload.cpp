@@ -248,10 +248,14 @@ PreparedWorkload prepare_workload(Workload w) {
                        *w.lnc, cores_param, json_excerpt(p.kernel->params()[cores_param]), *kc,
                        *kc == 1 ? "" : "s", cores_param));
   p.cores = kc.value_or(w.lnc.value_or(2));
+  // Inputs the build reads (e.g. a dynamic loop's count): their values are made below from the declarations
+  // of a first, declaration-only build (no instructions); the program is the second build's.
+  const std::vector<std::string> build_reads = p.kernel->build_reads();
   kernels::BuildOptions bo;
   try {
     bo.limits = p.hw.limits();
     bo.num_programs = p.cores;
+    bo.declare_only = !build_reads.empty();
     p.build = p.kernel->build(bo);
   } catch (const Error& e) {
     c.fail("params", e.what());
@@ -375,11 +379,11 @@ PreparedWorkload prepare_workload(Workload w) {
   } catch (const InputError& err) {
     c.fail("inputs", err.what());
   }
-  // Inputs the build reads (e.g. a dynamic loop's count): made now from their generator or .npy, checked,
-  // and the program built again with their values.
-  if (const std::vector<std::string> br = p.kernel->build_reads(); !br.empty()) {
+  // Inputs the build reads: made now from their generator or .npy, checked, and the program built with their
+  // values.
+  if (!build_reads.empty()) {
     kernels::Tensors vals;
-    for (const std::string& n : br) {
+    for (const std::string& n : build_reads) {
       const TensorInfo* t = p.input(n);
       if (t == nullptr)
         throw Error(fmt::format("kernel '{}' reads input '{}' at build time but declares no such input",
@@ -406,6 +410,7 @@ PreparedWorkload prepare_workload(Workload w) {
       for (int64_t i = 0; i < t.elements(); ++i) v.push_back(t.int_value(i));
     }
     p.input_values = bo.input_values;
+    bo.declare_only = false;
     try {
       p.build = p.kernel->build(bo);
     } catch (const Error& e) {

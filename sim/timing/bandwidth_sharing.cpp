@@ -68,14 +68,19 @@ double BandwidthSharing::load(int resource) const {
 
 void BandwidthSharing::recompute() {
   const size_t nr = capacity_.size();
-  std::vector<double> used(nr, 0.0);  // capacity taken by frozen flows
-  std::vector<char> frozen(flows_.size(), 0);
+  // The working arrays are members: reused by every call (a DMA-heavy run recomputes per transfer).
+  std::vector<double>& used = scratch_.used;  // capacity taken by frozen flows
+  std::vector<char>& frozen = scratch_.frozen;
+  std::vector<double>& weight = scratch_.weight;
+  std::vector<char>& saturated = scratch_.saturated;
+  used.assign(nr, 0.0);
+  frozen.assign(flows_.size(), 0);
   size_t left = flows_.size();
   double level = 0;
   constexpr double kInf = std::numeric_limits<double>::infinity();
   while (left > 0) {
     // Weight of the unfrozen flows on each resource.
-    std::vector<double> weight(nr, 0.0);
+    weight.assign(nr, 0.0);
     for (size_t i = 0; i < flows_.size(); ++i)
       if (!frozen[i])
         for (const auto& u : flows_[i].uses) weight[u.resource] += u.per_byte;
@@ -87,7 +92,7 @@ void BandwidthSharing::recompute() {
     step = std::max(0.0, step);
     level += step;
     // Freeze flows at their cap and flows on saturated resources.
-    std::vector<char> saturated(nr, 0);
+    saturated.assign(nr, 0);
     for (size_t r = 0; r < nr; ++r)
       if (weight[r] > 0 && capacity_[r] - used[r] - level * weight[r] <= 1e-12 * capacity_[r])
         saturated[r] = 1;

@@ -46,6 +46,11 @@ class BandwidthSharing {
 
   std::vector<double> capacity_;
   std::vector<Flow> flows_;
+  struct Scratch {
+    std::vector<double> used, weight;
+    std::vector<char> frozen, saturated;
+  };
+  Scratch scratch_;  // recompute()'s working arrays
   double now_ = 0;
   uint64_t next_id_ = 1;
 };

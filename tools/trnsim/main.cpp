@@ -3,10 +3,13 @@
 #include <cstdio>
 #include <exception>
 
+#include "kernels/ref/blas_threads.h"
 #include "sim/base/error.h"
 #include "tools/trnsim/commands.h"
 
 int main(int argc, char** argv) {
+  // Most runs compute no host reference: OpenBLAS's idle threads need not spin meanwhile.
+  trnsim::ref::park_blas_threads();
   CLI::App app{"trnsim: a cycle-approximate simulator of AWS Trainium (Trn2, Trn3)"};
   app.require_subcommand(1);
 

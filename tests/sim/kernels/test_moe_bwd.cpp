@@ -437,6 +437,45 @@ TEST_CASE(
   for (const char* ph : {"gather", "P1", "P2", "P3", "P4", "dEA"}) CHECK(zero.count(ph) == 0);
 }
 
+TEST_CASE(
+    "moe bwd: num_valid_tokens: the inputs come from a declaration build without blocks, so a large T "
+    "with a small count builds the blocks the count needs only") {
+  // The workload learns how to make num_valid_tokens from a declaration build: the full build's inputs and
+  // outputs (its scratch tensors may be fewer), no instruction.
+  const workload::PreparedWorkload w = prepare_bwd(dense_params(), dense_inputs(100));
+  const kernels::KernelBuild decl = w.kernel->build(
+      {.limits = w.hw.limits(), .num_programs = w.cores, .max_instructions = 0, .declare_only = true});
+  CHECK(decl.inputs == w.build.inputs);
+  CHECK(decl.outputs == w.build.outputs);
+  const auto find = [](const isa::Program& prog, const std::string& name) {
+    const auto it = std::find_if(prog.tensors.begin(), prog.tensors.end(),
+                                 [&](const isa::TensorDecl& t) { return t.name == name; });
+    REQUIRE(it != prog.tensors.end());
+    return *it;
+  };
+  for (const auto* names : {&w.build.inputs, &w.build.outputs})
+    for (const std::string& n : *names) {
+      INFO(n);
+      const isa::TensorDecl a = find(decl.program, n), b = find(w.build.program, n);
+      CHECK((a.dtype == b.dtype && a.shape == b.shape));
+    }
+  for (const auto& core : decl.program.streams)
+    for (const auto& stream : core) CHECK(stream.empty());
+  // T = 262144 slots in N = 256 blocks of 1024 at Llama-3.1-8B's MLP shape (all 256 blocks would be more
+  // than the 4M-instruction limit): count 1 builds one block, as count 1024 does, and count 2048 two.
+  const auto dense = [](int64_t count) {
+    json p = dense_params();
+    p.merge_patch({{"T", 262144}, {"H", 4096}, {"I_TP", 14336}, {"block_size", 1024}});
+    return phase_counts(prepare_bwd(p, dense_inputs(count)).build.program);
+  };
+  const auto one = dense(1), full = dense(1024), two = dense(2048);
+  for (const char* ph : {"gather", "P1", "P2", "P3", "P4"}) {
+    INFO(ph);
+    CHECK(one.at(ph) == full.at(ph));
+  }
+  CHECK(two.at("P3") == 2 * one.at("P3"));
+}
+
 namespace {
 
 // BF16 N(0, std) values, as raw bits.

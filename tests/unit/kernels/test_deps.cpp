@@ -341,6 +341,41 @@ TEST_CASE("a build that would exceed max_instructions stops with the kernel line
   CHECK(build_program(fn, o).program.streams[1][static_cast<int>(Engine::DVE)].size() == 3);
 }
 
+TEST_CASE("a declaration build declares the tensors and emits nothing, past max_instructions",
+          "[kernels][deps]") {
+  BuildOptions o{default_limits(Generation::Trn2), 2};
+  o.max_instructions = 5;
+  o.declare_only = true;
+  // 100 loads and stores per core (400 instructions), an explicit edge and a rule error (PE writes SBUF),
+  // which only a real build reports.
+  const auto fn = [](Kernel& k) {
+    View x = k.input("x", DType::BF16, {128, 64});
+    View y = k.output("y", DType::BF16, {128, 64});
+    View t = k.sbuf({128, 64}, DType::BF16);
+    InstRef last;
+    for (int i = 0; i < 100; ++i) {
+      InstRef load = nki::dma_copy(t, x);
+      last = nki::dma_copy(y, t);
+      last.depends_on(load);
+    }
+    k.scratch("s", DType::F32, {4, 4}, true);
+    View d = k.sbuf({128, 128}, DType::F32);
+    View a = k.sbuf({128, 128}, DType::BF16);
+    nki::nc_matmul(d, a, a);
+  };
+  const KernelBuild b = build_program(fn, o);
+  CHECK(b.inputs == std::vector<std::string>{"x"});
+  CHECK(b.outputs == std::vector<std::string>{"y"});
+  REQUIRE(b.program.tensors.size() == 4);  // x, y and one private "s" per core
+  CHECK(b.program.tensors[2].name == "s");
+  CHECK(b.program.tensors[3].private_to_core == 1);
+  for (const auto& core : b.program.streams)
+    for (const auto& stream : core) CHECK(stream.empty());
+  CHECK_FALSE(b.program.checked_limits.has_value());
+  o.declare_only = false;
+  CHECK_THROWS_WITH(build_program(fn, o), Catch::Contains("the kernel emits more than 5 instructions"));
+}
+
 TEST_CASE("HBM tensors must fit the LNC2 pair's HBM stack", "[kernels][deps]") {
   // Trn2: 24 GiB. Two BF16 [65536, 131072] tensors take 16 GiB each: the second does not fit. (The lambda
   // stays outside the CHECK macro: inside it, gcc and clang give its lines different numbers.)

@@ -1,0 +1,13 @@
+// OpenBLAS's worker threads, which the host references' dgemm uses.
+#pragma once
+
+namespace trnsim::ref {
+
+// Stops OpenBLAS's worker threads until the next threaded BLAS call, which starts them again with the same
+// thread count (so the references' bytes do not change). Loading the library starts them, and each spins on
+// sched_yield for about 2^28 cycles (OpenBLAS's default THREAD_TIMEOUT, some 0.1 s of CPU) before it
+// sleeps: a run without references would pay that for nothing. Uses OpenBLAS's blas_thread_shutdown_ when
+// the loaded library exports it; otherwise does nothing.
+void park_blas_threads();
+
+}  // namespace trnsim::ref
