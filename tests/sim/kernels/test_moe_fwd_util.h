@@ -133,7 +133,14 @@ inline MoeRun run_moe_references_alongside(const json& params, const json& input
   std::thread references([&] { workload::prepare_checks(r.prepared, checks, r.inputs, true); });
   r.result = s.run({.numerics = true});
   references.join();
-  for (const auto& t : r.prepared.outputs) r.outputs.emplace(t.name, s.read(t.name));
+  // As trnsim run, the outputs moved out of the machine state: then reading one again, or running, is an
+  // error.
+  for (const auto& t : r.prepared.outputs) r.outputs.emplace(t.name, s.take(t.name));
+  const std::string first = r.prepared.outputs.front().name;
+  CHECK_THROWS_WITH(s.read(first), "tensor '" + first + "' was taken already");
+  CHECK_THROWS_WITH(s.take(first), "tensor '" + first + "' was taken already");
+  CHECK_THROWS_WITH(s.run({.numerics = true}),
+                    "Session::run: tensors were taken out of this session's state");
   r.checks = workload::evaluate_checks(r.prepared, checks, r.inputs, r.outputs, true);
   return r;
 }
