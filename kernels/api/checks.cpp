@@ -43,8 +43,11 @@ const HostTensor& CheckContext::input(const std::string& name) const {
 }
 
 const HostTensor& CheckContext::output(const std::string& name) const {
-  const auto it = outputs_.find(name);
-  if (it == outputs_.end()) throw Error(fmt::format("check: the kernel has no output '{}'", name));
+  if (outputs_ == nullptr)
+    throw Error(
+        fmt::format("check: output '{}' asked for while preparing the references from the inputs", name));
+  const auto it = outputs_->find(name);
+  if (it == outputs_->end()) throw Error(fmt::format("check: the kernel has no output '{}'", name));
   return it->second;
 }
 

@@ -30,8 +30,12 @@ class CheckContext {
  public:
   CheckContext(const std::map<std::string, tensor::HostTensor>& inputs,
                const std::map<std::string, tensor::HostTensor>& outputs, bool full_reference)
-      : inputs_(inputs), outputs_(outputs), full_reference_(full_reference) {}
-  // A kernel input or output by name; Error if the kernel did not declare it (a package bug).
+      : inputs_(inputs), outputs_(&outputs), full_reference_(full_reference) {}
+  // The context of OutputCheck::prepare: the inputs only (output() is an Error).
+  CheckContext(const std::map<std::string, tensor::HostTensor>& inputs, bool full_reference)
+      : inputs_(inputs), full_reference_(full_reference) {}
+  // A kernel input or output by name; Error if the kernel did not declare it, or an output is asked of a
+  // prepare step's context (package bugs).
   const tensor::HostTensor& input(const std::string& name) const;
   const tensor::HostTensor& output(const std::string& name) const;
   bool has_input(const std::string& name) const { return inputs_.count(name) > 0; }
@@ -41,14 +45,21 @@ class CheckContext {
 
  private:
   const std::map<std::string, tensor::HostTensor>& inputs_;
-  const std::map<std::string, tensor::HostTensor>& outputs_;
+  const std::map<std::string, tensor::HostTensor>* outputs_ = nullptr;
   bool full_reference_;
 };
 
+// One output's check in two steps. `prepare` (optional) computes what depends on the inputs alone (the FP64
+// references) and keeps it in state the check shares with `run`; trnsim calls it on a second host thread
+// while the simulation runs, with a context of the inputs only, and it must not touch anything the
+// simulation touches. `run` compares the output with the references, computing them itself when `prepare`
+// did not run (tests call `run` alone): the result is the same either way. A kernel's checks may share that
+// state (the MoE kernels: the first check's prepare step computes the references every check reads).
 struct OutputCheck {
   std::string output;  // the kernel output it checks
   std::function<run::CheckResult(const CheckContext&)> run;
   double reference_flops = 0;  // host work of the references (for progress messages)
+  std::function<void(const CheckContext&)> prepare = nullptr;
 };
 
 // --- tolerance checks

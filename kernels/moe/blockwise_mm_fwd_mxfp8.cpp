@@ -211,6 +211,8 @@ OutputCheck down_checkpoint_check(const FwdParams& p, std::shared_ptr<RefCache> 
 std::vector<OutputCheck> checks(const FwdParams& p) {
   auto cache = std::make_shared<RefCache>();
   std::vector<OutputCheck> v{output_check(p, cache)};
+  // The references read the inputs alone: computed while the simulation runs.
+  v.front().prepare = [p, cache](const CheckContext& ctx) { evaluate(*cache, p, ctx); };
   const CheckpointConfig& ck = p.checkpoint_config;
   using SV = moe::SlotValues;
   if (ck.save_gate_up_proj_act)

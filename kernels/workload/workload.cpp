@@ -465,11 +465,35 @@ kernels::Tensors make_inputs(const PreparedWorkload& p) {
   return made;
 }
 
-std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p, const kernels::Tensors& inputs,
-                                              const kernels::Tensors& outputs, bool full_reference) {
+std::vector<kernels::OutputCheck> make_checks(const PreparedWorkload& p) {
+  return p.kernel->checks();
+}
+
+bool has_prepare_step(const std::vector<kernels::OutputCheck>& checks) {
+  return std::any_of(checks.begin(), checks.end(),
+                     [](const kernels::OutputCheck& c) { return static_cast<bool>(c.prepare); });
+}
+
+void prepare_checks(const PreparedWorkload& p, const std::vector<kernels::OutputCheck>& checks,
+                    const kernels::Tensors& inputs, bool full_reference) {
+  const kernels::CheckContext ctx(inputs, full_reference);
+  for (const kernels::OutputCheck& c : checks) {
+    if (!c.prepare) continue;
+    try {
+      c.prepare(ctx);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
+    }
+  }
+}
+
+std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p,
+                                              const std::vector<kernels::OutputCheck>& checks,
+                                              const kernels::Tensors& inputs, const kernels::Tensors& outputs,
+                                              bool full_reference) {
   std::vector<run::CheckResult> results;
   const kernels::CheckContext ctx(inputs, outputs, full_reference);
-  for (const kernels::OutputCheck& c : p.kernel->checks()) {
+  for (const kernels::OutputCheck& c : checks) {
     try {
       results.push_back(c.run(ctx));
     } catch (const InputError& e) {
@@ -477,6 +501,11 @@ std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p, const k
     }
   }
   return results;
+}
+
+std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p, const kernels::Tensors& inputs,
+                                              const kernels::Tensors& outputs, bool full_reference) {
+  return evaluate_checks(p, make_checks(p), inputs, outputs, full_reference);
 }
 
 std::vector<std::string> input_notes(const PreparedWorkload& p, const kernels::Tensors& inputs) {

@@ -105,6 +105,19 @@ kernels::Tensors make_inputs(const PreparedWorkload& p);
 std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p, const kernels::Tensors& inputs,
                                               const kernels::Tensors& outputs, bool full_reference);
 
+// The same in two steps on one list of checks (kernels/api/checks.h): prepare_checks computes the references
+// from the inputs alone (trnsim runs it on a second thread while the simulation runs; it touches nothing the
+// simulation does), evaluate_checks compares the outputs with them (and computes whatever prepare did not).
+// The results are the same bytes as the one-step call's. InputError "<file>: ..." on bad input values.
+std::vector<kernels::OutputCheck> make_checks(const PreparedWorkload& p);
+bool has_prepare_step(const std::vector<kernels::OutputCheck>& checks);
+void prepare_checks(const PreparedWorkload& p, const std::vector<kernels::OutputCheck>& checks,
+                    const kernels::Tensors& inputs, bool full_reference);
+std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p,
+                                              const std::vector<kernels::OutputCheck>& checks,
+                                              const kernels::Tensors& inputs, const kernels::Tensors& outputs,
+                                              bool full_reference);
+
 // Lines about inputs that hold NaN or Inf as the kernel reads them ("inputs.x: 3 of 1024 values are NaN or
 // Inf (2 finite values of the .npy overflowed bfloat16)"): a run with them goes on, and its report says so.
 std::vector<std::string> input_notes(const PreparedWorkload& p, const kernels::Tensors& inputs);

@@ -82,18 +82,29 @@ void normal_pair(uint64_t key, uint64_t k, double& z0, double& z1) {
   z1 = r * s;
 }
 
-// Fills out[i] = f(N(0,1) sample i) for i in [0, n).
+// Fills out[i - first] = f(i, N(0,1) sample i) for i in [first, first + n); `first` is even (a pair's first).
 template <typename F>
-void fill_normal(float* out, int64_t n, uint64_t seed, int threads, F f) {
+void fill_normal(float* out, int64_t first, int64_t n, uint64_t seed, int threads, F f) {
   uint64_t key = stream_key(seed, kNormal);
   parallel_units((n + 1) / 2, threads, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) {
       double z0, z1;
-      normal_pair(key, static_cast<uint64_t>(k), z0, z1);
-      out[2 * k] = f(2 * k, z0);
-      if (2 * k + 1 < n) out[2 * k + 1] = f(2 * k + 1, z1);
+      normal_pair(key, static_cast<uint64_t>(first / 2 + k), z0, z1);
+      out[2 * k] = f(first + 2 * k, z0);
+      if (2 * k + 1 < n) out[2 * k + 1] = f(first + 2 * k + 1, z1);
     }
   });
+}
+
+void check_normal(double mean, double std) {
+  if (!std::isfinite(mean)) bad("normal", fmt::format("mean must be finite (got {})", mean));
+  if (!(std > 0.0) || !std::isfinite(std))
+    bad("normal", fmt::format("std must be > 0 and finite (got {})", std));
+}
+
+void check_uniform(double lo, double hi) {
+  if (!std::isfinite(lo) || !std::isfinite(hi) || !std::isfinite(hi - lo) || !(lo < hi))
+    bad("uniform", fmt::format("needs finite lo < hi (got lo {}, hi {})", lo, hi));
 }
 
 float to_finite_float(double v) {
@@ -164,26 +175,38 @@ void det_sincos_turns(double t, double& s, double& c) {
 
 std::vector<float> normal(int64_t n, double mean, double std, uint64_t seed, int threads) {
   check_common("normal", n, threads);
-  if (!std::isfinite(mean)) bad("normal", fmt::format("mean must be finite (got {})", mean));
-  if (!(std > 0.0) || !std::isfinite(std))
-    bad("normal", fmt::format("std must be > 0 and finite (got {})", std));
+  check_normal(mean, std);
   std::vector<float> out(static_cast<size_t>(n));
-  fill_normal(out.data(), n, seed, threads,
-              [=](int64_t, double z) { return static_cast<float>(mean + std * z); });
+  normal_chunk(out.data(), 0, n, mean, std, seed, threads);
   return out;
+}
+
+void normal_chunk(float* out, int64_t first, int64_t n, double mean, double std, uint64_t seed, int threads) {
+  check_common("normal", n, threads);
+  check_normal(mean, std);
+  if (first < 0 || first % 2 != 0)
+    bad("normal", fmt::format("a chunk starts at an even element >= 0 (got {})", first));
+  fill_normal(out, first, n, seed, threads,
+              [=](int64_t, double z) { return static_cast<float>(mean + std * z); });
 }
 
 std::vector<float> uniform(int64_t n, double lo, double hi, uint64_t seed, int threads) {
   check_common("uniform", n, threads);
-  if (!std::isfinite(lo) || !std::isfinite(hi) || !std::isfinite(hi - lo) || !(lo < hi))
-    bad("uniform", fmt::format("needs finite lo < hi (got lo {}, hi {})", lo, hi));
+  check_uniform(lo, hi);
   std::vector<float> out(static_cast<size_t>(n));
+  uniform_chunk(out.data(), 0, n, lo, hi, seed, threads);
+  return out;
+}
+
+void uniform_chunk(float* out, int64_t first, int64_t n, double lo, double hi, uint64_t seed, int threads) {
+  check_common("uniform", n, threads);
+  check_uniform(lo, hi);
+  if (first < 0) bad("uniform", fmt::format("a chunk starts at an element >= 0 (got {})", first));
   uint64_t key = stream_key(seed, kUniform);
   parallel_units(n, threads, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
-      out[i] = static_cast<float>(lo + (hi - lo) * unit(bits_at(key, static_cast<uint64_t>(i))));
+      out[i] = static_cast<float>(lo + (hi - lo) * unit(bits_at(key, static_cast<uint64_t>(first + i))));
   });
-  return out;
 }
 
 std::vector<int64_t> randint(int64_t n, int64_t low, int64_t high, uint64_t seed, int threads) {
@@ -262,7 +285,7 @@ std::vector<float> activations_with_outliers(int64_t rows, int64_t cols, const O
   std::vector<double> col_scale(static_cast<size_t>(cols), 1.0);
   for (int64_t c : outlier_columns(cols, p.outlier_channels, seed)) col_scale[c] = p.outlier_scale;
   std::vector<float> out(static_cast<size_t>(n));
-  fill_normal(out.data(), n, seed, threads, [&](int64_t i, double z) {
+  fill_normal(out.data(), 0, n, seed, threads, [&](int64_t i, double z) {
     return to_finite_float((p.mean + p.std * z) * col_scale[static_cast<size_t>(i % cols)]);
   });
   return out;

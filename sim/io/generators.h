@@ -38,6 +38,13 @@ std::vector<float> normal(int64_t n, double mean, double std, uint64_t seed, int
 // n samples uniform in [lo, hi) (before rounding to float32). Requires lo < hi, both finite.
 std::vector<float> uniform(int64_t n, double lo, double hi, uint64_t seed, int threads = 1);
 
+// Elements [first, first + n) of normal(first + n, ...) or uniform(first + n, ...) into out[0, n): the
+// same values, without the rest of the stream. normal's `first` is even (its samples come in pairs).
+void normal_chunk(float* out, int64_t first, int64_t n, double mean, double std, uint64_t seed,
+                  int threads = 1);
+void uniform_chunk(float* out, int64_t first, int64_t n, double lo, double hi, uint64_t seed,
+                   int threads = 1);
+
 // n integers uniform in [low, high). Requires low < high.
 std::vector<int64_t> randint(int64_t n, int64_t low, int64_t high, uint64_t seed, int threads = 1);
 

@@ -327,6 +327,16 @@ NpyArray read_npy(const std::string& path) {
 }
 
 std::vector<uint8_t> encode_npy(NpyDType dt, const std::vector<int64_t>& shape, const void* data) {
+  std::vector<uint8_t> out = npy_header(dt, shape);
+  const size_t head = out.size();
+  const size_t data_bytes =
+      static_cast<size_t>(checked_elements(shape, info(dt).itemsize)) * info(dt).itemsize;
+  out.resize(head + data_bytes);
+  if (data_bytes) std::memcpy(out.data() + head, data, data_bytes);
+  return out;
+}
+
+std::vector<uint8_t> npy_header(NpyDType dt, const std::vector<int64_t>& shape) {
   const DTypeInfo& d = info(dt);
   int64_t n = checked_elements(shape, d.itemsize);
   if (n < 0) throw InputError("cannot encode .npy: element count overflows for shape " + shape_str(shape));
@@ -344,11 +354,7 @@ std::vector<uint8_t> encode_npy(NpyDType dt, const std::vector<int64_t>& shape, 
   head += static_cast<char>(dict.size() & 0xFF);
   head += static_cast<char>(dict.size() >> 8);
   head += dict;
-  size_t data_bytes = static_cast<size_t>(n) * d.itemsize;
-  std::vector<uint8_t> out(head.size() + data_bytes);
-  std::memcpy(out.data(), head.data(), head.size());
-  if (data_bytes) std::memcpy(out.data() + head.size(), data, data_bytes);
-  return out;
+  return std::vector<uint8_t>(head.begin(), head.end());
 }
 
 void write_npy(const std::string& path, NpyDType dt, const std::vector<int64_t>& shape, const void* data) {

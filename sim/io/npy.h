@@ -64,6 +64,8 @@ NpyArray parse_npy(const uint8_t* image, size_t size, const std::string& name);
 
 // Encodes a version 1.0 .npy image (header + data). `data` holds product(shape) elements of `dt`.
 std::vector<uint8_t> encode_npy(NpyDType dt, const std::vector<int64_t>& shape, const void* data);
+// The header alone (the image's bytes before the data).
+std::vector<uint8_t> npy_header(NpyDType dt, const std::vector<int64_t>& shape);
 
 // Writes one .npy file atomically (temporary file + rename). Throws InputError naming the path if the
 // directory does not exist or the file cannot be written; the destination is then unchanged.

@@ -59,12 +59,14 @@ void check_output_path(const std::string& path) {
 }
 
 // Writes the image to a fresh temporary next to `path` and returns the temporary's name.
-std::string write_temp(const std::string& path, const std::vector<uint8_t>& image) {
+std::string write_temp(const std::string& path, const std::vector<uint8_t>& image,
+                       const std::vector<uint8_t>& tail) {
   check_output_path(path);
   std::string tmp = temp_path_for(path);
   std::FILE* raw = std::fopen(tmp.c_str(), "wbx");  // x: never opens something that already exists
   if (!raw) fail(path, "cannot write: " + errno_text());
-  bool ok = std::fwrite(image.data(), 1, image.size(), raw) == image.size();
+  bool ok = std::fwrite(image.data(), 1, image.size(), raw) == image.size() &&
+            std::fwrite(tail.data(), 1, tail.size(), raw) == tail.size();
   std::string why = ok ? "" : errno_text();
   if (std::fclose(raw) != 0 && ok) {
     ok = false;
@@ -78,10 +80,12 @@ std::string write_temp(const std::string& path, const std::vector<uint8_t>& imag
 }
 
 // Writes a device or FIFO in place.
-void write_through(const std::string& path, const std::vector<uint8_t>& image) {
+void write_through(const std::string& path, const std::vector<uint8_t>& image,
+                   const std::vector<uint8_t>& tail) {
   std::FILE* raw = std::fopen(path.c_str(), "wb");
   if (!raw) fail(path, "cannot write: " + errno_text());
-  bool ok = std::fwrite(image.data(), 1, image.size(), raw) == image.size() && std::fflush(raw) == 0;
+  bool ok = std::fwrite(image.data(), 1, image.size(), raw) == image.size() &&
+            std::fwrite(tail.data(), 1, tail.size(), raw) == tail.size() && std::fflush(raw) == 0;
   std::string why = ok ? "" : errno_text();
   if (std::fclose(raw) != 0 && ok) {
     ok = false;
@@ -110,7 +114,7 @@ void write_files_atomic(const std::vector<OutputFile>& files) {
   }
   // Devices first, in place: a failing one stops the run before any regular destination changes.
   for (size_t i = 0; i < files.size(); ++i)
-    if (is_special(targets[i])) write_through(targets[i], files[i].bytes);
+    if (is_special(targets[i])) write_through(targets[i], files[i].bytes, files[i].tail);
   std::vector<std::string> temps(files.size());
   auto remove_temps = [&temps] {
     for (const auto& t : temps)
@@ -118,7 +122,7 @@ void write_files_atomic(const std::vector<OutputFile>& files) {
   };
   try {
     for (size_t i = 0; i < files.size(); ++i)
-      if (!is_special(targets[i])) temps[i] = write_temp(targets[i], files[i].bytes);
+      if (!is_special(targets[i])) temps[i] = write_temp(targets[i], files[i].bytes, files[i].tail);
   } catch (...) {
     remove_temps();
     throw;

@@ -21,6 +21,8 @@ namespace trnsim::io {
 struct OutputFile {
   std::string path;
   std::vector<uint8_t> bytes;
+  std::vector<uint8_t> tail =
+      {};  // written after `bytes` (e.g. a tensor's data after its .npy header, uncopied)
 };
 
 void write_files_atomic(const std::vector<OutputFile>& files);

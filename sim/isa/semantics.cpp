@@ -446,24 +446,35 @@ void Exec::matmul_mx() {
   if (ms.rows() <= last_m || ms.cols() != n_size)
     fail("shape", fmt::format("moving_scale must have more than {} rows and {} columns, got [{}, {}]", last_m,
                               n_size, ms.rows(), ms.cols()));
-  const auto fa = fp8_format(st.dtype()), fb = fp8_format(mv.dtype());
   // Scratch reused across instructions; every element is written below.
-  static thread_local std::vector<float> a, b;
+  static thread_local std::vector<float> a, b, scale;
   a.resize(4 * kp * m_size);
   b.resize(4 * kp * n_size);
-  for (uint32_t k = 0; k < kp; ++k) {
-    const uint32_t g = k / 8;
-    for (uint64_t m = 0; m < m_size; ++m) {
-      const float sc = num::e8m0_to_f32(*ss.at(mx_scale_row(g, inst_.scale_offset), m));
-      const uint8_t* p = st.at(k, m);
-      for (uint32_t j = 0; j < 4; ++j) a[(j * kp + k) * m_size + m] = num::fp8_to_f32(p[j], fa) * sc;
+  // out[(j * kp + k) * cols + c] = value j of x4 element (k, c) times its group's scale: the scales of a
+  // group once, the FP8 codes through the format's table, the column offsets of row 0 (the same in every
+  // row).
+  const auto dequantize = [&](OperandView& x, OperandView& xs, uint32_t scale_offset, uint64_t cols,
+                              std::vector<float>& out) {
+    const float* table = fp8_format(x.dtype()) == num::Fp8Format::E4M3FN ? num::detail::kE4M3ToF32.data()
+                                                                         : num::detail::kE5M2ToF32.data();
+    scale.resize(cols);
+    const uint8_t* row0 = x.at(0, 0);
+    for (uint32_t k = 0; k < kp; ++k) {
+      if (k % 8 == 0)
+        for (uint64_t c = 0; c < cols; ++c)
+          scale[c] = num::e8m0_to_f32(*xs.at(mx_scale_row(k / 8, scale_offset), c));
+      const int64_t row = x.at(k, 0) - row0;
+      float* o[4];
+      for (uint32_t j = 0; j < 4; ++j) o[j] = &out[(j * kp + k) * cols];
+      for (uint64_t c = 0; c < cols; ++c) {
+        const uint8_t* p = x.at(0, c) + row;
+        const float sc = scale[c];
+        for (uint32_t j = 0; j < 4; ++j) o[j][c] = table[p[j]] * sc;
+      }
     }
-    for (uint64_t n = 0; n < n_size; ++n) {
-      const float sc = num::e8m0_to_f32(*ms.at(mx_scale_row(g, inst_.moving_scale_offset), n));
-      const uint8_t* p = mv.at(k, n);
-      for (uint32_t j = 0; j < 4; ++j) b[(j * kp + k) * n_size + n] = num::fp8_to_f32(p[j], fb) * sc;
-    }
-  }
+  };
+  dequantize(st, ss, inst_.scale_offset, m_size, a);
+  dequantize(mv, ms, inst_.moving_scale_offset, n_size, b);
   pe_accumulate(dst, a, b, static_cast<int>(4 * kp), m_size, n_size);
 }
 

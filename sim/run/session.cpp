@@ -43,6 +43,7 @@ void Session::set_input(uint32_t index, const tensor::HostTensor& t) {
 }
 
 SessionResult Session::run(const SessionOptions& o) {
+  if (!taken_.empty()) throw InputError("Session::run: tensors were taken out of this session's state");
   model::RunOptions ro;
   ro.numerics = o.numerics;
   ro.progress = o.progress;
@@ -110,9 +111,23 @@ tensor::HostTensor Session::read(const std::string& name) const {
   return read(tensor_index(name));
 }
 
+tensor::HostTensor Session::take(const std::string& name) {
+  const uint32_t index = tensor_index(name);
+  if (!ran_numerics_ || !state_) throw InputError("tensor contents exist only after a run with numerics");
+  if (!taken_.insert(index).second) throw InputError(fmt::format("tensor '{}' was taken already", name));
+  const isa::TensorDecl& d = program_.tensors.at(index);
+  tensor::HostTensor t;
+  t.dtype = d.dtype;
+  t.shape = d.shape;
+  t.bytes = std::move(state_->hbm[index]);
+  state_->hbm[index] = {};
+  return t;
+}
+
 tensor::HostTensor Session::read(uint32_t index) const {
   if (!ran_numerics_ || !state_) throw InputError("tensor contents exist only after a run with numerics");
   const isa::TensorDecl& d = program_.tensors.at(index);
+  if (taken_.count(index)) throw InputError(fmt::format("tensor '{}' was taken already", d.name));
   tensor::HostTensor t;
   t.dtype = d.dtype;
   t.shape = d.shape;

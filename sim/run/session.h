@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "sim/config/hw_config.h"
@@ -65,6 +66,9 @@ class Session {
   // A tensor after a numerics run.
   tensor::HostTensor read(const std::string& name) const;
   tensor::HostTensor read(uint32_t index) const;
+  // The same, moved out of the machine state instead of copied (a 1 GB output is not duplicated); reading
+  // or taking it again is an InputError, and so is another run().
+  tensor::HostTensor take(const std::string& name);
 
  private:
   isa::MachineState& state();
@@ -72,6 +76,7 @@ class Session {
   const config::HwConfig& hw_;
   std::unique_ptr<isa::MachineState> state_;
   bool ran_numerics_ = false;
+  std::set<uint32_t> taken_;  // tensors moved out by take()
 };
 
 }  // namespace trnsim::run

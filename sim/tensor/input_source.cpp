@@ -261,6 +261,22 @@ HostTensor generate(const GeneratorSpec& g, isa::DType dtype, const std::vector<
   const int64_t n = t.elements();
   const json& a = g.args;
   std::vector<float> v;
+  if (dtype == isa::DType::BF16 && (g.name == "normal" || g.name == "uniform")) {
+    // The common weight case: chunks of the stream converted as they come, no FP32 copy of the whole
+    // tensor (2.4 GB for the expert weights of a Qwen3-30B-A3B MoE layer). The same values.
+    constexpr int64_t kChunk = int64_t{1} << 22;  // even, as normal_chunk needs
+    v.resize(static_cast<size_t>(std::min(n, kChunk)));
+    auto* b = reinterpret_cast<uint16_t*>(t.bytes.data());
+    for (int64_t first = 0; first < n; first += kChunk) {
+      const int64_t c = std::min(kChunk, n - first);
+      if (g.name == "normal")
+        io::normal_chunk(v.data(), first, c, a["mean"], a["std"], g.seed, threads);
+      else
+        io::uniform_chunk(v.data(), first, c, a["low"], a["high"], g.seed, threads);
+      for (int64_t i = 0; i < c; ++i) b[first + i] = num::f32_to_bf16(v[i]);
+    }
+    return t;
+  }
   if (g.name == "normal") {
     v = io::normal(n, a["mean"], a["std"], g.seed, threads);
   } else if (g.name == "uniform") {

@@ -90,6 +90,12 @@ TEST_CASE("moe bwd: the default config (top-2, both cores, -1 padding) against t
   CHECK(r.checks[0].metric("rel_l2_vs_quantized") == 0.0);
 }
 
+TEST_CASE("moe bwd: references prepared on a second thread during the simulation, as trnsim run does") {
+  const MoeRun a = run_bwd(small()), b = run_moe_references_alongside(small(), bwd_inputs(), kMoeBwd);
+  expect_pass(b);
+  expect_same_checks(a, b);
+}
+
 TEST_CASE("moe bwd: a token in several blocks accumulates in block order, the same bytes every run") {
   const MoeRun a = run_bwd(small()), b = run_bwd(small());
   // Every token is in two blocks (top-2 over distinct experts).

@@ -76,6 +76,19 @@ TEST_CASE("moe fwd: top-2 on both cores with -1 padding, every checkpoint, token
       for (int64_t i = 0; i < 256; i += 37) REQUIRE(sc.value(((s / 128) * 256 + i) * 128 + s % 128) == 0.f);
 }
 
+TEST_CASE("moe fwd: references prepared on a second thread during the simulation, as trnsim run does") {
+  // The same results, bit for bit, as the references computed after the simulation.
+  const MoeRun a = run_moe(small(kAllCheckpoints)), b = run_moe_references_alongside(small(kAllCheckpoints));
+  CHECK(b.checks.size() == 5);
+  expect_pass(b);
+  expect_same_checks(a, b);
+  // The prepare step's context has the inputs only.
+  const kernels::CheckContext inputs_only(b.inputs, true);
+  CHECK_THROWS_WITH(inputs_only.output("output_hidden_states"),
+                    "check: output 'output_hidden_states' asked for while preparing the references from the "
+                    "inputs");
+}
+
 TEST_CASE("moe fwd: padding T with an extra zero row, one core, overwrite scatter for top-1") {
   for (bool lnc2 : {true, false}) {
     INFO("run_with_lnc2 " << lnc2);

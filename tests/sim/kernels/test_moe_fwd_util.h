@@ -8,11 +8,13 @@
 
 #include <unistd.h>
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/workload/workload.h"
@@ -116,6 +118,46 @@ inline MoeRun run_moe(const json& params, const json& inputs = moe_inputs(),
   r.checks = workload::evaluate_checks(r.prepared, r.inputs, r.outputs, true);
   r.stats = r.prepared.kernel->input_stats(r.inputs);
   return r;
+}
+
+// As run_moe, the way `trnsim run` checks: the references prepared on a second thread while the simulation
+// runs, then the comparisons.
+inline MoeRun run_moe_references_alongside(const json& params, const json& inputs = moe_inputs(),
+                                           const std::string& kernel = kMoeFwd) {
+  MoeRun r{prepare_moe(params, inputs, kernel)};
+  r.inputs = workload::make_inputs(r.prepared);
+  const std::vector<kernels::OutputCheck> checks = workload::make_checks(r.prepared);
+  REQUIRE(workload::has_prepare_step(checks));
+  run::Session s(r.prepared.build.program, r.prepared.hw);
+  for (const auto& [name, t] : r.inputs) s.set_input(name, t);
+  std::thread references([&] { workload::prepare_checks(r.prepared, checks, r.inputs, true); });
+  r.result = s.run({.numerics = true});
+  references.join();
+  // As trnsim run, the outputs moved out of the machine state: then reading one again, or running, is an
+  // error.
+  for (const auto& t : r.prepared.outputs) r.outputs.emplace(t.name, s.take(t.name));
+  const std::string first = r.prepared.outputs.front().name;
+  CHECK_THROWS_WITH(s.read(first), "tensor '" + first + "' was taken already");
+  CHECK_THROWS_WITH(s.take(first), "tensor '" + first + "' was taken already");
+  CHECK_THROWS_WITH(s.run({.numerics = true}),
+                    "Session::run: tensors were taken out of this session's state");
+  r.checks = workload::evaluate_checks(r.prepared, checks, r.inputs, r.outputs, true);
+  return r;
+}
+
+// The same check results, metric for metric (the bits of every value).
+inline void expect_same_checks(const MoeRun& a, const MoeRun& b) {
+  REQUIRE(a.checks.size() == b.checks.size());
+  for (size_t i = 0; i < a.checks.size(); ++i) {
+    INFO(a.checks[i].output);
+    CHECK(a.checks[i].output == b.checks[i].output);
+    CHECK(a.checks[i].pass == b.checks[i].pass);
+    REQUIRE(a.checks[i].metrics.size() == b.checks[i].metrics.size());
+    for (size_t m = 0; m < a.checks[i].metrics.size(); ++m) {
+      INFO(a.checks[i].metrics[m].name);
+      CHECK(std::memcmp(&a.checks[i].metrics[m].value, &b.checks[i].metrics[m].value, sizeof(double)) == 0);
+    }
+  }
 }
 
 // The error message of preparing (building) a workload with these parameters.

@@ -155,6 +155,30 @@ TEST_CASE("generators are reproducible and independent of the thread count", "[g
   CHECK(normal(0, 0, 1, 5).empty());
 }
 
+TEST_CASE("chunks of normal and uniform hold the whole stream's elements, bit for bit", "[generators]") {
+  // 10001 elements (odd: normal's last pair is half used), chunks at even offsets, one and two threads.
+  const std::vector<float> n = normal(10001, 0.5, 2.0, 7), u = uniform(10001, -0.1, 0.1, 8);
+  for (const auto& [first, count] : {std::pair<int64_t, int64_t>{0, 10001}, {4096, 5905}, {10000, 1}, {2, 3}})
+    for (int threads : {1, 2}) {
+      INFO("first " << first << ", count " << count << ", threads " << threads);
+      std::vector<float> cn(static_cast<size_t>(count)), cu(cn.size());
+      normal_chunk(cn.data(), first, count, 0.5, 2.0, 7, threads);
+      uniform_chunk(cu.data(), first, count, -0.1, 0.1, 8, threads);
+      CHECK(std::equal(cn.begin(), cn.end(), n.begin() + first, [](float a, float b) {
+        return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+      }));
+      CHECK(std::equal(cu.begin(), cu.end(), u.begin() + first, [](float a, float b) {
+        return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+      }));
+    }
+  float x[2];
+  CHECK_THROWS_WITH(normal_chunk(x, 3, 2, 0.0, 1.0, 1),
+                    "normal: a chunk starts at an even element >= 0 (got 3)");
+  CHECK_THROWS_WITH(uniform_chunk(x, -1, 2, 0.0, 1.0, 1),
+                    "uniform: a chunk starts at an element >= 0 (got -1)");
+  CHECK_THROWS_WITH(uniform_chunk(x, 0, 2, 1.0, 1.0, 1), "uniform: needs finite lo < hi (got lo 1, hi 1)");
+}
+
 TEST_CASE("generators reject bad parameters", "[generators]") {
   CHECK_THROWS_WITH(normal(10, 0.0, 0.0, 1), "normal: std must be > 0 and finite (got 0)");
   CHECK_THROWS_WITH(normal(10, 0.0, -1.5, 1), "normal: std must be > 0 and finite (got -1.5)");

@@ -5,12 +5,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
+#include "sim/io/output_files.h"
 
 using namespace trnsim::io;
 using trnsim::InputError;
@@ -79,6 +81,13 @@ TEST_CASE("encode_npy writes NumPy's version 1.0 header", "[npy]") {
   std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
   CHECK(s.substr(10, 118) == dict + std::string(58, ' ') + "\n");
   CHECK(std::memcmp(img.data() + 128, v, 24) == 0);
+  // npy_header: the image's first 128 bytes; written with the data as an OutputFile's tail, the same file.
+  CHECK(npy_header(NpyDType::F32, {2, 3}) == std::vector<uint8_t>(img.begin(), img.begin() + 128));
+  TempDir t;
+  write_files_atomic(
+      {{t / "a.npy", npy_header(NpyDType::F32, {2, 3}), std::vector<uint8_t>(img.begin() + 128, img.end())}});
+  std::ifstream in(t / "a.npy", std::ios::binary);
+  CHECK(std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {}) == img);
   CHECK(shape_str({}) == "()");
   CHECK(shape_str({5}) == "(5,)");
   CHECK(shape_str({256, 1024}) == "(256, 1024)");
