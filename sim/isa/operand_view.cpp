@@ -190,28 +190,29 @@ void write_as(uint8_t* p, T v) {
   std::memcpy(p, &v, sizeof(T));
 }
 
-// store_element's FP32 -> integer rule for T of at most 32 bits (RNE, saturate to T's range, NaN -> 0),
-// computed in FP32 with selects only so that row loops vectorise. The rounding is the same 2^23 add and
-// subtract; every bound of T is an FP32 value except INT32_MAX, and for an FP32 r, r >= INT32_MAX exactly
-// when r >= 2^31.
+// store_element's FP32 -> integer rule for T of at most 32 bits (RNE, saturate to T's range, NaN -> 0) with
+// integer masks instead of FP32 compares, so that row loops vectorise (GCC does not if-convert FP32 compares
+// under -ftrapping-math). The rounding is the same 2^23 add and subtract; the bounds are compared as FP32
+// magnitude bits (monotone in the value); for an FP32 r, r >= INT32_MAX exactly when r >= 2^31.
 template <typename T>
 inline T f32_to_int_sat(float v) {
   static_assert(sizeof(T) <= 4 && std::is_integral_v<T>);
-  constexpr float lo = static_cast<float>(std::numeric_limits<T>::min());
-  constexpr float hi = sizeof(T) == 4 ? 0x1p31f : static_cast<float>(std::numeric_limits<T>::max());
-  const float a = std::fabs(v);
-  const float rounded = std::copysign((a + 0x1p23f) - 0x1p23f, v);
-  float r = a < 0x1p23f ? rounded : v;
-  r = r == r ? r : 0.0f;
-  r = r < lo ? lo : r;
-  if constexpr (sizeof(T) == 4) {
-    const bool over = r >= hi;
-    const int32_t i = static_cast<int32_t>(over ? 0.0f : r);
-    return over ? std::numeric_limits<int32_t>::max() : i;
-  } else {
-    r = r > hi ? hi : r;
-    return static_cast<T>(static_cast<int32_t>(r));
-  }
+  constexpr int64_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+  constexpr uint32_t kHiBits = std::bit_cast<uint32_t>(sizeof(T) == 4 ? 0x1p31f : static_cast<float>(hi));
+  constexpr uint32_t kLoBits = std::bit_cast<uint32_t>(static_cast<float>(-lo));
+  const auto mask = [](bool b) { return 0u - static_cast<uint32_t>(b); };
+  const uint32_t u = std::bit_cast<uint32_t>(v), ua = u & 0x7FFFFFFFu;
+  const float rounded = std::copysign((std::fabs(v) + 0x1p23f) - 0x1p23f, v);
+  const uint32_t small = mask(ua < 0x4B000000u);  // |v| < 2^23: not an integer yet
+  const uint32_t ur = (std::bit_cast<uint32_t>(rounded) & small) | (u & ~small), ra = ur & 0x7FFFFFFFu;
+  const uint32_t nan = mask(ua > 0x7F800000u), neg = 0u - (ur >> 31);
+  const uint32_t over = ~nan & ~neg & mask(ur >= kHiBits);
+  const uint32_t under = ~nan & neg & (lo == 0 ? ~0u : mask(ra >= kLoBits));
+  const uint32_t keep = ~(nan | over | under);
+  const auto i = static_cast<uint32_t>(static_cast<int32_t>(std::bit_cast<float>(ur & keep)));
+  const uint32_t out = (i & keep) | (static_cast<uint32_t>(static_cast<int32_t>(hi)) & over) |
+                       (static_cast<uint32_t>(static_cast<int32_t>(lo)) & under);
+  return static_cast<T>(static_cast<int32_t>(out));
 }
 
 }  // namespace
