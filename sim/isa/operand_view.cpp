@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "sim/base/error.h"
 #include "sim/numerics/float_formats.h"
@@ -166,12 +167,13 @@ void OperandView::store_int(uint32_t row, uint64_t col, int64_t v) {
 
 namespace {
 
-// Calls f(i, address of element i) for every element of a row: one pointer step for a contiguous row.
-template <typename F>
-inline void for_row(uint8_t* row, const std::vector<int64_t>& off, bool contiguous, int64_t ds, F&& f) {
+// Calls f(i, address of element i) for every element of a row. A contiguous row steps by the compile-time
+// element size kSize, so the plain conversions below vectorise; other rows go through the column offsets.
+template <int64_t kSize, typename F>
+inline void for_row(uint8_t* row, const std::vector<int64_t>& off, bool contiguous, F&& f) {
   const size_t n = off.size();
   if (contiguous) {
-    for (size_t i = 0; i < n; ++i) f(i, row + static_cast<int64_t>(i) * ds);
+    for (size_t i = 0; i < n; ++i) f(i, row + static_cast<int64_t>(i) * kSize);
     return;
   }
   for (size_t i = 0; i < n; ++i) f(i, row + off[i]);
@@ -183,89 +185,165 @@ T read_as(const uint8_t* p) {
   std::memcpy(&v, p, sizeof(T));
   return v;
 }
+template <typename T>
+void write_as(uint8_t* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+
+// store_element's FP32 -> integer rule for T of at most 32 bits (RNE, saturate to T's range, NaN -> 0) with
+// integer masks instead of FP32 compares, so that row loops vectorise (GCC does not if-convert FP32 compares
+// under -ftrapping-math). The rounding is the same 2^23 add and subtract; the bounds are compared as FP32
+// magnitude bits (monotone in the value); for an FP32 r, r >= INT32_MAX exactly when r >= 2^31.
+template <typename T>
+inline T f32_to_int_sat(float v) {
+  static_assert(sizeof(T) <= 4 && std::is_integral_v<T>);
+  constexpr int64_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+  constexpr uint32_t kHiBits = std::bit_cast<uint32_t>(sizeof(T) == 4 ? 0x1p31f : static_cast<float>(hi));
+  constexpr uint32_t kLoBits = std::bit_cast<uint32_t>(static_cast<float>(-lo));
+  const auto mask = [](bool b) { return 0u - static_cast<uint32_t>(b); };
+  const uint32_t u = std::bit_cast<uint32_t>(v), ua = u & 0x7FFFFFFFu;
+  const float rounded = std::copysign((std::fabs(v) + 0x1p23f) - 0x1p23f, v);
+  const uint32_t small = mask(ua < 0x4B000000u);  // |v| < 2^23: not an integer yet
+  const uint32_t ur = (std::bit_cast<uint32_t>(rounded) & small) | (u & ~small), ra = ur & 0x7FFFFFFFu;
+  const uint32_t nan = mask(ua > 0x7F800000u), neg = 0u - (ur >> 31);
+  const uint32_t over = ~nan & ~neg & mask(ur >= kHiBits);
+  const uint32_t under = ~nan & neg & (lo == 0 ? ~0u : mask(ra >= kLoBits));
+  const uint32_t keep = ~(nan | over | under);
+  const auto i = static_cast<uint32_t>(static_cast<int32_t>(std::bit_cast<float>(ur & keep)));
+  const uint32_t out = (i & keep) | (static_cast<uint32_t>(static_cast<int32_t>(hi)) & over) |
+                       (static_cast<uint32_t>(static_cast<int32_t>(lo)) & under);
+  return static_cast<T>(static_cast<int32_t>(out));
+}
 
 }  // namespace
 
 void OperandView::load_row(uint32_t row, float* out) {
   uint8_t* r = base_ + (base_off_ + row_off(row));
-  const int64_t ds = dtype_size(ap_.dtype);
+  const auto each = [&](auto size, auto&& f) {
+    for_row<decltype(size)::value>(r, col_off_, contiguous_,
+                                   [&](size_t i, const uint8_t* p) { out[i] = f(p); });
+  };
+  using S1 = std::integral_constant<int64_t, 1>;
+  using S2 = std::integral_constant<int64_t, 2>;
+  using S4 = std::integral_constant<int64_t, 4>;
   switch (ap_.dtype) {
     case DType::F32:
-      return for_row(r, col_off_, contiguous_, ds,
-                     [&](size_t i, const uint8_t* p) { out[i] = read_as<float>(p); });
+      return each(S4{}, [](const uint8_t* p) { return read_as<float>(p); });
     case DType::BF16:
-      return for_row(r, col_off_, contiguous_, ds,
-                     [&](size_t i, const uint8_t* p) { out[i] = num::bf16_to_f32(read_as<uint16_t>(p)); });
+      return each(S2{}, [](const uint8_t* p) { return num::bf16_to_f32(read_as<uint16_t>(p)); });
+    case DType::FP8_E4M3FN:
+      return each(S1{}, [](const uint8_t* p) { return num::fp8_to_f32(*p, num::Fp8Format::E4M3FN); });
+    case DType::FP8_E5M2:
+      return each(S1{}, [](const uint8_t* p) { return num::fp8_to_f32(*p, num::Fp8Format::E5M2); });
+    case DType::I32:
+      return each(S4{}, [](const uint8_t* p) { return static_cast<float>(read_as<int32_t>(p)); });
     case DType::I16:
-      return for_row(r, col_off_, contiguous_, ds,
-                     [&](size_t i, const uint8_t* p) { out[i] = static_cast<float>(read_as<int16_t>(p)); });
+      return each(S2{}, [](const uint8_t* p) { return static_cast<float>(read_as<int16_t>(p)); });
     case DType::U16:
-      return for_row(r, col_off_, contiguous_, ds,
-                     [&](size_t i, const uint8_t* p) { out[i] = static_cast<float>(read_as<uint16_t>(p)); });
+      return each(S2{}, [](const uint8_t* p) { return static_cast<float>(read_as<uint16_t>(p)); });
+    case DType::I8:
+      return each(S1{}, [](const uint8_t* p) { return static_cast<float>(read_as<int8_t>(p)); });
     case DType::U8:
-      return for_row(r, col_off_, contiguous_, ds, [&](size_t i, const uint8_t* p) { out[i] = *p; });
-    default:
-      return for_row(r, col_off_, contiguous_, ds,
-                     [&](size_t i, const uint8_t* p) { out[i] = load_element(ap_.dtype, p); });
+      return each(S1{}, [](const uint8_t* p) { return static_cast<float>(*p); });
+    default: {
+      const int64_t ds = dtype_size(ap_.dtype);
+      for (size_t i = 0; i < col_off_.size(); ++i)
+        out[i] = load_element(ap_.dtype, r + (contiguous_ ? static_cast<int64_t>(i) * ds : col_off_[i]));
+    }
   }
 }
 
 void OperandView::store_row(uint32_t row, const float* in) {
   uint8_t* r = base_ + (base_off_ + row_off(row));
-  const int64_t ds = dtype_size(ap_.dtype);
+  const auto each = [&](auto size, auto&& f) {
+    for_row<decltype(size)::value>(r, col_off_, contiguous_, [&](size_t i, uint8_t* p) { f(p, in[i]); });
+  };
+  using S1 = std::integral_constant<int64_t, 1>;
+  using S2 = std::integral_constant<int64_t, 2>;
+  using S4 = std::integral_constant<int64_t, 4>;
   switch (ap_.dtype) {
     case DType::F32:
-      return for_row(r, col_off_, contiguous_, ds, [&](size_t i, uint8_t* p) { std::memcpy(p, &in[i], 4); });
+      return each(S4{}, [](uint8_t* p, float v) { write_as(p, v); });
     case DType::BF16:
-      return for_row(r, col_off_, contiguous_, ds, [&](size_t i, uint8_t* p) {
-        const uint16_t b = num::f32_to_bf16(in[i]);
-        std::memcpy(p, &b, 2);
-      });
+      return each(S2{}, [](uint8_t* p, float v) { write_as(p, num::f32_to_bf16(v)); });
     case DType::FP8_E4M3FN:
-      return for_row(r, col_off_, contiguous_, ds, [&](size_t i, uint8_t* p) {
-        *p = num::f32_to_fp8(in[i], num::Fp8Format::E4M3FN, true);
-      });
+      return each(S1{}, [](uint8_t* p, float v) { *p = num::f32_to_fp8(v, num::Fp8Format::E4M3FN, true); });
     case DType::FP8_E5M2:
-      return for_row(r, col_off_, contiguous_, ds,
-                     [&](size_t i, uint8_t* p) { *p = num::f32_to_fp8(in[i], num::Fp8Format::E5M2, true); });
-    default:
-      return for_row(r, col_off_, contiguous_, ds,
-                     [&](size_t i, uint8_t* p) { store_element(ap_.dtype, p, in[i]); });
+      return each(S1{}, [](uint8_t* p, float v) { *p = num::f32_to_fp8(v, num::Fp8Format::E5M2, true); });
+    case DType::I32:
+      return each(S4{}, [](uint8_t* p, float v) { write_as(p, f32_to_int_sat<int32_t>(v)); });
+    case DType::I16:
+      return each(S2{}, [](uint8_t* p, float v) { write_as(p, f32_to_int_sat<int16_t>(v)); });
+    case DType::U16:
+      return each(S2{}, [](uint8_t* p, float v) { write_as(p, f32_to_int_sat<uint16_t>(v)); });
+    case DType::I8:
+      return each(S1{}, [](uint8_t* p, float v) { write_as(p, f32_to_int_sat<int8_t>(v)); });
+    case DType::U8:
+      return each(S1{}, [](uint8_t* p, float v) { *p = f32_to_int_sat<uint8_t>(v); });
+    default: {
+      const int64_t ds = dtype_size(ap_.dtype);
+      for (size_t i = 0; i < col_off_.size(); ++i)
+        store_element(ap_.dtype, r + (contiguous_ ? static_cast<int64_t>(i) * ds : col_off_[i]), in[i]);
+    }
   }
 }
 
 void OperandView::load_row_int(uint32_t row, int64_t* out) {
   uint8_t* r = base_ + (base_off_ + row_off(row));
-  const int64_t ds = dtype_size(ap_.dtype);
+  const auto each = [&](auto size, auto&& f) {
+    for_row<decltype(size)::value>(r, col_off_, contiguous_,
+                                   [&](size_t i, const uint8_t* p) { out[i] = f(p); });
+  };
+  using S1 = std::integral_constant<int64_t, 1>;
+  using S2 = std::integral_constant<int64_t, 2>;
+  using S4 = std::integral_constant<int64_t, 4>;
   switch (ap_.dtype) {
     case DType::I32:
-      return for_row(r, col_off_, contiguous_, ds,
-                     [&](size_t i, const uint8_t* p) { out[i] = read_as<int32_t>(p); });
+      return each(S4{}, [](const uint8_t* p) { return int64_t{read_as<int32_t>(p)}; });
+    case DType::U32:
+      return each(S4{}, [](const uint8_t* p) { return int64_t{read_as<uint32_t>(p)}; });
     case DType::I16:
-      return for_row(r, col_off_, contiguous_, ds,
-                     [&](size_t i, const uint8_t* p) { out[i] = read_as<int16_t>(p); });
+      return each(S2{}, [](const uint8_t* p) { return int64_t{read_as<int16_t>(p)}; });
     case DType::U16:
-      return for_row(r, col_off_, contiguous_, ds,
-                     [&](size_t i, const uint8_t* p) { out[i] = read_as<uint16_t>(p); });
-    default:
-      return for_row(r, col_off_, contiguous_, ds,
-                     [&](size_t i, const uint8_t* p) { out[i] = load_element_int(ap_.dtype, p); });
+      return each(S2{}, [](const uint8_t* p) { return int64_t{read_as<uint16_t>(p)}; });
+    case DType::I8:
+      return each(S1{}, [](const uint8_t* p) { return int64_t{read_as<int8_t>(p)}; });
+    case DType::U8:
+      return each(S1{}, [](const uint8_t* p) { return int64_t{*p}; });
+    default: {
+      const int64_t ds = dtype_size(ap_.dtype);
+      for (size_t i = 0; i < col_off_.size(); ++i)
+        out[i] = load_element_int(ap_.dtype, r + (contiguous_ ? static_cast<int64_t>(i) * ds : col_off_[i]));
+    }
   }
 }
 
 void OperandView::store_row_int(uint32_t row, const int64_t* in) {
   uint8_t* r = base_ + (base_off_ + row_off(row));
-  const int64_t ds = dtype_size(ap_.dtype);
+  const auto each = [&](auto size, auto&& f) {
+    for_row<decltype(size)::value>(r, col_off_, contiguous_, [&](size_t i, uint8_t* p) { f(p, in[i]); });
+  };
+  using S1 = std::integral_constant<int64_t, 1>;
+  using S2 = std::integral_constant<int64_t, 2>;
+  using S4 = std::integral_constant<int64_t, 4>;
+  // Integer dtypes wrap to their width (two's complement), as store_element_int.
   switch (ap_.dtype) {
+    case DType::I32:
+    case DType::U32:
+      return each(
+          S4{}, [](uint8_t* p, int64_t v) { write_as(p, static_cast<uint32_t>(static_cast<uint64_t>(v))); });
     case DType::I16:
     case DType::U16:
-      return for_row(r, col_off_, contiguous_, ds, [&](size_t i, uint8_t* p) {
-        const auto v = static_cast<uint16_t>(static_cast<uint64_t>(in[i]));
-        std::memcpy(p, &v, 2);
-      });
-    default:
-      return for_row(r, col_off_, contiguous_, ds,
-                     [&](size_t i, uint8_t* p) { store_element_int(ap_.dtype, p, in[i]); });
+      return each(
+          S2{}, [](uint8_t* p, int64_t v) { write_as(p, static_cast<uint16_t>(static_cast<uint64_t>(v))); });
+    case DType::I8:
+    case DType::U8:
+      return each(S1{}, [](uint8_t* p, int64_t v) { *p = static_cast<uint8_t>(static_cast<uint64_t>(v)); });
+    default: {
+      const int64_t ds = dtype_size(ap_.dtype);
+      for (size_t i = 0; i < col_off_.size(); ++i)
+        store_element_int(ap_.dtype, r + (contiguous_ ? static_cast<int64_t>(i) * ds : col_off_[i]), in[i]);
+    }
   }
 }
 
