@@ -314,6 +314,7 @@ struct RefCache {
   std::unique_ptr<moe::BwdReference> ref;
   std::map<int64_t, std::array<moe::SlotGrad, 2>> vals;
   std::vector<int64_t> rows, experts;
+  int64_t defined_rows = 0;  // rows of hidden_states_grad with defined values (num_valid_tokens: the count)
   std::map<int64_t, std::array<std::array<std::vector<double>, 2>, 4>>
       grads;  // e -> [gu, down, bias gu, bias down][q]
 };
@@ -334,6 +335,7 @@ void evaluate(RefCache& c, const BwdParams& p, const CheckContext& ctx) {
   double row_cost = 0;
   for (int64_t t = 0; t < T; ++t)
     row_cost += static_cast<double>(r.slots_of_row(t).size()) * r.slot_flops(true);
+  c.defined_rows = T;
   c.rows = moe::sample_groups(T, 32, row_cost, kRowBudget, ctx.full_reference());
   std::vector<int64_t> slots;
   for (int64_t t : c.rows)
@@ -378,7 +380,8 @@ OutputCheck dx_check(const BwdParams& p, std::shared_ptr<RefCache> cache) {
       e.add(k.data(), ex.data(), p.H);
       q.add(k.data(), kq.data(), p.H);
     }
-    return result("hidden_states_grad", out, e, q, static_cast<int64_t>(cache->rows.size()), p.T);
+    return result("hidden_states_grad", out, e, q, static_cast<int64_t>(cache->rows.size()),
+                  cache->defined_rows);
   };
   return c;
 }
@@ -405,7 +408,8 @@ OutputCheck dea_check(const BwdParams& p, std::shared_ptr<RefCache> cache) {
       e.add(k.data(), ex.data(), E);
       q.add(k.data(), kq.data(), E);
     }
-    return result("expert_affinities_masked_grad", out, e, q, static_cast<int64_t>(cache->rows.size()), p.T);
+    return result("expert_affinities_masked_grad", out, e, q, static_cast<int64_t>(cache->rows.size()),
+                  cache->defined_rows);
   };
   return c;
 }

@@ -154,7 +154,7 @@ int run_workload_file(const RunCliOptions& o) {
   } else if (p.kernel->checks().empty()) {
     rep.numerics_note = fmt::format("no host reference for kernel '{}' with these parameters", p.w.kernel);
   } else {
-    if (big_references && !prepared.valid())
+    if (big_references && reference_thread < 0)
       std::fprintf(stderr, "trnsim: %s: computing the FP64 host references\n", p.w.name.c_str());
     rep.checks = workload::evaluate_checks(p, checks, inputs, outputs, o.full_reference);
     rep.numerics_run = true;
