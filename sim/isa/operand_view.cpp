@@ -215,6 +215,11 @@ inline T f32_to_int_sat(float v) {
   return static_cast<T>(static_cast<int32_t>(out));
 }
 
+// Element sizes in bytes, as types: the row loops step by a compile-time stride.
+using S1 = std::integral_constant<int64_t, 1>;
+using S2 = std::integral_constant<int64_t, 2>;
+using S4 = std::integral_constant<int64_t, 4>;
+
 }  // namespace
 
 void OperandView::load_row(uint32_t row, float* out) {
@@ -223,9 +228,6 @@ void OperandView::load_row(uint32_t row, float* out) {
     for_row<decltype(size)::value>(r, col_off_, contiguous_,
                                    [&](size_t i, const uint8_t* p) { out[i] = f(p); });
   };
-  using S1 = std::integral_constant<int64_t, 1>;
-  using S2 = std::integral_constant<int64_t, 2>;
-  using S4 = std::integral_constant<int64_t, 4>;
   switch (ap_.dtype) {
     case DType::F32:
       return each(S4{}, [](const uint8_t* p) { return read_as<float>(p); });
@@ -258,9 +260,6 @@ void OperandView::store_row(uint32_t row, const float* in) {
   const auto each = [&](auto size, auto&& f) {
     for_row<decltype(size)::value>(r, col_off_, contiguous_, [&](size_t i, uint8_t* p) { f(p, in[i]); });
   };
-  using S1 = std::integral_constant<int64_t, 1>;
-  using S2 = std::integral_constant<int64_t, 2>;
-  using S4 = std::integral_constant<int64_t, 4>;
   switch (ap_.dtype) {
     case DType::F32:
       return each(S4{}, [](uint8_t* p, float v) { write_as(p, v); });
@@ -294,9 +293,6 @@ void OperandView::load_row_int(uint32_t row, int64_t* out) {
     for_row<decltype(size)::value>(r, col_off_, contiguous_,
                                    [&](size_t i, const uint8_t* p) { out[i] = f(p); });
   };
-  using S1 = std::integral_constant<int64_t, 1>;
-  using S2 = std::integral_constant<int64_t, 2>;
-  using S4 = std::integral_constant<int64_t, 4>;
   switch (ap_.dtype) {
     case DType::I32:
       return each(S4{}, [](const uint8_t* p) { return int64_t{read_as<int32_t>(p)}; });
@@ -323,9 +319,6 @@ void OperandView::store_row_int(uint32_t row, const int64_t* in) {
   const auto each = [&](auto size, auto&& f) {
     for_row<decltype(size)::value>(r, col_off_, contiguous_, [&](size_t i, uint8_t* p) { f(p, in[i]); });
   };
-  using S1 = std::integral_constant<int64_t, 1>;
-  using S2 = std::integral_constant<int64_t, 2>;
-  using S4 = std::integral_constant<int64_t, 4>;
   // Integer dtypes wrap to their width (two's complement), as store_element_int.
   switch (ap_.dtype) {
     case DType::I32:
