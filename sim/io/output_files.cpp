@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "sim/base/error.h"
+#include "sim/base/interrupt.h"
 
 namespace trnsim::io {
 namespace {
@@ -59,10 +60,12 @@ void check_output_path(const std::string& path) {
 }
 
 // Writes the image to a fresh temporary next to `path` and returns the temporary's name.
+// `on_signal` gets the temporary before it exists.
 std::string write_temp(const std::string& path, const std::vector<uint8_t>& image,
-                       const std::vector<uint8_t>& tail) {
+                       const std::vector<uint8_t>& tail, std::vector<interrupt::CleanupPath>& on_signal) {
   check_output_path(path);
   std::string tmp = temp_path_for(path);
+  on_signal.emplace_back(tmp, interrupt::CleanupPath::Kind::kFile);
   std::FILE* raw = std::fopen(tmp.c_str(), "wbx");  // x: never opens something that already exists
   if (!raw) fail(path, "cannot write: " + errno_text());
   bool ok = std::fwrite(image.data(), 1, image.size(), raw) == image.size() &&
@@ -116,13 +119,16 @@ void write_files_atomic(const std::vector<OutputFile>& files) {
   for (size_t i = 0; i < files.size(); ++i)
     if (is_special(targets[i])) write_through(targets[i], files[i].bytes, files[i].tail);
   std::vector<std::string> temps(files.size());
+  std::vector<interrupt::CleanupPath> on_signal;  // a Ctrl-C from here on leaves no temporary behind
+  on_signal.reserve(files.size());
   auto remove_temps = [&temps] {
     for (const auto& t : temps)
       if (!t.empty()) std::remove(t.c_str());
   };
   try {
     for (size_t i = 0; i < files.size(); ++i)
-      if (!is_special(targets[i])) temps[i] = write_temp(targets[i], files[i].bytes, files[i].tail);
+      if (!is_special(targets[i]))
+        temps[i] = write_temp(targets[i], files[i].bytes, files[i].tail, on_signal);
   } catch (...) {
     remove_temps();
     throw;

@@ -1,7 +1,11 @@
 #include "sim/model/lnc2.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
+#include "sim/base/error.h"
+#include "sim/base/interrupt.h"
 #include "sim/model/dma_system.h"
 #include "sim/model/semaphores.h"
 #include "sim/model/sequencer.h"
@@ -47,6 +51,10 @@ void Lnc2::count_completion(Picoseconds t) {
   if (last_completion < t) last_completion = t;
   if (options.progress && options.progress_every > 0 && completed % options.progress_every == 0)
     options.progress(t, completed, total_instructions);
+  if (interrupt::requested() && !error)
+    fail(std::make_exception_ptr(
+        Interrupted(fmt::format("interrupted at {:.3f} us of simulated time, after {} of {} instructions",
+                                t.ns() / 1e3, completed, total_instructions))));
 }
 
 void Lnc2::fail(std::exception_ptr e) {

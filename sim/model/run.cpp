@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sim/base/error.h"
+#include "sim/base/interrupt.h"
 #include "sim/isa/names.h"
 #include "sim/model/lnc2.h"
 #include "sim/model/sequencer.h"
@@ -84,6 +85,7 @@ RunResult run_program(const isa::Program& program, const config::HwConfig& hw, c
 
   auto top = std::make_unique<Lnc2>("lnc2", program, hw, options, state);
   try {
+    const interrupt::CooperativeSection stop_at_a_completion;
     sc_core::sc_start();
   } catch (const Error&) {
     throw;

@@ -80,6 +80,9 @@ SessionResult Session::run(const SessionOptions& o) {
   };
   try {
     r = model::run_program(program_, hw_, ro, o.numerics ? &state() : nullptr);
+  } catch (const Interrupted& e) {
+    if (!sink) throw;
+    throw Interrupted(e.what() + keep_incomplete(e.what()));
   } catch (const RuleError& e) {
     if (!sink) throw;
     throw RuleError(e.what() + keep_incomplete(e.what()));

@@ -5,9 +5,11 @@
 
 #include "kernels/ref/blas_threads.h"
 #include "sim/base/error.h"
+#include "sim/base/interrupt.h"
 #include "tools/trnsim/commands.h"
 
 int main(int argc, char** argv) {
+  trnsim::interrupt::install_handlers();
   // Most runs compute no host reference: OpenBLAS's idle threads need not spin meanwhile.
   trnsim::ref::park_blas_threads();
   CLI::App app{"trnsim: a cycle-approximate simulator of AWS Trainium (Trn2, Trn3)"};
@@ -34,6 +36,9 @@ int main(int argc, char** argv) {
                  "trnsim: error: %s\nRun 'trnsim --help' or 'trnsim COMMAND --help' for the options.\n",
                  e.what());
     return 1;
+  } catch (const trnsim::Interrupted& e) {
+    std::fprintf(stderr, "trnsim: %s\n", e.what());
+    trnsim::interrupt::exit_now();
   } catch (const trnsim::Error& e) {
     std::fprintf(stderr, "trnsim: error: %s\n", e.what());
     return 1;

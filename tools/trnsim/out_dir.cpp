@@ -25,6 +25,17 @@ std::string relative_to(const std::string& dir, const std::string& path) {
   return fs::path(path).lexically_relative(dir).lexically_normal().string();
 }
 
+// InputError unless a file can be created in `dir` (an unwritable folder is found now, not after the run).
+void probe_writable(const std::string& dir, const std::string& what) {
+  const fs::path probe = fs::path(dir) / fmt::format(".trnsim-probe.{}", ::getpid());
+  std::FILE* f = std::fopen(probe.c_str(), "wbx");
+  if (f == nullptr)
+    throw InputError(fmt::format("{}: cannot write into the directory ({})", what, std::strerror(errno)));
+  std::fclose(f);
+  std::error_code ec;
+  fs::remove(probe, ec);
+}
+
 }  // namespace
 
 OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
@@ -35,15 +46,9 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
     fs::create_directories(dir_, ec);
     if (ec) throw InputError(fmt::format("--out {}: cannot create the directory ({})", dir_, ec.message()));
     created_ = true;
+    on_signal_.emplace_back(dir_, interrupt::CleanupPath::Kind::kEmptyFolder);
   }
-  // A probe file: an unwritable folder is found now, not after the simulation.
-  const fs::path probe = fs::path(dir_) / fmt::format(".trnsim-probe.{}", ::getpid());
-  std::FILE* f = std::fopen(probe.c_str(), "wbx");
-  if (f == nullptr)
-    throw InputError(
-        fmt::format("--out {}: cannot write into the directory ({})", dir_, std::strerror(errno)));
-  std::fclose(f);
-  fs::remove(probe, ec);
+  probe_writable(dir_, "--out " + dir_);
   std::ifstream m(fs::path(dir_) / kManifest);
   for (std::string line; std::getline(m, line);)
     if (!line.empty()) previous_.push_back(line);
@@ -52,7 +57,24 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
 
 OutDir::~OutDir() {
   std::error_code ec;
+  for (auto it = created_subfolders_.rbegin(); it != created_subfolders_.rend(); ++it)
+    if (fs::is_empty(*it, ec)) fs::remove(*it, ec);
   if (created_ && fs::is_empty(dir_, ec)) fs::remove(dir_, ec);
+}
+
+void OutDir::add_subfolder(const std::string& name) {
+  const std::string sub = (fs::path(dir_) / name).string();
+  const std::string what = fmt::format("--out {}: {}", dir_, name);
+  std::error_code ec;
+  if (fs::exists(sub, ec) && !fs::is_directory(sub, ec))
+    throw InputError(what + ": exists and is not a directory");
+  if (!fs::exists(sub, ec)) {
+    fs::create_directory(sub, ec);
+    if (ec) throw InputError(fmt::format("{}: cannot create the directory ({})", what, ec.message()));
+    created_subfolders_.push_back(sub);
+    on_signal_.emplace_back(sub, interrupt::CleanupPath::Kind::kEmptyFolder);
+  }
+  probe_writable(sub, what);
 }
 
 io::OutputFile OutDir::manifest(const std::vector<io::OutputFile>& files) const {

@@ -3,13 +3,15 @@
 // same folder removes the files the earlier run wrote that it does not write again (only regular files listed
 // there; nothing else in the folder is touched). The folder is created and checked for writing before the
 // simulation starts, so an unwritable --out is reported at once; a folder this run created is removed again
-// if the run fails before writing anything.
+// if the run fails before writing anything, or is interrupted (sim/base/interrupt.h).
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "sim/base/interrupt.h"
 #include "sim/io/output_files.h"
 
 namespace trnsim::cli {
@@ -21,6 +23,10 @@ class OutDir {
   ~OutDir();
 
   const std::string& path() const { return dir_; }
+  // Creates the folder `name` inside if missing and checks a file can be created in it, now rather than
+  // after the simulation; removed again if this run created it and leaves it empty. InputError
+  // "--out DIR: NAME ..." otherwise.
+  void add_subfolder(const std::string& name);
   // The manifest of `files` (paths inside the folder), to write with them.
   io::OutputFile manifest(const std::vector<io::OutputFile>& files) const;
   // After a successful write of `files`: removes what the earlier run wrote and this one did not; returns the
@@ -29,11 +35,16 @@ class OutDir {
   std::vector<std::string> remove_stale(const std::vector<io::OutputFile>& files,
                                         const std::vector<std::string>& read);
   // The run wrote its files: keep the folder whatever happens next.
-  void keep() { created_ = false; }
+  void keep() {
+    created_ = false;
+    created_subfolders_.clear();
+  }
 
  private:
   std::string dir_;
   bool created_ = false;
+  std::vector<std::string> created_subfolders_;      // full paths, removed if empty unless kept
+  std::vector<interrupt::CleanupPath> on_signal_;    // the folders this run created
   std::vector<std::string> previous_;                // the earlier run's manifest, relative paths
   std::filesystem::file_time_type previous_time_{};  // when that manifest was written
 };

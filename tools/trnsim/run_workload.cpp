@@ -13,6 +13,7 @@
 
 #include "kernels/workload/workload.h"
 #include "sim/base/error.h"
+#include "sim/base/interrupt.h"
 #include "sim/io/npy.h"
 #include "sim/io/output_files.h"
 #include "sim/run/report.h"
@@ -60,6 +61,7 @@ int run_workload_file(const RunCliOptions& o) {
     throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
   }
   OutDir out(out_dir);
+  if (o.dump_inputs) out.add_subfolder("inputs");
 
   kernels::Tensors inputs;
   try {
@@ -123,6 +125,10 @@ int run_workload_file(const RunCliOptions& o) {
   run::SessionResult res;
   try {
     res = session.run(so);
+  } catch (const Interrupted& e) {
+    // Now, not after unwinding: that would wait for the reference thread.
+    std::fprintf(stderr, "trnsim: %s: %s\n", p.w.name.c_str(), e.what());
+    interrupt::exit_now();
   } catch (const std::bad_alloc&) {
     throw InputError(
         fmt::format("{}: out of memory while running the model{}", p.w.file,
@@ -179,7 +185,6 @@ int run_workload_file(const RunCliOptions& o) {
       files.push_back({(fs::path(out_dir) / "inputs" / (ti.name + ".npy")).string(),
                        io::encode_npy(tensor::npy_dtype_of(t.dtype), t.shape, t.bytes.data())});
     }
-  if (o.dump_inputs) fs::create_directories(fs::path(out_dir) / "inputs", ec);
   files.push_back(out.manifest(files));
   io::write_files_atomic(files);
   out.keep();

@@ -1,0 +1,110 @@
+#include "sim/base/interrupt.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+
+namespace trnsim::interrupt {
+namespace {
+
+constexpr size_t kPathBytes = 4096;
+
+// A slot's state: kFree, kWriting (being filled, invisible to the handler), or a Kind + 2.
+enum : int { kFree = 0, kWriting = 1 };
+
+struct Slot {
+  std::atomic<int> state{kFree};
+  char path[kPathBytes];
+};
+
+Slot g_slots[kMaxCleanupPaths];
+std::atomic<int> g_cooperative{0};
+std::atomic<int> g_signal{0};
+
+void cleanup_registered() {
+  // Files first, then the folders; twice, so that an inner folder goes before the one holding it whatever
+  // their slots.
+  for (Slot& s : g_slots)
+    if (s.state.load(std::memory_order_acquire) == static_cast<int>(CleanupPath::Kind::kFile) + 2)
+      ::unlink(s.path);
+  for (int pass = 0; pass < 2; ++pass)
+    for (Slot& s : g_slots)
+      if (s.state.load(std::memory_order_acquire) == static_cast<int>(CleanupPath::Kind::kEmptyFolder) + 2)
+        ::rmdir(s.path);
+}
+
+[[noreturn]] void die(int sig) {
+  cleanup_registered();
+  std::signal(sig, SIG_DFL);
+  // Inside the handler the signal is blocked: unblock it so that the default action happens now.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  std::raise(sig);
+  ::_exit(128 + sig);  // not reached: the default action ends the process
+}
+
+void on_signal(int sig) {
+  const bool first = g_signal.exchange(sig) == 0;
+  if (first && g_cooperative.load() > 0) {
+    static const char msg[] = "\ntrnsim: interrupted: stopping the simulation (again to quit at once)\n";
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+    return;
+  }
+  static const char msg[] = "\ntrnsim: interrupted\n";
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  die(sig);
+}
+
+}  // namespace
+
+void install_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool requested() {
+  return g_signal.load(std::memory_order_relaxed) != 0;
+}
+
+int signal_number() {
+  return g_signal.load();
+}
+
+void exit_now() {
+  const int sig = g_signal.load();
+  die(sig != 0 ? sig : SIGINT);
+}
+
+CooperativeSection::CooperativeSection() {
+  g_cooperative.fetch_add(1);
+}
+
+CooperativeSection::~CooperativeSection() {
+  g_cooperative.fetch_sub(1);
+}
+
+CleanupPath::CleanupPath(const std::string& path, Kind kind) {
+  if (path.size() + 1 > kPathBytes) return;
+  for (int i = 0; i < kMaxCleanupPaths; ++i) {
+    int expected = kFree;
+    if (!g_slots[i].state.compare_exchange_strong(expected, kWriting)) continue;
+    std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
+    g_slots[i].state.store(static_cast<int>(kind) + 2, std::memory_order_release);
+    slot_ = i;
+    return;
+  }
+}
+
+CleanupPath::~CleanupPath() {
+  if (slot_ >= 0) g_slots[slot_].state.store(kFree, std::memory_order_release);
+}
+
+}  // namespace trnsim::interrupt

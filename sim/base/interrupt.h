@@ -1,0 +1,53 @@
+// Ctrl-C and SIGTERM: a run that is interrupted leaves nothing half-written behind.
+//   - During a cooperative section (the simulation), the first signal only sets a flag: the model stops at
+//     its next instruction completion and throws Interrupted, so the trace is closed and marked incomplete
+//     like any failed run's. A second signal ends the process at once.
+//   - Anywhere else the handler ends the process at once.
+// Ending the process at once means: unlink the registered temporary files, remove the registered folders
+// if they are empty (a folder this run created), then die of the signal (exit status 128 + signal number).
+// Only async-signal-safe calls run in the handler. At most kMaxCleanupPaths paths are registered at a time;
+// beyond that a path is silently left out (a leftover temporary, never a lost user file).
+#pragma once
+
+#include <string>
+
+namespace trnsim::interrupt {
+
+inline constexpr int kMaxCleanupPaths = 128;
+
+// Installs the handlers for SIGINT and SIGTERM. Call once, early in main.
+void install_handlers();
+
+// True once a signal arrived during a cooperative section.
+bool requested();
+// The signal that arrived, 0 if none.
+int signal_number();
+
+// Unlinks the registered files, removes the registered empty folders and dies of the received signal (or
+// SIGINT when none was recorded). Never returns.
+[[noreturn]] void exit_now();
+
+// While alive, the first signal sets the flag instead of ending the process.
+class CooperativeSection {
+ public:
+  CooperativeSection();
+  ~CooperativeSection();
+  CooperativeSection(const CooperativeSection&) = delete;
+  CooperativeSection& operator=(const CooperativeSection&) = delete;
+};
+
+// While alive, `path` is unlinked (a file) or removed if empty (a folder) when a signal ends the process.
+class CleanupPath {
+ public:
+  enum class Kind { kFile, kEmptyFolder };
+  CleanupPath(const std::string& path, Kind kind);
+  ~CleanupPath();
+  CleanupPath(CleanupPath&& o) noexcept : slot_(o.slot_) { o.slot_ = -1; }
+  CleanupPath& operator=(CleanupPath&&) = delete;
+  CleanupPath(const CleanupPath&) = delete;
+
+ private:
+  int slot_ = -1;  // -1: not registered (the table was full or the path too long)
+};
+
+}  // namespace trnsim::interrupt

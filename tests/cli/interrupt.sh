@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# End-to-end test of Ctrl-C: usage interrupt.sh <trnsim-binary> <source-dir>.
+# Whatever phase a SIGINT or SIGTERM lands in (build, inputs, simulation, references, writing), the run dies of
+# the signal and leaves no temporary file and no folder of its own behind; a user's files stay as they were;
+# a trace the simulation was writing is closed and marked incomplete.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
+# About 1.5 s of setup and 10 s of simulation with a JSON trace here: the delays land in different phases.
+W=$SRC/configs/workloads/moe/qwen3_30b_a3b_fwd_mxfp8.json
+SETS=(--set params.T=1024 --set params.E=16 --set params.top_k=2)
+
+for sig in INT TERM; do
+  for delay in 0.3 1.5 4; do
+    d=$T/$sig$delay
+    mkdir -p "$d/user"
+    echo keep >"$d/user/trace.json"
+    timeout --preserve-status -s "$sig" "$delay" "$TRNSIM" run "$W" "${SETS[@]}" --out "$d/out" --dump-inputs \
+      --trace "$d/user/trace.json" >"$d/log" 2>&1
+    rc=$?
+    if [[ $rc == 0 ]]; then ok; continue; fi  # finished before the signal: nothing to check
+    code=$((128 + $(kill -l "$sig")))
+    check "$sig after $delay s: exit $code (was $rc: $(tail -2 "$d/log"))" '[[ $rc == $code ]]'
+    check "$sig after $delay s: no temporary left" '[[ -z $(find "$d" -name "*.tmp.*") ]]'
+    check "$sig after $delay s: no output folder left" '[[ ! -e $d/out ]]'
+    check "$sig after $delay s: the message" 'grep -q "trnsim: interrupted" "$d/log"'
+    # The trace is the user's file (not opened yet), or whole JSON: closed and marked incomplete when the
+    # signal stopped the simulation, complete when it came later.
+    check "$sig after $delay s: the trace" \
+      '[[ $(cat "$d/user/trace.json") == keep ]] || python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$d/user/trace.json"'
+    if grep -q "stopping the simulation" "$d/log"; then
+      check "$sig after $delay s: the trace is marked incomplete" \
+        'grep -q "trace incomplete: the run failed" "$d/user/trace.json"'
+    fi
+  done
+done
+finish

@@ -1,0 +1,107 @@
+// The signal handler of sim/base/interrupt.h, in a forked child so the test process survives.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "sim/base/interrupt.h"
+
+namespace fs = std::filesystem;
+using trnsim::interrupt::CleanupPath;
+
+namespace {
+
+// Runs `child` in a fork and returns its wait status.
+template <class F>
+int in_child(F child) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    child();
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("trnsim_interrupt_" + std::to_string(::getpid()) + name);
+  fs::remove_all(d);
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("a signal outside a cooperative section removes the registered paths and kills", "[interrupt]") {
+  const fs::path dir = scratch("a");
+  const int status = in_child([&] {
+    trnsim::interrupt::install_handlers();
+    fs::create_directories(dir / "inner");
+    std::fclose(std::fopen((dir / "inner" / "x.tmp").c_str(), "w"));
+    std::fclose(std::fopen((dir / "kept.npy").c_str(), "w"));
+    // Registered outer folder first: it is not empty until the inner one is gone.
+    CleanupPath outer(dir.string(), CleanupPath::Kind::kEmptyFolder);
+    CleanupPath inner((dir / "inner").string(), CleanupPath::Kind::kEmptyFolder);
+    CleanupPath tmp((dir / "inner" / "x.tmp").string(), CleanupPath::Kind::kFile);
+    std::raise(SIGINT);
+    ::_exit(7);  // not reached
+  });
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGINT);
+  CHECK_FALSE(fs::exists(dir / "inner"));
+  CHECK(fs::exists(dir / "kept.npy"));  // an unregistered file stays, and so its folder
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a registration that ended is not cleaned up", "[interrupt]") {
+  const fs::path dir = scratch("b");
+  const int status = in_child([&] {
+    trnsim::interrupt::install_handlers();
+    fs::create_directories(dir);
+    std::fclose(std::fopen((dir / "out.npy").c_str(), "w"));
+    { CleanupPath done((dir / "out.npy").string(), CleanupPath::Kind::kFile); }
+    std::raise(SIGTERM);
+  });
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+  CHECK(fs::exists(dir / "out.npy"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("in a cooperative section the first signal sets the flag, the second kills", "[interrupt]") {
+  const fs::path dir = scratch("c");
+  const int status = in_child([&] {
+    trnsim::interrupt::install_handlers();
+    fs::create_directories(dir);
+    CleanupPath folder(dir.string(), CleanupPath::Kind::kEmptyFolder);
+    trnsim::interrupt::CooperativeSection section;
+    if (trnsim::interrupt::requested()) ::_exit(3);
+    std::raise(SIGINT);
+    if (!trnsim::interrupt::requested() || trnsim::interrupt::signal_number() != SIGINT) ::_exit(4);
+    if (!fs::exists(dir)) ::_exit(5);  // nothing removed yet: the run ends itself
+    std::raise(SIGINT);
+    ::_exit(6);  // not reached
+  });
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGINT);
+  CHECK_FALSE(fs::exists(dir));
+}
+
+TEST_CASE("exit_now after a cooperative stop dies of the recorded signal", "[interrupt]") {
+  const int status = in_child([] {
+    trnsim::interrupt::install_handlers();
+    {
+      trnsim::interrupt::CooperativeSection section;
+      std::raise(SIGTERM);
+    }
+    trnsim::interrupt::exit_now();
+  });
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+}
