@@ -110,24 +110,31 @@ std::array<uint8_t, 256> fp8_special(isa::DType dt) {
   return s;
 }
 
-// bit_exact_result for byte-sized dtypes (FP8 data, E8M0 scales) from a ByteDiff over all n output bytes: the
-// same metrics, computed on the bytes (NaN codes counted from the dtype's encoding).
-run::CheckResult bytes_result(const std::string& output, const HostTensor& out, const ByteDiff& d, size_t n) {
+// A bit-exact result from counts gathered while streaming (the metrics of bit_exact_result).
+run::CheckResult bit_exact_counts(const std::string& output, const HostTensor& out, size_t bytes_total,
+                                  int64_t bytes_differing, int64_t elements_differing, int64_t first,
+                                  int64_t nonfinite) {
   run::CheckResult r;
   r.output = output;
   r.kind = run::kCheckBitExact;
   r.dtype = isa::dtype_name(out.dtype);
   r.elements = out.elements();
-  r.nonfinite = d.nonfinite;
-  r.metrics = {{"bytes_total", static_cast<double>(n)},
-               {"bytes_differing", static_cast<double>(d.differ)},
-               {"elements_differing", static_cast<double>(d.differ)},
-               {"first_difference_index", static_cast<double>(d.first)}};
-  if (d.differ > 0)
-    r.failures.push_back(fmt::format("{} of {} bytes differ ({} elements; first at element {})", d.differ, n,
-                                     d.differ, d.first));
+  r.nonfinite = nonfinite;
+  r.metrics = {{"bytes_total", static_cast<double>(bytes_total)},
+               {"bytes_differing", static_cast<double>(bytes_differing)},
+               {"elements_differing", static_cast<double>(elements_differing)},
+               {"first_difference_index", static_cast<double>(first)}};
+  if (bytes_differing > 0)
+    r.failures.push_back(fmt::format("{} of {} bytes differ ({} elements; first at element {})",
+                                     bytes_differing, bytes_total, elements_differing, first));
   r.pass = r.failures.empty();
   return r;
+}
+
+// bit_exact_result for byte-sized dtypes (FP8 data, E8M0 scales) from a ByteDiff over all n output bytes (NaN
+// codes counted from the dtype's encoding).
+run::CheckResult bytes_result(const std::string& output, const HostTensor& out, const ByteDiff& d, size_t n) {
+  return bit_exact_counts(output, out, n, d.differ, d.differ, d.first, d.nonfinite);
 }
 
 void check_size(const std::string& output, const HostTensor& out, size_t n) {
@@ -271,21 +278,7 @@ run::CheckResult bf16_emulation_check(const std::string& name, const CheckContex
     t.nonfinite += d.nonfinite;
     if (t.first < 0) t.first = d.first;
   }
-  run::CheckResult r;
-  r.output = name;
-  r.kind = run::kCheckBitExact;
-  r.dtype = isa::dtype_name(out.dtype);
-  r.elements = out.elements();
-  r.nonfinite = t.nonfinite;
-  r.metrics = {{"bytes_total", static_cast<double>(out.bytes.size())},
-               {"bytes_differing", static_cast<double>(t.bytes)},
-               {"elements_differing", static_cast<double>(t.elems)},
-               {"first_difference_index", static_cast<double>(t.first)}};
-  if (t.bytes > 0)
-    r.failures.push_back(fmt::format("{} of {} bytes differ ({} elements; first at element {})", t.bytes,
-                                     out.bytes.size(), t.elems, t.first));
-  r.pass = r.failures.empty();
-  return r;
+  return bit_exact_counts(name, out, out.bytes.size(), t.bytes, t.elems, t.first, t.nonfinite);
 }
 
 }  // namespace

@@ -31,9 +31,10 @@ namespace trnsim::run {
 
 struct SessionOptions {
   bool numerics = true;
-  std::string trace_path;  // .pftrace / .perfetto-trace / .pb (Perfetto) or .json (Chrome JSON); "" = none
+  std::string trace_path =
+      {};  // .pftrace / .perfetto-trace / .pb (Perfetto) or .json (Chrome JSON); "" = none
   // Called every `progress_every` completed instructions: (simulated time, completed, total).
-  std::function<void(Picoseconds, uint64_t, uint64_t)> progress;
+  std::function<void(Picoseconds, uint64_t, uint64_t)> progress = {};
   uint64_t progress_every = 20000;
 };
 

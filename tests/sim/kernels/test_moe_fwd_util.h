@@ -50,10 +50,10 @@ inline json moe_inputs(double zipf = 0.5, int64_t seed = 4) {
 
 struct MoeRun {
   workload::PreparedWorkload prepared;
-  kernels::Tensors inputs, outputs;
-  run::SessionResult result;
-  std::vector<run::CheckResult> checks;
-  std::vector<kernels::KernelStat> stats;
+  kernels::Tensors inputs = {}, outputs = {};
+  run::SessionResult result = {};
+  std::vector<run::CheckResult> checks = {};
+  std::vector<kernels::KernelStat> stats = {};
 
   const run::CheckResult& check(const std::string& output) const {
     for (const auto& c : checks)
