@@ -98,6 +98,14 @@ std::string numerics_section(const json& numerics) {
     return member(n, "pass").is_boolean() && member(n, "pass").get<bool>() ? "PASS" : "FAIL";
   };
   bool header[3] = {false, false, false};
+  // The name column of each kind: its default width, wider when a name needs it (one space at least).
+  size_t width[3] = {14, 34, 24};
+  const auto kind_of = [](const json& n) {
+    const std::string k = str(n, "check", kCheckTolerance);
+    return k == kCheckTolerance ? 0 : k == kCheckBitExact ? 1 : 2;
+  };
+  for (const auto& [name, n] : numerics.items())
+    width[kind_of(n)] = std::max(width[kind_of(n)], name.size() + 1);
   for (const auto& [name, n] : numerics.items()) {
     // A metric right-aligned in `width`, or "-" when the file lacks it (a damaged stats.json), never "nan".
     const auto cell = [&n](const char* key, int width, const char* spec) {
@@ -105,30 +113,33 @@ std::string numerics_section(const json& numerics) {
       return std::isfinite(v) ? fmt::format(fmt::runtime(fmt::format("{{:>{}{}}}", width, spec)), v)
                               : fmt::format("{:>{}}", "-", width);
     };
-    const std::string kind = str(n, "check", kCheckTolerance);
-    if (kind == kCheckTolerance) {
+    const int kind = kind_of(n);
+    if (kind == 0) {
       if (!header[0])
-        o += fmt::format("numerics {:<14}{:>12}{:>14}{:>14}{:>12}{:>12}{:>9}{:>6}\n", "output", "max_abs_err",
-                         "rel_l2_exact", "rel_l2_quant", "cos_exact", "norm_eucl", "allclose", "");
+        o += fmt::format("numerics {:<{}}{:>12}{:>14}{:>14}{:>12}{:>12}{:>9}{:>6}\n", "output", width[0],
+                         "max_abs_err", "rel_l2_exact", "rel_l2_quant", "cos_exact", "norm_eucl", "allclose",
+                         "");
       header[0] = true;
       const json& ac = member(n, "allclose_vs_exact");
-      o += fmt::format("         {:<14}{}{}{}{}{}{:>9}{:>6}\n", name, cell("max_abs_err", 12, ".4g"),
-                       cell("rel_l2_vs_exact", 14, ".4g"), cell("rel_l2_vs_quantized", 14, ".4g"),
-                       cell("cosine_vs_exact", 12, ".6f"), cell("normalized_euclidean_vs_exact", 12, ".4g"),
-                       ac.is_boolean() ? (ac.get<bool>() ? "yes" : "no") : "-", pass_of(n));
-    } else if (kind == kCheckBitExact) {
+      o +=
+          fmt::format("         {:<{}}{}{}{}{}{}{:>9}{:>6}\n", name, width[0], cell("max_abs_err", 12, ".4g"),
+                      cell("rel_l2_vs_exact", 14, ".4g"), cell("rel_l2_vs_quantized", 14, ".4g"),
+                      cell("cosine_vs_exact", 12, ".6f"), cell("normalized_euclidean_vs_exact", 12, ".4g"),
+                      ac.is_boolean() ? (ac.get<bool>() ? "yes" : "no") : "-", pass_of(n));
+    } else if (kind == 1) {
       if (!header[1])
-        o += fmt::format("bit-exact {:<34}{:>14}{:>18}{:>14}{:>6}\n", "output", "bytes", "bytes differing",
-                         "nonfinite", "");
+        o += fmt::format("bit-exact {:<{}}{:>14}{:>18}{:>14}{:>6}\n", "output", width[1], "bytes",
+                         "bytes differing", "nonfinite", "");
       header[1] = true;
-      o += fmt::format("          {:<34}{:>14}{:>18}{:>14}{:>6}\n", name, count_str(num(n, "bytes_total")),
-                       count_str(num(n, "bytes_differing")), count_str(num(n, "nonfinite")), pass_of(n));
+      o += fmt::format("          {:<{}}{:>14}{:>18}{:>14}{:>6}\n", name, width[1],
+                       count_str(num(n, "bytes_total")), count_str(num(n, "bytes_differing")),
+                       count_str(num(n, "nonfinite")), pass_of(n));
     } else {
       if (!header[2])
-        o += fmt::format("scalar   {:<24}{:>16}{:>16}{:>12}{:>6}\n", "output", "value", "expected", "abs_err",
-                         "");
+        o += fmt::format("scalar   {:<{}}{:>16}{:>16}{:>12}{:>6}\n", "output", width[2], "value", "expected",
+                         "abs_err", "");
       header[2] = true;
-      o += fmt::format("         {:<24}{}{}{}{:>6}\n", name, cell("value", 16, ".8g"),
+      o += fmt::format("         {:<{}}{}{}{}{:>6}\n", name, width[2], cell("value", 16, ".8g"),
                        cell("expected", 16, ".8g"), cell("abs_err", 12, ".3g"), pass_of(n));
     }
   }
