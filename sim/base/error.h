@@ -25,10 +25,4 @@ class RuleError : public Error {
   using Error::Error;
 };
 
-// The user interrupted the run (SIGINT or SIGTERM, see sim/base/interrupt.h).
-class Interrupted : public Error {
- public:
-  using Error::Error;
-};
-
 }  // namespace trnsim

@@ -11,6 +11,18 @@
 
 #include <string>
 
+#include "sim/base/error.h"
+
+namespace trnsim {
+
+// The user interrupted the run (SIGINT or SIGTERM) during a cooperative section.
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace trnsim
+
 namespace trnsim::interrupt {
 
 inline constexpr int kMaxCleanupPaths = 128;

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "sim/base/error.h"
+#include "sim/base/interrupt.h"
 #include "sim/model/trace_observer.h"
 #include "sim/trace/open_trace.h"
 
