@@ -268,16 +268,14 @@ std::map<int64_t, std::array<SlotGrad, 2>> BwdReference::evaluate(const std::vec
   for (const auto& [e, ss] : by_e) {
     const int64_t n = static_cast<int64_t>(ss.size());
     weights(e, w);
-    const auto wgu = with_dx ? widen(w.gu) : std::vector<double>{};
     for (int q = 0; q < 2; ++q) {
       std::vector<double> dgu, scaled, dea, dx;
       phase1(e, ss, q, w, dgu, scaled, dea);
       if (with_dx) {
-        // The weight as it is (exact, or pre-quantized), else MX-quantized along 2I.
+        // The weight as it is (exact, or pre-quantized), else MX-quantized along 2I: one FP64 copy at a time.
         const bool quantize = q == 1 && !in_.gate_up_weight_scales;
-        const std::vector<double> wq =
-            quantize ? prep(wgu, H, 2 * I, 1, p_.fp8, p_.quant_scheme()) : std::vector<double>{};
-        gemm_nt(prep(dgu, n, 2 * I, q, p_.fp8, p_.quant_scheme()), quantize ? wq : wgu, n, H, 2 * I, dx);
+        const std::vector<double> wgu = as_f64(w.gu, H, 2 * I, quantize, p_.fp8, p_.quant_scheme());
+        gemm_nt(prep(dgu, n, 2 * I, q, p_.fp8, p_.quant_scheme()), wgu, n, H, 2 * I, dx);
       }
       for (int64_t r = 0; r < n; ++r) {
         SlotGrad& g = res[ss[r]][q];
