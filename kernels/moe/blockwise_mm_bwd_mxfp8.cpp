@@ -308,6 +308,22 @@ std::vector<KernelStat> stats(const BwdParams& p, const Tensors& in) {
 // --- checks: one shared reference evaluation for every output.
 
 constexpr double kRowBudget = 8e9, kExpertBudget = 24e9;  // FP64 work of the sampled references
+// FP64 weight gradients the prepare step may hold for the checks (both numerics): the first sampled experts
+// that fit are computed while the simulation runs, the others one at a time when the checks fold them (all
+// of them when the checks run without a prepare step).
+constexpr double kPreparedGradBytes = 1024.0 * 1024 * 1024;
+
+constexpr int kWeightOutputs = 4;  // gate/up and down weight gradients, then the two bias gradients
+const char* const kWeightNames[kWeightOutputs] = {"gate_up_proj_weight_grad", "down_proj_weight_grad",
+                                                  "gate_and_up_proj_bias_grad", "down_proj_bias_grad"};
+
+// Elements per expert of weight output w: [H, 2I], [I, H], [2, I], [H].
+int64_t weight_size(const BwdParams& p, int w) {
+  const int64_t sizes[kWeightOutputs] = {2 * p.I_TP * p.H, p.I_TP * p.H, 2 * p.I_TP, p.H};
+  return sizes[w];
+}
+
+using ExpertGrads = std::array<std::array<std::vector<double>, 2>, kWeightOutputs>;  // [w][q]
 
 struct RefCache {
   const void* key = nullptr;
@@ -315,14 +331,18 @@ struct RefCache {
   std::map<int64_t, std::array<moe::SlotGrad, 2>> vals;
   std::vector<int64_t> rows, experts;
   int64_t defined_rows = 0;  // rows of hidden_states_grad with defined values (num_valid_tokens: the count)
-  std::map<int64_t, std::array<std::array<std::vector<double>, 2>, 4>>
-      grads;  // e -> [gu, down, bias gu, bias down][q]
+  std::map<int64_t, ExpertGrads> grads;  // the prepared experts' gradients, until folded
+  // Metrics of weight output w against numerics q, folded expert by expert (increasing) over `experts`, for
+  // the outputs at folded_key.
+  std::array<std::array<ref::MetricsAccumulator, 2>, kWeightOutputs> weight_metrics;
+  const void* folded_key = nullptr;
 };
 
-void evaluate(RefCache& c, const BwdParams& p, const CheckContext& ctx) {
+// `prepare`: the prepare step's call, which also computes the weight gradients of the first experts.
+void evaluate(RefCache& c, const BwdParams& p, const CheckContext& ctx, bool prepare = false) {
   const void* key = &ctx.input("hidden_states");
   if (c.key == key && c.ref) return;
-  c = RefCache{};
+  c = RefCache();
   c.key = key;
   c.ref = std::make_unique<moe::BwdReference>(
       p, moe::BwdInputs::from(p, [&](const std::string& n) -> const tensor::HostTensor* {
@@ -350,10 +370,50 @@ void evaluate(RefCache& c, const BwdParams& p, const CheckContext& ctx) {
   for (int64_t e = 0; e < p.E; ++e)
     if (r.blocks_of_expert(e).empty()) ex.insert(e);
   c.experts.assign(ex.begin(), ex.end());
+  if (!prepare) return;
+  const int nw = p.bias ? kWeightOutputs : 2;
+  double expert_bytes = 0;
+  for (int w = 0; w < nw; ++w) expert_bytes += 2.0 * 8.0 * static_cast<double>(weight_size(p, w));
+  double held = 0;
   for (int64_t e : c.experts) {
-    auto& g = c.grads[e];
-    r.expert_grads(e, g[0], g[1], p.bias ? &g[2] : nullptr, p.bias ? &g[3] : nullptr);
+    if (held + expert_bytes > kPreparedGradBytes) break;
+    held += expert_bytes;
+    ExpertGrads& g = c.grads[e];
+    for (int q = 0; q < 2; ++q)
+      r.expert_grads(e, q, g[0][q], g[1][q], p.bias ? &g[2][q] : nullptr, p.bias ? &g[3][q] : nullptr);
   }
+}
+
+// Folds the weight-gradient metrics of every weight output, one expert and one numerics at a time: its
+// FP64 gradients (prepared, or computed now) are released before the next. Each accumulator takes the
+// experts in increasing order, whole, as one comparison of the sampled experts would.
+void fold_weights(RefCache& c, const BwdParams& p, const CheckContext& ctx) {
+  const void* key = &ctx.output(kWeightNames[0]);
+  if (c.folded_key == key) return;
+  for (auto& m : c.weight_metrics) m.fill(ref::MetricsAccumulator());
+  const int nw = p.bias ? kWeightOutputs : 2;
+  std::array<std::vector<double>, kWeightOutputs> g;
+  std::vector<float> k;
+  for (int64_t e : c.experts) {
+    const auto pre = c.grads.find(e);
+    for (int q = 0; q < 2; ++q) {
+      if (pre != c.grads.end()) {
+        for (int w = 0; w < nw; ++w) g[w] = std::move(pre->second[w][q]);
+      } else {
+        c.ref->expert_grads(e, q, g[0], g[1], p.bias ? &g[2] : nullptr, p.bias ? &g[3] : nullptr);
+      }
+      for (int w = 0; w < nw; ++w) {
+        const tensor::HostTensor& out = ctx.output(kWeightNames[w]);
+        const int64_t n = weight_size(p, w);
+        k.resize(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) k[i] = out.value(e * n + i);
+        c.weight_metrics[w][q].add(k.data(), g[w].data(), n);
+        std::vector<double>().swap(g[w]);
+      }
+    }
+    if (pre != c.grads.end()) c.grads.erase(pre);
+  }
+  c.folded_key = key;
 }
 
 run::CheckResult result(const std::string& name, const tensor::HostTensor& out,
@@ -414,39 +474,28 @@ OutputCheck dea_check(const BwdParams& p, std::shared_ptr<RefCache> cache) {
   return c;
 }
 
-OutputCheck weight_check(const BwdParams& p, std::shared_ptr<RefCache> cache, const std::string& name,
-                         int w) {
+OutputCheck weight_check(const BwdParams& p, std::shared_ptr<RefCache> cache, int w) {
   OutputCheck c;
-  c.output = name;
-  c.run = [p, cache, name, w](const CheckContext& ctx) {
+  c.output = kWeightNames[w];
+  c.run = [p, cache, w](const CheckContext& ctx) {
     evaluate(*cache, p, ctx);
-    const tensor::HostTensor& out = ctx.output(name);
-    const int64_t sizes[4] = {2 * p.I_TP * p.H, p.I_TP * p.H, 2 * p.I_TP,
-                              p.H};  // [H, 2I], [I, H], [2, I], [H]
-    const int64_t n = sizes[w];
-    ref::MetricsAccumulator e, q;
-    std::vector<float> k(static_cast<size_t>(n));
-    for (int64_t x : cache->experts) {
-      const auto& g = cache->grads.at(x)[w];
-      for (int64_t i = 0; i < n; ++i) k[i] = out.value(x * n + i);
-      e.add(k.data(), g[0].data(), n);
-      q.add(k.data(), g[1].data(), n);
-    }
-    return result(name, out, e, q, static_cast<int64_t>(cache->experts.size()), p.E);
+    fold_weights(*cache, p, ctx);
+    const auto& m = cache->weight_metrics[w];
+    return result(kWeightNames[w], ctx.output(kWeightNames[w]), m[0], m[1],
+                  static_cast<int64_t>(cache->experts.size()), p.E);
   };
   return c;
 }
 
 std::vector<OutputCheck> checks(const BwdParams& p) {
   auto cache = std::make_shared<RefCache>();
-  std::vector<OutputCheck> v{dx_check(p, cache), dea_check(p, cache),
-                             weight_check(p, cache, "gate_up_proj_weight_grad", 0),
-                             weight_check(p, cache, "down_proj_weight_grad", 1)};
+  std::vector<OutputCheck> v{dx_check(p, cache), dea_check(p, cache), weight_check(p, cache, 0),
+                             weight_check(p, cache, 1)};
   // The references read the inputs alone: computed while the simulation runs.
-  v.front().prepare = [p, cache](const CheckContext& ctx) { evaluate(*cache, p, ctx); };
+  v.front().prepare = [p, cache](const CheckContext& ctx) { evaluate(*cache, p, ctx, true); };
   if (p.bias) {
-    v.push_back(weight_check(p, cache, "gate_and_up_proj_bias_grad", 2));
-    v.push_back(weight_check(p, cache, "down_proj_bias_grad", 3));
+    v.push_back(weight_check(p, cache, 2));
+    v.push_back(weight_check(p, cache, 3));
   }
   return v;
 }

@@ -268,16 +268,14 @@ std::map<int64_t, std::array<SlotGrad, 2>> BwdReference::evaluate(const std::vec
   for (const auto& [e, ss] : by_e) {
     const int64_t n = static_cast<int64_t>(ss.size());
     weights(e, w);
-    const auto wgu = with_dx ? widen(w.gu) : std::vector<double>{};
     for (int q = 0; q < 2; ++q) {
       std::vector<double> dgu, scaled, dea, dx;
       phase1(e, ss, q, w, dgu, scaled, dea);
       if (with_dx) {
-        // The weight as it is (exact, or pre-quantized), else MX-quantized along 2I.
+        // The weight as it is (exact, or pre-quantized), else MX-quantized along 2I: one FP64 copy at a time.
         const bool quantize = q == 1 && !in_.gate_up_weight_scales;
-        const std::vector<double> wq =
-            quantize ? prep(wgu, H, 2 * I, 1, p_.fp8, p_.quant_scheme()) : std::vector<double>{};
-        gemm_nt(prep(dgu, n, 2 * I, q, p_.fp8, p_.quant_scheme()), quantize ? wq : wgu, n, H, 2 * I, dx);
+        const std::vector<double> wgu = as_f64(w.gu, H, 2 * I, quantize, p_.fp8, p_.quant_scheme());
+        gemm_nt(prep(dgu, n, 2 * I, q, p_.fp8, p_.quant_scheme()), wgu, n, H, 2 * I, dx);
       }
       for (int64_t r = 0; r < n; ++r) {
         SlotGrad& g = res[ss[r]][q];
@@ -314,13 +312,18 @@ void BwdReference::expert_grads(int64_t e, std::array<std::vector<double>, 2>& d
                                 std::array<std::vector<double>, 2>& dw_down,
                                 std::array<std::vector<double>, 2>* db_gu,
                                 std::array<std::vector<double>, 2>* db_down) const {
+  for (int q = 0; q < 2; ++q)
+    expert_grads(e, q, dw_gu[q], dw_down[q], db_gu ? &(*db_gu)[q] : nullptr,
+                 db_down ? &(*db_down)[q] : nullptr);
+}
+
+void BwdReference::expert_grads(int64_t e, int q, std::vector<double>& dw_gu, std::vector<double>& dw_down,
+                                std::vector<double>* db_gu, std::vector<double>* db_down) const {
   const int64_t H = H_, I = I_, B = B_;
-  for (int q = 0; q < 2; ++q) {
-    dw_gu[q].assign(static_cast<size_t>(H * 2 * I), 0.0);
-    dw_down[q].assign(static_cast<size_t>(I * H), 0.0);
-    if (db_gu) (*db_gu)[q].assign(static_cast<size_t>(2 * I), 0.0);
-    if (db_down) (*db_down)[q].assign(static_cast<size_t>(H), 0.0);
-  }
+  dw_gu.assign(static_cast<size_t>(H * 2 * I), 0.0);
+  dw_down.assign(static_cast<size_t>(I * H), 0.0);
+  if (db_gu) db_gu->assign(static_cast<size_t>(2 * I), 0.0);
+  if (db_down) db_down->assign(static_cast<size_t>(H), 0.0);
   if (by_expert_[e].empty()) return;
   Weights w;
   weights(e, w);
@@ -328,42 +331,40 @@ void BwdReference::expert_grads(int64_t e, std::array<std::vector<double>, 2>& d
   for (int64_t b : by_expert_[e]) {
     for (int64_t j = 0; j < B; ++j) ss[j] = b * B + j;
     const auto xt = transposed(widen(rows_of(*in_.hidden_states, ss)), B, H);  // [H, B]
-    for (int q = 0; q < 2; ++q) {
-      const auto dyt = transposed(dy_rows(e, ss, q), B, H);  // [H, B], as Phase 4 reads them
-      std::vector<double> dgu, scaled, dea, y3, y4;
-      phase1(e, ss, q, w, dgu, scaled, dea);
-      // Phases 3 and 4 contract over the block's tokens: the operands quantized along B.
-      gemm_nt(prep(xt, H, B, q, p_.fp8, p_.quant_scheme()),
-              prep(transposed(dgu, B, 2 * I), 2 * I, B, q, p_.fp8, p_.quant_scheme()), H, 2 * I, B, y3);
-      gemm_nt(prep(transposed(scaled, B, I), I, B, q, p_.fp8, p_.quant_scheme()),
-              prep(dyt, H, B, q, p_.fp8, p_.quant_scheme()), I, H, B, y4);
-      const auto add = [&](std::vector<double>& acc, const std::vector<double>& y) {
-        for (size_t i = 0; i < acc.size(); ++i)
-          acc[i] =
-              q == 1 ? round_to(acc[i] + round_to(y[i], isa::DType::BF16), isa::DType::BF16) : acc[i] + y[i];
-      };
-      add(dw_gu[q], y3);
-      add(dw_down[q], y4);
-      if (db_gu) {
-        std::vector<double> sum(static_cast<size_t>(2 * I), 0.0);
-        for (int64_t r = 0; r < B; ++r)
-          for (int64_t k = 0; k < 2 * I; ++k) sum[k] += dgu[r * 2 * I + k];
-        for (int64_t k = 0; k < 2 * I; ++k) {
-          double& acc = (*db_gu)[q][k];
-          acc = q == 1 ? round_to(acc + sum[k], p_.compute_dtype) : acc + sum[k];
-        }
+    const auto dyt = transposed(dy_rows(e, ss, q), B, H);  // [H, B], as Phase 4 reads them
+    std::vector<double> dgu, scaled, dea, y;
+    phase1(e, ss, q, w, dgu, scaled, dea);
+    const auto add = [&](std::vector<double>& acc, const std::vector<double>& v) {
+      for (size_t i = 0; i < acc.size(); ++i)
+        acc[i] =
+            q == 1 ? round_to(acc[i] + round_to(v[i], isa::DType::BF16), isa::DType::BF16) : acc[i] + v[i];
+    };
+    // Phases 3 and 4 contract over the block's tokens: the operands quantized along B.
+    gemm_nt(prep(xt, H, B, q, p_.fp8, p_.quant_scheme()),
+            prep(transposed(dgu, B, 2 * I), 2 * I, B, q, p_.fp8, p_.quant_scheme()), H, 2 * I, B, y);
+    add(dw_gu, y);
+    gemm_nt(prep(transposed(scaled, B, I), I, B, q, p_.fp8, p_.quant_scheme()),
+            prep(dyt, H, B, q, p_.fp8, p_.quant_scheme()), I, H, B, y);
+    add(dw_down, y);
+    if (db_gu) {
+      std::vector<double> sum(static_cast<size_t>(2 * I), 0.0);
+      for (int64_t r = 0; r < B; ++r)
+        for (int64_t k = 0; k < 2 * I; ++k) sum[k] += dgu[r * 2 * I + k];
+      for (int64_t k = 0; k < 2 * I; ++k) {
+        double& acc = (*db_gu)[k];
+        acc = q == 1 ? round_to(acc + sum[k], p_.compute_dtype) : acc + sum[k];
       }
-      if (db_down) {
-        std::vector<double> sum(static_cast<size_t>(H), 0.0);
-        for (int64_t r = 0; r < B; ++r) {
-          if (token_[ss[r]] < 0) continue;
-          const double a = affinity(e, ss[r]);  // bias with AFFINITY_ON_H is rejected
-          for (int64_t h = 0; h < H; ++h) sum[h] += a * dyt[h * B + r];
-        }
-        for (int64_t h = 0; h < H; ++h) {
-          double& acc = (*db_down)[q][h];
-          acc = q == 1 ? round_to(acc + sum[h], p_.compute_dtype) : acc + sum[h];
-        }
+    }
+    if (db_down) {
+      std::vector<double> sum(static_cast<size_t>(H), 0.0);
+      for (int64_t r = 0; r < B; ++r) {
+        if (token_[ss[r]] < 0) continue;
+        const double a = affinity(e, ss[r]);  // bias with AFFINITY_ON_H is rejected
+        for (int64_t h = 0; h < H; ++h) sum[h] += a * dyt[h * B + r];
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        double& acc = (*db_down)[h];
+        acc = q == 1 ? round_to(acc + sum[h], p_.compute_dtype) : acc + sum[h];
       }
     }
   }

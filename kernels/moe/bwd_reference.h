@@ -87,6 +87,9 @@ class BwdReference {
                     std::array<std::vector<double>, 2>& dw_down,
                     std::array<std::vector<double>, 2>* db_gu = nullptr,
                     std::array<std::vector<double>, 2>* db_down = nullptr) const;
+  // The same in numerics q alone (0 exact, 1 kernel): half the memory, for checks that fold one at a time.
+  void expert_grads(int64_t e, int q, std::vector<double>& dw_gu, std::vector<double>& dw_down,
+                    std::vector<double>* db_gu = nullptr, std::vector<double>* db_down = nullptr) const;
 
   double slot_flops(bool with_dx) const;  // FP64 work of one slot (both numerics)
   double expert_flops(int64_t e) const;   // FP64 work of expert_grads(e)

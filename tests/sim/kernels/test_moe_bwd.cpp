@@ -13,6 +13,8 @@
 #include <random>
 
 #include "kernels/moe/bwd_reference.h"
+#include "kernels/moe/moe_common.h"
+#include "kernels/ref/metrics.h"
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
 #include "sim/numerics/float_formats.h"
@@ -311,6 +313,58 @@ TEST_CASE("moe bwd: bias gradients on both cores") {
 
 TEST_CASE("moe bwd: bias gradients on one core", "[heavy]") {
   expect_bias_pass(false);
+}
+
+TEST_CASE(
+    "moe bwd: the weight-gradient checks, folded one expert and one numerics at a time, give the "
+    "metrics of one comparison of every expert") {
+  const MoeRun r = run_bwd(small({{"bias", true}}));
+  kernels::moe::BwdParams p;
+  p.T = 256, p.H = 512, p.I_TP = 256, p.E = 4, p.top_k = 2, p.block_size = 128, p.bias = true;
+  p.skip_dma.skip_token = true;
+  const auto lookup = [&](const std::string& n) -> const tensor::HostTensor* {
+    return r.inputs.count(n) ? &r.inputs.at(n) : nullptr;
+  };
+  const kernels::moe::BwdReference ref(p, kernels::moe::BwdInputs::from(p, lookup));
+  // Every expert's golden values of the four weight outputs, concatenated: [w][q].
+  std::array<std::array<std::vector<double>, 2>, 4> all;
+  for (int64_t e = 0; e < p.E; ++e) {
+    std::array<std::array<std::vector<double>, 2>, 4> g;
+    ref.expert_grads(e, g[0], g[1], &g[2], &g[3]);
+    for (int q = 0; q < 2; ++q) {
+      // One numerics alone gives the same values.
+      std::array<std::vector<double>, 4> one;
+      ref.expert_grads(e, q, one[0], one[1], &one[2], &one[3]);
+      for (int w = 0; w < 4; ++w) {
+        CHECK(one[w] == g[w][q]);
+        all[w][q].insert(all[w][q].end(), g[w][q].begin(), g[w][q].end());
+      }
+    }
+  }
+  const char* names[4] = {"gate_up_proj_weight_grad", "down_proj_weight_grad", "gate_and_up_proj_bias_grad",
+                          "down_proj_bias_grad"};
+  const auto& tol = kernels::moe::kMoeTolerance;
+  for (int w = 0; w < 4; ++w) {
+    INFO(names[w]);
+    const std::vector<float> k = r.outputs.at(names[w]).values();
+    REQUIRE(all[w][0].size() == k.size());
+    const ref::ErrorMetrics e = ref::compare(k.data(), all[w][0].data(), static_cast<int64_t>(k.size()),
+                                             tol.atol_factor, tol.rtol),
+                            q = ref::compare(k.data(), all[w][1].data(), static_cast<int64_t>(k.size()),
+                                             tol.atol_factor, tol.rtol);
+    const run::CheckResult& c = r.check(names[w]);
+    CHECK(c.metric("reference_rows_compared") == 4);
+    CHECK(c.metric("max_abs_err") == e.max_abs_err);
+    CHECK(c.metric("rel_l2_vs_exact") == e.rel_l2);
+    CHECK(c.metric("cosine_vs_exact") == e.cosine);
+    CHECK(c.metric("normalized_euclidean_vs_exact") == e.norm_euclidean);
+    CHECK(c.metric("max_abs_golden") == e.max_abs_golden);
+    CHECK(c.metric("allclose_vs_exact") == (e.allclose ? 1.0 : 0.0));
+    CHECK(c.metric("rel_l2_vs_quantized") == q.rel_l2);
+    CHECK(c.metric("max_abs_err_vs_quantized") == q.max_abs_err);
+    CHECK(c.metric("cosine_vs_quantized") == q.cosine);
+    CHECK(e.rel_l2 > 0.0);  // the kernel's MX quantization is visible against the exact reference
+  }
 }
 
 TEST_CASE("moe bwd: skip_grad_initialization leaves the zeroing to the caller") {

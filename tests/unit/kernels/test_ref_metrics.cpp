@@ -95,6 +95,29 @@ TEST_CASE("streaming accumulation equals one-shot", "[ref]") {
   CHECK(a.rel_l2 < 1e-3);
 }
 
+TEST_CASE("chunks of any size fold to the one-shot metrics, every field exactly", "[ref]") {
+  // k - g = (0, 0, 1, 0): sums dd 1, gg 25, kk 30, kg 27.
+  const std::vector<float> k = {1, 2, 3, 4};
+  const std::vector<double> g = {1, 2, 2, 4};
+  ref::MetricsAccumulator acc;
+  acc.add(k.data(), g.data(), 1);
+  acc.add(k.data() + 1, g.data() + 1, 2);
+  acc.add(k.data() + 3, g.data() + 3, 0);
+  acc.add(k.data() + 3, g.data() + 3, 1);
+  const ref::ErrorMetrics a = acc.finish(), b = ref::compare(k.data(), g.data(), 4);
+  for (const ref::ErrorMetrics& m : {a, b}) {
+    CHECK(m.count == 4);
+    CHECK(m.max_abs_err == 1.0);
+    CHECK(m.max_abs_golden == 4.0);
+    CHECK(m.rel_l2 == 0.2);
+    CHECK(m.cosine == 27.0 / (std::sqrt(30.0) * 5.0));
+    CHECK(m.norm_euclidean == 1.0 / (std::sqrt(30.0) + 5.0));
+    CHECK(m.allclose_excess == 1.0 - 1e-3 * 2.0);
+    CHECK(m.atol == 0.2 * 4.0);
+    CHECK_FALSE(m.allclose);
+  }
+}
+
 TEST_CASE("non-finite golden values are counted, with finite kernel values where they are", "[ref]") {
   // Element 2: both infinite (propagation); element 3: golden NaN, kernel finite (a mismatch).
   const std::vector<float> k = {1, 2, std::numeric_limits<float>::infinity(), 4};
