@@ -311,7 +311,7 @@ constexpr double kRowBudget = 8e9, kExpertBudget = 24e9;  // FP64 work of the sa
 // FP64 weight gradients the prepare step may hold for the checks (both numerics): the first sampled experts
 // that fit are computed while the simulation runs, the others one at a time when the checks fold them (all
 // of them when the checks run without a prepare step).
-constexpr double kPreparedGradBytes = 1024.0 * 1024 * 1024;
+constexpr double kPreparedGradBytes = 4.0 * 1024 * 1024 * 1024;
 
 constexpr int kWeightOutputs = 4;  // gate/up and down weight gradients, then the two bias gradients
 const char* const kWeightNames[kWeightOutputs] = {"gate_up_proj_weight_grad", "down_proj_weight_grad",

@@ -238,4 +238,15 @@ rc=$?
 check "NaN .npy input: exit $rc, outputs written" '[[ $rc == 0 || $rc == 3 ]] && [[ -f $T/nan/input_grad.npy && -f $T/nan/stats.json ]]'
 check "NaN .npy input: the note" 'grep -q "note: inputs.output_grad: 2 of 262144 values are NaN or Inf$" "$T/log"'
 
+# A run this machine cannot hold is refused before any work, with the figures, and creates nothing.
+# matmul_mxfp8_bwd_512: three BF16 [512, 512] inputs (1.5 MiB) on the host; on the machine those and the two
+# BF16 [512, 512] outputs (2.5 MiB): 5242880 bytes = 5.2 MB.
+TRNSIM_HOST_MEMORY_BYTES=1000000 "$TRNSIM" run "$SMALL" --out "$T/mem" >"$T/log" 2>&1
+rc=$?
+check "too little host memory: exit 1, the figures, nothing created (exit $rc: $(cat "$T/log"))" \
+  '[[ $rc == 1 && $(cat "$T/log") == "trnsim: error: $SMALL: this run needs at least 5.2 MB of host memory (the host'"'"'s copy of the inputs, which the references read, and the simulated machine'"'"'s copy of every HBM tensor), and 1.0 MB is available: run with --no-numerics (timing only), or on a machine with more memory" && ! -e $T/mem ]]'
+TRNSIM_HOST_MEMORY_BYTES=1000000 "$TRNSIM" run "$SMALL" --out "$T/mem" --no-numerics >"$T/log" 2>&1
+rc=$?
+check "too little host memory, --no-numerics: runs (exit $rc)" '[[ $rc == 0 && -f $T/mem/stats.json ]]'
+
 finish

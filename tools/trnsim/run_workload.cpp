@@ -18,12 +18,51 @@
 #include "sim/io/output_files.h"
 #include "sim/run/report.h"
 #include "sim/run/session.h"
+#include "tools/trnsim/host_memory.h"
 #include "tools/trnsim/out_dir.h"
 #include "tools/trnsim/run_options.h"
 
 namespace trnsim::cli {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+double tensor_bytes(isa::DType dtype, const std::vector<int64_t>& shape) {
+  double n = isa::dtype_size(dtype);
+  for (int64_t d : shape) n *= static_cast<double>(d);
+  return n;
+}
+
+// A run with numerics holds the host's copy of the inputs (the references read it) and the simulated
+// machine's copy of every HBM tensor of the program: refused now, with the figures, when this machine cannot
+// hold that.
+void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs) {
+  if (!p.w.numerics && !dump_inputs) return;
+  double need = 0;
+  for (const workload::TensorInfo& t : p.inputs) need += tensor_bytes(t.dtype, t.shape);
+  if (p.w.numerics)
+    for (const isa::TensorDecl& t : p.build.program.tensors) need += tensor_bytes(t.dtype, t.shape);
+  const std::optional<uint64_t> have = available_host_bytes();
+  if (!have || need <= static_cast<double>(*have)) return;
+  const std::string instead = !p.w.numerics ? "run without --dump-inputs"
+                              : dump_inputs ? "run with --no-numerics (timing only) and without --dump-inputs"
+                                            : "run with --no-numerics (timing only)";
+  const auto size = [](double b) {
+    return b >= 1e9 ? fmt::format("{:.1f} GB", b / 1e9) : fmt::format("{:.1f} MB", b / 1e6);
+  };
+  throw InputError(fmt::format(
+      "{}: this run needs at least {} of host memory ({}), and {} is available: {}, or on a machine with "
+      "more "
+      "memory",
+      p.w.file, size(need),
+      p.w.numerics ? "the host's copy of the inputs, which the references read, and the simulated machine's "
+                     "copy of every HBM tensor"
+                   : "the inputs to dump",
+      size(static_cast<double>(*have)), instead));
+}
+
+}  // namespace
 
 int run_workload_file(const RunCliOptions& o) {
   using clock = std::chrono::steady_clock;
@@ -60,6 +99,7 @@ int run_workload_file(const RunCliOptions& o) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
   }
+  check_host_memory(p, o.dump_inputs);
   OutDir out(out_dir);
   if (o.dump_inputs) out.add_subfolder("inputs");
 

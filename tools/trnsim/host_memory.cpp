@@ -1,0 +1,53 @@
+#include "tools/trnsim/host_memory.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace trnsim::cli {
+namespace {
+
+// "Key:   123 kB" lines of /proc/meminfo, in bytes.
+std::optional<uint64_t> meminfo(const std::string& key) {
+  std::ifstream f("/proc/meminfo");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind(key + ":", 0) != 0) continue;
+    std::istringstream s(line.substr(key.size() + 1));
+    uint64_t kb = 0;
+    if (s >> kb) return kb * 1024;
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> read_number(const std::string& path) {
+  std::ifstream f(path);
+  std::string text;
+  if (!(f >> text) || text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;  // absent, or "max"
+  return std::stoull(text);
+}
+
+}  // namespace
+
+std::optional<uint64_t> available_host_bytes() {
+  if (const char* v = std::getenv("TRNSIM_HOST_MEMORY_BYTES")) {
+    const std::string s(v);
+    if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() < 20)
+      return std::stoull(s);
+  }
+  const std::optional<uint64_t> avail = meminfo("MemAvailable");
+  if (!avail) return std::nullopt;
+  uint64_t bytes = *avail + meminfo("SwapFree").value_or(0);
+  // The process's own cgroup (v2): "0::/path" in /proc/self/cgroup.
+  std::ifstream cg("/proc/self/cgroup");
+  for (std::string line; std::getline(cg, line);) {
+    if (line.rfind("0::", 0) != 0) continue;
+    const std::string dir = "/sys/fs/cgroup" + line.substr(3);
+    const auto max = read_number(dir + "/memory.max"), cur = read_number(dir + "/memory.current");
+    if (max && cur) bytes = std::min(bytes, *max > *cur ? *max - *cur : uint64_t{0});
+  }
+  return bytes;
+}
+
+}  // namespace trnsim::cli

@@ -1,0 +1,17 @@
+// Host memory for a run with numerics: what it needs at least and what the machine has, so that a layer too
+// big for this machine is refused with a message before any work, instead of being killed by the kernel's
+// out-of-memory killer minutes later.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace trnsim::cli {
+
+// Bytes this process may still allocate: MemAvailable plus SwapFree from /proc/meminfo, capped by the cgroup
+// v2 limit (memory.max - memory.current) when one is set. The environment variable TRNSIM_HOST_MEMORY_BYTES,
+// when set to a number, replaces the measurement (machines whose /proc/meminfo misleads; tests).
+// nullopt when nothing can be read.
+std::optional<uint64_t> available_host_bytes();
+
+}  // namespace trnsim::cli
