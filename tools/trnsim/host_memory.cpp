@@ -1,5 +1,8 @@
 #include "tools/trnsim/host_memory.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -46,6 +49,16 @@ std::optional<uint64_t> available_host_bytes() {
     const std::string dir = "/sys/fs/cgroup" + line.substr(3);
     const auto max = read_number(dir + "/memory.max"), cur = read_number(dir + "/memory.current");
     if (max && cur) bytes = std::min(bytes, *max > *cur ? *max - *cur : uint64_t{0});
+  }
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    // VmSize of /proc/self/status: the address space in use now.
+    std::ifstream st("/proc/self/status");
+    uint64_t used = 0;
+    for (std::string line; std::getline(st, line);)
+      if (line.rfind("VmSize:", 0) == 0) std::istringstream(line.substr(7)) >> used;
+    used *= 1024;
+    bytes = std::min<uint64_t>(bytes, as.rlim_cur > used ? as.rlim_cur - used : 0);
   }
   return bytes;
 }
