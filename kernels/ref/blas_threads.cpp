@@ -1,6 +1,7 @@
 #include "kernels/ref/blas_threads.h"
 
 #include <dlfcn.h>
+#include <sys/resource.h>
 
 namespace trnsim::ref {
 
@@ -8,6 +9,13 @@ void park_blas_threads() {
   // Looked up at run time: the symbol is OpenBLAS's (its fork handler uses it), not part of CBLAS.
   using Shutdown = int (*)();
   if (auto* f = reinterpret_cast<Shutdown>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"))) f();
+}
+
+void one_blas_thread_under_address_limit() {
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return;
+  using SetThreads = void (*)(int);
+  if (auto* f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(1);
 }
 
 }  // namespace trnsim::ref

@@ -10,4 +10,11 @@ namespace trnsim::ref {
 // the loaded library exports it; otherwise does nothing.
 void park_blas_threads();
 
+// Under an address-space limit (`ulimit -v`, RLIMIT_AS), runs OpenBLAS on the calling thread only: each
+// OpenBLAS worker maps a 128 MiB buffer on its first call and, when that mmap fails, retries forever while
+// the caller spins waiting for it (OpenBLAS 0.3.21, Debian 12), a hang instead of an error. Does nothing
+// without a limit or when the loaded BLAS is not OpenBLAS (openblas_set_num_threads is looked up at run
+// time).
+void one_blas_thread_under_address_limit();
+
 }  // namespace trnsim::ref

@@ -11,6 +11,7 @@
 int main(int argc, char** argv) {
   trnsim::interrupt::install_handlers();
   // Most runs compute no host reference: OpenBLAS's idle threads need not spin meanwhile.
+  trnsim::ref::one_blas_thread_under_address_limit();
   trnsim::ref::park_blas_threads();
   CLI::App app{"trnsim: a cycle-approximate simulator of AWS Trainium (Trn2, Trn3)"};
   app.require_subcommand(1);
