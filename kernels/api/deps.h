@@ -52,10 +52,8 @@ struct Event {
 // Readers and writers of a family of address spaces (one per SBUF, PSUM, or HBM tensor id), bucketed in
 // chunks of rows x bytes so an access only looks at the records near it. A record is dropped once a later
 // write covers it (that write already waited for it), and a read record is dropped once a later read of the
-// same semaphore source covers it. Cost per access: the records in the chunks the access touches; the reads
-// of a chunk are grouped by semaphore, so recording a read looks only at its own semaphore's reads, and a
-// search for conflicts stops, per semaphore, at the latest conflicting record (its wait implies the earlier
-// ones: a semaphore only counts up).
+// same semaphore source covers it. Cost per access: the records in the chunks the access touches, kept in
+// flat arrays (one for writes, one for reads) that a scan walks without following pointers.
 class RegionTracker {
  public:
   RegionTracker(int64_t row_chunk, int64_t byte_chunk);
@@ -83,22 +81,14 @@ class RegionTracker {
   size_t live_records() const;  // for tests and stats (a record in several chunks counts once per chunk)
 
  private:
+  // One access as recorded in a bucket (the rectangle, then its event: 40 bytes).
   struct Record {
     Rect r;
     Event ev;
   };
-  // Records of one semaphore, in the order recorded; `ordered` while their values never decrease, so the
-  // last overlapping one has the largest value. `bound` contains every record (an access outside it
-  // overlaps and covers none of them).
-  struct Group {
-    uint16_t sem = 0;
-    bool ordered = true;
-    Rect bound;
-    std::vector<Record> records;
-  };
   struct Bucket {
-    std::vector<Group> writes;
-    std::vector<Group> reads;
+    std::vector<Record> writes;
+    std::vector<Record> reads;
   };
   // One space's buckets, by row chunk then byte chunk (grown on demand).
   struct Space {
@@ -109,8 +99,6 @@ class RegionTracker {
     int64_t rc0, rc1, cc0, cc1;  // inclusive ranges of row and byte chunks
   };
   Chunks chunks(uint32_t space, const Rect& r) const;
-  static void collect_groups(const std::vector<Group>& groups, const Rect& r, std::vector<Event>& deps);
-  static void add(std::vector<Group>& groups, const Record& rec);
   const Bucket* find(uint32_t space, int64_t rc, int64_t cc) const;
   Bucket& at(uint32_t space, int64_t rc, int64_t cc);
 

@@ -546,10 +546,16 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
   std::vector<std::pair<std::array<uint32_t, isa::kNumEngines>, uint32_t>> sync;
   for (int core = 0; core < options.num_programs; ++core) {
     // The second core's streams are usually as long as the first's: reserving that much spares the growing
-    // vectors' copies and page faults (a stream of a large kernel holds hundreds of MB).
-    if (core > 0)
-      for (int e = 0; e < isa::kNumEngines; ++e)
-        shared.program.streams[core][e].reserve(shared.program.streams[0][e].size());
+    // vectors' copies and page faults (a stream of a large kernel holds hundreds of MB). The first core's
+    // streams reserve address space for kFirstReserve instructions: the host maps a page only when an
+    // instruction is written to it, so the unused part costs nothing, while each doubling of a growing
+    // vector would write its instructions to fresh pages again (a quarter of the page faults of the
+    // DeepSeek-V3 forward workload).
+    constexpr uint64_t kFirstReserve = uint64_t{1} << 18;
+    for (int e = 0; e < isa::kNumEngines && !options.declare_only; ++e)
+      shared.program.streams[core][e].reserve(
+          core > 0 ? shared.program.streams[0][e].size()
+                   : static_cast<size_t>(std::min(options.max_instructions, kFirstReserve)));
     Kernel k(shared, core, options.num_programs, l);
     CurrentGuard guard(&k);
     fn(k);
