@@ -4,12 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
-#include <functional>
-#include <mutex>
-#include <thread>
 #include <vector>
+
+#include "sim/numerics/host_threads.h"
 
 namespace trnsim::num {
 namespace {
@@ -119,68 +117,6 @@ __attribute__((target("avx2,fma"))) void columns_avx2(const float* A, int64_t ld
   if (n < n1) edge(A, lda, B, ldb, C, ldc, K, 0, M, n, n1, accumulate);
 }
 
-// Helper threads kept for the process, so that a parallel pe_matmul (an MX tile takes about a millisecond)
-// does not start threads per call. One caller at a time: a concurrent caller starts its own threads.
-class Helpers {
- public:
-  ~Helpers() {
-    {
-      std::lock_guard<std::mutex> g(m_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  // Runs f(t) for t = 0 .. n-1, f(0) on the caller, the others on helpers; returns when all are done.
-  // False (nothing run) when another caller is using the helpers.
-  bool run(int n, const std::function<void(int)>& f) {
-    std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
-    if (!busy.owns_lock()) return false;
-    {
-      std::lock_guard<std::mutex> g(m_);
-      while (static_cast<int>(threads_.size()) < n - 1) {
-        const int id = static_cast<int>(threads_.size()) + 1;
-        threads_.emplace_back([this, id] { loop(id); });
-      }
-      job_ = &f;
-      n_ = n;
-      pending_ = n - 1;
-      ++generation_;
-    }
-    wake_.notify_all();
-    f(0);
-    std::unique_lock<std::mutex> g(m_);
-    done_.wait(g, [&] { return pending_ == 0; });
-    job_ = nullptr;
-    return true;
-  }
-
- private:
-  void loop(int id) {
-    uint64_t seen = 0;
-    std::unique_lock<std::mutex> g(m_);
-    for (;;) {
-      wake_.wait(g, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      if (id >= n_) continue;
-      const std::function<void(int)>* f = job_;
-      g.unlock();
-      (*f)(id);
-      g.lock();
-      if (--pending_ == 0) done_.notify_one();
-    }
-  }
-
-  std::mutex busy_, m_;
-  std::condition_variable wake_, done_;
-  std::vector<std::thread> threads_;
-  const std::function<void(int)>* job_ = nullptr;
-  int n_ = 0, pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-};
-
 ColumnsFn pick() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) return columns_avx512;
@@ -206,12 +142,7 @@ void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* 
     const int n0 = chunks * t / threads * kChunk, n1 = std::min(N, chunks * (t + 1) / threads * kChunk);
     if (n0 < n1) columns(A, lda, B, ldb, C, ldc, K, M, n0, n1, accumulate);
   };
-  static Helpers helpers;
-  if (helpers.run(threads, slice)) return;
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(slice, t);
-  slice(0);
-  for (auto& th : pool) th.join();
+  host_split(threads, slice);
 }
 
 }  // namespace trnsim::num
