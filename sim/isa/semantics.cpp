@@ -364,13 +364,27 @@ void Exec::transpose(int src_slot) {
       for (uint64_t f = 0; f < cols; ++f)
         dp[f] = dst.at(static_cast<uint32_t>(f), 0), sc[f] = src.at(0, f) - src.at(0, 0);
       constexpr uint64_t kTile = 32;
-      for (uint32_t p0 = 0; p0 < rows; p0 += kTile)
-        for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
-          const uint32_t p1 = static_cast<uint32_t>(std::min<uint64_t>(rows, p0 + kTile));
-          const uint64_t f1 = std::min<uint64_t>(cols, f0 + kTile);
-          for (uint64_t f = f0; f < f1; ++f)
-            for (uint32_t p = p0; p < p1; ++p) std::memcpy(dp[f] + dc[p], sp[p] + sc[f], n);
-        }
+      // Large transposes split the source rows' tiles over host threads (a large transpose has many source
+      // rows: its dst has at most 128 partitions), when no two dst elements share a byte (contiguous rows in
+      // distinct partitions, or HBM rows that do not overlap): each byte is then written by one thread.
+      const uint64_t row_tiles = (rows + kTile - 1) / kTile;
+      const int64_t dst_stride = dst.ap().partition_stride;
+      const bool distinct = dst.contiguous_rows() &&
+                            (dst.ap().space != MemSpace::HBM || dst.rows() == 1 ||
+                             static_cast<uint64_t>(dst_stride < 0 ? -dst_stride : dst_stride) >= dst.cols());
+      const bool big = static_cast<uint64_t>(rows) * cols >= (1u << 15);
+      const int parts =
+          static_cast<int>(std::min<uint64_t>(row_tiles, distinct && big ? num::host_split_threads() : 1));
+      num::host_split(parts, [&](int t) {
+        const uint64_t pa = row_tiles * t / parts * kTile;
+        const uint64_t pb = std::min<uint64_t>(rows, row_tiles * (t + 1) / parts * kTile);
+        for (uint64_t p0 = pa; p0 < pb; p0 += kTile)
+          for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
+            const uint64_t p1 = std::min<uint64_t>(pb, p0 + kTile), f1 = std::min<uint64_t>(cols, f0 + kTile);
+            for (uint64_t f = f0; f < f1; ++f)
+              for (uint64_t p = p0; p < p1; ++p) std::memcpy(dp[f] + dc[p], sp[p] + sc[f], n);
+          }
+      });
       return;
     }
     tmp.resize(static_cast<size_t>(rows) * cols * n);
@@ -510,8 +524,9 @@ void Exec::quantize_mx() {
   // Groups are independent (own rows, own scales): large instructions split them over host threads.
   if (!src.may_overlap(dst) && !src.may_overlap(sc) && !is_x4(src.dtype())) {
     const uint64_t n = src.cols();
-    const int parts = std::min<int>(
-        groups, static_cast<uint64_t>(src.rows()) * n >= (1u << 15) ? num::host_split_threads() : 1);
+    // (dst and dst_scale sharing bytes would make the groups' writes order-dependent: one part then)
+    const bool big = static_cast<uint64_t>(src.rows()) * n >= (1u << 15);
+    const int parts = std::min<int>(groups, big && !dst.may_overlap(sc) ? num::host_split_threads() : 1);
     num::host_split(parts, [&](int t) {
       float w[32];
       uint8_t z[32];

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <tuple>
 #include <vector>
@@ -671,6 +672,21 @@ TEST_CASE("transposes: dma_transpose, nc_transpose on PE and DVE; sendrecv to th
         0);
   CHECK(get<uint16_t>(m.s(0, 4096 + 2 * 7, 1)) == 0x102);
   CHECK(get<uint16_t>(m.s(0, 4096 + 2 * 7, 0)) == 0xFFFF);
+}
+
+TEST_CASE("dma_transpose of a large tile (split over host threads) moves every element once", "[isa]") {
+  // HBM [512, 128] BF16 -> SBUF [128, 512]: 16 tiles of 32 source rows, split over the host's threads by
+  // execute(). Every element lands once, bit for bit.
+  Machine m(trn3(), {TensorDecl{"a", DType::BF16, {512, 128}}});
+  const auto val = [](uint32_t r, uint32_t c) {
+    return static_cast<uint16_t>((r * 977u + c * 31u) & 0xFFFFu);
+  };
+  for (uint32_t r = 0; r < 512; ++r)
+    for (uint32_t c = 0; c < 128; ++c) put<uint16_t>(m.state.hbm[0].data() + 2 * (r * 128 + c), val(r, c));
+  m.run(make(Opcode::DmaTranspose, Engine::SP,
+             {sbuf(0, 128, 0, DType::BF16, {{1, 512}}), hbm(0, 0, DType::BF16, 128, 512, {{1, 128}})}));
+  for (uint32_t f = 0; f < 128; ++f)
+    for (uint32_t p = 0; p < 512; ++p) REQUIRE(get<uint16_t>(m.s(f, 2 * p)) == val(p, f));
 }
 
 TEST_CASE("OperandView::may_overlap: memories, partitions and byte ranges", "[isa]") {
