@@ -6,12 +6,16 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "kernels/api/package.h"
 #include "kernels/moe/bwd_kernel.h"
@@ -93,8 +97,8 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
   };
   // down_proj_act_checkpoint rows [n, H] of `slots` from their intermediates [n, I] (the layer's down bias is
   // not an input of the backward: the rows are the bias-free down output).
-  std::vector<double> y;
-  const auto write_down = [&](const std::vector<int64_t>& slots, const std::vector<float>& inter, int64_t e) {
+  const auto write_down = [&](const std::vector<int64_t>& slots, const std::vector<float>& inter, int64_t e,
+                              std::vector<double>& y) {
     if (!da || slots.empty()) return;
     const int64_t n = static_cast<int64_t>(inter.size()) / I;
     ref.forward_down(e, inter, n, y);
@@ -121,8 +125,10 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
       if (it) it->set(o, inter0[0]);
     }
   };
-  std::vector<double> v;
-  for (int64_t e = 0; e < E; ++e) {
+  // Every slot belongs to one block of one expert, so each expert writes its own elements: the experts run
+  // on io.threads() host threads (taken in turn), and the bytes do not depend on the thread count.
+  const auto expert = [&](int64_t e) {
+    std::vector<double> v, y;
     const auto& blocks = ref.blocks_of_expert(e);
     std::vector<int64_t> slots, empty;  // the slots holding a token (the GEMMs run on these only), the others
     for (int64_t b : blocks)
@@ -135,8 +141,8 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
           empty.push_back(s);
         }
       }
-    write_down(empty, inter0, e);  // one row, the same for every slot without a token
-    if (slots.empty()) continue;
+    write_down(empty, inter0, e, y);  // one row, the same for every slot without a token
+    if (slots.empty()) return;
     ref.forward_gate_up(e, slots, 1, v);
     std::vector<float> inter(da ? slots.size() * I : 0);
     for (size_t r = 0; r < slots.size(); ++r) {
@@ -147,8 +153,25 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
         if (da) inter[r * I + i] = static_cast<float>(moe::round_to(moe::silu(g) * u, cdt));
       }
     }
-    write_down(slots, inter, e);
-  }
+    write_down(slots, inter, e, y);
+  };
+  std::atomic<int64_t> next{0};
+  std::mutex failed_m;
+  std::exception_ptr failed;  // the first error of any thread, rethrown here
+  const auto worker = [&] {
+    try {
+      for (int64_t e = next++; e < E; e = next++) expert(e);
+    } catch (...) {
+      next = E;
+      std::lock_guard<std::mutex> g(failed_m);
+      if (!failed) failed = std::current_exception();
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < std::min<int64_t>(io.threads(), E); ++t) helpers.emplace_back(worker);
+  worker();
+  for (std::thread& t : helpers) t.join();
+  if (failed) std::rethrow_exception(failed);
 }
 
 // The pre-quantized weights recipe: BF16 weights drawn U(low, high) by the workload generator in the

@@ -16,6 +16,7 @@
 #include "sim/isa/alu.h"
 #include "sim/isa/operand_view.h"
 #include "sim/numerics/float_formats.h"
+#include "sim/numerics/host_threads.h"
 #include "sim/numerics/mx.h"
 #include "sim/numerics/pe_matmul.h"
 
@@ -117,8 +118,8 @@ class Exec {
         for (uint64_t j = 0; j < n; ++j) c[i * n + j] = dst.load(static_cast<uint32_t>(i), j);
       }
     // Large tiles (an MX matmul is 512 x 128 x 512) are split over two host threads; the bytes do not change.
-    static const int host_threads = std::thread::hardware_concurrency() >= 2 ? 2 : 1;
-    const int threads = static_cast<uint64_t>(k) * m * n >= (uint64_t{1} << 22) ? host_threads : 1;
+    const int threads =
+        static_cast<uint64_t>(k) * m * n >= (uint64_t{1} << 22) ? num::host_split_threads() : 1;
     num::pe_matmul(a.data(), static_cast<int64_t>(m), b.data(), static_cast<int64_t>(n), c.data(),
                    static_cast<int64_t>(n), k, static_cast<int>(m), static_cast<int>(n), acc, threads);
     for (uint64_t i = 0; i < m; ++i) {
@@ -363,13 +364,27 @@ void Exec::transpose(int src_slot) {
       for (uint64_t f = 0; f < cols; ++f)
         dp[f] = dst.at(static_cast<uint32_t>(f), 0), sc[f] = src.at(0, f) - src.at(0, 0);
       constexpr uint64_t kTile = 32;
-      for (uint32_t p0 = 0; p0 < rows; p0 += kTile)
-        for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
-          const uint32_t p1 = static_cast<uint32_t>(std::min<uint64_t>(rows, p0 + kTile));
-          const uint64_t f1 = std::min<uint64_t>(cols, f0 + kTile);
-          for (uint64_t f = f0; f < f1; ++f)
-            for (uint32_t p = p0; p < p1; ++p) std::memcpy(dp[f] + dc[p], sp[p] + sc[f], n);
-        }
+      // Large transposes split the source rows' tiles over host threads (a large transpose has many source
+      // rows: its dst has at most 128 partitions), when no two dst elements share a byte (contiguous rows in
+      // distinct partitions, or HBM rows that do not overlap): each byte is then written by one thread.
+      const uint64_t row_tiles = (rows + kTile - 1) / kTile;
+      const int64_t dst_stride = dst.ap().partition_stride;
+      const bool distinct = dst.contiguous_rows() &&
+                            (dst.ap().space != MemSpace::HBM || dst.rows() == 1 ||
+                             static_cast<uint64_t>(dst_stride < 0 ? -dst_stride : dst_stride) >= dst.cols());
+      const bool big = static_cast<uint64_t>(rows) * cols >= (1u << 15);
+      const int parts =
+          static_cast<int>(std::min<uint64_t>(row_tiles, distinct && big ? num::host_split_threads() : 1));
+      num::host_split(parts, [&](int t) {
+        const uint64_t pa = row_tiles * t / parts * kTile;
+        const uint64_t pb = std::min<uint64_t>(rows, row_tiles * (t + 1) / parts * kTile);
+        for (uint64_t p0 = pa; p0 < pb; p0 += kTile)
+          for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
+            const uint64_t p1 = std::min<uint64_t>(pb, p0 + kTile), f1 = std::min<uint64_t>(cols, f0 + kTile);
+            for (uint64_t f = f0; f < f1; ++f)
+              for (uint64_t p = p0; p < p1; ++p) std::memcpy(dp[f] + dc[p], sp[p] + sc[f], n);
+          }
+      });
       return;
     }
     tmp.resize(static_cast<size_t>(rows) * cols * n);
@@ -453,13 +468,14 @@ void Exec::matmul_mx() {
   // out[(j * kp + k) * cols + c] = value j of x4 element (k, c) times its group's scale: the scales of a
   // group once, the FP8 codes through the format's table, the column offsets of row 0 (the same in every
   // row).
+  // Rows [k0, k1) of each operand (whole MX groups) per part of a host split: each part writes its own rows.
   const auto dequantize = [&](OperandView& x, OperandView& xs, uint32_t scale_offset, uint64_t cols,
-                              std::vector<float>& out) {
+                              std::vector<float>& out, uint32_t k0, uint32_t k1) {
     const float* table = fp8_format(x.dtype()) == num::Fp8Format::E4M3FN ? num::detail::kE4M3ToF32.data()
                                                                          : num::detail::kE5M2ToF32.data();
     scale.resize(cols);
     const uint8_t* row0 = x.at(0, 0);
-    for (uint32_t k = 0; k < kp; ++k) {
+    for (uint32_t k = k0; k < k1; ++k) {
       if (k % 8 == 0)
         for (uint64_t c = 0; c < cols; ++c)
           scale[c] = num::e8m0_to_f32(*xs.at(mx_scale_row(k / 8, scale_offset), c));
@@ -473,8 +489,14 @@ void Exec::matmul_mx() {
       }
     }
   };
-  dequantize(st, ss, inst_.scale_offset, m_size, a);
-  dequantize(mv, ms, inst_.moving_scale_offset, n_size, b);
+  const int parts = std::min<int>(
+      groups, static_cast<uint64_t>(kp) * (m_size + n_size) >= (1u << 15) ? num::host_split_threads() : 1);
+  std::vector<float>&a_out = a, &b_out = b;  // this thread's scratch (the parts have their own `scale`)
+  num::host_split(parts, [&](int t) {
+    const uint32_t k0 = groups * t / parts * 8, k1 = groups * (t + 1) / parts * 8;
+    dequantize(st, ss, inst_.scale_offset, m_size, a_out, k0, k1);
+    dequantize(mv, ms, inst_.moving_scale_offset, n_size, b_out, k0, k1);
+  });
   pe_accumulate(dst, a, b, static_cast<int>(4 * kp), m_size, n_size);
 }
 
@@ -499,17 +521,26 @@ void Exec::quantize_mx() {
   float v[32];
   uint8_t q[32];
   // A source no output overlaps: the group's 8 source rows at once (load_row converts as load does).
+  // Groups are independent (own rows, own scales): large instructions split them over host threads.
   if (!src.may_overlap(dst) && !src.may_overlap(sc) && !is_x4(src.dtype())) {
     const uint64_t n = src.cols();
-    std::vector<float> rows(8 * n);
-    for (uint32_t g = 0; g < groups; ++g) {
-      for (uint32_t r = 0; r < 8; ++r) src.load_row(8 * g + r, &rows[r * n]);
-      for (uint64_t f = 0; f < dst.cols(); ++f) {
-        for (uint32_t r = 0; r < 8; ++r) std::memcpy(&v[r * 4], &rows[r * n + 4 * f], 4 * sizeof(float));
-        *sc.at(mx_scale_row(g, inst_.scale_offset), f) = num::quantize_block(v, q, f8, num::ScaleRule::Trn3);
-        for (uint32_t r = 0; r < 8; ++r) std::memcpy(dst.at(8 * g + r, f), &q[r * 4], 4);
+    // (dst and dst_scale sharing bytes would make the groups' writes order-dependent: one part then)
+    const bool big = static_cast<uint64_t>(src.rows()) * n >= (1u << 15);
+    const int parts = std::min<int>(groups, big && !dst.may_overlap(sc) ? num::host_split_threads() : 1);
+    num::host_split(parts, [&](int t) {
+      float w[32];
+      uint8_t z[32];
+      std::vector<float> rows(8 * n);
+      for (uint32_t g = groups * t / parts; g < groups * (t + 1) / parts; ++g) {
+        for (uint32_t r = 0; r < 8; ++r) src.load_row(8 * g + r, &rows[r * n]);
+        for (uint64_t f = 0; f < dst.cols(); ++f) {
+          for (uint32_t r = 0; r < 8; ++r) std::memcpy(&w[r * 4], &rows[r * n + 4 * f], 4 * sizeof(float));
+          *sc.at(mx_scale_row(g, inst_.scale_offset), f) =
+              num::quantize_block(w, z, f8, num::ScaleRule::Trn3);
+          for (uint32_t r = 0; r < 8; ++r) std::memcpy(dst.at(8 * g + r, f), &z[r * 4], 4);
+        }
       }
-    }
+    });
     return;
   }
   for (uint32_t g = 0; g < groups; ++g)

@@ -1143,3 +1143,41 @@ TEST_CASE("moe bwd: AFFINITY_ON_H from the forward kernel's own down_proj_act_ch
   });
   expect_pass(r);
 }
+
+TEST_CASE("moe bwd: the checkpoints recipe gives the same bytes on 1, 2 and 3 host threads") {
+  // Every checkpoint the recipe can write (the scaled intermediate under AFFINITY_ON_I, the down output under
+  // AFFINITY_ON_H), so that each write path runs on the experts' threads.
+  const json on_i = {{"save_gate_up_proj_act", true},
+                     {"save_scaled_intermediate", true},
+                     {"save_gate_act", true},
+                     {"save_intermediate", true}};
+  const json on_h = {{"save_gate_up_proj_act", true},
+                     {"save_scaled_intermediate", false},
+                     {"save_gate_act", true},
+                     {"save_intermediate", true},
+                     {"save_down_proj_act", true}};
+  for (const auto& [affinity, ck] : {std::pair{"AFFINITY_ON_I", on_i}, {"AFFINITY_ON_H", on_h}}) {
+    const workload::PreparedWorkload p =
+        prepare_bwd(small({{"affinity_option", affinity}, {"checkpoint_config", ck}}), bwd_inputs());
+    const kernels::Tensors made = workload::make_inputs(p);
+    const std::vector<std::string>& names = p.recipe_outputs.at("checkpoints");
+    REQUIRE(names.size() == 4);
+    std::vector<kernels::Tensors> runs;
+    for (int threads : {1, 2, 3}) {
+      kernels::Tensors out;
+      for (const std::string& n : names) {
+        const workload::TensorInfo& t = *p.input(n);
+        out.emplace(n, tensor::HostTensor::zeros(t.dtype, t.shape));
+      }
+      kernels::RecipeIO io(made, out, threads);
+      p.kernel->run_recipe("checkpoints", p.recipe_args.at("checkpoints"), io);
+      runs.push_back(std::move(out));
+    }
+    for (const std::string& n : names) {
+      INFO(affinity << " " << n);
+      CHECK(runs[0].at(n).bytes == made.at(n).bytes);  // make_inputs' own thread count
+      CHECK(runs[1].at(n).bytes == runs[0].at(n).bytes);
+      CHECK(runs[2].at(n).bytes == runs[0].at(n).bytes);
+    }
+  }
+}

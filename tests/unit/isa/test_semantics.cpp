@@ -2,7 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "sim/base/error.h"
@@ -10,6 +12,7 @@
 #include "sim/isa/operand_view.h"
 #include "sim/isa/semantics.h"
 #include "sim/numerics/mx.h"
+#include "sim/numerics/pe_matmul.h"
 #include "tests/unit/isa/isa_test_util.h"
 
 using namespace trnsim;
@@ -210,6 +213,66 @@ TEST_CASE("quantize_mx matches num::quantize_block on hand-gathered groups", "[i
     }
   CHECK(*m.s(0, 1024) == 0xFF);  // rows outside the scale slots are left alone
   CHECK(*m.s(12, 1024) == 0xFF);
+}
+
+TEST_CASE("quantize_mx and nc_matmul_mx on full tiles (split over host threads) give the one-thread bytes",
+          "[isa]") {
+  // Tiles large enough that execute() splits them over the host's threads (MX groups of quantize_mx, the
+  // dequantized rows of nc_matmul_mx): the bytes must equal the unsplit definitions, computed here group by
+  // group and through num::pe_matmul on one thread.
+  Machine m(trn3());
+  const uint32_t P = 128, F = 128;  // quantize: src [128, 512] BF16 -> x4 [128, 128]; matmul M = F, N = 2F
+  auto x = [](uint32_t p, uint32_t c) {
+    return static_cast<float>(static_cast<int>((p * 131 + c * 71) % 61) - 30) *
+           std::ldexp(1.0f, static_cast<int>((p + 3 * c) % 9) - 4);
+  };
+  for (uint32_t p = 0; p < P; ++p)
+    for (uint32_t c = 0; c < 12 * F; ++c) put(m.s(p, 2 * c), bf16_exact(x(p, c)));
+  // Stationary from columns [0, 4F), moving from [4F, 12F): x4 [128, F] and [128, 2F].
+  Instruction qs = make(Opcode::QuantizeMx, Engine::DVE,
+                        {sbuf(0, P, 8192, DType::FP8_E4M3FN_X4, {{1, F}}),
+                         sbuf(0, P, 0, DType::BF16, {{1, 4 * F}}), sbuf(0, P, 16384, DType::E8M0, {{1, F}})});
+  Instruction qm =
+      make(Opcode::QuantizeMx, Engine::DVE,
+           {sbuf(0, P, 10240, DType::FP8_E4M3FN_X4, {{1, 2 * F}}),
+            sbuf(0, P, 8 * F, DType::BF16, {{1, 8 * F}}), sbuf(0, P, 18432, DType::E8M0, {{1, 2 * F}})});
+  m.run(qs);
+  m.run(qm);
+  for (auto [dst, src_col, scales, cols] : {std::tuple{8192u, 0u, 16384u, F}, {10240u, 4 * F, 18432u, 2 * F}})
+    for (uint32_t g = 0; g < P / 8; ++g)
+      for (uint32_t f = 0; f < cols; ++f) {
+        float v[32];
+        uint8_t q[32];
+        for (uint32_t r = 0; r < 8; ++r)
+          for (uint32_t j = 0; j < 4; ++j) v[r * 4 + j] = x(8 * g + r, src_col + 4 * f + j);
+        const uint8_t scale = num::quantize_block(v, q, num::Fp8Format::E4M3FN, num::ScaleRule::Trn3);
+        REQUIRE(*m.s((g / 4) * 32 + g % 4, scales + f) == scale);
+        for (uint32_t r = 0; r < 8; ++r)
+          for (uint32_t j = 0; j < 4; ++j) REQUIRE(*m.s(8 * g + r, dst + 4 * f + j) == q[r * 4 + j]);
+      }
+  Instruction mm =
+      make(Opcode::NcMatmulMx, Engine::PE,
+           {psum(0, F, 0, DType::F32, {{1, 2 * F}}), sbuf(0, P, 8192, DType::FP8_E4M3FN_X4, {{1, F}}),
+            sbuf(0, P, 10240, DType::FP8_E4M3FN_X4, {{1, 2 * F}}), sbuf(0, P, 16384, DType::E8M0, {{1, F}}),
+            sbuf(0, P, 18432, DType::E8M0, {{1, 2 * F}})});
+  m.run(mm);
+  // Dequantized operands [4P, cols] in logical k = j * P + partition, each value times its group's scale.
+  const auto deq = [&](uint32_t data, uint32_t scales, uint32_t cols) {
+    std::vector<float> out(4 * P * cols);
+    for (uint32_t k = 0; k < P; ++k)
+      for (uint32_t c = 0; c < cols; ++c) {
+        const uint32_t g = k / 8;
+        const float sc = std::ldexp(1.0f, *m.s((g / 4) * 32 + g % 4, scales + c) - 127);
+        for (uint32_t j = 0; j < 4; ++j)
+          out[(j * P + k) * cols + c] = static_cast<float>(e4m3(*m.s(k, data + 4 * c + j))) * sc;
+      }
+    return out;
+  };
+  const std::vector<float> a = deq(8192, 16384, F), b = deq(10240, 18432, 2 * F);
+  std::vector<float> want(F * 2 * F);
+  num::pe_matmul(a.data(), F, b.data(), 2 * F, want.data(), 2 * F, 4 * P, F, 2 * F, false, 1);
+  for (uint32_t i = 0; i < F; ++i)
+    for (uint32_t n = 0; n < 2 * F; ++n) REQUIRE(get<float>(m.q(i, 4 * n)) == want[i * 2 * F + n]);
 }
 
 TEST_CASE("dma_copy casts through FP32: BF16 RNE ties, FP8 satfinite", "[isa]") {
@@ -609,6 +672,21 @@ TEST_CASE("transposes: dma_transpose, nc_transpose on PE and DVE; sendrecv to th
         0);
   CHECK(get<uint16_t>(m.s(0, 4096 + 2 * 7, 1)) == 0x102);
   CHECK(get<uint16_t>(m.s(0, 4096 + 2 * 7, 0)) == 0xFFFF);
+}
+
+TEST_CASE("dma_transpose of a large tile (split over host threads) moves every element once", "[isa]") {
+  // HBM [512, 128] BF16 -> SBUF [128, 512]: 16 tiles of 32 source rows, split over the host's threads by
+  // execute(). Every element lands once, bit for bit.
+  Machine m(trn3(), {TensorDecl{"a", DType::BF16, {512, 128}}});
+  const auto val = [](uint32_t r, uint32_t c) {
+    return static_cast<uint16_t>((r * 977u + c * 31u) & 0xFFFFu);
+  };
+  for (uint32_t r = 0; r < 512; ++r)
+    for (uint32_t c = 0; c < 128; ++c) put<uint16_t>(m.state.hbm[0].data() + 2 * (r * 128 + c), val(r, c));
+  m.run(make(Opcode::DmaTranspose, Engine::SP,
+             {sbuf(0, 128, 0, DType::BF16, {{1, 512}}), hbm(0, 0, DType::BF16, 128, 512, {{1, 128}})}));
+  for (uint32_t f = 0; f < 128; ++f)
+    for (uint32_t p = 0; p < 512; ++p) REQUIRE(get<uint16_t>(m.s(f, 2 * p)) == val(p, f));
 }
 
 TEST_CASE("OperandView::may_overlap: memories, partitions and byte ranges", "[isa]") {

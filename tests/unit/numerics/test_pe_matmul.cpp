@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "sim/numerics/pe_matmul.h"
@@ -58,8 +60,15 @@ TEST_CASE("pe_matmul adds products in ascending k with FP32 rounding at each ste
 }
 
 TEST_CASE("pe_matmul matches the sequential FMA contract on every tile shape the PE uses", "[pe_matmul]") {
-  // Shapes cover the vector blocks (8x32 / 4x16) and their edges: M and N not multiples of the block.
-  for (auto [K, M, N] : {std::tuple{128, 128, 512}, {512, 128, 512}, {7, 5, 33}, {128, 13, 70}, {1, 1, 1}}) {
+  // Shapes cover the vector blocks (12, 4 and 1 rows x 32 columns; 4x16) and their edges (M and N not
+  // multiples of the block), contractions of several 256-row slices with a partial last one, and K = 0.
+  for (auto [K, M, N] : {std::tuple{128, 128, 512},
+                         {512, 128, 512},
+                         {7, 5, 33},
+                         {128, 13, 70},
+                         {1, 1, 1},
+                         {600, 29, 96},
+                         {0, 12, 64}}) {
     const auto A = values(static_cast<size_t>(K) * M, 1 + K);
     const auto B = values(static_cast<size_t>(K) * N, 2 + N);
     const auto C0 = values(static_cast<size_t>(M) * N, 3 + M);
@@ -88,4 +97,21 @@ TEST_CASE("pe_matmul honours leading dimensions of sub-tiles", "[pe_matmul]") {
   CHECK(C[5] == 2 * 6 + 4 * 8);
   CHECK(C[2] == -1.0f);  // untouched outside the tile
   CHECK(C[7] == -1.0f);
+}
+
+TEST_CASE("pe_matmul called from several host threads at once gives the one-thread bytes", "[pe_matmul]") {
+  // The split calls share the process's helper threads; a caller that finds them busy starts its own. Either
+  // way every caller's result is the sequential contract's.
+  constexpr int K = 300, M = 20, N = 256;
+  const auto A = values(static_cast<size_t>(K) * M, 11);
+  const auto B = values(static_cast<size_t>(K) * N, 12);
+  const auto want = reference(A, B, std::vector<float>(static_cast<size_t>(M) * N), K, M, N, false);
+  std::vector<std::vector<float>> got(4, std::vector<float>(static_cast<size_t>(M) * N));
+  std::vector<std::thread> callers;
+  for (auto& C : got)
+    callers.emplace_back([&] {
+      for (int rep = 0; rep < 20; ++rep) pe_matmul(A.data(), M, B.data(), N, C.data(), N, K, M, N, false, 2);
+    });
+  for (auto& t : callers) t.join();
+  for (const auto& C : got) CHECK(same_bits(C, want));
 }
