@@ -1,5 +1,7 @@
 #include "kernels/api/kernel.h"
 
+#include <sys/resource.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -551,8 +553,11 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
     // instruction is written to it, so the unused part costs nothing, while each doubling of a growing
     // vector would write its instructions to fresh pages again (a quarter of the page faults of the
     // DeepSeek-V3 forward workload).
+    // Under an address-space limit (ulimit -v) the reservation itself would fail: nothing is reserved then.
+    rlimit as{};
+    const bool unlimited = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur == RLIM_INFINITY;
     constexpr uint64_t kFirstReserve = uint64_t{1} << 18;
-    for (int e = 0; e < isa::kNumEngines && !options.declare_only; ++e)
+    for (int e = 0; e < isa::kNumEngines && !options.declare_only && (core > 0 || unlimited); ++e)
       shared.program.streams[core][e].reserve(
           core > 0 ? shared.program.streams[0][e].size()
                    : static_cast<size_t>(std::min(options.max_instructions, kFirstReserve)));

@@ -2,6 +2,9 @@
 
 #include <dlfcn.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 namespace trnsim::ref {
 
@@ -11,9 +14,13 @@ void park_blas_threads() {
   if (auto* f = reinterpret_cast<Shutdown>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"))) f();
 }
 
-void one_blas_thread_under_address_limit() {
+void one_blas_thread_under_address_limit(char** argv) {
   rlimit as{};
   if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return;
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr && argv != nullptr) {
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure
+  }
   using SetThreads = void (*)(int);
   if (auto* f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(1);
 }

@@ -11,10 +11,11 @@ namespace trnsim::ref {
 void park_blas_threads();
 
 // Under an address-space limit (`ulimit -v`, RLIMIT_AS), runs OpenBLAS on the calling thread only: each
-// OpenBLAS worker maps a 128 MiB buffer on its first call and, when that mmap fails, retries forever while
-// the caller spins waiting for it (OpenBLAS 0.3.21, Debian 12), a hang instead of an error. Does nothing
-// without a limit or when the loaded BLAS is not OpenBLAS (openblas_set_num_threads is looked up at run
-// time).
-void one_blas_thread_under_address_limit();
+// OpenBLAS worker, started when the library loads, maps a 128 MiB buffer and, when that mmap fails, retries
+// forever (OpenBLAS 0.3.21, Debian 12): even `--help` would hang joining it. The workers exist before main,
+// so when OPENBLAS_NUM_THREADS is unset this re-executes the program (/proc/self/exe, the same `argv`) with
+// OPENBLAS_NUM_THREADS=1; otherwise, and if that exec fails, it sets one thread at run time. Does nothing
+// without a limit.
+void one_blas_thread_under_address_limit(char** argv);
 
 }  // namespace trnsim::ref

@@ -10,6 +10,7 @@ namespace trnsim::interrupt {
 namespace {
 
 constexpr size_t kPathBytes = 4096;
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
 // A slot's state: kFree, kWriting (being filled, invisible to the handler), or a Kind + 2.
 enum : int { kFree = 0, kWriting = 1 };
@@ -22,6 +23,8 @@ struct Slot {
 Slot g_slots[kMaxCleanupPaths];
 std::atomic<int> g_cooperative{0};
 std::atomic<int> g_signal{0};
+std::atomic<int> g_held{0};         // SignalsHeld sections alive
+std::atomic<int> g_held_signal{0};  // a signal that arrived during one
 
 void cleanup_registered() {
   // Files first, then the folders; twice, so that an inner folder goes before the one holding it whatever
@@ -48,6 +51,10 @@ void cleanup_registered() {
 }
 
 void on_signal(int sig) {
+  if (g_held.load() > 0) {  // whichever thread the signal lands on: the section ends the process
+    g_held_signal.store(sig);
+    return;
+  }
   const bool first = g_signal.exchange(sig) == 0;
   if (first && g_cooperative.load() > 0) {
     static const char msg[] = "\ntrnsim: interrupted: stopping the simulation (again to quit at once)\n";
@@ -66,8 +73,7 @@ void install_handlers() {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  for (int sig : kSignals) sigaction(sig, &sa, nullptr);
 }
 
 bool requested() {
@@ -81,6 +87,14 @@ int signal_number() {
 void exit_now() {
   const int sig = g_signal.load();
   die(sig != 0 ? sig : SIGINT);
+}
+
+SignalsHeld::SignalsHeld() {
+  g_held.fetch_add(1);
+}
+
+SignalsHeld::~SignalsHeld() {
+  if (g_held.fetch_sub(1) == 1 && g_held_signal.load() != 0) die(g_held_signal.load());
 }
 
 CooperativeSection::CooperativeSection() {

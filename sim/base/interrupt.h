@@ -1,4 +1,4 @@
-// Ctrl-C and SIGTERM: a run that is interrupted leaves nothing half-written behind.
+// Ctrl-C, SIGTERM and SIGHUP: a run that is interrupted leaves nothing half-written behind.
 //   - During a cooperative section (the simulation), the first signal only sets a flag: the model stops at
 //     its next instruction completion and throws Interrupted, so the trace is closed and marked incomplete
 //     like any failed run's. A second signal ends the process at once.
@@ -27,7 +27,7 @@ namespace trnsim::interrupt {
 
 inline constexpr int kMaxCleanupPaths = 128;
 
-// Installs the handlers for SIGINT and SIGTERM. Call once, early in main.
+// Installs the handlers for SIGINT, SIGTERM and SIGHUP. Call once, early in main.
 void install_handlers();
 
 // True once a signal arrived during a cooperative section.
@@ -38,6 +38,16 @@ int signal_number();
 // Unlinks the registered files, removes the registered empty folders and dies of the received signal (or
 // SIGINT when none was recorded). Never returns.
 [[noreturn]] void exit_now();
+
+// While alive, a signal is held back (a set of renames that must all happen or none): when the section ends,
+// the process ends as the signal asks, after the renames.
+class SignalsHeld {
+ public:
+  SignalsHeld();
+  ~SignalsHeld();
+  SignalsHeld(const SignalsHeld&) = delete;
+  SignalsHeld& operator=(const SignalsHeld&) = delete;
+};
 
 // While alive, the first signal sets the flag instead of ending the process.
 class CooperativeSection {

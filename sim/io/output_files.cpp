@@ -134,6 +134,8 @@ void write_files_atomic(const std::vector<OutputFile>& files) {
     throw;
   }
   // All temporaries are complete; renames within one directory do not fail short of a vanished directory.
+  // A signal now would leave some destinations new and some old: it waits until every rename is done.
+  const interrupt::SignalsHeld all_renames_or_none;
   for (size_t i = 0; i < files.size(); ++i) {
     if (temps[i].empty()) continue;
     if (std::rename(temps[i].c_str(), targets[i].c_str()) != 0) {

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "sim/base/error.h"
+
 namespace trnsim::cli {
 namespace {
 
@@ -36,8 +38,10 @@ std::optional<uint64_t> read_number(const std::string& path) {
 std::optional<uint64_t> available_host_bytes() {
   if (const char* v = std::getenv("TRNSIM_HOST_MEMORY_BYTES")) {
     const std::string s(v);
-    if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() < 20)
-      return std::stoull(s);
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 19)
+      throw InputError("environment variable TRNSIM_HOST_MEMORY_BYTES: '" + s +
+                       "' is not a byte count (digits only, at most 19)");
+    return std::stoull(s);
   }
   const std::optional<uint64_t> avail = meminfo("MemAvailable");
   if (!avail) return std::nullopt;

@@ -11,7 +11,8 @@ namespace trnsim::cli {
 // Bytes this process may still allocate: MemAvailable plus SwapFree from /proc/meminfo, capped by the cgroup
 // v2 limit (memory.max - memory.current) and by the address-space limit (`ulimit -v`: RLIMIT_AS - VmSize)
 // when they are set. The environment variable TRNSIM_HOST_MEMORY_BYTES,
-// when set to a number, replaces the measurement (machines whose /proc/meminfo misleads; tests).
+// when set, replaces the measurement (machines whose /proc/meminfo misleads; tests): InputError unless it is
+// a plain decimal byte count.
 // nullopt when nothing can be read.
 std::optional<uint64_t> available_host_bytes();
 

@@ -1,5 +1,6 @@
 // trnsim command line: one subcommand per file, registered here.
 #include <malloc.h>
+#include <sys/resource.h>
 #include <CLI/CLI.hpp>
 
 #include <climits>
@@ -15,11 +16,15 @@ int main(int argc, char** argv) {
   trnsim::interrupt::install_handlers();
   // Large host buffers (the references' per-expert operands, instruction scratch) are allocated and freed
   // many times. Kept in the heap instead of mapped and unmapped each time, a reuse does not fault in fresh
-  // pages again (a large share of the system time, in a VM especially). Peak memory is unchanged.
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, INT_MAX);
-  mallopt(M_TOP_PAD, 64 << 20);
-  trnsim::ref::one_blas_thread_under_address_limit();
+  // pages again (a large share of the system time, in a VM especially). Peak memory is unchanged. Not under
+  // an address-space limit (ulimit -v), where 64 MiB steps of heap could exceed a small limit.
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur == RLIM_INFINITY) {
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+    mallopt(M_TOP_PAD, 64 << 20);
+  }
+  trnsim::ref::one_blas_thread_under_address_limit(argv);
   // Most runs compute no host reference: OpenBLAS's idle threads need not spin meanwhile.
   trnsim::ref::park_blas_threads();
   CLI::App app{"trnsim: a cycle-approximate simulator of AWS Trainium (Trn2, Trn3)"};

@@ -35,14 +35,23 @@ double tensor_bytes(isa::DType dtype, const std::vector<int64_t>& shape) {
 }
 
 // A run with numerics holds the host's copy of the inputs (the references read it) and the simulated
-// machine's copy of every HBM tensor of the program: refused now, with the figures, when this machine cannot
-// hold that.
+// machine's copy of every HBM tensor of the program and of its SBUF and PSUM: refused now, with the figures,
+// when this machine cannot hold that.
 void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs) {
   if (!p.w.numerics && !dump_inputs) return;
   double need = 0;
   for (const workload::TensorInfo& t : p.inputs) need += tensor_bytes(t.dtype, t.shape);
-  if (p.w.numerics)
+  if (p.w.numerics) {
     for (const isa::TensorDecl& t : p.build.program.tensors) need += tensor_bytes(t.dtype, t.shape);
+    const isa::Limits l = p.hw.limits();  // each core's SBUF and PSUM
+    need += 2.0 * l.partitions * (l.sbuf_bytes_per_partition + l.psum_bytes_per_partition);
+  }
+  // OpenBLAS's dgemm (the references) takes a 128 MiB buffer per thread and retries forever when it cannot
+  // (0.3.21): under an address-space limit, where it runs one thread, that buffer must fit too, with 64 MiB
+  // of working buffers.
+  rlimit as{};
+  if (p.w.numerics && getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    need += 192.0 * (1 << 20);
   const std::optional<uint64_t> have = available_host_bytes();
   if (!have || need <= static_cast<double>(*have)) return;
   const std::string instead = !p.w.numerics ? "run without --dump-inputs"
@@ -57,7 +66,7 @@ void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs) {
       "memory",
       p.w.file, size(need),
       p.w.numerics ? "the host's copy of the inputs, which the references read, and the simulated machine's "
-                     "copy of every HBM tensor"
+                     "HBM tensors, SBUF and PSUM"
                    : "the inputs to dump",
       size(static_cast<double>(*have)), instead));
 }
