@@ -462,7 +462,7 @@ void Exec::matmul_mx() {
     fail("shape", fmt::format("moving_scale must have more than {} rows and {} columns, got [{}, {}]", last_m,
                               n_size, ms.rows(), ms.cols()));
   // Scratch reused across instructions; every element is written below.
-  static thread_local std::vector<float> a, b, scale;
+  static thread_local std::vector<float> a, b;
   a.resize(4 * kp * m_size);
   b.resize(4 * kp * n_size);
   // out[(j * kp + k) * cols + c] = value j of x4 element (k, c) times its group's scale: the scales of a
@@ -473,7 +473,9 @@ void Exec::matmul_mx() {
                               std::vector<float>& out, uint32_t k0, uint32_t k1) {
     const float* table = fp8_format(x.dtype()) == num::Fp8Format::E4M3FN ? num::detail::kE4M3ToF32.data()
                                                                          : num::detail::kE5M2ToF32.data();
-    scale.resize(cols);
+    // Per call, not thread_local: the host helper threads live on, and LeakSanitizer reports what their
+    // thread_locals hold at exit.
+    std::vector<float> scale(cols);
     const uint8_t* row0 = x.at(0, 0);
     for (uint32_t k = k0; k < k1; ++k) {
       if (k % 8 == 0)
@@ -491,7 +493,7 @@ void Exec::matmul_mx() {
   };
   const int parts = std::min<int>(
       groups, static_cast<uint64_t>(kp) * (m_size + n_size) >= (1u << 15) ? num::host_split_threads() : 1);
-  std::vector<float>&a_out = a, &b_out = b;  // this thread's scratch (the parts have their own `scale`)
+  std::vector<float>&a_out = a, &b_out = b;  // the calling thread's scratch (each part has its own `scale`)
   num::host_split(parts, [&](int t) {
     const uint32_t k0 = groups * t / parts * 8, k1 = groups * (t + 1) / parts * 8;
     dequantize(st, ss, inst_.scale_offset, m_size, a_out, k0, k1);

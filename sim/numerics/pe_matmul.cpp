@@ -63,8 +63,9 @@ __attribute__((target("avx512f"))) void columns_avx512(const float* A, int64_t l
                                                        int64_t ldb, float* C, int64_t ldc, int K, int M,
                                                        int n0, int n1, bool accumulate) {
   constexpr int NB = 32, kKc = 256;
-  static thread_local std::vector<float> panel;
-  panel.resize(static_cast<size_t>(NB) * K + 16);
+  // Per call, not thread_local: this runs on the host helper threads too, which live on, and LeakSanitizer
+  // reports what their thread_locals hold at exit.
+  std::vector<float> panel(static_cast<size_t>(NB) * K + 16);
   float* Bp = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(panel.data()) + 63) & ~uintptr_t{63});
   int n = n0;
   for (; n + NB <= n1; n += NB) {

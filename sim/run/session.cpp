@@ -55,7 +55,9 @@ SessionResult Session::run(const SessionOptions& o) {
   std::unique_ptr<model::TraceObserver> tracer;
   std::unique_ptr<model::TeeObserver> tee;
   // The trace is streamed while the model runs. If the run fails, what was traced is kept and marked
-  // incomplete (it shows what happened up to the failure); the error says where it is.
+  // incomplete (it shows what happened up to the failure); the error says where it is. From before the trace
+  // is created, a Ctrl-C only asks the model to stop, so the trace is never left cut short.
+  const interrupt::CooperativeSection stop_with_the_trace_closed;
   if (!o.trace_path.empty()) {
     const std::filesystem::path parent = std::filesystem::path(o.trace_path).parent_path();
     std::error_code ec;
@@ -81,6 +83,8 @@ SessionResult Session::run(const SessionOptions& o) {
   };
   try {
     r = model::run_program(program_, hw_, ro, o.numerics ? &state() : nullptr);
+    // A signal that came when no instruction was left to complete.
+    if (interrupt::requested()) throw Interrupted("interrupted at the end of the simulation");
   } catch (const Interrupted& e) {
     if (!sink) throw;
     throw Interrupted(e.what() + keep_incomplete(e.what()));
