@@ -139,6 +139,20 @@ int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_
   return ia == a.end() && ib == b.end() ? -1 : ia - a.begin();
 }
 
+// The row store `store_row(v, r, values)` leaves SBUF with the same bytes as `store(v, r, c, value)` on every
+// element of the rows (from the same poisoned SBUF).
+template <class T, class Elem, class Row>
+void check_row_store(OperandView& v, Fixture& f, const std::vector<T>& x, Elem store, Row store_row) {
+  const uint64_t cols = v.cols();
+  const std::vector<uint8_t> poison = f.state.cores[0].sbuf;
+  for (uint32_t r = 0; r < kRows; ++r)
+    for (uint64_t c = 0; c < cols; ++c) store(v, r, c, x[r * cols + c]);
+  const std::vector<uint8_t> want = f.state.cores[0].sbuf;
+  f.state.cores[0].sbuf = poison;
+  for (uint32_t r = 0; r < kRows; ++r) store_row(v, r, &x[r * cols]);
+  CHECK(first_difference(f.state.cores[0].sbuf, want) == -1);
+}
+
 }  // namespace
 
 TEST_CASE("store_row equals store element for element: every dtype, contiguous and strided", "[isa]") {
@@ -148,15 +162,11 @@ TEST_CASE("store_row equals store element for element: every dtype, contiguous a
     for (const AccessPattern& ap : layouts(t, cols)) {
       INFO(dtype_name(t) << " stride " << ap.dims[ap.ndim - 1].stride);
       Fixture f;
-      const std::vector<uint8_t> poison = f.state.cores[0].sbuf;
       OperandView v = f.view(ap);
       REQUIRE(v.cols() == cols);
-      for (uint32_t r = 0; r < kRows; ++r)
-        for (uint64_t c = 0; c < cols; ++c) v.store(r, c, x[r * cols + c]);
-      const std::vector<uint8_t> want = f.state.cores[0].sbuf;
-      f.state.cores[0].sbuf = poison;
-      for (uint32_t r = 0; r < kRows; ++r) v.store_row(r, &x[r * cols]);
-      CHECK(first_difference(f.state.cores[0].sbuf, want) == -1);
+      check_row_store(
+          v, f, x, [](OperandView& w, uint32_t r, uint64_t c, float e) { w.store(r, c, e); },
+          [](OperandView& w, uint32_t r, const float* row) { w.store_row(r, row); });
     }
 }
 
@@ -188,14 +198,11 @@ TEST_CASE("store_row_int and load_row_int equal store_int / load_int: every dtyp
     for (const AccessPattern& ap : layouts(t, cols)) {
       INFO(dtype_name(t) << " stride " << ap.dims[ap.ndim - 1].stride);
       Fixture f;
-      const std::vector<uint8_t> poison = f.state.cores[0].sbuf;
       OperandView v = f.view(ap);
-      for (uint32_t r = 0; r < kRows; ++r)
-        for (uint64_t c = 0; c < cols; ++c) v.store_int(r, c, x[r * cols + c]);
-      const std::vector<uint8_t> want = f.state.cores[0].sbuf;
-      f.state.cores[0].sbuf = poison;
-      for (uint32_t r = 0; r < kRows; ++r) v.store_row_int(r, &x[r * cols]);
-      CHECK(first_difference(f.state.cores[0].sbuf, want) == -1);
+      REQUIRE(v.cols() == cols);
+      check_row_store(
+          v, f, x, [](OperandView& w, uint32_t r, uint64_t c, int64_t e) { w.store_int(r, c, e); },
+          [](OperandView& w, uint32_t r, const int64_t* row) { w.store_row_int(r, row); });
 
       fill_codes(v, 11);
       std::vector<int64_t> row(cols);
