@@ -1,7 +1,5 @@
 #include "kernels/api/kernel.h"
 
-#include <sys/resource.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +7,7 @@
 #include <bit>
 #include <map>
 
+#include "sim/base/address_limit.h"
 #include "sim/base/error.h"
 #include "sim/isa/names.h"
 
@@ -554,8 +553,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
     // vector would write its instructions to fresh pages again (a quarter of the page faults of the
     // DeepSeek-V3 forward workload).
     // Under an address-space limit (ulimit -v) the reservation itself would fail: nothing is reserved then.
-    rlimit as{};
-    const bool unlimited = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur == RLIM_INFINITY;
+    const bool unlimited = !address_space_limit();
     constexpr uint64_t kFirstReserve = uint64_t{1} << 18;
     for (int e = 0; e < isa::kNumEngines && !options.declare_only && (core > 0 || unlimited); ++e)
       shared.program.streams[core][e].reserve(

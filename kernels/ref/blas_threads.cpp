@@ -1,10 +1,11 @@
 #include "kernels/ref/blas_threads.h"
 
 #include <dlfcn.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdlib>
+
+#include "sim/base/address_limit.h"
 
 namespace trnsim::ref {
 
@@ -15,8 +16,7 @@ void park_blas_threads() {
 }
 
 void one_blas_thread_under_address_limit(char** argv) {
-  rlimit as{};
-  if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return;
+  if (!address_space_limit()) return;
   if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr && argv != nullptr) {
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     execv("/proc/self/exe", argv);  // returns only on failure

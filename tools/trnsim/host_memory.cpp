@@ -1,13 +1,12 @@
 #include "tools/trnsim/host_memory.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "sim/base/address_limit.h"
 #include "sim/base/error.h"
 
 namespace trnsim::cli {
@@ -54,15 +53,14 @@ std::optional<uint64_t> available_host_bytes() {
     const auto max = read_number(dir + "/memory.max"), cur = read_number(dir + "/memory.current");
     if (max && cur) bytes = std::min(bytes, *max > *cur ? *max - *cur : uint64_t{0});
   }
-  rlimit as{};
-  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+  if (const std::optional<uint64_t> limit = address_space_limit()) {
     // VmSize of /proc/self/status: the address space in use now.
     std::ifstream st("/proc/self/status");
     uint64_t used = 0;
     for (std::string line; std::getline(st, line);)
       if (line.rfind("VmSize:", 0) == 0) std::istringstream(line.substr(7)) >> used;
     used *= 1024;
-    bytes = std::min<uint64_t>(bytes, as.rlim_cur > used ? as.rlim_cur - used : 0);
+    bytes = std::min<uint64_t>(bytes, *limit > used ? *limit - used : 0);
   }
   return bytes;
 }

@@ -1,6 +1,5 @@
 // trnsim command line: one subcommand per file, registered here.
 #include <malloc.h>
-#include <sys/resource.h>
 #include <CLI/CLI.hpp>
 
 #include <climits>
@@ -8,6 +7,7 @@
 #include <exception>
 
 #include "kernels/ref/blas_threads.h"
+#include "sim/base/address_limit.h"
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
 #include "tools/trnsim/commands.h"
@@ -18,8 +18,7 @@ int main(int argc, char** argv) {
   // many times. Kept in the heap instead of mapped and unmapped each time, a reuse does not fault in fresh
   // pages again (a large share of the system time, in a VM especially). Peak memory is unchanged. Not under
   // an address-space limit (ulimit -v), where 64 MiB steps of heap could exceed a small limit.
-  rlimit as{};
-  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur == RLIM_INFINITY) {
+  if (!trnsim::address_space_limit()) {
     mallopt(M_MMAP_MAX, 0);
     mallopt(M_TRIM_THRESHOLD, INT_MAX);
     mallopt(M_TOP_PAD, 64 << 20);

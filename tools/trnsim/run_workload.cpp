@@ -12,6 +12,7 @@
 #include <future>
 
 #include "kernels/workload/workload.h"
+#include "sim/base/address_limit.h"
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
 #include "sim/io/npy.h"
@@ -49,9 +50,7 @@ void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs) {
   // OpenBLAS's dgemm (the references) takes a 128 MiB buffer per thread and retries forever when it cannot
   // (0.3.21): under an address-space limit, where it runs one thread, that buffer must fit too, with 64 MiB
   // of working buffers.
-  rlimit as{};
-  if (p.w.numerics && getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
-    need += 192.0 * (1 << 20);
+  if (p.w.numerics && address_space_limit()) need += 192.0 * (1 << 20);
   const std::optional<uint64_t> have = available_host_bytes();
   if (!have || need <= static_cast<double>(*have)) return;
   const std::string instead = !p.w.numerics ? "run without --dump-inputs"
