@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
+#include <ctime>
 
 namespace trnsim::interrupt {
 namespace {
@@ -23,8 +25,19 @@ struct Slot {
 Slot g_slots[kMaxCleanupPaths];
 std::atomic<int> g_cooperative{0};
 std::atomic<int> g_signal{0};
-std::atomic<int> g_held{0};         // SignalsHeld sections alive
-std::atomic<int> g_held_signal{0};  // a signal that arrived during one
+std::atomic<int> g_held{0};          // SignalsHeld sections alive
+std::atomic<int> g_held_signal{0};   // a signal that arrived during one
+std::atomic<int64_t> g_first_ns{0};  // when the first signal arrived (CLOCK_MONOTONIC)
+
+// `timeout`, `kill -- -PGID` and job control send one signal to the process and again to its process group:
+// a copy that close after the first is the same request, not a second Ctrl-C.
+constexpr int64_t kSameRequestNs = 250'000'000;
+
+int64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 void cleanup_registered() {
   // Files first, then the folders; twice, so that an inner folder goes before the one holding it whatever
@@ -55,7 +68,10 @@ void on_signal(int sig) {
     g_held_signal.store(sig);
     return;
   }
+  const int64_t now = now_ns();
   const bool first = g_signal.exchange(sig) == 0;
+  if (first) g_first_ns.store(now);
+  if (!first && g_cooperative.load() > 0 && now - g_first_ns.load() < kSameRequestNs) return;
   if (first && g_cooperative.load() > 0) {
     static const char msg[] = "\ntrnsim: interrupted: stopping the simulation (again to quit at once)\n";
     [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);

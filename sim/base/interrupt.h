@@ -1,7 +1,8 @@
 // Ctrl-C, SIGTERM and SIGHUP: a run that is interrupted leaves nothing half-written behind.
 //   - During a cooperative section (the simulation), the first signal only sets a flag: the model stops at
 //     its next instruction completion and throws Interrupted, so the trace is closed and marked incomplete
-//     like any failed run's. A second signal ends the process at once.
+//     like any failed run's. A second signal ends the process at once, unless it came within 0.25 s of the
+//     first (the copy that `timeout` or a process-group kill sends).
 //   - Anywhere else the handler ends the process at once.
 // Ending the process at once means: unlink the registered temporary files, remove the registered folders
 // if they are empty (a folder this run created), then die of the signal (exit status 128 + signal number).

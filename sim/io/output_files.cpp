@@ -33,24 +33,6 @@ std::string dir_of(const std::string& path) {
   return parent.empty() ? std::string(".") : parent.string();
 }
 
-std::string temp_path_for(const std::string& path) {
-  static std::atomic<uint64_t> counter{0};
-  fs::path p(path);
-  std::string base = ".";
-  base += p.filename().string();
-  base += ".tmp.";
-  base += std::to_string(::getpid());
-  base += '.';
-  base += std::to_string(counter.fetch_add(1));
-  return (p.parent_path() / base).string();
-}
-
-bool is_special(const fs::path& p) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(p, ec);  // follows symlinks
-  return !ec && (fs::is_character_file(st) || fs::is_block_file(st) || fs::is_fifo(st) || fs::is_socket(st));
-}
-
 void check_output_path(const std::string& path) {
   if (path.empty()) throw InputError("output path is empty");
   std::error_code ec;
@@ -99,6 +81,24 @@ void write_through(const std::string& path, const std::vector<uint8_t>& image,
 
 }  // namespace
 
+std::string temp_path_for(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  fs::path p(path);
+  std::string base = ".";
+  base += p.filename().string();
+  base += ".tmp.";
+  base += std::to_string(::getpid());
+  base += '.';
+  base += std::to_string(counter.fetch_add(1));
+  return (p.parent_path() / base).string();
+}
+
+bool is_special_file(const std::string& p) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(p, ec);  // follows symlinks
+  return !ec && (fs::is_character_file(st) || fs::is_block_file(st) || fs::is_fifo(st) || fs::is_socket(st));
+}
+
 std::string resolved_path(const std::string& path) {
   std::error_code ec;
   const fs::path w = fs::weakly_canonical(fs::absolute(path, ec), ec);
@@ -111,13 +111,13 @@ void write_files_atomic(const std::vector<OutputFile>& files) {
   for (const auto& o : files) {
     if (o.path.empty()) throw InputError("output path is empty");
     targets.push_back(resolved_path(o.path));
-    if (!is_special(targets.back()) && !seen.insert(targets.back()).second)
+    if (!is_special_file(targets.back()) && !seen.insert(targets.back()).second)
       fail(o.path, "the same output path is given twice");
     check_output_path(targets.back());
   }
   // Devices first, in place: a failing one stops the run before any regular destination changes.
   for (size_t i = 0; i < files.size(); ++i)
-    if (is_special(targets[i])) write_through(targets[i], files[i].bytes, files[i].tail);
+    if (is_special_file(targets[i])) write_through(targets[i], files[i].bytes, files[i].tail);
   std::vector<std::string> temps(files.size());
   std::vector<interrupt::CleanupPath> on_signal;  // a Ctrl-C from here on leaves no temporary behind
   on_signal.reserve(files.size());
@@ -127,7 +127,7 @@ void write_files_atomic(const std::vector<OutputFile>& files) {
   };
   try {
     for (size_t i = 0; i < files.size(); ++i)
-      if (!is_special(targets[i]))
+      if (!is_special_file(targets[i]))
         temps[i] = write_temp(targets[i], files[i].bytes, files[i].tail, on_signal);
   } catch (...) {
     remove_temps();
@@ -155,7 +155,7 @@ void check_distinct_files(const std::vector<NamedPath>& paths) {
       if (paths[i].is_input && paths[j].is_input) continue;
       std::error_code ec;
       const bool same = resolved[i] == resolved[j] || fs::equivalent(resolved[i], resolved[j], ec);
-      if (!same || is_special(resolved[i])) continue;
+      if (!same || is_special_file(resolved[i])) continue;
       throw InputError(
           fmt::format("{} and {} are the same file ({}){}", paths[j].what, paths[i].what, resolved[i],
                       paths[i].is_input || paths[j].is_input ? ": an input is never overwritten" : ""));

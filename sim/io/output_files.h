@@ -27,6 +27,12 @@ struct OutputFile {
 
 void write_files_atomic(const std::vector<OutputFile>& files);
 
+// A fresh temporary's name next to `path` (".NAME.tmp.PID.N", hidden, unique within this process).
+std::string temp_path_for(const std::string& path);
+
+// True for a character or block device, FIFO or socket at `path` (after symlinks): written through in place.
+bool is_special_file(const std::string& path);
+
 // Where a write to `path` lands: the final target of a symlink chain, made absolute and normalised (the
 // path itself when it does not exist).
 std::string resolved_path(const std::string& path);

@@ -77,7 +77,7 @@ SessionResult Session::run(const SessionOptions& o) {
       sink->instant(t, 0, "trace incomplete: the run failed", {trace::Annotation("error", why)});
       sink->close();
     } catch (const std::exception&) {
-      return std::string("; the trace could not be completed");
+      return std::string("; the trace could not be completed and was not written");
     }
     return "; the trace up to the failure is in " + o.trace_path + " (marked incomplete)";
   };

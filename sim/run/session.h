@@ -9,9 +9,10 @@
 //
 // Errors: InputError for a tensor name the program lacks, a dtype or shape that differs from the program's
 // declaration, reading without a numerics run; model errors propagate (sim/model/run.h). A trace file is
-// written while the model runs (its folder is created if missing); if the run fails, the trace so far is
-// kept, marked incomplete (an instant "trace incomplete: the run failed" on a "trnsim" track), and the
-// error's message says where it is.
+// written while the model runs (its folder is created if missing), to a temporary renamed into place when it
+// is closed (sim/trace/output_file.h); if the run fails, the trace so far is kept, marked incomplete (an
+// instant "trace incomplete: the run failed" on a "trnsim" track), and the error's message says where it
+// is. A run that ends at once (a second Ctrl-C) leaves whatever was at the trace path as it was.
 #pragma once
 
 #include <cstdint>

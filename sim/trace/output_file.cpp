@@ -6,20 +6,41 @@
 #include <cstring>
 
 #include "sim/base/error.h"
+#include "sim/io/output_files.h"
 
 namespace trnsim::trace {
 
 OutputFile::OutputFile(const std::filesystem::path& path) : path_(path) {
-  file_ = std::fopen(path.c_str(), "wb");
+  target_ = io::resolved_path(path.string());
+  std::error_code ec;
+  if (std::filesystem::is_directory(target_, ec))
+    throw InputError(fmt::format("cannot create trace file '{}': it is a directory", path.string()));
+  const bool in_place = io::is_special_file(target_.string());
+  if (!in_place) {
+    temp_ = io::temp_path_for(target_.string());
+    on_signal_ =
+        std::make_unique<interrupt::CleanupPath>(temp_.string(), interrupt::CleanupPath::Kind::kFile);
+  }
+  file_ = std::fopen(in_place ? target_.c_str() : temp_.c_str(), in_place ? "wb" : "wbx");
   if (file_ == nullptr) {
-    throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), std::strerror(errno)));
+    const int err = errno;
+    on_signal_.reset();
+    throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), std::strerror(err)));
   }
   // The writers already buffer in large chunks; a second copy through stdio would only cost time.
   std::setvbuf(file_, nullptr, _IONBF, 0);
 }
 
 OutputFile::~OutputFile() {
+  drop();
+}
+
+void OutputFile::drop() {
   if (file_ != nullptr) std::fclose(file_);
+  file_ = nullptr;
+  if (!temp_.empty()) std::remove(temp_.c_str());
+  temp_.clear();
+  on_signal_.reset();
 }
 
 void OutputFile::write(const void* data, size_t bytes) {
@@ -27,8 +48,7 @@ void OutputFile::write(const void* data, size_t bytes) {
   if (file_ == nullptr) throw InputError(fmt::format("trace file '{}' is already closed", path_.string()));
   if (std::fwrite(data, 1, bytes, file_) != bytes) {
     const int err = errno;
-    std::fclose(file_);
-    file_ = nullptr;
+    drop();
     throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(err)));
   }
   bytes_ += bytes;
@@ -39,8 +59,17 @@ void OutputFile::close() {
   std::FILE* f = file_;
   file_ = nullptr;
   if (std::fclose(f) != 0) {
-    throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(errno)));
+    const int err = errno;
+    drop();
+    throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(err)));
   }
+  if (!temp_.empty() && std::rename(temp_.c_str(), target_.c_str()) != 0) {
+    const int err = errno;
+    drop();
+    throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(err)));
+  }
+  temp_.clear();
+  on_signal_.reset();
 }
 
 }  // namespace trnsim::trace

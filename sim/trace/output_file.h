@@ -1,24 +1,33 @@
-// A file written in large chunks: the trace writers fill their own buffer and hand it over here.
+// A trace file written in large chunks while the model runs: the trace writers fill their own buffer and
+// hand it over here. The chunks go to a temporary next to the destination (io::temp_path_for), renamed into
+// place by close(): whatever was at the destination stays as it was until then, and is never touched if the
+// file is dropped (destroyed without close(), a write error, a signal that ends the process). A symlink is
+// written through to its target; a device or FIFO (/dev/null) is written in place.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+
+#include "sim/base/interrupt.h"
 
 namespace trnsim::trace {
 
 class OutputFile {
  public:
-  // Creates (truncates) the file. Throws InputError naming the path when it cannot be created.
+  // Creates the temporary. Throws InputError naming the path when it cannot be created (missing folder,
+  // a directory at the path, no permission).
   explicit OutputFile(const std::filesystem::path& path);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
 
-  // Throws InputError naming the path on a short write (disk full, I/O error).
+  // Throws InputError naming the path on a short write (disk full, I/O error); the file is dropped.
   void write(const void* data, size_t bytes);
-  // Flushes and closes; throws InputError on failure. Later calls do nothing.
+  // Flushes, closes and renames the file into place; throws InputError on failure (the file is dropped).
+  // Later calls do nothing.
   void close();
 
   bool is_open() const { return file_ != nullptr; }
@@ -27,7 +36,11 @@ class OutputFile {
   uint64_t bytes_written() const { return bytes_; }
 
  private:
-  std::filesystem::path path_;
+  void drop();
+  std::filesystem::path path_;    // as given
+  std::filesystem::path target_;  // where it lands (symlinks resolved)
+  std::filesystem::path temp_;    // empty when writing through in place
+  std::unique_ptr<interrupt::CleanupPath> on_signal_;
   std::FILE* file_ = nullptr;
   uint64_t bytes_ = 0;
 };

@@ -85,12 +85,27 @@ TEST_CASE("in a cooperative section the first signal sets the flag, the second k
     std::raise(SIGINT);
     if (!trnsim::interrupt::requested() || trnsim::interrupt::signal_number() != SIGINT) ::_exit(4);
     if (!fs::exists(dir)) ::_exit(5);  // nothing removed yet: the run ends itself
+    ::usleep(300'000);                 // a second request, not the copy sent to the process group
     std::raise(SIGINT);
     ::_exit(6);  // not reached
   });
   CHECK(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGINT);
   CHECK_FALSE(fs::exists(dir));
+}
+
+TEST_CASE("in a cooperative section a copy of the signal within 0.25 s is the same request", "[interrupt]") {
+  // `timeout` sends its signal to the process and again to the process group: both land here at once.
+  const int status = in_child([] {
+    trnsim::interrupt::install_handlers();
+    trnsim::interrupt::CooperativeSection section;
+    std::raise(SIGTERM);
+    std::raise(SIGTERM);
+    if (!trnsim::interrupt::requested() || trnsim::interrupt::signal_number() != SIGTERM) ::_exit(4);
+    ::_exit(0);  // still running: the model would stop at its next completion
+  });
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("exit_now after a cooperative stop dies of the recorded signal", "[interrupt]") {

@@ -19,6 +19,7 @@
 #include "sim/base/error.h"
 #include "sim/trace/json_trace_writer.h"
 #include "sim/trace/open_trace.h"
+#include "sim/trace/output_file.h"
 #include "sim/trace/perfetto_writer.h"
 #include "sim/trace/reader/pftrace_reader.h"
 #include "sim/trace/trace_sink.h"
@@ -47,6 +48,13 @@ std::string read_all(const fs::path& p) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// The entries of a folder, sorted.
+std::vector<fs::path> files_in(const fs::path& dir) {
+  std::vector<fs::path> out(fs::directory_iterator(dir), fs::directory_iterator{});
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 using Value = ReadValue;
@@ -479,10 +487,16 @@ TEST_CASE("pftrace streams to disk and round-trips long strings and many names",
       w.slice_end(t, i * 10'000 + 5'000);
       w.counter(c, i * 10'000, static_cast<double>(i));
     }
-    // Data reached the file before close: the writer does not hold the trace in memory.
-    CHECK(fs::file_size(path) > 1'000'000);
-    CHECK(w.bytes() >= fs::file_size(path));
+    // Data reached the disk before close (the writer does not hold the trace in memory), in the temporary
+    // that close() renames into place.
+    CHECK_FALSE(fs::exists(path));
+    const std::vector<fs::path> temps = files_in(tmp.dir);
+    REQUIRE(temps.size() == 1);
+    CHECK(temps[0].filename().string().starts_with(".big.pftrace.tmp."));
+    CHECK(fs::file_size(temps[0]) > 1'000'000);
+    CHECK(w.bytes() >= fs::file_size(temps[0]));
     w.close();
+    CHECK(files_in(tmp.dir) == std::vector<fs::path>{path});
   }
   const ReadTrace t = read_perfetto_trace(path);
   REQUIRE(t.problems.empty());
@@ -558,6 +572,47 @@ TEST_CASE("an uncreatable trace file is an InputError naming the path", "[trace]
   CHECK_THROWS_WITH(open_trace_file("trace.txt"),
                     Catch::Contains("trace.txt") && Catch::Contains(".pftrace"));
   CHECK_THROWS_WITH(read_perfetto_trace(bad), Catch::Contains(bad.string()));
+}
+
+TEST_CASE("a trace replaces its destination only when it is closed", "[trace]") {
+  TempDir tmp("replace");
+  const fs::path path = tmp.dir / "t.json";
+  std::ofstream(path) << "keep";
+  {
+    OutputFile dropped(path);  // destroyed without close(): a failed write, or a run that ended at once
+    dropped.write("new", 3);
+    CHECK(read_all(path) == "keep");
+  }
+  CHECK(read_all(path) == "keep");
+  CHECK(files_in(tmp.dir) == std::vector<fs::path>{path});  // no temporary left
+  {
+    JsonTraceWriter w(path);
+    const TrackId p = w.process_track(1, "core");
+    w.slice_begin(w.thread_track(p, "PE"), 0, "x");
+    CHECK(read_all(path) == "keep");  // while the trace is written
+  }                                   // the writer's destructor closes it, as close() would
+  CHECK(nlohmann::json::parse(read_all(path)).at("traceEvents").size() == 5);
+  CHECK(files_in(tmp.dir) == std::vector<fs::path>{path});
+  // A symlink is written through: the link stays, its target is replaced.
+  const fs::path target = tmp.dir / "target.json";
+  const fs::path link = tmp.dir / "link.json";
+  std::ofstream(target) << "old";
+  fs::create_symlink(target, link);
+  {
+    JsonTraceWriter w(link);
+    w.close();
+  }
+  CHECK(fs::is_symlink(link));
+  CHECK(nlohmann::json::parse(read_all(target)).at("traceEvents").empty());
+  // A device is written in place (never replaced by a regular file), a directory is refused.
+  {
+    PerfettoWriter w("/dev/null");
+    w.process_track(1, "core");
+    w.close();
+  }
+  CHECK(fs::is_character_file("/dev/null"));
+  fs::create_directory(tmp.dir / "d.json");
+  CHECK_THROWS_WITH(JsonTraceWriter(tmp.dir / "d.json"), Catch::Contains("is a directory"));
 }
 
 TEST_CASE("open_trace_file picks the format from the extension", "[trace]") {
