@@ -86,6 +86,12 @@ CheckResult tolerance_result(const std::string& output, const HostTensor& out, c
         fmt::format("{} of {} reference values are NaN or Inf (the inputs hold NaN or Inf); the "
                     "metrics are over the {} elements both sides hold finite",
                     e.golden_nonfinite, e.count, both_finite));
+  // A check that compared nothing does not pass: no element had a finite reference and a finite output.
+  if (e.count > 0 && both_finite == 0 && e.nonfinite == 0)
+    r.failures.push_back(
+        fmt::format("nothing compared: all {} reference values are NaN or Inf (the inputs "
+                    "hold NaN or Inf, or overflowed their dtype)",
+                    e.count));
   if (both_finite == 0)
     for (run::CheckMetric& m : r.metrics)
       if (m.name.find("reference_") != 0 && m.name != "rel_l2_bound" && m.name != "quantized_reference")

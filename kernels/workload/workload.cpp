@@ -45,8 +45,8 @@ class Checker {
   std::string file_;
 };
 
-// Applies one --set assignment to the workload document. A hardware path set here is relative to the current
-// directory: it is made absolute so the workload folder does not apply.
+// Applies one --set assignment to the workload document. A hardware or .npy path set here is relative to the
+// current directory: it is made absolute so the workload folder does not apply.
 void apply_set(json& doc, const std::string& assignment) {
   auto [path, value] = config::parse_override(assignment);
   const auto bad = [&](const std::string& why) {
@@ -59,6 +59,18 @@ void apply_set(json& doc, const std::string& assignment) {
         v = fs::absolute(s).string();
     }
   };
+  // inputs.X = "x.npy" or {"npy": "x.npy"}, and inputs.X.npy = "x.npy".
+  const auto absolute_npy = [](json& v) {
+    if (v.is_string() && !v.get<std::string>().empty() && !fs::path(v.get<std::string>()).is_absolute())
+      v = fs::absolute(v.get<std::string>()).string();
+  };
+  if (path.starts_with("inputs.")) {
+    const std::string rest = path.substr(7);
+    const size_t dot = rest.find('.');
+    if (dot == std::string::npos && value.is_string()) absolute_npy(value);
+    if (dot == std::string::npos && value.is_object() && value.contains("npy")) absolute_npy(value["npy"]);
+    if (dot != std::string::npos && rest.substr(dot) == ".npy") absolute_npy(value);
+  }
   const std::string hw_prefix = "hardware.overrides.";
   if (path == "hardware") absolute_hw(value);
   if (path.rfind(hw_prefix, 0) == 0 || path == "hardware.name") {

@@ -162,4 +162,12 @@ void check_distinct_files(const std::vector<NamedPath>& paths) {
     }
 }
 
+void check_not_directories(const std::vector<NamedPath>& paths) {
+  for (const NamedPath& p : paths) {
+    std::error_code ec;
+    if (!p.is_input && fs::is_directory(p.path, ec))
+      throw InputError(fmt::format("{} '{}': cannot write: it is a directory", p.what, p.path));
+  }
+}
+
 }  // namespace trnsim::io

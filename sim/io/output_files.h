@@ -48,4 +48,8 @@ struct NamedPath {
 // shared (two outputs to /dev/null).
 void check_distinct_files(const std::vector<NamedPath>& paths);
 
+// InputError "<what> '<path>': cannot write: it is a directory" when an output's path names a directory
+// (after symlinks): for a run that wants it reported before it simulates, not after. Inputs are skipped.
+void check_not_directories(const std::vector<NamedPath>& paths);
+
 }  // namespace trnsim::io

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <thread>
 
@@ -131,6 +132,11 @@ GeneratorSpec parse_generator(const json& spec, const std::string& path) {
       case Kind::Number:
         if (!v.is_number() || !std::isfinite(v.get<double>()))
           fail(kp, "expected a finite number, found " + json_excerpt(v));
+        // Generated values are computed in FP32: a parameter beyond its range would make every value Inf.
+        if (std::abs(v.get<double>()) > std::numeric_limits<float>::max())
+          fail(kp, fmt::format("{} is beyond FP32's range (largest {:.5g}): generated values are computed in "
+                               "FP32",
+                               v.get<double>(), std::numeric_limits<float>::max()));
         out.args[k.name] = v.get<double>();
         break;
       case Kind::Integer:

@@ -89,12 +89,35 @@ rc=$?
 check "damaged stats.json (exit $rc: $(cat "$T/out"))" \
   '[[ $rc == 1 && $(cat "$T/out") == "trnsim: error: $T/broken.json: engines.core0.PE.busy_percent: missing or not a finite number (a damaged stats.json?)" ]]'
 
-# 7. Inputs that hold Inf after conversion to their dtype (values above the BF16 maximum): the run goes on,
-# writes its outputs and stats, notes the input, and counts the non-finite values instead of NaN metrics.
-"$TRNSIM" run "$SMALL" --set inputs.input_activation.std=1e39 --out "$T/inf" >"$T/out" 2>&1
+# 7. Inputs that hold Inf after conversion to their dtype (std 2e38: most values above the BF16 maximum): the run
+# goes on, writes its outputs and stats, notes the input, and counts the non-finite values instead of NaN
+# metrics; an output whose every reference value is NaN or Inf was not compared, so its check fails (exit 3).
+"$TRNSIM" run "$SMALL" --set inputs.input_activation.std=2e38 --out "$T/inf" >"$T/out" 2>&1
 rc=$?
-check "Inf inputs: exit $rc, outputs written" '[[ $rc == 0 && -f $T/inf/weight_grad.npy && -f $T/inf/stats.json ]]'
+check "Inf inputs: exit $rc, outputs written" '[[ $rc == 3 && -f $T/inf/weight_grad.npy && -f $T/inf/stats.json ]]'
 check "Inf inputs: the note" 'grep -q "^note: inputs.input_activation: [0-9]* of 262144 values are NaN or Inf (generated values overflowed bfloat16)" "$T/out"'
 check "Inf inputs: counts, not NaN" 'grep -q "\"reference_nonfinite\": 262144.0" "$T/inf/stats.json" && ! grep -qE ": (NaN|nan),?$" "$T/inf/stats.json"'
+check "Inf inputs: nothing compared is a failure" \
+  'grep -q "^FAIL weight_grad: nothing compared: all 262144 reference values are NaN or Inf" "$T/out"'
+# Output paths that cannot be written are refused before the run simulates, and nothing is created.
+"$TRNSIM" run "$SMALL" --out "$T/early1" --trace "$T/early1.txt" >"$T/out" 2>&1
+rc=$?
+check "--trace with an unknown extension: exit $rc, at once" \
+  '[[ $rc == 1 && ! -e $T/early1 ]] && grep -q "trace file .$T/early1.txt.: unknown extension" "$T/out"'
+mkdir -p "$T/early2/stats.json" "$T/early3.json"
+"$TRNSIM" run "$SMALL" --out "$T/early2" >"$T/out" 2>&1
+rc=$?
+check "stats.json a directory: exit $rc, at once" \
+  '[[ $rc == 1 && ! -e $T/early2/input_grad.npy ]] && grep -q "stats.json .$T/early2/stats.json.: cannot write: it is a directory" "$T/out"'
+"$TRNSIM" run "$SMALL" --out "$T/early4" --trace "$T/early3.json" >"$T/out" 2>&1
+rc=$?
+check "--trace a directory: exit $rc, at once" \
+  '[[ $rc == 1 && ! -e $T/early4 ]] && grep -q -- "--trace .$T/early3.json.: cannot write: it is a directory" "$T/out"'
+
+# A generator parameter beyond FP32's range (the values are computed in FP32) is refused before any work.
+"$TRNSIM" run "$SMALL" --set inputs.input_activation.std=1e39 --out "$T/inf2" >"$T/out" 2>&1
+rc=$?
+check "std beyond FP32: exit $rc, the message, nothing written" \
+  '[[ $rc == 1 && ! -e $T/inf2 ]] && grep -q "inputs.input_activation.std: 1e+39 is beyond FP32.s range" "$T/out"'
 
 finish

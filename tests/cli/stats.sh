@@ -139,4 +139,12 @@ expect_error "compare, B bad" "$T/prog.json: $NOT" stats --compare "$S" "$T/prog
 expect_error "compare, one file" "--compare takes two stats.json files (A, then B), found 1" stats --compare "$S"
 expect_error "two files" "expected one stats.json (or --compare A.json B.json), found 2 files" stats "$S" "$S"
 
+# A program run that fails after its --out folder was created for its output (an init .npy that is missing)
+# removes the folder.
+sed 's/"init": {"generator": "normal", "seed": 1}/"init": {"npy": "missing.npy"}, "output": true/' "$T/prog.json" >"$T/bad_prog.json"
+"$TRNSIM" run "$T/bad_prog.json" --out "$T/new_out" >"$T/out.txt" 2>&1
+rc=$?
+check "failed program run: exit $rc, no --out folder left" \
+  '[[ $rc == 1 && ! -e $T/new_out ]] && grep -qF "$T/missing.npy: cannot open" "$T/out.txt"'
+
 finish

@@ -183,6 +183,20 @@ rc=$?
 check "--trace onto the workload file is refused (exit $rc: $(cat "$T/stderr"))" \
   '[[ $rc == 1 && $(cat "$T/stderr") == *"--trace and the workload file are the same file"* && $(head -c 9 "$T/rep.json") == "{\"name\": " ]]'
 
+# A .npy path given with --set is relative to the current directory; one in the file, to the file's folder.
+mkdir -p "$T/sub"
+cp "$T/rep.json" "$T/sub/rep.json"
+(cd "$T" && "$TRNSIM" run sub/rep.json --out "$T/cwd" --set inputs.output_grad=rep/inputs/output_grad.npy \
+  --set 'inputs.weights={"npy": "rep/inputs/weights.npy"}' \
+  --set inputs.input_activation=rep/inputs/input_activation.npy) >"$T/stdout" 2>&1
+rc=$?
+check "--set .npy paths from the current directory (exit $rc: $(tail -n 1 "$T/stdout"))" \
+  '[[ $rc == 0 ]] && cmp -s "$T/cwd/input_grad.npy" "$T/rep/input_grad.npy"'
+"$TRNSIM" run "$T/sub/rep.json" --out "$T/cwd2" >"$T/stdout" 2>&1
+rc=$?
+check "a .npy path in the file is relative to its folder (exit $rc)" \
+  '[[ $rc == 1 && $(cat "$T/stdout") == *"$T/sub/rep/inputs/input_activation.npy: cannot open"* ]]'
+
 # A directory given as the config is bad input (exit 1), not an internal error.
 mkdir -p "$T/dir.json"
 for cmd in run validate; do

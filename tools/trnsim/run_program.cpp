@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@
 #include "sim/run/report.h"
 #include "sim/run/session.h"
 #include "sim/tensor/input_source.h"
+#include "sim/trace/open_trace.h"
+#include "tools/trnsim/out_dir.h"
 #include "tools/trnsim/run_options.h"
 
 namespace trnsim::cli {
@@ -78,12 +81,12 @@ int run_program_file(const RunCliOptions& o) {
     if (o.out_given) paths.push_back({(fs::path(out_dir) / "stats.json").string(), "stats.json"});
     if (!o.trace.empty()) paths.push_back({o.trace, "--trace"});
     io::check_distinct_files(paths);
+    io::check_not_directories(paths);
+    if (!o.trace.empty()) trace::check_trace_path(o.trace);
   }
-  if (!outs.empty() && !o.no_numerics) {  // created if missing, as for workloads
-    std::error_code ec;
-    if (!fs::exists(out_dir, ec)) fs::create_directories(out_dir, ec);
-    if (!fs::is_directory(out_dir, ec)) throw InputError("--out " + out_dir + ": not a directory");
-  }
+  // Created if missing and checked now, as for workloads; removed again if the run fails.
+  std::optional<OutDir> out;
+  if ((!outs.empty() && !o.no_numerics) || o.out_given) out.emplace(out_dir);
 
   run::Session session(program, hw);
   if (!o.no_numerics) {
@@ -142,13 +145,12 @@ int run_program_file(const RunCliOptions& o) {
     run::RunReport rep = run::make_report(program, hw, r, -1, run::program_compulsory_bytes(program));
     rep.program = o.config;
     rep.numerics_note = "program run: no host reference (outputs are written as .npy)";
-    std::error_code ec;
-    fs::create_directories(out_dir, ec);
     const std::string text = run::stats_text(run::stats_json(rep));
     files.push_back(
         {(fs::path(out_dir) / "stats.json").string(), std::vector<uint8_t>(text.begin(), text.end())});
   }
   io::write_files_atomic(files);
+  if (out) out->keep();
   for (const auto& f : files) std::printf("wrote %s\n", f.path.c_str());
   return 0;
 }

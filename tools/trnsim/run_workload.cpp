@@ -19,6 +19,7 @@
 #include "sim/io/output_files.h"
 #include "sim/run/report.h"
 #include "sim/run/session.h"
+#include "sim/trace/open_trace.h"
 #include "tools/trnsim/host_memory.h"
 #include "tools/trnsim/out_dir.h"
 #include "tools/trnsim/run_options.h"
@@ -104,6 +105,8 @@ int run_workload_file(const RunCliOptions& o) {
     }
   try {
     io::check_distinct_files(paths);
+    io::check_not_directories(paths);
+    if (!o.trace.empty()) trace::check_trace_path(o.trace);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
   }

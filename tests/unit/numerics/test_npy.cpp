@@ -1,6 +1,8 @@
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -167,6 +169,12 @@ TEST_CASE("read_npy rejects bad files with the path and the reason", "[npy]") {
   CHECK_THROWS_WITH(read_npy(t / "missing.npy"),
                     t / "missing.npy" + ": cannot open: No such file or directory");
   CHECK_THROWS_WITH(read_npy(t.dir.string()), t.dir.string() + ": cannot read: it is a directory");
+  // A FIFO nobody writes to would block the open for ever; a device has no size.
+  REQUIRE(::mkfifo((t / "fifo.npy").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(read_npy(t / "fifo.npy"),
+                    t / "fifo.npy" + ": cannot read: not a regular file (a FIFO, device or socket)");
+  CHECK_THROWS_WITH(read_npy("/dev/zero"),
+                    "/dev/zero: cannot read: not a regular file (a FIFO, device or socket)");
 
   write_raw(p, "hello world, not an array");
   CHECK_THROWS_WITH(read_npy(p),
