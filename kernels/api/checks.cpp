@@ -53,7 +53,7 @@ const HostTensor& CheckContext::output(const std::string& name) const {
 
 CheckResult tolerance_result(const std::string& output, const HostTensor& out, const ref::ErrorMetrics& e,
                              const ref::ErrorMetrics& q, bool quantized, const Tolerance& tol,
-                             int64_t rows_compared, int64_t rows_total) {
+                             int64_t rows_compared, int64_t rows_total, bool rows_are_experts) {
   CheckResult r = base(output, out, run::kCheckTolerance);
   const bool bf16 = out.dtype == isa::DType::BF16;
   const double bound = tol.max_rel_l2_vs_quantized.value_or(bf16 ? kRelL2BoundBf16 : kRelL2BoundF32);
@@ -110,9 +110,9 @@ CheckResult tolerance_result(const std::string& output, const HostTensor& out, c
                                        isa::dtype_name(out.dtype)));
   }
   if (rows_compared > 0 && rows_compared < rows_total)
-    r.notes.push_back(
-        fmt::format("references on {} of {} rows (evenly spaced blocks; --full-reference for all)",
-                    rows_compared, rows_total));
+    r.notes.push_back(fmt::format("references on {} of {} {} (evenly spaced{}; --full-reference for all)",
+                                  rows_compared, rows_total, rows_are_experts ? "experts" : "rows",
+                                  rows_are_experts ? "" : " blocks"));
   r.pass = r.failures.empty();
   return r;
 }

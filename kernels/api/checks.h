@@ -74,11 +74,12 @@ struct Tolerance {
 };
 
 // A tolerance result from metrics already computed against the exact and the quantized reference (equal
-// when the kernel does not quantize). `rows_compared` < `rows_total` adds a sampling note.
+// when the kernel does not quantize). `rows_compared` < `rows_total` adds a sampling note; `rows_are_experts`
+// when the sample is of whole experts (an MoE weight gradient's [E, ...] slices), not of row blocks.
 run::CheckResult tolerance_result(const std::string& output, const tensor::HostTensor& out,
                                   const ref::ErrorMetrics& vs_exact, const ref::ErrorMetrics& vs_quantized,
                                   bool quantized, const Tolerance& tol = {}, int64_t rows_compared = 0,
-                                  int64_t rows_total = 0);
+                                  int64_t rows_total = 0, bool rows_are_experts = false);
 
 // Elementwise FP64 golden values for every element of `output` (no quantization).
 OutputCheck elementwise_check(const std::string& output,

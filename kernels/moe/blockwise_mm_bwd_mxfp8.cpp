@@ -441,10 +441,10 @@ void fold_weights(RefCache& c, const BwdParams& p, const CheckContext& ctx) {
 
 run::CheckResult result(const std::string& name, const tensor::HostTensor& out,
                         const ref::MetricsAccumulator& e, const ref::MetricsAccumulator& q, int64_t compared,
-                        int64_t total) {
+                        int64_t total, bool experts = false) {
   return tolerance_result(name, out, e.finish(moe::kMoeTolerance.atol_factor),
-                          q.finish(moe::kMoeTolerance.atol_factor), true, moe::kMoeTolerance, compared,
-                          total);
+                          q.finish(moe::kMoeTolerance.atol_factor), true, moe::kMoeTolerance, compared, total,
+                          experts);
 }
 
 OutputCheck dx_check(const BwdParams& p, std::shared_ptr<RefCache> cache) {
@@ -505,7 +505,7 @@ OutputCheck weight_check(const BwdParams& p, std::shared_ptr<RefCache> cache, in
     fold_weights(*cache, p, ctx);
     const auto& m = cache->weight_metrics[w];
     return result(kWeightNames[w], ctx.output(kWeightNames[w]), m[0], m[1],
-                  static_cast<int64_t>(cache->experts.size()), p.E);
+                  static_cast<int64_t>(cache->experts.size()), p.E, /*experts=*/true);
   };
   return c;
 }

@@ -64,13 +64,19 @@ void apply_set(json& doc, const std::string& assignment) {
     if (v.is_string() && !v.get<std::string>().empty() && !fs::path(v.get<std::string>()).is_absolute())
       v = fs::absolute(v.get<std::string>()).string();
   };
+  const auto absolute_entry = [&](json& v) {
+    if (v.is_string()) absolute_npy(v);
+    if (v.is_object() && v.contains("npy")) absolute_npy(v["npy"]);
+  };
+  if (path == "inputs" && value.is_object())
+    for (auto& [key, entry] : value.items()) absolute_entry(entry);
   if (path.starts_with("inputs.")) {
     const std::string rest = path.substr(7);
     const size_t dot = rest.find('.');
-    if (dot == std::string::npos && value.is_string()) absolute_npy(value);
-    if (dot == std::string::npos && value.is_object() && value.contains("npy")) absolute_npy(value["npy"]);
+    if (dot == std::string::npos) absolute_entry(value);
     if (dot != std::string::npos && rest.substr(dot) == ".npy") absolute_npy(value);
   }
+  if (path == "hardware" && value.is_object() && value.contains("name")) absolute_hw(value["name"]);
   const std::string hw_prefix = "hardware.overrides.";
   if (path == "hardware") absolute_hw(value);
   if (path.rfind(hw_prefix, 0) == 0 || path == "hardware.name") {

@@ -40,15 +40,18 @@ int64_t now_ns() {
 }
 
 void cleanup_registered() {
-  // Files first, then the folders; twice, so that an inner folder goes before the one holding it whatever
-  // their slots.
+  // Files first, then the folders, pass after pass while one goes, so that an inner folder goes before the
+  // one holding it whatever their slots (--out a/b/c registers three).
   for (Slot& s : g_slots)
     if (s.state.load(std::memory_order_acquire) == static_cast<int>(CleanupPath::Kind::kFile) + 2)
       ::unlink(s.path);
-  for (int pass = 0; pass < 2; ++pass)
+  for (bool removed = true; removed;) {
+    removed = false;
     for (Slot& s : g_slots)
-      if (s.state.load(std::memory_order_acquire) == static_cast<int>(CleanupPath::Kind::kEmptyFolder) + 2)
-        ::rmdir(s.path);
+      if (s.state.load(std::memory_order_acquire) == static_cast<int>(CleanupPath::Kind::kEmptyFolder) + 2 &&
+          ::rmdir(s.path) == 0)
+        removed = true;
+  }
 }
 
 [[noreturn]] void die(int sig) {

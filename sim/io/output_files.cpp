@@ -1,5 +1,6 @@
 #include "sim/io/output_files.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -46,22 +47,19 @@ void check_output_path(const std::string& path) {
 std::string write_temp(const std::string& path, const std::vector<uint8_t>& image,
                        const std::vector<uint8_t>& tail, std::vector<interrupt::CleanupPath>& on_signal) {
   check_output_path(path);
-  std::string tmp = temp_path_for(path);
-  on_signal.emplace_back(tmp, interrupt::CleanupPath::Kind::kFile);
-  std::FILE* raw = std::fopen(tmp.c_str(), "wbx");  // x: never opens something that already exists
-  if (!raw) fail(path, "cannot write: " + errno_text());
-  bool ok = std::fwrite(image.data(), 1, image.size(), raw) == image.size() &&
-            std::fwrite(tail.data(), 1, tail.size(), raw) == tail.size();
+  const TempFile t = create_temp_for(path, on_signal);
+  bool ok = std::fwrite(image.data(), 1, image.size(), t.file) == image.size() &&
+            std::fwrite(tail.data(), 1, tail.size(), t.file) == tail.size();
   std::string why = ok ? "" : errno_text();
-  if (std::fclose(raw) != 0 && ok) {
+  if (std::fclose(t.file) != 0 && ok) {
     ok = false;
     why = errno_text();
   }
   if (!ok) {
-    std::remove(tmp.c_str());
+    std::remove(t.path.c_str());
     fail(path, "cannot write: " + why);
   }
-  return tmp;
+  return t.path;
 }
 
 // Writes a device or FIFO in place.
@@ -83,14 +81,32 @@ void write_through(const std::string& path, const std::vector<uint8_t>& image,
 
 std::string temp_path_for(const std::string& path) {
   static std::atomic<uint64_t> counter{0};
-  fs::path p(path);
-  std::string base = ".";
-  base += p.filename().string();
-  base += ".tmp.";
-  base += std::to_string(::getpid());
-  base += '.';
-  base += std::to_string(counter.fetch_add(1));
-  return (p.parent_path() / base).string();
+  const fs::path p(path);
+  const std::string suffix = fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1));
+  // A name near the 255-byte limit is cut short: the temporary must fit where its destination does.
+  constexpr size_t kNameMax = 255;
+  std::string name = p.filename().string();
+  if (1 + name.size() + suffix.size() > kNameMax) name.resize(kNameMax - 1 - suffix.size());
+  return (p.parent_path() / ("." + name + suffix)).string();
+}
+
+TempFile create_temp_for(const std::string& path, std::vector<interrupt::CleanupPath>& on_signal) {
+  struct stat dest {};
+  const bool exists = ::stat(path.c_str(), &dest) == 0;
+  // A leftover of a killed run whose PID this process has again (a container) is never opened or removed:
+  // the next name is tried.
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    std::string tmp = temp_path_for(path);
+    interrupt::CleanupPath registered(tmp, interrupt::CleanupPath::Kind::kFile);
+    std::FILE* f = std::fopen(tmp.c_str(), "wbx");  // x: never opens something that already exists
+    if (f == nullptr && errno == EEXIST) continue;
+    if (f == nullptr) fail(path, "cannot write: " + errno_text());
+    on_signal.push_back(std::move(registered));
+    // The destination keeps its permissions when it is replaced.
+    if (exists) ::fchmod(::fileno(f), dest.st_mode & 07777);
+    return {f, tmp};
+  }
+  fail(path, "cannot write: 1000 temporary names next to it exist already");
 }
 
 bool is_special_file(const std::string& p) {
@@ -101,8 +117,18 @@ bool is_special_file(const std::string& p) {
 
 std::string resolved_path(const std::string& path) {
   std::error_code ec;
-  const fs::path w = fs::weakly_canonical(fs::absolute(path, ec), ec);
-  return ec ? fs::absolute(path).lexically_normal().string() : w.string();
+  fs::path p = fs::absolute(path, ec);
+  if (ec) p = path;
+  // The last component's symlinks are followed by hand: weakly_canonical stops at a dangling one, which the
+  // rename would then replace instead of creating its target.
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    if (hops == 40) fail(path, "cannot use: too many levels of symbolic links");
+    const fs::path t = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = t.is_absolute() ? t : p.parent_path() / t;
+  }
+  const fs::path w = fs::weakly_canonical(p, ec);
+  return ec ? p.lexically_normal().string() : w.string();
 }
 
 void write_files_atomic(const std::vector<OutputFile>& files) {

@@ -12,9 +12,12 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "sim/base/interrupt.h"
 
 namespace trnsim::io {
 
@@ -27,14 +30,25 @@ struct OutputFile {
 
 void write_files_atomic(const std::vector<OutputFile>& files);
 
-// A fresh temporary's name next to `path` (".NAME.tmp.PID.N", hidden, unique within this process).
+// A fresh temporary's name next to `path` (".NAME.tmp.PID.N", hidden, unique within this process; NAME cut
+// short to keep it within 255 bytes).
 std::string temp_path_for(const std::string& path);
+
+// A new temporary for `path` (a regular file's resolved destination), open for writing: created exclusively
+// (the next name is tried while one exists), with the destination's permissions when it exists, and in
+// `on_signal` (removed if a signal ends the process) from before it exists. InputError "<path>: cannot
+// write: <reason>".
+struct TempFile {
+  std::FILE* file;
+  std::string path;
+};
+TempFile create_temp_for(const std::string& path, std::vector<interrupt::CleanupPath>& on_signal);
 
 // True for a character or block device, FIFO or socket at `path` (after symlinks): written through in place.
 bool is_special_file(const std::string& path);
 
-// Where a write to `path` lands: the final target of a symlink chain, made absolute and normalised (the
-// path itself when it does not exist).
+// Where a write to `path` lands: the final target of a symlink chain (a dangling one too), made absolute and
+// normalised (the path itself when it does not exist). InputError for a symlink loop.
 std::string resolved_path(const std::string& path);
 
 // One output or input of a run, for distinct_files.

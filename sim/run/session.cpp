@@ -54,10 +54,10 @@ SessionResult Session::run(const SessionOptions& o) {
   std::unique_ptr<trace::TraceSink> sink;
   std::unique_ptr<model::TraceObserver> tracer;
   std::unique_ptr<model::TeeObserver> tee;
-  // The trace is streamed while the model runs. If the run fails, what was traced is kept and marked
-  // incomplete (it shows what happened up to the failure); the error says where it is. From before the trace
-  // is created, a Ctrl-C only asks the model to stop, so the trace is never left cut short.
-  const interrupt::CooperativeSection stop_with_the_trace_closed;
+  // The trace is streamed while the model runs, to a temporary renamed into place when it is closed. If the
+  // run fails, what was traced is kept and marked incomplete (it shows what happened up to the failure); the
+  // error says where it is. A Ctrl-C during the simulation only asks the model to stop (sim/model/run.h);
+  // anywhere else here (opening the trace, closing it) it ends the process, and the temporary with it.
   if (!o.trace_path.empty()) {
     const std::filesystem::path parent = std::filesystem::path(o.trace_path).parent_path();
     std::error_code ec;

@@ -271,9 +271,10 @@ std::vector<StatDef> build() {
       row("numerics.*.quantized_reference", "bool", "the quantized reference applies MX quantization"),
       row("numerics.*.reference_rows_compared", "count",
           "output rows both references were computed for: all rows, or for outputs whose FP64 reference "
-          "costs more "
-          "than 32 GFLOP an evenly spaced sample of 32-row blocks (trnsim run --full-reference: all)"),
-      row("numerics.*.reference_rows_total", "count", "rows of the output"),
+          "costs more than 32 GFLOP an evenly spaced sample of 32-row blocks (trnsim run --full-reference: "
+          "all); for an MoE weight gradient, experts instead of rows"),
+      row("numerics.*.reference_rows_total", "count",
+          "rows of the output (experts, for an MoE weight gradient)"),
       row("numerics.*.reference_nonfinite", "count",
           "NaN or Inf reference values (the inputs hold NaN or Inf); the metrics are over the elements both "
           "the "

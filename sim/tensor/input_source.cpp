@@ -151,16 +151,21 @@ GeneratorSpec parse_generator(const json& spec, const std::string& path) {
   }
   const json& a = out.args;
   const auto bad = [&](const char* key, const std::string& msg) { fail(path + "." + key, msg); };
-  if (out.name == "normal" && !(a["std"].get<double>() > 0)) bad("std", "must be > 0");
+  // > 0 in FP32, where the values are computed (1e-46 would be 0 there).
+  const auto positive = [&](const char* key) {
+    if (!(static_cast<float>(a[key].get<double>()) > 0))
+      bad(key, a[key].get<double>() > 0 ? "must be > 0 in FP32 (the smallest is 1.4e-45)" : "must be > 0");
+  };
+  if (out.name == "normal") positive("std");
   if (out.name == "uniform" && !(a["low"].get<double>() < a["high"].get<double>()))
     bad("high", fmt::format("must be greater than low ({})", a["low"].get<double>()));
   if (out.name == "heavy_tailed") {
-    if (!(a["nu"].get<double>() > 0)) bad("nu", "must be > 0");
-    if (!(a["scale"].get<double>() > 0)) bad("scale", "must be > 0");
+    positive("nu");
+    positive("scale");
   }
   if (out.name == "activations_with_outliers") {
-    if (!(a["std"].get<double>() > 0)) bad("std", "must be > 0");
-    if (a["outlier_scale"].get<double>() == 0) bad("outlier_scale", "must be non-zero");
+    positive("std");
+    if (static_cast<float>(a["outlier_scale"].get<double>()) == 0) bad("outlier_scale", "must be non-zero");
   }
   if (out.name == "randint" && !(a["low"].get<int64_t>() < a["high"].get<int64_t>()))
     bad("high", fmt::format("must be greater than low ({})", a["low"].get<int64_t>()));

@@ -11,21 +11,26 @@
 namespace trnsim::trace {
 
 OutputFile::OutputFile(const std::filesystem::path& path) : path_(path) {
-  target_ = io::resolved_path(path.string());
+  try {
+    target_ = io::resolved_path(path.string());
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), e.what()));
+  }
   std::error_code ec;
   if (std::filesystem::is_directory(target_, ec))
     throw InputError(fmt::format("cannot create trace file '{}': it is a directory", path.string()));
-  const bool in_place = io::is_special_file(target_.string());
-  if (!in_place) {
-    temp_ = io::temp_path_for(target_.string());
-    on_signal_ =
-        std::make_unique<interrupt::CleanupPath>(temp_.string(), interrupt::CleanupPath::Kind::kFile);
-  }
-  file_ = std::fopen(in_place ? target_.c_str() : temp_.c_str(), in_place ? "wb" : "wbx");
-  if (file_ == nullptr) {
-    const int err = errno;
-    on_signal_.reset();
-    throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), std::strerror(err)));
+  if (io::is_special_file(target_.string())) {
+    file_ = std::fopen(target_.c_str(), "wb");
+    if (file_ == nullptr)
+      throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), std::strerror(errno)));
+  } else {
+    try {
+      const io::TempFile t = io::create_temp_for(target_.string(), on_signal_);
+      file_ = t.file;
+      temp_ = t.path;
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), e.what()));
+    }
   }
   // The writers already buffer in large chunks; a second copy through stdio would only cost time.
   std::setvbuf(file_, nullptr, _IONBF, 0);
@@ -40,7 +45,7 @@ void OutputFile::drop() {
   file_ = nullptr;
   if (!temp_.empty()) std::remove(temp_.c_str());
   temp_.clear();
-  on_signal_.reset();
+  on_signal_.clear();
 }
 
 void OutputFile::write(const void* data, size_t bytes) {
@@ -69,7 +74,7 @@ void OutputFile::close() {
     throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(err)));
   }
   temp_.clear();
-  on_signal_.reset();
+  on_signal_.clear();
 }
 
 }  // namespace trnsim::trace

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <memory>
+#include <vector>
 
 #include "sim/base/interrupt.h"
 
@@ -37,10 +37,10 @@ class OutputFile {
 
  private:
   void drop();
-  std::filesystem::path path_;    // as given
-  std::filesystem::path target_;  // where it lands (symlinks resolved)
-  std::filesystem::path temp_;    // empty when writing through in place
-  std::unique_ptr<interrupt::CleanupPath> on_signal_;
+  std::filesystem::path path_;                     // as given
+  std::filesystem::path target_;                   // where it lands (symlinks resolved)
+  std::filesystem::path temp_;                     // empty when writing through in place
+  std::vector<interrupt::CleanupPath> on_signal_;  // the temporary
   std::FILE* file_ = nullptr;
   uint64_t bytes_ = 0;
 };

@@ -114,6 +114,11 @@ rc=$?
 check "--trace a directory: exit $rc, at once" \
   '[[ $rc == 1 && ! -e $T/early4 ]] && grep -q -- "--trace .$T/early3.json.: cannot write: it is a directory" "$T/out"'
 
+# A run that fails after it created a nested --out removes every level it created.
+"$TRNSIM" run "$SMALL" --out "$T/n1/n2/n3" --set inputs.weights=missing.npy >"$T/out" 2>&1
+rc=$?
+check "nested --out removed on failure: exit $rc" '[[ $rc == 1 && ! -e $T/n1 ]] && grep -q "missing.npy: cannot open" "$T/out"'
+
 # A generator parameter beyond FP32's range (the values are computed in FP32) is refused before any work.
 "$TRNSIM" run "$SMALL" --set inputs.input_activation.std=1e39 --out "$T/inf2" >"$T/out" 2>&1
 rc=$?

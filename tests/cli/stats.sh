@@ -147,4 +147,11 @@ rc=$?
 check "failed program run: exit $rc, no --out folder left" \
   '[[ $rc == 1 && ! -e $T/new_out ]] && grep -qF "$T/missing.npy: cannot open" "$T/out.txt"'
 
+# What a program run reads is never written over: its program file, an init .npy.
+cp "$T/prog.json" "$T/keep.json"
+"$TRNSIM" run "$T/prog.json" --trace "$T/prog.json" >"$T/out.txt" 2>&1
+rc=$?
+check "--trace onto the program file is refused: exit $rc" \
+  '[[ $rc == 1 ]] && grep -q -- "--trace and the program file are the same file" "$T/out.txt" && cmp -s "$T/prog.json" "$T/keep.json"'
+
 finish

@@ -197,6 +197,24 @@ rc=$?
 check "a .npy path in the file is relative to its folder (exit $rc)" \
   '[[ $rc == 1 && $(cat "$T/stdout") == *"$T/sub/rep/inputs/input_activation.npy: cannot open"* ]]'
 
+(cd "$T" && "$TRNSIM" run sub/rep.json --out "$T/cwd3" --set 'inputs={"output_grad": "rep/inputs/output_grad.npy",
+  "weights": {"npy": "rep/inputs/weights.npy"}, "input_activation": "rep/inputs/input_activation.npy"}') \
+  >"$T/stdout" 2>&1
+rc=$?
+check "--set inputs={...} paths from the current directory (exit $rc: $(tail -n 1 "$T/stdout"))" \
+  '[[ $rc == 0 ]] && cmp -s "$T/cwd3/input_grad.npy" "$T/rep/input_grad.npy"'
+# A hardware config the run reads is never written over.
+cp "$SRC/configs/hw/trn3.json" "$T/hw.json"
+(cd "$T" && "$TRNSIM" run "$SMALL" --out "$T/hwo" --set 'hardware={"name": "hw.json"}' --trace hw.json) \
+  >"$T/stdout" 2>&1
+rc=$?
+check "--trace onto the hardware config is refused (exit $rc: $(tail -n 1 "$T/stdout"))" \
+  '[[ $rc == 1 && $(cat "$T/stdout") == *"--trace and the hardware config are the same file"* ]] && cmp -s "$T/hw.json" "$SRC/configs/hw/trn3.json"'
+# A positive std that is 0 in FP32, where the values are computed.
+"$TRNSIM" validate "$SMALL" --set inputs.weights.std=1e-46 >"$T/stdout" 2>&1
+rc=$?
+check "std 0 in FP32 (exit $rc)" '[[ $rc == 1 && $(cat "$T/stdout") == *"inputs.weights.std: must be > 0 in FP32"* ]]'
+
 # A directory given as the config is bad input (exit 1), not an internal error.
 mkdir -p "$T/dir.json"
 for cmd in run validate; do

@@ -43,10 +43,23 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
   if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
     throw InputError(fmt::format("--out {}: exists and is not a directory", dir_));
   if (!fs::exists(dir_, ec)) {
-    fs::create_directories(dir_, ec);
-    if (ec) throw InputError(fmt::format("--out {}: cannot create the directory ({})", dir_, ec.message()));
-    created_ = true;
-    on_signal_.emplace_back(dir_, interrupt::CleanupPath::Kind::kEmptyFolder);
+    // Every missing level (--out a/b/c), outermost first: each is removed again if the run leaves it empty.
+    fs::path p = fs::path(dir_).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();
+    std::vector<fs::path> missing;
+    for (; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+      missing.push_back(p);
+      if (p == p.parent_path()) break;
+    }
+    for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+      on_signal_.emplace_back(it->string(), interrupt::CleanupPath::Kind::kEmptyFolder);
+      fs::create_directory(*it, ec);
+      if (ec) {
+        remove_created();
+        throw InputError(fmt::format("--out {}: cannot create the directory ({})", dir_, ec.message()));
+      }
+      created_.push_back(it->string());
+    }
   }
   probe_writable(dir_, "--out " + dir_);
   std::ifstream m(fs::path(dir_) / kManifest);
@@ -56,10 +69,17 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
 }
 
 OutDir::~OutDir() {
+  remove_created();
+}
+
+void OutDir::remove_created() {
   std::error_code ec;
   for (auto it = created_subfolders_.rbegin(); it != created_subfolders_.rend(); ++it)
     if (fs::is_empty(*it, ec)) fs::remove(*it, ec);
-  if (created_ && fs::is_empty(dir_, ec)) fs::remove(dir_, ec);
+  for (auto it = created_.rbegin(); it != created_.rend(); ++it)
+    if (fs::is_empty(*it, ec)) fs::remove(*it, ec);
+  created_subfolders_.clear();
+  created_.clear();
 }
 
 void OutDir::add_subfolder(const std::string& name) {

@@ -3,7 +3,8 @@
 // same folder removes the files the earlier run wrote that it does not write again (only regular files listed
 // there; nothing else in the folder is touched). The folder is created and checked for writing before the
 // simulation starts, so an unwritable --out is reported at once; a folder this run created is removed again
-// if the run fails before writing anything, or is interrupted (sim/base/interrupt.h).
+// if the run fails before writing anything, or is interrupted (sim/base/interrupt.h); so is every missing
+// level above it that this run created (--out a/b/c).
 #pragma once
 
 #include <filesystem>
@@ -36,13 +37,15 @@ class OutDir {
                                         const std::vector<std::string>& read);
   // The run wrote its files: keep the folder whatever happens next.
   void keep() {
-    created_ = false;
+    created_.clear();
     created_subfolders_.clear();
   }
 
  private:
   std::string dir_;
-  bool created_ = false;
+  // Removes the folders this run created that are empty, innermost first.
+  void remove_created();
+  std::vector<std::string> created_;                 // the levels of `dir_` this run created, outermost first
   std::vector<std::string> created_subfolders_;      // full paths, removed if empty unless kept
   std::vector<interrupt::CleanupPath> on_signal_;    // the folders this run created
   std::vector<std::string> previous_;                // the earlier run's manifest, relative paths

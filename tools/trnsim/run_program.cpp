@@ -80,6 +80,20 @@ int run_program_file(const RunCliOptions& o) {
       paths.push_back({out.path, fmt::format("output of tensor '{}'", program.tensors[out.index].name)});
     if (o.out_given) paths.push_back({(fs::path(out_dir) / "stats.json").string(), "stats.json"});
     if (!o.trace.empty()) paths.push_back({o.trace, "--trace"});
+    // What the run reads is never written over.
+    paths.push_back({o.config, "the program file", true});
+    paths.push_back({config::resolve_config_path(hw_spec), "the hardware config", true});
+    if (!o.no_numerics)
+      for (const isa::TensorDecl& t : program.tensors) {
+        if (t.init.empty()) continue;
+        try {
+          const tensor::InputSource src = tensor::parse_input_source(
+              json::parse(t.init, nullptr, false), "init", fs::path(o.config).parent_path().string());
+          if (src.is_npy) paths.push_back({src.npy, fmt::format("tensor '{}' init", t.name), true});
+        } catch (const InputError&) {
+          // reported with its tensor below
+        }
+      }
     io::check_distinct_files(paths);
     io::check_not_directories(paths);
     if (!o.trace.empty()) trace::check_trace_path(o.trace);

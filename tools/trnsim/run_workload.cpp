@@ -98,6 +98,11 @@ int run_workload_file(const RunCliOptions& o) {
     paths.push_back({o.config, "the workload file", true});
     read_files.push_back(o.config);
   }
+  try {
+    paths.push_back({config::resolve_config_path(p.w.hardware), "the hardware config", true});
+  } catch (const InputError&) {
+    // loaded already: found
+  }
   for (const workload::InputEntry& e : p.w.inputs)
     if (!e.is_recipe && e.source.is_npy) {
       paths.push_back({e.source.npy, fmt::format("input '{}' (inputs.{}.npy)", e.key, e.key), true});

@@ -3,6 +3,7 @@
 // checks with full references).
 #pragma once
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -98,7 +99,7 @@ inline workload::PreparedWorkload prepare_moe(const json& params, const json& in
   static std::atomic<int> n{0};
   const json w = {
       {"name", "moe_test"}, {"hardware", "trn3"}, {"kernel", kernel}, {"params", params}, {"inputs", inputs}};
-  const auto path = moe_tmp_dir() / ("w" + std::to_string(n++) + ".json");
+  const auto path = moe_tmp_dir() / fmt::format("w{}.json", n++);
   std::ofstream(path) << w.dump(1);
   return workload::prepare_workload(workload::parse_workload(path.string()));
 }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "sim/base/interrupt.h"
 
@@ -119,4 +120,27 @@ TEST_CASE("exit_now after a cooperative stop dies of the recorded signal", "[int
   });
   CHECK(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGTERM);
+}
+
+TEST_CASE("a signal removes every empty level of a nested folder the run created", "[interrupt]") {
+  // --out a/b/c/d registers four folders, outermost first: each goes once the one inside it has gone.
+  const fs::path dir = scratch("d");
+  const int status = in_child([&] {
+    trnsim::interrupt::install_handlers();
+    std::vector<CleanupPath> levels;
+    fs::path p = dir;
+    for (const char* level : {"a", "b", "c", "d"}) {
+      p /= level;
+      levels.emplace_back(p.string(), CleanupPath::Kind::kEmptyFolder);
+      fs::create_directory(p.parent_path());
+      fs::create_directory(p);
+    }
+    std::raise(SIGTERM);
+    ::_exit(7);  // not reached
+  });
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+  CHECK(fs::exists(dir));  // not registered: the folder that was there before
+  CHECK_FALSE(fs::exists(dir / "a"));
+  fs::remove_all(dir);
 }

@@ -301,3 +301,50 @@ TEST_CASE("writes are atomic and all-or-nothing", "[npy]") {
   CHECK(t.files() == std::vector<std::string>{"a.npy", "old.npy"});
   CHECK(read_npy(t / "old.npy").shape == std::vector<int64_t>{1});
 }
+
+TEST_CASE("a replaced output keeps its permissions, long names fit, leftovers are stepped over", "[npy]") {
+  TempDir t;
+  const float v[2] = {1, 2};
+  // A name of 250 bytes: its temporary's name is cut to fit in 255.
+  const std::string longest = t / (std::string(246, 'n') + ".npy");
+  write_npy(longest, NpyDType::F32, {2}, v);
+  CHECK(read_npy(longest).shape == std::vector<int64_t>{2});
+  CHECK(temp_path_for(longest).size() == t.dir.string().size() + 1 + 255);
+  fs::remove(longest);
+
+  // A read-only output is replaced (its folder is writable) and stays read-only.
+  write_raw(t / "ro.npy", "old");
+  fs::permissions(t / "ro.npy", fs::perms::owner_read | fs::perms::group_read);
+  write_npy(t / "ro.npy", NpyDType::F32, {2}, v);
+  CHECK(fs::status(t / "ro.npy").permissions() == (fs::perms::owner_read | fs::perms::group_read));
+  fs::remove(t / "ro.npy");
+
+  // Leftovers of a killed run with this process's PID (a container restarts with the same one) at the next
+  // three names: never opened, never removed; the fourth name is used.
+  const std::string probe = temp_path_for(t / "x.npy");  // ".x.npy.tmp.PID.K": the next call takes K + 1
+  const size_t dot = probe.rfind('.');
+  const uint64_t k = std::stoull(probe.substr(dot + 1));
+  std::vector<std::string> leftovers;
+  for (uint64_t i = 1; i <= 3; ++i) {
+    leftovers.push_back(probe.substr(0, dot + 1) + std::to_string(k + i));
+    write_raw(leftovers.back(), "leftover");
+  }
+  write_npy(t / "x.npy", NpyDType::F32, {2}, v);
+  CHECK(read_npy(t / "x.npy").shape == std::vector<int64_t>{2});
+  for (const std::string& l : leftovers) CHECK(read_raw(l) == "leftover");
+}
+
+TEST_CASE("outputs through symlinks: a dangling link's target is created, a loop is an error", "[npy]") {
+  TempDir t;
+  const float v[2] = {1, 2};
+  fs::create_directory(t.dir / "real");
+  fs::create_symlink("real/new.npy", t.dir / "dangling.npy");
+  write_npy(t / "dangling.npy", NpyDType::F32, {2}, v);
+  CHECK(fs::is_symlink(t.dir / "dangling.npy"));
+  CHECK(read_npy(t / "real/new.npy").shape == std::vector<int64_t>{2});
+  fs::create_symlink("loop2.npy", t.dir / "loop1.npy");
+  fs::create_symlink("loop1.npy", t.dir / "loop2.npy");
+  CHECK_THROWS_WITH(write_npy(t / "loop1.npy", NpyDType::F32, {2}, v),
+                    t / "loop1.npy" + ": cannot use: too many levels of symbolic links");
+  CHECK(fs::is_symlink(t.dir / "loop1.npy"));
+}

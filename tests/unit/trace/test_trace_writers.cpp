@@ -611,6 +611,20 @@ TEST_CASE("a trace replaces its destination only when it is closed", "[trace]") 
     w.close();
   }
   CHECK(fs::is_character_file("/dev/null"));
+  CHECK(dynamic_cast<PerfettoWriter*>(open_trace_file("/dev/null").get()) != nullptr);  // any name
+  // A name of 255 bytes: its temporary's name is cut to fit.
+  const fs::path longest = tmp.dir / (std::string(250, 't') + ".json");
+  {
+    JsonTraceWriter w(longest);
+    w.close();
+  }
+  CHECK(nlohmann::json::parse(read_all(longest)).at("traceEvents").empty());
+  // A missing or unwritable folder on the way is found before anything is created.
+  std::ofstream(tmp.dir / "file") << "x";
+  CHECK_THROWS_WITH(check_trace_path(tmp.dir / "file" / "t.json"),
+                    Catch::Contains("'" + (tmp.dir / "file").string() + "' is not a directory"));
+  CHECK_NOTHROW(check_trace_path(tmp.dir / "new" / "sub" / "t.json"));  // created when the trace is opened
+  CHECK_THROWS_WITH(check_trace_path(tmp.dir / "t.txt"), Catch::Contains("unknown extension '.txt'"));
   fs::create_directory(tmp.dir / "d.json");
   CHECK_THROWS_WITH(JsonTraceWriter(tmp.dir / "d.json"), Catch::Contains("is a directory"));
 }
