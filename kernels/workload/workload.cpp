@@ -177,8 +177,9 @@ Workload parse_workload(const std::string& path, const std::vector<std::string>&
   });
   if (w.name.empty() || w.name.size() > 200 || !printable || w.name.find('/') != std::string::npos ||
       w.name == "." || w.name == "..")
-    c.fail("name", fmt::format("{} is not usable as a directory name (1-200 printable characters, no '/')",
-                               json_excerpt(doc["name"])));
+    c.fail("name",
+           fmt::format("{} is not usable as a directory name (1-200 bytes of printable characters, no '/')",
+                       json_excerpt(doc["name"])));
   if (doc.contains("description")) w.description = c.string(doc["description"], "description");
 
   if (!doc.contains("hardware")) c.fail("hardware", "missing (a config name such as trn3, or a .json path)");

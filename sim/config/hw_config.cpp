@@ -280,7 +280,12 @@ std::string resolve_config_path(const std::string& spec) {
     if (spec.size() > 4096 || spec.find('\0') != std::string::npos)
       throw InputError("hardware config file '" + text_excerpt(spec) + "': not a usable path (" +
                        std::to_string(spec.size()) + " bytes)");
-    if (!fs::is_regular_file(spec, ec)) throw InputError(spec + ": hardware config file not found");
+    if (!fs::exists(spec, ec)) throw InputError(spec + ": hardware config file not found");
+    if (fs::is_directory(spec, ec))
+      throw InputError(spec + ": is a directory, expected a hardware config file");
+    if (!fs::is_regular_file(spec, ec))
+      throw InputError(spec +
+                       ": not a regular file (a FIFO, device or socket), expected a hardware config file");
     return spec;
   }
   // A name is a file name in a configs/hw folder.
@@ -328,7 +333,7 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   if (c.name.empty() || c.name.size() > 200 || std::any_of(c.name.begin(), c.name.end(), [](char ch) {
         return static_cast<unsigned char>(ch) < 0x20;
       }))
-    r.fail("name", "expected 1-200 printable characters, found " + describe(json(c.name)));
+    r.fail("name", "expected 1-200 bytes of printable characters, found " + describe(json(c.name)));
   std::string gen = r.top_string("generation");
   if (gen == "trn2")
     c.generation = isa::Generation::Trn2;
@@ -395,7 +400,11 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   c.memory.partitions = r.integer("memory.partitions", 1, 128);
   c.memory.sbuf_bytes_per_partition = r.integer("memory.sbuf_bytes_per_partition", 1, kMaxSbufBytes);
   c.memory.psum_bytes_per_partition = r.integer("memory.psum_bytes_per_partition", 1, kMaxPsumBytes);
-  c.memory.psum_bank_bytes = r.integer("memory.psum_bank_bytes", 1, kMaxPsumBytes);
+  // A bank holds whole FP32 accumulators, at least one (the kernels tile PSUM by bank / 4 columns).
+  c.memory.psum_bank_bytes = r.integer("memory.psum_bank_bytes", 4, kMaxPsumBytes);
+  if (c.memory.psum_bank_bytes % 4 != 0)
+    r.fail("memory.psum_bank_bytes.value", "expected a multiple of 4 (whole FP32 accumulators), found " +
+                                               std::to_string(c.memory.psum_bank_bytes));
   c.memory.strided_access_bytes = r.integer("memory.strided_access_bytes", 1, kMaxPsumBytes);
   c.memory.strided_access_slowdown = r.integer("memory.strided_access_slowdown", 1, 64);
   if (c.memory.psum_bytes_per_partition % c.memory.psum_bank_bytes != 0)

@@ -140,6 +140,9 @@ json read_json_document(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, expected a JSON file");
   if (!fs::exists(path, ec)) throw InputError(path + ": no such file");
+  // A FIFO would block until something writes to it, /dev/zero never ends.
+  if (!fs::is_regular_file(path, ec))
+    throw InputError(path + ": not a regular file (a FIFO, device or socket), expected a JSON file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InputError(path + ": cannot open");
   std::ostringstream s;

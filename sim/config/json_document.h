@@ -1,6 +1,6 @@
 // Reading JSON documents the user wrote (workloads, hardware configs, programs, stats.json): one reader
 // with the same rules everywhere.
-//   - A file that is missing, a directory or unreadable: InputError "<path>: ...".
+//   - A file that is missing, a directory, a FIFO or device, or unreadable: InputError "<path>: ...".
 //   - Invalid JSON: InputError "<path>: not valid JSON: <parser message with the byte offset>".
 //   - A key that appears twice in one object: InputError "<path>: <json path>: key appears twice" (JSON
 //     allows it, but the second value would silently win).

@@ -62,11 +62,12 @@ std::string write_temp(const std::string& path, const std::vector<uint8_t>& imag
   return t.path;
 }
 
-// Writes a device or FIFO in place.
-void write_through(const std::string& path, const std::vector<uint8_t>& image,
+// Writes a device or FIFO in place; `name` is the path as the user gave it (a symlink to /dev/full).
+void write_through(const std::string& path, const std::string& name, const std::vector<uint8_t>& image,
                    const std::vector<uint8_t>& tail) {
+  const std::string shown = name == path ? path : name + " (" + path + ")";
   std::FILE* raw = std::fopen(path.c_str(), "wb");
-  if (!raw) fail(path, "cannot write: " + errno_text());
+  if (!raw) fail(shown, "cannot write: " + errno_text());
   bool ok = std::fwrite(image.data(), 1, image.size(), raw) == image.size() &&
             std::fwrite(tail.data(), 1, tail.size(), raw) == tail.size() && std::fflush(raw) == 0;
   std::string why = ok ? "" : errno_text();
@@ -74,7 +75,7 @@ void write_through(const std::string& path, const std::vector<uint8_t>& image,
     ok = false;
     why = errno_text();
   }
-  if (!ok) fail(path, "cannot write: " + why);
+  if (!ok) fail(shown, "cannot write: " + why);
 }
 
 }  // namespace
@@ -143,7 +144,7 @@ void write_files_atomic(const std::vector<OutputFile>& files) {
   }
   // Devices first, in place: a failing one stops the run before any regular destination changes.
   for (size_t i = 0; i < files.size(); ++i)
-    if (is_special_file(targets[i])) write_through(targets[i], files[i].bytes, files[i].tail);
+    if (is_special_file(targets[i])) write_through(targets[i], files[i].path, files[i].bytes, files[i].tail);
   std::vector<std::string> temps(files.size());
   std::vector<interrupt::CleanupPath> on_signal;  // a Ctrl-C from here on leaves no temporary behind
   on_signal.reserve(files.size());

@@ -137,8 +137,8 @@ void Reader::tensors(const Node& n) {
     TensorDecl d;
     d.name = t["name"].string();
     if (d.name.empty() || d.name.size() > 200 || has_control(d.name))
-      t["name"].fail(
-          fmt::format("expected a name of 1-200 printable characters, found '{}'", text_excerpt(d.name)));
+      t["name"].fail(fmt::format("expected a name of 1-200 bytes of printable characters, found '{}'",
+                                 text_excerpt(d.name)));
     if (!names.insert(d.name).second) t["name"].fail(fmt::format("duplicate tensor name '{}'", d.name));
     d.dtype = dtype(t["dtype"]);
     const Node shape = t["shape"];

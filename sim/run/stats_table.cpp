@@ -20,6 +20,13 @@ using nlohmann::json;
 
 constexpr const char* kStatsFormat = "trnsim stats";
 constexpr const char* kEngines[] = {"PE", "DVE", "ACT", "POOL", "SP"};
+// The summary figures the printed table shows after the headline rows.
+constexpr const char* kSummaryRows[] = {"summary.mfu_estimated_percent",
+                                        "summary.dma_transfer_count",
+                                        "summary.dma_transfer_average_bytes",
+                                        "summary.pe_throttled_time_ns",
+                                        "summary.sbuf_peak_usage_bytes_per_partition",
+                                        "summary.psum_peak_usage_bytes_per_partition"};
 
 const json& member(const json& o, std::string_view key) {
   static const json kNull;
@@ -276,10 +283,7 @@ std::string format_stats(const json& j, size_t top_lines) {
                                                                : " (PE FLOPs counted)";
     o += fmt::format("  {:<28}{}\n", d.label, text);
   }
-  for (const char* key :
-       {"summary.mfu_estimated_percent", "summary.dma_transfer_count", "summary.dma_transfer_average_bytes",
-        "summary.pe_throttled_time_ns", "summary.sbuf_peak_usage_bytes_per_partition",
-        "summary.psum_peak_usage_bytes_per_partition"}) {
+  for (const char* key : kSummaryRows) {
     const StatDef* d = find_stat_def(key);
     const json& v = at_path(j, key);
     if (d != nullptr && !v.is_null()) o += fmt::format("  {:<28}{}\n", d->label, value_str(v, d->unit));
@@ -412,15 +416,38 @@ json load_stats(const std::string& path) {
       throw InputError(
           fmt::format("{}: {}: missing or not a finite number (a damaged stats.json?)", path, key));
   };
-  need_number("total_time_ns");
-  if (!member(j, "cores").is_null()) {
-    need_number("cores");
-    const double cores = at_path(j, "cores").get<double>();
-    if (cores != 1 && cores != 2) throw InputError(fmt::format("{}: cores: expected 1 or 2", path));
-    for (int c = 0; c < static_cast<int>(cores); ++c)
-      for (const char* e : kEngines)
-        for (const char* k : {"busy_percent", "semaphore_wait_ns"})
-          need_number(fmt::format("engines.core{}.{}.{}", c, e, k));
+  const auto need_non_negative = [&](const std::string& key) {
+    need_number(key);
+    if (at_path(j, key).get<double>() < 0)
+      throw InputError(fmt::format("{}: {}: negative (a damaged stats.json?)", path, key));
+  };
+  need_non_negative("total_time_ns");
+  need_number("cores");
+  const double cores = at_path(j, "cores").get<double>();
+  if (cores != 1 && cores != 2) throw InputError(fmt::format("{}: cores: expected 1 or 2", path));
+  for (int c = 0; c < static_cast<int>(cores); ++c)
+    for (const char* e : kEngines)
+      for (const char* k : {"busy_percent", "semaphore_wait_ns"})
+        need_non_negative(fmt::format("engines.core{}.{}.{}", c, e, k));
+  // Every headline figure that is there: a number (a string would be printed as it is), and not negative
+  // where the unit has no sign.
+  if (!member(j, "summary").is_null() && !member(j, "summary").is_object())
+    throw InputError(fmt::format("{}: summary: expected an object (a damaged stats.json?)", path));
+  for (const StatDef& d : stat_defs()) {
+    const bool summary_row = std::any_of(std::begin(kSummaryRows), std::end(kSummaryRows),
+                                         [&](const char* k) { return d.key == k; });
+    if (!(d.in_table || d.in_compare || summary_row) || d.unit == "text" ||
+        d.key.find_first_of("*[") != std::string::npos || at_path(j, d.key).is_null())
+      continue;
+    if (d.unit == "bool") {
+      if (!at_path(j, d.key).is_boolean())
+        throw InputError(fmt::format("{}: {}: expected true or false (a damaged stats.json?)", path, d.key));
+      continue;
+    }
+    if (d.unit == "ratio")
+      need_number(d.key);
+    else
+      need_non_negative(d.key);
   }
   return j;
 }

@@ -138,6 +138,30 @@ expect_error "a program" "$T/prog.json: $NOT" stats "$T/prog.json"
 expect_error "compare, B bad" "$T/prog.json: $NOT" stats --compare "$S" "$T/prog.json"
 expect_error "compare, one file" "--compare takes two stats.json files (A, then B), found 1" stats --compare "$S"
 expect_error "two files" "expected one stats.json (or --compare A.json B.json), found 2 files" stats "$S" "$S"
+mkfifo "$T/fifo.json"
+expect_error "a FIFO" "$T/fifo.json: not a regular file (a FIFO, device or socket), expected a JSON file" \
+  stats "$T/fifo.json"
+expect_error "a device" "/dev/zero: not a regular file (a FIFO, device or socket), expected a JSON file" \
+  stats /dev/zero
+# Damaged figures: an error naming the key, never a table of impossible values.
+damage() {  # damage NAME PYTHON-EXPR-ON-j
+  python3 -c "import json, sys; j = json.load(open(sys.argv[1])); $2; json.dump(j, open(sys.argv[2], 'w'))" \
+    "$S" "$T/$1.json"
+}
+damage neg "j['total_time_ns'] = -1"
+expect_error "negative time" "$T/neg.json: total_time_ns: negative (a damaged stats.json?)" stats "$T/neg.json"
+damage nocores "del j['cores']"
+expect_error "no cores" "$T/nocores.json: cores: missing or not a finite number (a damaged stats.json?)" \
+  stats "$T/nocores.json"
+damage strbound "j['roofline_lower_bound_ns'] = 'x'"
+expect_error "a string figure" \
+  "$T/strbound.json: roofline_lower_bound_ns: missing or not a finite number (a damaged stats.json?)" \
+  stats "$T/strbound.json"
+damage strsummary "j['summary'] = 'x'"
+expect_error "summary not an object" "$T/strsummary.json: summary: expected an object (a damaged stats.json?)" \
+  stats "$T/strsummary.json"
+expect_error "negative --lines" "--lines: Value -1 not in range 0 to 1000000
+Run 'trnsim --help' or 'trnsim COMMAND --help' for the options." stats "$S" --lines -1
 
 # A program run that fails after its --out folder was created for its output (an init .npy that is missing)
 # removes the folder.

@@ -65,8 +65,10 @@ void add_stats_command(CLI::App& app) {
   cmd->add_flag("--critical-path", opts->critical_path,
                 "print the run's critical path: time per resource and link, then its segments in time order");
   cmd->add_option("--segments", opts->segments,
-                  "critical-path segments to show (default 60; stats.json holds 400)");
-  cmd->add_option("--lines", opts->lines, "busiest source lines to show (default 10; stats.json holds 50)");
+                  "critical-path segments to show (default 60; stats.json holds 400)")
+      ->check(CLI::Range(size_t{0}, size_t{1000000}));
+  cmd->add_option("--lines", opts->lines, "busiest source lines to show (default 10; stats.json holds 50)")
+      ->check(CLI::Range(size_t{0}, size_t{1000000}));
   cmd->callback(
       [opts] { on_file(fmt::format("{}", fmt::join(opts->files, ", ")), [&] { stats_command(*opts); }); });
 }

@@ -128,6 +128,16 @@ TEST_CASE("bad override paths are errors naming the path", "[config]") {
 }
 
 TEST_CASE("validation errors name the file and the JSON path", "[config]") {
+  // A PSUM bank of 1 byte made the kernels divide by its FP32 column count, 0 (SIGFPE).
+  CHECK_THAT(error_of([] {
+               load_hw_config(kTrn3, {{"memory.psum_bank_bytes", 1}});
+             }),
+             Catch::StartsWith(kTrn3 + ": memory.psum_bank_bytes.value: expected an integer in [4, "));
+  CHECK_THAT(error_of([] {
+               load_hw_config(kTrn3, {{"memory.psum_bank_bytes", 6}});
+             }),
+             Catch::StartsWith(kTrn3 + ": memory.psum_bank_bytes.value: expected a multiple of 4"));
+
   json base = load_json(kTrn2);
   const std::string f = "my.json";
 
@@ -309,15 +319,16 @@ TEST_CASE("messages show a short excerpt of a bad value, never the value", "[con
                   "...)");
   CHECK(error_of([&] {
           load_hw_config(kTrn3, {{"name", mega}});
-        }) == kTrn3 + ": name: expected 1-200 printable characters, found \"" + std::string(56, 'z') +
-                  "... (from the override name=\"" + std::string(56, 'z') + "...)");
+        }) == kTrn3 + ": name: expected 1-200 bytes of printable characters, found \"" +
+                  std::string(56, 'z') + "... (from the override name=\"" + std::string(56, 'z') + "...)");
   CHECK(error_of([&] { load_hw_config(mega); }) ==
         "unknown hardware config '" + std::string(60, 'z') + "...' (known: trn2, trn3, or a .json path)");
   CHECK(error_of([&] { load_hw_config(mega + ".json"); }) ==
         "hardware config file '" + std::string(60, 'z') + "...': not a usable path (1048581 bytes)");
 }
 
-TEST_CASE("override values (--set): JSON under the reader's rules, or a bare word that is UTF-8", "[config]") {
+TEST_CASE("override values (--set): JSON under the reader's rules, or a bare word that is UTF-8",
+          "[config]") {
   CHECK(parse_override("pe.clock_GHz=2").second == 2);
   CHECK(parse_override("name=my trn3").second == "my trn3");
   CHECK(parse_override("name=[1, 2").second == "[1, 2");  // not JSON: a bare word

@@ -192,7 +192,7 @@ TEST_CASE("program files are read by the one JSON reader: file and JSON path in 
       path + ": cores[0].SP[0].op: unknown opcode '" + std::string(60, 'o') + "...'");
   CHECK(
       load_text(R"({"cores": [{}], "tensors": [{"name": "a\u0001b", "dtype": "float32", "shape": [1]}]})") ==
-      path + ": tensors[0].name: expected a name of 1-200 printable characters, found 'a\\x01b'");
+      path + ": tensors[0].name: expected a name of 1-200 bytes of printable characters, found 'a\\x01b'");
   CHECK_THROWS_MATCHES(load_program("/nonexistent/p.json"), InputError,
                        Catch::Message("/nonexistent/p.json: no such file"));
   CHECK_THROWS_MATCHES(load_program("."), InputError,
