@@ -15,6 +15,7 @@
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
 #include "sim/config/json_document.h"
+#include "sim/io/file_kind.h"
 
 namespace trnsim::config {
 namespace {
@@ -280,12 +281,16 @@ std::string resolve_config_path(const std::string& spec) {
     if (spec.size() > 4096 || spec.find('\0') != std::string::npos)
       throw InputError("hardware config file '" + text_excerpt(spec) + "': not a usable path (" +
                        std::to_string(spec.size()) + " bytes)");
-    if (!fs::exists(spec, ec)) throw InputError(spec + ": hardware config file not found");
-    if (fs::is_directory(spec, ec))
-      throw InputError(spec + ": is a directory, expected a hardware config file");
-    if (!fs::is_regular_file(spec, ec))
-      throw InputError(spec +
-                       ": not a regular file (a FIFO, device or socket), expected a hardware config file");
+    switch (io::file_kind(spec)) {
+      case io::FileKind::kMissing:
+        throw InputError(spec + ": hardware config file not found");
+      case io::FileKind::kDirectory:
+        throw InputError(spec + ": is a directory, expected a hardware config file");
+      case io::FileKind::kSpecial:
+        throw InputError(spec + ": " + io::kNotARegularFile + ", expected a hardware config file");
+      case io::FileKind::kRegular:
+        break;
+    }
     return spec;
   }
   // A name is a file name in a configs/hw folder.

@@ -12,6 +12,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
+#include "sim/io/file_kind.h"
 
 namespace trnsim::config {
 namespace {
@@ -136,13 +137,16 @@ std::optional<json> parse_json_value(const std::string& text, const std::string&
 }
 
 json read_json_document(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, expected a JSON file");
-  if (!fs::exists(path, ec)) throw InputError(path + ": no such file");
-  // A FIFO would block until something writes to it, /dev/zero never ends.
-  if (!fs::is_regular_file(path, ec))
-    throw InputError(path + ": not a regular file (a FIFO, device or socket), expected a JSON file");
+  switch (io::file_kind(path)) {
+    case io::FileKind::kMissing:
+      throw InputError(path + ": no such file");
+    case io::FileKind::kDirectory:
+      throw InputError(path + ": is a directory, expected a JSON file");
+    case io::FileKind::kSpecial:
+      throw InputError(path + ": " + io::kNotARegularFile + ", expected a JSON file");
+    case io::FileKind::kRegular:
+      break;
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InputError(path + ": cannot open");
   std::ostringstream s;

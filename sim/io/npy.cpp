@@ -1,6 +1,7 @@
 #include "sim/io/npy.h"
 
 #include "sim/base/json_excerpt.h"
+#include "sim/io/file_kind.h"
 #include "sim/io/output_files.h"
 
 #include <unistd.h>
@@ -289,12 +290,9 @@ NpyArray parse_npy(const uint8_t* image, size_t size, const std::string& name) {
 }
 
 NpyArray read_npy(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) fail(path, "cannot read: it is a directory");
-  // A FIFO would block until something writes to it, a device has no size: only files are read.
-  const fs::file_status st = fs::status(path, ec);
-  if (!ec && fs::exists(st) && !fs::is_regular_file(st))
-    fail(path, "cannot read: not a regular file (a FIFO, device or socket)");
+  const FileKind kind = file_kind(path);  // a missing file is reported by the open below, with errno
+  if (kind == FileKind::kDirectory) fail(path, "cannot read: it is a directory");
+  if (kind == FileKind::kSpecial) fail(path, std::string("cannot read: ") + kNotARegularFile);
   File f(std::fopen(path.c_str(), "rb"));
   if (!f) fail(path, "cannot open: " + errno_text());
   if (std::fseek(f.get(), 0, SEEK_END) != 0) fail(path, "cannot read: " + errno_text());

@@ -15,6 +15,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
+#include "sim/io/file_kind.h"
 
 namespace trnsim::io {
 namespace {
@@ -111,9 +112,7 @@ TempFile create_temp_for(const std::string& path, std::vector<interrupt::Cleanup
 }
 
 bool is_special_file(const std::string& p) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(p, ec);  // follows symlinks
-  return !ec && (fs::is_character_file(st) || fs::is_block_file(st) || fs::is_fifo(st) || fs::is_socket(st));
+  return file_kind(p) == FileKind::kSpecial;
 }
 
 std::string resolved_path(const std::string& path) {
