@@ -74,6 +74,23 @@ int run_program_file(const RunCliOptions& o) {
                        "' must be a plain file name of at most 255 bytes (it is written into --out)");
     outs.push_back({i, (fs::path(out_dir) / file).string()});
   }
+  // Each tensor's init, parsed and checked once: its .npy is never written over, then it gives the values.
+  std::vector<std::optional<tensor::InputSource>> inits(program.tensors.size());
+  const auto init_error = [&](const isa::TensorDecl& t, const InputError& e) {
+    return InputError(o.config + ": tensor " + t.name + ": " + e.what());
+  };
+  if (!o.no_numerics)
+    for (uint32_t i = 0; i < program.tensors.size(); ++i) {
+      const isa::TensorDecl& t = program.tensors[i];
+      if (t.init.empty()) continue;
+      try {
+        inits[i] = tensor::parse_input_source(json::parse(t.init, nullptr, false), "init",
+                                              fs::path(o.config).parent_path().string());
+        if (!inits[i]->is_npy) tensor::check_generator_fits(inits[i]->generator, t.dtype, t.shape, "init");
+      } catch (const InputError& e) {
+        throw init_error(t, e);
+      }
+    }
   {
     std::vector<io::NamedPath> paths;
     for (const auto& out : outs)
@@ -83,17 +100,9 @@ int run_program_file(const RunCliOptions& o) {
     // What the run reads is never written over.
     paths.push_back({o.config, "the program file", true});
     paths.push_back({config::resolve_config_path(hw_spec), "the hardware config", true});
-    if (!o.no_numerics)
-      for (const isa::TensorDecl& t : program.tensors) {
-        if (t.init.empty()) continue;
-        try {
-          const tensor::InputSource src = tensor::parse_input_source(
-              json::parse(t.init, nullptr, false), "init", fs::path(o.config).parent_path().string());
-          if (src.is_npy) paths.push_back({src.npy, fmt::format("tensor '{}' init", t.name), true});
-        } catch (const InputError&) {
-          // reported with its tensor below
-        }
-      }
+    for (uint32_t i = 0; i < program.tensors.size(); ++i)
+      if (inits[i] && inits[i]->is_npy)
+        paths.push_back({inits[i]->npy, fmt::format("tensor '{}' init", program.tensors[i].name), true});
     io::check_distinct_files(paths);
     io::check_not_directories(paths);
     if (!o.trace.empty()) trace::check_trace_path(o.trace);
@@ -103,21 +112,14 @@ int run_program_file(const RunCliOptions& o) {
   if ((!outs.empty() && !o.no_numerics) || o.out_given) out.emplace(out_dir);
 
   run::Session session(program, hw);
-  if (!o.no_numerics) {
-    const std::string base = fs::path(o.config).parent_path().string();
-    for (uint32_t i = 0; i < program.tensors.size(); ++i) {
-      const auto& t = program.tensors[i];
-      if (t.init.empty()) continue;
-      const std::string what = o.config + ": tensor " + t.name + " init";
-      const json spec = json::parse(t.init, nullptr, false);
-      try {
-        const tensor::InputSource src = tensor::parse_input_source(spec, "init", base);
-        if (!src.is_npy) tensor::check_generator_fits(src.generator, t.dtype, t.shape, "init");
-        session.set_input(
-            i, tensor::make_input(src, t.dtype, t.shape, "tensor " + t.name, tensor::generator_threads()));
-      } catch (const InputError& e) {
-        throw InputError(o.config + ": tensor " + t.name + ": " + e.what());
-      }
+  for (uint32_t i = 0; i < program.tensors.size(); ++i) {
+    if (!inits[i]) continue;
+    const isa::TensorDecl& t = program.tensors[i];
+    try {
+      session.set_input(i, tensor::make_input(*inits[i], t.dtype, t.shape, "tensor " + t.name,
+                                              tensor::generator_threads()));
+    } catch (const InputError& e) {
+      throw init_error(t, e);
     }
   }
 
