@@ -26,7 +26,8 @@ void check_trace_path(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   // A device or FIFO (/dev/null, /dev/stdout, a pipe to a reader) takes the Perfetto format whatever its
   // name.
-  if (!known_extension(path) && !io::is_special_file(path.string()))
+  const bool special = io::is_special_file(path.string());
+  if (!known_extension(path) && !special)
     throw InputError(
         fmt::format("trace file '{}': unknown extension '{}' (expected .pftrace, .perfetto-trace, .pb "
                     "or .json)",
@@ -40,8 +41,7 @@ void check_trace_path(const std::filesystem::path& path) {
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw InputError(
         fmt::format("cannot create trace file '{}': '{}' is not a directory", path.string(), dir.string()));
-  if (!io::is_special_file(path.string()) && fs::is_directory(dir, ec) &&
-      ::access(dir.c_str(), W_OK | X_OK) != 0)
+  if (!special && fs::is_directory(dir, ec) && ::access(dir.c_str(), W_OK | X_OK) != 0)
     throw InputError(fmt::format("cannot create trace file '{}': cannot write into '{}' ({})", path.string(),
                                  dir.string(), std::strerror(errno)));
 }

@@ -74,11 +74,8 @@ OutDir::~OutDir() {
 
 void OutDir::remove_created() {
   std::error_code ec;
-  for (auto it = created_subfolders_.rbegin(); it != created_subfolders_.rend(); ++it)
-    if (fs::is_empty(*it, ec)) fs::remove(*it, ec);
   for (auto it = created_.rbegin(); it != created_.rend(); ++it)
     if (fs::is_empty(*it, ec)) fs::remove(*it, ec);
-  created_subfolders_.clear();
   created_.clear();
 }
 
@@ -91,7 +88,7 @@ void OutDir::add_subfolder(const std::string& name) {
   if (!fs::exists(sub, ec)) {
     fs::create_directory(sub, ec);
     if (ec) throw InputError(fmt::format("{}: cannot create the directory ({})", what, ec.message()));
-    created_subfolders_.push_back(sub);
+    created_.push_back(sub);
     on_signal_.emplace_back(sub, interrupt::CleanupPath::Kind::kEmptyFolder);
   }
   probe_writable(sub, what);

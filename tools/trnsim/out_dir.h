@@ -36,17 +36,14 @@ class OutDir {
   std::vector<std::string> remove_stale(const std::vector<io::OutputFile>& files,
                                         const std::vector<std::string>& read);
   // The run wrote its files: keep the folder whatever happens next.
-  void keep() {
-    created_.clear();
-    created_subfolders_.clear();
-  }
+  void keep() { created_.clear(); }
 
  private:
   std::string dir_;
   // Removes the folders this run created that are empty, innermost first.
   void remove_created();
-  std::vector<std::string> created_;                 // the levels of `dir_` this run created, outermost first
-  std::vector<std::string> created_subfolders_;      // full paths, removed if empty unless kept
+  // The folders this run created, outermost first: the missing levels of `dir_`, then its subfolders.
+  std::vector<std::string> created_;
   std::vector<interrupt::CleanupPath> on_signal_;    // the folders this run created
   std::vector<std::string> previous_;                // the earlier run's manifest, relative paths
   std::filesystem::file_time_type previous_time_{};  // when that manifest was written

@@ -31,9 +31,7 @@ namespace fs = std::filesystem;
 namespace {
 
 double tensor_bytes(isa::DType dtype, const std::vector<int64_t>& shape) {
-  double n = isa::dtype_size(dtype);
-  for (int64_t d : shape) n *= static_cast<double>(d);
-  return n;
+  return static_cast<double>(tensor::elements_of(shape)) * isa::dtype_size(dtype);
 }
 
 // A run with numerics holds the host's copy of the inputs (the references read it) and the simulated
