@@ -17,6 +17,7 @@
 #include "sim/base/interrupt.h"
 #include "sim/io/npy.h"
 #include "sim/io/output_files.h"
+#include "sim/isa/names.h"
 #include "sim/run/report.h"
 #include "sim/run/session.h"
 #include "sim/trace/open_trace.h"
@@ -202,6 +203,17 @@ int run_workload_file(const RunCliOptions& o) {
   rep.kernel = p.w.kernel;
   rep.params = p.kernel->params();
   rep.notes = notes;
+  for (const kernels::AllocationRecord& a : p.build.allocations)
+    rep.allocations.push_back({{"name", a.name},
+                               {"source", a.source},
+                               {"space", isa::mem_name(a.space)},
+                               {"bytes_per_partition", a.bytes_per_partition},
+                               {"tiles", a.tiles},
+                               {"trip_count", a.trip_count},
+                               {"bufs", a.bufs},
+                               {"chosen_by", a.by_rule ? "rule" : "explicit"},
+                               {"reason", a.reason},
+                               {"declarations", a.declarations}});
   if (!inputs.empty())
     for (const kernels::KernelStat& s : p.kernel->input_stats(inputs))
       rep.kernel_stats.push_back({s.name, s.value, s.unit, s.description});
