@@ -135,6 +135,7 @@ enum class ActFunc : uint8_t {
   Reciprocal,
   Abs,
   Sign,
+  SiluDx,  // d/dx silu (NKI nl.silu_dx)
 };
 
 // Semaphore condition: wait until S[sem] >= value on this physical core.

@@ -19,9 +19,9 @@ constexpr std::array<const char*, 22> kAluNames = {
     "minimum",       "abs_max",     "power",      "equal",       "not_equal",  "greater",
     "greater_equal", "less",        "less_equal", "logical_and", "logical_or", "bitwise_and",
     "bitwise_or",    "bitwise_xor", "left_shift", "right_shift"};
-constexpr std::array<const char*, 16> kActNames = {
+constexpr std::array<const char*, 17> kActNames = {
     "identity", "copy", "exp",   "log",        "silu", "gelu", "gelu_apprx_tanh", "sigmoid", "tanh", "relu",
-    "square",   "sqrt", "rsqrt", "reciprocal", "abs",  "sign"};
+    "square",   "sqrt", "rsqrt", "reciprocal", "abs",  "sign", "silu_dx"};
 
 template <typename E, size_t N>
 std::optional<E> find_name(const std::array<const char*, N>& names, std::string_view s) {

@@ -23,7 +23,8 @@ void on_file(const std::string& file, F&& work) {
   }
 }
 
-// trnsim quantize IN.npy --format --rule --axis [--scale-layout] --data --scales [--dequant] [--threads]
+// trnsim quantize IN.npy --format --rule --axis [--layout te|x4] [--scale-layout | --quant-scheme
+// --use-scale-packing] --data --scales [--dequant] [--threads]
 void add_quantize_command(CLI::App& app);
 
 // trnsim run PROGRAM.json [--out DIR] [--no-numerics] [--set path=value ...] [--hw trn2|trn3|FILE]

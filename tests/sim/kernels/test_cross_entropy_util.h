@@ -25,6 +25,7 @@ struct CeRun {
   kernels::Tensors inputs, outputs;
   std::vector<run::CheckResult> checks;
   double time_ns = 0;
+  std::map<isa::Opcode, int64_t> ops;  // instructions of both cores by opcode
 
   const tensor::HostTensor& out(const std::string& n) const { return outputs.at(n); }
   const tensor::HostTensor& in(const std::string& n) const { return inputs.at(n); }
@@ -69,6 +70,9 @@ inline CeRun run_ce(const std::string& kernel, const nlohmann::json& params, con
   for (const auto& [name, t] : r.inputs) s.set_input(name, t);
   const run::SessionResult res = s.run({.numerics = true});
   r.time_ns = res.stats.total_time.ns();
+  for (const auto& core : p.build.program.streams)
+    for (const auto& stream : core)
+      for (const auto& in : stream) ++r.ops[in.op];
   for (const auto& name : p.build.outputs) r.outputs.emplace(name, s.read(name));
   if (tamper) tamper(r.outputs);
   r.checks = workload::evaluate_checks(p, r.inputs, r.outputs, true);

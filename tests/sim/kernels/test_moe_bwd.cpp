@@ -217,6 +217,10 @@ TEST_CASE("moe bwd: rejected parameters name the parameter and the documented re
   CHECK_THAT(
       err({{"block_size", 384}}),
       Catch::EndsWith(k + "parameter 'block_size': must be 128, 256, 512, 1024, 2048 or 4096, got 384"));
+  CHECK_THAT(err({{"activation_type", "GELU_Tanh_Approx"}}),
+             Catch::EndsWith(k + "parameter 'activation_type' = GELU_Tanh_Approx: only ActFnType.SiLU is "
+                                 "implemented in blockwise_mm_bwd_mxfp8 (nki-library's entry asserts it; the "
+                                 "library's MXFP8 MoE kernels accept no other activation)"));
   CHECK_THAT(err({{"I_TP", 384}}),
              Catch::EndsWith(k + "parameter 'I_TP' = 384 must be a multiple of 256 (128 per core: "
                                  "SHARD_ON_FREE gives each of the 2 core(s) I_TP / 2 rows of x4 data in "
@@ -492,6 +496,14 @@ TEST_CASE(
   CHECK(t1 < t3);
   CHECK(t3 < ta);
   CHECK(std::abs((t3 - t1) / 2 - (ta - t3)) < 0.25 * (ta - t3));
+  // A count above T is clamped to T (nki-library API reference): all 4 blocks run, the bytes of count 512.
+  const MoeRun over = run_bwd(dense_params(), dense_inputs(1000));
+  expect_pass(over);
+  CHECK(phase_counts(over.prepared.build.program) == na);
+  for (const char* out : {"hidden_states_grad", "expert_affinities_masked_grad", "gate_up_proj_weight_grad",
+                          "down_proj_weight_grad"})
+    CHECK(over.outputs.at(out).bytes == all.outputs.at(out).bytes);
+  CHECK(over.result.stats.total_time.ns() == ta);
   // Count 0 runs no block: setup only, no per-block or affinity-gradient instruction.
   const auto zero = phase_counts(prepare_bwd(dense_params(), dense_inputs(0)).build.program);
   for (const char* ph : {"gather", "P1", "P2", "P3", "P4", "dEA"}) CHECK(zero.count(ph) == 0);
