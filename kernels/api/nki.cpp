@@ -247,13 +247,35 @@ InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc)
 }
 
 InstRef dma_transpose(const View& dst, const View& src, const DmaQueueOpts& opts, Loc loc) {
-  Kernel& k = owner_of("dma_transpose", loc, {&dst, &src, &opts.scalar_offset});
+  Kernel& k = owner_of("dma_transpose", loc, {&dst, &src, &opts.scalar_offset, &opts.vector_offset});
+  const auto fail = [&](const std::string& why) {
+    throw InputError(fmt::format("{}: dma_transpose: {}", where(loc), why));
+  };
+  const std::vector<int>& ax = opts.axes;
+  const bool outer = ax == std::vector<int>{2, 1, 0} || ax == std::vector<int>{3, 1, 2, 0};
+  if (!ax.empty() && !outer && ax != std::vector<int>{1, 0})
+    fail("axes must be (1, 0), (2, 1, 0) or (3, 1, 2, 0), as NKI's dma_transpose supports");
+  if (outer) {
+    // dst's shape is src's permuted: the first and last dims swap.
+    std::vector<int64_t> want(ax.size());
+    if (src.rank() != static_cast<int>(ax.size()) || dst.rank() != static_cast<int>(ax.size()))
+      fail(fmt::format("axes of {} dims need src and dst of {} dims, got {} and {}", ax.size(), ax.size(),
+                       src.rank(), dst.rank()));
+    for (size_t i = 0; i < ax.size(); ++i) want[i] = src.shape()[ax[i]];
+    if (want != dst.shape())
+      fail(fmt::format("dst {} is not src {} permuted by the axes", dst.describe(), src.describe()));
+    if (opts.vector_offset.valid()) fail("an indirect transpose (vector_offset) has axes (1, 0) only");
+  }
+  const bool indirect = opts.vector_offset.valid();
+  if (indirect && opts.scalar_offset.valid()) fail("vector_offset and scalar_offset together");
   const DmaIssue issue =
-      resolve_dma_issue(isa::Opcode::DmaTranspose, dst, src, false, opts.dge_mode, opts.engine, loc);
-  Op o(isa::Opcode::DmaTranspose, issue.engine, {&dst, &src, &opts.scalar_offset});
+      resolve_dma_issue(isa::Opcode::DmaTranspose, dst, src, indirect, opts.dge_mode, opts.engine, loc);
+  Op o(isa::Opcode::DmaTranspose, issue.engine, {&dst, &src, &opts.scalar_offset, &opts.vector_offset});
+  if (outer) o.inst.flags |= isa::kTransposeOuterAxes;
   o.inst.dma_queue = k.pick_queue(issue.engine, opts.queue, loc);
   o.inst.dge = issue.dge;
-  o.access(1).any_row = opts.scalar_offset.valid();  // the moved src may be any rows of its tensor
+  // The moved src, or the gathered one, may be any rows of its tensor.
+  o.access(1).any_row = opts.scalar_offset.valid() || indirect;
   return o.emit(k, loc);
 }
 

@@ -129,9 +129,19 @@ struct DmaQueueOpts {
   int queue = -1;
   DgeMode dge_mode = DgeMode::Unknown;  // dma_transpose only
   View scalar_offset{};  // dma_transpose: moves src by whole tensor rows at run time (DmaOpts::scalar_offset)
+  // dma_transpose only. NKI's `axes`: empty or {1, 0} (2-D), {2, 1, 0} (src [A, C, D] -> dst [D, C, A]) or
+  // {3, 1, 2, 0} (src [A, B, C, D] -> dst [D, B, C, A]); the views must have that many dims.
+  std::vector<int> axes{};
+  // dma_transpose only: an indirect transpose (NKI's vector offsets, dma_gather_transpose): src is an HBM
+  // view [n, P] of n rows (its row pattern's stride steps the index) and src row r is the row
+  // vector_offset[r % Q, r / Q] of that pattern (int32/uint32 [Q, ...] in SBUF); dst [P, n]. Software DGE
+  // (POOL) unless stated; never with scalar_offset; axes 2-D only.
+  View vector_offset{};
 };
 
-// dst[F, P] = src[P, F] on the DMA (2-byte dtypes, dst in SBUF).
+// dst[F, P] = src[P, F] on the DMA (2-byte dtypes; 4-byte too without hardware DGE; dst in SBUF), or the
+// permutation `opts.axes` names, of src's rows or (opts.vector_offset) of the rows an index picks.
+// InputError for views whose ranks and shapes do not match the axes.
 InstRef dma_transpose(const View& dst, const View& src, const DmaQueueOpts& opts = {},
                       Loc loc = Loc::current());
 

@@ -419,14 +419,43 @@ void Checker::run() {
       break;
     case Opcode::DmaTranspose:
       scalar_offset();
-      if (dtype_size(op(1).dtype) != 2 || op(0).dtype != op(1).dtype)
-        fail("dtype", fmt::format("dma_transpose moves 2-byte dtypes unchanged: src {}, dst {}",
-                                  dtype_name(op(1).dtype), dtype_name(op(0).dtype)));
+      // The hardware DGE's and the indirect transpose's 2-byte rule (NKI dma_transpose constraints); a direct
+      // transpose with other descriptors also moves 4-byte elements (nki-library transposes its int32 token
+      // indices so, _load_token_indices_dgt).
+      if (op(0).dtype != op(1).dtype ||
+          (dtype_size(op(1).dtype) != 2 &&
+           (inst_.dge == DgeMode::Hwdge || has(3) || dtype_size(op(1).dtype) != 4)))
+        fail("dtype",
+             fmt::format("{} moves {} unchanged: src {}, dst {}",
+                         inst_.dge == DgeMode::Hwdge ? "a hardware-DGE dma_transpose"
+                         : has(3)                    ? "an indirect dma_transpose"
+                                                     : "dma_transpose",
+                         inst_.dge == DgeMode::Hwdge || has(3) ? "2-byte dtypes" : "2- or 4-byte dtypes",
+                         dtype_name(op(1).dtype), dtype_name(op(0).dtype)));
       if (op(0).space != MemSpace::SBUF) fail("connectivity", "dma_transpose writes SBUF only (dst)");
-      if (op(0).partitions != op(1).free_elements() || op(0).free_elements() != op(1).partitions)
+      if (has(3)) {  // indirect: src's rows gathered by index, then the 2-D transpose
+        if (inst_.has(kTransposeOuterAxes))
+          fail("shape", "an indirect dma_transpose (vector_offset) has axes (1, 0) only");
+        if (has(2)) fail("connectivity", "dma_transpose takes a vector_offset or a scalar_offset, not both");
+        if (op(1).space != MemSpace::HBM)
+          fail("connectivity", "an indirect dma_transpose gathers rows of an HBM tensor; src is not in HBM");
+        if (op(3).space != MemSpace::SBUF) fail("connectivity", "vector_offset must be in SBUF");
+        dtype_in(3, {DType::I32, DType::U32}, "int32 or uint32");
+        if (static_cast<uint64_t>(op(3).partitions) * op(3).free_elements() < op(1).partitions)
+          fail("shape", fmt::format("vector_offset [{}, {}] holds fewer indices than src's {} rows",
+                                    op(3).partitions, op(3).free_elements(), op(1).partitions));
+      }
+      if (inst_.has(kTransposeOuterAxes)) {
+        const uint64_t A = op(1).partitions, D = op(0).partitions, F = op(1).free_elements();
+        if (F % D != 0 || op(0).free_elements() != (F / D) * A)
+          fail("shape", fmt::format("axes (2, 1, 0): src [{}, {}] and dst [{}, {}] are not [A, C, D] and "
+                                    "[D, C, A]",
+                                    A, F, D, op(0).free_elements()));
+      } else if (op(0).partitions != op(1).free_elements() || op(0).free_elements() != op(1).partitions) {
         fail("shape",
              fmt::format("dst must be [{}, {}] (src transposed), got [{}, {}]", op(1).free_elements(),
                          op(1).partitions, op(0).partitions, op(0).free_elements()));
+      }
       break;
     case Opcode::NcMatmul:
       matmul();

@@ -181,6 +181,9 @@ enum Flag : uint32_t {
   kReduce = 1u << 12,      // activation: also add-reduce along the free dims into reduce_res
   // dma_copy: the scalar_offset moves dst (else src)
   kScalarOffsetDst = 1u << 13,
+  // dma_transpose with NKI's axes (2, 1, 0) / (3, 1, 2, 0): the outermost and innermost axes swap and the
+  // middle ones stay in place (src [A, C, D] -> dst [D, C, A]); without it the 2-D swap (1, 0).
+  kTransposeOuterAxes = 1u << 14,
 };
 
 // Where an instruction came from in kernel code (index into Program::files, 1-based line; 0 = unknown).

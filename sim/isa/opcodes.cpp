@@ -61,13 +61,15 @@ constexpr std::array<OpcodeInfo, kNumOpcodes> kTable = {
     info({.op = Opcode::DmaTranspose,
           .name = "dma_transpose",
           .profile = "DMA_TRANSPOSE",
-          .slots = {out("dst"), in("src"), opt_in("scalar_offset")},
+          .slots = {out("dst"), in("src"), opt_in("scalar_offset"), opt_in("vector_offset")},
           .trn2 = ANY,
           .trn3 = ANY,
           .dma = true,
           .description =
-              "2-byte dtypes: swaps the partition and free axes into SBUF; scalar_offset moves src by "
-              "whole tensor rows at run time"}),
+              "2-byte dtypes: swaps the partition and free axes into SBUF (axes (1, 0)), or the outer axes "
+              "of src [A, C, D] into dst [D, C, A] (axes (2, 1, 0) / (3, 1, 2, 0)); vector_offset gathers "
+              "src's rows by index first (indirect transpose); scalar_offset moves src by whole tensor rows "
+              "at run time"}),
     info({.op = Opcode::NcMatmul,
           .name = "nc_matmul",
           .profile = "MATMUL",

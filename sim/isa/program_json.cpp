@@ -208,6 +208,8 @@ std::set<std::string> extra_keys(Opcode op) {
   switch (op) {
     case Opcode::DmaCopy:
       return {"accumulate", "oob_mode", "indirect_dst", "scalar_offset_dst"};
+    case Opcode::DmaTranspose:
+      return {"axes"};
     case Opcode::NcMatmul:
       return {"accumulate", "perf_mode", "is_transpose"};
     case Opcode::NcMatmulMx:
@@ -279,6 +281,18 @@ Instruction Reader::instruction(const Node& n, Engine e) {
           in.flags |= kOobSkip;
         else if (m != "error")
           n["oob_mode"].fail(fmt::format("expected \"error\" or \"skip\", got \"{}\"", text_excerpt(m)));
+      }
+      break;
+    case Opcode::DmaTranspose:
+      if (n.has("axes")) {
+        const Node ax = n["axes"];
+        ax.expect_array();
+        std::vector<int64_t> v;
+        for (size_t i = 0; i < ax.value().size() && i < 5; ++i) v.push_back(ax.at(i).integer(0, 3));
+        if (v == std::vector<int64_t>{2, 1, 0} || v == std::vector<int64_t>{3, 1, 2, 0})
+          in.flags |= kTransposeOuterAxes;
+        else if (v != std::vector<int64_t>{1, 0})
+          ax.fail("expected [1, 0], [2, 1, 0] or [3, 1, 2, 0] (NKI's dma_transpose axes)");
       }
       break;
     case Opcode::NcMatmul:
@@ -450,6 +464,9 @@ json instruction_json(const Instruction& in, const Program& p) {
       flag("indirect_dst", kIndirectDst);
       flag("scalar_offset_dst", kScalarOffsetDst);
       if (in.ops[2].present()) j["oob_mode"] = in.has(kOobSkip) ? "skip" : "error";
+      break;
+    case Opcode::DmaTranspose:
+      if (in.has(kTransposeOuterAxes)) j["axes"] = {2, 1, 0};
       break;
     case Opcode::NcMatmul:
       flag("accumulate", kAccumulate);

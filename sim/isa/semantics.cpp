@@ -133,6 +133,8 @@ class Exec {
 
   void dma_copy();
   void transpose(int src_slot);
+  void gather_transpose();
+  void outer_transpose();
   void matmul();
   void matmul_mx();
   void quantize_mx();
@@ -200,6 +202,8 @@ void Exec::run() {
     case Opcode::DmaCopy:
       return dma_copy();
     case Opcode::DmaTranspose:
+      if (inst_.ops[3].present()) return gather_transpose();
+      if (inst_.has(kTransposeOuterAxes)) return outer_transpose();
       return transpose(1);
     case Opcode::NcMatmul:
       return matmul();
@@ -403,6 +407,75 @@ void Exec::transpose(int src_slot) {
   for (uint32_t p = 0; p < rows; ++p)
     for (uint64_t f = 0; f < cols; ++f)
       std::memcpy(dst.at(static_cast<uint32_t>(f), p), &tmp[(p * cols + f) * ds], ds);
+}
+
+// dma_transpose with a vector_offset (NKI's indirect transpose): src row r is the row index[r % P, r / P]
+// of src's row pattern (the index steps by the pattern's row stride, as an indirect dma_copy's does), and
+// dst[p, r] = that row's element p, bit for bit.
+void Exec::gather_transpose() {
+  OperandView dst = view(0);
+  OperandView src = view(1, true);
+  OperandView idx = view(3);
+  if (dst.dtype() != src.dtype() || dtype_size(dst.dtype()) != 2)
+    fail("dtype", fmt::format("dma_transpose moves 2-byte dtypes unchanged: src {}, dst {}",
+                              dtype_name(src.dtype()), dtype_name(dst.dtype())));
+  if (idx.dtype() != DType::I32 && idx.dtype() != DType::U32)
+    fail("dtype", fmt::format("vector_offset must be int32 or uint32, got {}", dtype_name(idx.dtype())));
+  if (src.ap().space != MemSpace::HBM)
+    fail("connectivity", "an indirect dma_transpose gathers rows of an HBM tensor; src is not in HBM");
+  const uint32_t rows = src.rows();
+  if (dst.cols() != rows || dst.rows() != src.cols())
+    fail("shape", fmt::format("src [{}, {}] gathers and transposes to [{}, {}], dst is [{}, {}]", rows,
+                              src.cols(), src.cols(), rows, dst.rows(), dst.cols()));
+  const uint64_t entries = static_cast<uint64_t>(idx.rows()) * idx.cols();
+  if (entries < rows)
+    fail("shape", fmt::format("vector_offset [{}, {}] holds {} indices, the gather needs {}", idx.rows(),
+                              idx.cols(), entries, rows));
+  const std::string& tname = program_.tensors[src.ap().tensor].name;
+  for (uint32_t r = 0; r < rows; ++r) {
+    const int64_t row = idx.load_int(r % idx.rows(), r / idx.rows());
+    for (uint32_t p = 0; p < dst.rows(); ++p) {
+      const uint8_t* sp = src.at_tensor_row(row, p);
+      if (sp == nullptr)
+        fail("indirect bounds",
+             fmt::format("vector_offset entry {} = {} is outside rows [0, {}) of tensor '{}'", r, row,
+                         src.tensor_rows(), tname));
+      std::memcpy(dst.at(p, r), sp, 2);
+    }
+  }
+}
+
+// dma_transpose with axes (2, 1, 0) / (3, 1, 2, 0): src [A, C, D] (A its rows, C x D its free elements) to
+// dst [D, C, A]: dst[d, c A + a] = src[a, c D + d], bit for bit (a snapshot first when the operands may
+// overlap).
+void Exec::outer_transpose() {
+  OperandView dst = view(0);
+  OperandView src = view(1);
+  if (dst.dtype() != src.dtype())
+    fail("dtype", fmt::format("transpose keeps the dtype: src is {}, dst is {}", dtype_name(src.dtype()),
+                              dtype_name(dst.dtype())));
+  const uint64_t A = src.rows(), D = dst.rows();
+  if (D == 0 || src.cols() % D != 0 || dst.cols() != (src.cols() / D) * A)
+    fail("shape",
+         fmt::format("src [{}, {}] has no outer-axes transpose with {} dst partitions: dst is [{}, {}]", A,
+                     src.cols(), D, dst.rows(), dst.cols()));
+  const uint64_t C = src.cols() / D;
+  const uint32_t es = dtype_size(dst.dtype());
+  std::vector<uint8_t> tmp;
+  const bool apart = src.ap().space != dst.ap().space || !src.may_overlap(dst);
+  if (!apart) {
+    tmp.resize(A * src.cols() * es);
+    for (uint64_t a = 0; a < A; ++a)
+      for (uint64_t j = 0; j < src.cols(); ++j)
+        std::memcpy(&tmp[(a * src.cols() + j) * es], src.at(static_cast<uint32_t>(a), j), es);
+  }
+  for (uint64_t a = 0; a < A; ++a)
+    for (uint64_t c = 0; c < C; ++c)
+      for (uint64_t d = 0; d < D; ++d) {
+        const uint64_t j = c * D + d;
+        const uint8_t* sp = apart ? src.at(static_cast<uint32_t>(a), j) : &tmp[(a * src.cols() + j) * es];
+        std::memcpy(dst.at(static_cast<uint32_t>(d), c * A + a), sp, es);
+      }
 }
 
 // dst[m, n] (+)= sum_k stationary[k, m] * moving[k, n] through num::pe_matmul (the shared PE arithmetic: FP32

@@ -182,9 +182,16 @@ TEST_CASE("dtype limits", "[isa][check]") {
   mm.ops[2].dtype = DType::I32;
   expect_rule(mm, "nc_matmul on PE: dtype: moving must be float32, bfloat16, float16 or float8, got int32");
   Instruction tr = make(Opcode::DmaTranspose, Engine::SP, {f32(0, 4, 0, 2), f32(0, 2, 64, 4)});
+  tr.dge = DgeMode::Hwdge;
+  expect_rule(tr,
+              "dma_transpose on SP: dtype: a hardware-DGE dma_transpose moves 2-byte dtypes unchanged: src "
+              "float32, dst float32");
+  tr.dge = DgeMode::None;
+  tr.ops[0].dtype = tr.ops[1].dtype = DType::FP8_E4M3FN;
   expect_rule(
       tr,
-      "dma_transpose on SP: dtype: dma_transpose moves 2-byte dtypes unchanged: src float32, dst float32");
+      "dma_transpose on SP: dtype: dma_transpose moves 2- or 4-byte dtypes unchanged: src float8_e4m3fn, dst "
+      "float8_e4m3fn");
   expect_rule(quantize(DType::F32), "quantize_mx on DVE: dtype: src must be bfloat16 or float16, got float32",
               trn3());
   Instruction cast =

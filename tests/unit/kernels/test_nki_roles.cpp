@@ -127,9 +127,16 @@ const std::vector<Case>& cases() {
        2},
       {Opcode::DmaTranspose,
        [](Kernel& k) -> Views {
-         return {k.sbuf({128, 128}, DT::BF16), scratch_hbm(k, "x")(all, S(0, 128)), k.sbuf({1, 1}, DT::I32)};
+         return {k.sbuf({128, 128}, DT::BF16), scratch_hbm(k, "x")(all, S(0, 128)), k.sbuf({1, 1}, DT::I32),
+                 View{}};
        },
-       [](const Views& v) { return nki::dma_transpose(v[0], v[1], {.scalar_offset = v[2]}); }},
+       [](const Views& v) { return nki::dma_transpose(v[0], v[1], {.scalar_offset = v[2]}); }, nullptr, 3},
+      {Opcode::DmaTranspose,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({128, 128}, DT::BF16), scratch_hbm(k, "x")(all, S(0, 128)), View{},
+                 k.sbuf({128, 1}, DT::I32)};
+       },
+       [](const Views& v) { return nki::dma_transpose(v[0], v[1], {.vector_offset = v[3]}); }, nullptr, 2},
       {Opcode::SendRecv,
        [](Kernel& k) -> Views {
          return {k.sbuf({128, 512}, DT::F32), k.sbuf({128, 512}, DT::F32)};

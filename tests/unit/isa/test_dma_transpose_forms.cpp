@@ -1,0 +1,146 @@
+// dma_transpose beyond the 2-D swap: NKI's outer-axes permutation (axes (2, 1, 0) / (3, 1, 2, 0)) and the
+// indirect (gather) transpose with a vector_offset, their checks and their program JSON. Every expected
+// element is computed here from the definitions in docs/program-format.md.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "sim/base/error.h"
+#include "sim/isa/program_json.h"
+#include "sim/isa/semantics.h"
+#include "tests/unit/isa/isa_test_util.h"
+
+using namespace trnsim;
+using namespace trnsim::isa;
+using namespace trnsim::isa::test;
+
+namespace {
+
+struct Machine {
+  explicit Machine(std::vector<TensorDecl> tensors) : limits(trn3()) {
+    program.generation = limits.generation;
+    program.tensors = std::move(tensors);
+    state = make_machine_state(program, limits);
+  }
+  void run(const Instruction& in) {
+    check(in, program, limits);
+    execute(in, 0, program, limits, state);
+  }
+  uint8_t* h(int64_t byte) { return state.hbm[0].data() + byte; }
+  uint8_t* s(uint32_t p, int64_t off) { return sb(state, 0, limits, p, off); }
+  Limits limits;
+  Program program;
+  MachineState state;
+};
+
+uint16_t val(int64_t i) {
+  return static_cast<uint16_t>(0x3000 + i);
+}
+
+}  // namespace
+
+TEST_CASE("dma_transpose with axes (2, 1, 0) writes the MX interleave [p][f][j]", "[isa]") {
+  // data [F = 3, K = 8] BF16; src viewed as [j = 4, f = 3, p = 2]: src[j, f, p] = data[f, 2 j + p] (rows: j,
+  // stride 2 elements; free: f stride 8, p stride 1). dst [p = 2, f = 3, j = 4] in SBUF.
+  Machine m({TensorDecl{"d", DType::BF16, {3, 8}}});
+  for (int64_t i = 0; i < 24; ++i) put<uint16_t>(m.h(2 * i), val(i));
+  Instruction in =
+      make(Opcode::DmaTranspose, Engine::SP,
+           {sbuf(0, 2, 0, DType::BF16, {{1, 12}}), hbm(0, 0, DType::BF16, 2, 4, {{8, 3}, {1, 2}})});
+  in.flags = kTransposeOuterAxes;
+  m.run(in);
+  for (uint32_t p = 0; p < 2; ++p)
+    for (int64_t f = 0; f < 3; ++f)
+      for (int64_t j = 0; j < 4; ++j) {
+        INFO("p " << p << " f " << f << " j " << j);
+        CHECK(get<uint16_t>(m.s(p, 2 * (f * 4 + j))) == val(f * 8 + 2 * j + p));
+      }
+}
+
+TEST_CASE("an indirect dma_transpose gathers src rows by index[r % P, r / P], then transposes", "[isa]") {
+  // a: 12 rows of 2 BF16 (flattened [24]); the gather picks rows 5, 0, 3 from an index [2, 2] in SBUF whose
+  // entry r sits at (r % 2, r / 2); dst [2, 3]: dst[p, r] = a[2 index_r + p].
+  Machine m({TensorDecl{"a", DType::BF16, {24}}});
+  for (int64_t i = 0; i < 24; ++i) put<uint16_t>(m.h(2 * i), val(i));
+  const int32_t idx[2][2] = {{5, 3}, {0, 7}};  // [partition][column]
+  for (uint32_t p = 0; p < 2; ++p)
+    for (int c = 0; c < 2; ++c) put<int32_t>(m.s(p, 1024 + 4 * c), idx[p][c]);
+  const AccessPattern index = sbuf(0, 2, 1024, DType::I32, {{1, 2}});
+  Instruction in = make(Opcode::DmaTranspose, Engine::POOL,
+                        {sbuf(0, 2, 0, DType::BF16, {{1, 3}}), hbm(0, 0, DType::BF16, 2, 3, {{1, 2}})});
+  in.ops[3] = index;
+  in.nops = 4;
+  in.dge = DgeMode::Swdge;
+  m.run(in);
+  const int64_t rows[3] = {5, 0, 3};
+  for (uint32_t p = 0; p < 2; ++p)
+    for (int r = 0; r < 3; ++r) CHECK(get<uint16_t>(m.s(p, 2 * r)) == val(2 * rows[r] + p));
+
+  SECTION("an index outside the tensor is an error") {
+    put<int32_t>(m.s(0, 1024), 12);  // row 12 of 12
+    CHECK_THROWS_WITH(m.run(in), Catch::Contains("indirect bounds") && Catch::Contains("= 12"));
+  }
+}
+
+TEST_CASE("dma_transpose forms: the checks name what is wrong", "[isa]") {
+  Program p;
+  p.generation = Generation::Trn3;
+  p.tensors = {TensorDecl{"a", DType::BF16, {64}}};
+  const Limits l = trn3();
+  const auto fails = [&](const Instruction& in, const std::string& what) {
+    CHECK_THROWS_WITH(check(in, p, l), Catch::Contains(what));
+  };
+  SECTION("axes (2, 1, 0) with shapes that are not [A, C, D] and [D, C, A]") {
+    Instruction in =
+        make(Opcode::DmaTranspose, Engine::SP,
+             {sbuf(0, 2, 0, DType::BF16, {{1, 10}}), hbm(0, 0, DType::BF16, 2, 4, {{8, 3}, {1, 2}})});
+    in.flags = kTransposeOuterAxes;
+    fails(in, "are not [A, C, D] and [D, C, A]");
+  }
+  const AccessPattern dst = sbuf(0, 2, 0, DType::BF16, {{1, 3}}),
+                      src = hbm(0, 0, DType::BF16, 2, 3, {{1, 2}});
+  SECTION("a vector_offset in HBM") {
+    Instruction in = make(Opcode::DmaTranspose, Engine::POOL, {dst, src});
+    in.ops[3] = hbm(0, 0, DType::I32, 1, 3, {{1, 1}});
+    in.nops = 4;
+    fails(in, "vector_offset must be in SBUF");
+  }
+  SECTION("a vector_offset with a scalar_offset") {
+    Instruction in = make(Opcode::DmaTranspose, Engine::SP, {dst, src, sbuf(0, 1, 64, DType::I32, {{1, 1}})});
+    in.ops[3] = sbuf(0, 3, 128, DType::I32, {{1, 1}});
+    in.nops = 4;
+    fails(in, "a vector_offset or a scalar_offset, not both");
+  }
+  SECTION("fewer indices than rows to gather") {
+    Instruction in = make(Opcode::DmaTranspose, Engine::POOL, {dst, src});
+    in.ops[3] = sbuf(0, 2, 128, DType::I32, {{1, 1}});
+    in.nops = 4;
+    fails(in, "holds fewer indices than src's 3 rows");
+  }
+  SECTION("a vector_offset with axes (2, 1, 0)") {
+    Instruction in = make(Opcode::DmaTranspose, Engine::POOL, {dst, src});
+    in.ops[3] = sbuf(0, 3, 128, DType::I32, {{1, 1}});
+    in.nops = 4;
+    in.flags = kTransposeOuterAxes;
+    fails(in, "axes (1, 0) only");
+  }
+}
+
+TEST_CASE("program JSON: dma_transpose axes round-trip; other permutations are refused", "[isa]") {
+  Program p;
+  p.generation = Generation::Trn3;
+  p.tensors = {TensorDecl{"d", DType::BF16, {3, 8}}};
+  Instruction in =
+      make(Opcode::DmaTranspose, Engine::SP,
+           {sbuf(0, 2, 0, DType::BF16, {{1, 12}}), hbm(0, 0, DType::BF16, 2, 4, {{8, 3}, {1, 2}})});
+  in.flags = kTransposeOuterAxes;
+  p.streams[0][static_cast<int>(Engine::SP)].push_back(in);
+  nlohmann::json j = program_to_json(p);
+  const std::string text = j.dump();
+  CHECK(text.find("\"axes\":[2,1,0]") != std::string::npos);
+  CHECK(program_from_json(j).streams[0][static_cast<int>(Engine::SP)][0].has(kTransposeOuterAxes));
+  std::string bad = text;
+  bad.replace(bad.find("[2,1,0]"), 7, "[0,2,1]");
+  CHECK_THROWS_WITH(program_from_json(nlohmann::json::parse(bad)), Catch::Contains("[3, 1, 2, 0]"));
+}
