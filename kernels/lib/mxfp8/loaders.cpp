@@ -36,16 +36,23 @@ View Loader::load(PsumBanks& banks, int64_t r0, int64_t kpt, int64_t c, int64_t 
     return dst;
   }
   View s3 = st.reshape({128, 4, load_f_});
-  if (op_.layout == Layout::FByK && !op_.uses_pe()) {  // DGT
+  if (op_.layout == Layout::FByK && !op_.uses_pe()) {
+    // DGT: one outer-axes dma_transpose per swizzle segment writes [partition row][f][slot], the interleave
+    // quantize_mx reads contiguously: src [slot j, f, row i] = data[f, k0 + j j_step + i row_step].
+    View fj = st.reshape({128, load_f_, 4});
     for (const Segment& g : segments(r0, r0 + kpt, K_, spec_.scheme)) {
       const int64_t lp = g.row - r0;
-      for (int64_t j = 0; j < 4; ++j) {
-        const int64_t kj = g.k0 + j * g.j_step;
-        nki::dma_transpose(s3(S(lp, lp + g.n), j, S(0, nf)),
-                           d(S(c, c + nf), S(kj, kj + (g.n - 1) * g.row_step + 1, g.row_step)),
-                           {.scalar_offset = op_.scalar_offset});
-      }
+      const View rows = d(S(c, c + nf), all);
+      const int64_t i0 = g.k0 - g.sub_k0;
+      const View src =
+          g.row_step == 1
+              ? rows(all, S(g.sub_k0, g.sub_k0 + 4 * g.j_step))
+                    .reshape({nf, 4, g.j_step})(all, all, S(i0, i0 + g.n))
+              : rows(all, S(g.k0, g.k0 + g.n * g.row_step)).reshape({nf, g.n, g.row_step}).permute({0, 2, 1});
+      nki::dma_transpose(fj(S(lp, lp + g.n), S(0, nf), all), src.permute({1, 0, 2}),
+                         {.scalar_offset = op_.scalar_offset, .axes = {2, 1, 0}});
     }
+    return fj(S(0, kpt), S(0, nf), all);
   } else if (op_.layout == Layout::FByK) {  // PE
     View rows = op_.source == Source::Sbuf ? View() : pe_rows(r0, kpt, c, nf);
     for (int64_t f0 = 0; f0 < nf; f0 += 128) {

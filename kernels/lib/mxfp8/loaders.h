@@ -1,9 +1,10 @@
 // Loaders of the MXFP8 pipeline: bring the BF16 rows of one K tile and a range of F columns of an operand
-// (operand.h) into SBUF in the interleaved layout quantize_mx reads. Every loader writes the same bytes for
-// the same logical data: a staging tile [128, 4, load_f] BF16 in [partition row][slot j][f] order (the
-// pre-swizzled loader instead copies [K/4, 4F] rows as they are, [partition row][f][j]).
+// (operand.h) into SBUF in the interleaved layout quantize_mx reads. Every loader writes the same logical
+// data in a staging tile [128, 4 load_f] BF16: DGT and the pre-swizzled loader in [partition row][f][slot j]
+// order (quantize_mx reads it contiguously), the others in [partition row][slot j][f] order (read strided).
 //
-//   DGT          dma_transpose per swizzle segment and slot (SP queues).
+//   DGT          one outer-axes dma_transpose (axes (2, 1, 0)) per swizzle segment, written in the interleave
+//                [partition row][f][slot] quantize_mx reads contiguously (SP queues).
 //   PE           rows by DMA into a [128 F rows, K columns] tile (slot-major for wrapX), or read in place
 //   from
 //                a resident tile; nc_transpose on the PE into a PSUM bank (wrapX: 4 BF16 transposes of

@@ -12,16 +12,16 @@
 //   Source::Sbuf    a resident BF16 SBUF tile [128, R/128, C] (row r at partition r % 128 of group r / 128),
 //                   e.g. the previous phase's result kept on chip.
 //
-//   Layout::FByK       BF16 [F, K] (K the fast axis).    Hbm: DGT (dma_transpose straight into the
-//   interleaved
-//                      layout) or the PE loader (rows by DMA, nc_transpose on the PE into PSUM, copy to
-//                      SBUF; wrapX in BF16, 1x32 by the FP32 reinterpret). Gather and Sbuf: the PE loader.
+//   Layout::FByK       BF16 [F, K] (K the fast axis).    Hbm: DGT (one outer-axes dma_transpose per swizzle
+//                      segment, straight into the interleave quantize_mx reads contiguously) or the PE loader
+//                      (rows by DMA, nc_transpose on the PE into PSUM, copy to SBUF; wrapX in BF16, 1x32 by
+//                      the FP32 reinterpret). Gather and Sbuf: the PE loader.
 //   Layout::KByF       BF16 [K, F]: rows go straight onto partitions in interleave order (Hbm: plain DMA;
 //                      Gather: one indirect DMA per sub-tile and slot; Sbuf: a view or an SBUF-to-SBUF
 //                      DMA; both wrapX, or 1x32 with interleaved_rows) and quantize_mx reads the staging
-//                      through a strided pattern. nkilib forces its PE loader here; we use no PE or engine
-//                      pass (the ISA allows any <= 4-D read pattern and the cost model charges quantize_mx by
-//                      elements only).
+//                      through a strided pattern, which the DVE cost model charges at its strided rate
+//                      (timing::CostModel). nkilib forces its PE loader here; this pipeline uses no PE or
+//                      engine pass.
 //   Layout::Swizzled   BF16 pre-swizzled [K/4, 4F]: one DMA (Hbm only).
 //   Layout::Quantized  x4 data [K/4, F] (float8_*_x4) plus E8M0 scales [K/4, F] unpacked or
 //                      [ceil(K/2048)*128, F] packed (Hbm only).
