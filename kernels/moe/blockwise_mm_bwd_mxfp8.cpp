@@ -19,6 +19,7 @@
 
 #include "kernels/api/package.h"
 #include "kernels/moe/bwd_kernel.h"
+#include "kernels/moe/bwd_lib.h"
 #include "kernels/moe/bwd_reference.h"
 #include "kernels/moe/moe_common.h"
 #include "kernels/ref/metrics.h"
@@ -245,10 +246,19 @@ struct BlockDmas {
 };
 BlockDmas block_dmas(const BwdParams& p) {
   const isa::Limits limits = default_limits(isa::Generation::Trn3);
-  moe::BwdPlan f = moe::plan_bwd(p, limits);
-  f.N = f.run_blocks = 1;
-  const KernelBuild b =
-      build_program([&](Kernel& k) { moe::emit_bwd(k, p, f); }, {.limits = limits, .num_programs = f.cores});
+  KernelBuild b;
+  if (p.library()) {
+    BwdParams one = p;
+    one.num_blocks = 1;
+    const moe::BwdLibPlan f = moe::plan_bwd_lib(one, limits);
+    b = build_program([&](Kernel& k) { moe::emit_bwd_lib(k, one, f); },
+                      {.limits = limits, .num_programs = f.cores});
+  } else {
+    moe::BwdPlan f = moe::plan_bwd(p, limits);
+    f.N = f.run_blocks = 1;
+    b = build_program([&](Kernel& k) { moe::emit_bwd(k, p, f); },
+                      {.limits = limits, .num_programs = f.cores});
+  }
   BlockDmas d;
   for (const auto& core : b.program.streams)
     for (const auto& stream : core)
@@ -307,7 +317,11 @@ std::vector<KernelStat> stats(const BwdParams& p, const Tensors& in) {
   const double slots = static_cast<double>(N * B), rows_bytes = slots * H * 2;
   // dY for Phase 1 on each core (and X for the recompute), X for Phase 3, dY for Phase 4 (AFFINITY_ON_H
   // reads the block's scaled scratch instead).
-  const double passes = p.cores() * (p.gate_up_given() ? 1.0 : 2.0) + 1.0 + (p.on_h() ? 0.0 : 1.0);
+  // nki_library: each core gathers the block's hidden rows (transposed for Phase 3) and dY twice (natural for
+  // Phase 1, transposed for Phase 4).
+  const double passes = p.library()
+                            ? 3.0 * p.cores()
+                            : p.cores() * (p.gate_up_given() ? 1.0 : 2.0) + 1.0 + (p.on_h() ? 0.0 : 1.0);
   s.push_back({"gather_bytes", rows_bytes * passes, "bytes",
                "token rows the indirect DMAs gather: dY for Phase 1 on each core (and X for the gate/up "
                "recompute), X and dY for Phases 3/4 (AFFINITY_ON_H: X only)"});
@@ -533,6 +547,12 @@ std::unique_ptr<KernelDef> blockwise_mm_bwd_mxfp8_kernel() {
   k.cores = [](const BwdParams& p) { return p.cores(); };
   k.cores_param = "run_with_lnc2";
   k.build = [](const BwdParams& p, const BuildOptions& options) {
+    if (p.library()) {
+      const moe::BwdLibPlan f = moe::plan_bwd_lib(p, options.limits);
+      BuildOptions o = options;
+      o.num_programs = f.cores;
+      return build_program([&](Kernel& kc) { moe::emit_bwd_lib(kc, p, f); }, o);
+    }
     const moe::BwdPlan f = moe::plan_bwd(p, options.limits, valid_count(p, options));
     BuildOptions o = options;
     o.num_programs = f.cores;

@@ -33,12 +33,12 @@
 // Loops", nki.isa.register_load). The blocks from ceil(count / B) on emit nothing: no instruction, no DMA,
 // and the affinity-gradient exchange and scatter cover the executed blocks' tiles only; in the last
 // executed block the slots from the count on become -1 and are skipped like padding, and Phase 1 selects 0
-// for their checkpoint values (undefined, perhaps NaN, which 0 x NaN would carry into the weight gradients). The rows past the
-// count are never computed (nkilib: undefined; here they keep the setup's zeros). How it is modelled: the
-// count is an input known before the run, so the builder reads it (BuildOptions::input_values) and emits
-// the loop with its trip count; the count's DMA into SBUF is emitted as before (the valid-slot mask reads
-// it, so block 0 waits for it), while register_load and the per-iteration compare-and-branch are sequencer
-// control instructions this model does not charge (no public latency figure; a few cycles against a
+// for their checkpoint values (undefined, perhaps NaN, which 0 x NaN would carry into the weight gradients).
+// The rows past the count are never computed (nkilib: undefined; here they keep the setup's zeros). How it is
+// modelled: the count is an input known before the run, so the builder reads it (BuildOptions::input_values)
+// and emits the loop with its trip count; the count's DMA into SBUF is emitted as before (the valid-slot mask
+// reads it, so block 0 waits for it), while register_load and the per-iteration compare-and-branch are
+// sequencer control instructions this model does not charge (no public latency figure; a few cycles against a
 // block's microseconds). Without the count's value (a build outside a workload) every block is emitted; a
 // workload's declaration build (BuildOptions::declare_only, made to learn the inputs) runs none. Dense mode
 // zeroes the weight gradients and accumulates (nkilib overwrites on block 0: the same values, as
@@ -82,11 +82,10 @@
 
 #include "kernels/api/kernel.h"
 #include "kernels/lib/mxfp8/plan.h"
+#include "kernels/moe/bwd_checks.h"
 #include "kernels/moe/bwd_params.h"
 
 namespace trnsim::kernels::moe {
-
-inline constexpr const char* kBwdName = "kernel 'blockwise_mm_bwd_mxfp8'";
 
 struct BwdPlan {
   int64_t T = 0, rows = 0, H = 0, I = 0, E = 0, B = 0, N = 0;

@@ -95,16 +95,21 @@ void BwdParams::describe(Schema<BwdParams>& s) {
            "dY (needs checkpoint_config.save_down_proj_act)",
            {{"AFFINITY_ON_I", BwdAffinity::OnI}, {"AFFINITY_ON_H", BwdAffinity::OnH}}, BwdAffinity::OnI);
   s.object(&BwdParams::phase1_config, "phase1_config",
-           "matmul config of Phase 1 (and of the gate/up recompute), computed transposed: M = I_TP per core "
-           "(down weight rows, stationary), K = H, N = block_size (dY rows, moving); null fields auto");
+           "matmul config of Phase 1: nki_library M = block_size (dY rows), K = H, N = I_TP per core (down "
+           "weight rows), null fields: tiles 128 / 512 / 512 capped at the dims, one tile per block and "
+           "load (nki-library _resolve_phase_configs); trnsim_optimized computes it transposed (M = I_TP per "
+           "core, N = block_size; also the gate/up recompute's), null fields auto");
   s.object(&BwdParams::phase2_config, "phase2_config",
            "matmul config of Phase 2: M = block_size (d_gate_up), K = 2*I_TP, N = H per core (gate/up "
            "weights)");
-  s.object(&BwdParams::phase3_config, "phase3_config",
-           "matmul config of Phase 3: M = H per core (hidden rows), K = block_size, N = 2*I_TP (d_gate_up)");
+  s.object(
+      &BwdParams::phase3_config, "phase3_config",
+      "matmul config of Phase 3: nki_library M = I_TP (d_gate_up^T rows, gate then up in two calls), K = "
+      "block_size, N = H per core (hidden^T rows); trnsim_optimized M = H per core (hidden rows), N = "
+      "2*I_TP");
   s.object(&BwdParams::phase4_config, "phase4_config",
-           "matmul config of Phase 4: M = I_TP (scaled intermediate), K = block_size, N = H per core (dY "
-           "rows)");
+           "matmul config of Phase 4: nki_library M = H per core (dY^T rows), K = block_size, N = I_TP (the "
+           "scaled intermediate^T); trnsim_optimized M = I_TP, N = H per core");
   s.add(&BwdParams::use_scale_packing, "use_scale_packing",
         "4 consecutive K tiles share one scale tile at offsets 0/4/8/12: the default of every phase whose "
         "config does not set enable_scale_packing (nkilib Gen3 default)",
@@ -144,12 +149,15 @@ void BwdParams::describe(Schema<BwdParams>& s) {
         "gate/up checkpoint (the bias values are not inputs)",
         false);
   s.choice(&BwdParams::phase3_transpose_mode, "phase3_transpose_mode",
-           "how nkilib's Phase 3 transposes its operands: NC (the PE) or DMA; accepted, no effect here (this "
-           "kernel's Phase 3 reads d_gate_up^T by DGT and gathers the hidden rows K-by-F: no transposes)",
+           "how the block's gathered hidden rows become Phase 3's [H, block_size] scratch (nki_library): NC, "
+           "per 128 x 128 tile an nc_transpose on the PE and an ACT copy out of PSUM, or DMA, one "
+           "SBUF-to-SBUF dma_transpose (nki-library _gather_block_tokens_transposed); trnsim_optimized "
+           "gathers the rows K-by-F, no transpose: no effect there",
            {{"NC", TransposeMode::NC}, {"DMA", TransposeMode::DMA}}, TransposeMode::NC);
   s.choice(&BwdParams::phase4_transpose_mode, "phase4_transpose_mode",
-           "how nkilib's Phase 4 transposes its operands: NC (the PE) or DMA; accepted, no effect here (the "
-           "scaled intermediate is read by DGT, the dY rows gathered K-by-F)",
+           "the same for Phase 4's transposes (nki_library): the gathered dY rows into [H, block_size] and "
+           "Phase 1's scaled intermediate into [I_TP, block_size] (NC: its PSUM copies alternate ACT and "
+           "DVE; nki-library _transpose_block_to_hbm); trnsim_optimized: no effect",
            {{"NC", TransposeMode::NC}, {"DMA", TransposeMode::DMA}}, TransposeMode::NC);
   const std::vector<std::pair<std::string, mxfp8::Swizzle>> modes = {{"DGT", mxfp8::Swizzle::Dgt},
                                                                      {"PE", mxfp8::Swizzle::Pe}};
@@ -160,14 +168,16 @@ void BwdParams::describe(Schema<BwdParams>& s) {
   // kernel-argument default; Gen3 defaults to PE).
   mode(&BwdParams::output_grad_swizzle, "output_grad_swizzle_mode",
        "how Phase 1 brings the block's dY rows [block_size, H] (F-by-K) into the x4 interleave: DGT "
-       "(dma_transpose) or PE (rows by DMA, nc_transpose, PSUM copy); default DGT (nkilib Gen3: PE)");
+       "(nki_library: vector offsets and an indirect dma_transpose per load; trnsim_optimized: a direct "
+       "dma_transpose) or PE (rows by DMA, nc_transpose, PSUM copy); default DGT (nkilib Gen2's default; "
+       "Gen3: PE)");
   mode(&BwdParams::down_weight_swizzle, "down_weight_swizzle_mode",
        "Phase 1's down weight rows [I_TP per core, H] (F-by-K): DGT or PE; PE needs E == 1 (nkilib: the "
        "PE loader ignores the per-expert scalar_offset); no effect on pre-quantized weights; default DGT");
   mode(&BwdParams::d_gate_up_swizzle, "d_gate_up_swizzle_mode",
-       "nkilib's Phase 2 d_gate_up [block_size, 2*I_TP] (F-by-K): accepted, no effect here (this kernel "
-       "keeps d_gate_up^T [2*I_TP, block_size], K-by-F for Phase 2: its rows go straight onto partitions, "
-       "no transpose to choose); default DGT");
+       "Phase 2's d_gate_up [block_size, 2*I_TP] (F-by-K, the block's scratch; nki_library): DGT or PE; "
+       "trnsim_optimized keeps d_gate_up^T [2*I_TP, block_size], K-by-F for Phase 2 (its rows go straight "
+       "onto partitions, no transpose to choose): no effect there; default DGT");
   mode(&BwdParams::gate_up_weight_swizzle, "gate_up_weight_swizzle_mode",
        "Phase 2's gate/up weight rows [H per core, 2*I_TP] (F-by-K): DGT or PE; PE needs E == 1 (as "
        "down_weight_swizzle_mode); no effect on pre-quantized weights; default DGT");
@@ -175,20 +185,21 @@ void BwdParams::describe(Schema<BwdParams>& s) {
        "Phase 3's d_gate_up^T [2*I_TP, block_size] (F-by-K, from the block's scratch): DGT or PE; default "
        "DGT");
   mode(&BwdParams::hidden_states_t_swizzle, "hidden_states_t_swizzle_mode",
-       "the hidden rows where they are F-by-K: the gate/up recompute's [block_size, H] (without "
-       "gate_up_proj_act_checkpoint_T): DGT or PE; Phase 3 gathers them K-by-F (no transpose to choose); "
-       "default DGT");
+       "the hidden rows where they are F-by-K: nki_library Phase 3's hidden^T [H, block_size] scratch; "
+       "trnsim_optimized the gate/up recompute's [block_size, H] (without gate_up_proj_act_checkpoint_T; "
+       "its Phase 3 gathers them K-by-F): DGT or PE; default DGT");
   mode(&BwdParams::output_grad_t_swizzle, "output_grad_t_swizzle_mode",
-       "nkilib's Phase 4 dY^T: accepted, no effect here (Phase 4 gathers the dY rows K-by-F straight onto "
-       "partitions, no transpose to choose); default DGT");
+       "Phase 4's dY^T [H, block_size] scratch (F-by-K; nki_library): DGT or PE; trnsim_optimized gathers "
+       "the dY rows K-by-F straight onto partitions (no transpose to choose): no effect there; default "
+       "DGT");
   mode(&BwdParams::scaled_intermediate_t_swizzle, "scaled_intermediate_t_swizzle_mode",
        "Phase 4's scaled intermediate [I_TP, block_size] (F-by-K; AFFINITY_ON_H: the intermediate): DGT or "
        "PE; default DGT");
   s.add(&BwdParams::fast_dma_transpose, "fast_dma_transpose",
-        "nkilib's direct 4-D DGT addressing (SwizzleMode DGT_FAST for the DGT operands): accepted, no "
-        "effect here (this kernel's DGT is already a direct access pattern per segment and slot, and "
-        "every contraction is a multiple of 128, so the relaxed K % 32 changes nothing); rejected with E > "
-        "1 and a BF16 weight in DGT mode (the direct pattern ignores the per-expert scalar_offset) and "
+        "nkilib's direct 4-D DGT addressing (SwizzleMode DGT_FAST for the DGT operands): nki_library loads "
+        "each DGT tile with one direct outer-axes dma_transpose instead of the vector offsets and the "
+        "indirect transpose; trnsim_optimized's DGT is a direct pattern already (no effect); rejected with "
+        "E > 1 and a BF16 weight in DGT mode (the direct pattern ignores the per-expert scalar_offset) and "
         "with pe_transpose_only",
         false);
   s.add(&BwdParams::pe_transpose_only, "pe_transpose_only",
@@ -199,9 +210,19 @@ void BwdParams::describe(Schema<BwdParams>& s) {
         false);
   s.object(&BwdParams::checkpoint_config, "checkpoint_config",
            "which activation checkpoints the forward saved (inputs of the backward): save_gate_up_proj_act "
-           "(gate_up_proj_act_checkpoint_T; absent: recomputed from hidden_states), save_scaled_intermediate "
-           "(scaled_intermediate_checkpoint_T; absent: Phase 1's), save_gate_act, save_intermediate, "
-           "save_down_proj_act (down_proj_act_checkpoint, AFFINITY_ON_H only)");
+           "(gate_up_proj_act_checkpoint_T; absent: recomputed from hidden_states, trnsim_optimized only), "
+           "save_scaled_intermediate (scaled_intermediate_checkpoint_T; absent: Phase 1's; nki_library never "
+           "reads it: the documented entry asserts it absent and Phase 1 computes the scaled "
+           "intermediate), save_gate_act, save_intermediate, save_down_proj_act (down_proj_act_checkpoint, "
+           "AFFINITY_ON_H only; these three trnsim_optimized only)");
+  describe_schedule(
+      s, &BwdParams::schedule,
+      "Phase 1 transposed so its tiles meet the checkpoint's layout, Phases 3 and 4 oriented so "
+      "their results land in the gradients' own layout (no 128 x 128 PE transposes), the block's "
+      "X and dY rows gathered straight into the K-by-F staging (no transposed scratch copies), "
+      "d_gate_up resident in SBUF for Phase 2, the SwiGLU backward in FP32, each K block quantized "
+      "per load, the next block's gathers ahead of this block's phases: Qwen3-30B-A3B's layer "
+      "runs in about half the time (configs/workloads/moe/backward.md)");
 }
 
 int64_t BwdParams::N() const {

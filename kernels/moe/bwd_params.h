@@ -75,8 +75,10 @@ struct BwdParams {
   bool fast_dma_transpose = false;
   bool pe_transpose_only = false;
   CheckpointConfig checkpoint_config;
+  Schedule schedule = Schedule::NkiLibrary;
 
   static void describe(Schema<BwdParams>& s);
+  bool library() const { return schedule == Schedule::NkiLibrary; }
 
   bool skip() const { return skip_dma.skip_token; }
   // Rows of hidden_states and the gradients: T, plus the zero row T when padding is T (dense mode has none).

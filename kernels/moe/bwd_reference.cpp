@@ -223,6 +223,7 @@ void BwdReference::phase1(int64_t e, const std::vector<int64_t>& slots, int q, c
   scaled.assign(static_cast<size_t>(n * I), 0.0);
   dea.assign(static_cast<size_t>(n), 0.0);
   const ClampLimits& cl = p_.clamp_limits;
+  const bool bf16_chain = q == 1 && p_.library();
   const auto ckpt = [&](const tensor::HostTensor* t, int64_t slot, int64_t i) {
     return undefined(slot) ? 0.0 : t->value(((slot / B) * I + i) * B + slot % B);
   };
@@ -238,23 +239,30 @@ void BwdReference::phase1(int64_t e, const std::vector<int64_t>& slots, int q, c
     for (int64_t i = 0; i < I; ++i) {
       const double g = gu[r * 2 * I + i], u = gu[r * 2 * I + I + i], d = dint[r * I + i];
       const double sig = sigmoid(g);
-      const double silu = in_.gate_act_ckpt ? ckpt(in_.gate_act_ckpt, s, i) : g * sig;
-      const double inter = in_.inter_ckpt ? ckpt(in_.inter_ckpt, s, i) : silu * u;
+      double silu = in_.gate_act_ckpt ? ckpt(in_.gate_act_ckpt, s, i) : g * sig;
+      double dsilu = sig * (1.0 + g * (1.0 - sig));
+      // nki_library in the kernel's numerics: silu and silu' by ACT in bfloat16, silu' up and silu up
+      // rounded to bfloat16 too.
+      if (bf16_chain) silu = round_to(silu, isa::DType::BF16), dsilu = round_to(dsilu, isa::DType::BF16);
+      double inter = in_.inter_ckpt ? ckpt(in_.inter_ckpt, s, i) : silu * u;
+      const double dsilu_u = bf16_chain ? round_to(dsilu * u, isa::DType::BF16) : dsilu * u;
+      if (bf16_chain) inter = round_to(inter, isa::DType::BF16);
       if (!on_h) acc += d * inter;
       const double da = on_h ? d : d * a;
-      double dg = da * sig * (1.0 + g * (1.0 - sig)) * u, du = da * silu;
+      double dg = da * dsilu_u, du = da * silu;
       if (cl.non_linear_clamp_lower_limit && !(g > *cl.non_linear_clamp_lower_limit)) dg = 0;
       if (cl.non_linear_clamp_upper_limit && !(g < *cl.non_linear_clamp_upper_limit)) dg = 0;
       if (cl.linear_clamp_lower_limit && !(u > *cl.linear_clamp_lower_limit)) du = 0;
       if (cl.linear_clamp_upper_limit && !(u < *cl.linear_clamp_upper_limit)) du = 0;
-      double sc = on_h ? inter : in_.scaled_ckpt ? ckpt(in_.scaled_ckpt, s, i) : inter * a;
+      double sc = on_h ? inter : in_.scaled_ckpt && !p_.library() ? ckpt(in_.scaled_ckpt, s, i) : inter * a;
       if (q == 1) {
         dg = round_to(dg, isa::DType::BF16), du = round_to(du, isa::DType::BF16);
         sc = round_to(sc, isa::DType::BF16);
       }
       dgu[r * 2 * I + i] = dg, dgu[r * 2 * I + I + i] = du, scaled[r * I + i] = sc;
     }
-    dea[r] = acc;
+    // nki_library stores the affinity gradient through a bfloat16 tile.
+    dea[r] = bf16_chain ? round_to(acc, isa::DType::BF16) : acc;
   }
 }
 

@@ -95,6 +95,24 @@ inline std::string activation_problem(ActFn a, const char* kernel) {
       names[static_cast<int>(a)], kernel);
 }
 
+// Which instruction stream the MoE kernels emit: nki-library's own (the default: a port of a library kernel
+// runs the library's stream) or this project's faster restructuring of it.
+enum class Schedule { NkiLibrary, TrnsimOptimized };
+
+template <class P>
+void describe_schedule(Schema<P>& s, Schedule P::*m, const char* optimized_effect) {
+  s.choice(
+      m, "schedule",
+      fmt::format("nki_library (default): nki-library's instruction stream, call for call and engine for "
+                  "engine, with its per-phase config defaults (every TILES_IN_BLOCK / TILES_IN_LOAD 1); "
+                  "the parameters beyond the library's feature set are refused there and run on "
+                  "trnsim_optimized: {}",
+                  optimized_effect)
+          .c_str(),
+      {{"nki_library", Schedule::NkiLibrary}, {"trnsim_optimized", Schedule::TrnsimOptimized}},
+      Schedule::NkiLibrary);
+}
+
 // Which activation checkpoints the forward writes for the backward (nkilib MXFP8MOECheckpointConfig, plus the
 // ones the backward accepts and the library's forward cannot emit yet). Each [N, ..., B] with B contiguous
 // (down_proj_act_checkpoint: [N, B, H], H contiguous), in the compute dtype.

@@ -1,0 +1,137 @@
+// nki-library's generic_matmul_mxfp8_api as the library runs it (experimental/matmul_mxfp8/
+// matmul_mxfp8_generic_api.py with mxfp_utils/mxfp8_utils load_block.py, load_apis.py,
+// quantize_mxfp8_block.py, common_dataclasses.py and matmul_mxfp8/matmul_mxfp8_blocks.py, at e9ef98fc): one
+// call loads, quantizes (and spills) one (M, N, K) block of Y[M, N] = L^T R and accumulates it into the
+// caller's SBUF accumulator, instruction for instruction in the library's order. The library-faithful MoE
+// kernels (kernels/moe/*_lib_*) are built from it; the pipeline of matmul.h is this project's faster
+// restructuring of the same algorithm.
+//
+// Per call (block indices mb, nb, kb; TILES_IN_BLOCK / TILES_IN_LOAD of Geometry):
+//   load (load_lhs_and_rhs): an operand is loaded from HBM when it is pre-quantized, has no spill buffer or
+//     is at the first block of the other dim (LHS at nb == 0, RHS at mb == 0), else reloaded from its spill
+//     buffer; each loaded operand's staging tile is zeroed first when a dim needs masking (memset); a DGT
+//     operand regenerates its vector-offset pattern (one iota on POOL, four 32 x 32 nc_transposes on DVE, per
+//     pattern: tile_k and the 256/128 remainders); loads run for tile_m, tile_n, tile_k of the load tiles
+//     (LHS at tile_n 0, RHS at tile_m 0): DGT = tensor_scalar (+ tile base; + the expert's vector offset
+//     when the descriptor has one) then one indirect dma_transpose [vs, 4 tile_f] of 4 tile_f gathered rows
+//     of vs = tile_k / 4 elements (software DGE on POOL); fast DMA transpose = one outer-axes dma_transpose
+//     (no vector offsets); PE = the rows by one DMA, then per 128 F: four nc_transposes into PSUM and a copy
+//     out (DVE and ACT alternately); pre-quantized and spilled x4 = one dma_copy of the data and the scales
+//     (packed scales at group boundaries only).
+//   quantize (quantize_mxfp8_block): one quantize_mx per (F tile of the block, K tile), DVE.
+//   spill (spill_block): per K tile one data dma_copy and the scales (packed: one per 4-row slot, 4 per
+//     128-partition tile).
+//   matmul (matmul_mxfp8_blocks): per output tile ('mnk' or 'nmk'), with the PSUM copy-in on every third
+//     tile of a block when accumulating and the inputs were BF16 (tensor_copy SBUF -> PSUM), one
+//     nc_matmul_mx per K tile, then tensor_tensor add into the accumulator when accumulating without the
+//     copy-in, else tensor_copy PSUM -> accumulator.
+// Engines the library leaves to the compiler (engine unknown) take trnsim's NKI defaults (nki.h: DVE for
+// tensor_copy, tensor_scalar, tensor_tensor, memset; POOL for iota); DMAs take the descriptor mode and
+// sequencer dma_mode.h resolves for dge_mode unknown, or hwdge where the library names it.
+//
+// Tiles: every SBUF tile the library allocates (SbufManager.alloc_stack, which nki-library's MXFP8 kernels
+// run in auto-allocation mode: a plain nl.ndarray the compiler places) is one allocation site with the
+// compiler's default in-loop buffers (alloc_rule.h: double buffering, as space allows); every PSUM tile takes
+// the next banks of one ring over the 8 banks (alloc_rule.h: every free bank).
+//
+// Errors: InputError "<kernel>: ..." for shapes the library asserts out (DGT vector-offset columns above 32,
+// K remainders below a tile).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/api/kernel.h"
+#include "kernels/api/pool.h"
+#include "kernels/api/view.h"
+#include "kernels/lib/mxfp8/operand.h"
+#include "sim/numerics/float_formats.h"
+
+namespace trnsim::kernels::mxfp8::lib {
+
+// The library's tiles of one kernel (see above).
+class Tiles {
+ public:
+  explicit Tiles(Kernel& k);
+  // The next buffer of the allocation site `site` for tiles of this shape and dtype.
+  View sbuf(const std::string& site, const std::vector<int64_t>& shape, DType dtype);
+  // A PSUM tile [partitions, cols] of `dtype` in the next free banks of the ring.
+  View psum(int64_t partitions, int64_t cols, DType dtype);
+  Kernel& kernel() const { return k_; }
+
+ private:
+  Kernel& k_;
+  std::map<std::tuple<std::string, std::vector<int64_t>, DType>, TilePool> pools_;
+  View ring_;
+  int64_t next_bank_ = 0;
+};
+
+// A TensorDescriptor: one HBM operand, logically [K, F].
+struct Td {
+  enum class Form { FByK, KByF, Quantized };
+  Form form = Form::FByK;
+  // FByK: BF16 [F, K], a whole contiguous tensor or a contiguous slice of one (the DGT gathers rows of its
+  // flattened [F K / vs, vs] view). Quantized: x4 [K/4, F] with `scales` E8M0 [K/4, F] or packed
+  // [ceil(K / 2048) 128, F].
+  View data, scales;
+  bool packed = false;
+  Swizzle swizzle = Swizzle::Dgt;
+  bool fast_dma_transpose = false;
+  int64_t effective_f = 0;  // the F rows one expert spans (effective_f_dim); 0: all of data's F
+  // The descriptor's expert: DGT: an SBUF FP32 [128, 1] with the expert's offset in vector units (tile_k/4
+  // elements), added to every vector offset; Quantized: SBUF int32 [1, 1] row offsets of data and scales
+  // (the DMAs' scalar_offset, hardware DGE).
+  View expert_vs, expert_rows, expert_scale_rows;
+
+  bool quantized() const { return form == Form::Quantized; }
+  int64_t K() const;  // logical contraction
+  int64_t F() const;  // logical free size (all of it, every expert)
+};
+
+// Tile shapes (logical) and the BlockDescriptor's tile counts.
+struct Geometry {
+  int64_t tile_m = 128, tile_k = 512, tile_n = 512;
+  int64_t bm = 1, bn = 1, bk = 1;  // TILES_IN_BLOCK_M/N/K
+  int64_t load_m = 1, load_n = 1;  // TILES_IN_LOAD_M/N
+  int64_t block_m() const { return bm * tile_m; }
+  int64_t block_n() const { return bn * tile_n; }
+};
+
+// The quantized LHS one call makes and a later call reuses (the library's lhs_sbuf_td: the forward's gate
+// and up GEMMs share the quantized hidden block).
+struct SharedLhs {
+  View data, scales;
+};
+
+// One generic_matmul_mxfp8_api call for block (mb, nb, kb).
+struct Call {
+  const char* kernel = "";  // for messages
+  const Td* lhs = nullptr;
+  const Td* rhs = nullptr;
+  Geometry g;
+  int64_t mb = 0, nb = 0, kb = 0;
+  int64_t lhs_m_offset = 0, rhs_n_offset = 0;
+  // SBUF FP32 [tile_m, bm * block_n]: output tile (mt, nt) at columns mt block_n + nt tile_n.
+  View out;
+  bool initialize = true;    // the first K block of this accumulator (else += into it)
+  const Td* lhsq = nullptr;  // spill buffers: their presence enables spill / reload of that operand
+  const Td* rhsq = nullptr;
+  bool packing = false;
+  num::Fp8Format fp8 = num::Fp8Format::E4M3FN;
+  bool nmk = false;
+  bool psum_copy_in = true;  // enable_psum_copy_in
+  SharedLhs* lhs_sbuf = nullptr;
+};
+
+// Emits one call on the calling core.
+void generic_matmul(Tiles& t, const Call& c);
+
+// An HBM spill buffer of one operand (nkilib _allocate_spill_buffer): x4 data [kblocks bk tile_k/4, fblocks
+// block_f] and its scales, private to each core under LNC2.
+Td spill_buffer(Kernel& k, const std::string& name, int64_t kblocks, int64_t fblocks, int64_t block_f,
+                const Geometry& g, bool packing, num::Fp8Format fp8);
+
+}  // namespace trnsim::kernels::mxfp8::lib
