@@ -12,6 +12,7 @@
 
 #include "kernels/api/package.h"
 #include "kernels/moe/fwd_kernel.h"
+#include "kernels/moe/fwd_lib.h"
 #include "kernels/moe/fwd_reference.h"
 #include "kernels/moe/moe_common.h"
 #include "kernels/moe/routing.h"
@@ -44,6 +45,22 @@ struct IndirectCounts {
 IndirectCounts indirect_counts(const FwdParams& p) {
   IndirectCounts c;
   if (p.no_indirect_load) return c;
+  if (p.library()) {
+    // Every block emits the same indirect DMAs: counted on a build of one block per core.
+    FwdParams one = p;
+    one.num_blocks = p.cores();
+    const isa::Limits limits = default_limits(isa::Generation::Trn3);
+    const moe::FwdLibPlan f = moe::plan_fwd_lib(one, limits);
+    const KernelBuild b = build_program([&](Kernel& k) { moe::emit_fwd_lib(k, one, f); },
+                                        {.limits = limits, .num_programs = f.cores});
+    for (const auto& core : b.program.streams)
+      for (const auto& stream : core)
+        for (const auto& in : stream)
+          if (in.op == isa::Opcode::DmaCopy && in.ops[2].present())
+            ++(in.has(isa::kIndirectDst) ? c.scatters : c.gathers);
+    c.gathers = c.gathers / p.cores() * p.N(), c.scatters = c.scatters / p.cores() * p.N();
+    return c;
+  }
   const moe::FwdPlan f = moe::plan_fwd(p, default_limits(isa::Generation::Trn3));
   const int64_t G = f.B / 128;
   const int64_t bn = f.down_plan.block_n * f.down_plan.tile_n;
@@ -240,6 +257,12 @@ std::unique_ptr<KernelDef> blockwise_mm_fwd_mxfp8_kernel() {
   k.cores = [](const FwdParams& p) { return p.cores(); };
   k.cores_param = "run_with_lnc2";
   k.build = [](const FwdParams& p, const BuildOptions& options) {
+    if (p.library()) {
+      const moe::FwdLibPlan f = moe::plan_fwd_lib(p, options.limits);
+      BuildOptions o = options;
+      o.num_programs = f.cores;
+      return build_program([&](Kernel& kc) { moe::emit_fwd_lib(kc, p, f); }, o);
+    }
     const moe::FwdPlan f = moe::plan_fwd(p, options.limits);
     BuildOptions o = options;
     o.num_programs = f.cores;

@@ -43,11 +43,6 @@ BwdLibPhase phase(const BwdParams& p, int ph, int64_t M, int64_t K, int64_t N, b
         fmt::format("parameter '{}': tile_m {} (a multiple of 32, at most 128) or tile_n {} (a multiple "
                     "of 32, at most 8192) out of range",
                     name, g.tile_m, g.tile_n));
-  if (K % g.tile_k != 0)
-    bwd_fail(
-        fmt::format("parameter '{}.tile_k' = {}: the contraction {} is no multiple of it (nki-library's "
-                    "256/128-row remainder loads are not modelled)",
-                    name, g.tile_k, K));
   for (auto [load, block, lname] :
        {std::tuple{g.load_m, g.bm, "TILES_IN_LOAD_M"}, std::tuple{g.load_n, g.bn, "TILES_IN_LOAD_N"}})
     if (load > block || block % load != 0)

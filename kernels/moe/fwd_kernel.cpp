@@ -52,8 +52,7 @@ mxfp8::Tiling phase_tiling(const std::optional<MxTilingConfig>& c, const char* p
 
 }  // namespace
 
-FwdPlan plan_fwd(const FwdParams& p, const isa::Limits& limits) {
-  FwdPlan f;
+void check_fwd(const FwdParams& p, const isa::Limits& limits) {
   if (limits.generation != isa::Generation::Trn3)
     fail("needs Trn3 (nc_matmul_mx and quantize_mx exist on Trn3 only); the hardware is Trn2");
   if (const std::string why = activation_problem(p.activation_type, "blockwise_mm_fwd_mxfp8"); !why.empty())
@@ -86,6 +85,12 @@ FwdPlan plan_fwd(const FwdParams& p, const isa::Limits& limits) {
         "forward never forms intermediate x affinity under AFFINITY_ON_H (the affinity multiplies the down "
         "output); set save_scaled_intermediate false (the backward reads intermediate_checkpoint_T or "
         "recomputes it)");
+}
+
+FwdPlan plan_fwd(const FwdParams& p, const isa::Limits& limits) {
+  FwdPlan f;
+  check_fwd(p, limits);
+  const int64_t B = p.block_size;
   f.T = p.T, f.rows = p.rows(), f.H = p.H, f.I = p.I_TP, f.E = p.E, f.B = B, f.N = p.N();
   f.cores = p.cores();
   f.indirect = !p.no_indirect_load;

@@ -59,6 +59,9 @@ struct FwdPlan {
   int64_t reserved_sbuf = 0;  // bytes per partition
 };
 
+// The parameter checks both schedules share (InputError naming the parameter and the reason).
+void check_fwd(const FwdParams& p, const isa::Limits& limits);
+
 // Validates the parameters (InputError naming the parameter and the reason) and plans both GEMMs.
 FwdPlan plan_fwd(const FwdParams& p, const isa::Limits& limits);
 

@@ -37,10 +37,12 @@ void FwdParams::describe(Schema<FwdParams>& s) {
   s.add(&FwdParams::down_weight_is_swizzled, "down_weight_is_swizzled",
         "down_proj_weight is BF16 pre-swizzled [E, I_TP/4, 4*H]", false);
   s.object(&FwdParams::gate_up_config, "gate_up_config",
-           "tiling of the gate/up GEMMs, computed transposed: M = I_TP (gate and up weights, stationary), "
-           "K = H, N = B (the block's tokens, moving); the fields of a MatmulMxfp8KernelConfig, null = auto");
+           "tiling of the gate/up GEMMs (the fields of a MatmulMxfp8KernelConfig): nki_library M = B (the "
+           "block's tokens), K = H, N = I_TP (gate, then up), tile_m 128 and tile_k 512 (nki-library asserts "
+           "them), null: tile_n 512 and one tile per block and load; trnsim_optimized computes them "
+           "transposed (M = I_TP, N = B), null fields auto");
   s.object(&FwdParams::down_config, "down_config",
-           "tiling of the down GEMM: M = B (tokens), K = I_TP, N = H; null fields auto");
+           "tiling of the down GEMM: M = B (tokens), K = I_TP, N = H; null fields as gate_up_config's");
   s.choice(&FwdParams::fp8, "fp8_x4_dtype", "MXFP8 element type of the quantized operands",
            {{"float8_e4m3fn_x4", num::Fp8Format::E4M3FN}, {"float8_e5m2_x4", num::Fp8Format::E5M2}},
            num::Fp8Format::E4M3FN);
@@ -83,6 +85,13 @@ void FwdParams::describe(Schema<FwdParams>& s) {
       "the affinity to the output (nkilib's BF16 MoE layer; its MXFP8 forward reserves the flag)",
       false);
   s.object(&FwdParams::checkpoint_config, "checkpoint_config", "which activation checkpoints to write");
+  describe_schedule(
+      s, &FwdParams::schedule,
+      "the gate/up GEMMs transposed so their tiles leave PSUM in the checkpoints' layout (no "
+      "128 x 128 PE transposes), gate and up sharing each quantized hidden tile in one pass, the "
+      "scaled intermediate resident in SBUF for the down GEMM when it fits, the down tiles "
+      "scattered from the accumulator (no per-block HBM round trip), the next block's gathers "
+      "ahead of this block's GEMMs");
 }
 
 int64_t FwdParams::N() const {

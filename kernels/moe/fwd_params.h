@@ -55,8 +55,10 @@ struct FwdParams {
   ActFn activation_type = ActFn::SiLU;
   bool bias = false;
   CheckpointConfig checkpoint_config;
+  Schedule schedule = Schedule::NkiLibrary;
 
   static void describe(Schema<FwdParams>& s);
+  bool library() const { return schedule == Schedule::NkiLibrary; }
 
   // Derived facts.
   bool skip() const { return skip_dma.skip_token; }

@@ -60,11 +60,26 @@ View vector_offset_pattern(Tiles& t, const Call& c, const Td& td, int64_t tile_k
   return vo;
 }
 
+// The vector-offset patterns of one DGT operand (set_vector_offset_patterns): the load tile's, and the 256-
+// and 128-row ones of a K remainder.
+struct Patterns {
+  View main, p256, p128;
+};
+
+Patterns patterns(Tiles& t, const Call& c, const Td& td, int64_t load_f) {
+  Patterns p;
+  const int64_t K = td.K(), tile_k = c.g.tile_k, rem = K % tile_k;
+  if (K >= tile_k) p.main = vector_offset_pattern(t, c, td, tile_k, load_f);
+  if (rem >= 256) p.p256 = vector_offset_pattern(t, c, td, 256, load_f);
+  if (rem % 256 >= 128) p.p128 = vector_offset_pattern(t, c, td, 128, load_f);
+  return p;
+}
+
 // load_tile_dgt: the tile's vector offsets (pattern + its base, + the expert's) and one indirect
 // dma_transpose of its 4 af rows; or, with fast_dma_transpose, one outer-axes transpose.
-void load_dgt(Tiles& t, const Call& c, const Td& td, const View& pattern, const View& dst, int64_t k0,
+void load_dgt(Tiles& t, const Td& td, const View& pattern, const View& dst, int64_t tile_k, int64_t k0,
               int64_t f0, int64_t af) {
-  const int64_t tile_k = c.g.tile_k, vs = tile_k / 4, K = td.K();
+  const int64_t vs = tile_k / 4, K = td.K();
   if (td.fast_dma_transpose) {
     const View src = td.data(S(f0, f0 + af), S(k0, k0 + tile_k)).reshape({af, 4, vs}).permute({1, 0, 2});
     nki::dma_transpose(dst.reshape({vs, af, 4}), src, {.axes = {2, 1, 0}});
@@ -125,7 +140,7 @@ void load_x4(const View& dst, const View& src, int64_t k, int64_t n, int64_t f, 
 }
 
 // _load_single_tensor: K tile `tk` of the block and the load at F offset `fs` inside it.
-void load_one(Tiles& t, const Call& c, OperandLoad& o, const View& pattern, int64_t tk, int64_t fs) {
+void load_one(Tiles& t, const Call& c, OperandLoad& o, const Patterns& pats, int64_t tk, int64_t fs) {
   const Td& td = *o.td;
   const Geometry& g = c.g;
   const int64_t kp = g.tile_k / 4, load_f = o.load_tiles * o.tile_f, block_f = o.block_tiles * o.tile_f;
@@ -134,18 +149,39 @@ void load_one(Tiles& t, const Call& c, OperandLoad& o, const View& pattern, int6
     const int64_t f_eff = td.effective_f ? td.effective_f : td.F();
     if (f_global >= f_eff) return;
     const int64_t k0 = (c.kb * g.bk + tk) * g.tile_k;
-    if (td.K() - k0 <= 0) return;
-    if (td.K() - k0 < g.tile_k)
-      fail(c,
-           fmt::format("K = {} is no multiple of tile_k = {}: the library's 256/128-row remainder loads are "
-                       "not modelled",
-                       td.K(), g.tile_k));
+    int64_t rem = td.K() - k0;
+    if (rem <= 0) return;
     const int64_t af = std::min(load_f, f_eff - f_global);
-    View dst = o.staging(all, tk, S(4 * fs, 4 * (fs + af)));
-    if (td.swizzle == Swizzle::Pe)
+    if (td.swizzle == Swizzle::Pe) {
+      if (rem < g.tile_k)
+        fail(c, fmt::format("K = {} is no multiple of tile_k = {}: the PE loader's remainder loads are not "
+                            "modelled",
+                            td.K(), g.tile_k));
       load_pe(t, c, td, o.staging(all, tk, S(4 * fs, 4 * (fs + load_f))), k0, f_global, load_f, af);
-    else
-      load_dgt(t, c, td, pattern, dst, k0, f_global, af);
+      return;
+    }
+    if (rem >= g.tile_k || td.fast_dma_transpose) {  // a full tile, or the fast path's one remainder op
+      const int64_t rows = std::min(rem, g.tile_k);
+      load_dgt(t, td, pats.main, o.staging(S(0, rows / 4), tk, S(4 * fs, 4 * (fs + af))), rows, k0, f_global,
+               af);
+      return;
+    }
+    // The remainder as a 256-row and a 128-row sub-tile; the 128-row one at partition 64 goes through a
+    // 32-partition tile and a tensor_copy (the library's workaround of dma_transpose's partition offset).
+    int64_t k = k0, p0 = 0;
+    if (rem >= 256) {
+      load_dgt(t, td, pats.p256, o.staging(S(0, 64), tk, S(4 * fs, 4 * (fs + af))), 256, k, f_global, af);
+      k += 256, rem -= 256, p0 = 64;
+    }
+    if (rem >= 128) {
+      if (p0 == 0) {
+        load_dgt(t, td, pats.p128, o.staging(S(0, 32), tk, S(4 * fs, 4 * (fs + af))), 128, k, f_global, af);
+      } else {
+        View tmp = t.sbuf("dgt_remainder_tile", {32, 4 * load_f}, DType::BF16);
+        load_dgt(t, td, pats.p128, tmp(all, S(0, 4 * af)), 128, k, f_global, af);
+        nki::tensor_copy(o.staging(S(p0, p0 + 32), tk, S(4 * fs, 4 * (fs + load_f))), tmp);
+      }
+    }
     return;
   }
   const int64_t k = (c.kb * g.bk + tk) * kp, k_eff = td.data.size(0);
@@ -189,16 +225,14 @@ void allocate(Tiles& t, const Call& c, OperandLoad& o, const char* role, bool ma
 
 void load_operands(Tiles& t, const Call& c, OperandLoad& lhs, OperandLoad& rhs) {
   const bool masking = needs_masking(c.g, lhs) || needs_masking(c.g, rhs);
-  View lpat, rpat;
+  Patterns lpat, rpat;
   if (lhs.td) {
     allocate(t, c, lhs, "lhs", masking);
-    if (bf16(*lhs.td) && dgt(*lhs.td))
-      lpat = vector_offset_pattern(t, c, *lhs.td, c.g.tile_k, lhs.load_tiles * lhs.tile_f);
+    if (bf16(*lhs.td) && dgt(*lhs.td)) lpat = patterns(t, c, *lhs.td, lhs.load_tiles * lhs.tile_f);
   }
   if (rhs.td) {
     allocate(t, c, rhs, "rhs", masking);
-    if (bf16(*rhs.td) && dgt(*rhs.td))
-      rpat = vector_offset_pattern(t, c, *rhs.td, c.g.tile_k, rhs.load_tiles * rhs.tile_f);
+    if (bf16(*rhs.td) && dgt(*rhs.td)) rpat = patterns(t, c, *rhs.td, rhs.load_tiles * rhs.tile_f);
   }
   const auto loads = [](const OperandLoad& o) { return o.td ? o.block_tiles / o.load_tiles : 1; };
   for (int64_t tm = 0; tm < loads(lhs); ++tm)

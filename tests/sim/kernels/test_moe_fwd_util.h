@@ -93,15 +93,23 @@ inline json small(json extra = json::object()) {
 }
 
 // Writes the workload of `kernel` to a file and prepares it (what `trnsim run` and `trnsim validate` do
-// first).
-inline workload::PreparedWorkload prepare_moe(const json& params, const json& inputs = moe_inputs(),
-                                              const std::string& kernel = kMoeFwd) {
+// first). Parameters without a "schedule" run trnsim_optimized, the stream the cases of test_moe_fwd.cpp and
+// test_moe_bwd.cpp test; the cases of the library schedule name it ("schedule": "nki_library"), and
+// prepare_moe_as_given tests the kernels' own default.
+inline workload::PreparedWorkload prepare_moe_as_given(const json& params, const json& inputs = moe_inputs(),
+                                                       const std::string& kernel = kMoeFwd) {
   static std::atomic<int> n{0};
   const json w = {
       {"name", "moe_test"}, {"hardware", "trn3"}, {"kernel", kernel}, {"params", params}, {"inputs", inputs}};
   const auto path = moe_tmp_dir() / fmt::format("w{}.json", n++);
   std::ofstream(path) << w.dump(1);
   return workload::prepare_workload(workload::parse_workload(path.string()));
+}
+inline workload::PreparedWorkload prepare_moe(const json& params, const json& inputs = moe_inputs(),
+                                              const std::string& kernel = kMoeFwd) {
+  json p = params;
+  if (!p.contains("schedule")) p["schedule"] = "trnsim_optimized";
+  return prepare_moe_as_given(p, inputs, kernel);
 }
 
 // Runs with numerics and full references; `edit` may replace inputs after the recipes (e.g. pre-quantized
