@@ -62,7 +62,8 @@ using isa::Generation;
 
 using Loc = std::source_location;
 
-// isa::Limits with the documented sizes of a generation (Trn2 SBUF 224 KiB, Trn3 256 KiB per partition).
+// isa::Limits with the documented sizes of a generation: SBUF per partition Trn1 192 KiB, Trn2 224 KiB, Trn3
+// 256 KiB; HBM a kernel may use Trn1 32 GiB (one chip, two cores), Trn2 24 GiB, Trn3 36 GiB.
 isa::Limits default_limits(Generation g);
 
 struct BuildOptions {

@@ -23,7 +23,7 @@ void add_run_command(CLI::App& app) {
       "output directory (created if missing): stats.json and the output tensors (.npy); workloads "
       "default to out/<name>, programs to the current directory");
   cmd->add_option("--hw", opts->hw,
-                  "hardware config: trn2, trn3 or a JSON file (default: the program's generation)");
+                  "hardware config: trn1, trn2, trn3 or a JSON file (default: the program's generation)");
   cmd->add_option("--set", opts->sets,
                   "override a value: for a workload any key, e.g. --set params.M=512 or "
                   "--set hardware.overrides.hbm.bandwidth_GBps=600; for a program a hardware parameter, "
