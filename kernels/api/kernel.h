@@ -17,7 +17,9 @@
 // destroyed.
 // Allocation semantics (pool.h): a tile made once with k.sbuf()/k.psum() outside the loops is one buffer,
 // reused by every iteration (each write waits for the previous iteration's reads); a tile allocated inside a
-// loop is a k.sbuf_pool()/psum_pool() whose next() rotates over its `bufs` buffers.
+// loop is a k.sbuf_pool()/psum_pool() whose next() rotates over its buffers: as many as the compiler's
+// allocation rule gives the site (alloc_rule.h, an InLoop), or an explicit `bufs` (direct allocation, a
+// what-if). Each site's choice is in KernelBuild::allocations (stats.json "allocations").
 // Program order (schedule.h): instructions are emitted in the order the kernel calls the ops, and each engine
 // runs its stream in that order. A kernel that ports NKI code emits in the order the NKI compiler's schedule
 // gives (pipelined_loop: the next iteration's loads ahead of this iteration's stores); the builder never
@@ -44,6 +46,7 @@
 #include <vector>
 
 #include "kernels/api/alloc.h"
+#include "kernels/api/alloc_rule.h"
 #include "kernels/api/deps.h"
 #include "kernels/api/pool.h"
 #include "kernels/api/view.h"
@@ -102,6 +105,8 @@ struct KernelBuild {
   isa::Program program;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
+  // The in-loop allocation sites of core 0 (Kernel::sbuf_pool / psum_pool), in declaration order.
+  std::vector<AllocationRecord> allocations;
 };
 
 // "kernel.cpp:42" (file base name and line).
@@ -182,8 +187,14 @@ class Kernel {
             Loc loc = Loc::current());
   View psum(const std::vector<int64_t>& shape, DType dtype, const std::string& name = "",
             Loc loc = Loc::current());
-  // A tile allocated inside a loop (pool.h): `bufs` (>= 1) buffers of `shape`, named "name[i]", handed out
-  // in rotation by next(). InputError if bufs < 1 or the buffers do not fit.
+  // A tile allocated inside a loop (pool.h): buffers of `shape`, named "name[i]", handed out in rotation by
+  // next(). With an InLoop the allocation rule (alloc_rule.h) chooses the count from the free space now:
+  // the pool holds bufs x loop.tiles tiles. With `bufs` (>= 1) the kernel states it (direct allocation or a
+  // what-if). InputError if bufs < 1, the InLoop is malformed or the buffers do not fit.
+  TilePool sbuf_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name,
+                     const InLoop& loop, Loc loc = Loc::current());
+  TilePool psum_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name,
+                     const InLoop& loop, Loc loc = Loc::current());
   TilePool sbuf_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name, int64_t bufs,
                      Loc loc = Loc::current());
   TilePool psum_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name, int64_t bufs,
@@ -235,6 +246,11 @@ class Kernel {
                  const Loc& loc);
   TilePool make_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
                      const std::string& name, int64_t bufs, const Loc& loc);
+  TilePool make_loop_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
+                          const std::string& name, const InLoop& loop, const Loc& loc);
+  TilePool make_explicit_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
+                              const std::string& name, int64_t bufs, const Loc& loc);
+  void record_allocation(AllocationRecord r);
 
   Shared& shared_;
   std::optional<Engine> store_engine_;
