@@ -157,5 +157,25 @@ def test_ops_take_keywords():
     assert np.allclose(s.read("out"), want, rtol=1e-5), np.abs(s.read("out") - want).max()
 
 
+def test_allocation_rule():
+    q = _core.LoopTileQuery(space=_core.MemSpace.SBUF, bytes_per_partition=1024,
+                            loop=_core.InLoop(trip_count=8), free_bytes_per_partition=200 * 1024)
+    c = _core.loop_tile_buffers(q)
+    assert c.bufs == _core.kCompilerMultiBuffer == 2, (c.bufs, c.reason)
+    assert _core.loop_tile_buffers(_core.LoopTileQuery(
+        space=_core.MemSpace.SBUF, bytes_per_partition=1024, loop=_core.InLoop(trip_count=8, dynamic=True),
+        free_bytes_per_partition=200 * 1024)).bufs == 1
+
+    def kernel(k):
+        pool = k.sbuf_pool([128, 256], _core.DType.BF16, "a", _core.InLoop(trip_count=4))  # MARK-pool
+        assert pool.bufs == 2
+        k.psum_pool([128, 512], _core.DType.F32, "p", 3)
+
+    b = _core.build_program(kernel, limits=_core.default_limits(_core.Generation.Trn2))
+    recs = [(a.name, a.source, a.bufs, a.by_rule, a.trip_count) for a in b.allocations]
+    assert recs == [("a", "test_bindings.py:%d" % line_of("MARK-pool"), 2, True, 4),
+                    ("p", "test_bindings.py:%d" % line_of('k.psum_pool([128, 512]'), 3, False, 0)], recs
+
+
 if __name__ == "__main__":
     main(globals())
