@@ -155,8 +155,8 @@ void bind_builder(pyb::module_& m) {
       .def(pyb::init([](isa::MemSpace space, int64_t bytes, const kernels::InLoop& loop, int64_t free) {
              return kernels::LoopTileQuery{space, bytes, loop, free};
            }),
-           pyb::kw_only(), pyb::arg("space"), pyb::arg("bytes_per_partition"), pyb::arg("loop"),
-           pyb::arg("free_bytes_per_partition"))
+           pyb::kw_only(), pyb::arg("space") = isa::MemSpace::SBUF, pyb::arg("bytes_per_partition") = 0,
+           pyb::arg("loop") = kernels::InLoop{}, pyb::arg("free_bytes_per_partition") = 0)
       .def_readwrite("space", &kernels::LoopTileQuery::space)
       .def_readwrite("bytes_per_partition", &kernels::LoopTileQuery::bytes_per_partition)
       .def_readwrite("loop", &kernels::LoopTileQuery::loop)

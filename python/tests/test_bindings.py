@@ -71,8 +71,10 @@ def test_session_runs_and_reads():
     s = _core.Session(b.program, hw)
     x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64) / 7
     s.set_input("x", x)
-    stats = s.run()
+    seen = []
+    stats = s.run(progress=lambda ns, done, total: seen.append((done, total)), progress_every=1)
     assert stats["total_time_ns"] > 0
+    assert seen and seen[-1][1] == 4 and all(0 < d <= 4 for d, _ in seen), seen
     assert np.array_equal(s.read("out"), x)
     raises(trnsim.InputError, s.set_input, "nope", x)
 
@@ -122,6 +124,11 @@ def test_errors_name_the_python_line():
 
     e = raises(trnsim.Error, _core.build_program, bad_matmul, limits=_core.default_limits(_core.Generation.Trn2))
     assert str(e).startswith("test_bindings.py:%d: " % line_of("MARK-matmul")), e
+
+
+def test_caller_loc():
+    f, line = _core.caller_loc()  # MARK-caller
+    assert (f, line) == (THIS, line_of("MARK-caller")), (f, line)
 
 
 def test_python_exception_propagates():

@@ -2,7 +2,7 @@
 # Tracing speed of Python kernels (instructions emitted per host second while a Python kernel builds its
 # program), on a case of the main job's size: the instruction count of configs/workloads/
 # llama3_8b_mlp_down_bwd_mxfp8.json as `trnsim validate` prints it. Target: >= 100,000 instructions/s.
-# Usage: tools/bench/bench_nki_tracing.sh [BUILD_DIR] [REPEATS] [MODULE:FUNCTION]   (bench_nki_tracing.py)
+# Usage: tools/bench/bench_nki_tracing.sh [BUILD_DIR] [REPEATS]   (the cases: bench_nki_tracing.py)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -11,4 +11,4 @@ reps=${2:-3}
 line=$("$build/trnsim" validate configs/workloads/llama3_8b_mlp_down_bwd_mxfp8.json)
 count=$(sed -E 's/.* ([0-9]+) instructions$/\1/' <<<"$line")
 PYTHONPATH="$build/python:tools/bench${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 tools/bench/bench_nki_tracing.py \
-  "$count" "$reps" ${3:+"$3"}
+  "$count" "$reps"
