@@ -135,6 +135,8 @@ void bind_builder(pyb::module_& m) {
       .def("bitcast", &View::bitcast, pyb::arg("dtype"))
       .def("broadcast", &View::broadcast, pyb::arg("dim"), pyb::arg("size"))
       .def("index_rows", &View::index_rows, pyb::arg("rows"))
+      .def("pattern", &View::pattern, pyb::arg("dtype"), pyb::arg("offset_bytes"), pyb::arg("dims"),
+           pyb::arg("partition_start") = 0)
       .def("__repr__",
            [](const View& v) { return v.valid() ? "View(" + v.describe() + ")" : std::string("View()"); });
 

@@ -92,6 +92,10 @@ def test_views():
         seen["pstart"] = t[32:64].partition_start
         seen["neg"] = raises(IndexError, t.__getitem__, (slice(None), -1))
         seen["desc"] = t.describe()
+        p = k.sbuf([128, 1024], _core.DType.F32, "p")
+        seen["pattern"] = p.pattern(_core.DType.F32, 160, [(0, 64), (1, 8), (8, 16)], 32)
+        seen["pattern_bf16"] = p.pattern(_core.DType.BF16, 0, [(0, 128), (0, 4), (1, 2048)]).shape
+        seen["pattern_oob"] = raises(trnsim.InputError, p.pattern, _core.DType.F32, 4, [(0, 128), (1, 1024)])
         seen["handle"] = k
         seen["pid"] = (k.program_id(), k.num_programs(), _core.Kernel.current().serial() == k.serial())
 
@@ -104,6 +108,10 @@ def test_views():
     assert seen["pstart"] == 32
     assert "'t'" in seen["desc"] and "bfloat16" in seen["desc"], seen["desc"]
     assert seen["pid"] == (0, 1, True)
+    pv = seen["pattern"]
+    assert (pv.shape, pv.partition_start, pv.offset_bytes, pv.dtype) == ((64, 8, 16), 32, 160, _core.DType.F32)
+    assert seen["pattern_bf16"] == (128, 4, 2048)
+    assert "p" in str(seen["pattern_oob"]), seen["pattern_oob"]
     # the kernel context is gone once its core's call returned
     raises(ValueError, seen["handle"].program_id)
     assert _core.Kernel.current() is None
