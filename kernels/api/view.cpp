@@ -309,9 +309,11 @@ View View::pattern(isa::DType dtype, int64_t offset_bytes,
   const int64_t es = elem_bytes(dtype);
   View v = *this;
   v.dtype_ = dtype;
-  v.offset_bytes_ = offset_bytes;
+  // offset_bytes counts from this view's start: the storage's, on the whole tile (which may sit anywhere in
+  // its partitions) or tensor.
+  v.offset_bytes_ = offset_bytes_ + offset_bytes;
   v.dims_.clear();
-  int64_t lo = offset_bytes, hi = offset_bytes + es;
+  int64_t lo = v.offset_bytes_, hi = v.offset_bytes_ + es;
   for (size_t i = 0; i < dims.size(); ++i) {
     const auto [stride, size] = dims[i];
     if (size < 1 || stride < 0)

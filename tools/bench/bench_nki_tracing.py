@@ -50,7 +50,7 @@ def core_matmul(k, kt):
 
 
 def nki_matmul(xT, w):
-    """The same matmul in nki.language (one core)."""
+    """The same matmul in nki.language (one core; traced as an nki.jit kernel)."""
     import nki.language as nl
 
     K, Mx = xT.shape
@@ -96,7 +96,9 @@ def main():
     else:
         from trnsim import _runner
 
-        func, _ = _runner.resolve_kernel(nki_matmul)
+        import nki
+
+        func, _ = _runner.resolve_kernel(nki.jit(nki_matmul))
         run = _runner.CoreRunner(func, [("xT", BF16, [128 * kt, M]), ("w", BF16, [128 * kt, N])], {})
         timed("nki.language", run, 1, target, reps, limits)
     timed("_core", lambda k: core_matmul(k, kt), 2, target, reps, limits)
