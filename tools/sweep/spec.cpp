@@ -15,6 +15,7 @@
 #include "sim/base/json_excerpt.h"
 #include "sim/config/hw_config.h"
 #include "sim/config/json_document.h"
+#include "tools/sweep/results.h"
 
 namespace trnsim::sweep {
 namespace fs = std::filesystem;
@@ -147,8 +148,8 @@ void check_values_distinct(const std::string& file, const std::string& at, const
   for (size_t i = 0; i < values.size(); ++i)
     for (size_t j = 0; j < i; ++j)
       if (values[i] == values[j])
-        fail(file, fmt::format("{}.values[{}]", at, i),
-             fmt::format("{} is listed twice (also values[{}])", json_excerpt(values[i]), j));
+        fail(file, fmt::format("{}[{}]", at, i),
+             fmt::format("{} is listed twice (also [{}])", json_excerpt(values[i]), j));
 }
 
 }  // namespace
@@ -233,10 +234,10 @@ Spec parse_spec(const std::string& path) {
   };
   if (doc.contains("axes")) {
     const ordered_json& ax = od["axes"];
-    const auto add_axis = [&](const std::string& at, Axis a, const ordered_json& values) {
-      if (!values.is_array())
-        fail(f, at + ".values", "expected a list of values, found " + json_excerpt(json(values)));
-      if (values.empty()) fail(f, at + ".values", "empty list: an axis needs at least one value");
+    const auto add_axis = [&](const std::string& at, Axis a, const ordered_json& values, bool short_form) {
+      const std::string vat = short_form ? at : at + ".values";
+      if (!values.is_array()) fail(f, vat, "expected a list of values, found " + json_excerpt(json(values)));
+      if (values.empty()) fail(f, vat, "empty list: an axis needs at least one value");
       for (size_t i = 0; i < values.size(); ++i) {
         json v = json(values[i]);
         if (a.path.empty()) {
@@ -247,14 +248,14 @@ Spec parse_spec(const std::string& path) {
         }
         a.values.push_back(std::move(v));
       }
-      check_values_distinct(f, at, a.values);
+      check_values_distinct(f, short_form ? at : at + ".values", a.values);
       add_name(at + ".name", a.name);
       s.axes.push_back(std::move(a));
     };
     if (ax.is_object()) {
       for (const auto& [k, v] : ax.items()) {
         check_path("axes." + k, k);
-        add_axis("axes." + k, Axis{k, k, {}}, v);
+        add_axis("axes." + k, Axis{k, k, {}}, v, true);
       }
     } else if (ax.is_array()) {
       for (size_t i = 0; i < ax.size(); ++i) {
@@ -279,7 +280,7 @@ Spec parse_spec(const std::string& path) {
         } else {
           axis.name = axis.path;
         }
-        add_axis(at, std::move(axis), a["values"]);
+        add_axis(at, std::move(axis), a["values"], false);
       }
     } else {
       fail(f, "axes",
@@ -315,8 +316,13 @@ Spec parse_spec(const std::string& path) {
   }
   if (s.axes.empty() && s.listed.empty())
     fail(f, "", "no points: give \"axes\" (their product is swept) or \"points\" (a list), or both");
-  if (std::find(s.columns.begin(), s.columns.end(), "label") != s.columns.end())
-    fail(f, "axes", "'label' is the name of a listed point's label, not usable as an axis name");
+  for (const std::string& c : s.columns)
+    if (c == "index" || c == "label" || c == "status" || c == "host_seconds" || c == "key" || c == "error" ||
+        is_metric(c))
+      fail(f, "axes",
+           fmt::format("'{}' names a column of the results (index, label, status, the metrics, "
+                       "host_seconds, key, error): give the axis another \"name\"",
+                       c));
 
   if (doc.contains("constraints")) {
     if (!doc["constraints"].is_array()) fail(f, "constraints", "expected a list of expressions (strings)");
