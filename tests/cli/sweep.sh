@@ -54,15 +54,18 @@ check "rerun: 3 kept, the 3 failed redone: $(grep 10/10 "$T/err2.txt")" \
 check "a kept row is untouched" 'cmp -s "$T/row0.json" "$T/o/points/$(row 0 | awk -F, '"'"'{print $(NF-1)}'"'"').json"'
 check "rerun summary" 'grep -qF "small: 10 points: 6 ok, 4 invalid, 0 failed" "$T/run2.txt"'
 
-# 3. Ctrl-C: a sweep of 40 slower points (the main job's timing) on one worker, interrupted after 3 s: exit 130,
-# the finished rows kept, no scratch or temporaries; the rerun runs only the rest.
+# 3. Ctrl-C: a sweep of 40 slower points (the main job's timing) on one worker, interrupted once 2 rows are
+# kept: exit 130, the finished rows kept, no scratch or temporaries; the rerun runs only the rest.
 cat >"$T/big.json" <<JSON
 {"name": "big", "workload": "$SRC/configs/workloads/llama3_8b_mlp_down_bwd_mxfp8.json", "set": {"numerics": false},
  "axes": [{"name": "seed", "path": "inputs.weights.seed", "values": [$(seq -s, 1 40)]}]}
 JSON
 "$TRNSIM" sweep "$T/big.json" --out "$T/b" -j 1 >"$T/b.txt" 2>&1 &
 pid=$!
-sleep 3
+for _ in $(seq 1 600); do
+  [[ $(ls "$T/b/points" 2>/dev/null | wc -l) -ge 2 ]] && break
+  sleep 0.2
+done
 kill -INT $pid
 wait $pid
 rc=$?
