@@ -183,9 +183,13 @@ class LocalSource : public TaskSource {
   std::map<std::string, size_t> waiting_;  // key -> points waiting for it
 };
 
-std::string describe_values(const json& values) {
+std::string describe_values(const ordered_json& values) {
   std::vector<std::string> parts;
-  for (const auto& [k, v] : values.items()) parts.push_back(fmt::format("{}={}", k, short_json(v)));
+  for (const auto& [k, v] : values.items()) {
+    std::string t = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (t.size() > 120) t = t.substr(0, 117) + "...";
+    parts.push_back(fmt::format("{}={}", k, t));
+  }
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
@@ -266,7 +270,7 @@ size_t collect(const std::string& dir, bool report) {
   const ordered_json best = best_record(plan, records);
   const std::string obj = plan.value("objective", "total_time_ns");
   if (!best.is_null()) {
-    json values = json::object();
+    ordered_json values = ordered_json::object();
     for (const json& c : plan["columns"]) values[c.get<std::string>()] = best[c.get<std::string>()];
     std::printf("best by %s (%s): point %s%s: %s = %s\n", obj.c_str(),
                 plan.value("maximize", false) ? "highest" : "lowest", best["index"].dump().c_str(),

@@ -27,6 +27,7 @@ struct SweepCliOptions {
   sweep::SweepOptions local;
   sweep::SlurmOptions slurm;
   int task = -1;
+  bool dry_run = false;
 };
 
 void add_slurm_options(CLI::App* cmd, sweep::SlurmOptions& s) {
@@ -45,7 +46,30 @@ void add_slurm_options(CLI::App* cmd, sweep::SlurmOptions& s) {
       ->check(CLI::Range(0.0, 1e9));
 }
 
+// --dry-run: the points and trnsim validate's verdict on each, nothing run or written.
+int dry_run(const SweepCliOptions& o) {
+  const sweep::Spec spec = sweep::parse_spec(o.file);
+  const sweep::Enumeration e =
+      sweep::enumerate(spec, o.local.yes ? sweep::kMaxPoints : sweep::kConfirmPoints);
+  nlohmann::json plan = sweep::plan_header(spec);
+  sweep::check_all(spec, e.points, plan);
+  size_t invalid = 0;
+  for (const nlohmann::json& pt : plan["points"]) {
+    const bool bad = pt.contains("invalid");
+    invalid += bad;
+    std::printf("%s%s %s: %s\n", pt["index"].dump().c_str(),
+                pt.contains("label") ? (" '" + pt["label"].get<std::string>() + "'").c_str() : "",
+                fmt::format("{}", fmt::join(pt["sets"].get<std::vector<std::string>>(), " ")).c_str(),
+                bad ? ("invalid: " + pt["invalid"].get<std::string>()).c_str() : "ok");
+  }
+  std::printf("%s: %zu points (%llu of the product skipped by the constraints): %zu valid, %zu invalid\n",
+              spec.name.c_str(), e.points.size(), static_cast<unsigned long long>(e.excluded),
+              e.points.size() - invalid, invalid);
+  return 0;
+}
+
 int run_sweep(SweepCliOptions& o) {
+  if (o.dry_run) return dry_run(o);
   if (o.backend == "local") return sweep::run_local(o.file, o.local);
   const sweep::Spec spec = sweep::parse_spec(o.file);
   const sweep::Enumeration e =
@@ -80,6 +104,8 @@ void add_sweep_command(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   cmd->add_flag("--yes", o->local.yes,
                 fmt::format("run a sweep of more than {} points", sweep::kConfirmPoints));
+  cmd->add_flag("--dry-run", o->dry_run,
+                "list the points and check each as trnsim validate does; run nothing");
   cmd->add_flag("--rerun", o->local.rerun,
                 "run every point again, ignoring kept rows (after changing trnsim itself)");
   cmd->add_flag("--keep-stats", o->local.keep_stats, "keep each point's stats.json as DIR/stats/<key>.json");
