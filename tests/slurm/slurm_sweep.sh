@@ -6,33 +6,19 @@
 # locally, then as one sbatch --array job array (25 points per task, at most 4 tasks at once): the rows are
 # identical apart from the host times. Then 10 rows are removed: status counts them, resubmit runs only them,
 # and the rows are identical again. Exit 77 (skipped, with a message) when Slurm is not installed.
-set -uo pipefail
-TRNSIM=$(realpath "$1")
-SRC=$(realpath "$2")
 for tool in slurmctld slurmd munged sbatch squeue sinfo scancel; do
   if ! command -v $tool >/dev/null; then
     echo "SKIPPED: slurm_sweep.sh needs Slurm and munge ($tool is missing: apt-get install slurmctld slurmd slurm-client munge)" >&2
     exit 77
   fi
 done
+source "$(dirname "${BASH_SOURCE[0]}")/../cli/lib/harness.sh"
+TRNSIM=$(realpath "$TRNSIM")
+SRC=$(realpath "$SRC")
 source "$SRC/tests/slurm/local_slurm.sh"
-T=$(mktemp -d)
-cleanup() {
-  slurm_stop
-  rm -rf "$T"
-}
-trap cleanup EXIT
+trap 'slurm_stop; rm -rf "$T"' EXIT
 trap 'exit 130' INT TERM
-passed=0
-failed=0
-check() {
-  if eval "$2"; then passed=$((passed + 1)); else
-    failed=$((failed + 1))
-    echo "FAIL: $1" >&2
-  fi
-}
 SWEEP=$SRC/configs/sweeps/llama3_8b_down_bwd_tiling_200.json
-cd "$T" || exit 1
 slurm_start "$T/slurm" 4 || exit 1
 
 start=$(date +%s)
@@ -75,5 +61,4 @@ strip "$T/sl/results.csv" >"$T/sl2.csv"
 check "rows identical again after resubmit" 'cmp -s "$T/local.csv" "$T/sl2.csv"'
 "$TRNSIM" sweep resubmit "$T/sl" >"$T/re2.txt" 2>&1
 check "nothing to resubmit when every point has its row" 'grep -qF "every point has its row: nothing to submit" "$T/re2.txt"'
-echo "$passed passed, $failed failed"
-[[ $failed == 0 ]]
+finish

@@ -241,6 +241,10 @@ class Pool {
 }  // namespace
 
 void run_pool(const PoolConfig& cfg, TaskSource& source) {
+  struct End {
+    TaskSource& s;
+    ~End() { s.end(); }
+  } end{source};
   Pool(cfg, source).run();
 }
 

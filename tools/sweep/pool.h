@@ -43,6 +43,8 @@ class TaskSource {
   virtual bool idle() { return false; }
   // A point finished: its row (already kept in DIR/points/).
   virtual void finished(const Task& t, const nlohmann::json& row) = 0;
+  // The pool is done with the source (after the last task, or when interrupted): e.g. end a progress line.
+  virtual void end() {}
 };
 
 // Runs the source's tasks to the end. Throws Interrupted after a Ctrl-C / SIGTERM (see above).

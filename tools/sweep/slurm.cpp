@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -84,6 +85,11 @@ void write_text(const std::string& path, const std::string& text) {
   io::write_files_atomic({{path, {text.begin(), text.end()}}});
 }
 
+// A submission folder's number (DIR/slurm/<n>); 0 for a name that is not one.
+long long submission_number(const fs::path& p) {
+  return std::strtoll(p.filename().c_str(), nullptr, 10);
+}
+
 std::vector<fs::path> submissions(const std::string& dir) {
   std::vector<fs::path> subs;
   std::error_code ec;
@@ -91,9 +97,8 @@ std::vector<fs::path> submissions(const std::string& dir) {
   if (!fs::is_directory(s, ec)) return subs;
   for (const auto& e : fs::directory_iterator(s, ec))
     if (e.is_directory()) subs.push_back(e.path());
-  std::sort(subs.begin(), subs.end(), [](const fs::path& a, const fs::path& b) {
-    return std::stoll("0" + a.filename().string()) < std::stoll("0" + b.filename().string());
-  });
+  std::sort(subs.begin(), subs.end(),
+            [](const fs::path& a, const fs::path& b) { return submission_number(a) < submission_number(b); });
   return subs;
 }
 
@@ -184,7 +189,7 @@ int slurm_submit(const std::string& dir, const SlurmOptions& o) {
   per = std::max(per, (n + 999) / 1000);  // Slurm's default MaxArraySize is 1001
   const size_t tasks = (n + per - 1) / per;
   const std::vector<fs::path> subs = submissions(dir);
-  const int number = subs.empty() ? 1 : std::stoi("0" + subs.back().filename().string()) + 1;
+  const long long number = subs.empty() ? 1 : submission_number(subs.back()) + 1;
   const fs::path sub = fs::path(adir) / "slurm" / std::to_string(number);
   fs::create_directories(sub, ec);
   if (ec) throw InputError(fmt::format("{}: cannot create: {}", sub.string(), ec.message()));

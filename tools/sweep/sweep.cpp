@@ -144,7 +144,7 @@ class LocalSource : public TaskSource {
     done_ += n;
     show(done_ == points_.size());
   }
-  void end() { progress_.finish(); }
+  void end() override { progress_.finish(); }
   size_t ran() const { return ran_; }
 
  private:
@@ -233,13 +233,7 @@ int run_local(const std::string& sweep_file, const SweepOptions& o) {
   cfg.keep_stats = o.keep_stats;
   cfg.timeout_seconds = o.timeout_seconds;
   LocalSource src(spec, e.points, plan, dir, o.rerun, jobs);
-  try {
-    run_pool(cfg, src);
-  } catch (const Interrupted&) {
-    src.end();
-    throw;
-  }
-  src.end();
+  run_pool(cfg, src);
   write_plan(dir, plan);
   collect(dir, o.report);
   return 0;

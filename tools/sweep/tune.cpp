@@ -68,7 +68,7 @@ class Search : public TaskSource {
     progress_.update(finished_, ran_, ok_, invalid_, failed_, kept_,
                      finished_ == static_cast<size_t>(o_.budget));
   }
-  void end() { progress_.finish(); }
+  void end() override { progress_.finish(); }
 
  private:
   struct Candidate {
@@ -305,13 +305,7 @@ int run_tune(const std::string& sweep_file, const TuneOptions& o) {
   cfg.workload = spec.workload;
   cfg.dir = dir;
   cfg.jobs = jobs;
-  try {
-    run_pool(cfg, search);
-  } catch (const Interrupted&) {
-    search.end();
-    throw;
-  }
-  search.end();
+  run_pool(cfg, search);
   write_plan(dir, plan);
   collect(dir, o.report);
 
