@@ -12,9 +12,8 @@ for tool in slurmctld slurmd munged sbatch squeue sinfo scancel; do
     exit 77
   fi
 done
-source "$(dirname "${BASH_SOURCE[0]}")/../cli/lib/harness.sh"
-TRNSIM=$(realpath "$TRNSIM")
-SRC=$(realpath "$SRC")
+# The harness works in a scratch folder: the paths given are made absolute first.
+source "$(dirname "${BASH_SOURCE[0]}")/../cli/lib/harness.sh" "$(realpath "$1")" "$(realpath "$2")"
 source "$SRC/tests/slurm/local_slurm.sh"
 trap 'slurm_stop; rm -rf "$T"' EXIT
 trap 'exit 130' INT TERM
