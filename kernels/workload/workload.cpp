@@ -223,11 +223,16 @@ bool is_workload_file(const std::string& path) {
   return doc.is_object() && doc.contains("kernel");
 }
 
+json workload_document(const std::string& path, const std::vector<std::string>& sets) {
+  json doc = config::read_json_document(path);
+  if (!doc.is_object()) Checker(path).fail("", "expected a JSON object at the top level");
+  for (const std::string& s : sets) apply_set(doc, s);
+  return doc;
+}
+
 Workload parse_workload(const std::string& path, const std::vector<std::string>& sets) {
   Checker c(path);
-  json doc = config::read_json_document(path);
-  if (!doc.is_object()) c.fail("", "expected a JSON object at the top level");
-  for (const std::string& s : sets) apply_set(doc, s);
+  json doc = workload_document(path, sets);
   c.keys(doc, "", kTopKeys);
   const std::string dir = fs::path(path).parent_path().string();
 

@@ -91,6 +91,10 @@ bool is_workload_file(const std::string& path);
 // Reads and checks the schema, after applying the --set assignments.
 Workload parse_workload(const std::string& path, const std::vector<std::string>& sets = {});
 
+// The workload file's JSON document with the --set assignments applied (unchecked; what parse_workload
+// reads), e.g. to write a tuned point as a workload file of its own.
+nlohmann::json workload_document(const std::string& path, const std::vector<std::string>& sets = {});
+
 // The tensor a kernel input needs, from the built program.
 struct TensorInfo {
   std::string name;

@@ -41,6 +41,8 @@ int main(int argc, char** argv) {
   trnsim::cli::add_list_command(app);
   trnsim::cli::add_validate_command(app);
   trnsim::cli::add_stats_command(app);
+  trnsim::cli::add_sweep_command(app);
+  trnsim::cli::add_tune_command(app);
 
   try {
     app.parse(argc, argv);
