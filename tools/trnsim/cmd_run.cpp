@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "kernels/workload/workload.h"
+#include "kernels/workload/workload_run.h"
 #include "sim/base/error.h"
 #include "tools/sweep/report_script.h"
 #include "tools/trnsim/commands.h"
@@ -65,7 +66,7 @@ void add_run_command(CLI::App& app) {
         rc = run_program_file(*opts);
       }
     });
-    if (!report->empty() && (rc == 0 || rc == kExitNumericsFail)) {
+    if (!report->empty() && (rc == 0 || rc == workload::kExitNumericsFail)) {
       // stats.json is where the run wrote it: --out, else out/<name> (workloads) or the current directory.
       std::string dir = opts->out;
       if (!opts->out_given)
