@@ -1,0 +1,83 @@
+"""The order in which a traced kernel's instructions are emitted: NKI's default schedule, or program order.
+
+Default ("pipelined"): a load (a DMA from HBM into SBUF/PSUM) is issued as early as its dependencies allow,
+right after the last earlier instruction that touches the buffer it writes (or writes what it reads), and never
+ahead of an earlier load; every other instruction keeps its program position. With tiles declared in loops
+rotating over two buffers, this issues iteration i + 1's loads ahead of iteration i's compute and stores, the
+software pipelining the Neuron compiler's scheduler gives the published tutorial, vector-add and transpose
+kernels (their profiles show one iteration's compute overlapping the next one's loads), and the order the C++
+calibration ports emit with pipelined_loop (kernels/api/schedule.h).
+"program_order": nothing moves (a kernel compiled with the scheduler off, e.g. nki-autotune's
+`--enable-instruction-scheduling=false`).
+
+Dependencies are found on the physical buffers the allocation chose (_alloc), by partition and byte ranges,
+and on HBM tensors by byte range; core_barrier and sendrecv are fences.
+"""
+
+from ._tensor import HBM
+
+_KEEP = 48  # accesses remembered per buffer; older ones fold into a floor (conservative)
+
+
+def _key(v):
+    st = v.st
+    if st.space == HBM:
+        return ("h", st.uid)
+    return st.phys
+
+
+def _rect(v):
+    lo, hi = v.byte_range()
+    if v.st.space == HBM:
+        return (0, 1, lo, hi)
+    return (v.p0, v.p0 + v.partitions, lo, hi)
+
+
+def _overlap(a, b):
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def order(trace, mode="pipelined"):
+    ops = [op for op in trace.ops if not op.attrs.get("dropped")]
+    if mode == "program_order":
+        return ops
+    hist = {}  # buffer key -> [floor key, [(key, rect, is_write), ...]]
+    last_load = None
+    fence = None
+    keys = []
+    n = 0
+    for op in ops:
+        acc = [(_key(v), _rect(v), False) for v in op.reads] + [(_key(v), _rect(v), True) for v in op.writes]
+        if op.load:
+            anchor = last_load
+            if fence is not None and (anchor is None or fence > anchor):
+                anchor = fence
+            for bk, rect, w in acc:
+                h = hist.get(bk)
+                if h is None:
+                    continue
+                if h[0] is not None and (anchor is None or h[0] > anchor):
+                    anchor = h[0]
+                for ok, orect, ow in h[1]:
+                    if (w or ow) and (anchor is None or ok > anchor) and _overlap(rect, orect):
+                        anchor = ok
+            n += 1
+            key = (anchor + (n,)) if anchor is not None else (-1, n)
+            last_load = key
+        else:
+            key = (op.index,)
+            if op.name in ("core_barrier", "sendrecv"):
+                fence = key
+        for bk, rect, w in acc:
+            h = hist.get(bk)
+            if h is None:
+                h = hist[bk] = [None, []]
+            lst = h[1]
+            lst.append((key, rect, w))
+            if len(lst) > _KEEP:
+                old = lst.pop(0)[0]
+                if h[0] is None or old > h[0]:
+                    h[0] = old
+        keys.append(key)
+    idx = sorted(range(len(ops)), key=keys.__getitem__)
+    return [ops[i] for i in idx]

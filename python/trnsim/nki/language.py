@@ -1,0 +1,412 @@
+"""nki.language on the simulator: tensors (nl.ndarray and friends), buffers, dtypes, tile sizes, loops, SPMD
+program ids, index expressions, and the math / memory conveniences, each lowered to nki.isa instructions
+(_lower.py names the documented lowering of each).
+"""
+
+import math as _math
+
+import numpy as _np
+
+from . import _lower, _ops, _trace
+from ._dtypes import BY_NAME as _DT
+from ._dtypes import as_dtype as _as_dtype
+from ._dtypes import modelled as _modelled
+from ._errors import NkiError, caller_loc, unsupported
+from ._index import IndexExpr, Mask, arange, mgrid  # noqa: F401
+from ._tensor import HBM, PSUM, SBUF, Buffer, NkiTensor, Storage
+
+# ---- buffers
+sbuf = Buffer("sbuf", SBUF)
+psum = Buffer("psum", PSUM)
+shared_hbm = Buffer("shared_hbm", HBM)
+hbm = Buffer("hbm", HBM)  # NKI: the kernel's HBM (shared by the cores of the launch)
+private_hbm = Buffer("private_hbm", HBM, private=True)
+
+# ---- dtypes
+float32 = _DT["float32"]
+bfloat16 = _DT["bfloat16"]
+float16 = _DT["float16"]
+tfloat32 = _DT["tfloat32"]
+float8_e4m3 = _DT["float8_e4m3"]
+float8_e4m3fn = _DT["float8_e4m3fn"]
+float8_e5m2 = _DT["float8_e5m2"]
+float8_e8m0fnu = _DT["float8_e8m0fnu"]
+float8_e4m3fn_x4 = _DT["float8_e4m3fn_x4"]
+float8_e5m2_x4 = _DT["float8_e5m2_x4"]
+float4_e2m1fn_x4 = _DT["float4_e2m1fn_x4"]
+int32 = _DT["int32"]
+uint32 = _DT["uint32"]
+int16 = _DT["int16"]
+uint16 = _DT["uint16"]
+int8 = _DT["int8"]
+uint8 = _DT["uint8"]
+bool_ = _DT["bool_"]
+
+# NKI's type name for tensors (annotations, isinstance checks).
+tensor = NkiTensor
+tile = NkiTensor
+
+
+class _TileSize:
+    """nl.tile_size: the hardware's tile limits (of the run's hardware generation)."""
+
+    @property
+    def pmax(self):
+        from ._backend import target
+
+        return target().partitions
+
+    @property
+    def psum_fmax(self):
+        from ._backend import target
+
+        return target().psum_bank_bytes // 4
+
+    gemm_stationary_fmax = 128
+    gemm_moving_fmax = 512
+    bn_stats_fmax = 512
+
+    @property
+    def psum_partition_bytes(self):
+        from ._backend import target
+
+        return target().psum_bytes
+
+    @property
+    def total_available_sbuf_size(self):
+        from ._backend import target
+
+        return target().sbuf_bytes
+
+
+tile_size = _TileSize()
+
+
+class par_dim(int):
+    """nl.par_dim(n): marks the partition dim in an on-chip tensor's shape (the dims before it are block
+    dims: (B..., par_dim(P), F...) is P partitions of B... x F... elements)."""
+
+    def __new__(cls, n):
+        return int.__new__(cls, n)
+
+
+# ---- creation
+
+
+def _buffer(buffer):
+    if buffer is None:
+        return sbuf
+    if isinstance(buffer, Buffer):
+        return buffer
+    raise NkiError(f"buffer must be nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm or nl.private_hbm, got {buffer!r}")
+
+
+def ndarray(shape, dtype, buffer=None, name="", **kwargs):
+    """A new tensor (uninitialised) of `shape` and `dtype` in `buffer` (nl.sbuf by default)."""
+    t = _trace.current("nl.ndarray")
+    if isinstance(shape, int):
+        shape = (shape,)
+    shape = tuple(shape)
+    b = _buffer(buffer)
+    d = _modelled(_as_dtype(dtype))
+    if kwargs.get("address") is not None:
+        unsupported("nl.ndarray(address=...)", "direct allocation at a fixed address; trnsim allocates tiles")
+    loc = caller_loc()
+    if b.space == HBM:
+        dims = tuple(int(s) for s in shape)
+        if any(s <= 0 for s in dims):
+            raise NkiError(f"nl.ndarray: shape {list(dims)} has a dim that is not positive")
+        seq = getattr(t, "hbm_seq", None)
+        if seq is not None and t.hbm_pos < len(seq):
+            # Another program of the launch grid on this core: the same HBM tensor as the first program's.
+            st = seq[t.hbm_pos]
+            t.hbm_pos += 1
+            if st.shape != dims or st.dtype != d:
+                raise NkiError(f"nl.ndarray: program {t.program_id} declares HBM tensor {t.hbm_pos} as "
+                               f"{list(dims)} {d.name}, the first program as {list(st.shape)} {st.dtype.name}")
+            return NkiTensor.whole(st)
+        st = Storage(t, name or "", HBM, d, dims, private=b.private, role="scratch", loc=loc)
+        st.name = name or None  # named when emitted (outputs: 'out', 'out_1', ...)
+        if seq is not None:
+            seq.append(st)
+            t.hbm_pos += 1
+        return NkiTensor.whole(st)
+    pdims = [i for i, s in enumerate(shape) if isinstance(s, par_dim)]
+    if len(pdims) > 1:
+        raise NkiError("nl.ndarray: more than one nl.par_dim in the shape")
+    pdim = pdims[0] if pdims else 0
+    dims = tuple(int(s) for s in shape)
+    _ops.check_tile_shape(dims, pdim, b.space, d, "nl.ndarray")
+    st = Storage(t, t.unique_name(name or "tile"), b.space, d, dims, pdim, loc=loc)
+    st.site = t.call_stack()
+    return NkiTensor.whole(st)
+
+
+def zeros(shape, dtype, buffer=None, name="", **kwargs):
+    return _lower.full(shape, 0.0, dtype, buffer, name)
+
+
+def ones(shape, dtype, buffer=None, name="", **kwargs):
+    return _lower.full(shape, 1.0, dtype, buffer, name)
+
+
+def full(shape, fill_value, dtype, buffer=None, name="", **kwargs):
+    return _lower.full(shape, fill_value, dtype, buffer, name)
+
+
+def empty_like(a, dtype=None, buffer=None, name="", **kwargs):
+    return ndarray(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
+
+
+def ndarray_like(a, dtype=None, buffer=None, name="", **kwargs):
+    return empty_like(a, dtype, buffer, name)
+
+
+def zeros_like(a, dtype=None, buffer=None, name="", **kwargs):
+    return zeros(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
+
+
+def ones_like(a, dtype=None, buffer=None, name="", **kwargs):
+    return ones(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
+
+
+# ---- loops and SPMD
+
+
+def affine_range(*args, **kwargs):
+    """A loop whose iterations carry no dependency (the compiler may pipeline it)."""
+    return _trace.make_range("affine_range", *args, **kwargs)
+
+
+def sequential_range(*args, **kwargs):
+    """A loop whose iterations depend on each other (kept in order)."""
+    return _trace.make_range("sequential_range", *args, **kwargs)
+
+
+def static_range(*args, **kwargs):
+    """A loop unrolled while the kernel is traced."""
+    return _trace.make_range("static_range", *args, **kwargs)
+
+
+def program_id(axis=0):
+    """This program's index along `axis` of the launch grid (under LNC2 with kernel[2]: the physical core)."""
+    t = _trace.current("nl.program_id")
+    if not 0 <= axis < len(t.program_id):
+        raise NkiError(f"nl.program_id({axis}): the launch grid has {len(t.program_id)} dims")
+    return t.program_id[axis]
+
+
+def num_programs(axes=None):
+    t = _trace.current("nl.num_programs")
+    if axes is None:
+        return _math.prod(t.num_programs) if len(t.num_programs) != 1 else t.num_programs[0]
+    if isinstance(axes, int):
+        return t.num_programs[axes]
+    return tuple(t.num_programs[a] for a in axes)
+
+
+def program_ndim():
+    return len(_trace.current("nl.program_ndim").program_id)
+
+
+class nc:
+    """nl.nc(n): a launch-grid dim spread over n physical cores (`kernel[nl.nc(2)]`)."""
+
+    def __init__(self, n):
+        self.n = int(n)
+
+    def __int__(self):
+        return self.n
+
+    def __index__(self):
+        return self.n
+
+
+class spmd_dim:
+    """nl.spmd_dim(size, nl.nc(2)): the legacy grid dim whose programs alternate between the two cores."""
+
+    def __init__(self, size, nc_=None):
+        self.size = int(size)
+        self.nc = int(nc_) if nc_ is not None else 1
+
+    def __int__(self):
+        return self.size
+
+    def __index__(self):
+        return self.size
+
+
+# ---- math: each function object is also the operator NKI passes as `op=` (its .alu / .act name).
+
+
+class _NlFunc:
+    __slots__ = ("__name__", "alu", "act", "_impl", "__doc__")
+
+    def __init__(self, name, impl, alu=None, act=None, doc=""):
+        self.__name__ = name
+        self._impl = impl
+        self.alu = alu
+        self.act = act
+        self.__doc__ = doc
+
+    def __call__(self, *args, **kwargs):
+        return self._impl(*args, **kwargs)
+
+    def __repr__(self):
+        return f"nl.{self.__name__}"
+
+
+def _binary(name, alu):
+    def f(x, y, dtype=None, mask=None, out=None, **kwargs):
+        if mask is not None:
+            x, y = _lower.apply_mask(mask, (x, y))
+        return _lower.elementwise(name, alu, x, y, dtype, out)
+
+    return _NlFunc(name, f, alu=alu, doc=f"nl.{name}(x, y): elementwise {alu}; lowered to nisa.tensor_tensor "
+                                          "(two tiles) or nisa.tensor_scalar (a tile and a number) on Vector")
+
+
+def _unary(name, act):
+    def f(x, dtype=None, mask=None, **kwargs):
+        if mask is not None:
+            (x,) = _lower.apply_mask(mask, (x,))
+        return _lower.unary(name, act, x, dtype)
+
+    return _NlFunc(name, f, act=act, doc=f"nl.{name}(x): lowered to nisa.activation({act}) on Scalar")
+
+
+for _name, _alu in (("add", "add"), ("subtract", "subtract"), ("multiply", "multiply"), ("divide", "divide"),
+                    ("maximum", "maximum"), ("minimum", "minimum"), ("power", "power"), ("equal", "equal"),
+                    ("not_equal", "not_equal"), ("greater", "greater"), ("greater_equal", "greater_equal"),
+                    ("less", "less"), ("less_equal", "less_equal"), ("logical_and", "logical_and"),
+                    ("logical_or", "logical_or"), ("bitwise_and", "bitwise_and"), ("bitwise_or", "bitwise_or"),
+                    ("bitwise_xor", "bitwise_xor"), ("left_shift", "left_shift"),
+                    ("right_shift", "right_shift"), ("abs_max", "abs_max")):
+    globals()[_name] = _binary(_name, _alu)
+
+bypass = _NlFunc("bypass", lambda *a, **k: unsupported("calling nl.bypass"), alu="bypass")
+
+for _name, _act in (("exp", "exp"), ("log", "log"), ("tanh", "tanh"), ("sigmoid", "sigmoid"), ("relu", "relu"),
+                    ("silu", "silu"), ("gelu", "gelu"), ("gelu_apprx_tanh", "gelu_apprx_tanh"), ("sqrt", "sqrt"),
+                    ("rsqrt", "rsqrt"), ("reciprocal", "reciprocal"), ("square", "square"), ("abs", "abs"),
+                    ("sign", "sign"), ("identity", "identity")):
+    globals()[_name] = _unary(_name, _act)
+
+gelu_apprx_tanh_ = globals()["gelu_apprx_tanh"]
+
+
+def _negative(x, dtype=None, mask=None, **kwargs):
+    if mask is not None:
+        (x,) = _lower.apply_mask(mask, (x,))
+    return _lower.elementwise("negative", "multiply", x, -1.0, dtype)
+
+
+negative = _NlFunc("negative", _negative, doc="nl.negative(x): nisa.tensor_scalar(x, multiply, -1) on Vector")
+
+
+def _copy(x, dtype=None, mask=None, **kwargs):
+    return _lower.copy(x, dtype, mask)
+
+
+copy = _NlFunc("copy", _copy, act="copy", doc="nl.copy(x): nisa.tensor_copy into a new SBUF tile")
+
+
+def _reduction(name, alu):
+    def f(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
+        if mask is not None:
+            (x,) = _lower.apply_mask(mask, (x,))
+        return _lower.reduce(name, alu, x, axis, dtype, keepdims)
+
+    return _NlFunc(name, f, alu=alu, doc=f"nl.{name}(x, axis): nisa.tensor_reduce({alu}) on Vector")
+
+
+sum = _reduction("sum", "add")  # noqa: A001
+max = _reduction("max", "maximum")  # noqa: A001
+min = _reduction("min", "minimum")  # noqa: A001
+prod = _reduction("prod", "multiply")
+
+
+def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
+    """nl.mean: tensor_reduce(add) then tensor_scalar(multiply, 1/n) on Vector."""
+    if mask is not None:
+        (x,) = _lower.apply_mask(mask, (x,))
+    s = _lower.reduce("mean", "add", x, axis, dtype, keepdims)
+    ax = tuple(range(1, x.ndim)) if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))
+    n = _math.prod(x.shape[a] for a in ax)
+    _lower.elementwise("mean", "multiply", s, 1.0 / n, out=s)
+    return s
+
+
+# ---- memory and matmul
+
+
+def load(src, *, mask=None, dtype=None, **kwargs):
+    return _lower.load(src, mask, dtype)
+
+
+def store(dst, value, *, mask=None, **kwargs):
+    return _lower.store(dst, value, mask)
+
+
+def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
+    """nl.load_transpose2d: one nisa.dma_transpose from HBM into a new SBUF tile."""
+    from . import isa
+
+    return isa.dma_transpose(src, mask=mask, dtype=dtype)
+
+
+def matmul(x, y, transpose_x=False, *, mask=None, **kwargs):
+    return _lower.matmul(x, y, transpose_x, mask)
+
+
+def transpose(x, *, dtype=None, mask=None, **kwargs):
+    return _lower.transpose(x, dtype, mask)
+
+
+def broadcast_to(src, shape, **kwargs):
+    return src.broadcast_to(shape)
+
+
+def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
+    """nl.where: nisa select on Vector (dst = condition ? x : y; y a tile or a number)."""
+    out = _ops.new_tile(x.shape, _lower.dt(dtype, x.dtype), SBUF, "where")
+    _ops.select(out, condition, x, y)
+    return _lower.fresh(out)
+
+
+# ---- what NKI has and trnsim does not model: calling any raises NkiUnsupported naming the line.
+
+UNSUPPORTED = {
+    "softmax": "", "rms_norm": "", "layer_norm": "", "erf": "", "erf_dx": "", "sin": "", "cos": "",
+    "arctan": "", "floor": "", "ceil": "", "trunc": "", "exp2": "", "softplus": "", "mish": "",
+    "gelu_dx": "", "silu_dx": "", "dropout": "random numbers", "rand": "random numbers",
+    "random_seed": "random numbers", "shared_constant": "", "shared_identity_matrix": "",
+    "device_print": "printing device values", "atomic_rmw": "", "gather_flattened": "",
+    "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
+    "invert": "", "logical_not": "", "logical_xor": "", "var": "", "all": "", "no_reorder": "scheduling hints",
+    "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
+}
+
+
+def _make_unsupported(name, why):
+    def f(*args, **kwargs):
+        unsupported(f"nki.language.{name}", why)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"Not modelled by trnsim: calling it raises NkiUnsupported. {why}".strip()
+    f.__trnsim_unsupported__ = True
+    return f
+
+
+for _n, _why in UNSUPPORTED.items():
+    globals()[_n] = _make_unsupported(_n, _why)
+
+SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "zeros_like", "ones_like",
+             "par_dim", "arange", "mgrid", "affine_range", "sequential_range", "static_range", "program_id",
+             "num_programs", "program_ndim", "nc", "spmd_dim", "load", "store", "load_transpose2d", "copy",
+             "matmul", "transpose", "broadcast_to", "where", "add", "subtract", "multiply", "divide", "maximum",
+             "minimum", "power", "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+             "logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
+             "right_shift", "abs_max", "exp", "log", "tanh", "sigmoid", "relu", "silu", "gelu",
+             "gelu_apprx_tanh", "sqrt", "rsqrt", "reciprocal", "square", "abs", "sign", "identity", "negative",
+             "sum", "max", "min", "prod", "mean", "tile_size"]
