@@ -21,10 +21,11 @@ def matmul_lhsT_blocked(lhsT, rhs, block_m=512, block_n=512, block_k=1024, psum_
     result = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.shared_hbm, name="result")
     kts, mts, nts = block_k // P, block_m // P, block_n // TN
     nbn, nbk, nbm = N // block_n, K // block_k, M // block_m
-    outputs = [nl.ndarray((P, M // P, block_n), dtype=nl.bfloat16, buffer=nl.sbuf) for _ in range(min(4, nbn))]
-    lhsT_sets = [[nl.ndarray((P, kts, block_m), dtype=nl.bfloat16, buffer=nl.sbuf) for _ in range(min(4, nbm))]
-                 for _ in range(min(2, nbk))]
-    rhs_sets = [nl.ndarray((P, kts, block_n), dtype=nl.bfloat16, buffer=nl.sbuf) for _ in range(min(2, nbk))]
+    # Block dims before nl.par_dim: one tensor holding every set (each set its own region, never shared).
+    outputs = nl.ndarray((min(4, nbn), nl.par_dim(P), M // P, block_n), dtype=nl.bfloat16, buffer=nl.sbuf)
+    lhsT_sets = nl.ndarray((min(2, nbk), min(4, nbm), nl.par_dim(P), kts, block_m), dtype=nl.bfloat16,
+                           buffer=nl.sbuf)
+    rhs_sets = nl.ndarray((min(2, nbk), nl.par_dim(P), kts, block_n), dtype=nl.bfloat16, buffer=nl.sbuf)
     psum_tiles = [nl.ndarray((P, TN), dtype=nl.float32, buffer=nl.psum) for _ in range(psum_bufs)]
     turn = 0
     for d2 in range(nbn):
@@ -38,7 +39,7 @@ def matmul_lhsT_blocked(lhsT, rhs, block_m=512, block_n=512, block_k=1024, psum_
                 k0 = d0 * block_k + kt * P
                 nisa.dma_copy(dst=r[:, kt], src=rhs[k0:k0 + P, n0:n0 + block_n])
             for d1 in range(nbm):
-                lt = lhsT_sets[d0 % 2][d1 % 4]
+                lt = lhsT_sets[d0 % 2, d1 % 4]
                 for kt in range(kts):
                     k0 = d0 * block_k + kt * P
                     nisa.dma_copy(dst=lt[:, kt], src=lhsT[k0:k0 + P, d1 * block_m:(d1 + 1) * block_m])

@@ -21,12 +21,11 @@ def matmul_lhs_dma_transpose(lhs, rhs, m_tiles=8, k_tiles=8, rhs_sets=8, psum_bu
     result = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.shared_hbm, name="result")
     BM, BK = m_tiles * P, k_tiles * P
     nbm, nbn, nbk = M // BM, N // TN, K // BK
-    lhsT_sets = {}
-    for d0 in range(nbm):
-        for d1 in range(nbk):
-            if (d1 % 4, d0 % 4) not in lhsT_sets:
-                lhsT_sets[d1 % 4, d0 % 4] = nl.ndarray((P, k_tiles, BM), dtype=nl.bfloat16, buffer=nl.sbuf)
-    rhs_bufs = [nl.ndarray((P, k_tiles, TN), dtype=nl.bfloat16, buffer=nl.sbuf) for _ in range(rhs_sets)]
+    # Block dims before nl.par_dim: one tensor holding every set. The lhsT sets are the (K block mod 4, M
+    # block mod 4) pairs the loops touch.
+    lhsT_sets = nl.ndarray((min(4, nbk), min(4, nbm), nl.par_dim(P), k_tiles, BM), dtype=nl.bfloat16,
+                           buffer=nl.sbuf)
+    rhs_bufs = nl.ndarray((rhs_sets, nl.par_dim(P), k_tiles, TN), dtype=nl.bfloat16, buffer=nl.sbuf)
     out = nl.ndarray((P, m_tiles, N), dtype=nl.bfloat16, buffer=nl.sbuf)
     psum_tiles = [nl.ndarray((P, TN), dtype=nl.float32, buffer=nl.psum) for _ in range(psum_bufs)]
     rturn = pturn = 0
