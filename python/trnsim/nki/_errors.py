@@ -46,16 +46,26 @@ class Loc(tuple):
         return f"{os.path.basename(self[0])}:{self[1]}"
 
 
+_internal = {}  # file name -> inside this package (or Python's import machinery)
+
+
 def _in_package(filename):
-    return filename.startswith(_PKG_DIR) or filename.startswith("<frozen")
+    r = _internal.get(filename)
+    if r is None:
+        r = _internal[filename] = filename.startswith(_PKG_DIR) or filename.startswith("<frozen")
+    return r
 
 
 def caller_loc():
     """The innermost frame outside this package: the kernel line that called into nki."""
     f = sys._getframe(1)
+    internal = _internal
     while f is not None:
         fn = f.f_code.co_filename
-        if not _in_package(fn):
+        r = internal.get(fn)
+        if r is None:
+            r = _in_package(fn)
+        if not r:
             return Loc(fn, f.f_lineno)
         f = f.f_back
     return None

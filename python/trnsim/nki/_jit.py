@@ -121,9 +121,10 @@ def build_core(kernel, args, kwargs):
     plan = _emit.emit(k, trace, _schedule_mode(kernel.options), kernel.options.get("bufs"))
     _last_plans.append({"core": core, "schedule": _schedule_mode(kernel.options), "sbuf_bufs": plan.sbuf_bufs,
                         "psum_bufs": plan.psum_bufs, "sites": plan.report(), "instructions": len(trace.ops)})
+    views = [o.st.phys for o in outs]
+    _release(trace)
     if results is None:
         return None
-    views = [o.st.phys for o in outs]
     return views[0] if not isinstance(results, (tuple, list)) else tuple(views)
 
 
@@ -188,3 +189,16 @@ def _declare_hbm(k, trace, outs):
             name = st.name or f"scratch_{st.uid}"
             st.name = name
             st.phys = k.scratch(name, dtype, list(st.shape), private_to_core=st.private, loc=loc)
+
+
+def _release(trace):
+    """Drops the trace's objects (they form cycles: storages point back at the trace)."""
+    from . import _lower
+
+    for key in [k for k in _lower._FRESH if k[1] == id(trace)]:
+        del _lower._FRESH[key]
+    for st in trace.storages:
+        st.trace = None
+        st.phys = None
+    trace.ops = []
+    trace.storages = []

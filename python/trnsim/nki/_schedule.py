@@ -37,30 +37,53 @@ def _overlap(a, b):
     return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
 
+def _after(anchor, h, rect):
+    """The latest access in history list h overlapping rect, if later than anchor."""
+    if h[0] is not None and (anchor is None or h[0] > anchor):
+        anchor = h[0]
+    for ok, orect in h[1]:
+        if (anchor is None or ok > anchor) and _overlap(rect, orect):
+            anchor = ok
+    return anchor
+
+
+def _note(h, key, rect):
+    lst = h[1]
+    lst.append((key, rect))
+    if len(lst) > _KEEP:
+        old = lst.pop(0)[0]
+        if h[0] is None or old > h[0]:
+            h[0] = old
+
+
 def order(trace, mode="pipelined"):
     ops = [op for op in trace.ops if not op.attrs.get("dropped")]
     if mode == "program_order":
         return ops
-    hist = {}  # buffer key -> [floor key, [(key, rect, is_write), ...]]
+    writes = {}  # buffer key -> [floor key, [(key, rect), ...]] of writes
+    reads = {}  # the same for reads
     last_load = None
     fence = None
     keys = []
     n = 0
     for op in ops:
-        acc = [(_key(v), _rect(v), False) for v in op.reads] + [(_key(v), _rect(v), True) for v in op.writes]
+        r_acc = [(_key(v), _rect(v)) for v in op.reads]
+        w_acc = [(_key(v), _rect(v)) for v in op.writes]
         if op.load:
             anchor = last_load
             if fence is not None and (anchor is None or fence > anchor):
                 anchor = fence
-            for bk, rect, w in acc:
-                h = hist.get(bk)
-                if h is None:
-                    continue
-                if h[0] is not None and (anchor is None or h[0] > anchor):
-                    anchor = h[0]
-                for ok, orect, ow in h[1]:
-                    if (w or ow) and (anchor is None or ok > anchor) and _overlap(rect, orect):
-                        anchor = ok
+            for bk, rect in r_acc:  # read after write
+                h = writes.get(bk)
+                if h is not None:
+                    anchor = _after(anchor, h, rect)
+            for bk, rect in w_acc:  # write after write, write after read
+                h = writes.get(bk)
+                if h is not None:
+                    anchor = _after(anchor, h, rect)
+                h = reads.get(bk)
+                if h is not None:
+                    anchor = _after(anchor, h, rect)
             n += 1
             key = (anchor + (n,)) if anchor is not None else (-1, n)
             last_load = key
@@ -68,16 +91,16 @@ def order(trace, mode="pipelined"):
             key = (op.index,)
             if op.name in ("core_barrier", "sendrecv"):
                 fence = key
-        for bk, rect, w in acc:
-            h = hist.get(bk)
+        for bk, rect in r_acc:
+            h = reads.get(bk)
             if h is None:
-                h = hist[bk] = [None, []]
-            lst = h[1]
-            lst.append((key, rect, w))
-            if len(lst) > _KEEP:
-                old = lst.pop(0)[0]
-                if h[0] is None or old > h[0]:
-                    h[0] = old
+                h = reads[bk] = [None, []]
+            _note(h, key, rect)
+        for bk, rect in w_acc:
+            h = writes.get(bk)
+            if h is None:
+                h = writes[bk] = [None, []]
+            _note(h, key, rect)
         keys.append(key)
     idx = sorted(range(len(ops)), key=keys.__getitem__)
     return [ops[i] for i in idx]

@@ -192,6 +192,9 @@ class NkiTensor:
     def index(self, idx):
         if not isinstance(idx, tuple):
             idx = (idx,)
+        r = self._index_basic(idx)
+        if r is not None:
+            return r
         nd = len(self.dims)
         if any(e is Ellipsis for e in idx):
             k = idx.index(Ellipsis)
@@ -275,6 +278,53 @@ class NkiTensor:
         if self.st.space == HBM:
             pd = -1
         return NkiTensor(self.st, self.dtype, boff, tuple(dims), pd, p0, tuple(vs) if var_strides else None)
+
+    def _index_basic(self, idx):
+        """The common case: integers and slices only, at most one per dim (no Ellipsis, no expressions)."""
+        dims = self.dims
+        if len(idx) > len(dims):
+            return None
+        isz = self.dtype.itemsize
+        boff, p0, pdim = self.boff, self.p0, self.pd
+        out = []
+        pd = -1
+        for d, e in enumerate(idx):
+            stride, size = dims[d]
+            te = type(e)
+            if te is int:
+                if e < 0:
+                    e += size
+                if not 0 <= e < size:
+                    return None  # the general path reports it
+                if d == pdim:
+                    p0 += e
+                else:
+                    boff += e * stride * isz
+            elif te is slice:
+                st, sp, step = e.start, e.stop, e.step
+                if (st is not None and type(st) is not int) or (sp is not None and type(sp) is not int) or (
+                        step is not None and step != 1):
+                    return None
+                st = 0 if st is None else st
+                sp = size if sp is None else sp
+                if st < 0 or sp > size or st >= sp:
+                    return None
+                if d == pdim:
+                    p0 += st
+                    pd = len(out)
+                    out.append((0, sp - st))
+                else:
+                    boff += st * stride * isz
+                    out.append((stride, sp - st))
+            else:
+                return None
+        for d in range(len(idx), len(dims)):
+            if d == pdim:
+                pd = len(out)
+            out.append(dims[d])
+        if self.st.space == HBM:
+            pd = -1
+        return NkiTensor(self.st, self.dtype, boff, tuple(out), pd, p0)
 
     # ---- view operations
     def reshape(self, *shape):

@@ -143,30 +143,37 @@ def ndarray(shape, dtype, buffer=None, name="", **kwargs):
 
 
 def zeros(shape, dtype, buffer=None, name="", **kwargs):
+    """nl.ndarray then nisa.memset(0) (GpSimd; Vector for PSUM) (nki.language.zeros)."""
     return _lower.full(shape, 0.0, dtype, buffer, name)
 
 
 def ones(shape, dtype, buffer=None, name="", **kwargs):
+    """nl.ndarray then nisa.memset(1) (nki.language.ones)."""
     return _lower.full(shape, 1.0, dtype, buffer, name)
 
 
 def full(shape, fill_value, dtype, buffer=None, name="", **kwargs):
+    """nl.ndarray then nisa.memset(fill_value) (nki.language.full)."""
     return _lower.full(shape, fill_value, dtype, buffer, name)
 
 
 def empty_like(a, dtype=None, buffer=None, name="", **kwargs):
+    """nl.ndarray of a's shape (and dtype, buffer unless given); no instruction."""
     return ndarray(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
 
 
 def ndarray_like(a, dtype=None, buffer=None, name="", **kwargs):
+    """As nl.empty_like."""
     return empty_like(a, dtype, buffer, name)
 
 
 def zeros_like(a, dtype=None, buffer=None, name="", **kwargs):
+    """nl.zeros of a's shape."""
     return zeros(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
 
 
 def ones_like(a, dtype=None, buffer=None, name="", **kwargs):
+    """nl.ones of a's shape."""
     return ones(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
 
 
@@ -197,6 +204,7 @@ def program_id(axis=0):
 
 
 def num_programs(axes=None):
+    """Programs of the launch grid (along `axes`)."""
     t = _trace.current("nl.num_programs")
     if axes is None:
         return _math.prod(t.num_programs) if len(t.num_programs) != 1 else t.num_programs[0]
@@ -206,11 +214,12 @@ def num_programs(axes=None):
 
 
 def program_ndim():
+    """Dims of the launch grid."""
     return len(_trace.current("nl.program_ndim").program_id)
 
 
 class nc:
-    """nl.nc(n): a launch-grid dim spread over n physical cores (`kernel[nl.nc(2)]`)."""
+    """A launch-grid dim spread over n physical cores (`kernel[nl.nc(2)]`)."""
 
     def __init__(self, n):
         self.n = int(n)
@@ -223,7 +232,7 @@ class nc:
 
 
 class spmd_dim:
-    """nl.spmd_dim(size, nl.nc(2)): the legacy grid dim whose programs alternate between the two cores."""
+    """The legacy grid dim (size, nl.nc(2)) whose programs alternate between the two cores."""
 
     def __init__(self, size, nc_=None):
         self.size = int(size)
@@ -262,8 +271,9 @@ def _binary(name, alu):
             x, y = _lower.apply_mask(mask, (x, y))
         return _lower.elementwise(name, alu, x, y, dtype, out)
 
-    return _NlFunc(name, f, alu=alu, doc=f"nl.{name}(x, y): elementwise {alu}; lowered to nisa.tensor_tensor "
-                                          "(two tiles) or nisa.tensor_scalar (a tile and a number) on Vector")
+    return _NlFunc(name, f, alu=alu, doc=f"Elementwise {alu}: nisa.tensor_tensor for two tiles, nisa.tensor_scalar "
+                                          "for a tile and a number or a [P, 1] tile, on Vector (nki.language."
+                                          f"{name}); also the ALU operator `op=nl.{name}`")
 
 
 def _unary(name, act):
@@ -272,7 +282,8 @@ def _unary(name, act):
             (x,) = _lower.apply_mask(mask, (x,))
         return _lower.unary(name, act, x, dtype)
 
-    return _NlFunc(name, f, act=act, doc=f"nl.{name}(x): lowered to nisa.activation({act}) on Scalar")
+    return _NlFunc(name, f, act=act, doc=f"One nisa.activation({act}) on Scalar into a new SBUF tile "
+                                         f"(nki.language.{name}); also the activation `op=nl.{name}`")
 
 
 for _name, _alu in (("add", "add"), ("subtract", "subtract"), ("multiply", "multiply"), ("divide", "divide"),
@@ -301,14 +312,15 @@ def _negative(x, dtype=None, mask=None, **kwargs):
     return _lower.elementwise("negative", "multiply", x, -1.0, dtype)
 
 
-negative = _NlFunc("negative", _negative, doc="nl.negative(x): nisa.tensor_scalar(x, multiply, -1) on Vector")
+negative = _NlFunc("negative", _negative, doc="nisa.tensor_scalar(x, multiply, -1) on Vector (nki.language.negative)")
 
 
 def _copy(x, dtype=None, mask=None, **kwargs):
     return _lower.copy(x, dtype, mask)
 
 
-copy = _NlFunc("copy", _copy, act="copy", doc="nl.copy(x): nisa.tensor_copy into a new SBUF tile")
+copy = _NlFunc("copy", _copy, act="copy", doc="One nisa.tensor_copy into a new SBUF tile (nki.language.copy); also "
+                                           "the activation `op=nl.copy`")
 
 
 def _reduction(name, alu):
@@ -317,7 +329,8 @@ def _reduction(name, alu):
             (x,) = _lower.apply_mask(mask, (x,))
         return _lower.reduce(name, alu, x, axis, dtype, keepdims)
 
-    return _NlFunc(name, f, alu=alu, doc=f"nl.{name}(x, axis): nisa.tensor_reduce({alu}) on Vector")
+    return _NlFunc(name, f, alu=alu, doc=f"One nisa.tensor_reduce({alu}) over the free axes on Vector "
+                                          f"(nki.language.{name})")
 
 
 sum = _reduction("sum", "add")  # noqa: A001
@@ -327,7 +340,7 @@ prod = _reduction("prod", "multiply")
 
 
 def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
-    """nl.mean: tensor_reduce(add) then tensor_scalar(multiply, 1/n) on Vector."""
+    """nisa.tensor_reduce(add) then nisa.tensor_scalar(multiply, 1/n) on Vector (nki.language.mean)."""
     if mask is not None:
         (x,) = _lower.apply_mask(mask, (x,))
     s = _lower.reduce("mean", "add", x, axis, dtype, keepdims)
@@ -341,10 +354,13 @@ def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
 
 
 def load(src, *, mask=None, dtype=None, **kwargs):
+    """One nisa.dma_copy from HBM into a new SBUF tile (nki.language.load); dtype casts on the DMA."""
     return _lower.load(src, mask, dtype)
 
 
 def store(dst, value, *, mask=None, **kwargs):
+    """One nisa.dma_copy from SBUF into HBM; a PSUM value is first copied to SBUF with nisa.tensor_copy, as
+    the page says (nki.language.store)."""
     return _lower.store(dst, value, mask)
 
 
@@ -356,19 +372,25 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
 
 
 def matmul(x, y, transpose_x=False, *, mask=None, **kwargs):
+    """nisa.nc_matmul(stationary=x, moving=y) into a new PSUM tile; without transpose_x the documented extra
+    transpose first: nisa.nc_transpose of x on the Tensor engine and a tensor_copy to SBUF
+    (nki.language.matmul)."""
     return _lower.matmul(x, y, transpose_x, mask)
 
 
 def transpose(x, *, dtype=None, mask=None, **kwargs):
+    """nisa.nc_transpose on the Tensor engine into a new PSUM tile (Vector engine into SBUF for tiles of at
+    most 32 x 32) (nki.language.transpose; nki.isa.nc_transpose's engine limits)."""
     return _lower.transpose(x, dtype, mask)
 
 
 def broadcast_to(src, shape, **kwargs):
+    """A stride-0 view along the size-1 free dims; no instruction (nki.language.broadcast_to)."""
     return src.broadcast_to(shape)
 
 
 def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
-    """nl.where: nisa select on Vector (dst = condition ? x : y; y a tile or a number)."""
+    """One select (dst = condition ? x : y; y a tile or a number) on Vector (nki.language.where)."""
     out = _ops.new_tile(x.shape, _lower.dt(dtype, x.dtype), SBUF, "where")
     _ops.select(out, condition, x, y)
     return _lower.fresh(out)
