@@ -502,6 +502,21 @@ class NkiTensor:
     def __rtruediv__(self, o):
         return self._bin(o, "divide", True)
 
+    def __iadd__(self, o):
+        from . import _lower
+
+        return _lower.iadd(self, o)
+
+    def __isub__(self, o):
+        from . import language as nl
+
+        return nl.subtract(self, o, out=self)
+
+    def __imul__(self, o):
+        from . import language as nl
+
+        return nl.multiply(self, o, out=self)
+
     def __neg__(self):
         from . import language as nl
 
