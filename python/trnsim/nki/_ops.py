@@ -32,6 +32,15 @@ DEFAULT_ENGINE = {
 F32 = BY_NAME["float32"]
 
 
+def _target():
+    t = _trace.active()
+    if t is not None:
+        return t.target
+    from ._backend import target
+
+    return target()
+
+
 def _engine_for(name, engine, views):
     if engine is not None:
         return engine
@@ -67,19 +76,17 @@ def new_tile(shape, dtype, space, name, loc=None):
     t = _trace.current()
     shape = tuple(int(s) for s in shape)
     check_tile_shape(shape, 0, space, dtype, "result")
-    st = Storage(t, t.unique_name(name), space, dtype, shape, 0, loc=loc or caller_loc())
+    st = Storage(t, name, space, dtype, shape, 0, loc=loc or caller_loc())
     st.site = t.call_stack()
     v = NkiTensor.whole(st)
     return v
 
 
 def check_tile_shape(shape, pdim, space, dtype, what):
-    from ._backend import target
-
     if not shape:
         raise NkiError(f"an {space} tensor needs at least a partition dim")
     p = shape[pdim]
-    tg = target()
+    tg = _target()
     if p > tg.partitions:
         raise NkiError(f"{what}: partition dim {p} exceeds the {tg.partitions} partitions of {space.upper()} "
                        f"(shape {list(shape)}; nl.tile_size.pmax is {tg.partitions})")
@@ -101,8 +108,7 @@ def check_tile_shape(shape, pdim, space, dtype, what):
 
 
 def _region(v):
-    lo, hi = v.byte_range()
-    return (v.p0, v.p0 + v.partitions, lo, hi)
+    return v.rect()
 
 
 def _overlap(a, b):
@@ -140,9 +146,15 @@ def _psum_others(t, views, skip=None):
 
 def record(name, args, reads, writes, attrs, loc=None):
     t = _trace.current()
-    if t.__dict__.get("_psum_groups") is not None or any(v.st.space == PSUM for v in reads + writes):
-        if name not in ("nc_matmul", "nc_matmul_mx", "memset"):
+    for v in reads:
+        if v.st.space is PSUM:
             _psum_others(t, reads + writes)
+            break
+    else:
+        for v in writes:
+            if v.st.space is PSUM:
+                _psum_others(t, reads + writes)
+                break
     return t.record(name, args, reads, writes, attrs, loc)
 
 

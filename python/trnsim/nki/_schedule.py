@@ -27,10 +27,7 @@ def _key(v):
 
 
 def _rect(v):
-    lo, hi = v.byte_range()
-    if v.st.space == HBM:
-        return (0, 1, lo, hi)
-    return (v.p0, v.p0 + v.partitions, lo, hi)
+    return v.rect()
 
 
 def _overlap(a, b):
@@ -41,8 +38,9 @@ def _after(anchor, h, rect):
     """The latest access in history list h overlapping rect, if later than anchor."""
     if h[0] is not None and (anchor is None or h[0] > anchor):
         anchor = h[0]
-    for ok, orect in h[1]:
-        if (anchor is None or ok > anchor) and _overlap(rect, orect):
+    a0, a1, a2, a3 = rect
+    for ok, (b0, b1, b2, b3) in h[1]:
+        if a0 < b1 and b0 < a1 and a2 < b3 and b2 < a3 and (anchor is None or ok > anchor):
             anchor = ok
     return anchor
 
@@ -67,8 +65,8 @@ def order(trace, mode="pipelined"):
     keys = []
     n = 0
     for op in ops:
-        r_acc = [(_key(v), _rect(v)) for v in op.reads]
-        w_acc = [(_key(v), _rect(v)) for v in op.writes]
+        r_acc = [(v.st.phys if v.st.space != HBM else ("h", v.st.uid), v.rect()) for v in op.reads]
+        w_acc = [(v.st.phys if v.st.space != HBM else ("h", v.st.uid), v.rect()) for v in op.writes]
         if op.load:
             anchor = last_load
             if fence is not None and (anchor is None or fence > anchor):

@@ -50,7 +50,9 @@ class Storage:
         self.dtype = dtype
         self.shape = tuple(shape)
         self.pdim = pdim if space != HBM else -1
-        n = math.prod(self.shape)
+        n = 1
+        for x in self.shape:
+            n *= x
         if space == HBM:
             self.pbytes = n * dtype.itemsize
         else:
@@ -70,6 +72,9 @@ class Storage:
         return f"{self.space} '{self.name}'{list(self.shape)} {self.dtype.name}"
 
 
+_WHOLE = {}  # (hbm, shape, pdim) -> dims of the whole-tensor view
+
+
 def _row_major(shape):
     strides, s = [], 1
     for n in reversed(shape):
@@ -81,9 +86,9 @@ def _row_major(shape):
 class NkiTensor:
     """A view of a storage (see the module docstring)."""
 
-    __slots__ = ("st", "dtype", "boff", "dims", "pd", "p0", "vars", "__weakref__")
+    __slots__ = ("st", "dtype", "boff", "dims", "pd", "p0", "vars", "_rect", "__weakref__")
 
-    def __init__(self, st, dtype, boff, dims, pd, p0, vars=None):
+    def __init__(self, st, dtype, boff, dims, pd, p0, vars=None):  # noqa: A002
         self.st = st
         self.dtype = dtype
         self.boff = boff
@@ -91,9 +96,20 @@ class NkiTensor:
         self.pd = pd
         self.p0 = p0
         self.vars = vars  # per dim: the nl.arange variable that indexed it (masks), or None
+        self._rect = None  # (p0, p1, byte lo, byte hi), computed once (scheduling, PSUM groups)
 
     @staticmethod
     def whole(st):
+        key = (st.space == HBM, st.shape, st.pdim)
+        dims = _WHOLE.get(key)
+        if dims is not None:
+            return NkiTensor(st, st.dtype, 0, dims, -1 if st.space == HBM else st.pdim, 0)
+        v = NkiTensor._whole(st)
+        _WHOLE[key] = v.dims
+        return v
+
+    @staticmethod
+    def _whole(st):
         if st.space == HBM:
             strides = _row_major(st.shape)
             return NkiTensor(st, st.dtype, 0, tuple(zip(strides, st.shape)), -1, 0)
@@ -119,7 +135,10 @@ class NkiTensor:
 
     @property
     def size(self):
-        return math.prod(self.shape)
+        n = 1
+        for d in self.dims:
+            n *= d[1]
+        return n
 
     @property
     def itemsize(self):
@@ -161,9 +180,13 @@ class NkiTensor:
     @property
     def free_size(self):
         """Elements per partition (on-chip) or per row (HBM)."""
-        if self.st.space == HBM:
-            return math.prod(n for _, n in self.dims[1:])
-        return math.prod(n for i, (_, n) in enumerate(self.dims) if i != self.pd)
+        dims = self.dims
+        skip = 0 if self.st.space == HBM else self.pd
+        n = 1
+        for i, d in enumerate(dims):
+            if i != skip:
+                n *= d[1]
+        return n
 
     def __repr__(self):
         return f"NkiTensor({self.st.name}, shape={list(self.shape)}, dtype={self.dtype.name}, {self.st.space})"
@@ -456,17 +479,35 @@ class NkiTensor:
 
     def byte_range(self):
         """[lo, hi) bytes of the storage (per partition on-chip) the view touches."""
+        r = self._rect
+        if r is None:
+            r = self.rect()
+        return r[2], r[3]
+
+    def rect(self):
+        """(first partition, end partition, first byte, end byte): partitions x bytes-per-partition on chip,
+        (0, 1, bytes) in HBM."""
+        r = self._rect
+        if r is not None:
+            return r
         isz = self.dtype.itemsize
         lo = hi = self.boff
-        for i, (s, n) in enumerate(self.dims):
-            if i == self.pd or n <= 1:
-                continue
-            ext = s * (n - 1) * isz
-            if ext < 0:
-                lo += ext
-            else:
-                hi += ext
-        return lo, hi + isz
+        pd = self.pd
+        i = 0
+        for s, n in self.dims:
+            if i != pd and n > 1:
+                ext = s * (n - 1) * isz
+                if ext < 0:
+                    lo += ext
+                else:
+                    hi += ext
+            i += 1
+        if self.st.space == HBM:
+            r = (0, 1, lo, hi + isz)
+        else:
+            r = (self.p0, self.p0 + (self.dims[pd][1] if pd >= 0 else 1), lo, hi + isz)
+        self._rect = r
+        return r
 
     def part_range(self):
         return self.p0, self.p0 + self.partitions

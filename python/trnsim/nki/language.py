@@ -131,13 +131,15 @@ def ndarray(shape, dtype, buffer=None, name="", **kwargs):
             seq.append(st)
             t.hbm_pos += 1
         return NkiTensor.whole(st)
-    pdims = [i for i, s in enumerate(shape) if isinstance(s, par_dim)]
-    if len(pdims) > 1:
-        raise NkiError("nl.ndarray: more than one nl.par_dim in the shape")
-    pdim = pdims[0] if pdims else 0
-    dims = tuple(int(s) for s in shape)
+    pdim = 0
+    if type(shape[0]) is not int or any(type(s) is par_dim for s in shape):
+        pdims = [i for i, s in enumerate(shape) if isinstance(s, par_dim)]
+        if len(pdims) > 1:
+            raise NkiError("nl.ndarray: more than one nl.par_dim in the shape")
+        pdim = pdims[0] if pdims else 0
+    dims = tuple(s if type(s) is int else int(s) for s in shape)
     _ops.check_tile_shape(dims, pdim, b.space, d, "nl.ndarray")
-    st = Storage(t, t.unique_name(name or "tile"), b.space, d, dims, pdim, loc=loc)
+    st = Storage(t, name or "tile", b.space, d, dims, pdim, loc=loc)
     st.site = t.call_stack()
     return NkiTensor.whole(st)
 
