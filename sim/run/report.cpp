@@ -354,6 +354,7 @@ json stats_json(const RunReport& r) {
       ks[s.name] = {{"value", finite_or_null(s.value)}, {"unit", s.unit}, {"description", s.description}};
     j["kernel_stats"] = ks;
   }
+  if (!r.allocations.empty()) j["allocations"] = r.allocations;
   if (!r.notes.empty()) j["notes"] = r.notes;
   if (r.numerics_run) {
     json num = json::object();
@@ -375,7 +376,7 @@ json stats_json(const RunReport& r) {
   for (const auto& [k, v] : j.items()) walk(v, k, paths);
   json defs = json::object();
   for (const char* parent : {"engines", "summary", "opcodes", "source_lines", "numerics", "kernel_stats",
-                             "trace", "critical_path"})
+                             "allocations", "trace", "critical_path"})
     if (j.contains(parent)) paths.push_back(parent);
   for (const std::string& p : paths) {
     const StatDef* d = find_stat_def(p);

@@ -16,12 +16,15 @@
 // vector engine"; its profile shows the tensor_tensor on VectorE). The DMAs carry no engine or dge_mode, so
 // the compiler places them: NKI's defaults as the builder resolves them (kernels/api/dma_mode.h: hardware
 // DGE, the loads on SP, the store on ACT). Allocation and order: a_tile, b_tile and res are allocated inside
-// the loop, so each rotates over `bufs` buffers (the compiler's choice; 2 by default), and the loop is
-// emitted software-pipelined with a lookahead of bufs - 1 iterations: the README explains FREE_DIM = 1000
-// beating FREE_DIM = 2000 on n = 256000 by pipelining across iterations. bufs = 1 is the loop with one tile
-// set (program order, serialised).
+// the loop, so each rotates over the buffers the compiler's allocation rule gives it (kernels/api/
+// alloc_rule.h: 2 when the loop runs more than once; `bufs` overrides it, the published kernel does not set
+// it), and the loop is emitted software-pipelined with a lookahead of one iteration less than the loads'
+// buffers: the README explains FREE_DIM = 1000 beating FREE_DIM = 2000 on n = 256000 by pipelining across
+// iterations. bufs = 1 is the loop with one tile set (program order, serialised).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +39,8 @@ namespace {
 struct Params {
   int64_t n = 0;
   bool stream = true;
-  int64_t row_chunk = 128, free_dim = 2, bufs = 2;
+  int64_t row_chunk = 128, free_dim = 2;
+  std::optional<int64_t> bufs;
 
   static void describe(Schema<Params>& s) {
     s.add(&Params::n, "n", "vector length").range(1, 1 << 30);
@@ -46,9 +50,9 @@ struct Params {
     s.add(&Params::free_dim, "free_dim", "elements per partition of a tile (stream: FREE_DIM)", 2)
         .range(1, 1 << 16);
     s.add(&Params::bufs, "bufs",
-          "buffers each tile allocated in the loop rotates over; the loop runs bufs - 1 iterations ahead "
-          "(1: one tile set, iterations serialised)",
-          2)
+          "buffers each tile allocated in the loop rotates over; null: the compiler's allocation rule "
+          "(kernels/api/alloc_rule.h); the loop runs bufs - 1 iterations ahead (1: one tile set, iterations "
+          "serialised)")
         .range(1, 64);
   }
 };
@@ -69,14 +73,15 @@ void kernel(Kernel& k, const Params& p) {
   const auto block = [&](const View& v, int64_t m) {
     return p.stream ? v(all, S(m * cols, (m + 1) * cols)) : v(S(m * rows, (m + 1) * rows));
   };
-  TilePool a_tiles = k.sbuf_pool({rows, cols}, DType::F32, "a_tile", p.bufs);
-  TilePool b_tiles = k.sbuf_pool({rows, cols}, DType::F32, "b_tile", p.bufs);
-  TilePool res_tiles = k.sbuf_pool({rows, cols}, DType::F32, "res", p.bufs);
+  const InLoop loop{.trip_count = p.n / (rows * cols), .bufs = p.bufs};
+  TilePool a_tiles = k.sbuf_pool({rows, cols}, DType::F32, "a_tile", loop);
+  TilePool b_tiles = k.sbuf_pool({rows, cols}, DType::F32, "b_tile", loop);
+  TilePool res_tiles = k.sbuf_pool({rows, cols}, DType::F32, "res", loop);
   struct Tiles {
     View a, b;
   };
   pipelined_loop(
-      p.n / (rows * cols), p.bufs - 1,
+      p.n / (rows * cols), std::min(a_tiles.bufs(), b_tiles.bufs()) - 1,
       [&](int64_t m) {
         Tiles t{a_tiles.next(), b_tiles.next()};
         nki::dma_copy(t.a, block(a2, m));
