@@ -3,15 +3,13 @@ tile of the earlier calling style) gets.
 
 The model (docs/nki.md, "Allocation"): tensors are grouped by allocation site, the kernel line that made them
 together with the lines of the helper calls leading to it (a tile declared in a loop body is one site, made
-once per iteration). A site gets a pool of buffers, `bufs` times the number of its tensors alive at once (a
-tensor lives from its first to its last access), at most one per tensor; its tensors take the pool's buffers
-in rotation, skipping a buffer still held by a live tensor. So a tile declared once is one buffer (every
-reuse waits for the previous readers), and a tile declared in a loop rotates over `bufs` buffers per live
-copy, letting the next iteration's loads overlap this iteration's compute, as the Neuron compiler's
-allocator does for tiles declared inside loops (NKI Block Dimension Migration Guide; the calibration
-ports' TilePools, kernels/api/pool.h).
-
-`loop_tile_buffers` is the rule's one place; it answers the same as the C++ calibration kernels' pools.
+once per iteration). A tensor lives from its first to its last access; a site's `tiles` are its tensors alive
+at once and its trip count the declarations over that. The site's pool holds `bufs` x `tiles` buffers, `bufs`
+from the allocation rule (kernels/api/alloc_rule.h: 1 for a declaration that runs once, 2 in SBUF, every free
+bank in PSUM, never more than fits beside the tiles declared after it), the same rule the C++ kernels' pools
+ask; its tensors take the buffers in rotation, skipping one still held by a live tensor. So a tile declared
+once is one buffer (every reuse waits for the previous readers), and a tile declared in a loop rotates, letting
+the next iteration's loads overlap this iteration's compute (kernels/api/pool.h).
 """
 
 import math
@@ -20,16 +18,35 @@ from ._errors import NkiError
 from ._tensor import PSUM, SBUF
 
 
-def loop_tile_buffers(space, in_loop):
-    """Buffers per live tensor of an allocation site: 2 for a site made more than once (a tile declared in a
-    loop: double buffering, the C++ calibration ports' default `bufs` and `psum_bufs`), 1 for a tensor made
-    once."""
-    return 2 if in_loop else 1
+def loop_tile_buffers(space, bytes_per_partition, trip_count, tiles, free_bytes, reserve_bytes):
+    """(bufs, reason): the allocation rule of kernels/api/alloc_rule.h, the one the C++ kernels' pools ask,
+    through the binding (trnsim._core.loop_tile_buffers) when the build has it. The fallback below states
+    the same rule for builds whose bindings predate it: 1 for a declaration that runs once; SBUF double
+    buffering; PSUM every free bank up to the trip count; never more than fits beside the reserve."""
+    from . import _emit
+
+    c = _emit.core()
+    f = getattr(c, "loop_tile_buffers", None)
+    if f is not None:
+        q = c.LoopTileQuery()
+        q.space = c.MemSpace.SBUF if space == SBUF else c.MemSpace.PSUM
+        q.bytes_per_partition = bytes_per_partition
+        q.loop = c.InLoop(trip_count=trip_count, tiles=tiles, reserve_bytes_per_partition=reserve_bytes)
+        q.free_bytes_per_partition = free_bytes
+        r = f(q)
+        return r.bufs, r.reason
+    if trip_count == 1:
+        return 1, "declared once: nothing to rotate"
+    wanted = min(2, trip_count) if space == SBUF else max(1, min(free_bytes // bytes_per_partition, trip_count))
+    fit = max(0, free_bytes - reserve_bytes) // bytes_per_partition
+    if fit < wanted:
+        return max(1, fit), f"only {fit} fit beside the loop body's other tiles"
+    return wanted, "double buffering (compiler default)" if space == SBUF else "every free PSUM bank"
 
 
 class Site:
     __slots__ = ("key", "space", "storages", "live", "bufs", "pool_size", "buffer_bytes", "shape", "dtype",
-                 "loc", "uid", "first", "last", "partitions")
+                 "loc", "uid", "first", "last", "partitions", "unit", "reason")
 
     def __init__(self, key, st, uid):
         self.key = key
@@ -59,12 +76,13 @@ class Plan:
     def report(self):
         return [{"site": s.uid, "space": s.space, "line": str(s.loc) if s.loc else "?",
                  "shape": list(s.shape), "dtype": s.dtype.name, "tensors": len(s.storages), "live": s.live,
-                 "bufs": s.bufs, "buffers": s.pool_size, "bytes_per_partition": s.buffer_bytes * s.pool_size}
+                 "bufs": s.bufs, "buffers": s.pool_size, "reason": s.reason,
+                 "bytes_per_partition": s.bufs * s.unit}
                 for s in self.sites]
 
 
-def _bank_round(nbytes, bank):
-    return -(-nbytes // bank) * bank
+def _round(nbytes, granule):
+    return -(-nbytes // granule) * granule
 
 
 def plan(trace, bufs_override=None):
@@ -87,45 +105,38 @@ def plan(trace, bufs_override=None):
         for st in s.storages:
             ev.append((st.first, 1))
             ev.append((st.last + 1, -1))
-        ev.sort(key=lambda e: (e[0], e[1]))
+        ev.sort()
         cur = peak = 0
         for _, d in ev:
             cur += d
             peak = max(peak, cur)
         s.live = peak
-
-    def size_pools(scale_sbuf, scale_psum):
-        for s in sites:
-            b = loop_tile_buffers(s.space, len(s.storages) > 1)
-            if b > 1:
-                b = scale_sbuf if s.space == SBUF else scale_psum
-            if bufs_override is not None and len(s.storages) > 1:
-                b = bufs_override
-            s.bufs = b
-            s.pool_size = min(len(s.storages), b * s.live)
-
-    def used(space):
-        if space == SBUF:
-            return sum(s.pool_size * s.buffer_bytes for s in sites if s.space == SBUF)
-        bank = target.psum_bank_bytes
-        return sum(s.pool_size * _bank_round(s.buffer_bytes, bank) for s in sites if s.space == PSUM)
-
-    # Double-buffer what fits; when a memory cannot hold two copies of every in-loop site, every in-loop
-    # site of it gets one per live tensor (as the calibration workloads that run out of SBUF set bufs 1).
-    sb, ps = 2, 2
-    size_pools(sb, ps)
-    if used(SBUF) > target.sbuf_bytes and bufs_override is None:
-        sb = 1
-    if used(PSUM) > target.psum_bytes and bufs_override is None:
-        ps = 1
-    size_pools(sb, ps)
-    for space, cap in ((SBUF, target.sbuf_bytes), (PSUM, target.psum_bytes)):
-        if used(space) > cap:
+    # Sites are allocated in the order the kernel first declared them (as the C++ kernels make their pools),
+    # each asking the rule with the space still free and, as reserve, one buffer of every site declared after
+    # it in the same memory.
+    cap = {SBUF: target.sbuf_bytes, PSUM: target.psum_bytes}
+    gran = {SBUF: 64, PSUM: target.psum_bank_bytes}
+    used = {SBUF: 0, PSUM: 0}
+    for s in sites:
+        s.unit = _round(s.buffer_bytes, gran[s.space]) * s.live
+    for i, s in enumerate(sites):
+        n = len(s.storages)
+        trip = -(-n // s.live)
+        reserve = sum(o.unit for o in sites[i + 1:] if o.space == s.space)
+        free = cap[s.space] - used[s.space]
+        if bufs_override is not None and trip > 1:
+            s.bufs, s.reason = bufs_override, "explicit bufs"
+        else:
+            s.bufs, s.reason = loop_tile_buffers(s.space, s.unit, trip, s.live, free, reserve)
+        s.pool_size = s.bufs * s.live
+        used[s.space] += s.bufs * s.unit
+    for space in (SBUF, PSUM):
+        if used[space] > cap[space]:
             big = sorted((s for s in sites if s.space == space), key=lambda s: -s.pool_size * s.buffer_bytes)
             lines = "; ".join(f"{s.loc}: {s.pool_size} x {list(s.shape)} {s.dtype.name} "
-                              f"({s.pool_size * s.buffer_bytes} B)" for s in big[:4])
-            raise NkiError(f"the kernel's {space.upper()} tiles need {used(space)} bytes per partition alive at "
-                           f"once, more than the {cap} the core has (largest: {lines})", loc=big[0].loc)
+                              f"({s.bufs * s.unit} B)" for s in big[:4])
+            raise NkiError(f"the kernel's {space.upper()} tiles need {used[space]} bytes per partition alive at "
+                           f"once, more than the {cap[space]} the core has (largest: {lines})", loc=big[0].loc)
     # Assign buffers in rotation, skipping buffers still held.
     for s in sites:
         held_until = [-1] * s.pool_size
@@ -136,11 +147,9 @@ def plan(trace, bufs_override=None):
                 if held_until[b] < st.first:
                     break
             else:
-                # More tensors alive than the pool: give the site one more buffer (never shares a live one).
-                held_until.append(-1)
-                b = s.pool_size
-                s.pool_size += 1
+                raise NkiError(f"{s.loc}: more tiles of this site alive at once than its {s.pool_size} buffers",
+                               loc=s.loc)
             held_until[b] = st.last
             st.phys = (s.uid, b)
             r = b + 1
-    return Plan(sites, sb, ps)
+    return Plan(sites, None, None)

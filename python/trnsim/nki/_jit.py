@@ -119,8 +119,8 @@ def build_core(kernel, args, kwargs):
     outs = _outputs(results)
     _declare_hbm(k, trace, outs)
     plan = _emit.emit(k, trace, _schedule_mode(kernel.options), kernel.options.get("bufs"))
-    _last_plans.append({"core": core, "schedule": _schedule_mode(kernel.options), "sbuf_bufs": plan.sbuf_bufs,
-                        "psum_bufs": plan.psum_bufs, "sites": plan.report(), "instructions": len(trace.ops)})
+    _last_plans.append({"core": core, "schedule": _schedule_mode(kernel.options), "sites": plan.report(),
+                        "instructions": len(trace.ops)})
     views = [o.st.phys for o in outs]
     _release(trace)
     if results is None:
