@@ -35,3 +35,39 @@ def baremetal(kernel=None, **kwargs):
 
 
 simulate = baremetal
+
+_platform_benchmark = benchmark
+
+
+class _Benchmarked:
+    """What nki.benchmark(kernel, warmup=..., iters=...) returns in NKI: call it with the arrays, then read
+    `.benchmark_result.nc_latency.get_latency_percentile(p)` (a simulated run is deterministic: one run)."""
+
+    def __init__(self, kernel, trace):
+        self.kernel = kernel
+        self.trace = trace
+        self.benchmark_result = None
+
+    def __call__(self, *args, **kwargs):
+        self.benchmark_result = _platform_benchmark(self.kernel, *args, trace=self.trace, **kwargs)
+        return self.benchmark_result.outputs[0] if len(self.benchmark_result.outputs) == 1 else tuple(
+            self.benchmark_result.outputs)
+
+
+_NKI_BENCH_OPTIONS = ("warmup", "iters", "save_neff_name", "save_trace_name", "additional_compile_opt",
+                      "device_count")
+
+
+def benchmark(kernel=None, *args, **kwargs):  # noqa: F811
+    """trnsim.nki.benchmark(kernel, *arrays, hardware=..., trace=...) -> BenchmarkResult; NKI's form
+    nki.benchmark(kernel, warmup=.., iters=.., save_trace_name=..) (or as a decorator) returns the kernel
+    to call with the arrays, its result in `.benchmark_result`."""
+    nki_style = {k: kwargs.pop(k) for k in list(kwargs) if k in _NKI_BENCH_OPTIONS}
+    if kernel is None:
+        return lambda k: _Benchmarked(k, nki_style.get("save_trace_name"))
+    if not args and not any(hasattr(v, "shape") for v in kwargs.values()):
+        trace_name = nki_style.get("save_trace_name")
+        if trace_name and not trace_name.endswith((".pftrace", ".json")):
+            trace_name = None  # an .ntff profile has no counterpart here
+        return _Benchmarked(kernel, trace_name)
+    return _platform_benchmark(kernel, *args, **kwargs)
