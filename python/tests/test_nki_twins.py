@@ -69,7 +69,7 @@ def twin_workload(cpp):
     w = {"name": cpp["name"] + "_nki", "hardware": cpp["hardware"], "lnc": cpp.get("lnc", 1),
          "kernel": {"nki": os.path.join(EX, f), "function": fn},
          "params": {k: v for k, v in p.items() if k in keep}, "inputs": inputs,
-         "numerics": False}
+         "numerics": True}
     return w
 
 
@@ -78,9 +78,9 @@ def run(w):
     path = os.path.join(d, "w.json")
     with open(path, "w") as fh:
         json.dump(w, fh)
-    r = _core.WorkloadRun.from_file(path, [])
-    stats = r.run(numerics=False)
-    return stats["total_time_ns"], r.outputs()
+    r = _core.WorkloadRun.from_file(path, [], numerics=True)
+    r.run()
+    return r.stats()["total_time_ns"], r.outputs(raw=True)
 
 
 def compare(name, over=None):
@@ -88,7 +88,6 @@ def compare(name, over=None):
         cpp = json.load(fh)
     if over:
         cpp["params"].update(over)
-    cpp["numerics"] = False
     t_cpp, out_cpp = run(cpp)
     t_py, out_py = run(twin_workload(cpp))
     ratio = t_py / t_cpp
