@@ -111,32 +111,48 @@ def plan(trace, bufs_override=None):
             cur += d
             peak = max(peak, cur)
         s.live = peak
-    # Sites are allocated in the order the kernel first declared them (as the C++ kernels make their pools),
-    # each asking the rule with the space still free and, as reserve, one buffer of every site declared after
-    # it in the same memory.
+    # Sites are allocated in the order the kernel first uses them (as the C++ kernels make their pools), a
+    # site's buffers living from its first to its last access. Each asks the rule with the space the sites
+    # alive then leave free and, as reserve, one buffer of every site declared after it while it lives.
     cap = {SBUF: target.sbuf_bytes, PSUM: target.psum_bytes}
     gran = {SBUF: 64, PSUM: target.psum_bank_bytes}
-    used = {SBUF: 0, PSUM: 0}
     for s in sites:
         s.unit = _round(s.buffer_bytes, gran[s.space]) * s.live
+    sites.sort(key=lambda s: s.first)
+    for i, s in enumerate(sites):
+        s.uid = i
     for i, s in enumerate(sites):
         n = len(s.storages)
         trip = -(-n // s.live)
-        reserve = sum(o.unit for o in sites[i + 1:] if o.space == s.space)
-        free = cap[s.space] - used[s.space]
+        held = sum(o.bufs * o.unit for o in sites[:i] if o.space == s.space and o.last >= s.first)
+        reserve = sum(o.unit for o in sites[i + 1:] if o.space == s.space and o.first <= s.last)
+        free = cap[s.space] - held
         if bufs_override is not None and trip > 1:
             s.bufs, s.reason = bufs_override, "explicit bufs"
         else:
             s.bufs, s.reason = loop_tile_buffers(s.space, s.unit, trip, s.live, free, reserve)
         s.pool_size = s.bufs * s.live
-        used[s.space] += s.bufs * s.unit
     for space in (SBUF, PSUM):
-        if used[space] > cap[space]:
-            big = sorted((s for s in sites if s.space == space), key=lambda s: -s.pool_size * s.buffer_bytes)
+        ev = []
+        for s in sites:
+            if s.space == space:
+                ev.append((s.first, 1, s))
+                ev.append((s.last + 1, -1, s))
+        ev.sort(key=lambda e: (e[0], e[1]))
+        cur = peak = 0
+        at = []
+        live = set()
+        for _, d, s in ev:
+            cur += d * s.bufs * s.unit
+            (live.add if d > 0 else live.discard)(s)
+            if cur > peak:
+                peak, at = cur, list(live)
+        if peak > cap[space]:
+            big = sorted(at, key=lambda s: -s.bufs * s.unit)
             lines = "; ".join(f"{s.loc}: {s.pool_size} x {list(s.shape)} {s.dtype.name} "
                               f"({s.bufs * s.unit} B)" for s in big[:4])
-            raise NkiError(f"the kernel's {space.upper()} tiles need {used[space]} bytes per partition alive at "
-                           f"once, more than the {cap[space]} the core has (largest: {lines})", loc=big[0].loc)
+            raise NkiError(f"the kernel's {space.upper()} tiles need {peak} bytes per partition alive at once, "
+                           f"more than the {cap[space]} the core has (largest: {lines})", loc=big[0].loc)
     # Assign buffers in rotation, skipping buffers still held.
     for s in sites:
         held_until = [-1] * s.pool_size

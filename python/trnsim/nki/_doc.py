@@ -21,7 +21,7 @@ def table():
 
     out = ["### nki.isa", "", "| call | calling styles | what trnsim models |", "|---|---|---|"]
     both = {"nc_matmul", "nc_transpose", "activation", "activation_reduce", "tensor_tensor", "tensor_scalar",
-            "tensor_reduce", "tensor_copy", "memset", "iota", "dma_transpose"}
+            "tensor_reduce", "tensor_copy", "memset", "iota", "dma_transpose", "reciprocal"}
     for name in isa.SUPPORTED:
         style = "current (`dst=`) and earlier (returns a tile)" if name in both else "current"
         if name in ("dma_copy",):

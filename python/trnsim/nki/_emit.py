@@ -104,8 +104,26 @@ def emit(k, trace, mode, bufs_override=None):
     plan = _alloc.plan(trace, bufs_override)
     ops = _schedule.order(trace, mode)
     em = Emitter(k, trace, plan)
-    for op in ops:
+    # A site's buffers are released after its last instruction (in emission order), so the builder's
+    # allocator can give their space to sites that start later.
+    last = {}
+    for i, op in enumerate(ops):
+        for v in op.reads:
+            if v.st.space != HBM:
+                last[v.st.phys[0]] = i
+        for v in op.writes:
+            if v.st.space != HBM:
+                last[v.st.phys[0]] = i
+    ends = {}
+    for site, i in last.items():
+        ends.setdefault(i, []).append(site)
+    for i, op in enumerate(ops):
         EMIT[op.name](em, op)  # builder errors name the op's kernel line (loc)
+        done = ends.get(i)
+        if done:
+            for site in done:
+                for b in range(plan.sites[site].pool_size):
+                    em.buffers.pop((site, b), None)
     return plan
 
 

@@ -15,6 +15,7 @@ from ._errors import NkiError
 from ._tensor import HBM, NkiTensor, Storage
 
 _last_plans = []  # allocation reports of the last build (per core), for stats.json
+returned_shapes = []  # shapes of the views the last build's kernel returned (e.g. a reshape of its output)
 
 
 def _schedule_mode(opts):
@@ -122,6 +123,8 @@ def build_core(kernel, args, kwargs):
     _last_plans.append({"core": core, "schedule": _schedule_mode(kernel.options), "sites": plan.report(),
                         "instructions": len(trace.ops)})
     views = [o.st.phys for o in outs]
+    returned_shapes.clear()
+    returned_shapes.extend(o.shape for o in outs)
     _release(trace)
     if results is None:
         return None
@@ -130,12 +133,17 @@ def build_core(kernel, args, kwargs):
 
 def _as_input(trace, a):
     from .. import _core
+    from ._hooks_fill import Input
 
+    shape = None
+    if isinstance(a, Input):
+        a, shape = a.view, a.shape
     if isinstance(a, _core.View):
         st = trace.__dict__.setdefault("_inputs", {}).get(a.name)
         if st is None:
             d = as_dtype(_core.dtype_name(a.dtype))
-            st = Storage(trace, a.name, HBM, d, tuple(a.shape), role="input")
+            shape = shape or getattr(a, "tensor_shape", None) or tuple(a.shape)
+            st = Storage(trace, a.name, HBM, d, tuple(shape), role="input")
             st.phys = a
             trace._inputs[a.name] = st
         return NkiTensor.whole(st)

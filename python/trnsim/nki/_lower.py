@@ -438,6 +438,8 @@ def transpose(x, dtype=None, mask=None):
     if x.ndim != 2:
         raise NkiError(f"nl.transpose: a 2-D tile is needed, got {list(x.shape)}")
     p, f = x.shape
+    if not (p <= 32 and f <= 32):
+        x = to_sbuf(x, "transpose")
     if p <= 32 and f <= 32:
         out = _sbuf_result((f, p), dt(dtype, x.dtype), "transpose")
         _ops.nc_transpose(out, x, "DVE")
@@ -447,12 +449,23 @@ def transpose(x, dtype=None, mask=None):
     return fresh(out)
 
 
+def to_sbuf(x, name):
+    """A PSUM operand an instruction must read from SBUF: copied there first (tensor_copy), as the compiler
+    does for nl.* calls given a PSUM tile."""
+    if x.st.space != PSUM:
+        return x
+    t = _sbuf_result(x.shape, x.dtype, name + "_psum_copy")
+    _ops.tensor_copy(t, x)
+    return t
+
+
 def matmul(x, y, transpose_x=False, mask=None):
     """nl.matmul: x @ y (or x.T @ y with transpose_x) into a new PSUM tile. Without transpose_x the
     documented extra transpose is inserted: x [M, K] goes through nc_transpose (Tensor engine, into PSUM) and a
     tensor_copy back to SBUF, then nc_matmul(stationary=x.T, moving=y) (nki.language.matmul)."""
     x, y = load_if_hbm(x, "matmul"), load_if_hbm(y, "matmul")
     x, y = apply_mask(mask, (x, y))
+    x, y = to_sbuf(x, "matmul"), to_sbuf(y, "matmul")
     if not transpose_x:
         m, k = x.partitions, x.free_size
         xt_ps = _ops.new_tile((k, m), x.dtype, PSUM, "matmul_transpose")

@@ -54,13 +54,22 @@ def _engine_for(name, engine, views):
 def tile(v, what, op):
     """`v` as an on-chip instruction operand: an SBUF/PSUM view whose partition dim is its first dim."""
     if not isinstance(v, NkiTensor):
+        from ._tensor import BlockTensor
+
+        if isinstance(v, BlockTensor):
+            from ._errors import unsupported
+
+            unsupported(f"nki.isa.{op} on a whole PSUM tensor with block dims", "index one block at a time")
         raise NkiError(f"{op}: {what} must be an NKI tensor, got {type(v).__name__}")
     if v.st.space == HBM:
         raise NkiError(f"{op}: {what} must be in SBUF or PSUM, got an HBM tensor {list(v.shape)} "
                        "(load it with nisa.dma_copy / nl.load first)")
     if v.pd > 0:
-        raise NkiError(f"{op}: {what} {list(v.shape)} has its partition dim at position {v.pd}; an "
-                       "instruction operand needs it first (index the block dims first)")
+        # A tensor with block dims before its partition dim, (B..., P, F...): the instruction covers every
+        # block at once, with the partition dim first ([P, B..., F...] is its physical layout). Operands of
+        # the same logical shape are reordered alike, so elementwise instructions pair the same elements.
+        order = (v.pd,) + tuple(i for i in range(len(v.dims)) if i != v.pd)
+        return v.permute(order)
     return v
 
 
@@ -163,9 +172,9 @@ def record(name, args, reads, writes, attrs, loc=None):
 
 def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode="none", is_transpose=False, loc=None):
     op = "nc_matmul"
-    tile(stationary, "stationary", op)
-    tile(moving, "moving", op)
-    tile(dst, "dst", op)
+    stationary = tile(stationary, "stationary", op)
+    moving = tile(moving, "moving", op)
+    dst = tile(dst, "dst", op)
     if stationary.st.space != SBUF or moving.st.space != SBUF:
         raise NkiError(f"{op}: stationary and moving must be in SBUF")
     if dst.st.space != PSUM:
@@ -193,9 +202,9 @@ def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode="none", is_tra
 
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, accumulate=None, loc=None):
     op = "nc_matmul_mx"
-    for v, n in ((dst, "dst"), (stationary, "stationary"), (moving, "moving"),
-                 (stationary_scale, "stationary_scale"), (moving_scale, "moving_scale")):
-        tile(v, n, op)
+    dst, stationary, moving = tile(dst, "dst", op), tile(stationary, "stationary", op), tile(moving, "moving", op)
+    stationary_scale = tile(stationary_scale, "stationary_scale", op)
+    moving_scale = tile(moving_scale, "moving_scale", op)
     st_view, st_off = _scale_operand(op, "stationary_scale", stationary_scale, stationary)
     mv_view, mv_off = _scale_operand(op, "moving_scale", moving_scale, moving)
     t = _trace.current()
@@ -225,17 +234,17 @@ def _scale_operand(op, what, scale, data):
 
 def quantize_mx(dst, src, dst_scale, loc=None):
     op = "quantize_mx"
-    tile(dst, "dst", op)
-    tile(src, "src", op)
-    tile(dst_scale, "dst_scale", op)
+    dst = tile(dst, "dst", op)
+    src = tile(src, "src", op)
+    dst_scale = tile(dst_scale, "dst_scale", op)
     sv, off = _scale_operand(op, "dst_scale", dst_scale, dst)
     return record(op, {"dst": dst, "src": src, "dst_scale": sv}, [src], [dst, sv], {"scale_offset": off}, loc)
 
 
 def nc_transpose(dst, data, engine=None, loc=None):
     op = "nc_transpose"
-    tile(dst, "dst", op)
-    tile(data, "data", op)
+    dst = tile(dst, "dst", op)
+    data = tile(data, "data", op)
     if engine is None:
         engine = "PE" if dst.st.space == PSUM else "DVE"
     if dst.partitions != data.free_size or dst.free_size != data.partitions:
@@ -247,7 +256,7 @@ def nc_transpose(dst, data, engine=None, loc=None):
 def _operand(x, op, what, data):
     """An FP32 immediate or a [P, 1] per-partition vector."""
     if isinstance(x, NkiTensor):
-        tile(x, what, op)
+        x = tile(x, what, op)
         if x.partitions != data.partitions or x.free_size != 1:
             raise NkiError(f"{op}: {what} {list(x.shape)} must be a scalar or a [{data.partitions}, 1] vector")
         return x, 0.0
@@ -259,15 +268,15 @@ def _operand(x, op, what, data):
 
 def activation(dst, func, data, bias=None, scale=1.0, reduce_res=None, engine=None, loc=None):
     op = "activation"
-    tile(dst, "dst", op)
-    tile(data, "data", op)
+    dst = tile(dst, "dst", op)
+    data = tile(data, "data", op)
     same_shape(op, dst, "dst", data, "data")
     bv, bi = _operand(0.0 if bias is None else bias, op, "bias", data)
     sv, si = _operand(scale, op, "scale", data)
     reads = [data] + [v for v in (bv, sv) if v is not None]
     writes = [dst]
     if reduce_res is not None:
-        tile(reduce_res, "reduce_res", op)
+        reduce_res = tile(reduce_res, "reduce_res", op)
         if reduce_res.partitions != data.partitions or reduce_res.free_size != 1:
             raise NkiError(f"{op}: reduce_res {list(reduce_res.shape)} must be [{data.partitions}, 1]")
         writes.append(reduce_res)
@@ -278,8 +287,7 @@ def activation(dst, func, data, bias=None, scale=1.0, reduce_res=None, engine=No
 
 def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
     op = "tensor_tensor"
-    for v, n in ((dst, "dst"), (data1, "data1"), (data2, "data2")):
-        tile(v, n, op)
+    dst, data1, data2 = tile(dst, "dst", op), tile(data1, "data1", op), tile(data2, "data2", op)
     same_shape(op, data1, "data1", data2, "data2")
     same_shape(op, dst, "dst", data1, "data1")
     if data1.st.space == PSUM and data2.st.space == PSUM:
@@ -292,8 +300,8 @@ def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   engine=None, loc=None):
     op = "tensor_scalar"
-    tile(dst, "dst", op)
-    tile(data, "data", op)
+    dst = tile(dst, "dst", op)
+    data = tile(data, "data", op)
     same_shape(op, dst, "dst", data, "data")
     v0, i0 = _operand(operand0, op, "operand0", data)
     if op1 is None:
@@ -311,15 +319,21 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
 
 def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=None, loc=None):
     op = "tensor_reduce"
-    tile(dst, "dst", op)
-    tile(data, "data", op)
+    dst = tile(dst, "dst", op)
+    data = tile(data, "data", op)
     nd = data.ndim
     if isinstance(axis, int):
         axis = (axis,)
     axis = sorted({a + nd if a < 0 else a for a in axis})
-    if not axis or any(a < 1 or a >= nd for a in axis) or axis != list(range(nd - len(axis), nd)):
-        raise NkiError(f"{op}: axis {list(axis)} must name the innermost free dims of data {list(data.shape)} "
-                       "(the partition dim is 0)")
+    if not axis or any(a < 1 or a >= nd for a in axis):
+        raise NkiError(f"{op}: axis {list(axis)} must name free dims of data {list(data.shape)} (the partition "
+                       "dim is 0)")
+    if axis != list(range(nd - len(axis), nd)):
+        # The instruction reduces the innermost dims: reorder the view (strides only) so the reduced axes are
+        # last, the kept ones in their order.
+        order = [i for i in range(nd) if i not in axis] + axis
+        data = data.permute(order)
+        axis = list(range(nd - len(axis), nd))
     kept = data.partitions * math.prod(n for i, (_, n) in enumerate(data.dims) if i not in axis and i != data.pd)
     if dst.partitions != data.partitions or dst.partitions * dst.free_size != kept:
         raise NkiError(f"{op}: dst {list(dst.shape)} does not match data {list(data.shape)} reduced over "
@@ -331,8 +345,8 @@ def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=Non
 
 def tensor_copy(dst, src, engine=None, loc=None):
     op = "tensor_copy"
-    tile(dst, "dst", op)
-    tile(src, "src", op)
+    dst = tile(dst, "dst", op)
+    src = tile(src, "src", op)
     same_shape(op, dst, "dst", src, "src")
     engine = _engine_for(op, engine, [dst, src])
     return record(op, {"dst": dst, "src": src}, [src], [dst], {"engine": engine}, loc)
@@ -340,7 +354,7 @@ def tensor_copy(dst, src, engine=None, loc=None):
 
 def memset(dst, value, engine=None, loc=None):
     op = "memset"
-    tile(dst, "dst", op)
+    dst = tile(dst, "dst", op)
     try:
         value = float(value)
     except (TypeError, ValueError):
@@ -355,7 +369,7 @@ def memset(dst, value, engine=None, loc=None):
 
 def iota(dst, pattern, offset=0, channel_multiplier=0, engine=None, loc=None):
     op = "iota"
-    tile(dst, "dst", op)
+    dst = tile(dst, "dst", op)
     pattern = [int(p) for p in pattern]
     if len(pattern) > max(1, dst.ndim - 1):
         raise NkiError(f"{op}: {len(pattern)} pattern steps for the {dst.ndim - 1} free dims of dst")
@@ -367,13 +381,12 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, engine=None, loc=None):
 
 def select(dst, predicate, on_true, on_false, engine=None, loc=None):
     op = "select"
-    for v, n in ((dst, "dst"), (predicate, "predicate"), (on_true, "on_true")):
-        tile(v, n, op)
+    dst, predicate, on_true = tile(dst, "dst", op), tile(predicate, "predicate", op), tile(on_true, "on_true", op)
     same_shape(op, dst, "dst", on_true, "on_true")
     same_shape(op, dst, "dst", predicate, "predicate")
     fv, fi = (on_false, 0.0) if isinstance(on_false, NkiTensor) else (None, float(on_false))
     if fv is not None:
-        tile(fv, "on_false", op)
+        fv = tile(fv, "on_false", op)
     engine = _engine_for(op, engine, [dst, predicate, on_true])
     reads = [predicate, on_true] + ([fv] if fv is not None else [])
     return record(op, {"dst": dst, "predicate": predicate, "on_true": on_true, "on_false": fv}, reads, [dst],
@@ -386,9 +399,15 @@ def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumu
     for v, n in ((dst, "dst"), (src, "src")):
         if not isinstance(v, NkiTensor):
             raise NkiError(f"{op}: {n} must be an NKI tensor, got {type(v).__name__}")
+    for v in (dst, src):
         if v.on_chip and v.pd > 0:
-            raise NkiError(f"{op}: {n} {list(v.shape)} has its partition dim at position {v.pd}; index its "
-                           "block dims first")
+            # Block dims before the partition dim: both sides are reordered alike, partition dim first.
+            if dst.shape != src.shape:
+                raise NkiError(f"{op}: {list(v.shape)} has block dims before its partition dim; the other side "
+                               f"must have the same shape, got {list(dst.shape)} and {list(src.shape)}")
+            order = (v.pd,) + tuple(i for i in range(len(v.dims)) if i != v.pd)
+            dst, src = dst.permute(order), src.permute(order)
+            break
     if vector_offset is None and dst.size != src.size:
         raise NkiError(f"{op}: src {list(src.shape)} has {src.size} elements, dst {list(dst.shape)} has "
                        f"{dst.size}")

@@ -416,7 +416,10 @@ class NkiTensor:
         if n != 1:
             raise NkiError(f"broadcast: dim {dim} has size {n}, not 1")
         if dim == self.pd:
-            raise NkiError("broadcast along the partition dim is not an access pattern (copy it instead)")
+            from ._errors import unsupported
+
+            unsupported("broadcasting a tile along its partition dim (broadcast_to)",
+                        "an engine reads each partition from its own lane; copy the row to every partition")
         dims = list(self.dims)
         dims[dim] = (0, size)
         return NkiTensor(self.st, self.dtype, self.boff, tuple(dims), self.pd, self.p0)
@@ -646,3 +649,68 @@ def _reshape_dims(dims, new_shape, old_full, new_full):
     if i != len(old):
         raise NkiError(f"reshape: {list(old_full)} -> {list(new_full)} is not possible")
     return tuple(out)
+
+
+class BlockTensor:
+    """A PSUM tensor with block dims before its partition dim, (B..., P, F...): each block is a tile of its
+    own (at most one 2 KiB bank per partition), allocated by itself as the compiler does, so blocks alive at
+    different times share banks. Index it by its block indices first: t[i, j] (or t[i, j, :, :]) is one
+    block's tile."""
+
+    def __init__(self, trace, name, dtype, shape, pdim, loc, site):
+        self.trace, self.name, self.dtype, self.shape, self.pdim = trace, name, dtype, tuple(shape), pdim
+        self.loc, self.site = loc, site
+        self.blocks = {}
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def buffer(self):
+        from . import language as nl
+
+        return nl.psum
+
+    def _block(self, key):
+        st = self.blocks.get(key)
+        if st is None:
+            st = Storage(self.trace, self.name, PSUM, self.dtype, self.shape[self.pdim:], 0, loc=self.loc)
+            st.site = self.site
+            self.blocks[key] = st
+        return NkiTensor.whole(st)
+
+    def __getitem__(self, idx):
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        b = []
+        for d in range(self.pdim):
+            e = idx[d] if d < len(idx) else slice(None)
+            if isinstance(e, slice):
+                r = range(*e.indices(self.shape[d]))
+                if len(r) != 1:
+                    from ._errors import unsupported
+
+                    unsupported("a view across several blocks of a PSUM tensor",
+                                "each block is its own tile; index one block at a time")
+                e = r[0]
+            try:
+                e = int(e)
+            except TypeError:
+                raise NkiError(f"PSUM block index {e!r} must be an integer") from None
+            if e < 0:
+                e += self.shape[d]
+            if not 0 <= e < self.shape[d]:
+                raise NkiError(f"block index {e} out of bounds for dim {d} of size {self.shape[d]}")
+            b.append(e)
+        v = self._block(tuple(b))
+        rest = idx[self.pdim:]
+        return v.index(rest) if rest else v
+
+    def __setitem__(self, idx, value):
+        from . import _lower
+
+        _lower.assign(self[idx], value)
+
+    def __repr__(self):
+        return f"BlockTensor({self.name}, shape={list(self.shape)}, dtype={self.dtype.name}, psum)"

@@ -23,9 +23,25 @@ class CompileConfig:
         unsupported("nki.compiler.CompileConfig", "trnsim has one allocation and schedule model (docs/nki.md)")
 
 
-def sbuf(*args, **kwargs):
-    unsupported("nki.compiler.sbuf", "direct allocation at fixed addresses")
+class _DirectAllocation:
+    """nki.compiler.sbuf / psum: direct allocation (mod_alloc, alloc, auto_alloc). Kernels may name them at
+    import; calling one is NkiUnsupported (trnsim allocates every tile itself, docs/nki.md)."""
+
+    def __init__(self, space):
+        self.space = space
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def f(*args, **kwargs):
+            unsupported(f"nki.compiler.{self.space}.{name}", "direct allocation at fixed addresses")
+
+        return f
+
+    def __call__(self, *args, **kwargs):
+        unsupported(f"nki.compiler.{self.space}", "direct allocation at fixed addresses")
 
 
-def psum(*args, **kwargs):
-    unsupported("nki.compiler.psum", "direct allocation at fixed addresses")
+sbuf = _DirectAllocation("sbuf")
+psum = _DirectAllocation("psum")

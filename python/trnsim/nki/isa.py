@@ -515,6 +515,30 @@ def sendrecv(src, dst, send_to_rank=None, recv_from_rank=None, pipe_id=0, dma_en
     return _ops.sendrecv(src, dst, e)
 
 
+# ---------------------------------------------------------------------------------------------- reciprocal
+
+
+@_named("reciprocal")
+def _reciprocal_new(dst, data, engine=engine.unknown, name=None):
+    return _ops.tensor_scalar(dst, data, "divide", 1.0, True, None, None, False,
+                              _engine_name(engine, "reciprocal") or "DVE")
+
+
+@_named("reciprocal")
+def _reciprocal_old(data, *, dtype=None, mask=None, engine=engine.unknown, **kwargs):
+    (data,) = _apply_mask(mask, data)
+    dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "reciprocal")
+    _reciprocal_new(dst, data, engine)
+    return _lower.fresh(dst)
+
+
+def reciprocal(*args, **kwargs):
+    """1 / data on the Vector engine, as tensor_scalar(divide, 1.0, reverse0=True): an FP32 division."""
+    if _current(args, kwargs, 2):
+        return _reciprocal_new(*args, **kwargs)
+    return _reciprocal_old(*args, **kwargs)
+
+
 # ------------------------------------------------------------------------------------------------- select
 
 
@@ -544,7 +568,6 @@ UNSUPPORTED = {
     "tensor_scalar_cumulative": "",
     "activate2": "",
     "exponential": "",
-    "reciprocal": "the Vector engine's reciprocal",
     "bn_stats": "",
     "bn_aggr": "",
     "max8": "",
@@ -592,4 +615,4 @@ for _n, _why in UNSUPPORTED.items():
 
 SUPPORTED = ["nc_matmul", "nc_matmul_mx", "quantize_mx", "nc_transpose", "activation", "activation_reduce",
              "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy", "memset", "iota", "dma_copy",
-             "dma_transpose", "core_barrier", "sendrecv", "select_reduce", "get_nc_version"]
+             "dma_transpose", "core_barrier", "sendrecv", "select_reduce", "reciprocal", "get_nc_version"]

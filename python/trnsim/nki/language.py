@@ -13,7 +13,7 @@ from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
 from ._errors import NkiError, caller_loc, unsupported
 from ._index import IndexExpr, Mask, arange, mgrid  # noqa: F401
-from ._tensor import HBM, PSUM, SBUF, Buffer, NkiTensor, Storage
+from ._tensor import HBM, PSUM, SBUF, BlockTensor, Buffer, NkiTensor, Storage
 
 # ---- buffers
 sbuf = Buffer("sbuf", SBUF)
@@ -139,6 +139,8 @@ def ndarray(shape, dtype, buffer=None, name="", **kwargs):
         pdim = pdims[0] if pdims else 0
     dims = tuple(s if type(s) is int else int(s) for s in shape)
     _ops.check_tile_shape(dims, pdim, b.space, d, "nl.ndarray")
+    if b.space == PSUM and pdim > 0:
+        return BlockTensor(t, name or "tile", d, dims, pdim, loc, t.call_stack())
     st = Storage(t, name or "tile", b.space, d, dims, pdim, loc=loc)
     st.site = t.call_stack()
     return NkiTensor.whole(st)
@@ -245,6 +247,15 @@ class spmd_dim:
 
     def __index__(self):
         return self.size
+
+
+def ds(start, size):
+    """A dynamic slice `start:start + size` (the start known while tracing: a loop index)."""
+    try:
+        start, size = int(start), int(size)
+    except (TypeError, ValueError):
+        unsupported("nl.ds with a start computed on the device", "dynamic offsets")
+    return slice(start, start + size)
 
 
 # ---- math: each function object is also the operator NKI passes as `op=` (its .alu / .act name).
@@ -427,7 +438,7 @@ for _n, _why in UNSUPPORTED.items():
 
 SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "zeros_like", "ones_like",
              "par_dim", "arange", "mgrid", "affine_range", "sequential_range", "static_range", "program_id",
-             "num_programs", "program_ndim", "nc", "spmd_dim", "load", "store", "load_transpose2d", "copy",
+             "num_programs", "program_ndim", "nc", "spmd_dim", "ds", "load", "store", "load_transpose2d", "copy",
              "matmul", "transpose", "broadcast_to", "where", "add", "subtract", "multiply", "divide", "maximum",
              "minimum", "power", "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
              "logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
