@@ -55,6 +55,17 @@ REDUCED = {
 }
 
 
+# Rows where the twin and the port differ by design, pinned (ratio NKI / C++) until they agree: the C++
+# fully_optimized port scopes its operand pools to one N block (the packing tile then reuses their space, and
+# no load runs ahead across N blocks); the front end keeps one pool per declaration site for the whole kernel
+# and issues the next N block's loads as soon as their buffers are free (docs/nki.md, "What differs").
+KNOWN = {
+    "tutorial_matmul_bf16_2048_fully_optimized_16_2_8.json": 0.8921,
+    "tutorial_matmul_bf16_2048_fully_optimized_4_1_8.json": 0.8591,
+    "tutorial_matmul_fp32_fully_optimized.json": 0.9123,
+}
+
+
 def twin_workload(cpp):
     """The Python twin's workload for a C++ calibration workload (a dict)."""
     kernel = cpp["kernel"]
@@ -95,7 +106,10 @@ def compare(name, over=None):
     (a,), (b,) = out_cpp.values(), out_py.values()
     assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, a.shape, b.dtype, b.shape)
     assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), name + ": output bytes differ"
-    assert abs(ratio - 1) <= 0.01, "%s: NKI twin time %.0f ns vs C++ %.0f ns (ratio %.4f)" % (name, t_py, t_cpp, ratio)
+    want = KNOWN.get(name, 1.0) if not FULL else 1.0
+    tol = 0.005 if name in KNOWN else 0.01
+    assert abs(ratio - want) <= tol, "%s: NKI twin time %.0f ns vs C++ %.0f ns (ratio %.4f, expected %.4f)" % (
+        name, t_py, t_cpp, ratio, want)
 
 
 def _cases():
