@@ -95,7 +95,21 @@ def _programs_of_core(grid, core, cores):
 
 
 def build_core(kernel, args, kwargs):
-    """Traces the kernel's programs for the current core and emits them; returns the output views."""
+    """Traces the kernel's programs for the current core and emits them; returns the output views. The
+    cyclic garbage collector is paused meanwhile: a trace is many small objects that stay alive until the
+    emission, which the collector would otherwise walk again and again."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _build_core(kernel, args, kwargs)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _build_core(kernel, args, kwargs):
     from .. import _core
 
     k = _core.Kernel.current()

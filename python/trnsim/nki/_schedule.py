@@ -16,7 +16,7 @@ and on HBM tensors by byte range; core_barrier and sendrecv are fences.
 
 from ._tensor import HBM
 
-_KEEP = 48  # accesses remembered per buffer; older ones fold into a floor (conservative)
+_KEEP = 16  # accesses remembered per buffer; older ones fold into a floor (conservative)
 
 
 def _key(v):
@@ -36,6 +36,8 @@ def _overlap(a, b):
 
 def _after(anchor, h, rect):
     """The latest access in history list h overlapping rect, if later than anchor."""
+    if anchor is not None and h[2] <= anchor:
+        return anchor  # nothing in h is later
     if h[0] is not None and (anchor is None or h[0] > anchor):
         anchor = h[0]
     a0, a1, a2, a3 = rect
@@ -48,6 +50,8 @@ def _after(anchor, h, rect):
 def _note(h, key, rect):
     lst = h[1]
     lst.append((key, rect))
+    if key > h[2]:
+        h[2] = key
     if len(lst) > _KEEP:
         old = lst.pop(0)[0]
         if h[0] is None or old > h[0]:
@@ -92,12 +96,12 @@ def order(trace, mode="pipelined"):
         for bk, rect in r_acc:
             h = reads.get(bk)
             if h is None:
-                h = reads[bk] = [None, []]
+                h = reads[bk] = [None, [], ()]
             _note(h, key, rect)
         for bk, rect in w_acc:
             h = writes.get(bk)
             if h is None:
-                h = writes[bk] = [None, []]
+                h = writes[bk] = [None, [], ()]
             _note(h, key, rect)
         keys.append(key)
     idx = sorted(range(len(ops)), key=keys.__getitem__)

@@ -8,6 +8,7 @@ compiler does after tracing.
 
 import sys
 
+from . import _errors
 from ._errors import NkiError, caller_loc
 
 _current = None  # the Trace being recorded (None outside a kernel)
@@ -64,15 +65,13 @@ class Trace:
 
     # ---- recording
     def record(self, name, args, reads, writes, attrs, loc=None):
-        op = Op(name, args, tuple(reads), tuple(writes), attrs, loc or caller_loc())
-        op.index = i = len(self.ops)
-        self.ops.append(op)
-        for v in op.reads:
-            st = v.st
-            if st.first < 0:
-                st.first = i
-            st.last = i
-        for v in op.writes:
+        reads = tuple(reads)
+        writes = tuple(writes)
+        op = Op(name, args, reads, writes, attrs, loc or caller_loc())
+        ops = self.ops
+        op.index = i = len(ops)
+        ops.append(op)
+        for v in reads + writes:
             st = v.st
             if st.first < 0:
                 st.first = i
@@ -90,16 +89,20 @@ class Trace:
         f = sys._getframe(2)
         frames = []
         entry = self.entry_code
-        from ._errors import _in_package
-
+        internal = _errors._internal
         while f is not None:
             code = f.f_code
-            if not _in_package(code.co_filename):
-                frames.append((code.co_filename, f.f_lineno))
+            fn = code.co_filename
+            r = internal.get(fn)
+            if r is None:
+                r = _errors._in_package(fn)
+            if not r:
+                frames.append((fn, f.f_lineno))
             if code is entry:
                 break
             f = f.f_back
-        return tuple(reversed(frames))
+        frames.reverse()
+        return tuple(frames)
 
 
 class _Range:

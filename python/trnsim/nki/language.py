@@ -11,7 +11,7 @@ from . import _lower, _ops, _trace
 from ._dtypes import BY_NAME as _DT
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
-from ._errors import NkiError, caller_loc, unsupported
+from ._errors import Loc, NkiError, caller_loc, unsupported
 from ._index import IndexExpr, Mask, arange, mgrid  # noqa: F401
 from ._tensor import HBM, PSUM, SBUF, BlockTensor, Buffer, NkiTensor, Storage
 
@@ -111,8 +111,8 @@ def ndarray(shape, dtype, buffer=None, name="", **kwargs):
     d = _modelled(_as_dtype(dtype))
     if kwargs.get("address") is not None:
         unsupported("nl.ndarray(address=...)", "direct allocation at a fixed address; trnsim allocates tiles")
-    loc = caller_loc()
     if b.space == HBM:
+        loc = caller_loc()
         dims = tuple(int(s) for s in shape)
         if any(s <= 0 for s in dims):
             raise NkiError(f"nl.ndarray: shape {list(dims)} has a dim that is not positive")
@@ -139,10 +139,12 @@ def ndarray(shape, dtype, buffer=None, name="", **kwargs):
         pdim = pdims[0] if pdims else 0
     dims = tuple(s if type(s) is int else int(s) for s in shape)
     _ops.check_tile_shape(dims, pdim, b.space, d, "nl.ndarray")
+    site = t.call_stack()
+    loc = Loc(*site[-1]) if site else caller_loc()
     if b.space == PSUM and pdim > 0:
-        return BlockTensor(t, name or "tile", d, dims, pdim, loc, t.call_stack())
+        return BlockTensor(t, name or "tile", d, dims, pdim, loc, site)
     st = Storage(t, name or "tile", b.space, d, dims, pdim, loc=loc)
-    st.site = t.call_stack()
+    st.site = site
     return NkiTensor.whole(st)
 
 
