@@ -92,7 +92,7 @@ class Emitter:
                 raise NkiError(f"an operand {list(v.shape)} has its partition dim at position {v.pd}")
             p0 = v.p0
         if self.has_pattern:
-            return base.pattern(self.dtype(v.dtype), v.boff, [tuple(d) for d in dims], p0)
+            return base.pattern(self.dtype(v.dtype), v.boff, dims, p0)
         return _fallback_view(base, v, dims, p0, self.dtype(v.dtype))
 
 

@@ -27,12 +27,10 @@ class NkiUnsupported(NkiError):
 
 
 class Loc(tuple):
-    """(path, line) of a kernel line; str() gives 'file.py:line' as the builder's messages do."""
+    """(path, line) of a kernel line, made as Loc((path, line)); str() gives 'file.py:line' as the builder's
+    messages do."""
 
     __slots__ = ()
-
-    def __new__(cls, path, line):
-        return tuple.__new__(cls, (path, line))
 
     @property
     def path(self):
@@ -66,7 +64,7 @@ def caller_loc():
         if r is None:
             r = _in_package(fn)
         if not r:
-            return Loc(fn, f.f_lineno)
+            return Loc((fn, f.f_lineno))
         f = f.f_back
     return None
 

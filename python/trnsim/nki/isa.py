@@ -82,7 +82,7 @@ def get_nc_version():
 
 
 def _engine_name(e, call):
-    if e is None:
+    if e is None or e is engine.unknown:
         return None
     if isinstance(e, engine):
         if e is engine.dma:
@@ -434,7 +434,13 @@ def iota(*args, **kwargs):
 # ------------------------------------------------------------------------------------------------ dma_copy
 
 
+_DMA_DEFAULTS = dict(oob_mode="error", dge_mode="unknown", engine=None, accumulate=False)
+
+
 def _dma_common(call, dst_rmw_op, oob_mode_, dge_mode_, engine_):
+    if dst_rmw_op is None and oob_mode_ is oob_mode.error and dge_mode_ is dge_mode.unknown and (
+            engine_ is engine.unknown or engine_ is None):
+        return _DMA_DEFAULTS
     acc = False
     if dst_rmw_op is not None:
         if _lower.alu_name(dst_rmw_op, call) != "add":

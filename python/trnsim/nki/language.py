@@ -132,7 +132,7 @@ def ndarray(shape, dtype, buffer=None, name="", **kwargs):
             t.hbm_pos += 1
         return NkiTensor.whole(st)
     pdim = 0
-    if type(shape[0]) is not int or any(type(s) is par_dim for s in shape):
+    if type(shape[0]) is not int or par_dim in map(type, shape):
         pdims = [i for i, s in enumerate(shape) if isinstance(s, par_dim)]
         if len(pdims) > 1:
             raise NkiError("nl.ndarray: more than one nl.par_dim in the shape")
@@ -140,7 +140,7 @@ def ndarray(shape, dtype, buffer=None, name="", **kwargs):
     dims = tuple(s if type(s) is int else int(s) for s in shape)
     _ops.check_tile_shape(dims, pdim, b.space, d, "nl.ndarray")
     site = t.call_stack()
-    loc = Loc(*site[-1]) if site else caller_loc()
+    loc = Loc(site[-1]) if site else caller_loc()
     if b.space == PSUM and pdim > 0:
         return BlockTensor(t, name or "tile", d, dims, pdim, loc, site)
     st = Storage(t, name or "tile", b.space, d, dims, pdim, loc=loc)
