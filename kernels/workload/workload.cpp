@@ -83,6 +83,10 @@ void apply_set(json& doc, const std::string& assignment) {
     if (dot == std::string::npos) absolute_entry(value);
     if (dot != std::string::npos && rest.substr(dot) == ".npy") absolute_npy(value);
   }
+  // kernel.nki / reference.nki (Python kernels), alone or in a whole kernel/reference object.
+  if ((path == "kernel" || path == "reference") && value.is_object() && value.contains("nki"))
+    absolute_npy(value["nki"]);
+  if (path == "kernel.nki" || path == "reference.nki") absolute_npy(value);
   if (path == "hardware" && value.is_object() && value.contains("name")) absolute_hw(value["name"]);
   const std::string hw_prefix = "hardware.overrides.";
   if (path == "hardware") absolute_hw(value);

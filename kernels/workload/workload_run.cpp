@@ -7,6 +7,7 @@
 
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
+#include "sim/isa/names.h"
 
 namespace trnsim::workload {
 namespace fs = std::filesystem;
@@ -250,6 +251,18 @@ run::RunReport WorkloadRun::report() const {
   rep.kernel = p_.w.kernel;
   rep.params = p_.kernel->params();
   rep.notes = notes_;
+  rep.nki = p_.kernel->frontend_stats();
+  for (const kernels::AllocationRecord& a : p_.build.allocations)
+    rep.allocations.push_back({{"name", a.name},
+                               {"source", a.source},
+                               {"space", isa::mem_name(a.space)},
+                               {"bytes_per_partition", a.bytes_per_partition},
+                               {"tiles", a.tiles},
+                               {"trip_count", a.trip_count},
+                               {"bufs", a.bufs},
+                               {"chosen_by", a.by_rule ? "rule" : "explicit"},
+                               {"reason", a.reason},
+                               {"declarations", a.declarations}});
   if (!inputs_.empty())
     for (const kernels::KernelStat& s : p_.kernel->input_stats(inputs_))
       rep.kernel_stats.push_back({s.name, s.value, s.unit, s.description});

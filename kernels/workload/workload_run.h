@@ -84,6 +84,7 @@ class WorkloadRun {
   // Runs the model (numerics if the workload asks for them), with the references prepared alongside.
   const run::SessionResult& simulate(const WorkloadRunOptions& o = {});
   const run::SessionResult& result() const { return result_; }
+  run::Session* session() { return session_.get(); }  // from simulate on (tests)
   // The outputs of a numerics run, moved out of the machine state (editable until check()).
   kernels::Tensors& outputs() { return outputs_; }
   // The kernel's output checks (empty without numerics or checks).

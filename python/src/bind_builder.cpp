@@ -135,8 +135,50 @@ void bind_builder(pyb::module_& m) {
       .def("bitcast", &View::bitcast, pyb::arg("dtype"))
       .def("broadcast", &View::broadcast, pyb::arg("dim"), pyb::arg("size"))
       .def("index_rows", &View::index_rows, pyb::arg("rows"))
+      .def("pattern", &View::pattern, pyb::arg("dtype"), pyb::arg("offset_bytes"), pyb::arg("dims"),
+           pyb::arg("partition_start") = 0)
       .def("__repr__",
            [](const View& v) { return v.valid() ? "View(" + v.describe() + ")" : std::string("View()"); });
+
+  // The allocation rule (kernels/api/alloc_rule.h): one rule for C++ and Python kernels.
+  pyb::class_<kernels::InLoop>(m, "InLoop")
+      .def(pyb::init([](int64_t trip_count, int64_t tiles, bool dynamic, int64_t reserve,
+                        std::optional<int64_t> bufs) {
+             return kernels::InLoop{trip_count, tiles, dynamic, reserve, bufs};
+           }),
+           pyb::kw_only(), pyb::arg("trip_count") = 2, pyb::arg("tiles") = 1, pyb::arg("dynamic") = false,
+           pyb::arg("reserve_bytes_per_partition") = 0, pyb::arg("bufs") = pyb::none())
+      .def_readwrite("trip_count", &kernels::InLoop::trip_count)
+      .def_readwrite("tiles", &kernels::InLoop::tiles)
+      .def_readwrite("dynamic", &kernels::InLoop::dynamic)
+      .def_readwrite("reserve_bytes_per_partition", &kernels::InLoop::reserve_bytes_per_partition)
+      .def_readwrite("bufs", &kernels::InLoop::bufs);
+  pyb::class_<kernels::LoopTileQuery>(m, "LoopTileQuery")
+      .def(pyb::init([](isa::MemSpace space, int64_t bytes, const kernels::InLoop& loop, int64_t free) {
+             return kernels::LoopTileQuery{space, bytes, loop, free};
+           }),
+           pyb::kw_only(), pyb::arg("space") = isa::MemSpace::SBUF, pyb::arg("bytes_per_partition") = 0,
+           pyb::arg("loop") = kernels::InLoop{}, pyb::arg("free_bytes_per_partition") = 0)
+      .def_readwrite("space", &kernels::LoopTileQuery::space)
+      .def_readwrite("bytes_per_partition", &kernels::LoopTileQuery::bytes_per_partition)
+      .def_readwrite("loop", &kernels::LoopTileQuery::loop)
+      .def_readwrite("free_bytes_per_partition", &kernels::LoopTileQuery::free_bytes_per_partition);
+  pyb::class_<kernels::BufferChoice>(m, "BufferChoice")
+      .def_readonly("bufs", &kernels::BufferChoice::bufs)
+      .def_readonly("reason", &kernels::BufferChoice::reason);
+  m.def("loop_tile_buffers", &kernels::loop_tile_buffers, pyb::arg("query"));
+  m.attr("kCompilerMultiBuffer") = kernels::kCompilerMultiBuffer;
+  pyb::class_<kernels::AllocationRecord>(m, "AllocationRecord")
+      .def_readonly("name", &kernels::AllocationRecord::name)
+      .def_readonly("source", &kernels::AllocationRecord::source)
+      .def_readonly("space", &kernels::AllocationRecord::space)
+      .def_readonly("bytes_per_partition", &kernels::AllocationRecord::bytes_per_partition)
+      .def_readonly("tiles", &kernels::AllocationRecord::tiles)
+      .def_readonly("trip_count", &kernels::AllocationRecord::trip_count)
+      .def_readonly("bufs", &kernels::AllocationRecord::bufs)
+      .def_readonly("by_rule", &kernels::AllocationRecord::by_rule)
+      .def_readonly("reason", &kernels::AllocationRecord::reason)
+      .def_readonly("declarations", &kernels::AllocationRecord::declarations);
 
   pyb::class_<kernels::TilePool>(m, "TilePool")
       .def("next", &kernels::TilePool::next)
@@ -226,6 +268,20 @@ void bind_builder(pyb::module_& m) {
              pyb::handle loc) { return h.get().psum_pool(shape, dtype, name, bufs, loc_of(loc)); },
           pyb::arg("shape"), pyb::arg("dtype"), pyb::arg("name"), pyb::arg("bufs"),
           pyb::arg("loc") = pyb::none())
+      .def(
+          "sbuf_pool",
+          [](const KH& h, const std::vector<int64_t>& shape, isa::DType dtype, const std::string& name,
+             const kernels::InLoop& loop,
+             pyb::handle loc) { return h.get().sbuf_pool(shape, dtype, name, loop, loc_of(loc)); },
+          pyb::arg("shape"), pyb::arg("dtype"), pyb::arg("name"), pyb::arg("loop"),
+          pyb::arg("loc") = pyb::none())
+      .def(
+          "psum_pool",
+          [](const KH& h, const std::vector<int64_t>& shape, isa::DType dtype, const std::string& name,
+             const kernels::InLoop& loop,
+             pyb::handle loc) { return h.get().psum_pool(shape, dtype, name, loop, loc_of(loc)); },
+          pyb::arg("shape"), pyb::arg("dtype"), pyb::arg("name"), pyb::arg("loop"),
+          pyb::arg("loc") = pyb::none())
       .def("set_store_engine", [](const KH& h, isa::Engine e) { h.get().set_store_engine(e); })
       .def("store_engine", [](const KH& h) { return h.get().store_engine(); })
       .def(
@@ -269,7 +325,8 @@ void bind_builder(pyb::module_& m) {
   pyb::class_<kernels::KernelBuild>(m, "KernelBuild")
       .def_readonly("program", &kernels::KernelBuild::program)
       .def_readonly("inputs", &kernels::KernelBuild::inputs)
-      .def_readonly("outputs", &kernels::KernelBuild::outputs);
+      .def_readonly("outputs", &kernels::KernelBuild::outputs)
+      .def_readonly("allocations", &kernels::KernelBuild::allocations);
 
   m.def(
       "build_program",

@@ -23,18 +23,38 @@ void bind_run(pyb::module_& m) {
           pyb::arg("name"), pyb::arg("array"))
       .def(
           "run",
-          [](run::Session& s, bool numerics, const std::string& trace_path) {
+          [](run::Session& s, bool numerics, const std::string& trace_path, pyb::object progress,
+             uint64_t progress_every) {
+            run::SessionOptions o{.numerics = numerics, .trace_path = trace_path};
+            if (!progress.is_none()) {
+              // A borrowed pointer (the argument keeps it alive during the call): the options are copied
+              // without the GIL. An exception in the callback is reported as unraisable, not thrown into
+              // the model.
+              PyObject* cb = progress.ptr();
+              o.progress = [cb](Picoseconds t, uint64_t done, uint64_t total) {
+                pyb::gil_scoped_acquire gil;
+                try {
+                  const pyb::handle f(cb);
+                  f(t.ns(), done, total);
+                } catch (pyb::error_already_set& e) {
+                  e.discard_as_unraisable("trnsim Session.run progress callback");
+                }
+              };
+              o.progress_every = progress_every;
+            }
             run::SessionResult r;
             {
               pyb::gil_scoped_release nogil;
-              r = s.run({.numerics = numerics, .trace_path = trace_path});
+              r = s.run(o);
             }
             const run::RunReport rep =
                 run::make_report(s.program(), s.hw(), r, -1, run::program_compulsory_bytes(s.program()));
             return from_json(run::stats_json(rep));
           },
-          pyb::arg("numerics") = true, pyb::arg("trace_path") = "",
-          "runs the program; returns the stats (stats.json's content as a dict)")
+          pyb::arg("numerics") = true, pyb::arg("trace_path") = "", pyb::arg("progress") = pyb::none(),
+          pyb::arg("progress_every") = 20000,
+          "runs the program (a trace when trace_path is set; progress(simulated_ns, done, total) every "
+          "progress_every instructions); returns the stats (stats.json's content as a dict)")
       .def(
           "read",
           [](const run::Session& s, const std::string& name, bool raw) {

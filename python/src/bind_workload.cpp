@@ -25,7 +25,6 @@ workload::WorkloadRunOptions options(const std::string& trace, bool full_referen
 
 void run(WorkloadRun& r, const std::string& trace, bool full_reference) {
   const auto o = options(trace, full_reference);
-  r.make_inputs();
   {
     // The model runs without the GIL (a Python reference runs after it, with the GIL again).
     pyb::gil_scoped_release nogil;

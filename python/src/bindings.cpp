@@ -28,6 +28,14 @@ void define_core(pyb::module_& m) {
   set_error_types(error, input_error, rule_error);
   m.def("add_internal_path", &add_internal_path, pyb::arg("prefix"),
         "calls from files under prefix record their caller's line (py_loc.h)");
+  m.def(
+      "caller_loc",
+      []() {
+        const kernels::Loc l = caller_loc();
+        return pyb::make_tuple(pyb::str(l.file_name()), l.line());
+      },
+      "(file, line) of the innermost Python frame outside the internal directories: what a builder call "
+      "without loc records");
   bind_enums(m);
   bind_builder(m);
   bind_nki(m);

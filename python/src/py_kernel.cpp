@@ -64,9 +64,11 @@ class PythonKernel final : public kernels::BoundKernel {
       decls.append(pyb::make_tuple(t.name, t.dtype, t.shape));
     std::vector<pyb::object> returned;
     try {
-      pyb::object core = runner().attr("CoreRunner")(func_, decls, from_json(spec_.params), spec_.positional);
+      pyb::object core = runner().attr("CoreRunner")(func_, decls, from_json(spec_.params));
       kernels::KernelBuild b = kernels::build_program(
           [&](kernels::Kernel& k) { returned.push_back(core(KernelHandle(k))); }, options);
+      frontend_stats_ = to_json(pyb::module_::import("trnsim.nki._hooks").attr("stats")());
+      if (frontend_stats_.is_object() && frontend_stats_.empty()) frontend_stats_ = nullptr;
       return with_outputs(std::move(b), returned);
     } catch (pyb::error_already_set& e) {
       if (spec_.python_errors && !is_trnsim_error(e)) throw;
@@ -105,6 +107,7 @@ class PythonKernel final : public kernels::BoundKernel {
   }
   std::vector<kernels::KernelStat> input_stats(const kernels::Tensors&) const override { return {}; }
   void check_inputs(const kernels::Tensors&) const override {}
+  json frontend_stats() const override { return frontend_stats_; }
 
  private:
   static bool is_trnsim_error(pyb::error_already_set& e) {
@@ -141,9 +144,8 @@ class PythonKernel final : public kernels::BoundKernel {
     for (const workload::TensorInfo& t : spec_.inputs) arrays.append(to_numpy(ctx.input(t.name)));
     pyb::list result;
     try {
-      result = runner().attr("call_reference")(
-          spec_.reference, arrays, spec_.positional ? pyb::none() : pyb::object(pyb::cast(names())),
-          from_json(spec_.params), outputs_.size());
+      result =
+          runner().attr("call_reference")(spec_.reference, arrays, from_json(spec_.params), outputs_.size());
     } catch (pyb::error_already_set& e) {
       if (spec_.python_errors) throw;
       rethrow_python(e, "reference");
@@ -162,17 +164,12 @@ class PythonKernel final : public kernels::BoundKernel {
     return out;
   }
 
-  std::vector<std::string> names() const {
-    std::vector<std::string> n;
-    for (const auto& t : spec_.inputs) n.push_back(t.name);
-    return n;
-  }
-
   PythonKernelSpec spec_;
   PythonKernelDef def_;
   pyb::object func_;
   std::optional<int> grid_;
   mutable std::vector<std::string> outputs_;
+  mutable json frontend_stats_ = nullptr;
 };
 
 }  // namespace

@@ -30,7 +30,6 @@ struct PythonKernelSpec {
   std::string name;                          // "<function> (<file>)"
   pybind11::object kernel;                   // the function or the nki.jit object
   std::vector<workload::TensorInfo> inputs;  // declared in the function's parameter order (see _runner.py)
-  bool positional = false;  // inputs passed positionally (simulate_kernel) instead of by name
   nlohmann::json params = nlohmann::json::object();  // keyword arguments
   pybind11::object reference = pybind11::none();     // NumPy reference function, or None
   std::optional<int> lnc;                            // the workload's "lnc"

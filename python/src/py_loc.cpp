@@ -20,6 +20,7 @@ struct LocState {
   // By the code object's filename string (kept alive by a reference): a frame's file is found by pointer.
   std::unordered_map<PyObject*, FileInfo> by_object;
   std::vector<std::string> internal;
+  FileInfo overflow{nullptr, false};
 };
 
 LocState& state() {
@@ -41,8 +42,15 @@ const FileInfo& info_of(PyObject* filename) {
   const char* utf8 = PyUnicode_AsUTF8AndSize(filename, &n);
   std::string name = utf8 ? std::string(utf8, static_cast<size_t>(n)) : std::string("<python>");
   if (!utf8) PyErr_Clear();
+  const FileInfo info{intern_file(name), is_internal(name)};
+  // Kept by pointer (the string held alive) up to a bound: a caller making a new string per call must not
+  // grow the table without end; past the bound such strings are looked up by content each time.
+  if (s.by_object.size() >= 4096) {
+    s.overflow = info;
+    return s.overflow;
+  }
   Py_INCREF(filename);
-  return s.by_object.emplace(filename, FileInfo{intern_file(name), is_internal(name)}).first->second;
+  return s.by_object.emplace(filename, info).first->second;
 }
 
 }  // namespace
@@ -92,10 +100,18 @@ kernels::Loc caller_loc() {
 
 kernels::Loc loc_of(pybind11::handle loc) {
   if (loc.is_none()) return caller_loc();
-  if (!pybind11::isinstance<pybind11::tuple>(loc) || pybind11::len(loc) != 2)
-    throw pybind11::type_error("loc: expected (file, line) or None");
-  const auto t = pybind11::reinterpret_borrow<pybind11::tuple>(loc);
-  return kernels::Loc(intern_file(t[0].cast<std::string>()), t[1].cast<uint32_t>());
+  PyObject* t = loc.ptr();
+  if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(t, 0)) ||
+      !PyLong_Check(PyTuple_GET_ITEM(t, 1)))
+    throw pybind11::type_error("loc: expected (file: str, line: int) or None");
+  // The file string object is usually the same one call after call (a code object's co_filename): found by
+  // pointer, like a frame's.
+  const long line = PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
+  if (line < 0 || line > static_cast<long>(UINT32_MAX)) {
+    PyErr_Clear();
+    throw pybind11::value_error("loc: line out of range");
+  }
+  return kernels::Loc(info_of(PyTuple_GET_ITEM(t, 0)).name, static_cast<uint32_t>(line));
 }
 
 }  // namespace trnsim::py

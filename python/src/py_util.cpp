@@ -51,12 +51,12 @@ pyb::object from_json(const json& j) {
     case json::value_t::array: {
       pyb::list l;
       for (const json& v : j) l.append(from_json(v));
-      return std::move(l);
+      return l;
     }
     case json::value_t::object: {
       pyb::dict d;
       for (const auto& [k, v] : j.items()) d[pyb::str(k)] = from_json(v);
-      return std::move(d);
+      return d;
     }
     default:
       return pyb::none();
@@ -142,7 +142,7 @@ pyb::array to_numpy(const tensor::HostTensor& t, bool raw) {
     pyb::array_t<int64_t> out(shape);
     int64_t* d = out.mutable_data();
     for (int64_t i = 0; i < t.elements(); ++i) d[i] = t.int_value(i);
-    return std::move(out);
+    return out;
   }
   pyb::array_t<float> out(shape);
   if (t.dtype == isa::DType::F32) {
@@ -151,7 +151,7 @@ pyb::array to_numpy(const tensor::HostTensor& t, bool raw) {
     float* d = out.mutable_data();
     for (int64_t i = 0; i < t.elements(); ++i) d[i] = t.value(i);
   }
-  return std::move(out);
+  return out;
 }
 
 }  // namespace trnsim::py

@@ -71,8 +71,10 @@ def test_session_runs_and_reads():
     s = _core.Session(b.program, hw)
     x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64) / 7
     s.set_input("x", x)
-    stats = s.run()
+    seen = []
+    stats = s.run(progress=lambda ns, done, total: seen.append((done, total)), progress_every=1)
     assert stats["total_time_ns"] > 0
+    assert seen and seen[-1][1] == 4 and all(0 < d <= 4 for d, _ in seen), seen
     assert np.array_equal(s.read("out"), x)
     raises(trnsim.InputError, s.set_input, "nope", x)
 
@@ -90,6 +92,10 @@ def test_views():
         seen["pstart"] = t[32:64].partition_start
         seen["neg"] = raises(IndexError, t.__getitem__, (slice(None), -1))
         seen["desc"] = t.describe()
+        p = k.sbuf([128, 1024], _core.DType.F32, "p")
+        seen["pattern"] = p.pattern(_core.DType.F32, 160, [(0, 64), (1, 8), (8, 16)], 32)
+        seen["pattern_bf16"] = p.pattern(_core.DType.BF16, 0, [(0, 128), (0, 4), (1, 2048)]).shape
+        seen["pattern_oob"] = raises(trnsim.InputError, p.pattern, _core.DType.F32, 4, [(0, 128), (1, 1024)])
         seen["handle"] = k
         seen["pid"] = (k.program_id(), k.num_programs(), _core.Kernel.current().serial() == k.serial())
 
@@ -102,6 +108,10 @@ def test_views():
     assert seen["pstart"] == 32
     assert "'t'" in seen["desc"] and "bfloat16" in seen["desc"], seen["desc"]
     assert seen["pid"] == (0, 1, True)
+    pv = seen["pattern"]
+    assert (pv.shape, pv.partition_start, pv.offset_bytes, pv.dtype) == ((64, 8, 16), 32, 160, _core.DType.F32)
+    assert seen["pattern_bf16"] == (128, 4, 2048)
+    assert "p" in str(seen["pattern_oob"]), seen["pattern_oob"]
     # the kernel context is gone once its core's call returned
     raises(ValueError, seen["handle"].program_id)
     assert _core.Kernel.current() is None
@@ -122,6 +132,11 @@ def test_errors_name_the_python_line():
 
     e = raises(trnsim.Error, _core.build_program, bad_matmul, limits=_core.default_limits(_core.Generation.Trn2))
     assert str(e).startswith("test_bindings.py:%d: " % line_of("MARK-matmul")), e
+
+
+def test_caller_loc():
+    f, line = _core.caller_loc()  # MARK-caller
+    assert (f, line) == (THIS, line_of("MARK-caller")), (f, line)
 
 
 def test_python_exception_propagates():
@@ -155,6 +170,26 @@ def test_ops_take_keywords():
     e = np.exp(x.astype(np.float64) * 0.5)
     want = (e + e.sum(axis=1, keepdims=True)) * 3.0
     assert np.allclose(s.read("out"), want, rtol=1e-5), np.abs(s.read("out") - want).max()
+
+
+def test_allocation_rule():
+    q = _core.LoopTileQuery(space=_core.MemSpace.SBUF, bytes_per_partition=1024,
+                            loop=_core.InLoop(trip_count=8), free_bytes_per_partition=200 * 1024)
+    c = _core.loop_tile_buffers(q)
+    assert c.bufs == _core.kCompilerMultiBuffer == 2, (c.bufs, c.reason)
+    assert _core.loop_tile_buffers(_core.LoopTileQuery(
+        space=_core.MemSpace.SBUF, bytes_per_partition=1024, loop=_core.InLoop(trip_count=8, dynamic=True),
+        free_bytes_per_partition=200 * 1024)).bufs == 1
+
+    def kernel(k):
+        pool = k.sbuf_pool([128, 256], _core.DType.BF16, "a", _core.InLoop(trip_count=4))  # MARK-pool
+        assert pool.bufs == 2
+        k.psum_pool([128, 512], _core.DType.F32, "p", 3)
+
+    b = _core.build_program(kernel, limits=_core.default_limits(_core.Generation.Trn2))
+    recs = [(a.name, a.source, a.bufs, a.by_rule, a.trip_count) for a in b.allocations]
+    assert recs == [("a", "test_bindings.py:%d" % line_of("MARK-pool"), 2, True, 4),
+                    ("p", "test_bindings.py:%d" % line_of('k.psum_pool([128, 512]'), 3, False, 0)], recs
 
 
 if __name__ == "__main__":

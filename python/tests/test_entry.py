@@ -44,6 +44,27 @@ def test_benchmark():
     assert t3.latency_ns > 0 and t3.latency_ns != r.latency_ns and t3.checks == [] and t3.outputs == []
 
 
+def test_frontend_hooks():
+    """The language layer's hooks: call() runs the kernel, stats() becomes stats.json "nki"."""
+    from trnsim.nki import _hooks
+    seen = []
+    saved = (_hooks.call, _hooks.stats)
+    try:
+        def call(func, inputs, params):
+            seen.append((len(inputs), sorted(params)))
+            return func(*inputs, **params)
+        _hooks.call = call
+        _hooks.stats = lambda: {"schedule": "written order"}
+        a = np.ones((128, 8), dtype=np.float32)
+        r = nki.benchmark(add_kernel, a, b=a, scale=3.0)
+    finally:
+        _hooks.call, _hooks.stats = saved
+    assert seen == [(2, ["scale"])], seen  # the inputs a and b (leading parameters) positionally
+    assert r.stats["nki"] == {"schedule": "written order"}, r.stats.get("nki")
+    assert np.array_equal(r.outputs[0], (a + a) * 3)
+    assert "nki" not in nki.benchmark(add_kernel, a, a).stats
+
+
 def test_errors_from_python():
     x = np.zeros((128, 4), dtype=np.float32)
     raises(ZeroDivisionError, nki.simulate_kernel, raises_kernel, x)

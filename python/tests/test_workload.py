@@ -98,6 +98,19 @@ def test_failed_check_exits_3():
     rc, out, err = trnsim_cli("run", path, "--out", d)
     assert rc == 3, (rc, err)
     assert os.path.exists(os.path.join(d, "out.npy"))
+    assert "FAIL" in out, out
+    # the same through --set, and a reference file given with --set is relative to the current directory
+    d2 = tmpdir()
+    rc, out, err = trnsim_cli("run", os.path.join(DATA, "copy.json"), "--out", d2, "--set",
+                              "reference.function=wrong_ref")
+    assert rc == 3, (rc, err)
+    cwd = os.getcwd()
+    try:
+        os.chdir(KERNELS)
+        rc, out, err = trnsim_cli("validate", os.path.join(DATA, "copy.json"), "--set", "reference.nki=tiny.py")
+    finally:
+        os.chdir(cwd)
+    assert rc == 0, err
 
 
 def test_python_exception_exit_1_with_traceback():

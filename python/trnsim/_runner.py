@@ -96,25 +96,31 @@ class CoreRunner:
     """Called by the builder once per core with the core's ``_core.Kernel``: declares the inputs, calls the
     kernel function, returns the names of the tensors it returned (None if it returned nothing)."""
 
-    def __init__(self, func, inputs, params, positional):
+    def __init__(self, func, inputs, params):
         from .nki import _hooks
         self.hooks = _hooks
         self.func = func
         self.inputs = inputs  # [(name, DType, shape)]
         self.params = params
-        self.positional = positional
         code = getattr(func, "__code__", None)
         self.loc = (code.co_filename, code.co_firstlineno) if code else None
+        # How many inputs are the function's leading positional parameters (in order).
+        params_ = [p for p in _parameters(func)
+                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.positional_count = 0
+        for p, (n, _, _) in zip(params_, inputs):
+            if p.name != n:
+                break
+            self.positional_count += 1
 
     def __call__(self, k):
         wrap = self.hooks.wrap_input
         tensors = [wrap(k.input(n, dt, shape, loc=self.loc)) for n, dt, shape in self.inputs]
-        if self.positional:
-            ret = self.func(*tensors, **self.params)
-        else:
-            kwargs = dict(self.params)
-            kwargs.update((n, t) for (n, _, _), t in zip(self.inputs, tensors))
-            ret = self.func(**kwargs)
+        # Inputs that are the function's leading parameters go positionally, any other by keyword.
+        lead = self.positional_count
+        kwargs = dict(self.params)
+        kwargs.update((n, t) for (n, _, _), t in zip(self.inputs[lead:], tensors[lead:]))
+        ret = self.hooks.call(self.func, tensors[:lead], kwargs)
         if ret is None:
             return None
         items = list(ret) if isinstance(ret, (tuple, list)) else [ret]
@@ -131,7 +137,7 @@ class CoreRunner:
         return names
 
 
-def call_reference(ref, arrays, names, params, n_outputs):
+def call_reference(ref, arrays, params, n_outputs):
     """The reference's outputs: ``ref(*arrays, **params)`` (params limited to what its signature takes),
     as a list of ``n_outputs`` arrays."""
     import numpy as np

@@ -17,7 +17,6 @@
 #include "sim/base/interrupt.h"
 #include "sim/io/npy.h"
 #include "sim/io/output_files.h"
-#include "sim/isa/names.h"
 #include "sim/run/report.h"
 #include "sim/run/session.h"
 #include "sim/trace/open_trace.h"
