@@ -14,7 +14,7 @@ import numpy as np
 from . import _ops
 from . import _trace
 from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype
-from ._errors import NkiError, unsupported
+from ._errors import NkiError, caller_loc, unsupported
 from ._index import IndexExpr, Mask
 from ._tensor import HBM, PSUM, SBUF, NkiTensor
 
@@ -225,10 +225,11 @@ def apply_mask(mask, views):
 # ---- DMAs
 
 
-def dma(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False):
+def dma(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False, loc=None):
     if isinstance(src, _Indirect) or isinstance(dst, _Indirect):
         return _indirect_dma(dst, src, engine, dge_mode, oob_mode, accumulate)
-    return _ops.dma_copy(dst, src, engine=engine, dge_mode=dge_mode, oob_mode=oob_mode, accumulate=accumulate)
+    return _ops.dma_copy(dst, src, engine=engine, dge_mode=dge_mode, oob_mode=oob_mode, accumulate=accumulate,
+                         loc=loc)
 
 
 class _Indirect:
@@ -399,8 +400,9 @@ def load(src, mask=None, dtype=None):
         shape, sdt = src.shape, src.dtype
     if len(shape) == 1:
         shape = (shape[0], 1)
-    out = _sbuf_result(shape, dt(dtype, sdt), "load")
-    dma(out, src)
+    loc = caller_loc()
+    out = _ops.new_tile(shape, dt(dtype, sdt), SBUF, "load", loc)
+    dma(out, src, loc=loc)
     return fresh(out)
 
 
@@ -413,19 +415,21 @@ def store(dst, value, mask=None):
         raise NkiError("nl.store: dst must be an HBM tensor")
     if isinstance(dst, NkiTensor):
         dst, value = apply_mask(mask, (dst, value))
+    loc = caller_loc()
     if value.st.space == PSUM:
-        tmp = _sbuf_result(value.shape, value.dtype, "store_psum_copy")
-        _ops.tensor_copy(tmp, value)
+        tmp = _ops.new_tile(value.shape, value.dtype, SBUF, "store_psum_copy", loc)
+        _ops.tensor_copy(tmp, value, loc=loc)
         value = tmp
-    dma(dst, value)
+    dma(dst, value, loc=loc)
 
 
 def copy(x, dtype=None, mask=None):
     """nl.copy: one tensor_copy into a new SBUF tile (nki.language.copy)."""
     x = load_if_hbm(x, "copy")
     (x,) = apply_mask(mask, (x,))
-    out = _sbuf_result(x.shape, dt(dtype, x.dtype), "copy")
-    _ops.tensor_copy(out, x)
+    loc = caller_loc()
+    out = _ops.new_tile(x.shape, dt(dtype, x.dtype), SBUF, "copy", loc)
+    _ops.tensor_copy(out, x, loc=loc)
     return fresh(out)
 
 
@@ -476,8 +480,9 @@ def matmul(x, y, transpose_x=False, mask=None):
     if x.partitions != y.partitions:
         raise NkiError(f"nl.matmul: contraction dims differ: x.T is [{x.partitions}, {x.free_size}], y is "
                        f"{list(y.shape)}")
-    out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul")
-    _ops.nc_matmul(out, x, y, None)
+    loc = caller_loc()
+    out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul", loc)
+    _ops.nc_matmul(out, x, y, None, loc=loc)
     return fresh(out)
 
 
