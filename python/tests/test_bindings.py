@@ -94,6 +94,7 @@ def test_views():
         seen["desc"] = t.describe()
         p = k.sbuf([128, 1024], _core.DType.F32, "p")
         seen["pattern"] = p.pattern(_core.DType.F32, 160, [(0, 64), (1, 8), (8, 16)], 32)
+        seen["p_offset"] = p.offset_bytes  # pattern offsets count from the view's start
         seen["pattern_bf16"] = p.pattern(_core.DType.BF16, 0, [(0, 128), (0, 4), (1, 2048)]).shape
         seen["pattern_oob"] = raises(trnsim.InputError, p.pattern, _core.DType.F32, 4, [(0, 128), (1, 1024)])
         seen["handle"] = k
@@ -109,7 +110,8 @@ def test_views():
     assert "'t'" in seen["desc"] and "bfloat16" in seen["desc"], seen["desc"]
     assert seen["pid"] == (0, 1, True)
     pv = seen["pattern"]
-    assert (pv.shape, pv.partition_start, pv.offset_bytes, pv.dtype) == ((64, 8, 16), 32, 160, _core.DType.F32)
+    assert (pv.shape, pv.partition_start, pv.offset_bytes, pv.dtype) == (
+        (64, 8, 16), 32, seen["p_offset"] + 160, _core.DType.F32)
     assert seen["pattern_bf16"] == (128, 4, 2048)
     assert "p" in str(seen["pattern_oob"]), seen["pattern_oob"]
     # the kernel context is gone once its core's call returned

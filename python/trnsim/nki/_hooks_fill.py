@@ -5,10 +5,11 @@ from . import _hooks, _jit
 
 
 def _call(func, inputs, params):
+    """NKI kernels (@nki.jit) are traced; a plain function (e.g. one written on trnsim._core's builder) gets
+    the builder's views as they are."""
     if getattr(func, "__trnsim_traced__", False):
         return func(*inputs, **params)
-    k = _jit.JitKernel(getattr(func, "fn", func))
-    return k.func(*inputs, **params)
+    return func(*inputs, **params)
 
 
 class Input:
@@ -18,6 +19,9 @@ class Input:
 
     def __init__(self, view, shape):
         self.view, self.shape = view, tuple(shape)
+
+
+declared = {}  # id(view) -> the shape the run declared the input with (the view goes to the kernel as it is)
 
 
 def _wrap_input(view):
@@ -30,7 +34,8 @@ def _wrap_input(view):
         shape = f.f_locals.get("shape")
         if shape is None or list(shape) == [] or _prod(shape) != _prod(view.shape):
             shape = view.shape
-    return Input(view, shape)
+    declared[id(view)] = (view, tuple(shape))
+    return view
 
 
 def _prod(s):

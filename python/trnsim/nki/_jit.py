@@ -147,11 +147,12 @@ def _build_core(kernel, args, kwargs):
 
 def _as_input(trace, a):
     from .. import _core
-    from ._hooks_fill import Input
+    from ._hooks_fill import declared
 
     shape = None
-    if isinstance(a, Input):
-        a, shape = a.view, a.shape
+    d = declared.get(id(a))
+    if d is not None and d[0] is a:
+        shape = d[1]
     if isinstance(a, _core.View):
         st = trace.__dict__.setdefault("_inputs", {}).get(a.name)
         if st is None:
@@ -216,7 +217,9 @@ def _declare_hbm(k, trace, outs):
 def _release(trace):
     """Drops the trace's objects (they form cycles: storages point back at the trace)."""
     from . import _lower
+    from ._hooks_fill import declared
 
+    declared.clear()
     for key in [k for k in _lower._FRESH if k[1] == id(trace)]:
         del _lower._FRESH[key]
     for st in trace.storages:
