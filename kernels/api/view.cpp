@@ -309,11 +309,9 @@ View View::pattern(isa::DType dtype, int64_t offset_bytes,
   const int64_t es = elem_bytes(dtype);
   View v = *this;
   v.dtype_ = dtype;
-  // offset_bytes counts from this view's start: the storage's, on the whole tile (which may sit anywhere in
-  // its partitions) or tensor.
   v.offset_bytes_ = offset_bytes_ + offset_bytes;
   v.dims_.clear();
-  int64_t lo = v.offset_bytes_, hi = v.offset_bytes_ + es;
+  int64_t lo = offset_bytes, hi = offset_bytes + es;
   for (size_t i = 0; i < dims.size(); ++i) {
     const auto [stride, size] = dims[i];
     if (size < 1 || stride < 0)
@@ -327,8 +325,9 @@ View View::pattern(isa::DType dtype, int64_t offset_bytes,
     v.dims_.push_back({stride, size});
   }
   if (v.dims_.size() == 1) v.dims_.push_back({1, 1});
-  // This view's own extent: its partitions, and the bytes its free dims (HBM: all dims) span.
-  int64_t own_lo = offset_bytes_, own_hi = offset_bytes_ + elem_bytes(dtype_);
+  // This view's own extent, relative to its start: its partitions, and the bytes its free dims (HBM: all
+  // dims) span.
+  int64_t own_lo = 0, own_hi = elem_bytes(dtype_);
   for (size_t i = hbm ? 0 : 1; i < dims_.size(); ++i)
     own_hi += (dims_[i].size - 1) * dims_[i].stride * elem_bytes(dtype_);
   if (lo < own_lo || hi > own_hi)
@@ -336,10 +335,10 @@ View View::pattern(isa::DType dtype, int64_t offset_bytes,
                                  own_lo, own_hi));
   if (!hbm) {
     const int64_t p1 = static_cast<int64_t>(partition_start) + dims[0].second;
-    if (partition_start < partition_start_ || p1 > partition_start_ + partitions())
-      throw InputError(fmt::format("{}: pattern partitions [{}, {}) outside [{}, {})", describe(),
-                                   partition_start, p1, partition_start_, partition_start_ + partitions()));
-    v.partition_start_ = partition_start;
+    if (p1 > partitions())
+      throw InputError(fmt::format("{}: pattern partitions [{}, {}) outside its {}", describe(),
+                                   partition_start, p1, partitions()));
+    v.partition_start_ = partition_start_ + partition_start;
   }
   return v;
 }

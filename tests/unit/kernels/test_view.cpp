@@ -143,6 +143,12 @@ TEST_CASE("views from explicit patterns (the NKI front end): strides, bitcasts, 
     CHECK(ap.partition_stride == 256);
     check_dims(ap, {{1, 1}});
     CHECK_THROWS_AS(x.pattern(DType::BF16, 2, {{256, 64}, {1, 256}}), InputError);
+    // Offsets count from the view's start: a tile allocated after t starts 4096 bytes in.
+    View u = k.sbuf({128, 16}, DType::F32, "u");
+    ap = u.pattern(DType::F32, 8, {{0, 2}, {1, 4}}, 3).ap();
+    CHECK(ap.offset_bytes == u.offset_bytes() + 8);
+    CHECK(ap.partition_start == 3);
+    CHECK_THROWS_AS(u.pattern(DType::F32, 0, {{0, 128}, {1, 17}}), InputError);
   });
 }
 
