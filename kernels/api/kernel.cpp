@@ -54,8 +54,12 @@ struct CurrentGuard {
 isa::Limits default_limits(Generation g) {
   isa::Limits l;
   l.generation = g;
-  l.sbuf_bytes_per_partition = g == Generation::Trn3 ? 256 * 1024 : 224 * 1024;
-  l.hbm_bytes = g == Generation::Trn3 ? uint64_t{36} << 30 : uint64_t{24} << 30;
+  l.sbuf_bytes_per_partition = g == Generation::Trn3   ? 256 * 1024
+                               : g == Generation::Trn1 ? 192 * 1024
+                                                       : 224 * 1024;
+  l.hbm_bytes = g == Generation::Trn3   ? uint64_t{36} << 30
+                : g == Generation::Trn1 ? uint64_t{32} << 30
+                                        : uint64_t{24} << 30;
   return l;
 }
 

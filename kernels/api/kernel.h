@@ -42,7 +42,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <source_location>
 #include <string>
 #include <vector>
 
@@ -60,9 +59,28 @@ using isa::DType;
 using isa::Engine;
 using isa::Generation;
 
-using Loc = std::source_location;
+// A kernel source location: the file and line of the op call, recorded in each instruction (isa::SourceLoc)
+// and named in errors. C++ kernels get it from the call site (`Loc loc = Loc::current()` as a default
+// argument, like std::source_location); the Python bindings make one from the Python file and line of the
+// nki call. `file` must stay valid for the life of the process (a string literal, or a name interned by the
+// bindings): the builder keeps the pointer.
+class Loc {
+ public:
+  static constexpr Loc current(const char* file = __builtin_FILE(),
+                               uint32_t line = __builtin_LINE()) noexcept {
+    return Loc(file, line);
+  }
+  constexpr Loc(const char* file, uint32_t line) noexcept : file_(file), line_(line) {}
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr uint32_t line() const noexcept { return line_; }
 
-// isa::Limits with the documented sizes of a generation (Trn2 SBUF 224 KiB, Trn3 256 KiB per partition).
+ private:
+  const char* file_;
+  uint32_t line_;
+};
+
+// isa::Limits with the documented sizes of a generation: SBUF per partition Trn1 192 KiB, Trn2 224 KiB, Trn3
+// 256 KiB; HBM a kernel may use Trn1 32 GiB (one chip, two cores), Trn2 24 GiB, Trn3 36 GiB.
 isa::Limits default_limits(Generation g);
 
 struct BuildOptions {
@@ -276,8 +294,8 @@ class Kernel {
     std::vector<uint16_t> need_sems;
   };
   EmitScratch scratch_;
-  // intern()'s last file: a source_location's file_name() is one pointer per file, so a repeated file is
-  // found without a string lookup.
+  // intern()'s last file: a Loc's file_name() is one pointer per file (a string literal, or a Python file
+  // name interned once by the bindings), so a repeated file is found without a string lookup.
   const char* last_file_ = nullptr;
   uint32_t last_file_index_ = 0;
 };

@@ -65,7 +65,7 @@ const char* mem_name(MemSpace m) {
   return "?";
 }
 const char* generation_name(Generation g) {
-  return g == Generation::Trn3 ? "trn3" : "trn2";
+  return g == Generation::Trn3 ? "trn3" : g == Generation::Trn1 ? "trn1" : "trn2";
 }
 
 std::optional<Opcode> parse_opcode(std::string_view s) {
@@ -88,6 +88,7 @@ std::optional<ActFunc> parse_act(std::string_view s) {
 std::optional<Generation> parse_generation(std::string_view s) {
   if (s == "trn2") return Generation::Trn2;
   if (s == "trn3") return Generation::Trn3;
+  if (s == "trn1") return Generation::Trn1;
   return std::nullopt;
 }
 

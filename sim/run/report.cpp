@@ -223,7 +223,8 @@ json check_json(const CheckResult& c) {
 
 // The leaf key paths of `j` (objects are walked, arrays of objects as name[i]); `params` is opaque.
 void walk(const json& j, const std::string& path, std::vector<std::string>& out) {
-  if (path == "params" || (!j.is_object() && !(j.is_array() && !j.empty() && j[0].is_object()))) {
+  if (path == "params" || path == "nki" ||
+      (!j.is_object() && !(j.is_array() && !j.empty() && j[0].is_object()))) {
     out.push_back(path);
     return;
   }
@@ -355,6 +356,7 @@ json stats_json(const RunReport& r) {
     j["kernel_stats"] = ks;
   }
   if (!r.allocations.empty()) j["allocations"] = r.allocations;
+  if (!r.nki.is_null()) j["nki"] = r.nki;
   if (!r.notes.empty()) j["notes"] = r.notes;
   if (r.numerics_run) {
     json num = json::object();

@@ -241,6 +241,9 @@ std::vector<StatDef> build() {
       row("allocations[].reason", "text", "the clause of the rule that decided"),
       row("allocations[].declarations", "count",
           "times the site was declared (a pool made again per outer loop)"),
+      row("nki", "text",
+          "what the NKI front end recorded while a Python kernel built (its schedule and choices; "
+          "docs/nki.md)"),
       row("kernel_stats", "text",
           "figures the kernel computes from its inputs; each has its own value, unit and "
           "description"),

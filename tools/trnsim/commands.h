@@ -39,4 +39,10 @@ void add_list_command(CLI::App& app);
 // trnsim stats FILE.json [--lines N] | trnsim stats --compare A.json B.json (alias: summary)
 void add_stats_command(CLI::App& app);
 
+// trnsim sweep SWEEP.json [...] | trnsim sweep status|collect|resubmit DIR (docs/sweeps.md)
+void add_sweep_command(CLI::App& app);
+
+// trnsim tune SWEEP.json [--budget N] [--objective COLUMN] [...] (docs/sweeps.md)
+void add_tune_command(CLI::App& app);
+
 }  // namespace trnsim::cli

@@ -374,21 +374,22 @@ TEST_CASE(
 TEST_CASE("moe bwd: skip_grad_initialization leaves the zeroing to the caller") {
   // The model starts every output poisoned (NaN): the caller's zeros are set first (the outputs the kernel
   // names, as `trnsim run` sets them), and the kernel adds.
-  MoeRun r{prepare_bwd(small({{"skip_grad_initialization", true}}), bwd_inputs())};
+  // WorkloadRun (as `trnsim run`) sets the zeros the kernel leaves to its caller.
+  workload::WorkloadRun run(prepare_bwd(small({{"skip_grad_initialization", true}}), bwd_inputs()));
   CHECK(prepare_bwd(small(), bwd_inputs()).kernel->zeroed_outputs().empty());
-  const std::vector<std::string> zeroed = r.prepared.kernel->zeroed_outputs();
+  const std::vector<std::string> zeroed = run.prepared().kernel->zeroed_outputs();
   CHECK(zeroed == std::vector<std::string>{"hidden_states_grad", "expert_affinities_masked_grad",
                                            "gate_up_proj_weight_grad", "down_proj_weight_grad"});
-  r.inputs = workload::make_inputs(r.prepared);
-  run::Session s(r.prepared.build.program, r.prepared.hw);
-  for (const auto& [name, t] : r.inputs) s.set_input(name, t);
-  for (const std::string& n : zeroed) {
-    const auto* t = r.prepared.output(n);
-    s.set_input(n, tensor::HostTensor::zeros(t->dtype, t->shape));
-  }
-  r.result = s.run({.numerics = true});
-  for (const auto& t : r.prepared.outputs) r.outputs.emplace(t.name, s.read(t.name));
-  r.checks = workload::evaluate_checks(r.prepared, r.inputs, r.outputs, true);
+  run.run({.full_reference = true});
+  CHECK(run.notes().back() ==
+        "outputs hidden_states_grad, expert_affinities_masked_grad, gate_up_proj_weight_grad, "
+        "down_proj_weight_grad start at zero, set by trnsim as the caller (kernel parameters leave their "
+        "initialization to the caller)");
+  MoeRun r{std::move(run.prepared())};
+  r.inputs = std::move(run.inputs());
+  r.outputs = std::move(run.outputs());
+  r.result = run.result();
+  r.checks = run.checks();
   expect_pass(r);
   // The zeroing DMAs are gone: fewer instructions than with the default.
   const auto count = [](const isa::Program& p) {
