@@ -418,6 +418,7 @@ void emit_bwd_lib(Kernel& k, const BwdParams& p, const BwdLibPlan& f) {
     bind_slot(s);
     {
       PhaseScope ph(k, "gather");
+      mxfp8::lib::Tiles::Scope ts(s.tiles);
       expert_offset(s, s.p1.rhs, "down", I * H / 128);
       if (b + 1 < N) load_tokens(s, b + 1, s.tokens[(b + 1) % 2]);
       gather_transposed(s, s.t.hidden, slot_of(s.t.hidden_t, s.slot), p.phase3_transpose_mode);
@@ -426,19 +427,23 @@ void emit_bwd_lib(Kernel& k, const BwdParams& p, const BwdLibPlan& f) {
     }
     {
       PhaseScope ph(k, "P1");
+      mxfp8::lib::Tiles::Scope ts(s.tiles);
       phase1(s);
     }
     {
       PhaseScope ph(k, "P2");
+      mxfp8::lib::Tiles::Scope ts(s.tiles);
       expert_offset(s, s.p2.rhs, "gate_up", H * 2 * I / 128);
       phase2(s);
     }
     {
       PhaseScope ph(k, "P3");
+      mxfp8::lib::Tiles::Scope ts(s.tiles);
       phase3(s);
     }
     {
       PhaseScope ph(k, "P4");
+      mxfp8::lib::Tiles::Scope ts(s.tiles);
       transpose_scaled(s);
       nki::core_barrier(slot_of(s.t.scaled_t, s.slot));
       nki::core_barrier(slot_of(s.t.dy_t, s.slot));

@@ -291,6 +291,7 @@ void emit_fwd_lib(Kernel& k, const FwdParams& p, const FwdLibPlan& f) {
     w.b = b;
     {
       PhaseScope ph(k, "gather");
+      mxfp8::lib::Tiles::Scope ts(w.tiles);
       if (b + f.cores < f.N)
         nki::dma_transpose(w.tok[1 - w.ring],
                            w.tokens(S((b + f.cores) * B, (b + f.cores + 1) * B)).reshape({G, 128}));
@@ -325,14 +326,17 @@ void emit_fwd_lib(Kernel& k, const FwdParams& p, const FwdLibPlan& f) {
     }
     {
       PhaseScope ph(k, "gate_up");
+      mxfp8::lib::Tiles::Scope ts(w.tiles);
       gate_up(w, ea_all);
     }
     {
       PhaseScope ph(k, "down");
+      mxfp8::lib::Tiles::Scope ts(w.tiles);
       down(w);
     }
     {
       PhaseScope ph(k, "scatter");
+      mxfp8::lib::Tiles::Scope ts(w.tiles);
       scatter(w);
     }
     w.ring = 1 - w.ring;

@@ -68,9 +68,16 @@ Tiles::Tiles(Kernel& k) : k_(k) {}
 View Tiles::sbuf(const std::string& site, const std::vector<int64_t>& shape, DType dtype) {
   auto key = std::make_tuple(site, shape, dtype);
   auto it = pools_.find(key);
-  if (it == pools_.end())
+  if (it == pools_.end()) {
     it = pools_.emplace(key, k_.sbuf_pool(shape, dtype, site, InLoop{.trip_count = 2})).first;
+    order_.push_back(key);
+  }
   return it->second.next();
+}
+
+void Tiles::release_from(size_t mark) {
+  for (size_t i = mark; i < order_.size(); ++i) pools_.erase(order_[i]);
+  order_.resize(mark);
 }
 
 View Tiles::psum(int64_t partitions, int64_t cols, DType dtype) {

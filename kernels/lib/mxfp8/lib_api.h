@@ -32,7 +32,8 @@
 // Tiles: every SBUF tile the library allocates (SbufManager.alloc_stack, which nki-library's MXFP8 kernels
 // run in auto-allocation mode: a plain nl.ndarray the compiler places) is one allocation site with the
 // compiler's default in-loop buffers (alloc_rule.h: double buffering, as space allows); every PSUM tile takes
-// the next banks of one ring over the 8 banks (alloc_rule.h: every free bank).
+// the next banks of one ring over the 8 banks (alloc_rule.h: every free bank). A Tiles::Scope releases the
+// sites made inside it (the compiler frees a tile after its last use: one phase's tiles do not outlive it).
 //
 // Errors: InputError "<kernel>: ..." for shapes the library asserts out (DGT vector-offset columns above 32,
 // K remainders below a tile).
@@ -62,9 +63,26 @@ class Tiles {
   View psum(int64_t partitions, int64_t cols, DType dtype);
   Kernel& kernel() const { return k_; }
 
+  // The compiler's liveness: the sites made while a Scope lives (one phase of one block) are released when it
+  // ends, so the next phase's tiles take their space.
+  class Scope {
+   public:
+    explicit Scope(Tiles& t) : t_(t), mark_(t.order_.size()) {}
+    ~Scope() { t_.release_from(mark_); }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Tiles& t_;
+    size_t mark_;
+  };
+
  private:
+  using Key = std::tuple<std::string, std::vector<int64_t>, DType>;
+  void release_from(size_t mark);
   Kernel& k_;
-  std::map<std::tuple<std::string, std::vector<int64_t>, DType>, TilePool> pools_;
+  std::map<Key, TilePool> pools_;
+  std::vector<Key> order_;
   View ring_;
   int64_t next_bank_ = 0;
 };
