@@ -22,8 +22,9 @@ using nlohmann::json;
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"name", "description", "hardware", "kernel",   "params",
-                                           "lnc",  "inputs",      "outputs",  "numerics", "reference"};
+const std::vector<std::string> kTopKeys = {"name",     "description", "hardware",        "kernel",
+                                           "params",   "lnc",         "inputs",          "outputs",
+                                           "numerics", "reference",   "max_instructions"};
 
 std::map<std::string, KernelLoader>& loaders() {
   static std::map<std::string, KernelLoader> m;
@@ -291,6 +292,12 @@ Workload parse_workload(const std::string& path, const std::vector<std::string>&
       c.fail("lnc", "expected 1 or 2, found " + json_excerpt(l));
     w.lnc = l.get<int>();
   }
+  if (doc.contains("max_instructions")) {
+    const json& m = doc["max_instructions"];
+    if (!m.is_number_integer() || m.get<int64_t>() < 1)
+      c.fail("max_instructions", "expected a positive integer, found " + json_excerpt(m));
+    w.max_instructions = m.get<uint64_t>();
+  }
   if (!doc.contains("inputs"))
     c.fail("inputs", "missing (a generator, .npy file or recipe per kernel input)");
   if (!doc["inputs"].is_object())
@@ -388,6 +395,7 @@ PreparedWorkload prepare_workload(Workload w) {
     bo.limits = p.hw.limits();
     bo.num_programs = p.cores;
     bo.declare_only = !build_reads.empty();
+    if (w.max_instructions) bo.max_instructions = *w.max_instructions;
     p.build = p.kernel->build(bo);
   } catch (const Error& e) {
     c.fail(w.kernel_source ? "kernel" : "params", e.what());

@@ -80,6 +80,8 @@ struct Workload {
   std::optional<KernelSource> reference;      // its reference ("reference" key)
   nlohmann::json params = nlohmann::json::object();
   std::optional<int> lnc;
+  // The build's instruction limit (kernels::BuildOptions::max_instructions, a guard on the program's memory).
+  std::optional<uint64_t> max_instructions;
   std::vector<InputEntry> inputs;
   std::vector<std::string> outputs;  // empty: every kernel output
   bool numerics = true;

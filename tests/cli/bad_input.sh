@@ -101,6 +101,12 @@ expect "{$GOOD, $PARAMS, $INPUTS, \"a\\u0000b\": 1}" "$W: (top level): key 'a\\x
 expect "{$GOOD, \"params\": {\"M\": 512, \"K\": 512, \"N\": 512, \"run_with_lnc2\": true}, \"lnc\": 1, $INPUTS}" \
   "$W: lnc: 1 conflicts with kernel parameter 'run_with_lnc2' = true, which runs the kernel on 2 cores; remove \"lnc\" or change 'run_with_lnc2'"
 
+# "max_instructions": a positive integer; a build past it stops with the kernel's line, not a crash.
+expect "{$GOOD, $PARAMS, $INPUTS, \"max_instructions\": 0}" "$W: max_instructions: expected a positive integer, found 0"
+expect "{$GOOD, $PARAMS, $INPUTS, \"max_instructions\": \"many\"}" \
+  "$W: max_instructions: expected a positive integer, found \"many\""
+expect "{$GOOD, $PARAMS, $INPUTS, \"max_instructions\": 5}" "$W: params: *: the kernel emits more than 5 instructions*"
+
 # 6. Numbers beyond a double and bytes that are not UTF-8 are bad input (exit 1), not internal errors (exit 2).
 expect "{$GOOD, \"params\": {\"M\": 1e400}, $INPUTS}" "$W: not valid JSON: number overflow parsing '1e400'"
 printf '{%s, %s, %s}\n' "$GOOD" "$PARAMS" "$INPUTS" >"$W"
