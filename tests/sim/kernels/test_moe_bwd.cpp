@@ -324,6 +324,7 @@ TEST_CASE(
     "metrics of one comparison of every expert") {
   const MoeRun r = run_bwd(small({{"bias", true}}));
   kernels::moe::BwdParams p;
+  p.schedule = kernels::moe::Schedule::TrnsimOptimized;  // the schedule run_bwd runs
   p.T = 256, p.H = 512, p.I_TP = 256, p.E = 4, p.top_k = 2, p.block_size = 128, p.bias = true;
   p.skip_dma.skip_token = true;
   const auto lookup = [&](const std::string& n) -> const tensor::HostTensor* {
@@ -772,6 +773,7 @@ TEST_CASE("moe bwd: the exact reference gives both placements the same gradients
   }
   const auto bwd_params = [](bool onh) {
     kernels::moe::BwdParams p;
+    p.schedule = kernels::moe::Schedule::TrnsimOptimized;  // AFFINITY_ON_H runs there
     p.T = 256, p.H = 512, p.I_TP = 256, p.E = 4, p.top_k = 2, p.block_size = 128;
     p.skip_dma.skip_token = true;
     p.checkpoint_config.save_scaled_intermediate = false;  // ON_I: inter x a, from the same gate/up

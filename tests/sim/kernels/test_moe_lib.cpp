@@ -1,0 +1,153 @@
+// The MoE kernels' default schedule, nki_library (kernels/moe/bwd_lib.h, fwd_lib.h): the per-block
+// instruction counts of a small layer against a count derived by hand from nki-library's source, runs with
+// numerics against the references (the library's bfloat16 chain emulated), the transpose and swizzle modes'
+// effects, and the refusals of what the library lacks.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "sim/isa/opcodes.h"
+#include "tests/sim/kernels/test_moe_fwd_util.h"
+
+using namespace trnsim;
+using namespace trnsim::test;
+
+namespace {
+
+json lib(json extra = json::object()) {
+  json p = small(std::move(extra));
+  p["schedule"] = "nki_library";
+  return p;
+}
+
+json bwd_in() {
+  json in = moe_inputs();
+  in["output_hidden_states_grad"] = {{"generator", "normal"}, {"seed", 5}};
+  in["checkpoints"] = {{"recipe", "checkpoints"}};
+  return in;
+}
+
+// Instructions by opcode name (both cores) of a program.
+std::map<std::string, int64_t> opcodes(const isa::Program& prog) {
+  std::map<std::string, int64_t> n;
+  for (const auto& core : prog.streams)
+    for (const auto& stream : core)
+      for (const auto& in : stream) ++n[isa::opcode_name(in.op)];
+  return n;
+}
+
+std::map<std::string, int64_t> minus(std::map<std::string, int64_t> a,
+                                     const std::map<std::string, int64_t>& b) {
+  for (const auto& [k, v] : b) a[k] -= v;
+  for (auto it = a.begin(); it != a.end();) it = it->second == 0 ? a.erase(it) : std::next(it);
+  return a;
+}
+
+void expect_pass(const MoeRun& r, double bf16_bound = 1e-3) {
+  REQUIRE(!r.checks.empty());
+  for (const auto& c : r.checks) {
+    std::string why;
+    for (const auto& f : c.failures) why += f + "; ";
+    INFO(c.output << ": " << why);
+    CHECK(c.pass);
+    CHECK(c.metric("rel_l2_vs_quantized") <= (c.dtype == "bfloat16" ? bf16_bound : 1e-5));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("moe lib bwd: one block's instructions by opcode, as derived from nki-library's source") {
+  // small(): T 256, H 512, I_TP 256, E 4, top-2, B 128, -1 padding, both cores (H 256 and I 128 per core),
+  // spill_reload and scale packing on (the defaults). One block is the difference of a 3-block and a
+  // 2-block build (the setup is the same; the last block prefetches no token ids). Per core
+  // (bwmm_bwd_dropless_mxfp8.py, generic_matmul_mxfp8_api and its helpers at e9ef98fc):
+  //   gather: the down weight's expert offset (1 tensor_scalar); block b + 1's token ids (1 dma_transpose);
+  //     hidden^T and dY^T: 1 x 4 tiles of 128 x 128 each, per tile memset, indirect dma_copy, nc_transpose
+  //     (PE), ACT tensor_copy, dma_copy store (8 each); dY rows: 1 x 1 tile of 128 x 512: memset, gather,
+  //     store.
+  //   Phase 1 (M 128, K 512, N 128: one tile of each, no spill: one N block and one M block): affinities:
+  //     tensor_scalar, tensor_tensor, tensor_scalar (max -1), memset, gather, tensor_copy, memset of the
+  //     dEA accumulator; one API call: per DGT operand (dY, down weight) one iota and 4 nc_transposes on
+  //     DVE (the vector-offset pattern), per load a tensor_scalar (+1 for the down weight's expert) and one
+  //     dma_transpose; one quantize_mx each; one nc_matmul_mx; tensor_copy PSUM -> accumulator; the
+  //     128 x 128 SwiGLU tile: 2 dma_transpose (checkpoint), 2 activation, tensor_tensor silu_dx x up,
+  //     silu x up, d_int x inter, tensor_reduce, tensor_tensor dEA add, tensor_scalar x a twice,
+  //     tensor_tensor d_gate and d_up, 3 dma_copy stores, and for d_gate and d_up one nc_transpose, ACT
+  //     tensor_copy and store; dEA: sendrecv (with its ready core_barrier), tensor_tensor add, ACT
+  //     tensor_copy, indirect scatter (one 128-token tile: both cores scatter it); 3 core_barriers.
+  //   Phase 2 (M 128, K 512, N 256): expert offset (tensor_scalar); one API call as Phase 1's (the weight's
+  //     pattern has 8 columns); tensor_copy to bfloat16, memset, gather, tensor_tensor add, scatter.
+  //   Phase 3 (M 256 in 2 M blocks, K 128: tile_k 128, N 256): the RHS (hidden^T) spills (2 M blocks);
+  //     M block 0: gate and up calls each load and quantize both operands (2 iota, 8 DVE nc_transpose, 2
+  //     tensor_scalar, 2 dma_transpose, 2 quantize_mx) and spill the RHS (data + one 4-row packed scale
+  //     slot of the 32-partition tile: 2 dma_copy), 1 nc_matmul_mx, 1 tensor_copy; M block 1: each call
+  //     loads the LHS by DGT (1 iota, 4 nc_transpose, 1 tensor_scalar, 1 dma_transpose, 1 quantize_mx) and
+  //     reloads the RHS (data + scales: 2 dma_copy), 1 nc_matmul_mx, 1 tensor_copy; per M block and half
+  //     (gate, up) a tensor_copy to bfloat16 and 2 pieces of 128 x 128: nc_transpose, ACT copy, load, add,
+  //     store.
+  //   Phase 4: the scaled intermediate [128, 256] transposed: 1 row-tile load, 2 x (nc_transpose, copy
+  //     (ACT then DVE), store); 2 core_barriers; (M 256 in 2 blocks, K 128, N 256; both operands spill):
+  //     M block 0 loads both (2 iota, 8 nc_transpose, 2 tensor_scalar, 2 dma_transpose, 2 quantize_mx) and
+  //     spills both (4 dma_copy); M block 1 loads the LHS (N block 0: from HBM again, and spills it again: 1
+  //     iota, 4 nc_transpose, 1 tensor_scalar, 1 dma_transpose, 1 quantize_mx, 2 dma_copy) and reloads the
+  //     RHS (2 dma_copy); per M block 1 nc_matmul_mx, 1 tensor_copy, then a tensor_copy to bfloat16 and 2
+  //     pieces as Phase 3's.
+  // Per core: dma_transpose 1 + 4 + 2 + 6 + 3; iota 2 + 2 + 6 + 3; nc_transpose 4 per iota (DVE) + 8 + 2 +
+  // 8 + 6 (PE); tensor_scalar 1 + 7 + 4 + 6 + 3; tensor_tensor 8 + 1 + 8 + 4; memset 9 + 2 + 1; quantize_mx
+  // 2 + 2 + 6 + 3; nc_matmul_mx 1 + 1 + 4 + 2; tensor_copy 8 (ACT) + 5 + 2 + 16 + 10; dma_copy 18 + 7 + 2 +
+  // 24 + 19; core_barrier 4 + 2; sendrecv 1; tensor_reduce 1; activation 2.
+  const auto build = [](int64_t n) {
+    return opcodes(prepare_moe(lib({{"num_blocks", n}}), bwd_in(), kMoeBwd).build.program);
+  };
+  const std::map<std::string, int64_t> per_core = {
+      {"dma_transpose", 16}, {"iota", 13},     {"nc_transpose", 52 + 24}, {"tensor_scalar", 21},
+      {"tensor_tensor", 21}, {"memset", 12},   {"quantize_mx", 13},       {"nc_matmul_mx", 8},
+      {"tensor_copy", 41},   {"dma_copy", 70}, {"core_barrier", 6},       {"sendrecv", 1},
+      {"tensor_reduce", 1},  {"activation", 2}};
+  std::map<std::string, int64_t> both;
+  for (const auto& [k, v] : per_core) both[k] = 2 * v;
+  CHECK(minus(build(3), build(2)) == both);
+}
+
+TEST_CASE("moe lib fwd: one block's instructions by opcode, as derived from nki-library's source") {
+  // small() with I_TP 512 (every GEMM one 128 x 512 x 512 tile: no K remainder), both cores
+  // (SHARD_ON_BLOCK: core s runs blocks s, s + 2, ...), the documented defaults (no spill_reload, scale
+  // packing, both checkpoints, read-modify-write scatter, skip_token). One block per core is the difference
+  // of a 5-block and a 3-block build (blocks 3 and 4; the setup, slab zeroing and final reduce are the
+  // same; a core's last block prefetches no token ids). Per block (bwmm_fwd_dropless_mxfp8.py and
+  // generic_matmul_mxfp8_api at 092a49dc):
+  //   the next block's token ids: 1 dma_transpose;
+  //   _gather_hidden_block (1 x 128 tokens x 512 columns): memset, indirect dma_copy, store dma_copy;
+  //   _gather_block_affinities (one 128-token tile): tensor_scalar (x E), tensor_tensor (+ expert),
+  //     tensor_scalar (max -1, skip_token), memset, indirect dma_copy, tensor_copy;
+  //   gate/up: the weight's expert offset (tensor_scalar); the gate call loads both operands by DGT (per
+  //     operand one iota and 4 DVE nc_transposes for the vector-offset pattern, one tensor_scalar for the
+  //     tile base (+1 for the weight's expert offset), one dma_transpose, one quantize_mx), one
+  //     nc_matmul_mx and a tensor_copy PSUM -> accumulator (k block 0 initializes); the up call reuses the
+  //     quantized hidden tile: the weight alone (iota, 4 nc_transpose, 2 tensor_scalar, dma_transpose,
+  //     quantize_mx), nc_matmul_mx, tensor_copy; the epilogue of the one 128 x 512 tile: 2 tensor_copy
+  //     (gate, up to bfloat16), no clamps, both halves checkpointed transposed (4 pieces of 128 columns
+  //     each: nc_transpose on PE, ACT tensor_copy, dma_copy), activation silu, tensor_tensor x up,
+  //     tensor_scalar x affinity, dma_copy into the scaled intermediate, and its checkpoint (4 pieces);
+  //   down: the weight's expert offset (tensor_scalar); one call loading both operands (the scaled
+  //     intermediate: iota, 4 nc_transpose, tensor_scalar, dma_transpose, quantize_mx; the weight: the
+  //     same with 2 tensor_scalar), nc_matmul_mx, tensor_copy; tensor_copy to bfloat16 and a store;
+  //   _scatter_output_block (1 x 512 columns): load, memset, indirect gather, tensor_tensor add, indirect
+  //     scatter.
+  // Per core: dma_transpose 1 + 3 + 2 = 6; iota 3 + 2 = 5; nc_transpose 4 x 5 (DVE) + 12 (PE) = 32;
+  // tensor_scalar 2 + 1 + 3 + 2 + 1 + 1 + 3 = 13; tensor_tensor 1 + 1 + 1 = 3; memset 3; quantize_mx 5;
+  // nc_matmul_mx 3; tensor_copy 1 + 2 + 2 + 12 + 1 + 1 = 19; activation 1; dma_copy 2 + 1 + 12 + 1 + 1 +
+  // 3 = 20.
+  const auto build = [](int64_t n) {
+    return opcodes(prepare_moe(lib({{"I_TP", 512}, {"num_blocks", n}})).build.program);
+  };
+  const std::map<std::string, int64_t> per_core = {
+      {"dma_transpose", 6}, {"iota", 5},         {"nc_transpose", 32}, {"tensor_scalar", 13},
+      {"tensor_tensor", 3}, {"memset", 3},       {"quantize_mx", 5},   {"nc_matmul_mx", 3},
+      {"tensor_copy", 19},  {"activation", 1},   {"dma_copy", 20}};
+  std::map<std::string, int64_t> both;
+  for (const auto& [k, v] : per_core) both[k] = 2 * v;
+  CHECK(minus(build(5), build(3)) == both);
+}
