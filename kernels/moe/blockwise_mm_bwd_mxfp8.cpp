@@ -450,10 +450,9 @@ void fold_weights(RefCache& c, const BwdParams& p, const CheckContext& ctx) {
 
 run::CheckResult result(const std::string& name, const tensor::HostTensor& out,
                         const ref::MetricsAccumulator& e, const ref::MetricsAccumulator& q, int64_t compared,
-                        int64_t total, bool experts = false) {
-  return tolerance_result(name, out, e.finish(moe::kMoeTolerance.atol_factor),
-                          q.finish(moe::kMoeTolerance.atol_factor), true, moe::kMoeTolerance, compared, total,
-                          experts);
+                        int64_t total, bool experts = false, const Tolerance& tol = moe::kMoeTolerance) {
+  return tolerance_result(name, out, e.finish(tol.atol_factor), q.finish(tol.atol_factor), true, tol,
+                          compared, total, experts);
 }
 
 OutputCheck dx_check(const BwdParams& p, std::shared_ptr<RefCache> cache) {
@@ -500,8 +499,13 @@ OutputCheck dea_check(const BwdParams& p, std::shared_ptr<RefCache> cache) {
       e.add(k.data(), ex.data(), E);
       q.add(k.data(), kq.data(), E);
     }
+    // nki_library: the float32 output holds bfloat16 values (Phase 1 rounds the summed partials to the
+    // compute dtype before the scatter, bwmm_bwd_dropless_mxfp8.py ea_grad_reduced at e9ef98fc), so a sum
+    // in another order may round a value to the neighbouring bfloat16: the bound is bfloat16's.
+    Tolerance tol = moe::kMoeTolerance;
+    if (p.schedule == moe::Schedule::NkiLibrary) tol.max_rel_l2_vs_quantized = kRelL2BoundBf16;
     return result("expert_affinities_masked_grad", out, e, q, static_cast<int64_t>(cache->rows.size()),
-                  cache->defined_rows);
+                  cache->defined_rows, false, tol);
   };
   return c;
 }
