@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "kernels/workload/workload.h"
 #include "sim/base/error.h"
 #include "tests/sim/kernels/test_matmul_mxfp8_util.h"
 
@@ -232,6 +233,30 @@ TEST_CASE(
       run_kernel("matmul_mxfp8_backward", b.params({{"output_grad_columnwise_scales", {b.M / 4, b.N}}}), in);
   CHECK(same_bits(r.get("input_grad"), base.get("input_grad")));
   CHECK(same_bits(r.get("weight_grad"), base.get("weight_grad")));
+}
+
+TEST_CASE("matmul_mxfp8_backward: quantize_mx reads the DGT staging contiguously (issue 25 item 1)") {
+  // The cost model charges DVE at its strided rate when an on-chip operand's innermost free dim steps more
+  // than memory.strided_access_bytes (cost_model.h). (512, 512, 512) on one core quantizes 4 operands, one
+  // tile each: dX = dY W contracts N, so dY [M, N] is F-by-K (DGT) and W [N, K] K-by-F; dW = dY^T X contracts
+  // M, so dY and X [M, K] are both K-by-F. The DGT loader stages [partition row][f][slot], the order
+  // quantize_mx reads (before: [row][slot][f], read 4 slots apart: strided); the K-by-F rows go straight onto
+  // partitions and their quantize reads them strided, as operand.h documents: 3 of the 4.
+  const auto w = workload::prepare_workload(workload::parse_workload(
+      std::string(TRNSIM_SOURCE_DIR) + "/configs/workloads/matmul_mxfp8_bwd_512_trn3.json"));
+  const int64_t limit = w.hw.memory.strided_access_bytes;
+  int64_t quantizes = 0, strided = 0;
+  for (const auto& core : w.build.program.streams)
+    for (const auto& stream : core)
+      for (const auto& in : stream) {
+        if (in.op != isa::Opcode::QuantizeMx) continue;
+        ++quantizes;
+        const auto& src = in.ops[1];
+        const auto& inner = src.dims[src.ndim - 1];
+        if (inner.size > 1 && std::abs(inner.stride) * isa::dtype_size(src.dtype) > limit) ++strided;
+      }
+  CHECK(quantizes == 4);
+  CHECK(strided == 3);
 }
 
 TEST_CASE("matmul_mxfp8_backward: BF16 outputs and per-phase configs") {
