@@ -60,18 +60,10 @@ REDUCED = {
 }
 
 
-# Rows where the twin and the port differ by design, pinned (ratio NKI / C++) until they agree: the C++
-# fully_optimized port scopes its operand pools to one N block (the packing tile then reuses their space, and
-# no load runs ahead across N blocks); the front end keeps one pool per declaration site for the whole kernel
-# and issues the next N block's loads as soon as their buffers are free (docs/nki.md, "What differs").
-KNOWN = {
-    "tutorial_matmul_bf16_2048_fully_optimized_16_2_8.json": 0.8921,
-    "tutorial_matmul_bf16_2048_fully_optimized_4_1_8.json": 0.8521,
-    "tutorial_matmul_fp32_fully_optimized.json": 0.9123,
-    # At the reduced shape (K = 2048) the twin is 2.9 % slower than the port since the allocation rule
-    # (kernels/api/alloc_rule.h) reached the C++ port; cause open (issue 23).
-    "tutorial_matmul_fp32_hoisted.json": 1.0287,
-}
+# Rows where the twin and the port differ by design, pinned (ratio NKI / C++) until they agree: none. (The
+# fully_optimized rows and the hoisted row at K = 2048 were pinned until both sides took one allocation-site
+# rule and the guide's load order: docs/nki.md, "Allocation".)
+KNOWN = {}
 
 
 def twin_workload(cpp):
