@@ -60,10 +60,18 @@ REDUCED = {
 }
 
 
-# Rows where the twin and the port differ by design, pinned (ratio NKI / C++) until they agree: none. (The
-# fully_optimized rows and the hoisted row at K = 2048 were pinned until both sides took one allocation-site
-# rule and the guide's load order: docs/nki.md, "Allocation".)
-KNOWN = {}
+# Rows where the twin and the port differ by design, pinned (ratio NKI / C++) until they agree: the C++
+# fully_optimized port scopes its operand and packing pools to one N block (the packing tile then reuses their
+# space, and no load runs ahead across N blocks); the front end keeps one pool per declaration site for the
+# whole kernel and issues the next N block's loads as soon as their buffers are free (docs/nki.md, "What
+# differs"). The C++ port cannot take the front end's rule: the guide's FP32 size (its published kernel, which
+# runs on hardware) then does not fit in SBUF, so the compiler does reuse an outer iteration's dead operand
+# space; the front end has yet to model that (issue 23).
+KNOWN = {
+    "tutorial_matmul_bf16_2048_fully_optimized_16_2_8.json": 0.8921,
+    "tutorial_matmul_bf16_2048_fully_optimized_4_1_8.json": 0.8521,
+    "tutorial_matmul_fp32_fully_optimized.json": 0.9123,
+}
 
 
 def twin_workload(cpp):

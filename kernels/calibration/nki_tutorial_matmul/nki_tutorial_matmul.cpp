@@ -27,16 +27,16 @@
 // as the builder resolves them (kernels/api/dma_mode.h: hardware DGE, loads on SP, stores on ACT).
 //
 // Allocation and order. Every tile the guide allocates inside a loop comes from a pool (pool.h), one per
-// declaration, living for the whole kernel (the allocation-site rule of docs/nki.md, which the NKI front end
-// applies to the Python twins), whose buffer count is the compiler's allocation rule's
-// (kernels/api/alloc_rule.h) for that declaration: its loops' trip count, the tiles it declares at once
-// (hoisted: the K / 128 tiles of an m or an n; fully_optimized: the block_k tiles of a K block), the free SBUF
-// or PSUM when it is declared, and room for one buffer of each tile declared after it while it lives;
-// `bufs` / `psum_bufs` override the rule (the guide sets neither). The loads are issued in the guide's order
-// and run ahead of the matmuls as far as those buffers allow (schedule.h: NKI's default scheduler; the
-// guide's profiles show the DMAs overlapping the matmuls): by operand tile (k-step) in tiled and hoisted (the
-// lhsT tiles of an m together, before its first rhs tile), by block in free_dim_blocked, by (K block, m block)
-// in fully_optimized.
+// declaration, living for the whole kernel (the NKI front end's allocation-site rule, docs/nki.md) except
+// fully_optimized's operand and packing pools, which live for one N block (see there), whose buffer count is
+// the compiler's allocation rule's (kernels/api/alloc_rule.h) for that declaration: its loops' trip count,
+// the tiles it declares at once (hoisted: the K / 128 tiles of an m or an n; fully_optimized: the block_k
+// tiles of a K block), the free SBUF or PSUM when it is declared, and room for one buffer of each tile
+// declared after it while it lives; `bufs` / `psum_bufs` override the rule (the guide sets neither). The
+// loads are issued in the guide's order and run ahead of the matmuls as far as those buffers allow
+// (schedule.h: NKI's default scheduler; the guide's profiles show the DMAs overlapping the matmuls): by
+// operand tile (k-step) in tiled and hoisted (the lhsT tiles of an m together, before its first rhs tile), by
+// block in free_dim_blocked, by (K block, m block) in fully_optimized.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -241,79 +241,69 @@ void free_dim_blocked(Kernel& k, const Ops& o) {
 }
 
 // N blocks (plain loop); inside, (K block, m block) steps with their loads bufs - 1 steps ahead; then the
-// n block's results are packed and stored. Every pool is one allocation site of the guide's kernel and lives
-// for the whole kernel (docs/nki.md, "Allocation"): a tile declared in a loop is one tensor over all the
-// loop's iterations, backed by the rule's few physical buffers in rotation, so the operand tiles of N block
-// n + 1 rotate into the buffers of block n and the packing tiles have their own.
+// n block's results are packed and stored. The operand pools live for one n block, so the packing tiles of
+// the store phase take their space, as the compiler's allocator reuses dead tiles.
 void fully_optimized(Kernel& k, const Ops& o) {
   const Params& p = o.p;
   const int64_t BM = p.block_m * kTileM, BN = p.block_n * kTileN;
   const int64_t nbm = p.M / BM, nbn = p.N / BN, nbk = p.K / (p.block_k * kTileK);
   const int64_t per_n = nbm * p.block_m * p.block_n;  // result tiles [128, 512] of one n block
-  // What the SBUF sites declared after each need (one buffer each): its extra buffers leave room for them.
-  const int64_t rhs_set_bytes = p.block_k * BN * elem_bytes(p.dtype),
-                lhsT_set_bytes = p.block_k * BM * elem_bytes(p.dtype), packed_bytes = BN * 4;
-  TilePool results =
-      k.sbuf_pool({kTileM, kTileN}, p.dtype, "result_tmp",
-                  {.trip_count = nbn,
-                   .tiles = per_n,
-                   .reserve_bytes_per_partition = rhs_set_bytes + lhsT_set_bytes + packed_bytes,
-                   .bufs = p.bufs});
+  TilePool results = k.sbuf_pool({kTileM, kTileN}, p.dtype, "result_tmp",
+                                 {.trip_count = nbn, .tiles = per_n, .bufs = p.bufs});
   TilePool ps = k.psum_pool({kTileM, kTileN}, DType::F32, "result_tile",
                             {.trip_count = nbn * nbk * per_n, .bufs = p.psum_bufs});
-  TilePool rt = k.sbuf_pool({kTileK, BN}, p.dtype, "rhs_tile",
-                            {.trip_count = nbn * nbk,
-                             .tiles = p.block_k,
-                             .reserve_bytes_per_partition = lhsT_set_bytes + packed_bytes,
-                             .bufs = p.bufs});
-  TilePool lt = k.sbuf_pool({kTileK, BM}, p.dtype, "lhsT_tile",
-                            {.trip_count = nbn * nbk * nbm,
-                             .tiles = p.block_k,
-                             .reserve_bytes_per_partition = packed_bytes,
-                             .bufs = p.bufs});
-  TilePool packed = k.sbuf_pool({kTileM, BN}, DType::F32, "result_packed",
-                                {.trip_count = nbn * nbm * p.block_m, .bufs = p.bufs});
-  // The lhsT set of step s + L reuses the set of step s + L - lhsT sets; the rhs set of K block kb + 1 the
-  // set of kb + 1 - rhs sets, last used nbm steps before kb + 1 starts.
-  const int64_t rhs_sets = rt.bufs() / p.block_k, lhsT_sets = lt.bufs() / p.block_k;
-  const int64_t lookahead = std::min(lhsT_sets - 1, (rhs_sets - 1) * nbm);
+  const int64_t lhsT_set_bytes = p.block_k * BM * elem_bytes(p.dtype);
   for (int64_t n = 0; n < nbn; ++n) {
     std::vector<View> res(per_n);  // [(m * block_m + bm) * block_n + bn]
     for (View& r : res) {
       r = results.next();
       nki::memset(r, 0.0, p.memset_engine);
     }
-    std::vector<View> rhs_of_kb(p.block_k);
-    pipelined_loop(
-        nbk * nbm, lookahead,
-        [&](int64_t s) {
-          const int64_t kb = s / nbm, m = s % nbm;
-          if (m == 0)
+    {
+      TilePool rt = k.sbuf_pool({kTileK, BN}, p.dtype, "rhs_tile",
+                                {.trip_count = nbk,
+                                 .tiles = p.block_k,
+                                 .reserve_bytes_per_partition = lhsT_set_bytes,
+                                 .bufs = p.bufs});
+      TilePool lt = k.sbuf_pool({kTileK, BM}, p.dtype, "lhsT_tile",
+                                {.trip_count = nbk * nbm, .tiles = p.block_k, .bufs = p.bufs});
+      std::vector<View> rhs_of_kb(p.block_k);
+      // The lhsT set of step s + L reuses the set of step s + L - lhsT sets; the rhs set of K block kb + 1
+      // the set of kb + 1 - rhs sets, last used nbm steps before kb + 1 starts.
+      const int64_t rhs_sets = rt.bufs() / p.block_k, lhsT_sets = lt.bufs() / p.block_k;
+      pipelined_loop(
+          nbk * nbm, std::min(lhsT_sets - 1, (rhs_sets - 1) * nbm),
+          [&](int64_t s) {
+            const int64_t kb = s / nbm, m = s % nbm;
+            if (m == 0)
+              for (int64_t bk = 0; bk < p.block_k; ++bk) {
+                rhs_of_kb[bk] = rt.next();
+                nki::dma_copy(rhs_of_kb[bk], o.rhs_tile(kb * p.block_k + bk, n * BN, BN));
+              }
+            std::vector<View> lhsT_tiles(p.block_k);
             for (int64_t bk = 0; bk < p.block_k; ++bk) {
-              rhs_of_kb[bk] = rt.next();
-              nki::dma_copy(rhs_of_kb[bk], o.rhs_tile(kb * p.block_k + bk, n * BN, BN));
+              lhsT_tiles[bk] = lt.next();
+              nki::dma_copy(lhsT_tiles[bk], o.lhsT_tile(kb * p.block_k + bk, m * BM, BM));
             }
-          std::vector<View> lhsT_tiles(p.block_k);
-          for (int64_t bk = 0; bk < p.block_k; ++bk) {
-            lhsT_tiles[bk] = lt.next();
-            nki::dma_copy(lhsT_tiles[bk], o.lhsT_tile(kb * p.block_k + bk, m * BM, BM));
-          }
-          return lhsT_tiles;
-        },
-        [&](int64_t s, std::vector<View>& lhsT_tiles) {
-          const int64_t kb = s / nbm, m = s % nbm;
-          for (int64_t bn = 0; bn < p.block_n; ++bn)
-            for (int64_t bm = 0; bm < p.block_m; ++bm) {
-              View acc = ps.next();
-              for (int64_t bk = 0; bk < p.block_k; ++bk)
-                nki::nc_matmul(acc, lhsT_tiles[bk](all, S(bm * kTileM, (bm + 1) * kTileM)),
-                               rt.buffer(((n * nbk + kb) * p.block_k + bk) % rt.bufs())(
-                                   all, S(bn * kTileN, (bn + 1) * kTileN)),
-                               {.accumulate = bk > 0});
-              View& r = res[(m * p.block_m + bm) * p.block_n + bn];
-              nki::tensor_tensor(r, r, acc, nki::AluOp::Add);
-            }
-        });
+            return lhsT_tiles;
+          },
+          [&](int64_t s, std::vector<View>& lhsT_tiles) {
+            const int64_t kb = s / nbm, m = s % nbm;
+            for (int64_t bn = 0; bn < p.block_n; ++bn)
+              for (int64_t bm = 0; bm < p.block_m; ++bm) {
+                View acc = ps.next();
+                for (int64_t bk = 0; bk < p.block_k; ++bk)
+                  nki::nc_matmul(
+                      acc, lhsT_tiles[bk](all, S(bm * kTileM, (bm + 1) * kTileM)),
+                      rt.buffer((kb * p.block_k + bk) % rt.bufs())(all, S(bn * kTileN, (bn + 1) * kTileN)),
+                      {.accumulate = bk > 0});
+                View& r = res[(m * p.block_m + bm) * p.block_n + bn];
+                nki::tensor_tensor(r, r, acc, nki::AluOp::Add);
+              }
+          });
+    }
+    TilePool packed = k.sbuf_pool({kTileM, BN}, DType::F32, "result_packed",
+                                  {.trip_count = nbm * p.block_m, .bufs = p.bufs});
     for (int64_t m = 0; m < nbm; ++m)
       for (int64_t bm = 0; bm < p.block_m; ++bm) {
         View t = packed.next();
