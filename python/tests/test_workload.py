@@ -155,6 +155,41 @@ def test_bad_files_and_names():
     assert rc == 1 and "w.json: reference: only a Python kernel" in err, err
 
 
+GRID_KERNEL = """import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def copy(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="out")
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+copy2 = copy[2]
+"""
+
+
+def test_jit_grid_conflicting_with_lnc():
+    # The kernel is launched as copy[2] (one program per core of an LNC2 pair) but the workload asks lnc 1:
+    # a clear error naming the file and key, exit 1, no output; with lnc 2 it runs.
+    d = tmpdir()
+    with open(os.path.join(d, "k.py"), "w") as f:
+        f.write(GRID_KERNEL)
+    path, _ = workload(lnc=1, kernel={"nki": os.path.join(d, "k.py"), "function": "copy2"})
+    out = os.path.join(d, "out")
+    rc, _, err = trnsim_cli("run", path, "--out", out)
+    assert rc == 1, (rc, err)
+    assert "w.json: lnc: 1 conflicts with the kernel's launch grid [2]" in err, err
+    assert not os.path.exists(os.path.join(out, "out.npy"))
+    path, _ = workload(lnc=2, kernel={"nki": os.path.join(d, "k.py"), "function": "copy2"})
+    rc, _, err = trnsim_cli("run", path, "--out", out)
+    assert rc == 0, err
+
+
 def test_syntax_error_in_kernel_file():
     d = tmpdir()
     bad = os.path.join(d, "bad.py")

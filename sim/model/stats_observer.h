@@ -8,12 +8,7 @@
 // instructions: the trigger on the issuing sequencer; core_barrier: 0). Per opcode and per line, figures are
 // summed over both physical cores.
 //
-// SBUF/PSUM use is derived from the instruction operands over time (the builder's allocations are not in the
-// program): every on-chip byte range an operand touches (the extent of its access pattern inside a partition,
-// on the partition quadrants it spans) is in use from the start of the first instruction or DMA transfer
-// touching it to the end of the last one. The peak is the largest sum of in-use bytes of one quadrant (32
-// partitions) at any time, i.e. bytes per partition, over both cores. A range reused after a gap counts as in
-// use during the gap, so this is an upper bound of the live data and close to an allocator's high-water mark.
+// SBUF/PSUM use: memory_occupancy.h (from the instruction operands over time).
 #pragma once
 
 #include <array>
@@ -26,6 +21,7 @@
 #include "sim/config/hw_config.h"
 #include "sim/isa/instruction.h"
 #include "sim/model/critical_path.h"
+#include "sim/model/memory_occupancy.h"
 #include "sim/model/observer.h"
 
 namespace trnsim::model {
@@ -43,13 +39,6 @@ struct LineTime {
   uint64_t instructions = 0;
   Picoseconds busy;
   Picoseconds semaphore_wait;  // before issue, plus a core_barrier's own wait
-};
-
-struct MemoryPeak {
-  uint64_t bytes_per_partition = 0;     // max over time, quadrants and cores
-  std::array<uint64_t, 4> quadrant{};   // max over time and cores, per quadrant (partitions 0, 32, 64, 96)
-  uint64_t capacity_per_partition = 0;  // from the hardware config
-  Picoseconds at;                       // first time the peak is reached
 };
 
 // One kernel phase (Instruction::phase, a builder PhaseScope), both cores.
@@ -89,35 +78,13 @@ class StatsObserver final : public ModelObserver {
   void finish();
 
  private:
-  struct Interval {
-    uint64_t first = UINT64_MAX, last = 0;  // ps
-  };
-  void touch(int core, const isa::AccessPattern& a, uint64_t from_ps, uint64_t to_ps);
   PhaseTime* phase_of(const isa::Instruction& inst);
-  MemoryPeak peak_of(isa::MemSpace space, uint64_t capacity) const;
 
   const isa::Program& program_;
   uint32_t fp32_factor_ = 4;
   ProfileStats stats_;
   std::unordered_map<uint64_t, LineTime> lines_;  // key: file, line, engine
-  // key -> Interval, open addressing: every operand of every instruction looks its range up. Keys are never 0
-  // (the byte range is not empty), which marks a free slot.
-  class RangeTable {
-   public:
-    Interval& operator[](uint64_t key);
-    // The (key, Interval) entries, in no particular order.
-    template <class F>
-    void for_each(F&& f) const {
-      for (const auto& [key, iv] : slots_)
-        if (key != 0) f(key, iv);
-    }
-
-   private:
-    std::vector<std::pair<uint64_t, Interval>> slots_ = std::vector<std::pair<uint64_t, Interval>>(1024);
-    size_t used_ = 0;
-  };
-  // key: core, space, first and last quadrant, byte range inside a partition
-  RangeTable ranges_;
+  MemoryOccupancy occupancy_;
   std::vector<PhaseTime> phases_;  // by Program::phases index
   CriticalPathRecorder critical_;
 };

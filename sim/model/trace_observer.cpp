@@ -144,6 +144,10 @@ TraceObserver::TraceObserver(trace::TraceSink& sink, const isa::Program& program
     core.hbm_write = sink_.counter_track(core.process, "HBM write", CounterUnit::kCustom, "GB/s", 101);
     core.dma_outstanding = sink_.counter_track(core.process, "DMA outstanding", CounterUnit::kCount, {}, 102);
     core.pe_throttle = sink_.counter_track(core.process, "PE throttle", CounterUnit::kCustom, "%", 103);
+    core.sbuf_use =
+        sink_.counter_track(core.process, "SBUF occupancy", CounterUnit::kCustom, "bytes/partition", 104);
+    core.psum_use =
+        sink_.counter_track(core.process, "PSUM occupancy", CounterUnit::kCustom, "bytes/partition", 105);
     for (TrackId t : {core.hbm_read, core.hbm_write, core.dma_outstanding}) sample(t, Picoseconds(0), 0);
   }
 }
@@ -191,6 +195,7 @@ TrackId TraceObserver::lane_for(int core, const DmaRecord& r, uint64_t begin_ps,
 }
 
 void TraceObserver::on_instruction(const InstructionRecord& r) {
+  occupancy_.on_instruction(r);
   if (r.inst->is_dma()) {
     Core& c = cores_[r.core];
     sample(c.dma_outstanding, r.end, static_cast<double>(++c.outstanding));
@@ -216,6 +221,7 @@ void TraceObserver::on_instruction(const InstructionRecord& r) {
 }
 
 void TraceObserver::on_dma(const DmaRecord& r) {
+  occupancy_.on_dma(r);
   Core& c = cores_[r.core];
   sample(c.dma_outstanding, r.data_end, static_cast<double>(--c.outstanding));
   Held h;
@@ -262,6 +268,13 @@ void TraceObserver::on_counter(int core, std::string_view name, Picoseconds t, d
 
 void TraceObserver::on_finish(const RunStats&) {
   flush();
+  for (int c = 0; c < program_.num_cores && c < 2; ++c)
+    for (const auto& [space, track] : {std::pair{isa::MemSpace::SBUF, cores_[c].sbuf_use},
+                                       std::pair{isa::MemSpace::PSUM, cores_[c].psum_use}}) {
+      std::vector<UseStep> steps = occupancy_.use_over_time(c, space);
+      if (steps.empty()) steps.push_back({Picoseconds(0), 0});
+      for (const UseStep& s : steps) sample(track, s.t, static_cast<double>(s.bytes));
+    }
 }
 
 void TraceObserver::flush() {

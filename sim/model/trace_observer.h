@@ -6,7 +6,10 @@
 // qSyncIO0 (the engine of the queue's first transfer). A transfer spans trigger end -> completion; transfers
 // of one queue that overlap go on sub-tracks of the same name under the queue's track. Counters per core:
 // "HBM read" and "HBM write" (GB/s of the core's transfers), "DMA outstanding" (transfers triggered and not
-// done moving data), "PE throttle" (utilisation cap at each matmul start, %).
+// done moving data), "PE throttle" (utilisation cap at each matmul start, %), "SBUF occupancy" and "PSUM
+// occupancy" (bytes per partition in use, its largest quadrant: memory_occupancy.h, the same figures as the
+// stats' peaks; written at the end of the run, as a range is in use until its last access, so a trace of a
+// run that failed has none).
 //
 // Every instruction is one slice on its engine track (DMA instructions: the trigger; the transfer is a second
 // slice on its queue track) with annotations opcode, operands, cycles, clock_ghz, bytes, flops, sem_waits,
@@ -21,7 +24,7 @@
 // slices, the pending semaphore claims and flows, 13 bytes per instruction of the program, its wait index
 // and a cache of up to 65536 distinct operand texts. Limits: with semaphores that go down (negative deltas) a
 // crossing that did not release anyone may leave a flow without an end; core_barrier targets assume one
-// barrier-issuing engine per core. No SBUF/PSUM occupancy counters: the model reports no allocation.
+// barrier-issuing engine per core. The occupancy counters keep one record per distinct on-chip byte range.
 #pragma once
 
 #include <algorithm>
@@ -34,6 +37,7 @@
 
 #include "sim/config/hw_config.h"
 #include "sim/isa/instruction.h"
+#include "sim/model/memory_occupancy.h"
 #include "sim/model/observer.h"
 #include "sim/trace/trace_sink.h"
 
@@ -159,7 +163,7 @@ class TraceObserver final : public ModelObserver {
     trace::TrackId process;
     std::array<trace::TrackId, isa::kNumEngines + 1> engine{};  // PE matmul, DVE, ACT, POOL, SP, PE LS
     std::vector<Queue> queues;
-    trace::TrackId hbm_read, hbm_write, dma_outstanding, pe_throttle;
+    trace::TrackId hbm_read, hbm_write, dma_outstanding, pe_throttle, sbuf_use, psum_use;
     int64_t outstanding = 0;
     double throttle = -1;
   };
@@ -217,6 +221,7 @@ class TraceObserver final : public ModelObserver {
   std::unordered_map<std::string, std::string, KeyHash, std::equal_to<>>
       operand_texts_;  // key: operand fields
   Counts counts_;
+  MemoryOccupancy occupancy_;  // for the SBUF/PSUM occupancy counters
 };
 
 }  // namespace trnsim::model

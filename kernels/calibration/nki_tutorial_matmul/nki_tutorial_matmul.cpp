@@ -26,14 +26,17 @@
 // by default, the engine the compiler has otherwise idle). DMAs carry no engine or dge_mode: NKI's defaults
 // as the builder resolves them (kernels/api/dma_mode.h: hardware DGE, loads on SP, stores on ACT).
 //
-// Allocation and order. Every tile the guide allocates inside a loop comes from a pool (pool.h) whose buffer
-// count is the compiler's allocation rule's (kernels/api/alloc_rule.h) for that declaration: its loop, the
-// tiles it declares at once (hoisted: the K / 128 tiles of an m or an n; fully_optimized: the block_k tiles
-// of a K block), the free SBUF or PSUM when it is declared, and room for the tiles declared after it in the
-// same loop body; `bufs` / `psum_bufs` override the rule (the guide sets neither). The loads run ahead of the
-// matmuls as far as those buffers allow (schedule.h: NKI's default scheduler; the guide's profiles show the
-// DMAs overlapping the matmuls): by operand tile (k-step) in tiled and hoisted, by block in
-// free_dim_blocked, by (K block, m block) in fully_optimized.
+// Allocation and order. Every tile the guide allocates inside a loop comes from a pool (pool.h), one per
+// declaration, living for the whole kernel (the NKI front end's allocation-site rule, docs/nki.md) except
+// fully_optimized's operand and packing pools, which live for one N block (see there), whose buffer count is
+// the compiler's allocation rule's (kernels/api/alloc_rule.h) for that declaration: its loops' trip count,
+// the tiles it declares at once (hoisted: the K / 128 tiles of an m or an n; fully_optimized: the block_k
+// tiles of a K block), the free SBUF or PSUM when it is declared, and room for one buffer of each tile
+// declared after it while it lives; `bufs` / `psum_bufs` override the rule (the guide sets neither). The
+// loads are issued in the guide's order and run ahead of the matmuls as far as those buffers allow
+// (schedule.h: NKI's default scheduler; the guide's profiles show the DMAs overlapping the matmuls): by
+// operand tile (k-step) in tiled and hoisted (the lhsT tiles of an m together, before its first rhs tile), by
+// block in free_dim_blocked, by (K block, m block) in fully_optimized.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -142,8 +145,9 @@ void tiled(Kernel& k, const Ops& o) {
       });
 }
 
-// Loops m (the K / 128 lhsT tiles of m), n (the K / 128 rhs tiles of n), k. The loads stream by k-step,
-// as far ahead as the rhs pool (bufs x K / 128 tiles) allows.
+// Loops m (the K / 128 lhsT tiles of m), n (the K / 128 rhs tiles of n), k. As in the guide, the lhsT tiles
+// of m are loaded together, before the rhs tiles of its first n; the rhs loads stream by k-step, as far ahead
+// as the rhs pool (bufs x K / 128 tiles) allows.
 void hoisted(Kernel& k, const Ops& o) {
   const Params& p = o.p;
   const int64_t nm = p.M / kTileM, nn = p.N / kTileN, kt = p.K / kTileK;
@@ -155,16 +159,16 @@ void hoisted(Kernel& k, const Ops& o) {
   TilePool ps =
       k.psum_pool({kTileM, kTileN}, DType::F32, "res_psum", {.trip_count = nm * nn, .bufs = p.psum_bufs});
   TilePool sb = k.sbuf_pool({kTileM, kTileN}, DType::F32, "res_sb", {.trip_count = nm * nn, .bufs = p.bufs});
-  // rhs tile (n + 1, k) reuses the buffer of the tile rt.bufs() k-steps before it; lhsT tile (m + 1, k)
-  // reuses the buffer of (m + 1 - lhsT sets, k): legal while the lookahead stays under the k-steps between
-  // that tile's last matmul and the next m.
-  const int64_t lookahead = std::min(rt.bufs(), kt + (lt.bufs() / kt - 1) * nn * kt) - 1;
+  // rhs tile (n + 1, k) reuses the buffer of the tile rt.bufs() k-steps before it; the lhsT set of m + 1,
+  // loaded at m + 1's first step, reuses the set of m + 1 - lhsT sets, last read lhsT sets - 1 m's earlier.
+  const int64_t lookahead = std::min(rt.bufs() - 1, (lt.bufs() / kt - 1) * nn * kt);
   View acc;
   pipelined_loop(
       nm * nn * kt, lookahead,
       [&](int64_t i) {
         const int64_t m = i / (nn * kt), n = i / kt % nn, kk = i % kt;
-        if (n == 0) nki::dma_copy(lt.next(), o.lhsT_tile(kk, m * kTileM, kTileM));
+        if (n == 0 && kk == 0)
+          for (int64_t j = 0; j < kt; ++j) nki::dma_copy(lt.next(), o.lhsT_tile(j, m * kTileM, kTileM));
         View r = rt.next();
         nki::dma_copy(r, o.rhs_tile(kk, n * kTileN, kTileN));
         return r;

@@ -375,6 +375,19 @@ TEST_CASE("trace: DMA queues get their own tracks, overlapping transfers go on s
     }
   CHECK(peak >= 4);
   CHECK(last == 0);
+  // Occupancy: core 1's one load fills [0, 4096) of every partition (2048 BF16) while its data moves, then
+  // nothing; no PSUM is touched. Samples are in time order on each track.
+  std::map<std::string, std::vector<std::pair<uint64_t, double>>> occ;
+  for (const auto& e : t.events)
+    if (e.type == trace::ReadEventType::kCounter && pid_of(t, e.track_uuid) == 2 &&
+        track_name(t, e.track_uuid).ends_with("occupancy"))
+      occ[track_name(t, e.track_uuid)].emplace_back(e.ts_ns, e.counter_value);
+  REQUIRE(occ["SBUF occupancy"].size() == 3);
+  CHECK(occ["SBUF occupancy"][0] == std::pair<uint64_t, double>{0, 0});
+  CHECK(occ["SBUF occupancy"][1].second == 4096);
+  CHECK(occ["SBUF occupancy"][2].second == 0);
+  CHECK(occ["SBUF occupancy"][1].first < occ["SBUF occupancy"][2].first);
+  CHECK(occ["PSUM occupancy"] == std::vector<std::pair<uint64_t, double>>{{0, 0}});
 }
 
 TEST_CASE("trace: semaphore waits across engines become flows from the releasing slice", "[trace]") {

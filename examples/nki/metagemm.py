@@ -1,0 +1,162 @@
+"""result[M, N] = lhsT[K, M]^T @ rhs[K, N] in BF16: the NKI Python twin of kernels/calibration/metagemm (the
+port of nki-autotune's MetaGEMM template) in its lhsT layout, our code. Tiles M 128, N 512, K 128; each axis
+has `tiles_per_block_*` tiles per block. Three block loops in `loop_order` (outermost first); the loop at
+position p runs its axis' blocks if an operand loaded deeper uses that axis, else once. lhsT, rhs and the
+result are declared at their load positions (inside the loops that enclose them) as one SBUF tensor each,
+zeroed, then filled tile by tile (the axes whose loop encloses the position take their block's tiles, the
+others all their tiles); innermost, each (m, n) tile of the overlap gets its K tiles' matmuls in a PSUM tile,
+added into the result, which is stored when K's position is left. Load positions: given, or the port's
+reading of the template's guidance (the innermost position at or above the loop of the axis the operand
+lacks where it fits once, else the outermost that fits). Compiled with the scheduler off (program order), as
+nki-autotune compiles its kernels. The lhs layout (transposes through PSUM) has no twin yet.
+"""
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+TILE = (128, 512, 128)  # M, N, K
+M_, N_, K_ = 0, 1, 2
+
+
+class _Plan:
+    def __init__(self, sizes, tpb, loop_order, lhs_position, rhs_position, sbuf_bytes):
+        if sorted(loop_order) != ["K", "M", "N"]:
+            raise ValueError(f"loop_order {loop_order!r} is not a permutation of MNK")
+        self.tiles = [s // t for s, t in zip(sizes, TILE)]
+        self.tpb = list(tpb)
+        self.blocks = [t // b for t, b in zip(self.tiles, self.tpb)]
+        self.order = ["MNK".index(c) for c in loop_order]
+        self.pos = [0, 0, 0]
+        for i, a in enumerate(self.order):
+            self.pos[a] = i
+        self.result = self.pos[K_]
+        lhs_axes, rhs_axes = (M_, K_), (K_, N_)
+        res_bytes = self.held(M_, self.result) * self.held(N_, self.result) * 512 * 2
+        self.lhs = self.choose(lhs_position, lhs_axes, N_, lambda at: self.lhs_bytes(at) + res_bytes, sbuf_bytes)
+        self.rhs = self.choose(rhs_position, rhs_axes, M_,
+                               lambda at: self.lhs_bytes(self.lhs) + self.rhs_bytes(at) + res_bytes, sbuf_bytes)
+        self.range = []
+        for q in range(3):
+            a = self.order[q]
+            uses = any(at > q and a in axes
+                       for at, axes in ((self.lhs, lhs_axes), (self.rhs, rhs_axes), (self.result, (M_, N_))))
+            self.range.append(self.blocks[a] if uses else 1)
+
+    def absolute(self, r, axes):
+        a, b = sorted((self.pos[axes[0]], self.pos[axes[1]]))
+        return 0 if r == 0 else a + 1 if r == 1 else b + 1
+
+    def held(self, axis, at):
+        return self.tpb[axis] if self.pos[axis] < at else self.tiles[axis]
+
+    def lhs_bytes(self, at):
+        return self.held(M_, at) * self.held(K_, at) * 128 * 2
+
+    def rhs_bytes(self, at):
+        return self.held(K_, at) * self.held(N_, at) * 512 * 2
+
+    def choose(self, given, axes, missing, bytes_at, sbuf_bytes):
+        if given is not None:
+            return self.absolute(given, axes)
+        best = fallback = None
+        for r in range(3):
+            at = self.absolute(r, axes)
+            if bytes_at(at) > sbuf_bytes:
+                continue
+            if fallback is None:
+                fallback = at
+            if at <= self.pos[missing]:
+                best = at
+        return best if best is not None else fallback if fallback is not None else self.absolute(2, axes)
+
+
+@nki.jit(additional_compile_opt="--enable-instruction-scheduling=false")
+def metagemm(lhsT, rhs, loop_order="MNK", tiles_per_block_m=1, tiles_per_block_n=1, tiles_per_block_k=1,
+             lhs_position=None, rhs_position=None):
+    K, M = lhsT.shape
+    N = rhs.shape[1]
+    result = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.shared_hbm, name="result")
+    sbuf_bytes = nl.tile_size.total_available_sbuf_size
+    pl = _Plan((M, N, K), (tiles_per_block_m, tiles_per_block_n, tiles_per_block_k), loop_order,
+               lhs_position, rhs_position, sbuf_bytes)
+    var = [-1, -1, -1]  # current block of each axis (-1: no enclosing loop)
+    st = {}  # the operands in SBUF: "L", "R", "O" -> (tile, first tile along M, N, K)
+
+    def first(axis, at):
+        return var[axis] * pl.tpb[axis] if pl.pos[axis] < at else 0
+
+    def init(at):
+        if pl.lhs == at:
+            lm, lk = pl.held(M_, at), pl.held(K_, at)
+            t = nl.ndarray((128, lk, lm, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
+            o = (first(M_, at), 0, first(K_, at))
+            nisa.memset(dst=t, value=0.0)
+            for mi in range(lm):
+                for ki in range(lk):
+                    m0, k0 = (o[M_] + mi) * 128, (o[K_] + ki) * 128
+                    nisa.dma_copy(dst=t[:, ki, mi, :], src=lhsT[k0:k0 + 128, m0:m0 + 128])
+            st["L"] = (t, o, lm, lk)
+        if pl.rhs == at:
+            rk, rn = pl.held(K_, at), pl.held(N_, at)
+            t = nl.ndarray((128, rk, rn, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+            o = (0, first(N_, at), first(K_, at))
+            nisa.memset(dst=t, value=0.0)
+            for ki in range(rk):
+                for ni in range(rn):
+                    k0, n0 = (o[K_] + ki) * 128, (o[N_] + ni) * 512
+                    nisa.dma_copy(dst=t[:, ki, ni, :], src=rhs[k0:k0 + 128, n0:n0 + 512])
+            st["R"] = (t, o, rk, rn)
+        if pl.result == at:
+            om, on = pl.held(M_, at), pl.held(N_, at)
+            t = nl.ndarray((128, om, on, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+            nisa.memset(dst=t, value=0.0)
+            st["O"] = (t, (first(M_, at), first(N_, at), 0), om, on)
+
+    def matmuls():
+        L, lo, lm, lk = st["L"]
+        R, ro, rk, rn = st["R"]
+        O, oo, om, on = st["O"]
+        ms, me = max(lo[M_], oo[M_]), min(lo[M_] + lm, oo[M_] + om)
+        ns, ne = max(ro[N_], oo[N_]), min(ro[N_] + rn, oo[N_] + on)
+        ks, ke = max(lo[K_], ro[K_]), min(lo[K_] + lk, ro[K_] + rk)
+        for m in range(ms, me):
+            for n in range(ns, ne):
+                ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+                for kk in range(ks, ke):
+                    nisa.nc_matmul(dst=ps, stationary=L[:, kk - lo[K_], m - lo[M_], :],
+                                   moving=R[:, kk - ro[K_], n - ro[N_], :])
+                o = O[:, m - oo[M_], n - oo[N_], :]
+                nisa.tensor_tensor(dst=o, data1=o, data2=ps, op=nl.add)
+
+    def store(at):
+        if pl.result != at:
+            return
+        O, oo, om, on = st["O"]
+        for mi in range(om):
+            for ni in range(on):
+                m0, n0 = (oo[M_] + mi) * 128, (oo[N_] + ni) * 512
+                nisa.dma_copy(dst=result[m0:m0 + 128, n0:n0 + 512], src=O[:, mi, ni, :])
+
+    init(0)
+    for b0 in nl.affine_range(pl.range[0]):
+        var[pl.order[0]] = b0
+        init(1)
+        for b1 in nl.affine_range(pl.range[1]):
+            var[pl.order[1]] = b1
+            init(2)
+            for b2 in nl.affine_range(pl.range[2]):
+                var[pl.order[2]] = b2
+                init(3)
+                matmuls()
+            var[pl.order[2]] = -1
+            store(2)
+        var[pl.order[1]] = -1
+        store(1)
+    var[pl.order[0]] = -1
+    store(0)
+    return result
+
+
+def metagemm_ref(lhsT, rhs, **_):
+    return lhsT.astype("float64").T @ rhs.astype("float64")
