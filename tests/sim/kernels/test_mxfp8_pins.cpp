@@ -1,9 +1,10 @@
 // Pins of the MXFP8 matmul kernels on the SystemC model (Trn3): the output bytes (FNV-1a 64) and the
 // simulated time (ps) of small runs, so a change to the pipeline that moves either is seen. The backward uses
 // the parameters of configs/workloads/matmul_mxfp8_bwd_512_trn3.json (its simulated time does not depend on
-// the input values, so it is the workload's: 22831.160 ns; the workload leaves float8_dtype at the kernel's
+// the input values, so it is the workload's: 22734.806 ns; the workload leaves float8_dtype at the kernel's
 // documented default, float8_e5m2, which changed these bytes from the E4M3 ones); inputs are the tests'
-// seeded normal(0, 1) BF16.
+// seeded normal(0, 1) BF16. The DGT loader staging quantize_mx reads contiguously (issue 25 item 1) moved
+// both times (22831.160 -> 22734.806 ns, 20036.291 -> 19783.118 ns), not the bytes.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -23,7 +24,7 @@ TEST_CASE("mxfp8 pins: matmul_mxfp8_backward with the matmul_mxfp8_bwd_512_trn3 
                             {{"output_grad", as_bytes(random_bf16(M, N, 1))},
                              {"weights", as_bytes(random_bf16(N, K, 2))},
                              {"input_activation", as_bytes(random_bf16(M, K, 3))}});
-  CHECK(r.stats.total_time.count() == 22831160);
+  CHECK(r.stats.total_time.count() == 22734806);
   CHECK(fnv1a(r.bytes("input_grad")) == 0x3b326c70f2bb2dceull);
   CHECK(fnv1a(r.bytes("weight_grad")) == 0xe7d7a52fb194ac56ull);
 }
@@ -33,6 +34,6 @@ TEST_CASE("mxfp8 pins: matmul_mxfp8 512 x 1024 x 512, BF16 output on both cores"
   const auto r = run_kernel("matmul_mxfp8", {{"M", M}, {"K", K}, {"N", N}},
                             {{"x", as_bytes(random_bf16(M, K, 1))}, {"w", as_bytes(random_bf16(N, K, 2))}});
   CHECK(r.program.num_cores == 2);
-  CHECK(r.stats.total_time.count() == 20036291);
+  CHECK(r.stats.total_time.count() == 19783118);
   CHECK(fnv1a(r.bytes("y")) == 0x0891bc566c75d16eull);
 }
