@@ -99,7 +99,7 @@ check "the best workload runs: $out" '[[ -n $out ]]'
 badfile() {  # badfile NAME JSON EXPECTED [extra args]
   printf '%s' "$2" >"$T/bad.json"
   local msg rc want=$3
-  msg=$("$TRNSIM" sweep "$T/bad.json" --out "$T/bad_out" "${@:4}" 2>&1)
+  msg=$(timeout 120 "$TRNSIM" sweep "$T/bad.json" --out "$T/bad_out" "${@:4}" 2>&1)
   rc=$?
   check "$1: exit 1 ($rc) and '$want' in: $msg" '[[ $rc == 1 && $msg == *"$want"* ]]'
   check "$1: nothing created" '[[ ! -e $T/bad_out ]]'
@@ -128,6 +128,9 @@ badfile "value twice" "$A"'"axes": {"params.tile_loop_order": ["mnk", "mnk"]}}' 
 badfile "name twice" "$A"'"axes": [{"name": "a", "path": "params.M", "values": [512]}, {"name": "a", "path": "params.N", "values": [512]}]}' \
   "bad.json: axes[1].name: name 'a' is used twice"
 badfile "reserved name" "$A"'"axes": [{"name": "status", "path": "params.M", "values": [512]}]}' "'status' names a column of the results"
+# A constraint that never finishes (Lua lets an expression call a looping function) is an error, not a hang.
+badfile "constraint that loops" "$A"'"axes": {"params.tile_loop_order": ["mnk"]}, "constraints": ["(function() while true do end end)()"]}' \
+  'bad.json: constraints[0]: "(function() while true do end end)()": constraints[0]:1: does not finish within 10000000 Lua instructions (a loop?)'
 badfile "no axes or points" "$A"'"set": {"numerics": false}}' 'bad.json: no points: give "axes"'
 badfile "unknown sweep key" "$A"'"axis": {}}' "bad.json: axis: unknown key (expected name, description, workload, set, axes, points, constraints, objective, maximize)"
 badfile "missing workload" '{"name": "x", "workload": "nope.json", "axes": {"params.M": [512]}}' "bad.json: workload: "

@@ -463,6 +463,14 @@ void push_value(lua_State* L, const json& v) {
   }
 }
 
+// A constraint is an expression, yet Lua lets it loop (a function called in place): each evaluation may run
+// this many VM instructions, far more than any real constraint needs, then it is an error, not a hang.
+constexpr int kMaxInstructions = 10'000'000;
+
+void too_long(lua_State* L, lua_Debug*) {
+  luaL_error(L, "does not finish within %d Lua instructions (a loop?)", kMaxInstructions);
+}
+
 void strict_table(lua_State* L) {
   lua_newtable(L);
   lua_newtable(L);
@@ -533,7 +541,8 @@ int Constraints::first_broken(const ordered_json& values) const {
   for (size_t i = 0; i < refs_.size() && broken < 0; ++i) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, refs_[i]);
     lua_pushvalue(L, -2);
-    lua_setupvalue(L, -2, 1);  // _ENV
+    lua_setupvalue(L, -2, 1);                                   // _ENV
+    lua_sethook(L, too_long, LUA_MASKCOUNT, kMaxInstructions);  // restarts the count
     if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
       const std::string msg = lua_tostring(L, -1);
       lua_settop(L, 0);
