@@ -131,6 +131,15 @@ badfile "reserved name" "$A"'"axes": [{"name": "status", "path": "params.M", "va
 # A constraint that never finishes (Lua lets an expression call a looping function) is an error, not a hang.
 badfile "constraint that loops" "$A"'"axes": {"params.tile_loop_order": ["mnk"]}, "constraints": ["(function() while true do end end)()"]}' \
   'bad.json: constraints[0]: "(function() while true do end end)()": constraints[0]:1: does not finish within 10000000 Lua instructions (a loop?)'
+# Two axes on one path (or one inside the other): a point would silently keep only the later axis's value.
+badfile "one path in two axes" "$A"'"axes": [{"name": "a", "path": "params.tile_loop_order", "values": ["mnk"]}, {"name": "b", "path": "params.tile_loop_order", "values": ["nmk"]}]}' \
+  "bad.json: axes[1]: sets 'params.tile_loop_order', as axes[0] does: a point would keep only this axis's value"
+badfile "a path inside another axis's" "$A"'"axes": [{"name": "tn", "values": [{"params.input_grad_config.tile_n": 256, "params.weight_grad_config.tile_n": 256}]}, {"name": "cfg", "path": "params.input_grad_config", "values": [null]}]}' \
+  "bad.json: axes[1]: sets 'params.input_grad_config', which replaces what axes[0] sets ('params.input_grad_config.tile_n')"
+# The other way round, a path inside an earlier axis's refines it (hardware, then one of its overrides): fine.
+printf '%s' "$A"'"axes": [{"name": "hw", "path": "hardware", "values": ["trn3"]}, {"name": "bw", "path": "hardware.overrides.hbm.bandwidth_GBps", "values": [600, 1200]}]}' >"$T/refine.json"
+msg=$("$TRNSIM" sweep "$T/refine.json" --dry-run --out "$T/refine" 2>&1)
+check "an axis inside an earlier one is accepted: $msg" '[[ $? == 0 && $msg == *"2 points (0 of the product skipped by the constraints): 2 valid"* ]]'
 badfile "no axes or points" "$A"'"set": {"numerics": false}}' 'bad.json: no points: give "axes"'
 badfile "unknown sweep key" "$A"'"axis": {}}' "bad.json: axis: unknown key (expected name, description, workload, set, axes, points, constraints, objective, maximize)"
 badfile "missing workload" '{"name": "x", "workload": "nope.json", "axes": {"params.M": [512]}}' "bad.json: workload: "

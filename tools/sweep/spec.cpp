@@ -144,6 +144,23 @@ ordered_json ordered_document(const std::string& path) {
   return ordered_json::parse(ss.str());
 }
 
+// Why an axis setting `later` undoes an earlier axis's `earlier`, or "": the same path (a point would keep
+// only the later value), or a path around it (it replaces the earlier value: params.input_grad_config after
+// params.input_grad_config.tile_n). A path inside an earlier one refines it and is fine.
+std::string undoes(const std::string& later, const std::string& earlier, const std::string& earlier_at) {
+  if (later == earlier)
+    return fmt::format(
+        "sets '{}', as {} does: a point would keep only this axis's value (sweep a path in one "
+        "axis)",
+        text_excerpt(later), earlier_at);
+  if (earlier.size() > later.size() && earlier.compare(0, later.size(), later) == 0 &&
+      earlier[later.size()] == '.')
+    return fmt::format(
+        "sets '{}', which replaces what {} sets ('{}') (an axis inside another comes after it)",
+        text_excerpt(later), earlier_at, text_excerpt(earlier));
+  return "";
+}
+
 void check_values_distinct(const std::string& file, const std::string& at, const std::vector<json>& values) {
   for (size_t i = 0; i < values.size(); ++i)
     for (size_t j = 0; j < i; ++j)
@@ -234,6 +251,7 @@ Spec parse_spec(const std::string& path) {
   };
   if (doc.contains("axes")) {
     const ordered_json& ax = od["axes"];
+    std::vector<std::pair<std::string, std::set<std::string>>> axis_paths;  // each earlier axis's
     const auto add_axis = [&](const std::string& at, Axis a, const ordered_json& values, bool short_form) {
       const std::string vat = short_form ? at : at + ".values";
       if (!values.is_array()) fail(f, vat, "expected a list of values, found " + json_excerpt(json(values)));
@@ -249,6 +267,16 @@ Spec parse_spec(const std::string& path) {
         a.values.push_back(std::move(v));
       }
       check_values_distinct(f, short_form ? at : at + ".values", a.values);
+      std::set<std::string> sets;  // the paths this axis sets
+      if (!a.path.empty()) sets.insert(a.path);
+      for (const json& v : a.values)
+        if (a.path.empty())
+          for (const auto& [k, _] : v.items()) sets.insert(k);
+      for (const auto& [other_at, other] : axis_paths)
+        for (const std::string& p : sets)
+          for (const std::string& q : other)
+            if (const std::string why = undoes(p, q, other_at); !why.empty()) fail(f, at, why);
+      axis_paths.emplace_back(at, std::move(sets));
       add_name(at + ".name", a.name);
       s.axes.push_back(std::move(a));
     };
