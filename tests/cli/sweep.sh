@@ -140,6 +140,11 @@ badfile "a path inside another axis's" "$A"'"axes": [{"name": "tn", "values": [{
 printf '%s' "$A"'"axes": [{"name": "hw", "path": "hardware", "values": ["trn3"]}, {"name": "bw", "path": "hardware.overrides.hbm.bandwidth_GBps", "values": [600, 1200]}]}' >"$T/refine.json"
 msg=$("$TRNSIM" sweep "$T/refine.json" --dry-run --out "$T/refine" 2>&1)
 check "an axis inside an earlier one is accepted: $msg" '[[ $? == 0 && $msg == *"2 points (0 of the product skipped by the constraints): 2 valid"* ]]'
+# 2^64 - 1 is neither -1 to the duplicate check nor to a constraint (it was wrapped to a negative integer).
+printf '%s' "$A"'"axes": [{"name": "bm", "path": "params.input_grad_config.TILES_IN_BLOCK_M", "values": [18446744073709551615, -1]}], "constraints": ["bm > 0 or bm == -1"]}' >"$T/big_int.json"
+msg=$("$TRNSIM" sweep "$T/big_int.json" --dry-run --out "$T/big_int" 2>&1)
+check "2^64 - 1 and -1 are two points, 2^64 - 1 > 0: $msg" \
+  '[[ $? == 0 && $msg == *"2 points (0 of the product skipped by the constraints): 0 valid, 2 invalid"* ]]'
 badfile "no axes or points" "$A"'"set": {"numerics": false}}' 'bad.json: no points: give "axes"'
 badfile "unknown sweep key" "$A"'"axis": {}}' "bad.json: axis: unknown key (expected name, description, workload, set, axes, points, constraints, objective, maximize)"
 badfile "missing workload" '{"name": "x", "workload": "nope.json", "axes": {"params.M": [512]}}' "bad.json: workload: "

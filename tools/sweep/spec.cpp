@@ -144,6 +144,13 @@ ordered_json ordered_document(const std::string& path) {
   return ordered_json::parse(ss.str());
 }
 
+// Two values a point would set alike. Not json's ==, which takes 2^64 - 1 for -1 (it compares an unsigned
+// and a signed integer after a cast) and 8 for 8.0 (a kernel refuses 8.0 as an integer): their text.
+bool same_value(const json& a, const json& b) {
+  return a.dump(-1, ' ', false, json::error_handler_t::replace) ==
+         b.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 // Why an axis setting `later` undoes an earlier axis's `earlier`, or "": the same path (a point would keep
 // only the later value), or a path around it (it replaces the earlier value: params.input_grad_config after
 // params.input_grad_config.tile_n). A path inside an earlier one refines it and is fine.
@@ -164,7 +171,7 @@ std::string undoes(const std::string& later, const std::string& earlier, const s
 void check_values_distinct(const std::string& file, const std::string& at, const std::vector<json>& values) {
   for (size_t i = 0; i < values.size(); ++i)
     for (size_t j = 0; j < i; ++j)
-      if (values[i] == values[j])
+      if (same_value(values[i], values[j]))
         fail(file, fmt::format("{}[{}]", at, i),
              fmt::format("{} is listed twice (also [{}])", json_excerpt(values[i]), j));
 }
@@ -478,6 +485,9 @@ int unknown_name(lua_State* L) {
 void push_value(lua_State* L, const json& v) {
   if (v.is_boolean()) {
     lua_pushboolean(L, v.get<bool>());
+  } else if (v.is_number_unsigned() &&
+             v.get<uint64_t>() > uint64_t(std::numeric_limits<lua_Integer>::max())) {
+    lua_pushnumber(L, static_cast<lua_Number>(v.get<uint64_t>()));  // not a wrapped negative integer
   } else if (v.is_number_integer()) {
     lua_pushinteger(L, v.get<lua_Integer>());
   } else if (v.is_number()) {
