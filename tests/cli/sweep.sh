@@ -140,6 +140,10 @@ badfile "a path inside another axis's" "$A"'"axes": [{"name": "tn", "values": [{
 printf '%s' "$A"'"axes": [{"name": "hw", "path": "hardware", "values": ["trn3"]}, {"name": "bw", "path": "hardware.overrides.hbm.bandwidth_GBps", "values": [600, 1200]}]}' >"$T/refine.json"
 msg=$("$TRNSIM" sweep "$T/refine.json" --dry-run --out "$T/refine" 2>&1)
 check "an axis inside an earlier one is accepted: $msg" '[[ $? == 0 && $msg == *"2 points (0 of the product skipped by the constraints): 2 valid"* ]]'
+badfile "control character in a name" "$A"'"axes": [{"name": "a\u0000b", "path": "params.tile_loop_order", "values": ["mnk"]}]}' \
+  "bad.json: axes[0].name: name 'a\x00b' holds a control character"
+badfile "NUL in the workload path" '{"name": "x", "workload": "'$W'\u0000.json", "axes": {"params.M": [512]}}' \
+  "': a path cannot hold a NUL byte"
 # 2^64 - 1 is neither -1 to the duplicate check nor to a constraint (it was wrapped to a negative integer).
 printf '%s' "$A"'"axes": [{"name": "bm", "path": "params.input_grad_config.TILES_IN_BLOCK_M", "values": [18446744073709551615, -1]}], "constraints": ["bm > 0 or bm == -1"]}' >"$T/big_int.json"
 msg=$("$TRNSIM" sweep "$T/big_int.json" --dry-run --out "$T/big_int" 2>&1)

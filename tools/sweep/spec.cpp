@@ -221,6 +221,8 @@ Spec parse_spec(const std::string& path) {
   s.description = str("description", false);
   const std::string wl = str("workload", true);
   if (wl.empty()) fail(f, "workload", "empty path");
+  if (wl.find('\0') != std::string::npos)
+    fail(f, "workload", fmt::format("'{}': a path cannot hold a NUL byte", text_excerpt(wl)));
   s.workload =
       fs::path(wl).is_absolute() ? wl : (fs::path(path).parent_path() / wl).lexically_normal().string();
   if (s.workload.empty()) s.workload = wl;
@@ -253,6 +255,9 @@ Spec parse_spec(const std::string& path) {
   std::set<std::string> names;
   const auto add_name = [&](const std::string& at, const std::string& n) {
     if (n.empty()) fail(f, at, "empty name");
+    if (std::any_of(n.begin(), n.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }))
+      fail(f, at,
+           fmt::format("name '{}' holds a control character (it heads a results column)", text_excerpt(n)));
     if (!names.insert(n).second) fail(f, at, fmt::format("name '{}' is used twice", text_excerpt(n)));
     s.columns.push_back(n);
   };
