@@ -163,4 +163,12 @@ msg=$("$TRNSIM" tune "$T/t.json" --objective speed --out "$T/tn2" 2>&1)
 check "tune: unknown objective: $msg" '[[ $msg == *"--objective: objective '"'"'speed'"'"' is not a results column (one of: total_time_ns,"* ]]'
 msg=$("$TRNSIM" sweep 2>&1)
 check "sweep without a file: $msg" '[[ $msg == *"give a sweep file"* ]]'
+
+# tune where validation refuses every point: the message gives validate's reason (invalid product points are
+# not rows of tune's results, so "see results.csv" alone showed an empty file).
+printf '%s' "$A"'"axes": {"params.input_grad_config.TILES_IN_BLOCK_M": [16, 32]}}' >"$T/all_invalid.json"
+msg=$("$TRNSIM" tune "$T/all_invalid.json" --budget 4 --out "$T/tn_inv" --no-report 2>&1)
+check "tune, every point invalid: exit 1 and validate's reason: $msg" \
+  '[[ $? == 1 && $msg == *"no point ran successfully: see $T/tn_inv/results.csv; 2 points failed validation, the first: "*"is less than half a block"* ]]'
+
 finish
