@@ -171,4 +171,13 @@ msg=$("$TRNSIM" tune "$T/all_invalid.json" --budget 4 --out "$T/tn_inv" --no-rep
 check "tune, every point invalid: exit 1 and validate's reason: $msg" \
   '[[ $? == 1 && $msg == *"no point ran successfully: see $T/tn_inv/results.csv; 2 points failed validation, the first: "*"is less than half a block"* ]]'
 
+# Slurm: an sbatch that cannot reach a cluster (installed, not configured) is not "not on PATH": its reason.
+mkdir -p "$T/fakebin" "$T/nobin"
+printf '#!/bin/sh\necho "sbatch: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host" >&2\necho "sbatch: fatal: Could not establish a configuration source" >&2\nexit 1\n' >"$T/fakebin/sbatch"
+chmod +x "$T/fakebin/sbatch"
+msg=$(PATH=$T/fakebin "$TRNSIM" sweep "$T/t.json" --backend slurm --out "$T/sl1" 2>&1)
+check "slurm, sbatch unconfigured: its reason: $msg" \
+  '[[ $? == 1 && $msg == *"--backend slurm: '"'"'sbatch --version'"'"' failed (exit status 1): sbatch: fatal: Could not establish a configuration source (is Slurm configured"* ]]'
+msg=$(PATH=$T/nobin "$TRNSIM" sweep "$T/t.json" --backend slurm --out "$T/sl2" 2>&1)
+check "slurm, no sbatch: $msg" '[[ $? == 1 && $msg == *"--backend slurm: sbatch is not on PATH"* ]]'
 finish
