@@ -131,6 +131,11 @@ badfile "reserved name" "$A"'"axes": [{"name": "status", "path": "params.M", "va
 # A constraint that never finishes (Lua lets an expression call a looping function) is an error, not a hang.
 badfile "constraint that loops" "$A"'"axes": {"params.tile_loop_order": ["mnk"]}, "constraints": ["(function() while true do end end)()"]}' \
   'bad.json: constraints[0]: "(function() while true do end end)()": constraints[0]:1: does not finish within 10000000 Lua instructions (a loop?)'
+# A constraint that builds a huge string fails at the Lua state's 64 MiB cap, not at the machine's memory
+# (ulimit -v: a regression fails with Lua's plain "not enough memory" instead of taking the host's memory).
+printf '%s' "$A"'"axes": {"params.tile_loop_order": ["mnk"]}, "constraints": ["(function() local s = \"x\" for i = 1, 40 do s = s .. s end return true end)()"]}' >"$T/bomb.json"
+msg=$(ulimit -v 4000000; timeout 120 "$TRNSIM" sweep "$T/bomb.json" --dry-run --out "$T/bomb" 2>&1)
+check "constraint that takes memory: $msg" '[[ $? == 1 && $msg == *"bomb.json: constraints[0]: "*": takes more than 64 MiB of memory"* ]]'
 # Two axes on one path (or one inside the other): a point would silently keep only the later axis's value.
 badfile "one path in two axes" "$A"'"axes": [{"name": "a", "path": "params.tile_loop_order", "values": ["mnk"]}, {"name": "b", "path": "params.tile_loop_order", "values": ["nmk"]}]}' \
   "bad.json: axes[1]: sets 'params.tile_loop_order', as axes[0] does: a point would keep only this axis's value"

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -514,6 +515,21 @@ void too_long(lua_State* L, lua_Debug*) {
   luaL_error(L, "does not finish within %d Lua instructions (a loop?)", kMaxInstructions);
 }
 
+// lua_Alloc over realloc/free, counting the state's bytes in `ud` and refusing to grow past kMaxLuaBytes.
+void* capped_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
+  size_t& used = *static_cast<size_t*>(ud);
+  const size_t old = ptr ? osize : 0;
+  if (nsize == 0) {
+    std::free(ptr);
+    used -= old;
+    return nullptr;
+  }
+  if (nsize > old && used - old + nsize > Constraints::kMaxLuaBytes) return nullptr;
+  void* p = std::realloc(ptr, nsize);
+  if (p) used = used - old + nsize;
+  return p;
+}
+
 void strict_table(lua_State* L) {
   lua_newtable(L);
   lua_newtable(L);
@@ -526,7 +542,7 @@ void strict_table(lua_State* L) {
 
 Constraints::Constraints(const Spec& spec) : spec_(spec) {
   if (spec.constraints.empty()) return;
-  L_ = luaL_newstate();
+  L_ = lua_newstate(capped_alloc, &lua_bytes_);
   if (L_ == nullptr) throw Error("cannot create a Lua state for the constraints");
   luaL_requiref(L_, "math", luaopen_math, 1);
   lua_pop(L_, 1);
@@ -586,8 +602,10 @@ int Constraints::first_broken(const ordered_json& values) const {
     lua_pushvalue(L, -2);
     lua_setupvalue(L, -2, 1);                                   // _ENV
     lua_sethook(L, too_long, LUA_MASKCOUNT, kMaxInstructions);  // restarts the count
-    if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
-      const std::string msg = lua_tostring(L, -1);
+    if (const int rc = lua_pcall(L, 0, 1, 0); rc != LUA_OK) {
+      const std::string msg =
+          rc == LUA_ERRMEM ? fmt::format("takes more than {} MiB of memory", Constraints::kMaxLuaBytes >> 20)
+                           : lua_tostring(L, -1);
       lua_settop(L, 0);
       throw InputError(
           fmt::format("{}: constraints[{}]: \"{}\": {}", spec_.file, i, text_excerpt(exprs_[i]), msg));
