@@ -104,6 +104,19 @@ check "an empty plot fails the page: $msg" '[[ $? != 0 && $msg == *"did not pass
 msg=$(page_ok "$T/sw/report.html" 6)
 check "a missing plot fails the page: $msg" '[[ $? != 0 && $msg == *"5 plots, expected 6"* ]]'
 
+# Axes whose names make the same file name ("o/x" and "o_x" are both axis_o_x) get a plot file each.
+cat >"$T/same.json" <<JSON
+{"name": "same", "workload": "$W", "set": {"numerics": false},
+ "axes": [{"name": "o/x", "path": "params.tile_loop_order", "values": ["mnk", "nmk"]},
+          {"name": "o_x", "path": "params.input_grad_config.TILES_IN_BLOCK_M", "values": [1, 2]}]}
+JSON
+"$TRNSIM" sweep "$T/same.json" --out "$T/same" -j 2 >"$T/same.txt" 2>&1
+check "axes with one file name: two plot files each: $(ls "$T/same/plots" | tr '\n' ' ')" \
+  '[[ -s $T/same/plots/axis_o_x.svg && -s $T/same/plots/axis_o_x_2.svg && -s $T/same/plots/axis_o_x_2.png ]]'
+check "axes with one file name: distinct plot ids" '[[ $(grep -o "<figure class=\"plot\" id=\"[^\"]*\"" "$T/same/report.html" | sort | uniq -d) == "" ]]'
+msg=$(page_ok "$T/same/report.html" 5)
+check "axes with one file name: the page loads with 5 plots drawn: $msg" '[[ $? == 0 ]]'
+
 # 4. Without matplotlib's Python the sweep still writes its results and says why there is no report.
 TRNSIM_PYTHON=/nonexistent "$TRNSIM" sweep collect "$T/sw" >"$T/c.txt" 2>&1
 check "collect without Python: exit 0 and a warning" '[[ $? == 0 ]] && grep -qF "warning: no HTML report: /nonexistent is missing" "$T/c.txt"'

@@ -99,7 +99,7 @@ check "the best workload runs: $out" '[[ -n $out ]]'
 badfile() {  # badfile NAME JSON EXPECTED [extra args]
   printf '%s' "$2" >"$T/bad.json"
   local msg rc want=$3
-  msg=$("$TRNSIM" sweep "$T/bad.json" --out "$T/bad_out" "${@:4}" 2>&1)
+  msg=$(timeout 120 "$TRNSIM" sweep "$T/bad.json" --out "$T/bad_out" "${@:4}" 2>&1)
   rc=$?
   check "$1: exit 1 ($rc) and '$want' in: $msg" '[[ $rc == 1 && $msg == *"$want"* ]]'
   check "$1: nothing created" '[[ ! -e $T/bad_out ]]'
@@ -128,6 +128,32 @@ badfile "value twice" "$A"'"axes": {"params.tile_loop_order": ["mnk", "mnk"]}}' 
 badfile "name twice" "$A"'"axes": [{"name": "a", "path": "params.M", "values": [512]}, {"name": "a", "path": "params.N", "values": [512]}]}' \
   "bad.json: axes[1].name: name 'a' is used twice"
 badfile "reserved name" "$A"'"axes": [{"name": "status", "path": "params.M", "values": [512]}]}' "'status' names a column of the results"
+# A constraint that never finishes (Lua lets an expression call a looping function) is an error, not a hang.
+badfile "constraint that loops" "$A"'"axes": {"params.tile_loop_order": ["mnk"]}, "constraints": ["(function() while true do end end)()"]}' \
+  'bad.json: constraints[0]: "(function() while true do end end)()": constraints[0]:1: does not finish within 10000000 Lua instructions (a loop?)'
+# A constraint that builds a huge string fails at the Lua state's 64 MiB cap, not at the machine's memory
+# (ulimit -v: a regression fails with Lua's plain "not enough memory" instead of taking the host's memory).
+printf '%s' "$A"'"axes": {"params.tile_loop_order": ["mnk"]}, "constraints": ["(function() local s = \"x\" for i = 1, 40 do s = s .. s end return true end)()"]}' >"$T/bomb.json"
+msg=$(ulimit -v 4000000; timeout 120 "$TRNSIM" sweep "$T/bomb.json" --dry-run --out "$T/bomb" 2>&1)
+check "constraint that takes memory: $msg" '[[ $? == 1 && $msg == *"bomb.json: constraints[0]: "*": takes more than 64 MiB of memory"* ]]'
+# Two axes on one path (or one inside the other): a point would silently keep only the later axis's value.
+badfile "one path in two axes" "$A"'"axes": [{"name": "a", "path": "params.tile_loop_order", "values": ["mnk"]}, {"name": "b", "path": "params.tile_loop_order", "values": ["nmk"]}]}' \
+  "bad.json: axes[1]: sets 'params.tile_loop_order', as axes[0] does: a point would keep only this axis's value"
+badfile "a path inside another axis's" "$A"'"axes": [{"name": "tn", "values": [{"params.input_grad_config.tile_n": 256, "params.weight_grad_config.tile_n": 256}]}, {"name": "cfg", "path": "params.input_grad_config", "values": [null]}]}' \
+  "bad.json: axes[1]: sets 'params.input_grad_config', which replaces what axes[0] sets ('params.input_grad_config.tile_n')"
+# The other way round, a path inside an earlier axis's refines it (hardware, then one of its overrides): fine.
+printf '%s' "$A"'"axes": [{"name": "hw", "path": "hardware", "values": ["trn3"]}, {"name": "bw", "path": "hardware.overrides.hbm.bandwidth_GBps", "values": [600, 1200]}]}' >"$T/refine.json"
+msg=$("$TRNSIM" sweep "$T/refine.json" --dry-run --out "$T/refine" 2>&1)
+check "an axis inside an earlier one is accepted: $msg" '[[ $? == 0 && $msg == *"2 points (0 of the product skipped by the constraints): 2 valid"* ]]'
+badfile "control character in a name" "$A"'"axes": [{"name": "a\u0000b", "path": "params.tile_loop_order", "values": ["mnk"]}]}' \
+  "bad.json: axes[0].name: name 'a\x00b' holds a control character"
+badfile "NUL in the workload path" '{"name": "x", "workload": "'$W'\u0000.json", "axes": {"params.M": [512]}}' \
+  "': a path cannot hold a NUL byte"
+# 2^64 - 1 is neither -1 to the duplicate check nor to a constraint (it was wrapped to a negative integer).
+printf '%s' "$A"'"axes": [{"name": "bm", "path": "params.input_grad_config.TILES_IN_BLOCK_M", "values": [18446744073709551615, -1]}], "constraints": ["bm > 0 or bm == -1"]}' >"$T/big_int.json"
+msg=$("$TRNSIM" sweep "$T/big_int.json" --dry-run --out "$T/big_int" 2>&1)
+check "2^64 - 1 and -1 are two points, 2^64 - 1 > 0: $msg" \
+  '[[ $? == 0 && $msg == *"2 points (0 of the product skipped by the constraints): 0 valid, 2 invalid"* ]]'
 badfile "no axes or points" "$A"'"set": {"numerics": false}}' 'bad.json: no points: give "axes"'
 badfile "unknown sweep key" "$A"'"axis": {}}' "bad.json: axis: unknown key (expected name, description, workload, set, axes, points, constraints, objective, maximize)"
 badfile "missing workload" '{"name": "x", "workload": "nope.json", "axes": {"params.M": [512]}}' "bad.json: workload: "
@@ -142,4 +168,21 @@ msg=$("$TRNSIM" tune "$T/t.json" --objective speed --out "$T/tn2" 2>&1)
 check "tune: unknown objective: $msg" '[[ $msg == *"--objective: objective '"'"'speed'"'"' is not a results column (one of: total_time_ns,"* ]]'
 msg=$("$TRNSIM" sweep 2>&1)
 check "sweep without a file: $msg" '[[ $msg == *"give a sweep file"* ]]'
+
+# tune where validation refuses every point: the message gives validate's reason (invalid product points are
+# not rows of tune's results, so "see results.csv" alone showed an empty file).
+printf '%s' "$A"'"axes": {"params.input_grad_config.TILES_IN_BLOCK_M": [16, 32]}}' >"$T/all_invalid.json"
+msg=$("$TRNSIM" tune "$T/all_invalid.json" --budget 4 --out "$T/tn_inv" --no-report 2>&1)
+check "tune, every point invalid: exit 1 and validate's reason: $msg" \
+  '[[ $? == 1 && $msg == *"no point ran successfully: see $T/tn_inv/results.csv; 2 points failed validation, the first: "*"is less than half a block"* ]]'
+
+# Slurm: an sbatch that cannot reach a cluster (installed, not configured) is not "not on PATH": its reason.
+mkdir -p "$T/fakebin" "$T/nobin"
+printf '#!/bin/sh\necho "sbatch: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host" >&2\necho "sbatch: fatal: Could not establish a configuration source" >&2\nexit 1\n' >"$T/fakebin/sbatch"
+chmod +x "$T/fakebin/sbatch"
+msg=$(PATH=$T/fakebin "$TRNSIM" sweep "$T/t.json" --backend slurm --out "$T/sl1" 2>&1)
+check "slurm, sbatch unconfigured: its reason: $msg" \
+  '[[ $? == 1 && $msg == *"--backend slurm: '"'"'sbatch --version'"'"' failed (exit status 1): sbatch: fatal: Could not establish a configuration source (is Slurm configured"* ]]'
+msg=$(PATH=$T/nobin "$TRNSIM" sweep "$T/t.json" --backend slurm --out "$T/sl2" 2>&1)
+check "slurm, no sbatch: $msg" '[[ $? == 1 && $msg == *"--backend slurm: sbatch is not on PATH"* ]]'
 finish

@@ -104,6 +104,7 @@ class Page:
         self.title = title
         self.parts = []
         self.plots_dir = plots_dir  # also export each plot as SVG and PNG here
+        self.names = set()  # plot names used: one file pair and one element id each
 
     def h(self, level, text):
         self.parts.append("<h%d>%s</h%d>" % (level, esc(text), level))
@@ -128,6 +129,12 @@ class Page:
         self.parts.append("".join(out))
 
     def figure(self, fig, name, caption):
+        # Two axes whose names differ only in characters a file name cannot keep ("o/x" and "o_x") would
+        # share a plot file, the second overwriting the first: a taken name gets a number.
+        base, n = name, 2
+        while name in self.names:
+            name, n = "%s_%d" % (base, n), n + 1
+        self.names.add(name)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
         svg = buf.getvalue()

@@ -16,6 +16,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
+#include "sim/base/json_excerpt.h"
 #include "sim/config/json_document.h"
 #include "sim/io/output_files.h"
 #include "tools/sweep/pool.h"
@@ -73,6 +74,13 @@ Captured capture(const std::vector<std::string>& args) {
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
   return s;
+}
+
+// The last non-empty line of a tool's output (where sbatch puts its "fatal:" reason).
+std::string last_line(const std::string& text) {
+  const std::string t = trim(text);
+  const size_t nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
 }
 
 std::string shell_quote(const std::string& s) {
@@ -180,10 +188,16 @@ int slurm_submit(const std::string& dir, const SlurmOptions& o) {
     return 0;
   }
   const Captured probe = capture({"sbatch", "--version"});
-  if (probe.status != 0)
+  if (probe.status == 127 && probe.err.empty())
     throw InputError(
         "--backend slurm: sbatch is not on PATH (install Slurm's client, Debian: slurm-client, or "
         "use the local backend)");
+  // sbatch is there but cannot reach a cluster (no slurm.conf, no slurmctld): its own words say why.
+  if (probe.status != 0)
+    throw InputError(fmt::format(
+        "--backend slurm: 'sbatch --version' failed (exit status {}): {} (is Slurm configured and "
+        "slurmctld reachable from this machine? or use the local backend)",
+        probe.status, text_excerpt(last_line(probe.err.empty() ? probe.out : probe.err), 200)));
   const size_t n = todo.size();
   size_t per = o.points_per_task > 0 ? static_cast<size_t>(o.points_per_task) : (n + 99) / 100;
   per = std::max(per, (n + 999) / 1000);  // Slurm's default MaxArraySize is 1001

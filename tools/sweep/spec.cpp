@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -144,10 +145,34 @@ ordered_json ordered_document(const std::string& path) {
   return ordered_json::parse(ss.str());
 }
 
+// Two values a point would set alike. Not json's ==, which takes 2^64 - 1 for -1 (it compares an unsigned
+// and a signed integer after a cast) and 8 for 8.0 (a kernel refuses 8.0 as an integer): their text.
+bool same_value(const json& a, const json& b) {
+  return a.dump(-1, ' ', false, json::error_handler_t::replace) ==
+         b.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// Why an axis setting `later` undoes an earlier axis's `earlier`, or "": the same path (a point would keep
+// only the later value), or a path around it (it replaces the earlier value: params.input_grad_config after
+// params.input_grad_config.tile_n). A path inside an earlier one refines it and is fine.
+std::string undoes(const std::string& later, const std::string& earlier, const std::string& earlier_at) {
+  if (later == earlier)
+    return fmt::format(
+        "sets '{}', as {} does: a point would keep only this axis's value (sweep a path in one "
+        "axis)",
+        text_excerpt(later), earlier_at);
+  if (earlier.size() > later.size() && earlier.compare(0, later.size(), later) == 0 &&
+      earlier[later.size()] == '.')
+    return fmt::format(
+        "sets '{}', which replaces what {} sets ('{}') (an axis inside another comes after it)",
+        text_excerpt(later), earlier_at, text_excerpt(earlier));
+  return "";
+}
+
 void check_values_distinct(const std::string& file, const std::string& at, const std::vector<json>& values) {
   for (size_t i = 0; i < values.size(); ++i)
     for (size_t j = 0; j < i; ++j)
-      if (values[i] == values[j])
+      if (same_value(values[i], values[j]))
         fail(file, fmt::format("{}[{}]", at, i),
              fmt::format("{} is listed twice (also [{}])", json_excerpt(values[i]), j));
 }
@@ -197,6 +222,8 @@ Spec parse_spec(const std::string& path) {
   s.description = str("description", false);
   const std::string wl = str("workload", true);
   if (wl.empty()) fail(f, "workload", "empty path");
+  if (wl.find('\0') != std::string::npos)
+    fail(f, "workload", fmt::format("'{}': a path cannot hold a NUL byte", text_excerpt(wl)));
   s.workload =
       fs::path(wl).is_absolute() ? wl : (fs::path(path).parent_path() / wl).lexically_normal().string();
   if (s.workload.empty()) s.workload = wl;
@@ -229,11 +256,15 @@ Spec parse_spec(const std::string& path) {
   std::set<std::string> names;
   const auto add_name = [&](const std::string& at, const std::string& n) {
     if (n.empty()) fail(f, at, "empty name");
+    if (std::any_of(n.begin(), n.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }))
+      fail(f, at,
+           fmt::format("name '{}' holds a control character (it heads a results column)", text_excerpt(n)));
     if (!names.insert(n).second) fail(f, at, fmt::format("name '{}' is used twice", text_excerpt(n)));
     s.columns.push_back(n);
   };
   if (doc.contains("axes")) {
     const ordered_json& ax = od["axes"];
+    std::vector<std::pair<std::string, std::set<std::string>>> axis_paths;  // each earlier axis's
     const auto add_axis = [&](const std::string& at, Axis a, const ordered_json& values, bool short_form) {
       const std::string vat = short_form ? at : at + ".values";
       if (!values.is_array()) fail(f, vat, "expected a list of values, found " + json_excerpt(json(values)));
@@ -249,6 +280,16 @@ Spec parse_spec(const std::string& path) {
         a.values.push_back(std::move(v));
       }
       check_values_distinct(f, short_form ? at : at + ".values", a.values);
+      std::set<std::string> sets;  // the paths this axis sets
+      if (!a.path.empty()) sets.insert(a.path);
+      for (const json& v : a.values)
+        if (a.path.empty())
+          for (const auto& [k, _] : v.items()) sets.insert(k);
+      for (const auto& [other_at, other] : axis_paths)
+        for (const std::string& p : sets)
+          for (const std::string& q : other)
+            if (const std::string why = undoes(p, q, other_at); !why.empty()) fail(f, at, why);
+      axis_paths.emplace_back(at, std::move(sets));
       add_name(at + ".name", a.name);
       s.axes.push_back(std::move(a));
     };
@@ -450,6 +491,9 @@ int unknown_name(lua_State* L) {
 void push_value(lua_State* L, const json& v) {
   if (v.is_boolean()) {
     lua_pushboolean(L, v.get<bool>());
+  } else if (v.is_number_unsigned() &&
+             v.get<uint64_t>() > uint64_t(std::numeric_limits<lua_Integer>::max())) {
+    lua_pushnumber(L, static_cast<lua_Number>(v.get<uint64_t>()));  // not a wrapped negative integer
   } else if (v.is_number_integer()) {
     lua_pushinteger(L, v.get<lua_Integer>());
   } else if (v.is_number()) {
@@ -461,6 +505,29 @@ void push_value(lua_State* L, const json& v) {
   } else {
     lua_pushstring(L, v.dump().c_str());
   }
+}
+
+// A constraint is an expression, yet Lua lets it loop (a function called in place): each evaluation may run
+// this many VM instructions, far more than any real constraint needs, then it is an error, not a hang.
+constexpr int kMaxInstructions = 10'000'000;
+
+void too_long(lua_State* L, lua_Debug*) {
+  luaL_error(L, "does not finish within %d Lua instructions (a loop?)", kMaxInstructions);
+}
+
+// lua_Alloc over realloc/free, counting the state's bytes in `ud` and refusing to grow past kMaxLuaBytes.
+void* capped_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
+  size_t& used = *static_cast<size_t*>(ud);
+  const size_t old = ptr ? osize : 0;
+  if (nsize == 0) {
+    std::free(ptr);
+    used -= old;
+    return nullptr;
+  }
+  if (nsize > old && used - old + nsize > Constraints::kMaxLuaBytes) return nullptr;
+  void* p = std::realloc(ptr, nsize);
+  if (p) used = used - old + nsize;
+  return p;
 }
 
 void strict_table(lua_State* L) {
@@ -475,7 +542,7 @@ void strict_table(lua_State* L) {
 
 Constraints::Constraints(const Spec& spec) : spec_(spec) {
   if (spec.constraints.empty()) return;
-  L_ = luaL_newstate();
+  L_ = lua_newstate(capped_alloc, &lua_bytes_);
   if (L_ == nullptr) throw Error("cannot create a Lua state for the constraints");
   luaL_requiref(L_, "math", luaopen_math, 1);
   lua_pop(L_, 1);
@@ -533,9 +600,12 @@ int Constraints::first_broken(const ordered_json& values) const {
   for (size_t i = 0; i < refs_.size() && broken < 0; ++i) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, refs_[i]);
     lua_pushvalue(L, -2);
-    lua_setupvalue(L, -2, 1);  // _ENV
-    if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
-      const std::string msg = lua_tostring(L, -1);
+    lua_setupvalue(L, -2, 1);                                   // _ENV
+    lua_sethook(L, too_long, LUA_MASKCOUNT, kMaxInstructions);  // restarts the count
+    if (const int rc = lua_pcall(L, 0, 1, 0); rc != LUA_OK) {
+      const std::string msg =
+          rc == LUA_ERRMEM ? fmt::format("takes more than {} MiB of memory", Constraints::kMaxLuaBytes >> 20)
+                           : lua_tostring(L, -1);
       lua_settop(L, 0);
       throw InputError(
           fmt::format("{}: constraints[{}]: \"{}\": {}", spec_.file, i, text_excerpt(exprs_[i]), msg));

@@ -67,6 +67,9 @@ Spec parse_spec(const std::string& path);
 // named by its path is also reachable as nested tables, params.tile_n).
 class Constraints {
  public:
+  // The memory the constraints' Lua state may hold, bytes: a constraint that builds a huge string
+  // ("s = s .. s" in a loop) fails with a message instead of taking the machine's memory.
+  static constexpr size_t kMaxLuaBytes = 64u << 20;
   explicit Constraints(const Spec& spec);
   ~Constraints();
   Constraints(const Constraints&) = delete;
@@ -81,6 +84,7 @@ class Constraints {
   lua_State* L_ = nullptr;
   std::vector<int> refs_;  // compiled chunks in the registry
   std::vector<std::string> exprs_;
+  size_t lua_bytes_ = 0;  // the Lua state's memory now (its allocator refuses more than a cap)
 };
 
 // The product point at `flat` (mixed radix over the axes, the last fastest), unfiltered.

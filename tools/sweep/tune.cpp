@@ -185,7 +185,9 @@ class Search : public TaskSource {
     json pt = plan_point(p);
     const CheckedPoint chk = check_point(spec_.workload, p.sets);
     if (!chk.valid) {
-      ++invalid_;
+      if (invalid_++ == 0)
+        first_invalid_ =
+            fmt::format("{}: {}", p.values.dump(-1, ' ', false, json::error_handler_t::replace), chk.reason);
       if (c.listed) {
         pt["invalid"] = chk.reason;
         plan_["points"].push_back(pt);
@@ -217,6 +219,9 @@ class Search : public TaskSource {
  public:
   std::string objective_;
   bool maximize_ = false;
+  // Points validation refused (product points are not rows of the results), and the first one's reason.
+  size_t invalid() const { return invalid_; }
+  const std::string& first_invalid() const { return first_invalid_; }
 
  private:
   const Spec& spec_;
@@ -238,6 +243,7 @@ class Search : public TaskSource {
   std::map<std::string, double> value_;
   std::map<std::string, std::vector<uint64_t>> by_key_;
   std::map<uint64_t, double> flat_value_;
+  std::string first_invalid_;
   std::optional<uint64_t> centre_;
   std::deque<uint64_t> queue_;
 };
@@ -312,7 +318,11 @@ int run_tune(const std::string& sweep_file, const TuneOptions& o) {
   const std::vector<nlohmann::ordered_json> records = result_records(plan, dir);
   const nlohmann::ordered_json best = best_record(plan, records);
   if (best.is_null())
-    throw InputError(fmt::format("{}: no point ran successfully: see {}/results.csv", spec.file, dir));
+    throw InputError(fmt::format(
+        "{}: no point ran successfully: see {}/results.csv{}", spec.file, dir,
+        search.invalid() == 0 ? std::string()
+                              : fmt::format("; {} point{} failed validation, the first: {}", search.invalid(),
+                                            search.invalid() == 1 ? "" : "s", search.first_invalid())));
   const json& bp = plan["points"][best["index"].get<size_t>()];
   json doc = workload::workload_document(spec.workload, bp["sets"].get<std::vector<std::string>>());
   absolute_paths(doc, spec.workload);
