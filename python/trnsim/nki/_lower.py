@@ -91,16 +91,13 @@ def fresh(v):
     """Marks `v` (a new tile just written by the trace's last op) as an instruction's result: assigning it
     into a tensor retargets that op instead of copying (`t[...] = nl.exp(x)` is one activation)."""
     t = _trace.current()
-    _FRESH[v.st.uid, id(t)] = t.ops[-1]
+    t.fresh[v.st.uid] = t.ops[-1]
     return v
-
-
-_FRESH = {}
 
 
 def _fresh_op(v):
     t = _trace.current()
-    op = _FRESH.get((v.st.uid, id(t)))
+    op = t.fresh.get(v.st.uid)
     if op is None or t.ops[-1] is not op or op.attrs.get("dropped"):
         return None
     w = op.args.get("dst")
@@ -122,7 +119,7 @@ def _retarget(op, old, new):
         st.first = op.index
     st.last = max(st.last, op.index)
     old.st.first = old.st.last = -1  # never used: no buffer
-    _FRESH.pop((old.st.uid, id(t)), None)
+    t.fresh.pop(old.st.uid, None)
 
 
 def _same_view(a, b):
@@ -400,9 +397,8 @@ def load(src, mask=None, dtype=None):
         shape, sdt = src.shape, src.dtype
     if len(shape) == 1:
         shape = (shape[0], 1)
-    loc = caller_loc()
-    out = _ops.new_tile(shape, dt(dtype, sdt), SBUF, "load", loc)
-    dma(out, src, loc=loc)
+    out = _ops.new_tile(shape, sdt if dtype is None else dt(dtype, sdt), SBUF, "load")
+    dma(out, src, loc=out.st.loc)  # the new tile's loc: the kernel line (as caller_loc finds it)
     return fresh(out)
 
 
@@ -427,9 +423,8 @@ def copy(x, dtype=None, mask=None):
     """nl.copy: one tensor_copy into a new SBUF tile (nki.language.copy)."""
     x = load_if_hbm(x, "copy")
     (x,) = apply_mask(mask, (x,))
-    loc = caller_loc()
-    out = _ops.new_tile(x.shape, dt(dtype, x.dtype), SBUF, "copy", loc)
-    _ops.tensor_copy(out, x, loc=loc)
+    out = _ops.new_tile(x.shape, x.dtype if dtype is None else dt(dtype, x.dtype), SBUF, "copy")
+    _ops.tensor_copy(out, x, loc=out.st.loc)
     return fresh(out)
 
 
@@ -480,9 +475,8 @@ def matmul(x, y, transpose_x=False, mask=None):
     if x.partitions != y.partitions:
         raise NkiError(f"nl.matmul: contraction dims differ: x.T is [{x.partitions}, {x.free_size}], y is "
                        f"{list(y.shape)}")
-    loc = caller_loc()
-    out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul", loc)
-    _ops.nc_matmul(out, x, y, None, loc=loc)
+    out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul")
+    _ops.nc_matmul(out, x, y, None, loc=out.st.loc)
     return fresh(out)
 
 

@@ -30,6 +30,12 @@ def _rect(v):
     return v.rect()
 
 
+def _bkey(st):
+    """The history key of a storage: its physical buffer on chip, the tensor in HBM."""
+    k = st.phys
+    return k if st.space != HBM else ("h", st.uid)
+
+
 def _overlap(a, b):
     return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
@@ -69,8 +75,8 @@ def order(trace, mode="pipelined"):
     keys = []
     n = 0
     for op in ops:
-        r_acc = [(v.st.phys if v.st.space != HBM else ("h", v.st.uid), v.rect()) for v in op.reads]
-        w_acc = [(v.st.phys if v.st.space != HBM else ("h", v.st.uid), v.rect()) for v in op.writes]
+        r_acc = [(_bkey(v.st), v._rect or v.rect()) for v in op.reads]
+        w_acc = [(_bkey(v.st), v._rect or v.rect()) for v in op.writes]
         if op.load:
             anchor = last_load
             if fence is not None and (anchor is None or fence > anchor):
@@ -93,16 +99,19 @@ def order(trace, mode="pipelined"):
             key = (op.index,)
             if op.name in ("core_barrier", "sendrecv"):
                 fence = key
-        for bk, rect in r_acc:
-            h = reads.get(bk)
-            if h is None:
-                h = reads[bk] = [None, [], ()]
-            _note(h, key, rect)
-        for bk, rect in w_acc:
-            h = writes.get(bk)
-            if h is None:
-                h = writes[bk] = [None, [], ()]
-            _note(h, key, rect)
+        for hist, acc in ((reads, r_acc), (writes, w_acc)):
+            for bk, rect in acc:  # _note, inlined (once per operand of every instruction)
+                h = hist.get(bk)
+                if h is None:
+                    h = hist[bk] = [None, [], ()]
+                lst = h[1]
+                lst.append((key, rect))
+                if key > h[2]:
+                    h[2] = key
+                if len(lst) > _KEEP:
+                    old = lst.pop(0)[0]
+                    if h[0] is None or old > h[0]:
+                        h[0] = old
         keys.append(key)
     idx = sorted(range(len(ops)), key=keys.__getitem__)
     return [ops[i] for i in idx]

@@ -73,6 +73,17 @@ class Storage:
 
 
 _WHOLE = {}  # (hbm, shape, pdim) -> dims of the whole-tensor view
+_lower_mod = None
+
+
+def _lower():
+    """The _lower module (it imports this one)."""
+    global _lower_mod
+    if _lower_mod is None:
+        from . import _lower as m
+
+        _lower_mod = m
+    return _lower_mod
 
 
 def _row_major(shape):
@@ -86,7 +97,7 @@ def _row_major(shape):
 class NkiTensor:
     """A view of a storage (see the module docstring)."""
 
-    __slots__ = ("st", "dtype", "boff", "dims", "pd", "p0", "vars", "_rect", "__weakref__")
+    __slots__ = ("st", "dtype", "boff", "dims", "pd", "p0", "vars", "_rect", "_bv", "__weakref__")
 
     def __init__(self, st, dtype, boff, dims, pd, p0, vars=None):  # noqa: A002
         self.st = st
@@ -97,6 +108,7 @@ class NkiTensor:
         self.p0 = p0
         self.vars = vars  # per dim: the nl.arange variable that indexed it (masks), or None
         self._rect = None  # (p0, p1, byte lo, byte hi), computed once (scheduling, PSUM groups)
+        self._bv = None  # the builder view, made once when the trace is emitted (_emit)
 
     @staticmethod
     def whole(st):
@@ -127,7 +139,7 @@ class NkiTensor:
     # ---- NKI's attributes
     @property
     def shape(self):
-        return tuple(n for _, n in self.dims)
+        return tuple([d[1] for d in self.dims])
 
     @property
     def ndim(self):
@@ -208,9 +220,7 @@ class NkiTensor:
         return self.index(idx)
 
     def __setitem__(self, idx, value):
-        from . import _lower
-
-        _lower.assign(self.index(idx), value)
+        _lower().assign(self.index(idx), value)
 
     def index(self, idx):
         if not isinstance(idx, tuple):
@@ -547,9 +557,7 @@ class NkiTensor:
         return self._bin(o, "divide", True)
 
     def __iadd__(self, o):
-        from . import _lower
-
-        return _lower.iadd(self, o)
+        return _lower().iadd(self, o)
 
     def __isub__(self, o):
         from . import language as nl
