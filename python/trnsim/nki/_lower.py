@@ -386,6 +386,14 @@ def load_if_hbm(x, name):
 
 def load(src, mask=None, dtype=None):
     """nl.load: one DMA from HBM into a new SBUF tile (nki.language.load)."""
+    if mask is None and type(src) is NkiTensor and src.st.space == HBM:  # the common case, in short
+        dims = src.dims
+        shape = tuple([d[1] for d in dims]) if len(dims) != 1 else (dims[0][1], 1)
+        out = _ops.new_tile(shape, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
+        _ops.dma_copy(out, src, loc=out.st.loc)
+        t = _trace._current
+        t.fresh[out.st.uid] = t.ops[-1]
+        return out
     if isinstance(src, _Indirect):
         shape, sdt = src.shape, src.dtype
     else:

@@ -404,9 +404,10 @@ def select(dst, predicate, on_true, on_false, engine=None, loc=None):
 def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False,
              vector_offset=None, indirect_dst=False, scalar_offset=None, scalar_offset_dst=False, loc=None):
     op = "dma_copy"
-    for v, n in ((dst, "dst"), (src, "src")):
-        if not isinstance(v, NkiTensor):
-            raise NkiError(f"{op}: {n} must be an NKI tensor, got {type(v).__name__}")
+    if not isinstance(dst, NkiTensor) or not isinstance(src, NkiTensor):
+        for v, n in ((dst, "dst"), (src, "src")):
+            if not isinstance(v, NkiTensor):
+                raise NkiError(f"{op}: {n} must be an NKI tensor, got {type(v).__name__}")
     for v in ((dst, src) if dst.pd > 0 or src.pd > 0 else ()):  # (HBM views have pd -1)
         if v.on_chip and v.pd > 0:
             # Block dims before the partition dim: both sides are reordered alike, partition dim first.

@@ -48,15 +48,14 @@ class Storage:
         self.space = space
         self.private = private
         self.dtype = dtype
-        self.shape = tuple(shape)
-        self.pdim = pdim if space != HBM else -1
-        n = 1
-        for x in self.shape:
-            n *= x
+        self.shape = shape = shape if type(shape) is tuple else tuple(shape)
+        n = math.prod(shape)
         if space == HBM:
+            self.pdim = -1
             self.pbytes = n * dtype.itemsize
         else:
-            self.pbytes = (n // self.shape[pdim]) * dtype.itemsize  # bytes per partition
+            self.pdim = pdim
+            self.pbytes = (n // shape[pdim]) * dtype.itemsize  # bytes per partition
         self.site = None  # on-chip: the allocation site (the trace's allocator)
         self.role = role  # HBM: 'input', 'output', 'scratch'
         self.loc = loc
@@ -147,10 +146,7 @@ class NkiTensor:
 
     @property
     def size(self):
-        n = 1
-        for d in self.dims:
-            n *= d[1]
-        return n
+        return math.prod([d[1] for d in self.dims])
 
     @property
     def itemsize(self):
@@ -217,7 +213,8 @@ class NkiTensor:
 
     # ---- indexing
     def __getitem__(self, idx):
-        return self.index(idx)
+        r = self._index_basic(idx if type(idx) is tuple else (idx,))
+        return r if r is not None else self.index(idx)
 
     def __setitem__(self, idx, value):
         _lower().assign(self.index(idx), value)
