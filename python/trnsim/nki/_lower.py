@@ -470,6 +470,14 @@ def matmul(x, y, transpose_x=False, mask=None):
     """nl.matmul: x @ y (or x.T @ y with transpose_x) into a new PSUM tile. Without transpose_x the
     documented extra transpose is inserted: x [M, K] goes through nc_transpose (Tensor engine, into PSUM) and a
     tensor_copy back to SBUF, then nc_matmul(stationary=x.T, moving=y) (nki.language.matmul)."""
+    if (transpose_x and mask is None and type(x) is NkiTensor and type(y) is NkiTensor and x.st.space == SBUF
+            and y.st.space == SBUF and x.partitions == y.partitions):
+        # the common case, in short: SBUF operands (nothing to load or copy out of PSUM), no mask
+        out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul")
+        _ops.nc_matmul(out, x, y, None, loc=out.st.loc)
+        t = _trace._current
+        t.fresh[out.st.uid] = t.ops[-1]
+        return out
     x, y = load_if_hbm(x, "matmul"), load_if_hbm(y, "matmul")
     x, y = apply_mask(mask, (x, y))
     x, y = to_sbuf(x, "matmul"), to_sbuf(y, "matmul")

@@ -163,15 +163,10 @@ def _psum_others(t, views, skip=None):
 
 def record(name, args, reads, writes, attrs, loc=None):
     t = _trace.current()
-    for v in reads:
+    for v in reads + writes:
         if v.st.space is PSUM:
             _psum_others(t, reads + writes)
             break
-    else:
-        for v in writes:
-            if v.st.space is PSUM:
-                _psum_others(t, reads + writes)
-                break
     return t.record(name, args, reads, writes, attrs, loc)
 
 
