@@ -112,8 +112,8 @@ def _retarget(op, old, new):
     """Makes `op` write `new` instead of its fresh result tile `old`."""
     t = _trace.current()
     op.args["dst"] = new
-    op.writes = tuple(new if w is old else w for w in op.writes)
-    op.reads = tuple(new if r is old else r for r in op.reads)
+    op.writes = tuple([new if w is old else w for w in op.writes])
+    op.reads = tuple([new if r is old else r for r in op.reads])
     st = new.st
     if st.first < 0 or st.first > op.index:
         st.first = op.index
