@@ -29,8 +29,10 @@ class Emitter:
         self.plan = plan
         self.buffers = {}  # (site uid, index) -> whole-buffer builder view
         # site uid -> on-chip views whose builder view is cached (NkiTensor._bv): a builder view holds its
-        # buffer, so they are dropped with the site's buffers, when the builder may give the space away
-        self.cached = {}
+        # buffer, so they are dropped with the site's buffers, when the builder may give the space away;
+        # HBM views under None, dropped when the emission ends (a view a kernel keeps must not carry this
+        # build's builder view into another)
+        self.cached = {None: []}
         self.dt_cache = {}
         self.eng_cache = {}
         self.has_pattern = hasattr(self.c.View, "pattern")
@@ -87,6 +89,7 @@ class Emitter:
         st = v.st
         base = self.base(st)
         if st.space == HBM:
+            self.cached[None].append(v)
             dims = v.dims
             if len(dims) < 2:
                 dims = (((1, 1), (1, 1)) if not dims else (dims[0], (1, 1)))
@@ -134,15 +137,20 @@ def emit(k, trace, mode, bufs_override=None):
     ends = {}
     for site, i in last.items():
         ends.setdefault(i, []).append(site)
-    for i, op in enumerate(ops):
-        EMIT[op.name](em, op)  # builder errors name the op's kernel line (loc)
-        done = ends.get(i)
-        if done:
-            for site in done:
-                for b in range(plan.sites[site].pool_size):
-                    em.buffers.pop((site, b), None)
-                for v in em.cached.pop(site, ()):
-                    v._bv = None
+    try:
+        for i, op in enumerate(ops):
+            EMIT[op.name](em, op)  # builder errors name the op's kernel line (loc)
+            done = ends.get(i)
+            if done:
+                for site in done:
+                    for b in range(plan.sites[site].pool_size):
+                        em.buffers.pop((site, b), None)
+                    for v in em.cached.pop(site, ()):
+                        v._bv = None
+    finally:
+        for views in em.cached.values():
+            for v in views:
+                v._bv = None
     return plan
 
 
