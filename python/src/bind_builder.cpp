@@ -11,6 +11,7 @@
 #include "sim/config/hw_config.h"
 #include "sim/isa/names.h"
 #include "sim/isa/opcodes.h"
+#include "sim/isa/program_json.h"
 #include "sim/isa/semantics.h"
 
 namespace trnsim::py {
@@ -316,6 +317,11 @@ void bind_builder(pyb::module_& m) {
           },
           pyb::arg("core") = 0,
           "(engine, opcode, file, line) of each instruction of a core, engine by engine")
+      .def(
+          "to_json", [](const isa::Program& p) { return isa::program_to_json(p).dump(); },
+          "the program as docs/program-format.md's JSON text (every instruction with its operands): what a "
+          "test "
+          "compares to show two builds emit the same program")
       .def_property_readonly("tensors", [](const isa::Program& p) {
         pyb::list l;
         for (const isa::TensorDecl& t : p.tensors) l.append(pyb::make_tuple(t.name, t.dtype, t.shape));

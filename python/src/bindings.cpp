@@ -41,6 +41,7 @@ void define_core(pyb::module_& m) {
   bind_nki(m);
   bind_run(m);
   bind_workload(m);
+  bind_schedule(m);
   workload::set_kernel_loader("nki", &load_nki_kernel);
 }
 

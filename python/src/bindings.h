@@ -16,5 +16,6 @@ void bind_builder(pybind11::module_& m);
 void bind_nki(pybind11::module_& m);
 void bind_run(pybind11::module_& m);
 void bind_workload(pybind11::module_& m);
+void bind_schedule(pybind11::module_& m);
 
 }  // namespace trnsim::py

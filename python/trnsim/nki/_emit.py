@@ -28,6 +28,11 @@ class Emitter:
         self.trace = trace
         self.plan = plan
         self.buffers = {}  # (site uid, index) -> whole-buffer builder view
+        # site uid -> on-chip views whose builder view is cached (NkiTensor._bv): a builder view holds its
+        # buffer, so they are dropped with the site's buffers, when the builder may give the space away;
+        # HBM views under None, dropped when the emission ends (a view a kernel keeps must not carry this
+        # build's builder view into another)
+        self.cached = {None: []}
         self.dt_cache = {}
         self.eng_cache = {}
         self.has_pattern = hasattr(self.c.View, "pattern")
@@ -43,9 +48,10 @@ class Emitter:
         return e
 
     def engine(self, name):
-        if name is None:
-            return None
-        return getattr(self.c.Engine, _ENGINES[name])
+        e = self.eng_cache.get(name)
+        if e is None and name is not None:
+            e = self.eng_cache[name] = getattr(self.c.Engine, _ENGINES[name])
+        return e
 
     def alu(self, name):
         a = self.c.parse_alu(name)
@@ -77,23 +83,37 @@ class Emitter:
     def view(self, v):
         if v is None:
             return None
-        base = self.base(v.st)
-        dims = list(v.dims)
-        if v.st.space == HBM:
-            if not dims:
-                dims = [(1, 1), (1, 1)]
-            elif len(dims) == 1:
-                dims.append((1, 1))
+        b = v._bv  # an operand used by several instructions (a tile, a PSUM accumulator) is made once
+        if b is not None:
+            return b
+        st = v.st
+        base = self.base(st)
+        if st.space == HBM:
+            self.cached[None].append(v)
+            dims = v.dims
+            if len(dims) < 2:
+                dims = (((1, 1), (1, 1)) if not dims else (dims[0], (1, 1)))
             p0 = 0
         else:
-            if v.pd == -1:
-                dims.insert(0, (0, 1))
-            elif v.pd != 0:
-                raise NkiError(f"an operand {list(v.shape)} has its partition dim at position {v.pd}")
+            c = self.cached.get(st.phys[0])
+            if c is None:
+                c = self.cached[st.phys[0]] = []
+            c.append(v)
+            pd = v.pd
+            if pd == 0:
+                dims = v.dims
+            elif pd == -1:
+                dims = ((0, 1),) + v.dims
+            else:
+                raise NkiError(f"an operand {list(v.shape)} has its partition dim at position {pd}")
             p0 = v.p0
-        if self.has_pattern:
-            return base.pattern(self.dtype(v.dtype), v.boff, dims, p0)
-        return _fallback_view(base, v, dims, p0, self.dtype(v.dtype))
+        if not self.has_pattern:
+            return _fallback_view(base, v, dims, p0, self.dtype(v.dtype))
+        dt = self.dt_cache.get(v.dtype.name)
+        if dt is None:
+            dt = self.dtype(v.dtype)
+        b = v._bv = base.pattern(dt, v.boff, dims, p0)
+        return b
 
 
 def _fallback_view(base, v, dims, p0, dtype):
@@ -117,18 +137,25 @@ def emit(k, trace, mode, bufs_override=None):
     ends = {}
     for site, i in last.items():
         ends.setdefault(i, []).append(site)
-    for i, op in enumerate(ops):
-        EMIT[op.name](em, op)  # builder errors name the op's kernel line (loc)
-        done = ends.get(i)
-        if done:
-            for site in done:
-                for b in range(plan.sites[site].pool_size):
-                    em.buffers.pop((site, b), None)
+    try:
+        for i, op in enumerate(ops):
+            EMIT[op.name](em, op)  # builder errors name the op's kernel line (loc)
+            done = ends.get(i)
+            if done:
+                for site in done:
+                    for b in range(plan.sites[site].pool_size):
+                        em.buffers.pop((site, b), None)
+                    for v in em.cached.pop(site, ()):
+                        v._bv = None
+    finally:
+        for views in em.cached.values():
+            for v in views:
+                v._bv = None
     return plan
 
 
 def _loc(op):
-    return (op.loc[0], op.loc[1]) if op.loc else None
+    return op.loc or None  # a Loc is a (file, line) tuple, as the bindings take it
 
 
 def _operand(em, x_view, imm):
@@ -223,14 +250,19 @@ def _select(em, op):
 
 def _dma_copy(em, op):
     a, t, c = op.args, op.attrs, em.c
-    kw = dict(oob_mode=c.OobMode.Skip if t["oob_mode"] == "skip" else c.OobMode.Error,
-              accumulate=t["accumulate"], dge_mode=getattr(c.DgeMode, _DGE[t["dge_mode"]]),
-              engine=em.engine(t["engine"]), loc=_loc(op))
-    if a["vector_offset"] is not None:
-        kw["vector_offset"] = em.view(a["vector_offset"])
+    vo, so = a["vector_offset"], a["scalar_offset"]
+    oob = c.OobMode.Skip if t["oob_mode"] == "skip" else c.OobMode.Error
+    dge = getattr(c.DgeMode, _DGE[t["dge_mode"]])
+    if vo is None and so is None:
+        c.nki.dma_copy(em.view(a["dst"]), em.view(a["src"]), oob_mode=oob, accumulate=t["accumulate"],
+                       dge_mode=dge, engine=em.engine(t["engine"]), loc=op.loc or None)
+        return
+    kw = dict(oob_mode=oob, accumulate=t["accumulate"], dge_mode=dge, engine=em.engine(t["engine"]), loc=_loc(op))
+    if vo is not None:
+        kw["vector_offset"] = em.view(vo)
         kw["indirect_dst"] = t["indirect_dst"]
-    if a["scalar_offset"] is not None:
-        kw["scalar_offset"] = em.view(a["scalar_offset"])
+    if so is not None:
+        kw["scalar_offset"] = em.view(so)
         kw["scalar_offset_dst"] = t["scalar_offset_dst"]
     c.nki.dma_copy(em.view(a["dst"]), em.view(a["src"]), **kw)
 

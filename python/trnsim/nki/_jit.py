@@ -216,12 +216,10 @@ def _declare_hbm(k, trace, outs):
 
 def _release(trace):
     """Drops the trace's objects (they form cycles: storages point back at the trace)."""
-    from . import _lower
     from ._hooks_fill import declared
 
     declared.clear()
-    for key in [k for k in _lower._FRESH if k[1] == id(trace)]:
-        del _lower._FRESH[key]
+    trace.fresh = {}
     for st in trace.storages:
         st.trace = None
         st.phys = None

@@ -91,16 +91,13 @@ def fresh(v):
     """Marks `v` (a new tile just written by the trace's last op) as an instruction's result: assigning it
     into a tensor retargets that op instead of copying (`t[...] = nl.exp(x)` is one activation)."""
     t = _trace.current()
-    _FRESH[v.st.uid, id(t)] = t.ops[-1]
+    t.fresh[v.st.uid] = t.ops[-1]
     return v
-
-
-_FRESH = {}
 
 
 def _fresh_op(v):
     t = _trace.current()
-    op = _FRESH.get((v.st.uid, id(t)))
+    op = t.fresh.get(v.st.uid)
     if op is None or t.ops[-1] is not op or op.attrs.get("dropped"):
         return None
     w = op.args.get("dst")
@@ -115,14 +112,14 @@ def _retarget(op, old, new):
     """Makes `op` write `new` instead of its fresh result tile `old`."""
     t = _trace.current()
     op.args["dst"] = new
-    op.writes = tuple(new if w is old else w for w in op.writes)
-    op.reads = tuple(new if r is old else r for r in op.reads)
+    op.writes = tuple([new if w is old else w for w in op.writes])
+    op.reads = tuple([new if r is old else r for r in op.reads])
     st = new.st
     if st.first < 0 or st.first > op.index:
         st.first = op.index
     st.last = max(st.last, op.index)
     old.st.first = old.st.last = -1  # never used: no buffer
-    _FRESH.pop((old.st.uid, id(t)), None)
+    t.fresh.pop(old.st.uid, None)
 
 
 def _same_view(a, b):
@@ -389,6 +386,14 @@ def load_if_hbm(x, name):
 
 def load(src, mask=None, dtype=None):
     """nl.load: one DMA from HBM into a new SBUF tile (nki.language.load)."""
+    if mask is None and type(src) is NkiTensor and src.st.space == HBM:  # the common case, in short
+        dims = src.dims
+        shape = tuple([d[1] for d in dims]) if len(dims) != 1 else (dims[0][1], 1)
+        out = _ops.new_tile(shape, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
+        _ops.dma_copy(out, src, loc=out.st.loc)
+        t = _trace._current
+        t.fresh[out.st.uid] = t.ops[-1]
+        return out
     if isinstance(src, _Indirect):
         shape, sdt = src.shape, src.dtype
     else:
@@ -400,9 +405,8 @@ def load(src, mask=None, dtype=None):
         shape, sdt = src.shape, src.dtype
     if len(shape) == 1:
         shape = (shape[0], 1)
-    loc = caller_loc()
-    out = _ops.new_tile(shape, dt(dtype, sdt), SBUF, "load", loc)
-    dma(out, src, loc=loc)
+    out = _ops.new_tile(shape, sdt if dtype is None else dt(dtype, sdt), SBUF, "load")
+    dma(out, src, loc=out.st.loc)  # the new tile's loc: the kernel line (as caller_loc finds it)
     return fresh(out)
 
 
@@ -427,9 +431,8 @@ def copy(x, dtype=None, mask=None):
     """nl.copy: one tensor_copy into a new SBUF tile (nki.language.copy)."""
     x = load_if_hbm(x, "copy")
     (x,) = apply_mask(mask, (x,))
-    loc = caller_loc()
-    out = _ops.new_tile(x.shape, dt(dtype, x.dtype), SBUF, "copy", loc)
-    _ops.tensor_copy(out, x, loc=loc)
+    out = _ops.new_tile(x.shape, x.dtype if dtype is None else dt(dtype, x.dtype), SBUF, "copy")
+    _ops.tensor_copy(out, x, loc=out.st.loc)
     return fresh(out)
 
 
@@ -467,6 +470,14 @@ def matmul(x, y, transpose_x=False, mask=None):
     """nl.matmul: x @ y (or x.T @ y with transpose_x) into a new PSUM tile. Without transpose_x the
     documented extra transpose is inserted: x [M, K] goes through nc_transpose (Tensor engine, into PSUM) and a
     tensor_copy back to SBUF, then nc_matmul(stationary=x.T, moving=y) (nki.language.matmul)."""
+    if (transpose_x and mask is None and type(x) is NkiTensor and type(y) is NkiTensor and x.st.space == SBUF
+            and y.st.space == SBUF and x.partitions == y.partitions):
+        # the common case, in short: SBUF operands (nothing to load or copy out of PSUM), no mask
+        out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul")
+        _ops.nc_matmul(out, x, y, None, loc=out.st.loc)
+        t = _trace._current
+        t.fresh[out.st.uid] = t.ops[-1]
+        return out
     x, y = load_if_hbm(x, "matmul"), load_if_hbm(y, "matmul")
     x, y = apply_mask(mask, (x, y))
     x, y = to_sbuf(x, "matmul"), to_sbuf(y, "matmul")
@@ -480,9 +491,8 @@ def matmul(x, y, transpose_x=False, mask=None):
     if x.partitions != y.partitions:
         raise NkiError(f"nl.matmul: contraction dims differ: x.T is [{x.partitions}, {x.free_size}], y is "
                        f"{list(y.shape)}")
-    loc = caller_loc()
-    out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul", loc)
-    _ops.nc_matmul(out, x, y, None, loc=loc)
+    out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul")
+    _ops.nc_matmul(out, x, y, None, loc=out.st.loc)
     return fresh(out)
 
 

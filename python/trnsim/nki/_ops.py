@@ -10,7 +10,7 @@ import math
 
 from . import _trace
 from ._dtypes import BY_NAME, as_dtype, modelled
-from ._errors import NkiError, caller_loc
+from ._errors import Loc, NkiError, caller_loc
 from ._tensor import HBM, PSUM, SBUF, NkiTensor, Storage
 
 # The engine an instruction runs on when the kernel leaves it to the compiler (engine.unknown). The NKI docs
@@ -83,12 +83,20 @@ def same_shape(op, a, an, b, bn):
 def new_tile(shape, dtype, space, name, loc=None):
     """A new on-chip tensor for an instruction's result (NKI's earlier calling style returns one)."""
     t = _trace.current()
-    shape = tuple(int(s) for s in shape)
-    check_tile_shape(shape, 0, space, dtype, "result")
-    st = Storage(t, name, space, dtype, shape, 0, loc=loc or caller_loc())
-    st.site = t.call_stack()
-    v = NkiTensor.whole(st)
-    return v
+    if type(shape) is not tuple:
+        shape = tuple(shape)
+    key = (shape, space, dtype)
+    checked = t.tile_shapes
+    if key not in checked:
+        shape = tuple(int(s) for s in shape)
+        check_tile_shape(shape, 0, space, dtype, "result")
+        checked.add(key)
+    site = t.call_stack()
+    if loc is None:
+        loc = Loc(site[-1]) if site else caller_loc()  # the innermost frame outside nki, as caller_loc finds
+    st = Storage(t, name, space, dtype, shape, 0, loc=loc)
+    st.site = site
+    return NkiTensor.whole(st)
 
 
 def check_tile_shape(shape, pdim, space, dtype, what):
@@ -127,8 +135,8 @@ def _overlap(a, b):
 def touch_psum(t, v, kind, op=None):
     """Records an access to PSUM view `v` for the group logic; kind 'mm' (matmul write), 'memset', 'other'.
     Returns (accumulate, memset_op) for kind 'mm'."""
-    groups = t.__dict__.setdefault("_psum_groups", {})
-    lst = groups.setdefault(v.st.uid, [])
+    groups = t.psum_groups
+    lst = groups.get(v.st.uid, ())
     r = _region(v)
     acc, ms = False, None
     keep = []
@@ -155,15 +163,10 @@ def _psum_others(t, views, skip=None):
 
 def record(name, args, reads, writes, attrs, loc=None):
     t = _trace.current()
-    for v in reads:
+    for v in reads + writes:
         if v.st.space is PSUM:
             _psum_others(t, reads + writes)
             break
-    else:
-        for v in writes:
-            if v.st.space is PSUM:
-                _psum_others(t, reads + writes)
-                break
     return t.record(name, args, reads, writes, attrs, loc)
 
 
@@ -396,10 +399,11 @@ def select(dst, predicate, on_true, on_false, engine=None, loc=None):
 def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False,
              vector_offset=None, indirect_dst=False, scalar_offset=None, scalar_offset_dst=False, loc=None):
     op = "dma_copy"
-    for v, n in ((dst, "dst"), (src, "src")):
-        if not isinstance(v, NkiTensor):
-            raise NkiError(f"{op}: {n} must be an NKI tensor, got {type(v).__name__}")
-    for v in (dst, src):
+    if not isinstance(dst, NkiTensor) or not isinstance(src, NkiTensor):
+        for v, n in ((dst, "dst"), (src, "src")):
+            if not isinstance(v, NkiTensor):
+                raise NkiError(f"{op}: {n} must be an NKI tensor, got {type(v).__name__}")
+    for v in ((dst, src) if dst.pd > 0 or src.pd > 0 else ()):  # (HBM views have pd -1)
         if v.on_chip and v.pd > 0:
             # Block dims before the partition dim: both sides are reordered alike, partition dim first.
             if dst.shape != src.shape:
@@ -411,7 +415,11 @@ def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumu
     if vector_offset is None and dst.size != src.size:
         raise NkiError(f"{op}: src {list(src.shape)} has {src.size} elements, dst {list(dst.shape)} has "
                        f"{dst.size}")
-    reads = [src] + [v for v in (vector_offset, scalar_offset) if v is not None]
+    reads = [src]
+    if vector_offset is not None:
+        reads.append(vector_offset)
+    if scalar_offset is not None:
+        reads.append(scalar_offset)
     if accumulate:
         reads.append(dst)
     o = record(op, {"dst": dst, "src": src, "vector_offset": vector_offset, "scalar_offset": scalar_offset},

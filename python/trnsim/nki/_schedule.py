@@ -16,93 +16,35 @@ and on HBM tensors by byte range; core_barrier and sendrecv are fences.
 
 from ._tensor import HBM
 
-_KEEP = 16  # accesses remembered per buffer; older ones fold into a floor (conservative)
-
-
-def _key(v):
-    st = v.st
-    if st.space == HBM:
-        return ("h", st.uid)
-    return st.phys
-
-
-def _rect(v):
-    return v.rect()
-
-
-def _overlap(a, b):
-    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
-
-
-def _after(anchor, h, rect):
-    """The latest access in history list h overlapping rect, if later than anchor."""
-    if anchor is not None and h[2] <= anchor:
-        return anchor  # nothing in h is later
-    if h[0] is not None and (anchor is None or h[0] > anchor):
-        anchor = h[0]
-    a0, a1, a2, a3 = rect
-    for ok, (b0, b1, b2, b3) in h[1]:
-        if a0 < b1 and b0 < a1 and a2 < b3 and b2 < a3 and (anchor is None or ok > anchor):
-            anchor = ok
-    return anchor
-
-
-def _note(h, key, rect):
-    lst = h[1]
-    lst.append((key, rect))
-    if key > h[2]:
-        h[2] = key
-    if len(lst) > _KEEP:
-        old = lst.pop(0)[0]
-        if h[0] is None or old > h[0]:
-            h[0] = old
+_FENCES = ("core_barrier", "sendrecv")
 
 
 def order(trace, mode="pipelined"):
     ops = [op for op in trace.ops if not op.attrs.get("dropped")]
     if mode == "program_order":
         return ops
-    writes = {}  # buffer key -> [floor key, [(key, rect), ...]] of writes
-    reads = {}  # the same for reads
-    last_load = None
-    fence = None
-    keys = []
-    n = 0
+    from . import _emit
+
+    # The rule runs in the bindings (trnsim._core.nki_schedule) over the ops as integers: each access is
+    # (storage uid, its rectangle), and buffer_of maps a storage to its history: its physical buffer on chip
+    # (storages sharing one are one history), the tensor itself in HBM.
+    ids = {}
+    buffer_of = []
+    for st in trace.storages:
+        k = st.phys if st.space != HBM else ("h", st.uid)
+        i = ids.get(k)
+        if i is None:
+            i = ids[k] = len(ids)
+        buffer_of.append(i)
+    enc = []
+    ext = enc.extend
     for op in ops:
-        r_acc = [(v.st.phys if v.st.space != HBM else ("h", v.st.uid), v.rect()) for v in op.reads]
-        w_acc = [(v.st.phys if v.st.space != HBM else ("h", v.st.uid), v.rect()) for v in op.writes]
-        if op.load:
-            anchor = last_load
-            if fence is not None and (anchor is None or fence > anchor):
-                anchor = fence
-            for bk, rect in r_acc:  # read after write
-                h = writes.get(bk)
-                if h is not None:
-                    anchor = _after(anchor, h, rect)
-            for bk, rect in w_acc:  # write after write, write after read
-                h = writes.get(bk)
-                if h is not None:
-                    anchor = _after(anchor, h, rect)
-                h = reads.get(bk)
-                if h is not None:
-                    anchor = _after(anchor, h, rect)
-            n += 1
-            key = (anchor + (n,)) if anchor is not None else (-1, n)
-            last_load = key
-        else:
-            key = (op.index,)
-            if op.name in ("core_barrier", "sendrecv"):
-                fence = key
-        for bk, rect in r_acc:
-            h = reads.get(bk)
-            if h is None:
-                h = reads[bk] = [None, [], ()]
-            _note(h, key, rect)
-        for bk, rect in w_acc:
-            h = writes.get(bk)
-            if h is None:
-                h = writes[bk] = [None, [], ()]
-            _note(h, key, rect)
-        keys.append(key)
-    idx = sorted(range(len(ops)), key=keys.__getitem__)
-    return [ops[i] for i in idx]
+        reads, writes = op.reads, op.writes
+        ext((1 if op.load else 2 if op.name in _FENCES else 0, op.index, len(reads), len(writes)))
+        for v in reads:
+            r = v._rect or v.rect()
+            ext((v.st.uid, r[0], r[1], r[2], r[3]))
+        for v in writes:
+            r = v._rect or v.rect()
+            ext((v.st.uid, r[0], r[1], r[2], r[3]))
+    return [ops[i] for i in _emit.core().nki_schedule(enc, buffer_of)]

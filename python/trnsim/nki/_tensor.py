@@ -48,15 +48,14 @@ class Storage:
         self.space = space
         self.private = private
         self.dtype = dtype
-        self.shape = tuple(shape)
-        self.pdim = pdim if space != HBM else -1
-        n = 1
-        for x in self.shape:
-            n *= x
+        self.shape = shape = shape if type(shape) is tuple else tuple(shape)
+        n = math.prod(shape)
         if space == HBM:
+            self.pdim = -1
             self.pbytes = n * dtype.itemsize
         else:
-            self.pbytes = (n // self.shape[pdim]) * dtype.itemsize  # bytes per partition
+            self.pdim = pdim
+            self.pbytes = (n // shape[pdim]) * dtype.itemsize  # bytes per partition
         self.site = None  # on-chip: the allocation site (the trace's allocator)
         self.role = role  # HBM: 'input', 'output', 'scratch'
         self.loc = loc
@@ -73,6 +72,17 @@ class Storage:
 
 
 _WHOLE = {}  # (hbm, shape, pdim) -> dims of the whole-tensor view
+_lower_mod = None
+
+
+def _lower():
+    """The _lower module (it imports this one)."""
+    global _lower_mod
+    if _lower_mod is None:
+        from . import _lower as m
+
+        _lower_mod = m
+    return _lower_mod
 
 
 def _row_major(shape):
@@ -86,7 +96,7 @@ def _row_major(shape):
 class NkiTensor:
     """A view of a storage (see the module docstring)."""
 
-    __slots__ = ("st", "dtype", "boff", "dims", "pd", "p0", "vars", "_rect", "__weakref__")
+    __slots__ = ("st", "dtype", "boff", "dims", "pd", "p0", "vars", "_rect", "_bv", "__weakref__")
 
     def __init__(self, st, dtype, boff, dims, pd, p0, vars=None):  # noqa: A002
         self.st = st
@@ -97,6 +107,7 @@ class NkiTensor:
         self.p0 = p0
         self.vars = vars  # per dim: the nl.arange variable that indexed it (masks), or None
         self._rect = None  # (p0, p1, byte lo, byte hi), computed once (scheduling, PSUM groups)
+        self._bv = None  # the builder view, made once when the trace is emitted (_emit)
 
     @staticmethod
     def whole(st):
@@ -127,7 +138,7 @@ class NkiTensor:
     # ---- NKI's attributes
     @property
     def shape(self):
-        return tuple(n for _, n in self.dims)
+        return tuple([d[1] for d in self.dims])
 
     @property
     def ndim(self):
@@ -135,10 +146,7 @@ class NkiTensor:
 
     @property
     def size(self):
-        n = 1
-        for d in self.dims:
-            n *= d[1]
-        return n
+        return math.prod([d[1] for d in self.dims])
 
     @property
     def itemsize(self):
@@ -205,12 +213,11 @@ class NkiTensor:
 
     # ---- indexing
     def __getitem__(self, idx):
-        return self.index(idx)
+        r = self._index_basic(idx if type(idx) is tuple else (idx,))
+        return r if r is not None else self.index(idx)
 
     def __setitem__(self, idx, value):
-        from . import _lower
-
-        _lower.assign(self.index(idx), value)
+        _lower().assign(self.index(idx), value)
 
     def index(self, idx):
         if not isinstance(idx, tuple):
@@ -547,9 +554,7 @@ class NkiTensor:
         return self._bin(o, "divide", True)
 
     def __iadd__(self, o):
-        from . import _lower
-
-        return _lower.iadd(self, o)
+        return _lower().iadd(self, o)
 
     def __isub__(self, o):
         from . import language as nl

@@ -62,6 +62,9 @@ class Trace:
         self.names = {}
         self.loops = []  # (kind, trip count, loc) of the nl.*_range loops entered
         self.returned = ()
+        self.tile_shapes = set()  # (shape, space, dtype) of result tiles whose shape was checked
+        self.fresh = {}
+        self.psum_groups = {}  # PSUM storage uid -> its open accumulation groups (_ops.touch_psum)  # storage uid -> the op whose new result tile it is (_lower.fresh)
 
     # ---- recording
     def record(self, name, args, reads, writes, attrs, loc=None):
@@ -71,7 +74,12 @@ class Trace:
         ops = self.ops
         op.index = i = len(ops)
         ops.append(op)
-        for v in reads + writes:
+        for v in reads:
+            st = v.st
+            if st.first < 0:
+                st.first = i
+            st.last = i
+        for v in writes:
             st = v.st
             if st.first < 0:
                 st.first = i
