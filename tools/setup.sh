@@ -3,7 +3,7 @@
 # Run as root (or with sudo available). Safe to run again.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libsystemc-dev libfmt-dev libspdlog-dev catch2 nlohmann-json3-dev
-          libcli11-dev libprotobuf-dev protobuf-compiler libopenblas-dev)
+          libcli11-dev libprotobuf-dev protobuf-compiler libopenblas-dev libssl-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
