@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -63,8 +65,11 @@ void OutputFile::close() {
   if (file_ == nullptr) return;
   std::FILE* f = file_;
   file_ = nullptr;
-  if (std::fclose(f) != 0) {
-    const int err = errno;
+  // On disk before it replaces what was there (a device or FIFO cannot be synced, and need not be).
+  const bool synced = !temp_.empty() ? ::fsync(::fileno(f)) == 0 : true;
+  const int sync_err = errno;
+  if (std::fclose(f) != 0 || !synced) {
+    const int err = synced ? errno : sync_err;
     drop();
     throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(err)));
   }

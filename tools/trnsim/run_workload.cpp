@@ -46,10 +46,8 @@ void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs) {
     const isa::Limits l = p.hw.limits();  // each core's SBUF and PSUM
     need += 2.0 * l.partitions * (l.sbuf_bytes_per_partition + l.psum_bytes_per_partition);
   }
-  // OpenBLAS's dgemm (the references) takes a 128 MiB buffer per thread and retries forever when it cannot
-  // (0.3.21): under an address-space limit, where it runs one thread, that buffer must fit too, with 64 MiB
-  // of working buffers.
-  if (p.w.numerics && address_space_limit()) need += 192.0 * (1 << 20);
+  // The references' own copies of their operands.
+  if (p.w.numerics) need += workload::reference_host_bytes(p);
   const std::optional<uint64_t> have = available_host_bytes();
   if (!have || need <= static_cast<double>(*have)) return;
   const std::string instead = !p.w.numerics ? "run without --dump-inputs"
@@ -63,8 +61,8 @@ void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs) {
       "more "
       "memory",
       p.w.file, size(need),
-      p.w.numerics ? "the host's copy of the inputs, which the references read, and the simulated machine's "
-                     "HBM tensors, SBUF and PSUM"
+      p.w.numerics ? "the host's copy of the inputs, the simulated machine's HBM tensors, SBUF and PSUM, and "
+                     "the references' copies of their operands"
                    : "the inputs to dump",
       size(static_cast<double>(*have)), instead));
 }
@@ -244,13 +242,10 @@ int run_workload_file(const RunCliOptions& o) {
       files.push_back({(fs::path(out_dir) / "inputs" / (ti.name + ".npy")).string(),
                        io::encode_npy(tensor::npy_dtype_of(t.dtype), t.shape, t.bytes.data())});
     }
-  files.push_back(out.manifest(files));
-  io::write_files_atomic(files);
-  out.keep();
-  files.pop_back();  // the manifest
-  const std::vector<std::string> stale = out.remove_stale(files, read_files);
+  const std::vector<std::string> stale = out.commit(files, read_files);
 
-  std::fputs(run::format_stats(run::load_stats((fs::path(out_dir) / "stats.json").string())).c_str(), stdout);
+  // The summary of this run's report, not of the file read back (a device, or another run's by now).
+  std::fputs(run::format_stats(nlohmann::json::parse(text)).c_str(), stdout);
   std::printf("wrote %s/stats.json", out_dir.c_str());
   for (size_t i = 1; i < files.size(); ++i)
     std::printf(", %s", fs::path(files[i].path).lexically_relative(out_dir).c_str());
