@@ -434,21 +434,20 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   const std::vector<DirLock> locks = lock_dirs(lock_list);
 
   // A journal a killed set left in a folder this set writes into: that set is made whole first.
-  for (Group& g : groups) {
+  for (const std::string& dir : lock_list)
+    if (const std::optional<Manifest> j = read_record(dir, kJournalName)) {
+      std::vector<std::string> notes;
+      const Fd d = open_dir(dir);
+      if (!j->complete) roll_back(d.get(), dir, *j, notes);
+      ::unlinkat(d.get(), kJournalName, 0);
+      for (const std::string& n : notes) std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
+    }
+  for (Group& g : groups)
     if (g.run_folder) {
       const Fd d = open_dir(g.dir);
       g.had_record = d.ok() && file_id_at(d.get(), kManifestName).exists;
       if (g.had_record) g.previous_record = folder->previous;
-      continue;
     }
-    if (const std::optional<Manifest> j = read_record(g.dir, kJournalName)) {
-      std::vector<std::string> notes;
-      const Fd d = open_dir(g.dir);
-      if (!j->complete) roll_back(d.get(), g.dir, *j, notes);
-      ::unlinkat(d.get(), kJournalName, 0);
-      for (const std::string& n : notes) std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
-    }
-  }
 
   std::vector<interrupt::CleanupPath>
       on_signal;                             // temporaries, backups, new records: gone if a signal ends us
@@ -535,15 +534,14 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
         p.temp.clear();  // not ours
         fail(f.path, errno_text(err));
       }
-      // The destination keeps its permissions when it is replaced.
+      // The destination keeps its permissions when it is replaced. Closed until it is filled: a set of many
+      // files holds one descriptor at a time (a low `ulimit -n`).
       struct stat st {};
       if (p.existed && ::stat(p.target.c_str(), &st) == 0) ::fchmod(fd, st.st_mode & 07777);
-      p.file = ::fdopen(fd, "wb");
-      if (p.file == nullptr) {
-        ::close(fd);
-        fail(f.path, errno_text());
-      }
-      if (::fstat(fd, &st) != 0) fail(f.path, errno_text());
+      const bool id_ok = ::fstat(fd, &st) == 0;
+      const int err = errno;
+      ::close(fd);
+      if (!id_ok) fail(f.path, errno_text(err));
       p.inode = st.st_ino;
       if (p.existed) {
         on_signal.emplace_back(p.backup, interrupt::CleanupPath::Kind::kFile);
@@ -555,6 +553,13 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     }
     for (Plan& p : plans) {
       const OutputFile& f = files[p.index];
+      const int fd = ::open(p.temp.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+      p.file = fd < 0 ? nullptr : ::fdopen(fd, "wb");
+      if (p.file == nullptr) {
+        const int err = errno;
+        if (fd >= 0) ::close(fd);
+        fail(f.path, errno_text(err));
+      }
       bool ok = std::fwrite(f.bytes.data(), 1, f.bytes.size(), p.file) == f.bytes.size() &&
                 std::fwrite(f.tail.data(), 1, f.tail.size(), p.file) == f.tail.size() &&
                 std::fflush(p.file) == 0 && ::fdatasync(::fileno(p.file)) == 0;

@@ -10,6 +10,9 @@
 # Each folder state is judged against reference runs: "A" (the earlier set), "B" (the new set) or a mix.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
+# Under AddressSanitizer (the CI's sanitizer job) every run is slower: fewer random kills there.
+KILLS=12
+grep -q __asan_init "$TRNSIM" && KILLS=4
 
 # Two workloads whose every file differs: names (stats.json says which) and input seeds. Timing only, with
 # the inputs dumped: stats.json and three .npy files per set, written in a fraction of a second.
@@ -87,7 +90,7 @@ MSETS=(--set params.T=1024 --set params.E=16 --set params.top_k=2 --no-numerics 
 "$TRNSIM" run "$MOE" "${MSETS[@]}" --out "$T/moe_ref" >"$T/moe.log" 2>&1
 grep -q "host time" "$T/moe.log" || bad "the MoE reference run: $(tail -2 "$T/moe.log")"
 RANDOM=22
-for i in $(seq 1 12); do
+for i in $(seq 1 $KILLS); do
   rm -rf "$T/r"
   cp -a "$T/moe_ref" "$T/r"
   # A different set: other seeds, so every file changes.
@@ -115,11 +118,16 @@ for i in $(seq 1 12); do
 done
 
 # 3. Two runs into one folder at once: one runs, the other is refused at once; each prints its own summary.
+# The second starts once the first has made the folder (it locks it at once).
 for i in 1 2 3; do
   rm -rf "$T/c" "$T/c1.log" "$T/c2.log"
-  "$TRNSIM" run "$MOE" --set params.T=1024 --set params.E=16 --set params.top_k=2 --out "$T/c" >"$T/c1.log" 2>&1 &
+  "$TRNSIM" run "$MOE" "${MSETS[@]}" --out "$T/c" >"$T/c1.log" 2>&1 &
   p1=$!
-  sleep 0.5
+  for _ in $(seq 1 600); do
+    [[ -e $T/c ]] && break
+    sleep 0.05
+  done
+  sleep 0.2
   "$TRNSIM" run "$T/A.json" --out "$T/c" >"$T/c2.log" 2>&1
   rc2=$?
   wait $p1
@@ -128,7 +136,7 @@ for i in 1 2 3; do
   check "two runs, $i: the second is refused (exit $rc2: $(cat "$T/c2.log"))" \
     '[[ $rc2 == 1 ]] && grep -q "another trnsim run is writing into this folder" "$T/c2.log"'
   check "two runs, $i: the folder holds the first run's set" \
-    'grep -q "\"workload\": \"qwen3_30b_a3b_fwd_mxfp8\"" "$T/c/stats.json" && [[ -f $T/c/output.npy || -n $(ls "$T/c"/*.npy) ]]'
+    'grep -q "\"workload\": \"qwen3_30b_a3b_fwd_mxfp8\"" "$T/c/stats.json" && diff -rq "$T/moe_ref/inputs" "$T/c/inputs" >/dev/null'
   check "two runs, $i: the first printed its own summary" 'grep -q "workload qwen3_30b_a3b_fwd_mxfp8" "$T/c1.log"'
 done
 # Started together: exactly one writes.
@@ -183,6 +191,30 @@ check "ulimit -f: stats reads it" '[[ $? == 0 ]]'
 ) >"$T/out" 2>&1
 rc=$?
 check "ulimit -f, quantize: exit $rc, the reason" '[[ $rc == 1 ]] && grep -q "File too large" "$T/out"'
+# A rename refused midway (an immutable file, where the file system has the attribute): the files already
+# renamed go back from their backups; the earlier set stays whole and nothing is left behind.
+if chattr +i "$T/f/inputs/weights.npy" 2>/dev/null; then
+  "$TRNSIM" run "$T/B.json" --no-numerics --dump-inputs --out "$T/f" >"$T/out" 2>&1
+  rc=$?
+  chattr -i "$T/f/inputs/weights.npy"
+  check "an immutable output: exit $rc, the reason ($(tail -1 "$T/out"))" \
+    '[[ $rc == 1 ]] && grep -q "weights.npy: cannot write: Operation not permitted" "$T/out"'
+  check "an immutable output: the earlier set stays whole" '[[ $(state "$T/f") == A && -z $(leftovers "$T/f") ]]'
+else
+  echo "crash: chattr +i is not available here: the refused-rename case is skipped"
+fi
+# A quantize killed between its two renames (its data replaced, its scales not), its journal in a run folder: the
+# next run into the folder rolls that set back first.
+"$TRNSIM" quantize "$QX" "${Q[@]}" --data "$T/f/qd.npy" --scales "$T/f/qs.npy" >/dev/null 2>&1
+{
+  TRNSIM_TEST_KILL_AT_WRITE_STEP=6 "$TRNSIM" quantize "$QY" "${Q[@]}" --data "$T/f/qd.npy" --scales "$T/f/qs.npy" \
+    >/dev/null 2>&1
+} 2>/dev/null
+"$TRNSIM" run "$T/A.json" --no-numerics --dump-inputs --out "$T/f" >"$T/out" 2>&1
+rc=$?
+check "a killed quantize in a run folder: the next run rolls it back (exit $rc)" \
+  '[[ $rc == 0 && ! -e $T/f/.trnsim-journal ]] && cmp -s "$T/f/qd.npy" "$T/x_d.npy" && cmp -s "$T/f/qs.npy" "$T/x_s.npy"'
+check "a killed quantize in a run folder: no leftovers" '[[ -z $(leftovers "$T/f") ]]'
 # A small tmpfs, where this machine lets us mount one (root, outside a locked-down container).
 mkdir -p "$T/small"
 if mount -t tmpfs -o size=1m tmpfs "$T/small" 2>/dev/null; then

@@ -19,6 +19,7 @@
 #include "sim/io/dir_lock.h"
 #include "sim/io/manifest.h"
 #include "sim/io/output_files.h"
+#include "tests/unit/numerics/temp_dir.h"
 
 using namespace trnsim;
 using namespace trnsim::io;
@@ -26,17 +27,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static int n = 0;
-    dir = fs::temp_directory_path() /
-          ("trnsim_test_set_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
+struct TempDir : trnsim::test_util::TempDir {
+  TempDir() : trnsim::test_util::TempDir("trnsim_test_set_") {}
 };
 
 void write_raw(const std::string& path, const std::string& bytes) {
