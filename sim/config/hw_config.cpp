@@ -307,7 +307,9 @@ std::string resolve_config_path(const std::string& spec) {
   tried.push_back(fs::path(kConfigDir) / (spec + ".json"));
   for (const auto& p : tried)
     if (fs::is_regular_file(p, ec)) return p.string();
-  std::string msg = "unknown hardware config '" + spec + "' (known: trn2, trn3, or a .json path); looked in:";
+  std::string msg =
+      "unknown hardware config '" + spec +
+      "' (known: trn2, trn3, or a .json path; TRNSIM_CONFIG_DIR names a folder of configs); looked in:";
   for (const auto& p : tried) {
     msg += ' ';
     msg += p.string();

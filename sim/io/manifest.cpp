@@ -202,7 +202,8 @@ std::string manifest_text(const Manifest& m) {
   return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-std::optional<Manifest> read_manifest_at(int dir_fd, const std::string& name, const std::string& shown) {
+std::optional<Manifest> read_manifest_at(int dir_fd, const std::string& name, const std::string& shown,
+                                         unsigned* owner) {
   const auto refuse = [&](const std::string& what) {
     throw InputError(
         fmt::format("{}: {}; trnsim keeps its record of the files it wrote in the folder there (remove it)",
@@ -228,6 +229,7 @@ std::optional<Manifest> read_manifest_at(int dir_fd, const std::string& name, co
     throw InputError(fmt::format("{}: cannot read: {}", shown, std::strerror(errno)));
   if (S_ISDIR(st.st_mode)) refuse("is a directory");
   if (!S_ISREG(st.st_mode)) refuse(kNotARegularFile);
+  if (owner) *owner = static_cast<unsigned>(st.st_uid);
   if (static_cast<uint64_t>(st.st_size) > kMaxRecordBytes)
     throw InputError(
         fmt::format("{}: {} bytes: too large for trnsim's record of the files it wrote", shown, st.st_size));

@@ -61,7 +61,9 @@ std::string manifest_text(const Manifest& m);
 // InputError "<shown>: ..." when something else than a regular file is there (a symlink, directory, FIFO or
 // device: "<shown>: is a symlink; trnsim keeps its record of the files it wrote there (remove it)") or it
 // cannot be read or parsed.
-std::optional<Manifest> read_manifest_at(int dir_fd, const std::string& name, const std::string& shown);
+// `owner` (if given) gets the file's owner (uid): a record another user wrote is not acted on.
+std::optional<Manifest> read_manifest_at(int dir_fd, const std::string& name, const std::string& shown,
+                                         unsigned* owner = nullptr);
 
 // Whether `rel` is a path a record may hold (see above).
 bool valid_record_path(const std::string& rel);

@@ -261,10 +261,19 @@ Manifest roll_back(int dir_fd, const std::string& dir, const Manifest& m, std::v
 }
 
 // The record `name` in `dir`, read under the folder's lock.
-std::optional<Manifest> read_record(const std::string& dir, const std::string& name) {
+std::optional<Manifest> read_record(const std::string& dir, const std::string& name, unsigned* owner) {
   const Fd d = open_dir(dir);
   if (!d.ok()) throw InputError(fmt::format("{}: cannot open the directory: {}", dir, errno_text()));
-  return read_manifest_at(d.get(), name, (fs::path(dir) / name).string());
+  return read_manifest_at(d.get(), name, (fs::path(dir) / name).string(), owner);
+}
+
+// A record someone else wrote (a shared folder) could name this user's files: it is never acted on.
+std::string not_ours(const std::string& path, unsigned owner) {
+  if (owner == static_cast<unsigned>(::geteuid())) return "";
+  return fmt::format(
+      "{}: written by another user (uid {}): trnsim acts only on its own records, and keeps "
+      "every file it names",
+      path, owner);
 }
 
 // One file of a set being written.
@@ -434,14 +443,20 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   const std::vector<DirLock> locks = lock_dirs(lock_list);
 
   // A journal a killed set left in a folder this set writes into: that set is made whole first.
-  for (const std::string& dir : lock_list)
-    if (const std::optional<Manifest> j = read_record(dir, kJournalName)) {
+  for (const std::string& dir : lock_list) {
+    unsigned owner = 0;
+    if (const std::optional<Manifest> j = read_record(dir, kJournalName, &owner)) {
+      if (const std::string n = not_ours((fs::path(dir) / kJournalName).string(), owner); !n.empty()) {
+        std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
+        continue;
+      }
       std::vector<std::string> notes;
       const Fd d = open_dir(dir);
       if (!j->complete) roll_back(d.get(), dir, *j, notes);
       ::unlinkat(d.get(), kJournalName, 0);
       for (const std::string& n : notes) std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
     }
+  }
   for (Group& g : groups)
     if (g.run_folder) {
       const Fd d = open_dir(g.dir);
@@ -634,8 +649,9 @@ RunFolderState open_run_folder(const std::string& dir) {
   if (!d.ok()) throw InputError(fmt::format("{}: cannot open the directory: {}", dir, errno_text()));
   const std::string shown = (fs::path(dir) / kManifestName).string();
   std::optional<Manifest> m;
+  unsigned owner = 0;
   try {
-    m = read_manifest_at(d.get(), kManifestName, shown);
+    m = read_manifest_at(d.get(), kManifestName, shown, &owner);
   } catch (const InputError& e) {
     // Something else than a regular file in the record's place is the user's: refused, never replaced.
     const FileId id = file_id_at(d.get(), kManifestName);
@@ -644,6 +660,10 @@ RunFolderState open_run_folder(const std::string& dir) {
     return s;
   }
   if (!m) return s;
+  if (const std::string n = not_ours(shown, owner); !n.empty()) {
+    s.notes.push_back(n);
+    return s;
+  }
   if (m->complete) {
     s.manifest = *m;
     return s;

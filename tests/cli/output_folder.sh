@@ -111,4 +111,24 @@ ln -s "$T/victim.txt" "$T/h/victim.txt"
 "$TRNSIM" run "$SMALL" --out "$T/h" --no-numerics >"$T/out" 2>&1
 check "a hand-made manifest naming a symlinked file: the file stays" '[[ -f $T/victim.txt && -L $T/h/victim.txt ]]'
 
+# A manifest another user wrote (a shared folder) is never acted on, even when it names a file of this user's
+# with its very identity.
+if [[ $(id -u) == 0 ]]; then
+  "$TRNSIM" run "$SMALL" --out "$T/o" --no-numerics >/dev/null 2>&1
+  echo "my notes" >"$T/o/notes.txt"
+  sum=$(sha256sum "$T/o/notes.txt" | cut -d' ' -f1)
+  printf '{"trnsim_files": 2, "state": "complete", "files": [{"path": "notes.txt", "bytes": 9, "inode": "%s", "sha256": "%s"}]}' \
+    "$(stat -c %i "$T/o/notes.txt")" "$sum" >"$T/o/.trnsim-files"
+  chown 65534:65534 "$T/o/.trnsim-files"
+  "$TRNSIM" run "$SMALL" --out "$T/o" --no-numerics >"$T/out" 2>&1
+  rc=$?
+  check "a manifest another user wrote: not acted on (exit $rc: $(head -c 300 "$T/out"))" \
+    '[[ $rc == 0 && -f $T/o/notes.txt ]] && grep -q "written by another user (uid 65534): trnsim acts only on its own records" "$T/out"'
+fi
+
+# --out through a symlink loop: the reason, not "File exists".
+ln -s "$T/loop" "$T/loop"
+msg=$("$TRNSIM" run "$SMALL" --out "$T/loop" --no-numerics 2>&1)
+check "--out a symlink loop: $msg" '[[ $msg == "trnsim: error: --out $T/loop: Too many levels of symbolic links" ]]'
+
 finish

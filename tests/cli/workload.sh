@@ -112,7 +112,7 @@ expect_error "unknown input" "{$GOOD, \"inputs\": {$IN, $X, \"bias\": {\"npy\": 
 printf '%s\n' "{\"name\": \"w\", \"hardware\": \"trn9\", \"kernel\": \"matmul_bf16\", \"params\": {}, \"inputs\": {}}" >"$W"
 msg=$("$TRNSIM" validate "$W" 2>&1)
 check "bad hardware name message: $msg" \
-  '[[ $msg == "trnsim: error: $W: hardware: unknown hardware config '"'"'trn9'"'"' (known: trn2, trn3, or a .json path); looked in: "* ]]'
+  '[[ $msg == "trnsim: error: $W: hardware: unknown hardware config '"'"'trn9'"'"' (known: trn2, trn3, or a .json path; TRNSIM_CONFIG_DIR names a folder of configs); looked in: "* ]]'
 printf '%s\n' "{$GOOD, \"inputs\": {$IN, $X}}" >"$W"
 msg=$("$TRNSIM" validate "$W" --set hardware.overrides.pe.clock_Ghz=2 2>&1)
 check "bad override path: $msg" \

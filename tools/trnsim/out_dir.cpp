@@ -41,6 +41,9 @@ void probe_writable(const std::string& dir, const std::string& what) {
 
 OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
   std::error_code ec;
+  // A symlink loop or a folder on the way that cannot be searched is not "missing": say why.
+  if ((void)fs::status(dir_, ec); ec && ec != std::errc::no_such_file_or_directory)
+    throw InputError(fmt::format("--out {}: {}", dir_, ec.message()));
   if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
     throw InputError(fmt::format("--out {}: exists and is not a directory", dir_));
   if (!fs::exists(dir_, ec)) {
