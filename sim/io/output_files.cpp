@@ -115,7 +115,18 @@ std::string resolved_path(const std::string& path) {
   return ec ? p.lexically_normal().string() : w.string();
 }
 
+void check_not_a_record(const std::string& path, const std::string& what) {
+  const std::string name = fs::path(path).filename().string();
+  if (name == kManifestName || name == kJournalName)
+    throw InputError(
+        fmt::format("{} '{}': cannot write: {} is the name of trnsim's record of the files it writes "
+                    "into a folder; choose another name",
+                    what, path, name));
+}
+
 void check_distinct_files(const std::vector<NamedPath>& paths) {
+  for (const NamedPath& p : paths)
+    if (!p.is_input) check_not_a_record(p.path, p.what);
   std::vector<std::string> resolved;
   for (const NamedPath& p : paths) resolved.push_back(resolved_path(p.path));
   for (size_t i = 0; i < paths.size(); ++i)

@@ -112,8 +112,13 @@ struct NamedPath {
 };
 // InputError if two of `paths` land on the same file (after symlinks; hard links of existing files too) and
 // one of them is an output: "<what A> and <what B> are the same file (<path>)". Character devices may be
-// shared (two outputs to /dev/null).
+// shared (two outputs to /dev/null). Also InputError when an output's name is one of trnsim's records
+// (.trnsim-files, .trnsim-journal: check_not_a_record).
 void check_distinct_files(const std::vector<NamedPath>& paths);
+
+// InputError "<what> '<path>': cannot write: .trnsim-files is the name of trnsim's record ..." when `path`'s
+// file name is a record's (sim/io/manifest.h): an output there would replace the record or be replaced by it.
+void check_not_a_record(const std::string& path, const std::string& what);
 
 // InputError "<what> '<path>': cannot write: it is a directory" when an output's path names a directory
 // (after symlinks): for a run that wants it reported before it simulates, not after. Inputs are skipped.

@@ -400,7 +400,9 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   std::set<std::string> seen;
   for (const auto& o : files) {
     if (o.path.empty()) throw InputError("output path is empty");
+    check_not_a_record(o.path, "output");
     targets.push_back(resolved_path(o.path));
+    check_not_a_record(targets.back(), "output");
     if (!is_special_file(targets.back()) && !seen.insert(targets.back()).second)
       throw InputError(o.path + ": the same output path is given twice");
     detail::check_output_path(targets.back());

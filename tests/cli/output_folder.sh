@@ -126,6 +126,14 @@ if [[ $(id -u) == 0 ]]; then
     '[[ $rc == 0 && -f $T/o/notes.txt ]] && grep -q "written by another user (uid 65534): trnsim acts only on its own records" "$T/out"'
 fi
 
+# An output named like a record would replace it or be replaced by it: refused before any work.
+msg=$("$TRNSIM" run "$SMALL" --out "$T/rec" --no-numerics --trace "$T/rec/.trnsim-files" 2>&1)
+check "--trace OUT/.trnsim-files: $msg" '[[ $? == 1 && $msg == *"--trace '"'"'$T/rec/.trnsim-files'"'"': cannot write: .trnsim-files is the name of trnsim'"'"'s record"* && ! -e $T/rec ]]'
+"$TRNSIM" run "$SMALL" --out "$T/q" --dump-inputs --no-numerics >/dev/null 2>&1
+msg=$("$TRNSIM" quantize "$T/q/inputs/weights.npy" --format e4m3 --rule te --axis row --data "$T/q/.trnsim-journal" \
+  --scales "$T/q/s.npy" 2>&1)
+check "quantize --data .trnsim-journal: $msg" '[[ $? == 1 && $msg == *".trnsim-journal is the name of trnsim'"'"'s record"* && ! -e $T/q/s.npy ]]'
+
 # --out through a symlink loop: the reason, not "File exists".
 ln -s "$T/loop" "$T/loop"
 msg=$("$TRNSIM" run "$SMALL" --out "$T/loop" --no-numerics 2>&1)
