@@ -15,7 +15,6 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "kernels/api/package.h"
 #include "kernels/moe/bwd_kernel.h"
@@ -23,6 +22,7 @@
 #include "kernels/moe/moe_common.h"
 #include "kernels/ref/metrics.h"
 #include "sim/base/error.h"
+#include "sim/numerics/host_threads.h"
 #include "sim/numerics/scale_layout.h"
 #include "sim/tensor/input_source.h"
 
@@ -167,10 +167,8 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
       if (!failed) failed = std::current_exception();
     }
   };
-  std::vector<std::thread> helpers;
-  for (int t = 1; t < std::min<int64_t>(io.threads(), E); ++t) helpers.emplace_back(worker);
-  worker();
-  for (std::thread& t : helpers) t.join();
+  num::run_parts(static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(io.threads(), E))),
+                 [&](int) { worker(); });
   if (failed) std::rethrow_exception(failed);
 }
 

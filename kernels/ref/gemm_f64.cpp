@@ -8,10 +8,10 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/numerics/host_threads.h"
 
 namespace trnsim::ref {
 namespace {
@@ -205,10 +205,8 @@ void gemm(const Mat& a, const Mat& bt, int64_t n, int64_t c, int64_t K, double* 
   const int64_t tiles = (n + kMr - 1) / kMr;
   const int64_t parts = std::min<int64_t>(threads, tiles);
   const auto bound = [&](int64_t p) { return std::min(n, tiles * p / parts * kMr); };
-  std::vector<std::thread> pool;
-  for (int64_t p = 1; p < parts; ++p) pool.emplace_back(gemm_rows, a, bt, bound(p), bound(p + 1), c, K, out);
-  gemm_rows(a, bt, 0, bound(1), c, K, out);
-  for (auto& th : pool) th.join();
+  num::run_parts(static_cast<int>(parts),
+                 [&](int p) { gemm_rows(a, bt, bound(p), bound(p + 1), c, K, out); });
 }
 
 }  // namespace

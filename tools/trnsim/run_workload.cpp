@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <future>
+#include <system_error>
 
 #include "kernels/workload/workload.h"
 #include "sim/base/address_limit.h"
@@ -152,11 +153,15 @@ int run_workload_file(const RunCliOptions& o) {
     if (big_references)
       std::fprintf(stderr, "trnsim: %s: computing the FP64 host references on a second thread\n",
                    p.w.name.c_str());
-    prepared = std::async(std::launch::async, [&] {
-      const auto a = clock::now();
-      workload::prepare_checks(p, checks, inputs, o.full_reference);
-      return secs(a, clock::now());
-    });
+    try {
+      prepared = std::async(std::launch::async, [&] {
+        const auto a = clock::now();
+        workload::prepare_checks(p, checks, inputs, o.full_reference);
+        return secs(a, clock::now());
+      });
+    } catch (const std::system_error&) {
+      // No thread to spare (ulimit -u): the checks compute the references after the simulation.
+    }
   }
 
   run::SessionOptions so;
