@@ -135,6 +135,35 @@ OutputCheck elementwise_check(const std::string& output,
   return c;
 }
 
+namespace {
+
+// The reference operand of a matmul check: the input's values as they are, unswizzled, or dequantized.
+ref::Operand reference_operand(const CheckContext& ctx, const std::string& output, const MatmulOperand& op,
+                               const std::optional<ref::MxQuant>& quant, std::vector<float>& values) {
+  const HostTensor& t = ctx.input(op.input);
+  if (t.shape.size() != 2) throw Error(fmt::format("check of '{}': matmul operands must be 2-D", output));
+  if (op.scales.empty() && !op.swizzled) {
+    values = t.values();
+    return {values.data(), t.shape[0], t.shape[1], op.axis};
+  }
+  const int64_t K = 4 * t.shape[0];
+  if (op.swizzled) {
+    const int64_t F = t.shape[1] / 4;
+    ref::unswizzle_bf16(t.bytes.data(), K, F, values, quant ? quant->scheme : num::QuantScheme::WrapX);
+    return {values.data(), F, K, ref::Contract::Cols};
+  }
+  if (!quant) throw Error(fmt::format("check of '{}': a pre-quantized operand needs the MX format", output));
+  const int64_t F = t.shape[1];
+  const HostTensor& s = ctx.input(op.scales);
+  const bool packed = s.shape != std::vector<int64_t>{K / 4, F};
+  ref::dequantize_x4(t.bytes.data(), s.bytes.data(), K, F, packed, quant->format, values, quant->scheme);
+  ref::Operand o{values.data(), F, K, ref::Contract::Cols};
+  o.mx_values = true;
+  return o;
+}
+
+}  // namespace
+
 OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOperand rhs,
                          std::optional<ref::MxQuant> quant, double flops, const Tolerance& tol) {
   OutputCheck c;
@@ -153,13 +182,9 @@ OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOpe
   };
   c.run = [=](const CheckContext& ctx) {
     const HostTensor& out = ctx.output(output);
-    const HostTensor& l = ctx.input(lhs.input);
-    const HostTensor& r = ctx.input(rhs.input);
-    if (l.shape.size() != 2 || r.shape.size() != 2)
-      throw Error(fmt::format("check of '{}': matmul operands must be 2-D", output));
-    const std::vector<float> lv = l.values(), rv = r.values();
-    const ref::Operand lo{lv.data(), l.shape[0], l.shape[1], lhs.axis},
-        ro{rv.data(), r.shape[0], r.shape[1], rhs.axis};
+    std::vector<float> lv, rv;
+    const ref::Operand lo = reference_operand(ctx, output, lhs, quant, lv),
+                       ro = reference_operand(ctx, output, rhs, quant, rv);
     const ref::MatmulDims d = ref::matmul_dims(lo, ro);
     if (out.shape != std::vector<int64_t>{d.R, d.C})
       throw Error(fmt::format("check of '{}': output shape {} but the reference gives [{}, {}]", output,

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/ref/matmul_ref.h"
@@ -95,8 +96,17 @@ OutputCheck elementwise_check(const std::string& output,
 // FP64 reference costs more than 32 GFLOP are checked on an evenly spaced sample of 32-row blocks unless
 // full_reference.
 struct MatmulOperand {
+  MatmulOperand(std::string input_, ref::Contract axis_ = ref::Contract::Cols, std::string scales_ = "",
+                bool swizzled_ = false)
+      : input(std::move(input_)), axis(axis_), scales(std::move(scales_)), swizzled(swizzled_) {}
   std::string input;  // kernel input name
   ref::Contract axis = ref::Contract::Cols;
+  // A pre-quantized input: `input` is x4 data [K/4, F] and `scales` names its E8M0 scales input ([K/4, F],
+  // or packed [ceil(K/2048)*128, F]); the reference dequantizes them (quant's format and scheme) and takes
+  // the values as MX values. `axis` is then ignored (K is the contraction).
+  std::string scales;
+  // A BF16 input pre-swizzled (wrapX) as [K/4, 4F]; `axis` is ignored.
+  bool swizzled = false;
 };
 OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOperand rhs,
                          std::optional<ref::MxQuant> quant, double flops, const Tolerance& tol = {});

@@ -23,10 +23,19 @@ DmaIssue resolve_dma_issue(isa::Opcode op, const View& dst, const View& src, boo
   const auto fail = [&](const std::string& why) {
     throw RuleError(fmt::format("{}: {}: {}", where(loc), name, why));
   };
+  // NeuronCore-v2 (Trn1) has no DGE blocks: hardware DGE is "NeuronCore-v3+" (NKI DGE reference).
+  const Kernel* k = Kernel::current();
+  const bool no_hwdge = k != nullptr && k->generation() == Generation::Trn1;
+  const bool store = dst.space() == isa::MemSpace::HBM && src.space() != isa::MemSpace::HBM;
+  if (mode == DgeMode::Hwdge && no_hwdge)
+    fail("dge_mode hwdge needs NeuronCore-v3+ (Trn2, Trn3); Trn1 has none");
   if (mode == DgeMode::Unknown) {
     if (indirect || (engine && *engine == Engine::POOL))
       mode = DgeMode::Swdge;
-    else if (op == isa::Opcode::DmaTranspose && !hwdge_transpose_ok(src))
+    else if (no_hwdge) {
+      // Precomputed descriptors, triggered where the hardware DGE would be (stores on ACT, the rest on SP).
+      return {engine.value_or(store ? Engine::ACT : Engine::SP), isa::DgeMode::None};
+    } else if (op == isa::Opcode::DmaTranspose && !hwdge_transpose_ok(src))
       mode = DgeMode::None;
     else if (engine && *engine != Engine::SP && *engine != Engine::ACT)
       mode = DgeMode::None;
@@ -43,7 +52,6 @@ DmaIssue resolve_dma_issue(isa::Opcode op, const View& dst, const View& src, boo
     case DgeMode::Hwdge: {
       if (op == isa::Opcode::DmaTranspose && !hwdge_transpose_ok(src))
         fail("dge_mode hwdge transposes need a 2-byte dtype, 16 source rows and a multiple of 128 columns");
-      const bool store = dst.space() == isa::MemSpace::HBM && src.space() != isa::MemSpace::HBM;
       d = {engine.value_or(store ? Engine::ACT : Engine::SP), isa::DgeMode::Hwdge};
       if (d.engine != Engine::SP && d.engine != Engine::ACT)
         fail(fmt::format("dge_mode hwdge is triggered from SP or ACT, not {}", isa::engine_name(d.engine)));

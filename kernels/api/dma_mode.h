@@ -19,6 +19,9 @@
 //     next loads; CS149's tiled vector add at 1.46 us per iteration) fit it and do not fit "everything on
 //     SP".
 //   - precomputed descriptors (none) may be triggered by any sequencer.
+//   - Trn1 (NeuronCore-v2) has no hardware DGE (v3+, NKI DGE reference): unknown resolves to precomputed
+//     descriptors (none), placed as the hardware DGE would be (stores on ACT, the rest on SP); hwdge is a
+//     RuleError there.
 // An explicit dge_mode or engine is kept (RuleError for a combination the hardware lacks: hwdge from other
 // than SP/ACT, swdge from other than POOL, indirect without swdge).
 #pragma once

@@ -24,6 +24,7 @@ struct Kernel::Shared {
   std::map<std::string, int> kinds;  // tensor name -> 0 input, 1 output, 2 scratch
   std::map<std::string, uint32_t> files;
   std::map<std::string, uint16_t> phases;
+  std::vector<AllocationRecord> allocations;
 };
 
 namespace {
@@ -53,8 +54,12 @@ struct CurrentGuard {
 isa::Limits default_limits(Generation g) {
   isa::Limits l;
   l.generation = g;
-  l.sbuf_bytes_per_partition = g == Generation::Trn3 ? 256 * 1024 : 224 * 1024;
-  l.hbm_bytes = g == Generation::Trn3 ? uint64_t{36} << 30 : uint64_t{24} << 30;
+  l.sbuf_bytes_per_partition = g == Generation::Trn3   ? 256 * 1024
+                               : g == Generation::Trn1 ? 192 * 1024
+                                                       : 224 * 1024;
+  l.hbm_bytes = g == Generation::Trn3   ? uint64_t{36} << 30
+                : g == Generation::Trn1 ? uint64_t{32} << 30
+                                        : uint64_t{24} << 30;
   return l;
 }
 
@@ -256,11 +261,86 @@ View Kernel::psum(const std::vector<int64_t>& shape, DType dtype, const std::str
 
 TilePool Kernel::sbuf_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name,
                            int64_t bufs, Loc loc) {
-  return make_pool(isa::MemSpace::SBUF, shape, dtype, name, bufs, loc);
+  return make_explicit_pool(isa::MemSpace::SBUF, shape, dtype, name, bufs, loc);
 }
 TilePool Kernel::psum_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name,
                            int64_t bufs, Loc loc) {
-  return make_pool(isa::MemSpace::PSUM, shape, dtype, name, bufs, loc);
+  return make_explicit_pool(isa::MemSpace::PSUM, shape, dtype, name, bufs, loc);
+}
+
+TilePool Kernel::make_explicit_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
+                                    const std::string& name, int64_t bufs, const Loc& loc) {
+  TilePool pool = make_pool(space, shape, dtype, name, bufs, loc);
+  int64_t free = 1;
+  for (size_t i = 1; i < shape.size(); ++i) free *= shape[i];
+  record_allocation({.name = name,
+                     .source = where(loc),
+                     .space = space,
+                     .bytes_per_partition = free * elem_bytes(dtype),
+                     .tiles = 1,
+                     .trip_count = 0,
+                     .bufs = bufs,
+                     .by_rule = false,
+                     .reason = "explicit bufs"});
+  return pool;
+}
+
+TilePool Kernel::sbuf_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name,
+                           const InLoop& loop, Loc loc) {
+  return make_loop_pool(isa::MemSpace::SBUF, shape, dtype, name, loop, loc);
+}
+TilePool Kernel::psum_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name,
+                           const InLoop& loop, Loc loc) {
+  return make_loop_pool(isa::MemSpace::PSUM, shape, dtype, name, loop, loc);
+}
+
+// One buffer of a site: its tiles, each rounded up to the allocator's granule (SBUF alignment, PSUM bank).
+TilePool Kernel::make_loop_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
+                                const std::string& name, const InLoop& loop, const Loc& loc) {
+  int64_t free = 1;
+  for (size_t i = 1; i < shape.size(); ++i) free *= shape[i];
+  const Allocator& alloc = space == isa::MemSpace::SBUF ? *sbuf_alloc_ : *psum_alloc_;
+  const int64_t g = alloc.granule();
+  const int64_t tile_bytes = (std::max<int64_t>(1, free * elem_bytes(dtype)) + g - 1) / g * g;
+  const int64_t np = shape.empty() ? 0 : std::clamp<int64_t>(shape[0], 0, limits_.partitions);
+  BufferChoice c;
+  if (loop.bufs) {
+    if (*loop.bufs < 1 || loop.tiles < 1)
+      throw InputError(fmt::format("{}: {} pool '{}' needs bufs >= 1 and tiles >= 1, got {} and {}",
+                                   where(loc), space_str(space), name, *loop.bufs, loop.tiles));
+    c = {*loop.bufs, "explicit bufs"};
+  } else {
+    try {
+      c = loop_tile_buffers(
+          {.space = space,
+           .bytes_per_partition = tile_bytes * std::max<int64_t>(1, loop.tiles),
+           .loop = loop,
+           .free_bytes_per_partition = np > 0 ? alloc.largest_free(0, static_cast<uint32_t>(np)) : 0});
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {} pool '{}': {}", where(loc), space_str(space), name, e.what()));
+    }
+  }
+  TilePool pool = make_pool(space, shape, dtype, name, c.bufs * loop.tiles, loc);
+  record_allocation({.name = name,
+                     .source = where(loc),
+                     .space = space,
+                     .bytes_per_partition = tile_bytes * loop.tiles,
+                     .tiles = loop.tiles,
+                     .trip_count = loop.trip_count,
+                     .bufs = c.bufs,
+                     .by_rule = !loop.bufs,
+                     .reason = std::move(c.reason)});
+  return pool;
+}
+
+void Kernel::record_allocation(AllocationRecord r) {
+  if (core_ != 0 || shared_.declare_only) return;
+  for (AllocationRecord& a : shared_.allocations)
+    if (a.name == r.name && a.source == r.source && a.bufs == r.bufs && a.by_rule == r.by_rule) {
+      ++a.declarations;
+      return;
+    }
+  shared_.allocations.push_back(std::move(r));
 }
 
 TilePool Kernel::make_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
@@ -580,7 +660,8 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
                     describe(sync[0]), describe(sync[1])));
   }
   if (!options.declare_only) shared.program.checked_limits = l;  // emit() checked every instruction
-  return KernelBuild{std::move(shared.program), std::move(shared.inputs), std::move(shared.outputs)};
+  return KernelBuild{std::move(shared.program), std::move(shared.inputs), std::move(shared.outputs),
+                     std::move(shared.allocations)};
 }
 
 }  // namespace trnsim::kernels

@@ -17,7 +17,9 @@
 // destroyed.
 // Allocation semantics (pool.h): a tile made once with k.sbuf()/k.psum() outside the loops is one buffer,
 // reused by every iteration (each write waits for the previous iteration's reads); a tile allocated inside a
-// loop is a k.sbuf_pool()/psum_pool() whose next() rotates over its `bufs` buffers.
+// loop is a k.sbuf_pool()/psum_pool() whose next() rotates over its buffers: as many as the compiler's
+// allocation rule gives the site (alloc_rule.h, an InLoop), or an explicit `bufs` (direct allocation, a
+// what-if). Each site's choice is in KernelBuild::allocations (stats.json "allocations").
 // Program order (schedule.h): instructions are emitted in the order the kernel calls the ops, and each engine
 // runs its stream in that order. A kernel that ports NKI code emits in the order the NKI compiler's schedule
 // gives (pipelined_loop: the next iteration's loads ahead of this iteration's stores); the builder never
@@ -40,11 +42,11 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <source_location>
 #include <string>
 #include <vector>
 
 #include "kernels/api/alloc.h"
+#include "kernels/api/alloc_rule.h"
 #include "kernels/api/deps.h"
 #include "kernels/api/pool.h"
 #include "kernels/api/view.h"
@@ -57,9 +59,28 @@ using isa::DType;
 using isa::Engine;
 using isa::Generation;
 
-using Loc = std::source_location;
+// A kernel source location: the file and line of the op call, recorded in each instruction (isa::SourceLoc)
+// and named in errors. C++ kernels get it from the call site (`Loc loc = Loc::current()` as a default
+// argument, like std::source_location); the Python bindings make one from the Python file and line of the
+// nki call. `file` must stay valid for the life of the process (a string literal, or a name interned by the
+// bindings): the builder keeps the pointer.
+class Loc {
+ public:
+  static constexpr Loc current(const char* file = __builtin_FILE(),
+                               uint32_t line = __builtin_LINE()) noexcept {
+    return Loc(file, line);
+  }
+  constexpr Loc(const char* file, uint32_t line) noexcept : file_(file), line_(line) {}
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr uint32_t line() const noexcept { return line_; }
 
-// isa::Limits with the documented sizes of a generation (Trn2 SBUF 224 KiB, Trn3 256 KiB per partition).
+ private:
+  const char* file_;
+  uint32_t line_;
+};
+
+// isa::Limits with the documented sizes of a generation: SBUF per partition Trn1 192 KiB, Trn2 224 KiB, Trn3
+// 256 KiB; HBM a kernel may use Trn1 32 GiB (one chip, two cores), Trn2 24 GiB, Trn3 36 GiB.
 isa::Limits default_limits(Generation g);
 
 struct BuildOptions {
@@ -85,6 +106,8 @@ struct KernelBuild {
   isa::Program program;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
+  // The in-loop allocation sites of core 0 (Kernel::sbuf_pool / psum_pool), in declaration order.
+  std::vector<AllocationRecord> allocations;
 };
 
 // "kernel.cpp:42" (file base name and line).
@@ -165,8 +188,14 @@ class Kernel {
             Loc loc = Loc::current());
   View psum(const std::vector<int64_t>& shape, DType dtype, const std::string& name = "",
             Loc loc = Loc::current());
-  // A tile allocated inside a loop (pool.h): `bufs` (>= 1) buffers of `shape`, named "name[i]", handed out
-  // in rotation by next(). InputError if bufs < 1 or the buffers do not fit.
+  // A tile allocated inside a loop (pool.h): buffers of `shape`, named "name[i]", handed out in rotation by
+  // next(). With an InLoop the allocation rule (alloc_rule.h) chooses the count from the free space now:
+  // the pool holds bufs x loop.tiles tiles. With `bufs` (>= 1) the kernel states it (direct allocation or a
+  // what-if). InputError if bufs < 1, the InLoop is malformed or the buffers do not fit.
+  TilePool sbuf_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name,
+                     const InLoop& loop, Loc loc = Loc::current());
+  TilePool psum_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name,
+                     const InLoop& loop, Loc loc = Loc::current());
   TilePool sbuf_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name, int64_t bufs,
                      Loc loc = Loc::current());
   TilePool psum_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name, int64_t bufs,
@@ -218,6 +247,11 @@ class Kernel {
                  const Loc& loc);
   TilePool make_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
                      const std::string& name, int64_t bufs, const Loc& loc);
+  TilePool make_loop_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
+                          const std::string& name, const InLoop& loop, const Loc& loc);
+  TilePool make_explicit_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
+                              const std::string& name, int64_t bufs, const Loc& loc);
+  void record_allocation(AllocationRecord r);
 
   Shared& shared_;
   std::optional<Engine> store_engine_;
@@ -260,8 +294,8 @@ class Kernel {
     std::vector<uint16_t> need_sems;
   };
   EmitScratch scratch_;
-  // intern()'s last file: a source_location's file_name() is one pointer per file, so a repeated file is
-  // found without a string lookup.
+  // intern()'s last file: a Loc's file_name() is one pointer per file (a string literal, or a Python file
+  // name interned once by the bindings), so a repeated file is found without a string lookup.
   const char* last_file_ = nullptr;
   uint32_t last_file_index_ = 0;
 };

@@ -197,6 +197,9 @@ class BoundKernel {
   virtual std::vector<KernelStat> input_stats(const Tensors& inputs) const = 0;
   // KernelPackage::check_inputs (nothing if unset).
   virtual void check_inputs(const Tensors& inputs) const = 0;
+  // What a kernel's front end recorded while it built (a Python kernel: the nki layer's schedule and
+  // choices), shown as stats.json "nki"; null: nothing.
+  virtual nlohmann::json frontend_stats() const { return nullptr; }
 };
 
 template <class P>

@@ -301,6 +301,48 @@ View::Region View::region(bool whole_rows) const {
   return {tensor_, r0, r1, 0, rb};
 }
 
+View View::pattern(isa::DType dtype, int64_t offset_bytes,
+                   const std::vector<std::pair<int64_t, int64_t>>& dims, uint32_t partition_start) const {
+  if (!valid() || dims.empty())
+    throw InputError(fmt::format("{}: pattern needs a tile or tensor and at least one dim", describe()));
+  const bool hbm = space_ == isa::MemSpace::HBM;
+  const int64_t es = elem_bytes(dtype);
+  View v = *this;
+  v.dtype_ = dtype;
+  v.offset_bytes_ = offset_bytes_ + offset_bytes;
+  v.dims_.clear();
+  int64_t lo = offset_bytes, hi = offset_bytes + es;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const auto [stride, size] = dims[i];
+    if (size < 1 || stride < 0)
+      throw InputError(fmt::format("{}: pattern dim {} is [{}, {}] (size >= 1, stride >= 0)", describe(), i,
+                                   stride, size));
+    if (i == 0 && !hbm) {
+      v.dims_.push_back({0, size});
+      continue;
+    }
+    hi += (size - 1) * stride * es;
+    v.dims_.push_back({stride, size});
+  }
+  if (v.dims_.size() == 1) v.dims_.push_back({1, 1});
+  // This view's own extent, relative to its start: its partitions, and the bytes its free dims (HBM: all
+  // dims) span.
+  int64_t own_lo = 0, own_hi = elem_bytes(dtype_);
+  for (size_t i = hbm ? 0 : 1; i < dims_.size(); ++i)
+    own_hi += (dims_[i].size - 1) * dims_[i].stride * elem_bytes(dtype_);
+  if (lo < own_lo || hi > own_hi)
+    throw InputError(fmt::format("{}: pattern bytes [{}, {}) outside its bytes [{}, {})", describe(), lo, hi,
+                                 own_lo, own_hi));
+  if (!hbm) {
+    const int64_t p1 = static_cast<int64_t>(partition_start) + dims[0].second;
+    if (p1 > partitions())
+      throw InputError(fmt::format("{}: pattern partitions [{}, {}) outside its {}", describe(),
+                                   partition_start, p1, partitions()));
+    v.partition_start_ = partition_start_ + partition_start;
+  }
+  return v;
+}
+
 View View::index_rows(int64_t rows) const {
   if (space_ != isa::MemSpace::HBM || rows < 1)
     throw InputError(

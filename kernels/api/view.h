@@ -106,6 +106,15 @@ class View {
   View bitcast(isa::DType dtype) const;
   // Stride-0 repeat of a size-1 free dim (e.g. a [P, 1] operand seen as [P, n]).
   View broadcast(int dim, int64_t size) const;
+  // A view of the same storage from an explicit access pattern (the NKI front end's indexing and .ap(), which
+  // it computes itself): dims are (stride, size) pairs, dims[0] the partition dim (SBUF/PSUM: partitions
+  // [partition_start, partition_start + size), its stride ignored) or the row dim (HBM: its stride is the
+  // row stride), the rest free dims; strides in elements of `dtype` (which may differ from this view's: a
+  // reinterpretation of the bytes), >= 0 (0 repeats an element). offset_bytes and partition_start count from
+  // this view's start (SBUF/PSUM: bytes inside each partition; call it on the whole tile or tensor).
+  // InputError if any element falls outside this view's partitions and byte range, or a size is below 1.
+  View pattern(isa::DType dtype, int64_t offset_bytes, const std::vector<std::pair<int64_t, int64_t>>& dims,
+               uint32_t partition_start = 0) const;
   // HBM: the same free pattern over `rows` rows at this view's row stride, for the indexed side of an
   // indirect DMA (its rows come from the vector_offset, so `rows` may exceed the tensor's, e.g. 128 slots
   // gathered from a tensor of 24 rows). InputError for SBUF/PSUM views.

@@ -198,9 +198,15 @@ MxResults mx_check(const CheckContext& c, const BwdParams& bp) {
       bp.quantize_rule == QuantizeRule::Te ? num::ScaleRule::Te : num::ScaleRule::Trn3;
   const num::Fp8Format fmt = bp.fp8();
   const BwdInputs in(c, p);
-  const HostTensor* out[2] = {&c.output(kMxNames[0][0]), &c.output(kMxNames[1][0])};
-  for (int a = 0; a < 2; ++a) check_size(kMxNames[a][0], *out[a], static_cast<size_t>(R * V));
-  std::array<uint8_t, 256> special[2] = {fp8_special(out[0]->dtype), fp8_special(out[1]->dtype)};
+  // Only the orientations in use are written (rowwise_usage / columnwise_usage).
+  const HostTensor* out[2] = {bp.uses(0) ? &c.output(kMxNames[0][0]) : nullptr,
+                              bp.uses(1) ? &c.output(kMxNames[1][0]) : nullptr};
+  std::array<uint8_t, 256> special[2];
+  for (int a = 0; a < 2; ++a)
+    if (out[a]) {
+      check_size(kMxNames[a][0], *out[a], static_cast<size_t>(R * V));
+      special[a] = fp8_special(out[a]->dtype);
+    }
   std::vector<uint8_t> compact[2];
   std::vector<ByteDiff> diff[2];  // per 32-row block
   for (int a = 0; a < 2; ++a) {
@@ -215,6 +221,7 @@ MxResults mx_check(const CheckContext& c, const BwdParams& bp) {
       const int64_t s1 = std::min(b1, s0 + kStepRows / 32), r0 = 32 * s0, r1 = 32 * s1;
       in.emulation.rows(r0, r1, g.data());
       for (int a = 0; a < 2; ++a) {
+        if (!out[a]) continue;
         const num::MxAxis ax = a == 0 ? num::MxAxis::Row : num::MxAxis::Col;
         uint8_t* sc = compact[a].data() + (a == 0 ? r0 * (V / 32) : s0 * V);
         num::quantize(g.data(), r1 - r0, V, ax, fmt, rule, q.data(), sc, 1);
@@ -228,6 +235,7 @@ MxResults mx_check(const CheckContext& c, const BwdParams& bp) {
   });
   MxResults res;
   for (int a = 0; a < 2; ++a) {
+    if (!out[a]) continue;
     const num::MxAxis ax = a == 0 ? num::MxAxis::Row : num::MxAxis::Col;
     ByteDiff d;
     for (const ByteDiff& b : diff[a]) d.then(b);
@@ -386,7 +394,7 @@ std::vector<OutputCheck> bwd_checks(const BwdParams& bp) {
   // MXFP8: one pass computes the four byte checks when the first of them runs.
   auto res = std::make_shared<std::optional<MxResults>>();
   for (int axis = 0; axis < 2; ++axis)
-    for (int scales = 0; scales < 2; ++scales)
+    for (int scales = 0; bp.uses(axis) && scales < 2; ++scales)
       v.push_back({kMxNames[axis][scales], [bp, res, axis, scales](const CheckContext& c) {
                      if (!*res) *res = mx_check(c, bp);
                      return scales ? (*res)->scales[axis] : (*res)->data[axis];

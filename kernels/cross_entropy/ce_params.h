@@ -35,6 +35,9 @@
 //            compact layout (padding bytes 0x00) or, with scale_layout swizzled, TE's GEMM-swizzled one
 //            (scale_layout swizzled with grad_quantizer none is an error).
 //            rows and V must be multiples of 32.
+//   rowwise_usage / columnwise_usage (TransformerEngine MXFP8Quantizer's usages, both true by default): with
+//            one of them false the kernel neither writes that orientation's two tensors nor does its work
+//            (its transposes, block maxima, scale chain entries, FP8 multiplies, stores and fix-up).
 //   quantize_rule te (default): TransformerEngine's rule, bit for bit (amax ignoring NaN, FP32 multiply by
 //            fl32(1/max_norm), E8M0 rounded up, elements x * 2^(127 - e) RNE satfinite), made with ALU
 //            operations on chip; the bytes equal `trnsim quantize --rule te` of the BF16 gradient that the
@@ -108,6 +111,7 @@ struct BwdParams {
   QuantizeRule quantize_rule = QuantizeRule::Te;
   ScaleLayout scale_layout = ScaleLayout::Compact;
   Fused fused = Fused::Auto;
+  bool rowwise_usage = true, columnwise_usage = true;
 
   static void describe(Schema<BwdParams>& s) {
     s.include(&BwdParams::c);
@@ -131,7 +135,17 @@ struct BwdParams {
              "auto: quantize on chip when logits are BF16 and rows, V are multiples of 128; never: BF16 "
              "gradient to an HBM scratch, then quantize",
              {{"auto", Fused::Auto}, {"never", Fused::Never}}, Fused::Auto);
+    s.add(&BwdParams::rowwise_usage, "rowwise_usage",
+          "MXFP8: write the rowwise tensors (TransformerEngine's quantizer usage); false skips the rowwise "
+          "work too",
+          true);
+    s.add(&BwdParams::columnwise_usage, "columnwise_usage",
+          "MXFP8: write the columnwise tensors; false skips the columnwise work (the PE transposes, column "
+          "maxima and multiplies) too",
+          true);
   }
+  // Whether the MXFP8 gradient has its rowwise (axis 0) or columnwise (axis 1) tensors.
+  bool uses(int axis) const { return axis == 0 ? rowwise_usage : columnwise_usage; }
   bool mxfp8() const { return grad_quantizer != GradQuantizer::None; }
   num::Fp8Format fp8() const {
     return grad_quantizer == GradQuantizer::Mxfp8E5M2 ? num::Fp8Format::E5M2 : num::Fp8Format::E4M3FN;

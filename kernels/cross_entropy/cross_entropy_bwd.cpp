@@ -230,6 +230,10 @@ struct TeBuffers {
   // Scale accumulators of a row tile (alternating): rowwise [128, nB], columnwise [128, nblk, 4].
   std::vector<View> rs_acc, cs_acc;
   std::vector<ChainTemps> temps;
+  // The orientations in use (rowwise_usage / columnwise_usage) and where each chunk's slot holds them: sw
+  // entries, rowwise blocks from roff, columnwise from coff.
+  bool row = true, col = true;
+  int64_t sw = 0, roff = 0, coff = 0;
 };
 
 // The columnwise FP8 multiply is DVE's fourth pass over each chunk; POOL, which cannot read PSUM, takes the
@@ -241,24 +245,31 @@ TeBuffers te_buffers(Ctx& c) {
   Kernel& k = c.k;
   TeBuffers b;
   const int64_t W = c.W, nb = W / 32, nblk = W / 128;
+  b.row = c.bp.rowwise_usage, b.col = c.bp.columnwise_usage;
+  b.sw = (b.row ? nb : 0) + (b.col ? nb : 0), b.coff = b.row ? nb : 0;
   // PSUM (2 KiB banks, at most 1024 columns per tile): the transposed tile lives from stage 1 to stage 3
   // (four chunks in flight), the transposed keys through stage 1, the FP8 columnwise result through its DMA:
-  // 8 banks.
-  for (int i = 0; i < 4; ++i) b.gT.push_back(k.psum({kP, nblk, kP}, DType::BF16, "te_grad_t"));
-  b.small_all = k.sbuf({kP, 4, 2 * nb}, DType::F32, "te_kmax");
-  b.bytes_all = k.sbuf({kP, 4, 2 * nb}, DType::U8, "te_bytes");
-  b.mult_all = k.sbuf({kP, 4, 2 * nb}, DType::BF16, "te_mult");
-  for (int i = 0; i < 2; ++i) b.temps.push_back(chain_temps(k, {kP, 4 * nb}));
+  // 8 banks (columnwise only).
+  if (b.col)
+    for (int i = 0; i < 4; ++i) b.gT.push_back(k.psum({kP, nblk, kP}, DType::BF16, "te_grad_t"));
+  b.small_all = k.sbuf({kP, 4, b.sw}, DType::F32, "te_kmax");
+  b.bytes_all = k.sbuf({kP, 4, b.sw}, DType::U8, "te_bytes");
+  b.mult_all = k.sbuf({kP, 4, b.sw}, DType::BF16, "te_mult");
+  for (int i = 0; i < 2; ++i) b.temps.push_back(chain_temps(k, {kP, 2 * b.sw}));
   for (int i = 0; i < 2; ++i) {
     b.keys.push_back(k.sbuf({kP, W}, DType::I16, "te_keys"));
     b.kpre.push_back(k.sbuf({kP, W}, DType::I32, "te_keys_t"));
-    b.rq.push_back(k.sbuf({kP, W}, c.bp.fp8_dtype(), "te_row_fp8"));
-    b.cqT.push_back(k.sbuf({kP, nblk, 4, 32}, c.bp.fp8_dtype(), "te_col_fp8_t"));
-    b.gTs.push_back(k.sbuf({kP, kPoolColBlocks, kP}, DType::BF16, "te_grad_t_sbuf"));
-    b.kT.push_back(k.psum({kP, nblk, kP}, DType::I16, "te_keys_t"));
-    b.cq.push_back(k.psum({kP, nblk, kP}, c.bp.fp8_dtype(), "te_col_fp8"));
-    b.rs_acc.push_back(k.sbuf({kP, ceil_div(c.cr.size(), 32)}, DType::U8, "te_row_scales"));
-    b.cs_acc.push_back(k.sbuf({kP, ceil_div(c.cr.size(), 128), 4}, DType::U8, "te_col_scales"));
+    if (b.row) {
+      b.rq.push_back(k.sbuf({kP, W}, c.bp.fp8_dtype(), "te_row_fp8"));
+      b.rs_acc.push_back(k.sbuf({kP, ceil_div(c.cr.size(), 32)}, DType::U8, "te_row_scales"));
+    }
+    if (b.col) {
+      b.cqT.push_back(k.sbuf({kP, nblk, 4, 32}, c.bp.fp8_dtype(), "te_col_fp8_t"));
+      b.gTs.push_back(k.sbuf({kP, kPoolColBlocks, kP}, DType::BF16, "te_grad_t_sbuf"));
+      b.kT.push_back(k.psum({kP, nblk, kP}, DType::I16, "te_keys_t"));
+      b.cq.push_back(k.psum({kP, nblk, kP}, c.bp.fp8_dtype(), "te_col_fp8"));
+      b.cs_acc.push_back(k.sbuf({kP, ceil_div(c.cr.size(), 128), 4}, DType::U8, "te_col_scales"));
+    }
   }
   return b;
 }
@@ -266,8 +277,9 @@ TeBuffers te_buffers(Ctx& c) {
 // Stage 1 of a chunk: the key's add (ACT), transposes of the tile.
 void te_stage1(TeBuffers& tb, const View& g, int64_t w, int64_t it) {
   const int64_t nblk = ceil_div(w, 128);
-  const View gT = tb.gT[it % 4];
   mx_keys_te_add(tb.kpre[it % 2](all, S(0, w)), g(all, S(0, w)), Engine::ACT);
+  if (!tb.col) return;
+  const View gT = tb.gT[it % 4];
   for (int64_t j = 0; j < nblk; ++j) {
     const int64_t wb = std::min<int64_t>(128, w - 128 * j);
     nki::nc_transpose(gT(S(0, wb), j), g(all, S(128 * j, 128 * j + wb)));
@@ -276,32 +288,34 @@ void te_stage1(TeBuffers& tb, const View& g, int64_t w, int64_t it) {
 
 // Stage 1b (emitted a step after stage 1, so DVE does not wait on the chunk ACT has just started): the key's
 // bitwise and (DVE only: a bitvec operator), the transposes of the keys, the rowwise and columnwise maxima.
-void te_stage1b(Ctx& c, TeBuffers& tb, int64_t w, int64_t it) {
-  const int64_t nb = c.W / 32, nblk = ceil_div(w, 128), nbw = w / 32;
-  const View keys = tb.keys[it % 2], kT = tb.kT[it % 2];
+void te_stage1b(TeBuffers& tb, int64_t w, int64_t it) {
+  const int64_t nblk = ceil_div(w, 128), nbw = w / 32;
+  const View keys = tb.keys[it % 2];
   mx_keys_te_mask(keys(all, S(0, w)), tb.kpre[it % 2](all, S(0, w)));
-  for (int64_t j = 0; j < nblk; ++j) {
-    const int64_t wb = std::min<int64_t>(128, w - 128 * j);
-    nki::nc_transpose(kT(S(0, wb), j), keys(all, S(128 * j, 128 * j + wb)));
+  if (tb.col) {
+    const View kT = tb.kT[it % 2];
+    for (int64_t j = 0; j < nblk; ++j) {
+      const int64_t wb = std::min<int64_t>(128, w - 128 * j);
+      nki::nc_transpose(kT(S(0, wb), j), keys(all, S(128 * j, 128 * j + wb)));
+    }
   }
-  nki::tensor_reduce(tb.small(it)(all, S(0, nbw)), AluOp::Max,
-                     tb.keys[it % 2](all, S(0, w)).reshape({kP, nbw, 32}), {2});
-  nki::tensor_reduce(tb.small(it)(all, S(nb, nb + 4 * nblk)), AluOp::Max,
-                     tb.kT[it % 2](all, S(0, nblk)).reshape({kP, nblk, 4, 32}), {3});
+  if (tb.row)
+    nki::tensor_reduce(tb.small(it)(all, S(tb.roff, tb.roff + nbw)), AluOp::Max,
+                       keys(all, S(0, w)).reshape({kP, nbw, 32}), {2});
+  if (tb.col)
+    nki::tensor_reduce(tb.small(it)(all, S(tb.coff, tb.coff + 4 * nblk)), AluOp::Max,
+                       tb.kT[it % 2](all, S(0, nblk)).reshape({kP, nblk, 4, 32}), {3});
 }
 
 // Stage 2: the chain from block maxima to scale bytes and multipliers (ce_quant.h) of chunks [it, it + n)
 // (n = 1, or 2 from an even it: adjacent slots, one chain, half the instructions' fixed cost), and each
 // chunk's bytes copied into its row tile's accumulators, on POOL.
 void te_chain(Ctx& c, TeBuffers& tb, const Item* items, int n) {
-  const int64_t nb = c.W / 32, it = items[0].it, sl = it % 4;
-  const auto slots = [&](const View& all_slots) {
-    return all_slots(all, S(sl, sl + n)).reshape({kP, n * 2 * nb});
-  };
+  const int64_t it = items[0].it, sl = it % 4, ns = n * tb.sw;
+  const auto slots = [&](const View& all_slots) { return all_slots(all, S(sl, sl + n)).reshape({kP, ns}); };
   const ChainTemps& tmp = tb.temps[(it / 2) % 2];
-  const ChainTemps t{tmp.i1(all, S(0, n * 2 * nb)), tmp.i2(all, S(0, n * 2 * nb)),
-                     tmp.f1(all, S(0, n * 2 * nb)), tmp.f2(all, S(0, n * 2 * nb)),
-                     tmp.u(all, S(0, n * 2 * nb))};
+  const ChainTemps t{tmp.i1(all, S(0, ns)), tmp.i2(all, S(0, ns)), tmp.f1(all, S(0, ns)),
+                     tmp.f2(all, S(0, ns)), tmp.u(all, S(0, ns))};
   mx_scale_chain(t, slots(tb.small_all), slots(tb.bytes_all), slots(tb.mult_all), QuantizeRule::Te,
                  c.bp.fp8(), Engine::POOL);
   for (int i = 0; i < n; ++i) {
@@ -309,13 +323,17 @@ void te_chain(Ctx& c, TeBuffers& tb, const Item* items, int n) {
     const int64_t nbw = a.w / 32, nblk = ceil_div(a.w, 128), acc = a.t % 2;
     const int64_t b0 = (a.c0 - c.cr.lo) / 32, j0 = (a.c0 - c.cr.lo) / 128;
     const View bytes = tb.bytes(a.it);
-    nki::tensor_copy(tb.rs_acc[acc](all, S(b0, b0 + nbw)), bytes(all, S(0, nbw)), Engine::POOL);
-    nki::tensor_copy(tb.cs_acc[acc](all, S(j0, j0 + nblk)),
-                     bytes(all, S(nb, nb + 4 * nblk)).reshape({kP, nblk, 4}), Engine::POOL);
+    if (tb.row)
+      nki::tensor_copy(tb.rs_acc[acc](all, S(b0, b0 + nbw)), bytes(all, S(tb.roff, tb.roff + nbw)),
+                       Engine::POOL);
+    if (tb.col)
+      nki::tensor_copy(tb.cs_acc[acc](all, S(j0, j0 + nblk)),
+                       bytes(all, S(tb.coff, tb.coff + 4 * nblk)).reshape({kP, nblk, 4}), Engine::POOL);
   }
 }
 
 void te_copy_t(TeBuffers& tb, int64_t w, int64_t it) {
+  if (!tb.col) return;
   const int64_t nblk = ceil_div(w, 128), nd = std::max<int64_t>(nblk - kPoolColBlocks, 0);
   if (nblk > nd)
     nki::tensor_copy(tb.gTs[it % 2](all, S(0, nblk - nd)), tb.gT[it % 4](all, S(nd, nblk)), Engine::ACT);
@@ -324,15 +342,21 @@ void te_copy_t(TeBuffers& tb, int64_t w, int64_t it) {
 // Stage 3: FP8 elements (rowwise on the tile, columnwise on the transposed tile, then back) and their DMAs.
 void te_stage3(Ctx& c, TeBuffers& tb, const View& g, int64_t r0, int64_t rr, int64_t c0, int64_t w,
                int64_t it) {
-  const int64_t W = c.W, nb = W / 32, nbw = w / 32, nblk = ceil_div(w, 128);
-  const View mult = tb.mult(it), rq = tb.rq[it % 2], cqT = tb.cqT[it % 2];
-  const View gT = tb.gT[it % 4], cq = tb.cq[it % 2];
-  nki::tensor_tensor(rq(all, S(0, w)).reshape({kP, nbw, 32}), g(all, S(0, w)).reshape({kP, nbw, 32}),
-                     mult(all, S(0, nbw)).reshape({kP, nbw, 1}).broadcast(2, 32), AluOp::Multiply,
-                     Engine::POOL);
+  const int64_t W = c.W, nbw = w / 32, nblk = ceil_div(w, 128);
+  const View mult = tb.mult(it);
+  if (tb.row) {
+    const View rq = tb.rq[it % 2];
+    nki::tensor_tensor(rq(all, S(0, w)).reshape({kP, nbw, 32}), g(all, S(0, w)).reshape({kP, nbw, 32}),
+                       mult(all, S(tb.roff, tb.roff + nbw)).reshape({kP, nbw, 1}).broadcast(2, 32),
+                       AluOp::Multiply, Engine::POOL);
+    // Stores from SP: an ACT trigger would hold the next chunk's exp behind this chunk's results.
+    nki::dma_copy(c.rdata(S(r0, r0 + rr), S(c0, c0 + w)), rq(S(0, rr), S(0, w)));
+  }
+  if (!tb.col) return;
+  const View cqT = tb.cqT[it % 2], gT = tb.gT[it % 4], cq = tb.cq[it % 2];
   const int64_t nd = std::max<int64_t>(nblk - kPoolColBlocks, 0), np = nblk - nd;
   const auto col_mult = [&](int64_t j0, int64_t j1) {
-    return mult(all, S(nb + 4 * j0, nb + 4 * j1)).reshape({kP, j1 - j0, 4, 1}).broadcast(3, 32);
+    return mult(all, S(tb.coff + 4 * j0, tb.coff + 4 * j1)).reshape({kP, j1 - j0, 4, 1}).broadcast(3, 32);
   };
   if (nd > 0)
     nki::tensor_tensor(cqT(all, S(0, nd)), gT(all, S(0, nd)).reshape({kP, nd, 4, 32}), col_mult(0, nd),
@@ -344,14 +368,12 @@ void te_stage3(Ctx& c, TeBuffers& tb, const View& g, int64_t r0, int64_t rr, int
     const int64_t wb = std::min<int64_t>(128, w - 128 * j);
     nki::nc_transpose(cq(all, j, S(0, wb)), cqT(S(0, wb), j).reshape({wb, kP}));
   }
-  // Stores from SP: an ACT trigger would hold the next chunk's exp behind this chunk's results.
-  nki::dma_copy(c.rdata(S(r0, r0 + rr), S(c0, c0 + w)), rq(S(0, rr), S(0, w)));
   nki::dma_copy(c.cdata(S(r0, r0 + rr), S(c0, c0 + w)), cq.reshape({kP, W})(S(0, rr), S(0, w)));
 }
 
 void te_flush(Ctx& c, TeBuffers& tb, int64_t r0, int64_t rr, int acc) {
-  write_row_scales(c.rscale, c.geom, tb.rs_acc[acc], r0, rr, c.cr.lo / 32, c.cr.hi / 32);
-  write_col_scales(c.cscale, c.geom, tb.cs_acc[acc], r0 / 32, rr / 32, c.cr.lo, c.cr.hi);
+  if (tb.row) write_row_scales(c.rscale, c.geom, tb.rs_acc[acc], r0, rr, c.cr.lo / 32, c.cr.hi / 32);
+  if (tb.col) write_col_scales(c.cscale, c.geom, tb.cs_acc[acc], r0 / 32, rr / 32, c.cr.lo, c.cr.hi);
 }
 
 // The TE pipeline over every (row tile, chunk). Chunk n's stage 1 is emitted with chunk n-1's maxima, the
@@ -373,7 +395,7 @@ void te_pipeline(Ctx& c, const std::vector<View>& gs, const Producer& prod) {
   for (int64_t s = 0; s < n + 3; ++s) {
     if (s + kPrefetch < n) prod.load(items[s + kPrefetch]);
     // Stage 1b of the previous chunk first: the PE transposes its keys before this chunk's tile.
-    if (s >= 1 && s - 1 < n) te_stage1b(c, tb, items[s - 1].w, items[s - 1].it);
+    if (s >= 1 && s - 1 < n) te_stage1b(tb, items[s - 1].w, items[s - 1].it);
     // ACT's SBUF copy of the last transposed blocks of chunk s - 2, for POOL's share of its stage 3.
     if (s >= 2 && s - 2 < n) te_copy_t(tb, items[s - 2].w, items[s - 2].it);
     if (s < n) {
@@ -405,16 +427,18 @@ T2Buffers t2_buffers(Ctx& c) {
   Kernel& k = c.k;
   T2Buffers b;
   const DType x4 = c.bp.fp8() == num::Fp8Format::E5M2 ? DType::FP8_E5M2_X4 : DType::FP8_E4M3FN_X4;
+  if (c.bp.columnwise_usage)
+    for (int i = 0; i < 2; ++i) {
+      b.cq.push_back(k.sbuf({kP, c.W}, x4, "t2_col_x4"));
+      b.cs.push_back(k.sbuf({kP, c.W}, DType::U8, "t2_col_scales"));
+    }
+  if (!c.bp.rowwise_usage) return b;
   for (int i = 0; i < 4; ++i) {
     b.rq.push_back(k.sbuf({kP, kP}, x4, "t2_row_x4"));
     b.rs.push_back(k.sbuf({kP, kP}, DType::U8, "t2_row_scales"));
   }
   for (int i = 0; i < 3; ++i) {
     b.T.push_back(k.psum({kP, 4 * kP}, DType::BF16, "t2_rows_t"));
-  }
-  for (int i = 0; i < 2; ++i) {
-    b.cq.push_back(k.sbuf({kP, c.W}, x4, "t2_col_x4"));
-    b.cs.push_back(k.sbuf({kP, c.W}, DType::U8, "t2_col_scales"));
   }
   b.rqT = k.psum({kP, 16, kP}, DType::F32, "t2_row_x4_t");
   b.rsT = k.psum({kP, 16, kP}, DType::U8, "t2_row_scales_t");
@@ -454,12 +478,15 @@ void t2_row_b(Ctx& c, T2Buffers& tb, const Item& a, int64_t j, int64_t v0, int n
 // quantize it just fed.
 void t2_quantize(Ctx& c, T2Buffers& tb, const View& g2, const Item& a) {
   const int64_t pp = a.rr / 4, i = a.it % 2;
-  nki::quantize_mx(tb.cq[i], g2.reshape({kP, 4 * c.W}), tb.cs[i]);
-  const View cq8 = tb.cq[i].bitcast(DType::U8).reshape({kP, c.W, 4});
-  for (int64_t j = 0; j < 4; ++j)
-    nki::dma_copy(c.cdata(S(a.r0 + j, a.r0 + a.rr, 4), S(a.c0, a.c0 + a.w)),
-                  cq8(S(0, pp), S(0, a.w), j).bitcast(c.bp.fp8_dtype()));
-  write_col_scales_mx(c.cscale, c.geom, tb.cs[i], a.r0 / 32, a.rr / 32, a.c0, a.c0 + a.w);
+  if (c.bp.columnwise_usage) {
+    nki::quantize_mx(tb.cq[i], g2.reshape({kP, 4 * c.W}), tb.cs[i]);
+    const View cq8 = tb.cq[i].bitcast(DType::U8).reshape({kP, c.W, 4});
+    for (int64_t j = 0; j < 4; ++j)
+      nki::dma_copy(c.cdata(S(a.r0 + j, a.r0 + a.rr, 4), S(a.c0, a.c0 + a.w)),
+                    cq8(S(0, pp), S(0, a.w), j).bitcast(c.bp.fp8_dtype()));
+    write_col_scales_mx(c.cscale, c.geom, tb.cs[i], a.r0 / 32, a.rr / 32, a.c0, a.c0 + a.w);
+  }
+  if (!c.bp.rowwise_usage) return;
   std::vector<std::pair<int64_t, int64_t>> steps;
   for (int64_t j = 0; j < 4; ++j)
     for (int64_t v0 = 0; v0 < a.w; v0 += 512) steps.emplace_back(j, v0);
@@ -470,6 +497,7 @@ void t2_quantize(Ctx& c, T2Buffers& tb, const View& g2, const Item& a) {
 }
 
 void t2_flush(Ctx& c, T2Buffers& tb, int64_t r0, int64_t rr) {
+  if (!c.bp.rowwise_usage) return;
   // Rows 4p + j of 32 partitions are rows 0..127 of a natural tile in the same element order: an SBUF -> SBUF
   // DMA regroups them, then the natural writer runs.
   const int64_t nb = c.cr.hi / 32 - c.cr.lo / 32;
@@ -517,32 +545,37 @@ void fixup(Ctx& c) {
   const DType f8 = c.bp.fp8_dtype();
   const int64_t V = p.V, nb32 = V / 32;
   View in = target_in_range(c);
+  const bool row = c.bp.rowwise_usage, col = c.bp.columnwise_usage;
   // Rowwise block of row r: index r * V/32 + y/32 into logits / rowwise data seen as [rows * V/32, 32].
-  View offs = row_offsets(k, c.nt, nb32);
-  View blk = k.sbuf({kP, c.nt}, DType::I32, "fix_block");
-  nki::tensor_scalar(blk, c.tgt, AluOp::ShiftRight, 5.0);
-  View ymod = k.sbuf({kP, c.nt}, DType::I32, "fix_ymod");
-  nki::tensor_scalar(ymod, c.tgt, AluOp::BitwiseAnd, 31.0);
-  View ridx = k.sbuf({kP, c.nt}, DType::I32, "fix_row_index");
-  add_i32(k, ridx, offs, blk);
-  nki::select(ridx, in, ridx, -1.0);
-  View cidx = k.sbuf({kP, c.nt}, DType::I32, "fix_col_index");
-  nki::select(cidx, in, c.tgt, -1.0);
-  // Scale byte indices.
-  View rsidx = k.sbuf({kP, c.nt}, DType::I32, "fix_row_scale_index");
-  View rowi = k.sbuf({kP, c.nt}, DType::I32, "fix_row");
-  nki::iota(rowi, {static_cast<int32_t>(kP)}, 0.0, 1.0);
-  if (c.geom.swizzled) {
-    swizzled_index(k, rsidx, rowi, blk, c.geom.row_cols() / 4);
-  } else {
-    View ro = row_offsets(k, c.nt, c.geom.row_cols());
-    add_i32(k, rsidx, ro, blk);
+  View ymod, ridx, rsidx;
+  if (row) {
+    View offs = row_offsets(k, c.nt, nb32);
+    View blk = k.sbuf({kP, c.nt}, DType::I32, "fix_block");
+    nki::tensor_scalar(blk, c.tgt, AluOp::ShiftRight, 5.0);
+    ymod = k.sbuf({kP, c.nt}, DType::I32, "fix_ymod");
+    nki::tensor_scalar(ymod, c.tgt, AluOp::BitwiseAnd, 31.0);
+    ridx = k.sbuf({kP, c.nt}, DType::I32, "fix_row_index");
+    add_i32(k, ridx, offs, blk);
+    nki::select(ridx, in, ridx, -1.0);
+    // Scale byte indices.
+    rsidx = k.sbuf({kP, c.nt}, DType::I32, "fix_row_scale_index");
+    View rowi = k.sbuf({kP, c.nt}, DType::I32, "fix_row");
+    nki::iota(rowi, {static_cast<int32_t>(kP)}, 0.0, 1.0);
+    if (c.geom.swizzled) {
+      swizzled_index(k, rsidx, rowi, blk, c.geom.row_cols() / 4);
+    } else {
+      View ro = row_offsets(k, c.nt, c.geom.row_cols());
+      add_i32(k, rsidx, ro, blk);
+    }
+    nki::select(rsidx, in, rsidx, -1.0);
   }
-  nki::select(rsidx, in, rsidx, -1.0);
   // Columnwise scale byte indices: row r's block-row rb = r / 32 (element (p, t): rb = 4 t + p / 32, one iota
   // per 32-partition quadrant) at column y_r.
-  View csidx = k.sbuf({kP, c.nt}, DType::I32, "fix_col_scale_index");
-  {
+  View cidx, csidx;
+  if (col) {
+    cidx = k.sbuf({kP, c.nt}, DType::I32, "fix_col_index");
+    nki::select(cidx, in, c.tgt, -1.0);
+    csidx = k.sbuf({kP, c.nt}, DType::I32, "fix_col_scale_index");
     View rb = k.sbuf({kP, c.nt}, DType::I32, "fix_block_row");
     for (int64_t q = 0; q < 4; ++q) nki::iota(rb(S(32 * q, 32 * q + 32)), {4}, static_cast<double>(q));
     if (c.geom.swizzled) {
@@ -559,11 +592,14 @@ void fixup(Ctx& c) {
   }
 
   const View xr_all = c.logits.reshape({p.rows * nb32, 32});
-  const View rd_all = c.rdata.reshape({p.rows * nb32, 32});
-  const View rs_flat = c.rscale.reshape({c.geom.row_rows() * c.geom.row_cols(), 1});
-  const View cs_flat = c.cscale.reshape({c.geom.col_rows() * c.geom.col_cols(), 1});
-  View iota32 = k.sbuf({kP, 32}, DType::F32, "fix_iota");
-  nki::iota(iota32, {1});
+  const View rd_all = row ? c.rdata.reshape({p.rows * nb32, 32}) : View();
+  const View rs_flat = row ? c.rscale.reshape({c.geom.row_rows() * c.geom.row_cols(), 1}) : View();
+  const View cs_flat = col ? c.cscale.reshape({c.geom.col_rows() * c.geom.col_cols(), 1}) : View();
+  View iota32;
+  if (row) {
+    iota32 = k.sbuf({kP, 32}, DType::F32, "fix_iota");
+    nki::iota(iota32, {1});
+  }
   const nki::DmaOpts gather_opts{.oob_mode = nki::OobMode::Skip};
   auto gather = [&](const View& dst, const View& src, const View& idx) {
     nki::DmaOpts o = gather_opts;
@@ -580,7 +616,7 @@ void fixup(Ctx& c) {
     const int64_t r0 = t * kP, rr = std::min(kP, p.rows - r0);
     auto vec = [&](const View& v) { return v(all, S(t, t + 1)); };
     // Rowwise block.
-    {
+    if (row) {
       View xr = k.sbuf({kP, 32}, p.logits_dtype, "fix_x_row");
       nki::memset(xr, 0.0);
       gather(xr(S(0, rr)), xr_all(S(0, rr)), ridx(S(0, rr), S(t, t + 1)));
@@ -601,7 +637,7 @@ void fixup(Ctx& c) {
       scatter(rs_flat(S(0, rr)), byte.bitcast(DType::E8M0)(S(0, rr)), rsidx(S(0, rr), S(t, t + 1)));
     }
     // Columnwise block of row r: rows 32(r/32) .. +32 at column y_r, per 32-row quadrant.
-    {
+    if (col) {
       View xc = k.sbuf({kP, 32}, p.logits_dtype, "fix_x_col");
       nki::memset(xc, 0.0);
       // Factors of the block's rows along the free dim: element (p, i) = factor of row 32(p/32) + i.
@@ -667,6 +703,17 @@ void bwd_kernel(Kernel& k, const BwdParams& bp) {
         "{}: parameter 'scale_layout': swizzled applies to an MXFP8 grad_quantizer (grad_quantizer none "
         "writes no scales)",
         kName));
+  if (!mx && (!bp.rowwise_usage || !bp.columnwise_usage))
+    throw InputError(
+        fmt::format("{}: parameters 'rowwise_usage' / 'columnwise_usage' apply to an MXFP8 grad_quantizer "
+                    "(grad_quantizer "
+                    "none writes one BF16 gradient)",
+                    kName));
+  if (mx && !bp.rowwise_usage && !bp.columnwise_usage)
+    throw InputError(fmt::format(
+        "{}: parameters 'rowwise_usage' and 'columnwise_usage' are both false: the MXFP8 gradient would have "
+        "no tensor",
+        kName));
   if (trn3 && k.generation() != Generation::Trn3)
     throw InputError(fmt::format(
         "{}: parameter 'quantize_rule': trn3 uses quantize_mx, which exists on Trn3 only", kName));
@@ -693,11 +740,16 @@ void bwd_kernel(Kernel& k, const BwdParams& bp) {
     c.grad_dst = k.output("input_grad", DType::BF16, {p.rows, p.V});
   } else {
     c.geom = {p.rows, p.V, bp.scale_layout == ScaleLayout::Swizzled};
-    c.rdata = k.output("input_grad_rowwise_data", bp.fp8_dtype(), {p.rows, p.V});
-    c.cdata = k.output("input_grad_columnwise_data", bp.fp8_dtype(), {p.rows, p.V});
-    c.rscale = k.output("input_grad_rowwise_scale_inv", DType::E8M0, {c.geom.row_rows(), c.geom.row_cols()});
-    c.cscale =
-        k.output("input_grad_columnwise_scale_inv", DType::E8M0, {c.geom.col_rows(), c.geom.col_cols()});
+    if (bp.rowwise_usage) {
+      c.rdata = k.output("input_grad_rowwise_data", bp.fp8_dtype(), {p.rows, p.V});
+      c.rscale =
+          k.output("input_grad_rowwise_scale_inv", DType::E8M0, {c.geom.row_rows(), c.geom.row_cols()});
+    }
+    if (bp.columnwise_usage) {
+      c.cdata = k.output("input_grad_columnwise_data", bp.fp8_dtype(), {p.rows, p.V});
+      c.cscale =
+          k.output("input_grad_columnwise_scale_inv", DType::E8M0, {c.geom.col_rows(), c.geom.col_cols()});
+    }
     if (!bp.is_fused()) c.grad_dst = k.scratch("input_grad_bf16", DType::BF16, {p.rows, p.V}, false);
   }
   load_factors(c);
@@ -709,7 +761,7 @@ void bwd_kernel(Kernel& k, const BwdParams& bp) {
   // that fill at a barrier before writing scales.
   for (int rowwise = 0; rowwise < 2; ++rowwise) {
     const View& s = rowwise ? c.rscale : c.cscale;
-    if (!has_scale_padding(c.geom, rowwise)) continue;
+    if (!bp.uses(rowwise ? 0 : 1) || !has_scale_padding(c.geom, rowwise)) continue;
     if (k.program_id() == 0) zero_scale_padding(k, s, c.geom, rowwise);
     if (c.geom.swizzled && k.num_programs() == 2) nki::core_barrier(s);
   }

@@ -82,14 +82,13 @@ std::unique_ptr<KernelDef> matmul_mxfp8_kernel() {
     return build_program([&](Kernel& kc) { emit_mx_kernel_matmul(kc, spec, plan, "y"); }, o);
   };
   k.useful_flops = [](const Params& p) { return 2.0 * p.M * p.N * p.K; };
-  // Pre-swizzled or pre-quantized operands have no host reference here.
+  // Pre-swizzled operands are unswizzled and pre-quantized ones dequantized for the host reference.
   k.checks = [](const Params& p) {
-    std::vector<OutputCheck> c;
-    if (p.x_is_swizzled || p.w_is_swizzled || p.x_scales || p.w_scales) return c;
-    c.push_back(matmul_check("y", {"x", p.x_is_f_by_k ? ref::Contract::Cols : ref::Contract::Rows},
-                             {"w", p.w_is_f_by_k ? ref::Contract::Cols : ref::Contract::Rows},
-                             p.shared.quant(), 2.0 * p.M * p.N * p.K));
-    return c;
+    const MatmulOperand x{"x", p.x_is_f_by_k ? ref::Contract::Cols : ref::Contract::Rows,
+                          p.x_scales ? "x_scales" : "", p.x_is_swizzled && !p.x_scales};
+    const MatmulOperand w{"w", p.w_is_f_by_k ? ref::Contract::Cols : ref::Contract::Rows,
+                          p.w_scales ? "w_scales" : "", p.w_is_swizzled && !p.w_scales};
+    return std::vector<OutputCheck>{matmul_check("y", x, w, p.shared.quant(), 2.0 * p.M * p.N * p.K)};
   };
   return make_kernel(std::move(k));
 }

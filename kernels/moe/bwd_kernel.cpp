@@ -133,6 +133,8 @@ BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits, std::optional<in
   if (limits.generation != isa::Generation::Trn3)
     fail("needs Trn3 (nc_matmul_mx and quantize_mx exist on Trn3 only); the hardware is Trn2");
   if (const std::string why = p.clamp_limits.problem(); !why.empty()) fail(why);
+  if (const std::string why = activation_problem(p.activation_type, "blockwise_mm_bwd_mxfp8"); !why.empty())
+    fail(why);
   // The documented rejections first (nkilib blockwise_mm_bwd_mxfp8 entry asserts).
   if (p.num_valid_tokens && !p.single_expert_dense)
     fail(

@@ -135,10 +135,12 @@ void BwdParams::describe(Schema<BwdParams>& s) {
   s.add(&BwdParams::num_valid_tokens, "num_valid_tokens",
         "input num_valid_tokens [1] int32 gives the tokens to process (single_expert_dense only): a dynamic "
         "block loop runs ceil(count / block_size) blocks, the slots from the count on are skipped and the "
-        "gradient rows past it are left undefined",
+        "gradient rows past it are left undefined; a count above T is clamped to T (nki-library API "
+        "reference, blockwise_mm_bwd_mxfp8), a negative one refused",
         false);
   s.object(&BwdParams::clamp_limits, "clamp_limits",
            "the forward's gate/up clamps: the gradients are masked to the strict limits");
+  describe_activation(s, &BwdParams::activation_type);
   s.object(&BwdParams::skip_dma, "skip_dma", "padding of token_position_to_id (nkilib SkipMode)");
   s.add(&BwdParams::bias, "bias",
         "the layer has biases: outputs gate_and_up_proj_bias_grad [E, 2, I_TP] (the sum of d_gate_up over an "

@@ -62,6 +62,7 @@ struct BwdParams {
   bool single_expert_dense = false;
   bool num_valid_tokens = false;
   ClampLimits clamp_limits;
+  ActFn activation_type = ActFn::SiLU;
   SkipMode skip_dma;
   bool bias = false;
   TransposeMode phase3_transpose_mode = TransposeMode::NC, phase4_transpose_mode = TransposeMode::NC;

@@ -56,6 +56,8 @@ FwdPlan plan_fwd(const FwdParams& p, const isa::Limits& limits) {
   FwdPlan f;
   if (limits.generation != isa::Generation::Trn3)
     fail("needs Trn3 (nc_matmul_mx and quantize_mx exist on Trn3 only); the hardware is Trn2");
+  if (const std::string why = activation_problem(p.activation_type, "blockwise_mm_fwd_mxfp8"); !why.empty())
+    fail(why);
   const int64_t B = p.block_size;
   if (B != 128 && B != 256 && B != 512 && B != 1024 && B != 2048 && B != 4096)
     fail(fmt::format("parameter 'block_size': must be 128, 256, 512, 1024, 2048 or 4096, got {}", B));

@@ -76,8 +76,7 @@ void FwdParams::describe(Schema<FwdParams>& s) {
         "routing tensors (dummy [1] and [1, 1])",
         false);
   s.object(&FwdParams::clamp_limits, "clamp_limits", "gate/up clamps before the checkpoint and SiLU");
-  s.choice(&FwdParams::activation_type, "activation_type", "gate activation", {{"SiLU", ActFn::SiLU}},
-           ActFn::SiLU);
+  describe_activation(s, &FwdParams::activation_type);
   s.add(
       &FwdParams::bias, "bias",
       "add gate_and_up_proj_bias [E, 2, I_TP] to gate/up (before the clamps) and down_proj_bias [E, H] times "

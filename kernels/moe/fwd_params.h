@@ -32,7 +32,6 @@ enum class ShardOption { ShardOnBlock };
 // Where the affinity multiplies: the intermediate (nkilib's MXFP8 forward) or the down output (the BF16
 // kernels' default; the backward then needs down_proj_act_checkpoint).
 enum class AffinityOption { OnI, OnH };
-enum class ActFn { SiLU };
 
 struct FwdParams {
   int64_t T = 0, H = 0, I_TP = 0, E = 0;

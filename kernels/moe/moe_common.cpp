@@ -144,30 +144,6 @@ std::vector<double> as_f64(const std::vector<float>& v, int64_t rows, int64_t K,
   return ref::to_f64(o);
 }
 
-void dequantize_x4(const uint8_t* data, const uint8_t* tile, int64_t K, int64_t F, bool packed,
-                   num::Fp8Format fmt, std::vector<float>& out, num::QuantScheme scheme) {
-  std::vector<uint8_t> compact(static_cast<size_t>(K / 32 * F));
-  num::scales_from_trainium(tile, K, F, packed, 0, compact.data());
-  out.resize(static_cast<size_t>(K * F));
-  for (int64_t k = 0; k < K; ++k) {
-    const num::SwizzlePos sp = num::swizzle_pos(k, 0, K, F, scheme);
-    const int64_t g = num::mx_group_row(k, K, scheme);
-    for (int64_t f = 0; f < F; ++f) {
-      const uint8_t byte = data[sp.partition * 4 * F + sp.free + 4 * f];
-      out[f * K + k] = num::fp8_to_f32(byte, fmt) * num::e8m0_to_f32(compact[g * F + f]);
-    }
-  }
-}
-
-void unswizzle_bf16(const uint8_t* bytes, int64_t K, int64_t F, std::vector<float>& out) {
-  std::vector<uint16_t> in(static_cast<size_t>(K * F)), kf(static_cast<size_t>(K * F));
-  std::memcpy(in.data(), bytes, in.size() * 2);
-  num::unswizzle(in.data(), K, F, num::QuantScheme::WrapX, kf.data());
-  out.resize(static_cast<size_t>(K * F));
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t f = 0; f < F; ++f) out[f * K + k] = num::bf16_to_f32(kf[k * F + f]);
-}
-
 namespace {
 
 std::string shape_str(const std::vector<int64_t>& s) {

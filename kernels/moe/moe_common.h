@@ -90,13 +90,8 @@ void gemm_nt(const std::vector<double>& a, const std::vector<double>& b, int64_t
 // `scheme` deciding which 32 K-indices share a scale).
 std::vector<double> as_f64(const std::vector<float>& v, int64_t rows, int64_t K, bool quantize,
                            num::Fp8Format fmt, num::QuantScheme scheme = num::QuantScheme::WrapX);
-// Logical [K, F] values of x4 data [K/4, F] with their Trainium scales tile (unpacked [K/4, F] or packed):
-// out[f * K + k], i.e. [F, K] row-major.
-void dequantize_x4(const uint8_t* data, const uint8_t* tile, int64_t K, int64_t F, bool packed,
-                   num::Fp8Format fmt, std::vector<float>& out,
-                   num::QuantScheme scheme = num::QuantScheme::WrapX);
-// Logical [F, K] BF16 values of a pre-swizzled [K/4, 4F] array.
-void unswizzle_bf16(const uint8_t* bytes, int64_t K, int64_t F, std::vector<float>& out);
+using ref::dequantize_x4;
+using ref::unswizzle_bf16;
 
 // --- Pre-quantized weights (both kernels).
 

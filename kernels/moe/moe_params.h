@@ -66,6 +66,35 @@ struct ClampLimits {
   }
 };
 
+// nkilib ActFnType (moe/bwd/moe_bwd_parameters.py). The MXFP8 MoE kernels implement SiLU only: both entries
+// assert it ("only ActFnType.SiLU is implemented in blockwise_mm_fwd_mxfp8" / "... blockwise_mm_bwd_mxfp8",
+// blockwise_mm_forward_mxfp8.py and blockwise_mm_backward_mxfp8.py), and so does trnsim (activation_problem).
+// gpt-oss's gate (x sigmoid(1.702 x) (up + 1)) is none of these; its clamps are clamp_limits.
+enum class ActFn { SiLU, GELU, GELU_Tanh_Approx, Swish };
+
+template <class P>
+void describe_activation(Schema<P>& s, ActFn P::*m) {
+  s.choice(m, "activation_type",
+           "gate activation, nkilib ActFnType: SiLU only; GELU, GELU_Tanh_Approx and Swish are refused as "
+           "nki-library's MXFP8 MoE entries assert them out (blockwise_mm_forward_mxfp8.py, "
+           "blockwise_mm_backward_mxfp8.py)",
+           {{"SiLU", ActFn::SiLU},
+            {"GELU", ActFn::GELU},
+            {"GELU_Tanh_Approx", ActFn::GELU_Tanh_Approx},
+            {"Swish", ActFn::Swish}},
+           ActFn::SiLU);
+}
+
+// Why `a` cannot run in the MXFP8 MoE kernel `kernel` ("blockwise_mm_fwd_mxfp8"), or "" for SiLU.
+inline std::string activation_problem(ActFn a, const char* kernel) {
+  if (a == ActFn::SiLU) return "";
+  static const char* names[] = {"SiLU", "GELU", "GELU_Tanh_Approx", "Swish"};
+  return fmt::format(
+      "parameter 'activation_type' = {}: only ActFnType.SiLU is implemented in {} (nki-library's entry "
+      "asserts it; the library's MXFP8 MoE kernels accept no other activation)",
+      names[static_cast<int>(a)], kernel);
+}
+
 // Which activation checkpoints the forward writes for the backward (nkilib MXFP8MOECheckpointConfig, plus the
 // ones the backward accepts and the library's forward cannot emit yet). Each [N, ..., B] with B contiguous
 // (down_proj_act_checkpoint: [N, B, H], H contiguous), in the compute dtype.

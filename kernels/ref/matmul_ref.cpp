@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <thread>
 
 #include "kernels/ref/gemm_f64.h"
 
 #include "sim/base/error.h"
 #include "sim/numerics/float_formats.h"
+#include "sim/numerics/scale_layout.h"
 
 namespace trnsim::ref {
 namespace {
@@ -112,8 +114,8 @@ ErrorMetrics compare_matmul(const float* kernel_out, const Operand& lhs, const O
   if (kernel_out == nullptr) throw InputError("matmul reference: no kernel output to compare");
   if (block_rows < 1) throw InputError(fmt::format("matmul reference: block_rows {} < 1", block_rows));
   if (block_stride < 1) throw InputError(fmt::format("matmul reference: block_stride {} < 1", block_stride));
-  const std::vector<double> l = quant ? mx_fake_quantize(lhs, *quant) : to_f64(lhs);
-  const std::vector<double> r = quant ? mx_fake_quantize(rhs, *quant) : to_f64(rhs);
+  const std::vector<double> l = quant && !lhs.mx_values ? mx_fake_quantize(lhs, *quant) : to_f64(lhs);
+  const std::vector<double> r = quant && !rhs.mx_values ? mx_fake_quantize(rhs, *quant) : to_f64(rhs);
   MetricsAccumulator acc;
   std::vector<double> blk(static_cast<size_t>(std::min(block_rows, d.R) * d.C));
   for (int64_t r0 = 0; r0 < d.R; r0 += block_rows * block_stride) {
@@ -122,6 +124,31 @@ ErrorMetrics compare_matmul(const float* kernel_out, const Operand& lhs, const O
     acc.add(kernel_out + r0 * d.C, blk.data(), nr * d.C);
   }
   return acc.finish();
+}
+
+void dequantize_x4(const uint8_t* data, const uint8_t* tile, int64_t K, int64_t F, bool packed,
+                   num::Fp8Format fmt, std::vector<float>& out, num::QuantScheme scheme) {
+  std::vector<uint8_t> compact(static_cast<size_t>(K / 32 * F));
+  num::scales_from_trainium(tile, K, F, packed, 0, compact.data());
+  out.resize(static_cast<size_t>(K * F));
+  for (int64_t k = 0; k < K; ++k) {
+    const num::SwizzlePos sp = num::swizzle_pos(k, 0, K, F, scheme);
+    const int64_t g = num::mx_group_row(k, K, scheme);
+    for (int64_t f = 0; f < F; ++f) {
+      const uint8_t byte = data[sp.partition * 4 * F + sp.free + 4 * f];
+      out[f * K + k] = num::fp8_to_f32(byte, fmt) * num::e8m0_to_f32(compact[g * F + f]);
+    }
+  }
+}
+
+void unswizzle_bf16(const uint8_t* bytes, int64_t K, int64_t F, std::vector<float>& out,
+                    num::QuantScheme scheme) {
+  std::vector<uint16_t> in(static_cast<size_t>(K * F)), kf(static_cast<size_t>(K * F));
+  std::memcpy(in.data(), bytes, in.size() * 2);
+  num::unswizzle(in.data(), K, F, scheme, kf.data());
+  out.resize(static_cast<size_t>(K * F));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t f = 0; f < F; ++f) out[f * K + k] = num::bf16_to_f32(kf[k * F + f]);
 }
 
 }  // namespace trnsim::ref

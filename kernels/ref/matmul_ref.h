@@ -36,6 +36,9 @@ struct Operand {
   int64_t rows = 0;
   int64_t cols = 0;
   Contract axis = Contract::Cols;
+  // The values are MX values already (a pre-quantized input, dequantized): the MX reference takes them as
+  // they are instead of quantizing them again.
+  bool mx_values = false;
   int64_t contraction() const { return axis == Contract::Rows ? rows : cols; }
   int64_t free() const { return axis == Contract::Rows ? cols : rows; }
 };
@@ -72,5 +75,14 @@ std::vector<double> matmul_mx(const Operand& lhs, const Operand& rhs, const MxQu
 ErrorMetrics compare_matmul(const float* kernel_out, const Operand& lhs, const Operand& rhs,
                             const std::optional<MxQuant>& quant, int64_t block_rows = 256,
                             int64_t block_stride = 1);
+
+// Logical [K, F] values of Trainium x4 data [K/4, F] with its E8M0 scale tile ([K/4, F] unpacked, or
+// packed [ceil(K/2048)*128, F]), in the x4 interleave `scheme`: out[f * K + k], i.e. [F, K] row-major.
+void dequantize_x4(const uint8_t* data, const uint8_t* tile, int64_t K, int64_t F, bool packed,
+                   num::Fp8Format fmt, std::vector<float>& out,
+                   num::QuantScheme scheme = num::QuantScheme::WrapX);
+// Logical [F, K] values of a BF16 array pre-swizzled as [K/4, 4F] in the x4 interleave `scheme`.
+void unswizzle_bf16(const uint8_t* bytes, int64_t K, int64_t F, std::vector<float>& out,
+                    num::QuantScheme scheme = num::QuantScheme::WrapX);
 
 }  // namespace trnsim::ref

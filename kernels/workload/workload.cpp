@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -12,6 +13,7 @@
 #include "sim/base/json_excerpt.h"
 #include "sim/config/json_document.h"
 #include "sim/isa/element.h"
+#include "sim/isa/names.h"
 #include "sim/isa/semantics.h"
 
 namespace trnsim::workload {
@@ -20,8 +22,13 @@ using nlohmann::json;
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"name", "description", "hardware", "kernel",  "params",
-                                           "lnc",  "inputs",      "outputs",  "numerics"};
+const std::vector<std::string> kTopKeys = {"name", "description", "hardware", "kernel",   "params",
+                                           "lnc",  "inputs",      "outputs",  "numerics", "reference"};
+
+std::map<std::string, KernelLoader>& loaders() {
+  static std::map<std::string, KernelLoader> m;
+  return m;
+}
 
 class Checker {
  public:
@@ -76,6 +83,10 @@ void apply_set(json& doc, const std::string& assignment) {
     if (dot == std::string::npos) absolute_entry(value);
     if (dot != std::string::npos && rest.substr(dot) == ".npy") absolute_npy(value);
   }
+  // kernel.nki / reference.nki (Python kernels), alone or in a whole kernel/reference object.
+  if ((path == "kernel" || path == "reference") && value.is_object() && value.contains("nki"))
+    absolute_npy(value["nki"]);
+  if (path == "kernel.nki" || path == "reference.nki") absolute_npy(value);
   if (path == "hardware" && value.is_object() && value.contains("name")) absolute_hw(value["name"]);
   const std::string hw_prefix = "hardware.overrides.";
   if (path == "hardware") absolute_hw(value);
@@ -120,10 +131,63 @@ void apply_set(json& doc, const std::string& assignment) {
   }
 }
 
-InputEntry parse_entry(const Checker& c, const std::string& key, const json& spec, const std::string& dir) {
+// {"nki": "file.py", "function": "name"} at `path` (kernel, reference).
+KernelSource parse_source(const Checker& c, const json& v, const std::string& path, const std::string& dir) {
+  if (!v.is_object())
+    c.fail(path, "expected {\"nki\": \"file.py\", \"function\": \"name\"}, found " + json_excerpt(v));
+  c.keys(v, path, {"nki", "function"});
+  KernelSource k;
+  k.language = "nki";
+  if (!v.contains("nki")) c.fail(path + ".nki", "missing (the Python file, relative to the workload)");
+  k.written = c.string(v["nki"], path + ".nki");
+  if (k.written.empty() || k.written.size() > 4096 || k.written.find('\0') != std::string::npos)
+    c.fail(path + ".nki", fmt::format("'{}' is not a usable file path", text_excerpt(k.written)));
+  k.file =
+      fs::path(k.written).is_absolute() || dir.empty() ? k.written : (fs::path(dir) / k.written).string();
+  std::error_code ec;
+  const auto st = fs::status(k.file, ec);
+  if (!fs::exists(st)) c.fail(path + ".nki", fmt::format("{}: no such file", k.file));
+  if (!fs::is_regular_file(st)) c.fail(path + ".nki", fmt::format("{}: not a regular file", k.file));
+  if (!v.contains("function")) c.fail(path + ".function", "missing (the function's name in the file)");
+  k.function = c.string(v["function"], path + ".function");
+  const bool ident = !k.function.empty() && !std::isdigit(static_cast<unsigned char>(k.function[0])) &&
+                     std::all_of(k.function.begin(), k.function.end(), [](char ch) {
+                       return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+                     });
+  if (!ident) c.fail(path + ".function", fmt::format("'{}' is not a Python name", text_excerpt(k.function)));
+  return k;
+}
+
+InputEntry parse_entry(const Checker& c, const std::string& key, json spec, const std::string& dir) {
   const std::string path = "inputs." + key;
   InputEntry e;
   e.key = key;
+  if (spec.is_object() && !spec.contains("recipe")) {
+    if (spec.contains("dtype")) {
+      const std::string d = c.string(spec["dtype"], path + ".dtype");
+      e.dtype = isa::parse_dtype(d);
+      if (!e.dtype) c.fail(path + ".dtype", fmt::format("unknown dtype '{}'", text_excerpt(d)));
+      spec.erase("dtype");
+    }
+    if (spec.contains("shape")) {
+      const json& sh = spec["shape"];
+      if (!sh.is_array() || sh.empty() || sh.size() > 8)
+        c.fail(path + ".shape", "expected a list of 1 to 8 positive sizes, found " + json_excerpt(sh));
+      std::vector<int64_t> shape;
+      for (const json& d : sh) {
+        if (!d.is_number_integer() || d.get<int64_t>() <= 0)
+          c.fail(path + ".shape", "expected a list of 1 to 8 positive sizes, found " + json_excerpt(sh));
+        shape.push_back(d.get<int64_t>());
+      }
+      try {
+        tensor::elements_of(shape, path + ".shape");
+      } catch (const InputError& err) {
+        c.fail("", err.what());
+      }
+      e.shape = std::move(shape);
+      spec.erase("shape");
+    }
+  }
   if (spec.is_object() && spec.contains("recipe")) {
     e.is_recipe = true;
     e.recipe = c.string(spec["recipe"], path + ".recipe");
@@ -164,11 +228,16 @@ bool is_workload_file(const std::string& path) {
   return doc.is_object() && doc.contains("kernel");
 }
 
+json workload_document(const std::string& path, const std::vector<std::string>& sets) {
+  json doc = config::read_json_document(path);
+  if (!doc.is_object()) Checker(path).fail("", "expected a JSON object at the top level");
+  for (const std::string& s : sets) apply_set(doc, s);
+  return doc;
+}
+
 Workload parse_workload(const std::string& path, const std::vector<std::string>& sets) {
   Checker c(path);
-  json doc = config::read_json_document(path);
-  if (!doc.is_object()) c.fail("", "expected a JSON object at the top level");
-  for (const std::string& s : sets) apply_set(doc, s);
+  json doc = workload_document(path, sets);
   c.keys(doc, "", kTopKeys);
   const std::string dir = fs::path(path).parent_path().string();
 
@@ -207,7 +276,17 @@ Workload parse_workload(const std::string& path, const std::vector<std::string>&
     if (!fs::path(w.hardware).is_absolute()) w.hardware = (fs::path(dir) / w.hardware).string();
 
   if (!doc.contains("kernel")) c.fail("kernel", "missing");
-  w.kernel = c.string(doc["kernel"], "kernel");
+  if (doc["kernel"].is_object()) {
+    w.kernel_source = parse_source(c, doc["kernel"], "kernel", dir);
+    w.kernel = fmt::format("{} ({})", w.kernel_source->function, w.kernel_source->written);
+  } else {
+    w.kernel = c.string(doc["kernel"], "kernel");
+  }
+  if (doc.contains("reference")) {
+    if (!w.kernel_source)
+      c.fail("reference", "only a Python kernel (\"kernel\": {\"nki\": ...}) takes a reference function");
+    w.reference = parse_source(c, doc["reference"], "reference", dir);
+  }
   if (doc.contains("params")) w.params = doc["params"];
   if (!w.params.is_object())
     c.fail("params", "expected an object of kernel parameters, found " + json_excerpt(w.params));
@@ -249,17 +328,50 @@ PreparedWorkload prepare_workload(Workload w) {
   } catch (const InputError& e) {
     c.fail("hardware", e.what());
   }
-  const kernels::Registry& reg = kernels::registry();
-  if (reg.find(w.kernel) == nullptr) {
-    std::vector<std::string> names;
-    for (const kernels::KernelDef* k : reg.kernels()) names.push_back(k->name());
-    c.fail("kernel",
-           fmt::format("unknown kernel '{}' (known: {})", text_excerpt(w.kernel), fmt::join(names, ", ")));
-  }
-  try {
-    p.kernel = reg.bind(w.kernel, w.params);
-  } catch (const InputError& e) {
-    c.fail("params", e.what());
+  if (w.kernel_source) {
+    // The kernel declares the inputs the workload gives it: their dtypes and shapes come from the workload
+    // (a .npy file's shape when "shape" is left out).
+    std::vector<TensorInfo> declared;
+    for (const InputEntry& e : w.inputs) {
+      const std::string path = "inputs." + e.key;
+      if (e.is_recipe)
+        c.fail(path + ".recipe", "a Python kernel has no recipes: give a generator or a .npy file");
+      if (!e.dtype)
+        c.fail(path + ".dtype", "missing (a Python kernel's input needs its dtype, e.g. \"bfloat16\")");
+      TensorInfo t{e.key, *e.dtype, e.shape.value_or(std::vector<int64_t>{})};
+      if (!e.shape) {
+        if (!e.source.is_npy)
+          c.fail(path + ".shape",
+                 "missing (a Python kernel's generated input needs its shape, e.g. [128, 512])");
+        try {
+          io::NpyArray a = io::read_npy(e.source.npy);
+          t.shape = a.shape.empty() ? std::vector<int64_t>{1} : a.shape;
+          p.npy.emplace(e.key, std::move(a));
+        } catch (const InputError& err) {
+          c.fail(path + ".npy", err.what());
+        }
+      }
+      declared.push_back(std::move(t));
+    }
+    const auto it = loaders().find(w.kernel_source->language);
+    if (it == loaders().end())
+      c.fail("kernel", fmt::format("this trnsim was built without Python support (TRNSIM_PYTHON=OFF): it "
+                                   "cannot run the {} kernel {}",
+                                   w.kernel_source->language, w.kernel_source->written));
+    p.kernel = it->second(w, declared);
+  } else {
+    const kernels::Registry& reg = kernels::registry();
+    if (reg.find(w.kernel) == nullptr) {
+      std::vector<std::string> names;
+      for (const kernels::KernelDef* k : reg.kernels()) names.push_back(k->name());
+      c.fail("kernel",
+             fmt::format("unknown kernel '{}' (known: {})", text_excerpt(w.kernel), fmt::join(names, ", ")));
+    }
+    try {
+      p.kernel = reg.bind(w.kernel, w.params);
+    } catch (const InputError& e) {
+      c.fail("params", e.what());
+    }
   }
 
   // One source of truth for the core count: the kernel's core parameter, else "lnc" (default 2).
@@ -271,7 +383,8 @@ PreparedWorkload prepare_workload(Workload w) {
                        "remove \"lnc\" or change '{}'",
                        *w.lnc, cores_param, json_excerpt(p.kernel->params()[cores_param]), *kc,
                        *kc == 1 ? "" : "s", cores_param));
-  p.cores = kc.value_or(w.lnc.value_or(2));
+  // (a Python kernel runs once, on one core, unless it asks for two: NKI's default launch)
+  p.cores = kc.value_or(w.lnc.value_or(w.kernel_source ? 1 : 2));
   // Inputs the build reads (e.g. a dynamic loop's count): their values are made below from the declarations
   // of a first, declaration-only build (no instructions); the program is the second build's.
   const std::vector<std::string> build_reads = p.kernel->build_reads();
@@ -282,7 +395,7 @@ PreparedWorkload prepare_workload(Workload w) {
     bo.declare_only = !build_reads.empty();
     p.build = p.kernel->build(bo);
   } catch (const Error& e) {
-    c.fail("params", e.what());
+    c.fail(w.kernel_source ? "kernel" : "params", e.what());
   }
   const isa::Program& prog = p.build.program;
   const auto info = [&](const std::string& name) {
@@ -315,7 +428,20 @@ PreparedWorkload prepare_workload(Workload w) {
                fmt::format("kernel '{}' has no input '{}' (inputs: {}{})", w.kernel, e.key, names(p.inputs),
                            p.kernel->def().recipes().empty() ? "" : "; recipes use a \"recipe\" key"));
       claim(e.key, e.key);
-      if (e.source.is_npy) {
+      if (e.dtype && *e.dtype != t->dtype)
+        c.fail(path + ".dtype",
+               fmt::format("{}, but the kernel declares {}", isa::dtype_name(*e.dtype), t->describe()));
+      if (e.shape && *e.shape != t->shape)
+        c.fail(path + ".shape",
+               fmt::format("{}, but the kernel declares {}", tensor::shape_str(*e.shape), t->describe()));
+      if (e.given) continue;
+      if (e.source.is_npy && p.npy.count(e.key)) {
+        try {
+          tensor::check_npy_fits(p.npy.at(e.key), t->dtype, t->shape, "kernel input " + t->describe());
+        } catch (const InputError& err) {
+          c.fail(path + ".npy", err.what());
+        }
+      } else if (e.source.is_npy) {
         try {
           io::NpyArray a = io::read_npy(e.source.npy);
           tensor::check_npy_fits(a, t->dtype, t->shape, "kernel input " + t->describe());
@@ -453,6 +579,7 @@ kernels::Tensors make_inputs(const PreparedWorkload& p) {
   const int threads = tensor::generator_threads();
   for (size_t i : p.order) {
     const InputEntry& e = p.w.inputs[i];
+    if (e.given) continue;  // WorkloadRun::set_input
     if (!e.is_recipe) {
       const TensorInfo& t = *p.input(e.key);
       if (e.source.is_npy)
@@ -632,6 +759,14 @@ kernels::RooflineWork roofline_work(const PreparedWorkload& p) {
     if (const std::optional<kernels::RooflineWork> w = p.kernel->roofline_work(p.input_values, bytes))
       return *w;
   return {p.kernel->useful_flops().value_or(-1), compulsory_hbm_bytes(p)};
+}
+
+void set_kernel_loader(const std::string& language, KernelLoader loader) {
+  loaders()[language] = std::move(loader);
+}
+
+bool has_kernel_loader(const std::string& language) {
+  return loaders().count(language) > 0;
 }
 
 }  // namespace trnsim::workload

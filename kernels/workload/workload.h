@@ -14,6 +14,13 @@
 //    "outputs": ["input_grad"],      optional: outputs written as .npy (default: all)
 //    "numerics": true}               optional: compute results and check them (default true)
 //
+// A kernel written in Python with NKI (docs/nki.md): "kernel": {"nki": "kernel.py", "function": "name"},
+// "params" passed as keyword arguments, each input with "dtype" (and "shape" unless it is a .npy file), and
+// an optional "reference": {"nki": "ref.py", "function": "name"} computing the outputs with NumPy. The
+// Python layer registers the loader of such kernels (set_kernel_loader); without it (a build without Python)
+// such a workload is an InputError naming "kernel". For a registered kernel "dtype"/"shape" are optional and
+// checked against the kernel's declaration.
+//
 // Generators and .npy rules: sim/tensor/input_source.h and host_tensor.h. Paths in the file are relative to
 // its folder; paths given with --set are relative to the current directory.
 // --set PATH=VALUE (value as JSON, a bare word is a string) replaces any key before validation:
@@ -25,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,6 +54,20 @@ struct InputEntry {
   tensor::InputSource source;  // when !is_recipe
   std::string recipe;          // when is_recipe
   nlohmann::json recipe_args;  // as written (checked by prepare_workload)
+  // "dtype" and "shape" of a generator or .npy input (required for Python kernels).
+  std::optional<isa::DType> dtype;
+  std::optional<std::vector<int64_t>> shape;
+  // The tensor is given by the caller (WorkloadRun::set_input; trnsim.nki.simulate_kernel's arrays), not
+  // made from a source: dtype and shape are set.
+  bool given = false;
+};
+
+// A kernel or reference function in a source file: "kernel": {"nki": "k.py", "function": "f"}.
+struct KernelSource {
+  std::string language;  // "nki"
+  std::string file;      // resolved against the workload's folder
+  std::string written;   // as written in the workload
+  std::string function;
 };
 
 struct Workload {
@@ -53,7 +75,9 @@ struct Workload {
   std::string name, description;
   std::string hardware;  // config name or resolved path
   config::Overrides hw_overrides;
-  std::string kernel;
+  std::string kernel;                         // a registered kernel's name, or "<function> (<file>)"
+  std::optional<KernelSource> kernel_source;  // a kernel from a source file instead of the registry
+  std::optional<KernelSource> reference;      // its reference ("reference" key)
   nlohmann::json params = nlohmann::json::object();
   std::optional<int> lnc;
   std::vector<InputEntry> inputs;
@@ -66,6 +90,10 @@ bool is_workload_file(const std::string& path);
 
 // Reads and checks the schema, after applying the --set assignments.
 Workload parse_workload(const std::string& path, const std::vector<std::string>& sets = {});
+
+// The workload file's JSON document with the --set assignments applied (unchecked; what parse_workload
+// reads), e.g. to write a tuned point as a workload file of its own.
+nlohmann::json workload_document(const std::string& path, const std::vector<std::string>& sets = {});
 
 // The tensor a kernel input needs, from the built program.
 struct TensorInfo {
@@ -96,6 +124,14 @@ struct PreparedWorkload {
 };
 
 PreparedWorkload prepare_workload(Workload w);
+
+// Makes the kernel of a workload whose "kernel" is a source file of `language` (KernelSource), given the
+// inputs the workload declares (name, dtype, shape, in the workload's order). InputError naming the workload
+// key for what is wrong. The Python layer registers "nki" (python/src/py_kernel.cpp).
+using KernelLoader = std::function<std::unique_ptr<kernels::BoundKernel>(
+    const Workload& w, const std::vector<TensorInfo>& inputs)>;
+void set_kernel_loader(const std::string& language, KernelLoader loader);
+bool has_kernel_loader(const std::string& language);
 
 // Every kernel input, made from its generator, .npy file or recipe, then checked by the kernel's
 // check_inputs (InputError "<file>: inputs: ...").

@@ -342,8 +342,10 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
     c.generation = isa::Generation::Trn2;
   else if (gen == "trn3")
     c.generation = isa::Generation::Trn3;
+  else if (gen == "trn1")
+    c.generation = isa::Generation::Trn1;
   else
-    r.fail("generation", "expected \"trn2\" or \"trn3\", found " + describe(json(gen)));
+    r.fail("generation", "expected \"trn1\", \"trn2\" or \"trn3\", found " + describe(json(gen)));
   if (doc.contains("description")) {
     r.mark_seen("description");
     if (!doc["description"].is_string()) r.fail("description", "expected a string");

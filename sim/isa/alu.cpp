@@ -309,6 +309,10 @@ float act_f32(ActFunc f, float x) {
       return std::fabs(x);
     case ActFunc::Sign:
       return std::isnan(x) ? x : (x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f));
+    case ActFunc::SiluDx: {
+      const float s = 1.f / (1.f + std::exp(-x));
+      return s * (1.f + x * (1.f - s));
+    }
   }
   return x;
 }

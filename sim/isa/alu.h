@@ -35,7 +35,8 @@ float alu_f32_fold(AluOp op, const float* x, size_t n);
 // Activation function in FP32 with the host libm (expf, logf, tanhf, erff, sqrtf). The hardware evaluates
 // piecewise polynomials, so results can differ from hardware in the last bits (reference §2.4).
 // gelu = 0.5x(1 + erf(x/sqrt2)); gelu_apprx_tanh = 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)));
-// silu = x * sigmoid(x); sign(0) = 0; relu and sign keep NaN.
+// silu = x * sigmoid(x); silu_dx = d/dx silu = sigmoid(x) (1 + x (1 - sigmoid(x))) (NKI nl.silu_dx, the
+// derivative of nl.silu); sign(0) = 0; relu and sign keep NaN.
 float act_f32(ActFunc f, float x);
 
 }  // namespace trnsim::isa

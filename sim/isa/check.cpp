@@ -102,10 +102,12 @@ class Checker {
 
 // The sequencers the opcode table allows on this generation; a generation without any lacks the opcode.
 void Checker::engine_allowed() const {
-  const auto gen_label = [](Generation g) { return g == Generation::Trn3 ? "Trn3" : "Trn2"; };
+  const auto gen_label = [](Generation g) {
+    return g == Generation::Trn3 ? "Trn3" : g == Generation::Trn1 ? "Trn1" : "Trn2";
+  };
   if (info_.engines[static_cast<int>(limits_.generation)] == 0) {
     std::string gens;
-    for (Generation g : {Generation::Trn2, Generation::Trn3})
+    for (Generation g : {Generation::Trn1, Generation::Trn2, Generation::Trn3})
       if (info_.engines[static_cast<int>(g)] != 0)
         gens += fmt::format("{}{}", gens.empty() ? "" : "/", gen_label(g));
     fail("generation",
@@ -272,8 +274,10 @@ void Checker::matmul() const {
       fail("shape", fmt::format("double_row needs {} as [K, 2, F] (size-2 outermost free dim)", name(s)));
   }
   const uint64_t m = st.free_elements() / (dr ? 2 : 1), n = mv.free_elements() / (dr ? 2 : 1);
-  if (limits_.generation == Generation::Trn2 && dst.dtype != DType::F32)
-    fail("dtype", fmt::format("dst in PSUM must be float32 on Trn2, got {}", dtype_name(dst.dtype)));
+  if (limits_.generation != Generation::Trn3 && dst.dtype != DType::F32)
+    fail("dtype",
+         fmt::format("dst in PSUM must be float32 on {}, got {}",
+                     limits_.generation == Generation::Trn1 ? "Trn1" : "Trn2", dtype_name(dst.dtype)));
   if (dst.dtype != DType::F32 && dst.dtype != DType::BF16)
     fail("dtype", fmt::format("dst must be float32 or bfloat16, got {}", dtype_name(dst.dtype)));
   if (m > 128) fail("matmul tile", fmt::format("M = {} stationary columns (at most 128)", m));

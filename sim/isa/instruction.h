@@ -15,7 +15,8 @@
 namespace trnsim::isa {
 
 // Hardware generation: Trn2 = NeuronCore-v3, Trn3 = NeuronCore-v4.
-enum class Generation : uint8_t { Trn2, Trn3 };
+// Trn1 (NeuronCore-v2) is the oldest; the values index per-generation tables (opcodes.h).
+enum class Generation : uint8_t { Trn2, Trn3, Trn1 };
 
 // Sequencers of one physical core (docs/facts/trainium-hardware.md §1.2, §4). DMA transfers are triggered by
 // a sequencer and run on a DMA queue; they are not an engine of their own here.
@@ -135,6 +136,7 @@ enum class ActFunc : uint8_t {
   Reciprocal,
   Abs,
   Sign,
+  SiluDx,  // d/dx silu (NKI nl.silu_dx)
 };
 
 // Semaphore condition: wait until S[sem] >= value on this physical core.

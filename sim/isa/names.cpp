@@ -19,9 +19,9 @@ constexpr std::array<const char*, 22> kAluNames = {
     "minimum",       "abs_max",     "power",      "equal",       "not_equal",  "greater",
     "greater_equal", "less",        "less_equal", "logical_and", "logical_or", "bitwise_and",
     "bitwise_or",    "bitwise_xor", "left_shift", "right_shift"};
-constexpr std::array<const char*, 16> kActNames = {
+constexpr std::array<const char*, 17> kActNames = {
     "identity", "copy", "exp",   "log",        "silu", "gelu", "gelu_apprx_tanh", "sigmoid", "tanh", "relu",
-    "square",   "sqrt", "rsqrt", "reciprocal", "abs",  "sign"};
+    "square",   "sqrt", "rsqrt", "reciprocal", "abs",  "sign", "silu_dx"};
 
 template <typename E, size_t N>
 std::optional<E> find_name(const std::array<const char*, N>& names, std::string_view s) {
@@ -65,7 +65,7 @@ const char* mem_name(MemSpace m) {
   return "?";
 }
 const char* generation_name(Generation g) {
-  return g == Generation::Trn3 ? "trn3" : "trn2";
+  return g == Generation::Trn3 ? "trn3" : g == Generation::Trn1 ? "trn1" : "trn2";
 }
 
 std::optional<Opcode> parse_opcode(std::string_view s) {
@@ -88,6 +88,7 @@ std::optional<ActFunc> parse_act(std::string_view s) {
 std::optional<Generation> parse_generation(std::string_view s) {
   if (s == "trn2") return Generation::Trn2;
   if (s == "trn3") return Generation::Trn3;
+  if (s == "trn1") return Generation::Trn1;
   return std::nullopt;
 }
 

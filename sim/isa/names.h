@@ -13,7 +13,7 @@ namespace trnsim::isa {
 const char* alu_name(AluOp op);             // e.g. "add", "maximum", "bitwise_and"
 const char* act_name(ActFunc f);            // e.g. "exp", "gelu_apprx_tanh"
 const char* mem_name(MemSpace m);           // "sbuf", "psum", "hbm"
-const char* generation_name(Generation g);  // "trn2", "trn3"
+const char* generation_name(Generation g);  // "trn1", "trn2", "trn3"
 
 std::optional<Opcode> parse_opcode(std::string_view s);
 std::optional<Engine> parse_engine(std::string_view s);

@@ -22,6 +22,7 @@ struct Row {
   const char* profile;
   std::initializer_list<OperandSlot> slots;
   EngineSet trn2 = 0, trn3 = 0;
+  int trn1 = -1;  // NeuronCore-v2's sequencers; -1: as trn2
   const char* feature = nullptr;
   bool dma = false;
   const char* description = "";
@@ -33,7 +34,7 @@ constexpr OpcodeInfo info(const Row& r) {
   i.name = r.name;
   i.profile_name = r.profile;
   for (const OperandSlot& s : r.slots) i.slots[i.num_slots++] = s;
-  i.engines = {r.trn2, r.trn3};
+  i.engines = {r.trn2, r.trn3, r.trn1 < 0 ? r.trn2 : static_cast<EngineSet>(r.trn1)};
   i.feature = r.feature;
   i.dma = r.dma;
   i.description = r.description;
@@ -136,6 +137,7 @@ constexpr std::array<OpcodeInfo, kNumOpcodes> kTable = {
           .slots = {out("dst"), in("src")},
           .trn2 = DVE | ACT | POOL,
           .trn3 = DVE | ACT | POOL,
+          .trn1 = DVE | POOL,  // "tensor_copy is not supported on ScalarE" on NeuronCore-v2 (S14)
           .description = "dst = src with dtype cast"}),
     info({.op = Opcode::Memset,
           .name = "memset",

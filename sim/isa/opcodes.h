@@ -66,9 +66,9 @@ struct OpcodeInfo {
   const char* profile_name = "?";  // as a Neuron profile names it, e.g. "MATMUL"
   uint8_t num_slots = 0;
   std::array<OperandSlot, kMaxOperands> slots{};  // slot 0, when present, is the written dst
-  // Sequencers that may issue it, per Generation (Trn2, Trn3); empty: the generation lacks the opcode. A
-  // DMA's sequencer only triggers the transfer, which runs on a DMA queue.
-  std::array<EngineSet, 2> engines{};
+  // Sequencers that may issue it, per Generation (Trn2, Trn3, Trn1); empty: the generation lacks the opcode.
+  // A DMA's sequencer only triggers the transfer, which runs on a DMA queue.
+  std::array<EngineSet, 3> engines{};
   const char* feature = nullptr;  // key under the hardware config's "features" it needs (null: none)
   bool dma = false;               // a DMA transfer: runs on Instruction::dma_queue, completes on the queue
   const char* description = "";   // one line

@@ -538,7 +538,7 @@ Program program_from_json(const json& j) {
   if (root.has("generation")) {
     const auto g = parse_generation(root["generation"].string());
     if (!g)
-      root["generation"].fail(fmt::format("expected \"trn2\" or \"trn3\", got \"{}\"",
+      root["generation"].fail(fmt::format("expected \"trn1\", \"trn2\" or \"trn3\", got \"{}\"",
                                           text_excerpt(root["generation"].string())));
     p.generation = *g;
   }

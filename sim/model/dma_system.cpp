@@ -40,7 +40,7 @@ void DmaSystem::enqueue(const DmaRecord& rec, const timing::DmaCost& cost, const
   t.rec.bytes = cost.bytes;
   t.rec.hbm_bytes = cost.hbm_bytes;
   t.rec.engines = cost.engines;
-  t.rec.efficiency = cost.efficiency;
+  t.rec.efficiency = cost.transfer_efficiency;
   t.cost = cost;
   t.work = work;
   timing::DmaTransfer q;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "sim/base/error.h"
 
@@ -241,5 +242,46 @@ void quantize_x4(const uint16_t* x_bf16, int64_t P, int64_t F, Fp8Format fmt, Sc
           data[(g * 8 + pp) * W + kInterleave * f + j] = q[pp * kInterleave + j];
     }
 }
+
+namespace {
+
+uint8_t quantize_any(const uint16_t* v, uint8_t* q, Fp8Format fmt, ScaleRule rule) {
+  return quantize_block_bf16(v, q, fmt, rule);
+}
+uint8_t quantize_any(const float* v, uint8_t* q, Fp8Format fmt, ScaleRule rule) {
+  return quantize_block(v, q, fmt, rule);
+}
+
+}  // namespace
+
+template <class T>
+void quantize_operand_x4(const T* kf, int64_t K, int64_t F, QuantScheme s, Fp8Format fmt, ScaleRule rule,
+                         bool packed, uint8_t* data, uint8_t* tile) {
+  std::vector<T> sw(static_cast<size_t>(K * F));
+  swizzle(kf, K, F, s, sw.data());
+  // Group g of f: 8 partition rows x the 4 slots of f (quantize_x4's groups), whatever the input type.
+  const int64_t W = kInterleave * F;
+  std::vector<uint8_t> compact(static_cast<size_t>(K / kMxBlock * F));
+  T v[kMxBlock];
+  uint8_t q[kMxBlock];
+  for (int64_t g = 0; g < K / kMxBlock; ++g)
+    for (int64_t f = 0; f < F; ++f) {
+      for (int pp = 0; pp < 8; ++pp)
+        for (int j = 0; j < kInterleave; ++j)
+          v[pp * kInterleave + j] = sw[(g * 8 + pp) * W + kInterleave * f + j];
+      compact[g * F + f] = quantize_any(v, q, fmt, rule);
+      for (int pp = 0; pp < 8; ++pp)
+        for (int j = 0; j < kInterleave; ++j)
+          data[(g * 8 + pp) * W + kInterleave * f + j] = q[pp * kInterleave + j];
+    }
+  const ScaleShape ts = trainium_scale_shape(K, F, packed);
+  std::fill(tile, tile + ts.size(), uint8_t{0x7F});
+  scales_to_trainium(compact.data(), K, F, packed, 0, tile);
+}
+
+template void quantize_operand_x4<uint16_t>(const uint16_t*, int64_t, int64_t, QuantScheme, Fp8Format,
+                                            ScaleRule, bool, uint8_t*, uint8_t*);
+template void quantize_operand_x4<float>(const float*, int64_t, int64_t, QuantScheme, Fp8Format, ScaleRule,
+                                         bool, uint8_t*, uint8_t*);
 
 }  // namespace trnsim::num

@@ -146,4 +146,12 @@ void scales_from_trainium(const uint8_t* tile, int64_t K, int64_t F, bool packed
 void quantize_x4(const uint16_t* x_bf16, int64_t P, int64_t F, Fp8Format fmt, ScaleRule rule, uint8_t* data,
                  uint8_t* scales);
 
+// A kernel input's pre-quantized form of a logical operand [K, F] (row-major, T = BF16 bits as uint16_t or
+// float), quantized along K in x4 interleave `s`: data [K/4, 4F] FP8 bytes (the x4 elements [K/4, F]) and
+// the scale tile of trainium_scale_shape(K, F, packed) (bytes holding no scale are 0x7F, scale 1). The
+// bytes quantize_mx makes on chip from the same BF16 values in the same interleave (rule trn3).
+template <class T>
+void quantize_operand_x4(const T* kf, int64_t K, int64_t F, QuantScheme s, Fp8Format fmt, ScaleRule rule,
+                         bool packed, uint8_t* data, uint8_t* tile);
+
 }  // namespace trnsim::num

@@ -224,7 +224,8 @@ json check_json(const CheckResult& c) {
 
 // The leaf key paths of `j` (objects are walked, arrays of objects as name[i]); `params` is opaque.
 void walk(const json& j, const std::string& path, std::vector<std::string>& out) {
-  if (path == "params" || (!j.is_object() && !(j.is_array() && !j.empty() && j[0].is_object()))) {
+  if (path == "params" || path == "nki" ||
+      (!j.is_object() && !(j.is_array() && !j.empty() && j[0].is_object()))) {
     out.push_back(path);
     return;
   }
@@ -363,6 +364,8 @@ json stats_json(const RunReport& r) {
       ks[s.name] = {{"value", finite_or_null(s.value)}, {"unit", s.unit}, {"description", s.description}};
     j["kernel_stats"] = ks;
   }
+  if (!r.allocations.empty()) j["allocations"] = r.allocations;
+  if (!r.nki.is_null()) j["nki"] = r.nki;
   if (!r.notes.empty()) j["notes"] = r.notes;
   if (r.numerics_run) {
     json num = json::object();
@@ -384,7 +387,7 @@ json stats_json(const RunReport& r) {
   for (const auto& [k, v] : j.items()) walk(v, k, paths);
   json defs = json::object();
   for (const char* parent : {"engines", "summary", "opcodes", "source_lines", "numerics", "kernel_stats",
-                             "trace", "critical_path"})
+                             "allocations", "trace", "critical_path"})
     if (j.contains(parent)) paths.push_back(parent);
   for (const std::string& p : paths) {
     const StatDef* d = find_stat_def(p);

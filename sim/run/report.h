@@ -56,6 +56,8 @@ struct RunReport {
   std::string numerics_note;  // why there is no numerics report, if there is none
   std::vector<CheckResult> checks;
   std::vector<NamedStat> kernel_stats;
+  nlohmann::json allocations = nlohmann::json::array();  // "allocations" rows (stat_defs), set by the caller
+  nlohmann::json nki = nullptr;  // a Python kernel's front-end record (stats.json "nki", free-form), or null
   std::vector<std::string> notes;  // what the reader should know about the run (e.g. inputs holding NaN)
   TraceSummary trace;
   double wall_seconds = 0;

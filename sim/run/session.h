@@ -57,6 +57,9 @@ class Session {
   Session(const isa::Program& program, const config::HwConfig& hw);
   ~Session();
 
+  const isa::Program& program() const { return program_; }
+  const config::HwConfig& hw() const { return hw_; }
+
   // Index of the HBM tensor called `name` (shared, or the first private one); InputError if none.
   uint32_t tensor_index(const std::string& name) const;
   // Initial contents of an HBM tensor (used by numerics runs).

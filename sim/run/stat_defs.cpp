@@ -228,6 +228,26 @@ std::vector<StatDef> build() {
       row("phases.*.dma_transfers", "count", "DMA transfers of the phase"),
       row("phases.*.dma_bytes", "bytes", "payload of the phase's DMA transfers"),
       row("phases.*.busy_ns.*", "ns", "engine occupancy of the phase's instructions, per engine, both cores"),
+      row("allocations", "text",
+          "the kernel's in-loop tile allocation sites (core 0) and the buffers each rotates over: chosen by "
+          "the "
+          "compiler's allocation rule (kernels/api/alloc_rule.h) or an explicit bufs"),
+      row("allocations[].name", "text", "the site's tile name"),
+      row("allocations[].source", "text", "file:line of the kernel code that declared it"),
+      row("allocations[].space", "text", "sbuf or psum"),
+      row("allocations[].bytes_per_partition", "bytes", "one buffer: all the tiles one iteration declares"),
+      row("allocations[].tiles", "count", "tiles one iteration declares together (one buffer)"),
+      row("allocations[].trip_count", "count",
+          "times the declaration runs while its buffers live (0: not stated)"),
+      row("allocations[].bufs", "count", "buffers the site rotates over"),
+      row("allocations[].chosen_by", "text",
+          "rule (the allocation rule) or explicit (bufs set by the kernel)"),
+      row("allocations[].reason", "text", "the clause of the rule that decided"),
+      row("allocations[].declarations", "count",
+          "times the site was declared (a pool made again per outer loop)"),
+      row("nki", "text",
+          "what the NKI front end recorded while a Python kernel built (its schedule and choices; "
+          "docs/nki.md)"),
       row("kernel_stats", "text",
           "figures the kernel computes from its inputs; each has its own value, unit and "
           "description"),

@@ -249,10 +249,14 @@ DmaCost CostModel::dma_cost(const isa::Instruction& inst, const isa::Work& work)
   c.bytes_per_partition = static_cast<double>(c.bytes) / c.partitions;
   c.engines = static_cast<uint32_t>(
       std::min<uint64_t>(dma.engines_per_core, ceil_div(c.partitions, dma.partitions_per_engine)));
-  double eff = hw_.dma_efficiency(c.bytes_per_partition);
+  // A packet is one partition's run (the documented efficiency thresholds are per partition, S11, S12); how
+  // a run made of scattered elements costs (a transposing access pattern) is not documented and not modelled.
+  c.packet_bytes = c.bytes_per_partition;
+  double op_factor = 1;
   if (inst.op == Opcode::DmaTranspose)
-    eff *= touches_hbm ? dma.transpose_efficiency_hbm : dma.transpose_efficiency_sbuf;
-  if (inst.op == Opcode::DmaCopy && inst.has(isa::kDmaAccumulate)) eff *= dma.accumulate_efficiency;
+    op_factor = touches_hbm ? dma.transpose_efficiency_hbm : dma.transpose_efficiency_sbuf;
+  if (inst.op == Opcode::DmaCopy && inst.has(isa::kDmaAccumulate)) op_factor *= dma.accumulate_efficiency;
+  double eff = hw_.dma_efficiency(c.packet_bytes);
   // With the packet rate modelled, each engine of the transfer also writes the completion semaphore, one
   // more packet (NKI DMA overview: every engine posts a 4 B semaphore write): engine time per byte grows
   // from 1 / eff to (bytes / eff + engines x packet_ns x bandwidth) / bytes.
@@ -260,8 +264,11 @@ DmaCost CostModel::dma_cost(const isa::Instruction& inst, const isa::Work& work)
     const double payload = static_cast<double>(c.bytes);
     eff = payload / (payload / eff + c.engines * dma.packet_ns * dma.engine_bandwidth_GBps);
   }
-  c.efficiency = eff;
-  c.rate_cap_GBps = c.engines * dma.engine_bandwidth_GBps * eff;
+  // The packet rate bounds this transfer (a packet's setup latency, which other queues' packets overlap);
+  // the op factor also takes the engines' bandwidth (a transpose or an accumulate moves bytes slower).
+  c.efficiency = dma.packet_ns > 0 ? op_factor : op_factor * eff;
+  c.transfer_efficiency = op_factor * eff;
+  c.rate_cap_GBps = c.engines * dma.engine_bandwidth_GBps * c.transfer_efficiency;
   c.setup = ns_to_ps(dma.setup_ns + (touches_hbm ? hw_.hbm.latency_ns : 0.0));
   c.completion =
       ns_to_ps(inst.op == Opcode::SendRecv ? hw_.sync.cross_core_latency_ns : hw_.sync.semaphore_latency_ns);

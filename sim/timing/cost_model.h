@@ -43,9 +43,14 @@ struct DmaCost {
   uint64_t hbm_bytes = 0;   // HBM traffic (read + written)
   uint32_t partitions = 0;  // partitions (or HBM rows) the transfer spans
   double bytes_per_partition = 0;
-  uint32_t engines = 0;      // DMA engines used: ceil(partitions / partitions_per_engine), <= 16
-  double efficiency = 1;     // packet rate with the semaphore-write packets (or efficiency curve) x op factor
-  double rate_cap_GBps = 0;  // engines x engine_bandwidth x efficiency (bytes per ns)
+  double packet_bytes = 0;  // bytes of one packet: one partition's run (bytes_per_partition)
+  uint32_t engines = 0;     // DMA engines used: ceil(partitions / partitions_per_engine), <= 16
+  // Share of the engines' bandwidth a byte takes: the op factor (transpose, accumulate); with
+  // efficiency_curve (packet_ns 0) also the curve's efficiency.
+  double efficiency = 1;
+  double transfer_efficiency =
+      1;                     // op factor x packet-rate efficiency: the share of its engines' peak it gets
+  double rate_cap_GBps = 0;  // engines x engine_bandwidth x transfer_efficiency (bytes per ns)
   Picoseconds setup;         // before data moves: setup_ns (+ hbm.latency_ns if HBM is touched)
   Picoseconds completion;    // after data: the completion semaphore write (sync.semaphore_latency_ns)
   Picoseconds trigger;       // occupies the issuing sequencer

@@ -277,5 +277,87 @@ rc=0
 "$TRNSIM" quantize --help >/dev/null || rc=$?
 if [[ $rc -eq 0 ]]; then ok; else bad "quantize --help: rc $rc"; fi
 
+# --- --layout x4: the Trainium kernels' pre-quantized inputs -------------------------------------------
+# A float32 [128, 32] array, zero but for x[32][0] = 1.0, quantized along its rows (--axis col: K = 128,
+# F = 32), E4M3, rule trn3: the block's scale is floor(log2 1) - 7 = -7 -> E8M0 0x78, its element 1.0 * 2^7
+# -> E4M3 0x70; every other block is zero (scale 0x00, elements 0x00). Data [K/4, F] = (32, 32) int32, i.e.
+# byte (partition P, 4 f + j):
+#   wrapX: K = 128 is one 128-row sub-tile, its quarters 32 rows apart: row 32 is partition 0, slot 1 ->
+#          byte 1; group 0 (partitions 0..7) -> scale row (0/4)*32 + 0%4 = 0: scale byte 0.
+#   1x32:  partition P holds rows 4P..4P+3: row 32 is partition 8, slot 0 -> byte 8 * 128 = 1024; group 1
+#          -> scale row 1: scale byte 32.
+# Scale tiles: unpacked [K/4, F] = (32, 32), packed [ceil(128/2048)*128, F] = (128, 32); the 4 group rows
+# 0..3 hold scales (0x00 but for the one above), every other byte is 0x7F.
+npy "$T/k128.npy" '<f4' '(128, 32)' False "$(zeros $((32 * 128)))\x00\x00\x80\x3f$(zeros $((96 * 128 - 4)))"
+for c in "wrapX 1 0" "1x32 1024 32"; do
+  read -r scheme dpos spos <<<"$c"
+  for packed in "" --use-scale-packing; do
+    name="x4 $scheme${packed:+ packed}"
+    fresh_out
+    if ! line=$("$TRNSIM" quantize "$T/k128.npy" --format e4m3 --rule trn3 --axis col --layout x4 \
+      --quant-scheme "$scheme" $packed --data "$OUT/d.npy" --scales "$OUT/s.npy" --dequant "$OUT/q.npy"); then
+      bad "$name: exit code"
+      continue
+    fi
+    re="^quantize: shape \(128, 32\) float32 -> e4m3 rule=trn3 axis=col layout=x4 quant_scheme=$scheme "
+    re+="scales=$([[ -n $packed ]] && echo packed || echo unpacked): data \(32, 32\) x4, [0-9.]+ ms, "
+    re+="[0-9.]+ M elements/s, saturated 0, nan 0$"
+    if [[ $line =~ $re ]]; then ok; else bad "$name: summary line '$line'"; fi
+    expect_file "$name data" "$OUT/d.npy" '<i4' '(32, 32)' $((128 + 4096))
+    expect_bytes "$name data" "$OUT/d.npy" $((128 + dpos)) 70
+    if [[ $(od -An -v -tx1 -j128 "$OUT/d.npy" | tr -d ' \n' | tr -d 0) == 7 ]]; then ok; else bad "$name: other bytes"; fi
+    rows=$([[ -n $packed ]] && echo 128 || echo 32)
+    expect_file "$name scales" "$OUT/s.npy" '|u1' "($rows, 32)" $((128 + rows * 32))
+    expect_bytes "$name scale" "$OUT/s.npy" $((128 + spos)) 78
+    # Group rows 0..3: 0x00 but the one scale; rows 4..: 0x7F.
+    want=$(printf '00%.0s' $(seq 1 128))
+    want="${want:0:$((2 * spos))}78${want:$((2 * spos + 2))}$(printf '7f%.0s' $(seq 1 $(((rows - 4) * 32))))"
+    expect_bytes "$name scale tile" "$OUT/s.npy" 128 "$want"
+    # Dequantized in the input's layout: 1.0 at element 32 * 32 = 1024 (byte 4096).
+    expect_bytes "$name dequant" "$OUT/q.npy" $((128 + 4096)) 0000803f
+  done
+done
+# --axis row reads the array as [F = rows, K = cols]: the transposed input gives the same bytes.
+npy "$T/k128t.npy" '<f4' '(32, 128)' False "$(zeros 128)\x00\x00\x80\x3f$(zeros $((32 * 512 - 132)))"
+fresh_out
+"$TRNSIM" quantize "$T/k128.npy" --format e4m3 --rule trn3 --axis col --layout x4 --data "$OUT/d1.npy" \
+  --scales "$OUT/s1.npy" >/dev/null
+"$TRNSIM" quantize "$T/k128t.npy" --format e4m3 --rule trn3 --axis row --layout x4 --data "$OUT/d2.npy" \
+  --scales "$OUT/s2.npy" >/dev/null
+if cmp -s "$OUT/d1.npy" "$OUT/d2.npy" && cmp -s "$OUT/s1.npy" "$OUT/s2.npy"; then ok; else bad "x4 axis row = transposed axis col"; fi
+expect_error "x4 K alignment" \
+  "$T/row.npy: --layout x4 --quant-scheme wrapX interleaves K = 32 (the rows of shape (32, 32)) in groups of 128: K must be a multiple of 128" \
+  quantize "$T/row.npy" --format e4m3 --rule trn3 --axis col --layout x4 --data "$OUT/d.npy" --scales "$OUT/s.npy"
+expect_error "x4 with a TE scale layout" \
+  "--scale-layout swizzled is a TransformerEngine layout; --layout x4 takes --use-scale-packing instead" \
+  quantize "$T/k128.npy" --format e4m3 --rule trn3 --axis col --layout x4 --scale-layout swizzled \
+  --data "$OUT/d.npy" --scales "$OUT/s.npy"
+expect_error "packing with the TE layout" \
+  "--use-scale-packing applies to --layout x4 (the Trainium kernels' layout), not to --layout te" \
+  quantize "$T/k128.npy" --format e4m3 --rule trn3 --axis col --use-scale-packing --data "$OUT/d.npy" \
+  --scales "$OUT/s.npy"
+
+# A pre-quantized matmul_mxfp8_backward run: dY [M, N] quantized rowwise (along N, output_grad_scales) and
+# columnwise (along M, the output_grad_columnwise extension) by trnsim quantize in the kernel's layout and
+# scheme: the host checks pass on the dequantized values and the gradients are the bytes of the BF16 run.
+W=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
+"$TRNSIM" run "$W" --out "$T/bf" --dump-inputs >/dev/null 2>&1
+for axis in row col; do
+  "$TRNSIM" quantize "$T/bf/inputs/output_grad.npy" --format e5m2 --rule trn3 --axis $axis --layout x4 \
+    --use-scale-packing --data "$T/og_$axis.npy" --scales "$T/og_${axis}_s.npy" >/dev/null
+done
+rc=0
+"$TRNSIM" run "$W" --out "$T/pq" --set params.use_scale_packing=true \
+  --set 'params.output_grad_scales=[128, 512]' --set 'params.output_grad_columnwise_scales=[128, 512]' \
+  --set inputs.output_grad="$T/og_row.npy" --set inputs.output_grad_scales="$T/og_row_s.npy" \
+  --set inputs.output_grad_columnwise="$T/og_col.npy" \
+  --set inputs.output_grad_columnwise_scales="$T/og_col_s.npy" >"$T/pq.txt" 2>&1 || rc=$?
+if [[ $rc -eq 0 && $(grep -c '"pass": true' "$T/pq/stats.json") == 2 ]]; then ok; else bad "pre-quantized run: rc $rc $(cat "$T/pq.txt")"; fi
+if cmp -s "$T/bf/input_grad.npy" "$T/pq/input_grad.npy" && cmp -s "$T/bf/weight_grad.npy" "$T/pq/weight_grad.npy"; then
+  ok
+else
+  bad "pre-quantized run: gradients differ from the BF16 run"
+fi
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -96,7 +96,7 @@ X='"input_activation": {"generator": "normal", "seed": 3}'
 W=$T/w.json
 
 expect_error "unknown top-level key" "{$GOOD, \"inputs\": {$IN, $X}, \"numerix\": true}" \
-  "$W: numerix: unknown key (expected name, description, hardware, kernel, params, lnc, inputs, outputs, numerics)"
+  "$W: numerix: unknown key (expected name, description, hardware, kernel, params, lnc, inputs, outputs, numerics, reference)"
 expect_error "bad generator" "{$GOOD, \"inputs\": {$IN, \"input_activation\": {\"generator\": \"gauss\", \"seed\": 3}}}" \
   "$W: inputs.input_activation.generator: unknown generator 'gauss' (expected normal, uniform, heavy_tailed, activations_with_outliers, randint, arange, constant, zeros)"
 expect_error "unknown generator key" "{$GOOD, \"inputs\": {$IN, \"input_activation\": {\"generator\": \"normal\", \"seed\": 3, \"sd\": 2}}}" \

@@ -1,5 +1,5 @@
-// Test helper: build a registered kernel and run it through the run session (sim/run/session.h), the same
-// path `trnsim run` takes.
+// Test helper: build a registered kernel and run it through WorkloadRun (kernels/workload/workload_run.h),
+// the pipeline `trnsim run` takes.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/api/registry.h"
+#include "kernels/workload/workload_run.h"
 #include "sim/config/hw_config.h"
 #include "sim/run/session.h"
 #include "sim/tensor/host_tensor.h"
@@ -45,31 +46,33 @@ struct KernelRun {
   std::vector<float> get(const std::string& name) const { return outputs.at(name).values(); }
 };
 
-// Runs `build` with `inputs` (HBM tensor name -> bytes in the tensor's dtype) and returns every output.
+// Runs `r` (the pipeline of `trnsim run`: kernels/workload/workload_run.h) with `inputs` (HBM tensor name ->
+// bytes in the tensor's dtype) and returns every output.
+inline KernelRun run_given(workload::WorkloadRun r, const std::map<std::string, Bytes>& inputs) {
+  for (const workload::TensorInfo& t : r.prepared().inputs) {
+    INFO("input " << t.name);
+    REQUIRE(inputs.count(t.name));
+    r.set_input(t.name, tensor::HostTensor{t.dtype, t.shape, inputs.at(t.name)});
+  }
+  r.run({.checks = false});
+  KernelRun k;
+  k.stats = r.result().stats;
+  k.outputs = std::move(r.outputs());
+  k.program = std::move(r.prepared().build.program);
+  return k;
+}
+
+// Runs `build` with `inputs` and returns every output.
 inline KernelRun run_build(kernels::KernelBuild b, const std::map<std::string, Bytes>& inputs,
                            const config::HwConfig& hw) {
-  KernelRun r;
-  r.program = std::move(b.program);
-  run::Session s(r.program, hw);
-  for (const auto& name : b.inputs) {
-    INFO("input " << name);
-    REQUIRE(inputs.count(name));
-    const isa::TensorDecl& d = r.program.tensors[s.tensor_index(name)];
-    tensor::HostTensor t;
-    t.dtype = d.dtype;
-    t.shape = d.shape;
-    t.bytes = inputs.at(name);
-    s.set_input(name, t);
-  }
-  r.stats = s.run({.numerics = true}).stats;
-  for (const auto& name : b.outputs) r.outputs.emplace(name, s.read(name));
-  return r;
+  return run_given(workload::WorkloadRun::of_build(std::move(b), hw), inputs);
 }
 
 inline KernelRun run_kernel(const std::string& kernel, const nlohmann::json& params,
                             const std::map<std::string, Bytes>& inputs, const config::HwConfig& hw,
                             std::optional<int> cores = {}) {
-  return run_build(build_kernel(kernel, params, hw, cores), inputs, hw);
+  return run_given(
+      workload::WorkloadRun::of_kernel(kernels::registry().bind(kernel, params), hw, cores, kernel), inputs);
 }
 
 }  // namespace trnsim::test

@@ -1,15 +1,25 @@
 // trnsim quantize: MXFP8-quantize a 2-D .npy array (float32, or raw BF16 bits as uint16).
 //
-// Input: 2-D [rows, cols], both multiples of 32 (TransformerEngine's MXFP8 tensor rule, which its scale
-// layouts assume); other shapes, ranks and dtypes are an InputError naming the file.
-// Outputs (all written together or not at all):
-//   --data     uint8 [rows, cols]: FP8 bytes (E4M3FN or E5M2), same layout as the input.
-//   --scales   uint8 E8M0 scale bytes in TransformerEngine's layouts (docs/facts/mx-numerics.md §5):
-//                compact:  2-D, padded, row-major: axis row [roundup(rows, 128), roundup(cols/32, 4)],
-//                          axis col [roundup(rows/32, 4), roundup(cols, 128)];
-//                swizzled: 1-D, the GEMM-swizzled (cuBLAS 128x4 tile) order of the same padded matrix.
-//              Padding bytes are 0x00 in both.
-//   --dequant  float32 [rows, cols] (optional): the dequantized values.
+// Input: 2-D [rows, cols]. The MX blocks of 32 run along the columns (--axis row) or the rows (--axis col).
+// --layout te (default): TransformerEngine's MXFP8 tensors; both dims multiples of 32 (TE's rule, which its
+//   scale layouts assume). Outputs (all written together or not at all):
+//     --data     uint8 [rows, cols]: FP8 bytes (E4M3FN or E5M2), same layout as the input.
+//     --scales   uint8 E8M0 scale bytes in TransformerEngine's layouts (docs/facts/mx-numerics.md §5):
+//                  compact:  2-D, padded, row-major: axis row [roundup(rows, 128), roundup(cols/32, 4)],
+//                            axis col [roundup(rows/32, 4), roundup(cols, 128)];
+//                  swizzled: 1-D, the GEMM-swizzled (cuBLAS 128x4 tile) order of the same padded matrix.
+//                Padding bytes are 0x00 in both.
+// --layout x4: the pre-quantized form the Trainium kernels' inputs take (an operand [K, F] with a
+//   *_scales parameter, e.g. matmul_mxfp8_backward's output_grad_scales / weight_scales, blockwise_mm_*'s
+//   *_weight_scales): K is the blocked dim (cols with --axis row, the array read as [F = rows, K]; rows with
+//   --axis col, [K, F = cols]), interleaved as --quant-scheme (the kernels' quant_scheme, wrapX or 1x32)
+//   says.
+//     --data     int32 [K/4, F]: the float8_*_x4 elements (four FP8 bytes each), as the workloads read x4.
+//     --scales   uint8 E8M0 [K/4, F] (the unpacked scale tile), or with --use-scale-packing (the kernels'
+//                use_scale_packing) the packed [ceil(K/2048)*128, F]; bytes that hold no scale are 0x7F.
+//   K must be a multiple of 128 (wrapX) or 32 (1x32). With --rule trn3 the bytes are those quantize_mx makes
+//   on chip from the same BF16 values, so a kernel run on them computes what it computes from the BF16 input.
+//   --dequant     float32 [rows, cols] (optional): the dequantized values, in the input's layout.
 // Prints one summary line; the time and rate cover the quantization only (no file I/O).
 #include <algorithm>
 #include <chrono>
@@ -35,7 +45,10 @@ struct QuantizeOptions {
   std::string format;
   std::string rule;
   std::string axis;
-  std::string layout = "compact";
+  std::string layout = "te";
+  std::string scale_layout;  // TE: compact (default) or swizzled
+  std::string quant_scheme;  // x4: wrapX (default) or 1x32
+  bool use_scale_packing = false;
   std::string data_out;
   std::string scales_out;
   std::string dequant_out;
@@ -72,6 +85,69 @@ void count_specials(const In* x, const std::vector<uint8_t>& data, const std::ve
     }
 }
 
+// --layout x4: the kernels' pre-quantized operand layout (see the top of this file).
+template <typename In>
+void quantize_x4_layout(const QuantizeOptions& o, const io::NpyArray& in, const In* x) {
+  const int64_t rows = in.shape[0], cols = in.shape[1];
+  const bool row_axis = o.axis == "row";
+  const int64_t K = row_axis ? cols : rows, F = row_axis ? rows : cols;
+  const auto scheme = o.quant_scheme == "1x32" ? num::QuantScheme::OneX32 : num::QuantScheme::WrapX;
+  const int64_t align = scheme == num::QuantScheme::WrapX ? 128 : 32;
+  if (K % align != 0)
+    throw InputError(o.input + ": --layout x4 --quant-scheme " + o.quant_scheme +
+                     " interleaves K = " + std::to_string(K) + " (the " + (row_axis ? "columns" : "rows") +
+                     " of shape " + io::shape_str(in.shape) + ") in groups of " + std::to_string(align) +
+                     ": K must be a multiple of " + std::to_string(align));
+  const auto fmt = o.format == "e4m3" ? num::Fp8Format::E4M3FN : num::Fp8Format::E5M2;
+  const num::ScaleRule rule = num::parse_scale_rule(o.rule);
+  // The logical [K, F] operand.
+  std::vector<In> kf(static_cast<size_t>(K * F));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) kf[row_axis ? c * F + r : r * F + c] = x[r * cols + c];
+  std::vector<uint8_t> data(static_cast<size_t>(K * F));
+  const num::ScaleShape ts = num::trainium_scale_shape(K, F, o.use_scale_packing);
+  std::vector<uint8_t> tile(static_cast<size_t>(ts.size()));
+  const auto t0 = std::chrono::steady_clock::now();
+  num::quantize_operand_x4(kf.data(), K, F, scheme, fmt, rule, o.use_scale_packing, data.data(), tile.data());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // Dequantized values (in the input's layout), and the elements clipped to +-max or NaN.
+  std::vector<uint8_t> compact(static_cast<size_t>(K / 32 * F));
+  num::scales_from_trainium(tile.data(), K, F, o.use_scale_packing, 0, compact.data());
+  const bool e4m3 = fmt == num::Fp8Format::E4M3FN;
+  const uint8_t max_code = e4m3 ? 0x7E : 0x7B;
+  const float max = num::fp8_max_finite(fmt);
+  std::vector<float> dequant(o.dequant_out.empty() ? 0 : static_cast<size_t>(rows * cols));
+  int64_t saturated = 0, nan = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    const num::SwizzlePos sp = num::swizzle_pos(k, 0, K, F, scheme);
+    const int64_t g = num::mx_group_row(k, K, scheme);
+    for (int64_t f = 0; f < F; ++f) {
+      const uint8_t b = data[sp.partition * 4 * F + sp.free + 4 * f], m = b & 0x7F, s = compact[g * F + f];
+      const int64_t i = row_axis ? f * cols + k : k * cols + f;
+      if (e4m3 ? m == 0x7F : m > 0x7C)
+        ++nan;
+      else if (m == max_code && std::abs(load(x[i]) * num::e8m0_rcp_f32(s)) > max)
+        ++saturated;
+      if (!dequant.empty()) dequant[i] = num::fp8_to_f32(b, fmt) * num::e8m0_to_f32(s);
+    }
+  }
+  const std::vector<int64_t> data_shape = {K / 4, F}, scale_shape = {ts.rows, ts.cols};
+  std::vector<io::NpyOutput> outs = {{o.data_out, io::NpyDType::I32, data_shape, data.data()},
+                                     {o.scales_out, io::NpyDType::U8, scale_shape, tile.data()}};
+  if (!o.dequant_out.empty()) outs.push_back({o.dequant_out, io::NpyDType::F32, in.shape, dequant.data()});
+  io::write_npy_all(outs);
+  std::printf(
+      "quantize: shape (%lld, %lld) %s -> %s rule=%s axis=%s layout=x4 quant_scheme=%s scales=%s: data "
+      "(%lld, %lld) x4, %.3f ms, %.1f M elements/s, saturated %lld, nan %lld\n",
+      static_cast<long long>(rows), static_cast<long long>(cols),
+      std::is_same_v<In, uint16_t> ? "bf16" : "float32", o.format.c_str(), o.rule.c_str(), o.axis.c_str(),
+      o.quant_scheme.c_str(), o.use_scale_packing ? "packed" : "unpacked", static_cast<long long>(K / 4),
+      static_cast<long long>(F), seconds * 1e3,
+      static_cast<double>(rows * cols) / std::max(seconds, 1e-9) / 1e6, static_cast<long long>(saturated),
+      static_cast<long long>(nan));
+}
+
 void run_quantize(const QuantizeOptions& o) {
   // An output must not replace the input: the input would be gone if the user mistyped a flag.
   for (const std::string* out : {&o.data_out, &o.scales_out, &o.dequant_out}) {
@@ -86,6 +162,19 @@ void run_quantize(const QuantizeOptions& o) {
   if (rows == 0 || cols == 0)
     throw InputError(o.input + ": quantize input: the array is empty (shape " + io::shape_str(in.shape) +
                      ")");
+  if (o.layout == "x4") {
+    if (!o.scale_layout.empty())
+      throw InputError("--scale-layout " + o.scale_layout +
+                       " is a TransformerEngine layout; --layout x4 takes --use-scale-packing instead");
+    if (in.dtype == io::NpyDType::U16)
+      quantize_x4_layout(o, in, in.data<uint16_t>());
+    else
+      quantize_x4_layout(o, in, in.data<float>());
+    return;
+  }
+  if (!o.quant_scheme.empty() || o.use_scale_packing)
+    throw InputError(std::string(o.quant_scheme.empty() ? "--use-scale-packing" : "--quant-scheme") +
+                     " applies to --layout x4 (the Trainium kernels' layout), not to --layout te");
   const auto axis = o.axis == "row" ? num::MxAxis::Row : num::MxAxis::Col;
   const bool row_axis = axis == num::MxAxis::Row;
   const int64_t blocked = row_axis ? cols : rows, other = row_axis ? rows : cols;
@@ -131,7 +220,7 @@ void run_quantize(const QuantizeOptions& o) {
   const num::ScaleShape te = num::te_scale_shape(rows, cols, axis);
   std::vector<uint8_t> scales_out(static_cast<size_t>(te.size()));
   std::vector<int64_t> scale_shape = {te.rows, te.cols};
-  if (o.layout == "swizzled") {
+  if (o.scale_layout == "swizzled") {
     num::to_te_swizzled(scales.data(), rows, cols, axis, scales_out.data());
     scale_shape = {te.size()};
   } else {
@@ -148,9 +237,9 @@ void run_quantize(const QuantizeOptions& o) {
       "elements/s, "
       "saturated %lld, nan %lld\n",
       static_cast<long long>(rows), static_cast<long long>(cols), bf16 ? "bf16" : "float32", o.format.c_str(),
-      o.rule.c_str(), o.axis.c_str(), o.layout.c_str(), o.threads, seconds * 1e3,
-      static_cast<double>(n) / std::max(seconds, 1e-9) / 1e6, static_cast<long long>(saturated),
-      static_cast<long long>(nan));
+      o.rule.c_str(), o.axis.c_str(), o.scale_layout.empty() ? "compact" : o.scale_layout.c_str(), o.threads,
+      seconds * 1e3, static_cast<double>(n) / std::max(seconds, 1e-9) / 1e6,
+      static_cast<long long>(saturated), static_cast<long long>(nan));
 }
 
 }  // namespace
@@ -171,16 +260,32 @@ void add_quantize_command(CLI::App& app) {
   sub->add_option("--axis", opts->axis, "row: 1x32 blocks along columns; col: 32x1 blocks along rows")
       ->required()
       ->check(CLI::IsMember({"row", "col"}));
-  sub->add_option("--scale-layout", opts->layout, "scales as TE compact (2-D, padded) or GEMM-swizzled (1-D)")
+  sub->add_option("--layout", opts->layout,
+                  "te: TransformerEngine's MXFP8 tensors; x4: the Trainium kernels' pre-quantized inputs "
+                  "(x4 data [K/4, F] and the E8M0 scale tile, K the blocked dim)")
       ->capture_default_str()
+      ->check(CLI::IsMember({"te", "x4"}));
+  sub->add_option("--scale-layout", opts->scale_layout,
+                  "te: scales as TE compact (2-D, padded; the default) or GEMM-swizzled (1-D)")
       ->check(CLI::IsMember({"compact", "swizzled"}));
-  sub->add_option("--data", opts->data_out, "output .npy: FP8 bytes, uint8 [rows, cols]")->required();
+  sub->add_option("--quant-scheme", opts->quant_scheme,
+                  "x4: the kernels' quant_scheme, wrapX (default; partition p of a 512-row tile holds rows "
+                  "p + 128 j) or 1x32 (rows 4p..4p+3)")
+      ->check(CLI::IsMember({"wrapX", "1x32"}));
+  sub->add_flag("--use-scale-packing", opts->use_scale_packing,
+                "x4: packed scales [ceil(K/2048)*128, F] as the kernels' use_scale_packing reads them");
+  sub->add_option("--data", opts->data_out,
+                  "output .npy: te FP8 bytes, uint8 [rows, cols]; x4 elements, int32 [K/4, F]")
+      ->required();
   sub->add_option("--scales", opts->scales_out, "output .npy: E8M0 scale bytes, uint8")->required();
   sub->add_option("--dequant", opts->dequant_out, "optional output .npy: dequantized float32 [rows, cols]");
   sub->add_option("--threads", opts->threads, "host threads for the quantization")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  sub->callback([opts] { on_file(opts->input, [&] { run_quantize(*opts); }); });
+  sub->callback([opts] {
+    if (opts->layout == "x4" && opts->quant_scheme.empty()) opts->quant_scheme = "wrapX";
+    on_file(opts->input, [&] { run_quantize(*opts); });
+  });
 }
 
 }  // namespace trnsim::cli

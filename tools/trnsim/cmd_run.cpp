@@ -2,10 +2,13 @@
 //            [--trace FILE.pftrace|FILE.json] [--dump-inputs] [--full-reference]
 // A workload (a top-level "kernel" key) goes through the kernel registry (run_workload.cpp); anything else is
 // an instruction-stream program (run_program.cpp). Both run through sim/run/session.h.
+#include <filesystem>
 #include <memory>
 
 #include "kernels/workload/workload.h"
+#include "kernels/workload/workload_run.h"
 #include "sim/base/error.h"
+#include "tools/sweep/report_script.h"
 #include "tools/trnsim/commands.h"
 #include "tools/trnsim/run_options.h"
 
@@ -23,7 +26,7 @@ void add_run_command(CLI::App& app) {
       "output directory (created if missing): stats.json and the output tensors (.npy); workloads "
       "default to out/<name>, programs to the current directory");
   cmd->add_option("--hw", opts->hw,
-                  "hardware config: trn2, trn3 or a JSON file (default: the program's generation)");
+                  "hardware config: trn1, trn2, trn3 or a JSON file (default: the program's generation)");
   cmd->add_option("--set", opts->sets,
                   "override a value: for a workload any key, e.g. --set params.M=512 or "
                   "--set hardware.overrides.hbm.bandwidth_GBps=600; for a program a hardware parameter, "
@@ -36,7 +39,16 @@ void add_run_command(CLI::App& app) {
                 "otherwise checked on an evenly spaced sample of rows)");
   cmd->add_option("--trace", opts->trace,
                   "write a trace while running: FILE.pftrace (Perfetto) or FILE.json");
-  cmd->callback([opts, cmd] {
+  auto report = std::make_shared<std::string>();
+  cmd->add_option("--report", *report,
+                  "also write an HTML report of the run (engine time, critical path, roofline, source lines, "
+                  "numerics) to FILE.html");
+  cmd->callback([opts, cmd, report] {
+    if (cmd->get_option("--report")->count() > 0 && report->empty())
+      throw InputError("--report: empty file name");
+    std::error_code ec;
+    if (!report->empty() && std::filesystem::is_directory(*report, ec))
+      throw InputError("--report " + *report + ": cannot write: it is a directory");
     opts->out_given = cmd->get_option("--out")->count() > 0;
     if (opts->out_given && opts->out.empty()) throw InputError("--out: empty directory name");
     if (cmd->get_option("--trace")->count() > 0 && opts->trace.empty())
@@ -54,6 +66,18 @@ void add_run_command(CLI::App& app) {
         rc = run_program_file(*opts);
       }
     });
+    if (!report->empty() && (rc == 0 || rc == workload::kExitNumericsFail)) {
+      // stats.json is where the run wrote it: --out, else out/<name> (workloads) or the current directory.
+      std::string dir = opts->out;
+      if (!opts->out_given)
+        dir = workload::is_workload_file(opts->config)
+                  ? (std::filesystem::path("out") / workload::parse_workload(opts->config, opts->sets).name)
+                        .string()
+                  : ".";
+      sweep::run_report_script("run_report.py",
+                               {(std::filesystem::path(dir) / "stats.json").string(), *report});
+      std::printf("wrote %s\n", report->c_str());
+    }
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }

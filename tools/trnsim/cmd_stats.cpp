@@ -10,12 +10,14 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "sim/base/error.h"
 #include "sim/run/report.h"
+#include "tools/sweep/report_script.h"
 #include "tools/trnsim/commands.h"
 
 namespace trnsim::cli {
@@ -27,9 +29,13 @@ struct StatsCliOptions {
   bool critical_path = false;
   size_t lines = 10;
   size_t segments = 60;
+  bool html = false;
+  std::string html_file;  // "" = report.html next to the stats.json
 };
 
 void stats_command(const StatsCliOptions& o) {
+  if (o.compare && o.html)
+    throw InputError("--html draws one run's report; --compare prints two runs' figures");
   if (o.compare) {
     if (o.files.size() != 2)
       throw InputError("--compare takes two stats.json files (A, then B), found " +
@@ -43,6 +49,14 @@ void stats_command(const StatsCliOptions& o) {
     throw InputError("expected one stats.json (or --compare A.json B.json), found " +
                      std::to_string(o.files.size()) + " files");
   const auto j = run::load_stats(o.files[0]);
+  if (o.html) {
+    const std::string out = o.html_file.empty()
+                                ? (std::filesystem::path(o.files[0]).parent_path() / "report.html").string()
+                                : o.html_file;
+    sweep::run_report_script("run_report.py", {o.files[0], out});
+    std::printf("wrote %s\n", out.c_str());
+    return;
+  }
   if (o.critical_path) {
     try {
       std::fputs(run::format_critical_path(j, o.segments).c_str(), stdout);
@@ -67,10 +81,17 @@ void add_stats_command(CLI::App& app) {
   cmd->add_option("--segments", opts->segments,
                   "critical-path segments to show (default 60; stats.json holds 400)")
       ->check(CLI::Range(size_t{0}, size_t{1000000}));
+  cmd->add_option(
+         "--html", opts->html_file,
+         "write an HTML report of the run (engine time per core, critical path, roofline, busiest source "
+         "lines, numerics) to FILE, by default report.html next to the stats.json")
+      ->expected(0, 1);
   cmd->add_option("--lines", opts->lines, "busiest source lines to show (default 10; stats.json holds 50)")
       ->check(CLI::Range(size_t{0}, size_t{1000000}));
-  cmd->callback(
-      [opts] { on_file(fmt::format("{}", fmt::join(opts->files, ", ")), [&] { stats_command(*opts); }); });
+  cmd->callback([opts, cmd] {
+    opts->html = cmd->get_option("--html")->count() > 0;
+    on_file(fmt::format("{}", fmt::join(opts->files, ", ")), [&] { stats_command(*opts); });
+  });
 }
 
 }  // namespace trnsim::cli

@@ -23,7 +23,8 @@ void on_file(const std::string& file, F&& work) {
   }
 }
 
-// trnsim quantize IN.npy --format --rule --axis [--scale-layout] --data --scales [--dequant] [--threads]
+// trnsim quantize IN.npy --format --rule --axis [--layout te|x4] [--scale-layout | --quant-scheme
+// --use-scale-packing] --data --scales [--dequant] [--threads]
 void add_quantize_command(CLI::App& app);
 
 // trnsim run PROGRAM.json [--out DIR] [--no-numerics] [--set path=value ...] [--hw trn2|trn3|FILE]
@@ -37,5 +38,11 @@ void add_list_command(CLI::App& app);
 
 // trnsim stats FILE.json [--lines N] | trnsim stats --compare A.json B.json (alias: summary)
 void add_stats_command(CLI::App& app);
+
+// trnsim sweep SWEEP.json [...] | trnsim sweep status|collect|resubmit DIR (docs/sweeps.md)
+void add_sweep_command(CLI::App& app);
+
+// trnsim tune SWEEP.json [--budget N] [--objective COLUMN] [...] (docs/sweeps.md)
+void add_tune_command(CLI::App& app);
 
 }  // namespace trnsim::cli

@@ -14,6 +14,9 @@
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
 #include "tools/trnsim/commands.h"
+#ifdef TRNSIM_WITH_PYTHON
+#include "python/src/embed.h"
+#endif
 
 namespace {
 
@@ -58,6 +61,9 @@ int run_cli(int argc, char** argv) {
   trnsim::ref::one_blas_thread_under_address_limit(argv);
   // Most runs compute no host reference: OpenBLAS's idle threads need not spin meanwhile.
   trnsim::ref::park_blas_threads();
+#ifdef TRNSIM_WITH_PYTHON
+  trnsim::py::register_embedded_loader();
+#endif
   CLI::App app{"trnsim: a cycle-approximate simulator of AWS Trainium (Trn2, Trn3)"};
   app.require_subcommand(1);
 
@@ -67,6 +73,8 @@ int run_cli(int argc, char** argv) {
   trnsim::cli::add_list_command(app);
   trnsim::cli::add_validate_command(app);
   trnsim::cli::add_stats_command(app);
+  trnsim::cli::add_sweep_command(app);
+  trnsim::cli::add_tune_command(app);
 
   try {
     app.parse(argc, argv);

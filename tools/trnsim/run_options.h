@@ -18,9 +18,7 @@ struct RunCliOptions {
   std::string trace;            // .pftrace / .json, written while the model runs
 };
 
-// Exit codes of `trnsim run` besides 0 and 1 (bad input).
-inline constexpr int kExitNumericsFail = 3;
-inline constexpr int kExitBelowRoofline = 4;
+// Exit codes of `trnsim run` besides 0 and 1 (bad input): kernels/workload/workload_run.h.
 
 int run_program_file(const RunCliOptions& o);
 int run_workload_file(const RunCliOptions& o);

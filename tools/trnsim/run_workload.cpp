@@ -9,10 +9,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <future>
-#include <system_error>
 
 #include "kernels/workload/workload.h"
+#include "kernels/workload/workload_run.h"
 #include "sim/base/address_limit.h"
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
@@ -75,8 +74,8 @@ int run_workload_file(const RunCliOptions& o) {
   const auto t0 = clock::now();
   workload::Workload w = workload::parse_workload(o.config, o.sets);
   if (o.no_numerics) w.numerics = false;
-  workload::PreparedWorkload p = workload::prepare_workload(std::move(w));
-  const isa::Program& prog = p.build.program;
+  workload::WorkloadRun r(std::move(w));
+  const workload::PreparedWorkload& p = r.prepared();
   const std::string out_dir = o.out.empty() ? (fs::path("out") / p.w.name).string() : o.out;
   std::error_code ec;
 
@@ -105,6 +104,11 @@ int run_workload_file(const RunCliOptions& o) {
       paths.push_back({e.source.npy, fmt::format("input '{}' (inputs.{}.npy)", e.key, e.key), true});
       read_files.push_back(e.source.npy);
     }
+  for (const auto* src : {&p.w.kernel_source, &p.w.reference})
+    if (*src) {
+      paths.push_back({(*src)->file, fmt::format("the Python file {}", (*src)->written), true});
+      read_files.push_back((*src)->file);
+    }
   try {
     io::check_distinct_files(paths);
     io::check_not_directories(paths);
@@ -116,141 +120,32 @@ int run_workload_file(const RunCliOptions& o) {
   OutDir out(out_dir);
   if (o.dump_inputs) out.add_subfolder("inputs");
 
-  kernels::Tensors inputs;
-  try {
-    if (p.w.numerics || o.dump_inputs) inputs = workload::make_inputs(p);
-  } catch (const std::bad_alloc&) {
-    throw InputError(fmt::format("{}: out of memory while making the inputs", p.w.file));
-  }
-  std::vector<std::string> notes = workload::input_notes(p, inputs);
-  // Outputs the kernel accumulates into without zeroing them (e.g. skip_grad_initialization): trnsim, the
-  // caller, zeroes them.
-  const std::vector<std::string> zeroed = p.kernel->zeroed_outputs();
-  if (!zeroed.empty())
-    notes.push_back(
-        fmt::format("outputs {} start at zero, set by trnsim as the caller (kernel parameters "
-                    "leave their initialization to the caller)",
-                    fmt::join(zeroed, ", ")));
-  for (const std::string& n : notes)
-    std::fprintf(stderr, "trnsim: %s: note: %s\n", p.w.name.c_str(), n.c_str());
-  run::Session session(prog, p.hw);
-  if (p.w.numerics) {
-    for (const auto& [name, t] : inputs) session.set_input(name, t);
-    for (const std::string& n : zeroed) {
-      const workload::TensorInfo* t = p.output(n);
-      session.set_input(n, tensor::HostTensor::zeros(t->dtype, t->shape));
-    }
-  }
-
-  // The references depend on the inputs alone: their prepare steps run on a second host thread while the
-  // simulation runs (the same code and thread counts either way, so the same bytes).
-  const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
-  std::vector<kernels::OutputCheck> checks;
-  if (p.w.numerics) checks = workload::make_checks(p);
-  const bool big_references = p.w.numerics && workload::reference_flops(p) > 2e10;
-  std::future<double> prepared;  // the reference thread's seconds
-  if (workload::has_prepare_step(checks)) {
-    if (big_references)
-      std::fprintf(stderr, "trnsim: %s: computing the FP64 host references on a second thread\n",
-                   p.w.name.c_str());
-    try {
-      prepared = std::async(std::launch::async, [&] {
-        const auto a = clock::now();
-        workload::prepare_checks(p, checks, inputs, o.full_reference);
-        return secs(a, clock::now());
-      });
-    } catch (const std::system_error&) {
-      // No thread to spare (ulimit -u): the checks compute the references after the simulation.
-    }
-  }
-
-  run::SessionOptions so;
-  so.numerics = p.w.numerics;
-  so.trace_path = o.trace;
-  auto last = t0;
-  so.progress = [&](Picoseconds sim, uint64_t done, uint64_t total) {
-    const auto now = clock::now();
-    if (now - t0 < std::chrono::seconds(3) || now - last < std::chrono::seconds(2)) return;
-    last = now;
-    std::fprintf(stderr, "trnsim: %s: %.0f %% (%llu of %llu instructions), simulated %.3f us, %.0f s\n",
-                 p.w.name.c_str(),
-                 total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 0.0,
-                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
-                 sim.ns() / 1e3, std::chrono::duration<double>(now - t0).count());
+  workload::WorkloadRunOptions ro;
+  ro.full_reference = o.full_reference;
+  ro.dump_inputs = o.dump_inputs;
+  ro.trace_path = o.trace;
+  ro.message = [&](const std::string& m) {
+    std::fprintf(stderr, "trnsim: %s: %s\n", p.w.name.c_str(), m.c_str());
   };
-  const auto t_sim = clock::now();
-  run::SessionResult res;
+  if (p.w.numerics || o.dump_inputs) r.make_inputs();
   try {
-    res = session.run(so);
+    r.simulate(ro);
   } catch (const Interrupted& e) {
     // Now, not after unwinding: that would wait for the reference thread.
     std::fprintf(stderr, "trnsim: %s: %s\n", p.w.name.c_str(), e.what());
     interrupt::exit_now();
-  } catch (const std::bad_alloc&) {
-    throw InputError(
-        fmt::format("{}: out of memory while running the model{}", p.w.file,
-                    p.w.numerics ? " with numerics (the machine state holds every HBM tensor)" : ""));
   }
-  const auto t_ref = clock::now();
-  double reference_thread = -1;  // seconds, when the references ran alongside the simulation
-  if (prepared.valid()) {
-    if (big_references && prepared.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
-      std::fprintf(stderr, "trnsim: %s: waiting for the FP64 host references\n", p.w.name.c_str());
-    reference_thread = prepared.get();
-  }
-
-  const kernels::RooflineWork work = workload::roofline_work(p);
-  run::RunReport rep = run::make_report(prog, p.hw, res, work.useful_flops, work.compulsory_hbm_bytes);
-  rep.workload = p.w.name;
-  rep.kernel = p.w.kernel;
-  rep.params = p.kernel->params();
-  rep.notes = notes;
-  if (!inputs.empty())
-    for (const kernels::KernelStat& s : p.kernel->input_stats(inputs))
-      rep.kernel_stats.push_back({s.name, s.value, s.unit, s.description});
-
-  kernels::Tensors outputs;
-  if (p.w.numerics) {
-    for (const workload::TensorInfo& t : p.outputs) outputs.emplace(t.name, session.take(t.name));
-    // The machine's copies of the inputs are not read again: released before the checks, whose host
-    // references may need as much memory again on the largest layers.
-    for (const auto& [name, t] : inputs)
-      if (!outputs.count(name)) session.take(name);
-  }
-  if (!p.w.numerics) {
-    rep.numerics_note = "off (--no-numerics or \"numerics\": false): timing only, no outputs computed";
-  } else if (p.kernel->checks().empty()) {
-    rep.numerics_note = fmt::format("no host reference for kernel '{}' with these parameters", p.w.kernel);
-  } else {
-    if (big_references && reference_thread < 0)
-      std::fprintf(stderr, "trnsim: %s: computing the FP64 host references\n", p.w.name.c_str());
-    rep.checks = workload::evaluate_checks(p, checks, inputs, outputs, o.full_reference);
-    rep.numerics_run = true;
-  }
+  r.check(ro);
   const auto t_write = clock::now();
+  run::RunReport rep = r.report();
   rep.wall_seconds = std::chrono::duration<double>(clock::now() - t0).count();
 
   // stats.json, the outputs (when computed), the inputs (--dump-inputs): all or nothing.
-  std::vector<io::OutputFile> files;
-  const std::string text = run::stats_text(run::stats_json(rep));
-  files.push_back(
-      {(fs::path(out_dir) / "stats.json").string(), std::vector<uint8_t>(text.begin(), text.end())});
-  if (p.w.numerics)  // the checks are done: each output's bytes move into its file's image, uncopied
-    for (const std::string& n : p.written) {
-      tensor::HostTensor& t = outputs.at(n);
-      files.push_back({(fs::path(out_dir) / (n + ".npy")).string(),
-                       io::npy_header(tensor::npy_dtype_of(t.dtype), t.shape), std::move(t.bytes)});
-    }
-  if (o.dump_inputs)
-    for (const workload::TensorInfo& ti : p.inputs) {
-      const tensor::HostTensor& t = inputs.at(ti.name);
-      files.push_back({(fs::path(out_dir) / "inputs" / (ti.name + ".npy")).string(),
-                       io::encode_npy(tensor::npy_dtype_of(t.dtype), t.shape, t.bytes.data())});
-    }
+  const std::vector<io::OutputFile> files = r.output_files(rep, out_dir, o.dump_inputs);
   const std::vector<std::string> stale = out.commit(files, read_files);
 
   // The summary of this run's report, not of the file read back (a device, or another run's by now).
-  std::fputs(run::format_stats(nlohmann::json::parse(text)).c_str(), stdout);
+  std::fputs(run::format_stats(nlohmann::json::parse(files.at(0).bytes)).c_str(), stdout);
   std::printf("wrote %s/stats.json", out_dir.c_str());
   for (size_t i = 1; i < files.size(); ++i)
     std::printf(", %s", fs::path(files[i].path).lexically_relative(out_dir).c_str());
@@ -263,29 +158,28 @@ int run_workload_file(const RunCliOptions& o) {
   // the reference thread's own time overlapped the simulation.
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
+  const workload::RunTimes& tm = r.times();
   const std::string thread_note =
-      reference_thread < 0
+      tm.reference_thread < 0
           ? ""
-          : fmt::format("; reference thread {:.3f} alongside the simulation", reference_thread);
+          : fmt::format("; reference thread {:.3f} alongside the simulation", tm.reference_thread);
+  const double setup = tm.setup + std::chrono::duration<double>(r.start() - t0).count();
   std::fprintf(
       stderr,
       "trnsim: %s: host time %.3f s (setup %.3f, simulation %.3f, references %.3f, write %.3f%s), peak "
       "memory %.0f MiB\n",
-      p.w.name.c_str(), secs(t0, clock::now()), secs(t0, t_sim), secs(t_sim, t_ref), secs(t_ref, t_write),
-      secs(t_write, clock::now()), thread_note.c_str(), static_cast<double>(ru.ru_maxrss) / 1024.0);
+      p.w.name.c_str(), std::chrono::duration<double>(clock::now() - t0).count(), setup, tm.simulation,
+      tm.references, std::chrono::duration<double>(clock::now() - t_write).count(), thread_note.c_str(),
+      static_cast<double>(ru.ru_maxrss) / 1024.0);
 
-  const double t = rep.stats.total_time.ns();
-  if (t < rep.roofline_ns * (1 - 1e-9)) {
+  const int rc = workload::WorkloadRun::exit_code(rep);
+  if (rc == workload::kExitBelowRoofline)
     std::fprintf(
         stderr,
         "trnsim: error: simulated time %.1f ns is below the roofline lower bound %.1f ns (max(useful FLOPs / "
         "peak, compulsory HBM bytes / HBM bandwidth)): a simulator bug\n",
-        t, rep.roofline_ns);
-    return kExitBelowRoofline;
-  }
-  for (const run::CheckResult& c : rep.checks)
-    if (!c.pass) return kExitNumericsFail;
-  return 0;
+        rep.stats.total_time.ns(), rep.roofline_ns);
+  return rc;
 }
 
 }  // namespace trnsim::cli

@@ -12,16 +12,24 @@
 //           to [n], a view): the column blocks the stores write are disjoint, so a store never waits for the
 //           previous one (a [n] output seen through a reshape would overlap their row ranges in the builder's
 //           HBM tracking and serialise them). The output file is therefore [128, n / 128].
+// edition "2024": the Fall 2024 assignment for Trainium1 (github.com/stanford-cs149/asst4-trainium, the
+// kernels as a student's fork publishes them, robertpare17/asst4-trainium @0b5682d part1/kernels.py): tiled
+// adds with nl.add (tensor_tensor) instead of tensor_scalar; stream views a, b and out as
+// [n / (128 free_dim), 128, free_dim] and tile m is block m (each partition reads free_dim contiguous
+// elements, partitions free_dim elements apart; out is that [n / (128 free_dim), 128, free_dim] tensor).
 // Engines: the adds on the Vector engine (the README: tensor_scalar "performs vector addition using the
 // vector engine"; its profile shows the tensor_tensor on VectorE). The DMAs carry no engine or dge_mode, so
 // the compiler places them: NKI's defaults as the builder resolves them (kernels/api/dma_mode.h: hardware
 // DGE, the loads on SP, the store on ACT). Allocation and order: a_tile, b_tile and res are allocated inside
-// the loop, so each rotates over `bufs` buffers (the compiler's choice; 2 by default), and the loop is
-// emitted software-pipelined with a lookahead of bufs - 1 iterations: the README explains FREE_DIM = 1000
-// beating FREE_DIM = 2000 on n = 256000 by pipelining across iterations. bufs = 1 is the loop with one tile
-// set (program order, serialised).
+// the loop, so each rotates over the buffers the compiler's allocation rule gives it (kernels/api/
+// alloc_rule.h: 2 when the loop runs more than once; `bufs` overrides it, the published kernel does not set
+// it), and the loop is emitted software-pipelined with a lookahead of one iteration less than the loads'
+// buffers: the README explains FREE_DIM = 1000 beating FREE_DIM = 2000 on n = 256000 by pipelining across
+// iterations. bufs = 1 is the loop with one tile set (program order, serialised).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,19 +44,26 @@ namespace {
 struct Params {
   int64_t n = 0;
   bool stream = true;
-  int64_t row_chunk = 128, free_dim = 2, bufs = 2;
+  bool edition_2024 = false;
+  int64_t row_chunk = 128, free_dim = 2;
+  std::optional<int64_t> bufs;
 
   static void describe(Schema<Params>& s) {
     s.add(&Params::n, "n", "vector length").range(1, 1 << 30);
     s.choice(&Params::stream, "variant", "tiled: [row_chunk, 1] tiles; stream: [128, free_dim] tiles",
              {{"tiled", false}, {"stream", true}}, true);
+    s.choice(
+        &Params::edition_2024, "edition",
+        "2025: asst4-trainium2 (Trn2; stream reads column blocks, tiled adds by tensor_scalar); 2024: "
+        "asst4-trainium (Trn1; stream reads contiguous [128, free_dim] blocks, tiled adds by tensor_tensor)",
+        {{"2025", false}, {"2024", true}}, false);
     s.add(&Params::row_chunk, "row_chunk", "partitions of a tile (tiled: ROW_CHUNK)", 128).range(1, 128);
     s.add(&Params::free_dim, "free_dim", "elements per partition of a tile (stream: FREE_DIM)", 2)
         .range(1, 1 << 16);
     s.add(&Params::bufs, "bufs",
-          "buffers each tile allocated in the loop rotates over; the loop runs bufs - 1 iterations ahead "
-          "(1: one tile set, iterations serialised)",
-          2)
+          "buffers each tile allocated in the loop rotates over; null: the compiler's allocation rule "
+          "(kernels/api/alloc_rule.h); the loop runs bufs - 1 iterations ahead (1: one tile set, iterations "
+          "serialised)")
         .range(1, 64);
   }
 };
@@ -60,23 +75,32 @@ void kernel(Kernel& k, const Params& p) {
   if (p.n % (rows * cols))
     throw InputError(fmt::format("kernel 'cs149_vector_add': n = {} is not a multiple of the tile, {} x {}",
                                  p.n, rows, cols));
-  View out = p.stream ? k.output("out", DType::F32, {128, p.n / 128}) : k.output("out", DType::F32, {p.n});
+  const bool blocks = p.stream && p.edition_2024;
+  View out = blocks     ? k.output("out", DType::F32, {p.n / (rows * cols), rows, cols})
+             : p.stream ? k.output("out", DType::F32, {128, p.n / 128})
+                        : k.output("out", DType::F32, {p.n});
   // tiled: chunk m is rows [m rc, (m + 1) rc) of the vector seen as [n, 1]; stream: column block m of the
-  // vector seen as [128, n / 128].
-  const View a2 = p.stream ? a.reshape({128, p.n / 128}) : a.reshape({p.n, 1});
-  const View b2 = p.stream ? b.reshape({128, p.n / 128}) : b.reshape({p.n, 1});
-  const View o2 = p.stream ? out : out.reshape({p.n, 1});
-  const auto block = [&](const View& v, int64_t m) {
-    return p.stream ? v(all, S(m * cols, (m + 1) * cols)) : v(S(m * rows, (m + 1) * rows));
+  // vector seen as [128, n / 128] (2025), or block m of it seen as [n / (128 free_dim), 128, free_dim]
+  // (2024).
+  const auto view = [&](const View& v) {
+    return blocks     ? v.reshape({p.n / (rows * cols), rows, cols})
+           : p.stream ? v.reshape({128, p.n / 128})
+                      : v.reshape({p.n, 1});
   };
-  TilePool a_tiles = k.sbuf_pool({rows, cols}, DType::F32, "a_tile", p.bufs);
-  TilePool b_tiles = k.sbuf_pool({rows, cols}, DType::F32, "b_tile", p.bufs);
-  TilePool res_tiles = k.sbuf_pool({rows, cols}, DType::F32, "res", p.bufs);
+  const View a2 = view(a), b2 = view(b);
+  const View o2 = blocks || p.stream ? out : out.reshape({p.n, 1});
+  const auto block = [&](const View& v, int64_t m) {
+    return blocks ? v(m) : p.stream ? v(all, S(m * cols, (m + 1) * cols)) : v(S(m * rows, (m + 1) * rows));
+  };
+  const InLoop loop{.trip_count = p.n / (rows * cols), .bufs = p.bufs};
+  TilePool a_tiles = k.sbuf_pool({rows, cols}, DType::F32, "a_tile", loop);
+  TilePool b_tiles = k.sbuf_pool({rows, cols}, DType::F32, "b_tile", loop);
+  TilePool res_tiles = k.sbuf_pool({rows, cols}, DType::F32, "res", loop);
   struct Tiles {
     View a, b;
   };
   pipelined_loop(
-      p.n / (rows * cols), p.bufs - 1,
+      p.n / (rows * cols), std::min(a_tiles.bufs(), b_tiles.bufs()) - 1,
       [&](int64_t m) {
         Tiles t{a_tiles.next(), b_tiles.next()};
         nki::dma_copy(t.a, block(a2, m));
@@ -85,7 +109,7 @@ void kernel(Kernel& k, const Params& p) {
       },
       [&](int64_t m, Tiles& t) {
         View res = res_tiles.next();
-        if (p.stream)
+        if (p.stream || p.edition_2024)
           nki::tensor_tensor(res, t.a, t.b, nki::AluOp::Add);
         else
           nki::tensor_scalar(res, t.a, nki::AluOp::Add, t.b);

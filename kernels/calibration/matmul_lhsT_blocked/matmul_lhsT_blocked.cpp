@@ -15,9 +15,12 @@
 //           (the PSUM memset becomes the first matmul's overwrite, as in matmul_lhs_dma_transpose)
 //     M / 128 stores of the output set's tiles -> result[m-tile, N block]
 // Compiled with enable-instruction-scheduling=false (the library README): program order is what the
-// hardware runs. Buffer counts as published (output 4 sets, lhsT 8 and rhs 2 sets per N block, each N block
-// reusing the previous one's); the PSUM tile and its SBUF copy are allocated per m-tile, from `psum_bufs`
-// banks (8 by default, all of PSUM; 1 or 2 for the bank-pressure variants) and `bufs` SBUF tiles.
+// hardware runs. Buffer counts as published where the kernel states them (output 4 sets declared before the
+// loops; lhsT 8 and rhs 2 sets per declaration); the lhsT and rhs sets are declared inside the N loop, so
+// each N block's sets are fresh tiles and the compiler's allocation rule (kernels/api/alloc_rule.h) says how
+// many copies of a declaration's sets the N blocks rotate over. The PSUM tile and its SBUF copy are declared
+// per m-tile: the rule's buffers (every free PSUM bank; 2 SBUF tiles), or `psum_bufs` / `bufs` as what-ifs
+// (1 or 2 banks for the bank-pressure variants).
 // Engines as in matmul_lhs_dma_transpose: the add on Vector, PSUM copy on `copy_engine`
 // (Scalar), output memsets on `memset_engine` (GpSimd); the DMAs carry no engine or dge_mode, as published,
 // and take NKI's defaults as the builder resolves them (kernels/api/dma_mode.h: hardware DGE, loads on SP,
@@ -39,7 +42,8 @@ namespace {
 constexpr int64_t kP = 128, kTileN = 512;
 
 struct BlockedParams {
-  int64_t M = 0, N = 0, K = 0, block_m = 512, block_n = 512, block_k = 1024, psum_bufs = 8, bufs = 2;
+  int64_t M = 0, N = 0, K = 0, block_m = 512, block_n = 512, block_k = 1024;
+  std::optional<int64_t> psum_bufs, bufs;
   Engine copy_engine = Engine::ACT;
   Engine memset_engine = Engine::POOL;
   std::optional<Engine> store_engine;
@@ -53,9 +57,12 @@ struct BlockedParams {
     s.add(&BlockedParams::block_n, "block_n", "N block (multiple of 512), outermost block loop", 512)
         .range(1, 1 << 16);
     s.add(&BlockedParams::block_k, "block_k", "K block (multiple of 128)", 1024).range(1, 1 << 16);
-    s.add(&BlockedParams::psum_bufs, "psum_bufs", "PSUM banks the per-m-tile PSUM tiles rotate over", 8)
+    s.add(&BlockedParams::psum_bufs, "psum_bufs",
+          "PSUM banks the per-m-tile PSUM tiles rotate over; null: the compiler's allocation rule")
         .range(1, 8);
-    s.add(&BlockedParams::bufs, "bufs", "SBUF tiles the per-m-tile PSUM copies rotate over", 2).range(1, 8);
+    s.add(&BlockedParams::bufs, "bufs",
+          "SBUF tiles the per-m-tile PSUM copies rotate over; null: the compiler's allocation rule")
+        .range(1, 8);
     s.choice(&BlockedParams::copy_engine, "copy_engine", "engine of the PSUM -> SBUF tensor_copy",
              {{"scalar", Engine::ACT}, {"vector", Engine::DVE}}, Engine::ACT);
     s.choice(&BlockedParams::memset_engine, "memset_engine", "engine of the output memsets",
@@ -82,24 +89,39 @@ void blocked_kernel(Kernel& k, const BlockedParams& p) {
   std::vector<View> outputs;  // [d2 mod 4], declared before the loops
   for (int64_t i = 0; i < std::min<int64_t>(4, nbn); ++i)
     outputs.push_back(k.sbuf({kP, p.M / kP, p.block_n}, DType::BF16, fmt::format("output[{}]", i)));
-  // Allocated in the N loop: lhsT [K block mod 2][M block mod 4], rhs [K block mod 2].
-  const int64_t lhsT_count = std::min<int64_t>(2, nbk) * std::min<int64_t>(4, nbm);
-  TilePool lhsT_sets = k.sbuf_pool({kP, kts, p.block_m}, DType::BF16, "lhs_T", lhsT_count);
-  TilePool rhs_sets = k.sbuf_pool({kP, kts, p.block_n}, DType::BF16, "rhs", std::min<int64_t>(2, nbk));
-  TilePool psum = k.psum_pool({kP, kTileN}, DType::F32, "psum_tile", p.psum_bufs);
-  TilePool accs = k.sbuf_pool({kP, kTileN}, DType::BF16, "acc_tile", p.bufs);
+  // Declared in the N loop: lhsT [K block mod 2][M block mod 4], rhs [K block mod 2]; the declaration's sets
+  // are one buffer of the rule, N block d2 uses copy d2 mod (its buffers).
+  const int64_t lhsT_count = std::min<int64_t>(2, nbk) * std::min<int64_t>(4, nbm),
+                rhs_count = std::min<int64_t>(2, nbk);
+  const int64_t per_tile = nbn * nbk * nbm * mts * nts;  // declarations of the per-m-tile tiles
+  const int64_t acc_bytes = kTileN * 2;
+  TilePool lhsT_sets =
+      k.sbuf_pool({kP, kts, p.block_m}, DType::BF16, "lhs_T",
+                  {.trip_count = nbn,
+                   .tiles = lhsT_count,
+                   .reserve_bytes_per_partition = rhs_count * kts * p.block_n * 2 + acc_bytes});
+  TilePool rhs_sets =
+      k.sbuf_pool({kP, kts, p.block_n}, DType::BF16, "rhs",
+                  {.trip_count = nbn, .tiles = rhs_count, .reserve_bytes_per_partition = acc_bytes});
+  TilePool psum =
+      k.psum_pool({kP, kTileN}, DType::F32, "psum_tile", {.trip_count = per_tile, .bufs = p.psum_bufs});
+  TilePool accs =
+      k.sbuf_pool({kP, kTileN}, DType::BF16, "acc_tile", {.trip_count = per_tile, .bufs = p.bufs});
   for (int64_t d2 = 0; d2 < nbn; ++d2) {
+    const int64_t lhsT_copy = d2 % (lhsT_sets.bufs() / lhsT_count),
+                  rhs_copy = d2 % (rhs_sets.bufs() / rhs_count);
     const View& out = outputs[d2 % 4];
     for (int64_t mt = 0; mt < p.M / kP; ++mt) nki::memset(out(all, mt), 0.0, p.memset_engine);
     const int64_t n0 = d2 * p.block_n;
     for (int64_t d0 = 0; d0 < nbk; ++d0) {
-      const View& r = rhs_sets.buffer(d0 % rhs_sets.bufs());
+      const View& r = rhs_sets.buffer(rhs_copy * rhs_count + d0 % rhs_count);
       for (int64_t kt = 0; kt < kts; ++kt) {
         const int64_t k0 = d0 * p.block_k + kt * kP;
         nki::dma_copy(r(all, kt), rhs(S(k0, k0 + kP), S(n0, n0 + p.block_n)));
       }
       for (int64_t d1 = 0; d1 < nbm; ++d1) {
-        const View& l = lhsT_sets.buffer(((d0 % 2) * std::min<int64_t>(4, nbm) + d1 % 4) % lhsT_sets.bufs());
+        const View& l = lhsT_sets.buffer(lhsT_copy * lhsT_count +
+                                         ((d0 % 2) * std::min<int64_t>(4, nbm) + d1 % 4) % lhsT_count);
         for (int64_t kt = 0; kt < kts; ++kt) {
           const int64_t k0 = d0 * p.block_k + kt * kP;
           nki::dma_copy(l(all, kt), lhsT(S(k0, k0 + kP), S(d1 * p.block_m, (d1 + 1) * p.block_m)));

@@ -19,10 +19,13 @@
 //       m_tiles stores out[m-tile][:, N tile] -> result
 // The lhs block is transposed again for every N tile, into the same fixed buffer, as published.
 // Compiled with enable-instruction-scheduling=false (README): program order is what the hardware runs, so
-// nothing is reordered here. Buffer counts as published: 16 (4 x 4) lhsT sets declared outside the loops
-// (the ones the loops touch are allocated), 8 rhs sets, one out set per M block; the PSUM tile and its SBUF
-// copy are allocated per m-tile, from `psum_bufs` banks (8: "matmul drains 8 M-tiles x 1 N-tile per call
-// (saturates PSUM at 8 banks)", README) and `bufs` SBUF tiles.
+// nothing is reordered here. Buffer counts as published where the kernel states them: 16 (4 x 4) lhsT sets
+// declared outside the loops (the ones the loops touch are allocated), 8 rhs sets per declaration (of which
+// K block d1 uses set d1 mod 8: min(8, K blocks) are live). The out sets (in the M loop), the rhs sets (in
+// the N loop), the PSUM tile and its SBUF copy (per m-tile) are declared inside loops: each site rotates over
+// the buffers the compiler's allocation rule gives it (kernels/api/alloc_rule.h: every free PSUM bank, as
+// the README observes, "matmul drains 8 M-tiles x 1 N-tile per call (saturates PSUM at 8 banks)"; 2 SBUF
+// buffers), or `psum_bufs` / `bufs` as what-ifs.
 // Engines: the kernel leaves them to the compiler (memset and tensor_copy default to `unknown`). The add runs
 // on Vector (tensor_tensor), the PSUM copy on `copy_engine` (Scalar by default, as the NKI guide's
 // profiles show for the compiler's PSUM copies; see nki_tutorial_matmul), the SBUF memsets on
@@ -48,7 +51,8 @@ namespace {
 constexpr int64_t kP = 128, kTileN = 512;
 
 struct Params {
-  int64_t M = 0, N = 0, K = 0, m_tiles = 8, k_tiles = 8, rhs_sets = 8, psum_bufs = 8, bufs = 2;
+  int64_t M = 0, N = 0, K = 0, m_tiles = 8, k_tiles = 8, rhs_sets = 8;
+  std::optional<int64_t> psum_bufs, bufs;
   Engine copy_engine = Engine::ACT;
   Engine memset_engine = Engine::POOL;
   std::optional<Engine> store_engine;
@@ -59,10 +63,16 @@ struct Params {
     s.dim(&Params::K, "K", "contraction");
     s.add(&Params::m_tiles, "m_tiles", "128-row M tiles per M block", 8).range(1, 16);
     s.add(&Params::k_tiles, "k_tiles", "128-row K tiles per K block", 8).range(1, 16);
-    s.add(&Params::rhs_sets, "rhs_sets", "rhs tile sets rotating over the K blocks (published: 8)", 8)
+    s.add(&Params::rhs_sets, "rhs_sets", "rhs tile sets one declaration holds, K block d1 uses d1 mod it (8)",
+          8)
         .range(1, 16);
-    s.add(&Params::psum_bufs, "psum_bufs", "PSUM banks the per-m-tile PSUM tiles rotate over", 8).range(1, 8);
-    s.add(&Params::bufs, "bufs", "SBUF tiles the per-m-tile PSUM copies rotate over", 2).range(1, 8);
+    s.add(&Params::psum_bufs, "psum_bufs",
+          "PSUM banks the per-m-tile PSUM tiles rotate over; null: the compiler's allocation rule")
+        .range(1, 8);
+    s.add(&Params::bufs, "bufs",
+          "SBUF buffers of the in-loop tiles (out, rhs sets, PSUM copies); null: the compiler's allocation "
+          "rule")
+        .range(1, 8);
     s.choice(&Params::copy_engine, "copy_engine", "engine of the PSUM -> SBUF tensor_copy",
              {{"scalar", Engine::ACT}, {"vector", Engine::DVE}}, Engine::ACT);
     s.choice(&Params::memset_engine, "memset_engine", "engine of the SBUF accumulator memsets",
@@ -92,10 +102,20 @@ void kernel(Kernel& k, const Params& p) {
       if (!v.valid())
         v = k.sbuf({kP, p.k_tiles, BM}, DType::BF16, fmt::format("lhsT[{}][{}]", d1 % 4, d0 % 4));
     }
-  TilePool rhs_sets = k.sbuf_pool({kP, p.k_tiles, kTileN}, DType::BF16, "rhs", p.rhs_sets);
-  TilePool out_sets = k.sbuf_pool({kP, p.m_tiles, p.N}, DType::BF16, "output", 1);
-  TilePool psum = k.psum_pool({kP, kTileN}, DType::F32, "psum_tile", p.psum_bufs);
-  TilePool accs = k.sbuf_pool({kP, kTileN}, DType::BF16, "acc_tile", p.bufs);
+  const int64_t live_rhs = std::min(p.rhs_sets, nbk), per_tile = nbm * nbn * nbk * p.m_tiles;
+  const int64_t acc_bytes = kTileN * 2;
+  TilePool out_sets =
+      k.sbuf_pool({kP, p.m_tiles, p.N}, DType::BF16, "output",
+                  {.trip_count = nbm,
+                   .reserve_bytes_per_partition = live_rhs * p.k_tiles * kTileN * 2 + acc_bytes,
+                   .bufs = p.bufs});
+  TilePool rhs_sets = k.sbuf_pool(
+      {kP, p.k_tiles, kTileN}, DType::BF16, "rhs",
+      {.trip_count = nbm * nbn, .tiles = live_rhs, .reserve_bytes_per_partition = acc_bytes, .bufs = p.bufs});
+  TilePool psum =
+      k.psum_pool({kP, kTileN}, DType::F32, "psum_tile", {.trip_count = per_tile, .bufs = p.psum_bufs});
+  TilePool accs =
+      k.sbuf_pool({kP, kTileN}, DType::BF16, "acc_tile", {.trip_count = per_tile, .bufs = p.bufs});
   for (int64_t d0 = 0; d0 < nbm; ++d0) {
     View out = out_sets.next();
     for (int64_t mt = 0; mt < p.m_tiles; ++mt) nki::memset(out(all, mt), 0.0, p.memset_engine);

@@ -26,15 +26,18 @@
 // by default, the engine the compiler has otherwise idle). DMAs carry no engine or dge_mode: NKI's defaults
 // as the builder resolves them (kernels/api/dma_mode.h: hardware DGE, loads on SP, stores on ACT).
 //
-// Allocation and order. Every tile the guide allocates inside a loop comes from a pool (pool.h) holding
-// `bufs` times the tiles the loop keeps live per iteration (hoisted: the K / 128 tiles of an m or an n;
-// fully_optimized: the block_k tiles of a K block), PSUM tiles from pools of `psum_bufs`. The loads run
-// ahead of the matmuls as far as those buffers allow (schedule.h: NKI's default scheduler; the guide's
-// profiles show the DMAs overlapping the matmuls): by operand tile (k-step) in tiled and hoisted, by block
-// in free_dim_blocked, by (K block, m block) in fully_optimized.
+// Allocation and order. Every tile the guide allocates inside a loop comes from a pool (pool.h) whose buffer
+// count is the compiler's allocation rule's (kernels/api/alloc_rule.h) for that declaration: its loop, the
+// tiles it declares at once (hoisted: the K / 128 tiles of an m or an n; fully_optimized: the block_k tiles
+// of a K block), the free SBUF or PSUM when it is declared, and room for the tiles declared after it in the
+// same loop body; `bufs` / `psum_bufs` override the rule (the guide sets neither). The loads run ahead of the
+// matmuls as far as those buffers allow (schedule.h: NKI's default scheduler; the guide's profiles show the
+// DMAs overlapping the matmuls): by operand tile (k-step) in tiled and hoisted, by block in
+// free_dim_blocked, by (K block, m block) in fully_optimized.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,7 +56,7 @@ struct Params {
   DType dtype = DType::F32;
   std::string variant = "fully_optimized";
   int64_t block_m = 16, block_n = 2, block_k = 8;
-  int64_t bufs = 2, psum_bufs = 2;
+  std::optional<int64_t> bufs, psum_bufs;
   Engine copy_engine = Engine::ACT;
   Engine memset_engine = Engine::POOL;
 
@@ -76,10 +79,11 @@ struct Params {
     s.add(&Params::block_k, "block_k", "k-tiles per block (fully_optimized: 8)", 8).range(1, 64);
     s.add(&Params::bufs, "bufs",
           "SBUF buffers of each in-loop allocation, in iterations' worth of its live tiles (1: no load runs "
-          "ahead into a tile the loop still holds)",
-          2)
+          "ahead into a tile the loop still holds); null: the compiler's allocation rule")
         .range(1, 8);
-    s.add(&Params::psum_bufs, "psum_bufs", "PSUM banks the in-loop PSUM tiles rotate over", 2).range(1, 8);
+    s.add(&Params::psum_bufs, "psum_bufs",
+          "PSUM banks the in-loop PSUM tiles rotate over; null: the compiler's allocation rule")
+        .range(1, 8);
     s.choice(&Params::copy_engine, "copy_engine", "engine of the tensor_copy drains (PSUM and SBUF)",
              {{"scalar", Engine::ACT}, {"vector", Engine::DVE}}, Engine::ACT);
     s.choice(&Params::memset_engine, "memset_engine", "engine of the fully_optimized result memsets",
@@ -106,16 +110,20 @@ struct Ops {
 void tiled(Kernel& k, const Ops& o) {
   const Params& p = o.p;
   const int64_t nm = p.M / kTileM, nn = p.N / kTileN, kt = p.K / kTileK;
-  TilePool lt = k.sbuf_pool({kTileK, kTileM}, p.dtype, "lhsT_tile", p.bufs);
-  TilePool rt = k.sbuf_pool({kTileK, kTileN}, p.dtype, "rhs_tile", p.bufs);
-  TilePool ps = k.psum_pool({kTileM, kTileN}, DType::F32, "res_psum", p.psum_bufs);
-  TilePool sb = k.sbuf_pool({kTileM, kTileN}, DType::F32, "res_sb", p.bufs);
+  const int64_t in_k = nm * nn * kt, in_n = nm * nn;
+  TilePool lt = k.sbuf_pool(
+      {kTileK, kTileM}, p.dtype, "lhsT_tile",
+      {.trip_count = in_k, .reserve_bytes_per_partition = kTileN * elem_bytes(p.dtype), .bufs = p.bufs});
+  TilePool rt = k.sbuf_pool({kTileK, kTileN}, p.dtype, "rhs_tile", {.trip_count = in_k, .bufs = p.bufs});
+  TilePool ps =
+      k.psum_pool({kTileM, kTileN}, DType::F32, "res_psum", {.trip_count = in_n, .bufs = p.psum_bufs});
+  TilePool sb = k.sbuf_pool({kTileM, kTileN}, DType::F32, "res_sb", {.trip_count = in_n, .bufs = p.bufs});
   struct Tiles {
     View l, r;
   };
   View acc;
   pipelined_loop(
-      nm * nn * kt, p.bufs - 1,
+      in_k, std::min(lt.bufs(), rt.bufs()) - 1,
       [&](int64_t i) {
         const int64_t m = i / (nn * kt), n = i / kt % nn, kk = i % kt;
         Tiles t{lt.next(), rt.next()};
@@ -139,13 +147,18 @@ void tiled(Kernel& k, const Ops& o) {
 void hoisted(Kernel& k, const Ops& o) {
   const Params& p = o.p;
   const int64_t nm = p.M / kTileM, nn = p.N / kTileN, kt = p.K / kTileK;
-  TilePool lt = k.sbuf_pool({kTileK, kTileM}, p.dtype, "lhsT_tile", p.bufs * kt);
-  TilePool rt = k.sbuf_pool({kTileK, kTileN}, p.dtype, "rhs_tile", p.bufs * kt);
-  TilePool ps = k.psum_pool({kTileM, kTileN}, DType::F32, "res_psum", p.psum_bufs);
-  TilePool sb = k.sbuf_pool({kTileM, kTileN}, DType::F32, "res_sb", p.bufs);
-  // lhsT tile (m + 1, k) reuses the buffer of (m + 1 - bufs, k): legal while the lookahead stays under the
-  // k-steps between that tile's last matmul and the next m.
-  const int64_t lookahead = std::min(p.bufs * kt, kt + (p.bufs - 1) * nn * kt) - 1;
+  TilePool lt =
+      k.sbuf_pool({kTileK, kTileM}, p.dtype, "lhsT_tile", {.trip_count = nm, .tiles = kt, .bufs = p.bufs});
+  TilePool rt = k.sbuf_pool(
+      {kTileK, kTileN}, p.dtype, "rhs_tile",
+      {.trip_count = nm * nn, .tiles = kt, .reserve_bytes_per_partition = kTileN * 4, .bufs = p.bufs});
+  TilePool ps =
+      k.psum_pool({kTileM, kTileN}, DType::F32, "res_psum", {.trip_count = nm * nn, .bufs = p.psum_bufs});
+  TilePool sb = k.sbuf_pool({kTileM, kTileN}, DType::F32, "res_sb", {.trip_count = nm * nn, .bufs = p.bufs});
+  // rhs tile (n + 1, k) reuses the buffer of the tile rt.bufs() k-steps before it; lhsT tile (m + 1, k)
+  // reuses the buffer of (m + 1 - lhsT sets, k): legal while the lookahead stays under the k-steps between
+  // that tile's last matmul and the next m.
+  const int64_t lookahead = std::min(rt.bufs(), kt + (lt.bufs() / kt - 1) * nn * kt) - 1;
   View acc;
   pipelined_loop(
       nm * nn * kt, lookahead,
@@ -173,15 +186,26 @@ void hoisted(Kernel& k, const Ops& o) {
 void free_dim_blocked(Kernel& k, const Ops& o) {
   const Params& p = o.p;
   const int64_t kt = p.K / kTileK, nbm = p.M / (p.block_m * kTileM), nbn = p.N / (p.block_n * kTileN);
-  TilePool lt = k.sbuf_pool({kTileK, kTileM}, p.dtype, "lhsT_tile", p.bufs * p.block_m * kt);
-  TilePool rt = k.sbuf_pool({kTileK, kTileN}, p.dtype, "rhs_tile", p.bufs * p.block_n * kt);
-  TilePool ps = k.psum_pool({kTileM, kTileN}, DType::F32, "result_tile", p.psum_bufs);
-  TilePool sb = k.sbuf_pool({kTileM, kTileN}, p.dtype, "result_tmp", p.bufs);
+  const int64_t per_block = nbm * nbn * p.block_m * p.block_n;  // declarations of the per-tile result tiles
+  TilePool lt = k.sbuf_pool({kTileK, kTileM}, p.dtype, "lhsT_tile",
+                            {.trip_count = nbm, .tiles = p.block_m * kt, .bufs = p.bufs});
+  TilePool rt = k.sbuf_pool({kTileK, kTileN}, p.dtype, "rhs_tile",
+                            {.trip_count = nbm * nbn,
+                             .tiles = p.block_n * kt,
+                             .reserve_bytes_per_partition = kTileN * elem_bytes(p.dtype),
+                             .bufs = p.bufs});
+  TilePool ps = k.psum_pool({kTileM, kTileN}, DType::F32, "result_tile",
+                            {.trip_count = per_block, .bufs = p.psum_bufs});
+  TilePool sb =
+      k.sbuf_pool({kTileM, kTileN}, p.dtype, "result_tmp", {.trip_count = per_block, .bufs = p.bufs});
   struct Block {
     std::vector<View> rhs;  // [bn * kt + k]
   };
+  // The rhs set of block b + L reuses the set of block b + L - rhs sets; the lhsT set of m block m + 1 the
+  // set of m + 1 - lhsT sets, last used nbn blocks before m + 1 starts.
+  const int64_t rhs_sets = rt.bufs() / (p.block_n * kt), lhsT_sets = lt.bufs() / (p.block_m * kt);
   pipelined_loop(
-      nbm * nbn, p.bufs - 1,
+      nbm * nbn, std::min(rhs_sets - 1, (lhsT_sets - 1) * nbn),
       [&](int64_t b) {
         const int64_t m = b / nbn, n = b % nbn;
         if (n == 0)
@@ -220,8 +244,11 @@ void fully_optimized(Kernel& k, const Ops& o) {
   const int64_t BM = p.block_m * kTileM, BN = p.block_n * kTileN;
   const int64_t nbm = p.M / BM, nbn = p.N / BN, nbk = p.K / (p.block_k * kTileK);
   const int64_t per_n = nbm * p.block_m * p.block_n;  // result tiles [128, 512] of one n block
-  TilePool results = k.sbuf_pool({kTileM, kTileN}, p.dtype, "result_tmp", p.bufs * per_n);
-  TilePool ps = k.psum_pool({kTileM, kTileN}, DType::F32, "result_tile", p.psum_bufs);
+  TilePool results = k.sbuf_pool({kTileM, kTileN}, p.dtype, "result_tmp",
+                                 {.trip_count = nbn, .tiles = per_n, .bufs = p.bufs});
+  TilePool ps = k.psum_pool({kTileM, kTileN}, DType::F32, "result_tile",
+                            {.trip_count = nbn * nbk * per_n, .bufs = p.psum_bufs});
+  const int64_t lhsT_set_bytes = p.block_k * BM * elem_bytes(p.dtype);
   for (int64_t n = 0; n < nbn; ++n) {
     std::vector<View> res(per_n);  // [(m * block_m + bm) * block_n + bn]
     for (View& r : res) {
@@ -229,11 +256,19 @@ void fully_optimized(Kernel& k, const Ops& o) {
       nki::memset(r, 0.0, p.memset_engine);
     }
     {
-      TilePool rt = k.sbuf_pool({kTileK, BN}, p.dtype, "rhs_tile", p.bufs * p.block_k);
-      TilePool lt = k.sbuf_pool({kTileK, BM}, p.dtype, "lhsT_tile", p.bufs * p.block_k);
+      TilePool rt = k.sbuf_pool({kTileK, BN}, p.dtype, "rhs_tile",
+                                {.trip_count = nbk,
+                                 .tiles = p.block_k,
+                                 .reserve_bytes_per_partition = lhsT_set_bytes,
+                                 .bufs = p.bufs});
+      TilePool lt = k.sbuf_pool({kTileK, BM}, p.dtype, "lhsT_tile",
+                                {.trip_count = nbk * nbm, .tiles = p.block_k, .bufs = p.bufs});
       std::vector<View> rhs_of_kb(p.block_k);
+      // The lhsT set of step s + L reuses the set of step s + L - lhsT sets; the rhs set of K block kb + 1
+      // the set of kb + 1 - rhs sets, last used nbm steps before kb + 1 starts.
+      const int64_t rhs_sets = rt.bufs() / p.block_k, lhsT_sets = lt.bufs() / p.block_k;
       pipelined_loop(
-          nbk * nbm, p.bufs - 1,
+          nbk * nbm, std::min(lhsT_sets - 1, (rhs_sets - 1) * nbm),
           [&](int64_t s) {
             const int64_t kb = s / nbm, m = s % nbm;
             if (m == 0)
@@ -263,7 +298,8 @@ void fully_optimized(Kernel& k, const Ops& o) {
               }
           });
     }
-    TilePool packed = k.sbuf_pool({kTileM, BN}, DType::F32, "result_packed", p.bufs);
+    TilePool packed = k.sbuf_pool({kTileM, BN}, DType::F32, "result_packed",
+                                  {.trip_count = nbm * p.block_m, .bufs = p.bufs});
     for (int64_t m = 0; m < nbm; ++m)
       for (int64_t bm = 0; bm < p.block_m; ++bm) {
         View t = packed.next();

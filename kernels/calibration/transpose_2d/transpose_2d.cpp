@@ -7,15 +7,17 @@
 //   for i < M / 128, j < N / 128 (row blocks outer): in_tile [128, 128] <- in[i, j] (DMA);
 //   t = nc_transpose(in_tile) on the Tensor engine into PSUM; out_tile = tensor_copy(t); out[j, i] <-
 //   out_tile
-// The tiles are allocated inside the loop and rotate over `bufs` buffers (2 by default); the loop is
-// emitted software-pipelined with a lookahead of bufs - 1 tiles (NKI's default schedule: the next tile's
-// load ahead of this tile's store). DMAs carry no engine or dge_mode: NKI's defaults as the builder resolves
-// them (kernels/api/dma_mode.h: hardware DGE, loads on SP, stores on ACT); the PSUM copy on
-// `copy_engine` (NKI's default leaves it to the compiler; Scalar by default, as for the tutorial matmul's
-// PSUM copies, see nki_tutorial_matmul).
+// The tiles are allocated inside the loop and rotate over the buffers the compiler's allocation rule gives
+// them (kernels/api/alloc_rule.h: 2 in SBUF, every free bank in PSUM; `bufs` overrides it); the loop is
+// emitted software-pipelined with a lookahead of one tile less than the input tile's buffers (NKI's default
+// schedule: the next tile's load ahead of this tile's store). DMAs carry no engine or dge_mode: NKI's
+// defaults as the builder resolves them (kernels/api/dma_mode.h: hardware DGE, loads on SP, stores on ACT);
+// the PSUM copy on `copy_engine` (NKI's default leaves it to the compiler; Scalar by default, as for the
+// tutorial matmul's PSUM copies, see nki_tutorial_matmul).
 #include <fmt/format.h>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "kernels/api/nki.h"
@@ -29,14 +31,16 @@ namespace {
 constexpr int64_t kT = 128;
 
 struct Params {
-  int64_t M = 0, N = 0, bufs = 2;
+  int64_t M = 0, N = 0;
+  std::optional<int64_t> bufs;
   Engine copy_engine = Engine::ACT;
 
   static void describe(Schema<Params>& s) {
     s.dim(&Params::M, "M", "rows of in (multiple of 128)");
     s.dim(&Params::N, "N", "columns of in (multiple of 128)");
     s.add(&Params::bufs, "bufs",
-          "buffers each in-loop tile (SBUF in/out, PSUM) rotates over; the loop runs bufs - 1 tiles ahead", 2)
+          "buffers each in-loop tile (SBUF in/out, PSUM) rotates over; null: the compiler's allocation rule "
+          "(kernels/api/alloc_rule.h); the loop runs bufs - 1 tiles ahead")
         .range(1, 8);
     s.choice(&Params::copy_engine, "copy_engine", "engine of the PSUM -> SBUF tensor_copy",
              {{"scalar", Engine::ACT}, {"vector", Engine::DVE}}, Engine::ACT);
@@ -48,11 +52,12 @@ void kernel(Kernel& k, const Params& p) {
   View out = k.output("out", DType::F32, {p.N, p.M});
   if (p.M % kT || p.N % kT)
     throw InputError(fmt::format("kernel 'transpose_2d': M, N = {}, {} must be multiples of 128", p.M, p.N));
-  TilePool in_tiles = k.sbuf_pool({kT, kT}, DType::F32, "in_tile", p.bufs);
-  TilePool t_psum = k.psum_pool({kT, kT}, DType::F32, "t_psum", p.bufs);
-  TilePool out_tiles = k.sbuf_pool({kT, kT}, DType::F32, "out_tile", p.bufs);
   const int64_t cols = p.N / kT;
-  pipelined_loop((p.M / kT) * cols, p.bufs - 1,
+  const InLoop loop{.trip_count = (p.M / kT) * cols, .bufs = p.bufs};
+  TilePool in_tiles = k.sbuf_pool({kT, kT}, DType::F32, "in_tile", loop);
+  TilePool t_psum = k.psum_pool({kT, kT}, DType::F32, "t_psum", loop);
+  TilePool out_tiles = k.sbuf_pool({kT, kT}, DType::F32, "out_tile", loop);
+  pipelined_loop((p.M / kT) * cols, in_tiles.bufs() - 1,
                  [&](int64_t t) {
                    const int64_t i = t / cols, j = t % cols;
                    View src = in_tiles.next();

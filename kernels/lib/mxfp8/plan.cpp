@@ -97,7 +97,10 @@ int64_t pe_rows_bytes(const Operand& o, int64_t tile_k, int64_t load_f) {
 
 Plan plan_matmul(const MatmulSpec& spec, const isa::Limits& limits) {
   if (limits.generation != Generation::Trn3)
-    fail(spec, "needs Trn3 (nc_matmul_mx and quantize_mx exist on Trn3 only); the hardware is Trn2");
+    fail(spec,
+         "needs Trn3: nki-library's MXFP8 kernels have no Trn2 path (their tests mark them TRN3-only) and "
+         "nc_matmul_mx and quantize_mx are available only on NeuronCore-v4 and newer (NKI ISA docs); the "
+         "hardware is Trn2");
   const int64_t M = spec.M, N = spec.N, K = spec.K;
   if (M < 1 || N < 1 || K < 1) fail(spec, fmt::format("M, K, N must be positive, got {}, {}, {}", M, K, N));
   if (K % 128 != 0)

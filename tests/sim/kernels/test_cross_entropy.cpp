@@ -58,6 +58,8 @@ void check_mx_matches_bf16_run(const json& params, const json& inputs, const std
   pb.erase("quantize_rule");
   pb.erase("scale_layout");
   pb.erase("fused");
+  pb.erase("rowwise_usage");
+  pb.erase("columnwise_usage");
   const CeRun bf = run_ce("cross_entropy_bwd", pb, inputs, hw);
   const CeRun mx = run_ce("cross_entropy_bwd", params, inputs, hw);
   REQUIRE(bf.all_pass());
@@ -69,6 +71,12 @@ void check_mx_matches_bf16_run(const json& params, const json& inputs, const std
   const char* names[2][2] = {{"input_grad_rowwise_data", "input_grad_rowwise_scale_inv"},
                              {"input_grad_columnwise_data", "input_grad_columnwise_scale_inv"}};
   for (int a = 0; a < 2; ++a) {
+    if (!params.value(a == 0 ? "rowwise_usage" : "columnwise_usage", true)) {
+      // The unused orientation is not an output at all.
+      CHECK(mx.outputs.count(names[a][0]) == 0);
+      CHECK(mx.outputs.count(names[a][1]) == 0);
+      continue;
+    }
     const Mx want =
         quantize_te(bf.out("input_grad"), a == 0 ? num::MxAxis::Row : num::MxAxis::Col, f, rule, swz);
     INFO(names[a][0]);
@@ -338,6 +346,69 @@ TEST_CASE("cross_entropy_bwd MXFP8 with quantize_rule trn3: quantize_mx's rule o
                                {"fused", "never"}},
                               bwd_inputs(args));
   }
+}
+
+TEST_CASE(
+    "cross_entropy_bwd MXFP8: rowwise_usage / columnwise_usage write one orientation and skip the other's "
+    "work",
+    "[kernels][cross_entropy]") {
+  const json args = {{"seed", 16}, {"ignore_fraction", 0.1}, {"neg_inf_target_rows", 2}};
+  struct Path {
+    const char *rule, *fused;
+  };
+  for (const Path path : {Path{"te", "auto"}, Path{"te", "never"}, Path{"trn3", "auto"}}) {
+    const json base = {{"rows", 512},
+                       {"V", 1024},
+                       {"grad_quantizer", "mxfp8_e4m3"},
+                       {"quantize_rule", path.rule},
+                       {"fused", path.fused},
+                       {"scale_layout", "swizzled"}};
+    const CeRun both = run_ce("cross_entropy_bwd", base, bwd_inputs(args));
+    REQUIRE(both.all_pass());
+    for (const char* only : {"rowwise_usage", "columnwise_usage"}) {
+      DYNAMIC_SECTION(path.rule << " " << path.fused << ", " << only << " = false") {
+        json p = base;
+        p[only] = false;
+        // The same bytes for the orientation kept (TE's quantizer of the BF16 run's gradient).
+        check_mx_matches_bf16_run(p, bwd_inputs(args));
+        const CeRun one = run_ce("cross_entropy_bwd", p, bwd_inputs(args));
+        const bool row = std::string(only) == "columnwise_usage";
+        CHECK(one.outputs.size() == 2);
+        // Less work and less time than both orientations.
+        int64_t n_one = 0, n_both = 0;
+        for (const auto& [op, n] : one.ops) n_one += n;
+        for (const auto& [op, n] : both.ops) n_both += n;
+        CHECK(n_one < n_both);
+        CHECK(one.time_ns < both.time_ns);
+        const auto count = [](const CeRun& r, isa::Opcode op) { return r.ops.count(op) ? r.ops.at(op) : 0; };
+        if (std::string(path.rule) == "te") {
+          // TE rule: every PE transpose serves the columnwise blocks (the tile and its keys, the FP8 result
+          // back; the fix-up's on DVE), so a rowwise-only run has none.
+          if (row) CHECK(count(one, isa::Opcode::NcTranspose) == 0);
+          if (!row) CHECK(count(one, isa::Opcode::NcTranspose) == count(both, isa::Opcode::NcTranspose));
+        } else {
+          // Trn3 rule: one quantize_mx per chunk makes the columnwise blocks, PE transposes and more
+          // quantize_mx the rowwise ones: each orientation alone has fewer of both.
+          CHECK(count(one, isa::Opcode::QuantizeMx) < count(both, isa::Opcode::QuantizeMx));
+          CHECK(count(one, isa::Opcode::NcTranspose) < count(both, isa::Opcode::NcTranspose));
+        }
+      }
+    }
+  }
+  CHECK_THROWS_WITH(
+      run_ce("cross_entropy_bwd",
+             {{"rows", 128},
+              {"V", 512},
+              {"grad_quantizer", "mxfp8_e4m3"},
+              {"rowwise_usage", false},
+              {"columnwise_usage", false}},
+             bwd_inputs(args)),
+      Catch::Contains("parameters 'rowwise_usage' and 'columnwise_usage' are both false: the MXFP8 gradient "
+                      "would have no tensor"));
+  CHECK_THROWS_WITH(
+      run_ce("cross_entropy_bwd", {{"rows", 128}, {"V", 512}, {"rowwise_usage", false}}, bwd_inputs(args)),
+      Catch::Contains("parameters 'rowwise_usage' / 'columnwise_usage' apply to an MXFP8 "
+                      "grad_quantizer"));
 }
 
 TEST_CASE("cross_entropy_bwd on Trn2 with the TE rule, and quantize_rule trn3 needing Trn3",

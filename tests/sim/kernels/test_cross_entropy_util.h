@@ -1,6 +1,6 @@
 // Test helper for the cross-entropy kernels: runs a workload (JSON built in the test) through the same path
-// as `trnsim run` (parse, prepare, make inputs with the kernel's recipes, run with numerics, the kernel's
-// checks) and returns the inputs, outputs and check results.
+// as `trnsim run` (WorkloadRun: parse, prepare, make inputs with the kernel's recipes, run with numerics, the
+// kernel's checks) and returns the inputs, outputs and check results.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -15,9 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/workload/workload.h"
+#include "kernels/workload/workload_run.h"
 #include "sim/numerics/float_formats.h"
-#include "sim/run/session.h"
 
 namespace trnsim::test {
 
@@ -25,6 +24,7 @@ struct CeRun {
   kernels::Tensors inputs, outputs;
   std::vector<run::CheckResult> checks;
   double time_ns = 0;
+  std::map<isa::Opcode, int64_t> ops;  // instructions of both cores by opcode
 
   const tensor::HostTensor& out(const std::string& n) const { return outputs.at(n); }
   const tensor::HostTensor& in(const std::string& n) const { return inputs.at(n); }
@@ -62,16 +62,17 @@ inline CeRun run_ce(const std::string& kernel, const nlohmann::json& params, con
   std::filesystem::create_directories(dir);
   const auto path = dir / (kernel + "_" + std::to_string(std::hash<std::string>{}(w.dump())) + ".json");
   std::ofstream(path) << w.dump();
-  workload::PreparedWorkload p = workload::prepare_workload(workload::parse_workload(path.string()));
+  workload::WorkloadRun run(workload::parse_workload(path.string()));
+  const workload::WorkloadRunOptions o{.full_reference = true};
   CeRun r;
-  r.inputs = workload::make_inputs(p);
-  run::Session s(p.build.program, p.hw);
-  for (const auto& [name, t] : r.inputs) s.set_input(name, t);
-  const run::SessionResult res = s.run({.numerics = true});
-  r.time_ns = res.stats.total_time.ns();
-  for (const auto& name : p.build.outputs) r.outputs.emplace(name, s.read(name));
-  if (tamper) tamper(r.outputs);
-  r.checks = workload::evaluate_checks(p, r.inputs, r.outputs, true);
+  r.inputs = run.make_inputs();
+  r.time_ns = run.simulate(o).stats.total_time.ns();
+  for (const auto& core : run.program().streams)
+    for (const auto& stream : core)
+      for (const auto& in : stream) ++r.ops[in.op];
+  if (tamper) tamper(run.outputs());
+  r.checks = run.check(o);
+  r.outputs = std::move(run.outputs());
   std::filesystem::remove(path);
   return r;
 }

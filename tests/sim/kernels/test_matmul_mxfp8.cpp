@@ -242,7 +242,9 @@ TEST_CASE("matmul_mxfp8: rejected parameters name the kernel and the reason") {
   };
   const std::string k = "kernel 'matmul_mxfp8': ";
   CHECK(build_error("matmul_mxfp8", base, config::load_hw_config("trn2")) ==
-        k + "needs Trn3 (nc_matmul_mx and quantize_mx exist on Trn3 only); the hardware is Trn2");
+        k + "needs Trn3: nki-library's MXFP8 kernels have no Trn2 path (their tests mark them TRN3-only) and "
+            "nc_matmul_mx and quantize_mx are available only on NeuronCore-v4 and newer (NKI ISA docs); the "
+            "hardware is Trn2");
   CHECK(err({{"K", 1000}}) ==
         k + "K = 1000 must be a multiple of 128 (K/4 interleaved rows go on partitions in "
             "multiples of 32)");

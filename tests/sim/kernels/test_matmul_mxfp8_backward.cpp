@@ -21,7 +21,7 @@ struct Bwd {
       : M(m), K(k), N(n), dy(random_bf16(m, n, 11)), w(random_bf16(n, k, 12)), x(random_bf16(m, k, 13)) {}
 
   json params(json extra = json::object()) const {
-    json p = {{"M", M}, {"K", K}, {"N", N}, {"output_dtype", "float32"}};
+    json p = {{"M", M}, {"K", K}, {"N", N}, {"output_dtype", "float32"}, {"float8_dtype", "float8_e4m3fn"}};
     p.update(extra);
     return p;
   }
@@ -157,6 +157,83 @@ TEST_CASE("matmul_mxfp8_backward: parameter variants keep the arithmetic (bit-id
   CHECK(count_op(r.program, isa::Opcode::NcTranspose) > 0);
 }
 
+TEST_CASE("matmul_mxfp8_backward: float8_dtype defaults to float8_e5m2 (nki-library's documented default)") {
+  const Bwd b(512, 512, 512);
+  json p = b.params();
+  p.erase("float8_dtype");
+  const auto r = run_kernel("matmul_mxfp8_backward", p, b.inputs());
+  // E5M2 quantization on chip: the E5M2 MX reference to FP32 rounding, far from the E4M3 one.
+  CHECK(rel_l2(r.get("input_grad"), b.dx_ref(num::Fp8Format::E5M2, num::QuantScheme::WrapX)) <= 1e-5);
+  CHECK(rel_l2(r.get("weight_grad"), b.dw_ref(num::Fp8Format::E5M2, num::QuantScheme::WrapX)) <= 1e-5);
+  CHECK(rel_l2(r.get("input_grad"), b.dx_ref(num::Fp8Format::E4M3FN, num::QuantScheme::WrapX)) > 1e-2);
+}
+
+TEST_CASE(
+    "matmul_mxfp8_backward: pre-quantized output_grad (rowwise for input_grad, columnwise for "
+    "weight_grad)") {
+  // dY quantized on the host as quantize_mx quantizes it on chip: along N ([N/4, M] x4) for input_grad and
+  // along M ([M/4, N] x4, the extension's columnwise set) for weight_grad. The kernel then reads the bytes
+  // its BF16 run would have made, so both outputs are bit-identical to that run, and the host check
+  // (dequantized dY, MX-quantized W and X) passes.
+  const Bwd b(512, 512, 1024);
+  const auto s = num::QuantScheme::WrapX;
+  const auto f = num::Fp8Format::E4M3FN;
+  const auto base = run_kernel("matmul_mxfp8_backward", b.params(), b.inputs());
+  for (const bool packed : {false, true}) {
+    INFO("packed " << packed);
+    const auto [rd, rs] = prequantized(b.dy_n(), s, f, packed);
+    const auto [cd, cs] = prequantized(b.dy_m(), s, f, packed);
+    auto in = b.inputs();
+    in["output_grad"] = rd, in["output_grad_scales"] = rs;
+    in["output_grad_columnwise"] = cd, in["output_grad_columnwise_scales"] = cs;
+    const auto rshape = num::trainium_scale_shape(b.N, b.M, packed);
+    const auto cshape = num::trainium_scale_shape(b.M, b.N, packed);
+    const json p = b.params({{"output_grad_scales", {rshape.rows, rshape.cols}},
+                             {"output_grad_columnwise_scales", {cshape.rows, cshape.cols}},
+                             {"use_scale_packing", packed}});
+    const auto r = run_kernel("matmul_mxfp8_backward", p, in);
+    CHECK(same_bits(r.get("input_grad"), base.get("input_grad")));
+    CHECK(same_bits(r.get("weight_grad"), base.get("weight_grad")));
+    const auto x4 = [&](const Bytes& d, int64_t K, int64_t F) {
+      return tensor::HostTensor{isa::DType::FP8_E4M3FN_X4, {K / 4, F}, d};
+    };
+    const auto e8 = [](const Bytes& d, const num::ScaleShape& sh) {
+      return tensor::HostTensor{isa::DType::E8M0, {sh.rows, sh.cols}, d};
+    };
+    std::map<std::string, tensor::HostTensor> ins, outs;
+    ins.emplace("output_grad", x4(rd, b.N, b.M));
+    ins.emplace("output_grad_scales", e8(rs, rshape));
+    ins.emplace("output_grad_columnwise", x4(cd, b.M, b.N));
+    ins.emplace("output_grad_columnwise_scales", e8(cs, cshape));
+    ins.emplace("weights", tensor::HostTensor{isa::DType::BF16, {b.N, b.K}, as_bytes(b.w)});
+    ins.emplace("input_activation", tensor::HostTensor{isa::DType::BF16, {b.M, b.K}, as_bytes(b.x)});
+    const auto f32 = [](const std::vector<float>& v, int64_t R, int64_t C) {
+      tensor::HostTensor t = tensor::HostTensor::zeros(isa::DType::F32, {R, C});
+      for (int64_t i = 0; i < R * C; ++i) t.set(i, v[i]);
+      return t;
+    };
+    outs.emplace("input_grad", f32(r.get("input_grad"), b.M, b.K));
+    outs.emplace("weight_grad", f32(r.get("weight_grad"), b.N, b.K));
+    const auto checks = kernels::registry().bind("matmul_mxfp8_backward", p)->checks();
+    REQUIRE(checks.size() == 2);
+    for (const auto& c : checks) {
+      const run::CheckResult res = c.run(kernels::CheckContext(ins, outs, false));
+      INFO(c.output);
+      CHECK(res.pass);
+      // The kernel's products of the same quantized values, in FP32: the MX reference to rounding.
+      CHECK(res.metric("rel_l2_vs_quantized") <= 1e-6);
+    }
+  }
+  // Only the columnwise set: input_grad quantizes a BF16 output_grad itself.
+  const auto [cd, cs] = prequantized(b.dy_m(), s, f, false);
+  auto in = b.inputs();
+  in["output_grad_columnwise"] = cd, in["output_grad_columnwise_scales"] = cs;
+  const auto r =
+      run_kernel("matmul_mxfp8_backward", b.params({{"output_grad_columnwise_scales", {b.M / 4, b.N}}}), in);
+  CHECK(same_bits(r.get("input_grad"), base.get("input_grad")));
+  CHECK(same_bits(r.get("weight_grad"), base.get("weight_grad")));
+}
+
 TEST_CASE("matmul_mxfp8_backward: BF16 outputs and per-phase configs") {
   const Bwd b(512, 1024, 512);
   const json p =
@@ -183,7 +260,11 @@ TEST_CASE("matmul_mxfp8_backward: registered schema and rejected combinations") 
     CHECK(std::find(names.begin(), names.end(), n) != names.end());
   const json d =
       kernels::registry().bind("matmul_mxfp8_backward", {{"M", 512}, {"K", 512}, {"N", 512}})->params();
-  CHECK(d["float8_dtype"] == "float8_e4m3fn");
+  // nki-library's documented default (matmul_mxfp8_generic_backward_kernel.py), not matmul_mxfp8's e4m3fn.
+  CHECK(d["float8_dtype"] == "float8_e5m2");
+  CHECK(kernels::registry()
+            .bind("matmul_mxfp8", {{"M", 512}, {"K", 512}, {"N", 512}})
+            ->params()["float8_dtype"] == "float8_e4m3fn");
   CHECK(d["lnc_2_shard_rhs"] == true);
   CHECK(d["run_with_lnc2"] == true);
   CHECK(d["input_grad_config"].is_null());
@@ -200,16 +281,25 @@ TEST_CASE("matmul_mxfp8_backward: registered schema and rejected combinations") 
   const std::string k = "kernel 'matmul_mxfp8_backward'";
   CHECK(
       err({{"output_grad_scales", {128, 512}}}) ==
-      k + ": parameter 'output_grad_scales': a pre-quantized output_grad cannot be used: dY is the "
-          "contraction "
-          "operand along N in input_grad (dY W) and along M in weight_grad (dY^T X), so one set of MX scales "
-          "serves only one of the two phases; pass output_grad as BF16");
-  CHECK(err({{"output_grad_is_swizzled", true}}) ==
-        k + ": parameter 'output_grad_is_swizzled': a pre-swizzled output_grad cannot be used: the x4 "
-            "interleave "
-            "runs along the contraction axis, which is N for input_grad and M for weight_grad; pass "
-            "output_grad "
-            "unswizzled");
+      k + ": parameter 'output_grad_scales' without 'output_grad_columnwise_scales': the x4 data of "
+          "output_grad is quantized along N, input_grad's contraction; nki-library hands the same pair to "
+          "weight_grad, whose contraction is M (its K check fails unless M == N, and then it computes dY X); "
+          "give the columnwise set too (inputs output_grad_columnwise [M/4, N] and its scales)");
+  CHECK(
+      err({{"output_grad_is_swizzled", true}}) ==
+      k + ": parameter 'output_grad_is_swizzled': nki-library passes it to both phases, and weight_grad "
+          "reads output_grad K-by-F (contraction M), which matmul_mxfp8 asserts out for pre-swizzled inputs "
+          "('K-by-F layout (lhs_is_f_by_k=False) is not supported for pre-swizzled inputs', "
+          "matmul_mxfp8_generic_kernel.py); pass output_grad unswizzled, or pre-quantized "
+          "(output_grad_scales with output_grad_columnwise_scales)");
+  // Trn2: nki-library has no Trn2 path (nc_matmul_mx and quantize_mx are NeuronCore-v4 instructions).
+  try {
+    build_mx("matmul_mxfp8_backward", base, test::hw_named("trn2"));
+    FAIL("built on Trn2");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("needs Trn3") && Catch::Contains("NeuronCore-v4") &&
+                             Catch::Contains("TRN3-only"));
+  }
   CHECK(err({{"input_grad_config", {{"tile_q", 1}}}}) ==
         k + ": unknown parameter 'input_grad_config.tile_q' (known: tile_m, tile_k, tile_n, "
             "TILES_IN_BLOCK_M, TILES_IN_BLOCK_N, TILES_IN_BLOCK_K, TILES_IN_LOAD_M, TILES_IN_LOAD_N)");

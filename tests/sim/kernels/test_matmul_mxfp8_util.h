@@ -119,12 +119,12 @@ inline std::vector<uint16_t> swizzled(const Logical& a, num::QuantScheme s) {
 // Pre-quantized x4 data [K/4, F] (4 bytes per element) and Trainium scales (unpacked or packed).
 inline std::pair<Bytes, Bytes> prequantized(const Logical& a, num::QuantScheme s, num::Fp8Format fmt,
                                             bool packed) {
-  const auto sw = swizzled(a, s);
-  Bytes data(a.K * a.F), compact(a.K / 32 * a.F);
-  num::quantize_x4(sw.data(), a.K / 4, a.F, fmt, num::ScaleRule::Trn3, data.data(), compact.data());
-  const auto shape = num::trainium_scale_shape(a.K, a.F, packed);
-  Bytes scales(shape.size(), 0x7F);
-  num::scales_to_trainium(compact.data(), a.K, a.F, packed, 0, scales.data());
+  std::vector<uint16_t> kf(a.K * a.F);
+  for (int64_t k = 0; k < a.K; ++k)
+    for (int64_t f = 0; f < a.F; ++f) kf[k * a.F + f] = num::f32_to_bf16(a.at(k, f));
+  Bytes data(a.K * a.F), scales(num::trainium_scale_shape(a.K, a.F, packed).size());
+  num::quantize_operand_x4(kf.data(), a.K, a.F, s, fmt, num::ScaleRule::Trn3, packed, data.data(),
+                           scales.data());
   return {data, scales};
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/workload/workload.h"
+#include "kernels/workload/workload_run.h"
 #include "sim/run/session.h"
 
 namespace trnsim::test {
@@ -106,16 +107,18 @@ inline workload::PreparedWorkload prepare_moe(const json& params, const json& in
 
 // Runs with numerics and full references; `edit` may replace inputs after the recipes (e.g. pre-quantized
 // weights made on the host).
+// The checks run in one step after the simulation (run_moe_references_alongside: as `trnsim run`, their
+// references prepared while it runs).
 inline MoeRun run_moe(const json& params, const json& inputs = moe_inputs(),
                       const std::function<void(kernels::Tensors&)>& edit = {},
                       const std::string& kernel = kMoeFwd) {
-  MoeRun r{prepare_moe(params, inputs, kernel)};
-  r.inputs = workload::make_inputs(r.prepared);
-  if (edit) edit(r.inputs);
-  run::Session s(r.prepared.build.program, r.prepared.hw);
-  for (const auto& [name, t] : r.inputs) s.set_input(name, t);
-  r.result = s.run({.numerics = true});
-  for (const auto& t : r.prepared.outputs) r.outputs.emplace(t.name, s.read(t.name));
+  workload::WorkloadRun run(prepare_moe(params, inputs, kernel));
+  if (edit) edit(run.make_inputs());
+  run.simulate({.checks = false});
+  MoeRun r{std::move(run.prepared())};
+  r.inputs = std::move(run.inputs());
+  r.outputs = std::move(run.outputs());
+  r.result = run.result();
   r.checks = workload::evaluate_checks(r.prepared, r.inputs, r.outputs, true);
   r.stats = r.prepared.kernel->input_stats(r.inputs);
   return r;
@@ -125,24 +128,25 @@ inline MoeRun run_moe(const json& params, const json& inputs = moe_inputs(),
 // runs, then the comparisons.
 inline MoeRun run_moe_references_alongside(const json& params, const json& inputs = moe_inputs(),
                                            const std::string& kernel = kMoeFwd) {
-  MoeRun r{prepare_moe(params, inputs, kernel)};
-  r.inputs = workload::make_inputs(r.prepared);
-  const std::vector<kernels::OutputCheck> checks = workload::make_checks(r.prepared);
-  REQUIRE(workload::has_prepare_step(checks));
-  run::Session s(r.prepared.build.program, r.prepared.hw);
-  for (const auto& [name, t] : r.inputs) s.set_input(name, t);
-  std::thread references([&] { workload::prepare_checks(r.prepared, checks, r.inputs, true); });
-  r.result = s.run({.numerics = true});
-  references.join();
+  workload::WorkloadRun run(prepare_moe(params, inputs, kernel));
+  REQUIRE(workload::has_prepare_step(workload::make_checks(run.prepared())));
+  const workload::WorkloadRunOptions o{.full_reference = true};
+  run.simulate(o);
+  REQUIRE(run.times().reference_thread >= 0);  // the references were prepared alongside
   // As trnsim run, the outputs moved out of the machine state: then reading one again, or running, is an
   // error.
-  for (const auto& t : r.prepared.outputs) r.outputs.emplace(t.name, s.take(t.name));
-  const std::string first = r.prepared.outputs.front().name;
+  run::Session& s = *run.session();
+  const std::string first = run.prepared().outputs.front().name;
   CHECK_THROWS_WITH(s.read(first), "tensor '" + first + "' was taken already");
   CHECK_THROWS_WITH(s.take(first), "tensor '" + first + "' was taken already");
   CHECK_THROWS_WITH(s.run({.numerics = true}),
                     "Session::run: tensors were taken out of this session's state");
-  r.checks = workload::evaluate_checks(r.prepared, checks, r.inputs, r.outputs, true);
+  run.check(o);
+  MoeRun r{std::move(run.prepared())};
+  r.inputs = std::move(run.inputs());
+  r.outputs = std::move(run.outputs());
+  r.result = run.result();
+  r.checks = run.checks();
   return r;
 }
 

@@ -1,7 +1,9 @@
 // Pins of the MXFP8 matmul kernels on the SystemC model (Trn3): the output bytes (FNV-1a 64) and the
 // simulated time (ps) of small runs, so a change to the pipeline that moves either is seen. The backward uses
 // the parameters of configs/workloads/matmul_mxfp8_bwd_512_trn3.json (its simulated time does not depend on
-// the input values, so it is the workload's: 23888.775 ns); inputs are the tests' seeded normal(0, 1) BF16.
+// the input values, so it is the workload's: 22831.160 ns; the workload leaves float8_dtype at the kernel's
+// documented default, float8_e5m2, which changed these bytes from the E4M3 ones); inputs are the tests'
+// seeded normal(0, 1) BF16.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -21,9 +23,9 @@ TEST_CASE("mxfp8 pins: matmul_mxfp8_backward with the matmul_mxfp8_bwd_512_trn3 
                             {{"output_grad", as_bytes(random_bf16(M, N, 1))},
                              {"weights", as_bytes(random_bf16(N, K, 2))},
                              {"input_activation", as_bytes(random_bf16(M, K, 3))}});
-  CHECK(r.stats.total_time.count() == 23888775);
-  CHECK(fnv1a(r.bytes("input_grad")) == 0x170aed0fa72635a2ull);
-  CHECK(fnv1a(r.bytes("weight_grad")) == 0xa7b4e45a8dc48ebaull);
+  CHECK(r.stats.total_time.count() == 22831160);
+  CHECK(fnv1a(r.bytes("input_grad")) == 0x3b326c70f2bb2dceull);
+  CHECK(fnv1a(r.bytes("weight_grad")) == 0xe7d7a52fb194ac56ull);
 }
 
 TEST_CASE("mxfp8 pins: matmul_mxfp8 512 x 1024 x 512, BF16 output on both cores") {
@@ -31,6 +33,6 @@ TEST_CASE("mxfp8 pins: matmul_mxfp8 512 x 1024 x 512, BF16 output on both cores"
   const auto r = run_kernel("matmul_mxfp8", {{"M", M}, {"K", K}, {"N", N}},
                             {{"x", as_bytes(random_bf16(M, K, 1))}, {"w", as_bytes(random_bf16(N, K, 2))}});
   CHECK(r.program.num_cores == 2);
-  CHECK(r.stats.total_time.count() == 23156327);
+  CHECK(r.stats.total_time.count() == 20036291);
   CHECK(fnv1a(r.bytes("y")) == 0x0891bc566c75d16eull);
 }

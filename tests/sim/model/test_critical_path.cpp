@@ -19,7 +19,9 @@ using isa::Opcode;
 namespace {
 
 config::HwConfig trn2() {
-  return config::load_hw_config("trn2", {{"pe.throttle.enabled", false}, {"sync.kernel_launch_ns", 0}});
+  // The DMA steps are derived with a packet rate of 44 ns (the mechanism, not the shipped value).
+  return config::load_hw_config(
+      "trn2", {{"pe.throttle.enabled", false}, {"sync.kernel_launch_ns", 0}, {"dma.packet_ns", 44}});
 }
 
 struct Traced {

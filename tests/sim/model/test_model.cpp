@@ -19,9 +19,11 @@ using isa::Opcode;
 namespace {
 
 // trn2 with the PE throttle off, so the cost formulas show unchanged, and no kernel launch delay
-// (sync.kernel_launch_ns, tested on its own), so times start at 0.
+// (sync.kernel_launch_ns, tested on its own), so times start at 0. The DMA cases derive their times from a
+// packet rate of dma.packet_ns = 44 ns (the mechanism, not the shipped value: bench_dma_sweep shows that).
 config::HwConfig trn2(config::Overrides o = {{"pe.throttle.enabled", false}}) {
   o.emplace("sync.kernel_launch_ns", 0);
+  o.emplace("dma.packet_ns", 44);
   return config::load_hw_config("trn2", o);
 }
 
@@ -296,8 +298,9 @@ TEST_CASE("kernel launch delay: no instruction issues before sync.kernel_launch_
   CHECK(r.end_time == ps(11000000 + 13334 + 53334));
   CHECK(r.stats.cores[0].engines[0].busy == ps(53334));
   CHECK(r.stats.cores[0].engines[0].semaphore_wait == ps(0));
-  // configs/hw/trn2.json carries the value fitted to the CS149 vector adds (configs/fidelity/measured.json).
-  CHECK(config::load_hw_config("trn2").sync.kernel_launch_ns == 9200);
+  // configs/hw/trn2.json carries a value tools/fidelity fits to the CS149 vector adds
+  // (configs/fidelity/measured.json): a positive delay.
+  CHECK(config::load_hw_config("trn2").sync.kernel_launch_ns > 0);
 }
 
 TEST_CASE("a DMA transfer that would end beyond the simulated-time limit stops the run naming it",

@@ -49,8 +49,8 @@ TEST_CASE("trn2 and trn3 load with the documented values", "[config]") {
   // + 240 HBM latency + 10 semaphore write = 1300 ns (reference §2.7).
   CHECK(t2.dma.trigger_ns + t2.dma.setup_ns + t2.hbm.latency_ns + t2.sync.semaphore_latency_ns == 1300);
   CHECK(t2.limits().hbm_bytes == uint64_t{24} << 30);  // one 24 GiB stack per LNC2 pair (reference §1.5)
-  CHECK(t2.sync.kernel_launch_ns ==
-        9200);  // fitted to the CS149 vector adds (configs/fidelity/measured.json)
+  // sync.kernel_launch_ns is [fitted] (tools/fidelity, configs/fidelity/measured.json): a positive delay.
+  CHECK(t2.sync.kernel_launch_ns > 0);
 
   HwConfig t3 = load_hw_config(kTrn3);
   CHECK(t3.generation == trnsim::isa::Generation::Trn3);
@@ -60,6 +60,23 @@ TEST_CASE("trn2 and trn3 load with the documented values", "[config]") {
   CHECK(t3.memory.sbuf_bytes_per_partition == 256 * 1024);
   CHECK(t3.features.nc_matmul_mx);
   CHECK(t3.act.perf_mode_bf16 == 2);
+
+  // Trn1 (NeuronCore-v2): the v2 guide's clocks and sizes, no DGE-era or MX features (configs/hw/trn1.json).
+  HwConfig t1 = load_hw_config("trn1");
+  CHECK(t1.generation == trnsim::isa::Generation::Trn1);
+  CHECK(t1.pe.clock_GHz == 2.8);
+  CHECK(t1.dve.clock_GHz == 1.12);
+  CHECK(t1.act.clock_GHz == 1.4);
+  CHECK(t1.memory.sbuf_bytes_per_partition == 192 * 1024);
+  CHECK(t1.dma.engine_bandwidth_GBps == 17);
+  CHECK(t1.hbm.bandwidth_GBps == 820);
+  CHECK(t1.limits().hbm_bytes == uint64_t{32} << 30);
+  CHECK_FALSE(t1.features.nc_matmul_mx);
+  CHECK_FALSE(t1.features.quantize_mx);
+  CHECK_FALSE(t1.features.double_row);
+  CHECK_FALSE(t1.features.bf16_psum);
+  CHECK(t1.dve.perf_mode_copy_contiguous == 1);
+  CHECK_FALSE(t1.pe.throttle_enabled);
 }
 
 TEST_CASE("configs resolve by name and give ISA limits", "[config]") {
@@ -76,11 +93,11 @@ TEST_CASE("configs resolve by name and give ISA limits", "[config]") {
 
 TEST_CASE("DMA packet rate: efficiency min(1, b / (packet_ns x bandwidth))", "[config]") {
   HwConfig c = load_hw_config(kTrn2);
-  // dma.packet_ns = 44 at 23 B/ns: packets of 44 x 23 = 1012 B and more run at full rate.
-  CHECK(c.dma.packet_ns == 44);
-  CHECK(c.dma_efficiency(506) == Approx(0.5));
-  CHECK(c.dma_efficiency(4) == Approx(4.0 / 1012));
-  CHECK(c.dma_efficiency(1012) == Approx(1.0));
+  // dma.packet_ns = 96 at 23 B/ns: packets of 96 x 23 = 2208 B and more run at full rate.
+  CHECK(c.dma.packet_ns == 96);
+  CHECK(c.dma_efficiency(1104) == Approx(0.5));
+  CHECK(c.dma_efficiency(4) == Approx(4.0 / 2208));
+  CHECK(c.dma_efficiency(2208) == Approx(1.0));
   CHECK(c.dma_efficiency(8192) == Approx(1.0));
   CHECK(c.dma_efficiency(0) > 0);  // a zero-byte transfer's per-byte cost stays finite
 }
@@ -192,9 +209,9 @@ TEST_CASE("validation errors name the file and the JSON path", "[config]") {
   }
   SECTION("bad generation") {
     json d = base;
-    d["generation"] = "trn1";
+    d["generation"] = "trn4";
     CHECK(error_of([&] { parse_hw_config(d, f); }) ==
-          "my.json: generation: expected \"trn2\" or \"trn3\", found \"trn1\"");
+          "my.json: generation: expected \"trn1\", \"trn2\" or \"trn3\", found \"trn4\"");
   }
 }
 

@@ -151,7 +151,7 @@ TEST_CASE("program JSON errors name the JSON path", "[isa][json]") {
   CHECK(error_of(edit(R"("num_cores": 2)", R"("num_cores": 1)")) ==
         "cores: expected 1 cores (num_cores), got 2");
   CHECK(error_of(edit(R"("generation": "trn3")", R"("generation": "trn4")")) ==
-        "generation: expected \"trn2\" or \"trn3\", got \"trn4\"");
+        "generation: expected \"trn1\", \"trn2\" or \"trn3\", got \"trn4\"");
   CHECK(error_of(edit(R"("private_to_core": 1)", R"("private_to_core": 2)")) ==
         "tensors[1].private_to_core: 2 is outside [-1, 1]");
   CHECK(error_of(edit(R"({"mem": "psum", "partition": [0, 128], "dtype": "float32")",

@@ -432,8 +432,14 @@ TEST_CASE("activation functions against libm (FP32 within 2 ulp-ish) with vector
       {ActFunc::Reciprocal, [](double x) { return 1 / x; }},
       {ActFunc::Abs, [](double x) { return std::fabs(x); }},
       {ActFunc::Sign, [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }},
+      // d/dx x sigmoid(x), the definition of NKI's nl.silu_dx.
+      {ActFunc::SiluDx,
+       [](double x) {
+         const double s = 1 / (1 + std::exp(-x));
+         return s + x * s * (1 - s);
+       }},
   };
-  const bool positive_only[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0};
+  const bool positive_only[] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
   for (const auto& [f, ref] : funcs) {
     Machine m;
     const uint32_t P = 2, N = 9;

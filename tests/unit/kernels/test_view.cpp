@@ -111,6 +111,42 @@ TEST_CASE("sbuf views: partition ranges, free slices, reshape, bitcast", "[kerne
   });
 }
 
+TEST_CASE("views from explicit patterns (the NKI front end): strides, bitcasts, bounds", "[kernels][view]") {
+  with_kernel([](Kernel& k) {
+    View t = k.sbuf({128, 1024}, DType::F32, "t");
+    // Partitions [32, 96), a transposed [8, 16] block of a [16, 8] layout at element 40, in bytes 160.
+    isa::AccessPattern ap = t.pattern(DType::F32, 160, {{0, 64}, {1, 8}, {8, 16}}, 32).ap();
+    CHECK(ap.partition_start == 32);
+    CHECK(ap.partitions == 64);
+    CHECK(ap.offset_bytes == 160);
+    check_dims(ap, {{1, 8}, {8, 16}});
+    // The same bytes as BF16, a stride-0 (repeated) dim.
+    ap = t.pattern(DType::BF16, 0, {{0, 128}, {0, 4}, {1, 2048}}).ap();
+    CHECK(ap.dtype == DType::BF16);
+    check_dims(ap, {{0, 4}, {1, 2048}});
+    // One byte past the tile, and partitions past 128, are refused.
+    CHECK_THROWS_AS(t.pattern(DType::F32, 4, {{0, 128}, {1, 1024}}), InputError);
+    CHECK_THROWS_AS(t.pattern(DType::F32, 0, {{0, 64}, {1, 4}}, 65), InputError);
+    CHECK_THROWS_AS(t.pattern(DType::F32, 0, {{0, 0}, {1, 4}}), InputError);
+    // HBM: the row dim's stride is the row stride; a 1-D pattern gets a unit free dim.
+    View x = k.input("x", DType::BF16, {64, 256});
+    ap = x.pattern(DType::BF16, 2 * 256 * 2, {{0, 128}, {1, 256}}).ap();  // one row broadcast to 128 rows
+    CHECK(ap.partitions == 128);
+    CHECK(ap.partition_stride == 0);
+    CHECK(ap.offset_bytes == 1024);
+    ap = x.pattern(DType::BF16, 6, {{256, 64}}).ap();  // column 3 as 64 rows
+    CHECK(ap.partition_stride == 256);
+    check_dims(ap, {{1, 1}});
+    CHECK_THROWS_AS(x.pattern(DType::BF16, 2, {{256, 64}, {1, 256}}), InputError);
+    // Offsets count from the view's start: a tile allocated after t starts 4096 bytes in.
+    View u = k.sbuf({128, 16}, DType::F32, "u");
+    ap = u.pattern(DType::F32, 8, {{0, 2}, {1, 4}}, 3).ap();
+    CHECK(ap.offset_bytes == u.offset_bytes() + 8);
+    CHECK(ap.partition_start == 3);
+    CHECK_THROWS_AS(u.pattern(DType::F32, 0, {{0, 128}, {1, 17}}), InputError);
+  });
+}
+
 TEST_CASE("view errors and the 4-dim limit", "[kernels][view]") {
   with_kernel([](Kernel& k) {
     View t = k.sbuf({128, 2, 2, 2, 2, 2}, DType::F32, "t");

@@ -1,0 +1,59 @@
+#include "python/src/embed.h"
+
+#include <pybind11/embed.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "kernels/workload/workload.h"
+#include "python/src/bindings.h"
+#include "python/src/py_kernel.h"
+#include "sim/base/error.h"
+
+PYBIND11_EMBEDDED_MODULE(_trnsim_core_embedded, m) {
+  trnsim::py::define_core(m);
+}
+
+namespace trnsim::py {
+namespace pyb = pybind11;
+namespace fs = std::filesystem;
+
+namespace {
+
+// build/python next to the executable (build/trnsim), else the build tree this binary was made in.
+std::string python_dir() {
+  if (const char* env = std::getenv("TRNSIM_PYTHONPATH"); env != nullptr && *env) return env;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && fs::exists(exe.parent_path() / "python" / "trnsim" / "__init__.py", ec))
+    return (exe.parent_path() / "python").string();
+  return TRNSIM_PYTHON_DIR;
+}
+
+void start_interpreter() {
+  if (Py_IsInitialized()) return;
+  // No Python signal handlers: trnsim's own (Ctrl-C, SIGTERM) stay in place.
+  pyb::initialize_interpreter(false);
+  // Never finalized: Python objects held by kernels live until the process exits.
+  pyb::module_ sys = pyb::module_::import("sys");
+  sys.attr("path").attr("insert")(0, python_dir());
+  sys.attr("modules")["trnsim._core"] = pyb::module_::import("_trnsim_core_embedded");
+  try {
+    pyb::module_::import("trnsim");
+  } catch (pyb::error_already_set& e) {
+    throw InputError(std::string("cannot import the trnsim Python package from ") + python_dir() + ": " +
+                     e.what());
+  }
+}
+
+}  // namespace
+
+void register_embedded_loader() {
+  workload::set_kernel_loader("nki",
+                              [](const workload::Workload& w, const std::vector<workload::TensorInfo>& in) {
+                                start_interpreter();
+                                return load_nki_kernel(w, in);
+                              });
+}
+
+}  // namespace trnsim::py

@@ -1,0 +1,242 @@
+#include "python/src/py_kernel.h"
+
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include "kernels/api/checks.h"
+#include "python/src/kernel_handle.h"
+#include "python/src/py_util.h"
+#include "sim/base/json_excerpt.h"
+#include "sim/isa/names.h"
+#include "sim/isa/semantics.h"
+
+namespace trnsim::py {
+namespace pyb = pybind11;
+using nlohmann::json;
+
+namespace {
+
+PyObject* g_input_error = nullptr;
+PyObject* g_rule_error = nullptr;
+
+pyb::module_ runner() {
+  return pyb::module_::import("trnsim._runner");
+}
+
+class PythonKernelDef final : public kernels::KernelDef {
+ public:
+  explicit PythonKernelDef(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  const std::string& doc() const override { return doc_; }
+  std::vector<kernels::ParamSpec> params() const override { return {}; }
+  const std::string& cores_param() const override { return cores_param_; }
+  std::vector<RecipeInfo> recipes() const override { return {}; }
+  std::unique_ptr<kernels::BoundKernel> bind(const json&) const override {
+    throw Error("a Python kernel is bound by its loader");
+  }
+
+ private:
+  std::string name_, doc_ = "a kernel written in Python with NKI", cores_param_ = "grid";
+};
+
+class PythonKernel final : public kernels::BoundKernel {
+ public:
+  explicit PythonKernel(PythonKernelSpec spec) : spec_(std::move(spec)), def_(spec_.name) {
+    pyb::tuple fg = runner().attr("resolve_kernel")(spec_.kernel);
+    func_ = fg[0];
+    if (!fg[1].is_none()) grid_ = fg[1].cast<int>();
+  }
+  ~PythonKernel() override {
+    pyb::gil_scoped_acquire gil;
+    func_ = pyb::object();
+    spec_.kernel = pyb::object();
+    spec_.reference = pyb::object();
+  }
+
+  const kernels::KernelDef& def() const override { return def_; }
+  json params() const override { return spec_.params; }
+  std::optional<int> cores() const override { return grid_; }
+
+  kernels::KernelBuild build(const kernels::BuildOptions& options) const override {
+    pyb::gil_scoped_acquire gil;
+    pyb::list decls;
+    for (const workload::TensorInfo& t : spec_.inputs)
+      decls.append(pyb::make_tuple(t.name, t.dtype, t.shape));
+    std::vector<pyb::object> returned;
+    try {
+      pyb::object core = runner().attr("CoreRunner")(func_, decls, from_json(spec_.params));
+      kernels::KernelBuild b = kernels::build_program(
+          [&](kernels::Kernel& k) { returned.push_back(core(KernelHandle(k))); }, options);
+      frontend_stats_ = to_json(pyb::module_::import("trnsim.nki._hooks").attr("stats")());
+      if (frontend_stats_.is_object() && frontend_stats_.empty()) frontend_stats_ = nullptr;
+      return with_outputs(std::move(b), returned);
+    } catch (pyb::error_already_set& e) {
+      if (spec_.python_errors && !is_trnsim_error(e)) throw;
+      rethrow_python(e);
+    }
+  }
+
+  std::vector<std::string> build_reads() const override { return {}; }
+  std::vector<std::string> zeroed_outputs() const override { return {}; }
+
+  std::vector<kernels::OutputCheck> checks() const override {
+    if (spec_.reference.is_none()) return {};
+    // One call of the reference for every output's check.
+    auto golden = std::make_shared<std::optional<std::vector<std::vector<double>>>>();
+    std::vector<kernels::OutputCheck> checks;
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      checks.push_back(
+          kernels::elementwise_check(outputs_[i], [this, golden, i](const kernels::CheckContext& ctx) {
+            if (!*golden) *golden = call_reference(ctx);
+            return (**golden)[i];
+          }));
+    }
+    return checks;
+  }
+  std::optional<double> useful_flops() const override { return std::nullopt; }
+  std::optional<kernels::RooflineWork> roofline_work(const std::map<std::string, std::vector<int64_t>>&,
+                                                     const std::map<std::string, double>&) const override {
+    return std::nullopt;
+  }
+  std::optional<RecipePlan> recipe_plan(const std::string&) const override { return std::nullopt; }
+  json check_recipe_args(const std::string&, const json&, const std::string& path) const override {
+    throw InputError(path + ": a Python kernel has no recipes");
+  }
+  void run_recipe(const std::string&, const json&, kernels::RecipeIO&) const override {
+    throw InputError("a Python kernel has no recipes");
+  }
+  std::vector<kernels::KernelStat> input_stats(const kernels::Tensors&) const override { return {}; }
+  void check_inputs(const kernels::Tensors&) const override {}
+  json frontend_stats() const override { return frontend_stats_; }
+
+ private:
+  static bool is_trnsim_error(pyb::error_already_set& e) {
+    return (g_input_error && e.matches(g_input_error)) || (g_rule_error && e.matches(g_rule_error));
+  }
+
+  // The run's outputs: the tensors the kernel returned (both cores must agree), else every output it
+  // declared.
+  kernels::KernelBuild with_outputs(kernels::KernelBuild b, const std::vector<pyb::object>& returned) const {
+    std::optional<std::vector<std::string>> names;
+    for (size_t core = 0; core < returned.size(); ++core) {
+      if (returned[core].is_none()) continue;
+      auto n = returned[core].cast<std::vector<std::string>>();
+      if (names && *names != n)
+        throw InputError(fmt::format("{}: the two cores return different tensors ({} and {})", spec_.name,
+                                     fmt::join(*names, ", "), fmt::join(n, ", ")));
+      names = std::move(n);
+    }
+    if (names) {
+      for (const std::string& n : *names)
+        if (std::find(b.outputs.begin(), b.outputs.end(), n) == b.outputs.end())
+          throw InputError(fmt::format(
+              "{}: the kernel returns '{}', which is not an output tensor (allocate it in nl.shared_hbm)",
+              spec_.name, n));
+      b.outputs = *names;
+    }
+    outputs_ = b.outputs;
+    return b;
+  }
+
+  std::vector<std::vector<double>> call_reference(const kernels::CheckContext& ctx) const {
+    pyb::gil_scoped_acquire gil;
+    pyb::list arrays;
+    for (const workload::TensorInfo& t : spec_.inputs) arrays.append(to_numpy(ctx.input(t.name)));
+    pyb::list result;
+    try {
+      result =
+          runner().attr("call_reference")(spec_.reference, arrays, from_json(spec_.params), outputs_.size());
+    } catch (pyb::error_already_set& e) {
+      if (spec_.python_errors) throw;
+      rethrow_python(e, "reference");
+    }
+    std::vector<std::vector<double>> out;
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const tensor::HostTensor& o = ctx.output(outputs_[i]);
+      pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast> a(result[i]);
+      std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
+      if (tensor::elements_of(shape) != o.elements() ||
+          (shape != o.shape && a.ndim() == static_cast<pyb::ssize_t>(o.shape.size())))
+        throw InputError(fmt::format("reference: output {} ('{}') has shape {}; the kernel's is {}", i,
+                                     outputs_[i], tensor::shape_str(shape), tensor::shape_str(o.shape)));
+      out.emplace_back(a.data(), a.data() + a.size());
+    }
+    return out;
+  }
+
+  PythonKernelSpec spec_;
+  PythonKernelDef def_;
+  pyb::object func_;
+  std::optional<int> grid_;
+  mutable std::vector<std::string> outputs_;
+  mutable json frontend_stats_ = nullptr;
+};
+
+}  // namespace
+
+void set_error_types(pyb::handle, pyb::handle input_error, pyb::handle rule_error) {
+  g_input_error = input_error.ptr();
+  g_rule_error = rule_error.ptr();
+}
+
+void rethrow_python(pyb::error_already_set& e, const std::string& what) {
+  const std::string msg = pyb::str(e.value()).cast<std::string>();
+  if (g_rule_error && e.matches(g_rule_error)) throw RuleError(msg);
+  if (g_input_error && e.matches(g_input_error)) throw InputError(msg);
+  std::string text;
+  try {
+    text = runner().attr("format_exception")(e.type(), e.value(), e.trace()).cast<std::string>();
+  } catch (pyb::error_already_set& inner) {
+    text = msg;
+  }
+  throw PythonError(what.empty() ? text : what + ": " + text);
+}
+
+std::unique_ptr<kernels::BoundKernel> make_python_kernel(PythonKernelSpec spec) {
+  return std::make_unique<PythonKernel>(std::move(spec));
+}
+
+std::unique_ptr<kernels::BoundKernel> load_nki_kernel(const workload::Workload& w,
+                                                      const std::vector<workload::TensorInfo>& inputs) {
+  pyb::gil_scoped_acquire gil;
+  const auto load = [&](const workload::KernelSource& s, const std::string& key) -> pyb::object {
+    try {
+      return runner().attr("load_function")(s.file, s.function);
+    } catch (pyb::error_already_set& e) {
+      if (e.matches(PyExc_LookupError))
+        throw InputError(
+            fmt::format("{}: {}.function: {}", w.file, key, pyb::str(e.value()).cast<std::string>()));
+      try {
+        rethrow_python(e);
+      } catch (const Error& err) {
+        throw InputError(fmt::format("{}: {}: {}", w.file, key, err.what()));
+      }
+    }
+  };
+  PythonKernelSpec spec;
+  spec.name = w.kernel;
+  spec.kernel = load(*w.kernel_source, "kernel");
+  if (w.reference) spec.reference = load(*w.reference, "reference");
+  spec.params = w.params;
+  spec.lnc = w.lnc;
+  try {
+    // Inputs in the function's parameter order; each must be one of its parameters.
+    pyb::list names;
+    for (const auto& t : inputs) names.append(t.name);
+    pyb::list order = runner().attr("input_order")(spec.kernel, names);
+    for (pyb::handle h : order) {
+      const std::string n = h.cast<std::string>();
+      for (const auto& t : inputs)
+        if (t.name == n) spec.inputs.push_back(t);
+    }
+  } catch (pyb::error_already_set& e) {
+    throw InputError(fmt::format("{}: inputs: {}", w.file, pyb::str(e.value()).cast<std::string>()));
+  }
+  auto k = std::make_unique<PythonKernel>(std::move(spec));
+  if (k->cores() && w.lnc && *k->cores() != *w.lnc)
+    throw InputError(
+        fmt::format("{}: lnc: {} conflicts with the kernel's launch grid [{}]", w.file, *w.lnc, *k->cores()));
+  return k;
+}
+
+}  // namespace trnsim::py

@@ -1,0 +1,68 @@
+"""Kernels that break one rule each (python/tests/test_nki_errors.py): every error must name its line."""
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def unsupported_call(x):
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    s = nl.ndarray((128, 6), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.bn_stats(dst=s, data=t)  # MARK-unsupported
+    return x
+
+
+@nki.jit
+def wrong_shapes(x):
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    u = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_tensor(dst=u, data1=t, data2=t, op=nl.add)  # MARK-shapes
+    return x
+
+
+@nki.jit
+def out_of_bounds(x):
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[:, 32:96])  # MARK-oob
+    return x
+
+
+@nki.jit
+def psum_too_big(x):
+    p = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.psum)  # MARK-psum
+    return x
+
+
+@nki.jit
+def partitions_over_128(x):
+    t = nl.ndarray((256, 64), dtype=nl.float32, buffer=nl.sbuf)  # MARK-partitions
+    return x
+
+
+@nki.jit
+def python_exception(x):
+    n = x.shape[0] // 0  # MARK-exception
+    return x
+
+
+@nki.jit
+def hardware_rule(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    a = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=x)
+    p = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+    nisa.tensor_copy(dst=p, src=a, engine=nisa.gpsimd_engine)  # MARK-rule: GpSimd cannot write PSUM
+    nisa.dma_copy(dst=out, src=a)
+    return out
+
+
+@nki.jit
+def copy_kernel(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out

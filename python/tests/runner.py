@@ -1,0 +1,49 @@
+"""A small test runner (no pytest needed): ``python3 test_x.py`` runs every ``test_*`` function of the file
+in order, prints one line per test and exits 1 if any failed. ctest registers each file (python/CMakeLists.txt)
+with PYTHONPATH set to build/python and TRNSIM set to the trnsim executable."""
+
+import os
+import sys
+import tempfile
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KERNELS = os.path.join(HERE, "kernels")
+DATA = os.path.join(HERE, "data")
+sys.path.insert(0, KERNELS)
+
+
+def trnsim_exe():
+    return os.environ.get("TRNSIM", os.path.join(HERE, "..", "..", "build", "trnsim"))
+
+
+def raises(exc_type, fn, *args, **kwargs):
+    """The exception fn raises, which must be an exc_type (AssertionError otherwise)."""
+    try:
+        fn(*args, **kwargs)
+    except exc_type as e:
+        return e
+    raise AssertionError("%s did not raise %s" % (getattr(fn, "__name__", fn), exc_type.__name__))
+
+
+def tmpdir():
+    return tempfile.mkdtemp(prefix="trnsim_pytest_")
+
+
+def main(namespace):
+    tests = [(n, f) for n, f in namespace.items() if n.startswith("test_") and callable(f)]
+    only = sys.argv[1:]
+    failed = 0
+    for name, fn in tests:
+        if only and name not in only:
+            continue
+        try:
+            fn()
+            print("ok      %s" % name)
+        except Exception:
+            failed += 1
+            print("FAILED  %s" % name)
+            traceback.print_exc()
+    print("%d of %d tests failed" % (failed, len(tests)) if failed else "all %d tests passed" % len(tests))
+    sys.stdout.flush()
+    sys.exit(1 if failed else 0)

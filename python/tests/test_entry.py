@@ -1,0 +1,87 @@
+"""trnsim.nki.simulate_kernel / benchmark, and the nki module names."""
+
+import os
+
+import numpy as np
+
+from runner import main, raises, tmpdir
+
+import trnsim
+import trnsim.nki as nki
+from tiny import add_kernel, add_ref, copy_kernel, raises_kernel, too_many_partitions
+
+
+def test_simulate_copy():
+    x = np.random.default_rng(1).standard_normal((128, 96)).astype(np.float32)
+    y = nki.simulate_kernel(copy_kernel, x)
+    assert y.dtype == np.float32 and np.array_equal(x, y)
+
+
+def test_simulate_add_bf16_keywords():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((256, 64)).astype(np.float32)
+    b = rng.standard_normal((256, 64)).astype(np.float32)
+    out = nki.simulate_kernel(add_kernel, nki.typed(a, "bfloat16"), b=b, scale=0.5)
+    # a rounded to bfloat16 (RNE), then FP32 math
+    a16 = (a.view(np.uint32) + 0x7FFF + ((a.view(np.uint32) >> 16) & 1)) & 0xFFFF0000
+    want = (a16.view(np.float32) + b) * np.float32(0.5)
+    assert np.array_equal(out, want), np.abs(out - want).max()
+
+
+def test_benchmark():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((256, 64)).astype(np.float32)
+    b = rng.standard_normal((256, 64)).astype(np.float32)
+    trace = os.path.join(tmpdir(), "t.pftrace")
+    r = nki.benchmark(add_kernel, a, b, trace=trace, reference=add_ref)
+    assert r.latency_ns == r.stats["total_time_ns"] > 0
+    assert r.nc_latency.get_latency_percentile(50) == r.latency_us
+    assert os.path.getsize(trace) > 0 and r.trace == trace
+    assert r.passed and r.checks[0]["output"] == "out"
+    assert np.array_equal(r.outputs[0], a + b)
+    # the same run on trn3 takes another time; timing only gives no outputs
+    t3 = nki.benchmark(add_kernel, a, b, hardware="trn3", numerics=False)
+    assert t3.latency_ns > 0 and t3.latency_ns != r.latency_ns and t3.checks == [] and t3.outputs == []
+
+
+def test_frontend_hooks():
+    """The language layer's hooks: call() runs the kernel, stats() becomes stats.json "nki"."""
+    from trnsim.nki import _hooks
+    seen = []
+    saved = (_hooks.call, _hooks.stats)
+    try:
+        def call(func, inputs, params):
+            seen.append((len(inputs), sorted(params)))
+            return func(*inputs, **params)
+        _hooks.call = call
+        _hooks.stats = lambda: {"schedule": "written order"}
+        a = np.ones((128, 8), dtype=np.float32)
+        r = nki.benchmark(add_kernel, a, b=a, scale=3.0)
+    finally:
+        _hooks.call, _hooks.stats = saved
+    assert seen == [(2, ["scale"])], seen  # the inputs a and b (leading parameters) positionally
+    assert r.stats["nki"] == {"schedule": "written order"}, r.stats.get("nki")
+    assert np.array_equal(r.outputs[0], (a + a) * 3)
+    assert "nki" not in nki.benchmark(add_kernel, a, a).stats
+
+
+def test_errors_from_python():
+    x = np.zeros((128, 4), dtype=np.float32)
+    raises(ZeroDivisionError, nki.simulate_kernel, raises_kernel, x)
+    e = raises(trnsim.InputError, nki.simulate_kernel, too_many_partitions, x)
+    assert "tiny.py:" in str(e) and "256 partitions" in str(e), e
+    raises(TypeError, nki.simulate_kernel, copy_kernel, np.zeros((4, 4), dtype=np.float64))
+    raises(TypeError, nki.simulate_kernel, copy_kernel, x, x)
+
+
+def test_nki_module_names():
+    import importlib
+    for name in ("nki", "neuronxcc.nki"):
+        m = importlib.import_module(name)
+        assert m is nki, (name, m)
+    from neuronxcc import nki as n2
+    assert n2 is nki
+
+
+if __name__ == "__main__":
+    main(globals())

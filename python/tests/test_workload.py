@@ -1,0 +1,169 @@
+"""Workloads naming a Python kernel, run by the trnsim CLI (its embedded interpreter) and by
+_core.WorkloadRun: outputs, numerics report, validate, --set, --trace, --dump-inputs and every error path."""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+
+from runner import DATA, KERNELS, main, raises, tmpdir, trnsim_exe
+
+import trnsim
+from trnsim import _core
+
+TINY = os.path.join(KERNELS, "tiny.py")
+
+
+def line_of(marker, path=TINY):
+    with open(path) as f:
+        for i, text in enumerate(f, 1):
+            if marker in text:
+                return i
+    raise AssertionError(marker)
+
+
+def trnsim_cli(*args):
+    p = subprocess.run([trnsim_exe()] + [str(a) for a in args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def workload(**over):
+    """A workload file in a fresh folder: the copy kernel unless `over` changes it."""
+    w = {"name": "py_test", "hardware": "trn2",
+         "kernel": {"nki": TINY, "function": "copy_kernel"},
+         "inputs": {"x": {"generator": "normal", "seed": 1, "shape": [128, 64], "dtype": "float32"}}}
+    w.update(over)
+    d = tmpdir()
+    path = os.path.join(d, "w.json")
+    with open(path, "w") as f:
+        json.dump(w, f)
+    return path, d
+
+
+def test_copy_runs_and_writes_outputs():
+    d = tmpdir()
+    rc, out, err = trnsim_cli("run", os.path.join(DATA, "copy.json"), "--out", d, "--dump-inputs")
+    assert rc == 0, err
+    x = np.load(os.path.join(d, "inputs", "x.npy"))
+    y = np.load(os.path.join(d, "out.npy"))
+    assert x.shape == (128, 512) and np.array_equal(x, y)
+    stats = json.load(open(os.path.join(d, "stats.json")))
+    assert stats["kernel"] == "copy_kernel (../kernels/tiny.py)", stats["kernel"]
+    assert stats["numerics"]["out"]["pass"] is True, stats["numerics"]
+    # the busiest source lines are the Python kernel's
+    lines = {(l["engine"], l["source"]) for l in stats["source_lines"]}
+    assert lines == {("SP", "%s:%d" % (TINY, line_of("isa.dma_copy(t, x)"))),
+                     ("ACT", "%s:%d" % (TINY, line_of("isa.dma_copy(out, t)")))}, lines
+
+
+def test_add_lnc2_bf16_reference_and_set():
+    d = tmpdir()
+    rc, out, err = trnsim_cli("run", os.path.join(DATA, "add.json"), "--out", d, "--set", "params.scale=3")
+    assert rc == 0, err
+    stats = json.load(open(os.path.join(d, "stats.json")))
+    assert stats["cores"] == 2 and stats["params"] == {"scale": 3}, (stats["cores"], stats["params"])
+    assert stats["numerics"]["out"]["pass"] is True
+    rc, out, err = trnsim_cli("validate", os.path.join(DATA, "add.json"))
+    assert rc == 0, err
+    # 2 cores x 2 row tiles x (2 loads, add, scale, store)
+    assert out.strip().endswith(
+        "ok: kernel add_kernel (../kernels/tiny.py) on trn2, 2 cores, 2 inputs, 1 output, 20 instructions"), out
+
+
+def test_workload_run_from_python_matches_cli():
+    d = tmpdir()
+    rc, _, err = trnsim_cli("run", os.path.join(DATA, "add.json"), "--out", d)
+    assert rc == 0, err
+    r = _core.WorkloadRun.from_file(os.path.join(DATA, "add.json"))
+    r.run()
+    cli = json.load(open(os.path.join(d, "stats.json")))
+    assert r.stats()["total_time_ns"] == cli["total_time_ns"]
+    assert np.array_equal(r.outputs(raw=True)["out"], np.load(os.path.join(d, "out.npy")))
+    assert r.exit_code() == 0
+
+
+def test_trace():
+    d = tmpdir()
+    trace = os.path.join(d, "t.json")
+    rc, _, err = trnsim_cli("run", os.path.join(DATA, "copy.json"), "--out", d, "--trace", trace)
+    assert rc == 0, err
+    events = json.load(open(trace))
+    text = json.dumps(events)
+    assert "dma_copy" in text and "tiny.py:" in text
+
+
+def test_failed_check_exits_3():
+    path, d = workload(reference={"nki": TINY, "function": "wrong_ref"})
+    rc, out, err = trnsim_cli("run", path, "--out", d)
+    assert rc == 3, (rc, err)
+    assert os.path.exists(os.path.join(d, "out.npy"))
+    assert "FAIL" in out, out
+    # the same through --set, and a reference file given with --set is relative to the current directory
+    d2 = tmpdir()
+    rc, out, err = trnsim_cli("run", os.path.join(DATA, "copy.json"), "--out", d2, "--set",
+                              "reference.function=wrong_ref")
+    assert rc == 3, (rc, err)
+    cwd = os.getcwd()
+    try:
+        os.chdir(KERNELS)
+        rc, out, err = trnsim_cli("validate", os.path.join(DATA, "copy.json"), "--set", "reference.nki=tiny.py")
+    finally:
+        os.chdir(cwd)
+    assert rc == 0, err
+
+
+def test_python_exception_exit_1_with_traceback():
+    path, d = workload(kernel={"nki": TINY, "function": "raises_kernel"})
+    rc, out, err = trnsim_cli("run", path, "--out", d)
+    assert rc == 1, (rc, err)
+    assert "kernel: tiny.py:%d: ZeroDivisionError: division by zero" % line_of("return 1 / 0") in err, err
+    assert "Traceback (most recent call last):" in err and "helper_that_fails" in err, err
+    assert "_runner.py" not in err, err
+    assert not os.path.exists(os.path.join(d, "stats.json"))
+
+
+def test_rule_errors_name_the_python_line():
+    path, d = workload(kernel={"nki": TINY, "function": "too_many_partitions"})
+    rc, out, err = trnsim_cli("run", path, "--out", d)
+    assert rc == 1, (rc, err)
+    assert "tiny.py:%d: sbuf tile 't' has 256 partitions" % line_of("k.sbuf([256, 4]") in err, err
+    path, d = workload(kernel={"nki": TINY, "function": "psum_too_big"})
+    rc, out, err = trnsim_cli("validate", path)
+    assert rc == 1, (rc, err)
+    assert "tiny.py:%d: " % line_of("big = k.psum") in err, err
+
+
+def test_bad_files_and_names():
+    path, d = workload(reference={"nki": "missing_ref.py", "function": "f"})
+    rc, _, err = trnsim_cli("validate", path)
+    assert rc == 1 and "w.json: reference.nki: " in err and "missing_ref.py: no such file" in err, err
+    path, d = workload(kernel={"nki": TINY, "function": "nope"})
+    rc, _, err = trnsim_cli("run", path)
+    assert rc == 1 and "w.json: kernel.function: 'nope' is not defined in tiny.py (it defines " in err, err
+    path, d = workload(kernel={"nki": TINY, "function": "1x"})
+    rc, _, err = trnsim_cli("run", path)
+    assert rc == 1 and "kernel.function: '1x' is not a Python name" in err, err
+    path, d = workload(inputs={"x": {"generator": "normal", "seed": 1, "shape": [128, 64]}})
+    rc, _, err = trnsim_cli("run", path)
+    assert rc == 1 and "w.json: inputs.x.dtype: missing" in err, err
+    path, d = workload(inputs={"y": {"generator": "normal", "seed": 1, "shape": [128, 64], "dtype": "float32"}})
+    rc, _, err = trnsim_cli("run", path)
+    assert rc == 1 and "w.json: inputs: 'y' is not a parameter of copy_kernel(x)" in err, err
+    path, d = workload(reference={"nki": TINY, "function": "copy_ref"}, kernel="matmul_bf16")
+    rc, _, err = trnsim_cli("validate", path)
+    assert rc == 1 and "w.json: reference: only a Python kernel" in err, err
+
+
+def test_syntax_error_in_kernel_file():
+    d = tmpdir()
+    bad = os.path.join(d, "bad.py")
+    with open(bad, "w") as f:
+        f.write("def k(x):\n    return (\n")
+    path, _ = workload(kernel={"nki": bad, "function": "k"})
+    rc, _, err = trnsim_cli("run", path)
+    assert rc == 1 and "w.json: kernel: bad.py:2: SyntaxError" in err, err
+
+
+if __name__ == "__main__":
+    main(globals())

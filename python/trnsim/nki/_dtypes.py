@@ -1,0 +1,127 @@
+"""NKI's dtypes: the objects nl.float32, nl.bfloat16, ... and the conversion of what kernels pass as a dtype
+(these objects, NumPy dtypes and types, their names) to one of them.
+
+`isa` is the simulator's name of the dtype (sim/isa/names.cpp, NKI's spelling), None for a dtype NKI has but
+the simulator does not model (using it in a tensor is an NkiUnsupported error naming the line).
+"""
+
+import numpy as np
+
+from ._errors import NkiError, unsupported
+
+
+class DType:
+    __slots__ = ("name", "itemsize", "isa", "kind", "np", "note")
+
+    def __init__(self, name, itemsize, isa, kind, np_dtype=None, note=""):
+        self.name = name
+        self.itemsize = itemsize  # bytes per element (x4 types: one packed 32-bit element)
+        self.isa = isa
+        self.kind = kind  # 'f' float, 'i' signed, 'u' unsigned, 'x4' packed MX
+        self.np = np_dtype  # the NumPy dtype host arrays of it use (raw bits for bf16 / fp8)
+        self.note = note
+
+    def __repr__(self):
+        return f"nl.{self.name}"
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        if isinstance(other, DType):
+            return self.name == other.name
+        try:
+            return as_dtype(other) is self
+        except (NkiError, TypeError):
+            return False
+
+    def __hash__(self):
+        return hash(self.name)
+
+    @property
+    def is_float(self):
+        return self.kind == "f"
+
+
+_ALL = [
+    DType("float32", 4, "float32", "f", np.dtype(np.float32)),
+    DType("bfloat16", 2, "bfloat16", "f", np.dtype(np.uint16), "host arrays hold raw bits (uint16)"),
+    DType("float16", 2, "float16", "f", np.dtype(np.float16)),
+    DType("float8_e4m3fn", 1, "float8_e4m3fn", "f", np.dtype(np.uint8), "OCP E4M3FN; raw bits (uint8)"),
+    DType("float8_e5m2", 1, "float8_e5m2", "f", np.dtype(np.uint8), "raw bits (uint8)"),
+    DType("float8_e8m0fnu", 1, "float8_e8m0fnu", "u", np.dtype(np.uint8), "E8M0 scales; raw bits"),
+    DType("float8_e4m3fn_x4", 4, "float8_e4m3fn_x4", "x4", np.dtype(np.uint32), "4 packed E4M3FN"),
+    DType("float8_e5m2_x4", 4, "float8_e5m2_x4", "x4", np.dtype(np.uint32), "4 packed E5M2"),
+    DType("int32", 4, "int32", "i", np.dtype(np.int32)),
+    DType("uint32", 4, "uint32", "u", np.dtype(np.uint32)),
+    DType("int16", 2, "int16", "i", np.dtype(np.int16)),
+    DType("uint16", 2, "uint16", "u", np.dtype(np.uint16)),
+    DType("int8", 1, "int8", "i", np.dtype(np.int8)),
+    DType("uint8", 1, "uint8", "u", np.dtype(np.uint8)),
+    # NKI dtypes the simulator has no numerics for.
+    DType("float8_e4m3", 1, None, "f", None, "the legacy (pre-OCP) E4M3, maximum 240; trnsim models float8_e4m3fn"),
+    DType("float4_e2m1fn_x4", 2, None, "x4", None, "MXFP4"),
+    DType("tfloat32", 4, None, "f", None, "TF32 matmul inputs"),
+    DType("bool_", 1, "uint8", "u", np.dtype(np.bool_), "stored as uint8"),
+    DType("int64", 8, None, "i", np.dtype(np.int64), ""),
+    DType("float64", 8, None, "f", np.dtype(np.float64), ""),
+]
+
+BY_NAME = {d.name: d for d in _ALL}
+ALIASES = {"float8_e4m3fn_x4": "float8_e4m3fn_x4", "bool": "bool_", "fp32": "float32", "bf16": "bfloat16",
+           "fp16": "float16", "float8e4": "float8_e4m3", "float8e5": "float8_e5m2", "float8_e8m0": "float8_e8m0fnu"}
+
+_FROM_NP = {
+    np.dtype(np.float32): "float32",
+    np.dtype(np.float16): "float16",
+    np.dtype(np.int32): "int32",
+    np.dtype(np.uint32): "uint32",
+    np.dtype(np.int16): "int16",
+    np.dtype(np.uint16): "uint16",
+    np.dtype(np.int8): "int8",
+    np.dtype(np.uint8): "uint8",
+    np.dtype(np.bool_): "bool_",
+    np.dtype(np.int64): "int64",
+    np.dtype(np.float64): "float64",
+}
+
+
+def as_dtype(x):
+    """The DType of a dtype-like value (a DType, a NumPy dtype or type, or a name); NkiError otherwise."""
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, str):
+        name = ALIASES.get(x, x)
+        if name in BY_NAME:
+            return BY_NAME[name]
+        raise NkiError(f"unknown dtype {x!r}")
+    try:
+        d = np.dtype(x)
+    except TypeError:
+        raise NkiError(f"{x!r} is not a dtype") from None
+    name = _FROM_NP.get(d) or ALIASES.get(d.name, d.name)
+    if name in BY_NAME:
+        return BY_NAME[name]
+    raise NkiError(f"dtype {d} has no NKI counterpart")
+
+
+def modelled(d, what="tensor"):
+    """`d` if the simulator has its numerics, else NkiUnsupported naming it."""
+    if d.isa is None:
+        unsupported(f"dtype nl.{d.name} (as the dtype of a {what})", d.note)
+    return d
+
+
+def result_dtype(*dtypes):
+    """The dtype an elementwise nl.* op returns when none is given: the widest float of its inputs (float32
+    when they mix), as NKI's type promotion does for the tile types kernels use."""
+    ds = [d for d in dtypes if d is not None]
+    if not ds:
+        return BY_NAME["float32"]
+    first = ds[0]
+    if all(d is first for d in ds):
+        return first
+    floats = [d for d in ds if d.is_float]
+    if floats:
+        return max(floats, key=lambda d: d.itemsize) if len({d.itemsize for d in floats}) > 1 or len(
+            {d.name for d in floats}) == 1 else BY_NAME["float32"]
+    return max(ds, key=lambda d: d.itemsize)

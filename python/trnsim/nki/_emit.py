@@ -1,0 +1,259 @@
+"""Emission of a traced, allocated and ordered kernel into the builder (trnsim._core): one builder call per
+instruction, each with its operands as builder views and the kernel line it came from."""
+
+from . import _alloc, _schedule
+from ._errors import NkiError
+from ._tensor import HBM, PSUM, SBUF
+
+_core = None
+
+
+def core():
+    global _core
+    if _core is None:
+        from .. import _core as c
+
+        _core = c
+    return _core
+
+
+_ENGINES = {"PE": "PE", "DVE": "DVE", "ACT": "ACT", "POOL": "POOL", "SP": "SP"}
+_DGE = {"unknown": "Unknown", "none": "None_", "hwdge": "Hwdge", "swdge": "Swdge"}
+
+
+class Emitter:
+    def __init__(self, k, trace, plan):
+        self.k = k
+        self.c = core()
+        self.trace = trace
+        self.plan = plan
+        self.buffers = {}  # (site uid, index) -> whole-buffer builder view
+        self.dt_cache = {}
+        self.eng_cache = {}
+        self.has_pattern = hasattr(self.c.View, "pattern")
+
+    # ---- enums
+    def dtype(self, d):
+        e = self.dt_cache.get(d.name)
+        if e is None:
+            e = self.c.parse_dtype(d.isa)
+            if e is None:
+                raise NkiError(f"dtype {d.name} is not modelled")
+            self.dt_cache[d.name] = e
+        return e
+
+    def engine(self, name):
+        if name is None:
+            return None
+        return getattr(self.c.Engine, _ENGINES[name])
+
+    def alu(self, name):
+        a = self.c.parse_alu(name)
+        if a is None:
+            raise NkiError(f"ALU operator {name!r} is not modelled")
+        return a
+
+    def act(self, name):
+        a = self.c.parse_act(name)
+        if a is None:
+            raise NkiError(f"activation function {name!r} is not modelled")
+        return a
+
+    # ---- views
+    def base(self, st):
+        if st.space == HBM:
+            return st.phys
+        b = self.buffers.get(st.phys)
+        if b is None:
+            site = self.plan.sites[st.phys[0]]
+            free = st.pbytes // st.dtype.itemsize
+            name = f"{st.name.split('.')[0]}[{st.phys[1]}]" if site.pool_size > 1 else st.name
+            shape = [site.partitions, free]
+            mk = self.k.sbuf if st.space == SBUF else self.k.psum
+            b = mk(shape, self.dtype(st.dtype), name, loc=tuple(st.loc) if st.loc else None)
+            self.buffers[st.phys] = b
+        return b
+
+    def view(self, v):
+        if v is None:
+            return None
+        base = self.base(v.st)
+        dims = list(v.dims)
+        if v.st.space == HBM:
+            if not dims:
+                dims = [(1, 1), (1, 1)]
+            elif len(dims) == 1:
+                dims.append((1, 1))
+            p0 = 0
+        else:
+            if v.pd == -1:
+                dims.insert(0, (0, 1))
+            elif v.pd != 0:
+                raise NkiError(f"an operand {list(v.shape)} has its partition dim at position {v.pd}")
+            p0 = v.p0
+        if self.has_pattern:
+            return base.pattern(self.dtype(v.dtype), v.boff, dims, p0)
+        return _fallback_view(base, v, dims, p0, self.dtype(v.dtype))
+
+
+def _fallback_view(base, v, dims, p0, dtype):
+    raise NkiError("trnsim._core.View.pattern is missing: this build's bindings predate the nki front end")
+
+
+def emit(k, trace, mode, bufs_override=None):
+    plan = _alloc.plan(trace, bufs_override)
+    ops = _schedule.order(trace, mode)
+    em = Emitter(k, trace, plan)
+    # A site's buffers are released after its last instruction (in emission order), so the builder's
+    # allocator can give their space to sites that start later.
+    last = {}
+    for i, op in enumerate(ops):
+        for v in op.reads:
+            if v.st.space != HBM:
+                last[v.st.phys[0]] = i
+        for v in op.writes:
+            if v.st.space != HBM:
+                last[v.st.phys[0]] = i
+    ends = {}
+    for site, i in last.items():
+        ends.setdefault(i, []).append(site)
+    for i, op in enumerate(ops):
+        EMIT[op.name](em, op)  # builder errors name the op's kernel line (loc)
+        done = ends.get(i)
+        if done:
+            for site in done:
+                for b in range(plan.sites[site].pool_size):
+                    em.buffers.pop((site, b), None)
+    return plan
+
+
+def _loc(op):
+    return (op.loc[0], op.loc[1]) if op.loc else None
+
+
+def _operand(em, x_view, imm):
+    return em.view(x_view) if x_view is not None else imm
+
+
+def _nc_matmul(em, op):
+    a, c = op.args, em.c
+    pm = c.PerfMode.DoubleRow if op.attrs["perf_mode"] == "double_row" else c.PerfMode.None_
+    c.nki.nc_matmul(em.view(a["dst"]), em.view(a["stationary"]), em.view(a["moving"]),
+                    accumulate=op.attrs["accumulate"], perf_mode=pm, is_transpose=op.attrs["is_transpose"],
+                    loc=_loc(op))
+
+
+def _nc_matmul_mx(em, op):
+    a = op.args
+    em.c.nki.nc_matmul_mx(em.view(a["dst"]), em.view(a["stationary"]), em.view(a["moving"]),
+                          em.view(a["stationary_scale"]), em.view(a["moving_scale"]),
+                          accumulate=op.attrs["accumulate"], stationary_scale_offset=op.attrs["st_off"],
+                          moving_scale_offset=op.attrs["mv_off"], loc=_loc(op))
+
+
+def _quantize_mx(em, op):
+    a = op.args
+    em.c.nki.quantize_mx(em.view(a["dst"]), em.view(a["src"]), em.view(a["dst_scale"]),
+                         scale_offset=op.attrs["scale_offset"], loc=_loc(op))
+
+
+def _nc_transpose(em, op):
+    a = op.args
+    em.c.nki.nc_transpose(em.view(a["dst"]), em.view(a["data"]), engine=em.engine(op.attrs["engine"]),
+                          loc=_loc(op))
+
+
+def _activation(em, op):
+    a, t = op.args, op.attrs
+    kw = {}
+    if a["reduce_res"] is not None:
+        kw["reduce_res"] = em.view(a["reduce_res"])
+    em.c.nki.activation(em.view(a["dst"]), em.act(t["func"]), em.view(a["data"]),
+                        bias=_operand(em, a["bias"], t["bias"]), scale=_operand(em, a["scale"], t["scale"]),
+                        engine=em.engine(t["engine"]), loc=_loc(op), **kw)
+
+
+def _tensor_tensor(em, op):
+    a = op.args
+    em.c.nki.tensor_tensor(em.view(a["dst"]), em.view(a["data1"]), em.view(a["data2"]), em.alu(op.attrs["op"]),
+                           engine=em.engine(op.attrs["engine"]), loc=_loc(op))
+
+
+def _tensor_scalar(em, op):
+    a, t = op.args, op.attrs
+    em.c.nki.tensor_scalar(em.view(a["dst"]), em.view(a["data"]), em.alu(t["op0"]),
+                           _operand(em, a["operand0"], t["imm0"]), reverse0=t["reverse0"], op1=em.alu(t["op1"]),
+                           operand1=_operand(em, a["operand1"], t["imm1"]), reverse1=t["reverse1"],
+                           engine=em.engine(t["engine"]), loc=_loc(op))
+
+
+def _tensor_reduce(em, op):
+    a, t = op.args, op.attrs
+    data = a["data"]
+    axis = list(t["axis"])
+    # The builder counts dims of the operand as emitted: a dropped partition dim is re-added first.
+    if data.pd == -1:
+        axis = [x + 1 for x in axis]
+    em.c.nki.tensor_reduce(em.view(a["dst"]), em.alu(t["op"]), em.view(data), axis, negate=t["negate"],
+                           engine=em.engine(t["engine"]), loc=_loc(op))
+
+
+def _tensor_copy(em, op):
+    a = op.args
+    em.c.nki.tensor_copy(em.view(a["dst"]), em.view(a["src"]), engine=em.engine(op.attrs["engine"]),
+                         loc=_loc(op))
+
+
+def _memset(em, op):
+    em.c.nki.memset(em.view(op.args["dst"]), op.attrs["value"], engine=em.engine(op.attrs["engine"]),
+                    loc=_loc(op))
+
+
+def _iota(em, op):
+    t = op.attrs
+    em.c.nki.iota(em.view(op.args["dst"]), t["pattern"], offset=t["offset"],
+                  channel_multiplier=t["channel_multiplier"], engine=em.engine(t["engine"]), loc=_loc(op))
+
+
+def _select(em, op):
+    a, t = op.args, op.attrs
+    em.c.nki.select(em.view(a["dst"]), em.view(a["predicate"]), em.view(a["on_true"]),
+                    _operand(em, a["on_false"], t["on_false"]), engine=em.engine(t["engine"]), loc=_loc(op))
+
+
+def _dma_copy(em, op):
+    a, t, c = op.args, op.attrs, em.c
+    kw = dict(oob_mode=c.OobMode.Skip if t["oob_mode"] == "skip" else c.OobMode.Error,
+              accumulate=t["accumulate"], dge_mode=getattr(c.DgeMode, _DGE[t["dge_mode"]]),
+              engine=em.engine(t["engine"]), loc=_loc(op))
+    if a["vector_offset"] is not None:
+        kw["vector_offset"] = em.view(a["vector_offset"])
+        kw["indirect_dst"] = t["indirect_dst"]
+    if a["scalar_offset"] is not None:
+        kw["scalar_offset"] = em.view(a["scalar_offset"])
+        kw["scalar_offset_dst"] = t["scalar_offset_dst"]
+    c.nki.dma_copy(em.view(a["dst"]), em.view(a["src"]), **kw)
+
+
+def _dma_transpose(em, op):
+    a, t, c = op.args, op.attrs, em.c
+    c.nki.dma_transpose(em.view(a["dst"]), em.view(a["src"]), engine=em.engine(t["engine"]),
+                        dge_mode=getattr(c.DgeMode, _DGE[t["dge_mode"]]), loc=_loc(op))
+
+
+def _core_barrier(em, op):
+    em.c.nki.core_barrier(em.view(op.args["data"]), engine=em.engine(op.attrs["engine"]), loc=_loc(op))
+
+
+def _sendrecv(em, op):
+    em.c.nki.sendrecv(em.view(op.args["src"]), em.view(op.args["dst"]), engine=em.engine(op.attrs["engine"]),
+                      loc=_loc(op))
+
+
+EMIT = {
+    "nc_matmul": _nc_matmul, "nc_matmul_mx": _nc_matmul_mx, "quantize_mx": _quantize_mx,
+    "nc_transpose": _nc_transpose, "activation": _activation, "tensor_tensor": _tensor_tensor,
+    "tensor_scalar": _tensor_scalar, "tensor_reduce": _tensor_reduce, "tensor_copy": _tensor_copy,
+    "memset": _memset, "iota": _iota, "select": _select, "dma_copy": _dma_copy, "dma_transpose": _dma_transpose,
+    "core_barrier": _core_barrier, "sendrecv": _sendrecv,
+}

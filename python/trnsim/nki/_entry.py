@@ -1,0 +1,128 @@
+"""trnsim.nki.simulate_kernel and trnsim.nki.benchmark: run an NKI kernel on NumPy arrays, in NKI users'
+habits, through the same pipeline as ``trnsim run`` (kernels/workload/workload_run.h)."""
+
+import inspect
+
+import numpy as np
+
+from .. import _core
+from .._runner import resolve_kernel
+
+
+class typed:
+    """An array passed as a tensor of another dtype: ``typed(x, "bfloat16")`` (float values, rounded to
+    nearest even, or the dtype's raw bits as uint16/uint8/int32, as for .npy inputs)."""
+
+    def __init__(self, array, dtype):
+        self.array = np.asarray(array)
+        d = dtype if isinstance(dtype, _core.DType) else _core.parse_dtype(str(dtype))
+        if d is None:
+            raise ValueError("unknown dtype %r" % (dtype,))
+        self.dtype = d
+
+
+_DEFAULT_DTYPES = {
+    np.dtype("float32"): _core.DType.F32, np.dtype("float16"): _core.DType.FP16,
+    np.dtype("int32"): _core.DType.I32, np.dtype("uint32"): _core.DType.U32,
+    np.dtype("int16"): _core.DType.I16, np.dtype("uint16"): _core.DType.U16,
+    np.dtype("int8"): _core.DType.I8, np.dtype("uint8"): _core.DType.U8,
+}
+
+
+def _tensor_of(value):
+    """(array, DType) for an input value, None for a parameter."""
+    if isinstance(value, typed):
+        return value.array, value.dtype
+    if isinstance(value, np.ndarray):
+        d = _DEFAULT_DTYPES.get(value.dtype)
+        if d is None:
+            raise TypeError("a %s array has no Trainium dtype: convert it, or pass nki.typed(array, dtype)"
+                            % value.dtype)
+        return value, d
+    return None
+
+
+def _prepare(kernel, args, kwargs, hardware, reference, numerics):
+    func, grid = resolve_kernel(kernel)
+    try:
+        bound = inspect.signature(func).bind_partial(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError("%s: %s" % (func.__name__, e)) from None
+    inputs, params = [], {}
+    for name, value in bound.arguments.items():
+        param = bound.signature.parameters[name]
+        if param.kind == param.VAR_KEYWORD:
+            for k, v in value.items():
+                t = _tensor_of(v)
+                if t is None:
+                    params[k] = v
+                else:
+                    inputs.append((k, t[0], t[1]))
+            continue
+        if param.kind == param.VAR_POSITIONAL:
+            raise TypeError("%s: *%s parameters are not supported" % (func.__name__, name))
+        t = _tensor_of(value)
+        if t is None:
+            params[name] = value
+        else:
+            inputs.append((name, t[0], t[1]))
+    hw = hardware if isinstance(hardware, _core.HwConfig) else _core.load_hw_config(str(hardware), {})
+    return _core.WorkloadRun.of_python_kernel(kernel, inputs, params, hw, reference=reference, lnc=grid,
+                                              numerics=numerics)
+
+
+def _ordered_outputs(run):
+    outs = run.outputs()
+    return [outs[n] for n in run.output_names if n in outs]
+
+
+def simulate_kernel(kernel, *args, hardware="trn2", **kwargs):
+    """Runs ``kernel(*args, **kwargs)`` on the simulated machine and returns its outputs as NumPy arrays (one
+    array, or a tuple in the order the kernel returns them), like ``nki.simulate_kernel``. NumPy array
+    arguments are the input tensors (float32, float16 and the integer dtypes as they are; ``typed(x,
+    "bfloat16")`` for another dtype); other arguments are passed to the kernel as they are. Outputs are
+    float32 values (integers for integer dtypes)."""
+    run = _prepare(kernel, args, kwargs, hardware, None, True)
+    run.run()
+    outs = _ordered_outputs(run)
+    if not outs:
+        return None
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+class _Latency:
+    def __init__(self, us):
+        self._us = us
+
+    def get_latency_percentile(self, percentile):
+        """Microseconds (every percentile: a simulated run is deterministic)."""
+        return self._us
+
+
+class BenchmarkResult:
+    """The simulated run of ``benchmark``: ``latency_ns``, ``latency_us``, ``stats`` (stats.json as a dict),
+    ``trace`` (its path or None), ``outputs`` (NumPy arrays; none when timing only), ``checks`` (with a reference), and
+    ``nc_latency.get_latency_percentile(p)`` as in NKI's benchmark result."""
+
+    def __init__(self, run, trace):
+        self.stats = run.stats()
+        self.latency_ns = float(self.stats["total_time_ns"])
+        self.latency_us = self.latency_ns / 1e3
+        self.trace = trace or None
+        self.outputs = _ordered_outputs(run)
+        self.checks = run.checks()
+        self.passed = all(c["pass"] for c in self.checks)
+        self.nc_latency = _Latency(self.latency_us)
+
+    def __repr__(self):
+        return "BenchmarkResult(latency_us=%.3f)" % self.latency_us
+
+
+def benchmark(kernel, *args, hardware="trn2", trace=None, reference=None, numerics=True, **kwargs):
+    """Runs the kernel once on the simulated machine and returns a BenchmarkResult with the simulated
+    latency, the stats and (``trace="t.pftrace"`` or ``.json``) a trace, like ``nki.benchmark``.
+    ``reference``: a NumPy function of the same arguments whose outputs the result's ``checks`` compare with;
+    ``numerics=False``: timing only."""
+    run = _prepare(kernel, args, kwargs, hardware, reference, numerics)
+    run.run(trace=trace or "")
+    return BenchmarkResult(run, trace)

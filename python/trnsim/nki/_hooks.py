@@ -1,0 +1,27 @@
+"""How the kernel runner (trnsim/_runner.py) hands a kernel to the language layer.
+
+The language layer (trnsim.nki) replaces these at import: ``wrap_input(view)`` turns an input's ``_core.View``
+(an HBM tensor) into the object the kernel function receives; ``unwrap(obj)`` turns an object the kernel
+returns into its ``_core.View``; ``call(func, inputs, params)`` runs the function on one core; ``stats()``
+gives stats.json's "nki" section after the build.
+"""
+
+
+def wrap_input(view):
+    return view
+
+
+def unwrap(obj):
+    return getattr(obj, "_view", obj)
+
+
+def call(func, inputs, params):
+    """Runs the kernel function on one core (inside build_program; _core.Kernel.current() is that core's).
+    ``inputs``: the wrapped inputs passed positionally (the function's leading parameters); ``params``: the
+    keyword arguments (the kernel's parameters, and any input that is not among the leading parameters)."""
+    return func(*inputs, **params)
+
+
+def stats():
+    """After a build: a JSON-able dict shown as stats.json "nki" (empty: no section)."""
+    return {}

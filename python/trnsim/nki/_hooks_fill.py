@@ -1,0 +1,57 @@
+"""Fills the platform's hooks (trnsim/nki/_hooks.py, NKI_CONTRACT.md): running a kernel function traces it
+(plain functions too), and the allocation and schedule of the last build go into stats.json."""
+
+from . import _hooks, _jit
+
+
+def _call(func, inputs, params):
+    """NKI kernels (@nki.jit) are traced; a plain function (e.g. one written on trnsim._core's builder) gets
+    the builder's views as they are."""
+    if getattr(func, "__trnsim_traced__", False):
+        return func(*inputs, **params)
+    return func(*inputs, **params)
+
+
+class Input:
+    """An input's builder view with the shape the run declared it with (a 1-D [n] input's view is (n, 1))."""
+
+    __slots__ = ("view", "shape")
+
+    def __init__(self, view, shape):
+        self.view, self.shape = view, tuple(shape)
+
+
+declared = {}  # id(view) -> the shape the run declared the input with (the view goes to the kernel as it is)
+
+
+def _wrap_input(view):
+    shape = getattr(view, "tensor_shape", None)
+    if shape is None:
+        # Until the binding gives the declared shape (NKI_CONTRACT.md R5): the runner's declaration loop.
+        import sys
+
+        f = sys._getframe(1)
+        shape = f.f_locals.get("shape")
+        if shape is None or list(shape) == [] or _prod(shape) != _prod(view.shape):
+            shape = view.shape
+    declared[id(view)] = (view, tuple(shape))
+    return view
+
+
+def _prod(s):
+    n = 1
+    for x in s:
+        n *= x
+    return n
+
+
+def _stats():
+    plans = list(_jit._last_plans)
+    _jit._last_plans.clear()
+    return {"allocation": plans} if plans else {}
+
+
+def install():
+    _hooks.call = _call
+    _hooks.wrap_input = _wrap_input
+    _hooks.stats = _stats

@@ -1,0 +1,231 @@
+"""Index expressions of NKI's older indexing style: nl.arange / nl.mgrid produce affine expressions of index
+variables, which kernels combine with integers (`k * 128 + i_p`) and use as tensor indices; comparisons of
+them make masks.
+
+An index variable is one dimension of the broadcast index space: `nl.arange(n)[:, None]` is a variable of
+size n on axis 0 of a 2-D index space. An IndexExpr is const + sum(coef * var). Indexing a tensor with such
+expressions gives a view whose dims are the variables (in axis order), each with the stride its coefficients
+give: strided, split or permuted access with no copy.
+"""
+
+from ._errors import NkiError
+
+
+class IndexVar:
+    __slots__ = ("size", "axis", "ndim", "start")
+
+    def __init__(self, size, axis, ndim, start=0):
+        self.size = size
+        self.axis = axis  # position in the broadcast index space (of `ndim` axes)
+        self.ndim = ndim
+        self.start = start
+
+    def __repr__(self):
+        return f"i{self.axis}[{self.size}]"
+
+
+def _const(x):
+    if isinstance(x, bool):
+        return int(x)
+    if isinstance(x, int):
+        return x
+    try:
+        import numpy as np
+
+        if isinstance(x, np.integer):
+            return int(x)
+    except ImportError:  # pragma: no cover
+        pass
+    return None
+
+
+class IndexExpr:
+    """const + sum(coef * var): the value of an index at each point of the index space."""
+
+    __slots__ = ("terms", "const")
+
+    def __init__(self, terms, const=0):
+        self.terms = terms  # {IndexVar: int coefficient}
+        self.const = const
+
+    @property
+    def ndim(self):
+        return max((v.ndim for v in self.terms), default=0)
+
+    @property
+    def shape(self):
+        n = self.ndim
+        s = [1] * n
+        for v in self.terms:
+            s[v.axis + (n - v.ndim)] = v.size
+        return tuple(s)
+
+    def __getitem__(self, idx):
+        # x[:, None] / x[None, :]: place a 1-D expression on an axis of a 2-D index space.
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        if len(self.terms) != 1 or self.ndim != 1:
+            raise NkiError("only a 1-D nl.arange can be given new axes ([:, None] or [None, :])")
+        (v, c), = self.terms.items()
+        ndim = len(idx)
+        axes = [i for i, s in enumerate(idx) if isinstance(s, slice)]
+        if len(axes) != 1 or any(s is not None for s in idx if not isinstance(s, slice)):
+            raise NkiError(f"unsupported index-expression subscript {idx!r}")
+        nv = IndexVar(v.size, axes[0], ndim, v.start)
+        return IndexExpr({nv: c}, self.const)
+
+    # Affine arithmetic with integers.
+    def _combine(self, other, sign):
+        c = _const(other)
+        if c is not None:
+            return IndexExpr(dict(self.terms), self.const + sign * c)
+        if isinstance(other, IndexExpr):
+            terms = dict(self.terms)
+            for v, k in other.terms.items():
+                terms[v] = terms.get(v, 0) + sign * k
+            return IndexExpr({v: k for v, k in terms.items() if k}, self.const + sign * other.const)
+        return NotImplemented
+
+    def __add__(self, other):
+        return self._combine(other, 1)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return self._combine(other, -1)
+
+    def __rsub__(self, other):
+        neg = IndexExpr({v: -k for v, k in self.terms.items()}, -self.const)
+        return neg._combine(other, 1)
+
+    def __neg__(self):
+        return IndexExpr({v: -k for v, k in self.terms.items()}, -self.const)
+
+    def __mul__(self, other):
+        c = _const(other)
+        if c is None:
+            raise NkiError("index expressions can only be multiplied by integers (affine indexing)")
+        return IndexExpr({v: k * c for v, k in self.terms.items() if k * c}, self.const * c)
+
+    __rmul__ = __mul__
+
+    def _nonaffine(self, *_):
+        raise NkiError("index expressions support +, - and * by integers only (affine indexing); "
+                       "// and % of nl.arange are not modelled")
+
+    __floordiv__ = __mod__ = __truediv__ = __rfloordiv__ = __rmod__ = _nonaffine
+
+    # Comparisons make masks (nki masking: a compile-time predicate on index expressions).
+    def _cmp(self, other, op):
+        c = _const(other)
+        if c is None:
+            raise NkiError("a mask compares an index expression with an integer")
+        return Mask.of(self, op, c)
+
+    def __lt__(self, o):
+        return self._cmp(o, "<")
+
+    def __le__(self, o):
+        return self._cmp(o, "<=")
+
+    def __gt__(self, o):
+        return self._cmp(o, ">")
+
+    def __ge__(self, o):
+        return self._cmp(o, ">=")
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self):
+        parts = [f"{k}*{v}" for v, k in self.terms.items()]
+        return " + ".join(parts + [str(self.const)])
+
+    def value_range(self):
+        lo = hi = self.const
+        for v, k in self.terms.items():
+            a, b = k * v.start, k * (v.start + v.size - 1)
+            lo += min(a, b)
+            hi += max(a, b)
+        return lo, hi
+
+
+def arange(*args):
+    """nl.arange(stop) / nl.arange(start, stop): a 1-D index variable."""
+    if len(args) == 1:
+        start, stop = 0, args[0]
+    elif len(args) == 2:
+        start, stop = args
+    else:
+        raise NkiError("nl.arange takes (stop) or (start, stop)")
+    start, stop = _const(start), _const(stop)
+    if start is None or stop is None or stop <= start:
+        raise NkiError(f"nl.arange needs integer bounds with start < stop, got {args!r}")
+    v = IndexVar(stop - start, 0, 1, 0)
+    return IndexExpr({v: 1}, start)
+
+
+class _MGrid:
+    """nl.mgrid[0:128, 0:512]: one index expression per axis of a dense index space."""
+
+    def __getitem__(self, idx):
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        n = len(idx)
+        out = []
+        for axis, s in enumerate(idx):
+            if not isinstance(s, slice) or s.stop is None or (s.step not in (None, 1)):
+                raise NkiError("nl.mgrid takes start:stop slices with step 1")
+            start = s.start or 0
+            if s.stop <= start:
+                raise NkiError(f"nl.mgrid: empty range {start}:{s.stop}")
+            out.append(IndexExpr({IndexVar(s.stop - start, axis, n, 0): 1}, start))
+        return out[0] if n == 1 else tuple(out)
+
+
+mgrid = _MGrid()
+
+
+class Mask:
+    """A conjunction of bounds on index variables: `(i_p < n) & (i_f >= 4)`. Applied to an instruction it
+    restricts each variable to the range the bounds allow (the instruction works on a smaller region)."""
+
+    __slots__ = ("bounds",)
+
+    def __init__(self, bounds):
+        self.bounds = bounds  # {IndexVar: (lo, hi)} of allowed variable values, hi exclusive
+
+    @staticmethod
+    def of(expr, op, c):
+        if len(expr.terms) != 1:
+            raise NkiError("a mask bound must involve one index variable (e.g. i_p < n)")
+        (v, k), = expr.terms.items()
+        if k != 1:
+            raise NkiError("a mask bound must have the index variable with coefficient 1")
+        # expr = v + const  <op>  c   ->   v <op> c - const
+        t = c - expr.const
+        lo, hi = 0, v.size
+        if op == "<":
+            hi = min(hi, t)
+        elif op == "<=":
+            hi = min(hi, t + 1)
+        elif op == ">":
+            lo = max(lo, t + 1)
+        elif op == ">=":
+            lo = max(lo, t)
+        return Mask({v: (lo, hi)})
+
+    def __and__(self, other):
+        if not isinstance(other, Mask):
+            raise NkiError("masks combine with & only")
+        b = dict(self.bounds)
+        for v, (lo, hi) in other.bounds.items():
+            if v in b:
+                lo, hi = max(lo, b[v][0]), min(hi, b[v][1])
+            b[v] = (lo, hi)
+        return Mask(b)
+
+    __rand__ = __and__
+
+    def __or__(self, other):
+        raise NkiError("masks with | are not modelled (only conjunctions of bounds, combined with &)")

@@ -1,0 +1,229 @@
+"""nki.jit: the kernel object. Calling its `.func` inside a build (the runner calls it once per physical
+core) traces the kernel for the programs of that core, allocates, schedules and emits it, and returns the
+builder views of the tensors the kernel returned. Called from host code with NumPy arrays it runs the kernel
+on the simulator, as nki.baremetal does; called from inside another kernel it runs inline.
+"""
+
+import functools
+import inspect
+import math
+
+from . import _emit, _trace
+from ._backend import Target
+from ._dtypes import as_dtype
+from ._errors import NkiError
+from ._tensor import HBM, NkiTensor, Storage
+
+_last_plans = []  # allocation reports of the last build (per core), for stats.json
+returned_shapes = []  # shapes of the views the last build's kernel returned (e.g. a reshape of its output)
+
+
+def _schedule_mode(opts):
+    extra = str(opts.get("additional_compile_opt") or "")
+    if "--enable-instruction-scheduling=false" in extra.replace(" ", ""):
+        return "program_order"
+    return opts.get("schedule", "pipelined")
+
+
+def _grid_dims(grid):
+    if grid is None:
+        return None
+    if not isinstance(grid, (tuple, list)):
+        grid = (grid,)
+    return tuple(int(g) for g in grid)
+
+
+class JitKernel:
+    __trnsim_jit__ = True
+
+    def __init__(self, fn, grid=None, options=None):
+        self.fn = fn
+        self.options = dict(options or {})
+        self.launch_grid = _grid_dims(grid)
+        n = math.prod(self.launch_grid) if self.launch_grid else None
+        # The runner's `.grid`: programs = physical cores (1 or 2); a larger grid runs its programs in turn
+        # on the cores of the workload's lnc.
+        self.grid = n if n in (1, 2) else None
+        functools.update_wrapper(self, fn)
+
+        @functools.wraps(fn)
+        def traced(*args, **kwargs):
+            return build_core(self, args, kwargs)
+
+        traced.__trnsim_traced__ = True
+        self.func = traced
+
+    def __getitem__(self, grid):
+        return JitKernel(self.fn, grid, self.options)
+
+    def __call__(self, *args, **kwargs):
+        if _trace.active() is not None:
+            return self.fn(*args, **kwargs)
+        from .. import _core
+
+        if _core.Kernel.current() is not None:
+            return self.func(*args, **kwargs)
+        from . import simulate_kernel
+
+        return simulate_kernel(self, *args, **kwargs)
+
+    def __repr__(self):
+        return f"nki.jit({self.fn.__name__})"
+
+
+def jit(func=None, mode=None, **kwargs):
+    """@nki.jit / @nki.jit(...): a kernel trnsim can run (the keyword arguments NKI takes are accepted;
+    additional_compile_opt='--enable-instruction-scheduling=false' keeps program order)."""
+    if func is None:
+        return lambda f: JitKernel(f, None, kwargs)
+    if isinstance(func, JitKernel):
+        return func
+    return JitKernel(func, None, kwargs)
+
+
+def _programs_of_core(grid, core, cores):
+    """The launch-grid programs a physical core runs: grid dim 0's index n goes to core n % cores (the legacy
+    SPMD mapping: NC0 runs even n, NC1 odd n), the other dims all on that core."""
+    import itertools
+
+    if grid is None:
+        grid = (cores,)
+    ids = [p for p in itertools.product(*[range(g) for g in grid]) if p[0] % cores == core]
+    if not ids:
+        raise NkiError(f"launch grid {list(grid)} gives no program to core {core} of {cores}")
+    return ids, grid
+
+
+def build_core(kernel, args, kwargs):
+    """Traces the kernel's programs for the current core and emits them; returns the output views. The
+    cyclic garbage collector is paused meanwhile: a trace is many small objects that stay alive until the
+    emission, which the collector would otherwise walk again and again."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _build_core(kernel, args, kwargs)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _build_core(kernel, args, kwargs):
+    from .. import _core
+
+    k = _core.Kernel.current()
+    if k is None:
+        raise NkiError("a kernel's traced function runs inside trnsim's build (trnsim run / simulate_kernel)")
+    core, cores = k.program_id(), k.num_programs()
+    target = Target.of_kernel(k)
+    ids, grid = _programs_of_core(kernel.launch_grid, core, cores)
+    trace = _trace.Trace(kernel.fn.__code__, ids[0], grid, grid, target, kernel.options)
+    hbm_seq = []
+    trace.hbm_seq = hbm_seq
+    trace.hbm_pos = 0
+    results = None
+    for pid in ids:
+        trace.program_id = pid
+        trace.hbm_pos = 0
+        targs = [_as_input(trace, a) for a in args]
+        tkw = {n: _as_input(trace, a) for n, a in kwargs.items()}
+        r = _trace.run_program(kernel.fn, targs, tkw, trace)
+        if results is None:
+            results = r
+    outs = _outputs(results)
+    _declare_hbm(k, trace, outs)
+    plan = _emit.emit(k, trace, _schedule_mode(kernel.options), kernel.options.get("bufs"))
+    _last_plans.append({"core": core, "schedule": _schedule_mode(kernel.options), "sites": plan.report(),
+                        "instructions": len(trace.ops)})
+    views = [o.st.phys for o in outs]
+    returned_shapes.clear()
+    returned_shapes.extend(o.shape for o in outs)
+    _release(trace)
+    if results is None:
+        return None
+    return views[0] if not isinstance(results, (tuple, list)) else tuple(views)
+
+
+def _as_input(trace, a):
+    from .. import _core
+    from ._hooks_fill import declared
+
+    shape = None
+    d = declared.get(id(a))
+    if d is not None and d[0] is a:
+        shape = d[1]
+    if isinstance(a, _core.View):
+        st = trace.__dict__.setdefault("_inputs", {}).get(a.name)
+        if st is None:
+            d = as_dtype(_core.dtype_name(a.dtype))
+            shape = shape or getattr(a, "tensor_shape", None) or tuple(a.shape)
+            st = Storage(trace, a.name, HBM, d, tuple(shape), role="input")
+            st.phys = a
+            trace._inputs[a.name] = st
+        return NkiTensor.whole(st)
+    return a
+
+
+def _outputs(r):
+    if r is None:
+        return []
+    items = list(r) if isinstance(r, (tuple, list)) else [r]
+    for x in items:
+        if not isinstance(x, NkiTensor) or x.st.space != HBM:
+            raise NkiError(f"the kernel returned {x!r}: an output must be an HBM tensor it allocated "
+                           "(nl.ndarray(..., buffer=nl.shared_hbm))")
+        if x.st.role == "input":
+            raise NkiError("the kernel returned one of its inputs; outputs are tensors it allocates in HBM")
+        if x.st.private:
+            raise NkiError("the kernel returned an nl.private_hbm tensor; outputs are nl.shared_hbm")
+    return items
+
+
+def _declare_hbm(k, trace, outs):
+    """Declares the kernel's HBM tensors on the builder: returned ones as outputs ('out', 'out_1', ... unless
+    named), the rest as scratch (private_hbm: private to the core)."""
+    out_st = []
+    for o in outs:
+        if o.st not in out_st:
+            out_st.append(o.st)
+    taken = set()
+    n_out = 0
+    for st in trace.storages:
+        if st.space != HBM or st.role == "input" or st.phys is not None:
+            continue
+        loc = tuple(st.loc) if st.loc else None
+        from .. import _core
+
+        dtype = _core.parse_dtype(st.dtype.isa)
+        if st in out_st:
+            name = st.name
+            if not name:
+                name = "out" if n_out == 0 else f"out_{n_out}"
+                n_out += 1
+            while name in taken:
+                n_out += 1
+                name = f"out_{n_out}"
+            st.name = name
+            taken.add(name)
+            st.phys = k.output(name, dtype, list(st.shape), loc=loc)
+            st.role = "output"
+        else:
+            name = st.name or f"scratch_{st.uid}"
+            st.name = name
+            st.phys = k.scratch(name, dtype, list(st.shape), private_to_core=st.private, loc=loc)
+
+
+def _release(trace):
+    """Drops the trace's objects (they form cycles: storages point back at the trace)."""
+    from . import _lower
+    from ._hooks_fill import declared
+
+    declared.clear()
+    for key in [k for k in _lower._FRESH if k[1] == id(trace)]:
+        del _lower._FRESH[key]
+    for st in trace.storages:
+        st.trace = None
+        st.phys = None
+    trace.ops = []
+    trace.storages = []

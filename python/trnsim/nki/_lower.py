@@ -1,0 +1,496 @@
+"""nki.language's conveniences lowered to the instructions of _ops, and the glue both calling styles share:
+results of the earlier style (`fresh` tiles, written in place by `t[...] = value`), masks, ALU and activation
+names of the functions kernels pass as `op=`.
+
+Each nl.* lowering is the instruction sequence the NKI documentation describes for the call (the page is
+named at each function and in docs/nki.md); where the documentation leaves an engine to the compiler, the
+engine is _ops.DEFAULT_ENGINE's.
+"""
+
+import math
+
+import numpy as np
+
+from . import _ops
+from . import _trace
+from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype
+from ._errors import NkiError, caller_loc, unsupported
+from ._index import IndexExpr, Mask
+from ._tensor import HBM, PSUM, SBUF, NkiTensor
+
+F32 = BY_NAME["float32"]
+
+# ---- operator names
+
+
+_NP_ALU = {
+    np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide",
+    np.maximum: "maximum", np.minimum: "minimum", np.power: "power", np.equal: "equal",
+    np.not_equal: "not_equal", np.greater: "greater", np.greater_equal: "greater_equal", np.less: "less",
+    np.less_equal: "less_equal", np.logical_and: "logical_and", np.logical_or: "logical_or",
+    np.bitwise_and: "bitwise_and", np.bitwise_or: "bitwise_or", np.bitwise_xor: "bitwise_xor",
+    np.left_shift: "left_shift", np.right_shift: "right_shift",
+}
+_NP_ACT = {
+    np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", np.square: "square", np.abs: "abs",
+    np.sign: "sign", np.reciprocal: "reciprocal",
+}
+
+
+def alu_name(op, call):
+    name = getattr(op, "alu", None)
+    if name is None:
+        name = _NP_ALU.get(op)
+    if name is None and isinstance(op, str):
+        name = op
+    if name is None:
+        raise NkiError(f"{call}: {getattr(op, '__name__', op)!r} is not an ALU operator (nl.add, nl.multiply, "
+                       "nl.maximum, ...)")
+    return name
+
+
+def act_name(op, call):
+    name = getattr(op, "act", None)
+    if name is None:
+        name = _NP_ACT.get(op)
+    if name is None and isinstance(op, str):
+        name = op
+    if name is None:
+        raise NkiError(f"{call}: {getattr(op, '__name__', op)!r} is not an activation function trnsim models "
+                       "(identity, copy, exp, log, silu, gelu, gelu_apprx_tanh, sigmoid, tanh, relu, square, "
+                       "sqrt, rsqrt, reciprocal, abs, sign)")
+    return name
+
+
+def dt(dtype, default):
+    if dtype is None:
+        if default is None:
+            raise NkiError("a dtype is needed")
+        return default
+    return modelled(as_dtype(dtype))
+
+
+def promote(*xs):
+    return result_dtype(*[x.dtype for x in xs if isinstance(x, NkiTensor)])
+
+
+def reduced_shape(data, axis, keepdims):
+    nd = data.ndim
+    if isinstance(axis, int):
+        axis = (axis,)
+    axis = {a + nd if a < 0 else a for a in axis}
+    if keepdims:
+        return tuple(1 if i in axis else n for i, n in enumerate(data.shape))
+    return tuple(n for i, n in enumerate(data.shape) if i not in axis)
+
+
+# ---- results of the earlier calling style
+
+
+def fresh(v):
+    """Marks `v` (a new tile just written by the trace's last op) as an instruction's result: assigning it
+    into a tensor retargets that op instead of copying (`t[...] = nl.exp(x)` is one activation)."""
+    t = _trace.current()
+    _FRESH[v.st.uid, id(t)] = t.ops[-1]
+    return v
+
+
+_FRESH = {}
+
+
+def _fresh_op(v):
+    t = _trace.current()
+    op = _FRESH.get((v.st.uid, id(t)))
+    if op is None or t.ops[-1] is not op or op.attrs.get("dropped"):
+        return None
+    w = op.args.get("dst")
+    if w is None or w.st is not v.st:
+        return None
+    if v.boff != w.boff or v.dims != w.dims or v.p0 != w.p0:
+        return None
+    return op
+
+
+def _retarget(op, old, new):
+    """Makes `op` write `new` instead of its fresh result tile `old`."""
+    t = _trace.current()
+    op.args["dst"] = new
+    op.writes = tuple(new if w is old else w for w in op.writes)
+    op.reads = tuple(new if r is old else r for r in op.reads)
+    st = new.st
+    if st.first < 0 or st.first > op.index:
+        st.first = op.index
+    st.last = max(st.last, op.index)
+    old.st.first = old.st.last = -1  # never used: no buffer
+    _FRESH.pop((old.st.uid, id(t)), None)
+
+
+def _same_view(a, b):
+    return a.st is b.st and a.boff == b.boff and a.dims == b.dims and a.p0 == b.p0 and a.dtype == b.dtype
+
+
+def assign(dst, value):
+    """`dst[...] = value` (NKI's earlier style): an instruction's fresh result is written straight into dst;
+    another tensor is copied (tensor_copy on chip, a DMA when HBM is involved); a number fills dst."""
+    if isinstance(value, NkiTensor):
+        if _same_view(dst, value):
+            return
+        op = _fresh_op(value)
+        if op is not None and dst.st.space != HBM and _fits(op, dst, value):
+            if op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
+                t = _trace.current()
+                acc, ms = _ops.touch_psum(t, dst, "mm")
+                op.attrs["accumulate"] = False  # `=` overwrites; `+=` (iadd) accumulates
+            _retarget(op, value, dst)
+            return
+        if dst.st.space == HBM or value.st.space == HBM:
+            dma(dst, value)
+            return
+        _ops.tensor_copy(dst, value)
+        return
+    if isinstance(value, (int, float, np.number)):
+        _ops.memset(dst, float(value))
+        return
+    raise NkiError(f"cannot assign {type(value).__name__} to an NKI tensor")
+
+
+def _fits(op, dst, value):
+    if dst.partitions != value.partitions or dst.free_size != value.free_size:
+        raise NkiError(f"cannot assign a {list(value.shape)} tile to a {list(dst.shape)} region")
+    return dst.dtype == value.dtype or op.name not in ("nc_matmul", "nc_matmul_mx", "nc_transpose")
+
+
+def iadd(dst, value):
+    """`dst += value`: a fresh matmul result accumulates into dst (a PSUM accumulation group); anything else
+    is an elementwise add into dst."""
+    if isinstance(value, NkiTensor):
+        op = _fresh_op(value)
+        if op is not None and op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
+            t = _trace.current()
+            acc, ms = _ops.touch_psum(t, dst, "mm")
+            if ms is not None:
+                ms.attrs["dropped"] = True
+                acc = False
+            op.attrs["accumulate"] = acc
+            _retarget(op, value, dst)
+            if acc:
+                op.reads = op.reads + (dst,)
+            return dst
+    from . import language as nl
+
+    nl.add(dst, value, out=dst)
+    return dst
+
+
+# ---- masks
+
+
+def apply_mask(mask, views):
+    """Restricts the views to the index-variable ranges `mask` allows. Views indexed by nl.arange variables
+    are cut along those variables' dims; views without variables (e.g. tiles) along the same dims of the
+    first variable-indexed view, when their shape is the same."""
+    if mask is None:
+        return tuple(views)
+    if isinstance(mask, bool) or mask is True:
+        return tuple(views)
+    if not isinstance(mask, Mask):
+        raise NkiError(f"mask must be a predicate on nl.arange index expressions, got {mask!r}")
+    ref = next((v for v in views if isinstance(v, NkiTensor) and v.vars), None)
+    if ref is None:
+        raise NkiError("mask: no operand is indexed with the mask's nl.arange variables")
+    cuts = {}
+    for d, var in enumerate(ref.vars):
+        if var is not None and var in mask.bounds:
+            lo, hi = mask.bounds[var]
+            if hi <= lo:
+                raise NkiError("mask selects no element")
+            cuts[d] = (lo, hi)
+    out = []
+    for v in views:
+        if not isinstance(v, NkiTensor):
+            out.append(v)
+            continue
+        if v.vars:
+            vc = {d: mask.bounds[var] for d, var in enumerate(v.vars) if var is not None and var in mask.bounds}
+        elif v.shape == ref.shape:
+            vc = cuts
+        else:
+            raise NkiError(f"mask: operand {list(v.shape)} does not have the masked operand's shape "
+                           f"{list(ref.shape)}")
+        idx = tuple(slice(vc[d][0], vc[d][1]) if d in vc else slice(None) for d in range(v.ndim))
+        out.append(v.index(idx) if vc else v)
+    return tuple(out)
+
+
+# ---- DMAs
+
+
+def dma(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False, loc=None):
+    if isinstance(src, _Indirect) or isinstance(dst, _Indirect):
+        return _indirect_dma(dst, src, engine, dge_mode, oob_mode, accumulate)
+    return _ops.dma_copy(dst, src, engine=engine, dge_mode=dge_mode, oob_mode=oob_mode, accumulate=accumulate,
+                         loc=loc)
+
+
+class _Indirect:
+    """`t.ap(..., vector_offset=idx, indirect_dim=0)` or `t[idx_tile, ...]`: rows picked at run time."""
+
+    __slots__ = ("view", "vector_offset", "scalar_offset")
+
+    def __init__(self, view, vector_offset=None, scalar_offset=None):
+        self.view, self.vector_offset, self.scalar_offset = view, vector_offset, scalar_offset
+
+    @property
+    def shape(self):
+        return self.view.shape
+
+    @property
+    def dtype(self):
+        return self.view.dtype
+
+
+def dynamic_ap(t, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype):
+    if indirect_dim != 0:
+        unsupported(f".ap(indirect_dim={indirect_dim})", "run-time offsets move whole rows (dim 0) only")
+    base = t.ap(pattern, offset, dtype=dtype)
+    if not isinstance(scalar_offset, (NkiTensor, type(None))) or not isinstance(vector_offset,
+                                                                               (NkiTensor, type(None))):
+        raise NkiError(".ap: scalar_offset / vector_offset must be SBUF tensors")
+    return _Indirect(base, vector_offset, scalar_offset)
+
+
+def _indirect_dma(dst, src, engine, dge_mode, oob_mode, accumulate):
+    if isinstance(src, _Indirect) and isinstance(dst, _Indirect):
+        raise NkiError("dma_copy: only one side can have a run-time offset")
+    ind = src if isinstance(src, _Indirect) else dst
+    d = dst.view if ind is dst else dst
+    s = src.view if ind is src else src
+    if ind.view.st.space != HBM:
+        unsupported("dma_copy with a run-time offset on an on-chip tensor")
+    if ind.vector_offset is not None:
+        rows = ind.vector_offset.partitions
+        if (d if ind is src else s).partitions != rows:
+            raise NkiError(f"dma_copy: vector_offset has {rows} rows but the other side has "
+                           f"{(d if ind is src else s).partitions}")
+        return _ops.dma_copy(d, s, engine=engine, dge_mode=dge_mode, oob_mode=oob_mode, accumulate=accumulate,
+                             vector_offset=ind.vector_offset, indirect_dst=ind is dst)
+    return _ops.dma_copy(d, s, engine=engine, dge_mode=dge_mode, oob_mode=oob_mode, accumulate=accumulate,
+                         scalar_offset=ind.scalar_offset, scalar_offset_dst=ind is dst)
+
+
+# ---- iota of the earlier style
+
+
+def iota_expr(expr, dtype, mask):
+    """nisa.iota(expr, dtype): a tile holding the values of an affine index expression: the partition
+    variable's coefficient is the channel multiplier, the free variables' the steps."""
+    if isinstance(expr, int):
+        raise NkiError("iota: the expression must involve nl.arange variables")
+    if not isinstance(expr, IndexExpr):
+        raise NkiError(f"iota: expected an nl.arange expression, got {expr!r}")
+    shape = expr.shape
+    if len(shape) < 2:
+        shape = (shape[0], 1) if shape else (1, 1)
+    nmax = expr.ndim
+    coef = [0] * len(shape)
+    for v, k in expr.terms.items():
+        coef[v.axis + (nmax - v.ndim)] += k
+    d = dt(dtype, None)
+    dst = _ops.new_tile(shape, d, SBUF, "iota")
+    _ops.iota(dst, coef[1:], expr.const, coef[0])
+    return fresh(dst)
+
+
+# ---- nl.* lowerings
+
+
+def _sbuf_result(shape, dtype, name):
+    return _ops.new_tile(shape, dtype, SBUF, name)
+
+
+def _scalar(x):
+    return isinstance(x, (int, float, np.number)) and not isinstance(x, bool) or isinstance(x, bool)
+
+
+def elementwise(name, alu, x, y, dtype=None, out=None, engine=None):
+    """Binary nl.* math: two tiles -> tensor_tensor; a tile and a number -> tensor_scalar (number first:
+    reverse0), on the Vector engine (nki.language.add etc. and nki.isa.tensor_tensor / tensor_scalar docs)."""
+    xt, yt = isinstance(x, NkiTensor), isinstance(y, NkiTensor)
+    if not xt and not yt:
+        raise NkiError(f"nl.{name}: at least one operand must be a tensor")
+    x, y = load_if_hbm(x, name), load_if_hbm(y, name)
+    ref = x if xt else y
+    if out is None:
+        out = _sbuf_result(ref.shape, dt(dtype, promote(x, y)), name)
+        res = True
+    else:
+        res = False
+    if xt and yt:
+        if x.shape != y.shape:
+            x, y = _broadcast_pair(x, y, name)
+        if y.free_size == 1 and x.free_size != 1 and y.partitions == x.partitions:
+            _ops.tensor_scalar(out, x, alu, y, engine=engine)
+        elif x.free_size == 1 and y.free_size != 1 and x.partitions == y.partitions:
+            _ops.tensor_scalar(out, y, alu, x, reverse0=True, engine=engine)
+        else:
+            _ops.tensor_tensor(out, x, y, alu, engine=engine)
+    elif xt:
+        _ops.tensor_scalar(out, x, alu, float(y), engine=engine)
+    else:
+        _ops.tensor_scalar(out, y, alu, float(x), reverse0=True, engine=engine)
+    return fresh(out) if res else out
+
+
+def _broadcast_pair(x, y, name):
+    if x.ndim != y.ndim:
+        raise NkiError(f"nl.{name}: operands {list(x.shape)} and {list(y.shape)} differ in rank")
+    shape = tuple(max(a, b) for a, b in zip(x.shape, y.shape))
+    for a, b in zip(x.shape, y.shape):
+        if a != b and 1 not in (a, b):
+            raise NkiError(f"nl.{name}: operands {list(x.shape)} and {list(y.shape)} do not broadcast")
+    if x.partitions != y.partitions:
+        raise NkiError(f"nl.{name}: broadcasting along the partition dim is not an access pattern "
+                       f"({list(x.shape)} and {list(y.shape)})")
+    # A [P, 1] operand stays a per-partition scalar (tensor_scalar); others broadcast by a stride-0 view.
+    if y.free_size == 1 or x.free_size == 1:
+        return x, y
+    return x.broadcast_to(shape), y.broadcast_to(shape)
+
+
+def unary(name, func, x, dtype=None, out=None):
+    """Unary nl.* math: one activation on the Scalar engine (nki.language.exp etc.; nki.isa.activation)."""
+    x = load_if_hbm(x, name)
+    if out is None:
+        out = _sbuf_result(x.shape, dt(dtype, x.dtype), name)
+        _ops.activation(out, func, x)
+        return fresh(out)
+    _ops.activation(out, func, x)
+    return out
+
+
+def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False):
+    """nl.sum / max / min / prod over free axes: tensor_reduce on the Vector engine."""
+    x = load_if_hbm(x, name)
+    if axis is None:
+        axis = tuple(range(1, x.ndim))
+    shape = reduced_shape(x, axis, keepdims)
+    if len(shape) == 1:
+        shape = shape + (1,)
+    out = _sbuf_result(shape, dt(dtype, x.dtype), name)
+    _ops.tensor_reduce(out, alu, x, axis, negate)
+    return fresh(out)
+
+
+def load_if_hbm(x, name):
+    if isinstance(x, NkiTensor) and x.st.space == HBM:
+        raise NkiError(f"nl.{name}: operand {list(x.shape)} is in HBM; load it into SBUF first (nl.load)")
+    return x
+
+
+def load(src, mask=None, dtype=None):
+    """nl.load: one DMA from HBM into a new SBUF tile (nki.language.load)."""
+    if isinstance(src, _Indirect):
+        shape, sdt = src.shape, src.dtype
+    else:
+        if not isinstance(src, NkiTensor):
+            raise NkiError(f"nl.load: src must be an HBM tensor, got {type(src).__name__}")
+        if src.st.space != HBM:
+            raise NkiError("nl.load: src must be in HBM (use nl.copy / nisa.tensor_copy on chip)")
+        (src,) = apply_mask(mask, (src,))
+        shape, sdt = src.shape, src.dtype
+    if len(shape) == 1:
+        shape = (shape[0], 1)
+    loc = caller_loc()
+    out = _ops.new_tile(shape, dt(dtype, sdt), SBUF, "load", loc)
+    dma(out, src, loc=loc)
+    return fresh(out)
+
+
+def store(dst, value, mask=None):
+    """nl.store: one DMA from SBUF into HBM; a PSUM value is first copied to SBUF (nki.language.store)."""
+    if not isinstance(value, NkiTensor):
+        raise NkiError(f"nl.store: value must be an on-chip tile, got {type(value).__name__}")
+    d = dst.view if isinstance(dst, _Indirect) else dst
+    if not isinstance(d, NkiTensor) or d.st.space != HBM:
+        raise NkiError("nl.store: dst must be an HBM tensor")
+    if isinstance(dst, NkiTensor):
+        dst, value = apply_mask(mask, (dst, value))
+    loc = caller_loc()
+    if value.st.space == PSUM:
+        tmp = _ops.new_tile(value.shape, value.dtype, SBUF, "store_psum_copy", loc)
+        _ops.tensor_copy(tmp, value, loc=loc)
+        value = tmp
+    dma(dst, value, loc=loc)
+
+
+def copy(x, dtype=None, mask=None):
+    """nl.copy: one tensor_copy into a new SBUF tile (nki.language.copy)."""
+    x = load_if_hbm(x, "copy")
+    (x,) = apply_mask(mask, (x,))
+    loc = caller_loc()
+    out = _ops.new_tile(x.shape, dt(dtype, x.dtype), SBUF, "copy", loc)
+    _ops.tensor_copy(out, x, loc=loc)
+    return fresh(out)
+
+
+def transpose(x, dtype=None, mask=None):
+    """nl.transpose: a 2-D partition <-> free transpose, nc_transpose on the Tensor engine into a new PSUM
+    tile (the Vector engine for tiles of at most 32 x 32, into SBUF) (nki.language.transpose,
+    nki.isa.nc_transpose)."""
+    x = load_if_hbm(x, "transpose")
+    (x,) = apply_mask(mask, (x,))
+    if x.ndim != 2:
+        raise NkiError(f"nl.transpose: a 2-D tile is needed, got {list(x.shape)}")
+    p, f = x.shape
+    if not (p <= 32 and f <= 32):
+        x = to_sbuf(x, "transpose")
+    if p <= 32 and f <= 32:
+        out = _sbuf_result((f, p), dt(dtype, x.dtype), "transpose")
+        _ops.nc_transpose(out, x, "DVE")
+    else:
+        out = _ops.new_tile((f, p), dt(dtype, x.dtype), PSUM, "transpose")
+        _ops.nc_transpose(out, x, "PE")
+    return fresh(out)
+
+
+def to_sbuf(x, name):
+    """A PSUM operand an instruction must read from SBUF: copied there first (tensor_copy), as the compiler
+    does for nl.* calls given a PSUM tile."""
+    if x.st.space != PSUM:
+        return x
+    t = _sbuf_result(x.shape, x.dtype, name + "_psum_copy")
+    _ops.tensor_copy(t, x)
+    return t
+
+
+def matmul(x, y, transpose_x=False, mask=None):
+    """nl.matmul: x @ y (or x.T @ y with transpose_x) into a new PSUM tile. Without transpose_x the
+    documented extra transpose is inserted: x [M, K] goes through nc_transpose (Tensor engine, into PSUM) and a
+    tensor_copy back to SBUF, then nc_matmul(stationary=x.T, moving=y) (nki.language.matmul)."""
+    x, y = load_if_hbm(x, "matmul"), load_if_hbm(y, "matmul")
+    x, y = apply_mask(mask, (x, y))
+    x, y = to_sbuf(x, "matmul"), to_sbuf(y, "matmul")
+    if not transpose_x:
+        m, k = x.partitions, x.free_size
+        xt_ps = _ops.new_tile((k, m), x.dtype, PSUM, "matmul_transpose")
+        _ops.nc_transpose(xt_ps, x, "PE")
+        xt = _sbuf_result((k, m), x.dtype, "matmul_transpose_sb")
+        _ops.tensor_copy(xt, xt_ps)
+        x = xt
+    if x.partitions != y.partitions:
+        raise NkiError(f"nl.matmul: contraction dims differ: x.T is [{x.partitions}, {x.free_size}], y is "
+                       f"{list(y.shape)}")
+    loc = caller_loc()
+    out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul", loc)
+    _ops.nc_matmul(out, x, y, None, loc=loc)
+    return fresh(out)
+
+
+def full(shape, fill_value, dtype, buffer, name=""):
+    from . import language as nl
+
+    t = nl.ndarray(shape, dtype=dtype, buffer=buffer, name=name)
+    if t.st.space == HBM:
+        unsupported("nl.zeros / nl.full / nl.ones in HBM", "filling an HBM tensor needs a DMA from a tile")
+    _ops.memset(t, fill_value)
+    return t

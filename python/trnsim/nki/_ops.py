@@ -1,0 +1,456 @@
+"""The instructions the simulator models, as the front end records them: each function checks what NKI
+checks at the call (operand kinds, shapes, dtypes it can know), picks the engine NKI's `engine.unknown`
+leaves to the compiler (DEFAULT_ENGINE), and appends one Op to the current trace. nki.isa's functions (both
+calling styles) and nki.language's lowerings all go through here, so each instruction is recorded in one
+place. Hardware rules beyond these (PSUM banks, engine connectivity, matmul tile limits, generation) are
+checked by the builder when the trace is emitted, with the same kernel line.
+"""
+
+import math
+
+from . import _trace
+from ._dtypes import BY_NAME, as_dtype, modelled
+from ._errors import NkiError, caller_loc
+from ._tensor import HBM, PSUM, SBUF, NkiTensor, Storage
+
+# The engine an instruction runs on when the kernel leaves it to the compiler (engine.unknown). The NKI docs
+# leave the choice to the compiler; these follow the published profiles the calibration ports cite
+# (kernels/calibration/*: PSUM -> SBUF copies and SBUF copies on Scalar, memsets on GpSimd, elementwise and
+# reductions on Vector, activations on Scalar, iota on GpSimd, transposes on the Tensor engine).
+DEFAULT_ENGINE = {
+    "tensor_copy": "ACT",
+    "memset": "POOL",
+    "tensor_tensor": "DVE",
+    "tensor_scalar": "DVE",
+    "tensor_reduce": "DVE",
+    "activation": "ACT",
+    "iota": "POOL",
+    "select": "DVE",
+    "nc_transpose": "PE",
+}
+
+F32 = BY_NAME["float32"]
+
+
+def _target():
+    t = _trace.active()
+    if t is not None:
+        return t.target
+    from ._backend import target
+
+    return target()
+
+
+def _engine_for(name, engine, views):
+    if engine is not None:
+        return engine
+    e = DEFAULT_ENGINE[name]
+    # GpSimd cannot access PSUM (nki.isa.tensor_copy / memset docs): the compiler then uses Vector.
+    if e == "POOL" and any(v is not None and v.st.space == PSUM for v in views):
+        return "DVE"
+    return e
+
+
+def tile(v, what, op):
+    """`v` as an on-chip instruction operand: an SBUF/PSUM view whose partition dim is its first dim."""
+    if not isinstance(v, NkiTensor):
+        from ._tensor import BlockTensor
+
+        if isinstance(v, BlockTensor):
+            from ._errors import unsupported
+
+            unsupported(f"nki.isa.{op} on a whole PSUM tensor with block dims", "index one block at a time")
+        raise NkiError(f"{op}: {what} must be an NKI tensor, got {type(v).__name__}")
+    if v.st.space == HBM:
+        raise NkiError(f"{op}: {what} must be in SBUF or PSUM, got an HBM tensor {list(v.shape)} "
+                       "(load it with nisa.dma_copy / nl.load first)")
+    if v.pd > 0:
+        # A tensor with block dims before its partition dim, (B..., P, F...): the instruction covers every
+        # block at once, with the partition dim first ([P, B..., F...] is its physical layout). Operands of
+        # the same logical shape are reordered alike, so elementwise instructions pair the same elements.
+        order = (v.pd,) + tuple(i for i in range(len(v.dims)) if i != v.pd)
+        return v.permute(order)
+    return v
+
+
+def same_shape(op, a, an, b, bn):
+    if a.partitions != b.partitions or a.free_size != b.free_size:
+        raise NkiError(f"{op}: {an} {list(a.shape)} and {bn} {list(b.shape)} must have the same partitions "
+                       f"and elements per partition ([{a.partitions}, {a.free_size}] vs "
+                       f"[{b.partitions}, {b.free_size}])")
+
+
+def new_tile(shape, dtype, space, name, loc=None):
+    """A new on-chip tensor for an instruction's result (NKI's earlier calling style returns one)."""
+    t = _trace.current()
+    shape = tuple(int(s) for s in shape)
+    check_tile_shape(shape, 0, space, dtype, "result")
+    st = Storage(t, name, space, dtype, shape, 0, loc=loc or caller_loc())
+    st.site = t.call_stack()
+    v = NkiTensor.whole(st)
+    return v
+
+
+def check_tile_shape(shape, pdim, space, dtype, what):
+    if not shape:
+        raise NkiError(f"an {space} tensor needs at least a partition dim")
+    p = shape[pdim]
+    tg = _target()
+    if p > tg.partitions:
+        raise NkiError(f"{what}: partition dim {p} exceeds the {tg.partitions} partitions of {space.upper()} "
+                       f"(shape {list(shape)}; nl.tile_size.pmax is {tg.partitions})")
+    if any(s <= 0 for s in shape):
+        raise NkiError(f"{what}: shape {list(shape)} has a dim that is not positive")
+    if space == PSUM:
+        tile_bytes = math.prod(shape[pdim + 1:]) * dtype.itemsize
+        if tile_bytes > tg.psum_bank_bytes:
+            raise NkiError(f"{what}: a PSUM tile of {list(shape[pdim:])} {dtype.name} takes {tile_bytes} bytes "
+                           f"per partition, over the {tg.psum_bank_bytes}-byte PSUM bank "
+                           f"(nl.tile_size.psum_fmax is {tg.psum_bank_bytes // 4} float32)")
+
+
+# ---- PSUM accumulation groups: NKI's default `accumulate` for nc_matmul.
+# A matmul accumulates into its dst when the last access to that PSUM region was a matmul writing the same
+# region (an open accumulation group); otherwise it starts a group by overwriting. A memset that a matmul
+# would overwrite immediately is dropped: the compiler lowers memset + accumulating matmuls to a first
+# matmul that zeroes the bank (the profiler's psum_zero flag; kernels/calibration/matmul_lhs_dma_transpose).
+
+
+def _region(v):
+    return v.rect()
+
+
+def _overlap(a, b):
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def touch_psum(t, v, kind, op=None):
+    """Records an access to PSUM view `v` for the group logic; kind 'mm' (matmul write), 'memset', 'other'.
+    Returns (accumulate, memset_op) for kind 'mm'."""
+    groups = t.__dict__.setdefault("_psum_groups", {})
+    lst = groups.setdefault(v.st.uid, [])
+    r = _region(v)
+    acc, ms = False, None
+    keep = []
+    for g in lst:
+        if g[0] == r and kind == "mm":
+            if g[1] == "mm":
+                acc = True
+            elif g[1] == "memset":
+                ms = g[2]
+            continue
+        if not _overlap(g[0], r):
+            keep.append(g)
+    if kind in ("mm", "memset"):
+        keep.append((r, kind, op))
+    groups[v.st.uid] = keep
+    return acc, ms
+
+
+def _psum_others(t, views, skip=None):
+    for v in views:
+        if v is not None and v is not skip and v.st.space == PSUM:
+            touch_psum(t, v, "other")
+
+
+def record(name, args, reads, writes, attrs, loc=None):
+    t = _trace.current()
+    for v in reads:
+        if v.st.space is PSUM:
+            _psum_others(t, reads + writes)
+            break
+    else:
+        for v in writes:
+            if v.st.space is PSUM:
+                _psum_others(t, reads + writes)
+                break
+    return t.record(name, args, reads, writes, attrs, loc)
+
+
+# ---- the instructions
+
+
+def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode="none", is_transpose=False, loc=None):
+    op = "nc_matmul"
+    stationary = tile(stationary, "stationary", op)
+    moving = tile(moving, "moving", op)
+    dst = tile(dst, "dst", op)
+    if stationary.st.space != SBUF or moving.st.space != SBUF:
+        raise NkiError(f"{op}: stationary and moving must be in SBUF")
+    if dst.st.space != PSUM:
+        raise NkiError(f"{op}: dst must be in PSUM, got {dst.st.space.upper()}")
+    k = stationary.partitions
+    if moving.partitions != k:
+        raise NkiError(f"{op}: stationary has {k} partitions (the contraction dim) but moving has "
+                       f"{moving.partitions}")
+    if perf_mode == "none" and not is_transpose:
+        m, n = stationary.free_size, moving.free_size
+        if dst.partitions != m or dst.free_size != n:
+            raise NkiError(f"{op}: dst {list(dst.shape)} must be [{m}, {n}] (stationary [{k}, {m}], moving "
+                           f"[{k}, {n}])")
+    t = _trace.current()
+    acc, ms = touch_psum(t, dst, "mm")
+    if accumulate is None:
+        accumulate = acc
+        if ms is not None:
+            ms.attrs["dropped"] = True  # the matmul's overwrite zeroes the bank instead
+    reads = [stationary, moving] + ([dst] if accumulate else [])
+    return t.record(op, {"dst": dst, "stationary": stationary, "moving": moving}, reads, [dst],
+                    {"accumulate": bool(accumulate), "perf_mode": perf_mode, "is_transpose": bool(is_transpose)},
+                    loc)
+
+
+def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, accumulate=None, loc=None):
+    op = "nc_matmul_mx"
+    dst, stationary, moving = tile(dst, "dst", op), tile(stationary, "stationary", op), tile(moving, "moving", op)
+    stationary_scale = tile(stationary_scale, "stationary_scale", op)
+    moving_scale = tile(moving_scale, "moving_scale", op)
+    st_view, st_off = _scale_operand(op, "stationary_scale", stationary_scale, stationary)
+    mv_view, mv_off = _scale_operand(op, "moving_scale", moving_scale, moving)
+    t = _trace.current()
+    acc, ms = touch_psum(t, dst, "mm")
+    if accumulate is None:
+        accumulate = acc
+        if ms is not None:
+            ms.attrs["dropped"] = True
+    reads = [stationary, moving, st_view, mv_view] + ([dst] if accumulate else [])
+    return t.record(op, {"dst": dst, "stationary": stationary, "moving": moving, "stationary_scale": st_view,
+                         "moving_scale": mv_view}, reads, [dst],
+                    {"accumulate": bool(accumulate), "st_off": st_off, "mv_off": mv_off}, loc)
+
+
+def _scale_operand(op, what, scale, data):
+    """An MX scale view starting `off` (0, 4, 8, 12) partitions into its data's quadrant: the instruction's
+    scale operand starts at the data's partition and names the offset (isa scale_offset)."""
+    off = scale.p0 - data.p0
+    if off not in (0, 4, 8, 12):
+        raise NkiError(f"{op}: {what} starts at partition {scale.p0}; it must start 0, 4, 8 or 12 partitions "
+                       f"after its data's first partition {data.p0}")
+    if off == 0:
+        return scale, 0
+    v = NkiTensor(scale.st, scale.dtype, scale.boff, ((0, scale.partitions + off),) + scale.dims[1:], 0, data.p0)
+    return v, off
+
+
+def quantize_mx(dst, src, dst_scale, loc=None):
+    op = "quantize_mx"
+    dst = tile(dst, "dst", op)
+    src = tile(src, "src", op)
+    dst_scale = tile(dst_scale, "dst_scale", op)
+    sv, off = _scale_operand(op, "dst_scale", dst_scale, dst)
+    return record(op, {"dst": dst, "src": src, "dst_scale": sv}, [src], [dst, sv], {"scale_offset": off}, loc)
+
+
+def nc_transpose(dst, data, engine=None, loc=None):
+    op = "nc_transpose"
+    dst = tile(dst, "dst", op)
+    data = tile(data, "data", op)
+    if engine is None:
+        engine = "PE" if dst.st.space == PSUM else "DVE"
+    if dst.partitions != data.free_size or dst.free_size != data.partitions:
+        raise NkiError(f"{op}: dst {list(dst.shape)} must be [{data.free_size}, {data.partitions}] for data "
+                       f"{list(data.shape)}")
+    return record(op, {"dst": dst, "data": data}, [data], [dst], {"engine": engine}, loc)
+
+
+def _operand(x, op, what, data):
+    """An FP32 immediate or a [P, 1] per-partition vector."""
+    if isinstance(x, NkiTensor):
+        x = tile(x, what, op)
+        if x.partitions != data.partitions or x.free_size != 1:
+            raise NkiError(f"{op}: {what} {list(x.shape)} must be a scalar or a [{data.partitions}, 1] vector")
+        return x, 0.0
+    try:
+        return None, float(x)
+    except (TypeError, ValueError):
+        raise NkiError(f"{op}: {what} must be a number or a [P, 1] tensor, got {x!r}") from None
+
+
+def activation(dst, func, data, bias=None, scale=1.0, reduce_res=None, engine=None, loc=None):
+    op = "activation"
+    dst = tile(dst, "dst", op)
+    data = tile(data, "data", op)
+    same_shape(op, dst, "dst", data, "data")
+    bv, bi = _operand(0.0 if bias is None else bias, op, "bias", data)
+    sv, si = _operand(scale, op, "scale", data)
+    reads = [data] + [v for v in (bv, sv) if v is not None]
+    writes = [dst]
+    if reduce_res is not None:
+        reduce_res = tile(reduce_res, "reduce_res", op)
+        if reduce_res.partitions != data.partitions or reduce_res.free_size != 1:
+            raise NkiError(f"{op}: reduce_res {list(reduce_res.shape)} must be [{data.partitions}, 1]")
+        writes.append(reduce_res)
+    engine = _engine_for(op, engine, [dst, data])
+    return record(op, {"dst": dst, "data": data, "bias": bv, "scale": sv, "reduce_res": reduce_res}, reads,
+                  writes, {"func": func, "bias": bi, "scale": si, "engine": engine}, loc)
+
+
+def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
+    op = "tensor_tensor"
+    dst, data1, data2 = tile(dst, "dst", op), tile(data1, "data1", op), tile(data2, "data2", op)
+    same_shape(op, data1, "data1", data2, "data2")
+    same_shape(op, dst, "dst", data1, "data1")
+    if data1.st.space == PSUM and data2.st.space == PSUM:
+        raise NkiError(f"{op}: data1 and data2 cannot both be in PSUM (nki.isa.tensor_tensor)")
+    engine = _engine_for(op, engine, [dst, data1, data2])
+    return record(op, {"dst": dst, "data1": data1, "data2": data2}, [data1, data2], [dst],
+                  {"op": alu, "engine": engine}, loc)
+
+
+def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
+                  engine=None, loc=None):
+    op = "tensor_scalar"
+    dst = tile(dst, "dst", op)
+    data = tile(data, "data", op)
+    same_shape(op, dst, "dst", data, "data")
+    v0, i0 = _operand(operand0, op, "operand0", data)
+    if op1 is None:
+        v1, i1 = None, 0.0
+    else:
+        if operand1 is None:
+            raise NkiError(f"{op}: op1 needs operand1")
+        v1, i1 = _operand(operand1, op, "operand1", data)
+    engine = _engine_for(op, engine, [dst, data])
+    reads = [data] + [v for v in (v0, v1) if v is not None]
+    return record(op, {"dst": dst, "data": data, "operand0": v0, "operand1": v1}, reads, [dst],
+                  {"op0": op0, "imm0": i0, "reverse0": bool(reverse0), "op1": op1 or "bypass", "imm1": i1,
+                   "reverse1": bool(reverse1), "engine": engine}, loc)
+
+
+def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=None, loc=None):
+    op = "tensor_reduce"
+    dst = tile(dst, "dst", op)
+    data = tile(data, "data", op)
+    nd = data.ndim
+    if isinstance(axis, int):
+        axis = (axis,)
+    axis = sorted({a + nd if a < 0 else a for a in axis})
+    if not axis or any(a < 1 or a >= nd for a in axis):
+        raise NkiError(f"{op}: axis {list(axis)} must name free dims of data {list(data.shape)} (the partition "
+                       "dim is 0)")
+    if axis != list(range(nd - len(axis), nd)):
+        # The instruction reduces the innermost dims: reorder the view (strides only) so the reduced axes are
+        # last, the kept ones in their order.
+        order = [i for i in range(nd) if i not in axis] + axis
+        data = data.permute(order)
+        axis = list(range(nd - len(axis), nd))
+    kept = data.partitions * math.prod(n for i, (_, n) in enumerate(data.dims) if i not in axis and i != data.pd)
+    if dst.partitions != data.partitions or dst.partitions * dst.free_size != kept:
+        raise NkiError(f"{op}: dst {list(dst.shape)} does not match data {list(data.shape)} reduced over "
+                       f"axis {list(axis)}")
+    engine = _engine_for(op, engine, [dst, data])
+    return record(op, {"dst": dst, "data": data}, [data], [dst],
+                  {"op": alu, "axis": axis, "negate": bool(negate), "engine": engine}, loc)
+
+
+def tensor_copy(dst, src, engine=None, loc=None):
+    op = "tensor_copy"
+    dst = tile(dst, "dst", op)
+    src = tile(src, "src", op)
+    same_shape(op, dst, "dst", src, "src")
+    engine = _engine_for(op, engine, [dst, src])
+    return record(op, {"dst": dst, "src": src}, [src], [dst], {"engine": engine}, loc)
+
+
+def memset(dst, value, engine=None, loc=None):
+    op = "memset"
+    dst = tile(dst, "dst", op)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise NkiError(f"{op}: value must be a number, got {value!r}") from None
+    engine = _engine_for(op, engine, [dst])
+    t = _trace.current()
+    o = t.record(op, {"dst": dst}, [], [dst], {"value": value, "engine": engine}, loc)
+    if dst.st.space == PSUM:
+        touch_psum(t, dst, "memset", o)
+    return o
+
+
+def iota(dst, pattern, offset=0, channel_multiplier=0, engine=None, loc=None):
+    op = "iota"
+    dst = tile(dst, "dst", op)
+    pattern = [int(p) for p in pattern]
+    if len(pattern) > max(1, dst.ndim - 1):
+        raise NkiError(f"{op}: {len(pattern)} pattern steps for the {dst.ndim - 1} free dims of dst")
+    engine = _engine_for(op, engine, [dst])
+    return record(op, {"dst": dst}, [], [dst], {"pattern": pattern, "offset": float(offset),
+                                              "channel_multiplier": float(channel_multiplier), "engine": engine},
+                  loc)
+
+
+def select(dst, predicate, on_true, on_false, engine=None, loc=None):
+    op = "select"
+    dst, predicate, on_true = tile(dst, "dst", op), tile(predicate, "predicate", op), tile(on_true, "on_true", op)
+    same_shape(op, dst, "dst", on_true, "on_true")
+    same_shape(op, dst, "dst", predicate, "predicate")
+    fv, fi = (on_false, 0.0) if isinstance(on_false, NkiTensor) else (None, float(on_false))
+    if fv is not None:
+        fv = tile(fv, "on_false", op)
+    engine = _engine_for(op, engine, [dst, predicate, on_true])
+    reads = [predicate, on_true] + ([fv] if fv is not None else [])
+    return record(op, {"dst": dst, "predicate": predicate, "on_true": on_true, "on_false": fv}, reads, [dst],
+                  {"on_false": fi, "engine": engine}, loc)
+
+
+def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False,
+             vector_offset=None, indirect_dst=False, scalar_offset=None, scalar_offset_dst=False, loc=None):
+    op = "dma_copy"
+    for v, n in ((dst, "dst"), (src, "src")):
+        if not isinstance(v, NkiTensor):
+            raise NkiError(f"{op}: {n} must be an NKI tensor, got {type(v).__name__}")
+    for v in (dst, src):
+        if v.on_chip and v.pd > 0:
+            # Block dims before the partition dim: both sides are reordered alike, partition dim first.
+            if dst.shape != src.shape:
+                raise NkiError(f"{op}: {list(v.shape)} has block dims before its partition dim; the other side "
+                               f"must have the same shape, got {list(dst.shape)} and {list(src.shape)}")
+            order = (v.pd,) + tuple(i for i in range(len(v.dims)) if i != v.pd)
+            dst, src = dst.permute(order), src.permute(order)
+            break
+    if vector_offset is None and dst.size != src.size:
+        raise NkiError(f"{op}: src {list(src.shape)} has {src.size} elements, dst {list(dst.shape)} has "
+                       f"{dst.size}")
+    reads = [src] + [v for v in (vector_offset, scalar_offset) if v is not None]
+    if accumulate:
+        reads.append(dst)
+    o = record(op, {"dst": dst, "src": src, "vector_offset": vector_offset, "scalar_offset": scalar_offset},
+               reads, [dst], {"engine": engine, "dge_mode": dge_mode, "oob_mode": oob_mode,
+                              "accumulate": bool(accumulate), "indirect_dst": bool(indirect_dst),
+                              "scalar_offset_dst": bool(scalar_offset_dst)}, loc)
+    o.load = src.st.space == HBM and dst.st.space != HBM and vector_offset is None and scalar_offset is None
+    return o
+
+
+def dma_transpose(dst, src, engine=None, dge_mode="unknown", loc=None):
+    op = "dma_transpose"
+    for v, n in ((dst, "dst"), (src, "src")):
+        if not isinstance(v, NkiTensor):
+            raise NkiError(f"{op}: {n} must be an NKI tensor, got {type(v).__name__}")
+    if dst.st.space != SBUF:
+        raise NkiError(f"{op}: dst must be in SBUF")
+    if len(src.shape) < 2 or dst.partitions != src.shape[-1] or dst.free_size * dst.partitions != src.size:
+        raise NkiError(f"{op}: dst {list(dst.shape)} must be the transpose of src {list(src.shape)}")
+    o = record(op, {"dst": dst, "src": src}, [src], [dst], {"engine": engine, "dge_mode": dge_mode}, loc)
+    o.load = src.st.space == HBM
+    return o
+
+
+def core_barrier(data, engine=None, loc=None):
+    t = _trace.current()
+    if t.target.num_programs_hw != 2:
+        raise NkiError("core_barrier needs an LNC2 launch (two physical cores: lnc 2)")
+    return record("core_barrier", {"data": data}, [data], [data], {"engine": engine or "POOL"}, loc)
+
+
+def sendrecv(src, dst, engine=None, loc=None):
+    t = _trace.current()
+    if t.target.num_programs_hw != 2:
+        raise NkiError("sendrecv needs an LNC2 launch (two physical cores: lnc 2)")
+    tile(src, "src", "sendrecv")
+    tile(dst, "dst", "sendrecv")
+    return record("sendrecv", {"src": src, "dst": dst}, [src, dst], [dst], {"engine": engine}, loc)
+
+
+def as_np_dtype(d):
+    return modelled(as_dtype(d))

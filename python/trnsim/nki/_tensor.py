@@ -1,0 +1,716 @@
+"""Tensors of a traced kernel: Storage (one nl.ndarray, a kernel argument or an instruction's new result) and
+NkiTensor (a view of one: what kernels index, reshape and pass to instructions).
+
+A view is a byte offset into its storage plus dims (stride in elements of the view's dtype, size), outermost
+first, as NKI numbers them. On-chip storages (SBUF, PSUM) have a partition dim: NKI's shape (B..., P, F...)
+with P marked by nl.par_dim (dim 0 by default) is laid out as P partitions of B... x F... elements each; a
+view keeps which of its dims is the partition dim (`pd`, -1 once an integer index dropped it) and its first
+partition (`p0`). HBM storages are flat, row-major.
+
+Views never copy. Errors (NkiError, naming the kernel line): out-of-bounds indices and slices, too many
+indices, a partition step other than 1, reshapes the strides do not allow, bitcasts of a non-contiguous
+innermost dim.
+"""
+
+import math
+
+from ._dtypes import as_dtype
+from ._errors import NkiError
+from ._index import IndexExpr, _const
+
+SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
+
+
+class Buffer:
+    """nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm, nl.private_hbm."""
+
+    __slots__ = ("name", "space", "private")
+
+    def __init__(self, name, space, private=False):
+        self.name, self.space, self.private = name, space, private
+
+    def __repr__(self):
+        return f"nl.{self.name}"
+
+    def __call__(self, *args, **kwargs):
+        raise NkiError(f"nl.{self.name} is a buffer kind, not a function (pass buffer=nl.{self.name})")
+
+
+class Storage:
+    __slots__ = ("uid", "name", "space", "private", "dtype", "shape", "pdim", "pbytes", "site", "role",
+                 "loc", "first", "last", "phys", "trace", "hbm_rows_bytes")
+
+    def __init__(self, trace, name, space, dtype, shape, pdim=0, private=False, role=None, loc=None):
+        self.trace = trace
+        self.uid = len(trace.storages)
+        trace.storages.append(self)
+        self.name = name
+        self.space = space
+        self.private = private
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        self.pdim = pdim if space != HBM else -1
+        n = 1
+        for x in self.shape:
+            n *= x
+        if space == HBM:
+            self.pbytes = n * dtype.itemsize
+        else:
+            self.pbytes = (n // self.shape[pdim]) * dtype.itemsize  # bytes per partition
+        self.site = None  # on-chip: the allocation site (the trace's allocator)
+        self.role = role  # HBM: 'input', 'output', 'scratch'
+        self.loc = loc
+        self.first = -1  # first and last op (program order) that access it
+        self.last = -1
+        self.phys = None  # set by allocation (on-chip: (pool, buffer index))
+
+    @property
+    def partitions(self):
+        return self.shape[self.pdim] if self.space != HBM else 0
+
+    def __repr__(self):
+        return f"{self.space} '{self.name}'{list(self.shape)} {self.dtype.name}"
+
+
+_WHOLE = {}  # (hbm, shape, pdim) -> dims of the whole-tensor view
+
+
+def _row_major(shape):
+    strides, s = [], 1
+    for n in reversed(shape):
+        strides.append(s)
+        s *= n
+    return tuple(reversed(strides))
+
+
+class NkiTensor:
+    """A view of a storage (see the module docstring)."""
+
+    __slots__ = ("st", "dtype", "boff", "dims", "pd", "p0", "vars", "_rect", "__weakref__")
+
+    def __init__(self, st, dtype, boff, dims, pd, p0, vars=None):  # noqa: A002
+        self.st = st
+        self.dtype = dtype
+        self.boff = boff
+        self.dims = dims
+        self.pd = pd
+        self.p0 = p0
+        self.vars = vars  # per dim: the nl.arange variable that indexed it (masks), or None
+        self._rect = None  # (p0, p1, byte lo, byte hi), computed once (scheduling, PSUM groups)
+
+    @staticmethod
+    def whole(st):
+        key = (st.space == HBM, st.shape, st.pdim)
+        dims = _WHOLE.get(key)
+        if dims is not None:
+            return NkiTensor(st, st.dtype, 0, dims, -1 if st.space == HBM else st.pdim, 0)
+        v = NkiTensor._whole(st)
+        _WHOLE[key] = v.dims
+        return v
+
+    @staticmethod
+    def _whole(st):
+        if st.space == HBM:
+            strides = _row_major(st.shape)
+            return NkiTensor(st, st.dtype, 0, tuple(zip(strides, st.shape)), -1, 0)
+        shape = st.shape
+        b, f = shape[: st.pdim], shape[st.pdim + 1:]
+        free_strides = _row_major(tuple(b) + tuple(f))
+        dims = []
+        for i, n in enumerate(b):
+            dims.append((free_strides[i], n))
+        dims.append((0, shape[st.pdim]))
+        for i, n in enumerate(f):
+            dims.append((free_strides[len(b) + i], n))
+        return NkiTensor(st, st.dtype, 0, tuple(dims), st.pdim, 0)
+
+    # ---- NKI's attributes
+    @property
+    def shape(self):
+        return tuple(n for _, n in self.dims)
+
+    @property
+    def ndim(self):
+        return len(self.dims)
+
+    @property
+    def size(self):
+        n = 1
+        for d in self.dims:
+            n *= d[1]
+        return n
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def buffer(self):
+        from . import language as nl
+
+        if self.st.space == SBUF:
+            return nl.sbuf
+        if self.st.space == PSUM:
+            return nl.psum
+        return nl.private_hbm if self.st.private else nl.shared_hbm
+
+    @property
+    def name(self):
+        return self.st.name
+
+    @property
+    def strides(self):
+        return tuple(s for s, _ in self.dims)
+
+    @property
+    def offset(self):
+        return self.boff // self.dtype.itemsize
+
+    @property
+    def on_chip(self):
+        return self.st.space != HBM
+
+    @property
+    def partitions(self):
+        """Partitions (on-chip) or rows (HBM: the size of dim 0) an instruction sees."""
+        if self.st.space == HBM:
+            return self.dims[0][1] if self.dims else 1
+        return self.dims[self.pd][1] if self.pd >= 0 else 1
+
+    @property
+    def free_size(self):
+        """Elements per partition (on-chip) or per row (HBM)."""
+        dims = self.dims
+        skip = 0 if self.st.space == HBM else self.pd
+        n = 1
+        for i, d in enumerate(dims):
+            if i != skip:
+                n *= d[1]
+        return n
+
+    def __repr__(self):
+        return f"NkiTensor({self.st.name}, shape={list(self.shape)}, dtype={self.dtype.name}, {self.st.space})"
+
+    def __len__(self):
+        if not self.dims:
+            raise TypeError("len() of a 0-d tensor")
+        return self.dims[0][1]
+
+    def __iter__(self):
+        raise NkiError("NKI tensors are not iterable; index them (t[i]) or loop with nl.affine_range")
+
+    def __bool__(self):
+        raise NkiError("the truth value of an NKI tensor is not known while the kernel is traced "
+                       "(its values exist only on the device)")
+
+    # ---- indexing
+    def __getitem__(self, idx):
+        return self.index(idx)
+
+    def __setitem__(self, idx, value):
+        from . import _lower
+
+        _lower.assign(self.index(idx), value)
+
+    def index(self, idx):
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        r = self._index_basic(idx)
+        if r is not None:
+            return r
+        nd = len(self.dims)
+        if any(e is Ellipsis for e in idx):
+            k = idx.index(Ellipsis)
+            rest = idx[k + 1:]
+            if any(e is Ellipsis for e in rest):
+                raise NkiError("an index can have one ... only")
+            fill = nd - (len(idx) - 1)
+            if fill < 0:
+                raise NkiError(f"too many indices ({len(idx) - 1}) for a tensor of {nd} dims {list(self.shape)}")
+            idx = idx[:k] + (slice(None),) * fill + rest
+        if len(idx) > nd:
+            raise NkiError(f"too many indices ({len(idx)}) for a tensor of {nd} dims {list(self.shape)}")
+        idx = idx + (slice(None),) * (nd - len(idx))
+        isz = self.dtype.itemsize
+        boff, p0, pd = self.boff, self.p0, -1
+        out = []  # (stride, size, is_partition) of basic dims, None placeholder where advanced dims go
+        adv_pos = []
+        var_strides = {}  # IndexVar -> [stride, is_partition]
+        for d, e in enumerate(idx):
+            stride, size = self.dims[d]
+            is_p = d == self.pd
+            c = _const(e)
+            if c is not None:
+                if c < 0:
+                    c += size
+                if not 0 <= c < size:
+                    raise NkiError(f"index {e} is out of bounds for dim {d} of size {size} "
+                                   f"(tensor {list(self.shape)})")
+                if is_p:
+                    p0 += c
+                else:
+                    boff += c * stride * isz
+            elif isinstance(e, slice):
+                start, stop, step = _check_slice(e, size, d, self.shape)
+                n = len(range(start, stop, step))
+                if n == 0:
+                    raise NkiError(f"slice {_fmt_slice(e)} of dim {d} (size {size}) is empty")
+                if is_p:
+                    if step != 1:
+                        raise NkiError("the partition dim can only be sliced with step 1")
+                    p0 += start
+                    out.append((0, n, True))
+                else:
+                    boff += start * stride * isz
+                    out.append((stride * step, n, False))
+            elif isinstance(e, IndexExpr):
+                lo, hi = e.value_range()
+                if lo < 0 or hi >= size:
+                    raise NkiError(f"index expression on dim {d} covers [{lo}, {hi}], outside [0, {size}) "
+                                   f"(tensor {list(self.shape)})")
+                adv_pos.append(len(out))
+                if is_p:
+                    if len(e.terms) > 1 or any(k != 1 for k in e.terms.values()):
+                        raise NkiError("the partition index must be a single nl.arange variable "
+                                       "(plus a constant) with step 1")
+                    p0 += e.const
+                    for v in e.terms:
+                        var_strides.setdefault(v, [0, False])[1] = True
+                else:
+                    boff += e.const * stride * isz
+                    for v, k in e.terms.items():
+                        var_strides.setdefault(v, [0, False])[0] += k * stride
+            else:
+                raise NkiError(f"unsupported index {e!r} (integers, slices and nl.arange expressions are)")
+        if var_strides:
+            nmax = max(v.ndim for v in var_strides)
+            vars_sorted = sorted(var_strides, key=lambda v: v.axis + (nmax - v.ndim))
+            adv = [(var_strides[v][0], v.size, var_strides[v][1], v) for v in vars_sorted]
+            # NumPy's rule: adjacent advanced indices put their dims in place, otherwise first.
+            first = adv_pos[0]
+            adjacent = all(p == first for p in adv_pos)
+            at = first if adjacent else 0
+            out = out[:at] + adv + out[at:]
+        dims, vs = [], []
+        for i, e in enumerate(out):
+            s, n, isp = e[0], e[1], e[2]
+            if isp:
+                pd = i
+            dims.append((s, n))
+            vs.append(e[3] if len(e) > 3 else None)
+        if self.st.space == HBM:
+            pd = -1
+        return NkiTensor(self.st, self.dtype, boff, tuple(dims), pd, p0, tuple(vs) if var_strides else None)
+
+    def _index_basic(self, idx):
+        """The common case: integers and slices only, at most one per dim (no Ellipsis, no expressions)."""
+        dims = self.dims
+        if len(idx) > len(dims):
+            return None
+        isz = self.dtype.itemsize
+        boff, p0, pdim = self.boff, self.p0, self.pd
+        out = []
+        pd = -1
+        for d, e in enumerate(idx):
+            stride, size = dims[d]
+            te = type(e)
+            if te is int:
+                if e < 0:
+                    e += size
+                if not 0 <= e < size:
+                    return None  # the general path reports it
+                if d == pdim:
+                    p0 += e
+                else:
+                    boff += e * stride * isz
+            elif te is slice:
+                st, sp, step = e.start, e.stop, e.step
+                if (st is not None and type(st) is not int) or (sp is not None and type(sp) is not int) or (
+                        step is not None and step != 1):
+                    return None
+                st = 0 if st is None else st
+                sp = size if sp is None else sp
+                if st < 0 or sp > size or st >= sp:
+                    return None
+                if d == pdim:
+                    p0 += st
+                    pd = len(out)
+                    out.append((0, sp - st))
+                else:
+                    boff += st * stride * isz
+                    out.append((stride, sp - st))
+            else:
+                return None
+        for d in range(len(idx), len(dims)):
+            if d == pdim:
+                pd = len(out)
+            out.append(dims[d])
+        if self.st.space == HBM:
+            pd = -1
+        return NkiTensor(self.st, self.dtype, boff, tuple(out), pd, p0)
+
+    # ---- view operations
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        shape = tuple(int(s) for s in shape)
+        total = self.size
+        if shape.count(-1) > 1:
+            raise NkiError("reshape: only one dim can be -1")
+        if -1 in shape:
+            known = math.prod(s for s in shape if s != -1)
+            if known == 0 or total % known:
+                raise NkiError(f"reshape: cannot infer -1 for {list(self.shape)} -> {list(shape)}")
+            shape = tuple(total // known if s == -1 else s for s in shape)
+        if math.prod(shape) != total or any(s <= 0 for s in shape):
+            raise NkiError(f"reshape: {list(self.shape)} ({total} elements) cannot become {list(shape)}")
+        if self.st.space != HBM and self.pd >= 0:
+            if self.pd != 0 or not shape or shape[0] != self.dims[0][1]:
+                raise NkiError(f"reshape of an on-chip tensor must keep its partition dim first "
+                               f"({list(self.shape)} -> {list(shape)})")
+            free = _reshape_dims(self.dims[1:], shape[1:], self.shape, shape)
+            return NkiTensor(self.st, self.dtype, self.boff, ((0, shape[0]),) + free, 0, self.p0)
+        dims = _reshape_dims(self.dims, shape, self.shape, shape)
+        return NkiTensor(self.st, self.dtype, self.boff, dims, -1, self.p0)
+
+    def view(self, dtype):
+        """Bitcast: the same bytes as another dtype (NKI's tensor.view(dtype))."""
+        d = as_dtype(dtype)
+        a, b = self.dtype.itemsize, d.itemsize
+        if a == b:
+            return NkiTensor(self.st, d, self.boff, self.dims, self.pd, self.p0)
+        dims = list(self.dims)
+        last = len(dims) - 1
+        if last < 0 or last == self.pd:
+            raise NkiError(f"view({d.name}): a bitcast to another element size needs a free innermost dim")
+        s, n = dims[last]
+        if s != 1 and n != 1:
+            raise NkiError(f"view({d.name}): the innermost dim must be contiguous to change the element size")
+        if (n * a) % b:
+            raise NkiError(f"view({d.name}): innermost dim of {n} x {a} bytes is not a multiple of {b} bytes")
+        dims[last] = (1, n * a // b)
+        for i in range(last):
+            if i == self.pd:
+                continue
+            st, sz = dims[i]
+            if (st * a) % b:
+                raise NkiError(f"view({d.name}): dim {i} stride {st * a} bytes is not a multiple of {b}")
+            dims[i] = (st * a // b, sz)
+        return NkiTensor(self.st, d, self.boff, tuple(dims), self.pd, self.p0)
+
+    bitcast = view
+
+    def permute(self, *order):
+        if len(order) == 1 and isinstance(order[0], (tuple, list)):
+            order = tuple(order[0])
+        if sorted(order) != list(range(len(self.dims))):
+            raise NkiError(f"permute: {list(order)} is not a permutation of {len(self.dims)} dims")
+        if self.on_chip and self.pd >= 0 and order[0] != self.pd:
+            raise NkiError("permute of an on-chip tensor must keep the partition dim first")
+        dims = tuple(self.dims[i] for i in order)
+        pd = order.index(self.pd) if self.pd >= 0 else -1
+        return NkiTensor(self.st, self.dtype, self.boff, dims, pd, self.p0)
+
+    def broadcast(self, dim, size):
+        s, n = self.dims[dim]
+        if n != 1:
+            raise NkiError(f"broadcast: dim {dim} has size {n}, not 1")
+        if dim == self.pd:
+            from ._errors import unsupported
+
+            unsupported("broadcasting a tile along its partition dim (broadcast_to)",
+                        "an engine reads each partition from its own lane; copy the row to every partition")
+        dims = list(self.dims)
+        dims[dim] = (0, size)
+        return NkiTensor(self.st, self.dtype, self.boff, tuple(dims), self.pd, self.p0)
+
+    def broadcast_to(self, shape):
+        shape = tuple(shape)
+        if len(shape) != len(self.dims):
+            raise NkiError(f"broadcast_to: {list(self.shape)} -> {list(shape)} must keep the number of dims")
+        t = self
+        for d, (n, m) in enumerate(zip(self.shape, shape)):
+            if n != m:
+                t = t.broadcast(d, m)
+        return t
+
+    def expand_dims(self, axis):
+        dims = list(self.dims)
+        if axis < 0:
+            axis += len(dims) + 1
+        dims.insert(axis, (0, 1))
+        pd = self.pd + (1 if self.pd >= axis else 0) if self.pd >= 0 else -1
+        return NkiTensor(self.st, self.dtype, self.boff, tuple(dims), pd, self.p0)
+
+    expand_dim = expand_dims
+
+    def ap(self, pattern, offset=0, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
+        """NKI's access pattern: [[step, num], ...], the first pair the partition (on-chip) or row (HBM) dim,
+        `offset` elements from this view's start (on-chip: row-major over [partitions, free])."""
+        from . import _lower
+
+        if scalar_offset is not None or vector_offset is not None:
+            return _lower.dynamic_ap(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
+        t = self.view(dtype) if dtype is not None else self
+        pattern = [tuple(int(x) for x in p) for p in pattern]
+        if not pattern or any(len(p) != 2 for p in pattern):
+            raise NkiError(f".ap: pattern must be a list of [step, num] pairs, got {pattern!r}")
+        isz = t.dtype.itemsize
+        if t.on_chip:
+            (pstep, pnum), free = pattern[0], pattern[1:]
+            if pstep not in (0, 1) and pnum > 1:
+                pass
+            per_part = t.st.pbytes // isz
+            p_add, f_add = divmod(int(offset), per_part) if per_part else (0, 0)
+            p0 = t.p0 + p_add
+            if p0 + pnum > t.st.partitions:
+                raise NkiError(f".ap: partitions [{p0}, {p0 + pnum}) outside the tensor's {t.st.partitions}")
+            dims = ((0, pnum),) + tuple((s, n) for s, n in free)
+            v = NkiTensor(t.st, t.dtype, t.boff + f_add * isz, dims, 0, p0)
+        else:
+            dims = tuple((s, n) for s, n in pattern)
+            v = NkiTensor(t.st, t.dtype, t.boff + int(offset) * isz, dims, -1, 0)
+        v.check_bounds()
+        return v
+
+    def check_bounds(self):
+        lo, hi = self.byte_range()
+        limit = self.st.pbytes
+        if lo < 0 or hi > limit:
+            raise NkiError(f"access pattern covers bytes [{lo}, {hi}) outside {self.st!r} ({limit} bytes"
+                           f"{' per partition' if self.on_chip else ''})")
+
+    def byte_range(self):
+        """[lo, hi) bytes of the storage (per partition on-chip) the view touches."""
+        r = self._rect
+        if r is None:
+            r = self.rect()
+        return r[2], r[3]
+
+    def rect(self):
+        """(first partition, end partition, first byte, end byte): partitions x bytes-per-partition on chip,
+        (0, 1, bytes) in HBM."""
+        r = self._rect
+        if r is not None:
+            return r
+        isz = self.dtype.itemsize
+        lo = hi = self.boff
+        pd = self.pd
+        i = 0
+        for s, n in self.dims:
+            if i != pd and n > 1:
+                ext = s * (n - 1) * isz
+                if ext < 0:
+                    lo += ext
+                else:
+                    hi += ext
+            i += 1
+        if self.st.space == HBM:
+            r = (0, 1, lo, hi + isz)
+        else:
+            r = (self.p0, self.p0 + (self.dims[pd][1] if pd >= 0 else 1), lo, hi + isz)
+        self._rect = r
+        return r
+
+    def part_range(self):
+        return self.p0, self.p0 + self.partitions
+
+    # Arithmetic operators on tiles lower like the nl.* functions (NKI's tile operators).
+    def _bin(self, other, fn, reverse=False):
+        from . import language as nl
+
+        f = getattr(nl, fn)
+        return f(other, self) if reverse else f(self, other)
+
+    def __add__(self, o):
+        return self._bin(o, "add")
+
+    def __radd__(self, o):
+        return self._bin(o, "add", True)
+
+    def __sub__(self, o):
+        return self._bin(o, "subtract")
+
+    def __rsub__(self, o):
+        return self._bin(o, "subtract", True)
+
+    def __mul__(self, o):
+        return self._bin(o, "multiply")
+
+    def __rmul__(self, o):
+        return self._bin(o, "multiply", True)
+
+    def __truediv__(self, o):
+        return self._bin(o, "divide")
+
+    def __rtruediv__(self, o):
+        return self._bin(o, "divide", True)
+
+    def __iadd__(self, o):
+        from . import _lower
+
+        return _lower.iadd(self, o)
+
+    def __isub__(self, o):
+        from . import language as nl
+
+        return nl.subtract(self, o, out=self)
+
+    def __imul__(self, o):
+        from . import language as nl
+
+        return nl.multiply(self, o, out=self)
+
+    def __neg__(self):
+        from . import language as nl
+
+        return nl.negative(self)
+
+    def __matmul__(self, o):
+        from . import language as nl
+
+        return nl.matmul(self, o)
+
+    @property
+    def T(self):
+        from . import language as nl
+
+        return nl.transpose(self)
+
+
+def _fmt_slice(e):
+    return f"{'' if e.start is None else e.start}:{'' if e.stop is None else e.stop}" + (
+        "" if e.step is None else f":{e.step}")
+
+
+def _check_slice(e, size, d, shape):
+    step = 1 if e.step is None else _const(e.step)
+    start = 0 if e.start is None else _const(e.start)
+    stop = size if e.stop is None else _const(e.stop)
+    if step is None or start is None or stop is None:
+        raise NkiError(f"slice {e!r} of dim {d}: bounds must be integers")
+    if step <= 0:
+        raise NkiError(f"slice {_fmt_slice(e)} of dim {d}: step must be positive")
+    if start < 0:
+        start += size
+    if stop < 0:
+        stop += size
+    if not (0 <= start <= size and 0 <= stop <= size):
+        raise NkiError(f"slice {_fmt_slice(e)} is out of bounds for dim {d} of size {size} "
+                       f"(tensor {list(shape)})")
+    return start, stop, step
+
+
+def _reshape_dims(dims, new_shape, old_full, new_full):
+    """NumPy's no-copy reshape over strided dims: groups of old dims whose product matches a group of new dims
+    must be contiguous among themselves; NkiError otherwise."""
+    old = [(s, n) for s, n in dims if n != 1]
+    out = []
+    i = j = 0
+    new_shape = list(new_shape)
+    while j < len(new_shape):
+        if new_shape[j] == 1:
+            out.append((0, 1))
+            j += 1
+            continue
+        if i >= len(old):
+            raise NkiError(f"reshape: {list(old_full)} -> {list(new_full)} is not possible without a copy")
+        # Gather old dims and new dims until the products match.
+        ob, nb = [old[i]], [new_shape[j]]
+        po, pn = old[i][1], new_shape[j]
+        i += 1
+        j += 1
+        while po != pn:
+            if po < pn:
+                if i >= len(old):
+                    raise NkiError(f"reshape: {list(old_full)} -> {list(new_full)} is not possible")
+                ob.append(old[i])
+                po *= old[i][1]
+                i += 1
+            else:
+                if j >= len(new_shape):
+                    raise NkiError(f"reshape: {list(old_full)} -> {list(new_full)} is not possible")
+                nb.append(new_shape[j])
+                pn *= new_shape[j]
+                j += 1
+        for k in range(len(ob) - 1):
+            if ob[k][0] != ob[k + 1][0] * ob[k + 1][1]:
+                raise NkiError(f"reshape: {list(old_full)} -> {list(new_full)} needs a copy (the dims it merges "
+                               "are not contiguous)")
+        inner = ob[-1][0]
+        strides = []
+        s = inner
+        for n in reversed(nb):
+            strides.append(s)
+            s *= n
+        for n, st in zip(nb, reversed(strides)):
+            out.append((st, n))
+    # Trailing 1-sized new dims were handled in the loop; leftover old dims must not exist.
+    if i != len(old):
+        raise NkiError(f"reshape: {list(old_full)} -> {list(new_full)} is not possible")
+    return tuple(out)
+
+
+class BlockTensor:
+    """A PSUM tensor with block dims before its partition dim, (B..., P, F...): each block is a tile of its
+    own (at most one 2 KiB bank per partition), allocated by itself as the compiler does, so blocks alive at
+    different times share banks. Index it by its block indices first: t[i, j] (or t[i, j, :, :]) is one
+    block's tile."""
+
+    def __init__(self, trace, name, dtype, shape, pdim, loc, site):
+        self.trace, self.name, self.dtype, self.shape, self.pdim = trace, name, dtype, tuple(shape), pdim
+        self.loc, self.site = loc, site
+        self.blocks = {}
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def buffer(self):
+        from . import language as nl
+
+        return nl.psum
+
+    def _block(self, key):
+        st = self.blocks.get(key)
+        if st is None:
+            st = Storage(self.trace, self.name, PSUM, self.dtype, self.shape[self.pdim:], 0, loc=self.loc)
+            st.site = self.site
+            self.blocks[key] = st
+        return NkiTensor.whole(st)
+
+    def __getitem__(self, idx):
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        b = []
+        for d in range(self.pdim):
+            e = idx[d] if d < len(idx) else slice(None)
+            if isinstance(e, slice):
+                r = range(*e.indices(self.shape[d]))
+                if len(r) != 1:
+                    from ._errors import unsupported
+
+                    unsupported("a view across several blocks of a PSUM tensor",
+                                "each block is its own tile; index one block at a time")
+                e = r[0]
+            try:
+                e = int(e)
+            except TypeError:
+                raise NkiError(f"PSUM block index {e!r} must be an integer") from None
+            if e < 0:
+                e += self.shape[d]
+            if not 0 <= e < self.shape[d]:
+                raise NkiError(f"block index {e} out of bounds for dim {d} of size {self.shape[d]}")
+            b.append(e)
+        v = self._block(tuple(b))
+        rest = idx[self.pdim:]
+        return v.index(rest) if rest else v
+
+    def __setitem__(self, idx, value):
+        from . import _lower
+
+        _lower.assign(self[idx], value)
+
+    def __repr__(self):
+        return f"BlockTensor({self.name}, shape={list(self.shape)}, dtype={self.dtype.name}, psum)"

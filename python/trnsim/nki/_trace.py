@@ -1,0 +1,160 @@
+"""Tracing a kernel: the kernel's Python code runs once per program (SPMD: once per physical core under LNC2,
+as on hardware), and every nki.isa / nki.language call appends an Op to the program's Trace instead of
+emitting it at once. When the kernel function returns, the trace is allocated (_alloc: which physical buffer
+each on-chip tensor gets), ordered (_schedule: the compiler's default schedule) and emitted into the builder
+(_emit), so allocation can use each tensor's lifetime and scheduling can move loads ahead, as the Neuron
+compiler does after tracing.
+"""
+
+import sys
+
+from . import _errors
+from ._errors import NkiError, caller_loc
+
+_current = None  # the Trace being recorded (None outside a kernel)
+
+
+def current(what="this call"):
+    t = _current
+    if t is None:
+        raise NkiError(f"{what} is only valid inside a kernel being traced (an @nki.jit function run by "
+                       "trnsim: trnsim run, trnsim.nki.simulate_kernel or benchmark)")
+    return t
+
+
+def active():
+    return _current
+
+
+class Op:
+    """One instruction in program order. `args` maps operand slot names (the opcode table's: dst, data,
+    stationary, ...) to views; `reads` / `writes` list the views it reads and writes (dependencies, lifetimes
+    and scheduling); `attrs` the rest (engine name or None, flags, immediates)."""
+
+    __slots__ = ("name", "args", "reads", "writes", "attrs", "loc", "index", "load")
+
+    def __init__(self, name, args, reads, writes, attrs, loc):
+        self.name = name
+        self.args = args
+        self.reads = reads
+        self.writes = writes
+        self.attrs = attrs
+        self.loc = loc
+        self.index = -1
+        self.load = False  # a DMA from HBM into on-chip memory (the scheduler may issue it earlier)
+
+    def __repr__(self):
+        return f"Op({self.name} @ {self.loc})"
+
+
+class Trace:
+    """The instructions and tensors of one program (one physical core's share of the kernel)."""
+
+    def __init__(self, entry_code, program_id, num_programs, grid, target, options):
+        self.entry_code = entry_code  # the kernel function's code object: call stacks stop there
+        self.program_id = program_id  # tuple, one entry per launch-grid dim
+        self.num_programs = num_programs  # tuple
+        self.grid = grid
+        self.target = target  # the hardware facts the front end needs (_backend.Target)
+        self.options = options
+        self.ops = []
+        self.storages = []
+        self.names = {}
+        self.loops = []  # (kind, trip count, loc) of the nl.*_range loops entered
+        self.returned = ()
+
+    # ---- recording
+    def record(self, name, args, reads, writes, attrs, loc=None):
+        reads = tuple(reads)
+        writes = tuple(writes)
+        op = Op(name, args, reads, writes, attrs, loc or caller_loc())
+        ops = self.ops
+        op.index = i = len(ops)
+        ops.append(op)
+        for v in reads + writes:
+            st = v.st
+            if st.first < 0:
+                st.first = i
+            st.last = i
+        return op
+
+    def unique_name(self, base):
+        n = self.names.get(base, 0)
+        self.names[base] = n + 1
+        return base if n == 0 else f"{base}.{n}"
+
+    def call_stack(self):
+        """(file, line) of each frame from the kernel function down to the caller of nki: an allocation
+        site (a tile declared at the same line of the same helper called from the same line is one site)."""
+        f = sys._getframe(2)
+        frames = []
+        entry = self.entry_code
+        internal = _errors._internal
+        while f is not None:
+            code = f.f_code
+            fn = code.co_filename
+            r = internal.get(fn)
+            if r is None:
+                r = _errors._in_package(fn)
+            if not r:
+                frames.append((fn, f.f_lineno))
+            if code is entry:
+                break
+            f = f.f_back
+        frames.reverse()
+        return tuple(frames)
+
+
+class _Range:
+    """nl.affine_range / sequential_range / static_range: iterates Python ints (the kernel is unrolled while
+    it is traced, as the compiler's tracer does) and records the loop for allocation and scheduling."""
+
+    __slots__ = ("kind", "r", "loc")
+
+    def __init__(self, kind, args):
+        ints = []
+        for a in args:
+            try:
+                ints.append(int(a) if not hasattr(a, "__index__") else a.__index__())
+            except (TypeError, ValueError):
+                raise NkiError(f"nl.{kind}: bounds must be integers known while tracing, got {a!r}") from None
+        self.kind = kind
+        self.r = range(*ints)
+        self.loc = caller_loc()
+
+    def __iter__(self):
+        t = _current
+        if t is None:
+            return iter(self.r)
+        return self._iter(t)
+
+    def _iter(self, t):
+        t.loops.append((self.kind, len(self.r), self.loc))
+        try:
+            for i in self.r:
+                yield i
+        finally:
+            t.loops.pop()
+
+    def __len__(self):
+        return len(self.r)
+
+    def __reversed__(self):
+        return reversed(self.r)
+
+
+def make_range(kind, *args, **kwargs):
+    if not args:
+        raise NkiError(f"nl.{kind} needs a stop (and optionally start, step)")
+    return _Range(kind, args)
+
+
+def run_program(fn, args, kwargs, trace):
+    """Runs the kernel function with `trace` recording; returns its result."""
+    global _current
+    prev = _current
+    _current = trace
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _current = prev

@@ -1,0 +1,47 @@
+"""nki.compiler: the decorators and options kernels carry for the Neuron compiler. Those that do not change
+what trnsim simulates are accepted and return the kernel unchanged (each is named here); the rest raise."""
+
+from ._errors import unsupported
+
+
+def skip_middle_end_transformations(f):
+    """Accepted: trnsim runs the traced instructions as written (no middle-end rewrites to skip)."""
+    return f
+
+
+def enable_stack_allocator(f=None, **kwargs):
+    """Accepted: trnsim's allocation (docs/nki.md) does not change with the allocator flag."""
+    return f if f is not None else (lambda g: g)
+
+
+def force_auto_alloc(f=None, **kwargs):
+    return f if f is not None else (lambda g: g)
+
+
+class CompileConfig:
+    def __init__(self, *args, **kwargs):
+        unsupported("nki.compiler.CompileConfig", "trnsim has one allocation and schedule model (docs/nki.md)")
+
+
+class _DirectAllocation:
+    """nki.compiler.sbuf / psum: direct allocation (mod_alloc, alloc, auto_alloc). Kernels may name them at
+    import; calling one is NkiUnsupported (trnsim allocates every tile itself, docs/nki.md)."""
+
+    def __init__(self, space):
+        self.space = space
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def f(*args, **kwargs):
+            unsupported(f"nki.compiler.{self.space}.{name}", "direct allocation at fixed addresses")
+
+        return f
+
+    def __call__(self, *args, **kwargs):
+        unsupported(f"nki.compiler.{self.space}", "direct allocation at fixed addresses")
+
+
+sbuf = _DirectAllocation("sbuf")
+psum = _DirectAllocation("psum")

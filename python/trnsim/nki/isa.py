@@ -1,0 +1,624 @@
+"""nki.isa on the simulator: every instruction trnsim models, in both calling styles NKI has had.
+
+Current style (Neuron 2.27 and later): outputs are arguments, `nisa.tensor_copy(dst=t, src=s)`.
+Earlier style (neuronxcc.nki, Neuron 2.21 - 2.26): the instruction returns a new tile,
+`t = nisa.tensor_copy(s)`, with `mask=` and `dtype=` keyword arguments.
+A call is in the current style when it passes `dst=` or its leading positional arguments are the current
+style's tensors; each style then binds its arguments with NKI's own signature and defaults (a wrong argument
+is Python's TypeError naming the call). Calls NKI has that trnsim does not model raise NkiUnsupported naming
+the call and the kernel line (UNSUPPORTED below; docs/nki.md lists both).
+"""
+
+import enum
+
+from . import _lower
+from . import _ops
+from ._errors import NkiError, unsupported
+from ._tensor import PSUM, SBUF, NkiTensor
+
+
+class engine(enum.Enum):
+    """nki.isa.engine: where an instruction runs (`unknown`: the compiler picks, see _ops.DEFAULT_ENGINE)."""
+
+    tensor = "PE"
+    vector = "DVE"
+    scalar = "ACT"
+    gpsimd = "POOL"
+    dma = "DMA"
+    sync = "SP"
+    unknown = None
+
+
+# The earlier spellings.
+tensor_engine = engine.tensor
+vector_engine = engine.vector
+scalar_engine = engine.scalar
+gpsimd_engine = engine.gpsimd
+unknown_engine = engine.unknown
+sync_engine = engine.sync
+
+
+class dge_mode(enum.Enum):
+    unknown = "unknown"
+    swdge = "swdge"
+    hwdge = "hwdge"
+    none = "none"
+
+
+class oob_mode(enum.Enum):
+    error = "error"
+    skip = "skip"
+
+
+class reduce_cmd(enum.Enum):
+    idle = "idle"
+    reset = "reset"
+    reduce = "reduce"
+    reset_reduce = "reset_reduce"
+    load_reduce = "load_reduce"
+
+
+class matmul_perf_mode(enum.Enum):
+    none = "none"
+    double_row = "double_row"
+
+
+class nc_version(enum.IntEnum):
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+class dependency(enum.Enum):
+    runtime = "runtime"
+    schedule = "schedule"
+
+
+def get_nc_version():
+    """NeuronCore-v3 on Trn2, v4 on Trn3 (the run's hardware)."""
+    from ._backend import target
+
+    return nc_version.gen4 if target().generation == "trn3" else nc_version.gen3
+
+
+def _engine_name(e, call):
+    if e is None or e is engine.unknown:
+        return None
+    if isinstance(e, engine):
+        if e is engine.dma:
+            raise NkiError(f"{call}: engine=nki.isa.engine.dma is not a compute engine")
+        return e.value
+    if isinstance(e, str):
+        for m in engine:
+            if e in (m.name, m.value):
+                return m.value
+    raise NkiError(f"{call}: unknown engine {e!r}")
+
+
+def _enum_value(x, cls, call, what):
+    if isinstance(x, cls):
+        return x.value
+    if isinstance(x, str) and x in cls.__members__:
+        return cls[x].value
+    raise NkiError(f"{call}: {what} must be an nki.isa.{cls.__name__}, got {x!r}")
+
+
+def _t(x):
+    return isinstance(x, NkiTensor)
+
+
+def _current(args, kwargs, n_leading):
+    """Whether a call uses the current style: dst= given, or its first n_leading positionals are tensors."""
+    if "dst" in kwargs:
+        return True
+    return len(args) >= n_leading and all(_t(a) for a in args[:n_leading])
+
+
+def _named(name):
+    def deco(f):
+        f.__name__ = f.__qualname__ = name
+        f.__module__ = "nki.isa"
+        return f
+
+    return deco
+
+
+def _result(shape, dtype, space, call):
+    return _ops.new_tile(shape, dtype, space, call)
+
+
+def _apply_mask(mask, *views):
+    return _lower.apply_mask(mask, views) if mask is not None else views
+
+
+# ---------------------------------------------------------------------------------------------- nc_matmul
+
+
+def _perf(perf_mode, call):
+    return _enum_value(perf_mode, matmul_perf_mode, call, "perf_mode")
+
+
+def _tile_pos(tile_position, tile_size, call):
+    if tile_position not in ((), None) or tile_size not in ((), None):
+        # The simulator runs every matmul on the whole array: row/column tiling (several small matmuls in
+        # parallel) is not modelled, so its timing would be wrong.
+        unsupported(f"{call}(tile_position=..., tile_size=...)", "PE row/column tiling")
+
+
+@_named("nc_matmul")
+def _nc_matmul_new(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
+                   is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
+                   perf_mode=matmul_perf_mode.none, name=None):
+    _tile_pos(tile_position, tile_size, "nki.isa.nc_matmul")
+    return _ops.nc_matmul(dst, stationary, moving, accumulate, _perf(perf_mode, "nc_matmul"), is_transpose)
+
+
+@_named("nc_matmul")
+def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False,
+                   is_transpose=False, tile_position=(), tile_size=(), mask=None,
+                   perf_mode=matmul_perf_mode.none, **kwargs):
+    _tile_pos(tile_position, tile_size, "nki.isa.nc_matmul")
+    stationary, moving = _apply_mask(mask, stationary, moving)
+    from ._dtypes import BY_NAME
+
+    if is_transpose:
+        shape, dt = (moving.free_size, stationary.partitions), stationary.dtype
+    else:
+        shape, dt = (stationary.free_size, moving.free_size), BY_NAME["float32"]
+    dst = _result(shape, dt, PSUM, "nc_matmul")
+    _ops.nc_matmul(dst, stationary, moving, None, _perf(perf_mode, "nc_matmul"), is_transpose)
+    return _lower.fresh(dst)
+
+
+def nc_matmul(*args, **kwargs):
+    """dst[M, N] = stationary[K, M].T @ moving[K, N] on the Tensor engine (SBUF -> PSUM)."""
+    if _current(args, kwargs, 3):
+        return _nc_matmul_new(*args, **kwargs)
+    return _nc_matmul_old(*args, **kwargs)
+
+
+@_named("nc_matmul_mx")
+def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
+                 accumulate=None, name=None):
+    """MX matmul with dequantisation (NeuronCore-v4): x4-packed FP8 operands and their E8M0 scales."""
+    _tile_pos(tile_position, tile_size, "nki.isa.nc_matmul_mx")
+    return _ops.nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, accumulate)
+
+
+@_named("quantize_mx")
+def quantize_mx(dst, src, dst_scale, name=None):
+    """BF16/FP16 src -> x4-packed FP8 dst and E8M0 dst_scale on the Vector engine (NeuronCore-v4)."""
+    return _ops.quantize_mx(dst, src, dst_scale)
+
+
+# -------------------------------------------------------------------------------------------- nc_transpose
+
+
+@_named("nc_transpose")
+def _nc_transpose_new(dst, data, engine=engine.unknown, name=None):
+    return _ops.nc_transpose(dst, data, _engine_name(engine, "nc_transpose"))
+
+
+@_named("nc_transpose")
+def _nc_transpose_old(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+    (data,) = _apply_mask(mask, data)
+    e = _engine_name(engine, "nc_transpose") or ("PE" if data.partitions > 32 or data.free_size > 32 else "PE")
+    space = PSUM if e == "PE" else SBUF
+    dst = _result((data.free_size, data.partitions), _lower.dt(dtype, data.dtype), space, "nc_transpose")
+    _ops.nc_transpose(dst, data, e)
+    return _lower.fresh(dst)
+
+
+def nc_transpose(*args, **kwargs):
+    """dst[F, P] = data[P, F]: Tensor engine (up to 128 x 128, into PSUM) or Vector engine (up to 32 x 32)."""
+    if _current(args, kwargs, 2):
+        return _nc_transpose_new(*args, **kwargs)
+    return _nc_transpose_old(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- activation
+
+
+def _reduce(reduce_op, reduce_res, reduce_cmd_, call):
+    cmd = _enum_value(reduce_cmd_, reduce_cmd, call, "reduce_cmd")
+    if reduce_res is None:
+        if cmd not in ("idle",):
+            unsupported(f"{call}(reduce_cmd={cmd}) without reduce_res", "the Scalar engine's reduce registers")
+        return None
+    if cmd not in ("idle", "reset_reduce"):
+        unsupported(f"{call}(reduce_cmd={cmd})", "accumulating in the reduce registers across instructions")
+    if reduce_op is not None and _lower.alu_name(reduce_op, call) != "add":
+        raise NkiError(f"{call}: reduce_op must be nl.add (the Scalar engine sums)")
+    return reduce_res
+
+
+@_named("activation")
+def _activation_new(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
+                    reduce_cmd=reduce_cmd.idle, engine=engine.unknown, name=None):
+    rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.activation")
+    return _ops.activation(dst, _lower.act_name(op, "activation"), data, bias, scale, rr,
+                           _engine_name(engine, "activation"))
+
+
+@_named("activation")
+def _activation_old(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
+                    reduce_cmd=reduce_cmd.idle, mask=None, dtype=None, **kwargs):
+    rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.activation")
+    (data,) = _apply_mask(mask, data)
+    dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "activation")
+    _ops.activation(dst, _lower.act_name(op, "activation"), data, bias, scale, rr)
+    return _lower.fresh(dst)
+
+
+def activation(*args, **kwargs):
+    """dst = op(data * scale + bias) on the Scalar engine, optionally sum-reduced per partition into
+    reduce_res."""
+    if _current(args, kwargs, 1):
+        return _activation_new(*args, **kwargs)
+    return _activation_old(*args, **kwargs)
+
+
+@_named("activation_reduce")
+def _activation_reduce_new(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
+    return _activation_new(dst, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
+                           reduce_cmd=reduce_cmd.reset_reduce)
+
+
+@_named("activation_reduce")
+def _activation_reduce_old(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None,
+                           **kwargs):
+    return _activation_old(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
+                           reduce_cmd=reduce_cmd.reset_reduce, mask=mask, dtype=dtype)
+
+
+def activation_reduce(*args, **kwargs):
+    """nisa.activation with reduce_cmd=reset_reduce: also sums each partition's results into reduce_res."""
+    if _current(args, kwargs, 1):
+        return _activation_reduce_new(*args, **kwargs)
+    return _activation_reduce_old(*args, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------- tensor_tensor
+
+
+@_named("tensor_tensor")
+def _tensor_tensor_new(dst, data1, data2, op, engine=engine.unknown, name=None):
+    return _ops.tensor_tensor(dst, data1, data2, _lower.alu_name(op, "tensor_tensor"),
+                              _engine_name(engine, "tensor_tensor"))
+
+
+@_named("tensor_tensor")
+def _tensor_tensor_old(data1, data2, op, *, dtype=None, mask=None, engine=engine.unknown, **kwargs):
+    data1, data2 = _apply_mask(mask, data1, data2)
+    dst = _result(data1.shape, _lower.dt(dtype, _lower.promote(data1, data2)), SBUF, "tensor_tensor")
+    _ops.tensor_tensor(dst, data1, data2, _lower.alu_name(op, "tensor_tensor"),
+                       _engine_name(engine, "tensor_tensor"))
+    return _lower.fresh(dst)
+
+
+def tensor_tensor(*args, **kwargs):
+    """dst = data1 op data2, elementwise (Vector or GpSimd engine)."""
+    if _current(args, kwargs, 3):
+        return _tensor_tensor_new(*args, **kwargs)
+    return _tensor_tensor_old(*args, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------- tensor_scalar
+
+
+def _ts_ops(op0, op1, call):
+    return _lower.alu_name(op0, call), (None if op1 is None else _lower.alu_name(op1, call))
+
+
+@_named("tensor_scalar")
+def _tensor_scalar_new(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
+                       engine=engine.unknown, name=None):
+    a, b = _ts_ops(op0, op1, "tensor_scalar")
+    return _ops.tensor_scalar(dst, data, a, operand0, reverse0, b, operand1, reverse1,
+                              _engine_name(engine, "tensor_scalar"))
+
+
+@_named("tensor_scalar")
+def _tensor_scalar_old(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *,
+                       dtype=None, mask=None, engine=engine.unknown, **kwargs):
+    (data,) = _apply_mask(mask, data)
+    a, b = _ts_ops(op0, op1, "tensor_scalar")
+    dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "tensor_scalar")
+    _ops.tensor_scalar(dst, data, a, operand0, reverse0, b, operand1, reverse1,
+                       _engine_name(engine, "tensor_scalar"))
+    return _lower.fresh(dst)
+
+
+def tensor_scalar(*args, **kwargs):
+    """dst = (data op0 operand0) op1 operand1; operands are numbers or [P, 1] per-partition vectors."""
+    if _current(args, kwargs, 2):
+        return _tensor_scalar_new(*args, **kwargs)
+    return _tensor_scalar_old(*args, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------- tensor_reduce
+
+
+@_named("tensor_reduce")
+def _tensor_reduce_new(dst, op, data, axis, negate=False, keepdims=False, name=None):
+    return _ops.tensor_reduce(dst, _lower.alu_name(op, "tensor_reduce"), data, axis, negate, keepdims)
+
+
+@_named("tensor_reduce")
+def _tensor_reduce_old(op, data, axis, *, dtype=None, mask=None, negate=False, keepdims=False, **kwargs):
+    (data,) = _apply_mask(mask, data)
+    shape = _lower.reduced_shape(data, axis, keepdims)
+    dst = _result(shape, _lower.dt(dtype, data.dtype), SBUF, "tensor_reduce")
+    _ops.tensor_reduce(dst, _lower.alu_name(op, "tensor_reduce"), data, axis, negate, keepdims)
+    return _lower.fresh(dst)
+
+
+def tensor_reduce(*args, **kwargs):
+    """Reduces data over its innermost free axes with an ALU op on the Vector engine."""
+    if _current(args, kwargs, 1):
+        return _tensor_reduce_new(*args, **kwargs)
+    return _tensor_reduce_old(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- tensor_copy
+
+
+@_named("tensor_copy")
+def _tensor_copy_new(dst, src, engine=engine.unknown, name=None, dtype=None):
+    # `dtype=` is accepted as the published tutorials pass it (it equals dst's dtype there).
+    if dtype is not None and _lower.dt(dtype, dst.dtype) != dst.dtype:
+        raise NkiError(f"tensor_copy: dtype={dtype} differs from dst's {dst.dtype.name}")
+    return _ops.tensor_copy(dst, src, _engine_name(engine, "tensor_copy"))
+
+
+@_named("tensor_copy")
+def _tensor_copy_old(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+    (src,) = _apply_mask(mask, src)
+    dst = _result(src.shape, _lower.dt(dtype, src.dtype), SBUF, "tensor_copy")
+    _ops.tensor_copy(dst, src, _engine_name(engine, "tensor_copy"))
+    return _lower.fresh(dst)
+
+
+def tensor_copy(*args, **kwargs):
+    """dst = src with a dtype cast (Vector, Scalar or GpSimd engine)."""
+    if _current(args, kwargs, 2):
+        return _tensor_copy_new(*args, **kwargs)
+    return _tensor_copy_old(*args, **kwargs)
+
+
+# -------------------------------------------------------------------------------------------------- memset
+
+
+@_named("memset")
+def _memset_new(dst, value, engine=engine.unknown, name=None):
+    return _ops.memset(dst, value, _engine_name(engine, "memset"))
+
+
+@_named("memset")
+def _memset_old(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwargs):
+    dst = _result(tuple(shape), _lower.dt(dtype, None), SBUF, "memset")
+    (d,) = _apply_mask(mask, dst)
+    _ops.memset(d, value, _engine_name(engine, "memset"))
+    return _lower.fresh(dst)
+
+
+def memset(*args, **kwargs):
+    """Fills dst with a constant."""
+    if _current(args, kwargs, 1):
+        return _memset_new(*args, **kwargs)
+    return _memset_old(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------- iota
+
+
+@_named("iota")
+def _iota_new(dst, pattern, offset=0, channel_multiplier=0, name=None):
+    steps = [int(p[0]) if isinstance(p, (list, tuple)) else int(p) for p in pattern]
+    return _ops.iota(dst, steps, offset, channel_multiplier)
+
+
+@_named("iota")
+def _iota_old(expr, dtype, *, mask=None, **kwargs):
+    return _lower.iota_expr(expr, dtype, mask)
+
+
+def iota(*args, **kwargs):
+    """dst[p, i...] = offset + channel_multiplier * p + sum(step * i) on GpSimd (earlier style: the value
+    of an affine nl.arange expression)."""
+    if _current(args, kwargs, 1):
+        return _iota_new(*args, **kwargs)
+    return _iota_old(*args, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ dma_copy
+
+
+_DMA_DEFAULTS = dict(oob_mode="error", dge_mode="unknown", engine=None, accumulate=False)
+
+
+def _dma_common(call, dst_rmw_op, oob_mode_, dge_mode_, engine_):
+    if dst_rmw_op is None and oob_mode_ is oob_mode.error and dge_mode_ is dge_mode.unknown and (
+            engine_ is engine.unknown or engine_ is None):
+        return _DMA_DEFAULTS
+    acc = False
+    if dst_rmw_op is not None:
+        if _lower.alu_name(dst_rmw_op, call) != "add":
+            unsupported(f"{call}(dst_rmw_op={dst_rmw_op})", "only nl.add (a DMA-side add) is modelled")
+        acc = True
+    return dict(oob_mode=_enum_value(oob_mode_, oob_mode, call, "oob_mode"),
+                dge_mode=_enum_value(dge_mode_, dge_mode, call, "dge_mode"),
+                engine=_engine_name(engine_, call), accumulate=acc)
+
+
+@_named("dma_copy")
+def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error,
+             dge_mode=dge_mode.unknown, engine=engine.unknown, unique_indices=True, name=None, **kwargs):
+    """Copies (with a dtype cast) between HBM, SBUF and PSUM on a DMA queue."""
+    if dst is None or src is None:
+        raise TypeError("nki.isa.dma_copy() needs dst and src")
+    if mask is not None:
+        dst, src = _lower.apply_mask(mask, (dst, src))
+    opts = _dma_common("nki.isa.dma_copy", dst_rmw_op, oob_mode, dge_mode, engine)
+    return _lower.dma(dst, src, **opts)
+
+
+@_named("dma_transpose")
+def _dma_transpose_new(dst, src, axes=None, dge_mode=dge_mode.unknown, engine=engine.unknown, name=None):
+    _dma_axes(axes, src)
+    return _ops.dma_transpose(dst, src, _engine_name(engine, "dma_transpose"),
+                              _enum_value(dge_mode, globals()["dge_mode"], "dma_transpose", "dge_mode"))
+
+
+@_named("dma_transpose")
+def _dma_transpose_old(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mode.unknown, **kwargs):
+    (src,) = _apply_mask(mask, src)
+    _dma_axes(axes, src)
+    dst = _result((src.shape[-1], src.size // src.shape[-1]), _lower.dt(dtype, src.dtype), SBUF,
+                  "dma_transpose")
+    _ops.dma_transpose(dst, src, None, _enum_value(dge_mode, globals()["dge_mode"], "dma_transpose",
+                                                   "dge_mode"))
+    return _lower.fresh(dst)
+
+
+def _dma_axes(axes, src):
+    if axes is not None and tuple(axes) != tuple(reversed(range(len(src.shape)))) and len(src.shape) != 2:
+        unsupported(f"nki.isa.dma_transpose(axes={tuple(axes)})", "only the 2-D swap is modelled")
+
+
+def dma_transpose(*args, **kwargs):
+    """dst[F, P] = src[P, F] on the DMA (2-byte dtypes, into SBUF)."""
+    if _current(args, kwargs, 2):
+        return _dma_transpose_new(*args, **kwargs)
+    return _dma_transpose_old(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------- LNC2
+
+
+@_named("core_barrier")
+def core_barrier(data, cores=(0, 1), engine=engine.unknown, name=None):
+    """LNC2 barrier between the two physical cores: waits for this core's earlier accesses to `data`."""
+    if tuple(cores) != (0, 1):
+        raise NkiError(f"core_barrier: cores must be (0, 1) on an LNC2 pair, got {tuple(cores)}")
+    return _ops.core_barrier(data, _engine_name(engine, "core_barrier"))
+
+
+@_named("sendrecv")
+def sendrecv(src, dst, send_to_rank=None, recv_from_rank=None, pipe_id=0, dma_engine=None, name=None,
+             **kwargs):
+    """LNC2 SBUF exchange: this core's src goes to the peer's dst, the peer's src to this core's dst."""
+    from . import language as nl
+
+    me = nl.program_id(0)
+    peer = 1 - me
+    for what, r in (("send_to_rank", send_to_rank), ("recv_from_rank", recv_from_rank)):
+        if r is not None and int(r) != peer:
+            unsupported(f"nki.isa.sendrecv({what}={r})", "only the exchange with the peer core of the LNC2 pair")
+    e = None
+    if dma_engine is not None:
+        e = _engine_name(dma_engine, "sendrecv")
+    return _ops.sendrecv(src, dst, e)
+
+
+# ---------------------------------------------------------------------------------------------- reciprocal
+
+
+@_named("reciprocal")
+def _reciprocal_new(dst, data, engine=engine.unknown, name=None):
+    return _ops.tensor_scalar(dst, data, "divide", 1.0, True, None, None, False,
+                              _engine_name(engine, "reciprocal") or "DVE")
+
+
+@_named("reciprocal")
+def _reciprocal_old(data, *, dtype=None, mask=None, engine=engine.unknown, **kwargs):
+    (data,) = _apply_mask(mask, data)
+    dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "reciprocal")
+    _reciprocal_new(dst, data, engine)
+    return _lower.fresh(dst)
+
+
+def reciprocal(*args, **kwargs):
+    """1 / data on the Vector engine, as tensor_scalar(divide, 1.0, reverse0=True): an FP32 division."""
+    if _current(args, kwargs, 2):
+        return _reciprocal_new(*args, **kwargs)
+    return _reciprocal_old(*args, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------- select
+
+
+@_named("select_reduce")
+def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+                  reduce_op=None, reverse_pred=False, name=None, **kwargs):
+    """dst = predicate ? on_true : on_false (the selection; the fused max-reduction is not modelled)."""
+    if reduce_res is not None:
+        unsupported("nki.isa.select_reduce(reduce_res=...)", "the fused reduction")
+    if reverse_pred:
+        unsupported("nki.isa.select_reduce(reverse_pred=True)")
+    return _ops.select(dst, predicate, on_true, on_false)
+
+
+@_named("tensor_copy_predicated")
+def tensor_copy_predicated(*args, **kwargs):
+    unsupported("nki.isa.tensor_copy_predicated")
+
+
+# ---------------------------------------------------------------------------- calls trnsim does not model
+
+UNSUPPORTED = {
+    "tensor_partition_reduce": "cross-partition reduction on GpSimd",
+    "tensor_tensor_scan": "the Vector engine's scan",
+    "scalar_tensor_tensor": "the two-op Vector instruction",
+    "tensor_scalar_reduce": "tensor_scalar with a fused reduction",
+    "tensor_scalar_cumulative": "",
+    "activate2": "",
+    "exponential": "",
+    "bn_stats": "",
+    "bn_aggr": "",
+    "max8": "",
+    "nc_find_index8": "",
+    "nc_match_replace8": "",
+    "topk": "",
+    "nonzero_with_count": "",
+    "sequence_bounds": "",
+    "local_gather": "",
+    "nc_n_gather": "",
+    "nc_stream_shuffle": "",
+    "dropout": "random numbers",
+    "rng": "random numbers",
+    "rand2": "random numbers",
+    "set_rng_seed": "random numbers",
+    "rand_set_state": "random numbers",
+    "rand_get_state": "random numbers",
+    "range_select": "",
+    "affine_select": "",
+    "dma_compute": "",
+    "register_alloc": "engine registers and dynamic control flow",
+    "register_move": "engine registers and dynamic control flow",
+    "register_load": "engine registers and dynamic control flow",
+    "register_store": "engine registers and dynamic control flow",
+    "tensor_copy_dynamic_src": "dynamic on-chip offsets",
+    "tensor_copy_dynamic_dst": "dynamic on-chip offsets",
+    "iota_dynamic": "",
+    "builtin_custom_op": "",
+    "nc_match_replace": "",
+}
+
+
+def _make_unsupported(name, why):
+    def f(*args, **kwargs):
+        unsupported(f"nki.isa.{name}", why)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"Not modelled by trnsim: calling it raises NkiUnsupported. {why}".strip()
+    f.__trnsim_unsupported__ = True
+    return f
+
+
+for _n, _why in UNSUPPORTED.items():
+    globals()[_n] = _make_unsupported(_n, _why)
+
+SUPPORTED = ["nc_matmul", "nc_matmul_mx", "quantize_mx", "nc_transpose", "activation", "activation_reduce",
+             "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy", "memset", "iota", "dma_copy",
+             "dma_transpose", "core_barrier", "sendrecv", "select_reduce", "reciprocal", "get_nc_version"]

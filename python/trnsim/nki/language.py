@@ -1,0 +1,449 @@
+"""nki.language on the simulator: tensors (nl.ndarray and friends), buffers, dtypes, tile sizes, loops, SPMD
+program ids, index expressions, and the math / memory conveniences, each lowered to nki.isa instructions
+(_lower.py names the documented lowering of each).
+"""
+
+import math as _math
+
+import numpy as _np
+
+from . import _lower, _ops, _trace
+from ._dtypes import BY_NAME as _DT
+from ._dtypes import as_dtype as _as_dtype
+from ._dtypes import modelled as _modelled
+from ._errors import Loc, NkiError, caller_loc, unsupported
+from ._index import IndexExpr, Mask, arange, mgrid  # noqa: F401
+from ._tensor import HBM, PSUM, SBUF, BlockTensor, Buffer, NkiTensor, Storage
+
+# ---- buffers
+sbuf = Buffer("sbuf", SBUF)
+psum = Buffer("psum", PSUM)
+shared_hbm = Buffer("shared_hbm", HBM)
+hbm = Buffer("hbm", HBM)  # NKI: the kernel's HBM (shared by the cores of the launch)
+private_hbm = Buffer("private_hbm", HBM, private=True)
+
+# ---- dtypes
+float32 = _DT["float32"]
+bfloat16 = _DT["bfloat16"]
+float16 = _DT["float16"]
+tfloat32 = _DT["tfloat32"]
+float8_e4m3 = _DT["float8_e4m3"]
+float8_e4m3fn = _DT["float8_e4m3fn"]
+float8_e5m2 = _DT["float8_e5m2"]
+float8_e8m0fnu = _DT["float8_e8m0fnu"]
+float8_e4m3fn_x4 = _DT["float8_e4m3fn_x4"]
+float8_e5m2_x4 = _DT["float8_e5m2_x4"]
+float4_e2m1fn_x4 = _DT["float4_e2m1fn_x4"]
+int32 = _DT["int32"]
+uint32 = _DT["uint32"]
+int16 = _DT["int16"]
+uint16 = _DT["uint16"]
+int8 = _DT["int8"]
+uint8 = _DT["uint8"]
+bool_ = _DT["bool_"]
+
+# NKI's type name for tensors (annotations, isinstance checks).
+tensor = NkiTensor
+tile = NkiTensor
+
+
+class _TileSize:
+    """nl.tile_size: the hardware's tile limits (of the run's hardware generation)."""
+
+    @property
+    def pmax(self):
+        from ._backend import target
+
+        return target().partitions
+
+    @property
+    def psum_fmax(self):
+        from ._backend import target
+
+        return target().psum_bank_bytes // 4
+
+    gemm_stationary_fmax = 128
+    gemm_moving_fmax = 512
+    bn_stats_fmax = 512
+
+    @property
+    def psum_partition_bytes(self):
+        from ._backend import target
+
+        return target().psum_bytes
+
+    @property
+    def total_available_sbuf_size(self):
+        from ._backend import target
+
+        return target().sbuf_bytes
+
+
+tile_size = _TileSize()
+
+
+class par_dim(int):
+    """nl.par_dim(n): marks the partition dim in an on-chip tensor's shape (the dims before it are block
+    dims: (B..., par_dim(P), F...) is P partitions of B... x F... elements)."""
+
+    def __new__(cls, n):
+        return int.__new__(cls, n)
+
+
+# ---- creation
+
+
+def _buffer(buffer):
+    if buffer is None:
+        return sbuf
+    if isinstance(buffer, Buffer):
+        return buffer
+    raise NkiError(f"buffer must be nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm or nl.private_hbm, got {buffer!r}")
+
+
+def ndarray(shape, dtype, buffer=None, name="", **kwargs):
+    """A new tensor (uninitialised) of `shape` and `dtype` in `buffer` (nl.sbuf by default)."""
+    t = _trace.current("nl.ndarray")
+    if isinstance(shape, int):
+        shape = (shape,)
+    shape = tuple(shape)
+    b = _buffer(buffer)
+    d = _modelled(_as_dtype(dtype))
+    if kwargs.get("address") is not None:
+        unsupported("nl.ndarray(address=...)", "direct allocation at a fixed address; trnsim allocates tiles")
+    if b.space == HBM:
+        loc = caller_loc()
+        dims = tuple(int(s) for s in shape)
+        if any(s <= 0 for s in dims):
+            raise NkiError(f"nl.ndarray: shape {list(dims)} has a dim that is not positive")
+        seq = getattr(t, "hbm_seq", None)
+        if seq is not None and t.hbm_pos < len(seq):
+            # Another program of the launch grid on this core: the same HBM tensor as the first program's.
+            st = seq[t.hbm_pos]
+            t.hbm_pos += 1
+            if st.shape != dims or st.dtype != d:
+                raise NkiError(f"nl.ndarray: program {t.program_id} declares HBM tensor {t.hbm_pos} as "
+                               f"{list(dims)} {d.name}, the first program as {list(st.shape)} {st.dtype.name}")
+            return NkiTensor.whole(st)
+        st = Storage(t, name or "", HBM, d, dims, private=b.private, role="scratch", loc=loc)
+        st.name = name or None  # named when emitted (outputs: 'out', 'out_1', ...)
+        if seq is not None:
+            seq.append(st)
+            t.hbm_pos += 1
+        return NkiTensor.whole(st)
+    pdim = 0
+    if type(shape[0]) is not int or par_dim in map(type, shape):
+        pdims = [i for i, s in enumerate(shape) if isinstance(s, par_dim)]
+        if len(pdims) > 1:
+            raise NkiError("nl.ndarray: more than one nl.par_dim in the shape")
+        pdim = pdims[0] if pdims else 0
+    dims = tuple(s if type(s) is int else int(s) for s in shape)
+    _ops.check_tile_shape(dims, pdim, b.space, d, "nl.ndarray")
+    site = t.call_stack()
+    loc = Loc(site[-1]) if site else caller_loc()
+    if b.space == PSUM and pdim > 0:
+        return BlockTensor(t, name or "tile", d, dims, pdim, loc, site)
+    st = Storage(t, name or "tile", b.space, d, dims, pdim, loc=loc)
+    st.site = site
+    return NkiTensor.whole(st)
+
+
+def zeros(shape, dtype, buffer=None, name="", **kwargs):
+    """nl.ndarray then nisa.memset(0) (GpSimd; Vector for PSUM) (nki.language.zeros)."""
+    return _lower.full(shape, 0.0, dtype, buffer, name)
+
+
+def ones(shape, dtype, buffer=None, name="", **kwargs):
+    """nl.ndarray then nisa.memset(1) (nki.language.ones)."""
+    return _lower.full(shape, 1.0, dtype, buffer, name)
+
+
+def full(shape, fill_value, dtype, buffer=None, name="", **kwargs):
+    """nl.ndarray then nisa.memset(fill_value) (nki.language.full)."""
+    return _lower.full(shape, fill_value, dtype, buffer, name)
+
+
+def empty_like(a, dtype=None, buffer=None, name="", **kwargs):
+    """nl.ndarray of a's shape (and dtype, buffer unless given); no instruction."""
+    return ndarray(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
+
+
+def ndarray_like(a, dtype=None, buffer=None, name="", **kwargs):
+    """As nl.empty_like."""
+    return empty_like(a, dtype, buffer, name)
+
+
+def zeros_like(a, dtype=None, buffer=None, name="", **kwargs):
+    """nl.zeros of a's shape."""
+    return zeros(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
+
+
+def ones_like(a, dtype=None, buffer=None, name="", **kwargs):
+    """nl.ones of a's shape."""
+    return ones(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
+
+
+# ---- loops and SPMD
+
+
+def affine_range(*args, **kwargs):
+    """A loop whose iterations carry no dependency (the compiler may pipeline it)."""
+    return _trace.make_range("affine_range", *args, **kwargs)
+
+
+def sequential_range(*args, **kwargs):
+    """A loop whose iterations depend on each other (kept in order)."""
+    return _trace.make_range("sequential_range", *args, **kwargs)
+
+
+def static_range(*args, **kwargs):
+    """A loop unrolled while the kernel is traced."""
+    return _trace.make_range("static_range", *args, **kwargs)
+
+
+def program_id(axis=0):
+    """This program's index along `axis` of the launch grid (under LNC2 with kernel[2]: the physical core)."""
+    t = _trace.current("nl.program_id")
+    if not 0 <= axis < len(t.program_id):
+        raise NkiError(f"nl.program_id({axis}): the launch grid has {len(t.program_id)} dims")
+    return t.program_id[axis]
+
+
+def num_programs(axes=None):
+    """Programs of the launch grid (along `axes`)."""
+    t = _trace.current("nl.num_programs")
+    if axes is None:
+        return _math.prod(t.num_programs) if len(t.num_programs) != 1 else t.num_programs[0]
+    if isinstance(axes, int):
+        return t.num_programs[axes]
+    return tuple(t.num_programs[a] for a in axes)
+
+
+def program_ndim():
+    """Dims of the launch grid."""
+    return len(_trace.current("nl.program_ndim").program_id)
+
+
+class nc:
+    """A launch-grid dim spread over n physical cores (`kernel[nl.nc(2)]`)."""
+
+    def __init__(self, n):
+        self.n = int(n)
+
+    def __int__(self):
+        return self.n
+
+    def __index__(self):
+        return self.n
+
+
+class spmd_dim:
+    """The legacy grid dim (size, nl.nc(2)) whose programs alternate between the two cores."""
+
+    def __init__(self, size, nc_=None):
+        self.size = int(size)
+        self.nc = int(nc_) if nc_ is not None else 1
+
+    def __int__(self):
+        return self.size
+
+    def __index__(self):
+        return self.size
+
+
+def ds(start, size):
+    """A dynamic slice `start:start + size` (the start known while tracing: a loop index)."""
+    try:
+        start, size = int(start), int(size)
+    except (TypeError, ValueError):
+        unsupported("nl.ds with a start computed on the device", "dynamic offsets")
+    return slice(start, start + size)
+
+
+# ---- math: each function object is also the operator NKI passes as `op=` (its .alu / .act name).
+
+
+class _NlFunc:
+    __slots__ = ("__name__", "alu", "act", "_impl", "__doc__")
+
+    def __init__(self, name, impl, alu=None, act=None, doc=""):
+        self.__name__ = name
+        self._impl = impl
+        self.alu = alu
+        self.act = act
+        self.__doc__ = doc
+
+    def __call__(self, *args, **kwargs):
+        return self._impl(*args, **kwargs)
+
+    def __repr__(self):
+        return f"nl.{self.__name__}"
+
+
+def _binary(name, alu):
+    def f(x, y, dtype=None, mask=None, out=None, **kwargs):
+        if mask is not None:
+            x, y = _lower.apply_mask(mask, (x, y))
+        return _lower.elementwise(name, alu, x, y, dtype, out)
+
+    return _NlFunc(name, f, alu=alu, doc=f"Elementwise {alu}: nisa.tensor_tensor for two tiles, nisa.tensor_scalar "
+                                          "for a tile and a number or a [P, 1] tile, on Vector (nki.language."
+                                          f"{name}); also the ALU operator `op=nl.{name}`")
+
+
+def _unary(name, act):
+    def f(x, dtype=None, mask=None, **kwargs):
+        if mask is not None:
+            (x,) = _lower.apply_mask(mask, (x,))
+        return _lower.unary(name, act, x, dtype)
+
+    return _NlFunc(name, f, act=act, doc=f"One nisa.activation({act}) on Scalar into a new SBUF tile "
+                                         f"(nki.language.{name}); also the activation `op=nl.{name}`")
+
+
+for _name, _alu in (("add", "add"), ("subtract", "subtract"), ("multiply", "multiply"), ("divide", "divide"),
+                    ("maximum", "maximum"), ("minimum", "minimum"), ("power", "power"), ("equal", "equal"),
+                    ("not_equal", "not_equal"), ("greater", "greater"), ("greater_equal", "greater_equal"),
+                    ("less", "less"), ("less_equal", "less_equal"), ("logical_and", "logical_and"),
+                    ("logical_or", "logical_or"), ("bitwise_and", "bitwise_and"), ("bitwise_or", "bitwise_or"),
+                    ("bitwise_xor", "bitwise_xor"), ("left_shift", "left_shift"),
+                    ("right_shift", "right_shift"), ("abs_max", "abs_max")):
+    globals()[_name] = _binary(_name, _alu)
+
+bypass = _NlFunc("bypass", lambda *a, **k: unsupported("calling nl.bypass"), alu="bypass")
+
+for _name, _act in (("exp", "exp"), ("log", "log"), ("tanh", "tanh"), ("sigmoid", "sigmoid"), ("relu", "relu"),
+                    ("silu", "silu"), ("gelu", "gelu"), ("gelu_apprx_tanh", "gelu_apprx_tanh"), ("sqrt", "sqrt"),
+                    ("rsqrt", "rsqrt"), ("reciprocal", "reciprocal"), ("square", "square"), ("abs", "abs"),
+                    ("sign", "sign"), ("identity", "identity")):
+    globals()[_name] = _unary(_name, _act)
+
+gelu_apprx_tanh_ = globals()["gelu_apprx_tanh"]
+
+
+def _negative(x, dtype=None, mask=None, **kwargs):
+    if mask is not None:
+        (x,) = _lower.apply_mask(mask, (x,))
+    return _lower.elementwise("negative", "multiply", x, -1.0, dtype)
+
+
+negative = _NlFunc("negative", _negative, doc="nisa.tensor_scalar(x, multiply, -1) on Vector (nki.language.negative)")
+
+
+def _copy(x, dtype=None, mask=None, **kwargs):
+    return _lower.copy(x, dtype, mask)
+
+
+copy = _NlFunc("copy", _copy, act="copy", doc="One nisa.tensor_copy into a new SBUF tile (nki.language.copy); also "
+                                           "the activation `op=nl.copy`")
+
+
+def _reduction(name, alu):
+    def f(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
+        if mask is not None:
+            (x,) = _lower.apply_mask(mask, (x,))
+        return _lower.reduce(name, alu, x, axis, dtype, keepdims)
+
+    return _NlFunc(name, f, alu=alu, doc=f"One nisa.tensor_reduce({alu}) over the free axes on Vector "
+                                          f"(nki.language.{name})")
+
+
+sum = _reduction("sum", "add")  # noqa: A001
+max = _reduction("max", "maximum")  # noqa: A001
+min = _reduction("min", "minimum")  # noqa: A001
+prod = _reduction("prod", "multiply")
+
+
+def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
+    """nisa.tensor_reduce(add) then nisa.tensor_scalar(multiply, 1/n) on Vector (nki.language.mean)."""
+    if mask is not None:
+        (x,) = _lower.apply_mask(mask, (x,))
+    s = _lower.reduce("mean", "add", x, axis, dtype, keepdims)
+    ax = tuple(range(1, x.ndim)) if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))
+    n = _math.prod(x.shape[a] for a in ax)
+    _lower.elementwise("mean", "multiply", s, 1.0 / n, out=s)
+    return s
+
+
+# ---- memory and matmul
+
+
+def load(src, *, mask=None, dtype=None, **kwargs):
+    """One nisa.dma_copy from HBM into a new SBUF tile (nki.language.load); dtype casts on the DMA."""
+    return _lower.load(src, mask, dtype)
+
+
+def store(dst, value, *, mask=None, **kwargs):
+    """One nisa.dma_copy from SBUF into HBM; a PSUM value is first copied to SBUF with nisa.tensor_copy, as
+    the page says (nki.language.store)."""
+    return _lower.store(dst, value, mask)
+
+
+def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
+    """nl.load_transpose2d: one nisa.dma_transpose from HBM into a new SBUF tile."""
+    from . import isa
+
+    return isa.dma_transpose(src, mask=mask, dtype=dtype)
+
+
+def matmul(x, y, transpose_x=False, *, mask=None, **kwargs):
+    """nisa.nc_matmul(stationary=x, moving=y) into a new PSUM tile; without transpose_x the documented extra
+    transpose first: nisa.nc_transpose of x on the Tensor engine and a tensor_copy to SBUF
+    (nki.language.matmul)."""
+    return _lower.matmul(x, y, transpose_x, mask)
+
+
+def transpose(x, *, dtype=None, mask=None, **kwargs):
+    """nisa.nc_transpose on the Tensor engine into a new PSUM tile (Vector engine into SBUF for tiles of at
+    most 32 x 32) (nki.language.transpose; nki.isa.nc_transpose's engine limits)."""
+    return _lower.transpose(x, dtype, mask)
+
+
+def broadcast_to(src, shape, **kwargs):
+    """A stride-0 view along the size-1 free dims; no instruction (nki.language.broadcast_to)."""
+    return src.broadcast_to(shape)
+
+
+def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
+    """One select (dst = condition ? x : y; y a tile or a number) on Vector (nki.language.where)."""
+    out = _ops.new_tile(x.shape, _lower.dt(dtype, x.dtype), SBUF, "where")
+    _ops.select(out, condition, x, y)
+    return _lower.fresh(out)
+
+
+# ---- what NKI has and trnsim does not model: calling any raises NkiUnsupported naming the line.
+
+UNSUPPORTED = {
+    "softmax": "", "rms_norm": "", "layer_norm": "", "erf": "", "erf_dx": "", "sin": "", "cos": "",
+    "arctan": "", "floor": "", "ceil": "", "trunc": "", "exp2": "", "softplus": "", "mish": "",
+    "gelu_dx": "", "silu_dx": "", "dropout": "random numbers", "rand": "random numbers",
+    "random_seed": "random numbers", "shared_constant": "", "shared_identity_matrix": "",
+    "device_print": "printing device values", "atomic_rmw": "", "gather_flattened": "",
+    "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
+    "invert": "", "logical_not": "", "logical_xor": "", "var": "", "all": "", "no_reorder": "scheduling hints",
+    "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
+}
+
+
+def _make_unsupported(name, why):
+    def f(*args, **kwargs):
+        unsupported(f"nki.language.{name}", why)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"Not modelled by trnsim: calling it raises NkiUnsupported. {why}".strip()
+    f.__trnsim_unsupported__ = True
+    return f
+
+
+for _n, _why in UNSUPPORTED.items():
+    globals()[_n] = _make_unsupported(_n, _why)
+
+SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "zeros_like", "ones_like",
+             "par_dim", "arange", "mgrid", "affine_range", "sequential_range", "static_range", "program_id",
+             "num_programs", "program_ndim", "nc", "spmd_dim", "ds", "load", "store", "load_transpose2d", "copy",
+             "matmul", "transpose", "broadcast_to", "where", "add", "subtract", "multiply", "divide", "maximum",
+             "minimum", "power", "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+             "logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
+             "right_shift", "abs_max", "exp", "log", "tanh", "sigmoid", "relu", "silu", "gelu",
+             "gelu_apprx_tanh", "sqrt", "rsqrt", "reciprocal", "square", "abs", "sign", "identity", "negative",
+             "sum", "max", "min", "prod", "mean", "tile_size"]

@@ -1,0 +1,29 @@
+// trnsim validate's checks on one point of a sweep (in-process: parse the base workload with the point's
+// --set assignments, check and build it), and the point's key: a hash of its resolved workload, under which
+// its result is kept so that a rerun, another sweep or a Slurm task finds it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace trnsim::sweep {
+
+struct CheckedPoint {
+  bool valid = false;
+  std::string reason;  // why not: trnsim validate's message
+  std::string key;     // 20 hex digits of the SHA-256 of `resolved`
+  // What the point runs, every default filled in: the kernel and its complete parameters, the cores, the
+  // hardware config's document and overrides, each input's generator (with its arguments), .npy file (path,
+  // size, modification time) or recipe (checked arguments), the outputs written, numerics. The workload's
+  // name and description are not part of it.
+  nlohmann::json resolved;
+};
+
+CheckedPoint check_point(const std::string& workload, const std::vector<std::string>& sets);
+
+// 20 hex digits of the SHA-256 of `text` (OpenSSL).
+std::string short_sha256(const std::string& text);
+
+}  // namespace trnsim::sweep

@@ -1,0 +1,258 @@
+#include "tools/sweep/pool.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sim/base/error.h"
+#include "sim/base/interrupt.h"
+#include "sim/config/json_document.h"
+#include "tools/sweep/results.h"
+
+namespace trnsim::sweep {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Child {
+  pid_t pid = -1;
+  int pidfd = -1;
+  Task task;
+  Clock::time_point start;
+  std::string scratch, errfile;
+  bool timed_out = false;
+  Clock::time_point kill_at{};  // SIGKILL after this once SIGTERM was sent (0: not sent)
+};
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The message trnsim printed: its last "trnsim: error:" line, else its last line.
+std::string error_message(const std::string& errfile, const std::string& fallback) {
+  std::ifstream in(errfile);
+  std::string line, last, err;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    last = line;
+    if (line.rfind("trnsim: error: ", 0) == 0) err = line.substr(15);
+    if (line.rfind("trnsim: internal error: ", 0) == 0) err = line.substr(8);
+  }
+  std::string m = !err.empty() ? err : !last.empty() ? last : fallback;
+  if (m.size() > 2000) m = m.substr(0, 2000) + "...";
+  return m;
+}
+
+class Pool {
+ public:
+  Pool(const PoolConfig& cfg, TaskSource& src) : cfg_(cfg), src_(src) {
+    runs_ = (fs::path(cfg.dir) / ".runs").string();
+    std::error_code ec;
+    fs::create_directories(runs_, ec);
+    if (ec) throw InputError(fmt::format("{}: cannot create: {}", runs_, ec.message()));
+  }
+
+  void run() {
+    interrupt::CooperativeSection coop;
+    while (true) {
+      if (interrupt::requested()) stop_all();
+      reap(0);
+      bool started = false;
+      while (static_cast<int>(kids_.size()) < cfg_.jobs) {
+        std::optional<Task> t = src_.next();
+        if (!t) break;
+        spawn(std::move(*t));
+        started = true;
+        if (interrupt::requested()) break;
+      }
+      if (kids_.empty() && src_.done()) break;
+      if (started) continue;
+      if (src_.idle()) continue;
+      reap(kids_.empty() ? 20 : 200);
+    }
+    std::error_code ec;
+    fs::remove(runs_, ec);  // when empty
+  }
+
+ private:
+  void spawn(Task t) {
+    Child c;
+    c.task = std::move(t);
+    c.scratch = (fs::path(runs_) / fmt::format("{}.{}", c.task.key, getpid())).string();
+    c.errfile = c.scratch + ".stderr";
+    std::error_code ec;
+    fs::remove_all(c.scratch, ec);
+    std::vector<std::string> args = {cfg_.exe, "run", cfg_.workload, "--out", c.scratch};
+    for (const std::string& s : c.task.sets) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t parent = getpid();
+    const std::string cwd = cfg_.cwd, errfile = c.errfile;
+    c.start = Clock::now();
+    const pid_t pid = fork();
+    if (pid < 0) throw Error(fmt::format("cannot start a trnsim run: fork: {}", std::strerror(errno)));
+    if (pid == 0) {
+      setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(143);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
+      const int null = open("/dev/null", O_RDWR);
+      const int err = open(errfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+      }
+      if (err >= 0) dup2(err, 2);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    setpgid(pid, pid);  // as the child does: whichever runs first
+    c.pid = pid;
+    c.pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    kids_.push_back(std::move(c));
+  }
+
+  // Waits up to `timeout_ms` for a child to end, then collects every child that ended.
+  void reap(int timeout_ms) {
+    if (kids_.empty()) {
+      if (timeout_ms > 0) poll(nullptr, 0, timeout_ms);
+      return;
+    }
+    std::vector<pollfd> fds;
+    for (const Child& c : kids_)
+      if (c.pidfd >= 0) fds.push_back({c.pidfd, POLLIN, 0});
+    // Without pidfds (an old kernel) the loop polls every 20 ms.
+    poll(fds.data(), fds.size(), fds.size() == kids_.size() ? timeout_ms : std::min(timeout_ms, 20));
+    for (size_t i = 0; i < kids_.size();) {
+      Child& c = kids_[i];
+      int st = 0;
+      const pid_t r = waitpid(c.pid, &st, WNOHANG);
+      if (r == c.pid) {
+        Child done = std::move(c);
+        kids_.erase(kids_.begin() + static_cast<long>(i));
+        finish(done, st);
+        continue;
+      }
+      if (cfg_.timeout_seconds > 0 && !c.timed_out && seconds_since(c.start) > cfg_.timeout_seconds) {
+        c.timed_out = true;
+        kill(c.pid, SIGTERM);
+        c.kill_at = Clock::now() + std::chrono::seconds(10);
+      }
+      if (c.kill_at != Clock::time_point{} && Clock::now() > c.kill_at) kill(c.pid, SIGKILL);
+      ++i;
+    }
+  }
+
+  void finish(Child& c, int status) {
+    if (c.pidfd >= 0) close(c.pidfd);
+    const double host = seconds_since(c.start);
+    json row = {{"key", c.task.key}, {"host_seconds", host}, {"error", ""}};
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const std::string stats = (fs::path(c.scratch) / "stats.json").string();
+    if (c.timed_out) {
+      row["status"] = "error";
+      row["error"] = fmt::format("timed out after {:g} s (--timeout)", cfg_.timeout_seconds);
+    } else if (code == 0 || code == 3) {
+      try {
+        row["metrics"] = metrics_of(config::read_json_document(stats));
+        row["status"] = code == 0 ? "ok" : "numerics_fail";
+        if (code == 3) row["error"] = "a numerics check failed";
+      } catch (const InputError& e) {
+        row["status"] = "error";
+        row["error"] = std::string("the run wrote no readable stats.json: ") + e.what();
+      }
+    } else {
+      row["status"] = "error";
+      const std::string fallback = WIFSIGNALED(status)
+                                       ? fmt::format("trnsim run was killed by signal {}", WTERMSIG(status))
+                                       : fmt::format("trnsim run exited with status {}", code);
+      std::string msg = error_message(c.errfile, fallback);
+      if (code == 127) msg = fmt::format("cannot execute {}", cfg_.exe);
+      if (code == 126) msg = fmt::format("cannot enter the working directory {}", cfg_.cwd);
+      row["error"] = msg;
+      row["exit_status"] = code;
+    }
+    if (row["status"] != "error" && cfg_.keep_stats) {
+      std::error_code ec;
+      const fs::path kept = fs::path(cfg_.dir) / "stats" / (c.task.key + ".json");
+      fs::create_directories(kept.parent_path(), ec);
+      fs::rename(stats, kept, ec);
+    }
+    write_row(cfg_.dir, row);
+    cleanup(c);
+    src_.finished(c.task, row);
+  }
+
+  void cleanup(const Child& c) {
+    std::error_code ec;
+    fs::remove_all(c.scratch, ec);
+    fs::remove(c.errfile, ec);
+  }
+
+  [[noreturn]] void stop_all() {
+    for (Child& c : kids_) kill(c.pid, SIGTERM);
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (!kids_.empty()) {
+      for (size_t i = 0; i < kids_.size();) {
+        int st = 0;
+        if (waitpid(kids_[i].pid, &st, WNOHANG) == kids_[i].pid) {
+          if (kids_[i].pidfd >= 0) close(kids_[i].pidfd);
+          cleanup(kids_[i]);
+          kids_.erase(kids_.begin() + static_cast<long>(i));
+          continue;
+        }
+        if (Clock::now() > deadline) kill(kids_[i].pid, SIGKILL);
+        ++i;
+      }
+      poll(nullptr, 0, 10);
+    }
+    std::error_code ec;
+    fs::remove(runs_, ec);
+    throw Interrupted("interrupted: the points that finished are kept (rerun to go on)");
+  }
+
+  const PoolConfig& cfg_;
+  TaskSource& src_;
+  std::string runs_;
+  std::vector<Child> kids_;
+};
+
+}  // namespace
+
+void run_pool(const PoolConfig& cfg, TaskSource& source) {
+  struct End {
+    TaskSource& s;
+    ~End() { s.end(); }
+  } end{source};
+  Pool(cfg, source).run();
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error("cannot find the trnsim binary (/proc/self/exe): " + ec.message());
+  return p.string();
+}
+
+}  // namespace trnsim::sweep

@@ -1,0 +1,295 @@
+#include "tools/sweep/sweep.h"
+
+#include <sched.h>
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "sim/base/error.h"
+#include "sim/base/interrupt.h"
+#include "sim/base/json_excerpt.h"
+#include "sim/config/json_document.h"
+#include "sim/io/output_files.h"
+#include "tools/sweep/point_check.h"
+#include "tools/sweep/pool.h"
+#include "tools/sweep/progress.h"
+#include "tools/sweep/report_script.h"
+#include "tools/sweep/results.h"
+
+namespace trnsim::sweep {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+std::string sweep_dir(const Spec& spec, const std::string& out) {
+  return out.empty() ? (fs::path("out") / "sweeps" / spec.name).string() : out;
+}
+
+void prepare_dir(const std::string& dir, const std::string& name) {
+  std::error_code ec;
+  const fs::path plan = fs::path(dir) / "plan.json";
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) throw InputError(fmt::format("{}: exists and is not a directory", dir));
+    if (fs::exists(plan, ec)) {
+      json p;
+      try {
+        p = config::read_json_document(plan.string());
+      } catch (const InputError&) {
+      }
+      const std::string other = p.is_object() ? p.value("name", "") : "";
+      if (other != name)
+        throw InputError(
+            fmt::format("{}: holds the results of sweep '{}' (plan.json), not '{}': choose "
+                        "another --out",
+                        dir, text_excerpt(other), text_excerpt(name)));
+    } else if (!fs::is_empty(dir, ec)) {
+      throw InputError(
+          fmt::format("{}: exists and is not a sweep folder (no plan.json): choose another "
+                      "--out, nothing there is overwritten",
+                      dir));
+    }
+  }
+  fs::create_directories(dir, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot create: {}", dir, ec.message()));
+}
+
+int default_jobs(int jobs) {
+  if (jobs > 0) return jobs;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return 1;
+}
+
+json plan_header(const Spec& spec) {
+  std::error_code ec;
+  json axes = json::array();
+  for (const Axis& a : spec.axes) axes.push_back({{"name", a.name}, {"path", a.path}});
+  return {{"name", spec.name},
+          {"description", spec.description},
+          {"sweep", fs::absolute(spec.file, ec).string()},
+          {"workload", fs::absolute(spec.workload, ec).string()},
+          {"cwd", fs::current_path(ec).string()},
+          {"columns", spec.columns},
+          {"axes", axes},
+          {"objective", spec.objective},
+          {"maximize", spec.maximize},
+          {"points", json::array()}};
+}
+
+json plan_point(const Point& p) {
+  json j = {{"index", p.index}, {"values", json(p.values)}, {"sets", p.sets}};
+  if (!p.label.empty()) j["label"] = p.label;
+  return j;
+}
+
+json read_plan(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "plan.json").string();
+  json p = config::read_json_document(path);
+  if (!p.is_object() || !p.contains("points") || !p.contains("columns") || !p.contains("workload"))
+    throw InputError(path + ": not a trnsim sweep plan");
+  return p;
+}
+
+void write_plan(const std::string& dir, const json& plan) {
+  const std::string text = plan.dump(1) + "\n";
+  io::write_files_atomic({{(fs::path(dir) / "plan.json").string(), {text.begin(), text.end()}}});
+}
+
+namespace {
+
+void record_check(json& pt, const CheckedPoint& c) {
+  if (c.valid)
+    pt["key"] = c.key;
+  else
+    pt["invalid"] = c.reason;
+}
+
+// The local backend's points: checked in-process one at a time (ahead of the workers while they are busy),
+// each either invalid, already kept (a finished row under its key), a duplicate of one queued, or a task.
+class LocalSource : public TaskSource {
+ public:
+  LocalSource(const Spec& spec, const std::vector<Point>& points, json& plan, const std::string& dir,
+              bool rerun, int jobs)
+      : spec_(spec),
+        points_(points),
+        plan_(plan),
+        dir_(dir),
+        rerun_(rerun),
+        jobs_(jobs),
+        progress_(points.size()) {}
+
+  std::optional<Task> next() override {
+    while (ready_.empty() && cursor_ < points_.size()) check_next();
+    if (ready_.empty()) return std::nullopt;
+    Task t = std::move(ready_.front());
+    ready_.pop_front();
+    return t;
+  }
+  bool done() const override { return cursor_ >= points_.size() && ready_.empty(); }
+  bool idle() override {
+    if (cursor_ >= points_.size() || ready_.size() >= static_cast<size_t>(jobs_)) return false;
+    check_next();
+    return true;
+  }
+  void finished(const Task& t, const json& row) override {
+    const size_t n = waiting_[t.key];
+    waiting_.erase(t.key);
+    ++ran_;
+    (row_done(row) ? ok_ : failed_) += n;
+    done_ += n;
+    show(done_ == points_.size());
+  }
+  void end() override { progress_.finish(); }
+  size_t ran() const { return ran_; }
+
+ private:
+  void check_next() {
+    const Point& p = points_[cursor_++];
+    json& pt = plan_["points"][p.index];
+    pt = plan_point(p);
+    const CheckedPoint c = check_point(spec_.workload, p.sets);
+    record_check(pt, c);
+    if (!c.valid) {
+      ++invalid_;
+      ++done_;
+    } else if (auto w = waiting_.find(c.key); w != waiting_.end()) {
+      ++w->second;  // the same workload as a point queued or running
+    } else if (!rerun_ && row_done(read_row(dir_, c.key))) {
+      ++kept_;
+      ++ok_;
+      ++done_;
+    } else {
+      waiting_[c.key] = 1;
+      ready_.push_back(Task{c.key, p.sets});
+    }
+    show(false);
+  }
+  void show(bool force) { progress_.update(done_, ran_, ok_, invalid_, failed_, kept_, force); }
+
+  const Spec& spec_;
+  const std::vector<Point>& points_;
+  json& plan_;
+  std::string dir_;
+  bool rerun_;
+  int jobs_;
+  Progress progress_;
+  size_t cursor_ = 0, done_ = 0, ran_ = 0, ok_ = 0, invalid_ = 0, failed_ = 0, kept_ = 0;
+  std::deque<Task> ready_;
+  std::map<std::string, size_t> waiting_;  // key -> points waiting for it
+};
+
+std::string describe_values(const ordered_json& values) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : values.items()) {
+    std::string t = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (t.size() > 120) t = t.substr(0, 117) + "...";
+    parts.push_back(fmt::format("{}={}", k, t));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
+void check_all(const Spec& spec, const std::vector<Point>& points, json& plan) {
+  Progress progress(points.size(), "points checked");
+  size_t invalid = 0;
+  for (size_t i = 0; i < points.size(); ++i) {
+    json pt = plan_point(points[i]);
+    const CheckedPoint c = check_point(spec.workload, points[i].sets);
+    record_check(pt, c);
+    if (!c.valid) ++invalid;
+    plan["points"].push_back(pt);
+    progress.update(i + 1, 0, i + 1 - invalid, invalid, 0, 0, i + 1 == points.size());
+    if (interrupt::requested()) throw Interrupted("interrupted");
+  }
+  progress.finish();
+}
+
+int run_local(const std::string& sweep_file, const SweepOptions& o) {
+  const Spec spec = parse_spec(sweep_file);
+  const Enumeration e = enumerate(spec, o.yes ? kMaxPoints : kConfirmPoints);
+  const std::string dir = sweep_dir(spec, o.out);
+  prepare_dir(dir, spec.name);
+  const int jobs = default_jobs(o.jobs);
+  json plan = plan_header(spec);
+  write_plan(dir, plan);  // marks the folder as this sweep's from the start
+  plan["points"] = json::array();
+  for (size_t i = 0; i < e.points.size(); ++i) plan["points"].push_back(nullptr);
+  std::fprintf(
+      stderr, "trnsim: sweep %s: %zu points%s, %d worker%s, results in %s\n", spec.name.c_str(),
+      e.points.size(),
+      e.excluded ? fmt::format(" ({} of the product skipped by the constraints)", e.excluded).c_str() : "",
+      jobs, jobs == 1 ? "" : "s", dir.c_str());
+  PoolConfig cfg;
+  cfg.exe = self_exe();
+  cfg.workload = spec.workload;
+  cfg.dir = dir;
+  cfg.jobs = jobs;
+  cfg.keep_stats = o.keep_stats;
+  cfg.timeout_seconds = o.timeout_seconds;
+  LocalSource src(spec, e.points, plan, dir, o.rerun, jobs);
+  run_pool(cfg, src);
+  write_plan(dir, plan);
+  collect(dir, o.report);
+  return 0;
+}
+
+ordered_json best_record(const json& plan, const std::vector<ordered_json>& records) {
+  const std::string obj = plan.value("objective", "total_time_ns");
+  const bool maximize = plan.value("maximize", false);
+  ordered_json best = nullptr;
+  for (const ordered_json& r : records) {
+    if (r.value("status", "") != "ok" || !r.contains(obj) || !r[obj].is_number()) continue;
+    const double v = r[obj].get<double>();
+    if (best.is_null() || (maximize ? v > best[obj].get<double>() : v < best[obj].get<double>())) best = r;
+  }
+  return best;
+}
+
+size_t collect(const std::string& dir, bool report) {
+  const json plan = read_plan(dir);
+  const std::vector<ordered_json> records = result_records(plan, dir);
+  write_results(dir, plan, records);
+  std::map<std::string, size_t> count;
+  for (const ordered_json& r : records) ++count[r.value("status", "")];
+  const size_t missing = count["missing"] + count["error"];
+  std::printf("%s: %zu points: %zu ok, %zu invalid, %zu failed, %zu numerics failed, %zu not run\n",
+              plan.value("name", "").c_str(), records.size(), count["ok"], count["invalid"], count["error"],
+              count["numerics_fail"], count["missing"]);
+  const ordered_json best = best_record(plan, records);
+  const std::string obj = plan.value("objective", "total_time_ns");
+  if (!best.is_null()) {
+    ordered_json values = ordered_json::object();
+    for (const json& c : plan["columns"]) values[c.get<std::string>()] = best[c.get<std::string>()];
+    std::printf("best by %s (%s): point %s%s: %s = %s\n", obj.c_str(),
+                plan.value("maximize", false) ? "highest" : "lowest", best["index"].dump().c_str(),
+                best["label"].get<std::string>().empty()
+                    ? ""
+                    : (" '" + best["label"].get<std::string>() + "'").c_str(),
+                obj.c_str(), best[obj].dump().c_str());
+    std::printf("  %s\n", describe_values(values).c_str());
+  }
+  std::printf("wrote %s/results.csv, %s/results.jsonl", dir.c_str(), dir.c_str());
+  std::fflush(stdout);
+  if (report) {
+    try {
+      run_report_script("sweep_report.py", {dir});
+      std::printf(", %s/report.html, %s/plots/", dir.c_str(), dir.c_str());
+    } catch (const InputError& e) {
+      std::printf("\n");
+      std::fflush(stdout);
+      std::fprintf(stderr, "trnsim: warning: no HTML report: %s\n", e.what());
+      return missing;
+    }
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+  return missing;
+}
+
+}  // namespace trnsim::sweep
