@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What trnsim reads: usage input_files.sh <trnsim-binary> <source-dir>. Issue 22's findings, each a case: the
-# hardware-config search path (6), JSON documents with 10^6 objects (7), a program of half a million
+# hardware-config search path (6, and the report scripts'), JSON documents with 10^6 objects (7), a program of half a million
 # instructions (8), a NUL byte in a document (12), recipe arguments validate passed and run refused (15),
 # integers at or above 2^63 (16), the MoE backward below one token tile (17), messages that hid their reason
 # (19).
@@ -23,6 +23,24 @@ check "stats.json names the config read and its SHA-256" \
   'grep -q "\"hardware_config\": \"$SRC/configs/hw/trn3.json\"" "$T/cfg/stats.json" && grep -q "\"hardware_config_sha256\": \"$sum\"" "$T/cfg/stats.json"'
 msg=$(TRNSIM_CONFIG_DIR=$T/shared/configs/hw "$T/shared/bin/trnsim" validate "$SMALL" 2>&1)
 check "TRNSIM_CONFIG_DIR is read when given: $msg" '[[ $msg == *"on planted, 1 core"* ]]'
+
+# The same rule for the report scripts the binary runs: one planted in tools/report beside a copy of the
+# binary, or above it, is never run (the report comes from the source tree's script).
+mkdir -p "$T/shared/tools/report" "$T/shared/bin/tools/report"
+for d in "$T/shared/tools/report" "$T/shared/bin/tools/report"; do
+  printf 'open("%s/planted_ran", "w").write("x")\n' "$T" >"$d/run_report.py"
+done
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  "$T/shared/bin/trnsim" stats "$T/cfg/stats.json" --html="$T/cfg.html" >/dev/null 2>&1
+  check "a planted tools/report/run_report.py beside the binary is not run" \
+    '[[ ! -e $T/planted_ran && -s $T/cfg.html ]] && grep -q "<html" "$T/cfg.html"'
+else
+  "$T/shared/bin/trnsim" stats "$T/cfg/stats.json" --html="$T/cfg.html" >/dev/null 2>&1
+  check "a planted tools/report/run_report.py beside the binary is not run (no matplotlib here)" '[[ ! -e $T/planted_ran ]]'
+fi
+msg=$("$TRNSIM" stats "$T/cfg/stats.json" --html="$T/cfg/stats.json" 2>&1)
+check "stats --html onto the stats file it reads is refused: $msg" \
+  '[[ $? != 0 && $msg == *"same file"* ]] && grep -q "hardware_config_sha256" "$T/cfg/stats.json"'
 
 # 7. Documents of a million objects parse in one pass (the reader once rescanned the array after each
 # object: minutes, then hours). A hang guard, not a speed test: the time allowed is 20 times what it takes.

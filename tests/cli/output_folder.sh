@@ -89,6 +89,15 @@ wait $reader
 check "stats.json a FIFO: exit $rc, the summary, the reader got the JSON" \
   '[[ $rc == 0 && -p $T/d2/stats.json ]] && grep -q "simulated time" "$T/out" && grep -q "\"total_time_ns\"" "$T/fifo.json"'
 
+# The HTML report is drawn from the run's own stats too, not from stats.json read back (here /dev/null), and
+# written with the run's files as one set.
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  "$TRNSIM" run "$SMALL" --out "$T/d1" --no-numerics --report "$T/d1.html" >"$T/out" 2>&1
+  rc=$?
+  check "--report with stats.json -> /dev/null: exit $rc, the page names the workload" \
+    '[[ $rc == 0 && -L $T/d1/stats.json ]] && grep -q "trnsim run: $(basename "$SMALL" .json)" "$T/d1.html"'
+fi
+
 # 18. A probe left by a killed run with this run's PID (a container reuses PIDs): stepped over. The subshell's
 # PID is the run's: exec keeps it.
 mkdir -p "$T/p"

@@ -278,7 +278,7 @@ size_t collect(const std::string& dir, bool report) {
   std::fflush(stdout);
   if (report) {
     try {
-      run_report_script("sweep_report.py", {dir});
+      io::write_files_atomic(draw_sweep_report(dir));
       std::printf(", %s/report.html, %s/plots/", dir.c_str(), dir.c_str());
     } catch (const InputError& e) {
       std::printf("\n");

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "kernels/workload/workload.h"
 #include "kernels/workload/workload_run.h"
@@ -20,6 +21,7 @@
 #include "sim/run/report.h"
 #include "sim/run/session.h"
 #include "sim/trace/open_trace.h"
+#include "tools/sweep/report_script.h"
 #include "tools/trnsim/host_memory.h"
 #include "tools/trnsim/out_dir.h"
 #include "tools/trnsim/run_options.h"
@@ -89,6 +91,7 @@ int run_workload_file(const RunCliOptions& o) {
     for (const workload::TensorInfo& t : p.inputs)
       paths.push_back({in_dir("inputs/" + t.name + ".npy"), fmt::format("--dump-inputs of '{}'", t.name)});
   if (!o.trace.empty()) paths.push_back({o.trace, "--trace"});
+  if (!o.report.empty()) paths.push_back({o.report, "--report"});
   std::vector<std::string> read_files;  // what this run reads: never written over, never removed
   if (fs::is_regular_file(o.config, ec)) {
     paths.push_back({o.config, "the workload file", true});
@@ -141,13 +144,26 @@ int run_workload_file(const RunCliOptions& o) {
   rep.wall_seconds = std::chrono::duration<double>(clock::now() - t0).count();
 
   // stats.json, the outputs (when computed), the inputs (--dump-inputs): all or nothing.
-  const std::vector<io::OutputFile> files = r.output_files(rep, out_dir, o.dump_inputs);
+  // With --report, the HTML page drawn from this run's own stats joins the set (a run below the roofline, a
+  // simulator bug, gets none). When it cannot be drawn, the run's files are written and the error follows.
+  const int rc = workload::WorkloadRun::exit_code(rep);
+  std::vector<io::OutputFile> files = r.output_files(rep, out_dir, o.dump_inputs);
+  const size_t run_files = files.size();
+  std::vector<io::OutputFile> report;
+  std::optional<InputError> report_error;
+  if (!o.report.empty() && rc != workload::kExitBelowRoofline) try {
+      const std::string text(files.at(0).bytes.begin(), files.at(0).bytes.end());
+      report = sweep::draw_run_report(text, out_dir, o.report);
+    } catch (const InputError& e) {
+      report_error = e;
+    }
+  for (io::OutputFile& f : report) files.push_back(std::move(f));
   const std::vector<std::string> stale = out.commit(files, read_files);
 
   // The summary of this run's report, not of the file read back (a device, or another run's by now).
   std::fputs(run::format_stats(nlohmann::json::parse(files.at(0).bytes)).c_str(), stdout);
   std::printf("wrote %s/stats.json", out_dir.c_str());
-  for (size_t i = 1; i < files.size(); ++i)
+  for (size_t i = 1; i < run_files; ++i)
     std::printf(", %s", fs::path(files[i].path).lexically_relative(out_dir).c_str());
   std::printf(" (%.1f s)\n", rep.wall_seconds);
   for (const auto& f : stale)
@@ -172,7 +188,8 @@ int run_workload_file(const RunCliOptions& o) {
       tm.references, std::chrono::duration<double>(clock::now() - t_write).count(), thread_note.c_str(),
       static_cast<double>(ru.ru_maxrss) / 1024.0);
 
-  const int rc = workload::WorkloadRun::exit_code(rep);
+  if (run_files < files.size()) std::printf("wrote %s\n", o.report.c_str());
+  if (report_error) throw *report_error;
   if (rc == workload::kExitBelowRoofline)
     std::fprintf(
         stderr,
