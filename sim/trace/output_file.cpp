@@ -18,6 +18,10 @@ OutputFile::OutputFile(const std::filesystem::path& path) : path_(path) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), e.what()));
   }
+  // A trace named like an output folder's record (.trnsim-files) would replace it: refused, as for every
+  // output (the CLI checks this with its other outputs; the Python bindings reach here directly).
+  io::check_not_a_record(path.string(), "trace file");
+  io::check_not_a_record(target_.string(), "trace file (through a symlink)");
   std::error_code ec;
   if (std::filesystem::is_directory(target_, ec))
     throw InputError(fmt::format("cannot create trace file '{}': it is a directory", path.string()));

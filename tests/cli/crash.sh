@@ -6,7 +6,8 @@
 #   1. SIGKILL at every step of the writes (TRNSIM_TEST_KILL_AT_WRITE_STEP, sim/io/output_files.h);
 #   2. SIGKILL at random times during a run whose writes take a while;
 #   3. two runs into one folder, and two quantize writing the same files, at the same time;
-#   4. a full file system: a file-size limit (ulimit -f), and a small tmpfs where mounting is permitted.
+#   4. a full file system: a file-size limit (ulimit -f), and a small tmpfs where mounting is permitted;
+#   5. a sweep's results (results.csv and results.jsonl, one set) killed at every step of their rewrite.
 # Each folder state is judged against reference runs: "A" (the earlier set), "B" (the new set) or a mix.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
@@ -229,5 +230,48 @@ if mount -t tmpfs -o size=1m tmpfs "$T/small" 2>/dev/null; then
 else
   echo "crash: a tmpfs cannot be mounted here: the full-file-system case runs with ulimit -f only"
 fi
+
+# 5. A sweep's results files are one set: results.csv and results.jsonl are both the earlier or both the new
+# ones, or a journal marks the folder and the next writer puts it right. Two timing-only points; the new
+# results lack one row (its kept row removed: "not run").
+cat >"$T/sw.json" <<JSON
+{"name": "crash", "workload": "$SMALL", "set": {"numerics": false},
+ "axes": [{"name": "order", "path": "params.tile_loop_order", "values": ["mnk", "nmk"]}]}
+JSON
+export TRNSIM_PYTHON=/nonexistent  # no HTML report: its own test is reports.sh
+"$TRNSIM" sweep "$T/sw.json" --out "$T/sw" -j 1 >"$T/sw.log" 2>&1
+check "sweep for the results case (exit $?: $(tail -1 "$T/sw.log"))" '[[ -f $T/sw/results.csv && -f $T/sw/results.jsonl ]]'
+cp "$T/sw/results.csv" "$T/sw_old.csv"
+cp "$T/sw/results.jsonl" "$T/sw_old.jsonl"
+rm "$T/sw/points/$(ls "$T/sw/points" | head -1)"
+# pair: old, new or mixed (each file compared with the earlier one; the new ones differ from it).
+pair() {
+  local c=0 j=0
+  cmp -s "$T/sw/results.csv" "$T/sw_old.csv" && c=1
+  cmp -s "$T/sw/results.jsonl" "$T/sw_old.jsonl" && j=1
+  if [[ $c == 1 && $j == 1 ]]; then echo old; elif [[ $c == 0 && $j == 0 ]]; then echo new; else echo mixed; fi
+}
+steps=0
+for n in $(seq 1 40); do
+  cp "$T/sw_old.csv" "$T/sw/results.csv"
+  cp "$T/sw_old.jsonl" "$T/sw/results.jsonl"
+  { TRNSIM_TEST_KILL_AT_WRITE_STEP=$n "$TRNSIM" sweep collect "$T/sw" >"$T/kill.log" 2>&1; } 2>/dev/null
+  rc=$?
+  if [[ $rc == 0 ]]; then
+    check "sweep results after the last step: the new pair, no leftovers" \
+      '[[ $(pair) == new && -z $(leftovers "$T/sw") ]]'
+    break
+  fi
+  steps=$n
+  p=$(pair)
+  check "sweep results, step $n: killed (exit $rc), the pair is $p" \
+    '[[ $rc == 137 && ( $p != mixed || -e $T/sw/.trnsim-journal ) ]]'
+  "$TRNSIM" sweep collect "$T/sw" >"$T/rec.log" 2>&1
+  rc=$?
+  check "sweep results, step $n: the next collect (exit $rc) leaves the new pair and no leftovers" \
+    '[[ $rc == 0 && $(pair) == new && -z $(leftovers "$T/sw") ]]'
+done
+check "the results' switch has steps to kill at ($steps)" '[[ $steps -ge 4 ]]'
+unset TRNSIM_PYTHON
 
 finish
