@@ -20,7 +20,7 @@ std::vector<io::OutputFile> draw_run_report(const std::string& stats_text, const
                                             const std::string& html_path);
 
 // The sweep report of the sweep folder `dir` (its plan and results): DIR/report.html and each plot as
-// DIR/plots/<name>.svg and .png. Nothing is written. Errors as draw_run_report.
+// DIR/plots/<name>.svg and .png (the caller makes DIR/plots). Nothing is written. Errors as draw_run_report.
 std::vector<io::OutputFile> draw_sweep_report(const std::string& dir);
 
 }  // namespace trnsim::sweep
