@@ -169,6 +169,17 @@ OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOpe
   OutputCheck c;
   c.output = output;
   c.reference_flops = flops * (quant ? 2 : 1);
+  // The FP32 values of both operands and the output (HostTensor::values) and the FP64 copies of both operands
+  // (ref::compare_matmul), plus one block of FP64 reference rows.
+  c.reference_bytes = [=](const std::map<std::string, std::vector<int64_t>>& shapes) {
+    const auto elements = [&](const std::string& n) {
+      const auto it = shapes.find(n);
+      return it == shapes.end() ? 0.0 : static_cast<double>(tensor::elements_of(it->second));
+    };
+    const auto& o = shapes.count(output) ? shapes.at(output) : std::vector<int64_t>{};
+    const double cols = o.size() == 2 ? static_cast<double>(o[1]) : 0.0;
+    return 12.0 * (elements(lhs.input) + elements(rhs.input)) + 4.0 * elements(output) + 8.0 * 256 * cols;
+  };
   c.run = [=](const CheckContext& ctx) {
     const HostTensor& out = ctx.output(output);
     std::vector<float> lv, rv;

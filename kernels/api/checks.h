@@ -61,6 +61,10 @@ struct OutputCheck {
   std::function<run::CheckResult(const CheckContext&)> run;
   double reference_flops = 0;  // host work of the references (for progress messages)
   std::function<void(const CheckContext&)> prepare = nullptr;
+  // Host bytes the references hold at most besides the run's inputs and outputs (their copies of the
+  // operands), given each kernel input's and output's shape by name: the memory check before a run counts
+  // them. Unset: 12 bytes per element of the checked output (its FP32 values and FP64 reference).
+  std::function<double(const std::map<std::string, std::vector<int64_t>>& shapes)> reference_bytes = nullptr;
 };
 
 // --- tolerance checks

@@ -5,6 +5,23 @@
 #include <cstdint>
 
 namespace trnsim::kernels {
+namespace {
+
+// Which half of a node split at `mid` along `dim` holds all of `r`: 0 or 1, or -1 when it straddles.
+int side(const Rect& r, int dim, int64_t mid) {
+  const int64_t lo = dim == 0 ? r.r0 : r.c0, hi = dim == 0 ? r.r1 : r.c1;
+  if (hi <= mid) return 0;
+  if (lo >= mid) return 1;
+  return -1;
+}
+
+// Whether `r` reaches into half `h` of a node split at `mid` along `dim`.
+bool reaches(const Rect& r, int dim, int64_t mid, int h) {
+  const int64_t lo = dim == 0 ? r.r0 : r.c0, hi = dim == 0 ? r.r1 : r.c1;
+  return h == 0 ? lo < mid : hi > mid;
+}
+
+}  // namespace
 
 RegionTracker::RegionTracker(int64_t row_chunk, int64_t byte_chunk)
     : row_chunk_(std::max<int64_t>(1, row_chunk)), byte_chunk_(std::max<int64_t>(1, byte_chunk)) {}
@@ -46,23 +63,96 @@ RegionTracker::Bucket& RegionTracker::at(uint32_t space, int64_t rc, int64_t cc)
   if (static_cast<int64_t>(rows.size()) <= rc) rows.resize(rc + 1);
   auto& cols = rows[rc];
   if (static_cast<int64_t>(cols.size()) <= cc) cols.resize(cc + 1);
-  return cols[cc];
+  Bucket& b = cols[cc];
+  if (b.box.empty()) {
+    const int64_t rch = row_chunk(space), bch = byte_chunk(space);
+    b.box = {rc * rch, (rc + 1) * rch, cc * bch, (cc + 1) * bch};
+  }
+  return b;
+}
+
+void RegionTracker::collect_in(const Node& n, const Rect& r, bool write, std::vector<Event>& deps) const {
+  examined_ += n.writes.size() + (write ? n.reads.size() : 0);
+  for (const Record& x : n.writes)
+    if (x.r.overlaps(r)) deps.push_back(x.ev);
+  if (write)
+    for (const Record& x : n.reads)
+      if (x.r.overlaps(r)) deps.push_back(x.ev);
+  if (n.dim < 0) return;
+  for (int h = 0; h < 2; ++h)
+    if (reaches(r, n.dim, n.mid, h)) collect_in(n.half[h], r, write, deps);
+}
+
+template <class Drop>
+void RegionTracker::erase_in(Node& n, const Rect& r, std::vector<Record> Node::*list, const Drop& drop) {
+  examined_ += (n.*list).size();
+  std::erase_if(n.*list, drop);
+  if (n.dim < 0) return;
+  for (int h = 0; h < 2; ++h)
+    if (reaches(r, n.dim, n.mid, h)) erase_in(n.half[h], r, list, drop);
+}
+
+void RegionTracker::split(Node& n) {
+  // Across rows or bytes, whichever sends more records into a half (records that straddle the middle stay).
+  int best_dim = -1;
+  size_t best = 0;
+  int64_t best_mid = 0;
+  for (int dim = 0; dim < 2; ++dim) {
+    const int64_t lo = dim == 0 ? n.box.r0 : n.box.c0, hi = dim == 0 ? n.box.r1 : n.box.c1;
+    if (hi - lo < 2) continue;
+    const int64_t mid = lo + (hi - lo) / 2;
+    size_t down = 0;
+    for (const auto* list : {&n.writes, &n.reads})
+      for (const Record& x : *list) down += side(x.r, dim, mid) >= 0;
+    if (down > best) best = down, best_dim = dim, best_mid = mid;
+  }
+  const size_t held = n.writes.size() + n.reads.size();
+  if (best_dim < 0 ||
+      best * 2 < held) {  // the records do not separate: try again when there are twice as many
+    n.split_at = held * 2;
+    return;
+  }
+  n.dim = best_dim;
+  n.mid = best_mid;
+  n.half = std::make_unique<Node[]>(2);
+  n.half[0].box = n.half[1].box = n.box;
+  if (best_dim == 0) {
+    n.half[0].box.r1 = n.half[1].box.r0 = best_mid;
+  } else {
+    n.half[0].box.c1 = n.half[1].box.c0 = best_mid;
+  }
+  for (auto list : {&Node::writes, &Node::reads}) {
+    std::vector<Record> stay;
+    for (const Record& x : n.*list) {
+      const int h = side(x.r, n.dim, n.mid);
+      if (h < 0)
+        stay.push_back(x);
+      else
+        (n.half[h].*list).push_back(x);
+    }
+    n.*list = std::move(stay);
+  }
+  for (int h = 0; h < 2; ++h)
+    if (n.half[h].writes.size() + n.half[h].reads.size() > n.half[h].split_at) split(n.half[h]);
+}
+
+void RegionTracker::insert(Node& n, const Record& rec, bool write) {
+  Node* at = &n;
+  while (at->dim >= 0) {
+    const int h = side(rec.r, at->dim, at->mid);
+    if (h < 0) break;
+    at = &at->half[h];
+  }
+  (write ? at->writes : at->reads).push_back(rec);
+  if (at->dim < 0 && at->writes.size() + at->reads.size() > at->split_at) split(*at);
 }
 
 void RegionTracker::collect(uint32_t space, const Rect& r, bool write, std::vector<Event>& deps) const {
   if (r.empty() || space >= spaces_.size()) return;
-  const auto scan = [&](const std::vector<Record>& recs) {
-    for (const Record& x : recs)
-      if (x.r.overlaps(r)) deps.push_back(x.ev);
-  };
   const Chunks ch = chunks(space, r);
   for (int64_t rc = ch.rc0; rc <= ch.rc1; ++rc)
-    for (int64_t cc = ch.cc0; cc <= ch.cc1; ++cc) {
-      const Bucket* b = find(space, rc, cc);
-      if (b == nullptr) continue;
-      scan(b->writes);
-      if (write) scan(b->reads);
-    }
+    for (int64_t cc = ch.cc0; cc <= ch.cc1; ++cc)
+      if (const Bucket* b = find(space, rc, cc)) collect_in(*b, r, write, deps);
 }
 
 void RegionTracker::record(uint32_t space, const Rect& r, bool write, Event ev) {
@@ -78,21 +168,26 @@ void RegionTracker::record(uint32_t space, const Rect& r, bool write, Event ev) 
     for (int64_t cc = ch.cc0; cc <= ch.cc1; ++cc) {
       Bucket& b = at(space, rc, cc);
       if (write) {
-        std::erase_if(b.writes, covered);
-        std::erase_if(b.reads, covered);
-        b.writes.push_back(rec);
+        erase_in(b, r, &Node::writes, covered);
+        erase_in(b, r, &Node::reads, covered);
       } else {
-        std::erase_if(b.reads, covered_same_sem);
-        b.reads.push_back(rec);
+        erase_in(b, r, &Node::reads, covered_same_sem);
       }
+      insert(b, rec, write);
     }
+}
+
+size_t RegionTracker::count(const Node& n) {
+  size_t c = n.writes.size() + n.reads.size();
+  if (n.dim >= 0) c += count(n.half[0]) + count(n.half[1]);
+  return c;
 }
 
 size_t RegionTracker::live_records() const {
   size_t n = 0;
   for (const Space& s : spaces_)
     for (const auto& row : s.buckets)
-      for (const Bucket& b : row) n += b.writes.size() + b.reads.size();
+      for (const Bucket& b : row) n += count(b);
   return n;
 }
 

@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace trnsim::kernels {
@@ -52,8 +53,11 @@ struct Event {
 // Readers and writers of a family of address spaces (one per SBUF, PSUM, or HBM tensor id), bucketed in
 // chunks of rows x bytes so an access only looks at the records near it. A record is dropped once a later
 // write covers it (that write already waited for it), and a read record is dropped once a later read of the
-// same semaphore source covers it. Cost per access: the records in the chunks the access touches, kept in
-// flat arrays (one for writes, one for reads) that a scan walks without following pointers.
+// same semaphore source covers it. Inside a bucket, records sit in a binary space partition: a bucket that
+// holds more than a few dozen records splits in two (across rows or bytes, whichever separates more of
+// them), and so on, each record kept in the deepest part that contains it. An access looks only at the
+// parts it overlaps, so its cost follows the records near it, not the number of accesses the region has
+// seen (a loop writing 10^6 disjoint column blocks of one tensor row stays linear in its length).
 class RegionTracker {
  public:
   RegionTracker(int64_t row_chunk, int64_t byte_chunk);
@@ -79,17 +83,28 @@ class RegionTracker {
   void record(uint32_t space, const Rect& r, bool write, Event ev);
 
   size_t live_records() const;  // for tests and stats (a record in several chunks counts once per chunk)
+  // Records looked at by every collect() and record() so far (for tests: the cost of the accesses).
+  uint64_t records_examined() const { return examined_; }
 
  private:
+  static constexpr size_t kSplitAt = 48;
   // One access as recorded in a bucket (the rectangle, then its event: 40 bytes).
   struct Record {
     Rect r;
     Event ev;
   };
-  struct Bucket {
+  // A part of a bucket: the records that lie in it and not in one of its halves (all of them while it is
+  // not split), and, once split at `mid` across rows (dim 0) or bytes (dim 1), its two halves.
+  struct Node {
     std::vector<Record> writes;
     std::vector<Record> reads;
+    Rect box{};                    // the part of the bucket it covers (records may reach beyond it)
+    int dim = -1;                  // -1: not split
+    int64_t mid = 0;               // halves: [box.r0, mid) and [mid, box.r1) across rows, or c0/c1
+    size_t split_at = kSplitAt;    // split when it holds more records than this
+    std::unique_ptr<Node[]> half;  // two when split
   };
+  using Bucket = Node;
   // One space's buckets, by row chunk then byte chunk (grown on demand).
   struct Space {
     int64_t row_chunk = 0, byte_chunk = 0;  // 0: the tracker's defaults
@@ -101,10 +116,17 @@ class RegionTracker {
   Chunks chunks(uint32_t space, const Rect& r) const;
   const Bucket* find(uint32_t space, int64_t rc, int64_t cc) const;
   Bucket& at(uint32_t space, int64_t rc, int64_t cc);
+  void collect_in(const Node& n, const Rect& r, bool write, std::vector<Event>& deps) const;
+  static void insert(Node& n, const Record& rec, bool write);
+  template <class Drop>
+  void erase_in(Node& n, const Rect& r, std::vector<Record> Node::*list, const Drop& drop);
+  static void split(Node& n);
+  static size_t count(const Node& n);
 
   int64_t row_chunk_;
   int64_t byte_chunk_;
   std::vector<Space> spaces_;
+  mutable uint64_t examined_ = 0;
 };
 
 }  // namespace trnsim::kernels

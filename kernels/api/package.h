@@ -73,22 +73,30 @@ struct Recipe {
   std::function<std::vector<std::string>(const P&)> reads;     // kernel inputs it needs first
   // Validated arguments (complete JSON) -> fills the outputs. InputError for bad data.
   std::function<void(const P&, const nlohmann::json& args, RecipeIO&)> run;
+  // Checks of the arguments against each other and the kernel's parameters, beyond each argument's own
+  // range (InputError): `trnsim validate` runs them as `trnsim run` does. Unset: none.
+  std::function<void(const P&, const nlohmann::json& args)> check = nullptr;
 };
 
 template <class P, class A>
 Recipe<P> make_recipe(std::string name, std::string doc,
                       std::function<std::vector<std::string>(const P&)> produces,
                       std::function<std::vector<std::string>(const P&)> reads,
-                      std::function<void(const P&, const A&, RecipeIO&)> run) {
+                      std::function<void(const P&, const A&, RecipeIO&)> run,
+                      std::function<void(const P&, const A&)> check = nullptr) {
   Recipe<P> r;
   r.name = std::move(name);
   r.doc = std::move(doc);
   r.args = schema_of<A>().specs();
   r.produces = std::move(produces);
   r.reads = std::move(reads);
-  r.run = [run](const P& p, const nlohmann::json& args, RecipeIO& io) {
-    run(p, schema_of<A>().read(args), io);
+  r.run = [run, check](const P& p, const nlohmann::json& args, RecipeIO& io) {
+    const A a = schema_of<A>().read(args);
+    if (check) check(p, a);
+    run(p, a, io);
   };
+  if (check)
+    r.check = [check](const P& p, const nlohmann::json& args) { check(p, schema_of<A>().read(args)); };
   return r;
 }
 
@@ -254,7 +262,16 @@ class BoundPackage final : public BoundKernel {
   }
   nlohmann::json check_recipe_args(const std::string& name, const nlohmann::json& args,
                                    const std::string& path) const override {
-    return check_params(path + " (recipe '" + name + "')", find(name)->args, args);
+    const std::string where = path + " (recipe '" + name + "')";
+    nlohmann::json full = check_params(where, find(name)->args, args);
+    if (find(name)->check) {
+      try {
+        find(name)->check(p_, full);
+      } catch (const InputError& e) {
+        throw InputError(where + ": " + e.what());
+      }
+    }
+    return full;
   }
   void run_recipe(const std::string& name, const nlohmann::json& args, RecipeIO& io) const override {
     find(name)->run(p_, args, io);

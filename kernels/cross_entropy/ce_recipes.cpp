@@ -103,25 +103,33 @@ bool host_has_avx512dq() {
   return yes;
 }
 
-void make_logits(const CommonParams& p, const LogitsArgs& a, RecipeIO& io) {
+// The arguments against each other and the shape (validate checks them too, not only run).
+void check_logits(const CommonParams& p, const LogitsArgs& a) {
   const int64_t R = p.rows, V = p.V;
   const int64_t hi_t = V - a.masked_columns;
   const bool prefix = a.masked_prefix > 0 && a.masked_prefix_every > 0;
   if (hi_t <= 0)
-    throw InputError(fmt::format(
-        "recipe 'lm_logits': masked_columns {} leaves no column of V = {} for targets", a.masked_columns, V));
+    throw InputError(
+        fmt::format("masked_columns {} leaves no column of V = {} for targets", a.masked_columns, V));
   if (prefix && a.masked_prefix >= hi_t)
     throw InputError(
-        fmt::format("recipe 'lm_logits': masked_prefix {} leaves no unmasked column for targets (V {}, "
-                    "masked_columns {})",
+        fmt::format("masked_prefix {} leaves no unmasked column for targets (V {}, masked_columns {})",
                     a.masked_prefix, V, a.masked_columns));
-  const int64_t specials =
-      a.all_masked_rows + a.neg_inf_target_rows + a.bf16_max_rows + a.tie_rows + a.nan_rows;
-  if (specials > R)
-    throw InputError(fmt::format("recipe 'lm_logits': {} special rows for {} rows", specials, R));
+  // Each count is at least 0 (its spec): their sum, in double, cannot wrap.
+  const double specials = static_cast<double>(a.all_masked_rows) +
+                          static_cast<double>(a.neg_inf_target_rows) + static_cast<double>(a.bf16_max_rows) +
+                          static_cast<double>(a.tie_rows) + static_cast<double>(a.nan_rows);
+  if (specials > static_cast<double>(R))
+    throw InputError(fmt::format("{} special rows for {} rows", specials, R));
   if ((a.bf16_max_rows > 0 || a.tie_rows > 0 || a.nan_rows > 0) && hi_t < 8)
-    throw InputError(
-        "recipe 'lm_logits': bf16_max_rows, tie_rows and nan_rows need at least 8 unmasked columns");
+    throw InputError("bf16_max_rows, tie_rows and nan_rows need at least 8 unmasked columns");
+}
+
+void make_logits(const CommonParams& p, const LogitsArgs& a, RecipeIO& io) {
+  check_logits(p, a);
+  const int64_t R = p.rows, V = p.V;
+  const int64_t hi_t = V - a.masked_columns;
+  const bool prefix = a.masked_prefix > 0 && a.masked_prefix_every > 0;
   std::vector<uint8_t> kind(static_cast<size_t>(R), kNone);
   pick(kind, a.all_masked_rows, R / 7, kAllMasked);
   pick(kind, a.neg_inf_target_rows, R / 5, kNegInfTarget);
@@ -274,7 +282,8 @@ Recipe<P> logits_recipe() {
       [](const P&) {
         return std::vector<std::string>{"logits", "target"};
       },
-      nullptr, [](const P& p, const LogitsArgs& a, RecipeIO& io) { make_logits(p.c, a, io); });
+      nullptr, [](const P& p, const LogitsArgs& a, RecipeIO& io) { make_logits(p.c, a, io); },
+      [](const P& p, const LogitsArgs& a) { check_logits(p.c, a); });
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "kernels/cross_entropy/ce_lib.h"
 #include "sim/isa/alu.h"
 #include "sim/numerics/float_formats.h"
+#include "sim/numerics/host_threads.h"
 
 namespace trnsim::kernels::ce {
 
@@ -88,10 +89,7 @@ void parallel_rows(int64_t n, int threads, const std::function<void(int64_t, int
     if (n > 0) fn(0, n);
     return;
   }
-  std::vector<std::thread> pool;
-  for (int64_t t = 1; t < k; ++t) pool.emplace_back(fn, n * t / k, n * (t + 1) / k);
-  fn(0, n / k);
-  for (auto& th : pool) th.join();
+  num::run_parts(static_cast<int>(k), [&](int t) { fn(n * t / k, n * (t + 1) / k); });
 }
 
 int reference_threads() {

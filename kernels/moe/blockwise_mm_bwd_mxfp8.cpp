@@ -15,7 +15,6 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "kernels/api/package.h"
 #include "kernels/moe/bwd_kernel.h"
@@ -24,6 +23,7 @@
 #include "kernels/moe/moe_common.h"
 #include "kernels/ref/metrics.h"
 #include "sim/base/error.h"
+#include "sim/numerics/host_threads.h"
 #include "sim/numerics/scale_layout.h"
 #include "sim/tensor/input_source.h"
 
@@ -168,10 +168,8 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
       if (!failed) failed = std::current_exception();
     }
   };
-  std::vector<std::thread> helpers;
-  for (int t = 1; t < std::min<int64_t>(io.threads(), E); ++t) helpers.emplace_back(worker);
-  worker();
-  for (std::thread& t : helpers) t.join();
+  num::run_parts(static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(io.threads(), E))),
+                 [&](int) { worker(); });
   if (failed) std::rethrow_exception(failed);
 }
 
@@ -184,10 +182,15 @@ struct PrequantArgs {
   int64_t gate_up_seed = 2, down_seed = 3;
   double low = -0.1, high = 0.1;
   static void describe(Schema<PrequantArgs>& s) {
-    s.add(&PrequantArgs::gate_up_seed, "gate_up_seed", "seed of the uniform BF16 gate/up weights", 2);
-    s.add(&PrequantArgs::down_seed, "down_seed", "seed of the uniform BF16 down weights", 3);
-    s.add(&PrequantArgs::low, "low", "lower bound of the uniform weights", -0.1);
-    s.add(&PrequantArgs::high, "high", "upper bound of the uniform weights (exclusive)", 0.1);
+    // The uniform generator's rules (sim/tensor/input_source.h): seeds >= 0, bounds within FP32 (the values
+    // are computed in FP32), low < high (prequant_check).
+    constexpr double kF32Max = 3.4028234663852886e38;
+    s.add(&PrequantArgs::gate_up_seed, "gate_up_seed", "seed of the uniform BF16 gate/up weights", 2)
+        .at_least(0);
+    s.add(&PrequantArgs::down_seed, "down_seed", "seed of the uniform BF16 down weights", 3).at_least(0);
+    s.add(&PrequantArgs::low, "low", "lower bound of the uniform weights", -0.1).range(-kF32Max, kF32Max);
+    s.add(&PrequantArgs::high, "high", "upper bound of the uniform weights (exclusive)", 0.1)
+        .range(-kF32Max, kF32Max);
   }
 };
 
@@ -198,8 +201,11 @@ std::vector<std::string> prequant_names(const BwdParams& p) {
   return v;
 }
 
-void prequant_recipe(const BwdParams& p, const PrequantArgs& a, RecipeIO& io) {
+void prequant_check(const BwdParams&, const PrequantArgs& a) {
   if (!(a.low < a.high)) throw InputError(fmt::format("'low' = {} must be below 'high' = {}", a.low, a.high));
+}
+
+void prequant_recipe(const BwdParams& p, const PrequantArgs& a, RecipeIO& io) {
   const int64_t E = p.E, H = p.H, I = p.I_TP;
   const num::QuantScheme qs = p.quant_scheme();
   // One weight: BF16 [E, ...] drawn, then per expert the logical [K, F] (element (k, f) at kf(k, f) of the
@@ -644,7 +650,7 @@ std::unique_ptr<KernelDef> blockwise_mm_bwd_mxfp8_kernel() {
       "U(low, high) weights drawn in the BF16 layouts as the uniform generator draws them, quantized on the "
       "host as quantize_mx quantizes them on chip, along the contraction of the phase that reads each "
       "(gate/up along 2*I_TP, down along H), in its quant_scheme and scale packing",
-      prequant_names, nullptr, prequant_recipe));
+      prequant_names, nullptr, prequant_recipe, prequant_check));
   k.input_stats = stats;
   k.check_inputs = [](const BwdParams& p, const Tensors& in) {
     moe::check_routing_inputs(routing_shape(p), in);

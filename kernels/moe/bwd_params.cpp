@@ -47,7 +47,12 @@ num::QuantScheme BwdParams::quant_scheme() const {
 }
 
 void BwdParams::describe(Schema<BwdParams>& s) {
-  s.dim(&BwdParams::T, "T", "tokens (rows of hidden_states, plus the zero row T when padding is T)");
+  // At least one 128-row tile: the gradient's rows are gathered and scattered with 128-row indirect DMAs
+  // whose HBM pattern spans 128 rows of the tensor.
+  s.dim(&BwdParams::T, "T",
+        "tokens (rows of hidden_states, plus the zero row T when padding is T); at least 128 (the kernel "
+        "gathers and scatters rows 128 at a time)")
+      .range(128, 1 << 20);
   s.dim(&BwdParams::H, "H", "hidden size (a multiple of 256 on two cores, of 128 on one)");
   s.dim(&BwdParams::I_TP, "I_TP",
         "intermediate size per tensor-parallel rank (a multiple of 256 on two cores)");

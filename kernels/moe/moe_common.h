@@ -83,7 +83,7 @@ float bf16_at(const tensor::HostTensor& t, int64_t i);
 void bf16_span(const tensor::HostTensor& t, int64_t first, int64_t n, float* out);
 double round_to(double x, isa::DType dt);  // to FP32 or BF16 (round to nearest even)
 double silu(double x);
-// out[n, c] = a[n, K] b[c, K]^T, all row-major FP64 (ref::gemm_nt_f64: the bytes of OpenBLAS dgemm).
+// out[n, c] = a[n, K] b[c, K]^T, all row-major FP64 (ref::gemm_nt_f64: the same bytes on every thread count).
 void gemm_nt(const std::vector<double>& a, const std::vector<double>& b, int64_t n, int64_t c, int64_t K,
              std::vector<double>& out);
 // Rows [rows, K] of floats as FP64, exact or MX-quantized along K (trn3 scale rule, the x4 interleave

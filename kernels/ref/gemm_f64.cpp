@@ -1,6 +1,5 @@
 #include "kernels/ref/gemm_f64.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 #include <immintrin.h>
 
@@ -9,10 +8,10 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/numerics/host_threads.h"
 
 namespace trnsim::ref {
 namespace {
@@ -75,9 +74,13 @@ bool exact_bound(const double* a, const double* b, int64_t n, int64_t c, int64_t
 
 constexpr int kMr = 8, kNr = 24, kKc = 256;  // register tile (rows x columns) and K block
 
+// Every kernel below computes each element of C the same way, so they give the same bytes: per K block,
+// acc = 0, then acc = fma(a[i][k], b[k][j], acc) for k in order, then C[i][j] += acc. Vector lanes are
+// different elements; nothing is summed across lanes.
+
 // C[mr, nr] (row stride ldc) += ap^T bp over kc: ap [kc][kMr], bp [kc][kNr] packed, zero-padded.
-__attribute__((target("avx512f"))) void micro(const double* ap, const double* bp, int kc, double* C,
-                                              int64_t ldc, int mr, int nr) {
+__attribute__((target("avx512f"))) void micro_avx512(const double* ap, const double* bp, int kc, double* C,
+                                                     int64_t ldc, int mr, int nr) {
   __m512d acc[kMr][3];
 #pragma GCC unroll 8
   for (int i = 0; i < kMr; ++i)
@@ -95,16 +98,6 @@ __attribute__((target("avx512f"))) void micro(const double* ap, const double* bp
       acc[i][2] = _mm512_fmadd_pd(ai, b2, acc[i][2]);
     }
   }
-  if (mr == kMr && nr == kNr) {
-#pragma GCC unroll 8
-    for (int i = 0; i < kMr; ++i)
-#pragma GCC unroll 3
-      for (int j = 0; j < 3; ++j) {
-        double* p = C + i * ldc + 8 * j;
-        _mm512_storeu_pd(p, _mm512_add_pd(_mm512_loadu_pd(p), acc[i][j]));
-      }
-    return;
-  }
   alignas(64) double tile[kMr][kNr];
 #pragma GCC unroll 8
   for (int i = 0; i < kMr; ++i)
@@ -114,9 +107,71 @@ __attribute__((target("avx512f"))) void micro(const double* ap, const double* bp
     for (int j = 0; j < nr; ++j) C[i * ldc + j] += tile[i][j];
 }
 
-// Rows [r0, r1) of out, exact path.
-__attribute__((target("avx512f"))) void exact_rows(const double* a, const double* b, int64_t r0, int64_t r1,
-                                                   int64_t c, int64_t K, double* out) {
+// The same with AVX2 and FMA: the 8 x 24 tile as four 4 x 12 quarters (12 accumulators each).
+__attribute__((target("avx2,fma"))) void micro_avx2(const double* ap, const double* bp, int kc, double* C,
+                                                    int64_t ldc, int mr, int nr) {
+  alignas(32) double tile[kMr][kNr];
+  for (int i0 = 0; i0 < kMr; i0 += 4)
+    for (int j0 = 0; j0 < kNr; j0 += 12) {
+      __m256d acc[4][3];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 3
+        for (int j = 0; j < 3; ++j) acc[i][j] = _mm256_setzero_pd();
+      for (int k = 0; k < kc; ++k) {
+        const double* b = bp + k * kNr + j0;
+        const __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4), b2 = _mm256_loadu_pd(b + 8);
+        const double* a = ap + k * kMr + i0;
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          const __m256d ai = _mm256_broadcast_sd(a + i);
+          acc[i][0] = _mm256_fmadd_pd(ai, b0, acc[i][0]);
+          acc[i][1] = _mm256_fmadd_pd(ai, b1, acc[i][1]);
+          acc[i][2] = _mm256_fmadd_pd(ai, b2, acc[i][2]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 3
+        for (int j = 0; j < 3; ++j) _mm256_store_pd(&tile[i0 + i][j0 + 4 * j], acc[i][j]);
+    }
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) C[i * ldc + j] += tile[i][j];
+}
+
+// The same without vector extensions (any x86-64): slow, but the same bytes.
+void micro_scalar(const double* ap, const double* bp, int kc, double* C, int64_t ldc, int mr, int nr) {
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) {
+      double acc = 0.0;
+      for (int k = 0; k < kc; ++k) acc = std::fma(ap[k * kMr + i], bp[k * kNr + j], acc);
+      C[i * ldc + j] += acc;
+    }
+}
+
+using Micro = void (*)(const double*, const double*, int, double*, int64_t, int, int);
+
+Micro micro_kernel() {
+  static const Micro m = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return &micro_avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &micro_avx2;
+    return &micro_scalar;
+  }();
+  return m;
+}
+
+// A matrix seen as op(X): element (r, k) at x[r * ld + k], or at x[k * ld + r] when transposed.
+struct Mat {
+  const double* x;
+  int64_t ld;
+  bool trans;
+  double at(int64_t r, int64_t k) const { return trans ? x[k * ld + r] : x[r * ld + k]; }
+};
+
+// Rows [r0, r1) of out [n, c] = A [n, K] B^T, where B is given as [c, K] (bt: element (j, k)).
+void gemm_rows(const Mat& a, const Mat& bt, int64_t r0, int64_t r1, int64_t c, int64_t K, double* out) {
+  const Micro micro = micro_kernel();
   const int64_t rows = r1 - r0, row_tiles = (rows + kMr - 1) / kMr;
   std::fill(out + r0 * c, out + r1 * c, 0.0);
   std::vector<double> ap(static_cast<size_t>(row_tiles * kKc * kMr)), bp(static_cast<size_t>(kKc * kNr));
@@ -126,24 +181,13 @@ __attribute__((target("avx512f"))) void exact_rows(const double* a, const double
       double* p = ap.data() + t * kKc * kMr;
       for (int i = 0; i < kMr; ++i) {
         const int64_t r = r0 + t * kMr + i;
-        if (r < r1) {
-          const double* src = a + r * K + k0;
-          for (int k = 0; k < kc; ++k) p[k * kMr + i] = src[k];
-        } else {
-          for (int k = 0; k < kc; ++k) p[k * kMr + i] = 0.0;
-        }
+        for (int k = 0; k < kc; ++k) p[k * kMr + i] = r < r1 ? a.at(r, k0 + k) : 0.0;
       }
     }
     for (int64_t j0 = 0; j0 < c; j0 += kNr) {
       const int nr = static_cast<int>(std::min<int64_t>(kNr, c - j0));
-      for (int j = 0; j < kNr; ++j) {
-        if (j < nr) {
-          const double* src = b + (j0 + j) * K + k0;
-          for (int k = 0; k < kc; ++k) bp[k * kNr + j] = src[k];
-        } else {
-          for (int k = 0; k < kc; ++k) bp[k * kNr + j] = 0.0;
-        }
-      }
+      for (int j = 0; j < kNr; ++j)
+        for (int k = 0; k < kc; ++k) bp[k * kNr + j] = j < nr ? bt.at(j0 + j, k0 + k) : 0.0;
       for (int64_t t = 0; t < row_tiles; ++t) {
         const int64_t i0 = r0 + t * kMr;
         micro(ap.data() + t * kKc * kMr, bp.data(), kc, out + i0 * c + j0, c,
@@ -153,12 +197,16 @@ __attribute__((target("avx512f"))) void exact_rows(const double* a, const double
   }
 }
 
-bool has_avx512() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return yes;
+void gemm(const Mat& a, const Mat& bt, int64_t n, int64_t c, int64_t K, double* out, int threads) {
+  if (n < 0 || c < 0 || K < 0)
+    throw InputError(fmt::format("gemm_f64: negative shape [{}, {}, {}]", n, c, K));
+  if (threads < 1) throw InputError(fmt::format("gemm_f64: threads = {} must be at least 1", threads));
+  if (n == 0 || c == 0) return;
+  const int64_t tiles = (n + kMr - 1) / kMr;
+  const int64_t parts = std::min<int64_t>(threads, tiles);
+  const auto bound = [&](int64_t p) { return std::min(n, tiles * p / parts * kMr); };
+  num::run_parts(static_cast<int>(parts),
+                 [&](int p) { gemm_rows(a, bt, bound(p), bound(p + 1), c, K, out); });
 }
 
 }  // namespace
@@ -169,34 +217,17 @@ bool gemm_nt_is_exact(const double* a, const double* b, int64_t n, int64_t c, in
 
 void gemm_nt_f64(const double* a, const double* b, int64_t n, int64_t c, int64_t K, double* out,
                  int threads) {
-  if (n < 0 || c < 0 || K < 0)
-    throw InputError(fmt::format("gemm_nt_f64: negative shape [{}, {}, {}]", n, c, K));
-  if (threads < 1) throw InputError(fmt::format("gemm_nt_f64: threads = {} must be at least 1", threads));
-  if (n == 0 || c == 0) return;
-  if (K == 0) {
-    std::fill(out, out + n * c, 0.0);
-    return;
+  try {
+    gemm({a, K, false}, {b, K, false}, n, c, K, out, threads);
+  } catch (const InputError& e) {
+    throw InputError(std::string("gemm_nt_f64: ") + (e.what() + std::strlen("gemm_f64: ")));
   }
-  if (has_avx512() && exact_bound(a, b, n, c, K)) {
-    const int64_t tiles = (n + kMr - 1) / kMr;
-    const int64_t parts = std::min<int64_t>(threads, tiles);
-    if (parts <= 1) return exact_rows(a, b, 0, n, c, K, out);
-    std::vector<std::thread> pool;
-    for (int64_t p = 1; p < parts; ++p)
-      pool.emplace_back(exact_rows, a, b, std::min(n, tiles * p / parts * kMr),
-                        std::min(n, tiles * (p + 1) / parts * kMr), c, K, out);
-    exact_rows(a, b, 0, std::min(n, tiles / parts * kMr), c, K, out);
-    for (auto& th : pool) th.join();
-    return;
-  }
-  constexpr int64_t kMaxBlas = 0x7FFFFFFF;
-  if (n > kMaxBlas || c > kMaxBlas || K > kMaxBlas)
-    throw InputError(fmt::format("gemm_nt_f64: dims [{}, {}, {}] exceed the BLAS int range", n, c, K));
-  // OpenBLAS as configured: its K blocking differs between its single- and multi-threaded drivers when
-  // 256 < K < 512 (Prescott kernels), so its thread count is left alone.
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(c),
-              static_cast<int>(K), 1.0, a, static_cast<int>(K), b, static_cast<int>(K), 0.0, out,
-              static_cast<int>(c));
+}
+
+void gemm_f64(bool trans_a, bool trans_b, int64_t n, int64_t c, int64_t K, const double* a, int64_t lda,
+              const double* b, int64_t ldb, double* out, int threads) {
+  // B^T as [c, K]: element (j, k) of op(B)^T is op(B)(k, j).
+  gemm({a, lda, trans_a}, {b, ldb, !trans_b}, n, c, K, out, threads);
 }
 
 }  // namespace trnsim::ref

@@ -1,11 +1,13 @@
 #include "kernels/ref/matmul_ref.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <thread>
+
+#include "kernels/ref/gemm_f64.h"
 
 #include "sim/base/error.h"
 #include "sim/numerics/float_formats.h"
@@ -65,16 +67,14 @@ std::vector<double> mx_fake_quantize(const Operand& a, const MxQuant& q) {
 
 namespace {
 
-// Rows [r0, r0 + nr) of the product into out [nr, C].
+// Rows [r0, r0 + nr) of the product into out [nr, C] (ref::gemm_f64: the same bytes on every thread count).
 void matmul_rows(const Operand& lhs, const double* lv, const Operand& rhs, const double* rv,
                  const MatmulDims& d, int64_t r0, int64_t nr, double* out) {
   const bool ta = lhs.axis == Contract::Rows;  // lhs is [T, R]
   const bool tb = rhs.axis == Contract::Cols;  // rhs is [C, T]
   const double* a = ta ? lv + r0 : lv + r0 * d.T;
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(nr), static_cast<int>(d.C), static_cast<int>(d.T), 1.0, a,
-              static_cast<int>(ta ? d.R : d.T), rv, static_cast<int>(tb ? d.T : d.C), 0.0, out,
-              static_cast<int>(d.C));
+  static const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  gemm_f64(ta, tb, nr, d.C, d.T, a, ta ? d.R : d.T, rv, tb ? d.T : d.C, out, threads);
 }
 
 constexpr int64_t kMaxBlasDim = 0x7FFFFFFF;

@@ -1,4 +1,4 @@
-// Host references for matmuls: exact FP64 (OpenBLAS dgemm on the unquantized inputs) and MX-quantized
+// Host references for matmuls: exact FP64 (ref::gemm_f64 on the unquantized inputs) and MX-quantized
 // (each operand quantized along its contraction axis with the kernel's scale rule, group scheme and FP8
 // format, dequantized exactly, then FP64 matmul).
 //
@@ -13,11 +13,9 @@
 // (sim/numerics/scale_layout.h; WrapX needs T % 128 == 0, OneX32 T % 32 == 0, else InputError), quantized by
 // num::quantize_block. Dequantized value = fp8 value x 2^(scale - 127), exact in FP64.
 //
-// The reference is computed in fixed blocks of output rows, so how many threads this code uses does not
-// change it. OpenBLAS's own order of additions can depend on its thread count and on the CPU kernel it
-// dispatches to (with K = 300, one and two OpenBLAS threads differ in the last bits), so reference values,
-// and the error figures computed from them, can differ in their last bits between machines. The kernel's
-// output bytes never do.
+// The reference is computed in fixed blocks of output rows by ref::gemm_f64, whose order of additions is
+// fixed: reference values and the error figures computed from them are the same bytes on every run, thread
+// count, machine and OPENBLAS_NUM_THREADS.
 #pragma once
 
 #include <cstdint>

@@ -91,13 +91,18 @@ void apply_set(json& doc, const std::string& assignment) {
   if (path == "hardware" && value.is_object() && value.contains("name")) absolute_hw(value["name"]);
   const std::string hw_prefix = "hardware.overrides.";
   if (path == "hardware") absolute_hw(value);
-  if (path.rfind(hw_prefix, 0) == 0 || path == "hardware.name") {
+  if (path.rfind(hw_prefix, 0) == 0 || path == "hardware.name" || path == "hardware.overrides") {
     if (!doc.contains("hardware") || doc["hardware"].is_string())
       doc["hardware"] = doc.contains("hardware") ? json{{"name", doc["hardware"]}} : json::object();
     if (!doc["hardware"].is_object()) bad("hardware is not a name or an object");
     if (path == "hardware.name") {
       absolute_hw(value);
       doc["hardware"]["name"] = value;
+      return;
+    }
+    if (path == "hardware.overrides") {  // all of them at once
+      if (!value.is_object()) bad("expected an object of \"path\": value, found " + json_excerpt(value));
+      doc["hardware"]["overrides"] = value;
       return;
     }
     const std::string key = path.substr(hw_prefix.size());
@@ -726,6 +731,23 @@ double reference_flops(const PreparedWorkload& p) {
   double f = 0;
   for (const kernels::OutputCheck& c : p.kernel->checks()) f += c.reference_flops;
   return f;
+}
+
+double reference_host_bytes(const PreparedWorkload& p) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto* list : {&p.inputs, &p.outputs})
+    for (const TensorInfo& t : *list) shapes[t.name] = t.shape;
+  double most = 0;
+  for (const kernels::OutputCheck& c : p.kernel->checks()) {
+    double b = 0;
+    if (c.reference_bytes) {
+      b = c.reference_bytes(shapes);
+    } else if (const TensorInfo* t = p.output(c.output)) {
+      b = 12.0 * static_cast<double>(tensor::elements_of(t->shape));
+    }
+    most = std::max(most, b);
+  }
+  return most;
 }
 
 double compulsory_hbm_bytes(const PreparedWorkload& p) {

@@ -163,6 +163,10 @@ std::vector<std::string> input_notes(const PreparedWorkload& p, const kernels::T
 // Host FLOPs of the output checks (for a progress message before long references).
 double reference_flops(const PreparedWorkload& p);
 
+// Host bytes the output checks' references hold at most besides the inputs and outputs (the largest of the
+// checks' OutputCheck::reference_bytes): for the memory check before a run with numerics.
+double reference_host_bytes(const PreparedWorkload& p);
+
 // Compulsory HBM bytes: every kernel input and output read or written once.
 double compulsory_hbm_bytes(const PreparedWorkload& p);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <system_error>
 
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
@@ -179,11 +180,15 @@ const run::SessionResult& WorkloadRun::simulate(const WorkloadRunOptions& o) {
   async_ = std::make_unique<Async>();
   if (has_prepare_step(checks_)) {
     if (big_references_) say("computing the FP64 host references on a second thread");
-    async_->prepared = std::async(std::launch::async, [this, full = o.full_reference] {
-      const auto a = clock::now();
-      prepare_checks(p_, checks_, inputs_, full);
-      return secs(a, clock::now());
-    });
+    try {
+      async_->prepared = std::async(std::launch::async, [this, full = o.full_reference] {
+        const auto a = clock::now();
+        prepare_checks(p_, checks_, inputs_, full);
+        return secs(a, clock::now());
+      });
+    } catch (const std::system_error&) {
+      // No thread to spare (ulimit -u): the checks compute the references after the simulation.
+    }
   }
 
   run::SessionOptions so;

@@ -20,13 +20,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// build/python next to the executable (build/trnsim), else the build tree this binary was made in.
+// $TRNSIM_PYTHONPATH when set, else the build tree's python folder recorded when trnsim was built. Never a
+// folder found relative to the executable: a binary copied under a folder other users can write must not
+// import code someone planted there (the hardware configs' rule, sim/config/hw_config.h).
 std::string python_dir() {
   if (const char* env = std::getenv("TRNSIM_PYTHONPATH"); env != nullptr && *env) return env;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec && fs::exists(exe.parent_path() / "python" / "trnsim" / "__init__.py", ec))
-    return (exe.parent_path() / "python").string();
   return TRNSIM_PYTHON_DIR;
 }
 

@@ -5,14 +5,28 @@
 #include <atomic>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iterator>
+#include <string>
+#include <vector>
 
 namespace trnsim::interrupt {
 namespace {
 
 constexpr size_t kPathBytes = 4096;
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+// Signals whose default action ends the process (without a core dump): a user, a scheduler (Slurm's
+// --signal, a CPU-time limit) or a shell asks the run to end. SIGQUIT and the crash signals keep their core
+// dumps; SIGPIPE and SIGXFSZ are ignored instead (install_handlers).
+constexpr int kSignals[] = {SIGINT,  SIGTERM, SIGHUP,    SIGXCPU, SIGUSR1,   SIGUSR2,
+                            SIGALRM, SIGIO,   SIGVTALRM, SIGPROF, SIGSTKFLT, SIGPWR};
+constexpr int kMaxSignal = 65;
+
+// What the handler prints for each signal, made before any signal can arrive (strsignal is not
+// async-signal-safe).
+char g_stop_msg[kMaxSignal][160];  // during a cooperative section, first signal
+char g_die_msg[kMaxSignal][160];   // ending the process at once
 
 // A slot's state: kFree, kWriting (being filled, invisible to the handler), or a Kind + 2.
 enum : int { kFree = 0, kWriting = 1 };
@@ -75,24 +89,44 @@ void on_signal(int sig) {
   const bool first = g_signal.exchange(sig) == 0;
   if (first) g_first_ns.store(now);
   if (!first && g_cooperative.load() > 0 && now - g_first_ns.load() < kSameRequestNs) return;
-  if (first && g_cooperative.load() > 0) {
-    static const char msg[] = "\ntrnsim: interrupted: stopping the simulation (again to quit at once)\n";
-    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
-    return;
-  }
-  static const char msg[] = "\ntrnsim: interrupted\n";
-  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  const char* msg = (first && g_cooperative.load() > 0) ? g_stop_msg[sig] : g_die_msg[sig];
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg, std::strlen(msg));
+  if (first && g_cooperative.load() > 0) return;
   die(sig);
 }
 
 }  // namespace
 
 void install_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  for (int sig : kSignals) sigaction(sig, &sa, nullptr);
+  // A closed pipe or a file-size limit is an error of the write that meets it (EPIPE, EFBIG), which the run
+  // reports or, for its messages, ignores: it does not end the run (its files are still written, all or
+  // nothing, or a failed write leaves them as they were).
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGXFSZ, SIG_IGN);
+  std::vector<int> sigs(std::begin(kSignals), std::end(kSignals));
+  for (int s = SIGRTMIN; s <= SIGRTMAX && s < kMaxSignal; ++s) sigs.push_back(s);
+  for (int sig : sigs) {
+    // Why the run ends, in the words of the one who asked.
+    std::string why;
+    if (sig == SIGXCPU)
+      why = " (SIGXCPU: the CPU time limit, ulimit -t, is reached)";
+    else if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP)
+      why = sigabbrev_np(sig) ? " (SIG" + std::string(sigabbrev_np(sig)) + ")"
+                              : " (signal " + std::to_string(sig) + ")";
+    std::snprintf(g_stop_msg[sig], sizeof g_stop_msg[sig],
+                  "\ntrnsim: interrupted%s: stopping the simulation (again to quit at once)\n", why.c_str());
+    std::snprintf(g_die_msg[sig], sizeof g_die_msg[sig], "\ntrnsim: interrupted%s\n", why.c_str());
+    // Only where the default action would end the process: a signal the caller ignores stays ignored
+    // (nohup's SIGHUP, a background job's SIGINT), a handler someone else installed stays (a profiler's).
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL)
+      continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(sig, &sa, nullptr);
+  }
 }
 
 bool requested() {

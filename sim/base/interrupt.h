@@ -1,4 +1,10 @@
-// Ctrl-C, SIGTERM and SIGHUP: a run that is interrupted leaves nothing half-written behind.
+// Ctrl-C, SIGTERM, SIGHUP and every other signal whose default action ends the process (SIGXCPU, a CPU-time
+// limit; SIGUSR1, SIGUSR2, SIGALRM, as schedulers send; SIGIO, SIGVTALRM, SIGPROF, SIGSTKFLT, SIGPWR and the
+// real-time signals): a run that is interrupted leaves nothing half-written behind. A signal the process
+// started with ignored (nohup) or handled by someone else stays so. SIGPIPE and SIGXFSZ are ignored: a write
+// to a closed pipe or past a file-size limit (ulimit -f) fails with EPIPE or EFBIG instead, which the run
+// reports (a file it cannot write) or ignores (its messages to a closed pipe); SIGQUIT and the crash
+// signals keep their core dumps.
 //   - During a cooperative section (the simulation), the first signal only sets a flag: the model stops at
 //     its next instruction completion and throws Interrupted, so the trace is closed and marked incomplete
 //     like any failed run's. A second signal ends the process at once, unless it came within 0.25 s of the
@@ -16,7 +22,7 @@
 
 namespace trnsim {
 
-// The user interrupted the run (SIGINT or SIGTERM) during a cooperative section.
+// The user interrupted the run (SIGINT, SIGTERM, ...) during a cooperative section.
 class Interrupted : public Error {
  public:
   using Error::Error;
@@ -28,7 +34,7 @@ namespace trnsim::interrupt {
 
 inline constexpr int kMaxCleanupPaths = 128;
 
-// Installs the handlers for SIGINT, SIGTERM and SIGHUP. Call once, early in main.
+// Installs the handlers (above). Call once, early in main.
 void install_handlers();
 
 // True once a signal arrived during a cooperative section.

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <set>
@@ -15,6 +17,7 @@
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
 #include "sim/config/json_document.h"
+#include "sim/io/content_hash.h"
 #include "sim/io/file_kind.h"
 
 namespace trnsim::config {
@@ -22,6 +25,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// The source tree's configs/hw, recorded when trnsim was built.
+constexpr const char* kConfigDir = TRNSIM_SOURCE_DIR "/configs/hw";
 
 std::string describe(const json& v) {
   return short_json(v);
@@ -175,12 +181,6 @@ void apply_override(json& doc, const std::string& file, const std::string& path,
   }
 }
 
-std::string exe_dir() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string() : p.parent_path().string();
-}
-
 }  // namespace
 
 double HwConfig::clock_GHz(isa::Engine e) const {
@@ -283,6 +283,9 @@ std::string resolve_config_path(const std::string& spec) {
                        std::to_string(spec.size()) + " bytes)");
     switch (io::file_kind(spec)) {
       case io::FileKind::kMissing:
+        // A symlink loop or a folder on the way that cannot be searched is not "missing": say why.
+        if (::access(spec.c_str(), F_OK) != 0 && errno != ENOENT)
+          throw InputError(spec + ": cannot open: " + std::strerror(errno));
         throw InputError(spec + ": hardware config file not found");
       case io::FileKind::kDirectory:
         throw InputError(spec + ": is a directory, expected a hardware config file");
@@ -301,20 +304,12 @@ std::string resolve_config_path(const std::string& spec) {
   std::vector<fs::path> tried;
   if (const char* env = std::getenv("TRNSIM_CONFIG_DIR"); env && *env)
     tried.push_back(fs::path(env) / (spec + ".json"));
-  if (std::string d = exe_dir(); !d.empty()) {
-    fs::path p = d;
-    for (int up = 0; up < 6 && !p.empty(); ++up) {
-      tried.push_back(p / "configs" / "hw" / (spec + ".json"));
-      if (p == p.parent_path()) break;
-      p = p.parent_path();
-    }
-  }
-#ifdef TRNSIM_SOURCE_DIR
-  tried.push_back(fs::path(TRNSIM_SOURCE_DIR) / "configs" / "hw" / (spec + ".json"));
-#endif
+  tried.push_back(fs::path(kConfigDir) / (spec + ".json"));
   for (const auto& p : tried)
     if (fs::is_regular_file(p, ec)) return p.string();
-  std::string msg = "unknown hardware config '" + spec + "' (known: trn2, trn3, or a .json path); looked in:";
+  std::string msg =
+      "unknown hardware config '" + spec +
+      "' (known: trn2, trn3, or a .json path; TRNSIM_CONFIG_DIR names a folder of configs); looked in:";
   for (const auto& p : tried) {
     msg += ' ';
     msg += p.string();
@@ -324,7 +319,10 @@ std::string resolve_config_path(const std::string& spec) {
 
 HwConfig load_hw_config(const std::string& spec, const Overrides& overrides) {
   const std::string path = resolve_config_path(spec);
-  return parse_hw_config(read_json_document(path), path, overrides);
+  const std::string text = io::read_regular_file(path, "a hardware config file");
+  HwConfig c = parse_hw_config(parse_json_document(text, path), path, overrides);
+  c.source_sha256 = io::sha256_hex(text);
+  return c;
 }
 
 HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& overrides) {

@@ -4,11 +4,14 @@
 // docs/facts/trainium-hardware.md or says why a value was chosen. Units are in the field names
 // (_GHz, _ns, _GBps = bytes per ns, _bytes, _cycles in the engine's own clock).
 //
-// Lookup of a config by name ("trn2" -> trn2.json), first hit wins:
-//   1. $TRNSIM_CONFIG_DIR/<name>.json
-//   2. configs/hw/<name>.json in the executable's directory or any of its ancestors
-//   3. <source tree>/configs/hw/<name>.json (compile definition TRNSIM_SOURCE_DIR)
-// A spec containing '/' or ending in ".json" is a file path.
+// Lookup of a config by name ("trn2" -> trn2.json), first hit wins, and nowhere else:
+//   1. $TRNSIM_CONFIG_DIR/<name>.json, when the environment variable is set and not empty
+//   2. <source tree>/configs/hw/<name>.json: the source tree trnsim was built from (recorded at build time,
+//      compile definition TRNSIM_SOURCE_DIR)
+// Never a folder found relative to the executable: a binary built or copied under a folder other users can
+// write must not take a config someone planted there. A spec containing '/' or ending in ".json" is a file
+// path (a workload's is relative to the workload's folder). stats.json records the file read and its
+// SHA-256 ("hardware_config", "hardware_config_sha256").
 //
 // Every number has an accepted range (parse_hw_config lists them with the reasons): wide enough for what-if
 // studies, but no zero or near-zero clock, bandwidth, efficiency or throttle cap, since those make a run
@@ -144,7 +147,8 @@ struct Features {
 
 struct HwConfig {
   std::string name;
-  std::string source_file;  // where it was loaded from (for messages)
+  std::string source_file;    // where it was loaded from (for messages and stats.json)
+  std::string source_sha256;  // SHA-256 of that file's bytes as read (load_hw_config; empty otherwise)
   isa::Generation generation = isa::Generation::Trn2;
   PeConfig pe;
   DveConfig dve;

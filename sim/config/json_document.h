@@ -1,31 +1,15 @@
-// Reading JSON documents the user wrote (workloads, hardware configs, programs, stats.json): one reader
-// with the same rules everywhere.
-//   - A file that is missing, a directory, a FIFO or device, or unreadable: InputError "<path>: ...".
-//   - Invalid JSON: InputError "<path>: not valid JSON: <parser message with the byte offset>".
-//   - A key that appears twice in one object: InputError "<path>: <json path>: key appears twice" (JSON
-//     allows it, but the second value would silently win).
-//   - Nesting deeper than kMaxJsonDepth: InputError "<path>: <json path>: nested deeper than 64 levels"
-//     (the parser is iterative, but printing or walking such a value recursively would exhaust the stack).
-//   - A key longer than kMaxJsonKeyBytes or holding a control character (U+0000..U+001F): InputError
-//     "<path>: <json path>: key '...' has 300 bytes (keys have at most 256)" / "... holds a control
-//     character" (keys are names; they appear in every message about the values under them).
+// The JSON reader lives in sim/io/json_document.h (the output folder's manifest is read with it too); its
+// names are also available here for the config code and its users.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
-#include <optional>
-#include <string>
+#include "sim/io/json_document.h"
 
 namespace trnsim::config {
 
-inline constexpr int kMaxJsonDepth = 64;
-inline constexpr size_t kMaxJsonKeyBytes = 256;
-
-nlohmann::json read_json_document(const std::string& path);
-// `name` stands for the path in messages.
-nlohmann::json parse_json_document(const std::string& text, const std::string& name);
-// A value written on the command line (--set path=VALUE): JSON under the same depth and key rules
-// (InputError "<name>: ..."), or std::nullopt when `text` is not JSON at all (a bare word).
-std::optional<nlohmann::json> parse_json_value(const std::string& text, const std::string& name);
+using io::kMaxJsonDepth;
+using io::kMaxJsonKeyBytes;
+using io::parse_json_document;
+using io::parse_json_value;
+using io::read_json_document;
 
 }  // namespace trnsim::config

@@ -1,6 +1,14 @@
 #include "sim/io/file_kind.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+
+#include "sim/base/error.h"
 
 namespace trnsim::io {
 
@@ -11,6 +19,37 @@ FileKind file_kind(const std::string& path) {
   if (ec || !fs::exists(st)) return FileKind::kMissing;
   if (fs::is_directory(st)) return FileKind::kDirectory;
   return fs::is_regular_file(st) ? FileKind::kRegular : FileKind::kSpecial;
+}
+
+std::string read_regular_file(const std::string& path, const std::string& expected) {
+  // O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting for one.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) throw InputError(path + ": no such file");
+    if (file_kind(path) == FileKind::kDirectory)
+      throw InputError(path + ": is a directory, expected " + expected);
+    throw InputError(path + ": cannot open: " + std::strerror(err));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw InputError(path + ": cannot read: " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw InputError(path + ": is a directory, expected " + expected);
+  if (!S_ISREG(st.st_mode)) throw InputError(path + ": " + kNotARegularFile + ", expected " + expected);
+  std::string text;
+  text.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw InputError(path + ": cannot read: " + std::strerror(errno));
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  return text;
 }
 
 }  // namespace trnsim::io

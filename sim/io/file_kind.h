@@ -1,5 +1,6 @@
 // What a path names, after symlinks: the one classification behind every "is this a file we can read or
-// replace" question (a .npy input, a JSON document, a hardware config, an output written through in place).
+// replace" question (a .npy input, a JSON document, a hardware config, an output written through in place),
+// and the one way to read a small text file the user gave (a JSON document, a hardware config).
 #pragma once
 
 #include <string>
@@ -17,5 +18,12 @@ FileKind file_kind(const std::string& path);
 
 // The words for kSpecial in messages.
 inline constexpr const char* kNotARegularFile = "not a regular file (a FIFO, device or socket)";
+
+// The whole content of the regular file at `path` (symlinks followed). The file is opened first and then
+// classified, so a FIFO or device swapped in meanwhile is refused too, never read. `expected` completes the
+// messages: InputError "<path>: no such file", "<path>: is a directory, expected <expected>", "<path>: not a
+// regular file (a FIFO, device or socket), expected <expected>", "<path>: cannot open: <reason>",
+// "<path>: cannot read: <reason>".
+std::string read_regular_file(const std::string& path, const std::string& expected);
 
 }  // namespace trnsim::io

@@ -6,9 +6,9 @@
 #include <cfloat>
 #include <cmath>
 #include <string>
-#include <thread>
 
 #include "sim/base/error.h"
+#include "sim/numerics/host_threads.h"
 
 // Bit-identical results need a*b+c evaluated as two rounded operations, never a fused multiply-add.
 #if defined(__clang__)
@@ -63,12 +63,7 @@ void parallel_units(int64_t units, int threads, Fn fn) {
     fn(int64_t{0}, units);
     return;
   }
-  std::vector<std::thread> pool;
-  for (int64_t i = 0; i < t; ++i) {
-    int64_t b = units * i / t, e = units * (i + 1) / t;
-    pool.emplace_back([=] { fn(b, e); });
-  }
-  for (auto& th : pool) th.join();
+  num::run_parts(static_cast<int>(t), [&](int i) { fn(units * i / t, units * (i + 1) / t); });
 }
 
 // Box-Muller on pair k of the normal stream: two independent N(0, 1) values.

@@ -16,6 +16,7 @@
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
 #include "sim/io/file_kind.h"
+#include "sim/io/output_detail.h"
 
 namespace trnsim::io {
 namespace {
@@ -35,6 +36,10 @@ std::string dir_of(const std::string& path) {
   return parent.empty() ? std::string(".") : parent.string();
 }
 
+}  // namespace
+
+namespace detail {
+
 void check_output_path(const std::string& path) {
   if (path.empty()) throw InputError("output path is empty");
   std::error_code ec;
@@ -43,27 +48,6 @@ void check_output_path(const std::string& path) {
   if (fs::is_directory(path, ec)) fail(path, "cannot write: it is a directory");
 }
 
-// Writes the image to a fresh temporary next to `path` and returns the temporary's name.
-// `on_signal` gets the temporary before it exists.
-std::string write_temp(const std::string& path, const std::vector<uint8_t>& image,
-                       const std::vector<uint8_t>& tail, std::vector<interrupt::CleanupPath>& on_signal) {
-  check_output_path(path);
-  const TempFile t = create_temp_for(path, on_signal);
-  bool ok = std::fwrite(image.data(), 1, image.size(), t.file) == image.size() &&
-            std::fwrite(tail.data(), 1, tail.size(), t.file) == tail.size();
-  std::string why = ok ? "" : errno_text();
-  if (std::fclose(t.file) != 0 && ok) {
-    ok = false;
-    why = errno_text();
-  }
-  if (!ok) {
-    std::remove(t.path.c_str());
-    fail(path, "cannot write: " + why);
-  }
-  return t.path;
-}
-
-// Writes a device or FIFO in place; `name` is the path as the user gave it (a symlink to /dev/full).
 void write_through(const std::string& path, const std::string& name, const std::vector<uint8_t>& image,
                    const std::vector<uint8_t>& tail) {
   const std::string shown = name == path ? path : name + " (" + path + ")";
@@ -79,7 +63,7 @@ void write_through(const std::string& path, const std::string& name, const std::
   if (!ok) fail(shown, "cannot write: " + why);
 }
 
-}  // namespace
+}  // namespace detail
 
 std::string temp_path_for(const std::string& path) {
   static std::atomic<uint64_t> counter{0};
@@ -131,49 +115,18 @@ std::string resolved_path(const std::string& path) {
   return ec ? p.lexically_normal().string() : w.string();
 }
 
-void write_files_atomic(const std::vector<OutputFile>& files) {
-  std::vector<std::string> targets;  // where each file lands (symlinks resolved)
-  std::set<std::string> seen;
-  for (const auto& o : files) {
-    if (o.path.empty()) throw InputError("output path is empty");
-    targets.push_back(resolved_path(o.path));
-    if (!is_special_file(targets.back()) && !seen.insert(targets.back()).second)
-      fail(o.path, "the same output path is given twice");
-    check_output_path(targets.back());
-  }
-  // Devices first, in place: a failing one stops the run before any regular destination changes.
-  for (size_t i = 0; i < files.size(); ++i)
-    if (is_special_file(targets[i])) write_through(targets[i], files[i].path, files[i].bytes, files[i].tail);
-  std::vector<std::string> temps(files.size());
-  std::vector<interrupt::CleanupPath> on_signal;  // a Ctrl-C from here on leaves no temporary behind
-  on_signal.reserve(files.size());
-  auto remove_temps = [&temps] {
-    for (const auto& t : temps)
-      if (!t.empty()) std::remove(t.c_str());
-  };
-  try {
-    for (size_t i = 0; i < files.size(); ++i)
-      if (!is_special_file(targets[i]))
-        temps[i] = write_temp(targets[i], files[i].bytes, files[i].tail, on_signal);
-  } catch (...) {
-    remove_temps();
-    throw;
-  }
-  // All temporaries are complete; renames within one directory do not fail short of a vanished directory.
-  // A signal now would leave some destinations new and some old: it waits until every rename is done.
-  const interrupt::SignalsHeld all_renames_or_none;
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (temps[i].empty()) continue;
-    if (std::rename(temps[i].c_str(), targets[i].c_str()) != 0) {
-      std::string why = errno_text();
-      for (size_t j = i; j < temps.size(); ++j)
-        if (!temps[j].empty()) std::remove(temps[j].c_str());
-      fail(files[i].path, "cannot write: " + why);
-    }
-  }
+void check_not_a_record(const std::string& path, const std::string& what) {
+  const std::string name = fs::path(path).filename().string();
+  if (name == kManifestName || name == kJournalName)
+    throw InputError(
+        fmt::format("{} '{}': cannot write: {} is the name of trnsim's record of the files it writes "
+                    "into a folder; choose another name",
+                    what, path, name));
 }
 
 void check_distinct_files(const std::vector<NamedPath>& paths) {
+  for (const NamedPath& p : paths)
+    if (!p.is_input) check_not_a_record(p.path, p.what);
   std::vector<std::string> resolved;
   for (const NamedPath& p : paths) resolved.push_back(resolved_path(p.path));
   for (size_t i = 0; i < paths.size(); ++i)

@@ -1,23 +1,45 @@
 // Writing a run's output files, with one policy for every output (.npy outputs, stats.json, dumped inputs,
 // `trnsim quantize`, the trace):
-//   - A regular file (or a new one) is written all or nothing: every file is first written to a temporary
-//     next to its destination, and only when all of them are complete are they renamed into place. On a
-//     failure the temporaries are removed and no destination is touched.
-//   - A symlink is written through: its target is replaced (atomically, as above), the link stays.
+//   - The regular files of one call (a set) are replaced all or nothing, also when the process is killed
+//     (SIGKILL, the OOM killer) or the machine stops:
+//       1. each folder written into is locked (io::DirLock: a second trnsim waits);
+//       2. every file is written to a temporary next to its destination; a destination that exists gets a
+//          backup (a hard link to it);
+//       3. a record of the set (sim/io/manifest.h, state "writing": each file's temporary, backup, size,
+//          inode and SHA-256) is written and synced: the run folder's manifest, or a journal
+//          DIR/.trnsim-journal in any other folder;
+//       4. the temporaries are filled and synced (fsync), then renamed into place one after another, with
+//          signals held back meanwhile; the folders are synced;
+//       5. the record says "complete" (a journal is removed), the backups are removed.
+//     A failure at any step (a full disk, a file limit, a rename refused: an immutable or bind-mounted
+//     file) puts back the files already renamed from their backups and removes what it created: no
+//     destination is changed. A kill between 3 and 5 leaves the record in state "writing": `trnsim stats`
+//     says so, and the next trnsim that writes into the folder first rolls the set back (every file whose
+//     inode is the new one returns to its backup; a set whose every file was switched is kept) and removes
+//     the leftovers.
+//   - A symlink is written through: its target is replaced (as above), the link stays.
 //   - A character device, FIFO or socket (/dev/null, /dev/stdout) is written through in place, before any
 //     rename, so a failing device (/dev/full) leaves every regular destination untouched. It is never
 //     replaced by a regular file.
-//   - A directory in the way is an error; nothing the run did not create is ever removed.
+//   - A directory in the way is an error; nothing the run did not create is ever removed, and nothing is
+//     removed through a symlinked folder.
 // Errors: InputError "<path>: cannot write: <reason>".
+// For the crash tests (tests/cli/crash.sh): the environment variable TRNSIM_TEST_KILL_AT_WRITE_STEP=N makes
+// the process kill itself (SIGKILL) at the N-th step of a set's writes above (1, 2, ...: each temporary and
+// backup made, the record, each file filled, each rename, the folder synced, the record completed, each
+// earlier file removed); unset, nothing happens.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "sim/base/interrupt.h"
+#include "sim/io/manifest.h"
 
 namespace trnsim::io {
 
@@ -28,7 +50,38 @@ struct OutputFile {
       {};  // written after `bytes` (e.g. a tensor's data after its .npy header, uncopied)
 };
 
-void write_files_atomic(const std::vector<OutputFile>& files);
+// A run's output folder (`trnsim run --out DIR`): the set written into it is recorded in its manifest
+// (DIR/.trnsim-files, state "complete" once written), and the files of the set `previous` lists that this
+// set does not write again are removed, each only when its size, inode and SHA-256 still match the record
+// (a file moved, copied or extracted there under the same name stays) and never through a symlink, nor one
+// of `keep` (what the run read, e.g. an earlier --dump-inputs).
+struct RunFolder {
+  std::string dir;
+  Manifest previous;  // the manifest when the run started (open_run_folder), empty if none
+  std::vector<std::string> keep;
+};
+
+// Writes `files` as one set (above). With `folder`, the set is the folder's new record and the earlier
+// run's files it does not write again are removed: returns their paths.
+std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files,
+                                            const RunFolder* folder = nullptr);
+
+// At the start of a run into `dir` (an existing folder whose lock this process holds): reads its manifest
+// (InputError if something else than a regular file is there: a symlink, directory, FIFO or device), rolls
+// back a switch a killed run left in state "writing" (above) and returns the folder's record of the files
+// there, with notes for the user ("the earlier run into DIR was killed while replacing its files: ...").
+// A manifest that cannot be parsed is noted and treated as none (nothing is removed on its word).
+struct RunFolderState {
+  Manifest manifest;
+  std::vector<std::string> notes;
+};
+RunFolderState open_run_folder(const std::string& dir);
+
+// What `trnsim stats` makes of the folder holding a stats.json: kComplete without a record or with one in
+// state "complete"; for a record left in state "writing" (a killed run), whether every file is still the
+// earlier set's, already the new set's, or a mix. Never changes anything. `detail` gets a description.
+enum class FolderSetState { kComplete, kOldSet, kNewSet, kMixed };
+FolderSetState inspect_run_folder(const std::string& dir, std::string* detail = nullptr);
 
 // A fresh temporary's name next to `path` (".NAME.tmp.PID.N", hidden, unique within this process; NAME cut
 // short to keep it within 255 bytes).
@@ -59,11 +112,22 @@ struct NamedPath {
 };
 // InputError if two of `paths` land on the same file (after symlinks; hard links of existing files too) and
 // one of them is an output: "<what A> and <what B> are the same file (<path>)". Character devices may be
-// shared (two outputs to /dev/null).
+// shared (two outputs to /dev/null). Also InputError when an output's name is one of trnsim's records
+// (.trnsim-files, .trnsim-journal: check_not_a_record).
 void check_distinct_files(const std::vector<NamedPath>& paths);
+
+// InputError "<what> '<path>': cannot write: .trnsim-files is the name of trnsim's record ..." when `path`'s
+// file name is a record's (sim/io/manifest.h): an output there would replace the record or be replaced by it.
+void check_not_a_record(const std::string& path, const std::string& what);
 
 // InputError "<what> '<path>': cannot write: it is a directory" when an output's path names a directory
 // (after symlinks): for a run that wants it reported before it simulates, not after. Inputs are skipped.
 void check_not_directories(const std::vector<NamedPath>& paths);
+
+namespace testing {
+// Called after every step of a set's writes with its number (as TRNSIM_TEST_KILL_AT_WRITE_STEP counts them),
+// for unit tests that act between two steps; nullptr: none.
+void set_write_step_hook(std::function<void(long step)> hook);
+}  // namespace testing
 
 }  // namespace trnsim::io

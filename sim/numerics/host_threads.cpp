@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -90,6 +91,34 @@ int host_split_threads() {
   return n;
 }
 
+void run_parts(int n, const std::function<void(int)>& f) {
+  if (n <= 0) return;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  const auto part = [&](int t) {
+    try {
+      f(t);
+    } catch (...) {
+      errors[static_cast<size_t>(t)] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(n - 1));
+  int started = 1;  // parts 1 .. started-1 have threads
+  for (int t = 1; t < n; ++t) {
+    try {
+      pool.emplace_back(part, t);
+    } catch (const std::system_error&) {
+      break;  // no more threads: the rest run here
+    }
+    started = t + 1;
+  }
+  part(0);
+  for (int t = started; t < n; ++t) part(t);
+  for (auto& th : pool) th.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
 void host_split(int n, const std::function<void(int)>& f) {
   if (n <= 1) {
     if (n == 1) f(0);
@@ -97,23 +126,12 @@ void host_split(int n, const std::function<void(int)>& f) {
   }
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   static Helpers helpers;
-  if (!helpers.run(n, f, errors)) {
-    std::vector<std::thread> own;
-    for (int t = 1; t < n; ++t)
-      own.emplace_back([&, t] {
-        try {
-          f(t);
-        } catch (...) {
-          errors[t] = std::current_exception();
-        }
-      });
-    try {
-      f(0);
-    } catch (...) {
-      errors[0] = std::current_exception();
-    }
-    for (auto& th : own) th.join();
+  bool ran = false;
+  try {
+    ran = helpers.run(n, f, errors);
+  } catch (const std::system_error&) {  // a helper thread could not be started
   }
+  if (!ran) return run_parts(n, f);
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
 }

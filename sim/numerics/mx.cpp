@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <memory>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/numerics/host_threads.h"
 
 namespace trnsim::num {
 
@@ -106,11 +106,7 @@ void parallel_for(int64_t units, int threads, Fn fn) {
     if (units > 0) fn(int64_t{0}, units);
     return;
   }
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<size_t>(n - 1));
-  for (int64_t t = 1; t < n; ++t) pool.emplace_back(fn, units * t / n, units * (t + 1) / n);
-  fn(int64_t{0}, units / n);
-  for (auto& th : pool) th.join();
+  run_parts(static_cast<int>(n), [&](int t) { fn(units * t / n, units * (t + 1) / n); });
 }
 
 // col_blocks for large BF16 arrays: the elements by table lookup (one table pointer per column).

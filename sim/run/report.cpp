@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <filesystem>
 
 #include "sim/base/error.h"
 #include "sim/isa/semantics.h"
@@ -265,6 +266,12 @@ RunReport make_report(const isa::Program& program, const config::HwConfig& hw, c
                       double useful_flops, double compulsory_hbm_bytes) {
   RunReport r;
   r.hardware = hw.name;
+  if (!hw.source_file.empty()) {
+    std::error_code ec;
+    const std::filesystem::path abs = std::filesystem::absolute(hw.source_file, ec);
+    r.hardware_config = (ec ? std::filesystem::path(hw.source_file) : abs).lexically_normal().string();
+  }
+  r.hardware_config_sha256 = hw.source_sha256;
   r.stats = res.stats;
   r.profile = res.profile;
   r.trace = res.trace;
@@ -297,6 +304,8 @@ json stats_json(const RunReport& r) {
     j["kernel"] = r.kernel;
   }
   j["hardware"] = r.hardware;
+  j["hardware_config"] = r.hardware_config;
+  j["hardware_config_sha256"] = r.hardware_config_sha256;
   j["params"] = r.params;
   j["cores"] = r.cores;
   j["total_time_ns"] = t;

@@ -36,7 +36,9 @@ struct NamedStat {
 
 struct RunReport {
   std::string workload, kernel, hardware;
-  std::string program;  // program JSON path (program runs; workload and kernel are then empty)
+  std::string hardware_config;         // the hardware config file read (absolute path)
+  std::string hardware_config_sha256;  // its SHA-256 as read
+  std::string program;                 // program JSON path (program runs; workload and kernel are then empty)
   nlohmann::json params = nlohmann::json::object();
   int cores = 2;
   model::RunStats stats;

@@ -29,6 +29,10 @@ std::vector<StatDef> build() {
       row("kernel", "text", "the kernel run (workload runs)"),
       row("program", "text", "the program file run (program runs)"),
       row("hardware", "text", "the hardware config's name"),
+      row("hardware_config", "text",
+          "the hardware config file read (absolute path; names are looked up in $TRNSIM_CONFIG_DIR, then the "
+          "source tree's configs/hw)"),
+      row("hardware_config_sha256", "text", "SHA-256 of that file's bytes as read (as sha256sum prints it)"),
       row("params", "text", "the kernel's parameters, defaults filled in"),
       row("cores", "count", "physical cores the program uses"),
       headline("total_time_ns", "ns", "simulated time from start to the last instruction or DMA completion",

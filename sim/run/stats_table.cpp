@@ -10,6 +10,7 @@
 
 #include "sim/base/error.h"
 #include "sim/config/json_document.h"
+#include "sim/io/output_files.h"
 #include "sim/run/report.h"
 #include "sim/run/stat_defs.h"
 
@@ -402,6 +403,19 @@ std::string format_compare(const json& a, const json& b, const std::string& name
 
 json load_stats(const std::string& path) {
   json j = config::read_json_document(path);
+  // A run killed while it replaced its folder's files may have left this stats.json beside another run's
+  // outputs: the folder's record says so (sim/io/output_files.h).
+  const std::filesystem::path p(path);
+  std::string detail;
+  if (p.filename() == "stats.json" &&
+      io::inspect_run_folder(p.parent_path().empty() ? "." : p.parent_path().string(), &detail) ==
+          io::FolderSetState::kMixed)
+    throw InputError(fmt::format(
+        "{}: the run that wrote this folder was killed while it replaced the folder's files: stats.json and "
+        "the "
+        "files beside it may come from two runs ({}); run it again (the next run into the folder first puts "
+        "the earlier files back)",
+        path, detail));
   const json& fmt_key = member(j, "stats_format");
   const bool ok = j.is_object() && member(j, "total_time_ns").is_number() &&
                   member(j, "engines").is_object() && (fmt_key.is_null() || fmt_key == kStatsFormat);

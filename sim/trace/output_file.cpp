@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -16,6 +18,10 @@ OutputFile::OutputFile(const std::filesystem::path& path) : path_(path) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), e.what()));
   }
+  // A trace named like an output folder's record (.trnsim-files) would replace it: refused, as for every
+  // output (the CLI checks this with its other outputs; the Python bindings reach here directly).
+  io::check_not_a_record(path.string(), "trace file");
+  io::check_not_a_record(target_.string(), "trace file (through a symlink)");
   std::error_code ec;
   if (std::filesystem::is_directory(target_, ec))
     throw InputError(fmt::format("cannot create trace file '{}': it is a directory", path.string()));
@@ -63,8 +69,11 @@ void OutputFile::close() {
   if (file_ == nullptr) return;
   std::FILE* f = file_;
   file_ = nullptr;
-  if (std::fclose(f) != 0) {
-    const int err = errno;
+  // On disk before it replaces what was there (a device or FIFO cannot be synced, and need not be).
+  const bool synced = !temp_.empty() ? ::fsync(::fileno(f)) == 0 : true;
+  const int sync_err = errno;
+  if (std::fclose(f) != 0 || !synced) {
+    const int err = synced ? errno : sync_err;
     drop();
     throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(err)));
   }

@@ -60,7 +60,12 @@ cat >"$T/big.json" <<JSON
 {"name": "big", "workload": "$SRC/configs/workloads/llama3_8b_mlp_down_bwd_mxfp8.json", "set": {"numerics": false},
  "axes": [{"name": "seed", "path": "inputs.weights.seed", "values": [$(seq -s, 1 40)]}]}
 JSON
-"$TRNSIM" sweep "$T/big.json" --out "$T/b" -j 1 >"$T/b.txt" 2>&1 &
+# A background job of a script starts with SIGINT ignored, which trnsim keeps (as nohup's SIGHUP): Ctrl-C as
+# from a terminal needs it back at its default.
+(
+  trap - INT
+  exec "$TRNSIM" sweep "$T/big.json" --out "$T/b" -j 1
+) >"$T/b.txt" 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do
   [[ $(ls "$T/b/points" 2>/dev/null | wc -l) -ge 2 ]] && break

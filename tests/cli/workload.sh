@@ -112,7 +112,7 @@ expect_error "unknown input" "{$GOOD, \"inputs\": {$IN, $X, \"bias\": {\"npy\": 
 printf '%s\n' "{\"name\": \"w\", \"hardware\": \"trn9\", \"kernel\": \"matmul_bf16\", \"params\": {}, \"inputs\": {}}" >"$W"
 msg=$("$TRNSIM" validate "$W" 2>&1)
 check "bad hardware name message: $msg" \
-  '[[ $msg == "trnsim: error: $W: hardware: unknown hardware config '"'"'trn9'"'"' (known: trn2, trn3, or a .json path); looked in: "* ]]'
+  '[[ $msg == "trnsim: error: $W: hardware: unknown hardware config '"'"'trn9'"'"' (known: trn2, trn3, or a .json path; TRNSIM_CONFIG_DIR names a folder of configs); looked in: "* ]]'
 printf '%s\n' "{$GOOD, \"inputs\": {$IN, $X}}" >"$W"
 msg=$("$TRNSIM" validate "$W" --set hardware.overrides.pe.clock_Ghz=2 2>&1)
 check "bad override path: $msg" \
@@ -171,8 +171,7 @@ printf '%s\n' "{\"name\": \"rep\", \"kernel\": \"matmul_mxfp8_backward\", \"hard
   \"params\": {\"M\": 512, \"K\": 512, \"N\": 512, \"run_with_lnc2\": false, \"output_dtype\": \"float32\"},
   \"inputs\": {\"output_grad\": {\"npy\": \"rep/inputs/output_grad.npy\"}, \"weights\": {\"npy\": \"rep/inputs/weights.npy\"},
   \"input_activation\": {\"npy\": \"rep/inputs/input_activation.npy\"}}}" >"$T/rep.json"
-sleep 0.01
-cp "$T/rep/weight_grad.npy" "$T/rep/mine.npy" && cat "$T/rep/mine.npy" >"$T/rep/weight_grad.npy"
+printf 'X' | dd of="$T/rep/weight_grad.npy" bs=1 seek=200 conv=notrunc status=none  # changed in place
 "$TRNSIM" run "$T/rep.json" --out "$T/rep" --set 'outputs=["input_grad"]' >"$T/stdout" 2>&1
 rc=$?
 check "rerun from --dump-inputs keeps the inputs it read (exit $rc: $(cat "$T/stdout" | tail -n 3))" \

@@ -86,15 +86,17 @@ def pareto(points):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print("usage: sweep_report.py DIR", file=sys.stderr)
+    if len(sys.argv) not in (2, 3):
+        print("usage: sweep_report.py DIR [OUT_DIR]  (OUT_DIR: where report.html and plots/ go, else DIR)",
+              file=sys.stderr)
         return 2
     d = sys.argv[1]
+    out = sys.argv[2] if len(sys.argv) == 3 else d
     plan, recs = load(d)
     objective = plan.get("objective", "total_time_ns")
     columns = plan.get("columns", [])
     ok = [r for r in recs if r.get("status") == "ok" and isinstance(r.get(objective), (int, float))]
-    page = rp.Page("trnsim sweep: %s" % plan.get("name", ""), os.path.join(d, "plots"))
+    page = rp.Page("trnsim sweep: %s" % plan.get("name", ""), os.path.join(out, "plots"))
     if plan.get("description"):
         page.p(rp.esc(plan["description"]), "note")
     counts = {}
@@ -193,7 +195,7 @@ def main():
                     for r in bad[:200]], left=set(range(1, 3 + len(columns))))
         if len(bad) > 200:
             page.p("(the first 200; results.csv has them all)", "note")
-    rp.write_atomic(os.path.join(d, "report.html"), page.html())
+    rp.write_atomic(os.path.join(out, "report.html"), page.html())
     return 0
 
 

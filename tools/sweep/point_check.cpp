@@ -1,7 +1,5 @@
 #include "tools/sweep/point_check.h"
 
-#include <openssl/evp.h>
-
 #include <filesystem>
 #include <map>
 
@@ -9,6 +7,7 @@
 #include "sim/base/error.h"
 #include "sim/config/hw_config.h"
 #include "sim/config/json_document.h"
+#include "sim/io/content_hash.h"
 
 namespace trnsim::sweep {
 namespace fs = std::filesystem;
@@ -39,17 +38,7 @@ json input_json(const workload::PreparedWorkload& p, const workload::InputEntry&
 }  // namespace
 
 std::string short_sha256(const std::string& text) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  if (EVP_Digest(text.data(), text.size(), md, &n, EVP_sha256(), nullptr) != 1)
-    throw Error("SHA-256 (OpenSSL EVP_Digest) failed");
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (unsigned i = 0; i < 10; ++i) {
-    s += hex[md[i] >> 4];
-    s += hex[md[i] & 15];
-  }
-  return s;
+  return io::sha256_hex(text).substr(0, 20);
 }
 
 CheckedPoint check_point(const std::string& workload, const std::vector<std::string>& sets) {

@@ -23,7 +23,7 @@ struct CheckedPoint {
 
 CheckedPoint check_point(const std::string& workload, const std::vector<std::string>& sets);
 
-// 20 hex digits of the SHA-256 of `text` (OpenSSL).
+// 20 hex digits of the SHA-256 of `text` (io::sha256_hex, sim/io/content_hash.h).
 std::string short_sha256(const std::string& text);
 
 }  // namespace trnsim::sweep

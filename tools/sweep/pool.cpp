@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,14 +12,17 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
 #include "sim/config/json_document.h"
+#include "sim/io/output_files.h"
 #include "tools/sweep/results.h"
 
 namespace trnsim::sweep {
@@ -92,10 +96,16 @@ class Pool {
   void spawn(Task t) {
     Child c;
     c.task = std::move(t);
-    c.scratch = (fs::path(runs_) / fmt::format("{}.{}", c.task.key, getpid())).string();
+    // A folder new to runs/ (never one removed first: whatever is there under that name, a leftover or a
+    // symlink to someone's folder, stays), the run's --out.
+    for (int n = 0;; ++n) {
+      c.scratch = (fs::path(runs_) / fmt::format("{}.{}.{}", c.task.key, getpid(), n)).string();
+      if (::mkdir(c.scratch.c_str(), 0700) == 0) break;
+      if (errno != EEXIST)
+        throw Error(
+            fmt::format("{}: cannot create the point's run folder: {}", c.scratch, std::strerror(errno)));
+    }
     c.errfile = c.scratch + ".stderr";
-    std::error_code ec;
-    fs::remove_all(c.scratch, ec);
     std::vector<std::string> args = {cfg_.exe, "run", cfg_.workload, "--out", c.scratch};
     for (const std::string& s : c.task.sets) {
       args.push_back("--set");
@@ -118,7 +128,7 @@ class Pool {
       sigprocmask(SIG_SETMASK, &none, nullptr);
       if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
       const int null = open("/dev/null", O_RDWR);
-      const int err = open(errfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      const int err = open(errfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
       if (null >= 0) {
         dup2(null, 0);
         dup2(null, 1);
@@ -194,10 +204,18 @@ class Pool {
       row["exit_status"] = code;
     }
     if (row["status"] != "error" && cfg_.keep_stats) {
+      // Kept as any output is written (sim/io/output_files.h): the folder locked, all or nothing, never
+      // through a rename that would replace whatever the user put there by halves.
       std::error_code ec;
       const fs::path kept = fs::path(cfg_.dir) / "stats" / (c.task.key + ".json");
       fs::create_directories(kept.parent_path(), ec);
-      fs::rename(stats, kept, ec);
+      std::ifstream in(stats, std::ios::binary);
+      std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      try {
+        if (in.good() || in.eof()) io::write_files_atomic({{kept.string(), std::move(bytes)}});
+      } catch (const InputError& e) {
+        std::fprintf(stderr, "trnsim: warning: %s\n", e.what());
+      }
     }
     write_row(cfg_.dir, row);
     cleanup(c);

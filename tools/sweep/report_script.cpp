@@ -5,9 +5,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
@@ -17,28 +20,20 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// tools/report in the source tree trnsim was built from (recorded at build time), and nowhere else: never a
+// folder found relative to the executable, where anyone who can write there could plant a script that this
+// process would run (the hardware configs' rule, sim/config/hw_config.h).
 std::string find_script(const std::string& name) {
-  std::vector<fs::path> tried;
+  const fs::path path = fs::path(TRNSIM_SOURCE_DIR) / "tools" / "report" / name;
   std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  for (int up = 0; up < 6 && !ec && !p.empty(); ++up) {
-    tried.push_back(p / "tools" / "report" / name);
-    if (p == p.parent_path()) break;
-    p = p.parent_path();
-  }
-#ifdef TRNSIM_SOURCE_DIR
-  tried.push_back(fs::path(TRNSIM_SOURCE_DIR) / "tools" / "report" / name);
-#endif
-  for (const fs::path& t : tried)
-    if (fs::is_regular_file(t, ec)) return t.string();
+  if (fs::is_regular_file(path, ec)) return path.string();
   throw InputError(
-      fmt::format("the report script tools/report/{} is not next to the trnsim binary nor in "
-                  "the source tree",
-                  name));
+      fmt::format("the report script {} is missing: the source tree trnsim was built from has moved "
+                  "or lost it (rebuild trnsim from its source tree)",
+                  path.string()));
 }
 
-}  // namespace
-
+// Runs tools/report/<script> with `args`; its output goes to stderr.
 void run_report_script(const std::string& script, const std::vector<std::string>& args) {
   const char* env = std::getenv("TRNSIM_PYTHON");
   const std::string python = env && *env ? env : "/usr/bin/python3";
@@ -74,6 +69,72 @@ void run_report_script(const std::string& script, const std::vector<std::string>
     throw InputError("the HTML report needs matplotlib: apt-get install python3-matplotlib (Debian 12)");
   if (code != 0)
     throw InputError(fmt::format("{} failed (exit status {}): see its message above", script, code));
+}
+
+// A folder only this process can enter (mkdtemp, mode 0700) under $TMPDIR or /tmp, removed with what is in
+// it when the object goes.
+class Staging {
+ public:
+  Staging() {
+    const char* t = std::getenv("TMPDIR");
+    std::string templ = (fs::path(t && *t ? t : "/tmp") / "trnsim-report.XXXXXX").string();
+    if (!::mkdtemp(templ.data()))
+      throw InputError(
+          fmt::format("{}: cannot create a folder for drawing the report: {}", templ, std::strerror(errno)));
+    path_ = templ;
+  }
+  ~Staging() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);  // never follows a symlink: only what is inside our own folder goes
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::vector<uint8_t> read_staged(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (!f.good() && !f.eof()) throw InputError(fmt::format("{}: cannot read the drawn report", p.string()));
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<io::OutputFile> draw_run_report(const std::string& stats_text, const std::string& run_dir,
+                                            const std::string& html_path) {
+  const Staging stage;
+  // The run folder's name, so that a page named after the folder shows the user's folder.
+  std::string name = fs::path(run_dir).lexically_normal().filename().string();
+  if (name.empty() || name == "." || name == "..") name = "run";
+  const fs::path dir = stage.path() / name;
+  fs::create_directory(dir);
+  {
+    std::ofstream f(dir / "stats.json", std::ios::binary);
+    f << stats_text;
+    if (!f.flush()) throw InputError(fmt::format("{}: cannot stage the stats for the report", dir.string()));
+  }
+  run_report_script("run_report.py",
+                    {(dir / "stats.json").string(), (stage.path() / "report.html").string()});
+  return {{html_path, read_staged(stage.path() / "report.html")}};
+}
+
+std::vector<io::OutputFile> draw_sweep_report(const std::string& dir) {
+  const Staging stage;
+  run_report_script("sweep_report.py", {dir, stage.path().string()});
+  std::vector<io::OutputFile> files{
+      {(fs::path(dir) / "report.html").string(), read_staged(stage.path() / "report.html")}};
+  std::error_code ec;
+  std::vector<fs::path> plots;
+  for (const auto& e : fs::directory_iterator(stage.path() / "plots", ec))
+    if (e.is_regular_file()) plots.push_back(e.path().filename());
+  std::sort(plots.begin(), plots.end());
+  for (const fs::path& p : plots)
+    files.push_back({(fs::path(dir) / "plots" / p).string(), read_staged(stage.path() / "plots" / p)});
+  return files;
 }
 
 }  // namespace trnsim::sweep

@@ -278,7 +278,10 @@ size_t collect(const std::string& dir, bool report) {
   std::fflush(stdout);
   if (report) {
     try {
-      run_report_script("sweep_report.py", {dir});
+      const std::vector<io::OutputFile> page = draw_sweep_report(dir);
+      std::error_code ec;
+      fs::create_directory(fs::path(dir) / "plots", ec);  // the set writes into existing folders only
+      io::write_files_atomic(page);
       std::printf(", %s/report.html, %s/plots/", dir.c_str(), dir.c_str());
     } catch (const InputError& e) {
       std::printf("\n");

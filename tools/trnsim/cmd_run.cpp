@@ -53,6 +53,7 @@ void add_run_command(CLI::App& app) {
     if (opts->out_given && opts->out.empty()) throw InputError("--out: empty directory name");
     if (cmd->get_option("--trace")->count() > 0 && opts->trace.empty())
       throw InputError("--trace: empty file name");
+    opts->report = *report;
     int rc = 0;
     on_file(opts->config, [&] {
       if (workload::is_workload_file(opts->config)) {
@@ -66,18 +67,6 @@ void add_run_command(CLI::App& app) {
         rc = run_program_file(*opts);
       }
     });
-    if (!report->empty() && (rc == 0 || rc == workload::kExitNumericsFail)) {
-      // stats.json is where the run wrote it: --out, else out/<name> (workloads) or the current directory.
-      std::string dir = opts->out;
-      if (!opts->out_given)
-        dir = workload::is_workload_file(opts->config)
-                  ? (std::filesystem::path("out") / workload::parse_workload(opts->config, opts->sets).name)
-                        .string()
-                  : ".";
-      sweep::run_report_script("run_report.py",
-                               {(std::filesystem::path(dir) / "stats.json").string(), *report});
-      std::printf("wrote %s\n", report->c_str());
-    }
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }

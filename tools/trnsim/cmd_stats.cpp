@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/io/output_files.h"
 #include "sim/run/report.h"
 #include "tools/sweep/report_script.h"
 #include "tools/trnsim/commands.h"
@@ -53,7 +54,9 @@ void stats_command(const StatsCliOptions& o) {
     const std::string out = o.html_file.empty()
                                 ? (std::filesystem::path(o.files[0]).parent_path() / "report.html").string()
                                 : o.html_file;
-    sweep::run_report_script("run_report.py", {o.files[0], out});
+    io::check_distinct_files({{o.files[0], "the stats file", true}, {out, "--html"}});
+    io::write_files_atomic(sweep::draw_run_report(
+        run::stats_text(j), std::filesystem::path(o.files[0]).parent_path().string(), out));
     std::printf("wrote %s\n", out.c_str());
     return;
   }

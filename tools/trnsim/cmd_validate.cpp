@@ -1,12 +1,20 @@
 // trnsim validate WORKLOAD.json: checks a workload without running it (schema, hardware config and overrides,
 // kernel parameters and core count, the program build, every input source against the kernel's inputs, the
-// outputs).
+// outputs). trnsim validate PROGRAM.json: reads an instruction-stream program and checks every instruction
+// against the hardware's rules (--set: hardware parameters, as for `trnsim run PROGRAM.json`).
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "kernels/workload/workload.h"
+#include "sim/base/error.h"
+#include "sim/config/hw_config.h"
+#include "sim/isa/names.h"
+#include "sim/isa/program_json.h"
+#include "sim/isa/semantics.h"
 #include "tools/trnsim/commands.h"
 
 namespace trnsim::cli {
@@ -17,7 +25,35 @@ struct ValidateOptions {
   std::vector<std::string> sets;
 };
 
+// A program JSON (no "kernel" key, docs/program-format.md): read, and every instruction checked against the
+// hardware's rules as the model would when it issues it.
+void validate_program(const ValidateOptions& o) {
+  const isa::Program program = isa::load_program(o.path);
+  config::Overrides overrides;
+  for (const auto& s : o.sets) overrides.insert(config::parse_override(s));
+  const config::HwConfig hw = config::load_hw_config(isa::generation_name(program.generation), overrides);
+  const isa::Limits limits = hw.limits();
+  uint64_t insts = 0;
+  for (size_t c = 0; c < program.streams.size(); ++c)
+    for (int e = 0; e < isa::kNumEngines; ++e) {
+      const auto& stream = program.streams[c][static_cast<size_t>(e)];
+      for (size_t i = 0; i < stream.size(); ++i) {
+        try {
+          isa::check(stream[i], program, limits);
+        } catch (const RuleError& err) {
+          throw RuleError(fmt::format("{}: cores[{}].{}[{}]: {}", o.path, c,
+                                      isa::engine_name(static_cast<isa::Engine>(e)), i, err.what()));
+        }
+      }
+      insts += stream.size();
+    }
+  std::printf("%s: ok: program on %s, %d core%s, %zu tensor%s, %llu instructions\n", o.path.c_str(),
+              hw.name.c_str(), program.num_cores, program.num_cores == 1 ? "" : "s", program.tensors.size(),
+              program.tensors.size() == 1 ? "" : "s", static_cast<unsigned long long>(insts));
+}
+
 void run_validate(const ValidateOptions& o) {
+  if (!workload::is_workload_file(o.path)) return validate_program(o);
   const workload::PreparedWorkload p = workload::prepare_workload(workload::parse_workload(o.path, o.sets));
   uint64_t insts = 0;
   for (const auto& core : p.build.program.streams)
@@ -33,11 +69,14 @@ void run_validate(const ValidateOptions& o) {
 
 void add_validate_command(CLI::App& app) {
   auto opts = std::make_shared<ValidateOptions>();
-  CLI::App* sub = app.add_subcommand(
-      "validate",
-      "Check a workload config (schema, hardware, kernel parameters, inputs, shapes) without running it");
-  sub->add_option("workload", opts->path, "workload .json (configs/workloads/)")->required();
-  sub->add_option("--set", opts->sets, "override a workload key: PATH=VALUE (e.g. params.M=512)");
+  CLI::App* sub = app.add_subcommand("validate",
+                                     "Check a workload config (schema, hardware, kernel parameters, inputs, "
+                                     "shapes) or an instruction-stream "
+                                     "program without running it");
+  sub->add_option("workload", opts->path, "workload .json (configs/workloads/) or program .json")->required();
+  sub->add_option(
+      "--set", opts->sets,
+      "override a workload key: PATH=VALUE (e.g. params.M=512); for a program a hardware parameter");
   sub->callback([opts] { on_file(opts->path, [&] { run_validate(*opts); }); });
 }
 

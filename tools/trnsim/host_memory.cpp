@@ -7,6 +7,7 @@
 #include <string>
 
 #include "sim/base/address_limit.h"
+#include "sim/base/cgroup_memory.h"
 #include "sim/base/error.h"
 
 namespace trnsim::cli {
@@ -24,14 +25,6 @@ std::optional<uint64_t> meminfo(const std::string& key) {
   return std::nullopt;
 }
 
-std::optional<uint64_t> read_number(const std::string& path) {
-  std::ifstream f(path);
-  std::string text;
-  if (!(f >> text) || text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
-    return std::nullopt;  // absent, or "max"
-  return std::stoull(text);
-}
-
 }  // namespace
 
 std::optional<uint64_t> available_host_bytes() {
@@ -45,14 +38,7 @@ std::optional<uint64_t> available_host_bytes() {
   const std::optional<uint64_t> avail = meminfo("MemAvailable");
   if (!avail) return std::nullopt;
   uint64_t bytes = *avail + meminfo("SwapFree").value_or(0);
-  // The process's own cgroup (v2): "0::/path" in /proc/self/cgroup.
-  std::ifstream cg("/proc/self/cgroup");
-  for (std::string line; std::getline(cg, line);) {
-    if (line.rfind("0::", 0) != 0) continue;
-    const std::string dir = "/sys/fs/cgroup" + line.substr(3);
-    const auto max = read_number(dir + "/memory.max"), cur = read_number(dir + "/memory.current");
-    if (max && cur) bytes = std::min(bytes, *max > *cur ? *max - *cur : uint64_t{0});
-  }
+  if (const std::optional<uint64_t> room = cgroup_memory_headroom()) bytes = std::min(bytes, *room);
   if (const std::optional<uint64_t> limit = address_space_limit()) {
     // VmSize of /proc/self/status: the address space in use now.
     std::ifstream st("/proc/self/status");

@@ -8,9 +8,9 @@
 
 namespace trnsim::cli {
 
-// Bytes this process may still allocate: MemAvailable plus SwapFree from /proc/meminfo, capped by the cgroup
-// v2 limit (memory.max - memory.current) and by the address-space limit (`ulimit -v`: RLIMIT_AS - VmSize)
-// when they are set. The environment variable TRNSIM_HOST_MEMORY_BYTES,
+// Bytes this process may still allocate: MemAvailable plus SwapFree from /proc/meminfo, capped by the memory
+// cgroups' limits, v1 and v2, at every level (sim/base/cgroup_memory.h) and by the address-space limit
+// (`ulimit -v`: RLIMIT_AS - VmSize) when they are set. The environment variable TRNSIM_HOST_MEMORY_BYTES,
 // when set, replaces the measurement (machines whose /proc/meminfo misleads; tests): InputError unless it is
 // a plain decimal byte count.
 // nullopt when nothing can be read.

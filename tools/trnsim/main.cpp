@@ -1,10 +1,13 @@
 // trnsim command line: one subcommand per file, registered here.
 #include <malloc.h>
+#include <pthread.h>
 #include <CLI/CLI.hpp>
 
 #include <climits>
 #include <cstdio>
 #include <exception>
+#include <system_error>
+#include <thread>
 
 #include "kernels/ref/blas_threads.h"
 #include "sim/base/address_limit.h"
@@ -15,7 +18,36 @@
 #include "python/src/embed.h"
 #endif
 
+namespace {
+
+int run_cli(int argc, char** argv);
+
+// Every thread's stack: 8 MiB, whatever RLIMIT_STACK says (`ulimit -s 80` would otherwise give each thread
+// 80 KiB, too little for the references). The command itself runs on such a thread too, not on the main
+// thread, whose stack RLIMIT_STACK bounds.
+constexpr size_t kThreadStackBytes = size_t{8} << 20;
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) == 0) {
+    if (pthread_attr_setstacksize(&attr, kThreadStackBytes) == 0) pthread_setattr_default_np(&attr);
+    pthread_attr_destroy(&attr);
+  }
+  int rc = 2;
+  try {
+    std::thread cli([&] { rc = run_cli(argc, argv); });
+    cli.join();
+  } catch (const std::system_error& e) {  // no thread could be started (a process limit): run here
+    rc = run_cli(argc, argv);
+  }
+  return rc;
+}
+
+namespace {
+
+int run_cli(int argc, char** argv) {
   trnsim::interrupt::install_handlers();
   // Large host buffers (the references' per-expert operands, instruction scratch) are allocated and freed
   // many times. Kept in the heap instead of mapped and unmapped each time, a reuse does not fault in fresh
@@ -73,3 +105,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace

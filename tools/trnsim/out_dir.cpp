@@ -1,15 +1,14 @@
 #include "tools/trnsim/out_dir.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <set>
 
 #include "sim/base/error.h"
 
@@ -19,27 +18,32 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kManifest = ".trnsim-files";
-
-std::string relative_to(const std::string& dir, const std::string& path) {
-  return fs::path(path).lexically_relative(dir).lexically_normal().string();
-}
-
 // InputError unless a file can be created in `dir` (an unwritable folder is found now, not after the run).
+// The probe's name is new to the folder: a leftover of a killed run with this PID is stepped over.
 void probe_writable(const std::string& dir, const std::string& what) {
-  const fs::path probe = fs::path(dir) / fmt::format(".trnsim-probe.{}", ::getpid());
-  std::FILE* f = std::fopen(probe.c_str(), "wbx");
-  if (f == nullptr)
-    throw InputError(fmt::format("{}: cannot write into the directory ({})", what, std::strerror(errno)));
-  std::fclose(f);
-  std::error_code ec;
-  fs::remove(probe, ec);
+  static std::atomic<uint64_t> counter{0};
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const fs::path probe =
+        fs::path(dir) / fmt::format(".trnsim-probe.{}.{}", ::getpid(), counter.fetch_add(1));
+    interrupt::CleanupPath registered(probe.string(), interrupt::CleanupPath::Kind::kFile);
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 && errno == EEXIST) continue;
+    if (fd < 0)
+      throw InputError(fmt::format("{}: cannot write into the directory ({})", what, std::strerror(errno)));
+    ::close(fd);
+    ::unlink(probe.c_str());
+    return;
+  }
+  throw InputError(fmt::format("{}: cannot write into the directory (1000 probe names are taken)", what));
 }
 
 }  // namespace
 
 OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
   std::error_code ec;
+  // A symlink loop or a folder on the way that cannot be searched is not "missing": say why.
+  if ((void)fs::status(dir_, ec); ec && ec != std::errc::no_such_file_or_directory)
+    throw InputError(fmt::format("--out {}: {}", dir_, ec.message()));
   if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
     throw InputError(fmt::format("--out {}: exists and is not a directory", dir_));
   if (!fs::exists(dir_, ec)) {
@@ -52,20 +56,47 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
       if (p == p.parent_path()) break;
     }
     for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-      on_signal_.emplace_back(it->string(), interrupt::CleanupPath::Kind::kEmptyFolder);
-      fs::create_directory(*it, ec);
+      interrupt::CleanupPath registered(it->string(), interrupt::CleanupPath::Kind::kEmptyFolder);
+      // Another run may create the same level at the same time: only the one that made it removes it.
+      const bool made = fs::create_directory(*it, ec);
       if (ec) {
         remove_created();
         throw InputError(fmt::format("--out {}: cannot create the directory ({})", dir_, ec.message()));
       }
+      if (!made) continue;
+      on_signal_.push_back(std::move(registered));
       created_.push_back(it->string());
     }
   }
-  probe_writable(dir_, "--out " + dir_);
-  std::ifstream m(fs::path(dir_) / kManifest);
-  for (std::string line; std::getline(m, line);)
-    if (!line.empty()) previous_.push_back(line);
-  if (!previous_.empty()) previous_time_ = fs::last_write_time(fs::path(dir_) / kManifest, ec);
+  try {
+    std::string why;
+    switch (lock_.try_lock(dir_, &why)) {
+      case io::DirLock::Result::kLocked:
+        break;
+      case io::DirLock::Result::kBusy:
+        throw InputError(
+            fmt::format("--out {}: another trnsim run is writing into this folder (it holds the folder's "
+                        "lock); wait for it "
+                        "to finish or choose another --out",
+                        dir_));
+      case io::DirLock::Result::kUnsupported:
+        std::fprintf(
+            stderr,
+            "trnsim: note: --out %s: cannot lock the folder (%s): another run into it at the same time "
+            "is not detected\n",
+            dir_.c_str(), why.c_str());
+        break;
+    }
+    probe_writable(dir_, "--out " + dir_);
+    io::RunFolderState s = io::open_run_folder(dir_);
+    previous_ = std::move(s.manifest);
+    for (const std::string& n : s.notes) std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
+  } catch (const InputError& e) {
+    remove_created();
+    const std::string what = e.what();
+    if (what.rfind("--out ", 0) == 0) throw;
+    throw InputError(fmt::format("--out {}: {}", dir_, what));
+  }
 }
 
 OutDir::~OutDir() {
@@ -86,40 +117,22 @@ void OutDir::add_subfolder(const std::string& name) {
   if (fs::exists(sub, ec) && !fs::is_directory(sub, ec))
     throw InputError(what + ": exists and is not a directory");
   if (!fs::exists(sub, ec)) {
-    fs::create_directory(sub, ec);
+    interrupt::CleanupPath registered(sub, interrupt::CleanupPath::Kind::kEmptyFolder);
+    const bool made = fs::create_directory(sub, ec);
     if (ec) throw InputError(fmt::format("{}: cannot create the directory ({})", what, ec.message()));
-    created_.push_back(sub);
-    on_signal_.emplace_back(sub, interrupt::CleanupPath::Kind::kEmptyFolder);
+    if (made) {
+      created_.push_back(sub);
+      on_signal_.push_back(std::move(registered));
+    }
   }
   probe_writable(sub, what);
 }
 
-io::OutputFile OutDir::manifest(const std::vector<io::OutputFile>& files) const {
-  std::string text;
-  for (const io::OutputFile& f : files) text += relative_to(dir_, f.path) + "\n";
-  return {(fs::path(dir_) / kManifest).string(), std::vector<uint8_t>(text.begin(), text.end())};
-}
-
-std::vector<std::string> OutDir::remove_stale(const std::vector<io::OutputFile>& files,
-                                              const std::vector<std::string>& read) {
-  std::set<std::string> now;
-  for (const io::OutputFile& f : files) now.insert(relative_to(dir_, f.path));
-  std::vector<std::string> removed;
-  for (const std::string& rel : previous_) {
-    // Only plain relative paths inside the folder, as a manifest this program wrote holds.
-    if (rel.empty() || fs::path(rel).is_absolute() || rel.find("..") != std::string::npos || now.count(rel))
-      continue;
-    const fs::path p = fs::path(dir_) / rel;
-    std::error_code ec;
-    if (fs::is_symlink(p, ec) || !fs::is_regular_file(p, ec)) continue;
-    if (std::any_of(read.begin(), read.end(), [&](const std::string& r) { return fs::equivalent(p, r, ec); }))
-      continue;
-    // The earlier run wrote its files before its manifest: a newer one was changed since, by someone else.
-    if (const auto t = fs::last_write_time(p, ec); !ec && t > previous_time_) continue;
-    if (fs::remove(p, ec)) removed.push_back(p.string());
-    const fs::path parent = p.parent_path();
-    if (parent != fs::path(dir_) && fs::is_empty(parent, ec)) fs::remove(parent, ec);
-  }
+std::vector<std::string> OutDir::commit(const std::vector<io::OutputFile>& files,
+                                        const std::vector<std::string>& read) {
+  const io::RunFolder folder{dir_, previous_, read};
+  std::vector<std::string> removed = io::write_files_atomic(files, &folder);
+  created_.clear();
   return removed;
 }
 

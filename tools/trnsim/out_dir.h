@@ -1,25 +1,30 @@
-// The output folder of a workload run. It holds exactly that run's files: a manifest
-// (DIR/.trnsim-files, one relative path per line) lists what the last run wrote, and the next run into the
-// same folder removes the files the earlier run wrote that it does not write again (only regular files listed
-// there; nothing else in the folder is touched). The folder is created and checked for writing before the
-// simulation starts, so an unwritable --out is reported at once; a folder this run created is removed again
-// if the run fails before writing anything, or is interrupted (sim/base/interrupt.h); so is every missing
-// level above it that this run created (--out a/b/c).
+// The output folder of a run. It holds exactly the last run's files: the manifest (DIR/.trnsim-files,
+// sim/io/manifest.h) records what that run wrote, each file with its size, inode and SHA-256, and the next
+// run into the folder removes the files the earlier run wrote that it does not write again, each only while
+// it is still the file that run wrote (never a file moved, copied or extracted there under the same name,
+// never through a symlinked folder); nothing else in the folder is touched. The whole set is replaced all
+// or nothing (sim/io/output_files.h), also when the run is killed.
+// One run at a time: the folder is locked (io::DirLock) from the start of the run to its end; a second run
+// into it is refused at once. The folder is created and checked for writing before the simulation starts,
+// so an unwritable --out is reported at once; a folder this run created is removed again if the run fails
+// before writing anything, or is interrupted (sim/base/interrupt.h); so is every missing level above it
+// that this run created (--out a/b/c).
 #pragma once
 
-#include <filesystem>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/base/interrupt.h"
+#include "sim/io/dir_lock.h"
 #include "sim/io/output_files.h"
 
 namespace trnsim::cli {
 
 class OutDir {
  public:
-  // Creates `dir` if missing and checks a file can be created in it. InputError "--out DIR: ..." otherwise.
+  // Creates `dir` if missing, locks it, checks a file can be created in it, reads its manifest (rolling
+  // back a set a killed run left half replaced; notes on stderr). InputError "--out DIR: ..." otherwise,
+  // e.g. when another trnsim run holds the folder.
   explicit OutDir(std::string dir);
   ~OutDir();
 
@@ -28,14 +33,13 @@ class OutDir {
   // after the simulation; removed again if this run created it and leaves it empty. InputError
   // "--out DIR: NAME ..." otherwise.
   void add_subfolder(const std::string& name);
-  // The manifest of `files` (paths inside the folder), to write with them.
-  io::OutputFile manifest(const std::vector<io::OutputFile>& files) const;
-  // After a successful write of `files`: removes what the earlier run wrote and this one did not; returns the
-  // removed paths. Kept: a file among `read` (this run's inputs, e.g. an earlier --dump-inputs read back)
-  // and a file changed after the earlier run wrote its manifest (the user's now, not that run's output).
-  std::vector<std::string> remove_stale(const std::vector<io::OutputFile>& files,
-                                        const std::vector<std::string>& read);
-  // The run wrote its files: keep the folder whatever happens next.
+  // Writes `files` (paths inside the folder) as the folder's new set and removes what the earlier run wrote
+  // and this one did not (never a file among `read`, this run's inputs); returns the removed paths. Keeps
+  // the folder whatever happens next.
+  std::vector<std::string> commit(const std::vector<io::OutputFile>& files,
+                                  const std::vector<std::string>& read);
+  // The run wrote its files some other way (a program run's plain set): keep the folder whatever happens
+  // next.
   void keep() { created_.clear(); }
 
  private:
@@ -44,9 +48,9 @@ class OutDir {
   void remove_created();
   // The folders this run created, outermost first: the missing levels of `dir_`, then its subfolders.
   std::vector<std::string> created_;
-  std::vector<interrupt::CleanupPath> on_signal_;    // the folders this run created
-  std::vector<std::string> previous_;                // the earlier run's manifest, relative paths
-  std::filesystem::file_time_type previous_time_{};  // when that manifest was written
+  std::vector<interrupt::CleanupPath> on_signal_;  // the folders this run created
+  io::DirLock lock_;
+  io::Manifest previous_;  // the folder's record of the earlier run's files
 };
 
 }  // namespace trnsim::cli

@@ -16,6 +16,7 @@ struct RunCliOptions {
   bool dump_inputs = false;     // workloads only
   bool full_reference = false;  // workloads only
   std::string trace;            // .pftrace / .json, written while the model runs
+  std::string report;           // "" = none; else the HTML report, written with the run's other files
 };
 
 // Exit codes of `trnsim run` besides 0 and 1 (bad input): kernels/workload/workload_run.h.

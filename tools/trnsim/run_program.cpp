@@ -25,6 +25,7 @@
 #include "sim/run/session.h"
 #include "sim/tensor/input_source.h"
 #include "sim/trace/open_trace.h"
+#include "tools/sweep/report_script.h"
 #include "tools/trnsim/out_dir.h"
 #include "tools/trnsim/run_options.h"
 
@@ -97,6 +98,7 @@ int run_program_file(const RunCliOptions& o) {
       paths.push_back({out.path, fmt::format("output of tensor '{}'", program.tensors[out.index].name)});
     if (o.out_given) paths.push_back({(fs::path(out_dir) / "stats.json").string(), "stats.json"});
     if (!o.trace.empty()) paths.push_back({o.trace, "--trace"});
+    if (!o.report.empty()) paths.push_back({o.report, "--report"});
     // What the run reads is never written over.
     paths.push_back({o.config, "the program file", true});
     paths.push_back({config::resolve_config_path(hw_spec), "the hardware config", true});
@@ -157,17 +159,27 @@ int run_program_file(const RunCliOptions& o) {
     }
   else if (!outs.empty())
     std::printf("outputs not written (--no-numerics)\n");
-  if (o.out_given) {
+  std::optional<InputError> report_error;
+  if (o.out_given || !o.report.empty()) {
     run::RunReport rep = run::make_report(program, hw, r, -1, run::program_compulsory_bytes(program));
     rep.program = o.config;
     rep.numerics_note = "program run: no host reference (outputs are written as .npy)";
     const std::string text = run::stats_text(run::stats_json(rep));
-    files.push_back(
-        {(fs::path(out_dir) / "stats.json").string(), std::vector<uint8_t>(text.begin(), text.end())});
+    if (o.out_given)
+      files.push_back(
+          {(fs::path(out_dir) / "stats.json").string(), std::vector<uint8_t>(text.begin(), text.end())});
+    // The HTML report of this run's own stats, written with its other files (never a stats.json read back).
+    if (!o.report.empty()) try {
+        for (io::OutputFile& f : sweep::draw_run_report(text, out_dir, o.report))
+          files.push_back(std::move(f));
+      } catch (const InputError& e) {
+        report_error = e;
+      }
   }
   io::write_files_atomic(files);
   if (out) out->keep();
   for (const auto& f : files) std::printf("wrote %s\n", f.path.c_str());
+  if (report_error) throw *report_error;
   return 0;
 }
 

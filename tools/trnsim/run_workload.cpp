@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "kernels/workload/workload.h"
 #include "kernels/workload/workload_run.h"
@@ -20,6 +21,7 @@
 #include "sim/run/report.h"
 #include "sim/run/session.h"
 #include "sim/trace/open_trace.h"
+#include "tools/sweep/report_script.h"
 #include "tools/trnsim/host_memory.h"
 #include "tools/trnsim/out_dir.h"
 #include "tools/trnsim/run_options.h"
@@ -46,10 +48,8 @@ void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs) {
     const isa::Limits l = p.hw.limits();  // each core's SBUF and PSUM
     need += 2.0 * l.partitions * (l.sbuf_bytes_per_partition + l.psum_bytes_per_partition);
   }
-  // OpenBLAS's dgemm (the references) takes a 128 MiB buffer per thread and retries forever when it cannot
-  // (0.3.21): under an address-space limit, where it runs one thread, that buffer must fit too, with 64 MiB
-  // of working buffers.
-  if (p.w.numerics && address_space_limit()) need += 192.0 * (1 << 20);
+  // The references' own copies of their operands.
+  if (p.w.numerics) need += workload::reference_host_bytes(p);
   const std::optional<uint64_t> have = available_host_bytes();
   if (!have || need <= static_cast<double>(*have)) return;
   const std::string instead = !p.w.numerics ? "run without --dump-inputs"
@@ -63,21 +63,10 @@ void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs) {
       "more "
       "memory",
       p.w.file, size(need),
-      p.w.numerics ? "the host's copy of the inputs, which the references read, and the simulated machine's "
-                     "HBM tensors, SBUF and PSUM"
+      p.w.numerics ? "the host's copy of the inputs, the simulated machine's HBM tensors, SBUF and PSUM, and "
+                     "the references' copies of their operands"
                    : "the inputs to dump",
       size(static_cast<double>(*have)), instead));
-}
-
-// The run's files written all or nothing into its output folder, with the folder's manifest; then what an
-// earlier run wrote there and this one does not is removed (out_dir.h). Returns the removed paths.
-std::vector<std::string> write_output_set(OutDir& out, const std::vector<io::OutputFile>& files,
-                                          const std::vector<std::string>& read_files) {
-  std::vector<io::OutputFile> all = files;
-  all.push_back(out.manifest(files));
-  io::write_files_atomic(all);
-  out.keep();
-  return out.remove_stale(files, read_files);
 }
 
 }  // namespace
@@ -102,6 +91,7 @@ int run_workload_file(const RunCliOptions& o) {
     for (const workload::TensorInfo& t : p.inputs)
       paths.push_back({in_dir("inputs/" + t.name + ".npy"), fmt::format("--dump-inputs of '{}'", t.name)});
   if (!o.trace.empty()) paths.push_back({o.trace, "--trace"});
+  if (!o.report.empty()) paths.push_back({o.report, "--report"});
   std::vector<std::string> read_files;  // what this run reads: never written over, never removed
   if (fs::is_regular_file(o.config, ec)) {
     paths.push_back({o.config, "the workload file", true});
@@ -154,12 +144,26 @@ int run_workload_file(const RunCliOptions& o) {
   rep.wall_seconds = std::chrono::duration<double>(clock::now() - t0).count();
 
   // stats.json, the outputs (when computed), the inputs (--dump-inputs): all or nothing.
-  const std::vector<io::OutputFile> files = r.output_files(rep, out_dir, o.dump_inputs);
-  const std::vector<std::string> stale = write_output_set(out, files, read_files);
+  // With --report, the HTML page drawn from this run's own stats joins the set (a run below the roofline, a
+  // simulator bug, gets none). When it cannot be drawn, the run's files are written and the error follows.
+  const int rc = workload::WorkloadRun::exit_code(rep);
+  std::vector<io::OutputFile> files = r.output_files(rep, out_dir, o.dump_inputs);
+  const size_t run_files = files.size();
+  std::vector<io::OutputFile> report;
+  std::optional<InputError> report_error;
+  if (!o.report.empty() && rc != workload::kExitBelowRoofline) try {
+      const std::string text(files.at(0).bytes.begin(), files.at(0).bytes.end());
+      report = sweep::draw_run_report(text, out_dir, o.report);
+    } catch (const InputError& e) {
+      report_error = e;
+    }
+  for (io::OutputFile& f : report) files.push_back(std::move(f));
+  const std::vector<std::string> stale = out.commit(files, read_files);
 
-  std::fputs(run::format_stats(run::load_stats((fs::path(out_dir) / "stats.json").string())).c_str(), stdout);
+  // The summary of this run's report, not of the file read back (a device, or another run's by now).
+  std::fputs(run::format_stats(nlohmann::json::parse(files.at(0).bytes)).c_str(), stdout);
   std::printf("wrote %s/stats.json", out_dir.c_str());
-  for (size_t i = 1; i < files.size(); ++i)
+  for (size_t i = 1; i < run_files; ++i)
     std::printf(", %s", fs::path(files[i].path).lexically_relative(out_dir).c_str());
   std::printf(" (%.1f s)\n", rep.wall_seconds);
   for (const auto& f : stale)
@@ -184,7 +188,8 @@ int run_workload_file(const RunCliOptions& o) {
       tm.references, std::chrono::duration<double>(clock::now() - t_write).count(), thread_note.c_str(),
       static_cast<double>(ru.ru_maxrss) / 1024.0);
 
-  const int rc = workload::WorkloadRun::exit_code(rep);
+  if (run_files < files.size()) std::printf("wrote %s\n", o.report.c_str());
+  if (report_error) throw *report_error;
   if (rc == workload::kExitBelowRoofline)
     std::fprintf(
         stderr,

@@ -705,9 +705,9 @@ TEST_CASE("moe bwd: the prequantized_weights recipe makes quantize_mx's bytes of
   bad["weights"]["low"] = 0.1;
   bad["weights"]["high"] = 0.1;
   const json p = small({{"gate_up_weight_scales", {E, 2 * I / 4, H}}, {"down_weight_scales", {E, H / 4, I}}});
-  const auto prepared = prepare_bwd(p, bad);
+  // Found when the workload is prepared (trnsim validate), not only when the inputs are made.
   CHECK_THROWS_WITH(
-      workload::make_inputs(prepared),
+      prepare_bwd(p, bad),
       Catch::EndsWith("inputs.weights (recipe 'prequantized_weights'): 'low' = 0.1 must be below "
                       "'high' = 0.1"));
 }

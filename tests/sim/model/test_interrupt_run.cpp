@@ -34,6 +34,7 @@ TEST_CASE("a signal during the simulation stops it at the next completion", "[in
       {hw.limits(), 1});
   const std::filesystem::path trace =
       std::filesystem::temp_directory_path() / ("trnsim_interrupt_" + std::to_string(::getpid()) + ".json");
+  std::signal(SIGINT, SIG_DFL);  // as from a terminal (a script's background job starts with it ignored)
   interrupt::install_handlers();
   run::Session session(b.program, hw);
   run::SessionOptions o;

@@ -1,4 +1,4 @@
-// The JSON reader every user-written document goes through (sim/config/json_document.h).
+// The JSON reader every user-written document goes through (sim/io/json_document.h).
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -49,6 +49,42 @@ TEST_CASE("json documents: long keys, control characters in keys and overflowing
                         "while parsing value - invalid string: control character U+000A (LF) must be "
                         "escaped to \\u000A or \\n; last read: '\"zzzz") &&
           Catch::EndsWith("z...'"));
+}
+
+TEST_CASE("json documents: a NUL byte and integers beyond int64 are errors quoting what was written",
+          "[config]") {
+  // The parser would stop at the NUL and take what came before as the whole document.
+  CHECK_THROWS_WITH(config::parse_json_document(std::string("{\"a\": 1}\0garbage", 17), "w.json"),
+                    "w.json: not valid JSON: a NUL byte at byte offset 8 (line 1)");
+  CHECK_THROWS_WITH(config::parse_json_document(std::string("{\n\"a\": \"x\0\"}", 13), "w.json"),
+                    "w.json: not valid JSON: a NUL byte at byte offset 9 (line 2)");
+  // 2^63 - 1 and -2^63 are read; 2^63 and 2^64 - 1 once wrapped to negative values, larger ones to doubles.
+  CHECK(config::parse_json_document(R"({"a": 9223372036854775807})", "w.json")["a"].get<int64_t>() ==
+        INT64_MAX);
+  CHECK(config::parse_json_document(R"({"a": -9223372036854775808})", "w.json")["a"].get<int64_t>() ==
+        INT64_MIN);
+  CHECK_THROWS_WITH(config::parse_json_document(R"({"a": {"b": [1, 9223372036854775808]}})", "w.json"),
+                    "w.json: a.b[1]: the integer 9223372036854775808 is out of range (integers are read as "
+                    "64-bit signed: at most 9223372036854775807)");
+  CHECK_THROWS_WITH(config::parse_json_document(R"({"m": 18446744073709551615})", "w.json"),
+                    Catch::StartsWith("w.json: m: the integer 18446744073709551615 is out of range"));
+  CHECK_THROWS_WITH(config::parse_json_document(R"({"m": -99999999999999999999})", "w.json"),
+                    Catch::StartsWith("w.json: m: the integer -99999999999999999999 is out of range"));
+  CHECK(config::parse_json_document(R"({"m": 1e30})", "w.json")["m"].get<double>() ==
+        1e30);  // not an integer
+  CHECK_THROWS_WITH(config::parse_json_value("18446744073709551615", "--set x"),
+                    Catch::StartsWith("--set x: the integer 18446744073709551615 is out of range"));
+}
+
+TEST_CASE("json documents: a million objects in an array, the checks still applied to each", "[config]") {
+  // The reader once rescanned the array after every object (quadratic: minutes at this size).
+  std::string text = "{\"rows\": [";
+  for (int i = 0; i < 1000000; ++i) text += (i ? ",{\"k\": " : "{\"k\": ") + std::to_string(i) + "}";
+  const nlohmann::json j = config::parse_json_document(text + "]}", "w.json");
+  CHECK(j["rows"].size() == 1000000);
+  CHECK(j["rows"][999999]["k"] == 999999);
+  CHECK_THROWS_WITH(config::parse_json_document(text + ", {\"k\": 1, \"k\": 2}]}", "w.json"),
+                    "w.json: rows[1000000].k: key appears twice in one object");
 }
 
 TEST_CASE("json values on the command line: the same rules, or a bare word", "[config]") {

@@ -144,3 +144,26 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE("RegionTracker: an access looks at the records near it, not at every earlier access",
+          "[kernels][deps]") {
+  // cs149_vector_add's stores: 2^17 disjoint column blocks of 8 bytes over all 128 rows of one tensor, in one
+  // space with 8-row, 128 KiB chunks (as kernel.cpp chunks a [128, 2^18] FP32 tensor). Each bucket once held
+  // every earlier store and each store scanned them all: 2^17 stores x 16 buckets x up to 2^14 records.
+  RegionTracker t(8, 128 * 1024);
+  const int64_t stores = 1 << 17;
+  for (int64_t m = 0; m < stores; ++m) {
+    const Rect r{0, 128, 8 * m, 8 * m + 8};
+    std::vector<Event> deps;
+    t.collect(0, r, true, deps);
+    REQUIRE(deps.empty());  // disjoint: nothing to wait for
+    t.record(0, r, true, {8, static_cast<uint32_t>(m + 1)});
+  }
+  // Each store looks at one leaf of the partition (a few dozen records) in each of its 16 buckets, twice
+  // (collect, then record): a few thousand records, whatever the count (the old scan: 2^18 on average).
+  CHECK(t.records_examined() < 4000 * static_cast<uint64_t>(stores));
+  // And the waits are still exact: a read of block 1000 waits for its store.
+  std::vector<Event> deps;
+  t.collect(0, {5, 6, 8000, 8008}, false, deps);
+  CHECK(strongest(deps) == Strongest{{8, 1001}});
+}

@@ -17,12 +17,15 @@ using trnsim::interrupt::CleanupPath;
 
 namespace {
 
-// Runs `child` in a fork and returns its wait status.
+// Runs `child` in a fork and returns its wait status. The child starts with the signals at their defaults, as
+// a process started from a terminal has them (a background job of a script starts with SIGINT ignored,
+// which the handlers keep ignored).
 template <class F>
 int in_child(F child) {
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGXCPU}) std::signal(sig, SIG_DFL);
     child();
     ::_exit(0);
   }
@@ -143,4 +146,37 @@ TEST_CASE("a signal removes every empty level of a nested folder the run created
   CHECK(fs::exists(dir));  // not registered: the folder that was there before
   CHECK_FALSE(fs::exists(dir / "a"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("every signal that would end the process is handled; one ignored at the start stays ignored",
+          "[interrupt]") {
+  const fs::path dir = scratch("sigs");
+  for (int sig : {SIGXCPU, SIGUSR1}) {
+    const int status = in_child([&] {
+      trnsim::interrupt::install_handlers();
+      fs::create_directories(dir);
+      CleanupPath folder(dir.string(), CleanupPath::Kind::kEmptyFolder);
+      std::raise(sig);
+      ::_exit(7);  // not reached
+    });
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == sig);
+    CHECK_FALSE(fs::exists(dir));  // the handler ran: the registered folder is gone
+  }
+  // nohup: SIGHUP ignored before the handlers are installed stays ignored.
+  int status = in_child([] {
+    std::signal(SIGHUP, SIG_IGN);
+    trnsim::interrupt::install_handlers();
+    std::raise(SIGHUP);
+    ::_exit(5);
+  });
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 5));
+  // A closed pipe and a file-size limit do not end the process: the write fails instead.
+  status = in_child([] {
+    trnsim::interrupt::install_handlers();
+    std::raise(SIGPIPE);
+    std::raise(SIGXFSZ);
+    ::_exit(6);
+  });
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 6));
 }

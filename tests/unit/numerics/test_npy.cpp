@@ -15,6 +15,7 @@
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
 #include "sim/io/output_files.h"
+#include "tests/unit/numerics/temp_dir.h"
 
 using namespace trnsim::io;
 using trnsim::InputError;
@@ -23,23 +24,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // A fresh directory per test case, removed at the end.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static int n = 0;
-    dir = fs::temp_directory_path() /
-          ("trnsim_test_npy_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
-  std::vector<std::string> files() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+struct TempDir : trnsim::test_util::TempDir {
+  TempDir() : trnsim::test_util::TempDir("trnsim_test_npy_") {}
 };
 
 void write_raw(const std::string& path, const std::string& bytes) {

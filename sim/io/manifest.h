@@ -1,0 +1,71 @@
+// The record trnsim keeps of a set of files it writes into a folder: a run's output folder's manifest
+// (DIR/.trnsim-files, kept), and the journal of a set being replaced in any other folder
+// (DIR/.trnsim-journal, removed once the set is in place). JSON, read with the JSON reader's checks
+// (sim/io/json_document.h):
+//
+//   {"trnsim_files": 2, "state": "complete",
+//    "files": [{"path": "inputs/x.npy", "bytes": 1024, "inode": "1234", "sha256": "<64 hex digits>"}]}
+//   {"trnsim_files": 2, "state": "writing",
+//    "files": [{"path": "inputs/x.npy", "bytes": 1024, "sha256": "<64 hex digits>",
+//               "temporary": "inputs/.x.npy.tmp.77.0", "backup": "inputs/.x.npy.old.77.1"}],
+//    "previous": [{"path": ..., "bytes": ..., "inode": ..., "sha256": ...}]}
+//
+// "files" is the set. In state "complete": the files the last run wrote, each identified by its size, inode
+// and SHA-256 (a file is that run's output only while all three match: a file moved, copied or extracted
+// there under the same name is not); inode numbers are decimal strings (some file systems use all 64 bits).
+// In state "writing": the set being switched in, written before any of its files exists: each file's size and
+// SHA-256, the temporary that will hold it and, when a file is there already, the backup (a hard link to
+// it) that keeps the old one until the switch is done. "previous" (manifests only) is the set the switch
+// replaces. A record left in state "writing" marks a switch that was killed: the files may be a mix of the
+// old and the new set (a file is the new set's when its size and SHA-256 are the recorded ones).
+// Every path is relative to the folder holding the record: no "..", ".", empty or absolute components; a
+// temporary and a backup lie in their file's folder and have hidden names.
+// A manifest of an older trnsim (one relative path per line, no identities) reads as version 1: its files
+// are never recognised as a run's output, so nothing is removed on its word.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trnsim::io {
+
+inline constexpr const char* kManifestName = ".trnsim-files";
+inline constexpr const char* kJournalName = ".trnsim-journal";
+
+struct ManifestEntry {
+  std::string path = {};
+  uint64_t bytes = 0;
+  uint64_t inode = 0;       // 0: unknown (state "writing", a version-1 manifest)
+  std::string sha256 = {};  // "": unknown (a version-1 manifest)
+  // State "writing" only:
+  std::string temporary = {};
+  std::string backup = {};  // "": nothing was at `path`
+
+  bool identified() const { return inode != 0 && !sha256.empty(); }
+};
+
+struct Manifest {
+  int version = 2;
+  bool complete = true;
+  std::vector<ManifestEntry> files;
+  std::vector<ManifestEntry> previous;
+};
+
+// InputError "<name>: <json path>: <what is wrong>".
+Manifest parse_manifest(const std::string& text, const std::string& name);
+std::string manifest_text(const Manifest& m);
+
+// The record `name` in the folder open as `dir_fd` (never through a symlink), nullopt when there is none.
+// InputError "<shown>: ..." when something else than a regular file is there (a symlink, directory, FIFO or
+// device: "<shown>: is a symlink; trnsim keeps its record of the files it wrote there (remove it)") or it
+// cannot be read or parsed.
+// `owner` (if given) gets the file's owner (uid): a record another user wrote is not acted on.
+std::optional<Manifest> read_manifest_at(int dir_fd, const std::string& name, const std::string& shown,
+                                         unsigned* owner = nullptr);
+
+// Whether `rel` is a path a record may hold (see above).
+bool valid_record_path(const std::string& rel);
+
+}  // namespace trnsim::io

@@ -1,0 +1,16 @@
+// Pieces of sim/io/output_files.cpp that the set protocol (output_set.cpp) uses; not for other callers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trnsim::io::detail {
+
+// InputError unless `path`'s folder exists and `path` is not a directory.
+void check_output_path(const std::string& path);
+// Writes a device or FIFO in place; `name` is the path as the user gave it (a symlink to /dev/full).
+void write_through(const std::string& path, const std::string& name, const std::vector<uint8_t>& image,
+                   const std::vector<uint8_t>& tail);
+
+}  // namespace trnsim::io::detail

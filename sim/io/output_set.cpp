@@ -1,0 +1,706 @@
+// The set protocol of sim/io/output_files.h: locks, temporaries, backups, the record (manifest or journal),
+// renames, rollback, recovery after a kill, and the removal of an earlier run's files.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "sim/base/error.h"
+#include "sim/base/interrupt.h"
+#include "sim/io/content_hash.h"
+#include "sim/io/dir_lock.h"
+#include "sim/io/file_kind.h"
+#include "sim/io/manifest.h"
+#include "sim/io/output_detail.h"
+#include "sim/io/output_files.h"
+
+namespace trnsim::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string errno_text(int err = errno) {
+  return std::strerror(err);
+}
+
+std::function<void(long)>& step_hook() {
+  static std::function<void(long)> hook;
+  return hook;
+}
+thread_local long t_step = 0;  // steps of the set being written
+
+// TRNSIM_TEST_KILL_AT_WRITE_STEP=N: SIGKILL at the N-th step (the crash tests' way to stop at every point).
+void step() {
+  static const long kill_at = [] {
+    const char* v = std::getenv("TRNSIM_TEST_KILL_AT_WRITE_STEP");
+    return v ? std::atol(v) : 0L;
+  }();
+  ++t_step;
+  if (step_hook()) step_hook()(t_step);
+  if (kill_at > 0 && t_step == kill_at) ::kill(::getpid(), SIGKILL);
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  int get() const { return fd_; }
+  bool ok() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
+Fd open_dir(const std::string& dir) {
+  return Fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+}
+
+// The folder `rel` below the folder open as `base`, never through a symlink ("" is `base` itself).
+Fd open_below(int base, const fs::path& rel) {
+  Fd cur(::dup(base));
+  for (const fs::path& c : rel) {
+    if (c.empty() || c == ".") continue;
+    if (c == "..") return Fd();
+    Fd next(::openat(cur.get(), c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next.ok()) return Fd();
+    cur = std::move(next);
+  }
+  return cur;
+}
+
+// The file `name` in the folder `dir_fd`, not following a symlink: a regular file's inode and size.
+struct FileId {
+  bool regular = false;
+  bool exists = false;
+  uint64_t inode = 0, bytes = 0;
+};
+FileId file_id_at(int dir_fd, const std::string& name) {
+  struct stat st {};
+  FileId id;
+  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return id;
+  id.exists = true;
+  id.regular = S_ISREG(st.st_mode);
+  id.inode = st.st_ino;
+  id.bytes = static_cast<uint64_t>(st.st_size);
+  return id;
+}
+
+void sync_dir(const std::string& dir) {
+  const Fd d = open_dir(dir);
+  if (d.ok()) ::fsync(d.get());  // some file systems refuse to sync a folder: nothing more to do then
+}
+
+// Writes a record next to the files it describes: a temporary, synced, renamed over `dir/name` (never
+// through a symlink there: the rename replaces the name), and the folder synced.
+void write_record(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = (fs::path(dir) / name).string();
+  std::vector<interrupt::CleanupPath> on_signal;
+  const TempFile t = create_temp_for(path, on_signal);
+  bool ok = std::fwrite(text.data(), 1, text.size(), t.file) == text.size() && std::fflush(t.file) == 0 &&
+            ::fsync(::fileno(t.file)) == 0;
+  int err = errno;
+  if (std::fclose(t.file) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (ok && std::rename(t.path.c_str(), path.c_str()) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
+    std::remove(t.path.c_str());
+    throw InputError(path + ": cannot write: " + errno_text(err));
+  }
+  sync_dir(dir);
+}
+
+// Locks every folder of `dirs` (a set of files holds them all while it replaces its files). A folder another
+// trnsim holds is waited for: every lock this call took is released meanwhile, so two writers that need
+// the same folders never hold one each and wait for the other.
+std::vector<DirLock> lock_dirs(const std::vector<std::string>& dirs) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  bool told = false;
+  static std::set<std::string> unsupported_told;
+  for (;;) {
+    std::vector<DirLock> held;
+    std::string busy;
+    for (const std::string& d : dirs) {
+      DirLock l;
+      std::string why;
+      const DirLock::Result r = l.try_lock(d, &why);
+      if (r == DirLock::Result::kBusy) {
+        busy = d;
+        break;
+      }
+      if (r == DirLock::Result::kLocked) held.push_back(std::move(l));
+      if (r == DirLock::Result::kUnsupported && unsupported_told.insert(d).second)
+        std::fprintf(
+            stderr,
+            "trnsim: note: %s: cannot lock the folder (%s): another trnsim writing there at the same "
+            "time is not detected\n",
+            d.c_str(), why.c_str());
+    }
+    if (busy.empty()) return held;
+    held.clear();
+    const double waited = std::chrono::duration<double>(clock::now() - start).count();
+    if (waited > 600)
+      throw InputError(fmt::format("{}: cannot write: another trnsim has held the folder's lock for {:.0f} s",
+                                   busy, waited));
+    if (!told && waited > 1) {
+      std::fprintf(stderr, "trnsim: waiting for another trnsim writing into %s\n", busy.c_str());
+      told = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// Whether the file `name` in the folder `dir_fd` is the one entry `e` of a record in state "writing" was to
+// put there: its size and SHA-256 (never through a symlink). `id` gets what is there.
+bool is_new_file(int dir_fd, const std::string& name, const ManifestEntry& e, FileId& id) {
+  id = file_id_at(dir_fd, name);
+  if (!id.regular || id.bytes != e.bytes) return false;
+  const Fd f(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  return f.ok() && sha256_of_fd(f.get()) == e.sha256;
+}
+
+// What a killed switch left in a folder, made whole again (sim/io/output_files.h): a set whose every file
+// was switched is kept; otherwise every file that is the new set's goes back to its backup (or is removed
+// when nothing was there). The temporaries and backups the record names are removed. Returns the record of
+// the files now there that the set or the one before it wrote; `notes` gets what happened.
+Manifest roll_back(int dir_fd, const std::string& dir, const Manifest& m, std::vector<std::string>& notes) {
+  struct Where {
+    Fd parent;
+    std::string name;
+  };
+  const auto where = [&](const std::string& rel) {
+    const fs::path p(rel);
+    return Where{open_below(dir_fd, p.parent_path()), p.filename().string()};
+  };
+  std::vector<bool> now_new;
+  bool all_new = true;
+  for (const ManifestEntry& e : m.files) {
+    const Where w = where(e.path);
+    FileId id;
+    now_new.push_back(w.parent.ok() && is_new_file(w.parent.get(), w.name, e, id));
+    all_new = all_new && now_new.back();
+  }
+  std::vector<std::string> restored, lost;
+  for (size_t i = 0; i < m.files.size(); ++i) {
+    const ManifestEntry& e = m.files[i];
+    const Where w = where(e.path);
+    if (!w.parent.ok()) continue;
+    const int pd = w.parent.get();
+    const std::string tmp = fs::path(e.temporary).filename().string();
+    const std::string bak = e.backup.empty() ? "" : fs::path(e.backup).filename().string();
+    if (!all_new && now_new[i]) {
+      if (bak.empty()) {  // nothing was there before
+        (::unlinkat(pd, w.name.c_str(), 0) == 0 ? restored : lost).push_back(e.path);
+      } else if (file_id_at(pd, bak).regular) {
+        (::renameat(pd, bak.c_str(), pd, w.name.c_str()) == 0 ? restored : lost).push_back(e.path);
+      }
+      // A backup the record names but that is not there was never made: the switch had not begun.
+    }
+    if (file_id_at(pd, tmp).regular) ::unlinkat(pd, tmp.c_str(), 0);
+    if (!bak.empty() && file_id_at(pd, bak).regular) ::unlinkat(pd, bak.c_str(), 0);
+    ::fsync(pd);
+  }
+  if (all_new)
+    notes.push_back(fmt::format(
+        "{}: a trnsim run was killed after it had replaced every file of its set: the set is kept", dir));
+  else if (lost.empty())
+    notes.push_back(
+        fmt::format("{}: a trnsim run was killed while replacing its files: the earlier files are back{}",
+                    dir, restored.empty() ? " (none had been replaced yet)" : ""));
+  else
+    notes.push_back(fmt::format(
+        "{}: a trnsim run was killed while replacing its files and {} could not be put back: those are the "
+        "killed run's",
+        dir, fmt::join(lost, ", ")));
+  // The record of what is there now: each path's file as one of the two sets wrote it, else nothing.
+  Manifest now;
+  std::set<std::string> seen;
+  for (const ManifestEntry& e : m.files) {
+    const Where w = where(e.path);
+    FileId id;
+    if (!w.parent.ok() || !is_new_file(w.parent.get(), w.name, e, id)) continue;
+    now.files.push_back({e.path, e.bytes, id.inode, e.sha256});
+    seen.insert(e.path);
+  }
+  for (const ManifestEntry& e : m.previous) {
+    if (!e.identified() || seen.count(e.path)) continue;
+    const Where w = where(e.path);
+    const FileId cur = w.parent.ok() ? file_id_at(w.parent.get(), w.name) : FileId{};
+    if (!cur.regular || cur.inode != e.inode || cur.bytes != e.bytes) continue;
+    now.files.push_back(e);
+    seen.insert(e.path);
+  }
+  return now;
+}
+
+// The record `name` in `dir`, read under the folder's lock.
+std::optional<Manifest> read_record(const std::string& dir, const std::string& name, unsigned* owner) {
+  const Fd d = open_dir(dir);
+  if (!d.ok()) throw InputError(fmt::format("{}: cannot open the directory: {}", dir, errno_text()));
+  return read_manifest_at(d.get(), name, (fs::path(dir) / name).string(), owner);
+}
+
+// A record someone else wrote (a shared folder) could name this user's files: it is never acted on.
+std::string not_ours(const std::string& path, unsigned owner) {
+  if (owner == static_cast<unsigned>(::geteuid())) return "";
+  return fmt::format(
+      "{}: written by another user (uid {}): trnsim acts only on its own records, and keeps "
+      "every file it names",
+      path, owner);
+}
+
+// One file of a set being written.
+struct Plan {
+  size_t index = 0;    // in the caller's list
+  std::string target;  // where it lands (symlinks resolved)
+  std::string dir;     // target's folder
+  std::string rel;     // its path in its group's record (relative to the group's folder)
+  size_t group = 0;
+  std::FILE* file = nullptr;
+  std::string temp, backup;
+  uint64_t inode = 0, bytes = 0;
+  std::string sha256;
+  bool existed = false;  // a file was at the target (a backup could not always be made)
+  bool renamed = false;
+};
+
+// The files of a set that one record describes: a run folder's (its manifest) or one other folder's (a
+// journal).
+struct Group {
+  std::string dir;
+  bool run_folder = false;
+  std::string record;             // kManifestName or kJournalName
+  bool had_record = false;        // a record was there before (a run folder's manifest)
+  Manifest previous_record = {};  // that record, to put back on failure
+  std::vector<size_t> plans = {};
+};
+
+// The relative path of `path` inside the run folder, when it lands there without a symlink on the way (not
+// the folder's own symlink, which the user gave as --out): "" otherwise.
+std::string run_folder_rel(const RunFolder& folder, const std::string& path) {
+  const std::string rel = fs::path(path).lexically_relative(folder.dir).lexically_normal().string();
+  if (!valid_record_path(rel)) return "";
+  const Fd d = open_dir(folder.dir);
+  if (!d.ok()) return "";
+  const fs::path r(rel);
+  const Fd parent = open_below(d.get(), r.parent_path());
+  if (!parent.ok()) return "";
+  const FileId id = file_id_at(parent.get(), r.filename().string());
+  if (id.exists && !id.regular) return "";  // a symlink (written through), device or folder
+  return rel;
+}
+
+std::string rel_beside(const std::string& rel, const std::string& full) {
+  return (fs::path(rel).parent_path() / fs::path(full).filename()).string();
+}
+
+Manifest writing_record(const Group& g, const std::vector<Plan>& plans, const Manifest* previous) {
+  Manifest m;
+  m.complete = false;
+  for (size_t i : g.plans) {
+    const Plan& p = plans[i];
+    ManifestEntry e{p.rel, p.bytes, 0, p.sha256};
+    e.temporary = rel_beside(p.rel, p.temp);
+    if (!p.backup.empty()) e.backup = rel_beside(p.rel, p.backup);
+    m.files.push_back(std::move(e));
+  }
+  if (previous)
+    for (const ManifestEntry& e : previous->files)
+      if (e.identified()) m.previous.push_back(e);
+  return m;
+}
+
+// A hidden name next to `target` that nothing has: ".NAME<kind>.PID.N" (NAME cut short to fit 255 bytes). A
+// leftover of a killed run with this PID (a container) is stepped over.
+std::string fresh_name_beside(const std::string& target, const char* kind) {
+  static std::atomic<uint64_t> counter{0};
+  const fs::path p(target);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const std::string suffix = fmt::format("{}.{}.{}", kind, ::getpid(), counter.fetch_add(1));
+    std::string name = p.filename().string();
+    if (1 + name.size() + suffix.size() > 255) name.resize(255 - 1 - suffix.size());
+    const std::string b = (p.parent_path() / ("." + name + suffix)).string();
+    struct stat st {};
+    if (::lstat(b.c_str(), &st) != 0 && errno == ENOENT) return b;
+  }
+  throw InputError(target + ": cannot write: 1000 hidden names next to it exist already");
+}
+
+// Removes, from the run folder, the files of `previous` that `now` does not hold, each only while its size,
+// inode and SHA-256 are the recorded ones, never through a symlink, never one of `keep`. Returns their paths.
+std::vector<std::string> remove_stale(const std::string& dir, const Manifest& previous,
+                                      const std::set<std::string>& now,
+                                      const std::vector<std::string>& keep) {
+  std::vector<std::string> removed;
+  const Fd d = open_dir(dir);
+  if (!d.ok()) return removed;
+  for (const ManifestEntry& e : previous.files) {
+    if (!e.identified() || now.count(e.path)) continue;
+    const fs::path rel(e.path);
+    const Fd parent = open_below(d.get(), rel.parent_path());
+    if (!parent.ok()) continue;
+    const std::string name = rel.filename().string();
+    const FileId id = file_id_at(parent.get(), name);
+    if (!id.regular || id.inode != e.inode || id.bytes != e.bytes) continue;
+    struct stat st {};
+    if (::fstatat(parent.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    const bool is_kept = std::any_of(keep.begin(), keep.end(), [&](const std::string& k) {
+      struct stat ks {};
+      return ::stat(k.c_str(), &ks) == 0 && ks.st_dev == st.st_dev && ks.st_ino == st.st_ino;
+    });
+    if (is_kept) continue;
+    const Fd f(::openat(parent.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    struct stat fs_ {};
+    if (!f.ok() || ::fstat(f.get(), &fs_) != 0 || fs_.st_ino != e.inode || sha256_of_fd(f.get()) != e.sha256)
+      continue;
+    if (::unlinkat(parent.get(), name.c_str(), 0) != 0) continue;
+    step();
+    removed.push_back((fs::path(dir) / rel).string());
+    if (!rel.parent_path().empty()) ::unlinkat(d.get(), rel.parent_path().c_str(), AT_REMOVEDIR);  // if empty
+  }
+  return removed;
+}
+
+}  // namespace
+
+void testing::set_write_step_hook(std::function<void(long)> hook) {
+  step_hook() = std::move(hook);
+}
+
+std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files, const RunFolder* folder) {
+  t_step = 0;
+  std::vector<std::string> targets;  // where each file lands (symlinks resolved)
+  std::set<std::string> seen;
+  for (const auto& o : files) {
+    if (o.path.empty()) throw InputError("output path is empty");
+    check_not_a_record(o.path, "output");
+    targets.push_back(resolved_path(o.path));
+    check_not_a_record(targets.back(), "output");
+    if (!is_special_file(targets.back()) && !seen.insert(targets.back()).second)
+      throw InputError(o.path + ": the same output path is given twice");
+    detail::check_output_path(targets.back());
+  }
+  // Devices first, in place: a failing one stops the run before any regular destination changes.
+  for (size_t i = 0; i < files.size(); ++i)
+    if (is_special_file(targets[i]))
+      detail::write_through(targets[i], files[i].path, files[i].bytes, files[i].tail);
+
+  // The regular files, grouped by the record that describes them.
+  std::vector<Plan> plans;
+  std::vector<Group> groups;
+  std::map<std::string, size_t> group_of_dir;
+  if (folder) groups.push_back({folder->dir, true, kManifestName});
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (is_special_file(targets[i])) continue;
+    Plan p;
+    p.index = i;
+    p.target = targets[i];
+    p.dir = fs::path(targets[i]).parent_path().string();
+    if (folder) p.rel = run_folder_rel(*folder, files[i].path);
+    if (!p.rel.empty()) {
+      p.group = 0;
+    } else {
+      p.rel = fs::path(targets[i]).filename().string();
+      const auto [it, fresh] = group_of_dir.emplace(p.dir, groups.size());
+      if (fresh) groups.push_back({p.dir, false, kJournalName});
+      p.group = it->second;
+    }
+    groups[p.group].plans.push_back(plans.size());
+    plans.push_back(std::move(p));
+  }
+  if (plans.empty() && !folder) return {};
+
+  std::vector<std::string> lock_list;
+  for (const Group& g : groups) lock_list.push_back(g.dir);
+  for (const Plan& p : plans) lock_list.push_back(p.dir);
+  std::sort(lock_list.begin(), lock_list.end());
+  lock_list.erase(std::unique(lock_list.begin(), lock_list.end()), lock_list.end());
+  const std::vector<DirLock> locks = lock_dirs(lock_list);
+
+  // A journal a killed set left in a folder this set writes into: that set is made whole first.
+  for (const std::string& dir : lock_list) {
+    unsigned owner = 0;
+    if (const std::optional<Manifest> j = read_record(dir, kJournalName, &owner)) {
+      if (const std::string n = not_ours((fs::path(dir) / kJournalName).string(), owner); !n.empty()) {
+        std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
+        continue;
+      }
+      std::vector<std::string> notes;
+      const Fd d = open_dir(dir);
+      if (!j->complete) roll_back(d.get(), dir, *j, notes);
+      ::unlinkat(d.get(), kJournalName, 0);
+      for (const std::string& n : notes) std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
+    }
+  }
+  for (Group& g : groups)
+    if (g.run_folder) {
+      const Fd d = open_dir(g.dir);
+      g.had_record = d.ok() && file_id_at(d.get(), kManifestName).exists;
+      if (g.had_record) g.previous_record = folder->previous;
+    }
+
+  std::vector<interrupt::CleanupPath>
+      on_signal;                             // temporaries, backups, new records: gone if a signal ends us
+  std::vector<std::string> written_records;  // journals written (removed on failure)
+  bool run_record_written = false;
+  // Puts every destination back as it was and removes what this set created; returns what could not be put
+  // back.
+  const auto undo = [&]() {
+    std::vector<std::string> lost;
+    for (Plan& p : plans) {
+      if (p.renamed) {
+        if (!p.backup.empty()) {
+          if (std::rename(p.backup.c_str(), p.target.c_str()) == 0)
+            p.backup.clear();
+          else
+            lost.push_back(files[p.index].path);
+        } else if (p.existed) {
+          lost.push_back(files[p.index].path);
+        } else {
+          std::remove(p.target.c_str());
+        }
+      }
+      if (p.file) std::fclose(p.file);
+      p.file = nullptr;
+      if (!p.temp.empty() && !p.renamed) std::remove(p.temp.c_str());
+      if (!p.backup.empty()) std::remove(p.backup.c_str());
+    }
+    for (const std::string& j : written_records) std::remove(j.c_str());
+    if (run_record_written) {
+      const Group& g = groups[0];
+      try {
+        if (g.had_record)
+          write_record(g.dir, kManifestName, manifest_text(g.previous_record));
+        else
+          std::remove((fs::path(g.dir) / kManifestName).c_str());
+      } catch (const InputError&) {
+        // the manifest stays in state "writing": the next run rolls back, which finds nothing to do
+      }
+    }
+    return lost;
+  };
+  const auto fail = [&](const std::string& path, const std::string& why) {
+    const std::vector<std::string> lost = undo();
+    if (lost.empty()) throw InputError(fmt::format("{}: cannot write: {}", path, why));
+    throw InputError(fmt::format("{}: cannot write: {}; {} could not be put back as they were", path, why,
+                                 fmt::join(lost, ", ")));
+  };
+
+  try {
+    // The record first, with the names the set will use: a kill from here on leaves nothing it does not name.
+    for (Plan& p : plans) {
+      const OutputFile& f = files[p.index];
+      Sha256 h;
+      h.update(f.bytes.data(), f.bytes.size());
+      h.update(f.tail.data(), f.tail.size());
+      p.sha256 = h.hex();
+      p.bytes = f.bytes.size() + f.tail.size();
+      p.temp = fresh_name_beside(p.target, ".tmp");
+      struct stat old {};
+      p.existed = ::lstat(p.target.c_str(), &old) == 0 && S_ISREG(old.st_mode);
+      if (p.existed) p.backup = fresh_name_beside(p.target, ".old");
+    }
+    for (Group& g : groups) {
+      if (g.plans.empty() && !g.run_folder) continue;
+      const Manifest m = writing_record(g, plans, g.run_folder ? &folder->previous : nullptr);
+      write_record(g.dir, g.record, manifest_text(m));
+      if (g.run_folder) {
+        run_record_written = true;
+        if (!g.had_record)  // a new record goes again if a signal ends the run before its files are in place
+          on_signal.emplace_back((fs::path(g.dir) / g.record).string(), interrupt::CleanupPath::Kind::kFile);
+      } else {
+        written_records.push_back((fs::path(g.dir) / g.record).string());
+        on_signal.emplace_back(written_records.back(), interrupt::CleanupPath::Kind::kFile);
+      }
+      step();
+    }
+    // The temporaries (empty yet) and the backups, under the names the record gives.
+    for (Plan& p : plans) {
+      const OutputFile& f = files[p.index];
+      on_signal.emplace_back(p.temp, interrupt::CleanupPath::Kind::kFile);
+      const int fd = ::open(p.temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+      if (fd < 0) {
+        const int err = errno;
+        p.temp.clear();  // not ours
+        fail(f.path, errno_text(err));
+      }
+      // The destination keeps its permissions when it is replaced. Closed until it is filled: a set of many
+      // files holds one descriptor at a time (a low `ulimit -n`).
+      struct stat st {};
+      if (p.existed && ::stat(p.target.c_str(), &st) == 0) ::fchmod(fd, st.st_mode & 07777);
+      const bool id_ok = ::fstat(fd, &st) == 0;
+      const int err = errno;
+      ::close(fd);
+      if (!id_ok) fail(f.path, errno_text(err));
+      p.inode = st.st_ino;
+      if (p.existed) {
+        on_signal.emplace_back(p.backup, interrupt::CleanupPath::Kind::kFile);
+        // No hard link (a file system without them, an immutable file): the file cannot be put back if a
+        // later rename fails.
+        if (::link(p.target.c_str(), p.backup.c_str()) != 0) p.backup.clear();
+      }
+      step();
+    }
+    for (Plan& p : plans) {
+      const OutputFile& f = files[p.index];
+      const int fd = ::open(p.temp.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+      p.file = fd < 0 ? nullptr : ::fdopen(fd, "wb");
+      if (p.file == nullptr) {
+        const int err = errno;
+        if (fd >= 0) ::close(fd);
+        fail(f.path, errno_text(err));
+      }
+      bool ok = std::fwrite(f.bytes.data(), 1, f.bytes.size(), p.file) == f.bytes.size() &&
+                std::fwrite(f.tail.data(), 1, f.tail.size(), p.file) == f.tail.size() &&
+                std::fflush(p.file) == 0 && ::fdatasync(::fileno(p.file)) == 0;
+      int err = errno;
+      if (std::fclose(p.file) != 0 && ok) {
+        ok = false;
+        err = errno;
+      }
+      p.file = nullptr;
+      if (!ok) fail(p.target == f.path ? f.path : f.path + " (" + p.target + ")", errno_text(err));
+      step();
+    }
+  } catch (const InputError&) {
+    throw;
+  } catch (...) {
+    undo();
+    throw;
+  }
+
+  // Every temporary is complete. A signal now waits until every file is in place and recorded.
+  {
+    const interrupt::SignalsHeld all_renames_or_none;
+    for (Plan& p : plans) {
+      if (std::rename(p.temp.c_str(), p.target.c_str()) != 0) {
+        const int err = errno;
+        fail(files[p.index].path, errno_text(err));
+      }
+      p.renamed = true;
+      step();
+    }
+    std::set<std::string> dirs;
+    for (const Plan& p : plans) dirs.insert(p.dir);
+    for (const std::string& d : dirs) sync_dir(d);
+    step();
+    // The backups go before the record says "complete": a kill between the two leaves a record in state
+    // "writing" whose every file is in place, which the next run keeps.
+    for (Plan& p : plans)
+      if (!p.backup.empty()) {
+        std::remove(p.backup.c_str());
+        step();
+      }
+    for (Group& g : groups) {
+      if (g.run_folder) {
+        Manifest m;
+        for (size_t i : g.plans) {
+          const Plan& p = plans[i];
+          m.files.push_back({p.rel, p.bytes, p.inode, p.sha256});
+        }
+        try {
+          write_record(g.dir, kManifestName, manifest_text(m));
+        } catch (const InputError& e) {
+          // Every file is in place; the record says "writing", so the next run keeps this complete set.
+          std::fprintf(stderr, "trnsim: note: %s\n", e.what());
+        }
+      }
+    }
+    for (const std::string& j : written_records) std::remove(j.c_str());
+    for (const std::string& d : dirs) sync_dir(d);
+    on_signal.clear();
+    step();
+  }
+  if (!folder) return {};
+  std::set<std::string> now;
+  for (const Plan& p : plans)
+    if (p.group == 0) now.insert(p.rel);
+  return remove_stale(folder->dir, folder->previous, now, folder->keep);
+}
+
+RunFolderState open_run_folder(const std::string& dir) {
+  RunFolderState s;
+  const Fd d = open_dir(dir);
+  if (!d.ok()) throw InputError(fmt::format("{}: cannot open the directory: {}", dir, errno_text()));
+  const std::string shown = (fs::path(dir) / kManifestName).string();
+  std::optional<Manifest> m;
+  unsigned owner = 0;
+  try {
+    m = read_manifest_at(d.get(), kManifestName, shown, &owner);
+  } catch (const InputError& e) {
+    // Something else than a regular file in the record's place is the user's: refused, never replaced.
+    const FileId id = file_id_at(d.get(), kManifestName);
+    if (!id.regular) throw;
+    s.notes.push_back(fmt::format("{}: the files earlier runs wrote there are kept", e.what()));
+    return s;
+  }
+  if (!m) return s;
+  if (const std::string n = not_ours(shown, owner); !n.empty()) {
+    s.notes.push_back(n);
+    return s;
+  }
+  if (m->complete) {
+    s.manifest = *m;
+    return s;
+  }
+  s.manifest = roll_back(d.get(), dir, *m, s.notes);
+  write_record(dir, kManifestName, manifest_text(s.manifest));
+  return s;
+}
+
+FolderSetState inspect_run_folder(const std::string& dir, std::string* detail) {
+  const Fd d = open_dir(dir);
+  if (!d.ok()) return FolderSetState::kComplete;
+  std::optional<Manifest> m;
+  try {
+    m = read_manifest_at(d.get(), kManifestName, (fs::path(dir) / kManifestName).string());
+  } catch (const InputError&) {
+    return FolderSetState::kComplete;  // not a record this can judge by
+  }
+  if (!m || m->complete) return FolderSetState::kComplete;
+  std::vector<std::string> now_new, not_yet;
+  for (const ManifestEntry& e : m->files) {
+    const fs::path rel(e.path);
+    const Fd parent = open_below(d.get(), rel.parent_path());
+    FileId id;
+    if (parent.ok() && is_new_file(parent.get(), rel.filename().string(), e, id))
+      now_new.push_back(e.path);
+    else
+      not_yet.push_back(e.path);
+  }
+  if (not_yet.empty()) return FolderSetState::kNewSet;
+  if (now_new.empty()) return FolderSetState::kOldSet;
+  if (detail)
+    *detail =
+        fmt::format("already replaced: {}; not yet: {}", fmt::join(now_new, ", "), fmt::join(not_yet, ", "));
+  return FolderSetState::kMixed;
+}
+
+}  // namespace trnsim::io

@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# Crash and concurrency harness: usage crash.sh <trnsim-binary> <source-dir>.
+# An output folder holds one run's complete set of files or, after a kill while the set was being replaced,
+# is marked so that `trnsim stats` refuses it and the next run puts it right; never a silent mix (issue 22,
+# items 4 and 5). Cases:
+#   1. SIGKILL at every step of the writes (TRNSIM_TEST_KILL_AT_WRITE_STEP, sim/io/output_files.h);
+#   2. SIGKILL at random times during a run whose writes take a while;
+#   3. two runs into one folder, and two quantize writing the same files, at the same time;
+#   4. a full file system: a file-size limit (ulimit -f), and a small tmpfs where mounting is permitted;
+#   5. a sweep's results (results.csv and results.jsonl, one set) killed at every step of their rewrite.
+# Each folder state is judged against reference runs: "A" (the earlier set), "B" (the new set) or a mix.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
+SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
+# Under AddressSanitizer (the CI's sanitizer job) every run is slower: fewer random kills there.
+KILLS=12
+grep -q __asan_init "$TRNSIM" && KILLS=4
+
+# Two workloads whose every file differs: names (stats.json says which) and input seeds. Timing only, with
+# the inputs dumped: stats.json and three .npy files per set, written in a fraction of a second.
+for s in A B; do
+  seed=$([[ $s == A ]] && echo 11 || echo 21)
+  sed -e "s/\"name\": \"matmul_mxfp8_bwd_512_trn3\"/\"name\": \"set_$s\"/" \
+    -e "s/\"seed\": 1,/\"seed\": $seed,/; s/\"seed\": 2,/\"seed\": $((seed + 1)),/; s/\"seed\": 3,/\"seed\": $((seed + 2)),/" \
+    "$SMALL" >"$T/$s.json"
+  "$TRNSIM" run "$T/$s.json" --no-numerics --dump-inputs --out "$T/ref_$s" >/dev/null 2>&1 || bad "reference run $s"
+done
+FILES=(inputs/output_grad.npy inputs/weights.npy inputs/input_activation.npy)
+# state DIR: A or B when every file and stats.json are that set's, else "mixed".
+state() {
+  local d=$1 s f ok
+  for s in A B; do
+    ok=1
+    grep -q "\"workload\": \"set_$s\"" "$d/stats.json" 2>/dev/null || ok=0
+    for f in "${FILES[@]}"; do cmp -s "$d/$f" "$T/ref_$s/$f" || ok=0; done
+    if [[ $ok == 1 ]]; then
+      echo "$s"
+      return
+    fi
+  done
+  echo mixed
+}
+# leftovers DIR: temporaries, backups, journals or probes of a killed run.
+leftovers() { find "$1" -name '*.tmp.*' -o -name '*.old.*' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
+# judge DIR WHAT: consistent, or marked so that `trnsim stats` refuses it.
+judge() {
+  local d=$1 what=$2 s msg rc
+  s=$(state "$d")
+  msg=$("$TRNSIM" stats "$d/stats.json" 2>&1)
+  rc=$?
+  if [[ $s == A || $s == B ]]; then
+    check "$what: set $s, stats reads it (exit $rc: ${msg:0:200})" '[[ $rc == 0 ]]'
+  else
+    check "$what: a mix, and stats says so (exit $rc: ${msg:0:300})" \
+      '[[ $rc == 1 && $msg == *"was killed while it replaced the folder'"'"'s files"* ]]'
+  fi
+}
+# recover DIR WHAT: the next run puts the folder right: set B complete, no leftovers, a complete manifest.
+recover() {
+  local d=$1 what=$2
+  "$TRNSIM" run "$T/B.json" --no-numerics --dump-inputs --out "$d" >"$T/rec.log" 2>&1
+  local rc=$?
+  check "$what: the next run (exit $rc: $(tail -2 "$T/rec.log"))" '[[ $rc == 0 && $(state "$d") == B ]]'
+  check "$what: no leftovers after it ($(leftovers "$d" | head -3))" '[[ -z $(leftovers "$d") ]]'
+  check "$what: its manifest is complete" 'grep -q "\"state\": \"complete\"" "$d/.trnsim-files"'
+}
+
+# 1. A kill at every step of the switch from set A to set B.
+steps=0
+for n in $(seq 1 80); do
+  rm -rf "$T/k"
+  "$TRNSIM" run "$T/A.json" --no-numerics --dump-inputs --out "$T/k" >/dev/null 2>&1
+  {
+    TRNSIM_TEST_KILL_AT_WRITE_STEP=$n "$TRNSIM" run "$T/B.json" --no-numerics --dump-inputs --out "$T/k" \
+      >"$T/kill.log" 2>&1
+  } 2>/dev/null  # the shell's own "Killed"
+  rc=$?
+  if [[ $rc == 0 ]]; then  # the run has fewer steps: every one was tried
+    check "after the last step: set B" '[[ $(state "$T/k") == B && -z $(leftovers "$T/k") ]]'
+    break
+  fi
+  steps=$n
+  check "step $n: killed (exit $rc: $(tail -1 "$T/kill.log"))" '[[ $rc == 137 ]]'
+  judge "$T/k" "step $n"
+  recover "$T/k" "step $n"
+done
+check "the switch has steps to kill at ($steps)" '[[ $steps -ge 10 ]]'
+
+# 2. Kills at random times, the writes slowed by a big output: the MoE forward's inputs, dumped (about 30 MB).
+MOE=$SRC/configs/workloads/moe/qwen3_30b_a3b_fwd_mxfp8.json
+MSETS=(--set params.T=1024 --set params.E=16 --set params.top_k=2 --no-numerics --dump-inputs)
+"$TRNSIM" run "$MOE" "${MSETS[@]}" --out "$T/moe_ref" >"$T/moe.log" 2>&1
+grep -q "host time" "$T/moe.log" || bad "the MoE reference run: $(tail -2 "$T/moe.log")"
+RANDOM=22
+for i in $(seq 1 $KILLS); do
+  rm -rf "$T/r"
+  cp -a "$T/moe_ref" "$T/r"
+  # A different set: other seeds, so every file changes.
+  "$TRNSIM" run "$MOE" "${MSETS[@]}" --set inputs.hidden_states.seed=$((100 + i)) --out "$T/r" >/dev/null 2>&1 &
+  pid=$!
+  sleep "0.$((RANDOM % 10))$((RANDOM % 10))"
+  kill -KILL $pid 2>/dev/null
+  { wait $pid; } 2>/dev/null
+  # Every file in the folder is the reference's or the killed run's, as the manifest's state says.
+  msg=$("$TRNSIM" stats "$T/r/stats.json" 2>&1)
+  rc=$?
+  same=0
+  for f in "$T/moe_ref"/inputs/*.npy; do cmp -s "$f" "$T/r/inputs/${f##*/}" && same=$((same + 1)); done
+  total=$(ls "$T/moe_ref"/inputs/*.npy | wc -l)
+  if [[ $rc == 0 ]]; then
+    check "random kill $i: stats reads a whole set ($same of $total files unchanged)" \
+      '[[ $same == 0 || $same == $total ]]'
+  else
+    check "random kill $i: a mix, marked (exit $rc: ${msg:0:200})" '[[ $msg == *"was killed while it replaced"* ]]'
+  fi
+  "$TRNSIM" run "$MOE" "${MSETS[@]}" --out "$T/r" >"$T/rec.log" 2>&1
+  rc=$?
+  check "random kill $i: the next run (exit $rc)" '[[ $rc == 0 ]] && diff -rq "$T/moe_ref/inputs" "$T/r/inputs" >/dev/null'
+  check "random kill $i: no leftovers ($(leftovers "$T/r" | head -3))" '[[ -z $(leftovers "$T/r") ]]'
+done
+
+# 3. Two runs into one folder at once: one runs, the other is refused at once; each prints its own summary.
+# The second starts once the first has made the folder (it locks it at once).
+for i in 1 2 3; do
+  rm -rf "$T/c" "$T/c1.log" "$T/c2.log"
+  "$TRNSIM" run "$MOE" "${MSETS[@]}" --out "$T/c" >"$T/c1.log" 2>&1 &
+  p1=$!
+  for _ in $(seq 1 600); do
+    [[ -e $T/c ]] && break
+    sleep 0.05
+  done
+  sleep 0.2
+  "$TRNSIM" run "$T/A.json" --out "$T/c" >"$T/c2.log" 2>&1
+  rc2=$?
+  wait $p1
+  rc1=$?
+  check "two runs, $i: the first runs (exit $rc1: $(tail -1 "$T/c1.log"))" '[[ $rc1 == 0 ]]'
+  check "two runs, $i: the second is refused (exit $rc2: $(cat "$T/c2.log"))" \
+    '[[ $rc2 == 1 ]] && grep -q "another trnsim run is writing into this folder" "$T/c2.log"'
+  check "two runs, $i: the folder holds the first run's set" \
+    'grep -q "\"workload\": \"qwen3_30b_a3b_fwd_mxfp8\"" "$T/c/stats.json" && diff -rq "$T/moe_ref/inputs" "$T/c/inputs" >/dev/null'
+  check "two runs, $i: the first printed its own summary" 'grep -q "workload qwen3_30b_a3b_fwd_mxfp8" "$T/c1.log"'
+done
+# Started together: exactly one writes.
+rm -rf "$T/c"
+"$TRNSIM" run "$T/A.json" --no-numerics --dump-inputs --out "$T/c" >"$T/c1.log" 2>&1 &
+p1=$!
+"$TRNSIM" run "$T/B.json" --no-numerics --dump-inputs --out "$T/c" >"$T/c2.log" 2>&1 &
+p2=$!
+wait $p1
+rc1=$?
+wait $p2
+rc2=$?
+s=$(state "$T/c")
+check "two runs started together: one set ($s; exits $rc1, $rc2)" '[[ $s == A || $s == B ]] && [[ $rc1 == 0 || $rc2 == 0 ]]'
+
+# Two quantize writing the same --data and --scales: each pair of files is one input's.
+"$TRNSIM" run "$T/A.json" --no-numerics --dump-inputs --out "$T/q" >/dev/null 2>&1
+QX=$T/q/inputs/weights.npy
+QY=$T/q/inputs/input_activation.npy
+Q=(--format e4m3 --rule te --axis row)
+"$TRNSIM" quantize "$QX" "${Q[@]}" --data "$T/x_d.npy" --scales "$T/x_s.npy" >/dev/null
+"$TRNSIM" quantize "$QY" "${Q[@]}" --data "$T/y_d.npy" --scales "$T/y_s.npy" >/dev/null
+mixed=0
+for i in $(seq 1 20); do
+  "$TRNSIM" quantize "$QX" "${Q[@]}" --data "$T/d.npy" --scales "$T/s.npy" >/dev/null 2>&1 &
+  "$TRNSIM" quantize "$QY" "${Q[@]}" --data "$T/d.npy" --scales "$T/s.npy" >/dev/null 2>&1 &
+  wait
+  if ! { cmp -s "$T/d.npy" "$T/x_d.npy" && cmp -s "$T/s.npy" "$T/x_s.npy"; } &&
+    ! { cmp -s "$T/d.npy" "$T/y_d.npy" && cmp -s "$T/s.npy" "$T/y_s.npy"; }; then
+    mixed=$((mixed + 1))
+  fi
+done
+check "two quantize at once: every time one input's pair ($mixed of 20 mixed)" '[[ $mixed == 0 ]]'
+check "two quantize at once: no leftovers" '[[ -z $(find "$T" -maxdepth 1 -name ".*.tmp.*" -o -maxdepth 1 -name ".*.old.*" -o -maxdepth 1 -name .trnsim-journal) ]]'
+
+# 4. A full file system. A file-size limit below the dumped inputs' size: the write fails with a message, the
+# earlier set stays whole, nothing is left behind.
+rm -rf "$T/f"
+"$TRNSIM" run "$T/A.json" --no-numerics --dump-inputs --out "$T/f" >/dev/null 2>&1
+(
+  ulimit -f 256  # 256 KiB: stats.json fits, a 512 KiB input does not
+  "$TRNSIM" run "$T/B.json" --no-numerics --dump-inputs --out "$T/f"
+) >"$T/out" 2>&1
+rc=$?
+check "ulimit -f: exit $rc, the reason ($(tail -1 "$T/out"))" '[[ $rc == 1 ]] && grep -q "cannot write: File too large" "$T/out"'
+check "ulimit -f: the earlier set stays" '[[ $(state "$T/f") == A && -z $(leftovers "$T/f") ]]'
+msg=$("$TRNSIM" stats "$T/f/stats.json" 2>&1)
+check "ulimit -f: stats reads it" '[[ $? == 0 ]]'
+(
+  ulimit -f 64
+  "$TRNSIM" quantize "$QX" "${Q[@]}" --data "$T/x_d.npy" --scales "$T/x_s.npy"
+) >"$T/out" 2>&1
+rc=$?
+check "ulimit -f, quantize: exit $rc, the reason" '[[ $rc == 1 ]] && grep -q "File too large" "$T/out"'
+# A rename refused midway (an immutable file, where the file system has the attribute): the files already
+# renamed go back from their backups; the earlier set stays whole and nothing is left behind.
+if chattr +i "$T/f/inputs/weights.npy" 2>/dev/null; then
+  "$TRNSIM" run "$T/B.json" --no-numerics --dump-inputs --out "$T/f" >"$T/out" 2>&1
+  rc=$?
+  chattr -i "$T/f/inputs/weights.npy"
+  check "an immutable output: exit $rc, the reason ($(tail -1 "$T/out"))" \
+    '[[ $rc == 1 ]] && grep -q "weights.npy: cannot write: Operation not permitted" "$T/out"'
+  check "an immutable output: the earlier set stays whole" '[[ $(state "$T/f") == A && -z $(leftovers "$T/f") ]]'
+else
+  echo "crash: chattr +i is not available here: the refused-rename case is skipped"
+fi
+# A quantize killed between its two renames (its data replaced, its scales not), its journal in a run folder: the
+# next run into the folder rolls that set back first.
+"$TRNSIM" quantize "$QX" "${Q[@]}" --data "$T/f/qd.npy" --scales "$T/f/qs.npy" >/dev/null 2>&1
+{
+  TRNSIM_TEST_KILL_AT_WRITE_STEP=6 "$TRNSIM" quantize "$QY" "${Q[@]}" --data "$T/f/qd.npy" --scales "$T/f/qs.npy" \
+    >/dev/null 2>&1
+} 2>/dev/null
+"$TRNSIM" run "$T/A.json" --no-numerics --dump-inputs --out "$T/f" >"$T/out" 2>&1
+rc=$?
+check "a killed quantize in a run folder: the next run rolls it back (exit $rc)" \
+  '[[ $rc == 0 && ! -e $T/f/.trnsim-journal ]] && cmp -s "$T/f/qd.npy" "$T/x_d.npy" && cmp -s "$T/f/qs.npy" "$T/x_s.npy"'
+check "a killed quantize in a run folder: no leftovers" '[[ -z $(leftovers "$T/f") ]]'
+# A small tmpfs, where this machine lets us mount one (root, outside a locked-down container).
+mkdir -p "$T/small"
+if mount -t tmpfs -o size=1m tmpfs "$T/small" 2>/dev/null; then
+  "$TRNSIM" run "$T/A.json" --no-numerics --out "$T/small/o" >/dev/null 2>&1
+  "$TRNSIM" run "$T/B.json" --no-numerics --dump-inputs --out "$T/small/o" >"$T/out" 2>&1
+  rc=$?
+  check "a full tmpfs: exit $rc, the reason ($(tail -1 "$T/out"))" \
+    '[[ $rc == 1 ]] && grep -q "No space left on device" "$T/out"'
+  check "a full tmpfs: the earlier stats.json stays" 'grep -q "\"workload\": \"set_A\"" "$T/small/o/stats.json"'
+  check "a full tmpfs: no leftovers" '[[ -z $(leftovers "$T/small/o") ]]'
+  umount "$T/small"
+else
+  echo "crash: a tmpfs cannot be mounted here: the full-file-system case runs with ulimit -f only"
+fi
+
+# 5. A sweep's results files are one set: results.csv and results.jsonl are both the earlier or both the new
+# ones, or a journal marks the folder and the next writer puts it right. Two timing-only points; the new
+# results lack one row (its kept row removed: "not run").
+cat >"$T/sw.json" <<JSON
+{"name": "crash", "workload": "$SMALL", "set": {"numerics": false},
+ "axes": [{"name": "order", "path": "params.tile_loop_order", "values": ["mnk", "nmk"]}]}
+JSON
+export TRNSIM_PYTHON=/nonexistent  # no HTML report: its own test is reports.sh
+"$TRNSIM" sweep "$T/sw.json" --out "$T/sw" -j 1 >"$T/sw.log" 2>&1
+check "sweep for the results case (exit $?: $(tail -1 "$T/sw.log"))" '[[ -f $T/sw/results.csv && -f $T/sw/results.jsonl ]]'
+cp "$T/sw/results.csv" "$T/sw_old.csv"
+cp "$T/sw/results.jsonl" "$T/sw_old.jsonl"
+rm "$T/sw/points/$(ls "$T/sw/points" | head -1)"
+# pair: old, new or mixed (each file compared with the earlier one; the new ones differ from it).
+pair() {
+  local c=0 j=0
+  cmp -s "$T/sw/results.csv" "$T/sw_old.csv" && c=1
+  cmp -s "$T/sw/results.jsonl" "$T/sw_old.jsonl" && j=1
+  if [[ $c == 1 && $j == 1 ]]; then echo old; elif [[ $c == 0 && $j == 0 ]]; then echo new; else echo mixed; fi
+}
+steps=0
+for n in $(seq 1 40); do
+  cp "$T/sw_old.csv" "$T/sw/results.csv"
+  cp "$T/sw_old.jsonl" "$T/sw/results.jsonl"
+  { TRNSIM_TEST_KILL_AT_WRITE_STEP=$n "$TRNSIM" sweep collect "$T/sw" >"$T/kill.log" 2>&1; } 2>/dev/null
+  rc=$?
+  if [[ $rc == 0 ]]; then
+    check "sweep results after the last step: the new pair, no leftovers" \
+      '[[ $(pair) == new && -z $(leftovers "$T/sw") ]]'
+    break
+  fi
+  steps=$n
+  p=$(pair)
+  check "sweep results, step $n: killed (exit $rc), the pair is $p" \
+    '[[ $rc == 137 && ( $p != mixed || -e $T/sw/.trnsim-journal ) ]]'
+  "$TRNSIM" sweep collect "$T/sw" >"$T/rec.log" 2>&1
+  rc=$?
+  check "sweep results, step $n: the next collect (exit $rc) leaves the new pair and no leftovers" \
+    '[[ $rc == 0 && $(pair) == new && -z $(leftovers "$T/sw") ]]'
+done
+check "the results' switch has steps to kill at ($steps)" '[[ $steps -ge 4 ]]'
+unset TRNSIM_PYTHON
+
+finish

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The output folder keeps the user's files: usage output_folder.sh <trnsim-binary> <source-dir>.
+# Issue 22's findings on the folder a run writes into, each a case here: a file moved or copied there under an
+# earlier output's name is never removed as that run's output (1), nor a file reached through a symlinked
+# folder (2); the manifest .trnsim-files gets the checks of any output (3); stats.json as a device or FIFO
+# (13); a leftover probe of a killed run with the same PID (18).
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
+SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
+
+# 1. Identity, not modification time. A first run writes outputs and dumped inputs; the user then puts files
+# of their own there under the same names, with old modification times (mv, cp -p, tar x, rsync -a keep
+# them), or changes one in place; a run that does not write those names removes none of them.
+"$TRNSIM" run "$SMALL" --out "$T/a" --dump-inputs >/dev/null 2>&1
+printf 'user data, moved in\n' >"$T/mine.npy"
+touch -d 2000-01-01 "$T/mine.npy"
+mv "$T/mine.npy" "$T/a/input_grad.npy"
+printf 'user data, copied with cp -p\n' >"$T/copy.npy"
+touch -d 2000-01-01 "$T/copy.npy"
+cp -p "$T/copy.npy" "$T/a/weight_grad.npy"
+# In place, same size, the old time put back: the same inode, other bytes.
+printf 'X' | dd of="$T/a/inputs/weights.npy" bs=1 seek=200 conv=notrunc status=none
+touch -d 2000-01-01 "$T/a/inputs/weights.npy"
+"$TRNSIM" run "$SMALL" --out "$T/a" --no-numerics >"$T/out" 2>&1
+rc=$?
+check "rerun after the user's files moved in (exit $rc)" '[[ $rc == 0 ]]'
+check "a file moved in under an output's name stays" '[[ $(cat "$T/a/input_grad.npy") == "user data, moved in" ]]'
+check "a file copied in with cp -p stays" '[[ $(cat "$T/a/weight_grad.npy") == "user data, copied with cp -p" ]]'
+check "a file changed in place stays" '[[ -f $T/a/inputs/weights.npy ]]'
+check "the run's own untouched files go" '[[ ! -e $T/a/inputs/output_grad.npy && ! -e $T/a/inputs/input_activation.npy ]]'
+check "only those are reported" '! grep -q "removed.*\(input_grad\|weight_grad\|weights\)" "$T/out"'
+
+# 2. A symlinked folder on the way is never followed by a removal: the dumped inputs moved to the user's
+# folder (same files, same inodes, same bytes), a symlink in their place.
+"$TRNSIM" run "$SMALL" --out "$T/b" --dump-inputs >/dev/null 2>&1
+mkdir -p "$T/data"
+mv "$T/b/inputs" "$T/data/inputs"
+ln -s "$T/data/inputs" "$T/b/inputs"
+"$TRNSIM" run "$SMALL" --out "$T/b" --no-numerics >"$T/out" 2>&1
+rc=$?
+check "rerun with a symlinked inputs folder (exit $rc)" '[[ $rc == 0 ]]'
+check "nothing removed through the symlink" \
+  '[[ -f $T/data/inputs/weights.npy && -f $T/data/inputs/output_grad.npy && -f $T/data/inputs/input_activation.npy && -L $T/b/inputs ]]'
+
+# 3. The manifest: a FIFO, a directory, a symlink to a user's file or to /dev/zero in its place are refused
+# at once (before anything runs), named, and left as they are.
+want_manifest() {  # want_manifest CASE: the run is refused at once with the manifest named
+  local rc=$1 what=$2
+  check "manifest $what: refused (exit $rc: $(head -c 300 "$T/out"))" \
+    '[[ $rc == 1 ]] && grep -q "/.trnsim-files: .*trnsim keeps its record of the files it wrote" "$T/out"'
+}
+mkdir -p "$T/m1" "$T/m2" "$T/m3" "$T/m4"
+mkfifo "$T/m1/.trnsim-files"
+timeout 60 "$TRNSIM" run "$SMALL" --out "$T/m1" --no-numerics >"$T/out" 2>&1
+want_manifest $? "a FIFO"
+check "the FIFO stays" '[[ -p $T/m1/.trnsim-files ]]'
+mkdir "$T/m2/.trnsim-files"
+timeout 60 "$TRNSIM" run "$SMALL" --out "$T/m2" --no-numerics >"$T/out" 2>&1
+want_manifest $? "a directory"
+check "refused before the simulation" '! grep -q "simulated time" "$T/out"'
+echo "the user's notes" >"$T/notes.txt"
+ln -s "$T/notes.txt" "$T/m3/.trnsim-files"
+timeout 60 "$TRNSIM" run "$SMALL" --out "$T/m3" --no-numerics >"$T/out" 2>&1
+want_manifest $? "a symlink to a user's file"
+check "the linked file is untouched" '[[ $(cat "$T/notes.txt") == "the user'"'"'s notes" && -L $T/m3/.trnsim-files ]]'
+ln -s /dev/zero "$T/m4/.trnsim-files"
+timeout 60 "$TRNSIM" run "$SMALL" --out "$T/m4" --no-numerics >"$T/out" 2>&1
+want_manifest $? "a symlink to /dev/zero"
+# A damaged manifest (a regular file) is noted and replaced; nothing is removed on its word.
+"$TRNSIM" run "$SMALL" --out "$T/m5" >/dev/null 2>&1
+printf '{"trnsim_files": 2, "state": "complete", "files": [{"path": "../../etc/passwd"}]}' >"$T/m5/.trnsim-files"
+"$TRNSIM" run "$SMALL" --out "$T/m5" --no-numerics >"$T/out" 2>&1
+rc=$?
+check "a damaged manifest: noted, the run goes on, earlier files kept (exit $rc: $(head -c 300 "$T/out"))" \
+  '[[ $rc == 0 && -f $T/m5/input_grad.npy ]] && grep -q "trnsim: note: .*m5/.trnsim-files: files\[0\].path: .* is not a path inside the folder" "$T/out"'
+
+# 13. stats.json through a symlink to a device, or a FIFO: written through, the summary printed from the run's
+# own report (it once read the file back and failed).
+mkdir -p "$T/d1" "$T/d2"
+ln -s /dev/null "$T/d1/stats.json"
+"$TRNSIM" run "$SMALL" --out "$T/d1" --no-numerics >"$T/out" 2>&1
+rc=$?
+check "stats.json -> /dev/null: exit $rc, the summary" '[[ $rc == 0 && -L $T/d1/stats.json ]] && grep -q "simulated time" "$T/out"'
+mkfifo "$T/d2/stats.json"
+timeout 60 cat "$T/d2/stats.json" >"$T/fifo.json" &
+reader=$!
+timeout 60 "$TRNSIM" run "$SMALL" --out "$T/d2" --no-numerics >"$T/out" 2>&1
+rc=$?
+wait $reader
+check "stats.json a FIFO: exit $rc, the summary, the reader got the JSON" \
+  '[[ $rc == 0 && -p $T/d2/stats.json ]] && grep -q "simulated time" "$T/out" && grep -q "\"total_time_ns\"" "$T/fifo.json"'
+
+# The HTML report is drawn from the run's own stats too, not from stats.json read back (here /dev/null), and
+# written with the run's files as one set.
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  "$TRNSIM" run "$SMALL" --out "$T/d1" --no-numerics --report "$T/d1.html" >"$T/out" 2>&1
+  rc=$?
+  check "--report with stats.json -> /dev/null: exit $rc, the page names the workload" \
+    '[[ $rc == 0 && -L $T/d1/stats.json ]] && grep -q "trnsim run: $(basename "$SMALL" .json)" "$T/d1.html"'
+fi
+
+# 18. A probe left by a killed run with this run's PID (a container reuses PIDs): stepped over. The subshell's
+# PID is the run's: exec keeps it.
+mkdir -p "$T/p"
+(
+  : >"$T/p/.trnsim-probe.$BASHPID"
+  : >"$T/p/.trnsim-probe.$BASHPID.0"
+  exec "$TRNSIM" run "$SMALL" --out "$T/p" --no-numerics
+) >"$T/out" 2>&1
+rc=$?
+check "a leftover probe with the same PID (exit $rc: $(tail -1 "$T/out"))" '[[ $rc == 0 && -f $T/p/stats.json ]]'
+
+# Removals stay inside the folder whatever the manifest says (a manifest someone wrote by hand).
+"$TRNSIM" run "$SMALL" --out "$T/h" --no-numerics >/dev/null 2>&1
+echo victim >"$T/victim.txt"
+sum=$(sha256sum "$T/victim.txt" | cut -d' ' -f1)
+ino=$(stat -c %i "$T/victim.txt")
+printf '{"trnsim_files": 2, "state": "complete", "files": [{"path": "victim.txt", "bytes": 7, "inode": "%s", "sha256": "%s"}]}' \
+  "$ino" "$sum" >"$T/h/.trnsim-files"
+ln -s "$T/victim.txt" "$T/h/victim.txt"
+"$TRNSIM" run "$SMALL" --out "$T/h" --no-numerics >"$T/out" 2>&1
+check "a hand-made manifest naming a symlinked file: the file stays" '[[ -f $T/victim.txt && -L $T/h/victim.txt ]]'
+
+# A manifest another user wrote (a shared folder) is never acted on, even when it names a file of this user's
+# with its very identity.
+if [[ $(id -u) == 0 ]]; then
+  "$TRNSIM" run "$SMALL" --out "$T/o" --no-numerics >/dev/null 2>&1
+  echo "my notes" >"$T/o/notes.txt"
+  sum=$(sha256sum "$T/o/notes.txt" | cut -d' ' -f1)
+  printf '{"trnsim_files": 2, "state": "complete", "files": [{"path": "notes.txt", "bytes": 9, "inode": "%s", "sha256": "%s"}]}' \
+    "$(stat -c %i "$T/o/notes.txt")" "$sum" >"$T/o/.trnsim-files"
+  chown 65534:65534 "$T/o/.trnsim-files"
+  "$TRNSIM" run "$SMALL" --out "$T/o" --no-numerics >"$T/out" 2>&1
+  rc=$?
+  check "a manifest another user wrote: not acted on (exit $rc: $(head -c 300 "$T/out"))" \
+    '[[ $rc == 0 && -f $T/o/notes.txt ]] && grep -q "written by another user (uid 65534): trnsim acts only on its own records" "$T/out"'
+fi
+
+# An output named like a record would replace it or be replaced by it: refused before any work.
+msg=$("$TRNSIM" run "$SMALL" --out "$T/rec" --no-numerics --trace "$T/rec/.trnsim-files" 2>&1)
+check "--trace OUT/.trnsim-files: $msg" '[[ $? == 1 && $msg == *"--trace '"'"'$T/rec/.trnsim-files'"'"': cannot write: .trnsim-files is the name of trnsim'"'"'s record"* && ! -e $T/rec ]]'
+"$TRNSIM" run "$SMALL" --out "$T/q" --dump-inputs --no-numerics >/dev/null 2>&1
+msg=$("$TRNSIM" quantize "$T/q/inputs/weights.npy" --format e4m3 --rule te --axis row --data "$T/q/.trnsim-journal" \
+  --scales "$T/q/s.npy" 2>&1)
+check "quantize --data .trnsim-journal: $msg" '[[ $? == 1 && $msg == *".trnsim-journal is the name of trnsim'"'"'s record"* && ! -e $T/q/s.npy ]]'
+
+# --out through a symlink loop: the reason, not "File exists".
+ln -s "$T/loop" "$T/loop"
+msg=$("$TRNSIM" run "$SMALL" --out "$T/loop" --no-numerics 2>&1)
+check "--out a symlink loop: $msg" '[[ $msg == "trnsim: error: --out $T/loop: Too many levels of symbolic links" ]]'
+
+finish

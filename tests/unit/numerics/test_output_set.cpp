@@ -1,0 +1,253 @@
+// Output sets (sim/io/output_files.h): the manifest's format, all-or-nothing replacement when a rename fails
+// midway or the process is killed at any step, recovery by the next run, removal by identity only, and the
+// folder lock.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "sim/base/error.h"
+#include "sim/io/content_hash.h"
+#include "sim/io/dir_lock.h"
+#include "sim/io/manifest.h"
+#include "sim/io/output_files.h"
+#include "tests/unit/numerics/temp_dir.h"
+
+using namespace trnsim;
+using namespace trnsim::io;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir : trnsim::test_util::TempDir {
+  TempDir() : trnsim::test_util::TempDir("trnsim_test_set_") {}
+};
+
+void write_raw(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string read_raw(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+OutputFile file(const std::string& path, const std::string& text) {
+  return {path, std::vector<uint8_t>(text.begin(), text.end())};
+}
+
+// Every name under `dir` (recursively, relative), hidden ones too.
+std::vector<std::string> names(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    out.push_back(fs::relative(e.path(), dir).string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The leftovers a switch must not leave: temporaries, backups, journals.
+bool has_leftovers(const fs::path& dir) {
+  for (const std::string& n : names(dir))
+    if (n.find(".tmp.") != std::string::npos || n.find(".old.") != std::string::npos ||
+        n.find(kJournalName) != std::string::npos)
+      return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("manifest: written and read back; paths and identities checked", "[output_set]") {
+  Manifest m;
+  m.complete = false;
+  m.files.push_back(
+      {"stats.json", 12, 0, std::string(64, 'a'), ".stats.json.tmp.1.0", ".stats.json.old.1.1"});
+  m.files.push_back({"inputs/x.npy", 3, 0, std::string(64, 'b'), "inputs/.x.npy.tmp.1.2"});
+  m.previous.push_back({"y.npy", 5, 18446744073709551615ull, std::string(64, 'c')});
+  const Manifest r = parse_manifest(manifest_text(m), "M");
+  REQUIRE(r.files.size() == 2);
+  CHECK(!r.complete);
+  CHECK(r.files[0].backup == ".stats.json.old.1.1");
+  CHECK(r.files[1].backup.empty());
+  CHECK(r.previous.at(0).inode == 18446744073709551615ull);  // all 64 bits (overlayfs)
+  CHECK(r.previous.at(0).path == "y.npy");
+  CHECK(manifest_text(r) == manifest_text(m));
+
+  const auto bad = [](const std::string& files) {
+    return "{\"trnsim_files\": 2, \"state\": \"complete\", \"files\": [" + files + "]}";
+  };
+  const std::string sha = "\"sha256\": \"" + std::string(64, 'a') + "\"";
+  CHECK_THROWS_WITH(
+      parse_manifest(bad("{\"path\": \"../x\", \"bytes\": 1, \"inode\": \"2\", " + sha + "}"), "M"),
+      "M: files[0].path: '../x' is not a path inside the folder (relative, without '..' or '.')");
+  CHECK_THROWS_WITH(
+      parse_manifest(bad("{\"path\": \"/etc/passwd\", \"bytes\": 1, \"inode\": \"2\", " + sha + "}"), "M"),
+      Catch::Contains("is not a path inside the folder"));
+  CHECK_THROWS_WITH(
+      parse_manifest(bad("{\"path\": \"a\", \"bytes\": 1, \"inode\": \"0\", " + sha + "}"), "M"),
+      Catch::StartsWith("M: files[0].inode: expected a nonzero inode number"));
+  CHECK_THROWS_WITH(
+      parse_manifest(bad("{\"path\": \"a\", \"bytes\": 1, \"inode\": \"2\", \"sha256\": \"x\"}"), "M"),
+      Catch::StartsWith("M: files[0].sha256: expected 64 lowercase hex digits"));
+  const std::string one = "{\"path\": \"a\", \"bytes\": 1, \"inode\": \"2\", " + sha + "}";
+  CHECK_THROWS_WITH(parse_manifest(bad(one + ", " + one), "M"), "M: files[1].path: 'a' is listed twice");
+  // A temporary elsewhere than beside its file is refused (a record must not steer removals).
+  const std::string w =
+      "{\"trnsim_files\": 2, \"state\": \"writing\", \"files\": [{\"path\": \"a\", \"bytes\": 1, " + sha +
+      ", \"temporary\": \"sub/.a.tmp\"}]}";
+  CHECK_THROWS_WITH(parse_manifest(w, "M"), Catch::Contains("is not a hidden file beside 'a'"));
+  // An older trnsim's manifest: paths only, never identified.
+  const Manifest v1 = parse_manifest("stats.json\ninputs/x.npy\n", "M");
+  CHECK(v1.version == 1);
+  REQUIRE(v1.files.size() == 2);
+  CHECK(!v1.files[1].identified());
+  CHECK_THROWS_WITH(parse_manifest("../up\n", "M"), "M: '../up' is not a path inside the folder");
+}
+
+TEST_CASE("a set in several folders is written whole and leaves nothing else", "[output_set]") {
+  TempDir t;
+  fs::create_directory(t.dir / "sub");
+  write_raw(t / "a", "old a");
+  write_files_atomic({file(t / "a", "new a"), file(t / "b", "new b"), file(t / "sub/c", "new c")});
+  CHECK(read_raw(t / "a") == "new a");
+  CHECK(read_raw(t / "sub/c") == "new c");
+  CHECK(names(t.dir) == std::vector<std::string>{"a", "b", "sub", "sub/c"});
+}
+
+TEST_CASE("a rename that fails midway puts every file back", "[output_set]") {
+  TempDir t;
+  write_raw(t / "a", "old a");
+  write_raw(t / "b", "old b");
+  write_raw(t / "c", "old c");
+  // After a is in place, b becomes a directory: its rename fails (EISDIR).
+  bool acted = false;
+  testing::set_write_step_hook([&](long) {
+    if (!acted && read_raw(t / "a") == "new a") {
+      acted = true;
+      fs::remove(t / "b");
+      fs::create_directory(t / "b");
+    }
+  });
+  CHECK_THROWS_WITH(
+      write_files_atomic({file(t / "a", "new a"), file(t / "b", "new b"), file(t / "c", "new c")}),
+      t / "b" + ": cannot write: Is a directory");
+  testing::set_write_step_hook(nullptr);
+  CHECK(acted);
+  CHECK(read_raw(t / "a") == "old a");
+  CHECK(read_raw(t / "c") == "old c");
+  CHECK(names(t.dir) == std::vector<std::string>{"a", "b", "c"});
+}
+
+TEST_CASE("a run folder killed at any step is whole again after the next run opens it", "[output_set]") {
+  TempDir t;
+  const std::string dir = t / "out";
+  const auto set = [&](const std::string& v) {
+    return std::vector<OutputFile>{file(dir + "/stats.json", "stats " + v), file(dir + "/x.npy", "x " + v),
+                                   file(dir + "/inputs/y.npy", "y " + v)};
+  };
+  const auto which = [&]() -> std::string {
+    const std::string s = read_raw(dir + "/stats.json"), x = read_raw(dir + "/x.npy"),
+                      y = read_raw(dir + "/inputs/y.npy");
+    if (s == "stats A" && x == "x A" && y == "y A") return "A";
+    if (s == "stats B" && x == "x B" && y == "y B") return "B";
+    return "mixed";
+  };
+  int killed = 0;
+  for (long n = 1; n < 100; ++n) {
+    fs::remove_all(dir);
+    fs::create_directories(dir + "/inputs");
+    {
+      const RunFolder first{dir, open_run_folder(dir).manifest, {}};
+      write_files_atomic(set("A"), &first);
+    }
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      testing::set_write_step_hook([n](long step) {
+        if (step == n) ::raise(SIGKILL);
+      });
+      const RunFolder second{dir, open_run_folder(dir).manifest, {}};
+      write_files_atomic(set("B"), &second);
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (WIFEXITED(status)) {  // fewer steps than n: all were tried
+      CHECK(WEXITSTATUS(status) == 0);
+      CHECK(which() == "B");
+      break;
+    }
+    ++killed;
+    INFO("killed at step " << n);
+    REQUIRE(WIFSIGNALED(status));
+    const std::string state = which();
+    const FolderSetState seen = inspect_run_folder(dir);
+    if (state == "mixed")
+      CHECK(seen == FolderSetState::kMixed);
+    else
+      CHECK(seen != FolderSetState::kMixed);
+    const RunFolderState s = open_run_folder(dir);  // what the next run does first
+    CHECK(which() != "mixed");
+    CHECK_FALSE(has_leftovers(dir));
+    CHECK(inspect_run_folder(dir) == FolderSetState::kComplete);
+    CHECK(s.manifest.complete);
+    if (state == "mixed") CHECK_FALSE(s.notes.empty());
+  }
+  CHECK(killed >= 8);
+}
+
+TEST_CASE("an earlier run's file is removed only while it is still that file", "[output_set]") {
+  TempDir t;
+  const std::string dir = t / "out";
+  fs::create_directories(dir + "/inputs");
+  {
+    const RunFolder f{dir, open_run_folder(dir).manifest, {}};
+    write_files_atomic({file(dir + "/stats.json", "s1"), file(dir + "/kept_by_user", "mine now"),
+                        file(dir + "/changed", "ours"), file(dir + "/gone", "ours too"),
+                        file(dir + "/inputs/through_link", "ours, moved")},
+                       &f);
+  }
+  // The user: replaces a file by their own (same bytes, another inode), changes one in place, moves the
+  // inputs folder away and links it back.
+  write_raw(t / "elsewhere", "mine now");
+  fs::rename(t / "elsewhere", dir + "/kept_by_user");
+  {
+    std::fstream f(dir + "/changed", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f << "OURS";
+  }
+  fs::rename(dir + "/inputs", t / "data");
+  fs::create_directory_symlink(t / "data", dir + "/inputs");
+  const RunFolder f{dir, open_run_folder(dir).manifest, {}};
+  const std::vector<std::string> removed = write_files_atomic({file(dir + "/stats.json", "s2")}, &f);
+  CHECK(removed == std::vector<std::string>{dir + "/gone"});
+  CHECK(read_raw(dir + "/kept_by_user") == "mine now");
+  CHECK(read_raw(dir + "/changed") == "OURS");
+  CHECK(read_raw(t / "data/through_link") == "ours, moved");
+}
+
+TEST_CASE("a folder's lock: shared within a process, busy for another", "[output_set]") {
+  TempDir t;
+  // Another process: util-linux's flock(1), which exits 1 at once when the folder is locked (-n -E 1).
+  const std::string other = "flock -n -E 1 '" + t.dir.string() + "' true";
+  DirLock a, b;
+  REQUIRE(a.try_lock(t.dir.string()) == DirLock::Result::kLocked);
+  CHECK(b.try_lock(t.dir.string()) == DirLock::Result::kLocked);  // this process holds it already
+  CHECK(WEXITSTATUS(std::system(other.c_str())) == 1);
+  a.unlock();
+  CHECK(WEXITSTATUS(std::system(other.c_str())) == 1);  // b still holds it
+  b.unlock();
+  CHECK(WEXITSTATUS(std::system(other.c_str())) == 0);
+}
+
+TEST_CASE("SHA-256 as sha256sum prints it", "[output_set]") {
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
