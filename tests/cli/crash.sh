@@ -94,8 +94,13 @@ RANDOM=22
 for i in $(seq 1 $KILLS); do
   rm -rf "$T/r"
   cp -a "$T/moe_ref" "$T/r"
-  # A different set: other seeds, so every file changes.
-  "$TRNSIM" run "$MOE" "${MSETS[@]}" --set inputs.hidden_states.seed=$((100 + i)) --out "$T/r" >/dev/null 2>&1 &
+  # A different set: other seeds for every input and the routing (a file may still come out the same, e.g.
+  # block_to_expert; the killed run's complete set is made apart to compare with).
+  NEW=(--set inputs.hidden_states.seed=$((100 + i)) --set inputs.gate_up_proj_weight.seed=$((200 + i))
+    --set inputs.down_proj_weight.seed=$((300 + i)) --set inputs.routing.seed=$((400 + i)))
+  rm -rf "$T/new_ref"
+  "$TRNSIM" run "$MOE" "${MSETS[@]}" "${NEW[@]}" --out "$T/new_ref" >/dev/null 2>&1
+  "$TRNSIM" run "$MOE" "${MSETS[@]}" "${NEW[@]}" --out "$T/r" >/dev/null 2>&1 &
   pid=$!
   sleep "0.$((RANDOM % 10))$((RANDOM % 10))"
   kill -KILL $pid 2>/dev/null
@@ -103,12 +108,15 @@ for i in $(seq 1 $KILLS); do
   # Every file in the folder is the reference's or the killed run's, as the manifest's state says.
   msg=$("$TRNSIM" stats "$T/r/stats.json" 2>&1)
   rc=$?
-  same=0
-  for f in "$T/moe_ref"/inputs/*.npy; do cmp -s "$f" "$T/r/inputs/${f##*/}" && same=$((same + 1)); done
+  old_set=0 new_set=0
+  for f in "$T/moe_ref"/inputs/*.npy; do
+    cmp -s "$f" "$T/r/inputs/${f##*/}" && old_set=$((old_set + 1))
+    cmp -s "$T/new_ref/inputs/${f##*/}" "$T/r/inputs/${f##*/}" && new_set=$((new_set + 1))
+  done
   total=$(ls "$T/moe_ref"/inputs/*.npy | wc -l)
   if [[ $rc == 0 ]]; then
-    check "random kill $i: stats reads a whole set ($same of $total files unchanged)" \
-      '[[ $same == 0 || $same == $total ]]'
+    check "random kill $i: stats reads a whole set ($old_set of $total files old, $new_set new)" \
+      '[[ $old_set == $total || $new_set == $total ]]'
   else
     check "random kill $i: a mix, marked (exit $rc: ${msg:0:200})" '[[ $msg == *"was killed while it replaced"* ]]'
   fi
