@@ -100,6 +100,22 @@ check "best workload written" '[[ -f $T/tn/best_workload.json ]] && grep -qF "\"
 out=$("$TRNSIM" run "$T/tn/best_workload.json" --out "$T/bw" 2>&1 | grep "simulated time")
 check "the best workload runs: $out" '[[ -n $out ]]'
 
+# A second sweep or tune into a folder another one holds (its lock, taken here by flock(1)) is refused at once,
+# and writes nothing there; once the lock is free the sweep runs.
+if command -v flock >/dev/null; then
+  before=$(ls -A "$T/o" | sort | tr '\n' ' ')
+  flock "$T/o" sleep 3 &
+  holder=$!
+  sleep 0.5
+  msg=$("$TRNSIM" sweep "$T/s.json" --out "$T/o" 2>&1)
+  check "a locked sweep folder is refused: $msg" \
+    '[[ $? == 1 && $msg == *"$T/o: another trnsim sweep or tune is writing into this folder"* ]]'
+  msg=$("$TRNSIM" tune "$T/s.json" --budget 2 --out "$T/o" 2>&1)
+  check "tune too: $msg" '[[ $? == 1 && $msg == *"another trnsim sweep or tune is writing into this folder"* ]]'
+  check "nothing written into the locked folder" '[[ $(ls -A "$T/o" | sort | tr "\n" " ") == "$before" ]]'
+  wait $holder
+fi
+
 # 5. Bad sweep files: exact messages, exit 1.
 badfile() {  # badfile NAME JSON EXPECTED [extra args]
   printf '%s' "$2" >"$T/bad.json"

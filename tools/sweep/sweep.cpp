@@ -30,7 +30,7 @@ std::string sweep_dir(const Spec& spec, const std::string& out) {
   return out.empty() ? (fs::path("out") / "sweeps" / spec.name).string() : out;
 }
 
-void prepare_dir(const std::string& dir, const std::string& name) {
+io::DirLock prepare_dir(const std::string& dir, const std::string& name) {
   std::error_code ec;
   const fs::path plan = fs::path(dir) / "plan.json";
   if (fs::exists(dir, ec)) {
@@ -56,6 +56,26 @@ void prepare_dir(const std::string& dir, const std::string& name) {
   }
   fs::create_directories(dir, ec);
   if (ec) throw InputError(fmt::format("{}: cannot create: {}", dir, ec.message()));
+  io::DirLock lock;
+  std::string why;
+  switch (lock.try_lock(dir, &why)) {
+    case io::DirLock::Result::kLocked:
+      break;
+    case io::DirLock::Result::kBusy:
+      throw InputError(
+          fmt::format("{}: another trnsim sweep or tune is writing into this folder (it holds the folder's "
+                      "lock); wait for "
+                      "it to finish or choose another --out",
+                      dir));
+    case io::DirLock::Result::kUnsupported:
+      std::fprintf(
+          stderr,
+          "trnsim: note: %s: cannot lock the folder (%s): another sweep into it at the same time is not "
+          "detected\n",
+          dir.c_str(), why.c_str());
+      break;
+  }
+  return lock;
 }
 
 int default_jobs(int jobs) {
@@ -214,7 +234,7 @@ int run_local(const std::string& sweep_file, const SweepOptions& o) {
   const Spec spec = parse_spec(sweep_file);
   const Enumeration e = enumerate(spec, o.yes ? kMaxPoints : kConfirmPoints);
   const std::string dir = sweep_dir(spec, o.out);
-  prepare_dir(dir, spec.name);
+  const io::DirLock lock = prepare_dir(dir, spec.name);
   const int jobs = default_jobs(o.jobs);
   json plan = plan_header(spec);
   write_plan(dir, plan);  // marks the folder as this sweep's from the start

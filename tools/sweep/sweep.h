@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/io/dir_lock.h"
 #include "tools/sweep/spec.h"
 
 namespace trnsim::sweep {
@@ -37,8 +38,9 @@ inline constexpr uint64_t kMaxPoints = 10'000'000;
 
 std::string sweep_dir(const Spec& spec, const std::string& out);
 // Checks that DIR is this sweep's folder or a new one (InputError if it holds another sweep or other files),
-// creates it.
-void prepare_dir(const std::string& dir, const std::string& sweep_name);
+// creates it and locks it (sim/io/dir_lock.h) for as long as the returned lock lives: a second sweep or tune
+// into DIR is refused at once (InputError) instead of interleaving its plan and results with this one's.
+[[nodiscard]] io::DirLock prepare_dir(const std::string& dir, const std::string& sweep_name);
 // The jobs to use: `jobs`, or the cores this process may run on.
 int default_jobs(int jobs);
 

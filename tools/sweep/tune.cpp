@@ -290,7 +290,7 @@ int run_tune(const std::string& sweep_file, const TuneOptions& o) {
   const bool maximize = o.maximize_given ? o.maximize : spec.maximize;
   if (spec.product_size() == 0 && spec.listed.empty()) throw InputError(spec.file + ": no points to tune");
   const std::string dir = o.out.empty() ? (fs::path("out") / "tune" / spec.name).string() : o.out;
-  prepare_dir(dir, spec.name);
+  const io::DirLock lock = prepare_dir(dir, spec.name);
   json plan = plan_header(spec);
   plan["objective"] = objective;
   plan["maximize"] = maximize;

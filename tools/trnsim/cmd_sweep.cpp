@@ -75,7 +75,7 @@ int run_sweep(SweepCliOptions& o) {
   const sweep::Enumeration e =
       sweep::enumerate(spec, o.local.yes ? sweep::kMaxPoints : sweep::kConfirmPoints);
   const std::string dir = sweep::sweep_dir(spec, o.local.out);
-  sweep::prepare_dir(dir, spec.name);
+  const io::DirLock lock = sweep::prepare_dir(dir, spec.name);
   nlohmann::json plan = sweep::plan_header(spec);
   std::fprintf(stderr, "trnsim: sweep %s: checking %zu points before submitting them\n", spec.name.c_str(),
                e.points.size());
