@@ -33,29 +33,12 @@ std::string sweep_dir(const Spec& spec, const std::string& out) {
 io::DirLock prepare_dir(const std::string& dir, const std::string& name) {
   std::error_code ec;
   const fs::path plan = fs::path(dir) / "plan.json";
-  if (fs::exists(dir, ec)) {
-    if (!fs::is_directory(dir, ec)) throw InputError(fmt::format("{}: exists and is not a directory", dir));
-    if (fs::exists(plan, ec)) {
-      json p;
-      try {
-        p = config::read_json_document(plan.string());
-      } catch (const InputError&) {
-      }
-      const std::string other = p.is_object() ? p.value("name", "") : "";
-      if (other != name)
-        throw InputError(
-            fmt::format("{}: holds the results of sweep '{}' (plan.json), not '{}': choose "
-                        "another --out",
-                        dir, text_excerpt(other), text_excerpt(name)));
-    } else if (!fs::is_empty(dir, ec)) {
-      throw InputError(
-          fmt::format("{}: exists and is not a sweep folder (no plan.json): choose another "
-                      "--out, nothing there is overwritten",
-                      dir));
-    }
-  }
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw InputError(fmt::format("{}: exists and is not a directory", dir));
   fs::create_directories(dir, ec);
   if (ec) throw InputError(fmt::format("{}: cannot create: {}", dir, ec.message()));
+  // The lock first: a sweep that has just made the folder (no plan.json yet) is another sweep at work, not
+  // a folder of other files.
   io::DirLock lock;
   std::string why;
   switch (lock.try_lock(dir, &why)) {
@@ -64,8 +47,7 @@ io::DirLock prepare_dir(const std::string& dir, const std::string& name) {
     case io::DirLock::Result::kBusy:
       throw InputError(
           fmt::format("{}: another trnsim sweep or tune is writing into this folder (it holds the folder's "
-                      "lock); wait for "
-                      "it to finish or choose another --out",
+                      "lock); wait for it to finish or choose another --out",
                       dir));
     case io::DirLock::Result::kUnsupported:
       std::fprintf(
@@ -74,6 +56,23 @@ io::DirLock prepare_dir(const std::string& dir, const std::string& name) {
           "detected\n",
           dir.c_str(), why.c_str());
       break;
+  }
+  if (fs::exists(plan, ec)) {
+    json p;
+    try {
+      p = config::read_json_document(plan.string());
+    } catch (const InputError&) {
+    }
+    const std::string other = p.is_object() ? p.value("name", "") : "";
+    if (other != name)
+      throw InputError(
+          fmt::format("{}: holds the results of sweep '{}' (plan.json), not '{}': choose another --out", dir,
+                      text_excerpt(other), text_excerpt(name)));
+  } else if (!fs::is_empty(dir, ec)) {
+    throw InputError(
+        fmt::format("{}: exists and is not a sweep folder (no plan.json): choose another --out, nothing "
+                    "there is overwritten",
+                    dir));
   }
   return lock;
 }
