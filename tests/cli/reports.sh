@@ -65,6 +65,12 @@ check "stats --html writes report.html next to stats.json" '[[ $? == 0 && -s $T/
 "$TRNSIM" run "$SRC/configs/workloads/llama3_8b_mlp_down_bwd_mxfp8.json" --no-numerics --out "$T/main" >/dev/null 2>&1
 "$TRNSIM" stats "$T/main/stats.json" --html="$T/main.html" >"$T/stats2.txt" 2>&1
 check "stats --html=FILE: $(cat "$T/stats2.txt")" '[[ $? == 0 && -s $T/main.html ]]'
+# A hand-damaged stats.json: the key the report missed, no Python traceback, exit 1.
+/usr/bin/python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["source_lines"] = [{}]; json.dump(s, open(sys.argv[2], "w"))' \
+  "$T/run/stats.json" "$T/damaged.json"
+msg=$("$TRNSIM" stats "$T/damaged.json" --html="$T/damaged.html" 2>&1)
+check "a damaged stats.json: $msg" \
+  '[[ $? == 1 && $msg == *"the stats cannot be drawn: key '"'"'busy_ns'"'"' is missing"* && $msg == *"$T/damaged.json: run_report.py failed"* && $msg != *Traceback* && ! -e $T/damaged.html ]]'
 msg=$(page_ok "$T/main.html" 5)
 check "main job's report (two cores: 5 plots) loads: $msg" '[[ $? == 0 ]]'
 check "main job's report says there are no numerics" 'grep -qF "No numerics: off (--no-numerics" "$T/main.html"'

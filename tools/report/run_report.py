@@ -192,4 +192,10 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (KeyError, AttributeError, TypeError, ValueError, IndexError) as e:
+        # A stats.json edited by hand or from another tool: say which key, not a traceback.
+        what = ("key %s is missing" % e) if isinstance(e, KeyError) else "%s" % e
+        print("run_report.py: the stats cannot be drawn: %s" % what, file=sys.stderr)
+        sys.exit(1)

@@ -55,8 +55,12 @@ void stats_command(const StatsCliOptions& o) {
                                 ? (std::filesystem::path(o.files[0]).parent_path() / "report.html").string()
                                 : o.html_file;
     io::check_distinct_files({{o.files[0], "the stats file", true}, {out, "--html"}});
-    io::write_files_atomic(sweep::draw_run_report(
-        run::stats_text(j), std::filesystem::path(o.files[0]).parent_path().string(), out));
+    try {
+      io::write_files_atomic(sweep::draw_run_report(
+          run::stats_text(j), std::filesystem::path(o.files[0]).parent_path().string(), out));
+    } catch (const InputError& e) {
+      throw InputError(o.files[0] + ": " + e.what());
+    }
     std::printf("wrote %s\n", out.c_str());
     return;
   }
