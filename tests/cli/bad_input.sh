@@ -278,4 +278,17 @@ if [[ -z ${ASAN_OPTIONS:-} ]]; then
     '[[ $rc == 1 && $(cat "$T/log") == *"this run needs at least 84.9 MB of host memory"* && ! -e $T/lim2 ]]'
 fi
 
+
+# A result printed to stdout that could not be written (a full disk, ulimit -f) is an error; a pipe whose
+# reader left is not.
+if [[ -w /dev/full ]]; then
+  msg=$("$TRNSIM" list 2>&1 >/dev/full)
+  check "list into /dev/full: $msg" '[[ $? == 1 && $msg == "trnsim: error: cannot write to stdout: No space left on device" ]]'
+fi
+msg=$( (ulimit -f 1; "$TRNSIM" list >"$T/list.txt") 2>&1)
+check "list past ulimit -f: $msg" '[[ $? == 1 && $msg == *"cannot write to stdout: File too large"* ]]'
+"$TRNSIM" list 2>"$T/pipe.err" | head -1 >/dev/null
+rc=${PIPESTATUS[0]}
+check "list into a pipe closed early: exit $rc, $(cat "$T/pipe.err")" '[[ $rc == 0 && ! -s $T/pipe.err ]]'
+
 finish

@@ -1,10 +1,14 @@
 // trnsim command line: one subcommand per file, registered here.
 #include <malloc.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <system_error>
 #include <thread>
@@ -46,6 +50,21 @@ int main(int argc, char** argv) {
 }
 
 namespace {
+
+// Whether what the command printed reached stdout: a write that failed into a file or device (a full disk,
+// ulimit -f, /dev/full) loses the result of `stats`, `list` or `validate` and is an error; a pipe whose
+// reader left (`| head`) or a closed stdout is not.
+bool stdout_intact() {
+  errno = 0;
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (!failed) return true;
+  const int err = errno;
+  struct stat st {};
+  if (::fstat(STDOUT_FILENO, &st) != 0 || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) return true;
+  std::fprintf(stderr, "trnsim: error: cannot write to stdout: %s\n",
+               err ? std::strerror(err) : "a write failed");
+  return false;
+}
 
 int run_cli(int argc, char** argv) {
   trnsim::interrupt::install_handlers();
@@ -103,7 +122,7 @@ int run_cli(int argc, char** argv) {
     std::fprintf(stderr, "trnsim: internal error: %s\n", e.what());
     return 2;
   }
-  return 0;
+  return stdout_intact() ? 0 : 1;
 }
 
 }  // namespace
