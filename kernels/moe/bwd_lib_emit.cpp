@@ -8,6 +8,7 @@
 #include "kernels/api/nki.h"
 #include "kernels/lib/mxfp8/layout.h"
 #include "kernels/moe/bwd_lib_state.h"
+#include "kernels/moe/bwd_weights.h"
 #include "kernels/moe/moe_common.h"
 
 namespace trnsim::kernels::moe {
@@ -37,19 +38,11 @@ Tensors declare(Kernel& k, const BwdParams& p, const BwdLibPlan& f) {
   const int64_t E = p.E, H = p.H, I = f.I, B = f.B, N = f.N;
   t.hidden = k.input("hidden_states", DType::BF16, {f.rows, H});
   t.ea = k.input("expert_affinities_masked", DType::F32, {f.rows * E, 1});
-  const DType xdt = mxfp8::x4_dtype(p.fp8);
-  if (p.gate_up_weight_scales) {
-    t.w_gu = k.input("gate_up_proj_weight", xdt, {E, 2 * I / 4, H});
-    t.s_gu = k.input("gate_up_weight_scales", DType::E8M0, *p.gate_up_weight_scales);
-  } else {
-    t.w_gu = k.input("gate_up_proj_weight", DType::BF16, {E, H, 2, I});
-  }
-  if (p.down_weight_scales) {
-    t.w_down = k.input("down_proj_weight", xdt, {E, H / 4, I});
-    t.s_down = k.input("down_weight_scales", DType::E8M0, *p.down_weight_scales);
-  } else {
-    t.w_down = k.input("down_proj_weight", DType::BF16, {E, I, H});
-  }
+  const BwdWeights w = declare_bwd_weights(k, p, I);
+  t.w_gu = w.w_gu;
+  t.s_gu = w.s_gu;
+  t.w_down = w.w_down;
+  t.s_down = w.s_down;
   t.tokens = k.input("token_position_to_id", DType::I32, {N * B});
   t.b2e = k.input("block_to_expert", DType::I32, {N, 1});
   t.dy = k.input("output_hidden_states_grad", DType::BF16, {f.rows, H});
