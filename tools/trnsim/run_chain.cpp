@@ -35,7 +35,7 @@ std::string stage_trace(const std::string& trace, const std::string& stage) {
 
 std::string check_line(const run::CheckResult& c) {
   std::string s =
-      fmt::format("  {:<58} {}  rel_l2_vs_exact {:.4g}  cosine {:.6f}", c.output, c.pass ? "pass" : "FAIL",
+      fmt::format("  {:<58} {}  rel_l2_vs_exact {:.4g}  cosine {:.8f}", c.output, c.pass ? "pass" : "FAIL",
                   c.metric("rel_l2_vs_exact"), c.metric("cosine_vs_exact"));
   for (const std::string& f : c.failures) s += "\n      " + f;
   return s + "\n";
