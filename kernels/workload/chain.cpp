@@ -142,8 +142,8 @@ bool is_pipeline_file(const std::string& path) {
   return doc.is_object() && doc.contains("stages") && !doc.contains("kernel");
 }
 
-bool has_chained_inputs(const std::string& path) {
-  const json doc = config::read_json_document(path);
+bool has_chained_inputs(const std::string& path, const std::vector<std::string>& sets) {
+  const json doc = workload_document(path, sets);
   if (!doc.is_object() || !doc.contains("inputs") || !doc["inputs"].is_object()) return false;
   for (const auto& [k, v] : doc["inputs"].items())
     if (v.is_object() && v.contains("from")) return true;

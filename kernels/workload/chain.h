@@ -86,8 +86,9 @@ struct Chain {
 
 // True if `path` holds a JSON object with a top-level "stages" key.
 bool is_pipeline_file(const std::string& path);
-// True if the workload at `path` has an input {"from": ...} (reads its JSON only).
-bool has_chained_inputs(const std::string& path);
+// True if the workload at `path`, with the --set assignments applied, has an input {"from": ...} (reads its
+// JSON only).
+bool has_chained_inputs(const std::string& path, const std::vector<std::string>& sets = {});
 
 // Reads, orders, prepares and checks a chain (above). `no_numerics`: every stage timing only.
 Chain load_chain(const std::string& path, const std::vector<std::string>& sets, bool no_numerics);

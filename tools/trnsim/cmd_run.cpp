@@ -59,7 +59,8 @@ void add_run_command(CLI::App& app) {
     int rc = 0;
     on_file(opts->config, [&] {
       if (workload::is_pipeline_file(opts->config) ||
-          (workload::is_workload_file(opts->config) && workload::has_chained_inputs(opts->config))) {
+          (workload::is_workload_file(opts->config) &&
+           workload::has_chained_inputs(opts->config, opts->sets))) {
         if (!opts->hw.empty())
           throw InputError("--hw applies to program JSON; a chain's workloads name their hardware");
         rc = run_chain_file(*opts);

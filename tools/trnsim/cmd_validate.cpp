@@ -66,7 +66,7 @@ void validate_chain(const ValidateOptions& o) {
 
 void run_validate(const ValidateOptions& o) {
   if (workload::is_pipeline_file(o.path) ||
-      (workload::is_workload_file(o.path) && workload::has_chained_inputs(o.path)))
+      (workload::is_workload_file(o.path) && workload::has_chained_inputs(o.path, o.sets)))
     return validate_chain(o);
   if (!workload::is_workload_file(o.path)) return validate_program(o);
   const workload::PreparedWorkload p = workload::prepare_workload(workload::parse_workload(o.path, o.sets));
