@@ -38,6 +38,23 @@ std::optional<Allocator::Block> Allocator::allocate(uint32_t partition_start, ui
   return b;
 }
 
+std::optional<Allocator::Block> Allocator::allocate_at(uint32_t partition_start, uint32_t partitions,
+                                                       uint32_t offset, uint32_t bytes) {
+  if (partitions == 0 || bytes == 0 || partition_start + partitions > partitions_ || offset % granule_ != 0)
+    return std::nullopt;
+  const uint64_t size = round_up(bytes);
+  if (offset + size > bytes_per_partition_) return std::nullopt;
+  for (const Block& u : blocks_)
+    if (shares_partitions(u, partition_start, partitions) && u.offset < offset + size &&
+        offset < uint64_t{u.offset} + u.bytes)
+      return std::nullopt;
+  Block b{next_id_++, partition_start, partitions, offset, static_cast<uint32_t>(size)};
+  blocks_.insert(std::upper_bound(blocks_.begin(), blocks_.end(), b,
+                                  [](const Block& x, const Block& y) { return x.offset < y.offset; }),
+                 b);
+  return b;
+}
+
 void Allocator::release(uint64_t id) {
   std::erase_if(blocks_, [id](const Block& b) { return b.id == id; });
 }

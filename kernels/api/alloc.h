@@ -25,6 +25,10 @@ class Allocator {
 
   // Reserves `bytes` on partitions [partition_start, partition_start + partitions); nullopt if no room.
   std::optional<Block> allocate(uint32_t partition_start, uint32_t partitions, uint32_t bytes);
+  // Reserves exactly [offset, offset + bytes) on those partitions (offset a multiple of the granule);
+  // nullopt if any of it is taken or out of range.
+  std::optional<Block> allocate_at(uint32_t partition_start, uint32_t partitions, uint32_t offset,
+                                   uint32_t bytes);
   void release(uint64_t id);  // unknown ids are ignored
 
   // Largest allocatable size (bytes, a multiple of the granule) on the given partitions.

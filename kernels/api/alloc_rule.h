@@ -29,6 +29,23 @@
 //     compiled kernel "saturates PSUM at 8 banks"; the NKI allocator's RING mode, documented later,
 //     "rotates through the 8 banks" (nki.compiler.AllocationMode). [I] for the default flow beyond that
 //     observation.
+//   - Scope: a site's pool lives for one iteration of the outermost loop its tiles do not cross (the loop
+//     whose iterations the site's tiles all begin and end in; the kernel when a tile outlives an iteration
+//     of the outermost loop around its declaration, or the declaration is outside every loop). When that
+//     iteration's last access to the site is done the site is dead until the next iteration declares it
+//     again: a site declared later in the meantime may take its space (first fit, the builder's Allocator),
+//     and the site's next iteration then gets fresh buffers (first fit again) whose first writers wait for
+//     the last readers of what held that space (write-after-read, pool to pool). While nothing takes its
+//     space the site keeps its buffers and goes on rotating over them. How many buffers is asked once per
+//     site (below), with its declarations over the whole kernel: the count belongs to the site's logical
+//     tensor over every iteration of its loops; the scope bounds where that tensor lives. Source: NKI Block
+//     Dimension Migration Guide: the compiler "analyzes the memory dependency and allocates physical address
+//     to each tile", so a loop's tiles "may not be alive in the memory simultaneously", and a tensor declared
+//     in a loop body (no longer one tensor of the whole loop) carries no dependency from one iteration to the
+//     next. [I] that the allocator frees a site at the end of its outermost loop's iteration and not
+//     earlier: the guides give no finer rule, and the NKI matmul guide's fully optimised kernel at its own
+//     FP32 size (a published kernel that runs on hardware) fits in SBUF only if its packing tile reuses its
+//     operand tiles' space in the same N block, which this gives (plan_pools below; docs/nki.md).
 //   - Whatever the count, the buffers must fit: at most (free - reserve) / tile buffers, where `reserve`
 //     is what the other tiles declared in the same loop body still need (one buffer each); the compiler
 //     spills rather than fail (NKI performance guide, "Optimization Gotchas"), which is not modelled: a
@@ -38,6 +55,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/isa/instruction.h"
 
@@ -60,6 +79,11 @@ struct InLoop {
   int64_t reserve_bytes_per_partition = 0;
   // Set: the kernel states the buffer count (direct allocation, or a what-if) and the rule is not asked.
   std::optional<int64_t> bufs{};
+  // The site's scope as stats.json names it ("kernel", "n block", "loop at kernel.py:12"); empty: "kernel".
+  std::string scope{};
+  // Set with `bufs`: the rule was asked by the caller (the NKI front end's plan) and gave `bufs` for this
+  // reason; recorded as the rule's choice.
+  std::optional<std::string> rule_reason{};
 };
 
 // What the compiler knows when it allocates the site.
@@ -94,7 +118,43 @@ struct AllocationRecord {
   int64_t bufs = 1;
   bool by_rule = true;
   std::string reason;
-  int64_t declarations = 1;  // times the site was declared (a pool made again per outer iteration)
+  int64_t declarations = 1;      // times the site was declared (a pool made again per outer iteration)
+  std::string scope = "kernel";  // what one pool lives for (see "Scope" above)
 };
+
+// The scope of a site from the loops around its declaration, outermost first: whether any of its tiles is
+// accessed after the iteration of that loop it was declared in ended (`crossed`). 0: one iteration of the
+// outermost loop; -1: the kernel (no loop, or a tile outlives the outermost loop's iteration).
+int site_scope(const std::vector<bool>& crossed);
+
+// The scoped rule applied to a traced kernel (the NKI front end, which sees every tile's lifetime before it
+// emits): each site's buffer count (loop_tile_buffers, asked when its first pool instance starts, with the
+// largest free run the builder's first-fit Allocator has then) and where each pool instance goes.
+struct PoolSite {
+  isa::MemSpace space = isa::MemSpace::SBUF;
+  int64_t partitions = 128;  // 1..limits.partitions, from partition 0
+  int64_t tile_bytes = 0;    // one tile, bytes per partition (> 0)
+  InLoop loop;               // trip_count, tiles (alive at once), reserve, bufs
+};
+struct PoolInstance {  // one scope iteration of a site
+  int64_t site = 0;
+  int64_t first = 0, last = 0;  // its first and last access, in program order (first <= last)
+};
+struct PoolPlan {
+  std::vector<BufferChoice> sites;  // per site
+  // Per instance: its placement (a run of the site's instances that keep one set of buffers).
+  std::vector<int64_t> placement_of;
+  struct Placement {
+    int64_t site = 0;
+    std::vector<int64_t> offsets;  // per buffer (bufs x tiles), bytes per partition
+    // Per buffer: the buffers (placement, index) that held any of its space before it and were not wholly
+    // covered by a later buffer since: its first writer waits for their last accesses.
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> after;
+  };
+  std::vector<Placement> placements;
+};
+// InputError naming the site (its index) when an instance's buffers do not fit.
+PoolPlan plan_pools(const isa::Limits& limits, const std::vector<PoolSite>& sites,
+                    const std::vector<PoolInstance>& instances);
 
 }  // namespace trnsim::kernels

@@ -258,6 +258,12 @@ View Kernel::sbuf(const std::vector<int64_t>& shape, DType dtype, const std::str
 View Kernel::psum(const std::vector<int64_t>& shape, DType dtype, const std::string& name, Loc loc) {
   return make_tile(isa::MemSpace::PSUM, shape, dtype, name, loc);
 }
+View Kernel::tile_at(isa::MemSpace space, int64_t offset, const std::vector<int64_t>& shape, DType dtype,
+                     const std::string& name, Loc loc) {
+  if (space == isa::MemSpace::HBM || offset < 0)
+    throw InputError(fmt::format("{}: tile_at: an SBUF or PSUM tile at a byte offset >= 0", where(loc)));
+  return make_tile(space, shape, dtype, name, loc, offset);
+}
 
 TilePool Kernel::sbuf_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name,
                            int64_t bufs, Loc loc) {
@@ -308,7 +314,7 @@ TilePool Kernel::make_loop_pool(isa::MemSpace space, const std::vector<int64_t>&
     if (*loop.bufs < 1 || loop.tiles < 1)
       throw InputError(fmt::format("{}: {} pool '{}' needs bufs >= 1 and tiles >= 1, got {} and {}",
                                    where(loc), space_str(space), name, *loop.bufs, loop.tiles));
-    c = {*loop.bufs, "explicit bufs"};
+    c = {*loop.bufs, loop.rule_reason.value_or("explicit bufs")};
   } else {
     try {
       c = loop_tile_buffers(
@@ -328,16 +334,18 @@ TilePool Kernel::make_loop_pool(isa::MemSpace space, const std::vector<int64_t>&
                      .tiles = loop.tiles,
                      .trip_count = loop.trip_count,
                      .bufs = c.bufs,
-                     .by_rule = !loop.bufs,
-                     .reason = std::move(c.reason)});
+                     .by_rule = !loop.bufs || loop.rule_reason.has_value(),
+                     .reason = std::move(c.reason),
+                     .scope = loop.scope.empty() ? "kernel" : loop.scope});
   return pool;
 }
 
 void Kernel::record_allocation(AllocationRecord r) {
   if (core_ != 0 || shared_.declare_only) return;
   for (AllocationRecord& a : shared_.allocations)
-    if (a.name == r.name && a.source == r.source && a.bufs == r.bufs && a.by_rule == r.by_rule) {
-      ++a.declarations;
+    if (a.name == r.name && a.source == r.source && a.bufs == r.bufs && a.by_rule == r.by_rule &&
+        a.scope == r.scope) {
+      a.declarations += r.declarations;
       return;
     }
   shared_.allocations.push_back(std::move(r));
@@ -355,7 +363,7 @@ TilePool Kernel::make_pool(isa::MemSpace space, const std::vector<int64_t>& shap
 }
 
 View Kernel::make_tile(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
-                       const std::string& name_in, const Loc& loc) {
+                       const std::string& name_in, const Loc& loc, std::optional<int64_t> offset) {
   const std::string name = name_in.empty() ? fmt::format("tile{}", tiles_) : name_in;
   ++tiles_;
   const char* sp = space_str(space);
@@ -382,7 +390,16 @@ View Kernel::make_tile(isa::MemSpace space, const std::vector<int64_t>& shape, D
                     where(loc), name, np, bytes, kTrn2PsumTileBanks, limits_.psum_bank_bytes,
                     isa::generation_name(limits_.generation), kTrn2PsumTileBanks * limits_.psum_bank_bytes));
   std::optional<Allocator::Block> block;
-  if (bytes <= alloc.bytes_per_partition()) block = alloc.allocate(0, np, static_cast<uint32_t>(bytes));
+  if (offset && bytes <= alloc.bytes_per_partition() && *offset <= alloc.bytes_per_partition()) {
+    block = alloc.allocate_at(0, np, static_cast<uint32_t>(*offset), static_cast<uint32_t>(bytes));
+    if (!block)
+      throw InputError(
+          fmt::format("{}: {} tile '{}' [{} x {} B] at byte {}: that space is taken (or not on "
+                      "the {} B granule)",
+                      where(loc), sp, name, np, bytes, *offset, alloc.granule()));
+  } else if (bytes <= alloc.bytes_per_partition() && !offset) {
+    block = alloc.allocate(0, np, static_cast<uint32_t>(bytes));
+  }
   if (!block)
     throw InputError(
         fmt::format("{}: {} tile '{}' [{} x {} B] does not fit: {} B free in partitions 0-{} "

@@ -188,6 +188,11 @@ class Kernel {
             Loc loc = Loc::current());
   View psum(const std::vector<int64_t>& shape, DType dtype, const std::string& name = "",
             Loc loc = Loc::current());
+  // A tile at a byte offset the caller planned (the NKI front end's pools, kernels/api/alloc_rule.h
+  // plan_pools): SBUF or PSUM, [partitions, free...] from partition 0. InputError naming the tile if any of
+  // [offset, offset + bytes) is taken on those partitions, or the offset is not a multiple of the granule.
+  View tile_at(isa::MemSpace space, int64_t offset, const std::vector<int64_t>& shape, DType dtype,
+               const std::string& name = "", Loc loc = Loc::current());
   // A tile allocated inside a loop (pool.h): buffers of `shape`, named "name[i]", handed out in rotation by
   // next(). With an InLoop the allocation rule (alloc_rule.h) chooses the count from the free space now:
   // the pool holds bufs x loop.tiles tiles. With `bufs` (>= 1) the kernel states it (direct allocation or a
@@ -200,6 +205,11 @@ class Kernel {
                      Loc loc = Loc::current());
   TilePool psum_pool(const std::vector<int64_t>& shape, DType dtype, const std::string& name, int64_t bufs,
                      Loc loc = Loc::current());
+
+  // Records an allocation site that the caller placed itself (the NKI front end plans its pools from the
+  // whole trace, kernels/api/alloc_rule.h plan_pools, and makes their buffers with sbuf()/psum()): it shows
+  // in KernelBuild::allocations like a pool's. Core 0 only; a site recorded again adds its declarations.
+  void record_allocation(AllocationRecord r);
 
   // The sequencer that triggers this kernel's stores (on-chip -> HBM dma_copy) that name no engine or
   // dge_mode; unset: as dma_mode.h resolves them (ACT). A kernel that issues its loads from ACT sets SP here,
@@ -244,14 +254,13 @@ class Kernel {
                 bool private_to_core, const Loc& loc);
   RegionTracker& tracker_mut(isa::MemSpace s);
   View make_tile(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype, const std::string& name,
-                 const Loc& loc);
+                 const Loc& loc, std::optional<int64_t> offset = std::nullopt);
   TilePool make_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
                      const std::string& name, int64_t bufs, const Loc& loc);
   TilePool make_loop_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
                           const std::string& name, const InLoop& loop, const Loc& loc);
   TilePool make_explicit_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
                               const std::string& name, int64_t bufs, const Loc& loc);
-  void record_allocation(AllocationRecord r);
 
   Shared& shared_;
   std::optional<Engine> store_engine_;

@@ -272,6 +272,7 @@ run::RunReport WorkloadRun::report() const {
                                {"bufs", a.bufs},
                                {"chosen_by", a.by_rule ? "rule" : "explicit"},
                                {"reason", a.reason},
+                               {"scope", a.scope},
                                {"declarations", a.declarations}});
   if (!inputs_.empty())
     for (const kernels::KernelStat& s : p_.kernel->input_stats(inputs_))

@@ -153,7 +153,9 @@ void bind_builder(pyb::module_& m) {
       .def_readwrite("tiles", &kernels::InLoop::tiles)
       .def_readwrite("dynamic", &kernels::InLoop::dynamic)
       .def_readwrite("reserve_bytes_per_partition", &kernels::InLoop::reserve_bytes_per_partition)
-      .def_readwrite("bufs", &kernels::InLoop::bufs);
+      .def_readwrite("bufs", &kernels::InLoop::bufs)
+      .def_readwrite("scope", &kernels::InLoop::scope)
+      .def_readwrite("rule_reason", &kernels::InLoop::rule_reason);
   pyb::class_<kernels::LoopTileQuery>(m, "LoopTileQuery")
       .def(pyb::init([](isa::MemSpace space, int64_t bytes, const kernels::InLoop& loop, int64_t free) {
              return kernels::LoopTileQuery{space, bytes, loop, free};
@@ -168,6 +170,35 @@ void bind_builder(pyb::module_& m) {
       .def_readonly("bufs", &kernels::BufferChoice::bufs)
       .def_readonly("reason", &kernels::BufferChoice::reason);
   m.def("loop_tile_buffers", &kernels::loop_tile_buffers, pyb::arg("query"));
+  m.def("site_scope", &kernels::site_scope, pyb::arg("crossed"),
+        "the scope of an allocation site from the loops around it (outermost first: does a tile outlive "
+        "its iteration): 0 one iteration of the outermost loop, -1 the kernel");
+  m.def(
+      "plan_pools",
+      [](const isa::Limits& limits,
+         const std::vector<std::tuple<isa::MemSpace, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                      std::optional<int64_t>>>& s,
+         const std::vector<std::tuple<int64_t, int64_t, int64_t>>& inst) {
+        std::vector<kernels::PoolSite> sites;
+        for (const auto& [space, np, tile_bytes, trip, tiles, reserve, bufs] : s)
+          sites.push_back({space, np, tile_bytes,
+                           kernels::InLoop{.trip_count = trip,
+                                           .tiles = tiles,
+                                           .reserve_bytes_per_partition = reserve,
+                                           .bufs = bufs}});
+        std::vector<kernels::PoolInstance> instances;
+        for (const auto& [site, first, last] : inst) instances.push_back({site, first, last});
+        kernels::PoolPlan p = kernels::plan_pools(limits, sites, instances);
+        pyb::list choices, placements;
+        for (const kernels::BufferChoice& c : p.sites) choices.append(pyb::make_tuple(c.bufs, c.reason));
+        for (const auto& pl : p.placements) placements.append(pyb::make_tuple(pl.site, pl.offsets, pl.after));
+        return pyb::make_tuple(choices, p.placement_of, placements);
+      },
+      pyb::arg("limits"), pyb::arg("sites"), pyb::arg("instances"),
+      "kernels/api/alloc_rule.h plan_pools: sites (space, partitions, tile bytes, trip count, tiles, "
+      "reserve, "
+      "bufs or None), instances (site, first op, last op) -> ([(bufs, reason)] per site, placement per "
+      "instance, [(site, offsets, after)] per placement)");
   m.attr("kCompilerMultiBuffer") = kernels::kCompilerMultiBuffer;
   pyb::class_<kernels::AllocationRecord>(m, "AllocationRecord")
       .def_readonly("name", &kernels::AllocationRecord::name)
@@ -179,7 +210,8 @@ void bind_builder(pyb::module_& m) {
       .def_readonly("bufs", &kernels::AllocationRecord::bufs)
       .def_readonly("by_rule", &kernels::AllocationRecord::by_rule)
       .def_readonly("reason", &kernels::AllocationRecord::reason)
-      .def_readonly("declarations", &kernels::AllocationRecord::declarations);
+      .def_readonly("declarations", &kernels::AllocationRecord::declarations)
+      .def_readonly("scope", &kernels::AllocationRecord::scope);
 
   pyb::class_<kernels::TilePool>(m, "TilePool")
       .def("next", &kernels::TilePool::next)
@@ -256,6 +288,13 @@ void bind_builder(pyb::module_& m) {
              pyb::handle loc) { return h.get().psum(shape, dtype, name, loc_of(loc)); },
           pyb::arg("shape"), pyb::arg("dtype"), pyb::arg("name") = "", pyb::arg("loc") = pyb::none())
       .def(
+          "tile_at",
+          [](const KH& h, isa::MemSpace space, int64_t offset, const std::vector<int64_t>& shape,
+             isa::DType dtype, const std::string& name,
+             pyb::handle loc) { return h.get().tile_at(space, offset, shape, dtype, name, loc_of(loc)); },
+          pyb::arg("space"), pyb::arg("offset"), pyb::arg("shape"), pyb::arg("dtype"), pyb::arg("name") = "",
+          pyb::arg("loc") = pyb::none(), "a tile at a planned byte offset (Kernel::tile_at)")
+      .def(
           "sbuf_pool",
           [](const KH& h, const std::vector<int64_t>& shape, isa::DType dtype, const std::string& name,
              int64_t bufs,
@@ -283,6 +322,18 @@ void bind_builder(pyb::module_& m) {
              pyb::handle loc) { return h.get().psum_pool(shape, dtype, name, loop, loc_of(loc)); },
           pyb::arg("shape"), pyb::arg("dtype"), pyb::arg("name"), pyb::arg("loop"),
           pyb::arg("loc") = pyb::none())
+      .def(
+          "record_allocation",
+          [](const KH& h, const std::string& name, const std::string& source, isa::MemSpace space,
+             int64_t bytes_per_partition, int64_t tiles, int64_t trip_count, int64_t bufs, bool by_rule,
+             const std::string& reason, int64_t declarations, const std::string& scope) {
+            h.get().record_allocation({name, source, space, bytes_per_partition, tiles, trip_count, bufs,
+                                       by_rule, reason, declarations, scope});
+          },
+          pyb::kw_only(), pyb::arg("name"), pyb::arg("source"), pyb::arg("space"),
+          pyb::arg("bytes_per_partition"), pyb::arg("tiles"), pyb::arg("trip_count"), pyb::arg("bufs"),
+          pyb::arg("by_rule"), pyb::arg("reason"), pyb::arg("declarations"), pyb::arg("scope"),
+          "records an allocation site the caller placed itself (stats.json \"allocations\")")
       .def("set_store_engine", [](const KH& h, isa::Engine e) { h.get().set_store_engine(e); })
       .def("store_engine", [](const KH& h) { return h.get().store_engine(); })
       .def(

@@ -1,6 +1,6 @@
 """Bad NKI kernels: each error is clear, names the kernel's Python line, and `trnsim run` exits 1 (an
-unsupported call, wrong shapes, an out-of-bounds slice, a PSUM tile over 2 KiB per partition, a partition dim
-over 128, a hardware rule, a Python exception, a missing reference)."""
+unsupported call, wrong shapes, an out-of-bounds slice, a PSUM tile over 2 KiB per partition, SBUF tiles alive
+at once over the core's SBUF, a partition dim over 128, a hardware rule, a Python exception, a missing reference)."""
 
 import json
 import os
@@ -72,6 +72,12 @@ def test_out_of_bounds_slice():
 
 def test_psum_tile_over_a_bank():
     check("psum_too_big", "MARK-psum", ["PSUM", "4096 bytes", "2048-byte PSUM bank"])
+
+
+def test_sbuf_tiles_alive_at_once_over_the_core():
+    # Two [128, 32768] FP32 tiles alive together: 2 x 128 KiB per partition, SBUF holds 224 KiB; the second
+    # is named with what is free then (224 - 128 = 96 KiB).
+    check("sbuf_too_full", "MARK-sbuf-full", ["SBUF", "does not fit", "131072 B per partition", "98304 B free"])
 
 
 def test_partition_dim_over_128():

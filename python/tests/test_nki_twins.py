@@ -77,24 +77,16 @@ REDUCED = {
 }
 
 
-# Rows where the twin and the port differ by design, pinned (ratio NKI / C++) until they agree: the C++
-# fully_optimized port scopes its operand and packing pools to one N block (the packing tile then reuses their
-# space, and no load runs ahead across N blocks); the front end keeps one pool per declaration site for the
-# whole kernel and issues the next N block's loads as soon as their buffers are free (docs/nki.md, "What
-# differs"). The C++ port cannot take the front end's rule: the guide's FP32 size (its published kernel, which
-# runs on hardware) then does not fit in SBUF, so the compiler does reuse an outer iteration's dead operand
-# space; the front end has yet to model that (issue 23).
-KNOWN = {
-    "tutorial_matmul_bf16_2048_fully_optimized_16_2_8.json": 0.8921,
-    "tutorial_matmul_bf16_2048_fully_optimized_4_1_8.json": 0.8521,
-    "tutorial_matmul_fp32_fully_optimized.json": 0.9123,
-}
+# Rows where the twin and the port differ by design, pinned (ratio NKI / C++) until they agree: none. (The
+# matmul guide's fully_optimized rows were here until both sides placed their pools by the one scoped rule,
+# kernels/api/alloc_rule.h: a site's pool lives for one iteration of its outermost loop, and its packing
+# tiles take its dead operand tiles' space.)
+KNOWN = {}
 
 
-# Shipped shapes at which the twin does not fit while the port does (docs/nki.md, "What differs").
-TOO_BIG = {
-    "tutorial_matmul_fp32_fully_optimized.json": "the front end keeps the operand tiles' space for the whole kernel",
-}
+# Shipped shapes at which the twin does not fit while the port does: none (the scoped rule fits the guide's
+# FP32 fully_optimized size on both sides).
+TOO_BIG = {}
 
 
 def twin_workload(cpp):
@@ -171,6 +163,49 @@ def test_every_calibration_kernel_has_a_twin_or_a_reason():
     kernels = {_kernel_of(f) for f in os.listdir(CAL) if f.endswith(".json")}
     missing = sorted(k for k in kernels if k not in TWINS and k not in NO_TWIN)
     assert not missing, "calibration kernels with no NKI twin and no reason in NO_TWIN: %s" % missing
+
+
+def test_python_kernel_allocations_match_the_port():
+    """A Python kernel's in-loop sites are in stats.json "allocations" like a C++ pool's, with the same
+    rule's answers: the fully_optimized twin and its port (BF16 2048, 4 x 1 x 8 blocks: 4 N blocks, 2 K
+    blocks, 4 m blocks) give the same (space, bytes per partition of one set, tiles, trip count, bufs) per
+    site; each twin site's scope is one iteration of the N-block loop, and the rhs and packing sites, whose
+    space the other takes in every N block, are made again per N block (4 declarations), the others once."""
+    name = "tutorial_matmul_bf16_2048_fully_optimized_4_1_8.json"
+    with open(os.path.join(CAL, name)) as fh:
+        cpp = json.load(fh)
+
+    def allocs(w):
+        d = tmpdir()
+        path = os.path.join(d, "w.json")
+        with open(path, "w") as fh:
+            json.dump(w, fh)
+        r = _core.WorkloadRun.from_file(path, [], numerics=False)
+        r.run()
+        return r.stats()["allocations"]
+
+    def key(a):
+        return (a["space"], a["bytes_per_partition"], a["tiles"], a["trip_count"], a["bufs"])
+
+    c, p = allocs(cpp), allocs(twin_workload(cpp))
+    # result_tmp: 16 [128, 512] BF16 tiles per N block (1 KiB each), 4 N blocks, 2 sets; rhs_tile: 8 tiles
+    # [128, 512] BF16 per K block, 4 x 2 declarations, 2 sets; lhsT_tile: 8 x [128, 512] BF16 per (K, m)
+    # block, 32 declarations, 2 sets; PSUM [128, 512] FP32 (one 2 KiB bank), 4 x 2 x 16 = 128 declarations,
+    # all 8 banks; the packing tile [128, 512] FP32 (2 KiB), 4 x 16 declarations, 2 buffers.
+    want = sorted([("sbuf", 16384, 16, 4, 2), ("sbuf", 8192, 8, 8, 2), ("sbuf", 8192, 8, 32, 2),
+                   ("psum", 2048, 1, 128, 8), ("sbuf", 2048, 1, 64, 2)])
+    assert sorted(map(key, c)) == want, c
+    assert sorted(map(key, p)) == want, p
+    with open(os.path.join(EX, "nki_tutorial_matmul.py")) as fh:
+        lines = fh.read().splitlines()
+    n_loop = 1 + next(i for i, l in enumerate(lines) if "for n in nl.affine_range(N // BN)" in l)
+    made = sorted((a["bytes_per_partition"], a["trip_count"], a["declarations"]) for a in p)
+    # (bytes of one set, trip count, pools made): packing 2 KiB x 64 and rhs 8 KiB x 8 four times each.
+    assert made == [(2048, 64, 4), (2048, 128, 1), (8192, 8, 4), (8192, 32, 1), (16384, 4, 1)], made
+    for a in p:
+        assert a["source"].startswith("nki_tutorial_matmul.py:"), a
+        assert a["scope"] == "loop at nki_tutorial_matmul.py:%d" % n_loop, a
+        assert a["chosen_by"] == "rule", a
 
 
 def _make(name):

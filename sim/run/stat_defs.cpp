@@ -245,6 +245,9 @@ std::vector<StatDef> build() {
       row("allocations[].reason", "text", "the clause of the rule that decided"),
       row("allocations[].declarations", "count",
           "times the site was declared (a pool made again per outer loop)"),
+      row("allocations[].scope", "text",
+          "what one pool of the site lives for: the kernel, or one iteration of the outermost loop its tiles "
+          "do not cross (kernels/api/alloc_rule.h)"),
       row("nki", "text",
           "what the NKI front end recorded while a Python kernel built (its schedule and choices; "
           "docs/nki.md)"),

@@ -27,8 +27,10 @@
 // as the builder resolves them (kernels/api/dma_mode.h: hardware DGE, loads on SP, stores on ACT).
 //
 // Allocation and order. Every tile the guide allocates inside a loop comes from a pool (pool.h), one per
-// declaration, living for the whole kernel (the NKI front end's allocation-site rule, docs/nki.md) except
-// fully_optimized's operand and packing pools, which live for one N block (see there), whose buffer count is
+// declaration, placed by the scoped rule (kernels/api/alloc_rule.h "Scope", the one the NKI front end
+// applies): a pool lives for one iteration of its outermost loop and keeps its buffers across iterations
+// while no other site takes their space, so only fully_optimized's operand and packing pools are made again
+// per N block (see there); the other pools are made once. The buffer count is
 // the compiler's allocation rule's (kernels/api/alloc_rule.h) for that declaration: its loops' trip count,
 // the tiles it declares at once (hoisted: the K / 128 tiles of an m or an n; fully_optimized: the block_k
 // tiles of a K block), the free SBUF or PSUM when it is declared, and room for one buffer of each tile
@@ -241,18 +243,29 @@ void free_dim_blocked(Kernel& k, const Ops& o) {
 }
 
 // N blocks (plain loop); inside, (K block, m block) steps with their loads bufs - 1 steps ahead; then the
-// n block's results are packed and stored. The operand pools live for one n block, so the packing tiles of
-// the store phase take their space, as the compiler's allocator reuses dead tiles.
+// n block's results are packed and stored. Every tile of the guide is declared inside the N-block loop and
+// none outlives its N block, so by the scoped rule (alloc_rule.h "Scope") each pool lives for one N block:
+// the operand pools die when the K loop ends, the packing tiles take their space (first fit), and the next
+// N block's operand pools are made anew there (their first loads wait for the packing stores). The result
+// and PSUM tiles' space is taken by no other site, so they keep their buffers across N blocks: made once.
 void fully_optimized(Kernel& k, const Ops& o) {
   const Params& p = o.p;
   const int64_t BM = p.block_m * kTileM, BN = p.block_n * kTileN;
   const int64_t nbm = p.M / BM, nbn = p.N / BN, nbk = p.K / (p.block_k * kTileK);
   const int64_t per_n = nbm * p.block_m * p.block_n;  // result tiles [128, 512] of one n block
-  TilePool results = k.sbuf_pool({kTileM, kTileN}, p.dtype, "result_tmp",
-                                 {.trip_count = nbn, .tiles = per_n, .bufs = p.bufs});
-  TilePool ps = k.psum_pool({kTileM, kTileN}, DType::F32, "result_tile",
-                            {.trip_count = nbn * nbk * per_n, .bufs = p.psum_bufs});
+  const std::string scope = "one N block";
+  // One buffer of each SBUF tile the N-block body declares after the result tiles: a K block's rhs and
+  // lhsT sets and the FP32 packing tile.
   const int64_t lhsT_set_bytes = p.block_k * BM * elem_bytes(p.dtype);
+  const int64_t later_bytes = lhsT_set_bytes + p.block_k * BN * elem_bytes(p.dtype) + BN * 4;
+  TilePool results = k.sbuf_pool({kTileM, kTileN}, p.dtype, "result_tmp",
+                                 {.trip_count = nbn,
+                                  .tiles = per_n,
+                                  .reserve_bytes_per_partition = later_bytes,
+                                  .bufs = p.bufs,
+                                  .scope = scope});
+  TilePool ps = k.psum_pool({kTileM, kTileN}, DType::F32, "result_tile",
+                            {.trip_count = nbn * nbk * per_n, .bufs = p.psum_bufs, .scope = scope});
   for (int64_t n = 0; n < nbn; ++n) {
     std::vector<View> res(per_n);  // [(m * block_m + bm) * block_n + bn]
     for (View& r : res) {
@@ -261,12 +274,14 @@ void fully_optimized(Kernel& k, const Ops& o) {
     }
     {
       TilePool rt = k.sbuf_pool({kTileK, BN}, p.dtype, "rhs_tile",
-                                {.trip_count = nbk,
+                                {.trip_count = nbn * nbk,
                                  .tiles = p.block_k,
                                  .reserve_bytes_per_partition = lhsT_set_bytes,
-                                 .bufs = p.bufs});
-      TilePool lt = k.sbuf_pool({kTileK, BM}, p.dtype, "lhsT_tile",
-                                {.trip_count = nbk * nbm, .tiles = p.block_k, .bufs = p.bufs});
+                                 .bufs = p.bufs,
+                                 .scope = scope});
+      TilePool lt =
+          k.sbuf_pool({kTileK, BM}, p.dtype, "lhsT_tile",
+                      {.trip_count = nbn * nbk * nbm, .tiles = p.block_k, .bufs = p.bufs, .scope = scope});
       std::vector<View> rhs_of_kb(p.block_k);
       // The lhsT set of step s + L reuses the set of step s + L - lhsT sets; the rhs set of K block kb + 1
       // the set of kb + 1 - rhs sets, last used nbm steps before kb + 1 starts.
@@ -303,7 +318,7 @@ void fully_optimized(Kernel& k, const Ops& o) {
           });
     }
     TilePool packed = k.sbuf_pool({kTileM, BN}, DType::F32, "result_packed",
-                                  {.trip_count = nbm * p.block_m, .bufs = p.bufs});
+                                  {.trip_count = nbn * nbm * p.block_m, .bufs = p.bufs, .scope = scope});
     for (int64_t m = 0; m < nbm; ++m)
       for (int64_t bm = 0; bm < p.block_m; ++bm) {
         View t = packed.next();

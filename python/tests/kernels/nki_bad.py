@@ -37,6 +37,18 @@ def psum_too_big(x):
 
 
 @nki.jit
+def sbuf_too_full(x):
+    a = nl.ndarray((128, 32768), dtype=nl.float32, buffer=nl.sbuf)
+    b = nl.ndarray((128, 32768), dtype=nl.float32, buffer=nl.sbuf)  # MARK-sbuf-full
+    nisa.memset(dst=a, value=0.0)
+    nisa.memset(dst=b, value=0.0)
+    nisa.tensor_copy(dst=a[:, 0:64], src=b[:, 0:64])
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=a[:, 0:64])
+    return out
+
+
+@nki.jit
 def partitions_over_128(x):
     t = nl.ndarray((256, 64), dtype=nl.float32, buffer=nl.sbuf)  # MARK-partitions
     return x

@@ -1,52 +1,26 @@
 """Allocation of a traced kernel's on-chip tensors: which physical buffer each nl.ndarray (and each result
 tile of the earlier calling style) gets.
 
-The model (docs/nki.md, "Allocation"): tensors are grouped by allocation site, the kernel line that made them
-together with the lines of the helper calls leading to it (a tile declared in a loop body is one site, made
-once per iteration). A tensor lives from its first to its last access; a site's `tiles` are its tensors alive
-at once and its trip count the declarations over that. The site's pool holds `bufs` x `tiles` buffers, `bufs`
-from the allocation rule (kernels/api/alloc_rule.h: 1 for a declaration that runs once, 2 in SBUF, every free
-bank in PSUM, never more than fits beside the tiles declared after it), the same rule the C++ kernels' pools
-ask; its tensors take the buffers in rotation, skipping one still held by a live tensor. So a tile declared
-once is one buffer (every reuse waits for the previous readers), and a tile declared in a loop rotates, letting
-the next iteration's loads overlap this iteration's compute (kernels/api/pool.h).
+The model (docs/nki.md, "Allocation"; the rule itself is kernels/api/alloc_rule.h, shared with the C++
+kernels' pools): tensors are grouped by allocation site, the kernel line that made them together with the
+lines of the helper calls leading to it (a tile declared in a loop body is one site, made once per
+iteration). A tensor lives from its first to its last access; a site's `tiles` are its tensors alive at once
+and its trip count the declarations over that; `bufs` comes from the rule (loop_tile_buffers). A site's scope
+is one iteration of the outermost loop around its declaration when none of its tiles outlives that
+iteration (else the kernel): one pool instance per scope iteration, placed by plan_pools with the builder's
+first-fit allocator in program order. An instance keeps the site's previous buffers when no other site took
+their space in between (the rotation goes on); otherwise it gets fresh ones, and the first writer of each
+waits for the last accesses of the buffers that held that space before (Plan.after, used by the schedule).
 """
-
-import math
 
 from ._errors import NkiError
 from ._tensor import PSUM, SBUF
 
 
-def loop_tile_buffers(space, bytes_per_partition, trip_count, tiles, free_bytes, reserve_bytes):
-    """(bufs, reason): the allocation rule of kernels/api/alloc_rule.h, the one the C++ kernels' pools ask,
-    through the binding (trnsim._core.loop_tile_buffers) when the build has it. The fallback below states
-    the same rule for builds whose bindings predate it: 1 for a declaration that runs once; SBUF double
-    buffering; PSUM every free bank up to the trip count; never more than fits beside the reserve."""
-    from . import _emit
-
-    c = _emit.core()
-    f = getattr(c, "loop_tile_buffers", None)
-    if f is not None:
-        q = c.LoopTileQuery()
-        q.space = c.MemSpace.SBUF if space == SBUF else c.MemSpace.PSUM
-        q.bytes_per_partition = bytes_per_partition
-        q.loop = c.InLoop(trip_count=trip_count, tiles=tiles, reserve_bytes_per_partition=reserve_bytes)
-        q.free_bytes_per_partition = free_bytes
-        r = f(q)
-        return r.bufs, r.reason
-    if trip_count == 1:
-        return 1, "declared once: nothing to rotate"
-    wanted = min(2, trip_count) if space == SBUF else max(1, min(free_bytes // bytes_per_partition, trip_count))
-    fit = max(0, free_bytes - reserve_bytes) // bytes_per_partition
-    if fit < wanted:
-        return max(1, fit), f"only {fit} fit beside the loop body's other tiles"
-    return wanted, "double buffering (compiler default)" if space == SBUF else "every free PSUM bank"
-
-
 class Site:
     __slots__ = ("key", "space", "storages", "live", "bufs", "pool_size", "buffer_bytes", "shape", "dtype",
-                 "loc", "uid", "first", "last", "partitions", "unit", "reason")
+                 "loc", "uid", "first", "last", "partitions", "unit", "reason", "scope", "instances",
+                 "trip", "placements")
 
     def __init__(self, key, st, uid):
         self.key = key
@@ -63,20 +37,39 @@ class Site:
         self.buffer_bytes = st.pbytes
         self.first = st.first
         self.last = st.last
+        self.scope = "kernel"
+        self.instances = 0
+        self.placements = 0
+
+
+class Pool:
+    """One placement of a site: the buffers a run of its scope iterations rotates over (phys[0] indexes
+    these)."""
+
+    __slots__ = ("site", "pool_size", "partitions", "offsets")
+
+    def __init__(self, site, offsets):
+        self.site = site
+        self.pool_size = site.pool_size
+        self.partitions = site.partitions
+        self.offsets = offsets  # per buffer, bytes per partition
 
 
 class Plan:
-    """Pools (one per site) and the buffer of each on-chip storage: `phys[storage uid] = (site uid, index)`."""
+    """Sites, their placements (`pools`) and the buffer of each on-chip storage: `phys[storage uid] = (pool
+    uid, index)`; `after[op index]`: (storage uid) whose buffer's last accesses the op must follow (its
+    buffer took their space: write-after-read from pool to pool)."""
 
-    def __init__(self, sites, sbuf_scale, psum_scale):
+    def __init__(self, sites, pools, after):
         self.sites = sites
-        self.sbuf_bufs = sbuf_scale
-        self.psum_bufs = psum_scale
+        self.pools = pools
+        self.after = after
 
     def report(self):
         return [{"site": s.uid, "space": s.space, "line": str(s.loc) if s.loc else "?",
                  "shape": list(s.shape), "dtype": s.dtype.name, "tensors": len(s.storages), "live": s.live,
-                 "bufs": s.bufs, "buffers": s.pool_size, "reason": s.reason,
+                 "bufs": s.bufs, "buffers": s.pool_size, "reason": s.reason, "scope": s.scope,
+                 "scope_iterations": s.instances, "placements": s.placements,
                  "bytes_per_partition": s.bufs * s.unit}
                 for s in self.sites]
 
@@ -85,7 +78,22 @@ def _round(nbytes, granule):
     return -(-nbytes // granule) * granule
 
 
-def plan(trace, bufs_override=None):
+def _scope(trace, s):
+    """(scope description, instance key of each storage): the kernel, or one iteration of the outermost loop
+    when no tile of the site outlives the iteration it was declared in (kernels/api/alloc_rule.h)."""
+    its = trace.outer_iters
+    crossed = any(st.outer is None or st.last >= its[st.outer][1] for st in s.storages)
+    from . import _emit
+
+    f = getattr(_emit.core(), "site_scope", None)
+    depth = f([crossed]) if f is not None else (-1 if crossed else 0)
+    if depth < 0:
+        return "kernel", [0] * len(s.storages)
+    loc = its[s.storages[0].outer][2]
+    return f"loop at {loc}" if loc else "outermost loop", [st.outer for st in s.storages]
+
+
+def plan(trace, bufs_override=None, limits=None):
     target = trace.target
     by_key = {}
     sites = []
@@ -111,61 +119,104 @@ def plan(trace, bufs_override=None):
             cur += d
             peak = max(peak, cur)
         s.live = peak
-    # Sites are allocated in the order the kernel first uses them (as the C++ kernels make their pools), a
-    # site's buffers living from its first to its last access. Each asks the rule with the space the sites
-    # alive then leave free and, as reserve, one buffer of every site declared after it while it lives.
-    cap = {SBUF: target.sbuf_bytes, PSUM: target.psum_bytes}
     gran = {SBUF: 64, PSUM: target.psum_bank_bytes}
     for s in sites:
         s.unit = _round(s.buffer_bytes, gran[s.space]) * s.live
     sites.sort(key=lambda s: s.first)
     for i, s in enumerate(sites):
         s.uid = i
+    # The rule's query per site: trip count (declarations over the kernel, in sets of `live`), tiles, and as
+    # reserve one set of every site declared after it while it lives; then the scoped placement
+    # (kernels/api/alloc_rule.h plan_pools): one instance per scope iteration.
+    from . import _emit
+
+    c = _emit.core()
+    q_sites, q_inst, inst_of = [], [], []
+    first_inst = []
     for i, s in enumerate(sites):
-        n = len(s.storages)
-        trip = -(-n // s.live)
-        held = sum(o.bufs * o.unit for o in sites[:i] if o.space == s.space and o.last >= s.first)
-        reserve = sum(o.unit for o in sites[i + 1:] if o.space == s.space and o.first <= s.last)
-        free = cap[s.space] - held
-        if bufs_override is not None and trip > 1:
-            s.bufs, s.reason = bufs_override, "explicit bufs"
-        else:
-            s.bufs, s.reason = loop_tile_buffers(s.space, s.unit, trip, s.live, free, reserve)
-        s.pool_size = s.bufs * s.live
-    for space in (SBUF, PSUM):
-        ev = []
-        for s in sites:
-            if s.space == space:
-                ev.append((s.first, 1, s))
-                ev.append((s.last + 1, -1, s))
-        ev.sort(key=lambda e: (e[0], e[1]))
-        cur = peak = 0
-        at = []
-        live = set()
-        for _, d, s in ev:
-            cur += d * s.bufs * s.unit
-            (live.add if d > 0 else live.discard)(s)
-            if cur > peak:
-                peak, at = cur, list(live)
-        if peak > cap[space]:
-            big = sorted(at, key=lambda s: -s.bufs * s.unit)
-            lines = "; ".join(f"{s.loc}: {s.pool_size} x {list(s.shape)} {s.dtype.name} "
-                              f"({s.bufs * s.unit} B)" for s in big[:4])
-            raise NkiError(f"the kernel's {space.upper()} tiles need {peak} bytes per partition alive at once, "
-                           f"more than the {cap[space]} the core has (largest: {lines})", loc=big[0].loc)
-    # Assign buffers in rotation, skipping buffers still held.
-    for s in sites:
-        held_until = [-1] * s.pool_size
-        r = 0
-        for st in s.storages:
-            for k in range(s.pool_size):
-                b = (r + k) % s.pool_size
+        s.scope, keys = _scope(trace, s)
+        groups = {}
+        for st, k in zip(s.storages, keys):
+            g = groups.get(k)
+            if g is None:
+                g = groups[k] = [st.first, st.last, []]
+            else:
+                g[0] = min(g[0], st.first)
+                g[1] = max(g[1], st.last)
+            g[2].append(st)
+        s.instances = len(groups)
+        first_inst.append(min((g[0], g[1]) for g in groups.values()))
+        # The trip count: declarations (sets of `live`) over the kernel. The count is the site's (one logical
+        # tensor over every iteration of its loops, kernels/api/alloc_rule.h); its scope bounds where it
+        # lives, not how many buffers it rotates over.
+        trip = -(-len(s.storages) // s.live)
+        s.trip = trip
+        for g in groups.values():
+            q_inst.append((i, g[0], g[1]))
+            inst_of.append(g[2])
+    for i, s in enumerate(sites):
+        # The reserve: one set of each site first used after this one while its first pool instance (when
+        # the rule is asked) lives.
+        end = first_inst[i][1]
+        reserve = sum(o.unit for o in sites[i + 1:] if o.space == s.space and o.first <= end)
+        bufs = bufs_override if bufs_override is not None and s.trip > 1 else None
+        space = c.MemSpace.SBUF if s.space == SBUF else c.MemSpace.PSUM
+        q_sites.append((space, s.partitions, s.buffer_bytes, s.trip, s.live, reserve, bufs))
+    if limits is None:
+        limits = c.default_limits(c.Generation.Trn2)
+    try:
+        choices, placement_of, placements = c.plan_pools(limits, q_sites, q_inst)
+    except Exception as e:  # a site whose buffers do not fit: name it and its line
+        msg = str(e)
+        if "site " not in msg:
+            raise
+        i = int(msg.split("site ", 1)[1].split(":", 1)[0])
+        s = sites[i]
+        alive = sorted((o for o in sites if o.space == s.space and o.first <= s.first <= o.last and o is not s),
+                       key=lambda o: -o.unit)
+        lines = "; ".join(f"{o.loc}: {list(o.shape)} {o.dtype.name} x {o.live} ({o.unit} B)" for o in alive[:4])
+        raise NkiError(f"{s.space.upper()} tile {list(s.shape)} {s.dtype.name} (x {s.live} alive at once): "
+                       f"{msg.split(f'site {i}: ', 1)[-1]}; the other tiles alive then: {lines or 'none'}",
+                       loc=s.loc) from None
+    for s, (bufs, reason) in zip(sites, choices):
+        s.bufs, s.reason = bufs, reason
+        s.pool_size = bufs * s.live
+    pools = []
+    for site_i, offsets, _after in placements:
+        s = sites[site_i]
+        s.placements += 1
+        pools.append(Pool(s, offsets))
+    # Buffers in rotation within a placement (it goes on across the scope iterations that keep it), skipping
+    # buffers still held.
+    rot = {}
+    first_user = {}  # (pool, buffer) -> the storage that uses it first
+    for k, sts in enumerate(inst_of):
+        p = placement_of[k]
+        pool = pools[p]
+        n = pool.pool_size
+        held_until, r = rot.get(p) or ([-1] * n, 0)
+        for st in sorted(sts, key=lambda x: x.first):
+            for j in range(n):
+                b = (r + j) % n
                 if held_until[b] < st.first:
                     break
             else:
-                raise NkiError(f"{s.loc}: more tiles of this site alive at once than its {s.pool_size} buffers",
-                               loc=s.loc)
+                raise NkiError(f"{st.loc}: more tiles of this site alive at once than its {n} buffers",
+                               loc=st.loc)
             held_until[b] = st.last
-            st.phys = (s.uid, b)
+            st.phys = (p, b)
+            first_user.setdefault((p, b), st)
             r = b + 1
-    return Plan(sites, None, None)
+        rot[p] = (held_until, r)
+    after = {}
+    for p, (_site, _offsets, afters) in enumerate(placements):
+        for b, prev in enumerate(afters):
+            st = first_user.get((p, b))
+            if st is None or not prev:
+                continue
+            deps = after.setdefault(st.first, [])
+            for q in prev:
+                o = first_user.get(tuple(q))
+                if o is not None:
+                    deps.append(o.uid)
+    return Plan(sites, pools, after)

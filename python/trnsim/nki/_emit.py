@@ -27,9 +27,9 @@ class Emitter:
         self.c = core()
         self.trace = trace
         self.plan = plan
-        self.buffers = {}  # (site uid, index) -> whole-buffer builder view
-        # site uid -> on-chip views whose builder view is cached (NkiTensor._bv): a builder view holds its
-        # buffer, so they are dropped with the site's buffers, when the builder may give the space away;
+        self.buffers = {}  # (pool uid, index) -> whole-buffer builder view
+        # (pool uid, index) -> on-chip views whose builder view is cached (NkiTensor._bv): a builder view holds
+        # its buffer, so they are dropped with the buffer, when the builder may give the space away;
         # HBM views under None, dropped when the emission ends (a view a kernel keeps must not carry this
         # build's builder view into another)
         self.cached = {None: []}
@@ -71,12 +71,15 @@ class Emitter:
             return st.phys
         b = self.buffers.get(st.phys)
         if b is None:
-            site = self.plan.sites[st.phys[0]]
+            # Each buffer at the byte offset the plan gave it (kernels/api/alloc_rule.h plan_pools): the
+            # builder's allocator in program order, as the C++ pools are made.
+            pool = self.plan.pools[st.phys[0]]
             free = st.pbytes // st.dtype.itemsize
-            name = f"{st.name.split('.')[0]}[{st.phys[1]}]" if site.pool_size > 1 else st.name
-            shape = [site.partitions, free]
-            mk = self.k.sbuf if st.space == SBUF else self.k.psum
-            b = mk(shape, self.dtype(st.dtype), name, loc=tuple(st.loc) if st.loc else None)
+            shape = [pool.partitions, free]
+            name = f"{st.name.split('.')[0]}[{st.phys[1]}]" if pool.pool_size > 1 else st.name
+            space = self.c.MemSpace.SBUF if st.space == SBUF else self.c.MemSpace.PSUM
+            b = self.k.tile_at(space, pool.offsets[st.phys[1]], shape, self.dtype(st.dtype), name,
+                               loc=tuple(st.loc) if st.loc else None)
             self.buffers[st.phys] = b
         return b
 
@@ -95,9 +98,9 @@ class Emitter:
                 dims = (((1, 1), (1, 1)) if not dims else (dims[0], (1, 1)))
             p0 = 0
         else:
-            c = self.cached.get(st.phys[0])
+            c = self.cached.get(st.phys)
             if c is None:
-                c = self.cached[st.phys[0]] = []
+                c = self.cached[st.phys] = []
             c.append(v)
             pd = v.pd
             if pd == 0:
@@ -121,37 +124,53 @@ def _fallback_view(base, v, dims, p0, dtype):
 
 
 def emit(k, trace, mode, bufs_override=None):
-    plan = _alloc.plan(trace, bufs_override)
-    ops = _schedule.order(trace, mode)
+    plan = _alloc.plan(trace, bufs_override, k.limits())
+    ops = _schedule.order(trace, mode, plan.after)
     em = Emitter(k, trace, plan)
-    # A site's buffers are released after its last instruction (in emission order), so the builder's
-    # allocator can give their space to sites that start later.
+    _record_sites(k, plan)
+    # A buffer is released after its last instruction (in emission order), so the builder's allocator can
+    # give its space to the buffer the plan put there next (whose first access the schedule put after it).
     last = {}
     for i, op in enumerate(ops):
         for v in op.reads:
             if v.st.space != HBM:
-                last[v.st.phys[0]] = i
+                last[v.st.phys] = i
         for v in op.writes:
             if v.st.space != HBM:
-                last[v.st.phys[0]] = i
+                last[v.st.phys] = i
     ends = {}
-    for site, i in last.items():
-        ends.setdefault(i, []).append(site)
+    for buf, i in last.items():
+        ends.setdefault(i, []).append(buf)
     try:
         for i, op in enumerate(ops):
             EMIT[op.name](em, op)  # builder errors name the op's kernel line (loc)
             done = ends.get(i)
             if done:
-                for site in done:
-                    for b in range(plan.sites[site].pool_size):
-                        em.buffers.pop((site, b), None)
-                    for v in em.cached.pop(site, ()):
+                for buf in done:
+                    em.buffers.pop(buf, None)
+                    for v in em.cached.pop(buf, ()):
                         v._bv = None
     finally:
         for views in em.cached.values():
             for v in views:
                 v._bv = None
     return plan
+
+
+def _record_sites(k, plan):
+    """Each site's allocation in the builder's record (stats.json "allocations"), as a C++ pool's: its
+    declarations are its placements (a pool made again when another site took its space)."""
+    rec = getattr(k, "record_allocation", None)
+    if rec is None:
+        return
+    c = core()
+    for s in plan.sites:
+        if s.pool_size <= 1 and s.trip <= 1 and s.scope == "kernel":
+            continue  # a tile declared once: not a pool
+        rec(name=s.storages[0].name.split(".")[0], source=str(s.loc) if s.loc else "?",
+            space=c.MemSpace.SBUF if s.space == SBUF else c.MemSpace.PSUM,
+            bytes_per_partition=s.unit, tiles=s.live, trip_count=s.trip, bufs=s.bufs,
+            by_rule=s.reason != "explicit bufs", reason=s.reason, declarations=s.placements, scope=s.scope)
 
 
 def _loc(op):

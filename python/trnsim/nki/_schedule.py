@@ -19,7 +19,7 @@ from ._tensor import HBM
 _FENCES = ("core_barrier", "sendrecv")
 
 
-def order(trace, mode="pipelined"):
+def order(trace, mode="pipelined", after=None):
     ops = [op for op in trace.ops if not op.attrs.get("dropped")]
     if mode == "program_order":
         return ops
@@ -36,15 +36,21 @@ def order(trace, mode="pipelined"):
         if i is None:
             i = ids[k] = len(ids)
         buffer_of.append(i)
+    # `after` (the allocation plan's pool-to-pool dependencies): an op that first writes a buffer whose space
+    # another site held waits for that holder's accesses, as if it also wrote the holder's whole buffer.
+    after = after or {}
     enc = []
     ext = enc.extend
     for op in ops:
         reads, writes = op.reads, op.writes
-        ext((1 if op.load else 2 if op.name in _FENCES else 0, op.index, len(reads), len(writes)))
+        extra = after.get(op.index, ())
+        ext((1 if op.load else 2 if op.name in _FENCES else 0, op.index, len(reads), len(writes) + len(extra)))
         for v in reads:
             r = v._rect or v.rect()
             ext((v.st.uid, r[0], r[1], r[2], r[3]))
         for v in writes:
             r = v._rect or v.rect()
             ext((v.st.uid, r[0], r[1], r[2], r[3]))
+        for uid in extra:
+            ext((uid, 0, 1 << 20, 0, 1 << 40))
     return [ops[i] for i in _emit.core().nki_schedule(enc, buffer_of)]

@@ -38,7 +38,7 @@ class Buffer:
 
 class Storage:
     __slots__ = ("uid", "name", "space", "private", "dtype", "shape", "pdim", "pbytes", "site", "role",
-                 "loc", "first", "last", "phys", "trace", "hbm_rows_bytes")
+                 "loc", "first", "last", "phys", "trace", "hbm_rows_bytes", "outer")
 
     def __init__(self, trace, name, space, dtype, shape, pdim=0, private=False, role=None, loc=None):
         self.trace = trace
@@ -62,6 +62,7 @@ class Storage:
         self.first = -1  # first and last op (program order) that access it
         self.last = -1
         self.phys = None  # set by allocation (on-chip: (pool, buffer index))
+        self.outer = getattr(trace, "outer", None)  # the outermost loop iteration it was declared in
 
     @property
     def partitions(self):
@@ -665,6 +666,7 @@ class BlockTensor:
     def __init__(self, trace, name, dtype, shape, pdim, loc, site):
         self.trace, self.name, self.dtype, self.shape, self.pdim = trace, name, dtype, tuple(shape), pdim
         self.loc, self.site = loc, site
+        self.outer = getattr(trace, "outer", None)  # declared there: its blocks' scope iteration
         self.blocks = {}
 
     @property
@@ -682,6 +684,7 @@ class BlockTensor:
         if st is None:
             st = Storage(self.trace, self.name, PSUM, self.dtype, self.shape[self.pdim:], 0, loc=self.loc)
             st.site = self.site
+            st.outer = self.outer
             self.blocks[key] = st
         return NkiTensor.whole(st)
 

@@ -61,6 +61,11 @@ class Trace:
         self.storages = []
         self.names = {}
         self.loops = []  # (kind, trip count, loc) of the nl.*_range loops entered
+        # Iterations of outermost nl.*_range loops: [first op, end op (None while running), loop loc]; `outer`
+        # is the running one's index (None outside every loop): a tile declared there has it as its scope
+        # iteration (_alloc, kernels/api/alloc_rule.h "Scope").
+        self.outer_iters = []
+        self.outer = None
         self.returned = ()
         self.tile_shapes = set()  # (shape, space, dtype) of result tiles whose shape was checked
         self.fresh = {}
@@ -137,12 +142,23 @@ class _Range:
         return self._iter(t)
 
     def _iter(self, t):
+        outermost = not t.loops
         t.loops.append((self.kind, len(self.r), self.loc))
+        its = t.outer_iters
         try:
             for i in self.r:
+                if outermost:
+                    t.outer = len(its)
+                    its.append([len(t.ops), None, self.loc])
                 yield i
+                if outermost:
+                    its[-1][1] = len(t.ops)
         finally:
             t.loops.pop()
+            if outermost:
+                if its and its[-1][1] is None:
+                    its[-1][1] = len(t.ops)
+                t.outer = None
 
     def __len__(self):
         return len(self.r)

@@ -95,3 +95,55 @@ TEST_CASE(
                         {default_limits(Generation::Trn2), 1}),
                     Catch::Contains("sbuf pool 'z'") && Catch::Contains("trip count >= 1"));
 }
+
+TEST_CASE("allocation rule: a site's scope is its outermost loop unless a tile outlives that iteration") {
+  CHECK(site_scope({false}) == 0);        // declared in a loop, dead by the end of its iteration
+  CHECK(site_scope({false, true}) == 0);  // alive across an inner loop (a set of tiles) only
+  CHECK(site_scope({true, true}) == -1);  // outlives the outermost loop's iteration: the kernel
+  CHECK(site_scope({}) == -1);            // declared outside every loop
+}
+
+TEST_CASE("allocation rule: scoped pools give a dead site's space to a later site, pool to pool") {
+  // 8 KiB of SBUF per partition. Two outer iterations, each: an operand site "rhs" (2 KiB tiles, 4 per
+  // iteration, ops 0-3 / 6-9) then a packing site "pack" (4 KiB tiles, 2 per iteration, ops 4-5 / 10-11),
+  // and a PSUM site "acc" alive in both operand phases (ops 0-3 / 6-9).
+  isa::Limits l = default_limits(Generation::Trn2);
+  l.sbuf_bytes_per_partition = 8192;
+  const std::vector<PoolSite> sites = {
+      {isa::MemSpace::SBUF, 128, 2048, InLoop{.trip_count = 8}},
+      {isa::MemSpace::SBUF, 128, 4096, InLoop{.trip_count = 4}},
+      {isa::MemSpace::PSUM, 128, 2048, InLoop{.trip_count = 8}},
+  };
+  const std::vector<PoolInstance> inst = {{0, 0, 3}, {1, 4, 5}, {0, 6, 9}, {1, 10, 11}, {2, 0, 3}, {2, 6, 9}};
+  const PoolPlan p = plan_pools(l, sites, inst);
+  // rhs: 8 KiB free -> double buffering; pack (asked at op 4, rhs dead): 8 KiB free, 2 x 4 KiB fit; acc:
+  // all 8 PSUM banks.
+  CHECK(p.sites[0].bufs == 2);
+  CHECK(p.sites[1].bufs == 2);
+  CHECK(p.sites[2].bufs == 8);
+  // Placements in order of first access: rhs#1 (0), acc (1), pack#1 (2), rhs#2 (3), pack#2 (4). The PSUM
+  // site's space is taken by nobody: its second iteration keeps placement 1 (the rotation goes on).
+  CHECK(p.placement_of == std::vector<int64_t>{0, 2, 3, 4, 1, 1});
+  REQUIRE(p.placements.size() == 5);
+  CHECK(p.placements[0].offsets == std::vector<int64_t>{0, 2048});
+  CHECK(p.placements[2].offsets == std::vector<int64_t>{0, 4096});  // pack takes rhs's dead space
+  CHECK(p.placements[3].offsets == std::vector<int64_t>{0, 2048});  // rhs again, fresh: pack held it
+  CHECK(p.placements[4].offsets == std::vector<int64_t>{0, 4096});
+  using After = std::vector<std::pair<int64_t, int64_t>>;
+  // pack's buffer 0 [0, 4 KiB) held rhs's buffers 0 and 1 before: its first writer waits for their readers.
+  CHECK(p.placements[2].after[0] == After{{0, 0}, {0, 1}});
+  CHECK(p.placements[2].after[1].empty());
+  // rhs's second placement: both buffers lie in pack#1's buffer 0 (which replaced rhs#1 as their holder).
+  CHECK(p.placements[3].after[0] == After{{2, 0}});
+  CHECK(p.placements[3].after[1] == After{{2, 0}});
+  // pack's second placement: buffer 0 over pack#1's buffer 0 (only partly replaced by rhs#2) and rhs#2's
+  // two buffers, buffer 1 over pack#1's buffer 1.
+  CHECK(p.placements[4].after[0] == After{{2, 0}, {3, 0}, {3, 1}});
+  CHECK(p.placements[4].after[1] == After{{2, 1}});
+  CHECK(p.placements[1].after[0].empty());
+
+  // A third SBUF site alive beside both: 8 KiB wanted once while rhs holds 4 KiB -> does not fit.
+  const std::vector<PoolSite> over = {sites[0], {isa::MemSpace::SBUF, 128, 8192, InLoop{.trip_count = 1}}};
+  CHECK_THROWS_WITH(plan_pools(l, over, {{0, 0, 3}, {1, 1, 2}}),
+                    Catch::Contains("site 1") && Catch::Contains("does not fit"));
+}
