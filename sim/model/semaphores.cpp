@@ -32,9 +32,10 @@ void Semaphores::apply(int core, uint16_t sem, int32_t delta, const SemaphoreSou
   }
   auto& w = waiters_[core][sem];
   if (!w.empty()) {
-    std::vector<sc_core::sc_event*> woken;
-    woken.swap(w);
-    for (sc_core::sc_event* e : woken) e->notify();
+    // Swapped with a scratch list that keeps its capacity: no allocation per wake-up.
+    woken_.swap(w);
+    for (sc_core::sc_event* e : woken_) e->notify();
+    woken_.clear();
   }
 }
 

@@ -71,6 +71,7 @@ class Semaphores : public sc_core::sc_module {
   std::array<std::vector<int64_t>, 2> value_;
   std::array<std::vector<SemaphoreSource>, 2> last_;  // index kNever: never updated
   std::array<std::vector<std::vector<sc_core::sc_event*>>, 2> waiters_;
+  std::vector<sc_core::sc_event*> woken_;  // apply()'s scratch list
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> delayed_;
   uint64_t seq_ = 0;
   sc_core::sc_event ev_;
