@@ -52,7 +52,8 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
   const double nowd = static_cast<double>(now.count());
   for (uint64_t id : share_.take_finished(nowd)) {
     // A moving flow is the head of exactly one queue.
-    const auto m = std::find_if(moving_.begin(), moving_.end(), [id](const Moving& x) { return x.flow == id; });
+    const auto m =
+        std::find_if(moving_.begin(), moving_.end(), [id](const Moving& x) { return x.flow == id; });
     if (m == moving_.end()) continue;
     auto& q = queues_[m->core][m->queue];
     const Queued& x = q.front();
