@@ -75,6 +75,8 @@ class Semaphores : public sc_core::sc_module {
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> delayed_;
   uint64_t seq_ = 0;
   sc_core::sc_event ev_;
+  static constexpr uint64_t kNoWake = ~uint64_t{0};
+  uint64_t wake_at_ = kNoWake;  // when ev_'s pending notification fires (kNoWake: none pending)
 };
 
 }  // namespace trnsim::model

@@ -127,13 +127,15 @@ double DmaQueues::hbm_GBps() const {
 std::array<std::array<double, 2>, 2> DmaQueues::hbm_rw_GBps() const {
   std::array<std::array<double, 2>, 2> rw{};
   for (int core = 0; core < 2; ++core)
-    for (const auto& q : queues_[core]) {
-      if (q.empty() || q.front().flow == 0) continue;
-      const Queued& x = q.front();
-      const double per_byte = share_.rate(x.flow) * 1000.0 / static_cast<double>(x.bytes);
-      rw[core][0] += per_byte * static_cast<double>(x.hbm_bytes_read);
-      rw[core][1] += per_byte * static_cast<double>(x.hbm_bytes_written);
-    }
+    for (size_t w = 0; w < nonempty_[core].size(); ++w)
+      for (uint64_t bits = nonempty_[core][w]; bits != 0; bits &= bits - 1) {
+        const auto& q = queues_[core][w * 64 + static_cast<size_t>(std::countr_zero(bits))];
+        if (q.empty() || q.front().flow == 0) continue;
+        const Queued& x = q.front();
+        const double per_byte = share_.rate(x.flow) * 1000.0 / static_cast<double>(x.bytes);
+        rw[core][0] += per_byte * static_cast<double>(x.hbm_bytes_read);
+        rw[core][1] += per_byte * static_cast<double>(x.hbm_bytes_written);
+      }
   return rw;
 }
 
