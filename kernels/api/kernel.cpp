@@ -17,6 +17,8 @@ struct Kernel::Shared {
   uint64_t max_instructions = 0;
   uint64_t instructions = 0;
   bool declare_only = false;
+  // Streams reserve address space ahead (build_program): no address-space limit (ulimit -v) is set.
+  bool reserve_ahead = false;
   double hbm_bytes = 0;  // HBM tensors declared so far
   isa::Program program;
   std::vector<std::string> inputs;
@@ -33,6 +35,11 @@ enum Kind { kInput = 0, kOutput = 1, kScratch = 2 };
 const char* kind_str(int k) {
   return k == kInput ? "input" : k == kOutput ? "output" : "scratch";
 }
+
+// Instructions each stream of the first core reserves address space for (build_program).
+constexpr uint64_t kFirstReserve = uint64_t{1} << 18;
+// Instructions a stream that outgrew it reserves ahead at most (about 1.2 GB of address space).
+constexpr size_t kGrowthReserve = size_t{1} << 21;
 
 constexpr int64_t kSbufAlign = 64;
 // Banks a Trn2 PSUM tile may span (8 KiB per partition): a Vector/Scalar access of PSUM covers at most 4K
@@ -607,6 +614,11 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
     tracker_mut(a.view->space()).record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, rec_ev);
   }
   auto& stream = shared_.program.streams[core_][e];
+  // A stream that outgrew its reservation (build_program) grows 8x at a time (by at most kGrowthReserve
+  // instructions) rather than the vector's 2x: the unused part is address space only, and each growth
+  // writes every instruction to fresh pages again.
+  if (shared_.reserve_ahead && stream.size() == stream.capacity() && stream.size() >= kFirstReserve)
+    stream.reserve(stream.size() + std::min<size_t>(7 * stream.size(), kGrowthReserve));
   stream.push_back(std::move(inst));
   return InstRef{this, static_cast<Engine>(e), static_cast<uint32_t>(stream.size() - 1), ev, ++seq_};
 }
@@ -651,7 +663,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
     // DeepSeek-V3 forward workload).
     // Under an address-space limit (ulimit -v) the reservation itself would fail: nothing is reserved then.
     const bool unlimited = !address_space_limit();
-    constexpr uint64_t kFirstReserve = uint64_t{1} << 18;
+    shared.reserve_ahead = unlimited;
     for (int e = 0; e < isa::kNumEngines && !options.declare_only && (core > 0 || unlimited); ++e)
       shared.program.streams[core][e].reserve(
           core > 0 ? shared.program.streams[0][e].size()

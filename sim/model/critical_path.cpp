@@ -1,6 +1,7 @@
 #include "sim/model/critical_path.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 #include "sim/isa/semantics.h"
@@ -194,31 +195,65 @@ std::vector<CriticalStep> CriticalPathRecorder::path() const {
   return steps;
 }
 
+namespace {
+
+// A small number per resource name of resource_of() (one name per number, one number per name), so a long
+// path names each resource once: core, engine and LoadStationary, or core and DMA queue.
+constexpr size_t kEngineResources = 2 * isa::kNumEngines * 2;
+constexpr size_t kResources = kEngineResources + 2 * 256;
+size_t resource_id(const NodeRef& n, const isa::Program& program) {
+  if (n.part == Part::Transfer)
+    return kEngineResources + static_cast<size_t>(n.core) * 256 +
+           program.streams[n.core][static_cast<int>(n.engine)][n.index].dma_queue;
+  return (static_cast<size_t>(n.core) * isa::kNumEngines + static_cast<size_t>(n.engine)) * 2 +
+         (n.part == Part::LoadStationary ? 1 : 0);
+}
+
+}  // namespace
+
 CriticalPathSummary summarize(const std::vector<CriticalStep>& path, const isa::Program& program) {
   CriticalPathSummary sum;
-  std::map<std::string, Picoseconds> time;
+  // Time per resource and per kind of link, by number; named (and sorted by name) at the end.
+  std::vector<std::string> names(kResources);
+  std::vector<Picoseconds> res_time(kResources);
+  std::vector<char> res_used(kResources, 0);
+  std::array<Picoseconds, 8> link_time{};
+  std::array<char, 8> link_used{};
+  size_t seg_res = 0;
   for (const CriticalStep& s : path) {
-    const std::string res = resource_of(s.node, program);
+    const size_t res = resource_id(s.node, program);
+    if (names[res].empty()) names[res] = resource_of(s.node, program);
     const auto& inst = program.streams[s.node.core][static_cast<int>(s.node.engine)][s.node.index];
-    const std::string op =
-        s.node.part == Part::LoadStationary ? "load_stationary" : isa::opcode_name(inst.op);
-    time[res] += s.active;
-    if (s.link.count() > 0) time[link_name(s.via.kind)] += s.link;
+    const bool ls = s.node.part == Part::LoadStationary;
+    res_time[res] += s.active;
+    res_used[res] = 1;
+    if (s.link.count() > 0) {
+      link_time[static_cast<size_t>(s.via.kind)] += s.link;
+      link_used[static_cast<size_t>(s.via.kind)] = 1;
+    }
     sum.length += s.active + s.link;
     ++sum.steps;
     CriticalSegment* seg = sum.segments.empty() ? nullptr : &sum.segments.back();
-    const bool same = seg && seg->resource == res && seg->opcode == op && seg->loc.file == inst.loc.file &&
-                      seg->loc.line == inst.loc.line &&
+    const bool same = seg && seg_res == res &&
+                      (ls ? seg->opcode == "load_stationary" : seg->opcode == isa::opcode_name(inst.op)) &&
+                      seg->loc.file == inst.loc.file && seg->loc.line == inst.loc.line &&
                       (s.via.kind == CauseKind::ProgramOrder || s.via.kind == CauseKind::QueueOrder);
     if (!same) {
-      sum.segments.push_back({res, op, inst.loc, 0, s.start, s.end, {}, {}, via_text(s.via, program)});
+      const std::string op = ls ? "load_stationary" : isa::opcode_name(inst.op);
+      sum.segments.push_back({names[res], op, inst.loc, 0, s.start, s.end, {}, {}, via_text(s.via, program)});
       seg = &sum.segments.back();
+      seg_res = res;
     }
     ++seg->steps;
     seg->end = s.end;
     seg->active += s.active;
     seg->link += s.link;
   }
+  std::map<std::string, Picoseconds> time;
+  for (size_t r = 0; r < kResources; ++r)
+    if (res_used[r]) time[names[r]] += res_time[r];
+  for (size_t k = 0; k < link_time.size(); ++k)
+    if (link_used[k]) time[link_name(static_cast<CauseKind>(k))] += link_time[k];
   for (const auto& [k, v] : time) sum.time.emplace_back(k, v);
   std::stable_sort(sum.time.begin(), sum.time.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });

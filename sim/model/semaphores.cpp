@@ -32,9 +32,10 @@ void Semaphores::apply(int core, uint16_t sem, int32_t delta, const SemaphoreSou
   }
   auto& w = waiters_[core][sem];
   if (!w.empty()) {
-    std::vector<sc_core::sc_event*> woken;
-    woken.swap(w);
-    for (sc_core::sc_event* e : woken) e->notify();
+    // Swapped with a scratch list that keeps its capacity: no allocation per wake-up.
+    woken_.swap(w);
+    for (sc_core::sc_event* e : woken_) e->notify();
+    woken_.clear();
   }
 }
 
@@ -48,7 +49,11 @@ void Semaphores::signal(int core, uint16_t sem, int32_t delta, Picoseconds at, c
     return;
   }
   delayed_.push({at.count(), seq_++, core, sem, delta, src});
-  ev_.notify(to_sc(Picoseconds(at.count() - now.count())));
+  // A pending notification at or before `at` stands (SystemC would discard this one).
+  if (at.count() < wake_at_) {
+    ev_.notify(to_sc(Picoseconds(at.count() - now.count())));
+    wake_at_ = at.count();
+  }
 }
 
 void Semaphores::post(int core, const isa::SemUpdates& updates, Picoseconds at, const SemaphoreSource& src) {
@@ -63,12 +68,16 @@ void Semaphores::post(int core, const isa::SemUpdates& updates, Picoseconds at, 
 void Semaphores::update() {
   try {
     const uint64_t now = now_ps().count();
+    wake_at_ = kNoWake;  // ev_ fired
     while (!delayed_.empty() && delayed_.top().at <= now) {
       Pending p = delayed_.top();
       delayed_.pop();
       apply(p.core, p.sem, p.delta, p.src);
     }
-    if (!delayed_.empty()) ev_.notify(to_sc(Picoseconds(delayed_.top().at - now)));
+    if (!delayed_.empty()) {
+      ev_.notify(to_sc(Picoseconds(delayed_.top().at - now)));
+      wake_at_ = delayed_.top().at;
+    }
   } catch (...) {
     on_error_(std::current_exception());
   }

@@ -71,9 +71,12 @@ class Semaphores : public sc_core::sc_module {
   std::array<std::vector<int64_t>, 2> value_;
   std::array<std::vector<SemaphoreSource>, 2> last_;  // index kNever: never updated
   std::array<std::vector<std::vector<sc_core::sc_event*>>, 2> waiters_;
+  std::vector<sc_core::sc_event*> woken_;  // apply()'s scratch list
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> delayed_;
   uint64_t seq_ = 0;
   sc_core::sc_event ev_;
+  static constexpr uint64_t kNoWake = ~uint64_t{0};
+  uint64_t wake_at_ = kNoWake;  // when ev_'s pending notification fires (kNoWake: none pending)
 };
 
 }  // namespace trnsim::model

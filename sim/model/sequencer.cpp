@@ -298,6 +298,12 @@ bool Sequencer::fetch(Picoseconds now) {
     return false;
   }
   waiting_ = false;
+  // The next instruction is read at a later activation: start loading it from memory now (a large program's
+  // streams do not fit in the caches, and the sequencers take turns).
+  if (idx_ + 1 < stream_.size()) {
+    const char* next = reinterpret_cast<const char*>(&stream_[idx_ + 1]);
+    for (size_t off = 0; off < sizeof(isa::Instruction); off += 64) __builtin_prefetch(next + off);
+  }
   top_.stats.cores[core_].engines[static_cast<int>(engine_)].semaphore_wait += since(now, wait_start_);
   fetch_cause_ = wait_cause(wait_start_, now);
   timing::EngineCost c;

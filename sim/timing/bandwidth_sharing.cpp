@@ -7,10 +7,10 @@ namespace trnsim::timing {
 
 BandwidthSharing::BandwidthSharing(std::vector<double> capacities) : capacity_(std::move(capacities)) {}
 
-uint64_t BandwidthSharing::add(double bytes, double cap, std::vector<Use> uses, double now) {
+uint64_t BandwidthSharing::add(double bytes, double cap, const Uses& uses, double now) {
   advance(now);
   uint64_t id = next_id_++;
-  flows_.push_back({id, bytes, cap, 0.0, std::move(uses)});
+  flows_.push_back({id, bytes, cap, 0.0, uses});
   recompute();
   return id;
 }
@@ -22,9 +22,10 @@ void BandwidthSharing::advance(double now) {
   now_ = now;
 }
 
-std::vector<uint64_t> BandwidthSharing::take_finished(double now) {
+const std::vector<uint64_t>& BandwidthSharing::take_finished(double now) {
   advance(now);
-  std::vector<uint64_t> done;
+  std::vector<uint64_t>& done = done_;
+  done.clear();
   // Completion times are rounded up to whole ps, so anything within one ps of work is finished.
   auto finished = [&](const Flow& f) { return f.remaining <= f.rate * 1.0 + 1e-9; };
   for (const auto& f : flows_)

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/base/small_vector.h"
+
 namespace trnsim::timing {
 
 class BandwidthSharing {
@@ -20,13 +22,15 @@ class BandwidthSharing {
     int resource;
     double per_byte;  // capacity consumed per byte moved (e.g. 1 / efficiency, or 2 for HBM -> HBM)
   };
+  using Uses = SmallVector<Use, 2>;  // a DMA transfer uses its core's engines and maybe the HBM stack
 
   // Adds a flow of `bytes` capped at `cap` bytes/ps at time `now`. Returns its id.
-  uint64_t add(double bytes, double cap, std::vector<Use> uses, double now);
+  uint64_t add(double bytes, double cap, const Uses& uses, double now);
   // Moves every flow forward to `now` at its current rate.
   void advance(double now);
-  // Removes flows finished at `now` (after advance) and returns their ids, oldest first.
-  std::vector<uint64_t> take_finished(double now);
+  // Removes flows finished at `now` (after advance) and returns their ids, oldest first (valid until the next
+  // call).
+  const std::vector<uint64_t>& take_finished(double now);
   // Earliest time an active flow finishes at the current rates (ps); < 0 if none.
   double next_finish() const;
   // Time flow `id` finishes at the current rates (ps); < 0 if it is not active or has rate 0.
@@ -40,7 +44,7 @@ class BandwidthSharing {
   struct Flow {
     uint64_t id;
     double remaining, cap, rate;
-    std::vector<Use> uses;
+    Uses uses;
   };
   void recompute();
 
@@ -50,7 +54,8 @@ class BandwidthSharing {
     std::vector<double> used, weight;
     std::vector<char> frozen, saturated;
   };
-  Scratch scratch_;  // recompute()'s working arrays
+  Scratch scratch_;             // recompute()'s working arrays
+  std::vector<uint64_t> done_;  // take_finished()'s result
   double now_ = 0;
   uint64_t next_id_ = 1;
 };

@@ -1,6 +1,7 @@
 #include "sim/timing/dma_queues.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -18,7 +19,14 @@ DmaQueues::DmaQueues(const config::HwConfig& hw, Picoseconds limit)
               hw.dma.engines_per_core * hw.dma.engine_bandwidth_GBps / 1000.0,
               hw.hbm.bandwidth_GBps / 1000.0}) {
   for (auto& q : queues_) q.resize(hw.dma.queues_per_core);
+  for (auto& n : nonempty_) n.assign((hw.dma.queues_per_core + 63) / 64, 0);
   next_ready_ = kNever;
+}
+
+void DmaQueues::mark(int core, size_t qi, bool nonempty) {
+  const uint64_t bit = uint64_t{1} << (qi % 64);
+  uint64_t& word = nonempty_[core][qi / 64];
+  word = nonempty ? word | bit : word & ~bit;
 }
 
 Picoseconds DmaQueues::enqueue(const DmaTransfer& t, Picoseconds now) {
@@ -32,7 +40,10 @@ Picoseconds DmaQueues::enqueue(const DmaTransfer& t, Picoseconds now) {
   q.push_back({t.tag, t.cost.bytes, t.cost.hbm_bytes, t.hbm_bytes_read, t.hbm_bytes_written,
                t.cost.efficiency, t.cost.rate_cap_GBps, ready, Picoseconds(), 0, false});
   ++in_flight_;
-  if (q.size() == 1 && ready < next_ready_) next_ready_ = ready;  // a new queue head
+  if (q.size() == 1) {  // a new queue head
+    mark(t.core, t.queue, true);
+    if (ready < next_ready_) next_ready_ = ready;
+  }
   return ready;
 }
 
@@ -40,38 +51,46 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
   finished_.clear();
   const double nowd = static_cast<double>(now.count());
   for (uint64_t id : share_.take_finished(nowd)) {
-    for (int core = 0; core < 2; ++core)
-      for (size_t qi = 0; qi < queues_[core].size(); ++qi) {
-        auto& q = queues_[core][qi];
-        if (!q.empty() && q.front().flow == id) {
-          const Queued& x = q.front();
-          finished_.push_back({x.tag, x.ready, x.data_start, now, x.queued_behind});
-          q.pop_front();
-          --in_flight_;
-        }
-      }
+    // A moving flow is the head of exactly one queue.
+    const auto m =
+        std::find_if(moving_.begin(), moving_.end(), [id](const Moving& x) { return x.flow == id; });
+    if (m == moving_.end()) continue;
+    auto& q = queues_[m->core][m->queue];
+    const Queued& x = q.front();
+    finished_.push_back({x.tag, x.ready, x.data_start, now, x.queued_behind});
+    q.pop_front();
+    --in_flight_;
+    if (q.empty()) mark(m->core, m->queue, false);
+    moving_.erase(m);
   }
   next_ready_ = kNever;
   for (int core = 0; core < 2; ++core) {
-    for (size_t qi = 0; qi < queues_[core].size(); ++qi) {
-      auto& q = queues_[core][qi];
-      while (!q.empty() && q.front().flow == 0 && q.front().ready <= now) {
-        Queued& x = q.front();
-        x.data_start = now;
-        x.queued_behind = x.ready < now;  // ready before: the transfer ahead of it held it back
-        const Queued& c = x;
-        if (c.bytes == 0) {
-          finished_.push_back({x.tag, x.ready, now, now, x.queued_behind});
-          q.pop_front();
-          --in_flight_;
-          continue;
+    const auto& words = nonempty_[core];
+    for (size_t w = 0; w < words.size(); ++w) {
+      // The queues that hold transfers, in queue order (a queue emptied below is not visited again).
+      for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
+        const size_t qi = w * 64 + static_cast<size_t>(std::countr_zero(bits));
+        auto& q = queues_[core][qi];
+        while (!q.empty() && q.front().flow == 0 && q.front().ready <= now) {
+          Queued& x = q.front();
+          x.data_start = now;
+          x.queued_behind = x.ready < now;  // ready before: the transfer ahead of it held it back
+          const Queued& c = x;
+          if (c.bytes == 0) {
+            finished_.push_back({x.tag, x.ready, now, now, x.queued_behind});
+            q.pop_front();
+            --in_flight_;
+            continue;
+          }
+          BandwidthSharing::Uses uses{{core, 1.0 / c.efficiency}};
+          if (c.hbm_bytes > 0)
+            uses.push_back({kHbm, static_cast<double>(c.hbm_bytes) / static_cast<double>(c.bytes)});
+          x.flow = share_.add(static_cast<double>(c.bytes), c.rate_cap_GBps / 1000.0, uses, nowd);
+          moving_.push_back({x.flow, core, static_cast<uint32_t>(qi)});
         }
-        std::vector<BandwidthSharing::Use> uses{{core, 1.0 / c.efficiency}};
-        if (c.hbm_bytes > 0)
-          uses.push_back({kHbm, static_cast<double>(c.hbm_bytes) / static_cast<double>(c.bytes)});
-        x.flow = share_.add(static_cast<double>(c.bytes), c.rate_cap_GBps / 1000.0, std::move(uses), nowd);
+        if (q.empty()) mark(core, qi, false);
+        if (!q.empty() && q.front().flow == 0 && q.front().ready < next_ready_) next_ready_ = q.front().ready;
       }
-      if (!q.empty() && q.front().flow == 0 && q.front().ready < next_ready_) next_ready_ = q.front().ready;
     }
   }
   return finished_;
@@ -108,13 +127,15 @@ double DmaQueues::hbm_GBps() const {
 std::array<std::array<double, 2>, 2> DmaQueues::hbm_rw_GBps() const {
   std::array<std::array<double, 2>, 2> rw{};
   for (int core = 0; core < 2; ++core)
-    for (const auto& q : queues_[core]) {
-      if (q.empty() || q.front().flow == 0) continue;
-      const Queued& x = q.front();
-      const double per_byte = share_.rate(x.flow) * 1000.0 / static_cast<double>(x.bytes);
-      rw[core][0] += per_byte * static_cast<double>(x.hbm_bytes_read);
-      rw[core][1] += per_byte * static_cast<double>(x.hbm_bytes_written);
-    }
+    for (size_t w = 0; w < nonempty_[core].size(); ++w)
+      for (uint64_t bits = nonempty_[core][w]; bits != 0; bits &= bits - 1) {
+        const auto& q = queues_[core][w * 64 + static_cast<size_t>(std::countr_zero(bits))];
+        if (q.empty() || q.front().flow == 0) continue;
+        const Queued& x = q.front();
+        const double per_byte = share_.rate(x.flow) * 1000.0 / static_cast<double>(x.bytes);
+        rw[core][0] += per_byte * static_cast<double>(x.hbm_bytes_read);
+        rw[core][1] += per_byte * static_cast<double>(x.hbm_bytes_written);
+      }
   return rw;
 }
 

@@ -84,9 +84,20 @@ class DmaQueues {
     bool queued_behind = false;
   };
 
+  // Marks queue qi of `core` as holding transfers (or not) in nonempty_.
+  void mark(int core, size_t qi, bool nonempty);
+
   Picoseconds limit_;
   BandwidthSharing share_;
   std::array<std::vector<std::deque<Queued>>, 2> queues_;
+  // Per core, a bit per queue that holds transfers: advance() visits only those, in queue order.
+  std::array<std::vector<uint64_t>, 2> nonempty_;
+  struct Moving {
+    uint64_t flow;
+    int core;
+    uint32_t queue;
+  };
+  std::vector<Moving> moving_;  // the queue heads moving data, by flow id: a finished flow's queue
   std::vector<Finished> finished_;
   size_t in_flight_ = 0;
   Picoseconds next_ready_;  // earliest ready time of a queue head not moving yet; kNever if none
