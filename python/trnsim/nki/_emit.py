@@ -28,6 +28,7 @@ class Emitter:
         self.trace = trace
         self.plan = plan
         self.buffers = {}  # (site uid, index) -> whole-buffer builder view
+        self.whole = {}  # (site uid, index) -> the dims of a view of the whole buffer, ((0, P), (1, F))
         # site uid -> on-chip views whose builder view is cached (NkiTensor._bv): a builder view holds its
         # buffer, so they are dropped with the site's buffers, when the builder may give the space away;
         # HBM views under None, dropped when the emission ends (a view a kernel keeps must not carry this
@@ -92,6 +93,7 @@ class Emitter:
             mk = self.k.sbuf if st.space == SBUF else self.k.psum
             b = mk(shape, self.dtype(st.dtype), name, loc=tuple(st.loc) if st.loc else None)
             self.buffers[st.phys] = b
+            self.whole[st.phys] = ((0, site.partitions), (1, free))
         return b
 
     def view(self, v):
@@ -116,6 +118,9 @@ class Emitter:
             pd = v.pd
             if pd == 0:
                 dims = v.dims
+                if v.boff == 0 and v.p0 == 0 and v.dtype is st.dtype and dims == self.whole[st.phys]:
+                    v._bv = base  # the whole buffer (a new tile's usual operand): the buffer's own view
+                    return base
             elif pd == -1:
                 dims = ((0, 1),) + v.dims
             else:

@@ -390,9 +390,8 @@ def load(src, mask=None, dtype=None):
         dims = src.dims
         shape = tuple([d[1] for d in dims]) if len(dims) != 1 else (dims[0][1], 1)
         out = _ops.new_tile(shape, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
-        _ops.dma_copy(out, src, loc=out.st.loc)
         t = _trace._current
-        t.fresh[out.st.uid] = t.ops[-1]
+        t.fresh[out.st.uid] = _ops.load_to_sbuf(t, out, src, out.st.loc)
         return out
     if isinstance(src, _Indirect):
         shape, sdt = src.shape, src.dtype

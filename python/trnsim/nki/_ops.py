@@ -447,6 +447,16 @@ def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumu
     return o
 
 
+def load_to_sbuf(t, dst, src, loc):
+    """dma_copy(dst, src) with its defaults for nl.load's common case: `src` an HBM view, `dst` the new SBUF
+    tile of its shape made for it (so none of dma_copy's checks can fail, and no PSUM is touched)."""
+    o = t.record("dma_copy", {"dst": dst, "src": src, "vector_offset": None, "scalar_offset": None}, (src,),
+                 (dst,), {"engine": None, "dge_mode": "unknown", "oob_mode": "error", "accumulate": False,
+                          "indirect_dst": False, "scalar_offset_dst": False}, loc)
+    o.load = True
+    return o
+
+
 def dma_transpose(dst, src, engine=None, dge_mode="unknown", loc=None):
     op = "dma_transpose"
     for v, n in ((dst, "dst"), (src, "src")):
