@@ -75,6 +75,7 @@ void apply_set(json& doc, const std::string& assignment) {
   const auto absolute_entry = [&](json& v) {
     if (v.is_string()) absolute_npy(v);
     if (v.is_object() && v.contains("npy")) absolute_npy(v["npy"]);
+    if (v.is_object() && v.contains("from")) absolute_npy(v["from"]);
   };
   if (path == "inputs" && value.is_object())
     for (auto& [key, entry] : value.items()) absolute_entry(entry);
@@ -82,7 +83,8 @@ void apply_set(json& doc, const std::string& assignment) {
     const std::string rest = path.substr(7);
     const size_t dot = rest.find('.');
     if (dot == std::string::npos) absolute_entry(value);
-    if (dot != std::string::npos && rest.substr(dot) == ".npy") absolute_npy(value);
+    if (dot != std::string::npos && (rest.substr(dot) == ".npy" || rest.substr(dot) == ".from"))
+      absolute_npy(value);
   }
   // kernel.nki / reference.nki (Python kernels), alone or in a whole kernel/reference object.
   if ((path == "kernel" || path == "reference") && value.is_object() && value.contains("nki"))
@@ -188,6 +190,22 @@ InputEntry parse_entry(const Checker& c, const std::string& key, json spec, cons
       e.shape = std::move(shape);
       spec.erase("shape");
     }
+  }
+  if (spec.is_object() && spec.contains("from")) {
+    c.keys(spec, path, {"from", "output", "convert"});
+    FromOutput f;
+    f.written = c.string(spec["from"], path + ".from");
+    if (f.written.empty() || f.written.size() > 4096 || f.written.find('\0') != std::string::npos)
+      c.fail(path + ".from", fmt::format("'{}' is not a usable file path", text_excerpt(f.written)));
+    f.file =
+        fs::path(f.written).is_absolute() || dir.empty() ? f.written : (fs::path(dir) / f.written).string();
+    if (!spec.contains("output"))
+      c.fail(path + ".output", "missing (the output of " + f.written + " to read)");
+    f.output = c.string(spec["output"], path + ".output");
+    if (spec.contains("convert")) f.convert = c.string(spec["convert"], path + ".convert");
+    e.from = std::move(f);
+    e.given = true;
+    return e;
   }
   if (spec.is_object() && spec.contains("recipe")) {
     e.is_recipe = true;
@@ -338,6 +356,9 @@ std::unique_ptr<kernels::BoundKernel> bind_kernel(const Workload& w,
       const std::string path = "inputs." + e.key;
       if (e.is_recipe)
         c.fail(path + ".recipe", "a Python kernel has no recipes: give a generator or a .npy file");
+      if (e.from)
+        c.fail(path + ".from",
+               "a Python kernel's inputs come from generators or .npy files, not from chains");
       if (!e.dtype)
         c.fail(path + ".dtype", "missing (a Python kernel's input needs its dtype, e.g. \"bfloat16\")");
       TensorInfo t{e.key, *e.dtype, e.shape.value_or(std::vector<int64_t>{})};

@@ -9,7 +9,8 @@
 //    40}}, "kernel": "matmul_mxfp8_backward", "params": {...}, "lnc": 2,                       optional:
 //    physical cores (1 or 2) for kernels without a core parameter;
 //                                    for the others it must agree with that parameter (e.g. run_with_lnc2)
-//    "inputs": {"<kernel input>": {"generator": "normal", "seed": 1} | {"npy": "x.npy"},
+//    "inputs": {"<kernel input>": {"generator": "normal", "seed": 1} | {"npy": "x.npy"} |
+//                                 {"from": "other.json", "output": "y"} (chain.h),
 //               "<label>": {"recipe": "<a recipe of the kernel>", ...its arguments}},
 //    "outputs": ["input_grad"],      optional: outputs written as .npy (default: all)
 //    "numerics": true}               optional: compute results and check them (default true)
@@ -47,6 +48,15 @@
 
 namespace trnsim::workload {
 
+// An input that is another workload's output (chains, kernels/workload/chain.h): {"from": "ce.json",
+// "output": "input_grad_rowwise_data", "convert": "te_rowwise_data_to_x4"} ("convert" optional).
+struct FromOutput {
+  std::string file;     // resolved against the workload's folder
+  std::string written;  // as written
+  std::string output;   // the producer's output
+  std::string convert;  // "" or a layout conversion (chain.h)
+};
+
 // One entry of "inputs": a tensor source keyed by the kernel input it fills, or a recipe under a label.
 struct InputEntry {
   std::string key;
@@ -58,8 +68,10 @@ struct InputEntry {
   std::optional<isa::DType> dtype;
   std::optional<std::vector<int64_t>> shape;
   // The tensor is given by the caller (WorkloadRun::set_input; trnsim.nki.simulate_kernel's arrays), not
-  // made from a source: dtype and shape are set.
+  // made from a source: dtype and shape are set (unless `from`).
   bool given = false;
+  // Another workload's output, given by the chain runner (given is true).
+  std::optional<FromOutput> from;
 };
 
 // A kernel or reference function in a source file: "kernel": {"nki": "k.py", "function": "f"}.

@@ -132,7 +132,12 @@ kernels::Tensors& WorkloadRun::make_inputs() {
   if (inputs_made_) return inputs_;
   for (const InputEntry& e : p_.w.inputs)
     if (e.given && !inputs_.count(e.key))
-      throw InputError(fmt::format("{}: input '{}' was not given", p_.w.file, e.key));
+      throw InputError(
+          e.from
+              ? fmt::format("{}: inputs.{}: the output '{}' of {} is given by a chain run (`trnsim run` of "
+                            "this workload or of a pipeline file; docs/workloads.md \"Chains\")",
+                            p_.w.file, e.key, e.from->output, e.from->written)
+              : fmt::format("{}: input '{}' was not given", p_.w.file, e.key));
   try {
     kernels::Tensors made = workload::make_inputs(p_);
     for (auto& [name, t] : made)

@@ -207,21 +207,6 @@ json critical_path_json(const RunReport& r) {
           {"segments_total", cp.segments.size()}};
 }
 
-json check_json(const CheckResult& c) {
-  json n = {{"check", c.kind}, {"dtype", c.dtype}, {"elements", c.elements}, {"nonfinite", c.nonfinite}};
-  for (const CheckMetric& m : c.metrics) {
-    const StatDef* d = find_stat_def("numerics.x." + m.name);
-    if (d != nullptr && d->unit == "bool" && !std::isnan(m.value))
-      n[m.name] = m.value != 0;
-    else
-      n[m.name] = finite_or_null(m.value);
-  }
-  n["pass"] = c.pass;
-  n["failures"] = c.failures;
-  n["notes"] = c.notes;
-  return n;
-}
-
 // The leaf key paths of `j` (objects are walked, arrays of objects as name[i]); `params` is opaque.
 void walk(const json& j, const std::string& path, std::vector<std::string>& out) {
   if (path == "params" || path == "nki" ||
@@ -238,6 +223,21 @@ void walk(const json& j, const std::string& path, std::vector<std::string>& out)
 }
 
 }  // namespace
+
+json check_json(const CheckResult& c) {
+  json n = {{"check", c.kind}, {"dtype", c.dtype}, {"elements", c.elements}, {"nonfinite", c.nonfinite}};
+  for (const CheckMetric& m : c.metrics) {
+    const StatDef* d = find_stat_def("numerics.x." + m.name);
+    if (d != nullptr && d->unit == "bool" && !std::isnan(m.value))
+      n[m.name] = m.value != 0;
+    else
+      n[m.name] = finite_or_null(m.value);
+  }
+  n["pass"] = c.pass;
+  n["failures"] = c.failures;
+  n["notes"] = c.notes;
+  return n;
+}
 
 int peak_dtype_factor(const isa::Program& program, std::string* label) {
   int f = 1;

@@ -73,6 +73,8 @@ RunReport make_report(const isa::Program& program, const config::HwConfig& hw, c
 // Compulsory bytes of a program run: its tensors with an "init" or an "output".
 double program_compulsory_bytes(const isa::Program& program);
 
+// One check's entry of stats.json's "numerics" (also a chain's checks, tools/trnsim/run_chain.cpp).
+nlohmann::json check_json(const CheckResult& c);
 // stats.json. Error (a simulator bug) if it would hold a key stat_defs() does not declare.
 nlohmann::json stats_json(const RunReport& r);
 // The printed table of a stats.json; `top_lines` busiest source lines.

@@ -1,10 +1,12 @@
 // trnsim run WORKLOAD.json | PROGRAM.json [--out DIR] [--no-numerics] [--set path=value ...] [--hw ...]
 //            [--trace FILE.pftrace|FILE.json] [--dump-inputs] [--full-reference]
-// A workload (a top-level "kernel" key) goes through the kernel registry (run_workload.cpp); anything else is
-// an instruction-stream program (run_program.cpp). Both run through sim/run/session.h.
+// A workload (a top-level "kernel" key) goes through the kernel registry (run_workload.cpp); a pipeline file
+// (a "stages" key) or a workload reading other workloads' outputs runs as a chain (run_chain.cpp); anything
+// else is an instruction-stream program (run_program.cpp). Both run through sim/run/session.h.
 #include <filesystem>
 #include <memory>
 
+#include "kernels/workload/chain.h"
 #include "kernels/workload/workload.h"
 #include "kernels/workload/workload_run.h"
 #include "sim/base/error.h"
@@ -56,7 +58,13 @@ void add_run_command(CLI::App& app) {
     opts->report = *report;
     int rc = 0;
     on_file(opts->config, [&] {
-      if (workload::is_workload_file(opts->config)) {
+      if (workload::is_pipeline_file(opts->config) ||
+          (workload::is_workload_file(opts->config) &&
+           workload::has_chained_inputs(opts->config, opts->sets))) {
+        if (!opts->hw.empty())
+          throw InputError("--hw applies to program JSON; a chain's workloads name their hardware");
+        rc = run_chain_file(*opts);
+      } else if (workload::is_workload_file(opts->config)) {
         if (!opts->hw.empty())
           throw InputError(
               "--hw applies to program JSON; a workload names its hardware (use --set hardware=...)");

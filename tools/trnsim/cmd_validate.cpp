@@ -1,7 +1,8 @@
 // trnsim validate WORKLOAD.json: checks a workload without running it (schema, hardware config and overrides,
 // kernel parameters and core count, the program build, every input source against the kernel's inputs, the
-// outputs). trnsim validate PROGRAM.json: reads an instruction-stream program and checks every instruction
-// against the hardware's rules (--set: hardware parameters, as for `trnsim run PROGRAM.json`).
+// outputs); a pipeline file or a chained workload: every stage so, and every link (kernels/workload/chain.h).
+// trnsim validate PROGRAM.json: reads an instruction-stream program and checks every instruction against the
+// hardware's rules (--set: hardware parameters, as for `trnsim run PROGRAM.json`).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/workload/chain.h"
 #include "kernels/workload/workload.h"
 #include "sim/base/error.h"
 #include "sim/config/hw_config.h"
@@ -52,7 +54,20 @@ void validate_program(const ValidateOptions& o) {
               program.tensors.size() == 1 ? "" : "s", static_cast<unsigned long long>(insts));
 }
 
+// A chain (a pipeline file, or a workload reading other workloads' outputs): every stage prepared and every
+// link checked, as `trnsim run` does before it simulates.
+void validate_chain(const ValidateOptions& o) {
+  const workload::Chain c = workload::load_chain(o.path, o.sets, false);
+  std::vector<std::string> names;
+  for (const workload::ChainStage& s : c.stages) names.push_back(s.name());
+  std::printf("%s: ok: chain %s, %zu stage%s (%s)\n", o.path.c_str(), c.name.c_str(), c.stages.size(),
+              c.stages.size() == 1 ? "" : "s", fmt::format("{}", fmt::join(names, " -> ")).c_str());
+}
+
 void run_validate(const ValidateOptions& o) {
+  if (workload::is_pipeline_file(o.path) ||
+      (workload::is_workload_file(o.path) && workload::has_chained_inputs(o.path, o.sets)))
+    return validate_chain(o);
   if (!workload::is_workload_file(o.path)) return validate_program(o);
   const workload::PreparedWorkload p = workload::prepare_workload(workload::parse_workload(o.path, o.sets));
   uint64_t insts = 0;

@@ -4,6 +4,10 @@
 #include <string>
 #include <vector>
 
+namespace trnsim::workload {
+struct PreparedWorkload;
+}
+
 namespace trnsim::cli {
 
 struct RunCliOptions {
@@ -23,5 +27,10 @@ struct RunCliOptions {
 
 int run_program_file(const RunCliOptions& o);
 int run_workload_file(const RunCliOptions& o);
+// A pipeline file, or a workload whose inputs are other workloads' outputs (run_chain.cpp).
+int run_chain_file(const RunCliOptions& o);
+
+// InputError when this machine cannot hold what the run of `p` needs (run_workload.cpp).
+void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs);
 
 }  // namespace trnsim::cli

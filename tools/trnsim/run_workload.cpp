@@ -36,6 +36,8 @@ double tensor_bytes(isa::DType dtype, const std::vector<int64_t>& shape) {
   return static_cast<double>(tensor::elements_of(shape)) * isa::dtype_size(dtype);
 }
 
+}  // namespace
+
 // A run with numerics holds the host's copy of the inputs (the references read it) and the simulated
 // machine's copy of every HBM tensor of the program and of its SBUF and PSUM: refused now, with the figures,
 // when this machine cannot hold that.
@@ -68,8 +70,6 @@ void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs) {
                    : "the inputs to dump",
       size(static_cast<double>(*have)), instead));
 }
-
-}  // namespace
 
 int run_workload_file(const RunCliOptions& o) {
   using clock = std::chrono::steady_clock;

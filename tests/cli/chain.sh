@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# End-to-end test of chained workloads (docs/workloads.md "Chains"): usage chain.sh <trnsim-binary> <source-dir>.
+# The shipped LM-head chains validate; the Llama-3 chains run shrunk to V = 4096 with numerics: the chain
+# reference's checks pass with pinned values, the outputs' bytes are pinned, the totals are the stages' sums,
+# and the fused chain's matmul outputs are the bytes of the same matmul fed by `trnsim quantize --layout x4`
+# of the BF16 chain's gradient (so the TE-to-x4 conversions are that quantizer's layout). Every bad chain
+# fails before simulating with the file and key named, exit 1, and no output folder.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
+CH=$SRC/configs/workloads/chains
+
+# 1. The shipped pipelines validate: two stages each, CE first.
+for v in llama3 qwen3; do
+  for g in mxfp8 bf16; do
+    "$TRNSIM" validate "$CH/${v}_lm_head_bwd_$g.json" >out 2>&1
+    rc=$?
+    check "validate ${v} $g (exit $rc: $(cat out))" \
+      '[[ $rc == 0 && $(cat out) == *": ok: chain ${v}_lm_head_bwd_$g, 2 stages (${v}_lm_head_ce_$g -> ${v}_lm_head_mm_$g)" ]]'
+  done
+done
+
+# 2. The fused chain at V = 4096 (128 tokens, hidden 512).
+CE=llama3_lm_head_ce_mxfp8
+MM=llama3_lm_head_mm_mxfp8
+SMALL=(--set $CE.params.V=4096 --set $MM.params.N=4096 --set "$MM.params.output_grad_scales=[1024,128]"
+  --set "$MM.params.output_grad_columnwise_scales=[32,4096]")
+"$TRNSIM" run "$CH/llama3_lm_head_bwd_mxfp8.json" "${SMALL[@]}" --out fused >out 2>&1
+rc=$?
+check "fused chain runs (exit $rc: $(cat out))" '[[ $rc == 0 ]]'
+check "fused chain prints the total" 'grep -q "^total 125.339 us simulated, 13454856 HBM bytes (2 stages)" out'
+sha() { sha256sum "$1" | cut -c1-64; }
+# Output bytes: the CE's TE tensors and the matmul's gradients.
+check "CE rowwise data bytes" '[[ $(sha fused/$CE/input_grad_rowwise_data.npy) == 76ea1b9df31857fc64027d03e7c8f32b2cae140a0b2505a55b24f4feca7b1c62 ]]'
+check "CE columnwise scale bytes" '[[ $(sha fused/$CE/input_grad_columnwise_scale_inv.npy) == 3f281a32535cea1a760a2e3e68cca54a89bba1d94507f4300cd67dbb62d4a0e2 ]]'
+check "dX bytes" '[[ $(sha fused/$MM/input_grad.npy) == 150bc58141997aab25253fce32617c45e11a430eb575cf534f245e744c6664ca ]]'
+check "dW bytes" '[[ $(sha fused/$MM/weight_grad.npy) == 1477c771d39d46b355540adf447fe3e9934f649624a349502c27c7042e3713fe ]]'
+# chain_stats.json: sums, links and the chain reference's checks (values from this run, FP64 references).
+python3 - fused/chain_stats.json >py 2>&1 <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+s, t = d["stages"], d["total"]
+assert [x["name"] for x in s] == ["llama3_lm_head_ce_mxfp8", "llama3_lm_head_mm_mxfp8"], s
+assert t["total_time_ns"] == s[0]["total_time_ns"] + s[1]["total_time_ns"], t
+assert t["hbm_bytes"] == s[0]["hbm_bytes"] + s[1]["hbm_bytes"] == 13454856, t
+assert t["hbm_bytes"] == t["hbm_bytes_read"] + t["hbm_bytes_written"], t
+for x in s:
+    st = json.load(open("fused/" + x["stats"]))
+    assert st["total_time_ns"] == x["total_time_ns"] and st["hbm_bytes"] == x["hbm_bytes"], x
+    assert x["numerics"] == "pass", x
+links = {(l["input"], l["output"], l["convert"]) for l in s[1]["inputs_from"]}
+assert links == {("output_grad", "input_grad_rowwise_data", "te_rowwise_data_to_x4"),
+                 ("output_grad_scales", "input_grad_rowwise_scale_inv", "te_rowwise_scales_to_x4"),
+                 ("output_grad_columnwise", "input_grad_columnwise_data", "te_columnwise_data_to_x4"),
+                 ("output_grad_columnwise_scales", "input_grad_columnwise_scale_inv", "te_columnwise_scales_to_x4")}, links
+c = d["checks"]
+want = {"llama3_lm_head_ce_mxfp8.input_grad_rowwise_data (dequantized)": 0.031002984281089302,
+        "llama3_lm_head_ce_mxfp8.input_grad_columnwise_data (dequantized)": 0.031002984224421836,
+        "llama3_lm_head_mm_mxfp8.input_grad": 0.04080238231308104,
+        "llama3_lm_head_mm_mxfp8.weight_grad": 0.041132527085086475}
+assert set(c) == set(want), sorted(c)
+for k, v in want.items():
+    assert c[k]["pass"] is True and c[k]["rel_l2_vs_exact"] == v, (k, c[k]["rel_l2_vs_exact"])
+    assert c[k]["cosine_vs_exact"] > 0.9996 and c[k]["allclose_vs_exact"] is True, (k, c[k])
+print("ok")
+EOF
+check "chain_stats.json (python: $(cat py))" '[[ $(cat py) == ok ]]'
+
+# 3. The BF16 chain at the same size, then its gradient quantized by `trnsim quantize` into the x4 inputs:
+# the same matmul run from them gives the fused chain's bytes.
+CEB=llama3_lm_head_ce_bf16
+"$TRNSIM" run "$CH/llama3_lm_head_bwd_bf16.json" --set $CEB.params.V=4096 --set llama3_lm_head_mm_bf16.params.N=4096 \
+  --out bf16 >out 2>&1
+rc=$?
+check "BF16 chain runs with its checks passing (exit $rc: $(cat out))" \
+  '[[ $rc == 0 && $(grep -c " pass  rel_l2_vs_exact" out) == 3 ]]'
+for a in row col; do
+  "$TRNSIM" quantize bf16/$CEB/input_grad.npy --format e4m3 --rule te --axis $a --layout x4 --quant-scheme 1x32 \
+    --data q_$a.npy --scales s_$a.npy >/dev/null 2>&1
+done
+python3 - "$CH/$MM.json" <<'EOF'
+import json, sys
+w = json.load(open(sys.argv[1]))
+w["name"] = "mm_quantized"
+w["params"].update({"N": 4096, "output_grad_scales": [1024, 128], "output_grad_columnwise_scales": [32, 4096]})
+w["inputs"].update({"output_grad": "q_row.npy", "output_grad_scales": "s_row.npy",
+                    "output_grad_columnwise": "q_col.npy", "output_grad_columnwise_scales": "s_col.npy"})
+json.dump(w, open("mm.json", "w"))
+EOF
+"$TRNSIM" run mm.json --out mmq >out 2>&1
+rc=$?
+check "matmul from trnsim quantize (exit $rc: $(cat out))" '[[ $rc == 0 ]]'
+check "same dX bytes as the fused chain" '[[ $(sha mmq/input_grad.npy) == $(sha fused/$MM/input_grad.npy) ]]'
+check "same dW bytes as the fused chain" '[[ $(sha mmq/weight_grad.npy) == $(sha fused/$MM/weight_grad.npy) ]]'
+
+# 4. Bad chains: small hand-made stages (CE 128 x 4096, matmul M 128, K 512, N 4096).
+ce() { # ce FILE NAME [extra params JSON]
+  cat >"$1" <<EOF
+{"name": "$2", "hardware": "trn3", "kernel": "cross_entropy_bwd",
+ "params": {"rows": 128, "V": 4096, "reduce_loss": true, "grad_quantizer": "mxfp8_e4m3"${3:-}},
+ "inputs": {"logits_and_target": {"recipe": "lm_logits", "seed": 1}, "statistics": {"recipe": "forward_stats"},
+            "grad_output": {"generator": "constant", "value": 1.0}}}
+EOF
+}
+mm() { # mm FILE NAME FROM [extra params JSON] [rowwise convert]
+  cat >"$1" <<EOF
+{"name": "$2", "hardware": "trn3", "kernel": "matmul_mxfp8_backward",
+ "params": {"M": 128, "K": 512, "N": 4096, "float8_dtype": "${FP8:-float8_e4m3fn}", "quant_scheme": "1x32",
+            "output_grad_scales": [1024, 128], "output_grad_columnwise_scales": [32, 4096]${4:-}},
+ "inputs": {"output_grad": {"from": "$3", "output": "input_grad_rowwise_data", "convert": "${5:-te_rowwise_data_to_x4}"},
+   "output_grad_scales": {"from": "$3", "output": "input_grad_rowwise_scale_inv", "convert": "te_rowwise_scales_to_x4"},
+   "output_grad_columnwise": {"from": "$3", "output": "input_grad_columnwise_data", "convert": "te_columnwise_data_to_x4"},
+   "output_grad_columnwise_scales": {"from": "$3", "output": "input_grad_columnwise_scale_inv", "convert": "te_columnwise_scales_to_x4"},
+   "weights": {"generator": "normal", "seed": 2, "std": 0.02}, "input_activation": {"generator": "normal", "seed": 3}}}
+EOF
+}
+refused() { # refused NAME EXPECTED-SUBSTRING trnsim-args...
+  local name=$1 want=$2
+  shift 2
+  "$TRNSIM" run "$@" --out bad >out 2>&1
+  local rc=$?
+  check "$name refused (exit $rc: $(cat out))" '[[ $rc == 1 && $(cat out) == *"$want"* && ! -e bad ]]'
+}
+ce ce.json ce
+mm m.json m ce.json
+"$TRNSIM" run m.json --out good >out 2>&1
+rc=$?
+check "a workload reading another's outputs runs both (exit $rc: $(cat out))" \
+  '[[ $rc == 0 && -f good/ce/stats.json && -f good/m/weight_grad.npy && -f good/chain_stats.json ]]'
+mm m_missing.json m nowhere.json
+refused "missing producer" "m_missing.json: inputs.output_grad.from: nowhere.json: no such file" m_missing.json
+sed 's/"input_grad_rowwise_data"/"input_grad"/' m.json >m_noout.json
+refused "output not produced" "m_noout.json: inputs.output_grad.output: workload 'ce' (ce.json) makes no output 'input_grad' with its parameters (its outputs: input_grad_rowwise_data, input_grad_rowwise_scale_inv, input_grad_columnwise_data, input_grad_columnwise_scale_inv)" m_noout.json
+ce ce8.json ce ', "label_smoothing": 0.0'
+sed -i 's/"V": 4096/"V": 8192/' ce8.json
+mm m_shape.json m ce8.json
+refused "shape mismatch" "m_shape.json: inputs.output_grad: workload 'ce' (ce8.json) output 'input_grad_rowwise_data' float8_e4m3fn [128, 8192] does not fit: kernel 'matmul_mxfp8_backward' reads input 'output_grad' float8_e4m3fn_x4 [1024, 128], which 'te_rowwise_data_to_x4' makes from float8_e4m3fn [128, 4096]" m_shape.json
+FP8=float8_e5m2 mm m_dtype.json m ce.json
+refused "dtype mismatch" "output 'input_grad_rowwise_data' float8_e4m3fn [128, 4096] does not fit: kernel 'matmul_mxfp8_backward' reads input 'output_grad' float8_e5m2_x4 [1024, 128]" m_dtype.json
+mm m_conv.json m ce.json "" te_rowwise_to_x4
+refused "unknown conversion" "m_conv.json: inputs.output_grad.convert: unknown conversion 'te_rowwise_to_x4' (known: te_rowwise_data_to_x4, te_rowwise_scales_to_x4, te_columnwise_data_to_x4, te_columnwise_scales_to_x4)" m_conv.json
+sed 's/"quant_scheme": "1x32"/"quant_scheme": "wrapX"/' m.json >m_wrapx.json
+refused "wrapX consumer" "m_wrapx.json: inputs.output_grad.convert: 'te_rowwise_data_to_x4' writes the x4 layout of quant_scheme 1x32" m_wrapx.json
+ce ce_sw.json ce ', "scale_layout": "swizzled"'
+mm m_sw.json m ce_sw.json
+refused "swizzled producer scales" "m_sw.json: inputs.output_grad.convert: 'te_rowwise_data_to_x4' reads TransformerEngine's compact scale layout, and workload 'ce' (ce_sw.json) writes scale_layout \"swizzled\"" m_sw.json
+# A cycle: a reads b, b reads a.
+mm a.json a b.json
+mm b.json b a.json
+refused "cycle" "b.json: inputs.output_grad.from: a.json reads this workload's outputs: a cycle (a.json -> b.json -> a.json)" a.json
+mm m_same.json ce ce.json
+refused "two stages of one name" "m_same.json: name: 'ce' is also the name of ce.json: the stages of a chain need distinct names" m_same.json
+sed 's/"reduce_loss": true,/"reduce_loss": true,/; s/"hardware"/"numerics": false, "hardware"/' ce.json >ce_nonum.json
+mm m_nonum.json m ce_nonum.json
+refused "producer without numerics" "m_nonum.json: inputs.output_grad.from: workload 'ce' (ce_nonum.json) runs without numerics, so it computes no 'input_grad_rowwise_data' for this one" m_nonum.json
+echo '{"name": "p", "stages": ["m.json"], "reference": "lm_head"}' >p_ref.json
+refused "unknown chain reference" "p_ref.json: reference: unknown chain reference 'lm_head' (known: lm_head_backward)" p_ref.json
+echo '{"name": "p", "stages": ["m.json", "gone.json"]}' >p_gone.json
+refused "pipeline stage missing" "p_gone.json: stages[1]: gone.json: no such file" p_gone.json
+echo '{"name": "p", "stages": ["m.json"], "reference": "lm_head_backward"}' >p.json
+refused "--set naming no stage" "--set x.params.M=256: a pipeline's assignments are STAGE.PATH=VALUE with STAGE one of its stages' names (m)" p.json --set x.params.M=256
+echo '{"name": "p", "stages": ["ce.json"], "reference": "lm_head_backward"}' >p_ce.json
+refused "reference on a chain that does not fit" "p_ce.json: reference: reference 'lm_head_backward' needs a stage running matmul_mxfp8_backward" p_ce.json
+"$TRNSIM" run p.json --no-numerics --out nonum >out 2>&1
+rc=$?
+check "pipeline timing only (exit $rc)" '[[ $rc == 0 && $(python3 -c "import json; print(json.load(open(\"nonum/chain_stats.json\"))[\"checks\"])") == "{}" ]]'
+
+finish
