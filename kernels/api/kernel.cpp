@@ -241,6 +241,7 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
   for (size_t i = 1; i < shape.size(); ++i) inner *= shape[i];
   st->hbm_rows = shape.size() >= 2 ? shape[0] : 1;
   st->hbm_row_bytes = (shape.size() >= 2 ? inner : shape[0]) * es;
+  st->hbm_shape = shape;
   st->name = name;
   View v;
   v.storage_ = std::move(st);

@@ -35,6 +35,11 @@ std::vector<int64_t> View::shape() const {
   return s;
 }
 
+const std::vector<int64_t>& View::tensor_shape() const {
+  static const std::vector<int64_t> none;
+  return storage_ && space_ == isa::MemSpace::HBM ? storage_->hbm_shape : none;
+}
+
 int64_t View::size(int dim) const {
   if (dim < 0 || dim >= rank()) throw InputError(fmt::format("{}: no dim {}", describe(), dim));
   return dims_[dim].size;

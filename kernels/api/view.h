@@ -55,8 +55,9 @@ struct Storage {
   std::string name;                      // the tile's or tensor's, for messages
   std::shared_ptr<Allocator> allocator;  // null for HBM
   uint64_t block = 0;
-  int64_t hbm_rows = 1;       // HBM: the tensor's first dim (1 for a 1-D tensor)
-  int64_t hbm_row_bytes = 0;  // HBM: bytes of one such row
+  int64_t hbm_rows = 1;            // HBM: the tensor's first dim (1 for a 1-D tensor)
+  int64_t hbm_row_bytes = 0;       // HBM: bytes of one such row
+  std::vector<int64_t> hbm_shape;  // HBM: the shape the tensor was declared with (a 1-D [n] stays [n])
   // Set for a tile whose every access depends on the whole tile (a Trn2 multi-bank PSUM tile): partitions
   // [0, whole_partitions) x bytes [whole_lo, whole_hi) is the region of any view of it.
   int64_t whole_partitions = 0, whole_lo = 0, whole_hi = 0;
@@ -76,6 +77,9 @@ class View {
   const std::string& name() const;
   int rank() const { return static_cast<int>(dims_.size()); }
   std::vector<int64_t> shape() const;
+  // HBM: the shape its tensor was declared with (Kernel::input/output/scratch), whatever this view selects
+  // of it (a 1-D [n] tensor is [n] here while its views have a free dim: [n, 1]). SBUF/PSUM: empty.
+  const std::vector<int64_t>& tensor_shape() const;
   int64_t size(int dim) const;
   int64_t partitions() const { return dims_.empty() ? 0 : dims_[0].size; }
   int64_t free_elements() const;                                 // product of the free dims

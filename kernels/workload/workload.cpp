@@ -345,14 +345,9 @@ Workload parse_workload(const std::string& path, const std::vector<std::string>&
   return w;
 }
 
-PreparedWorkload prepare_workload(Workload w) {
+std::unique_ptr<kernels::BoundKernel> bind_kernel(const Workload& w,
+                                                  std::map<std::string, io::NpyArray>* npy) {
   Checker c(w.file);
-  PreparedWorkload p;
-  try {
-    p.hw = config::load_hw_config(w.hardware, w.hw_overrides);
-  } catch (const InputError& e) {
-    c.fail("hardware", e.what());
-  }
   if (w.kernel_source) {
     // The kernel declares the inputs the workload gives it: their dtypes and shapes come from the workload
     // (a .npy file's shape when "shape" is left out).
@@ -374,7 +369,7 @@ PreparedWorkload prepare_workload(Workload w) {
         try {
           io::NpyArray a = io::read_npy(e.source.npy);
           t.shape = a.shape.empty() ? std::vector<int64_t>{1} : a.shape;
-          p.npy.emplace(e.key, std::move(a));
+          if (npy != nullptr) npy->emplace(e.key, std::move(a));
         } catch (const InputError& err) {
           c.fail(path + ".npy", err.what());
         }
@@ -386,7 +381,7 @@ PreparedWorkload prepare_workload(Workload w) {
       c.fail("kernel", fmt::format("this trnsim was built without Python support (TRNSIM_PYTHON=OFF): it "
                                    "cannot run the {} kernel {}",
                                    w.kernel_source->language, w.kernel_source->written));
-    p.kernel = it->second(w, declared);
+    return it->second(w, declared);
   } else {
     const kernels::Registry& reg = kernels::registry();
     if (reg.find(w.kernel) == nullptr) {
@@ -396,11 +391,22 @@ PreparedWorkload prepare_workload(Workload w) {
              fmt::format("unknown kernel '{}' (known: {})", text_excerpt(w.kernel), fmt::join(names, ", ")));
     }
     try {
-      p.kernel = reg.bind(w.kernel, w.params);
+      return reg.bind(w.kernel, w.params);
     } catch (const InputError& e) {
       c.fail("params", e.what());
     }
   }
+}
+
+PreparedWorkload prepare_workload(Workload w) {
+  Checker c(w.file);
+  PreparedWorkload p;
+  try {
+    p.hw = config::load_hw_config(w.hardware, w.hw_overrides);
+  } catch (const InputError& e) {
+    c.fail("hardware", e.what());
+  }
+  p.kernel = bind_kernel(w, &p.npy);
 
   // One source of truth for the core count: the kernel's core parameter, else "lnc" (default 2).
   const std::optional<int> kc = p.kernel->cores();

@@ -138,6 +138,12 @@ struct PreparedWorkload {
 };
 
 PreparedWorkload prepare_workload(Workload w);
+// The kernel a workload names, bound to its params, without building it (what prepare_workload starts
+// with): a registered kernel, or a source file's through its language's loader, declared with the
+// workload's input dtypes and shapes (a .npy input's array is read for its shape, and kept in `npy` when
+// given). InputError "<file>: <key>: ..." as prepare_workload.
+std::unique_ptr<kernels::BoundKernel> bind_kernel(const Workload& w,
+                                                  std::map<std::string, io::NpyArray>* npy = nullptr);
 
 // Makes the kernel of a workload whose "kernel" is a source file of `language` (KernelSource), given the
 // inputs the workload declares (name, dtype, shape, in the workload's order). InputError naming the workload

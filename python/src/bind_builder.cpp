@@ -120,6 +120,14 @@ void bind_builder(pyb::module_& m) {
       .def_property_readonly("name", &View::name)
       .def_property_readonly("rank", &View::rank)
       .def_property_readonly("shape", &shape_tuple)
+      .def_property_readonly(
+          "tensor_shape",
+          [](const View& v) -> pyb::object {
+            if (!v.valid() || v.space() != isa::MemSpace::HBM) return pyb::none();
+            return pyb::tuple(pyb::cast(v.tensor_shape()));
+          },
+          "HBM: the shape the tensor was declared with (a 1-D [n] input is (n,) while its view is (n, 1)); "
+          "SBUF/PSUM: None")
       .def("size", &View::size, pyb::arg("dim"))
       .def_property_readonly("partitions", &View::partitions)
       .def_property_readonly("free_elements", &View::free_elements)

@@ -28,7 +28,9 @@ class PythonKernelDef final : public kernels::KernelDef {
   explicit PythonKernelDef(std::string name) : name_(std::move(name)) {}
   const std::string& name() const override { return name_; }
   const std::string& doc() const override { return doc_; }
-  std::vector<kernels::ParamSpec> params() const override { return {}; }
+  // The function's parameters that are not inputs (_runner.kernel_params): what "params" can set.
+  std::vector<kernels::ParamSpec> params() const override { return params_; }
+  void set_params(std::vector<kernels::ParamSpec> p) { params_ = std::move(p); }
   const std::string& cores_param() const override { return cores_param_; }
   std::vector<RecipeInfo> recipes() const override { return {}; }
   std::unique_ptr<kernels::BoundKernel> bind(const json&) const override {
@@ -37,7 +39,15 @@ class PythonKernelDef final : public kernels::KernelDef {
 
  private:
   std::string name_, doc_ = "a kernel written in Python with NKI", cores_param_ = "grid";
+  std::vector<kernels::ParamSpec> params_;
 };
+
+kernels::ParamType param_type(const std::string& t) {
+  if (t == "bool") return kernels::ParamType::Bool;
+  if (t == "int") return kernels::ParamType::Int;
+  if (t == "float") return kernels::ParamType::Float;
+  return kernels::ParamType::String;
+}
 
 class PythonKernel final : public kernels::BoundKernel {
  public:
@@ -45,6 +55,21 @@ class PythonKernel final : public kernels::BoundKernel {
     pyb::tuple fg = runner().attr("resolve_kernel")(spec_.kernel);
     func_ = fg[0];
     if (!fg[1].is_none()) grid_ = fg[1].cast<int>();
+    pyb::list inputs;
+    for (const auto& t : spec_.inputs) inputs.append(t.name);
+    const std::string where = pyb::str(pyb::getattr(func_, "__qualname__", pyb::str("the kernel")));
+    std::vector<kernels::ParamSpec> params;
+    for (pyb::handle h : runner().attr("kernel_params")(func_, inputs)) {
+      const json d = to_json(h);
+      kernels::ParamSpec p;
+      p.name = d["name"].get<std::string>();
+      p.type = param_type(d["type"].get<std::string>());
+      if (d.contains("default")) p.default_value = d["default"];
+      p.nullable = d["nullable"].get<bool>();
+      p.doc = fmt::format("keyword argument of {}", where);
+      params.push_back(std::move(p));
+    }
+    def_.set_params(std::move(params));
   }
   ~PythonKernel() override {
     pyb::gil_scoped_acquire gil;

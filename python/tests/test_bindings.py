@@ -119,6 +119,29 @@ def test_views():
     assert _core.Kernel.current() is None
 
 
+def test_tensor_shape():
+    """View.tensor_shape: an HBM view gives its tensor's declared shape (a 1-D input stays 1-D while its view
+    has a free dim of 1); SBUF/PSUM views give None."""
+    seen = {}
+
+    def kernel(k):
+        v = k.input("v", _core.DType.F32, [1000])
+        x = k.input("x", _core.DType.BF16, [4, 256, 64])
+        y = k.output("y", _core.DType.F32, [512, 96])
+        t = k.sbuf([128, 64], _core.DType.F32, "t")
+        seen["v"] = (v.shape, v.tensor_shape)
+        seen["x"] = (x[1, 0:128].shape, x[1, 0:128].tensor_shape)  # the view's tensor: the whole tensor
+        seen["y"] = (y.reshape([256, 192]).shape, y.reshape([256, 192]).tensor_shape)
+        seen["t"] = (t.shape, t.tensor_shape, k.psum([128, 512], _core.DType.F32, "p").tensor_shape)
+
+    _core.build_program(kernel, limits=_core.default_limits(_core.Generation.Trn2))
+    assert seen["v"] == ((1000, 1), (1000,)), seen["v"]
+    assert seen["x"] == ((1, 128, 64), (4, 256, 64)), seen["x"]  # (an int keeps dim 0, the row dim)
+    assert seen["y"] == ((256, 192), (512, 96)), seen["y"]
+    assert seen["t"] == ((128, 64), None, None), seen["t"]
+    assert _core.View().tensor_shape is None  # an absent operand
+
+
 def test_errors_name_the_python_line():
     def kernel(k):
         k.sbuf([256, 4], _core.DType.F32, "wide")  # MARK-wide

@@ -92,6 +92,29 @@ def input_order(kernel, names):
     return sorted(names, key=lambda n: pos.get(n, len(pos)))
 
 
+_JSON_TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "string"))
+
+
+def kernel_params(kernel, inputs):
+    """The parameters a workload's "params" can set: the kernel function's parameters that are not among
+    ``inputs`` (keyword arguments), each as {"name", "type", "default" (absent: required), "nullable"}; the
+    type is the default's (bool, int, float, string), "string" when it has none (any JSON value goes)."""
+    func, _ = resolve_kernel(kernel)
+    inputs = set(inputs)
+    out = []
+    for p in _parameters(func):
+        if p.name in inputs or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        d = {"name": p.name, "type": "string", "nullable": p.default is None}
+        if p.default is not p.empty:
+            for t, name in _JSON_TYPES:
+                if isinstance(p.default, t):
+                    d["type"], d["default"] = name, p.default
+                    break
+        out.append(d)
+    return out
+
+
 class CoreRunner:
     """Called by the builder once per core with the core's ``_core.Kernel``: declares the inputs, calls the
     kernel function, returns the names of the tensors it returned (None if it returned nothing)."""

@@ -1,7 +1,11 @@
 #include "tools/sweep/point_check.h"
 
+#include <fmt/format.h>
+
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "kernels/workload/workload.h"
 #include "sim/base/error.h"
@@ -15,7 +19,7 @@ using nlohmann::json;
 
 namespace {
 
-json input_json(const workload::PreparedWorkload& p, const workload::InputEntry& e) {
+json input_source_json(const workload::PreparedWorkload& p, const workload::InputEntry& e) {
   if (e.is_recipe) {
     const auto it = p.recipe_args.find(e.key);
     return {{"label", e.key},
@@ -33,6 +37,24 @@ json input_json(const workload::PreparedWorkload& p, const workload::InputEntry&
           {"generator", e.source.generator.name},
           {"seed", e.source.generator.seed},
           {"args", e.source.generator.args}};
+}
+
+json input_json(const workload::PreparedWorkload& p, const workload::InputEntry& e) {
+  json j = input_source_json(p, e);
+  // The declared dtype and shape (a Python kernel's inputs have them; they decide its program).
+  if (e.dtype) j["dtype"] = kernels::dtype_str(*e.dtype);
+  if (e.shape) j["shape"] = *e.shape;
+  return j;
+}
+
+// A kernel or reference from a source file: its function and the SHA-256 of the file's bytes, so a point's
+// key changes when the file does (a file the kernel imports is not covered: docs/sweeps.md).
+json source_json(const workload::KernelSource& s) {
+  std::ifstream in(s.file, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in) throw InputError(fmt::format("cannot read '{}' to key the point", s.file));
+  return {{"language", s.language}, {"function", s.function}, {"sha256", io::sha256_hex(ss.str())}};
 }
 
 }  // namespace
@@ -59,6 +81,8 @@ CheckedPoint check_point(const std::string& workload, const std::vector<std::str
                   {"inputs", inputs},
                   {"outputs", p.written},
                   {"numerics", w.numerics}};
+    if (w.kernel_source) c.resolved["kernel_source"] = source_json(*w.kernel_source);
+    if (w.reference) c.resolved["reference"] = source_json(*w.reference);
     c.key = short_sha256(c.resolved.dump());
     c.valid = true;
   } catch (const std::bad_alloc&) {

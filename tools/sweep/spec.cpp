@@ -57,10 +57,17 @@ class PathChecker {
  public:
   explicit PathChecker(const std::string& workload) {
     w_ = workload::parse_workload(workload);
-    const kernels::KernelDef* k = kernels::registry().find(w_.kernel);
-    if (k == nullptr) throw InputError(fmt::format("{}: kernel: unknown kernel '{}'", workload, w_.kernel));
-    kernel_ = k->name();
-    params_ = k->params();
+    if (w_.kernel_source) {
+      // A kernel from a source file (a Python NKI kernel): its parameters are the function's keyword
+      // arguments, known once its loader has read the file.
+      kernel_ = w_.kernel;
+      params_ = workload::bind_kernel(w_)->def().params();
+    } else {
+      const kernels::KernelDef* k = kernels::registry().find(w_.kernel);
+      if (k == nullptr) throw InputError(fmt::format("{}: kernel: unknown kernel '{}'", workload, w_.kernel));
+      kernel_ = k->name();
+      params_ = k->params();
+    }
     hw_doc_ = config::read_json_document(config::resolve_config_path(w_.hardware));
   }
 

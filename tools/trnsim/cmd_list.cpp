@@ -1,14 +1,19 @@
 // trnsim list: the registered kernels, their parameters (name, type, default, allowed values, doc; nested
-// config objects indented) and the input recipes they offer.
-//   trnsim list [KERNEL] [--json]
+// config objects indented) and the input recipes they offer; then the NKI Python kernels shipped as
+// workloads (examples/nki/*.json of the source tree: what `trnsim run` runs as given), each with its
+// function, inputs and parameters (the function's keyword arguments).
+//   trnsim list [KERNEL] [--json]     (KERNEL: a registered kernel, or a Python workload's name)
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "kernels/api/registry.h"
+#include "kernels/workload/workload.h"
 #include "tools/trnsim/commands.h"
 
 namespace trnsim::cli {
@@ -91,8 +96,98 @@ void print_text(const kernels::KernelDef& k) {
   }
 }
 
+// A Python (NKI) kernel shipped as a workload: examples/nki/<file>.json.
+struct PythonEntry {
+  std::string workload;  // relative to the source tree
+  workload::Workload w;
+  std::vector<kernels::ParamSpec> params;  // the function's keyword arguments
+  std::string error;                       // why its parameters are unknown (e.g. a build without Python)
+};
+
+constexpr const char* kPythonDir = "examples/nki";
+
+std::vector<PythonEntry> python_entries() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(TRNSIM_SOURCE_DIR) / kPythonDir, ec))
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  std::vector<PythonEntry> out;
+  for (const std::string& f : files) {
+    if (!workload::is_workload_file(f)) continue;
+    PythonEntry p;
+    p.workload = std::string(kPythonDir) + "/" + fs::path(f).filename().string();
+    p.w = workload::parse_workload(f);
+    if (!p.w.kernel_source) continue;
+    try {
+      p.params = workload::bind_kernel(p.w)->def().params();
+    } catch (const Error& e) {
+      p.error = e.what();
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+nlohmann::json to_json(const PythonEntry& p) {
+  const auto source = [](const workload::KernelSource& s) {
+    return nlohmann::json{{s.language, s.written}, {"function", s.function}};
+  };
+  nlohmann::json params = nlohmann::json::array(), inputs = nlohmann::json::array();
+  for (const kernels::ParamSpec& s : p.params) params.push_back(spec_json(s));
+  for (const workload::InputEntry& e : p.w.inputs) {
+    nlohmann::json i = {{"name", e.key}};
+    if (e.dtype) i["dtype"] = kernels::dtype_str(*e.dtype);
+    if (e.shape) i["shape"] = *e.shape;
+    inputs.push_back(std::move(i));
+  }
+  nlohmann::json j = {{"name", p.w.name},
+                      {"doc", p.w.description},
+                      {"workload", p.workload},
+                      {"kernel", source(*p.w.kernel_source)},
+                      {"params", params},
+                      {"inputs", inputs},
+                      {"workload_params", p.w.params}};
+  if (p.w.reference) j["reference"] = source(*p.w.reference);
+  if (!p.error.empty()) j["error"] = p.error;
+  return j;
+}
+
+void print_text(const PythonEntry& p) {
+  const workload::KernelSource& k = *p.w.kernel_source;
+  std::printf("%s (%s)\n  %s\n", p.w.name.c_str(), p.workload.c_str(), p.w.description.c_str());
+  std::printf("  kernel %s in %s", k.function.c_str(), k.written.c_str());
+  if (p.w.reference)
+    std::printf("; reference %s in %s", p.w.reference->function.c_str(), p.w.reference->written.c_str());
+  std::printf("\n");
+  for (const workload::InputEntry& e : p.w.inputs)
+    std::printf("  input %-14s %s [%s]\n", e.key.c_str(), e.dtype ? kernels::dtype_str(*e.dtype) : "?",
+                e.shape ? fmt::format("{}", fmt::join(*e.shape, ", ")).c_str() : "from its .npy file");
+  if (!p.error.empty()) std::printf("  (parameters unknown: %s)\n", p.error.c_str());
+  print_specs(p.params, 0);
+  if (!p.w.params.empty()) std::printf("  the workload sets: %s\n", p.w.params.dump().c_str());
+}
+
+void print_python_heading() {
+  std::printf(
+      "NKI Python kernels (%s: run one with `trnsim run %s/<file>.json`; its parameters are the function's "
+      "keyword arguments, set with --set params.NAME=VALUE)\n",
+      kPythonDir, kPythonDir);
+}
+
 void run_list(const ListOptions& o) {
   const kernels::Registry& r = kernels::registry();
+  if (!o.kernel.empty() && r.find(o.kernel) == nullptr) {
+    for (const PythonEntry& p : python_entries())
+      if (p.w.name == o.kernel || p.w.kernel_source->function == o.kernel) {
+        if (o.json)
+          std::printf("%s\n", to_json(p).dump(2).c_str());
+        else
+          print_text(p);
+        return;
+      }
+  }
   if (!o.kernel.empty()) {
     const kernels::KernelDef& k = r.get(o.kernel);  // InputError for an unknown name
     if (o.json)
@@ -101,9 +196,11 @@ void run_list(const ListOptions& o) {
       print_text(k);
     return;
   }
+  const std::vector<PythonEntry> python = python_entries();
   if (o.json) {
     nlohmann::json all = nlohmann::json::array();
     for (const kernels::KernelDef* k : r.kernels()) all.push_back(to_json(*k));
+    for (const PythonEntry& p : python) all.push_back(to_json(p));
     std::printf("%s\n", all.dump(2).c_str());
     return;
   }
@@ -113,14 +210,24 @@ void run_list(const ListOptions& o) {
     first = false;
     print_text(*k);
   }
+  if (python.empty()) return;
+  std::printf("\n");
+  print_python_heading();
+  for (const PythonEntry& p : python) {
+    std::printf("\n");
+    print_text(p);
+  }
 }
 
 }  // namespace
 
 void add_list_command(CLI::App& app) {
   auto opts = std::make_shared<ListOptions>();
-  CLI::App* cmd = app.add_subcommand("list", "List the kernels, their parameters and input recipes");
-  cmd->add_option("kernel", opts->kernel, "Only this kernel");
+  CLI::App* cmd = app.add_subcommand(
+      "list",
+      "List the kernels, their parameters and input recipes, and the NKI Python kernels of examples/nki");
+  cmd->add_option("kernel", opts->kernel,
+                  "Only this kernel (a registered kernel or an NKI Python workload's name)");
   cmd->add_flag("--json", opts->json, "Print JSON instead of a table");
   cmd->callback([opts] { run_list(*opts); });
 }

@@ -96,7 +96,7 @@ def fresh(v):
 
 
 def _fresh_op(v):
-    t = _trace.current()
+    t = _trace._current or _trace.current()
     op = t.fresh.get(v.st.uid)
     if op is None or t.ops[-1] is not op or op.attrs.get("dropped"):
         return None
@@ -110,7 +110,7 @@ def _fresh_op(v):
 
 def _retarget(op, old, new):
     """Makes `op` write `new` instead of its fresh result tile `old`."""
-    t = _trace.current()
+    t = _trace._current or _trace.current()
     op.args["dst"] = new
     op.writes = tuple([new if w is old else w for w in op.writes])
     op.reads = tuple([new if r is old else r for r in op.reads])
@@ -163,7 +163,7 @@ def iadd(dst, value):
     if isinstance(value, NkiTensor):
         op = _fresh_op(value)
         if op is not None and op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
-            t = _trace.current()
+            t = _trace._current
             acc, ms = _ops.touch_psum(t, dst, "mm")
             if ms is not None:
                 ms.attrs["dropped"] = True
@@ -390,9 +390,8 @@ def load(src, mask=None, dtype=None):
         dims = src.dims
         shape = tuple([d[1] for d in dims]) if len(dims) != 1 else (dims[0][1], 1)
         out = _ops.new_tile(shape, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
-        _ops.dma_copy(out, src, loc=out.st.loc)
         t = _trace._current
-        t.fresh[out.st.uid] = t.ops[-1]
+        t.fresh[out.st.uid] = _ops.load_to_sbuf(t, out, src, out.st.loc)
         return out
     if isinstance(src, _Indirect):
         shape, sdt = src.shape, src.dtype
@@ -471,10 +470,10 @@ def matmul(x, y, transpose_x=False, mask=None):
     documented extra transpose is inserted: x [M, K] goes through nc_transpose (Tensor engine, into PSUM) and a
     tensor_copy back to SBUF, then nc_matmul(stationary=x.T, moving=y) (nki.language.matmul)."""
     if (transpose_x and mask is None and type(x) is NkiTensor and type(y) is NkiTensor and x.st.space == SBUF
-            and y.st.space == SBUF and x.partitions == y.partitions):
+            and y.st.space == SBUF and x.pd == 0 and y.pd == 0 and x.dims[0][1] == y.dims[0][1]):
         # the common case, in short: SBUF operands (nothing to load or copy out of PSUM), no mask
         out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul")
-        _ops.nc_matmul(out, x, y, None, loc=out.st.loc)
+        _ops.nc_matmul(out, x, y, None, loc=out.st.loc, _checked=True)
         t = _trace._current
         t.fresh[out.st.uid] = t.ops[-1]
         return out

@@ -82,7 +82,9 @@ def same_shape(op, a, an, b, bn):
 
 def new_tile(shape, dtype, space, name, loc=None):
     """A new on-chip tensor for an instruction's result (NKI's earlier calling style returns one)."""
-    t = _trace.current()
+    t = _trace._current
+    if t is None:
+        t = _trace.current()
     if type(shape) is not tuple:
         shape = tuple(shape)
     key = (shape, space, dtype)
@@ -162,8 +164,14 @@ def _psum_others(t, views, skip=None):
 
 
 def record(name, args, reads, writes, attrs, loc=None):
-    t = _trace.current()
-    for v in reads + writes:
+    t = _trace._current
+    if t is None:
+        t = _trace.current()
+    for v in reads:
+        if v.st.space is PSUM:
+            _psum_others(t, reads + writes)
+            return t.record(name, args, reads, writes, attrs, loc)
+    for v in writes:
         if v.st.space is PSUM:
             _psum_others(t, reads + writes)
             break
@@ -173,8 +181,13 @@ def record(name, args, reads, writes, attrs, loc=None):
 # ---- the instructions
 
 
-def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode="none", is_transpose=False, loc=None):
+def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode="none", is_transpose=False, loc=None,
+              _checked=False):
+    """_checked: the caller (nl.matmul's common case) made dst [M, N] for SBUF operands of one contraction
+    dim, so the operand checks below hold."""
     op = "nc_matmul"
+    if _checked:
+        return _matmul_record(op, dst, stationary, moving, accumulate, perf_mode, is_transpose, loc)
     stationary = tile(stationary, "stationary", op)
     moving = tile(moving, "moving", op)
     dst = tile(dst, "dst", op)
@@ -191,6 +204,10 @@ def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode="none", is_tra
         if dst.partitions != m or dst.free_size != n:
             raise NkiError(f"{op}: dst {list(dst.shape)} must be [{m}, {n}] (stationary [{k}, {m}], moving "
                            f"[{k}, {n}])")
+    return _matmul_record(op, dst, stationary, moving, accumulate, perf_mode, is_transpose, loc)
+
+
+def _matmul_record(op, dst, stationary, moving, accumulate, perf_mode, is_transpose, loc):
     t = _trace.current()
     acc, ms = touch_psum(t, dst, "mm")
     if accumulate is None:
@@ -412,7 +429,7 @@ def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumu
             order = (v.pd,) + tuple(i for i in range(len(v.dims)) if i != v.pd)
             dst, src = dst.permute(order), src.permute(order)
             break
-    if vector_offset is None and dst.size != src.size:
+    if vector_offset is None and (dst.dims is not src.dims and dst.size != src.size):
         raise NkiError(f"{op}: src {list(src.shape)} has {src.size} elements, dst {list(dst.shape)} has "
                        f"{dst.size}")
     reads = [src]
@@ -427,6 +444,16 @@ def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumu
                               "accumulate": bool(accumulate), "indirect_dst": bool(indirect_dst),
                               "scalar_offset_dst": bool(scalar_offset_dst)}, loc)
     o.load = src.st.space == HBM and dst.st.space != HBM and vector_offset is None and scalar_offset is None
+    return o
+
+
+def load_to_sbuf(t, dst, src, loc):
+    """dma_copy(dst, src) with its defaults for nl.load's common case: `src` an HBM view, `dst` the new SBUF
+    tile of its shape made for it (so none of dma_copy's checks can fail, and no PSUM is touched)."""
+    o = t.record("dma_copy", {"dst": dst, "src": src, "vector_offset": None, "scalar_offset": None}, (src,),
+                 (dst,), {"engine": None, "dge_mode": "unknown", "oob_mode": "error", "accumulate": False,
+                          "indirect_dst": False, "scalar_offset_dst": False}, loc)
+    o.load = True
     return o
 
 

@@ -147,7 +147,10 @@ class NkiTensor:
 
     @property
     def size(self):
-        return math.prod([d[1] for d in self.dims])
+        n = 1
+        for d in self.dims:
+            n *= d[1]
+        return n
 
     @property
     def itemsize(self):
@@ -182,19 +185,26 @@ class NkiTensor:
     @property
     def partitions(self):
         """Partitions (on-chip) or rows (HBM: the size of dim 0) an instruction sees."""
+        pd = self.pd
+        if pd == 0:  # on chip, partition dim first: the common case
+            return self.dims[0][1]
         if self.st.space == HBM:
             return self.dims[0][1] if self.dims else 1
-        return self.dims[self.pd][1] if self.pd >= 0 else 1
+        return self.dims[pd][1] if pd >= 0 else 1
 
     @property
     def free_size(self):
         """Elements per partition (on-chip) or per row (HBM)."""
         dims = self.dims
-        skip = 0 if self.st.space == HBM else self.pd
+        skip = self.pd
+        if skip != 0 and self.st.space == HBM:
+            skip = 0
         n = 1
-        for i, d in enumerate(dims):
+        i = 0
+        for d in dims:
             if i != skip:
                 n *= d[1]
+            i += 1
         return n
 
     def __repr__(self):

@@ -33,14 +33,14 @@ class Op:
 
     __slots__ = ("name", "args", "reads", "writes", "attrs", "loc", "index", "load")
 
-    def __init__(self, name, args, reads, writes, attrs, loc):
+    def __init__(self, name, args, reads, writes, attrs, loc, index=-1):
         self.name = name
         self.args = args
         self.reads = reads
         self.writes = writes
         self.attrs = attrs
         self.loc = loc
-        self.index = -1
+        self.index = index
         self.load = False  # a DMA from HBM into on-chip memory (the scheduler may issue it earlier)
 
     def __repr__(self):
@@ -75,16 +75,11 @@ class Trace:
     def record(self, name, args, reads, writes, attrs, loc=None):
         reads = tuple(reads)
         writes = tuple(writes)
-        op = Op(name, args, reads, writes, attrs, loc or caller_loc())
         ops = self.ops
-        op.index = i = len(ops)
+        i = len(ops)
+        op = Op(name, args, reads, writes, attrs, loc or caller_loc(), i)
         ops.append(op)
-        for v in reads:
-            st = v.st
-            if st.first < 0:
-                st.first = i
-            st.last = i
-        for v in writes:
+        for v in reads + writes:
             st = v.st
             if st.first < 0:
                 st.first = i

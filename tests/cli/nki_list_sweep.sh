@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# NKI Python kernels in trnsim list and trnsim sweep: usage nki_list_sweep.sh <trnsim-binary> <source-dir>.
+# `trnsim list` shows the workloads of examples/nki with their function, inputs and keyword parameters; a sweep
+# of an NKI workload over an input shape and a keyword parameter runs every point, keys each point by the
+# kernel file's SHA-256 (an edited file reruns the points, an unchanged one keeps them), and refuses a
+# parameter the function does not take, naming its parameters.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
+export TRNSIM_PYTHON=/nonexistent  # no HTML report (reports.sh tests it)
+
+# 1. trnsim list: the registered kernels, then the Python ones.
+"$TRNSIM" list >"$T/list.txt" 2>"$T/list.err"
+check "list exit 0: $(head -3 "$T/list.err")" '[[ $? == 0 ]]'
+check "list has the Python heading" \
+  'grep -qF "NKI Python kernels (examples/nki: run one with \`trnsim run examples/nki/<file>.json\`" "$T/list.txt"'
+check "list names the softmax workload" 'grep -qF "nki_softmax (examples/nki/softmax.json)" "$T/list.txt"'
+check "list gives its function and reference" \
+  'grep -qF "  kernel softmax_kernel in softmax.py; reference softmax_ref in softmax.py" "$T/list.txt"'
+check "list gives an input's dtype and shape" 'grep -qE "^  input gamma +float32 \[1024\]$" "$T/list.txt"'
+check "list gives rmsnorm's keyword parameter eps with its default" \
+  'grep -qE "^  eps +float +default 1e-06 +keyword argument of rmsnorm_kernel$" "$T/list.txt"'
+check "list still lists the registered kernels first" '[[ $(head -1 "$T/list.txt") == matmul_bf16 ]]'
+"$TRNSIM" list nki_rmsnorm --json >"$T/rms.json"
+check "list nki_rmsnorm --json: the parameters and inputs" \
+  '/usr/bin/python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j[\"kernel\"] == {\"nki\": \"rmsnorm.py\", \"function\": \"rmsnorm_kernel\"}, j[\"kernel\"]
+assert j[\"workload\"] == \"examples/nki/rmsnorm.json\"
+assert [(p[\"name\"], p[\"type\"], p[\"default\"]) for p in j[\"params\"]] == [(\"eps\", \"float\", 1e-06)], j[\"params\"]
+assert j[\"inputs\"] == [{\"name\": \"gamma\", \"dtype\": \"float32\", \"shape\": [1024]},
+                       {\"name\": \"x\", \"dtype\": \"float32\", \"shape\": [256, 1024]}], j[\"inputs\"]
+" "$T/rms.json"'
+n=$("$TRNSIM" list --json | /usr/bin/python3 -c 'import json, sys; print(sum(1 for k in json.load(sys.stdin) if "workload" in k))')
+nfiles=$(ls "$SRC"/examples/nki/*.json | wc -l)
+check "list --json has one entry per examples/nki workload ($n of $nfiles)" '[[ $n == "$nfiles" ]]'
+msg=$("$TRNSIM" list nki_nope 2>&1)
+check "list of an unknown name: exit 1 naming it: $msg" '[[ $? == 1 && $msg == *"unknown kernel '"'"'nki_nope'"'"'"* ]]'
+
+# 2. A sweep of an NKI workload (a copy of examples/nki/rmsnorm, so its file can change): rows x eps.
+cp "$SRC/examples/nki/rmsnorm.py" "$SRC/examples/nki/rmsnorm.json" "$T/"
+cat >"$T/s.json" <<JSON
+{"name": "rms", "workload": "rmsnorm.json", "set": {"numerics": true},
+ "axes": [{"name": "x", "path": "inputs.x.shape", "values": [[128, 1024], [256, 1024]]},
+          {"name": "eps", "path": "params.eps", "values": [1e-6, 0.5]}]}
+JSON
+"$TRNSIM" sweep "$T/s.json" --out "$T/o" -j 2 >"$T/run.txt" 2>"$T/err.txt"
+rc=$?
+check "nki sweep exit 0 ($rc): $(tail -3 "$T/err.txt")" '[[ $rc == 0 ]]'
+check "nki sweep: 4 points ok: $(head -1 "$T/run.txt")" 'grep -qF "rms: 4 points: 4 ok, 0 invalid, 0 failed" "$T/run.txt"'
+row() { sed -n "$(($1 + 2))p" "$T/o/results.csv"; }
+# total_time_ns: the field after "ok" (the shape column holds commas inside its quotes)
+t0=$(row 0 | sed -E 's/.*,ok,([^,]*),.*/\1/')
+t2=$(row 2 | sed -E 's/.*,ok,([^,]*),.*/\1/')
+r0='0,,"[128,1024]",1e-06,ok,'
+r2='2,,"[256,1024]",1e-06,ok,'
+check "rows: 128 and 256 rows, ok ($(row 0 | cut -c1-60); $(row 2 | cut -c1-60))" \
+  '[[ $(row 0) == "$r0"* && $(row 2) == "$r2"* ]]'
+check "twice the rows take longer ($t0 vs $t2 ns)" '/usr/bin/python3 -c "import sys; sys.exit(not float(sys.argv[2]) > float(sys.argv[1]) > 0)" "$t0" "$t2"'
+key0=$(row 0 | awk -F, '{print $(NF-1)}')
+key2=$(row 2 | awk -F, '{print $(NF-1)}')
+check "the input shape is part of the key ($key0 vs $key2)" '[[ -n $key0 && $key0 != "$key2" ]]'
+"$TRNSIM" sweep "$T/s.json" --out "$T/o" -j 2 >"$T/run2.txt" 2>"$T/err2.txt"
+check "rerun, file unchanged: the 4 rows kept: $(grep 4/4 "$T/err2.txt")" 'grep -qF "4/4 points: 4 ok, 0 invalid, 0 failed, 4 kept" "$T/err2.txt"'
+echo "# edited" >>"$T/rmsnorm.py"
+"$TRNSIM" sweep "$T/s.json" --out "$T/o" -j 2 >"$T/run3.txt" 2>"$T/err3.txt"
+check "rerun, kernel file edited: every point runs again: $(grep 4/4 "$T/err3.txt")" \
+  'grep -qF "4/4 points: 4 ok, 0 invalid, 0 failed, 0 kept" "$T/err3.txt"'
+key0b=$(row 0 | awk -F, '{print $(NF-1)}')
+check "the edited file gives another key ($key0 -> $key0b)" '[[ -n $key0b && $key0 != "$key0b" ]]'
+
+# 3. A parameter the function does not take: the sweep file is refused, naming the function's parameters.
+printf '%s' '{"name": "bad", "workload": "rmsnorm.json", "axes": {"params.epsilon": [1e-6]}}' >"$T/bad.json"
+msg=$("$TRNSIM" sweep "$T/bad.json" --out "$T/ob" 2>&1)
+check "unknown keyword parameter: exit 1 naming eps: $msg" \
+  '[[ $? == 1 && $msg == *"bad.json: axes.params.epsilon: unknown path '"'"'params.epsilon'"'"': kernel '"'"'rmsnorm_kernel (rmsnorm.py)'"'"' has no parameter '"'"'epsilon'"'"' (its parameters: eps)"* ]]'
+finish
