@@ -302,6 +302,9 @@ std::vector<io::OutputFile> WorkloadRun::output_files(const run::RunReport& rep,
   const std::string text = run::stats_text(run::stats_json(rep));
   files.push_back(
       {(fs::path(out_dir) / "stats.json").string(), std::vector<uint8_t>(text.begin(), text.end())});
+  const std::string host = run::host_json_text(rep);
+  files.push_back(
+      {(fs::path(out_dir) / run::kHostFileName).string(), std::vector<uint8_t>(host.begin(), host.end())});
   if (p_.w.numerics)  // the checks are done: each output's bytes move into its file's image, uncopied
     for (const std::string& n : p_.written) {
       tensor::HostTensor& t = outputs_.at(n);

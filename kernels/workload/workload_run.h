@@ -101,8 +101,9 @@ class WorkloadRun {
   // 0, or run_exit_code's 3 (a check failed) / 4 (time below the roofline) for this report.
   static int exit_code(const run::RunReport& rep);
 
-  // stats.json (from `rep`), each written output (.npy; its bytes move out of outputs()) and, with
-  // `dump_inputs`, DIR/inputs/<name>.npy: the files of the run, to be written all at once.
+  // stats.json (from `rep`), host.json (its host time, run::host_json_text), each written output (.npy; its
+  // bytes move out of outputs()) and, with `dump_inputs`, DIR/inputs/<name>.npy: the files of the run, to be
+  // written all at once.
   std::vector<io::OutputFile> output_files(const run::RunReport& rep, const std::string& out_dir,
                                            bool dump_inputs);
 

@@ -302,8 +302,20 @@ std::string resolve_config_path(const std::string& spec) {
     throw InputError("unknown hardware config '" + text_excerpt(spec) +
                      "' (known: trn2, trn3, or a .json path)");
   std::vector<fs::path> tried;
-  if (const char* env = std::getenv("TRNSIM_CONFIG_DIR"); env && *env)
+  if (const char* env = std::getenv("TRNSIM_CONFIG_DIR"); env && *env) {
+    // A folder the user named and that is not there is a mistake to report, not a reason to read another.
+    switch (io::file_kind(env)) {
+      case io::FileKind::kDirectory:
+        break;
+      case io::FileKind::kMissing:
+        throw InputError(std::string("TRNSIM_CONFIG_DIR=") + env + ": no such directory (looking up '" +
+                         spec + "')");
+      default:
+        throw InputError(std::string("TRNSIM_CONFIG_DIR=") + env + ": not a directory (looking up '" + spec +
+                         "')");
+    }
     tried.push_back(fs::path(env) / (spec + ".json"));
+  }
   tried.push_back(fs::path(kConfigDir) / (spec + ".json"));
   for (const auto& p : tried)
     if (fs::is_regular_file(p, ec)) return p.string();

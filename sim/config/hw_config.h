@@ -5,7 +5,9 @@
 // (_GHz, _ns, _GBps = bytes per ns, _bytes, _cycles in the engine's own clock).
 //
 // Lookup of a config by name ("trn2" -> trn2.json), first hit wins, and nowhere else:
-//   1. $TRNSIM_CONFIG_DIR/<name>.json, when the environment variable is set and not empty
+//   1. $TRNSIM_CONFIG_DIR/<name>.json, when the environment variable is set and not empty (InputError
+//      "TRNSIM_CONFIG_DIR=<dir>: no such directory" or "...: not a directory" when it names no folder: the
+//      source tree's config is then not read instead)
 //   2. <source tree>/configs/hw/<name>.json: the source tree trnsim was built from (recorded at build time,
 //      compile definition TRNSIM_SOURCE_DIR)
 // Never a folder found relative to the executable: a binary built or copied under a folder other users can

@@ -110,14 +110,16 @@ class Reader {
     }
     return m;
   }
-  std::vector<ManifestEntry> entries(const json& doc, const char* key, bool writing) const {
+  std::vector<ManifestEntry> entries(const json& doc, const char* key, bool writing,
+                                     const std::string& at = "") const {
     std::vector<ManifestEntry> v;
     if (!doc.contains(key)) return v;
     const json& a = doc[key];
-    if (!a.is_array()) fail(key, "expected a list, found " + json_excerpt(a));
+    const std::string where = at.empty() ? std::string(key) : at + "." + key;
+    if (!a.is_array()) fail(where, "expected a list, found " + json_excerpt(a));
     std::set<std::string> seen;
     for (size_t i = 0; i < a.size(); ++i) {
-      const std::string path = fmt::format("{}[{}]", key, i);
+      const std::string path = fmt::format("{}[{}]", where, i);
       v.push_back(entry(a[i], path, writing));
       if (!seen.insert(v.back().path).second)
         fail(path + ".path", fmt::format("'{}' is listed twice", text_excerpt(v.back().path)));
@@ -176,7 +178,7 @@ Manifest parse_manifest(const std::string& text, const std::string& name) {
   const json doc = parse_json_document(text, name);
   const Reader r(name);
   if (!doc.is_object()) r.fail("(top level)", "expected an object, found " + json_excerpt(doc));
-  r.keys(doc, "", {"trnsim_files", "state", "files", "previous"});
+  r.keys(doc, "", {"trnsim_files", "state", "files", "previous", "set", "others"});
   if (!doc.contains("trnsim_files") || doc["trnsim_files"] != 2)
     r.fail("trnsim_files",
            "expected 2 (the record's layout), found " +
@@ -190,6 +192,41 @@ Manifest parse_manifest(const std::string& text, const std::string& name) {
   if (m.complete && doc.contains("previous"))
     r.fail("previous", "only a record in state \"writing\" has one");
   m.previous = r.entries(doc, "previous", false);
+  if (m.complete && (doc.contains("set") || doc.contains("others")))
+    r.fail(doc.contains("set") ? "set" : "others", "only a record in state \"writing\" has one");
+  m.set = r.text(doc, "set", "", doc.contains("others"));
+  if (doc.contains("set") &&
+      (m.set.empty() || m.set.size() > 128 ||
+       m.set.find_first_not_of("0123456789abcdefghijklmnopqrstuvwxyz.") != std::string::npos))
+    r.fail("set",
+           "expected an identifier (up to 128 of 0-9, a-z and '.'), found " + json_excerpt(doc["set"]));
+  if (doc.contains("others")) {
+    const json& a = doc["others"];
+    if (!a.is_array()) r.fail("others", "expected a list, found " + json_excerpt(a));
+    std::set<std::string> folders;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const std::string at = fmt::format("others[{}]", i);
+      const json& o = a[i];
+      if (!o.is_object()) r.fail(at, "expected an object, found " + json_excerpt(o));
+      r.keys(o, at, {"folder", "record", "files"});
+      OtherRecord other;
+      other.folder = r.text(o, "folder", at, true);
+      const fs::path f(other.folder);
+      if (other.folder.size() > 4096 || other.folder.find('\0') != std::string::npos || !f.is_absolute() ||
+          f.lexically_normal().string() != other.folder ||
+          (other.folder.size() > 1 && other.folder.back() == '/'))
+        r.fail(at + ".folder",
+               fmt::format("'{}' is not an absolute, normalised folder path", text_excerpt(other.folder)));
+      if (!folders.insert(other.folder).second)
+        r.fail(at + ".folder", fmt::format("'{}' is listed twice", text_excerpt(other.folder)));
+      other.record = r.text(o, "record", at, true);
+      if (other.record != kManifestName && other.record != kJournalName)
+        r.fail(at + ".record", fmt::format("expected \"{}\" or \"{}\", found {}", kManifestName, kJournalName,
+                                           json_excerpt(o["record"])));
+      other.files = r.entries(o, "files", true, at);
+      m.others.push_back(std::move(other));
+    }
+  }
   return m;
 }
 
@@ -199,6 +236,16 @@ std::string manifest_text(const Manifest& m) {
   for (const ManifestEntry& e : m.previous) previous.push_back(entry_json(e, false));
   json j = {{"trnsim_files", 2}, {"state", m.complete ? "complete" : "writing"}, {"files", files}};
   if (!m.complete) j["previous"] = previous;
+  if (!m.complete && !m.set.empty()) j["set"] = m.set;
+  if (!m.complete && !m.others.empty()) {
+    json others = json::array();
+    for (const OtherRecord& o : m.others) {
+      json files = json::array();
+      for (const ManifestEntry& e : o.files) files.push_back(entry_json(e, true));
+      others.push_back({{"folder", o.folder}, {"record", o.record}, {"files", files}});
+    }
+    j["others"] = others;
+  }
   return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 

@@ -9,6 +9,9 @@
 //    "files": [{"path": "inputs/x.npy", "bytes": 1024, "sha256": "<64 hex digits>",
 //               "temporary": "inputs/.x.npy.tmp.77.0", "backup": "inputs/.x.npy.old.77.1"}],
 //    "previous": [{"path": ..., "bytes": ..., "inode": ..., "sha256": ...}]}
+//   {"trnsim_files": 2, "state": "writing", "files": [...], "set": "77.1733363200123456789.0",
+//    "others": [{"folder": "/home/u/b", "record": ".trnsim-journal",
+//                "files": [{"path": "s.npy", "bytes": 96, "sha256": ..., "temporary": ..., "backup": ...}]}]}
 //
 // "files" is the set. In state "complete": the files the last run wrote, each identified by its size, inode
 // and SHA-256 (a file is that run's output only while all three match: a file moved, copied or extracted
@@ -18,6 +21,10 @@
 // it) that keeps the old one until the switch is done. "previous" (manifests only) is the set the switch
 // replaces. A record left in state "writing" marks a switch that was killed: the files may be a mix of the
 // old and the new set (a file is the new set's when its size and SHA-256 are the recorded ones).
+// A set written into several folders (`trnsim quantize --data A/d.npy --scales B/s.npy`) has a record in
+// each, and each names the whole set: "others" lists every other folder (absolute and normalised), the name
+// of its record there and its files (as in "files"); "set" is the same identifier in all of them. The set is
+// judged and rolled back as one from whichever record is found first (sim/io/output_files.h).
 // Every path is relative to the folder holding the record: no "..", ".", empty or absolute components; a
 // temporary and a backup lie in their file's folder and have hidden names.
 // A manifest of an older trnsim (one relative path per line, no identities) reads as version 1: its files
@@ -46,11 +53,21 @@ struct ManifestEntry {
   bool identified() const { return inode != 0 && !sha256.empty(); }
 };
 
+// The part of a set in another folder (state "writing" only).
+struct OtherRecord {
+  std::string folder;  // absolute, normalised
+  std::string record;  // kManifestName or kJournalName: the record of the set in that folder
+  std::vector<ManifestEntry> files;
+};
+
 struct Manifest {
   int version = 2;
   bool complete = true;
   std::vector<ManifestEntry> files;
   std::vector<ManifestEntry> previous;
+  // State "writing" of a set in several folders only:
+  std::string set = {};  // the set's identifier, the same in each folder's record
+  std::vector<OtherRecord> others = {};
 };
 
 // InputError "<name>: <json path>: <what is wrong>".

@@ -141,6 +141,40 @@ void check_distinct_files(const std::vector<NamedPath>& paths) {
     }
 }
 
+void check_no_links(const std::string& path, const std::string& what, const std::string& base) {
+  const fs::path p(path);
+  std::vector<fs::path> checked;  // the components checked, each as the path up to it
+  const fs::path rel = base.empty() ? fs::path() : p.lexically_relative(base);
+  if (!base.empty() && !rel.empty() && *rel.begin() != ".." && !rel.is_absolute()) {
+    fs::path cur(base);
+    for (const fs::path& c : rel) {
+      if (c.empty() || c == ".") continue;
+      cur /= c;
+      checked.push_back(cur);
+    }
+  } else if (p.has_filename()) {
+    checked.push_back(p);
+  }
+  for (size_t i = 0; i < checked.size(); ++i) {
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(checked[i], ec))) continue;
+    const bool last = i + 1 == checked.size();
+    // A link to a device, FIFO or socket (/dev/null) is an output the user asked to be written in place.
+    if (last && file_kind(checked[i].string()) == FileKind::kSpecial) continue;
+    const std::string target = fs::read_symlink(checked[i], ec).string();
+    throw InputError(fmt::format(
+        "{} '{}': cannot write: {} is a symlink (to {}): trnsim does not write through links{}; remove the "
+        "link or choose another path",
+        what, path, checked[i].string(), target,
+        last ? " (it would replace the file the link points to)" : " below the output folder"));
+  }
+}
+
+void check_no_links(const std::vector<NamedPath>& paths, const std::string& out_dir) {
+  for (const NamedPath& p : paths)
+    if (!p.is_input) check_no_links(p.path, p.what, out_dir);
+}
+
 void check_not_directories(const std::vector<NamedPath>& paths) {
   for (const NamedPath& p : paths) {
     std::error_code ec;

@@ -7,7 +7,8 @@
 //          backup (a hard link to it);
 //       3. a record of the set (sim/io/manifest.h, state "writing": each file's temporary, backup, size,
 //          inode and SHA-256) is written and synced: the run folder's manifest, or a journal
-//          DIR/.trnsim-journal in any other folder;
+//          DIR/.trnsim-journal in any other folder; a set written into several folders has a record in each,
+//          and each names every file of the set, in every folder ("others");
 //       4. the temporaries are filled and synced (fsync), then renamed into place one after another, with
 //          signals held back meanwhile; the folders are synced;
 //       5. the record says "complete" (a journal is removed), the backups are removed.
@@ -16,11 +17,17 @@
 //     destination is changed. A kill between 3 and 5 leaves the record in state "writing": `trnsim stats`
 //     says so, and the next trnsim that writes into the folder first rolls the set back (every file whose
 //     inode is the new one returns to its backup; a set whose every file was switched is kept) and removes
-//     the leftovers.
-//   - A symlink is written through: its target is replaced (as above), the link stays.
-//   - A character device, FIFO or socket (/dev/null, /dev/stdout) is written through in place, before any
-//     rename, so a failing device (/dev/full) leaves every regular destination untouched. It is never
-//     replaced by a regular file.
+//     the leftovers. A set in several folders is judged and rolled back as one, in all its folders (their
+//     locks taken meanwhile), from whichever of its records is found first: never kept in one folder and
+//     rolled back in another. Files in another folder are changed only where that folder holds a record of
+//     the same set (a record alone never makes trnsim change files elsewhere).
+//   - No output is written through a symlink (nothing the user had is overwritten, and a file reached through
+//     a link is outside every record): an output whose own name is a symlink, or, in a run folder, any
+//     folder below it on the way (OUT/inputs -> ~/data), is refused before anything is written
+//     (check_no_links). The run folder itself may be a symlink.
+//   - A character device, FIFO or socket (/dev/null, /dev/stdout), or a symlink to one, is written through in
+//     place, before any rename, so a failing device (/dev/full) leaves every regular destination untouched.
+//     It is never replaced by a regular file.
 //   - A directory in the way is an error; nothing the run did not create is ever removed, and nothing is
 //     removed through a symlinked folder.
 // Errors: InputError "<path>: cannot write: <reason>".
@@ -78,8 +85,9 @@ struct RunFolderState {
 RunFolderState open_run_folder(const std::string& dir);
 
 // What `trnsim stats` makes of the folder holding a stats.json: kComplete without a record or with one in
-// state "complete"; for a record left in state "writing" (a killed run), whether every file is still the
-// earlier set's, already the new set's, or a mix. Never changes anything. `detail` gets a description.
+// state "complete"; for a record left in state "writing" (a killed run), whether every file of the set (in
+// this folder and in every other folder the record names) is still the earlier set's, already the new
+// set's, or a mix. Never changes anything. `detail` gets a description.
 enum class FolderSetState { kComplete, kOldSet, kNewSet, kMixed };
 FolderSetState inspect_run_folder(const std::string& dir, std::string* detail = nullptr);
 
@@ -119,6 +127,16 @@ void check_distinct_files(const std::vector<NamedPath>& paths);
 // InputError "<what> '<path>': cannot write: .trnsim-files is the name of trnsim's record ..." when `path`'s
 // file name is a record's (sim/io/manifest.h): an output there would replace the record or be replaced by it.
 void check_not_a_record(const std::string& path, const std::string& what);
+
+// InputError "<what> '<path>': cannot write: <link> is a symlink (to <target>): trnsim does not write through
+// links ..." when `path`'s last component is a symlink, or, when `path` lies below the folder `base` (a run's
+// --out, itself allowed to be a symlink), any component below `base`. A last component that is a symlink to
+// a character device, FIFO or socket (OUT/stats.json -> /dev/null) is allowed: written through in place.
+// Runs call it before they simulate, quantize before it computes; write_files_atomic and the trace writer
+// check again.
+void check_no_links(const std::string& path, const std::string& what, const std::string& base = "");
+// The same for each output of `paths` (inputs are skipped), `out_dir` as `base`.
+void check_no_links(const std::vector<NamedPath>& paths, const std::string& out_dir);
 
 // InputError "<what> '<path>': cannot write: it is a directory" when an output's path names a directory
 // (after symlinks): for a run that wants it reported before it simulates, not after. Inputs are skipped.

@@ -186,76 +186,107 @@ bool is_new_file(int dir_fd, const std::string& name, const ManifestEntry& e, Fi
   return f.ok() && sha256_of_fd(f.get()) == e.sha256;
 }
 
-// What a killed switch left in a folder, made whole again (sim/io/output_files.h): a set whose every file
-// was switched is kept; otherwise every file that is the new set's goes back to its backup (or is removed
-// when nothing was there). The temporaries and backups the record names are removed. Returns the record of
-// the files now there that the set or the one before it wrote; `notes` gets what happened.
-Manifest roll_back(int dir_fd, const std::string& dir, const Manifest& m, std::vector<std::string>& notes) {
+// One folder's part of a set a killed switch left: the folder (open), its entries (state "writing") and, for
+// a run folder's manifest, the earlier set it replaces. A part is only judged, never changed, unless the
+// folder holds a record of this very set (`act`): a record names files in another folder only beside a
+// record of its own there, so no record makes trnsim change a file anywhere else.
+struct SetPart {
+  std::string dir;
+  Fd fd;
+  std::vector<ManifestEntry> files;
+  std::vector<ManifestEntry> previous;
+  bool act = true;
+};
+
+// The path of `rel` for messages: a part's own path, with its folder when the set spans several.
+std::string shown_in(const SetPart& part, const std::string& rel, bool several) {
+  return several ? (fs::path(part.dir) / rel).string() : rel;
+}
+
+// What a killed switch left, made whole again as one set across every folder it wrote into
+// (sim/io/output_files.h): a set whose every file was switched is kept; otherwise every file that is the new
+// set's goes back to its backup (or is removed when nothing was there). The temporaries and backups the
+// record names are removed. Returns, per part, the record of the files now there that the set or the one
+// before it wrote; `notes` gets what happened.
+std::vector<Manifest> roll_back(const std::vector<SetPart>& parts, std::vector<std::string>& notes) {
   struct Where {
     Fd parent;
     std::string name;
   };
-  const auto where = [&](const std::string& rel) {
+  const auto where = [&](const SetPart& part, const std::string& rel) {
     const fs::path p(rel);
-    return Where{open_below(dir_fd, p.parent_path()), p.filename().string()};
+    return Where{part.fd.ok() ? open_below(part.fd.get(), p.parent_path()) : Fd(), p.filename().string()};
   };
-  std::vector<bool> now_new;
+  const bool several = parts.size() > 1;
+  std::vector<std::vector<bool>> now_new(parts.size());
   bool all_new = true;
-  for (const ManifestEntry& e : m.files) {
-    const Where w = where(e.path);
-    FileId id;
-    now_new.push_back(w.parent.ok() && is_new_file(w.parent.get(), w.name, e, id));
-    all_new = all_new && now_new.back();
-  }
-  std::vector<std::string> restored, lost;
-  for (size_t i = 0; i < m.files.size(); ++i) {
-    const ManifestEntry& e = m.files[i];
-    const Where w = where(e.path);
-    if (!w.parent.ok()) continue;
-    const int pd = w.parent.get();
-    const std::string tmp = fs::path(e.temporary).filename().string();
-    const std::string bak = e.backup.empty() ? "" : fs::path(e.backup).filename().string();
-    if (!all_new && now_new[i]) {
-      if (bak.empty()) {  // nothing was there before
-        (::unlinkat(pd, w.name.c_str(), 0) == 0 ? restored : lost).push_back(e.path);
-      } else if (file_id_at(pd, bak).regular) {
-        (::renameat(pd, bak.c_str(), pd, w.name.c_str()) == 0 ? restored : lost).push_back(e.path);
-      }
-      // A backup the record names but that is not there was never made: the switch had not begun.
+  for (size_t k = 0; k < parts.size(); ++k)
+    for (const ManifestEntry& e : parts[k].files) {
+      const Where w = where(parts[k], e.path);
+      FileId id;
+      now_new[k].push_back(w.parent.ok() && is_new_file(w.parent.get(), w.name, e, id));
+      all_new = all_new && now_new[k].back();
     }
-    if (file_id_at(pd, tmp).regular) ::unlinkat(pd, tmp.c_str(), 0);
-    if (!bak.empty() && file_id_at(pd, bak).regular) ::unlinkat(pd, bak.c_str(), 0);
-    ::fsync(pd);
-  }
+  std::vector<std::string> restored, lost;
+  for (size_t k = 0; k < parts.size(); ++k)
+    for (size_t i = 0; i < parts[k].files.size(); ++i) {
+      const ManifestEntry& e = parts[k].files[i];
+      if (!parts[k].act) continue;
+      const Where w = where(parts[k], e.path);
+      if (!w.parent.ok()) continue;
+      const int pd = w.parent.get();
+      const std::string tmp = fs::path(e.temporary).filename().string();
+      const std::string bak = e.backup.empty() ? "" : fs::path(e.backup).filename().string();
+      const std::string shown = shown_in(parts[k], e.path, several);
+      if (!all_new && now_new[k][i]) {
+        if (bak.empty()) {  // nothing was there before
+          (::unlinkat(pd, w.name.c_str(), 0) == 0 ? restored : lost).push_back(shown);
+        } else if (file_id_at(pd, bak).regular) {
+          (::renameat(pd, bak.c_str(), pd, w.name.c_str()) == 0 ? restored : lost).push_back(shown);
+        }
+        // A backup the record names but that is not there was never made: the switch had not begun.
+      }
+      if (file_id_at(pd, tmp).regular) ::unlinkat(pd, tmp.c_str(), 0);
+      if (!bak.empty() && file_id_at(pd, bak).regular) ::unlinkat(pd, bak.c_str(), 0);
+      ::fsync(pd);
+    }
+  std::vector<std::string> dirs;
+  for (const SetPart& part : parts) dirs.push_back(part.dir);
+  const std::string dir = fmt::format("{}", fmt::join(dirs, " and "));
+  const std::string of_set = several ? " (one set across these folders)" : "";
   if (all_new)
     notes.push_back(fmt::format(
-        "{}: a trnsim run was killed after it had replaced every file of its set: the set is kept", dir));
+        "{}: a trnsim run was killed after it had replaced every file of its set{}: the set is kept", dir,
+        of_set));
   else if (lost.empty())
     notes.push_back(
-        fmt::format("{}: a trnsim run was killed while replacing its files: the earlier files are back{}",
-                    dir, restored.empty() ? " (none had been replaced yet)" : ""));
+        fmt::format("{}: a trnsim run was killed while replacing its files{}: the earlier files are back{}",
+                    dir, of_set, restored.empty() ? " (none had been replaced yet)" : ""));
   else
     notes.push_back(fmt::format(
-        "{}: a trnsim run was killed while replacing its files and {} could not be put back: those are the "
+        "{}: a trnsim run was killed while replacing its files{} and {} could not be put back: those are the "
         "killed run's",
-        dir, fmt::join(lost, ", ")));
-  // The record of what is there now: each path's file as one of the two sets wrote it, else nothing.
-  Manifest now;
-  std::set<std::string> seen;
-  for (const ManifestEntry& e : m.files) {
-    const Where w = where(e.path);
-    FileId id;
-    if (!w.parent.ok() || !is_new_file(w.parent.get(), w.name, e, id)) continue;
-    now.files.push_back({e.path, e.bytes, id.inode, e.sha256});
-    seen.insert(e.path);
-  }
-  for (const ManifestEntry& e : m.previous) {
-    if (!e.identified() || seen.count(e.path)) continue;
-    const Where w = where(e.path);
-    const FileId cur = w.parent.ok() ? file_id_at(w.parent.get(), w.name) : FileId{};
-    if (!cur.regular || cur.inode != e.inode || cur.bytes != e.bytes) continue;
-    now.files.push_back(e);
-    seen.insert(e.path);
+        dir, of_set, fmt::join(lost, ", ")));
+  // The record of what is there now, per folder: each path's file as one of the two sets wrote it, else
+  // nothing.
+  std::vector<Manifest> now(parts.size());
+  for (size_t k = 0; k < parts.size(); ++k) {
+    std::set<std::string> seen;
+    for (const ManifestEntry& e : parts[k].files) {
+      const Where w = where(parts[k], e.path);
+      FileId id;
+      if (!w.parent.ok() || !is_new_file(w.parent.get(), w.name, e, id)) continue;
+      now[k].files.push_back({e.path, e.bytes, id.inode, e.sha256});
+      seen.insert(e.path);
+    }
+    for (const ManifestEntry& e : parts[k].previous) {
+      if (!e.identified() || seen.count(e.path)) continue;
+      const Where w = where(parts[k], e.path);
+      const FileId cur = w.parent.ok() ? file_id_at(w.parent.get(), w.name) : FileId{};
+      if (!cur.regular || cur.inode != e.inode || cur.bytes != e.bytes) continue;
+      now[k].files.push_back(e);
+      seen.insert(e.path);
+    }
   }
   return now;
 }
@@ -274,6 +305,67 @@ std::string not_ours(const std::string& path, unsigned owner) {
       "{}: written by another user (uid {}): trnsim acts only on its own records, and keeps "
       "every file it names",
       path, owner);
+}
+
+// Settles the set a killed switch left, whose record `m` (state "writing") is in `dir` (open as `dir_fd`,
+// locked): as one with its parts in the other folders the record names, whose locks are taken meanwhile. The
+// records of the same set there are put right too (a journal removed, a run folder's manifest rewritten);
+// this folder's is left to the caller. Returns this folder's record of the files now there.
+Manifest settle_set(int dir_fd, const std::string& dir, const Manifest& m, std::vector<std::string>& notes) {
+  std::vector<SetPart> parts;
+  parts.push_back({dir, Fd(::dup(dir_fd)), m.files, m.previous});
+  struct stat own {};
+  ::fstat(dir_fd, &own);
+  // The record of this set in `folder` (open as `fd`), if there is one this user wrote.
+  const auto record_there = [&](int fd, const OtherRecord& o) -> std::optional<Manifest> {
+    try {
+      unsigned owner = 0;
+      std::optional<Manifest> r =
+          read_manifest_at(fd, o.record, (fs::path(o.folder) / o.record).string(), &owner);
+      if (r && !r->complete && r->set == m.set && not_ours("", owner).empty()) return r;
+    } catch (const InputError&) {
+      // not this set's record: left as it is
+    }
+    return std::nullopt;
+  };
+  // The folders holding a record of this set are locked (and read again under the lock); the others are only
+  // judged.
+  std::vector<std::string> folders;
+  for (const OtherRecord& o : m.others) {
+    const Fd fd = open_dir(o.folder);
+    if (fd.ok() && record_there(fd.get(), o)) folders.push_back(o.folder);
+  }
+  std::sort(folders.begin(), folders.end());
+  const std::vector<DirLock> locks = lock_dirs(folders);
+  std::vector<const OtherRecord*> same_set(1, nullptr);  // per part: its record there is this set's
+  for (const OtherRecord& o : m.others) {
+    SetPart part{o.folder, open_dir(o.folder), o.files, {}, false};
+    struct stat st {};
+    if (part.fd.ok() && ::fstat(part.fd.get(), &st) == 0 && st.st_dev == own.st_dev &&
+        st.st_ino == own.st_ino)
+      continue;  // this very folder under another name: not a record trnsim writes
+    const bool locked = std::find(folders.begin(), folders.end(), o.folder) != folders.end();
+    const std::optional<Manifest> r = part.fd.ok() && locked ? record_there(part.fd.get(), o) : std::nullopt;
+    if (r) part.previous = r->previous;
+    part.act = r.has_value();
+    same_set.push_back(r ? &o : nullptr);
+    parts.push_back(std::move(part));
+  }
+  const std::vector<Manifest> now = roll_back(parts, notes);
+  for (size_t k = 1; k < parts.size(); ++k) {
+    if (!same_set[k]) continue;
+    if (same_set[k]->record == kJournalName) {
+      ::unlinkat(parts[k].fd.get(), kJournalName, 0);
+      ::fsync(parts[k].fd.get());
+    } else {
+      try {
+        write_record(parts[k].dir, kManifestName, manifest_text(now[k]));
+      } catch (const InputError& e) {
+        notes.push_back(e.what());
+      }
+    }
+  }
+  return now[0];
 }
 
 // One file of a set being written.
@@ -321,19 +413,35 @@ std::string rel_beside(const std::string& rel, const std::string& full) {
   return (fs::path(rel).parent_path() / fs::path(full).filename()).string();
 }
 
-Manifest writing_record(const Group& g, const std::vector<Plan>& plans, const Manifest* previous) {
-  Manifest m;
-  m.complete = false;
+std::vector<ManifestEntry> writing_entries(const Group& g, const std::vector<Plan>& plans) {
+  std::vector<ManifestEntry> v;
   for (size_t i : g.plans) {
     const Plan& p = plans[i];
     ManifestEntry e{p.rel, p.bytes, 0, p.sha256};
     e.temporary = rel_beside(p.rel, p.temp);
     if (!p.backup.empty()) e.backup = rel_beside(p.rel, p.backup);
-    m.files.push_back(std::move(e));
+    v.push_back(std::move(e));
   }
+  return v;
+}
+
+// The record of group `gi` in state "writing": its files and, for a set in several folders, every other
+// folder's files under the identifier `set`.
+Manifest writing_record(const std::vector<Group>& groups, size_t gi, const std::vector<Plan>& plans,
+                        const Manifest* previous, const std::string& set) {
+  Manifest m;
+  m.complete = false;
+  m.files = writing_entries(groups[gi], plans);
   if (previous)
     for (const ManifestEntry& e : previous->files)
       if (e.identified()) m.previous.push_back(e);
+  for (size_t h = 0; h < groups.size(); ++h) {
+    if (h == gi || groups[h].plans.empty()) continue;
+    std::string folder = fs::absolute(groups[h].dir).lexically_normal().string();
+    while (folder.size() > 1 && folder.back() == '/') folder.pop_back();
+    m.others.push_back({folder, groups[h].record, writing_entries(groups[h], plans)});
+  }
+  if (!m.others.empty()) m.set = set;
   return m;
 }
 
@@ -401,6 +509,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   for (const auto& o : files) {
     if (o.path.empty()) throw InputError("output path is empty");
     check_not_a_record(o.path, "output");
+    check_no_links(o.path, "output", folder ? folder->dir : "");
     targets.push_back(resolved_path(o.path));
     check_not_a_record(targets.back(), "output");
     if (!is_special_file(targets.back()) && !seen.insert(targets.back()).second)
@@ -454,7 +563,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       }
       std::vector<std::string> notes;
       const Fd d = open_dir(dir);
-      if (!j->complete) roll_back(d.get(), dir, *j, notes);
+      if (!j->complete) settle_set(d.get(), dir, *j, notes);
       ::unlinkat(d.get(), kJournalName, 0);
       for (const std::string& n : notes) std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
     }
@@ -527,9 +636,14 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       p.existed = ::lstat(p.target.c_str(), &old) == 0 && S_ISREG(old.st_mode);
       if (p.existed) p.backup = fresh_name_beside(p.target, ".old");
     }
+    static std::atomic<uint64_t> sets{0};
+    const std::string set_id =
+        fmt::format("{}.{}.{}", ::getpid(), std::chrono::system_clock::now().time_since_epoch().count(),
+                    sets.fetch_add(1));
     for (Group& g : groups) {
       if (g.plans.empty() && !g.run_folder) continue;
-      const Manifest m = writing_record(g, plans, g.run_folder ? &folder->previous : nullptr);
+      const Manifest m = writing_record(groups, static_cast<size_t>(&g - groups.data()), plans,
+                                        g.run_folder ? &folder->previous : nullptr, set_id);
       write_record(g.dir, g.record, manifest_text(m));
       if (g.run_folder) {
         run_record_written = true;
@@ -670,7 +784,7 @@ RunFolderState open_run_folder(const std::string& dir) {
     s.manifest = *m;
     return s;
   }
-  s.manifest = roll_back(d.get(), dir, *m, s.notes);
+  s.manifest = settle_set(d.get(), dir, *m, s.notes);
   write_record(dir, kManifestName, manifest_text(s.manifest));
   return s;
 }
@@ -685,15 +799,24 @@ FolderSetState inspect_run_folder(const std::string& dir, std::string* detail) {
     return FolderSetState::kComplete;  // not a record this can judge by
   }
   if (!m || m->complete) return FolderSetState::kComplete;
+  // The set as one, in this folder and every other it was written into (each named with its folder).
   std::vector<std::string> now_new, not_yet;
-  for (const ManifestEntry& e : m->files) {
-    const fs::path rel(e.path);
-    const Fd parent = open_below(d.get(), rel.parent_path());
-    FileId id;
-    if (parent.ok() && is_new_file(parent.get(), rel.filename().string(), e, id))
-      now_new.push_back(e.path);
-    else
-      not_yet.push_back(e.path);
+  const auto judge = [&](int dir_fd, const std::vector<ManifestEntry>& files, const std::string& folder) {
+    for (const ManifestEntry& e : files) {
+      const fs::path rel(e.path);
+      const Fd parent = dir_fd >= 0 ? open_below(dir_fd, rel.parent_path()) : Fd();
+      FileId id;
+      const std::string shown = folder.empty() ? e.path : (fs::path(folder) / e.path).string();
+      if (parent.ok() && is_new_file(parent.get(), rel.filename().string(), e, id))
+        now_new.push_back(shown);
+      else
+        not_yet.push_back(shown);
+    }
+  };
+  judge(d.get(), m->files, "");
+  for (const OtherRecord& o : m->others) {
+    const Fd od = open_dir(o.folder);
+    judge(od.get(), o.files, o.folder);
   }
   if (not_yet.empty()) return FolderSetState::kNewSet;
   if (now_new.empty()) return FolderSetState::kOldSet;

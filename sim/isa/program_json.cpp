@@ -550,6 +550,12 @@ json instruction_json(const Instruction& in, const Program& p) {
 
 Program program_from_json(const json& j) {
   const Node root(j, "");
+  // A file with none of a program's keys is most likely a workload that lost its "kernel" key: say both.
+  if (j.is_object() && !j.contains("generation") && !j.contains("num_cores") && !j.contains("tensors") &&
+      !j.contains("cores"))
+    throw InputError(
+        "neither a workload (no \"kernel\" key) nor a program (none of \"generation\", \"num_cores\", "
+        "\"tensors\", \"cores\"; docs/program-format.md)");
   root.only_keys({"generation", "num_cores", "tensors", "cores"});
   Program p;
   if (root.has("generation")) {

@@ -340,7 +340,6 @@ json stats_json(const RunReport& r) {
       dma_transfers ? static_cast<double>(dma_bytes) / static_cast<double>(dma_transfers) : 0.0;
   j["instructions"] = r.stats.instructions;
   j["pe_throttled_ns"] = throttled;
-  j["wall_seconds"] = r.wall_seconds;
   json engines = json::object();
   for (int c = 0; c < r.cores; ++c) {
     json core = json::object();
@@ -403,6 +402,10 @@ json stats_json(const RunReport& r) {
 
 std::string stats_text(const json& j) {
   return j.dump(2) + "\n";
+}
+
+std::string host_json_text(const RunReport& r) {
+  return json{{"trnsim_host", 1}, {"wall_seconds", r.wall_seconds}}.dump(2) + "\n";
 }
 
 }  // namespace trnsim::run

@@ -60,8 +60,15 @@ struct RunReport {
   nlohmann::json nki = nullptr;  // a Python kernel's front-end record (stats.json "nki", free-form), or null
   std::vector<std::string> notes;  // what the reader should know about the run (e.g. inputs holding NaN)
   TraceSummary trace;
+  // Host time of the whole command, s: never in stats.json (which is the same bytes on every run), written
+  // to OUT/host.json beside it (host_json_text).
   double wall_seconds = 0;
 };
+
+// OUT/host.json of a run: what differs between identical runs, kept out of stats.json:
+//   {"trnsim_host": 1, "wall_seconds": <host time of the whole command, s>}
+inline constexpr const char* kHostFileName = "host.json";
+std::string host_json_text(const RunReport& r);
 
 // Fastest matmul dtype factor in `program` (1 without matmuls) and its label ("bf16", "fp8_double_row",
 // "mx").

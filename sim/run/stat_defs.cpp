@@ -78,7 +78,6 @@ std::vector<StatDef> build() {
       row("instructions", "count", "instructions completed, both cores (DMA instructions included)",
           "instructions", Better::None, true),
       row("pe_throttled_ns", "ns", "PE time added by the dI/dt throttle, both cores"),
-      row("wall_seconds", "s", "host time of the whole command"),
       row("engines", "text",
           "per physical core and engine: busy_ns, busy_percent, semaphore_wait_ns, instructions"),
       row("engines.*.*.busy_ns", "ns",

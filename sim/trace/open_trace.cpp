@@ -27,6 +27,7 @@ void check_trace_path(const std::filesystem::path& path) {
   // A device or FIFO (/dev/null, /dev/stdout, a pipe to a reader) takes the Perfetto format whatever its
   // name.
   const bool special = io::is_special_file(path.string());
+  io::check_no_links(path.string(), "trace file");
   if (!known_extension(path) && !special)
     throw InputError(
         fmt::format("trace file '{}': unknown extension '{}' (expected .pftrace, .perfetto-trace, .pb "

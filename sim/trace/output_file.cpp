@@ -22,6 +22,8 @@ OutputFile::OutputFile(const std::filesystem::path& path) : path_(path) {
   // output (the CLI checks this with its other outputs; the Python bindings reach here directly).
   io::check_not_a_record(path.string(), "trace file");
   io::check_not_a_record(target_.string(), "trace file (through a symlink)");
+  // Never written through a link to a file (sim/io/output_files.h): only one to a device or FIFO.
+  io::check_no_links(path.string(), "trace file");
   std::error_code ec;
   if (std::filesystem::is_directory(target_, ec))
     throw InputError(fmt::format("cannot create trace file '{}': it is a directory", path.string()));

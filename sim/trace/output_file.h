@@ -2,7 +2,8 @@
 // hand it over here. The chunks go to a temporary next to the destination (io::temp_path_for), renamed into
 // place by close(): whatever was at the destination stays as it was until then, and is never touched if the
 // file is dropped (destroyed without close(), a write error, a signal that ends the process). A symlink is
-// written through to its target; a device or FIFO (/dev/null) is written in place.
+// refused (io::check_no_links), unless it points to a device or FIFO; a device or FIFO (/dev/null) is
+// written in place.
 #pragma once
 
 #include <cstddef>

@@ -212,18 +212,23 @@ else
     '[[ $rc == 1 && $msg == "trnsim: error: $T/huge.npy: out of memory (the host cannot hold what this input asks for)" ]]'
 fi
 
-# 9. A trace through a symlink keeps the link, also when the run fails (the trace is kept, marked incomplete,
-# at the link's target). (/dev/null and /dev/full as outputs: outputs.sh.)
+# 9. A trace through a symlink is refused before the run (trnsim writes through no link: the target would be
+# replaced); the link and its target stay as they were. (/dev/null and /dev/full as outputs: outputs.sh.)
 cat >"$T/dead.json" <<'EOF'
 {"generation": "trn2", "num_cores": 1, "cores": [{"SP": [{"op": "memset", "value": 0, "wait": [[3, 1]],
    "dst": {"mem": "sbuf", "partition": [0, 1], "dtype": "float32", "pattern": [[1, 1]]}}]}]}
 EOF
-touch "$T/target.pftrace"
+echo "my trace" >"$T/target.pftrace"
 ln -s "$T/target.pftrace" "$T/link.pftrace"
 "$TRNSIM" run "$T/dead.json" --trace "$T/link.pftrace" >"$T/log" 2>&1
 rc=$?
-check "failed run through a trace symlink (exit $rc): $(cat "$T/log")" \
-  '[[ $rc == 1 && -L $T/link.pftrace && -s $T/target.pftrace ]] && grep -q "trace incomplete: the run failed" "$T/target.pftrace"'
+check "a trace symlink: refused (exit $rc): $(cat "$T/log")" \
+  '[[ $rc == 1 && -L $T/link.pftrace && $(cat "$T/target.pftrace") == "my trace" ]] && grep -q "cannot write: $T/link.pftrace is a symlink (to $T/target.pftrace)" "$T/log" && ! grep -q "simulated time" "$T/log"'
+# A failed run still keeps its trace, marked incomplete.
+"$TRNSIM" run "$T/dead.json" --trace "$T/dead.pftrace" >"$T/log" 2>&1
+rc=$?
+check "failed run: the trace is kept, marked incomplete (exit $rc)" \
+  '[[ $rc == 1 && -s $T/dead.pftrace ]] && grep -q "trace incomplete: the run failed" "$T/dead.pftrace"'
 
 # 10. NaN in a .npy input: the run goes on, writes its outputs and stats, and notes the input.
 N=$((512 * 512))

@@ -181,6 +181,38 @@ done
 check "two quantize at once: every time one input's pair ($mixed of 20 mixed)" '[[ $mixed == 0 ]]'
 check "two quantize at once: no leftovers" '[[ -z $(find "$T" -maxdepth 1 -name ".*.tmp.*" -o -maxdepth 1 -name ".*.old.*" -o -maxdepth 1 -name .trnsim-journal) ]]'
 
+# A quantize whose --data and --scales are in two folders is one set too: killed at every step of its writes,
+# then a writer into one of the two folders (alternately) puts it right; both folders then hold one input's
+# pair, all old or all new, and nothing is left behind. (Each folder's journal once named its own file only:
+# a kill between the two renames left the new data kept in one folder and the old scales in the other.)
+pair() {  # pair: X or Y when qa/d.npy and qb/s.npy are that input's, else "mixed"
+  if cmp -s "$T/qa/d.npy" "$T/x_d.npy" && cmp -s "$T/qb/s.npy" "$T/x_s.npy"; then echo X
+  elif cmp -s "$T/qa/d.npy" "$T/y_d.npy" && cmp -s "$T/qb/s.npy" "$T/y_s.npy"; then echo Y
+  else echo mixed; fi
+}
+bad_steps=""
+for k in $(seq 1 30); do
+  rm -rf "$T/qa" "$T/qb"
+  mkdir -p "$T/qa" "$T/qb"
+  "$TRNSIM" quantize "$QX" "${Q[@]}" --data "$T/qa/d.npy" --scales "$T/qb/s.npy" >/dev/null 2>&1
+  {
+    TRNSIM_TEST_KILL_AT_WRITE_STEP=$k "$TRNSIM" quantize "$QY" "${Q[@]}" --data "$T/qa/d.npy" --scales "$T/qb/s.npy" \
+      >/dev/null 2>&1
+  } 2>/dev/null
+  rc=$?
+  if [[ $rc == 0 ]]; then
+    [[ $(pair) == Y && -z $(leftovers "$T/qa") && -z $(leftovers "$T/qb") ]] || bad_steps+=" $k(complete run: $(pair))"
+    break
+  fi
+  next=$([[ $((k % 2)) == 1 ]] && echo qa || echo qb)
+  "$TRNSIM" quantize "$QX" "${Q[@]}" --data "$T/$next/n.npy" --scales "$T/$next/ns.npy" >/dev/null 2>&1 ||
+    bad_steps+=" $k(the next writer failed)"
+  p=$(pair)
+  [[ $p != mixed && -z $(leftovers "$T/qa") && -z $(leftovers "$T/qb") ]] || bad_steps+=" $k($p, next into $next)"
+done
+check "a two-folder quantize killed at every step (last $k): one pair, no leftovers after the next writer${bad_steps:+; bad at:$bad_steps}" \
+  '[[ -z $bad_steps && $rc == 0 && $k -gt 8 ]]'
+
 # 4. A full file system. A file-size limit below the dumped inputs' size: the write fails with a message, the
 # earlier set stays whole, nothing is left behind.
 rm -rf "$T/f"

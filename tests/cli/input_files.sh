@@ -23,6 +23,17 @@ check "stats.json names the config read and its SHA-256" \
   'grep -q "\"hardware_config\": \"$SRC/configs/hw/trn3.json\"" "$T/cfg/stats.json" && grep -q "\"hardware_config_sha256\": \"$sum\"" "$T/cfg/stats.json"'
 msg=$(TRNSIM_CONFIG_DIR=$T/shared/configs/hw "$T/shared/bin/trnsim" validate "$SMALL" 2>&1)
 check "TRNSIM_CONFIG_DIR is read when given: $msg" '[[ $msg == *"on planted, 1 core"* ]]'
+# A TRNSIM_CONFIG_DIR that names no folder is an error naming the variable and the path, never a silent
+# fall back to the source tree's config.
+msg=$(TRNSIM_CONFIG_DIR=$T/nonexistent "$TRNSIM" validate "$SMALL" 2>&1)
+rc=$?
+check "TRNSIM_CONFIG_DIR naming a missing folder is refused (rc $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"TRNSIM_CONFIG_DIR=$T/nonexistent: no such directory"* && $msg != *"on trn3"* ]]'
+touch "$T/not_a_dir"
+msg=$(TRNSIM_CONFIG_DIR=$T/not_a_dir "$TRNSIM" run "$SMALL" --no-numerics --out "$T/cfg_nodir" 2>&1)
+rc=$?
+check "TRNSIM_CONFIG_DIR naming a file is refused, nothing written (rc $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"TRNSIM_CONFIG_DIR=$T/not_a_dir: not a directory"* && ! -e $T/cfg_nodir ]]'
 
 # The same rule for the report scripts the binary runs: one planted in tools/report beside a copy of the
 # binary, or above it, is never run (the report comes from the source tree's script).
@@ -147,6 +158,16 @@ sed 's/"partition": \[0, 128\], "dtype": "float32", "pattern": \[\[1, 4\]\]/"par
   "$T/prog.json" >"$T/prog_bad.json"
 msg=$("$TRNSIM" validate "$T/prog_bad.json" 2>&1)
 check "validate a program that breaks a rule: $msg" '[[ $? == 1 && $msg == "trnsim: error: $T/prog_bad.json: "* ]]'
+# A workload without its "kernel" key is neither a workload nor a program: the message says both, naming the
+# file (it once said "unknown key 'name'" as if the file were a program), for validate and run alike.
+/usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); del d["kernel"]; json.dump(d, open(sys.argv[2], "w"))' \
+  "$SMALL" "$T/nokernel.json"
+for cmd in validate run; do
+  msg=$("$TRNSIM" $cmd "$T/nokernel.json" 2>&1)
+  rc=$?
+  check "$cmd: a workload without \"kernel\" (rc $rc): $msg" \
+    '[[ $rc == 1 && $msg == "trnsim: error: $T/nokernel.json: neither a workload (no \"kernel\" key) nor a program"* ]]'
+done
 # --set hardware.overrides={...} sets every override at once (it once said "hardware is not an object").
 msg=$("$TRNSIM" validate "$SMALL" --set 'hardware.overrides={"hbm.bandwidth_GBps": 1e-9}' 2>&1)
 check "--set hardware.overrides={...}: applied: $msg" \

@@ -98,6 +98,48 @@ if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
     '[[ $rc == 0 && -L $T/d1/stats.json ]] && grep -q "trnsim run: $(basename "$SMALL" .json)" "$T/d1.html"'
 fi
 
+# No output is written through a symlink below OUT (the link's target would be replaced outside every record,
+# and a kill could leave it new beside old outputs): a link at an output's name (to a regular file or to
+# nothing) or a linked subfolder is refused before the run simulates, named with where it points; nothing is
+# written and the linked files are untouched. OUT itself may be a link.
+mkdir -p "$T/l1" "$T/l2/x" "$T/home/data"
+echo "my results" >"$T/home/x.json"
+ln -s "$T/home/x.json" "$T/l1/stats.json"
+msg=$("$TRNSIM" run "$SMALL" --out "$T/l1" 2>&1)
+rc=$?
+check "OUT/stats.json -> a user's file: refused (exit $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"stats.json '"'"'$T/l1/stats.json'"'"': cannot write: $T/l1/stats.json is a symlink (to $T/home/x.json): trnsim does not write through links"* && $msg != *"simulated time"* ]]'
+check "the linked file is untouched, nothing written" \
+  '[[ $(cat "$T/home/x.json") == "my results" && -L $T/l1/stats.json && -z $(ls -A "$T/l1" | grep -v "^stats.json$") ]]'
+ln -s "$T/home/missing.json" "$T/l2/x/stats.json"
+ln -s "$T/l2/x" "$T/l2out"
+msg=$("$TRNSIM" run "$SMALL" --out "$T/l2out" --no-numerics 2>&1)
+check "a dangling OUT/stats.json link, OUT a link itself: refused: $msg" \
+  '[[ $? == 1 && $msg == *"$T/l2out/stats.json is a symlink (to $T/home/missing.json)"* && ! -e $T/home/missing.json ]]'
+echo "my data" >"$T/home/data/weights.npy"
+mkdir -p "$T/l3"
+ln -s "$T/home/data" "$T/l3/inputs"
+msg=$("$TRNSIM" run "$SMALL" --out "$T/l3" --dump-inputs 2>&1)
+rc=$?
+check "OUT/inputs -> a user's folder with --dump-inputs: refused (exit $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"cannot write: $T/l3/inputs is a symlink (to $T/home/data): trnsim does not write through links below the output folder"* ]]'
+check "the linked folder is untouched, nothing written" \
+  '[[ $(cat "$T/home/data/weights.npy") == "my data" && $(ls "$T/home/data") == weights.npy && $(ls -A "$T/l3") == inputs ]]'
+mkdir -p "$T/l4"
+ln -s "$T/l4" "$T/l4link"
+"$TRNSIM" run "$SMALL" --out "$T/l4link" --no-numerics >"$T/out" 2>&1
+check "OUT itself a symlink: written into its target (exit $?)" '[[ -f $T/l4/stats.json && -L $T/l4link ]]'
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  echo "my page" >"$T/home/page.html"
+  ln -s "$T/home/page.html" "$T/page.html"
+  msg=$("$TRNSIM" run "$SMALL" --out "$T/l5" --no-numerics --report "$T/page.html" 2>&1)
+  check "--report through a link: refused before the run: $msg" \
+    '[[ $? == 1 && $msg == *"--report '"'"'$T/page.html'"'"': cannot write: $T/page.html is a symlink (to $T/home/page.html)"* && ! -e $T/l5 && $(cat "$T/home/page.html") == "my page" ]]'
+  msg=$("$TRNSIM" stats "$T/l4/stats.json" --html="$T/page.html" 2>&1)
+  check "stats --html through a link: refused: $msg" \
+    '[[ $? == 1 && $msg == *"$T/page.html is a symlink (to $T/home/page.html)"* && $(cat "$T/home/page.html") == "my page" ]]'
+fi
+
 # 18. A probe left by a killed run with this run's PID (a container reuses PIDs): stepped over. The subshell's
 # PID is the run's: exec keeps it.
 mkdir -p "$T/p"

@@ -19,10 +19,14 @@ rm -f "$T/s.npy"
 rc=$?
 check "quantize --data /dev/full: exit 1, message, nothing written (exit $rc: $(cat "$T/out"))" \
   '[[ $rc == 1 && $(cat "$T/out") == "trnsim: error: /dev/full: cannot write: No space left on device" && ! -e $T/s.npy && -c /dev/full ]]'
-touch "$T/target.npy"
+echo "my array" >"$T/target.npy"
 ln -s "$T/target.npy" "$T/link.npy"
-"$TRNSIM" quantize "$IN" --format e4m3 --rule te --axis row --data "$T/link.npy" --scales "$T/s.npy" >/dev/null 2>&1
-check "a symlink output stays a link; its target holds the data" '[[ -L $T/link.npy && -s $T/target.npy ]]'
+for flag in --data --scales; do
+  if [[ $flag == --data ]]; then args=(--data "$T/link.npy" --scales "$T/s.npy"); else args=(--data "$T/d.npy" --scales "$T/link.npy"); fi
+  msg=$("$TRNSIM" quantize "$IN" --format e4m3 --rule te --axis row "${args[@]}" 2>&1)
+  check "quantize $flag a symlink to a file: refused, nothing written: $msg" \
+    '[[ $? == 1 && $msg == *"$flag '"'"'$T/link.npy'"'"': cannot write: $T/link.npy is a symlink (to $T/target.npy)"* && -L $T/link.npy && $(cat "$T/target.npy") == "my array" && ! -e $T/s.npy && ! -e $T/d.npy ]]'
+done
 
 # 2. Two outputs of one run on one file, or an output on an input: refused before simulating.
 "$TRNSIM" run "$SMALL" --out "$T/b" --trace "$T/b/stats.json" >"$T/out" 2>&1

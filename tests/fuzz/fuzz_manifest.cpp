@@ -1,8 +1,12 @@
-// Fuzzes the output folder's record (sim/io/manifest.h): parse_manifest on the bytes (a record it accepts must
-// print back to a record that reads the same), then the bytes as DIR/.trnsim-files of a scratch run folder,
-// which open_run_folder reads and, in state "writing", rolls back, and inspect_run_folder judges. Whatever the
-// record says, nothing outside the folder is removed, renamed or changed: a canary beside the folder, reached
-// from inside through a symlinked folder and a symlinked file, must stay as it was.
+// Fuzzes the output folder's record (sim/io/manifest.h): parse_manifest on the bytes (a record it accepts
+// must print back to a record that reads the same), then the bytes as DIR/.trnsim-files of a scratch run
+// folder, which open_run_folder reads and, in state "writing", rolls back, and inspect_run_folder judges.
+// Whatever the record says, nothing outside the folder is removed, renamed or changed: a canary beside the
+// folder, reached from inside through a symlinked folder and a symlinked file, must stay as it was. A set in
+// several folders:
+// "@OTHER@" in the bytes stands for a second scratch folder, which gets the same record as its journal (so
+// the set is rolled back in both); a record naming any folder outside the scratch is only parsed (the
+// roll-back would read the machine's files).
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -39,18 +43,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   });
   // The folder: two files (one in a subfolder), a symlinked folder and a symlinked file leading outside.
-  const fs::path root = fuzz::scratch_dir(), dir = root / "run", outside = root / "outside";
+  const fs::path root = fuzz::scratch_dir(), dir = root / "run", outside = root / "outside",
+                 other = root / "other";
+  std::string record = text;
+  for (size_t at = 0; (at = record.find("@OTHER@", at)) != std::string::npos; at += other.string().size())
+    record.replace(at, 7, other.string());
+  try {
+    for (const io::OtherRecord& o : io::parse_manifest(record, "M").others)
+      if (o.folder.rfind(root.string() + "/", 0) != 0) return 0;
+  } catch (const std::exception&) {
+    // refused: nothing is acted on
+  }
   std::error_code ec;
   fs::remove_all(dir, ec);
   fs::remove_all(outside, ec);
+  fs::remove_all(other, ec);
   fs::create_directories(dir / "inputs");
   fs::create_directories(outside);
+  fs::create_directories(other);
   put(dir / "a.npy", "a");
   put(dir / "inputs" / "b.npy", "b");
   put(outside / "canary", "keep");
+  put(other / "s.npy", "s");
   fs::create_directory_symlink(outside, dir / "link");
   fs::create_symlink(outside / "canary", dir / "lnk.npy");
-  put(dir / io::kManifestName, text);
+  put(dir / io::kManifestName, record);
+  put(other / io::kJournalName, record);
   fuzz::run(size, [&] {
     io::inspect_run_folder(dir.string());
     io::open_run_folder(dir.string());

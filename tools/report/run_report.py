@@ -1,5 +1,5 @@
 """The HTML report of one run (trnsim run ... --report FILE, trnsim stats OUT/stats.json --html [FILE]): a
-self-contained page drawn from the run's stats.json.
+self-contained page drawn from the run's stats.json (and the host time in host.json beside it).
 
 usage: run_report.py STATS.json OUT.html
 
@@ -27,6 +27,17 @@ PART_COLOR = {"busy": "#2a7ab9", "throttled": "#6baed6", "launch": "#999999", "w
 
 def part_of(key):
     return "wait_dma_queue" if key.startswith("wait_dma_queue_") else key
+
+
+def host_seconds(stats_path, stats):
+    """The run's host time from host.json beside its stats.json (stats.json holds no host time: it is the
+    same bytes on every run); an older stats.json's own "wall_seconds"; else None."""
+    try:
+        with open(os.path.join(os.path.dirname(stats_path), "host.json")) as f:
+            host = json.load(f)
+        return host.get("wall_seconds") if isinstance(host, dict) else None
+    except (OSError, ValueError):
+        return stats.get("wall_seconds")
 
 
 def engine_bars(page, stats):
@@ -167,7 +178,7 @@ def main():
             ("HBM GB/s used", rp.fmt_num(stats.get("hbm_GBps"))),
             ("SBUF peak B/partition", rp.fmt_num((stats.get("summary") or {}).get("sbuf_peak_usage_bytes_per_partition"))),
             ("PSUM peak B/partition", rp.fmt_num((stats.get("summary") or {}).get("psum_peak_usage_bytes_per_partition"))),
-            ("instructions", rp.fmt_num(stats.get("instructions"))), ("host s", rp.fmt_num(stats.get("wall_seconds")))]
+            ("instructions", rp.fmt_num(stats.get("instructions"))), ("host s", rp.fmt_num(host_seconds(sys.argv[1], stats)))]
     page.table(["figure", "value"], head, left={0}, sortable=False)
     if stats.get("params"):
         page.p("Parameters: <code>%s</code>" % rp.esc(json.dumps(stats["params"], separators=(",", ":"))), "note")

@@ -105,7 +105,7 @@ std::vector<uint8_t> read_staged(const fs::path& p) {
 }  // namespace
 
 std::vector<io::OutputFile> draw_run_report(const std::string& stats_text, const std::string& run_dir,
-                                            const std::string& html_path) {
+                                            const std::string& html_path, const std::string& host_text) {
   const Staging stage;
   // The run folder's name, so that a page named after the folder shows the user's folder.
   std::string name = fs::path(run_dir).lexically_normal().filename().string();
@@ -116,6 +116,12 @@ std::vector<io::OutputFile> draw_run_report(const std::string& stats_text, const
     std::ofstream f(dir / "stats.json", std::ios::binary);
     f << stats_text;
     if (!f.flush()) throw InputError(fmt::format("{}: cannot stage the stats for the report", dir.string()));
+  }
+  if (!host_text.empty()) {
+    std::ofstream f(dir / "host.json", std::ios::binary);
+    f << host_text;
+    if (!f.flush())
+      throw InputError(fmt::format("{}: cannot stage the host times for the report", dir.string()));
   }
   run_report_script("run_report.py",
                     {(dir / "stats.json").string(), (stage.path() / "report.html").string()});

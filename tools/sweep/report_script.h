@@ -14,10 +14,11 @@
 namespace trnsim::sweep {
 
 // The run report of the stats.json text `stats_text` (of a run whose output folder is `run_dir`, which
-// only names the page when the stats have no workload or program name), for `html_path`. Nothing is written.
+// only names the page when the stats have no workload or program name), for `html_path`; `host_text` is the
+// run's host.json (its host time, run::host_json_text), "" when there is none. Nothing is written.
 // InputError naming what is missing (the interpreter, the script, matplotlib) or the script's exit status.
 std::vector<io::OutputFile> draw_run_report(const std::string& stats_text, const std::string& run_dir,
-                                            const std::string& html_path);
+                                            const std::string& html_path, const std::string& host_text = "");
 
 // The sweep report of the sweep folder `dir` (its plan and results): DIR/report.html and each plot as
 // DIR/plots/<name>.svg and .png (the caller makes DIR/plots). Nothing is written. Errors as draw_run_report.

@@ -33,6 +33,7 @@
 
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
+#include "sim/io/output_files.h"
 #include "sim/numerics/mx.h"
 #include "sim/numerics/scale_layout.h"
 #include "tools/trnsim/commands.h"
@@ -155,6 +156,10 @@ void run_quantize(const QuantizeOptions& o) {
     if (!out->empty() && std::filesystem::equivalent(o.input, *out, ec))
       throw InputError(*out + ": is the input file; choose another output path");
   }
+  // No output through a symlink (sim/io/output_files.h), refused before the work.
+  io::check_no_links(o.data_out, "--data");
+  io::check_no_links(o.scales_out, "--scales");
+  if (!o.dequant_out.empty()) io::check_no_links(o.dequant_out, "--dequant");
   io::NpyArray in = io::read_npy(o.input);
   io::require_rank(in, 2, "quantize input");
   io::require_dtype(in, {io::NpyDType::F32, io::NpyDType::U16}, "quantize input");

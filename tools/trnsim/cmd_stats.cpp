@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/io/file_kind.h"
 #include "sim/io/output_files.h"
 #include "sim/run/report.h"
 #include "tools/sweep/report_script.h"
@@ -55,9 +56,18 @@ void stats_command(const StatsCliOptions& o) {
                                 ? (std::filesystem::path(o.files[0]).parent_path() / "report.html").string()
                                 : o.html_file;
     io::check_distinct_files({{o.files[0], "the stats file", true}, {out, "--html"}});
+    io::check_no_links(out, "--html");
+    // The run's host time is in host.json beside stats.json (when the run wrote one): the report's "host s".
+    const std::string run_dir = std::filesystem::path(o.files[0]).parent_path().string();
+    const std::string host_file = (std::filesystem::path(run_dir) / run::kHostFileName).string();
+    std::string host_text;
+    if (io::file_kind(host_file) == io::FileKind::kRegular) try {
+        host_text = io::read_regular_file(host_file, "a run's host.json");
+      } catch (const InputError&) {
+        // unreadable: the report shows no host time
+      }
     try {
-      io::write_files_atomic(sweep::draw_run_report(
-          run::stats_text(j), std::filesystem::path(o.files[0]).parent_path().string(), out));
+      io::write_files_atomic(sweep::draw_run_report(run::stats_text(j), run_dir, out, host_text));
     } catch (const InputError& e) {
       throw InputError(o.files[0] + ": " + e.what());
     }

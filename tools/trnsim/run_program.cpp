@@ -107,6 +107,7 @@ int run_program_file(const RunCliOptions& o) {
         paths.push_back({inits[i]->npy, fmt::format("tensor '{}' init", program.tensors[i].name), true});
     io::check_distinct_files(paths);
     io::check_not_directories(paths);
+    io::check_no_links(paths, out_dir);
     if (!o.trace.empty()) trace::check_trace_path(o.trace);
   }
   // Created if missing and checked now, as for workloads; removed again if the run fails.

@@ -83,7 +83,8 @@ int run_workload_file(const RunCliOptions& o) {
 
   // Every file this run writes, decided before it simulates: none may land on another or on an input.
   const auto in_dir = [&](const std::string& rel) { return (fs::path(out_dir) / rel).string(); };
-  std::vector<io::NamedPath> paths{{in_dir("stats.json"), "stats.json"}};
+  std::vector<io::NamedPath> paths{{in_dir("stats.json"), "stats.json"},
+                                   {in_dir(run::kHostFileName), run::kHostFileName}};
   if (p.w.numerics)
     for (const std::string& n : p.written)
       paths.push_back({in_dir(n + ".npy"), fmt::format("output '{}'", n)});
@@ -115,6 +116,7 @@ int run_workload_file(const RunCliOptions& o) {
   try {
     io::check_distinct_files(paths);
     io::check_not_directories(paths);
+    io::check_no_links(paths, out_dir);
     if (!o.trace.empty()) trace::check_trace_path(o.trace);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
@@ -153,7 +155,7 @@ int run_workload_file(const RunCliOptions& o) {
   std::optional<InputError> report_error;
   if (!o.report.empty() && rc != workload::kExitBelowRoofline) try {
       const std::string text(files.at(0).bytes.begin(), files.at(0).bytes.end());
-      report = sweep::draw_run_report(text, out_dir, o.report);
+      report = sweep::draw_run_report(text, out_dir, o.report, run::host_json_text(rep));
     } catch (const InputError& e) {
       report_error = e;
     }

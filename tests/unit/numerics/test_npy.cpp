@@ -320,17 +320,31 @@ TEST_CASE("a replaced output keeps its permissions, long names fit, leftovers ar
   for (const std::string& l : leftovers) CHECK(read_raw(l) == "leftover");
 }
 
-TEST_CASE("outputs through symlinks: a dangling link's target is created, a loop is an error", "[npy]") {
+TEST_CASE("outputs through symlinks are refused (a dangling one and a loop too), not a link to a device",
+          "[npy]") {
   TempDir t;
   const float v[2] = {1, 2};
   fs::create_directory(t.dir / "real");
+  write_raw(t / "real/old.npy", "mine");
+  fs::create_symlink("real/old.npy", t.dir / "link.npy");
+  CHECK_THROWS_WITH(
+      write_npy(t / "link.npy", NpyDType::F32, {2}, v),
+      "output '" + t / "link.npy" + "': cannot write: " + t / "link.npy" +
+          " is a symlink (to real/old.npy): trnsim does not write through links (it would replace "
+          "the file the link points to); remove the link or choose another path");
+  CHECK(read_raw(t / "real/old.npy") == "mine");
   fs::create_symlink("real/new.npy", t.dir / "dangling.npy");
-  write_npy(t / "dangling.npy", NpyDType::F32, {2}, v);
-  CHECK(fs::is_symlink(t.dir / "dangling.npy"));
-  CHECK(read_npy(t / "real/new.npy").shape == std::vector<int64_t>{2});
+  CHECK_THROWS_WITH(write_npy(t / "dangling.npy", NpyDType::F32, {2}, v),
+                    Catch::Contains("dangling.npy is a symlink (to real/new.npy)"));
+  CHECK(!fs::exists(t.dir / "real/new.npy"));
   fs::create_symlink("loop2.npy", t.dir / "loop1.npy");
   fs::create_symlink("loop1.npy", t.dir / "loop2.npy");
   CHECK_THROWS_WITH(write_npy(t / "loop1.npy", NpyDType::F32, {2}, v),
-                    t / "loop1.npy" + ": cannot use: too many levels of symbolic links");
+                    Catch::Contains("loop1.npy is a symlink (to loop2.npy)"));
   CHECK(fs::is_symlink(t.dir / "loop1.npy"));
+  CHECK(std::vector<fs::path>(fs::directory_iterator(t.dir / "real"), {}).size() == 1);  // nothing created
+  // A link to a device is an output written in place.
+  fs::create_symlink("/dev/null", t.dir / "null.npy");
+  write_npy(t / "null.npy", NpyDType::F32, {2}, v);
+  CHECK(fs::is_symlink(t.dir / "null.npy"));
 }

@@ -593,17 +593,16 @@ TEST_CASE("a trace replaces its destination only when it is closed", "[trace]") 
   }                                   // the writer's destructor closes it, as close() would
   CHECK(nlohmann::json::parse(read_all(path)).at("traceEvents").size() == 5);
   CHECK(files_in(tmp.dir) == std::vector<fs::path>{path});
-  // A symlink is written through: the link stays, its target is replaced.
+  // A symlink to a file is refused: the file it points to stays as it was.
   const fs::path target = tmp.dir / "target.json";
   const fs::path link = tmp.dir / "link.json";
   std::ofstream(target) << "old";
   fs::create_symlink(target, link);
-  {
-    JsonTraceWriter w(link);
-    w.close();
-  }
+  CHECK_THROWS_WITH(JsonTraceWriter(link),
+                    Catch::Contains(link.string() + " is a symlink (to " + target.string() +
+                                    "): trnsim does not write through links"));
   CHECK(fs::is_symlink(link));
-  CHECK(nlohmann::json::parse(read_all(target)).at("traceEvents").empty());
+  CHECK(read_all(target) == "old");
   // A device is written in place (never replaced by a regular file), a directory is refused.
   {
     PerfettoWriter w("/dev/null");
