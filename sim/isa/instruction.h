@@ -44,8 +44,8 @@ enum class DType : uint8_t {
 };
 
 // One free-dimension of an access pattern: `size` elements, `stride` elements apart (NKI order: outermost
-// first). 12 bytes, 4-aligned (no padding): a program holds 20 of them per instruction.
-struct __attribute__((packed, aligned(4))) Dim {
+// first).
+struct Dim {
   int64_t stride = 1;
   uint32_t size = 1;
 };
