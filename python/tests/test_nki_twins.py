@@ -107,13 +107,19 @@ def twin_workload(cpp):
     return w
 
 
-def run(w):
+def run_workload(w, numerics):
+    """Runs workload dict w from a file in a scratch folder; returns the finished WorkloadRun."""
     d = tmpdir()
     path = os.path.join(d, "w.json")
     with open(path, "w") as fh:
         json.dump(w, fh)
-    r = _core.WorkloadRun.from_file(path, [], numerics=True)
+    r = _core.WorkloadRun.from_file(path, [], numerics=numerics)
     r.run()
+    return r
+
+
+def run(w):
+    r = run_workload(w, True)
     return r.stats()["total_time_ns"], r.outputs(raw=True)
 
 
@@ -176,13 +182,7 @@ def test_python_kernel_allocations_match_the_port():
         cpp = json.load(fh)
 
     def allocs(w):
-        d = tmpdir()
-        path = os.path.join(d, "w.json")
-        with open(path, "w") as fh:
-            json.dump(w, fh)
-        r = _core.WorkloadRun.from_file(path, [], numerics=False)
-        r.run()
-        return r.stats()["allocations"]
+        return run_workload(w, False).stats()["allocations"]
 
     def key(a):
         return (a["space"], a["bytes_per_partition"], a["tiles"], a["trip_count"], a["bufs"])
