@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "kernels/lib/mxfp8/layout.h"
+#include "kernels/lib/mxfp8/lib_matmul.h"
 #include "kernels/lib/mxfp8/matmul.h"
 #include "sim/base/error.h"
 
@@ -49,13 +50,29 @@ void bind_mx_input(Kernel& k, mxfp8::Operand& o, int64_t K, int64_t F, num::Fp8F
   }
 }
 
-void emit_mx_kernel_matmul(Kernel& k, const mxfp8::MatmulSpec& spec, const mxfp8::Plan& plan,
-                           const std::string& output) {
+namespace {
+
+// The spec with its operands bound to this core's kernel inputs.
+mxfp8::MatmulSpec bound(Kernel& k, const mxfp8::MatmulSpec& spec) {
   mxfp8::MatmulSpec s = spec;
-  mxfp8::StoreRows out(k.output(output, s.out_dtype, {s.M, s.N}));
   bind_mx_input(k, s.lhs, s.K, s.M, s.fp8);
   bind_mx_input(k, s.rhs, s.K, s.N, s.fp8);
-  mxfp8::emit_matmul(k, s, plan, out);
+  return s;
+}
+
+}  // namespace
+
+void emit_mx_kernel_matmul(Kernel& k, const mxfp8::MatmulSpec& spec, const mxfp8::Plan& plan,
+                           const std::string& output) {
+  mxfp8::StoreRows out(k.output(output, spec.out_dtype, {spec.M, spec.N}));
+  mxfp8::emit_matmul(k, bound(k, spec), plan, out);
+}
+
+void emit_mx_kernel_matmul_lib(mxfp8::lib::Tiles& t, const mxfp8::MatmulSpec& spec, const mxfp8::Plan& plan,
+                               const std::string& output, bool fast_dma_transpose) {
+  Kernel& k = t.kernel();
+  const View out = k.output(output, spec.out_dtype, {spec.M, spec.N});
+  mxfp8::lib::emit_matmul(t, bound(k, spec), plan, out, fast_dma_transpose);
 }
 
 }  // namespace trnsim::kernels

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/api/kernel.h"
+#include "kernels/lib/mxfp8/lib_api.h"
 #include "kernels/lib/mxfp8/plan.h"
 
 namespace trnsim::kernels {
@@ -38,5 +39,8 @@ void bind_mx_input(Kernel& k, mxfp8::Operand& o, int64_t K, int64_t F, num::Fp8F
 // One matmul of kernel inputs into the kernel output `output` [M, N] (row stores).
 void emit_mx_kernel_matmul(Kernel& k, const mxfp8::MatmulSpec& spec, const mxfp8::Plan& plan,
                            const std::string& output);
+// The same on nki-library's own instruction stream (mxfp8/lib_matmul.h), with the kernel's tiles `t`.
+void emit_mx_kernel_matmul_lib(mxfp8::lib::Tiles& t, const mxfp8::MatmulSpec& spec, const mxfp8::Plan& plan,
+                               const std::string& output, bool fast_dma_transpose);
 
 }  // namespace trnsim::kernels

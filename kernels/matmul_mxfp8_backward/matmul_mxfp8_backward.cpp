@@ -14,6 +14,7 @@
 
 #include "kernels/api/package.h"
 #include "kernels/lib/matmul_mxfp8.h"
+#include "kernels/lib/mxfp8/lib_matmul.h"
 #include "kernels/lib/mxfp8_params.h"
 #include "sim/base/error.h"
 
@@ -21,6 +22,10 @@ namespace trnsim::kernels {
 namespace {
 
 constexpr const char* kName = "kernel 'matmul_mxfp8_backward'";
+
+// Which instruction stream the kernel emits (the names the MoE kernels use for the same choice):
+// nki-library's own (mxfp8/lib_matmul.h) or this project's restructured pipeline (mxfp8/matmul.h).
+enum class Schedule { NkiLibrary, TrnsimOptimized };
 
 struct Params {
   int64_t M = 0, K = 0, N = 0;
@@ -32,6 +37,7 @@ struct Params {
   bool fast_dma_transpose = false, disable_dma_transpose = false;
   MxBackwardSharedParams shared;
   std::optional<bool> lnc_2_shard_rhs = true;
+  Schedule schedule = Schedule::NkiLibrary;
 
   static void describe(Schema<Params>& s) {
     s.dim(&Params::M, "M", "tokens: rows of output_grad and input_activation");
@@ -79,11 +85,12 @@ struct Params {
           false);
     s.add(&Params::input_is_f_by_k, "input_is_f_by_k",
           "input_activation given transposed as [K, M] (loaded with dma_transpose)", false);
-    s.add(
-        &Params::fast_dma_transpose, "fast_dma_transpose",
-        "nkilib: direct 4-D access patterns instead of vector offsets for DGT; trnsim's dma_transpose always "
-        "uses direct access patterns, so both values build the same program (K % 128 still required)",
-        false);
+    s.add(&Params::fast_dma_transpose, "fast_dma_transpose",
+          "nkilib matmul_mxfp8's fast_dma_transpose (its backward passes the default, false): nki_library "
+          "loads a DGT operand by one direct dma_transpose per tile instead of the vector-offset pattern "
+          "(iota, DVE transposes, tensor_scalar and an indirect dma_transpose); trnsim_optimized always uses "
+          "the direct pattern, so there it has no effect (K % 128 still required)",
+          false);
     s.add(&Params::disable_dma_transpose, "disable_dma_transpose",
           "load F-by-K BF16 operands (output_grad in input_grad; weights or input_activation given F-by-K) "
           "with "
@@ -95,6 +102,16 @@ struct Params {
           "under LNC2 split N (true) or M (false) of both phases; null: per phase, N if N >= M, and LNC2 is "
           "dropped when that dim is <= 128",
           true);
+    s.choice(&Params::schedule, "schedule",
+             "nki_library (default): nki-library's instruction stream (generic_matmul_mxfp8_api per block: "
+             "K-by-F BF16 through the PE swizzle, DGT with vector offsets, quantize_mx per tile, no block "
+             "reuse, DVE PSUM drains, BF16 PSUM for one K tile per block and BF16 output); blocks left null "
+             "are the planner's, not the library's autotune cache; pre-swizzled operands and quant_scheme "
+             "1x32 with a BF16 operand are refused there. trnsim_optimized: this project's pipeline (K-by-F "
+             "rows straight onto partitions, one quantize_mx per load, two-slot block reuse with prefetch, "
+             "FP32 PSUM, drains alternating DVE and ACT), which runs every parameter",
+             {{"nki_library", Schedule::NkiLibrary}, {"trnsim_optimized", Schedule::TrnsimOptimized}},
+             Schedule::NkiLibrary);
   }
 };
 
@@ -148,16 +165,28 @@ KernelBuild build_backward(const Params& p, const BuildOptions& options) {
   dw.tiling = p.weight_grad_config.value_or(MxTilingConfig{}).tiling();
 
   const mxfp8::Plan p1 = mxfp8::plan_matmul(dx, options.limits), p2 = mxfp8::plan_matmul(dw, options.limits);
+  const bool library = p.schedule == Schedule::NkiLibrary;
+  if (library)
+    for (const mxfp8::MatmulSpec* s : {&dx, &dw})
+      if (const std::string why = mxfp8::lib::unsupported(*s); !why.empty())
+        throw InputError(
+            fmt::format("{}: {} in the nki_library schedule; set \"schedule\": "
+                        "\"trnsim_optimized\" to run it",
+                        s->kernel, why));
   BuildOptions o = options;
   o.num_programs = p1.lnc2 || p2.lnc2 ? 2 : 1;
   return build_program(
       [&](Kernel& k) {
-        {
-          PhaseScope ph(k, "input_grad");
-          emit_mx_kernel_matmul(k, dx, p1, "input_grad");
-        }
-        PhaseScope ph(k, "weight_grad");
-        emit_mx_kernel_matmul(k, dw, p2, "weight_grad");
+        mxfp8::lib::Tiles tiles(k);
+        const auto phase = [&](const mxfp8::MatmulSpec& s, const mxfp8::Plan& plan, const char* output) {
+          PhaseScope ph(k, output);
+          if (library)
+            emit_mx_kernel_matmul_lib(tiles, s, plan, output, p.fast_dma_transpose);
+          else
+            emit_mx_kernel_matmul(k, s, plan, output);
+        };
+        phase(dx, p1, "input_grad");
+        phase(dw, p2, "weight_grad");
       },
       o);
 }

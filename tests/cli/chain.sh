@@ -101,9 +101,11 @@ ce() { # ce FILE NAME [extra params JSON]
 EOF
 }
 mm() { # mm FILE NAME FROM [extra params JSON] [rowwise convert]
+# schedule trnsim_optimized: nki-library asserts quant_scheme 1x32 out for the K-by-F BF16 weights and
+# activations (load_tile), so the default (its own stream) refuses this consumer.
   cat >"$1" <<EOF
 {"name": "$2", "hardware": "trn3", "kernel": "matmul_mxfp8_backward",
- "params": {"M": 128, "K": 512, "N": 4096, "float8_dtype": "${FP8:-float8_e4m3fn}", "quant_scheme": "1x32",
+ "params": {"M": 128, "K": 512, "N": 4096, "float8_dtype": "${FP8:-float8_e4m3fn}", "quant_scheme": "1x32", "schedule": "trnsim_optimized",
             "output_grad_scales": [1024, 128], "output_grad_columnwise_scales": [32, 4096]${4:-}},
  "inputs": {"output_grad": {"from": "$3", "output": "input_grad_rowwise_data", "convert": "${5:-te_rowwise_data_to_x4}"},
    "output_grad_scales": {"from": "$3", "output": "input_grad_rowwise_scale_inv", "convert": "te_rowwise_scales_to_x4"},

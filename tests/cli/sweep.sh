@@ -38,10 +38,12 @@ check "row 1 failed with trnsim run's message" \
 # bm = 16: 16 tiles of 128 is more than twice M = 512: trnsim validate's reason, the point not run.
 check "row 4 invalid with validate's reason" \
   '[[ $(row 4) == 4,,mnk,16,false,invalid,*"matmul_mxfp8_bwd_512_trn3.json: params: kernel '"'"'matmul_mxfp8_backward'"'"' (input_grad phase, dX = dY W): M = 512 (per core) is less than half a block"* ]]'
-# The same tiling in both loop orders is one result each; mnk and nmk differ in time.
+# The same tiling in both loop orders is one result each. Each block has one N tile (N = 512 = tile_n), so
+# nki-library's stream (the kernel's default schedule) emits the tiles in the same order either way: same
+# time. (trnsim_optimized's epilogue order differs, and so did its time.)
 t0=$(row 0 | cut -d, -f7)
 t6=$(row 6 | cut -d, -f7)
-check "order changes the time ($t0 vs $t6)" '[[ -n $t0 && -n $t6 && $t0 != "$t6" ]]'
+check "order keeps the time with one N tile per block ($t0 vs $t6)" '[[ -n $t0 && -n $t6 && $t0 == "$t6" ]]'
 nrows=$(ls "$T/o/points" | wc -l)
 check "6 rows kept under points/ ($nrows: 3 ok, 3 failed)" '[[ $nrows == 6 ]]'
 check "no scratch left" '[[ ! -e $T/o/.runs ]] && ! ls -A "$T/o" | grep -q "\.tmp\."'

@@ -155,9 +155,10 @@ void generic_matmul(Tiles& t, const Call& c) {
     const int64_t lf = mt * g.tile_m, rf = nt * g.tile_n;
     if (lf >= m_end || rf >= n_end) return;
     const int64_t nm = std::min(g.tile_m, m_end - lf), nn = std::min(g.tile_n, n_end - rf);
-    View ps = t.psum(nm, nn, DType::F32);
+    View ps = t.psum(nm, nn, c.psum_dtype);
     View out = c.out(S(0, nm), S(mt * g.block_n() + rf, mt * g.block_n() + rf + nn));
-    const bool copy_in = accumulate && !prequantized && c.psum_copy_in && iter % 3 == 1;
+    const bool copy_in =
+        accumulate && !prequantized && c.psum_copy_in && iter % 3 == 1 && c.psum_dtype == DType::F32;
     if (copy_in) nki::tensor_copy(ps, out);
     for (int64_t k = 0; k < g.bk; ++k) {
       const auto [lslot, loff] = scale_slot(c, eff_l, k);

@@ -15,15 +15,15 @@
 //     (LHS at tile_n 0, RHS at tile_m 0): DGT = tensor_scalar (+ tile base; + the expert's vector offset
 //     when the descriptor has one) then one indirect dma_transpose [vs, 4 tile_f] of 4 tile_f gathered rows
 //     of vs = tile_k / 4 elements (software DGE on POOL); fast DMA transpose = one outer-axes dma_transpose
-//     (no vector offsets); PE = the rows by one DMA, then per 128 F: four nc_transposes into PSUM and a copy
-//     out (DVE and ACT alternately); pre-quantized and spilled x4 = one dma_copy of the data and the scales
-//     (packed scales at group boundaries only).
+//     (no vector offsets); PE = the rows by one DMA (K-by-F: one dma_transpose per 128 F), then per 128 F:
+//     four nc_transposes into PSUM and a copy out (DVE and ACT alternately); pre-quantized and spilled x4 =
+//     one dma_copy of the data and the scales (packed scales at group boundaries only).
 //   quantize (quantize_mxfp8_block): one quantize_mx per (F tile of the block, K tile), DVE.
 //   spill (spill_block): per K tile one data dma_copy and the scales (packed: one per 4-row slot, 4 per
 //     128-partition tile).
 //   matmul (matmul_mxfp8_blocks): per output tile ('mnk' or 'nmk'), with the PSUM copy-in on every third
-//     tile of a block when accumulating and the inputs were BF16 (tensor_copy SBUF -> PSUM), one
-//     nc_matmul_mx per K tile, then tensor_tensor add into the accumulator when accumulating without the
+//     tile of a block when accumulating, the inputs were BF16 and PSUM is FP32 (tensor_copy SBUF -> PSUM),
+//     one nc_matmul_mx per K tile, then tensor_tensor add into the accumulator when accumulating without the
 //     copy-in, else tensor_copy PSUM -> accumulator.
 // Engines the library leaves to the compiler (engine unknown) take trnsim's NKI defaults (nki.h: DVE for
 // tensor_copy, tensor_scalar, tensor_tensor, memset; POOL for iota); DMAs take the descriptor mode and
@@ -92,8 +92,9 @@ struct Td {
   enum class Form { FByK, KByF, Quantized };
   Form form = Form::FByK;
   // FByK: BF16 [F, K], a whole contiguous tensor or a contiguous slice of one (the DGT gathers rows of its
-  // flattened [F K / vs, vs] view). Quantized: x4 [K/4, F] with `scales` E8M0 [K/4, F] or packed
-  // [ceil(K / 2048) 128, F].
+  // flattened [F K / vs, vs] view). KByF: BF16 [K, F], always loaded through the PE swizzle (nkilib
+  // TensorDescriptor.__post_init__ forces load_with_PE_swizzle for it). Quantized: x4 [K/4, F] with `scales`
+  // E8M0 [K/4, F] or packed [ceil(K / 2048) 128, F].
   View data, scales;
   bool packed = false;
   Swizzle swizzle = Swizzle::Dgt;
@@ -132,8 +133,12 @@ struct Call {
   Geometry g;
   int64_t mb = 0, nb = 0, kb = 0;
   int64_t lhs_m_offset = 0, rhs_n_offset = 0;
-  // SBUF FP32 [tile_m, bm * block_n]: output tile (mt, nt) at columns mt block_n + nt tile_n.
+  // SBUF [tile_m, bm * block_n] (FP32, or the output dtype when one K block fills it): output tile (mt, nt)
+  // at columns mt block_n + nt tile_n.
   View out;
+  // The PSUM tiles' dtype (generic_matmul_mxfp8_api: the output dtype when TILES_IN_BLOCK_K is 1 and the
+  // output is not FP32, else FP32); the copy-in needs FP32 (a BF16 PSUM write must come from a matmul).
+  DType psum_dtype = DType::F32;
   bool initialize = true;    // the first K block of this accumulator (else += into it)
   const Td* lhsq = nullptr;  // spill buffers: their presence enables spill / reload of that operand
   const Td* rhsq = nullptr;

@@ -32,7 +32,7 @@ bool needs_masking(const Geometry& g, const OperandLoad& o) {
   if (!o.td) return false;
   const Td& td = *o.td;
   const int64_t block_k = g.bk * load_k(td, g), block_f = o.block_tiles * o.tile_f;
-  const int64_t k_rows = bf16(td) ? td.K() : td.data.size(0), f = td.data.size(bf16(td) ? 0 : 1);
+  const int64_t k_rows = bf16(td) ? td.K() : td.data.size(0), f = bf16(td) ? td.F() : td.data.size(1);
   if (k_rows % block_k != 0 || f % block_f != 0) return true;
   if (td.effective_f) return bf16(td) ? td.effective_f % block_f != 0 : td.effective_f % block_k != 0;
   return false;
@@ -102,9 +102,11 @@ void load_dgt(Tiles& t, const Td& td, const View& pattern, const View& dst, int6
   nki::dma_transpose(dst, flat(S(0, 4 * af), all), {.vector_offset = vo(all, S(0, cdiv(4 * af, kPmax)))});
 }
 
-// load_tile_PE_swizzle_wrapX, F-by-K from HBM: the rows by DMA, then per 128 F four nc_transposes into PSUM
-// (each pair of F columns of one K quarter) and a copy out that puts [p][f][quarter] in the staging, on DVE
-// and ACT alternately (psum_drain_engine_ratio (1, 1)).
+// load_tile_PE_swizzle_wrapX from HBM: the F rows onto partitions (F-by-K: the 128-row groups by one DMA, a
+// partial group by a second; K-by-F: one dma_transpose [tile_k, 128] -> [128, tile_k] per 128 F, the
+// library's direct K-by-F branch), then per 128 F four nc_transposes into PSUM (each pair of F columns of one
+// K quarter) and a copy out that puts [p][f][quarter] in the staging, on DVE and ACT alternately
+// (psum_drain_engine_ratio (1, 1)).
 void load_pe(Tiles& t, const Call& c, const Td& td, const View& dst, int64_t k0, int64_t f0, int64_t tile_f,
              int64_t af) {
   const int64_t tile_k = c.g.tile_k, kp = tile_k / 4, subs = tile_f / kPmax;
@@ -113,12 +115,19 @@ void load_pe(Tiles& t, const Call& c, const Td& td, const View& dst, int64_t k0,
   View rows = t.sbuf("pe_swizzle_rows", {kPmax, subs * tile_k}, DType::BF16);
   const int64_t full = af / kPmax, rem = af % kPmax;
   if (af < tile_f) nki::memset(rows, 0.0);
-  if (full > 0)
+  if (td.form == Td::Form::KByF) {
+    for (int64_t s = 0; s < cdiv(af, kPmax); ++s) {
+      const int64_t f = f0 + s * kPmax, n = std::min(kPmax, af - s * kPmax);
+      nki::dma_transpose(rows(S(0, n), S(s * tile_k, (s + 1) * tile_k)),
+                         td.data(S(k0, k0 + tile_k), S(f, f + n)));
+    }
+  } else if (full > 0) {
     nki::dma_copy(rows(all, S(0, full * tile_k)).reshape({kPmax, full, tile_k}),
                   td.data(S(f0, f0 + full * kPmax), S(k0, k0 + tile_k))
                       .reshape({full, kPmax, tile_k})
                       .permute({1, 0, 2}));
-  if (rem > 0)
+  }
+  if (rem > 0 && td.form != Td::Form::KByF)
     nki::dma_copy(rows(S(0, rem), S(full * tile_k, (full + 1) * tile_k)),
                   td.data(S(f0 + full * kPmax, f0 + af), S(k0, k0 + tile_k)));
   for (int64_t s = 0; s < subs; ++s) {
@@ -152,7 +161,7 @@ void load_one(Tiles& t, const Call& c, OperandLoad& o, const Patterns& pats, int
     int64_t rem = td.K() - k0;
     if (rem <= 0) return;
     const int64_t af = std::min(load_f, f_eff - f_global);
-    if (td.swizzle == Swizzle::Pe) {
+    if (td.swizzle == Swizzle::Pe || td.form == Td::Form::KByF) {
       if (rem < g.tile_k)
         fail(c, fmt::format("K = {} is no multiple of tile_k = {}: the PE loader's remainder loads are not "
                             "modelled",

@@ -1,8 +1,9 @@
-// matmul_mxfp8_backward's default instruction stream against a count derived by hand from nki-library's
-// source (issue 25 item 2, as test_moe_lib.cpp does for the MoE kernels): per core, by opcode and engine, for
-// a small layer with BF16 operands and for one with a pre-quantized dY. The port's stream is pinned, and so
-// is its difference from the library's, each entry explained (kernels/matmul_mxfp8_backward/README.md lists
-// the differences with their file and function).
+// matmul_mxfp8_backward's instruction streams against a count derived by hand from nki-library's source
+// (issue 25 item 2, as test_moe_lib.cpp does for the MoE kernels): per core, by opcode and engine, for a
+// small layer with BF16 operands and for one with a pre-quantized dY. The default schedule, nki_library, must
+// emit the library's counts; the named option trnsim_optimized is pinned too, and so is its difference from
+// the library's, each entry explained (kernels/matmul_mxfp8_backward/README.md lists what the option changes,
+// with the library's file and function).
 //
 // Library source read (aws-neuron/nki-library, src/nkilib_src/nkilib/experimental/): at 092a49dc
 // matmul_mxfp8/matmul_mxfp8_generic_backward_kernel.py (matmul_mxfp8_backward: two matmul_mxfp8 calls),
@@ -70,6 +71,13 @@ json layer(json extra = json::object()) {
 
 }  // namespace
 
+const json kOptimized = {{"schedule", "trnsim_optimized"}};
+
+json optimized(json extra) {
+  extra.update(kOptimized);
+  return extra;
+}
+
 TEST_CASE("matmul_mxfp8_backward lib: BF16 layer's instructions per core, derived from nki-library's loops") {
   // nki-library, per core (both cores alike: each computes 512 of the 1024 output columns):
   //   input_grad = matmul_mxfp8(dY [M, N] F-by-K, W [N, K] K-by-F): generic_matmul_mxfp8_api runs 2 steps
@@ -97,30 +105,35 @@ TEST_CASE("matmul_mxfp8_backward lib: BF16 layer's instructions per core, derive
       {"dma_transpose", 22},   {"tensor_copy@DVE", 22}, {"tensor_copy@ACT", 10}, {"tensor_tensor@DVE", 4},
       {"quantize_mx@DVE", 19}, {"nc_matmul_mx@PE", 16}, {"dma_copy", 12},
   };
-  // The port (kernels/lib/mxfp8/matmul.cpp, blocks.cpp, loaders.cpp): dY's DGT is one outer-axes
+  // The default schedule emits exactly these.
+  const auto lib = build_mx("matmul_mxfp8_backward", layer());
+  REQUIRE(lib.program.streams.size() == 2);
+  CHECK(per_core(lib.program, 0) == library);
+  CHECK(per_core(lib.program, 1) == library);
+  // trnsim_optimized (kernels/lib/mxfp8/matmul.cpp, blocks.cpp, loaders.cpp): dY's DGT is one outer-axes
   // dma_transpose per load with no vector offsets (2); a K-by-F operand's rows go straight onto partitions by
   // one strided dma_copy per load (W 2, dY 1, X 1) with no PE pass; one quantize_mx per load, not per tile
   // (input_grad 2 x (1 + 1), weight_grad 1 + 1); the first K block's drains alternate DVE tensor_copy and ACT
   // activation copy (4 + 8); the second adds by tensor_tensor (4); stores as the library's (4 + 8).
-  const Counts port = {
+  const Counts opt = {
       {"dma_transpose", 2},  {"dma_copy", 4 + 12},     {"quantize_mx@DVE", 6},  {"tensor_copy@DVE", 6},
       {"activation@ACT", 6}, {"tensor_tensor@DVE", 4}, {"nc_matmul_mx@PE", 16},
   };
-  const auto b = build_mx("matmul_mxfp8_backward", layer());
+  const auto b = build_mx("matmul_mxfp8_backward", layer(kOptimized));
   REQUIRE(b.program.streams.size() == 2);
-  CHECK(per_core(b.program, 0) == port);
-  CHECK(per_core(b.program, 1) == port);
-  // What the library emits beyond the port (positive) and the port beyond the library (negative): the DGT
-  // vector offsets (iota, 4 DVE nc_transposes per step, a tensor_scalar per load); the PE swizzle of the
-  // K-by-F operands (80 PE nc_transposes, 20 dma_transposes and 10 + 10 PSUM copies for the port's 4 strided
-  // dma_copies); the library's first-K-block drains all on DVE (+6 tensor_copy) where the port alternates
-  // with ACT activation copies (-6); quantize_mx per tile, not per load (+13).
+  CHECK(per_core(b.program, 0) == opt);
+  CHECK(per_core(b.program, 1) == opt);
+  // What the library emits beyond trnsim_optimized (positive) and the option beyond the library (negative):
+  // the DGT vector offsets (iota, 4 DVE nc_transposes per step, a tensor_scalar per load); the PE swizzle of
+  // the K-by-F operands (80 PE nc_transposes, 20 dma_transposes and 10 + 10 PSUM copies for the option's 4
+  // strided dma_copies); the library's first-K-block drains all on DVE (+6 tensor_copy) where the option
+  // alternates with ACT activation copies (-6); quantize_mx per tile, not per load (+13).
   const Counts library_extra = {
       {"iota@POOL", 2},       {"nc_transpose@DVE", 8}, {"tensor_scalar@DVE", 2}, {"nc_transpose@PE", 80},
       {"dma_transpose", 20},  {"dma_copy", -4},        {"tensor_copy@DVE", 16},  {"tensor_copy@ACT", 10},
       {"activation@ACT", -6}, {"quantize_mx@DVE", 13},
   };
-  CHECK(minus(library, port) == library_extra);
+  CHECK(minus(library, opt) == library_extra);
 }
 
 TEST_CASE("matmul_mxfp8_backward lib: pre-quantized dY's instructions per core") {
@@ -131,29 +144,32 @@ TEST_CASE("matmul_mxfp8_backward lib: pre-quantized dY's instructions per core")
   // above (2 x (4 dma_transpose, 16 PE nc_transpose, 2 + 2 copies, 1 quantize_mx)); 8 nc_matmul_mx, drains 4
   // tensor_copy + 4 tensor_tensor (inputs_were_prequantized also rules the copy-in out), 4 stores.
   // weight_grad: the library hands the same rowwise pair to this phase, whose K check (N 1024 vs X's M 512)
-  // asserts; the port's columnwise pair loads as a pre-quantized LHS would (1 data + 1 scales dma_copy),
+  // asserts; trnsim's columnwise pair loads as a pre-quantized LHS would (1 data + 1 scales dma_copy),
   // X as above (4, 16, 2 + 2, 1 quantize_mx); 8 nc_matmul_mx, 8 drains, 8 stores.
   const Counts library = {
       {"dma_copy", 4 + 4 + 2 + 8},        {"dma_transpose", 8 + 4},   {"nc_transpose@PE", 32 + 16},
       {"tensor_copy@DVE", 4 + 4 + 2 + 8}, {"tensor_copy@ACT", 4 + 2}, {"tensor_tensor@DVE", 4},
       {"quantize_mx@DVE", 2 + 1},         {"nc_matmul_mx@PE", 16},
   };
-  // The port: the same x4 loads (4 + 2); W and X by one strided dma_copy per load (2 + 1); one quantize_mx
-  // per load of W and X (2 + 1); drains as in the BF16 layer.
-  const Counts port = {
+  const json prequantized = {{"output_grad_scales", {256, 512}},
+                             {"output_grad_columnwise_scales", {128, 1024}}};
+  const auto lib = build_mx("matmul_mxfp8_backward", layer(prequantized));
+  CHECK(per_core(lib.program, 0) == library);
+  CHECK(per_core(lib.program, 1) == library);
+  // trnsim_optimized: the same x4 loads (4 + 2); W and X by one strided dma_copy per load (2 + 1); one
+  // quantize_mx per load of W and X (2 + 1); drains as in the BF16 layer.
+  const Counts opt = {
       {"dma_copy", 4 + 2 + 3 + 12}, {"quantize_mx@DVE", 3},   {"tensor_copy@DVE", 6},
       {"activation@ACT", 6},        {"tensor_tensor@DVE", 4}, {"nc_matmul_mx@PE", 16},
   };
-  const auto b =
-      build_mx("matmul_mxfp8_backward",
-               layer({{"output_grad_scales", {256, 512}}, {"output_grad_columnwise_scales", {128, 1024}}}));
-  CHECK(per_core(b.program, 0) == port);
-  CHECK(per_core(b.program, 1) == port);
+  const auto b = build_mx("matmul_mxfp8_backward", layer(optimized(prequantized)));
+  CHECK(per_core(b.program, 0) == opt);
+  CHECK(per_core(b.program, 1) == opt);
   // The PE swizzle of W and X (48 PE nc_transposes, 12 dma_transposes, 6 + 6 PSUM copies for 3 strided
   // dma_copies) and the drains' engines (+6 DVE tensor_copy, -6 ACT activation).
   const Counts library_extra = {
       {"nc_transpose@PE", 48}, {"dma_transpose", 12},  {"dma_copy", -3},
       {"tensor_copy@DVE", 12}, {"tensor_copy@ACT", 6}, {"activation@ACT", -6},
   };
-  CHECK(minus(library, port) == library_extra);
+  CHECK(minus(library, opt) == library_extra);
 }
