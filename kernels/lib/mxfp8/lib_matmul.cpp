@@ -58,13 +58,8 @@ void emit_matmul(Tiles& t, const MatmulSpec& spec, const Plan& p, const View& ou
   const int c = k.program_id();
   if (!p.lnc2 && c == 1) return;  // core 0 computes all of Y
   Tiles::Scope scope(t);
-  int64_t Mc = spec.M, Nc = spec.N, m_lo = 0, n_lo = 0;
-  if (p.lnc2) {
-    if (p.shard_n)
-      Nc = spec.N / 2, n_lo = c * Nc;
-    else
-      Mc = spec.M / 2, m_lo = c * Mc;
-  }
+  const CoreShare share = core_share(spec, p, c);
+  const int64_t Mc = share.M, Nc = share.N, m_lo = share.m_lo, n_lo = share.n_lo;
   const Td lhs = descriptor(spec.lhs, spec.K, m_lo, Mc, fast_dma_transpose);
   const Td rhs = descriptor(spec.rhs, spec.K, n_lo, Nc, fast_dma_transpose);
   Geometry g;

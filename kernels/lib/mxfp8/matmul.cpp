@@ -18,13 +18,8 @@ void emit_matmul(Kernel& k, const MatmulSpec& spec, const Plan& p, Epilogue& epi
   if (spec.lhs2) check_operand_views(spec, *spec.lhs2, spec.M, "lhs2");
   check_operand_views(spec, spec.rhs, spec.N, "rhs");
   const int64_t TK = cdiv(spec.K, p.tile_k);
-  int64_t Mc = spec.M, Nc = spec.N, m_lo = 0, n_lo = 0;
-  if (p.lnc2) {
-    if (p.shard_n)
-      Nc = spec.N / 2, n_lo = c * Nc;
-    else
-      Mc = spec.M / 2, m_lo = c * Mc;
-  }
+  const CoreShare share = core_share(spec, p, c);
+  const int64_t Mc = share.M, Nc = share.N, m_lo = share.m_lo, n_lo = share.n_lo;
   const int64_t bmf = p.block_m * p.tile_m, bnf = p.block_n * p.tile_n;
   const int64_t nbm = cdiv(Mc, bmf), nbn = cdiv(Nc, bnf), nbk = cdiv(TK, p.block_k);
 

@@ -343,4 +343,14 @@ void check_operand_views(const MatmulSpec& spec, const Operand& o, int64_t F, co
   }
 }
 
+CoreShare core_share(const MatmulSpec& spec, const Plan& p, int core) {
+  CoreShare c{spec.M, spec.N, 0, 0};
+  if (!p.lnc2) return c;
+  if (p.shard_n)
+    c.N = spec.N / 2, c.n_lo = core * c.N;
+  else
+    c.M = spec.M / 2, c.m_lo = core * c.M;
+  return c;
+}
+
 }  // namespace trnsim::kernels::mxfp8

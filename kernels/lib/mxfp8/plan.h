@@ -70,6 +70,13 @@ struct Plan {
 // Validates `spec` for `limits` and resolves every auto field (InputError on any violation).
 Plan plan_matmul(const MatmulSpec& spec, const isa::Limits& limits);
 
+// The rows [m_lo, m_lo + M) and columns [n_lo, n_lo + N) of Y that core `core` computes under `plan` (its
+// LNC2 half of the sharded dim, or all of Y).
+struct CoreShare {
+  int64_t M = 0, N = 0, m_lo = 0, n_lo = 0;
+};
+CoreShare core_share(const MatmulSpec& spec, const Plan& plan, int core);
+
 // Checks the views bound to operand `op` (free size F; `which` is "lhs" or "rhs") at emit time: space, dtype
 // and shape for its source and layout, and for a gather the row index and whole-row view (InputError
 // "<spec.kernel>: ..." naming the tensor).
