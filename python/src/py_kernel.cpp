@@ -93,6 +93,10 @@ class PythonKernel final : public kernels::BoundKernel {
       kernels::KernelBuild b = kernels::build_program(
           [&](kernels::Kernel& k) { returned.push_back(core(KernelHandle(k))); }, options);
       frontend_stats_ = to_json(pyb::module_::import("trnsim.nki._hooks").attr("stats")());
+      if (spec_.track_sources) {
+        if (!frontend_stats_.is_object()) frontend_stats_ = json::object();
+        frontend_stats_["sources"] = to_json(runner().attr("sources")());
+      }
       if (frontend_stats_.is_object() && frontend_stats_.empty()) frontend_stats_ = nullptr;
       return with_outputs(std::move(b), returned);
     } catch (pyb::error_already_set& e) {
@@ -238,8 +242,10 @@ std::unique_ptr<kernels::BoundKernel> load_nki_kernel(const workload::Workload& 
       }
     }
   };
+  runner().attr("begin_load")();
   PythonKernelSpec spec;
   spec.name = w.kernel;
+  spec.track_sources = true;
   spec.kernel = load(*w.kernel_source, "kernel");
   if (w.reference) spec.reference = load(*w.reference, "reference");
   spec.params = w.params;
