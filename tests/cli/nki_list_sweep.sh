@@ -40,6 +40,8 @@ nfiles=$(ls "$SRC"/examples/nki/*.json | wc -l)
 check "list --json has one entry per examples/nki workload ($n of $nfiles)" '[[ $n == "$nfiles" ]]'
 msg=$("$TRNSIM" list nki_nope 2>&1)
 check "list of an unknown name: exit 1 naming it: $msg" '[[ $? == 1 && $msg == *"unknown kernel '"'"'nki_nope'"'"'"* ]]'
+check "the known kernels of that message include the NKI Python ones" \
+  '[[ $msg == *"matmul_bf16"* && $msg == *"nki_rmsnorm"* && $msg == *"nki_softmax"* ]]'
 
 # 2. A sweep of an NKI workload (a copy of examples/nki/rmsnorm, so its file can change): rows x eps.
 cp "$SRC/examples/nki/rmsnorm.py" "$SRC/examples/nki/rmsnorm.json" "$T/"
@@ -124,4 +126,20 @@ cp "$T/ed/rmsnorm.py.planned" "$T/ed/rmsnorm.py"
 "$TRNSIM" sweep "$T/ed/s.json" --out "$T/ed/o" -j 1 >/dev/null 2>"$T/ed/e2.txt"
 check "file as planned again: the first kept, the second runs: $(grep 2/2 "$T/ed/e2.txt")" \
   'grep -qF "2/2 points: 2 ok, 0 invalid, 0 failed, 1 kept" "$T/ed/e2.txt"'
+# 6. A kernel taking **kwargs: a sweep may set any params.<name>; the function gets it as a keyword argument.
+mkdir -p "$T/kw"
+cp "$SRC/examples/nki/rmsnorm.py" "$SRC/examples/nki/rmsnorm.json" "$T/kw/"
+sed -i 's/^def rmsnorm_kernel(x, gamma, eps=1e-6):$/def rmsnorm_kernel(x, gamma, **kwargs):\n    eps = kwargs["epsilon"]/' "$T/kw/rmsnorm.py"
+sed -i 's/^def rmsnorm_ref(x, gamma, eps=1e-6):$/def rmsnorm_ref(x, gamma, epsilon=1e-6):\n    eps = epsilon/' "$T/kw/rmsnorm.py"
+sed -i 's/"params": {"eps": 1e-6}/"params": {"epsilon": 1e-6}/' "$T/kw/rmsnorm.json"
+check "the copy takes **kwargs" 'grep -qF "**kwargs" "$T/kw/rmsnorm.py"'
+cat >"$T/kw/s.json" <<JSON
+{"name": "kw", "workload": "rmsnorm.json", "set": {"numerics": true}, "axes": {"params.epsilon": [1e-6, 0.5]}}
+JSON
+"$TRNSIM" sweep "$T/kw/s.json" --out "$T/kw/o" -j 2 >/dev/null 2>"$T/kw/e.txt"
+check "**kwargs sweep: 2 ok (the numerics pass, so epsilon reached the kernel): $(tail -2 "$T/kw/e.txt")" \
+  'grep -qF "2/2 points: 2 ok, 0 invalid, 0 failed, 0 kept" "$T/kw/e.txt"'
+k1=$(sed -n 2p "$T/kw/o/results.csv" | awk -F, '{print $(NF-1)}')
+k2=$(sed -n 3p "$T/kw/o/results.csv" | awk -F, '{print $(NF-1)}')
+check "the two epsilons are two keys ($k1, $k2)" '[[ -n $k1 && $k1 != "$k2" ]]'
 finish
