@@ -191,6 +191,11 @@ def input_order(kernel, names):
     return sorted(names, key=lambda n: pos.get(n, len(pos)))
 
 
+def takes_kwargs(func):
+    """True if the function takes **kwargs: a workload's "params" (and a sweep) may then set any name."""
+    return any(p.kind == p.VAR_KEYWORD for p in _parameters(func))
+
+
 _JSON_TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "string"))
 
 
@@ -285,10 +290,19 @@ def _internal(filename):
 
 
 def format_exception(etype, value, tb):
-    """'<file>:<line>: <Type>: <message>' at the innermost frame outside trnsim, then the traceback."""
+    """'<file>:<line>: <Type>: <message>' at the innermost frame outside trnsim, then the traceback. An NKI
+    rule the kernel broke (NkiError: it carries the kernel line) gives that line once and only the kernel's
+    own frames: trnsim's are no concern of the user's."""
     frames = traceback.extract_tb(tb)
     user = [f for f in frames if not _internal(f.filename)]
     where = ""
+    loc = getattr(value, "loc", None)
+    if hasattr(value, "bare") and loc is not None:
+        head = "%s: %s: %s" % (loc, etype.__name__, value.bare)
+        if not user:
+            return head
+        return head + "\nTraceback of the kernel (most recent call last):\n" + \
+            "".join(traceback.format_list(user)).rstrip("\n")
     if isinstance(value, SyntaxError) and value.filename:
         where = "%s:%s: " % (os.path.basename(value.filename), value.lineno)
     elif user:
