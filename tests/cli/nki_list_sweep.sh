@@ -101,7 +101,8 @@ check "imported module unchanged: both kept: $(grep 2/2 "$T/imp/e3.txt")" \
 # 5. A kernel file edited while its sweep runs: the run of the first point (one worker, in sweep order) edits
 # the file after reading it, so the second point's run reads other bytes than the plan keyed it by. That
 # point's result is not kept under the old key: an error row naming the file; with the file restored, a
-# rerun runs it (and keeps the first).
+# rerun runs it (and keeps the first). (The sweep checks the second point right after starting the first's
+# run, milliseconds before that run has started Python and read the file.)
 mkdir -p "$T/ed"
 cp "$SRC/examples/nki/rmsnorm.py" "$SRC/examples/nki/rmsnorm.json" "$T/ed/"
 cp "$T/ed/rmsnorm.py" "$T/ed/rmsnorm.py.orig"
