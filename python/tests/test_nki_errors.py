@@ -153,6 +153,22 @@ def test_output_never_written():
                            ["unwritten_output", "returns y", "no instruction writes it"])
 
 
+def test_output_written_by_one_core_of_two():
+    # LNC2: the output is written by program 0 alone; program 1's trace writes nothing, which is no error.
+    import nki
+    import nki.language as nl
+
+    @nki.jit
+    def first_core_writes(x):
+        y = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        if nl.program_id(0) == 0:
+            nl.store(y, nl.load(x))
+        return y
+
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    assert np.array_equal(tnki.simulate_kernel(first_core_writes[2], x), x)
+
+
 def test_kernel_returning_none():
     # The kernel writes y but returns nothing: its outputs are unknown; named at the def line.
     check_run_and_validate("returns_none", "MARK-returns-none", ["returns_none", "returns None"])

@@ -132,7 +132,7 @@ def _build_core(kernel, args, kwargs):
         if results is None:
             results = r
             outs = _outputs(kernel.fn, r, trace)
-    _check_written(kernel.fn, outs, trace)
+    _check_written(kernel.fn, outs, trace, core, cores)
     _declare_hbm(k, trace, outs)
     plan = _emit.emit(k, trace, _schedule_mode(kernel.options), kernel.options.get("bufs"))
     _last_plans.append({"core": core, "schedule": _schedule_mode(kernel.options), "sites": plan.report(),
@@ -215,17 +215,30 @@ def _outputs(fn, r, trace):
     return items
 
 
-def _check_written(fn, outs, trace):
-    """NkiError at the return line for a returned tensor no instruction writes (its values would be
-    whatever HBM held: the run would measure nothing)."""
+_unwritten = {}  # return position -> its message, for the outputs no core built so far writes
+
+
+def _check_written(fn, outs, trace, core, cores):
+    """NkiError at the return line for a returned tensor no instruction of any core writes (its values would
+    be whatever HBM held: the run would measure nothing). Cores build in turn: the check ends on the last."""
     written = {id(v.st) for op in trace.ops for v in op.writes}
-    for o in outs:
+    mine = {}
+    for i, o in enumerate(outs):
         if id(o.st) not in written:
             where = _return_loc(fn, trace)
             made = f" (allocated at {o.st.loc})" if getattr(o.st, "loc", None) else ""
             label = _var_name(trace, o.st) or o.st.name or "its output"
-            raise NkiError(f"kernel {fn.__name__} returns {label}{made}, but no instruction writes it: store "
-                           "its values (nl.store / nisa.dma_copy into it) before returning it", loc=where)
+            mine[i] = NkiError(f"kernel {fn.__name__} returns {label}{made}, but no instruction writes it: "
+                               "store its values (nl.store / nisa.dma_copy into it) before returning it",
+                               loc=where)
+    if core == 0:
+        _unwritten.clear()
+        _unwritten.update(mine)
+    else:
+        for i in [i for i in _unwritten if i not in mine]:
+            del _unwritten[i]
+    if core == cores - 1 and _unwritten:
+        raise _unwritten[min(_unwritten)]
 
 
 def _declare_hbm(k, trace, outs):
