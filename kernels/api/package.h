@@ -157,6 +157,8 @@ class KernelDef {
   virtual const std::string& doc() const = 0;
   virtual std::vector<ParamSpec> params() const = 0;
   virtual const std::string& cores_param() const = 0;  // "" if the workload's lnc decides
+  // True if "params" may also set names params() does not list (a Python kernel taking **kwargs).
+  virtual bool open_params() const { return false; }
   struct RecipeInfo {
     std::string name, doc;
     std::vector<ParamSpec> args;

@@ -2,6 +2,8 @@
 
 #include <pybind11/embed.h>
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -28,10 +30,36 @@ std::string python_dir() {
   return TRNSIM_PYTHON_DIR;
 }
 
+// $PYTHONHOME (the embedded interpreter reads it as python3 does): an InputError naming it when it does not
+// hold this Python's standard library, before the interpreter would fail to start without saying why.
+void check_python_home() {
+  const char* home = std::getenv("PYTHONHOME");
+  if (home == nullptr || *home == 0) return;
+  const std::string prefix = std::string(home).substr(0, std::string(home).find(':'));
+  const fs::path lib =
+      fs::path(prefix) / "lib" / fmt::format("python{}.{}", PY_MAJOR_VERSION, PY_MINOR_VERSION);
+  std::error_code ec;
+  if (!fs::is_regular_file(lib / "os.py", ec))
+    throw InputError(fmt::format(
+        "PYTHONHOME={}: no Python {}.{} standard library there ({} is missing): the embedded Python "
+        "interpreter that runs Python kernels cannot start; unset PYTHONHOME or point it at a Python {}.{} "
+        "installation",
+        home, PY_MAJOR_VERSION, PY_MINOR_VERSION, (lib / "os.py").string(), PY_MAJOR_VERSION,
+        PY_MINOR_VERSION));
+}
+
 void start_interpreter() {
   if (Py_IsInitialized()) return;
+  check_python_home();
   // No Python signal handlers: trnsim's own (Ctrl-C, SIGTERM) stay in place.
-  pyb::initialize_interpreter(false);
+  try {
+    pyb::initialize_interpreter(false);
+  } catch (const std::exception& e) {
+    const char* home = std::getenv("PYTHONHOME");
+    throw InputError(
+        fmt::format("the embedded Python interpreter that runs Python kernels cannot start: {}{}", e.what(),
+                    home != nullptr ? fmt::format(" (PYTHONHOME={}: unset it?)", home) : ""));
+  }
   // Never finalized: Python objects held by kernels live until the process exits.
   pyb::module_ sys = pyb::module_::import("sys");
   sys.attr("path").attr("insert")(0, python_dir());

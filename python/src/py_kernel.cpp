@@ -31,6 +31,8 @@ class PythonKernelDef final : public kernels::KernelDef {
   // The function's parameters that are not inputs (_runner.kernel_params): what "params" can set.
   std::vector<kernels::ParamSpec> params() const override { return params_; }
   void set_params(std::vector<kernels::ParamSpec> p) { params_ = std::move(p); }
+  bool open_params() const override { return open_params_; }
+  void set_open_params(bool open) { open_params_ = open; }
   const std::string& cores_param() const override { return cores_param_; }
   std::vector<RecipeInfo> recipes() const override { return {}; }
   std::unique_ptr<kernels::BoundKernel> bind(const json&) const override {
@@ -40,6 +42,7 @@ class PythonKernelDef final : public kernels::KernelDef {
  private:
   std::string name_, doc_ = "a kernel written in Python with NKI", cores_param_ = "grid";
   std::vector<kernels::ParamSpec> params_;
+  bool open_params_ = false;
 };
 
 kernels::ParamType param_type(const std::string& t) {
@@ -70,6 +73,7 @@ class PythonKernel final : public kernels::BoundKernel {
       params.push_back(std::move(p));
     }
     def_.set_params(std::move(params));
+    def_.set_open_params(runner().attr("takes_kwargs")(func_).cast<bool>());
   }
   ~PythonKernel() override {
     pyb::gil_scoped_acquire gil;
@@ -93,6 +97,10 @@ class PythonKernel final : public kernels::BoundKernel {
       kernels::KernelBuild b = kernels::build_program(
           [&](kernels::Kernel& k) { returned.push_back(core(KernelHandle(k))); }, options);
       frontend_stats_ = to_json(pyb::module_::import("trnsim.nki._hooks").attr("stats")());
+      if (spec_.track_sources) {
+        if (!frontend_stats_.is_object()) frontend_stats_ = json::object();
+        frontend_stats_["sources"] = to_json(runner().attr("sources")());
+      }
       if (frontend_stats_.is_object() && frontend_stats_.empty()) frontend_stats_ = nullptr;
       return with_outputs(std::move(b), returned);
     } catch (pyb::error_already_set& e) {
@@ -238,8 +246,10 @@ std::unique_ptr<kernels::BoundKernel> load_nki_kernel(const workload::Workload& 
       }
     }
   };
+  runner().attr("begin_load")();
   PythonKernelSpec spec;
   spec.name = w.kernel;
+  spec.track_sources = true;
   spec.kernel = load(*w.kernel_source, "kernel");
   if (w.reference) spec.reference = load(*w.reference, "reference");
   spec.params = w.params;

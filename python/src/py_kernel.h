@@ -34,6 +34,9 @@ struct PythonKernelSpec {
   pybind11::object reference = pybind11::none();     // NumPy reference function, or None
   std::optional<int> lnc;                            // the workload's "lnc"
   bool python_errors = false;                        // let Python exceptions propagate (calls from Python)
+  // Record the Python files the build ran with their SHA-256 (_runner.sources()) as stats.json
+  // "nki"."sources": {absolute path: hex} (kernels loaded from a workload's files).
+  bool track_sources = false;
 };
 
 std::unique_ptr<kernels::BoundKernel> make_python_kernel(PythonKernelSpec spec);

@@ -8,7 +8,24 @@ from runner import main, raises, tmpdir
 
 import trnsim
 import trnsim.nki as nki
-from tiny import add_kernel, add_ref, copy_kernel, raises_kernel, too_many_partitions
+from tiny import add_kernel, add_ref, copy_kernel, raises_kernel, too_many_partitions, unwritten_kernel
+
+
+def test_unwritten_output_warns():
+    # An output no instruction writes reads as NaN: simulate_kernel says so (a RuntimeWarning naming it).
+    import warnings
+
+    x = np.ones((128, 8), dtype=np.float32)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        y = nki.simulate_kernel(unwritten_kernel, x)
+    assert np.isnan(y).all()
+    msgs = [str(m.message) for m in w if issubclass(m.category, RuntimeWarning)]
+    assert any("output 'out'" in m and "all NaN" in m and "unwritten_kernel" in m for m in msgs), msgs
+    with warnings.catch_warnings(record=True) as w:  # a written output: no warning
+        warnings.simplefilter("always")
+        nki.simulate_kernel(copy_kernel, x)
+    assert not [m for m in w if "NaN" in str(m.message)], [str(m.message) for m in w]
 
 
 def test_simulate_copy():

@@ -103,4 +103,165 @@ def test_missing_reference():
     assert "no_such_ref" in err and "reference" in err, err
 
 
+def test_messages_name_the_call_and_the_line_once():
+    # nl.zeros's error names nl.zeros (not the nl.ndarray it is built on); the CLI gives the line once and
+    # none of trnsim's own frames.
+    err = check("zeros_over_128", "MARK-zeros", ["nl.zeros: partition dim 256"])
+    assert "nl.ndarray" not in err, err
+    first = err.splitlines()[0]
+    where = "nki_bad.py:%d" % line("MARK-zeros")
+    assert first.count(where) == 1, first
+    assert "/trnsim/nki/" not in err, err
+
+
+def test_psum_tiles_alive_are_listed():
+    # Nine one-bank PSUM tiles alive at once (8 banks): the error lists the others, whether from eight other
+    # lines or from the same line (a Python loop).
+    err = check("nine_psum_tiles", "MARK-psum-i", ["PSUM tile [128, 512]", "does not fit"])
+    first = line("MARK-psum-a")
+    for i in range(8):
+        assert "nki_bad.py:%d: [128, 512] float32" % (first + i) in err, (first + i, err)
+    err = check("nine_psum_tiles_one_line", "MARK-psum-9", ["x 9 alive at once"])
+    assert "the other tiles alive then: 8 more of this one (nki_bad.py:%d)" % line("MARK-psum-9") in err, err
+
+
+def validate_cli(function):
+    w = {"name": "bad", "hardware": "trn2", "kernel": {"nki": BAD, "function": function},
+         "inputs": {"x": {"generator": "normal", "seed": 1, "shape": [128, 64], "dtype": "float32"}}}
+    d = tmpdir()
+    path = os.path.join(d, "w.json")
+    with open(path, "w") as f:
+        json.dump(w, f)
+    p = subprocess.run([trnsim_exe(), "validate", path], capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+def check_run_and_validate(function, marker, words):
+    """simulate_kernel raises NkiError naming the line, `trnsim run` and `trnsim validate` exit 1 naming it."""
+    err = check(function, marker, words)
+    assert "roofline" not in err and "simulator bug" not in err, err
+    rc, out = validate_cli(function)
+    where = "nki_bad.py:%d" % line(marker)
+    assert rc == 1 and where in out, (rc, out)
+    for w in words:
+        assert w in out, (w, out)
+
+
+def test_output_never_written():
+    # y is returned but no instruction writes it: named at the return, not a roofline "simulator bug".
+    check_run_and_validate("unwritten_output", "MARK-unwritten",
+                           ["unwritten_output", "returns y", "no instruction writes it"])
+
+
+def test_output_written_by_one_core_of_two():
+    # LNC2: the output is written by program 0 alone; program 1's trace writes nothing, which is no error.
+    import nki
+    import nki.language as nl
+
+    @nki.jit
+    def first_core_writes(x):
+        y = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        if nl.program_id(0) == 0:
+            nl.store(y, nl.load(x))
+        return y
+
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    assert np.array_equal(tnki.simulate_kernel(first_core_writes[2], x), x)
+
+
+def test_kernel_returning_none():
+    # The kernel writes y but returns nothing: its outputs are unknown; named at the def line.
+    check_run_and_validate("returns_none", "MARK-returns-none", ["returns_none", "returns None"])
+
+
+def test_kernel_returning_its_input():
+    # Named at the kernel's return line, not at trnsim's runner.
+    err = check("returns_input", "MARK-returns-input", ["returns its input 'x'"])
+    assert "_runner.py" not in err.splitlines()[0] and "_jit.py" not in err.splitlines()[0], err
+
+
+def test_unimplemented_language_name():
+    # An nki.language name trnsim does not implement: NkiUnsupported naming it and the line, not AttributeError.
+    err = check("unimplemented_language_name", "MARK-unimplemented-nl", ["nki.language.tan"],
+                tnki.NkiUnsupported)
+    assert "AttributeError" not in err, err
+
+
+def test_every_nki_api_name_is_defined_or_unsupported():
+    # The names of nki.language / nki.isa in NKI's API reference (2.21 to 2.33, the autosummary lists of
+    # nki/api/nki.language.rst and nki.isa.rst): each is defined by trnsim (supported, or a stub raising
+    # NkiUnsupported when called). Any other name raises NkiUnsupported naming it and the line asking.
+    import nki.isa as nisa
+    import nki.language as nl
+
+    language = """NkiTensor abs abs_max abs_min add affine_range all all_reduce arange arctan atomic_rmw bfloat16
+        bitwise_and bitwise_or bitwise_xor bool_ broadcast_to bypass ceil copy cos device_print divide dropout ds
+        dynamic_range empty_like equal erf erf_dx exp expand_dims float16 float32 float4_e2m1fn_x4 float8_e4m3
+        float8_e4m3fn float8_e4m3fn_x4 float8_e5m2 float8_e5m2_x4 float8_e8m0fnu floor fmod fori_loop fp32 full
+        gather_flattened gelu gelu_apprx_sigmoid gelu_apprx_sigmoid_dx gelu_apprx_tanh gelu_dx greater
+        greater_equal hbm int16 int32 int8 invert is_hbm is_on_chip is_psum is_sbuf left_shift less less_equal
+        load load_transpose2d log logical_and logical_not logical_or logical_xor loop_reduce matmul max maximum
+        mean mgrid min minimum mish mod multiply nc ndarray negative no_reorder not_equal num_programs ones
+        par_dim power prelu private_hbm prod program_id program_ndim psum rand random_seed reciprocal relu
+        right_shift rms_norm rsqrt sbuf sequential_range shared_constant shared_hbm shared_identity_matrix
+        sigmoid sign silu silu_dx sin softmax softplus spmd_dim sqrt square static_range store subtract sum tan
+        tanh tfloat32 tile_size transpose trunc uint16 uint32 uint8 var where while_loop zeros zeros_like"""
+    isa = """NkiInstruction VirtualRegister activate2 activation activation_reduce affine_select bn_aggr bn_stats
+        core_barrier dge_mode dma_compute dma_copy dma_engine dma_transpose dropout engine exponential
+        get_nc_version gpsimd_engine iota local_gather matmul_perf_mode max8 memset nc_find_index8
+        nc_match_replace8 nc_matmul nc_matmul_mx nc_n_gather nc_stream_shuffle nc_transpose nc_version
+        nonzero_with_count oob_mode quantize_mx rand2 rand_get_state rand_set_state range_select reciprocal
+        reduce_cmd register_alloc register_load register_move register_store rng scalar_engine
+        scalar_tensor_tensor select_reduce sendrecv sequence_bounds set_rng_seed tensor_copy
+        tensor_copy_dynamic_dst tensor_copy_dynamic_src tensor_copy_predicated tensor_engine
+        tensor_partition_reduce tensor_reduce tensor_scalar tensor_scalar_cumulative tensor_scalar_reduce
+        tensor_tensor tensor_tensor_scan topk unknown_engine vector_engine"""
+    for mod, names in ((nl, language), (nisa, isa)):
+        missing = [n for n in names.split() if n not in vars(mod)]
+        assert not missing, (mod.__name__, missing)
+    e = raises(tnki.NkiUnsupported, lambda: nl.some_future_call)  # MARK-future-name
+    assert "nki.language.some_future_call is not modelled by trnsim" in str(e), str(e)
+    assert "test_nki_errors.py:%d" % line_in(__file__, "MARK-future-name") in str(e), str(e)
+    assert not hasattr(nisa, "some_future_call")
+
+
+def line_in(path, marker):
+    with open(path) as f:
+        for i, text in enumerate(f, 1):
+            if marker in text and "line_in(" not in text:
+                return i
+    raise AssertionError(marker)
+
+
+def test_expand_dims():
+    # nl.expand_dims inserts a size-1 free dim (a view, no instruction); the values pass through unchanged.
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+
+    @nki.jit
+    def k(x):
+        t = nl.load(x)
+        e = nl.expand_dims(t, 2)
+        assert tuple(e.shape) == (128, 64, 1), e.shape
+        assert tuple(nl.expand_dims(t, (-1, -2)).shape) == (128, 64, 1, 1)
+        y = nl.ndarray((128, 64, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(y, e)
+        return y
+
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    y = tnki.simulate_kernel(k, x)
+    assert y.shape == (128, 64, 1) and np.array_equal(y[:, :, 0], x), y.shape
+
+    @nki.jit
+    def bad(x):
+        t = nl.load(x)
+        nl.expand_dims(t, 0)  # MARK-expand-partition
+        return x
+
+    e = raises(tnki.NkiError, tnki.simulate_kernel, bad, x)
+    assert "nl.expand_dims: axis 0" in str(e) and "partition dim" in str(e), str(e)
+    assert "test_nki_errors.py:%d" % line_in(__file__, "MARK-expand-partition") in str(e), str(e)
+
+
 main(globals())

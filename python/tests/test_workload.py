@@ -190,6 +190,18 @@ def test_jit_grid_conflicting_with_lnc():
     assert rc == 0, err
 
 
+def test_broken_pythonhome():
+    # PYTHONHOME pointing nowhere: exit 1 naming it (not an internal error from the interpreter's start-up).
+    path, _ = workload()
+    env = dict(os.environ, PYTHONHOME="/nonexistent")
+    for cmd in ("validate", "run"):
+        p = subprocess.run([trnsim_exe(), cmd, path, "--out", tmpdir()] if cmd == "run" else
+                           [trnsim_exe(), cmd, path], capture_output=True, text=True, env=env)
+        assert p.returncode == 1, (cmd, p.returncode, p.stderr)
+        assert "PYTHONHOME=/nonexistent" in p.stderr and "internal error" not in p.stderr, p.stderr
+        assert "unset PYTHONHOME" in p.stderr, p.stderr
+
+
 def test_syntax_error_in_kernel_file():
     d = tmpdir()
     bad = os.path.join(d, "bad.py")

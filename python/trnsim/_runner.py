@@ -6,6 +6,9 @@ NKI_CONTRACT.md section 3 / docs/nki.md: the kernel function runs once per core 
 (unwrapped by ``trnsim.nki._hooks.unwrap``) are the run's outputs.
 """
 
+import functools
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import inspect
 import os
@@ -14,32 +17,128 @@ import traceback
 
 from . import _core
 
-_loaded = {}
+class _Sources:
+    """The Python source files a workload's kernel ran, each with the SHA-256 of the bytes executed: the
+    kernel and reference files (load_function) and every module they import from their folders (a
+    meta-path finder), the standard library, site packages and trnsim itself excepted. A sweep keys a point
+    by them (tools/sweep/point_check.cpp) and checks that its child ran the same bytes. Modules are executed
+    from the bytes hashed, never from a cached .pyc."""
+
+    def __init__(self):
+        self.hashes = {}    # absolute path -> sha256 hex, in the order loaded
+        self.folders = []   # the kernel and reference files' folders
+        self.modules = []   # names of the local modules imported this session
+        self.files = {}     # absolute path -> module (load_function's, this session)
+
+
+_session = _Sources()
+
+
+@functools.lru_cache(maxsize=None)
+def _excluded_dirs():
+    import sysconfig
+    dirs = {os.path.dirname(os.path.abspath(__file__))}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        d = sysconfig.get_paths().get(key)
+        if d:
+            dirs.add(os.path.realpath(d))
+    dirs.update(os.path.realpath(p) for p in sys.path if "site-packages" in p or "dist-packages" in p)
+    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
+
+
+def _under(path, dirs):
+    return any(path.startswith(d) for d in dirs)
+
+
+def _read_hashed(path):
+    import hashlib
+    with open(path, "rb") as f:
+        data = f.read()
+    _session.hashes[path] = hashlib.sha256(data).hexdigest()
+    return data
+
+
+class _LocalLoader(importlib.abc.SourceLoader):
+    def __init__(self, fullname, path):
+        self.name, self.path = fullname, path
+
+    def get_filename(self, fullname):
+        return self.path
+
+    def get_data(self, path):
+        return _read_hashed(path) if path == self.path else open(path, "rb").read()
+
+    def exec_module(self, module):
+        _session.modules.append(module.__name__)
+        super().exec_module(module)
+
+
+class _LocalFinder(importlib.abc.MetaPathFinder):
+    """Imports a module found under a kernel's folder through _LocalLoader (hashing what it runs)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if not _session.folders:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        origin = getattr(spec, "origin", None) if spec is not None else None
+        if not origin or not origin.endswith(".py"):
+            return None
+        origin = os.path.realpath(origin)
+        if not _under(origin, tuple(f + os.sep for f in _session.folders)) or _under(origin, _excluded_dirs()):
+            return None
+        return importlib.util.spec_from_file_location(
+            fullname, origin, loader=_LocalLoader(fullname, origin),
+            submodule_search_locations=spec.submodule_search_locations)
+
+
+def begin_load():
+    """Starts a workload's loading: forgets the files an earlier workload loaded (their local modules are
+    imported afresh, as a new process would), so sources() names exactly what this one runs."""
+    global _session
+    for name in _session.modules:
+        sys.modules.pop(name, None)
+    for module in _session.files.values():
+        sys.modules.pop(module.__name__, None)
+    _session = _Sources()
+    if not any(isinstance(f, _LocalFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _LocalFinder())
+
+
+def sources():
+    """{absolute path: SHA-256 hex} of the Python files this workload's kernel ran (see _Sources)."""
+    return dict(_session.hashes)
+
+
+_serial = [0]
 
 
 def load_function(path, name):
-    """The object called ``name`` in the Python file ``path`` (imported once per path, as a module of its
-    own). LookupError if the file defines no such name."""
+    """The object called ``name`` in the Python file ``path`` (executed once per path and begin_load(), as a
+    module of its own, from the bytes sources() hashes). LookupError if the file defines no such name."""
     # The nki module names resolve to trnsim's before the kernel's imports run.
     from . import nki as _nki  # noqa: F401
 
-    path = os.path.abspath(path)
-    module = _loaded.get(path)
+    path = os.path.realpath(os.path.abspath(path))
+    module = _session.files.get(path)
     if module is None:
-        mod_name = "_trnsim_kernel_%d" % len(_loaded)
-        spec = importlib.util.spec_from_file_location(mod_name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[mod_name] = module
+        mod_name = "_trnsim_kernel_%d" % _serial[0]
+        _serial[0] += 1
         kernel_dir = os.path.dirname(path)
-        added = kernel_dir not in sys.path
-        if added:  # a kernel file may import its neighbours
+        if kernel_dir not in _session.folders:
+            _session.folders.append(kernel_dir)
+        code = compile(_read_hashed(path), path, "exec", dont_inherit=True)
+        spec = importlib.util.spec_from_loader(mod_name, loader=None, origin=path)
+        module = importlib.util.module_from_spec(spec)
+        module.__file__ = path
+        sys.modules[mod_name] = module
+        if kernel_dir not in sys.path:  # a kernel file may import its neighbours
             sys.path.insert(0, kernel_dir)
         try:
-            spec.loader.exec_module(module)
+            exec(code, module.__dict__)
         except BaseException:
             del sys.modules[mod_name]
             raise
-        _loaded[path] = module
+        _session.files[path] = module
     if not hasattr(module, name):
         defined = sorted(n for n, v in vars(module).items()
                          if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == module.__name__)
@@ -90,6 +189,11 @@ def input_order(kernel, names):
             raise ValueError("'%s' is not a parameter of %s%s" % (
                 n, func.__name__, "(%s)" % ", ".join(p.name for p in params)))
     return sorted(names, key=lambda n: pos.get(n, len(pos)))
+
+
+def takes_kwargs(func):
+    """True if the function takes **kwargs: a workload's "params" (and a sweep) may then set any name."""
+    return any(p.kind == p.VAR_KEYWORD for p in _parameters(func))
 
 
 _JSON_TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "string"))
@@ -186,10 +290,19 @@ def _internal(filename):
 
 
 def format_exception(etype, value, tb):
-    """'<file>:<line>: <Type>: <message>' at the innermost frame outside trnsim, then the traceback."""
+    """'<file>:<line>: <Type>: <message>' at the innermost frame outside trnsim, then the traceback. An NKI
+    rule the kernel broke (NkiError: it carries the kernel line) gives that line once and only the kernel's
+    own frames: trnsim's are no concern of the user's."""
     frames = traceback.extract_tb(tb)
     user = [f for f in frames if not _internal(f.filename)]
     where = ""
+    loc = getattr(value, "loc", None)
+    if hasattr(value, "bare") and loc is not None:
+        head = "%s: %s: %s" % (loc, etype.__name__, value.bare)
+        if not user:
+            return head
+        return head + "\nTraceback of the kernel (most recent call last):\n" + \
+            "".join(traceback.format_list(user)).rstrip("\n")
     if isinstance(value, SyntaxError) and value.filename:
         where = "%s:%s: " % (os.path.basename(value.filename), value.lineno)
     elif user:

@@ -40,6 +40,8 @@ nfiles=$(ls "$SRC"/examples/nki/*.json | wc -l)
 check "list --json has one entry per examples/nki workload ($n of $nfiles)" '[[ $n == "$nfiles" ]]'
 msg=$("$TRNSIM" list nki_nope 2>&1)
 check "list of an unknown name: exit 1 naming it: $msg" '[[ $? == 1 && $msg == *"unknown kernel '"'"'nki_nope'"'"'"* ]]'
+check "the known kernels of that message include the NKI Python ones" \
+  '[[ $msg == *"matmul_bf16"* && $msg == *"nki_rmsnorm"* && $msg == *"nki_softmax"* ]]'
 
 # 2. A sweep of an NKI workload (a copy of examples/nki/rmsnorm, so its file can change): rows x eps.
 cp "$SRC/examples/nki/rmsnorm.py" "$SRC/examples/nki/rmsnorm.json" "$T/"
@@ -78,4 +80,67 @@ printf '%s' '{"name": "bad", "workload": "rmsnorm.json", "axes": {"params.epsilo
 msg=$("$TRNSIM" sweep "$T/bad.json" --out "$T/ob" 2>&1)
 check "unknown keyword parameter: exit 1 naming eps: $msg" \
   '[[ $? == 1 && $msg == *"bad.json: axes.params.epsilon: unknown path '"'"'params.epsilon'"'"': kernel '"'"'rmsnorm_kernel (rmsnorm.py)'"'"' has no parameter '"'"'epsilon'"'"' (its parameters: eps)"* ]]'
+# 4. A module the kernel imports from its folder is part of the key: editing it reruns the points.
+mkdir -p "$T/imp"
+cp "$SRC/examples/nki/rmsnorm.py" "$SRC/examples/nki/rmsnorm.json" "$T/imp/"
+printf 'import rms_helper  # noqa: F401\n' >>"$T/imp/rmsnorm.py"
+printf 'SCALE = 1\n' >"$T/imp/rms_helper.py"
+cat >"$T/imp/s.json" <<JSON
+{"name": "imp", "workload": "rmsnorm.json", "axes": {"params.eps": [1e-6, 0.5]}}
+JSON
+"$TRNSIM" sweep "$T/imp/s.json" --out "$T/imp/o" -j 2 >/dev/null 2>"$T/imp/e1.txt"
+check "import sweep: 2 ok: $(tail -2 "$T/imp/e1.txt")" 'grep -qF "2/2 points: 2 ok, 0 invalid, 0 failed, 0 kept" "$T/imp/e1.txt"'
+echo "# edited" >>"$T/imp/rms_helper.py"
+"$TRNSIM" sweep "$T/imp/s.json" --out "$T/imp/o" -j 2 >/dev/null 2>"$T/imp/e2.txt"
+check "imported module edited: both points run again: $(grep 2/2 "$T/imp/e2.txt")" \
+  'grep -qF "2/2 points: 2 ok, 0 invalid, 0 failed, 0 kept" "$T/imp/e2.txt"'
+"$TRNSIM" sweep "$T/imp/s.json" --out "$T/imp/o" -j 2 >/dev/null 2>"$T/imp/e3.txt"
+check "imported module unchanged: both kept: $(grep 2/2 "$T/imp/e3.txt")" \
+  'grep -qF "2/2 points: 2 ok, 0 invalid, 0 failed, 2 kept" "$T/imp/e3.txt"'
+
+# 5. A kernel file edited while its sweep runs: the run of the first point (one worker, in sweep order) edits
+# the file after reading it, so the second point's run reads other bytes than the plan keyed it by. That
+# point's result is not kept under the old key: an error row naming the file; with the file restored, a
+# rerun runs it (and keeps the first). (The sweep checks the second point right after starting the first's
+# run, milliseconds before that run has started Python and read the file.)
+mkdir -p "$T/ed"
+cp "$SRC/examples/nki/rmsnorm.py" "$SRC/examples/nki/rmsnorm.json" "$T/ed/"
+cp "$T/ed/rmsnorm.py" "$T/ed/rmsnorm.py.orig"
+cat >>"$T/ed/rmsnorm.py" <<'PY'
+import os as _os
+_argv = open("/proc/self/cmdline", "rb").read().split(b"\0")
+if _argv[1:2] == [b"run"] and not _os.path.exists(__file__ + ".edited"):  # the first point's run
+    open(__file__ + ".edited", "w").close()
+    with open(__file__, "a") as _f:
+        _f.write("\n# edited while the sweep ran\n")
+PY
+cp "$T/ed/rmsnorm.py" "$T/ed/rmsnorm.py.planned"
+cat >"$T/ed/s.json" <<JSON
+{"name": "ed", "workload": "rmsnorm.json", "axes": {"params.eps": [1e-6, 0.5]}}
+JSON
+"$TRNSIM" sweep "$T/ed/s.json" --out "$T/ed/o" -j 1 >"$T/ed/r1.txt" 2>"$T/ed/e1.txt"
+check "edited during the sweep: 1 ok, 1 failed: $(grep 2/2 "$T/ed/e1.txt")" \
+  'grep -qF "2/2 points: 1 ok, 0 invalid, 1 failed, 0 kept" "$T/ed/e1.txt"'
+check "the failed point names the file: $(grep -o "error,.*" "$T/ed/o/results.csv" | head -1)" \
+  'grep -qF "ed/rmsnorm.py changed while the sweep ran" "$T/ed/o/results.csv"'
+cp "$T/ed/rmsnorm.py.planned" "$T/ed/rmsnorm.py"
+"$TRNSIM" sweep "$T/ed/s.json" --out "$T/ed/o" -j 1 >/dev/null 2>"$T/ed/e2.txt"
+check "file as planned again: the first kept, the second runs: $(grep 2/2 "$T/ed/e2.txt")" \
+  'grep -qF "2/2 points: 2 ok, 0 invalid, 0 failed, 1 kept" "$T/ed/e2.txt"'
+# 6. A kernel taking **kwargs: a sweep may set any params.<name>; the function gets it as a keyword argument.
+mkdir -p "$T/kw"
+cp "$SRC/examples/nki/rmsnorm.py" "$SRC/examples/nki/rmsnorm.json" "$T/kw/"
+sed -i 's/^def rmsnorm_kernel(x, gamma, eps=1e-6):$/def rmsnorm_kernel(x, gamma, **kwargs):\n    eps = kwargs["epsilon"]/' "$T/kw/rmsnorm.py"
+sed -i 's/^def rmsnorm_ref(x, gamma, eps=1e-6):$/def rmsnorm_ref(x, gamma, epsilon=1e-6):\n    eps = epsilon/' "$T/kw/rmsnorm.py"
+sed -i 's/"params": {"eps": 1e-6}/"params": {"epsilon": 1e-6}/' "$T/kw/rmsnorm.json"
+check "the copy takes **kwargs" 'grep -qF "**kwargs" "$T/kw/rmsnorm.py"'
+cat >"$T/kw/s.json" <<JSON
+{"name": "kw", "workload": "rmsnorm.json", "set": {"numerics": true}, "axes": {"params.epsilon": [1e-6, 0.5]}}
+JSON
+"$TRNSIM" sweep "$T/kw/s.json" --out "$T/kw/o" -j 2 >/dev/null 2>"$T/kw/e.txt"
+check "**kwargs sweep: 2 ok (the numerics pass, so epsilon reached the kernel): $(tail -2 "$T/kw/e.txt")" \
+  'grep -qF "2/2 points: 2 ok, 0 invalid, 0 failed, 0 kept" "$T/kw/e.txt"'
+k1=$(sed -n 2p "$T/kw/o/results.csv" | awk -F, '{print $(NF-1)}')
+k2=$(sed -n 3p "$T/kw/o/results.csv" | awk -F, '{print $(NF-1)}')
+check "the two epsilons are two keys ($k1, $k2)" '[[ -n $k1 && $k1 != "$k2" ]]'
 finish

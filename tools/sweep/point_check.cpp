@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "kernels/workload/workload.h"
@@ -47,20 +48,53 @@ json input_json(const workload::PreparedWorkload& p, const workload::InputEntry&
   return j;
 }
 
-// A kernel or reference from a source file: its function and the SHA-256 of the file's bytes, so a point's
-// key changes when the file does (a file the kernel imports is not covered: docs/sweeps.md).
-json source_json(const workload::KernelSource& s) {
-  std::ifstream in(s.file, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in) throw InputError(fmt::format("cannot read '{}' to key the point", s.file));
-  return {{"language", s.language}, {"function", s.function}, {"sha256", io::sha256_hex(ss.str())}};
+std::string canonical(const std::string& file) {
+  std::error_code ec;
+  return fs::weakly_canonical(fs::absolute(file), ec).string();
+}
+
+// A kernel or reference from a source file: its function and the SHA-256 of the bytes the loader ran
+// (`ran`: the kernel's record of the Python files it executed, absolute path -> hex), so a point's key
+// changes when the file does.
+json source_json(const workload::KernelSource& s, const json& ran) {
+  const auto it = ran.find(canonical(s.file));
+  if (it == ran.end())
+    throw InputError(fmt::format("'{}' was not recorded as run: cannot key the point", s.file));
+  return {{"language", s.language}, {"function", s.function}, {"sha256", *it}};
+}
+
+// The modules the kernel and reference imported from their folders (what `ran` holds besides those two
+// files): path relative to the kernel's folder -> SHA-256, so editing one reruns its points.
+json imports_json(const workload::Workload& w, const json& ran) {
+  std::set<std::string> own = {canonical(w.kernel_source->file)};
+  if (w.reference) own.insert(canonical(w.reference->file));
+  const fs::path dir = fs::path(canonical(w.kernel_source->file)).parent_path();
+  json out = json::object();
+  for (const auto& [path, sha] : ran.items())
+    if (!own.count(path)) out[fs::path(path).lexically_relative(dir).string()] = sha;
+  return out;
 }
 
 }  // namespace
 
 std::string short_sha256(const std::string& text) {
   return io::sha256_hex(text).substr(0, 20);
+}
+
+std::string changed_sources(const json& planned, const json& stats) {
+  if (!planned.is_object()) return "";
+  const json nki = stats.is_object() ? stats.value("nki", json()) : json();
+  const json ran = nki.is_object() ? nki.value("sources", json::object()) : json::object();
+  std::vector<std::string> changed;
+  for (const auto& [path, sha] : ran.items())
+    if (!planned.contains(path) || planned[path] != sha) changed.push_back(path);
+  for (const auto& [path, sha] : planned.items())
+    if (!ran.contains(path)) changed.push_back(path);
+  if (changed.empty()) return "";
+  return fmt::format(
+      "{} changed while the sweep ran (the run executed other bytes than the point was keyed by): its "
+      "result is not kept; rerun the sweep",
+      fmt::join(changed, ", "));
 }
 
 CheckedPoint check_point(const std::string& workload, const std::vector<std::string>& sets) {
@@ -81,8 +115,14 @@ CheckedPoint check_point(const std::string& workload, const std::vector<std::str
                   {"inputs", inputs},
                   {"outputs", p.written},
                   {"numerics", w.numerics}};
-    if (w.kernel_source) c.resolved["kernel_source"] = source_json(*w.kernel_source);
-    if (w.reference) c.resolved["reference"] = source_json(*w.reference);
+    if (w.kernel_source) {
+      const json nki = p.kernel->frontend_stats();
+      const json ran = nki.is_object() ? nki.value("sources", json::object()) : json::object();
+      c.resolved["kernel_source"] = source_json(*w.kernel_source, ran);
+      if (w.reference) c.resolved["reference"] = source_json(*w.reference, ran);
+      c.resolved["imports"] = imports_json(w, ran);
+      c.sources = ran;
+    }
     c.key = short_sha256(c.resolved.dump());
     c.valid = true;
   } catch (const std::bad_alloc&) {

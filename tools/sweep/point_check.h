@@ -19,11 +19,19 @@ struct CheckedPoint {
   // size, modification time) or recipe (checked arguments), the outputs written, numerics. The workload's
   // name and description are not part of it.
   nlohmann::json resolved;
+  // A Python kernel's record of the files it ran while the point was checked ({absolute path: SHA-256
+  // hex}, stats.json "nki"."sources"), else null. The pool compares it with what the point's run reports,
+  // so a file edited while the sweep runs never leaves its results under the old bytes' key.
+  nlohmann::json sources;
 };
 
 CheckedPoint check_point(const std::string& workload, const std::vector<std::string>& sets);
 
 // 20 hex digits of the SHA-256 of `text` (io::sha256_hex, sim/io/content_hash.h).
 std::string short_sha256(const std::string& text);
+
+// "" if a run executed the Python files `planned` records (CheckedPoint::sources; null: nothing to check),
+// judged by its stats.json; else why its result cannot be kept under the point's key, naming the files.
+std::string changed_sources(const nlohmann::json& planned, const nlohmann::json& stats);
 
 }  // namespace trnsim::sweep

@@ -23,6 +23,7 @@
 #include "sim/base/interrupt.h"
 #include "sim/config/json_document.h"
 #include "sim/io/output_files.h"
+#include "tools/sweep/point_check.h"
 #include "tools/sweep/results.h"
 
 namespace trnsim::sweep {
@@ -185,9 +186,15 @@ class Pool {
       row["error"] = fmt::format("timed out after {:g} s (--timeout)", cfg_.timeout_seconds);
     } else if (code == 0 || code == 3) {
       try {
-        row["metrics"] = metrics_of(config::read_json_document(stats));
+        const json st = config::read_json_document(stats);
+        row["metrics"] = metrics_of(st);
         row["status"] = code == 0 ? "ok" : "numerics_fail";
         if (code == 3) row["error"] = "a numerics check failed";
+        if (const std::string changed = changed_sources(c.task.sources, st); !changed.empty()) {
+          row.erase("metrics");
+          row["status"] = "error";
+          row["error"] = changed;
+        }
       } catch (const InputError& e) {
         row["status"] = "error";
         row["error"] = std::string("the run wrote no readable stats.json: ") + e.what();

@@ -21,6 +21,9 @@ namespace trnsim::sweep {
 struct Task {
   std::string key;
   std::vector<std::string> sets;  // --set assignments of the point
+  // A Python kernel's record of the files it ran when the point was checked (CheckedPoint::sources), or
+  // null. A run that reports other bytes (a file edited since) gets an "error" row, not a result under `key`.
+  nlohmann::json sources;
 };
 
 struct PoolConfig {

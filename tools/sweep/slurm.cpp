@@ -178,7 +178,7 @@ int slurm_submit(const std::string& dir, const SlurmOptions& o) {
     if (pt.contains("invalid")) continue;
     const std::string key = pt["key"].get<std::string>();
     if (!seen.insert(key).second || row_done(read_row(dir, key))) continue;
-    todo.push_back({{"key", key}, {"sets", pt["sets"]}});
+    todo.push_back({{"key", key}, {"sets", pt["sets"]}, {"sources", pt.value("sources", json())}});
   }
   std::error_code ec;
   const std::string adir = fs::absolute(dir, ec).string();
@@ -269,7 +269,8 @@ int slurm_task(const std::string& submission_dir, int task, int jobs) {
   std::vector<Task> tasks;
   for (size_t i = static_cast<size_t>(task) * per;
        i < pts.size() && i < (static_cast<size_t>(task) + 1) * per; ++i)
-    tasks.push_back({pts[i]["key"].get<std::string>(), pts[i]["sets"].get<std::vector<std::string>>()});
+    tasks.push_back({pts[i]["key"].get<std::string>(), pts[i]["sets"].get<std::vector<std::string>>(),
+                     pts[i].value("sources", json())});
   PoolConfig cfg;
   cfg.exe = self_exe();
   cfg.workload = spec["workload"].get<std::string>();

@@ -61,7 +61,9 @@ class PathChecker {
       // A kernel from a source file (a Python NKI kernel): its parameters are the function's keyword
       // arguments, known once its loader has read the file.
       kernel_ = w_.kernel;
-      params_ = workload::bind_kernel(w_)->def().params();
+      const auto bound = workload::bind_kernel(w_);
+      params_ = bound->def().params();
+      open_params_ = bound->def().open_params();
     } else {
       const kernels::KernelDef* k = kernels::registry().find(w_.kernel);
       if (k == nullptr) throw InputError(fmt::format("{}: kernel: unknown kernel '{}'", workload, w_.kernel));
@@ -103,6 +105,7 @@ class PathChecker {
     for (size_t i = 1; i < parts.size(); ++i) {
       const auto it = std::find_if(specs->begin(), specs->end(),
                                    [&](const kernels::ParamSpec& s) { return s.name == parts[i]; });
+      if (it == specs->end() && i == 1 && open_params_) return "";  // a **kwargs name
       if (it == specs->end())
         return fmt::format("unknown path '{}': kernel '{}' has no parameter '{}{}' ({}: {})",
                            text_excerpt(path), kernel_, at, text_excerpt(parts[i]),
@@ -141,6 +144,7 @@ class PathChecker {
   workload::Workload w_;
   std::string kernel_;
   std::vector<kernels::ParamSpec> params_;
+  bool open_params_ = false;  // a Python kernel taking **kwargs: any params.<name>
   json hw_doc_;
 };
 

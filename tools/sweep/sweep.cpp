@@ -122,9 +122,10 @@ void write_plan(const std::string& dir, const json& plan) {
 namespace {
 
 void record_check(json& pt, const CheckedPoint& c) {
-  if (c.valid)
+  if (c.valid) {
     pt["key"] = c.key;
-  else
+    if (!c.sources.is_null()) pt["sources"] = c.sources;
+  } else
     pt["invalid"] = c.reason;
 }
 
@@ -184,7 +185,7 @@ class LocalSource : public TaskSource {
       ++done_;
     } else {
       waiting_[c.key] = 1;
-      ready_.push_back(Task{c.key, p.sets});
+      ready_.push_back(Task{c.key, p.sets, c.sources});
     }
     show(false);
   }

@@ -197,6 +197,7 @@ class Search : public TaskSource {
     }
     invalid_streak_ = 0;
     pt["key"] = chk.key;
+    if (!chk.sources.is_null()) pt["sources"] = chk.sources;
     plan_["points"].push_back(pt);
     if (!c.listed) by_key_[chk.key].push_back(c.index);
     if (auto v = value_.find(chk.key); v != value_.end()) {
@@ -213,7 +214,7 @@ class Search : public TaskSource {
     }
     running_.insert(chk.key);
     ++ran_;
-    return Task{chk.key, p.sets};
+    return Task{chk.key, p.sets, chk.sources};
   }
 
  public:

@@ -14,6 +14,7 @@
 
 #include "kernels/api/registry.h"
 #include "kernels/workload/workload.h"
+#include "sim/base/error.h"
 #include "tools/trnsim/commands.h"
 
 namespace trnsim::cli {
@@ -101,6 +102,7 @@ struct PythonEntry {
   std::string workload;  // relative to the source tree
   workload::Workload w;
   std::vector<kernels::ParamSpec> params;  // the function's keyword arguments
+  bool open_params = false;                // it takes **kwargs
   std::string error;                       // why its parameters are unknown (e.g. a build without Python)
 };
 
@@ -121,7 +123,9 @@ std::vector<PythonEntry> python_entries() {
     p.w = workload::parse_workload(f);
     if (!p.w.kernel_source) continue;
     try {
-      p.params = workload::bind_kernel(p.w)->def().params();
+      const auto bound = workload::bind_kernel(p.w);
+      p.params = bound->def().params();
+      p.open_params = bound->def().open_params();
     } catch (const Error& e) {
       p.error = e.what();
     }
@@ -142,13 +146,10 @@ nlohmann::json to_json(const PythonEntry& p) {
     if (e.shape) i["shape"] = *e.shape;
     inputs.push_back(std::move(i));
   }
-  nlohmann::json j = {{"name", p.w.name},
-                      {"doc", p.w.description},
-                      {"workload", p.workload},
-                      {"kernel", source(*p.w.kernel_source)},
-                      {"params", params},
-                      {"inputs", inputs},
-                      {"workload_params", p.w.params}};
+  nlohmann::json j = {{"name", p.w.name},       {"doc", p.w.description},
+                      {"workload", p.workload}, {"kernel", source(*p.w.kernel_source)},
+                      {"params", params},       {"kwargs", p.open_params},
+                      {"inputs", inputs},       {"workload_params", p.w.params}};
   if (p.w.reference) j["reference"] = source(*p.w.reference);
   if (!p.error.empty()) j["error"] = p.error;
   return j;
@@ -166,6 +167,9 @@ void print_text(const PythonEntry& p) {
                 e.shape ? fmt::format("{}", fmt::join(*e.shape, ", ")).c_str() : "from its .npy file");
   if (!p.error.empty()) std::printf("  (parameters unknown: %s)\n", p.error.c_str());
   print_specs(p.params, 0);
+  if (p.open_params)
+    std::printf("  **kwargs: any other params.NAME is passed to %s as a keyword argument\n",
+                k.function.c_str());
   if (!p.w.params.empty()) std::printf("  the workload sets: %s\n", p.w.params.dump().c_str());
 }
 
@@ -179,7 +183,8 @@ void print_python_heading() {
 void run_list(const ListOptions& o) {
   const kernels::Registry& r = kernels::registry();
   if (!o.kernel.empty() && r.find(o.kernel) == nullptr) {
-    for (const PythonEntry& p : python_entries())
+    const std::vector<PythonEntry> python = python_entries();
+    for (const PythonEntry& p : python)
       if (p.w.name == o.kernel || p.w.kernel_source->function == o.kernel) {
         if (o.json)
           std::printf("%s\n", to_json(p).dump(2).c_str());
@@ -187,6 +192,10 @@ void run_list(const ListOptions& o) {
           print_text(p);
         return;
       }
+    std::vector<std::string> names;
+    for (const kernels::KernelDef* k : r.kernels()) names.push_back(k->name());
+    for (const PythonEntry& p : python) names.push_back(p.w.name);
+    throw InputError(fmt::format("unknown kernel '{}' (known: {})", o.kernel, fmt::join(names, ", ")));
   }
   if (!o.kernel.empty()) {
     const kernels::KernelDef& k = r.get(o.kernel);  // InputError for an unknown name

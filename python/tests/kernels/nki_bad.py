@@ -78,3 +78,68 @@ def copy_kernel(x):
     nisa.dma_copy(dst=t, src=x)
     nisa.dma_copy(dst=out, src=t)
     return out
+
+
+@nki.jit
+def unwritten_output(x):
+    y = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    return y  # MARK-unwritten
+
+
+@nki.jit
+def returns_none(x):  # MARK-returns-none
+    y = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=y, src=t)
+
+
+@nki.jit
+def returns_input(x):
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    return x  # MARK-returns-input
+
+
+@nki.jit
+def unimplemented_language_name(x):
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    u = nl.tan(t)  # MARK-unimplemented-nl
+    return x
+
+
+@nki.jit
+def zeros_over_128(x):
+    z = nl.zeros((256, 64), dtype=nl.float32, buffer=nl.sbuf)  # MARK-zeros
+    return x
+
+
+def _psum_tiles(tiles):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    for p in tiles:
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=p, op=nl.add)
+    nisa.dma_copy(dst=out, src=acc[:, 0:64])
+    return out
+
+
+@nki.jit
+def nine_psum_tiles_one_line(x):
+    tiles = [nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]  # MARK-psum-9
+    return _psum_tiles(tiles)
+
+
+@nki.jit
+def nine_psum_tiles(x):
+    p0 = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)  # MARK-psum-a
+    p1 = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+    p2 = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+    p3 = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+    p4 = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+    p5 = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+    p6 = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+    p7 = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+    p8 = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)  # MARK-psum-i
+    return _psum_tiles([p0, p1, p2, p3, p4, p5, p6, p7, p8])

@@ -71,3 +71,9 @@ def psum_too_big(x):
     out = k.output("out", x.dtype, list(x.shape))
     big = k.psum([128, 8192], _core.DType.F32, "big")  # 32 KiB per partition: PSUM holds 16 KiB
     return out
+
+
+def unwritten_kernel(x):
+    """Declares an output and never writes it (simulate_kernel warns: it reads as NaN)."""
+    k = _core.Kernel.current()
+    return k.output("out", x.dtype, list(x.shape))

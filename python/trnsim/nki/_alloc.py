@@ -172,9 +172,15 @@ def plan(trace, bufs_override=None, limits=None):
             raise
         i = int(msg.split("site ", 1)[1].split(":", 1)[0])
         s = sites[i]
-        alive = sorted((o for o in sites if o.space == s.space and o.first <= s.first <= o.last and o is not s),
-                       key=lambda o: -o.unit)
-        lines = "; ".join(f"{o.loc}: {list(o.shape)} {o.dtype.name} x {o.live} ({o.unit} B)" for o in alive[:4])
+        # Every other tile whose life overlaps this one's (declared before or after it), largest first.
+        alive = sorted((o for o in sites if o.space == s.space and o.first <= s.last and s.first <= o.last
+                        and o is not s), key=lambda o: -o.unit)
+        shown = [f"{o.loc}: {list(o.shape)} {o.dtype.name} x {o.live} ({o.unit} B)" for o in alive[:8]]
+        if len(alive) > 8:
+            shown.append(f"{len(alive) - 8} more")
+        lines = "; ".join(shown)
+        if not lines and s.live > 1:
+            lines = f"{s.live - 1} more of this one ({s.loc})"
         raise NkiError(f"{s.space.upper()} tile {list(s.shape)} {s.dtype.name} (x {s.live} alive at once): "
                        f"{msg.split(f'site {i}: ', 1)[-1]}; the other tiles alive then: {lines or 'none'}",
                        loc=s.loc) from None

@@ -72,8 +72,17 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics):
 
 
 def _ordered_outputs(run):
+    """The run's outputs in return order; a RuntimeWarning names each float output whose every value is NaN
+    (HBM the kernel never wrote reads as NaN)."""
+    import warnings
+
     outs = run.outputs()
-    return [outs[n] for n in run.output_names if n in outs]
+    ordered = [(n, outs[n]) for n in run.output_names if n in outs]
+    for n, a in ordered:
+        if a.size and a.dtype.kind == "f" and np.isnan(a).all():
+            warnings.warn(f"output '{n}' of {run.kernel} is all NaN: did the kernel write it? (HBM it never "
+                          "writes reads as NaN)", RuntimeWarning, stacklevel=3)
+    return [a for _, a in ordered]
 
 
 def simulate_kernel(kernel, *args, hardware="trn2", **kwargs):

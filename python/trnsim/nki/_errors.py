@@ -26,6 +26,11 @@ class NkiUnsupported(NkiError):
     """An NKI call (or argument) that trnsim does not model: an error, never a silent no-op."""
 
 
+class UnsupportedName(NkiUnsupported, AttributeError):
+    """A name of nki.language / nki.isa that trnsim does not define (a module __getattr__ raises it):
+    NkiUnsupported at the kernel line, and an AttributeError so that hasattr() answers False."""
+
+
 class Loc(tuple):
     """(path, line) of a kernel line, made as Loc((path, line)); str() gives 'file.py:line' as the builder's
     messages do."""

@@ -11,7 +11,7 @@ import math
 from . import _emit, _trace
 from ._backend import Target
 from ._dtypes import as_dtype
-from ._errors import NkiError
+from ._errors import Loc, NkiError
 from ._tensor import HBM, NkiTensor, Storage
 
 _last_plans = []  # allocation reports of the last build (per core), for stats.json
@@ -131,7 +131,8 @@ def _build_core(kernel, args, kwargs):
         r = _trace.run_program(kernel.fn, targs, tkw, trace)
         if results is None:
             results = r
-    outs = _outputs(results)
+            outs = _outputs(kernel.fn, r, trace)
+    _check_written(kernel.fn, outs, trace, core, cores)
     _declare_hbm(k, trace, outs)
     plan = _emit.emit(k, trace, _schedule_mode(kernel.options), kernel.options.get("bufs"))
     _last_plans.append({"core": core, "schedule": _schedule_mode(kernel.options), "sites": plan.report(),
@@ -165,19 +166,79 @@ def _as_input(trace, a):
     return a
 
 
-def _outputs(r):
+def _return_loc(fn, trace):
+    """The kernel's return statement, or its def line when it ended without one."""
+    import linecache
+
+    loc = trace.return_loc
+    if loc is not None and linecache.getline(loc.path, loc.line).strip().startswith("return"):
+        return loc
+    code = fn.__code__
+    line = code.co_firstlineno  # a decorated function's starts at its first decorator
+    for n in range(line, line + 50):
+        text = linecache.getline(code.co_filename, n).lstrip()
+        if text.startswith(("def ", "async def ")):
+            line = n
+            break
+    return Loc((code.co_filename, line))
+
+
+def _var_name(trace, st):
+    """The kernel's variable naming storage `st` when it returned (its input parameter's name for an input),
+    or None."""
+    for name, v in (getattr(trace, "return_locals", None) or {}).items():
+        if isinstance(v, NkiTensor) and v.st is st:
+            return name
+    return None
+
+
+def _outputs(fn, r, trace):
+    """The returned tensors, each an HBM tensor the kernel allocated; NkiError at the kernel's return line
+    (its def line when it fell off its end) otherwise."""
+    where = _return_loc(fn, trace)
+    name = fn.__name__
     if r is None:
-        return []
+        raise NkiError(f"kernel {name} returns None: return the output tensors it writes (allocated with "
+                       "nl.ndarray(..., buffer=nl.shared_hbm)), as NKI kernels do", loc=where)
     items = list(r) if isinstance(r, (tuple, list)) else [r]
     for x in items:
         if not isinstance(x, NkiTensor) or x.st.space != HBM:
-            raise NkiError(f"the kernel returned {x!r}: an output must be an HBM tensor it allocated "
-                           "(nl.ndarray(..., buffer=nl.shared_hbm))")
+            raise NkiError(f"kernel {name} returns {x!r}: an output must be an HBM tensor it allocated "
+                           "(nl.ndarray(..., buffer=nl.shared_hbm))", loc=where)
         if x.st.role == "input":
-            raise NkiError("the kernel returned one of its inputs; outputs are tensors it allocates in HBM")
+            raise NkiError(f"kernel {name} returns its input '{_var_name(trace, x.st) or x.st.name}'"
+                           ": outputs are tensors it allocates in HBM (nl.ndarray(..., buffer=nl.shared_hbm))"
+                           " and writes", loc=where)
         if x.st.private:
-            raise NkiError("the kernel returned an nl.private_hbm tensor; outputs are nl.shared_hbm")
+            raise NkiError(f"kernel {name} returns an nl.private_hbm tensor; outputs are nl.shared_hbm",
+                           loc=where)
     return items
+
+
+_unwritten = {}  # return position -> its message, for the outputs no core built so far writes
+
+
+def _check_written(fn, outs, trace, core, cores):
+    """NkiError at the return line for a returned tensor no instruction of any core writes (its values would
+    be whatever HBM held: the run would measure nothing). Cores build in turn: the check ends on the last."""
+    written = {id(v.st) for op in trace.ops for v in op.writes}
+    mine = {}
+    for i, o in enumerate(outs):
+        if id(o.st) not in written:
+            where = _return_loc(fn, trace)
+            made = f" (allocated at {o.st.loc})" if getattr(o.st, "loc", None) else ""
+            label = _var_name(trace, o.st) or o.st.name or "its output"
+            mine[i] = NkiError(f"kernel {fn.__name__} returns {label}{made}, but no instruction writes it: "
+                               "store its values (nl.store / nisa.dma_copy into it) before returning it",
+                               loc=where)
+    if core == 0:
+        _unwritten.clear()
+        _unwritten.update(mine)
+    else:
+        for i in [i for i in _unwritten if i not in mine]:
+            del _unwritten[i]
+    if core == cores - 1 and _unwritten:
+        raise _unwritten[min(_unwritten)]
 
 
 def _declare_hbm(k, trace, outs):
@@ -220,6 +281,7 @@ def _release(trace):
 
     declared.clear()
     trace.fresh = {}
+    trace.return_locals = None
     for st in trace.storages:
         st.trace = None
         st.phys = None

@@ -495,11 +495,11 @@ def matmul(x, y, transpose_x=False, mask=None):
     return fresh(out)
 
 
-def full(shape, fill_value, dtype, buffer, name=""):
+def full(shape, fill_value, dtype, buffer, name="", kwargs=None, call="nl.full"):
     from . import language as nl
 
-    t = nl.ndarray(shape, dtype=dtype, buffer=buffer, name=name)
+    t = nl.new_tensor(shape, dtype, buffer, name, kwargs or {}, call)
     if t.st.space == HBM:
-        unsupported("nl.zeros / nl.full / nl.ones in HBM", "filling an HBM tensor needs a DMA from a tile")
+        unsupported(f"{call} in HBM", "filling an HBM tensor needs a DMA from a tile")
     _ops.memset(t, fill_value)
     return t

@@ -9,7 +9,7 @@ compiler does after tracing.
 import sys
 
 from . import _errors
-from ._errors import NkiError, caller_loc
+from ._errors import Loc, NkiError, caller_loc
 
 _current = None  # the Trace being recorded (None outside a kernel)
 
@@ -169,11 +169,46 @@ def make_range(kind, *args, **kwargs):
 
 
 def run_program(fn, args, kwargs, trace):
-    """Runs the kernel function with `trace` recording; returns its result."""
+    """Runs the kernel function with `trace` recording; returns its result. trace.return_loc is then the
+    (file, line) it returned from (None if that could not be seen)."""
     global _current
     prev = _current
     _current = trace
+    watch = _ReturnWatch(fn.__code__)
     try:
-        return fn(*args, **kwargs)
+        return watch.call(fn, args, kwargs)
     finally:
         _current = prev
+        trace.return_loc, trace.return_locals = watch.result()
+
+
+class _ReturnWatch:
+    """Finds the line a function returned from: a profile hook, removed as soon as the function's frame
+    starts, keeps that frame, whose line after the return is the return statement's (no cost while the
+    kernel runs). Not installed when another profiler is active."""
+
+    def __init__(self, code):
+        self.code = code
+        self.frame = None
+
+    def _hook(self, frame, event, arg):
+        if event == "call" and frame.f_code is self.code:
+            self.frame = frame
+            sys.setprofile(None)
+
+    def call(self, fn, args, kwargs):
+        if sys.getprofile() is not None:
+            return fn(*args, **kwargs)
+        sys.setprofile(self._hook)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if sys.getprofile() == self._hook:
+                sys.setprofile(None)
+
+    def result(self):
+        """(Loc of the return, the function's local variables then), or (None, None)."""
+        f, self.frame = self.frame, None
+        if f is None or not f.f_lineno:
+            return None, None
+        return Loc((self.code.co_filename, f.f_lineno)), dict(f.f_locals)

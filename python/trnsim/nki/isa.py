@@ -13,7 +13,7 @@ import enum
 
 from . import _lower
 from . import _ops
-from ._errors import NkiError, unsupported
+from ._errors import NkiError, UnsupportedName, unsupported
 from ._tensor import PSUM, SBUF, NkiTensor
 
 
@@ -36,6 +36,7 @@ scalar_engine = engine.scalar
 gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
 sync_engine = engine.sync
+dma_engine = engine.dma
 
 
 class dge_mode(enum.Enum):
@@ -603,6 +604,7 @@ UNSUPPORTED = {
     "iota_dynamic": "",
     "builtin_custom_op": "",
     "nc_match_replace": "",
+    "NkiInstruction": "", "VirtualRegister": "engine registers and dynamic control flow",
 }
 
 
@@ -622,3 +624,10 @@ for _n, _why in UNSUPPORTED.items():
 SUPPORTED = ["nc_matmul", "nc_matmul_mx", "quantize_mx", "nc_transpose", "activation", "activation_reduce",
              "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy", "memset", "iota", "dma_copy",
              "dma_transpose", "core_barrier", "sendrecv", "select_reduce", "reciprocal", "get_nc_version"]
+
+
+def __getattr__(name):
+    """Any other public name: NkiUnsupported naming it and the kernel line (see nki.language.__getattr__)."""
+    if name.startswith("_"):
+        raise AttributeError(f"module 'nki.isa' has no attribute '{name}'")
+    raise UnsupportedName(f"nki.isa.{name} is not modelled by trnsim (docs/nki.md lists the supported calls)")

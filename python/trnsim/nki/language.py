@@ -11,7 +11,7 @@ from . import _lower, _ops, _trace
 from ._dtypes import BY_NAME as _DT
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
-from ._errors import Loc, NkiError, caller_loc, unsupported
+from ._errors import Loc, NkiError, UnsupportedName, caller_loc, unsupported
 from ._index import IndexExpr, Mask, arange, mgrid  # noqa: F401
 from ._tensor import HBM, PSUM, SBUF, BlockTensor, Buffer, NkiTensor, Storage
 
@@ -27,6 +27,12 @@ float32 = _DT["float32"]
 bfloat16 = _DT["bfloat16"]
 float16 = _DT["float16"]
 tfloat32 = _DT["tfloat32"]
+
+
+class fp32:
+    """nki.language.fp32: FP32 constants; fp32.min is the most negative finite float32."""
+
+    min = -3.4028234663852886e38  # noqa: A003
 float8_e4m3 = _DT["float8_e4m3"]
 float8_e4m3fn = _DT["float8_e4m3fn"]
 float8_e5m2 = _DT["float8_e5m2"]
@@ -103,26 +109,32 @@ def _buffer(buffer):
 
 def ndarray(shape, dtype, buffer=None, name="", **kwargs):
     """A new tensor (uninitialised) of `shape` and `dtype` in `buffer` (nl.sbuf by default)."""
-    t = _trace.current("nl.ndarray")
+    return new_tensor(shape, dtype, buffer, name, kwargs, "nl.ndarray")
+
+
+def new_tensor(shape, dtype, buffer, name, kwargs, call):
+    """nl.ndarray's work for `call` (the creation call the kernel wrote: nl.ndarray, nl.zeros, ...), the
+    name its errors give."""
+    t = _trace.current(call)
     if isinstance(shape, int):
         shape = (shape,)
     shape = tuple(shape)
     b = _buffer(buffer)
     d = _modelled(_as_dtype(dtype))
     if kwargs.get("address") is not None:
-        unsupported("nl.ndarray(address=...)", "direct allocation at a fixed address; trnsim allocates tiles")
+        unsupported(f"{call}(address=...)", "direct allocation at a fixed address; trnsim allocates tiles")
     if b.space == HBM:
         loc = caller_loc()
         dims = tuple(int(s) for s in shape)
         if any(s <= 0 for s in dims):
-            raise NkiError(f"nl.ndarray: shape {list(dims)} has a dim that is not positive")
+            raise NkiError(f"{call}: shape {list(dims)} has a dim that is not positive")
         seq = getattr(t, "hbm_seq", None)
         if seq is not None and t.hbm_pos < len(seq):
             # Another program of the launch grid on this core: the same HBM tensor as the first program's.
             st = seq[t.hbm_pos]
             t.hbm_pos += 1
             if st.shape != dims or st.dtype != d:
-                raise NkiError(f"nl.ndarray: program {t.program_id} declares HBM tensor {t.hbm_pos} as "
+                raise NkiError(f"{call}: program {t.program_id} declares HBM tensor {t.hbm_pos} as "
                                f"{list(dims)} {d.name}, the first program as {list(st.shape)} {st.dtype.name}")
             return NkiTensor.whole(st)
         st = Storage(t, name or "", HBM, d, dims, private=b.private, role="scratch", loc=loc)
@@ -135,10 +147,10 @@ def ndarray(shape, dtype, buffer=None, name="", **kwargs):
     if type(shape[0]) is not int or par_dim in map(type, shape):
         pdims = [i for i, s in enumerate(shape) if isinstance(s, par_dim)]
         if len(pdims) > 1:
-            raise NkiError("nl.ndarray: more than one nl.par_dim in the shape")
+            raise NkiError(f"{call}: more than one nl.par_dim in the shape")
         pdim = pdims[0] if pdims else 0
     dims = tuple(s if type(s) is int else int(s) for s in shape)
-    _ops.check_tile_shape(dims, pdim, b.space, d, "nl.ndarray")
+    _ops.check_tile_shape(dims, pdim, b.space, d, call)
     site = t.call_stack()
     loc = Loc(site[-1]) if site else caller_loc()
     if b.space == PSUM and pdim > 0:
@@ -150,22 +162,22 @@ def ndarray(shape, dtype, buffer=None, name="", **kwargs):
 
 def zeros(shape, dtype, buffer=None, name="", **kwargs):
     """nl.ndarray then nisa.memset(0) (GpSimd; Vector for PSUM) (nki.language.zeros)."""
-    return _lower.full(shape, 0.0, dtype, buffer, name)
+    return _lower.full(shape, 0.0, dtype, buffer, name, kwargs, "nl.zeros")
 
 
 def ones(shape, dtype, buffer=None, name="", **kwargs):
     """nl.ndarray then nisa.memset(1) (nki.language.ones)."""
-    return _lower.full(shape, 1.0, dtype, buffer, name)
+    return _lower.full(shape, 1.0, dtype, buffer, name, kwargs, "nl.ones")
 
 
 def full(shape, fill_value, dtype, buffer=None, name="", **kwargs):
     """nl.ndarray then nisa.memset(fill_value) (nki.language.full)."""
-    return _lower.full(shape, fill_value, dtype, buffer, name)
+    return _lower.full(shape, fill_value, dtype, buffer, name, kwargs, "nl.full")
 
 
 def empty_like(a, dtype=None, buffer=None, name="", **kwargs):
     """nl.ndarray of a's shape (and dtype, buffer unless given); no instruction."""
-    return ndarray(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
+    return new_tensor(a.shape, dtype or a.dtype, buffer or a.buffer, name, kwargs, "nl.empty_like")
 
 
 def ndarray_like(a, dtype=None, buffer=None, name="", **kwargs):
@@ -175,12 +187,12 @@ def ndarray_like(a, dtype=None, buffer=None, name="", **kwargs):
 
 def zeros_like(a, dtype=None, buffer=None, name="", **kwargs):
     """nl.zeros of a's shape."""
-    return zeros(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
+    return _lower.full(a.shape, 0.0, dtype or a.dtype, buffer or a.buffer, name, kwargs, "nl.zeros_like")
 
 
 def ones_like(a, dtype=None, buffer=None, name="", **kwargs):
     """nl.ones of a's shape."""
-    return ones(a.shape, dtype or a.dtype, buffer=buffer or a.buffer, name=name)
+    return _lower.full(a.shape, 1.0, dtype or a.dtype, buffer or a.buffer, name, kwargs, "nl.ones_like")
 
 
 # ---- loops and SPMD
@@ -404,6 +416,21 @@ def broadcast_to(src, shape, **kwargs):
     return src.broadcast_to(shape)
 
 
+def expand_dims(data, axis):
+    """A view of `data` with size-1 dims inserted at `axis` (an int or a tuple of them, positions in the
+    result; free dims only, never the partition dim 0); no instruction (nki.language.expand_dims)."""
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    rank = len(data.shape) + len(axes)
+    norm = sorted(a + rank if a < 0 else a for a in axes)
+    if len(set(norm)) != len(norm) or any(a < 1 or a >= rank for a in norm):
+        raise NkiError(f"nl.expand_dims: axis {axis} for a {list(data.shape)} tile: each must be a free dim "
+                       f"position in 1..{rank - 1} of the result (dim 0 is the partition dim), once")
+    shape = list(data.shape)
+    for a in norm:
+        shape.insert(a, 1)
+    return data.reshape(tuple(shape))
+
+
 def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     """One select (dst = condition ? x : y; y a tile or a number) on Vector (nki.language.where)."""
     out = _ops.new_tile(x.shape, _lower.dt(dtype, x.dtype), SBUF, "where")
@@ -422,6 +449,9 @@ UNSUPPORTED = {
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
     "invert": "", "logical_not": "", "logical_xor": "", "var": "", "all": "", "no_reorder": "scheduling hints",
     "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
+    "abs_min": "", "fmod": "", "mod": "", "tan": "", "prelu": "", "gelu_apprx_sigmoid": "",
+    "gelu_apprx_sigmoid_dx": "", "loop_reduce": "", "while_loop": "dynamic loops", "is_hbm": "",
+    "is_on_chip": "", "is_psum": "", "is_sbuf": "",
 }
 
 
@@ -446,4 +476,13 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
              "right_shift", "abs_max", "exp", "log", "tanh", "sigmoid", "relu", "silu", "gelu",
              "gelu_apprx_tanh", "sqrt", "rsqrt", "reciprocal", "square", "abs", "sign", "identity", "negative",
-             "sum", "max", "min", "prod", "mean", "tile_size"]
+             "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32"]
+
+
+def __getattr__(name):
+    """Any other public name: NkiUnsupported naming it and the kernel line that asked for it (an
+    AttributeError too, so hasattr() stays False), never a bare AttributeError."""
+    if name.startswith("_"):
+        raise AttributeError(f"module 'nki.language' has no attribute '{name}'")
+    raise UnsupportedName(f"nki.language.{name} is not modelled by trnsim (docs/nki.md lists the supported "
+                          "calls)")
