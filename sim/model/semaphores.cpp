@@ -30,13 +30,16 @@ void Semaphores::apply(int core, uint16_t sem, int32_t delta, const SemaphoreSou
     observer_->on_semaphore(core, sem, v, now_ps());
     observer_->on_semaphore_update(core, sem, v - delta, v, now_ps(), src);
   }
+  // Wakes, in registration order, the waiters whose value is reached; the others stay registered.
   auto& w = waiters_[core][sem];
-  if (!w.empty()) {
-    // Swapped with a scratch list that keeps its capacity: no allocation per wake-up.
-    woken_.swap(w);
-    for (sc_core::sc_event* e : woken_) e->notify();
-    woken_.clear();
+  size_t kept = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (v >= w[i].value)
+      w[i].wake->notify();
+    else
+      w[kept++] = w[i];
   }
+  w.resize(kept);
 }
 
 void Semaphores::signal(int core, uint16_t sem, int32_t delta, Picoseconds at, const SemaphoreSource& src) {

@@ -94,7 +94,7 @@ bool Sequencer::waits_ok(const isa::SemWaits& waits) {
       throw RuleError("waits on S[" + std::to_string(w.sem) + "], but the core has " +
                       std::to_string(sems.count()) + " semaphores");
     if (sems.value(core_, w.sem) < static_cast<int64_t>(w.value)) {
-      sems.wait_for(core_, w.sem, wake);
+      sems.wait_for(core_, w.sem, w.value, wake);
       blocked_sem_ = w.sem;
       return false;
     }
@@ -401,7 +401,7 @@ void Sequencer::enqueue_dma(Picoseconds now) {
 bool Sequencer::barrier_reached() {
   const auto b = static_cast<uint16_t>(top_.hw.sync.barrier_semaphore());
   if (top_.semaphores->value(core_, b) >= barrier_target_) return true;
-  top_.semaphores->wait_for(core_, b, wake);
+  top_.semaphores->wait_for(core_, b, barrier_target_, wake);
   return false;
 }
 
