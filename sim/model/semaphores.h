@@ -71,6 +71,7 @@ class Semaphores : public sc_core::sc_module {
   ModelObserver* observer_;
   Picoseconds limit_;
   std::function<void(std::exception_ptr)> on_error_;
+  Picoseconds latency_, peer_latency_;  // sync.semaphore_latency_ns, sync.cross_core_latency_ns
   static constexpr uint32_t kNever = ~uint32_t{0};
   std::array<std::vector<int64_t>, 2> value_;
   std::array<std::vector<SemaphoreSource>, 2> last_;  // index kNever: never updated
