@@ -9,6 +9,7 @@
 #include "sim/base/error.h"
 #include "sim/isa/alu.h"
 #include "sim/isa/element.h"
+#include "sim/isa/flops.h"
 #include "sim/isa/names.h"
 #include "sim/isa/operand_view.h"
 #include "sim/isa/semantics.h"
@@ -571,14 +572,20 @@ Work work_of(const Instruction& inst, const Program&) {
     if (info.writes(slot)) write(ops[slot]);
     if (info.reads(inst, slot)) read(ops[slot]);
   }
-  // FLOPs: 2 * K * M * N with the logical K (double_row 2x partitions, MX 4x); transposes count none.
+  w.flops = flops_of(inst);
+  return w;
+}
+
+uint64_t flops_of(const Instruction& inst) {
+  const auto& ops = inst.ops;
+  // 2 * K * M * N with the logical K (double_row 2x partitions, MX 4x); transposes count none.
   if (inst.op == Opcode::NcMatmul && !inst.has(kIsTranspose)) {
     const uint64_t r = inst.has(kDoubleRow) ? 2 : 1;
-    w.flops = 2 * ops[1].partitions * r * (ops[1].free_elements() / r) * (ops[2].free_elements() / r);
-  } else if (inst.op == Opcode::NcMatmulMx) {
-    w.flops = 2 * uint64_t{4} * ops[1].partitions * ops[1].free_elements() * ops[2].free_elements();
+    return 2 * ops[1].partitions * r * (ops[1].free_elements() / r) * (ops[2].free_elements() / r);
   }
-  return w;
+  if (inst.op == Opcode::NcMatmulMx)
+    return 2 * uint64_t{4} * ops[1].partitions * ops[1].free_elements() * ops[2].free_elements();
+  return 0;
 }
 
 }  // namespace trnsim::isa

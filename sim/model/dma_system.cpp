@@ -97,7 +97,7 @@ void DmaSystem::update() {
     }
     current = nullptr;
     if (auto next = queues_.next_event(now)) ev_.notify(to_sc(Picoseconds(next->count() - now.count())));
-    if (top_.options.observer) {
+    if (top_.observed.counters) {
       const double hbm = queues_.hbm_GBps();
       if (hbm != last_hbm_rate_) {
         top_.options.observer->on_counter(-1, "hbm_GBps", now, hbm);

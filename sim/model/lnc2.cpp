@@ -19,6 +19,7 @@ Lnc2::Lnc2(sc_core::sc_module_name name, const isa::Program& prog, const config:
       program(prog),
       hw(hwc),
       options(opts),
+      observed(opts.observer ? opts.observer->needs() : ModelObserver::Needs{false, false, false}),
       state(st),
       limits(hwc.limits()),
       cost(hwc),
@@ -34,8 +35,9 @@ Lnc2::Lnc2(sc_core::sc_module_name name, const isa::Program& prog, const config:
       seq[c][e] = std::make_unique<Sequencer>(n.c_str(), *this, c, static_cast<isa::Engine>(e));
     }
   dma = std::make_unique<DmaSystem>("dma", *this);
-  semaphores = std::make_unique<Semaphores>("semaphores", hw, options.observer, limit,
-                                            [this](std::exception_ptr e) { fail(e); });
+  semaphores =
+      std::make_unique<Semaphores>("semaphores", hw, observed.semaphores ? options.observer : nullptr, limit,
+                                   [this](std::exception_ptr e) { fail(e); });
 }
 
 Lnc2::~Lnc2() = default;

@@ -32,7 +32,8 @@ class Lnc2 : public sc_core::sc_module {
   const isa::Program& program;
   const config::HwConfig& hw;
   const RunOptions& options;
-  isa::MachineState* state;  // null when numerics are off
+  ModelObserver::Needs observed;  // what options.observer reads (nothing without one)
+  isa::MachineState* state;       // null when numerics are off
   isa::Limits limits;
   timing::CostModel cost;
   Picoseconds limit;  // no event at or beyond: min(options.max_time, timing::kMaxSimTime)

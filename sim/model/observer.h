@@ -71,7 +71,7 @@ struct InstructionRecord {
   Picoseconds dge_start, dge_end;
   Cause cause;       // what held its start back last (see CauseKind)
   Cause wait_cause;  // what its waits ended on (PE: the LoadStationary's waits)
-  isa::Work work;
+  isa::Work work;    // only work.flops unless an observer needs work_bytes (ModelObserver::needs)
 };
 
 // One DMA transfer (dma_copy, dma_transpose, sendrecv), reported at completion.
@@ -107,6 +107,14 @@ struct SemaphoreSource {
 class ModelObserver {
  public:
   virtual ~ModelObserver() = default;
+  // What the observer reads beyond the records' times and causes, asked once before the run: the model skips
+  // computing what no observer reads (the default: everything).
+  struct Needs {
+    bool work_bytes = true;  // InstructionRecord::work's byte counts (else only work.flops is filled)
+    bool counters = true;    // on_counter
+    bool semaphores = true;  // on_semaphore, on_semaphore_update
+  };
+  virtual Needs needs() const { return {}; }
   virtual void on_instruction(const InstructionRecord&) {}
   virtual void on_dma(const DmaRecord&) {}
   // Semaphore S[sem] of `core` took `value` at `t`.

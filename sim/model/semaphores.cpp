@@ -11,7 +11,13 @@ namespace trnsim::model {
 
 Semaphores::Semaphores(sc_core::sc_module_name name, const config::HwConfig& hw, ModelObserver* observer,
                        Picoseconds limit, std::function<void(std::exception_ptr)> on_error)
-    : sc_module(name), sync_(hw.sync), observer_(observer), limit_(limit), on_error_(std::move(on_error)) {
+    : sc_module(name),
+      sync_(hw.sync),
+      observer_(observer),
+      limit_(limit),
+      on_error_(std::move(on_error)),
+      latency_(timing::ns_to_ps(sync_.semaphore_latency_ns)),
+      peer_latency_(timing::ns_to_ps(sync_.cross_core_latency_ns)) {
   for (int c = 0; c < 2; ++c) {
     value_[c].assign(sync_.semaphores_per_core, 0);
     last_[c].assign(sync_.semaphores_per_core, SemaphoreSource{0, isa::Engine::SP, kNever});
@@ -30,13 +36,16 @@ void Semaphores::apply(int core, uint16_t sem, int32_t delta, const SemaphoreSou
     observer_->on_semaphore(core, sem, v, now_ps());
     observer_->on_semaphore_update(core, sem, v - delta, v, now_ps(), src);
   }
+  // Wakes, in registration order, the waiters whose value is reached; the others stay registered.
   auto& w = waiters_[core][sem];
-  if (!w.empty()) {
-    // Swapped with a scratch list that keeps its capacity: no allocation per wake-up.
-    woken_.swap(w);
-    for (sc_core::sc_event* e : woken_) e->notify();
-    woken_.clear();
+  size_t kept = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (v >= w[i].value)
+      w[i].wake->notify();
+    else
+      w[kept++] = w[i];
   }
+  w.resize(kept);
 }
 
 void Semaphores::signal(int core, uint16_t sem, int32_t delta, Picoseconds at, const SemaphoreSource& src) {
@@ -59,9 +68,10 @@ void Semaphores::signal(int core, uint16_t sem, int32_t delta, Picoseconds at, c
 void Semaphores::post(int core, const isa::SemUpdates& updates, Picoseconds at, const SemaphoreSource& src) {
   for (const auto& u : updates) {
     const int target = u.peer ? 1 - core : core;
-    const double lat = u.peer ? sync_.cross_core_latency_ns : sync_.semaphore_latency_ns;
-    signal(target, u.sem, u.delta,
-           timing::end_after(at, timing::ns_to_ps(lat), limit_, "its semaphore update would arrive"), src);
+    signal(
+        target, u.sem, u.delta,
+        timing::end_after(at, u.peer ? peer_latency_ : latency_, limit_, "its semaphore update would arrive"),
+        src);
   }
 }
 

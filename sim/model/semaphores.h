@@ -1,7 +1,9 @@
 // The semaphores of both cores and the updates on their way to them (internal to the model; see run.h).
 //
 // Values are plain counters. A sequencer whose wait is not satisfied registers its wake event on the
-// semaphore (wait_for) and is woken by immediate notification when that semaphore changes. An update takes
+// semaphore with the value it waits for (wait_for) and is woken by immediate notification when a change of
+// that semaphore reaches the value (a change that does not leaves it registered: it would only register
+// again). An update takes
 // effect now (apply) or after a latency (signal with a later time): sync.semaphore_latency_ns on the same
 // core, sync.cross_core_latency_ns on the peer (post_updates). Delayed updates are applied in time order, in
 // the order they were posted when their times are equal, by this module's one SC_METHOD.
@@ -39,8 +41,10 @@ class Semaphores : public sc_core::sc_module {
   const SemaphoreSource* last_source(int core, uint16_t sem) const {
     return sem < last_[core].size() && last_[core][sem].index != kNever ? &last_[core][sem] : nullptr;
   }
-  // `wake` is notified (immediately) at the next change of S[sem] of `core`.
-  void wait_for(int core, uint16_t sem, sc_core::sc_event& wake) { waiters_[core][sem].push_back(&wake); }
+  // `wake` is notified (immediately) at the first change of S[sem] of `core` that leaves it >= `value`.
+  void wait_for(int core, uint16_t sem, int64_t value, sc_core::sc_event& wake) {
+    waiters_[core][sem].push_back({&wake, value});
+  }
 
   // S[sem] += delta on `core` now; wakes its waiters.
   void apply(int core, uint16_t sem, int32_t delta, const SemaphoreSource& src);
@@ -67,11 +71,15 @@ class Semaphores : public sc_core::sc_module {
   ModelObserver* observer_;
   Picoseconds limit_;
   std::function<void(std::exception_ptr)> on_error_;
+  Picoseconds latency_, peer_latency_;  // sync.semaphore_latency_ns, sync.cross_core_latency_ns
   static constexpr uint32_t kNever = ~uint32_t{0};
   std::array<std::vector<int64_t>, 2> value_;
   std::array<std::vector<SemaphoreSource>, 2> last_;  // index kNever: never updated
-  std::array<std::vector<std::vector<sc_core::sc_event*>>, 2> waiters_;
-  std::vector<sc_core::sc_event*> woken_;  // apply()'s scratch list
+  struct Waiter {
+    sc_core::sc_event* wake;
+    int64_t value;  // woken once S[sem] >= value
+  };
+  std::array<std::vector<std::vector<Waiter>>, 2> waiters_;
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> delayed_;
   uint64_t seq_ = 0;
   sc_core::sc_event ev_;

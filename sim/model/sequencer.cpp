@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "sim/base/error.h"
+#include "sim/isa/flops.h"
 #include "sim/model/dma_system.h"
 #include "sim/model/lnc2.h"
 #include "sim/model/sc_time.h"
@@ -94,7 +95,7 @@ bool Sequencer::waits_ok(const isa::SemWaits& waits) {
       throw RuleError("waits on S[" + std::to_string(w.sem) + "], but the core has " +
                       std::to_string(sems.count()) + " semaphores");
     if (sems.value(core_, w.sem) < static_cast<int64_t>(w.value)) {
-      sems.wait_for(core_, w.sem, wake);
+      sems.wait_for(core_, w.sem, w.value, wake);
       blocked_sem_ = w.sem;
       return false;
     }
@@ -339,8 +340,12 @@ bool Sequencer::fetch(Picoseconds now) {
   cur_.perf_mode = c.perf_mode;
   cur_.cause = cur_.wait_cause = fetch_cause_;
   // (A DMA's work is computed when its transfer is queued: enqueue_dma.)
-  if ((top_.options.observer || engine_ == isa::Engine::PE) && !inst.is_dma())
-    cur_.work = isa::work_of(inst, top_.program);
+  if ((top_.options.observer || engine_ == isa::Engine::PE) && !inst.is_dma()) {
+    if (top_.observed.work_bytes)
+      cur_.work = isa::work_of(inst, top_.program);
+    else
+      cur_.work.flops = isa::flops_of(inst);
+  }
   return true;
 }
 
@@ -401,7 +406,7 @@ void Sequencer::enqueue_dma(Picoseconds now) {
 bool Sequencer::barrier_reached() {
   const auto b = static_cast<uint16_t>(top_.hw.sync.barrier_semaphore());
   if (top_.semaphores->value(core_, b) >= barrier_target_) return true;
-  top_.semaphores->wait_for(core_, b, wake);
+  top_.semaphores->wait_for(core_, b, barrier_target_, wake);
   return false;
 }
 
@@ -473,7 +478,7 @@ bool Sequencer::issue_mm(Picoseconds now) {
   cur_.throttle_cap = m.throttle_cap;
   cur_.throttled = since(dur, m.full_rate);
   top_.stats.cores[core_].pe_throttled += cur_.throttled;
-  if (top_.options.observer && dur != m.full_rate)
+  if (top_.observed.counters && dur != m.full_rate)
     top_.options.observer->on_counter(core_, "pe_throttle_cap", m.start, cur_.throttle_cap);
   cur_.start = m.start;
   cur_.end = m.end;

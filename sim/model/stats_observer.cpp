@@ -48,7 +48,14 @@ void StatsObserver::on_instruction(const InstructionRecord& r) {
   stats_.pe_flops += r.work.flops;
   stats_.pe_flops_bf16_equivalent += bf16_equivalent(inst, r.work.flops, fp32_factor_);
 
-  LineTime& l = lines_[line_key(inst.loc, r.engine)];
+  // Each engine's instructions mostly come from the line of its previous one: one hash lookup per change.
+  auto& [last_key, last] = last_line_[e];
+  const uint64_t key = line_key(inst.loc, r.engine);
+  if (key != last_key || !last) {
+    last_key = key;
+    last = &lines_[key];  // element addresses of an unordered_map stay valid as it grows
+  }
+  LineTime& l = *last;
   l.file = inst.loc.file;
   l.line = inst.loc.line;
   l.engine = r.engine;
@@ -111,6 +118,16 @@ void StatsObserver::finish() {
   stats_.psum = occupancy_.peak(isa::MemSpace::PSUM, stats_.psum.capacity_per_partition);
 }
 
+ModelObserver::Needs TeeObserver::needs() const {
+  Needs n{false, false, false};
+  for (const auto* o : observers_) {
+    const Needs m = o->needs();
+    n.work_bytes |= m.work_bytes;
+    n.counters |= m.counters;
+    n.semaphores |= m.semaphores;
+  }
+  return n;
+}
 void TeeObserver::on_instruction(const InstructionRecord& r) {
   for (auto* o : observers_) o->on_instruction(r);
 }

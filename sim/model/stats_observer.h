@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sim/base/units.h"
@@ -68,6 +69,7 @@ class StatsObserver final : public ModelObserver {
   // `program` must outlive the observer.
   StatsObserver(const isa::Program& program, const config::HwConfig& hw);
 
+  Needs needs() const override { return {false, false, false}; }  // work.flops, records only
   void on_instruction(const InstructionRecord& r) override;
   void on_dma(const DmaRecord& r) override;
   void on_finish(const RunStats& stats) override;
@@ -83,7 +85,8 @@ class StatsObserver final : public ModelObserver {
   const isa::Program& program_;
   uint32_t fp32_factor_ = 4;
   ProfileStats stats_;
-  std::unordered_map<uint64_t, LineTime> lines_;  // key: file, line, engine
+  std::unordered_map<uint64_t, LineTime> lines_;                              // key: file, line, engine
+  std::array<std::pair<uint64_t, LineTime*>, isa::kNumEngines> last_line_{};  // per engine: last key, entry
   MemoryOccupancy occupancy_;
   std::vector<PhaseTime> phases_;  // by Program::phases index
   CriticalPathRecorder critical_;
@@ -93,6 +96,7 @@ class StatsObserver final : public ModelObserver {
 class TeeObserver final : public ModelObserver {
  public:
   explicit TeeObserver(std::vector<ModelObserver*> observers) : observers_(std::move(observers)) {}
+  Needs needs() const override;  // what any of them needs
   void on_instruction(const InstructionRecord& r) override;
   void on_dma(const DmaRecord& r) override;
   void on_semaphore(int core, uint16_t sem, int64_t value, Picoseconds t) override;
