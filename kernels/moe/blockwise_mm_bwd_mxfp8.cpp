@@ -454,9 +454,10 @@ void fold_weights(RefCache& c, const BwdParams& p, const CheckContext& ctx) {
   c.folded_key = key;
 }
 
-run::CheckResult result(const std::string& name, const tensor::HostTensor& out,
-                        const ref::MetricsAccumulator& e, const ref::MetricsAccumulator& q, int64_t compared,
-                        int64_t total, bool experts = false, const Tolerance& tol = moe::kMoeTolerance) {
+tensor::CheckResult result(const std::string& name, const tensor::HostTensor& out,
+                           const ref::MetricsAccumulator& e, const ref::MetricsAccumulator& q,
+                           int64_t compared, int64_t total, bool experts = false,
+                           const Tolerance& tol = moe::kMoeTolerance) {
   return tolerance_result(name, out, e.finish(tol.atol_factor), q.finish(tol.atol_factor), true, tol,
                           compared, total, experts);
 }

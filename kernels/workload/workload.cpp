@@ -673,11 +673,11 @@ void prepare_checks(const PreparedWorkload& p, const std::vector<kernels::Output
   }
 }
 
-std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p,
-                                              const std::vector<kernels::OutputCheck>& checks,
-                                              const kernels::Tensors& inputs, const kernels::Tensors& outputs,
-                                              bool full_reference) {
-  std::vector<run::CheckResult> results;
+std::vector<tensor::CheckResult> evaluate_checks(const PreparedWorkload& p,
+                                                 const std::vector<kernels::OutputCheck>& checks,
+                                                 const kernels::Tensors& inputs,
+                                                 const kernels::Tensors& outputs, bool full_reference) {
+  std::vector<tensor::CheckResult> results;
   const kernels::CheckContext ctx(inputs, outputs, full_reference);
   for (const kernels::OutputCheck& c : checks) {
     try {
@@ -689,8 +689,8 @@ std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p,
   return results;
 }
 
-std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p, const kernels::Tensors& inputs,
-                                              const kernels::Tensors& outputs, bool full_reference) {
+std::vector<tensor::CheckResult> evaluate_checks(const PreparedWorkload& p, const kernels::Tensors& inputs,
+                                                 const kernels::Tensors& outputs, bool full_reference) {
   return evaluate_checks(p, make_checks(p), inputs, outputs, full_reference);
 }
 
