@@ -11,6 +11,7 @@
 #include "kernels/api/nki.h"
 #include "kernels/lib/mxfp8/layout.h"
 #include "kernels/lib/mxfp8/matmul.h"
+#include "kernels/lib/partition_fill.h"
 #include "kernels/moe/bwd_checks.h"
 #include "kernels/moe/bwd_weights.h"
 #include "kernels/moe/moe_common.h"
@@ -526,19 +527,6 @@ class ExpertAccumulate : public mxfp8::Epilogue {
   std::vector<std::pair<View, View>>& sets_;
   size_t& rr_;
 };
-
-// Zeroes an HBM region [rows, cols] (any row stride) from a zeroed SBUF tile [128, Z], 128 rows per step.
-void zero_region(const View& dst, const View& zeros) {
-  const int64_t rows = dst.size(0), cols = dst.size(1), Z = zeros.free_elements();
-  const int64_t full = rows / 128;
-  for (int64_t c = 0; c < cols; c += Z) {
-    const int64_t w = std::min(Z, cols - c);
-    if (full > 0)
-      nki::dma_copy(dst(S(0, full * 128), S(c, c + w)).reshape({full, 128, w}).permute({1, 0, 2}),
-                    zeros(all, S(0, w)).reshape({128, 1, w}).broadcast(1, full));
-    if (rows % 128) nki::dma_copy(dst(S(full * 128, rows), S(c, c + w)), zeros(S(0, rows % 128), S(0, w)));
-  }
-}
 
 }  // namespace
 
