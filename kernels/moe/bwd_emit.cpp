@@ -1,5 +1,5 @@
-#include "kernels/moe/bwd_kernel.h"
-
+// The instruction stream of blockwise_mm_bwd_mxfp8's trnsim_optimized schedule (bwd_kernel.h): the HBM
+// tensors, the long-lived SBUF, the gradient initialisation and the per-block loop over Phases 0 to 4.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,236 +10,18 @@
 
 #include "kernels/api/nki.h"
 #include "kernels/lib/mxfp8/layout.h"
-#include "kernels/lib/mxfp8/matmul.h"
 #include "kernels/lib/partition_fill.h"
-#include "kernels/moe/bwd_checks.h"
+#include "kernels/moe/bwd_emit_state.h"
 #include "kernels/moe/bwd_weights.h"
 #include "kernels/moe/moe_common.h"
-#include "sim/base/error.h"
 
 namespace trnsim::kernels::moe {
-namespace {
 
 using isa::DType;
 using isa::Engine;
 using mxfp8::cdiv;
 using nki::ActFunc;
 using nki::AluOp;
-
-[[noreturn]] void fail(const std::string& msg) {
-  throw InputError(fmt::format("{}: {}", kBwdName, msg));
-}
-
-// d_gate_up^T stays in SBUF for Phase 2 up to this many bytes per partition.
-constexpr int64_t kResidentBudget = 48 * 1024;
-constexpr int kEpilogueSets = 2;  // Phase 1 epilogue scratch rotates over this many sets
-// Columns per weight-gradient read-modify-write step (the widest output tile of Phases 3 and 4, up to this).
-constexpr int64_t kWeightChunk = 4096;
-// Stores of the epilogues go on POOL's queues: SP's queues keep the GEMMs' loads.
-const nki::DmaOpts kPool{.engine = Engine::POOL};
-
-mxfp8::Tiling phase_tiling(const std::optional<BwdPhaseConfig>& c) {
-  return c ? c->tiling.tiling() : MxTilingConfig{}.tiling();
-}
-
-// An HBM operand (BF16, the layout given), bound per block.
-mxfp8::Operand hbm_operand(mxfp8::Layout layout, const char* name, const char* f_name) {
-  mxfp8::Operand o;
-  o.source = mxfp8::Source::Hbm;
-  o.layout = layout;
-  o.name = o.param = name;
-  o.f_name = f_name;
-  return o;
-}
-
-// Rows of an HBM tensor gathered by the block's token indices, K-by-F (the contraction on the rows).
-mxfp8::Operand gathered_rows(const char* name, const char* f_name) {
-  mxfp8::Operand o;
-  o.source = mxfp8::Source::Gather;
-  o.layout = mxfp8::Layout::KByF;
-  o.name = o.param = name;
-  o.f_name = f_name;
-  return o;
-}
-
-// The parameter that decides phase n's scale packing: its own enable_scale_packing, else the top-level one.
-std::string packing_key(const BwdParams& p, int phase) {
-  const auto& c = p.phase_config(phase);
-  return c && c->enable_scale_packing ? fmt::format("phase{}_config.enable_scale_packing", phase)
-                                      : std::string("use_scale_packing");
-}
-
-}  // namespace
-
-BwdPlan plan_bwd(const BwdParams& p, const isa::Limits& limits, std::optional<int64_t> num_valid_tokens) {
-  BwdPlan f;
-  check_bwd(p, limits);
-  const int64_t B = p.block_size;
-  const int cores = p.cores();
-  f.T = p.T, f.rows = p.rows(), f.H = p.H, f.I = p.I_TP, f.E = p.E, f.B = B, f.N = p.N();
-  f.run_blocks = f.N;
-  if (p.num_valid_tokens && num_valid_tokens)
-    f.run_blocks = std::min(f.N, cdiv(std::clamp<int64_t>(*num_valid_tokens, 0, p.T), B));
-  f.cores = cores;
-  f.Hc = p.H / cores, f.Ic = p.I_TP / cores;
-  f.recompute = !p.gate_up_given();
-  f.dense = p.single_expert_dense;
-  f.scheme = p.quant_scheme();
-  const bool x32 = f.scheme == num::QuantScheme::OneX32;
-  // The resident d_gate_up^T: [128, groups, B], 1x32 in its interleave order (4 groups per 512 rows).
-  f.dgu_groups = x32 ? 4 * cdiv(2 * f.I, 512) : 2 * f.I / 128;
-  const int64_t dgu_bytes = tile_bytes(f.dgu_groups * B, DType::BF16);
-  f.dgu_resident = dgu_bytes <= kResidentBudget;
-  if (!f.dgu_resident && B % 512 != 0)
-    fail(fmt::format(
-        "d_gate_up [2*I_TP, block_size] = [{}, {}] does not fit in SBUF ({} bytes per partition, at most "
-        "{}), and read from HBM as Phase 2's K-by-F operand it needs block_size % 512 == 0",
-        2 * f.I, B, dgu_bytes, kResidentBudget));
-  f.chunk = std::min<int64_t>(B, 512);
-
-  // SBUF the kernel holds besides the pipeline's blocks (emit_bwd allocates exactly these).
-  const int64_t G = B / 128, C = f.chunk;
-  int64_t r = 0;
-  r += tile_bytes(f.N, DType::I32) + tile_bytes(f.N, DType::F32);  // block_to_expert, broadcast
-  r += 2 * tile_bytes(G, DType::I32);                              // token indices
-  if (x32) r += 2 * tile_bytes(4 * cdiv(B, 512), DType::I32);      // in 1x32 order
-  if (x32 && p.num_valid_tokens) r += tile_bytes(4 * cdiv(B, 512), DType::F32);
-  r += 2 * tile_bytes(f.N * G, DType::I32);                          // affinity offsets (+ spare)
-  r += 2 * tile_bytes(f.N * G, DType::F32);                          // dEA of every tile, the peer's
-  r += 2 * (tile_bytes(G, DType::F32) + tile_bytes(B, DType::F32));  // affinities, broadcast
-  r += tile_bytes(B, DType::F32);                                    // dEA partial
-  r += tile_bytes(128, DType::F32) + tile_bytes(512, DType::F32) + tile_bytes(1, DType::F32);
-  r += tile_bytes(128, DType::BF16) + tile_bytes(2048, DType::BF16);  // zeros
-  if (f.dgu_resident) r += dgu_bytes;
-  const int64_t set =
-      2 * tile_bytes(C, DType::BF16) + 6 * tile_bytes(C, DType::F32) + 3 * tile_bytes(C, DType::BF16);
-  r += kEpilogueSets * set;
-  f.wchunk = std::min(kWeightChunk, std::max(2 * f.I, f.Hc));
-  r += 2 * (tile_bytes(f.wchunk, DType::BF16) * 2);  // weight read-modify-write (P3, P4)
-  r += mxfp8::AccumulateRows::kSbufBytes;            // P2 read-modify-write
-  if (f.recompute) r += 2 * tile_bytes(C, DType::BF16);
-  if (p.bias)
-    r += 2 * tile_bytes(2 * (f.Ic / 128), DType::F32) + tile_bytes(2 * (f.Ic / 128), DType::BF16) +
-         tile_bytes(1, DType::F32) + tile_bytes(f.Hc, DType::F32) + tile_bytes(f.Hc, DType::BF16) +
-         tile_bytes(512, DType::BF16) + tile_bytes(512, DType::F32);
-  f.dy_chunk = std::min<int64_t>(p.H, 512);
-  if (p.on_h())
-    r += kEpilogueSets * (2 * tile_bytes(f.dy_chunk, DType::BF16) + tile_bytes(f.dy_chunk, DType::F32)) +
-         tile_bytes(1, DType::F32) + 2 * tile_bytes(x32 ? 4 * cdiv(B, 512) : G, DType::I32);
-  f.reserved_sbuf = r;
-
-  const auto common = [&](mxfp8::MatmulSpec& s, const char* what, const char* scope, int phase) {
-    s.kernel = fmt::format("{} ({})", kBwdName, what);
-    s.scope = scope;
-    s.out_dtype = DType::F32;
-    s.fp8 = p.fp8;
-    s.scheme = f.scheme;
-    s.cores = mxfp8::Cores::CallingCore;
-    s.use_scale_packing = p.phase_scale_packing(phase);
-    s.spill_reload = p.phase_spill_reload(phase);
-    s.reserved_sbuf_bytes = f.reserved_sbuf;
-    s.tiling = phase_tiling(p.phase_config(phase));
-  };
-  const auto hbm = [](mxfp8::Layout layout, const char* name, const char* f_name, mxfp8::Swizzle sw) {
-    mxfp8::Operand o = hbm_operand(layout, name, f_name);
-    o.swizzle = sw;
-    return o;
-  };
-  // P0 (recompute): M = I per core (gate rows; up paired), K = H, N = B.
-  if (f.recompute) {
-    mxfp8::MatmulSpec& s = f.p0;
-    s.M = f.Ic, s.K = p.H, s.N = B;
-    if (f.Ic % 512 != 0)
-      fail(fmt::format(
-          "checkpoint_config.save_gate_up_proj_act = false: recomputing gate/up reads the [H, I_TP] weight "
-          "slices K-by-F, which needs I_TP per core % 512 == 0, got I_TP / {} = {} (give the checkpoint)",
-          cores, f.Ic));
-    s.lhs = hbm_operand(mxfp8::Layout::KByF, "gate_up_proj_weight", "I_TP");
-    s.lhs2 = s.lhs;
-    s.rhs = hbm(mxfp8::Layout::FByK, "hidden_states", "block_size", p.hidden_states_t_swizzle);
-    common(s, "Phase 0, gate/up recompute: M = I_TP per core, K = H, N = block_size", "p0", 1);
-    f.p0_plan = mxfp8::plan_matmul(s, limits);
-  }
-  {
-    mxfp8::MatmulSpec& s = f.p1;
-    s.M = f.Ic, s.K = p.H, s.N = B;
-    s.lhs = p.down_weight_scales
-                ? weight_operand(kBwdName, {.tensor = "down_proj_weight",
-                                            .param = "down_weight",
-                                            .scales = &p.down_weight_scales,
-                                            .E = p.E,
-                                            .K = p.H,
-                                            .cols = f.I,
-                                            .F = f.Ic,
-                                            .k_name = "H",
-                                            .cols_name = "I_TP",
-                                            .f_name = "I_TP",
-                                            .packing = p.phase_scale_packing(1),
-                                            .packing_key = packing_key(p, 1)})
-                : hbm(mxfp8::Layout::FByK, "down_proj_weight", "I_TP", p.down_weight_swizzle);
-    s.rhs = hbm(mxfp8::Layout::FByK, "output_hidden_states_grad", "block_size", p.output_grad_swizzle);
-    common(s, "Phase 1: M = I_TP per core, K = H, N = block_size", "p1", 1);
-    f.p1_plan = mxfp8::plan_matmul(s, limits);
-  }
-  {
-    mxfp8::MatmulSpec& s = f.p2;
-    s.M = B, s.K = 2 * f.I, s.N = f.Hc;
-    s.lhs = hbm_operand(mxfp8::Layout::KByF, "d_gate_up", "block_size");
-    if (f.dgu_resident) s.lhs.source = mxfp8::Source::Sbuf, s.lhs.interleaved_rows = x32;
-    s.rhs = p.gate_up_weight_scales
-                ? weight_operand(kBwdName, {.tensor = "gate_up_proj_weight",
-                                            .param = "gate_up_weight",
-                                            .scales = &p.gate_up_weight_scales,
-                                            .E = p.E,
-                                            .K = 2 * f.I,
-                                            .cols = p.H,
-                                            .F = f.Hc,
-                                            .k_name = "2*I_TP",
-                                            .cols_name = "H",
-                                            .f_name = "H",
-                                            .packing = p.phase_scale_packing(2),
-                                            .packing_key = packing_key(p, 2)})
-                : hbm(mxfp8::Layout::FByK, "gate_up_proj_weight", "H", p.gate_up_weight_swizzle);
-    common(s, "Phase 2: M = block_size, K = 2*I_TP, N = H per core", "p2", 2);
-    f.p2_plan = mxfp8::plan_matmul(s, limits);
-  }
-  {
-    mxfp8::MatmulSpec& s = f.p3;
-    s.M = f.Hc, s.K = B, s.N = 2 * f.I;
-    s.lhs = gathered_rows("hidden_states", "H");
-    s.lhs.interleaved_rows = x32;
-    s.rhs = hbm(mxfp8::Layout::FByK, "d_gate_up", "2*I_TP", p.d_gate_up_t_swizzle);
-    common(s, "Phase 3: M = H per core, K = block_size, N = 2*I_TP", "p3", 3);
-    f.p3_plan = mxfp8::plan_matmul(s, limits);
-  }
-  {
-    mxfp8::MatmulSpec& s = f.p4;
-    s.M = f.I, s.K = B, s.N = f.Hc;
-    // AFFINITY_ON_H: the unscaled intermediate, and the block's affinity-scaled dY rows gathered from its
-    // scratch (rows [ring B, (ring + 1) B), no padding left: the padding rows hold zeros).
-    s.lhs = hbm(mxfp8::Layout::FByK, p.on_h() ? "intermediate" : "scaled_intermediate", "I_TP",
-                p.scaled_intermediate_t_swizzle);
-    s.rhs = gathered_rows("output_hidden_states_grad", "H");
-    s.rhs.interleaved_rows = x32;
-    common(s, "Phase 4: M = I_TP, K = block_size, N = H per core", "p4", 4);
-    f.p4_plan = mxfp8::plan_matmul(s, limits);
-  }
-  const mxfp8::Padding pad = p.skip() || p.num_valid_tokens ? mxfp8::Padding::Skip : mxfp8::Padding::ZeroRow;
-  f.p3.lhs.rows.padding = pad;
-  f.p4.rhs.rows.padding = p.on_h() ? mxfp8::Padding::ZeroRow : pad;
-  return f;
-}
-
-namespace {
-
-struct Hbm {
-  View hidden, ea, dy, w_gu, w_down, s_gu, s_down, tokens, b2e, nvt;
-  View ck_gu, ck_scaled, ck_gate, ck_inter, ck_down;
-  View dx, dea, dw_gu, dw_down, db_gu, db_down;
-  View dy_scratch, x_scratch;    // per core [2, B, H]: gathered rows (P1's dY, P0's X); ON_H dY: [2 B, H]
-  View dgu_scratch, sc_scratch;  // shared [2, 2I, B], [2, I, B]
-  View gu_scratch;               // per core [2, 2, I, B]: recomputed gate/up (P0)
-};
 
 Hbm declare(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   Hbm t;
@@ -284,251 +66,6 @@ Hbm declare(Kernel& k, const BwdParams& p, const BwdPlan& f) {
                              {2, I, B}, false);
   return t;
 }
-
-// State of the block being processed.
-struct Block {
-  int64_t b = 0;
-  int ring = 0;
-  View expert;    // SBUF [1, 1] int32: e
-  View idx;       // SBUF [128, B/128] int32 token ids
-  View idx32;     // quant_scheme 1x32: the same in the 1x32 interleave order (Phases 3 and 4)
-  View ea_col;    // SBUF [128, B/128] FP32 affinities
-  View ea_bcast;  // SBUF [128, B] FP32: the slots' affinities on every partition
-  View dy;        // HBM [B, H]: gathered dY rows
-  View x;         // HBM [B, H]: gathered hidden rows (recompute only)
-  View gate_up;   // HBM [2, I, B]: the block's gate/up (checkpoint, or recomputed)
-  View nvt_col;   // the last block under num_valid_tokens: SBUF [128, 1] FP32, the count on every partition
-};
-
-// One Phase 1 epilogue step's scratch: [128, C] each.
-struct P1Set {
-  View gate, up;                           // bf16 loads
-  View sig, silu, inter, prod, dint, tmp;  // FP32
-  View dg, du, sc;                         // bf16 results
-};
-
-// gate_up_proj_act_checkpoint-like [N or ring, 2, I, B] piece [n, w] of half h at (rows i0.., cols c0..).
-View gu_piece(const View& ck, int64_t b, int h, int64_t i0, int64_t n, int64_t c0, int64_t w) {
-  return ck(S(b, b + 1), h, S(i0, i0 + n), S(c0, c0 + w)).reshape({n, w});
-}
-View ib_piece(const View& ck, int64_t b, int64_t i0, int64_t n, int64_t c0, int64_t w) {
-  return ck(S(b, b + 1), S(i0, i0 + n), S(c0, c0 + w)).reshape({n, w});
-}
-
-class P1Epilogue : public mxfp8::Epilogue {
- public:
-  P1Epilogue(const BwdParams& p, const BwdPlan& f, const Hbm& t, const Block& blk, std::vector<P1Set>& sets,
-             size_t& rr, const View& dea_acc, const View& bias_acc, const View& bias_part)
-      : p_(p),
-        f_(f),
-        t_(t),
-        blk_(blk),
-        sets_(sets),
-        rr_(rr),
-        dea_acc_(dea_acc),
-        bias_acc_(bias_acc),
-        bias_part_(bias_part) {}
-
-  void emit(mxfp8::EpilogueContext& ctx, const mxfp8::OutTile& o) override {
-    PhaseScope ph(ctx.kernel, "P1");
-    const int64_t n = o.tile.partitions(), width = o.tile.free_elements();
-    const int64_t i0 = ctx.kernel.program_id() * f_.Ic + o.row;  // row of I
-    const ClampLimits& cl = p_.clamp_limits;
-    const int64_t gb = f_.recompute ? blk_.ring : blk_.b;  // block index into gate_up
-    const nki::DmaOpts load{.engine = Engine::ACT};
-    for (int64_t c0 = 0; c0 < width; c0 += f_.chunk) {
-      const int64_t w = std::min(f_.chunk, width - c0), col = o.col + c0;
-      const P1Set& s = sets_[rr_++ % sets_.size()];
-      const auto v = [&](const View& x) { return x(S(0, n), S(0, w)); };
-      View gate = v(s.gate), up = v(s.up), sig = v(s.sig), silu = v(s.silu), inter = v(s.inter);
-      View prod = v(s.prod), dint = v(s.dint), tmp = v(s.tmp), dg = v(s.dg), du = v(s.du);
-      View d = o.tile(all, S(c0, c0 + w));
-      View ea = blk_.ea_bcast(S(0, n), S(col, col + w));
-      nki::dma_copy(gate, gu_piece(blk_.gate_up, gb, 0, i0, n, col, w), load);
-      nki::dma_copy(up, gu_piece(blk_.gate_up, gb, 1, i0, n, col, w), load);
-      // num_valid_tokens: the checkpoint columns of the slots from the count on are undefined (NaN, say);
-      // they become 0, so that 0 x undefined never reaches the weight gradients. prod holds the mask.
-      View ok;
-      if (blk_.nvt_col.valid()) {
-        ok = prod;
-        nki::iota(ok, {1}, static_cast<double>(blk_.b * f_.B + col));
-        nki::tensor_scalar(ok, ok, AluOp::IsLt, nki::Operand(blk_.nvt_col(S(0, n), all)));
-        nki::select(gate, ok, gate, 0.0);
-        nki::select(up, ok, up, 0.0);
-      }
-      nki::activation(sig, ActFunc::Sigmoid, gate);
-      if (t_.ck_gate.valid()) {
-        View a = v(s.sc);
-        nki::dma_copy(a, ib_piece(t_.ck_gate, blk_.b, i0, n, col, w), load);
-        nki::tensor_copy(silu, a, Engine::POOL);
-        if (ok.valid()) nki::select(silu, ok, silu, 0.0);
-      } else {
-        nki::tensor_tensor(silu, gate, sig, AluOp::Multiply, Engine::POOL);
-      }
-      if (t_.ck_inter.valid()) {
-        View a = v(s.dg);
-        nki::dma_copy(a, ib_piece(t_.ck_inter, blk_.b, i0, n, col, w), load);
-        nki::tensor_copy(inter, a, Engine::POOL);
-        if (ok.valid()) nki::select(inter, ok, inter, 0.0);
-      } else {
-        nki::tensor_tensor(inter, silu, up, AluOp::Multiply, Engine::POOL);
-      }
-      // AFFINITY_ON_I: the affinity-gradient partial from the unscaled d_int, then d_int x affinity.
-      // AFFINITY_ON_H: d_int came from affinity x dY already.
-      View da = d;
-      if (!p_.on_h()) {
-        View acc = dea_acc_(S(0, n), S(col, col + w));
-        nki::tensor_tensor(prod, d, inter, AluOp::Multiply);
-        nki::tensor_tensor(acc, acc, prod, AluOp::Add);
-        nki::tensor_tensor(dint, d, ea, AluOp::Multiply);
-        da = dint;
-      }
-      // silu' = sig (1 + gate (1 - sig)).
-      nki::tensor_scalar(tmp, sig, AluOp::Multiply, -1.0, false, AluOp::Add, 1.0, false, Engine::ACT);
-      nki::tensor_tensor(tmp, tmp, gate, AluOp::Multiply, Engine::POOL);
-      nki::tensor_scalar(tmp, tmp, AluOp::Add, 1.0, false, AluOp::Bypass, 0.0, false, Engine::ACT);
-      nki::tensor_tensor(tmp, tmp, sig, AluOp::Multiply, Engine::POOL);
-      // d_gate = d_int silu' up, d_up = d_int silu, each masked by its strict clamp limits.
-      nki::tensor_tensor(tmp, tmp, da, AluOp::Multiply);
-      mask(tmp, gate, cl.non_linear_clamp_lower_limit, cl.non_linear_clamp_upper_limit, prod);
-      const bool gm = cl.non_linear_clamp_lower_limit || cl.non_linear_clamp_upper_limit;
-      const bool um = cl.linear_clamp_lower_limit || cl.linear_clamp_upper_limit;
-      if (gm) {
-        nki::tensor_tensor(tmp, tmp, up, AluOp::Multiply);
-        nki::tensor_copy(dg, tmp, Engine::ACT);
-      } else {
-        nki::tensor_tensor(dg, tmp, up, AluOp::Multiply);
-      }
-      if (um) {
-        nki::tensor_tensor(dint, da, silu, AluOp::Multiply);
-        mask(dint, up, cl.linear_clamp_lower_limit, cl.linear_clamp_upper_limit, prod);
-        nki::tensor_copy(du, dint, Engine::ACT);
-      } else {
-        nki::tensor_tensor(du, da, silu, AluOp::Multiply);
-      }
-      if (bias_acc_.valid()) {
-        // The gate/up bias gradient: the bfloat16 d_gate and d_up summed over the tile's tokens (FP32).
-        const int64_t g = o.row / 128;
-        for (int h = 0; h < 2; ++h) {
-          View part = bias_part_(S(0, n), S(h, h + 1));
-          nki::tensor_reduce(part, AluOp::Add, h == 0 ? dg : du, {1});
-          View acc = bias_acc_(S(0, n), h, S(g, g + 1));
-          nki::tensor_tensor(acc, acc, part, AluOp::Add);
-        }
-      }
-      const View& dgu = t_.dgu_scratch;
-      nki::dma_copy(ib_piece(dgu, blk_.ring, i0, n, col, w), dg, kPool);
-      nki::dma_copy(ib_piece(dgu, blk_.ring, f_.I + i0, n, col, w), du, kPool);
-      if (t_.sc_scratch.valid()) {
-        View sc = v(s.sc);
-        if (p_.on_h())
-          nki::tensor_copy(sc, inter, Engine::POOL);
-        else
-          nki::tensor_tensor(sc, inter, ea, AluOp::Multiply, Engine::POOL);
-        nki::dma_copy(ib_piece(t_.sc_scratch, blk_.ring, i0, n, col, w), sc, kPool);
-      }
-    }
-  }
-
- private:
-  // x *= (lo < v) (v < hi) for the limits given (`m` FP32 scratch of x's shape).
-  static void mask(const View& x, const View& v, std::optional<double> lo, std::optional<double> hi,
-                   const View& m) {
-    if (lo) {
-      nki::tensor_scalar(m, v, AluOp::IsGt, *lo, false, AluOp::Bypass, 0.0, false, Engine::POOL);
-      nki::tensor_tensor(x, x, m, AluOp::Multiply);
-    }
-    if (hi) {
-      nki::tensor_scalar(m, v, AluOp::IsLt, *hi, false, AluOp::Bypass, 0.0, false, Engine::POOL);
-      nki::tensor_tensor(x, x, m, AluOp::Multiply);
-    }
-  }
-
-  const BwdParams& p_;
-  const BwdPlan& f_;
-  const Hbm& t_;
-  const Block& blk_;
-  std::vector<P1Set>& sets_;
-  size_t& rr_;
-  View dea_acc_, bias_acc_, bias_part_;
-};
-
-// Phase 0: the recomputed gate/up tiles, clamped and cast, into the per-core scratch.
-class P0Epilogue : public mxfp8::Epilogue {
- public:
-  P0Epilogue(const BwdParams& p, const BwdPlan& f, const Block& blk, std::vector<std::pair<View, View>>& sets,
-             size_t& rr)
-      : p_(p), f_(f), blk_(blk), sets_(sets), rr_(rr) {}
-  void emit(mxfp8::EpilogueContext& ctx, const mxfp8::OutTile& o) override {
-    PhaseScope ph(ctx.kernel, "P0");
-    const int64_t n = o.tile.partitions(), width = o.tile.free_elements();
-    const int64_t i0 = ctx.kernel.program_id() * f_.Ic + o.row;
-    const ClampLimits& cl = p_.clamp_limits;
-    for (int64_t c0 = 0; c0 < width; c0 += f_.chunk) {
-      const int64_t w = std::min(f_.chunk, width - c0), col = o.col + c0;
-      const auto& [gs, us] = sets_[rr_++ % sets_.size()];
-      View g = gs(S(0, n), S(0, w)), u = us(S(0, n), S(0, w));
-      clamp(g, o.tile(all, S(c0, c0 + w)), cl.non_linear_clamp_lower_limit, cl.non_linear_clamp_upper_limit,
-            Engine::ACT);
-      clamp(u, o.tile2(all, S(c0, c0 + w)), cl.linear_clamp_lower_limit, cl.linear_clamp_upper_limit,
-            Engine::POOL);
-      nki::dma_copy(gu_piece(blk_.gate_up, blk_.ring, 0, i0, n, col, w), g, kPool);
-      nki::dma_copy(gu_piece(blk_.gate_up, blk_.ring, 1, i0, n, col, w), u, kPool);
-    }
-  }
-
- private:
-  static void clamp(const View& dst, const View& src, std::optional<double> lo, std::optional<double> hi,
-                    Engine e) {
-    if (lo && hi)
-      nki::tensor_scalar(dst, src, AluOp::Max, *lo, false, AluOp::Min, *hi, false, e);
-    else if (lo)
-      nki::tensor_scalar(dst, src, AluOp::Max, *lo, false, AluOp::Bypass, 0.0, false, e);
-    else if (hi)
-      nki::tensor_scalar(dst, src, AluOp::Min, *hi, false, AluOp::Bypass, 0.0, false, e);
-    else
-      nki::tensor_copy(dst, src, e);
-  }
-  const BwdParams& p_;
-  const BwdPlan& f_;
-  const Block& blk_;
-  std::vector<std::pair<View, View>>& sets_;
-  size_t& rr_;
-};
-
-// dst (expert 0's [R, C] placement, moved by the expert's scalar_offset) += the tile, in bfloat16: cast,
-// read the existing rows, add, write back (nkilib's weight-gradient read-modify-write; hwdge queues).
-class ExpertAccumulate : public mxfp8::Epilogue {
- public:
-  ExpertAccumulate(const char* phase, View dst, View expert, std::vector<std::pair<View, View>>& sets,
-                   size_t& rr)
-      : phase_(phase), dst_(std::move(dst)), expert_(std::move(expert)), sets_(sets), rr_(rr) {
-    chunk_ = sets_.front().first.free_elements();
-  }
-  void emit(mxfp8::EpilogueContext& ctx, const mxfp8::OutTile& o) override {
-    PhaseScope ph(ctx.kernel, phase_);
-    const int64_t n = o.tile.partitions(), width = o.tile.free_elements();
-    for (int64_t j = 0; j < width; j += chunk_) {
-      const int64_t w = std::min(chunk_, width - j), c = o.col + j;
-      const auto& [res_t, ex_t] = sets_[rr_++ % sets_.size()];
-      View res = res_t(S(0, n), S(0, w)), ex = ex_t(S(0, n), S(0, w));
-      View d = dst_(S(o.row, o.row + n), S(c, c + w));
-      nki::dma_copy(ex, d, {.scalar_offset = expert_});
-      nki::tensor_copy(res, o.tile(all, S(j, j + w)), Engine::ACT);
-      nki::tensor_tensor(res, res, ex, AluOp::Add);
-      nki::dma_copy(d, res, {.engine = Engine::ACT, .scalar_offset = expert_, .scalar_offset_dst = true});
-    }
-  }
-
- private:
-  const char* phase_;
-  View dst_, expert_;
-  int64_t chunk_ = 0;
-  std::vector<std::pair<View, View>>& sets_;
-  size_t& rr_;
-};
-
-}  // namespace
 
 void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   const Hbm t = declare(k, p, f);
@@ -798,8 +335,8 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
         o.scalar_offset = blk.expert;
       }
       s.rhs.data = blk.x;
-      P0Epilogue epi(p, f, blk, p0_sets, p0_rr);
-      mxfp8::emit_matmul(k, s, f.p0_plan, epi);
+      const auto epi = p0_epilogue(p, f, blk, p0_sets, p0_rr);
+      mxfp8::emit_matmul(k, s, f.p0_plan, *epi);
     }
 
     // Phase 1: d_int^T [I/2, B] and the SwiGLU backward.
@@ -817,8 +354,8 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
       s.lhs.scalar_offset = blk.expert;
       s.rhs.data = blk.dy;
       if (p.bias) nki::memset(bgu_acc, 0.0, Engine::POOL);
-      P1Epilogue epi(p, f, t, blk, p1_sets, p1_rr, dea_acc, bgu_acc, bgu_part);
-      mxfp8::emit_matmul(k, s, f.p1_plan, epi);
+      const auto epi = p1_epilogue(p, f, t, blk, p1_sets, p1_rr, dea_acc, bgu_acc, bgu_part);
+      mxfp8::emit_matmul(k, s, f.p1_plan, *epi);
       if (!p.on_h()) {
         // Sum the partial over its partitions (the I rows): ones^T x partial, one column per 128 tokens.
         View ps = k.psum({128, G}, DType::F32, "dea_sum");
@@ -908,9 +445,9 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
       s.lhs.data = t.hidden(all, S(h0, h0 + Hc));
       s.lhs.rows.index = x32 ? blk.idx32 : blk.idx;
       s.rhs.data = t.dgu_scratch(ring).reshape({2 * I, B});
-      ExpertAccumulate epi("P3", t.dw_gu(S(0, 1), S(h0, h0 + Hc)).reshape({Hc, 2 * I}), blk.expert, w_sets,
-                           w_rr);
-      mxfp8::emit_matmul(k, s, f.p3_plan, epi);
+      const auto epi = expert_accumulate("P3", t.dw_gu(S(0, 1), S(h0, h0 + Hc)).reshape({Hc, 2 * I}),
+                                         blk.expert, w_sets, w_rr);
+      mxfp8::emit_matmul(k, s, f.p3_plan, *epi);
     }
 
     // Phase 4: dW_down[e] [I, H/2] += S^T dY.
@@ -927,9 +464,9 @@ void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
         s.rhs.data = t.dy(all, S(h0, h0 + Hc));
         s.rhs.rows.index = x32 ? blk.idx32 : blk.idx;
       }
-      ExpertAccumulate epi("P4", t.dw_down(S(0, 1), all, S(h0, h0 + Hc)).reshape({I, Hc}), blk.expert, w_sets,
-                           w_rr);
-      mxfp8::emit_matmul(k, s, f.p4_plan, epi);
+      const auto epi = expert_accumulate("P4", t.dw_down(S(0, 1), all, S(h0, h0 + Hc)).reshape({I, Hc}),
+                                         blk.expert, w_sets, w_rr);
+      mxfp8::emit_matmul(k, s, f.p4_plan, *epi);
     }
   }
 
