@@ -14,7 +14,7 @@
 namespace trnsim::kernels {
 namespace {
 
-using run::CheckResult;
+using tensor::CheckResult;
 using tensor::HostTensor;
 
 // Output rows are checked in blocks of this many rows when sampled.
@@ -54,7 +54,7 @@ const HostTensor& CheckContext::output(const std::string& name) const {
 CheckResult tolerance_result(const std::string& output, const HostTensor& out, const ref::ErrorMetrics& e,
                              const ref::ErrorMetrics& q, bool quantized, const Tolerance& tol,
                              int64_t rows_compared, int64_t rows_total, bool rows_are_experts) {
-  CheckResult r = base(output, out, run::kCheckTolerance);
+  CheckResult r = base(output, out, tensor::kCheckTolerance);
   const bool bf16 = out.dtype == isa::DType::BF16;
   const double bound = tol.max_rel_l2_vs_quantized.value_or(bf16 ? kRelL2BoundBf16 : kRelL2BoundF32);
   r.nonfinite = e.nonfinite + e.golden_nonfinite - e.finite_where_golden_not;
@@ -93,7 +93,7 @@ CheckResult tolerance_result(const std::string& output, const HostTensor& out, c
                     "hold NaN or Inf, or overflowed their dtype)",
                     e.count));
   if (both_finite == 0)
-    for (run::CheckMetric& m : r.metrics)
+    for (tensor::CheckMetric& m : r.metrics)
       if (m.name.find("reference_") != 0 && m.name != "rel_l2_bound" && m.name != "quantized_reference")
         m.value = std::numeric_limits<double>::quiet_NaN();
   if (e.nonfinite == 0 && both_finite > 0) {
@@ -214,7 +214,7 @@ OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOpe
 }
 
 CheckResult bit_exact_result(const std::string& output, const HostTensor& out, const HostTensor& expected) {
-  CheckResult r = base(output, out, run::kCheckBitExact);
+  CheckResult r = base(output, out, tensor::kCheckBitExact);
   if (expected.dtype != out.dtype || expected.shape != out.shape)
     throw Error(fmt::format("check of '{}': expected {} {}, the output is {} {}", output,
                             isa::dtype_name(expected.dtype), tensor::shape_str(expected.shape),
@@ -254,7 +254,7 @@ OutputCheck bit_exact_check(const std::string& output,
 
 CheckResult scalar_result(const std::string& output, const HostTensor& out, int64_t index, double expected,
                           double abs_tol, double rel_tol) {
-  CheckResult r = base(output, out, run::kCheckScalar);
+  CheckResult r = base(output, out, tensor::kCheckScalar);
   const double v = out.value(index);
   const double err = std::fabs(v - expected);
   const double rel = expected != 0 ? err / std::fabs(expected) : (err == 0 ? 0.0 : INFINITY);

@@ -1,5 +1,6 @@
 // How a kernel package checks its outputs after a run with numerics: each OutputCheck reads the run's inputs
-// and outputs (host tensors) and returns a run::CheckResult of one of three kinds (sim/run/check_result.h):
+// and outputs (host tensors) and returns a tensor::CheckResult of one of three kinds
+// (sim/tensor/check_result.h):
 //
 //   tolerance  FP64 references, "exact" (the unquantized math) and "quantized" (with the kernel's MX
 //              quantization applied to the operands it quantizes): pass = nki-library's comparator against
@@ -19,7 +20,7 @@
 
 #include "kernels/ref/matmul_ref.h"
 #include "kernels/ref/metrics.h"
-#include "sim/run/check_result.h"
+#include "sim/tensor/check_result.h"
 #include "sim/tensor/host_tensor.h"
 
 namespace trnsim::kernels {
@@ -58,7 +59,7 @@ class CheckContext {
 // state (the MoE kernels: the first check's prepare step computes the references every check reads).
 struct OutputCheck {
   std::string output;  // the kernel output it checks
-  std::function<run::CheckResult(const CheckContext&)> run;
+  std::function<tensor::CheckResult(const CheckContext&)> run;
   double reference_flops = 0;  // host work of the references (for progress messages)
   std::function<void(const CheckContext&)> prepare = nullptr;
   // Host bytes the references hold at most besides the run's inputs and outputs (their copies of the
@@ -81,10 +82,10 @@ struct Tolerance {
 // A tolerance result from metrics already computed against the exact and the quantized reference (equal
 // when the kernel does not quantize). `rows_compared` < `rows_total` adds a sampling note; `rows_are_experts`
 // when the sample is of whole experts (an MoE weight gradient's [E, ...] slices), not of row blocks.
-run::CheckResult tolerance_result(const std::string& output, const tensor::HostTensor& out,
-                                  const ref::ErrorMetrics& vs_exact, const ref::ErrorMetrics& vs_quantized,
-                                  bool quantized, const Tolerance& tol = {}, int64_t rows_compared = 0,
-                                  int64_t rows_total = 0, bool rows_are_experts = false);
+tensor::CheckResult tolerance_result(const std::string& output, const tensor::HostTensor& out,
+                                     const ref::ErrorMetrics& vs_exact, const ref::ErrorMetrics& vs_quantized,
+                                     bool quantized, const Tolerance& tol = {}, int64_t rows_compared = 0,
+                                     int64_t rows_total = 0, bool rows_are_experts = false);
 
 // Elementwise FP64 golden values for every element of `output` (no quantization).
 OutputCheck elementwise_check(const std::string& output,
@@ -114,14 +115,14 @@ OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOpe
 // --- bit-exact and scalar checks
 
 // `expected` holds the bytes a host emulation gives for `output` (same dtype and shape).
-run::CheckResult bit_exact_result(const std::string& output, const tensor::HostTensor& out,
-                                  const tensor::HostTensor& expected);
+tensor::CheckResult bit_exact_result(const std::string& output, const tensor::HostTensor& out,
+                                     const tensor::HostTensor& expected);
 OutputCheck bit_exact_check(const std::string& output,
                             std::function<tensor::HostTensor(const CheckContext&)> expected);
 
 // Element `index` of `output` against `expected`: passes if |value - expected| <= abs_tol or
 // <= rel_tol |expected| (equal infinities pass; NaN passes only against a NaN expectation).
-run::CheckResult scalar_result(const std::string& output, const tensor::HostTensor& out, int64_t index,
-                               double expected, double abs_tol, double rel_tol);
+tensor::CheckResult scalar_result(const std::string& output, const tensor::HostTensor& out, int64_t index,
+                                  double expected, double abs_tol, double rel_tol);
 
 }  // namespace trnsim::kernels

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "kernels/api/package.h"
-#include "sim/run/check_result.h"
+#include "sim/tensor/check_result.h"
 
 namespace trnsim::kernels {
 
@@ -35,7 +35,7 @@ struct ChainReference {
   std::string name, doc;
   // InputError (the reason) when the stages do not fit the reference; runs before anything is simulated.
   std::function<void(const std::vector<ChainStageData>&)> check;
-  std::function<std::vector<run::CheckResult>(const std::vector<ChainStageData>&)> run;
+  std::function<std::vector<tensor::CheckResult>(const std::vector<ChainStageData>&)> run;
 };
 
 const std::vector<ChainReference>& chain_references();

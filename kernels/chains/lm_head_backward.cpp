@@ -64,12 +64,12 @@ std::vector<double> f64_of(const tensor::HostTensor& t) {
   return {v.begin(), v.end()};
 }
 
-run::CheckResult compare(const std::string& label, const tensor::HostTensor& out, const std::vector<float>& k,
-                         const std::vector<double>& g, double bound) {
+tensor::CheckResult compare(const std::string& label, const tensor::HostTensor& out,
+                            const std::vector<float>& k, const std::vector<double>& g, double bound) {
   const ref::ErrorMetrics e = ref::compare(k.data(), g.data(), static_cast<int64_t>(g.size()));
   Tolerance tol;
   tol.max_rel_l2_vs_quantized = bound;
-  run::CheckResult r = tolerance_result(label, out, e, e, false, tol);
+  tensor::CheckResult r = tolerance_result(label, out, e, e, false, tol);
   r.notes.push_back("against the FP64 reference of the whole chain (logits -> CE gradient -> dX, dW)");
   return r;
 }
@@ -87,7 +87,7 @@ std::vector<float> dequantized(const Tensors& out, bool rowwise, int64_t M, int6
   return v;
 }
 
-std::vector<run::CheckResult> run_reference(const std::vector<ChainStageData>& s) {
+std::vector<tensor::CheckResult> run_reference(const std::vector<ChainStageData>& s) {
   check_plan(s);
   const ChainStageData& ce = stage_of(s, "cross_entropy_bwd");
   const ChainStageData& mm = stage_of(s, "matmul_mxfp8_backward");
@@ -101,7 +101,7 @@ std::vector<run::CheckResult> run_reference(const std::vector<ChainStageData>& s
   std::vector<double> G(static_cast<size_t>(M * V));
   ce::grad_reference(ci.at("logits"), target, go, bp.c, 0, M, threads, G.data());
 
-  std::vector<run::CheckResult> res;
+  std::vector<tensor::CheckResult> res;
   if (bp.mxfp8()) {
     for (const bool rowwise : {true, false}) {
       if (!bp.uses(rowwise ? 0 : 1)) continue;

@@ -111,12 +111,12 @@ std::array<uint8_t, 256> fp8_special(isa::DType dt) {
 }
 
 // A bit-exact result from counts gathered while streaming (the metrics of bit_exact_result).
-run::CheckResult bit_exact_counts(const std::string& output, const HostTensor& out, size_t bytes_total,
-                                  int64_t bytes_differing, int64_t elements_differing, int64_t first,
-                                  int64_t nonfinite) {
-  run::CheckResult r;
+tensor::CheckResult bit_exact_counts(const std::string& output, const HostTensor& out, size_t bytes_total,
+                                     int64_t bytes_differing, int64_t elements_differing, int64_t first,
+                                     int64_t nonfinite) {
+  tensor::CheckResult r;
   r.output = output;
-  r.kind = run::kCheckBitExact;
+  r.kind = tensor::kCheckBitExact;
   r.dtype = isa::dtype_name(out.dtype);
   r.elements = out.elements();
   r.nonfinite = nonfinite;
@@ -133,7 +133,8 @@ run::CheckResult bit_exact_counts(const std::string& output, const HostTensor& o
 
 // bit_exact_result for byte-sized dtypes (FP8 data, E8M0 scales) from a ByteDiff over all n output bytes (NaN
 // codes counted from the dtype's encoding).
-run::CheckResult bytes_result(const std::string& output, const HostTensor& out, const ByteDiff& d, size_t n) {
+tensor::CheckResult bytes_result(const std::string& output, const HostTensor& out, const ByteDiff& d,
+                                 size_t n) {
   return bit_exact_counts(output, out, n, d.differ, d.differ, d.first, d.nonfinite);
 }
 
@@ -143,8 +144,8 @@ void check_size(const std::string& output, const HostTensor& out, size_t n) {
         fmt::format("check of '{}': {} expected bytes for {} output bytes", output, n, out.bytes.size()));
 }
 
-run::CheckResult bytes_exact(const std::string& output, const HostTensor& out, const uint8_t* expected,
-                             size_t n) {
+tensor::CheckResult bytes_exact(const std::string& output, const HostTensor& out, const uint8_t* expected,
+                                size_t n) {
   check_size(output, out, n);
   ByteDiff d;
   const std::array<uint8_t, 256> special = fp8_special(out.dtype);
@@ -158,7 +159,7 @@ constexpr int64_t kStepRows = 128;
 
 // FP64 gradient check of BF16 gradient bits ([rows, V] row-major), streamed over the sampled rows in 32-row
 // steps: kernel_rows(r0, r1, scratch) returns rows [r0, r1) (scratch holds (r1 - r0) V values if needed).
-run::CheckResult grad_tolerance(
+tensor::CheckResult grad_tolerance(
     const std::string& name, const HostTensor& out,
     const std::function<const uint16_t*(int64_t, int64_t, uint16_t*)>& kernel_rows, const CheckContext& c,
     const CommonParams& p, const std::vector<int32_t>& t, const std::vector<float>& go) {
@@ -185,7 +186,7 @@ run::CheckResult grad_tolerance(
 // steps (each thread a contiguous range of 32-row blocks): no whole-tensor copy of the gradient or the
 // expected bytes is made. Compact scales are kept whole (V / 32 per row), then laid out as TE's.
 struct MxResults {
-  run::CheckResult data[2], scales[2];
+  tensor::CheckResult data[2], scales[2];
 };
 
 const char* const kMxNames[2][2] = {{"input_grad_rowwise_data", "input_grad_rowwise_scale_inv"},
@@ -252,7 +253,8 @@ MxResults mx_check(const CheckContext& c, const BwdParams& bp) {
 
 // input_grad (BF16) bit for bit against the emulated gradient, streamed like mx_check: the metrics of
 // bit_exact_result (bytes, elements, first element differing; NaN/Inf counted from the BF16 encoding).
-run::CheckResult bf16_emulation_check(const std::string& name, const CheckContext& c, const CommonParams& p) {
+tensor::CheckResult bf16_emulation_check(const std::string& name, const CheckContext& c,
+                                         const CommonParams& p) {
   const HostTensor& out = c.output("input_grad");
   const int64_t R = p.rows, V = p.V, nsteps = (R + kStepRows - 1) / kStepRows;
   check_size(name, out, static_cast<size_t>(R * V * 2));
@@ -308,11 +310,11 @@ void SpecialTolerance::add(const float* k, const double* g, size_t n) {
   }
 }
 
-run::CheckResult SpecialTolerance::finish(const std::string& output, const HostTensor& out,
-                                          int64_t rows_compared, int64_t rows_total,
-                                          const std::string& what_nonfinite) const {
+tensor::CheckResult SpecialTolerance::finish(const std::string& output, const HostTensor& out,
+                                             int64_t rows_compared, int64_t rows_total,
+                                             const std::string& what_nonfinite) const {
   const ref::ErrorMetrics e = acc_.finish(tol_.atol_factor);
-  run::CheckResult r = tolerance_result(output, out, e, e, false, tol_, rows_compared, rows_total);
+  tensor::CheckResult r = tolerance_result(output, out, e, e, false, tol_, rows_compared, rows_total);
   r.nonfinite = kernel_nonfinite_;
   for (std::string& f : r.failures)
     if (f.find("are NaN or Inf") != std::string::npos) f += " where the FP64 reference is finite";
@@ -326,10 +328,10 @@ run::CheckResult SpecialTolerance::finish(const std::string& output, const HostT
   return r;
 }
 
-run::CheckResult special_tolerance(const std::string& output, const HostTensor& out,
-                                   const std::vector<float>& k, const std::vector<double>& g,
-                                   const Tolerance& tol, int64_t rows_compared, int64_t rows_total,
-                                   const std::string& what_nonfinite) {
+tensor::CheckResult special_tolerance(const std::string& output, const HostTensor& out,
+                                      const std::vector<float>& k, const std::vector<double>& g,
+                                      const Tolerance& tol, int64_t rows_compared, int64_t rows_total,
+                                      const std::string& what_nonfinite) {
   if (k.size() != g.size())
     throw Error(
         fmt::format("check of '{}': {} kernel values for {} reference values", output, k.size(), g.size()));
@@ -404,7 +406,7 @@ std::vector<OutputCheck> bwd_checks(const BwdParams& bp) {
        [p](const CheckContext& c) {
          const BwdInputs in(c, p);
          const HostTensor h = HostTensor::zeros(isa::DType::BF16, {p.rows, 1});  // names the dtype only
-         run::CheckResult r = grad_tolerance(
+         tensor::CheckResult r = grad_tolerance(
              "input_grad:emulation_vs_fp64", h,
              [&](int64_t r0, int64_t r1, uint16_t* scratch) {
                in.emulation.rows(r0, r1, scratch);

@@ -35,8 +35,8 @@ class SpecialTolerance {
  public:
   explicit SpecialTolerance(const Tolerance& tol) : tol_(tol), acc_(tol.rtol) {}
   void add(const float* k, const double* g, size_t n);
-  run::CheckResult finish(const std::string& output, const tensor::HostTensor& out, int64_t rows_compared,
-                          int64_t rows_total, const std::string& what_nonfinite) const;
+  tensor::CheckResult finish(const std::string& output, const tensor::HostTensor& out, int64_t rows_compared,
+                             int64_t rows_total, const std::string& what_nonfinite) const;
 
  private:
   Tolerance tol_;
@@ -47,9 +47,9 @@ class SpecialTolerance {
 // Tolerance result of kernel values k against FP64 golden values g (same length) where non-finite golden
 // values must be matched exactly by the kernel (NaN by NaN, +-Inf by the same Inf) and the metrics cover the
 // finite ones. `what_nonfinite` explains the expected non-finite values in the note.
-run::CheckResult special_tolerance(const std::string& output, const tensor::HostTensor& out,
-                                   const std::vector<float>& k, const std::vector<double>& g,
-                                   const Tolerance& tol, int64_t rows_compared, int64_t rows_total,
-                                   const std::string& what_nonfinite);
+tensor::CheckResult special_tolerance(const std::string& output, const tensor::HostTensor& out,
+                                      const std::vector<float>& k, const std::vector<double>& g,
+                                      const Tolerance& tol, int64_t rows_compared, int64_t rows_total,
+                                      const std::string& what_nonfinite);
 
 }  // namespace trnsim::kernels::ce

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/lib/partition_fill.h"
+
 namespace trnsim::kernels::ce {
 
 using isa::AluOp;
@@ -99,9 +101,8 @@ View broadcast_partitions(Kernel& k, const View& one) {
   View v = k.sbuf({1, 1}, DType::F32, "ce_bcast_src");
   nki::tensor_copy(v, one);
   View acc = k.psum({kP, 1}, DType::F32, "ce_bcast_psum");
-  nki::nc_matmul(acc, ones, v);
   View out = k.sbuf({kP, 1}, DType::F32, "ce_bcast");
-  nki::tensor_copy(out, acc);
+  kernels::broadcast_partitions(out, v, ones, acc, Engine::DVE);
   return out;
 }
 

@@ -49,22 +49,13 @@ num::QuantScheme BwdParams::quant_scheme() const {
 void BwdParams::describe(Schema<BwdParams>& s) {
   // At least one 128-row tile: the gradient's rows are gathered and scattered with 128-row indirect DMAs
   // whose HBM pattern spans 128 rows of the tensor.
-  s.dim(&BwdParams::T, "T",
-        "tokens (rows of hidden_states, plus the zero row T when padding is T); at least 128 (the kernel "
-        "gathers and scatters rows 128 at a time)")
-      .range(128, 1 << 20);
-  s.dim(&BwdParams::H, "H", "hidden size (a multiple of 256 on two cores, of 128 on one)");
-  s.dim(&BwdParams::I_TP, "I_TP",
-        "intermediate size per tensor-parallel rank (a multiple of 256 on two cores)");
-  s.dim(&BwdParams::E, "E", "experts");
-  s.add(&BwdParams::top_k, "top_k",
-        "experts per token: sets N (unless num_blocks is given) and the routing recipe's top-k", 1)
-      .range(1, 1 << 16);
-  s.add(&BwdParams::num_blocks, "num_blocks",
-        "N, blocks in token_position_to_id; null: ceil((T*top_k - (E-1)) / B) + E - 1")
-      .range(1, 1 << 20);
-  s.add(&BwdParams::block_size, "block_size", "B, tokens per block: 128, 256, 512, 1024, 2048 or 4096")
-      .range(1, 1 << 20);
+  describe_shape(
+      s, {.T = "tokens (rows of hidden_states, plus the zero row T when padding is T); at least 128 "
+               "(the kernel gathers and scatters rows 128 at a time)",
+          .min_T = 128,
+          .H = "hidden size (a multiple of 256 on two cores, of 128 on one)",
+          .I_TP = "intermediate size per tensor-parallel rank (a multiple of 256 on two cores)",
+          .num_blocks = "N, blocks in token_position_to_id; null: ceil((T*top_k - (E-1)) / B) + E - 1"});
   s.add(&BwdParams::gate_up_weight_scales, "gate_up_weight_scales",
         "gate/up weights pre-quantized along Phase 2's contraction 2*I_TP: gate_up_proj_weight holds x4 data "
         "[E, 2*I_TP/4, H] (the x4 interleave of each expert's [H, 2*I_TP] along 2*I_TP) and input "

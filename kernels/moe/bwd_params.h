@@ -43,11 +43,7 @@ enum class BwdShard { OnFree };
 enum class BwdAffinity { OnI, OnH };
 enum class TransposeMode { NC, DMA };
 
-struct BwdParams {
-  int64_t T = 0, H = 0, I_TP = 0, E = 0;
-  int64_t top_k = 1;
-  std::optional<int64_t> num_blocks;
-  int64_t block_size = 0;
+struct BwdParams : MoeShape {
   std::optional<std::vector<int64_t>> gate_up_weight_scales, down_weight_scales;
   num::Fp8Format fp8 = num::Fp8Format::E4M3FN;
   isa::DType compute_dtype = isa::DType::BF16;

@@ -5,19 +5,13 @@
 namespace trnsim::kernels::moe {
 
 void FwdParams::describe(Schema<FwdParams>& s) {
-  s.dim(&FwdParams::T, "T", "tokens (rows of hidden_states, plus the zero row T when padding is T)");
-  s.dim(&FwdParams::H, "H", "hidden size (a multiple of 128)");
-  s.dim(&FwdParams::I_TP, "I_TP", "intermediate size per tensor-parallel rank (a multiple of 128)");
-  s.dim(&FwdParams::E, "E", "experts");
-  s.add(&FwdParams::top_k, "top_k",
-        "experts per token: sets N (unless num_blocks is given) and the routing recipe's top-k", 1)
-      .range(1, 1 << 16);
-  s.add(&FwdParams::num_blocks, "num_blocks",
-        "N, blocks in token_position_to_id; null: ceil((T*top_k - (E-1)) / B) + E - 1 (T/B with "
-        "no_indirect_load)")
-      .range(1, 1 << 20);
-  s.add(&FwdParams::block_size, "block_size", "B, tokens per block: 128, 256, 512, 1024, 2048 or 4096")
-      .range(1, 1 << 20);
+  describe_shape(
+      s, {.T = "tokens (rows of hidden_states, plus the zero row T when padding is T)",
+          .min_T = 1,
+          .H = "hidden size (a multiple of 128)",
+          .I_TP = "intermediate size per tensor-parallel rank (a multiple of 128)",
+          .num_blocks = "N, blocks in token_position_to_id; null: ceil((T*top_k - (E-1)) / B) + E - 1 "
+                        "(T/B with no_indirect_load)"});
   s.add(&FwdParams::gate_up_weight_scales, "gate_up_weight_scales",
         "gate/up weights pre-quantized: gate_up_proj_weight holds x4 data [E, H/4, 2*I_TP] and input "
         "gate_up_weight_scales the E8M0 scales of this shape ([E, H/4, 2*I_TP], or packed [E, "

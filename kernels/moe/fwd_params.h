@@ -33,11 +33,7 @@ enum class ShardOption { ShardOnBlock };
 // kernels' default; the backward then needs down_proj_act_checkpoint).
 enum class AffinityOption { OnI, OnH };
 
-struct FwdParams {
-  int64_t T = 0, H = 0, I_TP = 0, E = 0;
-  int64_t top_k = 1;
-  std::optional<int64_t> num_blocks;
-  int64_t block_size = 0;
+struct FwdParams : MoeShape {
   std::optional<std::vector<int64_t>> gate_up_weight_scales, down_weight_scales;
   bool gate_up_weight_is_swizzled = false, down_weight_is_swizzled = false;
   std::optional<MxTilingConfig> gate_up_config, down_config;

@@ -8,6 +8,7 @@
 
 #include "kernels/api/nki.h"
 #include "kernels/lib/mxfp8/layout.h"
+#include "kernels/lib/partition_fill.h"
 #include "kernels/moe/routing.h"
 #include "kernels/ref/gemm_f64.h"
 #include "sim/base/error.h"
@@ -197,26 +198,13 @@ View element(const View& row, int64_t b) {
 }
 
 void broadcast_rows(Kernel& k, const View& dst, const View& row, const View& ones) {
-  View ps = k.psum({128, 512}, isa::DType::F32, "moe_bcast");
-  const int64_t n = row.free_elements();
-  for (int64_t j = 0; j < n; j += 512) {
-    const int64_t w = std::min<int64_t>(512, n - j);
-    nki::nc_matmul(ps(all, S(0, w)), ones, row(all, S(j, j + w)));
-    nki::tensor_copy(dst(all, S(j, j + w)), ps(all, S(0, w)), isa::Engine::ACT);
-  }
+  broadcast_partitions(dst, row, ones, k.psum({128, 512}, isa::DType::F32, "moe_bcast"), isa::Engine::ACT);
 }
 
 void zero_rows(Kernel& k, const View& dst, int64_t rows, int64_t H, int64_t chunk) {
   View z = k.sbuf({128, chunk}, isa::DType::BF16, "moe_zeros");
   nki::memset(z, 0.0, isa::Engine::POOL);
-  const int64_t full = rows / 128;
-  for (int64_t c = 0; c < H; c += chunk) {
-    const int64_t w = std::min(chunk, H - c);
-    if (full > 0)
-      nki::dma_copy(dst(S(0, full * 128), S(c, c + w)).reshape({full, 128, w}).permute({1, 0, 2}),
-                    z(all, S(0, w)).reshape({128, 1, w}).broadcast(1, full));
-    if (rows % 128) nki::dma_copy(dst(S(full * 128, rows), S(c, c + w)), z(S(0, rows % 128), S(0, w)));
-  }
+  zero_region(dst(S(0, rows), S(0, H)), z);
 }
 
 }  // namespace trnsim::kernels::moe

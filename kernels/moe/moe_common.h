@@ -118,9 +118,11 @@ mxfp8::Operand weight_operand(const char* kernel, const WeightSpec& w);
 int64_t tile_bytes(int64_t free, isa::DType dtype);
 // The [1, 1] element b of an SBUF row [1, n].
 View element(const View& row, int64_t b);
-// dst [128, n] FP32 = row [1, n] broadcast to every partition (the PE: ones^T x row), in 512-column pieces.
+// dst [128, n] FP32 = row [1, n] broadcast to every partition (the PE: ones^T x row), in 512-column pieces
+// through one PSUM tile, copied out by ACT (kernels/lib/partition_fill.h).
 void broadcast_rows(Kernel& k, const View& dst, const View& row, const View& ones);
-// Zeroes rows [0, rows) of an HBM [rows, H] tensor from a zeroed SBUF tile, 128 rows per DMA step.
+// Zeroes rows [0, rows) of an HBM [rows, H] tensor from a zeroed SBUF tile [128, chunk] BF16, 128 rows per
+// DMA step (zero_region, kernels/lib/partition_fill.h).
 void zero_rows(Kernel& k, const View& dst, int64_t rows, int64_t H, int64_t chunk);
 
 }  // namespace trnsim::kernels::moe

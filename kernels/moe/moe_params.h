@@ -5,12 +5,47 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
 #include "kernels/api/params.h"
 
 namespace trnsim::kernels::moe {
+
+// The shape parameters both MoE kernels take (nkilib's T, H, I_TP, E, top_k and block_size, and N as
+// num_blocks), a base of FwdParams and BwdParams so each field is declared once. Their JSON names are the
+// kernels' top-level parameters; describe_shape declares them with the per-kernel texts of ShapeDocs.
+struct MoeShape {
+  int64_t T = 0, H = 0, I_TP = 0, E = 0;
+  int64_t top_k = 1;
+  std::optional<int64_t> num_blocks;
+  int64_t block_size = 0;
+};
+
+// What the two kernels say differently of the shape: the doc texts and T's lower bound (the backward
+// gathers and scatters rows 128 at a time).
+struct ShapeDocs {
+  const char* T;
+  int64_t min_T;
+  const char* H;
+  const char* I_TP;
+  const char* num_blocks;
+};
+
+template <class P>
+void describe_shape(Schema<P>& s, const ShapeDocs& d) {
+  s.dim(&P::T, "T", d.T).range(static_cast<double>(d.min_T), 1 << 20);
+  s.dim(&P::H, "H", d.H);
+  s.dim(&P::I_TP, "I_TP", d.I_TP);
+  s.dim(&P::E, "E", "experts");
+  s.add(&P::top_k, "top_k",
+        "experts per token: sets N (unless num_blocks is given) and the routing recipe's top-k", 1)
+      .range(1, 1 << 16);
+  s.add(&P::num_blocks, "num_blocks", d.num_blocks).range(1, 1 << 20);
+  s.add(&P::block_size, "block_size", "B, tokens per block: 128, 256, 512, 1024, 2048 or 4096")
+      .range(1, 1 << 20);
+}
 
 // nkilib SkipMode: skip_token turns on -1 padding in token_position_to_id, whose slots the indirect DMAs skip
 // (oob_mode skip; the gathered rows read as zero and their writes are dropped); without it the padding is T

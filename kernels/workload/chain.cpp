@@ -183,7 +183,7 @@ std::vector<kernels::ChainStageData> Chain::stage_data(bool with_tensors) const 
   return v;
 }
 
-std::vector<run::CheckResult> Chain::run_reference() const {
+std::vector<tensor::CheckResult> Chain::run_reference() const {
   if (reference.empty()) return {};
   for (const ChainStage& s : stages)
     if (!s.run->numerics()) return {};

@@ -78,7 +78,7 @@ struct Chain {
   // The stages as the chain reference sees them (with their tensors once they ran with numerics), and its
   // checks (empty without a reference or numerics). InputError "<file>: reference: ..." on bad values.
   std::vector<kernels::ChainStageData> stage_data(bool with_tensors) const;
-  std::vector<run::CheckResult> run_reference() const;
+  std::vector<tensor::CheckResult> run_reference() const;
 
  private:
   std::map<std::pair<size_t, std::string>, tensor::HostTensor> kept_;

@@ -43,7 +43,7 @@
 #include "kernels/api/package.h"
 #include "sim/config/hw_config.h"
 #include "sim/io/npy.h"
-#include "sim/run/check_result.h"
+#include "sim/tensor/check_result.h"
 #include "sim/tensor/input_source.h"
 
 namespace trnsim::workload {
@@ -158,8 +158,8 @@ bool has_kernel_loader(const std::string& language);
 kernels::Tensors make_inputs(const PreparedWorkload& p);
 
 // The kernel's output checks on a numerics run's inputs and outputs (empty if the kernel has none).
-std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p, const kernels::Tensors& inputs,
-                                              const kernels::Tensors& outputs, bool full_reference);
+std::vector<tensor::CheckResult> evaluate_checks(const PreparedWorkload& p, const kernels::Tensors& inputs,
+                                                 const kernels::Tensors& outputs, bool full_reference);
 
 // The same in two steps on one list of checks (kernels/api/checks.h): prepare_checks computes the references
 // from the inputs alone (trnsim runs it on a second thread while the simulation runs; it touches nothing the
@@ -169,10 +169,10 @@ std::vector<kernels::OutputCheck> make_checks(const PreparedWorkload& p);
 bool has_prepare_step(const std::vector<kernels::OutputCheck>& checks);
 void prepare_checks(const PreparedWorkload& p, const std::vector<kernels::OutputCheck>& checks,
                     const kernels::Tensors& inputs, bool full_reference);
-std::vector<run::CheckResult> evaluate_checks(const PreparedWorkload& p,
-                                              const std::vector<kernels::OutputCheck>& checks,
-                                              const kernels::Tensors& inputs, const kernels::Tensors& outputs,
-                                              bool full_reference);
+std::vector<tensor::CheckResult> evaluate_checks(const PreparedWorkload& p,
+                                                 const std::vector<kernels::OutputCheck>& checks,
+                                                 const kernels::Tensors& inputs,
+                                                 const kernels::Tensors& outputs, bool full_reference);
 
 // Lines about inputs that hold NaN or Inf as the kernel reads them ("inputs.x: 3 of 1024 values are NaN or
 // Inf (2 finite values of the .npy overflowed bfloat16)"): a run with them goes on, and its report says so.

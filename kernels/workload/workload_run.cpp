@@ -236,7 +236,7 @@ const run::SessionResult& WorkloadRun::simulate(const WorkloadRunOptions& o) {
   return result_;
 }
 
-const std::vector<run::CheckResult>& WorkloadRun::check(const WorkloadRunOptions& o) {
+const std::vector<tensor::CheckResult>& WorkloadRun::check(const WorkloadRunOptions& o) {
   const auto t = clock::now();
   checked_ = true;
   if (p_.w.numerics && !checks_.empty()) {
@@ -291,7 +291,7 @@ run::RunReport WorkloadRun::report() const {
 
 int WorkloadRun::exit_code(const run::RunReport& rep) {
   if (rep.stats.total_time.ns() < rep.roofline_ns * (1 - 1e-9)) return kExitBelowRoofline;
-  for (const run::CheckResult& c : rep.checks)
+  for (const tensor::CheckResult& c : rep.checks)
     if (!c.pass) return kExitNumericsFail;
   return 0;
 }

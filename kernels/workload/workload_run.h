@@ -88,8 +88,8 @@ class WorkloadRun {
   // The outputs of a numerics run, moved out of the machine state (editable until check()).
   kernels::Tensors& outputs() { return outputs_; }
   // The kernel's output checks (empty without numerics or checks).
-  const std::vector<run::CheckResult>& check(const WorkloadRunOptions& o = {});
-  const std::vector<run::CheckResult>& checks() const { return check_results_; }
+  const std::vector<tensor::CheckResult>& check(const WorkloadRunOptions& o = {});
+  const std::vector<tensor::CheckResult>& checks() const { return check_results_; }
 
   // make_inputs (when numerics or dump_inputs), simulate, check.
   void run(const WorkloadRunOptions& o = {});
@@ -121,7 +121,7 @@ class WorkloadRun {
   std::unique_ptr<Async> async_;  // the reference thread
   bool big_references_ = false;
   run::SessionResult result_;
-  std::vector<run::CheckResult> check_results_;
+  std::vector<tensor::CheckResult> check_results_;
   bool checked_ = false;
   RunTimes times_;
 };

@@ -546,7 +546,7 @@ TEST_CASE("cross_entropy_bwd: the bit-exact checks count changed output bytes an
     for (const char* n : {"input_grad_rowwise_data", "input_grad_columnwise_data",
                           "input_grad_rowwise_scale_inv", "input_grad_columnwise_scale_inv"}) {
       INFO(n);
-      const run::CheckResult& c = b.check(n);
+      const tensor::CheckResult& c = b.check(n);
       const int64_t d = differ.count(n) ? differ[n] : 0;
       CHECK(c.metric("bytes_differing") == d);
       CHECK(c.metric("elements_differing") == d);
@@ -569,7 +569,7 @@ TEST_CASE("cross_entropy_bwd: the bit-exact checks count changed output bytes an
                                          {"input_grad", 2 * (129 * 1024 + 3) + 1, 0x7F}};
     const CeRun b = run_ce("cross_entropy_bwd", {{"rows", 256}, {"V", 1024}}, bwd_inputs(kPlain), "trn3",
                            tampered(changes, differ, first));
-    const run::CheckResult& c = b.check("input_grad:emulation");
+    const tensor::CheckResult& c = b.check("input_grad:emulation");
     CHECK(c.metric("bytes_differing") == 3);
     CHECK(c.metric("elements_differing") == 2);
     CHECK(c.metric("first_difference_index") == 77 * 1024 + 9);

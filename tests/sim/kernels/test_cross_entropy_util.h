@@ -22,13 +22,13 @@ namespace trnsim::test {
 
 struct CeRun {
   kernels::Tensors inputs, outputs;
-  std::vector<run::CheckResult> checks;
+  std::vector<tensor::CheckResult> checks;
   double time_ns = 0;
   std::map<isa::Opcode, int64_t> ops;  // instructions of both cores by opcode
 
   const tensor::HostTensor& out(const std::string& n) const { return outputs.at(n); }
   const tensor::HostTensor& in(const std::string& n) const { return inputs.at(n); }
-  const run::CheckResult& check(const std::string& n) const {
+  const tensor::CheckResult& check(const std::string& n) const {
     for (const auto& c : checks)
       if (c.output == n) return c;
     FAIL("no check of " << n);

@@ -24,7 +24,7 @@
 #include "sim/isa/semantics.h"
 #include "sim/model/run.h"
 #include "sim/numerics/float_formats.h"
-#include "sim/run/check_result.h"
+#include "sim/tensor/check_result.h"
 #include "tests/sim/kernels/test_matmul_mxfp8_util.h"
 
 using namespace trnsim;
@@ -90,7 +90,7 @@ struct Problem {
   }
 
   // The kernel package's own check of y (exact FP64 on the BF16 inputs).
-  run::CheckResult check(const std::vector<float>& y, const json& params) const {
+  tensor::CheckResult check(const std::vector<float>& y, const json& params) const {
     const auto checks = kernels::registry().bind("matmul_bf16", params)->checks();
     REQUIRE(checks.size() == 1);
     const bool bf16 = params.value("output_dtype", "bfloat16") == "bfloat16";
@@ -105,7 +105,7 @@ struct Problem {
 };
 
 // Checks the reference's pass line, with the bound the brief states spelled out.
-void expect_pass(const run::CheckResult& n) {
+void expect_pass(const tensor::CheckResult& n) {
   for (const auto& f : n.failures) UNSCOPED_INFO(f);
   CHECK(n.pass);
   CHECK(n.nonfinite == 0);

@@ -226,7 +226,7 @@ TEST_CASE(
     const auto checks = kernels::registry().bind("matmul_mxfp8_backward", p)->checks();
     REQUIRE(checks.size() == 2);
     for (const auto& c : checks) {
-      const run::CheckResult res = c.run(kernels::CheckContext(ins, outs, false));
+      const tensor::CheckResult res = c.run(kernels::CheckContext(ins, outs, false));
       INFO(c.output);
       CHECK(res.pass);
       // The kernel's products of the same quantized values, in FP32: the MX reference to rounding.

@@ -357,7 +357,7 @@ TEST_CASE(
                                              tol.atol_factor, tol.rtol),
                             q = ref::compare(k.data(), all[w][1].data(), static_cast<int64_t>(k.size()),
                                              tol.atol_factor, tol.rtol);
-    const run::CheckResult& c = r.check(names[w]);
+    const tensor::CheckResult& c = r.check(names[w]);
     CHECK(c.metric("reference_rows_compared") == 4);
     CHECK(c.metric("max_abs_err") == e.max_abs_err);
     CHECK(c.metric("rel_l2_vs_exact") == e.rel_l2);

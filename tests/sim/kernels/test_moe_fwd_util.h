@@ -54,10 +54,10 @@ struct MoeRun {
   workload::PreparedWorkload prepared;
   kernels::Tensors inputs = {}, outputs = {};
   run::SessionResult result = {};
-  std::vector<run::CheckResult> checks = {};
+  std::vector<tensor::CheckResult> checks = {};
   std::vector<kernels::KernelStat> stats = {};
 
-  const run::CheckResult& check(const std::string& output) const {
+  const tensor::CheckResult& check(const std::string& output) const {
     for (const auto& c : checks)
       if (c.output == output) return c;
     FAIL("no check of " << output);

@@ -196,8 +196,9 @@ tensor::HostTensor f32_tensor(const std::vector<float>& v, std::vector<int64_t> 
   return t;
 }
 
-run::CheckResult run_check(const kernels::OutputCheck& c, const std::map<std::string, tensor::HostTensor>& in,
-                           const std::map<std::string, tensor::HostTensor>& out, bool full = false) {
+tensor::CheckResult run_check(const kernels::OutputCheck& c,
+                              const std::map<std::string, tensor::HostTensor>& in,
+                              const std::map<std::string, tensor::HostTensor>& out, bool full = false) {
   return c.run(kernels::CheckContext(in, out, full));
 }
 
@@ -231,7 +232,7 @@ TEST_CASE("kernel checks and the pass line", "[ref]") {
   std::vector<float> out(golden.begin(), golden.end());
   const std::map<std::string, tensor::HostTensor> in{{"output_grad", f32_tensor(dy, {M, N})},
                                                      {"weights", f32_tensor(w, {N, K})}};
-  const run::CheckResult ok = run_check(c, in, {{"input_grad", f32_tensor(out, {M, K})}});
+  const tensor::CheckResult ok = run_check(c, in, {{"input_grad", f32_tensor(out, {M, K})}});
   CHECK(ok.pass);
   CHECK(ok.kind == "tolerance");
   CHECK(ok.metric("rel_l2_vs_quantized") < 1e-7);
@@ -243,14 +244,14 @@ TEST_CASE("kernel checks and the pass line", "[ref]") {
   for (int64_t i = 0; i < M * K; ++i) bf.set(i, out[i]);
   CHECK(run_check(c, in, {{"input_grad", bf}}).pass);
   std::vector<float> bf_as_f32 = bf.values();
-  const run::CheckResult as_f32 = run_check(c, in, {{"input_grad", f32_tensor(bf_as_f32, {M, K})}});
+  const tensor::CheckResult as_f32 = run_check(c, in, {{"input_grad", f32_tensor(bf_as_f32, {M, K})}});
   CHECK_FALSE(as_f32.pass);
   REQUIRE(as_f32.failures.size() == 1);
   CHECK(as_f32.failures[0].rfind("rel_l2_vs_quantized ", 0) == 0);
   CHECK(as_f32.failures[0].find(" > 1e-05 (float32 output)") != std::string::npos);
 
   out[0] = 1000.0f;
-  const run::CheckResult bad = run_check(c, in, {{"input_grad", f32_tensor(out, {M, K})}});
+  const tensor::CheckResult bad = run_check(c, in, {{"input_grad", f32_tensor(out, {M, K})}});
   CHECK_FALSE(bad.pass);
   CHECK(bad.failures.front().rfind("allclose_vs_exact: max(|k-g| - rtol|g|) = ", 0) == 0);
 
@@ -265,7 +266,7 @@ TEST_CASE("kernel checks and the pass line", "[ref]") {
   const std::map<std::string, tensor::HostTensor> in2{{"output_grad", f32_tensor(dy2, {128, N})},
                                                       {"weights", f32_tensor(w, {N, K})}};
   const std::map<std::string, tensor::HostTensor> o2{{"input_grad", f32_tensor(out2, {128, K})}};
-  const run::CheckResult sampled = run_check(big, in2, o2);
+  const tensor::CheckResult sampled = run_check(big, in2, o2);
   CHECK(sampled.metric("reference_rows_compared") == 64);  // blocks 0 and 3 of 4
   REQUIRE(sampled.notes.size() == 1);
   CHECK(sampled.notes[0] == "references on 64 of 128 rows (evenly spaced blocks; --full-reference for all)");
@@ -275,7 +276,7 @@ TEST_CASE("kernel checks and the pass line", "[ref]") {
   tensor::HostTensor e = f32_tensor({1, 2, 3, 4}, {2, 2}), f = e;
   CHECK(kernels::bit_exact_result("o", e, f).pass);
   f.bytes[5] ^= 1;
-  const run::CheckResult be = kernels::bit_exact_result("o", e, f);
+  const tensor::CheckResult be = kernels::bit_exact_result("o", e, f);
   CHECK_FALSE(be.pass);
   CHECK(be.metric("bytes_differing") == 1);
   CHECK(be.metric("first_difference_index") == 1);
