@@ -90,6 +90,9 @@ RunFolderState open_run_folder(const std::string& dir);
 // set's, or a mix. Never changes anything. `detail` gets a description.
 enum class FolderSetState { kComplete, kOldSet, kNewSet, kMixed };
 FolderSetState inspect_run_folder(const std::string& dir, std::string* detail = nullptr);
+// The same for the set holding `file`: its folder's record, or the record of a folder up to four levels
+// above that names it (a chain's OUT/<stage>/stats.json is in the set recorded in OUT/.trnsim-files).
+FolderSetState inspect_set_of(const std::string& file, std::string* detail = nullptr);
 
 // A fresh temporary's name next to `path` (".NAME.tmp.PID.N", hidden, unique within this process; NAME cut
 // short to keep it within 255 bytes).

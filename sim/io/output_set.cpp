@@ -826,4 +826,32 @@ FolderSetState inspect_run_folder(const std::string& dir, std::string* detail) {
   return FolderSetState::kMixed;
 }
 
+FolderSetState inspect_set_of(const std::string& file, std::string* detail) {
+  fs::path dir = fs::path(file).parent_path();
+  if (dir.empty()) dir = ".";
+  const FolderSetState own = inspect_run_folder(dir.string(), detail);
+  if (own != FolderSetState::kComplete) return own;
+  // A folder above whose record in state "writing" names this file (a chain's OUT/<stage>/stats.json).
+  fs::path rel = fs::path(file).filename();
+  fs::path up = fs::absolute(dir).lexically_normal();
+  for (int level = 0; level < 4 && up.has_relative_path(); ++level) {
+    rel = up.filename() / rel;
+    up = up.parent_path();
+    const Fd d = open_dir(up.string());
+    if (!d.ok()) break;
+    std::optional<Manifest> m;
+    try {
+      m = read_manifest_at(d.get(), kManifestName, (up / kManifestName).string());
+    } catch (const InputError&) {
+      continue;
+    }
+    if (!m) continue;
+    const bool named = std::any_of(m->files.begin(), m->files.end(),
+                                   [&](const ManifestEntry& e) { return e.path == rel.string(); });
+    if (!named) continue;
+    return m->complete ? FolderSetState::kComplete : inspect_run_folder(up.string(), detail);
+  }
+  return FolderSetState::kComplete;
+}
+
 }  // namespace trnsim::io

@@ -163,4 +163,105 @@ refused "reference on a chain that does not fit" "p_ce.json: reference: referenc
 rc=$?
 check "pipeline timing only (exit $rc)" '[[ $rc == 0 && $(python3 -c "import json; print(json.load(open(\"nonum/chain_stats.json\"))[\"checks\"])") == "{}" ]]'
 
+# 5. Issue 22 on chains.
+# A chain's stage folders are locked (as a run's --out) for the chain's whole life. A run holding the stage
+# folder (here this script, with the lock a run takes: flock on the folder) makes the chain refuse before it
+# simulates, and the single run's files there stay as they were.
+echo '{"name": "pl", "stages": ["m.json"]}' >pl.json
+sed 's/"name": "ce"/"name": "ce_single"/' ce.json >ce_single.json
+"$TRNSIM" run ce_single.json --out LK/ce >/dev/null 2>&1
+cp -r LK/ce LK_before
+exec {lockfd}<LK/ce
+flock -n "$lockfd"
+timeout 60 "$TRNSIM" run pl.json --out LK >out 2>&1 # (a trnsim that waits for the lock would hang)
+rc=$?
+exec {lockfd}<&-
+check "a chain whose stage folder another run holds is refused (exit $rc: $(cat out))" \
+  '[[ $rc == 1 && $(cat out) == *"--out LK: ce: another trnsim run is writing into this folder"* ]]'
+check "the single run's files in the stage folder are untouched" 'diff -r LK_before LK/ce >/dev/null'
+# A single run into a stage folder while the chain runs is refused: the chain is stopped once it holds the
+# stage folder's lock, the single run tries, the chain goes on.
+"$TRNSIM" run pl.json --out LK2 >c.log 2>&1 &
+pc=$!
+held=0
+for _ in $(seq 1 1000); do
+  if [[ -d LK2/ce ]]; then
+    kill -STOP $pc
+    if ! flock -n LK2/ce true; then
+      held=1
+      break
+    fi
+    kill -CONT $pc
+  fi
+  sleep 0.005
+done
+"$TRNSIM" run ce_single.json --out LK2/ce >s.log 2>&1
+rs=$?
+kill -CONT $pc
+wait $pc
+rc=$?
+check "the chain held its stage folder's lock" '[[ $held == 1 ]]'
+check "a run into a running chain's stage folder is refused (exit $rs: $(cat s.log))" \
+  '[[ $rs == 1 && $(cat s.log) == *"another trnsim run is writing into this folder"* ]]'
+check "the chain ran (exit $rc: $(tail -1 c.log))" '[[ $rc == 0 ]]'
+check "the stage folder holds the chain's files, recorded in the chain's manifest" \
+  '[[ ! -e LK2/ce/.trnsim-files ]] && grep -q "\"workload\": \"ce\"" LK2/ce/stats.json && cmp -s LK2/ce/stats.json good/ce/stats.json'
+
+# A chain killed while it replaces its files: `trnsim stats` of a stage's stats.json judges the chain's
+# record (OUT/.trnsim-files) and refuses a mix, as for a single run's folder. Set A, then set B (other seeds)
+# killed at write steps before, across and after its renames (steps 24 to 32 for these 11 files: one
+# temporary and backup each, the record, the fills, then the renames); a folder whose files are all A's or
+# all B's reads.
+sed 's/"seed": 1}/"seed": 5}/' ce.json >ceB.json
+sed 's/ce.json/ceB.json/g; s/"seed": 2,/"seed": 6,/' m.json >mB.json
+echo '{"name": "pl", "stages": ["mB.json"]}' >plB.json
+"$TRNSIM" run pl.json --out KA >/dev/null 2>&1
+"$TRNSIM" run plB.json --out KB >/dev/null 2>&1
+mapfile -t SETFILES < <(cd KA && find . -type f ! -name '.*' | sort)
+mixed=0
+for step in 1 12 23 24 25 27 29 31 32 33 40 47; do
+  rm -rf K
+  cp -r KA K
+  (TRNSIM_TEST_KILL_AT_WRITE_STEP=$step "$TRNSIM" run plB.json --out K; true) >/dev/null 2>&1
+  nA=0 nB=0
+  for f in "${SETFILES[@]}"; do
+    if [[ $f == */host.json ]]; then # the host time: A's, or another (B's)
+      if cmp -s K/$f KA/$f; then nA=$((nA + 1)); else nB=$((nB + 1)); fi
+    else
+      cmp -s K/$f KA/$f && nA=$((nA + 1))
+      cmp -s K/$f KB/$f && nB=$((nB + 1))
+    fi
+  done
+  for st in ce m; do
+    msg=$("$TRNSIM" stats K/$st/stats.json 2>&1)
+    rs=$?
+    if [[ $nA == "${#SETFILES[@]}" || $nB == "${#SETFILES[@]}" ]]; then
+      check "kill at step $step: one set ($nA A, $nB B), $st's stats reads (exit $rs: ${msg:0:200})" '[[ $rs == 0 ]]'
+    else
+      [[ $st == ce ]] && mixed=$((mixed + 1))
+      check "kill at step $step: a mix ($nA A, $nB B), $st's stats says so (exit $rs: ${msg:0:300})" \
+        '[[ $rs == 1 && $msg == *"was killed while it replaced the folder'"'"'s files"* ]]'
+    fi
+  done
+done
+check "some kills left a mix ($mixed of ${#SETFILES[@]} files)" '[[ $mixed -gt 3 && ${#SETFILES[@]} == 11 ]]'
+
+# Rowwise and columnwise TE tensors have one dtype and shape here: the conversion must read the component
+# it converts, by TransformerEngine's names.
+sed 's/"output": "input_grad_rowwise_data"/"output": "SWAP"/; s/"output": "input_grad_columnwise_data"/"output": "input_grad_rowwise_data"/; s/"output": "SWAP"/"output": "input_grad_columnwise_data"/' m.json >m_swap.json
+refused "rowwise and columnwise swapped" "m_swap.json: inputs.output_grad.convert: 'te_rowwise_data_to_x4' reads TransformerEngine's rowwise_data (an output named *_rowwise_data), and output 'input_grad_columnwise_data' of workload 'ce' (ce.json) is not that component" m_swap.json
+"$TRNSIM" validate m_swap.json >out 2>&1
+rc=$?
+check "validate refuses the swap too (exit $rc)" '[[ $rc == 1 && $(cat out) == *"m_swap.json: inputs.output_grad.convert: "* ]]'
+
+# A chain reference that cannot run (a stage without numerics) is noted on stderr and in chain_stats.json.
+"$TRNSIM" run p.json --no-numerics --out nonum2 >out 2>err
+rc=$?
+check "the chain reference not run is noted (exit $rc: $(cat err))" \
+  '[[ $rc == 0 && $(cat err) == *"p.json: the chain reference '"'"'lm_head_backward'"'"' did not run: stage '"'"'ce'"'"' ran without numerics"* ]]'
+check "chain_stats.json says why" \
+  '[[ $(python3 -c "import json; print(json.load(open(\"nonum2/chain_stats.json\"))[\"reference_not_run\"])") == "stage '"'"'ce'"'"' ran without numerics (no outputs to check)" ]]'
+check "and null when it ran" \
+  '[[ $(python3 -c "import json; print(json.load(open(\"good/chain_stats.json\"))[\"reference_not_run\"])") == None ]]'
+
 finish
