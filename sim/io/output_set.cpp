@@ -780,6 +780,11 @@ RunFolderState open_run_folder(const std::string& dir) {
     s.notes.push_back(n);
     return s;
   }
+  if (m->version == 1)
+    s.notes.push_back(fmt::format(
+        "{}: not JSON: read as an older trnsim's record (one path a line) or a damaged one; the files there "
+        "are kept (nothing is removed on its word) and the record is rewritten",
+        shown));
   if (m->complete) {
     s.manifest = *m;
     return s;

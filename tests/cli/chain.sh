@@ -179,22 +179,19 @@ exec {lockfd}<&-
 check "a chain whose stage folder another run holds is refused (exit $rc: $(cat out))" \
   '[[ $rc == 1 && $(cat out) == *"--out LK: ce: another trnsim run is writing into this folder"* ]]'
 check "the single run's files in the stage folder are untouched" 'diff -r LK_before LK/ce >/dev/null'
-# A single run into a stage folder while the chain runs is refused: the chain is stopped once it holds the
-# stage folder's lock, the single run tries, the chain goes on.
+# A single run into a stage folder while the chain runs is refused: the chain is stopped 0.1 s after it
+# made the stage folder (it simulates for about a second, its writes come at the end), the single run tries,
+# the chain goes on.
 "$TRNSIM" run pl.json --out LK2 >c.log 2>&1 &
 pc=$!
-held=0
-for _ in $(seq 1 1000); do
-  if [[ -d LK2/ce ]]; then
-    kill -STOP $pc
-    if ! flock -n LK2/ce true; then
-      held=1
-      break
-    fi
-    kill -CONT $pc
-  fi
+for _ in $(seq 1 2000); do
+  [[ -d LK2/ce ]] && break
   sleep 0.005
 done
+sleep 0.1
+kill -STOP $pc
+held=0
+flock -n LK2/ce true || held=1
 "$TRNSIM" run ce_single.json --out LK2/ce >s.log 2>&1
 rs=$?
 kill -CONT $pc
@@ -263,5 +260,59 @@ check "chain_stats.json says why" \
   '[[ $(python3 -c "import json; print(json.load(open(\"nonum2/chain_stats.json\"))[\"reference_not_run\"])") == "stage '"'"'ce'"'"' ran without numerics (no outputs to check)" ]]'
 check "and null when it ran" \
   '[[ $(python3 -c "import json; print(json.load(open(\"good/chain_stats.json\"))[\"reference_not_run\"])") == None ]]'
+
+# Clear messages, each naming the file and key, before anything is simulated.
+# run_msg NAME EXPECTED-SUBSTRING trnsim-args...: exit 1 with the message, no stage simulated.
+run_msg() {
+  local name=$1 want=$2
+  shift 2
+  "$TRNSIM" "$@" >out 2>&1
+  local rc=$?
+  check "$name (exit $rc: $(head -c 400 out))" '[[ $rc == 1 && $(cat out) == *"$want"* ]] && ! grep -q "^stage " out'
+}
+echo '{"name": "swc", "workload": "p.json", "axes": [{"name": "k", "path": "params.K", "values": [512]}]}' >sw.json
+run_msg "a sweep over a chain is refused up front" "sw.json: workload: p.json is a chain" sweep sw.json --out swo
+check "... and writes nothing" '[[ ! -e swo ]]'
+"$TRNSIM" run p.json --no-numerics --trace /dev/null --out tr >out 2>&1
+rc=$?
+check "--trace /dev/null takes every stage's trace (exit $rc: $(head -c 300 out))" '[[ $rc == 0 ]]'
+run_msg "--trace without an extension" "--trace tr_noext: a chain writes one trace per stage, tr_noext.<stage>: " \
+  run p.json --no-numerics --trace tr_noext --out tr2
+ln -s nowhere dl
+run_msg "a dangling symlink as OUT" "--out dl: dl is a symlink to nowhere, which does not exist (a dangling link)" \
+  run p.json --no-numerics --out dl
+mkdir dl2
+ln -s nowhere dl2/ce
+run_msg "a dangling symlink as a stage folder" "dl2/ce is a symlink (to nowhere): trnsim does not write through links" \
+  run p.json --no-numerics --out dl2
+for n in chain_stats.json .trnsim-files host.json; do
+  sed "s/\"name\": \"ce\"/\"name\": \"$n\"/" ce.json >ce_reserved.json
+  mm m_reserved.json m ce_reserved.json
+  run_msg "stage name $n refused by validate" "ce_reserved.json: name: '$n' cannot name a chain's stage" validate m_reserved.json
+done
+# A stage's name may hold dots: --set STAGE.PATH=VALUE finds the longest stage name.
+sed 's/"name": "ce"/"name": "ce.v1"/' ce.json >ce_dot.json
+mm m_dot.json m ce_dot.json
+echo '{"name": "pd", "stages": ["ce_dot.json", "m_dot.json"]}' >pd.json
+"$TRNSIM" run pd.json --no-numerics --set ce.v1.params.label_smoothing=0.25 --out dot >out 2>&1
+rc=$?
+check "--set on a dotted stage name (exit $rc: $(head -c 300 out))" \
+  '[[ $rc == 0 && $(python3 -c "import json; print(json.load(open(\"dot/ce.v1/stats.json\"))[\"params\"][\"label_smoothing\"])") == 0.25 ]]'
+echo '{"name": "p2", "stages": ["m.json", "./m.json"]}' >p_twice.json
+run_msg "a stage listed twice" "p_twice.json: stages[1]: ./m.json is listed twice (also stages[0]): a chain runs each workload once" \
+  validate p_twice.json
+run_msg "stats of chain_stats.json points at the stages" \
+  "good/chain_stats.json: a chain's summary (chain_stats.json: the stages' totals and the chain reference's checks), not one run's stats.json: run \`trnsim stats\` on a stage's stats.json (good/ce/stats.json, good/m/stats.json)" \
+  stats good/chain_stats.json
+# Every output is checked before the stages run: host.json too, and links below OUT.
+mkdir -p hj/ce/host.json
+run_msg "a directory at a stage's host.json" "stage 'ce' host.json 'hj/ce/host.json': cannot write: it is a directory" \
+  run p.json --no-numerics --out hj
+mkdir -p lnk/m
+echo "the user's" >mine.json
+ln -s ../../mine.json lnk/m/stats.json
+run_msg "a symlink at a stage's stats.json" "stage 'm' stats.json 'lnk/m/stats.json': cannot write: lnk/m/stats.json is a symlink (to ../../mine.json)" \
+  run p.json --no-numerics --out lnk
+check "... and the linked file is untouched" '[[ $(cat mine.json) == "the user'"'"'s" ]]'
 
 finish
