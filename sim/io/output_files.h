@@ -34,7 +34,8 @@
 // For the crash tests (tests/cli/crash.sh): the environment variable TRNSIM_TEST_KILL_AT_WRITE_STEP=N makes
 // the process kill itself (SIGKILL) at the N-th step of a set's writes above (1, 2, ...: each temporary and
 // backup made, the record, each file filled, each rename, the folder synced, the record completed, each
-// earlier file removed); unset, nothing happens.
+// earlier file removed); unset, nothing happens. TRNSIM_TEST_KILL_SIGNAL=INT sends SIGINT there instead (a
+// Ctrl-C: before the renames the set is left for the next run to roll back, during them it waits).
 #pragma once
 
 #include <cstdint>

@@ -44,15 +44,20 @@ std::function<void(long)>& step_hook() {
 }
 thread_local long t_step = 0;  // steps of the set being written
 
-// TRNSIM_TEST_KILL_AT_WRITE_STEP=N: SIGKILL at the N-th step (the crash tests' way to stop at every point).
+// TRNSIM_TEST_KILL_AT_WRITE_STEP=N: SIGKILL at the N-th step (the crash tests' way to stop at every point);
+// with TRNSIM_TEST_KILL_SIGNAL=INT, SIGINT instead (a Ctrl-C there).
 void step() {
   static const long kill_at = [] {
     const char* v = std::getenv("TRNSIM_TEST_KILL_AT_WRITE_STEP");
     return v ? std::atol(v) : 0L;
   }();
+  static const int sig = [] {
+    const char* v = std::getenv("TRNSIM_TEST_KILL_SIGNAL");
+    return v && std::string(v) == "INT" ? SIGINT : SIGKILL;
+  }();
   ++t_step;
   if (step_hook()) step_hook()(t_step);
-  if (kill_at > 0 && t_step == kill_at) ::kill(::getpid(), SIGKILL);
+  if (kill_at > 0 && t_step == kill_at) ::kill(::getpid(), sig);
 }
 
 class Fd {

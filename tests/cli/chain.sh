@@ -243,6 +243,28 @@ for step in 1 12 23 24 25 27 29 31 32 33 40 47; do
 done
 check "some kills left a mix ($mixed of ${#SETFILES[@]} files)" '[[ $mixed -gt 3 && ${#SETFILES[@]} == 11 ]]'
 
+# Ctrl-C (SIGINT) during a chain's write: before the renames the files stay the earlier set's and the record
+# (state "writing", naming the earlier set as "previous") is what the next run repairs; during the renames
+# the signal waits until the set is in place. Either way the next run into the folder (a chain of the CE
+# only, timing only) finds the earlier set's record and removes exactly its files it does not write again.
+echo '{"name": "pc", "stages": ["ce.json"]}' >pc.json
+for step in 13 30; do
+  rm -rf KI
+  "$TRNSIM" run pl.json --out KI >/dev/null 2>&1
+  env --default-signal=INT TRNSIM_TEST_KILL_SIGNAL=INT TRNSIM_TEST_KILL_AT_WRITE_STEP=$step \
+    "$TRNSIM" run plB.json --out KI >out 2>&1
+  rc=$?
+  n=0
+  for f in "${SETFILES[@]}"; do [[ $f == */host.json ]] || cmp -s KI/$f "K$([[ $step == 13 ]] && echo A || echo B)/$f" || n=$((n + 1)); done
+  check "SIGINT at write step $step: exit 130, one set (files differing: $n)" '[[ $rc == 130 && $n == 0 ]]'
+  "$TRNSIM" stats KI/m/stats.json >/dev/null 2>&1
+  check "SIGINT at write step $step: stats reads the stage" '[[ $? == 0 ]]'
+  "$TRNSIM" run pc.json --no-numerics --out KI >out 2>&1
+  rc=$?
+  check "SIGINT at write step $step: the next run removes the earlier set's 8 other files (exit $rc: $(grep -c removed out))" \
+    '[[ $rc == 0 && $(grep -c "^removed KI/" out) == 8 && ! -e KI/m && -z $(find KI -name "*.tmp.*" -o -name "*.old.*") ]]'
+done
+
 # Rowwise and columnwise TE tensors have one dtype and shape here: the conversion must read the component
 # it converts, by TransformerEngine's names.
 sed 's/"output": "input_grad_rowwise_data"/"output": "SWAP"/; s/"output": "input_grad_columnwise_data"/"output": "input_grad_rowwise_data"/; s/"output": "SWAP"/"output": "input_grad_columnwise_data"/' m.json >m_swap.json

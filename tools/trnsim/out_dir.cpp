@@ -18,6 +18,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Who holds a run folder's lock: a run into it, or a chain whose stage folder it is.
+constexpr const char* kHeldBy =
+    "it holds the folder's lock: a run with this --out, or a chain with this folder as a stage's";
+
 // InputError unless a file can be created in `dir` (an unwritable folder is found now, not after the run).
 // The probe's name is new to the folder: a leftover of a killed run with this PID is stepped over.
 void probe_writable(const std::string& dir, const std::string& what) {
@@ -46,28 +50,6 @@ void check_not_dangling(const std::string& path, const std::string& what) {
       "{}: {} is a symlink to {}, which does not exist (a dangling link): trnsim does not create folders "
       "through links; create the target folder or remove the link",
       what, path, fs::read_symlink(path, ec).string()));
-}
-
-// Locks `dir` with `lock`, or InputError "<what>: another trnsim run is writing into this folder ..." when
-// another process holds it (a note when the file system cannot lock).
-void lock_folder(io::DirLock& lock, const std::string& dir, const std::string& what) {
-  std::string why;
-  switch (lock.try_lock(dir, &why)) {
-    case io::DirLock::Result::kLocked:
-      break;
-    case io::DirLock::Result::kBusy:
-      throw InputError(
-          fmt::format("{}: another trnsim run is writing into this folder (it holds the folder's lock: a run "
-                      "with this --out, or a chain with this folder as a stage's); wait for it to finish or "
-                      "choose another --out",
-                      what));
-    case io::DirLock::Result::kUnsupported:
-      std::fprintf(stderr,
-                   "trnsim: note: %s: cannot lock the folder (%s): another run into it at the same time is "
-                   "not detected\n",
-                   what.c_str(), why.c_str());
-      break;
-  }
 }
 
 }  // namespace
@@ -103,7 +85,7 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
     }
   }
   try {
-    lock_folder(lock_, dir_, "--out " + dir_);
+    io::lock_for_run(lock_, dir_, "--out " + dir_, "run", kHeldBy);
     probe_writable(dir_, "--out " + dir_);
     io::RunFolderState s = io::open_run_folder(dir_);
     previous_ = std::move(s.manifest);
@@ -144,7 +126,7 @@ void OutDir::add_subfolder(const std::string& name) {
     }
   }
   sub_locks_.emplace_back();
-  lock_folder(sub_locks_.back(), sub, what);
+  io::lock_for_run(sub_locks_.back(), sub, what, "run", kHeldBy);
   probe_writable(sub, what);
 }
 
