@@ -841,6 +841,8 @@ FolderSetState inspect_set_of(const std::string& file, std::string* detail) {
   if (dir.empty()) dir = ".";
   const FolderSetState own = inspect_run_folder(dir.string(), detail);
   if (own != FolderSetState::kComplete) return own;
+  // A folder with a record of its own holds its own set (a run into a chain's stage folder since).
+  if (const Fd d = open_dir(dir.string()); d.ok() && file_id_at(d.get(), kManifestName).exists) return own;
   // A folder above whose record in state "writing" names this file (a chain's OUT/<stage>/stats.json).
   fs::path rel = fs::path(file).filename();
   fs::path up = fs::absolute(dir).lexically_normal();
