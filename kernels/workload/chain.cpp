@@ -40,6 +40,30 @@ Conv parse_conv(const std::string& c) {
   return it->second;
 }
 
+// TransformerEngine's name of the MXFP8 tensor component a conversion reads (an output's name ends with it).
+std::string te_component(Conv c) {
+  switch (c) {
+    case Conv::RowData:
+      return "rowwise_data";
+    case Conv::RowScales:
+      return "rowwise_scale_inv";
+    case Conv::ColData:
+      return "columnwise_data";
+    case Conv::ColScales:
+      return "columnwise_scale_inv";
+    case Conv::None:
+      break;
+  }
+  return "";
+}
+
+bool names_component(const std::string& output, const std::string& component) {
+  if (output == component) return true;
+  return output.size() > component.size() &&
+         output.compare(output.size() - component.size(), component.size(), component) == 0 &&
+         output[output.size() - component.size() - 1] == '_';
+}
+
 isa::DType fp8_of_x4(isa::DType d) {
   if (d == isa::DType::FP8_E4M3FN_X4) return isa::DType::FP8_E4M3FN;
   if (d == isa::DType::FP8_E5M2_X4) return isa::DType::FP8_E5M2;
@@ -183,10 +207,16 @@ std::vector<kernels::ChainStageData> Chain::stage_data(bool with_tensors) const 
   return v;
 }
 
-std::vector<tensor::CheckResult> Chain::run_reference() const {
-  if (reference.empty()) return {};
+std::string Chain::reference_not_run() const {
+  if (reference.empty()) return "";
   for (const ChainStage& s : stages)
-    if (!s.run->numerics()) return {};
+    if (!s.run->numerics())
+      return fmt::format("stage '{}' ran without numerics (no outputs to check)", s.name());
+  return "";
+}
+
+std::vector<tensor::CheckResult> Chain::run_reference() const {
+  if (reference.empty() || !reference_not_run().empty()) return {};
   try {
     return kernels::find_chain_reference(reference)->run(stage_data(true));
   } catch (const InputError& e) {
@@ -240,6 +270,16 @@ struct Loader {
     Workload w = parse_workload(file, s);
     if (const auto it = stage_sets.find(w.name); it != stage_sets.end()) w = parse_workload(file, it->second);
     if (no_numerics) w.numerics = false;
+    // The stage's output folder is OUT/<name>: not a file trnsim writes there, nor a hidden name (trnsim's
+    // records, journals and temporaries).
+    if (w.name == "chain_stats.json" || w.name == "stats.json" || w.name == "host.json" ||
+        (!w.name.empty() && w.name[0] == '.'))
+      fail(file, "name",
+           fmt::format("'{}' cannot name a chain's stage: its output folder OUT/{} would clash with {}; "
+                       "rename the workload",
+                       text_excerpt(w.name), text_excerpt(w.name),
+                       w.name[0] == '.' ? "trnsim's hidden records and temporaries"
+                                        : "the file of that name trnsim writes there"));
     visiting.push_back(key);
     visiting_files.push_back(file);
     for (const InputEntry& e : w.inputs)
@@ -292,6 +332,17 @@ void link_stage(Chain& chain, size_t ci, const std::map<std::string, size_t>& in
                          "blocks), and kernel '{}' runs quant_scheme {}: set params.quant_scheme to \"1x32\"",
                          e.from->convert, cp.w.kernel,
                          kp.contains("quant_scheme") ? json_excerpt(kp["quant_scheme"]) : "(none)"));
+      // Rowwise and columnwise tensors of a square block have one dtype and shape: only their names tell
+      // them apart (TransformerEngine's component names, which the producer's outputs carry).
+      const std::string component = te_component(parse_conv(e.from->convert));
+      if (!names_component(e.from->output, component))
+        fail(cp.w.file, path + ".convert",
+             fmt::format(
+                 "'{}' reads TransformerEngine's {} (an output named *_{}), and output '{}' of workload "
+                 "'{}' ({}) is not that component: read the output named *_{} or use the conversion "
+                 "of this one",
+                 e.from->convert, component, component, text_excerpt(e.from->output), pp.w.name, ps.file,
+                 component));
       if (pk.contains("scale_layout") && pk["scale_layout"] != "compact")
         fail(cp.w.file, path + ".convert",
              fmt::format("'{}' reads TransformerEngine's compact scale layout, and workload '{}' ({}) writes "
@@ -352,6 +403,11 @@ Chain load_chain(const std::string& path, const std::vector<std::string>& sets, 
       const std::string f = st[i].get<std::string>();
       roots.emplace_back(fs::path(f).is_absolute() || dir.empty() ? f : (fs::path(dir) / f).string(),
                          fmt::format("stages[{}]", i));
+      for (size_t j = 0; j + 1 < roots.size(); ++j)
+        if (Loader::canon(roots[j].first) == Loader::canon(roots.back().first))
+          fail(path, roots.back().second,
+               fmt::format("{} is listed twice (also {}): a chain runs each workload once", f,
+                           roots[j].second));
     }
     // --set STAGE.PATH=VALUE: the stage by its name (read from each file's "name").
     std::map<std::string, std::string> names;  // stage name -> file (roots and what they read come later)
@@ -364,9 +420,14 @@ Chain load_chain(const std::string& path, const std::vector<std::string>& sets, 
       names[w["name"].get<std::string>()] = f;
     }
     for (const std::string& s : sets) {
-      const size_t dot = s.find('.');
-      const std::string stage = dot == std::string::npos ? "" : s.substr(0, dot);
-      if (!names.count(stage)) {
+      // The longest stage name followed by a '.' (a stage's name may hold dots).
+      std::string stage;
+      for (const auto& [n, f] : names)
+        if (s.size() > n.size() + 1 && s.compare(0, n.size(), n) == 0 && s[n.size()] == '.' &&
+            n.size() > stage.size())
+          stage = n;
+      const size_t dot = stage.size();
+      if (stage.empty()) {
         std::vector<std::string> known;
         for (const auto& [n, f] : names) known.push_back(n);
         throw InputError(

@@ -79,6 +79,9 @@ struct Chain {
   // checks (empty without a reference or numerics). InputError "<file>: reference: ..." on bad values.
   std::vector<kernels::ChainStageData> stage_data(bool with_tensors) const;
   std::vector<tensor::CheckResult> run_reference() const;
+  // Why the chain reference it names does not run ("stage 'x' ran without numerics ..."), "" when it runs or
+  // there is none.
+  std::string reference_not_run() const;
 
  private:
   std::map<std::pair<size_t, std::string>, tensor::HostTensor> kept_;

@@ -315,6 +315,27 @@ std::string resolve_config_path(const std::string& spec) {
                          "')");
     }
     tried.push_back(fs::path(env) / (spec + ".json"));
+    // An entry that is there but cannot be read is the user's mistake, not a reason to read the shipped one.
+    const fs::path& mine = tried.back();
+    if (fs::is_symlink(fs::symlink_status(mine, ec)) || fs::exists(fs::symlink_status(mine, ec))) {
+      std::string why;
+      switch (io::file_kind(mine.string())) {
+        case io::FileKind::kRegular:
+          break;
+        case io::FileKind::kMissing:
+          why = "is a symlink to " + fs::read_symlink(mine, ec).string() + ", which does not exist";
+          break;
+        case io::FileKind::kDirectory:
+          why = "is a directory";
+          break;
+        case io::FileKind::kSpecial:
+          why = io::kNotARegularFile;
+          break;
+      }
+      if (!why.empty())
+        throw InputError(std::string("TRNSIM_CONFIG_DIR=") + env + ": " + mine.string() + ": " + why +
+                         ", expected the hardware config '" + spec + "'");
+    }
   }
   tried.push_back(fs::path(kConfigDir) / (spec + ".json"));
   for (const auto& p : tried)

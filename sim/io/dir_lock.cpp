@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -91,6 +92,25 @@ DirLock::Result DirLock::try_lock(const std::string& dir, std::string* why) {
     return Result::kLocked;
   }
   throw InputError(dir + ": cannot lock the directory: it keeps being replaced");
+}
+
+void lock_for_run(DirLock& lock, const std::string& dir, const std::string& what, const std::string& who,
+                  const std::string& held_by) {
+  std::string why;
+  switch (lock.try_lock(dir, &why)) {
+    case DirLock::Result::kLocked:
+      break;
+    case DirLock::Result::kBusy:
+      throw InputError(what + ": another trnsim " + who + " is writing into this folder (" + held_by +
+                       "); wait for it to finish or choose another --out");
+    case DirLock::Result::kUnsupported:
+      std::fprintf(
+          stderr,
+          "trnsim: note: %s: cannot lock the folder (%s): another %s into it at the same time is not "
+          "detected\n",
+          what.c_str(), why.c_str(), who.c_str());
+      break;
+  }
 }
 
 }  // namespace trnsim::io

@@ -37,4 +37,10 @@ class DirLock {
   int key_ = -1;  // slot in the process's table of locked folders
 };
 
+// Locks `dir` with `lock` for a command's whole run: InputError "<what>: another trnsim <who> is writing into
+// this folder (<held_by>); wait for it to finish or choose another --out" when another process holds it; on a
+// file system that cannot lock, a note on stderr that another <who> into it at the same time is not detected.
+void lock_for_run(DirLock& lock, const std::string& dir, const std::string& what, const std::string& who,
+                  const std::string& held_by);
+
 }  // namespace trnsim::io

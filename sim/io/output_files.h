@@ -34,7 +34,8 @@
 // For the crash tests (tests/cli/crash.sh): the environment variable TRNSIM_TEST_KILL_AT_WRITE_STEP=N makes
 // the process kill itself (SIGKILL) at the N-th step of a set's writes above (1, 2, ...: each temporary and
 // backup made, the record, each file filled, each rename, the folder synced, the record completed, each
-// earlier file removed); unset, nothing happens.
+// earlier file removed); unset, nothing happens. TRNSIM_TEST_KILL_SIGNAL=INT sends SIGINT there instead (a
+// Ctrl-C: before the renames the set is left for the next run to roll back, during them it waits).
 #pragma once
 
 #include <cstdint>
@@ -90,6 +91,9 @@ RunFolderState open_run_folder(const std::string& dir);
 // set's, or a mix. Never changes anything. `detail` gets a description.
 enum class FolderSetState { kComplete, kOldSet, kNewSet, kMixed };
 FolderSetState inspect_run_folder(const std::string& dir, std::string* detail = nullptr);
+// The same for the set holding `file`: its folder's record, or the record of a folder up to four levels
+// above that names it (a chain's OUT/<stage>/stats.json is in the set recorded in OUT/.trnsim-files).
+FolderSetState inspect_set_of(const std::string& file, std::string* detail = nullptr);
 
 // A fresh temporary's name next to `path` (".NAME.tmp.PID.N", hidden, unique within this process; NAME cut
 // short to keep it within 255 bytes).

@@ -44,15 +44,20 @@ std::function<void(long)>& step_hook() {
 }
 thread_local long t_step = 0;  // steps of the set being written
 
-// TRNSIM_TEST_KILL_AT_WRITE_STEP=N: SIGKILL at the N-th step (the crash tests' way to stop at every point).
+// TRNSIM_TEST_KILL_AT_WRITE_STEP=N: SIGKILL at the N-th step (the crash tests' way to stop at every point);
+// with TRNSIM_TEST_KILL_SIGNAL=INT, SIGINT instead (a Ctrl-C there).
 void step() {
   static const long kill_at = [] {
     const char* v = std::getenv("TRNSIM_TEST_KILL_AT_WRITE_STEP");
     return v ? std::atol(v) : 0L;
   }();
+  static const int sig = [] {
+    const char* v = std::getenv("TRNSIM_TEST_KILL_SIGNAL");
+    return v && std::string(v) == "INT" ? SIGINT : SIGKILL;
+  }();
   ++t_step;
   if (step_hook()) step_hook()(t_step);
-  if (kill_at > 0 && t_step == kill_at) ::kill(::getpid(), SIGKILL);
+  if (kill_at > 0 && t_step == kill_at) ::kill(::getpid(), sig);
 }
 
 class Fd {
@@ -780,6 +785,11 @@ RunFolderState open_run_folder(const std::string& dir) {
     s.notes.push_back(n);
     return s;
   }
+  if (m->version == 1)
+    s.notes.push_back(fmt::format(
+        "{}: not JSON: read as an older trnsim's record (one path a line) or a damaged one; the files there "
+        "are kept (nothing is removed on its word) and the record is rewritten",
+        shown));
   if (m->complete) {
     s.manifest = *m;
     return s;
@@ -824,6 +834,36 @@ FolderSetState inspect_run_folder(const std::string& dir, std::string* detail) {
     *detail =
         fmt::format("already replaced: {}; not yet: {}", fmt::join(now_new, ", "), fmt::join(not_yet, ", "));
   return FolderSetState::kMixed;
+}
+
+FolderSetState inspect_set_of(const std::string& file, std::string* detail) {
+  fs::path dir = fs::path(file).parent_path();
+  if (dir.empty()) dir = ".";
+  const FolderSetState own = inspect_run_folder(dir.string(), detail);
+  if (own != FolderSetState::kComplete) return own;
+  // A folder with a record of its own holds its own set (a run into a chain's stage folder since).
+  if (const Fd d = open_dir(dir.string()); d.ok() && file_id_at(d.get(), kManifestName).exists) return own;
+  // A folder above whose record in state "writing" names this file (a chain's OUT/<stage>/stats.json).
+  fs::path rel = fs::path(file).filename();
+  fs::path up = fs::absolute(dir).lexically_normal();
+  for (int level = 0; level < 4 && up.has_relative_path(); ++level) {
+    rel = up.filename() / rel;
+    up = up.parent_path();
+    const Fd d = open_dir(up.string());
+    if (!d.ok()) break;
+    std::optional<Manifest> m;
+    try {
+      m = read_manifest_at(d.get(), kManifestName, (up / kManifestName).string());
+    } catch (const InputError&) {
+      continue;
+    }
+    if (!m) continue;
+    const bool named = std::any_of(m->files.begin(), m->files.end(),
+                                   [&](const ManifestEntry& e) { return e.path == rel.string(); });
+    if (!named) continue;
+    return m->complete ? FolderSetState::kComplete : inspect_run_folder(up.string(), detail);
+  }
+  return FolderSetState::kComplete;
 }
 
 }  // namespace trnsim::io

@@ -17,7 +17,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kStatsFormat = "trnsim stats";
-constexpr int kStatsVersion = 4;
+constexpr int kStatsVersion = 5;  // 5: wall_seconds moved to host.json
 // Neuron profile names of the engines (hardware fact sheet §5), in isa::Engine order.
 constexpr std::array<const char*, isa::kNumEngines> kProfileEngine = {"tensor", "vector", "scalar", "gpsimd",
                                                                       "sync"};

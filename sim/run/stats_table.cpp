@@ -407,15 +407,26 @@ json load_stats(const std::string& path) {
   // outputs: the folder's record says so (sim/io/output_files.h).
   const std::filesystem::path p(path);
   std::string detail;
-  if (p.filename() == "stats.json" &&
-      io::inspect_run_folder(p.parent_path().empty() ? "." : p.parent_path().string(), &detail) ==
-          io::FolderSetState::kMixed)
+  if (p.filename() == "stats.json" && io::inspect_set_of(path, &detail) == io::FolderSetState::kMixed)
     throw InputError(fmt::format(
         "{}: the run that wrote this folder was killed while it replaced the folder's files: stats.json and "
         "the "
         "files beside it may come from two runs ({}); run it again (the next run into the folder first puts "
         "the earlier files back)",
         path, detail));
+  // A chain's summary (tools/trnsim/run_chain.cpp) beside its stages' folders: point at them.
+  if (j.is_object() && member(j, "chain").is_string() && member(j, "stages").is_array()) {
+    std::vector<std::string> stage_files;
+    for (const json& st : j["stages"])
+      if (st.is_object() && member(st, "stats").is_string())
+        stage_files.push_back((p.parent_path() / st["stats"].get<std::string>()).string());
+    throw InputError(fmt::format(
+        "{}: a chain's summary (chain_stats.json: the stages' totals and the chain reference's checks), not "
+        "one run's stats.json: run `trnsim stats` on a stage's stats.json ({})",
+        path,
+        stage_files.empty() ? std::string("OUT/<stage>/stats.json")
+                            : fmt::format("{}", fmt::join(stage_files, ", "))));
+  }
   const json& fmt_key = member(j, "stats_format");
   const bool ok = j.is_object() && member(j, "total_time_ns").is_number() &&
                   member(j, "engines").is_object() && (fmt_key.is_null() || fmt_key == kStatsFormat);

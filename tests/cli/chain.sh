@@ -165,4 +165,181 @@ refused "reference on a chain that does not fit" "p_ce.json: reference: referenc
 rc=$?
 check "pipeline timing only (exit $rc)" '[[ $rc == 0 && $(python3 -c "import json; print(json.load(open(\"nonum/chain_stats.json\"))[\"checks\"])") == "{}" ]]'
 
+# 5. Issue 22 on chains.
+# A chain's stage folders are locked (as a run's --out) for the chain's whole life. A run holding the stage
+# folder (here this script, with the lock a run takes: flock on the folder) makes the chain refuse before it
+# simulates, and the single run's files there stay as they were.
+echo '{"name": "pl", "stages": ["m.json"]}' >pl.json
+sed 's/"name": "ce"/"name": "ce_single"/' ce.json >ce_single.json
+"$TRNSIM" run ce_single.json --out LK/ce >/dev/null 2>&1
+cp -r LK/ce LK_before
+exec {lockfd}<LK/ce
+flock -n "$lockfd"
+timeout 60 "$TRNSIM" run pl.json --out LK >out 2>&1 # (a trnsim that waits for the lock would hang)
+rc=$?
+exec {lockfd}<&-
+check "a chain whose stage folder another run holds is refused (exit $rc: $(cat out))" \
+  '[[ $rc == 1 && $(cat out) == *"--out LK: ce: another trnsim run is writing into this folder"* ]]'
+check "the single run's files in the stage folder are untouched" 'diff -r LK_before LK/ce >/dev/null'
+# A single run into a stage folder while the chain runs is refused: the chain is stopped 0.1 s after it
+# made the stage folder (it simulates for about a second, its writes come at the end), the single run tries,
+# the chain goes on.
+"$TRNSIM" run pl.json --out LK2 >c.log 2>&1 &
+pc=$!
+for _ in $(seq 1 2000); do
+  [[ -d LK2/ce ]] && break
+  sleep 0.005
+done
+sleep 0.1
+kill -STOP $pc
+held=0
+flock -n LK2/ce true || held=1
+"$TRNSIM" run ce_single.json --out LK2/ce >s.log 2>&1
+rs=$?
+kill -CONT $pc
+wait $pc
+rc=$?
+check "the chain held its stage folder's lock" '[[ $held == 1 ]]'
+check "a run into a running chain's stage folder is refused (exit $rs: $(cat s.log))" \
+  '[[ $rs == 1 && $(cat s.log) == *"another trnsim run is writing into this folder"* ]]'
+check "the chain ran (exit $rc: $(tail -1 c.log))" '[[ $rc == 0 ]]'
+check "the stage folder holds the chain's files, recorded in the chain's manifest" \
+  '[[ ! -e LK2/ce/.trnsim-files ]] && grep -q "\"workload\": \"ce\"" LK2/ce/stats.json && cmp -s LK2/ce/stats.json good/ce/stats.json'
+
+# A chain killed while it replaces its files: `trnsim stats` of a stage's stats.json judges the chain's
+# record (OUT/.trnsim-files) and refuses a mix, as for a single run's folder. Set A, then set B (other seeds)
+# killed at write steps before, across and after its renames (steps 24 to 32 for these 11 files: one
+# temporary and backup each, the record, the fills, then the renames); a folder whose files are all A's or
+# all B's reads.
+sed 's/"seed": 1}/"seed": 5}/' ce.json >ceB.json
+sed 's/ce.json/ceB.json/g; s/"seed": 2,/"seed": 6,/' m.json >mB.json
+echo '{"name": "pl", "stages": ["mB.json"]}' >plB.json
+"$TRNSIM" run pl.json --out KA >/dev/null 2>&1
+"$TRNSIM" run plB.json --out KB >/dev/null 2>&1
+mapfile -t SETFILES < <(cd KA && find . -type f ! -name '.*' | sort)
+mixed=0
+STEPS=(1 12 23 24 25 27 29 31 32 33 40 47)
+# Under AddressSanitizer (the CI's sanitizer job) every run is slower: fewer steps there.
+grep -q __asan_init "$TRNSIM" && STEPS=(12 24 27 29 32 47)
+for step in "${STEPS[@]}"; do
+  rm -rf K
+  cp -r KA K
+  (TRNSIM_TEST_KILL_AT_WRITE_STEP=$step "$TRNSIM" run plB.json --out K; true) >/dev/null 2>&1
+  nA=0 nB=0
+  for f in "${SETFILES[@]}"; do
+    if [[ $f == */host.json ]]; then # the host time: A's, or another (B's)
+      if cmp -s K/$f KA/$f; then nA=$((nA + 1)); else nB=$((nB + 1)); fi
+    else
+      cmp -s K/$f KA/$f && nA=$((nA + 1))
+      cmp -s K/$f KB/$f && nB=$((nB + 1))
+    fi
+  done
+  for st in ce m; do
+    msg=$("$TRNSIM" stats K/$st/stats.json 2>&1)
+    rs=$?
+    if [[ $nA == "${#SETFILES[@]}" || $nB == "${#SETFILES[@]}" ]]; then
+      check "kill at step $step: one set ($nA A, $nB B), $st's stats reads (exit $rs: ${msg:0:200})" '[[ $rs == 0 ]]'
+    else
+      [[ $st == ce ]] && mixed=$((mixed + 1))
+      check "kill at step $step: a mix ($nA A, $nB B), $st's stats says so (exit $rs: ${msg:0:300})" \
+        '[[ $rs == 1 && $msg == *"was killed while it replaced the folder'"'"'s files"* ]]'
+    fi
+  done
+done
+check "some kills left a mix ($mixed of ${#SETFILES[@]} files)" '[[ $mixed -gt 3 && ${#SETFILES[@]} == 11 ]]'
+
+# Ctrl-C (SIGINT) during a chain's write: before the renames the files stay the earlier set's and the record
+# (state "writing", naming the earlier set as "previous") is what the next run repairs; during the renames
+# the signal waits until the set is in place. Either way the next run into the folder (a chain of the CE
+# only, timing only) finds the earlier set's record and removes exactly its files it does not write again.
+echo '{"name": "pc", "stages": ["ce.json"]}' >pc.json
+for step in 13 30; do
+  rm -rf KI
+  "$TRNSIM" run pl.json --out KI >/dev/null 2>&1
+  env --default-signal=INT TRNSIM_TEST_KILL_SIGNAL=INT TRNSIM_TEST_KILL_AT_WRITE_STEP=$step \
+    "$TRNSIM" run plB.json --out KI >out 2>&1
+  rc=$?
+  n=0
+  for f in "${SETFILES[@]}"; do [[ $f == */host.json ]] || cmp -s KI/$f "K$([[ $step == 13 ]] && echo A || echo B)/$f" || n=$((n + 1)); done
+  check "SIGINT at write step $step: exit 130, one set (files differing: $n)" '[[ $rc == 130 && $n == 0 ]]'
+  "$TRNSIM" stats KI/m/stats.json >/dev/null 2>&1
+  check "SIGINT at write step $step: stats reads the stage" '[[ $? == 0 ]]'
+  "$TRNSIM" run pc.json --no-numerics --out KI >out 2>&1
+  rc=$?
+  check "SIGINT at write step $step: the next run removes the earlier set's 8 other files (exit $rc: $(grep -c removed out))" \
+    '[[ $rc == 0 && $(grep -c "^removed KI/" out) == 8 && ! -e KI/m && -z $(find KI -name "*.tmp.*" -o -name "*.old.*") ]]'
+done
+
+# Rowwise and columnwise TE tensors have one dtype and shape here: the conversion must read the component
+# it converts, by TransformerEngine's names.
+sed 's/"output": "input_grad_rowwise_data"/"output": "SWAP"/; s/"output": "input_grad_columnwise_data"/"output": "input_grad_rowwise_data"/; s/"output": "SWAP"/"output": "input_grad_columnwise_data"/' m.json >m_swap.json
+refused "rowwise and columnwise swapped" "m_swap.json: inputs.output_grad.convert: 'te_rowwise_data_to_x4' reads TransformerEngine's rowwise_data (an output named *_rowwise_data), and output 'input_grad_columnwise_data' of workload 'ce' (ce.json) is not that component" m_swap.json
+"$TRNSIM" validate m_swap.json >out 2>&1
+rc=$?
+check "validate refuses the swap too (exit $rc)" '[[ $rc == 1 && $(cat out) == *"m_swap.json: inputs.output_grad.convert: "* ]]'
+
+# A chain reference that cannot run (a stage without numerics) is noted on stderr and in chain_stats.json.
+"$TRNSIM" run p.json --no-numerics --out nonum2 >out 2>err
+rc=$?
+check "the chain reference not run is noted (exit $rc: $(cat err))" \
+  '[[ $rc == 0 && $(cat err) == *"p.json: the chain reference '"'"'lm_head_backward'"'"' did not run: stage '"'"'ce'"'"' ran without numerics"* ]]'
+check "chain_stats.json says why" \
+  '[[ $(python3 -c "import json; print(json.load(open(\"nonum2/chain_stats.json\"))[\"reference_not_run\"])") == "stage '"'"'ce'"'"' ran without numerics (no outputs to check)" ]]'
+check "and null when it ran" \
+  '[[ $(python3 -c "import json; print(json.load(open(\"good/chain_stats.json\"))[\"reference_not_run\"])") == None ]]'
+
+# Clear messages, each naming the file and key, before anything is simulated.
+# run_msg NAME EXPECTED-SUBSTRING trnsim-args...: exit 1 with the message, no stage simulated.
+run_msg() {
+  local name=$1 want=$2
+  shift 2
+  "$TRNSIM" "$@" >out 2>&1
+  local rc=$?
+  check "$name (exit $rc: $(head -c 400 out))" '[[ $rc == 1 && $(cat out) == *"$want"* ]] && ! grep -q "^stage " out'
+}
+echo '{"name": "swc", "workload": "p.json", "axes": [{"name": "k", "path": "params.K", "values": [512]}]}' >sw.json
+run_msg "a sweep over a chain is refused up front" "sw.json: workload: p.json is a chain" sweep sw.json --out swo
+check "... and writes nothing" '[[ ! -e swo ]]'
+"$TRNSIM" run p.json --no-numerics --trace /dev/null --out tr >out 2>&1
+rc=$?
+check "--trace /dev/null takes every stage's trace (exit $rc: $(head -c 300 out))" '[[ $rc == 0 ]]'
+run_msg "--trace without an extension" "--trace tr_noext: a chain writes one trace per stage, tr_noext.<stage>: " \
+  run p.json --no-numerics --trace tr_noext --out tr2
+ln -s nowhere dl
+run_msg "a dangling symlink as OUT" "--out dl: dl is a symlink to nowhere, which does not exist (a dangling link)" \
+  run p.json --no-numerics --out dl
+mkdir dl2
+ln -s nowhere dl2/ce
+run_msg "a dangling symlink as a stage folder" "dl2/ce is a symlink (to nowhere): trnsim does not write through links" \
+  run p.json --no-numerics --out dl2
+for n in chain_stats.json .trnsim-files host.json; do
+  sed "s/\"name\": \"ce\"/\"name\": \"$n\"/" ce.json >ce_reserved.json
+  mm m_reserved.json m ce_reserved.json
+  run_msg "stage name $n refused by validate" "ce_reserved.json: name: '$n' cannot name a chain's stage" validate m_reserved.json
+done
+# A stage's name may hold dots: --set STAGE.PATH=VALUE finds the longest stage name.
+sed 's/"name": "ce"/"name": "ce.v1"/' ce.json >ce_dot.json
+mm m_dot.json m ce_dot.json
+echo '{"name": "pd", "stages": ["ce_dot.json", "m_dot.json"]}' >pd.json
+"$TRNSIM" run pd.json --no-numerics --set ce.v1.params.label_smoothing=0.25 --out dot >out 2>&1
+rc=$?
+check "--set on a dotted stage name (exit $rc: $(head -c 300 out))" \
+  '[[ $rc == 0 && $(python3 -c "import json; print(json.load(open(\"dot/ce.v1/stats.json\"))[\"params\"][\"label_smoothing\"])") == 0.25 ]]'
+echo '{"name": "p2", "stages": ["m.json", "./m.json"]}' >p_twice.json
+run_msg "a stage listed twice" "p_twice.json: stages[1]: ./m.json is listed twice (also stages[0]): a chain runs each workload once" \
+  validate p_twice.json
+run_msg "stats of chain_stats.json points at the stages" \
+  "good/chain_stats.json: a chain's summary (chain_stats.json: the stages' totals and the chain reference's checks), not one run's stats.json: run \`trnsim stats\` on a stage's stats.json (good/ce/stats.json, good/m/stats.json)" \
+  stats good/chain_stats.json
+# Every output is checked before the stages run: host.json too, and links below OUT.
+mkdir -p hj/ce/host.json
+run_msg "a directory at a stage's host.json" "stage 'ce' host.json 'hj/ce/host.json': cannot write: it is a directory" \
+  run p.json --no-numerics --out hj
+mkdir -p lnk/m
+echo "the user's" >mine.json
+ln -s ../../mine.json lnk/m/stats.json
+run_msg "a symlink at a stage's stats.json" "stage 'm' stats.json 'lnk/m/stats.json': cannot write: lnk/m/stats.json is a symlink (to ../../mine.json)" \
+  run p.json --no-numerics --out lnk
+check "... and the linked file is untouched" '[[ $(cat mine.json) == "the user'"'"'s" ]]'
+
 finish

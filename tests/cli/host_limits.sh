@@ -105,5 +105,7 @@ for n in again one four limited; do
 done
 check "the host time is in host.json, not in stats.json" \
   '/usr/bin/python3 -c "import json, sys; h = json.load(open(sys.argv[1])); assert h[\"trnsim_host\"] == 1 and h[\"wall_seconds\"] > 0" "$T/det_unset/host.json" && ! grep -q wall_seconds "$T/det_unset/stats.json"'
+# Layout version 5: the first without wall_seconds.
+check "stats.json says stats_version 5" 'grep -q "\"stats_version\": 5," "$T/det_unset/stats.json"'
 
 finish

@@ -34,6 +34,17 @@ msg=$(TRNSIM_CONFIG_DIR=$T/not_a_dir "$TRNSIM" run "$SMALL" --no-numerics --out 
 rc=$?
 check "TRNSIM_CONFIG_DIR naming a file is refused, nothing written (rc $rc): $msg" \
   '[[ $rc == 1 && $msg == *"TRNSIM_CONFIG_DIR=$T/not_a_dir: not a directory"* && ! -e $T/cfg_nodir ]]'
+# An entry of TRNSIM_CONFIG_DIR that is there but not a file (a directory, a dangling symlink) is an error
+# naming the variable and the path, never a silent fall back to the source tree's config.
+mkdir -p "$T/cfgdir1/trn3.json" "$T/cfgdir2"
+ln -s "$T/gone.json" "$T/cfgdir2/trn3.json"
+for d in cfgdir1 cfgdir2; do
+  msg=$(TRNSIM_CONFIG_DIR=$T/$d "$TRNSIM" validate "$SMALL" 2>&1)
+  rc=$?
+  want=$([[ $d == cfgdir1 ]] && echo "is a directory" || echo "is a symlink to $T/gone.json, which does not exist")
+  check "TRNSIM_CONFIG_DIR entry $d/trn3.json refused (rc $rc): $msg" \
+    '[[ $rc == 1 && $msg == *"TRNSIM_CONFIG_DIR=$T/$d: $T/$d/trn3.json: $want, expected the hardware config '"'"'trn3'"'"'"* ]]'
+done
 
 # The same rule for the report scripts the binary runs: one planted in tools/report beside a copy of the
 # binary, or above it, is never run (the report comes from the source tree's script).

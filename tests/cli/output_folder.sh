@@ -72,6 +72,12 @@ printf '{"trnsim_files": 2, "state": "complete", "files": [{"path": "../../etc/p
 rc=$?
 check "a damaged manifest: noted, the run goes on, earlier files kept (exit $rc: $(head -c 300 "$T/out"))" \
   '[[ $rc == 0 && -f $T/m5/input_grad.npy ]] && grep -q "trnsim: note: .*m5/.trnsim-files: files\[0\].path: .* is not a path inside the folder" "$T/out"'
+# Garbage that is not JSON reads as an older trnsim's list of paths: noted too, earlier files kept.
+printf 'garbage \001 not a record\n' >"$T/m5/.trnsim-files"
+"$TRNSIM" run "$SMALL" --out "$T/m5" --no-numerics >"$T/out" 2>&1
+rc=$?
+check "a garbage manifest: noted, earlier files kept (exit $rc: $(head -c 300 "$T/out"))" \
+  '[[ $rc == 0 && -f $T/m5/input_grad.npy ]] && grep -q "trnsim: note: .*m5/.trnsim-files: not JSON: read as an older trnsim'"'"'s record" "$T/out" && grep -q "\"state\": \"complete\"" "$T/m5/.trnsim-files"'
 
 # 13. stats.json through a symlink to a device, or a FIFO: written through, the summary printed from the run's
 # own report (it once read the file back and failed).

@@ -38,6 +38,8 @@ PIN=(--set pe.throttle.enabled=false --set sync.kernel_launch_ns=0 --set dma.tri
 rc=$?
 S=$T/a/stats.json
 check "program run exit $rc: $(cat "$T/run.txt")" '[[ $rc == 0 && -f $S ]]'
+check "a program run writes host.json as a workload run does" \
+  '/usr/bin/python3 -c "import json, sys; h = json.load(open(sys.argv[1])); assert h[\"trnsim_host\"] == 1 and h[\"wall_seconds\"] > 0" "$T/a/host.json"'
 check "run says where stats.json went" 'grep -qF "wrote $T/a/stats.json" "$T/run.txt"'
 for key in total_time_ns roofline_lower_bound_ns hbm_bytes engines definitions summary opcodes source_lines \
   '"program"' mfu_estimated_percent tensor_engine_active_time_percent dma_transfer_average_bytes \

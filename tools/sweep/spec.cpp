@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kernels/api/registry.h"
+#include "kernels/workload/chain.h"
 #include "kernels/workload/workload.h"
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
@@ -244,6 +245,20 @@ Spec parse_spec(const std::string& path) {
     s.maximize = doc["maximize"].get<bool>();
   }
 
+  // A chain's points would each fail at run time (a point runs one workload): refused now.
+  bool chain = false;
+  try {
+    chain = workload::is_pipeline_file(s.workload) || workload::has_chained_inputs(s.workload);
+  } catch (const InputError& e) {
+    fail(f, "workload", e.what());
+  }
+  if (chain)
+    fail(f, "workload",
+         fmt::format(
+             "{} is a chain (a pipeline, or a workload reading other workloads' outputs): a sweep runs "
+             "one workload per point and does not sweep chains; sweep a stage's workload alone, or "
+             "run the chain once per point with --set",
+             wl));
   PathChecker paths = [&] {
     try {
       return PathChecker(s.workload);

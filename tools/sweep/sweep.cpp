@@ -40,23 +40,7 @@ io::DirLock prepare_dir(const std::string& dir, const std::string& name) {
   // The lock first: a sweep that has just made the folder (no plan.json yet) is another sweep at work, not
   // a folder of other files.
   io::DirLock lock;
-  std::string why;
-  switch (lock.try_lock(dir, &why)) {
-    case io::DirLock::Result::kLocked:
-      break;
-    case io::DirLock::Result::kBusy:
-      throw InputError(
-          fmt::format("{}: another trnsim sweep or tune is writing into this folder (it holds the folder's "
-                      "lock); wait for it to finish or choose another --out",
-                      dir));
-    case io::DirLock::Result::kUnsupported:
-      std::fprintf(
-          stderr,
-          "trnsim: note: %s: cannot lock the folder (%s): another sweep into it at the same time is not "
-          "detected\n",
-          dir.c_str(), why.c_str());
-      break;
-  }
+  io::lock_for_run(lock, dir, dir, "sweep or tune", "it holds the folder's lock");
   if (fs::exists(plan, ec)) {
     json p;
     try {

@@ -18,6 +18,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Who holds a run folder's lock: a run into it, or a chain whose stage folder it is.
+constexpr const char* kHeldBy =
+    "it holds the folder's lock: a run with this --out, or a chain with this folder as a stage's";
+
 // InputError unless a file can be created in `dir` (an unwritable folder is found now, not after the run).
 // The probe's name is new to the folder: a leftover of a killed run with this PID is stepped over.
 void probe_writable(const std::string& dir, const std::string& what) {
@@ -37,6 +41,17 @@ void probe_writable(const std::string& dir, const std::string& what) {
   throw InputError(fmt::format("{}: cannot write into the directory (1000 probe names are taken)", what));
 }
 
+// InputError "<what>: <path> is a symlink to <target>, which does not exist ..." for a dangling link (the
+// folder cannot be created in its place).
+void check_not_dangling(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!fs::is_symlink(fs::symlink_status(path, ec)) || fs::exists(path, ec)) return;
+  throw InputError(fmt::format(
+      "{}: {} is a symlink to {}, which does not exist (a dangling link): trnsim does not create folders "
+      "through links; create the target folder or remove the link",
+      what, path, fs::read_symlink(path, ec).string()));
+}
+
 }  // namespace
 
 OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
@@ -46,6 +61,7 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
     throw InputError(fmt::format("--out {}: {}", dir_, ec.message()));
   if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
     throw InputError(fmt::format("--out {}: exists and is not a directory", dir_));
+  check_not_dangling(dir_, "--out " + dir_);
   if (!fs::exists(dir_, ec)) {
     // Every missing level (--out a/b/c), outermost first: each is removed again if the run leaves it empty.
     fs::path p = fs::path(dir_).lexically_normal();
@@ -69,24 +85,7 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
     }
   }
   try {
-    std::string why;
-    switch (lock_.try_lock(dir_, &why)) {
-      case io::DirLock::Result::kLocked:
-        break;
-      case io::DirLock::Result::kBusy:
-        throw InputError(
-            fmt::format("--out {}: another trnsim run is writing into this folder (it holds the folder's "
-                        "lock); wait for it "
-                        "to finish or choose another --out",
-                        dir_));
-      case io::DirLock::Result::kUnsupported:
-        std::fprintf(
-            stderr,
-            "trnsim: note: --out %s: cannot lock the folder (%s): another run into it at the same time "
-            "is not detected\n",
-            dir_.c_str(), why.c_str());
-        break;
-    }
+    io::lock_for_run(lock_, dir_, "--out " + dir_, "run", kHeldBy);
     probe_writable(dir_, "--out " + dir_);
     io::RunFolderState s = io::open_run_folder(dir_);
     previous_ = std::move(s.manifest);
@@ -116,6 +115,7 @@ void OutDir::add_subfolder(const std::string& name) {
   std::error_code ec;
   if (fs::exists(sub, ec) && !fs::is_directory(sub, ec))
     throw InputError(what + ": exists and is not a directory");
+  check_not_dangling(sub, what);
   if (!fs::exists(sub, ec)) {
     interrupt::CleanupPath registered(sub, interrupt::CleanupPath::Kind::kEmptyFolder);
     const bool made = fs::create_directory(sub, ec);
@@ -125,6 +125,8 @@ void OutDir::add_subfolder(const std::string& name) {
       on_signal_.push_back(std::move(registered));
     }
   }
+  sub_locks_.emplace_back();
+  io::lock_for_run(sub_locks_.back(), sub, what, "run", kHeldBy);
   probe_writable(sub, what);
 }
 

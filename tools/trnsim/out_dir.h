@@ -29,9 +29,10 @@ class OutDir {
   ~OutDir();
 
   const std::string& path() const { return dir_; }
-  // Creates the folder `name` inside if missing and checks a file can be created in it, now rather than
-  // after the simulation; removed again if this run created it and leaves it empty. InputError
-  // "--out DIR: NAME ..." otherwise.
+  // Creates the folder `name` inside if missing, locks it as the folder itself (a run with --out DIR/NAME,
+  // e.g. into a chain's stage folder, is refused while this run lasts, and this run is refused while another
+  // holds it) and checks a file can be created in it, now rather than after the simulation; removed again
+  // if this run created it and leaves it empty. InputError "--out DIR: NAME ..." otherwise.
   void add_subfolder(const std::string& name);
   // Writes `files` (paths inside the folder) as the folder's new set and removes what the earlier run wrote
   // and this one did not (never a file among `read`, this run's inputs); returns the removed paths. Keeps
@@ -50,7 +51,8 @@ class OutDir {
   std::vector<std::string> created_;
   std::vector<interrupt::CleanupPath> on_signal_;  // the folders this run created
   io::DirLock lock_;
-  io::Manifest previous_;  // the folder's record of the earlier run's files
+  std::vector<io::DirLock> sub_locks_;  // the subfolders' (add_subfolder)
+  io::Manifest previous_;               // the folder's record of the earlier run's files
 };
 
 }  // namespace trnsim::cli

@@ -3,8 +3,8 @@
 // the chain reference, if the pipeline names one. Written as one set, all or nothing (sim/io/output_files.h):
 // OUT/<stage>/stats.json and the stage's outputs (as `trnsim run` of the stage writes them into its OUT), and
 // OUT/chain_stats.json (the stages' figures, their sums, the chain reference's checks). --trace FILE.ext
-// writes FILE.<stage>.ext per stage. Exit codes as a workload run's: 3 if any check failed, 4 if any stage
-// ran below its roofline.
+// writes FILE.<stage>.ext per stage (a device such as /dev/null takes them all). Exit codes as a workload
+// run's: 3 if any check failed, 4 if any stage ran below its roofline.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -27,8 +27,9 @@ using nlohmann::json;
 
 namespace {
 
+// A stage's trace: FILE.<stage>.EXT for --trace FILE.EXT; a device (/dev/null) takes every stage's.
 std::string stage_trace(const std::string& trace, const std::string& stage) {
-  if (trace.empty()) return "";
+  if (trace.empty() || io::is_special_file(trace)) return trace;
   const fs::path p(trace);
   return (p.parent_path() / (p.stem().string() + "." + stage + p.extension().string())).string();
 }
@@ -63,6 +64,8 @@ int run_chain_file(const RunCliOptions& o) {
     const workload::PreparedWorkload& p = s.run->prepared();
     const fs::path dir = fs::path(out_dir) / s.name();
     paths.push_back({(dir / "stats.json").string(), fmt::format("stage '{}' stats.json", s.name())});
+    paths.push_back(
+        {(dir / run::kHostFileName).string(), fmt::format("stage '{}' {}", s.name(), run::kHostFileName)});
     if (p.w.numerics)
       for (const std::string& n : p.written)
         paths.push_back({(dir / (n + ".npy")).string(), fmt::format("stage '{}' output '{}'", s.name(), n)});
@@ -85,9 +88,15 @@ int run_chain_file(const RunCliOptions& o) {
   try {
     io::check_distinct_files(paths);
     io::check_not_directories(paths);
-    if (!o.trace.empty())
-      for (const workload::ChainStage& s : chain.stages)
-        trace::check_trace_path(stage_trace(o.trace, s.name()));
+    io::check_no_links(paths, out_dir);
+    if (!o.trace.empty()) try {
+        trace::check_trace_path(o.trace);
+        for (const workload::ChainStage& s : chain.stages)
+          trace::check_trace_path(stage_trace(o.trace, s.name()));
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("--trace {}: a chain writes one trace per stage, {}: {}", o.trace,
+                                     stage_trace(o.trace, "<stage>"), e.what()));
+      }
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", chain.file, e.what()));
   }
@@ -119,6 +128,10 @@ int run_chain_file(const RunCliOptions& o) {
     if (r.numerics()) chain.keep_outputs(i);
   }
   const std::vector<run::CheckResult> refs = chain.run_reference();
+  const std::string not_run = chain.reference_not_run();
+  if (!not_run.empty())
+    std::fprintf(stderr, "trnsim: note: %s: the chain reference '%s' did not run: %s\n", chain.file.c_str(),
+                 chain.reference.c_str(), not_run.c_str());
 
   // The stages' files, then chain_stats.json first in the set.
   std::vector<io::OutputFile> files(1);
@@ -179,6 +192,7 @@ int run_chain_file(const RunCliOptions& o) {
         {"hbm_bytes_written", bytes_written}}},
       {"reference", chain.reference.empty() ? json(nullptr) : json(chain.reference)},
       {"checks", checks},
+      {"reference_not_run", not_run.empty() ? json(nullptr) : json(not_run)},
       {"definitions",
        {{"stages", "the stages in the order they ran; each stage's full report is OUT/<name>/stats.json"},
         {"stages[].inputs_from",
@@ -188,7 +202,9 @@ int run_chain_file(const RunCliOptions& o) {
         {"total.hbm_bytes", "bytes: HBM bytes read and written by the stages, summed"},
         {"checks",
          "the chain reference's checks (kernels/chains/chain_reference.h), keyed STAGE.OUTPUT; "
-         "metrics as stats.json's numerics"}}}};
+         "metrics as stats.json's numerics"},
+        {"reference_not_run",
+         "why the chain reference named did not run (null when it ran or none is named)"}}}};
   const std::string text = doc.dump(2) + "\n";
   files[0] = {(fs::path(out_dir) / "chain_stats.json").string(),
               std::vector<uint8_t>(text.begin(), text.end())};

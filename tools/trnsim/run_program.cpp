@@ -1,11 +1,12 @@
 // trnsim run PROGRAM.json: runs a hand-written instruction-stream program (docs/program-format.md) through
 // the run session, prints its summary and writes the tensors marked "output" as .npy (all or nothing), then
-// DIR/stats.json when --out is given.
+// DIR/stats.json and DIR/host.json (the host time, as a workload run's) when --out is given.
 // Tensor "init" takes the generators and .npy sources of sim/tensor/input_source.h (relative paths from the
 // program's folder). Tensor "output": true (writes <name>.npy) or a plain file name, written into --out; the
 // .npy dtype follows sim/tensor/host_tensor.h. --hw defaults to the program's generation.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -35,6 +36,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 int run_program_file(const RunCliOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
   isa::Program program = isa::load_program(o.config);
   config::Overrides overrides;
   for (const auto& s : o.sets) overrides.insert(config::parse_override(s));
@@ -96,7 +98,10 @@ int run_program_file(const RunCliOptions& o) {
     std::vector<io::NamedPath> paths;
     for (const auto& out : outs)
       paths.push_back({out.path, fmt::format("output of tensor '{}'", program.tensors[out.index].name)});
-    if (o.out_given) paths.push_back({(fs::path(out_dir) / "stats.json").string(), "stats.json"});
+    if (o.out_given) {
+      paths.push_back({(fs::path(out_dir) / "stats.json").string(), "stats.json"});
+      paths.push_back({(fs::path(out_dir) / run::kHostFileName).string(), run::kHostFileName});
+    }
     if (!o.trace.empty()) paths.push_back({o.trace, "--trace"});
     if (!o.report.empty()) paths.push_back({o.report, "--report"});
     // What the run reads is never written over.
@@ -166,9 +171,14 @@ int run_program_file(const RunCliOptions& o) {
     rep.program = o.config;
     rep.numerics_note = "program run: no host reference (outputs are written as .npy)";
     const std::string text = run::stats_text(run::stats_json(rep));
-    if (o.out_given)
+    if (o.out_given) {
       files.push_back(
           {(fs::path(out_dir) / "stats.json").string(), std::vector<uint8_t>(text.begin(), text.end())});
+      rep.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::string host = run::host_json_text(rep);
+      files.push_back({(fs::path(out_dir) / run::kHostFileName).string(),
+                       std::vector<uint8_t>(host.begin(), host.end())});
+    }
     // The HTML report of this run's own stats, written with its other files (never a stats.json read back).
     if (!o.report.empty()) try {
         for (io::OutputFile& f : sweep::draw_run_report(text, out_dir, o.report))
