@@ -415,8 +415,11 @@ TEST_CASE("dequantize_x4_row: every FP8 code times every scale, the bits of the 
             const float v = fp8_to_f32(bytes[4 * c + j], fmt);
             const float want = v * scale[c];
             CAPTURE(c, j, static_cast<int>(bytes[4 * c + j]));
-            if (std::isnan(v) && std::isnan(scale[c]))  // two NaN operands: x86 keeps the first, the code's
-              CHECK(std::bit_cast<uint32_t>(o[j][c]) == std::bit_cast<uint32_t>(v));
+            // Two NaN operands (a NaN code under the NaN scale 0xFF): x86 keeps the first operand's NaN, and
+            // which one is first is the compiler's choice (the scalar code before this path took the code's
+            // NaN for bytes 0-2 and the scale's for byte 3): only NaN is required there.
+            if (std::isnan(v) && std::isnan(scale[c]))
+              CHECK(std::isnan(o[j][c]));
             else
               CHECK(std::bit_cast<uint32_t>(o[j][c]) == std::bit_cast<uint32_t>(want));
           }
