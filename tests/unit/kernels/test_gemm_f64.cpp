@@ -113,7 +113,7 @@ TEST_CASE("gemm_nt_f64: wide outputs split by columns, tall ones by rows: the by
           "[ref]") {
   // Threads split the larger side (c > n here: 24-column panels; n > c: 8-row tiles), and more than 512 rows
   // go in 512-row chunks: neither changes any element's order.
-  for (const auto [n, c, K] : {std::tuple<int64_t, int64_t, int64_t>{20, 300, 600}, {1100, 30, 270}}) {
+  for (const auto& [n, c, K] : {std::tuple<int64_t, int64_t, int64_t>{20, 300, 600}, {1100, 30, 270}}) {
     CAPTURE(n, c, K);
     const auto a = normal_values(n * K, 11), b = normal_values(c * K, 12);
     const auto want = in_order(a, b, n, c, K);

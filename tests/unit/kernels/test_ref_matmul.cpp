@@ -198,7 +198,7 @@ TEST_CASE("sampled_reference and compare_sampled give compare_matmul's metrics",
     std::vector<float> out(golden.begin(), golden.end());
     for (size_t i = 0; i < out.size(); i += 13) out[i] *= 1.001f;
     for (const auto& quant : {std::optional<ref::MxQuant>{}, std::optional<ref::MxQuant>{q}})
-      for (const auto [rows, stride] : {std::pair<int64_t, int64_t>{256, 1}, {8, 3}, {5, 4}}) {
+      for (const auto& [rows, stride] : {std::pair<int64_t, int64_t>{256, 1}, {8, 3}, {5, 4}}) {
         CAPTURE(axis == Contract::Rows, quant.has_value(), rows, stride);
         const ref::ErrorMetrics want = ref::compare_matmul(out.data(), lo, ro, quant, rows, stride);
         const std::vector<double> g = ref::sampled_reference(lo, ro, quant, rows, stride);
