@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <memory>
 
 #include "sim/base/error.h"
 #include "sim/isa/element.h"
@@ -183,18 +182,6 @@ RowSample row_sample(int64_t R, double flops, bool full_reference) {
   return {stride > 1 ? kSampleBlockRows : 256, stride};
 }
 
-// The prepare step keeps both references of the sampled rows when they are this small (else `run` computes
-// them block by block, as without a prepare step).
-constexpr double kPreparedBytes = 64.0 * (1 << 20);
-
-// References computed by the prepare step for `run`.
-struct PreparedMatmul {
-  bool ready = false;
-  ref::MatmulDims dims;
-  RowSample sample;
-  std::vector<double> exact, quantized;
-};
-
 }  // namespace
 
 OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOperand rhs,
@@ -203,8 +190,7 @@ OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOpe
   c.output = output;
   c.reference_flops = flops * (quant ? 2 : 1);
   // The FP32 values of both operands and the output (HostTensor::values) and the FP64 copies of both operands
-  // (ref::compare_matmul), plus one chunk of FP64 reference rows. (The prepare step's values, at most
-  // kPreparedBytes per check, are held in place of those copies when run() compares; not counted.)
+  // (ref::compare_matmul), plus one chunk of FP64 reference rows.
   c.reference_bytes = [=](const std::map<std::string, std::vector<int64_t>>& shapes) {
     const auto elements = [&](const std::string& n) {
       const auto it = shapes.find(n);
@@ -214,41 +200,8 @@ OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOpe
     const double cols = o.size() == 2 ? static_cast<double>(o[1]) : 0.0;
     return 12.0 * (elements(lhs.input) + elements(rhs.input)) + 4.0 * elements(output) + 8.0 * 256 * cols;
   };
-  auto prepared = std::make_shared<PreparedMatmul>();
-  // The references depend on the inputs alone: computed here while the simulation runs, when they are small.
-  c.prepare = [=](const CheckContext& ctx) {
-    std::vector<float> lv, rv;
-    const ref::Operand lo = reference_operand(ctx, output, lhs, quant, lv),
-                       ro = reference_operand(ctx, output, rhs, quant, rv);
-    const ref::MatmulDims d = ref::matmul_dims(lo, ro);
-    const RowSample s = row_sample(d.R, flops, ctx.full_reference());
-    const double rows = static_cast<double>(ref::sampled_rows(d.R, s.block_rows, s.stride));
-    if (rows * static_cast<double>(d.C) * 8.0 * (quant ? 2 : 1) > kPreparedBytes) return;
-    try {
-      prepared->exact = ref::sampled_reference(lo, ro, std::nullopt, s.block_rows, s.stride);
-      if (quant) prepared->quantized = ref::sampled_reference(lo, ro, quant, s.block_rows, s.stride);
-    } catch (const InputError&) {
-      return;  // `run` computes them again and reports the error with the output's name
-    }
-    prepared->dims = d;
-    prepared->sample = s;
-    prepared->ready = true;
-  };
   c.run = [=](const CheckContext& ctx) {
     const HostTensor& out = ctx.output(output);
-    if (prepared->ready) {
-      const ref::MatmulDims& d = prepared->dims;
-      const RowSample& s = prepared->sample;
-      if (out.shape != std::vector<int64_t>{d.R, d.C})
-        throw Error(fmt::format("check of '{}': output shape {} but the reference gives [{}, {}]", output,
-                                tensor::shape_str(out.shape), d.R, d.C));
-      const std::vector<float> k = out.values();
-      const ref::ErrorMetrics e = ref::compare_sampled(k.data(), d, s.block_rows, s.stride, prepared->exact);
-      const ref::ErrorMetrics q =
-          quant ? ref::compare_sampled(k.data(), d, s.block_rows, s.stride, prepared->quantized) : e;
-      return tolerance_result(output, out, e, q, quant.has_value(), tol,
-                              ref::sampled_rows(d.R, s.block_rows, s.stride), d.R);
-    }
     std::vector<float> lv, rv;
     const ref::Operand lo = reference_operand(ctx, output, lhs, quant, lv),
                        ro = reference_operand(ctx, output, rhs, quant, rv);
