@@ -164,13 +164,33 @@ ref::Operand reference_operand(const CheckContext& ctx, const std::string& outpu
 
 }  // namespace
 
+namespace {
+
+// Which rows a matmul check compares: every row in 256-row blocks, or an evenly spaced sample of 32-row
+// blocks when one FP64 reference would cost more than the budget.
+struct RowSample {
+  int64_t block_rows = 256, stride = 1;
+};
+
+RowSample row_sample(int64_t R, double flops, bool full_reference) {
+  int64_t stride = 1;
+  if (!full_reference && flops > kReferenceFlopBudget) {
+    const int64_t blocks = (R + kSampleBlockRows - 1) / kSampleBlockRows;
+    stride = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(flops / kReferenceFlopBudget)), 1,
+                                 std::max<int64_t>(1, blocks));
+  }
+  return {stride > 1 ? kSampleBlockRows : 256, stride};
+}
+
+}  // namespace
+
 OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOperand rhs,
                          std::optional<ref::MxQuant> quant, double flops, const Tolerance& tol) {
   OutputCheck c;
   c.output = output;
   c.reference_flops = flops * (quant ? 2 : 1);
   // The FP32 values of both operands and the output (HostTensor::values) and the FP64 copies of both operands
-  // (ref::compare_matmul), plus one block of FP64 reference rows.
+  // (ref::compare_matmul), plus one chunk of FP64 reference rows.
   c.reference_bytes = [=](const std::map<std::string, std::vector<int64_t>>& shapes) {
     const auto elements = [&](const std::string& n) {
       const auto it = shapes.find(n);
@@ -189,21 +209,13 @@ OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOpe
     if (out.shape != std::vector<int64_t>{d.R, d.C})
       throw Error(fmt::format("check of '{}': output shape {} but the reference gives [{}, {}]", output,
                               tensor::shape_str(out.shape), d.R, d.C));
-    // Sample 32-row blocks when one FP64 reference would cost more than the budget.
-    int64_t stride = 1;
-    if (!ctx.full_reference() && flops > kReferenceFlopBudget) {
-      const int64_t blocks = (d.R + kSampleBlockRows - 1) / kSampleBlockRows;
-      stride = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(flops / kReferenceFlopBudget)), 1,
-                                   std::max<int64_t>(1, blocks));
-    }
-    const int64_t block_rows = stride > 1 ? kSampleBlockRows : 256;
-    int64_t compared = 0;
-    for (int64_t r0 = 0; r0 < d.R; r0 += block_rows * stride) compared += std::min(block_rows, d.R - r0);
+    const RowSample s = row_sample(d.R, flops, ctx.full_reference());
+    const int64_t compared = ref::sampled_rows(d.R, s.block_rows, s.stride);
     const std::vector<float> k = out.values();
     try {
-      const ref::ErrorMetrics e = ref::compare_matmul(k.data(), lo, ro, std::nullopt, block_rows, stride);
+      const ref::ErrorMetrics e = ref::compare_matmul(k.data(), lo, ro, std::nullopt, s.block_rows, s.stride);
       const ref::ErrorMetrics q =
-          quant ? ref::compare_matmul(k.data(), lo, ro, quant, block_rows, stride) : e;
+          quant ? ref::compare_matmul(k.data(), lo, ro, quant, s.block_rows, s.stride) : e;
       return tolerance_result(output, out, e, q, quant.has_value(), tol, compared, d.R);
     } catch (const InputError& err) {
       throw InputError(

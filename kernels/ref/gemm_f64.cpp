@@ -166,32 +166,49 @@ struct Mat {
   const double* x;
   int64_t ld;
   bool trans;
-  double at(int64_t r, int64_t k) const { return trans ? x[k * ld + r] : x[r * ld + k]; }
 };
 
-// Rows [r0, r1) of out [n, c] = A [n, K] B^T, where B is given as [c, K] (bt: element (j, k)).
-void gemm_rows(const Mat& a, const Mat& bt, int64_t r0, int64_t r1, int64_t c, int64_t K, double* out) {
+// Packs rows [r0, r0 + tile_rows) of `m` (`rows` of them real, the rest zero) over K block [k0, k0 + kc) as
+// p[k * tile_rows + i]: row-contiguous sources read along k, transposed ones along the rows.
+void pack(const Mat& m, int64_t r0, int64_t rows, int tile_rows, int64_t k0, int kc, double* p) {
+  if (rows < tile_rows) std::fill(p, p + static_cast<int64_t>(kc) * tile_rows, 0.0);
+  if (m.trans) {
+    for (int k = 0; k < kc; ++k) std::copy_n(m.x + (k0 + k) * m.ld + r0, rows, p + k * tile_rows);
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    const double* src = m.x + (r0 + i) * m.ld + k0;
+    for (int k = 0; k < kc; ++k) p[k * tile_rows + i] = src[k];
+  }
+}
+
+// Output rows a part computes at once: the packed rows of A for one K block (kMc x kKc doubles, 1 MiB) stay
+// in the core's L2 while every panel of B goes past them.
+constexpr int64_t kMc = 512;
+
+// Columns [j0, j1) of rows [r0, r1) of out [n, c] = A [n, K] B^T, where B is given as [c, K] (bt: element
+// (j, k)). Per row chunk and K block, A is packed once and each 24-column panel of B once.
+void gemm_part(const Mat& a, const Mat& bt, int64_t r0, int64_t r1, int64_t j0, int64_t j1, int64_t c,
+               int64_t K, double* out) {
   const Micro micro = micro_kernel();
-  const int64_t rows = r1 - r0, row_tiles = (rows + kMr - 1) / kMr;
-  std::fill(out + r0 * c, out + r1 * c, 0.0);
-  std::vector<double> ap(static_cast<size_t>(row_tiles * kKc * kMr)), bp(static_cast<size_t>(kKc * kNr));
-  for (int64_t k0 = 0; k0 < K; k0 += kKc) {
-    const int kc = static_cast<int>(std::min<int64_t>(kKc, K - k0));
-    for (int64_t t = 0; t < row_tiles; ++t) {
-      double* p = ap.data() + t * kKc * kMr;
-      for (int i = 0; i < kMr; ++i) {
-        const int64_t r = r0 + t * kMr + i;
-        for (int k = 0; k < kc; ++k) p[k * kMr + i] = r < r1 ? a.at(r, k0 + k) : 0.0;
+  for (int64_t r = r0; r < r1; ++r) std::fill(out + r * c + j0, out + r * c + j1, 0.0);
+  std::vector<double> ap(static_cast<size_t>(kMc * kKc)), bp(static_cast<size_t>(kKc * kNr));
+  for (int64_t m0 = r0; m0 < r1; m0 += kMc) {
+    const int64_t m1 = std::min(r1, m0 + kMc), tiles = (m1 - m0 + kMr - 1) / kMr;
+    for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+      const int kc = static_cast<int>(std::min<int64_t>(kKc, K - k0));
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t i0 = m0 + t * kMr;
+        pack(a, i0, std::min<int64_t>(kMr, m1 - i0), kMr, k0, kc, ap.data() + t * kKc * kMr);
       }
-    }
-    for (int64_t j0 = 0; j0 < c; j0 += kNr) {
-      const int nr = static_cast<int>(std::min<int64_t>(kNr, c - j0));
-      for (int j = 0; j < kNr; ++j)
-        for (int k = 0; k < kc; ++k) bp[k * kNr + j] = j < nr ? bt.at(j0 + j, k0 + k) : 0.0;
-      for (int64_t t = 0; t < row_tiles; ++t) {
-        const int64_t i0 = r0 + t * kMr;
-        micro(ap.data() + t * kKc * kMr, bp.data(), kc, out + i0 * c + j0, c,
-              static_cast<int>(std::min<int64_t>(kMr, r1 - i0)), nr);
+      for (int64_t jj = j0; jj < j1; jj += kNr) {
+        const int nr = static_cast<int>(std::min<int64_t>(kNr, j1 - jj));
+        pack(bt, jj, nr, kNr, k0, kc, bp.data());
+        for (int64_t t = 0; t < tiles; ++t) {
+          const int64_t i0 = m0 + t * kMr;
+          micro(ap.data() + t * kKc * kMr, bp.data(), kc, out + i0 * c + jj, c,
+                static_cast<int>(std::min<int64_t>(kMr, m1 - i0)), nr);
+        }
       }
     }
   }
@@ -202,11 +219,18 @@ void gemm(const Mat& a, const Mat& bt, int64_t n, int64_t c, int64_t K, double* 
     throw InputError(fmt::format("gemm_f64: negative shape [{}, {}, {}]", n, c, K));
   if (threads < 1) throw InputError(fmt::format("gemm_f64: threads = {} must be at least 1", threads));
   if (n == 0 || c == 0) return;
-  const int64_t tiles = (n + kMr - 1) / kMr;
-  const int64_t parts = std::min<int64_t>(threads, tiles);
-  const auto bound = [&](int64_t p) { return std::min(n, tiles * p / parts * kMr); };
-  num::run_parts(static_cast<int>(parts),
-                 [&](int p) { gemm_rows(a, bt, bound(p), bound(p + 1), c, K, out); });
+  // Parts split the larger side (whole row tiles or column panels); each packs all of the other operand.
+  const int64_t tiles = (n + kMr - 1) / kMr, panels = (c + kNr - 1) / kNr;
+  const bool by_rows = tiles >= panels;
+  const int64_t units = by_rows ? tiles : panels, step = by_rows ? kMr : kNr;
+  const int64_t parts = std::min<int64_t>(threads, units);
+  const auto bound = [&](int64_t p) { return std::min(by_rows ? n : c, units * p / parts * step); };
+  num::run_parts(static_cast<int>(parts), [&](int p) {
+    if (by_rows)
+      gemm_part(a, bt, bound(p), bound(p + 1), 0, c, c, K, out);
+    else
+      gemm_part(a, bt, 0, n, bound(p), bound(p + 1), c, K, out);
+  });
 }
 
 }  // namespace

@@ -107,22 +107,120 @@ std::vector<double> matmul_mx(const Operand& lhs, const Operand& rhs, const MxQu
   return matmul_f64(lhs, l.data(), rhs, r.data());
 }
 
+namespace {
+
+// Output rows computed by one GEMM call: the sampled blocks are gathered up to this many rows.
+constexpr int64_t kChunkRows = 256;
+
+// The sampled row blocks [r0, r1): blocks of block_rows starting at rows 0, s b, 2 s b, ... (b = block_rows).
+std::vector<std::pair<int64_t, int64_t>> sample_blocks(int64_t R, int64_t block_rows, int64_t block_stride) {
+  std::vector<std::pair<int64_t, int64_t>> v;
+  for (int64_t r0 = 0; r0 < R; r0 += block_rows * block_stride)
+    v.push_back({r0, std::min(R, r0 + block_rows)});
+  return v;
+}
+
+void check_compare_args(const Operand& lhs, const Operand& rhs, int64_t block_rows, int64_t block_stride) {
+  check_blas_dims(matmul_dims(lhs, rhs));
+  if (block_rows < 1) throw InputError(fmt::format("matmul reference: block_rows {} < 1", block_rows));
+  if (block_stride < 1) throw InputError(fmt::format("matmul reference: block_stride {} < 1", block_stride));
+}
+
+// Calls f(golden, first block, end block) for consecutive groups of the sampled blocks (at most kChunkRows
+// rows, or one block), golden holding their reference rows [rows, C] in block order. The rows of L are
+// gathered (FP32) into one [rows, T] operand and, for the MX reference, quantized there: its MX groups are
+// the same values as in the whole operand (they run along T). Every element's order of additions is
+// gemm_f64's, whichever rows share a call, so the values are those of one call per block.
+template <class F>
+void reference_chunks(const Operand& lhs, const Operand& rhs, const std::optional<MxQuant>& quant,
+                      const std::vector<std::pair<int64_t, int64_t>>& blocks, F&& f) {
+  const MatmulDims d = matmul_dims(lhs, rhs);
+  const std::vector<double> r = quant && !rhs.mx_values ? mx_fake_quantize(rhs, *quant) : to_f64(rhs);
+  const bool tb = rhs.axis == Contract::Cols;  // rhs is [C, T]
+  static const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<float> rows;
+  std::vector<double> golden;
+  for (size_t b0 = 0; b0 < blocks.size();) {
+    size_t b1 = b0;
+    int64_t n = 0;
+    while (b1 < blocks.size() && (b1 == b0 || n + blocks[b1].second - blocks[b1].first <= kChunkRows))
+      n += blocks[b1].second - blocks[b1].first, ++b1;
+    rows.resize(static_cast<size_t>(n * d.T));
+    float* o = rows.data();
+    for (size_t b = b0; b < b1; ++b)
+      for (int64_t i = blocks[b].first; i < blocks[b].second; ++i, o += d.T)
+        for (int64_t t = 0; t < d.T; ++t) o[t] = lhs.data[index_of(lhs, t, i)];
+    Operand g{rows.data(), n, d.T, Contract::Cols, lhs.mx_values};
+    const std::vector<double> l = quant && !g.mx_values ? mx_fake_quantize(g, *quant) : to_f64(g);
+    golden.resize(static_cast<size_t>(n * d.C));
+    gemm_f64(false, tb, n, d.C, d.T, l.data(), d.T, r.data(), tb ? d.T : d.C, golden.data(), threads);
+    f(golden.data(), b0, b1);
+    b0 = b1;
+  }
+}
+
+}  // namespace
+
+int64_t sampled_rows(int64_t R, int64_t block_rows, int64_t block_stride) {
+  int64_t n = 0;
+  for (int64_t r0 = 0; r0 < R; r0 += block_rows * block_stride) n += std::min(block_rows, R - r0);
+  return n;
+}
+
+std::vector<double> sampled_reference(const Operand& lhs, const Operand& rhs,
+                                      const std::optional<MxQuant>& quant, int64_t block_rows,
+                                      int64_t block_stride) {
+  check_compare_args(lhs, rhs, block_rows, block_stride);
+  const MatmulDims d = matmul_dims(lhs, rhs);
+  const auto blocks = sample_blocks(d.R, block_rows, block_stride);
+  std::vector<double> out;
+  reference_chunks(lhs, rhs, quant, blocks, [&](const double* g, size_t b0, size_t b1) {
+    int64_t n = 0;
+    for (size_t b = b0; b < b1; ++b) n += blocks[b].second - blocks[b].first;
+    out.insert(out.end(), g, g + n * d.C);
+  });
+  return out;
+}
+
+namespace {
+
+// Adds the kernel's values of blocks [b0, b1) against their reference rows `g` (in block order).
+void add_blocks(MetricsAccumulator& acc, const float* kernel_out, int64_t C,
+                const std::vector<std::pair<int64_t, int64_t>>& blocks, const double* g, size_t b0,
+                size_t b1) {
+  for (size_t b = b0; b < b1; ++b) {
+    const int64_t n = (blocks[b].second - blocks[b].first) * C;
+    acc.add(kernel_out + blocks[b].first * C, g, n);
+    g += n;
+  }
+}
+
+}  // namespace
+
 ErrorMetrics compare_matmul(const float* kernel_out, const Operand& lhs, const Operand& rhs,
                             const std::optional<MxQuant>& quant, int64_t block_rows, int64_t block_stride) {
   const MatmulDims d = matmul_dims(lhs, rhs);
   check_blas_dims(d);
   if (kernel_out == nullptr) throw InputError("matmul reference: no kernel output to compare");
-  if (block_rows < 1) throw InputError(fmt::format("matmul reference: block_rows {} < 1", block_rows));
-  if (block_stride < 1) throw InputError(fmt::format("matmul reference: block_stride {} < 1", block_stride));
-  const std::vector<double> l = quant && !lhs.mx_values ? mx_fake_quantize(lhs, *quant) : to_f64(lhs);
-  const std::vector<double> r = quant && !rhs.mx_values ? mx_fake_quantize(rhs, *quant) : to_f64(rhs);
+  check_compare_args(lhs, rhs, block_rows, block_stride);
+  const auto blocks = sample_blocks(d.R, block_rows, block_stride);
   MetricsAccumulator acc;
-  std::vector<double> blk(static_cast<size_t>(std::min(block_rows, d.R) * d.C));
-  for (int64_t r0 = 0; r0 < d.R; r0 += block_rows * block_stride) {
-    const int64_t nr = std::min(block_rows, d.R - r0);
-    matmul_rows(lhs, l.data(), rhs, r.data(), d, r0, nr, blk.data());
-    acc.add(kernel_out + r0 * d.C, blk.data(), nr * d.C);
-  }
+  reference_chunks(lhs, rhs, quant, blocks, [&](const double* g, size_t b0, size_t b1) {
+    add_blocks(acc, kernel_out, d.C, blocks, g, b0, b1);
+  });
+  return acc.finish();
+}
+
+ErrorMetrics compare_sampled(const float* kernel_out, const MatmulDims& d, int64_t block_rows,
+                             int64_t block_stride, const std::vector<double>& golden) {
+  if (kernel_out == nullptr) throw InputError("matmul reference: no kernel output to compare");
+  const auto blocks = sample_blocks(d.R, block_rows, block_stride);
+  const int64_t n = sampled_rows(d.R, block_rows, block_stride);
+  if (static_cast<int64_t>(golden.size()) != n * d.C)
+    throw Error(fmt::format("matmul reference: {} prepared values for {} sampled rows of {} columns",
+                            golden.size(), n, d.C));
+  MetricsAccumulator acc;
+  add_blocks(acc, kernel_out, d.C, blocks, golden.data(), 0, blocks.size());
   return acc.finish();
 }
 

@@ -13,9 +13,9 @@
 // (sim/numerics/scale_layout.h; WrapX needs T % 128 == 0, OneX32 T % 32 == 0, else InputError), quantized by
 // num::quantize_block. Dequantized value = fp8 value x 2^(scale - 127), exact in FP64.
 //
-// The reference is computed in fixed blocks of output rows by ref::gemm_f64, whose order of additions is
-// fixed: reference values and the error figures computed from them are the same bytes on every run, thread
-// count, machine and OPENBLAS_NUM_THREADS.
+// The reference is computed by ref::gemm_f64, whose order of additions per element is fixed (whichever rows
+// share a call): reference values and the error figures computed from them are the same bytes on every run,
+// thread count, machine and OPENBLAS_NUM_THREADS.
 #pragma once
 
 #include <cstdint>
@@ -75,6 +75,16 @@ std::vector<double> matmul_mx(const Operand& lhs, const Operand& rhs, const MxQu
 ErrorMetrics compare_matmul(const float* kernel_out, const Operand& lhs, const Operand& rhs,
                             const std::optional<MxQuant>& quant, int64_t block_rows = 256,
                             int64_t block_stride = 1);
+// The reference values compare_matmul compares with, computed ahead (e.g. while the simulation runs): the
+// sampled row blocks' rows [rows, C] in row order. compare_sampled then gives compare_matmul's result from
+// them (same arguments; Error if `golden` does not have the sample's size).
+std::vector<double> sampled_reference(const Operand& lhs, const Operand& rhs,
+                                      const std::optional<MxQuant>& quant, int64_t block_rows = 256,
+                                      int64_t block_stride = 1);
+ErrorMetrics compare_sampled(const float* kernel_out, const MatmulDims& d, int64_t block_rows,
+                             int64_t block_stride, const std::vector<double>& golden);
+// Rows compared by a sample of block_rows-row blocks every block_stride blocks of R rows.
+int64_t sampled_rows(int64_t R, int64_t block_rows, int64_t block_stride);
 
 // Logical [K, F] values of Trainium x4 data [K/4, F] with its E8M0 scale tile ([K/4, F] unpacked, or
 // packed [ceil(K/2048)*128, F]), in the x4 interleave `scheme`: out[f * K + k], i.e. [F, K] row-major.

@@ -550,6 +550,9 @@ void Exec::matmul_mx() {
     // thread_locals hold at exit.
     std::vector<float> scale(cols);
     const uint8_t* row0 = x.at(0, 0);
+    // Consecutive x4 elements (the usual tile) go through the vector row decoder: the same bits.
+    bool contiguous = true;
+    for (uint64_t c = 1; c < cols && contiguous; ++c) contiguous = x.at(0, c) == row0 + 4 * c;
     for (uint32_t k = k0; k < k1; ++k) {
       if (k % 8 == 0)
         for (uint64_t c = 0; c < cols; ++c)
@@ -557,6 +560,11 @@ void Exec::matmul_mx() {
       const int64_t row = x.at(k, 0) - row0;
       float* o[4];
       for (uint32_t j = 0; j < 4; ++j) o[j] = &out[(j * kp + k) * cols];
+      if (contiguous) {
+        num::dequantize_x4_row(row0 + row, scale.data(), static_cast<int64_t>(cols), fp8_format(x.dtype()),
+                               o);
+        continue;
+      }
       for (uint64_t c = 0; c < cols; ++c) {
         const uint8_t* p = x.at(0, c) + row;
         const float sc = scale[c];

@@ -1,6 +1,7 @@
 #include "sim/numerics/mx.h"
 
 #include <fmt/format.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <array>
@@ -270,7 +271,62 @@ uint8_t block_dispatch(const In* v, uint8_t* out, Fp8Format fmt, ScaleRule rule)
   throw InputError("mx quantize_block: invalid format or scale rule");
 }
 
+template <Fp8Format F>
+void x4_row_scalar(const uint8_t* bytes, const float* scale, int64_t c0, int64_t cols, float* const out[4]) {
+  const float* table = F == Fp8Format::E4M3FN ? detail::kE4M3ToF32.data() : detail::kE5M2ToF32.data();
+  for (int64_t c = c0; c < cols; ++c)
+    for (int j = 0; j < 4; ++j) out[j][c] = table[bytes[4 * c + j]] * scale[c];
+}
+
+// 16 elements at a time. A code's magnitude bits shifted to the top of an FP32 significand read as the FP8
+// value times 2^-(FP32 bias - FP8 bias) (subnormal codes as FP32 subnormals), so one exact multiply by that
+// power of two decodes it; the sign bit is copied. Codes without a finite value take the table's.
+template <Fp8Format F>
+[[gnu::target("avx512f")]] void x4_row_avx512(const uint8_t* bytes, const float* scale, int64_t cols,
+                                              float* const out[4]) {
+  constexpr bool e4m3 = F == Fp8Format::E4M3FN;
+  const float* table = e4m3 ? detail::kE4M3ToF32.data() : detail::kE5M2ToF32.data();
+  const __m512i byte = _mm512_set1_epi32(0xFF), magnitude = _mm512_set1_epi32(0x7F);
+  const __m512i sign = _mm512_set1_epi32(0x80);
+  const __m512i special = _mm512_set1_epi32(e4m3 ? 0x7F : 0x7C);  // NaN (E4M3FN), Inf and NaN (E5M2)
+  const __m512 rebias = _mm512_set1_ps(e4m3 ? 0x1p120f : 0x1p112f);
+  int64_t c = 0;
+  for (; c + 16 <= cols; c += 16) {
+    const __m512i w = _mm512_loadu_si512(bytes + 4 * c);
+    const __m512 s = _mm512_loadu_ps(scale + c);
+    for (int j = 0; j < 4; ++j) {
+      const __m512i u = _mm512_and_si512(_mm512_srli_epi32(w, 8 * j), byte);
+      const __m512i mag = _mm512_and_si512(u, magnitude);
+      __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(mag, e4m3 ? 20 : 21)), rebias);
+      v = _mm512_castsi512_ps(
+          _mm512_or_si512(_mm512_castps_si512(v), _mm512_slli_epi32(_mm512_and_si512(u, sign), 24)));
+      if (const __mmask16 odd = _mm512_cmpge_epi32_mask(mag, special))
+        v = _mm512_mask_i32gather_ps(v, odd, u, table, 4);
+      _mm512_storeu_ps(out[j] + c, _mm512_mul_ps(v, s));
+    }
+  }
+  x4_row_scalar<F>(bytes, scale, c, cols, out);
+}
+
+bool host_has_avx512f() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return yes;
+}
+
 }  // namespace
+
+void dequantize_x4_row(const uint8_t* bytes, const float* scale, int64_t cols, Fp8Format fmt,
+                       float* const out[4]) {
+  const bool e4m3 = fmt == Fp8Format::E4M3FN;
+  if (host_has_avx512f())
+    return e4m3 ? x4_row_avx512<Fp8Format::E4M3FN>(bytes, scale, cols, out)
+                : x4_row_avx512<Fp8Format::E5M2>(bytes, scale, cols, out);
+  return e4m3 ? x4_row_scalar<Fp8Format::E4M3FN>(bytes, scale, 0, cols, out)
+              : x4_row_scalar<Fp8Format::E5M2>(bytes, scale, 0, cols, out);
+}
 
 uint8_t quantize_block(const float* v, uint8_t* out, Fp8Format fmt, ScaleRule rule) {
   return block_dispatch(v, out, fmt, rule);

@@ -86,4 +86,12 @@ void quantize(const uint16_t* x_bf16, int64_t rows, int64_t cols, MxAxis axis, F
 void dequantize(const uint8_t* data, const uint8_t* scales, int64_t rows, int64_t cols, MxAxis axis,
                 Fp8Format fmt, float* out, int threads = 1);
 
+// One partition row of an x4 MX operand (nc_matmul_mx): `cols` x4 elements of 4 FP8 bytes each, contiguous at
+// `bytes` (byte j of element c at bytes[4c + j]), and each element's E8M0 scale as FP32 (e8m0_to_f32) in
+// scale[c]. out[j][c] = fp8_to_f32(bytes[4c + j]) * scale[c]: the one FP32 multiply of dequantize(), the
+// same bits on every host (AVX-512 decodes the codes arithmetically, exact, and takes NaN and Inf codes
+// from the table).
+void dequantize_x4_row(const uint8_t* bytes, const float* scale, int64_t cols, Fp8Format fmt,
+                       float* const out[4]);
+
 }  // namespace trnsim::num

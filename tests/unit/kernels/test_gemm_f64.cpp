@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "kernels/ref/gemm_f64.h"
@@ -106,6 +107,21 @@ TEST_CASE("gemm_nt_f64: operands whose sums round: the same bytes on every threa
   CHECK(same_bytes(ours(a, b, n, c, K, 2), want));
   CHECK(same_bytes(ours(a, b, n, c, K, 4), want));
   CHECK(same_bytes(ours(a, b, n, c, K, 7), want));
+}
+
+TEST_CASE("gemm_nt_f64: wide outputs split by columns, tall ones by rows: the bytes of the one order",
+          "[ref]") {
+  // Threads split the larger side (c > n here: 24-column panels; n > c: 8-row tiles), and more than 512 rows
+  // go in 512-row chunks: neither changes any element's order.
+  for (const auto& [n, c, K] : {std::tuple<int64_t, int64_t, int64_t>{20, 300, 600}, {1100, 30, 270}}) {
+    CAPTURE(n, c, K);
+    const auto a = normal_values(n * K, 11), b = normal_values(c * K, 12);
+    const auto want = in_order(a, b, n, c, K);
+    for (const int threads : {1, 2, 5}) {
+      CAPTURE(threads);
+      CHECK(same_bytes(ours(a, b, n, c, K, threads), want));
+    }
+  }
 }
 
 TEST_CASE("gemm_f64: every transpose of the operands gives the bytes of the one order", "[ref]") {

@@ -5,6 +5,8 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "kernels/api/checks.h"
 #include "kernels/api/registry.h"
@@ -175,6 +177,42 @@ TEST_CASE("compare_matmul with a block stride compares exactly the sampled rows"
   CHECK(got.max_abs_err == want.max_abs_err);
   CHECK(got.rel_l2 == want.rel_l2);
   CHECK(got.max_abs_err == Approx(0.5).epsilon(1e-6));  // row 5's error of 100 is not in the sample
+}
+
+TEST_CASE("sampled_reference and compare_sampled give compare_matmul's metrics", "[ref]") {
+  // The references a check's prepare step computes ahead are the values compare_matmul computes itself: the
+  // same metrics to the bit, exact and MX, with and without a stride; the rows of L go through transposed
+  // (Rows) and plain (Cols) operands alike.
+  const int64_t M = 70, T = 128, K = 40;
+  const std::vector<float> dy = bf16_values(io::normal(T * M, 0, 1, 7));  // [T, M]: L = dY^T
+  const std::vector<float> x = bf16_values(io::normal(T * K, 0, 1, 8));   // [T, K]
+  const ref::MxQuant q{num::Fp8Format::E4M3FN, num::ScaleRule::Trn3, num::QuantScheme::WrapX};
+  for (const Contract axis : {Contract::Rows, Contract::Cols}) {
+    std::vector<float> l = dy;
+    if (axis == Contract::Cols)  // [M, T]
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t m = 0; m < M; ++m) l[m * T + t] = dy[t * M + m];
+    const Operand lo{l.data(), axis == Contract::Rows ? T : M, axis == Contract::Rows ? M : T, axis};
+    const Operand ro{x.data(), T, K, Contract::Rows};
+    const std::vector<double> golden = ref::matmul_exact(lo, ro);
+    std::vector<float> out(golden.begin(), golden.end());
+    for (size_t i = 0; i < out.size(); i += 13) out[i] *= 1.001f;
+    for (const auto& quant : {std::optional<ref::MxQuant>{}, std::optional<ref::MxQuant>{q}})
+      for (const auto& [rows, stride] : {std::pair<int64_t, int64_t>{256, 1}, {8, 3}, {5, 4}}) {
+        CAPTURE(axis == Contract::Rows, quant.has_value(), rows, stride);
+        const ref::ErrorMetrics want = ref::compare_matmul(out.data(), lo, ro, quant, rows, stride);
+        const std::vector<double> g = ref::sampled_reference(lo, ro, quant, rows, stride);
+        CHECK(static_cast<int64_t>(g.size()) == ref::sampled_rows(M, rows, stride) * K);
+        const ref::ErrorMetrics got = ref::compare_sampled(out.data(), {M, T, K}, rows, stride, g);
+        CHECK(got.count == want.count);
+        CHECK(got.max_abs_err == want.max_abs_err);
+        CHECK(got.rel_l2 == want.rel_l2);
+        CHECK(got.cosine == want.cosine);
+        CHECK(got.allclose_excess == want.allclose_excess);
+        const std::vector<double> one_short(g.begin(), g.end() - 1);
+        CHECK_THROWS_AS(ref::compare_sampled(out.data(), {M, T, K}, rows, stride, one_short), Error);
+      }
+  }
 }
 
 TEST_CASE("reference input errors", "[ref]") {
