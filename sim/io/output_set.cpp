@@ -581,8 +581,11 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   bool run_record_written = false;
   // Puts every destination back as it was and removes what this set created; returns what could not be put
   // back.
+  bool undone = false;
   const auto undo = [&]() {
     std::vector<std::string> lost;
+    if (undone) return lost;  // once: `fail` has undone the set before it throws
+    undone = true;
     for (Plan& p : plans) {
       if (p.renamed) {
         if (!p.backup.empty()) {
@@ -703,9 +706,9 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       if (!ok) fail(p.target == f.path ? f.path : f.path + " (" + p.target + ")", errno_text(err));
       step();
     }
-  } catch (const InputError&) {
-    throw;
   } catch (...) {
+    // Also a record that could not be written (a full disk, a folder gone): the records already written
+    // are put back, so nothing says a run was killed.
     undo();
     throw;
   }
