@@ -146,6 +146,9 @@ namespace testing {
 // Called after every step of a set's writes with its number (as TRNSIM_TEST_KILL_AT_WRITE_STEP counts them),
 // for unit tests that act between two steps; nullptr: none.
 void set_write_step_hook(std::function<void(long step)> hook);
+// TRNSIM_TEST_KILL_AT_WRITE_STEP's step, 0 when unset. InputError when it is set to anything but a whole
+// number from 1 (`abc`, `-1`, `0`): trnsim refuses to start rather than ignore it.
+long kill_at_write_step();
 }  // namespace testing
 
 }  // namespace trnsim::io

@@ -47,8 +47,11 @@ thread_local long t_step = 0;  // steps of the set being written
 // TRNSIM_TEST_KILL_AT_WRITE_STEP=N: SIGKILL at the N-th step (the crash tests' way to stop at every point).
 void step() {
   static const long kill_at = [] {
-    const char* v = std::getenv("TRNSIM_TEST_KILL_AT_WRITE_STEP");
-    return v ? std::atol(v) : 0L;
+    try {
+      return testing::kill_at_write_step();
+    } catch (const InputError&) {
+      return 0L;  // the command refused it at its start (tools/trnsim/main.cpp)
+    }
   }();
   ++t_step;
   if (step_hook()) step_hook()(t_step);
@@ -497,6 +500,20 @@ std::vector<std::string> remove_stale(const std::string& dir, const Manifest& pr
 }
 
 }  // namespace
+
+long testing::kill_at_write_step() {
+  const char* v = std::getenv("TRNSIM_TEST_KILL_AT_WRITE_STEP");
+  if (v == nullptr) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(v, &end, 10);
+  if (*v < '0' || *v > '9' || *end != '\0' || errno != 0 || n < 1)
+    throw InputError(
+        fmt::format("TRNSIM_TEST_KILL_AT_WRITE_STEP='{}': expected a whole number from 1 (the "
+                    "write step at which the crash tests kill trnsim); unset it for a normal run",
+                    v));
+  return n;
+}
 
 void testing::set_write_step_hook(std::function<void(long)> hook) {
   step_hook() = std::move(hook);
