@@ -118,8 +118,10 @@ struct NamedPath {
   std::string what;  // e.g. "--trace", "output 'y'", "input 'x' (inputs.x.npy)"
   bool is_input = false;
 };
-// InputError if two of `paths` land on the same file (after symlinks; hard links of existing files too) and
-// one of them is an output: "<what A> and <what B> are the same file (<path>)". Character devices may be
+// InputError if two of `paths` land on the same file (after symlinks; hard links of existing files too; the
+// same name in one folder reached under two names, a bind mount, compared by the folders' device and inode,
+// also before the file exists) and one of them is an output: "<what A> and <what B> are the same file
+// (<path>)", or "(<path A> and <path B>: one folder under two names, ...)". Character devices may be
 // shared (two outputs to /dev/null). Also InputError when an output's name is one of trnsim's records
 // (.trnsim-files, .trnsim-journal: check_not_a_record).
 void check_distinct_files(const std::vector<NamedPath>& paths);
