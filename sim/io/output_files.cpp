@@ -1,5 +1,6 @@
 #include "sim/io/output_files.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -172,6 +174,31 @@ void check_distinct_files(const std::vector<NamedPath>& paths) {
           fmt::format("{} and {} are the same file ({}){}", paths[j].what, paths[i].what, where,
                       paths[i].is_input || paths[j].is_input ? ": an input is never overwritten" : ""));
     }
+}
+
+void check_not_recorded(const std::string& path, const std::string& what) {
+  const fs::path target(resolved_path(path));
+  for (fs::path dir = target.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    std::optional<Manifest> m;
+    if (fd >= 0) {
+      try {
+        m = read_manifest_at(fd, kManifestName, (dir / kManifestName).string());
+      } catch (const InputError&) {
+        // not a record this can read: it names nothing
+      }
+      ::close(fd);
+    }
+    const std::string rel = target.lexically_relative(dir).string();
+    if (m)
+      for (const ManifestEntry& e : m->files)
+        if (e.path == rel)
+          throw InputError(fmt::format(
+              "{} '{}': cannot write: it is one of the files a run wrote into {} (its record {} names it): "
+              "writing over it would change that run's set; choose another path",
+              what, path, dir.string(), (dir / kManifestName).string()));
+    if (dir == dir.parent_path()) break;
+  }
 }
 
 void check_no_links(const std::string& path, const std::string& what, const std::string& base) {

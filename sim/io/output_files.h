@@ -130,6 +130,11 @@ void check_distinct_files(const std::vector<NamedPath>& paths);
 // file name is a record's (sim/io/manifest.h): an output there would replace the record or be replaced by it.
 void check_not_a_record(const std::string& path, const std::string& what);
 
+// InputError "<what> '<path>': cannot write: it is one of the files a run wrote into DIR ..." when `path`
+// (after symlinks) is named by the manifest of its folder or of a folder above it: a file written
+// outside a run (`trnsim stats --html`) never replaces a member of a run's recorded set.
+void check_not_recorded(const std::string& path, const std::string& what);
+
 // InputError "<what> '<path>': cannot write: <link> is a symlink (to <target>): trnsim does not write through
 // links ..." when `path`'s last component is a symlink, or, when `path` lies below the folder `base` (a run's
 // --out, itself allowed to be a symlink), any component below `base`. A last component that is a symlink to

@@ -573,7 +573,16 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   // A journal a killed set left in a folder this set writes into: that set is made whole first.
   for (const std::string& dir : lock_list) {
     unsigned owner = 0;
-    if (const std::optional<Manifest> j = read_record(dir, kJournalName, &owner)) {
+    std::optional<Manifest> journal;
+    try {
+      journal = read_record(dir, kJournalName, &owner);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format(
+          "{}; it should be trnsim's journal of a set of files it was replacing in that folder: look at it, "
+          "then remove it (the files there stay as they are)",
+          e.what()));
+    }
+    if (const std::optional<Manifest>& j = journal) {
       if (const std::string n = not_ours((fs::path(dir) / kJournalName).string(), owner); !n.empty()) {
         std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
         continue;
