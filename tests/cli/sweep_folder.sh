@@ -82,4 +82,18 @@ check "tune: symlinked plots refused ($rc): $(tail -1 "$T/err.txt")" \
   '[[ $rc == 1 ]] && grep -qF "$T/S/plots is a symlink" "$T/err.txt"'
 check "tune: user's plot untouched" '[[ $(cat "$T/mine/roofline.svg") == "user plot" ]]'
 
+# 8. A Slurm array task (run here by hand) checks the sweep folder too: no row through a symlinked points/.
+restore
+rm -rf "$T/S/points" && ln -s ../rows "$T/S/points"
+mkdir "$T/sub"
+cat >"$T/sub/tasks.json" <<JSON
+{"points_per_task": 1, "points": [{"key": "$key", "sets": ["inputs.output_grad.seed=1"]}],
+ "workload": "$W", "dir": "$T/S", "cwd": "$T"}
+JSON
+"$TRNSIM" sweep task "$T/sub" --task 0 >"$T/out.txt" 2>"$T/err.txt"
+rc=$?
+check "slurm task: symlinked points refused ($rc): $(tail -1 "$T/err.txt")" \
+  '[[ $rc == 1 ]] && grep -qF "$T/S/points is a symlink" "$T/err.txt"'
+check "slurm task: user's file under a row's name untouched" '[[ $(cat "$T/rows/$key.json") == "user rows" ]]'
+
 finish
