@@ -110,7 +110,7 @@ void install_handlers() {
     std::string why;
     if (sig == SIGXCPU)
       why = " (SIGXCPU: the CPU time limit, ulimit -t, is reached)";
-    else if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP)
+    else
       why = sigabbrev_np(sig) ? " (SIG" + std::string(sigabbrev_np(sig)) + ")"
                               : " (signal " + std::to_string(sig) + ")";
     std::snprintf(g_stop_msg[sig], sizeof g_stop_msg[sig],

@@ -1,5 +1,6 @@
 #include "sim/io/output_files.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -124,21 +126,79 @@ void check_not_a_record(const std::string& path, const std::string& what) {
                     what, path, name));
 }
 
+namespace {
+
+// Where a file lands, also before it exists: its folder's device and inode, and its name there. One folder
+// reached under two names (a bind mount: `mount --bind A B`) gives the same place for A/f and B/f.
+struct Place {
+  bool known = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string name;
+  bool operator==(const Place& o) const {
+    return known && o.known && dev == o.dev && ino == o.ino && name == o.name;
+  }
+};
+
+Place place_of(const std::string& resolved) {
+  const fs::path p(resolved);
+  struct stat st {};
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+  if (!p.has_filename() || ::stat(dir.c_str(), &st) != 0) return {};
+  return {true, st.st_dev, st.st_ino, p.filename().string()};
+}
+
+}  // namespace
+
 void check_distinct_files(const std::vector<NamedPath>& paths) {
   for (const NamedPath& p : paths)
     if (!p.is_input) check_not_a_record(p.path, p.what);
   std::vector<std::string> resolved;
-  for (const NamedPath& p : paths) resolved.push_back(resolved_path(p.path));
+  std::vector<Place> places;
+  for (const NamedPath& p : paths) {
+    resolved.push_back(resolved_path(p.path));
+    places.push_back(place_of(resolved.back()));
+  }
   for (size_t i = 0; i < paths.size(); ++i)
     for (size_t j = 0; j < i; ++j) {
       if (paths[i].is_input && paths[j].is_input) continue;
       std::error_code ec;
-      const bool same = resolved[i] == resolved[j] || fs::equivalent(resolved[i], resolved[j], ec);
+      const bool same = resolved[i] == resolved[j] || fs::equivalent(resolved[i], resolved[j], ec) ||
+                        places[i] == places[j];
       if (!same || is_special_file(resolved[i])) continue;
+      const std::string where = resolved[i] == resolved[j]
+                                    ? resolved[i]
+                                    : fmt::format("{} and {}: one folder under two names, e.g. a bind mount",
+                                                  paths[j].path, paths[i].path);
       throw InputError(
-          fmt::format("{} and {} are the same file ({}){}", paths[j].what, paths[i].what, resolved[i],
+          fmt::format("{} and {} are the same file ({}){}", paths[j].what, paths[i].what, where,
                       paths[i].is_input || paths[j].is_input ? ": an input is never overwritten" : ""));
     }
+}
+
+void check_not_recorded(const std::string& path, const std::string& what) {
+  const fs::path target(resolved_path(path));
+  for (fs::path dir = target.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    std::optional<Manifest> m;
+    if (fd >= 0) {
+      try {
+        m = read_manifest_at(fd, kManifestName, (dir / kManifestName).string());
+      } catch (const InputError&) {
+        // not a record this can read: it names nothing
+      }
+      ::close(fd);
+    }
+    const std::string rel = target.lexically_relative(dir).string();
+    if (m)
+      for (const ManifestEntry& e : m->files)
+        if (e.path == rel)
+          throw InputError(fmt::format(
+              "{} '{}': cannot write: it is one of the files a run wrote into {} (its record {} names it): "
+              "writing over it would change that run's set; choose another path",
+              what, path, dir.string(), (dir / kManifestName).string()));
+    if (dir == dir.parent_path()) break;
+  }
 }
 
 void check_no_links(const std::string& path, const std::string& what, const std::string& base) {

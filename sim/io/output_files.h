@@ -122,8 +122,10 @@ struct NamedPath {
   std::string what;  // e.g. "--trace", "output 'y'", "input 'x' (inputs.x.npy)"
   bool is_input = false;
 };
-// InputError if two of `paths` land on the same file (after symlinks; hard links of existing files too) and
-// one of them is an output: "<what A> and <what B> are the same file (<path>)". Character devices may be
+// InputError if two of `paths` land on the same file (after symlinks; hard links of existing files too; the
+// same name in one folder reached under two names, a bind mount, compared by the folders' device and inode,
+// also before the file exists) and one of them is an output: "<what A> and <what B> are the same file
+// (<path>)", or "(<path A> and <path B>: one folder under two names, ...)". Character devices may be
 // shared (two outputs to /dev/null). Also InputError when an output's name is one of trnsim's records
 // (.trnsim-files, .trnsim-journal: check_not_a_record).
 void check_distinct_files(const std::vector<NamedPath>& paths);
@@ -131,6 +133,11 @@ void check_distinct_files(const std::vector<NamedPath>& paths);
 // InputError "<what> '<path>': cannot write: .trnsim-files is the name of trnsim's record ..." when `path`'s
 // file name is a record's (sim/io/manifest.h): an output there would replace the record or be replaced by it.
 void check_not_a_record(const std::string& path, const std::string& what);
+
+// InputError "<what> '<path>': cannot write: it is one of the files a run wrote into DIR ..." when `path`
+// (after symlinks) is named by the manifest of its folder or of a folder above it: a file written
+// outside a run (`trnsim stats --html`) never replaces a member of a run's recorded set.
+void check_not_recorded(const std::string& path, const std::string& what);
 
 // InputError "<what> '<path>': cannot write: <link> is a symlink (to <target>): trnsim does not write through
 // links ..." when `path`'s last component is a symlink, or, when `path` lies below the folder `base` (a run's
@@ -150,6 +157,9 @@ namespace testing {
 // Called after every step of a set's writes with its number (as TRNSIM_TEST_KILL_AT_WRITE_STEP counts them),
 // for unit tests that act between two steps; nullptr: none.
 void set_write_step_hook(std::function<void(long step)> hook);
+// TRNSIM_TEST_KILL_AT_WRITE_STEP's step, 0 when unset. InputError when it is set to anything but a whole
+// number from 1 (`abc`, `-1`, `0`): trnsim refuses to start rather than ignore it.
+long kill_at_write_step();
 }  // namespace testing
 
 }  // namespace trnsim::io

@@ -48,8 +48,11 @@ thread_local long t_step = 0;  // steps of the set being written
 // with TRNSIM_TEST_KILL_SIGNAL=INT, SIGINT instead (a Ctrl-C there).
 void step() {
   static const long kill_at = [] {
-    const char* v = std::getenv("TRNSIM_TEST_KILL_AT_WRITE_STEP");
-    return v ? std::atol(v) : 0L;
+    try {
+      return testing::kill_at_write_step();
+    } catch (const InputError&) {
+      return 0L;  // the command refused it at its start (tools/trnsim/main.cpp)
+    }
   }();
   static const int sig = [] {
     const char* v = std::getenv("TRNSIM_TEST_KILL_SIGNAL");
@@ -503,6 +506,20 @@ std::vector<std::string> remove_stale(const std::string& dir, const Manifest& pr
 
 }  // namespace
 
+long testing::kill_at_write_step() {
+  const char* v = std::getenv("TRNSIM_TEST_KILL_AT_WRITE_STEP");
+  if (v == nullptr) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(v, &end, 10);
+  if (*v < '0' || *v > '9' || *end != '\0' || errno != 0 || n < 1)
+    throw InputError(
+        fmt::format("TRNSIM_TEST_KILL_AT_WRITE_STEP='{}': expected a whole number from 1 (the "
+                    "write step at which the crash tests kill trnsim); unset it for a normal run",
+                    v));
+  return n;
+}
+
 void testing::set_write_step_hook(std::function<void(long)> hook) {
   step_hook() = std::move(hook);
 }
@@ -561,7 +578,16 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   // A journal a killed set left in a folder this set writes into: that set is made whole first.
   for (const std::string& dir : lock_list) {
     unsigned owner = 0;
-    if (const std::optional<Manifest> j = read_record(dir, kJournalName, &owner)) {
+    std::optional<Manifest> journal;
+    try {
+      journal = read_record(dir, kJournalName, &owner);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format(
+          "{}; it should be trnsim's journal of a set of files it was replacing in that folder: look at it, "
+          "then remove it (the files there stay as they are)",
+          e.what()));
+    }
+    if (const std::optional<Manifest>& j = journal) {
       if (const std::string n = not_ours((fs::path(dir) / kJournalName).string(), owner); !n.empty()) {
         std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
         continue;
@@ -586,8 +612,11 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   bool run_record_written = false;
   // Puts every destination back as it was and removes what this set created; returns what could not be put
   // back.
+  bool undone = false;
   const auto undo = [&]() {
     std::vector<std::string> lost;
+    if (undone) return lost;  // once: `fail` has undone the set before it throws
+    undone = true;
     for (Plan& p : plans) {
       if (p.renamed) {
         if (!p.backup.empty()) {
@@ -708,9 +737,9 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       if (!ok) fail(p.target == f.path ? f.path : f.path + " (" + p.target + ")", errno_text(err));
       step();
     }
-  } catch (const InputError&) {
-    throw;
   } catch (...) {
+    // Also a record that could not be written (a full disk, a folder gone): the records already written
+    // are put back, so nothing says a run was killed.
     undo();
     throw;
   }

@@ -296,4 +296,11 @@ check "list past ulimit -f: $msg" '[[ $? == 1 && $msg == *"cannot write to stdou
 rc=${PIPESTATUS[0]}
 check "list into a pipe closed early: exit $rc, $(cat "$T/pipe.err")" '[[ $rc == 0 && ! -s $T/pipe.err ]]'
 
+# TRNSIM_TEST_KILL_AT_WRITE_STEP (the crash tests' switch) set to anything but a step number: refused at once.
+for v in abc -1 0 ""; do
+  msg=$(TRNSIM_TEST_KILL_AT_WRITE_STEP=$v "$TRNSIM" run "$SMALL" --no-numerics --out "$T/ks" 2>&1)
+  check "TRNSIM_TEST_KILL_AT_WRITE_STEP='$v': refused: $msg" \
+    '[[ $? == 1 && $msg == *"TRNSIM_TEST_KILL_AT_WRITE_STEP='"'"'$v'"'"': expected a whole number from 1"* && ! -e $T/ks ]]'
+done
+
 finish

@@ -21,7 +21,7 @@ for sig in INT TERM; do
     check "$sig after $delay s: exit $code (was $rc: $(tail -2 "$d/log"))" '[[ $rc == $code ]]'
     check "$sig after $delay s: no temporary left" '[[ -z $(find "$d" -name "*.tmp.*") ]]'
     check "$sig after $delay s: no output folder left" '[[ ! -e $d/out ]]'
-    check "$sig after $delay s: the message" 'grep -q "trnsim: interrupted" "$d/log"'
+    check "$sig after $delay s: the message names the signal" 'grep -q "trnsim: interrupted (SIG$sig)" "$d/log"'
     # The trace is the user's file (not opened yet), or whole JSON: closed and marked incomplete when the
     # signal stopped the simulation, complete when it came later.
     check "$sig after $delay s: the trace" \

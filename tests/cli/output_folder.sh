@@ -196,4 +196,24 @@ ln -s "$T/loop" "$T/loop"
 msg=$("$TRNSIM" run "$SMALL" --out "$T/loop" --no-numerics 2>&1)
 check "--out a symlink loop: $msg" '[[ $msg == "trnsim: error: --out $T/loop: Too many levels of symbolic links" ]]'
 
+# `trnsim stats --html` onto a file of a run's recorded set (host.json) is refused: the set stays whole.
+"$TRNSIM" run "$SMALL" --out "$T/h" --no-numerics >/dev/null 2>&1
+cp "$T/h/host.json" "$T/host.before"
+msg=$("$TRNSIM" stats "$T/h/stats.json" --html="$T/h/host.json" 2>&1)
+check "stats --html onto a recorded output: refused: $msg" \
+  '[[ $? == 1 && $msg == *"--html '"'"'$T/h/host.json'"'"': cannot write: it is one of the files a run wrote into $T/h"* ]]'
+check "stats --html onto a recorded output: host.json kept" 'cmp -s "$T/host.before" "$T/h/host.json"'
+
+# A garbage .trnsim-journal in a folder written into: the reason and what to do, nothing written.
+mkdir "$T/jg"
+echo "{\"trnsim_files\": 2, garbage" >"$T/jg/.trnsim-journal"
+msg=$("$TRNSIM" quantize "$T/q/inputs/weights.npy" --format e4m3 --rule te --axis row --data "$T/jg/d.npy" \
+  --scales "$T/jg/s.npy" 2>&1)
+check "garbage .trnsim-journal: the hint to remove it: $msg" \
+  '[[ $? == 1 && $msg == *"$T/jg/.trnsim-journal"*"then remove it"* && ! -e $T/jg/d.npy ]]'
+
+# --out / : the root is never a run's folder.
+msg=$("$TRNSIM" run "$SMALL" --out / --no-numerics 2>&1)
+check "--out /: refused: $msg" '[[ $? == 1 && $msg == *"--out /: is the root of the file system"* && ! -e /stats.json ]]'
+
 finish

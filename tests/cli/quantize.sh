@@ -257,7 +257,7 @@ expect_error "output directory missing" \
   "trnsim: error: $OUT/nope/d.npy: cannot write: directory '$OUT/nope' does not exist" \
   quantize "$EXAMPLE" --format e4m3 --rule te --axis row --data "$OUT/nope/d.npy" --scales "$OUT/s.npy" \
   --dequant "$OUT/q.npy"
-expect_error "same output twice" "$OUT/d.npy: the same output path is given twice" \
+expect_error "same output twice" "--data and --scales are the same file ($OUT/d.npy)" \
   quantize "$EXAMPLE" --format e4m3 --rule te --axis row --data "$OUT/d.npy" --scales "$OUT/d.npy"
 
 # An output path that is the input would destroy the input: refused before anything is written.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "sim/base/error.h"
@@ -83,16 +84,47 @@ std::string row_path(const std::string& dir, const std::string& key) {
   return (fs::path(points_dir(dir)) / (key + ".json")).string();
 }
 
+json read_row_file(const std::string& path, const std::string& key, std::string* why) {
+  try {
+    json row = config::read_json_document(path);
+    if (row.is_object() && row.contains("status") && row["status"].is_string() && row.value("key", "") == key)
+      return row;
+    if (why) *why = fmt::format("not a row of point '{}' (no \"key\": \"{}\" and \"status\")", key, key);
+  } catch (const InputError& e) {
+    if (why) *why = e.what();
+  }
+  return nullptr;
+}
+
 json read_row(const std::string& dir, const std::string& key) {
   const std::string p = row_path(dir, key);
   std::error_code ec;
   if (!fs::is_regular_file(p, ec)) return nullptr;
-  try {
-    json row = config::read_json_document(p);
-    if (!row.is_object() || row.value("key", "") != key || !row.contains("status")) return nullptr;
-    return row;
-  } catch (const InputError&) {
-    return nullptr;
+  return read_row_file(p, key);
+}
+
+void check_rows(const std::string& dir) {
+  std::error_code ec;
+  std::vector<fs::path> names;
+  for (const auto& e : fs::directory_iterator(points_dir(dir), ec)) names.push_back(e.path());
+  std::sort(names.begin(), names.end());
+  for (const fs::path& p : names) {
+    const std::string name = p.filename().string();
+    if (name.empty() || name[0] == '.' || p.extension() != ".json") continue;  // temporaries, other files
+    const auto st = fs::symlink_status(p, ec);
+    std::string why;
+    if (fs::is_symlink(st))
+      why = "is a symlink, not a row trnsim wrote";
+    else if (!fs::is_regular_file(st))
+      why = "is not a regular file";
+    else if (read_row_file(p.string(), p.stem().string(), &why).is_null() && why.empty())
+      why = "cannot be read";
+    if (const std::string own = p.string() + ": "; why.rfind(own, 0) == 0) why = why.substr(own.size());
+    if (!why.empty())
+      throw InputError(
+          fmt::format("{}: {}: a sweep's row is never overwritten unread; remove or move the file "
+                      "(its point is then run again)",
+                      p.string(), why));
   }
 }
 

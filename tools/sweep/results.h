@@ -29,8 +29,15 @@ nlohmann::json metrics_of(const nlohmann::json& stats);
 
 std::string points_dir(const std::string& dir);
 std::string row_path(const std::string& dir, const std::string& key);
-// The kept row of `key`, or null if there is none (or it cannot be read: it is then redone).
+// The kept row of `key`, or null if there is none (or it cannot be read: check_rows refuses such a file
+// before a sweep runs).
 nlohmann::json read_row(const std::string& dir, const std::string& key);
+// The row in the file `path` for `key`, or null (`why`, if given, says what is wrong).
+nlohmann::json read_row_file(const std::string& path, const std::string& key, std::string* why = nullptr);
+// InputError "<DIR/points/K.json>: <what is wrong>: ..." for a file there named like a row (K.json, not
+// hidden) that is no readable row of point K: a symlink, not a regular file, not JSON, another key. Such a
+// file is the user's or a damaged row and is never replaced unread.
+void check_rows(const std::string& dir);
 void write_row(const std::string& dir, const nlohmann::json& row);
 
 // True if a row is final: ok or numerics_fail (an error is redone by a rerun).

@@ -279,6 +279,7 @@ int slurm_task(const std::string& submission_dir, int task, int jobs) {
   cfg.jobs = std::max(1, jobs);
   cfg.keep_stats = spec.value("keep_stats", false);
   cfg.timeout_seconds = spec.value("timeout_seconds", 0.0);
+  check_sweep_folder(cfg.dir);  // rows are never written through a link there (the local backend's check)
   std::printf("task %d: %zu points\n", task, tasks.size());
   std::fflush(stdout);
   ListSource src(std::move(tasks));

@@ -43,11 +43,18 @@ io::DirLock prepare_dir(const std::string& dir, const std::string& name) {
   io::lock_for_run(lock, dir, dir, "sweep or tune", "it holds the folder's lock");
   if (fs::exists(plan, ec)) {
     json p;
+    std::string unread;
     try {
       p = config::read_json_document(plan.string());
-    } catch (const InputError&) {
+    } catch (const InputError& e) {
+      unread = e.what();
     }
-    const std::string other = p.is_object() ? p.value("name", "") : "";
+    if (!p.is_object() || !p.contains("name") || !p["name"].is_string() || !p.contains("points"))
+      throw InputError(fmt::format(
+          "{}: is not a trnsim sweep plan{}: the folder {} is not a sweep's; choose another --out, nothing "
+          "there is overwritten",
+          plan.string(), unread.empty() ? " (no \"name\" and \"points\")" : " (" + unread + ")", dir));
+    const std::string other = p["name"].get<std::string>();
     if (other != name)
       throw InputError(
           fmt::format("{}: holds the results of sweep '{}' (plan.json), not '{}': choose another --out", dir,
@@ -58,7 +65,32 @@ io::DirLock prepare_dir(const std::string& dir, const std::string& name) {
                     "there is overwritten",
                     dir));
   }
+  check_sweep_folder(dir);
   return lock;
+}
+
+void check_sweep_folder(const std::string& dir) {
+  std::error_code ec;
+  for (const char* f : {"plan.json", "results.csv", "results.jsonl", "report.html", "best_workload.json"}) {
+    const std::string p = (fs::path(dir) / f).string();
+    io::check_no_links(p, std::string("the sweep's ") + f, dir);
+    if (fs::is_directory(p, ec))
+      throw InputError(
+          fmt::format("{}: is a folder, not a file: the sweep writes its {} there; move it away "
+                      "or choose another --out",
+                      p, f));
+  }
+  for (const char* d : {"points", "plots", "stats", ".runs"}) {
+    const std::string p = (fs::path(dir) / d).string();
+    io::check_no_links(p, std::string("the sweep's folder ") + d, dir);
+    const fs::file_status st = fs::symlink_status(p, ec);
+    if (fs::exists(st) && !fs::is_directory(st))
+      throw InputError(
+          fmt::format("{}: is a file, not a folder: the sweep keeps its {} there; move it away "
+                      "or choose another --out",
+                      p, d));
+  }
+  check_rows(dir);
 }
 
 int default_jobs(int jobs) {
@@ -256,6 +288,7 @@ ordered_json best_record(const json& plan, const std::vector<ordered_json>& reco
 }
 
 size_t collect(const std::string& dir, bool report) {
+  check_sweep_folder(dir);
   const json plan = read_plan(dir);
   const std::vector<ordered_json> records = result_records(plan, dir);
   write_results(dir, plan, records);

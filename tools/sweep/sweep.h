@@ -41,6 +41,11 @@ std::string sweep_dir(const Spec& spec, const std::string& out);
 // creates it and locks it (sim/io/dir_lock.h) for as long as the returned lock lives: a second sweep or tune
 // into DIR is refused at once (InputError) instead of interleaving its plan and results with this one's.
 [[nodiscard]] io::DirLock prepare_dir(const std::string& dir, const std::string& sweep_name);
+// InputError when one of the sweep's files or folders in DIR (plan.json, results.csv, results.jsonl,
+// report.html, best_workload.json; points/, plots/, stats/, .runs/) is a symlink (a write through it would
+// replace the user's files: io::check_no_links), a file is a folder or a folder a file, or a file under
+// points/ named like a row is not one (check_rows). prepare_dir and collect call it before anything runs.
+void check_sweep_folder(const std::string& dir);
 // The jobs to use: `jobs`, or the cores this process may run on.
 int default_jobs(int jobs);
 

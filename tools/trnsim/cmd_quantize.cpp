@@ -156,6 +156,13 @@ void run_quantize(const QuantizeOptions& o) {
     if (!out->empty() && std::filesystem::equivalent(o.input, *out, ec))
       throw InputError(*out + ": is the input file; choose another output path");
   }
+  // No two outputs on one file (also one folder under two names: a bind mount), refused before the work.
+  {
+    std::vector<io::NamedPath> paths{{o.input, "the input", true}, {o.data_out, "--data"}};
+    if (!o.scales_out.empty()) paths.push_back({o.scales_out, "--scales"});
+    if (!o.dequant_out.empty()) paths.push_back({o.dequant_out, "--dequant"});
+    io::check_distinct_files(paths);
+  }
   // No output through a symlink (sim/io/output_files.h), refused before the work.
   io::check_no_links(o.data_out, "--data");
   io::check_no_links(o.scales_out, "--scales");

@@ -57,6 +57,7 @@ void stats_command(const StatsCliOptions& o) {
                                 : o.html_file;
     io::check_distinct_files({{o.files[0], "the stats file", true}, {out, "--html"}});
     io::check_no_links(out, "--html");
+    io::check_not_recorded(out, "--html");
     // The run's host time is in host.json beside stats.json (when the run wrote one): the report's "host s".
     const std::string run_dir = std::filesystem::path(o.files[0]).parent_path().string();
     const std::string host_file = (std::filesystem::path(run_dir) / run::kHostFileName).string();

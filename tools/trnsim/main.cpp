@@ -1,6 +1,7 @@
 // trnsim command line: one subcommand per file, registered here.
 #include <malloc.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@
 #include "sim/base/address_limit.h"
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
+#include "sim/io/output_files.h"
 #include "tools/trnsim/commands.h"
 #ifdef TRNSIM_WITH_PYTHON
 #include "python/src/embed.h"
@@ -66,8 +68,27 @@ bool stdout_intact() {
   return false;
 }
 
+// A CPU-time limit whose soft and hard values are equal (`ulimit -t N`) ends the process with SIGKILL, no
+// message and nothing cleaned up: the soft limit is lowered by one second so that SIGXCPU, which the
+// handlers name and clean up after, comes first.
+void soft_cpu_limit_first() {
+  rlimit cpu{};
+  if (getrlimit(RLIMIT_CPU, &cpu) != 0 || cpu.rlim_cur == RLIM_INFINITY || cpu.rlim_cur != cpu.rlim_max ||
+      cpu.rlim_max < 2)
+    return;
+  cpu.rlim_cur = cpu.rlim_max - 1;
+  setrlimit(RLIMIT_CPU, &cpu);
+}
+
 int run_cli(int argc, char** argv) {
   trnsim::interrupt::install_handlers();
+  soft_cpu_limit_first();
+  try {
+    trnsim::io::testing::kill_at_write_step();
+  } catch (const trnsim::Error& e) {
+    std::fprintf(stderr, "trnsim: error: %s\n", e.what());
+    return 1;
+  }
   // Large host buffers (the references' per-expert operands, instruction scratch) are allocated and freed
   // many times. Kept in the heap instead of mapped and unmapped each time, a reuse does not fault in fresh
   // pages again (a large share of the system time, in a VM especially). Peak memory is unchanged. Not under

@@ -62,6 +62,12 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
   if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
     throw InputError(fmt::format("--out {}: exists and is not a directory", dir_));
   check_not_dangling(dir_, "--out " + dir_);
+  // The root holds everything: a run's folder there would record, and a later run remove, files anywhere.
+  if (const fs::path c = fs::canonical(dir_, ec); !ec && c == c.root_path())
+    throw InputError(
+        fmt::format("--out {}: is the root of the file system, not a folder for a run's files; "
+                    "choose a folder of its own",
+                    dir_));
   if (!fs::exists(dir_, ec)) {
     // Every missing level (--out a/b/c), outermost first: each is removed again if the run leaves it empty.
     fs::path p = fs::path(dir_).lexically_normal();

@@ -94,6 +94,7 @@ int run_program_file(const RunCliOptions& o) {
         throw init_error(t, e);
       }
     }
+  std::vector<std::string> read_files;  // what this run reads
   {
     std::vector<io::NamedPath> paths;
     for (const auto& out : outs)
@@ -104,12 +105,15 @@ int run_program_file(const RunCliOptions& o) {
     }
     if (!o.trace.empty()) paths.push_back({o.trace, "--trace"});
     if (!o.report.empty()) paths.push_back({o.report, "--report"});
-    // What the run reads is never written over.
+    // What the run reads is never written over (nor removed as an earlier run's output).
     paths.push_back({o.config, "the program file", true});
+    read_files.push_back(o.config);
     paths.push_back({config::resolve_config_path(hw_spec), "the hardware config", true});
     for (uint32_t i = 0; i < program.tensors.size(); ++i)
-      if (inits[i] && inits[i]->is_npy)
+      if (inits[i] && inits[i]->is_npy) {
         paths.push_back({inits[i]->npy, fmt::format("tensor '{}' init", program.tensors[i].name), true});
+        read_files.push_back(inits[i]->npy);
+      }
     io::check_distinct_files(paths);
     io::check_not_directories(paths);
     io::check_no_links(paths, out_dir);
@@ -187,9 +191,17 @@ int run_program_file(const RunCliOptions& o) {
         report_error = e;
       }
   }
-  io::write_files_atomic(files);
+  // Into --out, the set replaces the folder's earlier one as a workload run's does (OutDir::commit): the
+  // manifest records it, and the earlier run's outputs it does not write again are removed.
+  std::vector<std::string> stale;
+  if (out && o.out_given)
+    stale = out->commit(files, read_files);
+  else
+    io::write_files_atomic(files);
   if (out) out->keep();
   for (const auto& f : files) std::printf("wrote %s\n", f.path.c_str());
+  for (const auto& f : stale)
+    std::printf("removed %s: an earlier run's output that this run does not write\n", f.c_str());
   if (report_error) throw *report_error;
   return 0;
 }

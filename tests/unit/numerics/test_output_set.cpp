@@ -251,3 +251,39 @@ TEST_CASE("SHA-256 as sha256sum prints it", "[output_set]") {
   CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
+
+TEST_CASE("a record that cannot be written leaves the run folder's record as it was", "[output_set]") {
+  // A set in a run folder and another folder: the run folder's record says "writing", then the other
+  // folder's journal cannot be written (here: the folder is gone; a full disk, ENOSPC, does the same). The
+  // failure is handled: the run folder's record is "complete" again, nothing says a run was killed.
+  TempDir t;
+  const std::string dir = t / "out", other = t / "other";
+  fs::create_directories(dir);
+  fs::create_directories(other);
+  {
+    const RunFolder first{dir, open_run_folder(dir).manifest, {}};
+    write_files_atomic({file(dir + "/stats.json", "stats A")}, &first);
+  }
+  bool acted = false;
+  testing::set_write_step_hook([&](long step) {
+    if (step == 1) {
+      acted = true;
+      fs::remove_all(other);
+    }
+  });
+  const RunFolder second{dir, open_run_folder(dir).manifest, {}};
+  CHECK_THROWS_WITH(
+      write_files_atomic({file(dir + "/stats.json", "stats B"), file(other + "/report.html", "page")},
+                         &second),
+      Catch::Contains("cannot write"));
+  testing::set_write_step_hook(nullptr);
+  CHECK(acted);
+  CHECK(read_raw(dir + "/stats.json") == "stats A");
+  CHECK_FALSE(has_leftovers(dir));
+  CHECK(inspect_run_folder(dir) == FolderSetState::kComplete);
+  const RunFolderState s = open_run_folder(dir);
+  CHECK(s.manifest.complete);
+  CHECK(s.notes.empty());
+  REQUIRE(s.manifest.files.size() == 1);
+  CHECK(s.manifest.files[0].path == "stats.json");
+}

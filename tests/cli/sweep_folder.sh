@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# trnsim sweep and tune never write through a link in their folder and check the folder before any point
+# runs (issue 22): usage sweep_folder.sh <trnsim-binary> <source-dir>. A symlinked plots/, points/,
+# results.csv or results.jsonl is refused up front and the linked user files stay; a file named like a row
+# that is no row is reported and kept; a file where a folder goes, or a plan.json that is no plan, is named.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
+W=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
+export TRNSIM_PYTHON=/nonexistent # the HTML report is not drawn: only the checks before it matter here
+
+cat >"$T/s.json" <<JSON
+{"name": "t22", "workload": "$W", "set": {"numerics": false},
+ "axes": [{"name": "seed", "path": "inputs.output_grad.seed", "values": [1, 2, 3]}]}
+JSON
+sweep() { "$TRNSIM" sweep "$T/s.json" --out "$T/S" -j 1 >"$T/out.txt" 2>"$T/err.txt"; }
+sweep
+rc=$?
+check "first sweep exit 0 ($rc): $(tail -2 "$T/err.txt")" '[[ $rc == 0 ]]'
+key=$(sed -n 2p "$T/S/results.csv" | awk -F, '{print $(NF-1)}')
+check "a row key ($key)" '[[ -n $key && -f $T/S/points/$key.json ]]'
+cp -r "$T/S" "$T/S.good"
+restore() { rm -rf "$T/S" && cp -r "$T/S.good" "$T/S"; }
+# A rerun that must not start any point: one row removed, so a point would run were the folder accepted.
+refused() { # refused NAME NEEDLE: exit 1, the message, and no point ran (the removed row is not back)
+  [[ -L $T/S/points || ! -d $T/S/points ]] || rm -f "$T/S/points/$key.json"
+  sweep
+  local rc=$? needle=$2
+  check "$1: exit 1 ($rc)" '[[ $rc == 1 ]]'
+  check "$1: message '$2': $(tail -1 "$T/err.txt")" 'grep -qF -- "$needle" "$T/err.txt"'
+  check "$1: checked before any point ran" '[[ ! -e $T/S/points/$key.json ]] || [[ -L $T/S/points ]]'
+}
+
+# 1. plots/ a symlink to the user's folder: refused, the user's plot untouched.
+mkdir "$T/mine" && echo "user plot" >"$T/mine/roofline.svg"
+rm -rf "$T/S/plots" && ln -s ../mine "$T/S/plots"
+refused "symlinked plots" "$T/S/plots is a symlink (to ../mine): trnsim does not write through links"
+check "user's plot untouched" '[[ $(cat "$T/mine/roofline.svg") == "user plot" ]]'
+
+# 2. points/ a symlink to the user's folder holding a file under a row's name: refused, the file kept.
+restore
+mkdir "$T/rows" && echo "user rows" >"$T/rows/$key.json"
+rm -rf "$T/S/points" && ln -s ../rows "$T/S/points"
+refused "symlinked points" "$T/S/points is a symlink (to ../rows)"
+check "user's file under a row's name untouched" '[[ $(cat "$T/rows/$key.json") == "user rows" ]]'
+
+# 3. A row file that is no row (garbage): reported, kept, nothing run.
+restore
+key2=$(sed -n 3p "$T/S/results.csv" | awk -F, '{print $(NF-1)}')
+echo "garbage" >"$T/S/points/$key2.json"
+refused "garbage row" "$T/S/points/$key2.json: "
+check "garbage row: says it is never overwritten" 'grep -qF "a sweep'"'"'s row is never overwritten unread" "$T/err.txt"'
+check "garbage row kept" '[[ $(cat "$T/S/points/$key2.json") == garbage ]]'
+
+# 4. results.csv / results.jsonl symlinked: refused before any point runs, the linked files kept.
+for f in results.csv results.jsonl; do
+  restore
+  echo "user table" >"$T/mine/$f"
+  rm "$T/S/$f" && ln -s ../mine/$f "$T/S/$f"
+  refused "symlinked $f" "$T/S/$f is a symlink (to ../mine/$f)"
+  check "user's $f untouched" '[[ $(cat "$T/mine/$f") == "user table" ]]'
+done
+
+# 5. points and plots as files: "is a file, not a folder", before running.
+for d in points plots; do
+  restore
+  rm -rf "$T/S/$d" && echo x >"$T/S/$d"
+  refused "$d as a file" "$T/S/$d: is a file, not a folder"
+done
+
+# 6. plan.json a symlink to a file that is no sweep plan: said so.
+restore
+echo '{"a": 1}' >"$T/other.json"
+rm "$T/S/plan.json" && ln -s ../other.json "$T/S/plan.json"
+refused "plan.json not a plan" "$T/S/plan.json: is not a trnsim sweep plan"
+check "not quoted as sweep ''" '! grep -qF "sweep '"''"'" "$T/err.txt"'
+
+# 7. tune checks the same folder the same way.
+restore
+rm -rf "$T/S/plots" && ln -s ../mine "$T/S/plots"
+"$TRNSIM" tune "$T/s.json" --budget 2 --out "$T/S" >"$T/out.txt" 2>"$T/err.txt"
+rc=$?
+check "tune: symlinked plots refused ($rc): $(tail -1 "$T/err.txt")" \
+  '[[ $rc == 1 ]] && grep -qF "$T/S/plots is a symlink" "$T/err.txt"'
+check "tune: user's plot untouched" '[[ $(cat "$T/mine/roofline.svg") == "user plot" ]]'
+
+# 8. A Slurm array task (run here by hand) checks the sweep folder too: no row through a symlinked points/.
+restore
+rm -rf "$T/S/points" && ln -s ../rows "$T/S/points"
+mkdir "$T/sub"
+cat >"$T/sub/tasks.json" <<JSON
+{"points_per_task": 1, "points": [{"key": "$key", "sets": ["inputs.output_grad.seed=1"]}],
+ "workload": "$W", "dir": "$T/S", "cwd": "$T"}
+JSON
+"$TRNSIM" sweep task "$T/sub" --task 0 >"$T/out.txt" 2>"$T/err.txt"
+rc=$?
+check "slurm task: symlinked points refused ($rc): $(tail -1 "$T/err.txt")" \
+  '[[ $rc == 1 ]] && grep -qF "$T/S/points is a symlink" "$T/err.txt"'
+check "slurm task: user's file under a row's name untouched" '[[ $(cat "$T/rows/$key.json") == "user rows" ]]'
+
+finish
