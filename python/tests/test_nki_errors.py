@@ -180,6 +180,13 @@ def test_kernel_returning_its_input():
     assert "_runner.py" not in err.splitlines()[0] and "_jit.py" not in err.splitlines()[0], err
 
 
+def test_output_names_are_plain_file_stems():
+    # An output is written as OUT/<name>.npy: a name with '/' or '.' would write outside the run's folder,
+    # and stats/host/chain_stats would sit beside trnsim's own files. Refused at the return line.
+    check("output_named_a_path", "MARK-output-path", ["'../victim'", "OUT/<name>.npy"])
+    check("output_named_stats", "MARK-output-stats", ["'stats'", "chain_stats"])
+
+
 def test_unimplemented_language_name():
     # An nki.language name trnsim does not implement: NkiUnsupported naming it and the line, not AttributeError.
     err = check("unimplemented_language_name", "MARK-unimplemented-nl", ["nki.language.tan"],

@@ -143,3 +143,23 @@ def nine_psum_tiles(x):
     p7 = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
     p8 = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)  # MARK-psum-i
     return _psum_tiles([p0, p1, p2, p3, p4, p5, p6, p7, p8])
+
+
+@nki.jit
+def output_named_a_path(x):
+    # Its output would be written as OUT/../victim.npy, outside the run's folder.
+    y = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm, name="../victim")
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=y, src=t)
+    return y  # MARK-output-path
+
+
+@nki.jit
+def output_named_stats(x):
+    # OUT/stats.npy would sit beside trnsim's own stats.json.
+    y = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm, name="stats")
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=y, src=t)
+    return y  # MARK-output-stats

@@ -7,6 +7,7 @@ on the simulator, as nki.baremetal does; called from inside another kernel it ru
 import functools
 import inspect
 import math
+import re
 
 from . import _emit, _trace
 from ._backend import Target
@@ -212,7 +213,22 @@ def _outputs(fn, r, trace):
         if x.st.private:
             raise NkiError(f"kernel {name} returns an nl.private_hbm tensor; outputs are nl.shared_hbm",
                            loc=where)
+        _check_output_name(name, x.st.name, where)
     return items
+
+
+# An output is written as OUT/<name>.npy next to trnsim's own files: a name is one plain file stem.
+_OUTPUT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+_RESERVED_NAMES = ("stats", "host", "chain_stats")
+
+
+def _check_output_name(kernel, out_name, where):
+    if not out_name:
+        return
+    if not _OUTPUT_NAME.fullmatch(out_name) or out_name.lower() in _RESERVED_NAMES:
+        raise NkiError(f"kernel {kernel} returns an output named {out_name!r}: it is written as "
+                       "OUT/<name>.npy, so a name is letters, digits, '_' and '-' (no '/', '.' or leading '-') "
+                       f"and not one of {', '.join(_RESERVED_NAMES)}", loc=where)
 
 
 _unwritten = {}  # return position -> its message, for the outputs no core built so far writes
