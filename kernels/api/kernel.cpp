@@ -202,10 +202,11 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
     shared_.hbm_bytes += bytes;
     if (shared_.hbm_bytes > static_cast<double>(limits_.hbm_bytes))
       throw InputError(
-          fmt::format("{}: hbm tensor '{}' {} {}: the kernel's HBM tensors need {:.4g} GiB; the HBM stack of "
-                      "the LNC2 pair "
-                      "holds {:.4g} GiB",
+          fmt::format("{}: hbm tensor '{}' {} {}: the kernel's HBM tensors need {:.4g} GiB; the HBM stack {} "
+                      "holds {:.4g} "
+                      "GiB (hbm.capacity_GiB)",
                       where(loc), name, shape_s, dtype_str(dtype), shared_.hbm_bytes / (1 << 30),
+                      num_programs_ == 2 ? "of the LNC2 pair" : "of the core (lnc 1)",
                       static_cast<double>(limits_.hbm_bytes) / (1 << 30)));
     isa::TensorDecl decl;
     decl.name = name;

@@ -120,6 +120,13 @@ KernelSource parse_source(const Checker& c, const json& v, const std::string& pa
       fs::path(k.written).is_absolute() || dir.empty() ? k.written : (fs::path(dir) / k.written).string();
   std::error_code ec;
   const auto st = fs::status(k.file, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory &&
+      ec != std::errc::not_a_directory)  // ELOOP, EACCES, ...
+    c.fail(path + ".nki",
+           fmt::format(
+               "{}: {}{}", k.file,
+               ec == std::errc::too_many_symbolic_link_levels ? "a symlink loop (ELOOP: " : "cannot read (",
+               ec.message() + ")"));
   if (!fs::exists(st)) c.fail(path + ".nki", fmt::format("{}: no such file", k.file));
   if (!fs::is_regular_file(st)) c.fail(path + ".nki", fmt::format("{}: not a regular file", k.file));
   if (!v.contains("function")) c.fail(path + ".function", "missing (the function's name in the file)");
@@ -148,9 +155,12 @@ InputEntry parse_entry(const Checker& c, const std::string& key, json spec, cons
       if (!sh.is_array() || sh.empty() || sh.size() > 8)
         c.fail(path + ".shape", "expected a list of 1 to 8 positive sizes, found " + json_excerpt(sh));
       std::vector<int64_t> shape;
-      for (const json& d : sh) {
+      for (size_t i = 0; i < sh.size(); ++i) {
+        const json& d = sh[i];
         if (!d.is_number_integer() || d.get<int64_t>() <= 0)
-          c.fail(path + ".shape", "expected a list of 1 to 8 positive sizes, found " + json_excerpt(sh));
+          c.fail(fmt::format("{}.shape[{}]", path, i),
+                 fmt::format("expected a positive integer size, found {} (in shape {})", json_excerpt(d),
+                             short_json(sh)));
         shape.push_back(d.get<int64_t>());
       }
       try {

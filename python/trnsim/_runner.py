@@ -34,6 +34,68 @@ class _Sources:
 _session = _Sources()
 
 
+class KernelExit(Exception):
+    """Kernel code (its file, a module it imports, its reference) called os._exit, sys.exit, exit or quit, or
+    raised SystemExit: trnsim's process is not the kernel's to end (an os._exit(0) made `trnsim run` exit 0
+    having written nothing). Raised at that line instead; ``loc`` is 'file.py:line', ``bare`` the message
+    without it (as NkiError's)."""
+
+    def __init__(self, call, loc):
+        self.loc = loc
+        self.bare = ("%s called by the kernel's code: a kernel cannot end trnsim's process (raise an exception "
+                     "to stop it)" % call)
+        super().__init__("%s: %s" % (loc, self.bare) if loc else self.bare)
+
+
+def _user_line(tb=None):
+    """'file.py:line' of the innermost frame outside trnsim (of traceback ``tb``, else of the calling stack)."""
+    if tb is not None:
+        frames = [f for f in traceback.extract_tb(tb) if not _internal(f.filename)]
+        return "%s:%d" % (os.path.basename(frames[-1].filename), frames[-1].lineno) if frames else None
+    f = sys._getframe(1)
+    while f is not None and _internal(f.f_code.co_filename):
+        f = f.f_back
+    return "%s:%d" % (os.path.basename(f.f_code.co_filename), f.f_lineno) if f is not None else None
+
+
+class _NoExit:
+    """While kernel code runs: os._exit, sys.exit, exit and quit raise KernelExit naming the call and the
+    line, and a SystemExit the code raises becomes a KernelExit (not an exit of the process)."""
+
+    _depth = 0
+
+    def __init__(self, what):
+        self.what = what
+
+    @staticmethod
+    def _stand_in(name):
+        def stand_in(*args, **kwargs):
+            shown = ", ".join([repr(a) for a in args] + ["%s=%r" % kv for kv in kwargs.items()])
+            raise KernelExit("%s(%s)" % (name, shown), _user_line())
+        stand_in.__name__ = name.rpartition(".")[2]
+        return stand_in
+
+    def __enter__(self):
+        import builtins
+        _NoExit._depth += 1
+        if _NoExit._depth == 1:
+            self.saved = [(os, "_exit", os._exit), (sys, "exit", sys.exit)]
+            self.saved += [(builtins, n, getattr(builtins, n)) for n in ("exit", "quit") if hasattr(builtins, n)]
+            for mod, name, _ in self.saved:
+                setattr(mod, name, self._stand_in(("os." if mod is os else "sys." if mod is sys else "") + name))
+        return self
+
+    def __exit__(self, etype, value, tb):
+        _NoExit._depth -= 1
+        if _NoExit._depth == 0:
+            for mod, name, fn in self.saved:
+                setattr(mod, name, fn)
+        if etype is not None and issubclass(etype, SystemExit):
+            code = "" if value is None or value.code is None else repr(value.code)
+            raise KernelExit("SystemExit(%s)" % code, _user_line(tb)) from None
+        return False
+
+
 @functools.lru_cache(maxsize=None)
 def _excluded_dirs():
     import sysconfig
@@ -83,8 +145,10 @@ class _LocalFinder(importlib.abc.MetaPathFinder):
         origin = getattr(spec, "origin", None) if spec is not None else None
         if not origin or not origin.endswith(".py"):
             return None
-        origin = os.path.realpath(origin)
-        if not _under(origin, tuple(f + os.sep for f in _session.folders)) or _under(origin, _excluded_dirs()):
+        # Keyed by the path it is imported as, not the file a symlink there points to: a link retargeted to
+        # a file of the same bytes is the same source (sources()).
+        real, origin = os.path.realpath(origin), os.path.abspath(origin)
+        if not _under(real, tuple(f + os.sep for f in _session.folders)) or _under(real, _excluded_dirs()):
             return None
         return importlib.util.spec_from_file_location(
             fullname, origin, loader=_LocalLoader(fullname, origin),
@@ -105,7 +169,8 @@ def begin_load():
 
 
 def sources():
-    """{absolute path: SHA-256 hex} of the Python files this workload's kernel ran (see _Sources)."""
+    """{absolute path: SHA-256 hex} of the Python files this workload's kernel ran (see _Sources): each path
+    as the workload or the import names it (symlinks not resolved), the hash of the bytes run."""
     return dict(_session.hashes)
 
 
@@ -118,12 +183,14 @@ def load_function(path, name):
     # The nki module names resolve to trnsim's before the kernel's imports run.
     from . import nki as _nki  # noqa: F401
 
-    path = os.path.realpath(os.path.abspath(path))
+    # The file as the workload names it (sources() key it by that path, so a symlink retargeted to a file of
+    # the same bytes is no change); its neighbours are imported from the folder of the file it is.
+    path = os.path.abspath(path)
     module = _session.files.get(path)
     if module is None:
         mod_name = "_trnsim_kernel_%d" % _serial[0]
         _serial[0] += 1
-        kernel_dir = os.path.dirname(path)
+        kernel_dir = os.path.dirname(os.path.realpath(path))
         if kernel_dir not in _session.folders:
             _session.folders.append(kernel_dir)
         code = compile(_read_hashed(path), path, "exec", dont_inherit=True)
@@ -134,7 +201,8 @@ def load_function(path, name):
         if kernel_dir not in sys.path:  # a kernel file may import its neighbours
             sys.path.insert(0, kernel_dir)
         try:
-            exec(code, module.__dict__)
+            with _NoExit("load"):
+                exec(code, module.__dict__)
         except BaseException:
             del sys.modules[mod_name]
             raise
@@ -145,7 +213,11 @@ def load_function(path, name):
         raise LookupError("'%s' is not defined in %s (%s)" % (
             name, os.path.basename(path),
             "it defines " + ", ".join(defined) if defined else "it defines no function"))
-    return getattr(module, name)
+    obj = getattr(module, name)
+    if not callable(obj):
+        raise LookupError("'%s' in %s is %s, not a function" % (
+            name, os.path.basename(path), "a module" if isinstance(obj, type(os)) else "a " + type(obj).__name__))
+    return obj
 
 
 def resolve_kernel(obj):
@@ -191,6 +263,30 @@ def input_order(kernel, names):
     return sorted(names, key=lambda n: pos.get(n, len(pos)))
 
 
+def def_loc(func):
+    """(file, line) of the ``def`` statement of the function (through nki.jit and functools.wraps wrappers;
+    a decorated function's code starts at its first decorator), or None."""
+    import linecache
+
+    func = inspect.unwrap(func) if callable(func) else func
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return None
+    line = code.co_firstlineno
+    for n in range(line, line + 50):
+        if linecache.getline(code.co_filename, n).lstrip().startswith(("def ", "async def ")):
+            return (code.co_filename, n)
+    return (code.co_filename, line)
+
+
+def without_nulls(func, params):
+    """``params`` without the JSON nulls given for parameters that have a default: null means the default
+    (docs/nki.md), as an absent key does; None goes only to a parameter whose default is None or that has
+    none."""
+    defaults = {p.name for p in _parameters(func) if p.default is not p.empty}
+    return {k: v for k, v in params.items() if v is not None or k not in defaults}
+
+
 def takes_kwargs(func):
     """True if the function takes **kwargs: a workload's "params" (and a sweep) may then set any name."""
     return any(p.kind == p.VAR_KEYWORD for p in _parameters(func))
@@ -228,9 +324,9 @@ class CoreRunner:
         self.hooks = _hooks
         self.func = func
         self.inputs = inputs  # [(name, DType, shape)]
-        self.params = params
-        code = getattr(func, "__code__", None)
-        self.loc = (code.co_filename, code.co_firstlineno) if code else None
+        self.params = without_nulls(inspect.unwrap(func), params)
+        # The inputs are declared at the kernel's def line (where its parameters are), not at trnsim's wrapper.
+        self.loc = def_loc(func)
         # How many inputs are the function's leading positional parameters (in order).
         params_ = [p for p in _parameters(func)
                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -247,7 +343,8 @@ class CoreRunner:
         lead = self.positional_count
         kwargs = dict(self.params)
         kwargs.update((n, t) for (n, _, _), t in zip(self.inputs[lead:], tensors[lead:]))
-        ret = self.hooks.call(self.func, tensors[:lead], kwargs)
+        with _NoExit("kernel"):
+            ret = self.hooks.call(self.func, tensors[:lead], kwargs)
         if ret is None:
             return None
         items = list(ret) if isinstance(ret, (tuple, list)) else [ret]
@@ -273,7 +370,9 @@ def call_reference(ref, arrays, params, n_outputs):
     if not any(p.kind == p.VAR_KEYWORD for p in sig):
         accepted = {p.name for p in sig}
         params = {k: v for k, v in params.items() if k in accepted}
-    out = ref(*arrays, **params)
+    params = without_nulls(ref, params)
+    with _NoExit("reference"):
+        out = ref(*arrays, **params)
     if isinstance(out, (tuple, list)):
         out = list(out)
     else:
@@ -286,16 +385,17 @@ def call_reference(ref, arrays, params, n_outputs):
 
 
 def _internal(filename):
-    return filename.startswith(os.path.dirname(os.path.abspath(__file__)) + os.sep)
+    """A frame of trnsim's own or of Python's import machinery: no concern of the user's."""
+    return filename.startswith(os.path.dirname(os.path.abspath(__file__)) + os.sep) or filename.startswith("<frozen ")
 
 
 def format_exception(etype, value, tb):
-    """'<file>:<line>: <Type>: <message>' at the innermost frame outside trnsim, then the traceback. An NKI
-    rule the kernel broke (NkiError: it carries the kernel line) gives that line once and only the kernel's
-    own frames: trnsim's are no concern of the user's."""
-    frames = traceback.extract_tb(tb)
-    user = [f for f in frames if not _internal(f.filename)]
-    where = ""
+    """'<file>:<line>: <Type>: <message>' at the innermost frame outside trnsim, then the traceback of the
+    user's own frames only (the kernel file, the modules it imports, its reference): trnsim's frames and
+    Python's import machinery are no concern of the user's, and the message is said once (no traceback
+    when no user frame is on it). An NKI rule the kernel broke (NkiError: it carries the kernel line) gives
+    that line."""
+    user = [f for f in traceback.extract_tb(tb) if not _internal(f.filename)]
     loc = getattr(value, "loc", None)
     if hasattr(value, "bare") and loc is not None:
         head = "%s: %s: %s" % (loc, etype.__name__, value.bare)
@@ -303,13 +403,15 @@ def format_exception(etype, value, tb):
             return head
         return head + "\nTraceback of the kernel (most recent call last):\n" + \
             "".join(traceback.format_list(user)).rstrip("\n")
+    where = ""
     if isinstance(value, SyntaxError) and value.filename:
         where = "%s:%s: " % (os.path.basename(value.filename), value.lineno)
     elif user:
         where = "%s:%d: " % (os.path.basename(user[-1].filename), user[-1].lineno)
     head = "%s%s: %s" % (where, etype.__name__, value)
-    # The traceback from the first frame outside trnsim (the runner's own frames say nothing to the user).
-    first = next((i for i, f in enumerate(frames) if not _internal(f.filename)), len(frames))
-    body = "".join(traceback.format_list(frames[first:]))
-    body += "".join(traceback.format_exception_only(etype, value))
+    body = "".join(traceback.format_list(user))
+    if isinstance(value, SyntaxError):  # the source line and its caret
+        body += "".join(traceback.format_exception_only(etype, value)[:-1])
+    if not body.strip():
+        return head
     return head + "\nTraceback (most recent call last):\n" + body.rstrip("\n")

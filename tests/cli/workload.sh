@@ -227,6 +227,6 @@ done
 "$TRNSIM" validate "$SRC/configs/workloads/llama3_8b_mlp_down_bwd_mxfp8.json" --set params.M=1048576 \
   --set params.K=1048576 --set params.N=1048576 >"$T/stdout" 2>"$T/stderr"
 rc=$?
-check "huge shapes (exit $rc)" '[[ $rc == 1 && $(cat "$T/stderr") == *"the HBM stack of the LNC2 pair holds 36 GiB" ]]'
+check "huge shapes (exit $rc)" '[[ $rc == 1 && $(cat "$T/stderr") == *"the HBM stack of the LNC2 pair holds 36 GiB (hbm.capacity_GiB)" ]]'
 
 finish

@@ -48,9 +48,11 @@ json input_json(const workload::PreparedWorkload& p, const workload::InputEntry&
   return j;
 }
 
+// A source file as the runner keys it (trnsim/_runner.py sources()): absolute, symlinks not resolved, so a
+// link retargeted to a file of the same bytes keeps its key.
 std::string canonical(const std::string& file) {
   std::error_code ec;
-  return fs::weakly_canonical(fs::absolute(file), ec).string();
+  return fs::absolute(file, ec).lexically_normal().string();
 }
 
 // A kernel or reference from a source file: its function and the SHA-256 of the bytes the loader ran
@@ -68,7 +70,8 @@ json source_json(const workload::KernelSource& s, const json& ran) {
 json imports_json(const workload::Workload& w, const json& ran) {
   std::set<std::string> own = {canonical(w.kernel_source->file)};
   if (w.reference) own.insert(canonical(w.reference->file));
-  const fs::path dir = fs::path(canonical(w.kernel_source->file)).parent_path();
+  std::error_code ec;  // the kernel's neighbours are imported from the folder of the file it is
+  const fs::path dir = fs::weakly_canonical(fs::absolute(w.kernel_source->file), ec).parent_path();
   json out = json::object();
   for (const auto& [path, sha] : ran.items())
     if (!own.count(path)) out[fs::path(path).lexically_relative(dir).string()] = sha;

@@ -94,6 +94,12 @@ class PathChecker {
       return fmt::format("unknown path '{}': the workload has no input entry '{}' (its entries: {})",
                          text_excerpt(path), text_excerpt(parts[1]), fmt::join(keys, ", "));
     }
+    if (parts.size() > 1 && (top == "kernel" || top == "reference"))
+      return fmt::format(
+          "path '{}' cannot be set by a sweep: a point's {} is one value, a kernel name or a Python file and "
+          "its function together (a file without its function, or a function without its file, names "
+          "nothing); set '{}' itself to whole values ({{\"nki\": \"k.py\", \"function\": \"f\"}})",
+          text_excerpt(path), top, top);
     if (parts.size() > 1)
       return fmt::format("unknown path '{}': '{}' is a value, not an object", text_excerpt(path), top);
     return "";

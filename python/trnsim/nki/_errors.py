@@ -28,7 +28,32 @@ class NkiUnsupported(NkiError):
 
 class UnsupportedName(NkiUnsupported, AttributeError):
     """A name of nki.language / nki.isa that trnsim does not define (a module __getattr__ raises it):
-    NkiUnsupported at the kernel line, and an AttributeError so that hasattr() answers False."""
+    NkiUnsupported at the kernel line, and an AttributeError so that hasattr() answers False. Shown as
+    NkiUnsupported: that is the error NKI users catch and read."""
+
+
+class UnsupportedImport(NkiUnsupported, ImportError):
+    """`from nki.language import <name>` of a name trnsim does not define: NkiUnsupported with its message at
+    the import line (an AttributeError there would become a bare "cannot import name" ImportError), and an
+    ImportError so that `except ImportError` still catches it."""
+
+
+# The class name users see in a message or traceback is the one they catch.
+for _c in (UnsupportedName, UnsupportedImport):
+    _c.__name__ = _c.__qualname__ = "NkiUnsupported"
+
+
+def unsupported_name(module, name):
+    """The error for an undefined public name of nki.language / nki.isa (`module`), asked for by the kernel
+    line calling the module's __getattr__: UnsupportedImport for `from module import name`, else
+    UnsupportedName."""
+    import dis
+
+    message = f"{module}.{name} is not modelled by trnsim (docs/nki.md lists the supported calls)"
+    f = sys._getframe(2)  # the frame asking: unsupported_name <- module __getattr__ <- it
+    if f is not None and f.f_code.co_code[f.f_lasti] == dis.opmap["IMPORT_FROM"]:
+        return UnsupportedImport(message)
+    return UnsupportedName(message)
 
 
 class Loc(tuple):

@@ -14,6 +14,7 @@ from ._backend import Target
 from ._dtypes import as_dtype
 from ._errors import Loc, NkiError
 from ._tensor import HBM, NkiTensor, Storage
+from .._runner import def_loc
 
 _last_plans = []  # allocation reports of the last build (per core), for stats.json
 returned_shapes = []  # shapes of the views the last build's kernel returned (e.g. a reshape of its output)
@@ -174,14 +175,7 @@ def _return_loc(fn, trace):
     loc = trace.return_loc
     if loc is not None and linecache.getline(loc.path, loc.line).strip().startswith("return"):
         return loc
-    code = fn.__code__
-    line = code.co_firstlineno  # a decorated function's starts at its first decorator
-    for n in range(line, line + 50):
-        text = linecache.getline(code.co_filename, n).lstrip()
-        if text.startswith(("def ", "async def ")):
-            line = n
-            break
-    return Loc((code.co_filename, line))
+    return Loc(def_loc(fn))
 
 
 def _var_name(trace, st):

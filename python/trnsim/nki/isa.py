@@ -13,7 +13,7 @@ import enum
 
 from . import _lower
 from . import _ops
-from ._errors import NkiError, UnsupportedName, unsupported
+from ._errors import NkiError, unsupported_name, unsupported
 from ._tensor import PSUM, SBUF, NkiTensor
 
 
@@ -630,4 +630,4 @@ def __getattr__(name):
     """Any other public name: NkiUnsupported naming it and the kernel line (see nki.language.__getattr__)."""
     if name.startswith("_"):
         raise AttributeError(f"module 'nki.isa' has no attribute '{name}'")
-    raise UnsupportedName(f"nki.isa.{name} is not modelled by trnsim (docs/nki.md lists the supported calls)")
+    raise unsupported_name("nki.isa", name)

@@ -11,7 +11,7 @@ from . import _lower, _ops, _trace
 from ._dtypes import BY_NAME as _DT
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
-from ._errors import Loc, NkiError, UnsupportedName, caller_loc, unsupported
+from ._errors import Loc, NkiError, unsupported_name, caller_loc, unsupported
 from ._index import IndexExpr, Mask, arange, mgrid  # noqa: F401
 from ._tensor import HBM, PSUM, SBUF, BlockTensor, Buffer, NkiTensor, Storage
 
@@ -484,5 +484,4 @@ def __getattr__(name):
     AttributeError too, so hasattr() stays False), never a bare AttributeError."""
     if name.startswith("_"):
         raise AttributeError(f"module 'nki.language' has no attribute '{name}'")
-    raise UnsupportedName(f"nki.language.{name} is not modelled by trnsim (docs/nki.md lists the supported "
-                          "calls)")
+    raise unsupported_name("nki.language", name)

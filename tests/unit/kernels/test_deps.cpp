@@ -376,9 +376,10 @@ TEST_CASE("a declaration build declares the tensors and emits nothing, past max_
   CHECK_THROWS_WITH(build_program(fn, o), Catch::Contains("the kernel emits more than 5 instructions"));
 }
 
-TEST_CASE("HBM tensors must fit the LNC2 pair's HBM stack", "[kernels][deps]") {
-  // Trn2: 24 GiB. Two BF16 [65536, 131072] tensors take 16 GiB each: the second does not fit. (The lambda
-  // stays outside the CHECK macro: inside it, gcc and clang give its lines different numbers.)
+TEST_CASE("HBM tensors must fit the HBM stack", "[kernels][deps]") {
+  // Trn2: 24 GiB (one core here: the message says lnc 1, not the LNC2 pair). Two BF16 [65536, 131072] tensors
+  // take 16 GiB each: the second does not fit. (The lambda stays outside the CHECK macro: inside it, gcc and
+  // clang give its lines different numbers.)
   const int line = __LINE__ + 3;
   const auto two_tensors = [](Kernel& k) {
     k.input("a", DType::BF16, {65536, 131072});
@@ -388,7 +389,7 @@ TEST_CASE("HBM tensors must fit the LNC2 pair's HBM stack", "[kernels][deps]") {
       build(two_tensors),
       Catch::Contains("test_deps.cpp:" + std::to_string(line) +
                       ": hbm tensor 'b' [65536, 131072] bfloat16: the kernel's HBM tensors need "
-                      "32 GiB; the HBM stack of the LNC2 pair holds 24 GiB"));
+                      "32 GiB; the HBM stack of the core (lnc 1) holds 24 GiB (hbm.capacity_GiB)"));
   // Shapes whose byte count overflows int64 are caught too, not wrapped.
   CHECK_THROWS_WITH(build([](Kernel& k) {
                       k.input("x", DType::F32, {int64_t{1} << 40, int64_t{1} << 40});

@@ -1,0 +1,326 @@
+"""What a user's own kernel files meet when something is wrong (a tester's pass on issue 23): kernel code that
+tries to end the process, inputs too big for HBM, bad shape entries, a function name that is no function, a
+symlink loop, a sweep axis inside "kernel", errors said once with only the user's frames, symlinked kernels,
+null parameters, and names trnsim does not implement. Each case runs `trnsim run` (or sweep/validate) on a
+kernel written into a fresh folder."""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+
+from runner import main, raises, tmpdir, trnsim_exe
+
+import trnsim.nki as tnki
+
+HEAD = """import os
+import sys
+import numpy as np
+import nki
+import nki.language as nl
+
+
+@nki.jit
+def copy(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(y, nl.load(x))
+    return y
+
+
+@nki.jit
+def scaled(x, scale=2.0):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(y, nl.multiply(nl.load(x), scale))
+    return y
+
+
+@nki.jit
+def part(x):  # MARK-part-def
+    y = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(y, nl.load(x[0:128, 0:64]))
+    return y
+
+
+@nki.jit
+def twice(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(y, nl.load(x))
+    return y, y
+
+
+def ref_pair(x):
+    return x, x
+"""
+
+
+def folder(body="", files=None):
+    """A folder with k.py (HEAD + body) and any other {name: text}; its path."""
+    d = tmpdir()
+    with open(os.path.join(d, "k.py"), "w") as f:
+        f.write(HEAD + body)
+    for name, text in (files or {}).items():
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+    return d
+
+
+def line(d, marker, name="k.py"):
+    with open(os.path.join(d, name)) as f:
+        for i, text in enumerate(f, 1):
+            if marker in text:
+                return i
+    raise AssertionError(marker)
+
+
+def workload(d, function, shape=(128, 64), lnc=1, **over):
+    w = {"name": "user", "hardware": "trn2", "lnc": lnc, "kernel": {"nki": "k.py", "function": function},
+         "inputs": {"x": {"generator": "normal", "seed": 1, "shape": list(shape), "dtype": "float32"}}}
+    w.update(over)
+    path = os.path.join(d, "w.json")
+    with open(path, "w") as f:
+        json.dump(w, f)
+    return path
+
+
+def cli(*args, cwd=None):
+    p = subprocess.run([trnsim_exe()] + [str(a) for a in args], capture_output=True, text=True, cwd=cwd)
+    return p.returncode, p.stdout, p.stderr
+
+
+def run(d, function, *sets, **over):
+    out = os.path.join(d, "out")
+    rc, _, err = cli("run", workload(d, function, **over), "--out", out, *sum((["--set", s] for s in sets), []))
+    return rc, err, out
+
+
+EXITS = """
+
+@nki.jit
+def by_os_exit(x):
+    os._exit(0)  # MARK-os-exit
+
+
+@nki.jit
+def by_sys_exit(x):
+    sys.exit(3)  # MARK-sys-exit
+
+
+@nki.jit
+def by_exit(x):
+    exit()  # MARK-exit
+
+
+@nki.jit
+def by_quit(x):
+    quit(0)  # MARK-quit
+
+
+@nki.jit
+def by_system_exit(x):
+    raise SystemExit(0)  # MARK-system-exit
+
+
+def ref_exit(x):
+    os._exit(0)  # MARK-ref-exit
+"""
+
+
+def test_kernel_code_cannot_end_the_process():
+    # os._exit(0) in a kernel made `trnsim run` exit 0 with nothing written. Each way out is an error naming
+    # the call and its line, exit 1, and no output.
+    d = folder(EXITS)
+    for function, marker, call in (("by_os_exit", "MARK-os-exit", "os._exit(0)"),
+                                   ("by_sys_exit", "MARK-sys-exit", "sys.exit(3)"),
+                                   ("by_exit", "MARK-exit", "exit()"), ("by_quit", "MARK-quit", "quit(0)"),
+                                   ("by_system_exit", "MARK-system-exit", "SystemExit(0)")):
+        rc, err, out = run(d, function)
+        where = "k.py:%d" % line(d, marker)
+        assert rc == 1, (function, rc, err)
+        assert where in err and call + " called by the kernel's code" in err, (function, where, err)
+        assert not os.path.exists(os.path.join(out, "stats.json")), function
+    # In a reference, and at the top of the kernel file.
+    rc, err, _ = run(d, "copy", reference={"nki": "k.py", "function": "ref_exit"})
+    assert rc == 1 and "k.py:%d" % line(d, "MARK-ref-exit") in err and "os._exit(0)" in err, (rc, err)
+    top = folder("\nos._exit(0)  # MARK-top-exit\n")
+    rc, err, _ = run(top, "copy")
+    assert rc == 1 and "k.py:%d" % line(top, "MARK-top-exit") in err and "os._exit(0)" in err, (rc, err)
+    # From Python: the same error, and os._exit is trnsim's no longer once the kernel is done.
+    import sys
+    sys.path.insert(0, d)
+    try:
+        import k as kmod
+    finally:
+        sys.path.remove(d)
+    real = os._exit
+    e = raises(Exception, tnki.simulate_kernel, kmod.by_os_exit, np.zeros((128, 64), np.float32))
+    assert "os._exit(0) called by the kernel's code" in str(e), str(e)
+    assert os._exit is real and sys.exit.__module__ == "sys"
+
+
+def test_input_too_big_for_hbm_names_the_kernel_and_the_configuration():
+    # It named trnsim's own _jit.py frame and "the LNC2 pair" under lnc 1.
+    d = folder()
+    rc, err, _ = run(d, "part", shape=(1048576, 16384))
+    assert rc == 1, err
+    assert "k.py:%d: hbm tensor 'x' [1048576, 16384] float32" % line(d, "MARK-part-def") in err, err
+    assert "the HBM stack of the core (lnc 1) holds 24 GiB (hbm.capacity_GiB)" in err, err
+    assert "_jit.py" not in err and "LNC2" not in err, err
+    rc, err, _ = run(d, "part", shape=(1048576, 16384), lnc=2)
+    assert rc == 1 and "the HBM stack of the LNC2 pair holds 24 GiB" in err, err
+
+
+def test_bad_shape_elements_are_named():
+    d = folder()
+    for shape, index, shown in (([128, -64], 1, "-64"), ([6.5, 64], 0, "6.5"), ([128, "a"], 1, '"a"'),
+                                ([128, 0], 1, "0")):
+        rc, err, _ = run(d, "copy", shape=shape)
+        assert rc == 1, err
+        assert "inputs.x.shape[%d]: expected a positive integer size, found %s" % (index, shown) in err, err
+
+
+def test_a_name_that_is_no_function_is_named_at_its_key():
+    # "function": "np" (the file imports numpy as np) blamed key `inputs` (kernel) or failed at run time
+    # with "'module' object is not callable" (reference).
+    d = folder("\nNOT_A_FUNCTION = 3\n")
+    rc, err, _ = run(d, "np")
+    assert rc == 1 and "kernel.function: 'np' in k.py is a module, not a function" in err, err
+    assert "inputs" not in err, err
+    rc, err, _ = run(d, "copy", reference={"nki": "k.py", "function": "np"})
+    assert rc == 1 and "reference.function: 'np' in k.py is a module, not a function" in err, err
+    rc, err, _ = run(d, "NOT_A_FUNCTION")
+    assert rc == 1 and "kernel.function: 'NOT_A_FUNCTION' in k.py is a int, not a function" in err, err
+
+
+def test_kernel_file_symlink_loop():
+    d = folder()
+    os.symlink("loop2.py", os.path.join(d, "loop1.py"))
+    os.symlink("loop1.py", os.path.join(d, "loop2.py"))
+    path = workload(d, "copy", kernel={"nki": "loop1.py", "function": "copy"})
+    rc, _, err = cli("validate", path)
+    assert rc == 1 and "kernel.nki: %s: a symlink loop (ELOOP" % os.path.join(d, "loop1.py") in err, err
+    assert "no such file" not in err, err
+
+
+def test_sweep_axis_inside_kernel_says_why():
+    d = folder()
+    workload(d, "copy")
+    sweep = os.path.join(d, "s.json")
+    with open(sweep, "w") as f:
+        json.dump({"name": "s", "workload": "w.json",
+                   "axes": [{"name": "f", "path": "kernel.nki", "values": ["k.py", "k.py "]}]}, f)
+    rc, _, err = cli("sweep", sweep, "--dry-run", "--out", os.path.join(d, "sw"))
+    assert rc == 1, err
+    assert "axes[0].path: path 'kernel.nki' cannot be set by a sweep: a point's kernel is one value" in err, err
+    assert "set 'kernel' itself to whole values" in err and "is a value, not an object" not in err, err
+
+
+def test_an_error_is_said_once():
+    # The kernel returns (y, y): one output; a reference giving two arrays is an error, and its message was
+    # printed twice (the head and an empty traceback's last line).
+    d = folder()
+    rc, err, _ = run(d, "twice", reference={"nki": "k.py", "function": "ref_pair"})
+    assert rc == 1, err
+    assert err.count("returned 2 arrays for 1 kernel output") == 1, err
+    assert "Traceback" not in err, err
+
+
+HELPER = '''def boom(t):
+    raise ValueError("helper says no")  # MARK-helper-raise
+'''
+BROKEN = '''raise RuntimeError("import-time failure")  # MARK-broken-raise
+'''
+USES_HELPERS = """
+
+@nki.jit
+def calls_helper(x):
+    from helper import boom
+    boom(x)  # MARK-calls-helper
+
+
+@nki.jit
+def imports_broken(x):
+    import broken  # MARK-imports-broken
+"""
+
+
+def test_helper_module_errors_show_only_user_frames():
+    d = folder(USES_HELPERS, {"helper.py": HELPER, "broken.py": BROKEN})
+    for function, frames in (("calls_helper", [("k.py", "MARK-calls-helper"), ("helper.py", "MARK-helper-raise")]),
+                             ("imports_broken", [("k.py", "MARK-imports-broken"), ("broken.py", "MARK-broken-raise")])):
+        rc, err, _ = run(d, function)
+        assert rc == 1, err
+        for name, marker in frames:
+            assert 'File "%s", line %d' % (os.path.join(d, name), line(d, marker, name)) in err, (name, err)
+        assert err.count('File "') == 2, err  # the user's two frames, none of trnsim's or importlib's
+        assert "_runner.py" not in err and "<frozen" not in err and "trnsim/nki" not in err, err
+
+
+def test_symlinked_kernel_retargeted_to_the_same_bytes_is_the_same_source():
+    # A sweep keys a point by the sources its run executed: a kernel file that is a symlink retargeted to
+    # another file with the same bytes must give the same sources (it was reported as changed).
+    d = folder()
+    os.rename(os.path.join(d, "k.py"), os.path.join(d, "a.py"))
+    with open(os.path.join(d, "a.py"), "rb") as f:
+        data = f.read()
+    with open(os.path.join(d, "b.py"), "wb") as f:
+        f.write(data)
+    os.symlink("a.py", os.path.join(d, "k.py"))
+    rc, err, out = run(d, "copy")
+    assert rc == 0, err
+    first = json.load(open(os.path.join(out, "stats.json")))["nki"]["sources"]
+    os.remove(os.path.join(d, "k.py"))
+    os.symlink("b.py", os.path.join(d, "k.py"))
+    rc, err, out = run(d, "copy")
+    assert rc == 0, err
+    second = json.load(open(os.path.join(out, "stats.json")))["nki"]["sources"]
+    assert first == second and list(first) == [os.path.join(d, "k.py")], (first, second)
+
+
+def test_null_parameter_means_its_default():
+    d = folder()
+    ones = {"x": {"generator": "constant", "value": 1.5, "shape": [128, 64], "dtype": "float32"}}
+    rc, err, out = run(d, "scaled", "params.scale=null", inputs=ones)
+    assert rc == 0, err
+    y = np.load(os.path.join(out, "out.npy"))
+    assert np.all(y == 3.0), y  # 1.5 times scale's default, 2.0 (None failed in nl.multiply)
+    path = workload(d, "scaled")
+    rc, outp, err = cli("validate", path, "--set", "params.scale=null")
+    assert rc == 0, err
+
+
+UNKNOWN = """
+
+@nki.jit
+def attr_unknown(x):
+    return nl.some_future_call(x)  # MARK-attr-unknown
+
+
+@nki.jit
+def import_unknown(x):
+    from nki.language import some_future_call  # MARK-import-unknown
+    return x
+"""
+
+
+def test_unknown_nki_names_are_nki_unsupported():
+    d = folder(UNKNOWN)
+    for function, marker in (("attr_unknown", "MARK-attr-unknown"), ("import_unknown", "MARK-import-unknown")):
+        rc, err, _ = run(d, function)
+        assert rc == 1, err
+        assert "k.py:%d: NkiUnsupported: nki.language.some_future_call is not modelled by trnsim" % line(
+            d, marker) in err, (function, err)
+        assert "UnsupportedName" not in err and "cannot import name" not in err, err
+    import nki.language as nl
+
+    e = raises(tnki.NkiUnsupported, lambda: nl.some_future_call)
+    assert type(e).__name__ == "NkiUnsupported" and isinstance(e, AttributeError), type(e)
+
+    def import_it():
+        from nki.language import some_future_call  # noqa: F401
+    e = raises(tnki.NkiUnsupported, import_it)
+    assert type(e).__name__ == "NkiUnsupported" and isinstance(e, ImportError), type(e)
+    assert "nki.language.some_future_call is not modelled" in str(e), str(e)
+
+
+main(globals())
