@@ -145,6 +145,25 @@ void bind_nki(pyb::module_& top) {
       arg("oob_mode") = nki::OobMode::Error, arg("accumulate") = false,
       arg("dge_mode") = kernels::DgeMode::Unknown, arg("engine") = pyb::none(), arg("queue") = -1,
       arg("scalar_offset") = pyb::none(), arg("scalar_offset_dst") = false, loc);
+  // The front end's emitter (trnsim/nki/_emit.py) calls these for its commonest instructions: positional
+  // arguments only and no result, the same instruction as the calls above with their defaults (a keyword
+  // argument and a returned InstRef each cost the binding call more than the builder's own work).
+  m.def(
+      "emit_dma_copy",
+      [](const View& dst, const View& src, pyb::handle l) { nki::dma_copy(dst, src, {}, loc_of(l)); },
+      arg("dst"), arg("src"), arg("loc"));
+  m.def(
+      "emit_nc_matmul",
+      [](const View& dst, const View& st, const View& mv, bool accumulate, pyb::handle l) {
+        nki::nc_matmul(dst, st, mv, {accumulate, nki::PerfMode::None, false}, loc_of(l));
+      },
+      arg("dst"), arg("stationary"), arg("moving"), arg("accumulate"), arg("loc"));
+  m.def(
+      "emit_tensor_copy",
+      [](const View& dst, const View& src, Engine engine, pyb::handle l) {
+        nki::tensor_copy(dst, src, engine, loc_of(l));
+      },
+      arg("dst"), arg("src"), arg("engine"), arg("loc"));
   m.def(
       "dma_transpose",
       [](const View& dst, const View& src, pyb::handle engine, int queue, kernels::DgeMode dge_mode,

@@ -130,9 +130,68 @@ std::vector<int64_t> schedule(const std::vector<int64_t>& ops, const std::vector
   return order;
 }
 
+// The same encoding as _schedule.py's, read from the trace's Op objects (their load, name, index, reads and
+// writes; each view's storage uid and rectangle, `_rect` or rect()): the Python loop that built it was a
+// third of the scheduling time. `after`: {op index: [storage uid, ...]} of the allocation plan.
+std::vector<int64_t> encode_ops(pyb::handle ops, pyb::handle after) {
+  static PyObject* const s_load = PyUnicode_InternFromString("load");
+  static PyObject* const s_name = PyUnicode_InternFromString("name");
+  static PyObject* const s_index = PyUnicode_InternFromString("index");
+  static PyObject* const s_reads = PyUnicode_InternFromString("reads");
+  static PyObject* const s_writes = PyUnicode_InternFromString("writes");
+  static PyObject* const s_rect_attr = PyUnicode_InternFromString("_rect");
+  static PyObject* const s_rect = PyUnicode_InternFromString("rect");
+  static PyObject* const s_st = PyUnicode_InternFromString("st");
+  static PyObject* const s_uid = PyUnicode_InternFromString("uid");
+  const auto attr = [](pyb::handle o, PyObject* name) {
+    return pyb::reinterpret_steal<pyb::object>(PyObject_GetAttr(o.ptr(), name));
+  };
+  const auto get = [&](pyb::handle o, PyObject* name) {
+    pyb::object v = attr(o, name);
+    if (!v) throw pyb::error_already_set();
+    return v;
+  };
+  const pyb::dict after_d = pyb::reinterpret_borrow<pyb::dict>(after);
+  std::vector<int64_t> enc;
+  enc.reserve(static_cast<size_t>(pyb::len(ops)) * 14);
+  const auto views = [&](const pyb::tuple& vs) {
+    for (pyb::handle v : vs) {
+      pyb::object r = get(v, s_rect_attr);
+      if (r.is_none()) r = pyb::reinterpret_steal<pyb::object>(PyObject_CallMethodNoArgs(v.ptr(), s_rect));
+      if (!r) throw pyb::error_already_set();
+      enc.push_back(get(get(v, s_st), s_uid).cast<int64_t>());
+      for (pyb::handle x : pyb::reinterpret_borrow<pyb::tuple>(r)) enc.push_back(x.cast<int64_t>());
+    }
+  };
+  for (pyb::handle op : ops) {
+    const pyb::tuple reads = get(op, s_reads), writes = get(op, s_writes);
+    const pyb::object index = get(op, s_index);
+    const pyb::handle extra = after_d.empty() ? pyb::handle() : PyDict_GetItem(after_d.ptr(), index.ptr());
+    const std::string name = get(op, s_name).cast<std::string>();
+    const bool load = get(op, s_load).cast<bool>();
+    enc.push_back(load ? 1 : (name == "core_barrier" || name == "sendrecv") ? 2 : 0);
+    enc.push_back(index.cast<int64_t>());
+    enc.push_back(static_cast<int64_t>(reads.size()));
+    enc.push_back(static_cast<int64_t>(writes.size() + (extra ? pyb::len(extra) : 0)));
+    views(reads);
+    views(writes);
+    if (extra)
+      for (pyb::handle uid : extra)
+        enc.insert(enc.end(), {uid.cast<int64_t>(), 0, 1 << 20, 0, int64_t{1} << 40});
+  }
+  return enc;
+}
+
 }  // namespace
 
 void bind_schedule(pyb::module_& m) {
+  m.def(
+      "nki_schedule_ops",
+      [](pyb::handle ops, const std::vector<int64_t>& buffer_of, pyb::handle after) {
+        return schedule(encode_ops(ops, after), buffer_of);
+      },
+      pyb::arg("ops"), pyb::arg("buffer_of"), pyb::arg("after"),
+      "nki_schedule of the trace's Op objects themselves (python/trnsim/nki/_schedule.py): the same order");
   m.def(
       "nki_schedule", &schedule, pyb::arg("ops"), pyb::arg("buffer_of"),
       "the nki front end's default instruction order (python/trnsim/nki/_schedule.py): ops encoded as "

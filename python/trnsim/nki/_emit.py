@@ -44,6 +44,7 @@ class Emitter:
         self.perf = {"double_row": c.PerfMode.DoubleRow, "none": c.PerfMode.None_}
         self.alu_cache = {}
         self.act_cache = {}
+        self.nki = c.nki
 
     # ---- enums
     def dtype(self, d):
@@ -106,29 +107,32 @@ class Emitter:
         if b is not None:
             return b
         st = v.st
-        base = self.base(st)
         if st.space == HBM:
-            self.cached[None].append(v)
+            # Not cached: an HBM view is usually one instruction's operand (a load's source, a store's
+            # destination), and a pattern made twice is the same builder view.
             dims = v.dims
             if len(dims) < 2:
                 dims = (((1, 1), (1, 1)) if not dims else (dims[0], (1, 1)))
-            p0 = 0
+            dt = self.dt_cache.get(v.dtype.name)
+            if dt is None:
+                dt = self.dtype(v.dtype)
+            return st.phys.pattern(dt, v.boff, dims, 0)
+        base = self.base(st)
+        c = self.cached.get(st.phys)
+        if c is None:
+            c = self.cached[st.phys] = []
+        c.append(v)
+        pd = v.pd
+        if pd == 0:
+            dims = v.dims
+            if v.boff == 0 and v.p0 == 0 and v.dtype is st.dtype and dims == self.whole[st.phys]:
+                v._bv = base  # the whole buffer (a new tile's usual operand): the buffer's own view
+                return base
+        elif pd == -1:
+            dims = ((0, 1),) + v.dims
         else:
-            c = self.cached.get(st.phys)
-            if c is None:
-                c = self.cached[st.phys] = []
-            c.append(v)
-            pd = v.pd
-            if pd == 0:
-                dims = v.dims
-                if v.boff == 0 and v.p0 == 0 and v.dtype is st.dtype and dims == self.whole[st.phys]:
-                    v._bv = base  # the whole buffer (a new tile's usual operand): the buffer's own view
-                    return base
-            elif pd == -1:
-                dims = ((0, 1),) + v.dims
-            else:
-                raise NkiError(f"an operand {list(v.shape)} has its partition dim at position {pd}")
-            p0 = v.p0
+            raise NkiError(f"an operand {list(v.shape)} has its partition dim at position {pd}")
+        p0 = v.p0
         if not self.has_pattern:
             return _fallback_view(base, v, dims, p0, self.dtype(v.dtype))
         dt = self.dt_cache.get(v.dtype.name)
@@ -152,20 +156,22 @@ def emit(k, trace, mode, bufs_override=None):
     last = {}
     for i, op in enumerate(ops):
         for v in op.reads:
-            if v.st.space != HBM:
-                last[v.st.phys] = i
+            st = v.st
+            if st.space is not HBM:
+                last[st.phys] = i
         for v in op.writes:
-            if v.st.space != HBM:
-                last[v.st.phys] = i
+            st = v.st
+            if st.space is not HBM:
+                last[st.phys] = i
     ends = {}
     for buf, i in last.items():
         ends.setdefault(i, []).append(buf)
+    emit_fns = EMIT
     try:
         for i, op in enumerate(ops):
-            EMIT[op.name](em, op)  # builder errors name the op's kernel line (loc)
-            done = ends.get(i)
-            if done:
-                for buf in done:
+            emit_fns[op.name](em, op)  # builder errors name the op's kernel line (loc)
+            if i in ends:
+                for buf in ends[i]:
                     em.buffers.pop(buf, None)
                     for v in em.cached.pop(buf, ()):
                         v._bv = None
@@ -203,12 +209,10 @@ def _operand(em, x_view, imm):
 def _nc_matmul(em, op):
     a, t, view = op.args, op.attrs, em.view
     if t["perf_mode"] != "double_row" and not t["is_transpose"]:
-        # Only the options that differ from the binding's defaults: each keyword costs the call ~0.2 us.
-        if t["accumulate"]:
-            em.c.nki.nc_matmul(view(a["dst"]), view(a["stationary"]), view(a["moving"]), accumulate=True,
-                               loc=op.loc or None)
-        else:
-            em.c.nki.nc_matmul(view(a["dst"]), view(a["stationary"]), view(a["moving"]), loc=op.loc or None)
+        # The lean entry point; operands already made (a tile's builder view, _bv) are taken as they are.
+        d, s, m = a["dst"], a["stationary"], a["moving"]
+        em.nki.emit_nc_matmul(d._bv or view(d), s._bv or view(s), m._bv or view(m), t["accumulate"],
+                              op.loc or None)
         return
     pm = em.perf["double_row" if t["perf_mode"] == "double_row" else "none"]
     em.c.nki.nc_matmul(view(a["dst"]), view(a["stationary"]), view(a["moving"]), accumulate=t["accumulate"],
@@ -272,8 +276,7 @@ def _tensor_reduce(em, op):
 
 def _tensor_copy(em, op):
     a = op.args
-    em.c.nki.tensor_copy(em.view(a["dst"]), em.view(a["src"]), engine=em.engine(op.attrs["engine"]),
-                         loc=_loc(op))
+    em.c.nki.emit_tensor_copy(em.view(a["dst"]), em.view(a["src"]), em.engine(op.attrs["engine"]), _loc(op))
 
 
 def _memset(em, op):
@@ -300,8 +303,9 @@ def _dma_copy(em, op):
         view = em.view
         if (t["engine"] is None and t["dge_mode"] == "unknown" and t["oob_mode"] != "skip"
                 and not t["accumulate"]):
-            # The binding's defaults: no keywords but the line (each costs the call ~0.2 us).
-            c.nki.dma_copy(view(a["dst"]), view(a["src"]), loc=op.loc or None)
+            # The binding's defaults: the lean entry point (no keywords, no result).
+            d, s = a["dst"], a["src"]
+            em.nki.emit_dma_copy(d._bv or view(d), s._bv or view(s), op.loc or None)
             return
         c.nki.dma_copy(view(a["dst"]), view(a["src"]), oob_mode=em.oob["skip" if t["oob_mode"] == "skip" else "error"],
                        accumulate=t["accumulate"], dge_mode=em.dge[t["dge_mode"]], engine=em.engine(t["engine"]),

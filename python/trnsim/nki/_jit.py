@@ -231,7 +231,18 @@ _unwritten = {}  # return position -> its message, for the outputs no core built
 def _check_written(fn, outs, trace, core, cores):
     """NkiError at the return line for a returned tensor no instruction of any core writes (its values would
     be whatever HBM held: the run would measure nothing). Cores build in turn: the check ends on the last."""
-    written = {id(v.st) for op in trace.ops for v in op.writes}
+    # The ops from the last, until every output is seen written (an output's stores are usually near the
+    # end): the whole trace is walked only when one is not written.
+    todo = {id(o.st) for o in outs if o.st.first >= 0}
+    written = set()
+    for op in reversed(trace.ops):
+        if not todo:
+            break
+        for v in op.writes:
+            k = id(v.st)
+            if k in todo:
+                todo.discard(k)
+                written.add(k)
     mine = {}
     for i, o in enumerate(outs):
         if id(o.st) not in written:

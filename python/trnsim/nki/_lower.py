@@ -112,8 +112,13 @@ def _retarget(op, old, new):
     """Makes `op` write `new` instead of its fresh result tile `old`."""
     t = _trace._current or _trace.current()
     op.args["dst"] = new
-    op.writes = tuple([new if w is old else w for w in op.writes])
-    op.reads = tuple([new if r is old else r for r in op.reads])
+    w = op.writes
+    op.writes = (new,) if len(w) == 1 and w[0] is old else tuple([new if x is old else x for x in w])
+    r = op.reads
+    for x in r:
+        if x is old:
+            op.reads = tuple([new if y is old else y for y in r])
+            break
     st = new.st
     if st.first < 0 or st.first > op.index:
         st.first = op.index

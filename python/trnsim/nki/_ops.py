@@ -87,7 +87,7 @@ def new_tile(shape, dtype, space, name, loc=None):
         t = _trace.current()
     if type(shape) is not tuple:
         shape = tuple(shape)
-    key = (shape, space, dtype)
+    key = (shape, space, dtype.name)  # the name: DType's own __hash__ is a Python call
     checked = t.tile_shapes
     if key not in checked:
         shape = tuple(int(s) for s in shape)
@@ -127,7 +127,7 @@ def check_tile_shape(shape, pdim, space, dtype, what):
 
 
 def _region(v):
-    return v.rect()
+    return v._rect or v.rect()
 
 
 def _overlap(a, b):
@@ -451,10 +451,15 @@ def load_to_sbuf(t, dst, src, loc):
     """dma_copy(dst, src) with its defaults for nl.load's common case: `src` an HBM view, `dst` the new SBUF
     tile of its shape made for it (so none of dma_copy's checks can fail, and no PSUM is touched)."""
     o = t.record("dma_copy", {"dst": dst, "src": src, "vector_offset": None, "scalar_offset": None}, (src,),
-                 (dst,), {"engine": None, "dge_mode": "unknown", "oob_mode": "error", "accumulate": False,
-                          "indirect_dst": False, "scalar_offset_dst": False}, loc)
+                 (dst,), _LOAD_ATTRS, loc)
     o.load = True
     return o
+
+
+# dma_copy's attributes with its defaults, shared by every nl.load of the common case (a DMA's attributes are
+# never changed once recorded).
+_LOAD_ATTRS = {"engine": None, "dge_mode": "unknown", "oob_mode": "error", "accumulate": False,
+               "indirect_dst": False, "scalar_offset_dst": False}
 
 
 def dma_transpose(dst, src, engine=None, dge_mode="unknown", loc=None):

@@ -16,8 +16,6 @@ and on HBM tensors by byte range; core_barrier and sendrecv are fences.
 
 from ._tensor import HBM
 
-_FENCES = ("core_barrier", "sendrecv")
-
 
 def order(trace, mode="pipelined", after=None):
     ops = [op for op in trace.ops if not op.attrs.get("dropped")]
@@ -25,9 +23,9 @@ def order(trace, mode="pipelined", after=None):
         return ops
     from . import _emit
 
-    # The rule runs in the bindings (trnsim._core.nki_schedule) over the ops as integers: each access is
-    # (storage uid, its rectangle), and buffer_of maps a storage to its history: its physical buffer on chip
-    # (storages sharing one are one history), the tensor itself in HBM.
+    # The rule runs in the bindings (trnsim._core.nki_schedule_ops, reading the Op objects) over the ops as
+    # integers: each access is (storage uid, its rectangle), and buffer_of maps a storage to its history: its
+    # physical buffer on chip (storages sharing one are one history), the tensor itself in HBM.
     ids = {}
     buffer_of = []
     for st in trace.storages:
@@ -37,20 +35,6 @@ def order(trace, mode="pipelined", after=None):
             i = ids[k] = len(ids)
         buffer_of.append(i)
     # `after` (the allocation plan's pool-to-pool dependencies): an op that first writes a buffer whose space
-    # another site held waits for that holder's accesses, as if it also wrote the holder's whole buffer.
-    after = after or {}
-    enc = []
-    ext = enc.extend
-    for op in ops:
-        reads, writes = op.reads, op.writes
-        extra = after.get(op.index, ())
-        ext((1 if op.load else 2 if op.name in _FENCES else 0, op.index, len(reads), len(writes) + len(extra)))
-        for v in reads:
-            r = v._rect or v.rect()
-            ext((v.st.uid, r[0], r[1], r[2], r[3]))
-        for v in writes:
-            r = v._rect or v.rect()
-            ext((v.st.uid, r[0], r[1], r[2], r[3]))
-        for uid in extra:
-            ext((uid, 0, 1 << 20, 0, 1 << 40))
-    return [ops[i] for i in _emit.core().nki_schedule(enc, buffer_of)]
+    # another site held waits for that holder's accesses, as if it also wrote the holder's whole buffer. Each
+    # op's kind: 1 a load (op.load), 2 a fence (core_barrier, sendrecv), 0 any other.
+    return [ops[i] for i in _emit.core().nki_schedule_ops(ops, buffer_of, after or {})]

@@ -62,7 +62,7 @@ class Storage:
         self.first = -1  # first and last op (program order) that access it
         self.last = -1
         self.phys = None  # set by allocation (on-chip: (pool, buffer index))
-        self.outer = getattr(trace, "outer", None)  # the outermost loop iteration it was declared in
+        self.outer = trace.outer  # the outermost loop iteration it was declared in
 
     @property
     def partitions(self):
@@ -72,7 +72,7 @@ class Storage:
         return f"{self.space} '{self.name}'{list(self.shape)} {self.dtype.name}"
 
 
-_WHOLE = {}  # (hbm, shape, pdim) -> dims of the whole-tensor view
+_WHOLE = {}  # (hbm, shape, pdim, itemsize) -> (dims, rect) of the whole-tensor view
 _lower_mod = None
 
 
@@ -112,12 +112,15 @@ class NkiTensor:
 
     @staticmethod
     def whole(st):
-        key = (st.space == HBM, st.shape, st.pdim)
-        dims = _WHOLE.get(key)
-        if dims is not None:
-            return NkiTensor(st, st.dtype, 0, dims, -1 if st.space == HBM else st.pdim, 0)
+        hbm = st.space == HBM
+        key = (hbm, st.shape, st.pdim, st.dtype.itemsize)
+        w = _WHOLE.get(key)
+        if w is not None:  # (dims, rect) of the whole-tensor view
+            v = NkiTensor(st, st.dtype, 0, w[0], -1 if hbm else st.pdim, 0)
+            v._rect = w[1]
+            return v
         v = NkiTensor._whole(st)
-        _WHOLE[key] = v.dims
+        _WHOLE[key] = (v.dims, v.rect())
         return v
 
     @staticmethod

@@ -79,7 +79,12 @@ class Trace:
         i = len(ops)
         op = Op(name, args, reads, writes, attrs, loc or caller_loc(), i)
         ops.append(op)
-        for v in reads + writes:
+        for v in reads:
+            st = v.st
+            if st.first < 0:
+                st.first = i
+            st.last = i
+        for v in writes:
             st = v.st
             if st.first < 0:
                 st.first = i
