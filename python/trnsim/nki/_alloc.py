@@ -109,15 +109,17 @@ def plan(trace, bufs_override=None, limits=None):
         s.first = min(s.first, st.first)
         s.last = max(s.last, st.last)
     for s in sites:
-        ev = []
-        for st in s.storages:
-            ev.append((st.first, 1))
-            ev.append((st.last + 1, -1))
-        ev.sort()
-        cur = peak = 0
-        for _, d in ev:
-            cur += d
-            peak = max(peak, cur)
+        # The most tensors alive at once: at each first access, those begun minus those ended by then (a
+        # tensor ending where another begins is not alive with it).
+        sts = s.storages
+        starts = sorted([st.first for st in sts])
+        ends = sorted([st.last + 1 for st in sts])
+        n, j, peak = len(ends), 0, 0
+        for i, a in enumerate(starts):
+            while j < n and ends[j] <= a:
+                j += 1
+            if i + 1 - j > peak:
+                peak = i + 1 - j
         s.live = peak
     gran = {SBUF: 64, PSUM: target.psum_bank_bytes}
     for s in sites:
