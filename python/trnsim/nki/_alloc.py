@@ -13,6 +13,8 @@ their space in between (the rotation goes on); otherwise it gets fresh ones, and
 waits for the last accesses of the buffers that held that space before (Plan.after, used by the schedule).
 """
 
+import operator
+
 from ._errors import NkiError
 from ._tensor import PSUM, SBUF
 
@@ -74,6 +76,9 @@ class Plan:
                 for s in self.sites]
 
 
+_by_first = operator.attrgetter("first")
+
+
 def _round(nbytes, granule):
     return -(-nbytes // granule) * granule
 
@@ -106,8 +111,10 @@ def plan(trace, bufs_override=None, limits=None):
             s = by_key[key] = Site(key, st, len(sites))
             sites.append(s)
         s.storages.append(st)
-        s.first = min(s.first, st.first)
-        s.last = max(s.last, st.last)
+        if st.first < s.first:
+            s.first = st.first
+        if st.last > s.last:
+            s.last = st.last
     for s in sites:
         # The most tensors alive at once: at each first access, those begun minus those ended by then (a
         # tensor ending where another begins is not alive with it).
@@ -143,8 +150,10 @@ def plan(trace, bufs_override=None, limits=None):
             if g is None:
                 g = groups[k] = [st.first, st.last, []]
             else:
-                g[0] = min(g[0], st.first)
-                g[1] = max(g[1], st.last)
+                if st.first < g[0]:
+                    g[0] = st.first
+                if st.last > g[1]:
+                    g[1] = st.last
             g[2].append(st)
         s.instances = len(groups)
         first_inst.append(min((g[0], g[1]) for g in groups.values()))
@@ -203,17 +212,19 @@ def plan(trace, bufs_override=None, limits=None):
         pool = pools[p]
         n = pool.pool_size
         held_until, r = rot.get(p) or ([-1] * n, 0)
-        for st in sorted(sts, key=lambda x: x.first):
+        for st in sorted(sts, key=_by_first):
+            first = st.first
             for j in range(n):
                 b = (r + j) % n
-                if held_until[b] < st.first:
+                if held_until[b] < first:
                     break
             else:
                 raise NkiError(f"{st.loc}: more tiles of this site alive at once than its {n} buffers",
                                loc=st.loc)
             held_until[b] = st.last
-            st.phys = (p, b)
-            first_user.setdefault((p, b), st)
+            st.phys = pb = (p, b)
+            if pb not in first_user:
+                first_user[pb] = st
             r = b + 1
         rot[p] = (held_until, r)
     after = {}

@@ -30,10 +30,10 @@ class Emitter:
         self.buffers = {}  # (pool uid, index) -> whole-buffer builder view
         self.whole = {}  # (pool uid, index) -> the dims of a view of the whole buffer, ((0, P), (1, F))
         # (pool uid, index) -> on-chip views whose builder view is cached (NkiTensor._bv): a builder view holds
-        # its buffer, so they are dropped with the buffer, when the builder may give the space away;
-        # HBM views under None, dropped when the emission ends (a view a kernel keeps must not carry this
-        # build's builder view into another)
-        self.cached = {None: []}
+        # its buffer, so they are dropped with the buffer, when the builder may give the space away, and every
+        # one when the emission ends (a view a kernel keeps must not carry this build's builder view into
+        # another). HBM views are not cached.
+        self.cached = {}
         self.dt_cache = {}
         self.eng_cache = {None: None}
         self.has_pattern = hasattr(self.c.View, "pattern")

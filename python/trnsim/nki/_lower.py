@@ -171,7 +171,7 @@ def iadd(dst, value):
             t = _trace._current
             acc, ms = _ops.touch_psum(t, dst, "mm")
             if ms is not None:
-                ms.attrs["dropped"] = True
+                _trace.drop(ms)
                 acc = False
             op.attrs["accumulate"] = acc
             _retarget(op, value, dst)

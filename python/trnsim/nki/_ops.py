@@ -95,7 +95,12 @@ def new_tile(shape, dtype, space, name, loc=None):
         checked.add(key)
     site = t.call_stack()
     if loc is None:
-        loc = Loc(site[-1]) if site else caller_loc()  # the innermost frame outside nki, as caller_loc finds
+        # The innermost frame outside nki, as caller_loc finds it (one Loc per site).
+        loc = t.site_locs.get(site)
+        if loc is None:
+            loc = Loc(site[-1]) if site else caller_loc()
+            if site:
+                t.site_locs[site] = loc
     st = Storage(t, name, space, dtype, shape, 0, loc=loc)
     st.site = site
     return NkiTensor.whole(st)
@@ -213,7 +218,7 @@ def _matmul_record(op, dst, stationary, moving, accumulate, perf_mode, is_transp
     if accumulate is None:
         accumulate = acc
         if ms is not None:
-            ms.attrs["dropped"] = True  # the matmul's overwrite zeroes the bank instead
+            _trace.drop(ms)  # the matmul's overwrite zeroes the bank instead
     reads = [stationary, moving] + ([dst] if accumulate else [])
     return t.record(op, {"dst": dst, "stationary": stationary, "moving": moving}, reads, [dst],
                     {"accumulate": bool(accumulate), "perf_mode": perf_mode, "is_transpose": bool(is_transpose)},
@@ -232,7 +237,7 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, accumu
     if accumulate is None:
         accumulate = acc
         if ms is not None:
-            ms.attrs["dropped"] = True
+            _trace.drop(ms)
     reads = [stationary, moving, st_view, mv_view] + ([dst] if accumulate else [])
     return t.record(op, {"dst": dst, "stationary": stationary, "moving": moving, "stationary_scale": st_view,
                          "moving_scale": mv_view}, reads, [dst],

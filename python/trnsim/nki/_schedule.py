@@ -18,7 +18,7 @@ from ._tensor import HBM
 
 
 def order(trace, mode="pipelined", after=None):
-    ops = [op for op in trace.ops if not op.attrs.get("dropped")]
+    ops = [op for op in trace.ops if not op.attrs.get("dropped")] if trace.dropped else trace.ops
     if mode == "program_order":
         return ops
     from . import _emit

@@ -86,6 +86,23 @@ def _lower():
     return _lower_mod
 
 
+def _rect_of(dims, boff, isz, pd, p0, hbm):
+    """NkiTensor.rect of a view with these fields."""
+    lo = hi = boff
+    i = 0
+    for s, n in dims:
+        if i != pd and n > 1:
+            ext = s * (n - 1) * isz
+            if ext < 0:
+                lo += ext
+            else:
+                hi += ext
+        i += 1
+    if hbm:
+        return (0, 1, lo, hi + isz)
+    return (p0, p0 + (dims[pd][1] if pd >= 0 else 1), lo, hi + isz)
+
+
 def _row_major(shape):
     strides, s = [], 1
     for n in reversed(shape):
@@ -366,8 +383,10 @@ class NkiTensor:
             if d == pdim:
                 pd = len(out)
             out.append(dims[d])
-        if self.st.space == HBM:
-            pd = -1
+        if self.st.space == HBM:  # a DMA's side, whose rectangle the schedule reads: made now
+            v = NkiTensor(self.st, self.dtype, boff, tuple(out), -1, p0)
+            v._rect = _rect_of(v.dims, boff, isz, -1, p0, True)
+            return v
         return NkiTensor(self.st, self.dtype, boff, tuple(out), pd, p0)
 
     # ---- view operations
@@ -512,25 +531,9 @@ class NkiTensor:
         """(first partition, end partition, first byte, end byte): partitions x bytes-per-partition on chip,
         (0, 1, bytes) in HBM."""
         r = self._rect
-        if r is not None:
-            return r
-        isz = self.dtype.itemsize
-        lo = hi = self.boff
-        pd = self.pd
-        i = 0
-        for s, n in self.dims:
-            if i != pd and n > 1:
-                ext = s * (n - 1) * isz
-                if ext < 0:
-                    lo += ext
-                else:
-                    hi += ext
-            i += 1
-        if self.st.space == HBM:
-            r = (0, 1, lo, hi + isz)
-        else:
-            r = (self.p0, self.p0 + (self.dims[pd][1] if pd >= 0 else 1), lo, hi + isz)
-        self._rect = r
+        if r is None:
+            r = self._rect = _rect_of(self.dims, self.boff, self.dtype.itemsize, self.pd, self.p0,
+                                      self.st.space == HBM)
         return r
 
     def part_range(self):

@@ -69,6 +69,9 @@ class Trace:
         self.returned = ()
         self.tile_shapes = set()  # (shape, space, dtype) of result tiles whose shape was checked
         self.fresh = {}
+        self.dropped = 0  # ops marked dropped (drop()): none, the usual case, and the schedule takes ops as they are
+        self.entry_sites = {}  # instruction offset in the kernel function -> its call_stack()
+        self.site_locs = {}  # call_stack() -> the Loc of its innermost frame (new tiles' loc)
         self.psum_groups = {}  # PSUM storage uid -> its open accumulation groups (_ops.touch_psum)  # storage uid -> the op whose new result tile it is (_lower.fresh)
 
     # ---- recording
@@ -110,12 +113,25 @@ class Trace:
             if r is None:
                 r = _errors._in_package(fn)
             if not r:
+                if code is entry and not frames:
+                    # A call in the kernel function itself (the usual site): one tuple per instruction
+                    # offset, made once (its line is found once too).
+                    site = self.entry_sites.get(f.f_lasti)
+                    if site is None:
+                        site = self.entry_sites[f.f_lasti] = ((fn, f.f_lineno),)
+                    return site
                 frames.append((fn, f.f_lineno))
             if code is entry:
                 break
             f = f.f_back
         frames.reverse()
         return tuple(frames)
+
+
+def drop(op):
+    """Marks a recorded op as not emitted (a memset a matmul's overwrite makes useless)."""
+    op.attrs["dropped"] = True
+    _current.dropped += 1
 
 
 class _Range:
