@@ -31,9 +31,10 @@
 //
 // Tiles: every SBUF tile the library allocates (SbufManager.alloc_stack, which nki-library's MXFP8 kernels
 // run in auto-allocation mode: a plain nl.ndarray the compiler places) is one allocation site with the
-// compiler's default in-loop buffers (alloc_rule.h: double buffering, as space allows); every PSUM tile takes
-// the next banks of one ring over the 8 banks (alloc_rule.h: every free bank). A Tiles::Scope releases the
-// sites made inside it (the compiler frees a tile after its last use: one phase's tiles do not outlive it).
+// compiler's default in-loop buffers (alloc_rule.h: double buffering, as space allows; with a SitePlan, each
+// site leaving free what the sites declared after it need, one buffer each); every PSUM tile takes the next
+// banks of one ring over the 8 banks (alloc_rule.h: every free bank). A Tiles::Scope releases the sites made
+// inside it (the compiler frees a tile after its last use: one phase's tiles do not outlive it).
 //
 // Errors: InputError "<kernel>: ..." for shapes the library asserts out (DGT vector-offset columns above 32,
 // K remainders below a tile).
