@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "kernels/api/alloc_rule.h"
 #include "kernels/api/nki.h"
@@ -63,21 +64,66 @@ std::pair<int64_t, uint8_t> scale_slot(const Call& c, const Td& eff, int64_t k) 
 
 }  // namespace
 
-Tiles::Tiles(Kernel& k) : k_(k) {}
+void SitePlan::declare(int core, int64_t bytes) {
+  sites_[core].push_back({bytes});
+}
+
+void SitePlan::release(int core, size_t first) {
+  const size_t now = sites_[core].size();
+  for (size_t i = first; i < now; ++i)
+    sites_[core][i].released_at = std::min(sites_[core][i].released_at, now);
+}
+
+void SitePlan::finish() {
+  probing_ = false;
+  for (int c = 0; c < 2; ++c) {
+    const std::vector<Site>& s = sites_[c];
+    reserve_[c].assign(s.size(), 0);
+    for (size_t i = 0; i < s.size(); ++i)
+      for (size_t t = i + 1; t < std::min(s[i].released_at, s.size()); ++t) {
+        int64_t live = 0;  // later sites live when site t is declared
+        for (size_t j = i + 1; j <= t; ++j)
+          if (s[j].released_at > t) live += s[j].bytes;
+        reserve_[c][i] = std::max(reserve_[c][i], live);
+      }
+  }
+}
+
+int64_t SitePlan::reserve(int core, size_t n, int64_t bytes) const {
+  if (n >= sites_[core].size() || sites_[core][n].bytes != bytes)
+    throw std::logic_error(
+        fmt::format("lib::SitePlan: site {} of core {} ({} B) differs from the probe's", n, core, bytes));
+  return reserve_[core][n];
+}
+
+Tiles::Tiles(Kernel& k, SitePlan* plan) : k_(k), plan_(plan) {}
 
 View Tiles::sbuf(const std::string& site, const std::vector<int64_t>& shape, DType dtype) {
   auto key = std::make_tuple(site, shape, dtype);
   auto it = pools_.find(key);
   if (it == pools_.end()) {
-    it = pools_.emplace(key, k_.sbuf_pool(shape, dtype, site, InLoop{.trip_count = 2})).first;
+    int64_t free = 1;
+    for (size_t i = 1; i < shape.size(); ++i) free *= shape[i];
+    const int64_t bytes = round_up(std::max<int64_t>(1, free * elem_bytes(dtype)), 64);  // SBUF granule
+    InLoop loop{.trip_count = 2};
+    if (plan_ && plan_->probing()) {
+      plan_->declare(k_.program_id(), bytes);
+      loop.bufs = 1;
+    } else if (plan_) {
+      loop.reserve_bytes_per_partition = plan_->reserve(k_.program_id(), declarations_, bytes);
+    }
+    it = pools_.emplace(key, k_.sbuf_pool(shape, dtype, site, loop)).first;
     order_.push_back(key);
+    declared_.push_back(declarations_++);
   }
   return it->second.next();
 }
 
 void Tiles::release_from(size_t mark) {
+  if (plan_ && plan_->probing() && mark < order_.size()) plan_->release(k_.program_id(), declared_[mark]);
   for (size_t i = mark; i < order_.size(); ++i) pools_.erase(order_[i]);
   order_.resize(mark);
+  declared_.resize(mark);
 }
 
 View Tiles::psum(int64_t partitions, int64_t cols, DType dtype) {

@@ -31,15 +31,17 @@
 //
 // Tiles: every SBUF tile the library allocates (SbufManager.alloc_stack, which nki-library's MXFP8 kernels
 // run in auto-allocation mode: a plain nl.ndarray the compiler places) is one allocation site with the
-// compiler's default in-loop buffers (alloc_rule.h: double buffering, as space allows); every PSUM tile takes
-// the next banks of one ring over the 8 banks (alloc_rule.h: every free bank). A Tiles::Scope releases the
-// sites made inside it (the compiler frees a tile after its last use: one phase's tiles do not outlive it).
+// compiler's default in-loop buffers (alloc_rule.h: double buffering, as space allows; with a SitePlan, each
+// site leaving free what the sites declared after it need, one buffer each); every PSUM tile takes the next
+// banks of one ring over the 8 banks (alloc_rule.h: every free bank). A Tiles::Scope releases the sites made
+// inside it (the compiler frees a tile after its last use: one phase's tiles do not outlive it).
 //
 // Errors: InputError "<kernel>: ..." for shapes the library asserts out (DGT vector-offset columns above 32,
 // K remainders below a tile).
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <tuple>
@@ -53,10 +55,38 @@
 
 namespace trnsim::kernels::mxfp8::lib {
 
+// The SBUF sites one build of a kernel declares, per core in declaration order, and what each must leave
+// free for the sites declared after it while it lives: the reserve of the allocation rule (alloc_rule.h:
+// "what the other tiles declared in the same loop body still need, one buffer each"). The compiler sees the
+// whole loop body before it gives a site its buffers; the builder declares sites one by one, so a kernel
+// that wants the reserve builds twice: a probe (every site one buffer, recording), then the real build, whose
+// Tiles read each site's reserve from the probe. Without a plan every site is asked with no reserve.
+class SitePlan {
+ public:
+  bool probing() const { return probing_; }
+  // Ends the probe: computes each site's reserve (the largest one-buffer bytes per partition of later
+  // sites live at once while it lives).
+  void finish();
+  // Recording (probe) and reading (real build) for the `n`-th site core `core` declares.
+  void declare(int core, int64_t bytes);
+  void release(int core, size_t first);  // sites first.. of the core are released
+  int64_t reserve(int core, size_t n, int64_t bytes) const;
+
+ private:
+  struct Site {
+    int64_t bytes = 0;
+    size_t released_at = SIZE_MAX;  // the core's declaration count when it was released
+  };
+  bool probing_ = true;
+  std::vector<Site> sites_[2];
+  std::vector<int64_t> reserve_[2];
+};
+
 // The library's tiles of one kernel (see above).
 class Tiles {
  public:
-  explicit Tiles(Kernel& k);
+  // `plan`: null, or a SitePlan probing (every site one buffer) or finished (reserves).
+  explicit Tiles(Kernel& k, SitePlan* plan = nullptr);
   // The next buffer of the allocation site `site` for tiles of this shape and dtype.
   View sbuf(const std::string& site, const std::vector<int64_t>& shape, DType dtype);
   // A PSUM tile [partitions, cols] of `dtype` in the next free banks of the ring.
@@ -81,8 +111,11 @@ class Tiles {
   using Key = std::tuple<std::string, std::vector<int64_t>, DType>;
   void release_from(size_t mark);
   Kernel& k_;
+  SitePlan* plan_;
   std::map<Key, TilePool> pools_;
   std::vector<Key> order_;
+  std::vector<size_t> declared_;  // the declaration index of each site of order_
+  size_t declarations_ = 0;
   View ring_;
   int64_t next_bank_ = 0;
 };

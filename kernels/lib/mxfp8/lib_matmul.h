@@ -12,8 +12,8 @@
 //
 // Operand forms: BF16 F-by-K (DGT with vector offsets, fast_dma_transpose's direct pattern, or the PE
 // swizzle), BF16 K-by-F (PE swizzle, the library's only K-by-F loader), pre-quantized x4. Blocking comes from
-// `plan` (plan.h): the caller's explicit tiling, or the planner's choice where a field is null (the library's
-// auto_generate_default autotune cache and heuristic are not ported).
+// `plan` (plan.h) of a spec whose tiling the caller resolved: matmul_mxfp8_backward fills null fields with
+// the library's auto_generate_default fallback (lib_config.h; its autotune table is not copied).
 //
 // Errors: InputError "<spec.kernel>: ..." from the loaders (lib_api.h); unsupported() names what this stream
 // does not run.
