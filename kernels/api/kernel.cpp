@@ -9,6 +9,7 @@
 
 #include "sim/base/address_limit.h"
 #include "sim/base/error.h"
+#include "sim/io/output_name.h"
 #include "sim/isa/names.h"
 
 namespace trnsim::kernels {
@@ -174,6 +175,7 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
                       bool private_to_core, const Loc& loc) {
   const std::string shape_s = fmt::format("[{}]", fmt::join(shape, ", "));
   if (name.empty()) throw InputError(where(loc) + ": an HBM tensor needs a name");
+  if (kind == kOutput) io::check_output_name(where(loc), name);
   if (shape.empty() || std::any_of(shape.begin(), shape.end(), [](int64_t s) { return s <= 0; }))
     throw InputError(fmt::format("{}: hbm tensor '{}' has an invalid shape {}", where(loc), name, shape_s));
   auto [kit, fresh] = shared_.kinds.try_emplace(name, kind);

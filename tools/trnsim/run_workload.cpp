@@ -18,6 +18,7 @@
 #include "sim/base/interrupt.h"
 #include "sim/io/npy.h"
 #include "sim/io/output_files.h"
+#include "sim/io/output_name.h"
 #include "sim/run/report.h"
 #include "sim/run/session.h"
 #include "sim/trace/open_trace.h"
@@ -87,10 +88,11 @@ int run_workload_file(const RunCliOptions& o) {
                                    {in_dir(run::kHostFileName), run::kHostFileName}};
   if (p.w.numerics)
     for (const std::string& n : p.written)
-      paths.push_back({in_dir(n + ".npy"), fmt::format("output '{}'", n)});
+      paths.push_back({io::output_npy_path(out_dir, n, p.w.file), fmt::format("output '{}'", n)});
   if (o.dump_inputs)
     for (const workload::TensorInfo& t : p.inputs)
-      paths.push_back({in_dir("inputs/" + t.name + ".npy"), fmt::format("--dump-inputs of '{}'", t.name)});
+      paths.push_back({io::output_npy_path(in_dir("inputs"), t.name, p.w.file + ": --dump-inputs"),
+                       fmt::format("--dump-inputs of '{}'", t.name)});
   if (!o.trace.empty()) paths.push_back({o.trace, "--trace"});
   if (!o.report.empty()) paths.push_back({o.report, "--report"});
   std::vector<std::string> read_files;  // what this run reads: never written over, never removed
