@@ -268,6 +268,11 @@ void bind_builder(pyb::module_& m) {
       .def("limits", [](const KH& h) { return h.get().limits(); })
       .def("serial", &KH::serial)
       .def("declare_only", [](const KH& h) { return h.get().declare_only(); })
+      .def("instructions_left", [](const KH& h) { return h.get().instructions_left(); })
+      .def(
+          "fail_instruction_limit",
+          [](const KH& h, pyb::handle loc) { h.get().fail_instruction_limit(loc_of(loc)); },
+          pyb::arg("loc") = pyb::none())
       .def_static("current",
                   []() -> std::optional<KH> {
                     Kernel* k = Kernel::current();
