@@ -104,6 +104,7 @@ int run_chain_file(const RunCliOptions& o) {
   }
   for (const workload::ChainStage& s : chain.stages) check_host_memory(s.run->prepared(), o.dump_inputs);
   OutDir out(out_dir);
+  check_out_not_in_a_set(o, out_dir);
   for (const workload::ChainStage& s : chain.stages) {
     out.add_subfolder(s.name());
     if (o.dump_inputs) out.add_subfolder((fs::path(s.name()) / "inputs").string());

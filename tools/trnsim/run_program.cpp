@@ -125,7 +125,10 @@ int run_program_file(const RunCliOptions& o) {
   }
   // Created if missing and checked now, as for workloads; removed again if the run fails.
   std::optional<OutDir> out;
-  if ((!outs.empty() && !o.no_numerics) || o.out_given) out.emplace(out_dir);
+  if ((!outs.empty() && !o.no_numerics) || o.out_given) {
+    out.emplace(out_dir);
+    check_out_not_in_a_set(o, out_dir);
+  }
 
   run::Session session(program, hw);
   for (uint32_t i = 0; i < program.tensors.size(); ++i) {
