@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -172,30 +171,22 @@ CheckedPoint check_in_child(const std::string& workload, const std::vector<std::
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  const pid_t parent = getpid();
   const auto start = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid < 0) {
+  pid_t pid = -1;
+  try {
+    // Killed with the sweep; the kernel's prints go nowhere, as a run's in a sweep.
+    pid = start_child(argv.data(), SIGKILL, [&] {
+      // fd 3: the result (dup2 clears close-on-exec, except onto itself)
+      if (p[1] == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(p[1], 3) < 0) _exit(126);
+      const int null = open("/dev/null", O_RDWR);
+      if (null >= 0)
+        for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
+    });
+  } catch (const Error&) {
     close(p[0]);
     close(p[1]);
-    throw Error(fmt::format("cannot check a point: fork: {}", std::strerror(errno)));
+    throw;
   }
-  if (pid == 0) {
-    // Its own process group (a Ctrl-C reaches the sweep, which stops it), killed with the sweep.
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(143);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (dup2(p[1], 3) < 0) _exit(126);
-    const int null = open("/dev/null", O_RDWR);  // the kernel's prints go nowhere, as a run's in a sweep
-    if (null >= 0)
-      for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  setpgid(pid, pid);
   close(p[1]);
   std::string out;
   bool eof = false;
