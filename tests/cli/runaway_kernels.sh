@@ -45,16 +45,16 @@ JSON
 # Our own processes still alive whose command line names this test's folder (a sweep's children).
 leftovers() { ps -eo pid=,args= | grep -F -- "$T/" | grep -v grep | grep -vF "ps -eo"; }
 
-# 1. A looping point and a plain one, --timeout 3: the looping one is an error row, the other runs.
+# 1. A looping point and a plain one, --timeout 6: the looping one is an error row, the other runs.
 printf '%s' '{"name": "hang", "workload": "loop.json", "axes": [{"name": "loop", "path": "params.loop", "values": [1, 0]}]}' >s.json
 start=$SECONDS
-timeout -k 5 60 "$TRNSIM" sweep "$T/s.json" --out "$T/o" -j 1 --timeout 3 --no-report >run.txt 2>err.txt
+timeout -k 5 60 "$TRNSIM" sweep "$T/s.json" --out "$T/o" -j 1 --timeout 6 --no-report >run.txt 2>err.txt
 rc=$?
 check "sweep with a looping point ends (exit $rc after $((SECONDS - start)) s; 124: it hung): $(tail -2 err.txt)" \
   '[[ $rc == 0 ]]'
 check "summary: 1 ok, 1 failed: $(head -1 run.txt)" 'grep -qF "hang: 2 points: 1 ok, 0 invalid, 1 failed" run.txt'
 check "the looping point's row says it timed out: $(sed -n 2p o/results.csv)" \
-  '[[ $(sed -n 2p o/results.csv) == 0,,1,error,*"timed out after 3 s (--timeout)"* ]]'
+  '[[ $(sed -n 2p o/results.csv) == 0,,1,error,*"timed out after 6 s (--timeout)"* ]]'
 check "the plain point ran: $(sed -n 3p o/results.csv | cut -c1-40)" '[[ $(sed -n 3p o/results.csv) == 1,,0,ok,* ]]'
 check "no process left: $(leftovers)" '[[ -z $(leftovers) ]]'
 
