@@ -9,6 +9,7 @@
 
 #include "sim/base/address_limit.h"
 #include "sim/base/error.h"
+#include "sim/io/output_name.h"
 #include "sim/isa/names.h"
 
 namespace trnsim::kernels {
@@ -160,6 +161,19 @@ View Kernel::scratch(const std::string& name, DType dtype, const std::vector<int
   return make_hbm(name, dtype, shape, kScratch, private_to_core, loc);
 }
 
+uint64_t Kernel::instructions_left() const {
+  return shared_.instructions >= shared_.max_instructions ? 0
+                                                          : shared_.max_instructions - shared_.instructions;
+}
+
+void Kernel::fail_instruction_limit(const Loc& loc) const {
+  throw InputError(fmt::format(
+      "{}: the kernel emits more than {} instructions (the build's limit, max_instructions: about {:.3g} GB "
+      "of program): the shapes are too large to simulate, or the kernel loops without end; use smaller "
+      "shapes or larger tiles/blocks, or raise the workload's \"max_instructions\"",
+      where(loc), shared_.max_instructions, static_cast<double>(shared_.max_instructions) * 512 / 1e9));
+}
+
 void Kernel::track_rows_together(const View& t) {
   if (t.space() != isa::MemSpace::HBM)
     throw InputError(fmt::format("track_rows_together: {} is not in HBM", t.describe()));
@@ -174,6 +188,7 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
                       bool private_to_core, const Loc& loc) {
   const std::string shape_s = fmt::format("[{}]", fmt::join(shape, ", "));
   if (name.empty()) throw InputError(where(loc) + ": an HBM tensor needs a name");
+  if (kind == kOutput) io::check_output_name(where(loc), name);
   if (shape.empty() || std::any_of(shape.begin(), shape.end(), [](int64_t s) { return s <= 0; }))
     throw InputError(fmt::format("{}: hbm tensor '{}' has an invalid shape {}", where(loc), name, shape_s));
   auto [kit, fresh] = shared_.kinds.try_emplace(name, kind);
@@ -506,11 +521,7 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
                      const std::vector<Event>& extra_waits) {
   // A declaration build emits nothing: a placeholder reference (its event is never waited for).
   if (shared_.declare_only) return InstRef{this, inst.engine, 0, Event{}, ++seq_};
-  if (++shared_.instructions > shared_.max_instructions)
-    throw InputError(fmt::format(
-        "{}: the kernel emits more than {} instructions (about {} GB of program): the shapes are too large "
-        "to simulate; use smaller shapes or larger tiles/blocks",
-        where(loc), shared_.max_instructions, shared_.max_instructions * 512 / 1000000000));
+  if (++shared_.instructions > shared_.max_instructions) fail_instruction_limit(loc);
   const int e = static_cast<int>(inst.engine);
   Event ev;
   if (inst.is_dma()) {

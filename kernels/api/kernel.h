@@ -183,6 +183,14 @@ class Kernel {
   // an access may touch any row and is otherwise looked up in every row chunk. Call before accessing it.
   void track_rows_together(const View& t);
 
+  // The instruction limit (BuildOptions::max_instructions, workload key "max_instructions"): how many more
+  // instructions this build may emit (both cores; 0 once at the limit), and the error past it, InputError
+  // "<kernel file:line>: the kernel emits more than N instructions (max_instructions ...)". emit() checks
+  // each instruction; a front end that records instructions before emitting them (the NKI Python tracer)
+  // checks its record against instructions_left() as it grows, so an endless loop stops at the limit.
+  uint64_t instructions_left() const;
+  [[noreturn]] void fail_instruction_limit(const Loc& loc) const;
+
   // On-chip tiles: shape = {partitions, free dims...}.
   View sbuf(const std::vector<int64_t>& shape, DType dtype, const std::string& name = "",
             Loc loc = Loc::current());

@@ -8,6 +8,7 @@
 
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
+#include "sim/io/output_name.h"
 #include "sim/isa/names.h"
 
 namespace trnsim::workload {
@@ -308,13 +309,14 @@ std::vector<io::OutputFile> WorkloadRun::output_files(const run::RunReport& rep,
   if (p_.w.numerics)  // the checks are done: each output's bytes move into its file's image, uncopied
     for (const std::string& n : p_.written) {
       tensor::HostTensor& t = outputs_.at(n);
-      files.push_back({(fs::path(out_dir) / (n + ".npy")).string(),
+      files.push_back({io::output_npy_path(out_dir, n, p_.w.file),
                        io::npy_header(tensor::npy_dtype_of(t.dtype), t.shape), std::move(t.bytes)});
     }
   if (dump_inputs)
     for (const TensorInfo& ti : p_.inputs) {
       const tensor::HostTensor& t = inputs_.at(ti.name);
-      files.push_back({(fs::path(out_dir) / "inputs" / (ti.name + ".npy")).string(),
+      files.push_back({io::output_npy_path((fs::path(out_dir) / "inputs").string(), ti.name,
+                                           p_.w.file + ": --dump-inputs"),
                        io::encode_npy(tensor::npy_dtype_of(t.dtype), t.shape, t.bytes.data())});
     }
   return files;

@@ -9,6 +9,7 @@
 #include "python/src/py_loc.h"
 #include "python/src/py_util.h"
 #include "sim/config/hw_config.h"
+#include "sim/io/output_name.h"
 #include "sim/isa/names.h"
 #include "sim/isa/opcodes.h"
 #include "sim/isa/program_json.h"
@@ -304,6 +305,11 @@ void bind_builder(pyb::module_& m) {
       .def("limits", [](const KH& h) { return h.get().limits(); })
       .def("serial", &KH::serial)
       .def("declare_only", [](const KH& h) { return h.get().declare_only(); })
+      .def("instructions_left", [](const KH& h) { return h.get().instructions_left(); })
+      .def(
+          "fail_instruction_limit",
+          [](const KH& h, pyb::handle loc) { h.get().fail_instruction_limit(loc_of(loc)); },
+          pyb::arg("loc") = pyb::none())
       .def_static("current",
                   []() -> std::optional<KH> {
                     Kernel* k = Kernel::current();
@@ -430,6 +436,8 @@ void bind_builder(pyb::module_& m) {
       .def_readonly("outputs", &kernels::KernelBuild::outputs)
       .def_readonly("allocations", &kernels::KernelBuild::allocations);
 
+  m.def("output_name_problem", &io::output_name_problem, pyb::arg("name"),
+        "sim/io/output_name.h: \"\" when the name is a plain file stem for OUT/<name>.npy, else why not");
   m.def(
       "build_program",
       [](const pyb::function& fn, const isa::Limits& limits, int num_programs, uint64_t max_instructions,

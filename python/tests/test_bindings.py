@@ -64,6 +64,23 @@ def test_build_program_records_python_lines():
     assert THIS in b.program.files
 
 
+def test_output_names_are_plain_file_stems():
+    # An output is written as OUT/<name>.npy: the builder's k.output refuses a path or one of trnsim's own
+    # stems at the kernel line, by the rule the NKI front end and every OUT/<name>.npy use (output_name_problem).
+    for bad in ["../victim", "/tmp/x/victim", "stats", "HOST", "chain_stats", "a.b", "-x", "", "a/b", "x\u00e9",
+                "a" * 252]:
+        assert _core.output_name_problem(bad), bad
+    for good in ["y", "out_1", "a-b", "_x", "X9", "9", "a" * 251]:
+        assert _core.output_name_problem(good) == "", good
+
+    def kernel(k):
+        k.output("../victim", _core.DType.F32, [128, 64])  # MARK-bad-output
+
+    e = raises(trnsim.InputError, _core.build_program, kernel, limits=_core.default_limits(_core.Generation.Trn2))
+    where = "test_bindings.py:%d" % line_of("MARK-bad-output")
+    assert where + ": output '../victim' is written as OUT/<name>.npy" in str(e), str(e)
+
+
 def test_session_runs_and_reads():
     b = copy_program(num_programs=2)
     assert b.program.num_cores == 2 and b.program.instruction_count() == 4

@@ -185,6 +185,12 @@ def test_output_names_are_plain_file_stems():
     # and stats/host/chain_stats would sit beside trnsim's own files. Refused at the return line.
     check("output_named_a_path", "MARK-output-path", ["'../victim'", "OUT/<name>.npy"])
     check("output_named_stats", "MARK-output-stats", ["'stats'", "chain_stats"])
+    # One rule with the builder's (sim/io/output_name.h, which k.output and every OUT/<name>.npy use): the
+    # NKI message is that rule's own sentence.
+    from trnsim import _core
+
+    err = check("output_named_stats", "MARK-output-stats", [])
+    assert _core.output_name_problem("stats") in err, err
 
 
 def test_unimplemented_language_name():

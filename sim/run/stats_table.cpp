@@ -10,6 +10,7 @@
 
 #include "sim/base/error.h"
 #include "sim/config/json_document.h"
+#include "sim/io/enclosing_set.h"
 #include "sim/io/output_files.h"
 #include "sim/run/report.h"
 #include "sim/run/stat_defs.h"
@@ -420,12 +421,21 @@ json load_stats(const std::string& path) {
     for (const json& st : j["stages"])
       if (st.is_object() && member(st, "stats").is_string())
         stage_files.push_back((p.parent_path() / st["stats"].get<std::string>()).string());
+    // A stage replaced since by a single run (trnsim run --replace-stage): the summary is of another set.
+    const std::vector<std::string> replaced =
+        io::replaced_files_of_set(p.parent_path().empty() ? "." : p.parent_path().string());
     throw InputError(fmt::format(
         "{}: a chain's summary (chain_stats.json: the stages' totals and the chain reference's checks), not "
-        "one run's stats.json: run `trnsim stats` on a stage's stats.json ({})",
+        "one run's stats.json: run `trnsim stats` on a stage's stats.json ({}){}",
         path,
         stage_files.empty() ? std::string("OUT/<stage>/stats.json")
-                            : fmt::format("{}", fmt::join(stage_files, ", "))));
+                            : fmt::format("{}", fmt::join(stage_files, ", ")),
+        replaced.empty()
+            ? std::string()
+            : fmt::format(". The chain's set is mixed: {} {} replaced since the chain ran (a single run "
+                          "into a stage's folder), so this summary no longer describes the files beside it; "
+                          "run the chain again",
+                          fmt::join(replaced, ", "), replaced.size() == 1 ? "was" : "were")));
   }
   const json& fmt_key = member(j, "stats_format");
   const bool ok = j.is_object() && member(j, "total_time_ns").is_number() &&

@@ -1,6 +1,15 @@
 #include "tools/sweep/point_check.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 
 #include <filesystem>
 #include <fstream>
@@ -10,9 +19,11 @@
 
 #include "kernels/workload/workload.h"
 #include "sim/base/error.h"
+#include "sim/base/interrupt.h"
 #include "sim/config/hw_config.h"
 #include "sim/config/json_document.h"
 #include "sim/io/content_hash.h"
+#include "tools/sweep/pool.h"
 
 namespace trnsim::sweep {
 namespace fs = std::filesystem;
@@ -100,7 +111,9 @@ std::string changed_sources(const json& planned, const json& stats) {
       fmt::join(changed, ", "));
 }
 
-CheckedPoint check_point(const std::string& workload, const std::vector<std::string>& sets) {
+namespace {
+
+CheckedPoint check_here(const std::string& workload, const std::vector<std::string>& sets) {
   CheckedPoint c;
   try {
     workload::Workload w = workload::parse_workload(workload, sets);
@@ -136,6 +149,115 @@ CheckedPoint check_point(const std::string& workload, const std::vector<std::str
     c.reason = std::string("internal error: ") + e.what();
   }
   return c;
+}
+
+json to_json(const CheckedPoint& c) {
+  return {{"valid", c.valid},
+          {"reason", c.reason},
+          {"key", c.key},
+          {"resolved", c.resolved},
+          {"sources", c.sources}};
+}
+
+// The check in a child process (point_check.h): its result, or why there is none.
+CheckedPoint check_in_child(const std::string& workload, const std::vector<std::string>& sets,
+                            double timeout_seconds) {
+  CheckedPoint c;
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0)
+    throw Error(fmt::format("cannot check a point: pipe: {}", std::strerror(errno)));
+  std::vector<std::string> args = {self_exe(), "sweep", "check", workload, "--result-fd", "3"};
+  for (const std::string& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid = -1;
+  try {
+    // Killed with the sweep; the kernel's prints go nowhere, as a run's in a sweep.
+    pid = start_child(argv.data(), SIGKILL, [&] {
+      // fd 3: the result (dup2 clears close-on-exec, except onto itself)
+      if (p[1] == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(p[1], 3) < 0) _exit(126);
+      const int null = open("/dev/null", O_RDWR);
+      if (null >= 0)
+        for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
+    });
+  } catch (const Error&) {
+    close(p[0]);
+    close(p[1]);
+    throw;
+  }
+  close(p[1]);
+  std::string out;
+  bool eof = false;
+  while (!eof) {
+    if (interrupt::requested()) {
+      c.interrupted = true;
+      c.reason = "interrupted";
+      break;
+    }
+    if (timeout_seconds > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_seconds) {
+      c.timed_out = true;
+      c.reason = fmt::format(
+          "timed out after {:g} s (--timeout) while the point was checked: its Python kernel did not "
+          "return from its trace (an endless loop?)",
+          timeout_seconds);
+      break;
+    }
+    pollfd f{p[0], POLLIN, 0};
+    if (poll(&f, 1, 50) <= 0) continue;
+    char buf[65536];
+    const ssize_t n = read(p[0], buf, sizeof buf);
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) eof = true;
+  }
+  close(p[0]);
+  if (!eof) kill(pid, SIGKILL);  // it writes nothing but its result: nothing is left half-done
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!eof) return c;
+  const json r = json::parse(out, nullptr, false);
+  if (!r.is_object() || !r.contains("valid")) {
+    c.reason = WIFSIGNALED(st) ? fmt::format("checking the point was killed by signal {}", WTERMSIG(st))
+                               : fmt::format("checking the point ended with status {} and no result",
+                                             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    return c;
+  }
+  c.valid = r["valid"].get<bool>();
+  c.reason = r.value("reason", "");
+  c.key = r.value("key", "");
+  c.resolved = r.value("resolved", json());
+  c.sources = r.value("sources", json());
+  return c;
+}
+
+}  // namespace
+
+CheckedPoint check_point(const std::string& workload, const std::vector<std::string>& sets,
+                         double timeout_seconds) {
+  bool python = false;
+  try {
+    python = workload::parse_workload(workload, sets).kernel_source.has_value();
+  } catch (const Error&) {
+    // check_here says why
+  }
+  return python ? check_in_child(workload, sets, timeout_seconds) : check_here(workload, sets);
+}
+
+void check_point_to_fd(const std::string& workload, const std::vector<std::string>& sets, int fd) {
+  const std::string text =
+      to_json(check_here(workload, sets)).dump(-1, ' ', false, json::error_handler_t::replace);
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(fmt::format("cannot write the point's check: {}", std::strerror(errno)));
+    done += static_cast<size_t>(n);
+  }
 }
 
 }  // namespace trnsim::sweep

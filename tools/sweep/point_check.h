@@ -1,6 +1,10 @@
-// trnsim validate's checks on one point of a sweep (in-process: parse the base workload with the point's
-// --set assignments, check and build it), and the point's key: a hash of its resolved workload, under which
-// its result is kept so that a rerun, another sweep or a Slurm task finds it.
+// trnsim validate's checks on one point of a sweep (parse the base workload with the point's --set
+// assignments, check and build it), and the point's key: a hash of its resolved workload, under which its
+// result is kept so that a rerun, another sweep or a Slurm task finds it.
+// A point whose kernel is a Python file runs the user's code when it is built (the kernel's trace), which may
+// never end or fill the memory: it is checked in a child process (`trnsim sweep check`), stopped by the
+// sweep's --timeout and at once when the sweep is interrupted (SIGINT, SIGTERM). Other points are checked
+// in-process (our own C++ kernels).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -23,9 +27,18 @@ struct CheckedPoint {
   // hex}, stats.json "nki"."sources"), else null. The pool compares it with what the point's run reports,
   // so a file edited while the sweep runs never leaves its results under the old bytes' key.
   nlohmann::json sources;
+  // Not checked: its check ran past the timeout (reason says so), or the sweep was interrupted meanwhile.
+  bool timed_out = false;
+  bool interrupted = false;
 };
 
-CheckedPoint check_point(const std::string& workload, const std::vector<std::string>& sets);
+// Checks the point (above). timeout_seconds > 0 bounds a Python kernel's check (the sweep's --timeout).
+CheckedPoint check_point(const std::string& workload, const std::vector<std::string>& sets,
+                         double timeout_seconds = 0);
+
+// The child's side (`trnsim sweep check WORKLOAD --set ... --result-fd N`): checks the point in this process
+// and writes the CheckedPoint as JSON to file descriptor `fd`.
+void check_point_to_fd(const std::string& workload, const std::vector<std::string>& sets, int fd);
 
 // 20 hex digits of the SHA-256 of `text` (io::sha256_hex, sim/io/content_hash.h).
 std::string short_sha256(const std::string& text);

@@ -115,18 +115,9 @@ class Pool {
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    const pid_t parent = getpid();
     const std::string cwd = cfg_.cwd, errfile = c.errfile;
     c.start = Clock::now();
-    const pid_t pid = fork();
-    if (pid < 0) throw Error(fmt::format("cannot start a trnsim run: fork: {}", std::strerror(errno)));
-    if (pid == 0) {
-      setpgid(0, 0);
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != parent) _exit(143);
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
+    const pid_t pid = start_child(argv.data(), SIGTERM, [&] {
       if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
       const int null = open("/dev/null", O_RDWR);
       const int err = open(errfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -135,10 +126,7 @@ class Pool {
         dup2(null, 1);
       }
       if (err >= 0) dup2(err, 2);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    setpgid(pid, pid);  // as the child does: whichever runs first
+    });
     c.pid = pid;
     c.pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
     kids_.push_back(std::move(c));
@@ -271,6 +259,25 @@ void run_pool(const PoolConfig& cfg, TaskSource& source) {
     ~End() { s.end(); }
   } end{source};
   Pool(cfg, source).run();
+}
+
+pid_t start_child(char* const* argv, int death_signal, const std::function<void()>& in_child) {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw Error(fmt::format("cannot start {}: fork: {}", argv[0], std::strerror(errno)));
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, death_signal);
+    if (getppid() != parent) _exit(143);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    in_child();
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  setpgid(pid, pid);  // as the child does: whichever runs first
+  return pid;
 }
 
 std::string self_exe() {

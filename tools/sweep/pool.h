@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/types.h>
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -55,5 +57,11 @@ void run_pool(const PoolConfig& cfg, TaskSource& source);
 
 // The path of the running trnsim binary (/proc/self/exe).
 std::string self_exe();
+
+// Starts `argv` (argv[0] the program, a null-terminated array prepared before the call) as a child in its
+// own process group (a Ctrl-C at the terminal reaches this process alone), which gets `death_signal` if this
+// process dies (PR_SET_PDEATHSIG), with every signal unblocked; `in_child` runs in the child just before
+// execv (only async-signal-safe calls: dup2, open, chdir, _exit). Returns its pid; Error if fork fails.
+pid_t start_child(char* const* argv, int death_signal, const std::function<void()>& in_child);
 
 }  // namespace trnsim::sweep

@@ -154,6 +154,8 @@ std::vector<ordered_json> result_records(const json& plan, const std::string& di
     json row = nullptr;
     if (pt.contains("invalid")) {
       r["status"] = "invalid";
+    } else if (pt.contains("failed")) {
+      r["status"] = "error";  // its check did not end (--timeout)
     } else {
       row = read_row(dir, pt.at("key").get<std::string>());
       r["status"] = row.is_object() ? row["status"] : json("missing");
@@ -164,7 +166,9 @@ std::vector<ordered_json> result_records(const json& plan, const std::string& di
                         : json(nullptr);
     r["host_seconds"] = row.is_object() && row.contains("host_seconds") ? row["host_seconds"] : json(nullptr);
     r["key"] = pt.value("key", "");
-    r["error"] = pt.contains("invalid") ? pt["invalid"] : json(row.is_object() ? row.value("error", "") : "");
+    r["error"] = pt.contains("invalid")  ? pt["invalid"]
+                 : pt.contains("failed") ? pt["failed"]
+                                         : json(row.is_object() ? row.value("error", "") : "");
     out.push_back(std::move(r));
   }
   return out;

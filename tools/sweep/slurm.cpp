@@ -137,6 +137,10 @@ Counts count_rows(const json& plan, const std::string& dir) {
       ++c.invalid;
       continue;
     }
+    if (pt.contains("failed")) {  // its check timed out: no key
+      ++c.failed;
+      continue;
+    }
     const json row = read_row(dir, pt["key"].get<std::string>());
     if (row_done(row))
       ++c.ok;
@@ -175,7 +179,7 @@ int slurm_submit(const std::string& dir, const SlurmOptions& o) {
   json todo = json::array();
   std::set<std::string> seen;
   for (const json& pt : plan["points"]) {
-    if (pt.contains("invalid")) continue;
+    if (pt.contains("invalid") || pt.contains("failed")) continue;
     const std::string key = pt["key"].get<std::string>();
     if (!seen.insert(key).second || row_done(read_row(dir, key))) continue;
     todo.push_back({{"key", key}, {"sets", pt["sets"]}, {"sources", pt.value("sources", json())}});

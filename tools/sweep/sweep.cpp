@@ -141,6 +141,8 @@ void record_check(json& pt, const CheckedPoint& c) {
   if (c.valid) {
     pt["key"] = c.key;
     if (!c.sources.is_null()) pt["sources"] = c.sources;
+  } else if (c.timed_out) {
+    pt["failed"] = c.reason;  // not the workload's fault as far as trnsim can tell: an error row
   } else
     pt["invalid"] = c.reason;
 }
@@ -150,17 +152,18 @@ void record_check(json& pt, const CheckedPoint& c) {
 class LocalSource : public TaskSource {
  public:
   LocalSource(const Spec& spec, const std::vector<Point>& points, json& plan, const std::string& dir,
-              bool rerun, int jobs)
+              bool rerun, int jobs, double timeout)
       : spec_(spec),
         points_(points),
         plan_(plan),
         dir_(dir),
         rerun_(rerun),
         jobs_(jobs),
+        timeout_(timeout),
         progress_(points.size()) {}
 
   std::optional<Task> next() override {
-    while (ready_.empty() && cursor_ < points_.size()) check_next();
+    while (ready_.empty() && cursor_ < points_.size() && !interrupt::requested()) check_next();
     if (ready_.empty()) return std::nullopt;
     Task t = std::move(ready_.front());
     ready_.pop_front();
@@ -168,7 +171,8 @@ class LocalSource : public TaskSource {
   }
   bool done() const override { return cursor_ >= points_.size() && ready_.empty(); }
   bool idle() override {
-    if (cursor_ >= points_.size() || ready_.size() >= static_cast<size_t>(jobs_)) return false;
+    if (cursor_ >= points_.size() || ready_.size() >= static_cast<size_t>(jobs_) || interrupt::requested())
+      return false;
     check_next();
     return true;
   }
@@ -188,9 +192,16 @@ class LocalSource : public TaskSource {
     const Point& p = points_[cursor_++];
     json& pt = plan_["points"][p.index];
     pt = plan_point(p);
-    const CheckedPoint c = check_point(spec_.workload, p.sets);
+    const CheckedPoint c = check_point(spec_.workload, p.sets, timeout_);
+    if (c.interrupted) {  // not checked: the pool stops next, nothing of this point is kept
+      --cursor_;
+      return;
+    }
     record_check(pt, c);
-    if (!c.valid) {
+    if (c.timed_out) {
+      ++failed_;
+      ++done_;
+    } else if (!c.valid) {
       ++invalid_;
       ++done_;
     } else if (auto w = waiting_.find(c.key); w != waiting_.end()) {
@@ -213,6 +224,7 @@ class LocalSource : public TaskSource {
   std::string dir_;
   bool rerun_;
   int jobs_;
+  double timeout_;  // --timeout, also for a point's check
   Progress progress_;
   size_t cursor_ = 0, done_ = 0, ran_ = 0, ok_ = 0, invalid_ = 0, failed_ = 0, kept_ = 0;
   std::deque<Task> ready_;
@@ -231,12 +243,13 @@ std::string describe_values(const ordered_json& values) {
 
 }  // namespace
 
-void check_all(const Spec& spec, const std::vector<Point>& points, json& plan) {
+void check_all(const Spec& spec, const std::vector<Point>& points, json& plan, double timeout_seconds) {
   Progress progress(points.size(), "points checked");
   size_t invalid = 0;
   for (size_t i = 0; i < points.size(); ++i) {
     json pt = plan_point(points[i]);
-    const CheckedPoint c = check_point(spec.workload, points[i].sets);
+    const CheckedPoint c = check_point(spec.workload, points[i].sets, timeout_seconds);
+    if (c.interrupted) throw Interrupted("interrupted");
     record_check(pt, c);
     if (!c.valid) ++invalid;
     plan["points"].push_back(pt);
@@ -268,7 +281,7 @@ int run_local(const std::string& sweep_file, const SweepOptions& o) {
   cfg.jobs = jobs;
   cfg.keep_stats = o.keep_stats;
   cfg.timeout_seconds = o.timeout_seconds;
-  LocalSource src(spec, e.points, plan, dir, o.rerun, jobs);
+  LocalSource src(spec, e.points, plan, dir, o.rerun, jobs, o.timeout_seconds);
   run_pool(cfg, src);
   write_plan(dir, plan);
   collect(dir, o.report);

@@ -56,7 +56,8 @@ nlohmann::json read_plan(const std::string& dir);
 void write_plan(const std::string& dir, const nlohmann::json& plan);
 
 // Validates every point of `points` in-process and records its key or reason in `plan` (printing progress).
-void check_all(const Spec& spec, const std::vector<Point>& points, nlohmann::json& plan);
+void check_all(const Spec& spec, const std::vector<Point>& points, nlohmann::json& plan,
+               double timeout_seconds = 0);
 
 // trnsim sweep SWEEP.json (local backend). Returns the exit code.
 int run_local(const std::string& sweep_file, const SweepOptions& o);

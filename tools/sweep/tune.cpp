@@ -184,6 +184,7 @@ class Search : public TaskSource {
     p.index = plan_["points"].size();
     json pt = plan_point(p);
     const CheckedPoint chk = check_point(spec_.workload, p.sets);
+    if (chk.interrupted) return std::nullopt;  // the pool stops next
     if (!chk.valid) {
       if (invalid_++ == 0)
         first_invalid_ =

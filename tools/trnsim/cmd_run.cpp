@@ -41,6 +41,10 @@ void add_run_command(CLI::App& app) {
                 "otherwise checked on an evenly spaced sample of rows)");
   cmd->add_option("--trace", opts->trace,
                   "write a trace while running: FILE.pftrace (Perfetto) or FILE.json");
+  cmd->add_flag("--replace-stage", opts->replace_stage,
+                "let --out be a folder inside another run's set, e.g. a finished chain's stage folder "
+                "OUT/<stage> (refused otherwise): the run replaces that stage's files, and trnsim stats "
+                "then says the chain's set is mixed");
   auto report = std::make_shared<std::string>();
   cmd->add_option("--report", *report,
                   "also write an HTML report of the run (engine time, critical path, roofline, source lines, "

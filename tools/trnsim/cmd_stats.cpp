@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/io/enclosing_set.h"
 #include "sim/io/file_kind.h"
 #include "sim/io/output_files.h"
 #include "sim/run/report.h"
@@ -35,7 +36,15 @@ struct StatsCliOptions {
   std::string html_file;  // "" = report.html next to the stats.json
 };
 
+// A note on stderr when the stats.json's folder is a chain's stage that a single run replaced since.
+void note_replaced_stage(const std::string& stats_file) {
+  const std::filesystem::path dir = std::filesystem::path(stats_file).parent_path();
+  const std::string note = io::replaced_stage_note(dir.empty() ? "." : dir.string());
+  if (!note.empty()) std::fprintf(stderr, "trnsim: note: %s\n", note.c_str());
+}
+
 void stats_command(const StatsCliOptions& o) {
+  for (const std::string& f : o.files) note_replaced_stage(f);
   if (o.compare && o.html)
     throw InputError("--html draws one run's report; --compare prints two runs' figures");
   if (o.compare) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "tools/sweep/point_check.h"
 #include "tools/sweep/slurm.h"
 #include "tools/sweep/spec.h"
 #include "tools/sweep/sweep.h"
@@ -28,6 +29,10 @@ struct SweepCliOptions {
   sweep::SlurmOptions slurm;
   int task = -1;
   bool dry_run = false;
+  // `trnsim sweep check` (a point's check in a child process, tools/sweep/point_check.h)
+  std::string check_workload;
+  std::vector<std::string> check_sets;
+  int result_fd = -1;
 };
 
 void add_slurm_options(CLI::App* cmd, sweep::SlurmOptions& s) {
@@ -52,15 +57,18 @@ int dry_run(const SweepCliOptions& o) {
   const sweep::Enumeration e =
       sweep::enumerate(spec, o.local.yes ? sweep::kMaxPoints : sweep::kConfirmPoints);
   nlohmann::json plan = sweep::plan_header(spec);
-  sweep::check_all(spec, e.points, plan);
+  sweep::check_all(spec, e.points, plan, o.local.timeout_seconds);
   size_t invalid = 0;
   for (const nlohmann::json& pt : plan["points"]) {
-    const bool bad = pt.contains("invalid");
+    const bool bad = pt.contains("invalid") || pt.contains("failed");
     invalid += bad;
     std::printf("%s%s %s: %s\n", pt["index"].dump().c_str(),
                 pt.contains("label") ? (" '" + pt["label"].get<std::string>() + "'").c_str() : "",
                 fmt::format("{}", fmt::join(pt["sets"].get<std::vector<std::string>>(), " ")).c_str(),
-                bad ? ("invalid: " + pt["invalid"].get<std::string>()).c_str() : "ok");
+                bad ? (pt.contains("failed") ? "failed: " + pt["failed"].get<std::string>()
+                                             : "invalid: " + pt["invalid"].get<std::string>())
+                          .c_str()
+                    : "ok");
   }
   std::printf("%s: %zu points (%llu of the product skipped by the constraints): %zu valid, %zu invalid\n",
               spec.name.c_str(), e.points.size(), static_cast<unsigned long long>(e.excluded),
@@ -79,7 +87,7 @@ int run_sweep(SweepCliOptions& o) {
   nlohmann::json plan = sweep::plan_header(spec);
   std::fprintf(stderr, "trnsim: sweep %s: checking %zu points before submitting them\n", spec.name.c_str(),
                e.points.size());
-  sweep::check_all(spec, e.points, plan);
+  sweep::check_all(spec, e.points, plan, o.local.timeout_seconds);
   sweep::write_plan(dir, plan);
   o.slurm.keep_stats = o.local.keep_stats;
   o.slurm.timeout_seconds = o.local.timeout_seconds;
@@ -151,6 +159,14 @@ void add_sweep_command(CLI::App& app) {
     on_file(o->dir, [&] { rc = sweep::slurm_submit(o->dir, o->slurm); });
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
+
+  // Run by the sweep for a point whose kernel is Python (point_check.h), not by hand.
+  CLI::App* check = cmd->add_subcommand("check", "");
+  check->group("");
+  check->add_option("workload", o->check_workload)->required();
+  check->add_option("--set", o->check_sets)->allow_extra_args(false);
+  check->add_option("--result-fd", o->result_fd)->required();
+  check->callback([o] { sweep::check_point_to_fd(o->check_workload, o->check_sets, o->result_fd); });
 
   // Run by each Slurm array task (job.sh), not by hand.
   CLI::App* task = cmd->add_subcommand("task", "");

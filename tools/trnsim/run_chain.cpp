@@ -15,6 +15,7 @@
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
 #include "sim/io/output_files.h"
+#include "sim/io/output_name.h"
 #include "sim/run/report.h"
 #include "sim/trace/open_trace.h"
 #include "tools/trnsim/out_dir.h"
@@ -68,10 +69,11 @@ int run_chain_file(const RunCliOptions& o) {
         {(dir / run::kHostFileName).string(), fmt::format("stage '{}' {}", s.name(), run::kHostFileName)});
     if (p.w.numerics)
       for (const std::string& n : p.written)
-        paths.push_back({(dir / (n + ".npy")).string(), fmt::format("stage '{}' output '{}'", s.name(), n)});
+        paths.push_back({io::output_npy_path(dir.string(), n, p.w.file),
+                         fmt::format("stage '{}' output '{}'", s.name(), n)});
     if (o.dump_inputs)
       for (const workload::TensorInfo& t : p.inputs)
-        paths.push_back({(dir / "inputs" / (t.name + ".npy")).string(),
+        paths.push_back({io::output_npy_path((dir / "inputs").string(), t.name, p.w.file + ": --dump-inputs"),
                          fmt::format("stage '{}' --dump-inputs of '{}'", s.name(), t.name)});
     if (!o.trace.empty())
       paths.push_back({stage_trace(o.trace, s.name()), fmt::format("--trace of stage '{}'", s.name())});
@@ -102,6 +104,7 @@ int run_chain_file(const RunCliOptions& o) {
   }
   for (const workload::ChainStage& s : chain.stages) check_host_memory(s.run->prepared(), o.dump_inputs);
   OutDir out(out_dir);
+  check_out_not_in_a_set(o, out_dir);
   for (const workload::ChainStage& s : chain.stages) {
     out.add_subfolder(s.name());
     if (o.dump_inputs) out.add_subfolder((fs::path(s.name()) / "inputs").string());

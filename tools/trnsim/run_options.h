@@ -21,7 +21,12 @@ struct RunCliOptions {
   bool full_reference = false;  // workloads only
   std::string trace;            // .pftrace / .json, written while the model runs
   std::string report;           // "" = none; else the HTML report, written with the run's other files
+  bool replace_stage = false;   // --replace-stage: --out may be a folder inside another run's set
 };
+
+// After the run folder is locked: InputError when `out_dir` lies inside another run's recorded set (a
+// chain's stage folder, sim/io/enclosing_set.h), unless --replace-stage.
+void check_out_not_in_a_set(const RunCliOptions& o, const std::string& out_dir);
 
 // Exit codes of `trnsim run` besides 0 and 1 (bad input): kernels/workload/workload_run.h.
 

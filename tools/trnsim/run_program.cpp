@@ -19,6 +19,7 @@
 #include "sim/base/json_excerpt.h"
 #include "sim/config/hw_config.h"
 #include "sim/io/output_files.h"
+#include "sim/io/output_name.h"
 #include "sim/isa/names.h"
 #include "sim/isa/program_json.h"
 #include "sim/isa/semantics.h"
@@ -69,7 +70,10 @@ int run_program_file(const RunCliOptions& o) {
     if (spec.is_boolean() && !spec.get<bool>()) continue;
     if (!spec.is_string() && !spec.is_boolean())
       throw InputError(o.config + ": tensor " + t.name + " output: expected true or a file name");
-    const std::string file = spec.is_string() ? spec.get<std::string>() : t.name + ".npy";
+    const std::string file =
+        spec.is_string()
+            ? spec.get<std::string>()
+            : fs::path(io::output_npy_path("", t.name, o.config + ": tensor " + t.name)).string();
     // Outputs stay inside --out: a bare file name, no directories.
     if (file.empty() || file.size() > 255 || fs::path(file).filename() != fs::path(file) || file == "." ||
         file == ".." || file.find('\0') != std::string::npos)
@@ -121,7 +125,10 @@ int run_program_file(const RunCliOptions& o) {
   }
   // Created if missing and checked now, as for workloads; removed again if the run fails.
   std::optional<OutDir> out;
-  if ((!outs.empty() && !o.no_numerics) || o.out_given) out.emplace(out_dir);
+  if ((!outs.empty() && !o.no_numerics) || o.out_given) {
+    out.emplace(out_dir);
+    check_out_not_in_a_set(o, out_dir);
+  }
 
   run::Session session(program, hw);
   for (uint32_t i = 0; i < program.tensors.size(); ++i) {

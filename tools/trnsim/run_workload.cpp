@@ -16,8 +16,10 @@
 #include "sim/base/address_limit.h"
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
+#include "sim/io/enclosing_set.h"
 #include "sim/io/npy.h"
 #include "sim/io/output_files.h"
+#include "sim/io/output_name.h"
 #include "sim/run/report.h"
 #include "sim/run/session.h"
 #include "sim/trace/open_trace.h"
@@ -71,14 +73,24 @@ void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs) {
       size(static_cast<double>(*have)), instead));
 }
 
+void check_out_not_in_a_set(const RunCliOptions& o, const std::string& out_dir) {
+  if (o.replace_stage) return;
+  if (const std::optional<io::EnclosingSet> s = io::enclosing_set(out_dir))
+    throw InputError(io::enclosing_set_refusal(out_dir, *s, "--replace-stage"));
+}
+
 int run_workload_file(const RunCliOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   workload::Workload w = workload::parse_workload(o.config, o.sets);
   if (o.no_numerics) w.numerics = false;
+  const std::string out_dir = o.out.empty() ? (fs::path("out") / w.name).string() : o.out;
+  // The folder is this run's before any kernel code runs (a Python kernel's build is in WorkloadRun's
+  // constructor): a chain or run that starts meanwhile is refused, not this one at write time.
+  OutDir out(out_dir);
+  check_out_not_in_a_set(o, out_dir);
   workload::WorkloadRun r(std::move(w));
   const workload::PreparedWorkload& p = r.prepared();
-  const std::string out_dir = o.out.empty() ? (fs::path("out") / p.w.name).string() : o.out;
   std::error_code ec;
 
   // Every file this run writes, decided before it simulates: none may land on another or on an input.
@@ -87,10 +99,11 @@ int run_workload_file(const RunCliOptions& o) {
                                    {in_dir(run::kHostFileName), run::kHostFileName}};
   if (p.w.numerics)
     for (const std::string& n : p.written)
-      paths.push_back({in_dir(n + ".npy"), fmt::format("output '{}'", n)});
+      paths.push_back({io::output_npy_path(out_dir, n, p.w.file), fmt::format("output '{}'", n)});
   if (o.dump_inputs)
     for (const workload::TensorInfo& t : p.inputs)
-      paths.push_back({in_dir("inputs/" + t.name + ".npy"), fmt::format("--dump-inputs of '{}'", t.name)});
+      paths.push_back({io::output_npy_path(in_dir("inputs"), t.name, p.w.file + ": --dump-inputs"),
+                       fmt::format("--dump-inputs of '{}'", t.name)});
   if (!o.trace.empty()) paths.push_back({o.trace, "--trace"});
   if (!o.report.empty()) paths.push_back({o.report, "--report"});
   std::vector<std::string> read_files;  // what this run reads: never written over, never removed
@@ -122,7 +135,6 @@ int run_workload_file(const RunCliOptions& o) {
     throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
   }
   check_host_memory(p, o.dump_inputs);
-  OutDir out(out_dir);
   if (o.dump_inputs) out.add_subfolder("inputs");
 
   workload::WorkloadRunOptions ro;

@@ -7,7 +7,6 @@ on the simulator, as nki.baremetal does; called from inside another kernel it ru
 import functools
 import inspect
 import math
-import re
 
 from . import _emit, _trace
 from ._backend import Target
@@ -121,6 +120,8 @@ def _build_core(kernel, args, kwargs):
     target = Target.of_kernel(k)
     ids, grid = _programs_of_core(kernel.launch_grid, core, cores)
     trace = _trace.Trace(kernel.fn.__code__, ids[0], grid, grid, target, kernel.options)
+    trace.kernel = k
+    trace.limit = k.instructions_left()
     hbm_seq = []
     trace.hbm_seq = hbm_seq
     trace.hbm_pos = 0
@@ -211,18 +212,16 @@ def _outputs(fn, r, trace):
     return items
 
 
-# An output is written as OUT/<name>.npy next to trnsim's own files: a name is one plain file stem.
-_OUTPUT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
-_RESERVED_NAMES = ("stats", "host", "chain_stats")
-
-
 def _check_output_name(kernel, out_name, where):
+    """An output is written as OUT/<name>.npy next to trnsim's own files: the builder's one rule
+    (sim/io/output_name.h), refused here at the kernel's return line."""
+    from .. import _core
+
     if not out_name:
         return
-    if not _OUTPUT_NAME.fullmatch(out_name) or out_name.lower() in _RESERVED_NAMES:
-        raise NkiError(f"kernel {kernel} returns an output named {out_name!r}: it is written as "
-                       "OUT/<name>.npy, so a name is letters, digits, '_' and '-' (no '/', '.' or leading '-') "
-                       f"and not one of {', '.join(_RESERVED_NAMES)}", loc=where)
+    problem = _core.output_name_problem(out_name)
+    if problem:
+        raise NkiError(f"kernel {kernel} returns an output named {out_name!r}: it {problem}", loc=where)
 
 
 _unwritten = {}  # return position -> its message, for the outputs no core built so far writes

@@ -72,6 +72,10 @@ class Trace:
         self.dropped = 0  # ops marked dropped (drop()): none, the usual case, and the schedule takes ops as they are
         self.entry_sites = {}  # instruction offset in the kernel function -> its call_stack()
         self.site_locs = {}  # call_stack() -> the Loc of its innermost frame (new tiles' loc)
+        # Instructions the builder may still emit (Kernel.instructions_left, "max_instructions"): the trace
+        # stops there, while the kernel runs, not after it (an endless loop would fill the host's memory).
+        self.limit = 1 << 62
+        self.kernel = None
         self.psum_groups = {}  # PSUM storage uid -> its open accumulation groups (_ops.touch_psum)  # storage uid -> the op whose new result tile it is (_lower.fresh)
 
     # ---- recording
@@ -80,6 +84,8 @@ class Trace:
         writes = tuple(writes)
         ops = self.ops
         i = len(ops)
+        if i >= self.limit:
+            self.over_limit(loc or caller_loc())
         op = Op(name, args, reads, writes, attrs, loc or caller_loc(), i)
         ops.append(op)
         for v in reads:
@@ -93,6 +99,13 @@ class Trace:
                 st.first = i
             st.last = i
         return op
+
+    def over_limit(self, loc):
+        """Every op emits at least one instruction: one op more than the builder may still emit fails now,
+        with the builder's own message (the limit, its key, this kernel line)."""
+        if self.kernel is not None:
+            self.kernel.fail_instruction_limit(loc=(loc[0], loc[1]) if loc else None)
+        raise NkiError(f"the kernel records more than {self.limit} instructions (max_instructions)", loc=loc)
 
     def unique_name(self, base):
         n = self.names.get(base, 0)

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# A single run into a finished chain's stage folder: usage stage_folder.sh <trnsim-binary> <source-dir>.
+# A chain writes OUT/<stage>/ folders and one record of the whole set (OUT/.trnsim-files, beside
+# OUT/chain_stats.json). `trnsim run W --out OUT/<stage>` is refused (exit 1, naming the stage, the chain's
+# record and --replace-stage) and the stage's files stay the chain's; with --replace-stage it runs, and then
+# `trnsim stats` on the stage notes that the stage was replaced since the chain ran and on chain_stats.json
+# says the chain's set is mixed. A single run holds its --out's lock before any kernel code runs: a run
+# whose Python kernel is slow to build keeps a second run out of the folder from its start.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
+sha() { sha256sum "$1" | cut -c1-64; }
+
+sed -e 's/"n": 25600/"n": 2560/' -e 's/"name": "vector_add_stream_free_dim_2"/"name": "va"/' \
+  "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >va.json
+echo '{"name": "pl", "stages": ["va.json"]}' >pl.json
+"$TRNSIM" run pl.json --out O >out 2>&1
+rc=$?
+check "the chain runs (exit $rc: $(tail -2 out))" '[[ $rc == 0 && -f O/va/stats.json && -f O/chain_stats.json ]]'
+before=$(sha O/va/stats.json)
+
+# 1. Refused by default: the stage's files stay the chain's.
+msg=$("$TRNSIM" run va.json --set params.n=1280 --out O/va 2>&1)
+rc=$?
+check "a single run into the stage folder is refused (exit $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"--out O/va: is stage '"'"'va'"'"' of the chain recorded in"*".trnsim-files"*"--replace-stage"* ]]'
+check "the stage's stats.json is still the chain's" '[[ $(sha O/va/stats.json) == "$before" ]]'
+"$TRNSIM" stats O/va/stats.json >st.txt 2>st.err
+rc=$?
+check "stats on the untouched stage: exit 0, no note ($(cat st.err))" '[[ $rc == 0 && ! -s st.err ]]'
+
+# 2. --replace-stage: the run replaces the stage, and stats says the chain's set is mixed.
+"$TRNSIM" run va.json --set params.n=1280 --out O/va --replace-stage >out 2>&1
+rc=$?
+check "--replace-stage runs (exit $rc: $(tail -2 out))" '[[ $rc == 0 && $(sha O/va/stats.json) != "$before" ]]'
+"$TRNSIM" stats O/va/stats.json >st.txt 2>st.err
+rc=$?
+check "stats on the replaced stage notes it (exit $rc): $(cat st.err)" \
+  '[[ $rc == 0 && $(cat st.err) == *"stage '"'"'va'"'"' of the chain in"*"was replaced since that chain ran (va/stats.json"*"mixed"* ]]'
+msg=$("$TRNSIM" stats O/chain_stats.json 2>&1)
+check "stats on chain_stats.json says the set is mixed: $msg" \
+  '[[ $msg == *"The chain'"'"'s set is mixed: va/stats.json"*"replaced since the chain ran"* ]]'
+# The chain run again: a consistent set, nothing to note.
+"$TRNSIM" run pl.json --out O >out 2>&1
+"$TRNSIM" stats O/va/stats.json >st.txt 2>st.err
+check "after the chain ran again: no note ($(cat st.err))" '[[ ! -s st.err && $(sha O/va/stats.json) == "$before" ]]'
+
+# 3. The lock comes before the kernel's code: run A's Python kernel takes 4 s to build; run B, started a
+# second later into the same folder, is refused at once (before: B ran and A wrote over it afterwards).
+cat >slow.py <<'PY'
+import time
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def copy_kernel(x, delay=0.0):
+    time.sleep(delay)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="y")
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+PY
+cat >slow.json <<'JSON'
+{"name": "slow", "hardware": "trn2", "lnc": 1, "kernel": {"nki": "slow.py", "function": "copy_kernel"},
+ "params": {"delay": 0.0},
+ "inputs": {"x": {"generator": "normal", "seed": 1, "std": 1.0, "shape": [128, 64], "dtype": "float32"}},
+ "numerics": false}
+JSON
+if [[ $("$TRNSIM" validate slow.json 2>&1) != *"built without Python support"* ]]; then
+  "$TRNSIM" run slow.json --set params.delay=4.0 --out D >a.txt 2>&1 &
+  a=$!
+  sleep 1
+  msg=$("$TRNSIM" run slow.json --out D 2>&1)
+  rc=$?
+  wait $a
+  rca=$?
+  check "run B is refused while run A builds its kernel (exit $rc): $msg" \
+    '[[ $rc == 1 && $msg == *"--out D:"*"lock"* ]]'
+  check "run A completes (exit $rca: $(tail -1 a.txt))" '[[ $rca == 0 ]]'
+fi
+
+finish
