@@ -1,5 +1,6 @@
 #include "sim/base/interrupt.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -33,6 +34,7 @@ enum : int { kFree = 0, kWriting = 1 };
 
 struct Slot {
   std::atomic<int> state{kFree};
+  int dir_fd = AT_FDCWD;  // `path` is relative to it
   char path[kPathBytes];
 };
 
@@ -58,12 +60,12 @@ void cleanup_registered() {
   // one holding it whatever their slots (--out a/b/c registers three).
   for (Slot& s : g_slots)
     if (s.state.load(std::memory_order_acquire) == static_cast<int>(CleanupPath::Kind::kFile) + 2)
-      ::unlink(s.path);
+      ::unlinkat(s.dir_fd, s.path, 0);
   for (bool removed = true; removed;) {
     removed = false;
     for (Slot& s : g_slots)
       if (s.state.load(std::memory_order_acquire) == static_cast<int>(CleanupPath::Kind::kEmptyFolder) + 2 &&
-          ::rmdir(s.path) == 0)
+          ::unlinkat(s.dir_fd, s.path, AT_REMOVEDIR) == 0)
         removed = true;
   }
 }
@@ -158,11 +160,14 @@ CooperativeSection::~CooperativeSection() {
   g_cooperative.fetch_sub(1);
 }
 
-CleanupPath::CleanupPath(const std::string& path, Kind kind) {
+CleanupPath::CleanupPath(const std::string& path, Kind kind) : CleanupPath(AT_FDCWD, path, kind) {}
+
+CleanupPath::CleanupPath(int dir_fd, const std::string& path, Kind kind) {
   if (path.size() + 1 > kPathBytes) return;
   for (int i = 0; i < kMaxCleanupPaths; ++i) {
     int expected = kFree;
     if (!g_slots[i].state.compare_exchange_strong(expected, kWriting)) continue;
+    g_slots[i].dir_fd = dir_fd;
     std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
     g_slots[i].state.store(static_cast<int>(kind) + 2, std::memory_order_release);
     slot_ = i;

@@ -70,6 +70,9 @@ class CleanupPath {
  public:
   enum class Kind { kFile, kEmptyFolder };
   CleanupPath(const std::string& path, Kind kind);
+  // `path` relative to the folder open as `dir_fd` (the descriptor must stay open while this lives): a
+  // folder renamed meanwhile is still the one cleaned.
+  CleanupPath(int dir_fd, const std::string& path, Kind kind);
   ~CleanupPath();
   CleanupPath(CleanupPath&& o) noexcept : slot_(o.slot_) { o.slot_ = -1; }
   CleanupPath& operator=(CleanupPath&&) = delete;
