@@ -36,7 +36,8 @@
 // backup made, the record, each file filled, each rename, the folder synced, the record completed, each
 // earlier file removed); unset, nothing happens. TRNSIM_TEST_KILL_SIGNAL=INT sends SIGINT there instead (a
 // Ctrl-C: before the renames the set is left for the next run to roll back, during them it waits); STOP sends
-// SIGSTOP (the test moves the folder meanwhile, then sends SIGCONT).
+// SIGSTOP (the test moves the folder meanwhile, then sends SIGCONT). A bad value of the step is refused
+// (InputError) by the first write of a set, and by a run when it opens its --out (tools/trnsim/out_dir.h).
 #pragma once
 
 #include <cstdint>
@@ -178,7 +179,7 @@ namespace testing {
 // for unit tests that act between two steps; nullptr: none.
 void set_write_step_hook(std::function<void(long step)> hook);
 // TRNSIM_TEST_KILL_AT_WRITE_STEP's step, 0 when unset. InputError when it is set to anything but a whole
-// number from 1 (`abc`, `-1`, `0`): trnsim refuses to start rather than ignore it.
+// number from 1 (`abc`, `-1`, `0`): a command that writes refuses to, rather than ignore it.
 long kill_at_write_step();
 }  // namespace testing
 

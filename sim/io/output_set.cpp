@@ -52,7 +52,7 @@ void step() {
     try {
       return testing::kill_at_write_step();
     } catch (const InputError&) {
-      return 0L;  // the command refused it at its start (tools/trnsim/main.cpp)
+      return 0L;  // refused before the first step (write_files_atomic, a run's OutDir)
     }
   }();
   static const int sig = [] {
@@ -510,6 +510,8 @@ void testing::set_write_step_hook(std::function<void(long)> hook) {
 }
 
 std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files, const RunFolder* folder) {
+  // A bad TRNSIM_TEST_KILL_AT_WRITE_STEP is refused before anything is written.
+  (void)testing::kill_at_write_step();
   t_step = 0;
   // Where each file lands: its folder, open (in a locked folder, e.g. the run's --out, through the lock's
   // handle: a folder moved during the run gets its files where it is now), and its name there.

@@ -60,6 +60,9 @@ void check_not_dangling(const std::string& path, const std::string& what) {
 }  // namespace
 
 OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
+  // The crash tests' switch (sim/io/output_files.h), checked where a run starts writing: a bad value is
+  // refused before the simulation, and never stops a command that writes nothing (`trnsim --help`).
+  io::testing::kill_at_write_step();
   std::error_code ec;
   // A symlink loop or a folder on the way that cannot be searched is not "missing": say why.
   if ((void)fs::status(dir_, ec); ec && ec != std::errc::no_such_file_or_directory)
