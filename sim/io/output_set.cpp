@@ -297,6 +297,16 @@ std::string not_ours(const std::string& path, unsigned owner) {
       path, owner);
 }
 
+// InputError text for a record in state "writing" another user left at `path`.
+std::string killed_by_another_user(const std::string& path, unsigned owner) {
+  return fmt::format(
+      "{}: written by another user (uid {}), in state \"writing\": their trnsim was killed while it replaced "
+      "the files there, which may be a mix of two runs; trnsim acts only on its own records and would erase "
+      "this one by writing its own: run trnsim into the folder as that user to settle it, or choose another "
+      "folder",
+      path, owner);
+}
+
 // Settles the set a killed switch left, whose record `m` (state "writing") is in `dir` (open as `dir_fd`,
 // locked): as one with its parts in the other folders the record names, whose locks are taken meanwhile. The
 // records of the same set there are put right too (a journal removed, a run folder's manifest rewritten);
@@ -589,10 +599,9 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
           e.what()));
     }
     if (const std::optional<Manifest>& j = journal) {
-      if (const std::string n = not_ours((fs::path(dir) / kJournalName).string(), owner); !n.empty()) {
-        std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
-        continue;
-      }
+      // Another user's journal is theirs to settle; writing this set's own would erase it.
+      if (!not_ours("", owner).empty())
+        throw InputError(killed_by_another_user((fs::path(dir) / kJournalName).string(), owner));
       std::vector<std::string> notes;
       const Fd d = open_dir(dir);
       if (!j->complete) settle_set(d.get(), dir, *j, notes);
@@ -814,6 +823,10 @@ RunFolderState open_run_folder(const std::string& dir) {
   }
   if (!m) return s;
   if (const std::string n = not_ours(shown, owner); !n.empty()) {
+    // A set another user's run was killed while replacing: only they can settle it, and this run's record
+    // would erase the only sign of the mix (and of the leftovers it names). Another user's complete record
+    // is only noted: this run replaces it with its own.
+    if (!m->complete) throw InputError(killed_by_another_user(shown, owner));
     s.notes.push_back(n);
     return s;
   }
