@@ -598,6 +598,12 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
           "then remove it (the files there stay as they are)",
           e.what()));
     }
+    // Journals were always JSON: one that is not (a word, a list of paths) is not trnsim's, and is kept.
+    if (journal && journal->version == 1)
+      throw InputError(fmt::format(
+          "{}: not JSON, so not a journal trnsim wrote (they are JSON records of a set of files being "
+          "replaced); it is kept as it is: look at it, then remove or rename it to write into this folder",
+          (fs::path(dir) / kJournalName).string()));
     if (const std::optional<Manifest>& j = journal) {
       // Another user's journal is theirs to settle; writing this set's own would erase it.
       if (!not_ours("", owner).empty())

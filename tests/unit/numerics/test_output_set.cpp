@@ -332,3 +332,15 @@ TEST_CASE("a locked run folder moved during the writes gets its files where it i
   CHECK(read_raw(other + "/host.json") == "victim");
   CHECK(read_raw(other + "/old.npy") == "victim's old.npy");
 }
+
+TEST_CASE("a journal that is not JSON is reported and kept", "[output_set]") {
+  // trnsim's journals were always JSON: a plain word there is someone else's file, never read as a record
+  // and removed.
+  TempDir t;
+  write_raw(t / kJournalName, "hello\n");
+  CHECK_THROWS_WITH(write_files_atomic({file(t / "x.npy", "x")}),
+                    Catch::Contains(".trnsim-journal: not JSON, so not a journal trnsim wrote") &&
+                        Catch::Contains("it is kept as it is: look at it, then remove or rename it"));
+  CHECK(read_raw(t / kJournalName) == "hello\n");
+  CHECK_FALSE(fs::exists(t / "x.npy"));
+}
