@@ -1,6 +1,7 @@
 #include "sim/base/interrupt.h"
 
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -48,6 +49,7 @@ std::atomic<int64_t> g_first_ns{0};  // when the first signal arrived (CLOCK_MON
 // `timeout`, `kill -- -PGID` and job control send one signal to the process and again to its process group:
 // a copy that close after the first is the same request, not a second Ctrl-C.
 constexpr int64_t kSameRequestNs = 250'000'000;
+pid_t g_main_tid = 0;  // the thread that installed the handlers (runs the command): the only one that acts
 
 int64_t now_ns() {
   timespec ts{};
@@ -82,8 +84,14 @@ void cleanup_registered() {
   ::_exit(128 + sig);  // not reached: the default action ends the process
 }
 
-void on_signal(int sig) {
-  if (g_held.load() > 0) {  // whichever thread the signal lands on: the section ends the process
+void on_signal(int sig, siginfo_t*, void*) {
+  // Only the thread running the command acts: a signal that lands on another thread (the idle main thread,
+  // the reference thread, BLAS's) is handed to it (merging with a copy still pending there). Acting on
+  // another thread would let the command go on meanwhile: a temporary it creates after the cleanup would be
+  // left.
+  if (g_main_tid != 0 && ::gettid() != g_main_tid && ::syscall(SYS_tgkill, ::getpid(), g_main_tid, sig) == 0)
+    return;
+  if (g_held.load() > 0) {  // the section ends the process after its renames
     g_held_signal.store(sig);
     return;
   }
@@ -100,6 +108,7 @@ void on_signal(int sig) {
 }  // namespace
 
 void install_handlers() {
+  g_main_tid = ::gettid();
   // A closed pipe or a file-size limit is an error of the write that meets it (EPIPE, EFBIG), which the run
   // reports or, for its messages, ignores: it does not end the run (its files are still written, all or
   // nothing, or a failed write leaves them as they were).
@@ -124,9 +133,9 @@ void install_handlers() {
     if (sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL)
       continue;
     struct sigaction sa {};
-    sa.sa_handler = on_signal;
+    sa.sa_sigaction = on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigaction(sig, &sa, nullptr);
   }
 }

@@ -62,7 +62,9 @@ void step() {
   }();
   ++t_step;
   if (step_hook()) step_hook()(t_step);
-  if (kill_at > 0 && t_step == kill_at) ::kill(::getpid(), sig);
+  // To this thread: the signal lands exactly here, as the step number says (a SIGKILL or SIGSTOP stops the
+  // whole process anyway).
+  if (kill_at > 0 && t_step == kill_at) std::raise(sig);
 }
 
 // A folder, open: through the handle of a folder this process holds locked when it lies in one (a run's
