@@ -1,5 +1,7 @@
 #include "sim/base/interrupt.h"
 
+#include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -33,6 +35,7 @@ enum : int { kFree = 0, kWriting = 1 };
 
 struct Slot {
   std::atomic<int> state{kFree};
+  int dir_fd = AT_FDCWD;  // `path` is relative to it
   char path[kPathBytes];
 };
 
@@ -46,6 +49,7 @@ std::atomic<int64_t> g_first_ns{0};  // when the first signal arrived (CLOCK_MON
 // `timeout`, `kill -- -PGID` and job control send one signal to the process and again to its process group:
 // a copy that close after the first is the same request, not a second Ctrl-C.
 constexpr int64_t kSameRequestNs = 250'000'000;
+pid_t g_main_tid = 0;  // the thread that installed the handlers (runs the command): the only one that acts
 
 int64_t now_ns() {
   timespec ts{};
@@ -58,12 +62,12 @@ void cleanup_registered() {
   // one holding it whatever their slots (--out a/b/c registers three).
   for (Slot& s : g_slots)
     if (s.state.load(std::memory_order_acquire) == static_cast<int>(CleanupPath::Kind::kFile) + 2)
-      ::unlink(s.path);
+      ::unlinkat(s.dir_fd, s.path, 0);
   for (bool removed = true; removed;) {
     removed = false;
     for (Slot& s : g_slots)
       if (s.state.load(std::memory_order_acquire) == static_cast<int>(CleanupPath::Kind::kEmptyFolder) + 2 &&
-          ::rmdir(s.path) == 0)
+          ::unlinkat(s.dir_fd, s.path, AT_REMOVEDIR) == 0)
         removed = true;
   }
 }
@@ -80,8 +84,14 @@ void cleanup_registered() {
   ::_exit(128 + sig);  // not reached: the default action ends the process
 }
 
-void on_signal(int sig) {
-  if (g_held.load() > 0) {  // whichever thread the signal lands on: the section ends the process
+void on_signal(int sig, siginfo_t*, void*) {
+  // Only the thread running the command acts: a signal that lands on another thread (the idle main thread,
+  // the reference thread, BLAS's) is handed to it (merging with a copy still pending there). Acting on
+  // another thread would let the command go on meanwhile: a temporary it creates after the cleanup would be
+  // left.
+  if (g_main_tid != 0 && ::gettid() != g_main_tid && ::syscall(SYS_tgkill, ::getpid(), g_main_tid, sig) == 0)
+    return;
+  if (g_held.load() > 0) {  // the section ends the process after its renames
     g_held_signal.store(sig);
     return;
   }
@@ -98,6 +108,7 @@ void on_signal(int sig) {
 }  // namespace
 
 void install_handlers() {
+  g_main_tid = ::gettid();
   // A closed pipe or a file-size limit is an error of the write that meets it (EPIPE, EFBIG), which the run
   // reports or, for its messages, ignores: it does not end the run (its files are still written, all or
   // nothing, or a failed write leaves them as they were).
@@ -122,9 +133,9 @@ void install_handlers() {
     if (sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL)
       continue;
     struct sigaction sa {};
-    sa.sa_handler = on_signal;
+    sa.sa_sigaction = on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigaction(sig, &sa, nullptr);
   }
 }
@@ -158,11 +169,14 @@ CooperativeSection::~CooperativeSection() {
   g_cooperative.fetch_sub(1);
 }
 
-CleanupPath::CleanupPath(const std::string& path, Kind kind) {
+CleanupPath::CleanupPath(const std::string& path, Kind kind) : CleanupPath(AT_FDCWD, path, kind) {}
+
+CleanupPath::CleanupPath(int dir_fd, const std::string& path, Kind kind) {
   if (path.size() + 1 > kPathBytes) return;
   for (int i = 0; i < kMaxCleanupPaths; ++i) {
     int expected = kFree;
     if (!g_slots[i].state.compare_exchange_strong(expected, kWriting)) continue;
+    g_slots[i].dir_fd = dir_fd;
     std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
     g_slots[i].state.store(static_cast<int>(kind) + 2, std::memory_order_release);
     slot_ = i;

@@ -10,6 +10,8 @@
 //     like any failed run's. A second signal ends the process at once, unless it came within 0.25 s of the
 //     first (the copy that `timeout` or a process-group kill sends).
 //   - Anywhere else the handler ends the process at once.
+// Whichever thread a signal lands on (the reference thread, BLAS's), the thread that installed the handlers
+// acts on it: no other thread goes on creating files while the handler cleans up.
 // Ending the process at once means: unlink the registered temporary files, remove the registered folders
 // if they are empty (a folder this run created), then die of the signal (exit status 128 + signal number).
 // Only async-signal-safe calls run in the handler. At most kMaxCleanupPaths paths are registered at a time;
@@ -70,6 +72,9 @@ class CleanupPath {
  public:
   enum class Kind { kFile, kEmptyFolder };
   CleanupPath(const std::string& path, Kind kind);
+  // `path` relative to the folder open as `dir_fd` (the descriptor must stay open while this lives): a
+  // folder renamed meanwhile is still the one cleaned.
+  CleanupPath(int dir_fd, const std::string& path, Kind kind);
   ~CleanupPath();
   CleanupPath(CleanupPath&& o) noexcept : slot_(o.slot_) { o.slot_ = -1; }
   CleanupPath& operator=(CleanupPath&&) = delete;

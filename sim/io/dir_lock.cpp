@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <vector>
 
@@ -16,17 +17,85 @@
 namespace trnsim::io {
 namespace {
 
-// The folders this process holds locked: one open descriptor each, shared by its handles.
+namespace fs = std::filesystem;
+
+// The folders this process holds locked: one open descriptor each, shared by its handles, and the names
+// it was locked under (as given and made absolute, both normalised).
 struct Held {
   dev_t dev = 0;
   ino_t ino = 0;
   int fd = -1;
   int users = 0;
+  fs::path given, absolute;
 };
 std::mutex g_mutex;
 std::vector<Held> g_held;
 
+fs::path normal(const fs::path& p) {
+  fs::path n = p.lexically_normal();
+  if (!n.has_filename() && n.has_parent_path() && n != n.root_path()) n = n.parent_path();
+  return n;
+}
+
+// The held folder `dir` lies in by name (the innermost), with `dir`'s path below it ("." for itself); -1
+// when none. Under g_mutex.
+int find_held(const std::string& dir, fs::path* rel) {
+  const fs::path given = normal(dir);
+  std::error_code ec;
+  const fs::path absolute = normal(fs::absolute(dir, ec));
+  int best = -1;
+  size_t best_len = 0;
+  for (size_t i = 0; i < g_held.size(); ++i) {
+    const Held& h = g_held[i];
+    if (h.users == 0) continue;
+    for (const auto& [q, base] : {std::pair{given, h.given}, std::pair{absolute, h.absolute}}) {
+      if (base.empty() || q.is_absolute() != base.is_absolute()) continue;
+      const fs::path r = q.lexically_relative(base);
+      if (r.empty() || *r.begin() == "..") continue;
+      if (best >= 0 && base.native().size() <= best_len) continue;
+      best = static_cast<int>(i);
+      best_len = base.native().size();
+      *rel = r;
+    }
+  }
+  return best;
+}
+
+// The folder `rel` below the folder open as `base`, never through a symlink.
+Fd open_below(int base, const fs::path& rel) {
+  Fd cur(::fcntl(base, F_DUPFD_CLOEXEC, 0));
+  for (const fs::path& c : rel) {
+    if (c.empty() || c == ".") continue;
+    if (c == "..") {
+      errno = EINVAL;
+      return Fd();
+    }
+    Fd next(::openat(cur.get(), c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next.ok()) return Fd();
+    cur = std::move(next);
+  }
+  return cur;
+}
+
 }  // namespace
+
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+// open_dir_for_write under g_mutex.
+Fd open_held_or_path(const std::string& dir, bool* held = nullptr) {
+  fs::path rel;
+  const int k = find_held(dir, &rel);
+  if (held) *held = k >= 0;
+  if (k >= 0) return open_below(g_held[static_cast<size_t>(k)].fd, rel);
+  return Fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+}
+
+Fd open_dir_for_write(const std::string& dir, bool* held) {
+  std::lock_guard<std::mutex> g(g_mutex);
+  return open_held_or_path(dir, held);
+}
 
 DirLock::~DirLock() {
   unlock();
@@ -39,6 +108,12 @@ DirLock& DirLock::operator=(DirLock&& o) noexcept {
     o.key_ = -1;
   }
   return *this;
+}
+
+int DirLock::fd() const {
+  if (key_ < 0) return -1;
+  std::lock_guard<std::mutex> g(g_mutex);
+  return g_held[static_cast<size_t>(key_)].fd;
 }
 
 void DirLock::unlock() {
@@ -54,8 +129,19 @@ void DirLock::unlock() {
 
 DirLock::Result DirLock::try_lock(const std::string& dir, std::string* why) {
   unlock();
+  {
+    // A folder held under this very name is that one, also when it was moved since.
+    std::lock_guard<std::mutex> g(g_mutex);
+    fs::path rel;
+    const int k = find_held(dir, &rel);
+    if (k >= 0 && rel == ".") {
+      ++g_held[static_cast<size_t>(k)].users;
+      key_ = k;
+      return Result::kLocked;
+    }
+  }
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int fd = open_dir_for_write(dir).release();  // this process's own locks are not changing now
     if (fd < 0) throw InputError(dir + ": cannot open the directory: " + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
@@ -80,14 +166,17 @@ DirLock::Result DirLock::try_lock(const std::string& dir, std::string* why) {
     }
     // The folder may have been removed (and another made under its name) between the open and the lock.
     struct stat now {};
-    if (::stat(dir.c_str(), &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino) {
+    const Fd again = open_held_or_path(dir);
+    if (!again.ok() || ::fstat(again.get(), &now) != 0 || now.st_dev != st.st_dev ||
+        now.st_ino != st.st_ino) {
       ::close(fd);
       continue;
     }
     size_t slot = 0;
     while (slot < g_held.size() && g_held[slot].users > 0) ++slot;
     if (slot == g_held.size()) g_held.emplace_back();
-    g_held[slot] = Held{st.st_dev, st.st_ino, fd, 1};
+    std::error_code ec;
+    g_held[slot] = Held{st.st_dev, st.st_ino, fd, 1, normal(dir), normal(fs::absolute(dir, ec))};
     key_ = static_cast<int>(slot);
     return Result::kLocked;
   }

@@ -5,11 +5,39 @@
 // Within one process a folder is locked once: a second DirLock of it shares the first.
 // flock is advisory: it orders trnsim processes, not other programs. On a file system without flock (some
 // network mounts) the lock is skipped (lock() says why) and writes are not serialised there.
+// A locked folder is written through the handle the lock holds (open_dir_for_write): a folder renamed or
+// moved while a run holds it (`mv OUT OUT2`, a symlink on the way repointed) still gets the run's files
+// where it now is, and whatever is at its old path is never touched.
 #pragma once
 
 #include <string>
+#include <utility>
 
 namespace trnsim::io {
+
+// An open file descriptor, closed with its owner.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd();
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  bool ok() const { return fd_ >= 0; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
 
 class DirLock {
  public:
@@ -26,16 +54,26 @@ class DirLock {
   DirLock(const DirLock&) = delete;
   DirLock& operator=(const DirLock&) = delete;
 
-  // Locks the folder `dir` (it must exist) without waiting. After locking, checks that `dir` still names
-  // the folder locked (it was not removed and created again meanwhile) and locks again if not. `why` gets
-  // the reason of kUnsupported. InputError "<dir>: cannot open the directory: <reason>".
+  // Locks the folder `dir` (it must exist) without waiting, opened as open_dir_for_write opens it (a folder
+  // this process holds already under the name `dir` is that one, wherever it is now). After locking,
+  // checks that `dir` still names the folder locked (it was not removed and created again meanwhile) and
+  // locks again if not. `why` gets the reason of kUnsupported. InputError "<dir>: cannot open the
+  // directory: <reason>".
   Result try_lock(const std::string& dir, std::string* why = nullptr);
   bool held() const { return key_ >= 0; }
+  // The locked folder's handle (owned by the lock), -1 when not held.
+  int fd() const;
   void unlock();
 
  private:
   int key_ = -1;  // slot in the process's table of locked folders
 };
+
+// The folder `dir`, open for writing into: when `dir` lies, by its name, in a folder this process holds
+// locked (the innermost such), it is opened through the lock's handle, each level below it without
+// following a symlink; otherwise by its path. An invalid Fd with errno set when it cannot be opened.
+// `held` (if given) says whether `dir` lies in a locked folder.
+Fd open_dir_for_write(const std::string& dir, bool* held = nullptr);
 
 // Locks `dir` with `lock` for a command's whole run: InputError "<what>: another trnsim <who> is writing into
 // this folder (<held_by>); wait for it to finish or choose another --out" when another process holds it; on a

@@ -9,8 +9,9 @@ namespace trnsim::io::detail {
 
 // InputError unless `path`'s folder exists and `path` is not a directory.
 void check_output_path(const std::string& path);
-// Writes a device or FIFO in place; `name` is the path as the user gave it (a symlink to /dev/full).
-void write_through(const std::string& path, const std::string& name, const std::vector<uint8_t>& image,
-                   const std::vector<uint8_t>& tail);
+// Writes a device or FIFO `name` in the folder open as `dir_fd` in place; `shown` is the path as the user
+// gave it (a symlink to /dev/full). Never truncates or writes a regular file (one put there meanwhile).
+void write_through(int dir_fd, const std::string& name, const std::string& shown,
+                   const std::vector<uint8_t>& image, const std::vector<uint8_t>& tail);
 
 }  // namespace trnsim::io::detail

@@ -50,51 +50,127 @@ void check_output_path(const std::string& path) {
   if (fs::is_directory(path, ec)) fail(path, "cannot write: it is a directory");
 }
 
-void write_through(const std::string& path, const std::string& name, const std::vector<uint8_t>& image,
-                   const std::vector<uint8_t>& tail) {
-  const std::string shown = name == path ? path : name + " (" + path + ")";
-  std::FILE* raw = std::fopen(path.c_str(), "wb");
-  if (!raw) fail(shown, "cannot write: " + errno_text());
-  bool ok = std::fwrite(image.data(), 1, image.size(), raw) == image.size() &&
-            std::fwrite(tail.data(), 1, tail.size(), raw) == tail.size() && std::fflush(raw) == 0;
-  std::string why = ok ? "" : errno_text();
-  if (std::fclose(raw) != 0 && ok) {
-    ok = false;
-    why = errno_text();
-  }
-  if (!ok) fail(shown, "cannot write: " + why);
+void write_through(int dir_fd, const std::string& name, const std::string& shown,
+                   const std::vector<uint8_t>& image, const std::vector<uint8_t>& tail) {
+  const Fd fd(::openat(dir_fd, name.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC));
+  if (!fd.ok()) fail(shown, "cannot write: " + errno_text());
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) fail(shown, "cannot write: " + errno_text());
+  if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+    fail(shown, "cannot write: it was replaced by a regular file or folder while the run wrote its files");
+  for (const std::vector<uint8_t>* part : {&image, &tail})
+    for (size_t done = 0; done < part->size();) {
+      const ssize_t n = ::write(fd.get(), part->data() + done, part->size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail(shown, "cannot write: " + (n < 0 ? errno_text() : std::string("nothing written")));
+      done += static_cast<size_t>(n);
+    }
 }
 
 }  // namespace detail
 
-std::string temp_path_for(const std::string& path) {
+namespace {
+
+// ".NAME.tmp.PID.N" for `name`, cut short to fit 255 bytes.
+std::string temp_name_for(const std::string& name_in) {
   static std::atomic<uint64_t> counter{0};
-  const fs::path p(path);
   const std::string suffix = fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1));
   // A name near the 255-byte limit is cut short: the temporary must fit where its destination does.
   constexpr size_t kNameMax = 255;
-  std::string name = p.filename().string();
+  std::string name = name_in;
   if (1 + name.size() + suffix.size() > kNameMax) name.resize(kNameMax - 1 - suffix.size());
-  return (p.parent_path() / ("." + name + suffix)).string();
+  return "." + name + suffix;
 }
 
-TempFile create_temp_for(const std::string& path, std::vector<interrupt::CleanupPath>& on_signal) {
+}  // namespace
+
+std::string temp_path_for(const std::string& path) {
+  const fs::path p(path);
+  return (p.parent_path() / temp_name_for(p.filename().string())).string();
+}
+
+Destination destination_of(const std::string& path, const std::string& what, const std::string& base) {
+  if (path.empty()) throw InputError("output path is empty");
+  const auto refuse = [&](const std::string& why) {
+    throw InputError(fmt::format("{} '{}': cannot write: {}", what, path, why));
+  };
+  Destination d;
+  const fs::path given(path);
+  const std::string parent = given.has_parent_path() ? given.parent_path().string() : ".";
+  d.dir = open_dir_for_write(parent, &d.held);
+  if (d.held) {
+    if (!d.dir.ok()) {
+      const int err = errno;
+      if (err == ELOOP || err == ENOTDIR)
+        refuse(
+            fmt::format("a folder on its way below the output folder is a symlink or not a folder ({}): "
+                        "trnsim does not write through links below the output folder",
+                        std::strerror(err)));
+      fail(path,
+           fmt::format("cannot write: directory '{}' cannot be opened ({})", parent, std::strerror(err)));
+    }
+    d.name = given.filename().string();
+    if (d.name.empty() || d.name == "." || d.name == "..") fail(path, "cannot write: it is a directory");
+    struct stat st {};
+    if (::fstatat(d.dir.get(), d.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return d;  // a new file
+    if (S_ISLNK(st.st_mode)) {
+      struct stat t {};
+      const bool to_special =
+          ::fstatat(d.dir.get(), d.name.c_str(), &t, 0) == 0 && !S_ISREG(t.st_mode) && !S_ISDIR(t.st_mode);
+      if (!to_special) {
+        std::string target(4096, '\0');
+        const ssize_t n = ::readlinkat(d.dir.get(), d.name.c_str(), target.data(), target.size());
+        target.resize(n > 0 ? static_cast<size_t>(n) : 0);
+        refuse(
+            fmt::format("{} is a symlink (to {}): trnsim does not write through links (it would replace "
+                        "the file the link points to); remove the link or choose another path",
+                        path, target));
+      }
+      d.special = true;
+      return d;
+    }
+    if (S_ISDIR(st.st_mode)) fail(path, "cannot write: it is a directory");
+    d.special = !S_ISREG(st.st_mode);
+    return d;
+  }
+  d.dir = Fd();
+  check_no_links(path, what, base);
+  const std::string target = resolved_path(path);
+  detail::check_output_path(target);
+  const fs::path t(target);
+  d.dir = open_dir_for_write(dir_of(target));
+  if (!d.dir.ok()) refuse(fmt::format("directory '{}' cannot be opened ({})", dir_of(target), errno_text()));
+  d.name = t.filename().string();
+  d.special = is_special_file(target);
+  return d;
+}
+
+TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& shown,
+                        std::vector<interrupt::CleanupPath>& on_signal) {
   struct stat dest {};
-  const bool exists = ::stat(path.c_str(), &dest) == 0;
+  const bool exists =
+      ::fstatat(dir_fd, name.c_str(), &dest, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(dest.st_mode);
   // A leftover of a killed run whose PID this process has again (a container) is never opened or removed:
   // the next name is tried.
   for (int attempt = 0; attempt < 1000; ++attempt) {
-    std::string tmp = temp_path_for(path);
-    interrupt::CleanupPath registered(tmp, interrupt::CleanupPath::Kind::kFile);
-    std::FILE* f = std::fopen(tmp.c_str(), "wbx");  // x: never opens something that already exists
-    if (f == nullptr && errno == EEXIST) continue;
-    if (f == nullptr) fail(path, "cannot write: " + errno_text());
+    std::string tmp = temp_name_for(name);
+    interrupt::CleanupPath registered(dir_fd, tmp, interrupt::CleanupPath::Kind::kFile);
+    const int fd = ::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST) continue;
+    if (fd < 0) fail(shown, "cannot write: " + errno_text());
+    std::FILE* f = ::fdopen(fd, "wb");
+    if (f == nullptr) {
+      const int err = errno;
+      ::close(fd);
+      ::unlinkat(dir_fd, tmp.c_str(), 0);
+      fail(shown, std::string("cannot write: ") + std::strerror(err));
+    }
     on_signal.push_back(std::move(registered));
     // The destination keeps its permissions when it is replaced.
-    if (exists) ::fchmod(::fileno(f), dest.st_mode & 07777);
+    if (exists) ::fchmod(fd, dest.st_mode & 07777);
     return {f, tmp};
   }
-  fail(path, "cannot write: 1000 temporary names next to it exist already");
+  fail(shown, "cannot write: 1000 temporary names next to it exist already");
 }
 
 bool is_special_file(const std::string& p) {

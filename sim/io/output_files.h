@@ -35,7 +35,9 @@
 // the process kill itself (SIGKILL) at the N-th step of a set's writes above (1, 2, ...: each temporary and
 // backup made, the record, each file filled, each rename, the folder synced, the record completed, each
 // earlier file removed); unset, nothing happens. TRNSIM_TEST_KILL_SIGNAL=INT sends SIGINT there instead (a
-// Ctrl-C: before the renames the set is left for the next run to roll back, during them it waits).
+// Ctrl-C: before the renames the set is left for the next run to roll back, during them it waits); STOP sends
+// SIGSTOP (the test moves the folder meanwhile, then sends SIGCONT). A bad value of the step is refused
+// (InputError) by the first write of a set, and by a run when it opens its --out (tools/trnsim/out_dir.h).
 #pragma once
 
 #include <cstdint>
@@ -47,6 +49,7 @@
 #include <vector>
 
 #include "sim/base/interrupt.h"
+#include "sim/io/dir_lock.h"
 #include "sim/io/manifest.h"
 
 namespace trnsim::io {
@@ -99,15 +102,33 @@ FolderSetState inspect_set_of(const std::string& file, std::string* detail = nul
 // short to keep it within 255 bytes).
 std::string temp_path_for(const std::string& path);
 
-// A new temporary for `path` (a regular file's resolved destination), open for writing: created exclusively
-// (the next name is tried while one exists), with the destination's permissions when it exists, and in
-// `on_signal` (removed if a signal ends the process) from before it exists. InputError "<path>: cannot
-// write: <reason>".
+// Where a write to `path` lands: its folder, open, and its name there. In a folder this process holds locked
+// (a run's --out: sim/io/dir_lock.h) the folder is reached through the lock's handle, so a folder moved or
+// renamed during the run still gets its files and nothing at its old path is touched; no level below the
+// locked folder is followed through a symlink, and the last component may be a symlink only to a device,
+// FIFO or socket. Elsewhere the path's symlinks are resolved (resolved_path) and refused as check_no_links
+// says. InputError "<what> '<path>': cannot write: <reason>" (a missing folder, a symlink on the way, a
+// directory at the path).
+struct Destination {
+  Fd dir;
+  std::string name;      // the file's name in `dir`
+  bool special = false;  // a device, FIFO or socket (through a last symlink too): written through in place
+  bool held = false;     // `dir` was reached through a locked folder's handle
+};
+// `base`: as check_no_links's.
+Destination destination_of(const std::string& path, const std::string& what = "output",
+                           const std::string& base = "");
+
+// A new temporary beside `name` in the folder open as `dir_fd`, open for writing: created exclusively (the
+// next name is tried while one exists), with `name`'s permissions when it exists, and in `on_signal`
+// (removed if a signal ends the process; `dir_fd` must stay open meanwhile) from before it exists. `shown`
+// names the destination in messages: InputError "<shown>: cannot write: <reason>".
 struct TempFile {
   std::FILE* file;
-  std::string path;
+  std::string name;  // in `dir_fd`
 };
-TempFile create_temp_for(const std::string& path, std::vector<interrupt::CleanupPath>& on_signal);
+TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& shown,
+                        std::vector<interrupt::CleanupPath>& on_signal);
 
 // True for a character or block device, FIFO or socket at `path` (after symlinks): written through in place.
 bool is_special_file(const std::string& path);
@@ -158,7 +179,7 @@ namespace testing {
 // for unit tests that act between two steps; nullptr: none.
 void set_write_step_hook(std::function<void(long step)> hook);
 // TRNSIM_TEST_KILL_AT_WRITE_STEP's step, 0 when unset. InputError when it is set to anything but a whole
-// number from 1 (`abc`, `-1`, `0`): trnsim refuses to start rather than ignore it.
+// number from 1 (`abc`, `-1`, `0`): a command that writes refuses to, rather than ignore it.
 long kill_at_write_step();
 }  // namespace testing
 

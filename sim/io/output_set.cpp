@@ -45,49 +45,37 @@ std::function<void(long)>& step_hook() {
 thread_local long t_step = 0;  // steps of the set being written
 
 // TRNSIM_TEST_KILL_AT_WRITE_STEP=N: SIGKILL at the N-th step (the crash tests' way to stop at every point);
-// with TRNSIM_TEST_KILL_SIGNAL=INT, SIGINT instead (a Ctrl-C there).
+// with TRNSIM_TEST_KILL_SIGNAL=INT, SIGINT instead (a Ctrl-C there); with STOP, SIGSTOP (the test acts on
+// the folder, then sends SIGCONT).
 void step() {
   static const long kill_at = [] {
     try {
       return testing::kill_at_write_step();
     } catch (const InputError&) {
-      return 0L;  // the command refused it at its start (tools/trnsim/main.cpp)
+      return 0L;  // refused before the first step (write_files_atomic, a run's OutDir)
     }
   }();
   static const int sig = [] {
-    const char* v = std::getenv("TRNSIM_TEST_KILL_SIGNAL");
-    return v && std::string(v) == "INT" ? SIGINT : SIGKILL;
+    const std::string v =
+        std::getenv("TRNSIM_TEST_KILL_SIGNAL") ? std::getenv("TRNSIM_TEST_KILL_SIGNAL") : "";
+    return v == "INT" ? SIGINT : v == "STOP" ? SIGSTOP : SIGKILL;
   }();
   ++t_step;
   if (step_hook()) step_hook()(t_step);
-  if (kill_at > 0 && t_step == kill_at) ::kill(::getpid(), sig);
+  // To this thread: the signal lands exactly here, as the step number says (a SIGKILL or SIGSTOP stops the
+  // whole process anyway).
+  if (kill_at > 0 && t_step == kill_at) std::raise(sig);
 }
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  int get() const { return fd_; }
-  bool ok() const { return fd_ >= 0; }
-
- private:
-  int fd_;
-};
-
+// A folder, open: through the handle of a folder this process holds locked when it lies in one (a run's
+// --out moved during the run is still the one written into), else by its path.
 Fd open_dir(const std::string& dir) {
-  return Fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  return open_dir_for_write(dir);
 }
 
 // The folder `rel` below the folder open as `base`, never through a symlink ("" is `base` itself).
 Fd open_below(int base, const fs::path& rel) {
-  Fd cur(::dup(base));
+  Fd cur(::fcntl(base, F_DUPFD_CLOEXEC, 0));
   for (const fs::path& c : rel) {
     if (c.empty() || c == ".") continue;
     if (c == "..") return Fd();
@@ -115,17 +103,13 @@ FileId file_id_at(int dir_fd, const std::string& name) {
   return id;
 }
 
-void sync_dir(const std::string& dir) {
-  const Fd d = open_dir(dir);
-  if (d.ok()) ::fsync(d.get());  // some file systems refuse to sync a folder: nothing more to do then
-}
-
-// Writes a record next to the files it describes: a temporary, synced, renamed over `dir/name` (never
-// through a symlink there: the rename replaces the name), and the folder synced.
-void write_record(const std::string& dir, const std::string& name, const std::string& text) {
+// Writes the record `name` into the folder open as `dir_fd` (`dir` names it in messages): a temporary,
+// synced, renamed over the name (never through a symlink there: the rename replaces the name), and the
+// folder synced.
+void write_record(int dir_fd, const std::string& dir, const std::string& name, const std::string& text) {
   const std::string path = (fs::path(dir) / name).string();
   std::vector<interrupt::CleanupPath> on_signal;
-  const TempFile t = create_temp_for(path, on_signal);
+  const TempFile t = create_temp_in(dir_fd, name, path, on_signal);
   bool ok = std::fwrite(text.data(), 1, text.size(), t.file) == text.size() && std::fflush(t.file) == 0 &&
             ::fsync(::fileno(t.file)) == 0;
   int err = errno;
@@ -133,15 +117,15 @@ void write_record(const std::string& dir, const std::string& name, const std::st
     ok = false;
     err = errno;
   }
-  if (ok && std::rename(t.path.c_str(), path.c_str()) != 0) {
+  if (ok && ::renameat(dir_fd, t.name.c_str(), dir_fd, name.c_str()) != 0) {
     ok = false;
     err = errno;
   }
   if (!ok) {
-    std::remove(t.path.c_str());
+    ::unlinkat(dir_fd, t.name.c_str(), 0);
     throw InputError(path + ": cannot write: " + errno_text(err));
   }
-  sync_dir(dir);
+  ::fsync(dir_fd);  // some file systems refuse to sync a folder: nothing more to do then
 }
 
 // Locks every folder of `dirs` (a set of files holds them all while it replaces its files). A folder another
@@ -315,13 +299,23 @@ std::string not_ours(const std::string& path, unsigned owner) {
       path, owner);
 }
 
+// InputError text for a record in state "writing" another user left at `path`.
+std::string killed_by_another_user(const std::string& path, unsigned owner) {
+  return fmt::format(
+      "{}: written by another user (uid {}), in state \"writing\": their trnsim was killed while it replaced "
+      "the files there, which may be a mix of two runs; trnsim acts only on its own records and would erase "
+      "this one by writing its own: run trnsim into the folder as that user to settle it, or choose another "
+      "folder",
+      path, owner);
+}
+
 // Settles the set a killed switch left, whose record `m` (state "writing") is in `dir` (open as `dir_fd`,
 // locked): as one with its parts in the other folders the record names, whose locks are taken meanwhile. The
 // records of the same set there are put right too (a journal removed, a run folder's manifest rewritten);
 // this folder's is left to the caller. Returns this folder's record of the files now there.
 Manifest settle_set(int dir_fd, const std::string& dir, const Manifest& m, std::vector<std::string>& notes) {
   std::vector<SetPart> parts;
-  parts.push_back({dir, Fd(::dup(dir_fd)), m.files, m.previous});
+  parts.push_back({dir, Fd(::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0)), m.files, m.previous});
   struct stat own {};
   ::fstat(dir_fd, &own);
   // The record of this set in `folder` (open as `fd`), if there is one this user wrote.
@@ -367,7 +361,7 @@ Manifest settle_set(int dir_fd, const std::string& dir, const Manifest& m, std::
       ::fsync(parts[k].fd.get());
     } else {
       try {
-        write_record(parts[k].dir, kManifestName, manifest_text(now[k]));
+        write_record(parts[k].fd.get(), parts[k].dir, kManifestName, manifest_text(now[k]));
       } catch (const InputError& e) {
         notes.push_back(e.what());
       }
@@ -379,12 +373,14 @@ Manifest settle_set(int dir_fd, const std::string& dir, const Manifest& m, std::
 // One file of a set being written.
 struct Plan {
   size_t index = 0;    // in the caller's list
-  std::string target;  // where it lands (symlinks resolved)
+  std::string target;  // where it lands, for messages (symlinks resolved outside a locked folder)
   std::string dir;     // target's folder
+  Fd fd;               // that folder, open: every name below is in it
+  std::string name;    // the file's name there
   std::string rel;     // its path in its group's record (relative to the group's folder)
   size_t group = 0;
   std::FILE* file = nullptr;
-  std::string temp, backup;
+  std::string temp, backup;  // names in `fd`
   uint64_t inode = 0, bytes = 0;
   std::string sha256;
   bool existed = false;  // a file was at the target (a backup could not always be made)
@@ -395,6 +391,7 @@ struct Plan {
 // journal).
 struct Group {
   std::string dir;
+  Fd fd = Fd();  // the folder, open
   bool run_folder = false;
   std::string record;             // kManifestName or kJournalName
   bool had_record = false;        // a record was there before (a run folder's manifest)
@@ -453,20 +450,20 @@ Manifest writing_record(const std::vector<Group>& groups, size_t gi, const std::
   return m;
 }
 
-// A hidden name next to `target` that nothing has: ".NAME<kind>.PID.N" (NAME cut short to fit 255 bytes). A
-// leftover of a killed run with this PID (a container) is stepped over.
-std::string fresh_name_beside(const std::string& target, const char* kind) {
+// A hidden name beside `name` in the folder `dir_fd` that nothing has: ".NAME<kind>.PID.N" (NAME cut short
+// to fit 255 bytes). A leftover of a killed run with this PID (a container) is stepped over.
+std::string fresh_name_at(int dir_fd, const std::string& name_in, const std::string& shown,
+                          const char* kind) {
   static std::atomic<uint64_t> counter{0};
-  const fs::path p(target);
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const std::string suffix = fmt::format("{}.{}.{}", kind, ::getpid(), counter.fetch_add(1));
-    std::string name = p.filename().string();
+    std::string name = name_in;
     if (1 + name.size() + suffix.size() > 255) name.resize(255 - 1 - suffix.size());
-    const std::string b = (p.parent_path() / ("." + name + suffix)).string();
+    const std::string b = "." + name + suffix;
     struct stat st {};
-    if (::lstat(b.c_str(), &st) != 0 && errno == ENOENT) return b;
+    if (::fstatat(dir_fd, b.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) return b;
   }
-  throw InputError(target + ": cannot write: 1000 hidden names next to it exist already");
+  throw InputError(shown + ": cannot write: 1000 hidden names next to it exist already");
 }
 
 // Removes, from the run folder, the files of `previous` that `now` does not hold, each only while its size,
@@ -525,42 +522,58 @@ void testing::set_write_step_hook(std::function<void(long)> hook) {
 }
 
 std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files, const RunFolder* folder) {
+  // A bad TRNSIM_TEST_KILL_AT_WRITE_STEP is refused before anything is written.
+  (void)testing::kill_at_write_step();
   t_step = 0;
-  std::vector<std::string> targets;  // where each file lands (symlinks resolved)
+  // Where each file lands: its folder, open (in a locked folder, e.g. the run's --out, through the lock's
+  // handle: a folder moved during the run gets its files where it is now), and its name there.
+  std::vector<Destination> dests;
+  std::vector<std::string> targets;  // the same as paths, for grouping and messages
   std::set<std::string> seen;
   for (const auto& o : files) {
     if (o.path.empty()) throw InputError("output path is empty");
     check_not_a_record(o.path, "output");
-    check_no_links(o.path, "output", folder ? folder->dir : "");
-    targets.push_back(resolved_path(o.path));
-    check_not_a_record(targets.back(), "output");
-    if (!is_special_file(targets.back()) && !seen.insert(targets.back()).second)
+    Destination d = destination_of(o.path, "output", folder ? folder->dir : "");
+    std::string target = d.held ? fs::path(o.path).lexically_normal().string() : resolved_path(o.path);
+    check_not_a_record(target, "output");
+    if (!d.special && !seen.insert(target).second)
       throw InputError(o.path + ": the same output path is given twice");
-    detail::check_output_path(targets.back());
+    targets.push_back(std::move(target));
+    dests.push_back(std::move(d));
   }
   // Devices first, in place: a failing one stops the run before any regular destination changes.
   for (size_t i = 0; i < files.size(); ++i)
-    if (is_special_file(targets[i]))
-      detail::write_through(targets[i], files[i].path, files[i].bytes, files[i].tail);
+    if (dests[i].special)
+      detail::write_through(
+          dests[i].dir.get(), dests[i].name,
+          files[i].path == targets[i] ? targets[i] : files[i].path + " (" + targets[i] + ")", files[i].bytes,
+          files[i].tail);
 
   // The regular files, grouped by the record that describes them.
   std::vector<Plan> plans;
   std::vector<Group> groups;
   std::map<std::string, size_t> group_of_dir;
-  if (folder) groups.push_back({folder->dir, true, kManifestName});
+  if (folder) {
+    groups.push_back({folder->dir, open_dir(folder->dir), true, kManifestName});
+    if (!groups[0].fd.ok())
+      throw InputError(fmt::format("{}: cannot open the directory: {}", folder->dir, errno_text()));
+  }
   for (size_t i = 0; i < files.size(); ++i) {
-    if (is_special_file(targets[i])) continue;
+    if (dests[i].special) continue;
     Plan p;
     p.index = i;
     p.target = targets[i];
     p.dir = fs::path(targets[i]).parent_path().string();
+    if (p.dir.empty()) p.dir = ".";
+    p.fd = std::move(dests[i].dir);
+    p.name = dests[i].name;
     if (folder) p.rel = run_folder_rel(*folder, files[i].path);
     if (!p.rel.empty()) {
       p.group = 0;
     } else {
-      p.rel = fs::path(targets[i]).filename().string();
+      p.rel = p.name;
       const auto [it, fresh] = group_of_dir.emplace(p.dir, groups.size());
-      if (fresh) groups.push_back({p.dir, false, kJournalName});
+      if (fresh) groups.push_back({p.dir, Fd(::fcntl(p.fd.get(), F_DUPFD_CLOEXEC, 0)), false, kJournalName});
       p.group = it->second;
     }
     groups[p.group].plans.push_back(plans.size());
@@ -587,11 +600,16 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
           "then remove it (the files there stay as they are)",
           e.what()));
     }
+    // Journals were always JSON: one that is not (a word, a list of paths) is not trnsim's, and is kept.
+    if (journal && journal->version == 1)
+      throw InputError(fmt::format(
+          "{}: not JSON, so not a journal trnsim wrote (they are JSON records of a set of files being "
+          "replaced); it is kept as it is: look at it, then remove or rename it to write into this folder",
+          (fs::path(dir) / kJournalName).string()));
     if (const std::optional<Manifest>& j = journal) {
-      if (const std::string n = not_ours((fs::path(dir) / kJournalName).string(), owner); !n.empty()) {
-        std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
-        continue;
-      }
+      // Another user's journal is theirs to settle; writing this set's own would erase it.
+      if (!not_ours("", owner).empty())
+        throw InputError(killed_by_another_user((fs::path(dir) / kJournalName).string(), owner));
       std::vector<std::string> notes;
       const Fd d = open_dir(dir);
       if (!j->complete) settle_set(d.get(), dir, *j, notes);
@@ -601,14 +619,13 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   }
   for (Group& g : groups)
     if (g.run_folder) {
-      const Fd d = open_dir(g.dir);
-      g.had_record = d.ok() && file_id_at(d.get(), kManifestName).exists;
+      g.had_record = file_id_at(g.fd.get(), kManifestName).exists;
       if (g.had_record) g.previous_record = folder->previous;
     }
 
   std::vector<interrupt::CleanupPath>
-      on_signal;                             // temporaries, backups, new records: gone if a signal ends us
-  std::vector<std::string> written_records;  // journals written (removed on failure)
+      on_signal;                        // temporaries, backups, new records: gone if a signal ends us
+  std::vector<size_t> written_records;  // groups whose journal is written (removed on failure)
   bool run_record_written = false;
   // Puts every destination back as it was and removes what this set created; returns what could not be put
   // back.
@@ -618,31 +635,32 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     if (undone) return lost;  // once: `fail` has undone the set before it throws
     undone = true;
     for (Plan& p : plans) {
+      const int pd = p.fd.get();
       if (p.renamed) {
         if (!p.backup.empty()) {
-          if (std::rename(p.backup.c_str(), p.target.c_str()) == 0)
+          if (::renameat(pd, p.backup.c_str(), pd, p.name.c_str()) == 0)
             p.backup.clear();
           else
             lost.push_back(files[p.index].path);
         } else if (p.existed) {
           lost.push_back(files[p.index].path);
         } else {
-          std::remove(p.target.c_str());
+          ::unlinkat(pd, p.name.c_str(), 0);
         }
       }
       if (p.file) std::fclose(p.file);
       p.file = nullptr;
-      if (!p.temp.empty() && !p.renamed) std::remove(p.temp.c_str());
-      if (!p.backup.empty()) std::remove(p.backup.c_str());
+      if (!p.temp.empty() && !p.renamed) ::unlinkat(pd, p.temp.c_str(), 0);
+      if (!p.backup.empty()) ::unlinkat(pd, p.backup.c_str(), 0);
     }
-    for (const std::string& j : written_records) std::remove(j.c_str());
+    for (size_t gi : written_records) ::unlinkat(groups[gi].fd.get(), groups[gi].record.c_str(), 0);
     if (run_record_written) {
       const Group& g = groups[0];
       try {
         if (g.had_record)
-          write_record(g.dir, kManifestName, manifest_text(g.previous_record));
+          write_record(g.fd.get(), g.dir, kManifestName, manifest_text(g.previous_record));
         else
-          std::remove((fs::path(g.dir) / kManifestName).c_str());
+          ::unlinkat(g.fd.get(), kManifestName, 0);
       } catch (const InputError&) {
         // the manifest stays in state "writing": the next run rolls back, which finds nothing to do
       }
@@ -665,10 +683,9 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       h.update(f.tail.data(), f.tail.size());
       p.sha256 = h.hex();
       p.bytes = f.bytes.size() + f.tail.size();
-      p.temp = fresh_name_beside(p.target, ".tmp");
-      struct stat old {};
-      p.existed = ::lstat(p.target.c_str(), &old) == 0 && S_ISREG(old.st_mode);
-      if (p.existed) p.backup = fresh_name_beside(p.target, ".old");
+      p.temp = fresh_name_at(p.fd.get(), p.name, p.target, ".tmp");
+      p.existed = file_id_at(p.fd.get(), p.name).regular;
+      if (p.existed) p.backup = fresh_name_at(p.fd.get(), p.name, p.target, ".old");
     }
     static std::atomic<uint64_t> sets{0};
     const std::string set_id =
@@ -678,22 +695,23 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       if (g.plans.empty() && !g.run_folder) continue;
       const Manifest m = writing_record(groups, static_cast<size_t>(&g - groups.data()), plans,
                                         g.run_folder ? &folder->previous : nullptr, set_id);
-      write_record(g.dir, g.record, manifest_text(m));
+      write_record(g.fd.get(), g.dir, g.record, manifest_text(m));
       if (g.run_folder) {
         run_record_written = true;
         if (!g.had_record)  // a new record goes again if a signal ends the run before its files are in place
-          on_signal.emplace_back((fs::path(g.dir) / g.record).string(), interrupt::CleanupPath::Kind::kFile);
+          on_signal.emplace_back(g.fd.get(), g.record, interrupt::CleanupPath::Kind::kFile);
       } else {
-        written_records.push_back((fs::path(g.dir) / g.record).string());
-        on_signal.emplace_back(written_records.back(), interrupt::CleanupPath::Kind::kFile);
+        written_records.push_back(static_cast<size_t>(&g - groups.data()));
+        on_signal.emplace_back(g.fd.get(), g.record, interrupt::CleanupPath::Kind::kFile);
       }
       step();
     }
     // The temporaries (empty yet) and the backups, under the names the record gives.
     for (Plan& p : plans) {
       const OutputFile& f = files[p.index];
-      on_signal.emplace_back(p.temp, interrupt::CleanupPath::Kind::kFile);
-      const int fd = ::open(p.temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+      const int pd = p.fd.get();
+      on_signal.emplace_back(pd, p.temp, interrupt::CleanupPath::Kind::kFile);
+      const int fd = ::openat(pd, p.temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
       if (fd < 0) {
         const int err = errno;
         p.temp.clear();  // not ours
@@ -702,23 +720,24 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       // The destination keeps its permissions when it is replaced. Closed until it is filled: a set of many
       // files holds one descriptor at a time (a low `ulimit -n`).
       struct stat st {};
-      if (p.existed && ::stat(p.target.c_str(), &st) == 0) ::fchmod(fd, st.st_mode & 07777);
+      if (p.existed && ::fstatat(pd, p.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+        ::fchmod(fd, st.st_mode & 07777);
       const bool id_ok = ::fstat(fd, &st) == 0;
       const int err = errno;
       ::close(fd);
       if (!id_ok) fail(f.path, errno_text(err));
       p.inode = st.st_ino;
       if (p.existed) {
-        on_signal.emplace_back(p.backup, interrupt::CleanupPath::Kind::kFile);
+        on_signal.emplace_back(pd, p.backup, interrupt::CleanupPath::Kind::kFile);
         // No hard link (a file system without them, an immutable file): the file cannot be put back if a
         // later rename fails.
-        if (::link(p.target.c_str(), p.backup.c_str()) != 0) p.backup.clear();
+        if (::linkat(pd, p.name.c_str(), pd, p.backup.c_str(), 0) != 0) p.backup.clear();
       }
       step();
     }
     for (Plan& p : plans) {
       const OutputFile& f = files[p.index];
-      const int fd = ::open(p.temp.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+      const int fd = ::openat(p.fd.get(), p.temp.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
       p.file = fd < 0 ? nullptr : ::fdopen(fd, "wb");
       if (p.file == nullptr) {
         const int err = errno;
@@ -748,22 +767,23 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   {
     const interrupt::SignalsHeld all_renames_or_none;
     for (Plan& p : plans) {
-      if (std::rename(p.temp.c_str(), p.target.c_str()) != 0) {
+      if (::renameat(p.fd.get(), p.temp.c_str(), p.fd.get(), p.name.c_str()) != 0) {
         const int err = errno;
         fail(files[p.index].path, errno_text(err));
       }
       p.renamed = true;
       step();
     }
-    std::set<std::string> dirs;
-    for (const Plan& p : plans) dirs.insert(p.dir);
-    for (const std::string& d : dirs) sync_dir(d);
+    // Each folder written into, synced once (some file systems refuse to sync a folder: nothing more to do).
+    std::map<std::string, int> dirs;
+    for (const Plan& p : plans) dirs.emplace(p.dir, p.fd.get());
+    for (const auto& [d, fd] : dirs) ::fsync(fd);
     step();
     // The backups go before the record says "complete": a kill between the two leaves a record in state
     // "writing" whose every file is in place, which the next run keeps.
     for (Plan& p : plans)
       if (!p.backup.empty()) {
-        std::remove(p.backup.c_str());
+        ::unlinkat(p.fd.get(), p.backup.c_str(), 0);
         step();
       }
     for (Group& g : groups) {
@@ -774,15 +794,15 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
           m.files.push_back({p.rel, p.bytes, p.inode, p.sha256});
         }
         try {
-          write_record(g.dir, kManifestName, manifest_text(m));
+          write_record(g.fd.get(), g.dir, kManifestName, manifest_text(m));
         } catch (const InputError& e) {
           // Every file is in place; the record says "writing", so the next run keeps this complete set.
           std::fprintf(stderr, "trnsim: note: %s\n", e.what());
         }
       }
     }
-    for (const std::string& j : written_records) std::remove(j.c_str());
-    for (const std::string& d : dirs) sync_dir(d);
+    for (size_t gi : written_records) ::unlinkat(groups[gi].fd.get(), groups[gi].record.c_str(), 0);
+    for (size_t gi : written_records) ::fsync(groups[gi].fd.get());
     on_signal.clear();
     step();
   }
@@ -811,6 +831,10 @@ RunFolderState open_run_folder(const std::string& dir) {
   }
   if (!m) return s;
   if (const std::string n = not_ours(shown, owner); !n.empty()) {
+    // A set another user's run was killed while replacing: only they can settle it, and this run's record
+    // would erase the only sign of the mix (and of the leftovers it names). Another user's complete record
+    // is only noted: this run replaces it with its own.
+    if (!m->complete) throw InputError(killed_by_another_user(shown, owner));
     s.notes.push_back(n);
     return s;
   }
@@ -824,7 +848,7 @@ RunFolderState open_run_folder(const std::string& dir) {
     return s;
   }
   s.manifest = settle_set(d.get(), dir, *m, s.notes);
-  write_record(dir, kManifestName, manifest_text(s.manifest));
+  write_record(d.get(), dir, kManifestName, manifest_text(s.manifest));
   return s;
 }
 

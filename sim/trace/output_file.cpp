@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,29 +14,38 @@
 namespace trnsim::trace {
 
 OutputFile::OutputFile(const std::filesystem::path& path) : path_(path) {
-  try {
-    target_ = io::resolved_path(path.string());
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), e.what()));
-  }
   // A trace named like an output folder's record (.trnsim-files) would replace it: refused, as for every
   // output (the CLI checks this with its other outputs; the Python bindings reach here directly).
   io::check_not_a_record(path.string(), "trace file");
-  io::check_not_a_record(target_.string(), "trace file (through a symlink)");
+  try {
+    io::check_not_a_record(io::resolved_path(path.string()), "trace file (through a symlink)");
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), e.what()));
+  }
   // Never written through a link to a file (sim/io/output_files.h): only one to a device or FIFO.
-  io::check_no_links(path.string(), "trace file");
-  std::error_code ec;
-  if (std::filesystem::is_directory(target_, ec))
-    throw InputError(fmt::format("cannot create trace file '{}': it is a directory", path.string()));
-  if (io::is_special_file(target_.string())) {
-    file_ = std::fopen(target_.c_str(), "wb");
+  io::Destination d = [&] {
+    try {
+      return io::destination_of(path.string(), "trace file");
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      if (what.find("it is a directory") != std::string::npos)
+        throw InputError(fmt::format("cannot create trace file '{}': it is a directory", path.string()));
+      if (what.rfind("trace file", 0) == 0) throw;
+      throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), what));
+    }
+  }();
+  dir_ = std::move(d.dir);
+  name_ = d.name;
+  if (d.special) {
+    const int fd = ::openat(dir_.get(), name_.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    file_ = fd < 0 ? nullptr : ::fdopen(fd, "wb");
     if (file_ == nullptr)
       throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), std::strerror(errno)));
   } else {
     try {
-      const io::TempFile t = io::create_temp_for(target_.string(), on_signal_);
+      const io::TempFile t = io::create_temp_in(dir_.get(), name_, path.string(), on_signal_);
       file_ = t.file;
-      temp_ = t.path;
+      temp_ = t.name;
     } catch (const InputError& e) {
       throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), e.what()));
     }
@@ -51,7 +61,7 @@ OutputFile::~OutputFile() {
 void OutputFile::drop() {
   if (file_ != nullptr) std::fclose(file_);
   file_ = nullptr;
-  if (!temp_.empty()) std::remove(temp_.c_str());
+  if (!temp_.empty()) ::unlinkat(dir_.get(), temp_.c_str(), 0);
   temp_.clear();
   on_signal_.clear();
 }
@@ -79,11 +89,12 @@ void OutputFile::close() {
     drop();
     throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(err)));
   }
-  if (!temp_.empty() && std::rename(temp_.c_str(), target_.c_str()) != 0) {
+  if (!temp_.empty() && ::renameat(dir_.get(), temp_.c_str(), dir_.get(), name_.c_str()) != 0) {
     const int err = errno;
     drop();
     throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(err)));
   }
+  ::fsync(dir_.get());  // the rename on disk too (some file systems refuse: nothing more to do then)
   temp_.clear();
   on_signal_.clear();
 }

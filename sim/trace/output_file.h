@@ -1,9 +1,10 @@
 // A trace file written in large chunks while the model runs: the trace writers fill their own buffer and
-// hand it over here. The chunks go to a temporary next to the destination (io::temp_path_for), renamed into
-// place by close(): whatever was at the destination stays as it was until then, and is never touched if the
-// file is dropped (destroyed without close(), a write error, a signal that ends the process). A symlink is
-// refused (io::check_no_links), unless it points to a device or FIFO; a device or FIFO (/dev/null) is
-// written in place.
+// hand it over here. The chunks go to a temporary next to the destination (io::create_temp_in), renamed into
+// place by close(), both in the folder opened at the start (io::destination_of: in a run's locked --out,
+// through its handle, so a folder moved meanwhile still gets the trace): whatever was at the destination
+// stays as it was until then, and is never touched if the file is dropped (destroyed without close(), a write
+// error, a signal that ends the process). A symlink is refused (io::check_no_links), unless it points to a
+// device or FIFO; a device or FIFO (/dev/null) is written in place.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "sim/base/interrupt.h"
+#include "sim/io/dir_lock.h"
 
 namespace trnsim::trace {
 
@@ -39,8 +41,9 @@ class OutputFile {
  private:
   void drop();
   std::filesystem::path path_;                     // as given
-  std::filesystem::path target_;                   // where it lands (symlinks resolved)
-  std::filesystem::path temp_;                     // empty when writing through in place
+  io::Fd dir_;                                     // the folder it lands in
+  std::string name_;                               // its name there
+  std::string temp_;                               // the temporary's name there; empty when in place
   std::vector<interrupt::CleanupPath> on_signal_;  // the temporary
   std::FILE* file_ = nullptr;
   uint64_t bytes_ = 0;

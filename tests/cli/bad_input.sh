@@ -296,11 +296,25 @@ check "list past ulimit -f: $msg" '[[ $? == 1 && $msg == *"cannot write to stdou
 rc=${PIPESTATUS[0]}
 check "list into a pipe closed early: exit $rc, $(cat "$T/pipe.err")" '[[ $rc == 0 && ! -s $T/pipe.err ]]'
 
-# TRNSIM_TEST_KILL_AT_WRITE_STEP (the crash tests' switch) set to anything but a step number: refused at once.
+# TRNSIM_TEST_KILL_AT_WRITE_STEP (the crash tests' switch) set to anything but a step number: refused by a
+# command that writes (a run, before it simulates; quantize), with nothing written; a command that writes
+# nothing (--help, list, validate) is not stopped by it.
 for v in abc -1 0 ""; do
   msg=$(TRNSIM_TEST_KILL_AT_WRITE_STEP=$v "$TRNSIM" run "$SMALL" --no-numerics --out "$T/ks" 2>&1)
   check "TRNSIM_TEST_KILL_AT_WRITE_STEP='$v': refused: $msg" \
-    '[[ $? == 1 && $msg == *"TRNSIM_TEST_KILL_AT_WRITE_STEP='"'"'$v'"'"': expected a whole number from 1"* && ! -e $T/ks ]]'
+    '[[ $? == 1 && $msg == *"TRNSIM_TEST_KILL_AT_WRITE_STEP='"'"'$v'"'"': expected a whole number from 1"* && $msg != *"simulat"* && ! -e $T/ks ]]'
+  msg=$(TRNSIM_TEST_KILL_AT_WRITE_STEP=$v "$TRNSIM" --help 2>&1)
+  check "TRNSIM_TEST_KILL_AT_WRITE_STEP='$v': --help still works (exit $?): ${msg:0:200}" '[[ $? == 0 && $msg == *"Usage"* ]]'
+  msg=$(TRNSIM_TEST_KILL_AT_WRITE_STEP=$v "$TRNSIM" validate "$SMALL" 2>&1)
+  check "TRNSIM_TEST_KILL_AT_WRITE_STEP='$v': validate still works (exit $?): ${msg:0:200}" '[[ $? == 0 ]]'
 done
+if "$TRNSIM" run "$SMALL" --no-numerics --dump-inputs --out "$T/ksq" >/dev/null 2>&1; then
+  msg=$(TRNSIM_TEST_KILL_AT_WRITE_STEP=x "$TRNSIM" quantize "$T/ksq/inputs/weights.npy" --format e4m3 --rule te --axis row \
+    --data "$T/ksq_d.npy" --scales "$T/ksq_s.npy" 2>&1)
+  check "TRNSIM_TEST_KILL_AT_WRITE_STEP='x' in quantize: refused, nothing written: $msg" \
+    '[[ $? == 1 && $msg == *"TRNSIM_TEST_KILL_AT_WRITE_STEP='"'"'x'"'"': expected a whole number from 1"* && ! -e $T/ksq_d.npy && ! -e $T/ksq_s.npy ]]'
+else
+  bad "the run that dumps the quantize input"
+fi
 
 finish

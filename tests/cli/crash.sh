@@ -127,18 +127,22 @@ for i in $(seq 1 $KILLS); do
 done
 
 # 3. Two runs into one folder at once: one runs, the other is refused at once; each prints its own summary.
-# The second starts once the first has made the folder (it locks it at once).
+# The second starts once the first holds the folder's lock (its flock in /proc/locks, looked at without
+# taking it), with the first stopped meanwhile (SIGSTOP): on a loaded machine the first can neither lose the
+# race for its own folder nor finish before the second starts.
 for i in 1 2 3; do
   rm -rf "$T/c" "$T/c1.log" "$T/c2.log"
   "$TRNSIM" run "$MOE" "${MSETS[@]}" --out "$T/c" >"$T/c1.log" 2>&1 &
   p1=$!
-  for _ in $(seq 1 600); do
-    [[ -e $T/c ]] && break
-    sleep 0.05
+  for _ in $(seq 1 6000); do
+    [[ -d $T/c ]] && grep -q "FLOCK .* $p1 [0-9a-f]*:[0-9a-f]*:$(stat -c %i "$T/c") " /proc/locks && break
+    [[ -e /proc/$p1 ]] || break
+    sleep 0.01
   done
-  sleep 0.2
+  kill -STOP $p1 2>/dev/null
   "$TRNSIM" run "$T/A.json" --out "$T/c" >"$T/c2.log" 2>&1
   rc2=$?
+  kill -CONT $p1 2>/dev/null
   wait $p1
   rc1=$?
   check "two runs, $i: the first runs (exit $rc1: $(tail -1 "$T/c1.log"))" '[[ $rc1 == 0 ]]'

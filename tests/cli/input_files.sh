@@ -36,12 +36,19 @@ check "TRNSIM_CONFIG_DIR naming a file is refused, nothing written (rc $rc): $ms
   '[[ $rc == 1 && $msg == *"TRNSIM_CONFIG_DIR=$T/not_a_dir: not a directory"* && ! -e $T/cfg_nodir ]]'
 # An entry of TRNSIM_CONFIG_DIR that is there but not a file (a directory, a dangling symlink) is an error
 # naming the variable and the path, never a silent fall back to the source tree's config.
-mkdir -p "$T/cfgdir1/trn3.json" "$T/cfgdir2"
+# A FIFO or a link to /dev/zero there is never opened for reading (no hang, no endless read).
+mkdir -p "$T/cfgdir1/trn3.json" "$T/cfgdir2" "$T/cfgdir3" "$T/cfgdir4"
 ln -s "$T/gone.json" "$T/cfgdir2/trn3.json"
-for d in cfgdir1 cfgdir2; do
-  msg=$(TRNSIM_CONFIG_DIR=$T/$d "$TRNSIM" validate "$SMALL" 2>&1)
+mkfifo "$T/cfgdir3/trn3.json"
+ln -s /dev/zero "$T/cfgdir4/trn3.json"
+for d in cfgdir1 cfgdir2 cfgdir3 cfgdir4; do
+  msg=$(TRNSIM_CONFIG_DIR=$T/$d timeout 60 "$TRNSIM" validate "$SMALL" 2>&1)
   rc=$?
-  want=$([[ $d == cfgdir1 ]] && echo "is a directory" || echo "is a symlink to $T/gone.json, which does not exist")
+  case $d in
+    cfgdir1) want="is a directory" ;;
+    cfgdir2) want="is a symlink to $T/gone.json, which does not exist" ;;
+    *) want="not a regular file (a FIFO, device or socket)" ;;
+  esac
   check "TRNSIM_CONFIG_DIR entry $d/trn3.json refused (rc $rc): $msg" \
     '[[ $rc == 1 && $msg == *"TRNSIM_CONFIG_DIR=$T/$d: $T/$d/trn3.json: $want, expected the hardware config '"'"'trn3'"'"'"* ]]'
 done

@@ -181,6 +181,19 @@ if [[ $(id -u) == 0 ]]; then
   rc=$?
   check "a manifest another user wrote: not acted on (exit $rc: $(head -c 300 "$T/out"))" \
     '[[ $rc == 0 && -f $T/o/notes.txt ]] && grep -q "written by another user (uid 65534): trnsim acts only on its own records" "$T/out"'
+  # Another user's run killed while it replaced its files (its record in state "writing": the folder may be a
+  # mix, with its temporaries and backups beside): only that user can settle it, and this run's record would
+  # erase the only sign of the mix. Refused, naming the record and its owner; nothing there changes.
+  "$TRNSIM" run "$SMALL" --out "$T/ko" --no-numerics >/dev/null 2>&1
+  { (TRNSIM_TEST_KILL_AT_WRITE_STEP=3 exec "$TRNSIM" run "$SMALL" --out "$T/ko" --no-numerics --set params.M=256) >/dev/null 2>&1; } 2>/dev/null
+  chown -R 65534:65534 "$T/ko"
+  before=$(cd "$T/ko" && ls -A && sha256sum $(ls -A))
+  "$TRNSIM" run "$SMALL" --out "$T/ko" --no-numerics >"$T/out" 2>&1
+  rc=$?
+  check "another user's killed run: refused, naming the record and owner (exit $rc: $(head -c 400 "$T/out"))" \
+    '[[ $rc == 1 ]] && grep -q "$T/ko/.trnsim-files: written by another user (uid 65534), in state \"writing\"" "$T/out"'
+  check "another user's killed run: the folder is as it was, record and leftovers included" \
+    '[[ $(cd "$T/ko" && ls -A && sha256sum $(ls -A)) == "$before" ]] && grep -q "\"state\": \"writing\"" "$T/ko/.trnsim-files"'
 fi
 
 # An output named like a record would replace it or be replaced by it: refused before any work.

@@ -83,12 +83,6 @@ void soft_cpu_limit_first() {
 int run_cli(int argc, char** argv) {
   trnsim::interrupt::install_handlers();
   soft_cpu_limit_first();
-  try {
-    trnsim::io::testing::kill_at_write_step();
-  } catch (const trnsim::Error& e) {
-    std::fprintf(stderr, "trnsim: error: %s\n", e.what());
-    return 1;
-  }
   // Large host buffers (the references' per-expert operands, instruction scratch) are allocated and freed
   // many times. Kept in the heap instead of mapped and unmapped each time, a reuse does not fault in fresh
   // pages again (a large share of the system time, in a VM especially). Peak memory is unchanged. Not under

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -24,18 +25,22 @@ constexpr const char* kHeldBy =
 
 // InputError unless a file can be created in `dir` (an unwritable folder is found now, not after the run).
 // The probe's name is new to the folder: a leftover of a killed run with this PID is stepped over.
+// Through the folder's locked handle (io::open_dir_for_write), as every write of the run.
 void probe_writable(const std::string& dir, const std::string& what) {
   static std::atomic<uint64_t> counter{0};
+  const io::Fd d = io::open_dir_for_write(dir);
+  if (!d.ok())
+    throw InputError(fmt::format("{}: cannot open the directory ({})", what, std::strerror(errno)));
   for (int attempt = 0; attempt < 1000; ++attempt) {
-    const fs::path probe =
-        fs::path(dir) / fmt::format(".trnsim-probe.{}.{}", ::getpid(), counter.fetch_add(1));
-    interrupt::CleanupPath registered(probe.string(), interrupt::CleanupPath::Kind::kFile);
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    const std::string probe = fmt::format(".trnsim-probe.{}.{}", ::getpid(), counter.fetch_add(1));
+    interrupt::CleanupPath registered(d.get(), probe, interrupt::CleanupPath::Kind::kFile);
+    const int fd =
+        ::openat(d.get(), probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0 && errno == EEXIST) continue;
     if (fd < 0)
       throw InputError(fmt::format("{}: cannot write into the directory ({})", what, std::strerror(errno)));
     ::close(fd);
-    ::unlink(probe.c_str());
+    ::unlinkat(d.get(), probe.c_str(), 0);
     return;
   }
   throw InputError(fmt::format("{}: cannot write into the directory (1000 probe names are taken)", what));
@@ -55,6 +60,9 @@ void check_not_dangling(const std::string& path, const std::string& what) {
 }  // namespace
 
 OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
+  // The crash tests' switch (sim/io/output_files.h), checked where a run starts writing: a bad value is
+  // refused before the simulation, and never stops a command that writes nothing (`trnsim --help`).
+  io::testing::kill_at_write_step();
   std::error_code ec;
   // A symlink loop or a folder on the way that cannot be searched is not "missing": say why.
   if ((void)fs::status(dir_, ec); ec && ec != std::errc::no_such_file_or_directory)
@@ -109,6 +117,11 @@ OutDir::~OutDir() {
 }
 
 void OutDir::remove_created() {
+  // The subfolders through the folder's handle (only when empty), then the levels of --out by path.
+  if (dir_fd_.ok())
+    for (auto it = created_subs_.rbegin(); it != created_subs_.rend(); ++it)
+      ::unlinkat(dir_fd_.get(), it->c_str(), AT_REMOVEDIR);
+  created_subs_.clear();
   std::error_code ec;
   for (auto it = created_.rbegin(); it != created_.rend(); ++it)
     if (fs::is_empty(*it, ec)) fs::remove(*it, ec);
@@ -118,17 +131,24 @@ void OutDir::remove_created() {
 void OutDir::add_subfolder(const std::string& name) {
   const std::string sub = (fs::path(dir_) / name).string();
   const std::string what = fmt::format("--out {}: {}", dir_, name);
-  std::error_code ec;
-  if (fs::exists(sub, ec) && !fs::is_directory(sub, ec))
-    throw InputError(what + ": exists and is not a directory");
-  check_not_dangling(sub, what);
-  if (!fs::exists(sub, ec)) {
-    interrupt::CleanupPath registered(sub, interrupt::CleanupPath::Kind::kEmptyFolder);
-    const bool made = fs::create_directory(sub, ec);
-    if (ec) throw InputError(fmt::format("{}: cannot create the directory ({})", what, ec.message()));
-    if (made) {
-      created_.push_back(sub);
+  // In the folder this run holds, through its handle (wherever it is now).
+  if (!dir_fd_.ok()) dir_fd_ = io::open_dir_for_write(dir_);
+  if (!dir_fd_.ok())
+    throw InputError(fmt::format("{}: cannot open the directory ({})", what, std::strerror(errno)));
+  struct stat st {};
+  if (::fstatat(dir_fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISLNK(st.st_mode)) {
+      check_not_dangling(sub, what);
+      throw InputError(what + ": is a symlink: trnsim does not write through links below the output folder");
+    }
+    if (!S_ISDIR(st.st_mode)) throw InputError(what + ": exists and is not a directory");
+  } else {
+    interrupt::CleanupPath registered(dir_fd_.get(), name, interrupt::CleanupPath::Kind::kEmptyFolder);
+    if (::mkdirat(dir_fd_.get(), name.c_str(), 0777) == 0) {
+      created_subs_.push_back(name);
       on_signal_.push_back(std::move(registered));
+    } else if (errno != EEXIST) {
+      throw InputError(fmt::format("{}: cannot create the directory ({})", what, std::strerror(errno)));
     }
   }
   sub_locks_.emplace_back();
@@ -141,6 +161,7 @@ std::vector<std::string> OutDir::commit(const std::vector<io::OutputFile>& files
   const io::RunFolder folder{dir_, previous_, read};
   std::vector<std::string> removed = io::write_files_atomic(files, &folder);
   created_.clear();
+  created_subs_.clear();
   return removed;
 }
 

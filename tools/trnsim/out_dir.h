@@ -41,7 +41,10 @@ class OutDir {
                                   const std::vector<std::string>& read);
   // The run wrote its files some other way (a program run's plain set): keep the folder whatever happens
   // next.
-  void keep() { created_.clear(); }
+  void keep() {
+    created_.clear();
+    created_subs_.clear();
+  }
 
  private:
   std::string dir_;
@@ -49,10 +52,12 @@ class OutDir {
   void remove_created();
   // The folders this run created, outermost first: the missing levels of `dir_`, then its subfolders.
   std::vector<std::string> created_;
-  std::vector<interrupt::CleanupPath> on_signal_;  // the folders this run created
   io::DirLock lock_;
-  std::vector<io::DirLock> sub_locks_;  // the subfolders' (add_subfolder)
-  io::Manifest previous_;               // the folder's record of the earlier run's files
+  io::Fd dir_fd_;                          // the folder, through its lock's handle (for its subfolders)
+  std::vector<std::string> created_subs_;  // subfolders this run created, by name in dir_fd_
+  std::vector<interrupt::CleanupPath> on_signal_;  // the folders this run created
+  std::vector<io::DirLock> sub_locks_;             // the subfolders' (add_subfolder)
+  io::Manifest previous_;                          // the folder's record of the earlier run's files
 };
 
 }  // namespace trnsim::cli

@@ -1,4 +1,6 @@
 // The signal handler of sim/base/interrupt.h, in a forked child so the test process survives.
+#include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sim/base/interrupt.h"
@@ -179,4 +182,29 @@ TEST_CASE("every signal that would end the process is handled; one ignored at th
     ::_exit(6);
   });
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 6));
+}
+
+TEST_CASE("a signal that lands on another thread is acted on by the main thread", "[interrupt]") {
+  // The main thread keeps (re)creating a registered file, as a run creates its temporaries. Were the handler
+  // to clean up on the thread the signal landed on, the main thread would go on meanwhile and often create
+  // the file again between the cleanup and the end of the process: a temporary left behind.
+  const fs::path dir = scratch("t");
+  fs::create_directories(dir);
+  const std::string file = (dir / ".x.tmp.1.0").string();
+  for (int round = 0; round < 20; ++round) {
+    const int status = in_child([&] {
+      trnsim::interrupt::install_handlers();
+      CleanupPath registered(file, CleanupPath::Kind::kFile);
+      std::thread other([] { ::pthread_kill(::pthread_self(), SIGTERM); });
+      for (;;) {
+        const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0) ::close(fd);
+      }
+    });
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGTERM);
+    CHECK_FALSE(fs::exists(file));
+    fs::remove(file);
+  }
+  fs::remove_all(dir);
 }

@@ -287,3 +287,60 @@ TEST_CASE("a record that cannot be written leaves the run folder's record as it 
   REQUIRE(s.manifest.files.size() == 1);
   CHECK(s.manifest.files[0].path == "stats.json");
 }
+
+TEST_CASE("a locked run folder moved during the writes gets its files where it is now", "[output_set]") {
+  // A run holds its folder's lock from its start (tools/trnsim/out_dir.h). The folder is renamed and its old
+  // name made a symlink to another folder while the set is written: every file, the record, the temporaries
+  // and the removal of the earlier run's files happen in the moved folder; the other folder is untouched.
+  TempDir t;
+  const std::string dir = t / "out", moved = t / "moved", other = t / "other";
+  fs::create_directories(dir + "/inputs");
+  fs::create_directories(other + "/inputs");
+  write_raw(other + "/host.json", "victim");
+  write_raw(other + "/old.npy", "victim's old.npy");
+  DirLock lock;
+  REQUIRE(lock.try_lock(dir) == DirLock::Result::kLocked);
+  {
+    const RunFolder first{dir, open_run_folder(dir).manifest, {}};
+    write_files_atomic({file(dir + "/stats.json", "stats A"), file(dir + "/host.json", "host A"),
+                        file(dir + "/old.npy", "old A")},
+                       &first);
+  }
+  const RunFolder second{dir, open_run_folder(dir).manifest, {}};
+  bool acted = false;
+  testing::set_write_step_hook([&](long step) {
+    if (step == 1) {
+      acted = true;
+      fs::rename(dir, moved);
+      fs::create_directory_symlink(other, dir);
+    }
+  });
+  const std::vector<std::string> removed =
+      write_files_atomic({file(dir + "/stats.json", "stats B"), file(dir + "/host.json", "host B"),
+                          file(dir + "/inputs/x.npy", "x B")},
+                         &second);
+  testing::set_write_step_hook(nullptr);
+  REQUIRE(acted);
+  CHECK(removed == std::vector<std::string>{dir + "/old.npy"});
+  CHECK(read_raw(moved + "/stats.json") == "stats B");
+  CHECK(read_raw(moved + "/host.json") == "host B");
+  CHECK(read_raw(moved + "/inputs/x.npy") == "x B");
+  CHECK_FALSE(fs::exists(moved + "/old.npy"));
+  CHECK_FALSE(has_leftovers(moved));
+  CHECK(inspect_run_folder(moved) == FolderSetState::kComplete);
+  CHECK(names(other) == std::vector<std::string>{"host.json", "inputs", "old.npy"});
+  CHECK(read_raw(other + "/host.json") == "victim");
+  CHECK(read_raw(other + "/old.npy") == "victim's old.npy");
+}
+
+TEST_CASE("a journal that is not JSON is reported and kept", "[output_set]") {
+  // trnsim's journals were always JSON: a plain word there is someone else's file, never read as a record
+  // and removed.
+  TempDir t;
+  write_raw(t / kJournalName, "hello\n");
+  CHECK_THROWS_WITH(write_files_atomic({file(t / "x.npy", "x")}),
+                    Catch::Contains(".trnsim-journal: not JSON, so not a journal trnsim wrote") &&
+                        Catch::Contains("it is kept as it is: look at it, then remove or rename it"));
+  CHECK(read_raw(t / kJournalName) == "hello\n");
+  CHECK_FALSE(fs::exists(t / "x.npy"));
+}

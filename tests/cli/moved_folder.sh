@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# A run's --out folder moved during the run: usage moved_folder.sh <trnsim-binary> <source-dir>.
+# A run locks its --out at its start and writes everything through that folder's handle (sim/io/dir_lock.h):
+# renamed, or the symlink on its path repointed, while the run lasts, the folder still gets every file of the
+# run (outputs, stats.json, host.json, the trace, the record) where it now is, and the folder now at the old
+# path is never touched (issue 22: a tester's host.json in another folder was replaced).
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
+SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
+
+# wait_stopped PID: until the process is stopped (SIGSTOP) or gone; 1 if it is gone.
+wait_stopped() {
+  local i
+  for ((i = 0; i < 6000; i++)); do
+    [[ -e /proc/$1 ]] || return 1
+    [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) == T ]] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+# leftovers DIR: temporaries, backups, journals or probes.
+leftovers() { find "$1" -name '*.tmp.*' -o -name '*.old.*' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
+
+# 1. Stopped after its record is written (the first write step), --out a symlink L -> A: A is renamed A2 and L
+# repointed to the user's folder V. The run ends in A2; V keeps its files, gains none.
+mkdir -p A V/inputs
+ln -s A L
+echo victim >V/host.json
+echo victim >V/stats.json
+echo victim >V/inputs/weights.npy
+TRNSIM_TEST_KILL_SIGNAL=STOP TRNSIM_TEST_KILL_AT_WRITE_STEP=1 "$TRNSIM" run "$SMALL" --no-numerics --dump-inputs \
+  --out L >"$T/log1" 2>&1 &
+pid=$!
+if wait_stopped $pid; then
+  mv A A2
+  ln -sfn V L
+  kill -CONT $pid
+  wait $pid
+  rc=$?
+  check "moved at step 1: the run succeeds (exit $rc: $(tail -3 "$T/log1"))" '[[ $rc == 0 ]]'
+  check "moved at step 1: the other folder keeps its files and gains none ($(ls -A V V/inputs | tr '\n' ' '))" \
+    '[[ $(cat V/host.json V/stats.json V/inputs/weights.npy) == $'"'"'victim\nvictim\nvictim'"'"' && $(ls -A V | tr "\n" " ") == "host.json inputs stats.json " && $(ls -A V/inputs) == weights.npy ]]'
+  check "moved at step 1: the moved folder has the whole set" \
+    '[[ -s A2/stats.json && -s A2/host.json && -s A2/inputs/weights.npy && -s A2/inputs/output_grad.npy && -s A2/inputs/input_activation.npy ]]'
+  check "moved at step 1: its record is complete and names the set" \
+    'grep -q "\"state\": \"complete\"" A2/.trnsim-files && grep -q "host.json" A2/.trnsim-files'
+  check "moved at step 1: stats reads it" '"$TRNSIM" stats A2/stats.json >/dev/null 2>&1'
+  check "moved at step 1: no leftovers: $(leftovers A2) $(leftovers V)" '[[ -z $(leftovers A2) && -z $(leftovers V) ]]'
+else
+  bad "moved at step 1: the run did not stop at write step 1 ($(tail -3 "$T/log1"))"
+fi
+
+# 2. Moved while it simulates, with its trace inside the folder: B is renamed B2 and a new folder of the user's
+# made at B. The trace, stats.json and host.json land in B2; the new B keeps only the user's file.
+W=$SRC/configs/workloads/moe/qwen3_30b_a3b_fwd_mxfp8.json
+mkdir B
+"$TRNSIM" run "$W" --set params.T=512 --set params.E=16 --set params.top_k=2 --no-numerics --out B \
+  --trace B/trace.json >"$T/log2" 2>&1 &
+pid=$!
+# Stopped once the trace's temporary exists (the simulation has begun), never at a fixed time.
+for ((i = 0; i < 6000; i++)); do
+  [[ -n $(find B -name '.trace.json.tmp.*' 2>/dev/null) || ! -e /proc/$pid ]] && break
+  sleep 0.02
+done
+if kill -STOP $pid 2>/dev/null && [[ -n $(find B -name '.trace.json.tmp.*') ]]; then
+  mv B B2
+  mkdir B
+  echo mine >B/host.json
+  kill -CONT $pid
+  wait $pid
+  rc=$?
+  check "moved while simulating: the run succeeds (exit $rc: $(tail -3 "$T/log2"))" '[[ $rc == 0 ]]'
+  check "moved while simulating: the new folder keeps only the user's file ($(ls -A B | tr '\n' ' '))" \
+    '[[ $(ls -A B) == host.json && $(cat B/host.json) == mine ]]'
+  check "moved while simulating: the trace, stats.json and host.json are in the moved folder" \
+    '[[ -s B2/stats.json && -s B2/host.json ]] && python3 -c "import json, sys; json.load(open(sys.argv[1]))" B2/trace.json'
+  check "moved while simulating: no leftovers: $(leftovers B2) $(leftovers B)" '[[ -z $(leftovers B2) && -z $(leftovers B) ]]'
+else
+  wait $pid
+  bad "moved while simulating: the run ended before its trace was seen ($(tail -3 "$T/log2"))"
+fi
+finish
