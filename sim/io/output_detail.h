@@ -5,12 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/host_bytes.h"
+
 namespace trnsim::io::detail {
 
 // InputError unless `path`'s folder exists and `path` is not a directory.
 void check_output_path(const std::string& path);
 // Writes a device or FIFO in place; `name` is the path as the user gave it (a symlink to /dev/full).
 void write_through(const std::string& path, const std::string& name, const std::vector<uint8_t>& image,
-                   const std::vector<uint8_t>& tail);
+                   const HostBytes& tail);
 
 }  // namespace trnsim::io::detail

@@ -51,7 +51,7 @@ void check_output_path(const std::string& path) {
 }
 
 void write_through(const std::string& path, const std::string& name, const std::vector<uint8_t>& image,
-                   const std::vector<uint8_t>& tail) {
+                   const HostBytes& tail) {
   const std::string shown = name == path ? path : name + " (" + path + ")";
   std::FILE* raw = std::fopen(path.c_str(), "wb");
   if (!raw) fail(shown, "cannot write: " + errno_text());
