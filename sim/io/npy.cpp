@@ -285,7 +285,7 @@ NpyArray parse_npy(const uint8_t* image, size_t size, const std::string& name) {
   arr.path = name;
   arr.dtype = h.dtype;
   arr.shape = h.shape;
-  arr.bytes.assign(image + h.data_offset, image + size);
+  arr.bytes = std::vector<uint8_t>(image + h.data_offset, image + size);
   return arr;
 }
 
@@ -321,6 +321,11 @@ NpyArray read_npy(const std::string& path) {
   arr.path = path;
   arr.dtype = h.dtype;
   arr.shape = h.shape;
+  // Large (and aligned for every dtype): the file's own pages (sim/base/host_bytes.h).
+  if (maps_files(static_cast<uint64_t>(h.data_bytes)) && h.data_offset % 8 == 0) {
+    arr.bytes = HostBytes::map_file(path, h.data_offset, static_cast<size_t>(h.data_bytes));
+    return arr;
+  }
   arr.bytes.resize(static_cast<size_t>(h.data_bytes));
   if (std::fseek(f.get(), static_cast<long>(h.data_offset), SEEK_SET) != 0 ||
       std::fread(arr.bytes.data(), 1, arr.bytes.size(), f.get()) != arr.bytes.size())

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/base/host_bytes.h"
 
 namespace trnsim::io {
 
@@ -38,7 +39,7 @@ struct NpyArray {
   std::string path;  // where it was read from (used in error messages); empty for in-memory arrays
   NpyDType dtype = NpyDType::F32;
   std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;  // elements() * itemsize bytes
+  HostBytes bytes;  // elements() * itemsize bytes; a large file's, mapped (read_npy)
 
   // Product of the shape (1 for a 0-d array).
   int64_t elements() const;

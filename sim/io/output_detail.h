@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/host_bytes.h"
+
 namespace trnsim::io::detail {
 
 // InputError unless `path`'s folder exists and `path` is not a directory.
@@ -12,6 +14,6 @@ void check_output_path(const std::string& path);
 // Writes a device or FIFO `name` in the folder open as `dir_fd` in place; `shown` is the path as the user
 // gave it (a symlink to /dev/full). Never truncates or writes a regular file (one put there meanwhile).
 void write_through(int dir_fd, const std::string& name, const std::string& shown,
-                   const std::vector<uint8_t>& image, const std::vector<uint8_t>& tail);
+                   const std::vector<uint8_t>& image, const HostBytes& tail);
 
 }  // namespace trnsim::io::detail

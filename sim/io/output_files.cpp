@@ -51,16 +51,18 @@ void check_output_path(const std::string& path) {
 }
 
 void write_through(int dir_fd, const std::string& name, const std::string& shown,
-                   const std::vector<uint8_t>& image, const std::vector<uint8_t>& tail) {
+                   const std::vector<uint8_t>& image, const HostBytes& tail) {
   const Fd fd(::openat(dir_fd, name.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC));
   if (!fd.ok()) fail(shown, "cannot write: " + errno_text());
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) fail(shown, "cannot write: " + errno_text());
   if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
     fail(shown, "cannot write: it was replaced by a regular file or folder while the run wrote its files");
-  for (const std::vector<uint8_t>* part : {&image, &tail})
-    for (size_t done = 0; done < part->size();) {
-      const ssize_t n = ::write(fd.get(), part->data() + done, part->size() - done);
+  const std::pair<const uint8_t*, size_t> parts[] = {{image.data(), image.size()},
+                                                     {tail.data(), tail.size()}};
+  for (const auto& [data, size] : parts)
+    for (size_t done = 0; done < size;) {
+      const ssize_t n = ::write(fd.get(), data + done, size - done);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) fail(shown, "cannot write: " + (n < 0 ? errno_text() : std::string("nothing written")));
       done += static_cast<size_t>(n);

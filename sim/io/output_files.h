@@ -48,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/base/host_bytes.h"
 #include "sim/base/interrupt.h"
 #include "sim/io/dir_lock.h"
 #include "sim/io/manifest.h"
@@ -57,8 +58,7 @@ namespace trnsim::io {
 struct OutputFile {
   std::string path;
   std::vector<uint8_t> bytes;
-  std::vector<uint8_t> tail =
-      {};  // written after `bytes` (e.g. a tensor's data after its .npy header, uncopied)
+  HostBytes tail = {};  // written after `bytes` (e.g. a tensor's data after its .npy header, uncopied)
 };
 
 // A run's output folder (`trnsim run --out DIR`): the set written into it is recorded in its manifest

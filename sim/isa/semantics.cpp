@@ -910,7 +910,8 @@ int scalar_offset_target(const Instruction& inst) {
   return inst.op == Opcode::DmaCopy && inst.has(kScalarOffsetDst) ? 0 : 1;
 }
 
-MachineState make_machine_state(const Program& program, const Limits& limits) {
+MachineState make_machine_state(const Program& program, const Limits& limits,
+                                std::map<uint32_t, HostBytes> initial) {
   if (program.num_cores < 1 || program.num_cores > 2)
     throw InputError(fmt::format("num_cores must be 1 or 2, got {}", program.num_cores));
   MachineState s;
@@ -919,6 +920,7 @@ MachineState make_machine_state(const Program& program, const Limits& limits) {
     s.cores[c].psum.assign(static_cast<size_t>(limits.partitions) * limits.psum_bytes_per_partition, 0xFF);
   }
   constexpr int64_t kMaxTensorBytes = int64_t{1} << 36;
+  s.hbm.reserve(program.tensors.size());
   for (const TensorDecl& t : program.tensors) {
     int64_t n = dtype_size(t.dtype);
     for (int64_t d : t.shape) {
@@ -926,7 +928,14 @@ MachineState make_machine_state(const Program& program, const Limits& limits) {
         throw InputError(fmt::format("tensor '{}': bad or too large shape dimension {}", t.name, d));
       n *= d;
     }
-    s.hbm.emplace_back(static_cast<size_t>(n), 0xFF);
+    const auto given = initial.find(static_cast<uint32_t>(s.hbm.size()));
+    if (given == initial.end()) {
+      s.hbm.emplace_back(static_cast<size_t>(n), 0xFF);
+      continue;
+    }
+    if (given->second.size() != static_cast<size_t>(n))
+      throw Error(fmt::format("tensor '{}': {} bytes for a {}-byte tensor", t.name, given->second.size(), n));
+    s.hbm.push_back(std::move(given->second));
   }
   return s;
 }

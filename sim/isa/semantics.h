@@ -4,7 +4,10 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <vector>
+
+#include "sim/base/host_bytes.h"
 
 #include "sim/isa/instruction.h"
 #include "sim/isa/opcodes.h"  // opcode_name, operand_names
@@ -22,11 +25,13 @@ struct CoreMemory {
 // a tensor private to a core exists once per program entry, as declared).
 struct MachineState {
   std::array<CoreMemory, 2> cores;
-  std::vector<std::vector<uint8_t>> hbm;
+  std::vector<HostBytes> hbm;  // large ones in scratch files when a scratch folder is set (host_bytes.h)
 };
 
-// Allocates and poisons memory for `program` under `limits`.
-MachineState make_machine_state(const Program& program, const Limits& limits);
+// Allocates and poisons memory for `program` under `limits`; a tensor in `initial` (by index) starts with
+// those bytes instead, taken without a copy (their size must be the tensor's: Error otherwise).
+MachineState make_machine_state(const Program& program, const Limits& limits,
+                                std::map<uint32_t, HostBytes> initial = {});
 
 // Throws RuleError if `inst` breaks a hardware rule; the message names the opcode, its engine and the rule.
 void check(const Instruction& inst, const Program& program, const Limits& limits);

@@ -15,7 +15,10 @@ Session::Session(const isa::Program& program, const config::HwConfig& hw) : prog
 Session::~Session() = default;
 
 isa::MachineState& Session::state() {
-  if (!state_) state_ = std::make_unique<isa::MachineState>(isa::make_machine_state(program_, hw_.limits()));
+  if (!state_)
+    state_ = std::make_unique<isa::MachineState>(
+        isa::make_machine_state(program_, hw_.limits(), std::move(initial_)));
+  initial_.clear();
   return *state_;
 }
 
@@ -30,17 +33,33 @@ void Session::set_input(const std::string& name, const tensor::HostTensor& t) {
 }
 
 void Session::set_input(uint32_t index, const tensor::HostTensor& t) {
+  check_input(index, t);
+  bind(index, t.bytes.cow_copy());
+}
+
+void Session::set_input(const std::string& name, tensor::HostTensor&& t) {
+  const uint32_t index = tensor_index(name);
+  check_input(index, t);
+  bind(index, std::move(t.bytes));
+}
+
+void Session::bind(uint32_t index, HostBytes bytes) {
+  if (state_)
+    state_->hbm[index] = std::move(bytes);
+  else
+    initial_[index] = std::move(bytes);  // the state is made with it, unpoisoned
+}
+
+void Session::check_input(uint32_t index, const tensor::HostTensor& t) const {
   if (index >= program_.tensors.size()) throw InputError(fmt::format("no HBM tensor with index {}", index));
   const isa::TensorDecl& d = program_.tensors[index];
   if (t.dtype != d.dtype || tensor::elements_of(t.shape) != tensor::elements_of(d.shape))
     throw InputError(fmt::format("tensor '{}': the program declares {} {}, the input is {} {}", d.name,
                                  isa::dtype_name(d.dtype), tensor::shape_str(d.shape),
                                  isa::dtype_name(t.dtype), tensor::shape_str(t.shape)));
-  auto& bytes = state().hbm[index];
-  if (bytes.size() != t.bytes.size())
-    throw Error(
-        fmt::format("tensor '{}': {} bytes for a {}-byte tensor", d.name, t.bytes.size(), bytes.size()));
-  bytes = t.bytes;
+  const size_t n = static_cast<size_t>(tensor::elements_of(d.shape)) * isa::dtype_size(d.dtype);
+  if (n != t.bytes.size())
+    throw Error(fmt::format("tensor '{}': {} bytes for a {}-byte tensor", d.name, t.bytes.size(), n));
 }
 
 SessionResult Session::run(const SessionOptions& o) {

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -62,9 +63,12 @@ class Session {
 
   // Index of the HBM tensor called `name` (shared, or the first private one); InputError if none.
   uint32_t tensor_index(const std::string& name) const;
-  // Initial contents of an HBM tensor (used by numerics runs).
+  // Initial contents of an HBM tensor (used by numerics runs). A file-backed tensor (sim/base/host_bytes.h)
+  // is mapped again privately, not copied: the machine and the caller share its pages until one writes.
   void set_input(const std::string& name, const tensor::HostTensor& t);
   void set_input(uint32_t index, const tensor::HostTensor& t);
+  // The same, its bytes moved into the machine (e.g. outputs the caller zeroes).
+  void set_input(const std::string& name, tensor::HostTensor&& t);
 
   SessionResult run(const SessionOptions& options);
 
@@ -77,9 +81,12 @@ class Session {
 
  private:
   isa::MachineState& state();
+  void check_input(uint32_t index, const tensor::HostTensor& t) const;
+  void bind(uint32_t index, HostBytes bytes);
   const isa::Program& program_;
   const config::HwConfig& hw_;
   std::unique_ptr<isa::MachineState> state_;
+  std::map<uint32_t, HostBytes> initial_;  // inputs set before the state exists
   bool ran_numerics_ = false;
   std::set<uint32_t> taken_;  // tensors moved out by take()
 };

@@ -185,11 +185,24 @@ void check_npy_fits(const io::NpyArray& a, DType dtype, const std::vector<int64_
                                  io::npy_dtype_name(a.dtype), what, accepted(dtype)));
 }
 
+bool shares_npy_pages(const io::NpyArray& a, DType dtype) {
+  Conv c = Conv::Value;
+  if (!a.bytes.file_backed() || !conversion(a.dtype, dtype, c)) return false;
+  return c == Conv::Raw || (c == Conv::Value && a.dtype == NpyDType::F32 && dtype == DType::F32);
+}
+
 HostTensor from_npy(const io::NpyArray& a, DType dtype, const std::vector<int64_t>& shape,
                     const std::string& what) {
   check_npy_fits(a, dtype, shape, what);
   Conv c = Conv::Value;
   conversion(a.dtype, dtype, c);
+  if (shares_npy_pages(a, dtype)) {  // the same bits: the file's pages, shared, not copied
+    HostTensor t;
+    t.dtype = dtype;
+    t.shape = shape;
+    t.bytes = a.bytes.cow_copy();
+    return t;
+  }
   HostTensor t = HostTensor::zeros(dtype, shape);
   const int64_t n = t.elements();
   switch (c) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/host_bytes.h"
 #include "sim/io/npy.h"
 #include "sim/isa/instruction.h"
 
@@ -28,7 +29,7 @@ namespace trnsim::tensor {
 struct HostTensor {
   isa::DType dtype = isa::DType::F32;
   std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
+  HostBytes bytes;  // large ones file-backed when a scratch folder is set (sim/base/host_bytes.h)
 
   // A tensor of `shape` with every byte zero (0.0 in every dtype). InputError if the size overflows.
   static HostTensor zeros(isa::DType dtype, const std::vector<int64_t>& shape);
@@ -50,6 +51,9 @@ std::string shape_str(const std::vector<int64_t>& shape);  // "[4, 128]"
 // The tensor a .npy array gives for a kernel input of `dtype` and `shape` (rules above).
 HostTensor from_npy(const io::NpyArray& a, isa::DType dtype, const std::vector<int64_t>& shape,
                     const std::string& what);
+// Whether from_npy gives a tensor sharing the mapped file's pages (a mapped .npy, sim/base/host_bytes.h,
+// whose elements are the tensor's bytes: raw bits, or float32 for float32) rather than a converted copy.
+bool shares_npy_pages(const io::NpyArray& a, isa::DType dtype);
 // Checks only (no conversion): shape and dtype fit. Same errors as from_npy.
 void check_npy_fits(const io::NpyArray& a, isa::DType dtype, const std::vector<int64_t>& shape,
                     const std::string& what);

@@ -42,7 +42,7 @@ struct KernelRun {
   isa::Program program;
   std::map<std::string, tensor::HostTensor> outputs;
   model::RunStats stats;
-  const Bytes& bytes(const std::string& name) const { return outputs.at(name).bytes; }
+  Bytes bytes(const std::string& name) const { return outputs.at(name).bytes.to_vector(); }
   std::vector<float> get(const std::string& name) const { return outputs.at(name).values(); }
 };
 

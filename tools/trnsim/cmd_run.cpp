@@ -61,6 +61,9 @@ void add_run_command(CLI::App& app) {
       throw InputError("--trace: empty file name");
     opts->report = *report;
     int rc = 0;
+    // Large .npy inputs are read through mappings and large tensors live in scratch files in the output
+    // folder once it exists (sim/base/host_bytes.h): memory the OS can page.
+    set_pageable(true);
     on_file(opts->config, [&] {
       if (workload::is_pipeline_file(opts->config) ||
           (workload::is_workload_file(opts->config) &&

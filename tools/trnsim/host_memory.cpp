@@ -1,7 +1,10 @@
 #include "tools/trnsim/host_memory.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -9,9 +12,12 @@
 #include "sim/base/address_limit.h"
 #include "sim/base/cgroup_memory.h"
 #include "sim/base/error.h"
+#include "sim/base/host_bytes.h"
 
 namespace trnsim::cli {
 namespace {
+
+namespace fs = std::filesystem;
 
 // "Key:   123 kB" lines of /proc/meminfo, in bytes.
 std::optional<uint64_t> meminfo(const std::string& key) {
@@ -23,6 +29,23 @@ std::optional<uint64_t> meminfo(const std::string& key) {
     if (s >> kb) return kb * 1024;
   }
   return std::nullopt;
+}
+
+// What `ulimit -v` leaves of the address space (RLIMIT_AS - VmSize), when it is set.
+std::optional<uint64_t> address_space_headroom() {
+  const std::optional<uint64_t> limit = address_space_limit();
+  if (!limit) return std::nullopt;
+  // VmSize of /proc/self/status: the address space in use now.
+  std::ifstream st("/proc/self/status");
+  uint64_t used = 0;
+  for (std::string line; std::getline(st, line);)
+    if (line.rfind("VmSize:", 0) == 0) std::istringstream(line.substr(7)) >> used;
+  used *= 1024;
+  return *limit > used ? *limit - used : 0;
+}
+
+std::string size_text(double b) {
+  return b >= 1e9 ? fmt::format("{:.1f} GB", b / 1e9) : fmt::format("{:.1f} MB", b / 1e6);
 }
 
 }  // namespace
@@ -39,16 +62,51 @@ std::optional<uint64_t> available_host_bytes() {
   if (!avail) return std::nullopt;
   uint64_t bytes = *avail + meminfo("SwapFree").value_or(0);
   if (const std::optional<uint64_t> room = cgroup_memory_headroom()) bytes = std::min(bytes, *room);
-  if (const std::optional<uint64_t> limit = address_space_limit()) {
-    // VmSize of /proc/self/status: the address space in use now.
-    std::ifstream st("/proc/self/status");
-    uint64_t used = 0;
-    for (std::string line; std::getline(st, line);)
-      if (line.rfind("VmSize:", 0) == 0) std::istringstream(line.substr(7)) >> used;
-    used *= 1024;
-    bytes = std::min<uint64_t>(bytes, *limit > used ? *limit - used : 0);
-  }
+  if (const std::optional<uint64_t> room = address_space_headroom()) bytes = std::min(bytes, *room);
   return bytes;
+}
+
+void check_host_memory_need(const HostMemoryNeed& need, const std::string& file, bool numerics,
+                            bool dump_inputs, const std::string& out_dir) {
+  const std::string instead = !numerics     ? "run without --dump-inputs"
+                              : dump_inputs ? "run with --no-numerics (timing only) and without --dump-inputs"
+                                            : "run with --no-numerics (timing only)";
+  const std::string what = numerics
+                               ? "the host's copy of the inputs, the simulated machine's HBM tensors, SBUF "
+                                 "and PSUM, and the references' copies of their operands"
+                               : "the inputs to dump";
+  const double paged = need.scratch + need.mapped;
+  const std::string besides =
+      paged > 0 ? fmt::format(
+                      ", besides {} that the OS can page ({} of scratch files on the output's "
+                      "filesystem, {} of mapped .npy inputs)",
+                      size_text(paged), size_text(need.scratch), size_text(need.mapped))
+                : "";
+  const std::optional<uint64_t> have = available_host_bytes();
+  if (have && need.anonymous > static_cast<double>(*have))
+    throw InputError(fmt::format(
+        "{}: this run needs at least {} of host memory ({}){}, and {} is available: {}, or on a machine with "
+        "more memory",
+        file, size_text(need.anonymous), what, besides, size_text(static_cast<double>(*have)), instead));
+  const std::optional<uint64_t> room = address_space_headroom();
+  if (room && need.anonymous + paged > static_cast<double>(*room))
+    throw InputError(fmt::format(
+        "{}: this run needs at least {} of host memory ({}){}, and the address-space limit (ulimit -v) "
+        "leaves {}: {}, or with a higher limit",
+        file, size_text(need.anonymous), what, besides, size_text(static_cast<double>(*room)), instead));
+  if (need.scratch <= 0) return;
+  // The output folder may not exist yet: the filesystem of its nearest existing ancestor.
+  fs::path dir = fs::absolute(fs::path(out_dir));
+  std::error_code ec;
+  while (!dir.empty() && !fs::is_directory(dir, ec) && dir != dir.parent_path()) dir = dir.parent_path();
+  const std::optional<uint64_t> disk = free_disk_bytes(dir.string());
+  if (disk && need.scratch > static_cast<double>(*disk))
+    throw InputError(fmt::format(
+        "{}: this run needs {} of scratch files on the filesystem of {} (its large tensors, which the OS can "
+        "page; and {} of host memory besides), and {} is free there: {}, --out on a filesystem with more "
+        "room, or on a machine with more memory",
+        file, size_text(need.scratch), out_dir, size_text(need.anonymous),
+        size_text(static_cast<double>(*disk)), instead));
 }
 
 }  // namespace trnsim::cli

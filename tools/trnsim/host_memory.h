@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace trnsim::cli {
 
@@ -15,5 +16,20 @@ namespace trnsim::cli {
 // a plain decimal byte count.
 // nullopt when nothing can be read.
 std::optional<uint64_t> available_host_bytes();
+
+// What a run needs, in bytes: memory only RAM (or swap) can hold, and memory the OS can page
+// (sim/base/host_bytes.h): scratch files on the output's filesystem and mapped input files.
+struct HostMemoryNeed {
+  double anonymous = 0;
+  double scratch = 0;
+  double mapped = 0;
+};
+
+// InputError "<file>: this run needs at least ... of host memory ..." naming the figures when `need` does
+// not fit: the anonymous part in available_host_bytes(), the scratch part in the free space of the
+// filesystem that holds (or will hold) `out_dir`, all of it in the address-space limit (`ulimit -v`) when one
+// is set. `numerics` and `dump_inputs` choose the advice (--no-numerics, without --dump-inputs).
+void check_host_memory_need(const HostMemoryNeed& need, const std::string& file, bool numerics,
+                            bool dump_inputs, const std::string& out_dir);
 
 }  // namespace trnsim::cli

@@ -102,9 +102,11 @@ int run_chain_file(const RunCliOptions& o) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", chain.file, e.what()));
   }
-  for (const workload::ChainStage& s : chain.stages) check_host_memory(s.run->prepared(), o.dump_inputs);
+  for (const workload::ChainStage& s : chain.stages)
+    check_host_memory(s.run->prepared(), o.dump_inputs, out_dir);
   OutDir out(out_dir);
   check_out_not_in_a_set(o, out_dir);
+  set_scratch_dir(out_dir);  // large tensors from here on: scratch files on the output's filesystem
   for (const workload::ChainStage& s : chain.stages) {
     out.add_subfolder(s.name());
     if (o.dump_inputs) out.add_subfolder((fs::path(s.name()) / "inputs").string());

@@ -35,7 +35,7 @@ int run_workload_file(const RunCliOptions& o);
 // A pipeline file, or a workload whose inputs are other workloads' outputs (run_chain.cpp).
 int run_chain_file(const RunCliOptions& o);
 
-// InputError when this machine cannot hold what the run of `p` needs (run_workload.cpp).
-void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs);
+// InputError when this machine cannot hold what the run of `p` into `out_dir` needs (run_workload.cpp).
+void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, const std::string& out_dir);
 
 }  // namespace trnsim::cli

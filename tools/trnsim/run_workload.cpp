@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include "kernels/workload/workload.h"
 #include "kernels/workload/workload_run.h"
 #include "sim/base/address_limit.h"
 #include "sim/base/error.h"
+#include "sim/base/host_bytes.h"
 #include "sim/base/interrupt.h"
 #include "sim/io/enclosing_set.h"
 #include "sim/io/npy.h"
@@ -41,36 +43,44 @@ double tensor_bytes(isa::DType dtype, const std::vector<int64_t>& shape) {
 }  // namespace
 
 // A run with numerics holds the host's copy of the inputs (the references read it) and the simulated
-// machine's copy of every HBM tensor of the program and of its SBUF and PSUM: refused now, with the figures,
-// when this machine cannot hold that.
-void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs) {
+// machine's copy of every HBM tensor of the program and of its SBUF and PSUM. Large tensors (sim/base/
+// host_bytes.h) are memory the OS can page and count apart: a large .npy input whose bytes are the tensor's
+// is its file's pages (and the machine's copy maps them again), other large inputs and HBM tensors are
+// scratch files on the output's filesystem (an input's machine copy shares its pages). Refused now, with
+// the figures, when this machine cannot hold the rest, the scratch files do not fit on that filesystem, or
+// an address-space limit cannot hold both.
+void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, const std::string& out_dir) {
   if (!p.w.numerics && !dump_inputs) return;
-  double need = 0;
-  for (const workload::TensorInfo& t : p.inputs) need += tensor_bytes(t.dtype, t.shape);
-  if (p.w.numerics) {
-    for (const isa::TensorDecl& t : p.build.program.tensors) need += tensor_bytes(t.dtype, t.shape);
-    const isa::Limits l = p.hw.limits();  // each core's SBUF and PSUM
-    need += 2.0 * l.partitions * (l.sbuf_bytes_per_partition + l.psum_bytes_per_partition);
+  HostMemoryNeed need;
+  std::set<std::string> input_names;
+  for (const workload::TensorInfo& t : p.inputs) {
+    input_names.insert(t.name);
+    const double b = tensor_bytes(t.dtype, t.shape);
+    if (dump_inputs) need.anonymous += b;  // the .npy images of --dump-inputs
+    if (!maps_files(static_cast<uint64_t>(b))) {
+      need.anonymous += b;
+      continue;
+    }
+    const auto npy = p.npy.find(t.name);
+    if (npy != p.npy.end() && tensor::shares_npy_pages(npy->second, t.dtype))
+      need.mapped += b;
+    else
+      need.scratch += b;
   }
-  // The references' own copies of their operands.
-  if (p.w.numerics) need += workload::reference_host_bytes(p);
-  const std::optional<uint64_t> have = available_host_bytes();
-  if (!have || need <= static_cast<double>(*have)) return;
-  const std::string instead = !p.w.numerics ? "run without --dump-inputs"
-                              : dump_inputs ? "run with --no-numerics (timing only) and without --dump-inputs"
-                                            : "run with --no-numerics (timing only)";
-  const auto size = [](double b) {
-    return b >= 1e9 ? fmt::format("{:.1f} GB", b / 1e9) : fmt::format("{:.1f} MB", b / 1e6);
-  };
-  throw InputError(fmt::format(
-      "{}: this run needs at least {} of host memory ({}), and {} is available: {}, or on a machine with "
-      "more "
-      "memory",
-      p.w.file, size(need),
-      p.w.numerics ? "the host's copy of the inputs, the simulated machine's HBM tensors, SBUF and PSUM, and "
-                     "the references' copies of their operands"
-                   : "the inputs to dump",
-      size(static_cast<double>(*have)), instead));
+  if (p.w.numerics) {
+    for (const isa::TensorDecl& t : p.build.program.tensors) {
+      const double b = tensor_bytes(t.dtype, t.shape);
+      if (!maps_files(static_cast<uint64_t>(b)))
+        need.anonymous += b;
+      else if (!input_names.count(t.name))  // an input's machine copy shares the input's pages
+        need.scratch += b;
+    }
+    const isa::Limits l = p.hw.limits();  // each core's SBUF and PSUM
+    need.anonymous += 2.0 * l.partitions * (l.sbuf_bytes_per_partition + l.psum_bytes_per_partition);
+    // The references' own copies of their operands.
+    need.anonymous += workload::reference_host_bytes(p);
+  }
+  check_host_memory_need(need, p.w.file, p.w.numerics, dump_inputs, out_dir);
 }
 
 void check_out_not_in_a_set(const RunCliOptions& o, const std::string& out_dir) {
@@ -134,8 +144,9 @@ int run_workload_file(const RunCliOptions& o) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
   }
-  check_host_memory(p, o.dump_inputs);
+  check_host_memory(p, o.dump_inputs, out_dir);
   if (o.dump_inputs) out.add_subfolder("inputs");
+  set_scratch_dir(out_dir);  // large tensors from here on: scratch files on the output's filesystem
 
   workload::WorkloadRunOptions ro;
   ro.full_reference = o.full_reference;

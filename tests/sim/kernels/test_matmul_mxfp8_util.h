@@ -239,7 +239,8 @@ inline ProgramRun run_fn(const kernels::KernelFn& fn, const std::map<std::string
         st.hbm[i] = bytes;
       }
   r.stats = model::run_program(r.program, trn3(), {}, &st).stats;
-  for (size_t i = 0; i < r.program.tensors.size(); ++i) r.tensors[r.program.tensors[i].name] = st.hbm[i];
+  for (size_t i = 0; i < r.program.tensors.size(); ++i)
+    r.tensors[r.program.tensors[i].name] = st.hbm[i].to_vector();
   return r;
 }
 

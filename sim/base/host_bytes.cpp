@@ -1,0 +1,235 @@
+#include "sim/base/host_bytes.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "sim/base/error.h"
+
+namespace trnsim {
+namespace {
+
+std::mutex g_mutex;
+bool g_on = false;
+std::string g_dir;
+uint64_t g_min = kPageableMinBytes;
+
+// A file descriptor, closed with the last mapping that needs it.
+struct Fd {
+  int fd;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() { ::close(fd); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+size_t page_size() {
+  static const size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+// A nameless file of `n` reserved bytes in `dir`, or -1.
+int scratch_file(const std::string& dir, size_t n) {
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {  // filesystems without O_TMPFILE: a name, removed at once
+    std::string tmpl = dir + "/.trnsim-scratch-XXXXXX";
+    fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+    if (fd < 0) return -1;
+    ::unlink(tmpl.c_str());
+  }
+  if (::posix_fallocate(fd, 0, static_cast<off_t>(n)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+struct HostBytes::Mapping {
+  std::shared_ptr<Fd> file;
+  void* addr = nullptr;
+  size_t len = 0;
+  uint64_t file_offset = 0;  // of addr
+  size_t skip = 0;           // from addr to the data
+  bool scratch = false;
+  ~Mapping() {
+    if (addr != nullptr) ::munmap(addr, len);
+  }
+};
+
+HostBytes::HostBytes(size_t n, uint8_t fill) {
+  assign(n, fill);
+}
+
+HostBytes::HostBytes(std::vector<uint8_t>&& v) : vec_(std::move(v)), p_(vec_.data()), n_(vec_.size()) {}
+HostBytes::HostBytes(const std::vector<uint8_t>& v) : HostBytes(v.size()) {
+  if (n_) std::memcpy(p_, v.data(), n_);
+}
+
+HostBytes::HostBytes(const HostBytes& o) : HostBytes(o.n_) {
+  if (n_) std::memcpy(p_, o.p_, n_);
+}
+
+HostBytes::HostBytes(HostBytes&& o) noexcept
+    : vec_(std::move(o.vec_)), map_(std::move(o.map_)), p_(o.p_), n_(o.n_) {
+  if (!map_) p_ = vec_.data();
+  o.vec_.clear();
+  o.p_ = nullptr;
+  o.n_ = 0;
+}
+
+HostBytes& HostBytes::operator=(const HostBytes& o) {
+  if (this != &o) *this = HostBytes(o);
+  return *this;
+}
+
+HostBytes& HostBytes::operator=(HostBytes&& o) noexcept {
+  if (this != &o) {
+    vec_ = std::move(o.vec_);
+    map_ = std::move(o.map_);
+    n_ = o.n_;
+    p_ = map_ ? o.p_ : vec_.data();
+    o.vec_.clear();
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  return *this;
+}
+
+HostBytes::~HostBytes() = default;
+
+void HostBytes::assign(size_t n, uint8_t fill) {
+  std::string dir;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_on && n > 0 && n >= g_min) dir = g_dir;
+  }
+  map_.reset();
+  vec_.clear();
+  vec_.shrink_to_fit();
+  if (!dir.empty()) {
+    const int fd = scratch_file(dir, n);
+    if (fd >= 0) {
+      auto file = std::make_shared<Fd>(fd);
+      void* a = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (a != MAP_FAILED) {
+        map_ = std::make_shared<Mapping>();
+        map_->file = std::move(file);
+        map_->addr = a;
+        map_->len = n;
+        map_->scratch = true;
+        p_ = static_cast<uint8_t*>(a);
+        n_ = n;
+        if (fill != 0) std::memset(p_, fill, n_);  // the reserved file reads as zeros
+        return;
+      }
+    }
+  }
+  vec_.assign(n, fill);
+  p_ = vec_.data();
+  n_ = n;
+}
+
+void HostBytes::resize(size_t n) {
+  if (n == n_) return;
+  HostBytes b(n);
+  if (n_ && n) std::memcpy(b.p_, p_, std::min(n, n_));
+  *this = std::move(b);
+}
+
+HostBytes HostBytes::map_file(const std::string& path, uint64_t offset, size_t size) {
+  HostBytes b;
+  if (size == 0) return b;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(path + ": cannot map: " + std::strerror(errno));
+  auto file = std::make_shared<Fd>(fd);
+  const uint64_t start = offset / page_size() * page_size();
+  const size_t len = static_cast<size_t>(offset - start) + size;
+  void* a = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd,
+                   static_cast<off_t>(start));
+  if (a == MAP_FAILED) throw InputError(path + ": cannot map: " + std::strerror(errno));
+  b.map_ = std::make_shared<Mapping>();
+  b.map_->file = std::move(file);
+  b.map_->addr = a;
+  b.map_->len = len;
+  b.map_->file_offset = start;
+  b.map_->skip = static_cast<size_t>(offset - start);
+  b.p_ = static_cast<uint8_t*>(a) + b.map_->skip;
+  b.n_ = size;
+  return b;
+}
+
+HostBytes HostBytes::cow_copy() const {
+  if (!map_) return *this;
+  void* a = ::mmap(nullptr, map_->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, map_->file->fd,
+                   static_cast<off_t>(map_->file_offset));
+  if (a == MAP_FAILED) return *this;  // a deep copy instead
+  HostBytes b;
+  b.map_ = std::make_shared<Mapping>();
+  b.map_->file = map_->file;
+  b.map_->addr = a;
+  b.map_->len = map_->len;
+  b.map_->file_offset = map_->file_offset;
+  b.map_->skip = map_->skip;
+  b.p_ = static_cast<uint8_t*>(a) + b.map_->skip;
+  b.n_ = n_;
+  return b;
+}
+
+bool HostBytes::scratch() const {
+  return map_ && map_->scratch;
+}
+
+bool operator==(const HostBytes& a, const HostBytes& b) {
+  return a.n_ == b.n_ && (a.n_ == 0 || std::memcmp(a.p_, b.p_, a.n_) == 0);
+}
+
+bool operator==(const HostBytes& a, const std::vector<uint8_t>& b) {
+  return a.n_ == b.size() && (a.n_ == 0 || std::memcmp(a.p_, b.data(), a.n_) == 0);
+}
+
+void set_pageable(bool on, uint64_t min_bytes) {
+  uint64_t m = min_bytes;
+  if (const char* v = std::getenv("TRNSIM_SCRATCH_MIN_BYTES"); v != nullptr && on) {
+    const std::string s(v);
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 19)
+      throw InputError("environment variable TRNSIM_SCRATCH_MIN_BYTES: '" + s +
+                       "' is not a byte count (digits only, at most 19)");
+    m = std::stoull(s);
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_on = on;
+  g_min = m;
+}
+
+void set_scratch_dir(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_dir = dir;
+}
+
+bool maps_files(uint64_t n) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_on && n > 0 && n >= g_min;
+}
+
+bool makes_scratch(uint64_t n) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_on && !g_dir.empty() && n > 0 && n >= g_min;
+}
+
+std::optional<uint64_t> free_disk_bytes(const std::string& dir) {
+  struct statvfs s {};
+  if (::statvfs(dir.c_str(), &s) != 0) return std::nullopt;
+  return static_cast<uint64_t>(s.f_bavail) * s.f_frsize;
+}
+
+}  // namespace trnsim

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Pageable host memory (docs/architecture.md, "Host memory"): usage host_memory.sh <trnsim-binary>
+# <source-dir>. With TRNSIM_SCRATCH_MIN_BYTES=4096 every tensor of these small runs is a mapping (a .npy
+# input is its file's pages, other tensors nameless scratch files in the output folder): the outputs and
+# stats.json are the same bytes as with everything on the heap, the scratch files never show a name and do
+# not outlive a run ended by SIGTERM, and the memory estimate counts the mapped memory apart.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
+MM=$SRC/configs/workloads/matmul_bf16_2048_trn2_lnc1.json
+MOE=$SRC/configs/workloads/moe/qwen3_30b_a3b_fwd_mxfp8.json
+MSETS=(--set params.T=1024 --set params.E=16 --set params.top_k=2)
+sha() { sha256sum <"$1" | cut -c1-64; }
+
+# 1. The same bytes, heap or mapped; the generated inputs dumped for step 2.
+"$TRNSIM" run "$MM" --out "$T/heap" --dump-inputs >/dev/null 2>&1
+rc1=$?
+TRNSIM_SCRATCH_MIN_BYTES=4096 "$TRNSIM" run "$MM" --out "$T/mapped" >/dev/null 2>&1
+rc2=$?
+check "matmul with scratch-file tensors: exit 0, y.npy and stats.json the same bytes (exit $rc1, $rc2)" \
+  '[[ $rc1 == 0 && $rc2 == 0 && $(sha "$T/heap/y.npy") == $(sha "$T/mapped/y.npy") && $(sha "$T/heap/stats.json") == $(sha "$T/mapped/stats.json") ]]'
+check "no scratch file is left in the output folder: $(ls -A "$T/mapped" | tr '\n' ' ')" \
+  '[[ $(ls -A "$T/mapped" | tr "\n" " ") == ".trnsim-files host.json stats.json y.npy " ]]'
+
+# 2. .npy inputs mapped from their files (BF16 as raw uint16 bits: the tensor is the file's pages).
+cp "$T/heap/inputs/x.npy" "$T/heap/inputs/w.npy" "$T/"
+/usr/bin/python3 - "$MM" "$T/npy.json" <<'EOF'
+import json, sys
+w = json.load(open(sys.argv[1]))
+w["inputs"] = {"x": "x.npy", "w": "w.npy"}
+json.dump(w, open(sys.argv[2], "w"))
+EOF
+xs=$(sha "$T/x.npy")
+TRNSIM_SCRATCH_MIN_BYTES=4096 "$TRNSIM" run "$T/npy.json" --out "$T/npy" >/dev/null 2>&1
+rc=$?
+check "matmul from mapped .npy inputs: exit 0, y.npy the same bytes, the input file unchanged (exit $rc)" \
+  '[[ $rc == 0 && $(sha "$T/heap/y.npy") == $(sha "$T/npy/y.npy") && $(sha "$T/x.npy") == $xs ]]'
+
+# 3. The estimate: the figures of the matmul from .npy files, everything mapped. Mapped .npy inputs: x and w,
+# 2048 x 2048 BF16, 2 * 8388608 B = 16.8 MB. Scratch files: the output y, 2048 x 2048 FP32, 16.8 MB (the
+# machine's copies of x and w map the files again). The rest is on the heap (SBUF and PSUM of the two
+# simulated cores, the references' operands): 184.5 MB, the 234.9 MB of the same run without mapping less its
+# copies of x and w (16.8 MB) and the machine's x, w and y (33.6 MB).
+TRNSIM_HOST_MEMORY_BYTES=1000000 TRNSIM_SCRATCH_MIN_BYTES=4096 "$TRNSIM" run "$T/npy.json" --out "$T/mem" >"$T/log" 2>&1
+rc=$?
+TRNSIM_HOST_MEMORY_BYTES=1000000 "$TRNSIM" run "$T/npy.json" --out "$T/mem" >"$T/log0" 2>&1
+check "too little memory, nothing mapped: the whole figure (exit $?: $(cat "$T/log0"))" \
+  '[[ $(cat "$T/log0") == *"needs at least 234.9 MB of host memory (the host"*"operands), and 1.0 MB is available"* && ! -e $T/mem ]]'
+check "too little memory with mapped tensors: exit 1, both figures, nothing created (exit $rc: $(cat "$T/log"))" \
+  '[[ $rc == 1 && $(cat "$T/log") == "trnsim: error: $T/npy.json: this run needs at least 184.5 MB of host memory (the host'"'"'s copy of the inputs, the simulated machine'"'"'s HBM tensors, SBUF and PSUM, and the references'"'"' copies of their operands), besides 33.6 MB that the OS can page (16.8 MB of scratch files on the output'"'"'s filesystem, 16.8 MB of mapped .npy inputs), and 1.0 MB is available: run with --no-numerics (timing only), or on a machine with more memory" && ! -e $T/mem ]]'
+
+# 4. SIGTERM while the tensors are mapped: the scratch files were open in the output folder (seen in
+# /proc/PID/fd), and nothing of them, nor the folder the run created, is left.
+TRNSIM_SCRATCH_MIN_BYTES=4096 "$TRNSIM" run "$MOE" "${MSETS[@]}" --out "$T/term" >"$T/term.log" 2>&1 &
+pid=$!
+seen=0
+for _ in $(seq 1 1200); do
+  seen=$(ls -l /proc/$pid/fd 2>/dev/null | grep -c "$T/term/")
+  [[ $seen -gt 0 ]] && break
+  sleep 0.05
+done
+sleep 0.5
+kill -TERM $pid
+wait $pid
+rc=$?
+check "SIGTERM: scratch files were open in the output folder ($seen), the run ended with 143 ($rc), nothing left" \
+  '[[ $seen -gt 0 && $rc == 143 && ! -e $T/term ]]'
+
+finish

@@ -1,0 +1,153 @@
+// Pageable host memory (sim/base/host_bytes.h): a mapped .npy reads the same bytes as one read into the heap
+// and is never written through; scratch buffers have no name in their folder and copy-on-write copies share
+// their bytes without sharing writes; nothing is mapped unless a program turns it on.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "sim/base/host_bytes.h"
+#include "sim/io/npy.h"
+#include "sim/tensor/host_tensor.h"
+
+using namespace trnsim;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh folder, and pageable memory as the test sets it, both undone at the end.
+struct Scratch {
+  fs::path dir;
+  Scratch() {
+    char tmpl[] = "/tmp/trnsim_host_bytes_XXXXXX";
+    dir = ::mkdtemp(tmpl);
+  }
+  ~Scratch() {
+    set_scratch_dir("");
+    set_pageable(false);
+    fs::remove_all(dir);
+  }
+  size_t names() const { return static_cast<size_t>(std::distance(fs::directory_iterator(dir), {})); }
+};
+
+std::vector<uint8_t> file_bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// 3 x 5000 uint16 values i * 7 + 1: raw BF16 bits, 30000 bytes of data after the header.
+fs::path write_npy(const fs::path& dir) {
+  std::vector<uint16_t> v(15000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint16_t>(i * 7 + 1);
+  const std::vector<uint8_t> image = io::encode_npy(io::NpyDType::U16, {3, 5000}, v.data());
+  const fs::path p = dir / "x.npy";
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(image.data()), image.size());
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("host bytes: nothing is mapped unless turned on") {
+  Scratch s;
+  const fs::path p = write_npy(s.dir);
+  set_scratch_dir(s.dir.string());  // a folder alone does not turn mapping on
+  CHECK_FALSE(io::read_npy(p.string()).bytes.file_backed());
+  CHECK_FALSE(HostBytes(1 << 20, 1).file_backed());
+}
+
+TEST_CASE("host bytes: a mapped .npy reads the same bytes, and writes never reach the file") {
+  Scratch s;
+  const fs::path p = write_npy(s.dir);
+  const io::NpyArray heap = io::read_npy(p.string());
+  set_pageable(true, 30000);  // the data's size exactly: mapped
+  io::NpyArray mapped = io::read_npy(p.string());
+  REQUIRE(mapped.bytes.file_backed());
+  CHECK_FALSE(heap.bytes.file_backed());
+  CHECK(mapped.bytes.size() == 30000);
+  CHECK(mapped.bytes == heap.bytes);
+  CHECK(mapped.data<uint16_t>()[14999] == static_cast<uint16_t>(14999 * 7 + 1));
+
+  // A BF16 input from raw bits shares the file's pages; its bytes are the same as a converted copy's.
+  const tensor::HostTensor t = tensor::from_npy(mapped, isa::DType::BF16, {3, 5000}, "x");
+  const tensor::HostTensor u = tensor::from_npy(heap, isa::DType::BF16, {3, 5000}, "x");
+  CHECK(tensor::shares_npy_pages(mapped, isa::DType::BF16));
+  CHECK_FALSE(tensor::shares_npy_pages(heap, isa::DType::BF16));
+  CHECK_FALSE(tensor::shares_npy_pages(mapped, isa::DType::U16));  // an integer conversion: a copy
+  CHECK(t.bytes.file_backed());
+  CHECK(t.bytes == u.bytes);
+
+  // Writing into the tensor (the machine, a test editing an input) copies the page; the file stays.
+  const std::vector<uint8_t> before = file_bytes(p);
+  tensor::HostTensor w = t;  // a deep copy
+  tensor::HostTensor c;
+  c.bytes = t.bytes.cow_copy();
+  c.bytes[0] ^= 0xFF;
+  mapped.bytes[1] ^= 0xFF;
+  CHECK(file_bytes(p) == before);
+  CHECK(t.bytes == u.bytes);
+  CHECK(w.bytes == u.bytes);
+  CHECK(c.bytes[0] == static_cast<uint8_t>(u.bytes[0] ^ 0xFF));
+
+  // Smaller than the threshold: read into the heap.
+  set_pageable(true, 30001);
+  CHECK_FALSE(io::read_npy(p.string()).bytes.file_backed());
+}
+
+TEST_CASE("host bytes: scratch buffers are nameless files, copies are separate") {
+  Scratch s;
+  set_pageable(true, 4096);
+  set_scratch_dir(s.dir.string());
+  CHECK(makes_scratch(4096));
+  CHECK_FALSE(makes_scratch(4095));
+  HostBytes a(10000, 0xAB);
+  REQUIRE(a.scratch());
+  CHECK(s.names() == 0);  // O_TMPFILE (or unlinked at once): no name in the folder
+  CHECK(a[0] == 0xAB);
+  CHECK(a[9999] == 0xAB);
+  HostBytes z(8192);  // zeros: the reserved file's own
+  CHECK(z.scratch());
+  CHECK(z == std::vector<uint8_t>(8192, 0));
+  CHECK_FALSE(HostBytes(4095, 1).file_backed());  // small: heap
+
+  a[17] = 3;
+  HostBytes cow = a.cow_copy();
+  HostBytes deep = a;
+  CHECK(cow.file_backed());
+  CHECK(deep.scratch());
+  CHECK(cow == a);
+  CHECK(deep == a);
+  cow[17] = 4;  // private: a's byte stays
+  deep[18] = 5;
+  CHECK(a[17] == 3);
+  CHECK(a[18] == 0xAB);
+  CHECK(cow[18] == 0xAB);
+
+  // resize keeps the prefix and zero-fills; moves leave the source empty.
+  a.resize(12000);
+  CHECK(a.size() == 12000);
+  CHECK(a[17] == 3);
+  CHECK(a[11999] == 0);
+  HostBytes m = std::move(a);
+  CHECK(m.size() == 12000);
+  CHECK(a.empty());  // NOLINT(bugprone-use-after-move): the moved-from state is documented
+  CHECK(s.names() == 0);
+}
+
+TEST_CASE("host bytes: TRNSIM_SCRATCH_MIN_BYTES must be a byte count") {
+  Scratch s;
+  ::setenv("TRNSIM_SCRATCH_MIN_BYTES", "12abc", 1);
+  CHECK_THROWS_WITH(
+      set_pageable(true),
+      "environment variable TRNSIM_SCRATCH_MIN_BYTES: '12abc' is not a byte count (digits only, "
+      "at most 19)");
+  ::setenv("TRNSIM_SCRATCH_MIN_BYTES", "100", 1);
+  set_pageable(true);
+  CHECK(maps_files(100));
+  CHECK_FALSE(maps_files(99));
+  ::unsetenv("TRNSIM_SCRATCH_MIN_BYTES");
+}
