@@ -175,10 +175,11 @@ class PythonKernel final : public kernels::BoundKernel {
     pyb::gil_scoped_acquire gil;
     pyb::list arrays;
     for (const workload::TensorInfo& t : spec_.inputs) arrays.append(to_numpy(ctx.input(t.name)));
+    pyb::list outputs;  // (name, shape) of each output, in return order: what the reference must give
+    for (const std::string& n : outputs_) outputs.append(pyb::make_tuple(n, ctx.output(n).shape));
     pyb::list result;
     try {
-      result =
-          runner().attr("call_reference")(spec_.reference, arrays, from_json(spec_.params), outputs_.size());
+      result = runner().attr("call_reference")(spec_.reference, arrays, from_json(spec_.params), outputs);
     } catch (pyb::error_already_set& e) {
       if (spec_.python_errors) throw;
       rethrow_python(e, "reference");
@@ -254,10 +255,21 @@ std::unique_ptr<kernels::BoundKernel> load_nki_kernel(const workload::Workload& 
   if (w.reference) spec.reference = load(*w.reference, "reference");
   spec.params = w.params;
   spec.lnc = w.lnc;
+  pyb::list names;
+  for (const auto& t : inputs) names.append(t.name);
+  // The inputs and params bind to the function's signature (and the reference's), checked before any call.
+  const pyb::object problem = runner().attr("binding_problem")(spec.kernel, names, from_json(spec.params));
+  if (!problem.is_none()) {
+    const auto [key, msg] = problem.cast<std::pair<std::string, std::string>>();
+    throw InputError(fmt::format("{}: {}: {}", w.file, key, msg));
+  }
+  if (!spec.reference.is_none()) {
+    const pyb::object bad = runner().attr("reference_problem")(spec.reference, names, from_json(spec.params));
+    if (!bad.is_none())
+      throw InputError(fmt::format("{}: reference.function: {}", w.file, bad.cast<std::string>()));
+  }
   try {
     // Inputs in the function's parameter order; each must be one of its parameters.
-    pyb::list names;
-    for (const auto& t : inputs) names.append(t.name);
     pyb::list order = runner().attr("input_order")(spec.kernel, names);
     for (pyb::handle h : order) {
       const std::string n = h.cast<std::string>();

@@ -127,13 +127,9 @@ pyb::array to_numpy(const tensor::HostTensor& t, bool raw) {
   std::vector<pyb::ssize_t> shape(t.shape.begin(), t.shape.end());
   if (raw || isa::is_x4(t.dtype)) {
     const io::NpyDType nd = tensor::npy_dtype_of(t.dtype);
-    const char* name = nd == io::NpyDType::F32   ? "float32"
-                       : nd == io::NpyDType::U16 ? "uint16"
-                       : nd == io::NpyDType::I32 ? "int32"
-                       : nd == io::NpyDType::U8  ? "uint8"
-                                                 : "float64";
+    const char* name = io::npy_dtype_name(nd);  // NumPy's own names
     pyb::array out(pyb::dtype(name), shape);
-    // x4 and the 32-bit ints are stored as int32; bytes are copied as the .npy file holds them.
+    // Bytes are copied as the .npy file holds them (x4 as int32 raw bits).
     const size_t n = std::min(static_cast<size_t>(out.nbytes()), t.bytes.size());
     if (n > 0) std::memcpy(out.mutable_data(), t.bytes.data(), n);
     return out;

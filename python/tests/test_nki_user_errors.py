@@ -289,6 +289,241 @@ def test_null_parameter_means_its_default():
     assert rc == 0, err
 
 
+FRONT_END = """
+
+@nki.jit
+def to_int8(x):
+    y = nl.ndarray(x.shape, dtype=nl.int8, buffer=nl.shared_hbm)
+    nl.store(y, nl.load(x))
+    return y
+
+
+@nki.jit
+def same_names(x):
+    a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="o")  # MARK-dup-a
+    b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="o")  # MARK-dup-b
+    nl.store(a, nl.load(x))
+    nl.store(b, nl.load(x))
+    return a, b  # MARK-dup-return
+
+
+@nki.jit
+def takes_n(x, n):  # MARK-takes-n
+    return copy(x)
+
+
+@nki.jit
+def takes_kwonly(x, *, n):  # MARK-takes-kwonly
+    return copy(x)
+
+
+@nki.jit
+def takes_b(x, b=None):  # MARK-takes-b
+    return copy(x)
+
+
+def ref_none(x):  # MARK-ref-none
+    pass
+
+
+def ref_dict(x):
+    return {"zzz": x}
+
+
+def ref_str(x):
+    return "x"
+
+
+def ref_two(x, y):  # MARK-ref-two
+    return x
+
+
+def ref_narrow(x):
+    return x[:, :10]
+
+
+@nki.jit
+def add_text(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(y, nl.add(nl.load(x), "x"))  # MARK-add-text
+    return y
+
+
+@nki.jit
+def add_list(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(y, nl.multiply(nl.load(x), [1, 2]))  # MARK-add-list
+    return y
+
+
+@nki.jit
+def add_none(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(y, nl.subtract(None, nl.load(x)))  # MARK-add-none
+    return y
+
+
+@nki.jit
+def compiler_frob(x):
+    return nki.compiler.frob(x)  # MARK-compiler-frob
+
+
+@nki.jit
+def nki_frob(x):
+    return nki.frob(x)  # MARK-nki-frob
+
+
+@nki.jit
+def float_shape(x):
+    y = nl.ndarray((128, 64.0), dtype=x.dtype, buffer=nl.shared_hbm)  # MARK-float-shape
+    nl.store(y, nl.load(x))
+    return y
+
+
+@nki.jit
+def float_range(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(1.5):  # MARK-float-range
+        nl.store(y, nl.load(x))
+    return y
+
+
+@nki.jit
+def bool_shape(x):
+    y = nl.ndarray((True, 64), dtype=x.dtype, buffer=nl.shared_hbm)  # MARK-bool-shape
+    return y
+"""
+
+
+def test_integer_outputs_are_written_as_their_own_numpy_dtype():
+    # An nl.int8 output was written as uint8 (-4 read back as 252). Each integer dtype round-trips through
+    # .npy input and output with NumPy's dtype of its name, its extreme values included.
+    d = folder(FRONT_END)
+    for name in ("int8", "uint8", "int16", "uint16", "int32", "uint32"):
+        info = np.iinfo(name)
+        values = np.resize(np.array([info.min, info.max, 0, 1, -4 if info.min < 0 else 4], dtype=name), (128, 64))
+        np.save(os.path.join(d, "x.npy"), values)
+        rc, err, out = run(d, "copy", inputs={"x": {"npy": "x.npy", "dtype": name}})
+        assert rc == 0, (name, err)
+        y = np.load(os.path.join(out, "out.npy"))
+        assert y.dtype == np.dtype(name) and np.array_equal(y, values), (name, y.dtype, y[0, :5])
+    # A float32 -4.0 stored into an int8 output reads back -4.
+    rc, err, out = run(d, "to_int8", inputs={"x": {"generator": "constant", "value": -4.0, "shape": [128, 64],
+                                                   "dtype": "float32"}})
+    assert rc == 0, err
+    y = np.load(os.path.join(out, "out.npy"))
+    assert y.dtype == np.int8 and np.all(y == -4), (y.dtype, y[0, :4])
+    # Raw-bit formats stay as docs/workloads.md says: bfloat16 as uint16 bits.
+    rc, err, out = run(d, "copy", inputs={"x": {"generator": "constant", "value": 1.0, "shape": [128, 64],
+                                                "dtype": "bfloat16"}})
+    assert rc == 0, err
+    y = np.load(os.path.join(out, "out.npy"))
+    assert y.dtype == np.uint16 and np.all(y == 0x3F80), (y.dtype, y[0, :4])
+
+
+def test_two_outputs_with_one_name_are_an_error_at_the_return():
+    # They were silently written as o.npy and out_1.npy.
+    d = folder(FRONT_END)
+    rc, err, out = run(d, "same_names")
+    assert rc == 1, err
+    assert ("k.py:%d: NkiError: kernel same_names returns two outputs named 'o': a (allocated at k.py:%d) and b "
+            "(allocated at k.py:%d)" % (line(d, "MARK-dup-return"), line(d, "MARK-dup-a"), line(d, "MARK-dup-b"))
+            in err), err
+    assert not os.path.exists(os.path.join(out, "stats.json"))
+
+
+def test_workload_inputs_and_params_are_bound_to_the_signature_before_the_call():
+    # They came out as Python's TypeError from inside the call ("kern() missing 1 required positional
+    # argument: 'n'") under "w.json: kernel:".
+    d = folder(FRONT_END)
+    for function, params, expected in (
+            ("takes_n", None, "w.json: inputs.n: missing: takes_n (k.py:%d) takes x, n and the workload gives "
+             "input x (a value rather than a tensor goes in params.n)" % line(d, "MARK-takes-n")),
+            ("takes_kwonly", None, "w.json: params.n: required by takes_kwonly (k.py:%d), no default"
+             % line(d, "MARK-takes-kwonly")),
+            ("takes_b", {"x": 3}, "w.json: params.x: 'x' is an input of takes_b (k.py:%d) (inputs.x): a "
+             "parameter cannot set it too" % line(d, "MARK-takes-b")),
+            ("scaled", {"epsilon": 1}, "w.json: params.epsilon: scaled (k.py:%d) has no parameter 'epsilon' "
+             "(its parameters: scale)" % line(d, "def scaled"))):
+        over = {"params": params} if params is not None else {}
+        for cmd in ("validate", "run"):
+            path = workload(d, function, **over)
+            rc, _, err = cli(*([cmd, path] + (["--out", os.path.join(d, "out")] if cmd == "run" else [])))
+            assert rc == 1 and expected in err, (function, cmd, expected, err)
+            assert "TypeError" not in err, err
+    rc, _, err = cli("validate", workload(d, "takes_n", params={"n": 2}))
+    assert rc == 0, err
+
+
+def test_reference_mistakes_name_the_reference_and_what_was_expected():
+    d = folder(FRONT_END)
+    expected = "expected an array for 'out' [128, 64]"
+    for function, what in (("ref_none", "returned None"), ("ref_dict", "returned a dict"),
+                           ("ref_str", "returned a str"), ("ref_narrow", "returned shape [128, 10]")):
+        rc, err, _ = run(d, "copy", reference={"nki": "k.py", "function": function})
+        at = "%s (k.py:%d)" % (function, line(d, "def " + function))
+        assert rc == 1, (function, err)
+        assert "reference.function: %s %s: %s" % (at, what, expected) in err, (function, err)
+        assert "float()" not in err and "Traceback" not in err, err
+    rc, err, _ = run(d, "copy", reference={"nki": "k.py", "function": "ref_two"})
+    assert rc == 1 and ("w.json: reference.function: ref_two (k.py:%d) cannot be called as the reference: it is "
+                        "called as ref_two(x)" % line(d, "MARK-ref-two")) in err, err
+    assert "missing a required argument: 'y'" in err, err
+
+
+def test_an_operand_that_is_no_number_is_the_front_ends_error():
+    # nl.add(x, "x") leaked "could not convert string to float: 'x'".
+    d = folder(FRONT_END)
+    for function, marker, call, which, shown in (("add_text", "MARK-add-text", "nl.add", "y", "str 'x'"),
+                                                 ("add_list", "MARK-add-list", "nl.multiply", "y", "list [1, 2]"),
+                                                 ("add_none", "MARK-add-none", "nl.subtract", "x", "NoneType None")):
+        rc, err, _ = run(d, function)
+        assert rc == 1, err
+        assert ("k.py:%d: NkiError: %s: operand %s must be a number or a tile, got %s"
+                % (line(d, marker), call, which, shown)) in err, (function, err)
+        assert "float()" not in err and "could not convert" not in err, err
+
+
+def test_unknown_names_of_nki_and_nki_compiler_are_nki_unsupported():
+    # They were AttributeErrors naming trnsim's module 'trnsim.nki.compiler'.
+    d = folder(FRONT_END)
+    for function, marker, name in (("compiler_frob", "MARK-compiler-frob", "nki.compiler.frob"),
+                                   ("nki_frob", "MARK-nki-frob", "nki.frob")):
+        rc, err, _ = run(d, function)
+        assert rc == 1, err
+        assert "k.py:%d: NkiUnsupported: %s is not modelled by trnsim" % (line(d, marker), name) in err, err
+        assert "trnsim.nki" not in err, err
+    import nki
+    import nki.compiler
+
+    assert not hasattr(nki, "frob") and not hasattr(nki.compiler, "frob")
+    e = raises(tnki.NkiUnsupported, lambda: nki.compiler.frob)
+    assert isinstance(e, AttributeError) and "nki.compiler.frob is not modelled" in str(e), str(e)
+
+
+def test_a_kernel_file_with_a_null_byte_is_named():
+    d = tmpdir()
+    with open(os.path.join(d, "k.py"), "wb") as f:
+        f.write(HEAD.encode() + b"\nx = 1\0\n")
+    rc, err, _ = run(d, "copy")
+    assert rc == 1, err
+    n = HEAD.count("\n") + 2
+    assert "k.py:%d: SyntaxError: %s has a null byte" % (n, os.path.join(d, "k.py")) in err, err
+
+
+def test_sizes_that_are_not_integers_are_refused():
+    # nl.ndarray((128, 64.0)) and nl.affine_range(1.5) were accepted (truncated to 64 and 1).
+    d = folder(FRONT_END)
+    for function, marker, text in (
+            ("float_shape", "MARK-float-shape", "nl.ndarray: shape (128, 64.0): size 64.0 is not an integer"),
+            ("bool_shape", "MARK-bool-shape", "nl.ndarray: shape (True, 64): size True is not an integer"),
+            ("float_range", "MARK-float-range", "nl.affine_range: bounds must be integers known while tracing, "
+             "got float 1.5")):
+        rc, err, _ = run(d, function)
+        assert rc == 1, err
+        assert "k.py:%d: NkiError: %s" % (line(d, marker), text) in err, (function, err)
+
+
 UNKNOWN = """
 
 @nki.jit

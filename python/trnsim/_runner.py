@@ -117,6 +117,11 @@ def _read_hashed(path):
     with open(path, "rb") as f:
         data = f.read()
     _session.hashes[path] = hashlib.sha256(data).hexdigest()
+    nul = data.find(b"\0")
+    if nul >= 0:  # compile() would say only "source code string cannot contain null bytes", naming no file
+        line = data.count(b"\n", 0, nul) + 1
+        raise SyntaxError("%s has a null byte (byte %d, line %d): a Python source file is text" % (
+            path, nul, line), (path, line, nul - data.rfind(b"\n", 0, nul), None))
     return data
 
 
@@ -263,6 +268,54 @@ def input_order(kernel, names):
     return sorted(names, key=lambda n: pos.get(n, len(pos)))
 
 
+def _where(func):
+    """'kern (k.py:3)': the function's name and its def line, as the binding messages name it."""
+    loc = def_loc(func)
+    name = getattr(func, "__name__", "the kernel")
+    return "%s (%s:%d)" % (name, os.path.basename(loc[0]), loc[1]) if loc else name
+
+
+def binding_problem(kernel, inputs, params):
+    """The first mismatch between a workload's "inputs" (names) and "params" (a dict) and the kernel
+    function's signature, as (key, message), key naming the JSON entry ("params.eps", "inputs.b"); None
+    when the call binds. Checked before the kernel runs, so the message is about the workload, not a
+    TypeError from inside the call."""
+    func, _ = resolve_kernel(kernel)
+    params = params if isinstance(params, dict) else {}
+    sig = _parameters(func)
+    by_name = {p.name: p for p in sig}
+    open_kwargs = any(p.kind == p.VAR_KEYWORD for p in sig)
+    where = _where(func)
+    inputs = list(inputs)
+    values = [p.name for p in sig if p.name not in inputs and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    for n in inputs:
+        p = by_name.get(n)
+        if (p is None and not open_kwargs) or (p is not None and p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)):
+            return None  # input_order names it
+    for n in params:
+        if n in inputs:
+            return ("params.%s" % n, "'%s' is an input of %s (inputs.%s): a parameter cannot set it too" % (
+                n, where, n))
+        p = by_name.get(n)
+        if p is not None and p.kind == p.POSITIONAL_ONLY:
+            return ("params.%s" % n, "'%s' of %s is positional-only: params are passed by keyword" % (n, where))
+        if (p is None and not open_kwargs) or (p is not None and p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)):
+            return ("params.%s" % n, "%s has no parameter '%s' (its parameters: %s)" % (
+                where, n, ", ".join(values) or "none besides its inputs " + ", ".join(inputs)))
+    given = set(inputs) | {n for n, v in params.items()}
+    for p in sig:
+        if p.default is not p.empty or p.name in given or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if p.kind == p.KEYWORD_ONLY:
+            return ("params.%s" % p.name, "required by %s, no default" % where)
+        return ("inputs.%s" % p.name, "missing: %s takes %s and the workload gives %s (a value rather than "
+                "a tensor goes in params.%s)" % (
+                    where, ", ".join(q.name for q in sig if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)),
+                    "input " + ", ".join(inputs) if len(inputs) == 1 else
+                    "inputs " + ", ".join(inputs) if inputs else "no inputs", p.name))
+    return None
+
+
 def def_loc(func):
     """(file, line) of the ``def`` statement of the function (through nki.jit and functools.wraps wrappers;
     a decorated function's code starts at its first decorator), or None."""
@@ -361,27 +414,77 @@ class CoreRunner:
         return names
 
 
-def call_reference(ref, arrays, params, n_outputs):
-    """The reference's outputs: ``ref(*arrays, **params)`` (params limited to what its signature takes),
-    as a list of ``n_outputs`` arrays."""
-    import numpy as np
-
+def _reference_args(ref, params):
+    """The params a reference is called with: those its signature takes (any, with **kwargs), nulls for
+    defaulted ones dropped."""
     sig = _parameters(ref)
     if not any(p.kind == p.VAR_KEYWORD for p in sig):
         accepted = {p.name for p in sig}
         params = {k: v for k, v in params.items() if k in accepted}
-    params = without_nulls(ref, params)
+    return without_nulls(ref, params)
+
+
+def reference_problem(ref, inputs, params):
+    """Why ``ref(*inputs arrays, **params it takes)`` cannot be called (a message for reference.function),
+    or None."""
+    try:
+        sig = inspect.signature(ref)
+    except (TypeError, ValueError):
+        return None
+    kw = _reference_args(ref, params if isinstance(params, dict) else {})
+    try:
+        sig.bind(*[None] * len(inputs), **kw)
+    except TypeError as e:
+        return "%s cannot be called as the reference: it is called as %s(%s) (the kernel's inputs in order, " \
+            "then the params it names), and %s" % (
+                _where(ref), getattr(ref, "__name__", "ref"), ", ".join(list(inputs) + ["%s=..." % k for k in kw]),
+                str(e).replace("%s() " % getattr(ref, "__name__", ""), "it "))
+    return None
+
+
+def call_reference(ref, arrays, params, outputs):
+    """The reference's outputs: ``ref(*arrays, **params)`` (params limited to what its signature takes),
+    as a list of float64 arrays, one for each of the kernel's ``outputs`` ([(name, shape)], in return
+    order). _core.InputError naming reference.function, the reference's def line and the outputs expected
+    when it returns anything else (None, a dict, a string, too few or too many arrays, another shape)."""
+    import numpy as np
+
+    from . import _core
+
+    if isinstance(outputs, int):  # a count (older callers): names and shapes unknown
+        outputs = [("output %d" % i, None) for i in range(outputs)]
+    outputs = [(n, list(s) if s is not None else None) for n, s in outputs]
+    params = _reference_args(ref, params)
     with _NoExit("reference"):
         out = ref(*arrays, **params)
-    if isinstance(out, (tuple, list)):
-        out = list(out)
-    else:
-        out = [out]
-    if len(out) != n_outputs:
-        raise ValueError("reference %s returned %d array%s for %d kernel output%s" % (
-            getattr(ref, "__name__", "?"), len(out), "" if len(out) == 1 else "s", n_outputs,
-            "" if n_outputs == 1 else "s"))
-    return [np.asarray(o, dtype=np.float64) for o in out]
+
+    def expected():
+        return "expected %s%s" % (
+            "an array for " if len(outputs) == 1 else "a tuple of %d arrays, in the kernel's return order, for "
+            % len(outputs),
+            ", ".join("'%s'%s" % (n, " %s" % s if s is not None else "") for n, s in outputs))
+
+    def fail(what):
+        raise _core.InputError("reference.function: %s returned %s: %s" % (_where(ref), what, expected()))
+
+    items = list(out) if isinstance(out, (tuple, list)) and len(outputs) != 1 or isinstance(out, tuple) \
+        else [out]
+    if len(items) != len(outputs):
+        fail("%d array%s for %d kernel output%s" % (len(items), "" if len(items) == 1 else "s", len(outputs),
+                                                    "" if len(outputs) == 1 else "s"))
+    res = []
+    for i, (o, (name, shape)) in enumerate(zip(items, outputs)):
+        which = "" if len(outputs) == 1 else " as output %d ('%s')" % (i, name)
+        if o is None or isinstance(o, (str, bytes, dict)):
+            fail("%s%s" % ("None" if o is None else "a " + type(o).__name__, which))
+        try:
+            a = np.asarray(o, dtype=np.float64)
+        except (TypeError, ValueError):
+            fail("%s%s, which is not numbers" % (type(o).__name__, which))
+        if shape is not None and (a.size != int(np.prod(shape)) or (a.ndim == len(shape) and list(a.shape) != shape)):
+            fail("shape %s%s" % (list(a.shape), which))
+        res.append(a)
+    return res
 
 
 def _internal(filename):

@@ -36,6 +36,8 @@ constexpr DTypeInfo kDTypes[] = {
     {NpyDType::F32, "<f4", "float32", 4}, {NpyDType::F64, "<f8", "float64", 8},
     {NpyDType::I32, "<i4", "int32", 4},   {NpyDType::I64, "<i8", "int64", 8},
     {NpyDType::U16, "<u2", "uint16", 2},  {NpyDType::U8, "|u1", "uint8", 1},
+    {NpyDType::I16, "<i2", "int16", 2},   {NpyDType::I8, "|i1", "int8", 1},
+    {NpyDType::U32, "<u4", "uint32", 4},
 };
 
 const DTypeInfo& info(NpyDType dt) {
@@ -174,10 +176,11 @@ NpyDType dtype_from_descr(const std::string& descr, const std::string& name) {
   for (const auto& d : kDTypes)
     if (descr == d.descr) return d.dt;
   if (descr == "<u1") return NpyDType::U8;
+  if (descr == "<i1") return NpyDType::I8;
   fail(name, "unsupported dtype '" + text_excerpt(descr) +
-                 "' (supported: '<f4' float32, '<f8' float64, '<i4' int32, '<i8' int64, '<u2' uint16 (raw "
-                 "BF16 bits), "
-                 "'|u1' uint8 (raw FP8/E8M0 bits); big-endian data is not supported)");
+                 "' (supported: '<f4' float32, '<f8' float64, '<i4' int32, '<i8' int64, '<i2' int16, '|i1' "
+                 "int8, '<u4' uint32, '<u2' uint16 (or raw BF16 bits), '|u1' uint8 (or raw FP8/E8M0 bits); "
+                 "big-endian data is not supported)");
 }
 
 uint32_t read_le(const uint8_t* p, int n) {

@@ -43,12 +43,8 @@ std::string accepted(DType t) {
     case DType::FP8_E4M3FN_X4:
     case DType::FP8_E5M2_X4:
       return "int32 (raw x4 bits)";
-    case DType::U16:
-      return "int32, int64 or uint16";
-    case DType::U8:
-      return "int32, int64 or uint8";
     default:
-      return "int32 or int64";
+      return "an integer dtype (int8, int16, int32, int64, uint8, uint16, uint32)";
   }
 }
 
@@ -57,7 +53,8 @@ enum class Conv { Value, Raw, Int };
 // How a .npy dtype maps onto a tensor dtype; false if it does not.
 bool conversion(NpyDType n, DType t, Conv& c) {
   const bool f = n == NpyDType::F32 || n == NpyDType::F64;
-  const bool i = n == NpyDType::I32 || n == NpyDType::I64;
+  const bool i = n == NpyDType::I32 || n == NpyDType::I64 || n == NpyDType::I16 || n == NpyDType::I8 ||
+                 n == NpyDType::U32 || n == NpyDType::U16 || n == NpyDType::U8;
   switch (t) {
     case DType::F32:
       c = Conv::Value;
@@ -77,13 +74,7 @@ bool conversion(NpyDType n, DType t, Conv& c) {
     case DType::FP8_E5M2_X4:
       c = Conv::Raw;
       return n == NpyDType::I32;
-    case DType::U16:
-      c = Conv::Int;
-      return i || n == NpyDType::U16;
-    case DType::U8:
-      c = Conv::Int;
-      return i || n == NpyDType::U8;
-    default:
+    default:  // the integer dtypes: any integer .npy, its values in range
       c = Conv::Int;
       return i;
   }
@@ -112,6 +103,12 @@ int64_t npy_int(const io::NpyArray& a, int64_t i) {
       return a.data<int32_t>()[i];
     case NpyDType::I64:
       return a.data<int64_t>()[i];
+    case NpyDType::I16:
+      return a.data<int16_t>()[i];
+    case NpyDType::I8:
+      return a.data<int8_t>()[i];
+    case NpyDType::U32:
+      return a.data<uint32_t>()[i];
     case NpyDType::U16:
       return a.data<uint16_t>()[i];
     default:
@@ -243,10 +240,14 @@ io::NpyDType npy_dtype_of(DType t) {
     case DType::BF16:
     case DType::FP16:
     case DType::U16:
-    case DType::I16:
       return NpyDType::U16;
-    case DType::I32:
+    case DType::I16:
+      return NpyDType::I16;
+    case DType::I8:
+      return NpyDType::I8;
     case DType::U32:
+      return NpyDType::U32;
+    case DType::I32:
     case DType::FP8_E4M3FN_X4:
     case DType::FP8_E5M2_X4:
       return NpyDType::I32;

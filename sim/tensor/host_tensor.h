@@ -8,10 +8,11 @@
 //   float8_e4m3fn, float8_e5m2            float32 or float64 values (RNE, saturating); uint8 raw bits
 //   float8_e8m0fnu                        uint8 raw bits
 //   float8_*_x4                           int32 raw bits (four FP8 bytes per element)
-//   int32, uint32, int16, uint16, int8, uint8   int32 or int64 values in the dtype's range (and uint16 /
-//                                        uint8 for the unsigned 16 / 8-bit dtypes)
-// Outputs (npy_dtype_of) are written as float32 (float32), uint16 raw bits (bfloat16, float16, 16-bit ints),
-// int32 (32-bit ints and x4) and uint8 raw bits (FP8, E8M0, 8-bit ints).
+//   int32, uint32, int16, uint16, int8, uint8   values of any integer .npy dtype (int8 to int64, uint8 to
+//                                        uint32) in the tensor dtype's range
+// Outputs (npy_dtype_of) are written as float32 (float32), uint16 raw bits (bfloat16, float16), uint8 raw
+// bits (FP8, E8M0), int32 raw bits (x4), and each integer dtype as the NumPy dtype of the same name (int8
+// as int8, uint32 as uint32, ...).
 // Errors: InputError "<npy path>: <what is wrong> ... <what>", `what` naming the tensor with its dtype and
 // shape (e.g. "kernel input 'x' bfloat16 [256, 512]").
 #pragma once

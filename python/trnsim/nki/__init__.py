@@ -107,3 +107,13 @@ def benchmark(kernel=None, *args, **kwargs):  # noqa: F811
             trace_name = None  # an .ntff profile has no counterpart here
         return _Benchmarked(kernel, trace_name)
     return _platform_benchmark(kernel, *args, **kwargs)
+
+
+def __getattr__(name):
+    """Any other public name of ``nki``: NkiUnsupported at the kernel line, as nki.language's (an
+    AttributeError too: hasattr() is False)."""
+    if name.startswith("_"):
+        raise AttributeError(f"module 'nki' has no attribute '{name}'")
+    from ._errors import unsupported_name
+
+    raise unsupported_name("nki", name)

@@ -135,6 +135,7 @@ def _build_core(kernel, args, kwargs):
         if results is None:
             results = r
             outs = _outputs(kernel.fn, r, trace)
+            _check_distinct_names(kernel.fn, outs, trace)
     _check_written(kernel.fn, outs, trace, core, cores)
     _declare_hbm(k, trace, outs)
     plan = _emit.emit(k, trace, _schedule_mode(kernel.options), kernel.options.get("bufs"))
@@ -222,6 +223,22 @@ def _check_output_name(kernel, out_name, where):
     problem = _core.output_name_problem(out_name)
     if problem:
         raise NkiError(f"kernel {kernel} returns an output named {out_name!r}: it {problem}", loc=where)
+
+
+def _check_distinct_names(fn, outs, trace):
+    """NkiError at the return line for two returned tensors given the same name= (each is written as
+    OUT/<name>.npy: the second was silently renamed)."""
+    seen = {}
+    for o in outs:
+        first = seen.setdefault(o.st.name, o.st) if o.st.name else o.st
+        if first is not o.st:
+            def label(st):
+                var = _var_name(trace, st)
+                made = f"allocated at {st.loc}" if getattr(st, "loc", None) else ""
+                return f"{var} ({made})" if var and made else var or made or "a tensor"
+            raise NkiError(f"kernel {fn.__name__} returns two outputs named {o.st.name!r}: {label(first)} and "
+                           f"{label(o.st)}; each output is written as OUT/<name>.npy, so give each its own "
+                           "name=", loc=_return_loc(fn, trace))
 
 
 _unwritten = {}  # return position -> its message, for the outputs no core built so far writes

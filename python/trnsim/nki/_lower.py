@@ -320,6 +320,9 @@ def elementwise(name, alu, x, y, dtype=None, out=None, engine=None):
     xt, yt = isinstance(x, NkiTensor), isinstance(y, NkiTensor)
     if not xt and not yt:
         raise NkiError(f"nl.{name}: at least one operand must be a tensor")
+    for v, which in ((x, "x"), (y, "y")):
+        if not isinstance(v, NkiTensor) and not isinstance(v, (int, float, np.number)):
+            raise NkiError(f"nl.{name}: operand {which} must be a number or a tile, got {type(v).__name__} {v!r:.60}")
     x, y = load_if_hbm(x, name), load_if_hbm(y, name)
     ref = x if xt else y
     if out is None:

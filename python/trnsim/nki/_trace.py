@@ -156,10 +156,11 @@ class _Range:
     def __init__(self, kind, args):
         ints = []
         for a in args:
-            try:
-                ints.append(int(a) if not hasattr(a, "__index__") else a.__index__())
-            except (TypeError, ValueError):
-                raise NkiError(f"nl.{kind}: bounds must be integers known while tracing, got {a!r}") from None
+            # Integers only (as Python's range): a float such as 1.5 was truncated to 1 iteration.
+            if isinstance(a, bool) or not hasattr(a, "__index__"):
+                raise NkiError(f"nl.{kind}: bounds must be integers known while tracing, got "
+                               f"{type(a).__name__} {a!r:.60}")
+            ints.append(a.__index__())
         self.kind = kind
         self.r = range(*ints)
         self.loc = caller_loc()

@@ -45,3 +45,12 @@ class _DirectAllocation:
 
 sbuf = _DirectAllocation("sbuf")
 psum = _DirectAllocation("psum")
+
+
+def __getattr__(name):
+    """Any other public name: NkiUnsupported at the kernel line (an AttributeError too: hasattr() is False)."""
+    if name.startswith("_"):
+        raise AttributeError(f"module 'nki.compiler' has no attribute '{name}'")
+    from ._errors import unsupported_name
+
+    raise unsupported_name("nki.compiler", name)

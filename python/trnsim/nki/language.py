@@ -119,6 +119,9 @@ def new_tensor(shape, dtype, buffer, name, kwargs, call):
     if isinstance(shape, int):
         shape = (shape,)
     shape = tuple(shape)
+    for s in shape:  # sizes are integers (a float such as 512.0 was truncated by int())
+        if isinstance(s, bool) or not hasattr(s, "__index__"):
+            raise NkiError(f"{call}: shape {shape!r:.80}: size {s!r:.40} is not an integer")
     b = _buffer(buffer)
     d = _modelled(_as_dtype(dtype))
     if kwargs.get("address") is not None:

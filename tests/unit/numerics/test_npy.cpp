@@ -89,6 +89,9 @@ TEST_CASE("write_npy then read_npy round-trips every dtype", "[npy]") {
   const int64_t i64[2] = {-1, 1ll << 40};
   const uint16_t u16[4] = {0x3F80, 0xBF80, 0x7FC0, 0x0001};
   const uint8_t u8[5] = {0x00, 0x7E, 0x7F, 0x80, 0xFF};
+  const int16_t i16[3] = {-32768, -4, 32767};
+  const int8_t i8[3] = {-128, -4, 127};
+  const uint32_t u32[2] = {0, 4294967295u};
   struct Case {
     NpyDType dt;
     std::vector<int64_t> shape;
@@ -96,10 +99,11 @@ TEST_CASE("write_npy then read_npy round-trips every dtype", "[npy]") {
     size_t bytes;
     const char* descr;
   };
-  for (const Case& c :
-       {Case{NpyDType::F32, {2, 2}, f32, 16, "<f4"}, Case{NpyDType::F64, {2}, f64, 16, "<f8"},
-        Case{NpyDType::I32, {3, 1}, i32, 12, "<i4"}, Case{NpyDType::I64, {1, 2}, i64, 16, "<i8"},
-        Case{NpyDType::U16, {1, 4}, u16, 8, "<u2"}, Case{NpyDType::U8, {5}, u8, 5, "|u1"}}) {
+  for (const Case& c : {Case{NpyDType::F32, {2, 2}, f32, 16, "<f4"}, Case{NpyDType::F64, {2}, f64, 16, "<f8"},
+                        Case{NpyDType::I32, {3, 1}, i32, 12, "<i4"},
+                        Case{NpyDType::I64, {1, 2}, i64, 16, "<i8"}, Case{NpyDType::I16, {3}, i16, 6, "<i2"},
+                        Case{NpyDType::I8, {3}, i8, 3, "|i1"}, Case{NpyDType::U32, {2}, u32, 8, "<u4"},
+                        Case{NpyDType::U16, {1, 4}, u16, 8, "<u2"}, Case{NpyDType::U8, {5}, u8, 5, "|u1"}}) {
     INFO(c.descr);
     std::string path = t / "a.npy";
     write_npy(path, c.dt, c.shape, c.data);
@@ -205,9 +209,9 @@ TEST_CASE("read_npy rejects bad files with the path and the reason", "[npy]") {
                         "copy (numpy.ascontiguousarray)");
 
   const std::string supported =
-      "(supported: '<f4' float32, '<f8' float64, '<i4' int32, '<i8' int64, '<u2' uint16 (raw BF16 bits), "
-      "'|u1' "
-      "uint8 (raw FP8/E8M0 bits); big-endian data is not supported)";
+      "(supported: '<f4' float32, '<f8' float64, '<i4' int32, '<i8' int64, '<i2' int16, '|i1' int8, '<u4' "
+      "uint32, '<u2' uint16 (or raw BF16 bits), '|u1' uint8 (or raw FP8/E8M0 bits); big-endian data is not "
+      "supported)";
   write_raw(p, image("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", data));
   CHECK_THROWS_WITH(read_npy(p), p + ": unsupported dtype '>f4' " + supported);
   write_raw(p, image("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }", data));

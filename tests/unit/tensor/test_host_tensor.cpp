@@ -69,7 +69,8 @@ TEST_CASE("from_npy: raw bits and integers", "[tensor]") {
 TEST_CASE("from_npy: what does not fit is an error naming the file and the tensor", "[tensor]") {
   const auto f = npy<float>(NpyDType::F32, {4}, {1, 2, 3, 4});
   CHECK(error_of(f, DType::I32, {4}) ==
-        "x.npy: dtype float32 does not fit kernel input 'x' (expected int32 or int64)");
+        "x.npy: dtype float32 does not fit kernel input 'x' (expected an integer dtype (int8, int16, int32, "
+        "int64, uint8, uint16, uint32))");
   CHECK(error_of(f, DType::E8M0, {4}) ==
         "x.npy: dtype float32 does not fit kernel input 'x' (expected uint8 (raw E8M0 bits))");
   CHECK(error_of(f, DType::F32, {4, 1}) == "no error");
@@ -87,6 +88,13 @@ TEST_CASE("npy_dtype_of: how outputs are written", "[tensor]") {
   CHECK(tensor::npy_dtype_of(DType::E8M0) == NpyDType::U8);
   CHECK(tensor::npy_dtype_of(DType::I32) == NpyDType::I32);
   CHECK(tensor::npy_dtype_of(DType::FP8_E4M3FN_X4) == NpyDType::I32);
+  // Each integer dtype as NumPy's of the same name (an int8 -4 was written as uint8 252).
+  CHECK(tensor::npy_dtype_of(DType::I8) == NpyDType::I8);
+  CHECK(tensor::npy_dtype_of(DType::U8) == NpyDType::U8);
+  CHECK(tensor::npy_dtype_of(DType::I16) == NpyDType::I16);
+  CHECK(tensor::npy_dtype_of(DType::U16) == NpyDType::U16);
+  CHECK(tensor::npy_dtype_of(DType::U32) == NpyDType::U32);
+  CHECK(tensor::npy_dtype_of(DType::FP16) == NpyDType::U16);
   CHECK_THROWS_WITH(tensor::elements_of({1 << 20, 1 << 20, 2}, "t"),
                     "t: shape [1048576, 1048576, 2] is too large (more than 2^40 elements)");
 }
