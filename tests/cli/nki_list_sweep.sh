@@ -101,15 +101,23 @@ check "imported module unchanged: both kept: $(grep 2/2 "$T/imp/e3.txt")" \
 # 5. A kernel file edited while its sweep runs: the run of the first point (one worker, in sweep order) edits
 # the file after reading it, so the second point's run reads other bytes than the plan keyed it by. That
 # point's result is not kept under the old key: an error row naming the file; with the file restored, a
-# rerun runs it (and keeps the first). (The sweep checks the second point right after starting the first's
-# run, milliseconds before that run has started Python and read the file.)
+# rerun runs it (and keeps the first). (The sweep checks the second point in a child process while the first
+# point runs; that check leaves a mark once it has read the file, and the first run edits only after the
+# mark, so the order does not depend on the machine's load.)
 mkdir -p "$T/ed"
 cp "$SRC/examples/nki/rmsnorm.py" "$SRC/examples/nki/rmsnorm.json" "$T/ed/"
 cp "$T/ed/rmsnorm.py" "$T/ed/rmsnorm.py.orig"
 cat >>"$T/ed/rmsnorm.py" <<'PY'
 import os as _os
 _argv = open("/proc/self/cmdline", "rb").read().split(b"\0")
+if _argv[1:3] == [b"sweep", b"check"] and b"params.eps=0.5" in _argv:  # the second point's check
+    open(__file__ + ".checked", "w").close()
 if _argv[1:2] == [b"run"] and not _os.path.exists(__file__ + ".edited"):  # the first point's run
+    import time as _time
+    for _ in range(600):
+        if _os.path.exists(__file__ + ".checked"):
+            break
+        _time.sleep(0.05)
     open(__file__ + ".edited", "w").close()
     with open(__file__, "a") as _f:
         _f.write("\n# edited while the sweep ran\n")

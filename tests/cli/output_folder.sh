@@ -185,7 +185,7 @@ if [[ $(id -u) == 0 ]]; then
   # mix, with its temporaries and backups beside): only that user can settle it, and this run's record would
   # erase the only sign of the mix. Refused, naming the record and its owner; nothing there changes.
   "$TRNSIM" run "$SMALL" --out "$T/ko" --no-numerics >/dev/null 2>&1
-  { (TRNSIM_TEST_KILL_AT_WRITE_STEP=3 exec "$TRNSIM" run "$SMALL" --out "$T/ko" --no-numerics --set params.M=256) >/dev/null 2>&1; } 2>/dev/null
+  { (TRNSIM_TEST_KILL_AT_WRITE_STEP=3 exec "$TRNSIM" run "$SMALL" --out "$T/ko" --no-numerics --set params.M=1024) >/dev/null 2>&1; } 2>/dev/null
   chown -R 65534:65534 "$T/ko"
   before=$(cd "$T/ko" && ls -A && sha256sum $(ls -A))
   "$TRNSIM" run "$SMALL" --out "$T/ko" --no-numerics >"$T/out" 2>&1
