@@ -11,6 +11,7 @@
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
 #include "sim/config/json_document.h"
+#include "sim/io/file_kind.h"
 #include "sim/isa/names.h"
 #include "sim/numerics/scale_layout.h"
 
@@ -259,7 +260,7 @@ struct Loader {
     std::error_code ec;
     if (!by_file.empty()) {
       const auto st = fs::status(file, ec);
-      if (!fs::exists(st)) fail(by_file, by_path, fmt::format("{}: no such file", file));
+      if (!fs::exists(st)) fail(by_file, by_path, fmt::format("{}: {}", file, io::missing_reason(file)));
       if (!fs::is_regular_file(st)) fail(by_file, by_path, fmt::format("{}: not a regular file", file));
       const json doc = config::read_json_document(file);
       if (!doc.is_object() || !doc.contains("kernel"))
@@ -412,8 +413,16 @@ Chain load_chain(const std::string& path, const std::vector<std::string>& sets, 
     // --set STAGE.PATH=VALUE: the stage by its name (read from each file's "name").
     std::map<std::string, std::string> names;  // stage name -> file (roots and what they read come later)
     for (const auto& [f, at] : roots) {
-      std::error_code ec;
-      if (!fs::is_regular_file(f, ec)) fail(path, at, fmt::format("{}: no such file", f));
+      switch (io::file_kind(f)) {
+        case io::FileKind::kMissing:
+          fail(path, at, fmt::format("{}: {}", f, io::missing_reason(f)));
+        case io::FileKind::kDirectory:
+          fail(path, at, fmt::format("{}: is a directory, expected a workload", f));
+        case io::FileKind::kSpecial:
+          fail(path, at, fmt::format("{}: {}", f, io::kNotARegularFile));
+        case io::FileKind::kRegular:
+          break;
+      }
       const json w = config::read_json_document(f);
       if (!w.is_object() || !w.contains("kernel") || !w.contains("name") || !w["name"].is_string())
         fail(path, at, fmt::format("{} is not a workload (a \"kernel\" and a \"name\")", f));

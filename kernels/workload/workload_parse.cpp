@@ -12,6 +12,7 @@
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
 #include "sim/config/json_document.h"
+#include "sim/io/file_kind.h"
 #include "sim/isa/names.h"
 
 namespace trnsim::workload {
@@ -119,15 +120,8 @@ KernelSource parse_source(const Checker& c, const json& v, const std::string& pa
   k.file =
       fs::path(k.written).is_absolute() || dir.empty() ? k.written : (fs::path(dir) / k.written).string();
   std::error_code ec;
-  const auto st = fs::status(k.file, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory &&
-      ec != std::errc::not_a_directory)  // ELOOP, EACCES, ...
-    c.fail(path + ".nki",
-           fmt::format(
-               "{}: {}{}", k.file,
-               ec == std::errc::too_many_symbolic_link_levels ? "a symlink loop (ELOOP: " : "cannot read (",
-               ec.message() + ")"));
-  if (!fs::exists(st)) c.fail(path + ".nki", fmt::format("{}: no such file", k.file));
+  const auto st = fs::status(k.file, ec);  // a symlink loop or an unsearchable folder: not "missing", say why
+  if (!fs::exists(st)) c.fail(path + ".nki", fmt::format("{}: {}", k.file, io::missing_reason(k.file)));
   if (!fs::is_regular_file(st)) c.fail(path + ".nki", fmt::format("{}: not a regular file", k.file));
   if (!v.contains("function")) c.fail(path + ".function", "missing (the function's name in the file)");
   k.function = c.string(v["function"], path + ".function");

@@ -21,6 +21,13 @@ FileKind file_kind(const std::string& path) {
   return fs::is_regular_file(st) ? FileKind::kRegular : FileKind::kSpecial;
 }
 
+std::string missing_reason(const std::string& path) {
+  if (::access(path.c_str(), F_OK) == 0 || errno == ENOENT || errno == ENOTDIR) return "no such file";
+  const int err = errno;
+  if (err == ELOOP) return std::string("a symlink loop (ELOOP: ") + std::strerror(err) + ")";
+  return std::string("cannot open: ") + std::strerror(err);
+}
+
 std::string read_regular_file(const std::string& path, const std::string& expected) {
   // O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting for one.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);

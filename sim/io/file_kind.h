@@ -16,6 +16,10 @@ enum class FileKind {
 
 FileKind file_kind(const std::string& path);
 
+// Why `path`, which file_kind() calls kMissing, cannot be opened, in message words: "no such file", or, when
+// the way there cannot be followed, "a symlink loop (ELOOP: ...)" or "cannot open: <reason>".
+std::string missing_reason(const std::string& path);
+
 // The words for kSpecial in messages.
 inline constexpr const char* kNotARegularFile = "not a regular file (a FIFO, device or socket)";
 

@@ -147,8 +147,8 @@ cat >"$T/big.json" <<'EOF'
 EOF
 msg=$("$TRNSIM" run "$T/big.json" 2>&1)
 rc=$?
-check "program beyond the HBM stack: $msg" \
-  '[[ $rc == 1 && $msg == "trnsim: error: $T/big.json: the program'"'"'s HBM tensors need 4096 GiB; the HBM stack of the LNC2 pair holds 24 GiB (hbm.capacity_GiB)" ]]'
+check "program beyond the HBM stack (one core: not the LNC2 pair): $msg" \
+  '[[ $rc == 1 && $msg == "trnsim: error: $T/big.json: the program'"'"'s HBM tensors need 4096 GiB; the HBM stack of the core (num_cores 1) holds 24 GiB (hbm.capacity_GiB)" ]]'
 printf '{"generation": "trn2", "num_cores": 1, "tensors": [{"name": "%s", "dtype": "float32", "shape": [1]}], "cores": [{}]}' \
   "$(mega)" >"$T/name.json"
 msg=$("$TRNSIM" run "$T/name.json" 2>&1)

@@ -157,6 +157,15 @@ echo '{"name": "p", "stages": ["m.json"], "reference": "lm_head"}' >p_ref.json
 refused "unknown chain reference" "p_ref.json: reference: unknown chain reference 'lm_head' (known: lm_head_backward)" p_ref.json
 echo '{"name": "p", "stages": ["m.json", "gone.json"]}' >p_gone.json
 refused "pipeline stage missing" "p_gone.json: stages[1]: gone.json: no such file" p_gone.json
+# A stage or producer that cannot be reached says why, not "no such file".
+ln -sf loop_b.json loop_a.json && ln -sf loop_a.json loop_b.json
+echo '{"name": "p", "stages": ["m.json", "loop_a.json"]}' >p_loop.json
+refused "pipeline stage a symlink loop" "p_loop.json: stages[1]: loop_a.json: a symlink loop (ELOOP: Too many levels of symbolic links)" p_loop.json
+mkdir -p stage_dir.json
+echo '{"name": "p", "stages": ["m.json", "stage_dir.json"]}' >p_dir.json
+refused "pipeline stage a folder" "p_dir.json: stages[1]: stage_dir.json: is a directory, expected a workload" p_dir.json
+mm m_loop.json m loop_a.json
+refused "producer a symlink loop" "m_loop.json: inputs.output_grad.from: loop_a.json: a symlink loop (ELOOP" m_loop.json
 echo '{"name": "p", "stages": ["m.json"], "reference": "lm_head_backward"}' >p.json
 refused "--set naming no stage" "--set x.params.M=256: a pipeline's assignments are STAGE.PATH=VALUE with STAGE one of its stages' names (m)" p.json --set x.params.M=256
 echo '{"name": "p", "stages": ["ce.json"], "reference": "lm_head_backward"}' >p_ce.json

@@ -44,7 +44,7 @@ int run_program_file(const RunCliOptions& o) {
   const std::string hw_spec = o.hw.empty() ? isa::generation_name(program.generation) : o.hw;
   const config::HwConfig hw = config::load_hw_config(hw_spec, overrides);
   const std::string out_dir = o.out.empty() ? "." : o.out;
-  // The program's HBM tensors live in the pair's one HBM stack.
+  // The program's HBM tensors live in one HBM stack (the pair's, or the one core's).
   double hbm_bytes = 0;
   for (const isa::TensorDecl& t : program.tensors) {
     double b = isa::dtype_size(t.dtype);
@@ -53,9 +53,11 @@ int run_program_file(const RunCliOptions& o) {
   }
   if (hbm_bytes > static_cast<double>(hw.limits().hbm_bytes))
     throw InputError(
-        fmt::format("{}: the program's HBM tensors need {:.4g} GiB; the HBM stack of the LNC2 pair "
-                    "holds {:.4g} GiB (hbm.capacity_GiB)",
-                    o.config, hbm_bytes / (1 << 30), static_cast<double>(hw.limits().hbm_bytes) / (1 << 30)));
+        fmt::format("{}: the program's HBM tensors need {:.4g} GiB; the HBM stack {} holds {:.4g} GiB "
+                    "(hbm.capacity_GiB)",
+                    o.config, hbm_bytes / (1 << 30),
+                    program.num_cores == 2 ? "of the LNC2 pair" : "of the core (num_cores 1)",
+                    static_cast<double>(hw.limits().hbm_bytes) / (1 << 30)));
 
   // Outputs are decided before the run so a bad spec fails early.
   struct Out {
