@@ -77,34 +77,45 @@ std::optional<EnclosingSet> enclosing_set(const std::string& dir) {
   return std::nullopt;
 }
 
+namespace {
+
+// The words both messages use for the folder inside the set, the set's kind, and the rest of the set.
+struct SetWords {
+  std::string part, kind, others;
+};
+
+SetWords words_of(const EnclosingSet& s) {
+  if (s.chain)
+    return {fmt::format("stage '{}'", s.inside), "chain",
+            (fs::path(s.folder) / "chain_stats.json").string() + " and the other stages"};
+  return {fmt::format("the folder '{}'", s.inside), "run", "the run's other files"};
+}
+
+}  // namespace
+
 std::string enclosing_set_refusal(const std::string& out_dir, const EnclosingSet& s,
                                   const std::string& flag) {
   const fs::path folder(s.folder);
+  const SetWords w = words_of(s);
   return fmt::format(
       "--out {}: is {} of the {} recorded in {} (its record {} names {}): a single run here would replace "
       "those files while {} still describe the earlier run. Run the {} again, or give this run another "
       "--out; {} replaces them anyway (trnsim stats then says that {} was replaced)",
-      out_dir, s.chain ? fmt::format("stage '{}'", s.inside) : fmt::format("the folder '{}'", s.inside),
-      s.chain ? "chain" : "run", s.folder, (folder / kManifestName).string(),
+      out_dir, w.part, w.kind, s.folder, (folder / kManifestName).string(),
       (folder / s.named.front()).string() +
           (s.named.size() > 1 ? fmt::format(" and {} more", s.named.size() - 1) : ""),
-      s.chain ? (folder / "chain_stats.json").string() + " and the other stages" : "the run's other files",
-      s.chain ? "chain" : "run", flag, s.chain ? "the stage" : "the folder");
+      w.others, w.kind, flag, s.chain ? "the stage" : "the folder");
 }
 
 std::string replaced_stage_note(const std::string& dir) {
   const std::optional<EnclosingSet> s = enclosing_set(dir);
   if (!s || s->replaced.empty()) return "";
-  const fs::path folder(s->folder);
+  const SetWords w = words_of(*s);
   return fmt::format(
       "{} is {} of the {} in {}, and was replaced since that {} ran ({} {} not the file{} it wrote): {} "
       "describe the earlier run, so the {}'s set is mixed; run the {} again for a consistent set",
-      dir, s->chain ? fmt::format("stage '{}'", s->inside) : fmt::format("the folder '{}'", s->inside),
-      s->chain ? "chain" : "run", s->folder, s->chain ? "chain" : "run",
-      fmt::format("{}", fmt::join(s->replaced, ", ")), s->replaced.size() == 1 ? "is" : "are",
-      s->replaced.size() == 1 ? "" : "s",
-      s->chain ? (folder / "chain_stats.json").string() + " and the other stages" : "the run's other files",
-      s->chain ? "chain" : "run", s->chain ? "chain" : "run");
+      dir, w.part, w.kind, s->folder, w.kind, fmt::format("{}", fmt::join(s->replaced, ", ")),
+      s->replaced.size() == 1 ? "is" : "are", s->replaced.size() == 1 ? "" : "s", w.others, w.kind, w.kind);
 }
 
 std::vector<std::string> replaced_files_of_set(const std::string& folder) {

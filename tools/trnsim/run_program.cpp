@@ -72,10 +72,9 @@ int run_program_file(const RunCliOptions& o) {
     if (spec.is_boolean() && !spec.get<bool>()) continue;
     if (!spec.is_string() && !spec.is_boolean())
       throw InputError(o.config + ": tensor " + t.name + " output: expected true or a file name");
-    const std::string file =
-        spec.is_string()
-            ? spec.get<std::string>()
-            : fs::path(io::output_npy_path("", t.name, o.config + ": tensor " + t.name)).string();
+    const std::string file = spec.is_string()
+                                 ? spec.get<std::string>()
+                                 : io::output_npy_path("", t.name, o.config + ": tensor " + t.name);
     // Outputs stay inside --out: a bare file name, no directories.
     if (file.empty() || file.size() > 255 || fs::path(file).filename() != fs::path(file) || file == "." ||
         file == ".." || file.find('\0') != std::string::npos)
