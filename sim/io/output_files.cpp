@@ -244,10 +244,13 @@ void check_distinct_files(const std::vector<NamedPath>& paths) {
       const bool same = resolved[i] == resolved[j] || fs::equivalent(resolved[i], resolved[j], ec) ||
                         places[i] == places[j];
       if (!same || is_special_file(resolved[i])) continue;
-      const std::string where = resolved[i] == resolved[j]
-                                    ? resolved[i]
-                                    : fmt::format("{} and {}: one folder under two names, e.g. a bind mount",
-                                                  paths[j].path, paths[i].path);
+      // The same path; the same name in one folder reached under two names; else two names of one file.
+      const std::string where =
+          resolved[i] == resolved[j] ? resolved[i]
+          : places[i] == places[j]
+              ? fmt::format("{} and {}: one folder under two names, e.g. a bind mount", paths[j].path,
+                            paths[i].path)
+              : fmt::format("{} and {}: hard links to one file", paths[j].path, paths[i].path);
       throw InputError(
           fmt::format("{} and {} are the same file ({}){}", paths[j].what, paths[i].what, where,
                       paths[i].is_input || paths[j].is_input ? ": an input is never overwritten" : ""));
