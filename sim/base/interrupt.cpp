@@ -114,7 +114,7 @@ void install_handlers() {
   // nothing, or a failed write leaves them as they were).
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGXFSZ, SIG_IGN);
-  std::vector<int> sigs(std::begin(kSignals), std::end(kSignals));
+  std::vector<int> sigs = handled_signals();
   for (int s = SIGRTMIN; s <= SIGRTMAX && s < kMaxSignal; ++s) sigs.push_back(s);
   for (int sig : sigs) {
     // Why the run ends, in the words of the one who asked.
@@ -138,6 +138,10 @@ void install_handlers() {
     sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigaction(sig, &sa, nullptr);
   }
+}
+
+std::vector<int> handled_signals() {
+  return {std::begin(kSignals), std::end(kSignals)};
 }
 
 bool requested() {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sim/base/error.h"
 
@@ -38,6 +39,10 @@ inline constexpr int kMaxCleanupPaths = 128;
 
 // Installs the handlers (above). Call once, early in main.
 void install_handlers();
+
+// The signals install_handlers handles by name (SIGINT, SIGTERM, SIGHUP, ...; the real-time signals too, not
+// listed here).
+std::vector<int> handled_signals();
 
 // True once a signal arrived during a cooperative section.
 bool requested();

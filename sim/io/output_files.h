@@ -34,10 +34,11 @@
 // For the crash tests (tests/cli/crash.sh): the environment variable TRNSIM_TEST_KILL_AT_WRITE_STEP=N makes
 // the process kill itself (SIGKILL) at the N-th step of a set's writes above (1, 2, ...: each temporary and
 // backup made, the record, each file filled, each rename, the folder synced, the record completed, each
-// earlier file removed); unset, nothing happens. TRNSIM_TEST_KILL_SIGNAL=INT sends SIGINT there instead (a
-// Ctrl-C: before the renames the set is left for the next run to roll back, during them it waits); STOP sends
-// SIGSTOP (the test moves the folder meanwhile, then sends SIGCONT). A bad value of the step is refused
-// (InputError) by the first write of a set, and by a run when it opens its --out (tools/trnsim/out_dir.h).
+// earlier file removed); unset, nothing happens. TRNSIM_TEST_KILL_SIGNAL=INT (TERM, HUP, any signal a run
+// handles) sends that signal there instead (a Ctrl-C: before the renames the set is left for the next run to
+// roll back, during them it waits); STOP sends SIGSTOP (the test moves the folder meanwhile, then sends
+// SIGCONT). A bad value of the step or the signal is refused (InputError) by the first write of a set, and by
+// a run when it opens its --out (tools/trnsim/out_dir.h).
 #pragma once
 
 #include <cstdint>
@@ -146,7 +147,8 @@ struct NamedPath {
 // InputError if two of `paths` land on the same file (after symlinks; hard links of existing files too; the
 // same name in one folder reached under two names, a bind mount, compared by the folders' device and inode,
 // also before the file exists) and one of them is an output: "<what A> and <what B> are the same file
-// (<path>)", or "(<path A> and <path B>: one folder under two names, ...)". Character devices may be
+// (<path>)", "(<path A> and <path B>: one folder under two names, ...)", or "(<path A> and <path B>: hard
+// links to one file)". Character devices may be
 // shared (two outputs to /dev/null). Also InputError when an output's name is one of trnsim's records
 // (.trnsim-files, .trnsim-journal: check_not_a_record).
 void check_distinct_files(const std::vector<NamedPath>& paths);
@@ -181,6 +183,10 @@ void set_write_step_hook(std::function<void(long step)> hook);
 // TRNSIM_TEST_KILL_AT_WRITE_STEP's step, 0 when unset. InputError when it is set to anything but a whole
 // number from 1 (`abc`, `-1`, `0`): a command that writes refuses to, rather than ignore it.
 long kill_at_write_step();
+// TRNSIM_TEST_KILL_SIGNAL's signal: SIGKILL when unset; KILL, STOP or a signal a run handles
+// (interrupt::handled_signals: INT, TERM, HUP, ...), with or without SIG. InputError naming the variable
+// otherwise (a number, FOO); kill_at_write_step checks it too.
+int kill_signal();
 }  // namespace testing
 
 }  // namespace trnsim::io

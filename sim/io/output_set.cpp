@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <atomic>
@@ -45,8 +46,8 @@ std::function<void(long)>& step_hook() {
 thread_local long t_step = 0;  // steps of the set being written
 
 // TRNSIM_TEST_KILL_AT_WRITE_STEP=N: SIGKILL at the N-th step (the crash tests' way to stop at every point);
-// with TRNSIM_TEST_KILL_SIGNAL=INT, SIGINT instead (a Ctrl-C there); with STOP, SIGSTOP (the test acts on
-// the folder, then sends SIGCONT).
+// with TRNSIM_TEST_KILL_SIGNAL=INT (TERM, HUP, ...), that signal instead (a Ctrl-C there); with STOP, SIGSTOP
+// (the test acts on the folder, then sends SIGCONT).
 void step() {
   static const long kill_at = [] {
     try {
@@ -56,9 +57,11 @@ void step() {
     }
   }();
   static const int sig = [] {
-    const std::string v =
-        std::getenv("TRNSIM_TEST_KILL_SIGNAL") ? std::getenv("TRNSIM_TEST_KILL_SIGNAL") : "";
-    return v == "INT" ? SIGINT : v == "STOP" ? SIGSTOP : SIGKILL;
+    try {
+      return testing::kill_signal();
+    } catch (const InputError&) {
+      return SIGKILL;  // refused with the step (kill_at_write_step)
+    }
   }();
   ++t_step;
   if (step_hook()) step_hook()(t_step);
@@ -514,7 +517,26 @@ long testing::kill_at_write_step() {
         fmt::format("TRNSIM_TEST_KILL_AT_WRITE_STEP='{}': expected a whole number from 1 (the "
                     "write step at which the crash tests kill trnsim); unset it for a normal run",
                     v));
+  (void)kill_signal();
   return n;
+}
+
+int testing::kill_signal() {
+  const char* v = std::getenv("TRNSIM_TEST_KILL_SIGNAL");
+  if (v == nullptr) return SIGKILL;
+  std::vector<std::pair<std::string, int>> known = {{"KILL", SIGKILL}, {"STOP", SIGSTOP}};
+  for (int s : interrupt::handled_signals()) known.emplace_back(sigabbrev_np(s), s);
+  const std::string name = std::string(v).rfind("SIG", 0) == 0 ? std::string(v).substr(3) : std::string(v);
+  std::vector<std::string> names;
+  for (const auto& [n, s] : known) {
+    if (n == name) return s;
+    names.push_back(n);
+  }
+  throw InputError(fmt::format(
+      "TRNSIM_TEST_KILL_SIGNAL='{}': expected one of {} (the signal the crash tests send at "
+      "TRNSIM_TEST_KILL_AT_WRITE_STEP's step: KILL, the default, STOP, or one a run handles); unset it for a "
+      "normal run",
+      v, fmt::join(names, ", ")));
 }
 
 void testing::set_write_step_hook(std::function<void(long)> hook) {
