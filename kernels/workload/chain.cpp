@@ -12,6 +12,7 @@
 #include "sim/base/json_excerpt.h"
 #include "sim/config/json_document.h"
 #include "sim/io/file_kind.h"
+#include "sim/io/output_name.h"
 #include "sim/isa/names.h"
 #include "sim/numerics/scale_layout.h"
 
@@ -271,16 +272,13 @@ struct Loader {
     Workload w = parse_workload(file, s);
     if (const auto it = stage_sets.find(w.name); it != stage_sets.end()) w = parse_workload(file, it->second);
     if (no_numerics) w.numerics = false;
-    // The stage's output folder is OUT/<name>: not a file trnsim writes there, nor a hidden name (trnsim's
-    // records, journals and temporaries).
-    if (w.name == "chain_stats.json" || w.name == "stats.json" || w.name == "host.json" ||
-        (!w.name.empty() && w.name[0] == '.'))
+    // The stage's output folder is OUT/<name>: not a file trnsim writes there (a hidden name, one of
+    // trnsim's records, journals and temporaries, is refused by parse_workload: io::folder_name_problem).
+    if (w.name == "chain_stats.json" || w.name == "stats.json" || w.name == "host.json")
       fail(file, "name",
-           fmt::format("'{}' cannot name a chain's stage: its output folder OUT/{} would clash with {}; "
-                       "rename the workload",
-                       text_excerpt(w.name), text_excerpt(w.name),
-                       w.name[0] == '.' ? "trnsim's hidden records and temporaries"
-                                        : "the file of that name trnsim writes there"));
+           fmt::format("'{}' cannot name a chain's stage: its output folder OUT/{} would clash with the file "
+                       "of that name trnsim writes there; rename the workload",
+                       text_excerpt(w.name), text_excerpt(w.name)));
     visiting.push_back(key);
     visiting_files.push_back(file);
     for (const InputEntry& e : w.inputs)
@@ -368,7 +366,21 @@ void link_stage(Chain& chain, size_t ci, const std::map<std::string, size_t>& in
   }
 }
 
+// A pipeline's "name" (document `doc` of the file `path`), checked as a folder name.
+std::string pipeline_name(const std::string& path, const json& doc) {
+  if (!doc.contains("name") || !doc["name"].is_string())
+    fail(path, "name", "missing or not a string (the default output folder is out/<name>)");
+  if (const std::string problem = io::folder_name_problem(doc["name"].get<std::string>()); !problem.empty())
+    fail(path, "name", fmt::format("{} {}", json_excerpt(doc["name"]), problem));
+  return doc["name"].get<std::string>();
+}
+
 }  // namespace
+
+std::string chain_name(const std::string& path, const std::vector<std::string>& sets) {
+  if (is_pipeline_file(path)) return pipeline_name(path, config::read_json_document(path));
+  return parse_workload(path, sets).name;
+}
 
 Chain load_chain(const std::string& path, const std::vector<std::string>& sets, bool no_numerics) {
   Chain chain;
@@ -382,10 +394,7 @@ Chain load_chain(const std::string& path, const std::vector<std::string>& sets, 
     for (const auto& [k, v] : doc.items())
       if (k != "name" && k != "description" && k != "stages" && k != "reference")
         fail(path, k, "unknown key (expected name, description, stages, reference)");
-    if (!doc.contains("name") || !doc["name"].is_string() || doc["name"].get<std::string>().empty() ||
-        doc["name"].get<std::string>().find('/') != std::string::npos)
-      fail(path, "name", "missing or not a folder name (the default output folder is out/<name>)");
-    chain.name = doc["name"].get<std::string>();
+    chain.name = pipeline_name(path, doc);
     if (doc.contains("description")) {
       if (!doc["description"].is_string()) fail(path, "description", "expected a string");
       chain.description = doc["description"].get<std::string>();

@@ -93,6 +93,11 @@ bool is_pipeline_file(const std::string& path);
 // JSON only).
 bool has_chained_inputs(const std::string& path, const std::vector<std::string>& sets = {});
 
+// The chain's name (its default output folder is out/<name>), from its file's JSON alone: a pipeline's
+// "name", or the root workload's (with `sets` applied); no stage is built, no kernel code runs (a run locks
+// its folder before load_chain). InputError as load_chain's for a bad name.
+std::string chain_name(const std::string& path, const std::vector<std::string>& sets);
+
 // Reads, orders, prepares and checks a chain (above). `no_numerics`: every stage timing only.
 Chain load_chain(const std::string& path, const std::vector<std::string>& sets, bool no_numerics);
 

@@ -13,6 +13,7 @@
 #include "sim/base/json_excerpt.h"
 #include "sim/config/json_document.h"
 #include "sim/io/file_kind.h"
+#include "sim/io/output_name.h"
 #include "sim/isa/names.h"
 
 namespace trnsim::workload {
@@ -224,14 +225,8 @@ Workload parse_workload(const std::string& path, const std::vector<std::string>&
   if (!doc.contains("name"))
     c.fail("name", "missing (the workload's name, used for the default output directory)");
   w.name = c.string(doc["name"], "name");
-  const bool printable = std::all_of(w.name.begin(), w.name.end(), [](char ch) {
-    return static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7F;
-  });
-  if (w.name.empty() || w.name.size() > 200 || !printable || w.name.find('/') != std::string::npos ||
-      w.name == "." || w.name == "..")
-    c.fail("name",
-           fmt::format("{} is not usable as a directory name (1-200 bytes of printable characters, no '/')",
-                       json_excerpt(doc["name"])));
+  if (const std::string problem = io::folder_name_problem(w.name); !problem.empty())
+    c.fail("name", fmt::format("{} {}", json_excerpt(doc["name"]), problem));
   if (doc.contains("description")) w.description = c.string(doc["description"], "description");
 
   if (!doc.contains("hardware")) c.fail("hardware", "missing (a config name such as trn3, or a .json path)");

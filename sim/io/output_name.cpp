@@ -33,6 +33,17 @@ void check_output_name(const std::string& where, const std::string& name) {
     throw InputError(fmt::format("{}: output '{}' {}", where, text_excerpt(name), problem));
 }
 
+std::string folder_name_problem(const std::string& name) {
+  const bool printable = std::all_of(
+      name.begin(), name.end(), [](char ch) { return static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7F; });
+  if (!name.empty() && name.size() <= 200 && printable && name.find('/') == std::string::npos &&
+      name[0] != '.')
+    return "";
+  return "is not usable as a directory name (1-200 bytes of printable characters, no '/', not starting with "
+         "'.': the default output folder is out/<name>, and names starting with '.' are trnsim's hidden "
+         "records and temporaries)";
+}
+
 std::string output_npy_path(const std::string& dir, const std::string& name, const std::string& where) {
   check_output_name(where, name);
   return (std::filesystem::path(dir) / (name + ".npy")).string();

@@ -19,6 +19,12 @@ std::string output_name_problem(const std::string& name);
 // InputError "<where>: output '<name>' is written as OUT/<name>.npy, so ..." unless the name is plain.
 void check_output_name(const std::string& where, const std::string& name);
 
+// The name of a run's or chain's default output folder out/<name> (a workload's or pipeline's "name"; a
+// chain's stage folder OUT/<name>): "" when usable, else why not, a sentence fragment ("is not usable as a
+// directory name (...)"): 1 to 200 bytes of printable characters, no '/', and not starting with '.' (".",
+// "..", and the names of trnsim's hidden records and temporaries, .trnsim-files, .trnsim-journal, ...).
+std::string folder_name_problem(const std::string& name);
+
 // `dir`/<name>.npy, after check_output_name(where, name).
 std::string output_npy_path(const std::string& dir, const std::string& name, const std::string& where);
 

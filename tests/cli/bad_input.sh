@@ -80,13 +80,27 @@ rc=$?
 check "parse error in a huge string: ${#msg} bytes" \
   '[[ $rc == 1 && ${#msg} -lt 400 && $msg == "trnsim: error: $W: not valid JSON: parse error at line 2, column 0: "*"last read: '"'"'\"zzz"*"z...'"'"'" ]]'
 
+N_RULE="is not usable as a directory name (1-200 bytes of printable characters, no '/', not starting with '.': the default output folder is out/<name>, and names starting with '.' are trnsim's hidden records and temporaries)"
 # 3. Names `run` could not use, found by validate (they once passed validate and failed run with exit 2).
 expect "{\"name\": \"$(printf 'n%.0s' $(seq 300))\", \"hardware\": \"trn3\", \"kernel\": \"matmul_mxfp8_backward\", $PARAMS, $INPUTS}" \
-  "$W: name: \"$(printf 'n%.0s' $(seq 56))... is not usable as a directory name (1-200 bytes of printable characters, no '/')"
+  "$W: name: \"$(printf 'n%.0s' $(seq 56))... is not usable as a directory name (1-200 bytes of printable characters, no '/', not starting with '.': the default output folder is out/<name>, and names starting with '.' are trnsim's hidden records and temporaries)"
 expect "{\"name\": \"a\\u0000b\", \"hardware\": \"trn3\", \"kernel\": \"matmul_mxfp8_backward\", $PARAMS, $INPUTS}" \
-  "$W: name: \"a\\u0000b\" is not usable as a directory name (1-200 bytes of printable characters, no '/')"
+  "$W: name: \"a\\u0000b\" is not usable as a directory name (1-200 bytes of printable characters, no '/', not starting with '.': the default output folder is out/<name>, and names starting with '.' are trnsim's hidden records and temporaries)"
 expect "{\"name\": \"a/b\", \"hardware\": \"trn3\", \"kernel\": \"matmul_mxfp8_backward\", $PARAMS, $INPUTS}" \
-  "$W: name: \"a/b\" is not usable as a directory name (1-200 bytes of printable characters, no '/')"
+  "$W: name: \"a/b\" is not usable as a directory name (1-200 bytes of printable characters, no '/', not starting with '.': the default output folder is out/<name>, and names starting with '.' are trnsim's hidden records and temporaries)"
+# A name starting with '.' would make out/.trnsim-files (a folder under the name of trnsim's record) or another
+# hidden name there: refused at the name (before: accepted, and `run` made the folder).
+for n in .trnsim-files .trnsim-journal .hidden . ..; do
+  expect "{\"name\": \"$n\", \"hardware\": \"trn3\", \"kernel\": \"matmul_mxfp8_backward\", $PARAMS, $INPUTS}" \
+    "$W: name: \"$n\" $N_RULE"
+done
+msg=$(cd "$T" && "$TRNSIM" run "$SMALL" --no-numerics --set name=.trnsim-files 2>&1)
+check "run with name .trnsim-files: refused at the name, no out/.trnsim-files (exit $?): $msg" \
+  '[[ $? == 1 && $msg == *"name: \".trnsim-files\" is not usable as a directory name"* && ! -e $T/out/.trnsim-files ]]'
+echo '{"name": ".p", "stages": ["x.json"]}' >"$T/pl.json"
+msg=$("$TRNSIM" run "$T/pl.json" 2>&1)
+check "a pipeline named .p: refused at its name (exit $?): $msg" \
+  '[[ $? == 1 && $msg == *"$T/pl.json: name: \".p\" $N_RULE" ]]'
 
 # 4. Duplicates: an output listed twice, a key given twice (JSON allows it; the second would silently win),
 # a key with a NUL in it (it would cut the message).
@@ -316,5 +330,20 @@ if "$TRNSIM" run "$SMALL" --no-numerics --dump-inputs --out "$T/ksq" >/dev/null 
 else
   bad "the run that dumps the quantize input"
 fi
+
+# TRNSIM_TEST_KILL_SIGNAL names the signal sent at that step: one the run handles (INT, TERM, HUP, ...: it then
+# ends as that signal asks, exit 128+N, its message naming it), or KILL/STOP; anything else (a number, a
+# name it does not handle) is refused like a bad step, before the simulation, nothing written (before: TERM,
+# FOO and 15 all killed the run with SIGKILL, exit 137).
+TRNSIM_TEST_KILL_SIGNAL=TERM TRNSIM_TEST_KILL_AT_WRITE_STEP=1 "$TRNSIM" run "$SMALL" --no-numerics --out "$T/kt" \
+  >/dev/null 2>"$T/kt.err"
+rc=$?
+check "TRNSIM_TEST_KILL_SIGNAL=TERM: the run ends of SIGTERM (exit $rc: $(tail -1 "$T/kt.err"))" \
+  '[[ $rc == 143 ]] && grep -q "interrupted (SIGTERM)" "$T/kt.err"'
+for v in FOO 15 SEGV ""; do
+  msg=$(TRNSIM_TEST_KILL_SIGNAL=$v TRNSIM_TEST_KILL_AT_WRITE_STEP=1 "$TRNSIM" run "$SMALL" --no-numerics --out "$T/kf" 2>&1)
+  check "TRNSIM_TEST_KILL_SIGNAL='$v': refused: $msg" \
+    '[[ $? == 1 && $msg == *"TRNSIM_TEST_KILL_SIGNAL='"'"'$v'"'"': expected one of"*"TERM"*"HUP"* && $msg != *"simulat"* && ! -e $T/kf ]]'
+done
 
 finish

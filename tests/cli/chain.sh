@@ -321,11 +321,17 @@ mkdir dl2
 ln -s nowhere dl2/ce
 run_msg "a dangling symlink as a stage folder" "dl2/ce is a symlink (to nowhere): trnsim does not write through links" \
   run p.json --no-numerics --out dl2
-for n in chain_stats.json .trnsim-files host.json; do
+for n in chain_stats.json host.json; do
   sed "s/\"name\": \"ce\"/\"name\": \"$n\"/" ce.json >ce_reserved.json
   mm m_reserved.json m ce_reserved.json
   run_msg "stage name $n refused by validate" "ce_reserved.json: name: '$n' cannot name a chain's stage" validate m_reserved.json
 done
+# A hidden name is no workload's name at all (io::folder_name_problem), stage or not.
+sed 's/"name": "ce"/"name": ".trnsim-files"/' ce.json >ce_reserved.json
+mm m_reserved.json m ce_reserved.json
+run_msg "stage name .trnsim-files refused by validate" \
+  "ce_reserved.json: name: \".trnsim-files\" is not usable as a directory name (1-200 bytes of printable characters, no '/', not starting with '.'" \
+  validate m_reserved.json
 # A stage's name may hold dots: --set STAGE.PATH=VALUE finds the longest stage name.
 sed 's/"name": "ce"/"name": "ce.v1"/' ce.json >ce_dot.json
 mm m_dot.json m ce_dot.json
