@@ -50,8 +50,13 @@ int run_chain_file(const RunCliOptions& o) {
   const auto t0 = clock::now();
   if (!o.report.empty())
     throw InputError("--report draws one run's report: run it on a stage's stats.json (trnsim stats --html)");
+  const std::string out_dir =
+      o.out.empty() ? (fs::path("out") / workload::chain_name(o.config, o.sets)).string() : o.out;
+  // The folder is this run's before any stage is built (a Python kernel's build runs the user's code): a
+  // chain or run that starts meanwhile is refused, not this one at write time.
+  OutDir out(out_dir);
+  check_out_not_in_a_set(o, out_dir);
   workload::Chain chain = workload::load_chain(o.config, o.sets, o.no_numerics);
-  const std::string out_dir = o.out.empty() ? (fs::path("out") / chain.name).string() : o.out;
 
   // Every file the chain writes and reads, decided before it simulates.
   std::vector<io::NamedPath> paths{{(fs::path(out_dir) / "chain_stats.json").string(), "chain_stats.json"}};
@@ -104,8 +109,6 @@ int run_chain_file(const RunCliOptions& o) {
   }
   for (const workload::ChainStage& s : chain.stages)
     check_host_memory(s.run->prepared(), o.dump_inputs, out_dir);
-  OutDir out(out_dir);
-  check_out_not_in_a_set(o, out_dir);
   set_scratch_dir(out_dir);  // large tensors from here on: scratch files on the output's filesystem
   for (const workload::ChainStage& s : chain.stages) {
     out.add_subfolder(s.name());
