@@ -1,16 +1,24 @@
 #include "sim/io/enclosing_set.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cctype>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "sim/base/error.h"
 #include "sim/io/content_hash.h"
+#include "sim/io/dir_lock.h"
 #include "sim/io/manifest.h"
 
 namespace trnsim::io {
@@ -19,47 +27,184 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Whether `folder`/`e.path` is still the file the record names (never through a symlink at the end).
-bool still_recorded(const fs::path& folder, const ManifestEntry& e) {
-  const fs::path p = folder / e.path;
+// Whether `e.path` in the folder open as `folder` is still the file the record names (never through a symlink
+// at the end).
+bool still_recorded(int folder, const ManifestEntry& e) {
   struct stat st {};
-  if (::lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (::fstatat(folder, e.path.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return false;
   if (static_cast<uint64_t>(st.st_size) != e.bytes) return false;
   if (e.inode != 0 && static_cast<uint64_t>(st.st_ino) != e.inode) return false;
   if (e.sha256.empty() || e.bytes > (16u << 20)) return true;
-  const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool same = sha256_of_fd(fd) == e.sha256;
-  ::close(fd);
-  return same;
+  const Fd fd(::openat(folder, e.path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  return fd.ok() && sha256_of_fd(fd.get()) == e.sha256;
 }
 
-std::optional<Manifest> complete_record(const fs::path& folder) {
-  const int d = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (d < 0) return std::nullopt;
+std::optional<Manifest> complete_record(int folder, const fs::path& shown) {
   std::optional<Manifest> m;
   try {
-    m = read_manifest_at(d, kManifestName, (folder / kManifestName).string());
+    m = read_manifest_at(folder, kManifestName, (shown / kManifestName).string());
   } catch (const InputError&) {
     m.reset();
   }
-  ::close(d);
   if (!m || !m->complete || m->version < 2) return std::nullopt;
   return m;
+}
+
+Fd open_folder(const std::string& path) {
+  return Fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+}
+
+// The path of the folder open as `fd`, as this process sees it (for messages).
+fs::path path_of(int fd) {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink(fmt::format("/proc/self/fd/{}", fd), ec);
+  return ec ? fs::path() : p;
+}
+
+struct Id {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  uint64_t mount = 0;  // the mount's id (statx), 0 if unknown
+  bool operator==(const Id& o) const { return dev == o.dev && ino == o.ino; }
+};
+
+std::optional<Id> id_of(int fd) {
+  struct statx sx {};
+  if (::statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) != 0) return std::nullopt;
+  Id id{makedev(sx.stx_dev_major, sx.stx_dev_minor), static_cast<ino_t>(sx.stx_ino), 0};
+  if (sx.stx_mask & STATX_MNT_ID) id.mount = sx.stx_mnt_id;
+  return id;
+}
+
+// The name under which the folder `child` sits in the folder open as `parent` ("" if none: a folder moved
+// meanwhile).
+std::string name_in(int parent, const Id& child) {
+  const int dup = ::fcntl(parent, F_DUPFD_CLOEXEC, 0);
+  DIR* d = dup >= 0 ? ::fdopendir(dup) : nullptr;
+  if (d == nullptr) {
+    if (dup >= 0) ::close(dup);
+    return "";
+  }
+  // First the entries that hold the folder's inode; then, as a mount point's entry holds the covered
+  // folder's inode, every other folder (a second pass: a folder such as /tmp may hold many entries).
+  std::string found;
+  for (const bool by_inode : {true, false}) {
+    ::rewinddir(d);
+    for (const dirent* e; found.empty() && (e = ::readdir(d)) != nullptr;) {
+      if ((e->d_ino == child.ino) != by_inode) continue;
+      if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
+      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+      struct stat st {};
+      if (::fstatat(parent, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == child.dev &&
+          st.st_ino == child.ino)
+        found = e->d_name;
+    }
+    if (!found.empty()) break;
+  }
+  ::closedir(d);
+  return found;
+}
+
+// One mount of /proc/self/mountinfo: its id, device, the folder of its file system it shows (`root`) and
+// where.
+struct Mount {
+  uint64_t id = 0;
+  dev_t dev = 0;
+  std::string root, point;
+};
+
+std::string unescape_mountinfo(const std::string& s) {  // "\040" for a space, ...
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8));
+      i += 3;
+    } else {
+      out += s[i];
+    }
+  return out;
+}
+
+std::vector<Mount> mounts() {
+  std::vector<Mount> out;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    Mount m;
+    std::string parent, majmin;
+    if (!(f >> m.id >> parent >> majmin >> m.root >> m.point)) continue;
+    unsigned maj = 0, min = 0;
+    if (std::sscanf(majmin.c_str(), "%u:%u", &maj, &min) != 2) continue;
+    m.dev = makedev(maj, min);
+    m.root = unescape_mountinfo(m.root);
+    m.point = unescape_mountinfo(m.point);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// The folder `cur` (the root of its mount, `id`) opened through another mount of its file system whose
+// folder holds its parent too (for a bind mount of OUT/<stage> elsewhere: OUT/<stage> itself, whose ".." is
+// OUT); an invalid Fd if there is none.
+Fd through_parent_mount(const Id& id) {
+  const std::vector<Mount> all = mounts();
+  const Mount* self = nullptr;
+  for (const Mount& m : all)
+    if (m.id == id.mount) self = &m;
+  if (self == nullptr || self->root == "/") return Fd();
+  const Mount* best = nullptr;
+  for (const Mount& m : all) {
+    if (m.id == self->id || m.dev != self->dev) continue;
+    const bool covers = m.root == "/" || self->root.rfind(m.root + "/", 0) == 0;
+    if (covers && (best == nullptr || m.root.size() > best->root.size())) best = &m;
+  }
+  if (best == nullptr) return Fd();
+  const std::string rest = best->root == "/" ? self->root : self->root.substr(best->root.size());
+  Fd fd = open_folder((fs::path(best->point) / fs::path(rest).relative_path()).string());
+  const std::optional<Id> got = fd.ok() ? id_of(fd.get()) : std::nullopt;
+  return got && *got == id ? std::move(fd) : Fd();
 }
 
 }  // namespace
 
 std::optional<EnclosingSet> enclosing_set(const std::string& dir) {
+  // The nearest folder that exists, by the path given (the levels below it, missing, lead `inside`).
   std::error_code ec;
-  fs::path up = fs::absolute(dir, ec).lexically_normal();
+  fs::path p = fs::absolute(dir, ec).lexically_normal();
   if (ec) return std::nullopt;
-  if (!up.has_filename()) up = up.parent_path();
+  if (!p.has_filename()) p = p.parent_path();
   fs::path inside;
-  for (int level = 0; level < 4 && up.has_relative_path(); ++level) {
-    inside = inside.empty() ? up.filename() : up.filename() / inside;
-    up = up.parent_path();
-    const std::optional<Manifest> m = complete_record(up);
+  Fd cur = open_folder(p.string());
+  while (!cur.ok() && p.has_relative_path()) {
+    inside = inside.empty() ? p.filename() : p.filename() / inside;
+    p = p.parent_path();
+    cur = open_folder(p.string());
+  }
+  // Then up through the folders that really hold it (device and inode, not the path's text: a symlink to
+  // OUT/<stage> or a bind mount of it is still OUT/<stage>).
+  const auto depth = [](const fs::path& q) { return std::distance(q.begin(), q.end()); };
+  while (cur.ok() && depth(inside) < 4) {
+    std::optional<Id> id = id_of(cur.get());
+    if (!id) return std::nullopt;
+    Fd up(::openat(cur.get(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    std::optional<Id> up_id = up.ok() ? id_of(up.get()) : std::nullopt;
+    if (!up_id || *up_id == *id) return std::nullopt;  // the root
+    if (id->mount != 0 && up_id->mount != id->mount) {
+      // `cur` is the root of its mount: a bind mount of a folder inside a file system mounted elsewhere too
+      // has its real parent there.
+      if (Fd real = through_parent_mount(*id); real.ok()) {
+        up = Fd(::openat(real.get(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        up_id = up.ok() ? id_of(up.get()) : std::nullopt;
+        if (!up_id) return std::nullopt;
+      }
+    }
+    const std::string name = name_in(up.get(), *id);
+    if (name.empty()) return std::nullopt;
+    inside = inside.empty() ? fs::path(name) : name / inside;
+    cur = std::move(up);
+    const fs::path folder = path_of(cur.get());
+    const std::optional<Manifest> m = complete_record(cur.get(), folder);
     if (!m) continue;
     EnclosingSet s;
     const std::string prefix = inside.string() + "/";
@@ -67,10 +212,10 @@ std::optional<EnclosingSet> enclosing_set(const std::string& dir) {
       if (e.path == "chain_stats.json") s.chain = true;
       if (e.path.rfind(prefix, 0) != 0) continue;
       s.named.push_back(e.path);
-      if (!still_recorded(up, e)) s.replaced.push_back(e.path);
+      if (!still_recorded(cur.get(), e)) s.replaced.push_back(e.path);
     }
     if (s.named.empty()) continue;
-    s.folder = up.string();
+    s.folder = folder.string();
     s.inside = inside.string();
     return s;
   }
@@ -119,11 +264,13 @@ std::string replaced_stage_note(const std::string& dir) {
 }
 
 std::vector<std::string> replaced_files_of_set(const std::string& folder) {
-  const std::optional<Manifest> m = complete_record(folder);
   std::vector<std::string> out;
+  const Fd d = open_folder(folder);
+  if (!d.ok()) return out;
+  const std::optional<Manifest> m = complete_record(d.get(), folder);
   if (!m) return out;
   for (const ManifestEntry& e : m->files)
-    if (!still_recorded(folder, e)) out.push_back(e.path);
+    if (!still_recorded(d.get(), e)) out.push_back(e.path);
   return out;
 }
 

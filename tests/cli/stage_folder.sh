@@ -5,7 +5,8 @@
 # record and --replace-stage) and the stage's files stay the chain's; with --replace-stage it runs, and then
 # `trnsim stats` on the stage notes that the stage was replaced since the chain ran and on chain_stats.json
 # says the chain's set is mixed. A single run holds its --out's lock before any kernel code runs: a run
-# whose Python kernel is slow to build keeps a second run out of the folder from its start.
+# whose Python kernel is slow to build keeps a second run out of the folder from its start; so does a chain
+# whose stage is slow to build.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 sha() { sha256sum "$1" | cut -c1-64; }
 
@@ -26,6 +27,34 @@ check "the stage's stats.json is still the chain's" '[[ $(sha O/va/stats.json) =
 "$TRNSIM" stats O/va/stats.json >st.txt 2>st.err
 rc=$?
 check "stats on the untouched stage: exit 0, no note ($(cat st.err))" '[[ $rc == 0 && ! -s st.err ]]'
+
+# 1b. The stage folder under another name is the same folder (judged by device and inode, not the path's
+# text): a symlink to it, a bind mount of it, and a symlink to a run's --dump-inputs folder are refused the
+# same way (before: each wrote into the set with exit 0).
+ln -s O/va sal
+msg=$("$TRNSIM" run va.json --set params.n=1280 --out sal 2>&1)
+rc=$?
+check "a run into a symlink to the stage folder is refused (exit $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"--out sal: is stage '"'"'va'"'"' of the chain recorded in $T/O "*"--replace-stage"* ]]'
+check "... the stage's stats.json is still the chain's" '[[ $(sha O/va/stats.json) == "$before" ]]'
+mkdir bm
+if mount --bind O/va bm 2>/dev/null; then
+  msg=$("$TRNSIM" run va.json --set params.n=1280 --out bm 2>&1)
+  rc=$?
+  umount bm
+  check "a run into a bind mount of the stage folder is refused (exit $rc): $msg" \
+    '[[ $rc == 1 && $msg == *"--out bm: is stage '"'"'va'"'"' of the chain recorded in $T/O "*"--replace-stage"* ]]'
+  check "... the stage's stats.json is still the chain's" '[[ $(sha O/va/stats.json) == "$before" ]]'
+else
+  echo "stage_folder: mount --bind is not permitted here: the bind-mount case is skipped"
+fi
+"$TRNSIM" run va.json --dump-inputs --out R >out 2>&1
+check "a run with --dump-inputs (exit $?)" '[[ -d R/inputs ]]'
+ln -s R/inputs il
+msg=$("$TRNSIM" run va.json --out il 2>&1)
+rc=$?
+check "a run into a symlink to a run's inputs folder is refused (exit $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"--out il: is the folder '"'"'inputs'"'"' of the run recorded in $T/R "*"--replace-stage"* && ! -e R/inputs/stats.json ]]'
 
 # 2. --replace-stage: the run replaces the stage, and stats says the chain's set is mixed.
 "$TRNSIM" run va.json --set params.n=1280 --out O/va --replace-stage >out 2>&1
@@ -79,6 +108,21 @@ if [[ $("$TRNSIM" validate slow.json 2>&1) != *"built without Python support"* ]
   check "run B is refused while run A builds its kernel (exit $rc): $msg" \
     '[[ $rc == 1 && $msg == *"--out D:"*"lock"* ]]'
   check "run A completes (exit $rca: $(tail -1 a.txt))" '[[ $rca == 0 ]]'
+
+  # The same for a chain: its folder (from the chain's name, out/<name>, or --out) is locked before any stage
+  # is built (before: the chain built its stages, 4 s here, and only then took the lock).
+  echo '{"name": "slowchain", "stages": ["slow.json"]}' >slowchain.json
+  mkdir cw
+  (cd cw && "$TRNSIM" run ../slowchain.json --set slow.params.delay=4.0) >c.txt 2>&1 &
+  a=$!
+  sleep 1
+  msg=$(cd cw && "$TRNSIM" run ../slow.json --out out/slowchain 2>&1)
+  rc=$?
+  wait $a
+  rca=$?
+  check "a run is refused while a chain builds its stages (exit $rc): $msg" \
+    '[[ $rc == 1 && $msg == *"--out out/slowchain:"*"lock"* ]]'
+  check "the chain completes (exit $rca: $(tail -1 c.txt))" '[[ $rca == 0 && -f cw/out/slowchain/chain_stats.json ]]'
 fi
 
 finish
