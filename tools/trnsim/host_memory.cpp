@@ -94,19 +94,22 @@ void check_host_memory_need(const HostMemoryNeed& need, const std::string& file,
         "{}: this run needs at least {} of host memory ({}){}, and the address-space limit (ulimit -v) "
         "leaves {}: {}, or with a higher limit",
         file, size_text(need.anonymous), what, besides, size_text(static_cast<double>(*room)), instead));
-  if (need.scratch <= 0) return;
+  const double on_disk = need.scratch + need.written;
+  if (on_disk <= 0) return;
   // The output folder may not exist yet: the filesystem of its nearest existing ancestor.
   fs::path dir = fs::absolute(fs::path(out_dir));
   std::error_code ec;
   while (!dir.empty() && !fs::is_directory(dir, ec) && dir != dir.parent_path()) dir = dir.parent_path();
   const std::optional<uint64_t> disk = free_disk_bytes(dir.string());
-  if (disk && need.scratch > static_cast<double>(*disk))
+  if (disk && on_disk > static_cast<double>(*disk))
     throw InputError(fmt::format(
-        "{}: this run needs {} of scratch files on the filesystem of {} (its large tensors, which the OS can "
-        "page; and {} of host memory besides), and {} is free there: {}, --out on a filesystem with more "
-        "room, or on a machine with more memory",
-        file, size_text(need.scratch), out_dir, size_text(need.anonymous),
-        size_text(static_cast<double>(*disk)), instead));
+        "{}: this run needs {} on the filesystem of {} ({} of scratch files for its large tensors, which the "
+        "OS can page, and {} of new files it writes, beside the earlier run's until they are replaced; and "
+        "{} "
+        "of host memory besides), and {} is free there: {}, --out on a filesystem with more room, or on a "
+        "machine with more memory",
+        file, size_text(on_disk), out_dir, size_text(need.scratch), size_text(need.written),
+        size_text(need.anonymous), size_text(static_cast<double>(*disk)), instead));
 }
 
 }  // namespace trnsim::cli

@@ -23,12 +23,17 @@ struct HostMemoryNeed {
   double anonymous = 0;
   double scratch = 0;
   double mapped = 0;
+  // The .npy files the run writes into its output folder (outputs, --dump-inputs): at the write's peak each
+  // is a new file beside the earlier run's, before the renames, while the scratch files still hold the
+  // tensors. stats.json, host.json and the record are small and not counted.
+  double written = 0;
 };
 
 // InputError "<file>: this run needs at least ... of host memory ..." naming the figures when `need` does
-// not fit: the anonymous part in available_host_bytes(), the scratch part in the free space of the
-// filesystem that holds (or will hold) `out_dir`, all of it in the address-space limit (`ulimit -v`) when one
-// is set. `numerics` and `dump_inputs` choose the advice (--no-numerics, without --dump-inputs).
+// not fit: the anonymous part in available_host_bytes(), the scratch and written parts together in the free
+// space of the filesystem that holds (or will hold) `out_dir`, all of it in the address-space limit (`ulimit
+// -v`) when one is set. `numerics` and `dump_inputs` choose the advice (--no-numerics, without
+// --dump-inputs).
 void check_host_memory_need(const HostMemoryNeed& need, const std::string& file, bool numerics,
                             bool dump_inputs, const std::string& out_dir);
 

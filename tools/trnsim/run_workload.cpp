@@ -56,7 +56,10 @@ void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, co
   for (const workload::TensorInfo& t : p.inputs) {
     input_names.insert(t.name);
     const double b = tensor_bytes(t.dtype, t.shape);
-    if (dump_inputs) need.anonymous += b;  // the .npy images of --dump-inputs
+    if (dump_inputs) {
+      need.anonymous += b;  // the .npy images of --dump-inputs
+      need.written += b;    // and their files
+    }
     if (!maps_files(static_cast<uint64_t>(b))) {
       need.anonymous += b;
       continue;
@@ -68,8 +71,10 @@ void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, co
       need.scratch += b;
   }
   if (p.w.numerics) {
+    const std::set<std::string> written(p.written.begin(), p.written.end());
     for (const isa::TensorDecl& t : p.build.program.tensors) {
       const double b = tensor_bytes(t.dtype, t.shape);
+      if (written.count(t.name)) need.written += b;  // OUT/<name>.npy
       if (!maps_files(static_cast<uint64_t>(b)))
         need.anonymous += b;
       else if (!input_names.count(t.name))  // an input's machine copy shares the input's pages
