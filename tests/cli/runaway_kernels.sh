@@ -5,6 +5,7 @@
 # other points run and report), and a SIGTERM to the sweep stops it at once, leaving no process and no
 # temporary behind. A kernel that emits instructions in an endless loop stops at the build's instruction
 # limit (max_instructions), named with its key and the kernel's line, instead of filling the host's memory.
+# trnsim tune has the same --timeout; a run that ends while a point is checked is collected at once.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 if [[ $("$TRNSIM" validate "$SRC/examples/nki/rmsnorm.json" 2>&1) == *"built without Python support"* ]]; then
   echo "skipped: trnsim was built without Python support"
@@ -81,6 +82,41 @@ check "no process left after SIGTERM: $(leftovers)" '[[ -z $(leftovers) ]]'
 check "no temporary or scratch left in the sweep folder: $(find o1 -name '*.tmp.*' -o -name .runs | head -3)" \
   '[[ -z $(find o1 -name "*.tmp.*" -o -name .runs) ]]'
 for p in $(leftovers | awk '{print $1}'); do kill -KILL "$p" 2>/dev/null; done  # none survives the test
+
+# 4. trnsim tune has the same --timeout: the looping point is an error row "timed out", the plain one runs and
+# is the best (before: tune had no --timeout, and a looping point hung it until a signal).
+printf '%s' '{"name": "hangt", "workload": "loop.json", "axes": [{"name": "loop", "path": "params.loop", "values": [1, 0]}]}' >st.json
+start=$SECONDS
+timeout -k 5 60 "$TRNSIM" tune "$T/st.json" --out "$T/ot" -j 1 --timeout 6 --budget 2 --no-report >runt.txt 2>errt.txt
+rc=$?
+check "tune with a looping point ends (exit $rc after $((SECONDS - start)) s; 124: it hung): $(tail -2 errt.txt)" \
+  '[[ $rc == 0 ]]'
+check "tune: the looping point's row says it timed out: $(grep -h "timed out" ot/results.csv | head -1)" \
+  'grep -q "error,.*timed out after 6 s (--timeout) while the point was checked" ot/results.csv'
+check "tune: the plain point is the best: $(grep loop ot/best_workload.json)" \
+  'grep -q "\"loop\": 0" ot/best_workload.json'
+check "no process left after tune: $(leftovers)" '[[ -z $(leftovers) ]]'
+
+# 5. While a point is checked in its child (here for up to --timeout 12 s), a run that ended meanwhile is
+# collected at once: its row kept, no zombie (before: only after the check, so for up to --timeout).
+# Points: plain (checked, then run), looping (checked while the plain one runs).
+printf '%s' '{"name": "reap", "workload": "loop.json", "axes": [{"name": "loop", "path": "params.loop", "values": [0, 1]}]}' >sr.json
+"$TRNSIM" sweep "$T/sr.json" --out "$T/or" -j 2 --timeout 12 --no-report >runr.txt 2>errr.txt &
+pid=$!
+start=$SECONDS
+rows=0
+while ((SECONDS - start < 11)); do  # the looping point's check ends at 12 s at the earliest
+  rows=$(ls or/points 2>/dev/null | wc -l)
+  [[ $rows == 1 ]] && break
+  sleep 0.2
+done
+sleep 0.5
+zombies=$(ps --ppid $pid -o stat=,args= | grep -c "^Z")
+check "the plain point's run was collected during the check ($rows rows, $zombies zombies)" \
+  '[[ $rows == 1 && $zombies == 0 ]]'
+wait $pid
+rc=$?
+check "the sweep ends (exit $rc): $(tail -1 errr.txt)" '[[ $rc == 0 ]] && grep -q "timed out after 12 s" or/results.csv'
 
 # 3. A kernel that emits instructions for ever stops at max_instructions, naming the key and its line.
 start=$SECONDS

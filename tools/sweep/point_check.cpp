@@ -161,7 +161,7 @@ json to_json(const CheckedPoint& c) {
 
 // The check in a child process (point_check.h): its result, or why there is none.
 CheckedPoint check_in_child(const std::string& workload, const std::vector<std::string>& sets,
-                            double timeout_seconds) {
+                            double timeout_seconds, const std::function<void()>& while_waiting) {
   CheckedPoint c;
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0)
@@ -208,6 +208,7 @@ CheckedPoint check_in_child(const std::string& workload, const std::vector<std::
           timeout_seconds);
       break;
     }
+    if (while_waiting) while_waiting();
     pollfd f{p[0], POLLIN, 0};
     if (poll(&f, 1, 50) <= 0) continue;
     char buf[65536];
@@ -238,15 +239,25 @@ CheckedPoint check_in_child(const std::string& workload, const std::vector<std::
 
 }  // namespace
 
+void record_check(json& pt, const CheckedPoint& c) {
+  if (c.valid) {
+    pt["key"] = c.key;
+    if (!c.sources.is_null()) pt["sources"] = c.sources;
+  } else if (c.timed_out) {
+    pt["failed"] = c.reason;  // not the workload's fault as far as trnsim can tell: an error row
+  } else
+    pt["invalid"] = c.reason;
+}
+
 CheckedPoint check_point(const std::string& workload, const std::vector<std::string>& sets,
-                         double timeout_seconds) {
+                         double timeout_seconds, const std::function<void()>& while_waiting) {
   bool python = false;
   try {
     python = workload::parse_workload(workload, sets).kernel_source.has_value();
   } catch (const Error&) {
     // check_here says why
   }
-  return python ? check_in_child(workload, sets, timeout_seconds) : check_here(workload, sets);
+  return python ? check_in_child(workload, sets, timeout_seconds, while_waiting) : check_here(workload, sets);
 }
 
 void check_point_to_fd(const std::string& workload, const std::vector<std::string>& sets, int fd) {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,15 @@ struct CheckedPoint {
   bool interrupted = false;
 };
 
-// Checks the point (above). timeout_seconds > 0 bounds a Python kernel's check (the sweep's --timeout).
+// Checks the point (above). timeout_seconds > 0 bounds a Python kernel's check (--timeout of trnsim sweep and
+// trnsim tune). While a child checks it, `while_waiting` is called every 50 ms or so (the pool collects the
+// runs that ended meanwhile: TaskSource::collect_ended).
 CheckedPoint check_point(const std::string& workload, const std::vector<std::string>& sets,
-                         double timeout_seconds = 0);
+                         double timeout_seconds = 0, const std::function<void()>& while_waiting = {});
+
+// The plan's record of a checked point `pt` (plan.json "points"): its key (and Python sources) when valid,
+// "failed" when its check timed out (an error row), else "invalid" with the reason.
+void record_check(nlohmann::json& pt, const CheckedPoint& c);
 
 // The child's side (`trnsim sweep check WORKLOAD --set ... --result-fd N`): checks the point in this process
 // and writes the CheckedPoint as JSON to file descriptor `fd`.

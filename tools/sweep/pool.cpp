@@ -73,6 +73,13 @@ class Pool {
 
   void run() {
     interrupt::CooperativeSection coop;
+    src_.collect_ended = [this] { reap(0); };
+    struct Reset {
+      TaskSource& s;
+      ~Reset() {
+        s.collect_ended = [] {};
+      }
+    } reset{src_};
     while (true) {
       if (interrupt::requested()) stop_all();
       reap(0);

@@ -50,6 +50,10 @@ class TaskSource {
   virtual void finished(const Task& t, const nlohmann::json& row) = 0;
   // The pool is done with the source (after the last task, or when interrupted): e.g. end a progress line.
   virtual void end() {}
+  // Set by run_pool while it runs: collects the runs that ended (their rows kept, finished() called) without
+  // waiting. A source that blocks in next() or idle() (a point checked in a child process, up to --timeout)
+  // calls it now and then, so a run that ended meanwhile is kept at once, not left a zombie.
+  std::function<void()> collect_ended = [] {};
 };
 
 // Runs the source's tasks to the end. Throws Interrupted after a Ctrl-C / SIGTERM (see above).

@@ -137,16 +137,6 @@ void write_plan(const std::string& dir, const json& plan) {
 
 namespace {
 
-void record_check(json& pt, const CheckedPoint& c) {
-  if (c.valid) {
-    pt["key"] = c.key;
-    if (!c.sources.is_null()) pt["sources"] = c.sources;
-  } else if (c.timed_out) {
-    pt["failed"] = c.reason;  // not the workload's fault as far as trnsim can tell: an error row
-  } else
-    pt["invalid"] = c.reason;
-}
-
 // The local backend's points: checked in-process one at a time (ahead of the workers while they are busy),
 // each either invalid, already kept (a finished row under its key), a duplicate of one queued, or a task.
 class LocalSource : public TaskSource {
@@ -192,7 +182,7 @@ class LocalSource : public TaskSource {
     const Point& p = points_[cursor_++];
     json& pt = plan_["points"][p.index];
     pt = plan_point(p);
-    const CheckedPoint c = check_point(spec_.workload, p.sets, timeout_);
+    const CheckedPoint c = check_point(spec_.workload, p.sets, timeout_, collect_ended);
     if (c.interrupted) {  // not checked: the pool stops next, nothing of this point is kept
       --cursor_;
       return;

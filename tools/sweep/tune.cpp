@@ -183,8 +183,18 @@ class Search : public TaskSource {
     }
     p.index = plan_["points"].size();
     json pt = plan_point(p);
-    const CheckedPoint chk = check_point(spec_.workload, p.sets);
+    const CheckedPoint chk = check_point(spec_.workload, p.sets, o_.timeout_seconds, collect_ended);
     if (chk.interrupted) return std::nullopt;  // the pool stops next
+    if (chk.timed_out) {                       // an evaluation spent: an error row, as a run that timed out
+      record_check(pt, chk);
+      plan_["points"].push_back(pt);
+      ++started_;
+      ++finished_;
+      ++failed_;
+      progress_.update(finished_, ran_, ok_, invalid_, failed_, kept_,
+                       finished_ == static_cast<size_t>(o_.budget));
+      return std::nullopt;
+    }
     if (!chk.valid) {
       if (invalid_++ == 0)
         first_invalid_ =
@@ -313,6 +323,7 @@ int run_tune(const std::string& sweep_file, const TuneOptions& o) {
   cfg.workload = spec.workload;
   cfg.dir = dir;
   cfg.jobs = jobs;
+  cfg.timeout_seconds = o.timeout_seconds;
   run_pool(cfg, search);
   write_plan(dir, plan);
   collect(dir, o.report);

@@ -28,6 +28,9 @@ struct TuneOptions {
   int jobs = 0;
   bool report = true;
   std::string write;  // the best workload file ("" = DIR/best_workload.json)
+  // --timeout: seconds a point's run, or its check (a Python kernel's trace), may take before it is stopped
+  // (an error row, as in trnsim sweep); 0: none.
+  double timeout_seconds = 0;
 };
 
 int run_tune(const std::string& sweep_file, const TuneOptions& o);

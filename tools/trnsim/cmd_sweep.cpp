@@ -97,6 +97,13 @@ int run_sweep(SweepCliOptions& o) {
 
 }  // namespace
 
+void add_timeout_option(CLI::App* cmd, double& seconds) {
+  cmd->add_option("--timeout", seconds,
+                  "seconds a point may run, or a Python kernel's point be checked, before it is stopped (an "
+                  "error row)")
+      ->check(CLI::Range(0.0, 1e9));
+}
+
 void add_sweep_command(CLI::App& app) {
   auto o = std::make_shared<SweepCliOptions>();
   CLI::App* cmd = app.add_subcommand("sweep",
@@ -119,9 +126,7 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_flag("--keep-stats", o->local.keep_stats, "keep each point's stats.json as DIR/stats/<key>.json");
   cmd->add_flag(
       "--no-report", [o](int64_t) { o->local.report = false; }, "no HTML report");
-  cmd->add_option("--timeout", o->local.timeout_seconds,
-                  "seconds a point may run before it is stopped (an error row)")
-      ->check(CLI::Range(0.0, 1e9));
+  add_timeout_option(cmd, o->local.timeout_seconds);
   cmd->add_option("--backend", o->backend,
                   "local (a pool of worker processes, default) or slurm (sbatch --array)")
       ->check(CLI::IsMember({"local", "slurm"}));

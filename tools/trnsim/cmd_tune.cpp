@@ -1,5 +1,5 @@
 // trnsim tune SWEEP.json [--budget N] [--objective COLUMN] [--maximize|--minimize] [--seed S] [--jobs N]
-//                        [--out DIR] [--write FILE] [--no-report]
+//                        [--out DIR] [--write FILE] [--no-report] [--timeout S]
 // Searches a sweep's space for the best point by an objective within a budget of evaluations and prints the
 // best point as a ready workload file (tools/sweep/tune.h says which search and why).
 #include <memory>
@@ -31,6 +31,7 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--write", o->write, "the best workload file (default DIR/best_workload.json)");
   cmd->add_flag(
       "--no-report", [o](int64_t) { o->report = false; }, "no HTML report");
+  add_timeout_option(cmd, o->timeout_seconds);
   cmd->callback([o, file] {
     int rc = 0;
     on_file(*file, [&] { rc = sweep::run_tune(*file, *o); });

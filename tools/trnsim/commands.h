@@ -45,4 +45,7 @@ void add_sweep_command(CLI::App& app);
 // trnsim tune SWEEP.json [--budget N] [--objective COLUMN] [...] (docs/sweeps.md)
 void add_tune_command(CLI::App& app);
 
+// --timeout S of trnsim sweep and trnsim tune: seconds a point may run (or be checked) before it is stopped.
+void add_timeout_option(CLI::App* cmd, double& seconds);
+
 }  // namespace trnsim::cli
