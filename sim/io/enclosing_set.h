@@ -24,8 +24,8 @@ struct EnclosingSet {
 // "..", its entry found by device and inode; through the file system's own mount when `dir` or a level is
 // the root of a bind mount of a folder inside it), not the path's text: a symlink to OUT/<stage> or a bind
 // mount of it is OUT/<stage>; `folder` and `inside` are the real names. Levels of `dir` that do not exist
-// yet lead `inside` (OUT/<stage>/new). A file counts as replaced when it is missing, not a regular file, or its
-// inode or size differ from the record's (or, for a file of at most 16 MiB, its SHA-256). Never changes
+// yet lead `inside` (OUT/<stage>/new). A file counts as replaced when it is missing, not a regular file, or
+// its inode or size differ from the record's (or, for a file of at most 16 MiB, its SHA-256). Never changes
 // anything; a record that cannot be read counts as none.
 std::optional<EnclosingSet> enclosing_set(const std::string& dir);
 
