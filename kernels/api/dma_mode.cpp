@@ -26,13 +26,15 @@ DmaIssue resolve_dma_issue(isa::Opcode op, const View& dst, const View& src, boo
   // NeuronCore-v2 (Trn1) has no DGE blocks: hardware DGE is "NeuronCore-v3+" (NKI DGE reference).
   const Kernel* k = Kernel::current();
   const bool no_hwdge = k != nullptr && k->generation() == Generation::Trn1;
+  // Unknown resolves to precomputed descriptors: no DGE blocks, or compiled with --disable-dge.
+  const bool precomputed = no_hwdge || (k != nullptr && k->disable_dge());
   const bool store = dst.space() == isa::MemSpace::HBM && src.space() != isa::MemSpace::HBM;
   if (mode == DgeMode::Hwdge && no_hwdge)
     fail("dge_mode hwdge needs NeuronCore-v3+ (Trn2, Trn3); Trn1 has none");
   if (mode == DgeMode::Unknown) {
     if (indirect || (engine && *engine == Engine::POOL))
       mode = DgeMode::Swdge;
-    else if (no_hwdge) {
+    else if (precomputed) {
       // Precomputed descriptors, triggered where the hardware DGE would be (stores on ACT, the rest on SP).
       return {engine.value_or(store ? Engine::ACT : Engine::SP), isa::DgeMode::None};
     } else if (op == isa::Opcode::DmaTranspose && !hwdge_transpose_ok(src))

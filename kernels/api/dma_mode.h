@@ -21,7 +21,8 @@
 //   - precomputed descriptors (none) may be triggered by any sequencer.
 //   - Trn1 (NeuronCore-v2) has no hardware DGE (v3+, NKI DGE reference): unknown resolves to precomputed
 //     descriptors (none), placed as the hardware DGE would be (stores on ACT, the rest on SP); hwdge is a
-//     RuleError there.
+//     RuleError there. A kernel compiled with the compiler's --disable-dge (Kernel::set_disable_dge) resolves
+//     unknown the same way on any generation.
 // An explicit dge_mode or engine is kept (RuleError for a combination the hardware lacks: hwdge from other
 // than SP/ACT, swdge from other than POOL, indirect without swdge).
 #pragma once

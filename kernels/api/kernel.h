@@ -225,6 +225,13 @@ class Kernel {
   void set_store_engine(Engine e) { store_engine_ = e; }
   std::optional<Engine> store_engine() const { return store_engine_; }
 
+  // The Neuron compiler's --disable-dge option (nki.benchmark(additional_compile_opt="--disable-dge"), as
+  // the CS149 Trn2 harness compiles its profiled runs): a DMA left to the compiler (dge_mode unknown) uses
+  // precomputed descriptors, triggered where the hardware DGE would be (dma_mode.h), as on Trn1. An explicit
+  // dge_mode is kept.
+  void set_disable_dge(bool on) { disable_dge_ = on; }
+  bool disable_dge() const { return disable_dge_; }
+
   // Builder internals used by the op functions (nki.h).
   InstRef emit(isa::Instruction inst, const std::vector<Access>& accesses, const Loc& loc,
                const std::vector<Event>& extra_waits = {}) {
@@ -272,6 +279,7 @@ class Kernel {
 
   Shared& shared_;
   std::optional<Engine> store_engine_;
+  bool disable_dge_ = false;
   uint64_t serial_;
   int core_;
   int num_programs_;
