@@ -485,7 +485,9 @@ def matmul(x, y, transpose_x=False, mask=None):
     if (transpose_x and mask is None and type(x) is NkiTensor and type(y) is NkiTensor and x.st.space == SBUF
             and y.st.space == SBUF and x.pd == 0 and y.pd == 0 and x.dims[0][1] == y.dims[0][1]):
         # the common case, in short: SBUF operands (nothing to load or copy out of PSUM), no mask
-        out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul", None, 3)  # (under nl.matmul)
+        xd, yd = x.dims, y.dims  # (partition dims first: a 2-D operand's free size is its dim 1)
+        shape = (xd[1][1] if len(xd) == 2 else x.free_size, yd[1][1] if len(yd) == 2 else y.free_size)
+        out = _ops.new_tile(shape, F32, PSUM, "matmul", None, 3)  # (under nl.matmul)
         st = out.st
         # nc_matmul's record for operands it would accept as they are (nc_matmul(..., _checked=True))
         st.trace.fresh[st.uid] = _ops._matmul_record("nc_matmul", out, x, y, None, "none", False, st.loc)

@@ -399,6 +399,46 @@ class NkiTensor:
     def _index_hbm(self, idx, dims, isz, boff):
         """_index_basic on an HBM view (a DMA's side, usually two slices): the view with its rectangle, as
         _rect_of makes it, from the same loop."""
+        if len(idx) == 2 and len(dims) == 2:
+            # Two slices of a 2-D tensor without steps (a tile's rows and columns): the loop below, unrolled.
+            e0, e1 = idx
+            if type(e0) is slice and type(e1) is slice and e0.step is None and e1.step is None:
+                (s0, n0), (s1, n1) = dims
+                a0, b0, a1, b1 = e0.start, e0.stop, e1.start, e1.stop
+                if a0 is None:
+                    a0 = 0
+                if b0 is None:
+                    b0 = n0
+                if a1 is None:
+                    a1 = 0
+                if b1 is None:
+                    b1 = n1
+                if (type(a0) is int and type(b0) is int and type(a1) is int and type(b1) is int
+                        and 0 <= a0 < b0 <= n0 and 0 <= a1 < b1 <= n1):
+                    boff += a0 * s0 * isz + a1 * s1 * isz
+                    m0, m1 = b0 - a0, b1 - a1
+                    lo = hi = 0
+                    if m0 > 1:
+                        if s0 < 0:
+                            lo = s0 * (m0 - 1)
+                        else:
+                            hi = s0 * (m0 - 1)
+                    if m1 > 1:
+                        if s1 < 0:
+                            lo += s1 * (m1 - 1)
+                        else:
+                            hi += s1 * (m1 - 1)
+                    v = _new(NkiTensor)  # as below
+                    v.st = self.st
+                    v.dtype = self.dtype
+                    v.boff = boff
+                    v.dims = ((s0, m0), (s1, m1))
+                    v.pd = -1
+                    v.p0 = self.p0
+                    v.vars = None
+                    v._rect = (0, 1, boff + lo * isz, boff + hi * isz + isz)
+                    v._bv = None
+                    return v
         out = []
         lo = hi = 0  # the view's extent in elements of stride around its first element
         d = 0
@@ -437,7 +477,7 @@ class NkiTensor:
                     lo += stride * (n - 1)
                 else:
                     hi += stride * (n - 1)
-        for k in range(d, len(dims)):
+        for k in range(d, len(dims)) if d < len(dims) else ():
             dk = dims[k]
             out.append(dk)
             stride, n = dk
@@ -642,7 +682,7 @@ class NkiTensor:
         return self._bin(o, "divide", True)
 
     def __iadd__(self, o):
-        return _lower().iadd(self, o)
+        return (_lower_mod or _lower()).iadd(self, o)
 
     def __isub__(self, o):
         from . import language as nl
