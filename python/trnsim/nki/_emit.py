@@ -302,7 +302,13 @@ def _dma_copy(em, op):
     a, t, c = op.args, op.attrs, em.c
     if t is _LOAD_ATTRS:  # nl.load's DMA (_ops.load_to_sbuf): the binding's defaults, no offsets
         d, s = a["dst"], a["src"]
-        em.nki.emit_dma_copy(d._bv or em.view(d), s._bv or em.view(s), op.loc or None)
+        dims = s.dims
+        if len(dims) >= 2:  # the HBM source's pattern, as Emitter.view makes it
+            dt = em.dt_cache.get(s.dtype.name)
+            sv = s.st.phys.pattern(dt if dt is not None else em.dtype(s.dtype), s.boff, dims, 0)
+        else:
+            sv = em.view(s)
+        em.nki.emit_dma_copy(d._bv or em.view(d), sv, op.loc or None)
         return
     vo, so = a["vector_offset"], a["scalar_offset"]
     if vo is None and so is None:

@@ -18,7 +18,13 @@ from ._tensor import HBM
 
 
 def order(trace, mode="pipelined", after=None):
-    ops = [op for op in trace.ops if not op.attrs.get("dropped")] if trace.dropped else trace.ops
+    ops = trace.ops
+    if trace.dropped:  # the ops between the dropped ones (few: memsets a matmul made useless), in slices
+        kept, prev = [], 0
+        for i in sorted(set(trace.dropped_at)):
+            kept += ops[prev:i]
+            prev = i + 1
+        ops = kept + ops[prev:]
     if mode == "program_order":
         return ops
     from . import _emit

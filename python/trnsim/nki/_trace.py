@@ -73,6 +73,7 @@ class Trace:
         self.tile_shapes = {}
         self.fresh = {}
         self.dropped = 0  # ops marked dropped (drop()): none, the usual case, and the schedule takes ops as they are
+        self.dropped_at = []  # their indices
         self.entry_sites = {}  # instruction offset in the kernel function -> its call_stack()
         self.site_locs = {}  # call_stack() -> the Loc of its innermost frame (new tiles' loc)
         # Instructions the builder may still emit (Kernel.instructions_left, "max_instructions"): the trace
@@ -170,6 +171,7 @@ def drop(op):
     """Marks a recorded op as not emitted (a memset a matmul's overwrite makes useless)."""
     op.attrs["dropped"] = True
     _current.dropped += 1
+    _current.dropped_at.append(op.index)
 
 
 class _Range:
