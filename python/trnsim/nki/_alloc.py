@@ -87,7 +87,12 @@ def _scope(trace, s):
     """(scope description, instance key of each storage): the kernel, or one iteration of the outermost loop
     when no tile of the site outlives the iteration it was declared in (kernels/api/alloc_rule.h)."""
     its = trace.outer_iters
-    crossed = any(st.outer is None or st.last >= its[st.outer][1] for st in s.storages)
+    crossed = False
+    for st in s.storages:
+        o = st.outer
+        if o is None or st.last >= its[o][1]:
+            crossed = True
+            break
     from . import _emit
 
     f = getattr(_emit.core(), "site_scope", None)
@@ -111,16 +116,13 @@ def plan(trace, bufs_override=None, limits=None):
             s = by_key[key] = Site(key, st, len(sites))
             sites.append(s)
         s.storages.append(st)
-        if st.first < s.first:
-            s.first = st.first
-        if st.last > s.last:
-            s.last = st.last
     for s in sites:
         # The most tensors alive at once: at each first access, those begun minus those ended by then (a
-        # tensor ending where another begins is not alive with it).
+        # tensor ending where another begins is not alive with it). The site's first and last accesses too.
         sts = s.storages
         starts = sorted([st.first for st in sts])
         ends = sorted([st.last + 1 for st in sts])
+        s.first, s.last = starts[0], ends[-1] - 1
         n, j, peak = len(ends), 0, 0
         for i, a in enumerate(starts):
             while j < n and ends[j] <= a:
@@ -214,17 +216,18 @@ def plan(trace, bufs_override=None, limits=None):
         held_until, r = rot.get(p) or ([-1] * n, 0)
         for st in sorted(sts, key=_by_first):
             first = st.first
-            for j in range(n):
-                b = (r + j) % n
-                if held_until[b] < first:
-                    break
-            else:
-                raise NkiError(f"{st.loc}: more tiles of this site alive at once than its {n} buffers",
-                               loc=st.loc)
+            b = r % n
+            if held_until[b] >= first:  # the next buffer in turn is held: the first free one after it
+                for j in range(1, n):
+                    b = (r + j) % n
+                    if held_until[b] < first:
+                        break
+                else:
+                    raise NkiError(f"{st.loc}: more tiles of this site alive at once than its {n} buffers",
+                                   loc=st.loc)
             held_until[b] = st.last
             st.phys = pb = (p, b)
-            if pb not in first_user:
-                first_user[pb] = st
+            first_user.setdefault(pb, st)
             r = b + 1
         rot[p] = (held_until, r)
     after = {}

@@ -3,6 +3,7 @@ instruction, each with its operands as builder views and the kernel line it came
 
 from . import _alloc, _schedule
 from ._errors import NkiError
+from ._ops import _LOAD_ATTRS
 from ._tensor import HBM, PSUM, SBUF
 
 _core = None
@@ -117,15 +118,16 @@ class Emitter:
             if dt is None:
                 dt = self.dtype(v.dtype)
             return st.phys.pattern(dt, v.boff, dims, 0)
-        base = self.base(st)
-        c = self.cached.get(st.phys)
+        phys = st.phys
+        base = self.buffers.get(phys) or self.base(st)
+        c = self.cached.get(phys)
         if c is None:
-            c = self.cached[st.phys] = []
+            c = self.cached[phys] = []
         c.append(v)
         pd = v.pd
         if pd == 0:
             dims = v.dims
-            if v.boff == 0 and v.p0 == 0 and v.dtype is st.dtype and dims == self.whole[st.phys]:
+            if v.boff == 0 and v.p0 == 0 and v.dtype is st.dtype and dims == self.whole[phys]:
                 v._bv = base  # the whole buffer (a new tile's usual operand): the buffer's own view
                 return base
         elif pd == -1:
@@ -153,19 +155,19 @@ def emit(k, trace, mode, bufs_override=None):
     _record_sites(k, plan)
     # A buffer is released after its last instruction (in emission order), so the builder's allocator can
     # give its space to the buffer the plan put there next (whose first access the schedule put after it).
+    # (Keyed by every storage's phys: an HBM tensor's, its builder view, is no buffer and is left out after.)
     last = {}
-    for i, op in enumerate(ops):
+    i = 0
+    for op in ops:
         for v in op.reads:
-            st = v.st
-            if st.space is not HBM:
-                last[st.phys] = i
+            last[v.st.phys] = i
         for v in op.writes:
-            st = v.st
-            if st.space is not HBM:
-                last[st.phys] = i
+            last[v.st.phys] = i
+        i += 1
     ends = {}
     for buf, i in last.items():
-        ends.setdefault(i, []).append(buf)
+        if type(buf) is tuple:  # an on-chip buffer: (pool uid, index)
+            ends.setdefault(i, []).append(buf)
     emit_fns = EMIT
     try:
         for i, op in enumerate(ops):
@@ -298,6 +300,16 @@ def _select(em, op):
 
 def _dma_copy(em, op):
     a, t, c = op.args, op.attrs, em.c
+    if t is _LOAD_ATTRS:  # nl.load's DMA (_ops.load_to_sbuf): the binding's defaults, no offsets
+        d, s = a["dst"], a["src"]
+        dims = s.dims
+        if len(dims) >= 2:  # the HBM source's pattern, as Emitter.view makes it
+            dt = em.dt_cache.get(s.dtype.name)
+            sv = s.st.phys.pattern(dt if dt is not None else em.dtype(s.dtype), s.boff, dims, 0)
+        else:
+            sv = em.view(s)
+        em.nki.emit_dma_copy(d._bv or em.view(d), sv, op.loc or None)
+        return
     vo, so = a["vector_offset"], a["scalar_offset"]
     if vo is None and so is None:
         view = em.view

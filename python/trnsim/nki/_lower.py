@@ -396,8 +396,13 @@ def load(src, mask=None, dtype=None):
     """nl.load: one DMA from HBM into a new SBUF tile (nki.language.load)."""
     if mask is None and type(src) is NkiTensor and src.st.space == HBM:  # the common case, in short
         dims = src.dims
-        shape = tuple([d[1] for d in dims]) if len(dims) != 1 else (dims[0][1], 1)
-        out = _ops.new_tile(shape, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
+        nd = len(dims)
+        if nd == 2:
+            shape = (dims[0][1], dims[1][1])
+        else:
+            shape = tuple([d[1] for d in dims]) if nd != 1 else (dims[0][1], 1)
+        # (depth 3: the kernel's frame is nl.load's caller)
+        out = _ops.new_tile(shape, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load", None, 3)
         t = _trace._current
         t.fresh[out.st.uid] = _ops.load_to_sbuf(t, out, src, out.st.loc)
         return out
@@ -480,10 +485,12 @@ def matmul(x, y, transpose_x=False, mask=None):
     if (transpose_x and mask is None and type(x) is NkiTensor and type(y) is NkiTensor and x.st.space == SBUF
             and y.st.space == SBUF and x.pd == 0 and y.pd == 0 and x.dims[0][1] == y.dims[0][1]):
         # the common case, in short: SBUF operands (nothing to load or copy out of PSUM), no mask
-        out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul")
-        _ops.nc_matmul(out, x, y, None, loc=out.st.loc, _checked=True)
-        t = _trace._current
-        t.fresh[out.st.uid] = t.ops[-1]
+        xd, yd = x.dims, y.dims  # (partition dims first: a 2-D operand's free size is its dim 1)
+        shape = (xd[1][1] if len(xd) == 2 else x.free_size, yd[1][1] if len(yd) == 2 else y.free_size)
+        out = _ops.new_tile(shape, F32, PSUM, "matmul", None, 3)  # (under nl.matmul)
+        st = out.st
+        # nc_matmul's record for operands it would accept as they are (nc_matmul(..., _checked=True))
+        st.trace.fresh[st.uid] = _ops._matmul_record("nc_matmul", out, x, y, None, "none", False, st.loc)
         return out
     x, y = load_if_hbm(x, "matmul"), load_if_hbm(y, "matmul")
     x, y = apply_mask(mask, (x, y))

@@ -30,6 +30,7 @@ DEFAULT_ENGINE = {
 }
 
 F32 = BY_NAME["float32"]
+_new = object.__new__
 
 
 def _target():
@@ -80,8 +81,10 @@ def same_shape(op, a, an, b, bn):
                        f"[{b.partitions}, {b.free_size}])")
 
 
-def new_tile(shape, dtype, space, name, loc=None):
-    """A new on-chip tensor for an instruction's result (NKI's earlier calling style returns one)."""
+def new_tile(shape, dtype, space, name, loc=None, depth=1):
+    """A new on-chip tensor for an instruction's result (NKI's earlier calling style returns one). `depth`:
+    where the kernel's frame is when the kernel function made the nki call (Trace.call_stack looks there
+    first), counting new_tile's caller as 1 (e.g. 3 from _lower.load, under nl.load); 1: no guess."""
     t = _trace._current
     if t is None:
         t = _trace.current()
@@ -89,11 +92,11 @@ def new_tile(shape, dtype, space, name, loc=None):
         shape = tuple(shape)
     key = (shape, space, dtype.name)  # the name: DType's own __hash__ is a Python call
     checked = t.tile_shapes
-    if key not in checked:
+    whole = checked.get(key)
+    if whole is None:
         shape = tuple(int(s) for s in shape)
         check_tile_shape(shape, 0, space, dtype, "result")
-        checked.add(key)
-    site = t.call_stack()
+    site = t.call_stack(depth + 1)  # (+1: call_stack's own frame)
     if loc is None:
         # The innermost frame outside nki, as caller_loc finds it (one Loc per site).
         loc = t.site_locs.get(site)
@@ -101,9 +104,45 @@ def new_tile(shape, dtype, space, name, loc=None):
             loc = Loc(site[-1]) if site else caller_loc()
             if site:
                 t.site_locs[site] = loc
-    st = Storage(t, name, space, dtype, shape, 0, loc=loc)
+    if whole is None:
+        st = Storage(t, name, space, dtype, shape, 0, loc=loc)
+        st.site = site
+        v = NkiTensor.whole(st)
+        checked[key] = (v.dims, v._rect, st.pbytes)
+        return v
+    # Storage(t, name, space, dtype, shape, 0, loc=loc) with site, and NkiTensor.whole of it, their fields set
+    # here (a class call with __init__ costs as much again; python/tests/test_nki_fast_paths.py checks that these
+    # set the same fields as __init__ does).
+    storages = t.storages
+    st = _new(Storage)
+    st.trace = t
+    st.uid = len(storages)
+    storages.append(st)
+    st.name = name
+    st.space = space
+    st.private = False
+    st.dtype = dtype
+    st.shape = shape
+    st.pdim = 0
+    st.pbytes = whole[2]
     st.site = site
-    return NkiTensor.whole(st)
+    st.role = None
+    st.loc = loc
+    st.first = -1
+    st.last = -1
+    st.phys = None
+    st.outer = t.outer
+    v = _new(NkiTensor)
+    v.st = st
+    v.dtype = dtype
+    v.boff = 0
+    v.dims = whole[0]
+    v.pd = 0
+    v.p0 = 0
+    v.vars = None
+    v._rect = whole[1]
+    v._bv = None
+    return v
 
 
 def check_tile_shape(shape, pdim, space, dtype, what):
@@ -213,14 +252,14 @@ def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode="none", is_tra
 
 
 def _matmul_record(op, dst, stationary, moving, accumulate, perf_mode, is_transpose, loc):
-    t = _trace.current()
+    t = _trace._current or _trace.current()
     acc, ms = touch_psum(t, dst, "mm")
     if accumulate is None:
         accumulate = acc
         if ms is not None:
             _trace.drop(ms)  # the matmul's overwrite zeroes the bank instead
-    reads = [stationary, moving] + ([dst] if accumulate else [])
-    return t.record(op, {"dst": dst, "stationary": stationary, "moving": moving}, reads, [dst],
+    reads = (stationary, moving, dst) if accumulate else (stationary, moving)
+    return t.record(op, {"dst": dst, "stationary": stationary, "moving": moving}, reads, (dst,),
                     {"accumulate": bool(accumulate), "perf_mode": perf_mode, "is_transpose": bool(is_transpose)},
                     loc)
 
@@ -455,8 +494,7 @@ def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumu
 def load_to_sbuf(t, dst, src, loc):
     """dma_copy(dst, src) with its defaults for nl.load's common case: `src` an HBM view, `dst` the new SBUF
     tile of its shape made for it (so none of dma_copy's checks can fail, and no PSUM is touched)."""
-    o = t.record("dma_copy", {"dst": dst, "src": src, "vector_offset": None, "scalar_offset": None}, (src,),
-                 (dst,), _LOAD_ATTRS, loc)
+    o = t.record("dma_copy", {"dst": dst, "src": src}, (src,), (dst,), _LOAD_ATTRS, loc)  # (no offsets)
     o.load = True
     return o
 

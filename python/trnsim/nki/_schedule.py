@@ -18,7 +18,13 @@ from ._tensor import HBM
 
 
 def order(trace, mode="pipelined", after=None):
-    ops = [op for op in trace.ops if not op.attrs.get("dropped")] if trace.dropped else trace.ops
+    ops = trace.ops
+    if trace.dropped:  # the ops between the dropped ones (few: memsets a matmul made useless), in slices
+        kept, prev = [], 0
+        for i in sorted(set(trace.dropped_at)):
+            kept += ops[prev:i]
+            prev = i + 1
+        ops = kept + ops[prev:]
     if mode == "program_order":
         return ops
     from . import _emit
@@ -26,14 +32,9 @@ def order(trace, mode="pipelined", after=None):
     # The rule runs in the bindings (trnsim._core.nki_schedule_ops, reading the Op objects) over the ops as
     # integers: each access is (storage uid, its rectangle), and buffer_of maps a storage to its history: its
     # physical buffer on chip (storages sharing one are one history), the tensor itself in HBM.
+    # (An HBM tensor's key is its Storage: one history per tensor.)
     ids = {}
-    buffer_of = []
-    for st in trace.storages:
-        k = st.phys if st.space != HBM else ("h", st.uid)
-        i = ids.get(k)
-        if i is None:
-            i = ids[k] = len(ids)
-        buffer_of.append(i)
+    buffer_of = [ids.setdefault(st.phys if st.space != HBM else st, len(ids)) for st in trace.storages]
     # `after` (the allocation plan's pool-to-pool dependencies): an op that first writes a buffer whose space
     # another site held waits for that holder's accesses, as if it also wrote the holder's whole buffer. Each
     # op's kind: 1 a load (op.load), 2 a fence (core_barrier, sendrecv), 0 any other.

@@ -19,6 +19,7 @@ from ._errors import NkiError
 from ._index import IndexExpr, _const
 
 SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
+_new = object.__new__
 
 
 class Buffer:
@@ -244,6 +245,10 @@ class NkiTensor:
 
     # ---- indexing
     def __getitem__(self, idx):
+        if self.pd < 0 and type(idx) is tuple and self.st.space == HBM:  # a DMA's side, in short
+            dims = self.dims
+            r = self._index_hbm(idx, dims, self.dtype.itemsize, self.boff) if len(idx) <= len(dims) else None
+            return r if r is not None else self.index(idx)
         r = self._index_basic(idx if type(idx) is tuple else (idx,))
         return r if r is not None else self.index(idx)
 
@@ -347,6 +352,8 @@ class NkiTensor:
             return None
         isz = self.dtype.itemsize
         boff, p0, pdim = self.boff, self.p0, self.pd
+        if pdim < 0 and self.st.space == HBM:
+            return self._index_hbm(idx, dims, isz, boff)
         out = []
         pd = -1
         for d, e in enumerate(idx):
@@ -388,6 +395,110 @@ class NkiTensor:
             v._rect = _rect_of(v.dims, boff, isz, -1, p0, True)
             return v
         return NkiTensor(self.st, self.dtype, boff, tuple(out), pd, p0)
+
+    def _index_hbm(self, idx, dims, isz, boff):
+        """_index_basic on an HBM view (a DMA's side, usually two slices): the view with its rectangle, as
+        _rect_of makes it, from the same loop."""
+        if len(idx) == 2 and len(dims) == 2:
+            # Two slices of a 2-D tensor without steps (a tile's rows and columns): the loop below, unrolled.
+            e0, e1 = idx
+            if type(e0) is slice and type(e1) is slice and e0.step is None and e1.step is None:
+                (s0, n0), (s1, n1) = dims
+                a0, b0, a1, b1 = e0.start, e0.stop, e1.start, e1.stop
+                if a0 is None:
+                    a0 = 0
+                if b0 is None:
+                    b0 = n0
+                if a1 is None:
+                    a1 = 0
+                if b1 is None:
+                    b1 = n1
+                if (type(a0) is int and type(b0) is int and type(a1) is int and type(b1) is int
+                        and 0 <= a0 < b0 <= n0 and 0 <= a1 < b1 <= n1):
+                    boff += a0 * s0 * isz + a1 * s1 * isz
+                    m0, m1 = b0 - a0, b1 - a1
+                    lo = hi = 0
+                    if m0 > 1:
+                        if s0 < 0:
+                            lo = s0 * (m0 - 1)
+                        else:
+                            hi = s0 * (m0 - 1)
+                    if m1 > 1:
+                        if s1 < 0:
+                            lo += s1 * (m1 - 1)
+                        else:
+                            hi += s1 * (m1 - 1)
+                    v = _new(NkiTensor)  # as below
+                    v.st = self.st
+                    v.dtype = self.dtype
+                    v.boff = boff
+                    v.dims = ((s0, m0), (s1, m1))
+                    v.pd = -1
+                    v.p0 = self.p0
+                    v.vars = None
+                    v._rect = (0, 1, boff + lo * isz, boff + hi * isz + isz)
+                    v._bv = None
+                    return v
+        out = []
+        lo = hi = 0  # the view's extent in elements of stride around its first element
+        d = 0
+        for e in idx:
+            stride, size = dims[d]
+            d += 1
+            te = type(e)
+            if te is slice:
+                a, b, step = e.start, e.stop, e.step
+                if step is not None and step != 1:
+                    return None
+                if a is None:
+                    a = 0
+                elif type(a) is not int:
+                    return None
+                if b is None:
+                    b = size
+                elif type(b) is not int:
+                    return None
+                if a < 0 or b > size or a >= b:
+                    return None  # the general path reports it
+                boff += a * stride * isz
+                n = b - a
+                out.append((stride, n))
+            elif te is int:
+                if e < 0:
+                    e += size
+                if not 0 <= e < size:
+                    return None
+                boff += e * stride * isz
+                continue
+            else:
+                return None
+            if n > 1:
+                if stride < 0:
+                    lo += stride * (n - 1)
+                else:
+                    hi += stride * (n - 1)
+        for k in range(d, len(dims)) if d < len(dims) else ():
+            dk = dims[k]
+            out.append(dk)
+            stride, n = dk
+            if n > 1:
+                if stride < 0:
+                    lo += stride * (n - 1)
+                else:
+                    hi += stride * (n - 1)
+        # NkiTensor(self.st, self.dtype, boff, tuple(out), -1, self.p0) with its rect, its fields set here (a
+        # class call with __init__ costs as much again; python/tests/test_nki_fast_paths.py checks the fields).
+        v = _new(NkiTensor)
+        v.st = self.st
+        v.dtype = self.dtype
+        v.boff = boff
+        v.dims = tuple(out)
+        v.pd = -1
+        v.p0 = self.p0
+        v.vars = None
+        v._rect = (0, 1, boff + lo * isz, boff + hi * isz + isz)
+        v._bv = None
+        return v
 
     # ---- view operations
     def reshape(self, *shape):
@@ -571,7 +682,7 @@ class NkiTensor:
         return self._bin(o, "divide", True)
 
     def __iadd__(self, o):
-        return _lower().iadd(self, o)
+        return (_lower_mod or _lower()).iadd(self, o)
 
     def __isub__(self, o):
         from . import language as nl

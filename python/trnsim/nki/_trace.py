@@ -12,6 +12,7 @@ from . import _errors
 from ._errors import Loc, NkiError, caller_loc
 
 _current = None  # the Trace being recorded (None outside a kernel)
+_new = object.__new__
 
 
 def current(what="this call"):
@@ -52,6 +53,7 @@ class Trace:
 
     def __init__(self, entry_code, program_id, num_programs, grid, target, options):
         self.entry_code = entry_code  # the kernel function's code object: call stacks stop there
+        self.entry_outside = entry_code is not None and not _errors._in_package(entry_code.co_filename)
         self.program_id = program_id  # tuple, one entry per launch-grid dim
         self.num_programs = num_programs  # tuple
         self.grid = grid
@@ -67,9 +69,11 @@ class Trace:
         self.outer_iters = []
         self.outer = None
         self.returned = ()
-        self.tile_shapes = set()  # (shape, space, dtype) of result tiles whose shape was checked
+        # (shape, space, dtype name) of result tiles checked -> (dims, rect, bytes per partition) of the whole
+        self.tile_shapes = {}
         self.fresh = {}
         self.dropped = 0  # ops marked dropped (drop()): none, the usual case, and the schedule takes ops as they are
+        self.dropped_at = []  # their indices
         self.entry_sites = {}  # instruction offset in the kernel function -> its call_stack()
         self.site_locs = {}  # call_stack() -> the Loc of its innermost frame (new tiles' loc)
         # Instructions the builder may still emit (Kernel.instructions_left, "max_instructions"): the trace
@@ -80,13 +84,25 @@ class Trace:
 
     # ---- recording
     def record(self, name, args, reads, writes, attrs, loc=None):
-        reads = tuple(reads)
-        writes = tuple(writes)
+        if type(reads) is not tuple:
+            reads = tuple(reads)
+        if type(writes) is not tuple:
+            writes = tuple(writes)
         ops = self.ops
         i = len(ops)
         if i >= self.limit:
             self.over_limit(loc or caller_loc())
-        op = Op(name, args, reads, writes, attrs, loc or caller_loc(), i)
+        # Op(name, args, reads, writes, attrs, loc, i), its fields set here (a class call with __init__ costs as
+        # much again; python/tests/test_nki_fast_paths.py checks the fields).
+        op = _new(Op)
+        op.name = name
+        op.args = args
+        op.reads = reads
+        op.writes = writes
+        op.attrs = attrs
+        op.loc = loc or caller_loc()
+        op.index = i
+        op.load = False
         ops.append(op)
         for v in reads:
             st = v.st
@@ -112,9 +128,19 @@ class Trace:
         self.names[base] = n + 1
         return base if n == 0 else f"{base}.{n}"
 
-    def call_stack(self):
+    def call_stack(self, depth=2):
         """(file, line) of each frame from the kernel function down to the caller of nki: an allocation
-        site (a tile declared at the same line of the same helper called from the same line is one site)."""
+        site (a tile declared at the same line of the same helper called from the same line is one site).
+        `depth`: where the kernel's frame is when the nki call came straight from it (2: call_stack's
+        caller's caller; more when the frames between are nki's own, e.g. nl.load -> _lower.load ->
+        new_tile): that frame is looked at first, without making the frames between (the usual case)."""
+        if depth > 2:
+            f = sys._getframe(depth)
+            if f.f_code is self.entry_code and self.entry_outside:
+                site = self.entry_sites.get(f.f_lasti)
+                if site is None:
+                    site = self.entry_sites[f.f_lasti] = ((f.f_code.co_filename, f.f_lineno),)
+                return site
         f = sys._getframe(2)
         frames = []
         entry = self.entry_code
@@ -145,6 +171,7 @@ def drop(op):
     """Marks a recorded op as not emitted (a memset a matmul's overwrite makes useless)."""
     op.attrs["dropped"] = True
     _current.dropped += 1
+    _current.dropped_at.append(op.index)
 
 
 class _Range:
