@@ -138,6 +138,9 @@ def test_kernel_code_cannot_end_the_process():
         where = "k.py:%d" % line(d, marker)
         assert rc == 1, (function, rc, err)
         assert where in err and call + " called by the kernel's code" in err, (function, where, err)
+        # With the kernel's traceback, raise SystemExit(0) too (it had none).
+        assert 'Traceback of the kernel' in err and 'File "%s", line %d' % (
+            os.path.join(d, "k.py"), line(d, marker)) in err, (function, err)
         assert not os.path.exists(os.path.join(out, "stats.json")), function
     # In a reference, and at the top of the kernel file.
     rc, err, _ = run(d, "copy", reference={"nki": "k.py", "function": "ref_exit"})
@@ -389,6 +392,12 @@ def float_range(x):
 
 
 @nki.jit
+def float_par_dim(x):
+    y = nl.ndarray((nl.par_dim(1.5), 64), dtype=x.dtype, buffer=nl.sbuf)  # MARK-float-par-dim
+    return y
+
+
+@nki.jit
 def bool_shape(x):
     y = nl.ndarray((True, 64), dtype=x.dtype, buffer=nl.shared_hbm)  # MARK-bool-shape
     return y
@@ -512,11 +521,12 @@ def test_a_kernel_file_with_a_null_byte_is_named():
 
 
 def test_sizes_that_are_not_integers_are_refused():
-    # nl.ndarray((128, 64.0)) and nl.affine_range(1.5) were accepted (truncated to 64 and 1).
+    # nl.ndarray((128, 64.0)), nl.affine_range(1.5) and nl.par_dim(1.5) were accepted (truncated to 64, 1, 1).
     d = folder(FRONT_END)
     for function, marker, text in (
             ("float_shape", "MARK-float-shape", "nl.ndarray: shape (128, 64.0): size 64.0 is not an integer"),
             ("bool_shape", "MARK-bool-shape", "nl.ndarray: shape (True, 64): size True is not an integer"),
+            ("float_par_dim", "MARK-float-par-dim", "nl.par_dim: size 1.5 is not an integer"),
             ("float_range", "MARK-float-range", "nl.affine_range: bounds must be integers known while tracing, "
              "got float 1.5")):
         rc, err, _ = run(d, function)

@@ -92,7 +92,9 @@ class _NoExit:
                 setattr(mod, name, fn)
         if etype is not None and issubclass(etype, SystemExit):
             code = "" if value is None or value.code is None else repr(value.code)
-            raise KernelExit("SystemExit(%s)" % code, _user_line(tb)) from None
+            # With the kernel's frames (the traceback printed for the other ways out, whose stand-ins raise
+            # inside the kernel's call).
+            raise KernelExit("SystemExit(%s)" % code, _user_line(tb)).with_traceback(tb) from None
         return False
 
 
