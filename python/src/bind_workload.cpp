@@ -88,6 +88,7 @@ void bind_workload(pyb::module_& m) {
       .def_property_readonly("name", &WorkloadRun::name)
       .def_property_readonly("kernel", [](const WorkloadRun& r) { return r.prepared().w.kernel; })
       .def_property_readonly("cores", [](const WorkloadRun& r) { return r.prepared().cores; })
+      .def_property_readonly("warnings", [](const WorkloadRun& r) { return r.prepared().build.warnings; })
       .def_property_readonly(
           "program", [](const WorkloadRun& r) -> const isa::Program& { return r.program(); },
           pyb::return_value_policy::reference_internal)

@@ -568,4 +568,86 @@ def test_unknown_nki_names_are_nki_unsupported():
     assert "nki.language.some_future_call is not modelled" in str(e), str(e)
 
 
+UNINIT = """
+
+@nki.jit
+def reads_unwritten(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nl.store(y, t)  # MARK-uninit-store
+    return y
+
+
+@nki.jit
+def reads_half_written(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    t[:, 0:32] = nl.load(x[:, 0:32])
+    u = nl.exp(t)  # MARK-half-exp
+    nl.store(y, u)
+    return y
+
+
+@nki.jit
+def written_in_parts(x):
+    # Two halves, then the whole (no warning), and a PSUM accumulation group: its first matmul reads nothing.
+    y = nl.ndarray((64, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    t[:, 0:32] = nl.load(x[:, 0:32])
+    t[:, 32:64] = nl.load(x[:, 32:64])
+    acc = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(2):
+        acc += nisa.nc_matmul(t[0:64, :], t[0:64, :])
+    nl.store(y, nl.copy(acc))
+    return y
+"""
+
+
+def test_a_read_of_memory_nothing_wrote_is_a_warning():
+    # An nl.ndarray read before anything wrote it gave NaN outputs, exit 0 and no word. NKI's nl.ndarray is
+    # numpy.ndarray-like (numpy.empty: contents undefined) and nl.zeros / nl.full exist to initialise, so a
+    # read of it is legal but undefined: a warning at the reading line, the run goes on (exit 0).
+    d = folder("import nki.isa as nisa\n" + UNINIT)
+    rc, err, out = run(d, "reads_unwritten")
+    assert rc == 0, err
+    where = "k.py:%d" % line(d, "MARK-uninit-store")
+    assert "warning: %s: dma_copy reads sbuf" % where in err, err
+    assert "where no instruction wrote before (partition 0, byte 0 of the read is the first such)" in err, err
+    assert where in json.load(open(os.path.join(out, "stats.json")))["notes"][-1], "stats.json notes"
+    rc, err, _ = run(d, "reads_half_written")
+    assert rc == 0 and "warning: k.py:%d: activation reads sbuf" % line(d, "MARK-half-exp") in err, err
+    assert "(partition 0, byte 128 of the read is the first such)" in err, err  # column 32 of float32
+    rc, err, _ = run(d, "written_in_parts")
+    assert rc == 0 and "warning" not in err, err
+    # From Python: a RuntimeWarning at the line, and not the guess that the kernel never wrote its output.
+    import sys
+    import warnings
+    sys.path.insert(0, d)
+    try:
+        import k as kmod2
+    finally:
+        sys.path.remove(d)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        y = tnki.simulate_kernel(kmod2.reads_unwritten, np.ones((128, 64), np.float32))
+    msgs = [str(m.message) for m in w]
+    assert np.isnan(y).all()
+    assert any(m.startswith(where + ": dma_copy reads sbuf") for m in msgs), msgs
+    assert not any("did the kernel write it" in m for m in msgs), msgs
+
+
+def test_seed_workloads_give_no_warning():
+    # The NKI examples, the main workloads and the calibration kernels (C++) read nothing before writing it
+    # and carry nothing across affine_range iterations: no warning (timing only).
+    import glob
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    files = sorted(glob.glob(os.path.join(root, "examples", "nki", "*.json")) +
+                   glob.glob(os.path.join(root, "configs", "workloads", "*.json")) +
+                   glob.glob(os.path.join(root, "configs", "workloads", "calibration", "*.json")))
+    assert len(files) >= 50, files
+    for path in files:
+        rc, _, err = cli("run", path, "--no-numerics", "--out", os.path.join(tmpdir(), "o"))
+        assert rc == 0 and "warning:" not in err, (path, err)
+
+
 main(globals())
