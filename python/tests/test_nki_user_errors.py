@@ -650,4 +650,66 @@ def test_seed_workloads_give_no_warning():
         assert rc == 0 and "warning:" not in err, (path, err)
 
 
+LOOPS = """
+
+@nki.jit
+def used_after_loop(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(2):
+        t = nl.load(x)  # MARK-loop-decl
+    nl.store(y, t)  # MARK-after-loop
+    return y
+
+
+@nki.jit
+def carried(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(3):
+        t = nl.load(x)
+        nisa.tensor_tensor(acc, acc, t, op=nl.subtract)  # MARK-carried
+    nl.store(y, acc)
+    return y
+
+
+@nki.jit
+def not_carried(x):
+    # An associative accumulation, a tile declared outside and overwritten whole each iteration, and the
+    # same carried loop as sequential_range: none is a loop-carried dependency NKI forbids.
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(3):
+        nisa.tensor_tensor(acc, acc, nl.load(x), op=nl.add)
+    tmp = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(3):
+        tmp[...] = nl.load(x)
+        nl.store(y, tmp)
+    for i in nl.sequential_range(3):
+        nisa.tensor_tensor(acc, acc, nl.load(x), op=nl.subtract)
+    nl.store(y, acc)
+    return y
+"""
+
+
+def test_affine_range_scope_and_carried_values():
+    # A tile used after its affine_range loop ran silently: NKI refuses it
+    # (err_local_variable_used_out_of_scope), so it is an error at the line using it. A value carried across
+    # affine_range iterations ran silently too: NKI calls it unsafe (the compiler may reorder the
+    # iterations), so it is a warning at the reading line.
+    d = folder("import nki.isa as nisa\n" + LOOPS)
+    rc, err, _ = run(d, "used_after_loop")
+    assert rc == 1, err
+    assert "k.py:%d: NkiError: 't', sbuf 'load'[128, 64] float32 declared at k.py:%d in the body of the " \
+        "nl.affine_range loop at k.py:%d, is used after that loop" % (
+            line(d, "MARK-after-loop"), line(d, "MARK-loop-decl"), line(d, "MARK-loop-decl") - 1) in err, err
+    assert "err_local_variable_used_out_of_scope" in err, err
+    rc, err, _ = run(d, "carried")
+    assert rc == 0, err
+    assert "warning: k.py:%d: tensor_tensor in iteration 1 of the nl.affine_range loop at k.py:%d reads " \
+        "sbuf" % (line(d, "MARK-carried"), line(d, "MARK-carried") - 2) in err, err
+    assert "which iteration 0 wrote: a loop-carried dependency" in err and "nl.sequential_range" in err, err
+    rc, err, _ = run(d, "not_carried")
+    assert rc == 0 and "warning" not in err, err
+
+
 main(globals())
