@@ -712,4 +712,46 @@ def test_affine_range_scope_and_carried_values():
     assert rc == 0 and "warning" not in err, err
 
 
+def test_npy_input_dtype_from_its_header():
+    # A .npy input had to state "dtype" although the file says it. Now the header gives it when it names one
+    # kernel dtype; when it could be several (uint16: values or BF16/FP16 bits), the error says so at the key.
+    d = folder()
+    np.save(os.path.join(d, "x.npy"), np.full((128, 64), 1.5, np.float32))
+    np.save(os.path.join(d, "bits.npy"), np.zeros((128, 64), np.uint16))
+    rc, err, out = run(d, "copy", inputs={"x": {"npy": "x.npy"}})
+    assert rc == 0, err
+    y = np.load(os.path.join(out, "out.npy"))
+    assert y.dtype == np.float32 and np.all(y == 1.5), y
+    rc, err, _ = run(d, "copy", inputs={"x": {"npy": "bits.npy"}})
+    assert rc == 1, err
+    assert "inputs.x.dtype: missing, and %s's dtype uint16 does not say which it is: uint16 values, or the raw " \
+        "bits of bfloat16 or float16; give \"dtype\"" % os.path.join(d, "bits.npy") in err, err
+    rc, err, out = run(d, "copy", inputs={"x": {"npy": "bits.npy", "dtype": "bfloat16"}})
+    assert rc == 0, err
+
+
+def test_list_describes_any_workload_file():
+    # `trnsim list w.json` said "unknown kernel 'w.json'" for a user's workload (only examples/nki were listed).
+    d = folder()
+    path = workload(d, "scaled", params={"scale": 3.0})
+    rc, out, err = cli("list", path)
+    assert rc == 0, err
+    assert "kernel scaled in k.py" in out and "input x" in out and "float32" in out and "[128, 64]" in out, out
+    assert "scale" in out and "default 2.0" in out and '"scale":3.0' in out, out
+    rc, out, err = cli("list", path, "--json")
+    assert rc == 0, err
+    j = json.loads(out)
+    assert j["kernel"] == {"nki": "k.py", "function": "scaled"} and j["workload_params"] == {"scale": 3.0}, j
+    assert [p["name"] for p in j["params"]] == ["scale"] and j["inputs"][0]["name"] == "x", j
+    # A registered kernel's workload file: the workload, then the kernel's parameters.
+    cpp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "workloads",
+                       "matmul_bf16_2048_trn2_lnc1.json")
+    rc, out, err = cli("list", cpp)
+    assert rc == 0, err
+    assert out.startswith("matmul_bf16_2048_trn2_lnc1 (%s)" % cpp) and "kernel matmul_bf16 (registered" in out
+    assert "input x " in out and '"M":2048' in out and "\nmatmul_bf16\n" in out and "tile_n" in out, out
+    rc, _, err = cli("list", os.path.join(d, "k.py"))
+    assert rc == 1 and "not a workload file" in err, err
+
+
 main(globals())
