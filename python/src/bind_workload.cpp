@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/api/params.h"
 #include "kernels/workload/workload_run.h"
 #include "python/src/bindings.h"
 #include "python/src/py_kernel.h"
@@ -47,6 +48,8 @@ pyb::dict check_dict(const run::CheckResult& c) {
 }  // namespace
 
 void bind_workload(pyb::module_& m) {
+  m.def("no_parameter_message", &kernels::no_parameter_message, pyb::arg("kernel"), pyb::arg("name"),
+        pyb::arg("known"), pyb::arg("object") = "", pyb::arg("none") = "none");
   pyb::class_<WorkloadRun>(m, "WorkloadRun")
       .def_static(
           "from_file",

@@ -754,4 +754,24 @@ def test_list_describes_any_workload_file():
     assert rc == 1 and "not a workload file" in err, err
 
 
+def test_unknown_parameter_is_one_message_for_workloads_and_sweeps():
+    # The workload's check (Python) and the sweep's (C++) each formatted it: now one C++ function serves both.
+    d = folder()
+    rc, err, _ = run(d, "scaled", "params.bogus=1")
+    assert rc == 1, err
+    said = "has no parameter 'bogus' (its parameters: scale)"
+    assert "params.bogus: scaled (k.py:%d) %s" % (line(d, "def scaled"), said) in err, err
+    workload(d, "scaled")
+    sweep = os.path.join(d, "s.json")
+    with open(sweep, "w") as f:
+        json.dump({"name": "s", "workload": "w.json", "axes": [{"name": "b", "path": "params.bogus",
+                                                                 "values": [1, 2]}]}, f)
+    rc, _, err = cli("sweep", sweep, "--dry-run", "--out", os.path.join(d, "sw"))
+    assert rc == 1 and "kernel 'scaled (k.py)' " + said in err, err
+    from trnsim import _core
+    assert _core.no_parameter_message("f", "x", ["a", "b"]) == "f has no parameter 'x' (its parameters: a, b)"
+    assert _core.no_parameter_message("f", "x", ["a"], "config") == \
+        "f has no parameter 'config.x' (the fields of config: a)"
+
+
 main(globals())

@@ -302,8 +302,8 @@ def binding_problem(kernel, inputs, params):
         if p is not None and p.kind == p.POSITIONAL_ONLY:
             return ("params.%s" % n, "'%s' of %s is positional-only: params are passed by keyword" % (n, where))
         if (p is None and not open_kwargs) or (p is not None and p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)):
-            return ("params.%s" % n, "%s has no parameter '%s' (its parameters: %s)" % (
-                where, n, ", ".join(values) or "none besides its inputs " + ", ".join(inputs)))
+            return ("params.%s" % n, _core.no_parameter_message(  # the sweep's wording (tools/sweep/spec.cpp)
+                where, n, values, none="none besides its inputs " + ", ".join(inputs)))
     given = set(inputs) | {n for n, v in params.items()}
     for p in sig:
         if p.default is not p.empty or p.name in given or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
