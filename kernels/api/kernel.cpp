@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "kernels/api/assume_written.h"
 #include "sim/base/address_limit.h"
 #include "sim/base/error.h"
 #include "sim/io/output_name.h"
@@ -53,6 +54,13 @@ constexpr int64_t kTrn2PsumTileBanks = 4;
 
 std::atomic<uint64_t> g_serial{0};
 thread_local Kernel* t_current = nullptr;
+// assume_written's views not yet marked: (kernel serial, space, region); Kernel::check_written takes them.
+struct Assumed {
+  uint64_t serial;
+  isa::MemSpace space;
+  View::Region region;
+};
+thread_local std::vector<Assumed> t_assumed;
 
 // Sets the current kernel context for the duration of one kernel function call.
 struct CurrentGuard {
@@ -642,6 +650,11 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
   return InstRef{this, static_cast<Engine>(e), static_cast<uint32_t>(stream.size() - 1), ev, ++seq_};
 }
 
+void assume_written(const View& v) {
+  if (!v.valid() || (v.space() != isa::MemSpace::SBUF && v.space() != isa::MemSpace::PSUM)) return;
+  t_assumed.push_back({v.kernel_serial(), v.space(), v.region()});
+}
+
 void Kernel::warn(const std::string& at, const std::string& message) {
   if (!shared_.warned_at.insert(at).second) return;
   if (shared_.warnings.size() < KernelBuild::kMaxWarnings) shared_.warnings.push_back(at + ": " + message);
@@ -654,6 +667,12 @@ void Kernel::check_written(const isa::Instruction& inst, const Access* accesses,
     const isa::MemSpace s = a.view->space();
     return s == isa::MemSpace::SBUF ? &sbuf_written_ : s == isa::MemSpace::PSUM ? &psum_written_ : nullptr;
   };
+  for (const Assumed& a : t_assumed) {
+    if (a.serial != serial_) continue;
+    WrittenMap& m = a.space == isa::MemSpace::SBUF ? sbuf_written_ : psum_written_;
+    m.mark({a.region.r0, a.region.r1, a.region.c0, a.region.c1});
+  }
+  t_assumed.clear();
   // Reads first: an instruction that reads and writes a region (an accumulation) reads what was there.
   for (size_t i = 0; i < num_accesses; ++i) {
     const Access& a = accesses[i];
@@ -702,6 +721,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
                     kSendRecvDoneSem + 1, kSendRecvDoneSem - kDmaSemBase));
   if (l.partitions == 0 || l.partitions > 128 || l.psum_bank_bytes == 0)
     throw InputError("limits: partitions must be 1-128 and psum_bank_bytes positive");
+  t_assumed.clear();  // a declaration build's, never taken
   Kernel::Shared shared;
   shared.max_instructions = options.max_instructions;
   shared.declare_only = options.declare_only;

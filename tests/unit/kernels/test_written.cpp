@@ -2,6 +2,7 @@
 // warnings at the reading instruction's line.
 #include <catch2/catch.hpp>
 
+#include "kernels/api/assume_written.h"
 #include "kernels/api/nki.h"
 #include "kernels/api/written.h"
 
@@ -82,5 +83,17 @@ TEST_CASE("builder: an accumulation group's first matmul reads nothing; later on
         nki::dma_copy(y, o);
       },
       2);
+  CHECK(b.warnings.empty());
+}
+
+TEST_CASE("builder: bytes a kernel assumes written do not warn", "[kernels][written]") {
+  KernelBuild b = build([](Kernel& k) {
+    View y = k.output("y", DType::F32, {128, 64});
+    View t = k.sbuf({128, 64}, DType::F32, "t");
+    View u = k.sbuf({128, 64}, DType::F32, "u");
+    assume_written(t);
+    nki::tensor_copy(u, t);
+    nki::dma_copy(y, u);
+  });
   CHECK(b.warnings.empty());
 }
