@@ -9,15 +9,14 @@
 - The iterations of an nl.affine_range loop have no loop-carried dependency (NKI's affine_range and
   sequential_range docs: the compiler may reorder or pipeline them, and a carried dependency "could lead to
   numerical errors"): an iteration that reads what an earlier iteration of the same loop wrote gets a warning
-  at the reading line (the kernel still runs, in program order). An associative accumulation is not such a
+  at the reading line (the kernel still runs, in program order). Iteration 1 is checked against iteration 0:
+  every iteration runs the same body, and two iterations keep the pass a small share of tracing. An associative accumulation is not such a
   dependency: a matmul accumulating into its PSUM dst, a DMA with accumulate, a tensor_tensor add / max / min
   / multiply whose dst is the operand read.
 
 The trace records each loop iteration as [first op, end op, kind, loop loc, loop id, iteration number]
 (Trace.iters), and each storage the iterations it was declared in (Storage.scope, outermost first).
 """
-
-import bisect
 
 from ._errors import NkiError
 
@@ -107,76 +106,58 @@ def _overlap(a, b):
     return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
 
+def _covered(rects, r):
+    """True if the union of `rects` covers rectangle r (byte ranges of those spanning r's partitions)."""
+    spans = sorted((q[2], q[3]) for q in rects if q[0] <= r[0] and r[1] <= q[1])
+    pos = r[2]
+    for lo, hi in spans:
+        if lo > pos:
+            break
+        pos = max(pos, hi)
+        if pos >= r[3]:
+            return True
+    return pos >= r[3]
+
+
 def _carried(trace):
-    iters = [r for r in trace.iters if r[2] == "affine_range" and r[1] is not None and r[1] > r[0]]
-    if not iters:
-        return
-    # Only a storage accessed on both sides of the start of a later iteration can carry a value: the others
-    # (most: tiles declared and used in one body) are not looked at again.
-    starts = sorted(r[0] for r in iters if r[5] > 0)
-    cand = set()
-    for st in trace.storages:
-        if st.first >= 0:
-            j = bisect.bisect_right(starts, st.first)
-            if j < len(starts) and starts[j] <= st.last:
-                cand.add(st.uid)
-    if not cand:
-        return
+    """Iteration 1 of each nl.affine_range loop against its iteration 0: every iteration runs the same body,
+    so a carried value shows there, and looking at two iterations keeps the pass a small share of tracing."""
+    firsts = {}  # loop id -> [iteration 0, iteration 1]
+    for r in trace.iters:
+        if r[5] < 2 and r[2] == "affine_range" and r[1] is not None:
+            firsts.setdefault(r[4], []).append(r)
     ops = trace.ops
-    stack = []  # the affine iterations op i is in, outermost first
-    k = 0
-    written = {}  # (loop id, storage uid) -> [bounding rect, [(iteration, rect), ...]]
     warned = set()
-    for i in range(iters[0][0], len(ops)):
-        while stack and stack[-1][1] <= i:
-            stack.pop()
-        while k < len(iters) and iters[k][0] <= i:
-            rec = iters[k]
-            k += 1
-            while stack and stack[-1][1] <= rec[0]:
-                stack.pop()
-            if rec[1] > i:
-                stack.append(rec)
-        if not stack:
-            if k >= len(iters):
-                break
+    for recs in firsts.values():
+        if len(recs) < 2:
             continue
-        op = ops[i]
-        if not any(v.st.uid in cand for v in op.reads) and not any(v.st.uid in cand for v in op.writes):
-            continue
-        for rec in stack:
-            loop, n = rec[4], rec[5]
-            for v in op.reads:
+        it0, it1 = recs
+        before = {}  # storage uid -> rects iteration 0 wrote, of storages declared outside the loop
+        for op in ops[it0[0]:it0[1]]:
+            for v in op.writes:
                 st = v.st
-                if n == 0 or st.uid not in cand or any(x is rec for x in st.scope):
-                    continue
-                w = written.get((loop, st.uid))
-                if w is None or not _overlap(w[0], v.rect()) or _exempt(op, v):
+                if not any(x is it0 for x in st.scope):
+                    before.setdefault(st.uid, []).append(v.rect())
+        if not before:
+            continue
+        own = {}  # uid -> rects iteration 1 wrote so far
+        for op in ops[it1[0]:it1[1]]:
+            for v in op.reads:
+                w = before.get(v.st.uid)
+                if w is None:
                     continue
                 r = v.rect()
-                first = next((j for j, wr in w[1] if j < n and _overlap(wr, r)), None)
+                if not any(_overlap(q, r) for q in w) or _exempt(op, v) or _covered(own.get(v.st.uid, ()), r):
+                    continue
                 at = str(op.loc)
-                if first is None or at in warned:
+                if at in warned:
                     continue
                 warned.add(at)
                 trace.kernel.warn(
                     at,
-                    f"{op.name} in iteration {n} of the nl.affine_range loop at {rec[3]} reads {st!r}, which "
-                    f"iteration {first} wrote: a loop-carried dependency, which affine_range iterations must "
-                    f"not have (the compiler may reorder or overlap them); use nl.sequential_range")
+                    f"{op.name} in iteration 1 of the nl.affine_range loop at {it1[3]} reads {v.st!r}, which "
+                    f"iteration 0 wrote: a loop-carried dependency, which affine_range iterations must not have "
+                    f"(the compiler may reorder or overlap them); use nl.sequential_range")
             for v in op.writes:
-                st = v.st
-                if st.uid not in cand or any(x is rec for x in st.scope):
-                    continue
-                r = v.rect()
-                w = written.get((loop, st.uid))
-                if w is None:
-                    written[(loop, st.uid)] = [r, [(n, r)]]
-                else:
-                    # What this write covers, earlier iterations no longer hold (a tile declared outside the
-                    # loop and overwritten whole each iteration carries nothing).
-                    w[1] = [(j, wr) for j, wr in w[1] if not (r[0] <= wr[0] and wr[1] <= r[1] and r[2] <= wr[2]
-                                                                and wr[3] <= r[3])]
-                    b = w[0]
-                    w[0] = (min(b[0], r[0]), max(b[1], r[1]), min(b[2], r[2]), max(b[3], r[3]))
-                    w[1].append((n, r))
+                if v.st.uid in before:
+                    own.setdefault(v.st.uid, []).append(v.rect())
