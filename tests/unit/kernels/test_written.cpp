@@ -61,13 +61,13 @@ TEST_CASE("builder: a read of unwritten SBUF warns at its line, once", "[kernels
   REQUIRE(b.warnings.size() == 1);
   CHECK(b.warnings[0] ==
         "test_written.cpp:" + std::to_string(line) +
-            ": tensor_copy reads sbuf 't'[128, 64] float32 where no instruction wrote before (partition 0, "
+            ": tensor_copy reads sbuf 't' [128, 64] float32 where no instruction wrote before (partition 0, "
             "byte "
             "128 of the read is the first such): its values are undefined (a tile starts uninitialised, as "
             "numpy.empty's contents; trnsim's memory starts as NaN)");
 }
 
-TEST_CASE("builder: an accumulation group's first matmul reads nothing; later ones read what it wrote",
+TEST_CASE("builder: an accumulation group's first matmul reads nothing, later ones what it wrote",
           "[kernels][written]") {
   KernelBuild b = build(
       [](Kernel& k) {
