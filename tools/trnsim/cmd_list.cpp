@@ -164,17 +164,13 @@ nlohmann::json to_json(const PythonEntry& p) {
 }
 
 void print_input(const workload::InputEntry& e) {
-  const std::string from = e.is_recipe       ? "recipe " + e.recipe
-                           : e.from          ? "output " + e.from->output + " of " + e.from->written
-                           : e.source.is_npy ? e.source.npy
-                                             : "generated";
-  const std::string dtype = e.dtype           ? kernels::dtype_str(*e.dtype)
-                            : e.source.is_npy ? "(.npy's)"
-                                              : "(kernel's)";
+  const std::string dtype = e.dtype ? kernels::dtype_str(*e.dtype) : e.source.is_npy ? "(the .npy's)" : "";
   const std::string shape = e.shape           ? fmt::format("[{}]", fmt::join(*e.shape, ", "))
-                            : e.source.is_npy ? "(.npy's)"
-                                              : "(kernel's)";
-  std::printf("  input %-14s %-12s %-14s %s\n", e.key.c_str(), dtype.c_str(), shape.c_str(), from.c_str());
+                            : e.source.is_npy ? "(from its .npy file)"
+                            : dtype.empty()   ? "(dtype and shape: the kernel's)"
+                                              : "";
+  std::printf("  input %-14s %s%s%s\n", e.key.c_str(), dtype.c_str(), dtype.empty() ? "" : " ",
+              shape.c_str());
 }
 
 void print_text(const PythonEntry& p) {
