@@ -6,11 +6,14 @@
 #include <atomic>
 #include <bit>
 #include <map>
+#include <set>
 
+#include "kernels/api/assume_written.h"
 #include "sim/base/address_limit.h"
 #include "sim/base/error.h"
 #include "sim/io/output_name.h"
 #include "sim/isa/names.h"
+#include "sim/isa/opcodes.h"
 
 namespace trnsim::kernels {
 
@@ -28,6 +31,8 @@ struct Kernel::Shared {
   std::map<std::string, uint32_t> files;
   std::map<std::string, uint16_t> phases;
   std::vector<AllocationRecord> allocations;
+  std::vector<std::string> warnings;
+  std::set<std::string> warned_at;  // source lines warned about (both cores' reads are one mistake)
 };
 
 namespace {
@@ -49,6 +54,13 @@ constexpr int64_t kTrn2PsumTileBanks = 4;
 
 std::atomic<uint64_t> g_serial{0};
 thread_local Kernel* t_current = nullptr;
+// assume_written's views not yet marked: (kernel serial, space, region); Kernel::check_written takes them.
+struct Assumed {
+  uint64_t serial;
+  isa::MemSpace space;
+  View::Region region;
+};
+thread_local std::vector<Assumed> t_assumed;
 
 // Sets the current kernel context for the duration of one kernel function call.
 struct CurrentGuard {
@@ -619,6 +631,8 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
     throw RuleError(fmt::format("{}: {}", where(loc), err.what()));
   }
 
+  if (inst.op != isa::Opcode::CoreBarrier) check_written(inst, accesses, num_accesses, loc);
+
   for (size_t i = 0; i < num_accesses; ++i) {
     const Access& a = accesses[i];
     if (a.view == nullptr || !a.view->valid() || !a.record || untracked[i]) continue;
@@ -634,6 +648,54 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
     stream.reserve(stream.size() + std::min<size_t>(7 * stream.size(), kGrowthReserve));
   stream.push_back(std::move(inst));
   return InstRef{this, static_cast<Engine>(e), static_cast<uint32_t>(stream.size() - 1), ev, ++seq_};
+}
+
+void assume_written(const View& v) {
+  if (!v.valid() || (v.space() != isa::MemSpace::SBUF && v.space() != isa::MemSpace::PSUM)) return;
+  t_assumed.push_back({v.kernel_serial(), v.space(), v.region()});
+}
+
+void Kernel::warn(const std::string& at, const std::string& message) {
+  if (!shared_.warned_at.insert(at).second) return;
+  if (shared_.warnings.size() < KernelBuild::kMaxWarnings) shared_.warnings.push_back(at + ": " + message);
+}
+
+void Kernel::check_written(const isa::Instruction& inst, const Access* accesses, size_t num_accesses,
+                           const Loc& loc) {
+  const auto map_of = [&](const Access& a) -> WrittenMap* {
+    if (a.view == nullptr || !a.view->valid()) return nullptr;
+    const isa::MemSpace s = a.view->space();
+    return s == isa::MemSpace::SBUF ? &sbuf_written_ : s == isa::MemSpace::PSUM ? &psum_written_ : nullptr;
+  };
+  for (const Assumed& a : t_assumed) {
+    if (a.serial != serial_) continue;
+    WrittenMap& m = a.space == isa::MemSpace::SBUF ? sbuf_written_ : psum_written_;
+    m.mark({a.region.r0, a.region.r1, a.region.c0, a.region.c1});
+  }
+  t_assumed.clear();
+  // Reads first: an instruction that reads and writes a region (an accumulation) reads what was there.
+  for (size_t i = 0; i < num_accesses; ++i) {
+    const Access& a = accesses[i];
+    WrittenMap* m = a.write ? nullptr : map_of(a);
+    if (m == nullptr) continue;
+    const View::Region& r = scratch_.regions[i];
+    const auto miss = m->first_unwritten({r.r0, r.r1, r.c0, r.c1});
+    if (!miss) continue;
+    const std::string at = where(loc);
+    if (shared_.warned_at.count(at) > 0) continue;  // said once per line (a loop reads it every iteration)
+    warn(at, fmt::format(
+                 "{} reads {} where no instruction wrote before (partition {}, byte {} of the read is the "
+                 "first such): its values are undefined (a tile starts uninitialised, as numpy.empty's "
+                 "contents; trnsim's memory starts as NaN)",
+                 isa::opcode_name(inst.op), a.view->describe(), miss->first, miss->second - r.c0));
+  }
+  for (size_t i = 0; i < num_accesses; ++i) {
+    const Access& a = accesses[i];
+    WrittenMap* m = a.write ? map_of(a) : nullptr;
+    if (m == nullptr) continue;
+    const View::Region& r = scratch_.regions[i];
+    m->mark({r.r0, r.r1, r.c0, r.c1});
+  }
 }
 
 void Kernel::add_wait(const InstRef& later, const Event& ev) {
@@ -659,6 +721,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
                     kSendRecvDoneSem + 1, kSendRecvDoneSem - kDmaSemBase));
   if (l.partitions == 0 || l.partitions > 128 || l.psum_bank_bytes == 0)
     throw InputError("limits: partitions must be 1-128 and psum_bank_bytes positive");
+  t_assumed.clear();  // a declaration build's, never taken
   Kernel::Shared shared;
   shared.max_instructions = options.max_instructions;
   shared.declare_only = options.declare_only;
@@ -702,8 +765,11 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
                     describe(sync[0]), describe(sync[1])));
   }
   if (!options.declare_only) shared.program.checked_limits = l;  // emit() checked every instruction
+  if (shared.warned_at.size() > KernelBuild::kMaxWarnings)
+    shared.warnings.push_back(fmt::format("and {} more source lines read memory no instruction wrote",
+                                          shared.warned_at.size() - KernelBuild::kMaxWarnings));
   return KernelBuild{std::move(shared.program), std::move(shared.inputs), std::move(shared.outputs),
-                     std::move(shared.allocations)};
+                     std::move(shared.allocations), std::move(shared.warnings)};
 }
 
 }  // namespace trnsim::kernels

@@ -50,6 +50,7 @@
 #include "kernels/api/deps.h"
 #include "kernels/api/pool.h"
 #include "kernels/api/view.h"
+#include "kernels/api/written.h"
 #include "sim/isa/instruction.h"
 #include "sim/isa/semantics.h"
 
@@ -108,6 +109,11 @@ struct KernelBuild {
   std::vector<std::string> outputs;
   // The in-loop allocation sites of core 0 (Kernel::sbuf_pool / psum_pool), in declaration order.
   std::vector<AllocationRecord> allocations;
+  // What the kernel did that is legal but most likely a mistake, each starting with its source line: a read
+  // of SBUF or PSUM bytes no instruction wrote before (their values are undefined; written.h). One per source
+  // line, at most kMaxWarnings then a count of the rest.
+  std::vector<std::string> warnings;
+  static constexpr size_t kMaxWarnings = 10;
 };
 
 // "kernel.cpp:42" (file base name and line).
@@ -165,6 +171,9 @@ class Kernel {
   uint64_t serial() const { return serial_; }  // unique per core context, process-wide
   // BuildOptions::declare_only: this build only declares tensors (emit() records nothing).
   bool declare_only() const;
+  // Adds a warning to the build (KernelBuild::warnings): `at` is its source line ("k.py:12"), `message` what
+  // follows it. One per source line (both cores' and every iteration's are one mistake).
+  void warn(const std::string& at, const std::string& message);
   // The context build_program is currently running the kernel function with (null outside).
   static Kernel* current();
   int num_programs() const { return num_programs_; }
@@ -268,6 +277,9 @@ class Kernel {
   View make_hbm(const std::string& name, DType dtype, const std::vector<int64_t>& shape, int kind,
                 bool private_to_core, const Loc& loc);
   RegionTracker& tracker_mut(isa::MemSpace s);
+  // Warns at `loc` about a read of SBUF/PSUM bytes nothing wrote, then marks what the instruction writes.
+  void check_written(const isa::Instruction& inst, const Access* accesses, size_t num_accesses,
+                     const Loc& loc);
   View make_tile(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype, const std::string& name,
                  const Loc& loc, std::optional<int64_t> offset = std::nullopt);
   TilePool make_pool(isa::MemSpace space, const std::vector<int64_t>& shape, DType dtype,
@@ -289,6 +301,8 @@ class Kernel {
   RegionTracker sbuf_deps_;
   RegionTracker psum_deps_;
   RegionTracker hbm_deps_;
+  WrittenMap sbuf_written_;
+  WrittenMap psum_written_;
   std::array<uint32_t, isa::kNumEngines> engine_count_{};
   uint32_t ls_count_ = 0;  // PE LoadStationaries that post kPeLoadStationarySem
   std::vector<uint32_t> queue_count_;

@@ -26,6 +26,14 @@ std::string full_name(const std::string& prefix, const std::string& name) {
 
 }  // namespace
 
+std::string no_parameter_message(const std::string& kernel, const std::string& name,
+                                 const std::vector<std::string>& known, const std::string& object,
+                                 const std::string& none) {
+  return fmt::format("{} has no parameter '{}{}' ({}: {})", kernel, object.empty() ? "" : object + ".", name,
+                     object.empty() ? "its parameters" : "the fields of " + object,
+                     known.empty() ? none : fmt::format("{}", fmt::join(known, ", ")));
+}
+
 const char* param_type_name(ParamType t) {
   switch (t) {
     case ParamType::Int:

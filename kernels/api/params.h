@@ -36,6 +36,15 @@ namespace trnsim::kernels {
 enum class ParamType { Int, Float, Bool, String, Enum, Shape, Object };
 const char* param_type_name(ParamType t);  // "int", "float", "bool", "string", "enum", "shape", "object"
 
+// "<kernel> has no parameter '<name>' (its parameters: a, b)": a params key that names none of the kernel's
+// parameters, or (`object` "config") none of the fields of its object parameter ("... no parameter
+// 'config.x' (the fields of config: ...)"); `none` when the list is empty. One wording for the workload's
+// check of a Python kernel (trnsim._runner.binding_problem, through the bindings) and a sweep's axis path
+// (tools/sweep/spec.cpp).
+std::string no_parameter_message(const std::string& kernel, const std::string& name,
+                                 const std::vector<std::string>& known, const std::string& object = "",
+                                 const std::string& none = "none");
+
 // What `trnsim list` shows and what JSON validation checks, for one field.
 struct ParamSpec {
   std::string name{};

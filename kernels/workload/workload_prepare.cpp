@@ -12,6 +12,7 @@
 #include "kernels/workload/workload_checker.h"
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
+#include "sim/io/npy.h"
 #include "sim/isa/element.h"
 #include "sim/isa/names.h"
 #include "sim/isa/semantics.h"
@@ -25,6 +26,35 @@ namespace {
 std::map<std::string, KernelLoader>& loaders() {
   static std::map<std::string, KernelLoader> m;
   return m;
+}
+
+// The kernel dtype a .npy file's dtype stands for when the workload gives none, by the convention trnsim
+// reads and writes .npy files with (docs/workloads.md): float32, int16, int8 and uint32 are themselves. The
+// others could be more than one (uint16: uint16 values or BF16 / FP16 bits; uint8: uint8 values or FP8 /
+// E8M0 bits; int32: int32 values or the bits of FP8 x4; float64 and int64 hold values of any float or integer
+// dtype): nullopt and what they could be.
+std::pair<std::optional<isa::DType>, std::string> npy_kernel_dtype(io::NpyDType d) {
+  switch (d) {
+    case io::NpyDType::F32:
+      return {isa::DType::F32, ""};
+    case io::NpyDType::I16:
+      return {isa::DType::I16, ""};
+    case io::NpyDType::I8:
+      return {isa::DType::I8, ""};
+    case io::NpyDType::U32:
+      return {isa::DType::U32, ""};
+    case io::NpyDType::U16:
+      return {std::nullopt, "uint16 values, or the raw bits of bfloat16 or float16"};
+    case io::NpyDType::U8:
+      return {std::nullopt, "uint8 values, or the raw bits of float8_e4m3fn, float8_e5m2 or float8_e8m0fnu"};
+    case io::NpyDType::I32:
+      return {std::nullopt, "int32 values, or the raw bits of float8_e4m3fn_x4 or float8_e5m2_x4"};
+    case io::NpyDType::F64:
+      return {std::nullopt, "values of float32, bfloat16, float16 or an FP8 dtype"};
+    case io::NpyDType::I64:
+      return {std::nullopt, "values of any integer dtype"};
+  }
+  return {std::nullopt, "unknown"};
 }
 
 }  // namespace
@@ -59,20 +89,31 @@ std::unique_ptr<kernels::BoundKernel> bind_kernel(const Workload& w,
       if (e.from)
         c.fail(path + ".from",
                "a Python kernel's inputs come from generators or .npy files, not from chains");
-      if (!e.dtype)
+      if (!e.dtype && !e.source.is_npy)
         c.fail(path + ".dtype", "missing (a Python kernel's input needs its dtype, e.g. \"bfloat16\")");
-      TensorInfo t{e.key, *e.dtype, e.shape.value_or(std::vector<int64_t>{})};
-      if (!e.shape) {
-        if (!e.source.is_npy)
-          c.fail(path + ".shape",
-                 "missing (a Python kernel's generated input needs its shape, e.g. [128, 512])");
+      if (!e.shape && !e.source.is_npy)
+        c.fail(path + ".shape",
+               "missing (a Python kernel's generated input needs its shape, e.g. [128, 512])");
+      TensorInfo t{e.key, e.dtype.value_or(isa::DType::F32), e.shape.value_or(std::vector<int64_t>{})};
+      if (!e.shape || !e.dtype) {
+        // A .npy file gives what the workload leaves out: its shape, and its dtype when the file's says which
+        // kernel dtype it is (npy_kernel_dtype).
+        io::NpyArray a;
         try {
-          io::NpyArray a = io::read_npy(e.source.npy);
-          t.shape = a.shape.empty() ? std::vector<int64_t>{1} : a.shape;
-          if (npy != nullptr) npy->emplace(e.key, std::move(a));
+          a = io::read_npy(e.source.npy);
         } catch (const InputError& err) {
           c.fail(path + ".npy", err.what());
         }
+        if (!e.shape) t.shape = a.shape.empty() ? std::vector<int64_t>{1} : a.shape;
+        if (!e.dtype) {
+          const auto [dtype, ambiguous] = npy_kernel_dtype(a.dtype);
+          if (!dtype)
+            c.fail(path + ".dtype",
+                   fmt::format("missing, and {}'s dtype {} does not say which it is: {}; give \"dtype\"",
+                               e.source.npy, io::npy_dtype_name(a.dtype), ambiguous));
+          t.dtype = *dtype;
+        }
+        if (npy != nullptr) npy->emplace(e.key, std::move(a));
       }
       declared.push_back(std::move(t));
     }

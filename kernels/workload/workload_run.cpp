@@ -170,6 +170,7 @@ const run::SessionResult& WorkloadRun::simulate(const WorkloadRunOptions& o) {
   if (!inputs_made_ && (p_.w.numerics || o.dump_inputs || !given_.empty())) make_inputs();
   notes_ = make_notes();
   for (const std::string& n : notes_) say("note: " + n);
+  for (const std::string& w : p_.build.warnings) say("warning: " + w);
   session_ = std::make_unique<run::Session>(p_.build.program, p_.hw);
   if (p_.w.numerics) {
     for (const auto& [name, t] : inputs_) session_->set_input(name, t);
@@ -262,6 +263,7 @@ run::RunReport WorkloadRun::report() const {
   rep.kernel = p_.w.kernel;
   rep.params = p_.kernel->params();
   rep.notes = notes_;
+  for (const std::string& w : p_.build.warnings) rep.notes.push_back("warning: " + w);
   rep.nki = p_.kernel->frontend_stats();
   for (const kernels::AllocationRecord& a : p_.build.allocations)
     rep.allocations.push_back({{"name", a.name},

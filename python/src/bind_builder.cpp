@@ -307,6 +307,10 @@ void bind_builder(pyb::module_& m) {
       .def("declare_only", [](const KH& h) { return h.get().declare_only(); })
       .def("instructions_left", [](const KH& h) { return h.get().instructions_left(); })
       .def(
+          "warn",
+          [](const KH& h, const std::string& at, const std::string& message) { h.get().warn(at, message); },
+          pyb::arg("at"), pyb::arg("message"))
+      .def(
           "fail_instruction_limit",
           [](const KH& h, pyb::handle loc) { h.get().fail_instruction_limit(loc_of(loc)); },
           pyb::arg("loc") = pyb::none())

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/api/params.h"
 #include "kernels/workload/workload_run.h"
 #include "python/src/bindings.h"
 #include "python/src/py_kernel.h"
@@ -47,6 +48,8 @@ pyb::dict check_dict(const run::CheckResult& c) {
 }  // namespace
 
 void bind_workload(pyb::module_& m) {
+  m.def("no_parameter_message", &kernels::no_parameter_message, pyb::arg("kernel"), pyb::arg("name"),
+        pyb::arg("known"), pyb::arg("object") = "", pyb::arg("none") = "none");
   pyb::class_<WorkloadRun>(m, "WorkloadRun")
       .def_static(
           "from_file",
@@ -88,6 +91,7 @@ void bind_workload(pyb::module_& m) {
       .def_property_readonly("name", &WorkloadRun::name)
       .def_property_readonly("kernel", [](const WorkloadRun& r) { return r.prepared().w.kernel; })
       .def_property_readonly("cores", [](const WorkloadRun& r) { return r.prepared().cores; })
+      .def_property_readonly("warnings", [](const WorkloadRun& r) { return r.prepared().build.warnings; })
       .def_property_readonly(
           "program", [](const WorkloadRun& r) -> const isa::Program& { return r.program(); },
           pyb::return_value_policy::reference_internal)

@@ -138,6 +138,9 @@ def test_kernel_code_cannot_end_the_process():
         where = "k.py:%d" % line(d, marker)
         assert rc == 1, (function, rc, err)
         assert where in err and call + " called by the kernel's code" in err, (function, where, err)
+        # With the kernel's traceback, raise SystemExit(0) too (it had none).
+        assert 'Traceback of the kernel' in err and 'File "%s", line %d' % (
+            os.path.join(d, "k.py"), line(d, marker)) in err, (function, err)
         assert not os.path.exists(os.path.join(out, "stats.json")), function
     # In a reference, and at the top of the kernel file.
     rc, err, _ = run(d, "copy", reference={"nki": "k.py", "function": "ref_exit"})
@@ -389,6 +392,12 @@ def float_range(x):
 
 
 @nki.jit
+def float_par_dim(x):
+    y = nl.ndarray((nl.par_dim(1.5), 64), dtype=x.dtype, buffer=nl.sbuf)  # MARK-float-par-dim
+    return y
+
+
+@nki.jit
 def bool_shape(x):
     y = nl.ndarray((True, 64), dtype=x.dtype, buffer=nl.shared_hbm)  # MARK-bool-shape
     return y
@@ -512,11 +521,12 @@ def test_a_kernel_file_with_a_null_byte_is_named():
 
 
 def test_sizes_that_are_not_integers_are_refused():
-    # nl.ndarray((128, 64.0)) and nl.affine_range(1.5) were accepted (truncated to 64 and 1).
+    # nl.ndarray((128, 64.0)), nl.affine_range(1.5) and nl.par_dim(1.5) were accepted (truncated to 64, 1, 1).
     d = folder(FRONT_END)
     for function, marker, text in (
             ("float_shape", "MARK-float-shape", "nl.ndarray: shape (128, 64.0): size 64.0 is not an integer"),
             ("bool_shape", "MARK-bool-shape", "nl.ndarray: shape (True, 64): size True is not an integer"),
+            ("float_par_dim", "MARK-float-par-dim", "nl.par_dim: size 1.5 is not an integer"),
             ("float_range", "MARK-float-range", "nl.affine_range: bounds must be integers known while tracing, "
              "got float 1.5")):
         rc, err, _ = run(d, function)
@@ -556,6 +566,214 @@ def test_unknown_nki_names_are_nki_unsupported():
     e = raises(tnki.NkiUnsupported, import_it)
     assert type(e).__name__ == "NkiUnsupported" and isinstance(e, ImportError), type(e)
     assert "nki.language.some_future_call is not modelled" in str(e), str(e)
+
+
+UNINIT = """
+
+@nki.jit
+def reads_unwritten(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nl.store(y, t)  # MARK-uninit-store
+    return y
+
+
+@nki.jit
+def reads_half_written(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    t[:, 0:32] = nl.load(x[:, 0:32])
+    u = nl.exp(t)  # MARK-half-exp
+    nl.store(y, u)
+    return y
+
+
+@nki.jit
+def written_in_parts(x):
+    # Two halves, then the whole (no warning), and a PSUM accumulation group: its first matmul reads nothing.
+    y = nl.ndarray((64, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    t[:, 0:32] = nl.load(x[:, 0:32])
+    t[:, 32:64] = nl.load(x[:, 32:64])
+    acc = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(2):
+        acc += nisa.nc_matmul(t[0:64, :], t[0:64, :])
+    nl.store(y, nl.copy(acc))
+    return y
+"""
+
+
+def test_a_read_of_memory_nothing_wrote_is_a_warning():
+    # An nl.ndarray read before anything wrote it gave NaN outputs, exit 0 and no word. NKI's nl.ndarray is
+    # numpy.ndarray-like (numpy.empty: contents undefined) and nl.zeros / nl.full exist to initialise, so a
+    # read of it is legal but undefined: a warning at the reading line, the run goes on (exit 0).
+    d = folder("import nki.isa as nisa\n" + UNINIT)
+    rc, err, out = run(d, "reads_unwritten")
+    assert rc == 0, err
+    where = "k.py:%d" % line(d, "MARK-uninit-store")
+    assert "warning: %s: dma_copy reads sbuf" % where in err, err
+    assert "where no instruction wrote before (partition 0, byte 0 of the read is the first such)" in err, err
+    assert where in json.load(open(os.path.join(out, "stats.json")))["notes"][-1], "stats.json notes"
+    rc, err, _ = run(d, "reads_half_written")
+    assert rc == 0 and "warning: k.py:%d: activation reads sbuf" % line(d, "MARK-half-exp") in err, err
+    assert "(partition 0, byte 128 of the read is the first such)" in err, err  # column 32 of float32
+    rc, err, _ = run(d, "written_in_parts")
+    assert rc == 0 and "warning" not in err, err
+    # From Python: a RuntimeWarning at the line, and not the guess that the kernel never wrote its output.
+    import importlib.util
+    import warnings
+    spec = importlib.util.spec_from_file_location("k_uninit", os.path.join(d, "k.py"))
+    kmod2 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kmod2)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        y = tnki.simulate_kernel(kmod2.reads_unwritten, np.ones((128, 64), np.float32))
+    msgs = [str(m.message) for m in w]
+    assert np.isnan(y).all()
+    assert any(m.startswith(where + ": dma_copy reads sbuf") for m in msgs), msgs
+    assert not any("did the kernel write it" in m for m in msgs), msgs
+
+
+def test_seed_workloads_give_no_warning():
+    # The NKI examples, the main workloads, the calibration kernels, the chains and the small MoE workloads
+    # read nothing before writing it and carry nothing across affine_range iterations: no warning (timing
+    # only; the large MoE and cross-entropy workloads take minutes and were checked by hand).
+    import glob
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    files = sorted(glob.glob(os.path.join(root, "examples", "nki", "*.json")) +
+                   glob.glob(os.path.join(root, "configs", "workloads", "*.json")) +
+                   glob.glob(os.path.join(root, "configs", "workloads", "calibration", "*.json")) +
+                   glob.glob(os.path.join(root, "configs", "workloads", "chains", "*.json")) +
+                   glob.glob(os.path.join(root, "configs", "workloads", "moe", "small_*.json")) +
+                   glob.glob(os.path.join(root, "configs", "workloads", "moe", "dense_*.json")))
+    assert len(files) >= 60, files
+    for path in files:
+        rc, _, err = cli("run", path, "--no-numerics", "--out", os.path.join(tmpdir(), "o"))
+        assert rc == 0 and "warning:" not in err, (path, err)
+
+
+LOOPS = """
+
+@nki.jit
+def used_after_loop(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(2):
+        t = nl.load(x)  # MARK-loop-decl
+    nl.store(y, t)  # MARK-after-loop
+    return y
+
+
+@nki.jit
+def carried(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(3):
+        t = nl.load(x)
+        nisa.tensor_tensor(acc, acc, t, op=nl.subtract)  # MARK-carried
+    nl.store(y, acc)
+    return y
+
+
+@nki.jit
+def not_carried(x):
+    # An associative accumulation, a tile declared outside and overwritten whole each iteration, and the
+    # same carried loop as sequential_range: none is a loop-carried dependency NKI forbids.
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(3):
+        nisa.tensor_tensor(acc, acc, nl.load(x), op=nl.add)
+    tmp = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(3):
+        tmp[...] = nl.load(x)
+        nl.store(y, tmp)
+    for i in nl.sequential_range(3):
+        nisa.tensor_tensor(acc, acc, nl.load(x), op=nl.subtract)
+    nl.store(y, acc)
+    return y
+"""
+
+
+def test_affine_range_scope_and_carried_values():
+    # A tile used after its affine_range loop ran silently: NKI refuses it
+    # (err_local_variable_used_out_of_scope), so it is an error at the line using it. A value carried across
+    # affine_range iterations ran silently too: NKI calls it unsafe (the compiler may reorder the
+    # iterations), so it is a warning at the reading line.
+    d = folder("import nki.isa as nisa\n" + LOOPS)
+    rc, err, _ = run(d, "used_after_loop")
+    assert rc == 1, err
+    assert "k.py:%d: NkiError: 't', sbuf 'load'[128, 64] float32 declared at k.py:%d in the body of the " \
+        "nl.affine_range loop at k.py:%d, is used after that loop" % (
+            line(d, "MARK-after-loop"), line(d, "MARK-loop-decl"), line(d, "MARK-loop-decl") - 1) in err, err
+    assert "err_local_variable_used_out_of_scope" in err, err
+    rc, err, _ = run(d, "carried")
+    assert rc == 0, err
+    assert "warning: k.py:%d: tensor_tensor in iteration 1 of the nl.affine_range loop at k.py:%d reads " \
+        "sbuf" % (line(d, "MARK-carried"), line(d, "MARK-carried") - 2) in err, err
+    assert "which iteration 0 wrote: a loop-carried dependency" in err and "nl.sequential_range" in err, err
+    rc, err, _ = run(d, "not_carried")
+    assert rc == 0 and "warning" not in err, err
+
+
+def test_npy_input_dtype_from_its_header():
+    # A .npy input had to state "dtype" although the file says it. Now the header gives it when it names one
+    # kernel dtype; when it could be several (uint16: values or BF16/FP16 bits), the error says so at the key.
+    d = folder()
+    np.save(os.path.join(d, "x.npy"), np.full((128, 64), 1.5, np.float32))
+    np.save(os.path.join(d, "bits.npy"), np.zeros((128, 64), np.uint16))
+    rc, err, out = run(d, "copy", inputs={"x": {"npy": "x.npy"}})
+    assert rc == 0, err
+    y = np.load(os.path.join(out, "out.npy"))
+    assert y.dtype == np.float32 and np.all(y == 1.5), y
+    rc, err, _ = run(d, "copy", inputs={"x": {"npy": "bits.npy"}})
+    assert rc == 1, err
+    assert "inputs.x.dtype: missing, and %s's dtype uint16 does not say which it is: uint16 values, or the raw " \
+        "bits of bfloat16 or float16; give \"dtype\"" % os.path.join(d, "bits.npy") in err, err
+    rc, err, out = run(d, "copy", inputs={"x": {"npy": "bits.npy", "dtype": "bfloat16"}})
+    assert rc == 0, err
+
+
+def test_list_describes_any_workload_file():
+    # `trnsim list w.json` said "unknown kernel 'w.json'" for a user's workload (only examples/nki were listed).
+    d = folder()
+    path = workload(d, "scaled", params={"scale": 3.0})
+    rc, out, err = cli("list", path)
+    assert rc == 0, err
+    assert "kernel scaled in k.py" in out and "input x" in out and "float32" in out and "[128, 64]" in out, out
+    assert "scale" in out and "default 2.0" in out and '"scale":3.0' in out, out
+    rc, out, err = cli("list", path, "--json")
+    assert rc == 0, err
+    j = json.loads(out)
+    assert j["kernel"] == {"nki": "k.py", "function": "scaled"} and j["workload_params"] == {"scale": 3.0}, j
+    assert [p["name"] for p in j["params"]] == ["scale"] and j["inputs"][0]["name"] == "x", j
+    # A registered kernel's workload file: the workload, then the kernel's parameters.
+    cpp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "workloads",
+                       "matmul_bf16_2048_trn2_lnc1.json")
+    rc, out, err = cli("list", cpp)
+    assert rc == 0, err
+    assert out.startswith("matmul_bf16_2048_trn2_lnc1 (%s)" % cpp) and "kernel matmul_bf16 (registered" in out
+    assert "input x " in out and '"M":2048' in out and "\nmatmul_bf16\n" in out and "tile_n" in out, out
+    rc, _, err = cli("list", os.path.join(d, "k.py"))
+    assert rc == 1 and "not a workload file" in err, err
+
+
+def test_unknown_parameter_is_one_message_for_workloads_and_sweeps():
+    # The workload's check (Python) and the sweep's (C++) each formatted it: now one C++ function serves both.
+    d = folder()
+    rc, err, _ = run(d, "scaled", "params.bogus=1")
+    assert rc == 1, err
+    said = "has no parameter 'bogus' (its parameters: scale)"
+    assert "params.bogus: scaled (k.py:%d) %s" % (line(d, "def scaled"), said) in err, err
+    workload(d, "scaled")
+    sweep = os.path.join(d, "s.json")
+    with open(sweep, "w") as f:
+        json.dump({"name": "s", "workload": "w.json", "axes": [{"name": "b", "path": "params.bogus",
+                                                                 "values": [1, 2]}]}, f)
+    rc, _, err = cli("sweep", sweep, "--dry-run", "--out", os.path.join(d, "sw"))
+    assert rc == 1 and "kernel 'scaled (k.py)' " + said in err, err
+    from trnsim import _core
+    assert _core.no_parameter_message("f", "x", ["a", "b"]) == "f has no parameter 'x' (its parameters: a, b)"
+    assert _core.no_parameter_message("f", "x", ["a"], "config") == \
+        "f has no parameter 'config.x' (the fields of config: a)"
 
 
 main(globals())

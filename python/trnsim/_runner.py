@@ -92,7 +92,9 @@ class _NoExit:
                 setattr(mod, name, fn)
         if etype is not None and issubclass(etype, SystemExit):
             code = "" if value is None or value.code is None else repr(value.code)
-            raise KernelExit("SystemExit(%s)" % code, _user_line(tb)) from None
+            # With the kernel's frames (the traceback printed for the other ways out, whose stand-ins raise
+            # inside the kernel's call).
+            raise KernelExit("SystemExit(%s)" % code, _user_line(tb)).with_traceback(tb) from None
         return False
 
 
@@ -300,8 +302,8 @@ def binding_problem(kernel, inputs, params):
         if p is not None and p.kind == p.POSITIONAL_ONLY:
             return ("params.%s" % n, "'%s' of %s is positional-only: params are passed by keyword" % (n, where))
         if (p is None and not open_kwargs) or (p is not None and p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)):
-            return ("params.%s" % n, "%s has no parameter '%s' (its parameters: %s)" % (
-                where, n, ", ".join(values) or "none besides its inputs " + ", ".join(inputs)))
+            return ("params.%s" % n, _core.no_parameter_message(  # the sweep's wording (tools/sweep/spec.cpp)
+                where, n, values, none="none besides its inputs " + ", ".join(inputs)))
     given = set(inputs) | {n for n, v in params.items()}
     for p in sig:
         if p.default is not p.empty or p.name in given or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):

@@ -46,10 +46,10 @@ std::vector<std::string> split_path(const std::string& path) {
   }
 }
 
-std::string names_of(const std::vector<kernels::ParamSpec>& specs) {
+std::vector<std::string> names_of(const std::vector<kernels::ParamSpec>& specs) {
   std::vector<std::string> n;
   for (const auto& s : specs) n.push_back(s.name);
-  return fmt::format("{}", fmt::join(n, ", "));
+  return n;
 }
 
 // What a path may name, from the base workload: its kernel's parameters, its hardware config's parameters,
@@ -114,10 +114,10 @@ class PathChecker {
                                    [&](const kernels::ParamSpec& s) { return s.name == parts[i]; });
       if (it == specs->end() && i == 1 && open_params_) return "";  // a **kwargs name
       if (it == specs->end())
-        return fmt::format("unknown path '{}': kernel '{}' has no parameter '{}{}' ({}: {})",
-                           text_excerpt(path), kernel_, at, text_excerpt(parts[i]),
-                           at.empty() ? "its parameters" : "the fields of " + at.substr(0, at.size() - 1),
-                           names_of(*specs));
+        return fmt::format(
+            "unknown path '{}': {}", text_excerpt(path),
+            kernels::no_parameter_message(fmt::format("kernel '{}'", kernel_), text_excerpt(parts[i]),
+                                          names_of(*specs), at.empty() ? "" : at.substr(0, at.size() - 1)));
       if (i + 1 < parts.size() && it->type != kernels::ParamType::Object)
         return fmt::format("unknown path '{}': parameter '{}{}' of kernel '{}' is a {}, not an object",
                            text_excerpt(path), at, parts[i], kernel_, kernels::param_type_name(it->type));

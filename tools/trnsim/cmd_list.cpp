@@ -2,7 +2,8 @@
 // config objects indented) and the input recipes they offer; then the NKI Python kernels shipped as
 // workloads (examples/nki/*.json of the source tree: what `trnsim run` runs as given), each with its
 // function, inputs and parameters (the function's keyword arguments).
-//   trnsim list [KERNEL] [--json]     (KERNEL: a registered kernel, or a Python workload's name)
+//   trnsim list [KERNEL] [--json]     (KERNEL: a registered kernel, a Python workload's name, or a workload
+//                                      file: any, its kernel a registered one or a Python function)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -97,7 +98,8 @@ void print_text(const kernels::KernelDef& k) {
   }
 }
 
-// A Python (NKI) kernel shipped as a workload: examples/nki/<file>.json.
+// A workload file: a Python (NKI) kernel shipped as a workload (examples/nki/<file>.json), or any workload
+// `trnsim list FILE` names (its kernel a Python function or a registered one).
 struct PythonEntry {
   std::string workload;  // relative to the source tree
   workload::Workload w;
@@ -107,6 +109,22 @@ struct PythonEntry {
 };
 
 constexpr const char* kPythonDir = "examples/nki";
+
+// The workload file `f` (shown as `shown`) and, for a Python kernel, the function's parameters.
+PythonEntry entry_of(const std::string& f, const std::string& shown) {
+  PythonEntry p;
+  p.workload = shown;
+  p.w = workload::parse_workload(f);
+  if (!p.w.kernel_source) return p;
+  try {
+    const auto bound = workload::bind_kernel(p.w);
+    p.params = bound->def().params();
+    p.open_params = bound->def().open_params();
+  } catch (const Error& e) {
+    p.error = e.what();
+  }
+  return p;
+}
 
 std::vector<PythonEntry> python_entries() {
   namespace fs = std::filesystem;
@@ -118,18 +136,8 @@ std::vector<PythonEntry> python_entries() {
   std::vector<PythonEntry> out;
   for (const std::string& f : files) {
     if (!workload::is_workload_file(f)) continue;
-    PythonEntry p;
-    p.workload = std::string(kPythonDir) + "/" + fs::path(f).filename().string();
-    p.w = workload::parse_workload(f);
-    if (!p.w.kernel_source) continue;
-    try {
-      const auto bound = workload::bind_kernel(p.w);
-      p.params = bound->def().params();
-      p.open_params = bound->def().open_params();
-    } catch (const Error& e) {
-      p.error = e.what();
-    }
-    out.push_back(std::move(p));
+    PythonEntry p = entry_of(f, std::string(kPythonDir) + "/" + fs::path(f).filename().string());
+    if (p.w.kernel_source) out.push_back(std::move(p));
   }
   return out;
 }
@@ -155,6 +163,16 @@ nlohmann::json to_json(const PythonEntry& p) {
   return j;
 }
 
+void print_input(const workload::InputEntry& e) {
+  const std::string dtype = e.dtype ? kernels::dtype_str(*e.dtype) : e.source.is_npy ? "(the .npy's)" : "";
+  const std::string shape = e.shape           ? fmt::format("[{}]", fmt::join(*e.shape, ", "))
+                            : e.source.is_npy ? "(from its .npy file)"
+                            : dtype.empty()   ? "(dtype and shape: the kernel's)"
+                                              : "";
+  std::printf("  input %-14s %s%s%s\n", e.key.c_str(), dtype.c_str(), dtype.empty() ? "" : " ",
+              shape.c_str());
+}
+
 void print_text(const PythonEntry& p) {
   const workload::KernelSource& k = *p.w.kernel_source;
   std::printf("%s (%s)\n  %s\n", p.w.name.c_str(), p.workload.c_str(), p.w.description.c_str());
@@ -162,15 +180,24 @@ void print_text(const PythonEntry& p) {
   if (p.w.reference)
     std::printf("; reference %s in %s", p.w.reference->function.c_str(), p.w.reference->written.c_str());
   std::printf("\n");
-  for (const workload::InputEntry& e : p.w.inputs)
-    std::printf("  input %-14s %s [%s]\n", e.key.c_str(), e.dtype ? kernels::dtype_str(*e.dtype) : "?",
-                e.shape ? fmt::format("{}", fmt::join(*e.shape, ", ")).c_str() : "from its .npy file");
+  for (const workload::InputEntry& e : p.w.inputs) print_input(e);
   if (!p.error.empty()) std::printf("  (parameters unknown: %s)\n", p.error.c_str());
   print_specs(p.params, 0);
   if (p.open_params)
     std::printf("  **kwargs: any other params.NAME is passed to %s as a keyword argument\n",
                 k.function.c_str());
   if (!p.w.params.empty()) std::printf("  the workload sets: %s\n", p.w.params.dump().c_str());
+}
+
+// A workload file of a registered kernel: the workload, what it gives, then the kernel's listing.
+void print_workload_text(const PythonEntry& p, const kernels::KernelDef& k) {
+  std::printf("%s (%s)\n", p.w.name.c_str(), p.workload.c_str());
+  if (!p.w.description.empty()) std::printf("  %s\n", p.w.description.c_str());
+  std::printf("  kernel %s (registered; its parameters below)\n", k.name().c_str());
+  for (const workload::InputEntry& e : p.w.inputs) print_input(e);
+  if (!p.w.params.empty()) std::printf("  the workload sets: %s\n", p.w.params.dump().c_str());
+  std::printf("\n");
+  print_text(k);
 }
 
 void print_python_heading() {
@@ -180,8 +207,47 @@ void print_python_heading() {
       kPythonDir, kPythonDir);
 }
 
+// `trnsim list FILE`: the workload file, whatever its kernel (a registered one, or a Python function).
+bool list_file(const ListOptions& o) {
+  std::error_code ec;
+  if (o.kernel.find_first_of("/.") == std::string::npos || !std::filesystem::is_regular_file(o.kernel, ec))
+    return false;
+  bool is_workload = false;
+  try {
+    is_workload = workload::is_workload_file(o.kernel);
+  } catch (const InputError& e) {  // not JSON (a kernel's .py file, ...)
+    throw InputError(fmt::format("not a workload file: {}", e.what()));
+  }
+  if (!is_workload) throw InputError(fmt::format("{}: not a workload file (it has no \"kernel\")", o.kernel));
+  const PythonEntry p = entry_of(o.kernel, o.kernel);
+  if (p.w.kernel_source) {
+    if (o.json)
+      std::printf("%s\n", to_json(p).dump(2).c_str());
+    else
+      print_text(p);
+    return true;
+  }
+  const kernels::KernelDef& k = kernels::registry().get(p.w.kernel);
+  if (o.json) {
+    nlohmann::json inputs = nlohmann::json::array();
+    for (const workload::InputEntry& e : p.w.inputs) inputs.push_back(e.key);
+    std::printf("%s\n", nlohmann::json{{"name", p.w.name},
+                                       {"doc", p.w.description},
+                                       {"workload", p.workload},
+                                       {"kernel", to_json(k)},
+                                       {"inputs", inputs},
+                                       {"workload_params", p.w.params}}
+                            .dump(2)
+                            .c_str());
+  } else {
+    print_workload_text(p, k);
+  }
+  return true;
+}
+
 void run_list(const ListOptions& o) {
   const kernels::Registry& r = kernels::registry();
+  if (!o.kernel.empty() && r.find(o.kernel) == nullptr && list_file(o)) return;
   if (!o.kernel.empty() && r.find(o.kernel) == nullptr) {
     const std::vector<PythonEntry> python = python_entries();
     for (const PythonEntry& p : python)
@@ -236,7 +302,8 @@ void add_list_command(CLI::App& app) {
       "list",
       "List the kernels, their parameters and input recipes, and the NKI Python kernels of examples/nki");
   cmd->add_option("kernel", opts->kernel,
-                  "Only this kernel (a registered kernel or an NKI Python workload's name)");
+                  "Only this kernel (a registered kernel or an NKI Python workload's name), or a workload "
+                  "file (its kernel, inputs and params)");
   cmd->add_flag("--json", opts->json, "Print JSON instead of a table");
   cmd->callback([opts] { run_list(*opts); });
 }

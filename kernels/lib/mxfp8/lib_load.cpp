@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/api/assume_written.h"
 #include "kernels/api/nki.h"
 #include "kernels/lib/mxfp8/layout.h"
 #include "sim/base/error.h"
@@ -156,10 +157,14 @@ void load_one(Tiles& t, const Call& c, OperandLoad& o, const Patterns& pats, int
   const int64_t f_global = o.f_block * block_f + fs + o.f_offset;
   if (bf16(td)) {
     const int64_t f_eff = td.effective_f ? td.effective_f : td.F();
-    if (f_global >= f_eff) return;
     const int64_t k0 = (c.kb * g.bk + tk) * g.tile_k;
     int64_t rem = td.K() - k0;
-    if (rem <= 0) return;
+    if (f_global >= f_eff || rem <= 0) {
+      // No load past the tokens (an expert's effective_f) or K; the library still quantizes the whole
+      // staging block, and what it makes of these bytes is never used.
+      assume_written(o.staging(all, tk, S(4 * fs, 4 * (fs + load_f))));
+      return;
+    }
     const int64_t af = std::min(load_f, f_eff - f_global);
     if (td.swizzle == Swizzle::Pe || td.form == Td::Form::KByF) {
       if (rem < g.tile_k)

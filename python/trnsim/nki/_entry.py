@@ -72,14 +72,17 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics):
 
 
 def _ordered_outputs(run):
-    """The run's outputs in return order; a RuntimeWarning names each float output whose every value is NaN
-    (HBM the kernel never wrote reads as NaN)."""
+    """The run's outputs in return order; a RuntimeWarning for each of the build's warnings (a read of SBUF or
+    PSUM no instruction wrote, at its kernel line), else for each float output whose every value is NaN (HBM
+    the kernel never wrote reads as NaN)."""
     import warnings
 
     outs = run.outputs()
     ordered = [(n, outs[n]) for n in run.output_names if n in outs]
+    for w in run.warnings:
+        warnings.warn(w, RuntimeWarning, stacklevel=3)
     for n, a in ordered:
-        if a.size and a.dtype.kind == "f" and np.isnan(a).all():
+        if not run.warnings and a.size and a.dtype.kind == "f" and np.isnan(a).all():
             warnings.warn(f"output '{n}' of {run.kernel} is all NaN: did the kernel write it? (HBM it never "
                           "writes reads as NaN)", RuntimeWarning, stacklevel=3)
     return [a for _, a in ordered]

@@ -8,7 +8,7 @@ import functools
 import inspect
 import math
 
-from . import _emit, _trace
+from . import _emit, _loops, _trace
 from ._backend import Target
 from ._dtypes import as_dtype
 from ._errors import Loc, NkiError
@@ -137,6 +137,7 @@ def _build_core(kernel, args, kwargs):
             outs = _outputs(kernel.fn, r, trace)
             _check_distinct_names(kernel.fn, outs, trace)
     _check_written(kernel.fn, outs, trace, core, cores)
+    _loops.check(trace)
     _declare_hbm(k, trace, outs)
     plan = _emit.emit(k, trace, _schedule_mode(kernel.options), kernel.options.get("bufs"))
     _last_plans.append({"core": core, "schedule": _schedule_mode(kernel.options), "sites": plan.report(),

@@ -39,7 +39,7 @@ class Buffer:
 
 class Storage:
     __slots__ = ("uid", "name", "space", "private", "dtype", "shape", "pdim", "pbytes", "site", "role",
-                 "loc", "first", "last", "phys", "trace", "hbm_rows_bytes", "outer")
+                 "loc", "first", "last", "phys", "trace", "hbm_rows_bytes", "outer", "scope")
 
     def __init__(self, trace, name, space, dtype, shape, pdim=0, private=False, role=None, loc=None):
         self.trace = trace
@@ -64,6 +64,7 @@ class Storage:
         self.last = -1
         self.phys = None  # set by allocation (on-chip: (pool, buffer index))
         self.outer = trace.outer  # the outermost loop iteration it was declared in
+        self.scope = trace.scope  # the loop iterations it was declared in (Trace.iters records)
 
     @property
     def partitions(self):
@@ -794,6 +795,7 @@ class BlockTensor:
         self.trace, self.name, self.dtype, self.shape, self.pdim = trace, name, dtype, tuple(shape), pdim
         self.loc, self.site = loc, site
         self.outer = getattr(trace, "outer", None)  # declared there: its blocks' scope iteration
+        self.scope = getattr(trace, "scope", ())
         self.blocks = {}
 
     @property
@@ -812,6 +814,7 @@ class BlockTensor:
             st = Storage(self.trace, self.name, PSUM, self.dtype, self.shape[self.pdim:], 0, loc=self.loc)
             st.site = self.site
             st.outer = self.outer
+            st.scope = self.scope
             self.blocks[key] = st
         return NkiTensor.whole(st)
 

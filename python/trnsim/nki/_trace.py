@@ -68,6 +68,11 @@ class Trace:
         # iteration (_alloc, kernels/api/alloc_rule.h "Scope").
         self.outer_iters = []
         self.outer = None
+        # Every iteration of every nl.*_range loop: [first op, end op, kind, loop loc, loop id, iteration];
+        # `scope` the running ones, outermost first (a storage declared there keeps it: _loops' checks).
+        self.iters = []
+        self.scope = ()
+        self.escaped = {}  # storage uid -> the local variable still naming it after its loop (_loops)
         self.returned = ()
         # (shape, space, dtype name) of result tiles checked -> (dims, rect, bytes per partition) of the whole
         self.tile_shapes = {}
@@ -202,16 +207,28 @@ class _Range:
         outermost = not t.loops
         t.loops.append((self.kind, len(self.r), self.loc))
         its = t.outer_iters
+        scope, loop, rec = t.scope, len(t.iters), None
         try:
-            for i in self.r:
+            for n, i in enumerate(self.r):
                 if outermost:
                     t.outer = len(its)
                     its.append([len(t.ops), None, self.loc])
+                rec = [len(t.ops), None, self.kind, self.loc, loop, n]
+                t.iters.append(rec)
+                t.scope = scope + (rec,)
                 yield i
+                rec[1] = len(t.ops)
                 if outermost:
                     its[-1][1] = len(t.ops)
         finally:
             t.loops.pop()
+            t.scope = scope
+            if rec is not None:
+                if rec[1] is None:
+                    rec[1] = len(t.ops)
+                if self.kind != "static_range":
+                    from . import _loops
+                    _loops.note_exit(t, loop, sys._getframe(1))
             if outermost:
                 if its and its[-1][1] is None:
                     its[-1][1] = len(t.ops)

@@ -93,7 +93,10 @@ class par_dim(int):
     dims: (B..., par_dim(P), F...) is P partitions of B... x F... elements)."""
 
     def __new__(cls, n):
-        return int.__new__(cls, n)
+        # An integer size, as nl.ndarray's shape checks ask (int() truncated 1.5 to 1).
+        if isinstance(n, bool) or not hasattr(n, "__index__"):
+            raise NkiError(f"nl.par_dim: size {n!r:.40} is not an integer")
+        return int.__new__(cls, n.__index__())
 
 
 # ---- creation
