@@ -239,11 +239,11 @@ double bwd_reference_bytes(const BwdParams& p) {
   // and dY rows (transposed FP64, 16 B H, and 20 B H more while phase1 reads dY) and I-wide rows (56 B I:
   // phase1's 48, or d_gate_up and scaled with d_gate_up transposed and quantized).
   const double grads = 24.0 * IH + weights + 16.0 * IH + B * (36.0 * H + 56.0 * I);
-  // The prepare step's gradients: both numerics of the sampled experts (those with blocks) while they fit.
-  const double bias = p.bias ? 2.0 * I + H : 0.0;
-  const double per_expert = 16.0 * (3.0 * IH + bias);
-  const double held = std::min(experts, std::floor(kPreparedGradBytes / per_expert)) * per_expert;
-  return vals + std::max(evaluate, held + grads);
+  // The prepare step's gradients: both numerics of the sampled experts (those with blocks) while they fit,
+  // the last one's second numerics being made (in `grads`) while the rest are held.
+  const double one = 8.0 * (3.0 * IH + (p.bias ? 2.0 * I + H : 0.0));  // one expert's gradients, one numerics
+  const double held = std::min(experts, std::floor(kPreparedGradBytes / (2.0 * one))) * 2.0 * one;
+  return vals + std::max(evaluate, std::max(0.0, held - one) + grads);
 }
 
 std::vector<OutputCheck> bwd_output_checks(const BwdParams& p) {
