@@ -97,6 +97,11 @@ std::vector<KernelStat> stats(const FwdParams& p, const Tensors& in) {
 
 constexpr double kReferenceBudget = 16e9;  // FP64 work of the sampled references (both numerics)
 
+// Whether any [N, slots, I, B] checkpoint is written (compared on sampled blocks).
+bool any_checkpoint(const CheckpointConfig& ck) {
+  return ck.save_gate_up_proj_act || ck.save_scaled_intermediate || ck.save_gate_act || ck.save_intermediate;
+}
+
 struct RefCache {
   const void* key = nullptr;
   std::unique_ptr<moe::FwdReference> ref;
@@ -117,9 +122,7 @@ void evaluate(RefCache& c, const FwdParams& p, const CheckContext& ctx) {
   c.key = key;
   c.ref = std::make_unique<moe::FwdReference>(p, inputs_of(p, ctx));
   const moe::FwdReference& r = *c.ref;
-  const CheckpointConfig& ck = p.checkpoint_config;
-  const bool any_ckpt =
-      ck.save_gate_up_proj_act || ck.save_scaled_intermediate || ck.save_gate_act || ck.save_intermediate;
+  const bool any_ckpt = any_checkpoint(p.checkpoint_config);
   // Half the budget for the output rows (all their slots, with the down GEMM), half for checkpoint blocks.
   double row_cost = 0;
   for (int64_t t = 0; t < p.rows(); ++t)
@@ -225,6 +228,39 @@ OutputCheck down_checkpoint_check(const FwdParams& p, std::shared_ptr<RefCache> 
   return c;
 }
 
+// Host bytes the checks hold at most (OutputCheck::reference_bytes, the memory check before a run), from
+// the parameters alone: evaluate()'s sample with each token holding its top_k slots (FwdReference::
+// slot_flops: 12 I H a slot with its down GEMM, 8 I H without), without --full-reference.
+double reference_bytes(const FwdParams& p) {
+  const double H = static_cast<double>(p.H), I = static_cast<double>(p.I_TP),
+               B = static_cast<double>(p.block_size);
+  const double IH = I * H;
+  const int64_t per_row = p.no_indirect_load ? 1 : p.top_k;
+  const double rows =
+      static_cast<double>(moe::sample_groups(p.rows(), 32, static_cast<double>(p.T * per_row) * 12.0 * IH,
+                                             kReferenceBudget / 2, false)
+                              .size());
+  const double blocks =
+      any_checkpoint(p.checkpoint_config)
+          ? static_cast<double>(moe::sample_groups(p.N(), 1, static_cast<double>(p.N()) * B * 8.0 * IH,
+                                                   kReferenceBudget / 2, false)
+                                    .size())
+          : 0.0;
+  const double n_out = rows * static_cast<double>(per_row), n = n_out + blocks * B;  // evaluated slots
+  // RefCache::vals: per slot and numerics five I-wide FP64 rows, and the output row (AFFINITY_ON_H: also
+  // the down row) of the sampled rows' slots.
+  const double on_h = p.affinity_option == moe::AffinityOption::OnH ? 2.0 : 1.0;
+  const double vals = 2.0 * (40.0 * I * n + 8.0 * H * on_h * n_out);
+  // FwdReference::evaluate(), one expert at a time with at most all n slots: the expert's weights as FP32
+  // (12 I H; 8 I H more while a pre-swizzled weight is unswizzled), its slots' hidden rows (FP32 4 n H and
+  // both numerics' FP64 16 n H), gate/up in both numerics (32 n I), the down GEMM's operands (24 n I), and
+  // one chunk of 512 weight rows (FP32 and FP64: 12 * 512 max(H, I)) with its product (8 * 512 n).
+  const double unswizzle = p.gate_up_weight_is_swizzled || p.down_weight_is_swizzled ? 8.0 * IH : 0.0;
+  const double evaluate =
+      12.0 * IH + unswizzle + n * (20.0 * H + 56.0 * I + 4096.0) + 6144.0 * std::max(H, I);
+  return vals + evaluate;
+}
+
 std::vector<OutputCheck> checks(const FwdParams& p) {
   auto cache = std::make_shared<RefCache>();
   std::vector<OutputCheck> v{output_check(p, cache)};
@@ -240,6 +276,9 @@ std::vector<OutputCheck> checks(const FwdParams& p) {
   if (ck.save_intermediate)
     v.push_back(checkpoint_check(p, cache, "intermediate_checkpoint_T", {&SV::inter}));
   if (ck.save_down_proj_act) v.push_back(down_checkpoint_check(p, cache));
+  // The checks share one cache: each says its peak, which the memory check counts once.
+  const double bytes = reference_bytes(p);
+  for (OutputCheck& c : v) c.reference_bytes = [bytes](const auto&) { return bytes; };
   return v;
 }
 

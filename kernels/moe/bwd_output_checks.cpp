@@ -91,6 +91,7 @@ void evaluate(RefCache& c, const BwdParams& p, const CheckContext& ctx, bool pre
   for (int w = 0; w < nw; ++w) expert_bytes += 2.0 * 8.0 * static_cast<double>(weight_size(p, w));
   double held = 0;
   for (int64_t e : c.experts) {
+    if (r.blocks_of_expert(e).empty()) continue;  // zeros: fold_weights makes them when it reaches them
     if (held + expert_bytes > kPreparedGradBytes) break;
     held += expert_bytes;
     ExpertGrads& g = c.grads[e];
@@ -209,6 +210,42 @@ OutputCheck weight_check(const BwdParams& p, std::shared_ptr<RefCache> cache, in
 
 }  // namespace
 
+double bwd_reference_bytes(const BwdParams& p) {
+  const double H = static_cast<double>(p.H), I = static_cast<double>(p.I_TP),
+               B = static_cast<double>(p.block_size);
+  const double IH = I * H;
+  // The sampling of evaluate(), every token holding its top_k slots (BwdReference::slot_flops and
+  // expert_flops; N blocks of B slots over the experts).
+  const int64_t per_row = p.single_expert_dense ? 1 : p.top_k;
+  const double gu_flops = p.gate_up_given() ? 0.0 : 4.0 * IH;
+  const double slot = 2.0 * (gu_flops + 2.0 * IH), slot_dx = slot + 8.0 * IH;
+  const double rows = static_cast<double>(
+      sample_groups(p.T, 32, static_cast<double>(p.T * per_row) * slot_dx, kRowBudget, false).size());
+  const double experts = static_cast<double>(
+      sample_groups(p.E, 1, static_cast<double>(p.N()) * B * (slot + 12.0 * IH), kExpertBudget, false)
+          .size());
+  const double n = rows * static_cast<double>(per_row);  // sampled slots
+  // RefCache::vals: each sampled slot's dX row in both numerics, held until the checks end.
+  const double vals = 16.0 * n * H;
+  // One expert's weights as FP32 (BwdReference::Weights: gate/up 8 I H, down 4 I H).
+  const double weights = 12.0 * IH;
+  // evaluate(), one expert at a time with at most all n slots: the weights, one FP64 weight at a time
+  // (down 8 I H in phase1, then gate/up 16 I H), the slots' dY rows (FP64 8 n H, with its FP32 read and
+  // quantized copies 20 n H at most; then dX 8 n H) and I-wide rows (phase1's d_int, gate/up, d_gate_up
+  // and scaled: 48 n I; then d_gate_up quantized beside d_gate_up and scaled, as much).
+  const double evaluate = weights + 16.0 * IH + n * (20.0 * H + 48.0 * I);
+  // expert_grads() of one expert in one numerics: its two gradients (24 I H), the weights, Phase 3's
+  // product y (16 I H; phase1's FP64 down weight, 8 I H, is freed before it), and per block the block's x
+  // and dY rows (transposed FP64, 16 B H, and 20 B H more while phase1 reads dY) and I-wide rows (56 B I:
+  // phase1's 48, or d_gate_up and scaled with d_gate_up transposed and quantized).
+  const double grads = 24.0 * IH + weights + 16.0 * IH + B * (36.0 * H + 56.0 * I);
+  // The prepare step's gradients: both numerics of the sampled experts (those with blocks) while they fit,
+  // the last one's second numerics being made (in `grads`) while the rest are held.
+  const double one = 8.0 * (3.0 * IH + (p.bias ? 2.0 * I + H : 0.0));  // one expert's gradients, one numerics
+  const double held = std::min(experts, std::floor(kPreparedGradBytes / (2.0 * one))) * 2.0 * one;
+  return vals + std::max(evaluate, std::max(0.0, held - one) + grads);
+}
+
 std::vector<OutputCheck> bwd_output_checks(const BwdParams& p) {
   auto cache = std::make_shared<RefCache>();
   std::vector<OutputCheck> v{dx_check(p, cache), dea_check(p, cache), weight_check(p, cache, 0),
@@ -219,6 +256,9 @@ std::vector<OutputCheck> bwd_output_checks(const BwdParams& p) {
     v.push_back(weight_check(p, cache, 2));
     v.push_back(weight_check(p, cache, 3));
   }
+  // The checks share one cache: each says its peak, which the memory check counts once.
+  const double bytes = bwd_reference_bytes(p);
+  for (OutputCheck& c : v) c.reference_bytes = [bytes](const auto&) { return bytes; };
   return v;
 }
 

@@ -14,4 +14,10 @@ namespace trnsim::kernels::moe {
 // gradients.
 std::vector<OutputCheck> bwd_output_checks(const BwdParams& p);
 
+// Host bytes the checks hold at most (OutputCheck::reference_bytes, the memory check before a run): the
+// sampled slots' FP64 rows, one expert's FP32 weights and FP64 copies at a time, and the FP64 weight
+// gradients of the sampled experts the prepare step keeps, from the parameters alone (each token taken to
+// hold its top_k slots, as the routing makes them). Without --full-reference.
+double bwd_reference_bytes(const BwdParams& p);
+
 }  // namespace trnsim::kernels::moe

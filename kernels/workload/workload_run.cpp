@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "sim/base/error.h"
+#include "sim/base/release_heap.h"
 #include "sim/io/npy.h"
 #include "sim/io/output_name.h"
 #include "sim/isa/names.h"
@@ -168,6 +169,7 @@ const run::SessionResult& WorkloadRun::simulate(const WorkloadRunOptions& o) {
     if (o.message) o.message(m);
   };
   if (!inputs_made_ && (p_.w.numerics || o.dump_inputs || !given_.empty())) make_inputs();
+  release_free_heap();  // what the input recipes' threads freed
   notes_ = make_notes();
   for (const std::string& n : notes_) say("note: " + n);
   for (const std::string& w : p_.build.warnings) say("warning: " + w);
@@ -191,6 +193,7 @@ const run::SessionResult& WorkloadRun::simulate(const WorkloadRunOptions& o) {
       async_->prepared = std::async(std::launch::async, [this, full = o.full_reference] {
         const auto a = clock::now();
         prepare_checks(p_, checks_, inputs_, full);
+        release_free_heap();  // the references' buffers freed on this thread
         return secs(a, clock::now());
       });
     } catch (const std::system_error&) {
