@@ -132,6 +132,7 @@ def new_tile(shape, dtype, space, name, loc=None, depth=1):
     st.last = -1
     st.phys = None
     st.outer = t.outer
+    st.scope = t.scope
     v = _new(NkiTensor)
     v.st = st
     v.dtype = dtype
