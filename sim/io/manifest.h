@@ -40,6 +40,9 @@ namespace trnsim::io {
 
 inline constexpr const char* kManifestName = ".trnsim-files";
 inline constexpr const char* kJournalName = ".trnsim-journal";
+// A hard link to a run folder's complete manifest while a set replaces it (until the set's first rename): a
+// signal puts it back (sim/io/output_files.h). A leftover (SIGKILL) is removed by the next run.
+inline constexpr const char* kManifestBackupName = ".trnsim-files.old";
 
 struct ManifestEntry {
   std::string path = {};

@@ -14,7 +14,10 @@
 //       5. the record says "complete" (a journal is removed), the backups are removed.
 //     A failure at any step (a full disk, a file limit, a rename refused: an immutable or bind-mounted
 //     file) puts back the files already renamed from their backups and removes what it created: no
-//     destination is changed. A kill between 3 and 5 leaves the record in state "writing": `trnsim stats`
+//     destination is changed. A handled signal (Ctrl-C, SIGTERM, SIGHUP, SIGXCPU, ...: sim/base/interrupt.h)
+//     before the first rename removes what the set created and puts the folder's earlier record back (a
+//     hard link to it, DIR/.trnsim-files.old, is kept until then); during the renames it waits until the
+//     set is in place. A SIGKILL between 3 and 5 leaves the record in state "writing": `trnsim stats`
 //     says so, and the next trnsim that writes into the folder first rolls the set back (every file whose
 //     inode is the new one returns to its backup; a set whose every file was switched is kept) and removes
 //     the leftovers. A set in several folders is judged and rolled back as one, in all its folders (their
@@ -35,8 +38,8 @@
 // the process kill itself (SIGKILL) at the N-th step of a set's writes above (1, 2, ...: each temporary and
 // backup made, the record, each file filled, each rename, the folder synced, the record completed, each
 // earlier file removed); unset, nothing happens. TRNSIM_TEST_KILL_SIGNAL=INT sends SIGINT there instead (a
-// Ctrl-C: before the renames the set is left for the next run to roll back, during them it waits); STOP sends
-// SIGSTOP (the test moves the folder meanwhile, then sends SIGCONT). A bad value of the step is refused
+// Ctrl-C), TERM, HUP, XCPU, ... (a signal's name without SIG) that signal; STOP sends SIGSTOP (the test moves
+// the folder meanwhile, then sends SIGCONT). A bad value of the step is refused
 // (InputError) by the first write of a set, and by a run when it opens its --out (tools/trnsim/out_dir.h).
 #pragma once
 

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -45,8 +46,8 @@ std::function<void(long)>& step_hook() {
 thread_local long t_step = 0;  // steps of the set being written
 
 // TRNSIM_TEST_KILL_AT_WRITE_STEP=N: SIGKILL at the N-th step (the crash tests' way to stop at every point);
-// with TRNSIM_TEST_KILL_SIGNAL=INT, SIGINT instead (a Ctrl-C there); with STOP, SIGSTOP (the test acts on
-// the folder, then sends SIGCONT).
+// with TRNSIM_TEST_KILL_SIGNAL=INT (TERM, HUP, USR1, XCPU, ...: a signal's name without SIG), that signal
+// instead (a Ctrl-C there); with STOP, SIGSTOP (the test acts on the folder, then sends SIGCONT).
 void step() {
   static const long kill_at = [] {
     try {
@@ -58,7 +59,9 @@ void step() {
   static const int sig = [] {
     const std::string v =
         std::getenv("TRNSIM_TEST_KILL_SIGNAL") ? std::getenv("TRNSIM_TEST_KILL_SIGNAL") : "";
-    return v == "INT" ? SIGINT : v == "STOP" ? SIGSTOP : SIGKILL;
+    for (int s = 1; s < NSIG; ++s)
+      if (sigabbrev_np(s) && v == sigabbrev_np(s)) return s;
+    return SIGKILL;
   }();
   ++t_step;
   if (step_hook()) step_hook()(t_step);
@@ -624,7 +627,11 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     }
 
   std::vector<interrupt::CleanupPath>
-      on_signal;                        // temporaries, backups, new records: gone if a signal ends us
+      on_signal;  // temporaries, backups, new records: gone if a signal ends us
+  // The run folder's earlier record, linked aside while this set's record in state "writing" replaces it:
+  // a signal before the first rename puts it back (the files are all the earlier set's then).
+  std::optional<interrupt::CleanupPath> record_back_on_signal;
+  bool record_backup = false;
   std::vector<size_t> written_records;  // groups whose journal is written (removed on failure)
   bool run_record_written = false;
   // Puts every destination back as it was and removes what this set created; returns what could not be put
@@ -654,6 +661,15 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       if (!p.backup.empty()) ::unlinkat(pd, p.backup.c_str(), 0);
     }
     for (size_t gi : written_records) ::unlinkat(groups[gi].fd.get(), groups[gi].record.c_str(), 0);
+    record_back_on_signal.reset();
+    if (record_backup) {
+      const int gd = groups[0].fd.get();
+      if (run_record_written && ::renameat(gd, kManifestBackupName, gd, kManifestName) == 0) {
+        run_record_written = false;
+        ::fsync(gd);
+      }
+      ::unlinkat(gd, kManifestBackupName, 0);  // not put back, or still there when both were one file
+    }
     if (run_record_written) {
       const Group& g = groups[0];
       try {
@@ -695,6 +711,13 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       if (g.plans.empty() && !g.run_folder) continue;
       const Manifest m = writing_record(groups, static_cast<size_t>(&g - groups.data()), plans,
                                         g.run_folder ? &folder->previous : nullptr, set_id);
+      if (g.run_folder && g.had_record) {
+        if (file_id_at(g.fd.get(), kManifestBackupName).regular)  // a killed run's
+          ::unlinkat(g.fd.get(), kManifestBackupName, 0);
+        record_back_on_signal.emplace(g.fd.get(), kManifestBackupName, kManifestName);
+        record_backup = ::linkat(g.fd.get(), kManifestName, g.fd.get(), kManifestBackupName, 0) == 0;
+        if (!record_backup) record_back_on_signal.reset();  // no hard links: undo() rewrites the record
+      }
       write_record(g.fd.get(), g.dir, g.record, manifest_text(m));
       if (g.run_folder) {
         run_record_written = true;
@@ -766,6 +789,8 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   // Every temporary is complete. A signal now waits until every file is in place and recorded.
   {
     const interrupt::SignalsHeld all_renames_or_none;
+    // From the first rename on, a record in state "writing" is what tells the files' sets apart.
+    record_back_on_signal.reset();
     for (Plan& p : plans) {
       if (::renameat(p.fd.get(), p.temp.c_str(), p.fd.get(), p.name.c_str()) != 0) {
         const int err = errno;
@@ -799,6 +824,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
           // Every file is in place; the record says "writing", so the next run keeps this complete set.
           std::fprintf(stderr, "trnsim: note: %s\n", e.what());
         }
+        if (record_backup) ::unlinkat(g.fd.get(), kManifestBackupName, 0);
       }
     }
     for (size_t gi : written_records) ::unlinkat(groups[gi].fd.get(), groups[gi].record.c_str(), 0);
@@ -817,6 +843,8 @@ RunFolderState open_run_folder(const std::string& dir) {
   RunFolderState s;
   const Fd d = open_dir(dir);
   if (!d.ok()) throw InputError(fmt::format("{}: cannot open the directory: {}", dir, errno_text()));
+  // A killed run's link to the record it was replacing (the record itself says what the files are).
+  if (file_id_at(d.get(), kManifestBackupName).regular) ::unlinkat(d.get(), kManifestBackupName, 0);
   const std::string shown = (fs::path(dir) / kManifestName).string();
   std::optional<Manifest> m;
   unsigned owner = 0;
