@@ -7,19 +7,21 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "sim/base/error.h"
+#include "sim/base/scratch_dir.h"
 
 namespace trnsim {
 namespace {
 
 std::mutex g_mutex;
 bool g_on = false;
-std::string g_dir;
+int g_dir_fd = -1;  // the scratch folder, open (a duplicate this module owns)
 uint64_t g_min = kPageableMinBytes;
 
 // A file descriptor, closed with the last mapping that needs it.
@@ -36,14 +38,21 @@ size_t page_size() {
   return p;
 }
 
-// A nameless file of `n` reserved bytes in `dir`, or -1.
-int scratch_file(const std::string& dir, size_t n) {
-  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) {  // filesystems without O_TMPFILE: a name, removed at once
-    std::string tmpl = dir + "/.trnsim-scratch-XXXXXX";
-    fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+// A nameless file of `n` reserved bytes in the folder open as `dir_fd`, or -1.
+int scratch_file(int dir_fd, size_t n) {
+  int fd = ::openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {  // filesystems without O_TMPFILE: a name nothing has, removed at once
+    static std::atomic<uint64_t> counter{0};
+    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+      const std::string name =
+          ".trnsim-scratch-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
+      fd = ::openat(dir_fd, name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd >= 0)
+        ::unlinkat(dir_fd, name.c_str(), 0);
+      else if (errno != EEXIST)
+        return -1;
+    }
     if (fd < 0) return -1;
-    ::unlink(tmpl.c_str());
   }
   if (::posix_fallocate(fd, 0, static_cast<off_t>(n)) != 0) {
     ::close(fd);
@@ -108,15 +117,16 @@ HostBytes& HostBytes::operator=(HostBytes&& o) noexcept {
 HostBytes::~HostBytes() = default;
 
 void HostBytes::assign(size_t n, uint8_t fill) {
-  std::string dir;
+  int dir = -1;  // a duplicate of the scratch folder's handle, valid while this call lasts
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    if (g_on && n > 0 && n >= g_min) dir = g_dir;
+    if (g_on && n > 0 && n >= g_min && g_dir_fd >= 0) dir = ::fcntl(g_dir_fd, F_DUPFD_CLOEXEC, 0);
   }
+  const Fd dir_owner(dir);
   map_.reset();
   vec_.clear();
   vec_.shrink_to_fit();
-  if (!dir.empty()) {
+  if (dir >= 0) {
     const int fd = scratch_file(dir, n);
     if (fd >= 0) {
       auto file = std::make_shared<Fd>(fd);
@@ -211,9 +221,18 @@ void set_pageable(bool on, uint64_t min_bytes) {
   g_min = m;
 }
 
-void set_scratch_dir(const std::string& dir) {
+void set_scratch_dir(int dir_fd) {
+  // A handle of its own (not a duplicate: that would share, and keep, a lock held on `dir_fd`).
+  const int dup = dir_fd >= 0 ? ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_dir = dir;
+  if (g_dir_fd >= 0) ::close(g_dir_fd);
+  g_dir_fd = dup;
+}
+
+void set_scratch_dir(const std::string& dir) {
+  const int fd = dir.empty() ? -1 : ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  set_scratch_dir(fd);
+  if (fd >= 0) ::close(fd);
 }
 
 bool maps_files(uint64_t n) {
@@ -223,7 +242,7 @@ bool maps_files(uint64_t n) {
 
 bool makes_scratch(uint64_t n) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  return g_on && !g_dir.empty() && n > 0 && n >= g_min;
+  return g_on && g_dir_fd >= 0 && n > 0 && n >= g_min;
 }
 
 std::optional<uint64_t> free_disk_bytes(const std::string& dir) {

@@ -37,6 +37,7 @@ struct Slot {
   std::atomic<int> state{kFree};
   int dir_fd = AT_FDCWD;  // `path` is relative to it
   char path[kPathBytes];
+  char to[256];  // kRestore: the name `path` goes back to
 };
 
 Slot g_slots[kMaxCleanupPaths];
@@ -58,7 +59,14 @@ int64_t now_ns() {
 }
 
 void cleanup_registered() {
-  // Files first, then the folders, pass after pass while one goes, so that an inner folder goes before the
+  // Backups back first (the record of the set they belong to names the temporaries unlinked next). A rename
+  // between two links of one file does nothing: the backup is unlinked then.
+  for (Slot& s : g_slots)
+    if (s.state.load(std::memory_order_acquire) == static_cast<int>(CleanupPath::Kind::kRestore) + 2) {
+      ::renameat(s.dir_fd, s.path, s.dir_fd, s.to);
+      ::unlinkat(s.dir_fd, s.path, 0);
+    }
+  // Then files, then the folders, pass after pass while one goes, so that an inner folder goes before the
   // one holding it whatever their slots (--out a/b/c registers three).
   for (Slot& s : g_slots)
     if (s.state.load(std::memory_order_acquire) == static_cast<int>(CleanupPath::Kind::kFile) + 2)
@@ -183,6 +191,20 @@ CleanupPath::CleanupPath(int dir_fd, const std::string& path, Kind kind) {
     g_slots[i].dir_fd = dir_fd;
     std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
     g_slots[i].state.store(static_cast<int>(kind) + 2, std::memory_order_release);
+    slot_ = i;
+    return;
+  }
+}
+
+CleanupPath::CleanupPath(int dir_fd, const std::string& backup, const std::string& to) {
+  if (backup.size() + 1 > kPathBytes || to.size() + 1 > sizeof g_slots[0].to) return;
+  for (int i = 0; i < kMaxCleanupPaths; ++i) {
+    int expected = kFree;
+    if (!g_slots[i].state.compare_exchange_strong(expected, kWriting)) continue;
+    g_slots[i].dir_fd = dir_fd;
+    std::memcpy(g_slots[i].path, backup.c_str(), backup.size() + 1);
+    std::memcpy(g_slots[i].to, to.c_str(), to.size() + 1);
+    g_slots[i].state.store(static_cast<int>(Kind::kRestore) + 2, std::memory_order_release);
     slot_ = i;
     return;
   }

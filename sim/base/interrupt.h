@@ -12,8 +12,9 @@
 //   - Anywhere else the handler ends the process at once.
 // Whichever thread a signal lands on (the reference thread, BLAS's), the thread that installed the handlers
 // acts on it: no other thread goes on creating files while the handler cleans up.
-// Ending the process at once means: unlink the registered temporary files, remove the registered folders
-// if they are empty (a folder this run created), then die of the signal (exit status 128 + signal number).
+// Ending the process at once means: rename the registered backups back over their files (an earlier record
+// a set was replacing), unlink the registered temporary files, remove the registered folders if they are
+// empty (a folder this run created), then die of the signal (exit status 128 + signal number).
 // Only async-signal-safe calls run in the handler. At most kMaxCleanupPaths paths are registered at a time;
 // beyond that a path is silently left out (a leftover temporary, never a lost user file).
 #pragma once
@@ -72,14 +73,18 @@ class CooperativeSection {
   CooperativeSection& operator=(const CooperativeSection&) = delete;
 };
 
-// While alive, `path` is unlinked (a file) or removed if empty (a folder) when a signal ends the process.
+// While alive, `path` is unlinked (a file) or removed if empty (a folder) when a signal ends the process;
+// for kRestore, the file `path` is renamed back over `to` (a backup link of a file being replaced) and any
+// name of it left (a backup that was still the same file as `to`) unlinked.
 class CleanupPath {
  public:
-  enum class Kind { kFile, kEmptyFolder };
+  enum class Kind { kFile, kEmptyFolder, kRestore };
   CleanupPath(const std::string& path, Kind kind);
   // `path` relative to the folder open as `dir_fd` (the descriptor must stay open while this lives): a
   // folder renamed meanwhile is still the one cleaned.
   CleanupPath(int dir_fd, const std::string& path, Kind kind);
+  // kRestore: `backup` back to `to`, both names in the folder open as `dir_fd` (`to` at most 255 bytes).
+  CleanupPath(int dir_fd, const std::string& backup, const std::string& to);
   ~CleanupPath();
   CleanupPath(CleanupPath&& o) noexcept : slot_(o.slot_) { o.slot_ = -1; }
   CleanupPath& operator=(CleanupPath&&) = delete;

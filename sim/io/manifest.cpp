@@ -189,8 +189,6 @@ Manifest parse_manifest(const std::string& text, const std::string& name) {
            fmt::format("expected \"complete\" or \"writing\", found {}", json_excerpt(doc["state"])));
   m.complete = state == "complete";
   m.files = r.entries(doc, "files", !m.complete);
-  if (m.complete && doc.contains("previous"))
-    r.fail("previous", "only a record in state \"writing\" has one");
   m.previous = r.entries(doc, "previous", false);
   if (m.complete && (doc.contains("set") || doc.contains("others")))
     r.fail(doc.contains("set") ? "set" : "others", "only a record in state \"writing\" has one");
@@ -235,7 +233,7 @@ std::string manifest_text(const Manifest& m) {
   for (const ManifestEntry& e : m.files) files.push_back(entry_json(e, !m.complete));
   for (const ManifestEntry& e : m.previous) previous.push_back(entry_json(e, false));
   json j = {{"trnsim_files", 2}, {"state", m.complete ? "complete" : "writing"}, {"files", files}};
-  if (!m.complete) j["previous"] = previous;
+  if (!m.complete || !m.previous.empty()) j["previous"] = previous;
   if (!m.complete && !m.set.empty()) j["set"] = m.set;
   if (!m.complete && !m.others.empty()) {
     json others = json::array();

@@ -9,6 +9,7 @@
 //    "files": [{"path": "inputs/x.npy", "bytes": 1024, "sha256": "<64 hex digits>",
 //               "temporary": "inputs/.x.npy.tmp.77.0", "backup": "inputs/.x.npy.old.77.1"}],
 //    "previous": [{"path": ..., "bytes": ..., "inode": ..., "sha256": ...}]}
+//   {"trnsim_files": 2, "state": "complete", "files": [...], "previous": [...]}
 //   {"trnsim_files": 2, "state": "writing", "files": [...], "set": "77.1733363200123456789.0",
 //    "others": [{"folder": "/home/u/b", "record": ".trnsim-journal",
 //                "files": [{"path": "s.npy", "bytes": 96, "sha256": ..., "temporary": ..., "backup": ...}]}]}
@@ -19,16 +20,19 @@
 // In state "writing": the set being switched in, written before any of its files exists: each file's size and
 // SHA-256, the temporary that will hold it and, when a file is there already, the backup (a hard link to
 // it) that keeps the old one until the switch is done. "previous" (manifests only) is the set the switch
-// replaces. A record left in state "writing" marks a switch that was killed: the files may be a mix of the
-// old and the new set (a file is the new set's when its size and SHA-256 are the recorded ones).
-// A set written into several folders (`trnsim quantize --data A/d.npy --scales B/s.npy`) has a record in
-// each, and each names the whole set: "others" lists every other folder (absolute and normalised), the name
-// of its record there and its files (as in "files"); "set" is the same identifier in all of them. The set is
-// judged and rolled back as one from whichever record is found first (sim/io/output_files.h).
-// Every path is relative to the folder holding the record: no "..", ".", empty or absolute components; a
-// temporary and a backup lie in their file's folder and have hidden names.
-// A manifest of an older trnsim (one relative path per line, no identities) reads as version 1: its files
-// are never recognised as a run's output, so nothing is removed on its word.
+// replaces. In state "complete", "previous" (when there) lists the earlier set's files the new set does not
+// write again and that were still there when the set was switched in: the run removes them next and then
+// drops the list, so a record that still has one marks a run killed before it had removed them (`trnsim
+// stats` names those still there, and the next run into the folder removes them). A record left in state
+// "writing" marks a switch that was killed: the files may be a mix of the old and the new set (a file is the
+// new set's when its size and SHA-256 are the recorded ones). A set written into several folders (`trnsim
+// quantize --data A/d.npy --scales B/s.npy`) has a record in each, and each names the whole set: "others"
+// lists every other folder (absolute and normalised), the name of its record there and its files (as in
+// "files"); "set" is the same identifier in all of them. The set is judged and rolled back as one from
+// whichever record is found first (sim/io/output_files.h). Every path is relative to the folder holding the
+// record: no "..", ".", empty or absolute components; a temporary and a backup lie in their file's folder and
+// have hidden names. A manifest of an older trnsim (one relative path per line, no identities) reads as
+// version 1: its files are never recognised as a run's output, so nothing is removed on its word.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +44,9 @@ namespace trnsim::io {
 
 inline constexpr const char* kManifestName = ".trnsim-files";
 inline constexpr const char* kJournalName = ".trnsim-journal";
+// A hard link to a run folder's complete manifest while a set replaces it (until the set's first rename): a
+// signal puts it back (sim/io/output_files.h). A leftover (SIGKILL) is removed by the next run.
+inline constexpr const char* kManifestBackupName = ".trnsim-files.old";
 
 struct ManifestEntry {
   std::string path = {};

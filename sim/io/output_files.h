@@ -11,10 +11,15 @@
 //          and each names every file of the set, in every folder ("others");
 //       4. the temporaries are filled and synced (fsync), then renamed into place one after another, with
 //          signals held back meanwhile; the folders are synced;
-//       5. the record says "complete" (a journal is removed), the backups are removed.
+//       5. the backups are removed, the record says "complete" (a journal is removed); a run folder's record
+//          still names the earlier set's files the new set does not write again ("previous") until they are
+//          removed, then is written once more without them.
 //     A failure at any step (a full disk, a file limit, a rename refused: an immutable or bind-mounted
 //     file) puts back the files already renamed from their backups and removes what it created: no
-//     destination is changed. A kill between 3 and 5 leaves the record in state "writing": `trnsim stats`
+//     destination is changed. A handled signal (Ctrl-C, SIGTERM, SIGHUP, SIGXCPU, ...: sim/base/interrupt.h)
+//     before the first rename removes what the set created and puts the folder's earlier record back (a
+//     hard link to it, DIR/.trnsim-files.old, is kept until then); during the renames it waits until the
+//     set is in place. A SIGKILL between 3 and 5 leaves the record in state "writing": `trnsim stats`
 //     says so, and the next trnsim that writes into the folder first rolls the set back (every file whose
 //     inode is the new one returns to its backup; a set whose every file was switched is kept) and removes
 //     the leftovers. A set in several folders is judged and rolled back as one, in all its folders (their
@@ -95,6 +100,11 @@ RunFolderState open_run_folder(const std::string& dir);
 // set's, or a mix. Never changes anything. `detail` gets a description.
 enum class FolderSetState { kComplete, kOldSet, kNewSet, kMixed };
 FolderSetState inspect_run_folder(const std::string& dir, std::string* detail = nullptr);
+// The files of the earlier set still in `dir` that its record says the last run was to remove (paths
+// relative to `dir`): a run killed after its set was in place, before it had removed them (its record in
+// state "complete" with a "previous" list, or in state "writing" with every new file in place). The next
+// run into the folder removes them. Never changes anything.
+std::vector<std::string> earlier_files_left(const std::string& dir);
 // The same for the set holding `file`: its folder's record, or the record of a folder up to four levels
 // above that names it (a chain's OUT/<stage>/stats.json is in the set recorded in OUT/.trnsim-files).
 FolderSetState inspect_set_of(const std::string& file, std::string* detail = nullptr);

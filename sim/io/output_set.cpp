@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -433,6 +434,19 @@ std::vector<ManifestEntry> writing_entries(const Group& g, const std::vector<Pla
   return v;
 }
 
+// The files a run folder's record names as written by earlier runs: its set and, in a record a run left
+// before it had removed its earlier set's stale files ("previous" in state "complete"), those (the set's own
+// entry wins for a path).
+std::vector<ManifestEntry> earlier_files(const Manifest& m) {
+  std::vector<ManifestEntry> v = m.files;
+  std::set<std::string> seen;
+  for (const ManifestEntry& e : m.files) seen.insert(e.path);
+  if (m.complete)
+    for (const ManifestEntry& e : m.previous)
+      if (seen.insert(e.path).second) v.push_back(e);
+  return v;
+}
+
 // The record of group `gi` in state "writing": its files and, for a set in several folders, every other
 // folder's files under the identifier `set`.
 Manifest writing_record(const std::vector<Group>& groups, size_t gi, const std::vector<Plan>& plans,
@@ -441,7 +455,7 @@ Manifest writing_record(const std::vector<Group>& groups, size_t gi, const std::
   m.complete = false;
   m.files = writing_entries(groups[gi], plans);
   if (previous)
-    for (const ManifestEntry& e : previous->files)
+    for (const ManifestEntry& e : earlier_files(*previous))
       if (e.identified()) m.previous.push_back(e);
   for (size_t h = 0; h < groups.size(); ++h) {
     if (h == gi || groups[h].plans.empty()) continue;
@@ -469,29 +483,49 @@ std::string fresh_name_at(int dir_fd, const std::string& name_in, const std::str
   throw InputError(shown + ": cannot write: 1000 hidden names next to it exist already");
 }
 
-// Removes, from the run folder, the files of `previous` that `now` does not hold, each only while its size,
-// inode and SHA-256 are the recorded ones, never through a symlink, never one of `keep`. Returns their paths.
-std::vector<std::string> remove_stale(const std::string& dir, const Manifest& previous,
-                                      const std::set<std::string>& now,
-                                      const std::vector<std::string>& keep) {
-  std::vector<std::string> removed;
-  const Fd d = open_dir(dir);
-  if (!d.ok()) return removed;
-  for (const ManifestEntry& e : previous.files) {
-    if (!e.identified() || now.count(e.path)) continue;
-    const fs::path rel(e.path);
-    const Fd parent = open_below(d.get(), rel.parent_path());
-    if (!parent.ok()) continue;
-    const std::string name = rel.filename().string();
-    const FileId id = file_id_at(parent.get(), name);
-    if (!id.regular || id.inode != e.inode || id.bytes != e.bytes) continue;
+// Whether the earlier run's file `e` is still at its path in the folder `dir_fd` (its inode and size, never
+// through a symlink); `parent` gets its folder, `st` what is there.
+bool still_there(int dir_fd, const ManifestEntry& e, Fd* parent = nullptr, struct stat* st = nullptr) {
+  const fs::path rel(e.path);
+  Fd p = open_below(dir_fd, rel.parent_path());
+  if (!p.ok()) return false;
+  struct stat s {};
+  if (::fstatat(p.get(), rel.filename().c_str(), &s, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(s.st_mode) ||
+      s.st_ino != e.inode || static_cast<uint64_t>(s.st_size) != e.bytes)
+    return false;
+  if (parent) *parent = std::move(p);
+  if (st) *st = s;
+  return true;
+}
+
+// The files of `previous` (earlier_files) that `now` does not hold and that are still there, never one of
+// `keep`: what remove_stale removes.
+std::vector<ManifestEntry> stale_files(int dir_fd, const Manifest& previous, const std::set<std::string>& now,
+                                       const std::vector<std::string>& keep) {
+  std::vector<ManifestEntry> v;
+  for (const ManifestEntry& e : earlier_files(previous)) {
     struct stat st {};
-    if (::fstatat(parent.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (!e.identified() || now.count(e.path) || !still_there(dir_fd, e, nullptr, &st)) continue;
     const bool is_kept = std::any_of(keep.begin(), keep.end(), [&](const std::string& k) {
       struct stat ks {};
       return ::stat(k.c_str(), &ks) == 0 && ks.st_dev == st.st_dev && ks.st_ino == st.st_ino;
     });
-    if (is_kept) continue;
+    if (!is_kept) v.push_back(e);
+  }
+  return v;
+}
+
+// Removes, from the run folder, the files `stale` lists, each only while its size, inode and SHA-256 are the
+// recorded ones, never through a symlink. Returns their paths.
+std::vector<std::string> remove_stale(const std::string& dir, const std::vector<ManifestEntry>& stale) {
+  std::vector<std::string> removed;
+  const Fd d = open_dir(dir);
+  if (!d.ok()) return removed;
+  for (const ManifestEntry& e : stale) {
+    const fs::path rel(e.path);
+    Fd parent;
+    if (!still_there(d.get(), e, &parent)) continue;
+    const std::string name = rel.filename().string();
     const Fd f(::openat(parent.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     struct stat fs_ {};
     if (!f.ok() || ::fstat(f.get(), &fs_) != 0 || fs_.st_ino != e.inode || sha256_of_fd(f.get()) != e.sha256)
@@ -646,7 +680,11 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     }
 
   std::vector<interrupt::CleanupPath>
-      on_signal;                        // temporaries, backups, new records: gone if a signal ends us
+      on_signal;  // temporaries, backups, new records: gone if a signal ends us
+  // The run folder's earlier record, linked aside while this set's record in state "writing" replaces it:
+  // a signal before the first rename puts it back (the files are all the earlier set's then).
+  std::optional<interrupt::CleanupPath> record_back_on_signal;
+  bool record_backup = false;
   std::vector<size_t> written_records;  // groups whose journal is written (removed on failure)
   bool run_record_written = false;
   // Puts every destination back as it was and removes what this set created; returns what could not be put
@@ -676,6 +714,15 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       if (!p.backup.empty()) ::unlinkat(pd, p.backup.c_str(), 0);
     }
     for (size_t gi : written_records) ::unlinkat(groups[gi].fd.get(), groups[gi].record.c_str(), 0);
+    record_back_on_signal.reset();
+    if (record_backup) {
+      const int gd = groups[0].fd.get();
+      if (run_record_written && ::renameat(gd, kManifestBackupName, gd, kManifestName) == 0) {
+        run_record_written = false;
+        ::fsync(gd);
+      }
+      ::unlinkat(gd, kManifestBackupName, 0);  // not put back, or still there when both were one file
+    }
     if (run_record_written) {
       const Group& g = groups[0];
       try {
@@ -717,6 +764,13 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       if (g.plans.empty() && !g.run_folder) continue;
       const Manifest m = writing_record(groups, static_cast<size_t>(&g - groups.data()), plans,
                                         g.run_folder ? &folder->previous : nullptr, set_id);
+      if (g.run_folder && g.had_record) {
+        if (file_id_at(g.fd.get(), kManifestBackupName).regular)  // a killed run's
+          ::unlinkat(g.fd.get(), kManifestBackupName, 0);
+        record_back_on_signal.emplace(g.fd.get(), kManifestBackupName, kManifestName);
+        record_backup = ::linkat(g.fd.get(), kManifestName, g.fd.get(), kManifestBackupName, 0) == 0;
+        if (!record_backup) record_back_on_signal.reset();  // no hard links: undo() rewrites the record
+      }
       write_record(g.fd.get(), g.dir, g.record, manifest_text(m));
       if (g.run_folder) {
         run_record_written = true;
@@ -785,9 +839,22 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     throw;
   }
 
-  // Every temporary is complete. A signal now waits until every file is in place and recorded.
+  // Every temporary is complete. The earlier run's files this set does not write again, to be removed once
+  // it is in place.
+  std::vector<ManifestEntry> stale;
+  if (folder) {
+    std::set<std::string> now;
+    for (const Plan& p : plans)
+      if (p.group == 0) now.insert(p.rel);
+    stale = stale_files(groups[0].fd.get(), folder->previous, now, folder->keep);
+  }
+  Manifest complete_record;
+  bool complete_written = false;
+  // A signal now waits until every file is in place and recorded.
   {
     const interrupt::SignalsHeld all_renames_or_none;
+    // From the first rename on, a record in state "writing" is what tells the files' sets apart.
+    record_back_on_signal.reset();
     for (Plan& p : plans) {
       if (::renameat(p.fd.get(), p.temp.c_str(), p.fd.get(), p.name.c_str()) != 0) {
         const int err = errno;
@@ -810,17 +877,22 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       }
     for (Group& g : groups) {
       if (g.run_folder) {
-        Manifest m;
+        Manifest& m = complete_record;
         for (size_t i : g.plans) {
           const Plan& p = plans[i];
           m.files.push_back({p.rel, p.bytes, p.inode, p.sha256});
         }
+        // Until they are removed, the earlier set's files the record keeps naming: a kill before then leaves
+        // them for the next run to remove, and `trnsim stats` says they are there.
+        m.previous = stale;
         try {
           write_record(g.fd.get(), g.dir, kManifestName, manifest_text(m));
+          complete_written = true;
         } catch (const InputError& e) {
           // Every file is in place; the record says "writing", so the next run keeps this complete set.
           std::fprintf(stderr, "trnsim: note: %s\n", e.what());
         }
+        if (record_backup) ::unlinkat(g.fd.get(), kManifestBackupName, 0);
       }
     }
     for (size_t gi : written_records) ::unlinkat(groups[gi].fd.get(), groups[gi].record.c_str(), 0);
@@ -829,16 +901,29 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     step();
   }
   if (!folder) return {};
-  std::set<std::string> now;
-  for (const Plan& p : plans)
-    if (p.group == 0) now.insert(p.rel);
-  return remove_stale(folder->dir, folder->previous, now, folder->keep);
+  std::vector<std::string> removed = remove_stale(folder->dir, stale);
+  if (complete_written && !stale.empty()) {
+    // Removed, or no longer the earlier run's (changed or replaced meanwhile: the user's now).
+    complete_record.previous.clear();
+    try {
+      write_record(groups[0].fd.get(), groups[0].dir, kManifestName, manifest_text(complete_record));
+    } catch (const InputError& e) {
+      std::fprintf(stderr, "trnsim: note: %s\n", e.what());  // the next run removes nothing that is not there
+    }
+    step();
+  }
+  return removed;
 }
 
 RunFolderState open_run_folder(const std::string& dir) {
   RunFolderState s;
   const Fd d = open_dir(dir);
   if (!d.ok()) throw InputError(fmt::format("{}: cannot open the directory: {}", dir, errno_text()));
+  // A killed run's link to the record it was replacing (the record itself says what the files are); another
+  // user's is theirs.
+  if (struct stat st{}; ::fstatat(d.get(), kManifestBackupName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                        S_ISREG(st.st_mode) && st.st_uid == ::geteuid())
+    ::unlinkat(d.get(), kManifestBackupName, 0);
   const std::string shown = (fs::path(dir) / kManifestName).string();
   std::optional<Manifest> m;
   unsigned owner = 0;
@@ -909,6 +994,25 @@ FolderSetState inspect_run_folder(const std::string& dir, std::string* detail) {
     *detail =
         fmt::format("already replaced: {}; not yet: {}", fmt::join(now_new, ", "), fmt::join(not_yet, ", "));
   return FolderSetState::kMixed;
+}
+
+std::vector<std::string> earlier_files_left(const std::string& dir) {
+  const Fd d = open_dir(dir);
+  if (!d.ok()) return {};
+  std::optional<Manifest> m;
+  try {
+    m = read_manifest_at(d.get(), kManifestName, (fs::path(dir) / kManifestName).string());
+  } catch (const InputError&) {
+    return {};
+  }
+  if (!m || m->previous.empty()) return {};
+  if (!m->complete && inspect_run_folder(dir) != FolderSetState::kNewSet) return {};
+  std::set<std::string> current;
+  for (const ManifestEntry& e : m->files) current.insert(e.path);
+  std::vector<std::string> left;
+  for (const ManifestEntry& e : m->previous)
+    if (e.identified() && !current.count(e.path) && still_there(d.get(), e)) left.push_back(e.path);
+  return left;
 }
 
 FolderSetState inspect_set_of(const std::string& file, std::string* detail) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 
@@ -415,6 +416,18 @@ json load_stats(const std::string& path) {
         "files beside it may come from two runs ({}); run it again (the next run into the folder first puts "
         "the earlier files back)",
         path, detail));
+  // A run killed before it removed the earlier run's files it did not write again (sim/io/output_files.h):
+  // this stats.json is whole, the files beside it named are not its run's.
+  if (p.filename() == "stats.json") {
+    const std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
+    if (const std::vector<std::string> left = io::earlier_files_left(dir); !left.empty())
+      std::fprintf(stderr,
+                   "trnsim: note: %s: %s %s an earlier run's, not this stats.json's: the run that wrote it "
+                   "was killed before it removed %s; the next run into the folder removes %s\n",
+                   dir.c_str(), fmt::format("{}", fmt::join(left, ", ")).c_str(),
+                   left.size() == 1 ? "is" : "are", left.size() == 1 ? "it" : "them",
+                   left.size() == 1 ? "it" : "them");
+  }
   // A chain's summary (tools/trnsim/run_chain.cpp) beside its stages' folders: point at them.
   if (j.is_object() && member(j, "chain").is_string() && member(j, "stages").is_array()) {
     std::vector<std::string> stage_files;

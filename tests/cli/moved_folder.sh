@@ -44,6 +44,9 @@ if wait_stopped $pid; then
   check "moved at step 1: its record is complete and names the set" \
     'grep -q "\"state\": \"complete\"" A2/.trnsim-files && grep -q "host.json" A2/.trnsim-files'
   check "moved at step 1: stats reads it" '"$TRNSIM" stats A2/stats.json >/dev/null 2>&1'
+  # The summary names where the files are, not the old path (issue 22: "wrote L/stats.json").
+  check "moved at step 1: the summary names the folder the files are in ($(grep wrote "$T/log1"))" \
+    'grep -qF "wrote $(realpath A2)/stats.json, host.json" "$T/log1" && ! grep -q "wrote L/" "$T/log1" && grep -qF "was moved during the run: its files are in $(realpath A2)" "$T/log1"'
   check "moved at step 1: no leftovers: $(leftovers A2) $(leftovers V)" '[[ -z $(leftovers A2) && -z $(leftovers V) ]]'
 else
   bad "moved at step 1: the run did not stop at write step 1 ($(tail -3 "$T/log1"))"
@@ -77,5 +80,39 @@ if kill -STOP $pid 2>/dev/null && [[ -n $(find B -name '.trace.json.tmp.*') ]]; 
 else
   wait $pid
   bad "moved while simulating: the run ended before its trace was seen ($(tail -3 "$T/log2"))"
+fi
+# 3. Scratch files (TRNSIM_SCRATCH_MIN_BYTES: every tensor of 4 KiB or more is a nameless scratch file in the
+# output folder, sim/base/host_bytes.h) made after the folder moved are made where it now is, through the
+# folder's handle, never in the folder now at its old path (issue 22: they were made by path). Stopped at
+# write step 1, every scratch file the run maps is in the moved folder (/proc/PID/maps names each
+# "FOLDER/#INODE (deleted)").
+mkdir S
+TRNSIM_SCRATCH_MIN_BYTES=4096 TRNSIM_TEST_KILL_SIGNAL=STOP TRNSIM_TEST_KILL_AT_WRITE_STEP=1 "$TRNSIM" run "$W" \
+  --set params.T=256 --set params.E=8 --set params.top_k=2 --out S --trace S/trace.json >"$T/log3" 2>&1 &
+pid=$!
+for ((i = 0; i < 6000; i++)); do
+  [[ -n $(find S -name '.trace.json.tmp.*' 2>/dev/null) || ! -e /proc/$pid ]] && break
+  sleep 0.02
+done
+if kill -STOP $pid 2>/dev/null && [[ -n $(find S -name '.trace.json.tmp.*') ]]; then
+  mv S S2
+  mkdir S
+  kill -CONT $pid
+  if wait_stopped $pid; then
+    scratch=$(grep -o '/[^ ]*/#[0-9]* (deleted)' "/proc/$pid/maps" | sed 's|/#[0-9]* (deleted)$||' | sort | uniq -c | tr '\n' ' ')
+    kill -CONT $pid
+    wait $pid
+    rc=$?
+    check "scratch after the move: the run succeeds (exit $rc: $(tail -3 "$T/log3"))" '[[ $rc == 0 ]]'
+    check "scratch after the move: every scratch file is in the moved folder ($scratch)" \
+      '[[ $scratch == *"$(realpath S2)"* && $scratch != *"$(realpath S) "* ]]'
+    check "scratch after the move: the new folder is left alone ($(ls -A S | tr '\n' ' '))" '[[ -z $(ls -A S) ]]'
+  else
+    wait $pid
+    bad "scratch after the move: the run did not stop at write step 1 ($(tail -3 "$T/log3"))"
+  fi
+else
+  wait $pid
+  bad "scratch after the move: the run ended before its trace was seen ($(tail -3 "$T/log3"))"
 fi
 finish

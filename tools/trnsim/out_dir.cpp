@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -154,6 +155,27 @@ void OutDir::add_subfolder(const std::string& name) {
   sub_locks_.emplace_back();
   io::lock_for_run(sub_locks_.back(), sub, what, "run", kHeldBy);
   probe_writable(sub, what);
+}
+
+std::string OutDir::where_now() const {
+  const int fd = lock_.fd();
+  struct stat held {
+  }, named{};
+  if (fd < 0 || ::fstat(fd, &held) != 0) return dir_;
+  const auto same = [&](const std::string& p) {
+    return ::stat(p.c_str(), &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino;
+  };
+  if (same(dir_)) return dir_;
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink(fmt::format("/proc/self/fd/{}", fd).c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  const std::string now(buf, static_cast<size_t>(n));
+  return !now.empty() && now[0] == '/' && same(now) ? now : "";
+}
+
+std::string OutDir::shown(const std::string& path, const std::string& dir, const std::string& now_at) {
+  const std::string rel = fs::path(path).lexically_relative(dir).string();
+  return now_at.empty() ? rel : (fs::path(now_at) / rel).string();
 }
 
 std::vector<std::string> OutDir::commit(const std::vector<io::OutputFile>& files,

@@ -29,6 +29,15 @@ class OutDir {
   ~OutDir();
 
   const std::string& path() const { return dir_; }
+  // The folder's handle (its lock's), -1 before it is locked.
+  int fd() const { return lock_.fd(); }
+  // Where the folder is now, for messages: path() while that still names the folder this run holds, else
+  // its current absolute path (the run's handle, through /proc/self/fd: moved or renamed during the run),
+  // "" when that cannot be known (removed, no /proc).
+  std::string where_now() const;
+  // `path` (a file in the folder given as `dir`) where the folder is now (`now_at`, from where_now): only
+  // its path inside the folder when that is unknown ("").
+  static std::string shown(const std::string& path, const std::string& dir, const std::string& now_at);
   // Creates the folder `name` inside if missing, locks it as the folder itself (a run with --out DIR/NAME,
   // e.g. into a chain's stage folder, is refused while this run lasts, and this run is refused while another
   // holds it) and checks a file can be created in it, now rather than after the simulation; removed again

@@ -14,6 +14,7 @@
 #include "kernels/workload/chain.h"
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
+#include "sim/base/scratch_dir.h"
 #include "sim/io/output_files.h"
 #include "sim/io/output_name.h"
 #include "sim/run/report.h"
@@ -109,7 +110,8 @@ int run_chain_file(const RunCliOptions& o) {
   }
   for (const workload::ChainStage& s : chain.stages)
     check_host_memory(s.run->prepared(), o.dump_inputs, out_dir);
-  set_scratch_dir(out_dir);  // large tensors from here on: scratch files on the output's filesystem
+  // Large tensors from here on: scratch files on the output's filesystem, made through the folder's handle.
+  set_scratch_dir(out.fd());
   for (const workload::ChainStage& s : chain.stages) {
     out.add_subfolder(s.name());
     if (o.dump_inputs) out.add_subfolder((fs::path(s.name()) / "inputs").string());
@@ -223,10 +225,22 @@ int run_chain_file(const RunCliOptions& o) {
               chain.stages.size());
   if (!refs.empty()) std::printf("chain reference '%s':\n", chain.reference.c_str());
   for (const run::CheckResult& c : refs) std::fputs(check_line(c).c_str(), stdout);
-  std::printf("wrote %s/chain_stats.json and %zu stage files (%.1f s)\n", out_dir.c_str(), files.size() - 1,
-              std::chrono::duration<double>(clock::now() - t0).count());
+  // Named where the folder is now: moved during the run, it got the files where it went.
+  const std::string now_at = out.where_now();
+  const auto shown = [&](const std::string& path) { return OutDir::shown(path, out_dir, now_at); };
+  std::printf(
+      "wrote %s and %zu stage files%s (%.1f s)\n", shown(files[0].path).c_str(), files.size() - 1,
+      now_at.empty()
+          ? fmt::format(" into the folder given as --out {}, moved or removed during the run", out_dir)
+                .c_str()
+          : "",
+      std::chrono::duration<double>(clock::now() - t0).count());
   for (const auto& f : stale)
-    std::printf("removed %s: an earlier run's output that this run does not write\n", f.c_str());
+    std::printf("removed %s: an earlier run's output that this run does not write\n", shown(f).c_str());
+  std::fflush(stdout);  // the note after the summary, also when both go to one file
+  if (!now_at.empty() && now_at != out_dir)
+    std::fprintf(stderr, "trnsim: note: --out %s was moved during the run: its files are in %s\n",
+                 out_dir.c_str(), now_at.c_str());
   std::fflush(stdout);
   if (rc == workload::kExitBelowRoofline)
     std::fprintf(

@@ -18,6 +18,7 @@
 #include "sim/base/error.h"
 #include "sim/base/host_bytes.h"
 #include "sim/base/interrupt.h"
+#include "sim/base/scratch_dir.h"
 #include "sim/io/enclosing_set.h"
 #include "sim/io/npy.h"
 #include "sim/io/output_files.h"
@@ -151,7 +152,8 @@ int run_workload_file(const RunCliOptions& o) {
   }
   check_host_memory(p, o.dump_inputs, out_dir);
   if (o.dump_inputs) out.add_subfolder("inputs");
-  set_scratch_dir(out_dir);  // large tensors from here on: scratch files on the output's filesystem
+  // Large tensors from here on: scratch files on the output's filesystem, made through the folder's handle.
+  set_scratch_dir(out.fd());
 
   workload::WorkloadRunOptions ro;
   ro.full_reference = o.full_reference;
@@ -192,12 +194,21 @@ int run_workload_file(const RunCliOptions& o) {
 
   // The summary of this run's report, not of the file read back (a device, or another run's by now).
   std::fputs(run::format_stats(nlohmann::json::parse(files.at(0).bytes)).c_str(), stdout);
-  std::printf("wrote %s/stats.json", out_dir.c_str());
+  // Named where the folder is now: moved during the run, it got the files where it went.
+  const std::string now_at = out.where_now();
+  const auto shown = [&](const std::string& path) { return OutDir::shown(path, out_dir, now_at); };
+  std::printf("wrote %s", shown(files[0].path).c_str());
   for (size_t i = 1; i < run_files; ++i)
     std::printf(", %s", fs::path(files[i].path).lexically_relative(out_dir).c_str());
+  if (now_at.empty())
+    std::printf(" into the folder given as --out %s, moved or removed during the run", out_dir.c_str());
   std::printf(" (%.1f s)\n", rep.wall_seconds);
   for (const auto& f : stale)
-    std::printf("removed %s: an earlier run's output that this run does not write\n", f.c_str());
+    std::printf("removed %s: an earlier run's output that this run does not write\n", shown(f).c_str());
+  std::fflush(stdout);  // the note after the summary, also when both go to one file
+  if (!now_at.empty() && now_at != out_dir)
+    std::fprintf(stderr, "trnsim: note: --out %s was moved during the run: its files are in %s\n",
+                 out_dir.c_str(), now_at.c_str());
   std::fflush(stdout);
   // Where the host time went (the workload benchmark reads this line): setup = parse, build, inputs;
   // references = after the simulation (waiting for the reference thread, reading the outputs, comparing);

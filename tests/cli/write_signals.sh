@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# A run ended during its writes, into a folder an earlier run wrote: usage write_signals.sh <trnsim-binary>
+# <source-dir>. Every write step of the set (sim/io/output_files.h) is hit with TRNSIM_TEST_KILL_AT_WRITE_STEP.
+#   1. A handled signal (INT, TERM, HUP, USR1, ALRM, XCPU) before the renames puts every file back and the
+#      folder's record too, byte for byte: `trnsim stats` reads the folder as the earlier run's (issue 22: the
+#      record was left in state "writing" and stats refused the intact folder, "already replaced: ...");
+#      during the renames the signal waits and the set is the new one; after, the stale files go or the
+#      record keeps them.
+#   2. A SIGKILL after the record says "complete" and before the earlier set's stale files are removed: the
+#      record keeps naming them, `trnsim stats` says they are still there, and the next run removes them
+#      (issue 22: they stayed for good beside a --no-numerics stats.json).
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
+SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
+# leftovers DIR: temporaries, backups (the record's too), journals or probes.
+leftovers() { find "$1" -name '*.tmp.*' -o -name '*.old.*' -o -name '.trnsim-files.old' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
+state() { grep -o '"state": "[a-z]*"' "$1/.trnsim-files"; }
+
+# 1. With numerics the set is stats.json, host.json and two outputs: step 1 the record, 2-5 temporaries and
+# backups, 6-9 filled, 10-13 renames, 14 the folder synced, 15-18 backups removed, 19 the record complete.
+"$TRNSIM" run "$SMALL" --out ci >"$T/log0" 2>&1 || bad "first run failed: $(tail -3 "$T/log0")"
+trial() {  # trial SIG STEP
+  local sig=$1 n=$2 rc code log=$T/log.$1.$2
+  cp -p ci/.trnsim-files "$T/record.before"
+  { (TRNSIM_TEST_KILL_SIGNAL=$sig TRNSIM_TEST_KILL_AT_WRITE_STEP=$n exec "$TRNSIM" run "$SMALL" --out ci) >"$log" 2>&1; } 2>/dev/null
+  rc=$?  # (bash says "Terminated" and such otherwise)
+  code=$((128 + $(kill -l "$sig")))
+  check "$sig at step $n: the run dies of it (exit $rc, expected $code: $(tail -2 "$log"))" '[[ $rc == $code ]]'
+  msg=$("$TRNSIM" stats ci/stats.json 2>&1 >/dev/null)
+  check "$sig at step $n: stats reads the folder (exit $?): $msg" '[[ $? == 0 && -z $msg ]]'
+  check "$sig at step $n: no leftovers: $(leftovers ci)" '[[ -z $(leftovers ci) ]]'
+  check "$sig at step $n: the record is complete ($(state ci))" '[[ $(state ci) == "\"state\": \"complete\"" ]]'
+  if ((n <= 9)); then
+    check "$sig at step $n (before the renames): the earlier record is back, byte for byte" \
+      'cmp -s ci/.trnsim-files "$T/record.before"'
+  fi
+  check "$sig at step $n: the folder holds the set ($(ls -A ci | tr '\n' ' '))" \
+    '[[ $(ls -A ci | tr "\n" " ") == ".trnsim-files host.json input_grad.npy stats.json weight_grad.npy " ]]'
+}
+for n in $(seq 1 19); do trial INT "$n"; done
+for sig in TERM HUP USR1 ALRM XCPU; do
+  for n in 1 5 9 12; do trial "$sig" "$n"; done
+done
+
+# 2. The same folder then written by a --no-numerics run: stats.json and host.json, step 1 the record, 2-3
+# temporaries and backups, 4-5 filled, 6-7 renames, 8 the folder synced, 9-10 backups removed, 11 the record
+# complete, 12-13 the two earlier outputs removed.
+for n in 7 8 9 10 11 12 13; do
+  rm -rf k
+  "$TRNSIM" run "$SMALL" --out k >"$T/logk" 2>&1 || bad "first run into k failed: $(tail -3 "$T/logk")"
+  { (TRNSIM_TEST_KILL_AT_WRITE_STEP=$n exec "$TRNSIM" run "$SMALL" --no-numerics --out k) >/dev/null 2>&1; } 2>/dev/null
+  left=$(cd k && ls *.npy 2>/dev/null | tr '\n' ' ')
+  msg=$("$TRNSIM" stats k/stats.json 2>&1 >/dev/null)
+  rc=$?
+  if [[ -z $left ]]; then
+    check "SIGKILL at step $n: no earlier output left, stats reads the folder quietly (exit $rc): $msg" \
+      '[[ $rc == 0 && -z $msg ]]'
+  else
+    # The files are stats.json and host.json of the --no-numerics run beside the first run's outputs.
+    check "SIGKILL at step $n: stats reads the folder (exit $rc) and names the earlier outputs still there ($left): $msg" \
+      '[[ $rc == 0 && $msg == *"note"* && $msg == *"${left%% *}"* ]]'
+  fi
+  "$TRNSIM" run "$SMALL" --no-numerics --out k >"$T/logk2" 2>&1
+  check "SIGKILL at step $n: the next run succeeds (exit $?: $(tail -2 "$T/logk2"))" '[[ $? == 0 ]]'
+  check "SIGKILL at step $n: the next run removed the earlier outputs ($(ls -A k | tr '\n' ' '))" \
+    '[[ $(ls -A k | tr "\n" " ") == ".trnsim-files host.json stats.json " ]]'
+  check "SIGKILL at step $n: stats reads the folder quietly" '[[ -z $("$TRNSIM" stats k/stats.json 2>&1 >/dev/null) ]]'
+  check "SIGKILL at step $n: the record names no earlier set" '! grep -q previous k/.trnsim-files'
+done
+finish
