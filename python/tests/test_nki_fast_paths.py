@@ -121,6 +121,7 @@ class _FakeTrace:
     def __init__(self, st):
         self.storages = []
         self.outer = st.outer
+        self.scope = st.scope
 
 
 main(globals())
