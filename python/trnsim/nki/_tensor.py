@@ -113,6 +113,23 @@ def _row_major(shape):
     return tuple(reversed(strides))
 
 
+def _hbm_view(t, boff, dims, lo, hi, isz):
+    """NkiTensor(t.st, t.dtype, boff, dims, -1, t.p0) with its rectangle (lo, hi: its extent in elements of
+    stride around its first element), its fields set here: a class call with __init__ costs as much again
+    (python/tests/test_nki_fast_paths.py checks the fields)."""
+    v = _new(NkiTensor)
+    v.st = t.st
+    v.dtype = t.dtype
+    v.boff = boff
+    v.dims = dims
+    v.pd = -1
+    v.p0 = t.p0
+    v.vars = None
+    v._rect = (0, 1, boff + lo * isz, boff + hi * isz + isz)
+    v._bv = None
+    return v
+
+
 class NkiTensor:
     """A view of a storage (see the module docstring)."""
 
@@ -429,17 +446,7 @@ class NkiTensor:
                             lo += s1 * (m1 - 1)
                         else:
                             hi += s1 * (m1 - 1)
-                    v = _new(NkiTensor)  # as below
-                    v.st = self.st
-                    v.dtype = self.dtype
-                    v.boff = boff
-                    v.dims = ((s0, m0), (s1, m1))
-                    v.pd = -1
-                    v.p0 = self.p0
-                    v.vars = None
-                    v._rect = (0, 1, boff + lo * isz, boff + hi * isz + isz)
-                    v._bv = None
-                    return v
+                    return _hbm_view(self, boff, ((s0, m0), (s1, m1)), lo, hi, isz)
         out = []
         lo = hi = 0  # the view's extent in elements of stride around its first element
         d = 0
@@ -487,19 +494,7 @@ class NkiTensor:
                     lo += stride * (n - 1)
                 else:
                     hi += stride * (n - 1)
-        # NkiTensor(self.st, self.dtype, boff, tuple(out), -1, self.p0) with its rect, its fields set here (a
-        # class call with __init__ costs as much again; python/tests/test_nki_fast_paths.py checks the fields).
-        v = _new(NkiTensor)
-        v.st = self.st
-        v.dtype = self.dtype
-        v.boff = boff
-        v.dims = tuple(out)
-        v.pd = -1
-        v.p0 = self.p0
-        v.vars = None
-        v._rect = (0, 1, boff + lo * isz, boff + hi * isz + isz)
-        v._bv = None
-        return v
+        return _hbm_view(self, boff, tuple(out), lo, hi, isz)
 
     # ---- view operations
     def reshape(self, *shape):
