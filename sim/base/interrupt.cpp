@@ -29,6 +29,7 @@ constexpr int kMaxSignal = 65;
 // async-signal-safe).
 char g_stop_msg[kMaxSignal][160];  // during a cooperative section, first signal
 char g_die_msg[kMaxSignal][160];   // ending the process at once
+char g_held_msg[kMaxSignal][160];  // ending it after a SignalsHeld section
 
 // A slot's state: kFree, kWriting (being filled, invisible to the handler), or a Kind + 2.
 enum : int { kFree = 0, kWriting = 1 };
@@ -135,6 +136,8 @@ void install_handlers() {
     std::snprintf(g_stop_msg[sig], sizeof g_stop_msg[sig],
                   "\ntrnsim: interrupted%s: stopping the simulation (again to quit at once)\n", why.c_str());
     std::snprintf(g_die_msg[sig], sizeof g_die_msg[sig], "\ntrnsim: interrupted%s\n", why.c_str());
+    std::snprintf(g_held_msg[sig], sizeof g_held_msg[sig],
+                  "\ntrnsim: interrupted%s once the files being written were all in place\n", why.c_str());
     // Only where the default action would end the process: a signal the caller ignores stays ignored
     // (nohup's SIGHUP, a background job's SIGINT), a handler someone else installed stays (a profiler's).
     struct sigaction old {};
@@ -170,7 +173,11 @@ SignalsHeld::SignalsHeld() {
 }
 
 SignalsHeld::~SignalsHeld() {
-  if (g_held.fetch_sub(1) == 1 && g_held_signal.load() != 0) die(g_held_signal.load());
+  if (g_held.fetch_sub(1) == 1 && g_held_signal.load() != 0) {
+    const int sig = g_held_signal.load();
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, g_held_msg[sig], std::strlen(g_held_msg[sig]));
+    die(sig);
+  }
 }
 
 CooperativeSection::CooperativeSection() {

@@ -54,8 +54,9 @@ int signal_number();
 // SIGINT when none was recorded). Never returns.
 [[noreturn]] void exit_now();
 
-// While alive, a signal is held back (a set of renames that must all happen or none): when the section ends,
-// the process ends as the signal asks, after the renames.
+// While alive, a signal is held back (a set of renames that must all happen or none, then the earlier set's
+// files removed): when the section ends, the process says it was interrupted once the files were in place
+// and ends as the signal asks.
 class SignalsHeld {
  public:
   SignalsHeld();

@@ -850,7 +850,8 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   }
   Manifest complete_record;
   bool complete_written = false;
-  // A signal now waits until every file is in place and recorded.
+  // A signal now waits until every file is in place and recorded, and the earlier set's files are removed.
+  std::vector<std::string> removed;
   {
     const interrupt::SignalsHeld all_renames_or_none;
     // From the first rename on, a record in state "writing" is what tells the files' sets apart.
@@ -899,18 +900,18 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     for (size_t gi : written_records) ::fsync(groups[gi].fd.get());
     on_signal.clear();
     step();
-  }
-  if (!folder) return {};
-  std::vector<std::string> removed = remove_stale(folder->dir, stale);
-  if (complete_written && !stale.empty()) {
-    // Removed, or no longer the earlier run's (changed or replaced meanwhile: the user's now).
-    complete_record.previous.clear();
-    try {
-      write_record(groups[0].fd.get(), groups[0].dir, kManifestName, manifest_text(complete_record));
-    } catch (const InputError& e) {
-      std::fprintf(stderr, "trnsim: note: %s\n", e.what());  // the next run removes nothing that is not there
+    if (!folder) return {};
+    removed = remove_stale(folder->dir, stale);
+    if (complete_written && !stale.empty()) {
+      // Removed, or no longer the earlier run's (changed or replaced meanwhile: the user's now).
+      complete_record.previous.clear();
+      try {
+        write_record(groups[0].fd.get(), groups[0].dir, kManifestName, manifest_text(complete_record));
+      } catch (const InputError& e) {
+        std::fprintf(stderr, "trnsim: note: %s\n", e.what());  // the next run removes nothing not there
+      }
+      step();
     }
-    step();
   }
   return removed;
 }

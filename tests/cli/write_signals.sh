@@ -66,4 +66,22 @@ for n in 7 8 9 10 11 12 13; do
   check "SIGKILL at step $n: stats reads the folder quietly" '[[ -z $("$TRNSIM" stats k/stats.json 2>&1 >/dev/null) ]]'
   check "SIGKILL at step $n: the record names no earlier set" '! grep -q previous k/.trnsim-files'
 done
+
+# 3. A handled signal from the first rename on (steps 6-13 of the --no-numerics run above) waits until the
+# earlier set's files are removed too, then ends the run with a message: the folder is the new set alone
+# (a tester found the process ended silently there, before the removal, leaving the earlier outputs).
+for n in 6 7 8 9 10 11 12 13; do
+  rm -rf k
+  "$TRNSIM" run "$SMALL" --out k >"$T/logk" 2>&1 || bad "first run into k failed: $(tail -3 "$T/logk")"
+  { (TRNSIM_TEST_KILL_SIGNAL=TERM TRNSIM_TEST_KILL_AT_WRITE_STEP=$n exec "$TRNSIM" run "$SMALL" --no-numerics \
+    --out k) >"$T/logt" 2>&1; } 2>/dev/null
+  rc=$?
+  check "TERM at step $n: exit $rc (143), says so: $(tail -1 "$T/logt")" \
+    '[[ $rc == 143 && $(cat "$T/logt") == *"interrupted (SIGTERM) once the files being written were all in place"* ]]'
+  check "TERM at step $n: the folder is the new set ($(ls -A k | tr '\n' ' '))" \
+    '[[ $(ls -A k | tr "\n" " ") == ".trnsim-files host.json stats.json " ]]'
+  check "TERM at step $n: stats reads the folder quietly" '[[ -z $("$TRNSIM" stats k/stats.json 2>&1 >/dev/null) ]]'
+  check "TERM at step $n: the record is complete and names no earlier set" \
+    '[[ $(state k) == "\"state\": \"complete\"" ]] && ! grep -q previous k/.trnsim-files'
+done
 finish
