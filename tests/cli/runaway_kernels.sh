@@ -96,6 +96,18 @@ check "tune: the looping point's row says it timed out: $(grep -h "timed out" ot
 check "tune: the plain point is the best: $(grep loop ot/best_workload.json)" \
   'grep -q "\"loop\": 0" ot/best_workload.json'
 check "no process left after tune: $(leftovers)" '[[ -z $(leftovers) ]]'
+# SIGTERM while the looping point is checked ends tune as interrupted (exit 143), with no best workload and
+# no results table written as if it had finished (before: exit 0, results.csv rewritten, "best" printed).
+"$TRNSIM" tune "$T/st.json" --out "$T/ot2" -j 1 --budget 2 --no-report >runt2.txt 2>errt2.txt &
+pid=$!
+sleep 2
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+check "tune ended by SIGTERM exits 143 ($rc): $(tail -1 errt2.txt)" '[[ $rc == 143 ]]'
+check "tune ended by SIGTERM writes no best workload nor results table: $(ls ot2 | tr '\n' ' ')" \
+  '[[ ! -e ot2/best_workload.json && ! -e ot2/results.csv ]]'
+check "no process left after tune's SIGTERM: $(leftovers)" '[[ -z $(leftovers) ]]'
 
 # 5. While a point is checked in its child (here for up to --timeout 12 s), a run that ended meanwhile is
 # collected at once: its row kept, no zombie (before: only after the check, so for up to --timeout).

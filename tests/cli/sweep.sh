@@ -101,6 +101,19 @@ check "tune's best ($got) is the grid's best ($best_grid)" '[[ -n $got && $got =
 check "best workload written" '[[ -f $T/tn/best_workload.json ]] && grep -qF "\"name\": \"matmul_mxfp8_bwd_512_trn3_tuned\"" "$T/tn/best_workload.json"'
 out=$("$TRNSIM" run "$T/tn/best_workload.json" --out "$T/bw" 2>&1 | grep "simulated time")
 check "the best workload runs: $out" '[[ -n $out ]]'
+# tune --write never lands on a file the tune reads or writes, or one a run recorded: refused before it runs,
+# the file unchanged (before: each was replaced by the best workload, exit 0).
+cp "$W" "$T/wcopy.json"
+printf '{"name": "tw", "workload": "%s", "set": {"numerics": false}, "axes": [{"name": "bm", "path": "params.input_grad_config.TILES_IN_BLOCK_M", "values": [1]}]}' \
+  "$T/wcopy.json" >"$T/tw.json"
+mkdir -p "$T/twout" && printf 'mine\n' >"$T/twout/notes.txt"
+for target in "$T/tw.json" "$T/wcopy.json" "$T/twout/notes.txt" "$T/bw/stats.json"; do
+  cp -p "$target" "$T/before.copy"
+  "$TRNSIM" tune "$T/tw.json" --budget 1 --out "$T/twout" --no-report --write "$target" >/dev/null 2>"$T/tw_err.txt"
+  rc=$?
+  check "tune --write $target refused (exit $rc): $(tail -1 "$T/tw_err.txt")" \
+    '[[ $rc == 1 && $(cat "$T/tw_err.txt") == *"--write"* ]] && cmp -s "$target" "$T/before.copy"'
+done
 
 # A second sweep or tune into a folder another one holds (its lock, taken here by flock(1)) is refused at once,
 # and writes nothing there; once the lock is free the sweep runs.

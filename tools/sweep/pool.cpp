@@ -96,6 +96,9 @@ class Pool {
       if (src_.idle()) continue;
       reap(kids_.empty() ? 20 : 200);
     }
+    // A source that stops on a signal without throwing (tune's, whose point check was interrupted) ends the
+    // run as an interrupted one, not as a finished one.
+    if (interrupt::requested()) stop_all();
     std::error_code ec;
     fs::remove(runs_, ec);  // when empty
   }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -285,6 +286,24 @@ void absolute_paths(json& doc, const std::string& base) {
     }
 }
 
+// --write names a file of its own: not the sweep file or its workload (the tune reads them), not a file a run
+// recorded, not a file in the tune's folder (its plan, points and results) other than best_workload.json.
+void check_write_target(const std::string& write, const Spec& spec, const std::string& dir) {
+  io::check_distinct_files({{write, "--write"},
+                            {spec.file, "the sweep file", true},
+                            {spec.workload, "the sweep's workload", true}});
+  io::check_not_recorded(write, "--write");
+  std::error_code ec;
+  const fs::path w = fs::weakly_canonical(fs::absolute(write), ec);
+  const fs::path d = fs::weakly_canonical(fs::absolute(dir), ec);
+  if (w == d / "best_workload.json") return;
+  if (std::mismatch(d.begin(), d.end(), w.begin(), w.end()).first == d.end())
+    throw InputError(
+        fmt::format("--write '{}': cannot write: it is in the tune's folder {} (its plan, points and "
+                    "results); name a file outside it",
+                    write, dir));
+}
+
 }  // namespace
 
 int run_tune(const std::string& sweep_file, const TuneOptions& o) {
@@ -302,6 +321,7 @@ int run_tune(const std::string& sweep_file, const TuneOptions& o) {
   const bool maximize = o.maximize_given ? o.maximize : spec.maximize;
   if (spec.product_size() == 0 && spec.listed.empty()) throw InputError(spec.file + ": no points to tune");
   const std::string dir = o.out.empty() ? (fs::path("out") / "tune" / spec.name).string() : o.out;
+  if (!o.write.empty()) check_write_target(o.write, spec, dir);
   const io::DirLock lock = prepare_dir(dir, spec.name);
   json plan = plan_header(spec);
   plan["objective"] = objective;
