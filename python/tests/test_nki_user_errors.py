@@ -377,6 +377,12 @@ def nki_frob(x):
 
 
 @nki.jit
+def huge_free_dim(x):
+    y = nl.ndarray((128, 2**70), dtype=nl.float32, buffer=nl.sbuf)  # MARK-huge-free-dim
+    return x
+
+
+@nki.jit
 def float_shape(x):
     y = nl.ndarray((128, 64.0), dtype=x.dtype, buffer=nl.shared_hbm)  # MARK-float-shape
     nl.store(y, nl.load(x))
@@ -528,7 +534,10 @@ def test_sizes_that_are_not_integers_are_refused():
             ("bool_shape", "MARK-bool-shape", "nl.ndarray: shape (True, 64): size True is not an integer"),
             ("float_par_dim", "MARK-float-par-dim", "nl.par_dim: size 1.5 is not an integer"),
             ("float_range", "MARK-float-range", "nl.affine_range: bounds must be integers known while tracing, "
-             "got float 1.5")):
+             "got float 1.5"),
+            # A tester: an internal TypeError from the allocator's bindings, with no line.
+            ("huge_free_dim", "MARK-huge-free-dim", "nl.ndarray: shape [128, 1180591620717411303424] float32: "
+             "6.045e+23 bytes, more than any memory of the device holds")):
         rc, err, _ = run(d, function)
         assert rc == 1, err
         assert "k.py:%d: NkiError: %s" % (line(d, marker), text) in err, (function, err)

@@ -110,6 +110,9 @@ def _buffer(buffer):
     raise NkiError(f"buffer must be nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm or nl.private_hbm, got {buffer!r}")
 
 
+_MAX_TENSOR_BYTES = 1 << 48  # 256 TiB: more than a device's HBM, far below 64-bit sizes
+
+
 def ndarray(shape, dtype, buffer=None, name="", **kwargs):
     """A new tensor (uninitialised) of `shape` and `dtype` in `buffer` (nl.sbuf by default)."""
     return new_tensor(shape, dtype, buffer, name, kwargs, "nl.ndarray")
@@ -127,6 +130,10 @@ def new_tensor(shape, dtype, buffer, name, kwargs, call):
             raise NkiError(f"{call}: shape {shape!r:.80}: size {s!r:.40} is not an integer")
     b = _buffer(buffer)
     d = _modelled(_as_dtype(dtype))
+    nbytes = _math.prod(int(s) for s in shape) * d.itemsize
+    if nbytes >= _MAX_TENSOR_BYTES:  # past any memory (and the 64-bit sizes the allocator takes)
+        raise NkiError(f"{call}: shape {list(shape)!s:.80} {d.name}: {nbytes:.3e} bytes, more than any memory "
+                       f"of the device holds")
     if kwargs.get("address") is not None:
         unsupported(f"{call}(address=...)", "direct allocation at a fixed address; trnsim allocates tiles")
     if b.space == HBM:
