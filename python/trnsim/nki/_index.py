@@ -119,7 +119,8 @@ class IndexExpr:
     def _cmp(self, other, op):
         c = _const(other)
         if c is None:
-            raise NkiError("a mask compares an index expression with an integer")
+            raise NkiError(f"a mask compares an index expression with an integer, got {other!r} (a comparison of "
+                           "two index expressions, a triangular mask, is not modelled)")
         return Mask.of(self, op, c)
 
     def __lt__(self, o):
@@ -133,6 +134,13 @@ class IndexExpr:
 
     def __ge__(self, o):
         return self._cmp(o, ">=")
+
+    def __eq__(self, o):
+        if _const(o) is None and not isinstance(o, IndexExpr):
+            return NotImplemented
+        raise NkiError("a mask compares an index expression with <, <=, > or >= (== and != are not modelled)")
+
+    __ne__ = __eq__
 
     def __hash__(self):
         return id(self)
@@ -198,22 +206,29 @@ class Mask:
     @staticmethod
     def of(expr, op, c):
         if len(expr.terms) != 1:
-            raise NkiError("a mask bound must involve one index variable (e.g. i_p < n)")
+            raise NkiError(f"a mask bound must involve one nl.arange index variable (e.g. i_p < n), got "
+                           f"{expr!r} {op} {c}: only rectangular masks (a range per variable) are modelled")
         (v, k), = expr.terms.items()
-        if k != 1:
-            raise NkiError("a mask bound must have the index variable with coefficient 1")
-        # expr = v + const  <op>  c   ->   v <op> c - const
-        t = c - expr.const
-        lo, hi = 0, v.size
+        # k * v + const <op> c, in integers, as k' * v < u
+        u = c - expr.const
         if op == "<":
-            hi = min(hi, t)
+            kk, u = k, u
         elif op == "<=":
-            hi = min(hi, t + 1)
+            kk, u = k, u + 1
         elif op == ">":
-            lo = max(lo, t + 1)
-        elif op == ">=":
-            lo = max(lo, t)
+            kk, u = -k, -u
+        else:  # ">="
+            kk, u = -k, -u + 1
+        lo, hi = 0, v.size
+        if kk > 0:
+            hi = min(hi, -(-u // kk))
+        else:
+            lo = max(lo, u // kk + 1)
         return Mask({v: (lo, hi)})
+
+    def empty(self):
+        """True if some variable has no allowed value: NKI skips the instruction."""
+        return any(hi <= lo for lo, hi in self.bounds.values())
 
     def __and__(self, other):
         if not isinstance(other, Mask):
@@ -226,6 +241,10 @@ class Mask:
         return Mask(b)
 
     __rand__ = __and__
+
+    def __bool__(self):
+        raise NkiError("a mask is not a Python truth value: combine predicates with & (e.g. (i_p < n) & (i_f < m)), "
+                       "not `and` or a chained comparison (0 <= i_p < n)")
 
     def __or__(self, other):
         raise NkiError("masks with | are not modelled (only conjunctions of bounds, combined with &)")

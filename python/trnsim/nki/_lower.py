@@ -16,7 +16,7 @@ from . import _trace
 from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype
 from ._errors import NkiError, caller_loc, unsupported
 from ._index import IndexExpr, Mask
-from ._tensor import HBM, PSUM, SBUF, NkiTensor
+from ._tensor import HBM, PSUM, SBUF, NkiTensor, Unbounded
 
 F32 = BY_NAME["float32"]
 
@@ -187,41 +187,124 @@ def iadd(dst, value):
 # ---- masks
 
 
-def apply_mask(mask, views):
-    """Restricts the views to the index-variable ranges `mask` allows. Views indexed by nl.arange variables
-    are cut along those variables' dims; views without variables (e.g. tiles) along the same dims of the
-    first variable-indexed view, when their shape is the same."""
-    if mask is None:
+def apply_mask(mask, views, skip=False):
+    """The views restricted to what `mask` allows (NKI's tile masking, docs/nki.md "Masks").
+
+    A mask is a conjunction (&) of bounds on nl.arange index variables (_index.Mask); each bound names the
+    valid range of the operand axis its variable indexes. The NKI docs ("NKI API Masking") say the mask is a
+    compile-time predicate: the compiler emits the instruction for the masked-in region only (or no
+    instruction when nothing is masked in), so masking costs nothing at run time and the instruction takes
+    the time of the smaller region. Here, likewise, each operand is cut to its masked-in region and the one
+    instruction is emitted for that: a view indexed by an nl.arange variable is cut along the variable's dim
+    (an index expression reaching outside its dim, _tensor.Unbounded, is checked on the masked-in region
+    only); a view without variables (a tile) along the dims of the first indexed view when it has that view's
+    shape, or is taken as it is when it already has the masked-in shape (a masked nl.load's result); with no
+    indexed view, the variable of axis a of an n-D index space bounds dim a of an n-D tile.
+
+    Returns None when nothing is masked in and the caller can skip its instruction (`skip`: it writes an
+    existing tensor); NkiError for a call that would return an empty new tile."""
+    if mask is None or mask is True:
+        for v in views:
+            if type(v) is Unbounded:
+                raise v._error()
         return tuple(views)
-    if isinstance(mask, bool) or mask is True:
-        return tuple(views)
+    if mask is False or isinstance(mask, np.bool_):
+        if mask:
+            return apply_mask(None, views)
+        return _empty(skip)
     if not isinstance(mask, Mask):
-        raise NkiError(f"mask must be a predicate on nl.arange index expressions, got {mask!r}")
+        raise NkiError(f"mask must be a predicate on nl.arange index expressions (e.g. mask=(i_p < n), "
+                       f"combined with &), got {type(mask).__name__} {mask!r}")
+    if mask.empty():
+        return _empty(skip)
+    bounds = mask.bounds
     ref = next((v for v in views if isinstance(v, NkiTensor) and v.vars), None)
-    if ref is None:
-        raise NkiError("mask: no operand is indexed with the mask's nl.arange variables")
-    cuts = {}
-    for d, var in enumerate(ref.vars):
-        if var is not None and var in mask.bounds:
-            lo, hi = mask.bounds[var]
-            if hi <= lo:
-                raise NkiError("mask selects no element")
-            cuts[d] = (lo, hi)
+    if ref is not None:
+        cuts = {d: bounds[var] for d, var in enumerate(ref.vars) if var is not None and var in bounds}
+        used = {var for v in views if isinstance(v, NkiTensor) and v.vars for var in v.vars}
+        unused = [var for var in bounds if var not in used]
+        if unused:
+            raise NkiError(f"mask: its nl.arange variable {unused[0]!r} indexes no operand of this call (a mask "
+                           f"bounds the operand axes its variables index)")
+    else:
+        cuts = None
     out = []
     for v in views:
         if not isinstance(v, NkiTensor):
             out.append(v)
             continue
+        if type(v) is Unbounded:
+            out.append(v.bounded(bounds))
+            continue
         if v.vars:
-            vc = {d: mask.bounds[var] for d, var in enumerate(v.vars) if var is not None and var in mask.bounds}
-        elif v.shape == ref.shape:
-            vc = cuts
+            vc = {d: bounds[var] for d, var in enumerate(v.vars) if var is not None and var in bounds}
         else:
-            raise NkiError(f"mask: operand {list(v.shape)} does not have the masked operand's shape "
-                           f"{list(ref.shape)}")
+            vc = _tile_cuts(v, ref, cuts, bounds)
         idx = tuple(slice(vc[d][0], vc[d][1]) if d in vc else slice(None) for d in range(v.ndim))
         out.append(v.index(idx) if vc else v)
     return tuple(out)
+
+
+def _empty(skip):
+    if skip:
+        return None
+    raise NkiError("the mask selects no element: NKI then emits no instruction, but this call returns a new "
+                   "tile, which cannot be empty here (not modelled); mask the calls that write existing "
+                   "tensors (nl.store, nisa calls with dst=) or skip the call for this iteration")
+
+
+def _squeezed(shape):
+    return tuple(n for n in shape if n != 1)
+
+
+def _tile_cuts(v, ref, cuts, bounds):
+    """The dims to cut of a tile `v` (a view without index variables) under the mask `bounds`."""
+    shape = tuple(v.shape)
+    if ref is not None:
+        full = tuple(ref.shape)
+        if len(shape) != len(full):
+            # e.g. a [128, 1] tile against a 1-D index: their dims other than 1 in order
+            mine = [d for d, n in enumerate(shape) if n != 1]
+            theirs = [d for d, n in enumerate(full) if n != 1]
+            if len(mine) != len(theirs):
+                raise NkiError(f"mask: operand {list(shape)} does not match the masked operand {list(full)}")
+            pairs = list(zip(mine, theirs))
+        else:
+            pairs = [(d, d) for d in range(len(shape))]
+        vc = {}
+        for d, e in pairs:
+            n = shape[d]
+            if n == 1 and full[e] != 1:
+                continue  # a broadcast dim (a [P, 1] bias or scalar operand)
+            if e not in cuts:
+                if n != full[e]:
+                    raise NkiError(f"mask: operand {list(shape)} does not match the masked operand "
+                                   f"{list(full)} (dim {d})")
+                continue
+            lo, hi = cuts[e]
+            if n == full[e]:
+                vc[d] = (lo, hi)
+            elif n != hi - lo:  # (else already the masked-in extent, e.g. a masked nl.load's result)
+                raise NkiError(f"mask: dim {d} of operand {list(shape)} is neither the masked operand's "
+                               f"({full[e]}) nor its masked-in extent ({hi - lo})")
+        return vc
+    vc = {}
+    for var, (lo, hi) in bounds.items():
+        if var.ndim != v.ndim:
+            continue
+        d, n = var.axis, shape[var.axis]
+        if n == 1 and var.size != 1:
+            continue  # a broadcast dim (a [P, 1] bias or scalar operand)
+        if n == var.size:
+            if (lo, hi) != (0, n):
+                vc[d] = (lo, hi)
+        elif n != hi - lo:
+            raise NkiError(f"mask: dim {d} of operand {list(shape)} is neither the mask variable's range "
+                           f"({var.size}) nor its masked-in extent ({hi - lo})")
+    if not vc and not any(var.ndim == v.ndim for var in bounds):
+        raise NkiError(f"mask: no operand is indexed with the mask's nl.arange variables, and the mask's "
+                       f"{max(var.ndim for var in bounds)}-D index space does not match operand {list(shape)}")
+    return vc
 
 
 # ---- DMAs
@@ -411,9 +494,10 @@ def load(src, mask=None, dtype=None):
     else:
         if not isinstance(src, NkiTensor):
             raise NkiError(f"nl.load: src must be an HBM tensor, got {type(src).__name__}")
+        if mask is not None or type(src) is Unbounded:
+            return _masked_load(src, mask, dtype)
         if src.st.space != HBM:
             raise NkiError("nl.load: src must be in HBM (use nl.copy / nisa.tensor_copy on chip)")
-        (src,) = apply_mask(mask, (src,))
         shape, sdt = src.shape, src.dtype
     if len(shape) == 1:
         shape = (shape[0], 1)
@@ -422,15 +506,39 @@ def load(src, mask=None, dtype=None):
     return fresh(out)
 
 
+def _masked_load(src, mask, dtype):
+    """nl.load(src, mask=...): the tile has the index's shape, as in NKI, and one DMA writes its masked-in
+    region; that region's view is the result (what the kernel's next calls work on: an unmasked nl.exp of it
+    computes the masked-in part only, as the rest holds nothing)."""
+    full = tuple(src.shape)
+    cuts = {d: mask.bounds[var] for d, var in enumerate(src.vars or ()) if var is not None
+            and isinstance(mask, Mask) and var in mask.bounds}
+    (src,) = apply_mask(mask, (src,))
+    if src.st.space != HBM:
+        raise NkiError("nl.load: src must be in HBM (use nl.copy / nisa.tensor_copy on chip)")
+    if len(full) == 1:
+        full = (full[0], 1)
+    out = _ops.new_tile(full, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
+    if cuts:
+        part = out.index(tuple(slice(*cuts[d]) if d in cuts else slice(None) for d in range(len(full))))
+        if part.shape != out.shape:
+            out = part
+    dma(out, src, loc=out.st.loc)
+    return fresh(out)
+
+
 def store(dst, value, mask=None):
     """nl.store: one DMA from SBUF into HBM; a PSUM value is first copied to SBUF (nki.language.store)."""
     if not isinstance(value, NkiTensor):
         raise NkiError(f"nl.store: value must be an on-chip tile, got {type(value).__name__}")
+    if isinstance(dst, NkiTensor) and (mask is not None or type(dst) is Unbounded or type(value) is Unbounded):
+        views = apply_mask(mask, (dst, value), skip=True)
+        if views is None:
+            return  # nothing masked in: NKI emits no instruction
+        dst, value = views
     d = dst.view if isinstance(dst, _Indirect) else dst
     if not isinstance(d, NkiTensor) or d.st.space != HBM:
         raise NkiError("nl.store: dst must be an HBM tensor")
-    if isinstance(dst, NkiTensor):
-        dst, value = apply_mask(mask, (dst, value))
     loc = caller_loc()
     if value.st.space == PSUM:
         tmp = _ops.new_tile(value.shape, value.dtype, SBUF, "store_psum_copy", loc)

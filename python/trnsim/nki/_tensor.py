@@ -15,7 +15,7 @@ innermost dim.
 import math
 
 from ._dtypes import as_dtype
-from ._errors import NkiError
+from ._errors import NkiError, caller_loc
 from ._index import IndexExpr, _const
 
 SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
@@ -297,6 +297,7 @@ class NkiTensor:
         out = []  # (stride, size, is_partition) of basic dims, None placeholder where advanced dims go
         adv_pos = []
         var_strides = {}  # IndexVar -> [stride, is_partition]
+        unbounded = []  # (dim, index expression, dim size) of expressions reaching outside the dim
         for d, e in enumerate(idx):
             stride, size = self.dims[d]
             is_p = d == self.pd
@@ -327,8 +328,8 @@ class NkiTensor:
             elif isinstance(e, IndexExpr):
                 lo, hi = e.value_range()
                 if lo < 0 or hi >= size:
-                    raise NkiError(f"index expression on dim {d} covers [{lo}, {hi}], outside [0, {size}) "
-                                   f"(tensor {list(self.shape)})")
+                    # Legal if a mask bounds it (NKI's tail tiles): checked when the call's mask is applied.
+                    unbounded.append((d, e, size))
                 adv_pos.append(len(out))
                 if is_p:
                     if len(e.terms) > 1 or any(k != 1 for k in e.terms.values()):
@@ -361,6 +362,8 @@ class NkiTensor:
             vs.append(e[3] if len(e) > 3 else None)
         if self.st.space == HBM:
             pd = -1
+        if unbounded:
+            return Unbounded.of(self, boff, tuple(dims), pd, p0, tuple(vs), unbounded)
         return NkiTensor(self.st, self.dtype, boff, tuple(dims), pd, p0, tuple(vs) if var_strides else None)
 
     def _index_basic(self, idx):
@@ -705,6 +708,62 @@ class NkiTensor:
         from . import language as nl
 
         return nl.transpose(self)
+
+
+_ST = NkiTensor.__dict__["st"]  # the slot NkiTensor.st, read and set past Unbounded's property
+
+
+class Unbounded(NkiTensor):
+    """A view whose nl.arange index expression reaches outside its dim (`x[t * 128 + i_p, i_f]` on the tail
+    tile of a [200, 64] tensor): legal only under a mask that bounds it (NKI's tile masking). A call's mask
+    makes the bounded view of it (bounded(), _lower.apply_mask); any other use of it reads `.st` and is the
+    out-of-bounds error at that kernel line."""
+
+    __slots__ = ("unbounded", "expr_loc")
+
+    @staticmethod
+    def of(base, boff, dims, pd, p0, vars, unbounded):  # noqa: A002
+        v = object.__new__(Unbounded)
+        _ST.__set__(v, base.st)
+        v.dtype, v.boff, v.dims, v.pd, v.p0, v.vars = base.dtype, boff, dims, pd, p0, vars
+        v._rect = v._bv = None
+        v.unbounded = unbounded
+        v.expr_loc = caller_loc()
+        return v
+
+    def _error(self, why=""):
+        d, e, size = self.unbounded[0]
+        lo, hi = e.value_range()
+        st = _ST.__get__(self)
+        at = f" (the index at {self.expr_loc})" if self.expr_loc and self.expr_loc != caller_loc() else ""
+        return NkiError(f"index expression on dim {d} covers [{lo}, {hi}], outside [0, {size}) (tensor "
+                        f"{st.name!r} {list(st.shape)}){at}{why}: a mask= on this call that keeps it inside "
+                        f"(e.g. mask=(index < {size})) is NKI's way to access a partial tile")
+
+    @property
+    def st(self):
+        raise self._error()
+
+    def __repr__(self):
+        return f"<unbounded view of {_ST.__get__(self)!r}>"
+
+    def bounded(self, bounds):
+        """The view under the mask `bounds` ({IndexVar: (lo, hi)}, hi exclusive, each non-empty): its dims
+        cut to the masked-in ranges; NkiError if an index is still outside its dim there."""
+        for d, e, size in self.unbounded:
+            lo = hi = e.const
+            for var, k in e.terms.items():
+                a, b = bounds.get(var, (0, var.size))
+                a, b = k * (var.start + a), k * (var.start + b - 1)
+                lo += min(a, b)
+                hi += max(a, b)
+            if lo < 0 or hi >= size:
+                raise NkiError(f"index expression on dim {d} covers [{lo}, {hi}] under the mask, outside "
+                               f"[0, {size}) (tensor {_ST.__get__(self).name!r} {list(_ST.__get__(self).shape)})")
+        plain = NkiTensor(_ST.__get__(self), self.dtype, self.boff, self.dims, self.pd, self.p0, self.vars)
+        idx = tuple(slice(*bounds[var]) if var is not None and var in bounds else slice(None)
+                    for var in self.vars)
+        return plain.index(idx)
 
 
 def _fmt_slice(e):

@@ -245,7 +245,7 @@ def _activation_new(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_
 def _activation_old(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
                     reduce_cmd=reduce_cmd.idle, mask=None, dtype=None, **kwargs):
     rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.activation")
-    (data,) = _apply_mask(mask, data)
+    data, bias, scale, rr = _apply_mask(mask, data, bias, scale, rr)  # ([P, 1] tiles: their partitions)
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "activation")
     _ops.activation(dst, _lower.act_name(op, "activation"), data, bias, scale, rr)
     return _lower.fresh(dst)
@@ -322,7 +322,7 @@ def _tensor_scalar_new(dst, data, op0, operand0, reverse0=False, op1=None, opera
 @_named("tensor_scalar")
 def _tensor_scalar_old(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *,
                        dtype=None, mask=None, engine=engine.unknown, **kwargs):
-    (data,) = _apply_mask(mask, data)
+    data, operand0, operand1 = _apply_mask(mask, data, operand0, operand1)  # ([P, 1] operands: their partitions)
     a, b = _ts_ops(op0, op1, "tensor_scalar")
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "tensor_scalar")
     _ops.tensor_scalar(dst, data, a, operand0, reverse0, b, operand1, reverse1,
@@ -459,7 +459,10 @@ def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mod
     if dst is None or src is None:
         raise TypeError("nki.isa.dma_copy() needs dst and src")
     if mask is not None:
-        dst, src = _lower.apply_mask(mask, (dst, src))
+        views = _lower.apply_mask(mask, (dst, src), skip=True)
+        if views is None:
+            return None  # nothing masked in: NKI emits no instruction
+        dst, src = views
     opts = _dma_common("nki.isa.dma_copy", dst_rmw_op, oob_mode, dge_mode, engine)
     return _lower.dma(dst, src, **opts)
 

@@ -1,0 +1,166 @@
+"""NKI kernels with masks (tile masking: tail tiles, free-dim masks, masks on compute calls), for
+test_nki_masks.py. Written for this project, in the style NKI's docs describe for masks."""
+
+import numpy as np
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def tail_rows(x):
+    # Tiles of 128 rows over a [200, 64] input, the last masked to its 72 rows; nothing computes on the mask
+    # but the load and the store. Rows 200..255 of the [256, 64] output are zeroed first and must stay so.
+    out = nl.ndarray((256, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out[200:256, :], value=nl.zeros((56, 64), dtype=x.dtype, buffer=nl.sbuf))
+    i_f = nl.arange(64)[None, :]
+    for t in nl.affine_range(2):
+        i_p = nl.arange(128)[:, None]
+        tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 200))
+        y = nl.multiply(tile, 3.0)
+        nl.store(out[t * 128 + i_p, i_f], value=y, mask=(t * 128 + i_p < 200))
+    return out
+
+
+@nki.jit
+def tail_rows_1d(x):
+    # The 1-D form: nl.arange without new axes, a [200] vector in tiles of 128.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for t in nl.affine_range(2):
+        i = t * 128 + nl.arange(128)
+        tile = nl.load(x[i], mask=(i < x.shape[0]))
+        nl.store(out[i], value=tile, mask=(i < x.shape[0]))
+    return out
+
+
+@nki.jit
+def tail_cols(x):
+    # A [128, 100] input in column tiles of 64, the last masked on the free dim to 36 columns; the add is
+    # masked too, and the store also drops rows 120..127 (a mask on both dims), which stay zero.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out[120:128, :], value=nl.zeros((8, 100), dtype=x.dtype, buffer=nl.sbuf))
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    for t in nl.affine_range(2):
+        tile = nl.load(x[i_p, t * 64 + i_f], mask=(t * 64 + i_f < 100))
+        y = nl.add(tile, tile, mask=(t * 64 + i_f < 100))
+        nl.store(out[i_p, t * 64 + i_f], value=y, mask=(t * 64 + i_f < 100) & (i_p < 120))
+    return out
+
+
+@nki.jit
+def isa_masks(x):
+    # nki.isa calls of the earlier style with mask=, on the tail tile of a [200, 64] input, and bounds with
+    # <=, >, >= and a coefficient: the store of the last call keeps columns 8..55 of rows 0..63 only.
+    out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    for t in nl.affine_range(2):
+        m = t * 128 + i_p <= 199
+        a = nl.load(x[t * 128 + i_p, i_f], mask=m)
+        b = nisa.tensor_tensor(a, a, op=nl.add, mask=m)
+        c = nisa.tensor_scalar(b, np.multiply, 3.0, mask=m)
+        d = nisa.tensor_copy(c, mask=m)
+        e = nisa.activation(op=nl.copy, data=d, mask=m)
+        nisa.dma_copy(dst=out[t * 128 + i_p, i_f], src=e, mask=m)
+    z = nl.zeros((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=out[i_p, i_f], src=z, mask=(i_f > 7) & (2 * i_f < 112) & (-i_p >= -63))
+    return out
+
+
+@nki.jit
+def skipped_store(x):
+    # A store whose mask selects nothing: NKI emits no instruction (its index, outside the output, is then
+    # never checked).
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.load(x))
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    nl.store(out[128 + i_p, i_f], value=nl.zeros((128, 64), dtype=x.dtype, buffer=nl.sbuf),
+             mask=(128 + i_p < 128))
+    return out
+
+
+@nki.jit
+def unmasked_tail(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    for t in nl.affine_range(2):
+        tile = nl.load(x[t * 128 + i_p, i_f])  # MARK-unmasked
+        nl.store(out[t * 128 + i_p, i_f], value=tile, mask=(t * 128 + i_p < 200))
+    return out
+
+
+@nki.jit
+def loose_mask(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    for t in nl.affine_range(2):
+        tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 230))  # MARK-loose
+        nl.store(out[t * 128 + i_p, i_f], value=tile, mask=(t * 128 + i_p < 200))
+    return out
+
+
+@nki.jit
+def or_mask(x):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    return nl.load(x[i_p, i_f], mask=(i_p < 100) | (i_f < 3))  # MARK-or
+
+
+@nki.jit
+def and_mask(x):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    return nl.load(x[i_p, i_f], mask=(i_p < 100) and (i_f < 3))  # MARK-and
+
+
+@nki.jit
+def chained_mask(x):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    return nl.load(x[i_p, i_f], mask=(0 <= i_p < 100))  # MARK-chained
+
+
+@nki.jit
+def two_var_mask(x):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    return nl.load(x[i_p, i_f], mask=(i_p + i_f < 100))  # MARK-two-var
+
+
+@nki.jit
+def eq_mask(x):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    return nl.load(x[i_p, i_f], mask=(i_p == 3))  # MARK-eq
+
+
+@nki.jit
+def tile_mask(x):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f])
+    return nl.load(x[i_p, i_f], mask=t)  # MARK-tile
+
+
+@nki.jit
+def foreign_var_mask(x):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    j = nl.arange(32)[:, None]
+    return nl.load(x[i_p, i_f], mask=(j < 3))  # MARK-foreign
+
+
+@nki.jit
+def empty_load(x):
+    out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    for t in nl.affine_range(3):
+        tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 200))  # MARK-empty
+        nl.store(out[t * 128 + i_p, i_f], value=tile, mask=(t * 128 + i_p < 200))
+    return out

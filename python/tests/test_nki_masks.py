@@ -1,0 +1,98 @@
+"""NKI's tile masking (docs/nki.md "Masks"): a mask bounds the region an instruction accesses, so the
+documented idiom for tail tiles (an index reaching past the tensor, cut back by the mask) runs, reads and
+writes only the masked-in part (exact bytes), moves only its bytes (an instruction for the masked-in
+extent), skips a call whose mask selects nothing, and refuses every mask form it does not model with an
+NkiError at the kernel's line. A tester found the idiom refused ("covers [128, 255], outside [0, 200)")."""
+
+import os
+
+import numpy as np
+
+from runner import KERNELS, main, raises
+
+import trnsim.nki as tnki
+from trnsim.nki import NkiError
+
+import nki_masks as K
+
+SRC = os.path.join(KERNELS, "nki_masks.py")
+X200 = np.random.RandomState(3).standard_normal((200, 64)).astype(np.float32)
+
+
+def line(marker):
+    with open(SRC) as f:
+        for i, text in enumerate(f, 1):
+            if marker in text:
+                return i
+    raise AssertionError(marker)
+
+
+def test_tail_tile_rows():
+    # 3 * x is exact in float32 on both sides (one rounding of the same product).
+    r = tnki.benchmark(K.tail_rows, X200)
+    y = r.outputs[0]
+    assert y.shape == (256, 64)
+    assert y[:200].tobytes() == (X200 * np.float32(3)).tobytes()
+    assert not y[200:].any(), "rows 200..255 (zeroed first) were written by the masked store"
+    # One instruction per call for its masked-in extent: the DMAs move the 200 rows of x and of the output,
+    # plus the 56 zeroed rows (4-byte elements, 64 per row), not two whole 128-row tiles each way.
+    s = r.stats
+    assert s["hbm_bytes_read"] == 200 * 64 * 4, s["hbm_bytes_read"]
+    assert s["hbm_bytes_written"] == (200 + 56) * 64 * 4, s["hbm_bytes_written"]
+
+
+def test_tail_tile_of_a_vector():
+    x = np.arange(200, dtype=np.float32)
+    y = tnki.simulate_kernel(K.tail_rows_1d, x)
+    assert y.tobytes() == x.tobytes()
+
+
+def test_free_dim_mask_and_both_dims():
+    x = np.random.RandomState(4).standard_normal((128, 100)).astype(np.float32)
+    r = tnki.benchmark(K.tail_cols, x)
+    y = r.outputs[0]
+    assert y[:120].tobytes() == (x[:120] + x[:120]).tobytes()
+    assert not y[120:].any(), "rows 120..127 (zeroed first, masked out of the stores) were written"
+    # Loads: 64 + 36 columns of 128 rows; stores: 64 + 36 columns of 120 rows, and the 8 zeroed rows.
+    assert r.stats["hbm_bytes_read"] == 128 * 100 * 4
+    assert r.stats["hbm_bytes_written"] == (120 * 100 + 8 * 100) * 4
+
+
+def test_isa_calls_with_masks():
+    y = tnki.simulate_kernel(K.isa_masks, X200)
+    want = (X200 + X200) * np.float32(3)
+    want[:64, 8:56] = 0  # (i_f > 7) & (2 * i_f < 112) & (-i_p >= -63)
+    assert y.tobytes() == want.tobytes()
+
+
+def test_a_mask_that_selects_nothing_skips_the_store():
+    x = np.random.RandomState(5).standard_normal((128, 64)).astype(np.float32)
+    r = tnki.benchmark(K.skipped_store, x)
+    assert r.outputs[0].tobytes() == x.tobytes()
+    assert r.stats["hbm_bytes_written"] == 128 * 64 * 4  # the first store only
+
+
+def test_unmodelled_masks_are_errors_at_the_kernel_line():
+    cases = [
+        (K.unmasked_tail, "MARK-unmasked",
+         "index expression on dim 0 covers [128, 255], outside [0, 200) (tensor 'x' [200, 64]): a mask= on this "
+         "call that keeps it inside"),
+        (K.loose_mask, "MARK-loose", "index expression on dim 0 covers [128, 229] under the mask, outside [0, 200)"),
+        (K.or_mask, "MARK-or", "masks with | are not modelled"),
+        (K.and_mask, "MARK-and", "combine predicates with & (e.g. (i_p < n) & (i_f < m)), not `and`"),
+        (K.chained_mask, "MARK-chained", "not `and` or a chained comparison"),
+        (K.two_var_mask, "MARK-two-var", "a mask bound must involve one nl.arange index variable"),
+        (K.eq_mask, "MARK-eq", "(== and != are not modelled)"),
+        (K.tile_mask, "MARK-tile", "mask must be a predicate on nl.arange index expressions"),
+        (K.foreign_var_mask, "MARK-foreign", "indexes no operand of this call"),
+        (K.empty_load, "MARK-empty", "the mask selects no element: NKI then emits no instruction, but this call "
+                                     "returns a new tile"),
+    ]
+    for kernel, marker, text in cases:
+        e = raises(NkiError, tnki.simulate_kernel, kernel, X200)
+        assert str(e).startswith("nki_masks.py:%d: " % line(marker)), (marker, str(e))
+        assert text in str(e), (marker, str(e))
+
+
+if __name__ == "__main__":
+    main(globals())
