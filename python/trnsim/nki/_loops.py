@@ -95,7 +95,8 @@ def _exempt(op, v):
         return False
     if attrs.get("accumulate") and v is dst:
         return True
-    if op.name == "tensor_tensor" and v.st is dst.st:
+    if op.name == "tensor_tensor" and v.st is dst.st and v.boff == dst.boff and v.dims == dst.dims and \
+            v.p0 == dst.p0:  # the region written is the one read (another region of the tile is a carried value)
         alu = attrs.get("op")
         name = alu if isinstance(alu, str) else getattr(alu, "alu", None) or getattr(alu, "__name__", None)
         return name in _ASSOCIATIVE
@@ -132,12 +133,16 @@ def _carried(trace):
         if len(recs) < 2:
             continue
         it0, it1 = recs
-        before = {}  # storage uid -> rects iteration 0 wrote, of storages declared outside the loop
+        # storage uid -> rects iteration 0 wrote: of storages declared outside the loop, and of tiles declared
+        # in iteration 0 itself, which iteration 1 reaches only through a variable rebound to them (`cur = nxt`)
+        before = {}
+        own0 = set()  # uids of the storages declared in iteration 0
         for op in ops[it0[0]:it0[1]]:
             for v in op.writes:
                 st = v.st
-                if not any(x is it0 for x in st.scope):
-                    before.setdefault(st.uid, []).append(v.rect())
+                before.setdefault(st.uid, []).append(v.rect())
+                if any(x is it0 for x in st.scope):
+                    own0.add(st.uid)
         if not before:
             continue
         own = {}  # uid -> rects iteration 1 wrote so far
@@ -153,11 +158,16 @@ def _carried(trace):
                 if at in warned:
                     continue
                 warned.add(at)
+                how = ""
+                if v.st.uid in own0:
+                    how = (f" (declared at {v.st.loc} in iteration 0's body: a variable rebound to it, as in `cur = "
+                           f"nxt`, carries it to the next iteration; NKI warns when a tensor variable is rebound "
+                           f"to a new object: update one tensor declared before the loop with `cur[...] = ...`)")
                 trace.kernel.warn(
                     at,
                     f"{op.name} in iteration 1 of the nl.affine_range loop at {it1[3]} reads {v.st!r}, which "
-                    f"iteration 0 wrote: a loop-carried dependency, which affine_range iterations must not have "
-                    f"(the compiler may reorder or overlap them); use nl.sequential_range")
+                    f"iteration 0 wrote{how}: a loop-carried dependency, which affine_range iterations must not "
+                    f"have (the compiler may reorder or overlap them); use nl.sequential_range")
             for v in op.writes:
                 if v.st.uid in before:
                     own.setdefault(v.st.uid, []).append(v.rect())
