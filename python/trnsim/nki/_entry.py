@@ -2,11 +2,15 @@
 habits, through the same pipeline as ``trnsim run`` (kernels/workload/workload_run.h)."""
 
 import inspect
+import re
 
 import numpy as np
 
 from .. import _core
 from .._runner import resolve_kernel
+from . import _errors
+
+_LOC = re.compile(r"([^:\n]+\.py):(\d+): ")
 
 
 class typed:
@@ -75,16 +79,17 @@ def _ordered_outputs(run):
     """The run's outputs in return order; a RuntimeWarning for each of the build's warnings (a read of SBUF or
     PSUM no instruction wrote, at its kernel line), else for each float output whose every value is NaN (HBM
     the kernel never wrote reads as NaN)."""
-    import warnings
-
     outs = run.outputs()
     ordered = [(n, outs[n]) for n in run.output_names if n in outs]
     for w in run.warnings:
-        warnings.warn(w, RuntimeWarning, stacklevel=3)
+        # "file.py:LINE: message": attributed to that kernel line (its file's path as the trace saw it)
+        m = _LOC.match(w)
+        path = m and _errors.path_of(m.group(1))
+        _errors.warn_at(w, RuntimeWarning, (path, int(m.group(2))) if path else None)
     for n, a in ordered:
         if not run.warnings and a.size and a.dtype.kind == "f" and np.isnan(a).all():
-            warnings.warn(f"output '{n}' of {run.kernel} is all NaN: did the kernel write it? (HBM it never "
-                          "writes reads as NaN)", RuntimeWarning, stacklevel=3)
+            _errors.warn_at(f"output '{n}' of {run.kernel} is all NaN: did the kernel write it? (HBM it never "
+                            "writes reads as NaN)", RuntimeWarning)
     return [a for _, a in ordered]
 
 

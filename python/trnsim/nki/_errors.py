@@ -75,13 +75,54 @@ class Loc(tuple):
 
 
 _internal = {}  # file name -> inside this package (or Python's import machinery)
+_paths = {}  # base name -> the path of the first file outside the package seen with it (kernel files)
 
 
 def _in_package(filename):
     r = _internal.get(filename)
     if r is None:
         r = _internal[filename] = filename.startswith(_PKG_DIR) or filename.startswith("<frozen")
+        if not r:
+            _paths.setdefault(os.path.basename(filename), filename)
     return r
+
+
+def path_of(name):
+    """The path of the kernel file whose base name is `name` (as a Loc prints it), or None if no kernel frame
+    from such a file was seen."""
+    return _paths.get(name)
+
+
+def warn_at(message, category, loc=None):
+    """A Python warning attributed to a kernel line: `loc` (path, line), else the innermost frame outside
+    this package (the user's call), so that warning filters by module and line (-W error::...:k:12) and the
+    report's file:line name the user's code rather than trnsim's."""
+    import warnings
+
+    module_globals = None
+    if loc is None:
+        f = sys._getframe(1)
+        while f is not None and _in_package(f.f_code.co_filename):
+            f = f.f_back
+        if f is None:
+            warnings.warn(message, category, stacklevel=2)
+            return
+        loc = (f.f_code.co_filename, f.f_lineno)
+        module_globals = f.f_globals
+    filename, lineno = loc
+    module = os.path.splitext(os.path.basename(filename))[0] or "<unknown>"
+    registry = None
+    if module_globals is not None:
+        module = module_globals.get("__name__", module)
+        registry = module_globals.setdefault("__warningregistry__", {})
+    else:
+        mod = next((m for m in list(sys.modules.values())
+                    if getattr(m, "__file__", None) == filename), None)
+        if mod is not None:
+            module = mod.__name__
+            registry = mod.__dict__.setdefault("__warningregistry__", {})
+    warnings.warn_explicit(message, category, filename, lineno, module=module, registry=registry,
+                           module_globals=module_globals)
 
 
 def caller_loc():
