@@ -13,14 +13,22 @@ _PREFIXES = ("nki", "neuronxcc.nki")
 
 
 class _AliasLoader(importlib.abc.Loader):
+    """Loads an alias as the target module itself. The import system sets the module's __spec__ to the alias's
+    after create_module; exec_module puts the target's own back, so the module stays consistent (__spec__.parent
+    is __package__: relative imports inside it raise no ImportWarning)."""
+
     def __init__(self, target):
         self.target = target
+        self.spec = None
 
     def create_module(self, spec):
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self.spec = module.__spec__
+        return module
 
     def exec_module(self, module):
-        pass
+        if self.spec is not None:
+            module.__spec__ = self.spec
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):

@@ -1,0 +1,95 @@
+"""The front end's Python warnings (a tester's pass on issue 23): a value carried across nl.affine_range
+iterations through another region of the same tile, or through a variable rebound to a tile of the previous
+iteration, is warned; warnings are attributed to the kernel's file and line (so -W and warning filters by
+module and line act on them); and `import nki` keeps module specs consistent, so the front end runs under
+`python3 -W error::ImportWarning`."""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+
+from runner import KERNELS, main
+
+import trnsim.nki as tnki
+
+import nki_carried as K
+
+SRC = os.path.join(KERNELS, "nki_carried.py")
+X = np.ones((128, 64), np.float32)
+
+
+def line(marker):
+    with open(SRC) as f:
+        for i, text in enumerate(f, 1):
+            if marker in text:
+                return i
+    raise AssertionError(marker)
+
+
+def caught(kernel):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        tnki.simulate_kernel(kernel, X)
+    return [m for m in w if issubclass(m.category, RuntimeWarning)]
+
+
+def test_another_region_of_the_same_tile_is_a_carried_value():
+    # Iteration 1's first call reads acc[:, 0:32], which iteration 0's second call wrote: the check took any
+    # read of the dst's tile in an add for an accumulation, whatever its region.
+    w = caught(K.swapped_regions)
+    at = "nki_carried.py:%d" % line("MARK-first")
+    assert len(w) == 1, [str(m.message) for m in w]
+    assert str(w[0].message).startswith(at + ": tensor_tensor in iteration 1 of the nl.affine_range loop at "
+                                        "nki_carried.py:%d reads sbuf" % (line("MARK-first") - 1)), w[0].message
+    assert "which iteration 0 wrote: a loop-carried dependency" in str(w[0].message)
+    assert caught(K.same_region) == []
+
+
+def test_a_tile_carried_by_rebinding_is_a_carried_value():
+    # NKI's docs: a tensor variable rebound to a new object in a loop is shadowing (NKI warns), and iteration
+    # i + 1 then reads iteration i's tile, a loop-carried dependency affine_range must not have.
+    w = caught(K.rebound)
+    at = "nki_carried.py:%d" % line("MARK-rebound")
+    assert len(w) == 1, [str(m.message) for m in w]
+    msg = str(w[0].message)
+    assert msg.startswith(at + ": tensor_scalar in iteration 1 of the nl.affine_range loop"), msg
+    assert "declared at %s in iteration 0's body: a variable rebound to it" % at in msg, msg
+    assert caught(K.rebound_sequential) == []
+
+
+def test_warnings_are_attributed_to_the_kernel_line():
+    # They were attributed to trnsim/nki/__init__.py:64 (the kernel's line only in the text).
+    w = caught(K.swapped_regions)
+    assert (w[0].filename, w[0].lineno) == (SRC, line("MARK-first")), (w[0].filename, w[0].lineno)
+    # So a filter by module and line makes that warning an error, and a filter on another line does not.
+    script = os.path.join(KERNELS, "nki_carried_main.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([KERNELS, os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-W", "error::RuntimeWarning:nki_carried:%d" % line("MARK-first"),
+                        script], capture_output=True, text=True, env=env)
+    assert p.returncode == 1 and "RuntimeWarning: nki_carried.py:%d: tensor_tensor" % line("MARK-first") in \
+        p.stderr, p.stderr
+    p = subprocess.run([sys.executable, "-W", "error::RuntimeWarning:nki_carried:%d" % (line("MARK-first") + 1),
+                        script], capture_output=True, text=True, env=env)
+    assert p.returncode == 0 and "finished" in p.stdout, p.stderr
+
+
+def test_simulate_kernel_under_import_warnings_as_errors():
+    # After `import nki`, trnsim.nki's __spec__ was the alias's (parent 'nki', __package__ 'trnsim.nki'):
+    # the relative imports simulate_kernel runs raised ImportWarning, an error under -W error::ImportWarning.
+    import nki
+    import nki.language
+
+    assert nki is tnki and tnki.__spec__.parent == tnki.__package__ == "trnsim.nki"
+    assert nki.language.__spec__.name == nki.language.__name__ == "trnsim.nki.language"
+    script = os.path.join(KERNELS, "nki_carried_main.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([KERNELS, os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-W", "error::ImportWarning", script], capture_output=True, text=True,
+                       env=env)
+    assert p.returncode == 0 and "finished" in p.stdout, p.stderr
+
+
+if __name__ == "__main__":
+    main(globals())
