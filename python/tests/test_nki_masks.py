@@ -65,6 +65,17 @@ def test_isa_calls_with_masks():
     assert y.tobytes() == want.tobytes()
 
 
+def test_iota_and_where_with_masks():
+    # Both ignored their mask (nl.where's result was the whole tile, iota's every value).
+    x = (np.arange(128 * 64).reshape(128, 64) % 3 == 0).astype(np.float32)
+    y = tnki.simulate_kernel(K.iota_and_where, x)
+    p, f = np.mgrid[0:128, 0:64]
+    want = (2 * p + f + 5).astype(np.float32)
+    want[:, :10] = 0
+    want[96:] = np.where(x[96:] != 0, x[96:], np.float32(7))
+    assert y.tobytes() == want.tobytes()
+
+
 def test_a_mask_that_selects_nothing_skips_the_store():
     x = np.random.RandomState(5).standard_normal((128, 64)).astype(np.float32)
     r = tnki.benchmark(K.skipped_store, x)

@@ -83,6 +83,21 @@ def skipped_store(x):
 
 
 @nki.jit
+def iota_and_where(x):
+    # nisa.iota and nl.where with masks: each result is its masked-in region (stored without a mask).
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    nl.store(out, value=nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf))
+    t = nisa.iota(2 * i_p + i_f + 5, dtype=nl.float32, mask=(i_p < 96) & (i_f >= 10))
+    nl.store(out[0:96, 10:64], value=t)
+    c = nl.load(x)
+    w = nl.where(c, c, 7.0, mask=(i_p >= 96))
+    nl.store(out[96:128, :], value=w)
+    return out
+
+
+@nki.jit
 def unmasked_tail(x):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     i_p = nl.arange(128)[:, None]

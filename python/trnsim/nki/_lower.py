@@ -382,7 +382,17 @@ def iota_expr(expr, dtype, mask):
         coef[v.axis + (nmax - v.ndim)] += k
     d = dt(dtype, None)
     dst = _ops.new_tile(shape, d, SBUF, "iota")
-    _ops.iota(dst, coef[1:], expr.const, coef[0])
+    const = expr.const
+    if mask is not None:
+        # The instruction for the masked-in region (the tile keeps the expression's shape, as a masked
+        # nl.load's): its first element holds the expression's value at the variables' lower bounds.
+        if isinstance(mask, Mask) and not mask.empty():
+            other = [v for v in mask.bounds if v not in expr.terms]
+            if other:
+                raise NkiError(f"mask: its nl.arange variable {other[0]!r} is not in the iota expression")
+            const += sum(k * mask.bounds[v][0] for v, k in expr.terms.items() if v in mask.bounds)
+        (dst,) = apply_mask(mask, (dst,))
+    _ops.iota(dst, coef[1:], const, coef[0])
     return fresh(dst)
 
 
@@ -549,8 +559,8 @@ def store(dst, value, mask=None):
 
 def copy(x, dtype=None, mask=None):
     """nl.copy: one tensor_copy into a new SBUF tile (nki.language.copy)."""
-    x = load_if_hbm(x, "copy")
     (x,) = apply_mask(mask, (x,))
+    x = load_if_hbm(x, "copy")
     out = _ops.new_tile(x.shape, x.dtype if dtype is None else dt(dtype, x.dtype), SBUF, "copy")
     _ops.tensor_copy(out, x, loc=out.st.loc)
     return fresh(out)
@@ -560,8 +570,8 @@ def transpose(x, dtype=None, mask=None):
     """nl.transpose: a 2-D partition <-> free transpose, nc_transpose on the Tensor engine into a new PSUM
     tile (the Vector engine for tiles of at most 32 x 32, into SBUF) (nki.language.transpose,
     nki.isa.nc_transpose)."""
-    x = load_if_hbm(x, "transpose")
     (x,) = apply_mask(mask, (x,))
+    x = load_if_hbm(x, "transpose")
     if x.ndim != 2:
         raise NkiError(f"nl.transpose: a 2-D tile is needed, got {list(x.shape)}")
     p, f = x.shape
@@ -600,8 +610,8 @@ def matmul(x, y, transpose_x=False, mask=None):
         # nc_matmul's record for operands it would accept as they are (nc_matmul(..., _checked=True))
         st.trace.fresh[st.uid] = _ops._matmul_record("nc_matmul", out, x, y, None, "none", False, st.loc)
         return out
-    x, y = load_if_hbm(x, "matmul"), load_if_hbm(y, "matmul")
     x, y = apply_mask(mask, (x, y))
+    x, y = load_if_hbm(x, "matmul"), load_if_hbm(y, "matmul")
     x, y = to_sbuf(x, "matmul"), to_sbuf(y, "matmul")
     if not transpose_x:
         m, k = x.partitions, x.free_size

@@ -446,6 +446,8 @@ def expand_dims(data, axis):
 
 def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     """One select (dst = condition ? x : y; y a tile or a number) on Vector (nki.language.where)."""
+    if mask is not None:
+        condition, x, y = _lower.apply_mask(mask, (condition, x, y))
     out = _ops.new_tile(x.shape, _lower.dt(dtype, x.dtype), SBUF, "where")
     _ops.select(out, condition, x, y)
     return _lower.fresh(out)
