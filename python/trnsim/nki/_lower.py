@@ -541,7 +541,7 @@ def store(dst, value, mask=None):
     """nl.store: one DMA from SBUF into HBM; a PSUM value is first copied to SBUF (nki.language.store)."""
     if not isinstance(value, NkiTensor):
         raise NkiError(f"nl.store: value must be an on-chip tile, got {type(value).__name__}")
-    if isinstance(dst, NkiTensor) and (mask is not None or type(dst) is Unbounded or type(value) is Unbounded):
+    if mask is not None and isinstance(dst, NkiTensor):
         views = apply_mask(mask, (dst, value), skip=True)
         if views is None:
             return  # nothing masked in: NKI emits no instruction
@@ -559,7 +559,8 @@ def store(dst, value, mask=None):
 
 def copy(x, dtype=None, mask=None):
     """nl.copy: one tensor_copy into a new SBUF tile (nki.language.copy)."""
-    (x,) = apply_mask(mask, (x,))
+    if mask is not None:
+        (x,) = apply_mask(mask, (x,))
     x = load_if_hbm(x, "copy")
     out = _ops.new_tile(x.shape, x.dtype if dtype is None else dt(dtype, x.dtype), SBUF, "copy")
     _ops.tensor_copy(out, x, loc=out.st.loc)
@@ -570,7 +571,8 @@ def transpose(x, dtype=None, mask=None):
     """nl.transpose: a 2-D partition <-> free transpose, nc_transpose on the Tensor engine into a new PSUM
     tile (the Vector engine for tiles of at most 32 x 32, into SBUF) (nki.language.transpose,
     nki.isa.nc_transpose)."""
-    (x,) = apply_mask(mask, (x,))
+    if mask is not None:
+        (x,) = apply_mask(mask, (x,))
     x = load_if_hbm(x, "transpose")
     if x.ndim != 2:
         raise NkiError(f"nl.transpose: a 2-D tile is needed, got {list(x.shape)}")
@@ -610,7 +612,8 @@ def matmul(x, y, transpose_x=False, mask=None):
         # nc_matmul's record for operands it would accept as they are (nc_matmul(..., _checked=True))
         st.trace.fresh[st.uid] = _ops._matmul_record("nc_matmul", out, x, y, None, "none", False, st.loc)
         return out
-    x, y = apply_mask(mask, (x, y))
+    if mask is not None:
+        x, y = apply_mask(mask, (x, y))
     x, y = load_if_hbm(x, "matmul"), load_if_hbm(y, "matmul")
     x, y = to_sbuf(x, "matmul"), to_sbuf(y, "matmul")
     if not transpose_x:
