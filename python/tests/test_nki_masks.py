@@ -58,6 +58,11 @@ def test_free_dim_mask_and_both_dims():
     assert r.stats["hbm_bytes_written"] == (120 * 100 + 8 * 100) * 4
 
 
+def test_mgrid_axes_and_a_free_dim_tail():
+    x = np.random.RandomState(6).standard_normal((128, 1000)).astype(np.float32)
+    assert tnki.simulate_kernel(K.grid_tail, x).tobytes() == x.tobytes()
+
+
 def test_isa_calls_with_masks():
     y = tnki.simulate_kernel(K.isa_masks, X200)
     want = (X200 + X200) * np.float32(3)

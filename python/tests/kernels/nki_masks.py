@@ -50,6 +50,17 @@ def tail_cols(x):
 
 
 @nki.jit
+def grid_tail(x):
+    # nl.mgrid's grid named by its axes (grid.p, grid.x), a [128, 1000] input in column tiles of 512.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(2):
+        g = nl.mgrid[0:128, 0:512]
+        tile = nl.load(x[g.p, i * 512 + g.x], mask=(i * 512 + g.x < 1000))
+        nl.store(out[g.p, i * 512 + g.x], value=tile, mask=(i * 512 + g.x < 1000))
+    return out
+
+
+@nki.jit
 def isa_masks(x):
     # nki.isa calls of the earlier style with mask=, on the tail tile of a [200, 64] input, and bounds with
     # <=, >, >= and a coefficient: the store of the last call keeps columns 8..55 of rows 0..63 only.

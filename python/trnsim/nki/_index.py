@@ -188,7 +188,22 @@ class _MGrid:
             if s.stop <= start:
                 raise NkiError(f"nl.mgrid: empty range {start}:{s.stop}")
             out.append(IndexExpr({IndexVar(s.stop - start, axis, n, 0): 1}, start))
-        return out[0] if n == 1 else tuple(out)
+        return out[0] if n == 1 else _Grid(out)
+
+
+class _Grid(tuple):
+    """nl.mgrid's result: one index expression per axis, unpacked (`i_p, i_f = nl.mgrid[...]`) or named as
+    NKI's docs do (`grid.p` the partition axis, `grid.x` the last free axis)."""
+
+    __slots__ = ()
+
+    @property
+    def p(self):
+        return self[0]
+
+    @property
+    def x(self):
+        return self[-1]
 
 
 mgrid = _MGrid()
