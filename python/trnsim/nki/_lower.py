@@ -215,6 +215,8 @@ def apply_mask(mask, views, skip=False):
     if not isinstance(mask, Mask):
         raise NkiError(f"mask must be a predicate on nl.arange index expressions (e.g. mask=(i_p < n), "
                        f"combined with &), got {type(mask).__name__} {mask!r}")
+    if any(isinstance(v, _Indirect) for v in views):
+        unsupported("mask= on an access indexed at run time (a tile of indices)")
     if mask.empty():
         return _empty(skip)
     bounds = mask.bounds
@@ -251,10 +253,6 @@ def _empty(skip):
     raise NkiError("the mask selects no element: NKI then emits no instruction, but this call returns a new "
                    "tile, which cannot be empty here (not modelled); mask the calls that write existing "
                    "tensors (nl.store, nisa calls with dst=) or skip the call for this iteration")
-
-
-def _squeezed(shape):
-    return tuple(n for n in shape if n != 1)
 
 
 def _tile_cuts(v, ref, cuts, bounds):
@@ -500,6 +498,8 @@ def load(src, mask=None, dtype=None):
         t.fresh[out.st.uid] = _ops.load_to_sbuf(t, out, src, out.st.loc)
         return out
     if isinstance(src, _Indirect):
+        if mask is not None:
+            apply_mask(mask, (src,))  # (refused)
         shape, sdt = src.shape, src.dtype
     else:
         if not isinstance(src, NkiTensor):
@@ -541,7 +541,7 @@ def store(dst, value, mask=None):
     """nl.store: one DMA from SBUF into HBM; a PSUM value is first copied to SBUF (nki.language.store)."""
     if not isinstance(value, NkiTensor):
         raise NkiError(f"nl.store: value must be an on-chip tile, got {type(value).__name__}")
-    if mask is not None and isinstance(dst, NkiTensor):
+    if mask is not None:
         views = apply_mask(mask, (dst, value), skip=True)
         if views is None:
             return  # nothing masked in: NKI emits no instruction
