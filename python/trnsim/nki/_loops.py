@@ -12,7 +12,8 @@
   at the reading line (the kernel still runs, in program order). Iteration 1 is checked against iteration 0:
   every iteration runs the same body, and two iterations keep the pass a small share of tracing. An associative accumulation is not such a
   dependency: a matmul accumulating into its PSUM dst, a DMA with accumulate, a tensor_tensor add / max / min
-  / multiply whose dst is the operand read.
+  / multiply whose dst is the region read (another region of the same tile is a carried value). A tile
+  declared in iteration 0 that iteration 1 reads was carried by a variable rebound to it (`cur = nxt`).
 
 The trace records each loop iteration as [first op, end op, kind, loop loc, loop id, iteration number]
 (Trace.iters), and each storage the iterations it was declared in (Storage.scope, outermost first).
