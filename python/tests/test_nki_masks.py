@@ -58,6 +58,12 @@ def test_free_dim_mask_and_both_dims():
     assert r.stats["hbm_bytes_written"] == (120 * 100 + 8 * 100) * 4
 
 
+def test_a_masked_load_assigned_into_a_tile():
+    # `buf[...] = nl.load(..., mask=...)` was refused: a [72, 64] result into a [128, 64] region.
+    y, cols = tnki.simulate_kernel(K.assigned_tail, X200)
+    assert y.tobytes() == X200.tobytes() and cols.tobytes() == X200[:128].tobytes()
+
+
 def test_mgrid_axes_and_a_free_dim_tail():
     x = np.random.RandomState(6).standard_normal((128, 1000)).astype(np.float32)
     assert tnki.simulate_kernel(K.grid_tail, x).tobytes() == x.tobytes()

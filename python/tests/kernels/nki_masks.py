@@ -50,6 +50,25 @@ def tail_cols(x):
 
 
 @nki.jit
+def assigned_tail(x):
+    # `buf[...] = nl.load(..., mask=...)` writes the masked-in part of buf: rows on a [200, 64] input, then
+    # columns on its first 128 rows in tiles of 48 (the last 16 wide); nothing else is written.
+    out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    cols = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    j = nl.arange(48)[None, :]
+    for t in nl.affine_range(2):
+        buf = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+        buf[...] = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 200))
+        nl.store(out[t * 128 + i_p, i_f], value=buf, mask=(t * 128 + i_p < 200))
+        part = nl.ndarray((128, 48), dtype=x.dtype, buffer=nl.sbuf)
+        part[i_p, j] = nl.load(x[i_p, t * 48 + j], mask=(t * 48 + j < 64))
+        nl.store(cols[i_p, t * 48 + j], value=part[i_p, j], mask=(t * 48 + j < 64))
+    return out, cols
+
+
+@nki.jit
 def grid_tail(x):
     # nl.mgrid's grid named by its axes (grid.p, grid.x), a [128, 1000] input in column tiles of 512.
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)

@@ -138,6 +138,8 @@ def assign(dst, value):
         if _same_view(dst, value):
             return
         op = _fresh_op(value)
+        if op is not None and tuple(dst.shape) != tuple(value.shape):
+            dst = _masked_part(dst, value)
         if op is not None and dst.st.space != HBM and _fits(op, dst, value):
             if op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
                 t = _trace.current()
@@ -154,6 +156,30 @@ def assign(dst, value):
         _ops.memset(dst, float(value))
         return
     raise NkiError(f"cannot assign {type(value).__name__} to an NKI tensor")
+
+
+def _masked_part(dst, value):
+    """`dst[...] = nl.load(src, mask=...)`: the masked-in part of the load's tile (a box inside its storage)
+    goes to the same part of dst, when dst has the tile's whole shape; else dst as it is."""
+    st = value.st
+    if tuple(dst.shape) != tuple(st.shape) or value.pd != st.pdim or value.dtype is not st.dtype:
+        return dst
+    whole = NkiTensor.whole(st)
+    if len(whole.dims) != len(value.dims):
+        return dst
+    off = value.boff // value.dtype.itemsize
+    idx = []
+    for d, ((s, n), (ws, wn)) in enumerate(zip(value.dims, whole.dims)):
+        if s != ws:
+            return dst
+        if d == value.pd:
+            start = value.p0
+        else:
+            start, off = divmod(off, s) if s else (0, off)
+        if start + n > wn:
+            return dst
+        idx.append(slice(start, start + n))
+    return dst if off else dst.index(tuple(idx))
 
 
 def _fits(op, dst, value):
