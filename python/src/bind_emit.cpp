@@ -39,6 +39,15 @@ PyObject* item(PyObject* d, PyObject* key) {
   return PyDict_GetItemWithError(d, key);
 }
 
+// The dict o.name itself (changed in place by both sides; pybind11's dict conversion of an attribute would
+// copy it).
+pyb::dict dict_attr(pyb::handle o, const char* name) {
+  pyb::object d = pyb::getattr(o, name);
+  if (!PyDict_CheckExact(d.ptr()))
+    throw pyb::type_error(std::string("nki_emit_ops: emitter.") + name + " is no dict");
+  return pyb::reinterpret_borrow<pyb::dict>(d);
+}
+
 // Truth of a flag that is a bool; -1 for anything else (the Python function then decides).
 int flag(PyObject* o) {
   return o == Py_True ? 1 : o == Py_False ? 0 : -1;
@@ -49,6 +58,9 @@ class Loop {
   Loop(pyb::handle em, pyb::handle load_attrs, pyb::handle hbm)
       : view_fn_(em.attr("view")),
         dtype_fn_(em.attr("dtype")),
+        buffers_(dict_attr(em, "buffers")),
+        whole_(dict_attr(em, "whole")),
+        cached_(dict_attr(em, "cached")),
         load_attrs_(load_attrs.ptr()),
         hbm_(hbm.ptr()) {
     view_ti_ = pyb::detail::get_type_info(typeid(View));
@@ -65,8 +77,8 @@ class Loop {
 
  private:
   enum { kName, kArgs, kAttrs, kLoc };
-  enum { kBv, kSt, kDtype, kBoff, kDims };
-  enum { kSpace, kPhys };
+  enum { kBv, kSt, kDtype, kBoff, kDims, kPd, kP0 };
+  enum { kSpace, kPhys, kStDtype };
 
   // The C++ View a Python object holds, or null for anything else.
   const View* as_view(PyObject* o) const {
@@ -91,11 +103,42 @@ class Loop {
     if (bv.is_none()) {
       pyb::object st = view_f_.get(v, kSt);
       if (str_is(st_f_.get(st, kSpace).ptr(), hbm_)) return hbm_pattern(v, st, out);
-      bv = view_fn_(pyb::handle(v));
+      bv = whole_buffer(v, st);
+      if (!bv) bv = view_fn_(pyb::handle(v));
     }
     out.view = as_view(bv.ptr());
     out.held = std::move(bv);
     return out.view != nullptr;
+  }
+
+  // Emitter.view's usual on-chip case: a view of a whole buffer already made (a new tile's), which is the
+  // buffer's own view: noted in em.cached and cached on the view. Null for any other view (Emitter.view).
+  pyb::object whole_buffer(PyObject* v, const pyb::object& st) {
+    pyb::object phys = st_f_.get(st, kPhys);
+    PyObject* base = PyDict_GetItemWithError(buffers_.ptr(), phys.ptr());
+    PyObject* whole = base ? PyDict_GetItemWithError(whole_.ptr(), phys.ptr()) : nullptr;
+    if (whole == nullptr) {
+      if (PyErr_Occurred()) throw pyb::error_already_set();
+      return {};
+    }
+    pyb::object pd = view_f_.get(v, kPd), boff = view_f_.get(v, kBoff), p0 = view_f_.get(v, kP0);
+    const auto zero = [](const pyb::object& o) {
+      return PyLong_CheckExact(o.ptr()) && PyLong_AsLong(o.ptr()) == 0;
+    };
+    if (!zero(pd) || !zero(boff) || !zero(p0) || !view_f_.get(v, kDtype).is(st_f_.get(st, kStDtype)))
+      return {};
+    const int same = PyObject_RichCompareBool(view_f_.get(v, kDims).ptr(), whole, Py_EQ);
+    if (same < 0) throw pyb::error_already_set();
+    if (!same) return {};
+    PyObject* list = PyDict_GetItemWithError(cached_.ptr(), phys.ptr());
+    if (list == nullptr) {
+      if (PyErr_Occurred()) throw pyb::error_already_set();
+      pyb::list fresh;
+      if (PyDict_SetItem(cached_.ptr(), phys.ptr(), fresh.ptr()) < 0) throw pyb::error_already_set();
+      list = fresh.ptr();
+    }
+    if (PyList_Append(list, v) < 0 || PyObject_SetAttr(v, s_.bv, base) < 0) throw pyb::error_already_set();
+    return pyb::reinterpret_borrow<pyb::object>(base);
   }
 
   // The pattern of an HBM view (Emitter.view's HBM case): st.phys.pattern(dtype, boff, dims, 0).
@@ -222,6 +265,7 @@ class Loop {
     PyObject* oob_mode = intern("oob_mode");
     PyObject* unknown = intern("unknown");
     PyObject* skip = intern("skip");
+    PyObject* bv = intern("_bv");
     std::array<std::pair<PyObject*, Engine>, 5> engines{{{intern("PE"), Engine::PE},
                                                          {intern("DVE"), Engine::DVE},
                                                          {intern("ACT"), Engine::ACT},
@@ -233,14 +277,15 @@ class Loop {
     return *n;
   }
 
-  pyb::object view_fn_, dtype_fn_;  // Emitter.view, Emitter.dtype
+  pyb::object view_fn_, dtype_fn_;      // Emitter.view, Emitter.dtype
+  pyb::dict buffers_, whole_, cached_;  // Emitter.buffers, whole, cached (changed in place only)
   PyObject* load_attrs_;
   PyObject* hbm_;
   const pyb::detail::type_info* view_ti_ = nullptr;
   const Names& s_ = names();
   Slots<4> op_f_{{"name", "args", "attrs", "loc"}};
-  Slots<5> view_f_{{"_bv", "st", "dtype", "boff", "dims"}};
-  Slots<2> st_f_{{"space", "phys"}};
+  Slots<7> view_f_{{"_bv", "st", "dtype", "boff", "dims", "pd", "p0"}};
+  Slots<3> st_f_{{"space", "phys", "dtype"}};
   std::unordered_map<PyObject*, std::pair<pyb::object, std::optional<isa::DType>>> dtypes_;
 };
 
