@@ -60,38 +60,6 @@ View index_view(const View& v, pyb::handle idx) {
   return v.index(&s, 1);
 }
 
-// View::pattern's dims, [(stride, size), ...]: a tuple or list of 2-tuples read with the C API (the front end
-// makes one pattern per HBM operand, so the generic list-of-pairs conversion showed in its tracing time);
-// anything else goes through pybind11's conversion, with its errors.
-std::vector<std::pair<int64_t, int64_t>> pattern_dims(pyb::handle dims) {
-  PyObject* seq = dims.ptr();
-  if (PyTuple_Check(seq) || PyList_Check(seq)) {
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject** items = PySequence_Fast_ITEMS(seq);
-    std::vector<std::pair<int64_t, int64_t>> out;
-    out.reserve(static_cast<size_t>(n));
-    bool plain = true;
-    for (Py_ssize_t i = 0; i < n && plain; ++i) {
-      PyObject* d = items[i];
-      if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(d, 0)) ||
-          !PyLong_CheckExact(PyTuple_GET_ITEM(d, 1))) {
-        plain = false;
-        break;
-      }
-      int overflow = 0;
-      const long long stride = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(d, 0), &overflow);
-      const long long size = overflow ? 0 : PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(d, 1), &overflow);
-      if (overflow) {
-        plain = false;
-        break;
-      }
-      out.emplace_back(stride, size);
-    }
-    if (plain) return out;
-  }
-  return dims.cast<std::vector<std::pair<int64_t, int64_t>>>();
-}
-
 pyb::tuple shape_tuple(const View& v) {
   const int r = v.rank();
   pyb::tuple t(r);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "python/src/bindings.h"
+#include "python/src/py_slots.h"
 #include "sim/base/error.h"
 
 namespace trnsim::py {
@@ -130,47 +131,56 @@ std::vector<int64_t> schedule(const std::vector<int64_t>& ops, const std::vector
   return order;
 }
 
+// An int field of the encoding: a Python int read with the C API (pybind11's conversion, with its errors,
+// for anything else).
+int64_t int_of(PyObject* o) {
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (!overflow) return v;
+  }
+  return pyb::reinterpret_borrow<pyb::object>(o).cast<int64_t>();
+}
+
 // The same encoding as _schedule.py's, read from the trace's Op objects (their load, name, index, reads and
 // writes; each view's storage uid and rectangle, `_rect` or rect()): the Python loop that built it was a
-// third of the scheduling time. `after`: {op index: [storage uid, ...]} of the allocation plan.
+// third of the scheduling time. The fields are read as slots (py_slots.h): attribute access was most of this
+// pass. `after`: {op index: [storage uid, ...]} of the allocation plan.
 std::vector<int64_t> encode_ops(pyb::handle ops, pyb::handle after) {
-  static PyObject* const s_load = PyUnicode_InternFromString("load");
-  static PyObject* const s_name = PyUnicode_InternFromString("name");
-  static PyObject* const s_index = PyUnicode_InternFromString("index");
-  static PyObject* const s_reads = PyUnicode_InternFromString("reads");
-  static PyObject* const s_writes = PyUnicode_InternFromString("writes");
-  static PyObject* const s_rect_attr = PyUnicode_InternFromString("_rect");
+  enum { kLoad, kName, kIndex, kReads, kWrites };
+  Slots<5> op_f({"load", "name", "index", "reads", "writes"});
+  enum { kRectField, kSt };
+  Slots<2> view_f({"_rect", "st"});
+  Slots<1> st_f({"uid"});
   static PyObject* const s_rect = PyUnicode_InternFromString("rect");
-  static PyObject* const s_st = PyUnicode_InternFromString("st");
-  static PyObject* const s_uid = PyUnicode_InternFromString("uid");
-  const auto attr = [](pyb::handle o, PyObject* name) {
-    return pyb::reinterpret_steal<pyb::object>(PyObject_GetAttr(o.ptr(), name));
-  };
-  const auto get = [&](pyb::handle o, PyObject* name) {
-    pyb::object v = attr(o, name);
-    if (!v) throw pyb::error_already_set();
-    return v;
-  };
   const pyb::dict after_d = pyb::reinterpret_borrow<pyb::dict>(after);
   std::vector<int64_t> enc;
   enc.reserve(static_cast<size_t>(pyb::len(ops)) * 14);
   const auto views = [&](const pyb::tuple& vs) {
     for (pyb::handle v : vs) {
-      pyb::object r = get(v, s_rect_attr);
+      pyb::object r = view_f.get(v, kRectField);
       if (r.is_none()) r = pyb::reinterpret_steal<pyb::object>(PyObject_CallMethodNoArgs(v.ptr(), s_rect));
       if (!r) throw pyb::error_already_set();
-      enc.push_back(get(get(v, s_st), s_uid).cast<int64_t>());
-      for (pyb::handle x : pyb::reinterpret_borrow<pyb::tuple>(r)) enc.push_back(x.cast<int64_t>());
+      enc.push_back(int_of(st_f.get(view_f.get(v, kSt), 0).ptr()));
+      if (PyTuple_CheckExact(r.ptr()))
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(r.ptr()); ++j)
+          enc.push_back(int_of(PyTuple_GET_ITEM(r.ptr(), j)));
+      else
+        for (pyb::handle x : pyb::reinterpret_borrow<pyb::tuple>(r)) enc.push_back(x.cast<int64_t>());
     }
   };
   for (pyb::handle op : ops) {
-    const pyb::tuple reads = get(op, s_reads), writes = get(op, s_writes);
-    const pyb::object index = get(op, s_index);
+    const pyb::tuple reads = op_f.get(op, kReads), writes = op_f.get(op, kWrites);
+    const pyb::object index = op_f.get(op, kIndex);
     const pyb::handle extra = after_d.empty() ? pyb::handle() : PyDict_GetItem(after_d.ptr(), index.ptr());
-    const std::string name = get(op, s_name).cast<std::string>();
-    const bool load = get(op, s_load).cast<bool>();
-    enc.push_back(load ? 1 : (name == "core_barrier" || name == "sendrecv") ? 2 : 0);
-    enc.push_back(index.cast<int64_t>());
+    const pyb::object name = op_f.get(op, kName), load_o = op_f.get(op, kLoad);
+    const bool load = load_o.ptr() == Py_True ? true : load_o.ptr() == Py_False ? false : load_o.cast<bool>();
+    const auto is = [&](const char* n) {
+      return PyUnicode_Check(name.ptr()) ? PyUnicode_CompareWithASCIIString(name.ptr(), n) == 0
+                                         : name.cast<std::string>() == n;
+    };
+    enc.push_back(load ? 1 : (is("core_barrier") || is("sendrecv")) ? 2 : 0);
+    enc.push_back(int_of(index.ptr()));
     enc.push_back(static_cast<int64_t>(reads.size()));
     enc.push_back(static_cast<int64_t>(writes.size() + (extra ? pyb::len(extra) : 0)));
     views(reads);

@@ -42,6 +42,7 @@ void define_core(pyb::module_& m) {
   bind_run(m);
   bind_workload(m);
   bind_schedule(m);
+  bind_emit(m);
   workload::set_kernel_loader("nki", &load_nki_kernel);
 }
 

@@ -17,5 +17,6 @@ void bind_nki(pybind11::module_& m);
 void bind_run(pybind11::module_& m);
 void bind_workload(pybind11::module_& m);
 void bind_schedule(pybind11::module_& m);
+void bind_emit(pybind11::module_& m);
 
 }  // namespace trnsim::py

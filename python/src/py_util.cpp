@@ -1,5 +1,7 @@
 #include "python/src/py_util.h"
 
+#include <pybind11/stl.h>
+
 #include <fmt/format.h>
 
 #include <cstring>
@@ -148,6 +150,35 @@ pyb::array to_numpy(const tensor::HostTensor& t, bool raw) {
     for (int64_t i = 0; i < t.elements(); ++i) d[i] = t.value(i);
   }
   return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> pattern_dims(pyb::handle dims) {
+  PyObject* seq = dims.ptr();
+  if (PyTuple_Check(seq) || PyList_Check(seq)) {
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject** items = PySequence_Fast_ITEMS(seq);
+    std::vector<std::pair<int64_t, int64_t>> out;
+    out.reserve(static_cast<size_t>(n));
+    bool plain = true;
+    for (Py_ssize_t i = 0; i < n && plain; ++i) {
+      PyObject* d = items[i];
+      if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(d, 0)) ||
+          !PyLong_CheckExact(PyTuple_GET_ITEM(d, 1))) {
+        plain = false;
+        break;
+      }
+      int overflow = 0;
+      const long long stride = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(d, 0), &overflow);
+      const long long size = overflow ? 0 : PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(d, 1), &overflow);
+      if (overflow) {
+        plain = false;
+        break;
+      }
+      out.emplace_back(stride, size);
+    }
+    if (plain) return out;
+  }
+  return dims.cast<std::vector<std::pair<int64_t, int64_t>>>();
 }
 
 }  // namespace trnsim::py

@@ -27,4 +27,9 @@ pybind11::array to_numpy(const tensor::HostTensor& t, bool raw = false);
 // The Trainium dtype a NumPy dtype maps to by default (float32, float16, the integers); nullopt otherwise.
 std::optional<isa::DType> dtype_of_numpy(pybind11::handle array);
 
+// View::pattern's dims, [(stride, size), ...]: a tuple or list of 2-tuples read with the C API (the front end
+// makes one pattern per HBM operand, so the generic list-of-pairs conversion showed in its tracing time);
+// anything else goes through pybind11's conversion, with its errors.
+std::vector<std::pair<int64_t, int64_t>> pattern_dims(pybind11::handle dims);
+
 }  // namespace trnsim::py

@@ -82,6 +82,13 @@ class Emitter:
             self.act_cache[name] = a
         return a
 
+    def release(self, buf):
+        """Drops on-chip buffer `buf` ((pool uid, index)) after its last instruction: its builder view and the
+        views cached on it (a builder view holds its buffer)."""
+        self.buffers.pop(buf, None)
+        for v in self.cached.pop(buf, ()):
+            v._bv = None
+
     # ---- views
     def base(self, st):
         if st.space == HBM:
@@ -153,30 +160,12 @@ def emit(k, trace, mode, bufs_override=None):
     ops = _schedule.order(trace, mode, plan.after)
     em = Emitter(k, trace, plan)
     _record_sites(k, plan)
-    # A buffer is released after its last instruction (in emission order), so the builder's allocator can
-    # give its space to the buffer the plan put there next (whose first access the schedule put after it).
-    # (Keyed by every storage's phys: an HBM tensor's, its builder view, is no buffer and is left out after.)
-    last = {}
-    i = 0
-    for op in ops:
-        for v in op.reads:
-            last[v.st.phys] = i
-        for v in op.writes:
-            last[v.st.phys] = i
-        i += 1
-    ends = {}
-    for buf, i in last.items():
-        if type(buf) is tuple:  # an on-chip buffer: (pool uid, index)
-            ends.setdefault(i, []).append(buf)
-    emit_fns = EMIT
+    # The loop runs in the bindings (trnsim._core.nki_emit_ops): each op by the builder call its EMIT function
+    # makes (the usual ones made there directly), and a buffer released (Emitter.release) after its last
+    # instruction in emission order, so the builder's allocator can give its space to the buffer the plan put
+    # there next (whose first access the schedule put after it). Builder errors name the op's kernel line.
     try:
-        for i, op in enumerate(ops):
-            emit_fns[op.name](em, op)  # builder errors name the op's kernel line (loc)
-            if i in ends:
-                for buf in ends[i]:
-                    em.buffers.pop(buf, None)
-                    for v in em.cached.pop(buf, ()):
-                        v._bv = None
+        em.c.nki_emit_ops(em, ops, EMIT, _LOAD_ATTRS, HBM)
     finally:
         for views in em.cached.values():
             for v in views:

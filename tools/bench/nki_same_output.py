@@ -1,0 +1,124 @@
+"""Checks that two trnsim builds run every NKI Python workload byte for byte alike: the examples
+(examples/nki/*.json), the Python tests' workloads (python/tests/data/*.json with an "nki" kernel) and the
+NKI twins of the calibration workloads (python/tests/test_nki_twins.py's twin_workload, at the default
+tier's reduced shapes). For each, `trnsim run W --out D --trace D/trace.json` with each build, then the
+sha256 of stats.json (without its "path" field, which names the output folder, and with the hardware
+config's path relative to its source tree), of every output .npy and of
+the trace JSON are compared. A change to the front end's speed must leave all of them unchanged.
+
+Usage: tools/bench/nki_same_output.py BUILD_A BUILD_B [NAME_SUBSTRING]
+Prints one line per workload (same / DIFFERENT and what), then the count; exit 1 if any differs."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def workloads(scratch):
+    """(name, workload path) of every NKI workload checked; the twins are written into `scratch`."""
+    out = []
+    ex = os.path.join(ROOT, "examples", "nki")
+    out += [(f, os.path.join(ex, f)) for f in sorted(os.listdir(ex)) if f.endswith(".json")]
+    data = os.path.join(ROOT, "python", "tests", "data")
+    for f in sorted(os.listdir(data)):
+        if f.endswith(".json"):
+            with open(os.path.join(data, f)) as fh:
+                w = json.load(fh)
+            if isinstance(w.get("kernel"), dict) and "nki" in w["kernel"]:
+                # Its relative paths are the data folder's: run it from a copy there, in place.
+                out.append((f, os.path.join(data, f)))
+    sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+    import runner  # noqa: E402  (the tests' runner: its main() would run the module's tests on import)
+
+    runner.main = lambda namespace: None
+    import test_nki_twins as tw  # noqa: E402
+
+    for name in tw._cases():
+        with open(os.path.join(tw.CAL, name)) as fh:
+            cpp = json.load(fh)
+        cpp["params"].update(tw.REDUCED.get(name) or {})
+        w = tw.twin_workload(cpp)
+        path = os.path.join(scratch, "twin_" + name)
+        with open(path, "w") as fh:
+            json.dump(w, fh)
+        out.append(("twin " + name, path))
+    return out
+
+
+def _no_tree(x):
+    """x with each path into a source tree's configs/ (stats' "hardware_config") relative to the tree."""
+    if isinstance(x, dict):
+        return {k: _no_tree(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_no_tree(v) for v in x]
+    if isinstance(x, str) and x.startswith("/") and "/configs/" in x:
+        return x[x.rindex("/configs/") + 1:]
+    return x
+
+
+def sha(path, stats=False):
+    """sha256 of a file; of stats.json without its "path" field and with its config paths relative to
+    the build's source tree (two worktrees' builds name their own)."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if stats:
+        j = json.loads(data)
+        j.pop("path", None)
+        data = json.dumps(_no_tree(j), sort_keys=True).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+def digest(build, workload, out):
+    """{file: sha256} of one run's stats.json (no path), output .npy files and trace."""
+    trace = os.path.join(out, "trace.json")
+    os.makedirs(out)
+    r = subprocess.run([os.path.join(build, "trnsim"), "run", workload, "--out", out, "--trace", trace],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return {"exit": "%d: %s" % (r.returncode, r.stderr.strip()[-300:])}
+    d = {"stats.json": sha(os.path.join(out, "stats.json"), stats=True), "trace.json": sha(trace)}
+    for f in sorted(os.listdir(out)):
+        if f.endswith(".npy"):
+            d[f] = sha(os.path.join(out, f))
+    return d
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    a, b = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    only = sys.argv[3] if len(sys.argv) > 3 else ""
+    # The twins' module imports trnsim._core: build A's package.
+    sys.path.insert(0, os.path.join(a, "python"))
+    bad = 0
+    n = 0
+    with tempfile.TemporaryDirectory(prefix="nki_same_output_") as scratch:
+        for name, w in workloads(scratch):
+            if only not in name:
+                continue
+            n += 1
+            # One folder for both runs (stats.json names the trace file): each run's files hashed, then removed.
+            out = os.path.join(scratch, "run")
+            da = digest(a, w, out)
+            shutil.rmtree(out)
+            db = digest(b, w, out)
+            shutil.rmtree(out)
+            if da == db and "exit" not in da:
+                print("same       %-60s %d files" % (name, len(da)))
+            else:
+                bad += 1
+                diff = sorted(k for k in set(da) | set(db) if da.get(k) != db.get(k))
+                print("DIFFERENT  %-60s %s (%s / %s)" % (name, ", ".join(diff), da.get("exit", ""), db.get("exit", "")))
+    print("%d workloads, %d differ" % (n, bad))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
