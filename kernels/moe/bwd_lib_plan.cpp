@@ -6,6 +6,7 @@
 
 #include "kernels/lib/mxfp8/layout.h"
 #include "kernels/moe/bwd_lib.h"
+#include "kernels/moe/moe_common.h"
 
 namespace trnsim::kernels::moe {
 namespace {
@@ -101,6 +102,18 @@ BwdLibPlan plan_bwd_lib(const BwdParams& p, const isa::Limits& limits) {
   };
   pre_packing(down_q, 1, "down_weight_scales");
   pre_packing(gu_q, 2, "gate_up_weight_scales");
+  // BF16 weights loaded by DGT with vector offsets (fast_dma_transpose and the PE loader have none).
+  const auto dgt = [&](bool quantized, mxfp8::Swizzle sw) {
+    return !quantized && sw == mxfp8::Swizzle::Dgt && !p.fast_dma_transpose;
+  };
+  if (dgt(down_q, p.down_weight_swizzle))
+    if (auto err =
+            dgt_expert_offset_error("down_proj_weight", "E * I_TP * H", p.E, p.I_TP, p.H, f.p1.g.tile_k))
+      bwd_fail(*err);
+  if (dgt(gu_q, p.gate_up_weight_swizzle))
+    if (auto err = dgt_expert_offset_error("gate_up_proj_weight", "E * H * (2 * I_TP)", p.E, p.H, 2 * p.I_TP,
+                                           f.p2.g.tile_k))
+      bwd_fail(*err);
   return f;
 }
 

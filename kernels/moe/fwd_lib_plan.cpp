@@ -7,6 +7,7 @@
 #include "kernels/lib/mxfp8/layout.h"
 #include "kernels/moe/fwd_kernel.h"
 #include "kernels/moe/fwd_lib.h"
+#include "kernels/moe/moe_common.h"
 #include "sim/base/error.h"
 
 namespace trnsim::kernels::moe {
@@ -87,6 +88,11 @@ FwdLibPlan plan_fwd_lib(const FwdParams& p, const isa::Limits& limits) {
                     f.rows, p.E));
   f.gu = gemm(p.gate_up_config, "gate_up_config", f.B, p.H, f.I);
   f.down = gemm(p.down_config, "down_config", f.B, f.I, p.H);
+  for (const auto& err :
+       {dgt_expert_offset_error("gate_up_proj_weight", "E * (2 * I_TP) * H", p.E, 2 * f.I, p.H,
+                                f.gu.g.tile_k),
+        dgt_expert_offset_error("down_proj_weight", "E * H * I_TP", p.E, p.H, f.I, f.down.g.tile_k)})
+    if (err) fail(*err);
   return f;
 }
 

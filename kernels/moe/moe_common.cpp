@@ -94,6 +94,22 @@ KernelStat rows_skipped_stat(double rows) {
           "rows the indirect DMAs skip (-1 padding slots times the gather and scatter passes)"};
 }
 
+std::optional<std::string> dgt_expert_offset_error(const std::string& weight, const std::string& keys,
+                                                   int64_t E, int64_t F, int64_t K, int64_t tile_k) {
+  const int64_t rem = K % tile_k;
+  const int64_t smallest = rem % 256 >= 128 ? 128 : rem >= 256 ? 256 : tile_k;
+  const int64_t vs = smallest / 4, rows = E * F * K / vs;
+  constexpr int64_t kExact = int64_t{1} << 24;
+  if (rows <= kExact) return std::nullopt;
+  return fmt::format(
+      "the DGT loads of {} index the rows of its flattened view, {} / {} = {} * {} * {} / {} = {}, past 2^24 "
+      "= {}: nki-library adds the expert's offset (an FP32 tile) to the uint32 vector offsets with "
+      "tensor_scalar, which computes in FP32, so row indices past 2^24 round and the DMAs would read other "
+      "rows (the hardware as well); use fewer experts or smaller experts ({} / {} at most 2^24), or set "
+      "\"schedule\": \"trnsim_optimized\" (its weights move by int32 scalar offsets)",
+      weight, keys, vs, E, F, K, vs, rows, kExact, keys, vs);
+}
+
 std::vector<int64_t> sample_groups(int64_t total, int64_t group, double cost_all, double budget, bool full) {
   int64_t stride = 1;
   const int64_t groups = (total + group - 1) / group;

@@ -72,6 +72,18 @@ inline const Tolerance kMoeTolerance{.atol_factor = 0.5,
                                      .max_norm_euclidean = 0.70,
                                      .max_rel_l2_vs_quantized = std::nullopt};
 
+// The nki_library schedules' DGT loads of a stacked BF16 weight viewed as [E * F, K] address rows of its
+// flattened view [E F K / vs, vs], vs = tile_k / 4 of the smallest DGT tile (the config's tile_k, or 256 /
+// 128 for a K remainder). The row index is uint32 vector offsets plus the expert's offset, an FP32 tile
+// (expert * F K / 128, nki-library moe_mxfp8/bwd/bwmm_bwd_dropless_mxfp8.py _set_expert_offset_on_td, at
+// e9ef98fc), added by tensor_scalar (matmul_mxfp8_blocks.py set_vector_offset, at 092a49dc): an arithmetic
+// op, computed in FP32 (NKI ISA docs, "Supported Math Operators": arithmetic operators convert their inputs
+// to float32), so an index past 2^24 rounds to even and the DMA reads another row. The message naming the
+// weight, the shape keys `keys` (e.g. "E * (2 * I_TP) * H") with their values and the limit, or nullopt when
+// every index is exact.
+std::optional<std::string> dgt_expert_offset_error(const std::string& weight, const std::string& keys,
+                                                   int64_t E, int64_t F, int64_t K, int64_t tile_k);
+
 // Evenly spaced groups of `group` items out of `total`, so that their cost stays within `budget` (all of them
 // with `full` or when they fit).
 std::vector<int64_t> sample_groups(int64_t total, int64_t group, double cost_all, double budget, bool full);

@@ -44,6 +44,15 @@ class OperandView {
   // indexes tensor rows and a pattern with row stride 1 indexes single elements. nullptr when the index is
   // negative or any byte of the element lies outside the tensor.
   uint8_t* at_tensor_row(int64_t index, uint64_t col);
+  // HBM only: the base of pattern row `index` when the pattern's rows step forward (row stride > 0) and every
+  // free element of that row lies inside the tensor (element `col` at base + col_offset(col), the address
+  // at_tensor_row gives); nullptr otherwise (then at_tensor_row decides element by element).
+  uint8_t* tensor_row(int64_t index) {
+    if (row_stride_ <= 0 || index < 0 || index >= index_rows_) return nullptr;
+    return base_ + (base_off_ + index * row_stride_);
+  }
+  // Byte offset of free element `col` from its row's base.
+  int64_t col_offset(uint64_t col) const { return col_off_[col]; }
   // How many indices [0, n) keep every element of a row inside the tensor (for messages).
   int64_t tensor_rows() const { return index_rows_; }
 

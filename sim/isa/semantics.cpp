@@ -432,16 +432,47 @@ void Exec::gather_transpose() {
     fail("shape", fmt::format("vector_offset [{}, {}] holds {} indices, the gather needs {}", idx.rows(),
                               idx.cols(), entries, rows));
   const std::string& tname = program_.tensors[src.ap().tensor].name;
+  const uint32_t parts = dst.rows();
+  // Each gathered row once: its base when it lies whole inside the tensor, else element by element (which
+  // fails at the first entry with an element outside, as the copy in entry order would).
+  std::vector<const uint8_t*> base(rows);
+  std::vector<int64_t> index(rows);
   for (uint32_t r = 0; r < rows; ++r) {
-    const int64_t row = idx.load_int(r % idx.rows(), r / idx.rows());
-    for (uint32_t p = 0; p < dst.rows(); ++p) {
-      const uint8_t* sp = src.at_tensor_row(row, p);
-      if (sp == nullptr)
+    index[r] = idx.load_int(r % idx.rows(), r / idx.rows());
+    base[r] = src.tensor_row(index[r]);
+    if (base[r] != nullptr) continue;
+    for (uint32_t p = 0; p < parts; ++p)
+      if (src.at_tensor_row(index[r], p) == nullptr)
         fail("indirect bounds",
-             fmt::format("vector_offset entry {} = {} is outside rows [0, {}) of tensor '{}'", r, row,
+             fmt::format("vector_offset entry {} = {} is outside rows [0, {}) of tensor '{}'", r, index[r],
                          src.tensor_rows(), tname));
-      std::memcpy(dst.at(p, r), sp, 2);
+  }
+  // dst[p, r] = row r's element p, by tiles of 64 entries: the tile's rows are first copied whole (when each
+  // is one byte run) into a buffer that stays in cache, so their memory is read by wide loads, then every dst
+  // partition gets the tile's 64 consecutive columns (whole cache lines: SBUF partitions lie a power of two
+  // apart, so lines written piecemeal would be evicted between the pieces).
+  std::vector<uint8_t*> dp(parts);
+  std::vector<int64_t> sc(parts), dc(rows);
+  bool runs = true;  // each gathered row's elements are consecutive
+  for (uint32_t p = 0; p < parts; ++p)
+    dp[p] = dst.at(p, 0), sc[p] = src.col_offset(p), runs = runs && sc[p] == sc[0] + 2 * int64_t{p};
+  for (uint32_t r = 0; r < rows; ++r) dc[r] = dst.at(0, r) - dst.at(0, 0);
+  constexpr uint32_t kRows = 64;
+  std::vector<uint16_t> tile(static_cast<size_t>(kRows) * parts);
+  for (uint32_t r0 = 0; r0 < rows; r0 += kRows) {
+    const uint32_t r1 = std::min(rows, r0 + kRows);
+    for (uint32_t r = r0; r < r1; ++r) {
+      uint16_t* t = &tile[static_cast<size_t>(r - r0) * parts];
+      if (runs && base[r] != nullptr) {
+        std::memcpy(t, base[r] + sc[0], 2 * size_t{parts});
+        continue;
+      }
+      for (uint32_t p = 0; p < parts; ++p)
+        std::memcpy(&t[p], base[r] != nullptr ? base[r] + sc[p] : src.at_tensor_row(index[r], p), 2);
     }
+    for (uint32_t p = 0; p < parts; ++p)
+      for (uint32_t r = r0; r < r1; ++r)
+        std::memcpy(dp[p] + dc[r], &tile[static_cast<size_t>(r - r0) * parts + p], 2);
   }
 }
 

@@ -4,24 +4,26 @@
 #   - bench_model: the synthetic DMA -> PE -> ACT -> DVE -> DMA program of ~1 M instructions
 #     (tools/bench/bench_model.cpp); the rate is instructions / run_program's CPU seconds (its thread's CPU
 #     time: on a loaded machine its wall time also counts the time it waited for a core);
-#   - the DeepSeek-V3 MoE backward (configs/workloads/moe/deepseek_v3_bwd_mxfp8.json, --no-numerics), with its
-#     default schedule (nki_library, ~6.3 M instructions) and with schedule=trnsim_optimized (~450 k); the
-#     rate is stats.json's instruction count / the "simulation" part of the host time trnsim reports (the
-#     program build is "setup"), and the wall time of the whole command is printed beside it.
+#   - the DeepSeek-V3 MoE backward (configs/workloads/moe/deepseek_v3_bwd_mxfp8.json, --no-numerics) with its
+#     workload's schedule=trnsim_optimized (~720 k instructions; case deepseek_opt), and, for a program of
+#     millions, the Qwen3-235B-A22B MoE backward with the default nki_library schedule (~2.7 M; case library:
+#     nki_library refuses DeepSeek-V3's shape, kernels/moe/README.md); the rate is stats.json's instruction
+#     count / the "simulation" part of the host time trnsim reports (the program build is "setup"), and the
+#     wall time of the whole command is printed beside it.
 # Each case runs RUNS times (default 3) and the median is printed. A script that prints figures, not a timed
 # test: on a shared machine compare against another build's figures taken at the same time (BASE=DIR runs
 # that build's binaries in turn with this one's and prints the ratio).
 # Usage: tools/bench/bench_rate.sh [BUILD_DIR]     (default: build; needs targets trnsim and trnsim_bench_model)
 #        RUNS=5 BASE=/other/build tools/bench/bench_rate.sh build
-#        CASES=bench tools/bench/bench_rate.sh ...   (bench, deepseek_opt, deepseek: a space-separated subset)
+#        CASES=bench tools/bench/bench_rate.sh ...   (bench, deepseek_opt, library: a space-separated subset)
 set -euo pipefail
 build=${1:-build}
 runs=${RUNS:-3}
-cases=${CASES:-bench deepseek_opt deepseek}
+cases=${CASES:-bench deepseek_opt library}
 base=${BASE:-}
 target=5000000
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-workload="$root/configs/workloads/moe/deepseek_v3_bwd_mxfp8.json"
+moe="$root/configs/workloads/moe"
 for b in "$build" ${base:+"$base"}; do
   for t in trnsim tools/trnsim_bench_model; do
     [[ -x "$b/$t" ]] || { echo "bench_rate: $b/$t not found; build with: cmake --build $b --target trnsim trnsim_bench_model" >&2; exit 1; }
@@ -44,13 +46,13 @@ one() {
       sed -E 's/.*"instructions": ([0-9]+).*"cpu_s": ([0-9.]+).*/\1 \2/' <<<"$out" | tr '\n' ' '
       awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }'
       ;;
-    deepseek | deepseek_opt)
-      local extra=()
-      [[ $c == deepseek_opt ]] && extra=(--set params.schedule=trnsim_optimized)
+    deepseek_opt | library)
+      local workload=$moe/deepseek_v3_bwd_mxfp8.json
+      [[ $c == library ]] && workload=$moe/qwen3_235b_a22b_bwd_mxfp8.json
       rm -rf "$tmp/out"
       local t0 t1
       t0=$(date +%s.%N)
-      "$b/trnsim" run "$workload" --no-numerics "${extra[@]}" --out "$tmp/out" > /dev/null 2> "$tmp/err" ||
+      "$b/trnsim" run "$workload" --no-numerics --out "$tmp/out" > /dev/null 2> "$tmp/err" ||
         { echo "bench_rate: trnsim failed:" >&2; cat "$tmp/err" >&2; exit 1; }
       t1=$(date +%s.%N)
       local n sim

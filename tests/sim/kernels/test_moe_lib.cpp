@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/moe/moe_common.h"
 #include "sim/isa/opcodes.h"
 #include "sim/isa/semantics.h"
 #include "tests/sim/kernels/test_moe_fwd_util.h"
@@ -232,4 +233,35 @@ TEST_CASE("moe lib: what nki-library's kernels lack is refused with the schedule
              Catch::Contains("quant_scheme 1x32") && Catch::Contains("\"schedule\": \"trnsim_optimized\""));
   CHECK_THAT(moe_error(lib({{"bias", true}})),
              Catch::Contains("'bias'") && Catch::Contains("\"schedule\": \"trnsim_optimized\""));
+}
+
+TEST_CASE("moe lib: a stacked weight whose DGT row indices pass 2^24 is refused before any work") {
+  // The flattened view of E experts' [F, K] weights has E F K / vs rows, vs = tile_k / 4 of the smallest DGT
+  // tile; every index stays exact in FP32 up to 2^24 rows. E = 1024, F = 2048, K = 1024, tile_k 512 (vs 128):
+  // 2^24 rows exactly; one more expert is 2^24 + 2^14.
+  using kernels::moe::dgt_expert_offset_error;
+  CHECK_FALSE(dgt_expert_offset_error("w", "E * F * K", 1024, 2048, 1024, 512).has_value());
+  CHECK_THAT(
+      dgt_expert_offset_error("w", "E * F * K", 1025, 2048, 1024, 512).value_or(""),
+      Catch::StartsWith("the DGT loads of w index the rows of its flattened view, E * F * K / 128 = 1025 "
+                        "* 2048 * 1024 / 128 = 16793600, past 2^24 = 16777216"));
+  // K = 1152 = 2 x 512 + 128: the 128-row remainder tile has vs = 32, so 4x the rows of vs = 128.
+  CHECK_FALSE(dgt_expert_offset_error("w", "E * F * K", 455, 1024, 1152, 512).has_value());  // 16773120
+  CHECK_THAT(dgt_expert_offset_error("w", "E * F * K", 456, 1024, 1152, 512).value_or(""),
+             Catch::Contains("E * F * K / 32 = 456 * 1024 * 1152 / 32 = 16809984"));
+  // Both kernels at E = 1025, H = I_TP = 1024: gate/up's view has 1025 * 2048 * 1024 / 128 rows.
+  const json big = {{"E", 1025}, {"H", 1024}, {"I_TP", 1024}};
+  const auto refused = [](const std::string& e, const std::string& keys, const std::string& values) {
+    INFO(e);
+    CHECK_THAT(e,
+               Catch::Contains("the DGT loads of gate_up_proj_weight index the rows of its flattened view, " +
+                               keys + " / 128 = " + values + " / 128 = 16793600, past 2^24 = 16777216") &&
+                   Catch::Contains("\"schedule\": \"trnsim_optimized\""));
+  };
+  refused(moe_error(lib(big)), "E * (2 * I_TP) * H", "1025 * 2048 * 1024");
+  refused(moe_error(lib(big), bwd_in(), kMoeBwd), "E * H * (2 * I_TP)", "1025 * 1024 * 2048");
+  // The down weight (E H I_TP / 128 = 2^23 + 2^13 rows) fits; with I_TP doubled it does not either.
+  CHECK_THAT(moe_error(lib({{"E", 1025}, {"H", 1024}, {"I_TP", 2048}}), bwd_in(), kMoeBwd),
+             Catch::Contains("the DGT loads of down_proj_weight") &&
+                 Catch::Contains("E * I_TP * H / 128 = 1025 * 2048 * 1024 / 128 = 16793600"));
 }

@@ -83,6 +83,38 @@ TEST_CASE("an indirect dma_transpose gathers src rows by index[r % P, r / P], th
   }
 }
 
+TEST_CASE("an indirect dma_transpose of many rows with strided elements, and a row partly outside", "[isa]") {
+  // a: 400 BF16; src pattern rows of 4 elements at stride 2 (bytes 0, 4, 8, 12 of the row), row stride 5
+  // elements, offset 1 element: pattern row i is elements 1 + 5 i + {0, 2, 4, 6}, inside a for i <= 78.
+  // 70 entries (more than two 32-entry tiles) from an index [2, 35]: entry r at (r % 2, r / 2) is row
+  // (37 r) % 79. dst [4, 70]: dst[p, r] = a[1 + 5 row_r + 2 p].
+  Machine m({TensorDecl{"a", DType::BF16, {400}}});
+  for (int64_t i = 0; i < 400; ++i) put<uint16_t>(m.h(2 * i), val(i));
+  const auto row_of = [](int r) { return (37 * r) % 79; };
+  for (int r = 0; r < 70; ++r) put<int32_t>(m.s(r % 2, 1024 + 4 * (r / 2)), row_of(r));
+  Instruction in = make(Opcode::DmaTranspose, Engine::POOL,
+                        {sbuf(0, 4, 0, DType::BF16, {{1, 70}}), hbm(0, 2, DType::BF16, 5, 70, {{2, 4}})});
+  in.ops[3] = sbuf(0, 2, 1024, DType::I32, {{1, 35}});
+  in.nops = 4;
+  in.dge = DgeMode::Swdge;
+  m.run(in);
+  for (uint32_t p = 0; p < 4; ++p)
+    for (int r = 0; r < 70; ++r) {
+      INFO("p " << p << " r " << r);
+      CHECK(get<uint16_t>(m.s(p, 2 * r)) == val(1 + 5 * row_of(r) + 2 * p));
+    }
+
+  SECTION("a row whose last element lies outside the tensor fails at its entry") {
+    // Row 79: elements 396, 398, 400 (outside), 402; entry 41 sits at (1, 20).
+    put<int32_t>(m.s(1, 1024 + 4 * 20), 79);
+    CHECK_THROWS_WITH(m.run(in), Catch::Contains("vector_offset entry 41 = 79 is outside rows [0, 79)"));
+  }
+  SECTION("a negative index fails at its entry") {
+    put<int32_t>(m.s(0, 1024 + 4 * 3), -1);  // entry 6
+    CHECK_THROWS_WITH(m.run(in), Catch::Contains("vector_offset entry 6 = -1 is outside"));
+  }
+}
+
 TEST_CASE("dma_transpose forms: the checks name what is wrong", "[isa]") {
   Program p;
   p.generation = Generation::Trn3;
