@@ -322,7 +322,7 @@ size_t collect(const std::string& dir, bool report) {
       std::vector<io::OutputFile> page = draw_sweep_report(dir);
       std::error_code ec;
       fs::create_directory(fs::path(dir) / "plots", ec);  // the set writes into existing folders only
-      for (io::OutputFile& f : page) f.own = true;  // the sweep's folder's
+      for (io::OutputFile& f : page) f.own = true;        // the sweep's folder's
       io::write_files_atomic(page);
       std::printf(", %s/report.html, %s/plots/", dir.c_str(), dir.c_str());
     } catch (const InputError& e) {
