@@ -50,10 +50,14 @@ std::string sha256_of(int dir_fd, const std::string& name, const struct stat& st
 }
 
 // The records that may list a file of the folder `dir_fd`: the run folder's manifest, what trnsim wrote
-// there outside a run, a killed set's journal. One that cannot be read lists nothing.
+// there outside a run, a killed set's journal. One that cannot be read lists nothing, and so does one
+// another user wrote (their files are not this user's to replace without --overwrite).
 std::optional<Manifest> read_quietly(int dir_fd, const char* record, const std::string& shown) {
   try {
-    return read_manifest_at(dir_fd, record, shown);
+    unsigned owner = 0;
+    std::optional<Manifest> m = read_manifest_at(dir_fd, record, shown, &owner);
+    if (m && owner != static_cast<unsigned>(::geteuid())) return std::nullopt;
+    return m;
   } catch (const InputError&) {
     return std::nullopt;
   }

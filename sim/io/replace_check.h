@@ -9,6 +9,7 @@
 //     are those trnsim wrote holds nothing of the user's that a rerun would lose. (Removing an earlier run's
 //     files, output_files.h, still asks for the inode too: a removed copy is gone.)
 //   - an older trnsim's manifest (version 1: paths only) lists it: accepted by its path;
+//   (a record another user wrote, or one that cannot be read, lists nothing;)
 //   - overwrite_allowed() (the command's --overwrite).
 // A device, FIFO or socket is written through in place, never replaced: always allowed here. A path where
 // nothing is, a symlink or a directory is left to the other checks (output_files.h).
