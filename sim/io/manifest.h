@@ -47,6 +47,13 @@ inline constexpr const char* kJournalName = ".trnsim-journal";
 // A hard link to a run folder's complete manifest while a set replaces it (until the set's first rename): a
 // signal puts it back (sim/io/output_files.h). A leftover (SIGKILL) is removed by the next run.
 inline constexpr const char* kManifestBackupName = ".trnsim-files.old";
+// The files trnsim wrote into a folder outside a run folder's set (quantize's outputs, a program run's
+// without
+// --out, a trace, an HTML report, tune --write): state "complete", "files" only (path, bytes, inode,
+// SHA-256). Kept: it is what lets a later write replace those files without --overwrite
+// (sim/io/replace_check.h). Updated under the folder's lock after each set written there; entries whose file
+// is gone or changed size are dropped then. Never a reason to remove anything.
+inline constexpr const char* kWrittenName = ".trnsim-written";
 
 struct ManifestEntry {
   std::string path = {};

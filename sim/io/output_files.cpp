@@ -197,7 +197,7 @@ std::string resolved_path(const std::string& path) {
 
 void check_not_a_record(const std::string& path, const std::string& what) {
   const std::string name = fs::path(path).filename().string();
-  if (name == kManifestName || name == kJournalName || name == kManifestBackupName)
+  if (name == kManifestName || name == kJournalName || name == kManifestBackupName || name == kWrittenName)
     throw InputError(
         fmt::format("{} '{}': cannot write: {} is the name of trnsim's record of the files it writes "
                     "into a folder; choose another name",

@@ -65,6 +65,10 @@ struct OutputFile {
   std::string path;
   std::vector<uint8_t> bytes;
   HostBytes tail = {};  // written after `bytes` (e.g. a tensor's data after its .npy header, uncopied)
+  // The file lies in a folder trnsim keeps for itself and has checked as its own (a sweep's folder: its plan,
+  // rows, results, report): replaced by name, not recorded in DIR/.trnsim-written. Otherwise a file at
+  // `path` is replaced only as sim/io/replace_check.h allows.
+  bool own = false;
 };
 
 // A run's output folder (`trnsim run --out DIR`): the set written into it is recorded in its manifest
@@ -79,7 +83,11 @@ struct RunFolder {
 };
 
 // Writes `files` as one set (above). With `folder`, the set is the folder's new record and the earlier
-// run's files it does not write again are removed: returns their paths.
+// run's files it does not write again are removed: returns their paths. A file already at a destination is
+// replaced only as sim/io/replace_check.h allows (recorded and unchanged, or --overwrite), checked before
+// anything is written: InputError naming it and --overwrite otherwise. The files written outside a run
+// folder's set (`folder`'s) are added to their folder's DIR/.trnsim-written (sim/io/manifest.h), unless
+// `own`.
 std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files,
                                             const RunFolder* folder = nullptr);
 

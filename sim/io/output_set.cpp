@@ -30,6 +30,7 @@
 #include "sim/io/manifest.h"
 #include "sim/io/output_detail.h"
 #include "sim/io/output_files.h"
+#include "sim/io/replace_check.h"
 
 namespace trnsim::io {
 namespace {
@@ -107,10 +108,10 @@ FileId file_id_at(int dir_fd, const std::string& name) {
   return id;
 }
 
-// Writes the record `name` into the folder open as `dir_fd` (`dir` names it in messages): a temporary,
-// synced, renamed over the name (never through a symlink there: the rename replaces the name), and the
-// folder synced.
-void write_record(int dir_fd, const std::string& dir, const std::string& name, const std::string& text) {
+}  // namespace
+
+void detail::write_record(int dir_fd, const std::string& dir, const std::string& name,
+                          const std::string& text) {
   const std::string path = (fs::path(dir) / name).string();
   std::vector<interrupt::CleanupPath> on_signal;
   const TempFile t = create_temp_in(dir_fd, name, path, on_signal);
@@ -131,6 +132,10 @@ void write_record(int dir_fd, const std::string& dir, const std::string& name, c
   }
   ::fsync(dir_fd);  // some file systems refuse to sync a folder: nothing more to do then
 }
+
+namespace {
+
+using detail::write_record;
 
 // Locks every folder of `dirs` (a set of files holds them all while it replaces its files). A folder another
 // trnsim holds is waited for: every lock this call took is released meanwhile, so two writers that need
@@ -594,6 +599,8 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     check_not_a_record(target, "output");
     if (!d.special && !seen.insert(target).second)
       throw InputError(o.path + ": the same output path is given twice");
+    // The one place that decides whether a file there may be replaced (sim/io/replace_check.h).
+    if (!d.special && !o.own) check_may_replace_at(d.dir.get(), d.name, target, "output");
     targets.push_back(std::move(target));
     dests.push_back(std::move(d));
   }
@@ -895,6 +902,17 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
         }
         if (record_backup) ::unlinkat(g.fd.get(), kManifestBackupName, 0);
       }
+    }
+    // Outside the run folder, each folder's lasting record of what trnsim wrote there, before the journal
+    // goes: a kill between the two leaves a journal whose every file is in place, which the next writer
+    // keeps.
+    for (const Group& g : groups) {
+      if (g.run_folder) continue;
+      std::vector<ManifestEntry> written;
+      for (size_t i : g.plans)
+        if (!files[plans[i].index].own)
+          written.push_back({plans[i].rel, plans[i].bytes, plans[i].inode, plans[i].sha256});
+      record_written(g.fd.get(), g.dir, written);
     }
     for (size_t gi : written_records) ::unlinkat(groups[gi].fd.get(), groups[gi].record.c_str(), 0);
     for (size_t gi : written_records) ::fsync(groups[gi].fd.get());

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +11,7 @@
 
 #include "sim/base/error.h"
 #include "sim/io/output_files.h"
+#include "sim/io/replace_check.h"
 
 namespace trnsim::trace {
 
@@ -42,6 +44,8 @@ OutputFile::OutputFile(const std::filesystem::path& path) : path_(path) {
     if (file_ == nullptr)
       throw InputError(fmt::format("cannot create trace file '{}': {}", path.string(), std::strerror(errno)));
   } else {
+    io::check_may_replace_at(dir_.get(), name_, path.string(), "trace file");
+    sha_ = std::make_unique<io::Sha256>();
     try {
       const io::TempFile t = io::create_temp_in(dir_.get(), name_, path.string(), on_signal_);
       file_ = t.file;
@@ -75,6 +79,7 @@ void OutputFile::write(const void* data, size_t bytes) {
     throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(err)));
   }
   bytes_ += bytes;
+  if (sha_) sha_->update(data, bytes);
 }
 
 void OutputFile::close() {
@@ -84,6 +89,8 @@ void OutputFile::close() {
   // On disk before it replaces what was there (a device or FIFO cannot be synced, and need not be).
   const bool synced = !temp_.empty() ? ::fsync(::fileno(f)) == 0 : true;
   const int sync_err = errno;
+  struct stat st {};
+  const bool have_inode = !temp_.empty() && ::fstat(::fileno(f), &st) == 0;
   if (std::fclose(f) != 0 || !synced) {
     const int err = synced ? errno : sync_err;
     drop();
@@ -95,8 +102,14 @@ void OutputFile::close() {
     throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(err)));
   }
   ::fsync(dir_.get());  // the rename on disk too (some file systems refuse: nothing more to do then)
+  const bool renamed = !temp_.empty();
   temp_.clear();
   on_signal_.clear();
+  if (renamed && have_inode && sha_) {
+    const std::filesystem::path parent = path_.has_parent_path() ? path_.parent_path() : ".";
+    io::record_written(dir_.get(), parent.string(),
+                       {{name_, bytes_, static_cast<uint64_t>(st.st_ino), sha_->hex()}});
+  }
 }
 
 }  // namespace trnsim::trace

@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 #include "sim/base/interrupt.h"
+#include "sim/io/content_hash.h"
 #include "sim/io/dir_lock.h"
 
 namespace trnsim::trace {
@@ -21,7 +23,8 @@ namespace trnsim::trace {
 class OutputFile {
  public:
   // Creates the temporary. Throws InputError naming the path when it cannot be created (missing folder,
-  // a directory at the path, no permission).
+  // a directory at the path, no permission) or a file is there that trnsim will not replace
+  // (sim/io/replace_check.h: not one it wrote, or changed since, without --overwrite).
   explicit OutputFile(const std::filesystem::path& path);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
@@ -29,8 +32,8 @@ class OutputFile {
 
   // Throws InputError naming the path on a short write (disk full, I/O error); the file is dropped.
   void write(const void* data, size_t bytes);
-  // Flushes, closes and renames the file into place; throws InputError on failure (the file is dropped).
-  // Later calls do nothing.
+  // Flushes, closes and renames the file into place, and adds it to its folder's DIR/.trnsim-written (so a
+  // later trace may replace it); throws InputError on failure (the file is dropped). Later calls do nothing.
   void close();
 
   bool is_open() const { return file_ != nullptr; }
@@ -47,6 +50,7 @@ class OutputFile {
   std::vector<interrupt::CleanupPath> on_signal_;  // the temporary
   std::FILE* file_ = nullptr;
   uint64_t bytes_ = 0;
+  std::unique_ptr<io::Sha256> sha_;  // of the bytes written (a regular file's)
 };
 
 }  // namespace trnsim::trace

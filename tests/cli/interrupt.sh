@@ -13,8 +13,9 @@ for sig in INT TERM; do
     d=$T/$sig$delay
     mkdir -p "$d/user"
     echo keep >"$d/user/trace.json"
+    # The user's file is not one trnsim wrote: replaced (when the trace is closed) only with --overwrite.
     timeout --preserve-status -s "$sig" "$delay" "$TRNSIM" run "$W" "${SETS[@]}" --out "$d/out" --dump-inputs \
-      --trace "$d/user/trace.json" >"$d/log" 2>&1
+      --trace "$d/user/trace.json" --overwrite >"$d/log" 2>&1
     rc=$?
     if [[ $rc == 0 ]]; then ok; continue; fi  # finished before the signal: nothing to check
     code=$((128 + $(kill -l "$sig")))

@@ -68,13 +68,18 @@ want_manifest $? "a symlink to /dev/zero"
 # A damaged manifest (a regular file) is noted and replaced; nothing is removed on its word.
 "$TRNSIM" run "$SMALL" --out "$T/m5" >/dev/null 2>&1
 printf '{"trnsim_files": 2, "state": "complete", "files": [{"path": "../../etc/passwd"}]}' >"$T/m5/.trnsim-files"
-"$TRNSIM" run "$SMALL" --out "$T/m5" --no-numerics >"$T/out" 2>&1
+# Without a record it can read, the run cannot tell its earlier files from the user's: it replaces none of
+# them unless --overwrite (sim/io/replace_check.h).
+msg=$("$TRNSIM" run "$SMALL" --out "$T/m5" --no-numerics 2>&1)
+check "a damaged manifest: stats.json not replaced without --overwrite: $msg" \
+  '[[ $? == 1 && $msg == *"stats.json'"'"': cannot write: a file is there that trnsim will not replace: no trnsim record lists it"*"--overwrite"* ]]'
+"$TRNSIM" run "$SMALL" --out "$T/m5" --no-numerics --overwrite >"$T/out" 2>&1
 rc=$?
 check "a damaged manifest: noted, the run goes on, earlier files kept (exit $rc: $(head -c 300 "$T/out"))" \
   '[[ $rc == 0 && -f $T/m5/input_grad.npy ]] && grep -q "trnsim: note: .*m5/.trnsim-files: files\[0\].path: .* is not a path inside the folder" "$T/out"'
 # Garbage that is not JSON reads as an older trnsim's list of paths: noted too, earlier files kept.
 printf 'garbage \001 not a record\n' >"$T/m5/.trnsim-files"
-"$TRNSIM" run "$SMALL" --out "$T/m5" --no-numerics >"$T/out" 2>&1
+"$TRNSIM" run "$SMALL" --out "$T/m5" --no-numerics --overwrite >"$T/out" 2>&1
 rc=$?
 check "a garbage manifest: noted, earlier files kept (exit $rc: $(head -c 300 "$T/out"))" \
   '[[ $rc == 0 && -f $T/m5/input_grad.npy ]] && grep -q "trnsim: note: .*m5/.trnsim-files: not JSON: read as an older trnsim'"'"'s record" "$T/out" && grep -q "\"state\": \"complete\"" "$T/m5/.trnsim-files"'
@@ -165,7 +170,9 @@ ino=$(stat -c %i "$T/victim.txt")
 printf '{"trnsim_files": 2, "state": "complete", "files": [{"path": "victim.txt", "bytes": 7, "inode": "%s", "sha256": "%s"}]}' \
   "$ino" "$sum" >"$T/h/.trnsim-files"
 ln -s "$T/victim.txt" "$T/h/victim.txt"
-"$TRNSIM" run "$SMALL" --out "$T/h" --no-numerics >"$T/out" 2>&1
+# (The hand-made manifest does not list the run's own files: --overwrite, so that the run goes on to its
+# removals.)
+"$TRNSIM" run "$SMALL" --out "$T/h" --no-numerics --overwrite >"$T/out" 2>&1
 check "a hand-made manifest naming a symlinked file: the file stays" '[[ -f $T/victim.txt && -L $T/h/victim.txt ]]'
 
 # A manifest another user wrote (a shared folder) is never acted on, even when it names a file of this user's
@@ -177,7 +184,11 @@ if [[ $(id -u) == 0 ]]; then
   printf '{"trnsim_files": 2, "state": "complete", "files": [{"path": "notes.txt", "bytes": 9, "inode": "%s", "sha256": "%s"}]}' \
     "$(stat -c %i "$T/o/notes.txt")" "$sum" >"$T/o/.trnsim-files"
   chown 65534:65534 "$T/o/.trnsim-files"
-  "$TRNSIM" run "$SMALL" --out "$T/o" --no-numerics >"$T/out" 2>&1
+  # Another user's record vouches for no file either: the run's files are replaced with --overwrite only.
+  msg=$("$TRNSIM" run "$SMALL" --out "$T/o" --no-numerics 2>&1)
+  check "a manifest another user wrote: stats.json not replaced without --overwrite: $msg" \
+    '[[ $? == 1 && $msg == *"stats.json'"'"': cannot write: a file is there that trnsim will not replace"*"--overwrite"* ]]'
+  "$TRNSIM" run "$SMALL" --out "$T/o" --no-numerics --overwrite >"$T/out" 2>&1
   rc=$?
   check "a manifest another user wrote: not acted on (exit $rc: $(head -c 300 "$T/out"))" \
     '[[ $rc == 0 && -f $T/o/notes.txt ]] && grep -q "written by another user (uid 65534): trnsim acts only on its own records" "$T/out"'

@@ -217,7 +217,7 @@ class Pool {
       std::ifstream in(stats, std::ios::binary);
       std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       try {
-        if (in.good() || in.eof()) io::write_files_atomic({{kept.string(), std::move(bytes)}});
+        if (in.good() || in.eof()) io::write_files_atomic({{kept.string(), std::move(bytes), {}, true}});
       } catch (const InputError& e) {
         std::fprintf(stderr, "trnsim: warning: %s\n", e.what());
       }

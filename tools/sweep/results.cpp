@@ -132,7 +132,8 @@ void write_row(const std::string& dir, const json& row) {
   std::error_code ec;
   fs::create_directories(points_dir(dir), ec);
   const std::string text = row.dump(1) + "\n";
-  io::write_files_atomic({{row_path(dir, row.at("key").get<std::string>()), {text.begin(), text.end()}}});
+  io::write_files_atomic(
+      {{row_path(dir, row.at("key").get<std::string>()), {text.begin(), text.end()}, {}, true}});
 }
 
 bool row_done(const json& row) {
@@ -214,8 +215,9 @@ void write_results(const std::string& dir, const json& plan, const std::vector<o
   for (const ordered_json& r : records)
     jsonl += r.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
   const std::string csv = csv_text(plan, records);
-  io::write_files_atomic({{(fs::path(dir) / "results.csv").string(), {csv.begin(), csv.end()}},
-                          {(fs::path(dir) / "results.jsonl").string(), {jsonl.begin(), jsonl.end()}}});
+  io::write_files_atomic(
+      {{(fs::path(dir) / "results.csv").string(), {csv.begin(), csv.end()}, {}, true},
+       {(fs::path(dir) / "results.jsonl").string(), {jsonl.begin(), jsonl.end()}, {}, true}});
 }
 
 }  // namespace trnsim::sweep

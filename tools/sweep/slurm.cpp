@@ -90,7 +90,7 @@ std::string shell_quote(const std::string& s) {
 }
 
 void write_text(const std::string& path, const std::string& text) {
-  io::write_files_atomic({{path, {text.begin(), text.end()}}});
+  io::write_files_atomic({{path, {text.begin(), text.end()}, {}, true}});  // in the sweep's folder
 }
 
 // A submission folder's number (DIR/slurm/<n>); 0 for a name that is not one.

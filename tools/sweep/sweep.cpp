@@ -132,7 +132,8 @@ json read_plan(const std::string& dir) {
 
 void write_plan(const std::string& dir, const json& plan) {
   const std::string text = plan.dump(1) + "\n";
-  io::write_files_atomic({{(fs::path(dir) / "plan.json").string(), {text.begin(), text.end()}}});
+  // The sweep's folder is its own (prepare_dir: empty or this sweep's when it started).
+  io::write_files_atomic({{(fs::path(dir) / "plan.json").string(), {text.begin(), text.end()}, {}, true}});
 }
 
 namespace {
@@ -318,9 +319,10 @@ size_t collect(const std::string& dir, bool report) {
   std::fflush(stdout);
   if (report) {
     try {
-      const std::vector<io::OutputFile> page = draw_sweep_report(dir);
+      std::vector<io::OutputFile> page = draw_sweep_report(dir);
       std::error_code ec;
       fs::create_directory(fs::path(dir) / "plots", ec);  // the set writes into existing folders only
+      for (io::OutputFile& f : page) f.own = true;        // the sweep's folder's
       io::write_files_atomic(page);
       std::printf(", %s/report.html, %s/plots/", dir.c_str(), dir.c_str());
     } catch (const InputError& e) {

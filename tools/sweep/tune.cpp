@@ -15,6 +15,7 @@
 #include "kernels/workload/workload.h"
 #include "sim/base/error.h"
 #include "sim/io/output_files.h"
+#include "sim/io/replace_check.h"
 #include "tools/sweep/point_check.h"
 #include "tools/sweep/pool.h"
 #include "tools/sweep/progress.h"
@@ -293,6 +294,7 @@ void check_write_target(const std::string& write, const Spec& spec, const std::s
                             {spec.file, "the sweep file", true},
                             {spec.workload, "the sweep's workload", true}});
   io::check_not_recorded(write, "--write");
+  io::check_may_replace(write, "--write");
   std::error_code ec;
   const fs::path w = fs::weakly_canonical(fs::absolute(write), ec);
   const fs::path d = fs::weakly_canonical(fs::absolute(dir), ec);
@@ -365,7 +367,8 @@ int run_tune(const std::string& sweep_file, const TuneOptions& o) {
                   spec.file, maximize ? "highest" : "lowest", objective, objective, best[objective].dump());
   const std::string text = doc.dump(2) + "\n";
   const std::string out = o.write.empty() ? (fs::path(dir) / "best_workload.json").string() : o.write;
-  io::write_files_atomic({{out, {text.begin(), text.end()}}});
+  // The default is in the tune's folder, its own; --write FILE is checked as any output.
+  io::write_files_atomic({{out, {text.begin(), text.end()}, {}, o.write.empty()}});
   std::printf("best workload (%s = %s), written to %s:\n%s", objective.c_str(),
               best[objective].dump().c_str(), out.c_str(), text.c_str());
   return 0;

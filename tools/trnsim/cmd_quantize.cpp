@@ -34,6 +34,7 @@
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
 #include "sim/io/output_files.h"
+#include "sim/io/replace_check.h"
 #include "sim/numerics/mx.h"
 #include "sim/numerics/scale_layout.h"
 #include "tools/trnsim/commands.h"
@@ -167,6 +168,10 @@ void run_quantize(const QuantizeOptions& o) {
   io::check_no_links(o.data_out, "--data");
   io::check_no_links(o.scales_out, "--scales");
   if (!o.dequant_out.empty()) io::check_no_links(o.dequant_out, "--dequant");
+  // No file the user had is replaced (sim/io/replace_check.h), refused before the work.
+  io::check_may_replace(o.data_out, "--data");
+  io::check_may_replace(o.scales_out, "--scales");
+  if (!o.dequant_out.empty()) io::check_may_replace(o.dequant_out, "--dequant");
   io::NpyArray in = io::read_npy(o.input);
   io::require_rank(in, 2, "quantize input");
   io::require_dtype(in, {io::NpyDType::F32, io::NpyDType::U16}, "quantize input");
@@ -291,6 +296,7 @@ void add_quantize_command(CLI::App& app) {
       ->required();
   sub->add_option("--scales", opts->scales_out, "output .npy: E8M0 scale bytes, uint8")->required();
   sub->add_option("--dequant", opts->dequant_out, "optional output .npy: dequantized float32 [rows, cols]");
+  add_overwrite_option(sub);
   sub->add_option("--threads", opts->threads, "host threads for the quantization")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));

@@ -45,6 +45,7 @@ void add_run_command(CLI::App& app) {
                 "let --out be a folder inside another run's set, e.g. a finished chain's stage folder "
                 "OUT/<stage> (refused otherwise): the run replaces that stage's files, and trnsim stats "
                 "then says the chain's set is mixed");
+  add_overwrite_option(cmd);
   auto report = std::make_shared<std::string>();
   cmd->add_option("--report", *report,
                   "also write an HTML report of the run (engine time, critical path, roofline, source lines, "

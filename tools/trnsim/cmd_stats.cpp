@@ -19,6 +19,7 @@
 #include "sim/io/enclosing_set.h"
 #include "sim/io/file_kind.h"
 #include "sim/io/output_files.h"
+#include "sim/io/replace_check.h"
 #include "sim/run/report.h"
 #include "tools/sweep/report_script.h"
 #include "tools/trnsim/commands.h"
@@ -67,6 +68,7 @@ void stats_command(const StatsCliOptions& o) {
     io::check_distinct_files({{o.files[0], "the stats file", true}, {out, "--html"}});
     io::check_no_links(out, "--html");
     io::check_not_recorded(out, "--html");
+    io::check_may_replace(out, "--html");
     // The run's host time is in host.json beside stats.json (when the run wrote one): the report's "host s".
     const std::string run_dir = std::filesystem::path(o.files[0]).parent_path().string();
     const std::string host_file = (std::filesystem::path(run_dir) / run::kHostFileName).string();
@@ -113,6 +115,7 @@ void add_stats_command(CLI::App& app) {
          "write an HTML report of the run (engine time per core, critical path, roofline, busiest source "
          "lines, numerics) to FILE, by default report.html next to the stats.json")
       ->expected(0, 1);
+  add_overwrite_option(cmd);
   cmd->add_option("--lines", opts->lines, "busiest source lines to show (default 10; stats.json holds 50)")
       ->check(CLI::Range(size_t{0}, size_t{1000000}));
   cmd->callback([opts, cmd] {

@@ -29,6 +29,7 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--jobs,-j", o->jobs, "worker processes (default: the cores)")->check(CLI::Range(1, 4096));
   cmd->add_option("--out", o->out, "the tune's folder (default out/tune/<name>)");
   cmd->add_option("--write", o->write, "the best workload file (default DIR/best_workload.json)");
+  add_overwrite_option(cmd);
   cmd->add_flag(
       "--no-report", [o](int64_t) { o->report = false; }, "no HTML report");
   add_timeout_option(cmd, o->timeout_seconds);

@@ -45,6 +45,11 @@ void add_sweep_command(CLI::App& app);
 // trnsim tune SWEEP.json [--budget N] [--objective COLUMN] [...] (docs/sweeps.md)
 void add_tune_command(CLI::App& app);
 
+// --overwrite of every command that writes files: an output may replace a file at its path that no trnsim
+// record lists, or that changed since trnsim wrote it (refused otherwise, before any work:
+// sim/io/replace_check.h).
+void add_overwrite_option(CLI::App* cmd);
+
 // --timeout S of trnsim sweep and trnsim tune: seconds a point may run (or be checked) before it is stopped.
 void add_timeout_option(CLI::App* cmd, double& seconds);
 

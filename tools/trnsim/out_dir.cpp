@@ -13,6 +13,8 @@
 #include <filesystem>
 
 #include "sim/base/error.h"
+#include "sim/io/replace_check.h"
+#include "tools/trnsim/commands.h"
 
 namespace trnsim::cli {
 
@@ -185,6 +187,13 @@ std::vector<std::string> OutDir::commit(const std::vector<io::OutputFile>& files
   created_.clear();
   created_subs_.clear();
   return removed;
+}
+
+void add_overwrite_option(CLI::App* cmd) {
+  cmd->add_flag_callback(
+      "--overwrite", [] { io::set_overwrite_allowed(true); },
+      "let outputs replace files already at their paths that no trnsim record lists as written by trnsim (a "
+      "file of yours) or that changed since trnsim wrote them; refused otherwise, before any work");
 }
 
 }  // namespace trnsim::cli

@@ -17,6 +17,7 @@
 #include "sim/base/scratch_dir.h"
 #include "sim/io/output_files.h"
 #include "sim/io/output_name.h"
+#include "sim/io/replace_check.h"
 #include "sim/run/report.h"
 #include "sim/trace/open_trace.h"
 #include "tools/trnsim/out_dir.h"
@@ -97,6 +98,7 @@ int run_chain_file(const RunCliOptions& o) {
     io::check_distinct_files(paths);
     io::check_not_directories(paths);
     io::check_no_links(paths, out_dir);
+    io::check_may_replace(paths);
     if (!o.trace.empty()) try {
         trace::check_trace_path(o.trace);
         for (const workload::ChainStage& s : chain.stages)

@@ -20,6 +20,7 @@
 #include "sim/config/hw_config.h"
 #include "sim/io/output_files.h"
 #include "sim/io/output_name.h"
+#include "sim/io/replace_check.h"
 #include "sim/isa/names.h"
 #include "sim/isa/program_json.h"
 #include "sim/isa/semantics.h"
@@ -122,6 +123,7 @@ int run_program_file(const RunCliOptions& o) {
     io::check_distinct_files(paths);
     io::check_not_directories(paths);
     io::check_no_links(paths, out_dir);
+    io::check_may_replace(paths);
     if (!o.trace.empty()) trace::check_trace_path(o.trace);
   }
   // Created if missing and checked now, as for workloads; removed again if the run fails.

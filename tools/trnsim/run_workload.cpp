@@ -23,6 +23,7 @@
 #include "sim/io/npy.h"
 #include "sim/io/output_files.h"
 #include "sim/io/output_name.h"
+#include "sim/io/replace_check.h"
 #include "sim/run/report.h"
 #include "sim/run/session.h"
 #include "sim/trace/open_trace.h"
@@ -146,6 +147,7 @@ int run_workload_file(const RunCliOptions& o) {
     io::check_distinct_files(paths);
     io::check_not_directories(paths);
     io::check_no_links(paths, out_dir);
+    io::check_may_replace(paths);
     if (!o.trace.empty()) trace::check_trace_path(o.trace);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", p.w.file, e.what()));

@@ -15,6 +15,7 @@
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
 #include "sim/io/output_files.h"
+#include "tests/unit/numerics/allow_overwrite.h"
 #include "tests/unit/numerics/temp_dir.h"
 
 using namespace trnsim::io;
@@ -120,8 +121,8 @@ TEST_CASE("write_npy then read_npy round-trips every dtype", "[npy]") {
   CHECK(a.elements() == 5);
   CHECK(a.data<uint8_t>()[1] == 0x7E);
   CHECK_THROWS_WITH(a.data<float>(), "NpyArray::data: element type size does not match dtype uint8");
-  // Nothing but the output is left in the directory (no temporaries).
-  CHECK(t.files() == std::vector<std::string>{"a.npy"});
+  // Nothing but the output and the folder's record of it is left in the directory (no temporaries).
+  CHECK(t.files() == std::vector<std::string>{".trnsim-written", "a.npy"});
 }
 
 TEST_CASE("read_npy reads versions 2.0 and 3.0, 0-d and empty arrays", "[npy]") {
@@ -272,7 +273,9 @@ TEST_CASE("writes are atomic and all-or-nothing", "[npy]") {
       missing_dir + ": cannot write: directory '" + (t.dir / "nope").string() + "' does not exist");
   CHECK(t.files().empty());
 
-  // An existing file is kept unchanged when a later output of the same batch fails.
+  // An existing file is kept unchanged when a later output of the same batch fails. (It is not one trnsim
+  // wrote: replaced on purpose, --overwrite.)
+  const trnsim::test_util::AllowOverwrite overwrite;
   write_raw(t / "old.npy", "previous content");
   CHECK_THROWS_WITH(
       write_npy_all({{t / "old.npy", NpyDType::F32, {2}, v}, {missing_dir, NpyDType::F32, {2}, v}}),
@@ -288,7 +291,7 @@ TEST_CASE("writes are atomic and all-or-nothing", "[npy]") {
   CHECK(t.files() == std::vector<std::string>{"old.npy"});
 
   write_npy_all({{t / "a.npy", NpyDType::F32, {2}, v}, {t / "old.npy", NpyDType::F32, {1}, v}});
-  CHECK(t.files() == std::vector<std::string>{"a.npy", "old.npy"});
+  CHECK(t.files() == std::vector<std::string>{".trnsim-written", "a.npy", "old.npy"});
   CHECK(read_npy(t / "old.npy").shape == std::vector<int64_t>{1});
 }
 
@@ -302,7 +305,9 @@ TEST_CASE("a replaced output keeps its permissions, long names fit, leftovers ar
   CHECK(temp_path_for(longest).size() == t.dir.string().size() + 1 + 255);
   fs::remove(longest);
 
-  // A read-only output is replaced (its folder is writable) and stays read-only.
+  // A read-only output is replaced (its folder is writable) and stays read-only (not one trnsim wrote: with
+  // --overwrite).
+  const trnsim::test_util::AllowOverwrite overwrite;
   write_raw(t / "ro.npy", "old");
   fs::permissions(t / "ro.npy", fs::perms::owner_read | fs::perms::group_read);
   write_npy(t / "ro.npy", NpyDType::F32, {2}, v);

@@ -1,6 +1,7 @@
 // Output sets (sim/io/output_files.h): the manifest's format, all-or-nothing replacement when a rename fails
 // midway or the process is killed at any step, recovery by the next run, removal by identity only, and the
 // folder lock.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,8 @@
 #include "sim/io/dir_lock.h"
 #include "sim/io/manifest.h"
 #include "sim/io/output_files.h"
+#include "sim/io/replace_check.h"
+#include "tests/unit/numerics/allow_overwrite.h"
 #include "tests/unit/numerics/temp_dir.h"
 
 using namespace trnsim;
@@ -115,10 +119,14 @@ TEST_CASE("a set in several folders is written whole and leaves nothing else", "
   TempDir t;
   fs::create_directory(t.dir / "sub");
   write_raw(t / "a", "old a");
+  // "a" is not one trnsim wrote: replaced here on purpose (--overwrite).
+  const test_util::AllowOverwrite overwrite;
   write_files_atomic({file(t / "a", "new a"), file(t / "b", "new b"), file(t / "sub/c", "new c")});
   CHECK(read_raw(t / "a") == "new a");
   CHECK(read_raw(t / "sub/c") == "new c");
-  CHECK(names(t.dir) == std::vector<std::string>{"a", "b", "sub", "sub/c"});
+  // Each folder's record of what trnsim wrote there stays (sim/io/manifest.h).
+  CHECK(names(t.dir) ==
+        std::vector<std::string>{".trnsim-written", "a", "b", "sub", "sub/.trnsim-written", "sub/c"});
 }
 
 TEST_CASE("a rename that fails midway puts every file back", "[output_set]") {
@@ -126,6 +134,7 @@ TEST_CASE("a rename that fails midway puts every file back", "[output_set]") {
   write_raw(t / "a", "old a");
   write_raw(t / "b", "old b");
   write_raw(t / "c", "old c");
+  const test_util::AllowOverwrite overwrite;  // the files are not ones trnsim wrote
   // After a is in place, b becomes a directory: its rename fails (EISDIR).
   bool acted = false;
   testing::set_write_step_hook([&](long) {
@@ -343,4 +352,69 @@ TEST_CASE("a journal that is not JSON is reported and kept", "[output_set]") {
                         Catch::Contains("it is kept as it is: look at it, then remove or rename it"));
   CHECK(read_raw(t / kJournalName) == "hello\n");
   CHECK_FALSE(fs::exists(t / "x.npy"));
+}
+
+TEST_CASE("a file is replaced only when a record lists it unchanged, or with --overwrite", "[output_set]") {
+  TempDir t;
+  const std::string dir = t / "out";
+  fs::create_directories(dir);
+  // The user's own file: refused, named, nothing written.
+  write_raw(dir + "/stats.json", "mine");
+  const RunFolder first{dir, open_run_folder(dir).manifest, {}};
+  CHECK_THROWS_WITH(
+      write_files_atomic({file(dir + "/x.npy", "x A"), file(dir + "/stats.json", "stats A")}, &first),
+      "output '" + dir +
+          "/stats.json': cannot write: a file is there that trnsim will not replace: no trnsim "
+          "record lists it (trnsim replaces only the files it wrote there itself, unchanged); "
+          "pass --overwrite to replace it, or choose another path");
+  CHECK(read_raw(dir + "/stats.json") == "mine");
+  CHECK_FALSE(fs::exists(dir + "/x.npy"));
+  CHECK_FALSE(fs::exists(dir + "/.trnsim-files"));
+  {
+    const test_util::AllowOverwrite overwrite;
+    write_files_atomic({file(dir + "/x.npy", "x A"), file(dir + "/stats.json", "stats A")}, &first);
+  }
+  // A rerun: the record lists both, unchanged.
+  const RunFolder second{dir, open_run_folder(dir).manifest, {}};
+  write_files_atomic({file(dir + "/x.npy", "x B"), file(dir + "/stats.json", "stats B")}, &second);
+  CHECK(read_raw(dir + "/x.npy") == "x B");
+  // Edited since: the same size with other bytes, or another size.
+  write_raw(dir + "/x.npy", "x C");
+  {
+    const Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    CHECK(replace_refusal_at(d.get(), "x.npy", dir + "/x.npy") ==
+          "it changed since the run that wrote it (" + dir + "/.trnsim-files lists it with another SHA-256)");
+  }
+  const RunFolder third{dir, open_run_folder(dir).manifest, {}};
+  CHECK_THROWS_WITH(write_files_atomic({file(dir + "/x.npy", "x D")}, &third),
+                    Catch::Contains("it changed since the run that wrote it (" + dir +
+                                    "/.trnsim-files lists it with another SHA-256)") &&
+                        Catch::Contains("pass --overwrite"));
+  write_raw(dir + "/x.npy", "x CC");
+  CHECK_THROWS_WITH(check_may_replace(dir + "/x.npy", "output"),
+                    Catch::Contains("lists it with 3 bytes, it has 4 now"));
+  CHECK(read_raw(dir + "/x.npy") == "x CC");
+  // A copy with new inodes, the same bytes, is still the run's.
+  write_raw(t / "stats.copy", "stats B");
+  fs::rename(t / "stats.copy", dir + "/stats.json");
+  CHECK_NOTHROW(check_may_replace(dir + "/stats.json", "output"));
+  // Outside a run folder: DIR/.trnsim-written records what was written, and lets a second write replace it.
+  const std::string q = t / "q";
+  fs::create_directories(q);
+  write_files_atomic({file(q + "/d.npy", "d 1"), file(q + "/s.npy", "s 1")});
+  write_files_atomic({file(q + "/d.npy", "d 22")});
+  const Fd qd(::open(q.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  const std::optional<Manifest> w = read_manifest_at(qd.get(), kWrittenName, q + "/" + kWrittenName);
+  REQUIRE(w);
+  REQUIRE(w->files.size() == 2);
+  CHECK(w->files[0].path == "s.npy");
+  CHECK(w->files[1].path == "d.npy");
+  CHECK(w->files[1].bytes == 4);
+  CHECK(w->files[1].sha256 == sha256_hex("d 22"));
+  // An older trnsim's manifest (paths only) is taken at its word.
+  const std::string v1 = t / "v1";
+  fs::create_directories(v1);
+  write_raw(v1 + "/stats.json", "anything");
+  write_raw(v1 + "/.trnsim-files", "stats.json\n");
+  CHECK_NOTHROW(check_may_replace(v1 + "/stats.json", "output"));
 }

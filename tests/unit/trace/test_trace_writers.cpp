@@ -23,6 +23,7 @@
 #include "sim/trace/perfetto_writer.h"
 #include "sim/trace/reader/pftrace_reader.h"
 #include "sim/trace/trace_sink.h"
+#include "tests/unit/numerics/allow_overwrite.h"
 
 namespace fs = std::filesystem;
 using namespace trnsim::trace;
@@ -496,7 +497,7 @@ TEST_CASE("pftrace streams to disk and round-trips long strings and many names",
     CHECK(fs::file_size(temps[0]) > 1'000'000);
     CHECK(w.bytes() >= fs::file_size(temps[0]));
     w.close();
-    CHECK(files_in(tmp.dir) == std::vector<fs::path>{path});
+    CHECK(files_in(tmp.dir) == std::vector<fs::path>{tmp.dir / ".trnsim-written", path});
   }
   const ReadTrace t = read_perfetto_trace(path);
   REQUIRE(t.problems.empty());
@@ -578,7 +579,15 @@ TEST_CASE("a trace replaces its destination only when it is closed", "[trace]") 
   TempDir tmp("replace");
   const fs::path path = tmp.dir / "t.json";
   std::ofstream(path) << "keep";
+  // A file trnsim did not write is refused before anything is created (sim/io/replace_check.h).
+  CHECK_THROWS_WITH(JsonTraceWriter(path),
+                    Catch::Contains("trace file '" + path.string() +
+                                    "': cannot write: a file is there that trnsim will "
+                                    "not replace: no trnsim record lists it") &&
+                        Catch::Contains("pass --overwrite"));
+  CHECK(files_in(tmp.dir) == std::vector<fs::path>{path});
   {
+    const trnsim::test_util::AllowOverwrite overwrite;  // replaced here on purpose
     OutputFile dropped(path);  // destroyed without close(): a failed write, or a run that ended at once
     dropped.write("new", 3);
     CHECK(read_all(path) == "keep");
@@ -586,13 +595,19 @@ TEST_CASE("a trace replaces its destination only when it is closed", "[trace]") 
   CHECK(read_all(path) == "keep");
   CHECK(files_in(tmp.dir) == std::vector<fs::path>{path});  // no temporary left
   {
+    const trnsim::test_util::AllowOverwrite overwrite;
     JsonTraceWriter w(path);
     const TrackId p = w.process_track(1, "core");
     w.slice_begin(w.thread_track(p, "PE"), 0, "x");
     CHECK(read_all(path) == "keep");  // while the trace is written
   }                                   // the writer's destructor closes it, as close() would
   CHECK(nlohmann::json::parse(read_all(path)).at("traceEvents").size() == 5);
-  CHECK(files_in(tmp.dir) == std::vector<fs::path>{path});
+  // Recorded in the folder's .trnsim-written: the next trace replaces it without --overwrite.
+  CHECK(files_in(tmp.dir) == std::vector<fs::path>{tmp.dir / ".trnsim-written", path});
+  JsonTraceWriter(path).close();
+  CHECK(nlohmann::json::parse(read_all(path)).at("traceEvents").empty());
+  std::ofstream(path, std::ios::app) << " ";  // edited since: refused again
+  CHECK_THROWS_WITH(JsonTraceWriter(path), Catch::Contains("it changed since the run that wrote it"));
   // A symlink to a file is refused: the file it points to stays as it was.
   const fs::path target = tmp.dir / "target.json";
   const fs::path link = tmp.dir / "link.json";

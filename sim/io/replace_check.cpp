@@ -1,0 +1,183 @@
+#include "sim/io/replace_check.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "sim/base/error.h"
+#include "sim/io/content_hash.h"
+#include "sim/io/output_detail.h"
+
+namespace trnsim::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::atomic<bool> g_overwrite{false};
+
+// A file's SHA-256, hashed once per process for one state of the file (a run checks its outputs before it
+// simulates and again when it writes them).
+std::string sha256_of(int dir_fd, const std::string& name, const struct stat& st) {
+  using Key = std::tuple<dev_t, ino_t, off_t, time_t, long, time_t, long>;
+  static std::mutex mutex;
+  static std::map<Key, std::string> cache;
+  const Key key{st.st_dev,          st.st_ino,         st.st_size,        st.st_mtim.tv_sec,
+                st.st_mtim.tv_nsec, st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  const Fd f(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  struct stat now {};
+  if (!f.ok() || ::fstat(f.get(), &now) != 0 || now.st_ino != st.st_ino) return "";
+  std::string h = sha256_of_fd(f.get());
+  const std::lock_guard<std::mutex> lock(mutex);
+  cache[key] = h;
+  return h;
+}
+
+// The records that may list a file of the folder `dir_fd`: the run folder's manifest, what trnsim wrote
+// there outside a run, a killed set's journal. One that cannot be read lists nothing, and so does one
+// another user wrote (their files are not this user's to replace without --overwrite).
+std::optional<Manifest> read_quietly(int dir_fd, const char* record, const std::string& shown) {
+  try {
+    unsigned owner = 0;
+    std::optional<Manifest> m = read_manifest_at(dir_fd, record, shown, &owner);
+    if (m && owner != static_cast<unsigned>(::geteuid())) return std::nullopt;
+    return m;
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+void set_overwrite_allowed(bool allowed) {
+  g_overwrite = allowed;
+}
+
+bool overwrite_allowed() {
+  return g_overwrite;
+}
+
+std::string replace_refusal_at(int dir_fd, const std::string& name, const std::string& path) {
+  struct stat st {};
+  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return "";
+  if (overwrite_allowed()) return "";
+  std::string changed;
+  // Whether `m` (the record `shown`) lists the file as `rel` and the file is still as recorded.
+  const auto listed = [&](const Manifest& m, const std::string& rel, const std::string& shown) {
+    std::vector<const ManifestEntry*> entries;
+    for (const ManifestEntry& e : m.files) entries.push_back(&e);
+    for (const ManifestEntry& e : m.previous) entries.push_back(&e);
+    for (const ManifestEntry* e : entries) {
+      if (e->path != rel) continue;
+      if (m.version == 1) return true;  // an older trnsim's record: its paths only
+      if (e->sha256.empty()) continue;
+      if (e->bytes == static_cast<uint64_t>(st.st_size) && sha256_of(dir_fd, name, st) == e->sha256)
+        return true;
+      if (changed.empty())
+        changed = e->bytes != static_cast<uint64_t>(st.st_size)
+                      ? fmt::format("{} lists it with {} bytes, it has {} now", shown, e->bytes, st.st_size)
+                      : fmt::format("{} lists it with another SHA-256", shown);
+    }
+    return false;
+  };
+  const fs::path target = fs::absolute(path).lexically_normal();
+  const fs::path here = target.parent_path();
+  for (const char* record : {kManifestName, kWrittenName, kJournalName}) {
+    const std::string shown = (here / record).string();
+    if (const std::optional<Manifest> m = read_quietly(dir_fd, record, shown); m && listed(*m, name, shown))
+      return "";
+  }
+  // A run folder above whose set holds it (OUT/inputs/x.npy, a chain's OUT/<stage>/stats.json).
+  for (fs::path dir = here.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    const Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (d.ok()) {
+      const std::string shown = (dir / kManifestName).string();
+      if (const std::optional<Manifest> m = read_quietly(d.get(), kManifestName, shown);
+          m && listed(*m, target.lexically_relative(dir).string(), shown))
+        return "";
+    }
+    if (dir == dir.parent_path()) break;
+  }
+  if (!changed.empty()) return "it changed since the run that wrote it (" + changed + ")";
+  return "no trnsim record lists it (trnsim replaces only the files it wrote there itself, unchanged)";
+}
+
+void check_may_replace_at(int dir_fd, const std::string& name, const std::string& path,
+                          const std::string& what) {
+  const std::string why = replace_refusal_at(dir_fd, name, path);
+  if (why.empty()) return;
+  throw InputError(
+      fmt::format("{} '{}': cannot write: a file is there that trnsim will not replace: {}; pass --overwrite "
+                  "to replace it, or choose another path",
+                  what, path, why));
+}
+
+void check_may_replace(const std::string& path, const std::string& what) {
+  if (path.empty()) return;
+  const fs::path p(path);
+  if (!p.has_filename()) return;
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+  const Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d.ok()) return;  // nothing there to replace (a missing folder is the other checks')
+  check_may_replace_at(d.get(), p.filename().string(), path, what);
+}
+
+void check_may_replace(const std::vector<NamedPath>& paths) {
+  for (const NamedPath& p : paths)
+    if (!p.is_input) check_may_replace(p.path, p.what);
+}
+
+void record_written(int dir_fd, const std::string& dir, const std::vector<ManifestEntry>& files) {
+  if (files.empty()) return;
+  const std::string shown = (fs::path(dir) / kWrittenName).string();
+  Manifest m;
+  try {
+    if (std::optional<Manifest> old = read_manifest_at(dir_fd, kWrittenName, shown); old && old->version == 2)
+      m.files = std::move(old->files);
+  } catch (const InputError& e) {
+    struct stat st {};
+    // Something else than a regular file there is the user's: kept.
+    if (::fstatat(dir_fd, kWrittenName, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+      std::fprintf(stderr, "trnsim: note: %s; the files written now are not recorded\n", e.what());
+      return;
+    }
+    std::fprintf(stderr, "trnsim: note: %s: rewritten\n", e.what());
+  }
+  std::set<std::string> now;
+  for (const ManifestEntry& e : files) now.insert(e.path);
+  std::vector<ManifestEntry> kept;
+  for (ManifestEntry& e : m.files) {
+    struct stat st {};
+    if (now.count(e.path) || ::fstatat(dir_fd, e.path.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != e.bytes)
+      continue;
+    kept.push_back(std::move(e));
+  }
+  for (const ManifestEntry& e : files) kept.push_back({e.path, e.bytes, e.inode, e.sha256});
+  m.files = std::move(kept);
+  m.complete = true;
+  try {
+    detail::write_record(dir_fd, dir, kWrittenName, manifest_text(m));
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "trnsim: note: %s; a later write over these files will ask for --overwrite\n",
+                 e.what());
+  }
+}
+
+}  // namespace trnsim::io
