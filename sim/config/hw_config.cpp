@@ -462,6 +462,7 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   c.dma.trigger_ns = r.number("dma.trigger_ns", 0, kMaxLatencyNs);
   c.dma.hwdge_instruction_ns = r.number("dma.hwdge_instruction_ns", 0, kMaxLatencyNs);
   c.dma.hwdge_blocks = r.integer("dma.hwdge_blocks", 1, 2);
+  c.dma.hwdge_act_lookahead = r.boolean("dma.hwdge_act_lookahead");
   c.dma.swdge_instruction_ns = r.number("dma.swdge_instruction_ns", 0, kMaxLatencyNs);
   c.dma.setup_ns = r.number("dma.setup_ns", 0, kMaxLatencyNs);
   c.dma.packet_ns = r.number("dma.packet_ns", 0, kMaxLatencyNs);

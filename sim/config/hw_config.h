@@ -124,6 +124,9 @@ struct DmaConfig {
   double trigger_ns = 50;             // occupies the issuing sequencer
   double hwdge_instruction_ns = 600;  // occupies a DGE block
   uint32_t hwdge_blocks = 2;
+  // ACT-commanded hwdge: the DGE block starts an instruction's descriptors once ACT has reached the
+  // instruction before it (not after the instruction's own semaphore waits): they overlap ACT's earlier work.
+  bool hwdge_act_lookahead = false;
   double swdge_instruction_ns = 600;  // occupies GpSimd (replaces trigger_ns)
   double setup_ns = 1050;
   double packet_ns = 0;                    // least engine time per packet; 0: efficiency_curve

@@ -285,6 +285,7 @@ bool Sequencer::fetch(Picoseconds now) {
   const auto index = static_cast<uint32_t>(idx_);
   if (!waiting_) {
     waiting_ = true;
+    prev_reached_ = idx_ == 0 ? now : wait_start_;
     wait_start_ = now;
     blocked_sem_ = -1;
   }
@@ -354,23 +355,29 @@ bool Sequencer::issue_dma_trigger(Picoseconds now) {
   const auto& dma = top_.hw.dma;
   Picoseconds start = now;
   Picoseconds seq = timing::ns_to_ps(dma.trigger_ns);
-  Picoseconds dge;
+  Picoseconds dge_start = now, dge_end = now;
   if (inst.dge == isa::DgeMode::Hwdge && dma.hwdge_instruction_ns > 0) {
     Lnc2::DgeBlock& block = top_.dge_block(core_, engine_);
-    if (block.free > now) {
-      start = block.free;
+    // The block takes the instruction when it is free and the instruction is known: when its sequencer
+    // reaches it, or from ACT (dma.hwdge_act_lookahead) when ACT reached the instruction before it, so
+    // that the descriptors are generated while ACT's earlier work runs.
+    const bool ahead = engine_ == isa::Engine::ACT && dma.hwdge_act_lookahead;
+    dge_start = later(ahead ? prev_reached_ : now, block.free);
+    if (dge_start > now) {
+      start = dge_start;
       cur_.cause = {CauseKind::DgeBusy, block.last, 0};
     }
-    dge = timing::ns_to_ps(dma.hwdge_instruction_ns);
-    block.free = timing::end_after(start, dge, top_.limit, "its DGE descriptor generation would end");
+    dge_end = timing::end_after(dge_start, timing::ns_to_ps(dma.hwdge_instruction_ns), top_.limit,
+                                "its DGE descriptor generation would end");
+    block.free = dge_end;
     block.last = {static_cast<int8_t>(core_), engine_, Part::Instruction, static_cast<uint32_t>(idx_)};
   } else if (inst.dge == isa::DgeMode::Swdge) {
     seq = timing::ns_to_ps(dma.swdge_instruction_ns);  // GpSimd generates the descriptors
   }
   cur_.start = cur_.ls_start = cur_.ls_end = start;
   cur_.end = timing::end_after(start, seq, top_.limit, "its DMA trigger would end");
-  cur_.dge_start = start;
-  cur_.dge_end = later(cur_.end, start + dge);
+  cur_.dge_start = std::min(dge_start, start);
+  cur_.dge_end = later(cur_.end, dge_end);
   dma_enqueue_ = cur_.dge_end;
   phase_ = Phase::Trigger;
   next_trigger(to_sc(since(cur_.end, now)));

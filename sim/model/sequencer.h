@@ -8,7 +8,9 @@
 // then by kind:
 //   - DMA (dma_copy, dma_transpose, sendrecv), by its descriptor mode (isa::DgeMode): none: occupy the
 //     sequencer for dma.trigger_ns; hwdge (SP or ACT): wait until the sequencer's DGE block is free, occupy
-//     the sequencer for dma.trigger_ns and the block for dma.hwdge_instruction_ns; swdge (POOL): occupy
+//     the sequencer for dma.trigger_ns and the block for dma.hwdge_instruction_ns (from ACT, with
+//     dma.hwdge_act_lookahead, the block may start once ACT reached the instruction before it, ahead of the
+//     DMA's own waits); swdge (POOL): occupy
 //     GpSimd for dma.swdge_instruction_ns. The transfer is handed to the DMA system when the descriptors
 //     are done, and the sequencer moves on at the end of its own part;
 //   - core_barrier: signal the peer core's barrier semaphore, wait for our own (see run.h);
@@ -118,7 +120,8 @@ class Sequencer : public sc_core::sc_module {
   bool waiting_ = false;
   bool launched_ = false;  // the kernel launch delay (sync.kernel_launch_ns) has passed
   Picoseconds wait_start_;
-  InstructionRecord cur_;  // the instruction in Busy / Trigger / BarrierWait / PeMmWait
+  Picoseconds prev_reached_;  // when the sequencer reached the previous instruction (its wait_start_)
+  InstructionRecord cur_;     // the instruction in Busy / Trigger / BarrierWait / PeMmWait
   timing::EngineCost cost_;
   int blocked_sem_ = -1;         // the semaphore the current wait registered on last
   Cause fetch_cause_;            // what the current instruction's `waits` ended on

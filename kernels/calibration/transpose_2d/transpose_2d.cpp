@@ -13,7 +13,9 @@
 // schedule: the next tile's load ahead of this tile's store). DMAs carry no engine or dge_mode: NKI's
 // defaults as the builder resolves them (kernels/api/dma_mode.h: hardware DGE, loads on SP, stores on ACT);
 // the PSUM copy on `copy_engine` (NKI's default leaves it to the compiler; Scalar by default, as for the
-// tutorial matmul's PSUM copies, see nki_tutorial_matmul).
+// tutorial matmul's PSUM copies, see nki_tutorial_matmul). Profiled runs of the assignment compile with
+// --disable-dge (run_benchmark.py with --profile_name), which `disable_dge` reproduces
+// (Kernel::set_disable_dge).
 #include <fmt/format.h>
 
 #include <cstring>
@@ -34,6 +36,7 @@ struct Params {
   int64_t M = 0, N = 0;
   std::optional<int64_t> bufs;
   Engine copy_engine = Engine::ACT;
+  bool disable_dge = false;
 
   static void describe(Schema<Params>& s) {
     s.dim(&Params::M, "M", "rows of in (multiple of 128)");
@@ -44,10 +47,17 @@ struct Params {
         .range(1, 8);
     s.choice(&Params::copy_engine, "copy_engine", "engine of the PSUM -> SBUF tensor_copy",
              {{"scalar", Engine::ACT}, {"vector", Engine::DVE}}, Engine::ACT);
+    s.add(&Params::disable_dge, "disable_dge",
+          "compiled with the Neuron compiler's --disable-dge, as the Trn2 assignment's run_benchmark.py "
+          "compiles "
+          "its profiled runs (--profile_name): the DMAs use precomputed descriptors instead of the hardware "
+          "DGE",
+          false);
   }
 };
 
 void kernel(Kernel& k, const Params& p) {
+  k.set_disable_dge(p.disable_dge);
   View in = k.input("in", DType::F32, {p.M, p.N});
   View out = k.output("out", DType::F32, {p.N, p.M});
   if (p.M % kT || p.N % kT)

@@ -1,13 +1,15 @@
 // Pins of the MXFP8 matmul kernels on the SystemC model (Trn3): the output bytes (FNV-1a 64) and the
 // simulated time (ps) of small runs, so a change to the pipeline that moves either is seen. The backward uses
 // the parameters of configs/workloads/matmul_mxfp8_bwd_512_trn3.json (its simulated time does not depend on
-// the input values, so it is the workload's: 22734.806 ns; the workload leaves float8_dtype at the kernel's
+// the input values, so it is the workload's; the workload leaves float8_dtype at the kernel's
 // documented default, float8_e5m2, which changed these bytes from the E4M3 ones); inputs are the tests'
 // seeded normal(0, 1) BF16. The DGT loader staging quantize_mx reads contiguously (issue 25 item 1) moved
 // both times (22831.160 -> 22734.806 ns, 20036.291 -> 19783.118 ns), not the bytes. The backward's default
 // becoming nki-library's own stream (schedule nki_library) moved its time 22734.806 -> 24621.550 ns (the PE
 // swizzle of the K-by-F operands, quantize_mx per tile, DVE drains), not its bytes; trnsim_optimized keeps
-// the old time.
+// the old time. ACT's hardware-DGE descriptors generated ahead (dma.hwdge_act_lookahead) and the refitted
+// launch (8240 -> 8785 ns, carried from Trn2) moved the times, not the bytes: 24621.550 -> 24362.289 ns,
+// trnsim_optimized 22734.806 -> 23464.672 ns, the forward 19783.118 -> 19778.118 ns.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -38,14 +40,14 @@ TEST_CASE("mxfp8 pins: matmul_mxfp8_backward with the matmul_mxfp8_bwd_512_trn3 
   // The default schedule, nki_library: PSUM copy-in cannot run (one K block per phase) and the output is
   // FP32, so the arithmetic is the option's and so are the bytes; the time is the library's stream's.
   const auto r = run_bwd_512("");
-  CHECK(r.stats.total_time.count() == 24621550);
+  CHECK(r.stats.total_time.count() == 24362289);
   CHECK(fnv1a(r.bytes("input_grad")) == 0x3b326c70f2bb2dceull);
   CHECK(fnv1a(r.bytes("weight_grad")) == 0xe7d7a52fb194ac56ull);
 }
 
 TEST_CASE("mxfp8 pins: matmul_mxfp8_backward 512 workload on trnsim_optimized") {
   const auto r = run_bwd_512("trnsim_optimized");
-  CHECK(r.stats.total_time.count() == 22734806);
+  CHECK(r.stats.total_time.count() == 23464672);
   CHECK(fnv1a(r.bytes("input_grad")) == 0x3b326c70f2bb2dceull);
   CHECK(fnv1a(r.bytes("weight_grad")) == 0xe7d7a52fb194ac56ull);
 }
@@ -55,6 +57,6 @@ TEST_CASE("mxfp8 pins: matmul_mxfp8 512 x 1024 x 512, BF16 output on both cores"
   const auto r = run_kernel("matmul_mxfp8", {{"M", M}, {"K", K}, {"N", N}},
                             {{"x", as_bytes(random_bf16(M, K, 1))}, {"w", as_bytes(random_bf16(N, K, 2))}});
   CHECK(r.program.num_cores == 2);
-  CHECK(r.stats.total_time.count() == 19783118);
+  CHECK(r.stats.total_time.count() == 19778118);
   CHECK(fnv1a(r.bytes("y")) == 0x0891bc566c75d16eull);
 }

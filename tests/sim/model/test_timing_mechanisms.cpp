@@ -143,6 +143,32 @@ TEST_CASE("DMA issue: SP and ACT command two DGE blocks, with one block they que
   CHECK(two.end_time == ps(600000 + kSetup + kData + kWrite));
 }
 
+TEST_CASE("DMA issue: ACT's hardware DGE generates descriptors ahead, SP's after the waits",
+          "[model][dma][mechanism]") {
+  // Two hwdge loads from one sequencer, the second waiting for the first's completion semaphore S[3].
+  const auto pair = [](Engine e) {
+    isa::Program p = with_x();
+    auto first = load_x(e, isa::DgeMode::Hwdge, 0, 0);
+    first.updates = {{3, 1}};
+    auto second = load_x(e, isa::DgeMode::Hwdge, 1, 64);
+    second.waits = {{3, 1}};
+    push(p, 0, first);
+    push(p, 0, second);
+    return p;
+  };
+  // The first transfer completes at 600 (DGE) + kSetup + kData + kWrite = 2246 ns.
+  const uint64_t first_done = 600000 + kSetup + kData + kWrite;
+  // SP: the second's descriptors are generated once its wait holds (2246 to 2846 ns), then the transfer.
+  CHECK(run(pair(Engine::SP), trn2()).end_time == ps(first_done + 600000 + kSetup + kData + kWrite));
+  // ACT (dma.hwdge_act_lookahead): the block takes the second instruction once ACT has reached the first
+  // (0 ns) and is free (600 ns): its descriptors are ready at 1200 ns, and the transfer is queued when the
+  // trigger ends, 50 ns (dma.trigger_ns) after the wait holds.
+  CHECK(run(pair(Engine::ACT), trn2()).end_time == ps(first_done + 50000 + kSetup + kData + kWrite));
+  // Switched off, ACT is as SP.
+  CHECK(run(pair(Engine::ACT), trn2({{"dma.hwdge_act_lookahead", false}})).end_time ==
+        ps(first_done + 600000 + kSetup + kData + kWrite));
+}
+
 TEST_CASE("strided SBUF access streams at half rate", "[model][mechanism]") {
   // DVE tensor_copy FP32 [128, 512] (no performance mode for FP32): 100 + 512 = 612 cycles at 0.96 GHz =
   // 637500 ps when the source's innermost stride is at most memory.strided_access_bytes = 16 B.
