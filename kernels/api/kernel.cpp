@@ -717,16 +717,46 @@ void Kernel::check_written(const isa::Instruction& inst, const Access* accesses,
     if (!a.write || a.view == nullptr || !a.view->valid() || a.view->space() != isa::MemSpace::HBM) continue;
     const auto w = shared_.output_writes.find(a.view->tensor());
     if (w == shared_.output_writes.end()) continue;
-    // The region's in-row bytes in each of its rows (one span when they are whole rows; a region of more
-    // rows than kMaxRowSpans counts as its bounding span: lenient, never a false warning).
-    constexpr int64_t kMaxRowSpans = 4096;
-    const View::Region& r = scratch_.regions[i];
-    const int64_t rb = w->second.row_bytes;
-    if ((r.c0 == 0 && r.c1 == rb) || r.r1 - r.r0 == 1 || r.r1 - r.r0 > kMaxRowSpans) {
-      w->second.written.mark(r.r0 * rb + r.c0, (r.r1 - 1) * rb + r.c1);
+    // The view's bytes: each contiguous run of its innermost dims, walked over its outer dims. A view of
+    // more than kMaxRuns runs, or whose rows are picked at run time (any_row, whole_rows: an indirect or
+    // scalar-offset DMA), counts as the bounding span of its region: lenient, never a false warning.
+    constexpr int64_t kMaxRuns = 4096;
+    const View& v = *a.view;
+    ByteSpans& spans = w->second.written;
+    if (a.any_row || a.whole_rows) {
+      const View::Region& r = scratch_.regions[i];
+      const int64_t rb = std::max<int64_t>(1, v.storage_->hbm_row_bytes);
+      spans.mark(r.r0 * rb + r.c0, (r.r1 - 1) * rb + r.c1);
       continue;
     }
-    for (int64_t row = r.r0; row < r.r1; ++row) w->second.written.mark(row * rb + r.c0, row * rb + r.c1);
+    const int64_t es = elem_bytes(v.dtype_);
+    std::vector<View::D> outer;
+    for (const View::D& d : v.dims_)
+      if (d.size > 1) outer.push_back(d);
+    int64_t run = 1;  // elements
+    while (!outer.empty() && outer.back().stride == run) {
+      run *= outer.back().size;
+      outer.pop_back();
+    }
+    int64_t runs = 1, lo = 0, hi = 0;
+    for (const View::D& d : outer) {
+      runs = runs > kMaxRuns ? runs : runs * d.size;
+      (d.stride < 0 ? lo : hi) += (d.size - 1) * d.stride;
+    }
+    if (runs > kMaxRuns) {
+      spans.mark(v.offset_bytes_ + lo * es, v.offset_bytes_ + (hi + run) * es);
+      continue;
+    }
+    std::vector<int64_t> idx(outer.size(), 0);
+    for (int64_t n = 0; n < runs; ++n) {
+      int64_t at = 0;
+      for (size_t k = 0; k < outer.size(); ++k) at += idx[k] * outer[k].stride;
+      spans.mark(v.offset_bytes_ + at * es, v.offset_bytes_ + (at + run) * es);
+      for (size_t k = outer.size(); k-- > 0;) {
+        if (++idx[k] < outer[k].size) break;
+        idx[k] = 0;
+      }
+    }
   }
 }
 
