@@ -33,6 +33,14 @@ struct Kernel::Shared {
   std::vector<AllocationRecord> allocations;
   std::vector<std::string> warnings;
   std::set<std::string> warned_at;  // source lines warned about (both cores' reads are one mistake)
+  // BuildOptions::warn_unwritten_outputs: what each output tensor (by tensor index) had written, both cores.
+  struct OutputWrites {
+    std::string at;  // its declaration's source line
+    int64_t bytes = 0, row_bytes = 1;
+    ByteSpans written;
+  };
+  bool warn_unwritten_outputs = false;
+  std::map<uint32_t, OutputWrites> output_writes;
 };
 
 namespace {
@@ -243,6 +251,13 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
     tensors.push_back(std::move(decl));
     auto& list = kind == kInput ? shared_.inputs : shared_.outputs;
     if (kind != kScratch && std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
+    if (kind == kOutput && shared_.warn_unwritten_outputs) {
+      Shared::OutputWrites& w = shared_.output_writes[index];
+      w.at = where(loc);
+      w.bytes = static_cast<int64_t>(bytes);
+      w.row_bytes = elem_bytes(dtype);
+      for (size_t i = shape.size() >= 2 ? 1 : 0; i < shape.size(); ++i) w.row_bytes *= shape[i];
+    }
   }
   // Chunks of about 8 MiB: fewer rows per chunk when rows are long (e.g. [N, I, B] checkpoints, one block
   // per row), so accesses to different rows keep to their own buckets, and at most 8 byte chunks per row
@@ -696,7 +711,91 @@ void Kernel::check_written(const isa::Instruction& inst, const Access* accesses,
     const View::Region& r = scratch_.regions[i];
     m->mark({r.r0, r.r1, r.c0, r.c1});
   }
+  if (shared_.output_writes.empty()) return;
+  for (size_t i = 0; i < num_accesses; ++i) {
+    const Access& a = accesses[i];
+    if (!a.write || a.view == nullptr || !a.view->valid() || a.view->space() != isa::MemSpace::HBM) continue;
+    const auto w = shared_.output_writes.find(a.view->tensor());
+    if (w == shared_.output_writes.end()) continue;
+    // The view's bytes: each contiguous run of its innermost dims, walked over its outer dims. A view of
+    // more than kMaxRuns runs, or whose rows are picked at run time (any_row, whole_rows: an indirect or
+    // scalar-offset DMA), counts as the bounding span of its region: lenient, never a false warning.
+    constexpr int64_t kMaxRuns = 4096;
+    const View& v = *a.view;
+    ByteSpans& spans = w->second.written;
+    if (a.any_row || a.whole_rows) {
+      const View::Region& r = scratch_.regions[i];
+      const int64_t rb = std::max<int64_t>(1, v.storage_->hbm_row_bytes);
+      spans.mark(r.r0 * rb + r.c0, (r.r1 - 1) * rb + r.c1);
+      continue;
+    }
+    const int64_t es = elem_bytes(v.dtype_);
+    std::vector<View::D> outer;
+    for (const View::D& d : v.dims_)
+      if (d.size > 1) outer.push_back(d);
+    int64_t run = 1;  // elements
+    while (!outer.empty() && outer.back().stride == run) {
+      run *= outer.back().size;
+      outer.pop_back();
+    }
+    int64_t runs = 1, lo = 0, hi = 0;
+    for (const View::D& d : outer) {
+      runs = runs > kMaxRuns ? runs : runs * d.size;
+      (d.stride < 0 ? lo : hi) += (d.size - 1) * d.stride;
+    }
+    if (runs > kMaxRuns) {
+      spans.mark(v.offset_bytes_ + lo * es, v.offset_bytes_ + (hi + run) * es);
+      continue;
+    }
+    std::vector<int64_t> idx(outer.size(), 0);
+    for (int64_t n = 0; n < runs; ++n) {
+      int64_t at = 0;
+      for (size_t k = 0; k < outer.size(); ++k) at += idx[k] * outer[k].stride;
+      spans.mark(v.offset_bytes_ + at * es, v.offset_bytes_ + (at + run) * es);
+      for (size_t k = outer.size(); k-- > 0;) {
+        if (++idx[k] < outer[k].size) break;
+        idx[k] = 0;
+      }
+    }
+  }
 }
+
+namespace {
+
+// "<at>: output 'y' float32 [256, 64]: no instruction writes rows 255 (256 of its 65536 bytes): ..." for an
+// output with bytes no instruction writes (BuildOptions::warn_unwritten_outputs); "" when it is all written.
+std::string unwritten_output_warning(const isa::TensorDecl& t, const std::string& at, int64_t bytes,
+                                     int64_t row_bytes, const ByteSpans& written) {
+  const auto gaps = written.gaps(bytes);
+  // None missing; or all of it, which the front ends say their own way (an NKI kernel returning a tensor it
+  // never writes is an error; simulate_kernel warns about an all-NaN output).
+  if (gaps.empty() || (gaps.size() == 1 && gaps[0].second - gaps[0].first == bytes)) return "";
+  int64_t missing = 0;
+  bool whole_rows = t.shape.size() >= 2;
+  for (const auto& [b, e] : gaps) {
+    missing += e - b;
+    whole_rows = whole_rows && b % row_bytes == 0 && e % row_bytes == 0;
+  }
+  const int64_t unit = whole_rows ? row_bytes : elem_bytes(t.dtype);
+  std::vector<std::string> ranges;
+  for (size_t i = 0; i < gaps.size() && i < 3; ++i) {
+    const int64_t lo = gaps[i].first / unit, hi = (gaps[i].second + unit - 1) / unit - 1;
+    ranges.push_back(lo == hi ? fmt::format("{}", lo) : fmt::format("{}-{}", lo, hi));
+  }
+  std::string list = fmt::format("{}", fmt::join(ranges, ", "));
+  if (gaps.size() > 3) list += fmt::format(" and {} more ranges", gaps.size() - 3);
+  const bool one = missing == unit;
+  const std::string what = whole_rows
+                               ? fmt::format("{} {} of its {}", one ? "row" : "rows", list, t.shape[0])
+                               : fmt::format("{} {} (flat index) of its {}", one ? "element" : "elements",
+                                             list, bytes / elem_bytes(t.dtype));
+  return fmt::format(
+      "{}: output '{}' {} [{}]: no instruction writes {} ({} of its {} bytes): those elements keep whatever "
+      "HBM held (undefined; trnsim's HBM starts as NaN)",
+      at, t.name, dtype_str(t.dtype), fmt::join(t.shape, ", "), what, missing, bytes);
+}
+
+}  // namespace
 
 void Kernel::add_wait(const InstRef& later, const Event& ev) {
   if (shared_.declare_only) return;  // nothing was emitted
@@ -725,6 +824,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
   Kernel::Shared shared;
   shared.max_instructions = options.max_instructions;
   shared.declare_only = options.declare_only;
+  shared.warn_unwritten_outputs = options.warn_unwritten_outputs && !options.declare_only;
   shared.program.generation = l.generation;
   shared.program.num_cores = options.num_programs;
   shared.program.files = {"?"};
@@ -765,6 +865,11 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
                     describe(sync[0]), describe(sync[1])));
   }
   if (!options.declare_only) shared.program.checked_limits = l;  // emit() checked every instruction
+  for (const auto& [index, w] : shared.output_writes) {
+    const std::string msg =
+        unwritten_output_warning(shared.program.tensors[index], w.at, w.bytes, w.row_bytes, w.written);
+    if (!msg.empty() && shared.warnings.size() < KernelBuild::kMaxWarnings) shared.warnings.push_back(msg);
+  }
   if (shared.warned_at.size() > KernelBuild::kMaxWarnings)
     shared.warnings.push_back(fmt::format("and {} more source lines read memory no instruction wrote",
                                           shared.warned_at.size() - KernelBuild::kMaxWarnings));

@@ -100,6 +100,12 @@ struct BuildOptions {
   // program's streams stay empty; rule errors surface in the real build. A kernel whose loop count comes
   // from input_values runs that loop zero times here (its declarations must not depend on the count).
   bool declare_only = false;
+  // Warn (KernelBuild::warnings, at the output's declaration) about each output tensor some of whose bytes no
+  // instruction writes, naming the rows or flat element ranges: they keep whatever HBM held (NaN in trnsim).
+  // An output no instruction writes at all is the front ends' to report (an error for an nki.jit kernel). Python kernels set it (a launch grid
+  // that does not cover the rows, a loop bound off by one); C++ kernels may leave rows undefined on purpose
+  // (an MoE's slots past its token count), so it is off by default.
+  bool warn_unwritten_outputs = false;
 };
 
 // The program plus which HBM tensors are the kernel's inputs and outputs (by name, in declaration order).
@@ -110,8 +116,9 @@ struct KernelBuild {
   // The in-loop allocation sites of core 0 (Kernel::sbuf_pool / psum_pool), in declaration order.
   std::vector<AllocationRecord> allocations;
   // What the kernel did that is legal but most likely a mistake, each starting with its source line: a read
-  // of SBUF or PSUM bytes no instruction wrote before (their values are undefined; written.h). One per source
-  // line, at most kMaxWarnings then a count of the rest.
+  // of SBUF or PSUM bytes no instruction wrote before (their values are undefined; written.h), an output
+  // some of whose bytes no instruction writes (BuildOptions::warn_unwritten_outputs). One per source line,
+  // at most kMaxWarnings then a count of the rest.
   std::vector<std::string> warnings;
   static constexpr size_t kMaxWarnings = 10;
 };

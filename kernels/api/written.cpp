@@ -80,4 +80,34 @@ std::optional<std::pair<int64_t, int64_t>> WrittenMap::first_unwritten(const Rec
   return std::nullopt;
 }
 
+void ByteSpans::mark(int64_t begin, int64_t end) {
+  if (begin >= end) return;
+  auto it = spans_.upper_bound(begin);
+  if (it != spans_.begin()) {
+    const auto prev = std::prev(it);
+    if (prev->second >= begin) {
+      begin = prev->first;
+      end = std::max(end, prev->second);
+      it = spans_.erase(prev);
+    }
+  }
+  while (it != spans_.end() && it->first <= end) {
+    end = std::max(end, it->second);
+    it = spans_.erase(it);
+  }
+  spans_.emplace(begin, end);
+}
+
+std::vector<std::pair<int64_t, int64_t>> ByteSpans::gaps(int64_t size) const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t at = 0;
+  for (const auto& [b, e] : spans_) {
+    if (b >= size) break;
+    if (b > at) out.emplace_back(at, b);
+    at = std::max(at, e);
+  }
+  if (at < size) out.emplace_back(at, size);
+  return out;
+}
+
 }  // namespace trnsim::kernels

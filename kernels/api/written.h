@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "kernels/api/deps.h"
 
@@ -42,6 +43,19 @@ class WrittenMap {
   static Rows rows_of(int64_t r0, int64_t r1);
   void split_at(int64_t x);
   std::map<int64_t, Range> ranges_;  // start -> [start, end) and its partitions
+};
+
+// Byte ranges [begin, end) of one HBM tensor that some instruction wrote, merged: the builder's check for
+// outputs left partly unwritten (BuildOptions::warn_unwritten_outputs). Accesses are bounding byte spans
+// (lenient, as WrittenMap's boxes: a strided write counts its gaps as written).
+class ByteSpans {
+ public:
+  void mark(int64_t begin, int64_t end);
+  // The ranges of [0, size) no mark covered, in order.
+  std::vector<std::pair<int64_t, int64_t>> gaps(int64_t size) const;
+
+ private:
+  std::map<int64_t, int64_t> spans_;  // begin -> end, disjoint and not touching
 };
 
 }  // namespace trnsim::kernels

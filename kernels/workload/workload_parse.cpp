@@ -55,6 +55,19 @@ void apply_set(json& doc, const std::string& assignment) {
   if (path.starts_with("inputs.")) {
     const std::string rest = path.substr(7);
     const size_t dot = rest.find('.');
+    // A key of an input the workload does not have: say so (the entry it would make holds only that key).
+    if (const std::string name = rest.substr(0, dot); dot != std::string::npos && doc.contains("inputs") &&
+                                                      doc["inputs"].is_object() &&
+                                                      !doc["inputs"].contains(name)) {
+      std::vector<std::string> have;
+      for (const auto& [k, v] : doc["inputs"].items()) have.push_back(k);
+      bad(
+          fmt::format("the workload has no input '{}' ({}); a new input is set whole: --set "
+                      "inputs.{}={{\"generator\": ...}} or inputs.{}=file.npy",
+                      text_excerpt(name),
+                      have.empty() ? "it has none" : fmt::format("its inputs: {}", fmt::join(have, ", ")),
+                      text_excerpt(name), text_excerpt(name)));
+    }
     if (dot == std::string::npos) absolute_entry(value);
     if (dot != std::string::npos && (rest.substr(dot) == ".npy" || rest.substr(dot) == ".from"))
       absolute_npy(value);

@@ -29,14 +29,16 @@ std::map<std::string, KernelLoader>& loaders() {
 }
 
 // The kernel dtype a .npy file's dtype stands for when the workload gives none, by the convention trnsim
-// reads and writes .npy files with (docs/workloads.md): float32, int16, int8 and uint32 are themselves. The
-// others could be more than one (uint16: uint16 values or BF16 / FP16 bits; uint8: uint8 values or FP8 /
-// E8M0 bits; int32: int32 values or the bits of FP8 x4; float64 and int64 hold values of any float or integer
-// dtype): nullopt and what they could be.
+// reads and writes .npy files with (docs/workloads.md): float32, float16, int16, int8 and uint32 are
+// themselves. The others could be more than one (uint16: uint16 values or BF16 / FP16 bits; uint8: uint8
+// values or FP8 / E8M0 bits; int32: int32 values or the bits of FP8 x4; float64 and int64 hold values of any
+// float or integer dtype): nullopt and what they could be.
 std::pair<std::optional<isa::DType>, std::string> npy_kernel_dtype(io::NpyDType d) {
   switch (d) {
     case io::NpyDType::F32:
       return {isa::DType::F32, ""};
+    case io::NpyDType::F16:
+      return {isa::DType::FP16, ""};
     case io::NpyDType::I16:
       return {isa::DType::I16, ""};
     case io::NpyDType::I8:

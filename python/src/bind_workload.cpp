@@ -124,12 +124,14 @@ void bind_workload(pyb::module_& m) {
            })
       .def(
           "outputs",
-          [](WorkloadRun& r, bool raw) {
+          [](WorkloadRun& r, bool raw, bool native) {
             pyb::dict d;
-            for (const auto& [n, t] : r.outputs()) d[pyb::str(n)] = to_numpy(t, raw);
+            for (const auto& [n, t] : r.outputs()) d[pyb::str(n)] = to_numpy(t, raw, native);
             return d;
           },
-          pyb::arg("raw") = false, "name -> NumPy array (float32 values, or the .npy bits with raw=True)")
+          pyb::arg("raw") = false, pyb::arg("native") = false,
+          "name -> NumPy array (float32 values or int64; the .npy bits with raw=True; with native=True the "
+          "output's own dtype when NumPy has it, else float32 values)")
       .def(
           "input",
           [](WorkloadRun& r, const std::string& name, bool raw) {

@@ -1,8 +1,11 @@
 #include "python/src/bindings.h"
 
+#include <pybind11/stl.h>
+
 #include "kernels/workload/workload.h"
 #include "python/src/py_kernel.h"
 #include "python/src/py_loc.h"
+#include "sim/base/available_memory.h"
 #include "sim/base/error.h"
 
 namespace trnsim::py {
@@ -36,6 +39,9 @@ void define_core(pyb::module_& m) {
       },
       "(file, line) of the innermost Python frame outside the internal directories: what a builder call "
       "without loc records");
+  m.def("available_host_bytes", &available_host_bytes,
+        "bytes this process may still allocate (MemAvailable + SwapFree, capped by cgroup and ulimit -v "
+        "limits; $TRNSIM_HOST_MEMORY_BYTES replaces it), or None (sim/base/available_memory.h)");
   bind_enums(m);
   bind_builder(m);
   bind_nki(m);

@@ -94,8 +94,10 @@ class PythonKernel final : public kernels::BoundKernel {
     std::vector<pyb::object> returned;
     try {
       pyb::object core = runner().attr("CoreRunner")(func_, decls, from_json(spec_.params));
-      kernels::KernelBuild b = kernels::build_program(
-          [&](kernels::Kernel& k) { returned.push_back(core(KernelHandle(k))); }, options);
+      kernels::BuildOptions o = options;
+      o.warn_unwritten_outputs = true;  // a launch grid or loop that misses rows of an output
+      kernels::KernelBuild b =
+          kernels::build_program([&](kernels::Kernel& k) { returned.push_back(core(KernelHandle(k))); }, o);
       frontend_stats_ = to_json(pyb::module_::import("trnsim.nki._hooks").attr("stats")());
       if (spec_.track_sources) {
         if (!frontend_stats_.is_object()) frontend_stats_ = json::object();

@@ -125,7 +125,7 @@ tensor::HostTensor to_host(pyb::handle obj, isa::DType dtype, const std::vector<
   return tensor::from_npy(n, dtype, s, what);
 }
 
-pyb::array to_numpy(const tensor::HostTensor& t, bool raw) {
+pyb::array to_numpy(const tensor::HostTensor& t, bool raw, bool native) {
   std::vector<pyb::ssize_t> shape(t.shape.begin(), t.shape.end());
   if (raw || isa::is_x4(t.dtype)) {
     const io::NpyDType nd = tensor::npy_dtype_of(t.dtype);
@@ -135,6 +135,45 @@ pyb::array to_numpy(const tensor::HostTensor& t, bool raw) {
     const size_t n = std::min(static_cast<size_t>(out.nbytes()), t.bytes.size());
     if (n > 0) std::memcpy(out.mutable_data(), t.bytes.data(), n);
     return out;
+  }
+  if (native) {
+    // The dtypes NumPy has are returned as themselves (the .npy bits of float16 are its own); the others
+    // (bfloat16, the FP8 dtypes) as float32 values below.
+    const char* name = nullptr;
+    switch (t.dtype) {
+      case isa::DType::F32:
+        name = "float32";
+        break;
+      case isa::DType::FP16:
+        name = "float16";
+        break;
+      case isa::DType::I32:
+        name = "int32";
+        break;
+      case isa::DType::U32:
+        name = "uint32";
+        break;
+      case isa::DType::I16:
+        name = "int16";
+        break;
+      case isa::DType::U16:
+        name = "uint16";
+        break;
+      case isa::DType::I8:
+        name = "int8";
+        break;
+      case isa::DType::U8:
+        name = "uint8";
+        break;
+      default:
+        break;
+    }
+    if (name != nullptr) {
+      pyb::array out(pyb::dtype(name), shape);
+      const size_t n = std::min(static_cast<size_t>(out.nbytes()), t.bytes.size());
+      if (n > 0) std::memcpy(out.mutable_data(), t.bytes.data(), n);
+      return out;
+    }
   }
   if (isa::is_int(t.dtype)) {
     pyb::array_t<int64_t> out(shape);

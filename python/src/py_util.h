@@ -21,8 +21,9 @@ pybind11::object from_json(const nlohmann::json& j);
 tensor::HostTensor to_host(pybind11::handle array, isa::DType dtype, const std::vector<int64_t>& shape,
                            const std::string& what);
 // A host tensor as NumPy: float32 values for float dtypes, int64 for integers; `raw`: the .npy bits
-// (tensor::npy_dtype_of).
-pybind11::array to_numpy(const tensor::HostTensor& t, bool raw = false);
+// (tensor::npy_dtype_of); `native`: the tensor's own dtype when NumPy has it (float32, float16, the integer
+// dtypes; what nki.simulate_kernel returns), float32 values for the others (bfloat16, FP8).
+pybind11::array to_numpy(const tensor::HostTensor& t, bool raw = false, bool native = false);
 
 // The Trainium dtype a NumPy dtype maps to by default (float32, float16, the integers); nullopt otherwise.
 std::optional<isa::DType> dtype_of_numpy(pybind11::handle array);

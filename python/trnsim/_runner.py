@@ -40,10 +40,10 @@ class KernelExit(Exception):
     having written nothing). Raised at that line instead; ``loc`` is 'file.py:line', ``bare`` the message
     without it (as NkiError's)."""
 
-    def __init__(self, call, loc):
+    def __init__(self, call, loc, whose="the kernel's code"):
         self.loc = loc
-        self.bare = ("%s called by the kernel's code: a kernel cannot end trnsim's process (raise an exception "
-                     "to stop it)" % call)
+        self.bare = ("%s called by %s: a kernel cannot end trnsim's process (raise an exception to stop it)"
+                     % (call, whose))
         super().__init__("%s: %s" % (loc, self.bare) if loc else self.bare)
 
 
@@ -63,6 +63,9 @@ class _NoExit:
     line, and a SystemExit the code raises becomes a KernelExit (not an exit of the process)."""
 
     _depth = 0
+    _whose = []  # whose code runs, innermost last ("the kernel's code", "the reference's code", ...)
+    _WHOSE = {"kernel": "the kernel's code", "reference": "the reference's code",
+              "load": "the code of a kernel or reference file as it was loaded"}
 
     def __init__(self, what):
         self.what = what
@@ -71,12 +74,17 @@ class _NoExit:
     def _stand_in(name):
         def stand_in(*args, **kwargs):
             shown = ", ".join([repr(a) for a in args] + ["%s=%r" % kv for kv in kwargs.items()])
-            raise KernelExit("%s(%s)" % (name, shown), _user_line())
+            raise KernelExit("%s(%s)" % (name, shown), _user_line(), _NoExit._current_whose())
         stand_in.__name__ = name.rpartition(".")[2]
         return stand_in
 
+    @staticmethod
+    def _current_whose():
+        return _NoExit._whose[-1] if _NoExit._whose else "the kernel's code"
+
     def __enter__(self):
         import builtins
+        _NoExit._whose.append(self._WHOSE.get(self.what, "the kernel's code"))
         _NoExit._depth += 1
         if _NoExit._depth == 1:
             self.saved = [(os, "_exit", os._exit), (sys, "exit", sys.exit)]
@@ -86,6 +94,7 @@ class _NoExit:
         return self
 
     def __exit__(self, etype, value, tb):
+        whose = _NoExit._whose.pop()
         _NoExit._depth -= 1
         if _NoExit._depth == 0:
             for mod, name, fn in self.saved:
@@ -94,7 +103,7 @@ class _NoExit:
             code = "" if value is None or value.code is None else repr(value.code)
             # With the kernel's frames (the traceback printed for the other ways out, whose stand-ins raise
             # inside the kernel's call).
-            raise KernelExit("SystemExit(%s)" % code, _user_line(tb)).with_traceback(tb) from None
+            raise KernelExit("SystemExit(%s)" % code, _user_line(tb), whose).with_traceback(tb) from None
         return False
 
 
@@ -417,23 +426,39 @@ class CoreRunner:
 
 
 def _reference_args(ref, params):
-    """The params a reference is called with: those its signature takes (any, with **kwargs), nulls for
-    defaulted ones dropped."""
-    sig = _parameters(ref)
-    if not any(p.kind == p.VAR_KEYWORD for p in sig):
-        accepted = {p.name for p in sig}
-        params = {k: v for k, v in params.items() if k in accepted}
+    """The params a reference is called with: every one given (nulls for its defaulted ones dropped: null
+    is the default)."""
     return without_nulls(ref, params)
 
 
+def _reference_lacks(ref, params):
+    """A message naming the reference and the first param it does not take (no such parameter and no
+    **kwargs), or None: calling it without one would compare the kernel's outputs with another computation
+    (a numerics FAIL that says nothing of why)."""
+    sig = _parameters(ref)
+    if not sig or any(p.kind == p.VAR_KEYWORD for p in sig):
+        return None
+    accepted = {p.name for p in sig if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    for k, v in params.items():
+        if k not in accepted and v is not None:
+            return ("%s does not take the kernel's parameter '%s' (%s=%r is given to the kernel): the reference "
+                    "is called with the same params; add %s to its parameters (or **kwargs to ignore it)" % (
+                        _where(ref), k, k, v, k))
+    return None
+
+
 def reference_problem(ref, inputs, params):
-    """Why ``ref(*inputs arrays, **params it takes)`` cannot be called (a message for reference.function),
-    or None."""
+    """Why ``ref(*inputs arrays, **params)`` cannot be called (a message for reference.function), or
+    None."""
     try:
         sig = inspect.signature(ref)
     except (TypeError, ValueError):
         return None
-    kw = _reference_args(ref, params if isinstance(params, dict) else {})
+    params = params if isinstance(params, dict) else {}
+    lacks = _reference_lacks(ref, params)
+    if lacks:
+        return lacks
+    kw = _reference_args(ref, params)
     try:
         sig.bind(*[None] * len(inputs), **kw)
     except TypeError as e:
@@ -456,6 +481,9 @@ def call_reference(ref, arrays, params, outputs):
     if isinstance(outputs, int):  # a count (older callers): names and shapes unknown
         outputs = [("output %d" % i, None) for i in range(outputs)]
     outputs = [(n, list(s) if s is not None else None) for n, s in outputs]
+    lacks = _reference_lacks(ref, params)
+    if lacks:
+        raise _core.InputError("reference.function: " + lacks)
     params = _reference_args(ref, params)
     with _NoExit("reference"):
         out = ref(*arrays, **params)

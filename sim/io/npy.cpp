@@ -37,7 +37,7 @@ constexpr DTypeInfo kDTypes[] = {
     {NpyDType::I32, "<i4", "int32", 4},   {NpyDType::I64, "<i8", "int64", 8},
     {NpyDType::U16, "<u2", "uint16", 2},  {NpyDType::U8, "|u1", "uint8", 1},
     {NpyDType::I16, "<i2", "int16", 2},   {NpyDType::I8, "|i1", "int8", 1},
-    {NpyDType::U32, "<u4", "uint32", 4},
+    {NpyDType::U32, "<u4", "uint32", 4},  {NpyDType::F16, "<f2", "float16", 2},
 };
 
 const DTypeInfo& info(NpyDType dt) {
@@ -178,7 +178,8 @@ NpyDType dtype_from_descr(const std::string& descr, const std::string& name) {
   if (descr == "<u1") return NpyDType::U8;
   if (descr == "<i1") return NpyDType::I8;
   fail(name, "unsupported dtype '" + text_excerpt(descr) +
-                 "' (supported: '<f4' float32, '<f8' float64, '<i4' int32, '<i8' int64, '<i2' int16, '|i1' "
+                 "' (supported: '<f4' float32, '<f8' float64, '<f2' float16, '<i4' int32, '<i8' int64, '<i2' "
+                 "int16, '|i1' "
                  "int8, '<u4' uint32, '<u2' uint16 (or raw BF16 bits), '|u1' uint8 (or raw FP8/E8M0 bits); "
                  "big-endian data is not supported)");
 }

@@ -1,7 +1,8 @@
 // NumPy .npy files: read (versions 1.0, 2.0, 3.0) and write (version 1.0), C order, little-endian only.
 //
-// Supported dtypes: float32 '<f4', float64 '<f8' (read; written too, but no command emits it), int32 '<i4',
-// int64 '<i8', int16 '<i2', int8 '|i1', uint32 '<u4', uint16 '<u2' (uint16 values, or raw BF16 / FP16 bits),
+// Supported dtypes: float32 '<f4', float64 '<f8' (read; written too, but no command emits it), float16 '<f2',
+// int32 '<i4', int64 '<i8', int16 '<i2', int8 '|i1', uint32 '<u4', uint16 '<u2' (uint16 values, or raw BF16 /
+// FP16 bits),
 // uint8 '|u1' (uint8 values, or raw FP8 / E8M0 bits). Big-endian ('>f4'),
 // Fortran-order arrays with more than one dimension, structured and object dtypes are rejected.
 // Shapes of more than 64 dimensions (NumPy 2's limit) are rejected.
@@ -24,14 +25,14 @@
 
 namespace trnsim::io {
 
-enum class NpyDType { F32, F64, I32, I64, U16, U8, I16, I8, U32 };
+enum class NpyDType { F32, F64, I32, I64, U16, U8, I16, I8, U32, F16 };
 
 // The descr string written for a dtype, e.g. "<f4", "|u1".
 const char* npy_descr(NpyDType dt);
 // User-facing name, NumPy's: "float32", "float64", "int32", "int64", "uint16", "uint8", "int16", "int8",
-// "uint32".
+// "uint32", "float16".
 const char* npy_dtype_name(NpyDType dt);
-// Bytes per element: 4, 8, 4, 8, 2, 1, 2, 1, 4.
+// Bytes per element: 4, 8, 4, 8, 2, 1, 2, 1, 4, 2.
 int npy_itemsize(NpyDType dt);
 // "(256, 1024)", "(5,)", "()": the way NumPy prints shapes.
 std::string shape_str(const std::vector<int64_t>& shape);

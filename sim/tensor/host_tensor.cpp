@@ -33,8 +33,9 @@ std::string accepted(DType t) {
     case DType::F32:
       return "float32 or float64";
     case DType::BF16:
-    case DType::FP16:
       return fmt::format("float32, float64 or uint16 (raw {} bits)", isa::dtype_name(t));
+    case DType::FP16:
+      return "float16, float32, float64 or uint16 (raw float16 bits)";
     case DType::FP8_E4M3FN:
     case DType::FP8_E5M2:
       return fmt::format("float32, float64 or uint8 (raw {} bits)", isa::dtype_name(t));
@@ -61,8 +62,9 @@ bool conversion(NpyDType n, DType t, Conv& c) {
       return f;
     case DType::BF16:
     case DType::FP16:
+      // float16 values are a float16 tensor's bits as they are (NumPy's float16 is IEEE binary16).
       c = f ? Conv::Value : Conv::Raw;
-      return f || n == NpyDType::U16;
+      return f || n == NpyDType::U16 || (t == DType::FP16 && n == NpyDType::F16);
     case DType::FP8_E4M3FN:
     case DType::FP8_E5M2:
       c = f ? Conv::Value : Conv::Raw;
@@ -237,8 +239,9 @@ io::NpyDType npy_dtype_of(DType t) {
   switch (t) {
     case DType::F32:
       return NpyDType::F32;
-    case DType::BF16:
     case DType::FP16:
+      return NpyDType::F16;
+    case DType::BF16:
     case DType::U16:
       return NpyDType::U16;
     case DType::I16:

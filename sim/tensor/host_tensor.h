@@ -4,15 +4,15 @@
 // .npy inputs (from_npy): the array's shape must equal the tensor's (size-1 dims may differ: [N] fits
 // [N, 1]); its dtype must fit the tensor's:
 //   float32, bfloat16, float16 tensors   float32 or float64 values (rounded to nearest even); uint16 raw bits
-//                                        for bfloat16 / float16
+//                                        for bfloat16 / float16; float16 for float16 (its bits as they are)
 //   float8_e4m3fn, float8_e5m2            float32 or float64 values (RNE, saturating); uint8 raw bits
 //   float8_e8m0fnu                        uint8 raw bits
 //   float8_*_x4                           int32 raw bits (four FP8 bytes per element)
 //   int32, uint32, int16, uint16, int8, uint8   values of any integer .npy dtype (int8 to int64, uint8 to
 //                                        uint32) in the tensor dtype's range
-// Outputs (npy_dtype_of) are written as float32 (float32), uint16 raw bits (bfloat16, float16), uint8 raw
-// bits (FP8, E8M0), int32 raw bits (x4), and each integer dtype as the NumPy dtype of the same name (int8
-// as int8, uint32 as uint32, ...).
+// Outputs (npy_dtype_of) are written as float32 (float32), float16 (float16), uint16 raw bits (bfloat16),
+// uint8 raw bits (FP8, E8M0), int32 raw bits (x4), and each integer dtype as the NumPy dtype of the same name
+// (int8 as int8, uint32 as uint32, ...).
 // Errors: InputError "<npy path>: <what is wrong> ... <what>", `what` naming the tensor with its dtype and
 // shape (e.g. "kernel input 'x' bfloat16 [256, 512]").
 #pragma once

@@ -16,6 +16,7 @@
 #include "kernels/api/registry.h"
 #include "kernels/workload/workload.h"
 #include "sim/base/error.h"
+#include "sim/io/npy.h"
 #include "tools/trnsim/commands.h"
 
 namespace trnsim::cli {
@@ -142,6 +143,24 @@ std::vector<PythonEntry> python_entries() {
   return out;
 }
 
+// What a .npy input's header says (its dtype and shape) for an entry that gives neither, as "uint16 (.npy)
+// [128, 8]"-style text pieces; the reading error when the file cannot be read.
+struct NpyHeader {
+  std::string dtype, shape, error;
+};
+NpyHeader npy_header_of(const workload::InputEntry& e) {
+  NpyHeader h;
+  if (e.is_recipe || !e.source.is_npy || (e.dtype && e.shape)) return h;
+  try {
+    const io::NpyArray a = io::read_npy(e.source.npy);
+    h.dtype = io::npy_dtype_name(a.dtype);
+    h.shape = fmt::format("[{}]", fmt::join(a.shape.empty() ? std::vector<int64_t>{1} : a.shape, ", "));
+  } catch (const InputError& err) {
+    h.error = err.what();
+  }
+  return h;
+}
+
 nlohmann::json to_json(const PythonEntry& p) {
   const auto source = [](const workload::KernelSource& s) {
     return nlohmann::json{{s.language, s.written}, {"function", s.function}};
@@ -150,8 +169,13 @@ nlohmann::json to_json(const PythonEntry& p) {
   for (const kernels::ParamSpec& s : p.params) params.push_back(spec_json(s));
   for (const workload::InputEntry& e : p.w.inputs) {
     nlohmann::json i = {{"name", e.key}};
+    const NpyHeader h = npy_header_of(e);
     if (e.dtype) i["dtype"] = kernels::dtype_str(*e.dtype);
     if (e.shape) i["shape"] = *e.shape;
+    if (e.source.is_npy && !e.is_recipe) i["npy"] = e.source.npy;
+    if (!h.dtype.empty()) i["npy_dtype"] = h.dtype;
+    if (!h.shape.empty() && !e.shape) i["shape"] = nlohmann::json::parse(h.shape);
+    if (!h.error.empty()) i["npy_error"] = h.error;
     inputs.push_back(std::move(i));
   }
   nlohmann::json j = {{"name", p.w.name},       {"doc", p.w.description},
@@ -164,18 +188,25 @@ nlohmann::json to_json(const PythonEntry& p) {
 }
 
 void print_input(const workload::InputEntry& e) {
-  const std::string dtype = e.dtype ? kernels::dtype_str(*e.dtype) : e.source.is_npy ? "(the .npy's)" : "";
-  const std::string shape = e.shape           ? fmt::format("[{}]", fmt::join(*e.shape, ", "))
-                            : e.source.is_npy ? "(from its .npy file)"
-                            : dtype.empty()   ? "(dtype and shape: the kernel's)"
-                                              : "";
-  std::printf("  input %-14s %s%s%s\n", e.key.c_str(), dtype.c_str(), dtype.empty() ? "" : " ",
-              shape.c_str());
+  const NpyHeader h = npy_header_of(e);
+  const std::string dtype = e.dtype ? kernels::dtype_str(*e.dtype) : h.dtype;
+  const std::string shape = e.shape ? fmt::format("[{}]", fmt::join(*e.shape, ", ")) : h.shape;
+  std::string from;
+  if (e.source.is_npy && !e.is_recipe)
+    from = !h.error.empty() ? " (" + h.error + ")"
+                            : " (" + std::filesystem::path(e.source.npy).filename().string() + ")";
+  if (dtype.empty() && shape.empty() && from.empty()) {
+    std::printf("  input %-14s (dtype and shape: the kernel's)\n", e.key.c_str());
+    return;
+  }
+  std::printf("  input %-14s %s%s%s%s\n", e.key.c_str(), dtype.c_str(),
+              dtype.empty() || shape.empty() ? "" : " ", shape.c_str(), from.c_str());
 }
 
 void print_text(const PythonEntry& p) {
   const workload::KernelSource& k = *p.w.kernel_source;
-  std::printf("%s (%s)\n  %s\n", p.w.name.c_str(), p.workload.c_str(), p.w.description.c_str());
+  std::printf("%s (%s)\n", p.w.name.c_str(), p.workload.c_str());
+  if (!p.w.description.empty()) std::printf("  %s\n", p.w.description.c_str());
   std::printf("  kernel %s in %s", k.function.c_str(), k.written.c_str());
   if (p.w.reference)
     std::printf("; reference %s in %s", p.w.reference->function.c_str(), p.w.reference->written.c_str());
@@ -220,6 +251,9 @@ bool list_file(const ListOptions& o) {
   }
   if (!is_workload) throw InputError(fmt::format("{}: not a workload file (it has no \"kernel\")", o.kernel));
   const PythonEntry p = entry_of(o.kernel, o.kernel);
+  // A workload named on the command line whose kernel cannot be loaded (a missing function, a module that
+  // raises on import): its error, exit 1 (the listing of every kernel shows it as a note instead).
+  if (!p.error.empty()) throw InputError(p.error);
   if (p.w.kernel_source) {
     if (o.json)
       std::printf("%s\n", to_json(p).dump(2).c_str());

@@ -3,14 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
-#include "sim/base/address_limit.h"
-#include "sim/base/cgroup_memory.h"
 #include "sim/base/error.h"
 #include "sim/base/host_bytes.h"
 
@@ -19,52 +14,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// "Key:   123 kB" lines of /proc/meminfo, in bytes.
-std::optional<uint64_t> meminfo(const std::string& key) {
-  std::ifstream f("/proc/meminfo");
-  for (std::string line; std::getline(f, line);) {
-    if (line.rfind(key + ":", 0) != 0) continue;
-    std::istringstream s(line.substr(key.size() + 1));
-    uint64_t kb = 0;
-    if (s >> kb) return kb * 1024;
-  }
-  return std::nullopt;
-}
-
-// What `ulimit -v` leaves of the address space (RLIMIT_AS - VmSize), when it is set.
-std::optional<uint64_t> address_space_headroom() {
-  const std::optional<uint64_t> limit = address_space_limit();
-  if (!limit) return std::nullopt;
-  // VmSize of /proc/self/status: the address space in use now.
-  std::ifstream st("/proc/self/status");
-  uint64_t used = 0;
-  for (std::string line; std::getline(st, line);)
-    if (line.rfind("VmSize:", 0) == 0) std::istringstream(line.substr(7)) >> used;
-  used *= 1024;
-  return *limit > used ? *limit - used : 0;
-}
-
 std::string size_text(double b) {
   return b >= 1e9 ? fmt::format("{:.1f} GB", b / 1e9) : fmt::format("{:.1f} MB", b / 1e6);
 }
 
 }  // namespace
-
-std::optional<uint64_t> available_host_bytes() {
-  if (const char* v = std::getenv("TRNSIM_HOST_MEMORY_BYTES")) {
-    const std::string s(v);
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 19)
-      throw InputError("environment variable TRNSIM_HOST_MEMORY_BYTES: '" + s +
-                       "' is not a byte count (digits only, at most 19)");
-    return std::stoull(s);
-  }
-  const std::optional<uint64_t> avail = meminfo("MemAvailable");
-  if (!avail) return std::nullopt;
-  uint64_t bytes = *avail + meminfo("SwapFree").value_or(0);
-  if (const std::optional<uint64_t> room = cgroup_memory_headroom()) bytes = std::min(bytes, *room);
-  if (const std::optional<uint64_t> room = address_space_headroom()) bytes = std::min(bytes, *room);
-  return bytes;
-}
 
 void check_host_memory_need(const HostMemoryNeed& need, const std::string& file, bool numerics,
                             bool dump_inputs, const std::string& out_dir) {

@@ -7,15 +7,12 @@
 #include <optional>
 #include <string>
 
+#include "sim/base/available_memory.h"
+
 namespace trnsim::cli {
 
-// Bytes this process may still allocate: MemAvailable plus SwapFree from /proc/meminfo, capped by the memory
-// cgroups' limits, v1 and v2, at every level (sim/base/cgroup_memory.h) and by the address-space limit
-// (`ulimit -v`: RLIMIT_AS - VmSize) when they are set. The environment variable TRNSIM_HOST_MEMORY_BYTES,
-// when set, replaces the measurement (machines whose /proc/meminfo misleads; tests): InputError unless it is
-// a plain decimal byte count.
-// nullopt when nothing can be read.
-std::optional<uint64_t> available_host_bytes();
+// available_host_bytes(): sim/base/available_memory.h.
+using trnsim::available_host_bytes;
 
 // What a run needs, in bytes: memory only RAM (or swap) can hold, and memory the OS can page
 // (sim/base/host_bytes.h): scratch files on the output's filesystem and mapped input files.

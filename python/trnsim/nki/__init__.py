@@ -4,6 +4,8 @@ The language side: nki.language, nki.isa, nki.jit, dtypes, indexing, allocation 
 (docs/nki.md); the platform side gives the entry points simulate_kernel and benchmark (trnsim/nki/_entry.py).
 """
 
+import os as _os
+
 from . import _aliases
 
 _aliases.install()
@@ -79,34 +81,70 @@ class _Benchmarked:
     """What nki.benchmark(kernel, warmup=..., iters=...) returns in NKI: call it with the arrays, then read
     `.benchmark_result.nc_latency.get_latency_percentile(p)` (a simulated run is deterministic: one run)."""
 
-    def __init__(self, kernel, trace):
+    def __init__(self, kernel, options):
         self.kernel = kernel
-        self.trace = trace
+        self.options = options  # benchmark()'s keyword arguments besides the arrays, checked already
         self.benchmark_result = None
 
     def __call__(self, *args, **kwargs):
-        self.benchmark_result = _platform_benchmark(self.kernel, *args, trace=self.trace, **kwargs)
+        self.benchmark_result = _platform_benchmark(self.kernel, *args, **dict(self.options, **kwargs))
         return self.benchmark_result.outputs[0] if len(self.benchmark_result.outputs) == 1 else tuple(
             self.benchmark_result.outputs)
 
 
 _NKI_BENCH_OPTIONS = ("warmup", "iters", "save_neff_name", "save_trace_name", "additional_compile_opt",
                       "device_count")
+_TRACE_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb", ".json")
+
+
+def _bench_options(kwargs):
+    """benchmark()'s keyword arguments with NKI's options taken out and turned into trnsim's: the trace
+    (`trace=`, or NKI's `save_trace_name=` when it names a trace trnsim writes), the others checked and
+    recorded. A trace name trnsim cannot write (NKI's .ntff profile) or a NEFF name is a RuntimeWarning
+    naming it: nothing is written there (never a silent drop)."""
+    import warnings
+
+    nki = {k: kwargs.pop(k) for k in list(kwargs) if k in _NKI_BENCH_OPTIONS}
+    for k in ("warmup", "iters"):
+        v = nki.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise ValueError("benchmark: %s=%r: expected a count >= 0" % (k, v))
+    name = nki.get("save_trace_name")
+    if name is not None:
+        if not isinstance(name, (str, _os.PathLike)):
+            raise TypeError("benchmark: save_trace_name=%r: expected a file name" % (name,))
+        name = _os.fspath(name)
+        if kwargs.get("trace") not in (None, name):
+            raise ValueError("benchmark: save_trace_name=%r and trace=%r name two traces: give one"
+                             % (name, kwargs["trace"]))
+        if name.endswith(_TRACE_SUFFIXES):
+            kwargs["trace"] = name
+        else:
+            warnings.warn("benchmark: save_trace_name=%r: no trace written there: trnsim writes a Perfetto "
+                          "trace (.pftrace) or Chrome JSON (.json), not the Neuron profiler's NTFF; name a "
+                          ".pftrace file" % name, RuntimeWarning, stacklevel=3)
+    if nki.get("save_neff_name") is not None:
+        warnings.warn("benchmark: save_neff_name=%r: no NEFF written: trnsim compiles no NEFF (the kernel "
+                      "is traced into the simulator's program)" % nki["save_neff_name"], RuntimeWarning,
+                      stacklevel=3)
+    if nki.get("device_count") not in (None, 1):
+        raise ValueError("benchmark: device_count=%r: trnsim simulates one device" % (nki["device_count"],))
+    kwargs["_nki_options"] = {k: nki[k] for k in ("warmup", "iters") if nki.get(k) is not None}
+    return kwargs
 
 
 def benchmark(kernel=None, *args, **kwargs):  # noqa: F811
     """trnsim.nki.benchmark(kernel, *arrays, hardware=..., trace=...) -> BenchmarkResult; NKI's form
     nki.benchmark(kernel, warmup=.., iters=.., save_trace_name=..) (or as a decorator) returns the kernel
-    to call with the arrays, its result in `.benchmark_result`."""
-    nki_style = {k: kwargs.pop(k) for k in list(kwargs) if k in _NKI_BENCH_OPTIONS}
+    to call with the arrays, its result in `.benchmark_result`. Both forms take the same options
+    (save_trace_name= is trace= when it names a .pftrace or .json file; warmup= and iters= are recorded in
+    the result: a simulated run is deterministic, so it runs once)."""
+    options = _bench_options(kwargs)
     if kernel is None:
-        return lambda k: _Benchmarked(k, nki_style.get("save_trace_name"))
-    if not args and not any(hasattr(v, "shape") for v in kwargs.values()):
-        trace_name = nki_style.get("save_trace_name")
-        if trace_name and not trace_name.endswith((".pftrace", ".json")):
-            trace_name = None  # an .ntff profile has no counterpart here
-        return _Benchmarked(kernel, trace_name)
-    return _platform_benchmark(kernel, *args, **kwargs)
+        return lambda k: _Benchmarked(k, options)
+    if not args and not any(hasattr(v, "shape") for v in options.values()):
+        return _Benchmarked(kernel, options)
+    return _platform_benchmark(kernel, *args, **options)
 
 
 def __getattr__(name):

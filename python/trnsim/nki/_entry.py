@@ -77,9 +77,9 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics):
 
 def _ordered_outputs(run):
     """The run's outputs in return order; a RuntimeWarning for each of the build's warnings (a read of SBUF or
-    PSUM no instruction wrote, at its kernel line), else for each float output whose every value is NaN (HBM
-    the kernel never wrote reads as NaN)."""
-    outs = run.outputs()
+    PSUM no instruction wrote, an output some of whose bytes no instruction writes, at its kernel line), else
+    for each float output whose every value is NaN (HBM the kernel never wrote reads as NaN)."""
+    outs = run.outputs(native=True)
     ordered = [(n, outs[n]) for n in run.output_names if n in outs]
     for w in run.warnings:
         # "file.py:LINE: message": attributed to that kernel line (its file's path as the trace saw it)
@@ -97,8 +97,9 @@ def simulate_kernel(kernel, *args, hardware="trn2", **kwargs):
     """Runs ``kernel(*args, **kwargs)`` on the simulated machine and returns its outputs as NumPy arrays (one
     array, or a tuple in the order the kernel returns them), like ``nki.simulate_kernel``. NumPy array
     arguments are the input tensors (float32, float16 and the integer dtypes as they are; ``typed(x,
-    "bfloat16")`` for another dtype); other arguments are passed to the kernel as they are. Outputs are
-    float32 values (integers for integer dtypes)."""
+    "bfloat16")`` for another dtype); other arguments are passed to the kernel as they are. Each output is
+    an array of the kernel's output dtype, as NKI's simulate_kernel returns it (float32, float16, int32,
+    uint8, ...); bfloat16 and the FP8 dtypes, which NumPy lacks, as float32 values (exact)."""
     run = _prepare(kernel, args, kwargs, hardware, None, True)
     run.run()
     outs = _ordered_outputs(run)
@@ -118,10 +119,11 @@ class _Latency:
 
 class BenchmarkResult:
     """The simulated run of ``benchmark``: ``latency_ns``, ``latency_us``, ``stats`` (stats.json as a dict),
-    ``trace`` (its path or None), ``outputs`` (NumPy arrays; none when timing only), ``checks`` (with a reference), and
-    ``nc_latency.get_latency_percentile(p)`` as in NKI's benchmark result."""
+    ``trace`` (its path or None), ``outputs`` (NumPy arrays; none when timing only), ``checks`` (with a reference),
+    ``nc_latency.get_latency_percentile(p)`` as in NKI's benchmark result, and ``warmup`` / ``iters`` as
+    given (NKI's options; a simulated run is deterministic, so it runs once)."""
 
-    def __init__(self, run, trace):
+    def __init__(self, run, trace, nki_options=None):
         self.stats = run.stats()
         self.latency_ns = float(self.stats["total_time_ns"])
         self.latency_us = self.latency_ns / 1e3
@@ -130,16 +132,44 @@ class BenchmarkResult:
         self.checks = run.checks()
         self.passed = all(c["pass"] for c in self.checks)
         self.nc_latency = _Latency(self.latency_us)
+        self.warmup = (nki_options or {}).get("warmup")
+        self.iters = (nki_options or {}).get("iters")
 
     def __repr__(self):
         return "BenchmarkResult(latency_us=%.3f)" % self.latency_us
 
 
-def benchmark(kernel, *args, hardware="trn2", trace=None, reference=None, numerics=True, **kwargs):
+def _check_trace_path(trace):
+    """ValueError unless ``trace`` can be created as it is: its folder must exist (no folder is made for
+    it, as open() makes none) and be a folder; the name ends in a trace extension."""
+    import os
+
+    if not isinstance(trace, (str, os.PathLike)):
+        raise TypeError("benchmark: trace=%r: expected a file name" % (trace,))
+    trace = os.fspath(trace)
+    if not trace.endswith((".pftrace", ".perfetto-trace", ".pb", ".json")) and not (
+            os.path.exists(trace) and not os.path.isfile(trace) and not os.path.isdir(trace)):
+        raise ValueError("benchmark: trace=%r: unknown extension (expected .pftrace, .perfetto-trace, .pb or "
+                         ".json)" % trace)
+    folder = os.path.dirname(os.path.abspath(trace))
+    if not os.path.exists(folder):
+        raise ValueError("benchmark: trace=%r: folder %s does not exist (no folder is created for a trace: "
+                         "make it first)" % (trace, folder))
+    if not os.path.isdir(folder):
+        raise ValueError("benchmark: trace=%r: %s is not a folder" % (trace, folder))
+    if os.path.isdir(trace):
+        raise ValueError("benchmark: trace=%r: it is a folder" % trace)
+    return trace
+
+
+def benchmark(kernel, *args, hardware="trn2", trace=None, reference=None, numerics=True, _nki_options=None,
+              **kwargs):
     """Runs the kernel once on the simulated machine and returns a BenchmarkResult with the simulated
-    latency, the stats and (``trace="t.pftrace"`` or ``.json``) a trace, like ``nki.benchmark``.
-    ``reference``: a NumPy function of the same arguments whose outputs the result's ``checks`` compare with;
-    ``numerics=False``: timing only."""
+    latency, the stats and (``trace="t.pftrace"`` or ``.json``, in a folder that exists) a trace, like
+    ``nki.benchmark``. ``reference``: a NumPy function of the same arguments whose outputs the result's
+    ``checks`` compare with; ``numerics=False``: timing only."""
+    if trace:
+        trace = _check_trace_path(trace)
     run = _prepare(kernel, args, kwargs, hardware, reference, numerics)
     run.run(trace=trace or "")
-    return BenchmarkResult(run, trace)
+    return BenchmarkResult(run, trace, _nki_options)

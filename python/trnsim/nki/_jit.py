@@ -7,8 +7,9 @@ on the simulator, as nki.baremetal does; called from inside another kernel it ru
 import functools
 import inspect
 import math
+import threading
 
-from . import _emit, _loops, _trace
+from . import _budget, _emit, _loops, _trace
 from ._backend import Target
 from ._dtypes import as_dtype
 from ._errors import Loc, NkiError
@@ -121,17 +122,20 @@ def _build_core(kernel, args, kwargs):
     ids, grid = _programs_of_core(kernel.launch_grid, core, cores)
     trace = _trace.Trace(kernel.fn.__code__, ids[0], grid, grid, target, kernel.options)
     trace.kernel = k
-    trace.limit = k.instructions_left()
+    trace.max_ops = k.instructions_left()
+    trace.limit = min(trace.max_ops, _budget.CHECK_EVERY)
     hbm_seq = []
     trace.hbm_seq = hbm_seq
     trace.hbm_pos = 0
     results = None
+    threads_before = set(threading.enumerate())
     for pid in ids:
         trace.program_id = pid
         trace.hbm_pos = 0
         targs = [_as_input(trace, a) for a in args]
         tkw = {n: _as_input(trace, a) for n, a in kwargs.items()}
         r = _trace.run_program(kernel.fn, targs, tkw, trace)
+        _warn_running_threads(k, kernel.fn, trace, threads_before)
         if results is None:
             results = r
             outs = _outputs(kernel.fn, r, trace)
@@ -149,6 +153,21 @@ def _build_core(kernel, args, kwargs):
     if results is None:
         return None
     return views[0] if not isinstance(results, (tuple, list)) else tuple(views)
+
+
+def _warn_running_threads(k, fn, trace, before):
+    """A build warning, at the kernel's return, for each thread the kernel started that still runs when it
+    returned: an nki call that thread makes from then on is no part of the kernel (the trace has ended; the
+    call raises NkiError in that thread), so whatever it was to record is missing."""
+    for t in threading.enumerate():
+        if t in before or not t.is_alive():
+            continue
+        before.add(t)  # said once (an LNC2 kernel runs twice)
+        loc = _return_loc(fn, trace)
+        k.warn(str(loc) if loc and loc[0] else fn.__name__,
+               "%sthread '%s' that kernel %s started still runs after the kernel returned: nki calls it makes "
+               "from now on are not part of the kernel (join it before returning)" % (
+                   "daemon " if t.daemon else "", t.name, fn.__name__))
 
 
 def _as_input(trace, a):

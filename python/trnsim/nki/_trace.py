@@ -84,6 +84,7 @@ class Trace:
         # Instructions the builder may still emit (Kernel.instructions_left, "max_instructions"): the trace
         # stops there, while the kernel runs, not after it (an endless loop would fill the host's memory).
         self.limit = 1 << 62
+        self.max_ops = 1 << 62  # the builder's limit itself; `limit` is also the next memory check (_budget)
         self.kernel = None
         self.psum_groups = {}  # PSUM storage uid -> its open accumulation groups (_ops.touch_psum)  # storage uid -> the op whose new result tile it is (_lower.fresh)
 
@@ -123,10 +124,18 @@ class Trace:
 
     def over_limit(self, loc):
         """Every op emits at least one instruction: one op more than the builder may still emit fails now,
-        with the builder's own message (the limit, its key, this kernel line)."""
+        with the builder's own message (the limit, its key, this kernel line). Before that, every
+        _budget.CHECK_EVERY ops: the host-memory check (_budget.check)."""
+        n = len(self.ops)
+        if n < self.max_ops:
+            from . import _budget
+
+            _budget.check(n, self.max_ops, loc)
+            self.limit = min(self.max_ops, n + _budget.CHECK_EVERY)
+            return
         if self.kernel is not None:
             self.kernel.fail_instruction_limit(loc=(loc[0], loc[1]) if loc else None)
-        raise NkiError(f"the kernel records more than {self.limit} instructions (max_instructions)", loc=loc)
+        raise NkiError(f"the kernel records more than {self.max_ops} instructions (max_instructions)", loc=loc)
 
     def unique_name(self, base):
         n = self.names.get(base, 0)

@@ -210,13 +210,17 @@ TEST_CASE("read_npy rejects bad files with the path and the reason", "[npy]") {
                         "copy (numpy.ascontiguousarray)");
 
   const std::string supported =
-      "(supported: '<f4' float32, '<f8' float64, '<i4' int32, '<i8' int64, '<i2' int16, '|i1' int8, '<u4' "
+      "(supported: '<f4' float32, '<f8' float64, '<f2' float16, '<i4' int32, '<i8' int64, '<i2' int16, '|i1' "
+      "int8, '<u4' "
       "uint32, '<u2' uint16 (or raw BF16 bits), '|u1' uint8 (or raw FP8/E8M0 bits); big-endian data is not "
       "supported)";
   write_raw(p, image("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", data));
   CHECK_THROWS_WITH(read_npy(p), p + ": unsupported dtype '>f4' " + supported);
-  write_raw(p, image("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }", data));
-  CHECK_THROWS_WITH(read_npy(p), p + ": unsupported dtype '<f2' " + supported);
+  write_raw(p, image("{'descr': '<c8', 'fortran_order': False, 'shape': (2, 3), }", data));
+  CHECK_THROWS_WITH(read_npy(p), p + ": unsupported dtype '<c8' " + supported);
+  // float16 is read (a float16 tensor's input; it was refused): 12 elements in the 24 bytes.
+  write_raw(p, image("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 6), }", data));
+  CHECK(read_npy(p).dtype == NpyDType::F16);
 
   write_raw(p, image(ok, data.substr(0, 20)));
   CHECK_THROWS_WITH(read_npy(p),

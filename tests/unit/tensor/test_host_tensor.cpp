@@ -94,7 +94,7 @@ TEST_CASE("npy_dtype_of: how outputs are written", "[tensor]") {
   CHECK(tensor::npy_dtype_of(DType::I16) == NpyDType::I16);
   CHECK(tensor::npy_dtype_of(DType::U16) == NpyDType::U16);
   CHECK(tensor::npy_dtype_of(DType::U32) == NpyDType::U32);
-  CHECK(tensor::npy_dtype_of(DType::FP16) == NpyDType::U16);
+  CHECK(tensor::npy_dtype_of(DType::FP16) == NpyDType::F16);  // NumPy's float16 (was uint16 bits)
   CHECK_THROWS_WITH(tensor::elements_of({1 << 20, 1 << 20, 2}, "t"),
                     "t: shape [1048576, 1048576, 2] is too large (more than 2^40 elements)");
 }
