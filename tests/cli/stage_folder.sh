@@ -125,4 +125,31 @@ if [[ $("$TRNSIM" validate slow.json 2>&1) != *"built without Python support"* ]
   check "the chain completes (exit $rca: $(tail -1 c.txt))" '[[ $rca == 0 && -f cw/out/slowchain/chain_stats.json ]]'
 fi
 
+# 4. A chain killed after every new file of its set was in place (its record in state "writing" with each
+# file the new one, or already "complete") but before it removed the earlier set's files it does not write
+# again: `trnsim stats` on a stage's stats.json notes the earlier run's out.npy beside it, as it does for a
+# single run's folder (before: no note; the record that names it is the chain's, one level up).
+sed -e 's/"name": "va"/"name": "sa"/' va.json >sa.json
+echo '{"name": "pl2", "stages": ["sa.json"]}' >pl2.json
+noted=0
+for st in $(seq 1 40); do
+  rm -rf K
+  "$TRNSIM" run pl2.json --out K >/dev/null 2>&1
+  old=$(sha K/sa/stats.json)
+  { TRNSIM_TEST_KILL_AT_WRITE_STEP=$st "$TRNSIM" run pl2.json --no-numerics --out K >/dev/null 2>&1; } 2>/dev/null
+  rc=$?
+  [[ $rc == 0 ]] && break
+  # Only where the new stats.json stands beside the earlier out.npy and stats reads it (not a refused mix).
+  [[ -e K/sa/out.npy && $(sha K/sa/stats.json) != "$old" ]] || continue
+  msg=$("$TRNSIM" stats K/sa/stats.json 2>&1 >/dev/null)
+  src=$?
+  [[ $src == 0 ]] || continue
+  noted=$((noted + 1))
+  check "killed at step $st: stats on the stage notes the earlier out.npy (exit $src): $msg" \
+    '[[ $msg == "trnsim: note: K/sa: out.npy is an earlier run'"'"'s, not this stats.json'"'"'s: the run that wrote it was killed before it removed it; the next run into $T/K (the chain'"'"'s folder) removes it" ]]'
+  "$TRNSIM" run pl2.json --no-numerics --out K >/dev/null 2>&1
+  check "killed at step $st: the chain's next run removes it" '[[ ! -e K/sa/out.npy ]]'
+done
+check "the kill steps that leave the earlier out.npy beside the new set ($noted)" '[[ $noted -ge 2 ]]'
+
 finish

@@ -7,12 +7,12 @@
 
 #include <atomic>
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "sim/base/error.h"
+#include "sim/io/file_kind.h"
 
 namespace trnsim::cli {
 
@@ -162,15 +162,9 @@ std::string OutDir::where_now() const {
   struct stat held {
   }, named{};
   if (fd < 0 || ::fstat(fd, &held) != 0) return dir_;
-  const auto same = [&](const std::string& p) {
-    return ::stat(p.c_str(), &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino;
-  };
-  if (same(dir_)) return dir_;
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink(fmt::format("/proc/self/fd/{}", fd).c_str(), buf, sizeof buf - 1);
-  if (n <= 0) return "";
-  const std::string now(buf, static_cast<size_t>(n));
-  return !now.empty() && now[0] == '/' && same(now) ? now : "";
+  if (::stat(dir_.c_str(), &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino)
+    return dir_;
+  return io::path_of_fd(fd);
 }
 
 std::string OutDir::shown(const std::string& path, const std::string& dir, const std::string& now_at) {
