@@ -152,4 +152,26 @@ for st in $(seq 1 40); do
 done
 check "the kill steps that leave the earlier out.npy beside the new set ($noted)" '[[ $noted -ge 2 ]]'
 
+# 5. A chain over a stage folder that holds an earlier single run's set (its out.npy and its own record
+# .trnsim-files): the chain takes that set as the folder's earlier one. The out.npy it does not write again
+# is removed, as a run removes its folder's earlier files, and so is that record; a file of the user's there
+# stays, and so does an out.npy replaced since the single run (not the file its record names). Before: the
+# single run's out.npy and record stayed beside the chain's stats.json, and stats said nothing.
+rm -rf P
+"$TRNSIM" run sa.json --out P/sa >/dev/null 2>&1
+echo mine >P/sa/notes.txt
+"$TRNSIM" run pl2.json --no-numerics --out P >out 2>&1
+rc=$?
+check "a chain over a single run's folder (exit $rc): that run's out.npy and record are removed, the user's file stays ($(ls -A P/sa | tr '\n' ' '))" \
+  '[[ $rc == 0 && ! -e P/sa/out.npy && ! -e P/sa/.trnsim-files && $(cat P/sa/notes.txt) == mine ]] && grep -q "^removed P/sa/out.npy: an earlier run" out'
+"$TRNSIM" stats P/sa/stats.json >st.txt 2>st.err
+check "... stats on the stage: exit $?, no note ($(cat st.err))" '[[ ! -s st.err ]]'
+rm -rf P
+"$TRNSIM" run sa.json --out P/sa >/dev/null 2>&1
+cp P/sa/out.npy keep.npy && echo changed >>keep.npy && mv keep.npy P/sa/out.npy
+"$TRNSIM" run pl2.json --no-numerics --out P >out 2>&1
+rc=$?
+check "a chain over a single run's folder whose out.npy was replaced since (exit $rc): it stays" \
+  '[[ $rc == 0 && $(tail -c 8 P/sa/out.npy) == changed && ! -e P/sa/.trnsim-files ]] && ! grep -q "^removed" out'
+
 finish

@@ -97,6 +97,11 @@ int run_chain_file(const RunCliOptions& o) {
     io::check_distinct_files(paths);
     io::check_not_directories(paths);
     io::check_no_links(paths, out_dir);
+    // Every file the renames will replace, with the chain's record.
+    std::vector<io::NamedPath> replaced = paths;
+    replaced.push_back(
+        {(fs::path(out_dir) / io::kManifestName).string(), fmt::format("the record {}", io::kManifestName)});
+    check_replaceable(replaced);
     if (!o.trace.empty()) try {
         trace::check_trace_path(o.trace);
         for (const workload::ChainStage& s : chain.stages)

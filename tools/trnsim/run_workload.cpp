@@ -167,6 +167,9 @@ int run_workload_file(const RunCliOptions& o) {
     io::check_not_directories(paths);
     io::check_no_links(paths, out_dir);
     if (!o.trace.empty()) trace::check_trace_path(o.trace);
+    // Every file the renames will replace, with the folder's record.
+    paths.push_back({in_dir(io::kManifestName), fmt::format("the record {}", io::kManifestName)});
+    check_replaceable(paths);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
   }
