@@ -19,6 +19,7 @@
 #include "sim/base/error.h"
 #include "sim/io/content_hash.h"
 #include "sim/io/dir_lock.h"
+#include "sim/io/file_kind.h"
 #include "sim/io/manifest.h"
 
 namespace trnsim::io {
@@ -52,13 +53,6 @@ std::optional<Manifest> complete_record(int folder, const fs::path& shown) {
 
 Fd open_folder(const std::string& path) {
   return Fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-}
-
-// The path of the folder open as `fd`, as this process sees it (for messages).
-fs::path path_of(int fd) {
-  std::error_code ec;
-  const fs::path p = fs::read_symlink(fmt::format("/proc/self/fd/{}", fd), ec);
-  return ec ? fs::path() : p;
 }
 
 struct Id {
@@ -203,7 +197,7 @@ std::optional<EnclosingSet> enclosing_set(const std::string& dir) {
     if (name.empty()) return std::nullopt;
     inside = inside.empty() ? fs::path(name) : name / inside;
     cur = std::move(up);
-    const fs::path folder = path_of(cur.get());
+    const fs::path folder = fs::path(path_of_fd(cur.get()));
     const std::optional<Manifest> m = complete_record(cur.get(), folder);
     if (!m) continue;
     EnclosingSet s;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 
@@ -19,6 +20,21 @@ FileKind file_kind(const std::string& path) {
   if (ec || !fs::exists(st)) return FileKind::kMissing;
   if (fs::is_directory(st)) return FileKind::kDirectory;
   return fs::is_regular_file(st) ? FileKind::kRegular : FileKind::kSpecial;
+}
+
+std::string path_of_fd(int fd) {
+  struct stat held {
+  }, named{};
+  if (fd < 0 || ::fstat(fd, &held) != 0) return "";
+  char buf[PATH_MAX];
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  const std::string now(buf, static_cast<size_t>(n));
+  if (now[0] != '/' || ::stat(now.c_str(), &named) != 0 || named.st_dev != held.st_dev ||
+      named.st_ino != held.st_ino)
+    return "";
+  return now;
 }
 
 std::string missing_reason(const std::string& path) {

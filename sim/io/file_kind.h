@@ -20,6 +20,11 @@ FileKind file_kind(const std::string& path);
 // the way there cannot be followed, "a symlink loop (ELOOP: ...)" or "cannot open: <reason>".
 std::string missing_reason(const std::string& path);
 
+// The absolute path the file or folder open as `fd` has now, as this process sees it (read through
+// /proc/self/fd: it follows the folder when it is moved or renamed), or "" when that cannot be known (no
+// /proc, removed, or the path read no longer names the file open: another device or inode).
+std::string path_of_fd(int fd);
+
 // The words for kSpecial in messages.
 inline constexpr const char* kNotARegularFile = "not a regular file (a FIFO, device or socket)";
 

@@ -113,8 +113,12 @@ FolderSetState inspect_run_folder(const std::string& dir, std::string* detail = 
 // state "complete" with a "previous" list, or in state "writing" with every new file in place). The next
 // run into the folder removes them. Never changes anything.
 std::vector<std::string> earlier_files_left(const std::string& dir);
-// The same for the set holding `file`: its folder's record, or the record of a folder up to four levels
-// above that names it (a chain's OUT/<stage>/stats.json is in the set recorded in OUT/.trnsim-files).
+// The same for the set holding `file` (a stats.json): its folder's record, or the record of a folder up to
+// four levels above that names it (a chain's OUT/<stage>/stats.json is in the set recorded in
+// OUT/.trnsim-files): then the enclosing set's files left in `file`'s folder, by their paths there, and
+// `set_dir` (if given) gets the folder whose record it is.
+std::vector<std::string> earlier_files_left_of(const std::string& file, std::string* set_dir = nullptr);
+// inspect_run_folder for the set holding `file`, found as earlier_files_left_of finds it.
 FolderSetState inspect_set_of(const std::string& file, std::string* detail = nullptr);
 
 // A fresh temporary's name next to `path` (".NAME.tmp.PID.N", hidden, unique within this process; NAME cut

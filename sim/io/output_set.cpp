@@ -423,6 +423,30 @@ std::string run_folder_rel(const RunFolder& folder, const std::string& path) {
   return rel;
 }
 
+// InputError when `path`, which lies by its name in a subfolder of the run folder (open as `run_fd`), is to
+// be written into a folder (`fd`: reached through a lock this process holds, e.g. a chain's stage folder)
+// other than the one that name reaches in the run folder now: that subfolder was moved, renamed or removed
+// during the run. The run folder's record names its files by their paths in it, so they are never written
+// elsewhere (and never beside files of another set there).
+void check_subfolder_in_place(const RunFolder& folder, int run_fd, const std::string& path, int fd) {
+  const fs::path rel = fs::path(path).lexically_relative(folder.dir).lexically_normal();
+  if (rel.empty() || *rel.begin() == ".." || rel.parent_path().empty()) return;
+  const Fd there = open_below(run_fd, rel.parent_path());
+  struct stat a {
+  }, b{};
+  if (there.ok() && ::fstat(there.get(), &a) == 0 && ::fstat(fd, &b) == 0 && a.st_dev == b.st_dev &&
+      a.st_ino == b.st_ino)
+    return;
+  const std::string now = path_of_fd(fd);
+  throw InputError(fmt::format(
+      "{}: cannot write: the folder was moved, renamed or removed during the run{}: its files belong to the "
+      "set recorded in {}, which names them by their path there, so none of the set is written; put the "
+      "folder back or run again",
+      (fs::path(folder.dir) / rel.parent_path()).string(),
+      now.empty() ? "" : fmt::format(" (the folder this run held is now {})", now),
+      (fs::path(folder.dir) / kManifestName).string()));
+}
+
 std::string rel_beside(const std::string& rel, const std::string& full) {
   return (fs::path(rel).parent_path() / fs::path(full).filename()).string();
 }
@@ -630,7 +654,10 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     if (p.dir.empty()) p.dir = ".";
     p.fd = std::move(dests[i].dir);
     p.name = dests[i].name;
-    if (folder) p.rel = run_folder_rel(*folder, files[i].path);
+    if (folder) {
+      check_subfolder_in_place(*folder, groups[0].fd.get(), files[i].path, p.fd.get());
+      p.rel = run_folder_rel(*folder, files[i].path);
+    }
     if (!p.rel.empty()) {
       p.group = 0;
     } else {
@@ -861,6 +888,14 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   std::vector<std::string> removed;
   {
     const interrupt::SignalsHeld all_renames_or_none;
+    // A subfolder moved while the temporaries were written (a stopped run): nothing is renamed.
+    if (folder) try {
+        for (const Plan& p : plans)
+          check_subfolder_in_place(*folder, groups[0].fd.get(), files[p.index].path, p.fd.get());
+      } catch (const InputError& e) {
+        undo();
+        throw;
+      }
     // From the first rename on, a record in state "writing" is what tells the files' sets apart.
     record_back_on_signal.reset();
     for (Plan& p : plans) {
@@ -1034,14 +1069,21 @@ std::vector<std::string> earlier_files_left(const std::string& dir) {
   return left;
 }
 
-FolderSetState inspect_set_of(const std::string& file, std::string* detail) {
+namespace {
+
+// The record of a folder up to four levels above `file`'s folder that names `file` (a chain's
+// OUT/<stage>/stats.json is in the set recorded in OUT/.trnsim-files): nullopt when `file`'s folder has a
+// record of its own (a run into a chain's stage folder since) or none above names it.
+struct EnclosingRecord {
+  fs::path folder;  // the folder holding the record
+  fs::path rel;     // `file`'s path in it
+  Manifest record;
+};
+std::optional<EnclosingRecord> enclosing_record(const std::string& file) {
   fs::path dir = fs::path(file).parent_path();
   if (dir.empty()) dir = ".";
-  const FolderSetState own = inspect_run_folder(dir.string(), detail);
-  if (own != FolderSetState::kComplete) return own;
-  // A folder with a record of its own holds its own set (a run into a chain's stage folder since).
-  if (const Fd d = open_dir(dir.string()); d.ok() && file_id_at(d.get(), kManifestName).exists) return own;
-  // A folder above whose record in state "writing" names this file (a chain's OUT/<stage>/stats.json).
+  if (const Fd d = open_dir(dir.string()); d.ok() && file_id_at(d.get(), kManifestName).exists)
+    return std::nullopt;
   fs::path rel = fs::path(file).filename();
   fs::path up = fs::absolute(dir).lexically_normal();
   for (int level = 0; level < 4 && up.has_relative_path(); ++level) {
@@ -1058,10 +1100,37 @@ FolderSetState inspect_set_of(const std::string& file, std::string* detail) {
     if (!m) continue;
     const bool named = std::any_of(m->files.begin(), m->files.end(),
                                    [&](const ManifestEntry& e) { return e.path == rel.string(); });
-    if (!named) continue;
-    return m->complete ? FolderSetState::kComplete : inspect_run_folder(up.string(), detail);
+    if (named) return EnclosingRecord{up, rel, std::move(*m)};
   }
-  return FolderSetState::kComplete;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<std::string> earlier_files_left_of(const std::string& file, std::string* set_dir) {
+  fs::path dir = fs::path(file).parent_path();
+  if (dir.empty()) dir = ".";
+  const std::optional<EnclosingRecord> r = enclosing_record(file);
+  if (!r) return earlier_files_left(dir.string());
+  // The enclosing set's leftovers in `file`'s folder, by their paths there.
+  const fs::path sub = r->rel.parent_path();
+  std::vector<std::string> left;
+  for (const std::string& f : earlier_files_left(r->folder.string())) {
+    const fs::path in = fs::path(f).lexically_relative(sub);
+    if (!in.empty() && *in.begin() != "..") left.push_back(in.string());
+  }
+  if (set_dir && !left.empty()) *set_dir = r->folder.string();
+  return left;
+}
+
+FolderSetState inspect_set_of(const std::string& file, std::string* detail) {
+  fs::path dir = fs::path(file).parent_path();
+  if (dir.empty()) dir = ".";
+  const FolderSetState own = inspect_run_folder(dir.string(), detail);
+  if (own != FolderSetState::kComplete) return own;
+  const std::optional<EnclosingRecord> r = enclosing_record(file);
+  if (!r || r->record.complete) return FolderSetState::kComplete;
+  return inspect_run_folder(r->folder.string(), detail);
 }
 
 }  // namespace trnsim::io

@@ -419,13 +419,16 @@ json load_stats(const std::string& path) {
   // A run killed before it removed the earlier run's files it did not write again (sim/io/output_files.h):
   // this stats.json is whole, the files beside it named are not its run's.
   if (p.filename() == "stats.json") {
+    // A chain's stage folder: its leftovers are in the chain's record, and the chain's next run removes them.
     const std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
-    if (const std::vector<std::string> left = io::earlier_files_left(dir); !left.empty())
+    std::string set_dir;
+    if (const std::vector<std::string> left = io::earlier_files_left_of(path, &set_dir); !left.empty())
       std::fprintf(stderr,
                    "trnsim: note: %s: %s %s an earlier run's, not this stats.json's: the run that wrote it "
-                   "was killed before it removed %s; the next run into the folder removes %s\n",
+                   "was killed before it removed %s; the next run into %s removes %s\n",
                    dir.c_str(), fmt::format("{}", fmt::join(left, ", ")).c_str(),
                    left.size() == 1 ? "is" : "are", left.size() == 1 ? "it" : "them",
+                   set_dir.empty() ? "the folder" : fmt::format("{} (the chain's folder)", set_dir).c_str(),
                    left.size() == 1 ? "it" : "them");
   }
   // A chain's summary (tools/trnsim/run_chain.cpp) beside its stages' folders: point at them.

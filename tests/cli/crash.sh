@@ -277,6 +277,39 @@ if mount -t tmpfs -o size=1m tmpfs "$T/small" 2>/dev/null; then
 else
   echo "crash: a tmpfs cannot be mounted here: the full-file-system case runs with ulimit -f only"
 fi
+# The disk check counts what every stage of a chain and every file of a run writes (before: a chain checked
+# one stage at a time, and a run only its .npy files: each simulated, then failed at the write with "No
+# space left on device"). vector_add n = 300032 writes a 1.2 MB out.npy per stage; n = 230144 a 0.92 MB one,
+# which fits in 1 MiB alone but not with stats.json (160 KB); 2500 instructions trace 3.2 MB as .json.
+mkdir -p "$T/s1" "$T/s2"
+if mount -t tmpfs -o size=1m tmpfs "$T/s1" 2>/dev/null && mount -t tmpfs -o size=2m tmpfs "$T/s2" 2>/dev/null; then
+  mkva() {
+    sed -e "s/\"n\": 25600/\"n\": $2/" -e "s/\"name\": \"vector_add_stream_free_dim_2\"/\"name\": \"$1\"/" \
+      "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$T/$1.json"
+  }
+  mkva va 300032
+  mkva vb 300032
+  mkva vc 230144
+  mkva vt 160000
+  echo '{"name": "pl", "stages": ["va.json", "vb.json"]}' >"$T/pl.json"
+  "$TRNSIM" run "$T/pl.json" --out "$T/s2/co" >"$T/out" 2>&1
+  rc=$?
+  check "a chain whose stages fit one at a time, not together: refused before it simulates (exit $rc: $(tail -1 "$T/out"))" \
+    '[[ $rc == 1 ]] && grep -q "pl.json: this run needs 3.1 MB on the filesystem of $T/s2/co (.* of new files it writes" "$T/out" && ! grep -q "No space left\|^stage\|^wrote" "$T/out" && [[ ! -e $T/s2/co ]]'
+  "$TRNSIM" run "$T/vc.json" --out "$T/s1/o" >"$T/out" 2>&1
+  rc=$?
+  check "a run whose .npy fits but not with stats.json: refused before it simulates (exit $rc: $(tail -1 "$T/out"))" \
+    '[[ $rc == 1 ]] && grep -q "vc.json: this run needs 1.2 MB on the filesystem of $T/s1/o" "$T/out" && ! grep -q "No space left\|^wrote" "$T/out" && [[ ! -e $T/s1/o ]]'
+  "$TRNSIM" run "$T/vt.json" --out "$T/vt" --trace "$T/s1/t.json" >"$T/out" 2>&1
+  rc=$?
+  check "a --trace that does not fit its filesystem: refused before it simulates (exit $rc: $(tail -1 "$T/out"))" \
+    '[[ $rc == 1 ]] && grep -q "vt.json: --trace $T/s1/t.json needs up to 10.3 MB on its filesystem .* 1.0 MB is free there" "$T/out" && [[ ! -e $T/vt && -z $(ls -A "$T/s1") ]]'
+  "$TRNSIM" run "$T/pl.json" --out "$T/s1/co" --trace "$T/s1/t.json" --no-numerics >"$T/out" 2>&1
+  rc=$?
+  check "a chain's traces on its output's filesystem count with its files (exit $rc: $(tail -1 "$T/out"))" \
+    '[[ $rc == 1 ]] && grep -q "pl.json: this run needs .* on the filesystem of $T/s1/co (.*, and up to 38.5 MB of --trace $T/s1/t.<stage>.json" "$T/out" && [[ ! -e $T/s1/co ]]'
+  umount "$T/s1" "$T/s2"
+fi
 
 # 5. A sweep's results files are one set: results.csv and results.jsonl are both the earlier or both the new
 # ones, or a journal marks the folder and the next writer puts it right. Two timing-only points; the new

@@ -64,4 +64,20 @@ rc=$?
 check "SIGTERM: scratch files were open in the output folder ($seen), the run ended with 143 ($rc), nothing left" \
   '[[ $seen -gt 0 && $rc == 143 && ! -e $T/term ]]'
 
+# A chain holds every stage (inputs, machine state, outputs) until it writes: the memory check adds the
+# stages up (before: each stage was checked alone and the chain ran). A vector_add stage at n = 2560 needs
+# 63.0 MB (the SBUF and PSUM of its session, 2 x 128 x (192 + 16) KiB = 54.5 MB, and its tensors): two need
+# 126.0 MB, more than the 80 MB said to be available, each alone less.
+for s in ma mb; do
+  sed -e 's/"n": 25600/"n": 2560/' -e "s/\"name\": \"vector_add_stream_free_dim_2\"/\"name\": \"$s\"/" \
+    "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$T/$s.json"
+done
+echo '{"name": "mpl", "stages": ["ma.json", "mb.json"]}' >"$T/mpl.json"
+TRNSIM_HOST_MEMORY_BYTES=80000000 "$TRNSIM" run "$T/ma.json" --out "$T/ma" >/dev/null 2>&1
+rc1=$?
+TRNSIM_HOST_MEMORY_BYTES=80000000 "$TRNSIM" run "$T/mpl.json" --out "$T/mpl" >"$T/log" 2>&1
+rc=$?
+check "a chain whose stages fit in memory one at a time, not together: refused (exit $rc1, $rc: $(cat "$T/log"))" \
+  '[[ $rc1 == 0 && $rc == 1 && $(cat "$T/log") == "trnsim: error: $T/mpl.json: this run needs at least 126.0 MB of host memory"*"and 80.0 MB is available"* && ! -e $T/mpl ]]'
+
 finish

@@ -115,4 +115,36 @@ else
   wait $pid
   bad "scratch after the move: the run ended before its trace was seen ($(tail -3 "$T/log3"))"
 fi
+# 4. A chain's stage folder moved during the chain: stopped at write step 1 (its record written, nothing
+# renamed yet), O/sa is renamed E and a new O/sa made. The chain's files of that stage belong to the set
+# recorded in O (which names them sa/...): the chain is refused naming the stage folder and where it went,
+# E keeps the earlier set whole, the new O/sa stays empty and O's record stays the earlier one (before: exit
+# 0, the new files went into E beside the earlier out.npy, a mix stats accepted, and O's record named sa/*
+# files not in O/sa).
+sed -e 's/"n": 25600/"n": 2560/' -e 's/"name": "vector_add_stream_free_dim_2"/"name": "sa"/' \
+  "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >sa.json
+echo '{"name": "pl", "stages": ["sa.json"]}' >pl.json
+"$TRNSIM" run pl.json --out O >/dev/null 2>&1 || bad "the first chain run"
+before=$(cat O/sa/stats.json O/sa/out.npy | sha256sum)
+record=$(sha256sum <O/.trnsim-files)
+TRNSIM_TEST_KILL_SIGNAL=STOP TRNSIM_TEST_KILL_AT_WRITE_STEP=1 "$TRNSIM" run pl.json --no-numerics --out O \
+  >"$T/log4" 2>&1 &
+pid=$!
+if wait_stopped $pid; then
+  mv O/sa E
+  mkdir O/sa
+  kill -CONT $pid
+  wait $pid
+  rc=$?
+  check "stage folder moved at step 1: refused, naming it and where it is (exit $rc: $(tail -1 "$T/log4"))" \
+    '[[ $rc == 1 ]] && grep -qF "trnsim: error: O/sa: cannot write: the folder was moved, renamed or removed during the run (the folder this run held is now $(realpath E))" "$T/log4"'
+  check "stage folder moved at step 1: the moved folder keeps the earlier set whole ($(ls -A E | tr '\n' ' '))" \
+    '[[ $(cat E/stats.json E/out.npy | sha256sum) == "$before" && $(ls -A E | tr "\n" " ") == "host.json out.npy stats.json " ]]'
+  check "stage folder moved at step 1: the new stage folder gets nothing ($(ls -A O/sa | tr '\n' ' '))" '[[ -z $(ls -A O/sa) ]]'
+  check "stage folder moved at step 1: the chain's record is the earlier one, complete" \
+    '[[ $(sha256sum <O/.trnsim-files) == "$record" ]]'
+  check "stage folder moved at step 1: no leftovers: $(leftovers E) $(leftovers O)" '[[ -z $(leftovers E) && -z $(leftovers O) ]]'
+else
+  bad "stage folder moved at step 1: the chain did not stop at write step 1 ($(tail -3 "$T/log4"))"
+fi
 finish

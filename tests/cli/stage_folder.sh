@@ -125,4 +125,53 @@ if [[ $("$TRNSIM" validate slow.json 2>&1) != *"built without Python support"* ]
   check "the chain completes (exit $rca: $(tail -1 c.txt))" '[[ $rca == 0 && -f cw/out/slowchain/chain_stats.json ]]'
 fi
 
+# 4. A chain killed after every new file of its set was in place (its record in state "writing" with each
+# file the new one, or already "complete") but before it removed the earlier set's files it does not write
+# again: `trnsim stats` on a stage's stats.json notes the earlier run's out.npy beside it, as it does for a
+# single run's folder (before: no note; the record that names it is the chain's, one level up).
+sed -e 's/"name": "va"/"name": "sa"/' va.json >sa.json
+echo '{"name": "pl2", "stages": ["sa.json"]}' >pl2.json
+noted=0
+for st in $(seq 1 40); do
+  rm -rf K
+  "$TRNSIM" run pl2.json --out K >/dev/null 2>&1
+  old=$(sha K/sa/stats.json)
+  { TRNSIM_TEST_KILL_AT_WRITE_STEP=$st "$TRNSIM" run pl2.json --no-numerics --out K >/dev/null 2>&1; } 2>/dev/null
+  rc=$?
+  [[ $rc == 0 ]] && break
+  # Only where the new stats.json stands beside the earlier out.npy and stats reads it (not a refused mix).
+  [[ -e K/sa/out.npy && $(sha K/sa/stats.json) != "$old" ]] || continue
+  msg=$("$TRNSIM" stats K/sa/stats.json 2>&1 >/dev/null)
+  src=$?
+  [[ $src == 0 ]] || continue
+  noted=$((noted + 1))
+  check "killed at step $st: stats on the stage notes the earlier out.npy (exit $src): $msg" \
+    '[[ $msg == "trnsim: note: K/sa: out.npy is an earlier run'"'"'s, not this stats.json'"'"'s: the run that wrote it was killed before it removed it; the next run into $T/K (the chain'"'"'s folder) removes it" ]]'
+  "$TRNSIM" run pl2.json --no-numerics --out K >/dev/null 2>&1
+  check "killed at step $st: the chain's next run removes it" '[[ ! -e K/sa/out.npy ]]'
+done
+check "the kill steps that leave the earlier out.npy beside the new set ($noted)" '[[ $noted -ge 2 ]]'
+
+# 5. A chain over a stage folder that holds an earlier single run's set (its out.npy and its own record
+# .trnsim-files): the chain takes that set as the folder's earlier one. The out.npy it does not write again
+# is removed, as a run removes its folder's earlier files, and so is that record; a file of the user's there
+# stays, and so does an out.npy replaced since the single run (not the file its record names). Before: the
+# single run's out.npy and record stayed beside the chain's stats.json, and stats said nothing.
+rm -rf P
+"$TRNSIM" run sa.json --out P/sa >/dev/null 2>&1
+echo mine >P/sa/notes.txt
+"$TRNSIM" run pl2.json --no-numerics --out P >out 2>&1
+rc=$?
+check "a chain over a single run's folder (exit $rc): that run's out.npy and record are removed, the user's file stays ($(ls -A P/sa | tr '\n' ' '))" \
+  '[[ $rc == 0 && ! -e P/sa/out.npy && ! -e P/sa/.trnsim-files && $(cat P/sa/notes.txt) == mine ]] && grep -q "^removed P/sa/out.npy: an earlier run" out'
+"$TRNSIM" stats P/sa/stats.json >st.txt 2>st.err
+check "... stats on the stage: exit $?, no note ($(cat st.err))" '[[ ! -s st.err ]]'
+rm -rf P
+"$TRNSIM" run sa.json --out P/sa >/dev/null 2>&1
+cp P/sa/out.npy keep.npy && echo changed >>keep.npy && mv keep.npy P/sa/out.npy
+"$TRNSIM" run pl2.json --no-numerics --out P >out 2>&1
+rc=$?
+check "a chain over a single run's folder whose out.npy was replaced since (exit $rc): it stays" \
+  '[[ $rc == 0 && $(tail -c 8 P/sa/out.npy) == changed && ! -e P/sa/.trnsim-files ]] && ! grep -q "^removed" out'
+
 finish

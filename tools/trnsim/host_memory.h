@@ -20,18 +20,35 @@ struct HostMemoryNeed {
   double anonymous = 0;
   double scratch = 0;
   double mapped = 0;
-  // The .npy files the run writes into its output folder (outputs, --dump-inputs): at the write's peak each
-  // is a new file beside the earlier run's, before the renames, while the scratch files still hold the
-  // tensors. stats.json, host.json and the record are small and not counted.
+  // The files the run writes into its output folder (the .npy outputs, --dump-inputs, and the estimates of
+  // run_files_bytes): at the write's peak each is a new file beside the earlier run's, before the renames,
+  // while the scratch files still hold the tensors.
   double written = 0;
+  // The --trace file(s), on the trace's own filesystem (trace_bytes); 0 without --trace or to a device.
+  double trace = 0;
+  // A chain's stages (and their files) are held together until the chain writes: their needs add up.
+  HostMemoryNeed& operator+=(const HostMemoryNeed& o) {
+    anonymous += o.anonymous, scratch += o.scratch, mapped += o.mapped, written += o.written,
+        trace += o.trace;
+    return *this;
+  }
 };
+
+// Upper estimates, in bytes, of the files whose size is known only once the run is over.
+// stats.json, host.json and the run's record (.trnsim-files) of a run of a program with `tensors` tensors,
+// writing `files` files in all.
+double run_files_bytes(size_t tensors, size_t files);
+// A --trace of a program of `instructions` instructions.
+double trace_bytes(uint64_t instructions);
 
 // InputError "<file>: this run needs at least ... of host memory ..." naming the figures when `need` does
 // not fit: the anonymous part in available_host_bytes(), the scratch and written parts together in the free
 // space of the filesystem that holds (or will hold) `out_dir`, all of it in the address-space limit (`ulimit
 // -v`) when one is set. `numerics` and `dump_inputs` choose the advice (--no-numerics, without
 // --dump-inputs).
+// `trace` (the --trace path, "" for none) names the filesystem of need.trace: the output's when both are on
+// one, else its own, checked apart.
 void check_host_memory_need(const HostMemoryNeed& need, const std::string& file, bool numerics,
-                            bool dump_inputs, const std::string& out_dir);
+                            bool dump_inputs, const std::string& out_dir, const std::string& trace = "");
 
 }  // namespace trnsim::cli

@@ -7,14 +7,16 @@
 
 #include <atomic>
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "sim/base/error.h"
 #include "sim/io/replace_check.h"
 #include "tools/trnsim/commands.h"
+#include "sim/io/file_kind.h"
+#include "sim/io/manifest.h"
 
 namespace trnsim::cli {
 
@@ -157,6 +159,31 @@ void OutDir::add_subfolder(const std::string& name) {
   sub_locks_.emplace_back();
   io::lock_for_run(sub_locks_.back(), sub, what, "run", kHeldBy);
   probe_writable(sub, what);
+  // A record of its own there (an earlier single run into the folder): its set is this folder's earlier set
+  // too, so the files it names that this run does not write again are removed as a run's own earlier files
+  // are (each only while it is still the file recorded), and the record goes once this run's set is in place.
+  io::RunFolderState own;
+  try {
+    own = io::open_run_folder(sub);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", what, e.what()));
+  }
+  for (const std::string& n : own.notes) std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
+  struct stat rec {};
+  const io::Fd sub_fd(::openat(dir_fd_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!sub_fd.ok() || ::fstatat(sub_fd.get(), io::kManifestName, &rec, AT_SYMLINK_NOFOLLOW) != 0 ||
+      !S_ISREG(rec.st_mode))
+    return;
+  std::vector<io::ManifestEntry> earlier = own.manifest.files;
+  for (const io::ManifestEntry& e : own.manifest.previous) earlier.push_back(e);
+  // First: for a path OUT's record names too, this newer record's file is the one there.
+  std::vector<io::ManifestEntry> mine;
+  for (io::ManifestEntry e : earlier) {
+    e.path = (fs::path(name) / e.path).lexically_normal().string();
+    if (e.identified() && io::valid_record_path(e.path)) mine.push_back(std::move(e));
+  }
+  previous_.files.insert(previous_.files.begin(), mine.begin(), mine.end());
+  sub_records_.push_back({name, rec.st_ino});
 }
 
 std::string OutDir::where_now() const {
@@ -164,15 +191,9 @@ std::string OutDir::where_now() const {
   struct stat held {
   }, named{};
   if (fd < 0 || ::fstat(fd, &held) != 0) return dir_;
-  const auto same = [&](const std::string& p) {
-    return ::stat(p.c_str(), &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino;
-  };
-  if (same(dir_)) return dir_;
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink(fmt::format("/proc/self/fd/{}", fd).c_str(), buf, sizeof buf - 1);
-  if (n <= 0) return "";
-  const std::string now(buf, static_cast<size_t>(n));
-  return !now.empty() && now[0] == '/' && same(now) ? now : "";
+  if (::stat(dir_.c_str(), &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino)
+    return dir_;
+  return io::path_of_fd(fd);
 }
 
 std::string OutDir::shown(const std::string& path, const std::string& dir, const std::string& now_at) {
@@ -184,6 +205,13 @@ std::vector<std::string> OutDir::commit(const std::vector<io::OutputFile>& files
                                         const std::vector<std::string>& read) {
   const io::RunFolder folder{dir_, previous_, read};
   std::vector<std::string> removed = io::write_files_atomic(files, &folder);
+  // The subfolders' own records (add_subfolder): OUT's record names their files now.
+  for (const auto& [name, inode] : sub_records_) {
+    const io::Fd d(::openat(dir_fd_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (d.ok() && ::fstatat(d.get(), io::kManifestName, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == inode)
+      ::unlinkat(d.get(), io::kManifestName, 0);
+  }
   created_.clear();
   created_subs_.clear();
   return removed;
@@ -194,6 +222,42 @@ void add_overwrite_option(CLI::App* cmd) {
       "--overwrite", [] { io::set_overwrite_allowed(true); },
       "let outputs replace files already at their paths that no trnsim record lists as written by trnsim (a "
       "file of yours) or that changed since trnsim wrote them; refused otherwise, before any work");
+}
+
+namespace {
+
+// CAP_FOWNER (capability 3) in the effective set: the sticky bit does not stop such a process (root).
+bool has_cap_fowner() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("CapEff:", 0) == 0) try {
+        return (std::stoull(line.substr(7), nullptr, 16) >> 3) & 1;
+      } catch (const std::exception&) {
+        break;
+      }
+  return ::geteuid() == 0;
+}
+
+}  // namespace
+
+void check_replaceable(const std::vector<io::NamedPath>& paths) {
+  for (const io::NamedPath& p : paths) {
+    struct stat st {
+    }, dir{};
+    // A new file, a symlink (check_no_links) or a device (written through in place) is not renamed over.
+    if (p.is_input || ::lstat(p.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const fs::path parent =
+        fs::path(p.path).parent_path().empty() ? fs::path(".") : fs::path(p.path).parent_path();
+    if (::stat(parent.c_str(), &dir) != 0 || !(dir.st_mode & S_ISVTX)) continue;
+    const uid_t me = ::geteuid();
+    if (st.st_uid == me || dir.st_uid == me || has_cap_fowner()) continue;
+    throw InputError(fmt::format(
+        "{} '{}': cannot write: it belongs to another user (uid {}) and its folder has the sticky bit (as "
+        "/tmp "
+        "has) and belongs to uid {}, so only one of them can replace it (the rename would fail with "
+        "\"Operation not permitted\"); remove it as its owner, or choose another --out",
+        p.what, p.path, st.st_uid, dir.st_uid));
+  }
 }
 
 }  // namespace trnsim::cli

@@ -11,7 +11,9 @@
 // that this run created (--out a/b/c).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/base/interrupt.h"
@@ -41,7 +43,10 @@ class OutDir {
   // Creates the folder `name` inside if missing, locks it as the folder itself (a run with --out DIR/NAME,
   // e.g. into a chain's stage folder, is refused while this run lasts, and this run is refused while another
   // holds it) and checks a file can be created in it, now rather than after the simulation; removed again
-  // if this run created it and leaves it empty. InputError "--out DIR: NAME ..." otherwise.
+  // if this run created it and leaves it empty. A record of its own there (an earlier single run into it)
+  // is read as open_run_folder reads a run folder's: that set's files this run does not write again are
+  // removed as the earlier run's (each only while it is the recorded file), and the record with them once
+  // commit has this run's set in place. InputError "--out DIR: NAME ..." otherwise.
   void add_subfolder(const std::string& name);
   // Writes `files` (paths inside the folder) as the folder's new set and removes what the earlier run wrote
   // and this one did not (never a file among `read`, this run's inputs); returns the removed paths. Keeps
@@ -66,7 +71,15 @@ class OutDir {
   std::vector<std::string> created_subs_;  // subfolders this run created, by name in dir_fd_
   std::vector<interrupt::CleanupPath> on_signal_;  // the folders this run created
   std::vector<io::DirLock> sub_locks_;             // the subfolders' (add_subfolder)
-  io::Manifest previous_;                          // the folder's record of the earlier run's files
+  io::Manifest previous_;  // the folder's record of the earlier run's files (and its subfolders' records')
+  std::vector<std::pair<std::string, uint64_t>> sub_records_;  // subfolders' own records: name, inode
 };
+
+// InputError "<what> '<path>': cannot write: it belongs to another user (uid U) and its folder has the sticky
+// bit ..." for an output of `paths` (inputs are skipped) that exists as a regular file the rename of its set
+// would be refused to replace: its folder has the sticky bit (a shared /tmp-like folder), and neither the
+// file nor the folder is this user's, and the process lacks CAP_FOWNER (the kernel's rule for rename and
+// unlink there). Runs call it before they simulate, with their record (.trnsim-files) among the paths.
+void check_replaceable(const std::vector<io::NamedPath>& paths);
 
 }  // namespace trnsim::cli

@@ -99,6 +99,11 @@ int run_chain_file(const RunCliOptions& o) {
     io::check_not_directories(paths);
     io::check_no_links(paths, out_dir);
     io::check_may_replace(paths);
+    // Every file the renames will replace, with the chain's record.
+    std::vector<io::NamedPath> replaced = paths;
+    replaced.push_back(
+        {(fs::path(out_dir) / io::kManifestName).string(), fmt::format("the record {}", io::kManifestName)});
+    check_replaceable(replaced);
     if (!o.trace.empty()) try {
         trace::check_trace_path(o.trace);
         for (const workload::ChainStage& s : chain.stages)
@@ -110,8 +115,17 @@ int run_chain_file(const RunCliOptions& o) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", chain.file, e.what()));
   }
-  for (const workload::ChainStage& s : chain.stages)
-    check_host_memory(s.run->prepared(), o.dump_inputs, out_dir);
+  // The stages are held together until the chain writes (each stage's inputs, machine state and outputs),
+  // and every stage's files are new at once: the needs add up, checked once before any stage runs. Besides:
+  // chain_stats.json (about 1 KB a stage: counted 64 KiB + 4 KiB a stage).
+  HostMemoryNeed need;
+  bool numerics = false;
+  for (const workload::ChainStage& s : chain.stages) {
+    need += host_memory_need(s.run->prepared(), o.dump_inputs, stage_trace(o.trace, s.name()));
+    numerics = numerics || s.run->numerics();
+  }
+  need.written += 64 * 1024.0 + 4096.0 * static_cast<double>(chain.stages.size());
+  check_host_memory_need(need, chain.file, numerics, o.dump_inputs, out_dir, stage_trace(o.trace, "<stage>"));
   // Large tensors from here on: scratch files on the output's filesystem, made through the folder's handle.
   set_scratch_dir(out.fd());
   for (const workload::ChainStage& s : chain.stages) {

@@ -48,19 +48,27 @@ double tensor_bytes(isa::DType dtype, const std::vector<int64_t>& shape) {
 // machine's copy of every HBM tensor of the program and of its SBUF and PSUM. Large tensors (sim/base/
 // host_bytes.h) are memory the OS can page and count apart: a large .npy input whose bytes are the tensor's
 // is its file's pages (and the machine's copy maps them again), other large inputs and HBM tensors are
-// scratch files on the output's filesystem (an input's machine copy shares its pages). Refused now, with
-// the figures, when this machine cannot hold the rest, the scratch files do not fit on that filesystem, or
-// an address-space limit cannot hold both.
-void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, const std::string& out_dir) {
-  if (!p.w.numerics && !dump_inputs) return;
+// scratch files on the output's filesystem (an input's machine copy shares its pages). Every run writes
+// stats.json, host.json and its record, and with --trace a trace (upper estimates: host_memory.h).
+HostMemoryNeed host_memory_need(const workload::PreparedWorkload& p, bool dump_inputs,
+                                const std::string& trace) {
   HostMemoryNeed need;
+  size_t files = 2;  // stats.json, host.json
+  if (!trace.empty() && !io::is_special_file(trace)) {
+    uint64_t insts = 0;
+    for (const auto& core : p.build.program.streams)
+      for (const auto& stream : core) insts += stream.size();
+    need.trace = trace_bytes(insts);
+  }
   std::set<std::string> input_names;
   for (const workload::TensorInfo& t : p.inputs) {
     input_names.insert(t.name);
+    if (!p.w.numerics && !dump_inputs) break;
     const double b = tensor_bytes(t.dtype, t.shape);
     if (dump_inputs) {
       need.anonymous += b;  // the .npy images of --dump-inputs
       need.written += b;    // and their files
+      ++files;
     }
     if (!maps_files(static_cast<uint64_t>(b))) {
       need.anonymous += b;
@@ -76,7 +84,10 @@ void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, co
     const std::set<std::string> written(p.written.begin(), p.written.end());
     for (const isa::TensorDecl& t : p.build.program.tensors) {
       const double b = tensor_bytes(t.dtype, t.shape);
-      if (written.count(t.name)) need.written += b;  // OUT/<name>.npy
+      if (written.count(t.name)) {
+        need.written += b;  // OUT/<name>.npy
+        ++files;
+      }
       if (!maps_files(static_cast<uint64_t>(b)))
         need.anonymous += b;
       else if (!input_names.count(t.name))  // an input's machine copy shares the input's pages
@@ -87,7 +98,16 @@ void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, co
     // The references' own copies of their operands.
     need.anonymous += workload::reference_host_bytes(p);
   }
-  check_host_memory_need(need, p.w.file, p.w.numerics, dump_inputs, out_dir);
+  need.written += run_files_bytes(p.build.program.tensors.size(), files);
+  return need;
+}
+
+// Refused now, with the figures, when this machine cannot hold the rest, the scratch files and the files
+// written do not fit on that filesystem, or an address-space limit cannot hold both.
+void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, const std::string& out_dir,
+                       const std::string& trace) {
+  check_host_memory_need(host_memory_need(p, dump_inputs, trace), p.w.file, p.w.numerics, dump_inputs,
+                         out_dir, trace);
 }
 
 void check_out_not_in_a_set(const RunCliOptions& o, const std::string& out_dir) {
@@ -149,10 +169,13 @@ int run_workload_file(const RunCliOptions& o) {
     io::check_no_links(paths, out_dir);
     io::check_may_replace(paths);
     if (!o.trace.empty()) trace::check_trace_path(o.trace);
+    // Every file the renames will replace, with the folder's record.
+    paths.push_back({in_dir(io::kManifestName), fmt::format("the record {}", io::kManifestName)});
+    check_replaceable(paths);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
   }
-  check_host_memory(p, o.dump_inputs, out_dir);
+  check_host_memory(p, o.dump_inputs, out_dir, o.trace);
   if (o.dump_inputs) out.add_subfolder("inputs");
   // Large tensors from here on: scratch files on the output's filesystem, made through the folder's handle.
   set_scratch_dir(out.fd());
