@@ -283,9 +283,12 @@ std::vector<Manifest> roll_back(const std::vector<SetPart>& parts, std::vector<s
     for (const ManifestEntry& e : parts[k].previous) {
       if (!e.identified() || seen.count(e.path)) continue;
       const Where w = where(parts[k], e.path);
-      const FileId cur = w.parent.ok() ? file_id_at(w.parent.get(), w.name) : FileId{};
-      if (!cur.regular || cur.inode != e.inode || cur.bytes != e.bytes) continue;
-      now[k].files.push_back(e);
+      FileId cur = w.parent.ok() ? file_id_at(w.parent.get(), w.name) : FileId{};
+      if (!cur.regular || cur.bytes != e.bytes) continue;
+      // Another inode with the recorded bytes (a folder copied with `cp -a`) is still that set's file: kept
+      // in the record under the inode it has now, so a later run may replace it (sim/io/replace_check.h).
+      if (cur.inode != e.inode && !(e.identified() && is_new_file(w.parent.get(), w.name, e, cur))) continue;
+      now[k].files.push_back({e.path, e.bytes, cur.inode, e.sha256});
       seen.insert(e.path);
     }
   }

@@ -49,9 +49,10 @@ std::string sha256_of(int dir_fd, const std::string& name, const struct stat& st
   return h;
 }
 
-// The records that may list a file of the folder `dir_fd`: the run folder's manifest, what trnsim wrote
-// there outside a run, a killed set's journal. One that cannot be read lists nothing, and so does one
-// another user wrote (their files are not this user's to replace without --overwrite).
+// The records that may list a file of the folder `dir_fd`: the run folder's manifest, the complete record a
+// killed run left beside its "writing" one (.trnsim-files.old: the files still in place may be that set's),
+// what trnsim wrote there outside a run, a killed set's journal. One that cannot be read lists nothing, and
+// so does one another user wrote (their files are not this user's to replace without --overwrite).
 std::optional<Manifest> read_quietly(int dir_fd, const char* record, const std::string& shown) {
   try {
     unsigned owner = 0;
@@ -98,7 +99,7 @@ std::string replace_refusal_at(int dir_fd, const std::string& name, const std::s
   };
   const fs::path target = fs::absolute(path).lexically_normal();
   const fs::path here = target.parent_path();
-  for (const char* record : {kManifestName, kWrittenName, kJournalName}) {
+  for (const char* record : {kManifestName, kManifestBackupName, kWrittenName, kJournalName}) {
     const std::string shown = (here / record).string();
     if (const std::optional<Manifest> m = read_quietly(dir_fd, record, shown); m && listed(*m, name, shown))
       return "";

@@ -242,8 +242,8 @@ check "--out /: refused: $msg" '[[ $? == 1 && $msg == *"--out /: is the root of 
 
 # A run as another user into a folder with the sticky bit (a shared /tmp-like folder) over root's earlier set:
 # the kernel refuses the renames over root's files, so the run is refused before it simulates, naming the
-# first such file (before: it simulated, then failed with a bare "Operation not permitted"). Needs root (to
-# run as nobody) and setpriv; skipped otherwise.
+# first such file, even with --overwrite (before: it simulated, then failed with a bare "Operation not
+# permitted"). Needs root (to run as nobody) and setpriv; skipped otherwise.
 if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
   ST=$(mktemp -d /tmp/trnsim-sticky.XXXXXX)
   chmod 1777 "$ST"
@@ -252,7 +252,7 @@ if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
   "$TRNSIM" run "$ST/va.json" --out "$ST/o" >/dev/null 2>&1
   chmod 1777 "$ST/o"
   before=$(sha256sum <"$ST/o/stats.json")
-  msg=$(cd "$ST" && setpriv --reuid=65534 --regid=65534 --clear-groups "$TRNSIM" run va.json --out o 2>&1)
+  msg=$(cd "$ST" && setpriv --reuid=65534 --regid=65534 --clear-groups "$TRNSIM" run va.json --out o --overwrite 2>&1)
   rc=$?
   check "a run as nobody over root's files in a sticky folder: refused before it simulates (exit $rc): $msg" \
     '[[ $rc == 1 && $msg == *"trnsim: error: va.json: stats.json '"'"'o/stats.json'"'"': cannot write: it belongs to another user (uid 0) and its folder has the sticky bit"* && $msg != *"host time"* ]]'

@@ -52,6 +52,17 @@ cd "$T" || exit 1
 cp -a "$T/r" "$T/rc"
 "$TRNSIM" run "$W" --out "$T/rc" >"$T/out" 2>&1
 check "rerun into a cp -a copy of the folder (exit $?): $(tail -1 "$T/out")" '[[ $? == 0 ]]'
+# A run into a cp -a copy killed (SIGKILL) while it replaced the files: the next run puts the copy's files back
+# and still takes them as the earlier run's (their record names other inodes, the same bytes). Each write step
+# before the record turns complete; the test hook kills at the numbered step (sim/io/output_files.h).
+for step in 1 3 5 8 10 13; do
+  rm -rf "$T/rk" && cp -a "$T/r" "$T/rk"
+  (TRNSIM_TEST_KILL_AT_WRITE_STEP=$step TRNSIM_TEST_KILL_SIGNAL=KILL "$TRNSIM" run "$W" --out "$T/rk" \
+    --set inputs.output_grad.seed=77 >/dev/null 2>&1) 2>/dev/null
+  "$TRNSIM" run "$W" --out "$T/rk" >"$T/out" 2>&1
+  rc=$?
+  check "a cp -a copy killed at write step $step, then rerun (exit $rc): $(grep -m1 error "$T/out")" '[[ $rc == 0 ]]'
+done
 echo " " >>"$T/r/stats.json"
 msg=$("$TRNSIM" run "$W" --out "$T/r" 2>&1)
 check "stats.json grown since the run: refused: $msg" \

@@ -222,7 +222,7 @@ class Search : public TaskSource {
     const json kept = read_row(dir_, chk.key);
     if (row_done(kept)) {
       ++kept_;
-      finished(Task{chk.key, p.sets}, kept);
+      finished(Task{chk.key, p.sets, chk.sources}, kept);
       return std::nullopt;
     }
     running_.insert(chk.key);
