@@ -39,6 +39,7 @@
 #include "kernels/api/nki.h"
 #include "kernels/api/package.h"
 #include "kernels/api/schedule.h"
+#include "kernels/calibration/cs149_compile.h"
 #include "sim/base/error.h"
 
 namespace trnsim::kernels {
@@ -69,12 +70,7 @@ struct Params {
           "(kernels/api/alloc_rule.h); the loop runs bufs - 1 iterations ahead (1: one tile set, iterations "
           "serialised)")
         .range(1, 64);
-    s.add(&Params::disable_dge, "disable_dge",
-          "compiled with the Neuron compiler's --disable-dge, as the Trn2 assignment's run_benchmark.py "
-          "compiles "
-          "its profiled runs (--profile_name): the DMAs use precomputed descriptors instead of the hardware "
-          "DGE",
-          false);
+    s.add(&Params::disable_dge, "disable_dge", calibration::kDisableDgeHelp, false);
   }
 };
 

@@ -25,6 +25,7 @@
 #include "kernels/api/nki.h"
 #include "kernels/api/package.h"
 #include "kernels/api/schedule.h"
+#include "kernels/calibration/cs149_compile.h"
 #include "sim/base/error.h"
 
 namespace trnsim::kernels {
@@ -47,12 +48,7 @@ struct Params {
         .range(1, 8);
     s.choice(&Params::copy_engine, "copy_engine", "engine of the PSUM -> SBUF tensor_copy",
              {{"scalar", Engine::ACT}, {"vector", Engine::DVE}}, Engine::ACT);
-    s.add(&Params::disable_dge, "disable_dge",
-          "compiled with the Neuron compiler's --disable-dge, as the Trn2 assignment's run_benchmark.py "
-          "compiles "
-          "its profiled runs (--profile_name): the DMAs use precomputed descriptors instead of the hardware "
-          "DGE",
-          false);
+    s.add(&Params::disable_dge, "disable_dge", calibration::kDisableDgeHelp, false);
   }
 };
 
