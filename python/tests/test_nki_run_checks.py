@@ -80,6 +80,39 @@ def leaves_a_thread(x):
 LEFT = []
 
 
+@nki.jit
+def leaves_a_recorder(x):
+    # The thread makes an nki call once `go` is set: while the next kernel is traced.
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(y, nl.load(x))
+    go = threading.Event()
+
+    def late():
+        go.wait(5)
+        try:
+            nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)  # MARK-late-call
+        except Exception as e:
+            CAUGHT.append(e)
+
+    worker = threading.Thread(target=late, name="late-recorder", daemon=True)
+    worker.start()
+    LEFT.append((worker, go))
+    return y
+
+
+@nki.jit
+def lets_it_run(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    worker, go = LEFT[-1]
+    go.set()
+    worker.join()
+    nl.store(y, nl.load(x))
+    return y
+
+
+CAUGHT = []
+
+
 def ref_copy(x):
     return x
 
@@ -286,6 +319,26 @@ def test_thread_running_after_the_kernel_returns_warns():
     msgs = [str(m.message) for m in w]
     assert any(m.startswith("k.py:%d: daemon thread 'late-stores'" % line(d, "MARK-thread-return"))
                and "join it before returning" in m for m in msgs), msgs
+
+
+def test_a_thread_an_earlier_kernel_left_records_nothing_into_the_next():
+    # A tester: the left thread's nl call while the next kernel was traced went into that kernel's program
+    # (3 instructions became 23); now the call raises NkiError in the thread, at its line.
+    d = folder()
+    k = kernels(d)
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tnki.simulate_kernel(k.leaves_a_recorder, x)
+    alone = tnki.benchmark(k.copy, x)
+    r = tnki.benchmark(k.lets_it_run, x)
+    assert np.array_equal(r.outputs[0], x)
+    assert len(k.CAUGHT) == 1 and isinstance(k.CAUGHT[0], tnki.NkiError), k.CAUGHT
+    msg = str(k.CAUGHT[0])
+    assert msg.startswith("k.py:%d: an nki call from thread 'late-recorder'" % line(d, "MARK-late-call")) \
+        and "already running when kernel lets_it_run started" in msg, msg
+    assert r.stats["instructions"] == alone.stats["instructions"], (r.stats["instructions"],
+                                                                    alone.stats["instructions"])
 
 
 def test_trace_stops_within_the_host_memory_budget():

@@ -7,6 +7,7 @@ compiler does after tracing.
 """
 
 import sys
+import threading
 
 from . import _errors
 from ._errors import Loc, NkiError, caller_loc
@@ -86,6 +87,10 @@ class Trace:
         self.limit = 1 << 62
         self.max_ops = 1 << 62  # the builder's limit itself; `limit` is also the next memory check (_budget)
         self.kernel = None
+        # Idents of the threads other than the tracing one that were running when the kernel started (a thread
+        # an earlier kernel left running): an op they record would land in this kernel's program (or the other
+        # core's), so record() refuses it (run_program sets it).
+        self.foreign = frozenset()
         self.psum_groups = {}  # PSUM storage uid -> its open accumulation groups (_ops.touch_psum)  # storage uid -> the op whose new result tile it is (_lower.fresh)
 
     # ---- recording
@@ -94,6 +99,8 @@ class Trace:
             reads = tuple(reads)
         if type(writes) is not tuple:
             writes = tuple(writes)
+        if self.foreign and _get_ident() in self.foreign:
+            _foreign_call(self, loc)
         ops = self.ops
         i = len(ops)
         if i >= self.limit:
@@ -256,10 +263,23 @@ def make_range(kind, *args, **kwargs):
     return _Range(kind, args)
 
 
+_get_ident = threading.get_ident
+
+
+def _foreign_call(trace, loc):
+    th = threading.current_thread()
+    raise NkiError(f"an nki call from thread '{th.name}', which was already running when kernel "
+                   f"{trace.entry_code.co_name if trace.entry_code else '?'} started (a thread an earlier kernel "
+                   "left running), is not part of this kernel: join the threads a kernel starts before it "
+                   "returns", loc or caller_loc())
+
+
 def run_program(fn, args, kwargs, trace):
     """Runs the kernel function with `trace` recording; returns its result. trace.return_loc is then the
     (file, line) it returned from (None if that could not be seen)."""
     global _current
+    me = threading.current_thread()
+    trace.foreign = frozenset(th.ident for th in threading.enumerate() if th is not me)
     prev = _current
     _current = trace
     watch = _ReturnWatch(fn.__code__)
