@@ -515,16 +515,22 @@ std::string fresh_name_at(int dir_fd, const std::string& name_in, const std::str
   throw InputError(shown + ": cannot write: 1000 hidden names next to it exist already");
 }
 
-// Whether the earlier run's file `e` is still at its path in the folder `dir_fd` (its inode and size, never
-// through a symlink); `parent` gets its folder, `st` what is there.
+// Whether the earlier run's file `e` is still at its path in the folder `dir_fd` (its size, and its inode or
+// else its SHA-256; never through a symlink); `parent` gets its folder, `st` what is there.
 bool still_there(int dir_fd, const ManifestEntry& e, Fd* parent = nullptr, struct stat* st = nullptr) {
   const fs::path rel(e.path);
   Fd p = open_below(dir_fd, rel.parent_path());
   if (!p.ok()) return false;
   struct stat s {};
   if (::fstatat(p.get(), rel.filename().c_str(), &s, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(s.st_mode) ||
-      s.st_ino != e.inode || static_cast<uint64_t>(s.st_size) != e.bytes)
+      static_cast<uint64_t>(s.st_size) != e.bytes)
     return false;
+  // Another inode with the recorded bytes (a folder copied with cp -a, rsync -a or tar) is still the file
+  // trnsim wrote: nothing of the user's is in it. A file moved in under the name with other bytes is not.
+  if (s.st_ino != e.inode) {
+    const Fd f(::openat(p.get(), rel.filename().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (e.sha256.empty() || !f.ok() || sha256_of_fd(f.get()) != e.sha256) return false;
+  }
   if (parent) *parent = std::move(p);
   if (st) *st = s;
   return true;
@@ -547,8 +553,9 @@ std::vector<ManifestEntry> stale_files(int dir_fd, const Manifest& previous, con
   return v;
 }
 
-// Removes, from the run folder, the files `stale` lists, each only while its size, inode and SHA-256 are the
-// recorded ones, never through a symlink. Returns their paths.
+// Removes, from the run folder, the files `stale` lists, each only while its size and SHA-256 are the
+// recorded ones (the inode too, or the file is a copy: still_there), never through a symlink. Returns their
+// paths.
 std::vector<std::string> remove_stale(const std::string& dir, const std::vector<ManifestEntry>& stale) {
   std::vector<std::string> removed;
   const Fd d = open_dir(dir);
@@ -560,7 +567,8 @@ std::vector<std::string> remove_stale(const std::string& dir, const std::vector<
     const std::string name = rel.filename().string();
     const Fd f(::openat(parent.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     struct stat fs_ {};
-    if (!f.ok() || ::fstat(f.get(), &fs_) != 0 || fs_.st_ino != e.inode || sha256_of_fd(f.get()) != e.sha256)
+    if (!f.ok() || ::fstat(f.get(), &fs_) != 0 || static_cast<uint64_t>(fs_.st_size) != e.bytes ||
+        sha256_of_fd(f.get()) != e.sha256)
       continue;
     if (::unlinkat(parent.get(), name.c_str(), 0) != 0) continue;
     step();

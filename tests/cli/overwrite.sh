@@ -52,6 +52,17 @@ cd "$T" || exit 1
 cp -a "$T/r" "$T/rc"
 "$TRNSIM" run "$W" --out "$T/rc" >"$T/out" 2>&1
 check "rerun into a cp -a copy of the folder (exit $?): $(tail -1 "$T/out")" '[[ $? == 0 ]]'
+# A timing-only run into a cp -a copy of a numerics run's folder removes the copy's .npy outputs as it would
+# the original's (a tester: they stayed beside the new stats.json, unrecorded and with no note, and the next
+# numerics run was refused).
+rm -rf "$T/rt" && cp -a "$T/r" "$T/rt"
+"$TRNSIM" run "$W" --out "$T/rt" --no-numerics >"$T/out" 2>&1
+rc=$?
+check "a --no-numerics run into a cp -a copy removes its .npy outputs (exit $rc): $(ls "$T/rt")" \
+  '[[ $rc == 0 && -z $(ls "$T/rt" | grep npy) ]]'
+"$TRNSIM" run "$W" --out "$T/rt" >"$T/out" 2>&1
+rc=$?
+check "then a numerics run into it (exit $rc): $(grep -m1 error "$T/out")" '[[ $rc == 0 ]]'
 # A run into a cp -a copy killed (SIGKILL) while it replaced the files: the next run puts the copy's files back
 # and still takes them as the earlier run's (their record names other inodes, the same bytes). Each write step
 # before the record turns complete; the test hook kills at the numbered step (sim/io/output_files.h).
