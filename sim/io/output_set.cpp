@@ -369,6 +369,8 @@ Manifest settle_set(int dir_fd, const std::string& dir, const Manifest& m, std::
   for (size_t k = 1; k < parts.size(); ++k) {
     if (!same_set[k]) continue;
     if (same_set[k]->record == kJournalName) {
+      // What is there now is trnsim's: recorded before the journal goes, as a finished write records it.
+      record_written(parts[k].fd.get(), parts[k].dir, now[k].files);
       ::unlinkat(parts[k].fd.get(), kJournalName, 0);
       ::fsync(parts[k].fd.get());
     } else {
@@ -713,7 +715,9 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
         throw InputError(killed_by_another_user((fs::path(dir) / kJournalName).string(), owner));
       std::vector<std::string> notes;
       const Fd d = open_dir(dir);
-      if (!j->complete) settle_set(d.get(), dir, *j, notes);
+      // What is there now is trnsim's (the set kept whole, or the earlier files back): recorded before the
+      // journal goes, as a finished write records it (replace_check.h).
+      record_written(d.get(), dir, j->complete ? j->files : settle_set(d.get(), dir, *j, notes).files);
       ::unlinkat(d.get(), kJournalName, 0);
       for (const std::string& n : notes) std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
     }

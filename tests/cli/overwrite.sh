@@ -63,6 +63,20 @@ check "a --no-numerics run into a cp -a copy removes its .npy outputs (exit $rc)
 "$TRNSIM" run "$W" --out "$T/rt" >"$T/out" 2>&1
 rc=$?
 check "then a numerics run into it (exit $rc): $(grep -m1 error "$T/out")" '[[ $rc == 0 ]]'
+# A run with --trace and --report outside OUT killed (SIGKILL) after its files were all in place, before its
+# record of them outside OUT: the next run keeps that set and records it, so it replaces them without
+# --overwrite (a tester: at steps 14-15 the report was refused for good, "no trnsim record lists it").
+VA=$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json
+for step in 12 14 15; do
+  rm -rf "$T/kt" && mkdir "$T/kt"
+  (TRNSIM_TEST_KILL_AT_WRITE_STEP=$step "$TRNSIM" run "$VA" --set params.n=2560 --out "$T/kt/o" \
+    --trace "$T/kt/t.pftrace" --report "$T/kt/r.html" >/dev/null 2>&1) 2>/dev/null
+  "$TRNSIM" run "$VA" --set params.n=2560 --out "$T/kt/o" --trace "$T/kt/t.pftrace" --report "$T/kt/r.html" \
+    >"$T/out" 2>&1
+  rc=$?
+  check "--trace and --report outside OUT killed at write step $step, then rerun (exit $rc): $(grep -m1 error "$T/out")" \
+    '[[ $rc == 0 ]]'
+done
 # A run into a cp -a copy killed (SIGKILL) while it replaced the files: the next run puts the copy's files back
 # and still takes them as the earlier run's (their record names other inodes, the same bytes). Each write step
 # before the record turns complete; the test hook kills at the numbered step (sim/io/output_files.h).
