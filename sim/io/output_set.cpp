@@ -517,22 +517,16 @@ std::string fresh_name_at(int dir_fd, const std::string& name_in, const std::str
   throw InputError(shown + ": cannot write: 1000 hidden names next to it exist already");
 }
 
-// Whether the earlier run's file `e` is still at its path in the folder `dir_fd` (its size, and its inode or
-// else its SHA-256; never through a symlink); `parent` gets its folder, `st` what is there.
+// Whether the earlier run's file `e` is still at its path in the folder `dir_fd` (its inode and size, never
+// through a symlink); `parent` gets its folder, `st` what is there.
 bool still_there(int dir_fd, const ManifestEntry& e, Fd* parent = nullptr, struct stat* st = nullptr) {
   const fs::path rel(e.path);
   Fd p = open_below(dir_fd, rel.parent_path());
   if (!p.ok()) return false;
   struct stat s {};
   if (::fstatat(p.get(), rel.filename().c_str(), &s, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(s.st_mode) ||
-      static_cast<uint64_t>(s.st_size) != e.bytes)
+      s.st_ino != e.inode || static_cast<uint64_t>(s.st_size) != e.bytes)
     return false;
-  // Another inode with the recorded bytes (a folder copied with cp -a, rsync -a or tar) is still the file
-  // trnsim wrote: nothing of the user's is in it. A file moved in under the name with other bytes is not.
-  if (s.st_ino != e.inode) {
-    const Fd f(::openat(p.get(), rel.filename().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (e.sha256.empty() || !f.ok() || sha256_of_fd(f.get()) != e.sha256) return false;
-  }
   if (parent) *parent = std::move(p);
   if (st) *st = s;
   return true;
@@ -555,9 +549,29 @@ std::vector<ManifestEntry> stale_files(int dir_fd, const Manifest& previous, con
   return v;
 }
 
-// Removes, from the run folder, the files `stale` lists, each only while its size and SHA-256 are the
-// recorded ones (the inode too, or the file is a copy: still_there), never through a symlink. Returns their
-// paths.
+// The files of `previous` (earlier_files) that `now` does not hold and that are there under another inode
+// with the recorded size and SHA-256: a copy of the folder (cp -a, rsync -a, tar x), or the user's own file
+// moved back in. Never removed (the user's, as far as anyone can tell), but the new record keeps naming them
+// ("previous"), so a later run may still replace them without --overwrite (sim/io/replace_check.h).
+std::vector<ManifestEntry> copied_files(int dir_fd, const Manifest& previous,
+                                        const std::set<std::string>& now) {
+  std::vector<ManifestEntry> v;
+  for (const ManifestEntry& e : earlier_files(previous)) {
+    if (!e.identified() || now.count(e.path)) continue;
+    const fs::path rel(e.path);
+    const Fd p = open_below(dir_fd, rel.parent_path());
+    struct stat s {};
+    if (!p.ok() || ::fstatat(p.get(), rel.filename().c_str(), &s, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(s.st_mode) || s.st_ino == e.inode || static_cast<uint64_t>(s.st_size) != e.bytes)
+      continue;
+    const Fd f(::openat(p.get(), rel.filename().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (f.ok() && sha256_of_fd(f.get()) == e.sha256) v.push_back(e);
+  }
+  return v;
+}
+
+// Removes, from the run folder, the files `stale` lists, each only while its size, inode and SHA-256 are the
+// recorded ones, never through a symlink. Returns their paths.
 std::vector<std::string> remove_stale(const std::string& dir, const std::vector<ManifestEntry>& stale) {
   std::vector<std::string> removed;
   const Fd d = open_dir(dir);
@@ -569,8 +583,7 @@ std::vector<std::string> remove_stale(const std::string& dir, const std::vector<
     const std::string name = rel.filename().string();
     const Fd f(::openat(parent.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     struct stat fs_ {};
-    if (!f.ok() || ::fstat(f.get(), &fs_) != 0 || static_cast<uint64_t>(fs_.st_size) != e.bytes ||
-        sha256_of_fd(f.get()) != e.sha256)
+    if (!f.ok() || ::fstat(f.get(), &fs_) != 0 || fs_.st_ino != e.inode || sha256_of_fd(f.get()) != e.sha256)
       continue;
     if (::unlinkat(parent.get(), name.c_str(), 0) != 0) continue;
     step();
@@ -890,12 +903,13 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
 
   // Every temporary is complete. The earlier run's files this set does not write again, to be removed once
   // it is in place.
-  std::vector<ManifestEntry> stale;
+  std::vector<ManifestEntry> stale, copies;  // copies: copied_files
   if (folder) {
     std::set<std::string> now;
     for (const Plan& p : plans)
       if (p.group == 0) now.insert(p.rel);
     stale = stale_files(groups[0].fd.get(), folder->previous, now, folder->keep);
+    copies = copied_files(groups[0].fd.get(), folder->previous, now);
   }
   Manifest complete_record;
   bool complete_written = false;
@@ -943,6 +957,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
         // Until they are removed, the earlier set's files the record keeps naming: a kill before then leaves
         // them for the next run to remove, and `trnsim stats` says they are there.
         m.previous = stale;
+        m.previous.insert(m.previous.end(), copies.begin(), copies.end());
         try {
           write_record(g.fd.get(), g.dir, kManifestName, manifest_text(m));
           complete_written = true;
@@ -972,7 +987,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     removed = remove_stale(folder->dir, stale);
     if (complete_written && !stale.empty()) {
       // Removed, or no longer the earlier run's (changed or replaced meanwhile: the user's now).
-      complete_record.previous.clear();
+      complete_record.previous = copies;
       try {
         write_record(groups[0].fd.get(), groups[0].dir, kManifestName, manifest_text(complete_record));
       } catch (const InputError& e) {
