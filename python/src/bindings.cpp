@@ -7,6 +7,7 @@
 #include "python/src/py_loc.h"
 #include "sim/base/available_memory.h"
 #include "sim/base/error.h"
+#include "sim/io/replace_check.h"
 
 namespace trnsim::py {
 namespace pyb = pybind11;
@@ -42,6 +43,9 @@ void define_core(pyb::module_& m) {
   m.def("available_host_bytes", &available_host_bytes,
         "bytes this process may still allocate (MemAvailable + SwapFree, capped by cgroup and ulimit -v "
         "limits; $TRNSIM_HOST_MEMORY_BYTES replaces it), or None (sim/base/available_memory.h)");
+  m.def("set_overwrite_allowed", &io::set_overwrite_allowed, pyb::arg("allowed"),
+        "whether outputs may replace files no trnsim record lists (the CLI's --overwrite; "
+        "sim/io/replace_check.h)");
   bind_enums(m);
   bind_builder(m);
   bind_nki(m);

@@ -321,6 +321,26 @@ def test_thread_running_after_the_kernel_returns_warns():
                and "join it before returning" in m for m in msgs), msgs
 
 
+def test_benchmark_trace_over_a_users_file_takes_overwrite():
+    # A tester: the refusal told a Python caller to "pass --overwrite", an option benchmark did not have.
+    d = folder()
+    k = kernels(d)
+    x = np.ones((128, 64), np.float32)
+    path = os.path.join(d, "mine.pftrace")
+    with open(path, "w") as f:
+        f.write("mine")
+    e = raises(Exception, tnki.benchmark, k.copy, x, trace=path)
+    assert "overwrite=True" in str(e) and open(path).read() == "mine", str(e)
+    tnki.benchmark(k.copy, x, trace=path, overwrite=True)
+    assert os.path.getsize(path) > 4
+    # overwrite=True held for that call only.
+    other = os.path.join(d, "mine2.pftrace")
+    with open(other, "w") as f:
+        f.write("mine")
+    e = raises(Exception, tnki.benchmark, k.copy, x, trace=other)
+    assert "overwrite=True" in str(e) and open(other).read() == "mine", str(e)
+
+
 def test_a_thread_an_earlier_kernel_left_records_nothing_into_the_next():
     # A tester: the left thread's nl call while the next kernel was traced went into that kernel's program
     # (3 instructions became 23); now the call raises NkiError in the thread, at its line.

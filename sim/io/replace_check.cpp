@@ -125,7 +125,7 @@ void check_may_replace_at(int dir_fd, const std::string& name, const std::string
   if (why.empty()) return;
   throw InputError(
       fmt::format("{} '{}': cannot write: a file is there that trnsim will not replace: {}; pass --overwrite "
-                  "to replace it, or choose another path",
+                  "(trnsim.nki.benchmark: overwrite=True) to replace it, or choose another path",
                   what, path, why));
 }
 

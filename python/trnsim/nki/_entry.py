@@ -162,14 +162,21 @@ def _check_trace_path(trace):
     return trace
 
 
-def benchmark(kernel, *args, hardware="trn2", trace=None, reference=None, numerics=True, _nki_options=None,
-              **kwargs):
+def benchmark(kernel, *args, hardware="trn2", trace=None, reference=None, numerics=True, overwrite=False,
+              _nki_options=None, **kwargs):
     """Runs the kernel once on the simulated machine and returns a BenchmarkResult with the simulated
     latency, the stats and (``trace="t.pftrace"`` or ``.json``, in a folder that exists) a trace, like
     ``nki.benchmark``. ``reference``: a NumPy function of the same arguments whose outputs the result's
-    ``checks`` compare with; ``numerics=False``: timing only."""
+    ``checks`` compare with; ``numerics=False``: timing only. A trace replaces a file already at its path
+    only when trnsim wrote it (its folder's record lists it unchanged), or with ``overwrite=True`` (the
+    CLI's ``--overwrite``)."""
     if trace:
         trace = _check_trace_path(trace)
     run = _prepare(kernel, args, kwargs, hardware, reference, numerics)
-    run.run(trace=trace or "")
+    from .. import _core
+    _core.set_overwrite_allowed(bool(overwrite))
+    try:
+        run.run(trace=trace or "")
+    finally:
+        _core.set_overwrite_allowed(False)
     return BenchmarkResult(run, trace, _nki_options)

@@ -366,7 +366,7 @@ TEST_CASE("a file is replaced only when a record lists it unchanged, or with --o
       "output '" + dir +
           "/stats.json': cannot write: a file is there that trnsim will not replace: no trnsim "
           "record lists it (trnsim replaces only the files it wrote there itself, unchanged); "
-          "pass --overwrite to replace it, or choose another path");
+          "pass --overwrite (trnsim.nki.benchmark: overwrite=True) to replace it, or choose another path");
   CHECK(read_raw(dir + "/stats.json") == "mine");
   CHECK_FALSE(fs::exists(dir + "/x.npy"));
   CHECK_FALSE(fs::exists(dir + "/.trnsim-files"));
