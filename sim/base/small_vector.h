@@ -134,9 +134,7 @@ class SmallVector {
 
  private:
   static constexpr size_t kBytes = N * sizeof(T) > sizeof(T*) ? N * sizeof(T) : sizeof(T*);
-  // The heap pointer is read and written with memcpy, so buf_ needs only T's alignment (packed values
-  // then need no padding after the counts).
-  static constexpr size_t kAlign = alignof(T);
+  static constexpr size_t kAlign = alignof(T) > alignof(T*) ? alignof(T) : alignof(T*);
 
   T* inline_data() { return std::launder(reinterpret_cast<T*>(buf_)); }
   const T* inline_data() const { return std::launder(reinterpret_cast<const T*>(buf_)); }

@@ -44,13 +44,11 @@ enum class DType : uint8_t {
 };
 
 // One free-dimension of an access pattern: `size` elements, `stride` elements apart (NKI order: outermost
-// first). Packed to 12 bytes (no tail padding): every instruction holds 5 x 4 of them, and a large program's
-// instructions are the biggest item of a run's memory and of the model's cache traffic.
-struct __attribute__((packed)) Dim {
+// first).
+struct Dim {
   int64_t stride = 1;
   uint32_t size = 1;
 };
-static_assert(sizeof(Dim) == 12);
 
 // An operand: a region of SBUF, PSUM (partitions x free pattern) or an HBM tensor (rows x free pattern).
 // For SBUF/PSUM, `offset_bytes` is the byte offset inside every partition; for HBM it is the byte offset
@@ -141,16 +139,15 @@ enum class ActFunc : uint8_t {
   SiluDx,  // d/dx silu (NKI nl.silu_dx)
 };
 
-// Semaphore condition: wait until S[sem] >= value on this physical core. SemWait and SemUpdate are packed
-// (6 and 7 bytes): every instruction holds four short lists of them inline.
-struct __attribute__((packed)) SemWait {
+// Semaphore condition: wait until S[sem] >= value on this physical core.
+struct SemWait {
   uint16_t sem = 0;
   uint32_t value = 0;
 };
 
 // Semaphore update applied when the instruction (or, for a DMA, its transfer) completes.
 // `peer` targets the other physical core of the LNC2 pair.
-struct __attribute__((packed)) SemUpdate {
+struct SemUpdate {
   uint16_t sem = 0;
   int32_t delta = 1;
   bool peer = false;
