@@ -560,12 +560,11 @@ std::vector<ManifestEntry> copied_files(int dir_fd, const Manifest& previous,
     if (!e.identified() || now.count(e.path)) continue;
     const fs::path rel(e.path);
     const Fd p = open_below(dir_fd, rel.parent_path());
-    struct stat s {};
-    if (!p.ok() || ::fstatat(p.get(), rel.filename().c_str(), &s, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(s.st_mode) || s.st_ino == e.inode || static_cast<uint64_t>(s.st_size) != e.bytes)
-      continue;
-    const Fd f(::openat(p.get(), rel.filename().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (f.ok() && sha256_of_fd(f.get()) == e.sha256) v.push_back(e);
+    const std::string name = rel.filename().string();
+    // The recorded inode is stale_files' case; only another one is hashed.
+    if (!p.ok() || file_id_at(p.get(), name).inode == e.inode) continue;
+    FileId id;
+    if (is_new_file(p.get(), name, e, id)) v.push_back(e);
   }
   return v;
 }
