@@ -69,7 +69,9 @@ void bind_workload(pyb::module_& m) {
             pyb::tuple fg = pyb::module_::import("trnsim._runner").attr("resolve_kernel")(spec.kernel);
             const std::string fname = pyb::getattr(fg[0], "__name__", pyb::str("kernel")).cast<std::string>();
             spec.name = name.empty() ? fname : name;
-            spec.params = to_json(params);
+            // The kernel gets the objects as given; stats.json their description.
+            spec.given_params = params;
+            spec.params = to_json(pyb::module_::import("trnsim._runner").attr("describe_params")(params));
             spec.reference = std::move(reference);
             spec.lnc = lnc;
             spec.python_errors = true;

@@ -78,6 +78,7 @@ class PythonKernel final : public kernels::BoundKernel {
   ~PythonKernel() override {
     pyb::gil_scoped_acquire gil;
     func_ = pyb::object();
+    spec_.given_params = pyb::object();
     spec_.kernel = pyb::object();
     spec_.reference = pyb::object();
   }
@@ -93,7 +94,7 @@ class PythonKernel final : public kernels::BoundKernel {
       decls.append(pyb::make_tuple(t.name, t.dtype, t.shape));
     std::vector<pyb::object> returned;
     try {
-      pyb::object core = runner().attr("CoreRunner")(func_, decls, from_json(spec_.params));
+      pyb::object core = runner().attr("CoreRunner")(func_, decls, kwargs(), !spec_.given_params.is_none());
       kernels::BuildOptions o = options;
       o.warn_unwritten_outputs = true;  // a launch grid or loop that misses rows of an output
       kernels::KernelBuild b =
@@ -145,6 +146,11 @@ class PythonKernel final : public kernels::BoundKernel {
   json frontend_stats() const override { return frontend_stats_; }
 
  private:
+  // The keyword arguments the kernel and the reference are called with.
+  pyb::object kwargs() const {
+    return spec_.given_params.is_none() ? from_json(spec_.params) : spec_.given_params;
+  }
+
   static bool is_trnsim_error(pyb::error_already_set& e) {
     return (g_input_error && e.matches(g_input_error)) || (g_rule_error && e.matches(g_rule_error));
   }
@@ -181,7 +187,8 @@ class PythonKernel final : public kernels::BoundKernel {
     for (const std::string& n : outputs_) outputs.append(pyb::make_tuple(n, ctx.output(n).shape));
     pyb::list result;
     try {
-      result = runner().attr("call_reference")(spec_.reference, arrays, from_json(spec_.params), outputs);
+      result = runner().attr("call_reference")(spec_.reference, arrays, kwargs(), outputs,
+                                               !spec_.given_params.is_none());
     } catch (pyb::error_already_set& e) {
       if (spec_.python_errors) throw;
       rethrow_python(e, "reference");

@@ -34,6 +34,11 @@ struct PythonKernelSpec {
   pybind11::object reference = pybind11::none();     // NumPy reference function, or None
   std::optional<int> lnc;                            // the workload's "lnc"
   bool python_errors = false;                        // let Python exceptions propagate (calls from Python)
+  // From Python (simulate_kernel / benchmark): the keyword arguments as the caller passed them (a dict),
+  // which the kernel and the reference get as they are (an nl dtype, a function, a tuple, a NumPy scalar);
+  // `params` is then only their description for stats.json (_runner.describe_params). None: a workload's JSON
+  // `params` are the keyword arguments.
+  pybind11::object given_params = pybind11::none();
   // Record the Python files the build ran with their SHA-256 (_runner.sources()) as stats.json
   // "nki"."sources": {absolute path: hex} (kernels loaded from a workload's files).
   bool track_sources = false;

@@ -359,6 +359,25 @@ def takes_kwargs(func):
 _JSON_TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "string"))
 
 
+def describe_params(value):
+    """A Python caller's keyword arguments as stats.json "params" shows them: JSON values as they are (NumPy
+    scalars as their value, tuples as lists), anything else by name (``nl.int8``, ``dtype('float32')``,
+    ``trnsim.nki.language.exp`` for a function); the kernel gets the objects themselves."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): describe_params(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [describe_params(v) for v in value]
+    if hasattr(value, "dtype") and hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        return describe_params(value.item())
+    name = getattr(value, "__qualname__", None)
+    if name is not None:  # a function or class (its repr has an address, which differs run to run)
+        return "%s.%s" % (getattr(value, "__module__", None) or "?", name)
+    shown = repr(value)
+    return shown if " at 0x" not in shown else "<%s object>" % type(value).__qualname__
+
+
 def kernel_params(kernel, inputs):
     """The parameters a workload's "params" can set: the kernel function's parameters that are not among
     ``inputs`` (keyword arguments), each as {"name", "type", "default" (absent: required), "nullable"}; the
@@ -383,12 +402,13 @@ class CoreRunner:
     """Called by the builder once per core with the core's ``_core.Kernel``: declares the inputs, calls the
     kernel function, returns the names of the tensors it returned (None if it returned nothing)."""
 
-    def __init__(self, func, inputs, params):
+    def __init__(self, func, inputs, params, as_given=False):
         from .nki import _hooks
         self.hooks = _hooks
         self.func = func
         self.inputs = inputs  # [(name, DType, shape)]
-        self.params = without_nulls(inspect.unwrap(func), params)
+        # A workload's JSON params (a null is the default), or a Python caller's keyword arguments as given.
+        self.params = params if as_given else without_nulls(inspect.unwrap(func), params)
         # The inputs are declared at the kernel's def line (where its parameters are), not at trnsim's wrapper.
         self.loc = def_loc(func)
         # How many inputs are the function's leading positional parameters (in order).
@@ -469,8 +489,9 @@ def reference_problem(ref, inputs, params):
     return None
 
 
-def call_reference(ref, arrays, params, outputs):
-    """The reference's outputs: ``ref(*arrays, **params)`` (params limited to what its signature takes),
+def call_reference(ref, arrays, params, outputs, as_given=False):
+    """The reference's outputs: ``ref(*arrays, **params)`` (a workload's JSON params without the nulls for
+    its defaulted parameters; a Python caller's keyword arguments ``as_given``),
     as a list of float64 arrays, one for each of the kernel's ``outputs`` ([(name, shape)], in return
     order). _core.InputError naming reference.function, the reference's def line and the outputs expected
     when it returns anything else (None, a dict, a string, too few or too many arrays, another shape)."""
@@ -484,7 +505,8 @@ def call_reference(ref, arrays, params, outputs):
     lacks = _reference_lacks(ref, params)
     if lacks:
         raise _core.InputError("reference.function: " + lacks)
-    params = _reference_args(ref, params)
+    if not as_given:
+        params = _reference_args(ref, params)
     with _NoExit("reference"):
         out = ref(*arrays, **params)
 

@@ -1,0 +1,47 @@
+"""Keyword arguments of trnsim.nki.simulate_kernel / benchmark reach the kernel (and the reference) as the
+objects the caller passed, as NKI passes them: they went through JSON, so an nl dtype, a NumPy dtype or a
+function was a TypeError, a tuple came as a list and np.float32(0.1) as the double 0.10000000149011612."""
+
+import numpy as np
+
+from runner import main
+
+import trnsim.nki as tnki
+import nki.language as nl
+
+import nki_kwargs as K
+
+X = np.linspace(-1, 1, 128 * 64, dtype=np.float32).reshape(128, 64)
+
+
+def test_objects_reach_the_kernel_as_given():
+    scale = np.float32(0.1)
+    for dt in (nl.bfloat16, np.dtype("float32")):
+        K.seen.clear()
+        y = tnki.simulate_kernel(K.cast_apply, X, dt=dt, fn=nl.exp, shape=(128, 64), scale=scale)
+        assert len(K.seen) == 1, K.seen
+        got = K.seen[0]
+        assert got["dt"] is dt and got["fn"] is nl.exp, got
+        assert type(got["shape"]) is tuple and got["shape"] == (128, 64), got
+        assert type(got["scale"]) is np.float32 and got["scale"] is scale, got
+        assert y.shape == (128, 64)
+    # The values: exp(0.1 * x) on the Scalar engine; bfloat16 output (as float32 values) within its rounding.
+    want = np.exp(np.float32(0.1) * X)
+    assert np.abs(y - want).max() <= 1e-5 * np.abs(want).max() + 1e-6, np.abs(y - want).max()
+
+
+def test_reference_gets_the_same_objects():
+    K.seen.clear()
+    r = tnki.benchmark(K.cast_apply, X, reference=K.cast_apply_ref, dt=nl.float32, fn=nl.exp, shape=(128, 64))
+    refs = [s for s in K.seen if s.get("ref")]
+    assert len(refs) == 1 and refs[0]["dt"] is nl.float32 and refs[0]["fn"] is nl.exp, K.seen
+    assert type(refs[0]["shape"]) is tuple, refs
+    assert r.passed, r.checks
+    # stats.json "params" describes them (no object addresses, so the same run gives the same stats).
+    p = r.stats["params"]
+    assert p["dt"] == "nl.float32" and p["shape"] == [128, 64], p
+    assert p["fn"] == "nl.exp", p
+
+
+if __name__ == "__main__":
+    main(globals())
