@@ -1,6 +1,7 @@
 """Keyword arguments of trnsim.nki.simulate_kernel / benchmark reach the kernel (and the reference) as the
 objects the caller passed, as NKI passes them: they went through JSON, so an nl dtype, a NumPy dtype or a
-function was a TypeError, a tuple came as a list and np.float32(0.1) as the double 0.10000000149011612."""
+function was a TypeError, a tuple came as a list and np.float32(0.1) as the double 0.10000000149011612.
+And benchmark(kernel, n=32) for a kernel without array inputs runs it (it returned NKI's deferred form)."""
 
 import numpy as np
 
@@ -41,6 +42,20 @@ def test_reference_gets_the_same_objects():
     p = r.stats["params"]
     assert p["dt"] == "nl.float32" and p["shape"] == [128, 64], p
     assert p["fn"] == "nl.exp", p
+
+
+def test_benchmark_without_array_inputs_runs():
+    K.seen.clear()
+    r = tnki.benchmark(K.filled, n=32)
+    assert isinstance(r, tnki._entry.BenchmarkResult), r
+    assert K.seen == [{"n": 32}], K.seen
+    assert r.outputs[0].shape == (128, 32) and (r.outputs[0] == 32).all()
+    # Options only: NKI's form, the kernel to call (with its arguments), its result in .benchmark_result.
+    b = tnki.benchmark(K.filled, warmup=2, iters=3)
+    assert not isinstance(b, tnki._entry.BenchmarkResult), b
+    out = b(n=16)
+    assert out.shape == (128, 16) and b.benchmark_result.iters == 3
+    assert not isinstance(tnki.benchmark(K.filled, hardware="trn2"), tnki._entry.BenchmarkResult)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ The language side: nki.language, nki.isa, nki.jit, dtypes, indexing, allocation 
 (docs/nki.md); the platform side gives the entry points simulate_kernel and benchmark (trnsim/nki/_entry.py).
 """
 
+import inspect as _inspect
 import os as _os
 
 from . import _aliases
@@ -142,9 +143,17 @@ def benchmark(kernel=None, *args, **kwargs):  # noqa: F811
     options = _bench_options(kwargs)
     if kernel is None:
         return lambda k: _Benchmarked(k, options)
-    if not args and not any(hasattr(v, "shape") for v in options.values()):
+    # NKI's nki.benchmark(kernel=None, **kwargs) takes its options only, never the kernel's arguments: a call
+    # with an argument for the kernel (an array, or `n=32` for a kernel without array inputs) is the direct
+    # form, a call with options only NKI's.
+    if not args and all(k in _OPTIONS for k in options):
         return _Benchmarked(kernel, options)
     return _platform_benchmark(kernel, *args, **options)
+
+
+# benchmark()'s own keyword arguments (trnsim's, and NKI's as _bench_options turned them).
+_OPTIONS = frozenset(n for n, p in _inspect.signature(_platform_benchmark_fn).parameters.items()
+                     if p.kind == p.KEYWORD_ONLY)
 
 
 def __getattr__(name):
