@@ -60,6 +60,21 @@ def test_a_tile_carried_by_rebinding_is_a_carried_value():
     assert caught(K.rebound_sequential) == []
 
 
+def one_warning(kernel, marker):
+    """The one warning the kernel gives, which must be at the line marked `marker`: its message."""
+    w = caught(kernel)
+    assert len(w) == 1, [str(m.message) for m in w]
+    assert (w[0].filename, w[0].lineno) == (SRC, line(marker)), (w[0].filename, w[0].lineno, str(w[0].message))
+    return str(w[0].message)
+
+
+def test_an_unnamed_hbm_tensor_is_named_in_the_warning():
+    # It was "reads hbm 'None'[128, 64] float32": the kernel's variable and where it was allocated now.
+    msg = one_warning(K.hbm_carried, "MARK-hbm")
+    assert "reads hbm tensor y [128, 64] float32 allocated at nki_carried.py:%d, which iteration 0 wrote" % (
+        line("MARK-hbm") - 4) in msg, msg
+
+
 def test_warnings_are_attributed_to_the_kernel_line():
     # They were attributed to trnsim/nki/__init__.py:64 (the kernel's line only in the text).
     w = caught(K.swapped_regions)

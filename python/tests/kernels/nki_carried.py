@@ -55,3 +55,15 @@ def rebound_sequential(x):
         nl.store(y, nxt)
         cur = nxt
     return y
+
+
+@nki.jit
+def hbm_carried(x):
+    # The output itself carries the value: each iteration loads y and stores y + x. y has no name=.
+    y = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(y, t)
+    for i in nl.affine_range(3):
+        u = nl.load(y)  # MARK-hbm
+        nl.store(y, nl.add(u, t))
+    return y

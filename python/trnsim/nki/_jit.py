@@ -13,7 +13,7 @@ from . import _budget, _emit, _loops, _trace
 from ._backend import Target
 from ._dtypes import as_dtype
 from ._errors import Loc, NkiError
-from ._tensor import HBM, NkiTensor, Storage
+from ._tensor import HBM, NkiTensor, Storage, var_name
 from .._runner import def_loc
 
 _last_plans = []  # allocation reports of the last build (per core), for stats.json
@@ -200,15 +200,6 @@ def _return_loc(fn, trace):
     return Loc(def_loc(fn))
 
 
-def _var_name(trace, st):
-    """The kernel's variable naming storage `st` when it returned (its input parameter's name for an input),
-    or None."""
-    for name, v in (getattr(trace, "return_locals", None) or {}).items():
-        if isinstance(v, NkiTensor) and v.st is st:
-            return name
-    return None
-
-
 def _outputs(fn, r, trace):
     """The returned tensors, each an HBM tensor the kernel allocated; NkiError at the kernel's return line
     (its def line when it fell off its end) otherwise."""
@@ -223,7 +214,7 @@ def _outputs(fn, r, trace):
             raise NkiError(f"kernel {name} returns {x!r}: an output must be an HBM tensor it allocated "
                            "(nl.ndarray(..., buffer=nl.shared_hbm))", loc=where)
         if x.st.role == "input":
-            raise NkiError(f"kernel {name} returns its input '{_var_name(trace, x.st) or x.st.name}'"
+            raise NkiError(f"kernel {name} returns its input '{var_name(trace, x.st) or x.st.name}'"
                            ": outputs are tensors it allocates in HBM (nl.ndarray(..., buffer=nl.shared_hbm))"
                            " and writes", loc=where)
         if x.st.private:
@@ -253,7 +244,7 @@ def _check_distinct_names(fn, outs, trace):
         first = seen.setdefault(o.st.name, o.st) if o.st.name else o.st
         if first is not o.st:
             def label(st):
-                var = _var_name(trace, st)
+                var = var_name(trace, st)
                 made = f"allocated at {st.loc}" if getattr(st, "loc", None) else ""
                 return f"{var} ({made})" if var and made else var or made or "a tensor"
             raise NkiError(f"kernel {fn.__name__} returns two outputs named {o.st.name!r}: {label(first)} and "
@@ -284,7 +275,7 @@ def _check_written(fn, outs, trace, core, cores):
         if id(o.st) not in written:
             where = _return_loc(fn, trace)
             made = f" (allocated at {o.st.loc})" if getattr(o.st, "loc", None) else ""
-            label = _var_name(trace, o.st) or o.st.name or "its output"
+            label = var_name(trace, o.st) or o.st.name or "its output"
             mine[i] = NkiError(f"kernel {fn.__name__} returns {label}{made}, but no instruction writes it: "
                                "store its values (nl.store / nisa.dma_copy into it) before returning it",
                                loc=where)

@@ -71,7 +71,22 @@ class Storage:
         return self.shape[self.pdim] if self.space != HBM else 0
 
     def __repr__(self):
-        return f"{self.space} '{self.name}'{list(self.shape)} {self.dtype.name}"
+        if self.name:
+            return f"{self.space} '{self.name}'{list(self.shape)} {self.dtype.name}"
+        # An HBM tensor allocated without name= (named 'out', 'scratch_3', ... only when emitted): the kernel's
+        # variable naming it when the kernel returned, and where it was allocated.
+        var = var_name(self.trace, self)
+        at = f" allocated at {self.loc}" if self.loc else ""
+        return f"{self.space} tensor {var + ' ' if var else ''}{list(self.shape)} {self.dtype.name}{at}"
+
+
+def var_name(trace, st):
+    """The kernel's variable naming storage `st` when it returned (its input parameter's name for an input),
+    or None."""
+    for name, v in (getattr(trace, "return_locals", None) or {}).items():
+        if isinstance(v, NkiTensor) and v.st is st:
+            return name
+    return None
 
 
 _WHOLE = {}  # (hbm, shape, pdim, itemsize) -> (dims, rect) of the whole-tensor view
