@@ -29,10 +29,10 @@ def line(marker):
     raise AssertionError(marker)
 
 
-def caught(kernel):
+def caught(kernel, **kwargs):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        tnki.simulate_kernel(kernel, X)
+        tnki.simulate_kernel(kernel, X, **kwargs)
     return [m for m in w if issubclass(m.category, RuntimeWarning)]
 
 
@@ -60,12 +60,37 @@ def test_a_tile_carried_by_rebinding_is_a_carried_value():
     assert caught(K.rebound_sequential) == []
 
 
-def one_warning(kernel, marker):
+def one_warning(kernel, marker, **kwargs):
     """The one warning the kernel gives, which must be at the line marked `marker`: its message."""
-    w = caught(kernel)
+    w = caught(kernel, **kwargs)
     assert len(w) == 1, [str(m.message) for m in w]
     assert (w[0].filename, w[0].lineno) == (SRC, line(marker)), (w[0].filename, w[0].lineno, str(w[0].message))
     return str(w[0].message)
+
+
+def test_write_after_read_across_iterations():
+    # acc[:, i] = acc[:, i + 1] + 1: iteration 1 writes column 1, which iteration 0 read; only iteration 1's
+    # reads of what iteration 0 wrote were checked.
+    msg = one_warning(K.shifted, "MARK-shift", src=1, dst=0)
+    assert msg.startswith("nki_carried.py:%d: tensor_scalar in iteration 1 of the nl.affine_range loop at "
+                          "nki_carried.py:%d writes sbuf" % (line("MARK-shift"), line("MARK-shift") - 2)), msg
+    assert "which iteration 0 read (write after read" in msg and "a loop-carried dependency" in msg, msg
+
+
+def test_dependencies_past_iteration_one():
+    # Iteration 1 was compared with iteration 0 only: a lag of 2, a branch on the loop index, and the last
+    # iteration reading the accumulation were not warned.
+    msg = one_warning(K.shifted, "MARK-shift", src=0, dst=2)
+    assert ": tensor_scalar in iteration 2 of the nl.affine_range loop" in msg, msg
+    assert "which iteration 0 wrote: a loop-carried dependency" in msg, msg
+    msg = one_warning(K.branch_carried, "MARK-branch")
+    assert ": tensor_tensor in iteration 2 of the nl.affine_range loop" in msg, msg
+    assert "which iteration 1 wrote: a loop-carried dependency" in msg, msg
+    msg = one_warning(K.last_iteration_reads, "MARK-last")
+    assert ": dma_copy in iteration 8 of the nl.affine_range loop" in msg, msg
+    assert "which iteration 0 wrote: a loop-carried dependency" in msg, msg
+    # A tile each iteration writes before reading it is its own: no warning.
+    assert caught(K.scratch_reused) == []
 
 
 def test_an_unnamed_hbm_tensor_is_named_in_the_warning():

@@ -58,6 +58,61 @@ def rebound_sequential(x):
 
 
 @nki.jit
+def shifted(x, src=1, dst=0):
+    # acc[:, i + dst] = acc[:, i + src] + 1. src=1, dst=0: iteration 1 writes column 1, which iteration 0
+    # read (write after read); src=0, dst=2: iteration 2 reads column 2, which iteration 0 wrote (lag 2).
+    y = nl.ndarray((128, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 8), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(8 - max(src, dst)):
+        w, r = i + dst, i + src
+        nisa.tensor_scalar(dst=acc[:, w:w + 1], data=acc[:, r:r + 1], op0=nl.add, operand0=1.0)  # MARK-shift
+    nl.store(y, acc)
+    return y
+
+
+@nki.jit
+def branch_carried(x):
+    # Iteration 1 writes tmp (a branch on the index), iteration 2 reads it; iterations 0 and 1 alone show
+    # nothing.
+    y = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    tmp = nl.zeros((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+    acc = nl.zeros((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(4):
+        if i == 1:
+            nisa.tensor_copy(dst=tmp, src=t)
+        if i == 2:
+            nisa.tensor_tensor(dst=acc, data1=tmp, data2=t, op=nl.add)  # MARK-branch
+    nl.store(y, acc)
+    return y
+
+
+@nki.jit
+def last_iteration_reads(x):
+    # Every iteration accumulates into acc; the last one stores it (before the others may have run).
+    y = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    acc = nl.zeros((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(9):
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)
+        if i == 8:
+            nl.store(y, acc)  # MARK-last
+    return y
+
+
+@nki.jit
+def scratch_reused(x):
+    # One tile declared before the loop, written before it is read in every iteration: each iteration's
+    # own value, no dependency (and no warning); each iteration writes its own rows of y.
+    y = nl.ndarray((512, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    tmp = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(4):
+        nisa.dma_copy(dst=tmp, src=x)
+        nl.store(y[i * 128:(i + 1) * 128, :], nl.add(tmp, float(i)))
+    return y
+
+
+@nki.jit
 def hbm_carried(x):
     # The output itself carries the value: each iteration loads y and stores y + x. y has no name=.
     y = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)

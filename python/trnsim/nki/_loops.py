@@ -8,15 +8,15 @@
   tracing and makes no scope of its own.
 - The iterations of an nl.affine_range loop have no loop-carried dependency (NKI's affine_range and
   sequential_range docs: the compiler may reorder or pipeline them, and a carried dependency "could lead to
-  numerical errors"): an iteration that reads what an earlier iteration of the same loop wrote gets a warning
-  at the reading line (the kernel still runs, in program order). Iteration 1 is checked against iteration 0:
-  every iteration runs the same body, and two iterations keep the pass a small share of tracing. An associative accumulation is not such a
-  dependency: a matmul accumulating into its PSUM dst, a DMA with accumulate, a tensor_tensor add / max / min
-  / multiply whose dst is the region read (another region of the same tile is a carried value). A tile
-  declared in iteration 0 that iteration 1 reads was carried by a variable rebound to it (`cur = nxt`).
+  numerical errors"): an iteration that reads what an earlier iteration of the same loop wrote, or writes what
+  an earlier one read, gets a warning at that line (the kernel still runs, in program order); _carried says
+  which iterations are checked. An associative accumulation is not such a dependency: a matmul accumulating
+  into its PSUM dst, a DMA with accumulate, a tensor_tensor add / max / min / multiply whose dst is the region
+  read (another region of the same tile is a carried value). A tile declared in one iteration that a later
+  one reads was carried by a variable rebound to it (`cur = nxt`).
 
-The trace records each loop iteration as [first op, end op, kind, loop loc, loop id, iteration number]
-(Trace.iters), and each storage the iterations it was declared in (Storage.scope, outermost first).
+The trace records each loop iteration as [first op, end op, kind, loop loc, loop id, iteration number, first
+storage uid, depth] (Trace.iters), and each storage the iterations it was declared in (Storage.scope, outermost first).
 """
 
 from ._errors import NkiError
@@ -121,54 +121,118 @@ def _covered(rects, r):
     return pos >= r[3]
 
 
+def _first_overlap(recorded, r):
+    """The iteration of the first (view or rect, iteration) in `recorded` overlapping rectangle r, or None (a
+    view's rect is taken here: most of what an iteration reads is never compared)."""
+    for q, n in recorded:
+        if _overlap(q if type(q) is tuple else q.rect(), r):
+            return n
+    return None
+
+
 def _carried(trace):
-    """Iteration 1 of each nl.affine_range loop against its iteration 0: every iteration runs the same body,
-    so a carried value shows there, and looking at two iterations keeps the pass a small share of tracing."""
-    firsts = {}  # loop id -> [iteration 0, iteration 1]
+    """Iterations 0 to _CHECKED - 1 and the last of each nl.affine_range loop, each against the earlier ones
+    checked: a read of what an earlier iteration wrote (read after write, of any lag), and a write of what an
+    earlier iteration read before writing it itself (write after read: `acc[:, i] = acc[:, i + 1] + 1`).
+    Every iteration runs the same body up to the branches on the loop index, and a branch mostly singles out
+    the first or the last iterations: checking those keeps the pass a small share of tracing. A region an
+    iteration writes before reading it is its own (scratch each iteration reuses is no dependency), unless
+    it wrote it by accumulating into it (the sum so far is carried); a read that is half of an associative
+    accumulation is no dependency (_exempt). A tensor declared in the iteration's body is its own; one
+    declared in an earlier iteration's body is reached only through a variable rebound to it, and reading it
+    is a dependency. One warning per loop and tensor, and per line."""
+    loops = {}  # loop id -> its iteration records, in order
     for r in trace.iters:
-        if r[5] < 2 and r[2] == "affine_range" and r[1] is not None:
-            firsts.setdefault(r[4], []).append(r)
+        if r[2] == "affine_range" and r[1] is not None:
+            loops.setdefault(r[4], []).append(r)
     ops = trace.ops
     warned = set()
-    for recs in firsts.values():
+    for loop, recs in loops.items():
         if len(recs) < 2:
             continue
-        it0, it1 = recs
-        # storage uid -> rects iteration 0 wrote: of storages declared outside the loop, and of tiles declared
-        # in iteration 0 itself, which iteration 1 reaches only through a variable rebound to them (`cur = nxt`)
-        before = {}
-        own0 = set()  # uids of the storages declared in iteration 0
-        for op in ops[it0[0]:it0[1]]:
-            for v in op.writes:
-                st = v.st
-                before.setdefault(st.uid, []).append(v.rect())
-                if any(x is it0 for x in st.scope):
-                    own0.add(st.uid)
-        if not before:
-            continue
-        own = {}  # uid -> rects iteration 1 wrote so far
-        for op in ops[it1[0]:it1[1]]:
-            for v in op.reads:
-                w = before.get(v.st.uid)
-                if w is None:
-                    continue
-                r = v.rect()
-                if not any(_overlap(q, r) for q in w) or _exempt(op, v) or _covered(own.get(v.st.uid, ()), r):
-                    continue
-                at = str(op.loc)
-                if at in warned:
-                    continue
-                warned.add(at)
-                how = ""
-                if v.st.uid in own0:
-                    how = (f" (declared at {v.st.loc} in iteration 0's body: a variable rebound to it, as in `cur = "
-                           f"nxt`, carries it to the next iteration; NKI warns when a tensor variable is rebound "
-                           f"to a new object: update one tensor declared before the loop with `cur[...] = ...`)")
-                trace.kernel.warn(
-                    at,
-                    f"{op.name} in iteration 1 of the nl.affine_range loop at {it1[3]} reads {v.st!r}, which "
-                    f"iteration 0 wrote{how}: a loop-carried dependency, which affine_range iterations must not "
-                    f"have (the compiler may reorder or overlap them); use nl.sequential_range")
-            for v in op.writes:
-                if v.st.uid in before:
-                    own.setdefault(v.st.uid, []).append(v.rect())
+        first, depth = recs[0][6], recs[0][7]  # storages made before `first` were declared before the loop
+        written = {}  # storage uid -> [(rect, iteration)] the earlier iterations checked wrote
+        exposed = {}  # storage uid -> [(view or rect, iteration)] they read before writing it themselves
+        said = set()  # storages warned about in this loop
+        for it in (recs[:_CHECKED] + recs[-1:] if len(recs) > _CHECKED else recs):
+            n = it[5]
+            own = {}  # uid -> rects this iteration wrote so far, other than by accumulating into them
+            wrote = {}  # uid -> rects this iteration wrote
+            reads = {}  # uid -> views (or rects) it read before writing them
+            for op in ops[it[0]:it[1]]:
+                accumulated = None  # the storage this op accumulates into (what it holds then is carried)
+                for v in op.reads:
+                    st = v.st
+                    uid = st.uid
+                    body = None  # the iteration of this loop whose body declared it
+                    if uid >= first:
+                        sc = st.scope  # (a PSUM block made when first used has its tensor's scope)
+                        if len(sc) > depth:
+                            b = sc[depth]
+                            if b is it:
+                                continue
+                            if b[4] == loop:
+                                body = b[5]
+                    mine = own.get(uid)
+                    r = None
+                    if mine is not None:
+                        r = v.rect()
+                        if _covered(mine, r):
+                            continue
+                    if _exempt(op, v):
+                        accumulated = uid
+                        continue
+                    if body is not None:
+                        m = body
+                    else:
+                        reads.setdefault(uid, []).append(v if r is None else r)
+                        w = written.get(uid)
+                        if w is None:
+                            continue
+                        m = _first_overlap(w, r or v.rect())
+                    if m is None or uid in said or str(op.loc) in warned:
+                        continue
+                    said.add(uid)
+                    warned.add(str(op.loc))
+                    how = ""
+                    if body is not None:
+                        how = (f" (declared at {st.loc} in iteration {m}'s body: a variable rebound to it, as in "
+                               f"`cur = nxt`, carries it to the next iteration; NKI warns when a tensor variable is "
+                               f"rebound to a new object: update one tensor declared before the loop with "
+                               f"`cur[...] = ...`)")
+                    trace.kernel.warn(
+                        str(op.loc),
+                        f"{op.name} in iteration {n} of the nl.affine_range loop at {it[3]} reads {st!r}, which "
+                        f"iteration {m} wrote{how}: {_RULE}")
+                for v in op.writes:
+                    st = v.st
+                    uid = st.uid
+                    if uid >= first:
+                        sc = st.scope
+                        if len(sc) > depth and (sc[depth] is it or sc[depth][4] == loop):
+                            continue  # declared in this iteration's body (or an earlier one's: reads say it)
+                    r = v.rect()
+                    wrote.setdefault(uid, []).append(r)
+                    if uid != accumulated:
+                        own.setdefault(uid, []).append(r)
+                    e = exposed.get(uid)
+                    if e is None or uid in said:
+                        continue
+                    m = _first_overlap(e, r)
+                    if m is None or str(op.loc) in warned:
+                        continue
+                    said.add(uid)
+                    warned.add(str(op.loc))
+                    trace.kernel.warn(
+                        str(op.loc),
+                        f"{op.name} in iteration {n} of the nl.affine_range loop at {it[3]} writes {st!r}, which "
+                        f"iteration {m} read (write after read: iteration {m} must not see it): {_RULE}")
+            for uid, rects in wrote.items():
+                written.setdefault(uid, []).extend((q, n) for q in rects)
+            for uid, views in reads.items():
+                exposed.setdefault(uid, []).extend((q, n) for q in views)
+
+
+_CHECKED = 3  # leading iterations of an nl.affine_range loop _carried checks (and the last)
+_RULE = ("a loop-carried dependency, which affine_range iterations must not have (the compiler may reorder or "
+         "overlap them); use nl.sequential_range")

@@ -69,7 +69,8 @@ class Trace:
         # iteration (_alloc, kernels/api/alloc_rule.h "Scope").
         self.outer_iters = []
         self.outer = None
-        # Every iteration of every nl.*_range loop: [first op, end op, kind, loop loc, loop id, iteration];
+        # Every iteration of every nl.*_range loop: [first op, end op, kind, loop loc, loop id, iteration, first
+        # storage uid (those from it on were made in the iteration or after it), depth (its index in `scope`)];
         # `scope` the running ones, outermost first (a storage declared there keeps it: _loops' checks).
         self.iters = []
         self.scope = ()
@@ -229,7 +230,7 @@ class _Range:
                 if outermost:
                     t.outer = len(its)
                     its.append([len(t.ops), None, self.loc])
-                rec = [len(t.ops), None, self.kind, self.loc, loop, n]
+                rec = [len(t.ops), None, self.kind, self.loc, loop, n, len(t.storages), len(scope)]
                 t.iters.append(rec)
                 t.scope = scope + (rec,)
                 yield i
