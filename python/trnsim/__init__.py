@@ -7,7 +7,8 @@ written in Python (``import nki`` resolves to it once it is imported).
 import os as _os
 
 from . import _core
-from ._core import Error, InputError, RuleError  # noqa: F401
+
+Error, InputError, RuleError = _core.Error, _core.InputError, _core.RuleError  # trnsim.Error, ...
 
 # Builder calls made from trnsim's own modules record the user's kernel line, not theirs.
 _core.add_internal_path(_os.path.dirname(_os.path.abspath(__file__)) + _os.sep)

@@ -197,7 +197,7 @@ def load_function(path, name):
     """The object called ``name`` in the Python file ``path`` (executed once per path and begin_load(), as a
     module of its own, from the bytes sources() hashes). LookupError if the file defines no such name."""
     # The nki module names resolve to trnsim's before the kernel's imports run.
-    from . import nki as _nki  # noqa: F401
+    importlib.import_module(__package__ + ".nki")
 
     # The file as the workload names it (sources() key it by that path, so a symlink retargeted to a file of
     # the same bytes is no change); its neighbours are imported from the folder of the file it is.

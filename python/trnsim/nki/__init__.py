@@ -21,6 +21,10 @@ from ._hooks_fill import install as _install_hooks  # noqa: E402
 
 _install_hooks()
 
+# The public names (what `from nki import *` gives; any other is NkiUnsupported, see __getattr__).
+__all__ = ["benchmark", "simulate_kernel", "typed", "compiler", "isa", "language", "typing", "NkiError",
+           "NkiUnsupported", "JitKernel", "jit", "trace", "baremetal_kernel", "baremetal", "simulate"]
+
 # NKI's names for the same things.
 trace = jit
 baremetal_kernel = jit

@@ -4,7 +4,7 @@ instruction, each with its operands as builder views and the kernel line it came
 from . import _alloc, _schedule
 from ._errors import NkiError
 from ._ops import _LOAD_ATTRS
-from ._tensor import HBM, PSUM, SBUF
+from ._tensor import HBM, SBUF
 
 _core = None
 

@@ -5,7 +5,6 @@ on the simulator, as nki.baremetal does; called from inside another kernel it ru
 """
 
 import functools
-import inspect
 import math
 import threading
 

@@ -7,8 +7,6 @@ named at each function and in docs/nki.md); where the documentation leaves an en
 engine is _ops.DEFAULT_ENGINE's.
 """
 
-import math
-
 import numpy as np
 
 from . import _ops

@@ -5,15 +5,15 @@ program ids, index expressions, and the math / memory conveniences, each lowered
 
 import math as _math
 
-import numpy as _np
-
-from . import _lower, _ops, _trace
+from . import _index, _lower, _ops, _trace
 from ._dtypes import BY_NAME as _DT
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
 from ._errors import Loc, NkiError, unsupported_name, caller_loc, unsupported
-from ._index import IndexExpr, Mask, arange, mgrid  # noqa: F401
 from ._tensor import HBM, PSUM, SBUF, BlockTensor, Buffer, NkiTensor, Storage
+
+arange = _index.arange  # index expressions (_index.py)
+mgrid = _index.mgrid
 
 # ---- buffers
 sbuf = Buffer("sbuf", SBUF)
