@@ -116,5 +116,28 @@ def test_unmodelled_masks_are_errors_at_the_kernel_line():
         assert text in str(e), (marker, str(e))
 
 
+
+def test_indices_that_step_backwards():
+    # `x[63 - i_p, i_f]` reached the builder and failed there ("pattern dim 0 is [-64, 64] (size >= 1, stride
+    # >= 0)", no kernel line); the access patterns step backwards where the hardware's do (free dims, DMA
+    # rows), so these run: byte-exact against NumPy's reversed views.
+    y = tnki.simulate_kernel(K.reversed_access, X200)
+    want = np.zeros((3, 128, 64), np.float32)
+    want[0, :64] = X200[63::-1]
+    want[1, :, :16] = X200[:128, 15::-1]
+    want[1, :100, 16:] = X200[127:27:-1, 63:15:-1]
+    want[2] = X200[127::-1, ::-1]
+    assert y.tobytes() == want.tobytes()
+
+
+def test_a_partition_index_stepping_backwards_is_an_error_at_the_line():
+    # An on-chip partition index cannot step backwards (an instruction's partitions are contiguous and
+    # ascending); the error said so without naming the index.
+    e = raises(NkiError, tnki.simulate_kernel, K.reversed_partitions, X200)
+    assert str(e) == ("nki_masks.py:%d: the partition index must be a single nl.arange variable (plus a "
+                      "constant) with step 1, got -i0[64] + 63 on dim 0: an instruction's partitions are "
+                      "contiguous and ascending (no partition stride)" % line("MARK-reversed-partition")), str(e)
+
+
 if __name__ == "__main__":
     main(globals())

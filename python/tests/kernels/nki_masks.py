@@ -209,3 +209,35 @@ def empty_load(x):
         tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 200))  # MARK-empty
         nl.store(out[t * 128 + i_p, i_f], value=tile, mask=(t * 128 + i_p < 200))
     return out
+
+
+@nki.jit
+def reversed_access(x):
+    # Indices that step backwards (a negative coefficient, a negative slice step) on x [200, 64]: rows 63..0
+    # of HBM (the DMA's row step is negative), columns 15..0 of an SBUF tile (the copy's free step), and
+    # rows 127..0 with columns 63..0 by slices and by a masked index (its first 100 rows: rows 127..28).
+    out = nl.ndarray((3, 128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(64)[:, None]
+    i_f = nl.arange(64)[None, :]
+    nl.store(out[0, 0:64, :], value=nl.load(x[63 - i_p, i_f]))
+    nl.store(out[0, 64:128, :], value=nl.zeros((64, 64), dtype=x.dtype, buffer=nl.sbuf))
+    t = nl.load(x[0:128, :])
+    j_p = nl.arange(128)[:, None]
+    j_f = nl.arange(16)[None, :]
+    nl.store(out[1, :, 0:16], value=nl.copy(t[j_p, 15 - j_f]))
+    u = nl.load(x[127::-1, ::-1])
+    nl.store(out[2], value=u)
+    nl.store(out[1, :, 16:64], value=nl.load(x[127 - j_p, 63 - nl.arange(48)[None, :]], mask=(j_p < 100)),
+             mask=(j_p < 100))
+    nl.store(out[1, 100:128, 16:64], value=nl.zeros((28, 48), dtype=x.dtype, buffer=nl.sbuf))
+    return out
+
+
+@nki.jit
+def reversed_partitions(x):
+    out = nl.ndarray((64, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(64)[:, None]
+    i_f = nl.arange(64)[None, :]
+    t = nl.load(x[0:64, :])
+    nl.store(out, value=nl.copy(t[63 - i_p, i_f]))  # MARK-reversed-partition
+    return out
