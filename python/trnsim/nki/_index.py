@@ -269,3 +269,8 @@ class Mask:
 
     def __or__(self, other):
         raise NkiError("masks with | are not modelled (only conjunctions of bounds, combined with &)")
+
+    def __invert__(self):
+        # NKI's masks are comparisons combined with & ("NKI API Masking"): no negation.
+        raise NkiError("a mask cannot be negated with ~ (NKI's masks are comparisons of index expressions "
+                       "combined with &): write the opposite comparison instead, e.g. (i_p >= 5) for ~(i_p < 5)")
