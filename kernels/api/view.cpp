@@ -316,25 +316,30 @@ View View::pattern(isa::DType dtype, int64_t offset_bytes,
   v.dtype_ = dtype;
   v.offset_bytes_ = offset_bytes_ + offset_bytes;
   v.dims_.clear();
+  // Bytes [lo, hi) the pattern reaches, relative to this view's start (a negative stride steps backwards
+  // from the first element).
   int64_t lo = offset_bytes, hi = offset_bytes + es;
   for (size_t i = 0; i < dims.size(); ++i) {
     const auto [stride, size] = dims[i];
-    if (size < 1 || stride < 0)
-      throw InputError(fmt::format("{}: pattern dim {} is [{}, {}] (size >= 1, stride >= 0)", describe(), i,
-                                   stride, size));
+    if (size < 1)
+      throw InputError(
+          fmt::format("{}: pattern dim {} is [{}, {}] (size >= 1)", describe(), i, stride, size));
     if (i == 0 && !hbm) {
       v.dims_.push_back({0, size});
       continue;
     }
-    hi += (size - 1) * stride * es;
+    const int64_t span = (size - 1) * stride * es;
+    (span < 0 ? lo : hi) += span;
     v.dims_.push_back({stride, size});
   }
   if (v.dims_.size() == 1) v.dims_.push_back({1, 1});
   // This view's own extent, relative to its start: its partitions, and the bytes its free dims (HBM: all
   // dims) span.
   int64_t own_lo = 0, own_hi = elem_bytes(dtype_);
-  for (size_t i = hbm ? 0 : 1; i < dims_.size(); ++i)
-    own_hi += (dims_[i].size - 1) * dims_[i].stride * elem_bytes(dtype_);
+  for (size_t i = hbm ? 0 : 1; i < dims_.size(); ++i) {
+    const int64_t span = (dims_[i].size - 1) * dims_[i].stride * elem_bytes(dtype_);
+    (span < 0 ? own_lo : own_hi) += span;
+  }
   if (lo < own_lo || hi > own_hi)
     throw InputError(fmt::format("{}: pattern bytes [{}, {}) outside its bytes [{}, {})", describe(), lo, hi,
                                  own_lo, own_hi));

@@ -114,8 +114,10 @@ class View {
   // it computes itself): dims are (stride, size) pairs, dims[0] the partition dim (SBUF/PSUM: partitions
   // [partition_start, partition_start + size), its stride ignored) or the row dim (HBM: its stride is the
   // row stride), the rest free dims; strides in elements of `dtype` (which may differ from this view's: a
-  // reinterpretation of the bytes), >= 0 (0 repeats an element). offset_bytes and partition_start count from
-  // this view's start (SBUF/PSUM: bytes inside each partition; call it on the whole tile or tensor).
+  // reinterpretation of the bytes); 0 repeats an element, a negative stride steps backwards from the element
+  // at offset_bytes (the engines' access patterns have signed steps: docs/facts/trainium-hardware.md §2.6).
+  // offset_bytes and partition_start count from this view's start (SBUF/PSUM: bytes inside each partition;
+  // call it on the whole tile or tensor).
   // InputError if any element falls outside this view's partitions and byte range, or a size is below 1.
   View pattern(isa::DType dtype, int64_t offset_bytes, const std::vector<std::pair<int64_t, int64_t>>& dims,
                uint32_t partition_start = 0) const;

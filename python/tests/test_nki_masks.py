@@ -116,5 +116,87 @@ def test_unmodelled_masks_are_errors_at_the_kernel_line():
         assert text in str(e), (marker, str(e))
 
 
+def test_a_masked_compute_result_assigned_into_an_indexed_region():
+    # Refused ("cannot assign a [32, 5] tile to a [64, 16] region"): the masked instruction writes the
+    # masked-in part of the region the assignment's index selects, the rest of buf stays as it was (zero).
+    x = np.random.RandomState(7).standard_normal((64, 16)).astype(np.float32)
+    y = tnki.simulate_kernel(K.masked_compute_assigned, x)
+    want = np.zeros((2, 64, 16), np.float32)
+    want[0, :32, :5] = x[:32, :5] * np.float32(2)
+    want[1, 32:, 8:] = x[32:, 8:] * np.float32(3)
+    assert y.tobytes() == want.tobytes()
+
+
+def test_masks_tighter_than_the_loads():
+    # A compute and a store masked to rows < 150 of a tile loaded with rows < 200 take their part of it
+    # (refused: "dim 0 of operand [72, 64] is neither the masked operand's (128) nor its masked-in extent").
+    r = tnki.benchmark(K.tighter_masks, X200)
+    want = np.zeros((200, 64), np.float32)
+    want[:150] = X200[:150] * np.float32(2)
+    assert r.outputs[0].tobytes() == want.tobytes()
+    # The stores move rows 0..149 and the 72 zeroed rows: 4-byte elements, 64 per row.
+    assert r.stats["hbm_bytes_written"] == (150 + 72) * 64 * 4, r.stats["hbm_bytes_written"]
+
+
+def test_number_stores():
+    # nl.store(dst, value=0) was refused ("value must be an on-chip tile"): a memset tile, then the DMA.
+    y = tnki.simulate_kernel(K.scalar_stores, X200)
+    want = np.zeros((200, 64), np.float32)
+    want[10:20, :8] = 1.5
+    assert y.tobytes() == want.tobytes()
+
+
+def test_dmas_start_at_any_partition():
+    # A store masked to rows 3..127 and DMAs from and to partition 100 were refused by the engines'
+    # start-partition rule (0/32/64/96), which is not the DMAs'.
+    y = tnki.simulate_kernel(K.mid_tile_store, X200)
+    assert y.tobytes() == X200[:128].tobytes()
+
+
+def test_mask_index_and_call_errors_at_the_kernel_line():
+    cases = [
+        (K.looser_compute_mask, NkiError, "MARK-looser",
+         "mask: it selects [0, 72) of dim 0, but operand [22, 64] holds only [0, 22) of it (the region of an "
+         "earlier masked call's result)"),
+        (K.engine_mid_tile_mask, NkiError, "MARK-engine-start",
+         "mask: it starts this instruction at partition 100 (28 partitions), but a compute engine's instruction "
+         "of 28 partitions starts at partition 0 or 32 or 64 or 96: widen the mask to start there"),
+        (K.empty_load, NkiError, "MARK-empty",
+         "put the mask on the call that writes an existing tensor (nl.store or nisa.dma_copy, which take mask=; "
+         "NKI's dst= calls take none) or skip the call for this iteration"),
+        (K.negated_mask, NkiError, "MARK-negated",
+         "a mask cannot be negated with ~ (NKI's masks are comparisons of index expressions combined with &): "
+         "write the opposite comparison instead, e.g. (i_p >= 5) for ~(i_p < 5)"),
+        (K.dst_call_with_mask, NkiError, "MARK-dst-mask",
+         "nki.isa.tensor_copy: the dst= form (NKI 2.27 and later) takes no mask=; index dst and the operands"),
+    ]
+    for kernel, exc, marker, text in cases:
+        e = raises(exc, tnki.simulate_kernel, kernel, X200)
+        assert str(e).startswith("nki_masks.py:%d: " % line(marker)), (marker, str(e))
+        assert text in str(e), (marker, str(e))
+
+
+def test_indices_that_step_backwards():
+    # `x[63 - i_p, i_f]` reached the builder and failed there ("pattern dim 0 is [-64, 64] (size >= 1, stride
+    # >= 0)", no kernel line); the access patterns step backwards where the hardware's do (free dims, DMA
+    # rows), so these run: byte-exact against NumPy's reversed views.
+    y = tnki.simulate_kernel(K.reversed_access, X200)
+    want = np.zeros((3, 128, 64), np.float32)
+    want[0, :64] = X200[63::-1]
+    want[1, :, :16] = X200[:128, 15::-1]
+    want[1, :100, 16:] = X200[127:27:-1, 63:15:-1]
+    want[2] = X200[127::-1, ::-1]
+    assert y.tobytes() == want.tobytes()
+
+
+def test_a_partition_index_stepping_backwards_is_an_error_at_the_line():
+    # An on-chip partition index cannot step backwards (an instruction's partitions are contiguous and
+    # ascending); the error said so without naming the index.
+    e = raises(NkiError, tnki.simulate_kernel, K.reversed_partitions, X200)
+    assert str(e) == ("nki_masks.py:%d: the partition index must be a single nl.arange variable (plus a "
+                      "constant) with step 1, got -i0[64] + 63 on dim 0: an instruction's partitions are "
+                      "contiguous and ascending (no partition stride)" % line("MARK-reversed-partition")), str(e)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -157,16 +157,20 @@ void Checker::operand(int slot) const {
   if (n > limits_.partitions || static_cast<uint64_t>(s) + n > limits_.partitions)
     fail("partition count", fmt::format("{} spans partitions [{}, {}) (at most {} partitions)", name(slot), s,
                                         static_cast<uint64_t>(s) + n, limits_.partitions));
-  if (n > 64 && s != 0)
-    fail("partition start",
-         fmt::format("{} spans {} partitions from {} (more than 64 must start at 0)", name(slot), n, s));
-  if (n > 32 && n <= 64 && s != 0 && s != 64)
-    fail("partition start",
-         fmt::format("{} spans {} partitions from {} (33-64 must start at 0 or 64)", name(slot), n, s));
-  if (n <= 32 && s % 32 != 0)
-    fail("partition start",
-         fmt::format("{} spans {} partitions from {} (up to 32 must start at 0, 32, 64 or 96)", name(slot), n,
-                     s));
+  // The start-partition rule binds the compute engines (§2.3, §2.6); no source gives one for DMAs, whose
+  // descriptors address each partition (a masked nl.store of rows 3..127, a load into t[5:9, :]).
+  if (!inst_.is_dma()) {
+    if (n > 64 && s != 0)
+      fail("partition start",
+           fmt::format("{} spans {} partitions from {} (more than 64 must start at 0)", name(slot), n, s));
+    if (n > 32 && n <= 64 && s != 0 && s != 64)
+      fail("partition start",
+           fmt::format("{} spans {} partitions from {} (33-64 must start at 0 or 64)", name(slot), n, s));
+    if (n <= 32 && s % 32 != 0)
+      fail("partition start",
+           fmt::format("{} spans {} partitions from {} (up to 32 must start at 0, 32, 64 or 96)", name(slot),
+                       n, s));
+  }
   const bool sbuf = ap.space == MemSpace::SBUF;
   const int64_t bpp = sbuf ? limits_.sbuf_bytes_per_partition : limits_.psum_bytes_per_partition;
   if (lo < 0 || hi > bpp)

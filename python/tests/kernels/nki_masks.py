@@ -209,3 +209,133 @@ def empty_load(x):
         tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 200))  # MARK-empty
         nl.store(out[t * 128 + i_p, i_f], value=tile, mask=(t * 128 + i_p < 200))
     return out
+
+
+@nki.jit
+def masked_compute_assigned(x):
+    # `buf[i_p, i_f] = <masked compute>`: the instruction writes the masked-in region of buf[i_p, i_f] only
+    # (x is [64, 16]; buf and buf2 are zeroed first).
+    out = nl.ndarray((2, 64, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(64)[:, None]
+    i_f = nl.arange(16)[None, :]
+    t = nl.load(x)
+    buf = nl.zeros((64, 16), dtype=x.dtype, buffer=nl.sbuf)
+    buf[i_p, i_f] = nl.multiply(t[i_p, i_f], 2.0, mask=(i_p < 32) & (i_f < 5))
+    buf2 = nl.zeros((64, 16), dtype=x.dtype, buffer=nl.sbuf)
+    buf2[i_p, i_f] = nisa.tensor_scalar(t[i_p, i_f], np.multiply, 3.0, mask=(i_p >= 32) & (i_f >= 8))
+    nl.store(out[0], value=buf)
+    nl.store(out[1], value=buf2)
+    return out
+
+
+@nki.jit
+def tighter_masks(x):
+    # A [200, 64] input in tiles of 128 rows, loaded with the tail mask (rows < 200) and then computed and
+    # stored under a tighter one (rows < 150): the compute and the store take their part of the loaded tile.
+    out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out[128:200, :], value=nl.zeros((72, 64), dtype=x.dtype, buffer=nl.sbuf))
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    for t in nl.affine_range(2):
+        tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 200))
+        y = nl.multiply(tile, 2.0, mask=(t * 128 + i_p < 150))
+        nl.store(out[t * 128 + i_p, i_f], value=y, mask=(t * 128 + i_p < 150))
+    return out
+
+
+@nki.jit
+def looser_compute_mask(x):
+    out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    for t in nl.affine_range(2):
+        tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 150))
+        y = nl.multiply(tile, 2.0, mask=(t * 128 + i_p < 200))  # MARK-looser
+        nl.store(out[t * 128 + i_p, i_f], value=y, mask=(t * 128 + i_p < 200))
+    return out
+
+
+@nki.jit
+def scalar_stores(x):
+    # nl.store of a number: the whole [200, 64] output set to 0, then rows 10..19 of columns 0..7 to 1.5.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out[0:128, :], value=0)
+    nl.store(out[128:200, :], value=0)
+    i_p = nl.arange(16)[:, None]
+    i_f = nl.arange(64)[None, :]
+    nl.store(out[10 + i_p, i_f], value=1.5, mask=(i_p < 10) & (i_f < 8))
+    return out
+
+
+@nki.jit
+def mid_tile_store(x):
+    # A masked store of rows 3..127 of a tile, and a DMA into partitions 100..127: DMAs start at any
+    # partition (the compute engines' start rule is not theirs).
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    t = nl.load(x[0:128, :])
+    buf = nl.zeros((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=buf[100:128, :], src=x[0:28, :])
+    nl.store(out[i_p, i_f], value=t, mask=(i_p >= 3))
+    nl.store(out[0:3, :], value=buf[100:103, :])
+    return out
+
+
+@nki.jit
+def engine_mid_tile_mask(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    t = nl.load(x[0:128, :])
+    y = nl.multiply(t[i_p, i_f], 2.0, mask=(i_p >= 100))  # MARK-engine-start
+    nl.store(out[i_p, i_f], value=y, mask=(i_p >= 100))
+    return out
+
+
+@nki.jit
+def negated_mask(x):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    return nl.load(x[i_p, i_f], mask=~(i_p < 5))  # MARK-negated
+
+
+@nki.jit
+def dst_call_with_mask(x):
+    i_p = nl.arange(128)[:, None]
+    t = nl.load(x[0:128, :])
+    buf = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=buf, src=t, mask=(i_p < 5))  # MARK-dst-mask
+    return buf
+
+
+@nki.jit
+def reversed_access(x):
+    # Indices that step backwards (a negative coefficient, a negative slice step) on x [200, 64]: rows 63..0
+    # of HBM (the DMA's row step is negative), columns 15..0 of an SBUF tile (the copy's free step), and
+    # rows 127..0 with columns 63..0 by slices and by a masked index (its first 100 rows: rows 127..28).
+    out = nl.ndarray((3, 128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(64)[:, None]
+    i_f = nl.arange(64)[None, :]
+    nl.store(out[0, 0:64, :], value=nl.load(x[63 - i_p, i_f]))
+    nl.store(out[0, 64:128, :], value=nl.zeros((64, 64), dtype=x.dtype, buffer=nl.sbuf))
+    t = nl.load(x[0:128, :])
+    j_p = nl.arange(128)[:, None]
+    j_f = nl.arange(16)[None, :]
+    nl.store(out[1, :, 0:16], value=nl.copy(t[j_p, 15 - j_f]))
+    u = nl.load(x[127::-1, ::-1])
+    nl.store(out[2], value=u)
+    nl.store(out[1, :, 16:64], value=nl.load(x[127 - j_p, 63 - nl.arange(48)[None, :]], mask=(j_p < 100)),
+             mask=(j_p < 100))
+    nl.store(out[1, 100:128, 16:64], value=nl.zeros((28, 48), dtype=x.dtype, buffer=nl.sbuf))
+    return out
+
+
+@nki.jit
+def reversed_partitions(x):
+    out = nl.ndarray((64, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(64)[:, None]
+    i_f = nl.arange(64)[None, :]
+    t = nl.load(x[0:64, :])
+    nl.store(out, value=nl.copy(t[63 - i_p, i_f]))  # MARK-reversed-partition
+    return out

@@ -146,8 +146,14 @@ class IndexExpr:
         return id(self)
 
     def __repr__(self):
-        parts = [f"{k}*{v}" for v, k in self.terms.items()]
-        return " + ".join(parts + [str(self.const)])
+        # e.g. "-i1[16] + 15" for 15 - i_f, "2*i0[64] + 128" (a variable is named by its axis and size)
+        out = ""
+        for v, k in self.terms.items():
+            mag = "" if abs(k) == 1 else f"{abs(k)}*"
+            out += (f"{'-' if k < 0 else ''}{mag}{v}" if not out else f" {'-' if k < 0 else '+'} {mag}{v}")
+        if self.const or not out:
+            out = f"{self.const}" if not out else f"{out} {'-' if self.const < 0 else '+'} {abs(self.const)}"
+        return out
 
     def value_range(self):
         lo = hi = self.const
@@ -263,3 +269,8 @@ class Mask:
 
     def __or__(self, other):
         raise NkiError("masks with | are not modelled (only conjunctions of bounds, combined with &)")
+
+    def __invert__(self):
+        # NKI's masks are comparisons combined with & ("NKI API Masking"): no negation.
+        raise NkiError("a mask cannot be negated with ~ (NKI's masks are comparisons of index expressions "
+                       "combined with &): write the opposite comparison instead, e.g. (i_p >= 5) for ~(i_p < 5)")

@@ -136,7 +136,7 @@ def assign(dst, value):
         if _same_view(dst, value):
             return
         op = _fresh_op(value)
-        if op is not None and tuple(dst.shape) != tuple(value.shape):
+        if tuple(dst.shape) != tuple(value.shape) and (op is not None or value.st.uid in _boxes()):
             dst = _masked_part(dst, value)
         if op is not None and dst.st.space != HBM and _fits(op, dst, value):
             if op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
@@ -157,27 +157,59 @@ def assign(dst, value):
 
 
 def _masked_part(dst, value):
-    """`dst[...] = nl.load(src, mask=...)`: the masked-in part of the load's tile (a box inside its storage)
-    goes to the same part of dst, when dst has the tile's whole shape; else dst as it is."""
-    st = value.st
-    if tuple(dst.shape) != tuple(st.shape) or value.pd != st.pdim or value.dtype is not st.dtype:
+    """`dst[...] = value` where value is a masked call's result (`nl.load(..., mask=...)`, `nl.exp(t, mask=...)`):
+    its masked-in region of the call's index space goes to the same region of dst, when dst has that index
+    space's shape; else dst as it is."""
+    box = box_of(value)
+    if box is None or tuple(dst.shape) != box[0]:
         return dst
+    return dst.index(tuple(slice(a, a + n) for a, n in zip(box[1], value.shape)))
+
+
+def _boxes():
+    t = _trace._current or _trace.current()
+    return t.mask_boxes
+
+
+def box_of(v):
+    """(index-space shape, first index per dim) of the region a view of a masked call's result tile holds
+    (the call's mask cut its index space to that region), or None: v is not such a tile, or not a box of it
+    (strided, permuted or bitcast)."""
+    st = v.st
+    box = _boxes().get(st.uid)
+    if box is None or v.pd != st.pdim or v.dtype is not st.dtype:
+        return None
     whole = NkiTensor.whole(st)
-    if len(whole.dims) != len(value.dims):
-        return dst
-    off = value.boff // value.dtype.itemsize
-    idx = []
-    for d, ((s, n), (ws, wn)) in enumerate(zip(value.dims, whole.dims)):
-        if s != ws:
-            return dst
-        if d == value.pd:
-            start = value.p0
+    if len(whole.dims) != len(v.dims) or len(box[0]) != len(v.dims):
+        return None
+    off = v.boff // v.dtype.itemsize
+    starts = []
+    for d, ((s, n), (ws, wn)) in enumerate(zip(v.dims, whole.dims)):
+        if s != ws and n != 1:
+            return None
+        if d == v.pd:
+            start = v.p0
         else:
-            start, off = divmod(off, s) if s else (0, off)
+            start, off = divmod(off, ws) if ws else (0, off)
         if start + n > wn:
-            return dst
-        idx.append(slice(start, start + n))
-    return dst if off else dst.index(tuple(idx))
+            return None
+        starts.append(box[1][d] + start)
+    return (box[0], tuple(starts)) if not off else None
+
+
+def mask_box(t, full, starts):
+    """Marks the new tile `t` as a masked call's result: the region at `starts` of the index space `full`."""
+    _boxes()[t.st.uid] = (tuple(full), tuple(starts))
+    return t
+
+
+def boxed(result, box):
+    """A masked call's new result tile, marked with the region of the call's index space it holds (`box`
+    from apply_mask(..., box=True)), so that `dst[...] = result` writes that region of dst."""
+    if box is not None and isinstance(result, NkiTensor) and result.boff == 0 and result.p0 == 0 and len(
+            box[0]) == result.ndim and all(a + n <= m for a, n, m in zip(box[1], result.shape, box[0])):
+        mask_box(result, *box)
+    return result
 
 
 def _fits(op, dst, value):
@@ -211,7 +243,7 @@ def iadd(dst, value):
 # ---- masks
 
 
-def apply_mask(mask, views, skip=False):
+def apply_mask(mask, views, skip=False, box=False, dma=False):
     """The views restricted to what `mask` allows (NKI's tile masking, docs/nki.md "Masks").
 
     A mask is a conjunction (&) of bounds on nl.arange index variables (_index.Mask); each bound names the
@@ -222,19 +254,23 @@ def apply_mask(mask, views, skip=False):
     instruction is emitted for that: a view indexed by an nl.arange variable is cut along the variable's dim
     (an index expression reaching outside its dim, _tensor.Unbounded, is checked on the masked-in region
     only); a view without variables (a tile) along the dims of the first indexed view when it has that view's
-    shape, or is taken as it is when it already has the masked-in shape (a masked nl.load's result); with no
-    indexed view, the variable of axis a of an n-D index space bounds dim a of an n-D tile.
+    shape, or to its part of the masked-in region when it is an earlier masked call's result (box_of), or is
+    taken as it is when it already has the masked-in shape; with no indexed view, the variable of axis a of
+    an n-D index space bounds dim a of an n-D tile.
 
     Returns None when nothing is masked in and the caller can skip its instruction (`skip`: it writes an
-    existing tensor); NkiError for a call that would return an empty new tile."""
+    existing tensor); NkiError for a call that would return an empty new tile. With `box`, returns (views,
+    region): the region of the call's index space that its result holds (for boxed()), or None. Unless the
+    call is a DMA (`dma`), a mask that moves an on-chip operand's first partition must leave it where a
+    compute engine's instruction may start (NkiError naming it otherwise)."""
     if mask is None or mask is True:
         for v in views:
             if type(v) is Unbounded:
                 raise v._error()
-        return tuple(views)
+        return (tuple(views), None) if box else tuple(views)
     if mask is False or isinstance(mask, np.bool_):
         if mask:
-            return apply_mask(None, views)
+            return apply_mask(None, views, box=box)
         return _empty(skip)
     if not isinstance(mask, Mask):
         raise NkiError(f"mask must be a predicate on nl.arange index expressions (e.g. mask=(i_p < n), "
@@ -252,8 +288,9 @@ def apply_mask(mask, views, skip=False):
         if unused:
             raise NkiError(f"mask: its nl.arange variable {unused[0]!r} indexes no operand of this call (a mask "
                            f"bounds the operand axes its variables index)")
+        region = (tuple(ref.shape), tuple(cuts[d][0] if d in cuts else 0 for d in range(ref.ndim)))
     else:
-        cuts = None
+        cuts = region = None
     out = []
     for v in views:
         if not isinstance(v, NkiTensor):
@@ -265,23 +302,44 @@ def apply_mask(mask, views, skip=False):
         if v.vars:
             vc = {d: bounds[var] for d, var in enumerate(v.vars) if var is not None and var in bounds}
         else:
-            vc = _tile_cuts(v, ref, cuts, bounds)
+            vc, r = _tile_cuts(v, ref, cuts, bounds)
+            if region is None:
+                region = r
         idx = tuple(slice(vc[d][0], vc[d][1]) if d in vc else slice(None) for d in range(v.ndim))
         out.append(v.index(idx) if vc else v)
-    return tuple(out)
+    if not dma:
+        for v, w in zip(views, out):
+            if isinstance(w, NkiTensor) and w.st.space != HBM and w.pd >= 0 and w.p0 != v.p0:
+                _engine_start(w.p0, w.partitions)
+    return (tuple(out), region) if box else tuple(out)
+
+
+def _engine_start(start, n):
+    """The compute engines' start-partition rule (docs/facts/trainium-hardware.md §2.3, §2.6; the builder's
+    check, sim/isa/check.cpp, is the rule's home: this names the mask that broke it, while tracing)."""
+    allowed = (0,) if n > 64 else (0, 64) if n > 32 else (0, 32, 64, 96)
+    if start not in allowed:
+        raise NkiError(f"mask: it starts this instruction at partition {start} ({n} partitions), but a compute "
+                       f"engine's instruction of {n} partitions starts at partition "
+                       f"{' or '.join(str(a) for a in allowed)}: widen the mask to start there, or move the rows "
+                       f"with a DMA (nl.load / nl.store / nisa.dma_copy start at any partition)")
 
 
 def _empty(skip):
     if skip:
         return None
     raise NkiError("the mask selects no element: NKI then emits no instruction, but this call returns a new "
-                   "tile, which cannot be empty here (not modelled); mask the calls that write existing "
-                   "tensors (nl.store, nisa calls with dst=) or skip the call for this iteration")
+                   "tile, which cannot be empty here (not modelled); put the mask on the call that writes an "
+                   "existing tensor (nl.store or nisa.dma_copy, which take mask=; NKI's dst= calls take none) "
+                   "or skip the call for this iteration")
 
 
 def _tile_cuts(v, ref, cuts, bounds):
-    """The dims to cut of a tile `v` (a view without index variables) under the mask `bounds`."""
+    """The dims to cut of a tile `v` (a view without index variables) under the mask `bounds`, as slices of
+    v ({dim: (lo, hi)}), and the region of the index space v's cut holds (full shape, first index per dim)."""
     shape = tuple(v.shape)
+    own = box_of(v)  # an earlier masked call's result: the region it holds
+    vc = {}
     if ref is not None:
         full = tuple(ref.shape)
         if len(shape) != len(full):
@@ -293,7 +351,6 @@ def _tile_cuts(v, ref, cuts, bounds):
             pairs = list(zip(mine, theirs))
         else:
             pairs = [(d, d) for d in range(len(shape))]
-        vc = {}
         for d, e in pairs:
             n = shape[d]
             if n == 1 and full[e] != 1:
@@ -306,27 +363,49 @@ def _tile_cuts(v, ref, cuts, bounds):
             lo, hi = cuts[e]
             if n == full[e]:
                 vc[d] = (lo, hi)
-            elif n != hi - lo:  # (else already the masked-in extent, e.g. a masked nl.load's result)
-                raise NkiError(f"mask: dim {d} of operand {list(shape)} is neither the masked operand's "
-                               f"({full[e]}) nor its masked-in extent ({hi - lo})")
-        return vc
-    vc = {}
+            else:
+                r = _within(own, d, full[e], lo, hi, n, shape, f"the masked operand's ({full[e]})")
+                if r is not None:
+                    vc[d] = r
+        return vc, None
+    region_full, region_starts = list(shape), [0] * len(shape)
+    if own is not None:
+        region_full, region_starts = list(own[0]), list(own[1])
     for var, (lo, hi) in bounds.items():
         if var.ndim != v.ndim:
             continue
         d, n = var.axis, shape[var.axis]
         if n == 1 and var.size != 1:
             continue  # a broadcast dim (a [P, 1] bias or scalar operand)
+        region_full[d], region_starts[d] = var.size, lo
         if n == var.size:
             if (lo, hi) != (0, n):
                 vc[d] = (lo, hi)
-        elif n != hi - lo:
-            raise NkiError(f"mask: dim {d} of operand {list(shape)} is neither the mask variable's range "
-                           f"({var.size}) nor its masked-in extent ({hi - lo})")
+        else:
+            r = _within(own, d, var.size, lo, hi, n, shape, f"the mask variable's range ({var.size})")
+            if r is not None:
+                vc[d] = r
     if not vc and not any(var.ndim == v.ndim for var in bounds):
         raise NkiError(f"mask: no operand is indexed with the mask's nl.arange variables, and the mask's "
                        f"{max(var.ndim for var in bounds)}-D index space does not match operand {list(shape)}")
-    return vc
+    return vc, (tuple(region_full), tuple(region_starts))
+
+
+def _within(own, d, size, lo, hi, n, shape, what):
+    """The slice of dim d (n elements) of a tile that selects the masked-in [lo, hi) of an index-space dim of
+    `size`: by the region `own` the tile holds (an earlier masked call's result), or None when the tile is
+    already the masked-in extent; NkiError otherwise."""
+    if own is not None and own[0][d] == size:
+        a = own[1][d]
+        if a <= lo and hi <= a + n:
+            return (lo - a, hi - a) if (lo - a, hi - a) != (0, n) else None
+        raise NkiError(f"mask: it selects [{lo}, {hi}) of dim {d}, but operand {list(shape)} holds only "
+                       f"[{a}, {a + n}) of it (the region of an earlier masked call's result): mask that call "
+                       f"as widely, or this one as narrowly")
+    if n != hi - lo:
+        raise NkiError(f"mask: dim {d} of operand {list(shape)} is neither {what} nor its masked-in extent "
+                       f"({hi - lo})")
+    return None
 
 
 # ---- DMAs
@@ -547,12 +626,13 @@ def _masked_load(src, mask, dtype):
     full = tuple(src.shape)
     cuts = {d: mask.bounds[var] for d, var in enumerate(src.vars or ()) if var is not None
             and isinstance(mask, Mask) and var in mask.bounds}
-    (src,) = apply_mask(mask, (src,))
+    (src,) = apply_mask(mask, (src,), dma=True)
     if src.st.space != HBM:
         raise NkiError("nl.load: src must be in HBM (use nl.copy / nisa.tensor_copy on chip)")
     if len(full) == 1:
         full = (full[0], 1)
     out = _ops.new_tile(full, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
+    mask_box(out, full, (0,) * len(full))
     if cuts:
         part = out.index(tuple(slice(*cuts[d]) if d in cuts else slice(None) for d in range(len(full))))
         if part.shape != out.shape:
@@ -562,11 +642,25 @@ def _masked_load(src, mask, dtype):
 
 
 def store(dst, value, mask=None):
-    """nl.store: one DMA from SBUF into HBM; a PSUM value is first copied to SBUF (nki.language.store)."""
+    """nl.store: one DMA from SBUF into HBM; a PSUM value is first copied to SBUF; a number is first set into
+    a new SBUF tile of dst's rows x elements per row (one memset), which the DMA then stores
+    (nki.language.store)."""
     if not isinstance(value, NkiTensor):
-        raise NkiError(f"nl.store: value must be an on-chip tile, got {type(value).__name__}")
+        if not isinstance(value, (int, float, np.number)):
+            raise NkiError(f"nl.store: value must be an on-chip tile or a number, got {type(value).__name__}")
+        views = apply_mask(mask, (dst,), skip=True, dma=True)
+        if views is None:
+            return  # nothing masked in: NKI emits no instruction
+        (d,) = views
+        if not isinstance(d, NkiTensor) or d.st.space != HBM:
+            raise NkiError("nl.store: dst must be an HBM tensor")
+        loc = caller_loc()
+        tile = _ops.new_tile((d.partitions, d.free_size), d.dtype, SBUF, "store_value", loc)
+        _ops.memset(tile, value, loc=loc)
+        dma(d, tile, loc=loc)
+        return
     if mask is not None:
-        views = apply_mask(mask, (dst, value), skip=True)
+        views = apply_mask(mask, (dst, value), skip=True, dma=True)
         if views is None:
             return  # nothing masked in: NKI emits no instruction
         dst, value = views
@@ -583,12 +677,13 @@ def store(dst, value, mask=None):
 
 def copy(x, dtype=None, mask=None):
     """nl.copy: one tensor_copy into a new SBUF tile (nki.language.copy)."""
+    box = None
     if mask is not None:
-        (x,) = apply_mask(mask, (x,))
+        (x,), box = apply_mask(mask, (x,), box=True)
     x = load_if_hbm(x, "copy")
     out = _ops.new_tile(x.shape, x.dtype if dtype is None else dt(dtype, x.dtype), SBUF, "copy")
     _ops.tensor_copy(out, x, loc=out.st.loc)
-    return fresh(out)
+    return boxed(fresh(out), box)
 
 
 def transpose(x, dtype=None, mask=None):

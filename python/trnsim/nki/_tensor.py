@@ -348,8 +348,9 @@ class NkiTensor:
                 adv_pos.append(len(out))
                 if is_p:
                     if len(e.terms) > 1 or any(k != 1 for k in e.terms.values()):
-                        raise NkiError("the partition index must be a single nl.arange variable "
-                                       "(plus a constant) with step 1")
+                        raise NkiError(f"the partition index must be a single nl.arange variable (plus a constant) "
+                                       f"with step 1, got {e!r} on dim {d}: an instruction's partitions are "
+                                       f"contiguous and ascending (no partition stride)")
                     p0 += e.const
                     for v in e.terms:
                         var_strides.setdefault(v, [0, False])[1] = True
@@ -620,6 +621,9 @@ class NkiTensor:
         pattern = [tuple(int(x) for x in p) for p in pattern]
         if not pattern or any(len(p) != 2 for p in pattern):
             raise NkiError(f".ap: pattern must be a list of [step, num] pairs, got {pattern!r}")
+        if t.on_chip and pattern[0][0] < 0 and pattern[0][1] > 1:
+            raise NkiError(f".ap: partition step {pattern[0][0]}: an instruction's partitions are contiguous and "
+                           "ascending (no partition stride)")
         isz = t.dtype.itemsize
         if t.on_chip:
             (pstep, pnum), free = pattern[0], pattern[1:]
@@ -787,18 +791,30 @@ def _fmt_slice(e):
 
 
 def _check_slice(e, size, d, shape):
+    """(start, stop, step) of slice e of a dim of `size`, NumPy's negative indices counted from the end; a
+    negative step walks from start (default: the last element) down to stop (exclusive; default: past the
+    first). NkiError for bounds outside the dim (NumPy would clip them: a kernel's slice outside its tensor
+    is a bug here)."""
     step = 1 if e.step is None else _const(e.step)
-    start = 0 if e.start is None else _const(e.start)
-    stop = size if e.stop is None else _const(e.stop)
-    if step is None or start is None or stop is None:
+    start = e.start if e.start is None else _const(e.start)
+    stop = e.stop if e.stop is None else _const(e.stop)
+    if step is None or (e.start is not None and start is None) or (e.stop is not None and stop is None):
         raise NkiError(f"slice {e!r} of dim {d}: bounds must be integers")
-    if step <= 0:
-        raise NkiError(f"slice {_fmt_slice(e)} of dim {d}: step must be positive")
-    if start < 0:
+    if step == 0:
+        raise NkiError(f"slice {_fmt_slice(e)} of dim {d}: step cannot be zero")
+    if start is not None and start < 0:
         start += size
-    if stop < 0:
+    if stop is not None and stop < 0:
         stop += size
-    if not (0 <= start <= size and 0 <= stop <= size):
+    if step > 0:
+        start = 0 if start is None else start
+        stop = size if stop is None else stop
+        ok = 0 <= start <= size and 0 <= stop <= size
+    else:
+        start = size - 1 if start is None else start
+        stop = -1 if stop is None else stop
+        ok = 0 <= start < size and -1 <= stop < size
+    if not ok:
         raise NkiError(f"slice {_fmt_slice(e)} is out of bounds for dim {d} of size {size} "
                        f"(tensor {list(shape)})")
     return start, stop, step

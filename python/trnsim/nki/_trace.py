@@ -79,6 +79,8 @@ class Trace:
         # (shape, space, dtype name) of result tiles checked -> (dims, rect, bytes per partition) of the whole
         self.tile_shapes = {}
         self.fresh = {}
+        # storage uid -> (index-space shape, first index per dim) of a tile a masked call made (_lower.mask_box)
+        self.mask_boxes = {}
         self.dropped = 0  # ops marked dropped (drop()): none, the usual case, and the schedule takes ops as they are
         self.dropped_at = []  # their indices
         self.entry_sites = {}  # instruction offset in the kernel function -> its call_stack()

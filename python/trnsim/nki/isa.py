@@ -109,10 +109,17 @@ def _t(x):
 
 
 def _current(args, kwargs, n_leading):
-    """Whether a call uses the current style: dst= given, or its first n_leading positionals are tensors."""
-    if "dst" in kwargs:
-        return True
-    return len(args) >= n_leading and all(_t(a) for a in args[:n_leading])
+    """Whether a call uses the current style: dst= given, or its first n_leading positionals are tensors.
+    NkiError for mask= on a current-style call: NKI's dst= signatures (2.27 and later) have no mask."""
+    cur = "dst" in kwargs or (len(args) >= n_leading and all(_t(a) for a in args[:n_leading]))
+    if cur and "mask" in kwargs:
+        import sys
+
+        call = sys._getframe(1).f_code.co_name  # the dispatcher: nki.isa's name of the call
+        raise NkiError(f"nki.isa.{call}: the dst= form (NKI 2.27 and later) takes no mask=; index dst and the "
+                       f"operands to the masked-in region instead (e.g. dst=t[0:n, :], with the same [0:n, :] "
+                       f"of each operand), or use the earlier form that returns a new tile, which takes mask=")
+    return cur
 
 
 def _named(name):
@@ -130,6 +137,12 @@ def _result(shape, dtype, space, call):
 
 def _apply_mask(mask, *views):
     return _lower.apply_mask(mask, views) if mask is not None else views
+
+
+def _masked(mask, *views):
+    """_apply_mask for a call whose new tile has its first operand's shape: (views, the region of the call's
+    index space the tile holds, for _lower.boxed)."""
+    return _lower.apply_mask(mask, views, box=True) if mask is not None else (views, None)
 
 
 # ---------------------------------------------------------------------------------------------- nc_matmul
@@ -245,10 +258,10 @@ def _activation_new(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_
 def _activation_old(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
                     reduce_cmd=reduce_cmd.idle, mask=None, dtype=None, **kwargs):
     rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.activation")
-    data, bias, scale, rr = _apply_mask(mask, data, bias, scale, rr)  # ([P, 1] tiles: their partitions)
+    (data, bias, scale, rr), box = _masked(mask, data, bias, scale, rr)  # ([P, 1] tiles: their partitions)
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "activation")
     _ops.activation(dst, _lower.act_name(op, "activation"), data, bias, scale, rr)
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), box)
 
 
 def activation(*args, **kwargs):
@@ -290,11 +303,11 @@ def _tensor_tensor_new(dst, data1, data2, op, engine=engine.unknown, name=None):
 
 @_named("tensor_tensor")
 def _tensor_tensor_old(data1, data2, op, *, dtype=None, mask=None, engine=engine.unknown, **kwargs):
-    data1, data2 = _apply_mask(mask, data1, data2)
+    (data1, data2), box = _masked(mask, data1, data2)
     dst = _result(data1.shape, _lower.dt(dtype, _lower.promote(data1, data2)), SBUF, "tensor_tensor")
     _ops.tensor_tensor(dst, data1, data2, _lower.alu_name(op, "tensor_tensor"),
                        _engine_name(engine, "tensor_tensor"))
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), box)
 
 
 def tensor_tensor(*args, **kwargs):
@@ -322,12 +335,12 @@ def _tensor_scalar_new(dst, data, op0, operand0, reverse0=False, op1=None, opera
 @_named("tensor_scalar")
 def _tensor_scalar_old(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *,
                        dtype=None, mask=None, engine=engine.unknown, **kwargs):
-    data, operand0, operand1 = _apply_mask(mask, data, operand0, operand1)  # ([P, 1] operands: their partitions)
+    (data, operand0, operand1), box = _masked(mask, data, operand0, operand1)  # ([P, 1] operands: partitions)
     a, b = _ts_ops(op0, op1, "tensor_scalar")
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "tensor_scalar")
     _ops.tensor_scalar(dst, data, a, operand0, reverse0, b, operand1, reverse1,
                        _engine_name(engine, "tensor_scalar"))
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), box)
 
 
 def tensor_scalar(*args, **kwargs):
@@ -374,10 +387,10 @@ def _tensor_copy_new(dst, src, engine=engine.unknown, name=None, dtype=None):
 
 @_named("tensor_copy")
 def _tensor_copy_old(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
-    (src,) = _apply_mask(mask, src)
+    (src,), box = _masked(mask, src)
     dst = _result(src.shape, _lower.dt(dtype, src.dtype), SBUF, "tensor_copy")
     _ops.tensor_copy(dst, src, _engine_name(engine, "tensor_copy"))
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), box)
 
 
 def tensor_copy(*args, **kwargs):
@@ -459,7 +472,7 @@ def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mod
     if dst is None or src is None:
         raise TypeError("nki.isa.dma_copy() needs dst and src")
     if mask is not None:
-        views = _lower.apply_mask(mask, (dst, src), skip=True)
+        views = _lower.apply_mask(mask, (dst, src), skip=True, dma=True)
         if views is None:
             return None  # nothing masked in: NKI emits no instruction
         dst, src = views
@@ -476,7 +489,7 @@ def _dma_transpose_new(dst, src, axes=None, dge_mode=dge_mode.unknown, engine=en
 
 @_named("dma_transpose")
 def _dma_transpose_old(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mode.unknown, **kwargs):
-    (src,) = _apply_mask(mask, src)
+    (src,) = _lower.apply_mask(mask, (src,), dma=True) if mask is not None else (src,)
     _dma_axes(axes, src)
     dst = _result((src.shape[-1], src.size // src.shape[-1]), _lower.dt(dtype, src.dtype), SBUF,
                   "dma_transpose")
@@ -536,10 +549,10 @@ def _reciprocal_new(dst, data, engine=engine.unknown, name=None):
 
 @_named("reciprocal")
 def _reciprocal_old(data, *, dtype=None, mask=None, engine=engine.unknown, **kwargs):
-    (data,) = _apply_mask(mask, data)
+    (data,), box = _masked(mask, data)
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "reciprocal")
     _reciprocal_new(dst, data, engine)
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), box)
 
 
 def reciprocal(*args, **kwargs):

@@ -307,9 +307,10 @@ class _NlFunc:
 
 def _binary(name, alu):
     def f(x, y, dtype=None, mask=None, out=None, **kwargs):
+        box = None
         if mask is not None:
-            x, y = _lower.apply_mask(mask, (x, y))
-        return _lower.elementwise(name, alu, x, y, dtype, out)
+            (x, y), box = _lower.apply_mask(mask, (x, y), box=True)
+        return _lower.boxed(_lower.elementwise(name, alu, x, y, dtype, out), box if out is None else None)
 
     return _NlFunc(name, f, alu=alu, doc=f"Elementwise {alu}: nisa.tensor_tensor for two tiles, nisa.tensor_scalar "
                                           "for a tile and a number or a [P, 1] tile, on Vector (nki.language."
@@ -318,9 +319,10 @@ def _binary(name, alu):
 
 def _unary(name, act):
     def f(x, dtype=None, mask=None, **kwargs):
+        box = None
         if mask is not None:
-            (x,) = _lower.apply_mask(mask, (x,))
-        return _lower.unary(name, act, x, dtype)
+            (x,), box = _lower.apply_mask(mask, (x,), box=True)
+        return _lower.boxed(_lower.unary(name, act, x, dtype), box)
 
     return _NlFunc(name, f, act=act, doc=f"One nisa.activation({act}) on Scalar into a new SBUF tile "
                                          f"(nki.language.{name}); also the activation `op=nl.{name}`")
@@ -347,9 +349,10 @@ gelu_apprx_tanh_ = globals()["gelu_apprx_tanh"]
 
 
 def _negative(x, dtype=None, mask=None, **kwargs):
+    box = None
     if mask is not None:
-        (x,) = _lower.apply_mask(mask, (x,))
-    return _lower.elementwise("negative", "multiply", x, -1.0, dtype)
+        (x,), box = _lower.apply_mask(mask, (x,), box=True)
+    return _lower.boxed(_lower.elementwise("negative", "multiply", x, -1.0, dtype), box)
 
 
 negative = _NlFunc("negative", _negative, doc="nisa.tensor_scalar(x, multiply, -1) on Vector (nki.language.negative)")
@@ -400,7 +403,7 @@ def load(src, *, mask=None, dtype=None, **kwargs):
 
 def store(dst, value, *, mask=None, **kwargs):
     """One nisa.dma_copy from SBUF into HBM; a PSUM value is first copied to SBUF with nisa.tensor_copy, as
-    the page says (nki.language.store)."""
+    the page says; a number is first set into a new SBUF tile with nisa.memset (nki.language.store)."""
     return _lower.store(dst, value, mask)
 
 
@@ -446,11 +449,12 @@ def expand_dims(data, axis):
 
 def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     """One select (dst = condition ? x : y; y a tile or a number) on Vector (nki.language.where)."""
+    box = None
     if mask is not None:
-        condition, x, y = _lower.apply_mask(mask, (condition, x, y))
+        (condition, x, y), box = _lower.apply_mask(mask, (condition, x, y), box=True)
     out = _ops.new_tile(x.shape, _lower.dt(dtype, x.dtype), SBUF, "where")
     _ops.select(out, condition, x, y)
-    return _lower.fresh(out)
+    return _lower.boxed(_lower.fresh(out), box)
 
 
 # ---- what NKI has and trnsim does not model: calling any raises NkiUnsupported naming the line.

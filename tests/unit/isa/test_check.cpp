@@ -78,6 +78,14 @@ TEST_CASE("partition start and count rules", "[isa][check]") {
               "tensor_copy on DVE: partition count: dst spans partitions [0, 129) (at most 128 partitions)");
   expect_rule(copy_dve(f32(0, 64), f32(96, 64)),
               "tensor_copy on DVE: partition count: src spans partitions [96, 160) (at most 128 partitions)");
+  // The start rule is the compute engines'; a DMA starts at any partition (a masked store of rows 3..127, a
+  // load into partitions 100..127), within the partition count.
+  const Program p = prog();
+  CHECK_NOTHROW(check(make(Opcode::DmaCopy, Engine::SP, {hbm(0, 0, DType::F32, 4, 4, {{1, 4}}), f32(3, 4)}),
+                      p, trn2()));
+  CHECK_NOTHROW(check(make(Opcode::DmaCopy, Engine::SP, {f32(100, 28), f32(3, 28, 64)}), p, trn2()));
+  expect_rule(make(Opcode::DmaCopy, Engine::SP, {f32(100, 29), f32(0, 29, 64)}),
+              "dma_copy on SP: partition count: dst spans partitions [100, 129) (at most 128 partitions)");
 }
 
 TEST_CASE("free dims: at most 4, no empty dim", "[isa][check]") {

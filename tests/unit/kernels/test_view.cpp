@@ -138,6 +138,17 @@ TEST_CASE("views from explicit patterns (the NKI front end): strides, bitcasts, 
     CHECK(ap.partition_stride == 256);
     check_dims(ap, {{1, 1}});
     CHECK_THROWS_AS(x.pattern(DType::BF16, 2, {{256, 64}, {1, 256}}), InputError);
+    // Negative strides step backwards from the first element: the rows in reverse order (row 63 first), each
+    // row's columns reversed; one row or column too many is refused.
+    ap = x.pattern(DType::BF16, 63 * 512, {{-256, 64}, {1, 256}}).ap();
+    CHECK(ap.partition_stride == -256);
+    CHECK(ap.offset_bytes == 63 * 512);
+    ap = x.pattern(DType::BF16, 510, {{256, 64}, {-1, 256}}).ap();
+    check_dims(ap, {{-1, 256}});
+    CHECK_THROWS_AS(x.pattern(DType::BF16, 62 * 512, {{-256, 64}, {1, 256}}), InputError);
+    CHECK_THROWS_AS(x.pattern(DType::BF16, 508, {{256, 64}, {-1, 256}}), InputError);
+    CHECK(t.pattern(DType::F32, 60, {{0, 128}, {-1, 16}}).ap().dims[0].stride == -1);
+    CHECK_THROWS_AS(t.pattern(DType::F32, 56, {{0, 128}, {-1, 16}}), InputError);
     // Offsets count from the view's start: a tile allocated after t starts 4096 bytes in.
     View u = k.sbuf({128, 16}, DType::F32, "u");
     ap = u.pattern(DType::F32, 8, {{0, 2}, {1, 4}}, 3).ap();
