@@ -15,6 +15,9 @@ namespace trnsim::model {
 DmaSystem::DmaSystem(sc_core::sc_module_name name, Lnc2& top)
     : sc_module(name), hbm("hbm"), top_(top), queues_(top.hw, top.limit) {
   for (auto& l : last_done_) l.assign(top.hw.dma.queues_per_core, NodeRef{});
+  hbm_access_.set_command(tlm::TLM_IGNORE_COMMAND);
+  hbm_access_.set_data_ptr(nullptr);
+  hbm_access_.set_byte_enable_ptr(nullptr);
   SC_METHOD(update);
   sensitive << ev_;
   dont_initialize();
@@ -54,13 +57,10 @@ Picoseconds DmaSystem::hbm_latency(const DmaRecord& rec, const timing::DmaCost& 
   const uint64_t base = a.tensor < map.tensors() ? map.base(a.tensor) : 0;
   const auto length =
       static_cast<unsigned>(std::min<uint64_t>(cost.hbm_bytes, std::numeric_limits<unsigned>::max()));
-  tlm::tlm_generic_payload& t = hbm_access_;
-  t.set_command(tlm::TLM_IGNORE_COMMAND);
+  tlm::tlm_generic_payload& t = hbm_access_;  // a TLM_IGNORE_COMMAND without data (constructor)
   t.set_address(base + static_cast<uint64_t>(std::max<int64_t>(a.offset_bytes, 0)));
-  t.set_data_ptr(nullptr);
   t.set_data_length(length);
   t.set_streaming_width(length);
-  t.set_byte_enable_ptr(nullptr);
   t.set_dmi_allowed(false);
   t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
   sc_core::sc_time delay = sc_core::SC_ZERO_TIME;

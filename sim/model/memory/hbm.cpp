@@ -62,7 +62,11 @@ memory::Region region_at(const HbmAddressMap& map, std::vector<HostBytes>* tenso
 }  // namespace
 
 void Hbm::b_transport(tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
-  memory::copy(t, region_at(map_, tensors_, t.get_address()));
+  if (t.is_read() || t.is_write()) {
+    memory::copy(t, region_at(map_, tensors_, t.get_address()));
+  } else {
+    t.set_response_status(tlm::TLM_OK_RESPONSE);  // the DMA system's timing transactions: no bytes
+  }
   if (auto* b = t.get_extension<HbmBandwidth>()) b->GBps = bandwidth_GBps_;
   delay += latency_;
 }

@@ -22,11 +22,6 @@ using isa::Opcode;
 
 namespace {
 
-config::HwConfig trn2() {
-  return config::load_hw_config(
-      "trn2", {{"pe.throttle.enabled", false}, {"sync.kernel_launch_ns", 0}, {"dma.packet_ns", 44}});
-}
-
 // HBM x [128, 16] BF16 -> SBUF (offset 0), SBUF -> SBUF (offset 64), SBUF (offset 64) -> HBM y, each from SP
 // with precomputed descriptors (trigger 50 ns), each waiting for the one before through S0.
 isa::Program chain() {
@@ -52,7 +47,7 @@ isa::Program chain() {
 }
 
 model::RunResult run(const isa::Program& p, const model::RunOptions& o, isa::MachineState* state = nullptr) {
-  return model::run_program(p, trn2(), o, state);
+  return model::run_program(p, trn2_dma_packets(), o, state);
 }
 
 model::RunOptions timing_only() {
@@ -83,7 +78,7 @@ TEST_CASE("another HBM model adds its latency to each transfer that touches HBM"
 
 TEST_CASE("another HBM model that forwards DMI leaves the bytes as trnsim's", "[model][dma][memory]") {
   const isa::Program p = chain();
-  const auto limits = trn2().limits();
+  const auto limits = trn2_dma_packets().limits();
   std::vector<uint8_t> x(128 * 16 * 2);
   std::iota(x.begin(), x.end(), uint8_t{7});
   auto state = isa::make_machine_state(p, limits, {{0, HostBytes(x)}});
