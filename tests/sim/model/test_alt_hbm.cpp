@@ -76,6 +76,39 @@ TEST_CASE("another HBM model adds its latency to each transfer that touches HBM"
   CHECK(alt.stats.cores[0].hbm_bytes_written == 4096);
 }
 
+namespace {
+
+// Forwards to the Hbm but answers the DMA system's bandwidth query with 1 GB/s (1 byte per ns).
+class SlowHbm : public sc_core::sc_module {
+ public:
+  tlm_utils::simple_target_socket<SlowHbm> target{"target"};
+  tlm_utils::simple_initiator_socket<SlowHbm> forward{"forward"};
+  explicit SlowHbm(sc_core::sc_module_name name) : sc_module(name) {
+    target.register_b_transport(this, &SlowHbm::b_transport);
+  }
+
+ private:
+  void b_transport(tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
+    forward->b_transport(t, delay);
+    if (auto* b = t.get_extension<model::HbmBandwidth>()) b->GBps = 1;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the DMA queues share the bandwidth the HBM model answers", "[model][dma][memory]") {
+  auto o = timing_only();
+  o.bind_hbm = [](model::HbmSockets& ends) -> std::unique_ptr<sc_core::sc_module> {
+    auto m = std::make_unique<SlowHbm>("slow_hbm");
+    ends.dma.bind(m->target);
+    m->forward.bind(ends.hbm);
+    return m;
+  };
+  // At 1 byte per ns the 4096 bytes of x -> SBUF and of SBUF -> y take 4096 ns of data each instead of 396;
+  // the SBUF -> SBUF copy does not use the HBM: 4848 + 2 x (4096 - 396) = 12248 ns.
+  CHECK(run(chain(), o).end_time == ps(12248000));
+}
+
 TEST_CASE("another HBM model that forwards DMI leaves the bytes as trnsim's", "[model][dma][memory]") {
   const isa::Program p = chain();
   const auto limits = trn2_dma_packets().limits();
