@@ -1,17 +1,23 @@
 #include "sim/model/dma_system.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "sim/base/error.h"
 #include "sim/model/lnc2.h"
+#include "sim/model/memory/hbm.h"
 #include "sim/model/sc_time.h"
 #include "sim/model/semaphores.h"
 
 namespace trnsim::model {
 
 DmaSystem::DmaSystem(sc_core::sc_module_name name, Lnc2& top)
-    : sc_module(name), top_(top), queues_(top.hw, top.limit) {
+    : sc_module(name), hbm("hbm"), top_(top), queues_(top.hw, top.limit) {
   for (auto& l : last_done_) l.assign(top.hw.dma.queues_per_core, NodeRef{});
+  hbm_access_.set_command(tlm::TLM_IGNORE_COMMAND);
+  hbm_access_.set_data_ptr(nullptr);
+  hbm_access_.set_byte_enable_ptr(nullptr);
   SC_METHOD(update);
   sensitive << ev_;
   dont_initialize();
@@ -26,7 +32,53 @@ std::string DmaSystem::context(const DmaRecord& rec) const {
          " (DMA queue " + std::to_string(rec.queue) + ")";
 }
 
-void DmaSystem::enqueue(const DmaRecord& rec, const timing::DmaCost& cost, const isa::Work& work) {
+void DmaSystem::start_of_simulation() {
+  try {
+    tlm::tlm_generic_payload t;
+    auto* answer = new HbmBandwidth;
+    t.set_extension(answer);  // the payload owns (frees) it
+    t.set_command(tlm::TLM_IGNORE_COMMAND);
+    sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+    hbm->b_transport(t, delay);
+    if (t.is_response_error() || !(answer->GBps >= 0 && answer->GBps < 1e12))
+      throw InputError(std::string("the HBM model (") + hbm.get_base_port().name() + ") answered " +
+                       t.get_response_string() + " with a bandwidth of " + std::to_string(answer->GBps) +
+                       " GB/s to the DMA system's bandwidth query");
+    if (answer->GBps > 0) queues_.set_hbm_bandwidth(answer->GBps);
+  } catch (...) {
+    top_.fail(std::current_exception());
+  }
+}
+
+Picoseconds DmaSystem::hbm_latency(const DmaRecord& rec, const timing::DmaCost& cost) {
+  const auto& inst = *rec.inst;
+  const isa::AccessPattern& a = inst.ops[1].space == isa::MemSpace::HBM ? inst.ops[1] : inst.ops[0];
+  const HbmAddressMap& map = top_.hbm_map;
+  const uint64_t base = a.tensor < map.tensors() ? map.base(a.tensor) : 0;
+  const auto length =
+      static_cast<unsigned>(std::min<uint64_t>(cost.hbm_bytes, std::numeric_limits<unsigned>::max()));
+  tlm::tlm_generic_payload& t = hbm_access_;  // a TLM_IGNORE_COMMAND without data (constructor)
+  t.set_address(base + static_cast<uint64_t>(std::max<int64_t>(a.offset_bytes, 0)));
+  t.set_data_length(length);
+  t.set_streaming_width(length);
+  t.set_dmi_allowed(false);
+  t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+  hbm->b_transport(t, delay);
+  if (t.is_response_error())
+    throw InputError(context(rec) + ": the HBM model (" + hbm.get_base_port().name() + ") answered " +
+                     t.get_response_string() + " to the transfer's timing transaction");
+  return Picoseconds(delay.value());
+}
+
+void DmaSystem::enqueue(const DmaRecord& rec, const timing::DmaCost& dma_cost, const isa::Work& work) {
+  timing::DmaCost cost = dma_cost;
+  if (cost.touches_hbm) {
+    // setup <= 2^63 ps (timing::ns_to_ps); a sum beyond every time limit saturates there.
+    constexpr uint64_t kCap = uint64_t{1} << 63;
+    const uint64_t s = cost.setup.count(), d = hbm_latency(rec, cost).count();
+    cost.setup = Picoseconds(s > kCap || d > kCap - s ? kCap : s + d);
+  }
   uint64_t tag;
   if (free_.empty()) {
     tag = transfers_.size();

@@ -4,12 +4,21 @@
 // transfer's completion applies its numerics (isa::execute), posts its semaphore updates, counts its stats
 // and reports it to the observer, with the HBM bandwidth counters.
 //
+// It is the initiator of the memories' TLM-2.0 sockets (sim/model/memory): `hbm` (the Hbm, or another HBM
+// model bound through RunOptions::bind_hbm) and each core's `sbuf` and `psum`. A transfer that touches HBM
+// sends the HBM one timing transaction when it is queued (Hbm's b_transport): the delay annotated is added
+// to its setup; at the start of the run it asks the HBM model's bandwidth (HbmBandwidth), which its queues
+// share. Data moves through DMI (the model checks at the start that every socket grants it over the
+// run's bytes; Lnc2::start_of_simulation).
+//
 // Errors: RuleError "at <t> ns, <file>:<line>: core <c> <ENGINE> #<i> <opcode> (DMA queue <q>): <rule>" from
 // isa::execute; the same prefix on an InputError when the transfer would finish at or beyond the run's time
 // limit. Both stop the run (Lnc2::fail).
 #pragma once
 
+#include <tlm_utils/simple_initiator_socket.h>
 #include <systemc>
+#include <tlm>
 
 #include <array>
 #include <cstdint>
@@ -31,6 +40,9 @@ class DmaSystem : public sc_core::sc_module {
   SC_HAS_PROCESS(DmaSystem);
   DmaSystem(sc_core::sc_module_name name, Lnc2& top);
 
+  tlm_utils::simple_initiator_socket<DmaSystem> hbm;
+  std::array<tlm_utils::simple_initiator_socket<DmaSystem>, 2> sbuf, psum;  // per core
+
   // Transfer triggered by `rec.issuer` of core `rec.core`, queued now (rec.enqueue) on queue rec.queue.
   void enqueue(const DmaRecord& rec, const timing::DmaCost& cost, const isa::Work& work);
 
@@ -41,12 +53,18 @@ class DmaSystem : public sc_core::sc_module {
     isa::Work work;
   };
   void update();  // SC_METHOD
+  // Asks the HBM model's bandwidth (HbmBandwidth) for the queues; an error stops the run (Lnc2::fail).
+  void start_of_simulation() override;
+  // The HBM latency of a transfer that touches HBM: the delay the HBM model annotates on its timing
+  // transaction. InputError (with context(rec)) if the model answers with an error response.
+  Picoseconds hbm_latency(const DmaRecord& rec, const timing::DmaCost& cost);
   void finish(Transfer& t);
   // "at 12.345 ns, kernel.cpp:12: core 0 SP #3 dma_copy (DMA queue 2)"
   std::string context(const DmaRecord& rec) const;
 
   Lnc2& top_;
   timing::DmaQueues queues_;
+  tlm::tlm_generic_payload hbm_access_;            // reused by hbm_latency
   std::vector<Transfer> transfers_;                // indexed by the DmaQueues tag
   std::vector<uint64_t> free_;                     // free slots of transfers_
   std::array<std::vector<NodeRef>, 2> last_done_;  // per core and queue: the last transfer that finished

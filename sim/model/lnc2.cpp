@@ -7,6 +7,7 @@
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
 #include "sim/model/dma_system.h"
+#include "sim/model/memory/onchip_memory.h"
 #include "sim/model/semaphores.h"
 #include "sim/model/sequencer.h"
 #include "sim/timing/time_limit.h"
@@ -23,7 +24,8 @@ Lnc2::Lnc2(sc_core::sc_module_name name, const isa::Program& prog, const config:
       state(st),
       limits(hwc.limits()),
       cost(hwc),
-      limit(std::min(opts.max_time, timing::kMaxSimTime)) {
+      limit(std::min(opts.max_time, timing::kMaxSimTime)),
+      hbm_map(prog) {
   for (auto& d : dge) d.assign(hw.dma.hwdge_blocks, DgeBlock{});
   launch_end = timing::ns_to_ps(hw.sync.kernel_launch_ns);
   // Creation order is process order within a delta cycle: sequencers, then DMA, then semaphores.
@@ -38,6 +40,50 @@ Lnc2::Lnc2(sc_core::sc_module_name name, const isa::Program& prog, const config:
   semaphores =
       std::make_unique<Semaphores>("semaphores", hw, observed.semaphores ? options.observer : nullptr, limit,
                                    [this](std::exception_ptr e) { fail(e); });
+  bind_memories();
+}
+
+void Lnc2::bind_memories() {
+  hbm = std::make_unique<Hbm>("hbm", hbm_map, state ? &state->hbm : nullptr, timing::HbmTiming(hw.hbm));
+  for (int c = 0; c < 2; ++c) {
+    const std::string n = "core" + std::to_string(c);
+    sbuf[c] = std::make_unique<Sbuf>((n + "_sbuf").c_str(), state ? &state->cores[c].sbuf : nullptr, limits);
+    psum[c] = std::make_unique<Psum>((n + "_psum").c_str(), state ? &state->cores[c].psum : nullptr, limits);
+    for (auto& s : seq[c]) {
+      s->sbuf.bind(sbuf[c]->socket);
+      s->psum.bind(psum[c]->socket);
+    }
+    dma->sbuf[c].bind(sbuf[c]->socket);
+    dma->psum[c].bind(psum[c]->socket);
+  }
+  if (options.bind_hbm) {
+    HbmSockets ends{dma->hbm, hbm->socket};
+    hbm_binding = options.bind_hbm(ends);
+  } else {
+    dma->hbm.bind(hbm->socket);
+  }
+}
+
+void Lnc2::start_of_simulation() {
+  if (!state) return;
+  try {
+    for (int c = 0; c < program.num_cores; ++c) {
+      const std::string n = "core " + std::to_string(c);
+      auto& mem = state->cores[c];
+      for (int e = 0; e < isa::kNumEngines; ++e) {
+        const std::string who = n + " " + isa::engine_name(static_cast<isa::Engine>(e));
+        memory::require_dmi(seq[c][e]->sbuf, 0, mem.sbuf.data(), mem.sbuf.size(), who + " SBUF");
+        memory::require_dmi(seq[c][e]->psum, 0, mem.psum.data(), mem.psum.size(), who + " PSUM");
+      }
+      memory::require_dmi(dma->sbuf[c], 0, mem.sbuf.data(), mem.sbuf.size(), "DMA " + n + " SBUF");
+      memory::require_dmi(dma->psum[c], 0, mem.psum.data(), mem.psum.size(), "DMA " + n + " PSUM");
+    }
+    for (uint32_t i = 0; i < hbm_map.tensors() && i < state->hbm.size(); ++i)
+      memory::require_dmi(dma->hbm, hbm_map.base(i), state->hbm[i].data(), state->hbm[i].size(),
+                          "DMA HBM tensor '" + program.tensors[i].name + "'");
+  } catch (...) {
+    fail(std::current_exception());
+  }
 }
 
 Lnc2::~Lnc2() = default;
@@ -60,7 +106,8 @@ void Lnc2::count_completion(Picoseconds t) {
 }
 
 void Lnc2::fail(std::exception_ptr e) {
-  if (!error) error = e;
+  if (error) return;  // stopping already
+  error = e;
   sc_core::sc_stop();
 }
 

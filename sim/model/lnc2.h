@@ -1,9 +1,10 @@
 // Top of the SystemC model of one LNC=2 pair (internal; callers use sim/model/run.h): per core a sequencer
 // per engine (sequencer.h), the semaphores of both cores (semaphores.h), the DMA system shared by both cores
-// (dma_system.h), and the run's shared state (program, config, cost model, stats, completion count, first
-// error). Every module is a thin sc_module over plain C++ timing classes (sim/timing): each process is an
-// SC_METHOD that schedules its next event directly (one timed event per instruction or DMA state change),
-// no sc_clock, no sc_signal.
+// (dma_system.h), the memories (sim/model/memory: the HBM shared by both cores, each core's SBUF and PSUM,
+// bound to the engines and the DMA system through TLM-2.0 sockets), and the run's shared state (program,
+// config, cost model, stats, completion count, first error). Every module is a thin sc_module over plain C++
+// timing classes (sim/timing): each process is an SC_METHOD that schedules its next event directly (one timed
+// event per instruction or DMA state change), no sc_clock, no sc_signal.
 #pragma once
 
 #include <systemc>
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "sim/config/hw_config.h"
+#include "sim/model/memory/hbm.h"
 #include "sim/model/run.h"
 #include "sim/timing/cost_model.h"
 
@@ -21,6 +23,8 @@ namespace trnsim::model {
 
 class Sequencer;
 class DmaSystem;
+class Sbuf;
+class Psum;
 class Semaphores;
 
 class Lnc2 : public sc_core::sc_module {
@@ -64,6 +68,18 @@ class Lnc2 : public sc_core::sc_module {
   std::array<std::array<std::unique_ptr<Sequencer>, isa::kNumEngines>, 2> seq;
   std::unique_ptr<DmaSystem> dma;
   std::unique_ptr<Semaphores> semaphores;
+  HbmAddressMap hbm_map;
+  std::unique_ptr<Hbm> hbm;
+  std::array<std::unique_ptr<Sbuf>, 2> sbuf;
+  std::array<std::unique_ptr<Psum>, 2> psum;
+  std::unique_ptr<sc_core::sc_module> hbm_binding;  // what RunOptions::bind_hbm made, kept for the run
+
+ private:
+  // Binds the engines and the DMA system to the memories (the HBM through RunOptions::bind_hbm if set).
+  void bind_memories();
+  // Numerics on: every memory socket grants DMI over the run's bytes (memory::require_dmi); the first error
+  // stops the run (fail).
+  void start_of_simulation() override;
 };
 
 }  // namespace trnsim::model

@@ -34,6 +34,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "sim/base/units.h"
@@ -43,7 +44,13 @@
 #include "sim/model/observer.h"
 #include "sim/timing/time_limit.h"
 
+namespace sc_core {
+class sc_module;
+}
+
 namespace trnsim::model {
+
+struct HbmSockets;  // sim/model/memory/hbm.h
 
 struct RunOptions {
   bool numerics = true;  // false: timing only, isa::execute is never called
@@ -53,6 +60,12 @@ struct RunOptions {
   uint64_t progress_every = 100000;
   // No event at or beyond this simulated time (see above); values above timing::kMaxSimTime act as it.
   Picoseconds max_time = timing::kMaxSimTime;
+  // Binds the DMA system to the HBM, during elaboration. Null: to trnsim's Hbm directly. Else another HBM
+  // model: the function creates it (a SystemC module), binds HbmSockets::dma to it and it to HbmSockets::hbm,
+  // and returns it; the model keeps it until the run ends. It must forward DMI (get_direct_mem_ptr) to the
+  // Hbm: numerics use the Hbm's bytes. docs/architecture.md, "Binding another memory model";
+  // tests/sim/model/alt_hbm.h is an example.
+  std::function<std::unique_ptr<sc_core::sc_module>(HbmSockets&)> bind_hbm;
 };
 
 // Where one engine's time went, from 0 to the end of the run: its parts sum to RunStats::total_time. Each

@@ -28,6 +28,7 @@
 // (Lnc2::fail).
 #pragma once
 
+#include <tlm_utils/simple_initiator_socket.h>
 #include <systemc>
 
 #include <cstdint>
@@ -54,6 +55,8 @@ class Sequencer : public sc_core::sc_module {
   Sequencer(sc_core::sc_module_name name, Lnc2& top, int core, isa::Engine engine);
 
   sc_core::sc_event wake;  // a semaphore this sequencer waits for changed
+  // The engine's way to its core's memories (sim/model/memory): numerics read and write them through DMI.
+  tlm_utils::simple_initiator_socket<Sequencer> sbuf{"sbuf"}, psum{"psum"};
 
   bool done() const { return idx_ >= stream_.size() && pe_pending_.empty(); }
   // PE: times the dI/dt throttle's cap engaged so far (0 elsewhere).

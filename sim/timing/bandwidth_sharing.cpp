@@ -2,10 +2,16 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 
 namespace trnsim::timing {
 
 BandwidthSharing::BandwidthSharing(std::vector<double> capacities) : capacity_(std::move(capacities)) {}
+
+void BandwidthSharing::set_capacity(int resource, double capacity) {
+  if (next_id_ != 1) throw std::logic_error("BandwidthSharing::set_capacity after the first flow");
+  capacity_.at(resource) = capacity;
+}
 
 uint64_t BandwidthSharing::add(double bytes, double cap, const Uses& uses, double now) {
   advance(now);

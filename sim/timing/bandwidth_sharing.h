@@ -24,6 +24,8 @@ class BandwidthSharing {
   };
   using Uses = SmallVector<Use, 2>;  // a DMA transfer uses its core's engines and maybe the HBM stack
 
+  // Sets resource r's capacity (bytes per ps) before the first flow; std::logic_error after.
+  void set_capacity(int resource, double capacity);
   // Adds a flow of `bytes` capped at `cap` bytes/ps at time `now`. Returns its id.
   uint64_t add(double bytes, double cap, const Uses& uses, double now);
   // Moves every flow forward to `now` at its current rate.

@@ -269,7 +269,8 @@ DmaCost CostModel::dma_cost(const isa::Instruction& inst, const isa::Work& work)
   c.efficiency = dma.packet_ns > 0 ? op_factor : op_factor * eff;
   c.transfer_efficiency = op_factor * eff;
   c.rate_cap_GBps = c.engines * dma.engine_bandwidth_GBps * c.transfer_efficiency;
-  c.setup = ns_to_ps(dma.setup_ns + (touches_hbm ? hw_.hbm.latency_ns : 0.0));
+  c.setup = ns_to_ps(dma.setup_ns);
+  c.touches_hbm = touches_hbm;
   c.completion =
       ns_to_ps(inst.op == Opcode::SendRecv ? hw_.sync.cross_core_latency_ns : hw_.sync.semaphore_latency_ns);
   c.trigger = ns_to_ps(dma.trigger_ns);

@@ -51,7 +51,10 @@ struct DmaCost {
   double transfer_efficiency =
       1;                     // op factor x packet-rate efficiency: the share of its engines' peak it gets
   double rate_cap_GBps = 0;  // engines x engine_bandwidth x transfer_efficiency (bytes per ns)
-  Picoseconds setup;         // before data moves: setup_ns (+ hbm.latency_ns if HBM is touched)
+  // Before data moves: dma.setup_ns. A transfer that touches HBM also waits the HBM's access latency, which
+  // the HBM module annotates (timing::HbmTiming behind sim/model/memory/hbm.h).
+  Picoseconds setup;
+  bool touches_hbm = false;  // its source or destination is in HBM
   Picoseconds completion;    // after data: the completion semaphore write (sync.semaphore_latency_ns)
   Picoseconds trigger;       // occupies the issuing sequencer
   bool cross_core = false;   // sendrecv: writes the peer core's SBUF

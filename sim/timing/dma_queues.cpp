@@ -23,6 +23,10 @@ DmaQueues::DmaQueues(const config::HwConfig& hw, Picoseconds limit)
   next_ready_ = kNever;
 }
 
+void DmaQueues::set_hbm_bandwidth(double GBps) {
+  share_.set_capacity(kHbm, GBps / 1000.0);
+}
+
 void DmaQueues::mark(int core, size_t qi, bool nonempty) {
   const uint64_t bit = uint64_t{1} << (qi % 64);
   uint64_t& word = nonempty_[core][qi / 64];

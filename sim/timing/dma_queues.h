@@ -54,6 +54,9 @@ class DmaQueues {
     bool queued_behind = false;
   };
 
+  // The HBM stack's bandwidth, GB/s (bytes per ns), in place of hbm.bandwidth_GBps: the HBM model's answer
+  // (sim/model/memory/hbm.h). Before the first transfer; std::logic_error after.
+  void set_hbm_bandwidth(double GBps);
   // Queues `t` at `now`. Returns its ready time (now + setup): the owner must call advance() then.
   Picoseconds enqueue(const DmaTransfer& t, Picoseconds now);
   // Moves to `now` (never backwards): first the transfers whose last byte moved by `now` finish, oldest

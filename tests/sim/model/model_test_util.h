@@ -78,6 +78,15 @@ inline isa::Program barrier_after_iota() {
   return p;
 }
 
+// trn2 as the model tests derive DMA times in: the PE throttle and the launch delay off, a DMA packet rate of
+// dma.packet_ns = 44 (the mechanism, not the shipped value); `o` adds or replaces overrides.
+inline config::HwConfig trn2_dma_packets(config::Overrides o = {}) {
+  o.emplace("pe.throttle.enabled", false);
+  o.emplace("sync.kernel_launch_ns", 0);
+  o.emplace("dma.packet_ns", 44);
+  return config::load_hw_config("trn2", o);
+}
+
 inline Picoseconds ps(uint64_t n) {
   return Picoseconds(n);
 }

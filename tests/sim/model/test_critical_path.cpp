@@ -18,10 +18,9 @@ using isa::Opcode;
 
 namespace {
 
+// The DMA steps are derived with a packet rate of 44 ns (the mechanism, not the shipped value).
 config::HwConfig trn2() {
-  // The DMA steps are derived with a packet rate of 44 ns (the mechanism, not the shipped value).
-  return config::load_hw_config(
-      "trn2", {{"pe.throttle.enabled", false}, {"sync.kernel_launch_ns", 0}, {"dma.packet_ns", 44}});
+  return trn2_dma_packets();
 }
 
 struct Traced {

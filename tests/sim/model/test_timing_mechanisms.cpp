@@ -24,10 +24,7 @@ constexpr int kDve = static_cast<int>(Engine::DVE);
 // The DMA times below are derived with a packet rate of dma.packet_ns = 44 ns (the mechanism, not the
 // shipped value).
 config::HwConfig trn2(config::Overrides o = {}) {
-  o.emplace("pe.throttle.enabled", false);
-  o.emplace("sync.kernel_launch_ns", 0);
-  o.emplace("dma.packet_ns", 44);
-  return config::load_hw_config("trn2", o);
+  return trn2_dma_packets(std::move(o));
 }
 
 model::RunResult run(const isa::Program& p, const config::HwConfig& hw) {

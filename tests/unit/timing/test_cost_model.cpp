@@ -213,14 +213,16 @@ TEST_CASE("DMA cost inputs by bytes per partition", "[timing]") {
     // the 96 x 23 = 2208 B knee) and writes the completion semaphore, one more 96 ns packet: engine bytes
     // 524288 + 16 x 2208 = 559616, so the transfer's cap is 368 x 524288 / 559616 = 344.77 B/ns. Its bytes
     // take the engines' shared bandwidth at face value (efficiency 1): the packet cost is a latency other
-    // queues overlap. setup 1000 + HBM latency 240 = 1240 ns; completion write 10 ns; trigger 50 ns.
+    // queues overlap. setup 1000 ns (the HBM latency, 240 ns, is the HBM module's: timing::HbmTiming);
+    // completion write 10 ns; trigger 50 ns.
     auto c = dma(128, 4096, trn2());
     CHECK(c.bytes == 524288);
     CHECK(c.engines == 16);
     CHECK(c.efficiency == 1.0);
     CHECK(c.transfer_efficiency == Approx(524288.0 / 559616));
     CHECK(c.rate_cap_GBps == Approx(368.0 * 524288 / 559616));
-    CHECK(c.setup == Picoseconds(1240000));
+    CHECK(c.setup == Picoseconds(1000000));
+    CHECK(c.touches_hbm);
     CHECK(c.completion == Picoseconds(10000));
     CHECK(c.trigger == Picoseconds(50000));
     // 256 B per partition, below the knee: 9 packets x 96 ns = 864 ns per engine for its 2048 B, so
