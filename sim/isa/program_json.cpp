@@ -13,7 +13,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
-#include "sim/config/json_document.h"
+#include "sim/io/json_document.h"
 #include "sim/isa/names.h"
 #include "sim/isa/semantics.h"
 
@@ -588,7 +588,7 @@ Program program_from_json(const json& j) {
 }
 
 Program load_program(const std::string& path) {
-  const json j = config::read_json_document(path);
+  const json j = io::read_json_document(path);
   try {
     return program_from_json(j);
   } catch (const InputError& e) {
