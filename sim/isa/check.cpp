@@ -9,7 +9,6 @@
 #include "sim/base/error.h"
 #include "sim/isa/alu.h"
 #include "sim/isa/element.h"
-#include "sim/isa/flops.h"
 #include "sim/isa/names.h"
 #include "sim/isa/operand_view.h"
 #include "sim/isa/semantics.h"
@@ -543,53 +542,10 @@ void Checker::run() {
   }
 }
 
-uint64_t bytes_of(const AccessPattern& ap) {
-  return ap.present() ? static_cast<uint64_t>(ap.partitions) * ap.free_elements() * dtype_size(ap.dtype) : 0;
-}
-
 }  // namespace
 
 void check(const Instruction& inst, const Program& program, const Limits& limits) {
   Checker(inst, program, limits).run();
-}
-
-Work work_of(const Instruction& inst, const Program&) {
-  Work w;
-  const auto& ops = inst.ops;
-  auto read = [&](const AccessPattern& ap) {
-    const uint64_t b = bytes_of(ap);
-    w.bytes_read += b;
-    if (ap.space == MemSpace::HBM) w.hbm_bytes_read += b;
-  };
-  auto write = [&](const AccessPattern& ap) {
-    const uint64_t b = bytes_of(ap);
-    w.bytes_written += b;
-    if (ap.space == MemSpace::HBM) w.hbm_bytes_written += b;
-  };
-  const OpcodeInfo& info = opcode_info(inst.op);
-  if (info.num_slots == 0) return w;  // core_barrier
-  // By the slots' roles; an accumulating dst (matmul accumulate, DMA-side add) is read and written. A DMA's
-  // scalar_offset is a descriptor register, not data the DMA moves.
-  const int offset_slot = scalar_offset_slot(inst);
-  for (int slot = 0; slot < kMaxOperands; ++slot) {
-    if (!ops[slot].present() || slot == offset_slot) continue;
-    if (info.writes(slot)) write(ops[slot]);
-    if (info.reads(inst, slot)) read(ops[slot]);
-  }
-  w.flops = flops_of(inst);
-  return w;
-}
-
-uint64_t flops_of(const Instruction& inst) {
-  const auto& ops = inst.ops;
-  // 2 * K * M * N with the logical K (double_row 2x partitions, MX 4x); transposes count none.
-  if (inst.op == Opcode::NcMatmul && !inst.has(kIsTranspose)) {
-    const uint64_t r = inst.has(kDoubleRow) ? 2 : 1;
-    return 2 * ops[1].partitions * r * (ops[1].free_elements() / r) * (ops[2].free_elements() / r);
-  }
-  if (inst.op == Opcode::NcMatmulMx)
-    return 2 * uint64_t{4} * ops[1].partitions * ops[1].free_elements() * ops[2].free_elements();
-  return 0;
 }
 
 }  // namespace trnsim::isa

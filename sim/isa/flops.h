@@ -1,4 +1,4 @@
-// The PE FLOPs of an instruction: Work::flops of isa::work_of (semantics.h) alone, without walking its
+// The PE FLOPs of an instruction: Work::flops of isa::work_of (opcodes.h) alone, without walking its
 // operands' bytes (the timing model needs the FLOPs of every PE instruction, the bytes only for a trace).
 // Plain C++.
 #pragma once

@@ -1,5 +1,8 @@
 #include "sim/isa/opcodes.h"
 
+#include "sim/isa/flops.h"
+#include "sim/isa/semantics.h"
+
 namespace trnsim::isa {
 namespace {
 
@@ -16,6 +19,32 @@ constexpr OperandSlot opt_out(const char* name) {
   return {name, Role::Write, true, 0};
 }
 
+constexpr Attr flag(const char* key, uint32_t f) {
+  return {.key = key, .kind = AttrKind::Flag, .flag = f};
+}
+// The string `off` or `on` (sets f); written when set, or always while operand `slot` is given.
+constexpr Attr choice(const char* key, const char* off, const char* on, uint32_t f, int8_t slot = -1) {
+  return {.key = key, .kind = AttrKind::Choice, .flag = f, .slot = slot, .off = off, .on = on};
+}
+constexpr Attr byte(const char* key, AttrField field, uint8_t lo = 0, uint8_t hi = 255) {
+  return {.key = key, .kind = AttrKind::Byte, .field = field, .lo = lo, .hi = hi};
+}
+constexpr Attr alu(const char* key, AttrField field, bool required) {
+  return {.key = key, .kind = AttrKind::Alu, .field = field, .required = required};
+}
+constexpr Attr number(const char* key, AttrField field, bool required = false) {
+  return {.key = key, .kind = AttrKind::Number, .field = field, .required = required};
+}
+constexpr Attr number_or_vector(const char* key, AttrField field, int8_t slot, uint32_t f,
+                                float absent = 0.f) {
+  return {.key = key,
+          .kind = AttrKind::NumberOrVector,
+          .field = field,
+          .flag = f,
+          .slot = slot,
+          .absent = absent};
+}
+
 struct Row {
   Opcode op;
   const char* name;
@@ -26,6 +55,9 @@ struct Row {
   const char* feature = nullptr;
   bool dma = false;
   const char* description = "";
+  std::initializer_list<Attr> attrs = {};
+  uint8_t pe_rate = 0;
+  uint32_t pe_rate_doubled_by = 0;
 };
 
 constexpr OpcodeInfo info(const Row& r) {
@@ -38,6 +70,9 @@ constexpr OpcodeInfo info(const Row& r) {
   i.feature = r.feature;
   i.dma = r.dma;
   i.description = r.description;
+  for (const Attr& a : r.attrs) i.attrs[i.num_attrs++] = a;
+  i.pe_rate = r.pe_rate;
+  i.pe_rate_doubled_by = r.pe_rate_doubled_by;
   return i;
 }
 
@@ -58,7 +93,10 @@ constexpr std::array<OpcodeInfo, kNumOpcodes> kTable = {
           .dma = true,
           .description =
               "copy with dtype cast; indirect row gather/scatter by vector_offset; optional DMA-side "
-              "add; scalar_offset moves the HBM side by whole tensor rows at run time"}),
+              "add; scalar_offset moves the HBM side by whole tensor rows at run time",
+          .attrs = {flag("accumulate", kDmaAccumulate), flag("indirect_dst", kIndirectDst),
+                    flag("scalar_offset_dst", kScalarOffsetDst),
+                    choice("oob_mode", "error", "skip", kOobSkip, 2)}}),
     info({.op = Opcode::DmaTranspose,
           .name = "dma_transpose",
           .profile = "DMA_TRANSPOSE",
@@ -70,14 +108,19 @@ constexpr std::array<OpcodeInfo, kNumOpcodes> kTable = {
               "2-byte dtypes: swaps the partition and free axes into SBUF (axes (1, 0)), or the outer axes "
               "of src [A, C, D] into dst [D, C, A] (axes (2, 1, 0) / (3, 1, 2, 0)); vector_offset gathers "
               "src's rows by index first (indirect transpose); scalar_offset moves src by whole tensor rows "
-              "at run time"}),
+              "at run time",
+          .attrs = {{.key = "axes", .kind = AttrKind::TransposeAxes, .flag = kTransposeOuterAxes}}}),
     info({.op = Opcode::NcMatmul,
           .name = "nc_matmul",
           .profile = "MATMUL",
           .slots = {out("dst", kAccumulate), in("stationary"), in("moving")},
           .trn2 = PE,
           .trn3 = PE,
-          .description = "dst[M, N] (+)= stationary[K, M]^T @ moving[K, N] into PSUM"}),
+          .description = "dst[M, N] (+)= stationary[K, M]^T @ moving[K, N] into PSUM",
+          .attrs = {flag("accumulate", kAccumulate), flag("is_transpose", kIsTranspose),
+                    choice("perf_mode", "none", "double_row", kDoubleRow)},
+          .pe_rate = 1,
+          .pe_rate_doubled_by = kDoubleRow}),
     info({.op = Opcode::NcMatmulMx,
           .name = "nc_matmul_mx",
           .profile = "MATMUL_MX",
@@ -87,7 +130,10 @@ constexpr std::array<OpcodeInfo, kNumOpcodes> kTable = {
           .trn3 = PE,
           .feature = "nc_matmul_mx",
           .description =
-              "MX matmul: x4 FP8 operands dequantized by their E8M0 scales, accumulated as nc_matmul"}),
+              "MX matmul: x4 FP8 operands dequantized by their E8M0 scales, accumulated as nc_matmul",
+          .attrs = {flag("accumulate", kAccumulate), byte("scale_offset", AttrField::ScaleOffset),
+                    byte("moving_scale_offset", AttrField::MovingScaleOffset)},
+          .pe_rate = 4}),
     info({.op = Opcode::QuantizeMx,
           .name = "quantize_mx",
           .profile = "QUANTIZE_MX",
@@ -95,7 +141,8 @@ constexpr std::array<OpcodeInfo, kNumOpcodes> kTable = {
           .trn2 = 0,
           .trn3 = DVE,
           .feature = "quantize_mx",
-          .description = "BF16/FP16 src -> x4 FP8 dst and E8M0 dst_scale"}),
+          .description = "BF16/FP16 src -> x4 FP8 dst and E8M0 dst_scale",
+          .attrs = {byte("scale_offset", AttrField::ScaleOffset)}}),
     info({.op = Opcode::NcTranspose,
           .name = "nc_transpose",
           .profile = "TRANSPOSE",
@@ -110,29 +157,39 @@ constexpr std::array<OpcodeInfo, kNumOpcodes> kTable = {
           .trn2 = ACT,
           .trn3 = ACT | POOL,
           .description =
-              "dst = func(data * scale + bias), optionally add-reduced along the free dims into reduce_res"}),
+              "dst = func(data * scale + bias), optionally add-reduced along the free dims into reduce_res",
+          .attrs = {{.key = "func", .kind = AttrKind::Func},
+                    number_or_vector("scale", AttrField::Imm0, 4, kOperand0Vector, 1.f),
+                    number_or_vector("bias", AttrField::Imm1, 2, kBiasVector),
+                    {.key = "reduce_res", .kind = AttrKind::SlotFlag, .flag = kReduce, .slot = 3}}}),
     info({.op = Opcode::TensorTensor,
           .name = "tensor_tensor",
           .profile = "TENSOR_TENSOR",
           .slots = {out("dst"), in("data1"), in("data2")},
           .trn2 = DVE | POOL,
           .trn3 = DVE | POOL,
-          .description = "dst = data1 op data2, elementwise"}),
-    info(
-        {.op = Opcode::TensorScalar,
-         .name = "tensor_scalar",
-         .profile = "TENSOR_SCALAR",
-         .slots = {out("dst"), in("data"), opt_in("operand0"), opt_in("operand1")},
-         .trn2 = DVE | ACT | POOL,
-         .trn3 = DVE | ACT | POOL,
-         .description = "dst = (data op0 operand0) op1 operand1; operands are immediates or [P, 1] vectors"}),
+          .description = "dst = data1 op data2, elementwise",
+          .attrs = {alu("alu", AttrField::Alu0, true)}}),
+    info({.op = Opcode::TensorScalar,
+          .name = "tensor_scalar",
+          .profile = "TENSOR_SCALAR",
+          .slots = {out("dst"), in("data"), opt_in("operand0"), opt_in("operand1")},
+          .trn2 = DVE | ACT | POOL,
+          .trn3 = DVE | ACT | POOL,
+          .description = "dst = (data op0 operand0) op1 operand1; operands are immediates or [P, 1] vectors",
+          .attrs = {alu("op0", AttrField::Alu0, true), alu("op1", AttrField::Alu1, false),
+                    number_or_vector("operand0", AttrField::Imm0, 2, kOperand0Vector),
+                    number_or_vector("operand1", AttrField::Imm1, 3, kOperand1Vector),
+                    flag("reverse0", kReverse0), flag("reverse1", kReverse1)}}),
     info({.op = Opcode::TensorReduce,
           .name = "tensor_reduce",
           .profile = "TENSOR_REDUCE",
           .slots = {out("dst"), in("data")},
           .trn2 = DVE,
           .trn3 = DVE,
-          .description = "reduces the innermost free dims of data with an ALU op"}),
+          .description = "reduces the innermost free dims of data with an ALU op",
+          .attrs = {alu("alu", AttrField::Alu0, true), byte("axes", AttrField::ReduceAxes, 1, 4),
+                    flag("negate", kNegate)}}),
     info({.op = Opcode::TensorCopy,
           .name = "tensor_copy",
           .profile = "TENSOR_COPY",
@@ -147,21 +204,26 @@ constexpr std::array<OpcodeInfo, kNumOpcodes> kTable = {
           .slots = {out("dst")},
           .trn2 = DVE | ACT | POOL,
           .trn3 = DVE | ACT | POOL,
-          .description = "fills dst with a constant"}),
+          .description = "fills dst with a constant",
+          .attrs = {number("value", AttrField::Imm0, true)}}),
     info({.op = Opcode::Iota,
           .name = "iota",
           .profile = "IOTA",
           .slots = {out("dst")},
           .trn2 = POOL,
           .trn3 = POOL,
-          .description = "dst = base + channel_multiplier * partition + sum of steps * free indices"}),
+          .description = "dst = base + channel_multiplier * partition + sum of steps * free indices",
+          .attrs = {number("base", AttrField::Imm0),
+                    number("channel_multiplier", AttrField::Imm1),
+                    {.key = "steps", .kind = AttrKind::IotaSteps}}}),
     info({.op = Opcode::Select,
           .name = "select",
           .profile = "SELECT",
           .slots = {out("dst"), in("predicate"), in("on_true"), opt_in("on_false")},
           .trn2 = DVE | POOL,
           .trn3 = DVE | POOL,
-          .description = "dst = predicate != 0 ? on_true : on_false (a tensor or an immediate)"}),
+          .description = "dst = predicate != 0 ? on_true : on_false (a tensor or an immediate)",
+          .attrs = {number_or_vector("on_false", AttrField::Imm0, 3, 0)}}),
     info({.op = Opcode::CoreBarrier,
           .name = "core_barrier",
           .profile = "PSEUDO_CORE_BARRIER",
@@ -194,6 +256,56 @@ constexpr OpcodeInfo unknown() {
 constexpr OpcodeInfo kUnknown = unknown();
 
 }  // namespace
+
+PeRate pe_rate(const Instruction& inst) {
+  const OpcodeInfo& info = opcode_info(inst.op);
+  if ((inst.flags & info.pe_rate_doubled_by) != 0) return {2u * info.pe_rate, 2};
+  return {info.pe_rate, 1};
+}
+
+namespace {
+
+uint64_t bytes_of(const AccessPattern& ap) {
+  return ap.present() ? static_cast<uint64_t>(ap.partitions) * ap.free_elements() * dtype_size(ap.dtype) : 0;
+}
+
+}  // namespace
+
+Work work_of(const Instruction& inst, const Program&) {
+  Work w;
+  const auto& ops = inst.ops;
+  auto read = [&](const AccessPattern& ap) {
+    const uint64_t b = bytes_of(ap);
+    w.bytes_read += b;
+    if (ap.space == MemSpace::HBM) w.hbm_bytes_read += b;
+  };
+  auto write = [&](const AccessPattern& ap) {
+    const uint64_t b = bytes_of(ap);
+    w.bytes_written += b;
+    if (ap.space == MemSpace::HBM) w.hbm_bytes_written += b;
+  };
+  const OpcodeInfo& info = opcode_info(inst.op);
+  if (info.num_slots == 0) return w;  // core_barrier
+  // By the slots' roles; an accumulating dst (matmul accumulate, DMA-side add) is read and written. A DMA's
+  // scalar_offset is a descriptor register, not data the DMA moves.
+  const int offset_slot = scalar_offset_slot(inst);
+  for (int slot = 0; slot < kMaxOperands; ++slot) {
+    if (!ops[slot].present() || slot == offset_slot) continue;
+    if (info.writes(slot)) write(ops[slot]);
+    if (info.reads(inst, slot)) read(ops[slot]);
+  }
+  w.flops = flops_of(inst);
+  return w;
+}
+
+uint64_t flops_of(const Instruction& inst) {
+  // 2 * K * M * N with the logical K (pe_rate: double_row 2x partitions, MX 4x); transposes count none.
+  const PeRate r = pe_rate(inst);
+  if (r.factor == 0 || (inst.op == Opcode::NcMatmul && inst.has(kIsTranspose))) return 0;
+  const auto& ops = inst.ops;
+  return uint64_t{2} * ops[1].partitions * r.factor * (ops[1].free_elements() / r.free_axis) *
+         (ops[2].free_elements() / r.free_axis);
+}
 
 const OpcodeInfo& opcode_info(Opcode op) {
   const auto i = static_cast<size_t>(op);

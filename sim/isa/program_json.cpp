@@ -13,8 +13,9 @@
 
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
-#include "sim/config/json_document.h"
+#include "sim/io/json_document.h"
 #include "sim/isa/names.h"
+#include "sim/isa/opcodes.h"
 #include "sim/isa/semantics.h"
 
 namespace trnsim::isa {
@@ -107,6 +108,7 @@ class Reader {
   Instruction instruction(const Node& n, Engine e);
 
  private:
+  void read_attr(const Node& n, const Attr& a, Instruction& in) const;
   DType dtype(const Node& n) const {
     const auto t = parse_dtype(n.string());
     if (!t) n.fail(fmt::format("unknown dtype '{}'", text_excerpt(n.string())));
@@ -203,35 +205,90 @@ AccessPattern Reader::ap(const Node& n) const {
   return a;
 }
 
-// Op-specific keys besides the operand slots.
-std::set<std::string> extra_keys(Opcode op) {
-  switch (op) {
-    case Opcode::DmaCopy:
-      return {"accumulate", "oob_mode", "indirect_dst", "scalar_offset_dst"};
-    case Opcode::DmaTranspose:
-      return {"axes"};
-    case Opcode::NcMatmul:
-      return {"accumulate", "perf_mode", "is_transpose"};
-    case Opcode::NcMatmulMx:
-      return {"accumulate", "scale_offset", "moving_scale_offset"};
-    case Opcode::QuantizeMx:
-      return {"scale_offset"};
-    case Opcode::Activation:
-      return {"func", "scale", "bias"};
-    case Opcode::TensorTensor:
-      return {"alu"};
-    case Opcode::TensorScalar:
-      return {"op0", "op1", "operand0", "operand1", "reverse0", "reverse1"};
-    case Opcode::TensorReduce:
-      return {"alu", "axes", "negate"};
-    case Opcode::Memset:
-      return {"value"};
-    case Opcode::Iota:
-      return {"base", "channel_multiplier", "steps"};
-    case Opcode::Select:
-      return {"on_false"};
-    default:
-      return {};
+// The Instruction field an attribute names (opcodes.h AttrField).
+template <class I>
+auto& number_field(I& in, AttrField f) {
+  return f == AttrField::Imm1 ? in.imm1 : in.imm0;
+}
+template <class I>
+auto& alu_field(I& in, AttrField f) {
+  return f == AttrField::Alu1 ? in.alu1 : in.alu0;
+}
+template <class I>
+auto& byte_field(I& in, AttrField f) {
+  return f == AttrField::MovingScaleOffset ? in.moving_scale_offset
+         : f == AttrField::ReduceAxes      ? in.reduce_axes
+                                           : in.scale_offset;
+}
+
+// Reads attribute `a` of `in` from its instruction object `n` (after the operand slots).
+void Reader::read_attr(const Node& n, const Attr& a, Instruction& in) const {
+  const bool given = n.has(a.key);
+  switch (a.kind) {
+    case AttrKind::Flag:
+      if (given && n[a.key].boolean()) in.flags |= a.flag;
+      break;
+    case AttrKind::Choice:
+      if (given) {
+        const std::string m = n[a.key].string();
+        if (m == a.on)
+          in.flags |= a.flag;
+        else if (m != a.off)
+          n[a.key].fail(fmt::format("expected \"{}\" or \"{}\", got \"{}\"", a.off, a.on, text_excerpt(m)));
+      }
+      break;
+    case AttrKind::SlotFlag:
+      if (in.ops[a.slot].present()) in.flags |= a.flag;
+      break;
+    case AttrKind::Byte:
+      if (given) byte_field(in, a.field) = static_cast<uint8_t>(n[a.key].integer(a.lo, a.hi));
+      break;
+    case AttrKind::Alu:
+      if (given || a.required) alu_field(in, a.field) = alu(n[a.key]);
+      break;
+    case AttrKind::Func:
+      if (given) {
+        const auto f = parse_act(n[a.key].string());
+        if (!f)
+          n[a.key].fail(fmt::format("unknown activation function '{}'", text_excerpt(n[a.key].string())));
+        in.act = *f;
+      }
+      break;
+    case AttrKind::Number:
+      number_field(in, a.field) = given || a.required ? n[a.key].number() : a.absent;
+      break;
+    case AttrKind::NumberOrVector:
+      // An object is the vector operand; a number (or "inf", "-inf", "nan") the immediate.
+      number_field(in, a.field) = a.absent;
+      if (!given) break;
+      if (n.value().at(a.key).is_object()) {
+        in.ops[a.slot] = ap(n[a.key]);
+        in.flags |= a.flag;
+      } else {
+        number_field(in, a.field) = n[a.key].number();
+      }
+      break;
+    case AttrKind::TransposeAxes:
+      if (given) {
+        const Node ax = n[a.key];
+        ax.expect_array();
+        std::vector<int64_t> v;
+        for (size_t i = 0; i < ax.value().size() && i < 5; ++i) v.push_back(ax.at(i).integer(0, 3));
+        if (v == std::vector<int64_t>{2, 1, 0} || v == std::vector<int64_t>{3, 1, 2, 0})
+          in.flags |= a.flag;
+        else if (v != std::vector<int64_t>{1, 0})
+          ax.fail("expected [1, 0], [2, 1, 0] or [3, 1, 2, 0] (NKI's dma_transpose axes)");
+      }
+      break;
+    case AttrKind::IotaSteps:
+      if (given) {
+        const Node st = n[a.key];
+        st.expect_array();
+        if (st.value().size() > 4) st.fail("at most 4 steps (one per free dim)");
+        for (size_t i = 0; i < st.value().size(); ++i)
+          in.iota_steps[i] = static_cast<int32_t>(st.at(i).integer(INT32_MIN, INT32_MAX));
+      }
+      break;
   }
 }
 
@@ -246,7 +303,8 @@ Instruction Reader::instruction(const Node& n, Engine e) {
   if (in.is_dma()) keys.insert({"queue", "dge_mode"});
   if (e == Engine::PE) keys.insert({"mm_wait", "ls_update"});
   for (const char* s : operand_names(in.op)) keys.insert(s);
-  for (const auto& k : extra_keys(in.op)) keys.insert(k);
+  const OpcodeInfo& info = opcode_info(in.op);
+  for (int a = 0; a < info.num_attrs; ++a) keys.insert(info.attrs[a].key);
   n.only_keys(keys);
 
   const auto& names = operand_names(in.op);
@@ -256,117 +314,7 @@ Instruction Reader::instruction(const Node& n, Engine e) {
     if (!n.has(names[s]) || !n.value().at(names[s]).is_object()) continue;
     in.ops[s] = ap(n[names[s]]);
   }
-  auto flag = [&](const char* key, Flag f) {
-    if (n.has(key) && n[key].boolean()) in.flags |= f;
-  };
-  // A key that is either an AP (vector operand in `slot`, sets `f`) or a number (immediate).
-  auto imm_or_vector = [&](const char* key, float& imm, int slot, Flag f) {
-    if (!n.has(key)) return;
-    const Node k = n[key];
-    if (k.value().is_object()) {
-      in.ops[slot] = ap(k);
-      in.flags |= f;
-    } else {
-      imm = k.number();
-    }
-  };
-  switch (in.op) {
-    case Opcode::DmaCopy:
-      flag("accumulate", kDmaAccumulate);
-      flag("indirect_dst", kIndirectDst);
-      flag("scalar_offset_dst", kScalarOffsetDst);
-      if (n.has("oob_mode")) {
-        const std::string m = n["oob_mode"].string();
-        if (m == "skip")
-          in.flags |= kOobSkip;
-        else if (m != "error")
-          n["oob_mode"].fail(fmt::format("expected \"error\" or \"skip\", got \"{}\"", text_excerpt(m)));
-      }
-      break;
-    case Opcode::DmaTranspose:
-      if (n.has("axes")) {
-        const Node ax = n["axes"];
-        ax.expect_array();
-        std::vector<int64_t> v;
-        for (size_t i = 0; i < ax.value().size() && i < 5; ++i) v.push_back(ax.at(i).integer(0, 3));
-        if (v == std::vector<int64_t>{2, 1, 0} || v == std::vector<int64_t>{3, 1, 2, 0})
-          in.flags |= kTransposeOuterAxes;
-        else if (v != std::vector<int64_t>{1, 0})
-          ax.fail("expected [1, 0], [2, 1, 0] or [3, 1, 2, 0] (NKI's dma_transpose axes)");
-      }
-      break;
-    case Opcode::NcMatmul:
-      flag("accumulate", kAccumulate);
-      flag("is_transpose", kIsTranspose);
-      if (n.has("perf_mode")) {
-        const std::string m = n["perf_mode"].string();
-        if (m == "double_row")
-          in.flags |= kDoubleRow;
-        else if (m != "none")
-          n["perf_mode"].fail(
-              fmt::format("expected \"none\" or \"double_row\", got \"{}\"", text_excerpt(m)));
-      }
-      break;
-    case Opcode::NcMatmulMx:
-      flag("accumulate", kAccumulate);
-      if (n.has("scale_offset")) in.scale_offset = static_cast<uint8_t>(n["scale_offset"].integer(0, 255));
-      if (n.has("moving_scale_offset"))
-        in.moving_scale_offset = static_cast<uint8_t>(n["moving_scale_offset"].integer(0, 255));
-      break;
-    case Opcode::QuantizeMx:
-      if (n.has("scale_offset")) in.scale_offset = static_cast<uint8_t>(n["scale_offset"].integer(0, 255));
-      break;
-    case Opcode::Activation:
-      if (n.has("func")) {
-        const auto f = parse_act(n["func"].string());
-        if (!f)
-          n["func"].fail(fmt::format("unknown activation function '{}'", text_excerpt(n["func"].string())));
-        in.act = *f;
-      }
-      in.imm0 = 1.f;
-      imm_or_vector("scale", in.imm0, 4, kOperand0Vector);
-      imm_or_vector("bias", in.imm1, 2, kBiasVector);
-      if (in.ops[3].present()) in.flags |= kReduce;
-      break;
-    case Opcode::TensorTensor:
-      in.alu0 = alu(n["alu"]);
-      break;
-    case Opcode::TensorScalar:
-      in.alu0 = alu(n["op0"]);
-      if (n.has("op1")) in.alu1 = alu(n["op1"]);
-      imm_or_vector("operand0", in.imm0, 2, kOperand0Vector);
-      imm_or_vector("operand1", in.imm1, 3, kOperand1Vector);
-      flag("reverse0", kReverse0);
-      flag("reverse1", kReverse1);
-      break;
-    case Opcode::TensorReduce:
-      in.alu0 = alu(n["alu"]);
-      if (n.has("axes")) in.reduce_axes = static_cast<uint8_t>(n["axes"].integer(1, 4));
-      flag("negate", kNegate);
-      break;
-    case Opcode::Memset:
-      in.imm0 = n["value"].number();
-      break;
-    case Opcode::Iota:
-      if (n.has("base")) in.imm0 = n["base"].number();
-      if (n.has("channel_multiplier")) in.imm1 = n["channel_multiplier"].number();
-      if (n.has("steps")) {
-        const Node s = n["steps"];
-        s.expect_array();
-        if (s.value().size() > 4) s.fail("at most 4 steps (one per free dim)");
-        for (size_t i = 0; i < s.value().size(); ++i)
-          in.iota_steps[i] = static_cast<int32_t>(s.at(i).integer(INT32_MIN, INT32_MAX));
-      }
-      break;
-    case Opcode::Select: {
-      float v = 0.f;
-      imm_or_vector("on_false", v, 3, Flag{0});
-      in.imm0 = v;
-      break;
-    }
-    default:
-      break;
-  }
+  for (int a = 0; a < info.num_attrs; ++a) read_attr(n, info.attrs[a], in);
 
   if (n.has("queue")) in.dma_queue = static_cast<uint8_t>(n["queue"].integer(0, 255));
   if (n.has("line")) in.loc.line = static_cast<uint32_t>(n["line"].integer(0, UINT32_MAX));
@@ -449,75 +397,52 @@ json ap_json(const AccessPattern& a, const Program& p) {
   return j;
 }
 
+// Writes attribute `a` of `in` into its instruction object `j` (after the operand slots).
+void write_attr(const Attr& a, const Instruction& in, json& j) {
+  const bool set = (in.flags & a.flag) != 0;
+  switch (a.kind) {
+    case AttrKind::Flag:
+      if (set) j[a.key] = true;
+      break;
+    case AttrKind::Choice:
+      if (a.slot >= 0 ? in.ops[a.slot].present() : set) j[a.key] = set ? a.on : a.off;
+      break;
+    case AttrKind::SlotFlag:
+      if (!set) j.erase(a.key);
+      break;
+    case AttrKind::Byte:
+      j[a.key] = byte_field(in, a.field);
+      break;
+    case AttrKind::Alu:
+      j[a.key] = alu_name(alu_field(in, a.field));
+      break;
+    case AttrKind::Func:
+      j[a.key] = act_name(in.act);
+      break;
+    case AttrKind::Number:
+      j[a.key] = number_json(number_field(in, a.field));
+      break;
+    case AttrKind::NumberOrVector:
+      if (a.flag != 0 ? !set : !in.ops[a.slot].present()) j[a.key] = number_json(number_field(in, a.field));
+      break;
+    case AttrKind::TransposeAxes:
+      if (set) j[a.key] = {2, 1, 0};
+      break;
+    case AttrKind::IotaSteps:
+      j[a.key] = json::array();
+      for (int d = 0; d < in.ops[0].ndim && d < 4; ++d) j[a.key].push_back(in.iota_steps[d]);
+      break;
+  }
+}
+
 json instruction_json(const Instruction& in, const Program& p) {
   json j = json::object();
   j["op"] = opcode_name(in.op);
   const auto& names = operand_names(in.op);
   for (size_t s = 0; s < names.size(); ++s)
     if (in.ops[s].present()) j[names[s]] = ap_json(in.ops[s], p);
-  auto flag = [&](const char* key, Flag f) {
-    if (in.has(f)) j[key] = true;
-  };
-  switch (in.op) {
-    case Opcode::DmaCopy:
-      flag("accumulate", kDmaAccumulate);
-      flag("indirect_dst", kIndirectDst);
-      flag("scalar_offset_dst", kScalarOffsetDst);
-      if (in.ops[2].present()) j["oob_mode"] = in.has(kOobSkip) ? "skip" : "error";
-      break;
-    case Opcode::DmaTranspose:
-      if (in.has(kTransposeOuterAxes)) j["axes"] = {2, 1, 0};
-      break;
-    case Opcode::NcMatmul:
-      flag("accumulate", kAccumulate);
-      flag("is_transpose", kIsTranspose);
-      if (in.has(kDoubleRow)) j["perf_mode"] = "double_row";
-      break;
-    case Opcode::NcMatmulMx:
-      flag("accumulate", kAccumulate);
-      j["scale_offset"] = in.scale_offset;
-      j["moving_scale_offset"] = in.moving_scale_offset;
-      break;
-    case Opcode::QuantizeMx:
-      j["scale_offset"] = in.scale_offset;
-      break;
-    case Opcode::Activation:
-      j["func"] = act_name(in.act);
-      if (!in.has(kOperand0Vector)) j["scale"] = number_json(in.imm0);
-      if (!in.has(kBiasVector)) j["bias"] = number_json(in.imm1);
-      if (!in.has(kReduce)) j.erase("reduce_res");
-      break;
-    case Opcode::TensorTensor:
-      j["alu"] = alu_name(in.alu0);
-      break;
-    case Opcode::TensorScalar:
-      j["op0"] = alu_name(in.alu0);
-      j["op1"] = alu_name(in.alu1);
-      if (!in.has(kOperand0Vector)) j["operand0"] = number_json(in.imm0);
-      if (!in.has(kOperand1Vector)) j["operand1"] = number_json(in.imm1);
-      flag("reverse0", kReverse0);
-      flag("reverse1", kReverse1);
-      break;
-    case Opcode::TensorReduce:
-      j["alu"] = alu_name(in.alu0);
-      j["axes"] = in.reduce_axes;
-      flag("negate", kNegate);
-      break;
-    case Opcode::Memset:
-      j["value"] = number_json(in.imm0);
-      break;
-    case Opcode::Iota:
-      j["base"] = number_json(in.imm0);
-      j["channel_multiplier"] = number_json(in.imm1);
-      j["steps"] = json::array();
-      for (int d = 0; d < in.ops[0].ndim && d < 4; ++d) j["steps"].push_back(in.iota_steps[d]);
-      break;
-    case Opcode::Select:
-      if (!in.ops[3].present()) j["on_false"] = number_json(in.imm0);
-      break;
-    default:
-      break;
-  }
+  const OpcodeInfo& info = opcode_info(in.op);
+  for (int a = 0; a < info.num_attrs; ++a) write_attr(info.attrs[a], in, j);
   if (in.is_dma()) {
     j["queue"] = in.dma_queue;
     if (in.dge != DgeMode::None) j["dge_mode"] = in.dge == DgeMode::Hwdge ? "hwdge" : "swdge";
@@ -588,7 +513,7 @@ Program program_from_json(const json& j) {
 }
 
 Program load_program(const std::string& path) {
-  const json j = config::read_json_document(path);
+  const json j = io::read_json_document(path);
   try {
     return program_from_json(j);
   } catch (const InputError& e) {

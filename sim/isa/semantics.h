@@ -51,16 +51,6 @@ void execute(const Instruction& inst, int core, const Program& program, const Li
 int scalar_offset_slot(const Instruction& inst);
 int scalar_offset_target(const Instruction& inst);
 
-// Work an instruction does, for costs, stats and the trace.
-struct Work {
-  uint64_t flops = 0;       // 2 per multiply-accumulate on the PE
-  uint64_t bytes_read = 0;  // all memories
-  uint64_t bytes_written = 0;
-  uint64_t hbm_bytes_read = 0;
-  uint64_t hbm_bytes_written = 0;
-};
-Work work_of(const Instruction& inst, const Program& program);
-
 const char* engine_name(Engine e);  // "PE", "DVE", "ACT", "POOL", "SP"
 const char* dtype_name(DType t);    // NKI name, e.g. "bfloat16", "float8_e4m3fn_x4"
 uint32_t dtype_size(DType t);       // bytes per element

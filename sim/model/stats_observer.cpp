@@ -12,13 +12,12 @@ uint64_t line_key(const isa::SourceLoc& loc, isa::Engine e) {
   return (uint64_t(loc.file) << 35) | (uint64_t(loc.line) << 3) | static_cast<uint64_t>(e);
 }
 
-// BF16 FLOPs of the same PE time: the cost model runs MX 4x, FP8 double_row 2x and FP32 1/fp32_factor as
-// fast.
+// BF16 FLOPs of the same PE time: the cost model runs a matmul its rate factor times as fast (isa::pe_rate:
+// MX 4x, FP8 double_row 2x) and FP32 1/fp32_factor as fast.
 double bf16_equivalent(const isa::Instruction& inst, uint64_t flops, uint32_t fp32_factor) {
   if (flops == 0) return 0;
   const double f = static_cast<double>(flops);
-  if (inst.op == isa::Opcode::NcMatmulMx) return f / 4;
-  if (inst.has(isa::kDoubleRow)) return f / 2;
+  if (const uint32_t rate = isa::pe_rate(inst).factor; rate > 1) return f / rate;
   if (inst.ops[1].dtype == isa::DType::F32 || inst.ops[2].dtype == isa::DType::F32) return f * fp32_factor;
   return f;
 }

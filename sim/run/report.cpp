@@ -242,10 +242,8 @@ json check_json(const CheckResult& c) {
 int peak_dtype_factor(const isa::Program& program, std::string* label) {
   int f = 1;
   for (int c = 0; c < program.num_cores; ++c)
-    for (const isa::Instruction& i : program.streams[c][static_cast<int>(isa::Engine::PE)]) {
-      if (i.op == isa::Opcode::NcMatmulMx) f = std::max(f, 4);
-      if (i.op == isa::Opcode::NcMatmul && (i.flags & isa::kDoubleRow)) f = std::max(f, 2);
-    }
+    for (const isa::Instruction& i : program.streams[c][static_cast<int>(isa::Engine::PE)])
+      f = std::max(f, static_cast<int>(isa::pe_rate(i).factor));
   if (label) *label = f == 4 ? "mx" : f == 2 ? "fp8_double_row" : "bf16";
   return f;
 }

@@ -21,10 +21,18 @@
 #include "sim/isa/instruction.h"
 #include "sim/model/run.h"
 #include "sim/model/stats_observer.h"
-#include "sim/run/check_result.h"
 #include "sim/run/session.h"
+#include "sim/tensor/check_result.h"
 
 namespace trnsim::run {
+
+// The check results the report prints: the type is sim/tensor's, below both the kernels layer (which makes
+// them, kernels/api/checks.h) and sim/run.
+using tensor::CheckMetric;
+using tensor::CheckResult;
+using tensor::kCheckBitExact;
+using tensor::kCheckScalar;
+using tensor::kCheckTolerance;
 
 // A figure a kernel computes from its inputs (e.g. tokens per expert), reported under "kernel_stats".
 struct NamedStat {

@@ -136,20 +136,15 @@ EngineCost CostModel::pe_cost(const isa::Instruction& inst) const {
   }
   const auto& stat = inst.ops[1];
   const auto& mov = inst.ops[2];
-  const bool double_row = inst.op == Opcode::NcMatmul && inst.has(isa::kDoubleRow);
+  // The rate factor's contraction rows: double_row's on a size-2 outer free axis ([K, 2, M] and [K, 2, N]),
+  // MX's four packed per x4 element; each mode has its rows per pass.
+  const isa::PeRate rate = isa::pe_rate(inst);
+  const bool double_row = rate.free_axis == 2;
   const bool mx = inst.op == Opcode::NcMatmulMx;
-  // double_row operands carry a leading size-2 axis: [K, 2, M] and [K, 2, N].
-  uint64_t n_mov = double_row ? ceil_div(mov.free_elements(), 2) : mov.free_elements();
-  uint64_t n_stat = double_row ? ceil_div(stat.free_elements(), 2) : stat.free_elements();
-  uint64_t k = stat.partitions;
-  uint64_t k_pass = pe.k_per_pass;
-  if (double_row) {
-    k *= 2;
-    k_pass = pe.double_row_k_per_pass;
-  } else if (mx) {
-    k *= 4;  // four contraction rows packed per x4 element
-    k_pass = pe.mx_k_per_pass;
-  }
+  uint64_t n_mov = ceil_div(mov.free_elements(), rate.free_axis);
+  uint64_t n_stat = ceil_div(stat.free_elements(), rate.free_axis);
+  uint64_t k = uint64_t{stat.partitions} * rate.factor;
+  uint64_t k_pass = double_row ? pe.double_row_k_per_pass : mx ? pe.mx_k_per_pass : pe.k_per_pass;
   uint64_t passes = std::max<uint64_t>(1, ceil_div(k, k_pass));
   uint64_t cols = ceil_div(n_mov, pe.moving_columns_per_cycle);
   uint64_t mm = std::max<uint64_t>(std::min<uint64_t>(pe.mm_init_latency_cycles, n_stat), cols);

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
@@ -74,19 +75,52 @@ def sha(path, stats=False):
     return hashlib.sha256(data).hexdigest()
 
 
-def digest(build, workload, out):
-    """{file: sha256} of one run's stats.json (no path), output .npy files and trace."""
-    trace = os.path.join(out, "trace.json")
+def digest(build, workload, out, args=(), trace=True):
+    """{file: sha256} of one run's stats.json files (no path), output .npy files and trace (`trace` false:
+    none), `args` passed to trnsim run."""
+    trace_file = os.path.join(out, "trace.json")
     os.makedirs(out)
-    r = subprocess.run([os.path.join(build, "trnsim"), "run", workload, "--out", out, "--trace", trace],
-                       capture_output=True, text=True)
+    r = subprocess.run([os.path.join(build, "trnsim"), "run", workload, "--out", out, *args] +
+                       (["--trace", trace_file] if trace else []), capture_output=True, text=True)
     if r.returncode != 0:
         return {"exit": "%d: %s" % (r.returncode, r.stderr.strip()[-300:])}
-    d = {"stats.json": sha(os.path.join(out, "stats.json"), stats=True), "trace.json": sha(trace)}
-    for f in sorted(os.listdir(out)):
-        if f.endswith(".npy"):
-            d[f] = sha(os.path.join(out, f))
+    d = {}
+    if trace:
+        d["trace.json"] = sha(trace_file)
+    # stats.json and the .npy outputs, in the run folder and below it (a chain writes one folder per step).
+    for folder, _, files in sorted(os.walk(out)):
+        for f in sorted(files):
+            rel = os.path.relpath(os.path.join(folder, f), out)
+            if f == "stats.json" or f.endswith(".npy"):
+                d[rel] = sha(os.path.join(folder, f), stats=f == "stats.json")
     return d
+
+
+def compare(a, b, named, scratch, args=(), trace=True):
+    """Runs each (name, workload) of `named` with builds `a` and `b` (digest's `args`, `trace`) in `scratch`;
+    prints one line per workload (same / DIFFERENT and what, with both runs' wall seconds) and the count.
+    Returns 1 if any differs, else 0."""
+    bad = n = 0
+    for name, w in named:
+        n += 1
+        # One folder for both runs (stats.json names the trace file): each run's files hashed, then removed.
+        out = os.path.join(scratch, "run")
+        t0 = time.time()
+        da = digest(a, w, out, args, trace)
+        shutil.rmtree(out)
+        t1 = time.time()
+        db = digest(b, w, out, args, trace)
+        shutil.rmtree(out)
+        t2 = time.time()
+        if da == db and "exit" not in da:
+            print("same       %-60s %d files  %.1f s / %.1f s" % (name, len(da), t1 - t0, t2 - t1), flush=True)
+        else:
+            bad += 1
+            diff = sorted(k for k in set(da) | set(db) if da.get(k) != db.get(k))
+            print("DIFFERENT  %-60s %s (%s / %s)" % (name, ", ".join(diff), da.get("exit", ""), db.get("exit", "")),
+                  flush=True)
+    print("%d workloads, %d differ" % (n, bad))
+    return 1 if bad else 0
 
 
 def main():
@@ -97,27 +131,8 @@ def main():
     only = sys.argv[3] if len(sys.argv) > 3 else ""
     # The twins' module imports trnsim._core: build A's package.
     sys.path.insert(0, os.path.join(a, "python"))
-    bad = 0
-    n = 0
     with tempfile.TemporaryDirectory(prefix="nki_same_output_") as scratch:
-        for name, w in workloads(scratch):
-            if only not in name:
-                continue
-            n += 1
-            # One folder for both runs (stats.json names the trace file): each run's files hashed, then removed.
-            out = os.path.join(scratch, "run")
-            da = digest(a, w, out)
-            shutil.rmtree(out)
-            db = digest(b, w, out)
-            shutil.rmtree(out)
-            if da == db and "exit" not in da:
-                print("same       %-60s %d files" % (name, len(da)))
-            else:
-                bad += 1
-                diff = sorted(k for k in set(da) | set(db) if da.get(k) != db.get(k))
-                print("DIFFERENT  %-60s %s (%s / %s)" % (name, ", ".join(diff), da.get("exit", ""), db.get("exit", "")))
-    print("%d workloads, %d differ" % (n, bad))
-    return 1 if bad else 0
+        return compare(a, b, [(name, w) for name, w in workloads(scratch) if only in name], scratch)
 
 
 if __name__ == "__main__":

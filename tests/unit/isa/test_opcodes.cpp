@@ -7,6 +7,7 @@
 
 #include <cctype>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 
@@ -242,4 +243,77 @@ TEST_CASE(
   q.op = Opcode::QuantizeMx;
   for (int s = 0; s < 3; ++s) q.ops[s] = sbuf(0, 1, 0, DType::F32, {{1, 1}});
   CHECK(work_of(q, p).bytes_written == 8);
+}
+
+TEST_CASE("opcode table: attribute keys unique, apart from the fixed keys, in docs/program-format.md",
+          "[isa][opcodes]") {
+  std::ifstream f(std::string(TRNSIM_SOURCE_DIR) + "/docs/program-format.md");
+  REQUIRE(f.good());
+  std::map<std::string, std::string> doc_rows;  // opcode name -> its row of the table
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("| `", 0) == 0) doc_rows[line.substr(3, line.find('`', 3) - 3)] = line;
+  const std::set<std::string> fixed = {"op",    "wait",     "update",  "line",     "file",
+                                       "queue", "dge_mode", "mm_wait", "ls_update"};
+  for (const OpcodeInfo& info : opcode_table()) {
+    INFO(info.name);
+    REQUIRE(info.num_attrs <= kMaxAttrs);
+    REQUIRE(doc_rows.count(info.name) == 1);
+    std::set<std::string> keys;
+    for (int a = 0; a < info.num_attrs; ++a) {
+      const Attr& attr = info.attrs[a];
+      INFO(attr.key);
+      CHECK(keys.insert(attr.key).second);
+      CHECK(fixed.count(attr.key) == 0);
+      CHECK(doc_rows[info.name].find(std::string("`") + attr.key + "`") != std::string::npos);
+      // An attribute that may be an operand is that operand slot's key.
+      if (attr.kind == AttrKind::NumberOrVector || attr.kind == AttrKind::SlotFlag) {
+        REQUIRE(attr.slot >= 0);
+        REQUIRE(attr.slot < info.num_slots);
+        CHECK(std::string(info.slots[attr.slot].name) == attr.key);
+      } else {
+        for (int s = 0; s < info.num_slots; ++s) CHECK(std::string(info.slots[s].name) != attr.key);
+      }
+      if (attr.kind == AttrKind::Choice) CHECK((attr.off != nullptr && attr.on != nullptr && attr.flag != 0));
+    }
+  }
+}
+
+TEST_CASE("pe_rate: the MX x4 and double_row rate factor, and the FLOPs work_of counts with it",
+          "[isa][opcodes]") {
+  const Program p;
+  Instruction mm = make(Opcode::NcMatmul, Engine::PE,
+                        {psum(0, 128, 0, DType::F32, {{1, 512}}), sbuf(0, 128, 0, DType::BF16, {{1, 128}}),
+                         sbuf(0, 128, 0, DType::BF16, {{1, 512}})});
+  CHECK(pe_rate(mm).factor == 1);
+  CHECK(pe_rate(mm).free_axis == 1);
+  CHECK(work_of(mm, p).flops == 2ull * 128 * 128 * 512);  // 2 K M N
+  // double_row: FP8 [K, 2, M] x [K, 2, N], K = 2 x 128 logical rows.
+  Instruction dr =
+      make(Opcode::NcMatmul, Engine::PE,
+           {psum(0, 128, 0, DType::F32, {{1, 512}}), sbuf(0, 128, 0, DType::FP8_E4M3FN, {{128, 2}, {1, 128}}),
+            sbuf(0, 128, 0, DType::FP8_E4M3FN, {{512, 2}, {1, 512}})});
+  dr.flags = kDoubleRow;
+  CHECK(pe_rate(dr).factor == 2);
+  CHECK(pe_rate(dr).free_axis == 2);
+  CHECK(work_of(dr, p).flops == 2ull * 256 * 128 * 512);
+  // nc_matmul_mx: x4 elements, K = 4 x 128 rows.
+  Instruction mx;
+  mx.op = Opcode::NcMatmulMx;
+  mx.ops[1] = sbuf(0, 128, 0, DType::F32, {{1, 128}});
+  mx.ops[2] = sbuf(0, 128, 0, DType::F32, {{1, 512}});
+  CHECK(pe_rate(mx).factor == 4);
+  CHECK(pe_rate(mx).free_axis == 1);
+  CHECK(work_of(mx, p).flops == 2ull * 512 * 128 * 512);
+  // Not a matmul: factor 0 and no FLOPs, whatever its flags.
+  for (const OpcodeInfo& info : opcode_table()) {
+    if (info.op == Opcode::NcMatmul || info.op == Opcode::NcMatmulMx) continue;
+    Instruction other;
+    other.op = info.op;
+    other.flags = kDoubleRow;
+    INFO(info.name);
+    CHECK(pe_rate(other).factor == 0);
+  }
+  // A transpose by the PE counts no FLOPs.
+  mm.flags = kIsTranspose;
+  CHECK(work_of(mm, p).flops == 0);
 }

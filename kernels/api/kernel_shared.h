@@ -1,0 +1,49 @@
+// What kernel.cpp, kernel_memory.cpp and kernel_written.cpp share (the builder's own, not for kernels): the
+// state of one build both cores' Kernel objects write into.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/api/kernel.h"
+
+namespace trnsim::kernels {
+
+struct Kernel::Shared {
+  uint64_t max_instructions = 0;
+  uint64_t instructions = 0;
+  bool declare_only = false;
+  // Streams reserve address space ahead (build_program): no address-space limit (ulimit -v) is set.
+  bool reserve_ahead = false;
+  double hbm_bytes = 0;  // HBM tensors declared so far
+  isa::Program program;
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  std::map<std::string, int> kinds;  // tensor name -> 0 input, 1 output, 2 scratch
+  std::map<std::string, uint32_t> files;
+  std::map<std::string, uint16_t> phases;
+  std::vector<AllocationRecord> allocations;
+  std::vector<std::string> warnings;
+  std::set<std::string> warned_at;  // source lines warned about (both cores' reads are one mistake)
+  // BuildOptions::warn_unwritten_outputs: what each output tensor (by tensor index) had written, both cores.
+  struct OutputWrites {
+    std::string at;  // its declaration's source line
+    int64_t bytes = 0, row_bytes = 1;
+    ByteSpans written;
+  };
+  bool warn_unwritten_outputs = false;
+  std::map<uint32_t, OutputWrites> output_writes;
+};
+
+// Drops assume_written's views not yet taken (a declaration build's: its Kernel emits nothing).
+void forget_assumed_written();
+
+// "<at>: output 'y' float32 [256, 64]: no instruction writes rows 255 (256 of its 65536 bytes): ..." for an
+// output with bytes no instruction writes (BuildOptions::warn_unwritten_outputs); "" when it is all written.
+std::string unwritten_output_warning(const isa::TensorDecl& t, const std::string& at, int64_t bytes,
+                                     int64_t row_bytes, const ByteSpans& written);
+
+}  // namespace trnsim::kernels

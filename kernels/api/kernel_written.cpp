@@ -1,0 +1,158 @@
+// Kernel's reads of SBUF and PSUM bytes no instruction wrote (warnings, written.h) and, with
+// BuildOptions::warn_unwritten_outputs, the output bytes no instruction writes.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "kernels/api/assume_written.h"
+#include "kernels/api/kernel.h"
+#include "kernels/api/kernel_shared.h"
+#include "sim/isa/names.h"
+#include "sim/isa/opcodes.h"
+
+namespace trnsim::kernels {
+namespace {
+
+// assume_written's views not yet marked: (kernel serial, space, region); Kernel::check_written takes them.
+struct Assumed {
+  uint64_t serial;
+  isa::MemSpace space;
+  View::Region region;
+};
+thread_local std::vector<Assumed> t_assumed;
+
+}  // namespace
+
+void forget_assumed_written() {
+  t_assumed.clear();
+}
+
+void assume_written(const View& v) {
+  if (!v.valid() || (v.space() != isa::MemSpace::SBUF && v.space() != isa::MemSpace::PSUM)) return;
+  t_assumed.push_back({v.kernel_serial(), v.space(), v.region()});
+}
+
+void Kernel::warn(const std::string& at, const std::string& message) {
+  if (!shared_.warned_at.insert(at).second) return;
+  if (shared_.warnings.size() < KernelBuild::kMaxWarnings) shared_.warnings.push_back(at + ": " + message);
+}
+
+void Kernel::check_written(const isa::Instruction& inst, const Access* accesses, size_t num_accesses,
+                           const Loc& loc) {
+  const auto map_of = [&](const Access& a) -> WrittenMap* {
+    if (a.view == nullptr || !a.view->valid()) return nullptr;
+    const isa::MemSpace s = a.view->space();
+    return s == isa::MemSpace::SBUF ? &sbuf_written_ : s == isa::MemSpace::PSUM ? &psum_written_ : nullptr;
+  };
+  for (const Assumed& a : t_assumed) {
+    if (a.serial != serial_) continue;
+    WrittenMap& m = a.space == isa::MemSpace::SBUF ? sbuf_written_ : psum_written_;
+    m.mark({a.region.r0, a.region.r1, a.region.c0, a.region.c1});
+  }
+  t_assumed.clear();
+  // Reads first: an instruction that reads and writes a region (an accumulation) reads what was there.
+  for (size_t i = 0; i < num_accesses; ++i) {
+    const Access& a = accesses[i];
+    WrittenMap* m = a.write ? nullptr : map_of(a);
+    if (m == nullptr) continue;
+    const View::Region& r = scratch_.regions[i];
+    const auto miss = m->first_unwritten({r.r0, r.r1, r.c0, r.c1});
+    if (!miss) continue;
+    const std::string at = where(loc);
+    if (shared_.warned_at.count(at) > 0) continue;  // said once per line (a loop reads it every iteration)
+    warn(at, fmt::format(
+                 "{} reads {} where no instruction wrote before (partition {}, byte {} of the read is the "
+                 "first such): its values are undefined (a tile starts uninitialised, as numpy.empty's "
+                 "contents; trnsim's memory starts as NaN)",
+                 isa::opcode_name(inst.op), a.view->describe(), miss->first, miss->second - r.c0));
+  }
+  for (size_t i = 0; i < num_accesses; ++i) {
+    const Access& a = accesses[i];
+    WrittenMap* m = a.write ? map_of(a) : nullptr;
+    if (m == nullptr) continue;
+    const View::Region& r = scratch_.regions[i];
+    m->mark({r.r0, r.r1, r.c0, r.c1});
+  }
+  if (shared_.output_writes.empty()) return;
+  for (size_t i = 0; i < num_accesses; ++i) {
+    const Access& a = accesses[i];
+    if (!a.write || a.view == nullptr || !a.view->valid() || a.view->space() != isa::MemSpace::HBM) continue;
+    const auto w = shared_.output_writes.find(a.view->tensor());
+    if (w == shared_.output_writes.end()) continue;
+    // The view's bytes: each contiguous run of its innermost dims, walked over its outer dims. A view of
+    // more than kMaxRuns runs, or whose rows are picked at run time (any_row, whole_rows: an indirect or
+    // scalar-offset DMA), counts as the bounding span of its region: lenient, never a false warning.
+    constexpr int64_t kMaxRuns = 4096;
+    const View& v = *a.view;
+    ByteSpans& spans = w->second.written;
+    if (a.any_row || a.whole_rows) {
+      const View::Region& r = scratch_.regions[i];
+      const int64_t rb = std::max<int64_t>(1, v.storage_->hbm_row_bytes);
+      spans.mark(r.r0 * rb + r.c0, (r.r1 - 1) * rb + r.c1);
+      continue;
+    }
+    const int64_t es = elem_bytes(v.dtype_);
+    std::vector<View::D> outer;
+    for (const View::D& d : v.dims_)
+      if (d.size > 1) outer.push_back(d);
+    int64_t run = 1;  // elements
+    while (!outer.empty() && outer.back().stride == run) {
+      run *= outer.back().size;
+      outer.pop_back();
+    }
+    int64_t runs = 1, lo = 0, hi = 0;
+    for (const View::D& d : outer) {
+      runs = runs > kMaxRuns ? runs : runs * d.size;
+      (d.stride < 0 ? lo : hi) += (d.size - 1) * d.stride;
+    }
+    if (runs > kMaxRuns) {
+      spans.mark(v.offset_bytes_ + lo * es, v.offset_bytes_ + (hi + run) * es);
+      continue;
+    }
+    std::vector<int64_t> idx(outer.size(), 0);
+    for (int64_t n = 0; n < runs; ++n) {
+      int64_t at = 0;
+      for (size_t k = 0; k < outer.size(); ++k) at += idx[k] * outer[k].stride;
+      spans.mark(v.offset_bytes_ + at * es, v.offset_bytes_ + (at + run) * es);
+      for (size_t k = outer.size(); k-- > 0;) {
+        if (++idx[k] < outer[k].size) break;
+        idx[k] = 0;
+      }
+    }
+  }
+}
+
+// "<at>: output 'y' float32 [256, 64]: no instruction writes rows 255 (256 of its 65536 bytes): ..." for an
+// output with bytes no instruction writes (BuildOptions::warn_unwritten_outputs); "" when it is all written.
+std::string unwritten_output_warning(const isa::TensorDecl& t, const std::string& at, int64_t bytes,
+                                     int64_t row_bytes, const ByteSpans& written) {
+  const auto gaps = written.gaps(bytes);
+  // None missing; or all of it, which the front ends say their own way (an NKI kernel returning a tensor it
+  // never writes is an error; simulate_kernel warns about an all-NaN output).
+  if (gaps.empty() || (gaps.size() == 1 && gaps[0].second - gaps[0].first == bytes)) return "";
+  int64_t missing = 0;
+  bool whole_rows = t.shape.size() >= 2;
+  for (const auto& [b, e] : gaps) {
+    missing += e - b;
+    whole_rows = whole_rows && b % row_bytes == 0 && e % row_bytes == 0;
+  }
+  const int64_t unit = whole_rows ? row_bytes : elem_bytes(t.dtype);
+  std::vector<std::string> ranges;
+  for (size_t i = 0; i < gaps.size() && i < 3; ++i) {
+    const int64_t lo = gaps[i].first / unit, hi = (gaps[i].second + unit - 1) / unit - 1;
+    ranges.push_back(lo == hi ? fmt::format("{}", lo) : fmt::format("{}-{}", lo, hi));
+  }
+  std::string list = fmt::format("{}", fmt::join(ranges, ", "));
+  if (gaps.size() > 3) list += fmt::format(" and {} more ranges", gaps.size() - 3);
+  const bool one = missing == unit;
+  const std::string what = whole_rows
+                               ? fmt::format("{} {} of its {}", one ? "row" : "rows", list, t.shape[0])
+                               : fmt::format("{} {} (flat index) of its {}", one ? "element" : "elements",
+                                             list, bytes / elem_bytes(t.dtype));
+  return fmt::format(
+      "{}: output '{}' {} [{}]: no instruction writes {} ({} of its {} bytes): those elements keep whatever "
+      "HBM held (undefined; trnsim's HBM starts as NaN)",
+      at, t.name, dtype_str(t.dtype), fmt::join(t.shape, ", "), what, missing, bytes);
+}
+
+}  // namespace trnsim::kernels
