@@ -383,6 +383,22 @@ if mount -t tmpfs -o size=1m tmpfs "$T/s1" 2>/dev/null && mount -t tmpfs -o size
     '[[ $rc == 1 ]] && grep -q "pl.json: this run needs .* on the filesystem of $T/s1/co (.*, and up to 38.5 MB of --trace $T/s1/t.<stage>.json" "$T/out" && [[ ! -e $T/s1/co ]]'
   umount "$T/s1" "$T/s2"
 fi
+# A --report counts too, on its own filesystem or with the output's (before: not counted; a run simulated,
+# then its report could meet a full disk). Its estimate for vector_add (3 tensors): 4 x (256 KiB + 3 x 2 KiB)
+# = 1.1 MB (tools/trnsim/host_memory.cpp), more than a 512 KiB tmpfs holds.
+mkdir -p "$T/s3"
+if mount -t tmpfs -o size=512k tmpfs "$T/s3" 2>/dev/null; then
+  sed -e 's/"n": 25600/"n": 2560/' "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$T/vr.json"
+  "$TRNSIM" run "$T/vr.json" --out "$T/vr" --report "$T/s3/r.html" >"$T/out" 2>&1
+  rc=$?
+  check "a --report that does not fit its filesystem: refused before it simulates (exit $rc: $(tail -1 "$T/out"))" \
+    '[[ $rc == 1 ]] && grep -q "vr.json: --report $T/s3/r.html needs up to 1.1 MB on its filesystem (an upper estimate), and 0.5 MB is free there" "$T/out" && [[ ! -e $T/vr && -z $(ls -A "$T/s3") ]]'
+  "$TRNSIM" run "$T/vr.json" --out "$T/s3/o" --report "$T/s3/o/r.html" >"$T/out" 2>&1
+  rc=$?
+  check "a --report into OUT counts with its files (exit $rc: $(tail -1 "$T/out"))" \
+    '[[ $rc == 1 ]] && grep -q "vr.json: this run needs .* on the filesystem of $T/s3/o (.*, and up to 1.1 MB of --report $T/s3/o/r.html" "$T/out" && [[ ! -e $T/s3/o ]]'
+  umount "$T/s3"
+fi
 
 # 5. A sweep's results files are one set: results.csv and results.jsonl are both the earlier or both the new
 # ones, or a journal marks the folder and the next writer puts it right. Two timing-only points; the new
