@@ -6,11 +6,16 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <set>
+#include <thread>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "sim/base/error.h"
 
@@ -181,6 +186,44 @@ DirLock::Result DirLock::try_lock(const std::string& dir, std::string* why) {
     return Result::kLocked;
   }
   throw InputError(dir + ": cannot lock the directory: it keeps being replaced");
+}
+
+std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  bool told = false;
+  static std::set<std::string> unsupported_told;
+  for (;;) {
+    std::vector<DirLock> held;
+    std::string busy;
+    for (const std::string& d : dirs) {
+      DirLock l;
+      std::string why;
+      const DirLock::Result r = l.try_lock(d, &why);
+      if (r == DirLock::Result::kBusy) {
+        busy = d;
+        break;
+      }
+      if (r == DirLock::Result::kLocked) held.push_back(std::move(l));
+      if (r == DirLock::Result::kUnsupported && unsupported_told.insert(d).second)
+        std::fprintf(
+            stderr,
+            "trnsim: note: %s: cannot lock the folder (%s): another trnsim writing there at the same "
+            "time is not detected\n",
+            d.c_str(), why.c_str());
+    }
+    if (busy.empty()) return held;
+    held.clear();
+    const double waited = std::chrono::duration<double>(clock::now() - start).count();
+    if (waited > 600)
+      throw InputError(fmt::format("{}: cannot write: another trnsim has held the folder's lock for {:.0f} s",
+                                   busy, waited));
+    if (!told && waited > 1) {
+      std::fprintf(stderr, "trnsim: waiting for another trnsim writing into %s\n", busy.c_str());
+      told = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 void lock_for_run(DirLock& lock, const std::string& dir, const std::string& what, const std::string& who,

@@ -12,6 +12,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace trnsim::io {
 
@@ -74,6 +75,13 @@ class DirLock {
 // following a symlink; otherwise by its path. An invalid Fd with errno set when it cannot be opened.
 // `held` (if given) says whether `dir` lies in a locked folder.
 Fd open_dir_for_write(const std::string& dir, bool* held = nullptr);
+
+// Locks every folder of `dirs` (a set of files holds them all while it replaces its files), waiting (up to
+// 600 s, saying so on stderr after 1 s) while another trnsim holds one: every lock this call took is released
+// meanwhile, so two writers that need the same folders never hold one each and wait for the other. A folder
+// whose file system cannot lock is noted on stderr once and left unlocked. InputError "<dir>: cannot write:
+// another trnsim has held the folder's lock for N s".
+std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs);
 
 // Locks `dir` with `lock` for a command's whole run: InputError "<what>: another trnsim <who> is writing into
 // this folder (<held_by>); wait for it to finish or choose another --out" when another process holds it; on a

@@ -101,12 +101,14 @@ class Reader {
     m.temporary = record_path(e, "temporary", path, true);
     m.backup = record_path(e, "backup", path, false);
     const fs::path parent = fs::path(m.path).parent_path();
-    for (const std::string* side : {&m.temporary, &m.backup}) {
+    for (const auto& [side, kind] : {std::pair{&m.temporary, ".tmp."}, std::pair{&m.backup, ".old."}}) {
       if (side->empty()) continue;
       const fs::path s(*side);
-      if (s.parent_path() != parent || s.filename().string().front() != '.' || *side == m.path)
-        fail(path,
-             fmt::format("'{}' is not a hidden file beside '{}'", text_excerpt(*side), text_excerpt(m.path)));
+      if (s.parent_path() != parent ||
+          !side_name_of(s.filename().string(), fs::path(m.path).filename().string(), kind))
+        fail(path, fmt::format("'{}' is not a name trnsim gives a {} beside '{}' (.NAME{}PID.N)",
+                               text_excerpt(*side), side == &m.temporary ? "temporary" : "backup",
+                               text_excerpt(m.path), kind));
     }
     return m;
   }
@@ -142,6 +144,32 @@ json entry_json(const ManifestEntry& e, bool writing) {
 }
 
 }  // namespace
+
+std::string written_name_of(unsigned uid) {
+  return fmt::format("{}.{}", kWrittenName, uid);
+}
+
+bool is_record_name(const std::string& name) {
+  for (const char* r : {kManifestName, kJournalName, kManifestBackupName, kWrittenName})
+    if (name == r) return true;
+  const std::string user = std::string(kWrittenName) + ".";
+  return name.size() > user.size() && name.rfind(user, 0) == 0 &&
+         name.find_first_not_of("0123456789", user.size()) == std::string::npos;
+}
+
+bool side_name_of(const std::string& side, const std::string& name, const std::string& kind) {
+  // ".NAME<kind>PID.N", NAME cut short when the whole would pass 255 bytes (fresh_name_at, temp_name_for).
+  const size_t at = side.rfind(kind);
+  if (side.size() < 2 || side[0] != '.' || at == std::string::npos || at < 2) return false;
+  const std::string base = side.substr(1, at - 1);
+  const std::string rest = side.substr(at + kind.size());
+  const size_t dot = rest.find('.');
+  const auto digits = [](const std::string& d) {
+    return !d.empty() && d.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (dot == std::string::npos || !digits(rest.substr(0, dot)) || !digits(rest.substr(dot + 1))) return false;
+  return base == name || (side.size() == 255 && name.rfind(base, 0) == 0);
+}
 
 bool valid_record_path(const std::string& rel) {
   if (rel.empty() || rel.size() > 4096 || rel.front() == '/' || rel.find('\0') != std::string::npos)

@@ -31,8 +31,9 @@
 // "files"); "set" is the same identifier in all of them. The set is judged and rolled back as one from
 // whichever record is found first (sim/io/output_files.h). Every path is relative to the folder holding the
 // record: no "..", ".", empty or absolute components; a temporary and a backup lie in their file's folder and
-// have hidden names. A manifest of an older trnsim (one relative path per line, no identities) reads as
-// version 1: its files are never recognised as a run's output, so nothing is removed on its word.
+// are named as trnsim names them (.NAME.tmp.PID.N, .NAME.old.PID.N). A manifest of an older trnsim (one
+// relative path per line, no identities) reads as version 1: its files are never recognised as a run's
+// output, so nothing is removed on its word.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,12 @@ inline constexpr const char* kManifestBackupName = ".trnsim-files.old";
 // (sim/io/replace_check.h). Updated under the folder's lock after each set written there; entries whose file
 // is gone or changed size are dropped then. Never a reason to remove anything.
 inline constexpr const char* kWrittenName = ".trnsim-written";
+// The same record of one user's (DIR/.trnsim-written.UID), where DIR/.trnsim-written is another user's (a
+// shared folder: /tmp, where the sticky bit keeps a user from replacing another's file): it lists only that
+// user's files, and vouches only for files that user owns (sim/io/replace_check.h).
+std::string written_name_of(unsigned uid);
+// Whether `name` is the name of one of trnsim's records (above, a user's .trnsim-written.UID included).
+bool is_record_name(const std::string& name);
 
 struct ManifestEntry {
   std::string path = {};
@@ -95,6 +102,11 @@ std::string manifest_text(const Manifest& m);
 // `owner` (if given) gets the file's owner (uid): a record another user wrote is not acted on.
 std::optional<Manifest> read_manifest_at(int dir_fd, const std::string& name, const std::string& shown,
                                          unsigned* owner = nullptr);
+
+// Whether `side` is a name trnsim gives a temporary (`kind` ".tmp.") or backup (".old.") of the file `name`
+// in its folder: ".NAME<kind>PID.N", NAME cut short to fit 255 bytes. A record in state "writing" names
+// nothing else (a damaged one naming a hidden file of the user's is refused: nothing is removed on its word).
+bool side_name_of(const std::string& side, const std::string& name, const std::string& kind);
 
 // Whether `rel` is a path a record may hold (see above).
 bool valid_record_path(const std::string& rel);

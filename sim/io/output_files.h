@@ -39,7 +39,11 @@
 // For the crash tests (tests/cli/crash.sh): the environment variable TRNSIM_TEST_KILL_AT_WRITE_STEP=N makes
 // the process kill itself (SIGKILL) at the N-th step of a set's writes above (1, 2, ...: each temporary and
 // backup made, the record, each file filled, each rename, the folder synced, the record completed, each
-// earlier file removed); unset, nothing happens. TRNSIM_TEST_KILL_SIGNAL=INT (TERM, HUP, any signal a run
+// earlier file removed); unset, nothing happens. TRNSIM_TEST_KILL_AT_WRITE_STEP=rN acts inside the N-th
+// write of a record (a run folder's manifest, a journal, .trnsim-written) of the process instead, once its
+// temporary is written and before its rename: a SIGKILL there leaves the record's temporary
+// (DIR/..trnsim-files.tmp.PID.N), which the next trnsim writing into the folder removes
+// (remove_killed_temporaries). TRNSIM_TEST_KILL_SIGNAL=INT (TERM, HUP, any signal a run
 // handles) sends that signal there instead (a Ctrl-C: before the renames the set is left for the next run to
 // roll back, during them it waits); STOP sends SIGSTOP (the test moves the folder meanwhile, then sends
 // SIGCONT). A bad value of the step or the signal is refused (InputError) by the first write of a set, and by
@@ -118,6 +122,15 @@ std::vector<std::string> earlier_files_left(const std::string& dir);
 // OUT/.trnsim-files): then the enclosing set's files left in `file`'s folder, by their paths there, and
 // `set_dir` (if given) gets the folder whose record it is.
 std::vector<std::string> earlier_files_left_of(const std::string& file, std::string* set_dir = nullptr);
+// The run folder's record (DIR/.trnsim-files) that names `file`: its folder's, or one up to four levels
+// above (a chain's OUT/<stage>/stats.json), "" when none does. Never changes anything.
+std::string record_naming(const std::string& file);
+// After `file` was replaced outside a run (`trnsim stats --html` over a run's OUT/report.html): the record of
+// the set holding it (its folder's, or one up to four levels above naming it, as earlier_files_left_of finds
+// it), when complete and this user's, names the file as it is now (size, inode, SHA-256), so the folder's
+// record still describes the files there and the next run replaces or removes it as the run's own. Under
+// that folder's lock; nothing when no record names it.
+void rerecord_in_set(const std::string& file);
 // inspect_run_folder for the set holding `file`, found as earlier_files_left_of finds it.
 FolderSetState inspect_set_of(const std::string& file, std::string* detail = nullptr);
 
@@ -153,6 +166,14 @@ struct TempFile {
 TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& shown,
                         std::vector<interrupt::CleanupPath>& on_signal);
 
+// Removes from the folder open as `dir_fd`, which this process holds locked, what a killed trnsim left there
+// outside every record: its records' temporaries (".<record>.tmp.PID.N" of .trnsim-files, .trnsim-journal,
+// .trnsim-written and this user's .trnsim-written.UID) and its probes (".trnsim-probe.PID.N"). Each only
+// when it has exactly such a name, is a regular file of this user's and its PID is no live process, or is
+// this process's (a container's runs share a PID) while none of its own record writes is under way.
+// Called by open_run_folder and by write_files_atomic for each folder it locks.
+void remove_killed_temporaries(int dir_fd);
+
 // True for a character or block device, FIFO or socket at `path` (after symlinks): written through in place.
 bool is_special_file(const std::string& path);
 
@@ -172,7 +193,7 @@ struct NamedPath {
 // (<path>)", "(<path A> and <path B>: one folder under two names, ...)", or "(<path A> and <path B>: hard
 // links to one file)". Character devices may be
 // shared (two outputs to /dev/null). Also InputError when an output's name is one of trnsim's records
-// (.trnsim-files, .trnsim-journal: check_not_a_record).
+// (.trnsim-files, .trnsim-journal, .trnsim-written[.UID]: check_not_a_record).
 void check_distinct_files(const std::vector<NamedPath>& paths);
 
 // InputError "<what> '<path>': cannot write: .trnsim-files is the name of trnsim's record ..." when `path`'s
@@ -181,8 +202,11 @@ void check_not_a_record(const std::string& path, const std::string& what);
 
 // InputError "<what> '<path>': cannot write: it is one of the files a run wrote into DIR ..." when `path`
 // (after symlinks) is named by the manifest of its folder or of a folder above it: a file written
-// outside a run (`trnsim stats --html`) never replaces a member of a run's recorded set.
-void check_not_recorded(const std::string& path, const std::string& what);
+// outside a run (`trnsim stats --html`) never replaces a member of a run's recorded set, except, with
+// `report_of` (the stats.json a report is drawn from), the set's HTML report (a .html member, e.g. OUT/
+// report.html of `trnsim run --report`) when `report_of` is a member of the same set: the run's own report
+// drawn again (then replaced only as sim/io/replace_check.h allows; rerecord_in_set updates the record).
+void check_not_recorded(const std::string& path, const std::string& what, const std::string& report_of = "");
 
 // InputError "<what> '<path>': cannot write: <link> is a symlink (to <target>): trnsim does not write through
 // links ..." when `path`'s last component is a symlink, or, when `path` lies below the folder `base` (a run's
@@ -205,6 +229,8 @@ void set_write_step_hook(std::function<void(long step)> hook);
 // TRNSIM_TEST_KILL_AT_WRITE_STEP's step, 0 when unset. InputError when it is set to anything but a whole
 // number from 1 (`abc`, `-1`, `0`): a command that writes refuses to, rather than ignore it.
 long kill_at_write_step();
+// N for TRNSIM_TEST_KILL_AT_WRITE_STEP=rN (the record write to stop in), 0 otherwise; InputError as above.
+long kill_in_record_write();
 // TRNSIM_TEST_KILL_SIGNAL's signal: SIGKILL when unset; KILL, STOP or a signal a run handles
 // (interrupt::handled_signals: INT, TERM, HUP, ...), with or without SIG. InputError naming the variable
 // otherwise (a number, FOO); kill_at_write_step checks it too.

@@ -1,5 +1,6 @@
 // The set protocol of sim/io/output_files.h: locks, temporaries, backups, the record (manifest or journal),
 // renames, rollback, recovery after a kill, and the removal of an earlier run's files.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,7 +21,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
@@ -72,6 +72,30 @@ void step() {
   if (kill_at > 0 && t_step == kill_at) std::raise(sig);
 }
 
+// TRNSIM_TEST_KILL_AT_WRITE_STEP=rN: the same signal inside the N-th record write of the process, between
+// its temporary written and its rename (the window where a SIGKILL leaves a record's temporary).
+void record_step() {
+  static const long kill_at = [] {
+    try {
+      return testing::kill_in_record_write();
+    } catch (const InputError&) {
+      return 0L;
+    }
+  }();
+  static std::atomic<long> writes{0};
+  if (kill_at > 0 && ++writes == kill_at) std::raise(testing::kill_signal());
+}
+
+// The record writes under way in this process: while there is one, a record temporary with this process's
+// PID may be its own (remove_killed_temporaries).
+std::atomic<int> g_record_writes{0};
+struct RecordWriting {
+  RecordWriting() { ++g_record_writes; }
+  ~RecordWriting() { --g_record_writes; }
+  RecordWriting(const RecordWriting&) = delete;
+  RecordWriting& operator=(const RecordWriting&) = delete;
+};
+
 // A folder, open: through the handle of a folder this process holds locked when it lies in one (a run's
 // --out moved during the run is still the one written into), else by its path.
 Fd open_dir(const std::string& dir) {
@@ -114,6 +138,7 @@ void detail::write_record(int dir_fd, const std::string& dir, const std::string&
                           const std::string& text) {
   const std::string path = (fs::path(dir) / name).string();
   std::vector<interrupt::CleanupPath> on_signal;
+  const RecordWriting writing;
   const TempFile t = create_temp_in(dir_fd, name, path, on_signal);
   bool ok = std::fwrite(text.data(), 1, text.size(), t.file) == text.size() && std::fflush(t.file) == 0 &&
             ::fsync(::fileno(t.file)) == 0;
@@ -122,6 +147,7 @@ void detail::write_record(int dir_fd, const std::string& dir, const std::string&
     ok = false;
     err = errno;
   }
+  record_step();
   if (ok && ::renameat(dir_fd, t.name.c_str(), dir_fd, name.c_str()) != 0) {
     ok = false;
     err = errno;
@@ -135,48 +161,58 @@ void detail::write_record(int dir_fd, const std::string& dir, const std::string&
 
 namespace {
 
-using detail::write_record;
-
-// Locks every folder of `dirs` (a set of files holds them all while it replaces its files). A folder another
-// trnsim holds is waited for: every lock this call took is released meanwhile, so two writers that need
-// the same folders never hold one each and wait for the other.
-std::vector<DirLock> lock_dirs(const std::vector<std::string>& dirs) {
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  bool told = false;
-  static std::set<std::string> unsupported_told;
-  for (;;) {
-    std::vector<DirLock> held;
-    std::string busy;
-    for (const std::string& d : dirs) {
-      DirLock l;
-      std::string why;
-      const DirLock::Result r = l.try_lock(d, &why);
-      if (r == DirLock::Result::kBusy) {
-        busy = d;
-        break;
-      }
-      if (r == DirLock::Result::kLocked) held.push_back(std::move(l));
-      if (r == DirLock::Result::kUnsupported && unsupported_told.insert(d).second)
-        std::fprintf(
-            stderr,
-            "trnsim: note: %s: cannot lock the folder (%s): another trnsim writing there at the same "
-            "time is not detected\n",
-            d.c_str(), why.c_str());
-    }
-    if (busy.empty()) return held;
-    held.clear();
-    const double waited = std::chrono::duration<double>(clock::now() - start).count();
-    if (waited > 600)
-      throw InputError(fmt::format("{}: cannot write: another trnsim has held the folder's lock for {:.0f} s",
-                                   busy, waited));
-    if (!told && waited > 1) {
-      std::fprintf(stderr, "trnsim: waiting for another trnsim writing into %s\n", busy.c_str());
-      told = true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+// The process `pid` is gone (a PID another user's process has is alive: kill says EPERM).
+bool process_gone(long pid) {
+  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
+
+// "PID.N" with both whole numbers: PID, else -1.
+long pid_of_suffix(const std::string& s) {
+  const size_t dot = s.find('.');
+  const auto digits = [](const std::string& d) {
+    return !d.empty() && d.size() <= 18 && d.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (dot == std::string::npos || !digits(s.substr(0, dot)) || !digits(s.substr(dot + 1))) return -1;
+  return std::stol(s.substr(0, dot));
+}
+
+}  // namespace
+
+void remove_killed_temporaries(int dir_fd) {
+  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  DIR* d = copy < 0 ? nullptr : ::fdopendir(copy);
+  if (d == nullptr) {
+    if (copy >= 0) ::close(copy);
+    return;
+  }
+  // The names a killed trnsim leaves: a record's temporary (write_record, create_temp_in) and a probe.
+  std::vector<std::string> prefixes = {
+      fmt::format(".{}.tmp.", kManifestName), fmt::format(".{}.tmp.", kJournalName),
+      fmt::format(".{}.tmp.", kWrittenName), fmt::format(".{}.tmp.", written_name_of(::geteuid())),
+      ".trnsim-probe."};
+  std::vector<std::string> gone;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    for (const std::string& prefix : prefixes) {
+      if (name.rfind(prefix, 0) != 0) continue;
+      const long pid = pid_of_suffix(name.substr(prefix.size()));
+      struct stat st {};
+      if (pid <= 0 || ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+          !S_ISREG(st.st_mode) || st.st_uid != ::geteuid())
+        break;
+      // This process's PID (a container's runs share one): a leftover unless one of its own record writes
+      // is under way.
+      if (pid == ::getpid() ? g_record_writes == 0 : process_gone(pid)) gone.push_back(name);
+      break;
+    }
+  }
+  ::closedir(d);
+  for (const std::string& name : gone) ::unlinkat(dir_fd, name.c_str(), 0);
+}
+
+namespace {
+
+using detail::write_record;
 
 // Whether the file `name` in the folder `dir_fd` is the one entry `e` of a record in state "writing" was to
 // put there: its size and SHA-256 (never through a symlink). `id` gets what is there.
@@ -350,7 +386,7 @@ Manifest settle_set(int dir_fd, const std::string& dir, const Manifest& m, std::
     if (fd.ok() && record_there(fd.get(), o)) folders.push_back(o.folder);
   }
   std::sort(folders.begin(), folders.end());
-  const std::vector<DirLock> locks = lock_dirs(folders);
+  const std::vector<DirLock> locks = lock_folders(folders);
   std::vector<const OtherRecord*> same_set(1, nullptr);  // per part: its record there is this set's
   for (const OtherRecord& o : m.others) {
     SetPart part{o.folder, open_dir(o.folder), o.files, {}, false};
@@ -433,23 +469,56 @@ std::string run_folder_rel(const RunFolder& folder, const std::string& path) {
 // other than the one that name reaches in the run folder now: that subfolder was moved, renamed or removed
 // during the run. The run folder's record names its files by their paths in it, so they are never written
 // elsewhere (and never beside files of another set there).
-void check_subfolder_in_place(const RunFolder& folder, int run_fd, const std::string& path, int fd) {
+// Where the subfolder `path` lies in (`fd`, reached through the run folder's lock) is now, when it is no
+// longer the one its name reaches in the run folder (open as `run_fd`): its path in the run folder and
+// where it is now ("" when that cannot be known); nullopt while it is in place (or `path` is not in a
+// subfolder of the run folder).
+struct MovedFolder {
+  std::string shown;  // e.g. O/sa
+  std::string now;    // e.g. /home/u/E
+};
+std::optional<MovedFolder> moved_subfolder(const RunFolder& folder, int run_fd, const std::string& path,
+                                           int fd) {
   const fs::path rel = fs::path(path).lexically_relative(folder.dir).lexically_normal();
-  if (rel.empty() || *rel.begin() == ".." || rel.parent_path().empty()) return;
+  if (rel.empty() || *rel.begin() == ".." || rel.parent_path().empty()) return std::nullopt;
   const Fd there = open_below(run_fd, rel.parent_path());
   struct stat a {
   }, b{};
   if (there.ok() && ::fstat(there.get(), &a) == 0 && ::fstat(fd, &b) == 0 && a.st_dev == b.st_dev &&
       a.st_ino == b.st_ino)
-    return;
-  const std::string now = path_of_fd(fd);
+    return std::nullopt;
+  return MovedFolder{(fs::path(folder.dir) / rel.parent_path()).string(), path_of_fd(fd)};
+}
+
+void check_subfolder_in_place(const RunFolder& folder, int run_fd, const std::string& path, int fd) {
+  const std::optional<MovedFolder> m = moved_subfolder(folder, run_fd, path, fd);
+  if (!m) return;
   throw InputError(fmt::format(
       "{}: cannot write: the folder was moved, renamed or removed during the run{}: its files belong to the "
       "set recorded in {}, which names them by their path there, so none of the set is written; put the "
       "folder back or run again",
-      (fs::path(folder.dir) / rel.parent_path()).string(),
-      now.empty() ? "" : fmt::format(" (the folder this run held is now {})", now),
+      m->shown, m->now.empty() ? "" : fmt::format(" (the folder this run held is now {})", m->now),
       (fs::path(folder.dir) / kManifestName).string()));
+}
+
+// A subfolder moved after its files were in place (the backups gone): the set stays, and the user is told
+// where those files are now, since the run folder's record names them at their paths in it.
+void note_moved_subfolders(const RunFolder& folder, int run_fd, const std::vector<OutputFile>& files,
+                           const std::vector<Plan>& plans) {
+  std::map<std::string, std::pair<std::string, std::vector<std::string>>> moved;  // shown: now, names
+  for (const Plan& p : plans)
+    if (const auto m = moved_subfolder(folder, run_fd, files[p.index].path, p.fd.get())) {
+      moved[m->shown].first = m->now;
+      moved[m->shown].second.push_back(p.name);
+    }
+  for (const auto& [shown, where] : moved) {
+    const std::string note = fmt::format(
+        "{} was moved, renamed or removed during the run, after this run's files were in place in it: {} {}, "
+        "not where {} names them",
+        shown, fmt::join(where.second, ", "), where.first.empty() ? "went with it" : "are in " + where.first,
+        (fs::path(folder.dir) / kManifestName).string());
+    std::fprintf(stderr, "trnsim: note: %s\n", note.c_str());
+  }
 }
 
 std::string rel_beside(const std::string& rel, const std::string& full) {
@@ -594,19 +663,35 @@ std::vector<std::string> remove_stale(const std::string& dir, const std::vector<
 
 }  // namespace
 
-long testing::kill_at_write_step() {
+namespace {
+
+// TRNSIM_TEST_KILL_AT_WRITE_STEP: {step, 0} for "N", {0, N} for "rN", {0, 0} unset; InputError otherwise.
+std::pair<long, long> kill_at() {
   const char* v = std::getenv("TRNSIM_TEST_KILL_AT_WRITE_STEP");
-  if (v == nullptr) return 0;
+  if (v == nullptr) return {0, 0};
+  const bool record = *v == 'r';
+  const char* digits = record ? v + 1 : v;
   char* end = nullptr;
   errno = 0;
-  const long n = std::strtol(v, &end, 10);
-  if (*v < '0' || *v > '9' || *end != '\0' || errno != 0 || n < 1)
+  const long n = std::strtol(digits, &end, 10);
+  if (*digits < '0' || *digits > '9' || *end != '\0' || errno != 0 || n < 1)
     throw InputError(
-        fmt::format("TRNSIM_TEST_KILL_AT_WRITE_STEP='{}': expected a whole number from 1 (the "
-                    "write step at which the crash tests kill trnsim); unset it for a normal run",
+        fmt::format("TRNSIM_TEST_KILL_AT_WRITE_STEP='{}': expected a whole number from 1 (the write step at "
+                    "which the crash tests kill trnsim), or r and one (inside that record write); unset it "
+                    "for a normal run",
                     v));
-  (void)kill_signal();
-  return n;
+  (void)testing::kill_signal();
+  return record ? std::pair{0L, n} : std::pair{n, 0L};
+}
+
+}  // namespace
+
+long testing::kill_at_write_step() {
+  return kill_at().first;
+}
+
+long testing::kill_in_record_write() {
+  return kill_at().second;
 }
 
 int testing::kill_signal() {
@@ -701,10 +786,11 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   for (const Plan& p : plans) lock_list.push_back(p.dir);
   std::sort(lock_list.begin(), lock_list.end());
   lock_list.erase(std::unique(lock_list.begin(), lock_list.end()), lock_list.end());
-  const std::vector<DirLock> locks = lock_dirs(lock_list);
+  const std::vector<DirLock> locks = lock_folders(lock_list);
 
   // A journal a killed set left in a folder this set writes into: that set is made whole first.
   for (const std::string& dir : lock_list) {
+    if (const Fd d = open_dir(dir); d.ok()) remove_killed_temporaries(d.get());
     unsigned owner = 0;
     std::optional<Manifest> journal;
     try {
@@ -939,6 +1025,16 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     for (const Plan& p : plans) dirs.emplace(p.dir, p.fd.get());
     for (const auto& [d, fd] : dirs) ::fsync(fd);
     step();
+    // A subfolder moved during the renames: while the backups are there, the set goes back whole.
+    if (folder) try {
+        for (const Plan& p : plans)
+          check_subfolder_in_place(*folder, groups[0].fd.get(), files[p.index].path, p.fd.get());
+      } catch (const InputError& e) {
+        const std::vector<std::string> lost = undo();
+        if (lost.empty()) throw;
+        throw InputError(
+            fmt::format("{}; {} could not be put back as they were", e.what(), fmt::join(lost, ", ")));
+      }
     // The backups go before the record says "complete": a kill between the two leaves a record in state
     // "writing" whose every file is in place, which the next run keeps.
     for (Plan& p : plans)
@@ -984,6 +1080,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     step();
     if (!folder) return {};
     removed = remove_stale(folder->dir, stale);
+    note_moved_subfolders(*folder, groups[0].fd.get(), files, plans);
     if (complete_written && !stale.empty()) {
       // Removed, or no longer the earlier run's (changed or replaced meanwhile: the user's now).
       complete_record.previous = copies;
@@ -1002,6 +1099,7 @@ RunFolderState open_run_folder(const std::string& dir) {
   RunFolderState s;
   const Fd d = open_dir(dir);
   if (!d.ok()) throw InputError(fmt::format("{}: cannot open the directory: {}", dir, errno_text()));
+  remove_killed_temporaries(d.get());
   // A killed run's link to the record it was replacing (the record itself says what the files are); another
   // user's is theirs.
   if (struct stat st{}; ::fstatat(d.get(), kManifestBackupName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -1150,6 +1248,67 @@ std::vector<std::string> earlier_files_left_of(const std::string& file, std::str
   }
   if (set_dir && !left.empty()) *set_dir = r->folder.string();
   return left;
+}
+
+std::string record_naming(const std::string& file) {
+  fs::path dir = fs::path(file).parent_path();
+  if (dir.empty()) dir = ".";
+  if (const Fd d = open_dir(dir.string()); d.ok()) try {
+      const std::optional<Manifest> m =
+          read_manifest_at(d.get(), kManifestName, (dir / kManifestName).string());
+      const std::string name = fs::path(file).filename().string();
+      if (m && std::any_of(m->files.begin(), m->files.end(),
+                           [&](const ManifestEntry& e) { return e.path == name; }))
+        return (dir / kManifestName).string();
+    } catch (const InputError&) {
+      // not a record this can read: it names nothing
+    }
+  if (const std::optional<EnclosingRecord> r = enclosing_record(file)) {
+    // As the user named it: `file` less its path in the folder.
+    const fs::path given = fs::path(file).lexically_normal();
+    fs::path folder = given;
+    for (auto it = r->rel.begin(); it != r->rel.end(); ++it) folder = folder.parent_path();
+    if (folder.empty()) folder = given.is_absolute() ? r->folder : fs::path(".");
+    return (folder / kManifestName).string();
+  }
+  return "";
+}
+
+void rerecord_in_set(const std::string& file) {
+  fs::path folder = fs::path(file).parent_path();
+  if (folder.empty()) folder = ".";
+  fs::path rel = fs::path(file).filename();
+  if (std::optional<EnclosingRecord> r = enclosing_record(file)) {
+    folder = r->folder;
+    rel = r->rel;
+  }
+  const std::vector<DirLock> locks = lock_folders({folder.string()});
+  const Fd d = open_dir(folder.string());
+  if (!d.ok()) return;
+  const std::string shown = (folder / kManifestName).string();
+  std::optional<Manifest> m;
+  unsigned owner = 0;
+  try {
+    m = read_manifest_at(d.get(), kManifestName, shown, &owner);
+  } catch (const InputError&) {
+    return;  // not a record this can update
+  }
+  if (!m || !m->complete || !not_ours("", owner).empty()) return;
+  const auto e = std::find_if(m->files.begin(), m->files.end(),
+                              [&](const ManifestEntry& x) { return x.path == rel.string(); });
+  if (e == m->files.end()) return;
+  const Fd parent = open_below(d.get(), rel.parent_path());
+  const Fd f(parent.ok() ? ::openat(parent.get(), rel.filename().c_str(),
+                                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+                         : -1);
+  struct stat st {};
+  if (!f.ok() || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  *e = {e->path, static_cast<uint64_t>(st.st_size), st.st_ino, sha256_of_fd(f.get())};
+  try {
+    write_record(d.get(), folder.string(), kManifestName, manifest_text(*m));
+  } catch (const InputError& err) {
+    std::fprintf(stderr, "trnsim: note: %s\n", err.what());
+  }
 }
 
 FolderSetState inspect_set_of(const std::string& file, std::string* detail) {

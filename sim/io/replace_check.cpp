@@ -19,6 +19,7 @@
 
 #include "sim/base/error.h"
 #include "sim/io/content_hash.h"
+#include "sim/io/dir_lock.h"
 #include "sim/io/output_detail.h"
 
 namespace trnsim::io {
@@ -99,9 +100,15 @@ std::string replace_refusal_at(int dir_fd, const std::string& name, const std::s
   };
   const fs::path target = fs::absolute(path).lexically_normal();
   const fs::path here = target.parent_path();
-  for (const char* record : {kManifestName, kManifestBackupName, kWrittenName, kJournalName}) {
+  // This user's own .trnsim-written.UID vouches only for this user's files.
+  const std::string mine = written_name_of(::geteuid());
+  const bool own_file = st.st_uid == ::geteuid();
+  for (const std::string& record : {std::string(kManifestName), std::string(kManifestBackupName),
+                                    std::string(kWrittenName), mine, std::string(kJournalName)}) {
+    if (record == mine && !own_file) continue;
     const std::string shown = (here / record).string();
-    if (const std::optional<Manifest> m = read_quietly(dir_fd, record, shown); m && listed(*m, name, shown))
+    if (const std::optional<Manifest> m = read_quietly(dir_fd, record.c_str(), shown);
+        m && listed(*m, name, shown))
       return "";
   }
   // A run folder above whose set holds it (OUT/inputs/x.npy, a chain's OUT/<stage>/stats.json).
@@ -144,17 +151,46 @@ void check_may_replace(const std::vector<NamedPath>& paths) {
     if (!p.is_input) check_may_replace(p.path, p.what);
 }
 
+namespace {
+
+// The record of what this user wrote into the folder `dir_fd`: .trnsim-written, or .trnsim-written.UID when
+// that one is this user's already or .trnsim-written is another user's (a shared folder, where the sticky bit
+// keeps this user from replacing it, and where it is never this user's to rewrite).
+std::string written_record_of_mine(int dir_fd) {
+  const std::string mine = written_name_of(::geteuid());
+  struct stat st {};
+  if (::fstatat(dir_fd, mine.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+      st.st_uid == ::geteuid())
+    return mine;
+  if (::fstatat(dir_fd, kWrittenName, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+      st.st_uid != ::geteuid())
+    return mine;
+  return kWrittenName;
+}
+
+}  // namespace
+
 void record_written(int dir_fd, const std::string& dir, const std::vector<ManifestEntry>& files) {
   if (files.empty()) return;
-  const std::string shown = (fs::path(dir) / kWrittenName).string();
+  // Read, changed and written under the folder's lock (shared with a set this process is writing there), so
+  // that a concurrent writer's entry is never dropped. A folder no longer at its path (moved meanwhile) is
+  // recorded without.
+  std::vector<DirLock> locks;
+  try {
+    locks = lock_folders({dir});
+  } catch (const InputError&) {
+    // not at its path any more, or held for minutes: recorded as before, unlocked
+  }
+  const std::string record = written_record_of_mine(dir_fd);
+  const std::string shown = (fs::path(dir) / record).string();
   Manifest m;
   try {
-    if (std::optional<Manifest> old = read_manifest_at(dir_fd, kWrittenName, shown); old && old->version == 2)
+    if (std::optional<Manifest> old = read_manifest_at(dir_fd, record, shown); old && old->version == 2)
       m.files = std::move(old->files);
   } catch (const InputError& e) {
     struct stat st {};
     // Something else than a regular file there is the user's: kept.
-    if (::fstatat(dir_fd, kWrittenName, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+    if (::fstatat(dir_fd, record.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
       std::fprintf(stderr, "trnsim: note: %s; the files written now are not recorded\n", e.what());
       return;
     }
@@ -174,7 +210,7 @@ void record_written(int dir_fd, const std::string& dir, const std::vector<Manife
   m.files = std::move(kept);
   m.complete = true;
   try {
-    detail::write_record(dir_fd, dir, kWrittenName, manifest_text(m));
+    detail::write_record(dir_fd, dir, record, manifest_text(m));
   } catch (const InputError& e) {
     std::fprintf(stderr, "trnsim: note: %s; a later write over these files will ask for --overwrite\n",
                  e.what());

@@ -3,7 +3,8 @@
 // that writes): nothing the user had is overwritten. A file at an output's path may be replaced when
 //   - a record of the folder holding it lists it and it still has the recorded size and SHA-256: the run
 //     folder's manifest (DIR/.trnsim-files, also a folder above naming it as "inputs/x.npy"), the record of
-//     the files trnsim wrote into a folder outside a run (DIR/.trnsim-written: quantize's outputs, a program
+//     the files trnsim wrote into a folder outside a run (DIR/.trnsim-written, or this user's
+//     DIR/.trnsim-written.UID, which vouches only for files this user owns: quantize's outputs, a program
 //     run's without --out, a trace, an HTML report, tune --write) or a killed set's journal. The inode is not
 //     compared: a folder copied with `cp -a` (new inodes, same bytes) is still the run's; a file whose bytes
 //     are those trnsim wrote holds nothing of the user's that a rerun would lose. (Removing an earlier run's
@@ -45,8 +46,10 @@ void check_may_replace_at(int dir_fd, const std::string& name, const std::string
 void check_may_replace(const std::vector<NamedPath>& paths);
 
 // Adds `files` (written now into the folder open as `dir_fd`, `dir` for messages; paths relative to it) to
-// the folder's DIR/.trnsim-written, dropping entries whose file is gone or changed size. A record that cannot
-// be read or written is noted on stderr (a later write over those files then asks for --overwrite).
+// the folder's DIR/.trnsim-written, or to this user's DIR/.trnsim-written.UID when that one is there already
+// or DIR/.trnsim-written is another user's (a shared folder: sim/io/manifest.h), dropping entries whose file
+// is gone or changed size; under the folder's lock (sim/io/dir_lock.h). A record that cannot be read or
+// written is noted on stderr (a later write over those files then asks for --overwrite).
 void record_written(int dir_fd, const std::string& dir, const std::vector<ManifestEntry>& files);
 
 }  // namespace trnsim::io

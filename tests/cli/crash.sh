@@ -85,6 +85,48 @@ for n in $(seq 1 80); do
 done
 check "the switch has steps to kill at ($steps)" '[[ $steps -ge 10 ]]'
 
+# 1b. A kill inside each write of the folder's record, between its temporary written and its rename
+# (TRNSIM_TEST_KILL_AT_WRITE_STEP=rN): the window a random kill once hit in CI, leaving
+# ..trnsim-files.tmp.PID.N behind the next run ("random kill 5: no leftovers"). The next run removes it.
+records=0
+for n in 1 2 3 4 5 6; do
+  rm -rf "$T/k"
+  "$TRNSIM" run "$T/A.json" --no-numerics --dump-inputs --out "$T/k" >/dev/null 2>&1
+  { TRNSIM_TEST_KILL_AT_WRITE_STEP=r$n "$TRNSIM" run "$T/B.json" --no-numerics --dump-inputs --out "$T/k" \
+    >"$T/kill.log" 2>&1; } 2>/dev/null
+  rc=$?
+  if [[ $rc == 0 ]]; then
+    check "after the last record write: set B, no leftovers" '[[ $(state "$T/k") == B && -z $(leftovers "$T/k") ]]'
+    break
+  fi
+  records=$n
+  check "record write $n: killed (exit $rc: $(tail -1 "$T/kill.log")), its temporary left" \
+    '[[ $rc == 137 ]] && compgen -G "$T/k/..trnsim-files.tmp.*" >/dev/null'
+  judge "$T/k" "record write $n"
+  recover "$T/k" "record write $n"
+done
+check "a run's switch writes its record at least twice ($records)" '[[ $records -ge 2 ]]'
+# Only a record's temporary of this user's whose PID is no live process goes: one of a live process (this
+# shell), a name that only looks like one, and the user's own files stay.
+rm -rf "$T/k"
+"$TRNSIM" run "$T/A.json" --no-numerics --out "$T/k" >/dev/null 2>&1
+sleep 0.01 &
+dead=$!
+wait $dead
+for f in "..trnsim-files.tmp.$dead.0" "..trnsim-journal.tmp.$dead.3" "..trnsim-written.tmp.$dead.1" \
+  ".trnsim-probe.$dead.0" "..trnsim-files.tmp.$$.0" "..trnsim-files.tmp.$dead.x" "..trnsim-files.tmp.$dead" \
+  "..trnsim-filesX.tmp.$dead.0" "mine.tmp.$dead.0"; do
+  echo mine >"$T/k/$f"
+done
+mkdir "$T/k/..trnsim-files.tmp.$dead.9"
+"$TRNSIM" run "$T/B.json" --no-numerics --out "$T/k" >"$T/rec.log" 2>&1
+rc=$?
+left=$(cd "$T/k" && ls -A | grep -v '^inputs$' | sort | tr '\n' ' ')
+kept=$(printf '%s\n' "..trnsim-files.tmp.$$.0" "..trnsim-files.tmp.$dead" "..trnsim-files.tmp.$dead.9" \
+  "..trnsim-files.tmp.$dead.x" "..trnsim-filesX.tmp.$dead.0" .trnsim-files host.json "mine.tmp.$dead.0" stats.json |
+  sort | tr '\n' ' ')
+check "a killed run's record temporaries are removed, nothing else (exit $rc): $left" '[[ $rc == 0 && $left == "$kept" ]]'
+
 # 2. Kills at random times, the writes slowed by a big output: the MoE forward's inputs, dumped (about 30 MB).
 MOE=$SRC/configs/workloads/moe/qwen3_30b_a3b_fwd_mxfp8.json
 MSETS=(--set params.T=1024 --set params.E=16 --set params.top_k=2 --no-numerics --dump-inputs)
@@ -184,6 +226,37 @@ for i in $(seq 1 20); do
 done
 check "two quantize at once: every time one input's pair ($mixed of 20 mixed)" '[[ $mixed == 0 ]]'
 check "two quantize at once: no leftovers" '[[ -z $(find "$T" -maxdepth 1 -name ".*.tmp.*" -o -maxdepth 1 -name ".*.old.*" -o -maxdepth 1 -name .trnsim-journal) ]]'
+
+# A trace's record in its folder (.trnsim-written) is read, changed and written under the folder's lock: a
+# run whose --trace lands in a folder another trnsim is writing into (a quantize, stopped while it holds the
+# lock) waits for it, and every file of both is recorded (before: it rewrote the record meanwhile, so a
+# concurrent writer's entry could be dropped).
+rm -rf "$T/tl" "$T/tl_o" && mkdir "$T/tl"
+TRNSIM_TEST_KILL_SIGNAL=STOP TRNSIM_TEST_KILL_AT_WRITE_STEP=2 "$TRNSIM" quantize "$QX" "${Q[@]}" --data "$T/tl/d.npy" \
+  --scales "$T/tl/s.npy" >/dev/null 2>&1 &
+qp=$!
+if wait_stopped $qp; then
+  "$TRNSIM" run "$T/A.json" --no-numerics --out "$T/tl_o" --trace "$T/tl/t.pftrace" >"$T/tl.log" 2>&1 &
+  rp=$!
+  for _ in $(seq 1 1200); do
+    grep -q "waiting for another trnsim" "$T/tl.log" && break
+    [[ -e /proc/$rp ]] || break
+    sleep 0.05
+  done
+  waited=$(grep -c "trnsim: waiting for another trnsim writing into $T/tl$" "$T/tl.log")
+  kill -CONT $qp
+  wait $qp
+  qrc=$?
+  wait $rp
+  rrc=$?
+  check "a --trace into a folder a quantize holds: the run waits for it (exits $qrc, $rrc; $(tail -2 "$T/tl.log"))" \
+    '[[ $waited == 1 && $qrc == 0 && $rrc == 0 ]]'
+  check "... and the folder's record lists both writers' files" \
+    'grep -q "\"d.npy\"" "$T/tl/.trnsim-written" && grep -q "\"s.npy\"" "$T/tl/.trnsim-written" && grep -q "\"t.pftrace\"" "$T/tl/.trnsim-written"'
+else
+  wait $qp
+  bad "a --trace into a folder a quantize holds: the quantize did not stop at write step 2"
+fi
 
 # A quantize whose --data and --scales are in two folders is one set too: killed at every step of its writes,
 # then a writer into one of the two folders (alternately) puts it right; both folders then hold one input's
@@ -309,6 +382,22 @@ if mount -t tmpfs -o size=1m tmpfs "$T/s1" 2>/dev/null && mount -t tmpfs -o size
   check "a chain's traces on its output's filesystem count with its files (exit $rc: $(tail -1 "$T/out"))" \
     '[[ $rc == 1 ]] && grep -q "pl.json: this run needs .* on the filesystem of $T/s1/co (.*, and up to 38.5 MB of --trace $T/s1/t.<stage>.json" "$T/out" && [[ ! -e $T/s1/co ]]'
   umount "$T/s1" "$T/s2"
+fi
+# A --report counts too, on its own filesystem or with the output's (before: not counted; a run simulated,
+# then its report could meet a full disk). Its estimate for vector_add (3 tensors): 4 x (256 KiB + 3 x 2 KiB)
+# = 1.1 MB (tools/trnsim/host_memory.cpp), more than a 512 KiB tmpfs holds.
+mkdir -p "$T/s3"
+if mount -t tmpfs -o size=512k tmpfs "$T/s3" 2>/dev/null; then
+  sed -e 's/"n": 25600/"n": 2560/' "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$T/vr.json"
+  "$TRNSIM" run "$T/vr.json" --out "$T/vr" --report "$T/s3/r.html" >"$T/out" 2>&1
+  rc=$?
+  check "a --report that does not fit its filesystem: refused before it simulates (exit $rc: $(tail -1 "$T/out"))" \
+    '[[ $rc == 1 ]] && grep -q "vr.json: --report $T/s3/r.html needs up to 1.1 MB on its filesystem (an upper estimate), and 0.5 MB is free there" "$T/out" && [[ ! -e $T/vr && -z $(ls -A "$T/s3") ]]'
+  "$TRNSIM" run "$T/vr.json" --out "$T/s3/o" --report "$T/s3/o/r.html" >"$T/out" 2>&1
+  rc=$?
+  check "a --report into OUT counts with its files (exit $rc: $(tail -1 "$T/out"))" \
+    '[[ $rc == 1 ]] && grep -q "vr.json: this run needs .* on the filesystem of $T/s3/o (.*, and up to 1.1 MB of --report $T/s3/o/r.html" "$T/out" && [[ ! -e $T/s3/o ]]'
+  umount "$T/s3"
 fi
 
 # 5. A sweep's results files are one set: results.csv and results.jsonl are both the earlier or both the new

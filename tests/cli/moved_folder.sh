@@ -7,16 +7,6 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
 
-# wait_stopped PID: until the process is stopped (SIGSTOP) or gone; 1 if it is gone.
-wait_stopped() {
-  local i
-  for ((i = 0; i < 6000; i++)); do
-    [[ -e /proc/$1 ]] || return 1
-    [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) == T ]] && return 0
-    sleep 0.05
-  done
-  return 1
-}
 # leftovers DIR: temporaries, backups, journals or probes.
 leftovers() { find "$1" -name '*.tmp.*' -o -name '*.old.*' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
 
@@ -147,4 +137,47 @@ if wait_stopped $pid; then
 else
   bad "stage folder moved at step 1: the chain did not stop at write step 1 ($(tail -3 "$T/log4"))"
 fi
+# 5. The same move after the renames began. The timing-only chain replaces 3 files (chain_stats.json,
+# sa/stats.json, sa/host.json; sa/out.npy is the earlier set's, removed at the end): write step 1 is the
+# record, 2-4 the temporaries, 5-7 their filling, 8-10 the renames (8: chain_stats.json), 11 the folders
+# synced, 12-14 the backups removed. Stopped at 8, the move is found once the renames are done, while the
+# backups are there: the whole set goes back (E the earlier set, O its earlier chain_stats.json and record)
+# and the chain is refused as at step 1. Stopped at 12 the set is in place and stays: the chain says where the
+# stage's files are now, and `trnsim stats` on their old path says what happened (before: both exit 0 with no
+# word, E a mix of the new stats.json and the earlier out.npy, and stats said only "no such file").
+for st in 8 12; do
+  rm -rf O E
+  "$TRNSIM" run pl.json --out O >/dev/null 2>&1 || bad "the first chain run"
+  before=$(cat O/sa/stats.json O/sa/out.npy | sha256sum)
+  record=$(sha256sum <O/.trnsim-files)
+  stats_before=$(sha256sum <O/sa/stats.json)
+  chain_before=$(sha256sum <O/chain_stats.json)
+  TRNSIM_TEST_KILL_SIGNAL=STOP TRNSIM_TEST_KILL_AT_WRITE_STEP=$st "$TRNSIM" run pl.json --no-numerics --out O \
+    >"$T/log5" 2>&1 &
+  pid=$!
+  if ! wait_stopped $pid; then
+    wait $pid
+    bad "stage folder moved at step $st: the chain did not stop there ($(tail -3 "$T/log5"))"
+    continue
+  fi
+  mv O/sa E
+  kill -CONT $pid
+  wait $pid
+  rc=$?
+  if [[ $st == 8 ]]; then
+    check "stage folder moved at step 8: refused, naming it and where it is (exit $rc: $(tail -1 "$T/log5"))" \
+      '[[ $rc == 1 ]] && grep -qF "trnsim: error: O/sa: cannot write: the folder was moved, renamed or removed during the run (the folder this run held is now $(realpath E))" "$T/log5"'
+    check "stage folder moved at step 8: the set went back whole (E: $(ls -A E | tr '\n' ' '))" \
+      '[[ $(cat E/stats.json E/out.npy | sha256sum) == "$before" && $(sha256sum <O/.trnsim-files) == "$record" && $(sha256sum <O/chain_stats.json) == "$chain_before" ]]'
+    check "stage folder moved at step 8: no leftovers: $(leftovers E) $(leftovers O)" '[[ -z $(leftovers E) && -z $(leftovers O) ]]'
+  else
+    check "stage folder moved at step 12: the chain says where the stage's files are (exit $rc: $(grep note "$T/log5"))" \
+      '[[ $rc == 0 ]] && grep -qF "trnsim: note: O/sa was moved, renamed or removed during the run, after this run'"'"'s files were in place in it: stats.json, host.json are in $(realpath E), not where O/.trnsim-files names them" "$T/log5"'
+    msg=$("$TRNSIM" stats O/sa/stats.json 2>&1)
+    check "stage folder moved at step 12: stats on the old path says why: $msg" \
+      '[[ $? == 1 && $msg == "trnsim: error: O/sa/stats.json: no such file; O/.trnsim-files names it as a file a run wrote there: it, or its folder, was moved, renamed or removed since"* ]]'
+    check "stage folder moved at step 12: E holds the chain's new stats.json" \
+      '[[ $(sha256sum <E/stats.json) != "$stats_before" ]] && "$TRNSIM" stats E/stats.json >/dev/null'
+  fi
+done
 finish

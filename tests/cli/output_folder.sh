@@ -236,6 +236,37 @@ msg=$("$TRNSIM" quantize "$T/q/inputs/weights.npy" --format e4m3 --rule te --axi
 check "garbage .trnsim-journal: the hint to remove it: $msg" \
   '[[ $? == 1 && $msg == *"$T/jg/.trnsim-journal"*"then remove it"* && ! -e $T/jg/d.npy ]]'
 
+# A damaged record in state "writing" naming hidden files of the user's as a file's temporary and backup (the
+# rollback removes a temporary and renames a backup over its file), beside a complete record's backup
+# (.trnsim-files.old) naming one as an output: the record is refused as not trnsim's, no file of the user's
+# is removed, renamed or replaced (before: the rollback removed .secret). The same for a journal elsewhere.
+"$TRNSIM" run "$SMALL" --out "$T/dm" --no-numerics >/dev/null 2>&1
+echo secret >"$T/dm/.secret" && echo keep >"$T/dm/.keep"
+sha=$(sha256sum <"$T/dm/stats.json" | cut -c1-64)
+size=$(stat -c %s "$T/dm/stats.json")
+printf '{"trnsim_files": 2, "state": "writing", "files": [{"path": "stats.json", "bytes": %s, "sha256": "%s", "temporary": ".secret", "backup": ".keep"}]}' \
+  "$size" "$sha" >"$T/dm/.trnsim-files"
+printf '{"trnsim_files": 2, "state": "complete", "files": [{"path": ".secret", "bytes": 7, "inode": "%s", "sha256": "%s"}]}' \
+  "$(stat -c %i "$T/dm/.secret")" "$(sha256sum <"$T/dm/.secret" | cut -c1-64)" >"$T/dm/.trnsim-files.old"
+before=$(cd "$T/dm" && sha256sum .secret .keep stats.json host.json)
+msg=$("$TRNSIM" run "$SMALL" --out "$T/dm" --no-numerics 2>&1)
+rc=$?
+check "a damaged writing record naming the user's hidden files: refused as not trnsim's (exit $rc): $msg" \
+  '[[ $msg == *"$T/dm/.trnsim-files: files[0]: '"'"'.secret'"'"' is not a name trnsim gives a temporary beside '"'"'stats.json'"'"'"* ]]'
+check "... the user's hidden files and the run's files stay as they were" \
+  '[[ $(cd "$T/dm" && sha256sum .secret .keep stats.json host.json) == "$before" ]]'
+msg=$("$TRNSIM" run "$SMALL" --out "$T/dm" --no-numerics --overwrite 2>&1)
+rc=$?
+check "... with --overwrite the run replaces its outputs only (exit $rc)" \
+  '[[ $rc == 0 && $(cat "$T/dm/.secret") == secret && $(cat "$T/dm/.keep") == keep ]]'
+mkdir "$T/dj" && echo secret >"$T/dj/.secret"
+printf '{"trnsim_files": 2, "state": "writing", "files": [{"path": "d.npy", "bytes": 7, "sha256": "%s", "temporary": ".secret"}]}' \
+  "$(sha256sum <"$T/dj/.secret" | cut -c1-64)" >"$T/dj/.trnsim-journal"
+msg=$("$TRNSIM" quantize "$T/q/inputs/weights.npy" --format e4m3 --rule te --axis row --data "$T/dj/d.npy" \
+  --scales "$T/dj/s.npy" 2>&1)
+check "a journal naming the user's hidden file: refused, the file stays: $msg" \
+  '[[ $? == 1 && $msg == *"$T/dj/.trnsim-journal"*"then remove it"* && $(cat "$T/dj/.secret") == secret && ! -e $T/dj/d.npy ]]'
+
 # --out / : the root is never a run's folder.
 msg=$("$TRNSIM" run "$SMALL" --out / --no-numerics 2>&1)
 check "--out /: refused: $msg" '[[ $? == 1 && $msg == *"--out /: is the root of the file system"* && ! -e /stats.json ]]'
@@ -257,6 +288,30 @@ if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
   check "a run as nobody over root's files in a sticky folder: refused before it simulates (exit $rc): $msg" \
     '[[ $rc == 1 && $msg == *"trnsim: error: va.json: stats.json '"'"'o/stats.json'"'"': cannot write: it belongs to another user (uid 0) and its folder has the sticky bit"* && $msg != *"host time"* ]]'
   check "... root's files stay" '[[ $(sha256sum <"$ST/o/stats.json") == "$before" && -z $(find "$ST/o" -name ".*tmp*" -o -name ".*old*") ]]'
+  # Another user's --trace into the shared folder where root's trace is recorded in root's .trnsim-written
+  # (which the sticky bit keeps them from replacing): their trace is recorded in their own
+  # .trnsim-written.65534, so their identical rerun replaces it without --overwrite (before: a note at the
+  # first run, "cannot write: Operation not permitted", and the rerun refused, "no trnsim record lists it").
+  "$TRNSIM" run "$ST/va.json" --out "$ST/o" --trace "$ST/root.pftrace" >/dev/null 2>&1 || bad "root's trace run"
+  nobody() { (cd "$ST" && setpriv --reuid=65534 --regid=65534 --clear-groups "$TRNSIM" "$@"); }
+  msg=$(nobody run va.json --out nb --trace nb.pftrace 2>&1)
+  rc=$?
+  check "nobody's --trace into the shared folder (exit $rc), no note: $(grep note <<<"$msg")" \
+    '[[ $rc == 0 && $msg != *"note"* && $(stat -c %u "$ST/.trnsim-written.65534") == 65534 && $(stat -c %u "$ST/.trnsim-written") == 0 ]]'
+  msg=$(nobody run va.json --out nb --trace nb.pftrace 2>&1)
+  rc=$?
+  check "nobody's identical rerun replaces their trace without --overwrite (exit $rc): $(grep error <<<"$msg")" \
+    '[[ $rc == 0 ]] && grep -q "\"nb.pftrace\"" "$ST/.trnsim-written.65534" && ! grep -q "nb.pftrace" "$ST/.trnsim-written"'
+  # Their record vouches only for their own files: root's copy of the same bytes under that name is not theirs.
+  cp "$ST/nb.pftrace" "$ST/nb2" && chmod 666 "$ST/nb2" && rm -f "$ST/nb.pftrace" && mv "$ST/nb2" "$ST/nb.pftrace"
+  msg=$(nobody run va.json --out nb --trace nb.pftrace 2>&1)
+  rc=$?
+  check "nobody's record does not vouch for root's file of the same bytes (exit $rc): $msg" \
+    '[[ $rc == 1 && $msg == *"nb.pftrace'"'"': cannot write: a file is there that trnsim will not replace: no trnsim record lists it"* && $(stat -c %u "$ST/nb.pftrace") == 0 ]]'
+  # root's own rerun still replaces its trace (its record is root's).
+  "$TRNSIM" run "$ST/va.json" --out "$ST/o" --trace "$ST/root.pftrace" >"$T/out" 2>&1
+  rc=$?
+  check "root's rerun of its trace (exit $rc): $(grep error "$T/out")" '[[ $rc == 0 ]]'
   rm -rf "$ST"
 else
   echo "output_folder: not root or no setpriv: the sticky-folder case is skipped"

@@ -155,6 +155,32 @@ check "stats --html over the user's file refused: $msg" \
 check "stats --html --overwrite (exit $?)" '[[ $? == 0 && $(head -c 5 "$T/mine_html.html") != mine ]]'
 "$TRNSIM" stats "$T/r/stats.json" --html="$T/mine_html.html" >"$T/out" 2>&1
 check "stats --html rerun (exit $?): $(tail -1 "$T/out")" '[[ $? == 0 ]]'
+# stats --html over the report a run wrote into its folder (--report OUT/report.html, the default path of
+# stats --html): replaced as a file trnsim wrote, and the run's record then names the new one (before: refused
+# as "one of the files a run wrote", also with --overwrite); edited since, refused unless --overwrite; the
+# next run without --report removes it as the run's own.
+"$TRNSIM" run "$W" --out "$T/hr" --report "$T/hr/report.html" >"$T/out" 2>&1 || bad "run --report into OUT"
+"$TRNSIM" stats "$T/hr/stats.json" --html >"$T/out" 2>&1
+rc=$?
+check "stats --html over the run's own report.html (exit $rc): $(tail -1 "$T/out")" \
+  '[[ $rc == 0 && $(tail -1 "$T/out") == "wrote $T/hr/report.html" ]]'
+check "... the run's record names the new report" \
+  '/usr/bin/python3 -c "import json,hashlib,sys; m=json.load(open(sys.argv[1])); e=[f for f in m[\"files\"] if f[\"path\"]==\"report.html\"][0]; sys.exit(e[\"sha256\"]!=hashlib.sha256(open(sys.argv[2],\"rb\").read()).hexdigest())" "$T/hr/.trnsim-files" "$T/hr/report.html"'
+msg=$("$TRNSIM" stats "$T/r/stats.json" --html="$T/hr/report.html" 2>&1)
+check "stats --html of another run over a run's report: refused: $msg" \
+  '[[ $? == 1 && $msg == *"cannot write: it is one of the files a run wrote into $T/hr"* ]]'
+echo "<!-- mine -->" >>"$T/hr/report.html"
+msg=$("$TRNSIM" stats "$T/hr/stats.json" --html 2>&1)
+check "stats --html over the run's report edited since: refused: $msg" \
+  '[[ $? == 1 && $(tail -1 "$T/hr/report.html") == "<!-- mine -->" ]] && refused "$msg" "$T/hr/report.html" "$CHANGED"'
+"$TRNSIM" stats "$T/hr/stats.json" --html --overwrite >"$T/out" 2>&1
+rc=$?
+check "... with --overwrite: replaced (exit $rc): $(tail -1 "$T/out")" \
+  '[[ $rc == 0 && $(tail -1 "$T/hr/report.html") != "<!-- mine -->" ]]'
+"$TRNSIM" run "$W" --out "$T/hr" >"$T/out" 2>&1
+rc=$?
+check "the next run without --report removes the report as the run's (exit $rc)" \
+  '[[ $rc == 0 && ! -e $T/hr/report.html ]] && grep -q "^removed $T/hr/report.html" "$T/out"'
 printf '{"name": "ow", "workload": "%s", "set": {"numerics": false}, "axes": [{"name": "bm", "path": "params.input_grad_config.TILES_IN_BLOCK_M", "values": [1]}]}' \
   "$W" >"$T/tw.json"
 echo "mine" >"$T/best.json"

@@ -44,7 +44,21 @@ void note_replaced_stage(const std::string& stats_file) {
   if (!note.empty()) std::fprintf(stderr, "trnsim: note: %s\n", note.c_str());
 }
 
+// InputError for a stats.json that is not there although a run folder's record names it: the run wrote it,
+// and it or its folder went elsewhere since (a chain's stage folder moved during the chain's run).
+void check_not_moved_away(const std::string& stats_file) {
+  if (io::file_kind(stats_file) != io::FileKind::kMissing) return;
+  const std::string record = io::record_naming(stats_file);
+  if (record.empty()) return;
+  throw InputError(fmt::format(
+      "{}: no such file; {} names it as a file a run wrote there: it, or its folder, was moved, renamed or "
+      "removed since (a folder moved during the run took this run's files with it): give its path now, or "
+      "run again",
+      stats_file, record));
+}
+
 void stats_command(const StatsCliOptions& o) {
+  for (const std::string& f : o.files) check_not_moved_away(f);
   for (const std::string& f : o.files) note_replaced_stage(f);
   if (o.compare && o.html)
     throw InputError("--html draws one run's report; --compare prints two runs' figures");
@@ -67,7 +81,9 @@ void stats_command(const StatsCliOptions& o) {
                                 : o.html_file;
     io::check_distinct_files({{o.files[0], "the stats file", true}, {out, "--html"}});
     io::check_no_links(out, "--html");
-    io::check_not_recorded(out, "--html");
+    // The run's own report (OUT/report.html of --report), recorded and unchanged, is replaced as any file
+    // trnsim wrote (sim/io/replace_check.h), and the run's record then names the new one.
+    io::check_not_recorded(out, "--html", o.files[0]);
     io::check_may_replace(out, "--html");
     // The run's host time is in host.json beside stats.json (when the run wrote one): the report's "host s".
     const std::string run_dir = std::filesystem::path(o.files[0]).parent_path().string();
@@ -80,6 +96,7 @@ void stats_command(const StatsCliOptions& o) {
       }
     try {
       io::write_files_atomic(sweep::draw_run_report(run::stats_text(j), run_dir, out, host_text));
+      io::rerecord_in_set(out);
     } catch (const InputError& e) {
       throw InputError(o.files[0] + ": " + e.what());
     }

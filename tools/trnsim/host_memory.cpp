@@ -44,6 +44,13 @@ double run_files_bytes(size_t tensors, size_t files) {
   return stats + host + record + 4 * kKiB * static_cast<double>(files + 3);
 }
 
+// Measured: a run's report (report.html) of matmul_mxfp8_bwd_512_trn3 is 195 KB. Its plots and tables draw
+// stats.json's lists, which are capped (above), so it grows as stats.json does: counted as four times
+// stats.json's estimate.
+double report_bytes(size_t tensors) {
+  return 4 * (256 * 1024.0 + 2 * 1024.0 * static_cast<double>(tensors));
+}
+
 // Measured: a .pftrace takes 0.33-0.43 KiB and a .json 0.9-1.3 KiB per instruction (cs149_vector_add n =
 // 160000, 2500 instructions; matmul_lhsT_blocked at 2048, 1728 instructions). Counted as 4 KiB per
 // instruction + 64 KiB, for either format.
@@ -52,7 +59,8 @@ double trace_bytes(uint64_t instructions) {
 }
 
 void check_host_memory_need(const HostMemoryNeed& need, const std::string& file, bool numerics,
-                            bool dump_inputs, const std::string& out_dir, const std::string& trace) {
+                            bool dump_inputs, const std::string& out_dir, const std::string& trace,
+                            const std::string& report) {
   const std::string instead = !numerics && !dump_inputs ? "free room there"
                               : !numerics               ? "run without --dump-inputs"
                               : dump_inputs ? "run with --no-numerics (timing only) and without --dump-inputs"
@@ -80,35 +88,44 @@ void check_host_memory_need(const HostMemoryNeed& need, const std::string& file,
         "{}: this run needs at least {} of host memory ({}){}, and the address-space limit (ulimit -v) "
         "leaves {}: {}, or with a higher limit",
         file, size_text(need.anonymous), what, besides, size_text(static_cast<double>(*room)), instead));
-  // The trace counts with the output's files when it lands on the same filesystem, else on its own.
+  // The trace and the report count with the output's files when they land on the same filesystem, else each
+  // on its own.
   const fs::path dir = existing_folder(out_dir);
-  double trace_apart = 0, trace_here = 0;
-  if (need.trace > 0 && !trace.empty()) {
-    const fs::path tdir = existing_folder(
-        fs::path(trace).parent_path().empty() ? fs::path(".") : fs::path(trace).parent_path());
+  double apart_here = 0;
+  std::string with_files;
+  const auto count = [&](double bytes, const std::string& path, const char* option, const char* estimate,
+                         const char* instead_of) {
+    if (bytes <= 0 || path.empty()) return;
+    const fs::path tdir =
+        existing_folder(fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path());
     struct stat a {
     }, b{};
     const bool same = ::stat(dir.c_str(), &a) == 0 && ::stat(tdir.c_str(), &b) == 0 && a.st_dev == b.st_dev;
-    (same ? trace_here : trace_apart) = need.trace;
-    const std::optional<uint64_t> tdisk = same ? std::nullopt : free_disk_bytes(tdir.string());
-    if (tdisk && trace_apart > static_cast<double>(*tdisk))
+    if (same) {
+      apart_here += bytes;
+      with_files += fmt::format(", and up to {} of {} {}", size_text(bytes), option, path);
+      return;
+    }
+    const std::optional<uint64_t> tdisk = free_disk_bytes(tdir.string());
+    if (tdisk && bytes > static_cast<double>(*tdisk))
       throw InputError(fmt::format(
-          "{}: --trace {} needs up to {} on its filesystem (an upper estimate from the instruction count), "
-          "and {} is free there: trace into a filesystem with more room, or run without --trace",
-          file, trace, size_text(trace_apart), size_text(static_cast<double>(*tdisk))));
-  }
-  const double on_disk = need.scratch + need.written + trace_here;
+          "{}: {} {} needs up to {} on its filesystem ({}), and {} is free there: {} into a filesystem with "
+          "more room, or run without {}",
+          file, option, path, size_text(bytes), estimate, size_text(static_cast<double>(*tdisk)), instead_of,
+          option));
+  };
+  count(need.trace, trace, "--trace", "an upper estimate from the instruction count", "trace");
+  count(need.report, report, "--report", "an upper estimate", "write it");
+  const double on_disk = need.scratch + need.written + apart_here;
   if (on_disk <= 0) return;
   const std::optional<uint64_t> disk = free_disk_bytes(dir.string());
-  const std::string with_trace =
-      trace_here > 0 ? fmt::format(", and up to {} of --trace {}", size_text(trace_here), trace) : "";
   if (disk && on_disk > static_cast<double>(*disk))
     throw InputError(fmt::format(
         "{}: this run needs {} on the filesystem of {} ({} of scratch files for its large tensors, which the "
         "OS can page, and {} of new files it writes (an upper estimate for stats.json, host.json and the "
         "record), beside the earlier run's until they are replaced{}; and {} of host memory besides), and {} "
         "is free there: {}, --out on a filesystem with more room, or on a machine with more memory",
-        file, size_text(on_disk), out_dir, size_text(need.scratch), size_text(need.written), with_trace,
+        file, size_text(on_disk), out_dir, size_text(need.scratch), size_text(need.written), with_files,
         size_text(need.anonymous), size_text(static_cast<double>(*disk)), instead));
 }
 

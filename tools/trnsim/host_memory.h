@@ -26,10 +26,12 @@ struct HostMemoryNeed {
   double written = 0;
   // The --trace file(s), on the trace's own filesystem (trace_bytes); 0 without --trace or to a device.
   double trace = 0;
+  // The --report HTML (report_bytes), on its own filesystem as the trace; 0 without --report.
+  double report = 0;
   // A chain's stages (and their files) are held together until the chain writes: their needs add up.
   HostMemoryNeed& operator+=(const HostMemoryNeed& o) {
     anonymous += o.anonymous, scratch += o.scratch, mapped += o.mapped, written += o.written,
-        trace += o.trace;
+        trace += o.trace, report += o.report;
     return *this;
   }
 };
@@ -40,6 +42,8 @@ struct HostMemoryNeed {
 double run_files_bytes(size_t tensors, size_t files);
 // A --trace of a program of `instructions` instructions.
 double trace_bytes(uint64_t instructions);
+// A --report of a run of a program with `tensors` tensors.
+double report_bytes(size_t tensors);
 
 // InputError "<file>: this run needs at least ... of host memory ..." naming the figures when `need` does
 // not fit: the anonymous part in available_host_bytes(), the scratch and written parts together in the free
@@ -47,8 +51,9 @@ double trace_bytes(uint64_t instructions);
 // -v`) when one is set. `numerics` and `dump_inputs` choose the advice (--no-numerics, without
 // --dump-inputs).
 // `trace` (the --trace path, "" for none) names the filesystem of need.trace: the output's when both are on
-// one, else its own, checked apart.
+// one, else its own, checked apart; `report` (the --report path) the same for need.report.
 void check_host_memory_need(const HostMemoryNeed& need, const std::string& file, bool numerics,
-                            bool dump_inputs, const std::string& out_dir, const std::string& trace = "");
+                            bool dump_inputs, const std::string& out_dir, const std::string& trace = "",
+                            const std::string& report = "");
 
 }  // namespace trnsim::cli

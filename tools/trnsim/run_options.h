@@ -37,11 +37,12 @@ int run_workload_file(const RunCliOptions& o);
 // A pipeline file, or a workload whose inputs are other workloads' outputs (run_chain.cpp).
 int run_chain_file(const RunCliOptions& o);
 
-// What the run of `p` needs of host memory and disk (run_workload.cpp; `trace`: its --trace, "" for none).
+// What the run of `p` needs of host memory and disk (run_workload.cpp; `trace`, `report`: its --trace and
+// --report, "" for none).
 HostMemoryNeed host_memory_need(const workload::PreparedWorkload& p, bool dump_inputs,
-                                const std::string& trace);
+                                const std::string& trace, const std::string& report = "");
 // InputError when this machine cannot hold what the run of `p` into `out_dir` needs (host_memory.h).
 void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, const std::string& out_dir,
-                       const std::string& trace);
+                       const std::string& trace, const std::string& report = "");
 
 }  // namespace trnsim::cli

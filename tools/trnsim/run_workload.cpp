@@ -49,10 +49,13 @@ double tensor_bytes(isa::DType dtype, const std::vector<int64_t>& shape) {
 // host_bytes.h) are memory the OS can page and count apart: a large .npy input whose bytes are the tensor's
 // is its file's pages (and the machine's copy maps them again), other large inputs and HBM tensors are
 // scratch files on the output's filesystem (an input's machine copy shares its pages). Every run writes
-// stats.json, host.json and its record, and with --trace a trace (upper estimates: host_memory.h).
+// stats.json, host.json and its record, with --trace a trace and with --report its HTML report (upper
+// estimates: host_memory.h).
 HostMemoryNeed host_memory_need(const workload::PreparedWorkload& p, bool dump_inputs,
-                                const std::string& trace) {
+                                const std::string& trace, const std::string& report) {
   HostMemoryNeed need;
+  if (!report.empty() && !io::is_special_file(report))
+    need.report = report_bytes(p.build.program.tensors.size());
   size_t files = 2;  // stats.json, host.json
   if (!trace.empty() && !io::is_special_file(trace)) {
     uint64_t insts = 0;
@@ -105,9 +108,9 @@ HostMemoryNeed host_memory_need(const workload::PreparedWorkload& p, bool dump_i
 // Refused now, with the figures, when this machine cannot hold the rest, the scratch files and the files
 // written do not fit on that filesystem, or an address-space limit cannot hold both.
 void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, const std::string& out_dir,
-                       const std::string& trace) {
-  check_host_memory_need(host_memory_need(p, dump_inputs, trace), p.w.file, p.w.numerics, dump_inputs,
-                         out_dir, trace);
+                       const std::string& trace, const std::string& report) {
+  check_host_memory_need(host_memory_need(p, dump_inputs, trace, report), p.w.file, p.w.numerics, dump_inputs,
+                         out_dir, trace, report);
 }
 
 void check_out_not_in_a_set(const RunCliOptions& o, const std::string& out_dir) {
@@ -175,7 +178,7 @@ int run_workload_file(const RunCliOptions& o) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
   }
-  check_host_memory(p, o.dump_inputs, out_dir, o.trace);
+  check_host_memory(p, o.dump_inputs, out_dir, o.trace, o.report);
   if (o.dump_inputs) out.add_subfolder("inputs");
   // Large tensors from here on: scratch files on the output's filesystem, made through the folder's handle.
   set_scratch_dir(out.fd());

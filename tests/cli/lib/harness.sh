@@ -20,3 +20,13 @@ finish() {
   echo "$passed passed, $failed failed"
   [[ $failed == 0 ]]
 }
+# wait_stopped PID: until the process is stopped (SIGSTOP) or gone; 1 if it is gone.
+wait_stopped() {
+  local i
+  for ((i = 0; i < 6000; i++)); do
+    [[ -e /proc/$1 ]] || return 1
+    [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) == T ]] && return 0
+    sleep 0.05
+  done
+  return 1
+}

@@ -106,7 +106,27 @@ TEST_CASE("manifest: written and read back; paths and identities checked", "[out
   const std::string w =
       "{\"trnsim_files\": 2, \"state\": \"writing\", \"files\": [{\"path\": \"a\", \"bytes\": 1, " + sha +
       ", \"temporary\": \"sub/.a.tmp\"}]}";
-  CHECK_THROWS_WITH(parse_manifest(w, "M"), Catch::Contains("is not a hidden file beside 'a'"));
+  CHECK_THROWS_WITH(parse_manifest(w, "M"),
+                    Catch::Contains("is not a name trnsim gives a temporary beside 'a'"));
+  // A damaged record naming a hidden file of the user's as a temporary or backup is refused: the rollback
+  // would remove that file, or rename it over the output.
+  const auto writing = [&](const std::string& side) {
+    return "{\"trnsim_files\": 2, \"state\": \"writing\", \"files\": [{\"path\": \"a\", \"bytes\": 1, " +
+           sha + ", " + side + "}]}";
+  };
+  CHECK_THROWS_WITH(
+      parse_manifest(writing("\"temporary\": \".bashrc\""), "M"),
+      "M: files[0]: '.bashrc' is not a name trnsim gives a temporary beside 'a' (.NAME.tmp.PID.N)");
+  CHECK_THROWS_WITH(
+      parse_manifest(writing("\"temporary\": \".a.tmp.1.0\", \"backup\": \".a.keep\""), "M"),
+      "M: files[0]: '.a.keep' is not a name trnsim gives a backup beside 'a' (.NAME.old.PID.N)");
+  CHECK_THROWS_WITH(parse_manifest(writing("\"temporary\": \".b.tmp.1.0\""), "M"),
+                    Catch::Contains("'.b.tmp.1.0' is not a name trnsim gives a temporary"));
+  CHECK_THROWS_WITH(parse_manifest(writing("\"temporary\": \".a.old.1.0\""), "M"),
+                    Catch::Contains("is not a name trnsim gives a temporary"));
+  CHECK(parse_manifest(writing("\"temporary\": \".a.tmp.77.0\", \"backup\": \".a.old.77.1\""), "M")
+            .files[0]
+            .backup == ".a.old.77.1");
   // An older trnsim's manifest: paths only, never identified.
   const Manifest v1 = parse_manifest("stats.json\ninputs/x.npy\n", "M");
   CHECK(v1.version == 1);
