@@ -147,10 +147,14 @@ struct SemWait {
 
 // Semaphore update applied when the instruction (or, for a DMA, its transfer) completes.
 // `peer` targets the other physical core of the LNC2 pair.
+// Fields in decreasing size (8 bytes, no padding inside); construct as {sem, delta, peer}.
 struct SemUpdate {
-  uint16_t sem = 0;
   int32_t delta = 1;
+  uint16_t sem = 0;
   bool peer = false;
+
+  constexpr SemUpdate() = default;
+  constexpr SemUpdate(uint16_t s, int32_t d = 1, bool p = false) : delta(d), sem(s), peer(p) {}
 };
 
 // An instruction's waits and updates: a few each (the builder keeps one wait per semaphore), stored inline.
@@ -194,6 +198,9 @@ struct SourceLoc {
 };
 
 // One instruction of one sequencer's stream. Operand slot meanings depend on the opcode: see opcodes.h.
+// The fields the sequencer reads for every instruction come first (the first two cache lines: opcode,
+// engine, flags, source, waits, updates), the operand slots last: a large program's streams do not fit in
+// the caches, and the sequencer loads only the lines it reads (Sequencer::fetch).
 struct Instruction {
   Opcode op = Opcode::TensorCopy;
   Engine engine = Engine::SP;   // the sequencer that issues it (for DMAs: the triggering sequencer)
@@ -207,25 +214,34 @@ struct Instruction {
   AluOp alu0 = AluOp::Bypass;  // tensor_tensor op; tensor_scalar op0; tensor_reduce op
   AluOp alu1 = AluOp::Bypass;  // tensor_scalar op1
   ActFunc act = ActFunc::Identity;
+  uint16_t phase = 0;  // index into Program::phases (0: none): the kernel phase that emitted it, for stats
   uint32_t flags = 0;
-  float imm0 = 0.f;  // tensor_scalar operand0 / activation scale / memset value / iota base
-  float imm1 = 0.f;  // tensor_scalar operand1 / activation bias / iota channel_multiplier
-  std::array<int32_t, 4> iota_steps{};  // iota: value step per free dim of dst (dst.dims order)
-  std::array<AccessPattern, 5> ops{};
+  SourceLoc loc;
   SemWaits waits;  // PE nc_matmul(_mx) / nc_transpose: the LoadStationary's waits
+  SemUpdates updates;
   // PE nc_matmul(_mx) / nc_transpose are two hardware instructions, LoadStationary then MultiplyMoving (the
   // hardware fact sheet §2.1): the MultiplyMoving also waits for mm_waits (its moving operand, its PSUM
   // dst), and ls_updates are posted when the LoadStationary ends (the stationary operand is latched then and
   // may be overwritten). Empty elsewhere.
   SemWaits mm_waits;
   SemUpdates ls_updates;
-  SemUpdates updates;
-  SourceLoc loc;
-  uint16_t phase = 0;  // index into Program::phases (0: none): the kernel phase that emitted it, for stats
+  float imm0 = 0.f;  // tensor_scalar operand0 / activation scale / memset value / iota base
+  float imm1 = 0.f;  // tensor_scalar operand1 / activation bias / iota channel_multiplier
+  std::array<int32_t, 4> iota_steps{};  // iota: value step per free dim of dst (dst.dims order)
+  std::array<AccessPattern, 5> ops{};
 
   bool has(Flag f) const { return (flags & f) != 0; }
   bool is_dma() const;  // the opcode table's `dma` (opcodes.h)
 };
+
+// The opcodes whose table row says `dma` (opcodes.cpp asserts the two agree), as a bit set by Opcode: the
+// sequencer asks is_dma() several times per instruction.
+inline constexpr uint32_t kDmaOpcodes = (1u << static_cast<int>(Opcode::DmaCopy)) |
+                                        (1u << static_cast<int>(Opcode::DmaTranspose)) |
+                                        (1u << static_cast<int>(Opcode::SendRecv));
+inline bool Instruction::is_dma() const {
+  return static_cast<int>(op) < kNumOpcodes && ((kDmaOpcodes >> static_cast<int>(op)) & 1u) != 0;
+}
 
 // HBM tensor of a program (shared by both cores unless `private_to_core` >= 0).
 struct TensorDecl {

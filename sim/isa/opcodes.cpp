@@ -248,6 +248,13 @@ constexpr bool in_enum_order() {
 }
 static_assert(in_enum_order(), "kTable rows must follow the Opcode enum");
 
+constexpr bool dma_opcodes_agree() {
+  for (int i = 0; i < kNumOpcodes; ++i)
+    if (kTable[i].dma != (((kDmaOpcodes >> i) & 1u) != 0)) return false;
+  return true;
+}
+static_assert(dma_opcodes_agree(), "kDmaOpcodes (instruction.h) must name the rows with dma = true");
+
 constexpr OpcodeInfo unknown() {
   OpcodeInfo i;
   i.op = static_cast<Opcode>(kNumOpcodes);
@@ -314,10 +321,6 @@ const OpcodeInfo& opcode_info(Opcode op) {
 
 std::span<const OpcodeInfo> opcode_table() {
   return kTable;
-}
-
-bool Instruction::is_dma() const {
-  return opcode_info(op).dma;
 }
 
 const char* opcode_name(Opcode op) {

@@ -29,6 +29,14 @@ Picoseconds later(Picoseconds a, Picoseconds b) {
   return a < b ? b : a;
 }
 
+// Asks the CPU to load the cache lines of the bytes [from, to).
+void prefetch(const void* from, const void* to) {
+  constexpr uintptr_t kLine = 64;
+  for (uintptr_t p = reinterpret_cast<uintptr_t>(from) & ~(kLine - 1); p < reinterpret_cast<uintptr_t>(to);
+       p += kLine)
+    __builtin_prefetch(reinterpret_cast<const void*>(p));
+}
+
 }  // namespace
 
 Sequencer::Sequencer(sc_core::sc_module_name name, Lnc2& top, int core, isa::Engine engine)
@@ -300,11 +308,13 @@ bool Sequencer::fetch(Picoseconds now) {
     return false;
   }
   waiting_ = false;
-  // The next instruction is read at a later activation: start loading it from memory now (a large program's
-  // streams do not fit in the caches, and the sequencers take turns).
+  // The next instructions are read at later activations: start loading them from memory now (a large
+  // program's streams do not fit in the caches, and the sequencers take turns). The fields before the
+  // operands two ahead (without reading it), the operand slots the next one uses (its nops is loaded by now).
+  if (idx_ + 2 < stream_.size()) prefetch(&stream_[idx_ + 2], stream_[idx_ + 2].ops.data());
   if (idx_ + 1 < stream_.size()) {
-    const char* next = reinterpret_cast<const char*>(&stream_[idx_ + 1]);
-    for (size_t off = 0; off < sizeof(isa::Instruction); off += 64) __builtin_prefetch(next + off);
+    const isa::Instruction& n = stream_[idx_ + 1];
+    prefetch(n.ops.data(), n.ops.data() + std::min<size_t>(n.nops, n.ops.size()));
   }
   top_.stats.cores[core_].engines[static_cast<int>(engine_)].semaphore_wait += since(now, wait_start_);
   fetch_cause_ = wait_cause(wait_start_, now);
@@ -500,8 +510,11 @@ bool Sequencer::issue_mm(Picoseconds now) {
     cur_.cause = {CauseKind::ProgramOrder, prev, 0};
   else
     cur_.cause = fetch_cause_;
+  // MultiplyMoving ends are in issue order: while an earlier one is pending, pe_done_ is notified at or
+  // before this end (pe_complete notifies it again for the next), and a later notification would be ignored.
+  const bool notified = !pe_pending_.empty() && pe_pending_.front().rec.end <= cur_.end;
   pe_pending_.push_back({static_cast<uint32_t>(idx_), cur_, std::move(latched_), fetch_cause_, mm_cause});
-  pe_done_.notify(to_sc(since(cur_.end, now)));
+  if (!notified) pe_done_.notify(to_sc(since(cur_.end, now)));
   const Picoseconds move_on = pe_->next_issue();
   if (move_on > now) {
     phase_ = Phase::PeMoveOn;

@@ -32,12 +32,12 @@
 #include <systemc>
 
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "sim/base/ring_queue.h"
 #include "sim/base/units.h"
 #include "sim/isa/instruction.h"
 #include "sim/isa/latch.h"
@@ -135,7 +135,7 @@ class Sequencer : public sc_core::sc_module {
   isa::Latched latched_;
   int64_t barrier_target_ = 0;
   std::unique_ptr<timing::PePipeline> pe_;  // PE only
-  std::deque<PePending> pe_pending_;        // issued to the PE pipeline, not yet complete (MM end order)
+  RingQueue<PePending> pe_pending_;         // issued to the PE pipeline, not yet complete (MM end order)
   sc_core::sc_event pe_done_;
 };
 

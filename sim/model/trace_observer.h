@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sim/base/ring_queue.h"
 #include "sim/config/hw_config.h"
 #include "sim/isa/instruction.h"
 #include "sim/model/memory_occupancy.h"
@@ -121,31 +122,6 @@ class TraceObserver final : public ModelObserver {
     std::vector<T> pool_;
     std::vector<uint32_t> free_;
   };
-  // A FIFO of held slices in a ring buffer (std::deque would allocate per element at this size).
-  class HeldQueue {
-   public:
-    bool empty() const { return count_ == 0; }
-    Held& front() { return buf_[head_]; }
-    void pop_front() {
-      head_ = (head_ + 1) & (buf_.size() - 1);
-      --count_;
-    }
-    void push_back(Held&& h) {
-      if (count_ == buf_.size()) grow();
-      buf_[(head_ + count_) & (buf_.size() - 1)] = std::move(h);
-      ++count_;
-    }
-
-   private:
-    void grow() {
-      std::vector<Held> bigger(std::max<size_t>(8, 2 * buf_.size()));
-      for (size_t i = 0; i < count_; ++i) bigger[i] = std::move(buf_[(head_ + i) & (buf_.size() - 1)]);
-      buf_.swap(bigger);
-      head_ = 0;
-    }
-    std::vector<Held> buf_;  // power-of-two size
-    size_t head_ = 0, count_ = 0;
-  };
   struct WaitRef {
     uint32_t value;
     uint32_t gid;
@@ -205,7 +181,7 @@ class TraceObserver final : public ModelObserver {
   GidPool<std::vector<Claim>> claims_;       // by waiter gid
   GidPool<SourceState> sources_;             // by source gid
   std::unordered_map<uint64_t, bool> barrier_decision_;  // barrier flow -> kept, once the barrier completed
-  std::vector<HeldQueue> fifos_;                         // per core: engines, then queues
+  std::vector<RingQueue<Held>> fifos_;                   // per core: engines, then queues
   std::vector<uint32_t> busy_fifos_;                     // fifos_ indices that hold slices
   size_t held_ = 0;
   uint64_t next_flow_ = 1;

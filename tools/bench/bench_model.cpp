@@ -109,6 +109,12 @@ int main(int argc, char** argv) {
     const std::string hw_name = argc > 3 ? argv[3] : "trn2";
     config::HwConfig hw = config::load_hw_config(hw_name);
     isa::Program p = build(n);
+    // As the kernel builder does (kernels/api), the program is checked where it is made, not during the run.
+    const isa::Limits limits = hw.limits();
+    for (const auto& core : p.streams)
+      for (const auto& s : core)
+        for (const auto& inst : s) isa::check(inst, p, limits);
+    p.checked_limits = limits;
     uint64_t total = 0;
     for (const auto& core : p.streams)
       for (const auto& s : core) total += s.size();

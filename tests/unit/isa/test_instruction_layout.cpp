@@ -1,0 +1,83 @@
+// The instruction encoding the timing model streams through (sim/isa/instruction.h): naturally aligned
+// fields (no packing: UBSan rejects misaligned references), the fields the sequencer reads for every
+// instruction in its first two cache lines and the operand slots last; and the ring queue the PE sequencer
+// keeps its pending instructions in (sim/base/ring_queue.h).
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "sim/base/ring_queue.h"
+#include "sim/isa/instruction.h"
+#include "sim/isa/opcodes.h"
+
+using namespace trnsim;
+using namespace trnsim::isa;
+
+namespace {
+
+ptrdiff_t offset(const Instruction& i, const void* field) {
+  return static_cast<const char*>(field) - reinterpret_cast<const char*>(&i);
+}
+
+}  // namespace
+
+TEST_CASE("a semaphore update is 8 bytes and is made as {sem, delta, peer}") {
+  // delta (4) + sem (2) + peer (1) + 1 byte of tail padding; 12 bytes with sem first.
+  CHECK(sizeof(SemUpdate) == 8);
+  CHECK(alignof(SemUpdate) == 4);
+  const SemUpdate u{7, -3, true};
+  CHECK(u.sem == 7);
+  CHECK(u.delta == -3);
+  CHECK(u.peer);
+  const SemUpdate d{5};
+  CHECK(d.sem == 5);
+  CHECK(d.delta == 1);
+  CHECK_FALSE(d.peer);
+  // Two inline updates: 8 bytes of size and capacity + 16 of values.
+  CHECK(sizeof(SemUpdates) == 24);
+}
+
+TEST_CASE("an instruction keeps its per-instruction fields in two cache lines and its operands last") {
+  const Instruction i;
+  // The sequencer reads op, engine, flags, loc, waits and updates for every instruction.
+  CHECK(offset(i, &i.flags) < 64);
+  CHECK(offset(i, &i.loc) < 64);
+  CHECK(offset(i, &i.waits) + static_cast<ptrdiff_t>(sizeof i.waits) <= 64);
+  CHECK(offset(i, &i.updates) + static_cast<ptrdiff_t>(sizeof i.updates) <= 128);
+  CHECK(offset(i, i.ops.data()) + static_cast<ptrdiff_t>(sizeof i.ops) == static_cast<ptrdiff_t>(sizeof i));
+  // 32 bytes of small fields, 112 of semaphore lists, 24 of immediates, 5 x 96 of operands (664 before the
+  // fields were reordered and SemUpdate shrunk).
+  CHECK(sizeof(Instruction) == 648);
+}
+
+TEST_CASE("is_dma agrees with the opcode table for every opcode and is false outside the enum") {
+  for (int o = 0; o < kNumOpcodes; ++o) {
+    Instruction i;
+    i.op = static_cast<Opcode>(o);
+    CHECK(i.is_dma() == opcode_info(i.op).dma);
+  }
+  Instruction bad;
+  bad.op = static_cast<Opcode>(kNumOpcodes);
+  CHECK_FALSE(bad.is_dma());
+}
+
+TEST_CASE("a ring queue is first in, first out across its growth and wrap-around") {
+  RingQueue<std::string> q;
+  CHECK(q.empty());
+  int next_in = 0, next_out = 0;
+  // Push 3, pop 2, repeatedly: the ring wraps and grows (8, 16, ...) while holding elements.
+  for (int round = 0; round < 20; ++round) {
+    for (int k = 0; k < 3; ++k) q.push_back(std::to_string(next_in++));
+    for (int k = 0; k < 2; ++k) {
+      REQUIRE(q.front() == std::to_string(next_out++));
+      q.pop_front();
+    }
+  }
+  CHECK(q.size() == 20);
+  while (!q.empty()) {
+    REQUIRE(q.front() == std::to_string(next_out++));
+    q.pop_front();
+  }
+  CHECK(next_out == 60);
+}
