@@ -5,14 +5,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/base/log.h"
 
 namespace trnsim::io {
 namespace {
@@ -193,11 +195,9 @@ void lock_for_run(DirLock& lock, const std::string& dir, const std::string& what
       throw InputError(what + ": another trnsim " + who + " is writing into this folder (" + held_by +
                        "); wait for it to finish or choose another --out");
     case DirLock::Result::kUnsupported:
-      std::fprintf(
-          stderr,
-          "trnsim: note: %s: cannot lock the folder (%s): another %s into it at the same time is not "
-          "detected\n",
-          what.c_str(), why.c_str(), who.c_str());
+      log::note(
+          fmt::format("{}: cannot lock the folder ({}): another {} into it at the same time is not detected",
+                      what, why, who));
       break;
   }
 }

@@ -24,6 +24,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
+#include "sim/base/log.h"
 #include "sim/io/content_hash.h"
 #include "sim/io/dir_lock.h"
 #include "sim/io/file_kind.h"
@@ -158,11 +159,9 @@ std::vector<DirLock> lock_dirs(const std::vector<std::string>& dirs) {
       }
       if (r == DirLock::Result::kLocked) held.push_back(std::move(l));
       if (r == DirLock::Result::kUnsupported && unsupported_told.insert(d).second)
-        std::fprintf(
-            stderr,
-            "trnsim: note: %s: cannot lock the folder (%s): another trnsim writing there at the same "
-            "time is not detected\n",
-            d.c_str(), why.c_str());
+        log::note(fmt::format(
+            "{}: cannot lock the folder ({}): another trnsim writing there at the same time is not detected",
+            d, why));
     }
     if (busy.empty()) return held;
     held.clear();
@@ -171,7 +170,7 @@ std::vector<DirLock> lock_dirs(const std::vector<std::string>& dirs) {
       throw InputError(fmt::format("{}: cannot write: another trnsim has held the folder's lock for {:.0f} s",
                                    busy, waited));
     if (!told && waited > 1) {
-      std::fprintf(stderr, "trnsim: waiting for another trnsim writing into %s\n", busy.c_str());
+      log::info("waiting for another trnsim writing into " + busy);
       told = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -731,7 +730,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       // journal goes, as a finished write records it (replace_check.h).
       record_written(d.get(), dir, j->complete ? j->files : settle_set(d.get(), dir, *j, notes).files);
       ::unlinkat(d.get(), kJournalName, 0);
-      for (const std::string& n : notes) std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
+      for (const std::string& n : notes) log::note(n);
     }
   }
   for (Group& g : groups)
@@ -962,7 +961,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
           complete_written = true;
         } catch (const InputError& e) {
           // Every file is in place; the record says "writing", so the next run keeps this complete set.
-          std::fprintf(stderr, "trnsim: note: %s\n", e.what());
+          log::note(e.what());
         }
         if (record_backup) ::unlinkat(g.fd.get(), kManifestBackupName, 0);
       }
@@ -990,7 +989,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       try {
         write_record(groups[0].fd.get(), groups[0].dir, kManifestName, manifest_text(complete_record));
       } catch (const InputError& e) {
-        std::fprintf(stderr, "trnsim: note: %s\n", e.what());  // the next run removes nothing not there
+        log::note(e.what());  // the next run removes nothing not there
       }
       step();
     }
