@@ -5,9 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -15,9 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "sim/base/error.h"
+#include "sim/base/log.h"
 
 namespace trnsim::io {
 namespace {
@@ -206,11 +206,9 @@ std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs) {
       }
       if (r == DirLock::Result::kLocked) held.push_back(std::move(l));
       if (r == DirLock::Result::kUnsupported && unsupported_told.insert(d).second)
-        std::fprintf(
-            stderr,
-            "trnsim: note: %s: cannot lock the folder (%s): another trnsim writing there at the same "
-            "time is not detected\n",
-            d.c_str(), why.c_str());
+        log::note(fmt::format(
+            "{}: cannot lock the folder ({}): another trnsim writing there at the same time is not detected",
+            d, why));
     }
     if (busy.empty()) return held;
     held.clear();
@@ -219,7 +217,7 @@ std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs) {
       throw InputError(fmt::format("{}: cannot write: another trnsim has held the folder's lock for {:.0f} s",
                                    busy, waited));
     if (!told && waited > 1) {
-      std::fprintf(stderr, "trnsim: waiting for another trnsim writing into %s\n", busy.c_str());
+      log::info("waiting for another trnsim writing into " + busy);
       told = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -236,11 +234,9 @@ void lock_for_run(DirLock& lock, const std::string& dir, const std::string& what
       throw InputError(what + ": another trnsim " + who + " is writing into this folder (" + held_by +
                        "); wait for it to finish or choose another --out");
     case DirLock::Result::kUnsupported:
-      std::fprintf(
-          stderr,
-          "trnsim: note: %s: cannot lock the folder (%s): another %s into it at the same time is not "
-          "detected\n",
-          what.c_str(), why.c_str(), who.c_str());
+      log::note(
+          fmt::format("{}: cannot lock the folder ({}): another {} into it at the same time is not detected",
+                      what, why, who));
       break;
   }
 }

@@ -24,6 +24,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
+#include "sim/base/log.h"
 #include "sim/io/content_hash.h"
 #include "sim/io/dir_lock.h"
 #include "sim/io/file_kind.h"
@@ -517,7 +518,7 @@ void note_moved_subfolders(const RunFolder& folder, int run_fd, const std::vecto
         "not where {} names them",
         shown, fmt::join(where.second, ", "), where.first.empty() ? "went with it" : "are in " + where.first,
         (fs::path(folder.dir) / kManifestName).string());
-    std::fprintf(stderr, "trnsim: note: %s\n", note.c_str());
+    log::note(note);
   }
 }
 
@@ -817,7 +818,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       // journal goes, as a finished write records it (replace_check.h).
       record_written(d.get(), dir, j->complete ? j->files : settle_set(d.get(), dir, *j, notes).files);
       ::unlinkat(d.get(), kJournalName, 0);
-      for (const std::string& n : notes) std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
+      for (const std::string& n : notes) log::note(n);
     }
   }
   for (Group& g : groups)
@@ -1058,7 +1059,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
           complete_written = true;
         } catch (const InputError& e) {
           // Every file is in place; the record says "writing", so the next run keeps this complete set.
-          std::fprintf(stderr, "trnsim: note: %s\n", e.what());
+          log::note(e.what());
         }
         if (record_backup) ::unlinkat(g.fd.get(), kManifestBackupName, 0);
       }
@@ -1087,7 +1088,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       try {
         write_record(groups[0].fd.get(), groups[0].dir, kManifestName, manifest_text(complete_record));
       } catch (const InputError& e) {
-        std::fprintf(stderr, "trnsim: note: %s\n", e.what());  // the next run removes nothing not there
+        log::note(e.what());  // the next run removes nothing not there
       }
       step();
     }
@@ -1307,7 +1308,7 @@ void rerecord_in_set(const std::string& file) {
   try {
     write_record(d.get(), folder.string(), kManifestName, manifest_text(*m));
   } catch (const InputError& err) {
-    std::fprintf(stderr, "trnsim: note: %s\n", err.what());
+    log::note(err.what());
   }
 }
 

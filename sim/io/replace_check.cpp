@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "sim/base/error.h"
+#include "sim/base/log.h"
 #include "sim/io/content_hash.h"
 #include "sim/io/dir_lock.h"
 #include "sim/io/output_detail.h"
@@ -191,10 +192,10 @@ void record_written(int dir_fd, const std::string& dir, const std::vector<Manife
     struct stat st {};
     // Something else than a regular file there is the user's: kept.
     if (::fstatat(dir_fd, record.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
-      std::fprintf(stderr, "trnsim: note: %s; the files written now are not recorded\n", e.what());
+      log::note(fmt::format("{}; the files written now are not recorded", e.what()));
       return;
     }
-    std::fprintf(stderr, "trnsim: note: %s: rewritten\n", e.what());
+    log::note(fmt::format("{}: rewritten", e.what()));
   }
   std::set<std::string> now;
   for (const ManifestEntry& e : files) now.insert(e.path);
@@ -212,8 +213,7 @@ void record_written(int dir_fd, const std::string& dir, const std::vector<Manife
   try {
     detail::write_record(dir_fd, dir, record, manifest_text(m));
   } catch (const InputError& e) {
-    std::fprintf(stderr, "trnsim: note: %s; a later write over these files will ask for --overwrite\n",
-                 e.what());
+    log::note(fmt::format("{}; a later write over these files will ask for --overwrite", e.what()));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "sim/base/error.h"
+#include "sim/base/log.h"
 #include "sim/config/json_document.h"
 #include "sim/io/enclosing_set.h"
 #include "sim/io/output_files.h"
@@ -423,13 +424,12 @@ json load_stats(const std::string& path) {
     const std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
     std::string set_dir;
     if (const std::vector<std::string> left = io::earlier_files_left_of(path, &set_dir); !left.empty())
-      std::fprintf(stderr,
-                   "trnsim: note: %s: %s %s an earlier run's, not this stats.json's: the run that wrote it "
-                   "was killed before it removed %s; the next run into %s removes %s\n",
-                   dir.c_str(), fmt::format("{}", fmt::join(left, ", ")).c_str(),
-                   left.size() == 1 ? "is" : "are", left.size() == 1 ? "it" : "them",
-                   set_dir.empty() ? "the folder" : fmt::format("{} (the chain's folder)", set_dir).c_str(),
-                   left.size() == 1 ? "it" : "them");
+      log::note(fmt::format(
+          "{}: {} {} an earlier run's, not this stats.json's: the run that wrote it was killed before it "
+          "removed {}; the next run into {} removes {}",
+          dir, fmt::join(left, ", "), left.size() == 1 ? "is" : "are", left.size() == 1 ? "it" : "them",
+          set_dir.empty() ? "the folder" : fmt::format("{} (the chain's folder)", set_dir),
+          left.size() == 1 ? "it" : "them"));
   }
   // A chain's summary (tools/trnsim/run_chain.cpp) beside its stages' folders: point at them.
   if (j.is_object() && member(j, "chain").is_string() && member(j, "stages").is_array()) {

@@ -25,12 +25,13 @@ for s in A B; do
   "$TRNSIM" run "$T/$s.json" --no-numerics --dump-inputs --out "$T/ref_$s" >/dev/null 2>&1 || bad "reference run $s"
 done
 FILES=(inputs/output_grad.npy inputs/weights.npy inputs/input_activation.npy)
-# state DIR: A or B when every file and stats.json are that set's, else "mixed".
+# state DIR: A or B when every file, stats.json and trnsim.log are that set's, else "mixed".
 state() {
   local d=$1 s f ok
   for s in A B; do
     ok=1
     grep -q "\"workload\": \"set_$s\"" "$d/stats.json" 2>/dev/null || ok=0
+    grep -q "trnsim: debug: set_$s: writing" "$d/trnsim.log" 2>/dev/null || ok=0  # the log names its run
     for f in "${FILES[@]}"; do cmp -s "$d/$f" "$T/ref_$s/$f" || ok=0; done
     if [[ $ok == 1 ]]; then
       echo "$s"

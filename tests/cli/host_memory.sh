@@ -18,7 +18,7 @@ rc2=$?
 check "matmul with scratch-file tensors: exit 0, y.npy and stats.json the same bytes (exit $rc1, $rc2)" \
   '[[ $rc1 == 0 && $rc2 == 0 && $(sha "$T/heap/y.npy") == $(sha "$T/mapped/y.npy") && $(sha "$T/heap/stats.json") == $(sha "$T/mapped/stats.json") ]]'
 check "no scratch file is left in the output folder: $(ls -A "$T/mapped" | tr '\n' ' ')" \
-  '[[ $(ls -A "$T/mapped" | tr "\n" " ") == ".trnsim-files host.json stats.json y.npy " ]]'
+  '[[ $(ls -A "$T/mapped" | tr "\n" " ") == ".trnsim-files host.json stats.json trnsim.log y.npy " ]]'
 
 # 2. .npy inputs mapped from their files (BF16 as raw uint16 bits: the tensor is the file's pages).
 cp "$T/heap/inputs/x.npy" "$T/heap/inputs/w.npy" "$T/"

@@ -99,7 +99,7 @@ check "damaged stats.json (exit $rc: $(cat "$T/out"))" \
 "$TRNSIM" run "$SMALL" --set inputs.input_activation.std=2e38 --out "$T/inf" >"$T/out" 2>&1
 rc=$?
 check "Inf inputs: exit $rc, outputs written" '[[ $rc == 3 && -f $T/inf/weight_grad.npy && -f $T/inf/stats.json ]]'
-check "Inf inputs: the note" 'grep -q "^note: inputs.input_activation: [0-9]* of 262144 values are NaN or Inf (generated values overflowed bfloat16)" "$T/out"'
+check "Inf inputs: the note" 'grep -q "^trnsim: [a-z0-9_]*: note: inputs.input_activation: [0-9]* of 262144 values are NaN or Inf (generated values overflowed bfloat16)" "$T/out"'
 check "Inf inputs: counts, not NaN" 'grep -q "\"reference_nonfinite\": 262144.0" "$T/inf/stats.json" && ! grep -qE ": (NaN|nan),?$" "$T/inf/stats.json"'
 check "Inf inputs: nothing compared is a failure" \
   'grep -q "^FAIL weight_grad: nothing compared: all 262144 reference values are NaN or Inf" "$T/out"'

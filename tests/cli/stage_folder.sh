@@ -172,6 +172,6 @@ cp P/sa/out.npy keep.npy && echo changed >>keep.npy && mv keep.npy P/sa/out.npy
 "$TRNSIM" run pl2.json --no-numerics --out P >out 2>&1
 rc=$?
 check "a chain over a single run's folder whose out.npy was replaced since (exit $rc): it stays" \
-  '[[ $rc == 0 && $(tail -c 8 P/sa/out.npy) == changed && ! -e P/sa/.trnsim-files ]] && ! grep -q "^removed" out'
+  '[[ $rc == 0 && $(tail -c 8 P/sa/out.npy) == changed && ! -e P/sa/.trnsim-files ]] && ! grep -q "^removed P/sa/out.npy" out'
 
 finish

@@ -15,8 +15,9 @@ SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
 leftovers() { find "$1" -name '*.tmp.*' -o -name '*.old.*' -o -name '.trnsim-files.old' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
 state() { grep -o '"state": "[a-z]*"' "$1/.trnsim-files"; }
 
-# 1. With numerics the set is stats.json, host.json and two outputs: step 1 the record, 2-5 temporaries and
-# backups, 6-9 filled, 10-13 renames, 14 the folder synced, 15-18 backups removed, 19 the record complete.
+# 1. With numerics the set is stats.json, host.json, two outputs and trnsim.log: step 1 the record, 2-6
+# temporaries and backups, 7-11 filled, 12-16 renames, 17 the folder synced, 18-22 backups removed, 23 the
+# record complete.
 "$TRNSIM" run "$SMALL" --out ci >"$T/log0" 2>&1 || bad "first run failed: $(tail -3 "$T/log0")"
 trial() {  # trial SIG STEP
   local sig=$1 n=$2 rc code log=$T/log.$1.$2
@@ -29,22 +30,22 @@ trial() {  # trial SIG STEP
   check "$sig at step $n: stats reads the folder (exit $?): $msg" '[[ $? == 0 && -z $msg ]]'
   check "$sig at step $n: no leftovers: $(leftovers ci)" '[[ -z $(leftovers ci) ]]'
   check "$sig at step $n: the record is complete ($(state ci))" '[[ $(state ci) == "\"state\": \"complete\"" ]]'
-  if ((n <= 9)); then
+  if ((n <= 11)); then
     check "$sig at step $n (before the renames): the earlier record is back, byte for byte" \
       'cmp -s ci/.trnsim-files "$T/record.before"'
   fi
   check "$sig at step $n: the folder holds the set ($(ls -A ci | tr '\n' ' '))" \
-    '[[ $(ls -A ci | tr "\n" " ") == ".trnsim-files host.json input_grad.npy stats.json weight_grad.npy " ]]'
+    '[[ $(ls -A ci | tr "\n" " ") == ".trnsim-files host.json input_grad.npy stats.json trnsim.log weight_grad.npy " ]]'
 }
-for n in $(seq 1 19); do trial INT "$n"; done
+for n in $(seq 1 23); do trial INT "$n"; done
 for sig in TERM HUP USR1 ALRM XCPU; do
-  for n in 1 5 9 12; do trial "$sig" "$n"; done
+  for n in 1 6 11 14; do trial "$sig" "$n"; done
 done
 
-# 2. The same folder then written by a --no-numerics run: stats.json and host.json, step 1 the record, 2-3
-# temporaries and backups, 4-5 filled, 6-7 renames, 8 the folder synced, 9-10 backups removed, 11 the record
-# complete, 12-13 the two earlier outputs removed.
-for n in 7 8 9 10 11 12 13; do
+# 2. The same folder then written by a --no-numerics run: stats.json, host.json and trnsim.log, step 1 the
+# record, 2-4 temporaries and backups, 5-7 filled, 8-10 renames, 11 the folder synced, 12-14 backups removed,
+# 15 the record complete, 16-17 the two earlier outputs removed.
+for n in 10 11 12 13 14 15 16 17; do
   rm -rf k
   "$TRNSIM" run "$SMALL" --out k >"$T/logk" 2>&1 || bad "first run into k failed: $(tail -3 "$T/logk")"
   { (TRNSIM_TEST_KILL_AT_WRITE_STEP=$n exec "$TRNSIM" run "$SMALL" --no-numerics --out k) >/dev/null 2>&1; } 2>/dev/null
@@ -62,15 +63,15 @@ for n in 7 8 9 10 11 12 13; do
   "$TRNSIM" run "$SMALL" --no-numerics --out k >"$T/logk2" 2>&1
   check "SIGKILL at step $n: the next run succeeds (exit $?: $(tail -2 "$T/logk2"))" '[[ $? == 0 ]]'
   check "SIGKILL at step $n: the next run removed the earlier outputs ($(ls -A k | tr '\n' ' '))" \
-    '[[ $(ls -A k | tr "\n" " ") == ".trnsim-files host.json stats.json " ]]'
+    '[[ $(ls -A k | tr "\n" " ") == ".trnsim-files host.json stats.json trnsim.log " ]]'
   check "SIGKILL at step $n: stats reads the folder quietly" '[[ -z $("$TRNSIM" stats k/stats.json 2>&1 >/dev/null) ]]'
   check "SIGKILL at step $n: the record names no earlier set" '! grep -q previous k/.trnsim-files'
 done
 
-# 3. A handled signal from the first rename on (steps 6-13 of the --no-numerics run above) waits until the
+# 3. A handled signal from the first rename on (steps 8-17 of the --no-numerics run above) waits until the
 # earlier set's files are removed too, then ends the run with a message: the folder is the new set alone
 # (a tester found the process ended silently there, before the removal, leaving the earlier outputs).
-for n in 6 7 8 9 10 11 12 13; do
+for n in 8 9 10 11 12 13 14 15 16 17; do
   rm -rf k
   "$TRNSIM" run "$SMALL" --out k >"$T/logk" 2>&1 || bad "first run into k failed: $(tail -3 "$T/logk")"
   { (TRNSIM_TEST_KILL_SIGNAL=TERM TRNSIM_TEST_KILL_AT_WRITE_STEP=$n exec "$TRNSIM" run "$SMALL" --no-numerics \
@@ -79,7 +80,7 @@ for n in 6 7 8 9 10 11 12 13; do
   check "TERM at step $n: exit $rc (143), says so: $(tail -1 "$T/logt")" \
     '[[ $rc == 143 && $(cat "$T/logt") == *"interrupted (SIGTERM) once the files being written were all in place"* ]]'
   check "TERM at step $n: the folder is the new set ($(ls -A k | tr '\n' ' '))" \
-    '[[ $(ls -A k | tr "\n" " ") == ".trnsim-files host.json stats.json " ]]'
+    '[[ $(ls -A k | tr "\n" " ") == ".trnsim-files host.json stats.json trnsim.log " ]]'
   check "TERM at step $n: stats reads the folder quietly" '[[ -z $("$TRNSIM" stats k/stats.json 2>&1 >/dev/null) ]]'
   check "TERM at step $n: the record is complete and names no earlier set" \
     '[[ $(state k) == "\"state\": \"complete\"" ]] && ! grep -q previous k/.trnsim-files'

@@ -21,6 +21,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
+#include "sim/base/log.h"
 #include "sim/config/json_document.h"
 #include "sim/io/output_files.h"
 #include "tools/sweep/point_check.h"
@@ -219,7 +220,7 @@ class Pool {
       try {
         if (in.good() || in.eof()) io::write_files_atomic({{kept.string(), std::move(bytes), {}, true}});
       } catch (const InputError& e) {
-        std::fprintf(stderr, "trnsim: warning: %s\n", e.what());
+        log::warning(e.what());
       }
     }
     write_row(cfg_.dir, row);

@@ -6,6 +6,8 @@
 
 #include <cstdio>
 
+#include "sim/base/log.h"
+
 namespace trnsim::sweep {
 
 using Clock = std::chrono::steady_clock;
@@ -15,6 +17,7 @@ Progress::Progress(size_t total, std::string what)
 
 void Progress::update(size_t done, size_t ran, size_t ok, size_t invalid, size_t failed, size_t kept,
                       bool force) {
+  if (log::level() > spdlog::level::info) return;  // --quiet
   const auto now = Clock::now();
   const size_t decile = total_ ? done * 10 / total_ : 10;
   if (!force) {
@@ -34,12 +37,13 @@ void Progress::update(size_t done, size_t ran, size_t ok, size_t invalid, size_t
   const std::string bar = std::string(fill, '#') + std::string(kWidth - fill, '.');
   const std::string line = fmt::format("[{}] {}/{} {}: {} ok, {} invalid, {} failed, {} kept | {:.1f} s, {}",
                                        bar, done, total_, what_, ok, invalid, failed, kept, el, eta);
-  if (tty_)
+  if (tty_) {  // redrawn in place: not a line of the log
     std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
-  else
-    std::fprintf(stderr, "%s\n", line.c_str());
-  drawn_ = true;
-  std::fflush(stderr);
+    std::fflush(stderr);
+    drawn_ = true;
+  } else {
+    log::say(spdlog::level::info, line);
+  }
 }
 
 void Progress::finish() {

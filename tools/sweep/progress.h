@@ -1,5 +1,6 @@
 // The progress line of a sweep on stderr: a bar, the counts, elapsed time and ETA. On a terminal it is
-// redrawn in place (at most 10 times a second); otherwise a line is printed every 10 % or 30 s.
+// redrawn in place (at most 10 times a second); otherwise a line (an info message, sim/base/log.h) is printed
+// every 10 % or 30 s. Nothing when the messages' level is above info (--quiet).
 #pragma once
 
 #include <chrono>

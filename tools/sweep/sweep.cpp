@@ -13,6 +13,7 @@
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
 #include "sim/base/json_excerpt.h"
+#include "sim/base/log.h"
 #include "sim/config/json_document.h"
 #include "sim/io/output_files.h"
 #include "tools/sweep/point_check.h"
@@ -260,11 +261,10 @@ int run_local(const std::string& sweep_file, const SweepOptions& o) {
   write_plan(dir, plan);  // marks the folder as this sweep's from the start
   plan["points"] = json::array();
   for (size_t i = 0; i < e.points.size(); ++i) plan["points"].push_back(nullptr);
-  std::fprintf(
-      stderr, "trnsim: sweep %s: %zu points%s, %d worker%s, results in %s\n", spec.name.c_str(),
-      e.points.size(),
-      e.excluded ? fmt::format(" ({} of the product skipped by the constraints)", e.excluded).c_str() : "",
-      jobs, jobs == 1 ? "" : "s", dir.c_str());
+  log::info(fmt::format(
+      "sweep {}: {} points{}, {} worker{}, results in {}", spec.name, e.points.size(),
+      e.excluded ? fmt::format(" ({} of the product skipped by the constraints)", e.excluded) : "", jobs,
+      jobs == 1 ? "" : "s", dir));
   PoolConfig cfg;
   cfg.exe = self_exe();
   cfg.workload = spec.workload;
@@ -328,7 +328,7 @@ size_t collect(const std::string& dir, bool report) {
     } catch (const InputError& e) {
       std::printf("\n");
       std::fflush(stdout);
-      std::fprintf(stderr, "trnsim: warning: no HTML report: %s\n", e.what());
+      log::warning(fmt::format("no HTML report: {}", e.what()));
       return missing;
     }
   }

@@ -14,6 +14,7 @@
 
 #include "kernels/workload/workload.h"
 #include "sim/base/error.h"
+#include "sim/base/log.h"
 #include "sim/io/output_files.h"
 #include "sim/io/replace_check.h"
 #include "tools/sweep/point_check.h"
@@ -330,13 +331,11 @@ int run_tune(const std::string& sweep_file, const TuneOptions& o) {
   plan["maximize"] = maximize;
   write_plan(dir, plan);
   const int jobs = default_jobs(o.jobs);
-  std::fprintf(
-      stderr,
-      "trnsim: tune %s: %s of %llu product points%s, budget %d evaluations, %d worker%s, results in %s\n",
-      spec.name.c_str(), maximize ? "highest" : "lowest",
-      static_cast<unsigned long long>(spec.product_size()),
-      spec.listed.empty() ? "" : fmt::format(" and {} listed", spec.listed.size()).c_str(), o.budget, jobs,
-      jobs == 1 ? "" : "s", dir.c_str());
+  log::info(
+      fmt::format("tune {}: {} of {} product points{}, budget {} evaluations, {} worker{}, results in {}",
+                  spec.name, maximize ? "highest" : "lowest", spec.product_size(),
+                  spec.listed.empty() ? "" : fmt::format(" and {} listed", spec.listed.size()), o.budget,
+                  jobs, jobs == 1 ? "" : "s", dir));
   Search search(spec, o, dir, plan, jobs);
   search.objective_ = objective;
   search.maximize_ = maximize;

@@ -38,6 +38,7 @@
 #include "sim/numerics/mx.h"
 #include "sim/numerics/scale_layout.h"
 #include "tools/trnsim/commands.h"
+#include "tools/trnsim/run_log.h"
 
 namespace trnsim::cli {
 namespace {
@@ -297,6 +298,7 @@ void add_quantize_command(CLI::App& app) {
   sub->add_option("--scales", opts->scales_out, "output .npy: E8M0 scale bytes, uint8")->required();
   sub->add_option("--dequant", opts->dequant_out, "optional output .npy: dequantized float32 [rows, cols]");
   add_overwrite_option(sub);
+  add_log_options(sub);
   sub->add_option("--threads", opts->threads, "host threads for the quantization")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));

@@ -12,6 +12,7 @@
 #include "sim/base/error.h"
 #include "tools/sweep/report_script.h"
 #include "tools/trnsim/commands.h"
+#include "tools/trnsim/run_log.h"
 #include "tools/trnsim/run_options.h"
 
 namespace trnsim::cli {
@@ -46,6 +47,7 @@ void add_run_command(CLI::App& app) {
                 "OUT/<stage> (refused otherwise): the run replaces that stage's files, and trnsim stats "
                 "then says the chain's set is mixed");
   add_overwrite_option(cmd);
+  add_log_options(cmd);
   auto report = std::make_shared<std::string>();
   cmd->add_option("--report", *report,
                   "also write an HTML report of the run (engine time, critical path, roofline, source lines, "

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/base/log.h"
 #include "sim/io/enclosing_set.h"
 #include "sim/io/file_kind.h"
 #include "sim/io/output_files.h"
@@ -41,7 +42,7 @@ struct StatsCliOptions {
 void note_replaced_stage(const std::string& stats_file) {
   const std::filesystem::path dir = std::filesystem::path(stats_file).parent_path();
   const std::string note = io::replaced_stage_note(dir.empty() ? "." : dir.string());
-  if (!note.empty()) std::fprintf(stderr, "trnsim: note: %s\n", note.c_str());
+  if (!note.empty()) log::note(note);
 }
 
 // InputError for a stats.json that is not there although a run folder's record names it: the run wrote it,

@@ -14,11 +14,13 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/base/log.h"
 #include "tools/sweep/point_check.h"
 #include "tools/sweep/slurm.h"
 #include "tools/sweep/spec.h"
 #include "tools/sweep/sweep.h"
 #include "tools/trnsim/commands.h"
+#include "tools/trnsim/run_log.h"
 
 namespace trnsim::cli {
 namespace {
@@ -85,8 +87,7 @@ int run_sweep(SweepCliOptions& o) {
   const std::string dir = sweep::sweep_dir(spec, o.local.out);
   const io::DirLock lock = sweep::prepare_dir(dir, spec.name);
   nlohmann::json plan = sweep::plan_header(spec);
-  std::fprintf(stderr, "trnsim: sweep %s: checking %zu points before submitting them\n", spec.name.c_str(),
-               e.points.size());
+  log::info(fmt::format("sweep {}: checking {} points before submitting them", spec.name, e.points.size()));
   sweep::check_all(spec, e.points, plan, o.local.timeout_seconds);
   sweep::write_plan(dir, plan);
   o.slurm.keep_stats = o.local.keep_stats;
@@ -127,6 +128,7 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_flag(
       "--no-report", [o](int64_t) { o->local.report = false; }, "no HTML report");
   add_timeout_option(cmd, o->local.timeout_seconds);
+  add_log_options(cmd);
   cmd->add_option("--backend", o->backend,
                   "local (a pool of worker processes, default) or slurm (sbatch --array)")
       ->check(CLI::IsMember({"local", "slurm"}));

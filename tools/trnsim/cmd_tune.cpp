@@ -6,6 +6,7 @@
 
 #include "tools/sweep/tune.h"
 #include "tools/trnsim/commands.h"
+#include "tools/trnsim/run_log.h"
 
 namespace trnsim::cli {
 
@@ -30,6 +31,7 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "the tune's folder (default out/tune/<name>)");
   cmd->add_option("--write", o->write, "the best workload file (default DIR/best_workload.json)");
   add_overwrite_option(cmd);
+  add_log_options(cmd);
   cmd->add_flag(
       "--no-report", [o](int64_t) { o->report = false; }, "no HTML report");
   add_timeout_option(cmd, o->timeout_seconds);

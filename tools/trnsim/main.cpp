@@ -18,6 +18,7 @@
 #include "sim/base/address_limit.h"
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
+#include "sim/base/log.h"
 #include "sim/io/output_files.h"
 #include "tools/trnsim/commands.h"
 #ifdef TRNSIM_WITH_PYTHON
@@ -63,8 +64,7 @@ bool stdout_intact() {
   const int err = errno;
   struct stat st {};
   if (::fstat(STDOUT_FILENO, &st) != 0 || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) return true;
-  std::fprintf(stderr, "trnsim: error: cannot write to stdout: %s\n",
-               err ? std::strerror(err) : "a write failed");
+  trnsim::log::error(std::string("cannot write to stdout: ") + (err ? std::strerror(err) : "a write failed"));
   return false;
 }
 
@@ -120,21 +120,20 @@ int run_cli(int argc, char** argv) {
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {  // bad command line: exit 1 like any other bad input
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::fprintf(stderr,
-                 "trnsim: error: %s\nRun 'trnsim --help' or 'trnsim COMMAND --help' for the options.\n",
-                 e.what());
+    trnsim::log::error(std::string(e.what()) +
+                       "\nRun 'trnsim --help' or 'trnsim COMMAND --help' for the options.");
     return 1;
   } catch (const trnsim::Interrupted& e) {
-    std::fprintf(stderr, "trnsim: %s\n", e.what());
+    trnsim::log::say(spdlog::level::err, std::string("trnsim: ") + e.what());
     trnsim::interrupt::exit_now();
   } catch (const trnsim::Error& e) {
-    std::fprintf(stderr, "trnsim: error: %s\n", e.what());
+    trnsim::log::error(e.what());
     return 1;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "trnsim: error: out of memory\n");
+    trnsim::log::error("out of memory");
     return 1;
   } catch (const std::exception& e) {  // a bug, not bad input: still a message and an exit code, not an abort
-    std::fprintf(stderr, "trnsim: internal error: %s\n", e.what());
+    trnsim::log::say(spdlog::level::err, std::string("trnsim: internal error: ") + e.what());
     return 2;
   }
   return stdout_intact() ? 0 : 1;

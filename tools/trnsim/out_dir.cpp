@@ -13,10 +13,11 @@
 #include <fstream>
 
 #include "sim/base/error.h"
-#include "sim/io/replace_check.h"
-#include "tools/trnsim/commands.h"
+#include "sim/base/log.h"
 #include "sim/io/file_kind.h"
 #include "sim/io/manifest.h"
+#include "sim/io/replace_check.h"
+#include "tools/trnsim/commands.h"
 
 namespace trnsim::cli {
 
@@ -108,7 +109,7 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
     probe_writable(dir_, "--out " + dir_);
     io::RunFolderState s = io::open_run_folder(dir_);
     previous_ = std::move(s.manifest);
-    for (const std::string& n : s.notes) std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
+    for (const std::string& n : s.notes) log::note(n);
   } catch (const InputError& e) {
     remove_created();
     const std::string what = e.what();
@@ -168,7 +169,7 @@ void OutDir::add_subfolder(const std::string& name) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", what, e.what()));
   }
-  for (const std::string& n : own.notes) std::fprintf(stderr, "trnsim: note: %s\n", n.c_str());
+  for (const std::string& n : own.notes) log::note(n);
   struct stat rec {};
   const io::Fd sub_fd(::openat(dir_fd_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!sub_fd.ok() || ::fstatat(sub_fd.get(), io::kManifestName, &rec, AT_SYMLINK_NOFOLLOW) != 0 ||

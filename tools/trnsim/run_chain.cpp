@@ -14,6 +14,7 @@
 #include "kernels/workload/chain.h"
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
+#include "sim/base/log.h"
 #include "sim/base/scratch_dir.h"
 #include "sim/io/output_files.h"
 #include "sim/io/output_name.h"
@@ -21,6 +22,7 @@
 #include "sim/run/report.h"
 #include "sim/trace/open_trace.h"
 #include "tools/trnsim/out_dir.h"
+#include "tools/trnsim/run_log.h"
 #include "tools/trnsim/run_options.h"
 
 namespace trnsim::cli {
@@ -50,6 +52,7 @@ std::string check_line(const run::CheckResult& c) {
 int run_chain_file(const RunCliOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
+  log::Record record;  // OUT/trnsim.log: this run's messages up to its write
   if (!o.report.empty())
     throw InputError("--report draws one run's report: run it on a stage's stats.json (trnsim stats --html)");
   const std::string out_dir =
@@ -61,7 +64,9 @@ int run_chain_file(const RunCliOptions& o) {
   workload::Chain chain = workload::load_chain(o.config, o.sets, o.no_numerics);
 
   // Every file the chain writes and reads, decided before it simulates.
-  std::vector<io::NamedPath> paths{{(fs::path(out_dir) / "chain_stats.json").string(), "chain_stats.json"}};
+  std::vector<io::NamedPath> paths{
+      {(fs::path(out_dir) / "chain_stats.json").string(), "chain_stats.json"},
+      {(fs::path(out_dir) / log::kFileName).string(), fmt::format("the log {}", log::kFileName)}};
   std::vector<std::string> read_files;
   std::error_code ec;
   if (chain.pipeline) {
@@ -139,15 +144,13 @@ int run_chain_file(const RunCliOptions& o) {
     ro.full_reference = o.full_reference;
     ro.dump_inputs = o.dump_inputs;
     ro.trace_path = stage_trace(o.trace, r.name());
-    ro.message = [&](const std::string& m) {
-      std::fprintf(stderr, "trnsim: %s: %s\n", r.name().c_str(), m.c_str());
-    };
+    ro.message = [&](const std::string& m) { log::run_message(r.name(), m); };
     if (r.numerics()) chain.give_inputs(i);
     if (r.numerics() || o.dump_inputs) r.make_inputs();
     try {
       r.simulate(ro);
     } catch (const Interrupted& e) {
-      std::fprintf(stderr, "trnsim: %s: %s\n", r.name().c_str(), e.what());
+      log::say(spdlog::level::err, fmt::format("trnsim: {}: {}", r.name(), e.what()));
       interrupt::exit_now();
     }
     r.check(ro);
@@ -156,8 +159,8 @@ int run_chain_file(const RunCliOptions& o) {
   const std::vector<run::CheckResult> refs = chain.run_reference();
   const std::string not_run = chain.reference_not_run();
   if (!not_run.empty())
-    std::fprintf(stderr, "trnsim: note: %s: the chain reference '%s' did not run: %s\n", chain.file.c_str(),
-                 chain.reference.c_str(), not_run.c_str());
+    log::note(
+        fmt::format("{}: the chain reference '{}' did not run: {}", chain.file, chain.reference, not_run));
 
   // The stages' files, then chain_stats.json first in the set.
   std::vector<io::OutputFile> files(1);
@@ -234,6 +237,9 @@ int run_chain_file(const RunCliOptions& o) {
   const std::string text = doc.dump(2) + "\n";
   files[0] = {(fs::path(out_dir) / "chain_stats.json").string(),
               std::vector<uint8_t>(text.begin(), text.end())};
+  const size_t stage_files = files.size() - 1;
+  log::debug(fmt::format("{}: writing {} files into {}", chain.name, files.size() + 1, out_dir));
+  files.push_back(run_log_file(out_dir, record));
   const std::vector<std::string> stale = out.commit(files, read_files);
 
   std::fputs(summary.c_str(), stdout);
@@ -245,7 +251,8 @@ int run_chain_file(const RunCliOptions& o) {
   const std::string now_at = out.where_now();
   const auto shown = [&](const std::string& path) { return OutDir::shown(path, out_dir, now_at); };
   std::printf(
-      "wrote %s and %zu stage files%s (%.1f s)\n", shown(files[0].path).c_str(), files.size() - 1,
+      "wrote %s, %s and %zu stage files%s (%.1f s)\n", shown(files[0].path).c_str(), log::kFileName,
+      stage_files,
       now_at.empty()
           ? fmt::format(" into the folder given as --out {}, moved or removed during the run", out_dir)
                 .c_str()
@@ -255,13 +262,10 @@ int run_chain_file(const RunCliOptions& o) {
     std::printf("removed %s: an earlier run's output that this run does not write\n", shown(f).c_str());
   std::fflush(stdout);  // the note after the summary, also when both go to one file
   if (!now_at.empty() && now_at != out_dir)
-    std::fprintf(stderr, "trnsim: note: --out %s was moved during the run: its files are in %s\n",
-                 out_dir.c_str(), now_at.c_str());
+    log::note(fmt::format("--out {} was moved during the run: its files are in {}", out_dir, now_at));
   std::fflush(stdout);
   if (rc == workload::kExitBelowRoofline)
-    std::fprintf(
-        stderr,
-        "trnsim: error: a stage's simulated time is below its roofline lower bound: a simulator bug\n");
+    log::error("a stage's simulated time is below its roofline lower bound: a simulator bug");
   return rc;
 }
 

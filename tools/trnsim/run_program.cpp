@@ -17,6 +17,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
+#include "sim/base/log.h"
 #include "sim/config/hw_config.h"
 #include "sim/io/output_files.h"
 #include "sim/io/output_name.h"
@@ -30,6 +31,7 @@
 #include "sim/trace/open_trace.h"
 #include "tools/sweep/report_script.h"
 #include "tools/trnsim/out_dir.h"
+#include "tools/trnsim/run_log.h"
 #include "tools/trnsim/run_options.h"
 
 namespace trnsim::cli {
@@ -39,6 +41,7 @@ using nlohmann::json;
 
 int run_program_file(const RunCliOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
+  log::Record record;  // with --out, OUT/trnsim.log: this run's messages up to its write
   isa::Program program = isa::load_program(o.config);
   config::Overrides overrides;
   for (const auto& s : o.sets) overrides.insert(config::parse_override(s));
@@ -108,6 +111,8 @@ int run_program_file(const RunCliOptions& o) {
     if (o.out_given) {
       paths.push_back({(fs::path(out_dir) / "stats.json").string(), "stats.json"});
       paths.push_back({(fs::path(out_dir) / run::kHostFileName).string(), run::kHostFileName});
+      paths.push_back(
+          {(fs::path(out_dir) / log::kFileName).string(), fmt::format("the log {}", log::kFileName)});
     }
     if (!o.trace.empty()) paths.push_back({o.trace, "--trace"});
     if (!o.report.empty()) paths.push_back({o.report, "--report"});
@@ -204,10 +209,13 @@ int run_program_file(const RunCliOptions& o) {
   // Into --out, the set replaces the folder's earlier one as a workload run's does (OutDir::commit): the
   // manifest records it, and the earlier run's outputs it does not write again are removed.
   std::vector<std::string> stale;
-  if (out && o.out_given)
+  if (out && o.out_given) {
+    log::debug(fmt::format("{}: writing {} files into {}", o.config, files.size() + 1, out_dir));
+    files.push_back(run_log_file(out_dir, record));
     stale = out->commit(files, read_files);
-  else
+  } else {
     io::write_files_atomic(files);
+  }
   if (out) out->keep();
   for (const auto& f : files) std::printf("wrote %s\n", f.path.c_str());
   for (const auto& f : stale)

@@ -18,6 +18,7 @@
 #include "sim/base/error.h"
 #include "sim/base/host_bytes.h"
 #include "sim/base/interrupt.h"
+#include "sim/base/log.h"
 #include "sim/base/scratch_dir.h"
 #include "sim/io/enclosing_set.h"
 #include "sim/io/npy.h"
@@ -30,6 +31,7 @@
 #include "tools/sweep/report_script.h"
 #include "tools/trnsim/host_memory.h"
 #include "tools/trnsim/out_dir.h"
+#include "tools/trnsim/run_log.h"
 #include "tools/trnsim/run_options.h"
 
 namespace trnsim::cli {
@@ -40,6 +42,13 @@ namespace {
 
 double tensor_bytes(isa::DType dtype, const std::vector<int64_t>& shape) {
   return static_cast<double>(tensor::elements_of(shape)) * isa::dtype_size(dtype);
+}
+
+uint64_t instruction_count(const isa::Program& program) {
+  uint64_t n = 0;
+  for (const auto& core : program.streams)
+    for (const auto& stream : core) n += stream.size();
+  return n;
 }
 
 }  // namespace
@@ -57,12 +66,8 @@ HostMemoryNeed host_memory_need(const workload::PreparedWorkload& p, bool dump_i
   if (!report.empty() && !io::is_special_file(report))
     need.report = report_bytes(p.build.program.tensors.size());
   size_t files = 2;  // stats.json, host.json
-  if (!trace.empty() && !io::is_special_file(trace)) {
-    uint64_t insts = 0;
-    for (const auto& core : p.build.program.streams)
-      for (const auto& stream : core) insts += stream.size();
-    need.trace = trace_bytes(insts);
-  }
+  if (!trace.empty() && !io::is_special_file(trace))
+    need.trace = trace_bytes(instruction_count(p.build.program));
   std::set<std::string> input_names;
   for (const workload::TensorInfo& t : p.inputs) {
     input_names.insert(t.name);
@@ -122,6 +127,7 @@ void check_out_not_in_a_set(const RunCliOptions& o, const std::string& out_dir) 
 int run_workload_file(const RunCliOptions& o) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
+  log::Record record;  // OUT/trnsim.log: this run's messages up to its write
   workload::Workload w = workload::parse_workload(o.config, o.sets);
   if (o.no_numerics) w.numerics = false;
   const std::string out_dir = o.out.empty() ? (fs::path("out") / w.name).string() : o.out;
@@ -131,12 +137,16 @@ int run_workload_file(const RunCliOptions& o) {
   check_out_not_in_a_set(o, out_dir);
   workload::WorkloadRun r(std::move(w));
   const workload::PreparedWorkload& p = r.prepared();
+  log::debug(fmt::format("{}: {}: kernel {} on {}, {} instructions, numerics {}", p.w.name, p.w.file,
+                         p.w.kernel, p.hw.name, instruction_count(p.build.program),
+                         p.w.numerics ? "on" : "off"));
   std::error_code ec;
 
   // Every file this run writes, decided before it simulates: none may land on another or on an input.
   const auto in_dir = [&](const std::string& rel) { return (fs::path(out_dir) / rel).string(); };
   std::vector<io::NamedPath> paths{{in_dir("stats.json"), "stats.json"},
-                                   {in_dir(run::kHostFileName), run::kHostFileName}};
+                                   {in_dir(run::kHostFileName), run::kHostFileName},
+                                   {in_dir(log::kFileName), fmt::format("the log {}", log::kFileName)}};
   if (p.w.numerics)
     for (const std::string& n : p.written)
       paths.push_back({io::output_npy_path(out_dir, n, p.w.file), fmt::format("output '{}'", n)});
@@ -187,15 +197,13 @@ int run_workload_file(const RunCliOptions& o) {
   ro.full_reference = o.full_reference;
   ro.dump_inputs = o.dump_inputs;
   ro.trace_path = o.trace;
-  ro.message = [&](const std::string& m) {
-    std::fprintf(stderr, "trnsim: %s: %s\n", p.w.name.c_str(), m.c_str());
-  };
+  ro.message = [&](const std::string& m) { log::run_message(p.w.name, m); };
   if (p.w.numerics || o.dump_inputs) r.make_inputs();
   try {
     r.simulate(ro);
   } catch (const Interrupted& e) {
     // Now, not after unwinding: that would wait for the reference thread.
-    std::fprintf(stderr, "trnsim: %s: %s\n", p.w.name.c_str(), e.what());
+    log::say(spdlog::level::err, fmt::format("trnsim: {}: {}", p.w.name, e.what()));
     interrupt::exit_now();
   }
   r.check(ro);
@@ -208,7 +216,6 @@ int run_workload_file(const RunCliOptions& o) {
   // simulator bug, gets none). When it cannot be drawn, the run's files are written and the error follows.
   const int rc = workload::WorkloadRun::exit_code(rep);
   std::vector<io::OutputFile> files = r.output_files(rep, out_dir, o.dump_inputs);
-  const size_t run_files = files.size();
   std::vector<io::OutputFile> report;
   std::optional<InputError> report_error;
   if (!o.report.empty() && rc != workload::kExitBelowRoofline) try {
@@ -217,11 +224,18 @@ int run_workload_file(const RunCliOptions& o) {
     } catch (const InputError& e) {
       report_error = e;
     }
+  log::debug(
+      fmt::format("{}: writing {} files into {}", p.w.name, files.size() + report.size() + 1, out_dir));
+  files.push_back(run_log_file(out_dir, record));  // the last of the run's own, before the report
+  const size_t run_files = files.size();
   for (io::OutputFile& f : report) files.push_back(std::move(f));
   const std::vector<std::string> stale = out.commit(files, read_files);
 
-  // The summary of this run's report, not of the file read back (a device, or another run's by now).
-  std::fputs(run::format_stats(nlohmann::json::parse(files.at(0).bytes)).c_str(), stdout);
+  // The summary of this run's report, not of the file read back (a device, or another run's by now), without
+  // its notes: the run said them as it went.
+  nlohmann::json summary = nlohmann::json::parse(files.at(0).bytes);
+  summary.erase("notes");
+  std::fputs(run::format_stats(summary).c_str(), stdout);
   // Named where the folder is now: moved during the run, it got the files where it went.
   const std::string now_at = out.where_now();
   const auto shown = [&](const std::string& path) { return OutDir::shown(path, out_dir, now_at); };
@@ -235,8 +249,7 @@ int run_workload_file(const RunCliOptions& o) {
     std::printf("removed %s: an earlier run's output that this run does not write\n", shown(f).c_str());
   std::fflush(stdout);  // the note after the summary, also when both go to one file
   if (!now_at.empty() && now_at != out_dir)
-    std::fprintf(stderr, "trnsim: note: --out %s was moved during the run: its files are in %s\n",
-                 out_dir.c_str(), now_at.c_str());
+    log::note(fmt::format("--out {} was moved during the run: its files are in {}", out_dir, now_at));
   std::fflush(stdout);
   // Where the host time went (the workload benchmark reads this line): setup = parse, build, inputs;
   // references = after the simulation (waiting for the reference thread, reading the outputs, comparing);
@@ -249,22 +262,21 @@ int run_workload_file(const RunCliOptions& o) {
           ? ""
           : fmt::format("; reference thread {:.3f} alongside the simulation", tm.reference_thread);
   const double setup = tm.setup + std::chrono::duration<double>(r.start() - t0).count();
-  std::fprintf(
-      stderr,
-      "trnsim: %s: host time %.3f s (setup %.3f, simulation %.3f, references %.3f, write %.3f%s), peak "
-      "memory %.0f MiB\n",
-      p.w.name.c_str(), std::chrono::duration<double>(clock::now() - t0).count(), setup, tm.simulation,
-      tm.references, std::chrono::duration<double>(clock::now() - t_write).count(), thread_note.c_str(),
-      static_cast<double>(ru.ru_maxrss) / 1024.0);
+  log::info(
+      fmt::format("{}: host time {:.3f} s (setup {:.3f}, simulation {:.3f}, references {:.3f}, write "
+                  "{:.3f}{}), peak memory "
+                  "{:.0f} MiB",
+                  p.w.name, std::chrono::duration<double>(clock::now() - t0).count(), setup, tm.simulation,
+                  tm.references, std::chrono::duration<double>(clock::now() - t_write).count(), thread_note,
+                  static_cast<double>(ru.ru_maxrss) / 1024.0));
 
   if (run_files < files.size()) std::printf("wrote %s\n", o.report.c_str());
   if (report_error) throw *report_error;
   if (rc == workload::kExitBelowRoofline)
-    std::fprintf(
-        stderr,
-        "trnsim: error: simulated time %.1f ns is below the roofline lower bound %.1f ns (max(useful FLOPs / "
-        "peak, compulsory HBM bytes / HBM bandwidth)): a simulator bug\n",
-        rep.stats.total_time.ns(), rep.roofline_ns);
+    log::error(fmt::format(
+        "simulated time {:.1f} ns is below the roofline lower bound {:.1f} ns (max(useful FLOPs / "
+        "peak, compulsory HBM bytes / HBM bandwidth)): a simulator bug",
+        rep.stats.total_time.ns(), rep.roofline_ns));
   return rc;
 }
 

@@ -390,6 +390,65 @@ TEST_CASE("trace: DMA queues get their own tracks, overlapping transfers go on s
   CHECK(occ["PSUM occupancy"] == std::vector<std::pair<uint64_t, double>>{{0, 0}});
 }
 
+TEST_CASE("trace: SBUF and PSUM occupancy counters step at the instructions' ends, by their byte ranges",
+          "[trace]") {
+  TempDir tmp("occupancy");
+  isa::Program p;
+  // Core 0's three matmuls of N = 128 (trn2, throttle off): LoadStationary 128 / 4 = 32 cycles at 2.4 GHz =
+  // 13334 ps, MultiplyMoving 128 cycles = 53334 ps, each LS under the previous MM: matmul k holds its
+  // operands from its LS start to its MM end: #0 [0, 66668], #1 [13334, 120002], #2 [66668, 173336] ps. Bytes
+  // per partition: stationary 128 BF16 = 256, moving 128 BF16 = 256, PSUM 128 F32 = 512.
+  //   #0: stationary [0, 256), moving [4096, 4352), PSUM [0, 512)
+  //   #1: stationary [256, 512), moving [4096, 4352) (#0's), PSUM [512, 1024)
+  //   #2: stationary [512, 768), moving [8192, 8448), PSUM [0, 512) (#0's)
+  auto mm = [&](int64_t stationary, int64_t moving, int64_t out) {
+    push(p, 0,
+         make(Opcode::NcMatmul, Engine::PE,
+              {psum(DType::F32, 128, {128}, out), sbuf(DType::BF16, 128, {128}, stationary),
+               sbuf(DType::BF16, 128, {128}, moving)}));
+  };
+  mm(0, 4096, 0);
+  mm(256, 4096, 512);
+  mm(512, 8192, 0);
+  // And a POOL iota over partitions 32..63 only (quadrant 1): 512 int32 = [16384, 18432), 2048 bytes per
+  // partition of that quadrant, for 150 + 512 = 662 cycles at 1.2 GHz = [0, 551667] ps.
+  push(p, 0,
+       make(Opcode::Iota, Engine::POOL, {onchip(isa::MemSpace::SBUF, DType::I32, 32, {512}, 16384, 32)}));
+  const Traced tr = run_traced(p, trn2(), tmp.dir / "occupancy.pftrace");
+  check_trace(tr, p);
+  std::map<std::string, std::vector<std::pair<uint64_t, double>>> occ;
+  for (const auto& e : tr.trace.events)
+    if (e.type == trace::ReadEventType::kCounter && pid_of(tr.trace, e.track_uuid) == 1 &&
+        track_name(tr.trace, e.track_uuid).ends_with("occupancy"))
+      occ[track_name(tr.trace, e.track_uuid)].emplace_back(e.ts_ns, e.counter_value);
+  using Steps = std::vector<std::pair<uint64_t, double>>;
+  // SBUF, the fullest quadrant (1: the matmuls' ranges span all four, the iota's only quadrant 1), in ns
+  // (500 ps rounds up):
+  //   0:   #0's stationary and moving 256 + 256, the iota's 2048       = 2560
+  //   13:  + #1's stationary 256                                        = 2816
+  //   67:  - #0's stationary 256, + #2's stationary and moving 512      = 3072
+  //   120: - #1's stationary and the shared moving 256 + 256            = 2560
+  //   173: - #2's 512                                                   = 2048
+  //   552: - the iota's 2048                                            = 0
+  CHECK(occ["SBUF occupancy"] ==
+        Steps{{0, 2560}, {13, 2816}, {67, 3072}, {120, 2560}, {173, 2048}, {552, 0}});
+  // PSUM: [0, 512) from #0's start to #2's end, [512, 1024) during #1.
+  CHECK(occ["PSUM occupancy"] == Steps{{0, 512}, {13, 1024}, {120, 512}, {173, 0}});
+  // Core 1 touched nothing: one sample of 0 on each.
+  for (const char* name : {"SBUF occupancy", "PSUM occupancy"}) {
+    Steps core1;
+    for (const auto& e : tr.trace.events)
+      if (e.type == trace::ReadEventType::kCounter && pid_of(tr.trace, e.track_uuid) == 2 &&
+          track_name(tr.trace, e.track_uuid) == name)
+        core1.emplace_back(e.ts_ns, e.counter_value);
+    CHECK(core1 == Steps{{0, 0}});
+  }
+  // Their units, as Perfetto shows them.
+  for (const auto& k : tr.trace.tracks)
+    if (k.kind == trace::ReadTrackKind::kCounter && k.name.ends_with("occupancy"))
+      CHECK(k.unit_name == "bytes/partition");
+}
+
 TEST_CASE("trace: semaphore waits across engines become flows from the releasing slice", "[trace]") {
   TempDir tmp("sem");
   const isa::Program p = dependency_chain();

@@ -1,0 +1,130 @@
+#include "sim/base/log.h"
+
+#include <fmt/format.h>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+
+#include "sim/base/error.h"
+
+namespace trnsim::log {
+
+namespace {
+
+using spdlog::level::level_enum;
+
+struct State {
+  std::shared_ptr<spdlog::sinks::stderr_sink_mt> console = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  std::shared_ptr<spdlog::logger> logger;
+  std::mutex mutex;        // the fields below
+  bool recording = false;  // a Record is attached
+  level_enum console_level = level_enum::info;
+
+  State() {
+    console->set_pattern("%v");
+    console->set_level(console_level);
+    logger = std::make_shared<spdlog::logger>("trnsim", console);
+    logger->set_level(console_level);
+    logger->flush_on(level_enum::trace);  // the console sink flushes each line
+  }
+  // The logger passes what any sink takes: the console's level, and debug (or trace) for a Record.
+  void relevel() {
+    logger->set_level(recording ? std::min(console_level, level_enum::debug) : console_level);
+  }
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+}  // namespace
+
+spdlog::logger& get() {
+  return *state().logger;
+}
+
+void set_level(level_enum l) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.console_level = l;
+  s.console->set_level(l);
+  s.relevel();
+}
+
+level_enum level() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.console_level;
+}
+
+level_enum parse_level(const std::string& name) {
+  for (level_enum l : {level_enum::trace, level_enum::debug, level_enum::info, level_enum::warn,
+                       level_enum::err, level_enum::off}) {
+    const spdlog::string_view_t v = spdlog::level::to_string_view(l);
+    const std::string_view n = l == level_enum::err ? "error" : std::string_view(v.data(), v.size());
+    if (name == n) return l;
+  }
+  throw InputError(fmt::format("--log-level '{}': expected trace, debug, info, warn, error or off", name));
+}
+
+void say(level_enum l, std::string_view text) {
+  get().log(l, "{}", text);
+}
+
+void error(std::string_view m) {
+  get().error("trnsim: error: {}", m);
+}
+
+void warning(std::string_view m) {
+  get().warn("trnsim: warning: {}", m);
+}
+
+void note(std::string_view m) {
+  get().info("trnsim: note: {}", m);
+}
+
+void info(std::string_view m) {
+  get().info("trnsim: {}", m);
+}
+
+void debug(std::string_view m) {
+  get().debug("trnsim: debug: {}", m);
+}
+
+void run_message(std::string_view name, std::string_view m) {
+  get().log(m.starts_with("warning: ") ? level_enum::warn : level_enum::info, "trnsim: {}: {}", name, m);
+}
+
+Record::Record() {
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
+  sink->set_formatter(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%dT%H:%M:%S.%eZ %l %v",
+                                                                  spdlog::pattern_time_type::utc));
+  sink->set_level(level_enum::trace);
+  sink_ = sink;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.logger->sinks().push_back(sink_);
+  s.recording = true;
+  s.relevel();
+}
+
+Record::~Record() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto& sinks = s.logger->sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  s.recording = false;
+  s.relevel();
+}
+
+std::string Record::text() const {
+  sink_->flush();
+  return out_.str();
+}
+
+}  // namespace trnsim::log
