@@ -124,7 +124,7 @@ mkdir "$T/k/..trnsim-files.tmp.$dead.9"
 rc=$?
 left=$(cd "$T/k" && ls -A | grep -v '^inputs$' | sort | tr '\n' ' ')
 kept=$(printf '%s\n' "..trnsim-files.tmp.$$.0" "..trnsim-files.tmp.$dead" "..trnsim-files.tmp.$dead.9" \
-  "..trnsim-files.tmp.$dead.x" "..trnsim-filesX.tmp.$dead.0" .trnsim-files host.json "mine.tmp.$dead.0" stats.json |
+  "..trnsim-files.tmp.$dead.x" "..trnsim-filesX.tmp.$dead.0" .trnsim-files host.json "mine.tmp.$dead.0" stats.json trnsim.log |
   sort | tr '\n' ' ')
 check "a killed run's record temporaries are removed, nothing else (exit $rc): $left" '[[ $rc == 0 && $left == "$kept" ]]'
 
@@ -206,7 +206,7 @@ rc1=$?
 wait $p2
 rc2=$?
 s=$(state "$T/c")
-check "two runs started together: one set ($s; exits $rc1, $rc2)" '[[ $s == A || $s == B ]] && [[ $rc1 == 0 || $rc2 == 0 ]]'
+check "two runs started together: one set ($s; exits $rc1, $rc2: $(tail -1 "$T/c1.log"); $(tail -1 "$T/c2.log"))" '[[ $s == A || $s == B ]] && [[ $rc1 == 0 || $rc2 == 0 ]]'
 
 # Two quantize writing the same --data and --scales: each pair of files is one input's.
 "$TRNSIM" run "$T/A.json" --no-numerics --dump-inputs --out "$T/q" >/dev/null 2>&1

@@ -137,15 +137,15 @@ if wait_stopped $pid; then
 else
   bad "stage folder moved at step 1: the chain did not stop at write step 1 ($(tail -3 "$T/log4"))"
 fi
-# 5. The same move after the renames began. The timing-only chain replaces 3 files (chain_stats.json,
-# sa/stats.json, sa/host.json; sa/out.npy is the earlier set's, removed at the end): write step 1 is the
-# record, 2-4 the temporaries, 5-7 their filling, 8-10 the renames (8: chain_stats.json), 11 the folders
-# synced, 12-14 the backups removed. Stopped at 8, the move is found once the renames are done, while the
+# 5. The same move after the renames began. The timing-only chain replaces 4 files (chain_stats.json,
+# trnsim.log, sa/stats.json, sa/host.json; sa/out.npy is the earlier set's, removed at the end): write step 1
+# is the record, 2-5 the temporaries, 6-9 their filling, 10-13 the renames, 14 the folders synced, 15-18 the
+# backups removed. Stopped at 10, the move is found once the renames are done, while the
 # backups are there: the whole set goes back (E the earlier set, O its earlier chain_stats.json and record)
-# and the chain is refused as at step 1. Stopped at 12 the set is in place and stays: the chain says where the
+# and the chain is refused as at step 1. Stopped at 15 the set is in place and stays: the chain says where the
 # stage's files are now, and `trnsim stats` on their old path says what happened (before: both exit 0 with no
 # word, E a mix of the new stats.json and the earlier out.npy, and stats said only "no such file").
-for st in 8 12; do
+for st in 10 15; do
   rm -rf O E
   "$TRNSIM" run pl.json --out O >/dev/null 2>&1 || bad "the first chain run"
   before=$(cat O/sa/stats.json O/sa/out.npy | sha256sum)
@@ -164,19 +164,19 @@ for st in 8 12; do
   kill -CONT $pid
   wait $pid
   rc=$?
-  if [[ $st == 8 ]]; then
-    check "stage folder moved at step 8: refused, naming it and where it is (exit $rc: $(tail -1 "$T/log5"))" \
+  if [[ $st == 10 ]]; then
+    check "stage folder moved at step 10: refused, naming it and where it is (exit $rc: $(tail -1 "$T/log5"))" \
       '[[ $rc == 1 ]] && grep -qF "trnsim: error: O/sa: cannot write: the folder was moved, renamed or removed during the run (the folder this run held is now $(realpath E))" "$T/log5"'
-    check "stage folder moved at step 8: the set went back whole (E: $(ls -A E | tr '\n' ' '))" \
+    check "stage folder moved at step 10: the set went back whole (E: $(ls -A E | tr '\n' ' '))" \
       '[[ $(cat E/stats.json E/out.npy | sha256sum) == "$before" && $(sha256sum <O/.trnsim-files) == "$record" && $(sha256sum <O/chain_stats.json) == "$chain_before" ]]'
-    check "stage folder moved at step 8: no leftovers: $(leftovers E) $(leftovers O)" '[[ -z $(leftovers E) && -z $(leftovers O) ]]'
+    check "stage folder moved at step 10: no leftovers: $(leftovers E) $(leftovers O)" '[[ -z $(leftovers E) && -z $(leftovers O) ]]'
   else
-    check "stage folder moved at step 12: the chain says where the stage's files are (exit $rc: $(grep note "$T/log5"))" \
+    check "stage folder moved at step 15: the chain says where the stage's files are (exit $rc: $(grep note "$T/log5"))" \
       '[[ $rc == 0 ]] && grep -qF "trnsim: note: O/sa was moved, renamed or removed during the run, after this run'"'"'s files were in place in it: stats.json, host.json are in $(realpath E), not where O/.trnsim-files names them" "$T/log5"'
     msg=$("$TRNSIM" stats O/sa/stats.json 2>&1)
-    check "stage folder moved at step 12: stats on the old path says why: $msg" \
+    check "stage folder moved at step 15: stats on the old path says why: $msg" \
       '[[ $? == 1 && $msg == "trnsim: error: O/sa/stats.json: no such file; O/.trnsim-files names it as a file a run wrote there: it, or its folder, was moved, renamed or removed since"* ]]'
-    check "stage folder moved at step 12: E holds the chain's new stats.json" \
+    check "stage folder moved at step 15: E holds the chain's new stats.json" \
       '[[ $(sha256sum <E/stats.json) != "$stats_before" ]] && "$TRNSIM" stats E/stats.json >/dev/null'
   fi
 done
