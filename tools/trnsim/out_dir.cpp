@@ -111,6 +111,12 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
     previous_ = std::move(s.manifest);
     for (const std::string& n : s.notes) log::note(n);
   } catch (const InputError& e) {
+    // A folder another run locked between our mkdir and our lock is that run's now: removing it (it is still
+    // empty) would pull it from under the other run, and both would fail.
+    if (!lock_.held()) {
+      created_.clear();
+      on_signal_.clear();
+    }
     remove_created();
     const std::string what = e.what();
     if (what.rfind("--out ", 0) == 0) throw;
