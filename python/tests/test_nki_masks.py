@@ -189,6 +189,17 @@ def test_indices_that_step_backwards():
     assert y.tobytes() == want.tobytes()
 
 
+def test_a_copy_assigned_over_its_own_source():
+    # The copy was retargeted into t itself, and tensor_copy streams element by element: row 0 of the shift
+    # came out all zeros and the reversal as [0..7, 7..0] (a tester's finding). Now the copy's own tile first.
+    x = np.arange(128 * 16, dtype=np.float32).reshape(128, 16)
+    y = tnki.simulate_kernel(K.copy_into_its_source, x)
+    shifted = x.copy()
+    shifted[:, 1:16] = x[:, 0:15]
+    assert y[0].tobytes() == shifted.tobytes()
+    assert y[1].tobytes() == x[:, ::-1].tobytes()
+
+
 def test_a_partition_index_stepping_backwards_is_an_error_at_the_line():
     # An on-chip partition index cannot step backwards (an instruction's partitions are contiguous and
     # ascending); the error said so without naming the index.

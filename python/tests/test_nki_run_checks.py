@@ -24,6 +24,18 @@ import nki
 import nki.language as nl
 
 
+KEPT = []
+
+
+@nki.jit
+def keeps_a_tile(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = KEPT[0] if KEPT else nl.load(x)
+    KEPT.append(t)
+    nl.store(y, value=t)  # MARK-kept-tile
+    return y
+
+
 @nki.jit
 def copy(x):
     y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
@@ -359,6 +371,18 @@ def test_a_thread_an_earlier_kernel_left_records_nothing_into_the_next():
         and "already running when kernel lets_it_run started" in msg, msg
     assert r.stats["instructions"] == alone.stats["instructions"], (r.stats["instructions"],
                                                                     alone.stats["instructions"])
+
+
+def test_a_tile_kept_from_an_earlier_call_is_an_error_at_the_line():
+    # A tester: a tile kept in a global and used by the next call reached the scheduler, which failed with
+    # "IndexError: vector::_M_range_check" and no kernel line.
+    d = folder()
+    k = kernels(d)
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    assert np.array_equal(tnki.simulate_kernel(k.keeps_a_tile, x), x)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, k.keeps_a_tile, x)
+    assert str(e).startswith("k.py:%d: dma_copy: tensor " % line(d, "MARK-kept-tile")) and \
+        "was made by an earlier kernel call" in str(e), str(e)
 
 
 def test_trace_stops_within_the_host_memory_budget():

@@ -339,3 +339,17 @@ def reversed_partitions(x):
     t = nl.load(x[0:64, :])
     nl.store(out, value=nl.copy(t[63 - i_p, i_f]))  # MARK-reversed-partition
     return out
+
+
+@nki.jit
+def copy_into_its_source(x):
+    # `t[...] = nl.copy(...)` whose destination overlaps its source, on x [128, 16]: a shift by one column and
+    # a reversal, each as NumPy's assignment (the copy's result first, then the assignment).
+    out = nl.ndarray((2, 128, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    t[:, 1:16] = nl.copy(t[:, 0:15])
+    nl.store(out[0], value=t)
+    u = nl.load(x)
+    u[:, ::-1] = nl.copy(u, dtype=x.dtype)
+    nl.store(out[1], value=u)
+    return out

@@ -138,6 +138,8 @@ def assign(dst, value):
         op = _fresh_op(value)
         if tuple(dst.shape) != tuple(value.shape) and (op is not None or value.st.uid in _boxes()):
             dst = _masked_part(dst, value)
+        if op is not None and op.name == "tensor_copy" and any(r.st is dst.st for r in op.reads):
+            op = None  # a copy streams element by element: into its own source it goes through its new tile
         if op is not None and dst.st.space != HBM and _fits(op, dst, value):
             if op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
                 t = _trace.current()

@@ -122,11 +122,15 @@ class Trace:
         ops.append(op)
         for v in reads:
             st = v.st
+            if st.trace is not self:
+                _stale(self, op, v)
             if st.first < 0:
                 st.first = i
             st.last = i
         for v in writes:
             st = v.st
+            if st.trace is not self:
+                _stale(self, op, v)
             if st.first < 0:
                 st.first = i
             st.last = i
@@ -267,6 +271,14 @@ def make_range(kind, *args, **kwargs):
 
 
 _get_ident = threading.get_ident
+
+
+def _stale(trace, op, v):
+    """`v` belongs to another kernel's trace (kept in a global or a closure from an earlier call)."""
+    trace.ops.pop()
+    raise NkiError(f"{op.name}: tensor {v.st.name or '?'} {list(v.shape)} was made by an earlier kernel call "
+                   "(kept past its kernel's return, e.g. in a global): a tensor lives only in the call of the "
+                   "kernel that made it", op.loc)
 
 
 def _foreign_call(trace, loc):
