@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <string_view>
+#include <utility>
 
 #include "sim/base/error.h"
 
@@ -63,12 +65,12 @@ level_enum level() {
 }
 
 level_enum parse_level(const std::string& name) {
-  for (level_enum l : {level_enum::trace, level_enum::debug, level_enum::info, level_enum::warn,
-                       level_enum::err, level_enum::off}) {
-    const spdlog::string_view_t v = spdlog::level::to_string_view(l);
-    const std::string_view n = l == level_enum::err ? "error" : std::string_view(v.data(), v.size());
+  // Our names, not spdlog's (its own spell warn "warning" and error "error" or "err", by version).
+  static const std::pair<std::string_view, level_enum> kNames[] = {
+      {"trace", level_enum::trace}, {"debug", level_enum::debug}, {"info", level_enum::info},
+      {"warn", level_enum::warn},   {"error", level_enum::err},   {"off", level_enum::off}};
+  for (const auto& [n, l] : kNames)
     if (name == n) return l;
-  }
   throw InputError(fmt::format("--log-level '{}': expected trace, debug, info, warn, error or off", name));
 }
 

@@ -198,6 +198,14 @@ std::string resolved_path(const std::string& path) {
 
 void check_not_a_record(const std::string& path, const std::string& what) {
   const std::string name = fs::path(path).filename().string();
+  // A temporary of a record (..trnsim-files.tmp.PID.N) or a probe (.trnsim-probe.PID.N): the next trnsim in
+  // the folder removes such names as a killed writer's leftovers (a tester: a quantize --data named so was
+  // deleted).
+  if (name.rfind("..trnsim-", 0) == 0 || name.rfind(".trnsim-probe.", 0) == 0)
+    throw InputError(
+        fmt::format("{} '{}': cannot write: {} is a name trnsim gives its own temporary files (the "
+                    "next trnsim writing into the folder removes it); choose another name",
+                    what, path, name));
   if (is_record_name(name))
     throw InputError(
         fmt::format("{} '{}': cannot write: {} is the name of trnsim's record of the files it writes "

@@ -197,7 +197,9 @@ struct NamedPath {
 void check_distinct_files(const std::vector<NamedPath>& paths);
 
 // InputError "<what> '<path>': cannot write: .trnsim-files is the name of trnsim's record ..." when `path`'s
-// file name is a record's (sim/io/manifest.h): an output there would replace the record or be replaced by it.
+// file name is a record's (sim/io/manifest.h): an output there would replace the record or be replaced by it;
+// "... is a name trnsim gives its own temporary files ..." for "..trnsim-*" and ".trnsim-probe.*" (removed
+// as a killed writer's leftovers).
 void check_not_a_record(const std::string& path, const std::string& what);
 
 // InputError "<what> '<path>': cannot write: it is one of the files a run wrote into DIR ..." when `path`

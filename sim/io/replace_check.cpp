@@ -185,8 +185,14 @@ void record_written(int dir_fd, const std::string& dir, const std::vector<Manife
   const std::string record = written_record_of_mine(dir_fd);
   const std::string shown = (fs::path(dir) / record).string();
   Manifest m;
+  // A record another user wrote vouches for nothing (read_quietly's rule): its entries are not taken over
+  // (a tester: root's run adopted what `nobody` had forged in a sticky folder's .trnsim-written.0).
+  struct stat owner {};
+  const bool others = ::fstatat(dir_fd, record.c_str(), &owner, AT_SYMLINK_NOFOLLOW) == 0 &&
+                      S_ISREG(owner.st_mode) && owner.st_uid != ::geteuid();
   try {
-    if (std::optional<Manifest> old = read_manifest_at(dir_fd, record, shown); old && old->version == 2)
+    if (std::optional<Manifest> old = others ? std::nullopt : read_manifest_at(dir_fd, record, shown);
+        old && old->version == 2)
       m.files = std::move(old->files);
   } catch (const InputError& e) {
     struct stat st {};

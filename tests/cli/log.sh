@@ -54,6 +54,13 @@ check "--verbose: exit $rc, debug lines ($(grep -c debug "$T/err"))" \
   '[[ $rc == 0 ]] && grep -q "^trnsim: debug: $NAME: writing 3 files into $T/v$" "$T/err" && grep -q "host time" "$T/err"'
 "$TRNSIM" run "$SMALL" --no-numerics --out "$T/v" --log-level debug >"$T/out" 2>"$T/err"
 check "--log-level debug is --verbose" '[[ $? == 0 ]] && grep -q "^trnsim: debug: " "$T/err"'
+# Every name the refusal lists is taken (a tester: "warn" was refused by a message listing it; spdlog spells it
+# "warning").
+for l in trace debug info warn error off; do
+  rm -rf "$T/n"
+  "$TRNSIM" run "$SMALL" --no-numerics --out "$T/n" --log-level "$l" >/dev/null 2>"$T/err"
+  check "--log-level $l is taken (exit $?: $(head -1 "$T/err"))" '! grep -q "trnsim: error" "$T/err" && [[ -s $T/n/stats.json ]]'
+done
 "$TRNSIM" run "$SMALL" --no-numerics --out "$T/o" --log-level off >"$T/out" 2>"$T/err"
 check "--log-level off: nothing on stderr, the log as always" '[[ $? == 0 && ! -s $T/err && -s $T/o/trnsim.log ]]'
 

@@ -312,6 +312,25 @@ if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
   "$TRNSIM" run "$ST/va.json" --out "$ST/o" --trace "$ST/root.pftrace" >"$T/out" 2>&1
   rc=$?
   check "root's rerun of its trace (exit $rc): $(grep error "$T/out")" '[[ $rc == 0 ]]'
+  # A record another user forged under root's name (.trnsim-written.0, in a shared folder whose .trnsim-written
+  # is that user's) vouches for nothing, also after root's next trace is recorded there: root's own file it
+  # lists stays refused (a tester: root's run took the forged entries over, and quantize then replaced
+  # root's file without --overwrite).
+  ST2=$(mktemp -d /tmp/trnsim-sticky.XXXXXX)
+  chmod 1777 "$ST2"
+  cp "$ST/va.json" "$ST2/va.json" && chmod 644 "$ST2/va.json"
+  (cd "$ST2" && setpriv --reuid=65534 --regid=65534 --clear-groups "$TRNSIM" run va.json --out nb --trace n.pftrace) \
+    >/dev/null 2>&1 || bad "nobody's first trace run"
+  echo "ROOT PRECIOUS" >"$ST2/precious.npy"
+  sum=$(sha256sum <"$ST2/precious.npy" | cut -d' ' -f1)
+  setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "printf '%s' '{\"files\":[{\"bytes\":14,\"inode\":\"1\",\"path\":\"precious.npy\",\"sha256\":\"$sum\"}],\"state\":\"complete\",\"trnsim_files\":2}' >'$ST2/.trnsim-written.0'"
+  "$TRNSIM" run "$ST2/va.json" --out "$ST2/o" --trace "$ST2/t.pftrace" >/dev/null 2>&1 || bad "root's trace run"
+  msg=$("$TRNSIM" quantize "$SRC/examples/activations_bf16_256x1024.npy" --format e4m3 --rule te --axis row \
+    --data "$ST2/precious.npy" --scales "$ST2/s.npy" 2>&1)
+  rc=$?
+  check "a record another user forged vouches for nothing (exit $rc): $msg" \
+    '[[ $rc == 1 && $msg == *"no trnsim record lists it"* && $(cat "$ST2/precious.npy") == "ROOT PRECIOUS" ]]'
+  rm -rf "$ST2"
   rm -rf "$ST"
 else
   echo "output_folder: not root or no setpriv: the sticky-folder case is skipped"

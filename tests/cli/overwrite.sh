@@ -192,4 +192,16 @@ check "tune --write --overwrite (exit $?): $(tail -1 "$T/out")" '[[ $? == 0 && $
 "$TRNSIM" tune "$T/tw.json" --budget 1 --out "$T/tn" --no-report --write "$T/best.json" >"$T/out" 2>&1
 check "tune --write rerun (exit $?): $(tail -1 "$T/out")" '[[ $? == 0 ]]'
 
+# Names trnsim gives its own temporaries (a record's "..trnsim-files.tmp.PID.N", a probe's
+# ".trnsim-probe.PID.N") are refused as outputs: the next trnsim in the folder removes them as a killed
+# writer's leftovers (a tester: a quantize --data and a stats --html named so were deleted by the next run).
+mkdir -p "$T/lo"
+msg=$("$TRNSIM" quantize "$SRC/examples/activations_bf16_256x1024.npy" --format e4m3 --rule te --axis row \
+  --data "$T/lo/..trnsim-journal.tmp.99999.1" --scales "$T/lo/s.npy" 2>&1)
+check "quantize --data named as a record's temporary: refused (exit $?): $msg" \
+  '[[ $msg == *"..trnsim-journal.tmp.99999.1 is a name trnsim gives its own temporary files"* && -z $(ls -A "$T/lo") ]]'
+"$TRNSIM" run "$W" --no-numerics --out "$T/lo/o" >/dev/null 2>&1 || bad "a run for stats --html"
+msg=$("$TRNSIM" stats "$T/lo/o/stats.json" --html="$T/lo/o/.trnsim-probe.12345678.0" 2>&1)
+check "stats --html named as a probe: refused (exit $?): $msg" \
+  '[[ $msg == *".trnsim-probe.12345678.0 is a name trnsim gives its own temporary files"* && ! -e $T/lo/o/.trnsim-probe.12345678.0 ]]'
 finish
