@@ -217,7 +217,7 @@ check "the stage folder holds the chain's files, recorded in the chain's manifes
 
 # A chain killed while it replaces its files: `trnsim stats` of a stage's stats.json judges the chain's
 # record (OUT/.trnsim-files) and refuses a mix, as for a single run's folder. Set A, then set B (other seeds)
-# killed at write steps before, across and after its renames (steps 24 to 32 for these 11 files: one
+# killed at write steps before, across and after its renames (steps 26 to 37 for these 12 files: one
 # temporary and backup each, the record, the fills, then the renames); a folder whose files are all A's or
 # all B's reads.
 sed 's/"seed": 1}/"seed": 5}/' ce.json >ceB.json
@@ -229,7 +229,7 @@ mapfile -t SETFILES < <(cd KA && find . -type f ! -name '.*' | sort)
 mixed=0
 STEPS=(1 12 23 24 25 27 29 31 32 33 40 47)
 # Under AddressSanitizer (the CI's sanitizer job) every run is slower: fewer steps there.
-grep -q __asan_init "$TRNSIM" && STEPS=(12 24 27 29 32 47)
+grep -q __asan_init "$TRNSIM" && STEPS=(12 24 27 29 31 33 47)
 for step in "${STEPS[@]}"; do
   rm -rf K
   cp -r KA K
