@@ -280,22 +280,19 @@ void check_not_recorded(const std::string& path, const std::string& what, const 
       }
       ::close(fd);
     }
-    const std::string rel = target.lexically_relative(dir).string();
-    const auto named = [&](const std::string& p) {
+    const auto named = [&](const fs::path& p) {
+      const std::string rel = p.lexically_relative(dir).string();
       return std::any_of(m->files.begin(), m->files.end(),
-                         [&](const ManifestEntry& e) { return e.path == p; });
+                         [&](const ManifestEntry& e) { return e.path == rel; });
     };
-    // The run's own report, drawn again from a stats.json of the same set.
-    if (m && named(rel) && !source.empty() && fs::path(rel).extension() == ".html" &&
-        named(source.lexically_relative(dir).string()))
-      return;
-    if (m)
-      for (const ManifestEntry& e : m->files)
-        if (e.path == rel)
-          throw InputError(fmt::format(
-              "{} '{}': cannot write: it is one of the files a run wrote into {} (its record {} names it): "
-              "writing over it would change that run's set; choose another path",
-              what, path, dir.string(), (dir / kManifestName).string()));
+    if (m && named(target)) {
+      // The run's own report, drawn again from a stats.json of the same set.
+      if (!source.empty() && target.extension() == ".html" && named(source)) return;
+      throw InputError(fmt::format(
+          "{} '{}': cannot write: it is one of the files a run wrote into {} (its record {} names it): "
+          "writing over it would change that run's set; choose another path",
+          what, path, dir.string(), (dir / kManifestName).string()));
+    }
     if (dir == dir.parent_path()) break;
   }
 }
