@@ -138,6 +138,27 @@ def test_masks_tighter_than_the_loads():
     assert r.stats["hbm_bytes_written"] == (150 + 72) * 64 * 4, r.stats["hbm_bytes_written"]
 
 
+def test_unmasked_computes_between_a_mask_and_a_tighter_one():
+    # An unmasked elementwise result holds its operand's part of the index space (the loaded rows < 200,
+    # columns < 64), so a tighter store mask takes its part: byte-exact (2x + x is 3x in float32 exactly).
+    y, cols = tnki.simulate_kernel(K.unmasked_between_masks, X200)
+    want = np.zeros((200, 64), np.float32)
+    want[:150] = X200[:150] * np.float32(3)
+    assert y.tobytes() == want.tobytes()
+    want = np.zeros((128, 96), np.float32)
+    want[:, :40] = -X200[:128, :40]
+    assert cols.tobytes() == want.tobytes()
+    # A store mask looser than the load's is refused naming both masks, their lines and the operand (it was
+    # "dim 0 of operand [22, 64] is neither the masked operand's (128) nor its masked-in extent (72)").
+    e = raises(NkiError, tnki.simulate_kernel, K.looser_than_an_unmasked_compute, X200)
+    assert str(e) == (
+        "nki_masks.py:%d: mask: mask=(t * 128 + i_p < 200) selects [0, 72) of dim 0, but operand sbuf tile y "
+        "[22, 64] float32 allocated at nki_masks.py:%d holds only [0, 22) of it, the part mask=(t * 128 + i_p < "
+        "150) at nki_masks.py:%d selected (an unmasked elementwise result holds its operand's part): mask that "
+        "call as widely, or this one as narrowly" % (line("MARK-wider-store"), line("MARK-wider-store") - 1,
+                                                     line("MARK-loaded-150"))), str(e)
+
+
 def test_number_stores():
     # nl.store(dst, value=0) was refused ("value must be an on-chip tile"): a memset tile, then the DMA.
     y = tnki.simulate_kernel(K.scalar_stores, X200)
@@ -156,8 +177,12 @@ def test_dmas_start_at_any_partition():
 def test_mask_index_and_call_errors_at_the_kernel_line():
     cases = [
         (K.looser_compute_mask, NkiError, "MARK-looser",
-         "mask: it selects [0, 72) of dim 0, but operand [22, 64] holds only [0, 22) of it (the region of an "
-         "earlier masked call's result)"),
+         "mask: mask=(t * 128 + i_p < 200) selects [0, 72) of dim 0, but operand [22, 64] of sbuf tile tile "
+         "[128, 64] float32 allocated at nki_masks.py:%d holds only [0, 22) of it, the part mask=(t * 128 + i_p < "
+         "150) at nki_masks.py:%d selected" % ((line("MARK-looser") - 1,) * 2)),
+        (K.plain_tile_under_mask, NkiError, "MARK-neither",
+         "mask: dim 0 of operand sbuf tile part [72, 64] float32 allocated at nki_masks.py:%d is neither the "
+         "masked operand's (128) nor the extent mask=(i_p < 22) selects (22: [0, 22))" % (line("MARK-neither") - 1)),
         (K.engine_mid_tile_mask, NkiError, "MARK-engine-start",
          "mask: it starts this instruction at partition 100 (28 partitions), but a compute engine's instruction "
          "of 28 partitions starts at partition 0 or 32 or 64 or 96: widen the mask to start there"),

@@ -710,7 +710,7 @@ def test_affine_range_scope_and_carried_values():
     d = folder("import nki.isa as nisa\n" + LOOPS)
     rc, err, _ = run(d, "used_after_loop")
     assert rc == 1, err
-    assert "k.py:%d: NkiError: 't', sbuf 'load'[128, 64] float32 declared at k.py:%d in the body of the " \
+    assert "k.py:%d: NkiError: sbuf tile t [128, 64] float32 declared at k.py:%d in the body of the " \
         "nl.affine_range loop at k.py:%d, is used after that loop" % (
             line(d, "MARK-after-loop"), line(d, "MARK-loop-decl"), line(d, "MARK-loop-decl") - 1) in err, err
     assert "err_local_variable_used_out_of_scope" in err, err

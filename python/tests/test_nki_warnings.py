@@ -100,6 +100,21 @@ def test_an_unnamed_hbm_tensor_is_named_in_the_warning():
         line("MARK-hbm") - 4) in msg, msg
 
 
+def test_tiles_are_named_by_the_kernels_variables():
+    # An nl.load result was named 'load' and an nl.ndarray / nl.zeros without name= 'tile' (the calls'
+    # names, not the user's): the variable the allocation line assigns, and the line.
+    msg = one_warning(K.loaded_and_named, "MARK-loaded")
+    assert "reads sbuf tile prev [128, 64] float32 allocated at nki_carried.py:%d, which iteration 0 wrote" % (
+        line("MARK-loaded") - 8) in msg, msg
+    w = caught(K.swapped_regions)
+    assert "reads sbuf tile acc [128, 64] float32 allocated at nki_carried.py:%d, which iteration 0 wrote" % (
+        line("MARK-first") - 2) in str(w[0].message), w[0].message
+    # A tile given name= keeps it.
+    w = caught(K.loaded_and_named, named=True)
+    assert any("reads sbuf 'acc_buf'[128, 64] float32, which iteration 0 wrote" in str(m.message) for m in w), \
+        [str(m.message) for m in w]
+
+
 def test_warnings_are_attributed_to_the_kernel_line():
     # They were attributed to trnsim/nki/__init__.py:64 (the kernel's line only in the text).
     w = caught(K.swapped_regions)

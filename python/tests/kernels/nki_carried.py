@@ -122,3 +122,22 @@ def hbm_carried(x):
         u = nl.load(y)  # MARK-hbm
         nl.store(y, nl.add(u, t))
     return y
+
+
+@nki.jit
+def loaded_and_named(x, named=False):
+    # A loaded tile updated in place carries each iteration's value to the next; so does a tile named
+    # with name= (messages call it by that name; the others by the kernel's variable).
+    y = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    prev = nl.load(x)
+    acc = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf, name="acc_buf" if named else "")
+    nisa.tensor_copy(dst=acc, src=prev)
+    for i in nl.affine_range(3):
+        if named:
+            step = nl.add(acc, 1.0)  # MARK-named
+            acc[...] = nl.multiply(step, 2.0)
+        else:
+            step = nl.add(prev, 1.0)  # MARK-loaded
+            prev[...] = nl.multiply(step, 2.0)
+    nl.store(y, acc if named else prev)
+    return y

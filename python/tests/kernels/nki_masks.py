@@ -244,6 +244,51 @@ def tighter_masks(x):
 
 
 @nki.jit
+def unmasked_between_masks(x):
+    # The same with the computes unmasked (an operator, an nki.isa call of the earlier style, nl.copy): each
+    # result holds the loaded part of the index space, so the tighter store takes its part of it, as of the
+    # loaded tile (refused: "dim 0 of operand [72, 64] is neither the masked operand's (128) nor its
+    # masked-in extent (22)"). On the free dim too: columns < 40 of a load masked to columns < 64.
+    out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    cols = nl.ndarray((128, 96), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out[128:200, :], value=nl.zeros((72, 64), dtype=x.dtype, buffer=nl.sbuf))
+    nl.store(cols[:, 40:96], value=nl.zeros((128, 56), dtype=x.dtype, buffer=nl.sbuf))
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    j = nl.arange(48)[None, :]
+    for t in nl.affine_range(2):
+        tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 200))
+        y = tile * 2.0
+        z = nisa.tensor_tensor(y, tile, op=nl.add)
+        nl.store(out[t * 128 + i_p, i_f], value=nl.copy(z), mask=(t * 128 + i_p < 150))
+        part = nl.load(x[i_p, t * 48 + j], mask=(t * 48 + j < 64))
+        nl.store(cols[i_p, t * 48 + j], value=nl.negative(part), mask=(t * 48 + j < 40))
+    return out, cols
+
+
+@nki.jit
+def looser_than_an_unmasked_compute(x):
+    out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    for t in nl.affine_range(2):
+        tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 150))  # MARK-loaded-150
+        y = nl.exp(tile)
+        nl.store(out[t * 128 + i_p, i_f], value=y, mask=(t * 128 + i_p < 200))  # MARK-wider-store
+    return out
+
+
+@nki.jit
+def plain_tile_under_mask(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    part = nl.zeros((72, 64), dtype=x.dtype, buffer=nl.sbuf)
+    nl.store(out[i_p, i_f], value=part, mask=(i_p < 22))  # MARK-neither
+    return out
+
+
+@nki.jit
 def looser_compute_mask(x):
     out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
     i_p = nl.arange(128)[:, None]

@@ -82,8 +82,10 @@ def _out_of_scope(trace):
             continue
         for op in ops[rec[1]: st.last + 1]:
             if any(v.st is st for v in op.reads) or any(v.st is st for v in op.writes):
+                name, label = escaped[st.uid][0], st.label(at=False)
                 raise NkiError(
-                    f"'{escaped[st.uid][0]}', {st!r} declared at {st.loc} in the body of the nl.{rec[2]} loop at "
+                    f"{label if f' {name} ' in label else repr(name) + ', ' + label} declared at {st.loc} in the "
+                    f"body of the nl.{rec[2]} loop at "
                     f"{rec[3]}, is used after that loop: a tensor declared in a loop body belongs to it (NKI's "
                     f"err_local_variable_used_out_of_scope); declare it before the loop", loc=op.loc)
 
@@ -202,7 +204,8 @@ def _carried(trace):
                                f"`cur[...] = ...`)")
                     trace.kernel.warn(
                         str(op.loc),
-                        f"{op.name} in iteration {n} of the nl.affine_range loop at {it[3]} reads {st!r}, which "
+                        f"{op.name} in iteration {n} of the nl.affine_range loop at {it[3]} reads "
+                        f"{st.label(at=body is None)}, which "
                         f"iteration {m} wrote{how}: {_RULE}")
                 for v in op.writes:
                     st = v.st

@@ -174,9 +174,9 @@ def _boxes():
 
 
 def box_of(v):
-    """(index-space shape, first index per dim) of the region a view of a masked call's result tile holds
-    (the call's mask cut its index space to that region), or None: v is not such a tile, or not a box of it
-    (strided, permuted or bitcast)."""
+    """(index-space shape, first index per dim, the kernel line whose mask cut it) of the region a view of a
+    masked call's result tile holds (the call's mask cut its index space to that region), or None: v is not
+    such a tile, or not a box of it (strided, permuted or bitcast)."""
     st = v.st
     box = _boxes().get(st.uid)
     if box is None or v.pd != st.pdim or v.dtype is not st.dtype:
@@ -196,22 +196,49 @@ def box_of(v):
         if start + n > wn:
             return None
         starts.append(box[1][d] + start)
-    return (box[0], tuple(starts)) if not off else None
+    return (box[0], tuple(starts), box[2]) if not off else None
 
 
-def mask_box(t, full, starts):
-    """Marks the new tile `t` as a masked call's result: the region at `starts` of the index space `full`."""
-    _boxes()[t.st.uid] = (tuple(full), tuple(starts))
+def mask_box(t, full, starts, loc=None):
+    """Marks the new tile `t` as a masked call's result: the region at `starts` of the index space `full`;
+    `loc`: the kernel line whose mask cut it, for messages (the calling line by default)."""
+    _boxes()[t.st.uid] = (tuple(full), tuple(starts), loc or caller_loc())
     return t
 
 
 def boxed(result, box):
-    """A masked call's new result tile, marked with the region of the call's index space it holds (`box`
-    from apply_mask(..., box=True)), so that `dst[...] = result` writes that region of dst."""
+    """A masked call's new result tile, marked with the region of the call's index space it holds (`box` from
+    operand_region() or apply_mask(..., box=True)), so that `dst[...] = result` writes that region of dst and
+    a later mask takes its part of it."""
     if box is not None and isinstance(result, NkiTensor) and result.boff == 0 and result.p0 == 0 and len(
             box[0]) == result.ndim and all(a + n <= m for a, n, m in zip(box[1], result.shape, box[0])):
         mask_box(result, *box)
     return result
+
+
+def operand_region(mask, views):
+    """(views, box) for an elementwise call whose new tile has its first operand's shape: with a mask, the
+    operands cut to it and the region of the call's index space the tile holds (apply_mask); without, the
+    operands as they are and the region an operand of that shape holds, if it is an earlier masked call's
+    result (an unmasked elementwise call on the masked-in part of a tile computes that part of the index
+    space, so a later, tighter mask takes its part of the result as of the operand: boxed())."""
+    if mask is not None:
+        return apply_mask(mask, views, box=True)
+    boxes = _boxes()
+    if not boxes:
+        return views, None
+    shape = box = None
+    for v in views:
+        if isinstance(v, NkiTensor):
+            if shape is None:
+                shape = v.shape
+            if v.st.uid in boxes and v.shape == shape:
+                b = box_of(v)
+                if b is not None:
+                    if box is not None and b[:2] != box[:2]:
+                        return views, None  # operands holding different regions: the result holds neither
+                    box = b
+    return views, box
 
 
 def _fits(op, dst, value):
@@ -313,7 +340,9 @@ def apply_mask(mask, views, skip=False, box=False, dma=False):
         for v, w in zip(views, out):
             if isinstance(w, NkiTensor) and w.st.space != HBM and w.pd >= 0 and w.p0 != v.p0:
                 _engine_start(w.p0, w.partitions)
-    return (tuple(out), region) if box else tuple(out)
+    if not box:
+        return tuple(out)
+    return tuple(out), (region[0], region[1], caller_loc()) if region is not None else None
 
 
 def _engine_start(start, n):
@@ -366,7 +395,7 @@ def _tile_cuts(v, ref, cuts, bounds):
             if n == full[e]:
                 vc[d] = (lo, hi)
             else:
-                r = _within(own, d, full[e], lo, hi, n, shape, f"the masked operand's ({full[e]})")
+                r = _within(own, d, full[e], lo, hi, v, f"the masked operand's ({full[e]})")
                 if r is not None:
                     vc[d] = r
         return vc, None
@@ -384,7 +413,7 @@ def _tile_cuts(v, ref, cuts, bounds):
             if (lo, hi) != (0, n):
                 vc[d] = (lo, hi)
         else:
-            r = _within(own, d, var.size, lo, hi, n, shape, f"the mask variable's range ({var.size})")
+            r = _within(own, d, var.size, lo, hi, v, f"the mask variable's range ({var.size})")
             if r is not None:
                 vc[d] = r
     if not vc and not any(var.ndim == v.ndim for var in bounds):
@@ -393,21 +422,50 @@ def _tile_cuts(v, ref, cuts, bounds):
     return vc, (tuple(region_full), tuple(region_starts))
 
 
-def _within(own, d, size, lo, hi, n, shape, what):
-    """The slice of dim d (n elements) of a tile that selects the masked-in [lo, hi) of an index-space dim of
-    `size`: by the region `own` the tile holds (an earlier masked call's result), or None when the tile is
-    already the masked-in extent; NkiError otherwise."""
+def _within(own, d, size, lo, hi, v, what):
+    """The slice of dim d of a tile view `v` that selects the masked-in [lo, hi) of an index-space dim of
+    `size`: by the region `own` the tile holds (an earlier masked call's result, or an unmasked elementwise
+    call's on one), or None when the tile is already the masked-in extent; NkiError otherwise, naming both
+    masks, their lines and the operand."""
+    n = v.shape[d]
     if own is not None and own[0][d] == size:
         a = own[1][d]
         if a <= lo and hi <= a + n:
             return (lo - a, hi - a) if (lo - a, hi - a) != (0, n) else None
-        raise NkiError(f"mask: it selects [{lo}, {hi}) of dim {d}, but operand {list(shape)} holds only "
-                       f"[{a}, {a + n}) of it (the region of an earlier masked call's result): mask that call "
-                       f"as widely, or this one as narrowly")
+        this = _mask_words(caller_loc(), "this call's mask")
+        loc = own[2]
+        that = _mask_words(loc, "the mask") + (f" at {loc}" if loc else "")
+        why = " (an unmasked elementwise result holds its operand's part)" if loc != v.st.loc else ""
+        raise NkiError(f"mask: {this} selects [{lo}, {hi}) of dim {d}, but operand {_operand(v)} holds only "
+                       f"[{a}, {a + n}) of it, the part {that} selected{why}: mask that call as widely, or this "
+                       f"one as narrowly")
     if n != hi - lo:
-        raise NkiError(f"mask: dim {d} of operand {list(shape)} is neither {what} nor its masked-in extent "
-                       f"({hi - lo})")
+        this = _mask_words(caller_loc(), "this call's mask")
+        raise NkiError(f"mask: dim {d} of operand {_operand(v)} is neither {what} nor the extent {this} "
+                       f"selects ({hi - lo}: [{lo}, {hi}))")
     return None
+
+
+def _mask_words(loc, default):
+    """`mask=<its source text>` of the one call with mask= at the kernel line `loc`, else `default`."""
+    import ast
+    import linecache
+
+    from ._tensor import _statement_at
+
+    node = _statement_at(loc[0], loc[1]) if loc else None
+    if node is None:
+        return default
+    found = [k.value for c in ast.walk(node) if isinstance(c, ast.Call) for k in c.keywords if k.arg == "mask"]
+    text = ast.get_source_segment("".join(linecache.getlines(loc[0])), found[0]) if len(found) == 1 else None
+    if not text:
+        return default
+    return f"mask={text}" if isinstance(found[0], (ast.Name, ast.Call)) else f"mask=({text})"
+
+
+def _operand(v):
+    """An operand view as messages name it: its storage's label, preceded by its shape if it is a part."""
+    return v.st.label() if tuple(v.shape) == v.st.shape else f"{list(v.shape)} of {v.st.label()}"
 
 
 # ---- DMAs
@@ -634,7 +692,7 @@ def _masked_load(src, mask, dtype):
     if len(full) == 1:
         full = (full[0], 1)
     out = _ops.new_tile(full, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
-    mask_box(out, full, (0,) * len(full))
+    mask_box(out, full, (0,) * len(full), out.st.loc)
     if cuts:
         part = out.index(tuple(slice(*cuts[d]) if d in cuts else slice(None) for d in range(len(full))))
         if part.shape != out.shape:
@@ -679,9 +737,7 @@ def store(dst, value, mask=None):
 
 def copy(x, dtype=None, mask=None):
     """nl.copy: one tensor_copy into a new SBUF tile (nki.language.copy)."""
-    box = None
-    if mask is not None:
-        (x,), box = apply_mask(mask, (x,), box=True)
+    (x,), box = operand_region(mask, (x,))
     x = load_if_hbm(x, "copy")
     out = _ops.new_tile(x.shape, x.dtype if dtype is None else dt(dtype, x.dtype), SBUF, "copy")
     _ops.tensor_copy(out, x, loc=out.st.loc)

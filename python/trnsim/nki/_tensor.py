@@ -71,22 +71,88 @@ class Storage:
         return self.shape[self.pdim] if self.space != HBM else 0
 
     def __repr__(self):
-        if self.name:
+        return self.label()
+
+    def label(self, at=True):
+        """How messages name the tensor: by its name= if the kernel gave one; else by the kernel's variable
+        naming it (var_name), and where it was allocated (`at`). (An HBM tensor allocated without name= is
+        named 'out', 'scratch_3', ... only when emitted; an on-chip one after the call that made it, 'load',
+        'tile', ..., which is not the user's name.)"""
+        if self.name and (self.space == HBM or self.name in getattr(self.trace, "user_names", ())):
             return f"{self.space} '{self.name}'{list(self.shape)} {self.dtype.name}"
-        # An HBM tensor allocated without name= (named 'out', 'scratch_3', ... only when emitted): the kernel's
-        # variable naming it when the kernel returned, and where it was allocated.
         var = var_name(self.trace, self)
-        at = f" allocated at {self.loc}" if self.loc else ""
-        return f"{self.space} tensor {var + ' ' if var else ''}{list(self.shape)} {self.dtype.name}{at}"
+        where = f" allocated at {self.loc}" if at and self.loc else ""
+        kind = "tensor" if self.space == HBM else "tile"
+        return f"{self.space} {kind} {var + ' ' if var else ''}{list(self.shape)} {self.dtype.name}{where}"
 
 
 def var_name(trace, st):
-    """The kernel's variable naming storage `st` when it returned (its input parameter's name for an input),
-    or None."""
+    """The kernel's variable naming storage `st`: the one naming it when the kernel returned (its input
+    parameter's name for an input), else the one its allocation line assigns it to (assigned_name), or
+    None."""
     for name, v in (getattr(trace, "return_locals", None) or {}).items():
         if isinstance(v, NkiTensor) and v.st is st:
             return name
-    return None
+    return assigned_name(st)
+
+
+# What the kernel calls to make a tile that nl.ndarray's work names 'tile' (language.new_tensor).
+_CREATORS = {"ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "zeros_like", "ones_like",
+             "full_like"}
+# The nl.* lowering (its new tile's name) of a tile operator (NkiTensor._bin, __neg__).
+_OPERATORS = {"Add": "add", "Sub": "subtract", "Mult": "multiply", "Div": "divide", "Pow": "power",
+              "BitAnd": "bitwise_and", "BitOr": "bitwise_or", "BitXor": "bitwise_xor", "LShift": "left_shift",
+              "RShift": "right_shift", "USub": "negative", "MatMult": "matmul"}
+
+
+def assigned_name(st):
+    """The variable the kernel line that allocated `st` assigns it to, read from the kernel's source: the
+    statement `name = <call>(...)` (or an operator) whose outermost call made st (st's default name is the
+    call's), so that `y = nl.exp(nl.multiply(x, 2))` names exp's tile y and not multiply's; or None."""
+    import ast
+
+    loc = getattr(st, "loc", None)
+    node = _statement_at(loc[0], loc[1]) if loc and st.name else None
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        target = node.target
+    else:
+        return None
+    if not isinstance(target, ast.Name):
+        return None
+    value = node.value
+    if isinstance(value, ast.Call):
+        f = value.func
+        made = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+        ok = made == st.name or st.name == "tile" and made in _CREATORS
+    elif isinstance(value, (ast.BinOp, ast.UnaryOp)):
+        ok = _OPERATORS.get(type(value.op).__name__) == st.name
+    else:
+        ok = False
+    return target.id if ok else None
+
+
+_statements = {}  # path -> {line: the simple statement spanning it}
+
+
+def _statement_at(path, line):
+    """The simple statement (not a block) of the file `path` that spans `line`, or None."""
+    lines = _statements.get(path)
+    if lines is None:
+        import ast
+        import linecache
+
+        lines = _statements[path] = {}
+        try:
+            tree = ast.parse("".join(linecache.getlines(path)))
+        except (SyntaxError, ValueError):
+            return None
+        for node in ast.walk(tree):
+            if isinstance(node, ast.stmt) and not hasattr(node, "body"):
+                for i in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                    lines.setdefault(i, node)
+    return lines.get(line)
 
 
 _WHOLE = {}  # (hbm, shape, pdim, itemsize) -> (dims, rect) of the whole-tensor view

@@ -63,6 +63,7 @@ class Trace:
         self.ops = []
         self.storages = []
         self.names = {}
+        self.user_names = set()  # the name= the kernel gave its tensors (the others' are the calls', not its own)
         self.loops = []  # (kind, trip count, loc) of the nl.*_range loops entered
         # Iterations of outermost nl.*_range loops: [first op, end op (None while running), loop loc]; `outer`
         # is the running one's index (None outside every loop): a tile declared there has it as its scope

@@ -142,7 +142,7 @@ def _apply_mask(mask, *views):
 def _masked(mask, *views):
     """_apply_mask for a call whose new tile has its first operand's shape: (views, the region of the call's
     index space the tile holds, for _lower.boxed)."""
-    return _lower.apply_mask(mask, views, box=True) if mask is not None else (views, None)
+    return _lower.operand_region(mask, views)
 
 
 # ---------------------------------------------------------------------------------------------- nc_matmul

@@ -130,6 +130,8 @@ def new_tensor(shape, dtype, buffer, name, kwargs, call):
             raise NkiError(f"{call}: shape {shape!r:.80}: size {s!r:.40} is not an integer")
     b = _buffer(buffer)
     d = _modelled(_as_dtype(dtype))
+    if name:
+        t.user_names.add(name)  # (messages name its tiles by it: Storage.label)
     nbytes = _math.prod(int(s) for s in shape) * d.itemsize
     if nbytes >= _MAX_TENSOR_BYTES:  # past any memory (and the 64-bit sizes the allocator takes)
         raise NkiError(f"{call}: shape {list(shape)!s:.80} {d.name}: {nbytes:.3e} bytes, more than any memory "
@@ -307,9 +309,7 @@ class _NlFunc:
 
 def _binary(name, alu):
     def f(x, y, dtype=None, mask=None, out=None, **kwargs):
-        box = None
-        if mask is not None:
-            (x, y), box = _lower.apply_mask(mask, (x, y), box=True)
+        (x, y), box = _lower.operand_region(mask, (x, y))
         return _lower.boxed(_lower.elementwise(name, alu, x, y, dtype, out), box if out is None else None)
 
     return _NlFunc(name, f, alu=alu, doc=f"Elementwise {alu}: nisa.tensor_tensor for two tiles, nisa.tensor_scalar "
@@ -319,9 +319,7 @@ def _binary(name, alu):
 
 def _unary(name, act):
     def f(x, dtype=None, mask=None, **kwargs):
-        box = None
-        if mask is not None:
-            (x,), box = _lower.apply_mask(mask, (x,), box=True)
+        (x,), box = _lower.operand_region(mask, (x,))
         return _lower.boxed(_lower.unary(name, act, x, dtype), box)
 
     return _NlFunc(name, f, act=act, doc=f"One nisa.activation({act}) on Scalar into a new SBUF tile "
@@ -349,9 +347,7 @@ gelu_apprx_tanh_ = globals()["gelu_apprx_tanh"]
 
 
 def _negative(x, dtype=None, mask=None, **kwargs):
-    box = None
-    if mask is not None:
-        (x,), box = _lower.apply_mask(mask, (x,), box=True)
+    (x,), box = _lower.operand_region(mask, (x,))
     return _lower.boxed(_lower.elementwise("negative", "multiply", x, -1.0, dtype), box)
 
 
@@ -449,9 +445,7 @@ def expand_dims(data, axis):
 
 def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     """One select (dst = condition ? x : y; y a tile or a number) on Vector (nki.language.where)."""
-    box = None
-    if mask is not None:
-        (condition, x, y), box = _lower.apply_mask(mask, (condition, x, y), box=True)
+    (condition, x, y), box = _lower.operand_region(mask, (condition, x, y))
     out = _ops.new_tile(x.shape, _lower.dt(dtype, x.dtype), SBUF, "where")
     _ops.select(out, condition, x, y)
     return _lower.boxed(_lower.fresh(out), box)
