@@ -49,7 +49,8 @@ def _as_returned(outs):
 
     res = []
     for i, o in enumerate(outs):
-        if i < len(returned_shapes) and o is not None and o.size == _math_prod(returned_shapes[i]):
+        if i < len(returned_shapes) and o is not None and o.shape != tuple(returned_shapes[i]) and \
+                o.size == _math_prod(returned_shapes[i]):
             o = o.reshape(returned_shapes[i])
         res.append(o)
     return res

@@ -79,8 +79,13 @@ def _ordered_outputs(run):
     """The run's outputs in return order; a RuntimeWarning for each of the build's warnings (a read of SBUF or
     PSUM no instruction wrote, an output some of whose bytes no instruction writes, at its kernel line), else
     for each float output whose every value is NaN (HBM the kernel never wrote reads as NaN)."""
+    from ._jit import returned_names
+
     outs = run.outputs(native=True)
-    ordered = [(n, outs[n]) for n in run.output_names if n in outs]
+    names = run.output_names
+    if set(returned_names) == set(names):
+        names = returned_names  # a tensor the kernel returned twice is given back twice, as the same array
+    ordered = [(n, outs[n]) for n in names if n in outs]
     for w in run.warnings:
         # "file.py:LINE: message": attributed to that kernel line (its file's path as the trace saw it)
         m = _LOC.match(w)

@@ -17,6 +17,9 @@ from .._runner import def_loc
 
 _last_plans = []  # allocation reports of the last build (per core), for stats.json
 returned_shapes = []  # shapes of the views the last build's kernel returned (e.g. a reshape of its output)
+# The output name of each tensor the last build's kernel returned, in return order: a tensor returned twice
+# (`return o, o`) is one output, given back twice (trnsim.nki._entry._ordered_outputs).
+returned_names = []
 
 
 def _schedule_mode(opts):
@@ -146,8 +149,8 @@ def _build_core(kernel, args, kwargs):
     _last_plans.append({"core": core, "schedule": _schedule_mode(kernel.options), "sites": plan.report(),
                         "instructions": len(trace.ops)})
     views = [o.st.phys for o in outs]
-    returned_shapes.clear()
-    returned_shapes.extend(o.shape for o in outs)
+    returned_shapes[:] = [o.shape for o in outs]
+    returned_names[:] = [o.st.name for o in outs]
     _release(trace)
     if results is None:
         return None
