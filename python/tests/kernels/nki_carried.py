@@ -141,3 +141,24 @@ def loaded_and_named(x, named=False):
             prev[...] = nl.multiply(step, 2.0)
     nl.store(y, acc if named else prev)
     return y
+
+
+@nki.jit
+def masked_tail_scratch(x, reduce=False):
+    # A scratch tile declared before a loop over column tiles of 48 (the last masked to 16 columns): in the
+    # last iteration the unmasked computes over it read its stale columns 16..47, which iteration 0 wrote,
+    # but the masked store drops what they make of them (no dependency). With `reduce`, a sum over the whole
+    # result reads those too: the value is carried (warned at the compute that read the stale columns).
+    y = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    sums = nl.ndarray((128, 2), dtype=x.dtype, buffer=nl.shared_hbm) if reduce else None
+    buf = nl.ndarray((128, 48), dtype=x.dtype, buffer=nl.sbuf)
+    i_p = nl.arange(128)[:, None]
+    j = nl.arange(48)[None, :]
+    for t in nl.affine_range(2):
+        buf[i_p, j] = nl.load(x[i_p, t * 48 + j], mask=(t * 48 + j < 64))
+        e = nl.multiply(buf, 2.0)  # MARK-tail
+        f = nl.add(e, 1.0)
+        nl.store(y[i_p, t * 48 + j], value=f, mask=(t * 48 + j < 64))
+        if reduce:
+            nl.store(sums[:, t:t + 1], value=nl.sum(f, axis=1, keepdims=True))
+    return (y, sums) if reduce else y

@@ -142,7 +142,10 @@ def _carried(trace):
     it wrote it by accumulating into it (the sum so far is carried); a read that is half of an associative
     accumulation is no dependency (_exempt). A tensor declared in the iteration's body is its own; one
     declared in an earlier iteration's body is reached only through a variable rebound to it, and reading it
-    is a dependency. One warning per loop and tensor, and per line."""
+    is a dependency. An elementwise call that reads an earlier iteration's elements into a tile of this
+    iteration's body (an unmasked compute over a scratch tile whose tail a masked load left stale) carries
+    them only if a later call of the iteration reads the elements they made (_stale): a tail the masked store
+    drops is no dependency. One warning per loop and tensor, and per line."""
     loops = {}  # loop id -> its iteration records, in order
     for r in trace.iters:
         if r[2] == "affine_range" and r[1] is not None:
@@ -156,11 +159,30 @@ def _carried(trace):
         written = {}  # storage uid -> [(rect, iteration)] the earlier iterations checked wrote
         exposed = {}  # storage uid -> [(view or rect, iteration)] they read before writing it themselves
         said = set()  # storages warned about in this loop
+
+        def carried_read(op, st, it, n, m, body):
+            """The warning for `op` of iteration n reading storage st, which iteration m wrote."""
+            if st.uid in said or str(op.loc) in warned:
+                return
+            said.add(st.uid)
+            warned.add(str(op.loc))
+            how = ""
+            if body is not None:
+                how = (f" (declared at {st.loc} in iteration {m}'s body: a variable rebound to it, as in "
+                       f"`cur = nxt`, carries it to the next iteration; NKI warns when a tensor variable is "
+                       f"rebound to a new object: update one tensor declared before the loop with "
+                       f"`cur[...] = ...`)")
+            trace.kernel.warn(
+                str(op.loc),
+                f"{op.name} in iteration {n} of the nl.affine_range loop at {it[3]} reads "
+                f"{st.label(at=body is None)}, which iteration {m} wrote{how}: {_RULE}")
+
         for it in (recs[:_CHECKED] + recs[-1:] if len(recs) > _CHECKED else recs):
             n = it[5]
             own = {}  # uid -> rects this iteration wrote so far, other than by accumulating into them
             wrote = {}  # uid -> rects this iteration wrote
             reads = {}  # uid -> views (or rects) it read before writing them
+            stale = {}  # uid of a tile of this body -> [(rect, warning)]: made from an earlier iteration's elements
             for op in ops[it[0]:it[1]]:
                 accumulated = None  # the storage this op accumulates into (what it holds then is carried)
                 for v in op.reads:
@@ -168,6 +190,8 @@ def _carried(trace):
                     uid = st.uid
                     body = None  # the iteration of this loop whose body declared it
                     if uid >= first:
+                        if stale and uid in stale:
+                            _stale(op, v, stale, it, depth, carried_read)
                         sc = st.scope  # (a PSUM block made when first used has its tensor's scope)
                         if len(sc) > depth:
                             b = sc[depth]
@@ -185,28 +209,19 @@ def _carried(trace):
                         accumulated = uid
                         continue
                     if body is not None:
-                        m = body
-                    else:
-                        reads.setdefault(uid, []).append(v if r is None else r)
-                        w = written.get(uid)
-                        if w is None:
-                            continue
-                        m = _first_overlap(w, r or v.rect())
-                    if m is None or uid in said or str(op.loc) in warned:
+                        carried_read(op, st, it, n, body, body)
                         continue
-                    said.add(uid)
-                    warned.add(str(op.loc))
-                    how = ""
-                    if body is not None:
-                        how = (f" (declared at {st.loc} in iteration {m}'s body: a variable rebound to it, as in "
-                               f"`cur = nxt`, carries it to the next iteration; NKI warns when a tensor variable is "
-                               f"rebound to a new object: update one tensor declared before the loop with "
-                               f"`cur[...] = ...`)")
-                    trace.kernel.warn(
-                        str(op.loc),
-                        f"{op.name} in iteration {n} of the nl.affine_range loop at {it[3]} reads "
-                        f"{st.label(at=body is None)}, which "
-                        f"iteration {m} wrote{how}: {_RULE}")
+                    reads.setdefault(uid, []).append(v if r is None else r)
+                    w = written.get(uid)
+                    if w is None:
+                        continue
+                    gaps = _gaps(mine, r) if mine is not None else None  # what it reads of earlier iterations
+                    m = _first_overlap(w, r or v.rect()) if gaps is None else min(
+                        (k for k in (_first_overlap(w, g) for g in gaps) if k is not None), default=None)
+                    if m is None:
+                        continue
+                    if gaps is None or not _into_body(op, v, stale, it, depth, gaps, (op, st, it, n, m)):
+                        carried_read(op, st, it, n, m, None)
                 for v in op.writes:
                     st = v.st
                     uid = st.uid
@@ -234,6 +249,69 @@ def _carried(trace):
                 written.setdefault(uid, []).extend((q, n) for q in rects)
             for uid, views in reads.items():
                 exposed.setdefault(uid, []).extend((q, n) for q in views)
+
+
+_ELEMENTWISE = ("activation", "tensor_scalar", "tensor_tensor", "tensor_copy")
+
+
+def _gaps(rects, r):
+    """The parts of rectangle r that the union of `rects` (those spanning r's partitions) leaves uncovered."""
+    spans = sorted((q[2], q[3]) for q in rects if q[0] <= r[0] and r[1] <= q[1])
+    out = []
+    pos = r[2]
+    for lo, hi in spans:
+        if lo >= r[3]:
+            break
+        if lo > pos:
+            out.append((r[0], r[1], pos, lo))
+        pos = max(pos, hi)
+    if pos < r[3]:
+        out.append((r[0], r[1], pos, r[3]))
+    return out
+
+
+def _dense(v):
+    """True if v's free dims are one row-major run of elements (a tile, or whole rows of one)."""
+    step = 1
+    for d in range(len(v.dims) - 1, -1, -1):
+        if d != v.pd:
+            s, k = v.dims[d]
+            if k != 1 and s != step:
+                return False
+            step *= k
+    return True
+
+
+def _into_body(op, v, stale, it, depth, rects, warning):
+    """If `op` computes elementwise from view v into a dense tile declared in iteration `it`'s body, marks
+    the elements it makes from the rectangles `rects` of v as stale (with the warning to give if a later op
+    reads them) and returns True; else False (the caller warns now)."""
+    if op.name not in _ELEMENTWISE or len(op.writes) != 1:
+        return False
+    w = op.writes[0]
+    sc = w.st.scope
+    if w.shape != v.shape or not (len(sc) > depth and sc[depth] is it) or not _dense(v) or not _dense(w):
+        return False
+    iv, iw = v.dtype.itemsize, w.dtype.itemsize
+    d = w.p0 - v.p0
+    out = stale.setdefault(w.st.uid, [])
+    for r in rects:
+        out.append(((r[0] + d, r[1] + d, w.boff + (r[2] - v.boff) // iv * iw, w.boff + (r[3] - v.boff) // iv * iw),
+                    warning))
+    return True
+
+
+def _stale(op, v, stale, it, depth, carried_read):
+    """`op` reads view v of a tile of this iteration's body, some of whose elements were made from an earlier
+    iteration's (`stale`): the elements it makes from them are stale in turn (_into_body), or, if op is no
+    elementwise call into such a tile, the read carries the earlier iteration's value: that warning."""
+    r = v.rect()
+    hit = [(q, wn) for q, wn in stale[v.st.uid] if _overlap(q, r)]
+    if not hit:
+        return
+    parts = [(max(q[0], r[0]), min(q[1], r[1]), max(q[2], r[2]), min(q[3], r[3])) for q, _ in hit]
+    if not _into_body(op, v, stale, it, depth, parts, hit[0][1]):
+        carried_read(*hit[0][1], None)
 
 
 _CHECKED = 3  # leading iterations of an nl.affine_range loop _carried checks (and the last)
