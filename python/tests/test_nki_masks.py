@@ -148,6 +148,8 @@ def test_unmasked_computes_between_a_mask_and_a_tighter_one():
     want = np.zeros((128, 96), np.float32)
     want[:, :40] = -X200[:128, :40]
     assert cols.tobytes() == want.tobytes()
+    y = tnki.simulate_kernel(K.unmasked_result_assigned, X200)
+    assert y.tobytes() == (X200 * np.float32(2)).tobytes()
     # A store mask looser than the load's is refused naming both masks, their lines and the operand (it was
     # "dim 0 of operand [22, 64] is neither the masked operand's (128) nor its masked-in extent (72)").
     e = raises(NkiError, tnki.simulate_kernel, K.looser_than_an_unmasked_compute, X200)

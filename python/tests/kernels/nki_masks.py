@@ -267,6 +267,21 @@ def unmasked_between_masks(x):
 
 
 @nki.jit
+def unmasked_result_assigned(x):
+    # `buf[...] = <unmasked compute of a masked load>` writes the loaded part of buf (refused: "cannot assign
+    # a [72, 64] tile to a [128, 64] region").
+    out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    buf = nl.zeros((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    for t in nl.affine_range(2):
+        tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 200))
+        buf[...] = nl.multiply(tile, 2.0)
+        nl.store(out[t * 128 + i_p, i_f], value=buf, mask=(t * 128 + i_p < 200))
+    return out
+
+
+@nki.jit
 def looser_than_an_unmasked_compute(x):
     out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
     i_p = nl.arange(128)[:, None]
