@@ -6,6 +6,7 @@
 #include <initializer_list>
 
 #include "sim/base/error.h"
+#include "sim/isa/element.h"
 #include "sim/isa/opcodes.h"
 
 namespace trnsim::kernels::nki {
@@ -181,7 +182,7 @@ InstRef tensor_copy(const View& dst, const View& src, Engine engine, Loc loc) {
 InstRef memset(const View& dst, double value, Engine engine, Loc loc) {
   Kernel& k = owner_of("memset", loc, {&dst});
   Op o(isa::Opcode::Memset, engine, {&dst});
-  o.inst.imm0 = static_cast<float>(value);
+  isa::split_fill(dst.dtype(), value, o.inst.imm0, o.inst.imm1);
   return o.emit(k, loc);
 }
 

@@ -25,5 +25,17 @@ def test_a_tensor_returned_twice_comes_back_twice():
     assert len(b.outputs) == 4 and b.outputs[0] is b.outputs[2], len(b.outputs)
 
 
+
+def test_integer_fills_are_exact():
+    # nl.full / nisa.memset / nl.store(value=<int>) went through float32: 16777217 became 16777216 (the
+    # hardware's memset writes a compile-time constant of any dtype exactly: nki.isa.memset).
+    out, wide = tnki.simulate_kernel(K.integer_fills, X)
+    assert out.dtype == np.int32 and wide.dtype == np.uint32
+    want = np.empty((128, 6), np.int32)
+    want[:, 0:2], want[:, 2:4], want[:, 4:6] = 16777217, -2147483647, 16777219
+    assert out.tobytes() == want.tobytes(), out[0]
+    assert (wide == 4294967041).all(), wide[0]
+
+
 if __name__ == "__main__":
     main(globals())

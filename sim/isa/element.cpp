@@ -98,6 +98,15 @@ float load_element(DType t, const uint8_t* p) {
   throw RuleError(fmt::format("{} elements are packed FP8 and have no single value", dtype_name(t)));
 }
 
+void split_fill(DType t, double v, float& imm0, float& imm1) {
+  imm0 = static_cast<float>(v);
+  imm1 = 0.f;
+  const bool wide =
+      t == DType::I32 ? v >= INT32_MIN && v <= INT32_MAX : t == DType::U32 && v >= 0 && v <= UINT32_MAX;
+  if (wide && v == std::nearbyint(v) && static_cast<double>(imm0) != v)
+    imm1 = static_cast<float>(v - static_cast<double>(imm0));
+}
+
 void store_element(DType t, uint8_t* p, float v) {
   switch (t) {
     case DType::F32:

@@ -14,6 +14,7 @@
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
 #include "sim/io/json_document.h"
+#include "sim/isa/element.h"
 #include "sim/isa/names.h"
 #include "sim/isa/opcodes.h"
 #include "sim/isa/semantics.h"
@@ -70,8 +71,9 @@ class Node {
     return j_.get<std::string>();
   }
   // A number, or "inf", "-inf", "nan" (JSON has no non-finite numbers).
-  float number() const {
-    if (j_.is_number()) return static_cast<float>(j_.get<double>());
+  float number() const { return static_cast<float>(number64()); }
+  double number64() const {
+    if (j_.is_number()) return j_.get<double>();
     if (j_.is_string()) {
       const auto s = j_.get<std::string>();
       if (s == "inf") return std::numeric_limits<float>::infinity();
@@ -205,6 +207,12 @@ AccessPattern Reader::ap(const Node& n) const {
   return a;
 }
 
+// memset's "value", the ISA's one fill value: read and written whole (imm0 and, for an integer FP32 does
+// not hold, imm1: element.h split_fill).
+bool is_fill(const Instruction& in, const Attr& a) {
+  return in.op == Opcode::Memset && a.field == AttrField::Imm0;
+}
+
 // The Instruction field an attribute names (opcodes.h AttrField).
 template <class I>
 auto& number_field(I& in, AttrField f) {
@@ -255,7 +263,10 @@ void Reader::read_attr(const Node& n, const Attr& a, Instruction& in) const {
       }
       break;
     case AttrKind::Number:
-      number_field(in, a.field) = given || a.required ? n[a.key].number() : a.absent;
+      if (is_fill(in, a))
+        split_fill(in.ops[0].dtype, n[a.key].number64(), in.imm0, in.imm1);
+      else
+        number_field(in, a.field) = given || a.required ? n[a.key].number() : a.absent;
       break;
     case AttrKind::NumberOrVector:
       // An object is the vector operand; a number (or "inf", "-inf", "nan") the immediate.
@@ -420,7 +431,10 @@ void write_attr(const Attr& a, const Instruction& in, json& j) {
       j[a.key] = act_name(in.act);
       break;
     case AttrKind::Number:
-      j[a.key] = number_json(number_field(in, a.field));
+      if (is_fill(in, a) && in.imm1 != 0.f)
+        j[a.key] = fill_value(in.imm0, in.imm1);  // an integer FP32 does not hold (split_fill)
+      else
+        j[a.key] = number_json(number_field(in, a.field));
       break;
     case AttrKind::NumberOrVector:
       if (a.flag != 0 ? !set : !in.ops[a.slot].present()) j[a.key] = number_json(number_field(in, a.field));

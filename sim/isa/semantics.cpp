@@ -861,10 +861,16 @@ void Exec::tensor_copy() {
 
 void Exec::memset() {
   OperandView dst = view(0);
+  // An integer fill FP32 does not hold (split_fill): the integer itself.
+  const double v = fill_value(inst_.imm0, inst_.imm1);
+  const bool exact = inst_.imm1 != 0.f && is_int(dst.dtype()) && std::isfinite(v);
+  const int64_t whole = exact ? static_cast<int64_t>(std::clamp(v, -9e18, 9e18)) : 0;
   for (uint32_t i = 0; i < dst.rows(); ++i)
     for (uint64_t j = 0; j < dst.cols(); ++j) {
       uint8_t* p = dst.at(i, j);
-      if (is_x4(dst.dtype()))
+      if (exact)
+        dst.store_int(i, j, whole);
+      else if (is_x4(dst.dtype()))
         std::memset(p, num::f32_to_fp8(inst_.imm0, fp8_format(dst.dtype())), 4);
       else
         dst.store_value(p, inst_.imm0);

@@ -127,6 +127,22 @@ TEST_CASE("program JSON round trip", "[isa][json]") {
   std::remove(path.c_str());
 }
 
+TEST_CASE("program JSON keeps an integer memset value FP32 does not hold", "[isa][json]") {
+  // 16777217 = 2^24 + 1 into int32: imm0 its FP32 rounding (2^24), imm1 the rest (split_fill); into float32
+  // only the FP32 value, as before.
+  const Program p = program_from_json(json::parse(R"({"num_cores": 1, "cores": [{"POOL": [
+    {"op": "memset", "value": 16777217, "dst": {"mem": "sbuf", "partition": [0, 1], "dtype": "int32", "pattern": [[1, 2]]}},
+    {"op": "memset", "value": 16777217, "dst": {"mem": "sbuf", "partition": [0, 1], "dtype": "float32", "pattern": [[1, 2]]}}
+  ]}]})"));
+  const auto& pool = p.streams[0][static_cast<int>(Engine::POOL)];
+  CHECK((pool.at(0).imm0 == 16777216.f && pool.at(0).imm1 == 1.f));
+  CHECK((pool.at(1).imm0 == 16777216.f && pool.at(1).imm1 == 0.f));
+  const json j = program_to_json(p);
+  CHECK(j["cores"][0]["POOL"][0]["value"].get<double>() == 16777217.0);
+  CHECK(j["cores"][0]["POOL"][1]["value"].get<double>() == 16777216.0);
+  CHECK(program_to_json(program_from_json(j)) == j);
+}
+
 TEST_CASE("program JSON errors name the JSON path", "[isa][json]") {
   CHECK(error_of(edit(R"("moving": {"mem": "sbuf", "partition": [0, 128])",
                       R"("moving": {"mem": "sbuf", "partition": [0])")) ==

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/isa/element.h"
 #include "sim/isa/names.h"
 #include "sim/isa/operand_view.h"
 #include "sim/isa/semantics.h"
@@ -633,6 +634,15 @@ TEST_CASE("tensor_copy bit-exact, cast, memset, iota, select", "[isa]") {
   m.run(ms);
   CHECK(get<int16_t>(m.s(1, 256 + 8)) == -2);
   CHECK(get<uint16_t>(m.s(1, 256 + 2)) == 0xFFFF);  // stride 2 skips it
+  // An integer fill FP32 does not hold is written exactly (split_fill: imm0 + imm1); FP32 made it 2^24.
+  Instruction wide = make(Opcode::Memset, Engine::POOL, {sbuf(0, 1, 2048, DType::I32, {{1, 2}})});
+  split_fill(DType::I32, 16777217.0, wide.imm0, wide.imm1);
+  m.run(wide);
+  CHECK(get<int32_t>(m.s(0, 2048 + 4)) == 16777217);
+  wide.ops[0].dtype = DType::U32;
+  split_fill(DType::U32, 4294967041.0, wide.imm0, wide.imm1);  // 2^32 - 255
+  m.run(wide);
+  CHECK(get<uint32_t>(m.s(0, 2048)) == 4294967041u);
 
   Instruction io = make(Opcode::Iota, Engine::POOL, {sbuf(32, 4, 512, DType::I32, {{3, 2}, {1, 3}})});
   io.imm0 = 7.f;
