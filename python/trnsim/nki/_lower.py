@@ -657,6 +657,12 @@ def store(dst, value, mask=None):
         if not isinstance(d, NkiTensor) or d.st.space != HBM:
             raise NkiError("nl.store: dst must be an HBM tensor")
         loc = caller_loc()
+        pmax = _ops._target().partitions
+        if d.partitions > pmax:
+            raise NkiError(f"nl.store(value={value!r}): dst {d.st!r} has {d.partitions} rows, but the number is "
+                           f"stored from an SBUF tile of one row per partition ({pmax} partitions, "
+                           f"nl.tile_size.pmax): store at most {pmax} rows per call (dst[0:{pmax}], "
+                           f"dst[{pmax}:{min(d.partitions, 2 * pmax)}], ...)", loc)
         tile = _ops.new_tile((d.partitions, d.free_size), d.dtype, SBUF, "store_value", loc)
         _ops.memset(tile, value, loc=loc)
         dma(d, tile, loc=loc)

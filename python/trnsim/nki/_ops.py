@@ -95,7 +95,7 @@ def new_tile(shape, dtype, space, name, loc=None, depth=1):
     whole = checked.get(key)
     if whole is None:
         shape = tuple(int(s) for s in shape)
-        check_tile_shape(shape, 0, space, dtype, "result")
+        check_tile_shape(shape, 0, space, dtype, result_of(name))
     site = t.call_stack(depth + 1)  # (+1: call_stack's own frame)
     if loc is None:
         # The innermost frame outside nki, as caller_loc finds it (one Loc per site).
@@ -144,6 +144,17 @@ def new_tile(shape, dtype, space, name, loc=None, depth=1):
     v._rect = whole[1]
     v._bv = None
     return v
+
+
+def result_of(name):
+    """How a message names the new tile of the call whose internal tile name is `name` (new_tile's, e.g.
+    "load", "store_value", "matmul_transpose"): "the result of nl.load", not the internal name."""
+    from . import isa, language
+
+    if name in isa.__dict__ and name not in language.__dict__:
+        return f"the result of nisa.{name}"
+    base = name if name in language.__dict__ else name.split("_")[0]  # e.g. matmul_transpose: nl.matmul's
+    return f"the result of nl.{base}"
 
 
 def check_tile_shape(shape, pdim, space, dtype, what):
