@@ -32,6 +32,21 @@ def test_enums_and_names():
     assert _core.engine_name(_core.Engine.DVE) == "DVE"
 
 
+def test_engine_start_rule_has_one_home():
+    # The compute engines' start-partition rule (sim/isa/partition_start.h): isa::check applies it, and the
+    # front end asks it while tracing, so that its error names the mask (no second copy in Python).
+    assert _core.engine_start_partitions(128) == [0] and _core.engine_start_partitions(65) == [0]
+    assert _core.engine_start_partitions(64) == [0, 64] and _core.engine_start_partitions(33) == [0, 64]
+    assert _core.engine_start_partitions(32) == _core.engine_start_partitions(1) == [0, 32, 64, 96]
+    assert _core.engine_start_rule(40) == "33-64 must start at 0 or 64"
+    from trnsim.nki import _lower
+    from trnsim.nki._errors import NkiError
+
+    e = raises(NkiError, _lower._engine_start, 16, 40)
+    assert "starts at partition 0 or 64" in str(e), e
+    _lower._engine_start(64, 40)
+
+
 def test_hw_configs():
     trn2 = trnsim.load_hw("trn2")
     assert trn2.name == "trn2" and trn2.generation == _core.Generation.Trn2

@@ -317,9 +317,11 @@ def apply_mask(mask, views, skip=False, box=False, dma=False):
 
 
 def _engine_start(start, n):
-    """The compute engines' start-partition rule (docs/facts/trainium-hardware.md §2.3, §2.6; the builder's
-    check, sim/isa/check.cpp, is the rule's home: this names the mask that broke it, while tracing)."""
-    allowed = (0,) if n > 64 else (0, 64) if n > 32 else (0, 32, 64, 96)
+    """The compute engines' start-partition rule, asked of its one home (sim/isa/partition_start.h, which
+    isa::check applies), so that the error names the mask that broke it while tracing."""
+    from .. import _core
+
+    allowed = _core.engine_start_partitions(n)
     if start not in allowed:
         raise NkiError(f"mask: it starts this instruction at partition {start} ({n} partitions), but a compute "
                        f"engine's instruction of {n} partitions starts at partition "
