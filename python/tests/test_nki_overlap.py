@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from runner import main
+from runner import line_of as _line_of, main
 
 import trnsim.nki as tnki
 import nki
@@ -49,8 +49,7 @@ def run(kind):
 
 
 def line_of(marker):
-    with open(__file__) as f:
-        return next(i for i, text in enumerate(f, 1) if marker in text and "line_of(" not in text)
+    return _line_of(__file__, marker)
 
 
 def test_a_copy_over_its_own_source_in_other_elements_warns():

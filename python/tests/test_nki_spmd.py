@@ -3,7 +3,7 @@ nl.num_programs() the launch size; a larger grid runs its programs in turn on th
 
 import numpy as np
 
-from runner import main
+from runner import line_of, main
 
 import trnsim.nki as tnki
 
@@ -87,17 +87,12 @@ def _warnings_of(kernel, *args):
     return out, [str(m.message) for m in w if issubclass(m.category, RuntimeWarning)]
 
 
-def _line(marker):
-    with open(__file__) as f:
-        return next(i for i, text in enumerate(f, 1) if marker in text and "_line(" not in text)
-
-
 def test_two_cores_writing_the_same_rows_race():
     # LNC2: both cores store all 128 rows of out with no core_barrier between: on hardware the writes race.
     # A warning (the kernel is legal NKI, and both cores may write the same values) naming both writes.
     out, msgs = _warnings_of(both_cores_write_all[2], X)
     assert np.array_equal(out, X[0:128])
-    at = "test_nki_spmd.py:%d" % _line("MARK-race")
+    at = "test_nki_spmd.py:%d" % line_of(__file__, "MARK-race")
     race = [m for m in msgs if "race" in m]
     assert race == [f"{at}: output 'out' float32 [128, 64]: core 1 writes rows 0-127, which core 0 also writes "
                     f"({at}), with no core_barrier between the two writes: on hardware the two cores' writes race "

@@ -5,12 +5,7 @@ import json
 import os
 import subprocess
 
-from runner import KERNELS, main, tmpdir, trnsim_exe
-
-
-def line(marker):
-    with open(os.path.join(KERNELS, "nki_carried.py")) as f:
-        return next(i for i, text in enumerate(f, 1) if marker in text)
+from runner import KERNELS, line_of, main, tmpdir, trnsim_exe
 
 
 def warnings_of(*args):
@@ -30,7 +25,7 @@ def test_validate_prints_the_warnings_run_prints():
     validated = warnings_of("validate", path)
     ran = warnings_of("run", path, "--out", os.path.join(d, "out"))
     at = "trnsim: carried: warning: nki_carried.py:%d: tensor_tensor in iteration 1 of the nl.affine_range loop" \
-        % line("MARK-first")
+        % line_of(os.path.join(KERNELS, "nki_carried.py"), "MARK-first")
     assert [w for w in validated if w.startswith(at)], validated
     assert validated == ran, (validated, ran)
 
