@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
+#include <optional>
 
 #include "kernels/api/assume_written.h"
 #include "kernels/api/kernel.h"
@@ -20,6 +22,59 @@ struct Assumed {
   View::Region region;
 };
 thread_local std::vector<Assumed> t_assumed;
+
+using CoreWrites = std::map<int64_t, Kernel::Shared::CoreWrite>;
+
+// Records core 0's write of [begin, end) with `site`, replacing what earlier writes recorded there.
+void mark_core0(CoreWrites& m, int64_t begin, int64_t end, const Kernel::Shared::CoreWrite& site) {
+  auto it = m.lower_bound(begin);
+  if (it != m.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second.end > begin) {  // starts before: keep its head, and its tail past `end`
+      Kernel::Shared::CoreWrite head = prev->second;
+      if (head.end > end) m.emplace(end, head);
+      prev->second.end = begin;
+    }
+  }
+  while (it != m.end() && it->first < end) {
+    if (it->second.end > end) m.emplace(end, it->second);
+    it = m.erase(it);
+  }
+  Kernel::Shared::CoreWrite w = site;
+  w.end = end;
+  m[begin] = std::move(w);
+}
+
+// The first byte range of [begin, end) core 0 wrote after `barriers` core_barriers (and before the next),
+// with that write's site; nullopt if none.
+std::optional<std::pair<std::pair<int64_t, int64_t>, const Kernel::Shared::CoreWrite*>> racing(
+    const CoreWrites& m, int64_t begin, int64_t end, uint32_t barriers) {
+  auto it = m.upper_bound(begin);
+  if (it != m.begin()) --it;
+  for (; it != m.end() && it->first < end; ++it)
+    if (it->second.end > begin && it->second.barriers == barriers)
+      return std::make_pair(std::make_pair(std::max(begin, it->first), std::min(end, it->second.end)),
+                            &it->second);
+  return std::nullopt;
+}
+
+// "output 'y' float32 [256, 64]: core 1 writes rows 0-127, which core 0 also writes (k.py:9) ...": a write
+// of core 1 to bytes [begin, end) core 0 wrote between the same core_barriers.
+std::string core_race_warning(const isa::TensorDecl& t, int64_t row_bytes, int64_t begin, int64_t end,
+                              const std::string& core0_at) {
+  const bool rows = t.shape.size() >= 2;
+  const int64_t unit = rows ? std::max<int64_t>(1, row_bytes) : elem_bytes(t.dtype);
+  const int64_t lo = begin / unit, hi = (end - 1) / unit;
+  const std::string what = fmt::format("{} {}", rows ? (lo == hi ? "row" : "rows") : "elements from",
+                                       lo == hi ? fmt::format("{}", lo) : fmt::format("{}-{}", lo, hi));
+  return fmt::format(
+      "output '{}' {} [{}]: core 1 writes {}, which core 0 also writes ({}), with no core_barrier between "
+      "the "
+      "two writes: on hardware the two cores' writes race and which lands last is undefined (this run keeps "
+      "one "
+      "order); give each core its own rows (nl.program_id), or order the writes with nisa.core_barrier",
+      t.name, dtype_str(t.dtype), fmt::join(t.shape, ", "), what, core0_at);
+}
 
 }  // namespace
 
@@ -85,10 +140,27 @@ void Kernel::check_written(const isa::Instruction& inst, const Access* accesses,
     constexpr int64_t kMaxRuns = 4096;
     const View& v = *a.view;
     ByteSpans& spans = w->second.written;
+    CoreWrites* core0 = num_programs_ == 2 ? &shared_.core0_writes[a.view->tensor()] : nullptr;
+    const uint32_t barriers = core0 != nullptr ? std::accumulate(barriers_.begin(), barriers_.end(), 0u) : 0;
+    const std::string site = core0 != nullptr ? where(loc) : std::string();
+    bool raced = false;
+    // `exact`: the bytes written (a bounding span only counts for the unwritten-output check: lenient there,
+    // it would make false races).
+    const auto mark = [&](int64_t begin, int64_t end, bool exact) {
+      spans.mark(begin, end);
+      if (core0 == nullptr || !exact) return;
+      if (core_ == 0) return mark_core0(*core0, begin, end, {end, barriers, site});
+      if (raced) return;
+      const auto race = racing(*core0, begin, end, barriers);
+      if (!race) return;
+      raced = true;
+      warn(site, core_race_warning(shared_.program.tensors[a.view->tensor()], w->second.row_bytes,
+                                   race->first.first, race->first.second, race->second->at));
+    };
     if (a.any_row || a.whole_rows) {
       const View::Region& r = scratch_.regions[i];
       const int64_t rb = std::max<int64_t>(1, v.storage_->hbm_row_bytes);
-      spans.mark(r.r0 * rb + r.c0, (r.r1 - 1) * rb + r.c1);
+      mark(r.r0 * rb + r.c0, (r.r1 - 1) * rb + r.c1, false);
       continue;
     }
     const int64_t es = elem_bytes(v.dtype_);
@@ -106,14 +178,14 @@ void Kernel::check_written(const isa::Instruction& inst, const Access* accesses,
       (d.stride < 0 ? lo : hi) += (d.size - 1) * d.stride;
     }
     if (runs > kMaxRuns) {
-      spans.mark(v.offset_bytes_ + lo * es, v.offset_bytes_ + (hi + run) * es);
+      mark(v.offset_bytes_ + lo * es, v.offset_bytes_ + (hi + run) * es, false);
       continue;
     }
     std::vector<int64_t> idx(outer.size(), 0);
     for (int64_t n = 0; n < runs; ++n) {
       int64_t at = 0;
       for (size_t k = 0; k < outer.size(); ++k) at += idx[k] * outer[k].stride;
-      spans.mark(v.offset_bytes_ + at * es, v.offset_bytes_ + (at + run) * es);
+      mark(v.offset_bytes_ + at * es, v.offset_bytes_ + (at + run) * es, true);
       for (size_t k = outer.size(); k-- > 0;) {
         if (++idx[k] < outer[k].size) break;
         idx[k] = 0;

@@ -172,7 +172,7 @@ const run::SessionResult& WorkloadRun::simulate(const WorkloadRunOptions& o) {
   release_free_heap();  // what the input recipes' threads freed
   notes_ = make_notes();
   for (const std::string& n : notes_) say("note: " + n);
-  for (const std::string& w : p_.build.warnings) say("warning: " + w);
+  for (const std::string& w : warning_lines(p_)) say(w);
   session_ = std::make_unique<run::Session>(p_.build.program, p_.hw);
   if (p_.w.numerics) {
     for (const auto& [name, t] : inputs_) session_->set_input(name, t);
@@ -266,7 +266,7 @@ run::RunReport WorkloadRun::report() const {
   rep.kernel = p_.w.kernel;
   rep.params = p_.kernel->params();
   rep.notes = notes_;
-  for (const std::string& w : p_.build.warnings) rep.notes.push_back("warning: " + w);
+  for (const std::string& w : warning_lines(p_)) rep.notes.push_back(w);
   rep.nki = p_.kernel->frontend_stats();
   for (const kernels::AllocationRecord& a : p_.build.allocations)
     rep.allocations.push_back({{"name", a.name},
@@ -293,6 +293,12 @@ run::RunReport WorkloadRun::report() const {
   }
   rep.wall_seconds = secs(t0_, clock::now());
   return rep;
+}
+
+std::vector<std::string> WorkloadRun::warning_lines(const PreparedWorkload& p) {
+  std::vector<std::string> lines;
+  for (const std::string& w : p.build.warnings) lines.push_back("warning: " + w);
+  return lines;
 }
 
 int WorkloadRun::exit_code(const run::RunReport& rep) {

@@ -98,6 +98,9 @@ class WorkloadRun {
   run::RunReport report() const;
   const RunTimes& times() const { return times_; }
   std::chrono::steady_clock::time_point start() const { return t0_; }  // when it was constructed
+  // The build's warnings as a run says them ("warning: k.py:12: ..."): printed by simulate() and
+  // `trnsim validate`, and kept in the report's notes.
+  static std::vector<std::string> warning_lines(const PreparedWorkload& p);
   // 0, or run_exit_code's 3 (a check failed) / 4 (time below the roofline) for this report.
   static int exit_code(const run::RunReport& rep);
 

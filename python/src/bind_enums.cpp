@@ -7,6 +7,7 @@
 #include "kernels/api/dma_mode.h"
 #include "kernels/api/nki.h"
 #include "sim/isa/names.h"
+#include "sim/isa/partition_start.h"
 #include "sim/isa/semantics.h"
 
 namespace trnsim::py {
@@ -101,6 +102,9 @@ void bind_enums(pyb::module_& m) {
   m.def("parse_engine", [](const std::string& s) { return isa::parse_engine(s); });
   m.def("alu_name", [](isa::AluOp o) { return std::string(isa::alu_name(o)); });
   m.def("parse_alu", [](const std::string& s) { return isa::parse_alu(s); });
+  m.def("engine_start_partitions", &isa::engine_start_partitions, pyb::arg("partitions"),
+        "the partitions a compute engine's operand of this many partitions may start at (isa::check's rule)");
+  m.def("engine_start_rule", &isa::engine_start_rule, pyb::arg("partitions"));
   m.def("act_name", [](isa::ActFunc f) { return std::string(isa::act_name(f)); });
   m.def("parse_act", [](const std::string& s) { return isa::parse_act(s); });
 }

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstring>
 
@@ -122,7 +123,9 @@ tensor::HostTensor to_host(pyb::handle obj, isa::DType dtype, const std::vector<
   if (a.nbytes() > 0) std::memcpy(n.bytes.data(), a.data(), n.bytes.size());
   const std::vector<int64_t> s =
       shape.empty() ? (n.shape.empty() ? std::vector<int64_t>{1} : n.shape) : shape;
-  return tensor::from_npy(n, dtype, s, what);
+  // n.path names the input already: the checks name the dtype and shape it is given as ("dtype float32 does
+  // not fit int8 [128, 64]").
+  return tensor::from_npy(n, dtype, s, fmt::format("{} [{}]", isa::dtype_name(dtype), fmt::join(s, ", ")));
 }
 
 pyb::array to_numpy(const tensor::HostTensor& t, bool raw, bool native) {

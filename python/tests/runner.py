@@ -26,6 +26,15 @@ def raises(exc_type, fn, *args, **kwargs):
     raise AssertionError("%s did not raise %s" % (getattr(fn, "__name__", fn), exc_type.__name__))
 
 
+def line_of(path, marker):
+    """The number of the first line of file `path` that holds `marker` (lines calling line_of skipped)."""
+    with open(path) as f:
+        for i, text in enumerate(f, 1):
+            if marker in text and "line_of(" not in text:
+                return i
+    raise AssertionError("%s: no line holds %r" % (path, marker))
+
+
 def tmpdir():
     return tempfile.mkdtemp(prefix="trnsim_pytest_")
 

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from runner import main, raises
+from runner import line_of as _line_of, main, raises
 
 import trnsim
 from trnsim import _core
@@ -15,11 +15,7 @@ THIS = os.path.abspath(__file__)
 
 
 def line_of(marker):
-    with open(THIS) as f:
-        for i, text in enumerate(f, 1):
-            if marker in text and "line_of(" not in text:
-                return i
-    raise AssertionError(marker)
+    return _line_of(THIS, marker)
 
 
 def test_enums_and_names():
@@ -30,6 +26,21 @@ def test_enums_and_names():
     assert _core.alu_name(_core.AluOp.Max) == "maximum"
     assert _core.parse_act("exp") == _core.ActFunc.Exp
     assert _core.engine_name(_core.Engine.DVE) == "DVE"
+
+
+def test_engine_start_rule_has_one_home():
+    # The compute engines' start-partition rule (sim/isa/partition_start.h): isa::check applies it, and the
+    # front end asks it while tracing, so that its error names the mask (no second copy in Python).
+    assert _core.engine_start_partitions(128) == [0] and _core.engine_start_partitions(65) == [0]
+    assert _core.engine_start_partitions(64) == [0, 64] and _core.engine_start_partitions(33) == [0, 64]
+    assert _core.engine_start_partitions(32) == _core.engine_start_partitions(1) == [0, 32, 64, 96]
+    assert _core.engine_start_rule(40) == "33-64 must start at 0 or 64"
+    from trnsim.nki import _lower
+    from trnsim.nki._errors import NkiError
+
+    e = raises(NkiError, _lower._engine_start, 16, 40)
+    assert "starts at partition 0 or 64" in str(e), e
+    _lower._engine_start(64, 40)
 
 
 def test_hw_configs():

@@ -3,7 +3,7 @@ nl.num_programs() the launch size; a larger grid runs its programs in turn on th
 
 import numpy as np
 
-from runner import main
+from runner import line_of, main
 
 import trnsim.nki as tnki
 
@@ -47,6 +47,65 @@ def test_two_cores_each_run_their_half():
 def test_grid_of_four_on_two_cores():
     out = tnki.simulate_kernel(mark_rows[4], X)
     assert np.array_equal(out, expected(4))
+
+
+@nki.jit
+def both_cores_write_all(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x[0:128, :])
+    nl.store(out, t)  # MARK-race
+    return out
+
+
+@nki.jit
+def both_cores_write_in_turn(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x[0:128, :])
+    if nl.program_id(0) == 0:
+        nl.store(out, t)
+    nisa.core_barrier(out)
+    if nl.program_id(0) == 1:
+        nl.store(out, t)
+    return out
+
+
+@nki.jit
+def cores_write_interleaved_rows(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    t = nl.load(x[pid:128:2, :])
+    nl.store(out[pid:128:2, :], t)
+    return out
+
+
+def _warnings_of(kernel, *args):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = tnki.simulate_kernel(kernel, *args)
+    return out, [str(m.message) for m in w if issubclass(m.category, RuntimeWarning)]
+
+
+def test_two_cores_writing_the_same_rows_race():
+    # LNC2: both cores store all 128 rows of out with no core_barrier between: on hardware the writes race.
+    # A warning (the kernel is legal NKI, and both cores may write the same values) naming both writes.
+    out, msgs = _warnings_of(both_cores_write_all[2], X)
+    assert np.array_equal(out, X[0:128])
+    at = "test_nki_spmd.py:%d" % line_of(__file__, "MARK-race")
+    race = [m for m in msgs if "race" in m]
+    assert race == [f"{at}: output 'out' float32 [128, 64]: core 1 writes rows 0-127, which core 0 also writes "
+                    f"({at}), with no core_barrier between the two writes: on hardware the two cores' writes race "
+                    "and which lands last is undefined (this run keeps one order); give each core its own rows "
+                    "(nl.program_id), or order the writes with nisa.core_barrier"], msgs
+
+
+def test_cores_writing_apart_or_in_turn_do_not_race():
+    # A core_barrier between the writes orders them; interleaved rows (a stride of 2) never meet; one core
+    # running the whole grid in turn is no race either.
+    for k in (both_cores_write_in_turn[2], cores_write_interleaved_rows[2], both_cores_write_all, mark_rows[2]):
+        _, msgs = _warnings_of(k, X)
+        assert not [m for m in msgs if "race" in m], (k, msgs)
 
 
 main(globals())

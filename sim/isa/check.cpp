@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "sim/base/error.h"
 #include "sim/isa/alu.h"
 #include "sim/isa/element.h"
 #include "sim/isa/names.h"
 #include "sim/isa/operand_view.h"
+#include "sim/isa/partition_start.h"
 #include "sim/isa/semantics.h"
 
 namespace trnsim::isa {
@@ -159,16 +161,10 @@ void Checker::operand(int slot) const {
   // The start-partition rule binds the compute engines (§2.3, §2.6); no source gives one for DMAs, whose
   // descriptors address each partition (a masked nl.store of rows 3..127, a load into t[5:9, :]).
   if (!inst_.is_dma()) {
-    if (n > 64 && s != 0)
+    const std::vector<uint32_t> starts = engine_start_partitions(n);
+    if (std::find(starts.begin(), starts.end(), s) == starts.end())
       fail("partition start",
-           fmt::format("{} spans {} partitions from {} (more than 64 must start at 0)", name(slot), n, s));
-    if (n > 32 && n <= 64 && s != 0 && s != 64)
-      fail("partition start",
-           fmt::format("{} spans {} partitions from {} (33-64 must start at 0 or 64)", name(slot), n, s));
-    if (n <= 32 && s % 32 != 0)
-      fail("partition start",
-           fmt::format("{} spans {} partitions from {} (up to 32 must start at 0, 32, 64 or 96)", name(slot),
-                       n, s));
+           fmt::format("{} spans {} partitions from {} ({})", name(slot), n, s, engine_start_rule(n)));
   }
   const bool sbuf = ap.space == MemSpace::SBUF;
   const int64_t bpp = sbuf ? limits_.sbuf_bytes_per_partition : limits_.psum_bytes_per_partition;

@@ -13,6 +13,7 @@
 #include "kernels/workload/chain.h"
 #include "kernels/workload/workload.h"
 #include "sim/base/error.h"
+#include "sim/base/log.h"
 #include "sim/config/hw_config.h"
 #include "sim/isa/names.h"
 #include "sim/isa/program_json.h"
@@ -59,7 +60,11 @@ void validate_program(const ValidateOptions& o) {
 void validate_chain(const ValidateOptions& o) {
   const workload::Chain c = workload::load_chain(o.path, o.sets, false);
   std::vector<std::string> names;
-  for (const workload::ChainStage& s : c.stages) names.push_back(s.name());
+  for (const workload::ChainStage& s : c.stages) {
+    names.push_back(s.name());
+    for (const std::string& w : workload::WorkloadRun::warning_lines(s.run->prepared()))
+      log::run_message(s.name(), w);
+  }
   std::printf("%s: ok: chain %s, %zu stage%s (%s)\n", o.path.c_str(), c.name.c_str(), c.stages.size(),
               c.stages.size() == 1 ? "" : "s", fmt::format("{}", fmt::join(names, " -> ")).c_str());
 }
@@ -70,6 +75,7 @@ void run_validate(const ValidateOptions& o) {
     return validate_chain(o);
   if (!workload::is_workload_file(o.path)) return validate_program(o);
   const workload::PreparedWorkload p = workload::prepare_workload(workload::parse_workload(o.path, o.sets));
+  for (const std::string& w : workload::WorkloadRun::warning_lines(p)) log::run_message(p.w.name, w);
   uint64_t insts = 0;
   for (const auto& core : p.build.program.streams)
     for (const auto& stream : core) insts += stream.size();

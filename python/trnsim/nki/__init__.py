@@ -41,7 +41,14 @@ def baremetal(kernel=None, **kwargs):
     return run
 
 
-simulate = baremetal
+
+
+def simulate(kernel):
+    """nki.simulate(kernel)(*arrays): as baremetal; a plain function is wrapped in nki.jit first, as NKI's
+    nki.simulate documents."""
+    if not getattr(kernel, "__trnsim_jit__", False) and _inspect.isfunction(kernel):
+        kernel = jit(kernel)
+    return baremetal(kernel)
 
 def _as_returned(outs):
     """The outputs in the shapes of the views the kernel returned (NKI returns `out.reshape(...)` as is)."""

@@ -9,8 +9,9 @@ location, recorded when the call was traced.
 import os
 import sys
 
-# Files of this package: frames in them are skipped when looking for the kernel's line.
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+# Files of the trnsim package (nki and the runner that calls the kernel): frames in them are skipped when
+# looking for the kernel's line.
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class NkiError(Exception):

@@ -1,7 +1,7 @@
 """Fills the platform's hooks (trnsim/nki/_hooks.py, NKI_CONTRACT.md): running a kernel function traces it
 (plain functions too), and the allocation and schedule of the last build go into stats.json."""
 
-from . import _hooks, _jit
+from . import _hooks, _jit, _trace
 
 
 def _call(func, inputs, params):
@@ -9,7 +9,11 @@ def _call(func, inputs, params):
     the builder's views as they are."""
     if getattr(func, "__trnsim_traced__", False):
         return func(*inputs, **params)
-    return func(*inputs, **params)
+    _trace.plain_function = func  # an nl / nisa call in it names it (_trace.current)
+    try:
+        return func(*inputs, **params)
+    finally:
+        _trace.plain_function = None
 
 
 class Input:

@@ -30,11 +30,21 @@ def _schedule_mode(opts):
 
 
 def _grid_dims(grid):
+    """The launch grid's dims as ints; NkiError at the kernel[...] line for a dim that is not a positive
+    whole number (kernel[0] launches no program)."""
     if grid is None:
         return None
+    given = grid
     if not isinstance(grid, (tuple, list)):
         grid = (grid,)
-    return tuple(int(g) for g in grid)
+    dims = []
+    for i, g in enumerate(grid):
+        n = g.__index__() if hasattr(g, "__index__") and not isinstance(g, bool) else None
+        if n is None or n < 1:
+            raise NkiError(f"kernel[{given!r}]: launch grid dim {i} is {g!r}: each dim must be a positive whole "
+                           "number of programs (kernel[2] runs one program per core of an LNC2 pair)")
+        dims.append(n)
+    return tuple(dims)
 
 
 class JitKernel:

@@ -346,9 +346,11 @@ def apply_mask(mask, views, skip=False, box=False, dma=False):
 
 
 def _engine_start(start, n):
-    """The compute engines' start-partition rule (docs/facts/trainium-hardware.md §2.3, §2.6; the builder's
-    check, sim/isa/check.cpp, is the rule's home: this names the mask that broke it, while tracing)."""
-    allowed = (0,) if n > 64 else (0, 64) if n > 32 else (0, 32, 64, 96)
+    """The compute engines' start-partition rule, asked of its one home (sim/isa/partition_start.h, which
+    isa::check applies), so that the error names the mask that broke it while tracing."""
+    from .. import _core
+
+    allowed = _core.engine_start_partitions(n)
     if start not in allowed:
         raise NkiError(f"mask: it starts this instruction at partition {start} ({n} partitions), but a compute "
                        f"engine's instruction of {n} partitions starts at partition "
@@ -715,6 +717,12 @@ def store(dst, value, mask=None):
         if not isinstance(d, NkiTensor) or d.st.space != HBM:
             raise NkiError("nl.store: dst must be an HBM tensor")
         loc = caller_loc()
+        pmax = _ops._target().partitions
+        if d.partitions > pmax:
+            raise NkiError(f"nl.store(value={value!r}): dst {d.st!r} has {d.partitions} rows, but the number is "
+                           f"stored from an SBUF tile of one row per partition ({pmax} partitions, "
+                           f"nl.tile_size.pmax): store at most {pmax} rows per call (dst[0:{pmax}], "
+                           f"dst[{pmax}:{min(d.partitions, 2 * pmax)}], ...)", loc)
         tile = _ops.new_tile((d.partitions, d.free_size), d.dtype, SBUF, "store_value", loc)
         _ops.memset(tile, value, loc=loc)
         dma(d, tile, loc=loc)

@@ -8,7 +8,7 @@ checked by the builder when the trace is emitted, with the same kernel line.
 
 import math
 
-from . import _trace
+from . import _order, _trace
 from ._dtypes import BY_NAME, as_dtype, modelled
 from ._errors import Loc, NkiError, caller_loc
 from ._tensor import HBM, PSUM, SBUF, NkiTensor, Storage
@@ -95,7 +95,7 @@ def new_tile(shape, dtype, space, name, loc=None, depth=1):
     whole = checked.get(key)
     if whole is None:
         shape = tuple(int(s) for s in shape)
-        check_tile_shape(shape, 0, space, dtype, "result")
+        check_tile_shape(shape, 0, space, dtype, result_of(name))
     site = t.call_stack(depth + 1)  # (+1: call_stack's own frame)
     if loc is None:
         # The innermost frame outside nki, as caller_loc finds it (one Loc per site).
@@ -144,6 +144,17 @@ def new_tile(shape, dtype, space, name, loc=None, depth=1):
     v._rect = whole[1]
     v._bv = None
     return v
+
+
+def result_of(name):
+    """How a message names the new tile of the call whose internal tile name is `name` (new_tile's, e.g.
+    "load", "store_value", "matmul_transpose"): "the result of nl.load", not the internal name."""
+    from . import isa, language
+
+    if name in isa.__dict__ and name not in language.__dict__:
+        return f"the result of nisa.{name}"
+    base = name if name in language.__dict__ else name.split("_")[0]  # e.g. matmul_transpose: nl.matmul's
+    return f"the result of nl.{base}"
 
 
 def check_tile_shape(shape, pdim, space, dtype, what):
@@ -346,8 +357,11 @@ def activation(dst, func, data, bias=None, scale=1.0, reduce_res=None, engine=No
             raise NkiError(f"{op}: reduce_res {list(reduce_res.shape)} must be [{data.partitions}, 1]")
         writes.append(reduce_res)
     engine = _engine_for(op, engine, [dst, data])
-    return record(op, {"dst": dst, "data": data, "bias": bv, "scale": sv, "reduce_res": reduce_res}, reads,
-                  writes, {"func": func, "bias": bi, "scale": si, "engine": engine}, loc)
+    o = record(op, {"dst": dst, "data": data, "bias": bv, "scale": sv, "reduce_res": reduce_res}, reads,
+               writes, {"func": func, "bias": bi, "scale": si, "engine": engine}, loc)
+    if dst.st is data.st:
+        _order.check(o, dst, (data,))
+    return o
 
 
 def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
@@ -358,8 +372,11 @@ def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
     if data1.st.space == PSUM and data2.st.space == PSUM:
         raise NkiError(f"{op}: data1 and data2 cannot both be in PSUM (nki.isa.tensor_tensor)")
     engine = _engine_for(op, engine, [dst, data1, data2])
-    return record(op, {"dst": dst, "data1": data1, "data2": data2}, [data1, data2], [dst],
-                  {"op": alu, "engine": engine}, loc)
+    o = record(op, {"dst": dst, "data1": data1, "data2": data2}, [data1, data2], [dst],
+               {"op": alu, "engine": engine}, loc)
+    if dst.st is data1.st or dst.st is data2.st:
+        _order.check(o, dst, (data1, data2))
+    return o
 
 
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
@@ -377,9 +394,12 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
         v1, i1 = _operand(operand1, op, "operand1", data)
     engine = _engine_for(op, engine, [dst, data])
     reads = [data] + [v for v in (v0, v1) if v is not None]
-    return record(op, {"dst": dst, "data": data, "operand0": v0, "operand1": v1}, reads, [dst],
-                  {"op0": op0, "imm0": i0, "reverse0": bool(reverse0), "op1": op1 or "bypass", "imm1": i1,
-                   "reverse1": bool(reverse1), "engine": engine}, loc)
+    o = record(op, {"dst": dst, "data": data, "operand0": v0, "operand1": v1}, reads, [dst],
+               {"op0": op0, "imm0": i0, "reverse0": bool(reverse0), "op1": op1 or "bypass", "imm1": i1,
+                "reverse1": bool(reverse1), "engine": engine}, loc)
+    if dst.st is data.st:
+        _order.check(o, dst, (data,))
+    return o
 
 
 def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=None, loc=None):
@@ -414,7 +434,10 @@ def tensor_copy(dst, src, engine=None, loc=None):
     src = tile(src, "src", op)
     same_shape(op, dst, "dst", src, "src")
     engine = _engine_for(op, engine, [dst, src])
-    return record(op, {"dst": dst, "src": src}, [src], [dst], {"engine": engine}, loc)
+    o = record(op, {"dst": dst, "src": src}, [src], [dst], {"engine": engine}, loc)
+    if dst.st is src.st:
+        _order.check(o, dst, (src,))
+    return o
 
 
 def memset(dst, value, engine=None, loc=None):

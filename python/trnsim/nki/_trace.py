@@ -16,8 +16,21 @@ _current = None  # the Trace being recorded (None outside a kernel)
 _new = object.__new__
 
 
+plain_function = None  # a function without @nki.jit that the runner is calling (_hooks_fill._call)
+
+
 def current(what="this call"):
     t = _current
+    if t is None and plain_function is not None:
+        from .._runner import def_loc
+
+        f = plain_function
+        at = def_loc(f)
+        at = f" ({Loc(at)})" if at else ""
+        raise NkiError(f"{what}: {getattr(f, '__name__', f)!s}{at} is not an "
+                       f"@nki.jit kernel: trnsim traces nki.language / nki.isa calls only in a function "
+                       f"decorated with @nki.jit (a plain function runs on trnsim._core's builder); put "
+                       f"@nki.jit above `def {f.__name__}`, or pass it through nki.simulate(...), which wraps it")
     if t is None:
         raise NkiError(f"{what} is only valid inside a kernel being traced (an @nki.jit function run by "
                        "trnsim: trnsim run, trnsim.nki.simulate_kernel or benchmark)")

@@ -172,7 +172,9 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
                    is_transpose=False, tile_position=(), tile_size=(), mask=None,
                    perf_mode=matmul_perf_mode.none, **kwargs):
     _tile_pos(tile_position, tile_size, "nki.isa.nc_matmul")
+    given = (stationary, moving)
     stationary, moving = _apply_mask(mask, stationary, moving)
+    _check_masked_contraction(given, (stationary, moving))
     from ._dtypes import BY_NAME
 
     if is_transpose:
@@ -182,6 +184,23 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
     dst = _result(shape, dt, PSUM, "nc_matmul")
     _ops.nc_matmul(dst, stationary, moving, None, _perf(perf_mode, "nc_matmul"), is_transpose)
     return _lower.fresh(dst)
+
+
+def _check_masked_contraction(given, masked):
+    """NkiError naming the operand whose contraction dim (partitions) the mask cut and the one it left, when
+    they agreed before the mask (else _ops.nc_matmul's shape message says what the kernel passed)."""
+    (st0, mv0), (st, mv) = given, masked
+    if not all(isinstance(v, NkiTensor) for v in given + masked):
+        return
+    if st0.partitions != mv0.partitions or st.partitions == mv.partitions:
+        return
+    cut, kept = ("moving", "stationary") if mv.partitions != mv0.partitions else ("stationary", "moving")
+    n_cut, n_kept = (mv, st) if cut == "moving" else (st, mv)
+    raise NkiError(f"nc_matmul: the mask cuts {cut}'s partitions (the contraction dim) to {n_cut.partitions} but "
+                   f"leaves {kept}'s at {n_kept.partitions}: a mask bounds only the operand axes its nl.arange "
+                   f"variables index, and both operands' partitions are contracted together: bound the variable "
+                   f"indexing {kept}'s partitions too (`& (j < {n_cut.partitions})`), or index both operands' "
+                   f"partitions with the same variable")
 
 
 def nc_matmul(*args, **kwargs):

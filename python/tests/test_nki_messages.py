@@ -1,0 +1,115 @@
+"""Messages a fresh tester found unclear (issue 23, tester23e finding 7): each names the user's file:line and
+the argument at fault, never trnsim's own files or internal tile names."""
+
+import os
+
+import numpy as np
+
+from runner import line_of as _line_of, main, raises
+
+import trnsim.nki as tnki
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+THIS = os.path.basename(__file__)
+
+
+def line_of(marker):
+    return _line_of(__file__, marker)
+
+
+@nki.jit
+def store_zero(x):
+    y = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(y, value=0)  # MARK-store-zero
+    return y
+
+
+@nki.jit
+def load_129(x):
+    y = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(y, nl.load(x[0:129, 0:64]))  # MARK-load-129
+    return y
+
+
+def plain_copy(x):  # MARK-plain-def
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)  # MARK-plain-ndarray
+    nl.store(y, nl.load(x))
+    return y
+
+
+@nki.jit
+def copy(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(y, nl.load(x))
+    return y
+
+
+@nki.jit
+def matmul_moving_mask(a, b):
+    y = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    ta, tb = nl.load(a), nl.load(b)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    j_p, j_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    r = nisa.nc_matmul(ta[i_p, i_f], tb[j_p, j_f], mask=(j_p < 64))  # MARK-mm-mask
+    nl.store(y[0:64, 0:64], nl.copy(r))
+    return y
+
+
+X200 = np.ones((200, 64), dtype=np.float32)
+X = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+
+
+def test_store_of_a_number_over_128_rows():
+    # Was "result: partition dim 200 exceeds ...": an internal tile's name, not the call or its argument.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, store_zero, X200)
+    msg = str(e)
+    assert msg.startswith(f"{THIS}:{line_of('MARK-store-zero')}: nl.store(value=0): dst "), msg
+    assert "has 200 rows" in msg and "dst[0:128], dst[128:200]" in msg and "result:" not in msg, msg
+
+
+def test_a_new_tile_over_128_partitions_names_its_call():
+    e = raises(tnki.NkiError, tnki.simulate_kernel, load_129, X200)
+    assert str(e).startswith(f"{THIS}:{line_of('MARK-load-129')}: the result of nl.load: partition dim 129 "), e
+
+
+def test_a_launch_grid_of_zero_is_refused_at_its_line():
+    # Was "_runner.py:431: launch grid [0] gives no program to core 0 of 1", raised inside the run.
+    e = raises(tnki.NkiError, lambda: tnki.simulate_kernel(copy[0], X))  # MARK-grid-0
+    assert str(e).startswith(f"{THIS}:{line_of('MARK-grid-0')}: kernel[0]: launch grid dim 0 is 0: "), e
+    e = raises(tnki.NkiError, lambda: copy[2, -1])  # MARK-grid-neg
+    assert str(e).startswith(f"{THIS}:{line_of('MARK-grid-neg')}: kernel[(2, -1)]: launch grid dim 1 is -1"), e
+    assert copy[nl.nc(2)].launch_grid == (2,)
+
+
+def test_a_function_without_nki_jit():
+    # Was "nl.ndarray is only valid inside a kernel being traced (an @nki.jit function run by trnsim: ...
+    # simulate_kernel ...)", although the user did call simulate_kernel.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, plain_copy, X)
+    msg = str(e)
+    assert msg.startswith(f"{THIS}:{line_of('MARK-plain-ndarray')}: nl.ndarray: plain_copy "
+                          f"({THIS}:{line_of('MARK-plain-def')}) is not an @nki.jit kernel"), msg
+    assert "put @nki.jit above `def plain_copy`" in msg, msg
+    # nki.simulate wraps a plain function itself, as NKI's documents.
+    assert np.array_equal(tnki.simulate(plain_copy)(X), X)
+
+
+def test_typed_array_of_the_wrong_kind_says_its_prefix_once():
+    # Was "copy: input 'x': dtype float32 does not fit copy: input 'x' (expected an integer dtype ...)".
+    e = raises(Exception, tnki.simulate_kernel, copy, tnki.typed(X, "int8"))
+    msg = str(e)
+    assert msg.startswith("copy: input 'x': dtype float32 does not fit int8 [128, 64] (expected an integer"), msg
+    assert msg.count("input 'x'") == 1, msg
+
+
+def test_a_mask_on_the_moving_operand_names_it():
+    # Was "stationary has 128 partitions (the contraction dim) but moving has 64": the mask cut moving.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, matmul_moving_mask, X, X)
+    msg = str(e)
+    assert msg.startswith(f"{THIS}:{line_of('MARK-mm-mask')}: nc_matmul: the mask cuts moving's partitions "
+                          "(the contraction dim) to 64 but leaves stationary's at 128"), msg
+
+
+if __name__ == "__main__":
+    main(globals())
