@@ -438,6 +438,32 @@ struct Plan {
   bool renamed = false;
 };
 
+// Why the file now at `p`'s destination may no longer be replaced ("" when it may): the check that began the
+// set (check_may_replace_at), made again as the file is now, under the folder's lock. A user who edits or
+// replaces an earlier output, or puts a file where none was, while the set is being written (the check
+// before the run, the temporaries filled) keeps it: the set is rolled back and refused. The backup is a hard
+// link to the same file, so an edit in place is in it too: only this check tells the edit from the earlier
+// run's bytes. Its SHA-256 is compared with the record's (replace_check.h), not its times: a write within the
+// file system's time resolution leaves mtime and ctime as they were, and another inode with the same bytes
+// holds nothing a rerun would lose.
+std::string changed_meanwhile(const Plan& p, const OutputFile& f) {
+  if (f.own) return "";
+  struct stat st {};
+  if (::fstatat(p.fd.get(), p.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return "";  // removed meanwhile: nothing there to lose
+  if (!S_ISREG(st.st_mode))
+    return overwrite_allowed() ? "" : "something else than a regular file is there now";
+  return replace_refusal_at(p.fd.get(), p.name, p.target);
+}
+
+std::string changed_text(const Plan& p, const std::string& why) {
+  return fmt::format(
+      "{} while this run was writing its files ({}): it is kept as it is now, and no file of the run's set "
+      "is "
+      "put in place; run again to replace it, or pass --overwrite",
+      p.existed ? "the file there changed" : "a file was put there", why);
+}
+
 // The files of a set that one record describes: a run folder's (its manifest) or one other folder's (a
 // journal).
 struct Group {
@@ -1011,9 +1037,18 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
         undo();
         throw;
       }
+    // A file changed at a destination since the set began: nothing is renamed.
+    for (const Plan& p : plans)
+      if (const std::string why = changed_meanwhile(p, files[p.index]); !why.empty()) {
+        undo();
+        throw InputError(fmt::format("{}: cannot write: {}", files[p.index].path, changed_text(p, why)));
+      }
     // From the first rename on, a record in state "writing" is what tells the files' sets apart.
     record_back_on_signal.reset();
     for (Plan& p : plans) {
+      // Changed since the check above (a stopped run): the files renamed already go back.
+      if (const std::string why = changed_meanwhile(p, files[p.index]); !why.empty())
+        fail(files[p.index].path, changed_text(p, why));
       if (::renameat(p.fd.get(), p.temp.c_str(), p.fd.get(), p.name.c_str()) != 0) {
         const int err = errno;
         fail(files[p.index].path, errno_text(err));
