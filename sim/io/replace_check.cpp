@@ -174,17 +174,21 @@ namespace {
 
 // The record of what this user wrote into the folder `dir_fd`: .trnsim-written, or .trnsim-written.UID when
 // that one is this user's already or .trnsim-written is another user's (a shared folder, where the sticky bit
-// keeps this user from replacing it, and where it is never this user's to rewrite).
-std::string written_record_of_mine(int dir_fd) {
-  const std::string mine = written_name_of(::geteuid());
+// keeps this user from replacing it, and where it is never this user's to rewrite); with what is there now
+// (`there`: fstatat succeeded), one fstatat per name.
+struct WrittenRecord {
+  std::string name;
+  bool there = false;
   struct stat st {};
-  if (::fstatat(dir_fd, mine.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-      st.st_uid == ::geteuid())
-    return mine;
-  if (::fstatat(dir_fd, kWrittenName, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-      st.st_uid != ::geteuid())
-    return mine;
-  return kWrittenName;
+};
+WrittenRecord written_record_of_mine(int dir_fd) {
+  WrittenRecord mine{written_name_of(::geteuid())};
+  mine.there = ::fstatat(dir_fd, mine.name.c_str(), &mine.st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (mine.there && S_ISREG(mine.st.st_mode) && mine.st.st_uid == ::geteuid()) return mine;
+  WrittenRecord shared{kWrittenName};
+  shared.there = ::fstatat(dir_fd, kWrittenName, &shared.st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (shared.there && S_ISREG(shared.st.st_mode) && shared.st.st_uid != ::geteuid()) return mine;
+  return shared;
 }
 
 }  // namespace
@@ -200,22 +204,19 @@ void record_written(int dir_fd, const std::string& dir, const std::vector<Manife
   } catch (const InputError&) {
     // not at its path any more, or held for minutes: recorded as before, unlocked
   }
-  const std::string record = written_record_of_mine(dir_fd);
-  const std::string shown = (fs::path(dir) / record).string();
-  Manifest m;
+  const WrittenRecord record = written_record_of_mine(dir_fd);
+  const std::string shown = (fs::path(dir) / record.name).string();
   // A record another user wrote vouches for nothing (read_quietly's rule): its entries are not taken over
   // (a tester: root's run adopted what `nobody` had forged in a sticky folder's .trnsim-written.0).
-  struct stat owner {};
-  const bool others = ::fstatat(dir_fd, record.c_str(), &owner, AT_SYMLINK_NOFOLLOW) == 0 &&
-                      S_ISREG(owner.st_mode) && owner.st_uid != ::geteuid();
+  const bool others = record.there && S_ISREG(record.st.st_mode) && record.st.st_uid != ::geteuid();
+  Manifest m;
   try {
-    if (std::optional<Manifest> old = others ? std::nullopt : read_manifest_at(dir_fd, record, shown);
+    if (std::optional<Manifest> old = others ? std::nullopt : read_manifest_at(dir_fd, record.name, shown);
         old && old->version == 2)
       m.files = std::move(old->files);
   } catch (const InputError& e) {
-    struct stat st {};
     // Something else than a regular file there is the user's: kept.
-    if (::fstatat(dir_fd, record.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+    if (record.there && !S_ISREG(record.st.st_mode)) {
       log::note(fmt::format("{}; the files written now are not recorded", e.what()));
       return;
     }
@@ -235,9 +236,22 @@ void record_written(int dir_fd, const std::string& dir, const std::vector<Manife
   m.files = std::move(kept);
   m.complete = true;
   try {
-    detail::write_record(dir_fd, dir, record, manifest_text(m));
+    detail::write_record(dir_fd, dir, record.name, manifest_text(m));
   } catch (const InputError& e) {
-    log::note(fmt::format("{}; a later write over these files will ask for --overwrite", e.what()));
+    std::vector<std::string> names;
+    for (const ManifestEntry& f : files) names.push_back(f.path);
+    // One message for a record under this user's name that another user made and a sticky folder keeps:
+    // it vouches for nothing, and it is not this user's to replace.
+    struct stat folder {};
+    if (others && ::fstat(dir_fd, &folder) == 0 && (folder.st_mode & S_ISVTX) != 0)
+      log::note(fmt::format(
+          "{}: another user (uid {}) made this file under your record's name, and trnsim cannot replace it "
+          "(the folder's sticky bit keeps another user's file): {} {} not recorded, so a later write over "
+          "{} will ask for --overwrite; its owner or root can remove it",
+          shown, record.st.st_uid, fmt::join(names, ", "), names.size() == 1 ? "is" : "are",
+          names.size() == 1 ? "it" : "them"));
+    else
+      log::note(fmt::format("{}; a later write over these files will ask for --overwrite", e.what()));
   }
 }
 
