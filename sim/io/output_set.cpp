@@ -528,26 +528,6 @@ void check_subfolder_in_place(const RunFolder& folder, int run_fd, const std::st
       (fs::path(folder.dir) / kManifestName).string()));
 }
 
-// A subfolder moved after its files were in place (the backups gone): the set stays, and the user is told
-// where those files are now, since the run folder's record names them at their paths in it.
-void note_moved_subfolders(const RunFolder& folder, int run_fd, const std::vector<OutputFile>& files,
-                           const std::vector<Plan>& plans) {
-  std::map<std::string, std::pair<std::string, std::vector<std::string>>> moved;  // shown: now, names
-  for (const Plan& p : plans)
-    if (const auto m = moved_subfolder(folder, run_fd, files[p.index].path, p.fd.get())) {
-      moved[m->shown].first = m->now;
-      moved[m->shown].second.push_back(p.name);
-    }
-  for (const auto& [shown, where] : moved) {
-    const std::string note = fmt::format(
-        "{} was moved, renamed or removed during the run, after this run's files were in place in it: {} {}, "
-        "not where {} names them",
-        shown, fmt::join(where.second, ", "), where.first.empty() ? "went with it" : "are in " + where.first,
-        (fs::path(folder.dir) / kManifestName).string());
-    log::note(note);
-  }
-}
-
 std::string rel_beside(const std::string& rel, const std::string& full) {
   return (fs::path(rel).parent_path() / fs::path(full).filename()).string();
 }
@@ -686,6 +666,58 @@ std::vector<std::string> remove_stale(const std::string& dir, const std::vector<
     if (!rel.parent_path().empty()) ::unlinkat(d.get(), rel.parent_path().c_str(), AT_REMOVEDIR);  // if empty
   }
   return removed;
+}
+
+// A subfolder moved after its files were in place (the backups gone): the set stays, and the user is told
+// where those files are now, since the run folder's record names them at their paths in it, and which files
+// there are the earlier run's (`stale` of that folder: a moved folder is not reached to remove them). The
+// moved folder gets a record of its own (DIR/.trnsim-files, unless it has one): this run's files there and,
+// as "previous", the earlier run's, so `trnsim stats` on its stats.json names those, and a run into it
+// removes them.
+void note_moved_subfolders(const RunFolder& folder, int run_fd, const std::vector<OutputFile>& files,
+                           const std::vector<Plan>& plans, const std::vector<ManifestEntry>& stale) {
+  struct Moved {
+    std::string now;
+    int fd = -1;
+    fs::path rel;  // in the run folder
+    Manifest record;
+  };
+  std::map<std::string, Moved> moved;  // by its path in the run folder
+  for (const Plan& p : plans)
+    if (const auto m = moved_subfolder(folder, run_fd, files[p.index].path, p.fd.get())) {
+      Moved& mv = moved[m->shown];
+      mv.now = m->now;
+      mv.fd = p.fd.get();
+      mv.rel = fs::path(p.rel).parent_path();
+      mv.record.files.push_back({p.name, p.bytes, p.inode, p.sha256});
+    }
+  for (auto& [shown, mv] : moved) {
+    std::vector<std::string> names, earlier;
+    for (const ManifestEntry& e : mv.record.files) names.push_back(e.path);
+    for (const ManifestEntry& e : stale) {
+      if (fs::path(e.path).parent_path() != mv.rel) continue;
+      ManifestEntry here = e;
+      here.path = fs::path(e.path).filename().string();
+      if (!still_there(mv.fd, here)) continue;
+      earlier.push_back(here.path);
+      mv.record.previous.push_back(std::move(here));
+    }
+    const std::string earlier_text =
+        earlier.empty() ? ""
+                        : fmt::format(", beside the earlier run's {} (which this run did not remove)",
+                                      fmt::join(earlier, ", "));
+    log::note(
+        fmt::format("{} was moved, renamed or removed during the run, after this run's files were in place "
+                    "in it: {} {}{}, "
+                    "not where {} names them",
+                    shown, fmt::join(names, ", "), mv.now.empty() ? "went with it" : "are in " + mv.now,
+                    earlier_text, (fs::path(folder.dir) / kManifestName).string()));
+    if (!mv.now.empty() && !earlier.empty() && !file_id_at(mv.fd, kManifestName).exists) try {
+        write_record(mv.fd, mv.now, kManifestName, manifest_text(mv.record));
+      } catch (const InputError& e) {
+        log::note(e.what());
+      }
+  }
 }
 
 }  // namespace
@@ -1116,7 +1148,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     step();
     if (!folder) return {};
     removed = remove_stale(folder->dir, stale);
-    note_moved_subfolders(*folder, groups[0].fd.get(), files, plans);
+    note_moved_subfolders(*folder, groups[0].fd.get(), files, plans, stale);
     if (complete_written && !stale.empty()) {
       // Removed, or no longer the earlier run's (changed or replaced meanwhile: the user's now).
       complete_record.previous = copies;
