@@ -10,10 +10,7 @@
 //          DIR/.trnsim-journal in any other folder; a set written into several folders has a record in each,
 //          and each names every file of the set, in every folder ("others");
 //       4. the temporaries are filled and synced (fsync), then renamed into place one after another, with
-//          signals held back meanwhile; the folders are synced. Before the first rename and before each,
-//          every destination is checked again as sim/io/replace_check.h says, under the lock: a file the
-//          user edited, replaced or put there since the set began is kept, the set rolled back and the
-//          write refused, naming it;
+//          signals held back meanwhile; the folders are synced;
 //       5. the backups are removed, the record says "complete" (a journal is removed); a run folder's record
 //          still names the earlier set's files the new set does not write again ("previous") until they are
 //          removed, then is written once more without them.
