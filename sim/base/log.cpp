@@ -44,6 +44,38 @@ State& state() {
   return s;
 }
 
+// A Record's message: its text less the level word the text names when it is the line's level ("trnsim:
+// debug: x" at debug, "trnsim: w: warning: x" at warn), so that "<time> <level> <message>" names the level
+// once. Notes keep "note:" (info is their level, "note" their kind).
+class TextOnce : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    std::string_view text(msg.payload.data(), msg.payload.size());
+    const std::string_view word = msg.level == level_enum::debug  ? "debug: "
+                                  : msg.level == level_enum::warn ? "warning: "
+                                  : msg.level == level_enum::err  ? "error: "
+                                                                  : "";
+    constexpr std::string_view kTrnsim = "trnsim: ";
+    size_t at = std::string_view::npos;
+    if (!word.empty() && text.starts_with(kTrnsim)) {
+      // Right after "trnsim: ", or after a run's name there ("trnsim: NAME: warning: ...").
+      const size_t name_end = text.find(": ", kTrnsim.size());
+      if (text.substr(kTrnsim.size()).starts_with(word))
+        at = kTrnsim.size();
+      else if (name_end != std::string_view::npos &&
+               text.substr(kTrnsim.size(), name_end - kTrnsim.size()).find(' ') == std::string_view::npos &&
+               text.substr(name_end + 2).starts_with(word))
+        at = name_end + 2;
+    }
+    if (at != std::string_view::npos) {
+      dest.append(text.data(), text.data() + at);
+      text.remove_prefix(at + word.size());
+    }
+    dest.append(text.data(), text.data() + text.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<TextOnce>(); }
+};
+
 }  // namespace
 
 spdlog::logger& get() {
@@ -104,8 +136,9 @@ void run_message(std::string_view name, std::string_view m) {
 
 Record::Record() {
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-  sink->set_formatter(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%dT%H:%M:%S.%eZ %l %v",
-                                                                  spdlog::pattern_time_type::utc));
+  auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+  formatter->add_flag<TextOnce>('*').set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l %*");
+  sink->set_formatter(std::move(formatter));
   sink->set_level(level_enum::trace);
   sink_ = sink;
   State& s = state();

@@ -438,6 +438,32 @@ struct Plan {
   bool renamed = false;
 };
 
+// Why the file now at `p`'s destination may no longer be replaced ("" when it may): the check that began the
+// set (check_may_replace_at), made again as the file is now, under the folder's lock. A user who edits or
+// replaces an earlier output, or puts a file where none was, while the set is being written (the check
+// before the run, the temporaries filled) keeps it: the set is rolled back and refused. The backup is a hard
+// link to the same file, so an edit in place is in it too: only this check tells the edit from the earlier
+// run's bytes. Its SHA-256 is compared with the record's (replace_check.h), not its times: a write within the
+// file system's time resolution leaves mtime and ctime as they were, and another inode with the same bytes
+// holds nothing a rerun would lose.
+std::string changed_meanwhile(const Plan& p, const OutputFile& f) {
+  if (f.own) return "";
+  struct stat st {};
+  if (::fstatat(p.fd.get(), p.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return "";  // removed meanwhile: nothing there to lose
+  if (!S_ISREG(st.st_mode))
+    return overwrite_allowed() ? "" : "something else than a regular file is there now";
+  return replace_refusal_at(p.fd.get(), p.name, p.target);
+}
+
+std::string changed_text(const Plan& p, const std::string& why) {
+  return fmt::format(
+      "{} while this run was writing its files ({}): it is kept as it is now, and no file of the run's set "
+      "is "
+      "put in place; run again to replace it, or pass --overwrite",
+      p.existed ? "the file there changed" : "a file was put there", why);
+}
+
 // The files of a set that one record describes: a run folder's (its manifest) or one other folder's (a
 // journal).
 struct Group {
@@ -500,26 +526,6 @@ void check_subfolder_in_place(const RunFolder& folder, int run_fd, const std::st
       "folder back or run again",
       m->shown, m->now.empty() ? "" : fmt::format(" (the folder this run held is now {})", m->now),
       (fs::path(folder.dir) / kManifestName).string()));
-}
-
-// A subfolder moved after its files were in place (the backups gone): the set stays, and the user is told
-// where those files are now, since the run folder's record names them at their paths in it.
-void note_moved_subfolders(const RunFolder& folder, int run_fd, const std::vector<OutputFile>& files,
-                           const std::vector<Plan>& plans) {
-  std::map<std::string, std::pair<std::string, std::vector<std::string>>> moved;  // shown: now, names
-  for (const Plan& p : plans)
-    if (const auto m = moved_subfolder(folder, run_fd, files[p.index].path, p.fd.get())) {
-      moved[m->shown].first = m->now;
-      moved[m->shown].second.push_back(p.name);
-    }
-  for (const auto& [shown, where] : moved) {
-    const std::string note = fmt::format(
-        "{} was moved, renamed or removed during the run, after this run's files were in place in it: {} {}, "
-        "not where {} names them",
-        shown, fmt::join(where.second, ", "), where.first.empty() ? "went with it" : "are in " + where.first,
-        (fs::path(folder.dir) / kManifestName).string());
-    log::note(note);
-  }
 }
 
 std::string rel_beside(const std::string& rel, const std::string& full) {
@@ -660,6 +666,58 @@ std::vector<std::string> remove_stale(const std::string& dir, const std::vector<
     if (!rel.parent_path().empty()) ::unlinkat(d.get(), rel.parent_path().c_str(), AT_REMOVEDIR);  // if empty
   }
   return removed;
+}
+
+// A subfolder moved after its files were in place (the backups gone): the set stays, and the user is told
+// where those files are now, since the run folder's record names them at their paths in it, and which files
+// there are the earlier run's (`stale` of that folder: a moved folder is not reached to remove them). The
+// moved folder gets a record of its own (DIR/.trnsim-files, unless it has one): this run's files there and,
+// as "previous", the earlier run's, so `trnsim stats` on its stats.json names those, and a run into it
+// removes them.
+void note_moved_subfolders(const RunFolder& folder, int run_fd, const std::vector<OutputFile>& files,
+                           const std::vector<Plan>& plans, const std::vector<ManifestEntry>& stale) {
+  struct Moved {
+    std::string now;
+    int fd = -1;
+    fs::path rel;  // in the run folder
+    Manifest record;
+  };
+  std::map<std::string, Moved> moved;  // by its path in the run folder
+  for (const Plan& p : plans)
+    if (const auto m = moved_subfolder(folder, run_fd, files[p.index].path, p.fd.get())) {
+      Moved& mv = moved[m->shown];
+      mv.now = m->now;
+      mv.fd = p.fd.get();
+      mv.rel = fs::path(p.rel).parent_path();
+      mv.record.files.push_back({p.name, p.bytes, p.inode, p.sha256});
+    }
+  for (auto& [shown, mv] : moved) {
+    std::vector<std::string> names, earlier;
+    for (const ManifestEntry& e : mv.record.files) names.push_back(e.path);
+    for (const ManifestEntry& e : stale) {
+      if (fs::path(e.path).parent_path() != mv.rel) continue;
+      ManifestEntry here = e;
+      here.path = fs::path(e.path).filename().string();
+      if (!still_there(mv.fd, here)) continue;
+      earlier.push_back(here.path);
+      mv.record.previous.push_back(std::move(here));
+    }
+    const std::string earlier_text =
+        earlier.empty() ? ""
+                        : fmt::format(", beside the earlier run's {} (which this run did not remove)",
+                                      fmt::join(earlier, ", "));
+    log::note(
+        fmt::format("{} was moved, renamed or removed during the run, after this run's files were in place "
+                    "in it: {} {}{}, "
+                    "not where {} names them",
+                    shown, fmt::join(names, ", "), mv.now.empty() ? "went with it" : "are in " + mv.now,
+                    earlier_text, (fs::path(folder.dir) / kManifestName).string()));
+    if (!mv.now.empty() && !earlier.empty() && !file_id_at(mv.fd, kManifestName).exists) try {
+        write_record(mv.fd, mv.now, kManifestName, manifest_text(mv.record));
+      } catch (const InputError& e) {
+        log::note(e.what());
+      }
+  }
 }
 
 }  // namespace
@@ -1011,9 +1069,18 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
         undo();
         throw;
       }
+    // A file changed at a destination since the set began: nothing is renamed.
+    for (const Plan& p : plans)
+      if (const std::string why = changed_meanwhile(p, files[p.index]); !why.empty()) {
+        undo();
+        throw InputError(fmt::format("{}: cannot write: {}", files[p.index].path, changed_text(p, why)));
+      }
     // From the first rename on, a record in state "writing" is what tells the files' sets apart.
     record_back_on_signal.reset();
     for (Plan& p : plans) {
+      // Changed since the check above (a stopped run): the files renamed already go back.
+      if (const std::string why = changed_meanwhile(p, files[p.index]); !why.empty())
+        fail(files[p.index].path, changed_text(p, why));
       if (::renameat(p.fd.get(), p.temp.c_str(), p.fd.get(), p.name.c_str()) != 0) {
         const int err = errno;
         fail(files[p.index].path, errno_text(err));
@@ -1081,7 +1148,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     step();
     if (!folder) return {};
     removed = remove_stale(folder->dir, stale);
-    note_moved_subfolders(*folder, groups[0].fd.get(), files, plans);
+    note_moved_subfolders(*folder, groups[0].fd.get(), files, plans, stale);
     if (complete_written && !stale.empty()) {
       // Removed, or no longer the earlier run's (changed or replaced meanwhile: the user's now).
       complete_record.previous = copies;

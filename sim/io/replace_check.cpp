@@ -7,14 +7,17 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sim/base/error.h"
 #include "sim/base/log.h"
@@ -29,24 +32,38 @@ namespace fs = std::filesystem;
 
 std::atomic<bool> g_overwrite{false};
 
+using StatKey = std::tuple<dev_t, ino_t, off_t, time_t, long, time_t, long>;
+StatKey key_of(const struct stat& st) {
+  return {st.st_dev,          st.st_ino,         st.st_size,        st.st_mtim.tv_sec,
+          st.st_mtim.tv_nsec, st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
+}
+
 // A file's SHA-256, hashed once per process for one state of the file (a run checks its outputs before it
-// simulates and again when it writes them).
+// simulates, when its write begins and before each rename: write_files_atomic). A hash is kept only when no
+// later write can leave the key (inode, size, mtime, ctime) as it was: the file did not change while it was
+// hashed, and its last change (ctime) lies more than 2 s before the hash began, so any write from then on
+// gives it another ctime even where the file system keeps coarse times (1 s, FAT's 2 s) or two writes fall in
+// one clock tick (git's "racily clean" rule). A file changed more recently is hashed again each time.
 std::string sha256_of(int dir_fd, const std::string& name, const struct stat& st) {
-  using Key = std::tuple<dev_t, ino_t, off_t, time_t, long, time_t, long>;
   static std::mutex mutex;
-  static std::map<Key, std::string> cache;
-  const Key key{st.st_dev,          st.st_ino,         st.st_size,        st.st_mtim.tv_sec,
-                st.st_mtim.tv_nsec, st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
+  static std::map<StatKey, std::string> cache;
+  const StatKey key = key_of(st);
   {
     const std::lock_guard<std::mutex> lock(mutex);
     if (const auto it = cache.find(key); it != cache.end()) return it->second;
   }
+  timespec began{};
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &began);
   const Fd f(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   struct stat now {};
   if (!f.ok() || ::fstat(f.get(), &now) != 0 || now.st_ino != st.st_ino) return "";
   std::string h = sha256_of_fd(f.get());
-  const std::lock_guard<std::mutex> lock(mutex);
-  cache[key] = h;
+  struct stat after {};
+  if (key_of(now) != key || ::fstat(f.get(), &after) != 0 || key_of(after) != key) return "";  // changing
+  if (st.st_ctim.tv_sec + 2 < began.tv_sec) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    cache[key] = h;
+  }
   return h;
 }
 
@@ -82,16 +99,18 @@ std::string replace_refusal_at(int dir_fd, const std::string& name, const std::s
   std::string changed;
   // Whether `m` (the record `shown`) lists the file as `rel` and the file is still as recorded.
   const auto listed = [&](const Manifest& m, const std::string& rel, const std::string& shown) {
-    std::vector<const ManifestEntry*> entries;
-    for (const ManifestEntry& e : m.files) entries.push_back(&e);
-    for (const ManifestEntry& e : m.previous) entries.push_back(&e);
-    for (const ManifestEntry* e : entries) {
+    // A record in state "writing" describes in "files" a set being put in place, not a file written there
+    // before: no reason to call the file changed (a set being written checks its destinations again).
+    std::vector<std::pair<const ManifestEntry*, bool>> entries;  // entry, the file as written earlier
+    for (const ManifestEntry& e : m.files) entries.emplace_back(&e, m.complete);
+    for (const ManifestEntry& e : m.previous) entries.emplace_back(&e, true);
+    for (const auto& [e, written] : entries) {
       if (e->path != rel) continue;
       if (m.version == 1) return true;  // an older trnsim's record: its paths only
       if (e->sha256.empty()) continue;
       if (e->bytes == static_cast<uint64_t>(st.st_size) && sha256_of(dir_fd, name, st) == e->sha256)
         return true;
-      if (changed.empty())
+      if (changed.empty() && written)
         changed = e->bytes != static_cast<uint64_t>(st.st_size)
                       ? fmt::format("{} lists it with {} bytes, it has {} now", shown, e->bytes, st.st_size)
                       : fmt::format("{} lists it with another SHA-256", shown);
@@ -155,17 +174,21 @@ namespace {
 
 // The record of what this user wrote into the folder `dir_fd`: .trnsim-written, or .trnsim-written.UID when
 // that one is this user's already or .trnsim-written is another user's (a shared folder, where the sticky bit
-// keeps this user from replacing it, and where it is never this user's to rewrite).
-std::string written_record_of_mine(int dir_fd) {
-  const std::string mine = written_name_of(::geteuid());
+// keeps this user from replacing it, and where it is never this user's to rewrite); with what is there now
+// (`there`: fstatat succeeded), one fstatat per name.
+struct WrittenRecord {
+  std::string name;
+  bool there = false;
   struct stat st {};
-  if (::fstatat(dir_fd, mine.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-      st.st_uid == ::geteuid())
-    return mine;
-  if (::fstatat(dir_fd, kWrittenName, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-      st.st_uid != ::geteuid())
-    return mine;
-  return kWrittenName;
+};
+WrittenRecord written_record_of_mine(int dir_fd) {
+  WrittenRecord mine{written_name_of(::geteuid())};
+  mine.there = ::fstatat(dir_fd, mine.name.c_str(), &mine.st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (mine.there && S_ISREG(mine.st.st_mode) && mine.st.st_uid == ::geteuid()) return mine;
+  WrittenRecord shared{kWrittenName};
+  shared.there = ::fstatat(dir_fd, kWrittenName, &shared.st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (shared.there && S_ISREG(shared.st.st_mode) && shared.st.st_uid != ::geteuid()) return mine;
+  return shared;
 }
 
 }  // namespace
@@ -181,22 +204,19 @@ void record_written(int dir_fd, const std::string& dir, const std::vector<Manife
   } catch (const InputError&) {
     // not at its path any more, or held for minutes: recorded as before, unlocked
   }
-  const std::string record = written_record_of_mine(dir_fd);
-  const std::string shown = (fs::path(dir) / record).string();
-  Manifest m;
+  const WrittenRecord record = written_record_of_mine(dir_fd);
+  const std::string shown = (fs::path(dir) / record.name).string();
   // A record another user wrote vouches for nothing (read_quietly's rule): its entries are not taken over
   // (a tester: root's run adopted what `nobody` had forged in a sticky folder's .trnsim-written.0).
-  struct stat owner {};
-  const bool others = ::fstatat(dir_fd, record.c_str(), &owner, AT_SYMLINK_NOFOLLOW) == 0 &&
-                      S_ISREG(owner.st_mode) && owner.st_uid != ::geteuid();
+  const bool others = record.there && S_ISREG(record.st.st_mode) && record.st.st_uid != ::geteuid();
+  Manifest m;
   try {
-    if (std::optional<Manifest> old = others ? std::nullopt : read_manifest_at(dir_fd, record, shown);
+    if (std::optional<Manifest> old = others ? std::nullopt : read_manifest_at(dir_fd, record.name, shown);
         old && old->version == 2)
       m.files = std::move(old->files);
   } catch (const InputError& e) {
-    struct stat st {};
     // Something else than a regular file there is the user's: kept.
-    if (::fstatat(dir_fd, record.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+    if (record.there && !S_ISREG(record.st.st_mode)) {
       log::note(fmt::format("{}; the files written now are not recorded", e.what()));
       return;
     }
@@ -216,9 +236,22 @@ void record_written(int dir_fd, const std::string& dir, const std::vector<Manife
   m.files = std::move(kept);
   m.complete = true;
   try {
-    detail::write_record(dir_fd, dir, record, manifest_text(m));
+    detail::write_record(dir_fd, dir, record.name, manifest_text(m));
   } catch (const InputError& e) {
-    log::note(fmt::format("{}; a later write over these files will ask for --overwrite", e.what()));
+    std::vector<std::string> names;
+    for (const ManifestEntry& f : files) names.push_back(f.path);
+    // One message for a record under this user's name that another user made and a sticky folder keeps:
+    // it vouches for nothing, and it is not this user's to replace.
+    struct stat folder {};
+    if (others && ::fstat(dir_fd, &folder) == 0 && (folder.st_mode & S_ISVTX) != 0)
+      log::note(fmt::format(
+          "{}: another user (uid {}) made this file under your record's name, and trnsim cannot replace it "
+          "(the folder's sticky bit keeps another user's file): {} {} not recorded, so a later write over "
+          "{} will ask for --overwrite; its owner or root can remove it",
+          shown, record.st.st_uid, fmt::join(names, ", "), names.size() == 1 ? "is" : "are",
+          names.size() == 1 ? "it" : "them"));
+    else
+      log::note(fmt::format("{}; a later write over these files will ask for --overwrite", e.what()));
   }
 }
 

@@ -417,16 +417,18 @@ json load_stats(const std::string& path) {
         "files beside it may come from two runs ({}); run it again (the next run into the folder first puts "
         "the earlier files back)",
         path, detail));
-  // A run killed before it removed the earlier run's files it did not write again (sim/io/output_files.h):
-  // this stats.json is whole, the files beside it named are not its run's.
+  // A run killed before it removed the earlier run's files it did not write again, or whose folder was moved
+  // before then (sim/io/output_files.h): this stats.json is whole, the files beside it named are not its
+  // run's.
   if (p.filename() == "stats.json") {
     // A chain's stage folder: its leftovers are in the chain's record, and the chain's next run removes them.
     const std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
     std::string set_dir;
     if (const std::vector<std::string> left = io::earlier_files_left_of(path, &set_dir); !left.empty())
       log::note(fmt::format(
-          "{}: {} {} an earlier run's, not this stats.json's: the run that wrote it was killed before it "
-          "removed {}; the next run into {} removes {}",
+          "{}: {} {} an earlier run's, not this stats.json's: the run that wrote it did not remove {} (it "
+          "was "
+          "killed first, or the folder was moved during it); the next run into {} removes {}",
           dir, fmt::join(left, ", "), left.size() == 1 ? "is" : "are", left.size() == 1 ? "it" : "them",
           set_dir.empty() ? "the folder" : fmt::format("{} (the chain's folder)", set_dir),
           left.size() == 1 ? "it" : "them"));

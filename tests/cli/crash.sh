@@ -31,7 +31,7 @@ state() {
   for s in A B; do
     ok=1
     grep -q "\"workload\": \"set_$s\"" "$d/stats.json" 2>/dev/null || ok=0
-    grep -q "trnsim: debug: set_$s: writing" "$d/trnsim.log" 2>/dev/null || ok=0  # the log names its run
+    grep -q " debug trnsim: set_$s: writing" "$d/trnsim.log" 2>/dev/null || ok=0  # the log names its run
     for f in "${FILES[@]}"; do cmp -s "$d/$f" "$T/ref_$s/$f" || ok=0; done
     if [[ $ok == 1 ]]; then
       echo "$s"

@@ -6,7 +6,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
 NAME=matmul_mxfp8_bwd_512_trn3
-# A log line: "<UTC time> <level> <message>".
+# A log line: "<UTC time> <level> <message>", the level named once ("debug trnsim: NAME: ...").
 STAMP='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z'
 
 # 1. The default level: the host time on stderr, no debug line; the log file holds the debug lines, recorded
@@ -18,8 +18,11 @@ check "default: exit $rc, the host time on stderr ($(head -c 300 "$T/err"))" \
 check "default: stdout names the log among the files written ($(grep wrote "$T/out"))" \
   'grep -q "^wrote $T/a/stats.json, host.json, trnsim.log (" "$T/out"'
 check "the log: debug lines with their time and level ($(head -c 400 "$T/a/trnsim.log"))" \
-  'grep -qE "^$STAMP debug trnsim: debug: $NAME: $SMALL: kernel matmul_mxfp8_backward on trn3, [0-9]+ instructions, numerics off$" "$T/a/trnsim.log" &&
-   [[ $(tail -1 "$T/a/trnsim.log") =~ ^$STAMP" debug trnsim: debug: $NAME: writing 3 files into $T/a"$ ]]'
+  'grep -qE "^$STAMP debug trnsim: $NAME: $SMALL: kernel matmul_mxfp8_backward on trn3, [0-9]+ instructions, numerics off$" "$T/a/trnsim.log" &&
+   [[ $(tail -1 "$T/a/trnsim.log") =~ ^$STAMP" debug trnsim: $NAME: writing 3 files into $T/a"$ ]]'
+# Each line names its level once (a tester: "debug trnsim: debug: ...").
+check "the log names each line's level once: $(grep -Ec "^$STAMP (debug|warning|error) trnsim: ([^ ]*: )?(debug|warning|error): " "$T/a/trnsim.log") lines twice" \
+  '[[ $(grep -c "" "$T/a/trnsim.log") -gt 1 ]] && ! grep -Eq "^$STAMP (debug|warning|error) trnsim: ([^ ]*: )?(debug|warning|error): " "$T/a/trnsim.log"'
 check "the log is in the folder's record" 'grep -q "\"path\": \"trnsim.log\"" "$T/a/.trnsim-files"'
 "$TRNSIM" stats "$T/a/stats.json" >/dev/null 2>"$T/err"
 check "stats reads the folder ($(head -c 200 "$T/err"))" '[[ $? == 0 ]]'
@@ -101,7 +104,7 @@ whole_log() {
     return
   }
   for s in A B; do
-    [[ $(tail -1 "$f") =~ ^$STAMP" debug trnsim: debug: set_$s: writing 3 files into $1"$ ]] && {
+    [[ $(tail -1 "$f") =~ ^$STAMP" debug trnsim: set_$s: writing 3 files into $1"$ ]] && {
       echo "$s"
       return
     }

@@ -143,8 +143,9 @@ fi
 # backups removed. Stopped at 10, the move is found once the renames are done, while the
 # backups are there: the whole set goes back (E the earlier set, O its earlier chain_stats.json and record)
 # and the chain is refused as at step 1. Stopped at 15 the set is in place and stays: the chain says where the
-# stage's files are now, and `trnsim stats` on their old path says what happened (before: both exit 0 with no
-# word, E a mix of the new stats.json and the earlier out.npy, and stats said only "no such file").
+# stage's files are now and that out.npy there is the earlier run's, `trnsim stats` on their old path says
+# what happened and on E/stats.json names out.npy (before: both exit 0 with no word, E a mix of the new
+# stats.json and the earlier out.npy, and stats said only "no such file", then read E without comment).
 for st in 10 15; do
   rm -rf O E
   "$TRNSIM" run pl.json --out O >/dev/null 2>&1 || bad "the first chain run"
@@ -172,12 +173,17 @@ for st in 10 15; do
     check "stage folder moved at step 10: no leftovers: $(leftovers E) $(leftovers O)" '[[ -z $(leftovers E) && -z $(leftovers O) ]]'
   else
     check "stage folder moved at step 15: the chain says where the stage's files are (exit $rc: $(grep note "$T/log5"))" \
-      '[[ $rc == 0 ]] && grep -qF "trnsim: note: O/sa was moved, renamed or removed during the run, after this run'"'"'s files were in place in it: stats.json, host.json are in $(realpath E), not where O/.trnsim-files names them" "$T/log5"'
+      '[[ $rc == 0 ]] && grep -qF "trnsim: note: O/sa was moved, renamed or removed during the run, after this run'"'"'s files were in place in it: stats.json, host.json are in $(realpath E), beside the earlier run'"'"'s out.npy (which this run did not remove), not where O/.trnsim-files names them" "$T/log5"'
     msg=$("$TRNSIM" stats O/sa/stats.json 2>&1)
     check "stage folder moved at step 15: stats on the old path says why: $msg" \
       '[[ $? == 1 && $msg == "trnsim: error: O/sa/stats.json: no such file; O/.trnsim-files names it as a file a run wrote there: it, or its folder, was moved, renamed or removed since"* ]]'
     check "stage folder moved at step 15: E holds the chain's new stats.json" \
-      '[[ $(sha256sum <E/stats.json) != "$stats_before" ]] && "$TRNSIM" stats E/stats.json >/dev/null'
+      '[[ $(sha256sum <E/stats.json) != "$stats_before" ]] && "$TRNSIM" stats E/stats.json >/dev/null 2>&1'
+    # stats on the moved folder names the file that is not its stats.json's run (a tester: it read the mix
+    # without comment): E got a record of its own, naming out.npy as the earlier run's.
+    msg=$("$TRNSIM" stats E/stats.json 2>&1 >/dev/null)
+    check "stage folder moved at step 15: stats names the earlier run's file in E: $msg" \
+      '[[ $msg == "trnsim: note: E: out.npy is an earlier run'"'"'s, not this stats.json'"'"'s: the run that wrote it did not remove it (it was killed first, or the folder was moved during it); the next run into the folder removes it" ]]'
   fi
 done
 finish

@@ -331,6 +331,14 @@ if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
   check "a record another user forged vouches for nothing (exit $rc): $msg" \
     '[[ $rc == 1 && $msg == *"no trnsim record lists it"* && $(cat "$ST2/precious.npy") == "ROOT PRECIOUS" ]]'
   rm -rf "$ST2"
+  # A `{}` that one user (nobody) put at another's record name (.trnsim-written.1, where .trnsim-written is
+  # root's): uid 1's trace run gets one note naming the owner and what is not recorded (before: "cannot
+  # write: Operation not permitted" after a note that the record was "rewritten").
+  setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "printf '{}' >'$ST/.trnsim-written.1'"
+  msg=$(cd "$ST" && setpriv --reuid=1 --regid=1 --clear-groups "$TRNSIM" run va.json --out d1 --trace d1.pftrace 2>&1 >/dev/null)
+  rc=$?
+  check "a forged record under uid 1's name: one clear note (exit $rc): $(grep note <<<"$msg")" \
+    '[[ $rc == 0 && $(grep -c "note" <<<"$msg") == 1 && $msg == *"trnsim: note: ./.trnsim-written.1: another user (uid 65534) made this file under your record'"'"'s name, and trnsim cannot replace it (the folder'"'"'s sticky bit keeps another user'"'"'s file): d1.pftrace is not recorded, so a later write over it will ask for --overwrite; its owner or root can remove it"* && $msg != *"Operation not permitted"* && $(cat "$ST/.trnsim-written.1") == "{}" ]]'
   rm -rf "$ST"
 else
   echo "output_folder: not root or no setpriv: the sticky-folder case is skipped"

@@ -146,7 +146,7 @@ for st in $(seq 1 40); do
   [[ $src == 0 ]] || continue
   noted=$((noted + 1))
   check "killed at step $st: stats on the stage notes the earlier out.npy (exit $src): $msg" \
-    '[[ $msg == "trnsim: note: K/sa: out.npy is an earlier run'"'"'s, not this stats.json'"'"'s: the run that wrote it was killed before it removed it; the next run into $T/K (the chain'"'"'s folder) removes it" ]]'
+    '[[ $msg == "trnsim: note: K/sa: out.npy is an earlier run'"'"'s, not this stats.json'"'"'s: the run that wrote it did not remove it (it was killed first, or the folder was moved during it); the next run into $T/K (the chain'"'"'s folder) removes it" ]]'
   "$TRNSIM" run pl2.json --no-numerics --out K >/dev/null 2>&1
   check "killed at step $st: the chain's next run removes it" '[[ ! -e K/sa/out.npy ]]'
 done
