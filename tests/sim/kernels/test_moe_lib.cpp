@@ -223,6 +223,16 @@ TEST_CASE("moe lib: both kernels' library streams pass their numerics checks") {
   expect_pass(run_moe(lib(), bwd_in(), {}, kMoeBwd));
 }
 
+TEST_CASE("moe lib: a K remainder of 256 + 128 rows reads its own vector-offset patterns") {
+  // I_TP 896 = 512 + 384: the down GEMM's second K tile loads by DGT as a 256-row and a 128-row sub-tile
+  // (load_block.py _load_single_tensor), each with its own pattern; nki-library keeps the main, 256- and
+  // 128-row patterns as three tensors of the descriptor (common_dataclasses.py set_vector_offset_patterns),
+  // all live while the block loads. Before, the three shared one allocation site of two buffers, so the
+  // 128-row pattern overwrote the main one before the main loads read it: "vector_offset entry 256 = 1792
+  // is outside rows [0, 1792) of tensor 'fwd_scaled_intermediate'".
+  expect_pass(run_moe(lib({{"I_TP", 896}})));
+}
+
 TEST_CASE("moe lib: what nki-library's kernels lack is refused with the schedule that runs it") {
   const json x32 = {{"quant_scheme", "1x32"}};
   CHECK_THAT(moe_error(lib({{"phase1_config", x32},
