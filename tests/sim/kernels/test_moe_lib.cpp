@@ -206,6 +206,27 @@ TEST_CASE("moe lib bwd: the scratch operands' swizzle modes choose their loader"
   CHECK(minus(build({{"output_grad_t_swizzle_mode", "PE"}}), dgt) == per_load(8));
 }
 
+TEST_CASE("moe lib: no quantize_mx of the default streams reads its staging strided (issue 25 item 1)") {
+  // The library's loaders (DGT, PE swizzle) write the interleave quantize_mx reads contiguously; the DVE cost
+  // model charges a source whose innermost step exceeds memory.strided_access_bytes at its strided rate.
+  for (const char* kernel : {kMoeFwd, kMoeBwd}) {
+    INFO(kernel);
+    const auto w = prepare_moe(lib(), std::string(kernel) == kMoeBwd ? bwd_in() : moe_inputs(), kernel);
+    int64_t quantizes = 0, strided = 0;
+    for (const auto& core : w.build.program.streams)
+      for (const auto& stream : core)
+        for (const auto& in : stream)
+          if (in.op == isa::Opcode::QuantizeMx) {
+            const auto& inner = in.ops[1].dims[in.ops[1].ndim - 1];
+            ++quantizes;
+            strided += inner.size > 1 && std::abs(inner.stride) * isa::dtype_size(in.ops[1].dtype) >
+                                             int64_t{w.hw.memory.strided_access_bytes};
+          }
+    CHECK(quantizes > 0);
+    CHECK(strided == 0);
+  }
+}
+
 TEST_CASE("moe lib: nki_library is both kernels' default schedule") {
   for (const char* kernel : {kMoeFwd, kMoeBwd}) {
     INFO(kernel);
