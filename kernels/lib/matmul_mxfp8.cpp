@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "kernels/lib/mxfp8/layout.h"
+#include "kernels/lib/mxfp8/lib_config.h"
 #include "kernels/lib/mxfp8/lib_matmul.h"
 #include "kernels/lib/mxfp8/matmul.h"
 #include "sim/base/error.h"
@@ -73,6 +74,59 @@ void emit_mx_kernel_matmul_lib(mxfp8::lib::Tiles& t, const mxfp8::MatmulSpec& sp
   Kernel& k = t.kernel();
   const View out = k.output(output, spec.out_dtype, {spec.M, spec.N});
   mxfp8::lib::emit_matmul(t, bound(k, spec), plan, out, fast_dma_transpose);
+}
+
+const char* const kMxScheduleDoc =
+    "nki_library (default): nki-library's instruction stream (generic_matmul_mxfp8_api per block: K-by-F "
+    "BF16 "
+    "through the PE swizzle, DGT with vector offsets, quantize_mx per tile, no block reuse, DVE PSUM drains, "
+    "BF16 PSUM for one K tile per block and BF16 output); tiling fields left null take the blocks of the "
+    "library's auto_generate_default fallback heuristic (matmul_mxfp8_config.py; kernels/lib/mxfp8/"
+    "lib_config.h), not its autotune table, which is library data and not copied (a shape the table lists "
+    "gets the fallback's blocks here); pre-swizzled operands and quant_scheme 1x32 with a BF16 operand are "
+    "refused there. trnsim_optimized: this project's pipeline (K-by-F rows straight onto partitions, one "
+    "quantize_mx per load, two-slot block reuse with prefetch, FP32 PSUM, drains alternating DVE and ACT; "
+    "null tiling fields: this project's planner, the cheapest blocks that fit SBUF), which runs every "
+    "parameter";
+
+KernelBuild build_mx_kernel(std::vector<MxKernelMatmul> matmuls, MxSchedule schedule, bool fast_dma_transpose,
+                            bool named_phases, const BuildOptions& options) {
+  const bool library = schedule == MxSchedule::NkiLibrary;
+  if (library)
+    for (MxKernelMatmul& m : matmuls) {
+      if (const std::string why = mxfp8::lib::unsupported(m.spec); !why.empty())
+        throw InputError(fmt::format(
+            "{}: {} in the nki_library schedule; set \"schedule\": \"trnsim_optimized\" to run it",
+            m.spec.kernel, why));
+      m.spec.tiling = mxfp8::lib::default_tiling(m.spec);  // the library's fallback for null fields
+    }
+  std::vector<mxfp8::Plan> plans;
+  BuildOptions o = options;
+  o.num_programs = 1;
+  for (const MxKernelMatmul& m : matmuls) {
+    plans.push_back(mxfp8::plan_matmul(m.spec, options.limits));
+    if (plans.back().lnc2) o.num_programs = 2;
+  }
+  mxfp8::lib::SitePlan sites;
+  const auto kernel = [&](Kernel& k) {
+    mxfp8::lib::Tiles tiles(k, &sites);
+    for (size_t i = 0; i < matmuls.size(); ++i) {
+      std::optional<PhaseScope> phase;
+      if (named_phases) phase.emplace(k, matmuls[i].output);
+      if (library)
+        emit_mx_kernel_matmul_lib(tiles, matmuls[i].spec, plans[i], matmuls[i].output, fast_dma_transpose);
+      else
+        emit_mx_kernel_matmul(k, matmuls[i].spec, plans[i], matmuls[i].output);
+    }
+  };
+  if (library) {
+    // The probe: every library tile one buffer, to learn what each must leave free (lib_api.h SitePlan).
+    BuildOptions probe = o;
+    probe.declare_only = true;
+    build_program(kernel, probe);
+    sites.finish();
+  }
+  return build_program(kernel, o);
 }
 
 }  // namespace trnsim::kernels

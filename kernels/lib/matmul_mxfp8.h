@@ -19,10 +19,23 @@
 #include <vector>
 
 #include "kernels/api/kernel.h"
+#include "kernels/api/params.h"
 #include "kernels/lib/mxfp8/lib_api.h"
 #include "kernels/lib/mxfp8/plan.h"
 
 namespace trnsim::kernels {
+
+// Which instruction stream an MXFP8 matmul kernel emits (the names the MoE kernels use for the same choice):
+// nki-library's own (mxfp8/lib_matmul.h) or this project's restructured pipeline (mxfp8/matmul.h).
+enum class MxSchedule { NkiLibrary, TrnsimOptimized };
+extern const char* const kMxScheduleDoc;
+// The kernel's `schedule` parameter, default nki_library (a port of a library kernel runs its stream).
+template <class P>
+void describe_mx_schedule(Schema<P>& s, MxSchedule P::*m) {
+  s.choice(m, "schedule", kMxScheduleDoc,
+           {{"nki_library", MxSchedule::NkiLibrary}, {"trnsim_optimized", MxSchedule::TrnsimOptimized}},
+           MxSchedule::NkiLibrary);
+}
 
 // Names of a kernel-input operand: its tensor, parameter prefix ("x" in "x_is_f_by_k"), scales tensor and the
 // user-facing name of F.
@@ -42,5 +55,18 @@ void emit_mx_kernel_matmul(Kernel& k, const mxfp8::MatmulSpec& spec, const mxfp8
 // The same on nki-library's own instruction stream (mxfp8/lib_matmul.h), with the kernel's tiles `t`.
 void emit_mx_kernel_matmul_lib(mxfp8::lib::Tiles& t, const mxfp8::MatmulSpec& spec, const mxfp8::Plan& plan,
                                const std::string& output, bool fast_dma_transpose);
+
+// One matmul of an MXFP8 kernel: its spec (operands not yet bound) and the kernel output it writes.
+struct MxKernelMatmul {
+  mxfp8::MatmulSpec spec;
+  std::string output;
+};
+// Builds a kernel that runs `matmuls` in order on `schedule`. nki_library: InputError for what the library
+// stream does not run (lib::unsupported, naming trnsim_optimized), null tiling fields filled by the library's
+// fallback (lib_config.h), and two builds, a probe and the real one (lib_api.h SitePlan);
+// `fast_dma_transpose` is matmul_mxfp8's flag (nki_library only). `named_phases`: each matmul in a
+// PhaseScope named by its output.
+KernelBuild build_mx_kernel(std::vector<MxKernelMatmul> matmuls, MxSchedule schedule, bool fast_dma_transpose,
+                            bool named_phases, const BuildOptions& options);
 
 }  // namespace trnsim::kernels

@@ -28,9 +28,9 @@ struct MxTilingConfig {
           "largest of 512/256/128 dividing the per-core N")
         .range(1, 1 << 16);
     s.add(&MxTilingConfig::blocks_m, "TILES_IN_BLOCK_M",
-          "M tiles per block; null: chosen to fit SBUF with the fewest reloads (matmul_mxfp8_backward's "
+          "M tiles per block; null: chosen to fit SBUF with the fewest reloads (trnsim_optimized; the "
           "nki_library schedule fills every null field of this config with nki-library's "
-          "auto_generate_default fallback instead: see its schedule parameter)")
+          "auto_generate_default fallback instead: see the schedule parameter)")
         .range(1, 1 << 16);
     s.add(&MxTilingConfig::blocks_n, "TILES_IN_BLOCK_N", "N tiles per block; null: auto").range(1, 1 << 16);
     s.add(&MxTilingConfig::blocks_k, "TILES_IN_BLOCK_K", "K tiles per block; null: auto").range(1, 1 << 16);

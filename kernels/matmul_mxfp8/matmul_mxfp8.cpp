@@ -1,6 +1,9 @@
-// matmul_mxfp8 (forward, Trn3): Y[M, N] = X[M, K] W[N, K]^T with on-chip MX quantization, on the MXFP8 matmul
-// pipeline (kernels/lib/matmul_mxfp8.h). The nki-library kernel of the same name (its entry arguments, with
-// the tiling config flattened into parameters).
+// matmul_mxfp8 (forward, Trn3): Y[M, N] = X[M, K] W[N, K]^T with on-chip MX quantization (kernels/lib/
+// matmul_mxfp8.h). The nki-library kernel of the same name (matmul_mxfp8_generic_kernel.py at 092a49dc: its
+// entry arguments, with the tiling config flattened into parameters). The `schedule` parameter picks the
+// instruction stream as matmul_mxfp8_backward's does: by default the library's own (one
+// generic_matmul_mxfp8_api pass over the core's blocks, mxfp8/lib_matmul.h; matmul_mxfp8_backward is two of
+// these calls), or trnsim_optimized, this project's restructured pipeline (mxfp8/matmul.h).
 #include <fmt/format.h>
 
 #include "kernels/api/package.h"
@@ -18,6 +21,8 @@ struct Params {
   std::optional<std::vector<int64_t>> x_scales, w_scales;
   MxSharedParams shared;
   std::optional<bool> lnc_2_shard_rhs;
+  bool fast_dma_transpose = false;
+  MxSchedule schedule = MxSchedule::NkiLibrary;
 
   static void describe(Schema<Params>& s) {
     s.dim(&Params::M, "M", "rows of X and Y");
@@ -43,6 +48,13 @@ struct Params {
     s.add(&Params::lnc_2_shard_rhs, "lnc_2_shard_rhs",
           "under LNC2 split N (true) or M (false); null: N if N >= M, and LNC2 is dropped when that dim is "
           "<= 128");
+    s.add(&Params::fast_dma_transpose, "fast_dma_transpose",
+          "nkilib matmul_mxfp8's fast_dma_transpose (default false): nki_library loads a DGT operand by one "
+          "direct dma_transpose per tile instead of the vector-offset pattern (iota, DVE transposes, "
+          "tensor_scalar and an indirect dma_transpose); trnsim_optimized always uses the direct pattern, so "
+          "there it has no effect",
+          false);
+    describe_mx_schedule(s, &Params::schedule);
   }
 };
 
@@ -75,11 +87,7 @@ std::unique_ptr<KernelDef> matmul_mxfp8_kernel() {
   k.cores = [](const Params& p) { return p.shared.run_with_lnc2 ? 2 : 1; };
   k.cores_param = "run_with_lnc2";
   k.build = [](const Params& p, const BuildOptions& options) {
-    const mxfp8::MatmulSpec spec = spec_of(p);
-    const mxfp8::Plan plan = mxfp8::plan_matmul(spec, options.limits);
-    BuildOptions o = options;
-    o.num_programs = plan.lnc2 ? 2 : 1;
-    return build_program([&](Kernel& kc) { emit_mx_kernel_matmul(kc, spec, plan, "y"); }, o);
+    return build_mx_kernel({{spec_of(p), "y"}}, p.schedule, p.fast_dma_transpose, false, options);
   };
   k.useful_flops = [](const Params& p) { return 2.0 * p.M * p.N * p.K; };
   // Pre-swizzled operands are unswizzled and pre-quantized ones dequantized for the host reference.

@@ -14,8 +14,6 @@
 
 #include "kernels/api/package.h"
 #include "kernels/lib/matmul_mxfp8.h"
-#include "kernels/lib/mxfp8/lib_config.h"
-#include "kernels/lib/mxfp8/lib_matmul.h"
 #include "kernels/lib/mxfp8_params.h"
 #include "sim/base/error.h"
 
@@ -23,10 +21,6 @@ namespace trnsim::kernels {
 namespace {
 
 constexpr const char* kName = "kernel 'matmul_mxfp8_backward'";
-
-// Which instruction stream the kernel emits (the names the MoE kernels use for the same choice):
-// nki-library's own (mxfp8/lib_matmul.h) or this project's restructured pipeline (mxfp8/matmul.h).
-enum class Schedule { NkiLibrary, TrnsimOptimized };
 
 struct Params {
   int64_t M = 0, K = 0, N = 0;
@@ -38,7 +32,7 @@ struct Params {
   bool fast_dma_transpose = false, disable_dma_transpose = false;
   MxBackwardSharedParams shared;
   std::optional<bool> lnc_2_shard_rhs = true;
-  Schedule schedule = Schedule::NkiLibrary;
+  MxSchedule schedule = MxSchedule::NkiLibrary;
 
   static void describe(Schema<Params>& s) {
     s.dim(&Params::M, "M", "tokens: rows of output_grad and input_activation");
@@ -103,21 +97,7 @@ struct Params {
           "under LNC2 split N (true) or M (false) of both phases; null: per phase, N if N >= M, and LNC2 is "
           "dropped when that dim is <= 128",
           true);
-    s.choice(
-        &Params::schedule, "schedule",
-        "nki_library (default): nki-library's instruction stream (generic_matmul_mxfp8_api per block: "
-        "K-by-F BF16 through the PE swizzle, DGT with vector offsets, quantize_mx per tile, no block "
-        "reuse, DVE PSUM drains, BF16 PSUM for one K tile per block and BF16 output); tiling fields left "
-        "null take the blocks of the library's auto_generate_default fallback heuristic "
-        "(matmul_mxfp8_config.py; kernels/lib/mxfp8/lib_config.h), not its autotune table, which is "
-        "library data and not copied (a shape the table lists gets the fallback's blocks here); "
-        "pre-swizzled operands and quant_scheme 1x32 with a BF16 operand are refused there. "
-        "trnsim_optimized: this project's pipeline (K-by-F rows straight onto partitions, one "
-        "quantize_mx per load, two-slot block reuse with prefetch, FP32 PSUM, drains alternating DVE "
-        "and ACT; null tiling fields: this project's planner, the cheapest blocks that fit SBUF), which "
-        "runs every parameter",
-        {{"nki_library", Schedule::NkiLibrary}, {"trnsim_optimized", Schedule::TrnsimOptimized}},
-        Schedule::NkiLibrary);
+    describe_mx_schedule(s, &Params::schedule);
   }
 };
 
@@ -170,40 +150,8 @@ KernelBuild build_backward(const Params& p, const BuildOptions& options) {
                        p.input_is_f_by_k || p.input_is_swizzled, p.input_is_swizzled, p.input_scales, pe);
   dw.tiling = p.weight_grad_config.value_or(MxTilingConfig{}).tiling();
 
-  const bool library = p.schedule == Schedule::NkiLibrary;
-  if (library)
-    for (mxfp8::MatmulSpec* s : {&dx, &dw}) {
-      if (const std::string why = mxfp8::lib::unsupported(*s); !why.empty())
-        throw InputError(
-            fmt::format("{}: {} in the nki_library schedule; set \"schedule\": "
-                        "\"trnsim_optimized\" to run it",
-                        s->kernel, why));
-      s->tiling = mxfp8::lib::default_tiling(*s);  // the library's fallback for null fields
-    }
-  const mxfp8::Plan p1 = mxfp8::plan_matmul(dx, options.limits), p2 = mxfp8::plan_matmul(dw, options.limits);
-  BuildOptions o = options;
-  o.num_programs = p1.lnc2 || p2.lnc2 ? 2 : 1;
-  mxfp8::lib::SitePlan sites;
-  const auto kernel = [&](Kernel& k) {
-    mxfp8::lib::Tiles tiles(k, &sites);
-    const auto phase = [&](const mxfp8::MatmulSpec& s, const mxfp8::Plan& plan, const char* output) {
-      PhaseScope ph(k, output);
-      if (library)
-        emit_mx_kernel_matmul_lib(tiles, s, plan, output, p.fast_dma_transpose);
-      else
-        emit_mx_kernel_matmul(k, s, plan, output);
-    };
-    phase(dx, p1, "input_grad");
-    phase(dw, p2, "weight_grad");
-  };
-  if (library) {
-    // The probe: every library tile one buffer, to learn what each must leave free (lib_api.h SitePlan).
-    BuildOptions probe = o;
-    probe.declare_only = true;
-    build_program(kernel, probe);
-    sites.finish();
-  }
-  return build_program(kernel, o);
+  return build_mx_kernel({{dx, "input_grad"}, {dw, "weight_grad"}}, p.schedule, p.fast_dma_transpose, true,
+                         options);
 }
 
 }  // namespace

@@ -45,14 +45,16 @@ bool needs_masking(const Geometry& g, const OperandLoad& o) {
 
 // _generate_vector_offset_pattern: [128, 4 tile_f / 128] uint32 whose entry r (at [r % 128, r / 128]) is the
 // flattened row (tile_k / 4 elements each) of F row r / 4, K quarter r % 4, relative to the tile's first.
-View vector_offset_pattern(Tiles& t, const Call& c, const Td& td, int64_t tile_k, int64_t tile_f) {
+// `site`: the pattern's own allocation site (the descriptor keeps each pattern it makes live at once).
+View vector_offset_pattern(Tiles& t, const Call& c, const Td& td, const char* site, int64_t tile_k,
+                           int64_t tile_f) {
   const int64_t vs = tile_k / 4, skip_k = td.K() / vs, cols = 4 * tile_f / kPmax;
   if (cols > kChunk)
     fail(c, fmt::format("a DGT load of {} F rows needs {} vector-offset columns, at most {} (nki-library "
                         "_generate_vector_offset_pattern); use fewer TILES_IN_LOAD",
                         tile_f, cols, kChunk));
   View tmp = t.sbuf("vector_offsets_tmp", {cols, kPmax}, DType::U32);
-  View vo = t.sbuf("vector_offsets", {kPmax, cols}, DType::U32);
+  View vo = t.sbuf(site, {kPmax, cols}, DType::U32);
   nki::iota(tmp.reshape({cols, kPmax / 4, 4}), {static_cast<int32_t>(skip_k), 1}, 0.0,
             static_cast<double>(skip_k * (kPmax / 4)));
   for (int64_t q = 0; q < kPmax / kChunk; ++q)
@@ -62,7 +64,10 @@ View vector_offset_pattern(Tiles& t, const Call& c, const Td& td, int64_t tile_k
 }
 
 // The vector-offset patterns of one DGT operand (set_vector_offset_patterns): the load tile's, and the 256-
-// and 128-row ones of a K remainder.
+// and 128-row ones of a K remainder. The library keeps the three as separate tensors of the descriptor
+// (vector_offset_pattern_512, _256, _128 in common_dataclasses.py), all live while the block loads, so each
+// is its own site: in one site of two buffers the 128-row pattern took the main pattern's buffer before the
+// main loads read it (K = 512 n + 384 read rows past the tensor).
 struct Patterns {
   View main, p256, p128;
 };
@@ -70,9 +75,9 @@ struct Patterns {
 Patterns patterns(Tiles& t, const Call& c, const Td& td, int64_t load_f) {
   Patterns p;
   const int64_t K = td.K(), tile_k = c.g.tile_k, rem = K % tile_k;
-  if (K >= tile_k) p.main = vector_offset_pattern(t, c, td, tile_k, load_f);
-  if (rem >= 256) p.p256 = vector_offset_pattern(t, c, td, 256, load_f);
-  if (rem % 256 >= 128) p.p128 = vector_offset_pattern(t, c, td, 128, load_f);
+  if (K >= tile_k) p.main = vector_offset_pattern(t, c, td, "vector_offsets", tile_k, load_f);
+  if (rem >= 256) p.p256 = vector_offset_pattern(t, c, td, "vector_offsets_256", 256, load_f);
+  if (rem % 256 >= 128) p.p128 = vector_offset_pattern(t, c, td, "vector_offsets_128", 128, load_f);
   return p;
 }
 

@@ -21,7 +21,9 @@ struct Fwd {
   Logical lx() const { return {&x, K, M, false}; }
   Logical lw() const { return {&w, K, N, false}; }
   json params(json extra = json::object()) const {
-    json p = {{"M", M}, {"K", K}, {"N", N}, {"output_dtype", "float32"}};
+    // The pipeline's cases run trnsim_optimized (the stream they test); the default, nki-library's own
+    // stream, is counted in test_matmul_mxfp8_bwd_lib.cpp and checked against the reference below.
+    json p = {{"M", M}, {"K", K}, {"N", N}, {"output_dtype", "float32"}, {"schedule", "trnsim_optimized"}};
     p.update(extra);
     return p;
   }
@@ -213,6 +215,29 @@ TEST_CASE("matmul_mxfp8: tile sizes, remainder K tiles and partial M/N tiles mee
     const Fwd f(c.M, c.K, c.N);
     const auto y = f.run(f.params(c.p));
     CHECK(rel_l2(y, f.mx_ref()) <= 1e-5);
+    check_nkilib(y, f.golden());
+  }
+}
+
+TEST_CASE("matmul_mxfp8: the default schedule, nki-library's stream, meets the reference") {
+  // Blocks of the library's fallback (lib_config.h) or the case's; K remainders (896 = 512 + 256 + 128: DGT
+  // sub-tiles with their own vector-offset patterns), partial M and N tiles (masked loads), 128-row K tiles,
+  // and a BF16 output with its BF16 PSUM (one K tile per block), which rounds each K tile's sum.
+  struct Case {
+    int64_t M, K, N;
+    json p;
+    double bound;
+  };
+  for (const Case& c :
+       {Case{256, 896, 256, json::object(), 1e-5}, Case{320, 640, 384, json::object(), 1e-5},
+        Case{256, 512, 256, {{"tile_k", 128}}, 1e-5},
+        Case{256, 1024, 512, {{"TILES_IN_BLOCK_K", 1}, {"output_dtype", "bfloat16"}}, 4e-3}}) {
+    INFO(c.M << "x" << c.K << "x" << c.N << " " << c.p.dump());
+    const Fwd f(c.M, c.K, c.N);
+    json p = f.params(c.p);
+    p.erase("schedule");
+    const auto y = f.run(p);
+    CHECK(rel_l2(y, f.mx_ref()) <= c.bound);
     check_nkilib(y, f.golden());
   }
 }

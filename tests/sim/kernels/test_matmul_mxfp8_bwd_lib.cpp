@@ -173,3 +173,61 @@ TEST_CASE("matmul_mxfp8_backward lib: pre-quantized dY's instructions per core")
   };
   CHECK(minus(library, opt) == library_extra);
 }
+
+TEST_CASE(
+    "matmul_mxfp8 lib: the forward's default stream is nki-library's, counted per core from its loops") {
+  // matmul_mxfp8 (matmul_mxfp8_generic_kernel.py at 092a49dc) is the call matmul_mxfp8_backward makes twice;
+  // its entry builds the same TensorDescriptors and runs one generic_matmul_mxfp8_api pass. (M, K, N) =
+  // (512, 1024, 1024), both operands F-by-K (x [M, K], w [N, K]: DGT), LNC2 splitting N (512 per core),
+  // explicit tiles (128, 512, 512) and blocks 4 x 1 x 1 with TILES_IN_LOAD_M 4: per core 1 M block, 1 N
+  // block, 2 K blocks, so 2 API calls, each (load_lhs_and_rhs, no masking):
+  //   x and w by DGT (load_tile_dgt): per operand the vector-offset pattern (1 iota on POOL, 4 nc_transposes
+  //     of 32 x 32 on DVE: 4 * 512 / 128 = 16 columns each), then per load (one each) 1 tensor_scalar (the
+  //     tile's base) and 1 indirect dma_transpose;
+  //   quantize_mxfp8_block: one quantize_mx per (F tile, K tile): x 4 + w 1;
+  //   matmul_mxfp8_blocks 'mnk': 4 output tiles, 1 nc_matmul_mx each; PSUM BF16 (TILES_IN_BLOCK_K 1, BF16
+  //     output): k = 0 drains by tensor_copy (DVE, the compiler's default engine), k = 1 adds by
+  //     tensor_tensor;
+  // then _store_output_block_to_hbm: 1 dma_copy per tile row (4).
+  // Sum per core: iota 2 x 2; nc_transpose DVE 2 x 8; tensor_scalar 2 x 2; dma_transpose 2 x 2; quantize_mx
+  // 2 x 5; nc_matmul_mx 2 x 4; tensor_copy 4; tensor_tensor 4; dma_copy 4.
+  json p = {{"M", 512},
+            {"K", 1024},
+            {"N", 1024},
+            {"tile_m", 128},
+            {"tile_k", 512},
+            {"tile_n", 512},
+            {"TILES_IN_BLOCK_M", 4},
+            {"TILES_IN_BLOCK_N", 1},
+            {"TILES_IN_BLOCK_K", 1},
+            {"TILES_IN_LOAD_M", 4},
+            {"TILES_IN_LOAD_N", 1}};
+  const Counts library = {
+      {"iota@POOL", 4},       {"nc_transpose@DVE", 16}, {"tensor_scalar@DVE", 4},
+      {"dma_transpose", 4},   {"quantize_mx@DVE", 10},  {"nc_matmul_mx@PE", 8},
+      {"tensor_copy@DVE", 4}, {"tensor_tensor@DVE", 4}, {"dma_copy", 4},
+  };
+  const auto lib = build_mx("matmul_mxfp8", p);
+  REQUIRE(lib.program.streams.size() == 2);
+  CHECK(per_core(lib.program, 0) == library);
+  CHECK(per_core(lib.program, 1) == library);
+  // trnsim_optimized: per K step and operand one outer-axes dma_transpose with no vector offsets and one
+  // quantize_mx per load (both operands change with the K block: no reuse), 2 x (1 + 1) each; the first K
+  // block's drains alternate DVE tensor_copy and ACT activation copy (2 + 2), the second adds (4); the same
+  // stores.
+  const Counts opt = {
+      {"dma_transpose", 4},  {"quantize_mx@DVE", 4},   {"nc_matmul_mx@PE", 8}, {"tensor_copy@DVE", 2},
+      {"activation@ACT", 2}, {"tensor_tensor@DVE", 4}, {"dma_copy", 4},
+  };
+  p.update(kOptimized);
+  const auto b = build_mx("matmul_mxfp8", p);
+  REQUIRE(b.program.streams.size() == 2);
+  CHECK(per_core(b.program, 0) == opt);
+  CHECK(per_core(b.program, 1) == opt);
+  // The library's pre-swizzled BF16 load is not modelled: the default names the schedule that runs it.
+  p.erase("schedule");
+  p["x_is_swizzled"] = true;
+  CHECK_THROWS_WITH(build_mx("matmul_mxfp8", p),
+                    Catch::Contains("x pre-swizzled (x_is_swizzled)") &&
+                        Catch::Contains("set \"schedule\": \"trnsim_optimized\" to run it"));
+}

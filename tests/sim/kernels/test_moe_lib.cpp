@@ -206,6 +206,27 @@ TEST_CASE("moe lib bwd: the scratch operands' swizzle modes choose their loader"
   CHECK(minus(build({{"output_grad_t_swizzle_mode", "PE"}}), dgt) == per_load(8));
 }
 
+TEST_CASE("moe lib: no quantize_mx of the default streams reads its staging strided (issue 25 item 1)") {
+  // The library's loaders (DGT, PE swizzle) write the interleave quantize_mx reads contiguously; the DVE cost
+  // model charges a source whose innermost step exceeds memory.strided_access_bytes at its strided rate.
+  for (const char* kernel : {kMoeFwd, kMoeBwd}) {
+    INFO(kernel);
+    const auto w = prepare_moe(lib(), std::string(kernel) == kMoeBwd ? bwd_in() : moe_inputs(), kernel);
+    int64_t quantizes = 0, strided = 0;
+    for (const auto& core : w.build.program.streams)
+      for (const auto& stream : core)
+        for (const auto& in : stream)
+          if (in.op == isa::Opcode::QuantizeMx) {
+            const auto& inner = in.ops[1].dims[in.ops[1].ndim - 1];
+            ++quantizes;
+            strided += inner.size > 1 && std::abs(inner.stride) * isa::dtype_size(in.ops[1].dtype) >
+                                             int64_t{w.hw.memory.strided_access_bytes};
+          }
+    CHECK(quantizes > 0);
+    CHECK(strided == 0);
+  }
+}
+
 TEST_CASE("moe lib: nki_library is both kernels' default schedule") {
   for (const char* kernel : {kMoeFwd, kMoeBwd}) {
     INFO(kernel);
@@ -221,6 +242,16 @@ TEST_CASE("moe lib: both kernels' library streams pass their numerics checks") {
   // The references emulate the library's bfloat16 chains (kernels/moe/*_reference.cpp).
   expect_pass(run_moe(lib()));
   expect_pass(run_moe(lib(), bwd_in(), {}, kMoeBwd));
+}
+
+TEST_CASE("moe lib: a K remainder of 256 + 128 rows reads its own vector-offset patterns") {
+  // I_TP 896 = 512 + 384: the down GEMM's second K tile loads by DGT as a 256-row and a 128-row sub-tile
+  // (load_block.py _load_single_tensor), each with its own pattern; nki-library keeps the main, 256- and
+  // 128-row patterns as three tensors of the descriptor (common_dataclasses.py set_vector_offset_patterns),
+  // all live while the block loads. Before, the three shared one allocation site of two buffers, so the
+  // 128-row pattern overwrote the main one before the main loads read it: "vector_offset entry 256 = 1792
+  // is outside rows [0, 1792) of tensor 'fwd_scaled_intermediate'".
+  expect_pass(run_moe(lib({{"I_TP", 896}})));
 }
 
 TEST_CASE("moe lib: what nki-library's kernels lack is refused with the schedule that runs it") {
