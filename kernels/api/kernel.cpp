@@ -11,6 +11,7 @@
 #include "sim/base/address_limit.h"
 #include "sim/base/error.h"
 #include "sim/isa/names.h"
+#include "sim/isa/opcode_table.h"
 #include "sim/isa/opcodes.h"
 
 namespace trnsim::kernels {
@@ -208,7 +209,7 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
   if (++shared_.instructions > shared_.max_instructions) fail_instruction_limit(loc);
   const int e = static_cast<int>(inst.engine);
   Event ev;
-  if (inst.is_dma()) {
+  if (isa::is_dma(inst.op)) {
     ev = {static_cast<uint16_t>(kDmaSemBase + inst.dma_queue), ++queue_count_[inst.dma_queue]};
   } else {
     ev = {static_cast<uint16_t>(e), ++engine_count_[e]};
@@ -268,7 +269,7 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
     for (int x = 0; x < isa::kNumEngines; ++x)
       if (engine_count_[x] > 0) deps.push_back({static_cast<uint16_t>(x), engine_count_[x]});
     for (size_t q = 0; q < queue_count_.size(); ++q) {
-      const uint32_t n = queue_count_[q] - (inst.is_dma() && q == inst.dma_queue ? 1 : 0);
+      const uint32_t n = queue_count_[q] - (isa::is_dma(inst.op) && q == inst.dma_queue ? 1 : 0);
       if (n > 0) deps.push_back({static_cast<uint16_t>(kDmaSemBase + q), n});
     }
   }

@@ -11,6 +11,7 @@
 #include "sim/isa/alu.h"
 #include "sim/isa/element.h"
 #include "sim/isa/names.h"
+#include "sim/isa/opcode_table.h"
 #include "sim/isa/operand_view.h"
 #include "sim/isa/partition_start.h"
 #include "sim/isa/semantics.h"
@@ -160,7 +161,7 @@ void Checker::operand(int slot) const {
                                         static_cast<uint64_t>(s) + n, limits_.partitions));
   // The start-partition rule binds the compute engines (§2.3, §2.6); no source gives one for DMAs, whose
   // descriptors address each partition (a masked nl.store of rows 3..127, a load into t[5:9, :]).
-  if (!inst_.is_dma()) {
+  if (!is_dma(inst_.op)) {
     const std::vector<uint32_t> starts = engine_start_partitions(n);
     if (std::find(starts.begin(), starts.end(), s) == starts.end())
       fail("partition start",
@@ -182,13 +183,13 @@ void Checker::connectivity() const {
     if (!has(slot)) continue;
     const MemSpace m = op(slot).space;
     const bool out = info_.writes(slot);
-    if (!out && m == MemSpace::PSUM && !inst_.is_dma()) {
+    if (!out && m == MemSpace::PSUM && !is_dma(inst_.op)) {
       if (++psum_inputs == 2)
         fail("PSUM inputs",
              fmt::format("{} and {} are both in PSUM (at most one PSUM input)", first_psum, name(slot)));
       first_psum = name(slot);
     }
-    if (inst_.is_dma()) continue;
+    if (is_dma(inst_.op)) continue;
     const char* verb = out ? "write" : "read";
     const char* mem = m == MemSpace::HBM ? "HBM" : (m == MemSpace::SBUF ? "SBUF" : "PSUM");
     bool ok = m != MemSpace::HBM;
@@ -388,7 +389,7 @@ void Checker::run() {
     if (u.sem >= limits_.num_semaphores)
       fail("semaphore",
            fmt::format("update of S[{}] but the core has {} semaphores", u.sem, limits_.num_semaphores));
-  if (inst_.is_dma() && inst_.dma_queue >= limits_.num_dma_queues)
+  if (is_dma(inst_.op) && inst_.dma_queue >= limits_.num_dma_queues)
     fail("dma queue",
          fmt::format("queue {} but the core has {} DMA queues", inst_.dma_queue, limits_.num_dma_queues));
 

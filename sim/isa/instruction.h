@@ -231,17 +231,7 @@ struct Instruction {
   std::array<AccessPattern, 5> ops{};
 
   bool has(Flag f) const { return (flags & f) != 0; }
-  bool is_dma() const;  // the opcode table's `dma` (opcodes.h)
 };
-
-// The opcodes whose table row says `dma` (opcodes.cpp asserts the two agree), as a bit set by Opcode: the
-// sequencer asks is_dma() several times per instruction.
-inline constexpr uint32_t kDmaOpcodes = (1u << static_cast<int>(Opcode::DmaCopy)) |
-                                        (1u << static_cast<int>(Opcode::DmaTranspose)) |
-                                        (1u << static_cast<int>(Opcode::SendRecv));
-inline bool Instruction::is_dma() const {
-  return static_cast<int>(op) < kNumOpcodes && ((kDmaOpcodes >> static_cast<int>(op)) & 1u) != 0;
-}
 
 // HBM tensor of a program (shared by both cores unless `private_to_core` >= 0).
 struct TensorDecl {

@@ -1,4 +1,4 @@
-// The opcode table: what each isa::Opcode is, one row per opcode (opcodes.cpp): its NKI name, its Neuron
+// The opcode table: what each isa::Opcode is, one row per opcode (opcode_table.h): its NKI name, its Neuron
 // profile name, its operand slots in order (name, role, optional, the flags that make a written slot read
 // too), its attributes besides the operands as program JSON spells them, the sequencers that may issue it on
 // each hardware generation, the hardware config feature it needs, whether it is a DMA, a PE matmul's rate

@@ -16,6 +16,7 @@
 #include "sim/io/json_document.h"
 #include "sim/isa/element.h"
 #include "sim/isa/names.h"
+#include "sim/isa/opcode_table.h"
 #include "sim/isa/opcodes.h"
 #include "sim/isa/semantics.h"
 
@@ -311,7 +312,7 @@ Instruction Reader::instruction(const Node& n, Engine e) {
   if (!op) n["op"].fail(fmt::format("unknown opcode '{}'", text_excerpt(n["op"].string())));
   in.op = *op;
   std::set<std::string> keys = {"op", "wait", "update", "line", "file"};
-  if (in.is_dma()) keys.insert({"queue", "dge_mode"});
+  if (is_dma(in.op)) keys.insert({"queue", "dge_mode"});
   if (e == Engine::PE) keys.insert({"mm_wait", "ls_update"});
   for (const char* s : operand_names(in.op)) keys.insert(s);
   const OpcodeInfo& info = opcode_info(in.op);
@@ -457,7 +458,7 @@ json instruction_json(const Instruction& in, const Program& p) {
     if (in.ops[s].present()) j[names[s]] = ap_json(in.ops[s], p);
   const OpcodeInfo& info = opcode_info(in.op);
   for (int a = 0; a < info.num_attrs; ++a) write_attr(info.attrs[a], in, j);
-  if (in.is_dma()) {
+  if (is_dma(in.op)) {
     j["queue"] = in.dma_queue;
     if (in.dge != DgeMode::None) j["dge_mode"] = in.dge == DgeMode::Hwdge ? "hwdge" : "swdge";
   }

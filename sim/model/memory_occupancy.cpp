@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "sim/isa/opcode_table.h"
 #include "sim/isa/semantics.h"
 
 namespace trnsim::model {
@@ -56,7 +57,7 @@ void MemoryOccupancy::touch(int core, const isa::AccessPattern& a, uint64_t from
 
 void MemoryOccupancy::on_instruction(const InstructionRecord& r) {
   const isa::Instruction& inst = *r.inst;
-  if (inst.is_dma()) return;  // its on-chip operands are touched by the transfer (on_dma)
+  if (isa::is_dma(inst.op)) return;  // its on-chip operands are touched by the transfer (on_dma)
   const uint64_t from = std::min(r.ls_start, r.start).count();
   for (int i = 0; i < inst.nops; ++i) touch(r.core, inst.ops[i], from, r.end.count());
 }

@@ -5,6 +5,7 @@
 
 #include "sim/base/error.h"
 #include "sim/isa/flops.h"
+#include "sim/isa/opcode_table.h"
 #include "sim/model/dma_system.h"
 #include "sim/model/lnc2.h"
 #include "sim/model/sc_time.h"
@@ -239,7 +240,7 @@ void Sequencer::run() {
     if (!fetch(now)) return;
     const auto& inst = stream_[idx_];
     bool moved_on;
-    if (inst.is_dma())
+    if (isa::is_dma(inst.op))
       moved_on = issue_dma_trigger(now);
     else if (inst.op == isa::Opcode::CoreBarrier)
       moved_on = issue_barrier(now);
@@ -322,7 +323,7 @@ bool Sequencer::fetch(Picoseconds now) {
   try {
     top_.cost.check_features(inst);
     if (!prechecked_) isa::check(inst, top_.program, top_.limits);
-    if (inst.is_dma()) {
+    if (isa::is_dma(inst.op)) {
       if (inst.dma_queue >= top_.hw.dma.queues_per_core)
         throw RuleError("dma_queue " + std::to_string(inst.dma_queue) + " out of range (the core has " +
                         std::to_string(top_.hw.dma.queues_per_core) + " queues)");
@@ -351,7 +352,7 @@ bool Sequencer::fetch(Picoseconds now) {
   cur_.perf_mode = c.perf_mode;
   cur_.cause = cur_.wait_cause = fetch_cause_;
   // (A DMA's work is computed when its transfer is queued: enqueue_dma.)
-  if ((top_.options.observer || engine_ == isa::Engine::PE) && !inst.is_dma()) {
+  if ((top_.options.observer || engine_ == isa::Engine::PE) && !isa::is_dma(inst.op)) {
     if (top_.observed.work_bytes)
       cur_.work = isa::work_of(inst, top_.program);
     else

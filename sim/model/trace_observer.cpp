@@ -9,6 +9,7 @@
 
 #include "sim/base/hash.h"
 #include "sim/isa/names.h"
+#include "sim/isa/opcode_table.h"
 #include "sim/isa/opcodes.h"
 #include "sim/isa/semantics.h"
 #include "sim/model/run.h"
@@ -196,11 +197,11 @@ TrackId TraceObserver::lane_for(int core, const DmaRecord& r, uint64_t begin_ps,
 
 void TraceObserver::on_instruction(const InstructionRecord& r) {
   occupancy_.on_instruction(r);
-  if (r.inst->is_dma()) {
+  if (isa::is_dma(r.inst->op)) {
     Core& c = cores_[r.core];
     sample(c.dma_outstanding, r.end, static_cast<double>(++c.outstanding));
   }
-  if (r.engine == Engine::PE && !r.inst->is_dma() && r.inst->op != Opcode::CoreBarrier &&
+  if (r.engine == Engine::PE && !isa::is_dma(r.inst->op) && r.inst->op != Opcode::CoreBarrier &&
       r.throttle_cap != cores_[r.core].throttle) {
     cores_[r.core].throttle = r.throttle_cap;
     sample(cores_[r.core].pe_throttle, r.start, 100.0 * r.throttle_cap);
@@ -337,7 +338,7 @@ bool TraceObserver::ready(const Held& h) {
   if (h.is_dma) return source_ready(gid(h.dma.core, h.dma.issuer, h.dma.index), *h.dma.inst);
   const InstructionRecord& r = h.inst;
   const uint32_t g = gid(r.core, r.engine, r.index);
-  if (!r.inst->is_dma() && !source_ready(g, *r.inst)) return false;
+  if (!isa::is_dma(r.inst->op) && !source_ready(g, *r.inst)) return false;
   // Barriers do not wait for their releaser's slice: two cores arriving together release each other.
   if (r.inst->op == Opcode::CoreBarrier) return true;
   chosen_claims(g, r);
@@ -482,7 +483,7 @@ void TraceObserver::format_source(const isa::Instruction& inst) {
 void TraceObserver::write_instruction(const InstructionRecord& r) {
   const isa::Instruction& inst = *r.inst;
   const uint32_t g = gid(r.core, r.engine, r.index);
-  const bool dma = inst.is_dma();
+  const bool dma = isa::is_dma(inst.op);
   const bool barrier = inst.op == Opcode::CoreBarrier;
   const double ghz = clock_ghz_[static_cast<int>(r.engine)];
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "sim/isa/opcode_table.h"
 #include "sim/isa/semantics.h"
 #include "sim/model/run.h"
 #include "sim/model/trace_observer.h"
@@ -175,7 +176,7 @@ std::vector<Flow> check_trace(const Traced& tr, const isa::Program& p) {
         CHECK(arg_d(s, "clock_ghz") > 0);
         CHECK(arg_d(s, "wait_ns") >= 0);
         busy_ns += static_cast<double>(s.end_ns - s.begin_ns);
-        if (stream[i].is_dma()) {
+        if (isa::is_dma(stream[i].op)) {
           CHECK(transfers[{c, isa::engine_name(static_cast<Engine>(e)), i}] == 1);
           ++n_dma;
         }
