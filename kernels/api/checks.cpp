@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 
+#include "sim/base/available_memory.h"
 #include "sim/base/error.h"
 #include "sim/isa/element.h"
 #include "sim/isa/semantics.h"
@@ -223,6 +224,9 @@ OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOpe
   };
   const auto prepared = std::make_shared<Prepared>();
   c.prepare = [=](const CheckContext& ctx) {
+    // Under an address-space limit (ulimit -v) the references keep to their old place after the simulation:
+    // a second thread's malloc arena and stack take address space the memory check does not count.
+    if (address_space_headroom()) return;
     try {
       std::vector<float> lv, rv;
       const ref::Operand lo = reference_operand(ctx, output, lhs, quant, lv),
