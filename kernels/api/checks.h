@@ -66,6 +66,9 @@ struct OutputCheck {
   // operands), given each kernel input's and output's shape by name: the memory check before a run counts
   // them. Unset: 12 bytes per element of the checked output (its FP32 values and FP64 reference).
   std::function<double(const std::map<std::string, std::vector<int64_t>>& shapes)> reference_bytes = nullptr;
+  // Host bytes the prepare step keeps from the simulation until run (the prepared reference rows); the
+  // memory check adds them up over the checks. Unset: none.
+  std::function<double(const std::map<std::string, std::vector<int64_t>>& shapes)> prepared_bytes = nullptr;
 };
 
 // --- tolerance checks

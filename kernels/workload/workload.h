@@ -182,7 +182,8 @@ std::vector<std::string> input_notes(const PreparedWorkload& p, const kernels::T
 double reference_flops(const PreparedWorkload& p);
 
 // Host bytes the output checks' references hold at most besides the inputs and outputs (the largest of the
-// checks' OutputCheck::reference_bytes): for the memory check before a run with numerics.
+// checks' OutputCheck::reference_bytes, plus the sum of their prepared_bytes, kept from the prepare steps
+// that run beside the simulation): for the memory check before a run with numerics.
 double reference_host_bytes(const PreparedWorkload& p);
 
 // Compulsory HBM bytes: every kernel input and output read or written once.

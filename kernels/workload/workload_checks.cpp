@@ -64,8 +64,9 @@ double reference_host_bytes(const PreparedWorkload& p) {
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto* list : {&p.inputs, &p.outputs})
     for (const TensorInfo& t : *list) shapes[t.name] = t.shape;
-  double most = 0;
+  double most = 0, kept = 0;
   for (const kernels::OutputCheck& c : p.kernel->checks()) {
+    if (c.prepared_bytes) kept += c.prepared_bytes(shapes);
     double b = 0;
     if (c.reference_bytes) {
       b = c.reference_bytes(shapes);
@@ -74,7 +75,7 @@ double reference_host_bytes(const PreparedWorkload& p) {
     }
     most = std::max(most, b);
   }
-  return most;
+  return most + kept;
 }
 
 double compulsory_hbm_bytes(const PreparedWorkload& p) {

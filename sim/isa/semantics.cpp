@@ -14,6 +14,7 @@
 
 #include "sim/base/error.h"
 #include "sim/isa/alu.h"
+#include "sim/isa/element.h"
 #include "sim/isa/operand_view.h"
 #include "sim/numerics/float_formats.h"
 #include "sim/numerics/host_threads.h"
@@ -379,9 +380,27 @@ void Exec::transpose(int src_slot) {
       const bool big = static_cast<uint64_t>(rows) * cols >= (1u << 15);
       const int parts =
           static_cast<int>(std::min<uint64_t>(row_tiles, distinct && big ? num::host_split_threads() : 1));
+      // Both sides with consecutive elements in each row (the PE transposes): each tile's source rows are
+      // read whole into a local buffer, transposed there and written out as whole rows. Rows of SBUF and PSUM
+      // are a multiple of 4 KiB apart, so a tile walked in place keeps evicting its own lines from L1; the
+      // writes happen in the same order (destination row f, then partition p) either way.
+      const bool dense = src.contiguous_rows() && dst.contiguous_rows();
       num::host_split(parts, [&](int t) {
         const uint64_t pa = row_tiles * t / parts * kTile;
         const uint64_t pb = std::min<uint64_t>(rows, row_tiles * (t + 1) / parts * kTile);
+        if (dense) {
+          decltype(elem) in[kTile][kTile], out[kTile][kTile];
+          for (uint64_t p0 = pa; p0 < pb; p0 += kTile)
+            for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
+              const uint64_t ph = std::min<uint64_t>(pb - p0, kTile),
+                             fw = std::min<uint64_t>(cols - f0, kTile);
+              for (uint64_t i = 0; i < ph; ++i) std::memcpy(in[i], sp[p0 + i] + sc[f0], fw * n);
+              for (uint64_t j = 0; j < fw; ++j)
+                for (uint64_t i = 0; i < ph; ++i) out[j][i] = in[i][j];
+              for (uint64_t j = 0; j < fw; ++j) std::memcpy(dp[f0 + j] + dc[p0], out[j], ph * n);
+            }
+          return;
+        }
         for (uint64_t p0 = pa; p0 < pb; p0 += kTile)
           for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
             const uint64_t p1 = std::min<uint64_t>(pb, p0 + kTile), f1 = std::min<uint64_t>(cols, f0 + kTile);
@@ -854,6 +873,28 @@ void Exec::tensor_copy() {
       }
       return;
     }
+    // One dtype, strided rows (a permuted PSUM tile): element copies of a fixed size through the column
+    // offsets, in the order move() takes.
+    const auto copy = [&](auto elem) {
+      constexpr size_t n = sizeof(elem);
+      const uint64_t cols = dst.cols();
+      std::vector<int64_t> doff(cols), soff(cols);
+      for (uint64_t j = 0; j < cols; ++j)
+        doff[j] = dst.col_offset(j) - dst.col_offset(0), soff[j] = src.col_offset(j) - src.col_offset(0);
+      for (uint32_t i = 0; i < dst.rows() && cols > 0; ++i) {
+        uint8_t* d = dst.at(i, 0);
+        const uint8_t* s = src.at(i, 0);
+        for (uint64_t j = 0; j < cols; ++j) std::memcpy(d + doff[j], s + soff[j], n);
+      }
+    };
+    switch (dtype_size(dst.dtype())) {
+      case 1:
+        return copy(uint8_t{});
+      case 2:
+        return copy(uint16_t{});
+      case 4:
+        return copy(uint32_t{});
+    }
   }
   for (uint32_t i = 0; i < dst.rows(); ++i)
     for (uint64_t j = 0; j < dst.cols(); ++j) move(dst, dst.at(i, j), src, src.at(i, j));
@@ -861,20 +902,34 @@ void Exec::tensor_copy() {
 
 void Exec::memset() {
   OperandView dst = view(0);
+  // Every element gets the same bytes: converted once, then copied (a contiguous row as one byte run).
+  const uint32_t es = dtype_size(dst.dtype());
+  uint8_t elem[8] = {};
   // An integer fill FP32 does not hold (split_fill): the integer itself.
   const double v = fill_value(inst_.imm0, inst_.imm1);
-  const bool exact = inst_.imm1 != 0.f && is_int(dst.dtype()) && std::isfinite(v);
-  const int64_t whole = exact ? static_cast<int64_t>(std::clamp(v, -9e18, 9e18)) : 0;
-  for (uint32_t i = 0; i < dst.rows(); ++i)
-    for (uint64_t j = 0; j < dst.cols(); ++j) {
-      uint8_t* p = dst.at(i, j);
-      if (exact)
-        dst.store_int(i, j, whole);
-      else if (is_x4(dst.dtype()))
-        std::memset(p, num::f32_to_fp8(inst_.imm0, fp8_format(dst.dtype())), 4);
+  if (inst_.imm1 != 0.f && is_int(dst.dtype()) && std::isfinite(v))
+    store_element_int(dst.dtype(), elem, static_cast<int64_t>(std::clamp(v, -9e18, 9e18)));
+  else if (is_x4(dst.dtype()))
+    std::memset(elem, num::f32_to_fp8(inst_.imm0, fp8_format(dst.dtype())), 4);
+  else
+    dst.store_value(elem, inst_.imm0);
+  const bool one_byte = std::all_of(elem + 1, elem + es, [&](uint8_t b) { return b == elem[0]; });
+  const uint64_t cols = dst.cols();
+  std::vector<uint8_t> row;
+  if (dst.contiguous_rows() && !one_byte)
+    for (uint64_t j = 0; j < cols; ++j) row.insert(row.end(), elem, elem + es);
+  for (uint32_t i = 0; i < dst.rows(); ++i) {
+    if (cols == 0) break;
+    uint8_t* r = dst.at(i, 0);
+    if (dst.contiguous_rows()) {
+      if (one_byte)
+        std::memset(r, elem[0], cols * es);
       else
-        dst.store_value(p, inst_.imm0);
+        std::memcpy(r, row.data(), cols * es);
+      continue;
     }
+    for (uint64_t j = 0; j < cols; ++j) std::memcpy(r + (dst.col_offset(j) - dst.col_offset(0)), elem, es);
+  }
 }
 
 // value(p, i0..i3) = imm0 + imm1 * p + sum_d iota_steps[d] * i_d, with p the partition index inside dst

@@ -37,15 +37,17 @@ check "matmul from mapped .npy inputs: exit 0, y.npy the same bytes, the input f
 # 3. The estimate: the figures of the matmul from .npy files, everything mapped. Mapped .npy inputs: x and w,
 # 2048 x 2048 BF16, 2 * 8388608 B = 16.8 MB. Scratch files: the output y, 2048 x 2048 FP32, 16.8 MB (the
 # machine's copies of x and w map the files again). The rest is on the heap (SBUF and PSUM of the two
-# simulated cores, the references' operands): 184.5 MB, the 234.9 MB of the same run without mapping less its
-# copies of x and w (16.8 MB) and the machine's x, w and y (33.6 MB).
+# simulated cores, the references' operands, and the exact FP64 reference of all 2048 x 2048 rows of y that
+# the check's prepare step keeps from the simulation until the check, 8 B x 4194304 = 33.6 MB): 218.1 MB, the
+# 268.4 MB of the same run without mapping less its copies of x and w (16.8 MB) and the machine's x, w and y
+# (33.6 MB).
 TRNSIM_HOST_MEMORY_BYTES=1000000 TRNSIM_SCRATCH_MIN_BYTES=4096 "$TRNSIM" run "$T/npy.json" --out "$T/mem" >"$T/log" 2>&1
 rc=$?
 TRNSIM_HOST_MEMORY_BYTES=1000000 "$TRNSIM" run "$T/npy.json" --out "$T/mem" >"$T/log0" 2>&1
 check "too little memory, nothing mapped: the whole figure (exit $?: $(cat "$T/log0"))" \
-  '[[ $(cat "$T/log0") == *"needs at least 234.9 MB of host memory (the host"*"operands), and 1.0 MB is available"* && ! -e $T/mem ]]'
+  '[[ $(cat "$T/log0") == *"needs at least 268.4 MB of host memory (the host"*"operands), and 1.0 MB is available"* && ! -e $T/mem ]]'
 check "too little memory with mapped tensors: exit 1, both figures, nothing created (exit $rc: $(cat "$T/log"))" \
-  '[[ $rc == 1 && $(cat "$T/log") == "trnsim: error: $T/npy.json: this run needs at least 184.5 MB of host memory (the host'"'"'s copy of the inputs, the simulated machine'"'"'s HBM tensors, SBUF and PSUM, and the references'"'"' copies of their operands), besides 33.6 MB that the OS can page (16.8 MB of scratch files on the output'"'"'s filesystem, 16.8 MB of mapped .npy inputs), and 1.0 MB is available: run with --no-numerics (timing only), or on a machine with more memory" && ! -e $T/mem ]]'
+  '[[ $rc == 1 && $(cat "$T/log") == "trnsim: error: $T/npy.json: this run needs at least 218.1 MB of host memory (the host'"'"'s copy of the inputs, the simulated machine'"'"'s HBM tensors, SBUF and PSUM, and the references'"'"' copies of their operands), besides 33.6 MB that the OS can page (16.8 MB of scratch files on the output'"'"'s filesystem, 16.8 MB of mapped .npy inputs), and 1.0 MB is available: run with --no-numerics (timing only), or on a machine with more memory" && ! -e $T/mem ]]'
 
 # 4. SIGTERM while the tensors are mapped: the scratch files were open in the output folder (seen in
 # /proc/PID/fd), and nothing of them, nor the folder the run created, is left.

@@ -744,3 +744,37 @@ TEST_CASE("tensor_copy and transposes between overlapping operands keep the elem
   CHECK(get<uint16_t>(m.s(0, 258)) == 3);
   CHECK(get<uint16_t>(m.s(1, 256)) == 2);
 }
+
+TEST_CASE("memset and same-dtype tensor_copy over strided, reversed and contiguous patterns", "[isa]") {
+  Machine m;
+  for (uint32_t p = 0; p < 2; ++p)
+    for (int64_t b = 0; b < 64; b += 4) put<uint32_t>(m.s(p, 512 + b), 0);
+  // BF16 1.5 = 0x3FC0 (two different bytes) at 2 x 3 elements: stride 8 elements, then -2 elements from
+  // element offset 4 (byte 520): bytes 520, 516, 512 and 536, 532, 528 of both partitions; 514 stays zero.
+  Instruction ms = make(Opcode::Memset, Engine::POOL, {sbuf(0, 2, 520, DType::BF16, {{8, 2}, {-2, 3}})});
+  ms.imm0 = 1.5f;
+  m.run(ms);
+  for (uint32_t p = 0; p < 2; ++p) {
+    for (const int64_t at : {512, 516, 520, 528, 532, 536}) CHECK(get<uint16_t>(m.s(p, at)) == 0x3FC0);
+    for (const int64_t at : {514, 518, 522, 530, 538}) CHECK(get<uint16_t>(m.s(p, at)) == 0);
+  }
+  // Contiguous rows: FP32 -0.0 (one nonzero byte of four), and x4 E4M3 1.0 (0x38 in all four bytes).
+  Instruction mz = make(Opcode::Memset, Engine::DVE, {sbuf(0, 2, 1024, DType::F32, {{1, 3}})});
+  mz.imm0 = -0.0f;
+  m.run(mz);
+  CHECK(get<uint32_t>(m.s(1, 1024 + 8)) == 0x80000000u);
+  Instruction mx = make(Opcode::Memset, Engine::DVE, {sbuf(0, 2, 2048, DType::FP8_E4M3FN_X4, {{1, 2}})});
+  mx.imm0 = 1.0f;
+  m.run(mx);
+  CHECK(get<uint32_t>(m.s(1, 2048 + 4)) == 0x38383838u);
+
+  // A permuted PSUM tile copied to SBUF in one dtype: dst element (a, b) of [2, 2] is src element b * 2 + a.
+  for (uint32_t p = 0; p < 2; ++p)
+    for (uint16_t j = 0; j < 4; ++j) put<uint16_t>(m.q(p, 2 * j), static_cast<uint16_t>(100 * p + j + 1));
+  m.run(make(Opcode::TensorCopy, Engine::DVE,
+             {sbuf(0, 2, 4096, DType::BF16, {{1, 4}}), psum(0, 2, 0, DType::BF16, {{1, 2}, {2, 2}})}));
+  for (uint32_t p = 0; p < 2; ++p) {
+    const uint16_t want[4] = {1, 3, 2, 4};
+    for (int j = 0; j < 4; ++j) CHECK(get<uint16_t>(m.s(p, 4096 + 2 * j)) == 100 * p + want[j]);
+  }
+}

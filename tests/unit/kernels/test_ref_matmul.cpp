@@ -4,6 +4,7 @@
 #include <vector>
 
 #include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
 #include <utility>
@@ -321,4 +322,61 @@ TEST_CASE("kernel checks and the pass line", "[ref]") {
   CHECK(be.failures[0] == "1 of 16 bytes differ (1 elements; first at element 1)");
   CHECK(kernels::scalar_result("o", e, 2, 3.0001, 0, 1e-4).pass);
   CHECK_FALSE(kernels::scalar_result("o", e, 2, 3.1, 0.01, 0).pass);
+}
+
+TEST_CASE("matmul_check's prepare step gives the metrics of run alone, and keeps only the default sample",
+          "[ref]") {
+  const int64_t M = 128, N = 128, K = 64;
+  const std::vector<float> dy = bf16_values(io::normal(M * N, 0, 1, 11)),
+                           w = bf16_values(io::normal(N * K, 0, 0.02, 12));
+  const ref::MxQuant q{num::Fp8Format::E4M3FN, num::ScaleRule::Trn3, num::QuantScheme::OneX32};
+  const Operand lo{dy.data(), M, N, Contract::Cols}, ro{w.data(), N, K, Contract::Rows};
+  const std::vector<double> g = ref::matmul_mx(lo, ro, q);
+  std::vector<float> out(g.begin(), g.end());
+  out[5] += 0.25f;  // metrics that are not zero
+  const std::map<std::string, tensor::HostTensor> in{{"output_grad", f32_tensor(dy, {M, N})},
+                                                     {"weights", f32_tensor(w, {N, K})}};
+  const std::map<std::string, tensor::HostTensor> o{{"input_grad", f32_tensor(out, {M, K})}};
+  const auto same = [](const tensor::CheckResult& a, const tensor::CheckResult& b) {
+    REQUIRE(a.metrics.size() == b.metrics.size());
+    for (size_t i = 0; i < a.metrics.size(); ++i) {
+      CHECK(a.metrics[i].name == b.metrics[i].name);
+      CHECK(std::memcmp(&a.metrics[i].value, &b.metrics[i].value, sizeof(double)) == 0);
+    }
+    CHECK(a.pass == b.pass);
+    CHECK(a.failures == b.failures);
+    CHECK(a.notes == b.notes);
+  };
+  // 96 GFLOP declared: every third 32-row block (rows 0-31 and 96-127), as in the test above.
+  for (const bool full : {false, true}) {
+    const auto make = [&] {
+      return kernels::matmul_check("input_grad", {"output_grad", Contract::Cols}, {"weights", Contract::Rows},
+                                   q, 96e9);
+    };
+    const tensor::CheckResult alone = run_check(make(), in, o, full);
+    const kernels::OutputCheck c = make();
+    REQUIRE(c.prepare);
+    c.prepare(kernels::CheckContext(in, full));
+    const tensor::CheckResult prepared = run_check(c, in, o, full);
+    CHECK(prepared.metric("reference_rows_compared") == (full ? M : 64));
+    same(prepared, alone);
+  }
+  // Held from prepare to run: the default sample's 64 rows of K doubles, exact and MX.
+  const kernels::OutputCheck c = kernels::matmul_check("input_grad", {"output_grad", Contract::Cols},
+                                                       {"weights", Contract::Rows}, q, 96e9);
+  REQUIRE(c.prepared_bytes);
+  CHECK(c.prepared_bytes({{"input_grad", {M, K}}}) == 2.0 * 8 * 64 * K);
+
+  // An input holding NaN: the prepared references give run's result alone, bit for bit (NaN metrics too).
+  std::vector<float> bad = dy;
+  bad[3] = std::numeric_limits<float>::quiet_NaN();
+  const std::map<std::string, tensor::HostTensor> in_bad{{"output_grad", f32_tensor(bad, {M, N})},
+                                                         {"weights", f32_tensor(w, {N, K})}};
+  const auto nan_check = [&] {
+    return kernels::matmul_check("input_grad", {"output_grad", Contract::Cols}, {"weights", Contract::Rows},
+                                 q, 96e9);
+  };
+  const kernels::OutputCheck prepared_nan = nan_check();
+  prepared_nan.prepare(kernels::CheckContext(in_bad, false));
+  same(run_check(prepared_nan, in_bad, o), run_check(nan_check(), in_bad, o));
 }
