@@ -7,6 +7,7 @@
 #include "sim/base/error.h"
 #include "sim/model/lnc2.h"
 #include "sim/model/memory/hbm.h"
+#include "sim/model/memory/onchip_memory.h"
 #include "sim/model/sc_time.h"
 #include "sim/model/semaphores.h"
 
@@ -71,13 +72,33 @@ Picoseconds DmaSystem::hbm_latency(const DmaRecord& rec, const timing::DmaCost& 
   return Picoseconds(delay.value());
 }
 
+Picoseconds DmaSystem::onchip_latency(const DmaRecord& rec) {
+  const auto& timed = top_.onchip_timed[rec.core];
+  Picoseconds d;
+  try {
+    if (timed[0])
+      d += memory::access_delay(sbuf[rec.core], isa::MemSpace::SBUF, *rec.inst,
+                                top_.limits.sbuf_bytes_per_partition, onchip_access_);
+    if (timed[1])
+      d += memory::access_delay(psum[rec.core], isa::MemSpace::PSUM, *rec.inst,
+                                top_.limits.psum_bytes_per_partition, onchip_access_);
+  } catch (const InputError& e) {
+    throw InputError(context(rec) + ": " + e.what());
+  }
+  return d;
+}
+
 void DmaSystem::enqueue(const DmaRecord& rec, const timing::DmaCost& dma_cost, const isa::Work& work) {
   timing::DmaCost cost = dma_cost;
-  if (cost.touches_hbm) {
+  const auto& onchip = top_.onchip_timed[rec.core];
+  if (cost.touches_hbm || onchip[0] || onchip[1]) {
+    Picoseconds d = cost.touches_hbm ? hbm_latency(rec, cost) : Picoseconds();
+    if (onchip[0] || onchip[1]) [[unlikely]]
+      d += onchip_latency(rec);
     // setup <= 2^63 ps (timing::ns_to_ps); a sum beyond every time limit saturates there.
     constexpr uint64_t kCap = uint64_t{1} << 63;
-    const uint64_t s = cost.setup.count(), d = hbm_latency(rec, cost).count();
-    cost.setup = Picoseconds(s > kCap || d > kCap - s ? kCap : s + d);
+    const uint64_t s = cost.setup.count();
+    cost.setup = Picoseconds(s > kCap || d.count() > kCap - s ? kCap : s + d.count());
   }
   uint64_t tag;
   if (free_.empty()) {
