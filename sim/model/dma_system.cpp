@@ -16,9 +16,6 @@ namespace trnsim::model {
 DmaSystem::DmaSystem(sc_core::sc_module_name name, Lnc2& top)
     : sc_module(name), hbm("hbm"), top_(top), queues_(top.hw, top.limit) {
   for (auto& l : last_done_) l.assign(top.hw.dma.queues_per_core, NodeRef{});
-  hbm_access_.set_command(tlm::TLM_IGNORE_COMMAND);
-  hbm_access_.set_data_ptr(nullptr);
-  hbm_access_.set_byte_enable_ptr(nullptr);
   SC_METHOD(update);
   sensitive << ev_;
   dont_initialize();
@@ -56,20 +53,13 @@ Picoseconds DmaSystem::hbm_latency(const DmaRecord& rec, const timing::DmaCost& 
   const isa::AccessPattern& a = inst.ops[1].space == isa::MemSpace::HBM ? inst.ops[1] : inst.ops[0];
   const HbmAddressMap& map = top_.hbm_map;
   const uint64_t base = a.tensor < map.tensors() ? map.base(a.tensor) : 0;
-  const auto length =
-      static_cast<unsigned>(std::min<uint64_t>(cost.hbm_bytes, std::numeric_limits<unsigned>::max()));
-  tlm::tlm_generic_payload& t = hbm_access_;  // a TLM_IGNORE_COMMAND without data (constructor)
-  t.set_address(base + static_cast<uint64_t>(std::max<int64_t>(a.offset_bytes, 0)));
-  t.set_data_length(length);
-  t.set_streaming_width(length);
-  t.set_dmi_allowed(false);
-  t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
-  hbm->b_transport(t, delay);
+  tlm::tlm_generic_payload& t = hbm_access_;
+  const Picoseconds delay = memory::timing_transaction(
+      hbm, base + static_cast<uint64_t>(std::max<int64_t>(a.offset_bytes, 0)), cost.hbm_bytes, t);
   if (t.is_response_error())
     throw InputError(context(rec) + ": the HBM model (" + hbm.get_base_port().name() + ") answered " +
                      t.get_response_string() + " to the transfer's timing transaction");
-  return Picoseconds(delay.value());
+  return delay;
 }
 
 Picoseconds DmaSystem::onchip_latency(const DmaRecord& rec) {

@@ -68,7 +68,7 @@ void Lnc2::bind_onchip(int core, int which, const OnChipBinder& bind,
   if (bind) {
     onchip_bindings.push_back(bind(ends));
     onchip_timed[core][which] = true;
-    for (auto& s : seq[core]) s->memory_timed = true;
+    for (auto& s : seq[core]) s->time_memory_accesses();
   } else {
     for (auto* i : ends.initiators) i->bind(memory);
   }

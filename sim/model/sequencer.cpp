@@ -491,7 +491,7 @@ bool Sequencer::issue_mm(Picoseconds now) {
   const Cause mm_cause = wait_cause(wait_start_, now);
   cur_.mm_issue = now;
   Picoseconds mm_earliest = later(now, ls_.end);
-  if (memory_timed) [[unlikely]]
+  if (memory_timed_) [[unlikely]]
     mm_earliest = timing::end_after(mm_earliest, memory_delay(), top_.limit, "its memory access would end");
   const timing::PePipeline::Multiply m =
       pe_->multiply_moving(mm_earliest, cost_.cycles, cost_.array_utilization);
@@ -532,7 +532,7 @@ bool Sequencer::issue_mm(Picoseconds now) {
 
 bool Sequencer::issue_compute(Picoseconds now, const timing::EngineCost& c) {
   Picoseconds start = now;
-  if (memory_timed) [[unlikely]]
+  if (memory_timed_) [[unlikely]]
     start = timing::end_after(now, memory_delay(), top_.limit, "its memory access would end");
   cur_.end = timing::end_after(start, clock_, c.cycles, top_.limit, "its execution would end");
   // The engine takes the next instruction at `end`; its results land after the pipeline behind it.

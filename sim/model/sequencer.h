@@ -62,8 +62,8 @@ class Sequencer : public sc_core::sc_module {
   // The engine's way to its core's memories (sim/model/memory): numerics read and write them through DMI.
   tlm_utils::simple_initiator_socket<Sequencer> sbuf{"sbuf"}, psum{"psum"};
   // Another model is bound in place of the core's SBUF or PSUM (RunOptions::bind_sbuf / bind_psum): each
-  // instruction waits the delay it annotates on its access (memory_delay). False with trnsim's own.
-  bool memory_timed = false;
+  // instruction then waits the delay it annotates on its access (memory_delay).
+  void time_memory_accesses() { memory_timed_ = true; }
 
   bool done() const { return idx_ >= stream_.size() && pe_pending_.empty(); }
   // PE: times the dI/dt throttle's cap engaged so far (0 elsewhere).
@@ -127,6 +127,7 @@ class Sequencer : public sc_core::sc_module {
   const std::vector<isa::Instruction>& stream_;
   ClockDomain clock_;
   bool prechecked_;  // the builder checked every instruction under these limits (Program::checked_limits)
+  bool memory_timed_ = false;  // time_memory_accesses (in prechecked_'s padding)
   size_t idx_ = 0;
   Phase phase_ = Phase::Fetch;
   bool waiting_ = false;

@@ -41,22 +41,12 @@ Picoseconds access_delay(tlm::tlm_initiator_socket<>& socket, isa::MemSpace spac
     bytes += uint64_t{a.partitions} * a.free_elements() * isa::dtype_size(a.dtype);
   }
   if (bytes == 0) return Picoseconds();
-  const auto length = static_cast<unsigned>(std::min<uint64_t>(bytes, std::numeric_limits<unsigned>::max()));
-  t.set_command(tlm::TLM_IGNORE_COMMAND);
-  t.set_data_ptr(nullptr);
-  t.set_byte_enable_ptr(nullptr);
-  t.set_address(address);
-  t.set_data_length(length);
-  t.set_streaming_width(length);
-  t.set_dmi_allowed(false);
-  t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
-  socket->b_transport(t, delay);
+  const Picoseconds delay = timing_transaction(socket, address, bytes, t);
   if (t.is_response_error())
     throw InputError(std::string("the ") + (space == isa::MemSpace::PSUM ? "PSUM" : "SBUF") + " model (" +
                      socket.get_base_port().name() + ") answered " + t.get_response_string() +
                      " to the access's timing transaction");
-  return Picoseconds(delay.value());
+  return delay;
 }
 
 }  // namespace memory
