@@ -47,6 +47,14 @@ std::atomic<int> g_signal{0};
 std::atomic<int> g_held{0};          // SignalsHeld sections alive
 std::atomic<int> g_held_signal{0};   // a signal that arrived during one
 std::atomic<int64_t> g_first_ns{0};  // when the first signal arrived (CLOCK_MONOTONIC)
+std::atomic<bool> g_say_warnings{true}, g_say_errors{true};  // set_messages
+static_assert(std::atomic<bool>::is_always_lock_free, "the handler reads them");
+
+// Writes `msg` to stderr (async-signal-safe) if the console takes messages of its kind.
+void say(const char* msg, bool error) {
+  if (!(error ? g_say_errors : g_say_warnings).load(std::memory_order_relaxed)) return;
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg, std::strlen(msg));
+}
 
 // `timeout`, `kill -- -PGID` and job control send one signal to the process and again to its process group:
 // a copy that close after the first is the same request, not a second Ctrl-C.
@@ -108,9 +116,9 @@ void on_signal(int sig, siginfo_t*, void*) {
   const bool first = g_signal.exchange(sig) == 0;
   if (first) g_first_ns.store(now);
   if (!first && g_cooperative.load() > 0 && now - g_first_ns.load() < kSameRequestNs) return;
-  const char* msg = (first && g_cooperative.load() > 0) ? g_stop_msg[sig] : g_die_msg[sig];
-  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg, std::strlen(msg));
-  if (first && g_cooperative.load() > 0) return;
+  const bool stop = first && g_cooperative.load() > 0;
+  say(stop ? g_stop_msg[sig] : g_die_msg[sig], !stop);
+  if (stop) return;
   die(sig);
 }
 
@@ -151,6 +159,11 @@ void install_handlers() {
   }
 }
 
+void set_messages(bool warnings, bool errors) {
+  g_say_warnings.store(warnings);
+  g_say_errors.store(errors);
+}
+
 std::vector<int> handled_signals() {
   return {std::begin(kSignals), std::end(kSignals)};
 }
@@ -175,7 +188,7 @@ SignalsHeld::SignalsHeld() {
 SignalsHeld::~SignalsHeld() {
   if (g_held.fetch_sub(1) == 1 && g_held_signal.load() != 0) {
     const int sig = g_held_signal.load();
-    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, g_held_msg[sig], std::strlen(g_held_msg[sig]));
+    say(g_held_msg[sig], true);
     die(sig);
   }
 }

@@ -15,8 +15,13 @@
 // Ending the process at once means: rename the registered backups back over their files (an earlier record
 // a set was replacing), unlink the registered temporary files, remove the registered folders if they are
 // empty (a folder this run created), then die of the signal (exit status 128 + signal number).
-// Only async-signal-safe calls run in the handler. At most kMaxCleanupPaths paths are registered at a time;
-// beyond that a path is silently left out (a leftover temporary, never a lost user file).
+// The handler cannot log through spdlog (sim/base/log.h: locks, allocation): it writes its one-line message
+// to stderr with write(2), made before any signal (install_handlers), and only if the console's level lets
+// it through (set_messages, which log::set_level calls): "stopping the simulation" is a warning (the run
+// then stops and reports the interruption as an error through the logger, in its log file too); the message
+// of a process that ends at once is an error. Only async-signal-safe calls run in the handler. At most
+// kMaxCleanupPaths paths are registered at a time; beyond that a path is silently left out (a leftover
+// temporary, never a lost user file).
 #pragma once
 
 #include <string>
@@ -40,6 +45,11 @@ inline constexpr int kMaxCleanupPaths = 128;
 
 // Installs the handlers (above). Call once, early in main.
 void install_handlers();
+
+// Which of the handler's own messages reach stderr: `warnings` ("stopping the simulation"), `errors`
+// ("interrupted" when the process ends at once). Both until called. log::set_level keeps them in step with
+// the console's level (--quiet: errors only; --log-level off: neither).
+void set_messages(bool warnings, bool errors);
 
 // The signals install_handlers handles by name (SIGINT, SIGTERM, SIGHUP, ...; the real-time signals too, not
 // listed here).

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "sim/base/error.h"
+#include "sim/base/interrupt.h"
 
 namespace trnsim::log {
 
@@ -88,6 +89,7 @@ void set_level(level_enum l) {
   s.console_level = l;
   s.console->set_level(l);
   s.relevel();
+  interrupt::set_messages(l <= level_enum::warn, l <= level_enum::err);
 }
 
 level_enum level() {

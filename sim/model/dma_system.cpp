@@ -7,6 +7,7 @@
 #include "sim/base/error.h"
 #include "sim/model/lnc2.h"
 #include "sim/model/memory/hbm.h"
+#include "sim/model/memory/onchip_memory.h"
 #include "sim/model/sc_time.h"
 #include "sim/model/semaphores.h"
 
@@ -15,9 +16,6 @@ namespace trnsim::model {
 DmaSystem::DmaSystem(sc_core::sc_module_name name, Lnc2& top)
     : sc_module(name), hbm("hbm"), top_(top), queues_(top.hw, top.limit) {
   for (auto& l : last_done_) l.assign(top.hw.dma.queues_per_core, NodeRef{});
-  hbm_access_.set_command(tlm::TLM_IGNORE_COMMAND);
-  hbm_access_.set_data_ptr(nullptr);
-  hbm_access_.set_byte_enable_ptr(nullptr);
   SC_METHOD(update);
   sensitive << ev_;
   dont_initialize();
@@ -55,29 +53,42 @@ Picoseconds DmaSystem::hbm_latency(const DmaRecord& rec, const timing::DmaCost& 
   const isa::AccessPattern& a = inst.ops[1].space == isa::MemSpace::HBM ? inst.ops[1] : inst.ops[0];
   const HbmAddressMap& map = top_.hbm_map;
   const uint64_t base = a.tensor < map.tensors() ? map.base(a.tensor) : 0;
-  const auto length =
-      static_cast<unsigned>(std::min<uint64_t>(cost.hbm_bytes, std::numeric_limits<unsigned>::max()));
-  tlm::tlm_generic_payload& t = hbm_access_;  // a TLM_IGNORE_COMMAND without data (constructor)
-  t.set_address(base + static_cast<uint64_t>(std::max<int64_t>(a.offset_bytes, 0)));
-  t.set_data_length(length);
-  t.set_streaming_width(length);
-  t.set_dmi_allowed(false);
-  t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
-  hbm->b_transport(t, delay);
+  tlm::tlm_generic_payload& t = hbm_access_;
+  const Picoseconds delay = memory::timing_transaction(
+      hbm, base + static_cast<uint64_t>(std::max<int64_t>(a.offset_bytes, 0)), cost.hbm_bytes, t);
   if (t.is_response_error())
     throw InputError(context(rec) + ": the HBM model (" + hbm.get_base_port().name() + ") answered " +
                      t.get_response_string() + " to the transfer's timing transaction");
-  return Picoseconds(delay.value());
+  return delay;
+}
+
+Picoseconds DmaSystem::onchip_latency(const DmaRecord& rec) {
+  const auto& timed = top_.onchip_timed[rec.core];
+  Picoseconds d;
+  try {
+    if (timed[0])
+      d += memory::access_delay(sbuf[rec.core], isa::MemSpace::SBUF, *rec.inst,
+                                top_.limits.sbuf_bytes_per_partition, onchip_access_);
+    if (timed[1])
+      d += memory::access_delay(psum[rec.core], isa::MemSpace::PSUM, *rec.inst,
+                                top_.limits.psum_bytes_per_partition, onchip_access_);
+  } catch (const InputError& e) {
+    throw InputError(context(rec) + ": " + e.what());
+  }
+  return d;
 }
 
 void DmaSystem::enqueue(const DmaRecord& rec, const timing::DmaCost& dma_cost, const isa::Work& work) {
   timing::DmaCost cost = dma_cost;
-  if (cost.touches_hbm) {
+  const auto& onchip = top_.onchip_timed[rec.core];
+  if (cost.touches_hbm || onchip[0] || onchip[1]) {
+    Picoseconds d = cost.touches_hbm ? hbm_latency(rec, cost) : Picoseconds();
+    if (onchip[0] || onchip[1]) [[unlikely]]
+      d += onchip_latency(rec);
     // setup <= 2^63 ps (timing::ns_to_ps); a sum beyond every time limit saturates there.
     constexpr uint64_t kCap = uint64_t{1} << 63;
-    const uint64_t s = cost.setup.count(), d = hbm_latency(rec, cost).count();
-    cost.setup = Picoseconds(s > kCap || d > kCap - s ? kCap : s + d);
+    const uint64_t s = cost.setup.count();
+    cost.setup = Picoseconds(s > kCap || d.count() > kCap - s ? kCap : s + d.count());
   }
   uint64_t tag;
   if (free_.empty()) {

@@ -8,8 +8,10 @@
 // model bound through RunOptions::bind_hbm) and each core's `sbuf` and `psum`. A transfer that touches HBM
 // sends the HBM one timing transaction when it is queued (Hbm's b_transport): the delay annotated is added
 // to its setup; at the start of the run it asks the HBM model's bandwidth (HbmBandwidth), which its queues
-// share. Data moves through DMI (the model checks at the start that every socket grants it over the
-// run's bytes; Lnc2::start_of_simulation).
+// share. With another model bound in place of a core's SBUF or PSUM (RunOptions::bind_sbuf / bind_psum), a
+// transfer with operands there sends it one timing transaction too, whose delay is added to its setup. Data
+// moves through DMI (the model checks at the start that every socket grants it over the run's bytes;
+// Lnc2::start_of_simulation).
 //
 // Errors: RuleError "at <t> ns, <file>:<line>: core <c> <ENGINE> #<i> <opcode> (DMA queue <q>): <rule>" from
 // isa::execute; the same prefix on an InputError when the transfer would finish at or beyond the run's time
@@ -41,7 +43,9 @@ class DmaSystem : public sc_core::sc_module {
   DmaSystem(sc_core::sc_module_name name, Lnc2& top);
 
   tlm_utils::simple_initiator_socket<DmaSystem> hbm;
-  std::array<tlm_utils::simple_initiator_socket<DmaSystem>, 2> sbuf, psum;  // per core
+  using Socket = tlm_utils::simple_initiator_socket<DmaSystem>;
+  std::array<Socket, 2> sbuf{{Socket("core0_sbuf"), Socket("core1_sbuf")}},
+      psum{{Socket("core0_psum"), Socket("core1_psum")}};  // per core
 
   // Transfer triggered by `rec.issuer` of core `rec.core`, queued now (rec.enqueue) on queue rec.queue.
   void enqueue(const DmaRecord& rec, const timing::DmaCost& cost, const isa::Work& work);
@@ -58,6 +62,10 @@ class DmaSystem : public sc_core::sc_module {
   // The HBM latency of a transfer that touches HBM: the delay the HBM model annotates on its timing
   // transaction. InputError (with context(rec)) if the model answers with an error response.
   Picoseconds hbm_latency(const DmaRecord& rec, const timing::DmaCost& cost);
+  // The delays the SBUF and PSUM models bound in place of trnsim's (RunOptions::bind_sbuf / bind_psum)
+  // annotate on the transfer's access to its core's memories (memory::access_delay), with context(rec) on
+  // an error.
+  Picoseconds onchip_latency(const DmaRecord& rec);
   void finish(Transfer& t);
   // "at 12.345 ns, kernel.cpp:12: core 0 SP #3 dma_copy (DMA queue 2)"
   std::string context(const DmaRecord& rec) const;
@@ -65,6 +73,7 @@ class DmaSystem : public sc_core::sc_module {
   Lnc2& top_;
   timing::DmaQueues queues_;
   tlm::tlm_generic_payload hbm_access_;            // reused by hbm_latency
+  tlm::tlm_generic_payload onchip_access_;         // reused by onchip_latency
   std::vector<Transfer> transfers_;                // indexed by the DmaQueues tag
   std::vector<uint64_t> free_;                     // free slots of transfers_
   std::array<std::vector<NodeRef>, 2> last_done_;  // per core and queue: the last transfer that finished

@@ -49,18 +49,28 @@ void Lnc2::bind_memories() {
     const std::string n = "core" + std::to_string(c);
     sbuf[c] = std::make_unique<Sbuf>((n + "_sbuf").c_str(), state ? &state->cores[c].sbuf : nullptr, limits);
     psum[c] = std::make_unique<Psum>((n + "_psum").c_str(), state ? &state->cores[c].psum : nullptr, limits);
-    for (auto& s : seq[c]) {
-      s->sbuf.bind(sbuf[c]->socket);
-      s->psum.bind(psum[c]->socket);
-    }
-    dma->sbuf[c].bind(sbuf[c]->socket);
-    dma->psum[c].bind(psum[c]->socket);
+    bind_onchip(c, 0, options.bind_sbuf, sbuf[c]->target.socket);
+    bind_onchip(c, 1, options.bind_psum, psum[c]->target.socket);
   }
   if (options.bind_hbm) {
     HbmSockets ends{dma->hbm, hbm->socket};
     hbm_binding = options.bind_hbm(ends);
   } else {
     dma->hbm.bind(hbm->socket);
+  }
+}
+
+void Lnc2::bind_onchip(int core, int which, const OnChipBinder& bind,
+                       tlm::tlm_base_target_socket_b<>& memory) {
+  OnChipSockets ends{core, which == 0 ? isa::MemSpace::SBUF : isa::MemSpace::PSUM, {}, memory};
+  for (auto& s : seq[core]) ends.initiators.push_back(which == 0 ? &s->sbuf : &s->psum);
+  ends.initiators.push_back(which == 0 ? &dma->sbuf[core] : &dma->psum[core]);
+  if (bind) {
+    onchip_bindings.push_back(bind(ends));
+    onchip_timed[core][which] = true;
+    for (auto& s : seq[core]) s->time_memory_accesses();
+  } else {
+    for (auto* i : ends.initiators) i->bind(memory);
   }
 }
 

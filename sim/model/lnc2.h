@@ -8,11 +8,14 @@
 #pragma once
 
 #include <systemc>
+#include <tlm>
 
 #include <array>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sim/config/hw_config.h"
 #include "sim/model/memory/hbm.h"
@@ -23,8 +26,8 @@ namespace trnsim::model {
 
 class Sequencer;
 class DmaSystem;
-class Sbuf;
-class Psum;
+struct Sbuf;
+struct Psum;
 class Semaphores;
 
 class Lnc2 : public sc_core::sc_module {
@@ -73,10 +76,18 @@ class Lnc2 : public sc_core::sc_module {
   std::array<std::unique_ptr<Sbuf>, 2> sbuf;
   std::array<std::unique_ptr<Psum>, 2> psum;
   std::unique_ptr<sc_core::sc_module> hbm_binding;  // what RunOptions::bind_hbm made, kept for the run
+  std::vector<std::unique_ptr<sc_core::sc_module>> onchip_bindings;  // what bind_sbuf / bind_psum made
+  // Per core: another model is bound in place of its SBUF [0] / PSUM [1] (RunOptions::bind_sbuf /
+  // bind_psum): its accesses are timed through the socket (memory::access_delay).
+  std::array<std::array<bool, 2>, 2> onchip_timed{};
 
  private:
   // Binds the engines and the DMA system to the memories (the HBM through RunOptions::bind_hbm if set).
   void bind_memories();
+  using OnChipBinder = std::function<std::unique_ptr<sc_core::sc_module>(OnChipSockets&)>;
+  // Binds core `core`'s SBUF (`which` 0) or PSUM (1) target socket `memory` to its initiators, through
+  // `bind` if set.
+  void bind_onchip(int core, int which, const OnChipBinder& bind, tlm::tlm_base_target_socket_b<>& memory);
   // Numerics on: every memory socket grants DMI over the run's bytes (memory::require_dmi); the first error
   // stops the run (fail).
   void start_of_simulation() override;

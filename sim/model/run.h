@@ -50,7 +50,8 @@ class sc_module;
 
 namespace trnsim::model {
 
-struct HbmSockets;  // sim/model/memory/hbm.h
+struct HbmSockets;     // sim/model/memory/hbm.h
+struct OnChipSockets;  // sim/model/memory/onchip_memory.h
 
 struct RunOptions {
   bool numerics = true;  // false: timing only, isa::execute is never called
@@ -66,6 +67,14 @@ struct RunOptions {
   // Hbm: numerics use the Hbm's bytes. docs/architecture.md, "Binding another memory model";
   // tests/sim/model/alt_hbm.h is an example.
   std::function<std::unique_ptr<sc_core::sc_module>(HbmSockets&)> bind_hbm;
+  // Binds a core's SBUF (PSUM) to its initiators, the core's five engines and the DMA system, once per core
+  // during elaboration. Null: to trnsim's Sbuf (Psum) directly, which adds no delay. Else another model, as
+  // for bind_hbm: the function creates it, binds every OnChipSockets::initiators socket to it and it to
+  // OnChipSockets::memory, and returns it; it must forward DMI. Each instruction and each DMA transfer of
+  // the core with operands in that memory then sends it one timing transaction, whose delay holds the
+  // instruction (before its execution; the PE: before its MultiplyMoving) or is added to the transfer's
+  // setup. docs/architecture.md, "Binding another memory model"; tests/sim/model/alt_onchip.h is an example.
+  std::function<std::unique_ptr<sc_core::sc_module>(OnChipSockets&)> bind_sbuf, bind_psum;
 };
 
 // Where one engine's time went, from 0 to the end of the run: its parts sum to RunStats::total_time. Each

@@ -8,6 +8,7 @@
 #include "sim/isa/opcode_table.h"
 #include "sim/model/dma_system.h"
 #include "sim/model/lnc2.h"
+#include "sim/model/memory/onchip_memory.h"
 #include "sim/model/sc_time.h"
 #include "sim/model/semaphores.h"
 #include "sim/timing/time_limit.h"
@@ -490,8 +491,11 @@ bool Sequencer::issue_mm(Picoseconds now) {
   }
   const Cause mm_cause = wait_cause(wait_start_, now);
   cur_.mm_issue = now;
+  Picoseconds mm_earliest = later(now, ls_.end);
+  if (memory_timed_) [[unlikely]]
+    mm_earliest = timing::end_after(mm_earliest, memory_delay(), top_.limit, "its memory access would end");
   const timing::PePipeline::Multiply m =
-      pe_->multiply_moving(later(now, ls_.end), cost_.cycles, cost_.array_utilization);
+      pe_->multiply_moving(mm_earliest, cost_.cycles, cost_.array_utilization);
   const Picoseconds dur = since(m.end, m.start);
   cur_.throttle_cap = m.throttle_cap;
   cur_.throttled = since(dur, m.full_rate);
@@ -528,7 +532,10 @@ bool Sequencer::issue_mm(Picoseconds now) {
 }
 
 bool Sequencer::issue_compute(Picoseconds now, const timing::EngineCost& c) {
-  cur_.end = timing::end_after(now, clock_, c.cycles, top_.limit, "its execution would end");
+  Picoseconds start = now;
+  if (memory_timed_) [[unlikely]]
+    start = timing::end_after(now, memory_delay(), top_.limit, "its memory access would end");
+  cur_.end = timing::end_after(start, clock_, c.cycles, top_.limit, "its execution would end");
   // The engine takes the next instruction at `end`; its results land after the pipeline behind it.
   cur_.complete = timing::end_after(cur_.end, clock_, Cycles(top_.hw.completion_latency_cycles(engine_)),
                                     top_.limit, "its results would be posted");
@@ -540,6 +547,23 @@ bool Sequencer::issue_compute(Picoseconds now, const timing::EngineCost& c) {
   phase_ = Phase::Busy;
   next_trigger(to_sc(since(cur_.end, now)));
   return false;
+}
+
+Picoseconds Sequencer::memory_delay() {
+  const auto& inst = stream_[idx_];
+  const auto& timed = top_.onchip_timed[core_];
+  Picoseconds d;
+  try {
+    if (timed[0])
+      d += memory::access_delay(sbuf, isa::MemSpace::SBUF, inst, top_.limits.sbuf_bytes_per_partition,
+                                memory_access_);
+    if (timed[1])
+      d += memory::access_delay(psum, isa::MemSpace::PSUM, inst, top_.limits.psum_bytes_per_partition,
+                                memory_access_);
+  } catch (const InputError& e) {
+    throw InputError(context(static_cast<uint32_t>(idx_)) + ": " + e.what());
+  }
+  return d;
 }
 
 std::string Sequencer::blocked_description() const {

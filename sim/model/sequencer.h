@@ -19,6 +19,9 @@
 //     the sequencer moves on at PePipeline::next_issue(); the instruction completes at its MM end (a second
 //     SC_METHOD, pe_complete, completes PE instructions in order) with its latched stationary operand;
 //   - else: occupy the engine for its cost, then complete.
+// With another model bound in place of the core's SBUF or PSUM (RunOptions::bind_sbuf / bind_psum), an
+// instruction with operands there sends it one timing transaction (memory_delay); the delay holds its start
+// (the PE: its MultiplyMoving's).
 // Completing applies isa::execute (numerics on) and posts the semaphore updates. Every instruction's
 // record carries what it waited for last (InstructionRecord::cause), and the gap before it on its engine is
 // charged to that cause in EngineStats::split.
@@ -30,6 +33,7 @@
 
 #include <tlm_utils/simple_initiator_socket.h>
 #include <systemc>
+#include <tlm>
 
 #include <cstdint>
 #include <exception>
@@ -57,6 +61,9 @@ class Sequencer : public sc_core::sc_module {
   sc_core::sc_event wake;  // a semaphore this sequencer waits for changed
   // The engine's way to its core's memories (sim/model/memory): numerics read and write them through DMI.
   tlm_utils::simple_initiator_socket<Sequencer> sbuf{"sbuf"}, psum{"psum"};
+  // Another model is bound in place of the core's SBUF or PSUM (RunOptions::bind_sbuf / bind_psum): each
+  // instruction then waits the delay it annotates on its access (memory_delay).
+  void time_memory_accesses() { memory_timed_ = true; }
 
   bool done() const { return idx_ >= stream_.size() && pe_pending_.empty(); }
   // PE: times the dI/dt throttle's cap engaged so far (0 elsewhere).
@@ -96,6 +103,8 @@ class Sequencer : public sc_core::sc_module {
   bool issue_mm(Picoseconds now);  // the PE MultiplyMoving of cur_, once its mm_waits hold
   bool issue_compute(Picoseconds now, const timing::EngineCost& c);
   void enqueue_dma(Picoseconds now);
+  // The delays the bound SBUF and PSUM models annotate on the instruction at idx_ (memory::access_delay).
+  Picoseconds memory_delay();
   bool barrier_reached();
   bool waits_ok(const isa::SemWaits& waits);
   // What the current wait ended on: the writer of the semaphore it blocked on last, else program order.
@@ -118,6 +127,7 @@ class Sequencer : public sc_core::sc_module {
   const std::vector<isa::Instruction>& stream_;
   ClockDomain clock_;
   bool prechecked_;  // the builder checked every instruction under these limits (Program::checked_limits)
+  bool memory_timed_ = false;  // time_memory_accesses (in prechecked_'s padding)
   size_t idx_ = 0;
   Phase phase_ = Phase::Fetch;
   bool waiting_ = false;
@@ -137,6 +147,7 @@ class Sequencer : public sc_core::sc_module {
   std::unique_ptr<timing::PePipeline> pe_;  // PE only
   RingQueue<PePending> pe_pending_;         // issued to the PE pipeline, not yet complete (MM end order)
   sc_core::sc_event pe_done_;
+  tlm::tlm_generic_payload memory_access_;  // reused by memory_delay
 };
 
 }  // namespace trnsim::model

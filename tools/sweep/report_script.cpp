@@ -1,5 +1,6 @@
 #include "tools/sweep/report_script.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
+#include "sim/base/log.h"
 
 namespace trnsim::sweep {
 namespace fs = std::filesystem;
@@ -33,8 +35,20 @@ std::string find_script(const std::string& name) {
                   path.string()));
 }
 
-// Runs tools/report/<script> with `args`; its output goes to stderr.
-void run_report_script(const std::string& script, const std::vector<std::string>& args) {
+// What a script said (its stdout and stderr), read from `path`: its non-empty lines.
+std::vector<std::string> said(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);)
+    if (l.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(l);
+  return lines;
+}
+
+// Runs tools/report/<script> with `args`, its stdout and stderr into the file `output` (created): what it
+// says goes through the logger (sim/base/log.h), each line a warning when it succeeds (a script says
+// nothing unless something is amiss: a Python warning), and the last lines in the error when it fails.
+void run_report_script(const std::string& script, const std::vector<std::string>& args,
+                       const fs::path& output) {
   const char* env = std::getenv("TRNSIM_PYTHON");
   const std::string python = env && *env ? env : "/usr/bin/python3";
   if (access(python.c_str(), X_OK) != 0)
@@ -47,19 +61,28 @@ void run_report_script(const std::string& script, const std::vector<std::string>
   std::vector<char*> argv;
   for (std::string& s : a) argv.push_back(s.data());
   argv.push_back(nullptr);
+  const int out = ::open(output.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (out < 0) throw InputError(fmt::format("{}: cannot create: {}", output.string(), std::strerror(errno)));
   const pid_t pid = fork();
-  if (pid < 0) throw Error(fmt::format("cannot start {}: {}", python, std::strerror(errno)));
+  if (pid < 0) {
+    const int e = errno;
+    ::close(out);
+    throw Error(fmt::format("cannot start {}: {}", python, std::strerror(e)));
+  }
   if (pid == 0) {
-    dup2(2, 1);
+    dup2(out, 1);
+    dup2(out, 2);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     execv(argv[0], argv.data());
     _exit(127);
   }
+  ::close(out);
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
+  const std::vector<std::string> lines = said(output);
   if (WIFSIGNALED(st)) {
     if (interrupt::requested()) throw Interrupted("interrupted while drawing the report");
     throw InputError(fmt::format("{} was killed by signal {}", script, WTERMSIG(st)));
@@ -67,8 +90,15 @@ void run_report_script(const std::string& script, const std::vector<std::string>
   const int code = WEXITSTATUS(st);
   if (code == 3)
     throw InputError("the HTML report needs matplotlib: apt-get install python3-matplotlib (Debian 12)");
-  if (code != 0)
-    throw InputError(fmt::format("{} failed (exit status {}): see its message above", script, code));
+  if (code != 0) {
+    constexpr size_t kLast = 5;  // a Python traceback ends with the exception
+    const auto from = lines.size() > kLast ? lines.end() - kLast : lines.begin();
+    std::string last;
+    for (auto l = from; l != lines.end(); ++l) last += "\n  " + *l;
+    throw InputError(fmt::format("{} failed (exit status {}){}", script, code,
+                                 last.empty() ? std::string(", saying nothing") : ":" + last));
+  }
+  for (const std::string& l : lines) log::warning(fmt::format("{}: {}", script, l));
 }
 
 // A folder only this process can enter (mkdtemp, mode 0700) under $TMPDIR or /tmp, removed with what is in
@@ -123,14 +153,14 @@ std::vector<io::OutputFile> draw_run_report(const std::string& stats_text, const
     if (!f.flush())
       throw InputError(fmt::format("{}: cannot stage the host times for the report", dir.string()));
   }
-  run_report_script("run_report.py",
-                    {(dir / "stats.json").string(), (stage.path() / "report.html").string()});
+  run_report_script("run_report.py", {(dir / "stats.json").string(), (stage.path() / "report.html").string()},
+                    stage.path() / "said.txt");
   return {{html_path, read_staged(stage.path() / "report.html")}};
 }
 
 std::vector<io::OutputFile> draw_sweep_report(const std::string& dir) {
   const Staging stage;
-  run_report_script("sweep_report.py", {dir, stage.path().string()});
+  run_report_script("sweep_report.py", {dir, stage.path().string()}, stage.path() / "said.txt");
   std::vector<io::OutputFile> files{
       {(fs::path(dir) / "report.html").string(), read_staged(stage.path() / "report.html")}};
   std::error_code ec;

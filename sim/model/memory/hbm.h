@@ -68,7 +68,9 @@ struct HbmSockets {
   tlm::tlm_target_socket<>& hbm;
 };
 
-class Hbm : public sc_core::sc_module {
+// (clang-format 14 reads an SC_MODULE's body as a function's.)
+// clang-format off
+SC_MODULE(Hbm) {
  public:
   tlm_utils::simple_target_socket<Hbm> socket;
 
@@ -88,5 +90,6 @@ class Hbm : public sc_core::sc_module {
   sc_core::sc_time latency_;
   double bandwidth_GBps_;
 };
+// clang-format on
 
 }  // namespace trnsim::model

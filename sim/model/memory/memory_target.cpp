@@ -1,6 +1,8 @@
 #include "sim/model/memory/memory_target.h"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "sim/base/error.h"
 
@@ -52,6 +54,22 @@ bool grant_dmi(uint64_t address, const Region& r, tlm::tlm_dmi& dmi) {
   dmi.set_read_latency(sc_core::SC_ZERO_TIME);
   dmi.set_write_latency(sc_core::SC_ZERO_TIME);
   return true;
+}
+
+Picoseconds timing_transaction(tlm::tlm_initiator_socket<>& socket, uint64_t address, uint64_t length,
+                               tlm::tlm_generic_payload& t) {
+  const auto n = static_cast<unsigned>(std::min<uint64_t>(length, std::numeric_limits<unsigned>::max()));
+  t.set_command(tlm::TLM_IGNORE_COMMAND);
+  t.set_data_ptr(nullptr);
+  t.set_byte_enable_ptr(nullptr);
+  t.set_address(address);
+  t.set_data_length(n);
+  t.set_streaming_width(n);
+  t.set_dmi_allowed(false);
+  t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+  socket->b_transport(t, delay);
+  return Picoseconds(delay.value());
 }
 
 void require_dmi(tlm::tlm_initiator_socket<>& socket, uint64_t address, const uint8_t* expected,

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "sim/base/units.h"
+
 namespace trnsim::model::memory {
 
 struct Region {
@@ -26,6 +28,12 @@ unsigned copy(tlm::tlm_generic_payload& t, const Region& r);
 // Grants read/write DMI over `r` with no latency when it holds bytes and `address` is inside it; else denies
 // DMI over all addresses (false).
 bool grant_dmi(uint64_t address, const Region& r, tlm::tlm_dmi& dmi);
+
+// Sends one timing-only TLM_IGNORE_COMMAND of `length` bytes (at most UINT_MAX) at `address` through
+// `socket`, reusing the payload `t` (no data, no byte enables, DMI hint cleared), and returns the delay the
+// target annotates. `t`'s response says whether it answered an error (the caller names what sent it).
+Picoseconds timing_transaction(tlm::tlm_initiator_socket<>& socket, uint64_t address, uint64_t length,
+                               tlm::tlm_generic_payload& t);
 
 // The DMI an initiator gets through `socket` at `address` is the run's bytes `expected` (read/write, at least
 // `size` bytes from `address`): the model's numerics read and write those bytes directly. InputError naming

@@ -143,8 +143,8 @@ TEST_CASE("Sbuf and Psum: partition-major bytes, DMI over the whole memory, no d
   model::Psum psum("psum", &state.cores[0].psum, limits);
   // A multi-passthrough socket takes its callbacks at the end of elaboration: bind an initiator, elaborate.
   Initiator engine("engine");
-  engine.to_sbuf.bind(sbuf.socket);
-  engine.to_psum.bind(psum.socket);
+  engine.to_sbuf.bind(sbuf.target.socket);
+  engine.to_psum.bind(psum.target.socket);
   sc_core::sc_start(sc_core::SC_ZERO_TIME);
   auto& to_sbuf = engine.to_sbuf;
   auto& to_psum = engine.to_psum;
