@@ -51,9 +51,11 @@ void check_python_home() {
 void start_interpreter() {
   if (Py_IsInitialized()) return;
   check_python_home();
-  // No Python signal handlers: trnsim's own (Ctrl-C, SIGTERM) stay in place.
+  // No Python signal handlers: trnsim's own (Ctrl-C, SIGTERM) stay in place. No program folder on sys.path
+  // either: with no argv pybind11 would put '' there, and a json.py in the working folder would be imported.
   try {
-    pyb::initialize_interpreter(false);
+    pyb::initialize_interpreter(/*init_signal_handlers=*/false, 0, nullptr,
+                                /*add_program_dir_to_path=*/false);
   } catch (const std::exception& e) {
     const char* home = std::getenv("PYTHONHOME");
     throw InputError(

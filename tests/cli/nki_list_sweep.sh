@@ -151,4 +151,15 @@ check "**kwargs sweep: 2 ok (the numerics pass, so epsilon reached the kernel): 
 k1=$(sed -n 2p "$T/kw/o/results.csv" | awk -F, '{print $(NF-1)}')
 k2=$(sed -n 3p "$T/kw/o/results.csv" | awk -F, '{print $(NF-1)}')
 check "the two epsilons are two keys ($k1, $k2)" '[[ -n $k1 && $k1 != "$k2" ]]'
+
+# 7. The working directory is not on the embedded Python's import path (pybind11 puts '' there by default): a
+#    json.py or numpy.py someone left in the folder a user runs trnsim from is never imported, so it cannot run
+#    code as that user. The kernel's own folder is still searched for its helper modules (case 4).
+mkdir -p "$T/cwd"
+for mod in json numpy typing; do
+  printf 'open("%s", "w").close()\nraise SystemExit(1)\n' "$T/cwd/ran_$mod" >"$T/cwd/$mod.py"
+done
+(cd "$T/cwd" && "$TRNSIM" run "$SRC/examples/nki/softmax.json" --out "$T/cwd/o" --no-numerics >"$T/cwd/e.txt" 2>&1)
+check "a run from a folder holding json.py, numpy.py and typing.py exits 0: $(tail -2 "$T/cwd/e.txt")" '[[ $? == 0 ]]'
+check "none of the planted modules ran: $(ls "$T/cwd")" '! ls "$T"/cwd/ran_* >/dev/null 2>&1'
 finish
