@@ -108,4 +108,26 @@ def test_cores_writing_apart_or_in_turn_do_not_race():
         assert not [m for m in msgs if "race" in m], (k, msgs)
 
 
+def _scratch_round_trip(buffer):
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((256, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+        scr = nl.ndarray((128, 64), dtype=x.dtype, buffer=buffer)
+        pid = nl.program_id(0)
+        nl.store(scr, nl.multiply(nl.load(x[pid * 128:(pid + 1) * 128, :]), 2.0))
+        nl.store(out[pid * 128:(pid + 1) * 128, :], nl.load(scr))
+        return out
+
+    return k
+
+
+def test_nl_hbm_is_each_cores_own():
+    # nl.hbm is "an alias of private_hbm" (nki.language.hbm): each core of kernel[2] its own scratch. It was
+    # shared: core 0 read back core 1's rows.
+    for buffer in (nl.hbm, nl.private_hbm):
+        out = tnki.simulate_kernel(_scratch_round_trip(buffer)[2], X[:256])
+        assert out.tobytes() == (X[:256] * 2).tobytes(), buffer
+    assert nl.hbm.private and not nl.shared_hbm.private
+
+
 main(globals())
