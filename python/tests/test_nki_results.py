@@ -80,5 +80,32 @@ def test_a_non_zero_psum_fill_is_added_to_by_the_matmuls():
         assert out.tobytes() == (one + value + (one + 7)).astype(np.float32).tobytes(), (value, out[0, :4])
 
 
+@nki.jit
+def reductions(x):
+    shapes = []
+    outs = []
+    t = nl.load(x)
+    for r in (nl.sum(t, axis=1), nl.max(t, axis=1, keepdims=True), nl.mean(t, axis=(1,)),
+              nl.sum(t.reshape((128, 4, 16)), axis=(1, 2))):
+        shapes.append(tuple(r.shape))
+        o = nl.ndarray(r.shape, dtype=r.dtype, buffer=nl.shared_hbm)
+        nl.store(o, r)
+        outs.append(o)
+    reductions.shapes = shapes
+    return tuple(outs)
+
+
+def test_reductions_remove_the_reduced_axes():
+    # nl.sum(t[128, 64], axis=1) gave [128, 1]: NKI's keepdims defaults to False, "the specified axes
+    # removed" (nki.language.sum), so [128]; keepdims=True keeps [128, 1].
+    x = np.random.RandomState(5).randint(-8, 9, (128, 64)).astype(np.float32)
+    s, m, mean, s3 = tnki.simulate_kernel(reductions, x)
+    assert reductions.shapes == [(128,), (128, 1), (128,), (128,)], reductions.shapes
+    assert s.shape == (128,) and s.tobytes() == x.sum(1).tobytes()
+    assert m.tobytes() == x.max(1, keepdims=True).tobytes()
+    assert mean.shape == (128,) and mean.tobytes() == (x.sum(1) * np.float32(1 / 64)).tobytes()
+    assert s3.tobytes() == x.sum(1).tobytes()
+
+
 if __name__ == "__main__":
     main(globals())
