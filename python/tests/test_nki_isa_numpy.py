@@ -1,6 +1,6 @@
-"""nki.isa calls that are one instruction of another's (tester23f #4: select_reduce, activation_reduce,
-reciprocal, nl.load_transpose2d had no numerics test), against NumPy: the outputs must be the same bytes.
-Each is exact in float32 (a selection, a copy and a sum of small integers, an IEEE division, a transpose)."""
+"""nki.isa calls with no numerics test until now (tester23f #4: select_reduce, activation_reduce, reciprocal,
+nl.load_transpose2d, sendrecv), against NumPy: the outputs must be the same bytes. Each is exact in float32 (a
+selection, a copy and a sum of small integers, an IEEE division, a transpose, a copy between the cores)."""
 
 import numpy as np
 
@@ -79,6 +79,24 @@ def test_load_transpose2d_transposes():
     x = X.astype(np.float16)  # dma_transpose moves 2-byte elements
     out = tnki.simulate_kernel(k_load_transpose2d, x)
     assert out.dtype == np.float16 and out.tobytes() == np.ascontiguousarray(x.T).tobytes()
+
+
+@nki.jit
+def k_sendrecv(x):
+    out = nl.ndarray((256, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    mine = nl.load(x[pid * 128:(pid + 1) * 128, :])
+    theirs = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0)
+    nl.store(out[pid * 128:(pid + 1) * 128, :], theirs)
+    return out
+
+
+def test_sendrecv_swaps_the_cores_tiles():
+    # kernel[2]: each core sends its rows of x to the other; each stores what it received in its own rows.
+    x = RNG.standard_normal((256, 64)).astype(np.float32)
+    out = tnki.simulate_kernel(k_sendrecv[2], x)
+    assert out.tobytes() == np.concatenate([x[128:], x[:128]]).tobytes()
 
 
 if __name__ == "__main__":
