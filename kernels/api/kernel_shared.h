@@ -36,15 +36,17 @@ struct Kernel::Shared {
   };
   bool warn_unwritten_outputs = false;
   std::map<uint32_t, OutputWrites> output_writes;
-  // LNC2, with warn_unwritten_outputs: which output bytes core 0 wrote (by tensor index; [begin, end) -> the
-  // latest write there: its source line and how many core_barriers core 0 had made before it). A write of
-  // core 1 to those bytes between the same barriers races with it on hardware (Kernel::check_written warns).
+  // LNC2, with warn_unwritten_outputs: which bytes of the HBM tensors both cores see (outputs and shared_hbm
+  // scratch; by tensor index; [begin, end) -> the latest access there: its source line and how many
+  // core_barriers core 0 had made before it) core 0 wrote, and read. Core 1 writing bytes core 0 writes or
+  // reads, or reading bytes core 0 writes, between the same barriers races with it on hardware
+  // (Kernel::check_written warns).
   struct CoreWrite {
     int64_t end;
     uint32_t barriers;
     std::string at;
   };
-  std::map<uint32_t, std::map<int64_t, CoreWrite>> core0_writes;
+  std::map<uint32_t, std::map<int64_t, CoreWrite>> core0_writes, core0_reads;
 };
 
 // Drops assume_written's views not yet taken (a declaration build's: its Kernel emits nothing).

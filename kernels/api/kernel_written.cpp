@@ -58,22 +58,30 @@ std::optional<std::pair<std::pair<int64_t, int64_t>, const Kernel::Shared::CoreW
   return std::nullopt;
 }
 
-// "output 'y' float32 [256, 64]: core 1 writes rows 0-127, which core 0 also writes (k.py:9) ...": a write
-// of core 1 to bytes [begin, end) core 0 wrote between the same core_barriers.
-std::string core_race_warning(const isa::TensorDecl& t, int64_t row_bytes, int64_t begin, int64_t end,
-                              const std::string& core0_at) {
+// "output 'y' float32 [256, 64]: core 1 writes rows 0-127, which core 0 also writes (k.py:9) ...": an access
+// of core 1 (`write`) to bytes [begin, end) core 0 accessed (`core0_write`) between the same core_barriers.
+std::string core_race_warning(const isa::TensorDecl& t, bool output, bool write, bool core0_write,
+                              int64_t begin, int64_t end, const std::string& core0_at) {
   const bool rows = t.shape.size() >= 2;
-  const int64_t unit = rows ? std::max<int64_t>(1, row_bytes) : elem_bytes(t.dtype);
+  int64_t unit = elem_bytes(t.dtype);
+  for (size_t i = 1; rows && i < t.shape.size(); ++i) unit *= t.shape[i];
+  unit = std::max<int64_t>(1, unit);
   const int64_t lo = begin / unit, hi = (end - 1) / unit;
   const std::string what = fmt::format("{} {}", rows ? (lo == hi ? "row" : "rows") : "elements from",
                                        lo == hi ? fmt::format("{}", lo) : fmt::format("{}-{}", lo, hi));
+  const std::string tensor = fmt::format("{} '{}' {} [{}]", output ? "output" : "shared_hbm tensor", t.name,
+                                         dtype_str(t.dtype), fmt::join(t.shape, ", "));
+  if (write && core0_write)
+    return fmt::format(
+        "{}: core 1 writes {}, which core 0 also writes ({}), with no core_barrier between the two writes: "
+        "on hardware the two cores' writes race and which lands last is undefined (this run keeps one "
+        "order); give each core its own rows (nl.program_id){}, or order the writes with nisa.core_barrier",
+        tensor, what, core0_at, output ? "" : " or its own scratch (nl.private_hbm)");
   return fmt::format(
-      "output '{}' {} [{}]: core 1 writes {}, which core 0 also writes ({}), with no core_barrier between "
-      "the "
-      "two writes: on hardware the two cores' writes race and which lands last is undefined (this run keeps "
-      "one "
-      "order); give each core its own rows (nl.program_id), or order the writes with nisa.core_barrier",
-      t.name, dtype_str(t.dtype), fmt::join(t.shape, ", "), what, core0_at);
+      "{}: core 1 {} {}, which core 0 {} ({}), with no core_barrier between the write and the read: on "
+      "hardware the read sees the bytes before or after the other core's write, undefined (this run keeps "
+      "one order); order them with nisa.core_barrier",
+      tensor, write ? "writes" : "reads", what, core0_write ? "writes" : "reads", core0_at);
 }
 
 }  // namespace
@@ -128,34 +136,49 @@ void Kernel::check_written(const isa::Instruction& inst, const Access* accesses,
     const View::Region& r = scratch_.regions[i];
     m->mark({r.r0, r.r1, r.c0, r.c1});
   }
-  if (shared_.output_writes.empty()) return;
+  // LNC2 (a Python kernel's build): the bytes of HBM tensors both cores see, for the race check.
+  const bool cores = num_programs_ == 2 && shared_.warn_unwritten_outputs;
+  if (shared_.output_writes.empty() && !cores) return;
   for (size_t i = 0; i < num_accesses; ++i) {
     const Access& a = accesses[i];
-    if (!a.write || a.view == nullptr || !a.view->valid() || a.view->space() != isa::MemSpace::HBM) continue;
-    const auto w = shared_.output_writes.find(a.view->tensor());
-    if (w == shared_.output_writes.end()) continue;
+    if (a.view == nullptr || !a.view->valid() || a.view->space() != isa::MemSpace::HBM) continue;
+    const uint32_t tensor = a.view->tensor();
+    const auto w = shared_.output_writes.find(tensor);
+    const bool output = w != shared_.output_writes.end();
+    // Not an input (both cores read those), not private_hbm (each core its own).
+    const bool both = cores && tensor < hbm_use_.size() && !hbm_use_[tensor].input &&
+                      shared_.program.tensors[tensor].private_to_core < 0;
+    if (!both && !(a.write && output)) continue;
     // The view's bytes: each contiguous run of its innermost dims, walked over its outer dims. A view of
     // more than kMaxRuns runs, or whose rows are picked at run time (any_row, whole_rows: an indirect or
     // scalar-offset DMA), counts as the bounding span of its region: lenient, never a false warning.
     constexpr int64_t kMaxRuns = 4096;
     const View& v = *a.view;
-    ByteSpans& spans = w->second.written;
-    CoreWrites* core0 = num_programs_ == 2 ? &shared_.core0_writes[a.view->tensor()] : nullptr;
-    const uint32_t barriers = core0 != nullptr ? std::accumulate(barriers_.begin(), barriers_.end(), 0u) : 0;
-    const std::string site = core0 != nullptr ? where(loc) : std::string();
+    ByteSpans* spans = a.write && output ? &w->second.written : nullptr;
+    // Core 0 records its accesses; core 1 checks its writes against core 0's writes and reads, its reads
+    // against core 0's writes.
+    CoreWrites* mine =
+        both && core_ == 0 ? &(a.write ? shared_.core0_writes : shared_.core0_reads)[tensor] : nullptr;
+    const CoreWrites* their_writes = both && core_ == 1 ? &shared_.core0_writes[tensor] : nullptr;
+    const CoreWrites* their_reads = both && core_ == 1 && a.write ? &shared_.core0_reads[tensor] : nullptr;
+    const uint32_t barriers = both ? std::accumulate(barriers_.begin(), barriers_.end(), 0u) : 0;
+    const std::string site = both ? where(loc) : std::string();
     bool raced = false;
-    // `exact`: the bytes written (a bounding span only counts for the unwritten-output check: lenient there,
+    // `exact`: the bytes accessed (a bounding span only counts for the unwritten-output check: lenient there,
     // it would make false races).
     const auto mark = [&](int64_t begin, int64_t end, bool exact) {
-      spans.mark(begin, end);
-      if (core0 == nullptr || !exact) return;
-      if (core_ == 0) return mark_core0(*core0, begin, end, {end, barriers, site});
+      if (spans != nullptr) spans->mark(begin, end);
+      if (!both || !exact) return;
+      if (mine != nullptr) return mark_core0(*mine, begin, end, {end, barriers, site});
       if (raced) return;
-      const auto race = racing(*core0, begin, end, barriers);
-      if (!race) return;
-      raced = true;
-      warn(site, core_race_warning(shared_.program.tensors[a.view->tensor()], w->second.row_bytes,
-                                   race->first.first, race->first.second, race->second->at));
+      for (const CoreWrites* theirs : {their_writes, their_reads}) {
+        const auto race = theirs != nullptr ? racing(*theirs, begin, end, barriers) : std::nullopt;
+        if (!race) continue;
+        raced = true;
+        return warn(
+            site, core_race_warning(shared_.program.tensors[tensor], output, a.write, theirs == their_writes,
+                                    race->first.first, race->first.second, race->second->at));
+      }
     };
     if (a.any_row || a.whole_rows) {
       const View::Region& r = scratch_.regions[i];

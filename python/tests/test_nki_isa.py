@@ -176,7 +176,7 @@ def k_lowerings(x, y):
     e = nl.exp(tx)
     z = nl.add(e, ty)
     z2 = nl.multiply(z, 0.5)
-    m = nl.max(z2, axis=1)
+    m = nl.max(z2, axis=1, keepdims=True)  # [128, 1] (keepdims=False removes the axis: [128])
     w = nl.subtract(z2, m)
     nl.store(o, value=w)
     nl.store(s, value=nl.sum(w, axis=1))

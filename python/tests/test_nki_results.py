@@ -7,6 +7,9 @@ from runner import main
 
 import trnsim.nki as tnki
 
+import nki
+import nki.isa as nisa
+import nki.language as nl
 import nki_results as K
 
 X = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
@@ -35,6 +38,73 @@ def test_integer_fills_are_exact():
     want[:, 0:2], want[:, 2:4], want[:, 4:6] = 16777217, -2147483647, 16777219
     assert out.tobytes() == want.tobytes(), out[0]
     assert (wide == 4294967041).all(), wide[0]
+
+
+@nki.jit
+def psum_fill_then_matmuls(aT, b):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.full((128, 512), 5.0, dtype=nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(2):
+        acc += nl.matmul(nl.load(aT[k * 128:(k + 1) * 128, :]), nl.load(b[k * 128:(k + 1) * 128, :]),
+                         transpose_x=True)
+    nl.store(out, nl.copy(acc))
+    return out
+
+
+@nki.jit
+def psum_memset_then_nc_matmul(aT, b, value):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    p = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.memset(dst=p, value=value)
+    nisa.nc_matmul(dst=p, stationary=nl.load(aT[0:128, :]), moving=nl.load(b[0:128, :]))  # accumulate=None
+    halves = nl.full((128, 512), 7.0, dtype=nl.float32, buffer=nl.psum)
+    for h in nl.affine_range(2):  # a matmul into each half of a fill: each half adds to it
+        halves[:, h * 256:(h + 1) * 256] += nl.matmul(nl.load(aT[0:128, :]), nl.load(b[0:128, h * 256:(h + 1) * 256]),
+                                                      transpose_x=True)
+    nl.store(out, nl.add(nl.copy(p), nl.copy(halves)))
+    return out
+
+
+def test_a_non_zero_psum_fill_is_added_to_by_the_matmuls():
+    # nl.full(5.0, buffer=nl.psum) / nisa.memset(value=7) before accumulating matmuls was dropped (the
+    # result was the products alone): only a fill of 0 is what the compiler folds into the first matmul.
+    # Integer data: every partial sum is exact in float32, so the bytes match numpy's.
+    rs = np.random.RandomState(3)
+    aT = rs.randint(-3, 4, (256, 128)).astype(np.float32)
+    b = rs.randint(-3, 4, (256, 512)).astype(np.float32)
+    out = tnki.simulate_kernel(psum_fill_then_matmuls, aT, b)
+    assert out.tobytes() == (aT.T @ b + 5).astype(np.float32).tobytes(), (out - aT.T @ b)[0, :4]
+    one = aT[:128].T @ b[:128]
+    for value in (7.0, 0.0):
+        out = tnki.simulate_kernel(psum_memset_then_nc_matmul, aT, b, value)
+        assert out.tobytes() == (one + value + (one + 7)).astype(np.float32).tobytes(), (value, out[0, :4])
+
+
+@nki.jit
+def reductions(x):
+    shapes = []
+    outs = []
+    t = nl.load(x)
+    for r in (nl.sum(t, axis=1), nl.max(t, axis=1, keepdims=True), nl.mean(t, axis=(1,)),
+              nl.sum(t.reshape((128, 4, 16)), axis=(1, 2))):
+        shapes.append(tuple(r.shape))
+        o = nl.ndarray(r.shape, dtype=r.dtype, buffer=nl.shared_hbm)
+        nl.store(o, r)
+        outs.append(o)
+    reductions.shapes = shapes
+    return tuple(outs)
+
+
+def test_reductions_remove_the_reduced_axes():
+    # nl.sum(t[128, 64], axis=1) gave [128, 1]: NKI's keepdims defaults to False, "the specified axes
+    # removed" (nki.language.sum), so [128]; keepdims=True keeps [128, 1].
+    x = np.random.RandomState(5).randint(-8, 9, (128, 64)).astype(np.float32)
+    s, m, mean, s3 = tnki.simulate_kernel(reductions, x)
+    assert reductions.shapes == [(128,), (128, 1), (128,), (128,)], reductions.shapes
+    assert s.shape == (128,) and s.tobytes() == x.sum(1).tobytes()
+    assert m.tobytes() == x.max(1, keepdims=True).tobytes()
+    assert mean.shape == (128,) and mean.tobytes() == (x.sum(1) * np.float32(1 / 64)).tobytes()
+    assert s3.tobytes() == x.sum(1).tobytes()
 
 
 if __name__ == "__main__":

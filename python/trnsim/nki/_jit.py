@@ -230,7 +230,8 @@ def _outputs(fn, r, trace):
                            ": outputs are tensors it allocates in HBM (nl.ndarray(..., buffer=nl.shared_hbm))"
                            " and writes", loc=where)
         if x.st.private:
-            raise NkiError(f"kernel {name} returns an nl.private_hbm tensor; outputs are nl.shared_hbm",
+            raise NkiError(f"kernel {name} returns an nl.private_hbm tensor (nl.hbm is its alias: each core's "
+                           "own); outputs are nl.shared_hbm",
                            loc=where)
         _check_output_name(name, x.st.name, where)
     return items

@@ -634,9 +634,7 @@ def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False):
     x = load_if_hbm(x, name)
     if axis is None:
         axis = tuple(range(1, x.ndim))
-    shape = reduced_shape(x, axis, keepdims)
-    if len(shape) == 1:
-        shape = shape + (1,)
+    shape = reduced_shape(x, axis, keepdims)  # NKI's keepdims=False: [128, 64] over axis 1 gives [128]
     out = _sbuf_result(shape, dt(dtype, x.dtype), name)
     _ops.tensor_reduce(out, alu, x, axis, negate)
     return fresh(out)

@@ -177,9 +177,10 @@ def check_tile_shape(shape, pdim, space, dtype, what):
 
 # ---- PSUM accumulation groups: NKI's default `accumulate` for nc_matmul.
 # A matmul accumulates into its dst when the last access to that PSUM region was a matmul writing the same
-# region (an open accumulation group); otherwise it starts a group by overwriting. A memset that a matmul
-# would overwrite immediately is dropped: the compiler lowers memset + accumulating matmuls to a first
+# region (an open accumulation group); otherwise it starts a group by overwriting. A memset of 0 that a
+# matmul would overwrite immediately is dropped: the compiler lowers zeroing + accumulating matmuls to a first
 # matmul that zeroes the bank (the profiler's psum_zero flag; kernels/calibration/matmul_lhs_dma_transpose).
+# A memset of another value is kept, and a matmul over it accumulates: the result is value + the products.
 
 
 def _region(v):
@@ -199,6 +200,14 @@ def touch_psum(t, v, kind, op=None):
     acc, ms = False, None
     keep = []
     for g in lst:
+        if g[1] == "memset" and kind != "memset" and g[2].attrs["value"] != 0:
+            # A non-zero fill stays until filled again: a matmul over any part of it adds to it.
+            if kind == "mm" and _overlap(g[0], r):
+                acc = True
+                if g[0] == r:
+                    continue  # (now the matmul's group)
+            keep.append(g)
+            continue
         if g[0] == r and kind == "mm":
             if g[1] == "mm":
                 acc = True

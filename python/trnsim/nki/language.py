@@ -19,8 +19,8 @@ mgrid = _index.mgrid
 sbuf = Buffer("sbuf", SBUF)
 psum = Buffer("psum", PSUM)
 shared_hbm = Buffer("shared_hbm", HBM)
-hbm = Buffer("hbm", HBM)  # NKI: the kernel's HBM (shared by the cores of the launch)
 private_hbm = Buffer("private_hbm", HBM, private=True)
+hbm = Buffer("hbm", HBM, private=True)  # NKI: "Alias of private_hbm" (each core its own; nki.language.hbm)
 
 # ---- dtypes
 float32 = _DT["float32"]

@@ -1,0 +1,103 @@
+"""nki.isa calls with no numerics test until now (tester23f #4: select_reduce, activation_reduce, reciprocal,
+nl.load_transpose2d, sendrecv), against NumPy: the outputs must be the same bytes. Each is exact in float32 (a
+selection, a copy and a sum of small integers, an IEEE division, a transpose, a copy between the cores)."""
+
+import numpy as np
+
+from runner import main
+
+import trnsim.nki as tnki
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+RNG = np.random.default_rng(23)
+X = RNG.standard_normal((128, 64)).astype(np.float32)
+INTS = RNG.integers(-8, 9, (128, 64)).astype(np.float32)
+
+
+@nki.jit
+def k_select_reduce(x, y):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    tx, ty = nl.load(x), nl.load(y)
+    pred = nl.ndarray((128, 64), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=pred, data1=tx, data2=ty, op=nl.greater)
+    sel = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.select_reduce(dst=sel, predicate=pred, on_true=tx, on_false=ty)
+    nl.store(out, sel)
+    return out
+
+
+def test_select_reduce_picks_on_true_where_the_predicate_holds():
+    out = tnki.simulate_kernel(k_select_reduce, X, INTS)
+    assert out.tobytes() == np.where(X > INTS, X, INTS).astype(np.float32).tobytes()
+
+
+@nki.jit
+def k_activation_reduce(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    sums = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    a = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    s = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation_reduce(dst=a, op=nl.copy, data=t, reduce_op=nl.add, reduce_res=s, scale=2.0)
+    nl.store(out, a)
+    nl.store(sums, s)
+    return out, sums
+
+
+def test_activation_reduce_sums_each_partitions_results():
+    # copy(2 x) of small integers: every partial sum is exact, so the sums match NumPy's bytes.
+    out, sums = tnki.simulate_kernel(k_activation_reduce, INTS)
+    assert out.tobytes() == (2 * INTS).tobytes()
+    assert sums.tobytes() == (2 * INTS).sum(axis=1, keepdims=True).astype(np.float32).tobytes()
+
+
+@nki.jit
+def k_reciprocal(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    r = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.reciprocal(dst=r, data=nl.load(x))
+    nl.store(out, r)
+    return out
+
+
+def test_reciprocal_is_an_ieee_division():
+    out = tnki.simulate_kernel(k_reciprocal, X)
+    assert out.tobytes() == (np.float32(1) / X).tobytes()
+
+
+@nki.jit
+def k_load_transpose2d(x):
+    out = nl.ndarray((64, 128), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.load_transpose2d(x))
+    return out
+
+
+def test_load_transpose2d_transposes():
+    x = X.astype(np.float16)  # dma_transpose moves 2-byte elements
+    out = tnki.simulate_kernel(k_load_transpose2d, x)
+    assert out.dtype == np.float16 and out.tobytes() == np.ascontiguousarray(x.T).tobytes()
+
+
+@nki.jit
+def k_sendrecv(x):
+    out = nl.ndarray((256, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    mine = nl.load(x[pid * 128:(pid + 1) * 128, :])
+    theirs = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0)
+    nl.store(out[pid * 128:(pid + 1) * 128, :], theirs)
+    return out
+
+
+def test_sendrecv_swaps_the_cores_tiles():
+    # kernel[2]: each core sends its rows of x to the other; each stores what it received in its own rows.
+    x = RNG.standard_normal((256, 64)).astype(np.float32)
+    out = tnki.simulate_kernel(k_sendrecv[2], x)
+    assert out.tobytes() == np.concatenate([x[128:], x[:128]]).tobytes()
+
+
+if __name__ == "__main__":
+    main(globals())
