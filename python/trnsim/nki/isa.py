@@ -139,6 +139,13 @@ def _apply_mask(mask, *views):
     return _lower.apply_mask(mask, views) if mask is not None else views
 
 
+def _region(*views):
+    """A dst= call's operands, those of the index space's whole shape cut to the part that an operand made
+    by an earlier masked call holds (_lower.operand_region): `nisa.activation(dst=buf, data=t)` with t from
+    nl.load(..., mask=...) writes buf's masked-in part only (the rest keeps what it held)."""
+    return _lower.operand_region(None, views)[0]
+
+
 def _masked(mask, *views):
     """_apply_mask for a call whose new tile has its first operand's shape: (views, the region of the call's
     index space the tile holds, for _lower.boxed)."""
@@ -269,6 +276,7 @@ def _reduce(reduce_op, reduce_res, reduce_cmd_, call):
 def _activation_new(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
                     reduce_cmd=reduce_cmd.idle, engine=engine.unknown, name=None):
     rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.activation")
+    dst, data, bias, scale, rr = _region(dst, data, bias, scale, rr)
     return _ops.activation(dst, _lower.act_name(op, "activation"), data, bias, scale, rr,
                            _engine_name(engine, "activation"))
 
@@ -316,6 +324,7 @@ def activation_reduce(*args, **kwargs):
 
 @_named("tensor_tensor")
 def _tensor_tensor_new(dst, data1, data2, op, engine=engine.unknown, name=None):
+    dst, data1, data2 = _region(dst, data1, data2)
     return _ops.tensor_tensor(dst, data1, data2, _lower.alu_name(op, "tensor_tensor"),
                               _engine_name(engine, "tensor_tensor"))
 
@@ -347,6 +356,7 @@ def _ts_ops(op0, op1, call):
 def _tensor_scalar_new(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                        engine=engine.unknown, name=None):
     a, b = _ts_ops(op0, op1, "tensor_scalar")
+    dst, data, operand0, operand1 = _region(dst, data, operand0, operand1)
     return _ops.tensor_scalar(dst, data, a, operand0, reverse0, b, operand1, reverse1,
                               _engine_name(engine, "tensor_scalar"))
 
@@ -374,6 +384,7 @@ def tensor_scalar(*args, **kwargs):
 
 @_named("tensor_reduce")
 def _tensor_reduce_new(dst, op, data, axis, negate=False, keepdims=False, name=None):
+    dst, data = _region(dst, data)
     return _ops.tensor_reduce(dst, _lower.alu_name(op, "tensor_reduce"), data, axis, negate, keepdims)
 
 
@@ -401,6 +412,7 @@ def _tensor_copy_new(dst, src, engine=engine.unknown, name=None, dtype=None):
     # `dtype=` is accepted as the published tutorials pass it (it equals dst's dtype there).
     if dtype is not None and _lower.dt(dtype, dst.dtype) != dst.dtype:
         raise NkiError(f"tensor_copy: dtype={dtype} differs from dst's {dst.dtype.name}")
+    dst, src = _region(dst, src)
     return _ops.tensor_copy(dst, src, _engine_name(engine, "tensor_copy"))
 
 
@@ -562,6 +574,7 @@ def sendrecv(src, dst, send_to_rank=None, recv_from_rank=None, pipe_id=0, dma_en
 
 @_named("reciprocal")
 def _reciprocal_new(dst, data, engine=engine.unknown, name=None):
+    dst, data = _region(dst, data)
     return _ops.tensor_scalar(dst, data, "divide", 1.0, True, None, None, False,
                               _engine_name(engine, "reciprocal") or "DVE")
 
@@ -592,6 +605,7 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
         unsupported("nki.isa.select_reduce(reduce_res=...)", "the fused reduction")
     if reverse_pred:
         unsupported("nki.isa.select_reduce(reverse_pred=True)")
+    dst, predicate, on_true, on_false = _region(dst, predicate, on_true, on_false)
     return _ops.select(dst, predicate, on_true, on_false)
 
 
