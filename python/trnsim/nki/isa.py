@@ -181,7 +181,7 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
     _tile_pos(tile_position, tile_size, "nki.isa.nc_matmul")
     given = (stationary, moving)
     stationary, moving = _apply_mask(mask, stationary, moving)
-    _check_masked_contraction(given, (stationary, moving))
+    _check_masked_contraction(given, (stationary, moving), mask)
     from ._dtypes import BY_NAME
 
     if is_transpose:
@@ -193,7 +193,7 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
     return _lower.fresh(dst)
 
 
-def _check_masked_contraction(given, masked):
+def _check_masked_contraction(given, masked, mask):
     """NkiError naming the operand whose contraction dim (partitions) the mask cut and the one it left, when
     they agreed before the mask (else _ops.nc_matmul's shape message says what the kernel passed)."""
     (st0, mv0), (st, mv) = given, masked
@@ -203,11 +203,40 @@ def _check_masked_contraction(given, masked):
         return
     cut, kept = ("moving", "stationary") if mv.partitions != mv0.partitions else ("stationary", "moving")
     n_cut, n_kept = (mv, st) if cut == "moving" else (st, mv)
+    cut0, kept0 = (mv0, st0) if cut == "moving" else (st0, mv0)
+    lo, hi = 0, n_cut.partitions
+    var = cut0.vars[cut0.pd] if cut0.vars and cut0.pd >= 0 else None
+    if var is not None and var in getattr(mask, "bounds", {}):
+        lo, hi = mask.bounds[var]
+    name, const = _index_name(kept0.vars[kept0.pd] if kept0.vars and kept0.pd >= 0 else None)
+    lo, hi = lo + const, hi + const
+    bound = (f"`& ({name} >= {lo}) & ({name} < {hi})`" if lo else f"`& ({name} < {hi})`") if name else None
     raise NkiError(f"nc_matmul: the mask cuts {cut}'s partitions (the contraction dim) to {n_cut.partitions} but "
                    f"leaves {kept}'s at {n_kept.partitions}: a mask bounds only the operand axes its nl.arange "
-                   f"variables index, and both operands' partitions are contracted together: bound the variable "
-                   f"indexing {kept}'s partitions too (`& (j < {n_cut.partitions})`), or index both operands' "
-                   f"partitions with the same variable")
+                   f"variables index, and both operands' partitions are contracted together: "
+                   + (f"bound {name}, which indexes {kept}'s partitions, too ({bound})" if name else
+                      f"bound the variable indexing {kept}'s partitions too")
+                   + ", or index both operands' partitions with the same variable")
+
+
+def _index_name(var):
+    """(name, constant) of the kernel's variable holding nl.arange variable `var` plus a constant (`i_k =
+    nl.arange(128)[:, None]`, `t * 128 + i_k`): a local of the kernel frame that called into nki; (None, 0)
+    if there is none."""
+    import sys
+
+    from ._errors import _in_package
+    from ._index import IndexExpr
+
+    f = sys._getframe(1)
+    while f is not None and _in_package(f.f_code.co_filename):
+        f = f.f_back
+    if var is None or f is None:
+        return None, 0
+    for name, value in f.f_locals.items():
+        if isinstance(value, IndexExpr) and list(value.terms) == [var] and value.terms[var] == 1:
+            return name, value.const
+    return None, 0
 
 
 def nc_matmul(*args, **kwargs):
