@@ -382,6 +382,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
         if (s.first[e] > 0)
           parts.push_back(
               fmt::format("{} core_barrier on {}", s.first[e], isa::engine_name(static_cast<Engine>(e))));
+      if (parts.empty()) parts.push_back("0 core_barrier");  // (each core's count of each call kind)
       parts.push_back(fmt::format("{} sendrecv", s.second));
       return fmt::format("{}", fmt::join(parts, ", "));
     };

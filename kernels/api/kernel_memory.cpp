@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 
 #include "kernels/api/kernel.h"
 #include "kernels/api/kernel_shared.h"
@@ -303,6 +304,10 @@ View Kernel::make_tile(isa::MemSpace space, const std::vector<int64_t>& shape, D
   st->allocator = space == isa::MemSpace::SBUF ? sbuf_alloc_ : psum_alloc_;
   st->block = block->id;
   st->name = name;
+  const auto [at, fresh] = shared_.tile_locs.try_emplace(name, loc);
+  if (!fresh && at->second &&
+      (at->second->line() != loc.line() || std::strcmp(at->second->file_name(), loc.file_name()) != 0))
+    at->second.reset();
   if (whole_tile) {
     st->whole_partitions = shape[0];
     st->whole_lo = block->offset;

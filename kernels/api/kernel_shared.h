@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,6 +29,9 @@ struct Kernel::Shared {
   std::vector<AllocationRecord> allocations;
   std::vector<std::string> warnings;
   std::set<std::string> warned_at;  // source lines warned about (both cores' reads are one mistake)
+  // Each on-chip tile name's allocation line (make_tile), for the messages naming a tile; nullopt for a name
+  // allocated at two lines (which one a tile of that name came from is not known then).
+  std::map<std::string, std::optional<Loc>> tile_locs;
   // BuildOptions::warn_unwritten_outputs: what each output tensor (by tensor index) had written, both cores.
   struct OutputWrites {
     std::string at;  // its declaration's source line

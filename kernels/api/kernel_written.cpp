@@ -123,11 +123,15 @@ void Kernel::check_written(const isa::Instruction& inst, const Access* accesses,
     if (!miss) continue;
     const std::string at = where(loc);
     if (shared_.warned_at.count(at) > 0) continue;  // said once per line (a loop reads it every iteration)
+    const auto made = shared_.tile_locs.find(a.view->name());
+    const std::string allocated = made != shared_.tile_locs.end() && made->second
+                                      ? " allocated at " + where(*made->second)
+                                      : std::string();
     warn(at, fmt::format(
-                 "{} reads {} where no instruction wrote before (partition {}, byte {} of the read is the "
+                 "{} reads {}{} where no instruction wrote before (partition {}, byte {} of the read is the "
                  "first such): its values are undefined (a tile starts uninitialised, as numpy.empty's "
                  "contents; trnsim's memory starts as NaN)",
-                 isa::opcode_name(inst.op), a.view->describe(), miss->first, miss->second - r.c0));
+                 isa::opcode_name(inst.op), a.view->describe(), allocated, miss->first, miss->second - r.c0));
   }
   for (size_t i = 0; i < num_accesses; ++i) {
     const Access& a = accesses[i];

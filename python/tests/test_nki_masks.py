@@ -161,6 +161,17 @@ def test_unmasked_computes_between_a_mask_and_a_tighter_one():
                                                      line("MARK-loaded-150"))), str(e)
 
 
+def test_a_masked_tile_combined_with_whole_tiles():
+    # nl.add(whole, masked), nisa.activation(dst=whole, data=masked), `whole += masked`: the masked-in rows,
+    # byte-exact against NumPy (small integers: every sum and product exact in float32).
+    x = np.random.RandomState(20).randint(-9, 9, (200, 64)).astype(np.float32)
+    w = np.random.RandomState(21).randint(-9, 9, (128, 64)).astype(np.float32)
+    out, act = tnki.simulate_kernel(K.masked_with_whole_tiles, x, w)
+    w2 = np.concatenate([w, w[:72]])
+    assert out.tobytes() == ((w2 + x) - x * w2).tobytes()
+    assert act.tobytes() == (x * np.float32(3)).tobytes()
+
+
 def test_number_stores():
     # nl.store(dst, value=0) was refused ("value must be an on-chip tile"): a memset tile, then the DMA.
     y = tnki.simulate_kernel(K.scalar_stores, X200)

@@ -109,6 +109,9 @@ def test_a_mask_on_the_moving_operand_names_it():
     msg = str(e)
     assert msg.startswith(f"{THIS}:{line_of('MARK-mm-mask')}: nc_matmul: the mask cuts moving's partitions "
                           "(the contraction dim) to 64 but leaves stationary's at 128"), msg
+    # The fix it suggests names the kernel's variable (it said `& (j < 64)`).
+    assert msg.endswith("bound i_p, which indexes stationary's partitions, too (`& (i_p < 64)`), or index both "
+                        "operands' partitions with the same variable"), msg
 
 
 if __name__ == "__main__":

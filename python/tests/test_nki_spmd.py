@@ -171,4 +171,28 @@ def test_shared_scratch_races_are_warned():
         "give each core its own rows (nl.program_id) or its own scratch (nl.private_hbm)" in both[0], msgs
 
 
+@nki.jit
+def barrier_on_core_0_only(x):
+    out = nl.ndarray((256, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    t = nl.load(x[pid * 128:(pid + 1) * 128, :])
+    nl.store(out[pid * 128:(pid + 1) * 128, :], t)
+    if pid == 0:
+        nisa.core_barrier(data=out, cores=(0, 1))  # MARK-one-sided
+    return out
+
+
+def test_unmatched_cross_core_calls_name_the_line():
+    # It said "... core 0 made 1 core_barrier on POOL, 0 sendrecv; core 1 made 0 sendrecv": no kernel line,
+    # no barrier count for core 1.
+    from runner import raises
+
+    e = raises(tnki.NkiError, tnki.simulate_kernel, barrier_on_core_0_only[2], X)
+    assert str(e) == (
+        "test_nki_spmd.py:%d: core_barrier: core 0's 1st core_barrier on POOL, which core 1 does not make: the two "
+        "cores of an LNC2 kernel must make the same cross-core calls (each waits for the other's; control flow "
+        "must match): core 0 made 1 core_barrier, 0 sendrecv; core 1 made 0 core_barrier, 0 sendrecv"
+        % line_of(__file__, "MARK-one-sided")), str(e)
+
+
 main(globals())

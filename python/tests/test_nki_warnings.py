@@ -55,7 +55,7 @@ def test_a_tile_carried_by_rebinding_is_a_carried_value():
     at = "nki_carried.py:%d" % line("MARK-rebound")
     assert len(w) == 1, [str(m.message) for m in w]
     msg = str(w[0].message)
-    assert msg.startswith(at + ": tensor_scalar in iteration 1 of the nl.affine_range loop"), msg
+    assert msg.startswith(at + ": nl.add (tensor_scalar) in iteration 1 of the nl.affine_range loop"), msg
     assert "declared at %s in iteration 0's body: a variable rebound to it" % at in msg, msg
     assert caught(K.rebound_sequential) == []
 
@@ -87,7 +87,7 @@ def test_dependencies_past_iteration_one():
     assert ": tensor_tensor in iteration 2 of the nl.affine_range loop" in msg, msg
     assert "which iteration 1 wrote: a loop-carried dependency" in msg, msg
     msg = one_warning(K.last_iteration_reads, "MARK-last")
-    assert ": dma_copy in iteration 8 of the nl.affine_range loop" in msg, msg
+    assert ": nl.store (dma_copy) in iteration 8 of the nl.affine_range loop" in msg, msg
     assert "which iteration 0 wrote: a loop-carried dependency" in msg, msg
     # A tile each iteration writes before reading it is its own: no warning.
     assert caught(K.scratch_reused) == []
@@ -98,6 +98,9 @@ def test_an_unnamed_hbm_tensor_is_named_in_the_warning():
     msg = one_warning(K.hbm_carried, "MARK-hbm")
     assert "reads hbm tensor y [128, 64] float32 allocated at nki_carried.py:%d, which iteration 0 wrote" % (
         line("MARK-hbm") - 4) in msg, msg
+    # The kernel's call is named (it said "dma_copy in iteration 1", the instruction nl.load makes).
+    assert msg.startswith("nki_carried.py:%d: nl.load (dma_copy) in iteration 1 of the nl.affine_range loop" % (
+        line("MARK-hbm"))), msg
 
 
 def test_tiles_are_named_by_the_kernels_variables():
@@ -123,9 +126,23 @@ def test_stale_columns_a_masked_store_drops_are_no_carried_value():
     assert y.tobytes() == (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) * 2 + 1).tobytes()
     # A sum over the whole result reads them: warned at the line that read the stale columns.
     msg = one_warning(K.masked_tail_scratch, "MARK-tail", reduce=True)
-    assert "tensor_scalar in iteration 1 of the nl.affine_range loop at nki_carried.py:%d reads sbuf tile buf " \
+    assert "nl.multiply (tensor_scalar) in iteration 1 of the nl.affine_range loop at nki_carried.py:%d reads sbuf tile buf " \
         "[128, 48] float32 allocated at nki_carried.py:%d, which iteration 0 wrote" % (
             line("MARK-tail") - 2, line("MARK-tail") - 5) in msg, msg
+
+
+def test_unwritten_tiles_and_allocation_sites_are_named_by_the_kernels_variables():
+    # The read-before-write warning (the builder's) and stats.json "allocations" named an nl.ndarray tile
+    # 'tile' (no line) and the sites of nl.load / nl.exp 'load' and 'exp'.
+    w = [str(m.message) for m in caught(K.unwritten_tiles)]
+    for name, space, made, read in (("mytile", "sbuf", "MARK-mytile", "MARK-read-mytile"),
+                                    ("ps", "psum", "MARK-ps", "MARK-read-ps")):
+        want = "nki_carried.py:%d: %s reads %s '%s' [128, 64] float32 allocated at nki_carried.py:%d where no " \
+            "instruction wrote before" % (line(read), "tensor_scalar" if name == "mytile" else "tensor_copy",
+                                          space, name, line(made))
+        assert any(m.startswith(want) for m in w), (want, w)
+    r = tnki.benchmark(K.loop_sites, X)
+    assert [a["name"] for a in r.stats["allocations"]] == ["t", "e"], r.stats["allocations"]
 
 
 def test_warnings_are_attributed_to_the_kernel_line():

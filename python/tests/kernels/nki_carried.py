@@ -162,3 +162,26 @@ def masked_tail_scratch(x, reduce=False):
         if reduce:
             nl.store(sums[:, t:t + 1], value=nl.sum(f, axis=1, keepdims=True))
     return (y, sums) if reduce else y
+
+
+@nki.jit
+def unwritten_tiles(x):
+    # Tiles read before anything writes them: the warnings name them by the kernel's variables and their
+    # allocation lines (they said sbuf 'tile' / psum 'tile', nl.ndarray's name, with no line).
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    mytile = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)  # MARK-mytile
+    y = nl.add(mytile, 1.0)  # MARK-read-mytile
+    ps = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)  # MARK-ps
+    nl.store(out, nl.add(y, nl.copy(ps)))  # MARK-read-ps
+    return out
+
+
+@nki.jit
+def loop_sites(x):
+    # Two allocation sites in a loop: stats.json "allocations" names them t and e (it said load and exp).
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(4):
+        t = nl.load(x[:, i * 16:(i + 1) * 16])
+        e = nl.exp(t)
+        nl.store(out[:, i * 16:(i + 1) * 16], e)
+    return out

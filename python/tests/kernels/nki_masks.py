@@ -282,6 +282,31 @@ def unmasked_result_assigned(x):
 
 
 @nki.jit
+def masked_with_whole_tiles(x, w):
+    # A masked load's tile combined, unmasked, with whole [128, 64] tiles (an operand, a dst=, an
+    # accumulator): in NKI the loaded tile has the whole shape, its masked-out rows holding whatever was
+    # there, so the results' masked-out rows are unspecified; each call computes the masked-in rows (was
+    # refused: "nl.add: operands [128, 64] and [72, 64] do not broadcast", "activation: dst [128, 64] and
+    # data [72, 64] must have the same partitions").
+    out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    act = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_f = nl.arange(64)[None, :]
+    wt = nl.load(w)
+    for t in nl.affine_range(2):
+        i_p = t * 128 + nl.arange(128)[:, None]
+        tile = nl.load(x[i_p, i_f], mask=(i_p < 200))
+        z = nl.subtract(nl.add(wt, tile), nl.multiply(tile, wt))
+        buf = nl.zeros((128, 64), dtype=x.dtype, buffer=nl.sbuf)  # (rows 72+ read below: set)
+        nisa.activation(dst=buf, op=nl.copy, data=tile, scale=2.0)
+        acc = nl.zeros((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+        acc += tile
+        nisa.tensor_tensor(dst=buf, data1=buf, data2=acc, op=nl.add)
+        nl.store(out[i_p, i_f], value=z, mask=(i_p < 200))
+        nl.store(act[i_p, i_f], value=buf, mask=(i_p < 200))
+    return out, act
+
+
+@nki.jit
 def looser_than_an_unmasked_compute(x):
     out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
     i_p = nl.arange(128)[:, None]

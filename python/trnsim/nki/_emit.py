@@ -100,7 +100,9 @@ class Emitter:
             pool = self.plan.pools[st.phys[0]]
             free = st.pbytes // st.dtype.itemsize
             shape = [pool.partitions, free]
-            name = f"{st.name.split('.')[0]}[{st.phys[1]}]" if pool.pool_size > 1 else st.name
+            name = st.shown_name()
+            if pool.pool_size > 1:
+                name = f"{name}[{st.phys[1]}]"
             space = self.c.MemSpace.SBUF if st.space == SBUF else self.c.MemSpace.PSUM
             b = self.k.tile_at(space, pool.offsets[st.phys[1]], shape, self.dtype(st.dtype), name,
                                loc=tuple(st.loc) if st.loc else None)
@@ -183,7 +185,7 @@ def _record_sites(k, plan):
     for s in plan.sites:
         if s.pool_size <= 1 and s.trip <= 1 and s.scope == "kernel":
             continue  # a tile declared once: not a pool
-        rec(name=s.storages[0].name.split(".")[0], source=str(s.loc) if s.loc else "?",
+        rec(name=s.storages[0].shown_name(), source=str(s.loc) if s.loc else "?",
             space=c.MemSpace.SBUF if s.space == SBUF else c.MemSpace.PSUM,
             bytes_per_partition=s.unit, tiles=s.live, trip_count=s.trip, bufs=s.bufs,
             by_rule=s.reason != "explicit bufs", reason=s.reason, declarations=s.placements, scope=s.scope)

@@ -4,6 +4,7 @@ builder views of the tensors the kernel returned. Called from host code with Num
 on the simulator, as nki.baremetal does; called from inside another kernel it runs inline.
 """
 
+import collections
 import functools
 import math
 import threading
@@ -153,6 +154,7 @@ def _build_core(kernel, args, kwargs):
             outs = _outputs(kernel.fn, r, trace)
             _check_distinct_names(kernel.fn, outs, trace)
     _check_written(kernel.fn, outs, trace, core, cores)
+    _check_cross_core(trace, core, cores)
     _loops.check(trace)
     _declare_hbm(k, trace, outs)
     plan = _emit.emit(k, trace, _schedule_mode(kernel.options), kernel.options.get("bufs"))
@@ -165,6 +167,40 @@ def _build_core(kernel, args, kwargs):
     if results is None:
         return None
     return views[0] if not isinstance(results, (tuple, list)) else tuple(views)
+
+
+_cross_calls = []  # core 0's cross-core calls of the build being made ((call, engine), loc), for core 1's check
+
+
+def _check_cross_core(trace, core, cores):
+    """NkiError at the first cross-core call (core_barrier, sendrecv) one LNC2 core makes and the other does
+    not (each waits for the other's there, so on hardware it would wait forever): the call's kernel line and
+    both cores' counts of each call (the builder's own check, kernels/api/kernel.cpp, names no line)."""
+    if cores != 2:
+        return
+    calls = [((op.name, op.attrs.get("engine") if op.name == "core_barrier" else None), op.loc)
+             for op in trace.ops if op.name in ("core_barrier", "sendrecv")]
+    if core == 0:
+        _cross_calls[:] = calls
+        return
+    made = (list(_cross_calls), calls)
+    counts = [collections.Counter(key for key, _ in cs) for cs in made]
+    for c, cs in enumerate(made):
+        seen = collections.Counter()
+        for key, loc in cs:
+            seen[key] += 1
+            if seen[key] <= counts[1 - c][key]:
+                continue
+            n = seen[key]
+            nth = f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+            each = []
+            for i in (0, 1):
+                by = collections.Counter(name for (name, _), _l in made[i])
+                each.append(f"core {i} made {by['core_barrier']} core_barrier, {by['sendrecv']} sendrecv")
+            raise NkiError(f"{key[0]}: core {c}'s {nth} {key[0]}{f' on {key[1]}' if key[1] else ''}, which "
+                           f"core {1 - c} does not make: the two cores of an LNC2 kernel must make the same "
+                           f"cross-core calls (each waits for the other's; control flow must match): "
+                           f"{'; '.join(each)}", loc=loc)
 
 
 def _warn_running_threads(k, fn, trace, before):

@@ -174,7 +174,7 @@ def _carried(trace):
                        f"`cur[...] = ...`)")
             trace.kernel.warn(
                 str(op.loc),
-                f"{op.name} in iteration {n} of the nl.affine_range loop at {it[3]} reads "
+                f"{called(op)} in iteration {n} of the nl.affine_range loop at {it[3]} reads "
                 f"{st.label(at=body is None)}, which iteration {m} wrote{how}: {_RULE}")
 
         for it in (recs[:_CHECKED] + recs[-1:] if len(recs) > _CHECKED else recs):
@@ -243,7 +243,7 @@ def _carried(trace):
                     warned.add(str(op.loc))
                     trace.kernel.warn(
                         str(op.loc),
-                        f"{op.name} in iteration {n} of the nl.affine_range loop at {it[3]} writes {st!r}, which "
+                        f"{called(op)} in iteration {n} of the nl.affine_range loop at {it[3]} writes {st!r}, which "
                         f"iteration {m} read (write after read: iteration {m} must not see it): {_RULE}")
             for uid, rects in wrote.items():
                 written.setdefault(uid, []).extend((q, n) for q in rects)
@@ -317,3 +317,27 @@ def _stale(op, v, stale, it, depth, carried_read):
 _CHECKED = 3  # leading iterations of an nl.affine_range loop _carried checks (and the last)
 _RULE = ("a loop-carried dependency, which affine_range iterations must not have (the compiler may reorder or "
          "overlap them); use nl.sequential_range")
+
+
+def called(op):
+    """How a message names instruction `op`: the kernel's call at its line that made it, with the instruction
+    when they differ ("nl.load (dma_copy)"), read from the source: the one nl.* / nisa.* call of the line
+    named as the instruction or whose lowering (its docstring) names it; else the instruction's name."""
+    import ast
+
+    from . import isa, language
+    from ._tensor import _statement_at
+
+    node = _statement_at(op.loc[0], op.loc[1]) if op.loc else None
+    if node is None:
+        return op.name
+    found = []
+    for c in ast.walk(node):
+        f = c.func if isinstance(c, ast.Call) else None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+            obj = getattr(language, f.attr, None) or getattr(isa, f.attr, None)
+            if f.attr == op.name or obj is not None and f"nisa.{op.name}" in (getattr(obj, "__doc__", "") or ""):
+                found.append(f"{f.value.id}.{f.attr}")
+    if len(found) != 1 or found[0].endswith("." + op.name):
+        return op.name
+    return f"{found[0]} ({op.name})"

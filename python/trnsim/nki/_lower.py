@@ -221,24 +221,53 @@ def operand_region(mask, views):
     operands cut to it and the region of the call's index space the tile holds (apply_mask); without, the
     operands as they are and the region an operand of that shape holds, if it is an earlier masked call's
     result (an unmasked elementwise call on the masked-in part of a tile computes that part of the index
-    space, so a later, tighter mask takes its part of the result as of the operand: boxed())."""
+    space, so a later, tighter mask takes its part of the result as of the operand: boxed()). An operand
+    of that index space's whole shape (a tile the kernel combines with the masked tile, a dst=) is cut to
+    the same part (cut_to_region): in NKI the masked tile has the whole shape and its masked-out part holds
+    whatever was there, so the call's result there is unspecified; here the call computes the part only."""
     if mask is not None:
         return apply_mask(mask, views, box=True)
     boxes = _boxes()
     if not boxes:
         return views, None
-    shape = box = None
+    box = part = None
     for v in views:
         if isinstance(v, NkiTensor):
-            if shape is None:
-                shape = v.shape
-            if v.st.uid in boxes and v.shape == shape:
+            if v.st.uid in boxes:
                 b = box_of(v)
                 if b is not None:
-                    if box is not None and b[:2] != box[:2]:
+                    if part is not None and (b[:2] != box[:2] or v.shape != part):
                         return views, None  # operands holding different regions: the result holds neither
-                    box = b
-    return views, box
+                    box, part = b, v.shape
+    if box is None:
+        return views, None
+    return cut_to_region(views, box, part), box
+
+
+def cut_to_region(views, box, part):
+    """The views with each tile of the index space's whole shape `box[0]` cut to the part `part` at
+    `box[1]`, dim by dim (a dim of size 1, a per-partition [P, 1] operand's, broadcasts and stays); a view
+    of another shape is left as it is (the call's own shape check names it)."""
+    full, starts = box[0], box[1]
+    if tuple(part) == tuple(full):
+        return views
+    out = []
+    for v in views:
+        if isinstance(v, NkiTensor) and v.st.space != HBM and len(v.shape) == len(full) and tuple(
+                v.shape) != tuple(part) and box_of(v) is None:
+            idx = []
+            for n, f, a, m in zip(v.shape, full, starts, part):
+                if n == f and m != f:
+                    idx.append(slice(a, a + m))
+                elif n in (m, 1):
+                    idx.append(slice(None))
+                else:
+                    idx = None
+                    break
+            if idx is not None:
+                v = v.index(tuple(idx))
+        out.append(v)
+    return tuple(out)
 
 
 def _fits(op, dst, value):

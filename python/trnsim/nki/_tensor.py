@@ -73,6 +73,14 @@ class Storage:
     def __repr__(self):
         return self.label()
 
+    def shown_name(self):
+        """The name the builder, traces and stats.json "allocations" give the tensor: its name= if the kernel
+        gave one, else the kernel's variable naming it (var_name), else the call's (new_tile's: 'load', 'exp',
+        'tile', ...)."""
+        if self.name and (self.space == HBM or self.name in getattr(self.trace, "user_names", ())):
+            return self.name
+        return var_name(self.trace, self) or self.name.split(".")[0]
+
     def label(self, at=True):
         """How messages name the tensor: by its name= if the kernel gave one; else by the kernel's variable
         naming it (var_name), and where it was allocated (`at`). (An HBM tensor allocated without name= is

@@ -139,6 +139,13 @@ def _apply_mask(mask, *views):
     return _lower.apply_mask(mask, views) if mask is not None else views
 
 
+def _region(*views):
+    """A dst= call's operands, those of the index space's whole shape cut to the part that an operand made
+    by an earlier masked call holds (_lower.operand_region): `nisa.activation(dst=buf, data=t)` with t from
+    nl.load(..., mask=...) writes buf's masked-in part only (the rest keeps what it held)."""
+    return _lower.operand_region(None, views)[0]
+
+
 def _masked(mask, *views):
     """_apply_mask for a call whose new tile has its first operand's shape: (views, the region of the call's
     index space the tile holds, for _lower.boxed)."""
@@ -174,7 +181,7 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
     _tile_pos(tile_position, tile_size, "nki.isa.nc_matmul")
     given = (stationary, moving)
     stationary, moving = _apply_mask(mask, stationary, moving)
-    _check_masked_contraction(given, (stationary, moving))
+    _check_masked_contraction(given, (stationary, moving), mask)
     from ._dtypes import BY_NAME
 
     if is_transpose:
@@ -186,7 +193,7 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
     return _lower.fresh(dst)
 
 
-def _check_masked_contraction(given, masked):
+def _check_masked_contraction(given, masked, mask):
     """NkiError naming the operand whose contraction dim (partitions) the mask cut and the one it left, when
     they agreed before the mask (else _ops.nc_matmul's shape message says what the kernel passed)."""
     (st0, mv0), (st, mv) = given, masked
@@ -196,11 +203,40 @@ def _check_masked_contraction(given, masked):
         return
     cut, kept = ("moving", "stationary") if mv.partitions != mv0.partitions else ("stationary", "moving")
     n_cut, n_kept = (mv, st) if cut == "moving" else (st, mv)
+    cut0, kept0 = (mv0, st0) if cut == "moving" else (st0, mv0)
+    lo, hi = 0, n_cut.partitions
+    var = cut0.vars[cut0.pd] if cut0.vars and cut0.pd >= 0 else None
+    if var is not None and var in getattr(mask, "bounds", {}):
+        lo, hi = mask.bounds[var]
+    name, const = _index_name(kept0.vars[kept0.pd] if kept0.vars and kept0.pd >= 0 else None)
+    lo, hi = lo + const, hi + const
+    bound = (f"`& ({name} >= {lo}) & ({name} < {hi})`" if lo else f"`& ({name} < {hi})`") if name else None
     raise NkiError(f"nc_matmul: the mask cuts {cut}'s partitions (the contraction dim) to {n_cut.partitions} but "
                    f"leaves {kept}'s at {n_kept.partitions}: a mask bounds only the operand axes its nl.arange "
-                   f"variables index, and both operands' partitions are contracted together: bound the variable "
-                   f"indexing {kept}'s partitions too (`& (j < {n_cut.partitions})`), or index both operands' "
-                   f"partitions with the same variable")
+                   f"variables index, and both operands' partitions are contracted together: "
+                   + (f"bound {name}, which indexes {kept}'s partitions, too ({bound})" if name else
+                      f"bound the variable indexing {kept}'s partitions too")
+                   + ", or index both operands' partitions with the same variable")
+
+
+def _index_name(var):
+    """(name, constant) of the kernel's variable holding nl.arange variable `var` plus a constant (`i_k =
+    nl.arange(128)[:, None]`, `t * 128 + i_k`): a local of the kernel frame that called into nki; (None, 0)
+    if there is none."""
+    import sys
+
+    from ._errors import _in_package
+    from ._index import IndexExpr
+
+    f = sys._getframe(1)
+    while f is not None and _in_package(f.f_code.co_filename):
+        f = f.f_back
+    if var is None or f is None:
+        return None, 0
+    for name, value in f.f_locals.items():
+        if isinstance(value, IndexExpr) and list(value.terms) == [var] and value.terms[var] == 1:
+            return name, value.const
+    return None, 0
 
 
 def nc_matmul(*args, **kwargs):
@@ -269,6 +305,7 @@ def _reduce(reduce_op, reduce_res, reduce_cmd_, call):
 def _activation_new(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
                     reduce_cmd=reduce_cmd.idle, engine=engine.unknown, name=None):
     rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.activation")
+    dst, data, bias, scale, rr = _region(dst, data, bias, scale, rr)
     return _ops.activation(dst, _lower.act_name(op, "activation"), data, bias, scale, rr,
                            _engine_name(engine, "activation"))
 
@@ -316,6 +353,7 @@ def activation_reduce(*args, **kwargs):
 
 @_named("tensor_tensor")
 def _tensor_tensor_new(dst, data1, data2, op, engine=engine.unknown, name=None):
+    dst, data1, data2 = _region(dst, data1, data2)
     return _ops.tensor_tensor(dst, data1, data2, _lower.alu_name(op, "tensor_tensor"),
                               _engine_name(engine, "tensor_tensor"))
 
@@ -347,6 +385,7 @@ def _ts_ops(op0, op1, call):
 def _tensor_scalar_new(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                        engine=engine.unknown, name=None):
     a, b = _ts_ops(op0, op1, "tensor_scalar")
+    dst, data, operand0, operand1 = _region(dst, data, operand0, operand1)
     return _ops.tensor_scalar(dst, data, a, operand0, reverse0, b, operand1, reverse1,
                               _engine_name(engine, "tensor_scalar"))
 
@@ -374,6 +413,7 @@ def tensor_scalar(*args, **kwargs):
 
 @_named("tensor_reduce")
 def _tensor_reduce_new(dst, op, data, axis, negate=False, keepdims=False, name=None):
+    dst, data = _region(dst, data)
     return _ops.tensor_reduce(dst, _lower.alu_name(op, "tensor_reduce"), data, axis, negate, keepdims)
 
 
@@ -401,6 +441,7 @@ def _tensor_copy_new(dst, src, engine=engine.unknown, name=None, dtype=None):
     # `dtype=` is accepted as the published tutorials pass it (it equals dst's dtype there).
     if dtype is not None and _lower.dt(dtype, dst.dtype) != dst.dtype:
         raise NkiError(f"tensor_copy: dtype={dtype} differs from dst's {dst.dtype.name}")
+    dst, src = _region(dst, src)
     return _ops.tensor_copy(dst, src, _engine_name(engine, "tensor_copy"))
 
 
@@ -562,6 +603,7 @@ def sendrecv(src, dst, send_to_rank=None, recv_from_rank=None, pipe_id=0, dma_en
 
 @_named("reciprocal")
 def _reciprocal_new(dst, data, engine=engine.unknown, name=None):
+    dst, data = _region(dst, data)
     return _ops.tensor_scalar(dst, data, "divide", 1.0, True, None, None, False,
                               _engine_name(engine, "reciprocal") or "DVE")
 
@@ -592,6 +634,7 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
         unsupported("nki.isa.select_reduce(reduce_res=...)", "the fused reduction")
     if reverse_pred:
         unsupported("nki.isa.select_reduce(reverse_pred=True)")
+    dst, predicate, on_true, on_false = _region(dst, predicate, on_true, on_false)
     return _ops.select(dst, predicate, on_true, on_false)
 
 

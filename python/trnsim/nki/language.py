@@ -309,7 +309,10 @@ class _NlFunc:
 
 def _binary(name, alu):
     def f(x, y, dtype=None, mask=None, out=None, **kwargs):
-        (x, y), box = _lower.operand_region(mask, (x, y))
+        if out is None or mask is not None:
+            (x, y), box = _lower.operand_region(mask, (x, y))
+        else:  # (`t += masked`: t's part too)
+            (x, y, out), box = _lower.operand_region(None, (x, y, out))
         return _lower.boxed(_lower.elementwise(name, alu, x, y, dtype, out), box if out is None else None)
 
     return _NlFunc(name, f, alu=alu, doc=f"Elementwise {alu}: nisa.tensor_tensor for two tiles, nisa.tensor_scalar "

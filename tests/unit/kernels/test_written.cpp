@@ -45,10 +45,11 @@ TEST_CASE("WrittenMap: parts, merging and the first unwritten byte", "[kernels][
 }
 
 TEST_CASE("builder: a read of unwritten SBUF warns at its line, once", "[kernels][written]") {
-  int line = 0;
+  int line = 0, t_line = 0;
   KernelBuild b = build([&](Kernel& k) {
     View x = k.input("x", DType::F32, {128, 64});
     View y = k.output("y", DType::F32, {128, 64});
+    t_line = __LINE__ + 1;
     View t = k.sbuf({128, 64}, DType::F32, "t");
     View u = k.sbuf({128, 64}, DType::F32, "u");
     nki::dma_copy(t.slice(1, 0, 32), x.slice(1, 0, 32));
@@ -61,7 +62,9 @@ TEST_CASE("builder: a read of unwritten SBUF warns at its line, once", "[kernels
   REQUIRE(b.warnings.size() == 1);
   CHECK(b.warnings[0] ==
         "test_written.cpp:" + std::to_string(line) +
-            ": tensor_copy reads sbuf 't' [128, 64] float32 where no instruction wrote before (partition 0, "
+            ": tensor_copy reads sbuf 't' [128, 64] float32 allocated at test_written.cpp:" +
+            std::to_string(t_line) +
+            " where no instruction wrote before (partition 0, "
             "byte "
             "128 of the read is the first such): its values are undefined (a tile starts uninitialised, as "
             "numpy.empty's contents; trnsim's memory starts as NaN)");
