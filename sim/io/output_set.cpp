@@ -953,10 +953,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     // The record first, with the names the set will use: a kill from here on leaves nothing it does not name.
     for (Plan& p : plans) {
       const OutputFile& f = files[p.index];
-      Sha256 h;
-      h.update(f.bytes.data(), f.bytes.size());
-      h.update(f.tail.data(), f.tail.size());
-      p.sha256 = h.hex();
+      p.sha256 = sha256_of(f);
       p.bytes = f.bytes.size() + f.tail.size();
       p.temp = fresh_name_at(p.fd.get(), p.name, p.target, ".tmp");
       p.existed = file_id_at(p.fd.get(), p.name).regular;
@@ -1342,7 +1339,15 @@ std::string record_naming(const std::string& file) {
   return "";
 }
 
-void rerecord_in_set(const std::string& file) {
+std::string sha256_of(const OutputFile& f) {
+  Sha256 h;
+  h.update(f.bytes.data(), f.bytes.size());
+  h.update(f.tail.data(), f.tail.size());
+  return h.hex();
+}
+
+void rerecord_in_set(const OutputFile& written) {
+  const std::string& file = written.path;
   fs::path folder = fs::path(file).parent_path();
   if (folder.empty()) folder = ".";
   fs::path rel = fs::path(file).filename();
@@ -1365,13 +1370,16 @@ void rerecord_in_set(const std::string& file) {
   const auto e = std::find_if(m->files.begin(), m->files.end(),
                               [&](const ManifestEntry& x) { return x.path == rel.string(); });
   if (e == m->files.end()) return;
+  // The bytes trnsim wrote, never the file as it is now: an edit made since the rename stays the user's
+  // (the record then differs from the file, so the next run refuses to replace it). The inode is the file's
+  // at the path when it is still a regular file (a removal also compares the SHA-256).
   const Fd parent = open_below(d.get(), rel.parent_path());
-  const Fd f(parent.ok() ? ::openat(parent.get(), rel.filename().c_str(),
-                                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-                         : -1);
   struct stat st {};
-  if (!f.ok() || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) return;
-  *e = {e->path, static_cast<uint64_t>(st.st_size), st.st_ino, sha256_of_fd(f.get())};
+  const bool there = parent.ok() &&
+                     ::fstatat(parent.get(), rel.filename().c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                     S_ISREG(st.st_mode);
+  *e = {e->path, written.bytes.size() + written.tail.size(), there ? static_cast<uint64_t>(st.st_ino) : 0,
+        sha256_of(written)};
   try {
     write_record(d.get(), folder.string(), kManifestName, manifest_text(*m));
   } catch (const InputError& err) {
