@@ -139,4 +139,34 @@ else
   bad "the run with --report ($(tail -2 "$T/log"))"
 fi
 
+# 5. A temporary replaced while the set is written (write steps 2-5 make the four temporaries and backups,
+# 6-9 fill them): trnsim fills and renames only the file it created, by the descriptor's inode, never what is
+# at its name now (tester22f: it reopened the name, so a FIFO there hung the run in open(), and a hard link to
+# another file made it write into that file).
+for kind in fifo link; do
+  rm -rf O
+  "$TRNSIM" run va.json --out O >/dev/null 2>&1 || bad "the first run"
+  sums=$(cd O && sha256sum "${FILES[@]}" .trnsim-files)
+  echo "mine" >"$T/victim"
+  if ! stopped_run 5 "$T/log" run va.json --out O --set params.n=5120; then
+    bad "$kind: the run did not stop at step 5 ($(tail -2 "$T/log"))"
+    continue
+  fi
+  tmp=$(ls O/.stats.json.tmp.* 2>/dev/null | head -1)
+  check "$kind: a temporary for stats.json ($tmp)" '[[ -n $tmp ]]'
+  rm -f "$tmp"
+  if [[ $kind == fifo ]]; then mkfifo "$tmp"; else ln "$T/victim" "$tmp"; fi
+  kill -CONT $pid
+  for ((i = 0; i < 600; i++)); do [[ -e /proc/$pid ]] || break; sleep 0.1; done
+  if [[ -e /proc/$pid ]]; then
+    bad "$kind: the run hangs after its temporary was replaced"
+    kill -9 $pid
+  fi
+  wait $pid
+  rc=$?
+  check "$kind: refused naming the temporary (exit $rc: $(grep error "$T/log"))" \
+    '[[ $rc == 1 ]] && grep -qF "O/stats.json: cannot write: its temporary $(basename "$tmp") was replaced while this run was writing its files" "$T/log"'
+  check "$kind: the other file is as it was" '[[ $(cat "$T/victim") == mine ]]'
+  check "$kind: the earlier set and record whole" '[[ $(cd O && sha256sum "${FILES[@]}" .trnsim-files) == "$sums" ]]'
+done
 finish
