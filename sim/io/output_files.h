@@ -69,9 +69,10 @@ struct OutputFile {
   std::string path;
   std::vector<uint8_t> bytes;
   HostBytes tail = {};  // written after `bytes` (e.g. a tensor's data after its .npy header, uncopied)
-  // The file lies in a folder trnsim keeps for itself and has checked as its own (a sweep's folder: its plan,
-  // rows, results, report): replaced by name, not recorded in DIR/.trnsim-written. Otherwise a file at
-  // `path` is replaced only as sim/io/replace_check.h allows.
+  // The file lies in a folder trnsim keeps for itself and has checked as its own (a sweep's folder: its plan
+  // and rows, which no one edits; not its results and report, which users annotate): replaced by name, not
+  // recorded in DIR/.trnsim-written. Otherwise a file at `path` is replaced only as
+  // sim/io/replace_check.h allows.
   bool own = false;
 };
 
