@@ -69,9 +69,10 @@ struct OutputFile {
   std::string path;
   std::vector<uint8_t> bytes;
   HostBytes tail = {};  // written after `bytes` (e.g. a tensor's data after its .npy header, uncopied)
-  // The file lies in a folder trnsim keeps for itself and has checked as its own (a sweep's folder: its plan,
-  // rows, results, report): replaced by name, not recorded in DIR/.trnsim-written. Otherwise a file at
-  // `path` is replaced only as sim/io/replace_check.h allows.
+  // The file lies in a folder trnsim keeps for itself and has checked as its own (a sweep's folder: its plan
+  // and rows, which no one edits; not its results and report, which users annotate): replaced by name, not
+  // recorded in DIR/.trnsim-written. Otherwise a file at `path` is replaced only as
+  // sim/io/replace_check.h allows.
   bool own = false;
 };
 
@@ -125,12 +126,16 @@ std::vector<std::string> earlier_files_left_of(const std::string& file, std::str
 // The run folder's record (DIR/.trnsim-files) that names `file`: its folder's, or one up to four levels
 // above (a chain's OUT/<stage>/stats.json), "" when none does. Never changes anything.
 std::string record_naming(const std::string& file);
-// After `file` was replaced outside a run (`trnsim stats --html` over a run's OUT/report.html): the record of
-// the set holding it (its folder's, or one up to four levels above naming it, as earlier_files_left_of finds
-// it), when complete and this user's, names the file as it is now (size, inode, SHA-256), so the folder's
-// record still describes the files there and the next run replaces or removes it as the run's own. Under
-// that folder's lock; nothing when no record names it.
-void rerecord_in_set(const std::string& file);
+// After `written` was written outside a run by write_files_atomic (`trnsim stats --html` over a run's
+// OUT/report.html): the record of the set holding its path (its folder's, or one up to four levels above
+// naming it, as earlier_files_left_of finds it), when complete and this user's, names the bytes written
+// (their size and SHA-256; the inode of the file now at the path), so the folder's record still describes
+// the files trnsim wrote and the next run replaces or removes it as the run's own. An edit made to the file
+// since (while the rename was under way, or after) is not taken for trnsim's: the next run refuses to
+// replace it. Under that folder's lock; nothing when no record names it.
+void rerecord_in_set(const OutputFile& written);
+// The SHA-256 of the bytes `f` writes (its bytes, then its tail), as records name them.
+std::string sha256_of(const OutputFile& f);
 // inspect_run_folder for the set holding `file`, found as earlier_files_left_of finds it.
 FolderSetState inspect_set_of(const std::string& file, std::string* detail = nullptr);
 

@@ -438,6 +438,45 @@ struct Plan {
   bool renamed = false;
 };
 
+// Why `p`'s temporary is no longer the file this set created ("" when it is): something else was put at its
+// name meanwhile (a FIFO, a hard link to another file, a symlink). Compared by the inode it was created
+// with, without following a link.
+std::string temp_replaced(const Plan& p) {
+  struct stat st {};
+  if (::fstatat(p.fd.get(), p.temp.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return fmt::format("its temporary {} was removed while this run was writing its files", p.temp);
+  if (!S_ISREG(st.st_mode) || st.st_ino != p.inode || st.st_nlink != 1)
+    return fmt::format(
+        "its temporary {} was replaced while this run was writing its files (it is not the file this run "
+        "created there: another inode{}); nothing is written through it",
+        p.temp,
+        S_ISREG(st.st_mode) ? (st.st_nlink != 1 ? " with other links" : "") : " and not a regular file");
+  return "";
+}
+
+// Opens `p`'s temporary again to fill it, into `*fd`, never through anything put at its name since it was
+// created: not blocking (a FIFO there would wait for a reader for ever), not through a symlink, and checked
+// by its inode once open (a hard link to another file is not written into). "" when open, else why not.
+std::string reopen_temp(const Plan& p, int* fd) {
+  *fd = ::openat(p.fd.get(), p.temp.c_str(), O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (*fd < 0) {
+    const int err = errno;
+    if (const std::string why = temp_replaced(p); !why.empty()) return why;
+    return errno_text(err);
+  }
+  struct stat st {};
+  if (::fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_ino != p.inode || st.st_nlink != 1) {
+    ::close(*fd);
+    *fd = -1;
+    const std::string why = temp_replaced(p);
+    return why.empty()
+               ? fmt::format("its temporary {} was replaced while this run was writing its files", p.temp)
+               : why;
+  }
+  ::fcntl(*fd, F_SETFL, ::fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
+  return "";
+}
+
 // Why the file now at `p`'s destination may no longer be replaced ("" when it may): the check that began the
 // set (check_may_replace_at), made again as the file is now, under the folder's lock. A user who edits or
 // replaces an earlier output, or puts a file where none was, while the set is being written (the check
@@ -953,10 +992,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     // The record first, with the names the set will use: a kill from here on leaves nothing it does not name.
     for (Plan& p : plans) {
       const OutputFile& f = files[p.index];
-      Sha256 h;
-      h.update(f.bytes.data(), f.bytes.size());
-      h.update(f.tail.data(), f.tail.size());
-      p.sha256 = h.hex();
+      p.sha256 = sha256_of(f);
       p.bytes = f.bytes.size() + f.tail.size();
       p.temp = fresh_name_at(p.fd.get(), p.name, p.target, ".tmp");
       p.existed = file_id_at(p.fd.get(), p.name).regular;
@@ -1019,7 +1055,11 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     }
     for (Plan& p : plans) {
       const OutputFile& f = files[p.index];
-      const int fd = ::openat(p.fd.get(), p.temp.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+      int fd = -1;
+      if (const std::string why = reopen_temp(p, &fd); !why.empty()) {
+        p.temp.clear();  // not ours now: left where it is
+        fail(f.path, why);
+      }
       p.file = fd < 0 ? nullptr : ::fdopen(fd, "wb");
       if (p.file == nullptr) {
         const int err = errno;
@@ -1081,6 +1121,10 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       // Changed since the check above (a stopped run): the files renamed already go back.
       if (const std::string why = changed_meanwhile(p, files[p.index]); !why.empty())
         fail(files[p.index].path, changed_text(p, why));
+      if (const std::string why = temp_replaced(p); !why.empty()) {
+        p.temp.clear();  // not ours now: left where it is
+        fail(files[p.index].path, why);
+      }
       if (::renameat(p.fd.get(), p.temp.c_str(), p.fd.get(), p.name.c_str()) != 0) {
         const int err = errno;
         fail(files[p.index].path, errno_text(err));
@@ -1342,7 +1386,15 @@ std::string record_naming(const std::string& file) {
   return "";
 }
 
-void rerecord_in_set(const std::string& file) {
+std::string sha256_of(const OutputFile& f) {
+  Sha256 h;
+  h.update(f.bytes.data(), f.bytes.size());
+  h.update(f.tail.data(), f.tail.size());
+  return h.hex();
+}
+
+void rerecord_in_set(const OutputFile& written) {
+  const std::string& file = written.path;
   fs::path folder = fs::path(file).parent_path();
   if (folder.empty()) folder = ".";
   fs::path rel = fs::path(file).filename();
@@ -1365,13 +1417,16 @@ void rerecord_in_set(const std::string& file) {
   const auto e = std::find_if(m->files.begin(), m->files.end(),
                               [&](const ManifestEntry& x) { return x.path == rel.string(); });
   if (e == m->files.end()) return;
+  // The bytes trnsim wrote, never the file as it is now: an edit made since the rename stays the user's
+  // (the record then differs from the file, so the next run refuses to replace it). The inode is the file's
+  // at the path when it is still a regular file (a removal also compares the SHA-256).
   const Fd parent = open_below(d.get(), rel.parent_path());
-  const Fd f(parent.ok() ? ::openat(parent.get(), rel.filename().c_str(),
-                                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-                         : -1);
   struct stat st {};
-  if (!f.ok() || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) return;
-  *e = {e->path, static_cast<uint64_t>(st.st_size), st.st_ino, sha256_of_fd(f.get())};
+  const bool there = parent.ok() &&
+                     ::fstatat(parent.get(), rel.filename().c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                     S_ISREG(st.st_mode);
+  *e = {e->path, written.bytes.size() + written.tail.size(), there ? static_cast<uint64_t>(st.st_ino) : 0,
+        sha256_of(written)};
   try {
     write_record(d.get(), folder.string(), kManifestName, manifest_text(*m));
   } catch (const InputError& err) {

@@ -413,6 +413,7 @@ export TRNSIM_PYTHON=/nonexistent  # no HTML report: its own test is reports.sh
 check "sweep for the results case (exit $?: $(tail -1 "$T/sw.log"))" '[[ -f $T/sw/results.csv && -f $T/sw/results.jsonl ]]'
 cp "$T/sw/results.csv" "$T/sw_old.csv"
 cp "$T/sw/results.jsonl" "$T/sw_old.jsonl"
+cp "$T/sw/.trnsim-written" "$T/sw_old.written"  # the record of the earlier results (a copy back is theirs)
 rm "$T/sw/points/$(ls "$T/sw/points" | head -1)"
 # pair: old, new or mixed (each file compared with the earlier one; the new ones differ from it).
 pair() {
@@ -425,6 +426,7 @@ steps=0
 for n in $(seq 1 40); do
   cp "$T/sw_old.csv" "$T/sw/results.csv"
   cp "$T/sw_old.jsonl" "$T/sw/results.jsonl"
+  cp "$T/sw_old.written" "$T/sw/.trnsim-written"
   { TRNSIM_TEST_KILL_AT_WRITE_STEP=$n "$TRNSIM" sweep collect "$T/sw" >"$T/kill.log" 2>&1; } 2>/dev/null
   rc=$?
   if [[ $rc == 0 ]]; then

@@ -103,4 +103,70 @@ if stopped_run 1 "$T/log" quantize "$ACT" --format e4m3 --rule te --axis row --d
 else
   bad "quantize --overwrite did not stop at step 1 ($(tail -2 "$T/log"))"
 fi
+
+# 4. `trnsim stats --html` over a run's recorded OUT/report.html: the record names the bytes trnsim wrote, not
+# the file as it is after the rename (tester22f: an edit made at write steps 4-7, the rename to the journal's
+# removal, was taken for trnsim's, and the next run removed it as "an earlier run's output"). Its write steps:
+# 1 the journal, 2 the temporary and backup, 3 the filling, 4 the rename, 5 the folder synced, 6 the backup
+# removed, 7 the journal removed.
+if "$TRNSIM" run va.json --out H --report H/report.html >/dev/null 2>"$T/log"; then
+  for st in 4 5 6 7; do
+    cp -a H H.$st
+    if ! stopped_run $st "$T/log" stats H.$st/stats.json --html; then
+      bad "stats --html did not stop at step $st ($(tail -2 "$T/log"))"
+      continue
+    fi
+    echo '<!-- my notes -->' >>H.$st/report.html
+    resume
+    rc=$?
+    edited=$(sha256sum <H.$st/report.html)
+    check "stats --html, report edited at step $st: written (exit $rc: $(tail -1 "$T/log"))" '[[ $rc == 0 ]]'
+    "$TRNSIM" run va.json --out H.$st >"$T/log2" 2>&1
+    rc=$?
+    check "stats --html, report edited at step $st: the next run keeps it (exit $rc: $(grep report "$T/log2"))" \
+      '[[ $rc == 0 && $(sha256sum <H.$st/report.html 2>/dev/null) == "$edited" ]] && ! grep -q "removed.*report.html" "$T/log2"'
+    "$TRNSIM" run va.json --out H.$st --report H.$st/report.html >"$T/log2" 2>&1
+    rc=$?
+    check "stats --html, report edited at step $st: a run with --report refuses it (exit $rc: $(grep error "$T/log2"))" \
+      '[[ $rc == 1 && $(sha256sum <H.$st/report.html) == "$edited" ]] && grep -qF "H.$st/report.html" "$T/log2" && grep -qF -- "--overwrite" "$T/log2"'
+  done
+  # Not edited: still the run's own, replaced by the next --report and removed by a run without one.
+  "$TRNSIM" stats H/stats.json --html >/dev/null 2>&1 || bad "stats --html over the run's report"
+  "$TRNSIM" run va.json --out H --report H/report.html >"$T/log2" 2>&1
+  rc=$?
+  check "stats --html, report unchanged: the next --report replaces it ($(grep error "$T/log2"))" '[[ $rc == 0 ]]'
+else
+  bad "the run with --report ($(tail -2 "$T/log"))"
+fi
+
+# 5. A temporary replaced while the set is written (write steps 2-5 make the four temporaries and backups,
+# 6-9 fill them): trnsim fills and renames only the file it created, by the descriptor's inode, never what is
+# at its name now (tester22f: it reopened the name, so a FIFO there hung the run in open(), and a hard link to
+# another file made it write into that file).
+for kind in fifo link; do
+  rm -rf O
+  "$TRNSIM" run va.json --out O >/dev/null 2>&1 || bad "the first run"
+  sums=$(cd O && sha256sum "${FILES[@]}" .trnsim-files)
+  echo "mine" >"$T/victim"
+  if ! stopped_run 5 "$T/log" run va.json --out O --set params.n=5120; then
+    bad "$kind: the run did not stop at step 5 ($(tail -2 "$T/log"))"
+    continue
+  fi
+  tmp=$(ls O/.stats.json.tmp.* 2>/dev/null | head -1)
+  check "$kind: a temporary for stats.json ($tmp)" '[[ -n $tmp ]]'
+  rm -f "$tmp"
+  if [[ $kind == fifo ]]; then mkfifo "$tmp"; else ln "$T/victim" "$tmp"; fi
+  kill -CONT $pid
+  for ((i = 0; i < 600; i++)); do [[ -e /proc/$pid ]] || break; sleep 0.1; done
+  if [[ -e /proc/$pid ]]; then
+    bad "$kind: the run hangs after its temporary was replaced"
+    kill -9 $pid
+  fi
+  wait $pid
+  rc=$?
+  check "$kind: refused naming the temporary (exit $rc: $(grep error "$T/log"))" \
+    '[[ $rc == 1 ]] && grep -qF "O/stats.json: cannot write: its temporary $(basename "$tmp") was replaced while this run was writing its files" "$T/log"'
+  check "$kind: the other file is as it was" '[[ $(cat "$T/victim") == mine ]]'
+  check "$kind: the earlier set and record whole" '[[ $(cd O && sha256sum "${FILES[@]}" .trnsim-files) == "$sums" ]]'
+done
 finish

@@ -96,4 +96,44 @@ check "slurm task: symlinked points refused ($rc): $(tail -1 "$T/err.txt")" \
   '[[ $rc == 1 ]] && grep -qF "$T/S/points is a symlink" "$T/err.txt"'
 check "slurm task: user's file under a row's name untouched" '[[ $(cat "$T/rows/$key.json") == "user rows" ]]'
 
+
+# 9. The results and report a user annotates are replaced only as any output (recorded with their SHA-256,
+# unchanged, or --overwrite): a rerun or `sweep collect` over an edited results.csv / results.jsonl /
+# report.html is refused before any point runs, naming the file and --overwrite (tester22f: the edits were
+# replaced with no word, exit 0).
+for f in results.csv results.jsonl; do
+  restore
+  echo "my note" >>"$T/S/$f"
+  edited=$(sha256sum <"$T/S/$f")
+  refused "edited $f" "$T/S/$f': cannot write: a file is there that trnsim will not replace: it changed since"
+  check "edited $f: names --overwrite" 'grep -qF -- "--overwrite" "$T/err.txt"'
+  check "edited $f: kept" '[[ $(sha256sum <"$T/S/$f") == "$edited" ]]'
+  "$TRNSIM" sweep collect "$T/S" >"$T/out.txt" 2>"$T/err.txt"
+  rc=$?
+  check "edited $f: collect refuses it ($rc): $(tail -1 "$T/err.txt")" \
+    '[[ $rc == 1 && $(sha256sum <"$T/S/$f") == "$edited" ]] && grep -qF "$T/S/$f" "$T/err.txt"'
+  "$TRNSIM" sweep collect "$T/S" --overwrite >"$T/out.txt" 2>"$T/err.txt"
+  rc=$?
+  check "edited $f: collect --overwrite writes it ($rc): $(tail -1 "$T/err.txt")" \
+    '[[ $rc == 0 ]] && ! grep -q "my note" "$T/S/$f"'
+  sweep
+  rc=$?
+  check "edited $f: written again by --overwrite, a rerun replaces it ($rc): $(tail -1 "$T/err.txt")" '[[ $rc == 0 ]]'
+done
+# The HTML report (drawn here: matplotlib), edited: a rerun refuses it; unedited, collect replaces it.
+rm -rf "$T/R"
+if env -u TRNSIM_PYTHON "$TRNSIM" sweep "$T/s.json" --out "$T/R" -j 1 >"$T/out.txt" 2>"$T/err.txt" &&
+  [[ -f $T/R/report.html ]]; then
+  env -u TRNSIM_PYTHON "$TRNSIM" sweep collect "$T/R" >"$T/out.txt" 2>"$T/err.txt"
+  check "report unchanged: collect replaces it ($?): $(tail -1 "$T/err.txt")" '! grep -q "no HTML report" "$T/err.txt"'
+  echo '<!-- my notes -->' >>"$T/R/report.html"
+  edited=$(sha256sum <"$T/R/report.html")
+  env -u TRNSIM_PYTHON "$TRNSIM" sweep "$T/s.json" --out "$T/R" -j 1 >"$T/out.txt" 2>"$T/err.txt"
+  rc=$?
+  check "edited report.html: a rerun refuses it ($rc): $(tail -1 "$T/err.txt")" \
+    '[[ $rc == 1 && $(sha256sum <"$T/R/report.html") == "$edited" ]] && grep -qF "$T/R/report.html" "$T/err.txt" && grep -qF -- "--overwrite" "$T/err.txt"'
+else
+  bad "a sweep with its report ($(tail -2 "$T/err.txt"))"
+fi
+
 finish

@@ -215,9 +215,8 @@ void write_results(const std::string& dir, const json& plan, const std::vector<o
   for (const ordered_json& r : records)
     jsonl += r.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
   const std::string csv = csv_text(plan, records);
-  io::write_files_atomic(
-      {{(fs::path(dir) / "results.csv").string(), {csv.begin(), csv.end()}, {}, true},
-       {(fs::path(dir) / "results.jsonl").string(), {jsonl.begin(), jsonl.end()}, {}, true}});
+  io::write_files_atomic({{(fs::path(dir) / "results.csv").string(), {csv.begin(), csv.end()}},
+                          {(fs::path(dir) / "results.jsonl").string(), {jsonl.begin(), jsonl.end()}}});
 }
 
 }  // namespace trnsim::sweep

@@ -16,6 +16,7 @@
 #include "sim/base/log.h"
 #include "sim/config/json_document.h"
 #include "sim/io/output_files.h"
+#include "sim/io/replace_check.h"
 #include "tools/sweep/point_check.h"
 #include "tools/sweep/pool.h"
 #include "tools/sweep/progress.h"
@@ -92,6 +93,12 @@ void check_sweep_folder(const std::string& dir) {
                       p, d));
   }
   check_rows(dir);
+  // The results and report a user reads and may annotate: replaced only as any output (recorded in
+  // DIR/.trnsim-written and unchanged, or --overwrite: sim/io/replace_check.h), refused before any point
+  // runs.
+  for (const char* f : {"results.csv", "results.jsonl", "report.html"})
+    if (const std::string p = (fs::path(dir) / f).string(); fs::exists(fs::symlink_status(p, ec)))
+      io::check_may_replace(p, std::string("the sweep's ") + f);
 }
 
 int default_jobs(int jobs) {
@@ -322,7 +329,6 @@ size_t collect(const std::string& dir, bool report) {
       std::vector<io::OutputFile> page = draw_sweep_report(dir);
       std::error_code ec;
       fs::create_directory(fs::path(dir) / "plots", ec);  // the set writes into existing folders only
-      for (io::OutputFile& f : page) f.own = true;        // the sweep's folder's
       io::write_files_atomic(page);
       std::printf(", %s/report.html, %s/plots/", dir.c_str(), dir.c_str());
     } catch (const InputError& e) {

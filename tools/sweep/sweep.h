@@ -44,7 +44,9 @@ std::string sweep_dir(const Spec& spec, const std::string& out);
 // InputError when one of the sweep's files or folders in DIR (plan.json, results.csv, results.jsonl,
 // report.html, best_workload.json; points/, plots/, stats/, .runs/) is a symlink (a write through it would
 // replace the user's files: io::check_no_links), a file is a folder or a folder a file, or a file under
-// points/ named like a row is not one (check_rows). prepare_dir and collect call it before anything runs.
+// points/ named like a row is not one (check_rows), or results.csv, results.jsonl or report.html may not be
+// replaced (io::check_may_replace: edited since trnsim wrote it, or unrecorded, without --overwrite).
+// prepare_dir and collect call it before anything runs.
 void check_sweep_folder(const std::string& dir);
 // The jobs to use: `jobs`, or the cores this process may run on.
 int default_jobs(int jobs);

@@ -96,8 +96,11 @@ void stats_command(const StatsCliOptions& o) {
         // unreadable: the report shows no host time
       }
     try {
-      io::write_files_atomic(sweep::draw_run_report(run::stats_text(j), run_dir, out, host_text));
-      io::rerecord_in_set(out);
+      const std::vector<io::OutputFile> page =
+          sweep::draw_run_report(run::stats_text(j), run_dir, out, host_text);
+      io::write_files_atomic(page);
+      for (const io::OutputFile& f : page)
+        if (f.path == out) io::rerecord_in_set(f);
     } catch (const InputError& e) {
       throw InputError(o.files[0] + ": " + e.what());
     }

@@ -133,6 +133,7 @@ void add_sweep_command(CLI::App& app) {
                   "local (a pool of worker processes, default) or slurm (sbatch --array)")
       ->check(CLI::IsMember({"local", "slurm"}));
   add_slurm_options(cmd, o->slurm);
+  add_overwrite_option(cmd);
   cmd->callback([o, cmd] {
     if (!cmd->get_subcommands().empty()) return;
     if (o->file.empty())
@@ -153,6 +154,7 @@ void add_sweep_command(CLI::App& app) {
   collect->add_option("dir", o->dir, "the sweep's folder")->required();
   collect->add_flag(
       "--no-report", [o](int64_t) { o->local.report = false; }, "no HTML report");
+  add_overwrite_option(collect);
   collect->callback([o] { on_file(o->dir, [&] { sweep::collect(o->dir, o->local.report); }); });
 
   CLI::App* resubmit =
@@ -161,6 +163,7 @@ void add_sweep_command(CLI::App& app) {
   add_slurm_options(resubmit, o->slurm);
   resubmit->add_flag(
       "--no-report", [o](int64_t) { o->slurm.report = false; }, "no HTML report (with --wait)");
+  add_overwrite_option(resubmit);
   resubmit->callback([o] {
     int rc = 0;
     on_file(o->dir, [&] { rc = sweep::slurm_submit(o->dir, o->slurm); });
