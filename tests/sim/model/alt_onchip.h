@@ -33,11 +33,12 @@ class FixedLatencyOnChip : public sc_core::sc_module {
     forward.register_invalidate_direct_mem_ptr(this, &FixedLatencyOnChip::invalidate_direct_mem_ptr);
   }
 
-  int transactions = 0;  // timed transactions seen
+  // Timed transactions seen; shared so that a test reads it after the run has destroyed the model.
+  std::shared_ptr<int> transactions = std::make_shared<int>(0);
 
  private:
   void b_transport(int, tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
-    ++transactions;
+    ++*transactions;
     forward->b_transport(t, delay);
     delay += extra_;
   }
@@ -54,15 +55,15 @@ class FixedLatencyOnChip : public sc_core::sc_module {
 };
 
 // RunOptions::bind_sbuf / bind_psum for a FixedLatencyOnChip adding `extra` per transaction on each core;
-// `made`, if given, receives each model made (it lives until the run ends).
-inline auto bind_fixed_latency_onchip(Picoseconds extra, std::vector<FixedLatencyOnChip*>* made = nullptr) {
+// `made`, if given, receives each model's transaction count (the model itself lives only until the run ends).
+inline auto bind_fixed_latency_onchip(Picoseconds extra, std::vector<std::shared_ptr<int>>* made = nullptr) {
   return [extra, made](model::OnChipSockets& ends) -> std::unique_ptr<sc_core::sc_module> {
     const std::string name = std::string("fixed_latency_core") + std::to_string(ends.core) +
                              (ends.space == isa::MemSpace::PSUM ? "_psum" : "_sbuf");
     auto m = std::make_unique<FixedLatencyOnChip>(name.c_str(), sc_core::sc_time::from_value(extra.count()));
     for (auto* i : ends.initiators) i->bind(m->target);
     m->forward.bind(ends.memory);
-    if (made) made->push_back(m.get());
+    if (made) made->push_back(m->transactions);
     return m;
   };
 }

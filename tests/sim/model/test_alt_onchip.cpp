@@ -63,8 +63,8 @@ struct Bound {
 };
 
 // The run's end in ps with the example model bound in place of the SBUF and/or the PSUM; `made` receives
-// the models.
-uint64_t end_ps(const isa::Program& p, Bound b, std::vector<FixedLatencyOnChip*>* made = nullptr) {
+// the models' transaction counts.
+uint64_t end_ps(const isa::Program& p, Bound b, std::vector<std::shared_ptr<int>>* made = nullptr) {
   model::RunOptions o;
   o.numerics = false;
   if (b.sbuf) o.bind_sbuf = bind_fixed_latency_onchip(ps(kExtra), made);
@@ -80,14 +80,14 @@ TEST_CASE("another SBUF or PSUM model holds each engine instruction by its laten
     // (test_critical_path.cpp): 717501 ps.
     const isa::Program p = one(pool_iota());
     CHECK(end_ps(p, {}) == 717501);
-    std::vector<FixedLatencyOnChip*> made;
+    std::vector<std::shared_ptr<int>> made;
     CHECK(end_ps(p, {true, false}, &made) == 717501 + kExtra);
     REQUIRE(made.size() == 2);  // core 0's and core 1's SBUF models
-    CHECK(made[0]->transactions == 1);
-    CHECK(made[1]->transactions == 0);
+    CHECK(*made[0] == 1);
+    CHECK(*made[1] == 0);
     made.clear();
     CHECK(end_ps(p, {false, true}, &made) == 717501);
-    CHECK(made[0]->transactions == 0);  // the iota has no PSUM operand: no transaction
+    CHECK(*made[0] == 0);  // the iota has no PSUM operand: no transaction
   }
   SECTION("PE nc_matmul: its MultiplyMoving waits for each memory's latency") {
     // LoadStationary 128 / 4 = 32 cycles = 13334 ps, MultiplyMoving max(64, 128) = 128 cycles = 53334 ps at
@@ -109,9 +109,9 @@ TEST_CASE("another SBUF model adds its latency to each DMA transfer's setup", "[
   const isa::Program p = load_store();
   CHECK(end_ps(p, {}) == 3392000);
   CHECK(end_ps(p, {true, false}) == 3392000 + 2 * kExtra);
-  std::vector<FixedLatencyOnChip*> made;
+  std::vector<std::shared_ptr<int>> made;
   CHECK(end_ps(p, {false, true}, &made) == 3392000);
-  CHECK(made[0]->transactions == 0);
+  CHECK(*made[0] == 0);
 }
 
 TEST_CASE("another SBUF model that forwards DMI leaves the bytes as trnsim's", "[model][memory]") {
