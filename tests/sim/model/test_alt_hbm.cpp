@@ -27,13 +27,7 @@ namespace {
 isa::Program chain() {
   isa::Program p;
   p.num_cores = 1;
-  for (const char* name : {"x", "y"}) {
-    isa::TensorDecl t;
-    t.name = name;
-    t.dtype = DType::BF16;
-    t.shape = {128, 16};
-    p.tensors.push_back(t);
-  }
+  declare(p, {"x", "y"}, DType::BF16, {128, 16});
   push(p, 0,
        make(Opcode::DmaCopy, Engine::SP, {sbuf(DType::BF16, 128, {16}), hbm(0, DType::BF16, 128, 16)}, {},
             {{0, 1}}));

@@ -94,11 +94,7 @@ TEST_CASE("DMA packet rate: a transfer takes its packets per engine, small or la
   const auto program = [](uint32_t parts, uint32_t cols) {
     isa::Program p;
     p.num_cores = 1;
-    isa::TensorDecl t;
-    t.name = "t";
-    t.dtype = DType::F32;
-    t.shape = {parts, cols};
-    p.tensors.push_back(t);
+    declare(p, {"t"}, DType::F32, {parts, cols});
     auto i =
         make(Opcode::DmaCopy, Engine::SP, {sbuf(DType::F32, parts, {cols}), hbm(0, DType::F32, parts, cols)});
     i.dge = isa::DgeMode::None;
