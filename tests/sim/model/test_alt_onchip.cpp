@@ -108,6 +108,25 @@ TEST_CASE("another SBUF model adds its latency to each DMA transfer's setup", "[
   CHECK(*made[0] == 0);
 }
 
+TEST_CASE("another SBUF model on each core times a sendrecv's src and dst there", "[model][dma][memory]") {
+  // Core 0's POOL sends SBUF [128, 16] BF16 to core 1's SBUF (offset 64): trigger 50 ns, setup 1000 (no HBM),
+  // data 396 ns (9 packets of 44 ns per DMA engine), completion on the peer core sync.cross_core_latency_ns
+  // 100 later: 1546 ns. Its src is read from core 0's SBUF and its dst written to core 1's: one transaction
+  // to each core's model, + 2 x 100 ns. (Before, both operands went to core 0's model as one transaction and
+  // core 1's saw none.)
+  isa::Program p;
+  p.num_cores = 2;
+  push(p, 0,
+       make(Opcode::SendRecv, Engine::POOL, {sbuf(DType::BF16, 128, {16}, 64), sbuf(DType::BF16, 128, {16})},
+            {}, {{0, 1}}));
+  CHECK(end_ps(p, {}) == 1546000);
+  std::vector<std::shared_ptr<int>> made;
+  CHECK(end_ps(p, {true, false}, &made) == 1546000 + 2 * kExtra);
+  REQUIRE(made.size() == 2);
+  CHECK(*made[0] == 1);  // core 0's SBUF model: the src
+  CHECK(*made[1] == 1);  // core 1's: the dst
+}
+
 TEST_CASE("another SBUF model that forwards DMI leaves the bytes as trnsim's", "[model][memory]") {
   const isa::Program p = load_store();
   const auto limits = trn2_dma_packets().limits();
