@@ -1,5 +1,5 @@
 // Another SBUF or PSUM model bound to a core's initiators (RunOptions::bind_sbuf / bind_psum) with the
-// example of tests/sim/model/alt_onchip.h: each instruction and DMA transfer with operands in that memory
+// example of tests/sim/model/alt_memory.h: each instruction and DMA transfer with operands in that memory
 // waits exactly the model's latency once, the bytes stay trnsim's, and a model that breaks the contract is
 // refused with a message. Times from configs/hw/trn2.json with the DMA packet rate on (dma.packet_ns = 44),
 // the PE throttle and the launch delay off (model_test_util.h: trn2_dma_packets).
@@ -11,7 +11,7 @@
 
 #include "sim/base/error.h"
 #include "sim/isa/semantics.h"
-#include "tests/sim/model/alt_onchip.h"
+#include "tests/sim/model/alt_memory.h"
 #include "tests/sim/model/model_test_util.h"
 
 using namespace trnsim;
@@ -143,28 +143,9 @@ TEST_CASE("another SBUF model that forwards DMI leaves the bytes as trnsim's", "
 
 namespace {
 
-// Breaks the contract: no DMI, and an error response to every timing transaction.
-class BrokenOnChip : public sc_core::sc_module {
- public:
-  tlm_utils::multi_passthrough_target_socket<BrokenOnChip> target{"target"};
-  tlm_utils::simple_initiator_socket<BrokenOnChip> forward{"forward"};
-  explicit BrokenOnChip(sc_core::sc_module_name name) : sc_module(name) {
-    target.register_b_transport(this, &BrokenOnChip::b_transport);
-  }
-
- private:
-  void b_transport(int, tlm::tlm_generic_payload& t, sc_core::sc_time&) {
-    t.set_response_status(tlm::TLM_GENERIC_ERROR_RESPONSE);
-  }
-};
-
+// BrokenMemory (alt_memory.h): no DMI, an error response to every timing transaction.
 std::unique_ptr<sc_core::sc_module> bind_broken(model::OnChipSockets& ends) {
-  const std::string name = std::string(ends.space == isa::MemSpace::SBUF ? "broken_sbuf" : "broken_psum") +
-                           std::to_string(ends.core);
-  auto m = std::make_unique<BrokenOnChip>(name.c_str());
-  for (auto* i : ends.initiators) i->bind(m->target);
-  m->forward.bind(ends.memory);
-  return m;
+  return interpose(std::make_unique<BrokenMemory>(onchip_name("broken", ends).c_str(), false), ends);
 }
 
 }  // namespace
