@@ -275,4 +275,10 @@ constexpr bool is_dma(Opcode op) {
   return i < static_cast<unsigned>(kNumOpcodes) && ((kDmaOpcodes >> i) & 1u) != 0;
 }
 
+// The physical core whose memory holds operand `slot` of an `op` instruction of core `core`: the peer core
+// for sendrecv's dst (its row: "src on this core -> dst on the peer core"), else `core`.
+constexpr int operand_core(Opcode op, int slot, int core) {
+  return op == Opcode::SendRecv && slot == 0 ? 1 - core : core;
+}
+
 }  // namespace trnsim::isa

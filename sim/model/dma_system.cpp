@@ -63,15 +63,18 @@ Picoseconds DmaSystem::hbm_latency(const DmaRecord& rec, const timing::DmaCost& 
 }
 
 Picoseconds DmaSystem::onchip_latency(const DmaRecord& rec) {
-  const auto& timed = top_.onchip_timed[rec.core];
   Picoseconds d;
   try {
-    if (timed[0])
-      d += memory::access_delay(sbuf[rec.core], isa::MemSpace::SBUF, *rec.inst,
-                                top_.limits.sbuf_bytes_per_partition, onchip_access_);
-    if (timed[1])
-      d += memory::access_delay(psum[rec.core], isa::MemSpace::PSUM, *rec.inst,
-                                top_.limits.psum_bytes_per_partition, onchip_access_);
+    // The issuing core's memories, then the peer's (a sendrecv's dst; no transaction for other transfers).
+    for (const int c : {rec.core, 1 - rec.core}) {
+      const auto& timed = top_.onchip_timed[c];
+      if (timed[0])
+        d += memory::access_delay(sbuf[c], isa::MemSpace::SBUF, *rec.inst, rec.core, c,
+                                  top_.limits.sbuf_bytes_per_partition, onchip_access_);
+      if (timed[1])
+        d += memory::access_delay(psum[c], isa::MemSpace::PSUM, *rec.inst, rec.core, c,
+                                  top_.limits.psum_bytes_per_partition, onchip_access_);
+    }
   } catch (const InputError& e) {
     throw InputError(context(rec) + ": " + e.what());
   }
@@ -80,10 +83,11 @@ Picoseconds DmaSystem::onchip_latency(const DmaRecord& rec) {
 
 void DmaSystem::enqueue(const DmaRecord& rec, const timing::DmaCost& dma_cost, const isa::Work& work) {
   timing::DmaCost cost = dma_cost;
-  const auto& onchip = top_.onchip_timed[rec.core];
-  if (cost.touches_hbm || onchip[0] || onchip[1]) {
+  const auto& timed = top_.onchip_timed;
+  const bool onchip = timed[0][0] || timed[0][1] || timed[1][0] || timed[1][1];
+  if (cost.touches_hbm || onchip) {
     Picoseconds d = cost.touches_hbm ? hbm_latency(rec, cost) : Picoseconds();
-    if (onchip[0] || onchip[1]) [[unlikely]]
+    if (onchip) [[unlikely]]
       d += onchip_latency(rec);
     // setup <= 2^63 ps (timing::ns_to_ps); a sum beyond every time limit saturates there.
     constexpr uint64_t kCap = uint64_t{1} << 63;

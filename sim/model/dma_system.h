@@ -9,7 +9,8 @@
 // sends the HBM one timing transaction when it is queued (Hbm's b_transport): the delay annotated is added
 // to its setup; at the start of the run it asks the HBM model's bandwidth (HbmBandwidth), which its queues
 // share. With another model bound in place of a core's SBUF or PSUM (RunOptions::bind_sbuf / bind_psum), a
-// transfer with operands there sends it one timing transaction too, whose delay is added to its setup. Data
+// transfer with operands there sends it one timing transaction too (a sendrecv: one to each core's SBUF, its
+// src on the issuing core's, its dst on the peer's), whose delay is added to its setup. Data
 // moves through DMI (the model checks at the start that every socket grants it over the run's bytes;
 // Lnc2::start_of_simulation).
 //
@@ -63,8 +64,8 @@ class DmaSystem : public sc_core::sc_module {
   // transaction. InputError (with context(rec)) if the model answers with an error response.
   Picoseconds hbm_latency(const DmaRecord& rec, const timing::DmaCost& cost);
   // The delays the SBUF and PSUM models bound in place of trnsim's (RunOptions::bind_sbuf / bind_psum)
-  // annotate on the transfer's access to its core's memories (memory::access_delay), with context(rec) on
-  // an error.
+  // annotate on the transfer's accesses, one per memory it touches (memory::access_delay): its core's SBUF
+  // and PSUM, and the peer core's SBUF for a sendrecv's dst; with context(rec) on an error.
   Picoseconds onchip_latency(const DmaRecord& rec);
   void finish(Transfer& t);
   // "at 12.345 ns, kernel.cpp:12: core 0 SP #3 dma_copy (DMA queue 2)"

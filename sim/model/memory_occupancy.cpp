@@ -64,11 +64,8 @@ void MemoryOccupancy::on_instruction(const InstructionRecord& r) {
 
 void MemoryOccupancy::on_dma(const DmaRecord& r) {
   const isa::Instruction& inst = *r.inst;
-  for (int i = 0; i < inst.nops; ++i) {
-    // sendrecv writes the peer core's SBUF.
-    const int core = (inst.op == isa::Opcode::SendRecv && i == 0) ? 1 - r.core : r.core;
-    touch(core, inst.ops[i], r.data_start.count(), r.data_end.count());
-  }
+  for (int i = 0; i < inst.nops; ++i)
+    touch(isa::operand_core(inst.op, i, r.core), inst.ops[i], r.data_start.count(), r.data_end.count());
 }
 
 std::vector<std::pair<uint64_t, uint64_t>> MemoryOccupancy::quadrant_use(int core, isa::MemSpace space,

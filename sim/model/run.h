@@ -65,7 +65,7 @@ struct RunOptions {
   // model: the function creates it (a SystemC module), binds HbmSockets::dma to it and it to HbmSockets::hbm,
   // and returns it; the model keeps it until the run ends. It must forward DMI (get_direct_mem_ptr) to the
   // Hbm: numerics use the Hbm's bytes. docs/architecture.md, "Binding another memory model";
-  // tests/sim/model/alt_hbm.h is an example.
+  // tests/sim/model/alt_memory.h is an example.
   std::function<std::unique_ptr<sc_core::sc_module>(HbmSockets&)> bind_hbm;
   // Binds a core's SBUF (PSUM) to its initiators, the core's five engines and the DMA system, once per core
   // during elaboration. Null: to trnsim's Sbuf (Psum) directly, which adds no delay. Else another model, as
@@ -73,7 +73,7 @@ struct RunOptions {
   // OnChipSockets::memory, and returns it; it must forward DMI. Each instruction and each DMA transfer of
   // the core with operands in that memory then sends it one timing transaction, whose delay holds the
   // instruction (before its execution; the PE: before its MultiplyMoving) or is added to the transfer's
-  // setup. docs/architecture.md, "Binding another memory model"; tests/sim/model/alt_onchip.h is an example.
+  // setup. docs/architecture.md, "Binding another memory model"; tests/sim/model/alt_memory.h is an example.
   std::function<std::unique_ptr<sc_core::sc_module>(OnChipSockets&)> bind_sbuf, bind_psum;
 };
 

@@ -555,11 +555,11 @@ Picoseconds Sequencer::memory_delay() {
   Picoseconds d;
   try {
     if (timed[0])
-      d += memory::access_delay(sbuf, isa::MemSpace::SBUF, inst, top_.limits.sbuf_bytes_per_partition,
-                                memory_access_);
+      d += memory::access_delay(sbuf, isa::MemSpace::SBUF, inst, core_, core_,
+                                top_.limits.sbuf_bytes_per_partition, memory_access_);
     if (timed[1])
-      d += memory::access_delay(psum, isa::MemSpace::PSUM, inst, top_.limits.psum_bytes_per_partition,
-                                memory_access_);
+      d += memory::access_delay(psum, isa::MemSpace::PSUM, inst, core_, core_,
+                                top_.limits.psum_bytes_per_partition, memory_access_);
   } catch (const InputError& e) {
     throw InputError(context(static_cast<uint32_t>(idx_)) + ": " + e.what());
   }

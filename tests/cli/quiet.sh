@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# --quiet on every command that runs something (issue 26: spdlog carries every message; --quiet prints only
-# errors): usage quiet.sh <trnsim-binary> <source-dir>. run, a chain, sweep, tune and quantize say nothing on
-# stderr with --quiet; a report script's output goes through the logger (a warning, hidden by --quiet; an
-# error names what it said); the signal handler's own messages follow the level (--quiet keeps the errors,
-# --log-level off drops them too). The default level's messages are log.sh's.
+# --quiet on every command (issue 26: spdlog carries every message; --quiet prints only errors): usage
+# quiet.sh <trnsim-binary> <source-dir>. run, a chain, sweep, tune, quantize, validate, stats, list and sweep
+# status / collect say nothing on stderr with --quiet; a report script's output goes through the logger (a
+# warning, hidden by --quiet; an error names what it said); the signal handler's own messages follow the
+# level (--quiet keeps the errors, --log-level off drops them too). The default level's messages are log.sh's.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 W=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
 CH=$SRC/configs/workloads/chains
@@ -58,6 +58,45 @@ rc=$?
 check "a report script that fails: exit $rc, the error says what it said ($(cat "$T/err"))" \
   '[[ $rc != 0 && $(head -1 "$T/err") == "trnsim: error: "*"run_report.py failed (exit status 1):" ]] &&
    grep -qx "  ValueError: the stats cannot be drawn" "$T/err" && [[ $(grep -c . "$T/err") == 3 ]]'
+
+# 2b. Every other command takes the same options: validate (the build's warnings, tests/nki_validate),
+# stats --html and sweep collect (a report script's warning), list, sweep status. Before, only run, quantize,
+# sweep and tune did: `validate W --quiet` was refused ("The following argument was not expected").
+cat >"$T/pyw" <<'SH'
+#!/bin/sh
+echo "UserWarning: a font is missing" >&2
+if [ -d "$3" ]; then echo "<html></html>" >"$3/report.html"; mkdir -p "$3/plots"; else echo "<html></html>" >"$3"; fi
+SH
+chmod +x "$T/pyw"
+cat >"$T/carried.json" <<JSON
+{"name": "carried", "hardware": "trn2", "lnc": 1,
+ "kernel": {"nki": "$SRC/python/tests/kernels/nki_carried.py", "function": "swapped_regions"},
+ "inputs": {"x": {"generator": "normal", "seed": 1, "shape": [128, 64], "dtype": "float32"}}}
+JSON
+said() {  # NAME EXPECTED-WARNING COMMAND...: the warning at the default level, nothing with --quiet
+  local name=$1 warning=$2
+  shift 2
+  "$@" >"$T/out" 2>"$T/err"
+  local rc=$?
+  check "$name: exit $rc, the warning ($(head -c 300 "$T/err"))" '[[ $rc == 0 ]] && grep -q "$warning" "$T/err"'
+  "$@" --quiet >"$T/out" 2>"$T/err"
+  rc=$?
+  check "$name --quiet: exit $rc, its result on stdout, nothing on stderr ($(head -c 300 "$T/err"))" \
+    '[[ $rc == 0 && ! -s $T/err && -s $T/out ]]'
+  "$@" --log-level off >/dev/null 2>"$T/err"
+  rc=$?
+  check "$name --log-level off: exit $rc, nothing on stderr" '[[ $rc == 0 && ! -s $T/err ]]'
+}
+said validate "warning: nki_carried.py:.*nl.affine_range" "$TRNSIM" validate "$T/carried.json"
+said "stats --html" "warning: run_report.py: UserWarning" env TRNSIM_PYTHON="$T/pyw" "$TRNSIM" stats \
+  "$T/r/stats.json" --html "$T/r.html"
+said "sweep collect" "warning: sweep_report.py: UserWarning" env TRNSIM_PYTHON="$T/pyw" "$TRNSIM" sweep collect "$T/s"
+for cmd in "list" "sweep status $T/s" "stats $T/r/stats.json"; do
+  # shellcheck disable=SC2086
+  "$TRNSIM" $cmd --quiet >"$T/out" 2>"$T/err"
+  rc=$?
+  check "$cmd --quiet: exit $rc, nothing on stderr ($(head -c 300 "$T/err"))" '[[ $rc == 0 && ! -s $T/err && -s $T/out ]]'
+done
 
 # 3. The signal handler's messages. A TERM during the write's renames ends the run once the files are in
 # place with an error message: --quiet keeps it, --log-level off drops it (the handler wrote it whatever the

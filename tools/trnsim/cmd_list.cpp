@@ -18,6 +18,7 @@
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
 #include "tools/trnsim/commands.h"
+#include "tools/trnsim/run_log.h"
 
 namespace trnsim::cli {
 namespace {
@@ -339,6 +340,7 @@ void add_list_command(CLI::App& app) {
                   "Only this kernel (a registered kernel or an NKI Python workload's name), or a workload "
                   "file (its kernel, inputs and params)");
   cmd->add_flag("--json", opts->json, "Print JSON instead of a table");
+  add_log_options(cmd);
   cmd->callback([opts] { run_list(*opts); });
 }
 

@@ -24,6 +24,7 @@
 #include "sim/run/report.h"
 #include "tools/sweep/report_script.h"
 #include "tools/trnsim/commands.h"
+#include "tools/trnsim/run_log.h"
 
 namespace trnsim::cli {
 namespace {
@@ -137,6 +138,7 @@ void add_stats_command(CLI::App& app) {
          "lines, numerics) to FILE, by default report.html next to the stats.json")
       ->expected(0, 1);
   add_overwrite_option(cmd);
+  add_log_options(cmd);
   cmd->add_option("--lines", opts->lines, "busiest source lines to show (default 10; stats.json holds 50)")
       ->check(CLI::Range(size_t{0}, size_t{1000000}));
   cmd->callback([opts, cmd] {

@@ -147,6 +147,7 @@ void add_sweep_command(CLI::App& app) {
   CLI::App* status = cmd->add_subcommand(
       "status", "Count a sweep's finished, failed and missing points; ask squeue about its Slurm jobs");
   status->add_option("dir", o->dir, "the sweep's folder")->required();
+  add_log_options(status);
   status->callback([o] { on_file(o->dir, [&] { sweep::sweep_status(o->dir); }); });
 
   CLI::App* collect = cmd->add_subcommand(
@@ -155,6 +156,7 @@ void add_sweep_command(CLI::App& app) {
   collect->add_flag(
       "--no-report", [o](int64_t) { o->local.report = false; }, "no HTML report");
   add_overwrite_option(collect);
+  add_log_options(collect);
   collect->callback([o] { on_file(o->dir, [&] { sweep::collect(o->dir, o->local.report); }); });
 
   CLI::App* resubmit =
@@ -164,6 +166,7 @@ void add_sweep_command(CLI::App& app) {
   resubmit->add_flag(
       "--no-report", [o](int64_t) { o->slurm.report = false; }, "no HTML report (with --wait)");
   add_overwrite_option(resubmit);
+  add_log_options(resubmit);
   resubmit->callback([o] {
     int rc = 0;
     on_file(o->dir, [&] { rc = sweep::slurm_submit(o->dir, o->slurm); });

@@ -19,6 +19,7 @@
 #include "sim/isa/program_json.h"
 #include "sim/isa/semantics.h"
 #include "tools/trnsim/commands.h"
+#include "tools/trnsim/run_log.h"
 
 namespace trnsim::cli {
 namespace {
@@ -98,6 +99,7 @@ void add_validate_command(CLI::App& app) {
   sub->add_option(
       "--set", opts->sets,
       "override a workload key: PATH=VALUE (e.g. params.M=512); for a program a hardware parameter");
+  add_log_options(sub);
   sub->callback([opts] { on_file(opts->path, [&] { run_validate(*opts); }); });
 }
 

@@ -1,4 +1,4 @@
-// The messages' options of the commands that run, and a run's log file (sim/base/log.h).
+// The messages' options every command takes, and a run's log file (sim/base/log.h).
 #pragma once
 
 #include <CLI/CLI.hpp>

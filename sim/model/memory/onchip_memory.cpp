@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "sim/base/error.h"
+#include "sim/isa/opcode_table.h"
 #include "sim/isa/semantics.h"
 
 namespace trnsim::model {
@@ -30,12 +31,14 @@ unsigned OnChipTarget::transport_dbg(int, tlm::tlm_generic_payload& t) {
 namespace memory {
 
 Picoseconds access_delay(tlm::tlm_initiator_socket<>& socket, isa::MemSpace space,
-                         const isa::Instruction& inst, uint64_t bytes_per_partition,
-                         tlm::tlm_generic_payload& t) {
+                         const isa::Instruction& inst, int core, int memory_core,
+                         uint64_t bytes_per_partition, tlm::tlm_generic_payload& t) {
   uint64_t address = std::numeric_limits<uint64_t>::max(), bytes = 0;
   for (uint32_t i = 0; i < inst.nops; ++i) {
     const isa::AccessPattern& a = inst.ops[i];
-    if (!a.present() || a.space != space) continue;
+    if (!a.present() || a.space != space ||
+        isa::operand_core(inst.op, static_cast<int>(i), core) != memory_core)
+      continue;
     address = std::min(address, a.partition_start * bytes_per_partition +
                                     static_cast<uint64_t>(std::max<int64_t>(a.offset_bytes, 0)));
     bytes += uint64_t{a.partitions} * a.free_elements() * isa::dtype_size(a.dtype);

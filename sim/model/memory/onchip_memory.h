@@ -78,13 +78,14 @@ struct OnChipSockets {
 namespace memory {
 
 // The delay a memory model bound in place of an Sbuf or Psum annotates on one access: one
-// TLM_IGNORE_COMMAND through `socket` covering the operands of `inst` in `space` (address: the lowest
-// first byte of those operands, partition-major; length: their bytes), or 0 without a transaction when
-// `inst` has none there. `t` is a payload the caller reuses. InputError "the <SBUF|PSUM> model (<socket>)
-// answered <response> ..." on an error response.
+// TLM_IGNORE_COMMAND through `socket` covering the operands of `inst` (of core `core`) in `space` of core
+// `memory_core` (isa::operand_core: a sendrecv's dst is in the peer core's SBUF) (address: the lowest first
+// byte of those operands, partition-major; length: their bytes), or 0 without a transaction when `inst` has
+// none there. `t` is a payload the caller reuses. InputError "the <SBUF|PSUM> model (<socket>) answered
+// <response> ..." on an error response.
 Picoseconds access_delay(tlm::tlm_initiator_socket<>& socket, isa::MemSpace space,
-                         const isa::Instruction& inst, uint64_t bytes_per_partition,
-                         tlm::tlm_generic_payload& t);
+                         const isa::Instruction& inst, int core, int memory_core,
+                         uint64_t bytes_per_partition, tlm::tlm_generic_payload& t);
 
 }  // namespace memory
 

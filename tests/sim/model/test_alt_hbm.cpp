@@ -1,5 +1,5 @@
 // Another HBM model bound to the DMA system's socket (RunOptions::bind_hbm) with the example of
-// tests/sim/model/alt_hbm.h: it moves the simulated time by exactly its latency per HBM transfer on the
+// tests/sim/model/alt_memory.h: it moves the simulated time by exactly its latency per HBM transfer on the
 // critical path and leaves the bytes alone; a model that breaks the contract is refused with a message.
 // Times from configs/hw/trn2.json with the DMA packet rate on (dma.packet_ns = 44, as in
 // test_timing_mechanisms.cpp), the PE throttle and the launch delay off.
@@ -11,7 +11,7 @@
 
 #include "sim/base/error.h"
 #include "sim/isa/semantics.h"
-#include "tests/sim/model/alt_hbm.h"
+#include "tests/sim/model/alt_memory.h"
 #include "tests/sim/model/model_test_util.h"
 
 using namespace trnsim;
@@ -73,16 +73,12 @@ TEST_CASE("another HBM model adds its latency to each transfer that touches HBM"
 namespace {
 
 // Forwards to the Hbm but answers the DMA system's bandwidth query with 1 GB/s (1 byte per ns).
-class SlowHbm : public sc_core::sc_module {
+class SlowHbm : public Interposer {
  public:
-  tlm_utils::simple_target_socket<SlowHbm> target{"target"};
-  tlm_utils::simple_initiator_socket<SlowHbm> forward{"forward"};
-  explicit SlowHbm(sc_core::sc_module_name name) : sc_module(name) {
-    target.register_b_transport(this, &SlowHbm::b_transport);
-  }
+  explicit SlowHbm(sc_core::sc_module_name name) : Interposer(name) {}
 
  private:
-  void b_transport(tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
+  void b_transport(tlm::tlm_generic_payload& t, sc_core::sc_time& delay) override {
     forward->b_transport(t, delay);
     if (auto* b = t.get_extension<model::HbmBandwidth>()) b->GBps = 1;
   }
@@ -92,12 +88,7 @@ class SlowHbm : public sc_core::sc_module {
 
 TEST_CASE("the DMA queues share the bandwidth the HBM model answers", "[model][dma][memory]") {
   auto o = timing_only();
-  o.bind_hbm = [](model::HbmSockets& ends) -> std::unique_ptr<sc_core::sc_module> {
-    auto m = std::make_unique<SlowHbm>("slow_hbm");
-    ends.dma.bind(m->target);
-    m->forward.bind(ends.hbm);
-    return m;
-  };
+  o.bind_hbm = [](model::HbmSockets& ends) { return interpose(std::make_unique<SlowHbm>("slow_hbm"), ends); };
   // At 1 byte per ns the 4096 bytes of x -> SBUF and of SBUF -> y take 4096 ns of data each instead of 396;
   // the SBUF -> SBUF copy does not use the HBM: 4848 + 2 x (4096 - 396) = 12248 ns.
   CHECK(run(chain(), o).end_time == ps(12248000));
@@ -118,31 +109,10 @@ TEST_CASE("another HBM model that forwards DMI leaves the bytes as trnsim's", "[
 
 namespace {
 
-// Breaks the contract: no DMI, and an error response to the DMA system's transactions (all, or all but the
-// bandwidth query, which it forwards).
-class BrokenHbm : public sc_core::sc_module {
- public:
-  tlm_utils::simple_target_socket<BrokenHbm> target{"target"};
-  tlm_utils::simple_initiator_socket<BrokenHbm> forward{"forward"};
-  BrokenHbm(sc_core::sc_module_name name, bool answers_query)
-      : sc_module(name), answers_query_(answers_query) {
-    target.register_b_transport(this, &BrokenHbm::b_transport);
-  }
-
- private:
-  void b_transport(tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
-    if (answers_query_ && t.get_extension<model::HbmBandwidth>()) return forward->b_transport(t, delay);
-    t.set_response_status(tlm::TLM_GENERIC_ERROR_RESPONSE);
-  }
-  bool answers_query_;
-};
-
+// BrokenMemory (alt_memory.h), answering the bandwidth query or not.
 auto bind_broken(bool answers_query) {
-  return [answers_query](model::HbmSockets& ends) -> std::unique_ptr<sc_core::sc_module> {
-    auto m = std::make_unique<BrokenHbm>("broken_hbm", answers_query);
-    ends.dma.bind(m->target);
-    m->forward.bind(ends.hbm);
-    return m;
+  return [answers_query](model::HbmSockets& ends) {
+    return interpose(std::make_unique<BrokenMemory>("broken_hbm", answers_query), ends);
   };
 }
 

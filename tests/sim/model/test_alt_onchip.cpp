@@ -1,5 +1,5 @@
 // Another SBUF or PSUM model bound to a core's initiators (RunOptions::bind_sbuf / bind_psum) with the
-// example of tests/sim/model/alt_onchip.h: each instruction and DMA transfer with operands in that memory
+// example of tests/sim/model/alt_memory.h: each instruction and DMA transfer with operands in that memory
 // waits exactly the model's latency once, the bytes stay trnsim's, and a model that breaks the contract is
 // refused with a message. Times from configs/hw/trn2.json with the DMA packet rate on (dma.packet_ns = 44),
 // the PE throttle and the launch delay off (model_test_util.h: trn2_dma_packets).
@@ -11,7 +11,7 @@
 
 #include "sim/base/error.h"
 #include "sim/isa/semantics.h"
-#include "tests/sim/model/alt_onchip.h"
+#include "tests/sim/model/alt_memory.h"
 #include "tests/sim/model/model_test_util.h"
 
 using namespace trnsim;
@@ -108,6 +108,25 @@ TEST_CASE("another SBUF model adds its latency to each DMA transfer's setup", "[
   CHECK(*made[0] == 0);
 }
 
+TEST_CASE("another SBUF model on each core times a sendrecv's src and dst there", "[model][dma][memory]") {
+  // Core 0's POOL sends SBUF [128, 16] BF16 to core 1's SBUF (offset 64): trigger 50 ns, setup 1000 (no HBM),
+  // data 396 ns (9 packets of 44 ns per DMA engine), completion on the peer core sync.cross_core_latency_ns
+  // 100 later: 1546 ns. Its src is read from core 0's SBUF and its dst written to core 1's: one transaction
+  // to each core's model, + 2 x 100 ns. (Before, both operands went to core 0's model as one transaction and
+  // core 1's saw none.)
+  isa::Program p;
+  p.num_cores = 2;
+  push(p, 0,
+       make(Opcode::SendRecv, Engine::POOL, {sbuf(DType::BF16, 128, {16}, 64), sbuf(DType::BF16, 128, {16})},
+            {}, {{0, 1}}));
+  CHECK(end_ps(p, {}) == 1546000);
+  std::vector<std::shared_ptr<int>> made;
+  CHECK(end_ps(p, {true, false}, &made) == 1546000 + 2 * kExtra);
+  REQUIRE(made.size() == 2);
+  CHECK(*made[0] == 1);  // core 0's SBUF model: the src
+  CHECK(*made[1] == 1);  // core 1's: the dst
+}
+
 TEST_CASE("another SBUF model that forwards DMI leaves the bytes as trnsim's", "[model][memory]") {
   const isa::Program p = load_store();
   const auto limits = trn2_dma_packets().limits();
@@ -124,28 +143,9 @@ TEST_CASE("another SBUF model that forwards DMI leaves the bytes as trnsim's", "
 
 namespace {
 
-// Breaks the contract: no DMI, and an error response to every timing transaction.
-class BrokenOnChip : public sc_core::sc_module {
- public:
-  tlm_utils::multi_passthrough_target_socket<BrokenOnChip> target{"target"};
-  tlm_utils::simple_initiator_socket<BrokenOnChip> forward{"forward"};
-  explicit BrokenOnChip(sc_core::sc_module_name name) : sc_module(name) {
-    target.register_b_transport(this, &BrokenOnChip::b_transport);
-  }
-
- private:
-  void b_transport(int, tlm::tlm_generic_payload& t, sc_core::sc_time&) {
-    t.set_response_status(tlm::TLM_GENERIC_ERROR_RESPONSE);
-  }
-};
-
+// BrokenMemory (alt_memory.h): no DMI, an error response to every timing transaction.
 std::unique_ptr<sc_core::sc_module> bind_broken(model::OnChipSockets& ends) {
-  const std::string name = std::string(ends.space == isa::MemSpace::SBUF ? "broken_sbuf" : "broken_psum") +
-                           std::to_string(ends.core);
-  auto m = std::make_unique<BrokenOnChip>(name.c_str());
-  for (auto* i : ends.initiators) i->bind(m->target);
-  m->forward.bind(ends.memory);
-  return m;
+  return interpose(std::make_unique<BrokenMemory>(onchip_name("broken", ends).c_str(), false), ends);
 }
 
 }  // namespace
