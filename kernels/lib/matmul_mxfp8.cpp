@@ -17,8 +17,9 @@ mxfp8::Operand mx_input_operand(const std::string& kernel, const MxInputNames& n
   if (swizzled && !f_by_k && !scales_shape)
     throw InputError(fmt::format(
         "{}: {}_is_swizzled=true with {}_is_f_by_k=false: a pre-swizzled operand is [K/4, 4{}] (K on rows) "
-        "already; the K-by-F layout is illegal for pre-swizzled inputs",
-        kernel, names.param, names.param, names.f_name));
+        "already; the K-by-F layout is illegal for pre-swizzled inputs (set {}_is_swizzled=false for an "
+        "unswizzled BF16 [K, {}])",
+        kernel, names.param, names.param, names.f_name, names.param, names.f_name));
   mxfp8::Operand o;
   o.name = names.tensor, o.param = names.param, o.scales_name = names.scales, o.f_name = names.f_name;
   if (scales_shape) {

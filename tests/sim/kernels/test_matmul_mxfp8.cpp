@@ -294,6 +294,19 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("matmul_mxfp8: defaults are nki-library's documented ones, pre-swizzled operands and E5M2") {
+  // matmul_mxfp8_generic_kernel.py at 092a49dc: lhs_is_swizzled / rhs_is_swizzled True, float8_dtype
+  // "float8_e5m2". A run that names neither reads x [K/4, 4M] and w [K/4, 4N] and quantizes to E5M2.
+  const Fwd f(256, 1024, 512);
+  const std::map<std::string, Bytes> in = {{"x", as_bytes(swizzled(f.lx(), num::QuantScheme::WrapX))},
+                                           {"w", as_bytes(swizzled(f.lw(), num::QuantScheme::WrapX))}};
+  const auto y =
+      run_kernel("matmul_mxfp8", {{"M", f.M}, {"K", f.K}, {"N", f.N}, {"output_dtype", "float32"}}, in)
+          .get("y");
+  CHECK(rel_l2(y, f.mx_ref(num::Fp8Format::E5M2)) <= 1e-5);
+  CHECK(rel_l2(y, f.mx_ref(num::Fp8Format::E4M3FN)) > 1e-3);
+}
+
 TEST_CASE("matmul_mxfp8: plan resolves auto tiles and fits SBUF") {
   kernels::mxfp8::MatmulSpec s;
   s.kernel = "k";
@@ -357,7 +370,8 @@ TEST_CASE("matmul_mxfp8: rejected parameters name the kernel and the reason") {
             "256");
   CHECK(err({{"x_is_f_by_k", false}, {"x_is_swizzled", true}}) ==
         k + "x_is_swizzled=true with x_is_f_by_k=false: a pre-swizzled operand is [K/4, 4M] (K on rows) "
-            "already; the K-by-F layout is illegal for pre-swizzled inputs");
+            "already; the K-by-F layout is illegal for pre-swizzled inputs (set x_is_swizzled=false for an "
+            "unswizzled BF16 [K, M])");
   CHECK(err({{"x_scales", {128, 512}}}) == k + "use_scale_packing=false but x_scales has the packed shape "
                                                "[128, 512] (the unpacked shape is [256, 512])");
   CHECK(err({{"x_scales", {256, 512}}, {"use_scale_packing", true}}) ==
