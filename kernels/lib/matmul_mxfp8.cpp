@@ -17,8 +17,9 @@ mxfp8::Operand mx_input_operand(const std::string& kernel, const MxInputNames& n
   if (swizzled && !f_by_k && !scales_shape)
     throw InputError(fmt::format(
         "{}: {}_is_swizzled=true with {}_is_f_by_k=false: a pre-swizzled operand is [K/4, 4{}] (K on rows) "
-        "already; the K-by-F layout is illegal for pre-swizzled inputs",
-        kernel, names.param, names.param, names.f_name));
+        "already; the K-by-F layout is illegal for pre-swizzled inputs (set {}_is_swizzled=false for an "
+        "unswizzled BF16 [K, {}])",
+        kernel, names.param, names.param, names.f_name, names.param, names.f_name));
   mxfp8::Operand o;
   o.name = names.tensor, o.param = names.param, o.scales_name = names.scales, o.f_name = names.f_name;
   if (scales_shape) {
@@ -83,9 +84,11 @@ const char* const kMxScheduleDoc =
     "BF16 PSUM for one K tile per block and BF16 output); tiling fields left null take the blocks of the "
     "library's auto_generate_default fallback heuristic (matmul_mxfp8_config.py; kernels/lib/mxfp8/"
     "lib_config.h), not its autotune table, which is library data and not copied (a shape the table lists "
-    "gets the fallback's blocks here); pre-swizzled operands and quant_scheme 1x32 with a BF16 operand are "
-    "refused there. trnsim_optimized: this project's pipeline (K-by-F rows straight onto partitions, one "
-    "quantize_mx per load, two-slot block reuse with prefetch, FP32 PSUM, drains alternating DVE and ACT; "
+    "gets the fallback's blocks here); quant_scheme 1x32 with a BF16 K-by-F operand, or with a BF16 F-by-K "
+    "one whose K is no multiple of 512 (the library asserts both out: load_apis.py load_tile and "
+    "load_tile_PE_Swizzle_1x32), is refused there. trnsim_optimized: this project's pipeline (K-by-F rows "
+    "straight onto partitions, one quantize_mx per load, two-slot block reuse with prefetch, FP32 PSUM, "
+    "drains alternating DVE and ACT; "
     "null tiling fields: this project's planner, the cheapest blocks that fit SBUF), which runs every "
     "parameter";
 
@@ -94,11 +97,11 @@ KernelBuild build_mx_kernel(std::vector<MxKernelMatmul> matmuls, MxSchedule sche
   const bool library = schedule == MxSchedule::NkiLibrary;
   if (library)
     for (MxKernelMatmul& m : matmuls) {
+      m.spec.tiling = mxfp8::lib::default_tiling(m.spec);  // the library's fallback for null fields
       if (const std::string why = mxfp8::lib::unsupported(m.spec); !why.empty())
         throw InputError(fmt::format(
             "{}: {} in the nki_library schedule; set \"schedule\": \"trnsim_optimized\" to run it",
             m.spec.kernel, why));
-      m.spec.tiling = mxfp8::lib::default_tiling(m.spec);  // the library's fallback for null fields
     }
   std::vector<mxfp8::Plan> plans;
   BuildOptions o = options;

@@ -49,46 +49,44 @@ struct MxTilingConfig {
 };
 
 // The flat arguments both MXFP8 matmul entries take (lnc_2_shard_rhs is each kernel's own: the defaults
-// differ). `kDefaultFp8` is the entry's float8_dtype default: matmul_mxfp8_backward documents float8_e5m2
-// (nki-library matmul_mxfp8_generic_backward_kernel.py at 092a49dc, the version this project's kernel
-// documentation describes; later versions default to float8_e4m3fn), matmul_mxfp8 uses float8_e4m3fn.
-template <num::Fp8Format kDefaultFp8>
-struct MxShared {
+// differ). float8_dtype defaults to float8_e5m2, as nki-library documents matmul_mxfp8 and
+// matmul_mxfp8_backward (matmul_mxfp8_generic_kernel.py and matmul_mxfp8_generic_backward_kernel.py at
+// 092a49dc, the version this project's kernel documentation describes; later versions default to
+// float8_e4m3fn).
+struct MxSharedParams {
   bool nmk = false;
-  num::Fp8Format fp8 = kDefaultFp8;
+  num::Fp8Format fp8 = num::Fp8Format::E5M2;
   DType out_dtype = DType::BF16;
   bool run_with_lnc2 = true;
   bool use_scale_packing = false;
   bool spill_reload = false;
   num::QuantScheme scheme = num::QuantScheme::WrapX;
 
-  static void describe(Schema<MxShared>& s) {
-    s.choice(&MxShared::nmk, "tile_loop_order",
+  static void describe(Schema<MxSharedParams>& s) {
+    s.choice(&MxSharedParams::nmk, "tile_loop_order",
              "tile order inside a block: M tiles outer ('mnk') or N tiles outer ('nmk'); K innermost in PSUM",
              {{"mnk", false}, {"nmk", true}}, false);
     s.choice(
-        &MxShared::fp8, "float8_dtype",
-        kDefaultFp8 == num::Fp8Format::E5M2
-            ? "MXFP8 element type (x4-packed on chip); default float8_e5m2 as nki-library documents "
-              "matmul_mxfp8_backward (matmul_mxfp8_generic_backward_kernel.py at 092a49dc; later versions "
-              "default to float8_e4m3fn)"
-            : "MXFP8 element type (x4-packed on chip)",
-        {{"float8_e4m3fn", num::Fp8Format::E4M3FN}, {"float8_e5m2", num::Fp8Format::E5M2}}, kDefaultFp8);
-    s.choice(&MxShared::out_dtype, "output_dtype", "dtype of the outputs",
+        &MxSharedParams::fp8, "float8_dtype",
+        "MXFP8 element type (x4-packed on chip); default float8_e5m2 as nki-library documents the kernel "
+        "(092a49dc; later versions default to float8_e4m3fn)",
+        {{"float8_e4m3fn", num::Fp8Format::E4M3FN}, {"float8_e5m2", num::Fp8Format::E5M2}},
+        num::Fp8Format::E5M2);
+    s.choice(&MxSharedParams::out_dtype, "output_dtype", "dtype of the outputs",
              {{"bfloat16", DType::BF16}, {"float32", DType::F32}}, DType::BF16);
-    s.add(&MxShared::run_with_lnc2, "run_with_lnc2",
+    s.add(&MxSharedParams::run_with_lnc2, "run_with_lnc2",
           "run on both physical cores (num_programs 2), splitting one free dim; false: one core", true);
-    s.add(&MxShared::use_scale_packing, "use_scale_packing",
+    s.add(&MxSharedParams::use_scale_packing, "use_scale_packing",
           "4 consecutive K tiles share one 128-partition scale tile at offsets 0/4/8/12; pre-quantized "
           "scales are "
           "then [ceil(K/2048)*128, F]",
           false);
-    s.add(&MxShared::spill_reload, "spill_reload",
+    s.add(&MxSharedParams::spill_reload, "spill_reload",
           "write each quantized block to an HBM scratch when first produced and reload it later instead of "
           "re-loading and re-quantizing the BF16 data",
           false);
     s.choice(
-        &MxShared::scheme, "quant_scheme",
+        &MxSharedParams::scheme, "quant_scheme",
         "x4 interleave of K: wrapX (partition p of a 512-row tile holds rows p+128j) or 1x32 (rows 4p..4p+3: "
         "OCP 32-contiguous groups)",
         {{"wrapX", num::QuantScheme::WrapX}, {"1x32", num::QuantScheme::OneX32}}, num::QuantScheme::WrapX);
@@ -105,7 +103,5 @@ struct MxShared {
   // The host reference's MX quantization for these parameters (the trn3 scale rule of quantize_mx).
   ref::MxQuant quant() const { return {fp8, num::ScaleRule::Trn3, scheme}; }
 };
-using MxSharedParams = MxShared<num::Fp8Format::E4M3FN>;        // matmul_mxfp8
-using MxBackwardSharedParams = MxShared<num::Fp8Format::E5M2>;  // matmul_mxfp8_backward
 
 }  // namespace trnsim::kernels

@@ -17,7 +17,7 @@ struct Params {
   int64_t M = 0, K = 0, N = 0;
   MxTilingConfig tiling;
   bool x_is_f_by_k = true, w_is_f_by_k = true;
-  bool x_is_swizzled = false, w_is_swizzled = false;
+  bool x_is_swizzled = true, w_is_swizzled = true;
   std::optional<std::vector<int64_t>> x_scales, w_scales;
   MxSharedParams shared;
   std::optional<bool> lnc_2_shard_rhs;
@@ -34,8 +34,14 @@ struct Params {
     s.add(&Params::w_is_f_by_k, "w_is_f_by_k", "w is [N, K] (true) or [K, N] (false; needs N % 512 == 0)",
           true);
     s.add(&Params::x_is_swizzled, "x_is_swizzled",
-          "x is BF16 pre-swizzled [K/4, 4M] (quant_scheme interleave)", false);
-    s.add(&Params::w_is_swizzled, "w_is_swizzled", "w is BF16 pre-swizzled [K/4, 4N]", false);
+          "x is BF16 pre-swizzled [K/4, 4M] (quant_scheme interleave); default true as nki-library documents "
+          "matmul_mxfp8 (lhs_is_swizzled, 092a49dc); false: x is [M, K] or [K, M] by x_is_f_by_k; ignored "
+          "when x_scales is set",
+          true);
+    s.add(&Params::w_is_swizzled, "w_is_swizzled",
+          "w is BF16 pre-swizzled [K/4, 4N]; default true as nki-library documents (rhs_is_swizzled); false: "
+          "w is [N, K] or [K, N] by w_is_f_by_k",
+          true);
     s.add(&Params::x_scales, "x_scales",
           "x is pre-quantized: x holds x4 data [K/4, M] and input 'x_scales' the E8M0 scales of this shape "
           "([K/4, M] "

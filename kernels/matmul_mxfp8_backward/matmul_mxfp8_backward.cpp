@@ -30,7 +30,7 @@ struct Params {
   bool output_grad_is_swizzled = false, weights_is_swizzled = false, input_is_swizzled = false;
   bool weights_is_f_by_k = false, input_is_f_by_k = false;
   bool fast_dma_transpose = false, disable_dma_transpose = false;
-  MxBackwardSharedParams shared;
+  MxSharedParams shared;
   std::optional<bool> lnc_2_shard_rhs = true;
   MxSchedule schedule = MxSchedule::NkiLibrary;
 

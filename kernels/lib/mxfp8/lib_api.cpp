@@ -141,6 +141,7 @@ int64_t Td::K() const {
       return data.size(1);
     case Form::KByF:
       return data.size(0);
+    case Form::Swizzled:
     case Form::Quantized:
       return 4 * data.size(0);
   }
@@ -148,7 +149,14 @@ int64_t Td::K() const {
 }
 
 int64_t Td::F() const {
-  return form == Form::FByK ? data.size(0) : data.size(1);
+  switch (form) {
+    case Form::FByK:
+      return data.size(0);
+    case Form::Swizzled:
+      return data.size(1) / 4;
+    default:
+      return data.size(1);
+  }
 }
 
 Td spill_buffer(Kernel& k, const std::string& name, int64_t kblocks, int64_t fblocks, int64_t block_f,

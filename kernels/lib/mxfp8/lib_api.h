@@ -16,8 +16,13 @@
 //     when the descriptor has one) then one indirect dma_transpose [vs, 4 tile_f] of 4 tile_f gathered rows
 //     of vs = tile_k / 4 elements (software DGE on POOL); fast DMA transpose = one outer-axes dma_transpose
 //     (no vector offsets); PE = the rows by one DMA (K-by-F: one dma_transpose per 128 F), then per 128 F:
-//     four nc_transposes into PSUM and a copy out (DVE and ACT alternately); pre-quantized and spilled x4 =
-//     one dma_copy of the data and the scales (packed scales at group boundaries only).
+//     four nc_transposes into PSUM and a copy out (DVE and ACT alternately); a K remainder (DGT and PE) = a
+//     256- and a 128-row sub-tile, the second at partition 64 through a 32-partition tile and a tensor_copy
+//     (fast DMA transpose: the whole remainder as one sub-tile); quant_scheme 1x32 (F-by-K; K-by-F and K
+//     tiles other than 512 rows asserted out) = load_tile_PE_Swizzle_1x32: the rows by DMA read as FP32, per
+//     128 F two stride-2 FP32 nc_transposes into PSUM and a copy out (in DGT mode the tile's vector offsets
+//     are still made: tensor_scalar); pre-swizzled BF16 = one dma_copy per tile; pre-quantized and spilled x4
+//     = one dma_copy of the data and the scales (packed scales at group boundaries only).
 //   quantize (quantize_mxfp8_block): one quantize_mx per (F tile of the block, K tile), DVE.
 //   spill (spill_block): per K tile one data dma_copy and the scales (packed: one per 4-row slot, 4 per
 //     128-partition tile).
@@ -52,6 +57,7 @@
 #include "kernels/api/view.h"
 #include "kernels/lib/mxfp8/operand.h"
 #include "sim/numerics/float_formats.h"
+#include "sim/numerics/scale_layout.h"
 
 namespace trnsim::kernels::mxfp8::lib {
 
@@ -122,15 +128,19 @@ class Tiles {
 
 // A TensorDescriptor: one HBM operand, logically [K, F].
 struct Td {
-  enum class Form { FByK, KByF, Quantized };
+  enum class Form { FByK, KByF, Swizzled, Quantized };
   Form form = Form::FByK;
   // FByK: BF16 [F, K], a whole contiguous tensor or a contiguous slice of one (the DGT gathers rows of its
   // flattened [F K / vs, vs] view). KByF: BF16 [K, F], always loaded through the PE swizzle (nkilib
-  // TensorDescriptor.__post_init__ forces load_with_PE_swizzle for it). Quantized: x4 [K/4, F] with `scales`
+  // TensorDescriptor.__post_init__ forces load_with_PE_swizzle for it). Swizzled: BF16 pre-swizzled
+  // [K/4, 4F], loaded by one dma_copy per tile (load_apis.py load_tile). Quantized: x4 [K/4, F] with `scales`
   // E8M0 [K/4, F] or packed [ceil(K / 2048) 128, F].
   View data, scales;
   bool packed = false;
   Swizzle swizzle = Swizzle::Dgt;
+  // The descriptor's quant_scheme: an unswizzled BF16 operand under 1x32 is loaded by
+  // load_tile_PE_Swizzle_1x32 whatever its swizzle mode (load_apis.py load_tile).
+  num::QuantScheme scheme = num::QuantScheme::WrapX;
   bool fast_dma_transpose = false;
   int64_t effective_f = 0;  // the F rows one expert spans (effective_f_dim); 0: all of data's F
   // The descriptor's expert: DGT: an SBUF FP32 [128, 1] with the expert's offset in vector units (tile_k/4

@@ -81,16 +81,13 @@ Patterns patterns(Tiles& t, const Call& c, const Td& td, int64_t load_f) {
   return p;
 }
 
-// load_tile_dgt: the tile's vector offsets (pattern + its base, + the expert's) and one indirect
-// dma_transpose of its 4 af rows; or, with fast_dma_transpose, one outer-axes transpose.
-void load_dgt(Tiles& t, const Td& td, const View& pattern, const View& dst, int64_t tile_k, int64_t k0,
-              int64_t f0, int64_t af) {
+// TileLocation.set_vector_offset: the tile's vector offsets, the pattern plus the tile's base (+ the expert's
+// offset, scaled to the tile's vector size). The library makes them whenever it describes a tile of an
+// unswizzled F-by-K operand in DGT mode (TileLocation.__post_init__), also when the 1x32 loader then reads
+// the tile without them.
+View tile_vector_offsets(Tiles& t, const Td& td, const View& pattern, int64_t tile_k, int64_t k0,
+                         int64_t f0) {
   const int64_t vs = tile_k / 4, K = td.K();
-  if (td.fast_dma_transpose) {
-    const View src = td.data(S(f0, f0 + af), S(k0, k0 + tile_k)).reshape({af, 4, vs}).permute({1, 0, 2});
-    nki::dma_transpose(dst.reshape({vs, af, 4}), src, {.axes = {2, 1, 0}});
-    return;
-  }
   const int64_t cols = pattern.size(1);
   View vo = t.sbuf("vector_offsets_tile", {kPmax, cols}, DType::U32);
   nki::tensor_scalar(vo, pattern, nki::AluOp::Add, static_cast<double>(k0 / vs + f0 * (K / vs)));
@@ -104,18 +101,33 @@ void load_dgt(Tiles& t, const Td& td, const View& pattern, const View& dst, int6
     nki::tensor_scalar(with_expert, vo, nki::AluOp::Add, nki::Operand(expert));
     vo = with_expert;
   }
+  return vo;
+}
+
+// load_tile_dgt: the tile's vector offsets and one indirect dma_transpose of its 4 af rows; or, with
+// fast_dma_transpose, one outer-axes transpose.
+void load_dgt(Tiles& t, const Td& td, const View& pattern, const View& dst, int64_t tile_k, int64_t k0,
+              int64_t f0, int64_t af) {
+  const int64_t vs = tile_k / 4, K = td.K();
+  if (td.fast_dma_transpose) {
+    const View src = td.data(S(f0, f0 + af), S(k0, k0 + tile_k)).reshape({af, 4, vs}).permute({1, 0, 2});
+    nki::dma_transpose(dst.reshape({vs, af, 4}), src, {.axes = {2, 1, 0}});
+    return;
+  }
+  const View vo = tile_vector_offsets(t, td, pattern, tile_k, k0, f0);
   const View flat = td.data.reshape({td.F() * K / vs, vs});
   nki::dma_transpose(dst, flat(S(0, 4 * af), all), {.vector_offset = vo(all, S(0, cdiv(4 * af, kPmax)))});
 }
 
-// load_tile_PE_swizzle_wrapX from HBM: the F rows onto partitions (F-by-K: the 128-row groups by one DMA, a
-// partial group by a second; K-by-F: one dma_transpose [tile_k, 128] -> [128, tile_k] per 128 F, the
-// library's direct K-by-F branch), then per 128 F four nc_transposes into PSUM (each pair of F columns of one
-// K quarter) and a copy out that puts [p][f][quarter] in the staging, on DVE and ACT alternately
-// (psum_drain_engine_ratio (1, 1)).
-void load_pe(Tiles& t, const Call& c, const Td& td, const View& dst, int64_t k0, int64_t f0, int64_t tile_f,
-             int64_t af) {
-  const int64_t tile_k = c.g.tile_k, kp = tile_k / 4, subs = tile_f / kPmax;
+// load_tile_PE_swizzle_wrapX from HBM (a K tile of `tile_k` rows: the load tile's, or a 256- or 128-row
+// remainder sub-tile, each with its own row tile and PSUM shape): the F rows onto partitions (F-by-K: the
+// 128-row groups by one DMA, a partial group by a second; K-by-F: one dma_transpose [tile_k, 128] -> [128,
+// tile_k] per 128 F, the library's direct K-by-F branch), then per 128 F four nc_transposes into PSUM (each
+// pair of F columns of one K quarter) and a copy out that puts [p][f][quarter] in the staging, on DVE and ACT
+// alternately (psum_drain_engine_ratio (1, 1)).
+void load_pe(Tiles& t, const Call& c, const Td& td, const View& dst, int64_t tile_k, int64_t k0, int64_t f0,
+             int64_t tile_f, int64_t af) {
+  const int64_t kp = tile_k / 4, subs = tile_f / kPmax;
   if (tile_f % kPmax != 0)
     fail(c, fmt::format("the PE swizzle loader needs tile_f % 128 == 0, got {}", tile_f));
   View rows = t.sbuf("pe_swizzle_rows", {kPmax, subs * tile_k}, DType::BF16);
@@ -145,6 +157,45 @@ void load_pe(Tiles& t, const Call& c, const Td& td, const View& dst, int64_t k0,
   }
 }
 
+// load_tile_PE_Swizzle_1x32 (load_apis.py; tile_k 512, checked by lib::unsupported): the tile's F rows
+// into a row tile read as FP32 [128, 256 per 128 F] (one dma_copy per 4 sub-tiles of 128 F when the tile lies
+// inside F, else one per sub-tile), then per sub-tile two stride-2 nc_transposes in FP32 into PSUM (FP32 K
+// pair q of partition row p goes to column 2 f + q: as BF16, [p][f][slot] = row f's K 4 p + slot) and one
+// tensor_copy of it, read as BF16, into the staging (engine left to the compiler: the NKI default).
+// Sub-tiles past F are not read (the library's per-sub-tile DMAs read past the tensor; their columns are
+// masked out of the output), nor are the rows of a partial sub-tile.
+void load_pe_1x32(Tiles& t, const Call& c, const Td& td, const View& dst, int64_t k0, int64_t f0,
+                  int64_t tile_f, int64_t af) {
+  constexpr int64_t kHalf = 256;  // FP32 columns of a 512-row K tile
+  const int64_t subs = tile_f / kPmax;
+  if (tile_f % kPmax != 0)
+    fail(c, fmt::format("the 1x32 PE swizzle loader needs tile_f % 128 == 0, got {}", tile_f));
+  View rows = t.sbuf("pe_1x32_rows", {kPmax, subs * kHalf}, DType::F32);
+  const auto src = [&](int64_t f, int64_t n) {
+    return td.data(S(f, f + n), S(k0, k0 + 512)).bitcast(DType::F32);
+  };
+  if (af == tile_f) {
+    for (int64_t s0 = 0; s0 < subs; s0 += 4) {
+      const int64_t ns = std::min<int64_t>(4, subs - s0), f = f0 + s0 * kPmax;
+      nki::dma_copy(rows(all, S(s0 * kHalf, (s0 + ns) * kHalf)).reshape({kPmax, ns, kHalf}),
+                    src(f, ns * kPmax).reshape({ns, kPmax, kHalf}).permute({1, 0, 2}));
+    }
+  } else {
+    for (int64_t s = 0; s < subs; ++s) {
+      const int64_t n = std::clamp<int64_t>(af - s * kPmax, 0, kPmax);
+      if (n > 0) nki::dma_copy(rows(S(0, n), S(s * kHalf, (s + 1) * kHalf)), src(f0 + s * kPmax, n));
+      if (n < kPmax) assume_written(rows(S(n, kPmax), S(s * kHalf, (s + 1) * kHalf)));
+    }
+  }
+  for (int64_t s = 0; s < subs; ++s) {
+    View ps = t.psum(kPmax, kHalf, DType::F32);
+    const View pairs = ps.reshape({kPmax, kPmax, 2});
+    for (int64_t q = 0; q < 2; ++q)
+      nki::nc_transpose(pairs(all, all, q), rows(all, S(s * kHalf + q, (s + 1) * kHalf, 2)));
+    nki::tensor_copy(dst(all, S(4 * kPmax * s, 4 * kPmax * (s + 1))), ps.bitcast(DType::BF16));
+  }
+}
+
 // _load_tile_dma_copy of x4 data or scales rows [k, k + n) and columns [f, f + nf) of `src` into `dst`; with
 // the descriptor's expert, by the DMA's scalar_offset (hardware DGE), as the library asks.
 void load_x4(const View& dst, const View& src, int64_t k, int64_t n, int64_t f, int64_t nf,
@@ -160,7 +211,7 @@ void load_one(Tiles& t, const Call& c, OperandLoad& o, const Patterns& pats, int
   const Geometry& g = c.g;
   const int64_t kp = g.tile_k / 4, load_f = o.load_tiles * o.tile_f, block_f = o.block_tiles * o.tile_f;
   const int64_t f_global = o.f_block * block_f + fs + o.f_offset;
-  if (bf16(td)) {
+  if (bf16(td) && td.form != Td::Form::Swizzled) {
     const int64_t f_eff = td.effective_f ? td.effective_f : td.F();
     const int64_t k0 = (c.kb * g.bk + tk) * g.tile_k;
     int64_t rem = td.K() - k0;
@@ -171,36 +222,51 @@ void load_one(Tiles& t, const Call& c, OperandLoad& o, const Patterns& pats, int
       return;
     }
     const int64_t af = std::min(load_f, f_eff - f_global);
-    if (td.swizzle == Swizzle::Pe || td.form == Td::Form::KByF) {
-      if (rem < g.tile_k)
-        fail(c, fmt::format("K = {} is no multiple of tile_k = {}: the PE loader's remainder loads are not "
-                            "modelled",
-                            td.K(), g.tile_k));
-      load_pe(t, c, td, o.staging(all, tk, S(4 * fs, 4 * (fs + load_f))), k0, f_global, load_f, af);
+    const View dst = o.staging(all, tk, S(4 * fs, 4 * (fs + load_f)));
+    if (td.scheme == num::QuantScheme::OneX32) {  // load_tile's 1x32 branch, ahead of the PE and DGT ones
+      if (dgt(td)) tile_vector_offsets(t, td, pats.main, g.tile_k, k0, f_global);
+      load_pe_1x32(t, c, td, dst, k0, f_global, load_f, af);
       return;
     }
+    const bool pe = td.swizzle == Swizzle::Pe || td.form == Td::Form::KByF;
+    // One K (sub-)tile of `rows` rows at k into partitions [0, rows / 4) of `to` ([rows / 4, 4 load_f]).
+    const auto piece = [&](const View& pattern, const View& to, int64_t rows, int64_t k) {
+      if (pe)
+        load_pe(t, c, td, to, rows, k, f_global, load_f, af);
+      else
+        load_dgt(t, td, pattern, to(all, S(0, 4 * af)), rows, k, f_global, af);
+    };
     if (rem >= g.tile_k || td.fast_dma_transpose) {  // a full tile, or the fast path's one remainder op
       const int64_t rows = std::min(rem, g.tile_k);
-      load_dgt(t, td, pats.main, o.staging(S(0, rows / 4), tk, S(4 * fs, 4 * (fs + af))), rows, k0, f_global,
-               af);
+      piece(pats.main, dst(S(0, rows / 4), all), rows, k0);
       return;
     }
-    // The remainder as a 256-row and a 128-row sub-tile; the 128-row one at partition 64 goes through a
-    // 32-partition tile and a tensor_copy (the library's workaround of dma_transpose's partition offset).
+    // The remainder as a 256-row and a 128-row sub-tile, for the DGT and the PE loader alike (load_block.py
+    // _load_single_tensor); the 128-row one at partition 64 goes through a 32-partition tile and a
+    // tensor_copy (the library's workaround of dma_transpose's partition offset).
     int64_t k = k0, p0 = 0;
     if (rem >= 256) {
-      load_dgt(t, td, pats.p256, o.staging(S(0, 64), tk, S(4 * fs, 4 * (fs + af))), 256, k, f_global, af);
+      piece(pats.p256, dst(S(0, 64), all), 256, k);
       k += 256, rem -= 256, p0 = 64;
     }
     if (rem >= 128) {
       if (p0 == 0) {
-        load_dgt(t, td, pats.p128, o.staging(S(0, 32), tk, S(4 * fs, 4 * (fs + af))), 128, k, f_global, af);
+        piece(pats.p128, dst(S(0, 32), all), 128, k);
       } else {
         View tmp = t.sbuf("dgt_remainder_tile", {32, 4 * load_f}, DType::BF16);
-        load_dgt(t, td, pats.p128, tmp(all, S(0, 4 * af)), 128, k, f_global, af);
-        nki::tensor_copy(o.staging(S(p0, p0 + 32), tk, S(4 * fs, 4 * (fs + load_f))), tmp);
+        piece(pats.p128, tmp, 128, k);
+        nki::tensor_copy(dst(S(p0, p0 + 32), all), tmp);
       }
     }
+    return;
+  }
+  if (td.form ==
+      Td::Form::Swizzled) {  // load_tile's pre-swizzled branch: one dma_copy, clamped to the tensor
+    const int64_t r = (c.kb * g.bk + tk) * kp, n = std::min(kp, td.data.size(0) - r);
+    const int64_t nf = std::min(load_f, td.F() - f_global);
+    if (n <= 0 || nf <= 0) return;
+    nki::dma_copy(o.staging(S(0, n), tk, S(4 * fs, 4 * (fs + nf))),
+                  td.data(S(r, r + n), S(4 * f_global, 4 * (f_global + nf))));
     return;
   }
   const int64_t k = (c.kb * g.bk + tk) * kp, k_eff = td.data.size(0);

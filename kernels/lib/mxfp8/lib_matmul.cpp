@@ -11,20 +11,28 @@ namespace trnsim::kernels::mxfp8::lib {
 namespace {
 
 // The TensorDescriptor of a bound operand; `f0, nf` the core's share of F (its LNC2 shard).
-Td descriptor(const Operand& o, int64_t K, int64_t f0, int64_t nf, bool fast) {
+// fast_dma_transpose goes to every unswizzled BF16 operand, as matmul_mxfp8 passes it (it changes their K
+// remainder loads, load_block.py _load_single_tensor, and which loads take vector offsets).
+Td descriptor(const Operand& o, int64_t K, int64_t f0, int64_t nf, bool fast, num::QuantScheme scheme) {
   Td td;
+  td.scheme = scheme;
   switch (o.layout) {
     case Layout::FByK:
       td.form = Td::Form::FByK;
       td.swizzle = o.swizzle;
-      td.fast_dma_transpose = fast && o.swizzle == Swizzle::Dgt;
+      td.fast_dma_transpose = fast;
       td.data = o.data(S(f0, f0 + nf), all);
       break;
     case Layout::KByF:
       td.form = Td::Form::KByF;
+      td.fast_dma_transpose = fast;
       td.data = o.data(all, S(f0, f0 + nf));
       break;
-    default:  // Quantized (unsupported() refuses Swizzled)
+    case Layout::Swizzled:
+      td.form = Td::Form::Swizzled;
+      td.data = o.data(all, S(4 * f0, 4 * (f0 + nf)));
+      break;
+    default:
       td.form = Td::Form::Quantized;
       td.data = o.data(all, S(f0, f0 + nf));
       td.scales = o.scales(all, S(f0, f0 + nf));
@@ -37,18 +45,22 @@ Td descriptor(const Operand& o, int64_t K, int64_t f0, int64_t nf, bool fast) {
 }  // namespace
 
 std::string unsupported(const MatmulSpec& spec) {
+  if (spec.scheme != num::QuantScheme::OneX32) return "";
   for (const Operand* o : {&spec.lhs, &spec.rhs}) {
-    if (o->layout == Layout::Swizzled)
+    if (o->layout == Layout::KByF)
       return fmt::format(
-          "{} pre-swizzled ({}_is_swizzled): the library stream's pre-swizzled BF16 load is not "
-          "modelled",
-          o->name, o->param);
-    if (!o->quantized() && spec.scheme == num::QuantScheme::OneX32)
-      return fmt::format(
-          "quant_scheme 1x32 with BF16 {}: nki-library's load_tile asserts 1x32 out for a "
-          "K-by-F tensor and loads an F-by-K one by load_tile_PE_Swizzle_1x32, which the "
-          "library stream does not model",
+          "quant_scheme 1x32 with {} K-by-F BF16: nki-library's load_tile asserts 1x32 out for a K-by-F "
+          "tensor (load_apis.py at e9ef98fc, load_tile: \"1x32 quantization currently requires F-by-K tensor "
+          "layout\")",
           o->name);
+    if (o->layout == Layout::FByK && (spec.K % 512 != 0 || spec.tiling.tile_k != 512))
+      return fmt::format(
+          "quant_scheme 1x32 with {} F-by-K BF16 and {}: nki-library loads it by load_tile_PE_Swizzle_1x32, "
+          "which asserts tile_k == 512 for every K tile it loads, remainder sub-tiles included (load_apis.py "
+          "at e9ef98fc, load_tile_PE_Swizzle_1x32)",
+          o->name,
+          spec.K % 512 != 0 ? fmt::format("K = {} (a remainder of {} rows)", spec.K, spec.K % 512)
+                            : fmt::format("tile_k = {}", spec.tiling.tile_k));
   }
   return "";
 }
@@ -60,8 +72,8 @@ void emit_matmul(Tiles& t, const MatmulSpec& spec, const Plan& p, const View& ou
   Tiles::Scope scope(t);
   const CoreShare share = core_share(spec, p, c);
   const int64_t Mc = share.M, Nc = share.N, m_lo = share.m_lo, n_lo = share.n_lo;
-  const Td lhs = descriptor(spec.lhs, spec.K, m_lo, Mc, fast_dma_transpose);
-  const Td rhs = descriptor(spec.rhs, spec.K, n_lo, Nc, fast_dma_transpose);
+  const Td lhs = descriptor(spec.lhs, spec.K, m_lo, Mc, fast_dma_transpose, spec.scheme);
+  const Td rhs = descriptor(spec.rhs, spec.K, n_lo, Nc, fast_dma_transpose, spec.scheme);
   Geometry g;
   g.tile_m = p.tile_m, g.tile_k = p.tile_k, g.tile_n = p.tile_n;
   g.bm = p.block_m, g.bn = p.block_n, g.bk = p.block_k;

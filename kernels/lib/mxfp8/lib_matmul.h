@@ -11,9 +11,12 @@
 // spill buffer (private per core under LNC2).
 //
 // Operand forms: BF16 F-by-K (DGT with vector offsets, fast_dma_transpose's direct pattern, or the PE
-// swizzle), BF16 K-by-F (PE swizzle, the library's only K-by-F loader), pre-quantized x4. Blocking comes from
-// `plan` (plan.h) of a spec whose tiling the caller resolved: matmul_mxfp8_backward fills null fields with
-// the library's auto_generate_default fallback (lib_config.h; its autotune table is not copied).
+// swizzle; under quant_scheme 1x32 always load_tile_PE_Swizzle_1x32), BF16 K-by-F (PE swizzle, the library's
+// only K-by-F loader), BF16 pre-swizzled (one dma_copy per tile), pre-quantized x4. K remainders: the DGT
+// and PE loaders take a 256- and a 128-row sub-tile (fast_dma_transpose: one sub-tile of the remainder).
+// Blocking comes from `plan` (plan.h) of a spec whose tiling the caller resolved: matmul_mxfp8_backward fills
+// null fields with the library's auto_generate_default fallback (lib_config.h; its autotune table is not
+// copied).
 //
 // Errors: InputError "<spec.kernel>: ..." from the loaders (lib_api.h); unsupported() names what this stream
 // does not run.
@@ -27,9 +30,10 @@
 
 namespace trnsim::kernels::mxfp8::lib {
 
-// Why the library stream cannot run `spec`, or "" when it can: pre-swizzled BF16 operands (not modelled
-// here), and quant_scheme 1x32 with a BF16 operand (nkilib load_tile: K-by-F asserts out, F-by-K takes
-// load_tile_PE_Swizzle_1x32, not modelled).
+// Why the library stream cannot run `spec` (its tiling resolved), or "" when it can: what the library
+// asserts out and the restructured pipeline runs. quant_scheme 1x32 with a BF16 K-by-F operand (load_tile's
+// 1x32 branch asserts F-by-K) or with a BF16 F-by-K operand whose K tiles are not all 512 rows
+// (load_tile_PE_Swizzle_1x32 asserts tile_k == 512; a K remainder's 256/128-row sub-tiles go to it too).
 std::string unsupported(const MatmulSpec& spec);
 
 // Emits Y = L^T R of `spec` (operand views bound, operand.h) into `out` [M, N] on the calling core, with the

@@ -2,6 +2,8 @@
 // bit-identity across parameters that must not change the arithmetic, and every rejected combination's error.
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
 #include "kernels/lib/matmul_mxfp8.h"
 #include "sim/base/error.h"
 #include "tests/sim/kernels/test_matmul_mxfp8_util.h"
@@ -23,7 +25,15 @@ struct Fwd {
   json params(json extra = json::object()) const {
     // The pipeline's cases run trnsim_optimized (the stream they test); the default, nki-library's own
     // stream, is counted in test_matmul_mxfp8_bwd_lib.cpp and checked against the reference below.
-    json p = {{"M", M}, {"K", K}, {"N", N}, {"output_dtype", "float32"}, {"schedule", "trnsim_optimized"}};
+    // Unswizzled E4M3 unless a case says otherwise (the kernel defaults to the library's pre-swizzled E5M2).
+    json p = {{"M", M},
+              {"K", K},
+              {"N", N},
+              {"output_dtype", "float32"},
+              {"schedule", "trnsim_optimized"},
+              {"float8_dtype", "float8_e4m3fn"},
+              {"x_is_swizzled", false},
+              {"w_is_swizzled", false}};
     p.update(extra);
     return p;
   }
@@ -242,6 +252,61 @@ TEST_CASE("matmul_mxfp8: the default schedule, nki-library's stream, meets the r
   }
 }
 
+TEST_CASE(
+    "matmul_mxfp8: the default schedule's pre-swizzled, 1x32 and PE-remainder loads meet the reference") {
+  // Operand forms nki-library's stream loads by its own paths (lib_load.cpp): pre-swizzled BF16 by one
+  // dma_copy per tile (K 896: the last tile clamped to the tensor), quant_scheme 1x32 by
+  // load_tile_PE_Swizzle_1x32 (M 320: a partial F tile, one DMA per 128-row sub-tile), and K-by-F operands
+  // with a K remainder through the PE loader's 256- and 128-row sub-tiles.
+  const auto lib = [](const Fwd& f, json extra) {
+    json p = f.params(extra);
+    p.erase("schedule");
+    return p;
+  };
+  for (const char* scheme : {"wrapX", "1x32"}) {
+    INFO(scheme);
+    const auto s = std::string(scheme) == "1x32" ? num::QuantScheme::OneX32 : num::QuantScheme::WrapX;
+    for (const auto& [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{256, 1024, 512}, {320, 2048, 1024}}) {
+      INFO(M << "x" << K << "x" << N);
+      const Fwd f(M, K, N);
+      const auto y = f.run(lib(f, {{"quant_scheme", scheme}}));
+      CHECK(rel_l2(y, f.mx_ref(num::Fp8Format::E4M3FN, s)) <= 1e-5);
+      check_nkilib(y, f.golden());
+    }
+    const Fwd f(256, 896, 512);
+    auto in = f.inputs();
+    in["x"] = as_bytes(swizzled(f.lx(), s));
+    in["w"] = as_bytes(swizzled(f.lw(), s));
+    const auto y =
+        f.run(lib(f, {{"quant_scheme", scheme}, {"x_is_swizzled", true}, {"w_is_swizzled", true}}), in);
+    CHECK(rel_l2(y, f.mx_ref(num::Fp8Format::E4M3FN, s)) <= 1e-5);
+    check_nkilib(y, f.golden());
+  }
+  for (const int64_t K : {896, 640, 1280}) {
+    INFO("K-by-F, K = " << K);
+    const Fwd f(512, K, 512);
+    auto in = f.inputs();
+    in["x"] = as_bytes(Fwd::transposed(f.x, f.M, f.K));
+    in["w"] = as_bytes(Fwd::transposed(f.w, f.N, f.K));
+    const auto y = f.run(lib(f, {{"x_is_f_by_k", false}, {"w_is_f_by_k", false}}), in);
+    CHECK(rel_l2(y, f.mx_ref()) <= 1e-5);
+    check_nkilib(y, f.golden());
+  }
+}
+
+TEST_CASE("matmul_mxfp8: defaults are nki-library's documented ones, pre-swizzled operands and E5M2") {
+  // matmul_mxfp8_generic_kernel.py at 092a49dc: lhs_is_swizzled / rhs_is_swizzled True, float8_dtype
+  // "float8_e5m2". A run that names neither reads x [K/4, 4M] and w [K/4, 4N] and quantizes to E5M2.
+  const Fwd f(256, 1024, 512);
+  const std::map<std::string, Bytes> in = {{"x", as_bytes(swizzled(f.lx(), num::QuantScheme::WrapX))},
+                                           {"w", as_bytes(swizzled(f.lw(), num::QuantScheme::WrapX))}};
+  const auto y =
+      run_kernel("matmul_mxfp8", {{"M", f.M}, {"K", f.K}, {"N", f.N}, {"output_dtype", "float32"}}, in)
+          .get("y");
+  CHECK(rel_l2(y, f.mx_ref(num::Fp8Format::E5M2)) <= 1e-5);
+  CHECK(rel_l2(y, f.mx_ref(num::Fp8Format::E4M3FN)) > 1e-3);
+}
+
 TEST_CASE("matmul_mxfp8: plan resolves auto tiles and fits SBUF") {
   kernels::mxfp8::MatmulSpec s;
   s.kernel = "k";
@@ -259,7 +324,7 @@ TEST_CASE("matmul_mxfp8: plan resolves auto tiles and fits SBUF") {
 }
 
 TEST_CASE("matmul_mxfp8: rejected parameters name the kernel and the reason") {
-  const json base = {{"M", 512}, {"K", 1024}, {"N", 512}};
+  const json base = {{"M", 512}, {"K", 1024}, {"N", 512}, {"x_is_swizzled", false}, {"w_is_swizzled", false}};
   const auto err = [&](json extra) {
     json p = base;
     p.update(extra);
@@ -305,8 +370,8 @@ TEST_CASE("matmul_mxfp8: rejected parameters name the kernel and the reason") {
             "256");
   CHECK(err({{"x_is_f_by_k", false}, {"x_is_swizzled", true}}) ==
         k + "x_is_swizzled=true with x_is_f_by_k=false: a pre-swizzled operand is [K/4, 4M] (K on rows) "
-            "already; "
-            "the K-by-F layout is illegal for pre-swizzled inputs");
+            "already; the K-by-F layout is illegal for pre-swizzled inputs (set x_is_swizzled=false for an "
+            "unswizzled BF16 [K, M])");
   CHECK(err({{"x_scales", {128, 512}}}) == k + "use_scale_packing=false but x_scales has the packed shape "
                                                "[128, 512] (the unpacked shape is [256, 512])");
   CHECK(err({{"x_scales", {256, 512}}, {"use_scale_packing", true}}) ==
@@ -322,6 +387,20 @@ TEST_CASE("matmul_mxfp8: rejected parameters name the kernel and the reason") {
         k + "blocks of TILES_IN_BLOCK_M/N/K = 64/1/16 (tile_m 128, tile_n 512, tile_k 512) need 851968 bytes "
             "per "
             "partition of SBUF even single-buffered; the core has 262144");
+  // What nki-library's own loaders assert out; the restructured pipeline runs it.
+  CHECK(err({{"quant_scheme", "1x32"}, {"w_is_f_by_k", false}}) ==
+        k + "quant_scheme 1x32 with w K-by-F BF16: nki-library's load_tile asserts 1x32 out for a K-by-F "
+            "tensor "
+            "(load_apis.py at e9ef98fc, load_tile: \"1x32 quantization currently requires F-by-K tensor "
+            "layout\") in the nki_library schedule; set \"schedule\": \"trnsim_optimized\" to run it");
+  CHECK(
+      err({{"quant_scheme", "1x32"}, {"K", 896}}) ==
+      k + "quant_scheme 1x32 with x F-by-K BF16 and K = 896 (a remainder of 384 rows): nki-library loads it "
+          "by load_tile_PE_Swizzle_1x32, which asserts tile_k == 512 for every K tile it loads, remainder "
+          "sub-tiles included (load_apis.py at e9ef98fc, load_tile_PE_Swizzle_1x32) in the nki_library "
+          "schedule; set \"schedule\": \"trnsim_optimized\" to run it");
+  CHECK(err({{"quant_scheme", "1x32"}, {"tile_k", 256}}).find("and tile_k = 256: nki-library loads it") !=
+        std::string::npos);
   CHECK(err({{"tile_loop_order", "mkn"}}) ==
         "kernel 'matmul_mxfp8': parameter 'tile_loop_order': expected one of mnk, nmk, got \"mkn\"");
   CHECK(err({{"run_with_lnc2", true}, {"N", 130}, {"lnc_2_shard_rhs", true}}) ==

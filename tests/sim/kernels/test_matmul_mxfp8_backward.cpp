@@ -298,11 +298,14 @@ TEST_CASE("matmul_mxfp8_backward: registered schema and rejected combinations") 
     CHECK(std::find(names.begin(), names.end(), n) != names.end());
   const json d =
       kernels::registry().bind("matmul_mxfp8_backward", {{"M", 512}, {"K", 512}, {"N", 512}})->params();
-  // nki-library's documented default (matmul_mxfp8_generic_backward_kernel.py), not matmul_mxfp8's e4m3fn.
+  // nki-library's documented default (matmul_mxfp8_generic_backward_kernel.py), as matmul_mxfp8's
+  // (matmul_mxfp8_generic_kernel.py, with its operands pre-swizzled by default; the backward's are not).
   CHECK(d["float8_dtype"] == "float8_e5m2");
-  CHECK(kernels::registry()
-            .bind("matmul_mxfp8", {{"M", 512}, {"K", 512}, {"N", 512}})
-            ->params()["float8_dtype"] == "float8_e4m3fn");
+  CHECK(d["output_grad_is_swizzled"] == false);
+  const json fwd = kernels::registry().bind("matmul_mxfp8", {{"M", 512}, {"K", 512}, {"N", 512}})->params();
+  CHECK(fwd["float8_dtype"] == "float8_e5m2");
+  CHECK(fwd["x_is_swizzled"] == true);
+  CHECK(fwd["w_is_swizzled"] == true);
   CHECK(d["lnc_2_shard_rhs"] == true);
   CHECK(d["run_with_lnc2"] == true);
   CHECK(d["input_grad_config"].is_null());

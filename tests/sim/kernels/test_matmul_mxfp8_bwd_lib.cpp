@@ -69,6 +69,26 @@ json layer(json extra = json::object()) {
   return p;
 }
 
+// The forward's layer (matmul_mxfp8): (M, K, N) = (512, 1024, 1024), unswizzled BF16 x [M, K] and w [N, K],
+// explicit tiles (128, 512, 512), blocks 4 x 1 x 1 and loads 4 x 1.
+json fwd_layer(json extra = json::object()) {
+  json p = {{"M", 512},
+            {"K", 1024},
+            {"N", 1024},
+            {"tile_m", 128},
+            {"tile_k", 512},
+            {"tile_n", 512},
+            {"TILES_IN_BLOCK_M", 4},
+            {"TILES_IN_BLOCK_N", 1},
+            {"TILES_IN_BLOCK_K", 1},
+            {"TILES_IN_LOAD_M", 4},
+            {"TILES_IN_LOAD_N", 1},
+            {"x_is_swizzled", false},
+            {"w_is_swizzled", false}};
+  p.update(extra);
+  return p;
+}
+
 }  // namespace
 
 const json kOptimized = {{"schedule", "trnsim_optimized"}};
@@ -191,17 +211,7 @@ TEST_CASE(
   // then _store_output_block_to_hbm: 1 dma_copy per tile row (4).
   // Sum per core: iota 2 x 2; nc_transpose DVE 2 x 8; tensor_scalar 2 x 2; dma_transpose 2 x 2; quantize_mx
   // 2 x 5; nc_matmul_mx 2 x 4; tensor_copy 4; tensor_tensor 4; dma_copy 4.
-  json p = {{"M", 512},
-            {"K", 1024},
-            {"N", 1024},
-            {"tile_m", 128},
-            {"tile_k", 512},
-            {"tile_n", 512},
-            {"TILES_IN_BLOCK_M", 4},
-            {"TILES_IN_BLOCK_N", 1},
-            {"TILES_IN_BLOCK_K", 1},
-            {"TILES_IN_LOAD_M", 4},
-            {"TILES_IN_LOAD_N", 1}};
+  json p = fwd_layer();
   const Counts library = {
       {"iota@POOL", 4},       {"nc_transpose@DVE", 16}, {"tensor_scalar@DVE", 4},
       {"dma_transpose", 4},   {"quantize_mx@DVE", 10},  {"nc_matmul_mx@PE", 8},
@@ -224,10 +234,52 @@ TEST_CASE(
   REQUIRE(b.program.streams.size() == 2);
   CHECK(per_core(b.program, 0) == opt);
   CHECK(per_core(b.program, 1) == opt);
-  // The library's pre-swizzled BF16 load is not modelled: the default names the schedule that runs it.
-  p.erase("schedule");
-  p["x_is_swizzled"] = true;
-  CHECK_THROWS_WITH(build_mx("matmul_mxfp8", p),
-                    Catch::Contains("x pre-swizzled (x_is_swizzled)") &&
-                        Catch::Contains("set \"schedule\": \"trnsim_optimized\" to run it"));
+}
+
+TEST_CASE("matmul_mxfp8 lib: pre-swizzled, 1x32 and PE-remainder loads, counted per core from the loaders") {
+  // The forward layer above ((M, K, N) = (512, 1024, 1024), tiles (128, 512, 512), blocks 4 x 1 x 1, loads
+  // 4 x 1, LNC2 on N: per core 2 API calls, one per K block) with the operand forms the library stream used
+  // to refuse. Common to every case per core: quantize_mx 2 x (4 + 1), nc_matmul_mx 2 x 4, drains tensor_copy
+  // 4 (k = 0, BF16 PSUM) and tensor_tensor 4 (k = 1), stores 4 dma_copy.
+  const auto counts = [&](json extra) {
+    const auto b = build_mx("matmul_mxfp8", fwd_layer(extra));
+    REQUIRE(b.program.streams.size() == 2);
+    CHECK(per_core(b.program, 1) == per_core(b.program, 0));
+    return per_core(b.program, 0);
+  };
+  SECTION("pre-swizzled BF16 x and w: load_tile's dma_copy branch, one per load") {
+    // Per call x (one load of 4 x 128 F, [128, 2048] of [K/4, 4M]) and w 1 dma_copy each: 2 x 2 + 4 stores.
+    const Counts lib = {{"dma_copy", 8},
+                        {"quantize_mx@DVE", 10},
+                        {"nc_matmul_mx@PE", 8},
+                        {"tensor_copy@DVE", 4},
+                        {"tensor_tensor@DVE", 4}};
+    CHECK(counts({{"x_is_swizzled", true}, {"w_is_swizzled", true}}) == lib);
+  }
+  SECTION("quant_scheme 1x32, F-by-K x and w in DGT mode: load_tile_PE_Swizzle_1x32") {
+    // Per call and operand the DGT vector-offset pattern all the same (load_lhs_and_rhs: 1 iota, 4 DVE
+    // nc_transposes) and per load its tensor_scalar (TileLocation.__post_init__), then the 1x32 loader: the
+    // 512 F rows fit, so 1 dma_copy (4 sub-tiles of 128 F); per sub-tile 2 FP32 nc_transposes on the PE and
+    // 1 tensor_copy (DVE). Per core: iota 2 x 2, nc_transpose@DVE 2 x 8, tensor_scalar 2 x 2, dma_copy
+    // 2 x 2 + 4, nc_transpose@PE 2 x 2 x 8, tensor_copy 2 x 2 x 4 + 4.
+    const Counts lib = {{"iota@POOL", 4},        {"nc_transpose@DVE", 16}, {"tensor_scalar@DVE", 4},
+                        {"dma_copy", 8},         {"nc_transpose@PE", 32},  {"tensor_copy@DVE", 20},
+                        {"quantize_mx@DVE", 10}, {"nc_matmul_mx@PE", 8},   {"tensor_tensor@DVE", 4}};
+    CHECK(counts({{"quant_scheme", "1x32"}}) == lib);
+  }
+  SECTION("K = 896, w K-by-F: the PE loader's 256- and 128-row remainder sub-tiles") {
+    // K blocks: 512, then 384 = 256 + 128 rows; K % 512 != 0, so both staging tiles are zeroed per call
+    // (memset, 2 x 2). x by DGT: per call 3 patterns (512, 256, 128 rows: 3 iota, 12 DVE nc_transposes);
+    // tensor_scalar + dma_transpose per (sub-)tile: 1 + 2; the 128-row sub-tile at partition 64 through the
+    // 32-partition tile and a tensor_copy. w by load_tile_PE_swizzle_wrapX (K-by-F, 4 sub-tiles of 128 F):
+    // per (sub-)tile of K 4 dma_transposes, 16 PE nc_transposes and 4 copies out (DVE, ACT, DVE, ACT); 3 such
+    // K pieces, the last through the 32-partition tile and a tensor_copy. Per core: memset 4, iota 6,
+    // nc_transpose@DVE 24, tensor_scalar 3, dma_transpose 3 + 12, nc_transpose@PE 48, tensor_copy@DVE
+    // 6 + 2 + 4, tensor_copy@ACT 6.
+    const Counts lib = {{"memset@DVE", 4},        {"iota@POOL", 6},         {"nc_transpose@DVE", 24},
+                        {"tensor_scalar@DVE", 3}, {"dma_transpose", 15},    {"nc_transpose@PE", 48},
+                        {"tensor_copy@DVE", 12},  {"tensor_copy@ACT", 6},   {"quantize_mx@DVE", 10},
+                        {"nc_matmul_mx@PE", 8},   {"tensor_tensor@DVE", 4}, {"dma_copy", 4}};
+    CHECK(counts({{"K", 896}, {"w_is_f_by_k", false}}) == lib);
+  }
 }
