@@ -147,6 +147,34 @@ def test_a_psum_value_written_by_any_instruction_is_added_to_by_the_matmuls():
 
 
 @nki.jit
+def zeros_then_accumulate_true(aT, b):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    p = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+    for kk in nl.affine_range(2):
+        st, mv = nl.load(aT[kk * 128:(kk + 1) * 128, :]), nl.load(b[kk * 128:(kk + 1) * 128, :])
+        nisa.nc_matmul(dst=p, stationary=st, moving=mv, accumulate=True)  # MARK-zeros-acc
+    nl.store(out, nl.copy(p))
+    return out
+
+
+def test_accumulate_true_onto_zeros_is_warned_on_trn2():
+    # nl.zeros in PSUM then nc_matmul(accumulate=True): the memset stays (the flag is the user's) and the sum is
+    # right, but NKI's nc_matmul docs call a matmul accumulating onto a memset's value undefined behaviour on
+    # NeuronCore-v2/-v3 (with accumulate=None the compiler folds the zeroing into the first matmul: no warning).
+    rs = np.random.RandomState(8)
+    aT = rs.randint(-3, 4, (256, 128)).astype(np.float32)
+    b = rs.randint(-3, 4, (256, 512)).astype(np.float32)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = tnki.simulate_kernel(zeros_then_accumulate_true, aT, b)
+    assert out.tobytes() == (aT.T @ b).astype(np.float32).tobytes()
+    at = "test_nki_results.py:%d" % line_of(__file__, "MARK-zeros-acc")
+    msgs = [str(m.message) for m in w]
+    assert any(m.startswith(at + ": the matmul adds to psum tile p [128, 512] float32") and "which memset at " in m
+               for m in msgs), msgs
+
+
+@nki.jit
 def reductions(x):
     shapes = []
     outs = []

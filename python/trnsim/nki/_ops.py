@@ -248,6 +248,8 @@ def matmul_accumulate(t, dst, accumulate, loc):
         accumulate = acc
         if ms is not None:
             _trace.drop(ms)  # the matmul's overwrite zeroes the bank instead
+    elif accumulate and ms is not None:
+        init = ms  # accumulate=True onto nl.zeros / a memset of 0 (kept: the flag is the user's)
     if accumulate and init is not None and t.target.generation != "trn3":
         t.kernel.warn(
             str(loc or caller_loc()),
