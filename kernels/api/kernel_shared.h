@@ -51,6 +51,17 @@ struct Kernel::Shared {
     std::string at;
   };
   std::map<uint32_t, std::map<int64_t, CoreWrite>> core0_writes, core0_reads;
+  // The race warned at each source line of core 1 (one warning a line): the bytes found racing there so far,
+  // merged over all its accesses (a loop's stores, each against all of core 0's accesses), and the warning's
+  // index in `warnings`, rewritten as the bytes grow.
+  struct Race {
+    uint32_t tensor;
+    bool write, core0_write;
+    std::vector<std::string> core0_at;  // core 0's lines, in the order found
+    ByteSpans bytes;
+    size_t index;
+  };
+  std::map<std::string, Race> races;
 };
 
 // Drops assume_written's views not yet taken (a declaration build's: its Kernel emits nothing).

@@ -45,33 +45,59 @@ void mark_core0(CoreWrites& m, int64_t begin, int64_t end, const Kernel::Shared:
   m[begin] = std::move(w);
 }
 
-// The first byte range of [begin, end) core 0 wrote after `barriers` core_barriers (and before the next),
-// with that write's site; nullopt if none.
-std::optional<std::pair<std::pair<int64_t, int64_t>, const Kernel::Shared::CoreWrite*>> racing(
-    const CoreWrites& m, int64_t begin, int64_t end, uint32_t barriers) {
+// Calls f(lo, hi, site) for each byte range of [begin, end) core 0 accessed after `barriers` core_barriers
+// (and before the next), with that access's site.
+template <typename F>
+void for_each_racing(const CoreWrites& m, int64_t begin, int64_t end, uint32_t barriers, F&& f) {
   auto it = m.upper_bound(begin);
   if (it != m.begin()) --it;
   for (; it != m.end() && it->first < end; ++it)
     if (it->second.end > begin && it->second.barriers == barriers)
-      return std::make_pair(std::make_pair(std::max(begin, it->first), std::min(end, it->second.end)),
-                            &it->second);
-  return std::nullopt;
+      f(std::max(begin, it->first), std::min(end, it->second.end), it->second.at);
 }
 
-// "output 'y' float32 [256, 64]: core 1 writes rows 0-127, which core 0 also writes (k.py:9) ...": an access
-// of core 1 (`write`) to bytes [begin, end) core 0 accessed (`core0_write`) between the same core_barriers.
-std::string core_race_warning(const isa::TensorDecl& t, bool output, bool write, bool core0_write,
-                              int64_t begin, int64_t end, const std::string& core0_at) {
+// "0-127, 200-255" (the first 3, then "and N more ranges"): byte ranges in units of `unit` bytes, a range's
+// partial units counted whole; `one` is set when they make a single unit.
+std::string unit_ranges(const std::vector<std::pair<int64_t, int64_t>>& ranges, int64_t unit, bool* one) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < ranges.size() && i < 3; ++i) {
+    const int64_t lo = ranges[i].first / unit, hi = (ranges[i].second - 1) / unit;
+    parts.push_back(lo == hi ? fmt::format("{}", lo) : fmt::format("{}-{}", lo, hi));
+  }
+  std::string list = fmt::format("{}", fmt::join(parts, ", "));
+  if (ranges.size() > 3) list += fmt::format(" and {} more ranges", ranges.size() - 3);
+  if (one != nullptr) *one = ranges.size() == 1 && ranges[0].first / unit == (ranges[0].second - 1) / unit;
+  return list;
+}
+
+// "output 'y' float32 [256, 64]: core 1 writes rows 0-255, which core 0 also writes (k.py:9) ...": core 1's
+// accesses at one line (`write`) to the bytes `race.bytes` core 0 accessed (`core0_write`) between the same
+// core_barriers.
+std::string core_race_warning(const isa::TensorDecl& t, bool output, const Kernel::Shared::Race& race) {
   const bool rows = t.shape.size() >= 2;
   int64_t unit = elem_bytes(t.dtype);
   for (size_t i = 1; rows && i < t.shape.size(); ++i) unit *= t.shape[i];
   unit = std::max<int64_t>(1, unit);
-  const int64_t lo = begin / unit, hi = (end - 1) / unit;
-  const std::string what = fmt::format("{} {}", rows ? (lo == hi ? "row" : "rows") : "elements from",
-                                       lo == hi ? fmt::format("{}", lo) : fmt::format("{}-{}", lo, hi));
+  int64_t size = elem_bytes(t.dtype);
+  for (const int64_t d : t.shape) size *= d;
+  // The bytes marked: the gaps' complement within the tensor.
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  int64_t at = 0;
+  for (const auto& [b, e] : race.bytes.gaps(size)) {
+    if (b > at) ranges.emplace_back(at, b);
+    at = e;
+  }
+  if (at < size) ranges.emplace_back(at, size);
+  bool one = false;
+  const std::string list = unit_ranges(ranges, unit, &one);
+  const std::string what = rows ? fmt::format("{} {}", one ? "row" : "rows", list) : "elements from " + list;
   const std::string tensor = fmt::format("{} '{}' {} [{}]", output ? "output" : "shared_hbm tensor", t.name,
                                          dtype_str(t.dtype), fmt::join(t.shape, ", "));
-  if (write && core0_write)
+  std::string core0_at = race.core0_at.front();
+  if (race.core0_at.size() > 1)
+    core0_at +=
+        fmt::format(" and {} more line{}", race.core0_at.size() - 1, race.core0_at.size() > 2 ? "s" : "");
+  if (race.write && race.core0_write)
     return fmt::format(
         "{}: core 1 writes {}, which core 0 also writes ({}), with no core_barrier between the two writes: "
         "on hardware the two cores' writes race and which lands last is undefined (this run keeps one "
@@ -81,7 +107,7 @@ std::string core_race_warning(const isa::TensorDecl& t, bool output, bool write,
       "{}: core 1 {} {}, which core 0 {} ({}), with no core_barrier between the write and the read: on "
       "hardware the read sees the bytes before or after the other core's write, undefined (this run keeps "
       "one order); order them with nisa.core_barrier",
-      tensor, write ? "writes" : "reads", what, core0_write ? "writes" : "reads", core0_at);
+      tensor, race.write ? "writes" : "reads", what, race.core0_write ? "writes" : "reads", core0_at);
 }
 
 }  // namespace
@@ -167,21 +193,40 @@ void Kernel::check_written(const isa::Instruction& inst, const Access* accesses,
     const CoreWrites* their_reads = both && core_ == 1 && a.write ? &shared_.core0_reads[tensor] : nullptr;
     const uint32_t barriers = both ? std::accumulate(barriers_.begin(), barriers_.end(), 0u) : 0;
     const std::string site = both ? where(loc) : std::string();
-    bool raced = false;
+    // Core 1's race at this line, once found: every later racing byte of the same kind adds to it.
+    Shared::Race* race = nullptr;
+    bool changed = false;
     // `exact`: the bytes accessed (a bounding span only counts for the unwritten-output check: lenient there,
     // it would make false races).
     const auto mark = [&](int64_t begin, int64_t end, bool exact) {
       if (spans != nullptr) spans->mark(begin, end);
       if (!both || !exact) return;
       if (mine != nullptr) return mark_core0(*mine, begin, end, {end, barriers, site});
-      if (raced) return;
       for (const CoreWrites* theirs : {their_writes, their_reads}) {
-        const auto race = theirs != nullptr ? racing(*theirs, begin, end, barriers) : std::nullopt;
-        if (!race) continue;
-        raced = true;
-        return warn(
-            site, core_race_warning(shared_.program.tensors[tensor], output, a.write, theirs == their_writes,
-                                    race->first.first, race->first.second, race->second->at));
+        if (theirs == nullptr) continue;
+        const bool core0_write = theirs == their_writes;
+        for_each_racing(*theirs, begin, end, barriers, [&](int64_t lo, int64_t hi, const std::string& at) {
+          if (race == nullptr) {
+            const auto found = shared_.races.find(site);
+            if (found != shared_.races.end()) {
+              race = &found->second;
+            } else if (shared_.warned_at.count(site) == 0) {
+              race =
+                  &shared_.races
+                       .emplace(site,
+                                Shared::Race{tensor, a.write, core0_write, {}, {}, shared_.warnings.size()})
+                       .first->second;
+              warn(site, "");  // (the message is written below, when the access's bytes are all in)
+            } else {
+              return;  // this line was warned about for another reason
+            }
+          }
+          if (race->tensor != tensor || race->write != a.write || race->core0_write != core0_write) return;
+          race->bytes.mark(lo, hi);
+          if (std::find(race->core0_at.begin(), race->core0_at.end(), at) == race->core0_at.end())
+            race->core0_at.push_back(at);
+          changed = true;
+        });
       }
     };
     if (a.any_row || a.whole_rows) {
@@ -218,6 +263,9 @@ void Kernel::check_written(const isa::Instruction& inst, const Access* accesses,
         idx[k] = 0;
       }
     }
+    if (changed && race->index < shared_.warnings.size())
+      shared_.warnings[race->index] =
+          site + ": " + core_race_warning(shared_.program.tensors[tensor], output, *race);
   }
 }
 
@@ -236,13 +284,7 @@ std::string unwritten_output_warning(const isa::TensorDecl& t, const std::string
     whole_rows = whole_rows && b % row_bytes == 0 && e % row_bytes == 0;
   }
   const int64_t unit = whole_rows ? row_bytes : elem_bytes(t.dtype);
-  std::vector<std::string> ranges;
-  for (size_t i = 0; i < gaps.size() && i < 3; ++i) {
-    const int64_t lo = gaps[i].first / unit, hi = (gaps[i].second + unit - 1) / unit - 1;
-    ranges.push_back(lo == hi ? fmt::format("{}", lo) : fmt::format("{}-{}", lo, hi));
-  }
-  std::string list = fmt::format("{}", fmt::join(ranges, ", "));
-  if (gaps.size() > 3) list += fmt::format(" and {} more ranges", gaps.size() - 3);
+  const std::string list = unit_ranges(gaps, unit, nullptr);
   const bool one = missing == unit;
   const std::string what = whole_rows
                                ? fmt::format("{} {} of its {}", one ? "row" : "rows", list, t.shape[0])

@@ -35,6 +35,14 @@ def line_of(path, marker):
     raise AssertionError("%s: no line holds %r" % (path, marker))
 
 
+def kernel_source(module):
+    """The kernels of python/tests/kernels/<module>.py from its first decorator on, to write into a user's
+    kernel file after its own imports."""
+    with open(os.path.join(KERNELS, module + ".py")) as f:
+        text = f.read()
+    return text[text.index("@nki.jit"):]
+
+
 def tmpdir():
     return tempfile.mkdtemp(prefix="trnsim_pytest_")
 

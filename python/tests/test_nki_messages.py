@@ -11,6 +11,7 @@ import trnsim.nki as tnki
 import nki
 import nki.isa as nisa
 import nki.language as nl
+from nki_copy import copy
 
 THIS = os.path.basename(__file__)
 
@@ -35,13 +36,6 @@ def load_129(x):
 
 def plain_copy(x):  # MARK-plain-def
     y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)  # MARK-plain-ndarray
-    nl.store(y, nl.load(x))
-    return y
-
-
-@nki.jit
-def copy(x):
-    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     nl.store(y, nl.load(x))
     return y
 

@@ -1,9 +1,11 @@
 """What a kernel gives back (a tester's pass on issue 23): a tensor the kernel returns twice comes back
 twice, as NKI's simulator gives back what the kernel returns, and fills write exact values."""
 
+import warnings
+
 import numpy as np
 
-from runner import main
+from runner import line_of, main
 
 import trnsim.nki as tnki
 
@@ -78,6 +80,98 @@ def test_a_non_zero_psum_fill_is_added_to_by_the_matmuls():
     for value in (7.0, 0.0):
         out = tnki.simulate_kernel(psum_memset_then_nc_matmul, aT, b, value)
         assert out.tobytes() == (one + value + (one + 7)).astype(np.float32).tobytes(), (value, out[0, :4])
+
+
+@nki.jit
+def psum_written_then_matmuls(aT, b, bias, writer):
+    """PSUM written by a non-matmul instruction (`writer`), then matmuls that accumulate onto it."""
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    p = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    if writer == "tensor_copy":
+        nisa.tensor_copy(dst=p, src=nl.load(bias))
+    elif writer == "activation":
+        nisa.activation(dst=p, op=nl.copy, data=nl.load(bias), scale=2.0)
+    elif writer == "tensor_scalar":
+        nisa.tensor_scalar(dst=p, data=nl.load(bias), op0=nl.multiply, operand0=3.0)
+    elif writer == "dma":
+        nisa.dma_copy(dst=p, src=bias)
+    else:  # `p[...] = nl.exp(t)` style: the activation writes p itself
+        p[...] = nl.multiply(nl.load(bias), 1.0)
+    if writer == "dma":  # nisa.nc_matmul with accumulate=None, twice
+        for kk in nl.affine_range(2):
+            st, mv = nl.load(aT[kk * 128:(kk + 1) * 128, :]), nl.load(b[kk * 128:(kk + 1) * 128, :])
+            nisa.nc_matmul(dst=p, stationary=st, moving=mv)  # MARK-nc_matmul
+    else:
+        for kk in nl.affine_range(2):
+            st, mv = nl.load(aT[kk * 128:(kk + 1) * 128, :]), nl.load(b[kk * 128:(kk + 1) * 128, :])
+            p += nl.matmul(st, mv, transpose_x=True)  # MARK-matmul
+    nl.store(out, nl.copy(p))
+    # Read, then a matmul again: a read ends the matmul group, so this one overwrites (1 x b[0:128] alone).
+    q = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.tensor_copy(dst=q, src=nl.load(bias))
+    q += nl.matmul(nl.load(aT[0:128, :]), nl.load(b[0:128, :]), transpose_x=True)
+    again = nl.copy(q)
+    q += nl.matmul(nl.load(aT[0:128, :]), nl.load(b[0:128, :]), transpose_x=True)
+    out2 = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out2, nl.add(again, nl.copy(q)))
+    return out, out2
+
+
+def test_a_psum_value_written_by_any_instruction_is_added_to_by_the_matmuls():
+    # nki.isa.nc_matmul, accumulate=None: "first write overwrites, subsequent writes accumulate". A PSUM tile a
+    # tensor_copy, activation, tensor_scalar or DMA wrote and then `+=` nl.matmul / nisa.nc_matmul started a new group
+    # and dropped the written values (only a memset was kept). Integer data: every sum is exact in float32.
+    rs = np.random.RandomState(7)
+    aT = rs.randint(-3, 4, (256, 128)).astype(np.float32)
+    b = rs.randint(-3, 4, (256, 512)).astype(np.float32)
+    bias = rs.randint(-3, 4, (128, 512)).astype(np.float32)
+    prod, one = aT.T @ b, aT[:128].T @ b[:128]
+    want2 = ((bias + one) + one).astype(np.float32)
+    for writer, init in (("tensor_copy", bias), ("activation", 2 * bias), ("tensor_scalar", 3 * bias), ("dma", bias),
+                         ("assign", bias)):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out, out2 = tnki.simulate_kernel(psum_written_then_matmuls, aT, b, bias, writer)
+        assert out.tobytes() == (prod + init).astype(np.float32).tobytes(), (writer, (out - prod)[0, :4])
+        assert out2.tobytes() == want2.tobytes(), (writer, (out2 - want2)[0, :4])
+        # NKI's docs: undefined behaviour on NeuronCore-v2/-v3 hardware (trn2 here): warned once per line.
+        msgs = [str(m.message) for m in w if "undefined behaviour on NeuronCore-v2" in str(m.message)]
+        mark = "MARK-nc_matmul" if writer == "dma" else "MARK-matmul"
+        at = "test_nki_results.py:%d" % line_of(__file__, mark)
+        assert any(m.startswith(at + ": the matmul adds to psum tile p [128, 512] float32") for m in msgs), msgs
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out, _ = tnki.simulate_kernel(psum_written_then_matmuls, aT, b, bias, "tensor_copy", hardware="trn3")
+    assert out.tobytes() == (prod + bias).astype(np.float32).tobytes()
+    assert not [m for m in w if "undefined behaviour" in str(m.message)], [str(m.message) for m in w]
+
+
+@nki.jit
+def zeros_then_accumulate_true(aT, b):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    p = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+    for kk in nl.affine_range(2):
+        st, mv = nl.load(aT[kk * 128:(kk + 1) * 128, :]), nl.load(b[kk * 128:(kk + 1) * 128, :])
+        nisa.nc_matmul(dst=p, stationary=st, moving=mv, accumulate=True)  # MARK-zeros-acc
+    nl.store(out, nl.copy(p))
+    return out
+
+
+def test_accumulate_true_onto_zeros_is_warned_on_trn2():
+    # nl.zeros in PSUM then nc_matmul(accumulate=True): the memset stays (the flag is the user's) and the sum is
+    # right, but NKI's nc_matmul docs call a matmul accumulating onto a memset's value undefined behaviour on
+    # NeuronCore-v2/-v3 (with accumulate=None the compiler folds the zeroing into the first matmul: no warning).
+    rs = np.random.RandomState(8)
+    aT = rs.randint(-3, 4, (256, 128)).astype(np.float32)
+    b = rs.randint(-3, 4, (256, 512)).astype(np.float32)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = tnki.simulate_kernel(zeros_then_accumulate_true, aT, b)
+    assert out.tobytes() == (aT.T @ b).astype(np.float32).tobytes()
+    at = "test_nki_results.py:%d" % line_of(__file__, "MARK-zeros-acc")
+    msgs = [str(m.message) for m in w]
+    assert any(m.startswith(at + ": the matmul adds to psum tile p [128, 512] float32") and "which memset at " in m
+               for m in msgs), msgs
 
 
 @nki.jit

@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from runner import main, raises, tmpdir, trnsim_exe
+from runner import kernel_source, main, raises, tmpdir, trnsim_exe
 
 import trnsim
 import trnsim.nki as tnki
@@ -36,19 +36,7 @@ def keeps_a_tile(x):
     return y
 
 
-@nki.jit
-def copy(x):
-    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    nl.store(y, nl.load(x))
-    return y
-
-
-@nki.jit
-def scaled(x, scale=2.0):
-    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    nl.store(y, nl.multiply(nl.load(x), scale))
-    return y
-
+""" + kernel_source("nki_copy") + """
 
 @nki.jit
 def thirds(x):

@@ -100,6 +100,30 @@ def test_two_cores_writing_the_same_rows_race():
                     "(nl.program_id), or order the writes with nisa.core_barrier"], msgs
 
 
+@nki.jit
+def both_cores_write_all_tiles(x):
+    out = nl.ndarray((256, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(2):
+        nl.store(out[i * 128:(i + 1) * 128, :], nl.load(x[i * 128:(i + 1) * 128, :]))  # MARK-race-tiles
+    gaps = nl.ndarray((256, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(2):
+        nl.store(gaps[i * 192:i * 192 + 64, :], nl.load(x[0:64, :]))  # MARK-race-gaps
+    return out, gaps
+
+
+def test_a_race_names_all_the_rows_both_cores_write():
+    # Each core stores rows 0-255 in two 128-row tiles: the warning said "rows 0-127", the first racing store's
+    # rows; it names the rows of all the line's racing accesses, merged, at the same line.
+    _, msgs = _warnings_of(both_cores_write_all_tiles[2], X[:256])
+    race = sorted(m for m in msgs if "race" in m)
+    at, gaps = ("test_nki_spmd.py:%d" % line_of(__file__, m) for m in ("MARK-race-tiles", "MARK-race-gaps"))
+    assert len(race) == 2, msgs
+    assert race[0].startswith(f"{at}: output 'out' float32 [256, 64]: core 1 writes rows 0-255, which core 0 "
+                              f"also writes ({at}), with no core_barrier between the two writes"), race
+    assert race[1].startswith(f"{gaps}: output 'out_1' float32 [256, 64]: core 1 writes rows 0-63, 192-255, "
+                              f"which core 0 also writes ({gaps})"), race
+
+
 def test_cores_writing_apart_or_in_turn_do_not_race():
     # A core_barrier between the writes orders them; interleaved rows (a stride of 2) never meet; one core
     # running the whole grid in turn is no race either.

@@ -7,7 +7,7 @@ import subprocess
 
 import numpy as np
 
-from runner import DATA, KERNELS, main, raises, tmpdir, trnsim_exe
+from runner import DATA, KERNELS, kernel_source, main, raises, tmpdir, trnsim_exe
 
 import trnsim
 from trnsim import _core
@@ -156,18 +156,10 @@ def test_bad_files_and_names():
 
 
 GRID_KERNEL = """import nki
-import nki.isa as nisa
 import nki.language as nl
 
 
-@nki.jit
-def copy(x):
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="out")
-    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    nisa.dma_copy(dst=out, src=t)
-    return out
-
+""" + kernel_source("nki_copy") + """
 
 copy2 = copy[2]
 """

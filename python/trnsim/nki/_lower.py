@@ -141,11 +141,14 @@ def assign(dst, value):
         if op is not None and op.name == "tensor_copy" and any(r.st is dst.st for r in op.reads):
             op = None  # a copy streams element by element: into its own source it goes through its new tile
         if op is not None and dst.st.space != HBM and _fits(op, dst, value):
-            if op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
-                t = _trace.current()
-                acc, ms = _ops.touch_psum(t, dst, "mm")
-                op.attrs["accumulate"] = False  # `=` overwrites; `+=` (iadd) accumulates
             _retarget(op, value, dst)
+            if dst.st.space == PSUM:
+                t = _trace.current()
+                if op.name in ("nc_matmul", "nc_matmul_mx"):
+                    _ops.touch_psum(t, dst, "mm")
+                    op.attrs["accumulate"] = False  # `=` overwrites; `+=` (iadd) accumulates
+                else:
+                    _ops.touch_psum(t, dst, "write", op)
             return
         if dst.st.space == HBM or value.st.space == HBM:
             dma(dst, value)
@@ -282,11 +285,7 @@ def iadd(dst, value):
     if isinstance(value, NkiTensor):
         op = _fresh_op(value)
         if op is not None and op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
-            t = _trace._current
-            acc, ms = _ops.touch_psum(t, dst, "mm")
-            if ms is not None:
-                _trace.drop(ms)
-                acc = False
+            acc = _ops.matmul_accumulate(_trace._current, dst, None, op.loc)
             op.attrs["accumulate"] = acc
             _retarget(op, value, dst)
             if acc:

@@ -176,11 +176,14 @@ def check_tile_shape(shape, pdim, space, dtype, what):
 
 
 # ---- PSUM accumulation groups: NKI's default `accumulate` for nc_matmul.
-# A matmul accumulates into its dst when the last access to that PSUM region was a matmul writing the same
-# region (an open accumulation group); otherwise it starts a group by overwriting. A memset of 0 that a
-# matmul would overwrite immediately is dropped: the compiler lowers zeroing + accumulating matmuls to a first
-# matmul that zeroes the bank (the profiler's psum_zero flag; kernels/calibration/matmul_lhs_dma_transpose).
-# A memset of another value is kept, and a matmul over it accumulates: the result is value + the products.
+# nki.isa.nc_matmul: with accumulate=None "first write overwrites, subsequent writes accumulate". So a matmul
+# accumulates into its dst when that region holds an open accumulation group (the last access was a matmul
+# writing it) or a value another instruction wrote (a fill, tensor_copy, activation, iota, a DMA: the result is
+# that value + the products); otherwise it starts a group by overwriting. A read of a group ends it. A memset of
+# 0 that such a first matmul would overwrite is dropped: the compiler lowers zeroing + accumulating matmuls to a
+# first matmul that zeroes the bank (the profiler's psum_zero flag; kernels/calibration/matmul_lhs_dma_transpose).
+# The same docs: on NeuronCore-v2 and -v3 accumulating onto a value a non-matmul instruction wrote is undefined
+# behaviour on hardware (warned on trn2; trn3 is NeuronCore-v4).
 
 
 def _region(v):
@@ -191,41 +194,79 @@ def _overlap(a, b):
     return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
 
+def _inside(a, b):
+    return b[0] <= a[0] and a[1] <= b[1] and b[2] <= a[2] and a[3] <= b[3]
+
+
 def touch_psum(t, v, kind, op=None):
-    """Records an access to PSUM view `v` for the group logic; kind 'mm' (matmul write), 'memset', 'other'.
-    Returns (accumulate, memset_op) for kind 'mm'."""
+    """Records an access to PSUM view `v` for the group logic: kind 'mm' (a matmul writing v), 'memset' (op, a
+    fill), 'write' (op, another instruction writing v) or 'read'. For kind 'mm' returns (accumulate, zero_fill,
+    init): whether the matmul adds to what the region holds, the memset of 0 it may replace, and the op whose
+    written value it adds to (None when it continues a matmul group only)."""
     groups = t.psum_groups
     lst = groups.get(v.st.uid, ())
     r = _region(v)
-    acc, ms = False, None
+    acc, ms, init = False, None, None
     keep = []
     for g in lst:
-        if g[1] == "memset" and kind != "memset" and g[2].attrs["value"] != 0:
-            # A non-zero fill stays until filled again: a matmul over any part of it adds to it.
+        if g[1] == "init":
+            # A written value stays until written over (reads leave it): a matmul over any part adds to it.
             if kind == "mm" and _overlap(g[0], r):
-                acc = True
+                acc, init = True, g[2]
                 if g[0] == r:
                     continue  # (now the matmul's group)
+            elif kind != "mm" and kind != "read" and _inside(g[0], r):
+                continue
             keep.append(g)
             continue
         if g[0] == r and kind == "mm":
             if g[1] == "mm":
                 acc = True
-            elif g[1] == "memset":
+            else:
                 ms = g[2]
             continue
         if not _overlap(g[0], r):
             keep.append(g)
-    if kind in ("mm", "memset"):
-        keep.append((r, kind, op))
+    if kind == "mm":
+        keep.append((r, "mm", None))
+        if ms is not None:  # the fill of 0 is the region's last write (a later write would have removed it)
+            acc, init = False, None
+    elif kind == "memset" and op.attrs["value"] == 0:
+        keep.append((r, "memset", op))
+    elif kind != "read":
+        keep.append((r, "init", op))
     groups[v.st.uid] = keep
-    return acc, ms
+    return acc, ms, init
 
 
-def _psum_others(t, views, skip=None):
-    for v in views:
-        if v is not None and v is not skip and v.st.space == PSUM:
-            touch_psum(t, v, "other")
+def matmul_accumulate(t, dst, accumulate, loc):
+    """The accumulate flag of a matmul writing PSUM view `dst` (`accumulate` as given: None infers it, dropping
+    a memset of 0 the matmul's overwrite replaces); warns when it adds to a value a non-matmul instruction wrote
+    on a NeuronCore-v2/-v3 target."""
+    acc, ms, init = touch_psum(t, dst, "mm")
+    if accumulate is None:
+        accumulate = acc
+        if ms is not None:
+            _trace.drop(ms)  # the matmul's overwrite zeroes the bank instead
+    elif accumulate and ms is not None:
+        init = ms  # accumulate=True onto nl.zeros / a memset of 0 (kept: the flag is the user's)
+    if accumulate and init is not None and t.target.generation != "trn3":
+        t.kernel.warn(
+            str(loc or caller_loc()),
+            f"the matmul adds to {dst.st!r}, which {init.name} at {init.loc} wrote: NKI's "
+            f"nc_matmul docs call accumulating onto a value a non-matmul instruction wrote undefined behaviour on "
+            f"NeuronCore-v2 and -v3 (trn2; supported from NeuronCore-v4, trn3); trnsim adds to it. Start the "
+            f"group with a matmul (accumulate=False) and add the value after")
+    return bool(accumulate)
+
+
+def _psum_touch(t, reads, writes, op):
+    for v in reads:
+        if v is not None and v.st.space == PSUM:
+            touch_psum(t, v, "read")
+    for v in writes:
+        if v is not None and v.st.space == PSUM:
+            touch_psum(t, v, "write", op)
 
 
 def record(name, args, reads, writes, attrs, loc=None):
@@ -234,12 +275,14 @@ def record(name, args, reads, writes, attrs, loc=None):
         t = _trace.current()
     for v in reads:
         if v.st.space is PSUM:
-            _psum_others(t, reads + writes)
-            return t.record(name, args, reads, writes, attrs, loc)
+            o = t.record(name, args, reads, writes, attrs, loc)
+            _psum_touch(t, reads, writes, o)
+            return o
     for v in writes:
         if v.st.space is PSUM:
-            _psum_others(t, reads + writes)
-            break
+            o = t.record(name, args, reads, writes, attrs, loc)
+            _psum_touch(t, (), writes, o)
+            return o
     return t.record(name, args, reads, writes, attrs, loc)
 
 
@@ -274,11 +317,7 @@ def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode="none", is_tra
 
 def _matmul_record(op, dst, stationary, moving, accumulate, perf_mode, is_transpose, loc):
     t = _trace._current or _trace.current()
-    acc, ms = touch_psum(t, dst, "mm")
-    if accumulate is None:
-        accumulate = acc
-        if ms is not None:
-            _trace.drop(ms)  # the matmul's overwrite zeroes the bank instead
+    accumulate = matmul_accumulate(t, dst, accumulate, loc)
     reads = (stationary, moving, dst) if accumulate else (stationary, moving)
     return t.record(op, {"dst": dst, "stationary": stationary, "moving": moving}, reads, (dst,),
                     {"accumulate": bool(accumulate), "perf_mode": perf_mode, "is_transpose": bool(is_transpose)},
@@ -293,11 +332,7 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, accumu
     st_view, st_off = _scale_operand(op, "stationary_scale", stationary_scale, stationary)
     mv_view, mv_off = _scale_operand(op, "moving_scale", moving_scale, moving)
     t = _trace.current()
-    acc, ms = touch_psum(t, dst, "mm")
-    if accumulate is None:
-        accumulate = acc
-        if ms is not None:
-            _trace.drop(ms)
+    accumulate = matmul_accumulate(t, dst, accumulate, loc)
     reads = [stationary, moving, st_view, mv_view] + ([dst] if accumulate else [])
     return t.record(op, {"dst": dst, "stationary": stationary, "moving": moving, "stationary_scale": st_view,
                          "moving_scale": mv_view}, reads, [dst],
