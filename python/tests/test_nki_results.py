@@ -106,7 +106,7 @@ def psum_written_then_matmuls(aT, b, bias, writer):
             st, mv = nl.load(aT[kk * 128:(kk + 1) * 128, :]), nl.load(b[kk * 128:(kk + 1) * 128, :])
             p += nl.matmul(st, mv, transpose_x=True)  # MARK-matmul
     nl.store(out, nl.copy(p))
-    # Read, then a matmul again: a read ends the matmul group, so this one overwrites (1 x b[0:128] alone).
+    # Read, then `+=` a matmul again: `+=` adds to what q holds (q = bias + 2 products), read or not.
     q = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
     nisa.tensor_copy(dst=q, src=nl.load(bias))
     q += nl.matmul(nl.load(aT[0:128, :]), nl.load(b[0:128, :]), transpose_x=True)
@@ -126,7 +126,7 @@ def test_a_psum_value_written_by_any_instruction_is_added_to_by_the_matmuls():
     b = rs.randint(-3, 4, (256, 512)).astype(np.float32)
     bias = rs.randint(-3, 4, (128, 512)).astype(np.float32)
     prod, one = aT.T @ b, aT[:128].T @ b[:128]
-    want2 = ((bias + one) + one).astype(np.float32)
+    want2 = ((bias + one) + ((bias + one) + one)).astype(np.float32)
     for writer, init in (("tensor_copy", bias), ("activation", 2 * bias), ("tensor_scalar", 3 * bias), ("dma", bias),
                          ("assign", bias)):
         with warnings.catch_warnings(record=True) as w:
@@ -172,6 +172,37 @@ def test_accumulate_true_onto_zeros_is_warned_on_trn2():
     msgs = [str(m.message) for m in w]
     assert any(m.startswith(at + ": the matmul adds to psum tile p [128, 512] float32") and "which memset at " in m
                for m in msgs), msgs
+
+
+@nki.jit
+def iadd_after_a_read(aT, b):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    out2 = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+    a0, b0 = nl.load(aT), nl.load(b)
+    acc += nl.matmul(a0, b0, transpose_x=True)
+    part = nl.copy(acc)  # a read of the open group
+    acc += nl.matmul(a0, b0, transpose_x=True)  # adds: acc holds 2 aT.T @ b
+    nl.store(out, nl.add(part, nl.copy(acc)))
+    p = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=p, stationary=a0, moving=b0)
+    nl.store(out2, nl.copy(p))  # a read ends the group for accumulate=None:
+    nisa.nc_matmul(dst=p, stationary=a0, moving=b0)  # this matmul starts a new one
+    nl.store(out2, nl.add(nl.load(out2), nl.copy(p)))
+    return out, out2
+
+
+def test_iadd_adds_to_a_psum_sum_read_in_between():
+    # tester23g: `acc += nl.matmul(...)` after `nl.copy(acc)` started a new group and overwrote acc (the store
+    # held 2 aT.T @ b, not 3): `+=` is acc = acc + product whatever read acc in between. nisa.nc_matmul with
+    # accumulate=None keeps trnsim's rule (a read ends the group: out2 = 2 aT.T @ b, not 3).
+    rs = np.random.RandomState(9)
+    aT = rs.randint(-3, 4, (128, 128)).astype(np.float32)
+    b = rs.randint(-3, 4, (128, 512)).astype(np.float32)
+    out, out2 = tnki.simulate_kernel(iadd_after_a_read, aT, b)
+    one = aT.T @ b
+    assert out.tobytes() == (3 * one).astype(np.float32).tobytes(), (out / np.where(one == 0, 1, one))[0, :4]
+    assert out2.tobytes() == (2 * one).astype(np.float32).tobytes(), (out2 / np.where(one == 0, 1, one))[0, :4]
 
 
 @nki.jit

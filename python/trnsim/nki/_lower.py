@@ -285,7 +285,7 @@ def iadd(dst, value):
     if isinstance(value, NkiTensor):
         op = _fresh_op(value)
         if op is not None and op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
-            acc = _ops.matmul_accumulate(_trace._current, dst, None, op.loc)
+            acc = _ops.matmul_accumulate(_trace._current, dst, None, op.loc, iadd=True)
             op.attrs["accumulate"] = acc
             _retarget(op, value, dst)
             if acc:

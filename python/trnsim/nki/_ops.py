@@ -179,11 +179,12 @@ def check_tile_shape(shape, pdim, space, dtype, what):
 # nki.isa.nc_matmul: with accumulate=None "first write overwrites, subsequent writes accumulate". So a matmul
 # accumulates into its dst when that region holds an open accumulation group (the last access was a matmul
 # writing it) or a value another instruction wrote (a fill, tensor_copy, activation, iota, a DMA: the result is
-# that value + the products); otherwise it starts a group by overwriting. A read of a group ends it. A memset of
-# 0 that such a first matmul would overwrite is dropped: the compiler lowers zeroing + accumulating matmuls to a
-# first matmul that zeroes the bank (the profiler's psum_zero flag; kernels/calibration/matmul_lhs_dma_transpose).
-# The same docs: on NeuronCore-v2 and -v3 accumulating onto a value a non-matmul instruction wrote is undefined
-# behaviour on hardware (warned on trn2; trn3 is NeuronCore-v4).
+# that value + the products); otherwise it starts a group by overwriting. A read of a group ends it for
+# nisa.nc_matmul's accumulate=None (the next matmul overwrites); `dst += nl.matmul(...)` still adds to its sum. A
+# memset of 0 that such a first matmul would overwrite is dropped: the compiler lowers zeroing + accumulating matmuls
+# to a first matmul that zeroes the bank (the profiler's psum_zero flag;
+# kernels/calibration/matmul_lhs_dma_transpose). The same docs: on NeuronCore-v2 and -v3 accumulating onto a value a
+# non-matmul instruction wrote is undefined behaviour on hardware (warned on trn2; trn3 is NeuronCore-v4).
 
 
 def _region(v):
@@ -201,14 +202,26 @@ def _inside(a, b):
 def touch_psum(t, v, kind, op=None):
     """Records an access to PSUM view `v` for the group logic: kind 'mm' (a matmul writing v), 'memset' (op, a
     fill), 'write' (op, another instruction writing v) or 'read'. For kind 'mm' returns (accumulate, zero_fill,
-    init): whether the matmul adds to what the region holds, the memset of 0 it may replace, and the op whose
-    written value it adds to (None when it continues a matmul group only)."""
+    init, read_sum): whether the matmul adds to what the region holds, the memset of 0 it may replace, the op
+    whose written value it adds to (None when it continues a matmul group only), and whether the region holds
+    the sum of a matmul group that a read ended (`+=` adds to it; accumulate=None starts a new group)."""
     groups = t.psum_groups
     lst = groups.get(v.st.uid, ())
     r = _region(v)
-    acc, ms, init = False, None, None
+    acc, ms, init, ended = False, None, None, False
     keep = []
     for g in lst:
+        if g[1] == "ended":
+            # A matmul group's sum a read ended: it stays until written over.
+            if kind == "mm" and g[0] == r:
+                ended = True
+                continue
+            if kind == "read" or not _overlap(g[0], r):
+                keep.append(g)
+            continue
+        if kind == "read" and g[1] == "mm" and _overlap(g[0], r):
+            keep.append((g[0], "ended", None))
+            continue
         if g[1] == "init":
             # A written value stays until written over (reads leave it): a matmul over any part adds to it.
             if kind == "mm" and _overlap(g[0], r):
@@ -236,16 +249,17 @@ def touch_psum(t, v, kind, op=None):
     elif kind != "read":
         keep.append((r, "init", op))
     groups[v.st.uid] = keep
-    return acc, ms, init
+    return acc, ms, init, ended
 
 
-def matmul_accumulate(t, dst, accumulate, loc):
+def matmul_accumulate(t, dst, accumulate, loc, iadd=False):
     """The accumulate flag of a matmul writing PSUM view `dst` (`accumulate` as given: None infers it, dropping
-    a memset of 0 the matmul's overwrite replaces); warns when it adds to a value a non-matmul instruction wrote
-    on a NeuronCore-v2/-v3 target."""
-    acc, ms, init = touch_psum(t, dst, "mm")
+    a memset of 0 the matmul's overwrite replaces; `iadd`: the kernel's `dst += nl.matmul(...)`, which adds to
+    what dst holds even after a read); warns when it adds to a value a non-matmul instruction wrote on a
+    NeuronCore-v2/-v3 target."""
+    acc, ms, init, ended = touch_psum(t, dst, "mm")
     if accumulate is None:
-        accumulate = acc
+        accumulate = acc or (iadd and ended)
         if ms is not None:
             _trace.drop(ms)  # the matmul's overwrite zeroes the bank instead
     elif accumulate and ms is not None:
