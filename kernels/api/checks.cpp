@@ -220,6 +220,7 @@ OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOpe
   struct Prepared {
     bool ready = false;
     RowSample sample;
+    ref::MatmulDims dims;
     std::vector<double> exact, mx;
   };
   const auto prepared = std::make_shared<Prepared>();
@@ -237,6 +238,7 @@ OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOpe
       prepared->exact = ref::sampled_reference(lo, ro, std::nullopt, s.block_rows, s.stride);
       if (quant) prepared->mx = ref::sampled_reference(lo, ro, quant, s.block_rows, s.stride);
       prepared->sample = s;
+      prepared->dims = d;
       prepared->ready = true;
     } catch (const std::exception&) {
       *prepared = Prepared{};  // run computes the references and reports what went wrong
@@ -244,10 +246,16 @@ OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOpe
   };
   c.run = [=](const CheckContext& ctx) {
     const HostTensor& out = ctx.output(output);
+    // The operands' FP32 copies only when the prepared rows do not serve (they were made from the same
+    // inputs, so their dims hold).
     std::vector<float> lv, rv;
-    const ref::Operand lo = reference_operand(ctx, output, lhs, quant, lv),
-                       ro = reference_operand(ctx, output, rhs, quant, rv);
-    const ref::MatmulDims d = ref::matmul_dims(lo, ro);
+    ref::Operand lo, ro;
+    const auto operands = [&] {
+      lo = reference_operand(ctx, output, lhs, quant, lv);
+      ro = reference_operand(ctx, output, rhs, quant, rv);
+      return ref::matmul_dims(lo, ro);
+    };
+    const ref::MatmulDims d = prepared->ready ? prepared->dims : operands();
     if (out.shape != std::vector<int64_t>{d.R, d.C})
       throw Error(fmt::format("check of '{}': output shape {} but the reference gives [{}, {}]", output,
                               tensor::shape_str(out.shape), d.R, d.C));
@@ -256,6 +264,7 @@ OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOpe
     const std::vector<float> k = out.values();
     const bool ready =
         prepared->ready && prepared->sample.block_rows == s.block_rows && prepared->sample.stride == s.stride;
+    if (!ready && lo.data == nullptr) operands();
     try {
       const ref::ErrorMetrics e =
           ready ? ref::compare_sampled(k.data(), d, s.block_rows, s.stride, prepared->exact)

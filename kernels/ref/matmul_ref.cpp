@@ -54,13 +54,38 @@ std::vector<double> mx_fake_quantize(const Operand& a, const MxQuant& q) {
   std::vector<double> out(static_cast<size_t>(a.rows * a.cols));
   float block[32];
   uint8_t bytes[32];
-  for (int64_t f = 0; f < F; ++f)
-    for (int64_t g = 0; g < groups; ++g) {
-      for (int i = 0; i < 32; ++i) block[i] = a.data[index_of(a, idx[g][i], f)];
-      const uint8_t s = num::quantize_block(block, bytes, q.format, q.rule);
-      const double scale = num::e8m0_to_f32(s);
-      for (int i = 0; i < 32; ++i)
-        out[index_of(a, idx[g][i], f)] = static_cast<double>(num::fp8_to_f32(bytes[i], q.format)) * scale;
+  // One group's 32 values, quantized, into their dequantized values (groups are independent).
+  const auto group = [&](const float* v, double* o) {
+    const double scale = num::e8m0_to_f32(num::quantize_block(v, bytes, q.format, q.rule));
+    for (int i = 0; i < 32; ++i) o[i] = static_cast<double>(num::fp8_to_f32(bytes[i], q.format)) * scale;
+  };
+  if (a.axis == Contract::Cols) {  // a group's values lie in one row
+    double o[32];
+    for (int64_t f = 0; f < F; ++f)
+      for (int64_t g = 0; g < groups; ++g) {
+        for (int i = 0; i < 32; ++i) block[i] = a.data[index_of(a, idx[g][i], f)];
+        group(block, o);
+        for (int i = 0; i < 32; ++i) out[index_of(a, idx[g][i], f)] = o[i];
+      }
+    return out;
+  }
+  // Contraction along rows: a group's values lie in 32 rows, one column. kTile columns at a time, so each of
+  // the 32 rows is read and written in runs of kTile elements rather than one element per cache line.
+  constexpr int64_t kTile = 64;
+  std::vector<float> in(32 * kTile);
+  std::vector<double> res(32 * kTile);
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t f0 = 0; f0 < F; f0 += kTile) {
+      const int64_t nf = std::min(kTile, F - f0);
+      for (int i = 0; i < 32; ++i) {
+        const float* row = a.data + idx[g][i] * a.cols + f0;
+        for (int64_t c = 0; c < nf; ++c) in[c * 32 + i] = row[c];
+      }
+      for (int64_t c = 0; c < nf; ++c) group(&in[c * 32], &res[c * 32]);
+      for (int i = 0; i < 32; ++i) {
+        double* row = out.data() + idx[g][i] * a.cols + f0;
+        for (int64_t c = 0; c < nf; ++c) row[c] = res[c * 32 + i];
+      }
     }
   return out;
 }

@@ -1,6 +1,7 @@
 #include "sim/io/generators.h"
 
 #include <fmt/format.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cfloat>
@@ -10,7 +11,8 @@
 #include "sim/base/error.h"
 #include "sim/numerics/host_threads.h"
 
-// Bit-identical results need a*b+c evaluated as two rounded operations, never a fused multiply-add.
+// Bit-identical results need a*b+c evaluated as two rounded operations, never a fused multiply-add
+// (sim/CMakeLists.txt also compiles this file with -ffp-contract=off: the AVX-512 path has FMA at hand).
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__) && !defined(__STRICT_ANSI__)
@@ -77,16 +79,114 @@ void normal_pair(uint64_t key, uint64_t k, double& z0, double& z1) {
   z1 = r * s;
 }
 
+// GCC 12's AVX-512 headers seed some intrinsics with a self-initialized "undefined" vector and then warn
+// about it where they are inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// bits_at(key, 2k + odd) = mix64(key + (2k + odd + 1) * kGamma) for the 8 pair indices k.
+[[gnu::target("avx512f,avx512dq")]] __m512i bits8(uint64_t key, __m512i k, uint64_t odd) {
+  const __m512i gamma = _mm512_set1_epi64(static_cast<int64_t>(kGamma));
+  const __m512i c =
+      _mm512_add_epi64(_mm512_slli_epi64(k, 1), _mm512_set1_epi64(static_cast<int64_t>(odd + 1)));
+  __m512i z = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(key)), _mm512_mullo_epi64(c, gamma));
+  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)),
+                         _mm512_set1_epi64(static_cast<int64_t>(0xBF58476D1CE4E5B9ull)));
+  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)),
+                         _mm512_set1_epi64(static_cast<int64_t>(0x94D049BB133111EBull)));
+  return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+}
+
+// normal_pair for 8 consecutive pairs k0 .. k0 + 7, operation for operation (every step is one IEEE
+// operation, rounded as the scalar one is), so the same bits.
+[[gnu::target("avx512f,avx512dq")]] void normal_pairs8(uint64_t key, uint64_t k0, double* z0, double* z1) {
+  const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i k = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(k0)), lane);
+  const __m512d one = _mm512_set1_pd(1.0), two_m53 = _mm512_set1_pd(kTwoPowM53);
+  const __m512d u1 = _mm512_mul_pd(
+      _mm512_cvtepu64_pd(_mm512_add_epi64(_mm512_srli_epi64(bits8(key, k, 0), 11), _mm512_set1_epi64(1))),
+      two_m53);
+  const __m512d t = _mm512_mul_pd(_mm512_cvtepu64_pd(_mm512_srli_epi64(bits8(key, k, 1), 11)), two_m53);
+
+  // det_log(u1): frexp by the bit fields (u1 is a normal number), then the same series.
+  const __m512i ub = _mm512_castpd_si512(u1);
+  __m512i e = _mm512_sub_epi64(_mm512_srli_epi64(ub, 52), _mm512_set1_epi64(1022));
+  __m512d m =
+      _mm512_castsi512_pd(_mm512_or_si512(_mm512_and_si512(ub, _mm512_set1_epi64(0x000FFFFFFFFFFFFFll)),
+                                          _mm512_set1_epi64(0x3FE0000000000000ll)));
+  const __mmask8 low = _mm512_cmp_pd_mask(m, _mm512_set1_pd(kSqrtHalf), _CMP_LT_OQ);
+  m = _mm512_mask_mul_pd(m, low, m, _mm512_set1_pd(2.0));
+  e = _mm512_mask_sub_epi64(e, low, e, _mm512_set1_epi64(1));
+  const __m512d s = _mm512_div_pd(_mm512_sub_pd(m, one), _mm512_add_pd(m, one));
+  const __m512d s2 = _mm512_mul_pd(s, s);
+  __m512d p = _mm512_set1_pd(1.0 / 21);
+  for (int j = 19; j >= 1; j -= 2) p = _mm512_add_pd(_mm512_mul_pd(p, s2), _mm512_set1_pd(1.0 / j));
+  const __m512d de = _mm512_cvtepi64_pd(e);
+  const __m512d lg = _mm512_add_pd(_mm512_mul_pd(de, _mm512_set1_pd(kLn2Hi)),
+                                   _mm512_add_pd(_mm512_mul_pd(de, _mm512_set1_pd(kLn2Lo)),
+                                                 _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(2.0), s), p)));
+  const __m512d r = _mm512_sqrt_pd(_mm512_mul_pd(_mm512_set1_pd(-2.0), lg));
+
+  // det_sincos_turns(t).
+  const __m512d t4 = _mm512_mul_pd(t, _mm512_set1_pd(4.0));
+  const __m512d q = _mm512_roundscale_pd(t4, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  const __m512d f = _mm512_sub_pd(t4, q);
+  const __mmask8 upper = _mm512_cmp_pd_mask(f, _mm512_set1_pd(0.5), _CMP_GT_OQ);
+  const __m512d x = _mm512_mul_pd(_mm512_mask_sub_pd(f, upper, one, f), _mm512_set1_pd(kHalfPi));
+  const __m512d x2 = _mm512_mul_pd(x, x);
+  __m512d ps = one, pc = one;
+  for (int n = 17; n >= 3; n -= 2)
+    ps = _mm512_sub_pd(one, _mm512_div_pd(_mm512_mul_pd(ps, x2), _mm512_set1_pd(n * (n - 1))));
+  for (int n = 18; n >= 2; n -= 2)
+    pc = _mm512_sub_pd(one, _mm512_div_pd(_mm512_mul_pd(pc, x2), _mm512_set1_pd(n * (n - 1))));
+  const __m512d sx = _mm512_mul_pd(x, ps);
+  const __m512d s0 = _mm512_mask_blend_pd(upper, sx, pc), c0 = _mm512_mask_blend_pd(upper, pc, sx);
+  // Quadrant q: 1 and 3 swap sin and cos; 2 and 3 negate sin, 1 and 2 negate cos.
+  const __m512i qi = _mm512_and_si512(_mm512_cvttpd_epi64(q), _mm512_set1_epi64(3));
+  const __mmask8 swap = _mm512_test_epi64_mask(qi, _mm512_set1_epi64(1));
+  const __mmask8 neg_s = _mm512_cmpge_epi64_mask(qi, _mm512_set1_epi64(2));
+  const __mmask8 neg_c =
+      _mm512_cmpeq_epi64_mask(qi, _mm512_set1_epi64(1)) | _mm512_cmpeq_epi64_mask(qi, _mm512_set1_epi64(2));
+  const __m512d sign = _mm512_set1_pd(-0.0);
+  __m512d sn = _mm512_mask_blend_pd(swap, s0, c0), cs = _mm512_mask_blend_pd(swap, c0, s0);
+  sn = _mm512_mask_xor_pd(sn, neg_s, sn, sign);
+  cs = _mm512_mask_xor_pd(cs, neg_c, cs, sign);
+  _mm512_storeu_pd(z0, _mm512_mul_pd(r, cs));
+  _mm512_storeu_pd(z1, _mm512_mul_pd(r, sn));
+}
+
+#pragma GCC diagnostic pop
+
+bool host_has_avx512dq() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  }();
+  return has;
+}
+
+// Pairs [k0, k0 + n): 8 at a time where the host has AVX-512 and `simd`, the rest one by one.
+void pairs(uint64_t key, uint64_t k0, int64_t n, double* z0, double* z1, bool simd) {
+  int64_t i = 0;
+  if (simd && host_has_avx512dq())
+    for (; i + 8 <= n; i += 8) normal_pairs8(key, k0 + static_cast<uint64_t>(i), z0 + i, z1 + i);
+  for (; i < n; ++i) normal_pair(key, k0 + static_cast<uint64_t>(i), z0[i], z1[i]);
+}
+
 // Fills out[i - first] = f(i, N(0,1) sample i) for i in [first, first + n); `first` is even (a pair's first).
 template <typename F>
 void fill_normal(float* out, int64_t first, int64_t n, uint64_t seed, int threads, F f) {
   uint64_t key = stream_key(seed, kNormal);
   parallel_units((n + 1) / 2, threads, [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) {
-      double z0, z1;
-      normal_pair(key, static_cast<uint64_t>(first / 2 + k), z0, z1);
-      out[2 * k] = f(first + 2 * k, z0);
-      if (2 * k + 1 < n) out[2 * k + 1] = f(first + 2 * k + 1, z1);
+    constexpr int64_t kBatch = 64;
+    double z0[kBatch], z1[kBatch];
+    for (int64_t k = b; k < e; k += kBatch) {
+      const int64_t m = std::min(kBatch, e - k);
+      pairs(key, static_cast<uint64_t>(first / 2 + k), m, z0, z1, true);
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t i = 2 * (k + j);
+        out[i] = f(first + i, z0[j]);
+        if (i + 1 < n) out[i + 1] = f(first + i + 1, z1[j]);
+      }
     }
   });
 }
@@ -166,6 +266,11 @@ void det_sincos_turns(double t, double& s, double& c) {
       s = -c0, c = s0;
       break;
   }
+}
+
+void normal_pairs(uint64_t seed, int64_t first_pair, int64_t n, double* z0, double* z1, bool simd) {
+  if (first_pair < 0 || n < 0) bad("normal", fmt::format("bad pair range [{}, +{})", first_pair, n));
+  pairs(stream_key(seed, kNormal), static_cast<uint64_t>(first_pair), n, z0, z1, simd);
 }
 
 std::vector<float> normal(int64_t n, double mean, double std, uint64_t seed, int threads) {

@@ -32,6 +32,11 @@ double det_log(double x);
 double det_exp(double x);
 void det_sincos_turns(double t, double& s, double& c);
 
+// The standard normal pairs [first_pair, first_pair + n) of seed's normal stream (samples 2k and 2k + 1 of
+// normal(..., 0.0, 1.0, seed) before rounding to float): z0[i], z1[i]. simd = false takes the one-pair path
+// the AVX-512 path must match bit for bit (exposed for that test).
+void normal_pairs(uint64_t seed, int64_t first_pair, int64_t n, double* z0, double* z1, bool simd = true);
+
 // n samples of N(mean, std^2). Requires std > 0 and finite parameters.
 std::vector<float> normal(int64_t n, double mean, double std, uint64_t seed, int threads = 1);
 

@@ -99,9 +99,6 @@ class Exec {
   // dst (+)= a^T b with a [k, m], b [k, n] row-major FP32, via the shared PE arithmetic.
   void pe_accumulate(OperandView& dst, const std::vector<float>& a, const std::vector<float>& b, int k,
                      uint64_t m, uint64_t n) {
-    // Scratch reused across instructions: pe_matmul writes every element (from +0 unless accumulating).
-    static thread_local std::vector<float> c;
-    c.resize(m * n);
     const bool acc = inst_.has(kAccumulate);
     // An FP32 PSUM tile whose columns are consecutive floats (the column offsets are the same in every row)
     // is copied row by row; anything else goes element by element.
@@ -110,6 +107,25 @@ class Exec {
         if (dst.at(0, j) != dst.at(0, 0) + 4 * j) return false;
       return true;
     }();
+    // Large tiles (an MX matmul is 512 x 128 x 512) are split over two host threads; the bytes do not change.
+    const int threads =
+        static_cast<uint64_t>(k) * m * n >= (uint64_t{1} << 22) ? num::host_split_threads() : 1;
+    if (rows_contiguous) {
+      // Rows at a fixed stride that keeps them apart, FP32-aligned: pe_matmul works in the tile itself (the
+      // same arithmetic on the same values, without copying the tile out and back).
+      uint8_t* c0 = dst.at(0, 0);
+      const int64_t stride = m > 1 ? dst.at(1, 0) - c0 : static_cast<int64_t>(4 * n);
+      if (stride >= static_cast<int64_t>(4 * n) && stride % 4 == 0 &&
+          reinterpret_cast<uintptr_t>(c0) % alignof(float) == 0) {
+        num::pe_matmul(a.data(), static_cast<int64_t>(m), b.data(), static_cast<int64_t>(n),
+                       reinterpret_cast<float*>(c0), stride / 4, k, static_cast<int>(m), static_cast<int>(n),
+                       acc, threads);
+        return;
+      }
+    }
+    // Scratch reused across instructions: pe_matmul writes every element (from +0 unless accumulating).
+    static thread_local std::vector<float> c;
+    c.resize(m * n);
     if (acc)
       for (uint64_t i = 0; i < m; ++i) {
         if (rows_contiguous) {
@@ -118,9 +134,6 @@ class Exec {
         }
         for (uint64_t j = 0; j < n; ++j) c[i * n + j] = dst.load(static_cast<uint32_t>(i), j);
       }
-    // Large tiles (an MX matmul is 512 x 128 x 512) are split over two host threads; the bytes do not change.
-    const int threads =
-        static_cast<uint64_t>(k) * m * n >= (uint64_t{1} << 22) ? num::host_split_threads() : 1;
     num::pe_matmul(a.data(), static_cast<int64_t>(m), b.data(), static_cast<int64_t>(n), c.data(),
                    static_cast<int64_t>(n), k, static_cast<int>(m), static_cast<int>(n), acc, threads);
     for (uint64_t i = 0; i < m; ++i) {

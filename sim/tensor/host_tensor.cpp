@@ -9,6 +9,7 @@
 #include "sim/base/error.h"
 #include "sim/isa/element.h"
 #include "sim/isa/semantics.h"
+#include "sim/numerics/float_formats.h"
 
 namespace trnsim::tensor {
 namespace {
@@ -168,6 +169,15 @@ std::vector<float> HostTensor::values() const {
   std::vector<float> v(static_cast<size_t>(n));
   if (dtype == DType::F32) {
     std::memcpy(v.data(), bytes.data(), bytes.size());
+    return v;
+  }
+  if (dtype == DType::BF16) {  // the common input dtype: the bits are the top half of the FP32 value
+    const uint8_t* b = bytes.data();
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, b + 2 * i, 2);
+      v[i] = num::bf16_to_f32(h);
+    }
     return v;
   }
   for (int64_t i = 0; i < n; ++i) v[i] = value(i);
