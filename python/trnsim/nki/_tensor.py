@@ -432,8 +432,11 @@ class NkiTensor:
                     boff += e.const * stride * isz
                     for v, k in e.terms.items():
                         var_strides.setdefault(v, [0, False])[0] += k * stride
+            elif isinstance(e, NkiTensor):
+                return self._index_by_tile(d, e, idx)
             else:
-                raise NkiError(f"unsupported index {e!r} (integers, slices and nl.arange expressions are)")
+                raise NkiError(f"unsupported index {e!r} (integers, slices, nl.arange expressions and, on dim 0 of "
+                               f"an HBM tensor, a tile of row indices are)")
         if var_strides:
             nmax = max(v.ndim for v in var_strides)
             vars_sorted = sorted(var_strides, key=lambda v: v.axis + (nmax - v.ndim))
@@ -455,6 +458,20 @@ class NkiTensor:
         if unbounded:
             return Unbounded.of(self, boff, tuple(dims), pd, p0, tuple(vs), unbounded)
         return NkiTensor(self.st, self.dtype, boff, tuple(dims), pd, p0, tuple(vs) if var_strides else None)
+
+    def _index_by_tile(self, d, index, idx):
+        """`x[idx_tile, ...]`: the rows of HBM tensor x that the int32/uint32 [P, 1] SBUF tile idx_tile holds,
+        read when the DMA runs (an indirect DMA: a gather as a load's source, a scatter as a store's
+        destination; nki.isa.dma_copy's vector_offset)."""
+        from ._errors import unsupported
+
+        if self.st.space != HBM:
+            unsupported("indexing an on-chip tensor by a tile of indices",
+                        "run-time row indices pick rows of an HBM tensor (an indirect DMA)")
+        if d != 0:
+            unsupported(f"a tile of indices on dim {d}", "run-time indices pick rows (dim 0) of an HBM tensor")
+        first = self.index((slice(0, 1),) + tuple(idx[1:]))
+        return indexed_rows(first, index)
 
     def _index_basic(self, idx):
         """The common case: integers and slices only, at most one per dim (no Ellipsis, no expressions)."""
@@ -801,6 +818,25 @@ class NkiTensor:
         from . import language as nl
 
         return nl.transpose(self)
+
+
+def indexed_rows(first, index):
+    """The indexed HBM side of an indirect DMA: `first` (an HBM view whose dim 0 is one row) over as many rows
+    as `index` (an int32/uint32 [P, 1] SBUF tile, the vector_offset) holds, row i being the row index[i]
+    of the tensor, read when the DMA runs. Its rows may lie anywhere in the tensor (even past its end: the
+    DMA's oob_mode decides), so its rectangle, which orders it against other accesses, is the whole tensor.
+    Returns the lowering's _Indirect."""
+    from ._lower import _Indirect
+
+    if not isinstance(index, NkiTensor) or index.st.space != SBUF:
+        raise NkiError(f"row indices must be an SBUF tile, got {index!r}")
+    if index.dtype.name not in ("int32", "uint32") or index.free_size != 1:
+        raise NkiError(f"row indices must be an int32 or uint32 [P, 1] tile (one row index per partition), got "
+                       f"{index.dtype.name} {list(index.shape)}")
+    (stride, _), rest = first.dims[0], first.dims[1:]
+    v = NkiTensor(first.st, first.dtype, first.boff, ((stride, index.partitions),) + rest, -1, 0)
+    v._rect = NkiTensor.whole(first.st).rect()
+    return _Indirect(v, vector_offset=index)
 
 
 _ST = NkiTensor.__dict__["st"]  # the slot NkiTensor.st, read and set past Unbounded's property
