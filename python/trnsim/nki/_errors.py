@@ -57,6 +57,25 @@ def unsupported_name(module, name):
     return UnsupportedName(message)
 
 
+# Attributes NKI documents on its tensor class that trnsim has no counterpart for (NkiTensor of NKI 2.30: the
+# values, which exist only when the kernel runs).
+_TENSOR_UNMODELLED = {"sim_value": "a tensor's values exist only when the simulated kernel runs",
+                      "device_value": "no device runs the kernel"}
+
+
+def unsupported_attribute(cls, name):
+    """The error for attribute `name` that an NKI tensor object (class `cls`) does not define: a plain
+    AttributeError for private names (Python's and NumPy's protocol probes), else UnsupportedName at the
+    kernel line naming the NKI attribute (hasattr() answers False)."""
+    if name.startswith("_"):
+        return AttributeError(f"'{cls.__name__}' object has no attribute '{name}'")
+    why = _TENSOR_UNMODELLED.get(name)
+    if why is not None:
+        return UnsupportedName(f"nki.language.NkiTensor.{name} is not modelled by trnsim: {why}")
+    return UnsupportedName(f"nki.language.NkiTensor has no attribute '{name}' in NKI 2.21-2.33, nor in trnsim "
+                           "(docs/nki.md lists the tensor methods)")
+
+
 class Loc(tuple):
     """(path, line) of a kernel line, made as Loc((path, line)); str() gives 'file.py:line' as the builder's
     messages do."""

@@ -525,6 +525,9 @@ class _Indirect:
     def dtype(self):
         return self.view.dtype
 
+    def is_indirect(self):
+        return True
+
 
 def dynamic_ap(t, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype):
     if indirect_dim != 0:

@@ -54,7 +54,9 @@ tile = NkiTensor
 
 
 class _TileSize:
-    """nl.tile_size: the hardware's tile limits (of the run's hardware generation)."""
+    """nl.tile_size: the hardware's tile limits of the run's hardware generation (pmax, psum_fmax =
+    psum_bank_fmax, psum_num_banks, sbuf_size_bytes, total_available_sbuf_size, the gemm and bn_stats
+    limits, psum_min_align = 4 and sbuf_min_align = 1 bytes); any other name is NkiUnsupported."""
 
     @property
     def pmax(self):
@@ -83,6 +85,47 @@ class _TileSize:
         from ._backend import target
 
         return target().sbuf_bytes
+
+    # NKI 2.30-2.33's further constants, from the same hardware facts (docs/facts/trainium-hardware.md §1.4).
+    psum_bank_fmax = psum_fmax  # FP32 elements per PSUM bank per partition
+
+    @property
+    def psum_bank_fmax_bytes(self):
+        from ._backend import target
+
+        return target().psum_bank_bytes
+
+    psum_fmax_bytes = psum_bank_fmax_bytes
+
+    @property
+    def psum_num_banks(self):
+        from ._backend import target
+
+        t = target()
+        return t.psum_bytes // t.psum_bank_bytes
+
+    @property
+    def sbuf_size_bytes(self):
+        from ._backend import target
+
+        t = target()
+        return t.partitions * t.sbuf_bytes
+
+    sbuf_fmax_bytes = total_available_sbuf_size  # the largest tile trnsim allocates: one partition's SBUF
+
+    @property
+    def sbuf_fmax(self):
+        return self.sbuf_fmax_bytes // 4
+
+    # Address alignment of an instruction's free dim (KLR, docs/facts/trainium-hardware.md §1.4 [S27]); trnsim's
+    # allocator aligns tiles more (64 B in SBUF, whole banks in PSUM), which satisfies both.
+    psum_min_align = 4
+    sbuf_min_align = 1
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(f"'tile_size' has no attribute '{name}'")
+        raise unsupported_name("nki.language.tile_size", name)
 
 
 tile_size = _TileSize()
