@@ -60,10 +60,12 @@ def test_missing_attributes_are_nki_unsupported_at_the_line():
                        ("bogus", "nki.language.NkiTensor has no attribute 'bogus'"),
                        ("indirect", "nki.language.NkiTensor.indirect (Tensor Indirection, NeuronCore-v4) is "
                                     "not modelled"),
-                       ("tile_size", "nki.language.tile_size.bogus_fmax is not modelled")):
+                       ("tile_size", "nki.language.tile_size.bogus_fmax is not modelled"),
+                       ("block", "nki.language.NkiTensor.size of a PSUM tensor with block dims [2, 128, 64] is "
+                                 "not modelled by trnsim")):
         e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, K.bad, X, what=what)
         line = line_of(SRC, {"sim_value": "t.sim_value", "bogus": "t.bogus", "indirect": "t.indirect(t)",
-                             "tile_size": "nl.tile_size.bogus_fmax"}[what])
+                             "tile_size": "nl.tile_size.bogus_fmax", "block": "buffer=nl.psum).size"}[what])
         assert str(e).startswith(f"nki_views.py:{line}: ") and text in str(e), e
         assert type(e).__name__ == "NkiUnsupported", type(e)
         assert isinstance(e, AttributeError) == (what != "indirect"), type(e)  # attributes: hasattr() False

@@ -95,6 +95,8 @@ def bad(x, what):
         t.reshape_dim(1, (8, 8)).permute((0, 2, 1)).flatten_dims(1, 2)
     elif what == "partition":
         t.squeeze_dim(0)
+    elif what == "block":
+        nl.ndarray((2, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.psum).size  # noqa: B018
     elif what == "tile_size":
         nl.tile_size.bogus_fmax  # noqa: B018
     nl.store(out, t)

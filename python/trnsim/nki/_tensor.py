@@ -1238,5 +1238,13 @@ class BlockTensor:
 
         _lower.assign(self[idx], value)
 
+    def __getattr__(self, name):
+        from ._errors import UnsupportedName, unsupported_attribute
+
+        if name.startswith("_"):
+            raise unsupported_attribute(type(self), name)
+        raise UnsupportedName(f"nki.language.NkiTensor.{name} of a PSUM tensor with block dims {list(self.shape)} "
+                              "is not modelled by trnsim: each block is a tile of its own; index one (t[i]) first")
+
     def __repr__(self):
         return f"BlockTensor({self.name}, shape={list(self.shape)}, dtype={self.dtype.name}, psum)"
