@@ -160,6 +160,32 @@ def caller_loc():
     return None
 
 
+def ignored_kwargs(call, kwargs):
+    """A RuntimeWarning at the kernel line for each keyword argument of `call` that trnsim gives no meaning:
+    calls whose earlier NKI signature ends in **kwargs (the calls returning a new tile, nki.language's) take
+    any name there, so an unknown one is a warning, not an error."""
+    for k in kwargs:
+        warn_at(f"{call}: keyword argument '{k}' is ignored: NKI's earlier signature of {call} accepts any "
+                "keyword (**kwargs) and trnsim models no argument of that name", RuntimeWarning)
+
+
+def bad_call(e, call, callers):
+    """NkiError naming the argument and the kernel line for TypeError `e` if Python raised it binding the
+    arguments of a call of `call` (the innermost frame is one of `callers`' code objects: the frames that
+    call the implementation), else None (a TypeError from inside the call)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    text = str(e)
+    if tb is None or tb.tb_frame.f_code not in callers or "() " not in text:
+        return None
+    what = text.split("() ", 1)[1]
+    if what.startswith("got an unexpected keyword argument "):
+        return NkiError(f"{call} has no argument {what.rsplit(' ', 1)[1]} (NKI's signature of this form has no "
+                        "**kwargs; docs/nki.md, Errors)")
+    return NkiError(f"{call}: {what}")
+
+
 def unsupported(call, why=""):
     """Raises NkiUnsupported for `call` (e.g. 'nki.isa.bn_stats')."""
     extra = f": {why}" if why else ""
