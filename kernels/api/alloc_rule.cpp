@@ -145,9 +145,11 @@ PoolPlan plan_pools(const isa::Limits& limits, const std::vector<PoolSite>& site
       auto b = a.allocate(0, np, static_cast<uint32_t>(s.tile_bytes));
       if (!b)
         throw InputError(fmt::format(
-            "pool plan: site {}: buffer {} of {} ({} B per partition) does not fit: {} B free in {} at its "
-            "first access",
-            in.site, i + 1, n, s.tile_bytes, a.largest_free(0, np), isa::mem_name(s.space)));
+            "pool plan: site {}: buffer {} of {} ({} B per partition) does not fit: {} B free in {} (of {} B "
+            "per partition) at its first access",
+            in.site, i + 1, n, s.tile_bytes, a.largest_free(0, np), isa::mem_name(s.space),
+            s.space == isa::MemSpace::PSUM ? limits.psum_bytes_per_partition
+                                           : limits.sbuf_bytes_per_partition));
       blocks[p].push_back(b->id);
       pl.offsets.push_back(b->offset);
       const int64_t lo = b->offset, hi = lo + b->bytes;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "kernels/api/kernel_shared.h"
 #include "sim/base/address_limit.h"
@@ -189,6 +190,12 @@ Engine Kernel::use_barrier_engine(std::optional<Engine> requested, const Loc& lo
   return *barrier_engine_;
 }
 
+void Kernel::record_sendrecv(const View& src, const View& dst, const InstRef& transfer, const Loc& loc) {
+  shared_.sendrecv_calls[core_].push_back({static_cast<uint64_t>(src.partitions() * src.free_elements()),
+                                           static_cast<uint64_t>(dst.partitions() * dst.free_elements()),
+                                           src.describe(), dst.describe(), where(loc), transfer});
+}
+
 uint8_t Kernel::sendrecv_queue(Engine engine, int queue, const Loc& loc) {
   if (sendrecv_queue_ < 0) {
     sendrecv_queue_ = pick_queue(engine, queue, loc);
@@ -336,6 +343,36 @@ void Kernel::add_wait(const InstRef& later, const Event& ev) {
   inst.waits.push_back({ev.sem, ev.value});
 }
 
+namespace {
+
+// The n-th transfer of a core lands in the dst of the peer's n-th sendrecv: the element counts must agree
+// both ways (isa::check compared each call's own src and dst), else the transfer would write past the peer's
+// dst. Each transfer's dst operand is then the peer's dst, wherever the peer allocated it.
+void pair_sendrecvs(Kernel::Shared& shared) {
+  const auto& calls = shared.sendrecv_calls;
+  for (size_t n = 0; n < calls[0].size() && n < calls[1].size(); ++n)
+    for (int c = 0; c < 2; ++c) {
+      const Kernel::Shared::SendRecvCall& from = calls[c][n];
+      const Kernel::Shared::SendRecvCall& to = calls[1 - c][n];
+      if (from.src_elements != to.dst_elements)
+        throw RuleError(fmt::format(
+            "{}: sendrecv: element count: sendrecv {} of core {} sends src {} ({} elements) to core {}, "
+            "whose "
+            "sendrecv {} at {} receives into dst {} ({} elements); the two cores' n-th sendrecvs must move "
+            "as many elements each way",
+            from.at, n + 1, c, from.src, from.src_elements, 1 - c, n + 1, to.at, to.dst, to.dst_elements));
+    }
+  if (shared.declare_only) return;  // nothing was emitted
+  for (size_t n = 0; n < calls[0].size() && n < calls[1].size(); ++n) {
+    const InstRef& t0 = calls[0][n].transfer;
+    const InstRef& t1 = calls[1][n].transfer;
+    std::swap(shared.program.streams[0][static_cast<int>(t0.engine)][t0.index].ops[0],
+              shared.program.streams[1][static_cast<int>(t1.engine)][t1.index].ops[0]);
+  }
+}
+
+}  // namespace
+
 KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
   if (options.num_programs != 1 && options.num_programs != 2)
     throw InputError(fmt::format("num_programs must be 1 or 2 (LNC2), got {}", options.num_programs));
@@ -391,6 +428,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
                     "core 0 made {}; core 1 made {}",
                     describe(sync[0]), describe(sync[1])));
   }
+  pair_sendrecvs(shared);
   if (!options.declare_only) shared.program.checked_limits = l;  // emit() checked every instruction
   for (const auto& [index, w] : shared.output_writes) {
     const std::string msg =

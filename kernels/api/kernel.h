@@ -102,9 +102,9 @@ struct BuildOptions {
   bool declare_only = false;
   // Warn (KernelBuild::warnings, at the output's declaration) about each output tensor some of whose bytes no
   // instruction writes, naming the rows or flat element ranges: they keep whatever HBM held (NaN in trnsim).
-  // An output no instruction writes at all is the front ends' to report (an error for an nki.jit kernel). Python kernels set it (a launch grid
-  // that does not cover the rows, a loop bound off by one); C++ kernels may leave rows undefined on purpose
-  // (an MoE's slots past its token count), so it is off by default.
+  // An output no instruction writes at all is the front ends' to report (an error for an nki.jit kernel).
+  // Python kernels set it (a launch grid that does not cover the rows, a loop bound off by one); C++ kernels
+  // may leave rows undefined on purpose (an MoE's slots past its token count), so it is off by default.
   bool warn_unwritten_outputs = false;
 };
 
@@ -264,6 +264,9 @@ class Kernel {
   // barriers on two engines could pair out of program order. InputError if `requested` names another.
   Engine use_barrier_engine(std::optional<Engine> requested, const Loc& loc);
   uint32_t next_sendrecv() { return ++sendrecvs_; }
+  // Records this core's sendrecv (its transfer instruction) for build_program's pairing of the two cores'
+  // calls.
+  void record_sendrecv(const View& src, const View& dst, const InstRef& transfer, const Loc& loc);
   // The one queue of this core's sendrecvs (fixed by the first call): InputError if `queue` names another.
   uint8_t sendrecv_queue(Engine engine, int queue, const Loc& loc);
   const std::array<uint32_t, isa::kNumEngines>& barriers() const { return barriers_; }

@@ -2,6 +2,7 @@
 // state of one build both cores' Kernel objects write into.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -62,6 +63,14 @@ struct Kernel::Shared {
     size_t index;
   };
   std::map<std::string, Race> races;
+  // Each core's sendrecv calls in program order: build_program pairs the n-th of each core (the n-th transfer
+  // of a core lands in the dst of the peer's n-th call).
+  struct SendRecvCall {
+    uint64_t src_elements = 0, dst_elements = 0;
+    std::string src, dst, at;  // View::describe() of each, the call's source line
+    InstRef transfer;          // the SendRecv instruction (index 0 in a declaration build)
+  };
+  std::array<std::vector<SendRecvCall>, 2> sendrecv_calls;
 };
 
 // Drops assume_written's views not yet taken (a declaration build's: its Kernel emits nothing).

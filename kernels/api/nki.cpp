@@ -311,7 +311,9 @@ InstRef sendrecv(const View& src, const View& dst, const DmaQueueOpts& opts, Loc
   o.inst.updates.push_back({kSendRecvDoneSem, 1, true});
   o.access(0).collect = false;
   o.access(0).as = Event{kSendRecvDoneSem, n};
-  return o.emit(k, loc, {ready.done});
+  const InstRef transfer = o.emit(k, loc, {ready.done});
+  k.record_sendrecv(src, dst, transfer, loc);
+  return transfer;
 }
 
 }  // namespace trnsim::kernels::nki

@@ -150,9 +150,11 @@ InstRef dma_transpose(const View& dst, const View& src, const DmaQueueOpts& opts
 // this core wait for the barrier. Needs num_programs 2; both cores must call it equally often.
 InstRef core_barrier(const View& data, Engine engine = Engine::POOL, Loc loc = Loc::current());
 
-// LNC2 SBUF exchange: this core's src goes to the peer's dst and the peer's src to this core's dst (both
-// cores call it with tiles allocated at the same addresses). Emits a "ready to receive" CoreBarrier signal
-// and the SendRecv transfer; later reads of dst on this core wait for the peer's transfer.
+// LNC2 SBUF exchange: this core's src goes to the peer's dst and the peer's src to this core's dst, pairing
+// the n-th call of each core (the tiles may sit at different addresses on the two cores). Emits a "ready to
+// receive" CoreBarrier signal and the SendRecv transfer; later reads of dst on this core wait for the peer's
+// transfer. RuleError (from build_program, naming both calls' lines) if this core's src and the peer's dst
+// hold different element counts.
 InstRef sendrecv(const View& src, const View& dst, const DmaQueueOpts& opts = {}, Loc loc = Loc::current());
 
 }  // namespace trnsim::kernels::nki

@@ -125,6 +125,17 @@ def test_psum_tiles_alive_are_listed():
     assert "the other tiles alive then: 8 more of this one (nki_bad.py:%d)" % line("MARK-psum-9") in err, err
 
 
+def test_sbuf_overflow_figures_agree():
+    # The free figure is at the tile's first access: a tile declared later is listed as alive later, not as
+    # holding space then (main listed it as "alive then" beside "229376 B free"), and the SBUF's size is given.
+    err = check("sbuf_tile_over_the_sbuf", "MARK-sbuf-big",
+                ["SBUF tile [120, 128, 512] float32 (x 1 alive at once): buffer 1 of 1 (245760 B per partition) "
+                 "does not fit: 229376 B free in sbuf (of 229376 B per partition) at its first access; the other "
+                 "tiles alive then: none; alive later in its life: nki_bad.py:%d: [128, 512] float32 x 1 (2048 B)"
+                 % line("MARK-sbuf-later")])
+    assert "229376 B free" in err, err
+
+
 def validate_cli(function):
     w = {"name": "bad", "hardware": "trn2", "kernel": {"nki": BAD, "function": function},
          "inputs": {"x": {"generator": "normal", "seed": 1, "shape": [128, 64], "dtype": "float32"}}}

@@ -1,9 +1,9 @@
 """LNC2 SPMD: a kernel launched as kernel[2] runs once per physical core; nl.program_id(0) is the core and
-nl.num_programs() the launch size; a larger grid runs its programs in turn on the two cores."""
+nl.num_programs() the launch size; a larger grid runs its programs in turn on the run's cores (lnc=)."""
 
 import numpy as np
 
-from runner import line_of, main
+from runner import line_of, main, raises
 
 import trnsim.nki as tnki
 
@@ -45,8 +45,20 @@ def test_two_cores_each_run_their_half():
 
 
 def test_grid_of_four_on_two_cores():
-    out = tnki.simulate_kernel(mark_rows[4], X)
+    # kernel[4] runs its four programs on the run's cores: one unless lnc=2 (the workload's "lnc": 2), which
+    # gives core 0 programs 0 and 2, core 1 programs 1 and 3. main's benchmark passed lnc= to the kernel
+    # (TypeError) and simulate_kernel had no way to say it: kernel[4] ran on one core.
+    out = tnki.simulate_kernel(mark_rows[4], X, lnc=2)
     assert np.array_equal(out, expected(4))
+    one, two = tnki.benchmark(mark_rows[4], X), tnki.benchmark(mark_rows[4], X, lnc=2)
+    assert one.stats["cores"] == 1 and two.stats["cores"] == 2, (one.stats["cores"], two.stats["cores"])
+    assert np.array_equal(one.outputs[0], expected(4)) and np.array_equal(two.outputs[0], expected(4))
+    assert two.latency_ns < one.latency_ns, (two.latency_ns, one.latency_ns)
+    e = raises(ValueError, tnki.simulate_kernel, mark_rows[2], X, lnc=1)
+    assert str(e) == "lnc=1 conflicts with the kernel's launch grid [2] (which runs it on 2 cores): drop lnc= " \
+        "or the [...]", e
+    e = raises(ValueError, tnki.benchmark, mark_rows, X, lnc=4)
+    assert str(e) == "lnc=4: trnsim runs 1 core or the LNC2 pair (lnc=2)", e
 
 
 @nki.jit

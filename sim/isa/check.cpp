@@ -297,9 +297,11 @@ void Checker::mx_scale(int scale_slot, int data_slot, uint32_t offset, const cha
   const uint32_t groups = op(data_slot).partitions / 8;
   const uint32_t last = groups == 0 ? 0 : ((groups - 1) / 4) * 32 + (groups - 1) % 4 + offset;
   if (op(scale_slot).partitions <= last || op(scale_slot).free_elements() != op(data_slot).free_elements())
-    fail("shape", fmt::format("{} must cover rows 0..{} and {} columns, got [{}, {}]", name(scale_slot), last,
-                              op(data_slot).free_elements(), op(scale_slot).partitions,
-                              op(scale_slot).free_elements()));
+    fail("shape",
+         fmt::format("{} must have at least {} partitions (its rows 0..{} hold the scales) and exactly "
+                     "{} elements per partition ({}'s), got [{}, {}]",
+                     name(scale_slot), last + 1, last, op(data_slot).free_elements(), name(data_slot),
+                     op(scale_slot).partitions, op(scale_slot).free_elements()));
   if (op(scale_slot).partition_start != op(data_slot).partition_start)
     fail("shape",
          fmt::format("{} must start at partition {} (the quadrant of its data), got {}", name(scale_slot),

@@ -132,6 +132,19 @@ def nine_psum_tiles_one_line(x):
 
 
 @nki.jit
+def sbuf_tile_over_the_sbuf(x):
+    # 120 blocks of [128, 512] float32: 245,760 B per partition, over Trn2's 229,376; a tile declared after it
+    # is alive later in its life, not when it is placed.
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    s = nl.ndarray((120, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # MARK-sbuf-big
+    for i in nl.affine_range(120):
+        nisa.memset(dst=s[i], value=0.0)
+    acc = nl.copy(s[0])  # MARK-sbuf-later
+    nl.store(out, acc[:, 0:64])
+    return out
+
+
+@nki.jit
 def nine_psum_tiles(x):
     p0 = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)  # MARK-psum-a
     p1 = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)

@@ -185,18 +185,21 @@ def plan(trace, bufs_override=None, limits=None):
             raise
         i = int(msg.split("site ", 1)[1].split(":", 1)[0])
         s = sites[i]
-        # Every other tile whose life overlaps this one's (declared before or after it), largest first.
-        alive = sorted((o for o in sites if o.space == s.space and o.first <= s.last and s.first <= o.last
-                        and o is not s), key=lambda o: -o.unit)
-        shown = [f"{o.loc}: {list(o.shape)} {o.dtype.name} x {o.live} ({o.unit} B)" for o in alive[:8]]
-        if len(alive) > 8:
-            shown.append(f"{len(alive) - 8} more")
-        lines = "; ".join(shown)
+        # The other tiles whose life overlaps this one's, largest first: those holding space at its first
+        # access (what the free figure leaves out), then those that start later in its life.
+        def listed(tiles):
+            tiles = sorted(tiles, key=lambda o: -o.unit)
+            shown = [f"{o.loc}: {list(o.shape)} {o.dtype.name} x {o.live} ({o.unit} B)" for o in tiles[:8]]
+            return "; ".join(shown + ([f"{len(tiles) - 8} more"] if len(tiles) > 8 else []))
+
+        others = [o for o in sites if o.space == s.space and o.first <= s.last and s.first <= o.last and o is not s]
+        lines = listed(o for o in others if o.first <= s.first)
         if not lines and s.live > 1:
             lines = f"{s.live - 1} more of this one ({s.loc})"
+        later = listed(o for o in others if o.first > s.first)
         raise NkiError(f"{s.space.upper()} tile {list(s.shape)} {s.dtype.name} (x {s.live} alive at once): "
-                       f"{msg.split(f'site {i}: ', 1)[-1]}; the other tiles alive then: {lines or 'none'}",
-                       loc=s.loc) from None
+                       f"{msg.split(f'site {i}: ', 1)[-1]}; the other tiles alive then: {lines or 'none'}"
+                       + (f"; alive later in its life: {later}" if later else ""), loc=s.loc) from None
     for s, (bufs, reason) in zip(sites, choices):
         s.bufs, s.reason = bufs, reason
         s.pool_size = bufs * s.live

@@ -17,7 +17,7 @@ def _first_line(obj):
 
 
 def table():
-    from . import isa, language
+    from . import _tensor, isa, language
 
     out = ["### nki.isa", "", "| call | calling styles | what trnsim models |", "|---|---|---|"]
     both = {"nc_matmul", "nc_transpose", "activation", "activation_reduce", "tensor_tensor", "tensor_scalar",
@@ -35,6 +35,14 @@ def table():
         out.append(f"| `nl.{name}` | {_first_line(obj)} |")
     out += ["", "Not modelled (calling one raises NkiUnsupported):", ""]
     out.append(", ".join(f"`nl.{n}`" for n in sorted(language.UNSUPPORTED)) + ".")
+    out += ["", "### nl.NkiTensor methods", "", "| method | meaning (a view: no instruction unless stated) |",
+            "|---|---|"]
+    for name in _tensor.NKI_METHODS:
+        out.append(f"| `t.{name}` | {_first_line(getattr(_tensor.NkiTensor, name))} |")
+    out += ["", "Also `expand_dim` (= `expand_dims`), `reinterpret_cast` and `bitcast` (= `view`), and the attributes "
+            "`shape`, `dtype`, `ndim`, `size`, `itemsize`, `buffer`, `name`, `strides`, `offset`. Not modelled "
+            "(NkiUnsupported naming it and the kernel line; any other attribute too): "
+            + ", ".join(f"`t.{n}`" for n in _tensor.NKI_UNMODELLED) + "."]
     return "\n".join(out) + "\n"
 
 

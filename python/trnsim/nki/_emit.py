@@ -110,6 +110,13 @@ class Emitter:
             self.whole[st.phys] = ((0, pool.partitions), (1, free))
         return b
 
+    def indexed_rows(self, v):
+        """The indexed HBM side of an indirect DMA (_tensor.indexed_rows): its first row's pattern over the
+        index's rows (View.index_rows: they may lie outside the pattern's tensor rows)."""
+        (stride, rows), rest = v.dims[0], v.dims[1:]
+        dims = ((stride, 1),) + (rest or ((1, 1),))
+        return v.st.phys.pattern(self.dtype(v.dtype), v.boff, dims, 0).index_rows(rows)
+
     def view(self, v):
         if v is None:
             return None
@@ -317,13 +324,18 @@ def _dma_copy(em, op):
     oob = em.oob["skip" if t["oob_mode"] == "skip" else "error"]
     dge = em.dge[t["dge_mode"]]
     kw = dict(oob_mode=oob, accumulate=t["accumulate"], dge_mode=dge, engine=em.engine(t["engine"]), loc=_loc(op))
+    dst = src = None
     if vo is not None:
         kw["vector_offset"] = em.view(vo)
         kw["indirect_dst"] = t["indirect_dst"]
+        if t["indirect_dst"]:
+            dst = em.indexed_rows(a["dst"])
+        else:
+            src = em.indexed_rows(a["src"])
     if so is not None:
         kw["scalar_offset"] = em.view(so)
         kw["scalar_offset_dst"] = t["scalar_offset_dst"]
-    c.nki.dma_copy(em.view(a["dst"]), em.view(a["src"]), **kw)
+    c.nki.dma_copy(em.view(a["dst"]) if dst is None else dst, em.view(a["src"]) if src is None else src, **kw)
 
 
 def _dma_transpose(em, op):

@@ -46,8 +46,22 @@ def _tensor_of(value):
     return None
 
 
-def _prepare(kernel, args, kwargs, hardware, reference, numerics):
+def _cores(grid, lnc):
+    """The physical cores of the run: the kernel[...] launch grid of 1 or 2 programs, else `lnc` (the
+    workload's "lnc": 1 or 2; a larger grid's programs run in turn on those cores), else 1."""
+    if lnc is None:
+        return grid or 1
+    if isinstance(lnc, bool) or lnc not in (1, 2):
+        raise ValueError("lnc=%r: trnsim runs 1 core or the LNC2 pair (lnc=2)" % (lnc,))
+    if grid is not None and grid != lnc:
+        raise ValueError("lnc=%d conflicts with the kernel's launch grid [%d] (which runs it on %d core%s): "
+                         "drop lnc= or the [...]" % (lnc, grid, grid, "" if grid == 1 else "s"))
+    return lnc
+
+
+def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
     func, grid = resolve_kernel(kernel)
+    grid = _cores(grid, lnc)
     try:
         bound = inspect.signature(func).bind_partial(*args, **kwargs)
     except TypeError as e:
@@ -98,14 +112,16 @@ def _ordered_outputs(run):
     return [a for _, a in ordered]
 
 
-def simulate_kernel(kernel, *args, hardware="trn2", **kwargs):
+def simulate_kernel(kernel, *args, hardware="trn2", lnc=None, **kwargs):
     """Runs ``kernel(*args, **kwargs)`` on the simulated machine and returns its outputs as NumPy arrays (one
     array, or a tuple in the order the kernel returns them), like ``nki.simulate_kernel``. NumPy array
     arguments are the input tensors (float32, float16 and the integer dtypes as they are; ``typed(x,
     "bfloat16")`` for another dtype); other arguments are passed to the kernel as they are. Each output is
     an array of the kernel's output dtype, as NKI's simulate_kernel returns it (float32, float16, int32,
-    uint8, ...); bfloat16 and the FP8 dtypes, which NumPy lacks, as float32 values (exact)."""
-    run = _prepare(kernel, args, kwargs, hardware, None, True)
+    uint8, ...); bfloat16 and the FP8 dtypes, which NumPy lacks, as float32 values (exact). ``lnc=2`` runs
+    it on the LNC2 pair, as the workload's "lnc": 2 (a launch grid ``kernel[2]`` does so by itself; a larger
+    grid's programs run in turn on the run's cores, program n of grid dim 0 on core n % lnc)."""
+    run = _prepare(kernel, args, kwargs, hardware, None, True, lnc)
     run.run()
     outs = _ordered_outputs(run)
     if not outs:
@@ -167,17 +183,17 @@ def _check_trace_path(trace):
     return trace
 
 
-def benchmark(kernel, *args, hardware="trn2", trace=None, reference=None, numerics=True, overwrite=False,
-              _nki_options=None, **kwargs):
+def benchmark(kernel, *args, hardware="trn2", lnc=None, trace=None, reference=None, numerics=True,
+              overwrite=False, _nki_options=None, **kwargs):
     """Runs the kernel once on the simulated machine and returns a BenchmarkResult with the simulated
     latency, the stats and (``trace="t.pftrace"`` or ``.json``, in a folder that exists) a trace, like
     ``nki.benchmark``. ``reference``: a NumPy function of the same arguments whose outputs the result's
     ``checks`` compare with; ``numerics=False``: timing only. A trace replaces a file already at its path
     only when trnsim wrote it (its folder's record lists it unchanged), or with ``overwrite=True`` (the
-    CLI's ``--overwrite``)."""
+    CLI's ``--overwrite``). ``lnc``: as simulate_kernel's."""
     if trace:
         trace = _check_trace_path(trace)
-    run = _prepare(kernel, args, kwargs, hardware, reference, numerics)
+    run = _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc)
     from .. import _core
     _core.set_overwrite_allowed(bool(overwrite))
     try:

@@ -57,6 +57,25 @@ def unsupported_name(module, name):
     return UnsupportedName(message)
 
 
+# Attributes NKI documents on its tensor class that trnsim has no counterpart for (NkiTensor of NKI 2.30: the
+# values, which exist only when the kernel runs).
+_TENSOR_UNMODELLED = {"sim_value": "a tensor's values exist only when the simulated kernel runs",
+                      "device_value": "no device runs the kernel"}
+
+
+def unsupported_attribute(cls, name):
+    """The error for attribute `name` that an NKI tensor object (class `cls`) does not define: a plain
+    AttributeError for private names (Python's and NumPy's protocol probes), else UnsupportedName at the
+    kernel line naming the NKI attribute (hasattr() answers False)."""
+    if name.startswith("_"):
+        return AttributeError(f"'{cls.__name__}' object has no attribute '{name}'")
+    why = _TENSOR_UNMODELLED.get(name)
+    if why is not None:
+        return UnsupportedName(f"nki.language.NkiTensor.{name} is not modelled by trnsim: {why}")
+    return UnsupportedName(f"nki.language.NkiTensor has no attribute '{name}' in NKI 2.21-2.33, nor in trnsim "
+                           "(docs/nki.md lists the tensor methods)")
+
+
 class Loc(tuple):
     """(path, line) of a kernel line, made as Loc((path, line)); str() gives 'file.py:line' as the builder's
     messages do."""
@@ -139,6 +158,32 @@ def caller_loc():
             return Loc((fn, f.f_lineno))
         f = f.f_back
     return None
+
+
+def ignored_kwargs(call, kwargs):
+    """A RuntimeWarning at the kernel line for each keyword argument of `call` that trnsim gives no meaning:
+    calls whose earlier NKI signature ends in **kwargs (the calls returning a new tile, nki.language's) take
+    any name there, so an unknown one is a warning, not an error."""
+    for k in kwargs:
+        warn_at(f"{call}: keyword argument '{k}' is ignored: NKI's earlier signature of {call} accepts any "
+                "keyword (**kwargs) and trnsim models no argument of that name", RuntimeWarning)
+
+
+def bad_call(e, call, callers):
+    """NkiError naming the argument and the kernel line for TypeError `e` if Python raised it binding the
+    arguments of a call of `call` (the innermost frame is one of `callers`' code objects: the frames that
+    call the implementation), else None (a TypeError from inside the call)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    text = str(e)
+    if tb is None or tb.tb_frame.f_code not in callers or "() " not in text:
+        return None
+    what = text.split("() ", 1)[1]
+    if what.startswith("got an unexpected keyword argument "):
+        return NkiError(f"{call} has no argument {what.rsplit(' ', 1)[1]} (NKI's signature of this form has no "
+                        "**kwargs; docs/nki.md, Errors)")
+    return NkiError(f"{call}: {what}")
 
 
 def unsupported(call, why=""):

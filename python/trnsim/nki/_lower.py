@@ -14,7 +14,7 @@ from . import _trace
 from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype
 from ._errors import NkiError, caller_loc, unsupported
 from ._index import IndexExpr, Mask
-from ._tensor import HBM, PSUM, SBUF, NkiTensor, Unbounded
+from ._tensor import HBM, PSUM, SBUF, NkiTensor, Unbounded, indexed_rows
 
 F32 = BY_NAME["float32"]
 
@@ -524,15 +524,21 @@ class _Indirect:
     def dtype(self):
         return self.view.dtype
 
+    def is_indirect(self):
+        return True
+
 
 def dynamic_ap(t, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype):
     if indirect_dim != 0:
         unsupported(f".ap(indirect_dim={indirect_dim})", "run-time offsets move whole rows (dim 0) only")
-    base = t.ap(pattern, offset, dtype=dtype)
     if not isinstance(scalar_offset, (NkiTensor, type(None))) or not isinstance(vector_offset,
                                                                                (NkiTensor, type(None))):
         raise NkiError(".ap: scalar_offset / vector_offset must be SBUF tensors")
-    return _Indirect(base, vector_offset, scalar_offset)
+    if vector_offset is not None and scalar_offset is None and t.st.space == HBM and pattern:
+        # The pattern's first pair steps the row index; its first row is what must lie inside the tensor.
+        first = [list(pattern[0][:1]) + [1]] + [list(p) for p in pattern[1:]]
+        return indexed_rows(t.ap(first, offset, dtype=dtype), vector_offset)
+    return _Indirect(t.ap(pattern, offset, dtype=dtype), vector_offset, scalar_offset)
 
 
 def _indirect_dma(dst, src, engine, dge_mode, oob_mode, accumulate):

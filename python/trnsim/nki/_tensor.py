@@ -432,8 +432,11 @@ class NkiTensor:
                     boff += e.const * stride * isz
                     for v, k in e.terms.items():
                         var_strides.setdefault(v, [0, False])[0] += k * stride
+            elif isinstance(e, NkiTensor):
+                return self._index_by_tile(d, e, idx)
             else:
-                raise NkiError(f"unsupported index {e!r} (integers, slices and nl.arange expressions are)")
+                raise NkiError(f"unsupported index {e!r} (integers, slices, nl.arange expressions and, on dim 0 of "
+                               f"an HBM tensor, a tile of row indices are)")
         if var_strides:
             nmax = max(v.ndim for v in var_strides)
             vars_sorted = sorted(var_strides, key=lambda v: v.axis + (nmax - v.ndim))
@@ -455,6 +458,20 @@ class NkiTensor:
         if unbounded:
             return Unbounded.of(self, boff, tuple(dims), pd, p0, tuple(vs), unbounded)
         return NkiTensor(self.st, self.dtype, boff, tuple(dims), pd, p0, tuple(vs) if var_strides else None)
+
+    def _index_by_tile(self, d, index, idx):
+        """`x[idx_tile, ...]`: the rows of HBM tensor x that the int32/uint32 [P, 1] SBUF tile idx_tile holds,
+        read when the DMA runs (an indirect DMA: a gather as a load's source, a scatter as a store's
+        destination; nki.isa.dma_copy's vector_offset)."""
+        from ._errors import unsupported
+
+        if self.st.space != HBM:
+            unsupported("indexing an on-chip tensor by a tile of indices",
+                        "run-time row indices pick rows of an HBM tensor (an indirect DMA)")
+        if d != 0:
+            unsupported(f"a tile of indices on dim {d}", "run-time indices pick rows (dim 0) of an HBM tensor")
+        first = self.index((slice(0, 1),) + tuple(idx[1:]))
+        return indexed_rows(first, index)
 
     def _index_basic(self, idx):
         """The common case: integers and slices only, at most one per dim (no Ellipsis, no expressions)."""
@@ -591,6 +608,8 @@ class NkiTensor:
 
     # ---- view operations
     def reshape(self, *shape):
+        """t.reshape(shape): the same elements in a new shape without a copy (on chip: the partition dim kept
+        first); NkiError if the layout needs a copy."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         shape = tuple(int(s) for s in shape)
@@ -639,8 +658,10 @@ class NkiTensor:
         return NkiTensor(self.st, d, self.boff, tuple(dims), self.pd, self.p0)
 
     bitcast = view
+    reinterpret_cast = view
 
     def permute(self, *order):
+        """t.permute(dims): the dims reordered (on chip: the partition dim stays first)."""
         if len(order) == 1 and isinstance(order[0], (tuple, list)):
             order = tuple(order[0])
         if sorted(order) != list(range(len(self.dims))):
@@ -652,6 +673,7 @@ class NkiTensor:
         return NkiTensor(self.st, self.dtype, self.boff, dims, pd, self.p0)
 
     def broadcast(self, dim, size):
+        """t.broadcast(dim, size): the size-1 free dim `dim` repeated `size` times (stride 0)."""
         s, n = self.dims[dim]
         if n != 1:
             raise NkiError(f"broadcast: dim {dim} has size {n}, not 1")
@@ -665,6 +687,7 @@ class NkiTensor:
         return NkiTensor(self.st, self.dtype, self.boff, tuple(dims), self.pd, self.p0)
 
     def broadcast_to(self, shape):
+        """t.broadcast_to(shape): broadcast along the size-1 free dims that differ (earlier nki.tensor)."""
         shape = tuple(shape)
         if len(shape) != len(self.dims):
             raise NkiError(f"broadcast_to: {list(self.shape)} -> {list(shape)} must keep the number of dims")
@@ -675,6 +698,7 @@ class NkiTensor:
         return t
 
     def expand_dims(self, axis):
+        """t.expand_dim(dim) / expand_dims(axis): a size-1 dim inserted at `dim`."""
         dims = list(self.dims)
         if axis < 0:
             axis += len(dims) + 1
@@ -683,6 +707,185 @@ class NkiTensor:
         return NkiTensor(self.st, self.dtype, self.boff, tuple(dims), pd, self.p0)
 
     expand_dim = expand_dims
+
+    # ---- NKI 2.33's view methods of nki.language.NkiTensor (no instruction; errors at the kernel line)
+    def _dim(self, dim, what):
+        n = len(self.dims)
+        d = int(dim)
+        if d < 0:
+            d += n
+        if not 0 <= d < n:
+            raise NkiError(f"{what}: dim {dim} is outside the tensor's {n} dims {list(self.shape)}")
+        return d
+
+    def _free(self, d, what):
+        if self.on_chip and d == self.pd:
+            raise NkiError(f"{what}: dim {d} is the partition dim of an on-chip tensor {list(self.shape)}, which "
+                           "this view operation cannot change")
+
+    def slice(self, dim, start, end, step=1):
+        """t.slice(dim, start, end, step): t[..., start:end:step, ...] on `dim` (0 <= start < end <= size,
+        step >= 1)."""
+        d = self._dim(dim, "slice")
+        size = self.dims[d][1]
+        if not (0 <= start < end <= size) or step < 1:
+            raise NkiError(f"slice(dim={dim}, start={start}, end={end}, step={step}): needs 0 <= start < end <= "
+                           f"{size} and step >= 1 (tensor {list(self.shape)})")
+        return self.index((slice(None),) * d + (slice(start, end, step),))
+
+    def select(self, dim, index):
+        """t.select(dim, i): t[..., i, ...], the dim removed; with an SBUF [1, 1] int32 tile as `index` (an HBM
+        tensor's dim 0), the element the tile holds when the DMA runs (dma_copy's scalar_offset)."""
+        d = self._dim(dim, "select")
+        if isinstance(index, NkiTensor):
+            from ._lower import _Indirect
+
+            if self.st.space != HBM or d != 0 or self.dims[0][0] != _row_major(self.st.shape)[0]:
+                from ._errors import unsupported
+
+                unsupported("NkiTensor.select with a run-time index other than on dim 0 of an HBM tensor",
+                            "dma_copy's scalar_offset moves whole rows of the tensor's dim 0")
+            return _Indirect(self.index((0,)), scalar_offset=index)
+        return self.index((slice(None),) * d + (int(index),))
+
+    def vector_select(self, dim, vector_offset):
+        """t.vector_select(0, idx): rows idx[i, 0] of HBM tensor t, read when the DMA runs (an indirect DMA:
+        dma_copy's vector_offset), as t[idx, ...]."""
+        d = self._dim(dim, "vector_select")
+        if d != 0 or self.st.space != HBM:
+            raise NkiError(f"vector_select: dim must be 0 of an HBM tensor, got dim {dim} of {self.st!r}")
+        return indexed_rows(self.index((slice(0, 1),)), vector_offset)
+
+    def squeeze_dim(self, dim):
+        """t.squeeze_dim(dim): the size-1 dim `dim` removed."""
+        d = self._dim(dim, "squeeze_dim")
+        if self.dims[d][1] != 1:
+            raise NkiError(f"squeeze_dim({dim}): dim {d} has size {self.dims[d][1]}, not 1 "
+                           f"(tensor {list(self.shape)})")
+        self._free(d, "squeeze_dim")
+        dims = self.dims[:d] + self.dims[d + 1:]
+        pd = self.pd - 1 if self.pd > d else self.pd
+        return NkiTensor(self.st, self.dtype, self.boff, dims, pd, self.p0)
+
+    def reshape_dim(self, dim, shape):
+        """t.reshape_dim(dim, (a, b, ...)): dim `dim` split into dims of sizes a, b, ... (one may be -1)."""
+        d = self._dim(dim, "reshape_dim")
+        stride, n = self.dims[d]
+        shape = tuple(int(x) for x in shape)
+        if shape.count(-1) == 1:
+            known = math.prod(x for x in shape if x != -1)
+            if known > 0 and n % known == 0:
+                shape = tuple(n // known if x == -1 else x for x in shape)
+        if math.prod(shape) != n or any(x < 1 for x in shape):
+            raise NkiError(f"reshape_dim({dim}, {shape}): the sizes' product must be dim {d}'s size {n}")
+        if self.on_chip and d == self.pd and len(shape) != 1:
+            self._free(d, f"reshape_dim({dim}, {shape})")
+        new, inner = [], stride
+        for x in reversed(shape):
+            new.append((inner, x))
+            inner *= x
+        dims = self.dims[:d] + tuple(reversed(new)) + self.dims[d + 1:]
+        pd = self.pd + len(shape) - 1 if self.pd > d else self.pd
+        return NkiTensor(self.st, self.dtype, self.boff, dims, pd, self.p0)
+
+    def flatten_dims(self, start_dim, end_dim):
+        """t.flatten_dims(a, b): dims a..b (inclusive) merged into one; they must be contiguous in memory."""
+        a, b = self._dim(start_dim, "flatten_dims"), self._dim(end_dim, "flatten_dims")
+        if a > b:
+            raise NkiError(f"flatten_dims({start_dim}, {end_dim}): start_dim must not be after end_dim")
+        if self.on_chip and a <= self.pd <= b and a != b:
+            self._free(self.pd, f"flatten_dims({start_dim}, {end_dim})")
+        run = [x for x in self.dims[a:b + 1] if x[1] != 1] or [self.dims[b]]
+        for (s0, _), (s1, n1) in zip(run, run[1:]):
+            if s0 != s1 * n1:
+                raise NkiError(f"flatten_dims({start_dim}, {end_dim}): dims {a}..{b} of {list(self.shape)} are not "
+                               "contiguous in memory (a permute or a strided slice between them)")
+        merged = (run[-1][0], math.prod(x[1] for x in self.dims[a:b + 1]))
+        dims = self.dims[:a] + (merged,) + self.dims[b + 1:]
+        pd = self.pd - (b - a) if self.pd > b else self.pd
+        return NkiTensor(self.st, self.dtype, self.boff, dims, pd, self.p0)
+
+    def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None):
+        """einops-style: t.rearrange(('b', ('h', 'w')), ('b', 'w', 'h'), {'h': 4}) splits the grouped source
+        dims (reshape_dim), reorders (permute) and merges the grouped destination dims (flatten_dims)."""
+        fixed = dict(fixed_sizes or {})
+        src, dst = tuple(src_pattern), tuple(dst_pattern)
+        if len(src) != len(self.dims):
+            raise NkiError(f"rearrange: source pattern {src!r} names {len(src)} dims, the tensor has "
+                           f"{len(self.dims)} {list(self.shape)}")
+        t, names = self, []
+        for d in reversed(range(len(src))):
+            group = src[d] if isinstance(src[d], tuple) else (src[d],)
+            if len(group) > 1:
+                t = t.reshape_dim(d, tuple(fixed.get(g, -1) for g in group))
+            names[:0] = list(group)
+        flat = [g for e in dst for g in (e if isinstance(e, tuple) else (e,))]
+        if sorted(flat) != sorted(names) or len(set(names)) != len(names):
+            raise NkiError(f"rearrange: destination pattern {dst!r} must name the source's dims {names} once each")
+        t = t.permute(tuple(names.index(g) for g in flat))
+        at = []
+        for e in dst:
+            at.append(len(e) if isinstance(e, tuple) else 1)
+        pos = sum(at)
+        for k in reversed(at):
+            pos -= k
+            if k > 1:
+                t = t.flatten_dims(pos, pos + k - 1)
+        return t
+
+    def get_pattern(self):
+        """[[stride, count], ...] per dim, in shape order (an on-chip partition dim's stride: the elements of one
+        partition, as NKI writes it)."""
+        isz = self.dtype.itemsize
+        return [[self.st.pbytes // isz if self.on_chip and i == self.pd else s, n]
+                for i, (s, n) in enumerate(self.dims)]
+
+    def is_contiguous(self):
+        """True if each dim of size > 1 (on chip: each free dim) steps by the elements of the dims inside it."""
+        inner = 1
+        for i in reversed(range(len(self.dims))):
+            s, n = self.dims[i]
+            if self.on_chip and i == self.pd:
+                continue
+            if n != 1 and s != inner:
+                return False
+            inner *= n
+        return True
+
+    def is_indirect(self):
+        """False: a view indexed at run time (select / vector_select / .ap with an offset tile) is another
+        object, whose is_indirect() is True."""
+        return False
+
+    def is_identity(self):
+        """True for the whole tensor as declared (no slice, .ap or view applied; NKI 2.30)."""
+        w = NkiTensor.whole(self.st)
+        return self.boff == 0 and self.p0 == 0 and self.dtype is self.st.dtype and self.dims == w.dims
+
+    def indirect(self, index, num_elem=None):
+        from ._errors import unsupported
+
+        unsupported("nki.language.NkiTensor.indirect (Tensor Indirection, NeuronCore-v4)",
+                    "an engine's run-time free-dim offsets are not modelled; indirect DMA (x[idx_tile, ...]) is")
+
+    def astype(self, dtype):
+        """t.astype(dtype) of the earlier nki.tensor: a copy cast to dtype (nl.copy(t, dtype=dtype))."""
+        from . import language as nl
+
+        return nl.copy(self, dtype=dtype)
+
+    def assert_shape(self, shape):
+        """t.assert_shape(shape) of the earlier nki.tensor: NkiError unless t has that shape; returns t."""
+        if tuple(int(x) for x in shape) != self.shape:
+            raise NkiError(f"assert_shape: the tensor's shape is {list(self.shape)}, not {list(shape)}")
+        return self
+
+    def __getattr__(self, name):
+        # Only names the class does not define reach here: NkiUnsupported naming the NKI attribute and the
+        # kernel line (an AttributeError too, so hasattr() answers False), never a bare AttributeError.
+        from ._errors import unsupported_attribute
+
+        raise unsupported_attribute(type(self), name)
 
     def ap(self, pattern, offset=0, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
         """NKI's access pattern: [[step, num], ...], the first pair the partition (on-chip) or row (HBM) dim,
@@ -802,6 +1005,32 @@ class NkiTensor:
 
         return nl.transpose(self)
 
+
+def indexed_rows(first, index):
+    """The indexed HBM side of an indirect DMA: `first` (an HBM view whose dim 0 is one row) over as many rows
+    as `index` (an int32/uint32 [P, 1] SBUF tile, the vector_offset) holds, row i being the row index[i]
+    of the tensor, read when the DMA runs. Its rows may lie anywhere in the tensor (even past its end: the
+    DMA's oob_mode decides), so its rectangle, which orders it against other accesses, is the whole tensor.
+    Returns the lowering's _Indirect."""
+    from ._lower import _Indirect
+
+    if not isinstance(index, NkiTensor) or index.st.space != SBUF:
+        raise NkiError(f"row indices must be an SBUF tile, got {index!r}")
+    if index.dtype.name not in ("int32", "uint32") or index.free_size != 1:
+        raise NkiError(f"row indices must be an int32 or uint32 [P, 1] tile (one row index per partition), got "
+                       f"{index.dtype.name} {list(index.shape)}")
+    (stride, _), rest = first.dims[0], first.dims[1:]
+    v = NkiTensor(first.st, first.dtype, first.boff, ((stride, index.partitions),) + rest, -1, 0)
+    v._rect = NkiTensor.whole(first.st).rect()
+    return _Indirect(v, vector_offset=index)
+
+
+# NKI's tensor methods (nki.language.NkiTensor of 2.33, nki.tensor of the earlier releases) trnsim has, and
+# those it has not (docs/nki.md's table, _doc.py).
+NKI_METHODS = ["slice", "select", "vector_select", "squeeze_dim", "reshape_dim", "flatten_dims", "rearrange",
+               "reshape", "permute", "broadcast", "broadcast_to", "expand_dims", "view", "ap", "get_pattern",
+               "is_contiguous", "is_indirect", "is_identity", "astype", "assert_shape"]
+NKI_UNMODELLED = ["indirect", "sim_value", "device_value"]
 
 _ST = NkiTensor.__dict__["st"]  # the slot NkiTensor.st, read and set past Unbounded's property
 
@@ -1008,6 +1237,14 @@ class BlockTensor:
         from . import _lower
 
         _lower.assign(self[idx], value)
+
+    def __getattr__(self, name):
+        from ._errors import UnsupportedName, unsupported_attribute
+
+        if name.startswith("_"):
+            raise unsupported_attribute(type(self), name)
+        raise UnsupportedName(f"nki.language.NkiTensor.{name} of a PSUM tensor with block dims {list(self.shape)} "
+                              "is not modelled by trnsim: each block is a tile of its own; index one (t[i]) first")
 
     def __repr__(self):
         return f"BlockTensor({self.name}, shape={list(self.shape)}, dtype={self.dtype.name}, psum)"

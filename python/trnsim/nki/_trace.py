@@ -281,6 +281,10 @@ class _Range:
 def make_range(kind, *args, **kwargs):
     if not args:
         raise NkiError(f"nl.{kind} needs a stop (and optionally start, step)")
+    if kwargs:
+        from ._errors import ignored_kwargs
+
+        ignored_kwargs(f"nl.{kind}", kwargs)
     return _Range(kind, args)
 
 

@@ -13,8 +13,37 @@ import enum
 
 from . import _lower
 from . import _ops
-from ._errors import NkiError, unsupported_name, unsupported
+from ._errors import NkiError, bad_call, ignored_kwargs, unsupported_name, unsupported
 from ._tensor import PSUM, SBUF, NkiTensor
+
+
+def _named(name):
+    def deco(f):
+        f.__name__ = f.__qualname__ = name
+        f.__module__ = "nki.isa"
+        return f
+
+    return deco
+
+
+def _public(f):
+    """A public nki.isa call: a TypeError binding its arguments (an unknown keyword of a form whose NKI
+    signature has no **kwargs, a missing argument) is an NkiError naming the argument and the kernel line."""
+    import functools
+
+    call = "nki.isa." + f.__name__
+
+    @functools.wraps(f)
+    def checked(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except TypeError as e:
+            err = bad_call(e, call, (checked.__code__, f.__code__))
+            if err is None:
+                raise
+            raise err from None
+
+    return checked
 
 
 class engine(enum.Enum):
@@ -75,6 +104,7 @@ class dependency(enum.Enum):
     schedule = "schedule"
 
 
+@_public
 def get_nc_version():
     """NeuronCore-v3 on Trn2, v4 on Trn3 (the run's hardware)."""
     from ._backend import target
@@ -120,15 +150,6 @@ def _current(args, kwargs, n_leading):
                        f"operands to the masked-in region instead (e.g. dst=t[0:n, :], with the same [0:n, :] "
                        f"of each operand), or use the earlier form that returns a new tile, which takes mask=")
     return cur
-
-
-def _named(name):
-    def deco(f):
-        f.__name__ = f.__qualname__ = name
-        f.__module__ = "nki.isa"
-        return f
-
-    return deco
 
 
 def _result(shape, dtype, space, call):
@@ -178,6 +199,8 @@ def _nc_matmul_new(dst, stationary, moving, is_stationary_onezero=False, is_movi
 def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False,
                    is_transpose=False, tile_position=(), tile_size=(), mask=None,
                    perf_mode=matmul_perf_mode.none, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.nc_matmul", kwargs)
     _tile_pos(tile_position, tile_size, "nki.isa.nc_matmul")
     given = (stationary, moving)
     stationary, moving = _apply_mask(mask, stationary, moving)
@@ -239,6 +262,7 @@ def _index_name(var):
     return None, 0
 
 
+@_public
 def nc_matmul(*args, **kwargs):
     """dst[M, N] = stationary[K, M].T @ moving[K, N] on the Tensor engine (SBUF -> PSUM)."""
     if _current(args, kwargs, 3):
@@ -246,6 +270,7 @@ def nc_matmul(*args, **kwargs):
     return _nc_matmul_old(*args, **kwargs)
 
 
+@_public
 @_named("nc_matmul_mx")
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
                  accumulate=None, name=None):
@@ -254,6 +279,7 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
     return _ops.nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, accumulate)
 
 
+@_public
 @_named("quantize_mx")
 def quantize_mx(dst, src, dst_scale, name=None):
     """BF16/FP16 src -> x4-packed FP8 dst and E8M0 dst_scale on the Vector engine (NeuronCore-v4)."""
@@ -270,6 +296,8 @@ def _nc_transpose_new(dst, data, engine=engine.unknown, name=None):
 
 @_named("nc_transpose")
 def _nc_transpose_old(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.nc_transpose", kwargs)
     (data,) = _apply_mask(mask, data)
     e = _engine_name(engine, "nc_transpose") or ("PE" if data.partitions > 32 or data.free_size > 32 else "PE")
     space = PSUM if e == "PE" else SBUF
@@ -278,6 +306,7 @@ def _nc_transpose_old(data, *, mask=None, dtype=None, engine=engine.unknown, **k
     return _lower.fresh(dst)
 
 
+@_public
 def nc_transpose(*args, **kwargs):
     """dst[F, P] = data[P, F]: Tensor engine (up to 128 x 128, into PSUM) or Vector engine (up to 32 x 32)."""
     if _current(args, kwargs, 2):
@@ -313,6 +342,8 @@ def _activation_new(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_
 @_named("activation")
 def _activation_old(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
                     reduce_cmd=reduce_cmd.idle, mask=None, dtype=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.activation", kwargs)
     rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.activation")
     (data, bias, scale, rr), box = _masked(mask, data, bias, scale, rr)  # ([P, 1] tiles: their partitions)
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "activation")
@@ -320,6 +351,7 @@ def _activation_old(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_re
     return _lower.boxed(_lower.fresh(dst), box)
 
 
+@_public
 def activation(*args, **kwargs):
     """dst = op(data * scale + bias) on the Scalar engine, optionally sum-reduced per partition into
     reduce_res."""
@@ -337,10 +369,13 @@ def _activation_reduce_new(dst, op, data, reduce_op, reduce_res, bias=None, scal
 @_named("activation_reduce")
 def _activation_reduce_old(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None,
                            **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.activation_reduce", kwargs)
     return _activation_old(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
                            reduce_cmd=reduce_cmd.reset_reduce, mask=mask, dtype=dtype)
 
 
+@_public
 def activation_reduce(*args, **kwargs):
     """nisa.activation with reduce_cmd=reset_reduce: also sums each partition's results into reduce_res."""
     if _current(args, kwargs, 1):
@@ -360,6 +395,8 @@ def _tensor_tensor_new(dst, data1, data2, op, engine=engine.unknown, name=None):
 
 @_named("tensor_tensor")
 def _tensor_tensor_old(data1, data2, op, *, dtype=None, mask=None, engine=engine.unknown, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.tensor_tensor", kwargs)
     (data1, data2), box = _masked(mask, data1, data2)
     dst = _result(data1.shape, _lower.dt(dtype, _lower.promote(data1, data2)), SBUF, "tensor_tensor")
     _ops.tensor_tensor(dst, data1, data2, _lower.alu_name(op, "tensor_tensor"),
@@ -367,6 +404,7 @@ def _tensor_tensor_old(data1, data2, op, *, dtype=None, mask=None, engine=engine
     return _lower.boxed(_lower.fresh(dst), box)
 
 
+@_public
 def tensor_tensor(*args, **kwargs):
     """dst = data1 op data2, elementwise (Vector or GpSimd engine)."""
     if _current(args, kwargs, 3):
@@ -393,6 +431,8 @@ def _tensor_scalar_new(dst, data, op0, operand0, reverse0=False, op1=None, opera
 @_named("tensor_scalar")
 def _tensor_scalar_old(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *,
                        dtype=None, mask=None, engine=engine.unknown, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.tensor_scalar", kwargs)
     (data, operand0, operand1), box = _masked(mask, data, operand0, operand1)  # ([P, 1] operands: partitions)
     a, b = _ts_ops(op0, op1, "tensor_scalar")
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "tensor_scalar")
@@ -401,6 +441,7 @@ def _tensor_scalar_old(data, op0, operand0, reverse0=False, op1=None, operand1=N
     return _lower.boxed(_lower.fresh(dst), box)
 
 
+@_public
 def tensor_scalar(*args, **kwargs):
     """dst = (data op0 operand0) op1 operand1; operands are numbers or [P, 1] per-partition vectors."""
     if _current(args, kwargs, 2):
@@ -419,6 +460,8 @@ def _tensor_reduce_new(dst, op, data, axis, negate=False, keepdims=False, name=N
 
 @_named("tensor_reduce")
 def _tensor_reduce_old(op, data, axis, *, dtype=None, mask=None, negate=False, keepdims=False, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.tensor_reduce", kwargs)
     (data,) = _apply_mask(mask, data)
     shape = _lower.reduced_shape(data, axis, keepdims)
     dst = _result(shape, _lower.dt(dtype, data.dtype), SBUF, "tensor_reduce")
@@ -426,6 +469,7 @@ def _tensor_reduce_old(op, data, axis, *, dtype=None, mask=None, negate=False, k
     return _lower.fresh(dst)
 
 
+@_public
 def tensor_reduce(*args, **kwargs):
     """Reduces data over its innermost free axes with an ALU op on the Vector engine."""
     if _current(args, kwargs, 1):
@@ -447,12 +491,15 @@ def _tensor_copy_new(dst, src, engine=engine.unknown, name=None, dtype=None):
 
 @_named("tensor_copy")
 def _tensor_copy_old(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.tensor_copy", kwargs)
     (src,), box = _masked(mask, src)
     dst = _result(src.shape, _lower.dt(dtype, src.dtype), SBUF, "tensor_copy")
     _ops.tensor_copy(dst, src, _engine_name(engine, "tensor_copy"))
     return _lower.boxed(_lower.fresh(dst), box)
 
 
+@_public
 def tensor_copy(*args, **kwargs):
     """dst = src with a dtype cast (Vector, Scalar or GpSimd engine)."""
     if _current(args, kwargs, 2):
@@ -470,12 +517,15 @@ def _memset_new(dst, value, engine=engine.unknown, name=None):
 
 @_named("memset")
 def _memset_old(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.memset", kwargs)
     dst = _result(tuple(shape), _lower.dt(dtype, None), SBUF, "memset")
     (d,) = _apply_mask(mask, dst)
     _ops.memset(d, value, _engine_name(engine, "memset"))
     return _lower.fresh(dst)
 
 
+@_public
 def memset(*args, **kwargs):
     """Fills dst with a constant."""
     if _current(args, kwargs, 1):
@@ -494,9 +544,12 @@ def _iota_new(dst, pattern, offset=0, channel_multiplier=0, name=None):
 
 @_named("iota")
 def _iota_old(expr, dtype, *, mask=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.iota", kwargs)
     return _lower.iota_expr(expr, dtype, mask)
 
 
+@_public
 def iota(*args, **kwargs):
     """dst[p, i...] = offset + channel_multiplier * p + sum(step * i) on GpSimd (earlier style: the value
     of an affine nl.arange expression)."""
@@ -525,9 +578,10 @@ def _dma_common(call, dst_rmw_op, oob_mode_, dge_mode_, engine_):
                 engine=_engine_name(engine_, call), accumulate=acc)
 
 
+@_public
 @_named("dma_copy")
 def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error,
-             dge_mode=dge_mode.unknown, engine=engine.unknown, unique_indices=True, name=None, **kwargs):
+             dge_mode=dge_mode.unknown, engine=engine.unknown, unique_indices=True, name=None):
     """Copies (with a dtype cast) between HBM, SBUF and PSUM on a DMA queue."""
     if dst is None or src is None:
         raise TypeError("nki.isa.dma_copy() needs dst and src")
@@ -549,6 +603,8 @@ def _dma_transpose_new(dst, src, axes=None, dge_mode=dge_mode.unknown, engine=en
 
 @_named("dma_transpose")
 def _dma_transpose_old(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mode.unknown, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.dma_transpose", kwargs)
     (src,) = _lower.apply_mask(mask, (src,), dma=True) if mask is not None else (src,)
     _dma_axes(axes, src)
     dst = _result((src.shape[-1], src.size // src.shape[-1]), _lower.dt(dtype, src.dtype), SBUF,
@@ -563,6 +619,7 @@ def _dma_axes(axes, src):
         unsupported(f"nki.isa.dma_transpose(axes={tuple(axes)})", "only the 2-D swap is modelled")
 
 
+@_public
 def dma_transpose(*args, **kwargs):
     """dst[F, P] = src[P, F] on the DMA (2-byte dtypes, into SBUF)."""
     if _current(args, kwargs, 2):
@@ -573,6 +630,7 @@ def dma_transpose(*args, **kwargs):
 # ---------------------------------------------------------------------------------------------------- LNC2
 
 
+@_public
 @_named("core_barrier")
 def core_barrier(data, cores=(0, 1), engine=engine.unknown, name=None):
     """LNC2 barrier between the two physical cores: waits for this core's earlier accesses to `data`."""
@@ -581,10 +639,12 @@ def core_barrier(data, cores=(0, 1), engine=engine.unknown, name=None):
     return _ops.core_barrier(data, _engine_name(engine, "core_barrier"))
 
 
+@_public
 @_named("sendrecv")
-def sendrecv(src, dst, send_to_rank=None, recv_from_rank=None, pipe_id=0, dma_engine=None, name=None,
-             **kwargs):
-    """LNC2 SBUF exchange: this core's src goes to the peer's dst, the peer's src to this core's dst."""
+def sendrecv(src, dst, send_to_rank=None, recv_from_rank=None, pipe_id=0, dma_engine=None, name=None):
+    """LNC2 SBUF exchange: this core's src goes to the peer's dst, the peer's src to this core's dst (the two
+    cores' n-th calls pair up: a RuleError naming both lines unless each src has as many elements as the
+    peer's dst)."""
     from . import language as nl
 
     me = nl.program_id(0)
@@ -610,12 +670,15 @@ def _reciprocal_new(dst, data, engine=engine.unknown, name=None):
 
 @_named("reciprocal")
 def _reciprocal_old(data, *, dtype=None, mask=None, engine=engine.unknown, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.reciprocal", kwargs)
     (data,), box = _masked(mask, data)
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "reciprocal")
     _reciprocal_new(dst, data, engine)
     return _lower.boxed(_lower.fresh(dst), box)
 
 
+@_public
 def reciprocal(*args, **kwargs):
     """1 / data on the Vector engine, as tensor_scalar(divide, 1.0, reverse0=True): an FP32 division."""
     if _current(args, kwargs, 2):
@@ -626,9 +689,10 @@ def reciprocal(*args, **kwargs):
 # ------------------------------------------------------------------------------------------------- select
 
 
+@_public
 @_named("select_reduce")
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
-                  reduce_op=None, reverse_pred=False, name=None, **kwargs):
+                  reduce_op=None, reverse_pred=False, name=None):
     """dst = predicate ? on_true : on_false (the selection; the fused max-reduction is not modelled)."""
     if reduce_res is not None:
         unsupported("nki.isa.select_reduce(reduce_res=...)", "the fused reduction")

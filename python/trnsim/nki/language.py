@@ -9,7 +9,7 @@ from . import _index, _lower, _ops, _trace
 from ._dtypes import BY_NAME as _DT
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
-from ._errors import Loc, NkiError, unsupported_name, caller_loc, unsupported
+from ._errors import Loc, NkiError, ignored_kwargs, unsupported_name, caller_loc, unsupported
 from ._tensor import HBM, PSUM, SBUF, BlockTensor, Buffer, NkiTensor, Storage
 
 arange = _index.arange  # index expressions (_index.py)
@@ -54,7 +54,9 @@ tile = NkiTensor
 
 
 class _TileSize:
-    """nl.tile_size: the hardware's tile limits (of the run's hardware generation)."""
+    """nl.tile_size: the hardware's tile limits of the run's hardware generation (pmax, psum_fmax =
+    psum_bank_fmax, psum_num_banks, sbuf_size_bytes, total_available_sbuf_size, the gemm and bn_stats
+    limits, psum_min_align = 4 and sbuf_min_align = 1 bytes); any other name is NkiUnsupported."""
 
     @property
     def pmax(self):
@@ -83,6 +85,47 @@ class _TileSize:
         from ._backend import target
 
         return target().sbuf_bytes
+
+    # NKI 2.30-2.33's further constants, from the same hardware facts (docs/facts/trainium-hardware.md §1.4).
+    psum_bank_fmax = psum_fmax  # FP32 elements per PSUM bank per partition
+
+    @property
+    def psum_bank_fmax_bytes(self):
+        from ._backend import target
+
+        return target().psum_bank_bytes
+
+    psum_fmax_bytes = psum_bank_fmax_bytes
+
+    @property
+    def psum_num_banks(self):
+        from ._backend import target
+
+        t = target()
+        return t.psum_bytes // t.psum_bank_bytes
+
+    @property
+    def sbuf_size_bytes(self):
+        from ._backend import target
+
+        t = target()
+        return t.partitions * t.sbuf_bytes
+
+    sbuf_fmax_bytes = total_available_sbuf_size  # the largest tile trnsim allocates: one partition's SBUF
+
+    @property
+    def sbuf_fmax(self):
+        return self.sbuf_fmax_bytes // 4
+
+    # Address alignment of an instruction's free dim (KLR, docs/facts/trainium-hardware.md §1.4 [S27]); trnsim's
+    # allocator aligns tiles more (64 B in SBUF, whole banks in PSUM), which satisfies both.
+    psum_min_align = 4
+    sbuf_min_align = 1
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(f"'tile_size' has no attribute '{name}'")
+        raise unsupported_name("nki.language.tile_size", name)
 
 
 tile_size = _TileSize()
@@ -138,6 +181,8 @@ def new_tensor(shape, dtype, buffer, name, kwargs, call):
                        f"of the device holds")
     if kwargs.get("address") is not None:
         unsupported(f"{call}(address=...)", "direct allocation at a fixed address; trnsim allocates tiles")
+    if kwargs and any(k != "address" for k in kwargs):
+        ignored_kwargs(call, [k for k in kwargs if k != "address"])
     if b.space == HBM:
         loc = caller_loc()
         dims = tuple(int(s) for s in shape)
@@ -309,6 +354,8 @@ class _NlFunc:
 
 def _binary(name, alu):
     def f(x, y, dtype=None, mask=None, out=None, **kwargs):
+        if kwargs:
+            ignored_kwargs(f"nl.{name}", kwargs)
         if out is None or mask is not None:
             (x, y), box = _lower.operand_region(mask, (x, y))
         else:  # (`t += masked`: t's part too)
@@ -322,6 +369,8 @@ def _binary(name, alu):
 
 def _unary(name, act):
     def f(x, dtype=None, mask=None, **kwargs):
+        if kwargs:
+            ignored_kwargs(f"nl.{name}", kwargs)
         (x,), box = _lower.operand_region(mask, (x,))
         return _lower.boxed(_lower.unary(name, act, x, dtype), box)
 
@@ -350,6 +399,8 @@ gelu_apprx_tanh_ = globals()["gelu_apprx_tanh"]
 
 
 def _negative(x, dtype=None, mask=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nl.negative", kwargs)
     (x,), box = _lower.operand_region(mask, (x,))
     return _lower.boxed(_lower.elementwise("negative", "multiply", x, -1.0, dtype), box)
 
@@ -358,6 +409,8 @@ negative = _NlFunc("negative", _negative, doc="nisa.tensor_scalar(x, multiply, -
 
 
 def _copy(x, dtype=None, mask=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nl.copy", kwargs)
     return _lower.copy(x, dtype, mask)
 
 
@@ -367,6 +420,8 @@ copy = _NlFunc("copy", _copy, act="copy", doc="One nisa.tensor_copy into a new S
 
 def _reduction(name, alu):
     def f(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
+        if kwargs:
+            ignored_kwargs(f"nl.{name}", kwargs)
         if mask is not None:
             (x,) = _lower.apply_mask(mask, (x,))
         return _lower.reduce(name, alu, x, axis, dtype, keepdims)
@@ -383,6 +438,8 @@ prod = _reduction("prod", "multiply")
 
 def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
     """nisa.tensor_reduce(add) then nisa.tensor_scalar(multiply, 1/n) on Vector (nki.language.mean)."""
+    if kwargs:
+        ignored_kwargs("nl.mean", kwargs)
     if mask is not None:
         (x,) = _lower.apply_mask(mask, (x,))
     s = _lower.reduce("mean", "add", x, axis, dtype, keepdims)
@@ -397,17 +454,23 @@ def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
 
 def load(src, *, mask=None, dtype=None, **kwargs):
     """One nisa.dma_copy from HBM into a new SBUF tile (nki.language.load); dtype casts on the DMA."""
+    if kwargs:
+        ignored_kwargs("nl.load", kwargs)
     return _lower.load(src, mask, dtype)
 
 
 def store(dst, value, *, mask=None, **kwargs):
     """One nisa.dma_copy from SBUF into HBM; a PSUM value is first copied to SBUF with nisa.tensor_copy, as
     the page says; a number is first set into a new SBUF tile with nisa.memset (nki.language.store)."""
+    if kwargs:
+        ignored_kwargs("nl.store", kwargs)
     return _lower.store(dst, value, mask)
 
 
 def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     """nl.load_transpose2d: one nisa.dma_transpose from HBM into a new SBUF tile."""
+    if kwargs:
+        ignored_kwargs("nl.load_transpose2d", kwargs)
     from . import isa
 
     return isa.dma_transpose(src, mask=mask, dtype=dtype)
@@ -417,17 +480,23 @@ def matmul(x, y, transpose_x=False, *, mask=None, **kwargs):
     """nisa.nc_matmul(stationary=x, moving=y) into a new PSUM tile; without transpose_x the documented extra
     transpose first: nisa.nc_transpose of x on the Tensor engine and a tensor_copy to SBUF
     (nki.language.matmul)."""
+    if kwargs:
+        ignored_kwargs("nl.matmul", kwargs)
     return _lower.matmul(x, y, transpose_x, mask)
 
 
 def transpose(x, *, dtype=None, mask=None, **kwargs):
     """nisa.nc_transpose on the Tensor engine into a new PSUM tile (Vector engine into SBUF for tiles of at
     most 32 x 32) (nki.language.transpose; nki.isa.nc_transpose's engine limits)."""
+    if kwargs:
+        ignored_kwargs("nl.transpose", kwargs)
     return _lower.transpose(x, dtype, mask)
 
 
 def broadcast_to(src, shape, **kwargs):
     """A stride-0 view along the size-1 free dims; no instruction (nki.language.broadcast_to)."""
+    if kwargs:
+        ignored_kwargs("nl.broadcast_to", kwargs)
     return src.broadcast_to(shape)
 
 
@@ -448,6 +517,8 @@ def expand_dims(data, axis):
 
 def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     """One select (dst = condition ? x : y; y a tile or a number) on Vector (nki.language.where)."""
+    if kwargs:
+        ignored_kwargs("nl.where", kwargs)
     (condition, x, y), box = _lower.operand_region(mask, (condition, x, y))
     out = _ops.new_tile(x.shape, _lower.dt(dtype, x.dtype), SBUF, "where")
     _ops.select(out, condition, x, y)

@@ -257,7 +257,16 @@ TEST_CASE("element counts, shapes, operands, semaphores, DMA queues, scale offse
   expect_rule(q, "quantize_mx on DVE: scale offset: scale_offset 3 (must be 0, 4, 8 or 12)", trn3());
   q.scale_offset = 4;
   q.ops[2].partitions = 4;
-  expect_rule(q, "quantize_mx on DVE: shape: dst_scale must cover rows 0..7 and 8 columns, got [4, 8]",
+  expect_rule(q,
+              "quantize_mx on DVE: shape: dst_scale must have at least 8 partitions (its rows 0..7 hold the "
+              "scales) and exactly 8 elements per partition (dst's), got [4, 8]",
+              trn3());
+  // Too many columns: "exactly", not "at least" (a tester read "16 columns" as a minimum).
+  q.ops[2].partitions = 8;
+  q.ops[2].dims[0].size = 16;
+  expect_rule(q,
+              "quantize_mx on DVE: shape: dst_scale must have at least 8 partitions (its rows 0..7 hold the "
+              "scales) and exactly 8 elements per partition (dst's), got [8, 16]",
               trn3());
 }
 

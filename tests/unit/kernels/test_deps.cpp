@@ -327,6 +327,44 @@ TEST_CASE("LNC2: one barrier engine per kernel, sendrecvs keep one queue", "[ker
                     Catch::Contains("every sendrecv of a core uses one queue"));
 }
 
+TEST_CASE("LNC2: the n-th sendrecvs of the two cores pair up", "[kernels][deps][lnc2]") {
+  // Core 1 allocates a tile first (kept alive), so its s and r sit 256 B further into each partition than
+  // core 0's: each transfer writes the peer's r, as the peer allocated it.
+  KernelBuild b = build(
+      [](Kernel& k) {
+        View pad;
+        if (k.program_id() == 1) pad = k.sbuf({128, 64}, DType::F32, "pad");
+        View s = k.sbuf({128, 4}, DType::F32, "s");
+        View r = k.sbuf({128, 4}, DType::F32, "r");
+        nki::memset(s, 1.0);
+        nki::sendrecv(s, r);
+      },
+      2);
+  const int64_t r0 = 64, r1 = 256 + 64;  // r after s (16 B, 64-byte aligned), on core 1 after pad (256 B)
+  CHECK(inst(b, Engine::SP, 0, 0).ops[0].offset_bytes == r1);
+  CHECK(inst(b, Engine::SP, 0, 1).ops[0].offset_bytes == r0);
+  CHECK(inst(b, Engine::SP, 0, 0).ops[1].offset_bytes == 0);
+  CHECK(inst(b, Engine::SP, 0, 1).ops[1].offset_bytes == 256);
+
+  // Core 0 sends 64 columns into core 1's dst of 32 (each call's own src and dst agree): refused, naming
+  // both calls' lines, instead of writing past core 1's dst.
+  const int line = __LINE__ + 6;
+  const auto mismatched = [](Kernel& k) {
+    const int64_t n = k.program_id() == 0 ? 64 : 32;
+    View s = k.sbuf({128, 64}, DType::F32, "s");
+    View r = k.sbuf({128, 64}, DType::F32, "r");
+    nki::memset(s, 1.0);
+    nki::sendrecv(s(all, S(0, n)), r(all, S(0, n)));
+  };
+  const std::string at = "test_deps.cpp:" + std::to_string(line);
+  CHECK_THROWS_AS(build(mismatched, 2), RuleError);
+  CHECK_THROWS_WITH(
+      build(mismatched, 2),
+      Catch::Contains(at + ": sendrecv: element count: sendrecv 1 of core 0 sends src") &&
+          Catch::Contains("(8192 elements) to core 1, whose sendrecv 1 at " + at + " receives into dst") &&
+          Catch::Contains("(4096 elements)"));
+}
+
 TEST_CASE("a build that would exceed max_instructions stops with the kernel line", "[kernels][deps]") {
   BuildOptions o{default_limits(Generation::Trn2), 2};
   o.max_instructions = 5;

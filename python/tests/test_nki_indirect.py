@@ -1,0 +1,73 @@
+"""Indirect DMA from Python (nki.isa.dma_copy's vector_offset): an HBM tensor indexed on dim 0 by an SBUF
+tile of row indices (`nl.load(x[idx_tile, i_f])`, `nisa.dma_copy(src=x[idx_tile, :])`, a store to
+`out[idx_tile, :]`, `.ap(..., vector_offset=)`) gathers or scatters rows, checked against NumPy, with both
+oob_modes. On main such an index was refused as "unsupported index", and an .ap gather of more rows than the
+tensor has as an access pattern "outside" the tensor."""
+
+import os
+
+import numpy as np
+
+from runner import KERNELS, line_of, main, raises
+
+import trnsim.nki as tnki
+import nki.isa as nisa
+
+import nki_indirect as K
+
+SRC = os.path.join(KERNELS, "nki_indirect.py")
+R = 100  # rows of x: fewer than the 128 gathered, so the indices repeat rows
+X = np.arange(R * 64, dtype=np.float32).reshape(R, 64)
+IDX = np.random.RandomState(1).randint(0, R, (128, 1)).astype(np.int32)
+
+
+def same(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
+    assert got.tobytes() == want.tobytes(), np.argwhere(got != want)[:5]
+
+
+def test_gather_with_load_and_index_expression():
+    same(tnki.simulate_kernel(K.gather_load, X, IDX), X[IDX[:, 0]])
+
+
+def test_gather_columns_with_dma_copy():
+    same(tnki.simulate_kernel(K.gather_cols, X, IDX), X[IDX[:, 0], 8:24])
+    # uint32 indices too.
+    same(tnki.simulate_kernel(K.gather_cols, X, IDX.astype(np.uint32)), X[IDX[:, 0], 8:24])
+
+
+def test_gather_with_access_pattern():
+    same(tnki.simulate_kernel(K.gather_ap, X, IDX), X[IDX[:, 0]])
+
+
+def test_scatter_with_store():
+    perm = np.random.RandomState(2).permutation(R).reshape(-1, 1).astype(np.int32)  # 100 distinct rows
+    v = np.random.RandomState(3).randn(R, 64).astype(np.float32)
+    want = X.copy()
+    want[perm[:, 0]] = v
+    same(tnki.simulate_kernel(K.scatter_store, X, v, perm), want)
+
+
+def test_oob_mode():
+    idx = IDX.copy()
+    idx[5, 0] = R  # one past the last row
+    want = X[np.minimum(idx[:, 0], R - 1), 8:24].copy()
+    want[5] = 0  # skipped: the tile's memset value stays
+    same(tnki.simulate_kernel(K.gather_cols, X, idx, oob_mode=nisa.oob_mode.skip), want)
+    e = raises(Exception, tnki.simulate_kernel, K.gather_cols, X, idx)
+    line = line_of(SRC, "# gather")
+    assert f"nki_indirect.py:{line}:" in str(e) and "indirect bounds: vector_offset[5] = 100 is outside rows " \
+        "[0, 100) of tensor 'x'" in str(e), e
+
+
+def test_refusals_name_the_line():
+    e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, K.index_on_chip, X[:64], IDX[:64])
+    assert f"nki_indirect.py:{line_of(SRC, '# refused: indices pick')}:" in str(e), e
+    assert "indexing an on-chip tensor by a tile of indices" in str(e), e
+    e = raises(tnki.NkiError, tnki.simulate_kernel, K.float_indices, X, IDX.astype(np.float32))
+    assert f"nki_indirect.py:{line_of(SRC, '# refused: the indices are float32')}:" in str(e), e
+    assert "row indices must be an int32 or uint32 [P, 1] tile" in str(e), e
+
+
+if __name__ == "__main__":
+    main(globals())

@@ -1,0 +1,55 @@
+"""nisa.sendrecv under LNC2: the two cores' n-th calls pair up (the builder's pairing, one check for C++ and
+Python kernels). Core 0 sending 64 columns into core 1's dst of 32 is a RuleError naming both calls' lines,
+from Python and from `trnsim run` (main wrote past core 1's dst and exited 3 on the numerics); tiles at
+different SBUF addresses on the two cores exchange correctly (main wrote into the peer at this core's dst
+address)."""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+
+from runner import KERNELS, line_of, main, raises, tmpdir, trnsim_exe
+
+import trnsim
+import trnsim.nki as tnki
+
+import nki_sendrecv as K
+
+SRC = os.path.join(KERNELS, "nki_sendrecv.py")
+X = np.arange(256 * 64, dtype=np.float32).reshape(256, 64)
+
+
+def test_exchange_between_tiles_at_different_addresses():
+    out = tnki.simulate_kernel(K.swap_halves[2], X)
+    want = np.concatenate([X[128:], X[:128]])
+    want[128:256, 0] = 0.0  # core 1's store of pad's first column (zeros) over its rows' first column
+    assert out.tobytes() == want.tobytes(), np.argwhere(out != want)[:5]
+
+
+def message(core0, core1):
+    return (f"nki_sendrecv.py:{core0}: sendrecv: element count: sendrecv 1 of core 0 sends src "), (
+        f"(8192 elements) to core 1, whose sendrecv 1 at nki_sendrecv.py:{core1} receives into dst"), \
+        "(4096 elements); the two cores' n-th sendrecvs must move as many elements each way"
+
+
+def test_mismatched_sizes_name_both_lines():
+    c0, c1 = line_of(SRC, "MARK-core0"), line_of(SRC, "MARK-core1")
+    e = raises(trnsim.RuleError, tnki.simulate_kernel, K.mismatched[2], X)
+    for part in message(c0, c1):
+        assert part in str(e), (part, str(e))
+    d = tmpdir()
+    w = {"name": "sr", "hardware": "trn2", "lnc": 2, "kernel": {"nki": SRC, "function": "mismatched"},
+         "inputs": {"x": {"generator": "normal", "seed": 1, "shape": [256, 64], "dtype": "float32"}}}
+    with open(os.path.join(d, "w.json"), "w") as f:
+        json.dump(w, f)
+    p = subprocess.run([trnsim_exe(), "run", os.path.join(d, "w.json"), "--out", os.path.join(d, "o")],
+                       capture_output=True, text=True)
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    for part in message(c0, c1):
+        assert part in p.stderr, (part, p.stderr)
+
+
+if __name__ == "__main__":
+    main(globals())
