@@ -132,11 +132,7 @@ qp=$!
 if wait_stopped $qp; then
   "$TRNSIM" run "$T/va.json" --out "$T/w" >"$T/w.log" 2>&1 &
   rp=$!
-  for _ in $(seq 1 1200); do
-    grep -q "waiting for another trnsim" "$T/w.log" && break
-    [[ -e /proc/$rp ]] || break
-    sleep 0.05
-  done
+  wait_waiting "$T/w.log" $rp
   kill -CONT $qp
   wait $qp
   qrc=$?
