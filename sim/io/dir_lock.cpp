@@ -325,12 +325,10 @@ void lock_for_run(DirLock& lock, const std::string& dir, const std::string& what
                       "ends); wait for it to finish or choose another --out",
                       what, sub.substr(0, sub.find(' ')), pid, command));
     }
-    if (pid > 0)
-      throw InputError(fmt::format(
-          "{}: another process holds this folder's lock (pid {}: {}), as a trnsim {} writing into it does; "
-          "wait for it to finish or choose another --out",
-          what, pid, command, who));
-    throw InputError(what + ": another trnsim " + who + " is writing into this folder (" + held_by +
+    // Another program, or a process whose command line cannot be read: named as far as it is known.
+    const std::string by =
+        pid > 0 && !command.empty() ? fmt::format("; held by pid {}: {}", pid, command) : "";
+    throw InputError(what + ": another trnsim " + who + " is writing into this folder (" + held_by + by +
                      "); wait for it to finish or choose another --out");
   }
 }
