@@ -91,8 +91,8 @@ std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs);
 // for its whole run (a run, chain, sweep or tune: lock_for_run; or another program), InputError at once,
 // naming that process from /proc/locks: "<what>: another trnsim <its command> is writing into this folder
 // (pid N: <its command line>; it holds the folder's lock until it ends); wait for it to finish or choose
-// another --out", "<what>: another process holds this folder's lock (pid N: ...)", or, where it cannot be
-// known, "<what>: another trnsim <who> is writing into this folder (<held_by>); ...". On a file system that
+// another --out", or, for another program or where it cannot be known, "<what>: another trnsim <who> is
+// writing into this folder (<held_by>[; held by pid N: <its command line>]); ...". On a file system that
 // cannot lock, a note on stderr that another <who> into it at the same time is not detected.
 void lock_for_run(DirLock& lock, const std::string& dir, const std::string& what, const std::string& who,
                   const std::string& held_by);
