@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -11,8 +12,10 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -82,6 +85,57 @@ Fd open_below(int base, const fs::path& rel) {
   return cur;
 }
 
+// A folder locked for one set of files (lock_folders), not for a whole command (lock_for_run), carries an
+// open-file-description read lock on byte 1 of the folder: a run that finds the folder locked waits for such
+// a holder (a quantize or a trace being written there: seconds) and refuses at once any other (a run, chain,
+// sweep or tune holding it until it ends, or another program).
+constexpr off_t kSetWriteByte = 1;
+void mark_set_write(int fd, bool on) {
+  struct flock fl {};
+  fl.l_type = on ? F_RDLCK : F_UNLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = kSetWriteByte;
+  fl.l_len = 1;
+  ::fcntl(fd, F_OFD_SETLK, &fl);  // a file system without such locks: the holder then counts as a run's
+}
+bool held_for_set_write(const std::string& dir) {
+  const Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = kSetWriteByte;
+  fl.l_len = 1;
+  return d.ok() && ::fcntl(d.get(), F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
+// The process holding the flock of the folder `dir` (from /proc/locks) and its command line, words joined by
+// spaces and cut to about 120 characters; {0, ""} when it cannot be known (no /proc, another PID namespace).
+std::pair<long, std::string> lock_holder(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return {0, ""};
+  const std::string id = fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev), st.st_ino);
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  while (std::getline(locks, line)) {
+    // "1: FLOCK  ADVISORY  WRITE 2401 fe:00:11199705 0 EOF" (a waiter's line has "->" after the number)
+    std::istringstream in(line);
+    std::string n, kind, mode, rw, dev;
+    long pid = 0;
+    if (!(in >> n >> kind) || kind != "FLOCK" || !(in >> mode >> rw >> pid >> dev) || dev != id || pid <= 0 ||
+        pid == ::getpid())
+      continue;
+    std::ifstream cmd(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
+    std::string words, word;
+    while (std::getline(cmd, word, '\0') && words.size() < 120) {
+      if (words.empty()) word = fs::path(word).filename().string();
+      words += (words.empty() ? "" : " ") + word;
+    }
+    if (words.size() > 120) words = words.substr(0, 117) + "...";
+    return {pid, words};
+  }
+  return {0, ""};
+}
+
 }  // namespace
 
 Fd::~Fd() {
@@ -110,6 +164,7 @@ DirLock& DirLock::operator=(DirLock&& o) noexcept {
   if (this != &o) {
     unlock();
     key_ = o.key_;
+    fresh_ = o.fresh_;
     o.key_ = -1;
   }
   return *this;
@@ -134,6 +189,7 @@ void DirLock::unlock() {
 
 DirLock::Result DirLock::try_lock(const std::string& dir, std::string* why) {
   unlock();
+  fresh_ = false;
   {
     // A folder held under this very name is that one, also when it was moved since.
     std::lock_guard<std::mutex> g(g_mutex);
@@ -183,6 +239,7 @@ DirLock::Result DirLock::try_lock(const std::string& dir, std::string* why) {
     std::error_code ec;
     g_held[slot] = Held{st.st_dev, st.st_ino, fd, 1, normal(dir), normal(fs::absolute(dir, ec))};
     key_ = static_cast<int>(slot);
+    fresh_ = true;
     return Result::kLocked;
   }
   throw InputError(dir + ": cannot lock the directory: it keeps being replaced");
@@ -204,7 +261,10 @@ std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs) {
         busy = d;
         break;
       }
-      if (r == DirLock::Result::kLocked) held.push_back(std::move(l));
+      if (r == DirLock::Result::kLocked) {
+        if (l.fresh()) mark_set_write(l.fd(), true);
+        held.push_back(std::move(l));
+      }
       if (r == DirLock::Result::kUnsupported && unsupported_told.insert(d).second)
         log::note(fmt::format(
             "{}: cannot lock the folder ({}): another trnsim writing there at the same time is not detected",
@@ -226,18 +286,50 @@ std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs) {
 
 void lock_for_run(DirLock& lock, const std::string& dir, const std::string& what, const std::string& who,
                   const std::string& held_by) {
-  std::string why;
-  switch (lock.try_lock(dir, &why)) {
-    case DirLock::Result::kLocked:
-      break;
-    case DirLock::Result::kBusy:
-      throw InputError(what + ": another trnsim " + who + " is writing into this folder (" + held_by +
-                       "); wait for it to finish or choose another --out");
-    case DirLock::Result::kUnsupported:
-      log::note(
-          fmt::format("{}: cannot lock the folder ({}): another {} into it at the same time is not detected",
-                      what, why, who));
-      break;
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  bool told = false;
+  for (;;) {
+    std::string why;
+    switch (lock.try_lock(dir, &why)) {
+      case DirLock::Result::kLocked:
+        mark_set_write(lock.fd(), false);  // held for the whole command now (shared with a set being written)
+        return;
+      case DirLock::Result::kUnsupported:
+        log::note(fmt::format(
+            "{}: cannot lock the folder ({}): another {} into it at the same time is not detected", what, why,
+            who));
+        return;
+      case DirLock::Result::kBusy:
+        break;
+    }
+    // Another trnsim writing one set of files there (a quantize, a trace, an HTML report): its turn ends in
+    // seconds, so this run waits, as two sets do (lock_folders).
+    const double waited = std::chrono::duration<double>(clock::now() - start).count();
+    if (held_for_set_write(dir) && waited <= 600) {
+      if (!told && waited > 1) {
+        log::info("waiting for another trnsim writing into " + dir);
+        told = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    // Held for a whole command: named as its process says (a run, chain, sweep, tune, another program).
+    const auto [pid, command] = lock_holder(dir);
+    const std::string name = fs::path(command.substr(0, command.find(' '))).filename().string();
+    if (pid > 0 && name.rfind("trnsim", 0) == 0 && command.find(' ') != std::string::npos) {
+      const std::string sub = command.substr(command.find(' ') + 1);
+      throw InputError(
+          fmt::format("{}: another trnsim {} is writing into this folder (pid {}: {}; it holds the folder's "
+                      "lock until it "
+                      "ends); wait for it to finish or choose another --out",
+                      what, sub.substr(0, sub.find(' ')), pid, command));
+    }
+    // Another program, or a process whose command line cannot be read: named as far as it is known.
+    const std::string by =
+        pid > 0 && !command.empty() ? fmt::format("; held by pid {}: {}", pid, command) : "";
+    throw InputError(what + ": another trnsim " + who + " is writing into this folder (" + held_by + by +
+                     "); wait for it to finish or choose another --out");
   }
 }
 

@@ -50,7 +50,7 @@ class DirLock {
 
   DirLock() = default;
   ~DirLock();
-  DirLock(DirLock&& o) noexcept : key_(o.key_) { o.key_ = -1; }
+  DirLock(DirLock&& o) noexcept : key_(o.key_), fresh_(o.fresh_) { o.key_ = -1; }
   DirLock& operator=(DirLock&& o) noexcept;
   DirLock(const DirLock&) = delete;
   DirLock& operator=(const DirLock&) = delete;
@@ -62,12 +62,15 @@ class DirLock {
   // directory: <reason>".
   Result try_lock(const std::string& dir, std::string* why = nullptr);
   bool held() const { return key_ >= 0; }
+  // The last try_lock took the lock itself (it was not shared with one this process held already).
+  bool fresh() const { return fresh_; }
   // The locked folder's handle (owned by the lock), -1 when not held.
   int fd() const;
   void unlock();
 
  private:
-  int key_ = -1;  // slot in the process's table of locked folders
+  int key_ = -1;        // slot in the process's table of locked folders
+  bool fresh_ = false;  // the last try_lock took the lock (not shared with a lock this process held)
 };
 
 // The folder `dir`, open for writing into: when `dir` lies, by its name, in a folder this process holds
@@ -83,9 +86,14 @@ Fd open_dir_for_write(const std::string& dir, bool* held = nullptr);
 // another trnsim has held the folder's lock for N s".
 std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs);
 
-// Locks `dir` with `lock` for a command's whole run: InputError "<what>: another trnsim <who> is writing into
-// this folder (<held_by>); wait for it to finish or choose another --out" when another process holds it; on a
-// file system that cannot lock, a note on stderr that another <who> into it at the same time is not detected.
+// Locks `dir` with `lock` for a command's whole run. While another trnsim holds it to write one set of files
+// there (lock_folders: a quantize, a trace), waits for it as lock_folders does; when another process holds it
+// for its whole run (a run, chain, sweep or tune: lock_for_run; or another program), InputError at once,
+// naming that process from /proc/locks: "<what>: another trnsim <its command> is writing into this folder
+// (pid N: <its command line>; it holds the folder's lock until it ends); wait for it to finish or choose
+// another --out", or, for another program or where it cannot be known, "<what>: another trnsim <who> is
+// writing into this folder (<held_by>[; held by pid N: <its command line>]); ...". On a file system that
+// cannot lock, a note on stderr that another <who> into it at the same time is not detected.
 void lock_for_run(DirLock& lock, const std::string& dir, const std::string& what, const std::string& who,
                   const std::string& held_by);
 

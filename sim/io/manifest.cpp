@@ -149,12 +149,62 @@ std::string written_name_of(unsigned uid) {
   return fmt::format("{}.{}", kWrittenName, uid);
 }
 
+std::string journal_name_of(unsigned uid) {
+  return fmt::format("{}.{}", kJournalName, uid);
+}
+
+std::string own_record_name(int dir_fd, const char* base, unsigned* owner) {
+  const unsigned me = static_cast<unsigned>(::geteuid());
+  const std::string mine = fmt::format("{}.{}", base, me);
+  struct stat st {};
+  const bool mine_there = ::fstatat(dir_fd, mine.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  const unsigned mine_owner = mine_there ? static_cast<unsigned>(st.st_uid) : me;
+  std::string name = base;
+  unsigned at_name = me;
+  if (mine_there && mine_owner == me) {
+    name = mine;
+  } else if (::fstatat(dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    at_name = static_cast<unsigned>(st.st_uid);
+    if (at_name != me) {
+      name = mine;
+      at_name = mine_owner;
+    }
+  }
+  if (owner) *owner = at_name;
+  return name;
+}
+
+std::string removal_advice(int dir_fd, const std::string& name) {
+  struct stat file {
+  }, folder{};
+  const unsigned me = static_cast<unsigned>(::geteuid());
+  if (me == 0 || ::fstatat(dir_fd, name.c_str(), &file, AT_SYMLINK_NOFOLLOW) != 0 ||
+      ::fstat(dir_fd, &folder) != 0 || (folder.st_mode & S_ISVTX) == 0 || file.st_uid == me ||
+      folder.st_uid == me)
+    return "remove it";
+  return fmt::format(
+      "its owner (uid {}) or root can remove it (the folder's sticky bit keeps other users from it)",
+      file.st_uid);
+}
+
+namespace {
+
+// BASE or BASE.UID (digits).
+bool is_user_record(const std::string& name, const char* base) {
+  const std::string user = std::string(base) + ".";
+  return name == base || (name.size() > user.size() && name.rfind(user, 0) == 0 &&
+                          name.find_first_not_of("0123456789", user.size()) == std::string::npos);
+}
+
+}  // namespace
+
+bool is_journal_name(const std::string& name) {
+  return is_user_record(name, kJournalName);
+}
+
 bool is_record_name(const std::string& name) {
-  for (const char* r : {kManifestName, kJournalName, kManifestBackupName, kWrittenName})
-    if (name == r) return true;
-  const std::string user = std::string(kWrittenName) + ".";
-  return name.size() > user.size() && name.rfind(user, 0) == 0 &&
-         name.find_first_not_of("0123456789", user.size()) == std::string::npos;
+  return name == kManifestName || name == kManifestBackupName || is_user_record(name, kWrittenName) ||
+         is_journal_name(name);
 }
 
 bool side_name_of(const std::string& side, const std::string& name, const std::string& kind) {
@@ -246,9 +296,9 @@ Manifest parse_manifest(const std::string& text, const std::string& name) {
       if (!folders.insert(other.folder).second)
         r.fail(at + ".folder", fmt::format("'{}' is listed twice", text_excerpt(other.folder)));
       other.record = r.text(o, "record", at, true);
-      if (other.record != kManifestName && other.record != kJournalName)
-        r.fail(at + ".record", fmt::format("expected \"{}\" or \"{}\", found {}", kManifestName, kJournalName,
-                                           json_excerpt(o["record"])));
+      if (other.record != kManifestName && !is_journal_name(other.record))
+        r.fail(at + ".record", fmt::format("expected \"{}\", \"{}\" or \"{}.UID\", found {}", kManifestName,
+                                           kJournalName, kJournalName, json_excerpt(o["record"])));
       other.files = r.entries(o, "files", true, at);
       m.others.push_back(std::move(other));
     }
@@ -279,8 +329,8 @@ std::optional<Manifest> read_manifest_at(int dir_fd, const std::string& name, co
                                          unsigned* owner) {
   const auto refuse = [&](const std::string& what) {
     throw InputError(
-        fmt::format("{}: {}; trnsim keeps its record of the files it wrote in the folder there (remove it)",
-                    shown, what));
+        fmt::format("{}: {}; trnsim keeps its record of the files it wrote in the folder there ({})", shown,
+                    what, removal_advice(dir_fd, name)));
   };
   const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {

@@ -1,6 +1,7 @@
 // The record trnsim keeps of a set of files it writes into a folder: a run's output folder's manifest
 // (DIR/.trnsim-files, kept), and the journal of a set being replaced in any other folder
-// (DIR/.trnsim-journal, removed once the set is in place). JSON, read with the JSON reader's checks
+// (DIR/.trnsim-journal, or this user's DIR/.trnsim-journal.UID where that one is another user's; removed once
+// the set is in place). JSON, read with the JSON reader's checks
 // (sim/io/json_document.h):
 //
 //   {"trnsim_files": 2, "state": "complete",
@@ -59,8 +60,25 @@ inline constexpr const char* kWrittenName = ".trnsim-written";
 // shared folder: /tmp, where the sticky bit keeps a user from replacing another's file): it lists only that
 // user's files, and vouches only for files that user owns (sim/io/replace_check.h).
 std::string written_name_of(unsigned uid);
-// Whether `name` is the name of one of trnsim's records (above, a user's .trnsim-written.UID included).
+// A user's journal (DIR/.trnsim-journal.UID) where DIR/.trnsim-journal is another user's: each user's killed
+// set is theirs to settle, and another user's journal (or any file of theirs under that name) neither blocks
+// this user's writes nor is read, changed or removed by them.
+std::string journal_name_of(unsigned uid);
+// The name this user's record `base` (kJournalName or kWrittenName) has in the folder open as `dir_fd`:
+// BASE.UID when a file of this user's is there under that name, or when something of another user's is at
+// BASE (a shared folder); BASE otherwise. `owner` (if given) gets the owner of what is at the name returned
+// (this user's uid when nothing is there): another user's file under this user's per-user name, which a
+// sticky folder keeps this user from replacing.
+std::string own_record_name(int dir_fd, const char* base, unsigned* owner = nullptr);
+// What to tell a user about removing the file `name` in the folder open as `dir_fd`: "remove it", or, when a
+// sticky folder keeps them from it (the file is another user's, the folder not theirs), "its owner (uid N) or
+// root can remove it (the folder's sticky bit keeps other users from it)".
+std::string removal_advice(int dir_fd, const std::string& name);
+// Whether `name` is the name of one of trnsim's records (above, a user's .trnsim-written.UID and
+// .trnsim-journal.UID included).
 bool is_record_name(const std::string& name);
+// Whether `name` is a journal's: .trnsim-journal or .trnsim-journal.UID.
+bool is_journal_name(const std::string& name);
 
 struct ManifestEntry {
   std::string path = {};
@@ -77,7 +95,7 @@ struct ManifestEntry {
 // The part of a set in another folder (state "writing" only).
 struct OtherRecord {
   std::string folder;  // absolute, normalised
-  std::string record;  // kManifestName or kJournalName: the record of the set in that folder
+  std::string record;  // kManifestName or a journal's name (is_journal_name): the record of the set there
   std::vector<ManifestEntry> files;
 };
 
@@ -97,7 +115,8 @@ std::string manifest_text(const Manifest& m);
 
 // The record `name` in the folder open as `dir_fd` (never through a symlink), nullopt when there is none.
 // InputError "<shown>: ..." when something else than a regular file is there (a symlink, directory, FIFO or
-// device: "<shown>: is a symlink; trnsim keeps its record of the files it wrote there (remove it)") or it
+// device: "<shown>: is a symlink; trnsim keeps its record of the files it wrote there (remove it)", with
+// removal_advice's words) or it
 // cannot be read or parsed.
 // `owner` (if given) gets the file's owner (uid): a record another user wrote is not acted on.
 std::optional<Manifest> read_manifest_at(int dir_fd, const std::string& name, const std::string& shown,

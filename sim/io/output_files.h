@@ -7,20 +7,27 @@
 //          backup (a hard link to it);
 //       3. a record of the set (sim/io/manifest.h, state "writing": each file's temporary, backup, size,
 //          inode and SHA-256) is written and synced: the run folder's manifest, or a journal
-//          DIR/.trnsim-journal in any other folder; a set written into several folders has a record in each,
-//          and each names every file of the set, in every folder ("others");
+//          DIR/.trnsim-journal (this user's DIR/.trnsim-journal.UID where that one is another user's) in any
+//          other folder; a set written into several folders has a record in each, and each names every file
+//          of the set, in every folder ("others");
 //       4. the temporaries are filled and synced (fsync), then renamed into place one after another, with
-//          signals held back meanwhile; the folders are synced;
+//          signals held back meanwhile, each destination checked again before each rename (a file edited,
+//          replaced or put there meanwhile is kept, and the set rolled back: changed_meanwhile); the folders
+//          are synced;
 //       5. the backups are removed, the record says "complete" (a journal is removed); a run folder's record
 //          still names the earlier set's files the new set does not write again ("previous") until they are
-//          removed, then is written once more without them.
+//          removed, then is written once more without them. A run folder's record that cannot be completed
+//          (a full disk) leaves every file in place and the record in state "writing" (the next run keeps
+//          the set): InputError "<DIR>/.trnsim-files: cannot write: <reason>: every file of the run is in
+//          place, but the folder's record of them could not be completed ...".
 //     A failure at any step (a full disk, a file limit, a rename refused: an immutable or bind-mounted
 //     file) puts back the files already renamed from their backups and removes what it created: no
 //     destination is changed. A handled signal (Ctrl-C, SIGTERM, SIGHUP, SIGXCPU, ...: sim/base/interrupt.h)
 //     before the first rename removes what the set created and puts the folder's earlier record back (a
 //     hard link to it, DIR/.trnsim-files.old, is kept until then); during the renames it waits until the
 //     set is in place. A SIGKILL between 3 and 5 leaves the record in state "writing": `trnsim stats`
-//     says so, and the next trnsim that writes into the folder first rolls the set back (every file whose
+//     says so, and the next trnsim (of the same user, for a journal) that writes into the folder first rolls
+//     the set back (every file whose
 //     inode is the new one returns to its backup; a set whose every file was switched is kept) and removes
 //     the leftovers. A set in several folders is judged and rolled back as one, in all its folders (their
 //     locks taken meanwhile), from whichever of its records is found first: never kept in one folder and

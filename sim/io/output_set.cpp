@@ -187,10 +187,12 @@ void remove_killed_temporaries(int dir_fd) {
     return;
   }
   // The names a killed trnsim leaves: a record's temporary (write_record, create_temp_in) and a probe.
-  std::vector<std::string> prefixes = {
-      fmt::format(".{}.tmp.", kManifestName), fmt::format(".{}.tmp.", kJournalName),
-      fmt::format(".{}.tmp.", kWrittenName), fmt::format(".{}.tmp.", written_name_of(::geteuid())),
-      ".trnsim-probe."};
+  std::vector<std::string> prefixes = {fmt::format(".{}.tmp.", kManifestName),
+                                       fmt::format(".{}.tmp.", kJournalName),
+                                       fmt::format(".{}.tmp.", kWrittenName),
+                                       fmt::format(".{}.tmp.", written_name_of(::geteuid())),
+                                       fmt::format(".{}.tmp.", journal_name_of(::geteuid())),
+                                       ".trnsim-probe."};
   std::vector<std::string> gone;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
@@ -294,8 +296,10 @@ std::vector<Manifest> roll_back(const std::vector<SetPart>& parts, std::vector<s
   const std::string of_set = several ? " (one set across these folders)" : "";
   if (all_new)
     notes.push_back(fmt::format(
-        "{}: a trnsim run was killed after it had replaced every file of its set{}: the set is kept", dir,
-        of_set));
+        "{}: the last trnsim to write there stopped before it had completed its record (it was killed, or "
+        "the record could not be written: a full disk), after it had replaced every file of its set{}: the "
+        "set is kept",
+        dir, of_set));
   else if (lost.empty())
     notes.push_back(
         fmt::format("{}: a trnsim run was killed while replacing its files{}: the earlier files are back{}",
@@ -330,13 +334,6 @@ std::vector<Manifest> roll_back(const std::vector<SetPart>& parts, std::vector<s
     }
   }
   return now;
-}
-
-// The record `name` in `dir`, read under the folder's lock.
-std::optional<Manifest> read_record(const std::string& dir, const std::string& name, unsigned* owner) {
-  const Fd d = open_dir(dir);
-  if (!d.ok()) throw InputError(fmt::format("{}: cannot open the directory: {}", dir, errno_text()));
-  return read_manifest_at(d.get(), name, (fs::path(dir) / name).string(), owner);
 }
 
 // A record someone else wrote (a shared folder) could name this user's files: it is never acted on.
@@ -405,7 +402,7 @@ Manifest settle_set(int dir_fd, const std::string& dir, const Manifest& m, std::
   const std::vector<Manifest> now = roll_back(parts, notes);
   for (size_t k = 1; k < parts.size(); ++k) {
     if (!same_set[k]) continue;
-    if (same_set[k]->record == kJournalName) {
+    if (is_journal_name(same_set[k]->record)) {
       // What is there now is trnsim's: recorded before the journal goes, as a finished write records it.
       record_written(parts[k].fd.get(), parts[k].dir, now[k].files);
       ::unlinkat(parts[k].fd.get(), kJournalName, 0);
@@ -434,6 +431,7 @@ struct Plan {
   std::string temp, backup;  // names in `fd`
   uint64_t inode = 0, bytes = 0;
   std::string sha256;
+  int mode = -1;         // the permissions of the file at the target, which its replacement keeps
   bool existed = false;  // a file was at the target (a backup could not always be made)
   bool renamed = false;
 };
@@ -886,37 +884,59 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   lock_list.erase(std::unique(lock_list.begin(), lock_list.end()), lock_list.end());
   const std::vector<DirLock> locks = lock_folders(lock_list);
 
-  // A journal a killed set left in a folder this set writes into: that set is made whole first.
+  // A journal of this user's that a killed set left in a folder this set writes into: that set is made whole
+  // first. Another user's journal (a shared folder) is theirs to settle and left as it is: this set's journal
+  // there gets this user's own name (own_record_name), and their files are not this user's to replace
+  // (replace_check.h).
   for (const std::string& dir : lock_list) {
-    if (const Fd d = open_dir(dir); d.ok()) remove_killed_temporaries(d.get());
-    unsigned owner = 0;
-    std::optional<Manifest> journal;
-    try {
-      journal = read_record(dir, kJournalName, &owner);
-    } catch (const InputError& e) {
-      throw InputError(fmt::format(
-          "{}; it should be trnsim's journal of a set of files it was replacing in that folder: look at it, "
-          "then remove it (the files there stay as they are)",
-          e.what()));
-    }
-    // Journals were always JSON: one that is not (a word, a list of paths) is not trnsim's, and is kept.
-    if (journal && journal->version == 1)
-      throw InputError(fmt::format(
-          "{}: not JSON, so not a journal trnsim wrote (they are JSON records of a set of files being "
-          "replaced); it is kept as it is: look at it, then remove or rename it to write into this folder",
-          (fs::path(dir) / kJournalName).string()));
-    if (const std::optional<Manifest>& j = journal) {
-      // Another user's journal is theirs to settle; writing this set's own would erase it.
-      if (!not_ours("", owner).empty())
-        throw InputError(killed_by_another_user((fs::path(dir) / kJournalName).string(), owner));
+    const Fd d = open_dir(dir);
+    if (!d.ok()) throw InputError(fmt::format("{}: cannot open the directory: {}", dir, errno_text()));
+    remove_killed_temporaries(d.get());
+    for (const std::string& name : {std::string(kJournalName), journal_name_of(::geteuid())}) {
+      struct stat st {};
+      if (::fstatat(d.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != ::geteuid())
+        continue;
+      const std::string shown = (fs::path(dir) / name).string();
+      std::optional<Manifest> journal;
+      try {
+        journal = read_manifest_at(d.get(), name, shown);
+      } catch (const InputError& e) {
+        throw InputError(
+            fmt::format("{}; it should be trnsim's journal of a set of files it was replacing in that "
+                        "folder: look at it, "
+                        "then remove it (the files there stay as they are)",
+                        e.what()));
+      }
+      // Journals were always JSON: one that is not (a word, a list of paths) is not trnsim's, and is kept.
+      if (journal && journal->version == 1)
+        throw InputError(fmt::format(
+            "{}: not JSON, so not a journal trnsim wrote (they are JSON records of a set of files being "
+            "replaced); it is kept as it is: look at it, then remove or rename it to write into this folder",
+            shown));
+      if (!journal) continue;
       std::vector<std::string> notes;
-      const Fd d = open_dir(dir);
       // What is there now is trnsim's (the set kept whole, or the earlier files back): recorded before the
       // journal goes, as a finished write records it (replace_check.h).
-      record_written(d.get(), dir, j->complete ? j->files : settle_set(d.get(), dir, *j, notes).files);
-      ::unlinkat(d.get(), kJournalName, 0);
+      record_written(d.get(), dir,
+                     journal->complete ? journal->files : settle_set(d.get(), dir, *journal, notes).files);
+      ::unlinkat(d.get(), name.c_str(), 0);
       for (const std::string& n : notes) log::note(n);
     }
+  }
+  // Each journal's name, now that this user's killed ones are gone: another user's file under this user's own
+  // name (a sticky folder keeps this user from replacing it) is refused before anything is written.
+  for (Group& g : groups) {
+    if (g.run_folder || g.plans.empty()) continue;
+    unsigned owner = 0;
+    g.record = own_record_name(g.fd.get(), kJournalName, &owner);
+    if (owner != static_cast<unsigned>(::geteuid()))
+      throw InputError(
+          fmt::format("{}: cannot write: another user (uid {}) made a file under the name of your journal "
+                      "there (trnsim's "
+                      "record of a set of files while it replaces them), which trnsim does not replace: {}; "
+                      "or write into "
+                      "another folder",
+                      (fs::path(g.dir) / g.record).string(), owner, removal_advice(g.fd.get(), g.record)));
   }
   for (Group& g : groups)
     if (g.run_folder) {
@@ -1035,11 +1055,12 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
         p.temp.clear();  // not ours
         fail(f.path, errno_text(err));
       }
-      // The destination keeps its permissions when it is replaced. Closed until it is filled: a set of many
-      // files holds one descriptor at a time (a low `ulimit -n`).
+      // The destination keeps its permissions when it is replaced, given once the temporary is filled (a
+      // read-only one would keep this user from filling it). Closed until it is filled: a set of many files
+      // holds one descriptor at a time (a low `ulimit -n`).
       struct stat st {};
       if (p.existed && ::fstatat(pd, p.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-        ::fchmod(fd, st.st_mode & 07777);
+        p.mode = st.st_mode & 07777;
       const bool id_ok = ::fstat(fd, &st) == 0;
       const int err = errno;
       ::close(fd);
@@ -1068,7 +1089,8 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       }
       bool ok = std::fwrite(f.bytes.data(), 1, f.bytes.size(), p.file) == f.bytes.size() &&
                 std::fwrite(f.tail.data(), 1, f.tail.size(), p.file) == f.tail.size() &&
-                std::fflush(p.file) == 0 && ::fdatasync(::fileno(p.file)) == 0;
+                std::fflush(p.file) == 0 && (p.mode < 0 || ::fchmod(::fileno(p.file), p.mode) == 0) &&
+                ::fdatasync(::fileno(p.file)) == 0;
       int err = errno;
       if (std::fclose(p.file) != 0 && ok) {
         ok = false;
@@ -1097,6 +1119,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
   }
   Manifest complete_record;
   bool complete_written = false;
+  std::string incomplete;  // why the run folder's record could not say "complete"
   // A signal now waits until every file is in place and recorded, and the earlier set's files are removed.
   std::vector<std::string> removed;
   {
@@ -1169,8 +1192,9 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
           write_record(g.fd.get(), g.dir, kManifestName, manifest_text(m));
           complete_written = true;
         } catch (const InputError& e) {
-          // Every file is in place; the record says "writing", so the next run keeps this complete set.
-          log::note(e.what());
+          // Every file is in place; the record says "writing", so the next run keeps this complete set. The
+          // run still fails (below): its folder's record is not what a finished run leaves.
+          incomplete = e.what();
         }
         if (record_backup) ::unlinkat(g.fd.get(), kManifestBackupName, 0);
       }
@@ -1204,6 +1228,12 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       step();
     }
   }
+  if (!incomplete.empty())
+    throw InputError(fmt::format(
+        "{}: every file of the run is in place, but the folder's record of them could not be completed (it "
+        "still says \"writing\"); the next trnsim run into {} keeps these files and completes it (make room "
+        "first)",
+        incomplete, folder->dir));
   return removed;
 }
 

@@ -92,10 +92,10 @@ bool overwrite_allowed() {
   return g_overwrite;
 }
 
-std::string replace_refusal_at(int dir_fd, const std::string& name, const std::string& path) {
-  struct stat st {};
-  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return "";
-  if (overwrite_allowed()) return "";
+namespace {
+
+// replace_refusal_at for the file as `st` found it.
+std::string refusal_for(int dir_fd, const std::string& name, const std::string& path, const struct stat& st) {
   std::string changed;
   // Whether `m` (the record `shown`) lists the file as `rel` and the file is still as recorded.
   const auto listed = [&](const Manifest& m, const std::string& rel, const std::string& shown) {
@@ -120,10 +120,14 @@ std::string replace_refusal_at(int dir_fd, const std::string& name, const std::s
   const fs::path target = fs::absolute(path).lexically_normal();
   const fs::path here = target.parent_path();
   // This user's own .trnsim-written.UID vouches only for this user's files.
+  // The journals before the records of finished writes: a writer records its files there before its
+  // journal goes, so a journal found gone means the record read next has them (a check made while another
+  // trnsim finishes its set, tester22f #6).
   const std::string mine = written_name_of(::geteuid());
   const bool own_file = st.st_uid == ::geteuid();
-  for (const std::string& record : {std::string(kManifestName), std::string(kManifestBackupName),
-                                    std::string(kWrittenName), mine, std::string(kJournalName)}) {
+  for (const std::string& record :
+       {std::string(kManifestName), std::string(kManifestBackupName), std::string(kJournalName),
+        journal_name_of(::geteuid()), std::string(kWrittenName), mine}) {
     if (record == mine && !own_file) continue;
     const std::string shown = (here / record).string();
     if (const std::optional<Manifest> m = read_quietly(dir_fd, record.c_str(), shown);
@@ -143,6 +147,25 @@ std::string replace_refusal_at(int dir_fd, const std::string& name, const std::s
   }
   if (!changed.empty()) return "it changed since the run that wrote it (" + changed + ")";
   return "no trnsim record lists it (trnsim replaces only the files it wrote there itself, unchanged)";
+}
+
+}  // namespace
+
+std::string replace_refusal_at(int dir_fd, const std::string& name, const std::string& path) {
+  if (overwrite_allowed()) return "";
+  // Made again while the file is replaced during the check (another trnsim finishing its set of the same
+  // files: the records read would describe another file than the one hashed), as long as that goes on.
+  std::string why;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    struct stat st {
+    }, after{};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return "";
+    why = refusal_for(dir_fd, name, path, st);
+    if (why.empty() ||
+        (::fstatat(dir_fd, name.c_str(), &after, AT_SYMLINK_NOFOLLOW) == 0 && key_of(after) == key_of(st)))
+      return why;
+  }
+  return why;
 }
 
 void check_may_replace_at(int dir_fd, const std::string& name, const std::string& path,
@@ -172,23 +195,18 @@ void check_may_replace(const std::vector<NamedPath>& paths) {
 
 namespace {
 
-// The record of what this user wrote into the folder `dir_fd`: .trnsim-written, or .trnsim-written.UID when
-// that one is this user's already or .trnsim-written is another user's (a shared folder, where the sticky bit
-// keeps this user from replacing it, and where it is never this user's to rewrite); with what is there now
-// (`there`: fstatat succeeded), one fstatat per name.
+// The record of what this user wrote into the folder `dir_fd` (own_record_name: .trnsim-written, or
+// .trnsim-written.UID in a shared folder, where the sticky bit keeps this user from replacing another's
+// record, which is never this user's to rewrite anyway), with what is there now (`there`: fstatat succeeded).
 struct WrittenRecord {
   std::string name;
   bool there = false;
   struct stat st {};
 };
 WrittenRecord written_record_of_mine(int dir_fd) {
-  WrittenRecord mine{written_name_of(::geteuid())};
-  mine.there = ::fstatat(dir_fd, mine.name.c_str(), &mine.st, AT_SYMLINK_NOFOLLOW) == 0;
-  if (mine.there && S_ISREG(mine.st.st_mode) && mine.st.st_uid == ::geteuid()) return mine;
-  WrittenRecord shared{kWrittenName};
-  shared.there = ::fstatat(dir_fd, kWrittenName, &shared.st, AT_SYMLINK_NOFOLLOW) == 0;
-  if (shared.there && S_ISREG(shared.st.st_mode) && shared.st.st_uid != ::geteuid()) return mine;
-  return shared;
+  WrittenRecord r{own_record_name(dir_fd, kWrittenName)};
+  r.there = ::fstatat(dir_fd, r.name.c_str(), &r.st, AT_SYMLINK_NOFOLLOW) == 0;
+  return r;
 }
 
 }  // namespace
@@ -208,7 +226,7 @@ void record_written(int dir_fd, const std::string& dir, const std::vector<Manife
   const std::string shown = (fs::path(dir) / record.name).string();
   // A record another user wrote vouches for nothing (read_quietly's rule): its entries are not taken over
   // (a tester: root's run adopted what `nobody` had forged in a sticky folder's .trnsim-written.0).
-  const bool others = record.there && S_ISREG(record.st.st_mode) && record.st.st_uid != ::geteuid();
+  const bool others = record.there && record.st.st_uid != ::geteuid();
   Manifest m;
   try {
     if (std::optional<Manifest> old = others ? std::nullopt : read_manifest_at(dir_fd, record.name, shown);

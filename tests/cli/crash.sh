@@ -239,11 +239,7 @@ qp=$!
 if wait_stopped $qp; then
   "$TRNSIM" run "$T/A.json" --no-numerics --out "$T/tl_o" --trace "$T/tl/t.pftrace" >"$T/tl.log" 2>&1 &
   rp=$!
-  for _ in $(seq 1 1200); do
-    grep -q "waiting for another trnsim" "$T/tl.log" && break
-    [[ -e /proc/$rp ]] || break
-    sleep 0.05
-  done
+  wait_waiting "$T/tl.log" $rp
   waited=$(grep -c "trnsim: waiting for another trnsim writing into $T/tl$" "$T/tl.log")
   kill -CONT $qp
   wait $qp

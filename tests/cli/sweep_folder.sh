@@ -136,4 +136,23 @@ else
   bad "a sweep with its report ($(tail -2 "$T/err.txt"))"
 fi
 
+# 10. The tune's best_workload.json is replaced as any output too (before: by name, so a hand edit was lost
+# without a word): an unchanged one by the next tune, an edited one only with --overwrite, the edit refused
+# before any point runs.
+tune() { "$TRNSIM" tune "$T/s.json" --budget 2 --out "$T/TU" "$@" >"$T/out.txt" 2>"$T/err.txt"; }
+tune
+rc=$?
+check "tune: first run ($rc): $(tail -1 "$T/err.txt")" '[[ $rc == 0 && -f $T/TU/best_workload.json ]]'
+tune
+rc=$?
+check "tune: an unchanged best_workload.json is replaced ($rc): $(tail -1 "$T/err.txt")" '[[ $rc == 0 ]]'
+echo '// my notes' >>"$T/TU/best_workload.json"
+tune
+rc=$?
+check "tune: an edited best_workload.json is refused before any point runs ($rc): $(tail -1 "$T/err.txt")" \
+  '[[ $rc == 1 ]] && grep -qF "the tune'"'"'s best_workload.json '"'"'$T/TU/best_workload.json'"'"': cannot write: a file is there that trnsim will not replace: it changed since the run that wrote it" "$T/err.txt" && [[ $(tail -1 "$T/TU/best_workload.json") == "// my notes" ]]'
+tune --overwrite
+rc=$?
+check "tune --overwrite replaces it ($rc)" '[[ $rc == 0 && $(tail -1 "$T/TU/best_workload.json") != "// my notes" ]]'
+
 finish

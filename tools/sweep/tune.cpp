@@ -326,6 +326,10 @@ int run_tune(const std::string& sweep_file, const TuneOptions& o) {
   const std::string dir = o.out.empty() ? (fs::path("out") / "tune" / spec.name).string() : o.out;
   if (!o.write.empty()) check_write_target(o.write, spec, dir);
   const io::DirLock lock = prepare_dir(dir, spec.name);
+  // The best workload a user may edit or annotate, as the sweep's results: replaced only as any output,
+  // refused before any point runs.
+  if (const std::string best = (fs::path(dir) / "best_workload.json").string(); o.write.empty())
+    io::check_may_replace(best, "the tune's best_workload.json");
   json plan = plan_header(spec);
   plan["objective"] = objective;
   plan["maximize"] = maximize;
@@ -366,8 +370,9 @@ int run_tune(const std::string& sweep_file, const TuneOptions& o) {
                   spec.file, maximize ? "highest" : "lowest", objective, objective, best[objective].dump());
   const std::string text = doc.dump(2) + "\n";
   const std::string out = o.write.empty() ? (fs::path(dir) / "best_workload.json").string() : o.write;
-  // The default is in the tune's folder, its own; --write FILE is checked as any output.
-  io::write_files_atomic({{out, {text.begin(), text.end()}, {}, o.write.empty()}});
+  // In the tune's folder or at --write FILE, checked as any output (above) and recorded in its folder's
+  // .trnsim-written, so the next tune replaces it while it is unchanged.
+  io::write_files_atomic({{out, {text.begin(), text.end()}}});
   std::printf("best workload (%s = %s), written to %s:\n%s", objective.c_str(),
               best[objective].dump().c_str(), out.c_str(), text.c_str());
   return 0;
