@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "sim/base/error.h"
+#include "sim/base/interrupt.h"
 #include "sim/base/scratch_dir.h"
 
 namespace trnsim {
@@ -69,8 +70,11 @@ struct HostBytes::Mapping {
   size_t len = 0;
   uint64_t file_offset = 0;  // of addr
   size_t skip = 0;           // from addr to the data
+  std::string path;          // of a file read from disk
   bool scratch = false;
+  std::unique_ptr<interrupt::MappedInput> input;  // a file read from disk: a SIGBUS here names it
   ~Mapping() {
+    input.reset();
     if (addr != nullptr) ::munmap(addr, len);
   }
 };
@@ -173,6 +177,8 @@ HostBytes HostBytes::map_file(const std::string& path, uint64_t offset, size_t s
   b.map_->len = len;
   b.map_->file_offset = start;
   b.map_->skip = static_cast<size_t>(offset - start);
+  b.map_->path = path;
+  b.map_->input = std::make_unique<interrupt::MappedInput>(a, len, path);
   b.p_ = static_cast<uint8_t*>(a) + b.map_->skip;
   b.n_ = size;
   return b;
@@ -190,6 +196,8 @@ HostBytes HostBytes::cow_copy() const {
   b.map_->len = map_->len;
   b.map_->file_offset = map_->file_offset;
   b.map_->skip = map_->skip;
+  if (!map_->scratch) b.map_->input = std::make_unique<interrupt::MappedInput>(a, map_->len, map_->path);
+  b.map_->path = map_->path;
   b.p_ = static_cast<uint8_t*>(a) + b.map_->skip;
   b.n_ = n_;
   return b;

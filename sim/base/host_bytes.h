@@ -17,8 +17,10 @@
 // of at least `min_bytes` is a scratch mapping. Copies are deep (a new buffer by the same rule) except
 // cow_copy, which maps the same file again privately: the copy shares the pages until one side writes. The
 // file behind a private mapping must not change while the run reads it (as with any input file); a truncated
-// file makes the reads fault (SIGBUS). Errors: InputError "<path>: cannot map: <reason>" from map_file;
-// std::bad_alloc when neither a scratch mapping nor the heap can hold a buffer.
+// file makes the reads fault (SIGBUS), which the handler of sim/base/interrupt.h reports naming the file
+// ("changed size while the run read it"), cleaning up and exiting with status 1. Errors: InputError "<path>:
+// cannot map: <reason>" from map_file; std::bad_alloc when neither a scratch mapping nor the heap can hold a
+// buffer.
 #pragma once
 
 #include <cstddef>

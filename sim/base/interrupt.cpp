@@ -1,10 +1,13 @@
 #include "sim/base/interrupt.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -67,7 +70,49 @@ int64_t now_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+// Removes the folder `name` in `dir_fd` with everything in it, never following a symlink (one is unlinked
+// as a file), at most kTreeDepth levels deep. Only async-signal-safe calls: getdents64 into a buffer on the
+// stack, as readdir may allocate.
+constexpr int kTreeDepth = 12;
+void remove_tree(int dir_fd, const char* name, int depth) {
+  const int fd = ::openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  // Entries removed while the folder is read may hide others: read it again while anything goes.
+  for (bool removed = true; removed;) {
+    removed = false;
+    ::lseek(fd, 0, SEEK_SET);
+    alignas(8) char buf[2048];
+    for (long n; (n = ::syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0;)
+      for (long off = 0; off < n;) {
+        // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name
+        unsigned short reclen;
+        std::memcpy(&reclen, buf + off + 16, sizeof reclen);
+        const unsigned char type = static_cast<unsigned char>(buf[off + 18]);
+        const char* entry = buf + off + 19;
+        off += reclen;
+        if (std::strcmp(entry, ".") == 0 || std::strcmp(entry, "..") == 0) continue;
+        if (::unlinkat(fd, entry, 0) == 0) {
+          removed = true;
+        } else if ((type == DT_DIR || type == DT_UNKNOWN) && depth < kTreeDepth) {
+          remove_tree(fd, entry, depth + 1);
+          removed = true;
+        }
+      }
+  }
+  ::close(fd);
+  ::unlinkat(dir_fd, name, AT_REMOVEDIR);
+}
+
+// Child processes (a report script): killed and reaped before anything is removed, so none writes on.
+std::atomic<pid_t> g_children[kMaxChildren];
+
 void cleanup_registered() {
+  for (std::atomic<pid_t>& c : g_children)
+    if (const pid_t pid = c.exchange(0); pid > 0) {
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
   // Backups back first (the record of the set they belong to names the temporaries unlinked next). A rename
   // between two links of one file does nothing: the backup is unlinked then.
   for (Slot& s : g_slots)
@@ -80,6 +125,9 @@ void cleanup_registered() {
   for (Slot& s : g_slots)
     if (s.state.load(std::memory_order_acquire) == static_cast<int>(CleanupPath::Kind::kFile) + 2)
       ::unlinkat(s.dir_fd, s.path, 0);
+  for (Slot& s : g_slots)
+    if (s.state.load(std::memory_order_acquire) == static_cast<int>(CleanupPath::Kind::kTree) + 2)
+      remove_tree(s.dir_fd, s.path, 0);
   for (bool removed = true; removed;) {
     removed = false;
     for (Slot& s : g_slots)
@@ -122,9 +170,53 @@ void on_signal(int sig, siginfo_t*, void*) {
   die(sig);
 }
 
+// Input files mapped for reading (MappedInput): the address range and the message a SIGBUS there prints.
+struct MappedSlot {
+  std::atomic<int> state{kFree};  // kFree, kWriting, or kUsed
+  uintptr_t lo = 0, hi = 0;
+  char msg[kPathBytes + 256];
+};
+constexpr int kUsed = 2;
+MappedSlot g_mapped[kMaxMappedInputs];
+
+// A fault on a page of a registered input mapping: the file shrank under the run. Runs on the thread that
+// faulted (returning would fault again), so it cannot hand over to the main thread as on_signal does.
+void on_bus(int sig, siginfo_t* info, void*) {
+  const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  if (info->si_code > 0)  // sent by the kernel for a fault, not by kill(2)
+    for (MappedSlot& s : g_mapped)
+      if (s.state.load(std::memory_order_acquire) == kUsed && addr >= s.lo && addr < s.hi) {
+        say(s.msg, true);
+        cleanup_registered();
+        ::_exit(1);
+      }
+  // Not ours: the default action, a core dump, as if no handler were installed (a fault happens again on
+  // return; a signal sent by kill(2) is raised again once unblocked).
+  std::signal(sig, SIG_DFL);
+  if (info->si_code <= 0) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    std::raise(sig);
+  }
+}
+
+void install_bus_handler() {
+  struct sigaction old {};
+  if (sigaction(SIGBUS, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL)
+    return;
+  struct sigaction sa {};
+  sa.sa_sigaction = on_bus;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO;
+  sigaction(SIGBUS, &sa, nullptr);
+}
+
 }  // namespace
 
 void install_handlers() {
+  install_bus_handler();
   g_main_tid = ::gettid();
   // A closed pipe or a file-size limit is an error of the write that meets it (EPIPE, EFBIG), which the run
   // reports or, for its messages, ignores: it does not end the run (its files are still written, all or
@@ -232,6 +324,55 @@ CleanupPath::CleanupPath(int dir_fd, const std::string& backup, const std::strin
 
 CleanupPath::~CleanupPath() {
   if (slot_ >= 0) g_slots[slot_].state.store(kFree, std::memory_order_release);
+}
+
+ChildProcess::ChildProcess(pid_t pid) {
+  for (int i = 0; i < kMaxChildren; ++i) {
+    pid_t expected = 0;
+    if (g_children[i].compare_exchange_strong(expected, pid)) {
+      slot_ = i;
+      return;
+    }
+  }
+}
+
+ChildProcess::~ChildProcess() {
+  if (slot_ >= 0) g_children[slot_].store(0);
+}
+
+void reset_in_child() {
+  // No allocation here (after a fork of a threaded process): every signal number, not handled_signals().
+  for (int sig = 1; sig < kMaxSignal && sig <= SIGRTMAX; ++sig) {
+    struct sigaction now {};
+    if (sigaction(sig, nullptr, &now) != 0 || (now.sa_flags & SA_SIGINFO) == 0 ||
+        (now.sa_sigaction != on_signal && now.sa_sigaction != on_bus))
+      continue;
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+  }
+}
+
+MappedInput::MappedInput(const void* addr, size_t len, const std::string& path) {
+  for (int i = 0; i < kMaxMappedInputs; ++i) {
+    int expected = kFree;
+    if (!g_mapped[i].state.compare_exchange_strong(expected, kWriting)) continue;
+    MappedSlot& s = g_mapped[i];
+    s.lo = reinterpret_cast<uintptr_t>(addr);
+    s.hi = s.lo + len;
+    std::snprintf(s.msg, sizeof s.msg,
+                  "error: %s: the file changed size while the run read it (an input must not change during a "
+                  "run)\n",
+                  path.c_str());
+    s.state.store(kUsed, std::memory_order_release);
+    slot_ = i;
+    return;
+  }
+}
+
+MappedInput::~MappedInput() {
+  if (slot_ >= 0) g_mapped[slot_].state.store(kFree, std::memory_order_release);
 }
 
 }  // namespace trnsim::interrupt

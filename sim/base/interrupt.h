@@ -22,8 +22,16 @@
 // of a process that ends at once is an error. Only async-signal-safe calls run in the handler. At most
 // kMaxCleanupPaths paths are registered at a time; beyond that a path is silently left out (a leftover
 // temporary, never a lost user file).
+// SIGBUS (a read of a mapped file's page that is no longer there: an input file truncated while the run
+// reads it, sim/base/host_bytes.h) is handled too, on the thread that faulted: when the address lies in a
+// registered input mapping (MappedInput), the handler writes "error: PATH: the file changed size while the
+// run read it ...", cleans up as above and exits with status 1 (bad input, as any other). Any other SIGBUS
+// keeps its default action (a core dump).
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -85,11 +93,12 @@ class CooperativeSection {
 };
 
 // While alive, `path` is unlinked (a file) or removed if empty (a folder) when a signal ends the process;
-// for kRestore, the file `path` is renamed back over `to` (a backup link of a file being replaced) and any
-// name of it left (a backup that was still the same file as `to`) unlinked.
+// for kTree, the folder `path` is removed with everything in it (a private staging folder; at most 12 levels,
+// never through a symlink); for kRestore, the file `path` is renamed back over `to` (a backup link of a file
+// being replaced) and any name of it left (a backup that was still the same file as `to`) unlinked.
 class CleanupPath {
  public:
-  enum class Kind { kFile, kEmptyFolder, kRestore };
+  enum class Kind { kFile, kEmptyFolder, kRestore, kTree };
   CleanupPath(const std::string& path, Kind kind);
   // `path` relative to the folder open as `dir_fd` (the descriptor must stay open while this lives): a
   // folder renamed meanwhile is still the one cleaned.
@@ -103,6 +112,41 @@ class CleanupPath {
 
  private:
   int slot_ = -1;  // -1: not registered (the table was full or the path too long)
+};
+
+// While alive, the child process `pid` (a report script) is killed (SIGKILL) and reaped when a signal ends
+// the process, before the paths above are removed: none is left running, writing into them. At most
+// kMaxChildren at a time. Register it with signals blocked from before the fork (no signal between the two).
+inline constexpr int kMaxChildren = 16;
+class ChildProcess {
+ public:
+  explicit ChildProcess(pid_t pid);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+
+// In a forked child before exec: the signals whose handler is ours go back to their default action (a
+// signal between the fork and the exec would otherwise run the parent's cleanup in the child).
+// Async-signal-safe.
+void reset_in_child();
+
+// While alive, a SIGBUS at an address in [addr, addr + len) is reported as the input file `path` having
+// changed size during the run (above). At most kMaxMappedInputs at a time; beyond that one is left out (its
+// SIGBUS kills the process as before).
+inline constexpr int kMaxMappedInputs = 256;
+class MappedInput {
+ public:
+  MappedInput(const void* addr, size_t len, const std::string& path);
+  ~MappedInput();
+  MappedInput(const MappedInput&) = delete;
+  MappedInput& operator=(const MappedInput&) = delete;
+
+ private:
+  int slot_ = -1;
 };
 
 }  // namespace trnsim::interrupt

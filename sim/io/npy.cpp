@@ -293,6 +293,13 @@ NpyArray parse_npy(const uint8_t* image, size_t size, const std::string& name) {
   return arr;
 }
 
+// Why a read of `f` came short: the error, or the end of a file that shrank since its size was taken (an
+// input changed while trnsim read it; errno says nothing then).
+std::string short_read(std::FILE* f) {
+  if (std::ferror(f)) return errno_text();
+  return "the file changed size while trnsim read it (an input must not change while trnsim reads it)";
+}
+
 NpyArray read_npy(const std::string& path) {
   const FileKind kind = file_kind(path);  // a missing file is reported by the open below, with errno
   if (kind == FileKind::kDirectory) fail(path, "cannot read: it is a directory");
@@ -307,7 +314,7 @@ NpyArray read_npy(const std::string& path) {
   // The header is small; read a prefix, then the data straight into the array's buffer.
   std::vector<uint8_t> head(std::min<uint64_t>(size, 12));
   if (std::fread(head.data(), 1, head.size(), f.get()) != head.size())
-    fail(path, "cannot read: " + errno_text());
+    fail(path, "cannot read: " + short_read(f.get()));
   size_t len_bytes = head.size() > 6 && head[6] == 1 ? 2 : 4;
   if (head.size() >= 8 + len_bytes && std::memcmp(head.data(), kMagic, kMagicLen) == 0) {
     uint64_t full = 8 + len_bytes + read_le(head.data() + 8, static_cast<int>(len_bytes));
@@ -315,7 +322,7 @@ NpyArray read_npy(const std::string& path) {
       size_t have = head.size();
       head.resize(full);
       if (std::fread(head.data() + have, 1, full - have, f.get()) != full - have)
-        fail(path, "cannot read: " + errno_text());
+        fail(path, "cannot read: " + short_read(f.get()));
     }
   }
   Header h = parse_header(head.data(), head.size(), size, path);
@@ -333,7 +340,7 @@ NpyArray read_npy(const std::string& path) {
   arr.bytes.resize(static_cast<size_t>(h.data_bytes));
   if (std::fseek(f.get(), static_cast<long>(h.data_offset), SEEK_SET) != 0 ||
       std::fread(arr.bytes.data(), 1, arr.bytes.size(), f.get()) != arr.bytes.size())
-    fail(path, "cannot read the data: " + errno_text());
+    fail(path, "cannot read the data: " + short_read(f.get()));
   return arr;
 }
 

@@ -182,9 +182,16 @@ TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& 
 // outside every record: its records' temporaries (".<record>.tmp.PID.N" of .trnsim-files, .trnsim-journal,
 // .trnsim-written and this user's .trnsim-written.UID) and its probes (".trnsim-probe.PID.N"). Each only
 // when it has exactly such a name, is a regular file of this user's and its PID is no live process, or is
-// this process's (a container's runs share a PID) while none of its own record writes is under way.
+// this process's (a container's runs share a PID) while none of its own record writes is under way, and
+// holds what trnsim puts there (looks_like_trnsims_leftover); any other file at such a name is a user's:
+// left, with a note (once per path).
 // Called by open_run_folder and by write_files_atomic for each folder it locks.
 void remove_killed_temporaries(int dir_fd);
+
+// Whether the file `name` in the folder `dir_fd` holds what trnsim leaves at its temporaries' names: nothing
+// (a probe; a record killed before its first byte) or, unless `probe`, a record (a JSON object whose first
+// key is "files": .trnsim-files, .trnsim-journal, .trnsim-written). Never through a symlink.
+bool looks_like_trnsims_leftover(int dir_fd, const std::string& name, bool probe);
 
 // True for a character or block device, FIFO or socket at `path` (after symlinks): written through in place.
 bool is_special_file(const std::string& path);

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 
@@ -179,6 +180,40 @@ long pid_of_suffix(const std::string& s) {
 
 }  // namespace
 
+bool looks_like_trnsims_leftover(int dir_fd, const std::string& name, bool probe) {
+  const Fd f(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!f.ok() || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (st.st_size == 0) return true;  // a probe, or a record killed before its first byte
+  if (probe) return false;
+  // A record (sim/io/manifest.h): a JSON object whose first key, in sorted order, is "files".
+  char head[64] = {};
+  const ssize_t n = ::read(f.get(), head, sizeof head - 1);
+  if (n <= 0) return false;
+  const std::string text(head, static_cast<size_t>(n));
+  const size_t key = text.find_first_not_of(" \t\r\n", 1);
+  return text[0] == '{' && key != std::string::npos && text.compare(key, 7, "\"files\"") == 0;
+}
+
+namespace {
+
+// Notes a file left because it is named as trnsim's temporaries are but holds something else (a user's),
+// once per path in this process.
+void note_left(int dir_fd, const std::string& name) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const std::string folder = path_of_fd(dir_fd);
+  const std::string where = folder.empty() ? name : (fs::path(folder) / name).string();
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!said.insert(where).second) return;
+  log::note(
+      fmt::format("{}: left as it is: named as trnsim's temporaries are, but it does not hold one "
+                  "(rename it: a name starting with .trnsim- or ..trnsim- is trnsim's)",
+                  where));
+}
+
+}  // namespace
+
 void remove_killed_temporaries(int dir_fd) {
   const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
   DIR* d = copy < 0 ? nullptr : ::fdopendir(copy);
@@ -205,7 +240,11 @@ void remove_killed_temporaries(int dir_fd) {
         break;
       // This process's PID (a container's runs share one): a leftover unless one of its own record writes
       // is under way.
-      if (pid == ::getpid() ? g_record_writes == 0 : process_gone(pid)) gone.push_back(name);
+      if (!(pid == ::getpid() ? g_record_writes == 0 : process_gone(pid))) break;
+      if (looks_like_trnsims_leftover(dir_fd, name, prefix == ".trnsim-probe."))
+        gone.push_back(name);
+      else
+        note_left(dir_fd, name);
       break;
     }
   }
@@ -1027,11 +1066,16 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       const Manifest m = writing_record(groups, static_cast<size_t>(&g - groups.data()), plans,
                                         g.run_folder ? &folder->previous : nullptr, set_id);
       if (g.run_folder && g.had_record) {
-        if (file_id_at(g.fd.get(), kManifestBackupName).regular)  // a killed run's
-          ::unlinkat(g.fd.get(), kManifestBackupName, 0);
-        record_back_on_signal.emplace(g.fd.get(), kManifestBackupName, kManifestName);
+        if (file_id_at(g.fd.get(), kManifestBackupName).regular) {  // a killed run's, else a user's: kept
+          if (looks_like_trnsims_leftover(g.fd.get(), kManifestBackupName, false))
+            ::unlinkat(g.fd.get(), kManifestBackupName, 0);
+          else
+            note_left(g.fd.get(), kManifestBackupName);
+        }
+        // No hard links, or a user's file at the name: undo() rewrites the record. A signal between the link
+        // and its registration leaves a link the next run removes (it holds a record).
         record_backup = ::linkat(g.fd.get(), kManifestName, g.fd.get(), kManifestBackupName, 0) == 0;
-        if (!record_backup) record_back_on_signal.reset();  // no hard links: undo() rewrites the record
+        if (record_backup) record_back_on_signal.emplace(g.fd.get(), kManifestBackupName, kManifestName);
       }
       write_record(g.fd.get(), g.dir, g.record, manifest_text(m));
       if (g.run_folder) {
@@ -1245,8 +1289,12 @@ RunFolderState open_run_folder(const std::string& dir) {
   // A killed run's link to the record it was replacing (the record itself says what the files are); another
   // user's is theirs.
   if (struct stat st{}; ::fstatat(d.get(), kManifestBackupName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                        S_ISREG(st.st_mode) && st.st_uid == ::geteuid())
-    ::unlinkat(d.get(), kManifestBackupName, 0);
+                        S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) {
+    if (looks_like_trnsims_leftover(d.get(), kManifestBackupName, false))
+      ::unlinkat(d.get(), kManifestBackupName, 0);
+    else
+      note_left(d.get(), kManifestBackupName);
+  }
   const std::string shown = (fs::path(dir) / kManifestName).string();
   std::optional<Manifest> m;
   unsigned owner = 0;

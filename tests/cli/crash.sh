@@ -117,7 +117,13 @@ wait $dead
 for f in "..trnsim-files.tmp.$dead.0" "..trnsim-journal.tmp.$dead.3" "..trnsim-written.tmp.$dead.1" \
   ".trnsim-probe.$dead.0" "..trnsim-files.tmp.$$.0" "..trnsim-files.tmp.$dead.x" "..trnsim-files.tmp.$dead" \
   "..trnsim-filesX.tmp.$dead.0" "mine.tmp.$dead.0"; do
-  echo mine >"$T/k/$f"
+  # What a killed trnsim leaves there: a record's bytes, an empty probe (reserved_names.sh: a user's other
+  # content at such a name stays).
+  case $f in
+    .trnsim-probe.*) : >"$T/k/$f" ;;
+    mine.*) echo mine >"$T/k/$f" ;;
+    *) cp "$T/k/.trnsim-files" "$T/k/$f" ;;
+  esac
 done
 mkdir "$T/k/..trnsim-files.tmp.$dead.9"
 "$TRNSIM" run "$T/B.json" --no-numerics --out "$T/k" >"$T/rec.log" 2>&1

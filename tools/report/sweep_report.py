@@ -125,7 +125,7 @@ def main():
                 (" (" + rp.esc(b["label"]) + ")") if b.get("label") else "",
                 rp.esc(objective),
                 rp.fmt_num(b[objective]),
-                rp.esc(os.path.relpath(plan["workload"])),
+                rp.esc(os.path.relpath(plan["workload"], os.environ.get("TRNSIM_CALLER_DIR", "."))),
                 rp.esc(" ".join("--set '%s'" % s for s in plan["points"][b["index"]]["sets"])),
             )
         )

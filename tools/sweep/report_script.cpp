@@ -1,6 +1,8 @@
 #include "tools/sweep/report_script.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
@@ -44,44 +47,103 @@ std::vector<std::string> said(const fs::path& path) {
   return lines;
 }
 
-// Runs tools/report/<script> with `args`, its stdout and stderr into the file `output` (created): what it
-// says goes through the logger (sim/base/log.h), each line a warning when it succeeds (a script says
-// nothing unless something is amiss: a Python warning), and the last lines in the error when it fails.
+// A folder only this process can enter (mkdtemp, mode 0700) under $TMPDIR or /tmp, removed with what is in
+// it when the object goes, or when a signal ends the process (sim/base/interrupt.h).
+class Staging {
+ public:
+  Staging() {
+    const char* t = std::getenv("TMPDIR");
+    std::string templ = (fs::absolute(t && *t ? t : "/tmp") / "trnsim-report.XXXXXX").string();
+    if (!::mkdtemp(templ.data()))
+      throw InputError(
+          fmt::format("{}: cannot create a folder for drawing the report: {}", templ, std::strerror(errno)));
+    path_ = templ;
+    cleanup_.emplace(path_.string(), interrupt::CleanupPath::Kind::kTree);
+  }
+  ~Staging() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);  // never follows a symlink: only what is inside our own folder goes
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+  std::optional<interrupt::CleanupPath> cleanup_;
+};
+
+// The environment of a report script: the caller's, with MATPLOTLIBRC naming an empty file of the staging
+// folder, so that matplotlib takes its defaults (and the script's settings) wherever trnsim runs and
+// whatever the user's own matplotlibrc says: the same page for everyone; TRNSIM_CALLER_DIR, trnsim's
+// current folder (the script runs in the staging folder), for the paths a page shows relative to it.
+std::vector<std::string> script_environment(const Staging& stage) {
+  const fs::path rc = stage.path() / "matplotlibrc";
+  std::ofstream(rc) << "# trnsim's report scripts: matplotlib's defaults\n";
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "MATPLOTLIBRC=", 13) != 0 && std::strncmp(*e, "TRNSIM_CALLER_DIR=", 18) != 0)
+      env.emplace_back(*e);
+  env.push_back("MATPLOTLIBRC=" + rc.string());
+  std::error_code ec;
+  env.push_back("TRNSIM_CALLER_DIR=" + fs::current_path(ec).string());
+  return env;
+}
+
+// Runs tools/report/<script> with `args` in the staging folder `stage` (its current folder: matplotlib
+// reads a matplotlibrc in the current folder before any other, and one in the user's folder would change
+// the page or run code), its stdout and stderr into stage/said.txt: what it says goes through the logger
+// (sim/base/log.h), each line a warning when it succeeds (a script says nothing unless something is amiss:
+// a Python warning), and the last lines in the error when it fails. A signal that ends trnsim meanwhile
+// kills the script first (sim/base/interrupt.h).
 void run_report_script(const std::string& script, const std::vector<std::string>& args,
-                       const fs::path& output) {
-  const char* env = std::getenv("TRNSIM_PYTHON");
-  const std::string python = env && *env ? env : "/usr/bin/python3";
+                       const Staging& stage) {
+  const char* py_env = std::getenv("TRNSIM_PYTHON");
+  const std::string python = py_env && *py_env ? py_env : "/usr/bin/python3";
   if (access(python.c_str(), X_OK) != 0)
     throw InputError(
         fmt::format("{} is missing: the HTML report needs Python 3 with matplotlib (Debian: "
                     "apt-get install python3-matplotlib)",
                     python));
-  std::vector<std::string> a = {python, find_script(script)};
-  a.insert(a.end(), args.begin(), args.end());
+  std::vector<std::string> a = {fs::absolute(python).string(), find_script(script)};
+  for (const std::string& arg : args) a.push_back(fs::absolute(arg).string());
   std::vector<char*> argv;
   for (std::string& s : a) argv.push_back(s.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env = script_environment(stage);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const fs::path output = stage.path() / "said.txt";
+  const std::string cwd = stage.path().string();
   const int out = ::open(output.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (out < 0) throw InputError(fmt::format("{}: cannot create: {}", output.string(), std::strerror(errno)));
+  // No signal between the fork and the child's registration: one then would leave the script running.
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
   const pid_t pid = fork();
-  if (pid < 0) {
-    const int e = errno;
-    ::close(out);
-    throw Error(fmt::format("cannot start {}: {}", python, std::strerror(e)));
-  }
   if (pid == 0) {
+    interrupt::reset_in_child();
     dup2(out, 1);
     dup2(out, 2);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    execv(argv[0], argv.data());
+    if (chdir(cwd.c_str()) != 0) _exit(127);
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
+  const int fork_errno = errno;
+  std::optional<interrupt::ChildProcess> child;
+  if (pid > 0) child.emplace(pid);
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
   ::close(out);
+  if (pid < 0) throw Error(fmt::format("cannot start {}: {}", python, std::strerror(fork_errno)));
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
+  child.reset();
   const std::vector<std::string> lines = said(output);
   if (WIFSIGNALED(st)) {
     if (interrupt::requested()) throw Interrupted("interrupted while drawing the report");
@@ -100,30 +162,6 @@ void run_report_script(const std::string& script, const std::vector<std::string>
   }
   for (const std::string& l : lines) log::warning(fmt::format("{}: {}", script, l));
 }
-
-// A folder only this process can enter (mkdtemp, mode 0700) under $TMPDIR or /tmp, removed with what is in
-// it when the object goes.
-class Staging {
- public:
-  Staging() {
-    const char* t = std::getenv("TMPDIR");
-    std::string templ = (fs::path(t && *t ? t : "/tmp") / "trnsim-report.XXXXXX").string();
-    if (!::mkdtemp(templ.data()))
-      throw InputError(
-          fmt::format("{}: cannot create a folder for drawing the report: {}", templ, std::strerror(errno)));
-    path_ = templ;
-  }
-  ~Staging() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);  // never follows a symlink: only what is inside our own folder goes
-  }
-  Staging(const Staging&) = delete;
-  Staging& operator=(const Staging&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 std::vector<uint8_t> read_staged(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -154,13 +192,13 @@ std::vector<io::OutputFile> draw_run_report(const std::string& stats_text, const
       throw InputError(fmt::format("{}: cannot stage the host times for the report", dir.string()));
   }
   run_report_script("run_report.py", {(dir / "stats.json").string(), (stage.path() / "report.html").string()},
-                    stage.path() / "said.txt");
+                    stage);
   return {{html_path, read_staged(stage.path() / "report.html")}};
 }
 
 std::vector<io::OutputFile> draw_sweep_report(const std::string& dir) {
   const Staging stage;
-  run_report_script("sweep_report.py", {dir, stage.path().string()}, stage.path() / "said.txt");
+  run_report_script("sweep_report.py", {dir, stage.path().string()}, stage);
   std::vector<io::OutputFile> files{
       {(fs::path(dir) / "report.html").string(), read_staged(stage.path() / "report.html")}};
   std::error_code ec;

@@ -184,7 +184,6 @@ int run_program_file(const RunCliOptions& o) {
     }
   else if (!outs.empty())
     std::printf("outputs not written (--no-numerics)\n");
-  std::optional<InputError> report_error;
   if (o.out_given || !o.report.empty()) {
     run::RunReport rep = run::make_report(program, hw, r, -1, run::program_compulsory_bytes(program));
     rep.program = o.config;
@@ -198,13 +197,10 @@ int run_program_file(const RunCliOptions& o) {
       files.push_back({(fs::path(out_dir) / run::kHostFileName).string(),
                        std::vector<uint8_t>(host.begin(), host.end())});
     }
-    // The HTML report of this run's own stats, written with its other files (never a stats.json read back).
-    if (!o.report.empty()) try {
-        for (io::OutputFile& f : sweep::draw_run_report(text, out_dir, o.report))
-          files.push_back(std::move(f));
-      } catch (const InputError& e) {
-        report_error = e;
-      }
+    // The HTML report of this run's own stats, written with its other files (never a stats.json read back),
+    // drawn before anything is written: when it cannot be, every destination stays as it was.
+    if (!o.report.empty())
+      for (io::OutputFile& f : sweep::draw_run_report(text, out_dir, o.report)) files.push_back(std::move(f));
   }
   // Into --out, the set replaces the folder's earlier one as a workload run's does (OutDir::commit): the
   // manifest records it, and the earlier run's outputs it does not write again are removed.
@@ -220,7 +216,6 @@ int run_program_file(const RunCliOptions& o) {
   for (const auto& f : files) std::printf("wrote %s\n", f.path.c_str());
   for (const auto& f : stale)
     std::printf("removed %s: an earlier run's output that this run does not write\n", f.c_str());
-  if (report_error) throw *report_error;
   return 0;
 }
 

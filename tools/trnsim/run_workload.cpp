@@ -213,17 +213,15 @@ int run_workload_file(const RunCliOptions& o) {
 
   // stats.json, the outputs (when computed), the inputs (--dump-inputs): all or nothing.
   // With --report, the HTML page drawn from this run's own stats joins the set (a run below the roofline, a
-  // simulator bug, gets none). When it cannot be drawn, the run's files are written and the error follows.
+  // simulator bug, gets none). It is drawn before anything is written: when it cannot be, the run stops with
+  // the error and every destination stays as it was (the earlier set, its report included).
   const int rc = workload::WorkloadRun::exit_code(rep);
   std::vector<io::OutputFile> files = r.output_files(rep, out_dir, o.dump_inputs);
   std::vector<io::OutputFile> report;
-  std::optional<InputError> report_error;
-  if (!o.report.empty() && rc != workload::kExitBelowRoofline) try {
-      const std::string text(files.at(0).bytes.begin(), files.at(0).bytes.end());
-      report = sweep::draw_run_report(text, out_dir, o.report, run::host_json_text(rep));
-    } catch (const InputError& e) {
-      report_error = e;
-    }
+  if (!o.report.empty() && rc != workload::kExitBelowRoofline) {
+    const std::string text(files.at(0).bytes.begin(), files.at(0).bytes.end());
+    report = sweep::draw_run_report(text, out_dir, o.report, run::host_json_text(rep));
+  }
   log::debug(
       fmt::format("{}: writing {} files into {}", p.w.name, files.size() + report.size() + 1, out_dir));
   files.push_back(run_log_file(out_dir, record));  // the last of the run's own, before the report
@@ -271,7 +269,6 @@ int run_workload_file(const RunCliOptions& o) {
                   static_cast<double>(ru.ru_maxrss) / 1024.0));
 
   if (run_files < files.size()) std::printf("wrote %s\n", o.report.c_str());
-  if (report_error) throw *report_error;
   if (rc == workload::kExitBelowRoofline)
     log::error(fmt::format(
         "simulated time {:.1f} ns is below the roofline lower bound {:.1f} ns (max(useful FLOPs / "

@@ -1,6 +1,7 @@
 // The signal handler of sim/base/interrupt.h, in a forked child so the test process survives.
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -206,5 +207,30 @@ TEST_CASE("a signal that lands on another thread is acted on by the main thread"
     CHECK_FALSE(fs::exists(file));
     fs::remove(file);
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a read of a registered input mapping past its truncated file exits 1 after the cleanup",
+          "[interrupt]") {
+  const fs::path dir = scratch("bus");
+  fs::create_directories(dir);
+  const fs::path input = dir / "in.npy";
+  const int status = in_child([&] {
+    trnsim::interrupt::install_handlers();
+    const int fd = ::open(input.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    const size_t len = 2 * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(len)) != 0) ::_exit(5);
+    void* a = ::mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (a == MAP_FAILED) ::_exit(6);
+    std::fclose(std::fopen((dir / "x.tmp").c_str(), "w"));
+    CleanupPath tmp((dir / "x.tmp").string(), CleanupPath::Kind::kFile);
+    trnsim::interrupt::MappedInput mapped(a, len, input.string());
+    if (::ftruncate(fd, 0) != 0) ::_exit(7);
+    [[maybe_unused]] volatile char c = static_cast<const volatile char*>(a)[len - 1];  // SIGBUS
+    ::_exit(8);                                                                        // not reached
+  });
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK_FALSE(fs::exists(dir / "x.tmp"));
   fs::remove_all(dir);
 }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Files of the user's at the names trnsim gives its temporaries: usage reserved_names.sh <trnsim-binary>
+# <source-dir>. Issue 22, tester22g's finding 6: a user's file named as a killed run's leftover
+# (O/.trnsim-files.old, a record's temporary, a probe, each with the PID of no live process) was removed by
+# the next run without a word. Only what holds trnsim's own content (a record, or nothing) goes now; any other
+# stays, noted once.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
+W=$T/va.json
+sed 's/"n": 25600/"n": 2560/' "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$W"
+names=(.trnsim-files.old ..trnsim-files.tmp.99999.0 ..trnsim-written.tmp.99999.0 ..trnsim-journal.tmp.99999.0
+  .trnsim-probe.99999.0)
+"$TRNSIM" run "$W" --out "$T/O" >/dev/null 2>&1
+for n in "${names[@]}"; do echo "user data" >"$T/O/$n"; done
+"$TRNSIM" run "$W" --out "$T/O" --set params.n=5120 >"$T/out" 2>"$T/err"
+rc=$?
+for n in "${names[@]}"; do
+  check "a user's $n stays (rc $rc)" '[[ $rc == 0 && $(cat "$T/O/$n" 2>/dev/null) == "user data" ]]'
+  check "a user's $n is noted once: $(cat "$T/err")" '[[ $(grep -cF "$T/O/$n: left as it is" "$T/err") == 1 ]]'
+done
+# trnsim's own leftovers still go: a killed record write (a record's bytes, or none) and an empty probe.
+rm -f "${names[@]/#/$T/O/}"
+cp "$T/O/.trnsim-files" "$T/O/.trnsim-files.old"
+cp "$T/O/.trnsim-files" "$T/O/..trnsim-files.tmp.99999.0"
+: >"$T/O/..trnsim-journal.tmp.99999.0"
+: >"$T/O/.trnsim-probe.99999.0"
+"$TRNSIM" run "$W" --out "$T/O" >"$T/out" 2>"$T/err"
+rc=$?
+check "trnsim's own leftovers are removed, silently (rc $rc): $(cat "$T/err")" \
+  '[[ $rc == 0 && ! -e $T/O/.trnsim-files.old && ! -e $T/O/..trnsim-files.tmp.99999.0 && ! -e $T/O/..trnsim-journal.tmp.99999.0 && ! -e $T/O/.trnsim-probe.99999.0 ]] && ! grep -q "left as it is" "$T/err"'
+finish
