@@ -87,7 +87,10 @@ said() {  # NAME EXPECTED-WARNING COMMAND...: the warning at the default level, 
   rc=$?
   check "$name --log-level off: exit $rc, nothing on stderr" '[[ $rc == 0 && ! -s $T/err ]]'
 }
-said validate "warning: nki_carried.py:.*nl.affine_range" "$TRNSIM" validate "$T/carried.json"
+# (A trnsim built without its Python layer, the sanitizer job's, cannot validate an NKI kernel: that case only.)
+if [[ $("$TRNSIM" validate "$T/carried.json" 2>&1) != *"built without Python support"* ]]; then
+  said validate "warning: nki_carried.py:.*nl.affine_range" "$TRNSIM" validate "$T/carried.json"
+fi
 said "stats --html" "warning: run_report.py: UserWarning" env TRNSIM_PYTHON="$T/pyw" "$TRNSIM" stats \
   "$T/r/stats.json" --html "$T/r.html"
 said "sweep collect" "warning: sweep_report.py: UserWarning" env TRNSIM_PYTHON="$T/pyw" "$TRNSIM" sweep collect "$T/s"
