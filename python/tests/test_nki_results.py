@@ -232,5 +232,30 @@ def test_reductions_remove_the_reduced_axes():
     assert s3.tobytes() == x.sum(1).tobytes()
 
 
+@nki.jit
+def reduced_against_source(a):
+    outs = [nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm) for _ in range(4)]
+    t = nl.load(a)
+    s = nl.sum(t, axis=[1])  # [128]
+    sk = nl.sum(t, axis=[1], keepdims=True)  # [128, 1]
+    nl.store(outs[0], nl.multiply(t, s))
+    nl.store(outs[1], nl.subtract(s, t))
+    nl.store(outs[2], nl.subtract(sk, t))
+    nl.store(outs[3], t - s)
+    return tuple(outs)
+
+
+def test_a_reduction_result_broadcasts_against_its_source():
+    # tester23h: NKI's RMSNorm tutorial (`rms = nl.rsqrt(nl.sum(sq, axis=[1]) / n); nl.multiply(a_tile, rms)`) and a
+    # softmax without keepdims were refused ("[128, 512] and [128] differ in rank"): a [P] tile is a per-partition
+    # scalar against [P, F]. And nl.subtract(sk [128, 1], t [128, 64]) made a [128, 1] result (the first operand's
+    # shape) and was refused by tensor_scalar: the result has the broadcast shape.
+    a = np.random.RandomState(10).randint(-3, 4, (128, 64)).astype(np.float32)
+    s = a.sum(1, keepdims=True)
+    got = tnki.simulate_kernel(reduced_against_source, a)
+    for g, want in zip(got, (a * s, s - a, s - a, a - s)):
+        assert g.shape == (128, 64) and g.tobytes() == want.astype(np.float32).tobytes()
+
+
 if __name__ == "__main__":
     main(globals())

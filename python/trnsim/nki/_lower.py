@@ -615,14 +615,16 @@ def elementwise(name, alu, x, y, dtype=None, out=None, engine=None):
             raise NkiError(f"nl.{name}: operand {which} must be a number or a tile, got {type(v).__name__} {v!r:.60}")
     x, y = load_if_hbm(x, name), load_if_hbm(y, name)
     ref = x if xt else y
+    if xt and yt and x.shape != y.shape:
+        x, y = _broadcast_pair(x, y, name)
+        if y.free_size > x.free_size:
+            ref = y  # the result has the broadcast shape: [P, 1] - [P, F] is [P, F]
     if out is None:
         out = _sbuf_result(ref.shape, dt(dtype, promote(x, y)), name)
         res = True
     else:
         res = False
     if xt and yt:
-        if x.shape != y.shape:
-            x, y = _broadcast_pair(x, y, name)
         if y.free_size == 1 and x.free_size != 1 and y.partitions == x.partitions:
             _ops.tensor_scalar(out, x, alu, y, engine=engine)
         elif x.free_size == 1 and y.free_size != 1 and x.partitions == y.partitions:
@@ -638,6 +640,10 @@ def elementwise(name, alu, x, y, dtype=None, out=None, engine=None):
 
 def _broadcast_pair(x, y, name):
     if x.ndim != y.ndim:
+        # A tile of its partition dim alone ([P]: a reduction's result with keepdims=False) against [P, F...] is
+        # a per-partition scalar, as in NKI's RMSNorm and softmax tutorials (nl.multiply(a_tile, rms), rms [P]).
+        if min(x.ndim, y.ndim) == 1 and x.partitions == y.partitions:
+            return x, y
         raise NkiError(f"nl.{name}: operands {list(x.shape)} and {list(y.shape)} differ in rank")
     shape = tuple(max(a, b) for a, b in zip(x.shape, y.shape))
     for a, b in zip(x.shape, y.shape):
