@@ -85,8 +85,12 @@ def test_a_function_without_nki_jit():
     assert msg.startswith(f"{THIS}:{line_of('MARK-plain-ndarray')}: nl.ndarray: plain_copy "
                           f"({THIS}:{line_of('MARK-plain-def')}) is not an @nki.jit kernel"), msg
     assert "put @nki.jit above `def plain_copy`" in msg, msg
-    # nki.simulate wraps a plain function itself, as NKI's documents.
+    # nki.simulate wraps a plain function itself, as NKI's documents; so do nki.baremetal and nki.benchmark as
+    # decorators ("you may call the NKI kernel function directly", nki.baremetal; tester23h: they said "not an
+    # @nki.jit kernel").
     assert np.array_equal(tnki.simulate(plain_copy)(X), X)
+    for deco in (nki.baremetal, nki.baremetal(), nki.benchmark(warmup=1, iters=2)):
+        assert np.array_equal(np.asarray(deco(plain_copy)(X)), X)
 
 
 def test_typed_array_of_the_wrong_kind_says_its_prefix_once():

@@ -30,10 +30,19 @@ trace = jit
 baremetal_kernel = jit
 
 
+def _as_kernel(kernel):
+    """A plain function wrapped in nki.jit: NKI's nki.simulate, nki.baremetal and nki.benchmark decorate a kernel
+    function directly ("you may call the NKI kernel function directly", nki.baremetal)."""
+    if not getattr(kernel, "__trnsim_jit__", False) and _inspect.isfunction(kernel):
+        return jit(kernel)
+    return kernel
+
+
 def baremetal(kernel=None, **kwargs):
     """nki.baremetal(kernel)(*arrays): runs the kernel on the simulator and returns its outputs."""
     if kernel is None:
         return lambda k: baremetal(k, **kwargs)
+    kernel = _as_kernel(kernel)
 
     def run(*args, **kw):
         return simulate_kernel(kernel, *args, **kw)
@@ -44,10 +53,7 @@ def baremetal(kernel=None, **kwargs):
 
 
 def simulate(kernel):
-    """nki.simulate(kernel)(*arrays): as baremetal; a plain function is wrapped in nki.jit first, as NKI's
-    nki.simulate documents."""
-    if not getattr(kernel, "__trnsim_jit__", False) and _inspect.isfunction(kernel):
-        kernel = jit(kernel)
+    """nki.simulate(kernel)(*arrays): as baremetal (a plain function is wrapped in nki.jit first)."""
     return baremetal(kernel)
 
 def _as_returned(outs):
@@ -154,12 +160,12 @@ def benchmark(kernel=None, *args, **kwargs):  # noqa: F811
     the result: a simulated run is deterministic, so it runs once)."""
     options = _bench_options(kwargs)
     if kernel is None:
-        return lambda k: _Benchmarked(k, options)
+        return lambda k: _Benchmarked(_as_kernel(k), options)
     # NKI's nki.benchmark(kernel=None, **kwargs) takes its options only, never the kernel's arguments: a call
     # with an argument for the kernel (an array, or `n=32` for a kernel without array inputs) is the direct
     # form, a call with options only NKI's.
     if not args and all(k in _OPTIONS for k in options):
-        return _Benchmarked(kernel, options)
+        return _Benchmarked(_as_kernel(kernel), options)
     return _platform_benchmark(kernel, *args, **options)
 
 
