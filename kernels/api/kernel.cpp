@@ -431,8 +431,7 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
   pair_sendrecvs(shared);
   if (!options.declare_only) shared.program.checked_limits = l;  // emit() checked every instruction
   for (const auto& [index, w] : shared.output_writes) {
-    const std::string msg =
-        unwritten_output_warning(shared.program.tensors[index], w.at, w.bytes, w.row_bytes, w.written);
+    const std::string msg = unwritten_output_warning(shared.program.tensors[index], w.at, w.bytes, w.written);
     if (!msg.empty() && shared.warnings.size() < KernelBuild::kMaxWarnings) shared.warnings.push_back(msg);
   }
   if (shared.warned_at.size() > KernelBuild::kMaxWarnings)

@@ -98,8 +98,6 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
       Shared::OutputWrites& w = shared_.output_writes[index];
       w.at = where(loc);
       w.bytes = static_cast<int64_t>(bytes);
-      w.row_bytes = elem_bytes(dtype);
-      for (size_t i = shape.size() >= 2 ? 1 : 0; i < shape.size(); ++i) w.row_bytes *= shape[i];
     }
   }
   // Chunks of about 8 MiB: fewer rows per chunk when rows are long (e.g. [N, I, B] checkpoints, one block

@@ -36,7 +36,7 @@ struct Kernel::Shared {
   // BuildOptions::warn_unwritten_outputs: what each output tensor (by tensor index) had written, both cores.
   struct OutputWrites {
     std::string at;  // its declaration's source line
-    int64_t bytes = 0, row_bytes = 1;
+    int64_t bytes = 0;
     ByteSpans written;
   };
   bool warn_unwritten_outputs = false;
@@ -76,9 +76,10 @@ struct Kernel::Shared {
 // Drops assume_written's views not yet taken (a declaration build's: its Kernel emits nothing).
 void forget_assumed_written();
 
-// "<at>: output 'y' float32 [256, 64]: no instruction writes rows 255 (256 of its 65536 bytes): ..." for an
-// output with bytes no instruction writes (BuildOptions::warn_unwritten_outputs); "" when it is all written.
+// "<at>: output 'y' float32 [256, 64]: no instruction writes row 255 of its 256 (256 of its 65536 bytes): ..."
+// (or "rows 0-127, columns 32-63 (...)") for an output with bytes no instruction writes
+// (BuildOptions::warn_unwritten_outputs); "" when it is all written.
 std::string unwritten_output_warning(const isa::TensorDecl& t, const std::string& at, int64_t bytes,
-                                     int64_t row_bytes, const ByteSpans& written);
+                                     const ByteSpans& written);
 
 }  // namespace trnsim::kernels

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <optional>
 
@@ -56,28 +57,108 @@ void for_each_racing(const CoreWrites& m, int64_t begin, int64_t end, uint32_t b
       f(std::max(begin, it->first), std::min(end, it->second.end), it->second.at);
 }
 
-// "0-127, 200-255" (the first 3, then "and N more ranges"): byte ranges in units of `unit` bytes, a range's
-// partial units counted whole; `one` is set when they make a single unit.
-std::string unit_ranges(const std::vector<std::pair<int64_t, int64_t>>& ranges, int64_t unit, bool* one) {
+// "0-127, 200-255": inclusive index ranges, sorted and apart. More than 3 are shortened: equal runs at an
+// equal stride as "0-3, 8-11, ..., 120-123" (exact), others as the first 3 "and N more ranges".
+std::string index_ranges(const std::vector<std::pair<int64_t, int64_t>>& r) {
+  const auto one = [](const std::pair<int64_t, int64_t>& x) {
+    return x.first == x.second ? fmt::format("{}", x.first) : fmt::format("{}-{}", x.first, x.second);
+  };
+  bool regular = r.size() > 3;
+  for (size_t i = 2; regular && i < r.size(); ++i)
+    regular = r[i].second - r[i].first == r[0].second - r[0].first &&
+              r[i].first - r[i - 1].first == r[1].first - r[0].first;
+  if (regular) return fmt::format("{}, {}, ..., {}", one(r[0]), one(r[1]), one(r.back()));
   std::vector<std::string> parts;
-  for (size_t i = 0; i < ranges.size() && i < 3; ++i) {
-    const int64_t lo = ranges[i].first / unit, hi = (ranges[i].second - 1) / unit;
-    parts.push_back(lo == hi ? fmt::format("{}", lo) : fmt::format("{}-{}", lo, hi));
-  }
+  for (size_t i = 0; i < r.size() && i < 3; ++i) parts.push_back(one(r[i]));
   std::string list = fmt::format("{}", fmt::join(parts, ", "));
-  if (ranges.size() > 3) list += fmt::format(" and {} more ranges", ranges.size() - 3);
-  if (one != nullptr) *one = ranges.size() == 1 && ranges[0].first / unit == (ranges[0].second - 1) / unit;
+  if (r.size() > 3) list += fmt::format(" and {} more ranges", r.size() - 3);
   return list;
+}
+
+// Which elements of tensor t the byte ranges `bytes` (sorted, apart) hold, a partial element counted whole:
+// "rows 0-255" when whole rows, else the rows grouped by the columns they hold, "rows 0-127, columns 0-63"
+// ("; " between groups, at most 3, then "and N more row groups"); "elements 0-63" for a 1-D tensor. The
+// columns of a tensor of more than 2 dims are its rows' elements, flat over dims 1 on. `whole_rows` is set
+// when the ranges are whole rows.
+std::string tensor_part(const isa::TensorDecl& t, const std::vector<std::pair<int64_t, int64_t>>& bytes,
+                        bool* whole_rows) {
+  using Runs = std::vector<std::pair<int64_t, int64_t>>;  // inclusive index ranges
+  const int64_t es = std::max<int64_t>(1, elem_bytes(t.dtype));
+  int64_t cols = 1;
+  for (size_t i = 1; i < t.shape.size(); ++i) cols *= t.shape[i];
+  const bool rank1 = t.shape.size() < 2;
+  if (rank1) cols = std::numeric_limits<int64_t>::max();
+  cols = std::max<int64_t>(1, cols);
+  // Row blocks [r0, r1] holding the same columns, in row order.
+  struct Block {
+    int64_t r0, r1;
+    Runs cols;
+  };
+  std::vector<Block> blocks;
+  const auto add = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    if (!blocks.empty() && blocks.back().r0 == r0 && blocks.back().r1 == r0 && r1 == r0) {
+      Runs& c = blocks.back().cols;  // another run of the same row
+      if (c.back().second + 1 >= c0)
+        c.back().second = std::max(c.back().second, c1);
+      else
+        c.emplace_back(c0, c1);
+      return;
+    }
+    blocks.push_back({r0, r1, {{c0, c1}}});
+  };
+  for (const auto& [b, e] : bytes) {
+    const int64_t lo = b / es, hi = (e - 1) / es;  // elements, inclusive
+    int64_t r = lo / cols;
+    const int64_t rlast = hi / cols;
+    if (lo % cols != 0 || r == rlast) {  // the first row's part
+      add(r, r, lo % cols, r == rlast ? hi % cols : cols - 1);
+      if (r++ == rlast) continue;
+    }
+    const int64_t full_end = hi % cols == cols - 1 ? rlast : rlast - 1;  // whole rows from r
+    if (full_end >= r) add(r, full_end, 0, cols - 1);
+    if (full_end < rlast) add(rlast, rlast, 0, hi % cols);  // the last row's part
+  }
+  // Adjacent blocks with the same columns merged; then grouped by columns, in order of first appearance.
+  std::vector<Block> merged;
+  for (Block& b : blocks) {
+    if (!merged.empty() && merged.back().r1 + 1 == b.r0 && merged.back().cols == b.cols)
+      merged.back().r1 = b.r1;
+    else
+      merged.push_back(std::move(b));
+  }
+  std::vector<std::pair<Runs, Runs>> groups;  // columns -> rows
+  for (const Block& b : merged) {
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == b.cols; });
+    if (g == groups.end()) g = groups.insert(groups.end(), {b.cols, {}});
+    g->second.emplace_back(b.r0, b.r1);
+  }
+  const auto single = [](const Runs& r) { return r.size() == 1 && r[0].first == r[0].second; };
+  if (rank1) {
+    const Runs& c = groups.empty() ? Runs{} : groups[0].first;
+    if (whole_rows != nullptr) *whole_rows = false;
+    return fmt::format("{} {}", single(c) ? "element" : "elements", index_ranges(c));
+  }
+  const bool whole = groups.size() == 1 && groups[0].first == Runs{{0, cols - 1}};
+  if (whole_rows != nullptr) *whole_rows = whole;
+  const std::string col_word = t.shape.size() == 2 ? "column" : "element";
+  const std::string flat =
+      t.shape.size() == 2 ? "" : fmt::format(" (flat over dims 1-{})", t.shape.size() - 1);
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < groups.size() && i < 3; ++i) {
+    const auto& [c, r] = groups[i];
+    std::string part = fmt::format("{} {}", single(r) ? "row" : "rows", index_ranges(r));
+    if (!whole) part += fmt::format(", {}{} {}{}", col_word, single(c) ? "" : "s", index_ranges(c), flat);
+    parts.push_back(part);
+  }
+  std::string out = fmt::format("{}", fmt::join(parts, "; "));
+  if (groups.size() > 3) out += fmt::format("; and {} more row groups", groups.size() - 3);
+  return out;
 }
 
 // "output 'y' float32 [256, 64]: core 1 writes rows 0-255, which core 0 also writes (k.py:9) ...": core 1's
 // accesses at one line (`write`) to the bytes `race.bytes` core 0 accessed (`core0_write`) between the same
 // core_barriers.
 std::string core_race_warning(const isa::TensorDecl& t, bool output, const Kernel::Shared::Race& race) {
-  const bool rows = t.shape.size() >= 2;
-  int64_t unit = elem_bytes(t.dtype);
-  for (size_t i = 1; rows && i < t.shape.size(); ++i) unit *= t.shape[i];
-  unit = std::max<int64_t>(1, unit);
   int64_t size = elem_bytes(t.dtype);
   for (const int64_t d : t.shape) size *= d;
   // The bytes marked: the gaps' complement within the tensor.
@@ -88,9 +169,7 @@ std::string core_race_warning(const isa::TensorDecl& t, bool output, const Kerne
     at = e;
   }
   if (at < size) ranges.emplace_back(at, size);
-  bool one = false;
-  const std::string list = unit_ranges(ranges, unit, &one);
-  const std::string what = rows ? fmt::format("{} {}", one ? "row" : "rows", list) : "elements from " + list;
+  const std::string what = tensor_part(t, ranges, nullptr);
   const std::string tensor = fmt::format("{} '{}' {} [{}]", output ? "output" : "shared_hbm tensor", t.name,
                                          dtype_str(t.dtype), fmt::join(t.shape, ", "));
   std::string core0_at = race.core0_at.front();
@@ -272,24 +351,16 @@ void Kernel::check_written(const isa::Instruction& inst, const Access* accesses,
 // "<at>: output 'y' float32 [256, 64]: no instruction writes rows 255 (256 of its 65536 bytes): ..." for an
 // output with bytes no instruction writes (BuildOptions::warn_unwritten_outputs); "" when it is all written.
 std::string unwritten_output_warning(const isa::TensorDecl& t, const std::string& at, int64_t bytes,
-                                     int64_t row_bytes, const ByteSpans& written) {
+                                     const ByteSpans& written) {
   const auto gaps = written.gaps(bytes);
   // None missing; or all of it, which the front ends say their own way (an NKI kernel returning a tensor it
   // never writes is an error; simulate_kernel warns about an all-NaN output).
   if (gaps.empty() || (gaps.size() == 1 && gaps[0].second - gaps[0].first == bytes)) return "";
   int64_t missing = 0;
-  bool whole_rows = t.shape.size() >= 2;
-  for (const auto& [b, e] : gaps) {
-    missing += e - b;
-    whole_rows = whole_rows && b % row_bytes == 0 && e % row_bytes == 0;
-  }
-  const int64_t unit = whole_rows ? row_bytes : elem_bytes(t.dtype);
-  const std::string list = unit_ranges(gaps, unit, nullptr);
-  const bool one = missing == unit;
-  const std::string what = whole_rows
-                               ? fmt::format("{} {} of its {}", one ? "row" : "rows", list, t.shape[0])
-                               : fmt::format("{} {} (flat index) of its {}", one ? "element" : "elements",
-                                             list, bytes / elem_bytes(t.dtype));
+  for (const auto& [b, e] : gaps) missing += e - b;
+  bool whole_rows = false;
+  std::string what = tensor_part(t, gaps, &whole_rows);
+  if (whole_rows || t.shape.size() < 2) what += fmt::format(" of its {}", t.shape.empty() ? 1 : t.shape[0]);
   return fmt::format(
       "{}: output '{}' {} [{}]: no instruction writes {} ({} of its {} bytes): those elements keep whatever "
       "HBM held (undefined; trnsim's HBM starts as NaN)",

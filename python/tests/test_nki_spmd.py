@@ -136,6 +136,37 @@ def test_a_race_names_all_the_rows_both_cores_write():
                               f"which core 0 also writes ({gaps})"), race
 
 
+@nki.jit
+def both_cores_write_columns(x):
+    pid = nl.program_id(0)
+    out = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out[:, 0:64], nl.load(x[0:128, :]))  # MARK-race-cols
+    blocks = nl.ndarray((256, 128), dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(2):
+        nl.store(blocks[i * 128:(i + 1) * 128, i * 64:(i + 1) * 64], nl.load(x[0:128, :]))  # MARK-race-blocks
+    strided = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(strided[:, pid:64:2], nl.load(x[0:128, 0:32]))
+    nl.store(strided[:, 1 - pid:64:2], nl.load(x[0:128, 0:32]))  # MARK-race-strided
+    return out, blocks, strided
+
+
+def test_a_race_on_some_columns_names_rows_and_columns():
+    # Both cores store columns 0-63 of every row: main said "rows 0, 1, 2 and 125 more ranges" (each row's part
+    # counted as a whole row), and "rows 0, 0, 0 and 4093 more ranges" for every other column. Now the rows
+    # grouped by the columns they hold, an equal stride shortened exactly.
+    _, msgs = _warnings_of(both_cores_write_columns[2], X)
+    race = {m.split(":")[1]: m for m in msgs if "race" in m}
+    cols, blocks, strided = (line_of(__file__, "MARK-race-" + m) for m in ("cols", "blocks", "strided"))
+    assert race[str(cols)].startswith(f"test_nki_spmd.py:{cols}: output 'out' float32 [128, 128]: core 1 writes "
+                                      "rows 0-127, columns 0-63, which core 0 also writes"), race
+    assert race[str(blocks)].startswith(f"test_nki_spmd.py:{blocks}: output 'out_1' float32 [256, 128]: core 1 "
+                                        "writes rows 0-127, columns 0-63; rows 128-255, columns 64-127, which"), race
+    # Core 1's second store (columns 0, 2, ..., 62) meets core 0's first.
+    assert race[str(strided)].startswith(f"test_nki_spmd.py:{strided}: output 'out_2' float32 [128, 64]: core 1 "
+                                         "writes rows 0-127, columns 0, 2, ..., 62, which core 0 also writes "
+                                         f"(test_nki_spmd.py:{strided - 1})"), race
+
+
 def test_cores_writing_apart_or_in_turn_do_not_race():
     # A core_barrier between the writes orders them; interleaved rows (a stride of 2) never meet; one core
     # running the whole grid in turn is no race either.
