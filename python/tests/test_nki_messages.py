@@ -112,5 +112,46 @@ def test_a_mask_on_the_moving_operand_names_it():
                         "operands' partitions with the same variable"), msg
 
 
+
+def _matmul_update(way):
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.psum)
+        for i in (nl.sequential_range if way == "subtract" else nl.affine_range)(2):
+            x, y = nl.load(a[i * 128:(i + 1) * 128, :]), nl.load(b[i * 128:(i + 1) * 128, :])
+            if way == "-=":
+                acc -= nl.matmul(x, y, transpose_x=True)  # MARK-isub
+            elif way == "*=":
+                acc *= nl.matmul(x, y, transpose_x=True)  # MARK-imul
+            elif way == "negate":
+                acc += nl.matmul(nl.negative(x), y, transpose_x=True)
+            else:
+                acc[...] = nl.subtract(acc, nl.copy(nl.matmul(x, y, transpose_x=True)))
+        nl.store(out, acc)
+        return out
+    return k
+
+
+def test_subtracting_a_matmul_from_psum_says_what_nki_allows():
+    # `acc -= nl.matmul(...)` was "tensor_tensor: data1 and data2 cannot both be in PSUM": the lowering's rule,
+    # not the user's line's. A matmul only adds into PSUM; the message says so and gives two ways that work
+    # (both checked below, with exact values).
+    a = (np.arange(256 * 128) % 7).astype(np.float32).reshape(256, 128)
+    b = (np.arange(256 * 64) % 5).astype(np.float32).reshape(256, 64)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, _matmul_update("-="), a, b)
+    assert str(e) == (f"{THIS}:{line_of('MARK-isub')}: `-=` of a matmul result into psum tile acc [128, 64] "
+                      "float32: a matmul can only add to PSUM (NKI accumulates with `acc += nl.matmul(...)`, "
+                      "nki.isa.nc_matmul's accumulate); negate an operand and accumulate: `acc += "
+                      "nl.matmul(nl.negative(x), y)`, or take the product to SBUF first: `acc[...] = "
+                      "nl.subtract(acc, nl.copy(nl.matmul(x, y)))` (a loop-carried value: nl.sequential_range)"), e
+    e = raises(tnki.NkiError, tnki.simulate_kernel, _matmul_update("*="), a, b)
+    assert str(e).startswith(f"{THIS}:{line_of('MARK-imul')}: `*=` of a matmul result into psum tile acc "), e
+    want = -(a.T @ b)  # small integers: exact in FP32
+    for way in ("negate", "subtract"):
+        out = tnki.simulate_kernel(_matmul_update(way), a, b)
+        assert np.array_equal(out, want), (way, out[:2, :4], want[:2, :4])
+
+
 if __name__ == "__main__":
     main(globals())

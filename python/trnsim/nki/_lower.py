@@ -297,6 +297,24 @@ def iadd(dst, value):
     return dst
 
 
+def psum_matmul_update(sym, dst, value):
+    """`dst -= nl.matmul(...)` (or `*=`) into PSUM: NkiError saying what NKI allows. The PE array only
+    adds its products into PSUM (nki.isa.nc_matmul's accumulate: "subsequent writes accumulate"), so NKI's
+    PSUM accumulation is `+=`; the fallback, an elementwise op of two PSUM tiles, is not allowed either
+    (nki.isa.tensor_tensor)."""
+    if not isinstance(value, NkiTensor) or dst.st.space != PSUM:
+        return
+    op = _fresh_op(value)
+    if op is None or op.name not in ("nc_matmul", "nc_matmul_mx"):
+        return
+    hint = ("negate an operand and accumulate: `acc += nl.matmul(nl.negative(x), y)`, or take the product "
+            "to SBUF first: `acc[...] = nl.subtract(acc, nl.copy(nl.matmul(x, y)))` (a loop-carried value: "
+            "nl.sequential_range)" if sym == "-=" else
+            "take the product to SBUF first (`nl.copy(nl.matmul(x, y))`) and combine it there")
+    raise NkiError(f"`{sym}` of a matmul result into {dst.st.label(at=False)}: a matmul can only add to PSUM "
+                   f"(NKI accumulates with `acc += nl.matmul(...)`, nki.isa.nc_matmul's accumulate); {hint}")
+
+
 # ---- masks
 
 

@@ -982,11 +982,13 @@ class NkiTensor:
     def __isub__(self, o):
         from . import language as nl
 
+        (_lower_mod or _lower()).psum_matmul_update("-=", self, o)
         return nl.subtract(self, o, out=self)
 
     def __imul__(self, o):
         from . import language as nl
 
+        (_lower_mod or _lower()).psum_matmul_update("*=", self, o)
         return nl.multiply(self, o, out=self)
 
     def __neg__(self):
