@@ -451,7 +451,9 @@ def _tile_cuts(v, ref, cuts, bounds):
     if own is not None:
         region_full, region_starts = list(own[0]), list(own[1])
     for var, (lo, hi) in bounds.items():
-        if var.ndim != v.ndim:
+        # A variable of axis 0, the partition axis of any index space, bounds a tile's partitions whatever its
+        # rank (NKI's RMSNorm tutorial: a 3-D nl.mgrid's first variable masking [P, F] results).
+        if var.ndim != v.ndim and not (var.axis == 0 and v.pd == 0):
             continue
         d, n = var.axis, shape[var.axis]
         if n == 1 and var.size != 1:
@@ -464,7 +466,7 @@ def _tile_cuts(v, ref, cuts, bounds):
             r = _within(own, d, var.size, lo, hi, v, f"the mask variable's range ({var.size})")
             if r is not None:
                 vc[d] = r
-    if not vc and not any(var.ndim == v.ndim for var in bounds):
+    if not vc and not any(var.ndim == v.ndim or (var.axis == 0 and v.pd == 0) for var in bounds):
         raise NkiError(f"mask: no operand is indexed with the mask's nl.arange variables, and the mask's "
                        f"{max(var.ndim for var in bounds)}-D index space does not match operand {list(shape)}")
     return vc, (tuple(region_full), tuple(region_starts))
@@ -632,11 +634,11 @@ def elementwise(name, alu, x, y, dtype=None, out=None, engine=None):
         if not isinstance(v, NkiTensor) and not isinstance(v, (int, float, np.number)):
             raise NkiError(f"nl.{name}: operand {which} must be a number or a tile, got {type(v).__name__} {v!r:.60}")
     x, y = load_if_hbm(x, name), load_if_hbm(y, name)
-    ref = x if xt else y
     if xt and yt and x.shape != y.shape:
         x, y = _broadcast_pair(x, y, name)
-        if y.free_size > x.free_size:
-            ref = y  # the result has the broadcast shape: [P, 1] - [P, F] is [P, F]
+    ref = x if xt else y
+    if xt and yt and y.free_size > x.free_size:
+        ref = y  # the result has the broadcast shape: [P, 1] - [P, F] is [P, F]
     if out is None:
         out = _sbuf_result(ref.shape, dt(dtype, promote(x, y)), name)
         res = True
@@ -668,8 +670,11 @@ def _broadcast_pair(x, y, name):
         if a != b and 1 not in (a, b):
             raise NkiError(f"nl.{name}: operands {list(x.shape)} and {list(y.shape)} do not broadcast")
     if x.partitions != y.partitions:
-        raise NkiError(f"nl.{name}: broadcasting along the partition dim is not an access pattern "
-                       f"({list(x.shape)} and {list(y.shape)})")
+        # [1, F] against [P, F]: the row repeated on P partitions first (partition_broadcast).
+        if x.partitions == 1:
+            x = partition_broadcast(x, y.partitions, "broadcast")
+        elif y.partitions == 1:
+            y = partition_broadcast(y, x.partitions, "broadcast")
     # A [P, 1] operand stays a per-partition scalar (tensor_scalar); others broadcast by a stride-0 view.
     if y.free_size == 1 or x.free_size == 1:
         return x, y
@@ -826,6 +831,44 @@ def transpose(x, dtype=None, mask=None):
     else:
         out = _ops.new_tile((f, p), dt(dtype, x.dtype), PSUM, "transpose")
         _ops.nc_transpose(out, x, "PE")
+    return fresh(out)
+
+
+def partition_broadcast(x, parts, name):
+    """A [1, F] tile (or HBM row) repeated on `parts` partitions: a new SBUF tile of x's dtype
+    (nki.language.broadcast_to: "a new tile broadcast along the partition dimension of src, this new tile will
+    be in SBUF"). On chip, as NKI's fused Mamba tutorial describes `A_i.broadcast_to((nl.tile_size.pmax, n))`
+    ("a partition-dimension broadcast ... using a separate instruction on TensorE"): a ones row [1, parts]
+    (one memset) as the matmul's stationary and x as its moving operand, one nc_matmul per PSUM bank (512 FP32
+    columns) into PSUM, each copied out to the SBUF tile (tensor_copy); x * 1.0 summed over one partition is x
+    exactly. An HBM row is read once per partition by one DMA whose row step is 0 (nki-library's bias loads:
+    TensorView(bias).broadcast(dim=0, size=T) into dma_copy)."""
+    if x.st.space == HBM:
+        if x.ndim < 2 or x.shape[0] != 1:
+            raise NkiError(f"{name}: only a dim of size 1 broadcasts, got {list(x.shape)}")
+        out = _sbuf_result((parts,) + tuple(x.shape[1:]), x.dtype, name)
+        _ops.dma_copy(out, x.broadcast(0, parts))
+        return fresh(out)
+    if x.partitions != 1:
+        raise NkiError(f"{name}: only a tile of 1 partition broadcasts along the partition dim, got "
+                       f"{list(x.shape)}")
+    if x.ndim != 2:
+        unsupported(f"{name}: a partition broadcast of a {x.ndim}-D tile", "reshape it to [1, F] first")
+    if not x.dtype.is_float:
+        raise NkiError(f"{name}: a partition broadcast runs on the Tensor engine, which multiplies floats, not "
+                       f"{x.dtype.name}: broadcast the row from HBM instead (nl.broadcast_to(hbm_row, shape), "
+                       "one DMA)")
+    x = to_sbuf(x, name)
+    ones = _ops.new_tile((x.p0 + 1, parts), x.dtype, SBUF, name + "_ones")
+    _ops.memset(ones, 1.0)
+    ones = ones[x.p0:x.p0 + 1, :] if x.p0 else ones
+    f = x.free_size
+    out = _sbuf_result((parts, f), x.dtype, name)
+    for c0 in range(0, f, 512):
+        c1 = min(f, c0 + 512)
+        acc = _ops.new_tile((parts, c1 - c0), F32, PSUM, name + "_psum")
+        _ops.nc_matmul(acc, ones, x[:, c0:c1] if (c0, c1) != (0, f) else x, accumulate=False)
+        _ops.tensor_copy(out[:, c0:c1] if (c0, c1) != (0, f) else out, acc)
     return fresh(out)
 
 

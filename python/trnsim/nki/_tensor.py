@@ -673,26 +673,31 @@ class NkiTensor:
         return NkiTensor(self.st, self.dtype, self.boff, dims, pd, self.p0)
 
     def broadcast(self, dim, size):
-        """t.broadcast(dim, size): the size-1 free dim `dim` repeated `size` times (stride 0)."""
+        """t.broadcast(dim, size): the size-1 dim `dim` repeated `size` times: a stride-0 view of a free dim
+        (or of an HBM tensor's dim); along a tile's partition dim, a new SBUF tile (_lower.partition_broadcast:
+        the Tensor engine's partition broadcast)."""
         s, n = self.dims[dim]
         if n != 1:
             raise NkiError(f"broadcast: dim {dim} has size {n}, not 1")
         if dim == self.pd:
-            from ._errors import unsupported
-
-            unsupported("broadcasting a tile along its partition dim (broadcast_to)",
-                        "an engine reads each partition from its own lane; copy the row to every partition")
+            return (_lower_mod or _lower()).partition_broadcast(self, size, "broadcast")
         dims = list(self.dims)
         dims[dim] = (0, size)
         return NkiTensor(self.st, self.dtype, self.boff, tuple(dims), self.pd, self.p0)
 
     def broadcast_to(self, shape):
-        """t.broadcast_to(shape): broadcast along the size-1 free dims that differ (earlier nki.tensor)."""
+        """t.broadcast_to(shape): broadcast along the size-1 dims that differ (earlier nki.tensor): a tile's
+        partition dim first (a new tile: see broadcast), the others as stride-0 views."""
         shape = tuple(shape)
         if len(shape) != len(self.dims):
             raise NkiError(f"broadcast_to: {list(self.shape)} -> {list(shape)} must keep the number of dims")
-        t = self
         for d, (n, m) in enumerate(zip(self.shape, shape)):
+            if n != m and n != 1:
+                raise NkiError(f"broadcast_to: {list(self.shape)} -> {list(shape)}: dim {d} has size {n}, not 1")
+        t = self
+        if self.pd >= 0 and self.shape[self.pd] != shape[self.pd]:
+            t = t.broadcast(self.pd, shape[self.pd])
+        for d, (n, m) in enumerate(zip(t.shape, shape)):
             if n != m:
                 t = t.broadcast(d, m)
         return t

@@ -494,9 +494,17 @@ def transpose(x, *, dtype=None, mask=None, **kwargs):
 
 
 def broadcast_to(src, shape, **kwargs):
-    """A stride-0 view along the size-1 free dims; no instruction (nki.language.broadcast_to)."""
+    """Along the size-1 free dims a stride-0 view (no instruction); along the partition dim a new SBUF tile: a
+    [1, F] tile by the Tensor engine (a ones-row nc_matmul per 512 columns, then tensor_copy), an HBM row
+    [1, F] by one DMA reading it once per partition (nki.language.broadcast_to; docs/nki.md "Partition
+    broadcast")."""
     if kwargs:
         ignored_kwargs("nl.broadcast_to", kwargs)
+    shape = tuple(shape)
+    if src.st.space == HBM and len(shape) >= 2 and src.ndim == len(shape) and src.shape[0] == 1 != shape[0]:
+        src = _lower.partition_broadcast(src, shape[0], "broadcast_to")
+    else:
+        src = _lower.load_if_hbm(src, "broadcast_to")
     return src.broadcast_to(shape)
 
 

@@ -1,0 +1,141 @@
+"""Broadcasting along the partition dim (tester23h): a [1, F] row against a [P, F] tile in nl arithmetic,
+`t.broadcast_to((P, F))` and `nl.broadcast_to`, as NKI's RMSNorm and LayerNorm tutorials write them. On chip the
+row is repeated by the Tensor engine (NKI's fused Mamba tutorial: "a partition-dimension broadcast ... using a
+separate instruction on TensorE"): a ones-row nc_matmul per 512 columns, copied to SBUF; an HBM row by one
+DMA reading it once per partition. main refused all of these."""
+
+import math
+
+import numpy as np
+
+from runner import line_of, main, raises
+
+import trnsim.nki as tnki
+
+import nki
+import nki.language as nl
+
+F = 1000  # two matmuls: 512 + 488 columns
+A = np.random.RandomState(0).randn(256, F).astype(np.float32)
+G = np.random.RandomState(1).randn(F).astype(np.float32)
+B = np.random.RandomState(2).randn(F).astype(np.float32)
+
+
+@nki.jit
+def broadcasts(a, g):
+    rows = nl.ndarray((128, F), dtype=a.dtype, buffer=nl.shared_hbm)
+    prod = nl.ndarray((128, F), dtype=a.dtype, buffer=nl.shared_hbm)
+    summ = nl.ndarray((128, F), dtype=a.dtype, buffer=nl.shared_hbm)
+    from_hbm = nl.ndarray((128, F), dtype=a.dtype, buffer=nl.shared_hbm)
+    row = nl.load(g.reshape((1, F)))
+    nl.store(rows, nl.broadcast_to(row, shape=(128, F)))
+    t = nl.load(a[0:128, :])
+    nl.store(prod, nl.multiply(t, row))  # [P, F] * [1, F]
+    nl.store(summ, row + t)  # [1, F] + [P, F]
+    nl.store(from_hbm, nl.broadcast_to(g.reshape((1, F)), shape=(128, F)))
+    return rows, prod, summ, from_hbm
+
+
+def test_a_row_broadcasts_along_the_partitions_exactly():
+    r = tnki.benchmark(broadcasts, A, G)
+    rows, prod, summ, from_hbm = r.outputs
+    want = np.broadcast_to(G, (128, F))
+    assert np.array_equal(rows, want) and np.array_equal(from_hbm, want)
+    # one FP32 multiply / add per element, as NumPy's
+    assert np.array_equal(prod, A[:128] * G) and np.array_equal(summ, G + A[:128])
+    ops = {(o["opcode"], o["engine"]): o["count"] for o in r.stats["opcodes"]}
+    # Each on-chip broadcast: one ones-row memset, a matmul per 512 columns (2) and their copies out of PSUM
+    # (2); three of them (broadcast_to, multiply, add). The HBM row: one DMA more than the loads.
+    assert ops[("nc_matmul", "PE")] == 6 and ops[("memset", "POOL")] == 3, ops
+    assert sum(n for (op, _), n in ops.items() if op == "tensor_copy") == 6, ops
+
+
+def _bf16(x):
+    return (x.view(np.uint32) >> 16).astype(np.uint16)  # raw bits, truncated: every value exact in BF16
+
+
+@nki.jit
+def broadcast_bf16(g):
+    out = nl.ndarray((128, 64), dtype=g.dtype, buffer=nl.shared_hbm)
+    row = nl.load(g)
+    nl.store(out, row.broadcast_to((128, 64)))
+    return out
+
+
+def test_a_bf16_row_keeps_its_bits():
+    g = _bf16(np.linspace(-3, 3, 64, dtype=np.float32)).reshape(1, 64)
+    out = tnki.simulate_kernel(broadcast_bf16, tnki.typed(g, "bfloat16"))
+    want = (g.astype(np.uint32) << 16).view(np.float32)  # simulate_kernel gives BF16 back as float32
+    assert np.array_equal(out, np.broadcast_to(want, (128, 64))), out[:2, :4]
+
+
+@nki.jit
+def rmsnorm(a, g):
+    # RMSNorm as NKI's tutorial writes it: the weight loaded once as [1, F] and broadcast with broadcast_to.
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    ip, iw, iy = nl.mgrid[0:128, 0:1, 0:a.shape[1]]
+    g_row = nl.load(g.reshape((1, g.shape[0]))[iw, iy])
+    for i in nl.affine_range(math.ceil(a.shape[0] / 128)):
+        x = nl.load(a[i * 128 + ip, iy], mask=(i * 128 + ip < a.shape[0]))
+        rms = nl.rsqrt(nl.sum(nl.square(x), axis=[1]) / a.shape[1])
+        y = nl.multiply(x, rms)
+        g_all = g_row.broadcast_to((128, g.shape[0]))
+        y[...] = nl.multiply(y, g_all, mask=(i * 128 + ip < a.shape[0]))
+        nl.store(out[i * 128 + ip, iy], value=y, mask=(i * 128 + ip < a.shape[0]))
+    return out
+
+
+@nki.jit
+def layernorm(a, eps, gamma, beta):
+    # LayerNorm as NKI's tutorial (v1) computes it: gamma and beta broadcast once, outside the loop, and used
+    # as [P, F] operands (`y * gam + bet`).
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    gam = nl.load(gamma.reshape((1, gamma.shape[0]))).broadcast_to((128, gamma.shape[0]))
+    bet = nl.load(beta.reshape((1, beta.shape[0]))).broadcast_to((128, beta.shape[0]))
+    for i in nl.affine_range(a.shape[0] // 128):
+        x = nl.load(a[i * 128:(i + 1) * 128, :])
+        mean = nl.mean(x, axis=1)
+        var = nl.mean(nl.square(x), axis=1) - mean * mean
+        y = (x - mean) * nl.rsqrt(var + eps)
+        nl.store(out[i * 128:(i + 1) * 128, :], value=y * gam + bet)
+    return out
+
+
+def test_the_norm_tutorials_run_without_a_hand_written_broadcast():
+    a = A[:200]
+    got = tnki.simulate_kernel(rmsnorm, a, G)
+    want = a / np.sqrt(np.mean(a * a, axis=1, keepdims=True)) * G
+    assert np.allclose(got, want, rtol=1e-4, atol=1e-5), np.abs(got - want).max()
+    got = tnki.simulate_kernel(layernorm, A, 1e-5, G, B)
+    mean = A.mean(axis=1, keepdims=True)
+    want = (A - mean) / np.sqrt(A.var(axis=1, keepdims=True) + 1e-5) * G + B
+    assert np.allclose(got, want, rtol=1e-3, atol=1e-4), np.abs(got - want).max()
+
+
+@nki.jit
+def broadcast_int(x):
+    out = nl.ndarray((128, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    row = nl.load(x)
+    nl.store(out, nl.broadcast_to(row, shape=(128, 8)))  # MARK-int
+    return out
+
+
+@nki.jit
+def broadcast_rows(x):
+    out = nl.ndarray((128, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.broadcast_to(nl.load(x), shape=(128, 8)))  # MARK-rows
+    return out
+
+
+def test_what_does_not_broadcast_is_an_error_at_the_line():
+    e = raises(tnki.NkiError, tnki.simulate_kernel, broadcast_int, np.arange(8, dtype=np.int32).reshape(1, 8))
+    assert str(e).startswith("test_nki_partition_broadcast.py:%d: broadcast: a partition broadcast runs on the "
+                             "Tensor engine, which multiplies floats, not int32: broadcast the row from HBM "
+                             "instead" % line_of(__file__, "MARK-int")), e
+    e = raises(tnki.NkiError, tnki.simulate_kernel, broadcast_rows, np.ones((2, 8), np.float32))
+    assert str(e).startswith("test_nki_partition_broadcast.py:%d: broadcast_to: [2, 8] -> [128, 8]: dim 0 has "
+                             "size 2, not 1" % line_of(__file__, "MARK-rows")), e
+
+
+if __name__ == "__main__":
+    main(globals())
