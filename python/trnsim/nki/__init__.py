@@ -23,7 +23,7 @@ _install_hooks()
 
 # The public names (what `from nki import *` gives; any other is NkiUnsupported, see __getattr__).
 __all__ = ["benchmark", "simulate_kernel", "typed", "compiler", "isa", "language", "typing", "NkiError",
-           "NkiUnsupported", "JitKernel", "jit", "trace", "baremetal_kernel", "baremetal", "simulate"]
+           "NkiUnsupported", "JitKernel", "jit", "trace", "baremetal_kernel", "baremetal", "simulate", "profile"]
 
 # NKI's names for the same things.
 trace = jit
@@ -167,6 +167,95 @@ def benchmark(kernel=None, *args, **kwargs):  # noqa: F811
     if not args and all(k in _OPTIONS for k in options):
         return _Benchmarked(_as_kernel(kernel), options)
     return _platform_benchmark(kernel, *args, **options)
+
+
+_PROFILE_OPTIONS = ("working_directory", "save_neff_name", "save_trace_name", "additional_compile_opt", "overwrite",
+                    "profile_nth", "hardware", "lnc")
+
+
+def profile(func=None, **kwargs):
+    """nki.profile(working_directory=..., ...)(kernel)(*arrays): NKI's profiling decorator (nki.profile: NEFF
+    and NTFF into working_directory). trnsim runs the kernel once and writes its Perfetto trace and its
+    stats.json into working_directory (made if missing); returns the kernel's outputs. docs/nki.md "Profiling"
+    maps each of NKI's arguments."""
+    bad = sorted(set(kwargs) - set(_PROFILE_OPTIONS))
+    if bad:
+        raise TypeError("nki.profile: unknown argument %s (NKI's are %s)" % (", ".join(bad),
+                                                                           ", ".join(_PROFILE_OPTIONS[:6])))
+    opts = _profile_options(kwargs)
+    if func is None:
+        return lambda f: _profiled(f, opts)
+    return _profiled(func, opts)
+
+
+def _profiled(func, opts):
+    kernel = _as_kernel(func)
+
+    def run(*args, **kw):
+        return _profile_run(kernel, opts, args, kw)
+
+    return run
+
+
+def _profile_options(kw):
+    """NKI's arguments checked (as NKI: working_directory given and absolute) and turned into trnsim's."""
+    import warnings
+
+    wd = kw.get("working_directory")
+    if wd is None:
+        raise ValueError("nki.profile: working_directory= is required (NKI: the absolute path of the folder "
+                         "the profile is saved in)")
+    if not isinstance(wd, (str, _os.PathLike)) or not _os.path.isabs(_os.fspath(wd)):
+        raise ValueError("nki.profile: working_directory=%r must be an absolute path (as NKI requires)" % (wd,))
+    wd = _os.fspath(wd)
+    name = kw.get("save_trace_name", "profile.ntff")
+    if not isinstance(name, (str, _os.PathLike)) or _os.path.basename(_os.fspath(name)) != _os.fspath(name):
+        raise ValueError("nki.profile: save_trace_name=%r: expected a file name (it is saved in "
+                         "working_directory)" % (name,))
+    name = _os.fspath(name)
+    # trnsim writes Perfetto or Chrome JSON, not NTFF: another extension becomes .pftrace (profile.ntff ->
+    # profile.pftrace).
+    trace = name if name.endswith(_TRACE_SUFFIXES) else _os.path.splitext(name)[0] + ".pftrace"
+    if "save_neff_name" in kw:
+        warnings.warn("nki.profile: save_neff_name=%r: no NEFF written: trnsim compiles no NEFF (the kernel is "
+                      "traced into the simulator's program)" % (kw["save_neff_name"],), RuntimeWarning,
+                      stacklevel=3)
+    nth = kw.get("profile_nth", 1)
+    if isinstance(nth, bool) or not isinstance(nth, int) or nth < 1:
+        raise ValueError("nki.profile: profile_nth=%r: expected a count >= 1" % (nth,))
+    overwrite = kw.get("overwrite", False)
+    if not isinstance(overwrite, bool):
+        raise TypeError("nki.profile: overwrite=%r: expected True or False" % (overwrite,))
+    return {"folder": wd, "trace": trace, "overwrite": overwrite, "profile_nth": nth,
+            "run": {k: kw[k] for k in ("hardware", "lnc") if k in kw}}
+
+
+def _profile_run(kernel, opts, args, kw):
+    import json
+    import tempfile
+
+    folder = opts["folder"]
+    if _os.path.exists(folder) and not _os.path.isdir(folder):
+        raise ValueError("nki.profile: working_directory=%r is not a folder" % folder)
+    _os.makedirs(folder, exist_ok=True)
+    trace, stats = _os.path.join(folder, opts["trace"]), _os.path.join(folder, "stats.json")
+    # NKI's overwrite=False keeps earlier profile artifacts: refused before anything runs.
+    if _os.path.exists(stats) and not opts["overwrite"]:
+        raise FileExistsError("nki.profile: %s exists: pass overwrite=True to replace the earlier profile (NKI's "
+                              "overwrite=), or give another working_directory" % stats)
+    r = _platform_benchmark(kernel, *args, trace=trace, overwrite=opts["overwrite"], **opts["run"], **kw)
+    doc = dict(r.stats)
+    doc["nki_profile"] = {"profile_nth": opts["profile_nth"], "trace": opts["trace"]}
+    fd, tmp = tempfile.mkstemp(prefix=".stats.json.", dir=folder)
+    try:
+        with _os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+        _os.replace(tmp, stats)
+    except BaseException:
+        _os.unlink(tmp)
+        raise
+    return r.outputs[0] if len(r.outputs) == 1 else tuple(r.outputs)
 
 
 # benchmark()'s own keyword arguments (trnsim's, and NKI's as _bench_options turned them).
