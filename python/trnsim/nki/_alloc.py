@@ -15,6 +15,8 @@ waits for the last accesses of the buffers that held that space before (Plan.aft
 
 import operator
 
+import numpy as np
+
 from ._errors import NkiError
 from ._tensor import PSUM, SBUF
 
@@ -124,11 +126,14 @@ def plan(trace, bufs_override=None, limits=None):
         ends = sorted([st.last + 1 for st in sts])
         s.first, s.last = starts[0], ends[-1] - 1
         n, j, peak = len(ends), 0, 0
-        for i, a in enumerate(starts):
-            while j < n and ends[j] <= a:
-                j += 1
-            if i + 1 - j > peak:
-                peak = i + 1 - j
+        if n > 64:  # the loop below, in NumPy: at the i-th start, i + 1 begun minus those ended by then
+            peak = int((np.arange(1, n + 1) - np.searchsorted(ends, starts, side="right")).max())
+        else:
+            for i, a in enumerate(starts):
+                while j < n and ends[j] <= a:
+                    j += 1
+                if i + 1 - j > peak:
+                    peak = i + 1 - j
         s.live = peak
     gran = {SBUF: 64, PSUM: target.psum_bank_bytes}
     for s in sites:

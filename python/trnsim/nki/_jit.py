@@ -373,14 +373,24 @@ def _declare_hbm(k, trace, outs):
 
 
 def _release(trace):
-    """Drops the trace's objects (they form cycles: storages point back at the trace)."""
+    """Drops the trace's objects: the lists that hold its storages and ops (a storage points back at the
+    trace: these lists were the cycle), the builder objects (the Kernel, the HBM tensors' builder views) and
+    what refers to ops. An on-chip storage a kernel kept (in a global) keeps its `trace`, now empty: record()
+    tells it from the next kernel's by it."""
     from ._hooks_fill import declared
 
     declared.clear()
     trace.fresh = {}
+    trace.hbm_slices = {}
     trace.return_locals = None
     for st in trace.storages:
-        st.trace = None
-        st.phys = None
+        if st.space == HBM:
+            st.trace = None
+            st.phys = None
     trace.ops = []
     trace.storages = []
+    trace.kernel = None
+    trace.psum_groups = {}
+    trace.iters = []
+    trace.outer_iters = []
+    trace.escaped = {}

@@ -16,7 +16,7 @@
   one reads was carried by a variable rebound to it (`cur = nxt`).
 
 The trace records each loop iteration as [first op, end op, kind, loop loc, loop id, iteration number, first
-storage uid, depth] (Trace.iters), and each storage the iterations it was declared in (Storage.scope, outermost first).
+storage uid, depth, the enclosing iterations' records] (Trace.iters), and each storage the iterations it was declared in (Storage.scope, outermost first).
 """
 
 from ._errors import NkiError
@@ -145,16 +145,25 @@ def _carried(trace):
     is a dependency. An elementwise call that reads an earlier iteration's elements into a tile of this
     iteration's body (an unmasked compute over a scratch tile whose tail a masked load left stale) carries
     them only if a later call of the iteration reads the elements they made (_stale): a tail the masked store
-    drops is no dependency. One warning per loop and tensor, and per line."""
-    loops = {}  # loop id -> its iteration records, in order
+    drops is no dependency. One warning per loop and tensor, and per line. A loop nested in an
+    nl.affine_range iteration left unchecked is not checked either: it runs the same body as in the checked
+    ones (whose warnings name the same lines), up to branches on the outer index, which mostly single out the
+    first or last outer iterations, checked."""
+    loops = {}  # loop id -> its iteration records, in order (an outer loop before the loops in its body)
     for r in trace.iters:
         if r[2] == "affine_range" and r[1] is not None:
             loops.setdefault(r[4], []).append(r)
     ops = trace.ops
     warned = set()
+    unchecked = set()  # ids of the iteration records of the loops above that were not checked
     for loop, recs in loops.items():
+        if unchecked and any(id(e) in unchecked for e in recs[0][8]):
+            unchecked.update(id(r) for r in recs)
+            continue
         if len(recs) < 2:
             continue
+        if len(recs) > _CHECKED + 1:
+            unchecked.update(id(r) for r in recs[_CHECKED:-1])
         first, depth = recs[0][6], recs[0][7]  # storages made before `first` were declared before the loop
         written = {}  # storage uid -> [(rect, iteration)] the earlier iterations checked wrote
         exposed = {}  # storage uid -> [(view or rect, iteration)] they read before writing it themselves

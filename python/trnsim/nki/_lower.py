@@ -893,8 +893,13 @@ def matmul(x, y, transpose_x=False, mask=None):
         shape = (xd[1][1] if len(xd) == 2 else x.free_size, yd[1][1] if len(yd) == 2 else y.free_size)
         out = _ops.new_tile(shape, F32, PSUM, "matmul", None, 3)  # (under nl.matmul)
         st = out.st
-        # nc_matmul's record for operands it would accept as they are (nc_matmul(..., _checked=True))
-        st.trace.fresh[st.uid] = _ops._matmul_record("nc_matmul", out, x, y, None, "none", False, st.loc)
+        t = st.trace
+        # nc_matmul's record for operands it would accept as they are (nc_matmul(..., _checked=True)); a new
+        # tile holds no accumulation group, so the matmul overwrites and opens one (what matmul_accumulate's
+        # touch_psum finds and records for it).
+        t.psum_groups[st.uid] = [(out._rect or out.rect(), "mm", None)]
+        t.fresh[st.uid] = t.record("nc_matmul", {"dst": out, "stationary": x, "moving": y}, (x, y), (out,),
+                                   {"accumulate": False, "perf_mode": "none", "is_transpose": False}, st.loc)
         return out
     if mask is not None:
         x, y = apply_mask(mask, (x, y))

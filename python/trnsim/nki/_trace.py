@@ -108,7 +108,10 @@ class Trace:
         # an earlier kernel left running): an op they record would land in this kernel's program (or the other
         # core's), so record() refuses it (run_program sets it).
         self.foreign = frozenset()
-        self.psum_groups = {}  # PSUM storage uid -> its open accumulation groups (_ops.touch_psum)  # storage uid -> the op whose new result tile it is (_lower.fresh)
+        self.psum_groups = {}  # PSUM storage uid -> its open accumulation groups (_ops.touch_psum)
+        # (id of an HBM view, the two slices' start, stop, step) -> (that view, the view its slicing gave):
+        # a tiled kernel slices the same tiles of its inputs again and again (NkiTensor.__getitem__).
+        self.hbm_slices = {}
 
     # ---- recording
     def record(self, name, args, reads, writes, attrs, loc=None):
@@ -250,7 +253,7 @@ class _Range:
                 if outermost:
                     t.outer = len(its)
                     its.append([len(t.ops), None, self.loc])
-                rec = [len(t.ops), None, self.kind, self.loc, loop, n, len(t.storages), len(scope)]
+                rec = [len(t.ops), None, self.kind, self.loc, loop, n, len(t.storages), len(scope), scope]
                 t.iters.append(rec)
                 t.scope = scope + (rec,)
                 yield i
