@@ -13,6 +13,7 @@ from runner import line_of, main, raises
 import trnsim.nki as tnki
 
 import nki
+import nki.isa as nisa
 import nki.language as nl
 
 F = 1000  # two matmuls: 512 + 488 columns
@@ -67,6 +68,27 @@ def test_a_bf16_row_keeps_its_bits():
     out = tnki.simulate_kernel(broadcast_bf16, tnki.typed(g, "bfloat16"))
     want = (g.astype(np.uint32) << 16).view(np.float32)  # simulate_kernel gives BF16 back as float32
     assert np.array_equal(out, np.broadcast_to(want, (128, 64))), out[:2, :4]
+
+
+@nki.jit
+def broadcast_rows_of_a_tile(a):
+    from_5 = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+    from_psum = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.load(a)  # [8, 64]
+    nl.store(from_5, t[5:6, :].broadcast_to((128, 64)))
+    p = nl.ndarray((8, 64), dtype=nl.float32, buffer=nl.psum)
+    nisa.tensor_copy(dst=p, src=t)
+    nl.store(from_psum, nl.broadcast_to(p[0:1, :], shape=(128, 64)))
+    return from_5, from_psum
+
+
+def test_a_row_of_a_tile_broadcasts():
+    # Row 5 of a tile: the Tensor engine reads a 1-partition operand from partition 0, 32, 64 or 96 only, so
+    # the row goes to partition 0 of its own tile first (one SBUF-to-SBUF DMA). A PSUM row: copied to SBUF.
+    a = np.random.RandomState(3).randn(8, 64).astype(np.float32)
+    r = tnki.benchmark(broadcast_rows_of_a_tile, a)
+    assert np.array_equal(r.outputs[0], np.broadcast_to(a[5], (128, 64)))
+    assert np.array_equal(r.outputs[1], np.broadcast_to(a[0], (128, 64)))
 
 
 @nki.jit

@@ -859,9 +859,14 @@ def partition_broadcast(x, parts, name):
                        f"{x.dtype.name}: broadcast the row from HBM instead (nl.broadcast_to(hbm_row, shape), "
                        "one DMA)")
     x = to_sbuf(x, name)
-    ones = _ops.new_tile((x.p0 + 1, parts), x.dtype, SBUF, name + "_ones")
+    if x.p0 != 0:
+        # The Tensor engine reads a 1-partition operand from partition 0, 32, 64 or 96 only: the row is moved
+        # to partition 0 of a tile of its own first (one SBUF-to-SBUF DMA), where the ones row is too.
+        row = _sbuf_result((1, x.free_size), x.dtype, name + "_row")
+        _ops.dma_copy(row, x)
+        x = row
+    ones = _ops.new_tile((1, parts), x.dtype, SBUF, name + "_ones")
     _ops.memset(ones, 1.0)
-    ones = ones[x.p0:x.p0 + 1, :] if x.p0 else ones
     f = x.free_size
     out = _sbuf_result((parts, f), x.dtype, name)
     for c0 in range(0, f, 512):
