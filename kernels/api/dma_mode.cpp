@@ -35,8 +35,8 @@ DmaIssue resolve_dma_issue(isa::Opcode op, const View& dst, const View& src, boo
     if (indirect || (engine && *engine == Engine::POOL))
       mode = DgeMode::Swdge;
     else if (precomputed) {
-      // Precomputed descriptors, triggered where the hardware DGE would be (stores on ACT, the rest on SP).
-      return {engine.value_or(store ? Engine::ACT : Engine::SP), isa::DgeMode::None};
+      // Precomputed descriptors on the compiler's static queue sets: stores on GpSimd's, the rest on SP's.
+      return {engine.value_or(store ? Engine::POOL : Engine::SP), isa::DgeMode::None};
     } else if (op == isa::Opcode::DmaTranspose && !hwdge_transpose_ok(src))
       mode = DgeMode::None;
     else if (engine && *engine != Engine::SP && *engine != Engine::ACT)

@@ -20,9 +20,14 @@
 //     SP".
 //   - precomputed descriptors (none) may be triggered by any sequencer.
 //   - Trn1 (NeuronCore-v2) has no hardware DGE (v3+, NKI DGE reference): unknown resolves to precomputed
-//     descriptors (none), placed as the hardware DGE would be (stores on ACT, the rest on SP); hwdge is a
-//     RuleError there. A kernel compiled with the compiler's --disable-dge (Kernel::set_disable_dge) resolves
-//     unknown the same way on any generation.
+//     descriptors (none); hwdge is a RuleError there. A kernel compiled with the compiler's --disable-dge
+//     (Kernel::set_disable_dge) resolves unknown the same way on any generation. Their placement is the
+//     compiler's static queue sets, not the DGE blocks' SP/ACT split: loads on SP, stores on GpSimd (POOL).
+//     Published binaries show it: a Trn1 NEFF of the CS149 n = 256000 FREE_DIM=1000 vector add
+//     (github.com/waahm7/asst4-trainium @a4d4676 part1/stream_256k_fd1k.neff, sg00/def.json and SP/Pool.json)
+//     puts its four loads on queue set qSPIO0 (owner sp) and its two stores on qPoolIO0 (owner pool), as do
+//     the Trn2 --disable-dge NEFFs of the same course (docs/timing.md, "What the published binaries and
+//     profiles show").
 // An explicit dge_mode or engine is kept (RuleError for a combination the hardware lacks: hwdge from other
 // than SP/ACT, swdge from other than POOL, indirect without swdge).
 #pragma once

@@ -19,8 +19,8 @@
 // elements, partitions free_dim elements apart; out is that [n / (128 free_dim), 128, free_dim] tensor).
 // Engines: the adds on the Vector engine (the README: tensor_scalar "performs vector addition using the
 // vector engine"; its profile shows the tensor_tensor on VectorE). The DMAs carry no engine or dge_mode, so
-// the compiler places them: NKI's defaults as the builder resolves them (kernels/api/dma_mode.h: hardware
-// DGE, the loads on SP, the store on ACT). Allocation and order: a_tile, b_tile and res are allocated inside
+// the compiler places them (kernels/api/dma_mode.h: hardware DGE, loads on SP, the store on ACT; on Trn1 or
+// with disable_dge, the store on GpSimd). Allocation and order: a_tile, b_tile and res are allocated inside
 // the loop, so each rotates over the buffers the compiler's allocation rule gives it (kernels/api/
 // alloc_rule.h: 2 when the loop runs more than once; `bufs` overrides it, the published kernel does not set
 // it), and the loop is emitted software-pipelined with a lookahead of one iteration less than the loads'

@@ -1,6 +1,6 @@
 // The compiler's --disable-dge (Kernel::set_disable_dge): on Trn2 a DMA left to the compiler (dge_mode
-// unknown) uses precomputed descriptors, placed as the hardware DGE would be (load on SP, store on ACT), as
-// on Trn1; without it the hardware DGE; an explicit dge_mode is kept.
+// unknown) uses precomputed descriptors on the static queue sets (load on SP, store on GpSimd), as on Trn1;
+// without it the hardware DGE (load on SP, store on ACT); an explicit dge_mode is kept.
 #include <catch2/catch.hpp>
 
 #include "kernels/api/nki.h"
@@ -42,10 +42,11 @@ TEST_CASE("disable_dge: dge_mode unknown resolves to precomputed descriptors on 
 
   const KernelBuild off = load_store(true);
   CHECK(only(off, Engine::SP).dge == isa::DgeMode::None);
-  CHECK(only(off, Engine::ACT).dge == isa::DgeMode::None);
+  CHECK(only(off, Engine::POOL).dge == isa::DgeMode::None);
+  CHECK(off.program.streams[0][static_cast<int>(Engine::ACT)].empty());
 
   // An explicit dge_mode is the kernel's, not the compiler's: kept.
   const KernelBuild expl = load_store(true, true);
   CHECK(only(expl, Engine::SP).dge == isa::DgeMode::Hwdge);
-  CHECK(only(expl, Engine::ACT).dge == isa::DgeMode::None);
+  CHECK(only(expl, Engine::POOL).dge == isa::DgeMode::None);
 }
