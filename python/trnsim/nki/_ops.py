@@ -424,13 +424,19 @@ def activation(dst, func, data, bias=None, scale=1.0, reduce_res=None, engine=No
     return o
 
 
+def _two_tiles(op, dst, a, an, b, bn):
+    """dst and two input tiles of one shape, not both in PSUM (tensor_tensor, scalar_tensor_tensor)."""
+    dst, a, b = tile(dst, "dst", op), tile(a, an, op), tile(b, bn, op)
+    same_shape(op, a, an, b, bn)
+    same_shape(op, dst, "dst", a, an)
+    if a.st.space == PSUM and b.st.space == PSUM:
+        raise NkiError(f"{op}: {an} and {bn} cannot both be in PSUM (nki.isa.{op})")
+    return dst, a, b
+
+
 def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
     op = "tensor_tensor"
-    dst, data1, data2 = tile(dst, "dst", op), tile(data1, "data1", op), tile(data2, "data2", op)
-    same_shape(op, data1, "data1", data2, "data2")
-    same_shape(op, dst, "dst", data1, "data1")
-    if data1.st.space == PSUM and data2.st.space == PSUM:
-        raise NkiError(f"{op}: data1 and data2 cannot both be in PSUM (nki.isa.tensor_tensor)")
+    dst, data1, data2 = _two_tiles(op, dst, data1, "data1", data2, "data2")
     engine = _engine_for(op, engine, [dst, data1, data2])
     o = record(op, {"dst": dst, "data1": data1, "data2": data2}, [data1, data2], [dst],
                {"op": alu, "engine": engine}, loc)
@@ -544,11 +550,7 @@ def select(dst, predicate, on_true, on_false, engine=None, loc=None):
 def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, engine=None,
                          loc=None):
     op = "scalar_tensor_tensor"
-    dst, data, in1 = tile(dst, "dst", op), tile(data, "data", op), tile(operand1, "operand1", op)
-    same_shape(op, dst, "dst", data, "data")
-    same_shape(op, data, "data", in1, "operand1")
-    if data.st.space == PSUM and in1.st.space == PSUM:
-        raise NkiError(f"{op}: data and operand1 cannot both be in PSUM (nki.isa.scalar_tensor_tensor)")
+    dst, data, in1 = _two_tiles(op, dst, data, "data", operand1, "operand1")
     v0, i0 = _operand(operand0, op, "operand0", data)
     engine = _engine_for(op, engine, [dst, data, in1])
     reads = [data, in1] + ([v0] if v0 is not None else [])
