@@ -213,6 +213,26 @@ def test_bn_stats_refuses_more_than_512_elements():
     assert "512" in str(e) and "bn_stats" in str(e) and "test_nki_tutorial_calls.py" in str(e), e
 
 
+def test_a_layernorm_in_the_tutorials_form():
+    # NKI's LayerNorm tutorial's statistics: bn_stats / bn_aggr, rstd = rsqrt(var + eps) on Scalar, then
+    # (x - mean) * rstd in one tensor_scalar with the two [P, 1] vectors.
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        tx = nl.load(x)
+        mv = nisa.bn_aggr(nisa.bn_stats(tx))
+        rstd = nl.rsqrt(nisa.tensor_scalar(mv[:, 1:2], nl.add, 1e-5))
+        y = nisa.tensor_scalar(tx, nl.subtract, mv[:, 0:1], op1=nl.multiply, operand1=rstd)
+        nl.store(out, y)
+        return out
+
+    x = (RNG.standard_normal((128, 500)) * 2 - 1).astype(np.float32)
+    mv = _bn_aggr_ref(_bn_stats_ref(x))
+    rstd = np.float32(1) / np.sqrt((mv[:, 1:2] + np.float32(1e-5)).astype(np.float32))
+    want = ((x - mv[:, 0:1]) * rstd).astype(np.float32)
+    assert tnki.simulate_kernel(k, x).tobytes() == want.tobytes()
+
+
 # ---- affine_select
 
 
