@@ -186,19 +186,63 @@ InstRef memset(const View& dst, double value, Engine engine, Loc loc) {
   return o.emit(k, loc);
 }
 
+namespace {
+
+// iota's and affine_select's affine value: one step per free dim of dst (missing steps are 0).
+void set_affine(Op& o, const char* call, const View& dst, const std::vector<int32_t>& pattern, double offset,
+                double channel_multiplier, Loc loc) {
+  if (pattern.size() > o.inst.ops[0].ndim)
+    throw InputError(fmt::format("{}: {}: {} pattern steps for {} free dims of {}", where(loc), call,
+                                 pattern.size(), o.inst.ops[0].ndim, dst.describe()));
+  if (dst.rank() - 1 > 4)
+    throw InputError(fmt::format("{}: {}: {} has more than 4 free dims", where(loc), call, dst.describe()));
+  for (size_t i = 0; i < pattern.size(); ++i) o.inst.iota_steps[i] = pattern[i];
+  o.inst.imm0 = static_cast<float>(offset);
+  o.inst.imm1 = static_cast<float>(channel_multiplier);
+}
+
+}  // namespace
+
 InstRef iota(const View& dst, const std::vector<int32_t>& pattern, double offset, double channel_multiplier,
              Engine engine, Loc loc) {
   Kernel& k = owner_of("iota", loc, {&dst});
   Op o(isa::Opcode::Iota, engine, {&dst});
-  if (pattern.size() > o.inst.ops[0].ndim)
-    throw InputError(fmt::format("{}: iota: {} pattern steps for {} free dims of {}", where(loc),
-                                 pattern.size(), o.inst.ops[0].ndim, dst.describe()));
-  if (dst.rank() - 1 > 4)
-    throw InputError(fmt::format("{}: iota: {} has more than 4 free dims", where(loc), dst.describe()));
-  for (size_t i = 0; i < pattern.size(); ++i) o.inst.iota_steps[i] = pattern[i];
-  o.inst.imm0 = static_cast<float>(offset);
-  o.inst.imm1 = static_cast<float>(channel_multiplier);
+  set_affine(o, "iota", dst, pattern, offset, channel_multiplier, loc);
   return o.emit(k, loc);
+}
+
+InstRef affine_select(const View& dst, const std::vector<int32_t>& pattern, double offset,
+                      double channel_multiplier, const View& on_true_tile, double on_false_value,
+                      AluOp cmp_op, Engine engine, Loc loc) {
+  Kernel& k = owner_of("affine_select", loc, {&dst, &on_true_tile});
+  Op o(isa::Opcode::AffineSelect, engine, {&dst, &on_true_tile});
+  set_affine(o, "affine_select", dst, pattern, offset, channel_multiplier, loc);
+  o.inst.alu0 = cmp_op;
+  o.inst.imm2 = static_cast<float>(on_false_value);
+  return o.emit(k, loc);
+}
+
+InstRef scalar_tensor_tensor(const View& dst, const View& data, AluOp op0, Operand operand0, AluOp op1,
+                             const View& operand1, bool reverse0, bool reverse1, Engine engine, Loc loc) {
+  Kernel& k = owner_of("scalar_tensor_tensor", loc, {&dst, &data, &operand0.vector(), &operand1});
+  Op o(isa::Opcode::ScalarTensorTensor, engine, {&dst, &data, &operand0.vector(), &operand1});
+  o.inst.alu0 = op0;
+  o.inst.alu1 = op1;
+  o.inst.imm0 = operand0.value();
+  if (reverse0) o.inst.flags |= isa::kReverse0;
+  if (reverse1) o.inst.flags |= isa::kReverse1;
+  if (operand0.is_vector()) o.inst.flags |= isa::kOperand0Vector;
+  return o.emit(k, loc);
+}
+
+InstRef bn_stats(const View& dst, const View& data, Loc loc) {
+  Kernel& k = owner_of("bn_stats", loc, {&dst, &data});
+  return Op(isa::Opcode::BnStats, Engine::DVE, {&dst, &data}).emit(k, loc);
+}
+
+InstRef bn_aggr(const View& dst, const View& data, Loc loc) {
+  Kernel& k = owner_of("bn_aggr", loc, {&dst, &data});
+  return Op(isa::Opcode::BnAggr, Engine::DVE, {&dst, &data}).emit(k, loc);
 }
 
 InstRef select(const View& dst, const View& predicate, const View& on_true, Operand on_false, Engine engine,

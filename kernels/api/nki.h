@@ -100,6 +100,25 @@ InstRef iota(const View& dst, const std::vector<int32_t>& pattern, double offset
 InstRef select(const View& dst, const View& predicate, const View& on_true, Operand on_false,
                Engine engine = Engine::DVE, Loc loc = Loc::current());
 
+// dst = (data op0 operand0) op1 operand1 (reverseN swaps opN's operands): operand0 an immediate or a [P, 1]
+// vector, operand1 a tile of data's shape; arithmetic operators only (NKI scalar_tensor_tensor).
+InstRef scalar_tensor_tensor(const View& dst, const View& data, AluOp op0, Operand operand0, AluOp op1,
+                             const View& operand1, bool reverse0 = false, bool reverse1 = false,
+                             Engine engine = Engine::DVE, Loc loc = Loc::current());
+
+// dst [P, 6]: count, mean and variance * count of data's even and then odd elements per partition (data at
+// most 512 elements per partition, nl.tile_size.bn_stats_fmax).
+InstRef bn_stats(const View& dst, const View& data, Loc loc = Loc::current());
+
+// dst [P, 2]: mean and variance per partition from data's (count, mean, variance * count) triples.
+InstRef bn_aggr(const View& dst, const View& data, Loc loc = Loc::current());
+
+// dst = cmp_op(offset + channel_multiplier * p + sum_d pattern[d] * i_d, 0) ? on_true_tile : on_false_value
+// (the affine value as iota's; GpSimd).
+InstRef affine_select(const View& dst, const std::vector<int32_t>& pattern, double offset,
+                      double channel_multiplier, const View& on_true_tile, double on_false_value,
+                      AluOp cmp_op = AluOp::IsEqual, Engine engine = Engine::POOL, Loc loc = Loc::current());
+
 enum class OobMode { Error, Skip };
 
 // How a DMA's descriptors are made (NKI's nki.isa.dge_mode; dma_mode.h resolves Unknown and the engine).

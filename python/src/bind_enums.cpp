@@ -28,7 +28,8 @@ void bind_enums(pyb::module_& m) {
       .value("I16", isa::DType::I16)
       .value("U16", isa::DType::U16)
       .value("I8", isa::DType::I8)
-      .value("U8", isa::DType::U8);
+      .value("U8", isa::DType::U8)
+      .value("FP8_E4M3", isa::DType::FP8_E4M3);
   pyb::enum_<isa::Engine>(m, "Engine")
       .value("PE", isa::Engine::PE)
       .value("DVE", isa::Engine::DVE)
@@ -81,7 +82,19 @@ void bind_enums(pyb::module_& m) {
       .value("Rsqrt", isa::ActFunc::Rsqrt)
       .value("Reciprocal", isa::ActFunc::Reciprocal)
       .value("Abs", isa::ActFunc::Abs)
-      .value("Sign", isa::ActFunc::Sign);
+      .value("Sign", isa::ActFunc::Sign)
+      .value("SiluDx", isa::ActFunc::SiluDx)
+      .value("Sin", isa::ActFunc::Sin)
+      .value("Cos", isa::ActFunc::Cos)
+      .value("Arctan", isa::ActFunc::Arctan)
+      .value("Erf", isa::ActFunc::Erf)
+      .value("ErfDx", isa::ActFunc::ErfDx)
+      .value("Softplus", isa::ActFunc::Softplus)
+      .value("Mish", isa::ActFunc::Mish)
+      .value("GeluDx", isa::ActFunc::GeluDx)
+      .value("Floor", isa::ActFunc::Floor)
+      .value("Ceil", isa::ActFunc::Ceil)
+      .value("Trunc", isa::ActFunc::Trunc);
   pyb::enum_<kernels::nki::PerfMode>(m, "PerfMode")
       .value("None_", kernels::nki::PerfMode::None)
       .value("DoubleRow", kernels::nki::PerfMode::DoubleRow);

@@ -117,6 +117,33 @@ void bind_nki(pyb::module_& top) {
       arg("dst"), arg("pattern"), pyb::kw_only(), arg("offset") = 0.0, arg("channel_multiplier") = 0.0,
       arg("engine") = Engine::POOL, loc);
   m.def(
+      "affine_select",
+      [](const View& dst, const std::vector<int32_t>& pattern, double offset, double channel_multiplier,
+         const View& on_true_tile, double on_false_value, isa::AluOp cmp_op, Engine engine, pyb::handle l) {
+        return nki::affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, on_false_value,
+                                  cmp_op, engine, loc_of(l));
+      },
+      arg("dst"), arg("pattern"), arg("offset"), arg("channel_multiplier"), arg("on_true_tile"),
+      arg("on_false_value"), pyb::kw_only(), arg("cmp_op") = isa::AluOp::IsEqual,
+      arg("engine") = Engine::POOL, loc);
+  m.def(
+      "scalar_tensor_tensor",
+      [](const View& dst, const View& data, isa::AluOp op0, pyb::handle operand0, isa::AluOp op1,
+         const View& operand1, bool reverse0, bool reverse1, Engine engine, pyb::handle l) {
+        return nki::scalar_tensor_tensor(dst, data, op0, operand(operand0), op1, operand1, reverse0, reverse1,
+                                         engine, loc_of(l));
+      },
+      arg("dst"), arg("data"), arg("op0"), arg("operand0"), arg("op1"), arg("operand1"), pyb::kw_only(),
+      arg("reverse0") = false, arg("reverse1") = false, arg("engine") = Engine::DVE, loc);
+  m.def(
+      "bn_stats",
+      [](const View& dst, const View& data, pyb::handle l) { return nki::bn_stats(dst, data, loc_of(l)); },
+      arg("dst"), arg("data"), pyb::kw_only(), loc);
+  m.def(
+      "bn_aggr",
+      [](const View& dst, const View& data, pyb::handle l) { return nki::bn_aggr(dst, data, loc_of(l)); },
+      arg("dst"), arg("data"), pyb::kw_only(), loc);
+  m.def(
       "select",
       [](const View& dst, const View& predicate, const View& on_true, pyb::handle on_false, Engine engine,
          pyb::handle l) {

@@ -276,6 +276,39 @@ void alu_i32_row(AluOp op, int64_t* x, int64_t s, bool reverse, size_t n) {
       });
 }
 
+namespace {
+
+// The functions added for NKI's tutorials (sin, cos, arctan, erf, erf_dx, softplus, mish, gelu_dx): FP64
+// libm, rounded once to FP32, so the result is the FP32 value nearest the exact one except in the rare case
+// where the FP64 result sits within an FP64 ulp of an FP32 rounding boundary.
+double act_f64(ActFunc f, double x) {
+  constexpr double kTwoOverSqrtPi = 1.1283791670955126;  // 2 / sqrt(pi)
+  constexpr double kInvSqrt2 = 0.70710678118654752;      // 1 / sqrt(2)
+  constexpr double kInvSqrt2Pi = 0.3989422804014327;     // 1 / sqrt(2 pi)
+  switch (f) {
+    case ActFunc::Sin:
+      return std::sin(x);
+    case ActFunc::Cos:
+      return std::cos(x);
+    case ActFunc::Arctan:
+      return std::atan(x);
+    case ActFunc::Erf:
+      return std::erf(x);
+    case ActFunc::ErfDx:
+      return kTwoOverSqrtPi * std::exp(-x * x);
+    case ActFunc::Softplus:
+      return std::log1p(std::exp(x));
+    case ActFunc::Mish:
+      return x * std::tanh(std::log1p(std::exp(x)));
+    case ActFunc::GeluDx:
+      return 0.5 * (1.0 + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5 * x * x);
+    default:
+      return x;
+  }
+}
+
+}  // namespace
+
 float act_f32(ActFunc f, float x) {
   switch (f) {
     case ActFunc::Identity:
@@ -313,6 +346,14 @@ float act_f32(ActFunc f, float x) {
       const float s = 1.f / (1.f + std::exp(-x));
       return s * (1.f + x * (1.f - s));
     }
+    case ActFunc::Floor:
+      return std::floor(x);
+    case ActFunc::Ceil:
+      return std::ceil(x);
+    case ActFunc::Trunc:
+      return std::trunc(x);
+    default:
+      return static_cast<float>(act_f64(f, static_cast<double>(x)));
   }
   return x;
 }

@@ -536,6 +536,44 @@ void Checker::run() {
       if (elements(0) != elements(1))
         fail("element count", fmt::format("src has {} elements, dst has {}", elements(1), elements(0)));
       break;
+    case Opcode::ScalarTensorTensor:
+      same_shape(0, 1);
+      same_shape(0, 3);
+      if (inst_.has(kOperand0Vector)) vector_of(2, 1);
+      if (alu_is_bitwise(inst_.alu0) || alu_is_bitwise(inst_.alu1))
+        fail("op",
+             fmt::format("op0 {} and op1 {} must be arithmetic operators (NKI: bitvec operators are not "
+                         "supported)",
+                         alu_name(inst_.alu0), alu_name(inst_.alu1)));
+      if (op(1).space == MemSpace::PSUM && op(3).space == MemSpace::PSUM)
+        fail("connectivity", "data and operand1 cannot both be in PSUM");
+      break;
+    case Opcode::BnStats: {
+      constexpr uint64_t kFmax = 512;  // nl.tile_size.bn_stats_fmax
+      if (op(0).partitions != op(1).partitions || op(0).free_elements() != 6)
+        fail("shape", fmt::format("dst must be [{}, 6] (count, mean, variance * count of the even and of the "
+                                  "odd elements), got [{}, {}]",
+                                  op(1).partitions, op(0).partitions, op(0).free_elements()));
+      if (op(1).free_elements() > kFmax)
+        fail("shape", fmt::format("data has {} elements per partition; bn_stats takes at most {} "
+                                  "(nl.tile_size.bn_stats_fmax)",
+                                  op(1).free_elements(), kFmax));
+      break;
+    }
+    case Opcode::BnAggr:
+      if (op(0).partitions != op(1).partitions || op(0).free_elements() != 2)
+        fail("shape", fmt::format("dst must be [{}, 2] (mean, variance), got [{}, {}]", op(1).partitions,
+                                  op(0).partitions, op(0).free_elements()));
+      if (op(1).free_elements() % 3 != 0)
+        fail("shape",
+             fmt::format("data has {} elements per partition; bn_aggr reads (count, mean, variance * "
+                         "count) triples, a multiple of 3",
+                         op(1).free_elements()));
+      break;
+    case Opcode::AffineSelect:
+      same_shape(0, 1);
+      no_cast_x4(0, 1);
+      break;
     default:
       break;
   }

@@ -10,6 +10,7 @@
 #include "sim/base/error.h"
 #include "sim/isa/semantics.h"
 #include "sim/numerics/float_formats.h"
+#include "sim/numerics/fp8_e4m3.h"
 
 namespace trnsim::isa {
 namespace {
@@ -49,7 +50,7 @@ bool is_x4(DType t) {
   return t == DType::FP8_E4M3FN_X4 || t == DType::FP8_E5M2_X4;
 }
 bool is_fp8(DType t) {
-  return t == DType::FP8_E4M3FN || t == DType::FP8_E5M2;
+  return t == DType::FP8_E4M3FN || t == DType::FP8_E5M2 || t == DType::FP8_E4M3;
 }
 bool is_int(DType t) {
   switch (t) {
@@ -77,6 +78,8 @@ float load_element(DType t, const uint8_t* p) {
       return num::fp8_to_f32(*p, num::Fp8Format::E4M3FN);
     case DType::FP8_E5M2:
       return num::fp8_to_f32(*p, num::Fp8Format::E5M2);
+    case DType::FP8_E4M3:
+      return num::e4m3_to_f32(*p);
     case DType::E8M0:
       return num::e8m0_to_f32(*p);
     case DType::I32:
@@ -123,6 +126,9 @@ void store_element(DType t, uint8_t* p, float v) {
       return;
     case DType::FP8_E5M2:
       *p = num::f32_to_fp8(v, num::Fp8Format::E5M2, true);
+      return;
+    case DType::FP8_E4M3:
+      *p = num::f32_to_e4m3(v);
       return;
     case DType::E8M0:
       *p = f32_to_e8m0_floor(v);

@@ -41,6 +41,9 @@ enum class DType : uint8_t {
   U16,
   I8,
   U8,
+  // NKI's float8_e4m3: the IEEE-style E4M3 (bias 7, Inf = S.1111.000, NaN = S.1111.mmm with mmm != 0, max
+  // finite 240 = S.1110.111), not OCP's E4M3FN; appended so that the earlier values keep their numbers.
+  FP8_E4M3,
 };
 
 // One free-dimension of an access pattern: `size` elements, `stride` elements apart (NKI order: outermost
@@ -91,8 +94,12 @@ enum class Opcode : uint8_t {
   Select,
   CoreBarrier,
   SendRecv,
+  ScalarTensorTensor,
+  BnStats,
+  BnAggr,
+  AffineSelect,
 };
-inline constexpr int kNumOpcodes = 16;
+inline constexpr int kNumOpcodes = 20;
 
 enum class AluOp : uint8_t {
   Bypass,
@@ -137,6 +144,17 @@ enum class ActFunc : uint8_t {
   Abs,
   Sign,
   SiluDx,  // d/dx silu (NKI nl.silu_dx)
+  Sin,
+  Cos,
+  Arctan,
+  Erf,
+  ErfDx,  // d/dx erf
+  Softplus,
+  Mish,
+  GeluDx,  // d/dx gelu (the erf form)
+  Floor,
+  Ceil,
+  Trunc,
 };
 
 // Semaphore condition: wait until S[sem] >= value on this physical core.
@@ -225,8 +243,10 @@ struct Instruction {
   // may be overwritten). Empty elsewhere.
   SemWaits mm_waits;
   SemUpdates ls_updates;
-  float imm0 = 0.f;  // tensor_scalar operand0 / activation scale / memset value / iota base
-  float imm1 = 0.f;  // tensor_scalar operand1 / activation bias / iota channel_multiplier
+  float imm0 =
+      0.f;  // tensor_scalar operand0 / activation scale / memset value / iota base and affine_select offset
+  float imm1 = 0.f;                     // tensor_scalar operand1 / activation bias / iota channel_multiplier
+  float imm2 = 0.f;                     // affine_select on_false_value
   std::array<int32_t, 4> iota_steps{};  // iota: value step per free dim of dst (dst.dims order)
   std::array<AccessPattern, 5> ops{};
 

@@ -9,19 +9,21 @@ namespace trnsim::isa {
 namespace {
 
 constexpr std::array<const char*, kNumEngines> kEngineNames = {"PE", "DVE", "ACT", "POOL", "SP"};
-constexpr std::array<const char*, 14> kDtypeNames = {
+constexpr std::array<const char*, 15> kDtypeNames = {
     "float32",        "bfloat16",         "float16",        "float8_e4m3fn", "float8_e5m2",
     "float8_e8m0fnu", "float8_e4m3fn_x4", "float8_e5m2_x4", "int32",         "uint32",
-    "int16",          "uint16",           "int8",           "uint8"};
-constexpr std::array<uint32_t, 14> kDtypeSizes = {4, 2, 2, 1, 1, 1, 4, 4, 4, 4, 2, 2, 1, 1};
+    "int16",          "uint16",           "int8",           "uint8",         "float8_e4m3"};
+constexpr std::array<uint32_t, 15> kDtypeSizes = {4, 2, 2, 1, 1, 1, 4, 4, 4, 4, 2, 2, 1, 1, 1};
 constexpr std::array<const char*, 22> kAluNames = {
     "bypass",        "add",         "subtract",   "multiply",    "divide",     "maximum",
     "minimum",       "abs_max",     "power",      "equal",       "not_equal",  "greater",
     "greater_equal", "less",        "less_equal", "logical_and", "logical_or", "bitwise_and",
     "bitwise_or",    "bitwise_xor", "left_shift", "right_shift"};
-constexpr std::array<const char*, 17> kActNames = {
-    "identity", "copy", "exp",   "log",        "silu", "gelu", "gelu_apprx_tanh", "sigmoid", "tanh", "relu",
-    "square",   "sqrt", "rsqrt", "reciprocal", "abs",  "sign", "silu_dx"};
+constexpr std::array<const char*, 28> kActNames = {
+    "identity", "copy",     "exp",     "log",     "silu",  "gelu",   "gelu_apprx_tanh",
+    "sigmoid",  "tanh",     "relu",    "square",  "sqrt",  "rsqrt",  "reciprocal",
+    "abs",      "sign",     "silu_dx", "sin",     "cos",   "arctan", "erf",
+    "erf_dx",   "softplus", "mish",    "gelu_dx", "floor", "ceil",   "trunc"};
 
 template <typename E, size_t N>
 std::optional<E> find_name(const std::array<const char*, N>& names, std::string_view s) {

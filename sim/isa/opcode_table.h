@@ -246,6 +246,47 @@ inline constexpr std::array<OpcodeInfo, kNumOpcodes> kOpcodeTable = {
           .trn3 = ANY,
           .dma = true,
           .description = "LNC2 SBUF exchange: src on this core -> dst on the peer core"}),
+    info({.op = Opcode::ScalarTensorTensor,
+          .name = "scalar_tensor_tensor",
+          .profile = "SCALAR_TENSOR_TENSOR",
+          .slots = {out("dst"), in("data"), opt_in("operand0"), in("operand1")},
+          .trn2 = DVE | POOL,
+          .trn3 = DVE | POOL,
+          .description = "dst = (data op0 operand0) op1 operand1; operand0 an immediate or a [P, 1] vector, "
+                         "operand1 a tile of data's shape",
+          .attrs = {alu("op0", AttrField::Alu0, true), alu("op1", AttrField::Alu1, true),
+                    number_or_vector("operand0", AttrField::Imm0, 2, kOperand0Vector),
+                    flag("reverse0", kReverse0), flag("reverse1", kReverse1)}}),
+    info({.op = Opcode::BnStats,
+          .name = "bn_stats",
+          .profile = "BN_STATS",
+          .slots = {out("dst"), in("data")},
+          .trn2 = DVE,
+          .trn3 = DVE,
+          .description =
+              "per partition, of data's even and odd elements: (count, mean, variance * count) each, "
+              "6 values; at most 512 elements per partition"}),
+    info({.op = Opcode::BnAggr,
+          .name = "bn_aggr",
+          .profile = "BN_AGGR",
+          .slots = {out("dst"), in("data")},
+          .trn2 = DVE,
+          .trn3 = DVE,
+          .description = "per partition, the mean and variance of (count, mean, variance * count) triples"}),
+    info({.op = Opcode::AffineSelect,
+          .name = "affine_select",
+          .profile = "AFFINE_SELECT",
+          .slots = {out("dst"), in("on_true_tile")},
+          .trn2 = POOL,
+          .trn3 = POOL,
+          .description =
+              "dst = cmp_op(offset + channel_multiplier * partition + sum of steps * free indices, 0) "
+              "? on_true_tile : on_false_value",
+          .attrs = {alu("cmp_op", AttrField::Alu0, true),
+                    number("offset", AttrField::Imm0),
+                    number("channel_multiplier", AttrField::Imm1),
+                    number("on_false_value", AttrField::Imm2),
+                    {.key = "steps", .kind = AttrKind::IotaSteps}}}),
 };
 
 constexpr bool in_enum_order() {

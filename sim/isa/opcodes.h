@@ -71,7 +71,17 @@ enum class AttrKind : uint8_t {
   IotaSteps,       // iota's step per free dim; written always
 };
 // The Instruction field an attribute sets (program_json.cpp maps it).
-enum class AttrField : uint8_t { None, Imm0, Imm1, Alu0, Alu1, ScaleOffset, MovingScaleOffset, ReduceAxes };
+enum class AttrField : uint8_t {
+  None,
+  Imm0,
+  Imm1,
+  Imm2,
+  Alu0,
+  Alu1,
+  ScaleOffset,
+  MovingScaleOffset,
+  ReduceAxes
+};
 
 struct Attr {
   const char* key = nullptr;

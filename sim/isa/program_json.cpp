@@ -217,7 +217,7 @@ bool is_fill(const Instruction& in, const Attr& a) {
 // The Instruction field an attribute names (opcodes.h AttrField).
 template <class I>
 auto& number_field(I& in, AttrField f) {
-  return f == AttrField::Imm1 ? in.imm1 : in.imm0;
+  return f == AttrField::Imm1 ? in.imm1 : f == AttrField::Imm2 ? in.imm2 : in.imm0;
 }
 template <class I>
 auto& alu_field(I& in, AttrField f) {

@@ -161,6 +161,10 @@ class Exec {
   void iota();
   void select();
   void sendrecv();
+  void scalar_tensor_tensor();
+  void bn_stats();
+  void bn_aggr();
+  void affine_select();
 
   const Instruction& inst_;
   int core_;
@@ -247,6 +251,14 @@ void Exec::run() {
       return;  // ordering only: the SystemC model handles the semaphores
     case Opcode::SendRecv:
       return sendrecv();
+    case Opcode::ScalarTensorTensor:
+      return scalar_tensor_tensor();
+    case Opcode::BnStats:
+      return bn_stats();
+    case Opcode::BnAggr:
+      return bn_aggr();
+    case Opcode::AffineSelect:
+      return affine_select();
   }
   fail("opcode", fmt::format("unknown opcode {}", static_cast<int>(inst_.op)));
 }
@@ -948,24 +960,33 @@ void Exec::memset() {
 // value(p, i0..i3) = imm0 + imm1 * p + sum_d iota_steps[d] * i_d, with p the partition index inside dst
 // (0-based) and i_d the index along dst.dims[d]; exact in FP64, then written as an integer (int dtypes) or
 // rounded to the float dtype.
-void Exec::iota() {
-  OperandView dst = view(0);
+// Calls f(partition, column, value) for each element of dst with iota's affine value: base (imm0) +
+// channel_multiplier (imm1) * partition + sum of steps * free indices (dst's dims, outermost first).
+template <class F>
+void for_affine(const Instruction& inst, OperandView& dst, F&& f) {
   const AccessPattern& ap = dst.ap();
   for (uint32_t p = 0; p < dst.rows(); ++p) {
     std::array<uint32_t, 4> idx{};
     for (uint64_t j = 0; j < dst.cols(); ++j) {
-      double v = static_cast<double>(inst_.imm0) + static_cast<double>(inst_.imm1) * p;
-      for (int d = 0; d < ap.ndim; ++d) v += static_cast<double>(inst_.iota_steps[d]) * idx[d];
-      if (is_int(dst.dtype()))
-        dst.store_int(p, j, static_cast<int64_t>(std::nearbyint(std::clamp(v, -9e18, 9e18))));
-      else
-        dst.store(p, j, static_cast<float>(v));
+      double v = static_cast<double>(inst.imm0) + static_cast<double>(inst.imm1) * p;
+      for (int d = 0; d < ap.ndim; ++d) v += static_cast<double>(inst.iota_steps[d]) * idx[d];
+      f(p, j, v);
       for (int d = ap.ndim - 1; d >= 0; --d) {
         if (++idx[d] < ap.dims[d].size) break;
         idx[d] = 0;
       }
     }
   }
+}
+
+void Exec::iota() {
+  OperandView dst = view(0);
+  for_affine(inst_, dst, [&](uint32_t p, uint64_t j, double v) {
+    if (is_int(dst.dtype()))
+      dst.store_int(p, j, static_cast<int64_t>(std::nearbyint(std::clamp(v, -9e18, 9e18))));
+    else
+      dst.store(p, j, static_cast<float>(v));
+  });
 }
 
 void Exec::select() {
@@ -989,6 +1010,107 @@ void Exec::select() {
       else
         move(dst, dst.at(i, j), *on_false, on_false->at(i, j));
     }
+}
+
+// (data op0 operand0) op1 operand1 in FP32, as tensor_scalar's first op then tensor_tensor's (NKI
+// scalar_tensor_tensor: arithmetic operators only).
+void Exec::scalar_tensor_tensor() {
+  OperandView dst = view(0);
+  OperandView data = view(1);
+  OperandView in1 = view(3);
+  same_shape(dst, 0, data, 1);
+  same_shape(dst, 0, in1, 3);
+  const uint32_t rows = dst.rows();
+  std::vector<float> s0(rows, inst_.imm0);
+  if (inst_.has(kOperand0Vector)) {
+    OperandView v = view(2);
+    vector_shape(v, 2, rows);
+    for (uint32_t i = 0; i < rows; ++i) s0[i] = v.load(i, 0);
+  }
+  const bool r1 = inst_.has(kReverse1);
+  const uint64_t n = dst.cols();
+  std::vector<float> x(n), y(n);
+  for (uint32_t i = 0; i < rows; ++i) {
+    data.load_row(i, x.data());
+    in1.load_row(i, y.data());
+    alu_f32_row(inst_.alu0, x.data(), s0[i], inst_.has(kReverse0), n);
+    if (r1) {
+      alu_f32_rows(inst_.alu1, y.data(), x.data(), n);
+      dst.store_row(i, y.data());
+    } else {
+      alu_f32_rows(inst_.alu1, x.data(), y.data(), n);
+      dst.store_row(i, x.data());
+    }
+  }
+}
+
+// Per partition, of the even-indexed and then the odd-indexed elements of data (its free elements in
+// order): count, mean and the sum of squared deviations from that mean (variance * count), in FP32. The
+// order of the hardware's FP32 operations is not documented: trnsim sums left to right, mean = sum / count,
+// then sums (x - mean)^2 left to right; an empty half gives (0, 0, 0).
+void Exec::bn_stats() {
+  OperandView dst = view(0);
+  OperandView data = view(1);
+  const uint64_t n = data.cols();
+  std::vector<float> x(n);
+  float out[6];
+  for (uint32_t i = 0; i < data.rows(); ++i) {
+    data.load_row(i, x.data());
+    for (uint64_t half = 0; half < 2; ++half) {
+      const uint64_t count = n > half ? (n - half + 1) / 2 : 0;
+      float sum = 0.f, m2 = 0.f;
+      for (uint64_t j = half; j < n; j += 2) sum += x[j];
+      const float mean = count > 0 ? sum / static_cast<float>(count) : 0.f;
+      for (uint64_t j = half; j < n; j += 2) {
+        const float d = x[j] - mean;
+        m2 += d * d;
+      }
+      out[3 * half] = static_cast<float>(count);
+      out[3 * half + 1] = mean;
+      out[3 * half + 2] = m2;
+    }
+    dst.store_row(i, out);
+  }
+}
+
+// Per partition, from (count, mean, variance * count) triples: n = sum of counts, mean = sum of count * mean
+// / n, variance = (sum of (variance * count) + sum of count * (mean_k - mean)^2) / n (the population
+// variance), in FP32, sums left to right; n = 0 gives (0, 0).
+void Exec::bn_aggr() {
+  OperandView dst = view(0);
+  OperandView data = view(1);
+  const uint64_t k = data.cols() / 3;
+  std::vector<float> x(data.cols());
+  for (uint32_t i = 0; i < data.rows(); ++i) {
+    data.load_row(i, x.data());
+    float count = 0.f, weighted = 0.f;
+    for (uint64_t t = 0; t < k; ++t) {
+      count += x[3 * t];
+      weighted += x[3 * t] * x[3 * t + 1];
+    }
+    const float mean = count > 0.f ? weighted / count : 0.f;
+    float m2 = 0.f;
+    for (uint64_t t = 0; t < k; ++t) {
+      const float d = x[3 * t + 1] - mean;
+      m2 += x[3 * t + 2] + x[3 * t] * (d * d);
+    }
+    const float out[2] = {mean, count > 0.f ? m2 / count : 0.f};
+    dst.store_row(i, out);
+  }
+}
+
+// dst = cmp_op(offset + channel_multiplier * partition + sum of steps * free indices, 0) ? on_true_tile :
+// on_false_value, the affine value as iota computes it (NKI affine_select's pseudo code).
+void Exec::affine_select() {
+  OperandView dst = view(0);
+  OperandView on_true = view(1);
+  same_shape(dst, 0, on_true, 1);
+  for_affine(inst_, dst, [&](uint32_t p, uint64_t j, double v) {
+    if (alu_f32(inst_.alu0, static_cast<float>(v), 0.f) != 0.f)
+      move(dst, dst.at(p, j), on_true, on_true.at(p, j));
+    else
+      dst.store(p, j, inst_.imm2);
+  });
 }
 
 // src on this core's SBUF -> dst on the peer core's SBUF, elements in row-major order.

@@ -39,6 +39,7 @@ std::string accepted(DType t) {
       return "float16, float32, float64 or uint16 (raw float16 bits)";
     case DType::FP8_E4M3FN:
     case DType::FP8_E5M2:
+    case DType::FP8_E4M3:
       return fmt::format("float32, float64 or uint8 (raw {} bits)", isa::dtype_name(t));
     case DType::E8M0:
       return "uint8 (raw E8M0 bits)";
@@ -68,6 +69,7 @@ bool conversion(NpyDType n, DType t, Conv& c) {
       return f || n == NpyDType::U16 || (t == DType::FP16 && n == NpyDType::F16);
     case DType::FP8_E4M3FN:
     case DType::FP8_E5M2:
+    case DType::FP8_E4M3:
       c = f ? Conv::Value : Conv::Raw;
       return f || n == NpyDType::U8;
     case DType::E8M0:

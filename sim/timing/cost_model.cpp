@@ -32,7 +32,7 @@ bool contiguous(const isa::AccessPattern& ap) {
 }
 
 bool is_fp8(DType t) {
-  return t == DType::FP8_E4M3FN || t == DType::FP8_E5M2;
+  return t == DType::FP8_E4M3FN || t == DType::FP8_E5M2 || t == DType::FP8_E4M3;
 }
 
 // Elements per partition of the main input (operand 1), or of dst when the instruction has no input.
@@ -105,7 +105,10 @@ EngineCost CostModel::engine_cost(const isa::Instruction& inst) const {
     case isa::Engine::SP: {
       const auto& e = inst.engine == isa::Engine::POOL ? hw_.pool : hw_.sp;
       uint64_t n = elements_of(inst);
-      uint64_t inputs = (inst.op == Opcode::TensorTensor || inst.op == Opcode::Select) ? 2 : 1;
+      uint64_t inputs = (inst.op == Opcode::TensorTensor || inst.op == Opcode::ScalarTensorTensor ||
+                         inst.op == Opcode::Select)
+                            ? 2
+                            : 1;
       return {Cycles(e.fixed_overhead_cycles + n * inputs * stride_factor(inst)), Cycles(0), 1, n};
     }
   }
@@ -178,9 +181,12 @@ EngineCost CostModel::dve_cost(const isa::Instruction& inst) const {
       }
       break;
     }
-    case Opcode::TensorTensor: {
+    case Opcode::TensorTensor:
+    case Opcode::ScalarTensorTensor: {
+      // scalar_tensor_tensor costs as tensor_tensor on its two tiles, data and operand1 (NKI: "the scalar
+      // broadcasting in the first operation is performed at no additional performance cost").
       const auto& a = inst.ops[1];
-      const auto& b = inst.ops[2];
+      const auto& b = inst.ops[inst.op == Opcode::TensorTensor ? 2 : 3];
       bool a_psum = a.space == MemSpace::PSUM, b_psum = b.space == MemSpace::PSUM;
       if (a_psum != b_psum) {
         work = n;  // one input per port: PSUM and SBUF read in parallel (reference §2.3 v2 table)

@@ -11,6 +11,10 @@
 //                    quantize_mx: fixed + ceil(N / 4).
 //   ACT              fixed_overhead + ceil(N / perf mode) (+ reduce_extra_cycles for activation with reduce).
 //   POOL / SP        fixed_overhead + N x inputs.
+//   Inputs are 2 for tensor_tensor, select and scalar_tensor_tensor (data and operand1, the tensor_tensor
+//   rule: NKI's scalar_tensor_tensor page, "approximately the same latency as a regular tensor_tensor"), 1
+//   elsewhere: bn_stats and bn_aggr (DVE) and affine_select (POOL, NKI 2.21's "150 + N GpSimd cycles" has the
+//   same form) read one input.
 // DVE, ACT and POOL stream at half rate (x memory.strided_access_slowdown) when an on-chip operand's
 // innermost free dim steps more than memory.strided_access_bytes (16 B) between elements (reference §2.6). N
 // = elements per partition of the instruction's (first) input, or of dst when there is none.

@@ -57,8 +57,9 @@ _ALL = [
     DType("uint16", 2, "uint16", "u", np.dtype(np.uint16)),
     DType("int8", 1, "int8", "i", np.dtype(np.int8)),
     DType("uint8", 1, "uint8", "u", np.dtype(np.uint8)),
+    DType("float8_e4m3", 1, "float8_e4m3", "f", np.dtype(np.uint8),
+          "IEEE-style E4M3 (Inf, NaN, maximum 240), not OCP's E4M3FN; raw bits (uint8)"),
     # NKI dtypes the simulator has no numerics for.
-    DType("float8_e4m3", 1, None, "f", None, "the legacy (pre-OCP) E4M3, maximum 240; trnsim models float8_e4m3fn"),
     DType("float4_e2m1fn_x4", 2, None, "x4", None, "MXFP4"),
     DType("tfloat32", 4, None, "f", None, "TF32 matmul inputs"),
     DType("bool_", 1, "uint8", "u", np.dtype(np.bool_), "stored as uint8"),

@@ -296,6 +296,29 @@ def _select(em, op):
                     _operand(em, a["on_false"], t["on_false"]), engine=em.engine(t["engine"]), loc=_loc(op))
 
 
+def _scalar_tensor_tensor(em, op):
+    a, t = op.args, op.attrs
+    em.c.nki.scalar_tensor_tensor(em.view(a["dst"]), em.view(a["data"]), em.alu(t["op0"]),
+                                  _operand(em, a["operand0"], t["imm0"]), em.alu(t["op1"]), em.view(a["operand1"]),
+                                  reverse0=t["reverse0"], reverse1=t["reverse1"], engine=em.engine(t["engine"]),
+                                  loc=_loc(op))
+
+
+def _bn_stats(em, op):
+    em.c.nki.bn_stats(em.view(op.args["dst"]), em.view(op.args["data"]), loc=_loc(op))
+
+
+def _bn_aggr(em, op):
+    em.c.nki.bn_aggr(em.view(op.args["dst"]), em.view(op.args["data"]), loc=_loc(op))
+
+
+def _affine_select(em, op):
+    a, t = op.args, op.attrs
+    em.c.nki.affine_select(em.view(a["dst"]), t["pattern"], t["offset"], t["channel_multiplier"],
+                           em.view(a["on_true_tile"]), t["on_false_value"], cmp_op=em.alu(t["cmp_op"]),
+                           engine=em.engine(t["engine"]), loc=_loc(op))
+
+
 def _dma_copy(em, op):
     a, t, c = op.args, op.attrs, em.c
     if t is _LOAD_ATTRS:  # nl.load's DMA (_ops.load_to_sbuf): the binding's defaults, no offsets
@@ -358,5 +381,6 @@ EMIT = {
     "nc_transpose": _nc_transpose, "activation": _activation, "tensor_tensor": _tensor_tensor,
     "tensor_scalar": _tensor_scalar, "tensor_reduce": _tensor_reduce, "tensor_copy": _tensor_copy,
     "memset": _memset, "iota": _iota, "select": _select, "dma_copy": _dma_copy, "dma_transpose": _dma_transpose,
-    "core_barrier": _core_barrier, "sendrecv": _sendrecv,
+    "core_barrier": _core_barrier, "sendrecv": _sendrecv, "scalar_tensor_tensor": _scalar_tensor_tensor,
+    "bn_stats": _bn_stats, "bn_aggr": _bn_aggr, "affine_select": _affine_select,
 }

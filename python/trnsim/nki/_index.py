@@ -118,6 +118,8 @@ class IndexExpr:
     # Comparisons make masks (nki masking: a compile-time predicate on index expressions).
     def _cmp(self, other, op):
         c = _const(other)
+        if isinstance(other, IndexExpr):
+            return AffinePredicate(self - other, op)  # `i_q >= i_k`: nisa.affine_select's earlier `pred`
         if c is None:
             raise NkiError(f"a mask compares an index expression with an integer, got {other!r} (a comparison of "
                            "two index expressions, a triangular mask, is not modelled)")
@@ -213,6 +215,28 @@ class _Grid(tuple):
 
 
 mgrid = _MGrid()
+
+
+class AffinePredicate:
+    """`expr <op> 0` from comparing two index expressions (`i_q >= i_k`): the predicate of nisa.affine_select's
+    earlier calling style, evaluated per element by the instruction. It is not a mask (masks bound one
+    variable at a time)."""
+
+    __slots__ = ("expr", "op")
+
+    def __init__(self, expr, op):
+        self.expr = expr
+        self.op = op
+
+    def mask_error(self):
+        return NkiError(f"a mask compares an index expression with an integer, got {self.expr!r} {self.op} 0 (a "
+                        "comparison of two index expressions, a triangular mask, is not modelled as a mask; "
+                        "nisa.affine_select takes it as its predicate)")
+
+    def __and__(self, other):
+        raise NkiError("an affine_select predicate is one comparison; NKI does not combine them with & or |")
+
+    __rand__ = __or__ = __ror__ = __and__
 
 
 class Mask:

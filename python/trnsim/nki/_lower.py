@@ -13,7 +13,7 @@ from . import _ops
 from . import _trace
 from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype
 from ._errors import NkiError, caller_loc, unsupported
-from ._index import IndexExpr, Mask
+from ._index import AffinePredicate, IndexExpr, Mask
 from ._tensor import HBM, PSUM, SBUF, NkiTensor, Unbounded, indexed_rows
 
 F32 = BY_NAME["float32"]
@@ -31,7 +31,8 @@ _NP_ALU = {
 }
 _NP_ACT = {
     np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", np.square: "square", np.abs: "abs",
-    np.sign: "sign", np.reciprocal: "reciprocal",
+    np.sign: "sign", np.reciprocal: "reciprocal", np.sin: "sin", np.cos: "cos", np.arctan: "arctan",
+    np.floor: "floor", np.ceil: "ceil", np.trunc: "trunc",
 }
 
 
@@ -56,7 +57,8 @@ def act_name(op, call):
     if name is None:
         raise NkiError(f"{call}: {getattr(op, '__name__', op)!r} is not an activation function trnsim models "
                        "(identity, copy, exp, log, silu, gelu, gelu_apprx_tanh, sigmoid, tanh, relu, square, "
-                       "sqrt, rsqrt, reciprocal, abs, sign)")
+                       "sqrt, rsqrt, reciprocal, abs, sign, sin, cos, arctan, erf, erf_dx, softplus, mish, gelu_dx, "
+                       "silu_dx, floor, ceil, trunc)")
     return name
 
 
@@ -347,6 +349,8 @@ def apply_mask(mask, views, skip=False, box=False, dma=False):
         if mask:
             return apply_mask(None, views, box=box)
         return _empty(skip)
+    if isinstance(mask, AffinePredicate):
+        raise mask.mask_error()
     if not isinstance(mask, Mask):
         raise NkiError(f"mask must be a predicate on nl.arange index expressions (e.g. mask=(i_p < n), "
                        f"combined with &), got {type(mask).__name__} {mask!r}")

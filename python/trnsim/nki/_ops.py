@@ -26,6 +26,8 @@ DEFAULT_ENGINE = {
     "activation": "ACT",
     "iota": "POOL",
     "select": "DVE",
+    "scalar_tensor_tensor": "DVE",
+    "affine_select": "POOL",
     "nc_transpose": "PE",
 }
 
@@ -422,13 +424,19 @@ def activation(dst, func, data, bias=None, scale=1.0, reduce_res=None, engine=No
     return o
 
 
+def _two_tiles(op, dst, a, an, b, bn):
+    """dst and two input tiles of one shape, not both in PSUM (tensor_tensor, scalar_tensor_tensor)."""
+    dst, a, b = tile(dst, "dst", op), tile(a, an, op), tile(b, bn, op)
+    same_shape(op, a, an, b, bn)
+    same_shape(op, dst, "dst", a, an)
+    if a.st.space == PSUM and b.st.space == PSUM:
+        raise NkiError(f"{op}: {an} and {bn} cannot both be in PSUM (nki.isa.{op})")
+    return dst, a, b
+
+
 def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
     op = "tensor_tensor"
-    dst, data1, data2 = tile(dst, "dst", op), tile(data1, "data1", op), tile(data2, "data2", op)
-    same_shape(op, data1, "data1", data2, "data2")
-    same_shape(op, dst, "dst", data1, "data1")
-    if data1.st.space == PSUM and data2.st.space == PSUM:
-        raise NkiError(f"{op}: data1 and data2 cannot both be in PSUM (nki.isa.tensor_tensor)")
+    dst, data1, data2 = _two_tiles(op, dst, data1, "data1", data2, "data2")
     engine = _engine_for(op, engine, [dst, data1, data2])
     o = record(op, {"dst": dst, "data1": data1, "data2": data2}, [data1, data2], [dst],
                {"op": alu, "engine": engine}, loc)
@@ -537,6 +545,51 @@ def select(dst, predicate, on_true, on_false, engine=None, loc=None):
     reads = [predicate, on_true] + ([fv] if fv is not None else [])
     return record(op, {"dst": dst, "predicate": predicate, "on_true": on_true, "on_false": fv}, reads, [dst],
                   {"on_false": fi, "engine": engine}, loc)
+
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, engine=None,
+                         loc=None):
+    op = "scalar_tensor_tensor"
+    dst, data, in1 = _two_tiles(op, dst, data, "data", operand1, "operand1")
+    v0, i0 = _operand(operand0, op, "operand0", data)
+    engine = _engine_for(op, engine, [dst, data, in1])
+    reads = [data, in1] + ([v0] if v0 is not None else [])
+    o = record(op, {"dst": dst, "data": data, "operand0": v0, "operand1": in1}, reads, [dst],
+               {"op0": op0, "imm0": i0, "reverse0": bool(reverse0), "op1": op1, "reverse1": bool(reverse1),
+                "engine": engine}, loc)
+    if dst.st is data.st or dst.st is in1.st:
+        _order.check(o, dst, (data, in1))
+    return o
+
+
+def bn_stats(dst, data, loc=None):
+    op = "bn_stats"
+    dst, data = tile(dst, "dst", op), tile(data, "data", op)
+    return record(op, {"dst": dst, "data": data}, [data], [dst], {}, loc)
+
+
+def bn_aggr(dst, data, loc=None):
+    op = "bn_aggr"
+    dst, data = tile(dst, "dst", op), tile(data, "data", op)
+    return record(op, {"dst": dst, "data": data}, [data], [dst], {}, loc)
+
+
+def affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, on_false_value, cmp_op, engine=None,
+                  loc=None):
+    op = "affine_select"
+    dst, on_true = tile(dst, "dst", op), tile(on_true_tile, "on_true_tile", op)
+    same_shape(op, dst, "dst", on_true, "on_true_tile")
+    pattern = [int(p) for p in pattern]
+    if len(pattern) > max(1, dst.ndim - 1):
+        raise NkiError(f"{op}: {len(pattern)} pattern steps for the {dst.ndim - 1} free dims of dst")
+    try:
+        value = float(on_false_value)
+    except (TypeError, ValueError):
+        raise NkiError(f"{op}: on_false_value must be a number, got {on_false_value!r}") from None
+    engine = _engine_for(op, engine, [dst, on_true])
+    return record(op, {"dst": dst, "on_true_tile": on_true}, [on_true], [dst],
+                  {"pattern": pattern, "offset": float(offset), "channel_multiplier": float(channel_multiplier),
+                   "on_false_value": value, "cmp_op": cmp_op, "engine": engine}, loc)
 
 
 def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False,

@@ -14,6 +14,7 @@ import enum
 from . import _lower
 from . import _ops
 from ._errors import NkiError, bad_call, ignored_kwargs, unsupported_name, unsupported
+from ._index import AffinePredicate
 from ._tensor import PSUM, SBUF, NkiTensor
 
 
@@ -707,18 +708,152 @@ def tensor_copy_predicated(*args, **kwargs):
     unsupported("nki.isa.tensor_copy_predicated")
 
 
+# ------------------------------------------------------------------------------------ scalar_tensor_tensor
+
+
+@_named("scalar_tensor_tensor")
+def _scalar_tensor_tensor_new(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
+                              reduce_cmd=reduce_cmd.reset_reduce, reduce_op=None, reduce_res=None, name=None):
+    if reduce_res is not None:
+        unsupported("nki.isa.scalar_tensor_tensor(reduce_res=...)", "the fused reduction (NKI 2.33)")
+    call = "scalar_tensor_tensor"
+    dst, data, operand0, operand1 = _region(dst, data, operand0, operand1)
+    return _ops.scalar_tensor_tensor(dst, data, _lower.alu_name(op0, call), operand0, _lower.alu_name(op1, call),
+                                     operand1, reverse0, reverse1)
+
+
+@_named("scalar_tensor_tensor")
+def _scalar_tensor_tensor_old(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
+                              mask=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.scalar_tensor_tensor", kwargs)
+    call = "scalar_tensor_tensor"
+    (data, operand0, operand1), box = _masked(mask, data, operand0, operand1)
+    dst = _result(data.shape, _lower.dt(dtype, _lower.promote(data, operand1)), SBUF, call)
+    _ops.scalar_tensor_tensor(dst, data, _lower.alu_name(op0, call), operand0, _lower.alu_name(op1, call),
+                              operand1, reverse0, reverse1)
+    return _lower.boxed(_lower.fresh(dst), box)
+
+
+@_public
+def scalar_tensor_tensor(*args, **kwargs):
+    """dst = (data op0 operand0) op1 operand1 on the Vector engine: operand0 a number or a [P, 1] vector,
+    operand1 a tile of data's shape; arithmetic operators only; timed as tensor_tensor."""
+    if _current(args, kwargs, 2):
+        return _scalar_tensor_tensor_new(*args, **kwargs)
+    return _scalar_tensor_tensor_old(*args, **kwargs)
+
+
+# ------------------------------------------------------------------------------------- bn_stats / bn_aggr
+
+
+def _bn(call, rec, width, args, kwargs):
+    if _current(args, kwargs, 2):
+
+        def new(dst, data, name=None):
+            dst, data = _region(dst, data)
+            return rec(dst, data)
+
+        return _named(call)(new)(*args, **kwargs)
+
+    def old(data, *, mask=None, dtype=None, **kw):
+        if kw:
+            ignored_kwargs(f"nki.isa.{call}", kw)
+        (data,) = _apply_mask(mask, data)
+        dst = _result((data.shape[0], width), _lower.dt(dtype, data.dtype), SBUF, call)
+        rec(dst, data)
+        return _lower.fresh(dst)
+
+    return _named(call)(old)(*args, **kwargs)
+
+
+@_public
+def bn_stats(*args, **kwargs):
+    """dst [P, 6]: count, mean and variance * count of data's even and of its odd elements per partition, in
+    FP32 on the Vector engine (data at most 512 elements per partition, nl.tile_size.bn_stats_fmax)."""
+    return _bn("bn_stats", _ops.bn_stats, 6, args, kwargs)
+
+
+@_public
+def bn_aggr(*args, **kwargs):
+    """dst [P, 2]: the mean and (population) variance per partition of data's (count, mean, variance * count)
+    triples, from one or more bn_stats, in FP32 on the Vector engine."""
+    return _bn("bn_aggr", _ops.bn_aggr, 2, args, kwargs)
+
+
+# ------------------------------------------------------------------------------------------- affine_select
+
+
+def _pattern_steps(pattern, dst, call):
+    """NKI's [[step, num], ...] pattern (padded with size-1 dims up to 4) as one step per free dim of dst."""
+    pairs = [tuple(p) if isinstance(p, (list, tuple)) else (p, None) for p in pattern]
+    free = list(dst.shape[1:]) or [1]
+    while len(pairs) > len(free) and pairs[0][1] == 1:
+        pairs.pop(0)
+    if len(pairs) > len(free) or any(n is not None and int(n) != f for (_, n), f in zip(pairs, free)):
+        raise NkiError(f"{call}: pattern {pattern} does not match dst's free dims {free} (trnsim takes one "
+                       "[step, num] per free dim of dst, num equal to that dim)")
+    return [int(p) for p, _ in pairs]
+
+
+_PRED_OPS = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
+
+
+@_named("affine_select")
+def _affine_select_new(dst, pattern, offset, channel_multiplier, on_true_tile, on_false_value, cmp_op=None,
+                       name=None):
+    cmp = "equal" if cmp_op is None else _lower.alu_name(cmp_op, "affine_select")
+    dst, on_true_tile = _region(dst, on_true_tile)
+    return _ops.affine_select(dst, _pattern_steps(pattern, dst, "affine_select"), offset, channel_multiplier,
+                              on_true_tile, on_false_value, cmp)
+
+
+@_named("affine_select")
+def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.affine_select", kwargs)
+    if not isinstance(pred, AffinePredicate):
+        raise NkiError(f"affine_select: pred must compare two nl.arange expressions (e.g. i_q >= i_k), got "
+                       f"{pred!r}")
+    if mask is not None:
+        unsupported("nki.isa.affine_select(mask=...)")
+    expr = pred.expr
+    shape = tuple(on_true_tile.shape)
+    n = len(shape)
+    if expr.ndim > n:
+        raise NkiError(f"affine_select: pred has {expr.ndim} index axes, on_true_tile {list(shape)} has {n}")
+    coef, offset = [0] * n, expr.const
+    for v, k in expr.terms.items():
+        ax = v.axis + (n - v.ndim)
+        if v.size != shape[ax]:
+            raise NkiError(f"affine_select: pred's index variable {v!r} spans {v.size}, on_true_tile's axis {ax} "
+                           f"is {shape[ax]}")
+        coef[ax] += k
+        offset += k * v.start
+    dst = _result(shape, _lower.dt(dtype, on_true_tile.dtype), SBUF, "affine_select")
+    _ops.affine_select(dst, coef[1:], offset, coef[0], on_true_tile, on_false_value, _PRED_OPS[pred.op])
+    return _lower.fresh(dst)
+
+
+@_public
+def affine_select(*args, **kwargs):
+    """dst = on_true_tile where cmp_op(offset + channel_multiplier * partition + sum of pattern steps * free
+    indices, 0) holds, else on_false_value, on GpSimd (cmp_op defaults to nl.equal); earlier style: the
+    predicate a comparison of nl.arange expressions (`i_q >= i_k`), the new tile returned."""
+    if _current(args, kwargs, 1):
+        return _affine_select_new(*args, **kwargs)
+    return _affine_select_old(*args, **kwargs)
+
+
 # ---------------------------------------------------------------------------- calls trnsim does not model
 
 UNSUPPORTED = {
     "tensor_partition_reduce": "cross-partition reduction on GpSimd",
     "tensor_tensor_scan": "the Vector engine's scan",
-    "scalar_tensor_tensor": "the two-op Vector instruction",
     "tensor_scalar_reduce": "tensor_scalar with a fused reduction",
     "tensor_scalar_cumulative": "",
     "activate2": "",
     "exponential": "",
-    "bn_stats": "",
-    "bn_aggr": "",
     "max8": "",
     "nc_find_index8": "",
     "nc_match_replace8": "",
@@ -735,7 +870,6 @@ UNSUPPORTED = {
     "rand_set_state": "random numbers",
     "rand_get_state": "random numbers",
     "range_select": "",
-    "affine_select": "",
     "dma_compute": "",
     "register_alloc": "engine registers and dynamic control flow",
     "register_move": "engine registers and dynamic control flow",
@@ -765,7 +899,8 @@ for _n, _why in UNSUPPORTED.items():
 
 SUPPORTED = ["nc_matmul", "nc_matmul_mx", "quantize_mx", "nc_transpose", "activation", "activation_reduce",
              "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy", "memset", "iota", "dma_copy",
-             "dma_transpose", "core_barrier", "sendrecv", "select_reduce", "reciprocal", "get_nc_version"]
+             "dma_transpose", "core_barrier", "sendrecv", "select_reduce", "reciprocal", "get_nc_version",
+             "scalar_tensor_tensor", "bn_stats", "bn_aggr", "affine_select"]
 
 
 def __getattr__(name):

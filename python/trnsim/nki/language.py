@@ -392,7 +392,10 @@ bypass = _NlFunc("bypass", lambda *a, **k: unsupported("calling nl.bypass"), alu
 for _name, _act in (("exp", "exp"), ("log", "log"), ("tanh", "tanh"), ("sigmoid", "sigmoid"), ("relu", "relu"),
                     ("silu", "silu"), ("gelu", "gelu"), ("gelu_apprx_tanh", "gelu_apprx_tanh"), ("sqrt", "sqrt"),
                     ("rsqrt", "rsqrt"), ("reciprocal", "reciprocal"), ("square", "square"), ("abs", "abs"),
-                    ("sign", "sign"), ("identity", "identity")):
+                    ("sign", "sign"), ("identity", "identity"), ("sin", "sin"), ("cos", "cos"),
+                    ("arctan", "arctan"), ("erf", "erf"), ("erf_dx", "erf_dx"), ("softplus", "softplus"),
+                    ("mish", "mish"), ("gelu_dx", "gelu_dx"), ("silu_dx", "silu_dx"), ("floor", "floor"),
+                    ("ceil", "ceil"), ("trunc", "trunc")):
     globals()[_name] = _unary(_name, _act)
 
 gelu_apprx_tanh_ = globals()["gelu_apprx_tanh"]
@@ -536,9 +539,8 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
 # ---- what NKI has and trnsim does not model: calling any raises NkiUnsupported naming the line.
 
 UNSUPPORTED = {
-    "softmax": "", "rms_norm": "", "layer_norm": "", "erf": "", "erf_dx": "", "sin": "", "cos": "",
-    "arctan": "", "floor": "", "ceil": "", "trunc": "", "exp2": "", "softplus": "", "mish": "",
-    "gelu_dx": "", "silu_dx": "", "dropout": "random numbers", "rand": "random numbers",
+    "softmax": "", "rms_norm": "", "layer_norm": "", "exp2": "", "dropout": "random numbers",
+    "rand": "random numbers",
     "random_seed": "random numbers", "shared_constant": "", "shared_identity_matrix": "",
     "device_print": "printing device values", "atomic_rmw": "", "gather_flattened": "",
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
@@ -570,7 +572,9 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "minimum", "power", "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
              "logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
              "right_shift", "abs_max", "exp", "log", "tanh", "sigmoid", "relu", "silu", "gelu",
-             "gelu_apprx_tanh", "sqrt", "rsqrt", "reciprocal", "square", "abs", "sign", "identity", "negative",
+             "gelu_apprx_tanh", "sqrt", "rsqrt", "reciprocal", "square", "abs", "sign", "identity", "sin", "cos",
+             "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
+             "negative",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32"]
 
 

@@ -778,3 +778,75 @@ TEST_CASE("memset and same-dtype tensor_copy over strided, reversed and contiguo
     for (int j = 0; j < 4; ++j) CHECK(get<uint16_t>(m.s(p, 4096 + 2 * j)) == 100 * p + want[j]);
   }
 }
+
+TEST_CASE("float8_e4m3 (IEEE-style E4M3): RNE, saturation at 240, Inf and NaN codes", "[isa]") {
+  Machine m;
+  const float inf = std::numeric_limits<float>::infinity();
+  // 240 = S.1110.111 (0x77); 244 is the tie between 240 and the Inf code's 256: saturates to 240, as do 1e6
+  // and Inf; 3.0 = 1.5 x 2 (0x44); 2^-9 the smallest subnormal (0x01); 12.5 is the tie between 12 (0x54) and
+  // 13 (0x55): even mantissa -> 12; NaN -> 0x7F; -0 keeps its sign.
+  const float in[10] = {240.f, 244.f, -1e6f, inf, 3.f, 0x1p-9f, 12.5f, std::nanf(""), -0.f, -inf};
+  const uint8_t want[10] = {0x77, 0x77, 0xF7, 0x77, 0x44, 0x01, 0x54, 0x7F, 0x80, 0xF7};
+  std::memcpy(m.s(0, 0), in, sizeof in);
+  m.run(make(Opcode::TensorCopy, Engine::DVE,
+             {sbuf(0, 1, 64, DType::FP8_E4M3, {{1, 10}}), sbuf(0, 1, 0, DType::F32, {{1, 10}})}));
+  for (int j = 0; j < 10; ++j) CHECK(static_cast<int>(*m.s(0, 64 + j)) == static_cast<int>(want[j]));
+  // Decoding: 0x78 is +Inf, 0xF8 -Inf, 0x79 NaN, 0x77 240, 0x08 2^-6 (the smallest normal).
+  const uint8_t codes[5] = {0x78, 0xF8, 0x79, 0x77, 0x08};
+  std::memcpy(m.s(0, 128), codes, 5);
+  m.run(make(Opcode::TensorCopy, Engine::DVE,
+             {sbuf(0, 1, 192, DType::F32, {{1, 5}}), sbuf(0, 1, 128, DType::FP8_E4M3, {{1, 5}})}));
+  CHECK(get<float>(m.s(0, 192)) == inf);
+  CHECK(get<float>(m.s(0, 196)) == -inf);
+  CHECK(std::isnan(get<float>(m.s(0, 200))));
+  CHECK(get<float>(m.s(0, 204)) == 240.f);
+  CHECK(get<float>(m.s(0, 208)) == 0x1p-6f);
+}
+
+TEST_CASE("scalar_tensor_tensor, bn_stats, bn_aggr and affine_select", "[isa]") {
+  Machine m;
+  const float x[4] = {1.f, 2.f, 4.f, 7.f}, y[4] = {10.f, 20.f, 30.f, 40.f};
+  std::memcpy(m.s(0, 0), x, sizeof x);
+  std::memcpy(m.s(0, 16), y, sizeof y);
+  // (x - 1) * y; reverse1 with divide: y / (x - 1) (1 / 0 = inf).
+  Instruction stt = make(Opcode::ScalarTensorTensor, Engine::DVE,
+                         {sbuf(0, 1, 64, DType::F32, {{1, 4}}),
+                          sbuf(0, 1, 0, DType::F32, {{1, 4}}),
+                          {},
+                          sbuf(0, 1, 16, DType::F32, {{1, 4}})});
+  stt.alu0 = AluOp::Subtract;
+  stt.imm0 = 1.f;
+  stt.alu1 = AluOp::Multiply;
+  m.run(stt);
+  CHECK(get<float>(m.s(0, 64 + 12)) == 240.f);
+  stt.alu1 = AluOp::Divide;
+  stt.flags = kReverse1;
+  m.run(stt);
+  CHECK(get<float>(m.s(0, 64 + 4)) == 20.f);
+  CHECK(get<float>(m.s(0, 64)) == std::numeric_limits<float>::infinity());
+
+  // bn_stats of {1, 2, 4, 7}: even {1, 4} -> (2, 2.5, 4.5), odd {2, 7} -> (2, 4.5, 12.5); bn_aggr of the two
+  // triples: mean 3.5, variance (4.5 + 12.5 + 2 x 1 + 2 x 1) / 4 = 5.25 (np.var of the four values).
+  m.run(make(Opcode::BnStats, Engine::DVE,
+             {sbuf(0, 1, 128, DType::F32, {{1, 6}}), sbuf(0, 1, 0, DType::F32, {{1, 4}})}));
+  const float stats[6] = {2.f, 2.5f, 4.5f, 2.f, 4.5f, 12.5f};
+  for (int j = 0; j < 6; ++j) CHECK(get<float>(m.s(0, 128 + 4 * j)) == stats[j]);
+  m.run(make(Opcode::BnAggr, Engine::DVE,
+             {sbuf(0, 1, 192, DType::F32, {{1, 2}}), sbuf(0, 1, 128, DType::F32, {{1, 6}})}));
+  CHECK(get<float>(m.s(0, 192)) == 3.5f);
+  CHECK(get<float>(m.s(0, 196)) == 5.25f);
+
+  // affine_select, causal: keep x where partition - j >= 0 (channel_multiplier 1, step -1), else -1e4.
+  for (uint32_t p = 0; p < 2; ++p) std::memcpy(m.s(p, 256), x, sizeof x);
+  Instruction as = make(Opcode::AffineSelect, Engine::POOL,
+                        {sbuf(0, 2, 320, DType::F32, {{1, 4}}), sbuf(0, 2, 256, DType::F32, {{1, 4}})});
+  as.alu0 = AluOp::IsGe;
+  as.imm1 = 1.f;
+  as.iota_steps = {-1, 0, 0, 0};
+  as.imm2 = -1e4f;
+  m.run(as);
+  CHECK(get<float>(m.s(0, 320)) == 1.f);
+  CHECK(get<float>(m.s(0, 324)) == -1e4f);
+  CHECK(get<float>(m.s(1, 324)) == 2.f);
+  CHECK(get<float>(m.s(1, 328)) == -1e4f);
+}

@@ -111,6 +111,31 @@ const std::vector<Case>& cases() {
                  k.sbuf({128, 512}, DT::F32)};
        },
        [](const Views& v) { return nki::select(v[0], v[1], v[2], v[3]); }},
+      {Opcode::ScalarTensorTensor,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({128, 512}, DT::F32), k.sbuf({128, 512}, DT::F32), k.sbuf({128, 1}, DT::F32),
+                 k.sbuf({128, 512}, DT::F32)};
+       },
+       [](const Views& v) {
+         return nki::scalar_tensor_tensor(v[0], v[1], nki::AluOp::Subtract, v[2], nki::AluOp::Multiply, v[3]);
+       }},
+      {Opcode::BnStats,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({128, 6}, DT::F32), k.sbuf({128, 512}, DT::F32)};
+       },
+       [](const Views& v) { return nki::bn_stats(v[0], v[1]); }},
+      {Opcode::BnAggr,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({128, 2}, DT::F32), k.sbuf({128, 12}, DT::F32)};
+       },
+       [](const Views& v) { return nki::bn_aggr(v[0], v[1]); }},
+      {Opcode::AffineSelect,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({128, 512}, DT::F32), k.sbuf({128, 512}, DT::F32)};
+       },
+       [](const Views& v) {
+         return nki::affine_select(v[0], {-1}, 0.0, 1.0, v[1], -9984.0, nki::AluOp::IsGe);
+       }},
       {Opcode::DmaCopy,
        [](Kernel& k) -> Views {
          return {k.sbuf({128, 512}, DT::BF16), scratch_hbm(k, "x"), k.sbuf({128, 1}, DT::I32), View{}};

@@ -306,3 +306,52 @@ TEST_CASE("bandwidth sharing: max-min fair with caps and a shared resource", "[t
   CHECK(t.rate(x) == Approx(0.1));
   CHECK(t.rate(y) == Approx(0.3));
 }
+
+TEST_CASE("costs of scalar_tensor_tensor, bn_stats, bn_aggr, affine_select and the new activations",
+          "[timing]") {
+  timing::CostModel cm(trn2());
+  const uint32_t n = 1024;
+  // scalar_tensor_tensor: tensor_tensor's rule on data and operand1 (DVE fixed_overhead_cycles = 100).
+  auto stt = [&](DType t, MemSpace data, MemSpace in1, Engine e = Engine::DVE) {
+    return inst(Opcode::ScalarTensorTensor, e,
+                {ap(MemSpace::SBUF, t, 128, {n}), ap(data, t, 128, {n}),
+                 ap(MemSpace::SBUF, DType::F32, 128, {1}), ap(in1, t, 128, {n})},
+                isa::kOperand0Vector);
+  };
+  // Two SBUF inputs: 2N; BF16: perf_mode_tensor_tensor 2 -> 100 + 2048 / 2 = 1124; FP32: 100 + 2048 = 2148.
+  CHECK(cm.engine_cost(stt(DType::BF16, MemSpace::SBUF, MemSpace::SBUF)).cycles == Cycles(1124));
+  CHECK(cm.engine_cost(stt(DType::F32, MemSpace::SBUF, MemSpace::SBUF)).cycles == Cycles(2148));
+  // data in PSUM, operand1 in SBUF: one input per port, N -> 100 + 1024 = 1124.
+  CHECK(cm.engine_cost(stt(DType::F32, MemSpace::PSUM, MemSpace::SBUF)).cycles == Cycles(1124));
+  // On GpSimd: pool fixed_overhead_cycles 150 + N x 2 inputs = 150 + 2048 = 2198.
+  CHECK(cm.engine_cost(stt(DType::F32, MemSpace::SBUF, MemSpace::SBUF, Engine::POOL)).cycles == Cycles(2198));
+
+  // bn_stats [128, 512] -> [128, 6]: one input, 100 + 512 = 612; bn_aggr of 4 chunks [128, 24]: 100 + 24 =
+  // 124.
+  auto stats = inst(Opcode::BnStats, Engine::DVE,
+                    {ap(MemSpace::SBUF, DType::F32, 128, {6}), ap(MemSpace::SBUF, DType::BF16, 128, {512})});
+  CHECK(cm.engine_cost(stats).cycles == Cycles(612));
+  auto aggr = inst(Opcode::BnAggr, Engine::DVE,
+                   {ap(MemSpace::SBUF, DType::F32, 128, {2}), ap(MemSpace::SBUF, DType::F32, 128, {24})});
+  CHECK(cm.engine_cost(aggr).cycles == Cycles(124));
+
+  // affine_select [128, 512]: pool fixed 150 + N = 662, as iota (NKI 2.21: "150 + N GpSimd cycles").
+  auto sel = inst(Opcode::AffineSelect, Engine::POOL,
+                  {ap(MemSpace::SBUF, DType::F32, 128, {512}), ap(MemSpace::SBUF, DType::F32, 128, {512})});
+  CHECK(cm.engine_cost(sel).cycles == Cycles(662));
+
+  // The new activation functions cost as any activation: ACT fixed 64 + N = 64 + 1024 = 1088.
+  for (auto f : {isa::ActFunc::Sin, isa::ActFunc::Erf, isa::ActFunc::Softplus, isa::ActFunc::Floor}) {
+    auto a = inst(Opcode::Activation, Engine::ACT,
+                  {ap(MemSpace::SBUF, DType::F32, 128, {n}), ap(MemSpace::SBUF, DType::F32, 128, {n})});
+    a.act = f;
+    CHECK(cm.engine_cost(a).cycles == Cycles(1088));
+  }
+  // float8_e4m3 is an FP8 dtype for the DVE fast path: not fast on trn2 (100 + 1024 = 1124), 4x on trn3
+  // (100 + 1024 / 4 = 356), as float8_e4m3fn.
+  auto copy8 =
+      inst(Opcode::TensorCopy, Engine::DVE,
+           {ap(MemSpace::SBUF, DType::FP8_E4M3, 128, {n}), ap(MemSpace::SBUF, DType::FP8_E4M3, 128, {n})});
+  CHECK(cm.engine_cost(copy8).cycles == Cycles(1124));
+  CHECK(timing::CostModel(trn3()).engine_cost(copy8).cycles == Cycles(356));
+}

@@ -1,0 +1,390 @@
+"""NKI calls of the published tutorials and nki-library kernels that were NkiUnsupported before (tester23h):
+nisa.scalar_tensor_tensor, nisa.bn_stats / bn_aggr, nisa.affine_select, the nl activation functions sin, cos,
+arctan, erf, erf_dx, softplus, mish, gelu_dx, floor, ceil, trunc, and the dtype nl.float8_e4m3. Each output is
+compared byte for byte with a NumPy computation written here from NKI's definitions, not from trnsim's code."""
+
+import math
+
+import numpy as np
+
+from runner import main, raises
+
+import trnsim.nki as tnki
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+RNG = np.random.default_rng(2323)
+X = RNG.standard_normal((128, 64)).astype(np.float32)
+Y = RNG.standard_normal((128, 64)).astype(np.float32)
+V = RNG.standard_normal((128, 1)).astype(np.float32)
+
+
+# ---- scalar_tensor_tensor: (data op0 operand0) op1 operand1
+
+
+@nki.jit
+def k_stt(x, y, v, op0, op1, reverse0, reverse1, vector):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    tx, ty = nl.load(x), nl.load(y)
+    s = nl.load(v) if vector else 0.75
+    r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.scalar_tensor_tensor(dst=r, data=tx, op0=op0, operand0=s, op1=op1, operand1=ty, reverse0=reverse0,
+                              reverse1=reverse1)
+    nl.store(out, r)
+    return out
+
+
+@nki.jit
+def k_stt_old(x, y, v):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    r = nisa.scalar_tensor_tensor(data=nl.load(x), op0=nl.subtract, operand0=nl.load(v), op1=nl.multiply,
+                                  operand1=nl.load(y))
+    nl.store(out, r)
+    return out
+
+
+def test_scalar_tensor_tensor_applies_op0_with_the_scalar_then_op1_with_the_tile():
+    f32 = np.float32
+    cases = [
+        (nl.subtract, nl.multiply, False, False, True, (X - V) * Y),
+        (nl.subtract, nl.multiply, True, False, True, (V - X) * Y),
+        (nl.add, nl.divide, False, True, True, Y / (X + V)),
+        (nl.multiply, nl.maximum, False, False, False, np.maximum(X * f32(0.75), Y)),
+    ]
+    for op0, op1, r0, r1, vector, want in cases:
+        out = tnki.simulate_kernel(k_stt, X, Y, V, op0=op0, op1=op1, reverse0=r0, reverse1=r1, vector=vector)
+        assert out.tobytes() == want.astype(f32).tobytes(), (op0, op1, r0, r1)
+    # The earlier calling style (returns a new tile).
+    assert tnki.simulate_kernel(k_stt_old, X, Y, V).tobytes() == ((X - V) * Y).tobytes()
+
+
+def test_scalar_tensor_tensor_refuses_bitvec_operators():
+    e = raises(Exception, tnki.simulate_kernel, k_stt, X, Y, V, op0=nl.bitwise_and, op1=nl.add, reverse0=False,
+               reverse1=False, vector=True)
+    assert "arithmetic" in str(e) and "bitwise_and" in str(e), e
+
+
+def test_scalar_tensor_tensor_is_timed_as_tensor_tensor():
+    # Same tiles, same engine: scalar_tensor_tensor's cost formula is tensor_tensor's (docs/timing.md).
+    @nki.jit
+    def k_tt(x, y):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=r, data1=nl.load(x), data2=nl.load(y), op=nl.multiply)
+        nl.store(out, r)
+        return out
+
+    a = tnki.benchmark(k_tt, X, Y)
+    b = tnki.benchmark(k_stt, X, Y, V, op0=nl.multiply, op1=nl.multiply, reverse0=False, reverse1=False,
+                       vector=False)
+    assert a.latency_ns == b.latency_ns, (a.latency_ns, b.latency_ns)
+
+
+# ---- activation functions: FP64 math rounded once to FP32 (the reference trnsim documents)
+
+
+@nki.jit
+def k_unary(x, fn):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, fn(nl.load(x)))
+    return out
+
+
+def _erf(a):
+    return np.vectorize(math.erf, otypes=[np.float64])(a)
+
+
+def test_activation_functions_match_numpy_in_float64_rounded_to_float32():
+    x = (3 * X).astype(np.float32)
+    d = x.astype(np.float64)
+    sp = np.log1p(np.exp(d))
+    want = {
+        "sin": np.sin(d), "cos": np.cos(d), "arctan": np.arctan(d), "erf": _erf(d),
+        "erf_dx": 2 / np.sqrt(np.pi) * np.exp(-d * d), "softplus": sp, "mish": d * np.tanh(sp),
+        "gelu_dx": 0.5 * (1 + _erf(d / np.sqrt(2))) + d * np.exp(-0.5 * d * d) / np.sqrt(2 * np.pi),
+        "floor": np.floor(d), "ceil": np.ceil(d), "trunc": np.trunc(d),
+    }
+    for name, ref in want.items():
+        out = tnki.simulate_kernel(k_unary, x, fn=getattr(nl, name))
+        got, ref32 = out.view(np.uint32), ref.astype(np.float32).view(np.uint32)
+        assert (got == ref32).all(), (name, int((got != ref32).sum()))
+
+
+def test_activation_functions_are_activation_ops_too():
+    # op=nl.sin in nisa.activation, with scale and bias: sin(2x + 0.5).
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=r, op=nl.sin, data=nl.load(x), scale=2.0, bias=None)
+        nl.store(out, r)
+        return out
+
+    out = tnki.simulate_kernel(k, X)
+    assert out.tobytes() == np.sin((X * np.float32(2)).astype(np.float64)).astype(np.float32).tobytes()
+
+
+# ---- bn_stats / bn_aggr
+
+
+def _seq_sum(cols):
+    """Left-to-right FP32 sum of a list of [P] float32 columns (NumPy's own sum is pairwise)."""
+    s = np.zeros_like(cols[0]) if cols else None
+    for c in cols:
+        s = (s + c).astype(np.float32)
+    return s
+
+
+def _bn_stats_ref(x):
+    f32 = np.float32
+    out = []
+    for half in (0, 1):
+        cols = [x[:, j] for j in range(half, x.shape[1], 2)]
+        n = f32(len(cols))
+        mean = (_seq_sum(cols) / n).astype(f32)
+        m2 = _seq_sum([((c - mean) * (c - mean)).astype(f32) for c in cols])
+        out += [np.full(x.shape[0], n, f32), mean, m2]
+    return np.stack(out, axis=1)
+
+
+def _bn_aggr_ref(stats):
+    f32 = np.float32
+    k = stats.shape[1] // 3
+    counts = [stats[:, 3 * t] for t in range(k)]
+    means = [stats[:, 3 * t + 1] for t in range(k)]
+    m2s = [stats[:, 3 * t + 2] for t in range(k)]
+    n = _seq_sum(counts)
+    mu = (_seq_sum([(c * m).astype(f32) for c, m in zip(counts, means)]) / n).astype(f32)
+    m2 = _seq_sum([(s + (c * ((m - mu) * (m - mu)).astype(f32)).astype(f32)).astype(f32)
+                   for c, m, s in zip(counts, means, m2s)])
+    return np.stack([mu, (m2 / n).astype(f32)], axis=1)
+
+
+@nki.jit
+def k_bn(x):
+    # NKI's LayerNorm tutorial pattern: bn_stats on each 512-element chunk into one stats tile, then bn_aggr.
+    P, F = x.shape
+    chunks = (F + 511) // 512
+    stats_out = nl.ndarray((P, 6 * chunks), dtype=nl.float32, buffer=nl.shared_hbm)
+    mv_out = nl.ndarray((P, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+    tx = nl.load(x)
+    stats = nl.ndarray((P, 6 * chunks), dtype=nl.float32, buffer=nl.sbuf)
+    for c in nl.affine_range(chunks):
+        nisa.bn_stats(dst=stats[:, 6 * c:6 * c + 6], data=tx[:, 512 * c:512 * c + 512])
+    mv = nl.ndarray((P, 2), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.bn_aggr(dst=mv, data=stats)
+    nl.store(stats_out, stats)
+    nl.store(mv_out, mv)
+    return stats_out, mv_out
+
+
+def test_bn_stats_and_bn_aggr_give_the_documented_layout_and_values():
+    x = (RNG.standard_normal((128, 1024)) * 3 + 1).astype(np.float32)
+    stats, mv = tnki.simulate_kernel(k_bn, x)
+    want = np.concatenate([_bn_stats_ref(x[:, :512]), _bn_stats_ref(x[:, 512:])], axis=1)
+    assert stats.tobytes() == want.tobytes()
+    assert mv.tobytes() == _bn_aggr_ref(want).tobytes()
+    # And they are the mean and the population variance (NumPy in FP64), to FP32 accuracy.
+    assert np.allclose(mv[:, 0], x.astype(np.float64).mean(axis=1), rtol=1e-5, atol=1e-6)
+    assert np.allclose(mv[:, 1], x.astype(np.float64).var(axis=1), rtol=1e-4)
+
+
+def test_bn_stats_odd_width_and_the_earlier_calling_style():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nisa.bn_aggr(nisa.bn_stats(nl.load(x))))
+        return out
+
+    x = RNG.standard_normal((128, 33)).astype(np.float32)
+    assert tnki.simulate_kernel(k, x).tobytes() == _bn_aggr_ref(_bn_stats_ref(x)).tobytes()
+
+
+def test_bn_stats_refuses_more_than_512_elements():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, 6), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nisa.bn_stats(nl.load(x)))
+        return out
+
+    e = raises(Exception, tnki.simulate_kernel, k, np.zeros((128, 600), np.float32))
+    assert "512" in str(e) and "bn_stats" in str(e) and "test_nki_tutorial_calls.py" in str(e), e
+
+
+def test_a_layernorm_in_the_tutorials_form():
+    # NKI's LayerNorm tutorial's statistics: bn_stats / bn_aggr, rstd = rsqrt(var + eps) on Scalar, then
+    # (x - mean) * rstd in one tensor_scalar with the two [P, 1] vectors.
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        tx = nl.load(x)
+        mv = nisa.bn_aggr(nisa.bn_stats(tx))
+        rstd = nl.rsqrt(nisa.tensor_scalar(mv[:, 1:2], nl.add, 1e-5))
+        y = nisa.tensor_scalar(tx, nl.subtract, mv[:, 0:1], op1=nl.multiply, operand1=rstd)
+        nl.store(out, y)
+        return out
+
+    x = (RNG.standard_normal((128, 500)) * 2 - 1).astype(np.float32)
+    mv = _bn_aggr_ref(_bn_stats_ref(x))
+    rstd = np.float32(1) / np.sqrt((mv[:, 1:2] + np.float32(1e-5)).astype(np.float32))
+    want = ((x - mv[:, 0:1]) * rstd).astype(np.float32)
+    assert tnki.simulate_kernel(k, x).tobytes() == want.tobytes()
+
+
+# ---- affine_select
+
+
+@nki.jit
+def k_causal(x):
+    # The attention tutorials' causal mask: keep score[q, k] where q - k >= 0, else a large negative value.
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.affine_select(dst=r, pattern=[[-1, x.shape[1]]], offset=0, channel_multiplier=1, on_true_tile=nl.load(x),
+                       on_false_value=-9984.0, cmp_op=nl.greater_equal)
+    nl.store(out, r)
+    return out
+
+
+def test_affine_select_applies_a_causal_mask():
+    x = RNG.standard_normal((128, 128)).astype(np.float32)
+    q, k = np.mgrid[0:128, 0:128]
+    want = np.where(q - k >= 0, x, np.float32(-9984.0)).astype(np.float32)
+    assert tnki.simulate_kernel(k_causal, x).tobytes() == want.tobytes()
+
+
+def test_affine_select_earlier_style_takes_a_comparison_of_index_expressions():
+    # The fused-attention tutorial's form: pred = (q0 + i_q >= k0 + i_k) over an nl.mgrid, a new tile returned.
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        i_q, i_k = nl.mgrid[0:128, 0:256]
+        r = nisa.affine_select(pred=(128 + i_q >= 64 + i_k), on_true_tile=nl.load(x), on_false_value=-9984.0)
+        nl.store(out, r)
+        return out
+
+    x = RNG.standard_normal((128, 256)).astype(np.float32)
+    q, kk = np.mgrid[0:128, 0:256]
+    want = np.where(128 + q >= 64 + kk, x, np.float32(-9984.0)).astype(np.float32)
+    assert tnki.simulate_kernel(k, x).tobytes() == want.tobytes()
+
+
+def test_affine_select_on_two_free_dims_with_an_offset_and_nl_equal_by_default():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+        r = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.affine_select(r, [[1, 4], [-2, 16]], 3, 2, nl.load(x), 0.5)
+        nl.store(out, r)
+        return out
+
+    x = RNG.standard_normal((64, 4, 16)).astype(np.float32)
+    p, a, b = np.mgrid[0:64, 0:4, 0:16]
+    # simulate_kernel returns a bfloat16 output as its float32 values: x rounded to bfloat16 (RNE) where
+    # 3 + 2p + a - 2b == 0, else 0.5.
+    u = x.view(np.uint32).astype(np.uint64)
+    bf = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+    want = np.where(3 + 2 * p + a - 2 * b == 0, bf, np.float32(0.5)).astype(np.float32)
+    assert tnki.simulate_kernel(k, x).tobytes() == want.tobytes()
+
+
+# ---- nl.float8_e4m3: the IEEE-style E4M3 (bias 7, Inf S.1111.000, NaN S.1111.mmm, max 240)
+
+
+def _e4m3_value(code):
+    s, e, m = code >> 7, (code >> 3) & 15, code & 7
+    if e == 15:
+        v = math.inf if m == 0 else math.nan
+    elif e == 0:
+        v = m / 8 * 2.0 ** -6
+    else:
+        v = (1 + m / 8) * 2.0 ** (e - 7)
+    return -v if s else v
+
+
+def _e4m3_encode(x):
+    """Nearest finite code, ties to the even code; beyond 240 and +-Inf -> +-240; NaN -> 0x7F; sign kept."""
+    finite = [(c, _e4m3_value(c)) for c in range(0x78)]  # 0x00..0x77: +0 .. 240
+    out = []
+    for v in x.astype(np.float64):
+        if math.isnan(v):
+            out.append(0x7F)
+            continue
+        s = 0x80 if math.copysign(1, v) < 0 else 0
+        a = min(abs(v), 240.0)
+        best = min(finite, key=lambda cv: (abs(cv[1] - a), cv[0] & 1))
+        out.append(best[0] | s)
+    return np.array(out, np.uint8)
+
+
+@nki.jit
+def k_to_e4m3(x):
+    out = nl.ndarray(x.shape, dtype=nl.float8_e4m3, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=nl.float8_e4m3, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=t, src=nl.load(x))
+    nl.store(out, t)
+    return out
+
+
+@nki.jit
+def k_from_e4m3(codes):
+    out = nl.ndarray(codes.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(codes.view(nl.float8_e4m3))
+    r = nl.ndarray(codes.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=r, src=t)
+    nl.store(out, r)
+    return out
+
+
+def test_float8_e4m3_stores_round_to_nearest_even_and_saturate_at_240():
+    grid = np.array([_e4m3_value(c) for c in range(0x78)] + [-_e4m3_value(c) for c in range(0x78)])
+    mids = (grid[:-1] + grid[1:]) / 2  # ties between neighbours (positive half)
+    special = [240, 244, 247.9, 248, 255, 1e6, np.inf, -np.inf, np.nan, -0.0, 2.0 ** -10, 2.0 ** -11, -2.0 ** -10,
+               3 * 2.0 ** -11]
+    vals = np.concatenate([grid, mids[:0x77], special, RNG.standard_normal(512) * 50]).astype(np.float32)
+    vals = np.resize(vals, (128, (vals.size + 127) // 128))
+    # simulate_kernel returns an FP8 output as its float32 values: each decodes one code (+-0 by the sign bit;
+    # the only NaN code a store writes is 0x7F).
+    got = tnki.simulate_kernel(k_to_e4m3, vals)
+    codes = _e4m3_encode(vals.ravel()).reshape(vals.shape)
+    want = np.array([_e4m3_value(int(c)) for c in codes.ravel()], np.float32).reshape(vals.shape)
+    same = ((got == want) & (np.signbit(got) == np.signbit(want))) | (np.isnan(got) & np.isnan(want))
+    bad = np.argwhere(~same)
+    assert bad.size == 0, [(float(vals[tuple(i)]), float(got[tuple(i)]), int(codes[tuple(i)])) for i in bad[:5]]
+    assert (codes == 0x7F).sum() == np.isnan(vals).sum() and (np.abs(got[~np.isnan(got)]) <= 240).all()
+
+
+def test_float8_e4m3_loads_decode_every_code_with_inf_and_nan():
+    codes = np.arange(256, dtype=np.uint8).reshape(128, 2)
+    got = tnki.simulate_kernel(k_from_e4m3, codes)
+    want = np.array([_e4m3_value(c) for c in range(256)], np.float64).astype(np.float32).reshape(128, 2)
+    assert (np.isnan(got) == np.isnan(want)).all()
+    ok = ~np.isnan(want)
+    assert got[ok].tobytes() == want[ok].tobytes()
+
+
+def test_float8_e4m3_matmul_operands():
+    # nc_matmul with float8_e4m3 stationary and moving tiles: small integers, so every product and FP32 sum is
+    # exact and the result is NumPy's integer matmul.
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((64, 96), dtype=nl.float32, buffer=nl.shared_hbm)
+        ta = nl.ndarray(a.shape, dtype=nl.float8_e4m3, buffer=nl.sbuf)
+        tb = nl.ndarray(b.shape, dtype=nl.float8_e4m3, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=ta, src=nl.load(a))
+        nisa.tensor_copy(dst=tb, src=nl.load(b))
+        acc = nl.ndarray((64, 96), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=ta, moving=tb)
+        r = nl.ndarray((64, 96), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=r, src=acc)
+        nl.store(out, r)
+        return out
+
+    a = RNG.integers(-8, 9, (128, 64)).astype(np.float32)
+    b = RNG.integers(-8, 9, (128, 96)).astype(np.float32)
+    assert tnki.simulate_kernel(k, a, b).tobytes() == (a.T.astype(np.float64) @ b).astype(np.float32).tobytes()
+
+
+if __name__ == "__main__":
+    main(globals())
