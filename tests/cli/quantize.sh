@@ -428,6 +428,45 @@ rc=0
 if [[ $rc -eq 0 && $(grep -c '"pass": true' "$T/mm_q/stats.json") == 1 ]]; then ok; else bad "matmul_mxfp8 pre-quantized run: rc $rc $(cat "$T/mm.txt")"; fi
 if cmp -s "$T/mm_un/y.npy" "$T/mm_q/y.npy"; then ok; else bad "matmul_mxfp8 pre-quantized: y differs"; fi
 
+# A user's array in another layout than the parameters say gets the shared shape error plus the kernel's
+# hint (KernelPackage::input_hint): the parameters that read it as it is, and the quantize command that
+# makes the declared form, which, run as printed, gives a file the kernel takes.
+x=$T/mm_un/inputs/x.npy
+wkn=$T/mm_un/inputs/w.npy
+rc=0
+err=$("$TRNSIM" run "$MM" --out "$T/mm_h" "${mm[@]}" --set params.x_is_swizzled=true --set params.w_is_swizzled=true \
+  --set inputs.x="$T/xs_wrapX.npy" --set inputs.w="$wkn" 2>&1) || rc=$?
+want="trnsim: error: $MM: inputs.w.npy: $wkn: shape (512, 1024) does not match kernel input 'w' bfloat16 [128, 4096]; "
+want+="it has the shape of the BF16 w [K, N], K = 512 the contraction; set \"w_is_swizzled\": false and "
+want+="\"w_is_f_by_k\": false to read it as it is, or, as the kernel reads 'w' pre-swizzled [K/4, 4N] = [128, 4096]: "
+want+="make it with \`trnsim quantize $wkn --axis col --layout bf16-swizzled --data OUT.npy\` (docs/kernels.md)"
+if [[ $rc -eq 1 && $err == "$want" ]]; then ok; else bad "hint for an unswizzled w: rc $rc '$err'"; fi
+cmd=$(sed -n 's/.*`trnsim \(quantize [^`]*\)`.*/\1/p' <<<"$err")
+$TRNSIM ${cmd/OUT.npy/$T/w_hint.npy} >/dev/null
+if "$TRNSIM" run "$MM" --out "$T/mm_h" "${mm[@]}" --set params.x_is_swizzled=true --set params.w_is_swizzled=true \
+  --set inputs.x="$T/xs_wrapX.npy" --set inputs.w="$T/w_hint.npy" >/dev/null 2>&1 && cmp -s "$T/mm_h/y.npy" "$T/mm_un/y.npy"; then
+  ok
+else
+  bad "the hint's quantize command: its output is not the kernel's input"
+fi
+expect_error "hint: orientation" \
+  "$wkn: shape (512, 1024) does not match kernel input 'w' bfloat16 [1024, 512]; it has the shape of the BF16 w [K, N], K = 512 the contraction: set \"w_is_f_by_k\": false to read it as it is" \
+  run "$MM" --out "$T/mm_h2" "${mm[@]}" --set inputs.w="$wkn"
+expect_error "hint: pre-swizzled given" \
+  "$T/xs_wrapX.npy: shape (128, 1024) does not match kernel input 'x' bfloat16 [256, 512]; it has the shape of the BF16 pre-swizzled [K/4, 4M]: set \"x_is_swizzled\": true to read it as it is" \
+  run "$MM" --out "$T/mm_h2" "${mm[@]}" --set inputs.x="$T/xs_wrapX.npy"
+expect_error "hint: BF16 where x4 data is read" \
+  "$x: shape (256, 512) does not match kernel input 'x' float8_e5m2_x4 [128, 256]; it has the shape of the BF16 x [M, K], K = 512 the contraction; 'x_scales' is set, so 'x' holds x4 data [K/4, M]: make it and the scales with \`trnsim quantize $x --format e5m2 --rule trn3 --axis row --layout x4 --use-scale-packing --data DATA.npy --scales SCALES.npy\`, or leave 'x_scales' unset to give BF16 (docs/kernels.md)" \
+  run "$MM" --out "$T/mm_h2" "${mm[@]}" --set 'params.x_scales=[128, 256]' --set params.use_scale_packing=true \
+  --set inputs.x="$x" --set inputs.x_scales="$T/xq_s.npy"
+
+# matmul_mxfp8_backward: a BF16 dY [M, N] = [256, 512] (x above) where output_grad_scales makes it x4 data.
+expect_error "hint: backward dY" \
+  "$x: shape (256, 512) does not match kernel input 'output_grad' float8_e5m2_x4 [128, 256]; it has the shape of the BF16 output_grad [M, N], N = 512 the contraction; 'output_grad_scales' is set, so 'output_grad' holds x4 data [N/4, M]: make it and the scales with \`trnsim quantize $x --format e5m2 --rule trn3 --axis row --layout x4 --data DATA.npy --scales SCALES.npy\`, or leave 'output_grad_scales' unset to give BF16 (docs/kernels.md)" \
+  run "$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json" --out "$T/bw_h" --set params.M=256 \
+  --set 'params.output_grad_scales=[128, 256]' --set 'params.output_grad_columnwise_scales=[64, 512]' \
+  --set inputs.output_grad="$x"
+
 # blockwise_mm_fwd_mxfp8 (trnsim_optimized: the library takes neither pre-swizzled nor pre-quantized forward
 # weights) from its BF16 weights [E, 2, I_TP, H] (saved as the stack [E, 2*I_TP, H]) and [E, H, I_TP], both
 # F-by-K (--axis row): pre-swizzled, and pre-quantized with packed scales; the outputs are the bytes of the
