@@ -145,6 +145,13 @@ struct KernelPackage {
   // tensor and the index. Called before each recipe runs, with the inputs made so far, and once all are
   // made: it checks what is there and skips what is not yet. Unset: no check.
   std::function<void(const P&, const Tensors& inputs)> check_inputs;
+  // A hint for an input given as a .npy file whose shape is not the one the kernel declares (the shared
+  // input check, kernels/workload: "<file>: shape (...) does not match kernel input ...; <hint>"): given the
+  // input's name, the file and the array's shape, what the user most likely meant, e.g. the parameters
+  // that read an operand in that layout and the command that makes the declared one. "" or unset: none.
+  std::function<std::string(const P&, const std::string& input, const std::string& file,
+                            const std::vector<int64_t>& shape)>
+      input_hint;
 };
 
 class BoundKernel;
@@ -199,6 +206,12 @@ class BoundKernel {
   virtual std::vector<KernelStat> input_stats(const Tensors& inputs) const = 0;
   // KernelPackage::check_inputs (nothing if unset).
   virtual void check_inputs(const Tensors& inputs) const = 0;
+  // KernelPackage::input_hint ("" if unset).
+  virtual std::string input_hint(const std::string& input, const std::string& file,
+                                 const std::vector<int64_t>& shape) const {
+    (void)input, (void)file, (void)shape;
+    return "";
+  }
   // What a kernel's front end recorded while it built (a Python kernel: the nki layer's schedule and
   // choices), shown as stats.json "nki"; null: nothing.
   virtual nlohmann::json frontend_stats() const { return nullptr; }
@@ -283,6 +296,10 @@ class BoundPackage final : public BoundKernel {
   }
   void check_inputs(const Tensors& inputs) const override {
     if (pkg().check_inputs) pkg().check_inputs(p_, inputs);
+  }
+  std::string input_hint(const std::string& input, const std::string& file,
+                         const std::vector<int64_t>& shape) const override {
+    return pkg().input_hint ? pkg().input_hint(p_, input, file, shape) : std::string();
   }
 
  private:

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "kernels/lib/mxfp8/layout.h"
 #include "kernels/lib/mxfp8/lib_config.h"
 #include "kernels/lib/mxfp8/lib_matmul.h"
@@ -32,6 +34,76 @@ mxfp8::Operand mx_input_operand(const std::string& kernel, const MxInputNames& n
     o.swizzle = pe_transpose ? mxfp8::Swizzle::Pe : mxfp8::Swizzle::Dgt;
   }
   return o;
+}
+
+namespace {
+
+// The hint for operand `o` ([K, F] logically, K named `c`) of `spec`; see mx_input_hint.
+std::string operand_hint(const mxfp8::MatmulSpec& spec, const mxfp8::Operand& o, int64_t K, int64_t F,
+                         const std::string& c, const std::string& file, const std::vector<int64_t>& shape,
+                         bool flags) {
+  const bool f_by_k = shape == std::vector<int64_t>{F, K}, k_by_f = shape == std::vector<int64_t>{K, F};
+  const bool swizzled = shape == std::vector<int64_t>{K / 4, 4 * F};
+  if (!f_by_k && !k_by_f && !swizzled) return "";
+  const std::string is_swizzled = o.param + "_is_swizzled", is_f_by_k = o.param + "_is_f_by_k";
+  // A square array fits both orientations: the user's own knows which.
+  const bool square = f_by_k && k_by_f;
+  const std::string fk = fmt::format("[{}, {}]", o.f_name, c), kf = fmt::format("[{}, {}]", c, o.f_name);
+  const std::string orientation =
+      square ? fmt::format("\"{}\": true (if it is {}) or false (if {})", is_f_by_k, fk, kf)
+             : fmt::format("\"{}\": {}", is_f_by_k, f_by_k ? "true" : "false");
+  const std::string scheme = spec.scheme == num::QuantScheme::OneX32 ? " --quant-scheme 1x32" : "";
+  const std::string axis = square ? "row|col" : f_by_k ? "row" : "col";
+  const std::string form =
+      swizzled ? fmt::format("BF16 pre-swizzled [{}/4, 4{}]", c, o.f_name)
+      : square ? fmt::format(
+                     "BF16 {} {} or {}, {} = {} the contraction (--axis row for the first, col for the "
+                     "second)",
+                     o.name, fk, kf, c, K)
+               : fmt::format("BF16 {} {}, {} = {} the contraction", o.name, f_by_k ? fk : kf, c, K);
+  switch (o.layout) {
+    case mxfp8::Layout::Quantized:
+      if (swizzled) return "";
+      return fmt::format(
+          "it has the shape of the {}; '{}' is set, so '{}' holds x4 data [{}/4, {}]: make it and the scales "
+          "with `trnsim quantize {} --format {} --rule trn3 --axis {} --layout x4{}{} --data DATA.npy "
+          "--scales "
+          "SCALES.npy`, or leave '{}' unset to give BF16 (docs/kernels.md)",
+          form, o.scales_name, o.name, c, o.f_name, file, spec.fp8 == num::Fp8Format::E5M2 ? "e5m2" : "e4m3",
+          axis, scheme, spec.use_scale_packing ? " --use-scale-packing" : "", o.scales_name);
+    case mxfp8::Layout::Swizzled:
+      if (swizzled) return "";
+      return fmt::format(
+          "it has the shape of the {}; {}the kernel reads '{}' pre-swizzled [{}/4, 4{}] = [{}, {}]: make it "
+          "with `trnsim quantize {} --axis {} --layout bf16-swizzled{} --data OUT.npy` (docs/kernels.md)",
+          form,
+          flags
+              ? fmt::format("set \"{}\": false and {} to read it as it is, or, as ", is_swizzled, orientation)
+              : "",
+          o.name, c, o.f_name, K / 4, 4 * F, file, axis, scheme);
+    case mxfp8::Layout::FByK:
+    case mxfp8::Layout::KByF:
+      if (!flags) return "";
+      return fmt::format("it has the shape of the {}: set {} to read it as it is", form,
+                         swizzled ? fmt::format("\"{}\": true", is_swizzled) : orientation);
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string mx_input_hint(const std::vector<mxfp8::MatmulSpec>& specs, const std::string& input,
+                          const std::string& file, const std::vector<int64_t>& shape,
+                          const std::map<std::string, std::string>& contraction,
+                          const std::vector<std::string>& fixed) {
+  const bool flags = std::find(fixed.begin(), fixed.end(), input) == fixed.end();
+  const auto c = contraction.find(input);
+  const std::string k_name = c == contraction.end() ? "K" : c->second;
+  for (const mxfp8::MatmulSpec& s : specs) {
+    if (s.lhs.name == input) return operand_hint(s, s.lhs, s.K, s.M, k_name, file, shape, flags);
+    if (s.rhs.name == input) return operand_hint(s, s.rhs, s.K, s.N, k_name, file, shape, flags);
+  }
+  return "";
 }
 
 void bind_mx_input(Kernel& k, mxfp8::Operand& o, int64_t K, int64_t F, num::Fp8Format fp8) {

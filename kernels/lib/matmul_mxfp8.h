@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,16 @@ struct MxInputNames {
 mxfp8::Operand mx_input_operand(const std::string& kernel, const MxInputNames& names, bool f_by_k,
                                 bool swizzled, const std::optional<std::vector<int64_t>>& scales_shape,
                                 bool pe_transpose);
+// KernelPackage::input_hint of the MXFP8 matmul kernels: for the kernel input `input` of one of `specs`'
+// operands (its x4 data, or its BF16 array), given as `file` of `shape`, when that shape is the operand's
+// in another form (F-by-K [F, K], K-by-F [K, F], pre-swizzled [K/4, 4F]): the parameters that read the file
+// as it is and the `trnsim quantize` command that makes the declared form from it; "" otherwise.
+// `contraction`: the name of each input's K in the kernel's terms (absent: "K"); inputs in `fixed` have no
+// *_is_swizzled / *_is_f_by_k parameters (only the command is suggested).
+std::string mx_input_hint(const std::vector<mxfp8::MatmulSpec>& specs, const std::string& input,
+                          const std::string& file, const std::vector<int64_t>& shape,
+                          const std::map<std::string, std::string>& contraction = {},
+                          const std::vector<std::string>& fixed = {});
 // Declares the operand's kernel inputs on this core and binds them to it.
 void bind_mx_input(Kernel& k, mxfp8::Operand& o, int64_t K, int64_t F, num::Fp8Format fp8);
 // One matmul of kernel inputs into the kernel output `output` [M, N] (row stores).

@@ -95,6 +95,10 @@ std::unique_ptr<KernelDef> matmul_mxfp8_kernel() {
   k.build = [](const Params& p, const BuildOptions& options) {
     return build_mx_kernel({{spec_of(p), "y"}}, p.schedule, p.fast_dma_transpose, false, options);
   };
+  k.input_hint = [](const Params& p, const std::string& input, const std::string& file,
+                    const std::vector<int64_t>& shape) {
+    return mx_input_hint({spec_of(p)}, input, file, shape);
+  };
   k.useful_flops = [](const Params& p) { return 2.0 * p.M * p.N * p.K; };
   // Pre-swizzled operands are unswizzled and pre-quantized ones dequantized for the host reference.
   k.checks = [](const Params& p) {

@@ -101,7 +101,8 @@ struct Params {
   }
 };
 
-KernelBuild build_backward(const Params& p, const BuildOptions& options) {
+// The two matmuls (input_grad, weight_grad) of the parameters, operands not yet bound.
+std::vector<MxKernelMatmul> backward_matmuls(const Params& p) {
   const int64_t M = p.M, K = p.K, N = p.N;
   if (p.output_grad_is_swizzled)
     throw InputError(fmt::format(
@@ -149,9 +150,11 @@ KernelBuild build_backward(const Params& p, const BuildOptions& options) {
       mx_input_operand(dw.kernel, {"input_activation", "input", "input_scales", "K"},
                        p.input_is_f_by_k || p.input_is_swizzled, p.input_is_swizzled, p.input_scales, pe);
   dw.tiling = p.weight_grad_config.value_or(MxTilingConfig{}).tiling();
+  return {{dx, "input_grad"}, {dw, "weight_grad"}};
+}
 
-  return build_mx_kernel({{dx, "input_grad"}, {dw, "weight_grad"}}, p.schedule, p.fast_dma_transpose, true,
-                         options);
+KernelBuild build_backward(const Params& p, const BuildOptions& options) {
+  return build_mx_kernel(backward_matmuls(p), p.schedule, p.fast_dma_transpose, true, options);
 }
 
 }  // namespace
@@ -170,6 +173,16 @@ std::unique_ptr<KernelDef> matmul_mxfp8_backward_kernel() {
   k.cores = [](const Params& p) { return p.shared.run_with_lnc2 ? 2 : 1; };
   k.cores_param = "run_with_lnc2";
   k.build = build_backward;
+  // dY has no layout flags: a BF16 [M, N], or x4 data with its scales.
+  k.input_hint = [](const Params& p, const std::string& input, const std::string& file,
+                    const std::vector<int64_t>& shape) {
+    std::vector<mxfp8::MatmulSpec> specs;
+    for (const MxKernelMatmul& m : backward_matmuls(p)) specs.push_back(m.spec);
+    return mx_input_hint(
+        specs, input, file, shape,
+        {{"output_grad", "N"}, {"weights", "N"}, {"output_grad_columnwise", "M"}, {"input_activation", "M"}},
+        {"output_grad", "output_grad_columnwise"});
+  };
   k.useful_flops = [](const Params& p) { return 4.0 * p.M * p.N * p.K; };
   // Pre-swizzled operands are unswizzled and pre-quantized ones dequantized for the host reference.
   k.checks = [](const Params& p) {

@@ -103,10 +103,14 @@ std::optional<std::string> dgt_expert_offset_error(const std::string& weight, co
   if (rows <= kExact) return std::nullopt;
   return fmt::format(
       "the DGT loads of {} index the rows of its flattened view, {} / {} = {} * {} * {} / {} = {}, past 2^24 "
-      "= {}: nki-library adds the expert's offset (an FP32 tile) to the uint32 vector offsets with "
-      "tensor_scalar, which computes in FP32, so row indices past 2^24 round and the DMAs would read other "
-      "rows (the hardware as well); use fewer experts or smaller experts ({} / {} at most 2^24), or set "
-      "\"schedule\": \"trnsim_optimized\" (its weights move by int32 scalar offsets)",
+      "= {}: nki-library makes the expert's offset a float32 [128, 1] tile (moe_mxfp8 "
+      "bwmm_bwd_dropless_mxfp8.py _set_expert_offset_on_td, e9ef98fc; the forward calls the same) and adds "
+      "it "
+      "to the uint32 vector offsets with tensor_scalar (mxfp8_utils/common_dataclasses.py "
+      "TileLocation.set_vector_offset, 092a49dc), which computes in FP32, so row indices past 2^24 round and "
+      "the DMAs would read other rows (the hardware as well: the library has this limit); use fewer experts "
+      "or smaller experts ({} / {} at most 2^24), or set \"schedule\": \"trnsim_optimized\" (its weights "
+      "move by int32 scalar offsets)",
       weight, keys, vs, E, F, K, vs, rows, kExact, keys, vs);
 }
 

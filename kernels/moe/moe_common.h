@@ -76,7 +76,8 @@ inline const Tolerance kMoeTolerance{.atol_factor = 0.5,
 // flattened view [E F K / vs, vs], vs = tile_k / 4 of the smallest DGT tile (the config's tile_k, or 256 /
 // 128 for a K remainder). The row index is uint32 vector offsets plus the expert's offset, an FP32 tile
 // (expert * F K / 128, nki-library moe_mxfp8/bwd/bwmm_bwd_dropless_mxfp8.py _set_expert_offset_on_td, at
-// e9ef98fc), added by tensor_scalar (matmul_mxfp8_blocks.py set_vector_offset, at 092a49dc): an arithmetic
+// e9ef98fc), added by tensor_scalar (mxfp_utils/mxfp8_utils/common_dataclasses.py
+// TileLocation.set_vector_offset, at 092a49dc): an arithmetic
 // op, computed in FP32 (NKI ISA docs, "Supported Math Operators": arithmetic operators convert their inputs
 // to float32), so an index past 2^24 rounds to even and the DMA reads another row. The message naming the
 // weight, the shape keys `keys` (e.g. "E * (2 * I_TP) * H") with their values and the limit, or nullopt when

@@ -23,6 +23,18 @@ using nlohmann::json;
 
 namespace {
 
+// A .npy input against the kernel's declaration (tensor::check_npy_fits), with the kernel's hint appended
+// when the shape is what differs (KernelPackage::input_hint: e.g. an operand in another layout).
+void check_npy_input(const kernels::BoundKernel& kernel, const io::NpyArray& a, const TensorInfo& t) {
+  try {
+    tensor::check_npy_fits(a, t.dtype, t.shape, "kernel input " + t.describe());
+  } catch (const InputError& err) {
+    const std::string hint = a.shape == t.shape ? "" : kernel.input_hint(t.name, a.path, a.shape);
+    if (hint.empty()) throw;
+    throw InputError(std::string(err.what()) + "; " + hint);
+  }
+}
+
 std::map<std::string, KernelLoader>& loaders() {
   static std::map<std::string, KernelLoader> m;
   return m;
@@ -215,14 +227,14 @@ PreparedWorkload prepare_workload(Workload w) {
       if (e.given) continue;
       if (e.source.is_npy && p.npy.count(e.key)) {
         try {
-          tensor::check_npy_fits(p.npy.at(e.key), t->dtype, t->shape, "kernel input " + t->describe());
+          check_npy_input(*p.kernel, p.npy.at(e.key), *t);
         } catch (const InputError& err) {
           c.fail(path + ".npy", err.what());
         }
       } else if (e.source.is_npy) {
         try {
           io::NpyArray a = io::read_npy(e.source.npy);
-          tensor::check_npy_fits(a, t->dtype, t->shape, "kernel input " + t->describe());
+          check_npy_input(*p.kernel, a, *t);
           p.npy.emplace(e.key, std::move(a));
         } catch (const InputError& err) {
           c.fail(path + ".npy", err.what());

@@ -333,9 +333,177 @@ expect_error "x4 with a TE scale layout" \
   quantize "$T/k128.npy" --format e4m3 --rule trn3 --axis col --layout x4 --scale-layout swizzled \
   --data "$OUT/d.npy" --scales "$OUT/s.npy"
 expect_error "packing with the TE layout" \
-  "--use-scale-packing applies to --layout x4 (the Trainium kernels' layout), not to --layout te" \
+  "--use-scale-packing applies to --layout x4 or bf16-swizzled (the Trainium kernels' layouts), not to --layout te" \
   quantize "$T/k128.npy" --format e4m3 --rule trn3 --axis col --use-scale-packing --data "$OUT/d.npy" \
   --scales "$OUT/s.npy"
+
+# --- --layout bf16-swizzled: the kernels' BF16 pre-swizzled inputs [K/4, 4F] --------------------------
+# A float32 [128, 2] array (--axis col: K = 128, F = 2), zero but for x[33][1] = 1.0 (BF16 0x3F80) and
+# x[0][0] = 1 + 2^-8 (a tie: BF16 rounds it to even, 0x3F80). Output uint16 [K/4, 4F] = (32, 8), element
+# (P, 4 f + j) at byte 2 (8 P + 4 f + j):
+#   wrapX: K = 128 is one sub-tile, quarters 32 rows apart: row 33 -> P 1, j 1: element 8 + 4 + 1 = 13
+#          (byte 26); row 0 -> element 0.
+#   1x32:  row 33 -> P 8, j 1: element 64 + 4 + 1 = 69 (byte 138); row 0 -> element 0.
+npy "$T/sw.npy" '<f4' '(128, 2)' False "\x00\x80\x80\x3f$(zeros $((33 * 8 + 4 - 4)))\x00\x00\x80\x3f$(zeros $((94 * 8)))"
+for c in "wrapX 26" "1x32 138"; do
+  read -r scheme pos <<<"$c"
+  name="bf16-swizzled $scheme"
+  fresh_out
+  if ! line=$("$TRNSIM" quantize "$T/sw.npy" --axis col --layout bf16-swizzled --quant-scheme "$scheme" \
+    --data "$OUT/d.npy"); then
+    bad "$name: exit code"
+    continue
+  fi
+  want="quantize: shape (128, 2) float32 -> bf16 axis=col layout=bf16-swizzled quant_scheme=$scheme: data "
+  want+="(32, 8) (BF16 bits), rounded to BF16 1"
+  if [[ $line == "$want" ]]; then ok; else bad "$name: summary line '$line'"; fi
+  expect_file "$name data" "$OUT/d.npy" '<u2' '(32, 8)' $((128 + 512))
+  want=$(printf '00%.0s' $(seq 1 512))
+  want="803f${want:4:$((2 * pos - 4))}803f${want:$((2 * pos + 4))}"
+  expect_bytes "$name bytes" "$OUT/d.npy" 128 "$want"
+  if [[ -e $OUT/s.npy ]]; then bad "$name: wrote scales"; else ok; fi
+done
+# --axis row reads [F, K]: the transposed array gives the same bytes; a 3-D [E, rows, cols] stack gives
+# each operand's bytes in turn ([2, 128, 2] -> (2, 32, 8), the second from byte 512 of the data).
+npy "$T/swt.npy" '<f4' '(2, 128)' False "\x00\x80\x80\x3f$(zeros $((128 * 4 + 33 * 4 - 4)))\x00\x00\x80\x3f$(zeros $((94 * 4)))"
+npy "$T/sw3.npy" '<f4' '(2, 128, 2)' False "$(zeros 1024)\x00\x80\x80\x3f$(zeros $((33 * 8 + 4 - 4)))\x00\x00\x80\x3f$(zeros $((94 * 8)))"
+fresh_out
+"$TRNSIM" quantize "$T/sw.npy" --axis col --layout bf16-swizzled --data "$OUT/a.npy" >/dev/null
+"$TRNSIM" quantize "$T/swt.npy" --axis row --layout bf16-swizzled --data "$OUT/b.npy" >/dev/null
+"$TRNSIM" quantize "$T/sw3.npy" --axis col --layout bf16-swizzled --data "$OUT/c.npy" >/dev/null
+if cmp -s "$OUT/a.npy" "$OUT/b.npy"; then ok; else bad "bf16-swizzled axis row = transposed axis col"; fi
+expect_file "bf16-swizzled stack" "$OUT/c.npy" '<u2' '(2, 32, 8)' $((128 + 1024))
+if [[ $(bytes "$OUT/c.npy" 128 512 | tr -d 0) == "" && $(bytes "$OUT/c.npy" 640 512) == $(bytes "$OUT/a.npy" 128 512) ]]; then
+  ok
+else
+  bad "bf16-swizzled stack: operand bytes"
+fi
+expect_error "bf16-swizzled takes no format" \
+  "--format does not apply to --layout bf16-swizzled: it writes the BF16 values pre-swizzled, not quantized (use --layout x4 for pre-quantized inputs)" \
+  quantize "$T/sw.npy" --format e4m3 --axis col --layout bf16-swizzled --data "$OUT/d.npy"
+expect_error "x4 needs scales" "--scales is required with --layout x4 (only --layout bf16-swizzled, which writes BF16, takes none)" \
+  quantize "$T/k128.npy" --format e4m3 --rule trn3 --axis col --layout x4 --data "$OUT/d.npy"
+expect_error "te takes no stack" "$T/sw3.npy: quantize input: expected a 2-D array, found shape (2, 128, 2)" \
+  quantize "$T/sw3.npy" --format e4m3 --rule trn3 --axis col --data "$OUT/d.npy" --scales "$OUT/s.npy"
+
+# Round trips (what a user with [K, N] / [M, K] arrays does): matmul_mxfp8 under its defaults (x and w
+# BF16 pre-swizzled, E5M2, nki_library), its operands laid out by --layout bf16-swizzled from x [M, K]
+# (--axis row) and w [K, N] (--axis col), in both interleaves; and pre-quantized by --layout x4. Numerics
+# PASS against the reference, and y is the bytes of the run that reads the unswizzled BF16 arrays.
+MM=$SRC/configs/workloads/llama3_8b_mlp_down_fwd_mxfp8.json
+mm=(--set params.M=256 --set params.K=512 --set params.N=1024 --set params.float8_dtype=float8_e5m2)
+"$TRNSIM" run "$MM" --out "$T/mm_un" "${mm[@]}" --set params.w_is_f_by_k=false --dump-inputs >/dev/null 2>&1
+"$TRNSIM" run "$MM" --out "$T/mm_un32" "${mm[@]}" --set params.w_is_f_by_k=false --set params.quant_scheme=1x32 \
+  --set params.schedule=trnsim_optimized >/dev/null 2>&1
+for scheme in wrapX 1x32; do
+  extra=()
+  base=$T/mm_un
+  if [[ $scheme == 1x32 ]]; then
+    extra=(--set params.quant_scheme=1x32 --set params.schedule=trnsim_optimized)
+    base=$T/mm_un32
+  fi
+  "$TRNSIM" quantize "$T/mm_un/inputs/x.npy" --axis row --layout bf16-swizzled --quant-scheme $scheme \
+    --data "$T/xs_$scheme.npy" >/dev/null
+  "$TRNSIM" quantize "$T/mm_un/inputs/w.npy" --axis col --layout bf16-swizzled --quant-scheme $scheme \
+    --data "$T/ws_$scheme.npy" >/dev/null
+  rc=0
+  "$TRNSIM" run "$MM" --out "$T/mm_sw_$scheme" "${mm[@]}" "${extra[@]}" --set params.x_is_swizzled=true \
+    --set params.w_is_swizzled=true --set inputs.x="$T/xs_$scheme.npy" --set inputs.w="$T/ws_$scheme.npy" \
+    >"$T/mm.txt" 2>&1 || rc=$?
+  if [[ $rc -eq 0 && $(grep -c '"pass": true' "$T/mm_sw_$scheme/stats.json") == 1 ]]; then
+    ok
+  else
+    bad "matmul_mxfp8 pre-swizzled $scheme run: rc $rc $(cat "$T/mm.txt")"
+  fi
+  if cmp -s "$base/y.npy" "$T/mm_sw_$scheme/y.npy"; then ok; else bad "matmul_mxfp8 pre-swizzled $scheme: y differs"; fi
+done
+"$TRNSIM" quantize "$T/mm_un/inputs/x.npy" --format e5m2 --rule trn3 --axis row --layout x4 --data "$T/xq.npy" \
+  --scales "$T/xq_s.npy" >/dev/null
+"$TRNSIM" quantize "$T/mm_un/inputs/w.npy" --format e5m2 --rule trn3 --axis col --layout x4 --data "$T/wq.npy" \
+  --scales "$T/wq_s.npy" >/dev/null
+rc=0
+"$TRNSIM" run "$MM" --out "$T/mm_q" "${mm[@]}" --set 'params.x_scales=[128, 256]' --set 'params.w_scales=[128, 1024]' \
+  --set inputs.x="$T/xq.npy" --set inputs.x_scales="$T/xq_s.npy" --set inputs.w="$T/wq.npy" \
+  --set inputs.w_scales="$T/wq_s.npy" >"$T/mm.txt" 2>&1 || rc=$?
+if [[ $rc -eq 0 && $(grep -c '"pass": true' "$T/mm_q/stats.json") == 1 ]]; then ok; else bad "matmul_mxfp8 pre-quantized run: rc $rc $(cat "$T/mm.txt")"; fi
+if cmp -s "$T/mm_un/y.npy" "$T/mm_q/y.npy"; then ok; else bad "matmul_mxfp8 pre-quantized: y differs"; fi
+
+# A user's array in another layout than the parameters say gets the shared shape error plus the kernel's
+# hint (KernelPackage::input_hint): the parameters that read it as it is, and the quantize command that
+# makes the declared form, which, run as printed, gives a file the kernel takes.
+x=$T/mm_un/inputs/x.npy
+wkn=$T/mm_un/inputs/w.npy
+rc=0
+err=$("$TRNSIM" run "$MM" --out "$T/mm_h" "${mm[@]}" --set params.x_is_swizzled=true --set params.w_is_swizzled=true \
+  --set inputs.x="$T/xs_wrapX.npy" --set inputs.w="$wkn" 2>&1) || rc=$?
+want="trnsim: error: $MM: inputs.w.npy: $wkn: shape (512, 1024) does not match kernel input 'w' bfloat16 [128, 4096]; "
+want+="it has the shape of the BF16 w [K, N], K = 512 the contraction; set \"w_is_swizzled\": false and "
+want+="\"w_is_f_by_k\": false to read it as it is, or, as the kernel reads 'w' pre-swizzled [K/4, 4N] = [128, 4096]: "
+want+="make it with \`trnsim quantize $wkn --axis col --layout bf16-swizzled --data OUT.npy\` (docs/kernels.md)"
+if [[ $rc -eq 1 && $err == "$want" ]]; then ok; else bad "hint for an unswizzled w: rc $rc '$err'"; fi
+cmd=$(sed -n 's/.*`trnsim \(quantize [^`]*\)`.*/\1/p' <<<"$err")
+$TRNSIM ${cmd/OUT.npy/$T/w_hint.npy} >/dev/null
+if "$TRNSIM" run "$MM" --out "$T/mm_h" "${mm[@]}" --set params.x_is_swizzled=true --set params.w_is_swizzled=true \
+  --set inputs.x="$T/xs_wrapX.npy" --set inputs.w="$T/w_hint.npy" >/dev/null 2>&1 && cmp -s "$T/mm_h/y.npy" "$T/mm_un/y.npy"; then
+  ok
+else
+  bad "the hint's quantize command: its output is not the kernel's input"
+fi
+expect_error "hint: orientation" \
+  "$wkn: shape (512, 1024) does not match kernel input 'w' bfloat16 [1024, 512]; it has the shape of the BF16 w [K, N], K = 512 the contraction: set \"w_is_f_by_k\": false to read it as it is" \
+  run "$MM" --out "$T/mm_h2" "${mm[@]}" --set inputs.w="$wkn"
+expect_error "hint: pre-swizzled given" \
+  "$T/xs_wrapX.npy: shape (128, 1024) does not match kernel input 'x' bfloat16 [256, 512]; it has the shape of the BF16 pre-swizzled [K/4, 4M]: set \"x_is_swizzled\": true to read it as it is" \
+  run "$MM" --out "$T/mm_h2" "${mm[@]}" --set inputs.x="$T/xs_wrapX.npy"
+expect_error "hint: BF16 where x4 data is read" \
+  "$x: shape (256, 512) does not match kernel input 'x' float8_e5m2_x4 [128, 256]; it has the shape of the BF16 x [M, K], K = 512 the contraction; 'x_scales' is set, so 'x' holds x4 data [K/4, M]: make it and the scales with \`trnsim quantize $x --format e5m2 --rule trn3 --axis row --layout x4 --use-scale-packing --data DATA.npy --scales SCALES.npy\`, or leave 'x_scales' unset to give BF16 (docs/kernels.md)" \
+  run "$MM" --out "$T/mm_h2" "${mm[@]}" --set 'params.x_scales=[128, 256]' --set params.use_scale_packing=true \
+  --set inputs.x="$x" --set inputs.x_scales="$T/xq_s.npy"
+
+# matmul_mxfp8_backward: a BF16 dY [M, N] = [256, 512] (x above) where output_grad_scales makes it x4 data.
+expect_error "hint: backward dY" \
+  "$x: shape (256, 512) does not match kernel input 'output_grad' float8_e5m2_x4 [128, 256]; it has the shape of the BF16 output_grad [M, N], N = 512 the contraction; 'output_grad_scales' is set, so 'output_grad' holds x4 data [N/4, M]: make it and the scales with \`trnsim quantize $x --format e5m2 --rule trn3 --axis row --layout x4 --data DATA.npy --scales SCALES.npy\`, or leave 'output_grad_scales' unset to give BF16 (docs/kernels.md)" \
+  run "$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json" --out "$T/bw_h" --set params.M=256 \
+  --set 'params.output_grad_scales=[128, 256]' --set 'params.output_grad_columnwise_scales=[64, 512]' \
+  --set inputs.output_grad="$x"
+
+# blockwise_mm_fwd_mxfp8 (trnsim_optimized: the library takes neither pre-swizzled nor pre-quantized forward
+# weights) from its BF16 weights [E, 2, I_TP, H] (saved as the stack [E, 2*I_TP, H]) and [E, H, I_TP], both
+# F-by-K (--axis row): pre-swizzled, and pre-quantized with packed scales; the outputs are the bytes of the
+# BF16-weight run and every check passes.
+MF=$SRC/configs/workloads/moe/mixtral_8x7b_fwd_mxfp8.json
+mf=(--set params.T=256 --set params.H=512 --set params.I_TP=256 --set params.E=4 --set params.block_size=128
+  --set params.gate_up_config.tile_n=null --set params.down_config.tile_n=null --set params.schedule=trnsim_optimized)
+"$TRNSIM" run "$MF" --out "$T/mf" "${mf[@]}" --dump-inputs >/dev/null 2>&1
+# [4, 2, 256, 512] uint16 -> [4, 512, 512]: the same bytes under another header (the header is padded to 128).
+gu=$T/mf/inputs/gate_up_proj_weight.npy
+npy "$T/gu3.npy" '<u2' '(4, 512, 512)' False ""
+tail -c +129 "$gu" >>"$T/gu3.npy"
+dn=$T/mf/inputs/down_proj_weight.npy
+"$TRNSIM" quantize "$T/gu3.npy" --axis row --layout bf16-swizzled --data "$T/gus.npy" >/dev/null
+"$TRNSIM" quantize "$dn" --axis row --layout bf16-swizzled --data "$T/dns.npy" >/dev/null
+for f in gu3:gu dn:dn; do
+  src=${f%%:*}
+  [[ $src == dn ]] && src=$dn || src=$T/gu3.npy
+  "$TRNSIM" quantize "$src" --format e4m3 --rule trn3 --axis row --layout x4 --use-scale-packing \
+    --data "$T/${f##*:}q.npy" --scales "$T/${f##*:}q_s.npy" >/dev/null
+done
+for form in swizzled quantized; do
+  if [[ $form == swizzled ]]; then
+    set_w=(--set params.gate_up_weight_is_swizzled=true --set params.down_weight_is_swizzled=true
+      --set inputs.gate_up_proj_weight="$T/gus.npy" --set inputs.down_proj_weight="$T/dns.npy")
+  else
+    set_w=(--set 'params.gate_up_weight_scales=[4, 128, 512]' --set 'params.down_weight_scales=[4, 128, 512]'
+      --set inputs.gate_up_proj_weight="$T/guq.npy" --set inputs.gate_up_weight_scales="$T/guq_s.npy"
+      --set inputs.down_proj_weight="$T/dnq.npy" --set inputs.down_weight_scales="$T/dnq_s.npy")
+  fi
+  rc=0
+  "$TRNSIM" run "$MF" --out "$T/mf_$form" "${mf[@]}" "${set_w[@]}" >"$T/mf.txt" 2>&1 || rc=$?
+  if [[ $rc -eq 0 && $(grep -c '"pass": true' "$T/mf_$form/stats.json") == 3 ]]; then ok; else bad "moe fwd $form: rc $rc $(cat "$T/mf.txt")"; fi
+  for o in output_hidden_states gate_up_proj_act_checkpoint_T scaled_intermediate_checkpoint_T; do
+    if cmp -s "$T/mf/$o.npy" "$T/mf_$form/$o.npy"; then ok; else bad "moe fwd $form: $o differs"; fi
+  done
+done
 
 # A pre-quantized matmul_mxfp8_backward run: dY [M, N] quantized rowwise (along N, output_grad_scales) and
 # columnwise (along M, the output_grad_columnwise extension) by trnsim quantize in the kernel's layout and
@@ -357,6 +525,23 @@ if cmp -s "$T/bf/input_grad.npy" "$T/pq/input_grad.npy" && cmp -s "$T/bf/weight_
   ok
 else
   bad "pre-quantized run: gradients differ from the BF16 run"
+fi
+
+# matmul_mxfp8_backward's weights [N, K] and input_activation [M, K], each contracted along its rows (N, M):
+# --layout bf16-swizzled --axis col gives weights_is_swizzled's [N/4, 4K] and input_is_swizzled's [M/4, 4K];
+# the gradients are the bytes of the BF16 run.
+for x in weights input_activation; do
+  "$TRNSIM" quantize "$T/bf/inputs/$x.npy" --axis col --layout bf16-swizzled --data "$T/${x}_sw.npy" >/dev/null
+done
+rc=0
+"$TRNSIM" run "$W" --out "$T/bsw" --set params.weights_is_swizzled=true --set params.input_is_swizzled=true \
+  --set inputs.weights="$T/weights_sw.npy" --set inputs.input_activation="$T/input_activation_sw.npy" \
+  >"$T/bsw.txt" 2>&1 || rc=$?
+if [[ $rc -eq 0 && $(grep -c '"pass": true' "$T/bsw/stats.json") == 2 ]]; then ok; else bad "pre-swizzled backward run: rc $rc $(cat "$T/bsw.txt")"; fi
+if cmp -s "$T/bf/input_grad.npy" "$T/bsw/input_grad.npy" && cmp -s "$T/bf/weight_grad.npy" "$T/bsw/weight_grad.npy"; then
+  ok
+else
+  bad "pre-swizzled backward run: gradients differ from the BF16 run"
 fi
 
 echo "$passed passed, $failed failed"

@@ -7,7 +7,9 @@ span, first start to last end, so phases that overlap add up to more than the ru
 (PE / DVE / ACT / POOL, both cores summed, as stats.json's phases.*.busy_ns), and for the whole run where the
 critical path spends its time (critical_path.time_ns grouped by engine kind, DMA queues and links; the two
 largest, as a share of total_time_ns). A layer the schedule refuses gets one row with the refusal's reason
-(nki_library refuses DeepSeek-V3 and gpt-oss-120b: kernels/moe/README.md, expert offsets past 2^24).
+(nki_library refuses DeepSeek-V3 and gpt-oss-120b: kernels/moe/README.md, expert offsets past 2^24, the
+library's own limit); a backward layer refused so runs again on both schedules with its weights pre-quantized
+(the kernel's prequantized_weights recipe), which the library addresses exactly.
 A script that prints figures, not a test; simulated times are deterministic, host time is not reported.
 
 Usage: python3 tools/bench/moe_schedules.py [BUILD_DIR] [LAYER ...]   (default build; layers as file stems,
@@ -29,9 +31,31 @@ SCHEDULES = ["nki_library", "trnsim_optimized"]
 ENGINES = ["PE", "DVE", "ACT", "POOL"]
 
 
-def run(trnsim, layer, schedule, out):
+def prequantized(layer, scratch):
+    """The backward layer with its weights pre-quantized (the kernel's prequantized_weights recipe, packed
+    scales as the library's default use_scale_packing): a workload file in `scratch`. nki-library moves a
+    pre-quantized weight by a uint32 scalar_offset counting x4 rows (_set_expert_offset_on_td), exact at
+    every shipped size, so the library's stream runs the layers whose BF16 weights it cannot address."""
+    with open(os.path.join(MOE, layer + ".json")) as f:
+        w = json.load(f)
+    p = w["params"]
+    E, H, I = p["E"], p["H"], p["I_TP"]
+    packed = lambda k: -(-k // 2048) * 128
+    p["gate_up_weight_scales"] = [E, packed(2 * I), H]
+    p["down_weight_scales"] = [E, packed(H), I]
+    low, high = w["inputs"]["gate_up_proj_weight"]["low"], w["inputs"]["gate_up_proj_weight"]["high"]
+    del w["inputs"]["gate_up_proj_weight"], w["inputs"]["down_proj_weight"]
+    w["inputs"]["weights"] = {"recipe": "prequantized_weights", "gate_up_seed": 2, "down_seed": 3,
+                              "low": low, "high": high}
+    path = os.path.join(scratch, layer + "_prequantized.json")
+    with open(path, "w") as f:
+        json.dump(w, f)
+    return path
+
+
+def run(trnsim, layer, schedule, out, workload=None):
     """stats.json of one run as a dict, or the refusal's first line as a string."""
-    cmd = [trnsim, "run", os.path.join(MOE, layer + ".json"), "--no-numerics", "--set",
+    cmd = [trnsim, "run", workload or os.path.join(MOE, layer + ".json"), "--no-numerics", "--set",
            "params.schedule=" + schedule, "--out", out]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -70,7 +94,8 @@ def rows(layer, schedule, stats):
         rows_past = re.search(r"DGT loads of (\w+) index .*? = ([\d]+), past 2\^24", reason)
         if rows_past:  # the expert-offset limit (kernels/moe/README.md)
             reason = (f"{rows_past.group(1)}'s DGT row indices reach {int(rows_past.group(2)):,}, past 2^24: "
-                      "FP32 expert offsets (kernels/moe/README.md)")
+                      "the library's own limit, FP32 expert offsets (nki-library common_dataclasses.py "
+                      "TileLocation.set_vector_offset; kernels/moe/README.md)")
         elif len(reason) > 160:
             reason = reason[:157] + "..."
         return [f"| {layer} | {schedule} | refused | | | {reason} |"]
@@ -100,10 +125,20 @@ def main():
     print("|---|---|---|---:|---|---|")
     with tempfile.TemporaryDirectory(prefix="moe_schedules_") as scratch:
         for layer in layers:
+            refused = False
             for schedule in SCHEDULES:
                 out = os.path.join(scratch, f"{layer}_{schedule}")
-                for line in rows(layer, schedule, run(trnsim, layer, schedule, out)):
+                stats = run(trnsim, layer, schedule, out)
+                refused |= isinstance(stats, str)
+                for line in rows(layer, schedule, stats):
                     print(line, flush=True)
+            if refused and "_bwd_" in layer:  # both schedules on pre-quantized weights, side by side
+                w = prequantized(layer, scratch)
+                for schedule in SCHEDULES:
+                    out = os.path.join(scratch, f"{layer}_{schedule}_prequantized")
+                    for line in rows(layer, schedule + ", pre-quantized weights", run(trnsim, layer, schedule,
+                                                                                        out, w)):
+                        print(line, flush=True)
     return 0
 
 

@@ -1,4 +1,5 @@
-// trnsim quantize: MXFP8-quantize a 2-D .npy array (float32, or raw BF16 bits as uint16).
+// trnsim quantize: MXFP8-quantize a 2-D .npy array (float32, or raw BF16 bits as uint16), or lay it out as a
+// kernel's BF16 pre-swizzled input.
 //
 // Input: 2-D [rows, cols]. The MX blocks of 32 run along the columns (--axis row) or the rows (--axis col).
 // --layout te (default): TransformerEngine's MXFP8 tensors; both dims multiples of 32 (TE's rule, which its
@@ -20,6 +21,15 @@
 //   K must be a multiple of 128 (wrapX) or 32 (1x32). With --rule trn3 the bytes are those quantize_mx makes
 //   on chip from the same BF16 values, so a kernel run on them computes what it computes from the BF16 input.
 //   --dequant     float32 [rows, cols] (optional): the dequantized values, in the input's layout.
+// --layout bf16-swizzled: the BF16 pre-swizzled form the kernels' *_is_swizzled inputs take (matmul_mxfp8's x
+// and
+//   w by default, matmul_mxfp8_backward's weights / input_activation, blockwise_mm_fwd_mxfp8's weights): the
+//   values rounded to BF16 (RNE, as a float32 .npy given to a BF16 input is) and interleaved as
+//   --quant-scheme says, K and F as for x4; no quantization, so no --format, --rule, --scales or --dequant.
+//     --data     uint16 [K/4, 4F]: BF16 bits, logical (k, f) at partition row P, column 4 f + j
+//                (sim/numerics/scale_layout.h swizzle_pos).
+// x4 and bf16-swizzled also take a 3-D [E, rows, cols] array: E operands side by side (an MoE layer's stacked
+//   weights), each as above; the outputs are [E, ...].
 // Prints one summary line; the time and rate cover the quantization only (no file I/O).
 #include <algorithm>
 #include <chrono>
@@ -88,70 +98,157 @@ void count_specials(const In* x, const std::vector<uint8_t>& data, const std::ve
     }
 }
 
+// The operands of --layout x4 / bf16-swizzled: a 2-D [rows, cols] array is one operand, a 3-D [E, rows, cols]
+// array E stacked operands (an MoE layer's per-expert weights), each read as [F = rows, K = cols] (--axis
+// row) or [K = rows, F = cols] (--axis col).
+struct OperandStack {
+  int64_t E = 1, rows = 0, cols = 0, K = 0, F = 0;
+  bool row_axis = true;
+  num::QuantScheme scheme = num::QuantScheme::WrapX;
+  // The output shape [K/4, cols_out] (with E in front for a stack).
+  std::vector<int64_t> shape(int64_t a, int64_t b) const {
+    return in_stack ? std::vector<int64_t>{E, a, b} : std::vector<int64_t>{a, b};
+  }
+  bool in_stack = false;
+};
+
+OperandStack operand_stack(const QuantizeOptions& o, const io::NpyArray& in) {
+  OperandStack s;
+  s.in_stack = in.shape.size() == 3;
+  s.E = s.in_stack ? in.shape[0] : 1;
+  s.rows = in.shape[in.shape.size() - 2], s.cols = in.shape.back();
+  s.row_axis = o.axis == "row";
+  s.K = s.row_axis ? s.cols : s.rows, s.F = s.row_axis ? s.rows : s.cols;
+  s.scheme = o.quant_scheme == "1x32" ? num::QuantScheme::OneX32 : num::QuantScheme::WrapX;
+  const int64_t align = s.scheme == num::QuantScheme::WrapX ? 128 : 32;
+  if (s.K % align != 0)
+    throw InputError(o.input + ": --layout " + o.layout + " --quant-scheme " + o.quant_scheme +
+                     " interleaves K = " + std::to_string(s.K) + " (the " +
+                     (s.row_axis ? "columns" : "rows") + " of shape " + io::shape_str(in.shape) +
+                     ") in groups of " + std::to_string(align) + ": K must be a multiple of " +
+                     std::to_string(align));
+  return s;
+}
+
+// The logical [K, F] operand e of the stack.
+template <typename In>
+std::vector<In> logical_kf(const In* x, const OperandStack& s, int64_t e) {
+  const In* m = x + e * s.rows * s.cols;
+  std::vector<In> kf(static_cast<size_t>(s.K * s.F));
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int64_t c = 0; c < s.cols; ++c) kf[s.row_axis ? c * s.F + r : r * s.F + c] = m[r * s.cols + c];
+  return kf;
+}
+
 // --layout x4: the kernels' pre-quantized operand layout (see the top of this file).
 template <typename In>
 void quantize_x4_layout(const QuantizeOptions& o, const io::NpyArray& in, const In* x) {
-  const int64_t rows = in.shape[0], cols = in.shape[1];
-  const bool row_axis = o.axis == "row";
-  const int64_t K = row_axis ? cols : rows, F = row_axis ? rows : cols;
-  const auto scheme = o.quant_scheme == "1x32" ? num::QuantScheme::OneX32 : num::QuantScheme::WrapX;
-  const int64_t align = scheme == num::QuantScheme::WrapX ? 128 : 32;
-  if (K % align != 0)
-    throw InputError(o.input + ": --layout x4 --quant-scheme " + o.quant_scheme +
-                     " interleaves K = " + std::to_string(K) + " (the " + (row_axis ? "columns" : "rows") +
-                     " of shape " + io::shape_str(in.shape) + ") in groups of " + std::to_string(align) +
-                     ": K must be a multiple of " + std::to_string(align));
+  const OperandStack s = operand_stack(o, in);
+  const int64_t K = s.K, F = s.F;
   const auto fmt = o.format == "e4m3" ? num::Fp8Format::E4M3FN : num::Fp8Format::E5M2;
   const num::ScaleRule rule = num::parse_scale_rule(o.rule);
-  // The logical [K, F] operand.
-  std::vector<In> kf(static_cast<size_t>(K * F));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) kf[row_axis ? c * F + r : r * F + c] = x[r * cols + c];
-  std::vector<uint8_t> data(static_cast<size_t>(K * F));
   const num::ScaleShape ts = num::trainium_scale_shape(K, F, o.use_scale_packing);
-  std::vector<uint8_t> tile(static_cast<size_t>(ts.size()));
-  const auto t0 = std::chrono::steady_clock::now();
-  num::quantize_operand_x4(kf.data(), K, F, scheme, fmt, rule, o.use_scale_packing, data.data(), tile.data());
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-  // Dequantized values (in the input's layout), and the elements clipped to +-max or NaN.
-  std::vector<uint8_t> compact(static_cast<size_t>(K / 32 * F));
-  num::scales_from_trainium(tile.data(), K, F, o.use_scale_packing, 0, compact.data());
+  std::vector<uint8_t> data(static_cast<size_t>(s.E * K * F));
+  std::vector<uint8_t> tile(static_cast<size_t>(s.E * ts.size()));
+  std::vector<float> dequant(o.dequant_out.empty() ? 0 : static_cast<size_t>(s.E * K * F));
   const bool e4m3 = fmt == num::Fp8Format::E4M3FN;
   const uint8_t max_code = e4m3 ? 0x7E : 0x7B;
   const float max = num::fp8_max_finite(fmt);
-  std::vector<float> dequant(o.dequant_out.empty() ? 0 : static_cast<size_t>(rows * cols));
   int64_t saturated = 0, nan = 0;
-  for (int64_t k = 0; k < K; ++k) {
-    const num::SwizzlePos sp = num::swizzle_pos(k, 0, K, F, scheme);
-    const int64_t g = num::mx_group_row(k, K, scheme);
-    for (int64_t f = 0; f < F; ++f) {
-      const uint8_t b = data[sp.partition * 4 * F + sp.free + 4 * f], m = b & 0x7F, s = compact[g * F + f];
-      const int64_t i = row_axis ? f * cols + k : k * cols + f;
-      if (e4m3 ? m == 0x7F : m > 0x7C)
-        ++nan;
-      else if (m == max_code && std::abs(load(x[i]) * num::e8m0_rcp_f32(s)) > max)
-        ++saturated;
-      if (!dequant.empty()) dequant[i] = num::fp8_to_f32(b, fmt) * num::e8m0_to_f32(s);
+  double seconds = 0;
+  for (int64_t e = 0; e < s.E; ++e) {
+    const std::vector<In> kf = logical_kf(x, s, e);
+    uint8_t* d = data.data() + e * K * F;
+    uint8_t* t = tile.data() + e * ts.size();
+    const auto t0 = std::chrono::steady_clock::now();
+    num::quantize_operand_x4(kf.data(), K, F, s.scheme, fmt, rule, o.use_scale_packing, d, t);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Dequantized values (in the input's layout), and the elements clipped to +-max or NaN.
+    std::vector<uint8_t> compact(static_cast<size_t>(K / 32 * F));
+    num::scales_from_trainium(t, K, F, o.use_scale_packing, 0, compact.data());
+    for (int64_t k = 0; k < K; ++k) {
+      const num::SwizzlePos sp = num::swizzle_pos(k, 0, K, F, s.scheme);
+      const int64_t g = num::mx_group_row(k, K, s.scheme);
+      for (int64_t f = 0; f < F; ++f) {
+        const uint8_t b = d[sp.partition * 4 * F + sp.free + 4 * f], m = b & 0x7F, sc = compact[g * F + f];
+        const int64_t i = e * K * F + (s.row_axis ? f * s.cols + k : k * s.cols + f);
+        if (e4m3 ? m == 0x7F : m > 0x7C)
+          ++nan;
+        else if (m == max_code && std::abs(load(x[i]) * num::e8m0_rcp_f32(sc)) > max)
+          ++saturated;
+        if (!dequant.empty()) dequant[i] = num::fp8_to_f32(b, fmt) * num::e8m0_to_f32(sc);
+      }
     }
   }
-  const std::vector<int64_t> data_shape = {K / 4, F}, scale_shape = {ts.rows, ts.cols};
+  const std::vector<int64_t> data_shape = s.shape(K / 4, F), scale_shape = s.shape(ts.rows, ts.cols);
   std::vector<io::NpyOutput> outs = {{o.data_out, io::NpyDType::I32, data_shape, data.data()},
                                      {o.scales_out, io::NpyDType::U8, scale_shape, tile.data()}};
   if (!o.dequant_out.empty()) outs.push_back({o.dequant_out, io::NpyDType::F32, in.shape, dequant.data()});
   io::write_npy_all(outs);
   std::printf(
-      "quantize: shape (%lld, %lld) %s -> %s rule=%s axis=%s layout=x4 quant_scheme=%s scales=%s: data "
-      "(%lld, %lld) x4, %.3f ms, %.1f M elements/s, saturated %lld, nan %lld\n",
-      static_cast<long long>(rows), static_cast<long long>(cols),
-      std::is_same_v<In, uint16_t> ? "bf16" : "float32", o.format.c_str(), o.rule.c_str(), o.axis.c_str(),
-      o.quant_scheme.c_str(), o.use_scale_packing ? "packed" : "unpacked", static_cast<long long>(K / 4),
-      static_cast<long long>(F), seconds * 1e3,
-      static_cast<double>(rows * cols) / std::max(seconds, 1e-9) / 1e6, static_cast<long long>(saturated),
+      "quantize: shape %s %s -> %s rule=%s axis=%s layout=x4 quant_scheme=%s scales=%s: data %s x4, %.3f ms, "
+      "%.1f M elements/s, saturated %lld, nan %lld\n",
+      io::shape_str(in.shape).c_str(), std::is_same_v<In, uint16_t> ? "bf16" : "float32", o.format.c_str(),
+      o.rule.c_str(), o.axis.c_str(), o.quant_scheme.c_str(), o.use_scale_packing ? "packed" : "unpacked",
+      io::shape_str(data_shape).c_str(), seconds * 1e3,
+      static_cast<double>(s.E * K * F) / std::max(seconds, 1e-9) / 1e6, static_cast<long long>(saturated),
       static_cast<long long>(nan));
 }
 
+// --layout bf16-swizzled: the kernels' BF16 pre-swizzled operand [K/4, 4F] (see the top of this file).
+template <typename In>
+void swizzle_layout(const QuantizeOptions& o, const io::NpyArray& in, const In* x) {
+  const OperandStack s = operand_stack(o, in);
+  const int64_t K = s.K, F = s.F;
+  std::vector<uint16_t> out(static_cast<size_t>(s.E * K * F));
+  int64_t rounded = 0;
+  for (int64_t e = 0; e < s.E; ++e) {
+    const std::vector<In> kf = logical_kf(x, s, e);
+    std::vector<uint16_t> bf16(kf.size());
+    for (size_t i = 0; i < kf.size(); ++i) {
+      if constexpr (std::is_same_v<In, uint16_t>) {
+        bf16[i] = kf[i];
+      } else {
+        bf16[i] = num::f32_to_bf16(kf[i]);
+        rounded += num::bf16_to_f32(bf16[i]) != kf[i] && !std::isnan(kf[i]);
+      }
+    }
+    num::swizzle(bf16.data(), K, F, s.scheme, out.data() + e * K * F);
+  }
+  const std::vector<int64_t> data_shape = s.shape(K / 4, 4 * F);
+  io::write_npy_all({{o.data_out, io::NpyDType::U16, data_shape, out.data()}});
+  std::printf(
+      "quantize: shape %s %s -> bf16 axis=%s layout=bf16-swizzled quant_scheme=%s: data %s (BF16 bits), "
+      "rounded to BF16 %lld\n",
+      io::shape_str(in.shape).c_str(), std::is_same_v<In, uint16_t> ? "bf16" : "float32", o.axis.c_str(),
+      o.quant_scheme.c_str(), io::shape_str(data_shape).c_str(), static_cast<long long>(rounded));
+}
+
+// The options each layout takes: InputError naming a missing or misplaced one, before any file is touched.
+void check_layout_options(const QuantizeOptions& o) {
+  const bool quantized = o.layout != "bf16-swizzled";
+  if (quantized) {
+    for (const auto& [value, flag] : {std::pair{&o.format, "--format"}, std::pair{&o.rule, "--rule"},
+                                      std::pair{&o.scales_out, "--scales"}})
+      if (value->empty())
+        throw InputError(std::string(flag) + " is required with --layout " + o.layout +
+                         " (only --layout bf16-swizzled, which writes BF16, takes none)");
+    return;
+  }
+  for (const auto& [set, flag] :
+       {std::pair{!o.format.empty(), "--format"}, std::pair{!o.rule.empty(), "--rule"},
+        std::pair{!o.scales_out.empty(), "--scales"}, std::pair{!o.dequant_out.empty(), "--dequant"},
+        std::pair{!o.scale_layout.empty(), "--scale-layout"},
+        std::pair{o.use_scale_packing, "--use-scale-packing"}})
+    if (set)
+      throw InputError(
+          std::string(flag) +
+          " does not apply to --layout bf16-swizzled: it writes the BF16 values pre-swizzled, not "
+          "quantized (use --layout x4 for pre-quantized inputs)");
+}
+
 void run_quantize(const QuantizeOptions& o) {
+  check_layout_options(o);
   // An output must not replace the input: the input would be gone if the user mistyped a flag.
   for (const std::string* out : {&o.data_out, &o.scales_out, &o.dequant_out}) {
     std::error_code ec;
@@ -167,17 +264,17 @@ void run_quantize(const QuantizeOptions& o) {
   }
   // No output through a symlink (sim/io/output_files.h), refused before the work.
   io::check_no_links(o.data_out, "--data");
-  io::check_no_links(o.scales_out, "--scales");
+  if (!o.scales_out.empty()) io::check_no_links(o.scales_out, "--scales");
   if (!o.dequant_out.empty()) io::check_no_links(o.dequant_out, "--dequant");
   // No file the user had is replaced (sim/io/replace_check.h), refused before the work.
   io::check_may_replace(o.data_out, "--data");
-  io::check_may_replace(o.scales_out, "--scales");
+  if (!o.scales_out.empty()) io::check_may_replace(o.scales_out, "--scales");
   if (!o.dequant_out.empty()) io::check_may_replace(o.dequant_out, "--dequant");
   io::NpyArray in = io::read_npy(o.input);
-  io::require_rank(in, 2, "quantize input");
+  // A 3-D array is a stack of operands for the kernels' layouts (an MoE layer's [E, ...] weights).
+  if (o.layout == "te" || in.shape.size() != 3) io::require_rank(in, 2, "quantize input");
   io::require_dtype(in, {io::NpyDType::F32, io::NpyDType::U16}, "quantize input");
-  const int64_t rows = in.shape[0], cols = in.shape[1];
-  if (rows == 0 || cols == 0)
+  if (std::find(in.shape.begin(), in.shape.end(), 0) != in.shape.end())
     throw InputError(o.input + ": quantize input: the array is empty (shape " + io::shape_str(in.shape) +
                      ")");
   if (o.layout == "x4") {
@@ -190,9 +287,18 @@ void run_quantize(const QuantizeOptions& o) {
       quantize_x4_layout(o, in, in.data<float>());
     return;
   }
+  if (o.layout == "bf16-swizzled") {
+    if (in.dtype == io::NpyDType::U16)
+      swizzle_layout(o, in, in.data<uint16_t>());
+    else
+      swizzle_layout(o, in, in.data<float>());
+    return;
+  }
+  const int64_t rows = in.shape[0], cols = in.shape[1];
   if (!o.quant_scheme.empty() || o.use_scale_packing)
-    throw InputError(std::string(o.quant_scheme.empty() ? "--use-scale-packing" : "--quant-scheme") +
-                     " applies to --layout x4 (the Trainium kernels' layout), not to --layout te");
+    throw InputError(
+        std::string(o.quant_scheme.empty() ? "--use-scale-packing" : "--quant-scheme") +
+        " applies to --layout x4 or bf16-swizzled (the Trainium kernels' layouts), not to --layout te");
   const auto axis = o.axis == "row" ? num::MxAxis::Row : num::MxAxis::Col;
   const bool row_axis = axis == num::MxAxis::Row;
   const int64_t blocked = row_axis ? cols : rows, other = row_axis ? rows : cols;
@@ -268,34 +374,39 @@ void add_quantize_command(CLI::App& app) {
       "quantize",
       "MXFP8-quantize a 2-D .npy array (float32 or raw BF16 as uint16) into FP8 data and E8M0 scales");
   sub->add_option("input", opts->input, "input .npy, 2-D float32 or uint16 (raw BF16 bits)")->required();
-  sub->add_option("--format", opts->format, "FP8 element format")
-      ->required()
+  sub->add_option("--format", opts->format, "FP8 element format (te, x4)")
       ->check(CLI::IsMember({"e4m3", "e5m2"}));
   sub->add_option("--rule", opts->rule,
-                  "scale rule: trn3 (quantize_mx), ocp (OCP MX v1.0), te (TransformerEngine)")
-      ->required()
+                  "scale rule (te, x4): trn3 (quantize_mx), ocp (OCP MX v1.0), te (TransformerEngine)")
       ->check(CLI::IsMember({"trn3", "ocp", "te"}));
-  sub->add_option("--axis", opts->axis, "row: 1x32 blocks along columns; col: 32x1 blocks along rows")
+  sub->add_option("--axis", opts->axis,
+                  "row: 1x32 blocks along columns; col: 32x1 blocks along rows (x4, bf16-swizzled: K is the "
+                  "columns or the rows)")
       ->required()
       ->check(CLI::IsMember({"row", "col"}));
-  sub->add_option("--layout", opts->layout,
-                  "te: TransformerEngine's MXFP8 tensors; x4: the Trainium kernels' pre-quantized inputs "
-                  "(x4 data [K/4, F] and the E8M0 scale tile, K the blocked dim)")
+  sub->add_option(
+         "--layout", opts->layout,
+         "te: TransformerEngine's MXFP8 tensors; x4: the Trainium kernels' pre-quantized inputs "
+         "(x4 data [K/4, F] and the E8M0 scale tile, K the blocked dim); bf16-swizzled: their BF16 "
+         "pre-swizzled inputs [K/4, 4F] (no quantization); x4 and bf16-swizzled take a 3-D [E, rows, "
+         "cols] stack too")
       ->capture_default_str()
-      ->check(CLI::IsMember({"te", "x4"}));
+      ->check(CLI::IsMember({"te", "x4", "bf16-swizzled"}));
   sub->add_option("--scale-layout", opts->scale_layout,
                   "te: scales as TE compact (2-D, padded; the default) or GEMM-swizzled (1-D)")
       ->check(CLI::IsMember({"compact", "swizzled"}));
   sub->add_option("--quant-scheme", opts->quant_scheme,
-                  "x4: the kernels' quant_scheme, wrapX (default; partition p of a 512-row tile holds rows "
+                  "x4, bf16-swizzled: the kernels' quant_scheme, wrapX (default; partition p of a 512-row "
+                  "tile holds rows "
                   "p + 128 j) or 1x32 (rows 4p..4p+3)")
       ->check(CLI::IsMember({"wrapX", "1x32"}));
   sub->add_flag("--use-scale-packing", opts->use_scale_packing,
                 "x4: packed scales [ceil(K/2048)*128, F] as the kernels' use_scale_packing reads them");
   sub->add_option("--data", opts->data_out,
-                  "output .npy: te FP8 bytes, uint8 [rows, cols]; x4 elements, int32 [K/4, F]")
+                  "output .npy: te FP8 bytes, uint8 [rows, cols]; x4 elements, int32 [K/4, F]; bf16-swizzled "
+                  "BF16 bits, uint16 [K/4, 4F]")
       ->required();
-  sub->add_option("--scales", opts->scales_out, "output .npy: E8M0 scale bytes, uint8")->required();
+  sub->add_option("--scales", opts->scales_out, "output .npy: E8M0 scale bytes, uint8 (te, x4: required)");
   sub->add_option("--dequant", opts->dequant_out, "optional output .npy: dequantized float32 [rows, cols]");
   add_overwrite_option(sub);
   add_log_options(sub);
@@ -303,7 +414,7 @@ void add_quantize_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   sub->callback([opts] {
-    if (opts->layout == "x4" && opts->quant_scheme.empty()) opts->quant_scheme = "wrapX";
+    if (opts->layout != "te" && opts->quant_scheme.empty()) opts->quant_scheme = "wrapX";
     on_file(opts->input, [&] { run_quantize(*opts); });
   });
 }

@@ -24,7 +24,9 @@ void on_file(const std::string& file, F&& work) {
 }
 
 // trnsim quantize IN.npy --format --rule --axis [--layout te|x4] [--scale-layout | --quant-scheme
-// --use-scale-packing] --data --scales [--dequant] [--threads]
+// --use-scale-packing] --data --scales [--dequant] [--threads]; or --axis --layout bf16-swizzled
+// [--quant-scheme]
+// --data
 void add_quantize_command(CLI::App& app);
 
 // trnsim run PROGRAM.json [--out DIR] [--no-numerics] [--set path=value ...] [--hw trn2|trn3|FILE]

@@ -294,6 +294,31 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("matmul_mxfp8: fast_dma_transpose's K-by-F PE loads with a K remainder meet the reference") {
+  // With fast_dma_transpose the library's stream loads a K remainder as one sub-tile (lib_load.cpp: the
+  // whole 384 rows of K = 896, 128 of 640, 256 of 1280), through the PE loader for K-by-F x and w and by one
+  // direct dma_transpose for F-by-K ones: both give the same bytes. Where the default path loads the
+  // remainder as one sub-tile too (640, 1280) that is also the default path's y; at 896 the default path
+  // splits it into 256 + 128 rows, and y meets the MX reference as closely as that path does.
+  for (const int64_t K : {896, 640, 1280}) {
+    INFO("K = " << K);
+    const Fwd f(512, K, 512);
+    json p = f.params({{"fast_dma_transpose", true}});
+    p.erase("schedule");
+    const auto f_by_k = f.run(p);
+    auto in = f.inputs();
+    in["x"] = as_bytes(Fwd::transposed(f.x, f.M, f.K));
+    in["w"] = as_bytes(Fwd::transposed(f.w, f.N, f.K));
+    p.update({{"x_is_f_by_k", false}, {"w_is_f_by_k", false}});
+    const auto y = f.run(p, in);
+    CHECK(same_bits(y, f_by_k));
+    p.erase("fast_dma_transpose");
+    if (K % 512 != 384) CHECK(same_bits(y, f.run(p, in)));
+    CHECK(rel_l2(y, f.mx_ref()) <= 1e-5);
+    check_nkilib(y, f.golden());
+  }
+}
+
 TEST_CASE("matmul_mxfp8: defaults are nki-library's documented ones, pre-swizzled operands and E5M2") {
   // matmul_mxfp8_generic_kernel.py at 092a49dc: lhs_is_swizzled / rhs_is_swizzled True, float8_dtype
   // "float8_e5m2". A run that names neither reads x [K/4, 4M] and w [K/4, 4N] and quantizes to E5M2.

@@ -276,6 +276,10 @@ TEST_CASE("moe lib: a stacked weight whose DGT row indices pass 2^24 is refused 
       dgt_expert_offset_error("w", "E * F * K", 1025, 2048, 1024, 512).value_or(""),
       Catch::StartsWith("the DGT loads of w index the rows of its flattened view, E * F * K / 128 = 1025 "
                         "* 2048 * 1024 / 128 = 16793600, past 2^24 = 16777216"));
+  // The refusal names the library lines that make the limit the library's own.
+  CHECK_THAT(dgt_expert_offset_error("w", "E * F * K", 1025, 2048, 1024, 512).value_or(""),
+             Catch::Contains("bwmm_bwd_dropless_mxfp8.py _set_expert_offset_on_td") &&
+                 Catch::Contains("common_dataclasses.py TileLocation.set_vector_offset"));
   // K = 1152 = 2 x 512 + 128: the 128-row remainder tile has vs = 32, so 4x the rows of vs = 128.
   CHECK_FALSE(dgt_expert_offset_error("w", "E * F * K", 455, 1024, 1152, 512).has_value());  // 16773120
   CHECK_THAT(dgt_expert_offset_error("w", "E * F * K", 456, 1024, 1152, 512).value_or(""),
