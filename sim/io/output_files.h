@@ -139,8 +139,10 @@ std::string record_naming(const std::string& file);
 // (their size and SHA-256; the inode of the file now at the path), so the folder's record still describes
 // the files trnsim wrote and the next run replaces or removes it as the run's own. An edit made to the file
 // since (while the rename was under way, or after) is not taken for trnsim's: the next run refuses to
-// replace it. Under that folder's lock; nothing when no record names it.
-void rerecord_in_set(const OutputFile& written);
+// replace it. Under that folder's lock; nothing when no record names it, unless `drawn_from` (the stats.json
+// the report was drawn from) lies in the same folder and the record names it: then the report joins the set
+// (an entry is added), so the next run into the folder replaces or removes it with the set's other files.
+void rerecord_in_set(const OutputFile& written, const std::string& drawn_from = "");
 // The SHA-256 of the bytes `f` writes (its bytes, then its tail), as records name them.
 std::string sha256_of(const OutputFile& f);
 // inspect_run_folder for the set holding `file`, found as earlier_files_left_of finds it.

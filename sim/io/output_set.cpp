@@ -1471,7 +1471,7 @@ std::string sha256_of(const OutputFile& f) {
   return h.hex();
 }
 
-void rerecord_in_set(const OutputFile& written) {
+void rerecord_in_set(const OutputFile& written, const std::string& drawn_from) {
   const std::string& file = written.path;
   fs::path folder = fs::path(file).parent_path();
   if (folder.empty()) folder = ".";
@@ -1492,9 +1492,24 @@ void rerecord_in_set(const OutputFile& written) {
     return;  // not a record this can update
   }
   if (!m || !m->complete || !not_ours("", owner).empty()) return;
-  const auto e = std::find_if(m->files.begin(), m->files.end(),
-                              [&](const ManifestEntry& x) { return x.path == rel.string(); });
-  if (e == m->files.end()) return;
+  const auto named = [&](const fs::path& p) {
+    return std::find_if(m->files.begin(), m->files.end(),
+                        [&](const ManifestEntry& x) { return x.path == p.string(); });
+  };
+  auto e = named(rel);
+  if (e == m->files.end()) {
+    // A report drawn from a member of the set beside it (OUT/stats.json -> OUT/stats.html) joins the set: the
+    // next run into the folder replaces it, or removes it as an earlier run's file, instead of leaving a
+    // report of an older run beside its stats.json.
+    const fs::path from = rel.parent_path() / fs::path(drawn_from).filename();
+    if (drawn_from.empty() ||
+        fs::path(drawn_from).parent_path().lexically_normal() !=
+            fs::path(file).parent_path().lexically_normal() ||
+        named(from) == m->files.end())
+      return;
+    m->files.push_back({rel.string()});
+    e = m->files.end() - 1;
+  }
   // The bytes trnsim wrote, never the file as it is now: an edit made since the rename stays the user's
   // (the record then differs from the file, so the next run refuses to replace it). The inode is the file's
   // at the path when it is still a regular file (a removal also compares the SHA-256).
