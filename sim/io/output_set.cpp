@@ -473,6 +473,7 @@ struct Plan {
   int mode = -1;         // the permissions of the file at the target, which its replacement keeps
   bool existed = false;  // a file was at the target (a backup could not always be made)
   bool renamed = false;
+  bool own = false;  // OutputFile::own: never recorded in DIR/.trnsim-written
 };
 
 // Why `p`'s temporary is no longer the file this set created ("" when it is): something else was put at its
@@ -615,6 +616,7 @@ std::vector<ManifestEntry> writing_entries(const Group& g, const std::vector<Pla
     ManifestEntry e{p.rel, p.bytes, 0, p.sha256};
     e.temporary = rel_beside(p.rel, p.temp);
     if (!p.backup.empty()) e.backup = rel_beside(p.rel, p.backup);
+    e.own = p.own;
     v.push_back(std::move(e));
   }
   return v;
@@ -894,6 +896,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     if (dests[i].special) continue;
     Plan p;
     p.index = i;
+    p.own = files[i].own;
     p.target = targets[i];
     p.dir = fs::path(targets[i]).parent_path().string();
     if (p.dir.empty()) p.dir = ".";
@@ -956,8 +959,16 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       std::vector<std::string> notes;
       // What is there now is trnsim's (the set kept whole, or the earlier files back): recorded before the
       // journal goes, as a finished write records it (replace_check.h).
-      record_written(d.get(), dir,
-                     journal->complete ? journal->files : settle_set(d.get(), dir, *journal, notes).files);
+      // The files of a folder trnsim keeps for itself (a sweep's rows) are not (OutputFile::own).
+      std::vector<ManifestEntry> now =
+          journal->complete ? journal->files : settle_set(d.get(), dir, *journal, notes).files;
+      std::set<std::string> own;
+      for (const ManifestEntry& e : journal->files)
+        if (e.own) own.insert(e.path);
+      now.erase(
+          std::remove_if(now.begin(), now.end(), [&](const ManifestEntry& e) { return own.count(e.path); }),
+          now.end());
+      record_written(d.get(), dir, now);
       ::unlinkat(d.get(), name.c_str(), 0);
       for (const std::string& n : notes) log::note(n);
     }
