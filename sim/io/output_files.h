@@ -185,8 +185,9 @@ TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& 
 // .trnsim-written and this user's .trnsim-written.UID) and its probes (".trnsim-probe.PID.N"). Each only
 // when it has exactly such a name, is a regular file of this user's and its PID is no live process, or is
 // this process's (a container's runs share a PID) while none of its own record writes is under way, and
-// holds what trnsim puts there (looks_like_trnsims_leftover); any other file at such a name is a user's:
-// left, with a note (once per path).
+// holds what trnsim puts there (looks_like_trnsims_leftover: a record, removed silently, or nothing, removed
+// with a note, as an empty file could be a user's); any other file at such a name is a user's: left, with a
+// note (once per path).
 // Called by open_run_folder and by write_files_atomic for each folder it locks.
 void remove_killed_temporaries(int dir_fd);
 

@@ -212,6 +212,13 @@ void note_left(int dir_fd, const std::string& name) {
                   where));
 }
 
+// A killed trnsim's record backup (DIR/.trnsim-files.old): a hard link to a record, never empty; an empty
+// file there is a user's.
+bool is_killed_record_backup(int dir_fd) {
+  return file_id_at(dir_fd, kManifestBackupName).bytes > 0 &&
+         looks_like_trnsims_leftover(dir_fd, kManifestBackupName, false);
+}
+
 }  // namespace
 
 void remove_killed_temporaries(int dir_fd) {
@@ -228,7 +235,7 @@ void remove_killed_temporaries(int dir_fd) {
                                        fmt::format(".{}.tmp.", written_name_of(::geteuid())),
                                        fmt::format(".{}.tmp.", journal_name_of(::geteuid())),
                                        ".trnsim-probe."};
-  std::vector<std::string> gone;
+  std::vector<std::string> gone, empty;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     for (const std::string& prefix : prefixes) {
@@ -241,15 +248,24 @@ void remove_killed_temporaries(int dir_fd) {
       // This process's PID (a container's runs share one): a leftover unless one of its own record writes
       // is under way.
       if (!(pid == ::getpid() ? g_record_writes == 0 : process_gone(pid))) break;
-      if (looks_like_trnsims_leftover(dir_fd, name, prefix == ".trnsim-probe."))
-        gone.push_back(name);
-      else
+      if (!looks_like_trnsims_leftover(dir_fd, name, prefix == ".trnsim-probe."))
         note_left(dir_fd, name);
+      else
+        (st.st_size == 0 ? empty : gone).push_back(name);
       break;
     }
   }
   ::closedir(d);
   for (const std::string& name : gone) ::unlinkat(dir_fd, name.c_str(), 0);
+  // An empty file is what a killed trnsim leaves (a probe, a record killed before its first byte), and
+  // holds nothing to lose; but a user's could look the same: its removal is noted, as a kept one is.
+  const std::string folder = empty.empty() ? "" : path_of_fd(dir_fd);
+  for (const std::string& name : empty)
+    if (::unlinkat(dir_fd, name.c_str(), 0) == 0)
+      log::note(
+          fmt::format("{}: removed: an empty file at the name of a temporary of a trnsim that was killed "
+                      "(a name starting with .trnsim- or ..trnsim- is trnsim's)",
+                      folder.empty() ? name : (fs::path(folder) / name).string()));
 }
 
 namespace {
@@ -1078,7 +1094,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
                                         g.run_folder ? &folder->previous : nullptr, set_id);
       if (g.run_folder && g.had_record) {
         if (file_id_at(g.fd.get(), kManifestBackupName).regular) {  // a killed run's, else a user's: kept
-          if (looks_like_trnsims_leftover(g.fd.get(), kManifestBackupName, false))
+          if (is_killed_record_backup(g.fd.get()))
             ::unlinkat(g.fd.get(), kManifestBackupName, 0);
           else
             note_left(g.fd.get(), kManifestBackupName);
@@ -1301,7 +1317,7 @@ RunFolderState open_run_folder(const std::string& dir) {
   // user's is theirs.
   if (struct stat st{}; ::fstatat(d.get(), kManifestBackupName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                         S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) {
-    if (looks_like_trnsims_leftover(d.get(), kManifestBackupName, false))
+    if (is_killed_record_backup(d.get()))
       ::unlinkat(d.get(), kManifestBackupName, 0);
     else
       note_left(d.get(), kManifestBackupName);
