@@ -138,15 +138,20 @@ void cleanup_registered() {
   }
 }
 
-[[noreturn]] void die(int sig) {
-  cleanup_registered();
-  std::signal(sig, SIG_DFL);
-  // Inside the handler the signal is blocked: unblock it so that the default action happens now.
+// Raises `sig` again with it unblocked (inside its handler it is blocked), so that its action, the default
+// one put back by the caller, happens now.
+void raise_unblocked(int sig) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, sig);
   sigprocmask(SIG_UNBLOCK, &set, nullptr);
   std::raise(sig);
+}
+
+[[noreturn]] void die(int sig) {
+  cleanup_registered();
+  std::signal(sig, SIG_DFL);
+  raise_unblocked(sig);
   ::_exit(128 + sig);  // not reached: the default action ends the process
 }
 
@@ -194,13 +199,7 @@ void on_bus(int sig, siginfo_t* info, void*) {
   // Not ours: the default action, a core dump, as if no handler were installed (a fault happens again on
   // return; a signal sent by kill(2) is raised again once unblocked).
   std::signal(sig, SIG_DFL);
-  if (info->si_code <= 0) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, sig);
-    sigprocmask(SIG_UNBLOCK, &set, nullptr);
-    std::raise(sig);
-  }
+  if (info->si_code <= 0) raise_unblocked(sig);
 }
 
 // Signals that end the process with a core dump: a crash (SIGSEGV, SIGILL, SIGFPE, SIGSYS, an abort) or
@@ -215,13 +214,7 @@ constexpr int kCoreSignals[] = {SIGQUIT, SIGILL, SIGABRT, SIGFPE, SIGSEGV, SIGSY
 void on_core_signal(int sig, siginfo_t* info, void*) {
   say(info->si_code > 0 ? g_crash_msg[sig] : g_die_msg[sig], true);
   if (g_held.load() == 0) cleanup_registered();
-  if (info->si_code <= 0) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, sig);
-    sigprocmask(SIG_UNBLOCK, &set, nullptr);
-    std::raise(sig);
-  }
+  if (info->si_code <= 0) raise_unblocked(sig);
 }
 
 // Installs `handler` for `sig` only where the default action is in place: a signal the caller ignores stays

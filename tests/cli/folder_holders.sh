@@ -23,15 +23,6 @@ hold() {
   holder=$!
   for ((i = 0; i < 200; i++)); do [[ -e $T/held ]] && break; sleep 0.05; done
 }
-# waiting LOG PID: until LOG says the process PID waits for a lock (60 s at most); 1 if PID ended first.
-waiting() {
-  for ((i = 0; i < 1200; i++)); do
-    grep -q "waiting for" "$1" && return 0
-    [[ -e /proc/$2 ]] || return 1
-    sleep 0.05
-  done
-  return 1
-}
 
 # 1. An earlier trace, recorded; then a run whose --trace lands there while flock holds the folder.
 mkdir "$T/tl"
@@ -41,7 +32,7 @@ first=$(sha256sum <"$T/tl/t.pftrace")
 hold "$T/tl" 30
 "$TRNSIM" run "$W" --out "$T/o2" --set params.n=5120 --trace "$T/tl/t.pftrace" >"$T/r.log" 2>&1 &
 rp=$!
-if waiting "$T/r.log" $rp; then
+if wait_waiting "$T/r.log" $rp "waiting for"; then
   check "while another process holds the folder, the earlier trace stays: $(cat "$T/r.log")" \
     '[[ $(sha256sum <"$T/tl/t.pftrace") == "$first" ]]'
   kill -KILL $rp
