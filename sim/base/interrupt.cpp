@@ -30,9 +30,10 @@ constexpr int kMaxSignal = 65;
 
 // What the handler prints for each signal, made before any signal can arrive (strsignal is not
 // async-signal-safe).
-char g_stop_msg[kMaxSignal][160];  // during a cooperative section, first signal
-char g_die_msg[kMaxSignal][160];   // ending the process at once
-char g_held_msg[kMaxSignal][160];  // ending it after a SignalsHeld section
+char g_stop_msg[kMaxSignal][160];   // during a cooperative section, first signal
+char g_die_msg[kMaxSignal][160];    // ending the process at once
+char g_held_msg[kMaxSignal][160];   // ending it after a SignalsHeld section
+char g_crash_msg[kMaxSignal][160];  // a crash signal the kernel sent (a fault), not kill(2)
 
 // A slot's state: kFree, kWriting (being filled, invisible to the handler), or a Kind + 2.
 enum : int { kFree = 0, kWriting = 1 };
@@ -137,15 +138,20 @@ void cleanup_registered() {
   }
 }
 
-[[noreturn]] void die(int sig) {
-  cleanup_registered();
-  std::signal(sig, SIG_DFL);
-  // Inside the handler the signal is blocked: unblock it so that the default action happens now.
+// Raises `sig` again with it unblocked (inside its handler it is blocked), so that its action, the default
+// one put back by the caller, happens now.
+void raise_unblocked(int sig) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, sig);
   sigprocmask(SIG_UNBLOCK, &set, nullptr);
   std::raise(sig);
+}
+
+[[noreturn]] void die(int sig) {
+  cleanup_registered();
+  std::signal(sig, SIG_DFL);
+  raise_unblocked(sig);
   ::_exit(128 + sig);  // not reached: the default action ends the process
 }
 
@@ -193,30 +199,64 @@ void on_bus(int sig, siginfo_t* info, void*) {
   // Not ours: the default action, a core dump, as if no handler were installed (a fault happens again on
   // return; a signal sent by kill(2) is raised again once unblocked).
   std::signal(sig, SIG_DFL);
-  if (info->si_code <= 0) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, sig);
-    sigprocmask(SIG_UNBLOCK, &set, nullptr);
-    std::raise(sig);
-  }
+  if (info->si_code <= 0) raise_unblocked(sig);
 }
 
-void install_bus_handler() {
+// Signals that end the process with a core dump: a crash (SIGSEGV, SIGILL, SIGFPE, SIGSYS, an abort) or
+// SIGQUIT. SIGBUS has its own handler (on_bus).
+constexpr int kCoreSignals[] = {SIGQUIT, SIGILL, SIGABRT, SIGFPE, SIGSEGV, SIGSYS};
+
+// A crash or a core-dump signal: the registered paths are removed (a report's staging folder, the output
+// folder the run created, temporaries), unless a set's renames are under way (then, as after a SIGKILL, the
+// next trnsim writing there settles the set from its record), then the default action: a core dump. Runs on
+// the thread that got the signal (a fault cannot be handed over). SA_RESETHAND has put the default back: a
+// fault happens again on return, an abort() raises again, a signal sent by kill(2) is raised here.
+void on_core_signal(int sig, siginfo_t* info, void*) {
+  say(info->si_code > 0 ? g_crash_msg[sig] : g_die_msg[sig], true);
+  if (g_held.load() == 0) cleanup_registered();
+  if (info->si_code <= 0) raise_unblocked(sig);
+}
+
+// Installs `handler` for `sig` only where the default action is in place: a signal the caller ignores stays
+// ignored (nohup's SIGHUP, a background job's SIGINT), a handler someone else installed stays (a profiler's,
+// a sanitizer's).
+void install_if_default(int sig, void (*handler)(int, siginfo_t*, void*), int flags) {
   struct sigaction old {};
-  if (sigaction(SIGBUS, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL)
+  if (sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL)
     return;
   struct sigaction sa {};
-  sa.sa_sigaction = on_bus;
+  sa.sa_sigaction = handler;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_SIGINFO;
-  sigaction(SIGBUS, &sa, nullptr);
+  sa.sa_flags = flags | SA_SIGINFO;
+  sigaction(sig, &sa, nullptr);
+}
+
+// "\ntrnsim: interrupted (SIGTERM)\n" and the other messages of `sig`, into the tables above.
+void make_messages(int sig) {
+  // Why the run ends, in the words of the one who asked.
+  std::string why;
+  if (sig == SIGXCPU)
+    why = " (SIGXCPU: the CPU time limit, ulimit -t, is reached)";
+  else
+    why = sigabbrev_np(sig) ? " (SIG" + std::string(sigabbrev_np(sig)) + ")"
+                            : " (signal " + std::to_string(sig) + ")";
+  std::snprintf(g_stop_msg[sig], sizeof g_stop_msg[sig],
+                "\ntrnsim: interrupted%s: stopping the simulation (again to quit at once)\n", why.c_str());
+  std::snprintf(g_die_msg[sig], sizeof g_die_msg[sig], "\ntrnsim: interrupted%s\n", why.c_str());
+  std::snprintf(g_held_msg[sig], sizeof g_held_msg[sig],
+                "\ntrnsim: interrupted%s once the files being written were all in place\n", why.c_str());
+  std::snprintf(g_crash_msg[sig], sizeof g_crash_msg[sig],
+                "\ntrnsim: crashed%s: an internal error (please report it with the command)\n", why.c_str());
 }
 
 }  // namespace
 
 void install_handlers() {
-  install_bus_handler();
+  install_if_default(SIGBUS, on_bus, 0);
+  for (int sig : kCoreSignals) {
+    make_messages(sig);
+    install_if_default(sig, on_core_signal, SA_RESETHAND);
+  }
   g_main_tid = ::gettid();
   // A closed pipe or a file-size limit is an error of the write that meets it (EPIPE, EFBIG), which the run
   // reports or, for its messages, ignores: it does not end the run (its files are still written, all or
@@ -226,28 +266,8 @@ void install_handlers() {
   std::vector<int> sigs = handled_signals();
   for (int s = SIGRTMIN; s <= SIGRTMAX && s < kMaxSignal; ++s) sigs.push_back(s);
   for (int sig : sigs) {
-    // Why the run ends, in the words of the one who asked.
-    std::string why;
-    if (sig == SIGXCPU)
-      why = " (SIGXCPU: the CPU time limit, ulimit -t, is reached)";
-    else
-      why = sigabbrev_np(sig) ? " (SIG" + std::string(sigabbrev_np(sig)) + ")"
-                              : " (signal " + std::to_string(sig) + ")";
-    std::snprintf(g_stop_msg[sig], sizeof g_stop_msg[sig],
-                  "\ntrnsim: interrupted%s: stopping the simulation (again to quit at once)\n", why.c_str());
-    std::snprintf(g_die_msg[sig], sizeof g_die_msg[sig], "\ntrnsim: interrupted%s\n", why.c_str());
-    std::snprintf(g_held_msg[sig], sizeof g_held_msg[sig],
-                  "\ntrnsim: interrupted%s once the files being written were all in place\n", why.c_str());
-    // Only where the default action would end the process: a signal the caller ignores stays ignored
-    // (nohup's SIGHUP, a background job's SIGINT), a handler someone else installed stays (a profiler's).
-    struct sigaction old {};
-    if (sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL)
-      continue;
-    struct sigaction sa {};
-    sa.sa_sigaction = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART | SA_SIGINFO;
-    sigaction(sig, &sa, nullptr);
+    make_messages(sig);
+    install_if_default(sig, on_signal, SA_RESTART);
   }
 }
 
@@ -345,7 +365,7 @@ void reset_in_child() {
   for (int sig = 1; sig < kMaxSignal && sig <= SIGRTMAX; ++sig) {
     struct sigaction now {};
     if (sigaction(sig, nullptr, &now) != 0 || (now.sa_flags & SA_SIGINFO) == 0 ||
-        (now.sa_sigaction != on_signal && now.sa_sigaction != on_bus))
+        (now.sa_sigaction != on_signal && now.sa_sigaction != on_bus && now.sa_sigaction != on_core_signal))
       continue;
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;

@@ -3,8 +3,10 @@
 // real-time signals): a run that is interrupted leaves nothing half-written behind. A signal the process
 // started with ignored (nohup) or handled by someone else stays so. SIGPIPE and SIGXFSZ are ignored: a write
 // to a closed pipe or past a file-size limit (ulimit -f) fails with EPIPE or EFBIG instead, which the run
-// reports (a file it cannot write) or ignores (its messages to a closed pipe); SIGQUIT and the crash
-// signals keep their core dumps.
+// reports (a file it cannot write) or ignores (its messages to a closed pipe). SIGQUIT and the crash signals
+// (SIGSEGV, SIGABRT, SIGILL, SIGFPE, SIGSYS) keep their core dumps, after the registered paths below are
+// removed (a report's staging folder, the output folder the run created), except while a set's renames are
+// under way (SignalsHeld: the next trnsim settles the set from its record, as after a SIGKILL).
 //   - During a cooperative section (the simulation), the first signal only sets a flag: the model stops at
 //     its next instruction completion and throws Interrupted, so the trace is closed and marked incomplete
 //     like any failed run's. A second signal ends the process at once, unless it came within 0.25 s of the

@@ -85,6 +85,9 @@ Fd open_below(int base, const fs::path& rel) {
   return cur;
 }
 
+// How long a writer waits for another's lock before it gives up.
+constexpr double kMaxWaitSeconds = 600;
+
 // A folder locked for one set of files (lock_folders), not for a whole command (lock_for_run), carries an
 // open-file-description read lock on byte 1 of the folder: a run that finds the folder locked waits for such
 // a holder (a quantize or a trace being written there: seconds) and refuses at once any other (a run, chain,
@@ -134,6 +137,19 @@ std::pair<long, std::string> lock_holder(const std::string& dir) {
     return {pid, words};
   }
   return {0, ""};
+}
+
+// How a wait for the lock of `dir` is told: "another trnsim writing into DIR (pid N: COMMAND)" when a trnsim
+// holds it, "pid N (COMMAND), not a trnsim, which holds the lock of DIR" for another program (flock(1), a
+// backup tool), "another process holding the lock of DIR" when it cannot be known.
+std::string holder_words(const std::string& dir) {
+  const auto [pid, command] = lock_holder(dir);
+  if (pid <= 0) return "another process holding the lock of " + dir;
+  const std::string name = fs::path(command.substr(0, command.find(' '))).filename().string();
+  if (name.rfind("trnsim", 0) == 0)
+    return fmt::format("another trnsim writing into {} (pid {}: {})", dir, pid, command);
+  return fmt::format("pid {} ({}), not a trnsim, which holds the lock of {}", pid,
+                     command.empty() ? "command line unknown" : command, dir);
 }
 
 }  // namespace
@@ -248,7 +264,7 @@ DirLock::Result DirLock::try_lock(const std::string& dir, std::string* why) {
 std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  bool told = false;
+  double told_at = -1;  // when the wait was last told (s since start), -1 before
   static std::set<std::string> unsupported_told;
   for (;;) {
     std::vector<DirLock> held;
@@ -273,12 +289,17 @@ std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs) {
     if (busy.empty()) return held;
     held.clear();
     const double waited = std::chrono::duration<double>(clock::now() - start).count();
-    if (waited > 600)
-      throw InputError(fmt::format("{}: cannot write: another trnsim has held the folder's lock for {:.0f} s",
-                                   busy, waited));
-    if (!told && waited > 1) {
-      log::info("waiting for another trnsim writing into " + busy);
-      told = true;
+    if (waited > kMaxWaitSeconds)
+      throw InputError(
+          fmt::format("{}: cannot write: {} has held the folder's lock for {:.0f} s; trnsim "
+                      "waits {:.0f} s at most",
+                      busy, holder_words(busy), waited, kMaxWaitSeconds));
+    // Told after 1 s, naming the holder and how long trnsim waits, then again every 10 s.
+    if ((told_at < 0 && waited > 1) || (told_at >= 0 && waited - told_at >= 10)) {
+      log::info(fmt::format("{} for {} ({:.0f} s so far, {:.0f} s at most)",
+                            told_at < 0 ? "waiting" : "still waiting", holder_words(busy), waited,
+                            kMaxWaitSeconds));
+      told_at = waited;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -306,9 +327,9 @@ void lock_for_run(DirLock& lock, const std::string& dir, const std::string& what
     // Another trnsim writing one set of files there (a quantize, a trace, an HTML report): its turn ends in
     // seconds, so this run waits, as two sets do (lock_folders).
     const double waited = std::chrono::duration<double>(clock::now() - start).count();
-    if (held_for_set_write(dir) && waited <= 600) {
+    if (held_for_set_write(dir) && waited <= kMaxWaitSeconds) {
       if (!told && waited > 1) {
-        log::info("waiting for another trnsim writing into " + dir);
+        log::info(fmt::format("waiting for {} ({:.0f} s at most)", holder_words(dir), kMaxWaitSeconds));
         told = true;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

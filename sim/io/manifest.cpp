@@ -87,7 +87,7 @@ class Reader {
   ManifestEntry entry(const json& e, const std::string& path, bool writing) const {
     if (!e.is_object()) fail(path, "expected an object, found " + json_excerpt(e));
     if (writing)
-      keys(e, path, {"path", "bytes", "sha256", "temporary", "backup"});
+      keys(e, path, {"path", "bytes", "sha256", "temporary", "backup", "own"});
     else
       keys(e, path, {"path", "bytes", "inode", "sha256"});
     ManifestEntry m;
@@ -100,6 +100,11 @@ class Reader {
     if (!writing) return m;
     m.temporary = record_path(e, "temporary", path, true);
     m.backup = record_path(e, "backup", path, false);
+    if (e.contains("own")) {
+      if (!e["own"].is_boolean())
+        fail(path + ".own", "expected true or false, found " + json_excerpt(e["own"]));
+      m.own = e["own"].get<bool>();
+    }
     const fs::path parent = fs::path(m.path).parent_path();
     for (const auto& [side, kind] : {std::pair{&m.temporary, ".tmp."}, std::pair{&m.backup, ".old."}}) {
       if (side->empty()) continue;
@@ -139,6 +144,7 @@ json entry_json(const ManifestEntry& e, bool writing) {
   if (writing) {
     j["temporary"] = e.temporary;
     if (!e.backup.empty()) j["backup"] = e.backup;
+    if (e.own) j["own"] = true;
   }
   return j;
 }

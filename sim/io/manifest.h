@@ -88,6 +88,9 @@ struct ManifestEntry {
   // State "writing" only:
   std::string temporary = {};
   std::string backup = {};  // "": nothing was at `path`
+  // A file of a folder trnsim keeps for itself (OutputFile::own: a sweep's rows), which no record of the
+  // files trnsim wrote lists, also after a killed set is settled ("own": true).
+  bool own = false;
 
   bool identified() const { return inode != 0 && !sha256.empty(); }
 };

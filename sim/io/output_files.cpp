@@ -138,6 +138,15 @@ Destination destination_of(const std::string& path, const std::string& what, con
   }
   d.dir = Fd();
   check_no_links(path, what, base);
+  // A device, FIFO or socket, also through links (/dev/stderr -> /proc/self/fd/2 -> a pipe, which has no
+  // path to resolve to): opened by its own name and written through in place.
+  if (is_special_file(path)) {
+    d.dir = open_dir_for_write(parent);
+    if (!d.dir.ok()) refuse(fmt::format("directory '{}' cannot be opened ({})", parent, errno_text()));
+    d.name = given.filename().string();
+    d.special = true;
+    return d;
+  }
   const std::string target = resolved_path(path);
   detail::check_output_path(target);
   const fs::path t(target);

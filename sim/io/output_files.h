@@ -139,8 +139,10 @@ std::string record_naming(const std::string& file);
 // (their size and SHA-256; the inode of the file now at the path), so the folder's record still describes
 // the files trnsim wrote and the next run replaces or removes it as the run's own. An edit made to the file
 // since (while the rename was under way, or after) is not taken for trnsim's: the next run refuses to
-// replace it. Under that folder's lock; nothing when no record names it.
-void rerecord_in_set(const OutputFile& written);
+// replace it. Under that folder's lock; nothing when no record names it, unless `drawn_from` (the stats.json
+// the report was drawn from) lies in the same folder and the record names it: then the report joins the set
+// (an entry is added), so the next run into the folder replaces or removes it with the set's other files.
+void rerecord_in_set(const OutputFile& written, const std::string& drawn_from = "");
 // The SHA-256 of the bytes `f` writes (its bytes, then its tail), as records name them.
 std::string sha256_of(const OutputFile& f);
 // inspect_run_folder for the set holding `file`, found as earlier_files_left_of finds it.
@@ -183,8 +185,9 @@ TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& 
 // .trnsim-written and this user's .trnsim-written.UID) and its probes (".trnsim-probe.PID.N"). Each only
 // when it has exactly such a name, is a regular file of this user's and its PID is no live process, or is
 // this process's (a container's runs share a PID) while none of its own record writes is under way, and
-// holds what trnsim puts there (looks_like_trnsims_leftover); any other file at such a name is a user's:
-// left, with a note (once per path).
+// holds what trnsim puts there (looks_like_trnsims_leftover: a record, removed silently, or nothing, removed
+// with a note, as an empty file could be a user's); any other file at such a name is a user's: left, with a
+// note (once per path).
 // Called by open_run_folder and by write_files_atomic for each folder it locks.
 void remove_killed_temporaries(int dir_fd);
 

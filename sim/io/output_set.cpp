@@ -212,6 +212,13 @@ void note_left(int dir_fd, const std::string& name) {
                   where));
 }
 
+// A killed trnsim's record backup (DIR/.trnsim-files.old): a hard link to a record, never empty; an empty
+// file there is a user's.
+bool is_killed_record_backup(int dir_fd) {
+  return file_id_at(dir_fd, kManifestBackupName).bytes > 0 &&
+         looks_like_trnsims_leftover(dir_fd, kManifestBackupName, false);
+}
+
 }  // namespace
 
 void remove_killed_temporaries(int dir_fd) {
@@ -228,7 +235,7 @@ void remove_killed_temporaries(int dir_fd) {
                                        fmt::format(".{}.tmp.", written_name_of(::geteuid())),
                                        fmt::format(".{}.tmp.", journal_name_of(::geteuid())),
                                        ".trnsim-probe."};
-  std::vector<std::string> gone;
+  std::vector<std::string> gone, empty;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     for (const std::string& prefix : prefixes) {
@@ -241,15 +248,24 @@ void remove_killed_temporaries(int dir_fd) {
       // This process's PID (a container's runs share one): a leftover unless one of its own record writes
       // is under way.
       if (!(pid == ::getpid() ? g_record_writes == 0 : process_gone(pid))) break;
-      if (looks_like_trnsims_leftover(dir_fd, name, prefix == ".trnsim-probe."))
-        gone.push_back(name);
-      else
+      if (!looks_like_trnsims_leftover(dir_fd, name, prefix == ".trnsim-probe."))
         note_left(dir_fd, name);
+      else
+        (st.st_size == 0 ? empty : gone).push_back(name);
       break;
     }
   }
   ::closedir(d);
   for (const std::string& name : gone) ::unlinkat(dir_fd, name.c_str(), 0);
+  // An empty file is what a killed trnsim leaves (a probe, a record killed before its first byte), and
+  // holds nothing to lose; but a user's could look the same: its removal is noted, as a kept one is.
+  const std::string folder = empty.empty() ? "" : path_of_fd(dir_fd);
+  for (const std::string& name : empty)
+    if (::unlinkat(dir_fd, name.c_str(), 0) == 0)
+      log::note(
+          fmt::format("{}: removed: an empty file at the name of a temporary of a trnsim that was killed "
+                      "(a name starting with .trnsim- or ..trnsim- is trnsim's)",
+                      folder.empty() ? name : (fs::path(folder) / name).string()));
 }
 
 namespace {
@@ -473,6 +489,7 @@ struct Plan {
   int mode = -1;         // the permissions of the file at the target, which its replacement keeps
   bool existed = false;  // a file was at the target (a backup could not always be made)
   bool renamed = false;
+  bool own = false;  // OutputFile::own: never recorded in DIR/.trnsim-written
 };
 
 // Why `p`'s temporary is no longer the file this set created ("" when it is): something else was put at its
@@ -615,6 +632,7 @@ std::vector<ManifestEntry> writing_entries(const Group& g, const std::vector<Pla
     ManifestEntry e{p.rel, p.bytes, 0, p.sha256};
     e.temporary = rel_beside(p.rel, p.temp);
     if (!p.backup.empty()) e.backup = rel_beside(p.rel, p.backup);
+    e.own = p.own;
     v.push_back(std::move(e));
   }
   return v;
@@ -894,6 +912,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
     if (dests[i].special) continue;
     Plan p;
     p.index = i;
+    p.own = files[i].own;
     p.target = targets[i];
     p.dir = fs::path(targets[i]).parent_path().string();
     if (p.dir.empty()) p.dir = ".";
@@ -956,8 +975,16 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       std::vector<std::string> notes;
       // What is there now is trnsim's (the set kept whole, or the earlier files back): recorded before the
       // journal goes, as a finished write records it (replace_check.h).
-      record_written(d.get(), dir,
-                     journal->complete ? journal->files : settle_set(d.get(), dir, *journal, notes).files);
+      // The files of a folder trnsim keeps for itself (a sweep's rows) are not (OutputFile::own).
+      std::vector<ManifestEntry> now =
+          journal->complete ? journal->files : settle_set(d.get(), dir, *journal, notes).files;
+      std::set<std::string> own;
+      for (const ManifestEntry& e : journal->files)
+        if (e.own) own.insert(e.path);
+      now.erase(
+          std::remove_if(now.begin(), now.end(), [&](const ManifestEntry& e) { return own.count(e.path); }),
+          now.end());
+      record_written(d.get(), dir, now);
       ::unlinkat(d.get(), name.c_str(), 0);
       for (const std::string& n : notes) log::note(n);
     }
@@ -1067,7 +1094,7 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
                                         g.run_folder ? &folder->previous : nullptr, set_id);
       if (g.run_folder && g.had_record) {
         if (file_id_at(g.fd.get(), kManifestBackupName).regular) {  // a killed run's, else a user's: kept
-          if (looks_like_trnsims_leftover(g.fd.get(), kManifestBackupName, false))
+          if (is_killed_record_backup(g.fd.get()))
             ::unlinkat(g.fd.get(), kManifestBackupName, 0);
           else
             note_left(g.fd.get(), kManifestBackupName);
@@ -1290,7 +1317,7 @@ RunFolderState open_run_folder(const std::string& dir) {
   // user's is theirs.
   if (struct stat st{}; ::fstatat(d.get(), kManifestBackupName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                         S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) {
-    if (looks_like_trnsims_leftover(d.get(), kManifestBackupName, false))
+    if (is_killed_record_backup(d.get()))
       ::unlinkat(d.get(), kManifestBackupName, 0);
     else
       note_left(d.get(), kManifestBackupName);
@@ -1471,7 +1498,7 @@ std::string sha256_of(const OutputFile& f) {
   return h.hex();
 }
 
-void rerecord_in_set(const OutputFile& written) {
+void rerecord_in_set(const OutputFile& written, const std::string& drawn_from) {
   const std::string& file = written.path;
   fs::path folder = fs::path(file).parent_path();
   if (folder.empty()) folder = ".";
@@ -1492,9 +1519,24 @@ void rerecord_in_set(const OutputFile& written) {
     return;  // not a record this can update
   }
   if (!m || !m->complete || !not_ours("", owner).empty()) return;
-  const auto e = std::find_if(m->files.begin(), m->files.end(),
-                              [&](const ManifestEntry& x) { return x.path == rel.string(); });
-  if (e == m->files.end()) return;
+  const auto named = [&](const fs::path& p) {
+    return std::find_if(m->files.begin(), m->files.end(),
+                        [&](const ManifestEntry& x) { return x.path == p.string(); });
+  };
+  auto e = named(rel);
+  if (e == m->files.end()) {
+    // A report drawn from a member of the set beside it (OUT/stats.json -> OUT/stats.html) joins the set: the
+    // next run into the folder replaces it, or removes it as an earlier run's file, instead of leaving a
+    // report of an older run beside its stats.json.
+    const fs::path from = rel.parent_path() / fs::path(drawn_from).filename();
+    if (drawn_from.empty() ||
+        fs::path(drawn_from).parent_path().lexically_normal() !=
+            fs::path(file).parent_path().lexically_normal() ||
+        named(from) == m->files.end())
+      return;
+    m->files.push_back({rel.string()});
+    e = m->files.end() - 1;
+  }
   // The bytes trnsim wrote, never the file as it is now: an edit made since the rename stays the user's
   // (the record then differs from the file, so the next run refuses to replace it). The inode is the file's
   // at the path when it is still a regular file (a removal also compares the SHA-256).

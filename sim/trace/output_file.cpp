@@ -96,6 +96,26 @@ void OutputFile::close() {
     drop();
     throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(err)));
   }
+  // Renamed and recorded under the folder's lock, waiting while another trnsim (or another program) holds it,
+  // as every set of files is written: a writer there meanwhile (a quantize, another trace) never sees the
+  // trace in place before its record names it, and a kill while waiting leaves the earlier file as it was.
+  // A folder no longer at its path (moved meanwhile) or held for minutes: renamed unlocked, as before.
+  const std::filesystem::path parent = path_.has_parent_path() ? path_.parent_path() : ".";
+  std::vector<io::DirLock> locks;
+  if (!temp_.empty()) {
+    try {
+      locks = io::lock_folders({parent.string()});
+    } catch (const InputError&) {
+    }
+    // What is at the destination now is what may be replaced: a file put there while the trace was written
+    // is the user's.
+    try {
+      io::check_may_replace_at(dir_.get(), name_, path_.string(), "trace file");
+    } catch (const InputError&) {
+      drop();
+      throw;
+    }
+  }
   if (!temp_.empty() && ::renameat(dir_.get(), temp_.c_str(), dir_.get(), name_.c_str()) != 0) {
     const int err = errno;
     drop();
@@ -106,7 +126,6 @@ void OutputFile::close() {
   temp_.clear();
   on_signal_.clear();
   if (renamed && have_inode && sha_) {
-    const std::filesystem::path parent = path_.has_parent_path() ? path_.parent_path() : ".";
     io::record_written(dir_.get(), parent.string(),
                        {{name_, bytes_, static_cast<uint64_t>(st.st_ino), sha_->hex()}});
   }

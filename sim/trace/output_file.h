@@ -33,7 +33,9 @@ class OutputFile {
   // Throws InputError naming the path on a short write (disk full, I/O error); the file is dropped.
   void write(const void* data, size_t bytes);
   // Flushes, closes and renames the file into place, and adds it to its folder's DIR/.trnsim-written (so a
-  // later trace may replace it); throws InputError on failure (the file is dropped). Later calls do nothing.
+  // later trace may replace it), both under the folder's lock (io::lock_folders: waits while another process
+  // holds it); throws InputError on failure (the file is dropped), also when a file trnsim will not replace
+  // was put at the path meanwhile. Later calls do nothing.
   void close();
 
   bool is_open() const { return file_ != nullptr; }

@@ -246,7 +246,7 @@ if wait_stopped $qp; then
   "$TRNSIM" run "$T/A.json" --no-numerics --out "$T/tl_o" --trace "$T/tl/t.pftrace" >"$T/tl.log" 2>&1 &
   rp=$!
   wait_waiting "$T/tl.log" $rp
-  waited=$(grep -c "trnsim: waiting for another trnsim writing into $T/tl$" "$T/tl.log")
+  waited=$(grep -c "trnsim: waiting for another trnsim writing into $T/tl (pid [0-9]*: trnsim quantize .*600 s at most)$" "$T/tl.log")
   kill -CONT $qp
   wait $qp
   qrc=$?

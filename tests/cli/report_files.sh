@@ -2,7 +2,9 @@
 # The HTML reports' files and processes: usage report_files.sh <trnsim-binary> <source-dir>. Issue 22,
 # tester22g's findings: a --report that cannot be drawn replaced the run's set and removed its earlier report
 # (2); a signal while a report is drawn left the Python script running and its staging folder in $TMPDIR (4);
-# a matplotlibrc in the current folder changed the page and could run code (5).
+# a matplotlibrc in the current folder changed the page and could run code (5). Tester22h: a full $TMPDIR
+# said "cannot stage the stats" without why (3); SIGSEGV/SIGABRT (and, found later, SIGKILL) while a report
+# is drawn left the staging folder and the empty OUT it created (4).
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 W=$T/va.json
 sed 's/"n": 25600/"n": 2560/' "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$W"
@@ -34,15 +36,32 @@ msg=$(TRNSIM_PYTHON=/bin/false "$TRNSIM" run "$W" --out "$T/G2" --report "$T/G2.
 check "a failed --report into a new folder leaves no folder: $msg" '[[ $? == 1 && ! -e $T/G2 && ! -e $T/G2.html ]]'
 check "no staging folder is left" '[[ -z $(ls -A "$T/tmp") ]]'
 
+# 3. A $TMPDIR with no room (a 64 KiB tmpfs, filled; needs root for the mount): the message names the staged
+# file and the reason.
+if [[ $(id -u) == 0 ]] && mkdir "$T/full" && mount -t tmpfs -o size=64k tmpfs "$T/full" 2>/dev/null; then
+  dd if=/dev/zero of="$T/full/fill" bs=4k count=64 2>/dev/null
+  msg=$(TMPDIR=$T/full "$TRNSIM" run "$W" --out "$T/F" --report "$T/F.html" 2>&1)
+  rc=$?
+  check "a full \$TMPDIR: the staged file and the reason are named (rc $rc): $msg" \
+    '[[ $rc == 1 && $msg == *"$T/full/trnsim-report."*": cannot stage "*": No space left on device"* && ! -e $T/F ]]'
+  check "... and no staging folder is left" '[[ -z $(find "$T/full" -name "trnsim-report.*") ]]'
+  umount "$T/full"
+fi
+
 # 4. A signal while the report script runs: the script is killed and its staging folder removed, for a signal
-# to trnsim alone (SIGTERM, SIGHUP) and for one to its process group (timeout, Slurm).
+# to trnsim alone (SIGTERM, SIGHUP; SIGSEGV and SIGABRT, which keep their core dump) and for one to its
+# process group (timeout, Slurm).
+ulimit -c 0
 cat >"$T/slow_py" <<SH
 #!/bin/sh
 echo \$\$ >"$T/script.pid"
 exec sleep 60
 SH
 chmod +x "$T/slow_py"
-for how in TERM HUP group; do
+signals=(TERM HUP SEGV ABRT group)
+# A sanitizer's own SIGSEGV handler stays in place of trnsim's (tests/sanitize.sh): SIGSEGV is left out there.
+[[ -n ${ASAN_OPTIONS:-}${UBSAN_OPTIONS:-} ]] && signals=(TERM HUP ABRT group)
+for how in "${signals[@]}"; do
   rm -f "$T/script.pid"
   # In a session of its own, so that the process-group kill reaches trnsim and its script, not this test.
   TRNSIM_PYTHON=$T/slow_py setsid "$TRNSIM" run "$W" --out "$T/S_$how" --report "$T/S_$how.html" >"$T/s.out" 2>&1 &
@@ -61,6 +80,56 @@ for how in TERM HUP group; do
     '[[ -n $script && $rc != 0 ]] && ! kill -0 "$script" 2>/dev/null && [[ -z $(ls -A "$T/tmp") && ! -e $T/S_$how ]]'
   [[ -n $script ]] && kill "$script" 2>/dev/null
 done
+# A SIGKILL leaves the staging folder (no handler runs): the next report's run removes it, as the folder of a
+# trnsim that is gone (no process holds its lock); a live run's is left.
+rm -f "$T/script.pid"
+TRNSIM_PYTHON=$T/slow_py "$TRNSIM" run "$W" --out "$T/K" --report "$T/K.html" >/dev/null 2>&1 &
+runner=$!
+for ((i = 0; i < 600; i++)); do [[ -s $T/script.pid ]] && break; sleep 0.05; done
+script=$(cat "$T/script.pid" 2>/dev/null)
+kill -KILL $runner
+wait $runner 2>/dev/null
+[[ -n $script ]] && kill "$script" 2>/dev/null
+left=$(ls -A "$T/tmp")
+check "a SIGKILL while drawing leaves its staging folder ($left)" '[[ $left == trnsim-report.$runner.* ]]'
+rm -f "$T/script.pid"
+TRNSIM_PYTHON=$T/slow_py "$TRNSIM" run "$W" --out "$T/K2" --report "$T/K2.html" >/dev/null 2>"$T/k2.err" &
+live=$!
+for ((i = 0; i < 600; i++)); do [[ -s $T/script.pid ]] && break; sleep 0.05; done
+check "the next report removes the killed one's staging folder, noted: $(cat "$T/k2.err")" \
+  '[[ ! -e $T/tmp/$left ]] && grep -qF "$T/tmp/$left: removed the staging folder of a trnsim report killed while it was drawn" "$T/k2.err"'
+msg=$(TRNSIM_PYTHON=/bin/false "$TRNSIM" run "$W" --out "$T/K3" --report "$T/K3.html" 2>&1)
+check "... and a report beside a live one leaves the live one's: $msg" \
+  '[[ $(ls -A "$T/tmp") == trnsim-report.$live.* && $msg != *"removed the staging folder"* ]]'
+kill -TERM $live
+wait $live 2>/dev/null
+check "... and the live one's goes with it" '[[ -z $(ls -A "$T/tmp") ]]'
+
+# 6. A `stats --html` report beside a run's stats.json joins the run's set (tester22g 3: it was recorded only
+# in .trnsim-written, so the next run left it, a report of an older run, beside the new stats.json): the next
+# run removes it with the earlier set's other files. A report whose stats.json another run replaced while it
+# was drawn is not written (before: it landed after the newer set).
+"$TRNSIM" run "$W" --out "$T/H" >/dev/null 2>&1
+"$TRNSIM" stats "$T/H/stats.json" --html="$T/H/stats.html" >"$T/h.out" 2>&1
+check "stats --html beside the run's stats.json: recorded in the run's set ($(cat "$T/h.out"))" \
+  '[[ -s $T/H/stats.html ]] && grep -q "\"stats.html\"" "$T/H/.trnsim-files"'
+"$TRNSIM" run "$W" --out "$T/H" --set params.n=5120 >"$T/h.out" 2>&1
+check "... and the next run removes it with the earlier set ($(tail -1 "$T/h.out"))" '[[ $? == 0 && ! -e $T/H/stats.html ]]'
+cat >"$T/wait_py" <<SH
+#!/bin/sh
+while [ ! -e "$T/go" ]; do sleep 0.05; done
+echo '<html></html>' >"\$3"
+SH
+chmod +x "$T/wait_py"
+rm -f "$T/go"
+TRNSIM_PYTHON=$T/wait_py "$TRNSIM" stats "$T/H/stats.json" --html="$T/H/late.html" >"$T/late.out" 2>&1 &
+sp=$!
+"$TRNSIM" run "$W" --out "$T/H" >/dev/null 2>&1
+touch "$T/go"
+wait $sp
+rc=$?
+check "a report whose stats.json a run replaced meanwhile is not written (rc $rc): $(cat "$T/late.out")" \
+  '[[ $rc == 1 && ! -e $T/H/late.html ]] && grep -q "the file changed while the report was drawn" "$T/late.out"'
 
 # 5. A matplotlibrc in the current folder (any folder the user runs trnsim in: a download, a shared folder)
 # changes nothing: the page is the same bytes as one drawn elsewhere, and no backend it names is loaded.

@@ -17,7 +17,8 @@ for n in "${names[@]}"; do
   check "a user's $n stays (rc $rc)" '[[ $rc == 0 && $(cat "$T/O/$n" 2>/dev/null) == "user data" ]]'
   check "a user's $n is noted once: $(cat "$T/err")" '[[ $(grep -cF "$T/O/$n: left as it is" "$T/err") == 1 ]]'
 done
-# trnsim's own leftovers still go: a killed record write (a record's bytes, or none) and an empty probe.
+# trnsim's own leftovers still go: a killed record write (a record's bytes, or none) and an empty probe. An
+# empty file could be a user's too: its removal is noted (tester22h 5: before, removed without a word).
 rm -f "${names[@]/#/$T/O/}"
 cp "$T/O/.trnsim-files" "$T/O/.trnsim-files.old"
 cp "$T/O/.trnsim-files" "$T/O/..trnsim-files.tmp.99999.0"
@@ -25,6 +26,14 @@ cp "$T/O/.trnsim-files" "$T/O/..trnsim-files.tmp.99999.0"
 : >"$T/O/.trnsim-probe.99999.0"
 "$TRNSIM" run "$W" --out "$T/O" >"$T/out" 2>"$T/err"
 rc=$?
-check "trnsim's own leftovers are removed, silently (rc $rc): $(cat "$T/err")" \
+check "trnsim's own leftovers are removed (rc $rc): $(cat "$T/err")" \
   '[[ $rc == 0 && ! -e $T/O/.trnsim-files.old && ! -e $T/O/..trnsim-files.tmp.99999.0 && ! -e $T/O/..trnsim-journal.tmp.99999.0 && ! -e $T/O/.trnsim-probe.99999.0 ]] && ! grep -q "left as it is" "$T/err"'
+check "... a record's silently, each empty one with a note" \
+  '[[ $(grep -c "removed" "$T/err") == 2 ]] && grep -qF "$T/O/..trnsim-journal.tmp.99999.0: removed: an empty file at the name of a temporary of a trnsim that was killed" "$T/err" && grep -qF "$T/O/.trnsim-probe.99999.0: removed: an empty file" "$T/err"'
+# An empty .trnsim-files.old is not trnsim's (its backup is a link to a record, never empty): kept, noted.
+: >"$T/O/.trnsim-files.old"
+"$TRNSIM" run "$W" --out "$T/O" --set params.n=5120 >"$T/out" 2>"$T/err"
+rc=$?
+check "an empty .trnsim-files.old stays, noted (rc $rc): $(cat "$T/err")" \
+  '[[ $rc == 0 && -e $T/O/.trnsim-files.old && ! -s $T/O/.trnsim-files.old ]] && grep -qF "$T/O/.trnsim-files.old: left as it is" "$T/err"'
 finish

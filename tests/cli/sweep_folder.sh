@@ -155,4 +155,40 @@ tune --overwrite
 rc=$?
 check "tune --overwrite replaces it ($rc)" '[[ $rc == 0 && $(tail -1 "$T/TU/best_workload.json") != "// my notes" ]]'
 
+# 11. plan.json follows the may-replace rule too (tester22h 8: a hand edit was replaced by the next sweep
+# without a word): an unedited plan is replaced silently; an edited one is kept aside as plan.edited.json,
+# named in a note, and the sweep goes on; --overwrite replaces an edited one without keeping it.
+restore
+sweep
+rc=$?
+check "an unedited plan.json is replaced without a note ($rc): $(tail -1 "$T/err.txt")" \
+  '[[ $rc == 0 && ! -e $T/S/plan.edited.json ]] && ! grep -q "plan.json" "$T/err.txt"'
+echo " " >>"$T/S/plan.json"
+edited=$(sha256sum <"$T/S/plan.json")
+sweep
+rc=$?
+check "an edited plan.json is kept aside, noted ($rc): $(grep plan "$T/err.txt")" \
+  '[[ $rc == 0 && $(sha256sum <"$T/S/plan.edited.json") == "$edited" ]] && grep -qF "$T/S/plan.json: kept as $T/S/plan.edited.json (it changed since the run that wrote it" "$T/err.txt"'
+check "... and the sweep wrote its plan anew, recorded" \
+  '[[ $(sha256sum <"$T/S/plan.json") != "$edited" ]] && grep -q "\"plan.json\"" "$T/S/.trnsim-written"'
+echo " " >>"$T/S/plan.json"
+"$TRNSIM" sweep "$T/s.json" --out "$T/S" -j 1 --overwrite >"$T/out.txt" 2>"$T/err.txt"
+rc=$?
+check "--overwrite replaces an edited plan.json ($rc)" '[[ $rc == 0 && ! -e $T/S/plan.edited.2.json ]]'
+
+# 12. A row write (a Slurm array task's, run here by hand) killed after its renames leaves a journal in
+# points/; the next writer there settles it and records nothing: rows are the sweep's own files, never listed
+# in a .trnsim-written (closing9: the settled journal's files were taken into points/.trnsim-written).
+restore
+cat >"$T/sub/tasks.json" <<JSON
+{"points_per_task": 1, "points": [{"key": "$key", "sets": ["inputs.output_grad.seed=1"]}],
+ "workload": "$W", "dir": "$T/S", "cwd": "$T"}
+JSON
+{ TRNSIM_TEST_KILL_AT_WRITE_STEP=5 "$TRNSIM" sweep task "$T/sub" --task 0 >/dev/null 2>&1; } 2>/dev/null
+check "a row write killed after its renames leaves its journal" '[[ -f $T/S/points/.trnsim-journal ]]'
+"$TRNSIM" sweep task "$T/sub" --task 0 >"$T/out.txt" 2>"$T/err.txt"
+rc=$?
+check "the next row write settles it and records no row ($rc): $(tail -1 "$T/err.txt")" \
+  '[[ $rc == 0 && -f $T/S/points/$key.json && ! -e $T/S/points/.trnsim-journal && ! -e $T/S/points/.trnsim-written ]]'
+
 finish

@@ -139,7 +139,7 @@ if wait_stopped $qp; then
   wait $rp
   rrc=$?
   check "a run into a folder a quantize is writing into waits, then runs (exits $qrc, $rrc): $(grep -E "error|waiting" "$T/w.log")" \
-    '[[ $qrc == 0 && $rrc == 0 ]] && grep -q "trnsim: waiting for another trnsim writing into $T/w$" "$T/w.log" && [[ -f $T/w/stats.json && -f $T/w/d.npy ]]'
+    '[[ $qrc == 0 && $rrc == 0 ]] && grep -q "trnsim: waiting for another trnsim writing into $T/w (pid [0-9]*: trnsim quantize .*600 s at most)$" "$T/w.log" && [[ -f $T/w/stats.json && -f $T/w/d.npy ]]'
 else
   wait $qp
   bad "the quantize did not stop at write step 2"

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,23 +49,87 @@ std::vector<std::string> said(const fs::path& path) {
   return lines;
 }
 
-// A folder only this process can enter (mkdtemp, mode 0700) under $TMPDIR or /tmp, removed with what is in
-// it when the object goes, or when a signal ends the process (sim/base/interrupt.h).
+// The first line of a staging folder's matplotlibrc (script_environment): a folder holding it is trnsim's.
+constexpr const char* kStagedRc = "# trnsim's report scripts: matplotlib's defaults\n";
+
+// Writes `text` to the new file `path` (a file of the staging folder); InputError "<path>: cannot stage
+// <what>: <reason>" (a full $TMPDIR, a file-size limit).
+void stage_file(const fs::path& path, const std::string& text, const std::string& what) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  size_t done = 0;
+  while (fd >= 0 && done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  const int err = fd < 0 ? errno : done < text.size() ? (errno != 0 ? errno : ENOSPC) : 0;
+  if (fd >= 0 && ::close(fd) != 0 && done == text.size())
+    throw InputError(fmt::format("{}: cannot stage {}: {}", path.string(), what, std::strerror(errno)));
+  if (err != 0)
+    throw InputError(fmt::format("{}: cannot stage {}: {}", path.string(), what, std::strerror(err)));
+}
+
+// The staging folders other trnsim processes of this user left in `tmp` when they were killed (SIGKILL: no
+// handler ran) are removed: "trnsim-report.PID.XXXXXX", this user's, mode 0700, holding trnsim's
+// matplotlibrc, and locked by no process (a live trnsim holds its folder's flock while it draws, in any PID
+// namespace).
+void remove_killed_stagings(const fs::path& tmp) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(tmp, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::string prefix = "trnsim-report.";
+    if (name.rfind(prefix, 0) != 0) continue;
+    const size_t dot = name.find('.', prefix.size());
+    if (dot == std::string::npos || dot == prefix.size() ||
+        name.find_first_not_of("0123456789", prefix.size()) != dot)
+      continue;
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st {};
+    char head[64] = {};
+    const int rc = ::openat(fd, "matplotlibrc", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (rc >= 0) {
+      [[maybe_unused]] const ssize_t n = ::read(rc, head, sizeof head - 1);
+      ::close(rc);
+    }
+    const bool ours = ::fstat(fd, &st) == 0 && st.st_uid == ::geteuid() && (st.st_mode & 07777) == 0700 &&
+                      std::strcmp(head, kStagedRc) == 0;
+    if (ours && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      fs::remove_all(e.path(), ec);  // never follows a symlink: only what is inside it goes
+      log::note(fmt::format("{}: removed the staging folder of a trnsim report killed while it was drawn",
+                            e.path().string()));
+    }
+    ::close(fd);
+  }
+}
+
+// A folder only this process can enter (mkdtemp, mode 0700) under $TMPDIR or /tmp, named after this process
+// (trnsim-report.PID.XXXXXX) and locked (flock) while it lives, removed with what is in it when the object
+// goes, or when a signal ends the process (sim/base/interrupt.h); one a killed trnsim left is removed by the
+// next (remove_killed_stagings).
 class Staging {
  public:
   Staging() {
     const char* t = std::getenv("TMPDIR");
-    std::string templ = (fs::absolute(t && *t ? t : "/tmp") / "trnsim-report.XXXXXX").string();
+    const fs::path tmp = fs::absolute(t && *t ? t : "/tmp");
+    remove_killed_stagings(tmp);
+    std::string templ = (tmp / fmt::format("trnsim-report.{}.XXXXXX", ::getpid())).string();
     if (!::mkdtemp(templ.data()))
       throw InputError(
           fmt::format("{}: cannot create a folder for drawing the report: {}", templ, std::strerror(errno)));
     path_ = templ;
     cleanup_.emplace(path_.string(), interrupt::CleanupPath::Kind::kTree);
+    lock_ = ::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (lock_ >= 0) ::flock(lock_, LOCK_EX | LOCK_NB);
+    try {
+      stage_file(path_ / "matplotlibrc", kStagedRc, "matplotlib's settings for the report");
+    } catch (const InputError&) {
+      remove();  // no destructor runs for a constructor that throws
+      throw;
+    }
   }
-  ~Staging() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);  // never follows a symlink: only what is inside our own folder goes
-  }
+  ~Staging() { remove(); }
   Staging(const Staging&) = delete;
   Staging& operator=(const Staging&) = delete;
   const fs::path& path() const { return path_; }
@@ -71,6 +137,14 @@ class Staging {
  private:
   fs::path path_;
   std::optional<interrupt::CleanupPath> cleanup_;
+  int lock_ = -1;  // the folder, flock'ed while it lives
+
+  void remove() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);  // never follows a symlink: only what is inside our own folder goes
+    if (lock_ >= 0) ::close(lock_);
+    lock_ = -1;
+  }
 };
 
 // The environment of a report script: the caller's, with MATPLOTLIBRC naming an empty file of the staging
@@ -78,8 +152,7 @@ class Staging {
 // whatever the user's own matplotlibrc says: the same page for everyone; TRNSIM_CALLER_DIR, trnsim's
 // current folder (the script runs in the staging folder), for the paths a page shows relative to it.
 std::vector<std::string> script_environment(const Staging& stage) {
-  const fs::path rc = stage.path() / "matplotlibrc";
-  std::ofstream(rc) << "# trnsim's report scripts: matplotlib's defaults\n";
+  const fs::path rc = stage.path() / "matplotlibrc";  // made by Staging
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e)
     if (std::strncmp(*e, "MATPLOTLIBRC=", 13) != 0 && std::strncmp(*e, "TRNSIM_CALLER_DIR=", 18) != 0)
@@ -179,18 +252,10 @@ std::vector<io::OutputFile> draw_run_report(const std::string& stats_text, const
   std::string name = fs::path(run_dir).lexically_normal().filename().string();
   if (name.empty() || name == "." || name == "..") name = "run";
   const fs::path dir = stage.path() / name;
-  fs::create_directory(dir);
-  {
-    std::ofstream f(dir / "stats.json", std::ios::binary);
-    f << stats_text;
-    if (!f.flush()) throw InputError(fmt::format("{}: cannot stage the stats for the report", dir.string()));
-  }
-  if (!host_text.empty()) {
-    std::ofstream f(dir / "host.json", std::ios::binary);
-    f << host_text;
-    if (!f.flush())
-      throw InputError(fmt::format("{}: cannot stage the host times for the report", dir.string()));
-  }
+  if (::mkdir(dir.c_str(), 0700) != 0)
+    throw InputError(fmt::format("{}: cannot stage the report: {}", dir.string(), std::strerror(errno)));
+  stage_file(dir / "stats.json", stats_text, "the stats for the report");
+  if (!host_text.empty()) stage_file(dir / "host.json", host_text, "the host times for the report");
   run_report_script("run_report.py", {(dir / "stats.json").string(), (stage.path() / "report.html").string()},
                     stage);
   return {{html_path, read_staged(stage.path() / "report.html")}};

@@ -1,10 +1,14 @@
 #include "tools/sweep/sweep.h"
 
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -138,10 +142,47 @@ json read_plan(const std::string& dir) {
   return p;
 }
 
+namespace {
+
+// A plan.json that is not the one trnsim wrote (edited by hand, or an older trnsim's, which recorded none) is
+// kept aside under a free name (plan.edited.json, plan.edited.2.json, ...), with a note, before the sweep
+// writes its own, unless --overwrite: a user's edit is never replaced silently. Under the folder's lock.
+void keep_edited_plan(const std::string& dir) {
+  if (io::overwrite_allowed()) return;
+  const io::Fd d = io::open_dir_for_write(dir);
+  struct stat st {};
+  if (!d.ok() || ::fstatat(d.get(), "plan.json", &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+    return;
+  const std::string plan = (fs::path(dir) / "plan.json").string();
+  const std::string why = io::replace_refusal_at(d.get(), "plan.json", plan);
+  if (why.empty()) return;
+  for (int n = 1; n < 1000; ++n) {
+    const std::string aside = n == 1 ? "plan.edited.json" : fmt::format("plan.edited.{}.json", n);
+    if (::renameat2(d.get(), "plan.json", d.get(), aside.c_str(), RENAME_NOREPLACE) == 0) {
+      log::note(fmt::format("{}: kept as {} ({}): the sweep writes its plan anew", plan,
+                            (fs::path(dir) / aside).string(), why));
+      return;
+    }
+    if (errno != EEXIST)
+      throw InputError(
+          fmt::format("{}: cannot keep it aside ({}), and trnsim will not replace it: {}; pass "
+                      "--overwrite to replace it",
+                      plan, std::strerror(errno), why));
+  }
+  throw InputError(
+      fmt::format("{}: trnsim will not replace it ({}), and plan.edited.json to "
+                  "plan.edited.999.json exist; pass --overwrite to replace it",
+                  plan, why));
+}
+
+}  // namespace
+
 void write_plan(const std::string& dir, const json& plan) {
   const std::string text = plan.dump(1) + "\n";
-  // The sweep's folder is its own (prepare_dir: empty or this sweep's when it started).
-  io::write_files_atomic({{(fs::path(dir) / "plan.json").string(), {text.begin(), text.end()}, {}, true}});
+  // The sweep's folder is its own (prepare_dir: empty or this sweep's when it started), but its plan a user
+  // may edit: replaced as any output (recorded in DIR/.trnsim-written and unchanged), else kept aside.
+  keep_edited_plan(dir);
+  io::write_files_atomic({{(fs::path(dir) / "plan.json").string(), {text.begin(), text.end()}, {}, false}});
 }
 
 namespace {

@@ -17,6 +17,8 @@
 
 #include "sim/base/error.h"
 #include "sim/base/log.h"
+#include "sim/io/content_hash.h"
+#include "sim/io/dir_lock.h"
 #include "sim/io/enclosing_set.h"
 #include "sim/io/file_kind.h"
 #include "sim/io/output_files.h"
@@ -76,6 +78,16 @@ void stats_command(const StatsCliOptions& o) {
   if (o.files.size() != 1)
     throw InputError("expected one stats.json (or --compare A.json B.json), found " +
                      std::to_string(o.files.size()) + " files");
+  // The stats.json's bytes as the report is drawn from them (a regular file's: a FIFO is read once).
+  const auto stats_sha = [&]() -> std::string {
+    if (io::file_kind(o.files[0]) != io::FileKind::kRegular) return "";
+    try {
+      return io::sha256_hex(io::read_regular_file(o.files[0], "the stats file"));
+    } catch (const InputError&) {
+      return "";
+    }
+  };
+  const std::string drawn_sha = o.html ? stats_sha() : "";
   const auto j = run::load_stats(o.files[0]);
   if (o.html) {
     const std::string out = o.html_file.empty()
@@ -99,9 +111,20 @@ void stats_command(const StatsCliOptions& o) {
     try {
       const std::vector<io::OutputFile> page =
           sweep::draw_run_report(run::stats_text(j), run_dir, out, host_text);
+      // Written under the locks of the stats.json's folder and the report's, and only while the stats.json
+      // is still the one drawn: a run that replaced the set meanwhile is not followed by a report of the
+      // set before it.
+      const std::vector<io::DirLock> locks = io::lock_folders(
+          {std::filesystem::path(run_dir.empty() ? "." : run_dir).string(),
+           std::filesystem::path(out).has_parent_path() ? std::filesystem::path(out).parent_path().string()
+                                                        : std::string(".")});
+      if (stats_sha() != drawn_sha)
+        throw InputError(
+            "the file changed while the report was drawn (another run wrote its files there?): the report is "
+            "not written; draw it again");
       io::write_files_atomic(page);
       for (const io::OutputFile& f : page)
-        if (f.path == out) io::rerecord_in_set(f);
+        if (f.path == out) io::rerecord_in_set(f, o.files[0]);
     } catch (const InputError& e) {
       throw InputError(o.files[0] + ": " + e.what());
     }

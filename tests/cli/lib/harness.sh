@@ -30,11 +30,12 @@ wait_stopped() {
   done
   return 1
 }
-# wait_waiting LOG PID: until LOG says the process PID waits for another trnsim, or PID is gone (60 s at most).
+# wait_waiting LOG PID [TEXT]: until LOG says the process PID waits for another trnsim (or says TEXT), or PID
+# is gone (60 s at most).
 wait_waiting() {
   local i
   for ((i = 0; i < 1200; i++)); do
-    grep -q "waiting for another trnsim" "$1" && return 0
+    grep -q "${3:-waiting for another trnsim}" "$1" && return 0
     [[ -e /proc/$2 ]] || return 1
     sleep 0.05
   done

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Folders another process holds locked, and traces to a pipe: usage folder_holders.sh <trnsim-binary>
+# <source-dir>. Issue 22, tester22h 1 and 3, tester22g's `--trace /dev/stderr`:
+#   1. A --trace into a folder another process holds locked (a quantize writing there; here flock(1)) is
+#      renamed into place and recorded under that folder's lock: while the holder keeps it the earlier trace
+#      stays, and a run killed while it waits leaves it so; the next --trace there goes on. (Before: the trace
+#      was renamed in at once and recorded only once the lock was free; killed meanwhile, the next --trace
+#      was refused: "no trnsim record lists it".)
+#   2. A quantize waiting for a folder another program holds names that program (its pid and command line),
+#      says how long it waits at most, and says again every 10 s while it waits (before: "waiting for
+#      another trnsim", nothing more, for up to 600 s).
+#   3. A trace to a pipe (/dev/stderr when stderr is one) is written straight through, as stats.json to a
+#      FIFO is (before: "No such file or directory").
+source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
+W=$T/va.json
+sed 's/"n": 25600/"n": 2560/' "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$W"
+X=$SRC/examples/activations_bf16_256x1024.npy
+# hold DIR SECONDS: flock(1) holds DIR's lock for SECONDS (returns once it holds it); $holder is its pid, the
+# lock's only holder (-o: its command does not inherit it).
+hold() {
+  rm -f "$T/held"
+  flock -o "$1" sh -c "touch '$T/held'; sleep $2" &
+  holder=$!
+  for ((i = 0; i < 200; i++)); do [[ -e $T/held ]] && break; sleep 0.05; done
+}
+
+# 1. An earlier trace, recorded; then a run whose --trace lands there while flock holds the folder.
+mkdir "$T/tl"
+"$TRNSIM" run "$W" --out "$T/o1" --trace "$T/tl/t.pftrace" >/dev/null 2>&1
+check "a first trace" '[[ $? == 0 && -s $T/tl/t.pftrace ]]'
+first=$(sha256sum <"$T/tl/t.pftrace")
+hold "$T/tl" 30
+"$TRNSIM" run "$W" --out "$T/o2" --set params.n=5120 --trace "$T/tl/t.pftrace" >"$T/r.log" 2>&1 &
+rp=$!
+if wait_waiting "$T/r.log" $rp "waiting for"; then
+  check "while another process holds the folder, the earlier trace stays: $(cat "$T/r.log")" \
+    '[[ $(sha256sum <"$T/tl/t.pftrace") == "$first" ]]'
+  kill -KILL $rp
+  wait $rp 2>/dev/null
+  check "... and stays when the waiting run is killed" '[[ $(sha256sum <"$T/tl/t.pftrace") == "$first" ]]'
+else
+  bad "the run did not wait for the folder's lock: $(cat "$T/r.log")"
+fi
+kill $(pgrep -P $holder) $holder 2>/dev/null
+wait $holder 2>/dev/null
+msg=$("$TRNSIM" run "$W" --out "$T/o3" --set params.n=5120 --trace "$T/tl/t.pftrace" 2>&1)
+rc=$?
+check "the next --trace there goes on (rc $rc): $msg" \
+  '[[ $rc == 0 && $(sha256sum <"$T/tl/t.pftrace") != "$first" ]]'
+# Waiting, then let go: the trace is renamed in and recorded once the holder ends.
+hold "$T/tl" 8
+"$TRNSIM" run "$W" --out "$T/o4" --trace "$T/tl/t.pftrace" >"$T/r4.log" 2>&1
+rc=$?
+check "a run that waited for the holder writes and records its trace (rc $rc): $(cat "$T/r4.log")" \
+  '[[ $rc == 0 && $(sha256sum <"$T/tl/t.pftrace") == "$first" ]] && grep -q "waiting for" "$T/r4.log" && grep -q "\"t.pftrace\"" "$T/tl/.trnsim-written"'
+wait $holder 2>/dev/null
+
+# 2. A quantize waiting for another program's lock: who holds it, for how long trnsim waits, and again later.
+mkdir "$T/q"
+hold "$T/q" 14
+start=$SECONDS
+"$TRNSIM" quantize "$X" --format e4m3 --axis row --rule ocp --data "$T/q/d.npy" --scales "$T/q/s.npy" >"$T/q.log" 2>&1
+rc=$?
+took=$((SECONDS - start))
+check "the quantize waited, then wrote (rc $rc, $took s): $(cat "$T/q.log")" \
+  '[[ $rc == 0 && -f $T/q/d.npy && $took -ge 8 ]]'
+check "... naming the holder and the longest wait" \
+  'grep -q "trnsim: waiting for pid $holder (flock -o $T/q sh -c .*), not a trnsim, which holds the lock of $T/q (.* s so far, 600 s at most)" "$T/q.log"'
+check "... and saying again while it waits" \
+  'grep -q "trnsim: still waiting for pid $holder (flock .*), not a trnsim, which holds the lock of $T/q (1[0-9] s so far, 600 s at most)" "$T/q.log"'
+wait $holder 2>/dev/null
+
+# 3. A trace to a pipe: the same bytes as to a file (the run's --out differs; a trace names no path).
+"$TRNSIM" run "$W" --out "$T/p1" --trace "$T/p1.pftrace" >/dev/null 2>&1
+"$TRNSIM" run "$W" --quiet --out "$T/p2" --trace /dev/stderr 2>&1 >/dev/null | cat >"$T/pipe.pftrace"
+rc=${PIPESTATUS[0]}
+check "--trace /dev/stderr on a pipe (rc $rc): $(head -c 200 "$T/pipe.pftrace" | tr -cd '[:print:]')" \
+  '[[ $rc == 0 ]] && cmp -s "$T/p1.pftrace" "$T/pipe.pftrace"'
+finish
