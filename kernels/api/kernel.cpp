@@ -235,10 +235,13 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
     inst.ls_updates.push_back(isa::SemUpdate{kPeLoadStationarySem, 1, false});
   }
   EmitScratch& sc = scratch_;
-  std::vector<Event>& deps = sc.deps;
-  std::vector<Event>& ls_deps = sc.ls_deps;
-  deps.assign(extra_waits.begin(), extra_waits.end());
-  ls_deps.clear();
+  // Strongest wait per semaphore; same-engine and already-performed waits are implied by program order.
+  std::vector<uint32_t>& done = waited_[e];
+  Needs& need = sc.need;
+  Needs& ls_need = sc.ls_need;
+  need.reset(done, e);
+  if (split) ls_need.reset(done, e);
+  for (const Event& w : extra_waits) need.add(w);
   sc.regions.resize(num_accesses);
   sc.untracked.assign(num_accesses, 0);
   std::vector<View::Region>& regions = sc.regions;
@@ -269,41 +272,31 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
     if (a.collect)
       tracker(a.view->space())
           .collect(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write,
-                   split && a.load_stationary ? ls_deps : deps);
+                   split && a.load_stationary ? ls_need : need);
   }
 
   if (fence) {
     for (int x = 0; x < isa::kNumEngines; ++x)
-      if (engine_count_[x] > 0) deps.push_back({static_cast<uint16_t>(x), engine_count_[x]});
+      if (engine_count_[x] > 0) need.add({static_cast<uint16_t>(x), engine_count_[x]});
     for (size_t q = 0; q < queue_count_.size(); ++q) {
       const uint32_t n = queue_count_[q] - (isa::is_dma(inst.op) && q == inst.dma_queue ? 1 : 0);
-      if (n > 0) deps.push_back({static_cast<uint16_t>(kDmaSemBase + q), n});
+      if (n > 0) need.add({static_cast<uint16_t>(kDmaSemBase + q), n});
     }
   }
-  // Strongest wait per semaphore, in semaphore order; same-engine and already-performed waits are implied by
-  // program order. The LoadStationary's waits come first in the engine's stream, then the MultiplyMoving's.
-  std::vector<uint32_t>& done = waited_[e];
-  if (sc.need.size() < done.size()) sc.need.assign(done.size(), 0);
-  const auto add_waits = [&](const std::vector<Event>& from, isa::SemWaits& to) {
-    sc.need_sems.clear();
-    for (const Event& d : from) {
-      if (d.sem == e || d.sem >= done.size() || d.value <= done[d.sem]) continue;
-      uint32_t& v = sc.need[d.sem];
-      if (v == 0) sc.need_sems.push_back(d.sem);
-      v = std::max(v, d.value);
-    }
-    std::sort(sc.need_sems.begin(), sc.need_sems.end());
-    for (const uint16_t sem : sc.need_sems) {
-      to.push_back({sem, sc.need[sem]});
-      done[sem] = sc.need[sem];
-      sc.need[sem] = 0;
+  // In semaphore order. The LoadStationary's waits come first in the engine's stream, then the
+  // MultiplyMoving's (those its LoadStationary waited for as far are implied).
+  const auto add_waits = [&](Needs& from, isa::SemWaits& to) {
+    for (const Event& d : from.events()) {
+      if (d.value <= done[d.sem]) continue;
+      to.push_back({d.sem, d.value});
+      done[d.sem] = d.value;
     }
   };
   if (split) {
-    add_waits(ls_deps, inst.waits);
-    add_waits(deps, inst.mm_waits);
+    add_waits(ls_need, inst.waits);
+    add_waits(need, inst.mm_waits);
   } else {
-    add_waits(deps, inst.waits);
+    add_waits(need, inst.waits);
   }
   try {
     isa::check(inst, shared_.program, limits_);
