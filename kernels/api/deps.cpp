@@ -71,16 +71,31 @@ RegionTracker::Bucket& RegionTracker::at(uint32_t space, int64_t rc, int64_t cc)
   return b;
 }
 
-void RegionTracker::collect_in(const Node& n, const Rect& r, bool write, std::vector<Event>& deps) const {
+void Needs::reset(const std::vector<uint32_t>& floor, int never) {
+  sems_.clear();
+  floor_ = floor;
+  if (never >= 0 && static_cast<size_t>(never) < floor_.size()) floor_[never] = ~uint32_t{0};
+  best_ = floor_;
+}
+
+const std::vector<Event>& Needs::events() {
+  std::sort(sems_.begin(), sems_.end());
+  events_.clear();
+  for (const uint16_t s : sems_) events_.push_back({s, best_[s]});
+  return events_;
+}
+
+void RegionTracker::collect_in(const Node& n, const Rect& r, bool write, Needs& need) const {
   examined_ += n.writes.size() + (write ? n.reads.size() : 0);
+  // The cheap test first: most records are of a semaphore the access already waits for as far.
   for (const Record& x : n.writes)
-    if (x.r.overlaps(r)) deps.push_back(x.ev);
+    if (need.wants(x.ev) && x.r.overlaps(r)) need.raise(x.ev);
   if (write)
     for (const Record& x : n.reads)
-      if (x.r.overlaps(r)) deps.push_back(x.ev);
+      if (need.wants(x.ev) && x.r.overlaps(r)) need.raise(x.ev);
   if (n.dim < 0) return;
   for (int h = 0; h < 2; ++h)
-    if (reaches(r, n.dim, n.mid, h)) collect_in(n.half[h], r, write, deps);
+    if (reaches(r, n.dim, n.mid, h)) collect_in(n.half[h], r, write, need);
 }
 
 template <class Drop>
@@ -147,12 +162,12 @@ void RegionTracker::insert(Node& n, const Record& rec, bool write) {
   if (at->dim < 0 && at->writes.size() + at->reads.size() > at->split_at) split(*at);
 }
 
-void RegionTracker::collect(uint32_t space, const Rect& r, bool write, std::vector<Event>& deps) const {
+void RegionTracker::collect(uint32_t space, const Rect& r, bool write, Needs& need) const {
   if (r.empty() || space >= spaces_.size()) return;
   const Chunks ch = chunks(space, r);
   for (int64_t rc = ch.rc0; rc <= ch.rc1; ++rc)
     for (int64_t cc = ch.cc0; cc <= ch.cc1; ++cc)
-      if (const Bucket* b = find(space, rc, cc)) collect_in(*b, r, write, deps);
+      if (const Bucket* b = find(space, rc, cc)) collect_in(*b, r, write, need);
 }
 
 void RegionTracker::record(uint32_t space, const Rect& r, bool write, Event ev) {

@@ -50,6 +50,32 @@ struct Event {
   uint32_t value = 0;
 };
 
+// The strongest event per semaphore an instruction must wait for beyond what its engine already waited for:
+// what collect() gathers. Each semaphore has a floor (waits up to it are implied: the engine waited for them
+// earlier, or program order); an event at or below its floor, or of a semaphore past the floors' count, is
+// not needed.
+class Needs {
+ public:
+  // Starts over with these floors, and none of semaphore `never` needed (the engine's own: program order).
+  void reset(const std::vector<uint32_t>& floor, int never = -1);
+  bool wants(const Event& e) const { return e.sem < best_.size() && e.value > best_[e.sem]; }
+  void add(const Event& e) {
+    if (wants(e)) raise(e);
+  }
+  // The needed events, in semaphore order.
+  const std::vector<Event>& events();
+
+ private:
+  void raise(const Event& e) {
+    if (best_[e.sem] == floor_[e.sem]) sems_.push_back(e.sem);
+    best_[e.sem] = e.value;
+  }
+  friend class RegionTracker;
+  std::vector<uint32_t> floor_, best_;
+  std::vector<uint16_t> sems_;
+  std::vector<Event> events_;
+};
+
 // Readers and writers of a family of address spaces (one per SBUF, PSUM, or HBM tensor id), bucketed in
 // chunks of rows x bytes so an access only looks at the records near it. A record is dropped once a later
 // write covers it (that write already waited for it), and a read record is dropped once a later read of the
@@ -74,11 +100,10 @@ class RegionTracker {
     return space < spaces_.size() && spaces_[space].byte_chunk > 0 ? spaces_[space].byte_chunk : byte_chunk_;
   }
 
-  // Appends to `deps` the events an access of `r` in space `space` must wait for: for a read the overlapping
-  // writes (RAW), for a write the overlapping writes and reads (WAW, WAR). Per semaphore, at least the
-  // latest such event (the one a wait needs); earlier events of the same semaphore may be left out. Does not
-  // record the access.
-  void collect(uint32_t space, const Rect& r, bool write, std::vector<Event>& deps) const;
+  // Adds to `need` the events an access of `r` in space `space` must wait for: for a read the overlapping
+  // writes (RAW), for a write the overlapping writes and reads (WAW, WAR); per semaphore the latest. Does
+  // not record the access.
+  void collect(uint32_t space, const Rect& r, bool write, Needs& need) const;
   // Records the access (call after collect() for every operand of the instruction).
   void record(uint32_t space, const Rect& r, bool write, Event ev);
 
@@ -116,7 +141,7 @@ class RegionTracker {
   Chunks chunks(uint32_t space, const Rect& r) const;
   const Bucket* find(uint32_t space, int64_t rc, int64_t cc) const;
   Bucket& at(uint32_t space, int64_t rc, int64_t cc);
-  void collect_in(const Node& n, const Rect& r, bool write, std::vector<Event>& deps) const;
+  void collect_in(const Node& n, const Rect& r, bool write, Needs& need) const;
   static void insert(Node& n, const Record& rec, bool write);
   template <class Drop>
   void erase_in(Node& n, const Rect& r, std::vector<Record> Node::*list, const Drop& drop);

@@ -336,11 +336,9 @@ class Kernel {
   std::vector<HbmUse> hbm_use_;
   // emit()'s working buffers, kept between calls so emitting an instruction allocates no scratch memory.
   struct EmitScratch {
-    std::vector<Event> deps, ls_deps;
+    Needs need, ls_need;  // the MultiplyMoving's (or the only) waits, the LoadStationary's
     std::vector<View::Region> regions;
     std::vector<char> untracked;
-    std::vector<uint32_t> need;  // per semaphore: the strongest wait needed (0: none)
-    std::vector<uint16_t> need_sems;
   };
   EmitScratch scratch_;
   // intern()'s last file: a Loc's file_name() is one pointer per file (a string literal, or a Python file

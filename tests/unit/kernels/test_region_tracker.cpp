@@ -20,6 +20,14 @@ Strongest strongest(const std::vector<Event>& deps) {
   return s;
 }
 
+// The strongest events collect() finds for an access, every floor at 0 (nothing waited for yet).
+Strongest collected(const RegionTracker& t, uint32_t space, const Rect& r, bool write) {
+  Needs need;
+  need.reset(std::vector<uint32_t>(64, 0));
+  t.collect(space, r, write, need);
+  return strongest(need.events());
+}
+
 // The rules in one list: RAW for reads; WAW and WAR for writes; a write drops the records it covers, a read
 // drops the reads of its semaphore it covers.
 struct OneList {
@@ -48,18 +56,12 @@ struct OneList {
 TEST_CASE("RegionTracker: a read waits for the latest overlapping write of each semaphore",
           "[kernels][deps]") {
   RegionTracker t(128, 64);
-  t.record(0, {0, 128, 0, 256}, true, {8, 1});   // queue 0 loads the tile
-  t.record(0, {0, 128, 0, 128}, true, {8, 2});   // then its left half
-  t.record(0, {0, 64, 128, 256}, true, {1, 7});  // DVE writes a corner
-  std::vector<Event> deps;
-  t.collect(0, {0, 128, 100, 200}, false, deps);  // overlaps all three
-  CHECK(strongest(deps) == Strongest{{1, 7}, {8, 2}});
-  deps.clear();
-  t.collect(0, {64, 128, 200, 256}, false, deps);  // only the first load
-  CHECK(strongest(deps) == Strongest{{8, 1}});
-  deps.clear();
-  t.collect(1, {0, 128, 0, 256}, true, deps);  // another space
-  CHECK(deps.empty());
+  t.record(0, {0, 128, 0, 256}, true, {8, 1});                                     // queue 0 loads the tile
+  t.record(0, {0, 128, 0, 128}, true, {8, 2});                                     // then its left half
+  t.record(0, {0, 64, 128, 256}, true, {1, 7});                                    // DVE writes a corner
+  CHECK(collected(t, 0, {0, 128, 100, 200}, false) == Strongest{{1, 7}, {8, 2}});  // overlaps all three
+  CHECK(collected(t, 0, {64, 128, 200, 256}, false) == Strongest{{8, 1}});         // only the first load
+  CHECK(collected(t, 1, {0, 128, 0, 256}, true).empty());                          // another space
   // A write covering everything drops the three records (it waited for them); its own record stays.
   t.record(0, {0, 128, 0, 256}, true, {2, 1});
   CHECK(t.live_records() == 4);  // 256 bytes in 64-byte chunks: the one record in each of 4 chunks
@@ -73,9 +75,7 @@ TEST_CASE("RegionTracker: reads drop only covered reads of their own semaphore",
   CHECK(t.live_records() == 3);
   t.record(0, {0, 1, 0, 8}, false, {8, 3});  // covers both queue-0 reads, not queue 1's
   CHECK(t.live_records() == 2);
-  std::vector<Event> deps;
-  t.collect(0, {0, 1, 2, 3}, true, deps);
-  CHECK(strongest(deps) == Strongest{{8, 3}, {9, 1}});
+  CHECK(collected(t, 0, {0, 1, 2, 3}, true) == Strongest{{8, 3}, {9, 1}});
 }
 
 TEST_CASE("RegionTracker: same strongest waits as the one-list rules, for any chunking and event order",
@@ -100,9 +100,7 @@ TEST_CASE("RegionTracker: same strongest waits as the one-list rules, for any ch
         const uint32_t value = !in_order && next[sem] > 3 && pick(5) == 0
                                    ? next[sem] - static_cast<uint32_t>(pick(3))
                                    : ++next[sem];
-        std::vector<Event> deps;
-        t.collect(space, r, write, deps);
-        REQUIRE(strongest(deps) == model[space].collect(r, write));
+        REQUIRE(collected(t, space, r, write) == model[space].collect(r, write));
         model[space].record(r, write, {sem, value});
         t.record(space, r, write, {sem, value});
       }
@@ -136,9 +134,7 @@ TEST_CASE(
       const auto sem = static_cast<uint16_t>(pick(4));
       const uint32_t value =
           next[sem] > 2 && pick(7) == 0 ? next[sem] - static_cast<uint32_t>(pick(2)) : ++next[sem];
-      std::vector<Event> deps;
-      t.collect(space, r, write, deps);
-      REQUIRE(strongest(deps) == model[space].collect(r, write));
+      REQUIRE(collected(t, space, r, write) == model[space].collect(r, write));
       model[space].record(r, write, {sem, value});
       t.record(space, r, write, {sem, value});
     }
@@ -154,16 +150,38 @@ TEST_CASE("RegionTracker: an access looks at the records near it, not at every e
   const int64_t stores = 1 << 17;
   for (int64_t m = 0; m < stores; ++m) {
     const Rect r{0, 128, 8 * m, 8 * m + 8};
-    std::vector<Event> deps;
-    t.collect(0, r, true, deps);
-    REQUIRE(deps.empty());  // disjoint: nothing to wait for
+    REQUIRE(collected(t, 0, r, true).empty());  // disjoint: nothing to wait for
     t.record(0, r, true, {8, static_cast<uint32_t>(m + 1)});
   }
   // Each store looks at one leaf of the partition (a few dozen records) in each of its 16 buckets, twice
   // (collect, then record): a few thousand records, whatever the count (the old scan: 2^18 on average).
   CHECK(t.records_examined() < 4000 * static_cast<uint64_t>(stores));
   // And the waits are still exact: a read of block 1000 waits for its store.
-  std::vector<Event> deps;
-  t.collect(0, {5, 6, 8000, 8008}, false, deps);
-  CHECK(strongest(deps) == Strongest{{8, 1001}});
+  CHECK(collected(t, 0, {5, 6, 8000, 8008}, false) == Strongest{{8, 1001}});
+}
+
+TEST_CASE("RegionTracker: only events past their semaphore's floor are needed", "[kernels][deps]") {
+  RegionTracker t(128, 64);
+  t.record(0, {0, 128, 0, 64}, true, {8, 4});   // queue 0's fourth transfer
+  t.record(0, {0, 64, 64, 128}, true, {8, 3});  // its third (an earlier event recorded later)
+  t.record(0, {0, 128, 0, 64}, false, {1, 9});  // DVE reads
+  t.record(0, {0, 128, 0, 64}, false, {2, 5});  // ACT reads
+  std::vector<uint32_t> floor(64, 0);
+  floor[8] = 3;  // the engine waited for queue 0 up to 3 already
+  Needs need;
+  need.reset(floor, /*never=*/2);  // ACT's own semaphore: program order
+  t.collect(0, {0, 128, 0, 128}, true, need);
+  // 8: 4 (above the floor, 3 is not); 1: 9; 2: none (its own).
+  REQUIRE(need.events().size() == 2);
+  CHECK(need.events()[0].sem == 1);
+  CHECK(need.events()[0].value == 9);
+  CHECK(need.events()[1].sem == 8);
+  CHECK(need.events()[1].value == 4);
+  // A start over forgets them; a semaphore past the floors' count is never needed.
+  need.reset(std::vector<uint32_t>(8, 0));
+  need.add({8, 1});
+  t.collect(0, {0, 128, 0, 128}, true, need);
+  REQUIRE(need.events().size() == 2);
+  CHECK(need.events()[0].sem == 1);
+  CHECK(need.events()[1].sem == 2);
 }
