@@ -131,12 +131,26 @@ RegionTracker& Kernel::tracker_mut(isa::MemSpace s) {
   return s == isa::MemSpace::SBUF ? sbuf_deps_ : s == isa::MemSpace::PSUM ? psum_deps_ : hbm_deps_;
 }
 
+// A C++ kernel's file as the compiler names it (absolute, or relative to the build folder where ccache's
+// CCACHE_BASEDIR rewrote it) made relative to the source tree, so that programs, traces and stats.json of
+// one commit have the same bytes wherever it was built. Other names (Python files) are kept as they are.
+namespace {
+std::string source_relative(const char* file) {
+  const std::string_view f(file);
+  for (std::string_view prefix :
+       {std::string_view(TRNSIM_SOURCE_DIR), std::string_view(TRNSIM_SOURCE_FROM_BUILD)})
+    if (f.size() > prefix.size() && f.substr(0, prefix.size()) == prefix)
+      return std::string(f.substr(prefix.size()));
+  return std::string(f);
+}
+}  // namespace
+
 isa::SourceLoc Kernel::intern(const Loc& loc) {
   if (loc.file_name() != last_file_) {
     auto [it, fresh] = shared_.files.try_emplace(loc.file_name(), 0);
     if (fresh) {
       it->second = static_cast<uint32_t>(shared_.program.files.size());
-      shared_.program.files.emplace_back(loc.file_name());
+      shared_.program.files.emplace_back(source_relative(loc.file_name()));
     }
     last_file_ = loc.file_name();
     last_file_index_ = it->second;
