@@ -53,13 +53,19 @@ def workloads(scratch):
 
 
 def _no_tree(x):
-    """x with each path into a source tree's configs/ (stats' "hardware_config") relative to the tree."""
+    """x with each path into a source tree's configs/ (stats' "hardware_config") relative to the tree, and
+    kernel source names as builds before 6b488bf recorded them (as the compiler named them: absolute, or
+    "../kernels/..." under ccache's CCACHE_BASEDIR) relative to the tree, as builds since record them."""
     if isinstance(x, dict):
         return {k: _no_tree(v) for k, v in x.items()}
     if isinstance(x, list):
         return [_no_tree(v) for v in x]
     if isinstance(x, str) and x.startswith("/") and "/configs/" in x:
         return x[x.rindex("/configs/") + 1:]
+    if isinstance(x, str) and x.startswith(("/", "../")):
+        for tree in ("/kernels/", "/tests/"):
+            if tree in x:
+                return x[x.rindex(tree) + 1:]
     return x
 
 
