@@ -19,6 +19,7 @@
 #include "sim/numerics/float_formats.h"
 #include "sim/numerics/host_threads.h"
 #include "sim/numerics/mx.h"
+#include "sim/numerics/mx_isa.h"
 #include "sim/numerics/pe_matmul.h"
 
 namespace trnsim::isa {
@@ -674,16 +675,20 @@ void Exec::quantize_mx() {
     const bool big = static_cast<uint64_t>(src.rows()) * n >= (1u << 15);
     const int parts = std::min<int>(groups, big && !dst.may_overlap(sc) ? num::host_split_threads() : 1);
     num::host_split(parts, [&](int t) {
-      float w[32];
-      uint8_t z[32];
+      const uint64_t F = dst.cols();
       std::vector<float> rows(8 * n);
+      std::vector<uint8_t> q(8 * n), s(F);
       for (uint32_t g = groups * t / parts; g < groups * (t + 1) / parts; ++g) {
         for (uint32_t r = 0; r < 8; ++r) src.load_row(8 * g + r, &rows[r * n]);
-        for (uint64_t f = 0; f < dst.cols(); ++f) {
-          for (uint32_t r = 0; r < 8; ++r) std::memcpy(&w[r * 4], &rows[r * n + 4 * f], 4 * sizeof(float));
-          *sc.at(mx_scale_row(g, inst_.scale_offset), f) =
-              num::quantize_block(w, z, f8, num::ScaleRule::Trn3);
-          for (uint32_t r = 0; r < 8; ++r) std::memcpy(dst.at(8 * g + r, f), &z[r * 4], 4);
+        num::quantize_x4_groups(rows.data(), static_cast<int64_t>(n), static_cast<int64_t>(F), f8,
+                                num::ScaleRule::Trn3, q.data(), static_cast<int64_t>(n), s.data());
+        for (uint64_t f = 0; f < F; ++f) *sc.at(mx_scale_row(g, inst_.scale_offset), f) = s[f];
+        for (uint32_t r = 0; r < 8; ++r) {
+          if (dst.contiguous_rows()) {
+            std::memcpy(dst.at(8 * g + r, 0), &q[r * n], n);
+            continue;
+          }
+          for (uint64_t f = 0; f < F; ++f) std::memcpy(dst.at(8 * g + r, f), &q[r * n + 4 * f], 4);
         }
       }
     });
