@@ -21,6 +21,7 @@
 #include "sim/numerics/mx.h"
 #include "sim/numerics/mx_isa.h"
 #include "sim/numerics/pe_matmul.h"
+#include "sim/numerics/transpose.h"
 
 namespace trnsim::isa {
 namespace {
@@ -399,6 +400,7 @@ void Exec::transpose(int src_slot) {
       // are a multiple of 4 KiB apart, so a tile walked in place keeps evicting its own lines from L1; the
       // writes happen in the same order (destination row f, then partition p) either way.
       const bool dense = src.contiguous_rows() && dst.contiguous_rows();
+      const bool vector16 = num::has_transpose32_u16();
       num::host_split(parts, [&](int t) {
         const uint64_t pa = row_tiles * t / parts * kTile;
         const uint64_t pb = std::min<uint64_t>(rows, row_tiles * (t + 1) / parts * kTile);
@@ -408,6 +410,18 @@ void Exec::transpose(int src_slot) {
             for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
               const uint64_t ph = std::min<uint64_t>(pb - p0, kTile),
                              fw = std::min<uint64_t>(cols - f0, kTile);
+              if constexpr (n == 2) {  // whole 16-bit tiles in vector registers, straight between the rows
+                if (ph == kTile && fw == kTile && vector16) {
+                  const uint16_t* s16[kTile];
+                  uint16_t* d16[kTile];
+                  for (uint64_t i = 0; i < kTile; ++i) {
+                    s16[i] = reinterpret_cast<const uint16_t*>(sp[p0 + i] + sc[f0]);
+                    d16[i] = reinterpret_cast<uint16_t*>(dp[f0 + i] + dc[p0]);
+                  }
+                  num::transpose32_u16(s16, d16);
+                  continue;
+                }
+              }
               for (uint64_t i = 0; i < ph; ++i) std::memcpy(in[i], sp[p0 + i] + sc[f0], fw * n);
               for (uint64_t j = 0; j < fw; ++j)
                 for (uint64_t i = 0; i < ph; ++i) out[j][i] = in[i][j];
