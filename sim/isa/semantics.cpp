@@ -19,7 +19,9 @@
 #include "sim/numerics/float_formats.h"
 #include "sim/numerics/host_threads.h"
 #include "sim/numerics/mx.h"
+#include "sim/numerics/mx_isa.h"
 #include "sim/numerics/pe_matmul.h"
+#include "sim/numerics/transpose.h"
 
 namespace trnsim::isa {
 namespace {
@@ -410,6 +412,7 @@ void Exec::transpose(int src_slot) {
       // are a multiple of 4 KiB apart, so a tile walked in place keeps evicting its own lines from L1; the
       // writes happen in the same order (destination row f, then partition p) either way.
       const bool dense = src.contiguous_rows() && dst.contiguous_rows();
+      const bool vector16 = num::has_transpose32_u16();
       num::host_split(parts, [&](int t) {
         const uint64_t pa = row_tiles * t / parts * kTile;
         const uint64_t pb = std::min<uint64_t>(rows, row_tiles * (t + 1) / parts * kTile);
@@ -419,6 +422,18 @@ void Exec::transpose(int src_slot) {
             for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
               const uint64_t ph = std::min<uint64_t>(pb - p0, kTile),
                              fw = std::min<uint64_t>(cols - f0, kTile);
+              if constexpr (n == 2) {  // whole 16-bit tiles in vector registers, straight between the rows
+                if (ph == kTile && fw == kTile && vector16) {
+                  const uint16_t* s16[kTile];
+                  uint16_t* d16[kTile];
+                  for (uint64_t i = 0; i < kTile; ++i) {
+                    s16[i] = reinterpret_cast<const uint16_t*>(sp[p0 + i] + sc[f0]);
+                    d16[i] = reinterpret_cast<uint16_t*>(dp[f0 + i] + dc[p0]);
+                  }
+                  num::transpose32_u16(s16, d16);
+                  continue;
+                }
+              }
               for (uint64_t i = 0; i < ph; ++i) std::memcpy(in[i], sp[p0 + i] + sc[f0], fw * n);
               for (uint64_t j = 0; j < fw; ++j)
                 for (uint64_t i = 0; i < ph; ++i) out[j][i] = in[i][j];
@@ -686,16 +701,20 @@ void Exec::quantize_mx() {
     const bool big = static_cast<uint64_t>(src.rows()) * n >= (1u << 15);
     const int parts = std::min<int>(groups, big && !dst.may_overlap(sc) ? num::host_split_threads() : 1);
     num::host_split(parts, [&](int t) {
-      float w[32];
-      uint8_t z[32];
+      const uint64_t F = dst.cols();
       std::vector<float> rows(8 * n);
+      std::vector<uint8_t> q(8 * n), s(F);
       for (uint32_t g = groups * t / parts; g < groups * (t + 1) / parts; ++g) {
         for (uint32_t r = 0; r < 8; ++r) src.load_row(8 * g + r, &rows[r * n]);
-        for (uint64_t f = 0; f < dst.cols(); ++f) {
-          for (uint32_t r = 0; r < 8; ++r) std::memcpy(&w[r * 4], &rows[r * n + 4 * f], 4 * sizeof(float));
-          *sc.at(mx_scale_row(g, inst_.scale_offset), f) =
-              num::quantize_block(w, z, f8, num::ScaleRule::Trn3);
-          for (uint32_t r = 0; r < 8; ++r) std::memcpy(dst.at(8 * g + r, f), &z[r * 4], 4);
+        num::quantize_x4_groups(rows.data(), static_cast<int64_t>(n), static_cast<int64_t>(F), f8,
+                                num::ScaleRule::Trn3, q.data(), static_cast<int64_t>(n), s.data());
+        for (uint64_t f = 0; f < F; ++f) *sc.at(mx_scale_row(g, inst_.scale_offset), f) = s[f];
+        for (uint32_t r = 0; r < 8; ++r) {
+          if (dst.contiguous_rows()) {
+            std::memcpy(dst.at(8 * g + r, 0), &q[r * n], n);
+            continue;
+          }
+          for (uint64_t f = 0; f < F; ++f) std::memcpy(dst.at(8 * g + r, f), &q[r * n + 4 * f], 4);
         }
       }
     });

@@ -11,6 +11,8 @@
 
 #include "sim/base/error.h"
 #include "sim/numerics/host_threads.h"
+#include "sim/numerics/mx_isa.h"
+#include "sim/numerics/mx_kernels.h"
 
 namespace trnsim::num {
 
@@ -39,31 +41,7 @@ std::string_view mx_axis_name(MxAxis a) {
 
 namespace {
 
-inline float load(float v) {
-  return v;
-}
-inline float load(uint16_t v) {
-  return bf16_to_f32(v);
-}
-
-// Key whose maximum over a block drives the scale: abs bits; Te drops NaN elements (TE's fmaxf amax).
-template <ScaleRule R>
-inline uint32_t abs_key(float v) {
-  const uint32_t a = std::bit_cast<uint32_t>(v) & 0x7FFFFFFFu;
-  if constexpr (R == ScaleRule::Te) return a > 0x7F800000u ? 0u : a;
-  return a;
-}
-
-template <Fp8Format F, ScaleRule R, class In>
-[[gnu::always_inline]] inline uint8_t block_contiguous(const In* v, uint8_t* out) {
-  uint32_t key = 0;
-  for (int i = 0; i < kMxBlock; ++i) key = std::max(key, abs_key<R>(load(v[i])));
-  const uint8_t s = mx_scale_byte(key, F, R);
-  // A NaN scale (0xFF, Trn3/Ocp block NaN) makes every product NaN, so every element becomes 0x7F.
-  const float mult = e8m0_rcp_f32(s);
-  for (int i = 0; i < kMxBlock; ++i) out[i] = detail::f32_to_fp8_satfinite<F>(load(v[i]) * mult);
-  return s;
-}
+using mxk::abs_key;
 
 // FP8 codes of every BF16 value times 2^(127 - s), one 64 KiB table per scale byte s, built on first use. For
 // large BF16 arrays a lookup replaces each element's multiply and encoding; the tables hold exactly those
@@ -138,16 +116,16 @@ void col_blocks_table(const uint16_t* x, const int64_t cols, uint8_t* data, uint
   }
 }
 
-// Col axis, block-rows [b0, b1): 32 rows at a time, all columns at once (row-contiguous, vectorizable).
-// A free function with plain locals, so the uint8_t stores cannot alias the loop bounds.
+// Col axis, block-rows [b0, b1): 32 rows at a time, all columns at once (row-contiguous).
 template <Fp8Format F, ScaleRule R, class In>
-void col_blocks(const In* x, const int64_t cols, uint8_t* data, uint8_t* scales, int64_t b0, int64_t b1) {
+void col_blocks(const In* x, const int64_t cols, uint8_t* data, uint8_t* scales, int64_t b0, int64_t b1,
+                const mxk::Kernels<In>& k, bool tables) {
   std::vector<uint32_t> key(static_cast<size_t>(cols));
   std::vector<float> mult(static_cast<size_t>(cols));
   uint32_t* const kp = key.data();
   float* const mp = mult.data();
   if constexpr (std::is_same_v<In, uint16_t>) {
-    if ((b1 - b0) * kMxBlock * cols >= kTableElements) {
+    if (tables) {
       col_blocks_table<F, R>(x, cols, data, scales, b0, b1, kp);
       return;
     }
@@ -156,31 +134,28 @@ void col_blocks(const In* x, const int64_t cols, uint8_t* data, uint8_t* scales,
     std::fill(key.begin(), key.end(), 0u);
     const In* blk = x + rb * kMxBlock * cols;
     uint8_t* out = data + rb * kMxBlock * cols;
-    for (int i = 0; i < kMxBlock; ++i) {
-      const In* row = blk + i * cols;
-      for (int64_t c = 0; c < cols; ++c) kp[c] = std::max(kp[c], abs_key<R>(load(row[c])));
-    }
+    for (int i = 0; i < kMxBlock; ++i) k.keys(blk + i * cols, cols, kp);
     for (int64_t c = 0; c < cols; ++c) {
       const uint8_t s = mx_scale_byte(kp[c], F, R);
       scales[rb * cols + c] = s;
       mp[c] = e8m0_rcp_f32(s);
     }
-    for (int i = 0; i < kMxBlock; ++i) {
-      const In* row = blk + i * cols;
-      uint8_t* orow = out + i * cols;
-      for (int64_t c = 0; c < cols; ++c) orow[c] = detail::f32_to_fp8_satfinite<F>(load(row[c]) * mp[c]);
-    }
+    for (int i = 0; i < kMxBlock; ++i) k.encode(blk + i * cols, mp, cols, out + i * cols);
   }
 }
 
+// The scalar code's BF16 path takes the per-scale tables from kTableElements per thread; vector code needs
+// none.
 template <Fp8Format F, ScaleRule R, class In>
 void quantize_impl(const In* x, int64_t rows, int64_t cols, MxAxis axis, uint8_t* data, uint8_t* scales,
-                   int threads) {
+                   int threads, MxIsa isa) {
+  const mxk::Kernels<In> k = mxk::kernels<F, R, In>(isa);
+  const bool scalar = std::min(isa, mx_host_isa()) == MxIsa::Scalar;
   if (axis == MxAxis::Row) {
     const int64_t nb = cols / kMxBlock;
     parallel_for(rows, threads, [=](int64_t r0, int64_t r1) {
       if constexpr (std::is_same_v<In, uint16_t>) {
-        if ((r1 - r0) * cols >= kTableElements) {
+        if (scalar && (r1 - r0) * cols >= kTableElements) {
           Bf16Fp8Tables<F> tables;
           for (int64_t r = r0; r < r1; ++r)
             for (int64_t b = 0; b < nb; ++b) {
@@ -193,13 +168,15 @@ void quantize_impl(const In* x, int64_t rows, int64_t cols, MxAxis axis, uint8_t
       for (int64_t r = r0; r < r1; ++r)
         for (int64_t b = 0; b < nb; ++b) {
           const int64_t off = r * cols + b * kMxBlock;
-          scales[r * nb + b] = block_contiguous<F, R>(x + off, data + off);
+          scales[r * nb + b] = k.block(x + off, data + off);
         }
     });
     return;
   }
-  parallel_for(rows / kMxBlock, threads,
-               [=](int64_t b0, int64_t b1) { col_blocks<F, R>(x, cols, data, scales, b0, b1); });
+  parallel_for(rows / kMxBlock, threads, [=](int64_t b0, int64_t b1) {
+    const bool tables = scalar && (b1 - b0) * kMxBlock * cols >= kTableElements;
+    col_blocks<F, R>(x, cols, data, scales, b0, b1, k, tables);
+  });
 }
 
 void check_args(const char* fn, int64_t rows, int64_t cols, MxAxis axis, int threads, bool null_ptr) {
@@ -214,61 +191,63 @@ void check_args(const char* fn, int64_t rows, int64_t cols, MxAxis axis, int thr
     throw InputError(fmt::format("{}: null buffer for a non-empty [{}, {}] array", fn, rows, cols));
 }
 
+// fn(format tag, rule tag) for the run-time pair, each tag a std::integral_constant naming the value.
+template <class Fn>
+decltype(auto) with_format_rule(Fp8Format fmt, ScaleRule rule, const char* what, Fn fn) {
+  using E4 = std::integral_constant<Fp8Format, Fp8Format::E4M3FN>;
+  using E5 = std::integral_constant<Fp8Format, Fp8Format::E5M2>;
+  using Trn3 = std::integral_constant<ScaleRule, ScaleRule::Trn3>;
+  using Ocp = std::integral_constant<ScaleRule, ScaleRule::Ocp>;
+  using Te = std::integral_constant<ScaleRule, ScaleRule::Te>;
+  const bool e4 = fmt == Fp8Format::E4M3FN;
+  if (e4 || fmt == Fp8Format::E5M2) {
+    if (rule == ScaleRule::Trn3) return e4 ? fn(E4{}, Trn3{}) : fn(E5{}, Trn3{});
+    if (rule == ScaleRule::Ocp) return e4 ? fn(E4{}, Ocp{}) : fn(E5{}, Ocp{});
+    if (rule == ScaleRule::Te) return e4 ? fn(E4{}, Te{}) : fn(E5{}, Te{});
+  }
+  throw InputError(fmt::format("{}: invalid format or scale rule", what));
+}
+
 template <class In>
 void quantize_dispatch(const In* x, int64_t rows, int64_t cols, MxAxis axis, Fp8Format fmt, ScaleRule rule,
-                       uint8_t* data, uint8_t* scales, int threads) {
+                       uint8_t* data, uint8_t* scales, int threads, MxIsa isa) {
   check_args("mx quantize", rows, cols, axis, threads, !x || !data || !scales);
   if (rows * cols == 0) return;
-#define TRNSIM_MX_CASE(F, R)                       \
-  if (fmt == Fp8Format::F && rule == ScaleRule::R) \
-    return quantize_impl<Fp8Format::F, ScaleRule::R>(x, rows, cols, axis, data, scales, threads);
-  TRNSIM_MX_CASE(E4M3FN, Trn3)
-  TRNSIM_MX_CASE(E4M3FN, Ocp)
-  TRNSIM_MX_CASE(E4M3FN, Te)
-  TRNSIM_MX_CASE(E5M2, Trn3)
-  TRNSIM_MX_CASE(E5M2, Ocp)
-  TRNSIM_MX_CASE(E5M2, Te)
-#undef TRNSIM_MX_CASE
-  throw InputError("mx quantize: invalid format or scale rule");
-}
-
-// One block as a function of its own, for the host's widest vectors or the baseline ISA: integer and exact
-// FP32 operations only (no multiply feeds an add), so both give the same bytes.
-template <Fp8Format F, ScaleRule R, class In>
-uint8_t block_baseline(const In* v, uint8_t* out) {
-  return block_contiguous<F, R>(v, out);
-}
-template <Fp8Format F, ScaleRule R, class In>
-[[gnu::target("avx512f,avx512bw,avx512vl")]] uint8_t block_avx512(const In* v, uint8_t* out) {
-  return block_contiguous<F, R>(v, out);
-}
-
-bool host_has_avx512bw() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
-  }();
-  return yes;
-}
-
-template <Fp8Format F, ScaleRule R, class In>
-uint8_t block_fast(const In* v, uint8_t* out) {
-  return host_has_avx512bw() ? block_avx512<F, R>(v, out) : block_baseline<F, R>(v, out);
+  with_format_rule(fmt, rule, "mx quantize", [&](auto f, auto r) {
+    quantize_impl<decltype(f)::value, decltype(r)::value>(x, rows, cols, axis, data, scales, threads, isa);
+  });
 }
 
 template <class In>
-uint8_t block_dispatch(const In* v, uint8_t* out, Fp8Format fmt, ScaleRule rule) {
-#define TRNSIM_MX_CASE(F, R) \
-  if (fmt == Fp8Format::F && rule == ScaleRule::R) return block_fast<Fp8Format::F, ScaleRule::R>(v, out);
-  TRNSIM_MX_CASE(E4M3FN, Trn3)
-  TRNSIM_MX_CASE(E4M3FN, Ocp)
-  TRNSIM_MX_CASE(E4M3FN, Te)
-  TRNSIM_MX_CASE(E5M2, Trn3)
-  TRNSIM_MX_CASE(E5M2, Ocp)
-  TRNSIM_MX_CASE(E5M2, Te)
-#undef TRNSIM_MX_CASE
-  throw InputError("mx quantize_block: invalid format or scale rule");
+uint8_t block_dispatch(const In* v, uint8_t* out, Fp8Format fmt, ScaleRule rule, MxIsa isa) {
+  return with_format_rule(fmt, rule, "mx quantize_block", [&](auto f, auto r) {
+    return mxk::kernels<decltype(f)::value, decltype(r)::value, In>(isa).block(v, out);
+  });
+}
+
+template <Fp8Format F, ScaleRule R, class In>
+void x4_groups_impl(const In* x, int64_t ld, int64_t groups, uint8_t* data, int64_t ld_data, uint8_t* scales,
+                    MxIsa isa) {
+  const mxk::Kernels<In> k = mxk::kernels<F, R, In>(isa);
+  const int64_t n = 4 * groups;
+  std::vector<uint32_t> key(static_cast<size_t>(n), 0u);
+  std::vector<float> mult(static_cast<size_t>(n));
+  for (int r = 0; r < 8; ++r) k.keys(x + r * ld, n, key.data());
+  for (int64_t f = 0; f < groups; ++f) {
+    const uint32_t* kf = &key[static_cast<size_t>(4 * f)];
+    const uint8_t s = mx_scale_byte(std::max(std::max(kf[0], kf[1]), std::max(kf[2], kf[3])), F, R);
+    scales[f] = s;
+    std::fill_n(&mult[static_cast<size_t>(4 * f)], 4, e8m0_rcp_f32(s));
+  }
+  for (int r = 0; r < 8; ++r) k.encode(x + r * ld, mult.data(), n, data + r * ld_data);
+}
+
+template <class In>
+void x4_groups_dispatch(const In* x, int64_t ld, int64_t groups, Fp8Format fmt, ScaleRule rule, uint8_t* data,
+                        int64_t ld_data, uint8_t* scales, MxIsa isa) {
+  with_format_rule(fmt, rule, "mx quantize_x4_groups", [&](auto f, auto r) {
+    x4_groups_impl<decltype(f)::value, decltype(r)::value>(x, ld, groups, data, ld_data, scales, isa);
+  });
 }
 
 template <Fp8Format F>
@@ -328,22 +307,50 @@ void dequantize_x4_row(const uint8_t* bytes, const float* scale, int64_t cols, F
               : x4_row_scalar<Fp8Format::E5M2>(bytes, scale, 0, cols, out);
 }
 
+uint8_t quantize_block(const float* v, uint8_t* out, Fp8Format fmt, ScaleRule rule, MxIsa isa) {
+  return block_dispatch(v, out, fmt, rule, isa);
+}
+
+uint8_t quantize_block_bf16(const uint16_t* v, uint8_t* out, Fp8Format fmt, ScaleRule rule, MxIsa isa) {
+  return block_dispatch(v, out, fmt, rule, isa);
+}
+
+void quantize_x4_groups(const float* x, int64_t ld, int64_t F, Fp8Format fmt, ScaleRule rule, uint8_t* data,
+                        int64_t ld_data, uint8_t* scales, MxIsa isa) {
+  x4_groups_dispatch(x, ld, F, fmt, rule, data, ld_data, scales, isa);
+}
+
+void quantize_x4_groups(const uint16_t* x, int64_t ld, int64_t F, Fp8Format fmt, ScaleRule rule,
+                        uint8_t* data, int64_t ld_data, uint8_t* scales, MxIsa isa) {
+  x4_groups_dispatch(x, ld, F, fmt, rule, data, ld_data, scales, isa);
+}
+
+void quantize(const float* x, int64_t rows, int64_t cols, MxAxis axis, Fp8Format fmt, ScaleRule rule,
+              uint8_t* data, uint8_t* scales, int threads, MxIsa isa) {
+  quantize_dispatch(x, rows, cols, axis, fmt, rule, data, scales, threads, isa);
+}
+
+void quantize(const uint16_t* x_bf16, int64_t rows, int64_t cols, MxAxis axis, Fp8Format fmt, ScaleRule rule,
+              uint8_t* data, uint8_t* scales, int threads, MxIsa isa) {
+  quantize_dispatch(x_bf16, rows, cols, axis, fmt, rule, data, scales, threads, isa);
+}
+
 uint8_t quantize_block(const float* v, uint8_t* out, Fp8Format fmt, ScaleRule rule) {
-  return block_dispatch(v, out, fmt, rule);
+  return block_dispatch(v, out, fmt, rule, mx_host_isa());
 }
 
 uint8_t quantize_block_bf16(const uint16_t* v, uint8_t* out, Fp8Format fmt, ScaleRule rule) {
-  return block_dispatch(v, out, fmt, rule);
+  return block_dispatch(v, out, fmt, rule, mx_host_isa());
 }
 
 void quantize(const float* x, int64_t rows, int64_t cols, MxAxis axis, Fp8Format fmt, ScaleRule rule,
               uint8_t* data, uint8_t* scales, int threads) {
-  quantize_dispatch(x, rows, cols, axis, fmt, rule, data, scales, threads);
+  quantize_dispatch(x, rows, cols, axis, fmt, rule, data, scales, threads, mx_host_isa());
 }
 
 void quantize(const uint16_t* x_bf16, int64_t rows, int64_t cols, MxAxis axis, Fp8Format fmt, ScaleRule rule,
               uint8_t* data, uint8_t* scales, int threads) {
-  quantize_dispatch(x_bf16, rows, cols, axis, fmt, rule, data, scales, threads);
+  quantize_dispatch(x_bf16, rows, cols, axis, fmt, rule, data, scales, threads, mx_host_isa());
 }
 
 void dequantize(const uint8_t* data, const uint8_t* scales, int64_t rows, int64_t cols, MxAxis axis,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/numerics/mx_isa.h"
 
 namespace trnsim::num {
 
@@ -229,30 +230,9 @@ void quantize_x4(const uint16_t* x_bf16, int64_t P, int64_t F, Fp8Format fmt, Sc
     throw InputError(
         fmt::format("quantize_x4: partitions = {} is not a multiple of 8 (one MX group spans 8)", P));
   const int64_t W = kInterleave * F;
-  uint16_t v[kMxBlock];
-  uint8_t q[kMxBlock];
   for (int64_t g = 0; g < P / 8; ++g)
-    for (int64_t f = 0; f < F; ++f) {
-      for (int pp = 0; pp < 8; ++pp)
-        for (int j = 0; j < kInterleave; ++j)
-          v[pp * kInterleave + j] = x_bf16[(g * 8 + pp) * W + kInterleave * f + j];
-      scales[g * F + f] = quantize_block_bf16(v, q, fmt, rule);
-      for (int pp = 0; pp < 8; ++pp)
-        for (int j = 0; j < kInterleave; ++j)
-          data[(g * 8 + pp) * W + kInterleave * f + j] = q[pp * kInterleave + j];
-    }
+    quantize_x4_groups(x_bf16 + g * 8 * W, W, F, fmt, rule, data + g * 8 * W, W, scales + g * F);
 }
-
-namespace {
-
-uint8_t quantize_any(const uint16_t* v, uint8_t* q, Fp8Format fmt, ScaleRule rule) {
-  return quantize_block_bf16(v, q, fmt, rule);
-}
-uint8_t quantize_any(const float* v, uint8_t* q, Fp8Format fmt, ScaleRule rule) {
-  return quantize_block(v, q, fmt, rule);
-}
-
-}  // namespace
 
 template <class T>
 void quantize_operand_x4(const T* kf, int64_t K, int64_t F, QuantScheme s, Fp8Format fmt, ScaleRule rule,
@@ -262,18 +242,8 @@ void quantize_operand_x4(const T* kf, int64_t K, int64_t F, QuantScheme s, Fp8Fo
   // Group g of f: 8 partition rows x the 4 slots of f (quantize_x4's groups), whatever the input type.
   const int64_t W = kInterleave * F;
   std::vector<uint8_t> compact(static_cast<size_t>(K / kMxBlock * F));
-  T v[kMxBlock];
-  uint8_t q[kMxBlock];
   for (int64_t g = 0; g < K / kMxBlock; ++g)
-    for (int64_t f = 0; f < F; ++f) {
-      for (int pp = 0; pp < 8; ++pp)
-        for (int j = 0; j < kInterleave; ++j)
-          v[pp * kInterleave + j] = sw[(g * 8 + pp) * W + kInterleave * f + j];
-      compact[g * F + f] = quantize_any(v, q, fmt, rule);
-      for (int pp = 0; pp < 8; ++pp)
-        for (int j = 0; j < kInterleave; ++j)
-          data[(g * 8 + pp) * W + kInterleave * f + j] = q[pp * kInterleave + j];
-    }
+    quantize_x4_groups(sw.data() + g * 8 * W, W, F, fmt, rule, data + g * 8 * W, W, compact.data() + g * F);
   const ScaleShape ts = trainium_scale_shape(K, F, packed);
   std::fill(tile, tile + ts.size(), uint8_t{0x7F});
   scales_to_trainium(compact.data(), K, F, packed, 0, tile);

@@ -14,6 +14,7 @@
 
 #include "sim/base/error.h"
 #include "sim/numerics/mx.h"
+#include "sim/numerics/mx_isa.h"
 
 using namespace trnsim::num;
 using trnsim::InputError;
@@ -423,6 +424,203 @@ TEST_CASE("dequantize_x4_row: every FP8 code times every scale, the bits of the 
             else
               CHECK(std::bit_cast<uint32_t>(o[j][c]) == std::bit_cast<uint32_t>(want));
           }
+      }
+    }
+}
+
+namespace {
+
+// Values meant to break a vector encoder: NaN (any payload, both signs), +-Inf, +-0, FP32 subnormals, the
+// FP32 maximum, exact ties of E4M3 and E5M2 at any exponent (mantissas with few bits set also tie in the FP8
+// subnormal range after scaling), random bit patterns, and values near a per-block exponent. Rows 0-3 hold
+// whole blocks of one kind: zeros, NaN, FP32 maxima, subnormals.
+std::vector<float> adversarial(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const uint32_t r = gen(), sign = r & 0x80000000u, pick = gen() % 12;
+    const uint32_t base = 127 + static_cast<uint32_t>((i / 32 * 37) % 60) - 30;
+    uint32_t b = 0;
+    switch (pick) {
+      case 0:
+        b = sign | 0x7F800000u | std::max<uint32_t>(1, r & 0x7FFFFFu);
+        break;
+      case 1:
+        b = sign | 0x7F800000u;
+        break;
+      case 2:
+        b = sign;
+        break;
+      case 3:
+        b = sign | (r & 0x7FFFFFu);
+        break;
+      case 4:
+        b = sign | (r % 2 ? 0x7F7FFFFFu : 0x7F000000u);
+        break;
+      case 5:
+        b = sign | ((base + r % 9 - 4) << 23) | ((r >> 8 & 7u) << 20) | 0x80000u;
+        break;  // E4M3 tie
+      case 6:
+        b = sign | ((base + r % 9 - 4) << 23) | ((r >> 8 & 3u) << 21) | 0x100000u;
+        break;  // E5M2 tie
+      case 7:
+        b = sign | ((base - r % 24) << 23) | ((r >> 8 & 15u) << 19);
+        break;  // subnormal-range ties
+      case 8:
+        b = gen();
+        break;
+      default:
+        b = sign | ((base + r % 5 - 2) << 23) | (gen() & 0x7FFFFFu);
+        break;
+    }
+    x[static_cast<size_t>(i)] = f(b);
+  }
+  for (int64_t c = 0; c < cols && rows >= 4; ++c) {
+    x[static_cast<size_t>(c)] = c % 2 ? -0.0f : 0.0f;
+    x[static_cast<size_t>(cols + c)] = f(0x7FC00000u | static_cast<uint32_t>(c));
+    x[static_cast<size_t>(2 * cols + c)] = f(0x7F7FFFFFu | (c % 3 ? 0x80000000u : 0u));
+    x[static_cast<size_t>(3 * cols + c)] = f(static_cast<uint32_t>(c * 977 + 1) & 0x807FFFFFu);
+  }
+  return x;
+}
+
+// The bytes by definition, element by element from the scalar conversions (mx.h: e = f32_to_fp8(x *
+// 2^(127-byte), satfinite), byte = mx_scale_byte of the block's largest key).
+void reference(const std::vector<float>& x, int64_t rows, int64_t cols, MxAxis axis, Fp8Format fmt,
+               ScaleRule rule, std::vector<uint8_t>& data, std::vector<uint8_t>& scales) {
+  data.assign(x.size(), 0);
+  scales.assign(x.size() / 32, 0);
+  const bool row = axis == MxAxis::Row;
+  for (int64_t b = 0; b < rows * cols / 32; ++b) {
+    // Block b: row axis -> row b / (cols/32), columns 32 * (b % (cols/32)) + i; col axis -> column b % cols,
+    // rows 32 * (b / cols) + i.
+    auto at = [&](int i) {
+      return row ? (b / (cols / 32)) * cols + 32 * (b % (cols / 32)) + i
+                 : (32 * (b / cols) + i) * cols + b % cols;
+    };
+    uint32_t key = 0;
+    for (int i = 0; i < 32; ++i) {
+      const uint32_t a = bits(x[static_cast<size_t>(at(i))]) & 0x7FFFFFFFu;
+      key = std::max(key, rule == ScaleRule::Te && a > 0x7F800000u ? 0u : a);
+    }
+    const uint8_t s = mx_scale_byte(key, fmt, rule);
+    scales[static_cast<size_t>(b)] = s;
+    for (int i = 0; i < 32; ++i)
+      data[static_cast<size_t>(at(i))] = f32_to_fp8(x[static_cast<size_t>(at(i))] * e8m0_rcp_f32(s), fmt);
+  }
+}
+
+// Index of the first differing byte, -1 if none (a whole-vector CHECK would print 80 k elements).
+int64_t first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return -2;
+  const auto m = std::mismatch(a.begin(), a.end(), b.begin());
+  return m.first == a.end() ? -1 : m.first - a.begin();
+}
+
+}  // namespace
+
+TEST_CASE("every instruction-set level gives the bytes of the scalar definition on adversarial inputs",
+          "[numerics][mx]") {
+  // Row axis on [512, 160]; col axis also on [512, 165] (a column tail after the 16- and 8-lane vectors).
+  // The BF16 input holds every BF16 bit pattern in its first 65536 elements.
+  for (const int64_t cols : {int64_t{160}, int64_t{165}}) {
+    const int64_t rows = 512;
+    const std::vector<float> x = adversarial(rows, cols, 2024 + static_cast<uint32_t>(cols));
+    std::vector<uint16_t> xb(x.size());
+    for (size_t i = 0; i < xb.size(); ++i) xb[i] = i < 65536 ? static_cast<uint16_t>(i) : bits(x[i]) >> 16;
+    std::vector<float> xbf(x.size());
+    for (size_t i = 0; i < xb.size(); ++i) xbf[i] = bf16_to_f32(xb[i]);
+    for (MxAxis axis : {MxAxis::Row, MxAxis::Col}) {
+      if (axis == MxAxis::Row && cols % 32 != 0) continue;
+      for (Fp8Format fmt : {Fp8Format::E4M3FN, Fp8Format::E5M2})
+        for (ScaleRule rule : {ScaleRule::Trn3, ScaleRule::Ocp, ScaleRule::Te}) {
+          std::vector<uint8_t> want_d, want_s, want_bd, want_bs;
+          reference(x, rows, cols, axis, fmt, rule, want_d, want_s);
+          reference(xbf, rows, cols, axis, fmt, rule, want_bd, want_bs);
+          for (MxIsa isa : {MxIsa::Scalar, MxIsa::Avx2, MxIsa::Avx512}) {
+            INFO(rule_str(rule) << " axis " << mx_axis_name(axis) << " cols " << cols << " isa "
+                                << static_cast<int>(isa) << " (host " << static_cast<int>(mx_host_isa())
+                                << ")");
+            std::vector<uint8_t> d(x.size()), s(x.size() / 32);
+            quantize(x.data(), rows, cols, axis, fmt, rule, d.data(), s.data(), 1, isa);
+            CHECK(first_diff(d, want_d) == -1);
+            CHECK(first_diff(s, want_s) == -1);
+            quantize(xb.data(), rows, cols, axis, fmt, rule, d.data(), s.data(), 2, isa);
+            CHECK(first_diff(d, want_bd) == -1);
+            CHECK(first_diff(s, want_bs) == -1);
+            if (axis == MxAxis::Row) {  // quantize_mx's entry: one block at a time
+              bool same = true;
+              std::array<uint8_t, 32> q{};
+              for (size_t b = 0; b < x.size() / 32; ++b) {
+                same &= quantize_block(x.data() + 32 * b, q.data(), fmt, rule, isa) == want_s[b];
+                same &= std::equal(q.begin(), q.end(), want_d.begin() + static_cast<int64_t>(32 * b));
+                same &= quantize_block_bf16(xb.data() + 32 * b, q.data(), fmt, rule, isa) == want_bs[b];
+                same &= std::equal(q.begin(), q.end(), want_bd.begin() + static_cast<int64_t>(32 * b));
+              }
+              CHECK(same);
+            }
+          }
+        }
+    }
+  }
+}
+
+TEST_CASE("large BF16 arrays give the same bytes with and without vectors (the scalar code's tables)",
+          "[numerics][mx]") {
+  // 2^22 elements: the size from which the scalar code takes per-scale tables; vector code takes none.
+  const int64_t rows = 2048, cols = 2048;
+  const std::vector<float> x = adversarial(rows, cols, 5);
+  std::vector<uint16_t> xb(x.size());
+  for (size_t i = 0; i < xb.size(); ++i) xb[i] = i < 65536 ? static_cast<uint16_t>(i) : bits(x[i]) >> 16;
+  for (MxAxis axis : {MxAxis::Row, MxAxis::Col})
+    for (ScaleRule rule : {ScaleRule::Trn3, ScaleRule::Te}) {
+      INFO(rule_str(rule) << " axis " << mx_axis_name(axis));
+      std::vector<uint8_t> d0(x.size()), s0(x.size() / 32), d(x.size()), s(x.size() / 32);
+      quantize(xb.data(), rows, cols, axis, Fp8Format::E4M3FN, rule, d0.data(), s0.data(), 1, MxIsa::Scalar);
+      quantize(xb.data(), rows, cols, axis, Fp8Format::E4M3FN, rule, d.data(), s.data(), 1);
+      CHECK(first_diff(d, d0) == -1);
+      CHECK(first_diff(s, s0) == -1);
+    }
+}
+
+TEST_CASE("quantize_x4_groups (quantize_mx's groups) gives quantize_block's bytes at every level",
+          "[numerics][mx]") {
+  // 8 rows of 4F = 164 values with a leading dimension of 170 (F = 41: a tail after the vectors); group f
+  // is the 4 values [4f, 4f + 4) of each row.
+  const int64_t F = 41, ld = 170;
+  const std::vector<float> x = adversarial(8, ld, 31);
+  std::vector<uint16_t> xb(x.size());
+  for (size_t i = 0; i < xb.size(); ++i) xb[i] = bits(x[i]) >> 16;
+  for (Fp8Format fmt : {Fp8Format::E4M3FN, Fp8Format::E5M2})
+    for (ScaleRule rule : {ScaleRule::Trn3, ScaleRule::Ocp, ScaleRule::Te}) {
+      std::vector<uint8_t> want(8 * ld, 0), want_s(F), want_b(8 * ld, 0), want_bs(F);
+      for (int64_t f = 0; f < F; ++f) {
+        std::array<float, 32> v{};
+        std::array<uint16_t, 32> vb{};
+        for (int r = 0; r < 8; ++r)
+          for (int j = 0; j < 4; ++j) {
+            v[r * 4 + j] = x[r * ld + 4 * f + j];
+            vb[r * 4 + j] = xb[r * ld + 4 * f + j];
+          }
+        std::array<uint8_t, 32> q{}, qb{};
+        want_s[f] = quantize_block(v.data(), q.data(), fmt, rule, MxIsa::Scalar);
+        want_bs[f] = quantize_block_bf16(vb.data(), qb.data(), fmt, rule, MxIsa::Scalar);
+        for (int r = 0; r < 8; ++r)
+          for (int j = 0; j < 4; ++j) {
+            want[r * ld + 4 * f + j] = q[r * 4 + j];
+            want_b[r * ld + 4 * f + j] = qb[r * 4 + j];
+          }
+      }
+      for (MxIsa isa : {MxIsa::Scalar, MxIsa::Avx2, MxIsa::Avx512}) {
+        INFO(rule_str(rule) << " isa " << static_cast<int>(isa));
+        std::vector<uint8_t> d(8 * ld, 0), s(F);
+        quantize_x4_groups(x.data(), ld, F, fmt, rule, d.data(), ld, s.data(), isa);
+        CHECK(first_diff(d, want) == -1);
+        CHECK(first_diff(s, want_s) == -1);
+        std::fill(d.begin(), d.end(), 0);
+        quantize_x4_groups(xb.data(), ld, F, fmt, rule, d.data(), ld, s.data(), isa);
+        CHECK(first_diff(d, want_b) == -1);
+        CHECK(first_diff(s, want_bs) == -1);
       }
     }
 }
