@@ -77,7 +77,8 @@ uint8_t block_table(const uint16_t* v, uint8_t* out, Bf16Fp8Tables<F>& tables) {
   return s;
 }
 
-// Runs fn(begin, end) over [0, units) split into at most `threads` contiguous chunks.
+// Runs fn(begin, end) over [0, units) split into at most `threads` contiguous chunks, on the process's helper
+// threads (host_split), so a caller that quantizes many small arrays starts no thread per array.
 template <class Fn>
 void parallel_for(int64_t units, int threads, Fn fn) {
   const int64_t n = std::min<int64_t>(threads, units);
@@ -85,7 +86,7 @@ void parallel_for(int64_t units, int threads, Fn fn) {
     if (units > 0) fn(int64_t{0}, units);
     return;
   }
-  run_parts(static_cast<int>(n), [&](int t) { fn(units * t / n, units * (t + 1) / n); });
+  host_split(static_cast<int>(n), [&](int t) { fn(units * t / n, units * (t + 1) / n); });
 }
 
 // col_blocks for large BF16 arrays: the elements by table lookup (one table pointer per column).

@@ -1,9 +1,13 @@
 // Fuzzes MX quantization (`trnsim quantize`: sim/numerics/mx.h, scale_layout.h) on arbitrary arrays.
 // Input: byte 0 picks the FP8 format, scale rule, axis, input dtype (float32 or raw BF16) and thread count
-// (1..4); byte 1 the shape (each dim 32, 64, 96 or 128, or 1..8 when the dim is not the blocked one, where
-// the blocked dim must be a multiple of 32 or quantize must refuse it); the rest are the array's bytes
-// (repeated to fill it). Checks: output bytes are the same for 1 and N threads and equal quantize_block on
-// each block; BF16 input equals its exact float32 widening; dequantize runs; the TE scale layouts round-trip.
+// (1..4); byte 1 the shape (the blocked dim 32, 64, 96 or 128, the other 32 or 64 or 1..8; byte 2 odd
+// makes the blocked dim 1..8 too, which quantize must refuse); the rest are the array's bytes (repeated to
+// fill it). Checks: output bytes are the same for 1 and N threads and equal quantize_block on each block;
+// BF16 input equals its exact float32 widening; dequantize runs; the TE scale layouts round-trip. No code
+// path depends on a size beyond these (each dim splits into 1-4 parts; the BF16 table path starts at 2^22
+// elements), so the other dim stops at 64: an input costs at most 8192 elements, each quantized and
+// dequantized twice under the coverage counters.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -25,13 +29,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool bf16 = opt & 16;
   const int threads = 1 + ((opt >> 5) & 3);  // 1..4
   const bool row = axis == num::MxAxis::Row;
-  // Dim codes 0..15: 32 * (code % 4 + 1), or 1..8 (code >= 8) on the non-blocked dim, and on the blocked dim
-  // too when byte 2 is odd (quantize must refuse that).
+  // Dim codes 0..15: the blocked dim 32 * (code % 4 + 1), the other 32 * (code % 2 + 1); or 1..8 (code >= 8)
+  // on the non-blocked dim, and on the blocked dim too when byte 2 is odd (quantize must refuse that).
   const int rc = data[1] & 15, cc = data[1] >> 4;
   const int bc = row ? cc : rc, oc = row ? rc : cc;
   const bool bad_blocked = bc >= 8 && (data[2] & 1);
   const int64_t blocked = bad_blocked ? bc - 7 : (bc % 4 + 1) * 32;
-  const int64_t other = oc < 8 ? (oc % 4 + 1) * 32 : oc - 7;
+  const int64_t other = oc < 8 ? (oc % 2 + 1) * 32 : oc - 7;
   const int64_t rows = row ? other : blocked, cols = row ? blocked : other;
   const uint8_t* payload = data + 3;
   const size_t psize = size - 3;
@@ -40,7 +44,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<float> x(static_cast<size_t>(n));
   std::vector<uint16_t> xb(static_cast<size_t>(n));
   std::vector<uint8_t> bytes(static_cast<size_t>(n) * (bf16 ? 2 : 4));
-  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = psize ? payload[i % psize] : 0;
+  // The payload repeated: copied once, then the filled prefix doubled.
+  if (psize > 0) {
+    size_t filled = std::min(psize, bytes.size());
+    std::memcpy(bytes.data(), payload, filled);
+    while (filled < bytes.size()) {
+      const size_t k = std::min(filled, bytes.size() - filled);
+      std::memcpy(bytes.data() + filled, bytes.data(), k);
+      filled += k;
+    }
+  }
   if (bf16) {
     std::memcpy(xb.data(), bytes.data(), bytes.size());
     for (int64_t i = 0; i < n; ++i) x[i] = num::bf16_to_f32(xb[i]);
