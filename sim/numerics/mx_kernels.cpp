@@ -1,7 +1,9 @@
 // GCC 12's AVX-512 intrinsics start from a self-initialised "undefined" vector (GCC bug 105593): its
 // uninitialised-use warnings in this file are false.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "sim/numerics/mx_kernels.h"
@@ -48,8 +50,14 @@ void encode_row(const In* row, const float* mult, int64_t n, uint8_t* out) {
 
 }  // namespace scalar
 
+// Every function of the namespace built for avx2: GCC's target pragma, clang's attribute push (the sanitizer
+// and fuzz builds use clang, which ignores the GCC pragma).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2")
+#endif
 namespace avx2 {
 
 struct V {
@@ -100,10 +108,20 @@ struct V {
 #include "sim/numerics/mx_kernels_body.inc"
 
 }  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
+// Every function of the namespace built for avx512f: GCC's target pragma, clang's attribute push (the
+// sanitizer and fuzz builds use clang, which ignores the GCC pragma).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f")
+#endif
 namespace avx512 {
 
 struct V {
@@ -150,7 +168,11 @@ struct V {
 #include "sim/numerics/mx_kernels_body.inc"
 
 }  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 }  // namespace
 

@@ -2,8 +2,10 @@
 
 // GCC 12's AVX-512 intrinsics start from a self-initialised "undefined" vector (GCC bug 105593): its
 // uninitialised-use warnings in this file are false.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <array>
