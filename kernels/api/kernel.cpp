@@ -133,14 +133,15 @@ RegionTracker& Kernel::tracker_mut(isa::MemSpace s) {
 
 // A C++ kernel's file as the compiler names it (absolute, or relative to the build folder where ccache's
 // CCACHE_BASEDIR rewrote it) made relative to the source tree, so that programs, traces and stats.json of
-// one commit have the same bytes wherever it was built. Other names (Python files) are kept as they are.
+// one commit have the same bytes wherever it was built. A Python kernel's file is kept as it was given.
 namespace {
 std::string source_relative(const char* file) {
   const std::string_view f(file);
-  for (std::string_view prefix :
-       {std::string_view(TRNSIM_SOURCE_DIR), std::string_view(TRNSIM_SOURCE_FROM_BUILD)})
-    if (f.size() > prefix.size() && f.substr(0, prefix.size()) == prefix)
-      return std::string(f.substr(prefix.size()));
+  if (f.ends_with(".py")) return std::string(f);
+  for (std::string_view tree :
+       {std::string_view(TRNSIM_KERNEL_TREE), std::string_view(TRNSIM_KERNEL_TREE_FROM_BUILD)})
+    if (f.size() > tree.size() + 1 && f.substr(0, tree.size()) == tree && f[tree.size()] == '/')
+      return std::string(f.substr(tree.size() + 1));
   return std::string(f);
 }
 }  // namespace
