@@ -36,6 +36,24 @@ CheckResult base(const std::string& output, const HostTensor& out, const char* k
   return r;
 }
 
+// The rel-L2 against the quantized reference that rounding to the output's dtype alone may add: its unit
+// roundoff 2^-p for p significand bits (BF16 8, FP16 11, FP8 E4M3 and E4M3FN 4, E5M2 3); FP32 outputs 1e-5.
+double rel_l2_bound(isa::DType d) {
+  switch (d) {
+    case isa::DType::BF16:
+      return kRelL2BoundBf16;
+    case isa::DType::FP16:
+      return 1.0 / 2048.0;
+    case isa::DType::FP8_E4M3FN:
+    case isa::DType::FP8_E4M3:
+      return 1.0 / 16.0;
+    case isa::DType::FP8_E5M2:
+      return 1.0 / 8.0;
+    default:
+      return kRelL2BoundF32;
+  }
+}
+
 }  // namespace
 
 const HostTensor& CheckContext::input(const std::string& name) const {
@@ -57,8 +75,7 @@ CheckResult tolerance_result(const std::string& output, const HostTensor& out, c
                              const ref::ErrorMetrics& q, bool quantized, const Tolerance& tol,
                              int64_t rows_compared, int64_t rows_total, bool rows_are_experts) {
   CheckResult r = base(output, out, tensor::kCheckTolerance);
-  const bool bf16 = out.dtype == isa::DType::BF16;
-  const double bound = tol.max_rel_l2_vs_quantized.value_or(bf16 ? kRelL2BoundBf16 : kRelL2BoundF32);
+  const double bound = tol.max_rel_l2_vs_quantized.value_or(rel_l2_bound(out.dtype));
   r.nonfinite = e.nonfinite + e.golden_nonfinite - e.finite_where_golden_not;
   r.metrics = {{"max_abs_err", e.max_abs_err},
                {"rel_l2_vs_exact", e.rel_l2},

@@ -288,6 +288,19 @@ TEST_CASE("kernel checks and the pass line", "[ref]") {
   REQUIRE(as_f32.failures.size() == 1);
   CHECK(as_f32.failures[0].rfind("rel_l2_vs_quantized ", 0) == 0);
   CHECK(as_f32.failures[0].find(" > 1e-05 (float32 output)") != std::string::npos);
+  // An FP16 or FP8 output holding the reference rounded to its dtype passes: the bound is the dtype's unit
+  // roundoff (FP16 2^-11, E4M3FN 2^-4, E5M2 2^-3), not FP32's 1e-5 (tester23i: every FP8 output failed).
+  for (isa::DType d :
+       {isa::DType::FP16, isa::DType::FP8_E4M3FN, isa::DType::FP8_E4M3, isa::DType::FP8_E5M2}) {
+    tensor::HostTensor low = tensor::HostTensor::zeros(d, {M, K});
+    for (int64_t i = 0; i < M * K; ++i) low.set(i, out[i]);
+    const tensor::CheckResult r = run_check(c, in, {{"input_grad", low}});
+    CHECK(r.pass);
+    CHECK(r.metric("rel_l2_vs_quantized") > 1e-5);
+    CHECK(r.metric("rel_l2_bound") == (d == isa::DType::FP16       ? 1.0 / 2048
+                                       : d == isa::DType::FP8_E5M2 ? 0.125
+                                                                   : 0.0625));
+  }
 
   out[0] = 1000.0f;
   const tensor::CheckResult bad = run_check(c, in, {{"input_grad", f32_tensor(out, {M, K})}});
