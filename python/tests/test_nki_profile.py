@@ -45,6 +45,9 @@ def test_profile_writes_the_trace_and_stats_into_working_directory():
                                                                              "trace": "profile.pftrace"}
     with open(os.path.join(d, "profile.pftrace"), "rb") as f:
         assert len(f.read()) > 100
+    # stats.json's mode follows the umask as the trace's does (it was mkstemp's 0600: tester23i).
+    modes = [os.stat(os.path.join(d, f)).st_mode & 0o777 for f in ("stats.json", "profile.pftrace")]
+    assert modes[0] == modes[1], modes
     # NKI's overwrite=False (the default) keeps an earlier profile; overwrite=True replaces it.
     e = raises(FileExistsError, k, X, X)
     assert "stats.json exists: pass overwrite=True" in str(e), e
@@ -61,6 +64,19 @@ def test_profile_arguments_are_checked_as_nki_does():
     assert "profile_nth=0: expected a count >= 1" in str(e), e
     e = raises(TypeError, nki.profile, working_directory="/tmp", iters=3)
     assert "unknown argument iters" in str(e), e
+    # A trace named stats.json would be overwritten by the statistics (tester23i: the trace was lost silently).
+    e = raises(ValueError, nki.profile, working_directory="/tmp", save_trace_name="stats.json")
+    assert "stats.json is the profile's statistics file" in str(e), e
+
+
+def _raises(a, b):
+    raise RuntimeError("the kernel failed")
+
+
+def test_a_failed_kernel_leaves_no_working_directory_it_created():
+    d = os.path.join(tempfile.mkdtemp(), "profiles")
+    raises(Exception, nki.profile(working_directory=d)(_raises), X, X)
+    assert not os.path.exists(d)
 
 
 if __name__ == "__main__":

@@ -216,6 +216,9 @@ def _profile_options(kw):
     # trnsim writes Perfetto or Chrome JSON, not NTFF: another extension becomes .pftrace (profile.ntff ->
     # profile.pftrace).
     trace = name if name.endswith(_TRACE_SUFFIXES) else _os.path.splitext(name)[0] + ".pftrace"
+    if trace == "stats.json":
+        raise ValueError("nki.profile: save_trace_name=%r: stats.json is the profile's statistics file in "
+                         "working_directory: give the trace another name" % (name,))
     if "save_neff_name" in kw:
         warnings.warn("nki.profile: save_neff_name=%r: no NEFF written: trnsim compiles no NEFF (the kernel is "
                       "traced into the simulator's program)" % (kw["save_neff_name"],), RuntimeWarning,
@@ -237,17 +240,28 @@ def _profile_run(kernel, opts, args, kw):
     folder = opts["folder"]
     if _os.path.exists(folder) and not _os.path.isdir(folder):
         raise ValueError("nki.profile: working_directory=%r is not a folder" % folder)
+    created = not _os.path.exists(folder)
     _os.makedirs(folder, exist_ok=True)
     trace, stats = _os.path.join(folder, opts["trace"]), _os.path.join(folder, "stats.json")
-    # NKI's overwrite=False keeps earlier profile artifacts: refused before anything runs.
-    if _os.path.exists(stats) and not opts["overwrite"]:
-        raise FileExistsError("nki.profile: %s exists: pass overwrite=True to replace the earlier profile (NKI's "
-                              "overwrite=), or give another working_directory" % stats)
-    r = _platform_benchmark(kernel, *args, trace=trace, overwrite=opts["overwrite"], **opts["run"], **kw)
+    try:
+        # NKI's overwrite=False keeps earlier profile artifacts: refused before anything runs.
+        if _os.path.exists(stats) and not opts["overwrite"]:
+            raise FileExistsError("nki.profile: %s exists: pass overwrite=True to replace the earlier profile "
+                                  "(NKI's overwrite=), or give another working_directory" % stats)
+        r = _platform_benchmark(kernel, *args, trace=trace, overwrite=opts["overwrite"], **opts["run"], **kw)
+    except BaseException:
+        # A folder this call created is not left behind empty by a kernel that failed.
+        if created and not _os.listdir(folder):
+            _os.rmdir(folder)
+        raise
     doc = dict(r.stats)
     doc["nki_profile"] = {"profile_nth": opts["profile_nth"], "trace": opts["trace"]}
     fd, tmp = tempfile.mkstemp(prefix=".stats.json.", dir=folder)
     try:
+        # mkstemp's 0600 widened to what the umask allows, as the trace and trnsim run's stats.json are.
+        umask = _os.umask(0)
+        _os.umask(umask)
+        _os.fchmod(fd, 0o666 & ~umask)
         with _os.fdopen(fd, "w") as f:
             json.dump(doc, f, indent=1)
             f.write("\n")
