@@ -280,6 +280,24 @@ def test_affine_select_earlier_style_takes_a_comparison_of_index_expressions():
     assert tnki.simulate_kernel(k, x).tobytes() == want.tobytes()
 
 
+def test_affine_select_earlier_style_takes_predicates_written_around_a_constant():
+    # `i_q - i_k >= 0`, `i_q - 2 * i_k > -7` and `i_q > 5` are affine predicates too (NKI 2.26's affine_select);
+    # they were refused as masks (tester23i).
+    @nki.jit
+    def k(x, form):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        i_q, i_k = nl.mgrid[0:128, 0:64]
+        pred = {0: i_q - i_k >= 0, 1: i_q - 2 * i_k > -7, 2: i_q > 5, 3: i_k < 9}[form]
+        nl.store(out, nisa.affine_select(pred=pred, on_true_tile=nl.load(x), on_false_value=-1.0))
+        return out
+
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    q, kk = np.mgrid[0:128, 0:64]
+    for form, cond in enumerate([q - kk >= 0, q - 2 * kk > -7, q > 5, kk < 9]):
+        want = np.where(cond, x, np.float32(-1.0)).astype(np.float32)
+        assert tnki.simulate_kernel(k, x, form).tobytes() == want.tobytes(), form
+
+
 def test_affine_select_on_two_free_dims_with_an_offset_and_nl_equal_by_default():
     @nki.jit
     def k(x):

@@ -123,6 +123,8 @@ class IndexExpr:
         if c is None:
             raise NkiError(f"a mask compares an index expression with an integer, got {other!r} (a comparison of "
                            "two index expressions, a triangular mask, is not modelled)")
+        if len(self.terms) > 1:
+            return AffinePredicate(self - c, op)  # `i_q - i_k >= 0`: the same predicate written around 0
         return Mask.of(self, op, c)
 
     def __lt__(self, o):
@@ -229,9 +231,9 @@ class AffinePredicate:
         self.op = op
 
     def mask_error(self):
-        return NkiError(f"a mask compares an index expression with an integer, got {self.expr!r} {self.op} 0 (a "
-                        "comparison of two index expressions, a triangular mask, is not modelled as a mask; "
-                        "nisa.affine_select takes it as its predicate)")
+        return NkiError(f"a mask bound must involve one nl.arange index variable (e.g. i_p < n), got {self.expr!r} "
+                        f"{self.op} 0: only rectangular masks (a range per variable) are modelled; a comparison of "
+                        "several index variables (a triangular mask) is nisa.affine_select's predicate")
 
     def __and__(self, other):
         raise NkiError("an affine_select predicate is one comparison; NKI does not combine them with & or |")
@@ -270,6 +272,19 @@ class Mask:
         else:
             lo = max(lo, u // kk + 1)
         return Mask({v: (lo, hi)})
+
+    def as_predicate(self):
+        """The mask of one comparison of one variable (`i_q > 5`) as affine_select's predicate; another mask
+        is an error."""
+        if len(self.bounds) == 1:
+            (v, (lo, hi)), = self.bounds.items()
+            e = IndexExpr({v: 1}, 0)
+            if lo > 0 and hi >= v.size:
+                return AffinePredicate(e - lo, ">=")
+            if lo <= 0 and hi < v.size:
+                return AffinePredicate(e - hi, "<")
+        raise NkiError("affine_select: pred must be one comparison of nl.arange expressions, got a mask of "
+                       "several bounds")
 
     def empty(self):
         """True if some variable has no allowed value: NKI skips the instruction."""

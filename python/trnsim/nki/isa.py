@@ -14,7 +14,7 @@ import enum
 from . import _lower
 from . import _ops
 from ._errors import NkiError, bad_call, ignored_kwargs, unsupported_name, unsupported
-from ._index import AffinePredicate
+from ._index import AffinePredicate, Mask
 from ._tensor import PSUM, SBUF, NkiTensor
 
 
@@ -812,9 +812,11 @@ def _affine_select_new(dst, pattern, offset, channel_multiplier, on_true_tile, o
 def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.affine_select", kwargs)
+    if isinstance(pred, Mask):
+        pred = pred.as_predicate()  # `i_q > 5`: one bound of one variable, which made a mask
     if not isinstance(pred, AffinePredicate):
-        raise NkiError(f"affine_select: pred must compare two nl.arange expressions (e.g. i_q >= i_k), got "
-                       f"{pred!r}")
+        raise NkiError(f"affine_select: pred must be one comparison of nl.arange expressions (e.g. i_q >= i_k, "
+                       f"i_q - 2 * i_k > -7), got {type(pred).__name__}")
     if mask is not None:
         unsupported("nki.isa.affine_select(mask=...)")
     expr = pred.expr
