@@ -71,7 +71,7 @@ std::string index_ranges(const std::vector<std::pair<int64_t, int64_t>>& r) {
   std::vector<std::string> parts;
   for (size_t i = 0; i < r.size() && i < 3; ++i) parts.push_back(one(r[i]));
   std::string list = fmt::format("{}", fmt::join(parts, ", "));
-  if (r.size() > 3) list += fmt::format(" and {} more ranges", r.size() - 3);
+  if (r.size() > 3) list += fmt::format(" and {} more range{}", r.size() - 3, r.size() == 4 ? "" : "s");
   return list;
 }
 
