@@ -298,6 +298,27 @@ def test_affine_select_earlier_style_takes_predicates_written_around_a_constant(
         assert tnki.simulate_kernel(k, x, form).tobytes() == want.tobytes(), form
 
 
+def test_affine_select_on_a_psum_tile_says_gpsimd_cannot_access_psum():
+    # It named an engine rule the user never chose: "affine_select on DVE: engine: affine_select runs on
+    # POOL" (tester23i).
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        p = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=p, src=nl.load(x))
+        r = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.affine_select(dst=r, pattern=[[-1, 64]], offset=0, channel_multiplier=1, on_true_tile=p,
+                           on_false_value=0.0)
+        nl.store(out, r)
+        return out
+
+    try:
+        tnki.simulate_kernel(k, np.ones((128, 64), np.float32))
+        raise AssertionError("no error")
+    except Exception as e:  # noqa: BLE001
+        assert "on_true_tile is in PSUM; affine_select runs on GpSimd, which cannot access PSUM" in str(e), e
+
+
 def test_affine_select_on_two_free_dims_with_an_offset_and_nl_equal_by_default():
     @nki.jit
     def k(x):

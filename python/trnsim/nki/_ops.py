@@ -586,6 +586,12 @@ def affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, on_fal
         value = float(on_false_value)
     except (TypeError, ValueError):
         raise NkiError(f"{op}: on_false_value must be a number, got {on_false_value!r}") from None
+    if engine is None:
+        for v, n in ((dst, "dst"), (on_true, "on_true_tile")):
+            if v.st.space == PSUM:
+                # No other engine runs it, and GpSimd cannot access PSUM (nki.isa.affine_select: GpSimd only).
+                raise NkiError(f"{op}: {n} is in PSUM; affine_select runs on GpSimd, which cannot access PSUM: "
+                               "copy the tile to SBUF first (nl.copy / nisa.tensor_copy)")
     engine = _engine_for(op, engine, [dst, on_true])
     return record(op, {"dst": dst, "on_true_tile": on_true}, [on_true], [dst],
                   {"pattern": pattern, "offset": float(offset), "channel_multiplier": float(channel_multiplier),
