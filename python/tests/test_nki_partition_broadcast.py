@@ -143,6 +143,22 @@ def broadcast_int(x):
 
 
 @nki.jit
+def where_row(x, r):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(out, nl.where(nl.greater(t, 0.0), t, nl.load(r)))
+    return out
+
+
+def test_nl_where_broadcasts_a_row_as_nl_arithmetic_does():
+    # nl.where(cond, t, row [1, F]) was a select shape error (tester23i).
+    x = np.random.RandomState(3).randn(128, 32).astype(np.float32)
+    r = (np.arange(32, dtype=np.float32) + 0.5).reshape(1, 32)
+    want = np.where(x > 0, x, np.broadcast_to(r, x.shape)).astype(np.float32)
+    assert tnki.simulate_kernel(where_row, x, r).tobytes() == want.tobytes()
+
+
+@nki.jit
 def broadcast_rows(x):
     out = nl.ndarray((128, 8), dtype=x.dtype, buffer=nl.shared_hbm)
     nl.store(out, nl.broadcast_to(nl.load(x), shape=(128, 8)))  # MARK-rows

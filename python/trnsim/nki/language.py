@@ -531,6 +531,15 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     if kwargs:
         ignored_kwargs("nl.where", kwargs)
     (condition, x, y), box = _lower.operand_region(mask, (condition, x, y))
+    # A [1, F] row of values against [P, F] tiles repeats on the P partitions, as in nl arithmetic.
+    parts = 1
+    for v in (condition, x, y):
+        if isinstance(v, NkiTensor) and v.partitions > parts:  # (max is nl.max here)
+            parts = v.partitions
+    if isinstance(x, NkiTensor) and x.partitions == 1 < parts:
+        x = _lower.partition_broadcast(x, parts, "where")
+    if isinstance(y, NkiTensor) and y.partitions == 1 < parts:
+        y = _lower.partition_broadcast(y, parts, "where")
     out = _ops.new_tile(x.shape, _lower.dt(dtype, x.dtype), SBUF, "where")
     _ops.select(out, condition, x, y)
     return _lower.boxed(_lower.fresh(out), box)
