@@ -159,6 +159,29 @@ def test_nl_where_broadcasts_a_row_as_nl_arithmetic_does():
 
 
 @nki.jit
+def eight_banks_and_a_row(b, bias):
+    out = nl.ndarray((128, 8 * 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    accs = []
+    for n in nl.static_range(8):
+        acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+        acc[...] = nl.load(b[:, n * 512:(n + 1) * 512])
+        accs.append(acc)
+    bi = nl.load(bias)
+    for n in nl.static_range(8):
+        nl.store(out[:, n * 512:(n + 1) * 512], nl.add(accs[n], bi[:, n * 512:(n + 1) * 512]))  # MARK-banks
+    return out
+
+
+def test_a_full_psum_names_the_broadcasts_own_bank():
+    # Eight live PSUM banks leave none for the broadcast's matmul: the error named a [128, 512] PSUM tile the
+    # user never wrote (tester23i).
+    e = raises(Exception, tnki.simulate_kernel, eight_banks_and_a_row, np.ones((128, 4096), np.float32),
+               np.ones((1, 4096), np.float32))
+    assert "test_nki_partition_broadcast.py:%d" % line_of(__file__, "MARK-banks") in str(e), e
+    assert "(the PSUM bank a partition broadcast of a [1, F] row passes through" in str(e), e
+
+
+@nki.jit
 def broadcast_rows(x):
     out = nl.ndarray((128, 8), dtype=x.dtype, buffer=nl.shared_hbm)
     nl.store(out, nl.broadcast_to(nl.load(x), shape=(128, 8)))  # MARK-rows

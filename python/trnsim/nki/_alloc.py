@@ -202,7 +202,10 @@ def plan(trace, bufs_override=None, limits=None):
         if not lines and s.live > 1:
             lines = f"{s.live - 1} more of this one ({s.loc})"
         later = listed(o for o in others if o.first > s.first)
-        raise NkiError(f"{s.space.upper()} tile {list(s.shape)} {s.dtype.name} (x {s.live} alive at once): "
+        whose = (" (the PSUM bank a partition broadcast of a [1, F] row passes through: the row is repeated on "
+                 "the partitions by the Tensor engine, docs/nki.md)"
+                 if any(st.role == "partition broadcast" for st in s.storages) else "")
+        raise NkiError(f"{s.space.upper()} tile {list(s.shape)} {s.dtype.name}{whose} (x {s.live} alive at once): "
                        f"{msg.split(f'site {i}: ', 1)[-1]}; the other tiles alive then: {lines or 'none'}"
                        + (f"; alive later in its life: {later}" if later else ""), loc=s.loc) from None
     for s, (bufs, reason) in zip(sites, choices):

@@ -876,6 +876,7 @@ def partition_broadcast(x, parts, name):
     for c0 in range(0, f, 512):
         c1 = min(f, c0 + 512)
         acc = _ops.new_tile((parts, c1 - c0), F32, PSUM, name + "_psum")
+        acc.st.role = "partition broadcast"  # named in an allocation error: the user wrote no such tile
         _ops.nc_matmul(acc, ones, x[:, c0:c1] if (c0, c1) != (0, f) else x, accumulate=False)
         _ops.tensor_copy(out[:, c0:c1] if (c0, c1) != (0, f) else out, acc)
     return fresh(out)
