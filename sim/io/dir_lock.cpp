@@ -88,6 +88,11 @@ Fd open_below(int base, const fs::path& rel) {
 // How long a writer waits for another's lock before it gives up.
 constexpr double kMaxWaitSeconds = 600;
 
+// This process holds a folder for its whole command (lock_for_run): it must not wait for a folder another
+// command holds for its whole run, which may be waiting for ours (two runs whose --trace or --report is in
+// each other's --out waited 600 s each: tester22i).
+bool g_holds_run_lock = false;
+
 // A folder locked for one set of files (lock_folders), not for a whole command (lock_for_run), carries an
 // open-file-description read lock on byte 1 of the folder: a run that finds the folder locked waits for such
 // a holder (a quantize or a trace being written there: seconds) and refuses at once any other (a run, chain,
@@ -261,6 +266,12 @@ DirLock::Result DirLock::try_lock(const std::string& dir, std::string* why) {
   throw InputError(dir + ": cannot lock the directory: it keeps being replaced");
 }
 
+// The folder's lock is held by a trnsim (its command's first word names trnsim), as /proc/locks tells.
+bool held_by_trnsim(const std::string& dir) {
+  const std::string command = lock_holder(dir).second;
+  return fs::path(command.substr(0, command.find(' '))).filename().string().rfind("trnsim", 0) == 0;
+}
+
 std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -288,6 +299,12 @@ std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs) {
     }
     if (busy.empty()) return held;
     held.clear();
+    if (g_holds_run_lock && !held_for_set_write(busy) && held_by_trnsim(busy))
+      throw InputError(
+          fmt::format("{}: cannot write: {} holds the folder's lock until it ends, and this "
+                      "command holds its own folder's: waiting for it could wait for ever (it may "
+                      "be waiting for this one); choose another folder",
+                      busy, holder_words(busy)));
     const double waited = std::chrono::duration<double>(clock::now() - start).count();
     if (waited > kMaxWaitSeconds)
       throw InputError(
@@ -315,6 +332,7 @@ void lock_for_run(DirLock& lock, const std::string& dir, const std::string& what
     switch (lock.try_lock(dir, &why)) {
       case DirLock::Result::kLocked:
         mark_set_write(lock.fd(), false);  // held for the whole command now (shared with a set being written)
+        g_holds_run_lock = true;
         return;
       case DirLock::Result::kUnsupported:
         log::note(fmt::format(

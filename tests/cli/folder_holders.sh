@@ -11,6 +11,8 @@
 #      another trnsim", nothing more, for up to 600 s).
 #   3. A trace to a pipe (/dev/stderr when stderr is one) is written straight through, as stats.json to a
 #      FIFO is (before: "No such file or directory").
+#   4. Two runs whose traces go into each other's --out do not wait for each other (tester22i: each held its
+#      own folder for its whole run and waited for the other's, 600 s twice).
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 W=$T/va.json
 sed 's/"n": 25600/"n": 2560/' "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$W"
@@ -69,6 +71,20 @@ check "... naming the holder and the longest wait" \
 check "... and saying again while it waits" \
   'grep -q "trnsim: still waiting for pid $holder (flock .*), not a trnsim, which holds the lock of $T/q (1[0-9] s so far, 600 s at most)" "$T/q.log"'
 wait $holder 2>/dev/null
+
+# 4. Two runs whose traces go into each other's --out: neither waits for the other (each holds its own
+# folder until it ends), so neither waits at all; each trace is written (tester22i: both waited 600 s twice).
+mkdir "$T/x" "$T/y"
+start=$SECONDS
+timeout 300 "$TRNSIM" run "$W" --out "$T/x" --trace "$T/y/a.pftrace" >"$T/x.log" 2>&1 &
+ra=$!
+timeout 300 "$TRNSIM" run "$W" --out "$T/y" --trace "$T/x/b.pftrace" >"$T/y.log" 2>&1
+rb=$?
+wait $ra
+ra=$?
+took=$((SECONDS - start))
+check "runs tracing into each other's --out end without waiting (rc $ra $rb, $took s): $(cat "$T/x.log" "$T/y.log" | grep -v '^ ')" \
+  '[[ $ra == 0 && $rb == 0 && $took -lt 120 && -s $T/y/a.pftrace && -s $T/x/b.pftrace ]] && ! grep -q "waiting for" "$T/x.log" "$T/y.log"'
 
 # 3. A trace to a pipe: the same bytes as to a file (the run's --out differs; a trace names no path).
 "$TRNSIM" run "$W" --out "$T/p1" --trace "$T/p1.pftrace" >/dev/null 2>&1
