@@ -115,6 +115,14 @@ check "stats --html beside the run's stats.json: recorded in the run's set ($(ca
   '[[ -s $T/H/stats.html ]] && grep -q "\"stats.html\"" "$T/H/.trnsim-files"'
 "$TRNSIM" run "$W" --out "$T/H" --set params.n=5120 >"$T/h.out" 2>&1
 check "... and the next run removes it with the earlier set ($(tail -1 "$T/h.out"))" '[[ $? == 0 && ! -e $T/H/stats.html ]]'
+# A report written through a link to /dev/null (or a FIFO) in the folder is no file of the set: the next run
+# goes on (tester22i: it was recorded with inode 0 and the next run refused the folder).
+ln -s /dev/null "$T/H/null.html"
+"$TRNSIM" stats "$T/H/stats.json" --html="$T/H/null.html" >"$T/n.out" 2>&1
+"$TRNSIM" run "$W" --out "$T/H" --set params.n=5120 >"$T/n2.out" 2>&1  # (the same set as before: the next
+# check needs a run that changes stats.json)
+check "a report through a link to /dev/null leaves the set usable (rc $?): $(grep -v '^ ' "$T/n2.out" | tail -2)" \
+  '[[ $? == 0 && -L $T/H/null.html ]] && ! grep -q "null.html" "$T/H/.trnsim-files"'
 cat >"$T/wait_py" <<SH
 #!/bin/sh
 while [ ! -e "$T/go" ]; do sleep 0.05; done
