@@ -144,14 +144,18 @@ std::pair<long, std::string> lock_holder(const std::string& dir) {
   return {0, ""};
 }
 
+// A command line (lock_holder's) whose program is a trnsim: its first word's file name starts "trnsim".
+bool is_trnsim_command(const std::string& command) {
+  return fs::path(command.substr(0, command.find(' '))).filename().string().rfind("trnsim", 0) == 0;
+}
+
 // How a wait for the lock of `dir` is told: "another trnsim writing into DIR (pid N: COMMAND)" when a trnsim
 // holds it, "pid N (COMMAND), not a trnsim, which holds the lock of DIR" for another program (flock(1), a
 // backup tool), "another process holding the lock of DIR" when it cannot be known.
 std::string holder_words(const std::string& dir) {
   const auto [pid, command] = lock_holder(dir);
   if (pid <= 0) return "another process holding the lock of " + dir;
-  const std::string name = fs::path(command.substr(0, command.find(' '))).filename().string();
-  if (name.rfind("trnsim", 0) == 0)
+  if (is_trnsim_command(command))
     return fmt::format("another trnsim writing into {} (pid {}: {})", dir, pid, command);
   return fmt::format("pid {} ({}), not a trnsim, which holds the lock of {}", pid,
                      command.empty() ? "command line unknown" : command, dir);
@@ -266,12 +270,6 @@ DirLock::Result DirLock::try_lock(const std::string& dir, std::string* why) {
   throw InputError(dir + ": cannot lock the directory: it keeps being replaced");
 }
 
-// The folder's lock is held by a trnsim (its command's first word names trnsim), as /proc/locks tells.
-bool held_by_trnsim(const std::string& dir) {
-  const std::string command = lock_holder(dir).second;
-  return fs::path(command.substr(0, command.find(' '))).filename().string().rfind("trnsim", 0) == 0;
-}
-
 std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -299,7 +297,7 @@ std::vector<DirLock> lock_folders(const std::vector<std::string>& dirs) {
     }
     if (busy.empty()) return held;
     held.clear();
-    if (g_holds_run_lock && !held_for_set_write(busy) && held_by_trnsim(busy))
+    if (g_holds_run_lock && !held_for_set_write(busy) && is_trnsim_command(lock_holder(busy).second))
       throw InputError(
           fmt::format("{}: cannot write: {} holds the folder's lock until it ends, and this "
                       "command holds its own folder's: waiting for it could wait for ever (it may "
@@ -355,8 +353,7 @@ void lock_for_run(DirLock& lock, const std::string& dir, const std::string& what
     }
     // Held for a whole command: named as its process says (a run, chain, sweep, tune, another program).
     const auto [pid, command] = lock_holder(dir);
-    const std::string name = fs::path(command.substr(0, command.find(' '))).filename().string();
-    if (pid > 0 && name.rfind("trnsim", 0) == 0 && command.find(' ') != std::string::npos) {
+    if (pid > 0 && is_trnsim_command(command) && command.find(' ') != std::string::npos) {
       const std::string sub = command.substr(command.find(' ') + 1);
       throw InputError(
           fmt::format("{}: another trnsim {} is writing into this folder (pid {}: {}; it holds the folder's "
