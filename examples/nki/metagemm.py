@@ -7,9 +7,12 @@ zeroed, then filled tile by tile (the axes whose loop encloses the position take
 others all their tiles); innermost, each (m, n) tile of the overlap gets its K tiles' matmuls in a PSUM tile,
 added into the result, which is stored when K's position is left. Load positions: given, or the port's
 reading of the template's guidance (the innermost position at or above the loop of the axis the operand
-lacks where it fits once, else the outermost that fits). Compiled with the scheduler off (program order), as
-nki-autotune compiles its kernels. The lhs layout (transposes through PSUM) has no twin yet.
+lacks where it fits once; else, as every position inside that loop loads the operand as often, the outermost
+at which the allocation rule gives it two buffers, else the innermost). Compiled with the scheduler off
+(program order), as nki-autotune compiles its kernels. The lhs layout (transposes through PSUM) has no twin yet.
 """
+
+import copy
 
 import nki
 import nki.isa as nisa
@@ -17,6 +20,7 @@ import nki.language as nl
 
 TILE = (128, 512, 128)  # M, N, K
 M_, N_, K_ = 0, 1, 2
+LHS_AXES, RHS_AXES = (M_, K_), (K_, N_)
 
 
 class _Plan:
@@ -31,17 +35,38 @@ class _Plan:
         for i, a in enumerate(self.order):
             self.pos[a] = i
         self.result = self.pos[K_]
-        lhs_axes, rhs_axes = (M_, K_), (K_, N_)
+        self.lhs = self.rhs = 0
         res_bytes = self.held(M_, self.result) * self.held(N_, self.result) * 512 * 2
-        self.lhs = self.choose(lhs_position, lhs_axes, N_, lambda at: self.lhs_bytes(at) + res_bytes, sbuf_bytes)
-        self.rhs = self.choose(rhs_position, rhs_axes, M_,
+        self.lhs = self.choose(lhs_position, 0, N_, lambda at: self.lhs_bytes(at) + res_bytes, sbuf_bytes)
+        self.rhs = self.choose(rhs_position, 1, M_,
                                lambda at: self.lhs_bytes(self.lhs) + self.rhs_bytes(at) + res_bytes, sbuf_bytes)
+        self.set_ranges()
+
+    def set_ranges(self):
         self.range = []
         for q in range(3):
             a = self.order[q]
             uses = any(at > q and a in axes
-                       for at, axes in ((self.lhs, lhs_axes), (self.rhs, rhs_axes), (self.result, (M_, N_))))
+                       for at, axes in ((self.lhs, LHS_AXES), (self.rhs, RHS_AXES), (self.result, (M_, N_))))
             self.range.append(self.blocks[a] if uses else 1)
+
+    def rule_buffers(self, kind, sbuf_bytes):
+        """Buffers the allocation rule (double buffering where two fit beside the later sites) gives site
+        `kind` (0 lhs, 1 rhs, 2 result), the sites declared in turn, outer positions first."""
+        sites = sorted([(self.lhs, 0, self.lhs_bytes(self.lhs)), (self.rhs, 1, self.rhs_bytes(self.rhs)),
+                        (self.result, 2, self.held(M_, self.result) * self.held(N_, self.result) * 512 * 2)],
+                       key=lambda t: t[0])
+        used = 0
+        for i, (at, k, size) in enumerate(sites):
+            trips = 1
+            for q in range(at):
+                trips *= self.range[q]
+            fit = max(0, sbuf_bytes - used - sum(t[2] for t in sites[i + 1:])) // size
+            n = 1 if trips == 1 else max(1, min(2, trips, fit))
+            if k == kind:
+                return n
+            used += n * size
+        return 1
 
     def absolute(self, r, axes):
         a, b = sorted((self.pos[axes[0]], self.pos[axes[1]]))
@@ -56,19 +81,26 @@ class _Plan:
     def rhs_bytes(self, at):
         return self.held(K_, at) * self.held(N_, at) * 512 * 2
 
-    def choose(self, given, axes, missing, bytes_at, sbuf_bytes):
+    def choose(self, given, kind, missing, bytes_at, sbuf_bytes):
+        axes = LHS_AXES if kind == 0 else RHS_AXES
         if given is not None:
             return self.absolute(given, axes)
-        best = fallback = None
+        best = twice = None
         for r in range(3):
             at = self.absolute(r, axes)
-            if bytes_at(at) > sbuf_bytes:
-                continue
-            if fallback is None:
-                fallback = at
             if at <= self.pos[missing]:
-                best = at
-        return best if best is not None else fallback if fallback is not None else self.absolute(2, axes)
+                if bytes_at(at) <= sbuf_bytes:
+                    best = at
+                continue
+            q = copy.copy(self)
+            if kind == 0:
+                q.lhs, q.rhs = at, self.absolute(2, RHS_AXES)
+            else:
+                q.rhs = at
+            q.set_ranges()
+            if twice is None and q.rule_buffers(kind, sbuf_bytes) >= 2:
+                twice = at
+        return best if best is not None else twice if twice is not None else self.absolute(2, axes)
 
 
 @nki.jit(additional_compile_opt="--enable-instruction-scheduling=false")

@@ -18,12 +18,16 @@
 // The loop order and block sizes are the workload's; the template's load positions are not in the issue's
 // table, so unless given they follow the template's own guidance (MetaGEMM docstring: "Load LHS position
 // ... Always try to stay <= N level if possible", rhs "<= M level"): the innermost position at or above the
-// loop of the axis the operand lacks, if lhs, rhs and result fit in SBUF once together there, else the
-// outermost position that fits [our reading]. Every tensor declared inside the loops rotates over the
-// buffers the compiler's allocation rule gives it (kernels/api/alloc_rule.h; `bufs` / `psum_bufs` override);
-// the matmul and transpose PSUM tiles share the banks evenly. Engines as the other calibration ports (the
-// template leaves them to the compiler): memsets on GpSimd, the transpose copies on Scalar, the adds on
-// Vector, the DMAs NKI's defaults (kernels/api/dma_mode.h). Instructions in program order.
+// loop of the axis the operand lacks, if lhs, rhs and result fit in SBUF once together there; else, as every
+// position inside that loop loads the operand equally often (the loops between them are of its own axes),
+// the outermost at which the allocation rule gives it two buffers (the next block loads while the matmuls
+// read this one), else the innermost (the fewest tiles) [our reading: an outer position that fits only once
+// makes every reload wait for the previous block's last matmul, a schedule the autotuner's search over the
+// positions would not keep]. Every tensor declared inside the loops rotates over
+// the buffers the compiler's allocation rule gives it (kernels/api/alloc_rule.h; `bufs` / `psum_bufs`
+// override); the matmul and transpose PSUM tiles share the banks evenly. Engines as the other calibration
+// ports (the template leaves them to the compiler): memsets on GpSimd, the transpose copies on Scalar, the
+// adds on Vector, the DMAs NKI's defaults (kernels/api/dma_mode.h). Instructions in program order.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -32,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/api/alloc_rule.h"
 #include "kernels/api/nki.h"
 #include "kernels/api/package.h"
 #include "sim/base/error.h"
@@ -76,6 +81,13 @@ struct Params {
   }
 };
 
+// An operand's SBUF tensor where it is declared: kind 0 lhs, 1 rhs, 2 result; one buffer's bytes per
+// partition.
+struct Site {
+  int at, kind;
+  int64_t bytes;
+};
+
 struct Plan {
   std::array<int64_t, 3> tiles{}, tpb{}, blocks{};
   std::array<int, 3> pos{};    // loop position of each axis
@@ -99,6 +111,43 @@ struct Plan {
     int64_t d = 1;
     for (int p = 0; p < at; ++p) d *= range[p];
     return d;
+  }
+  // The loop at each position runs NUM_BLOCK of its axis if an operand deeper uses it (_get_loop_range).
+  void set_ranges() {
+    for (int q = 0; q < 3; ++q) {
+      const int a = order[q];
+      const auto uses = [&](int at, std::array<int, 2> ax) { return at > q && (ax[0] == a || ax[1] == a); };
+      range[q] = uses(lhs, lhs_axes) || uses(rhs, rhs_axes) || uses(result, {kM, kN}) ? blocks[a] : 1;
+    }
+  }
+  // The sites in declaration order (outer positions first; lhs, rhs, result at one position).
+  std::vector<Site> sites() const {
+    std::vector<Site> s = {{lhs, 0, lhs_bytes(lhs)}, {rhs, 1, rhs_bytes(rhs)}, {result, 2, result_bytes()}};
+    std::stable_sort(s.begin(), s.end(), [](const Site& a, const Site& b) { return a.at < b.at; });
+    return s;
+  }
+  // Each site's InLoop as kernel() declares its pool: its declarations, room for the later sites once.
+  static InLoop in_loop(const Plan& pl, const std::vector<Site>& s, size_t i, std::optional<int64_t> bufs) {
+    int64_t reserve = 0;
+    for (size_t j = i + 1; j < s.size(); ++j) reserve += s[j].bytes;
+    return {.trip_count = pl.declarations(s[i].at), .reserve_bytes_per_partition = reserve, .bufs = bufs};
+  }
+  // Buffers the allocation rule gives site `kind`, the pools declared in turn in the space the earlier ones
+  // left (ranges set).
+  int64_t rule_buffers(int kind, int64_t sbuf_bytes) const {
+    const std::vector<Site> s = sites();
+    int64_t used = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const int64_t b =
+          loop_tile_buffers({.space = isa::MemSpace::SBUF,
+                             .bytes_per_partition = s[i].bytes,
+                             .loop = in_loop(*this, s, i, std::nullopt),
+                             .free_bytes_per_partition = std::max<int64_t>(0, sbuf_bytes - used)})
+              .bufs;
+      if (s[i].kind == kind) return b;
+      used += b * s[i].bytes;
+    }
+    return 1;
   }
 };
 
@@ -131,34 +180,33 @@ Plan make_plan(const Params& p, int64_t sbuf_bytes) {
   }
   pl.lhs_axes = {kM, kK};
   pl.result = pl.pos[kK];
-  const auto ranges = [&] {
-    for (int q = 0; q < 3; ++q) {
-      const int a = pl.order[q];
-      const auto uses = [&](int at, std::array<int, 2> ax) { return at > q && (ax[0] == a || ax[1] == a); };
-      pl.range[q] = uses(pl.lhs, pl.lhs_axes) || uses(pl.rhs, pl.rhs_axes) || uses(pl.result, {kM, kN})
-                        ? pl.blocks[a]
-                        : 1;
-    }
-  };
   // The template's guidance for unstated positions: stay at or above the loop of the missing axis (N for
-  // lhs, M for rhs) where everything fits once, innermost such; else the outermost that fits.
-  const auto choose = [&](std::optional<int64_t> given, const std::array<int, 2>& axes, int missing,
-                          const auto& bytes_at) {
+  // lhs, M for rhs) where everything fits once, innermost such. Else every position inside that loop loads
+  // the operand as often: the outermost at which the allocation rule gives it two buffers (the rhs placed
+  // innermost while lhs is chosen), else the innermost (the fewest tiles).
+  const auto choose = [&](std::optional<int64_t> given, int kind, int missing, const auto& bytes_at) {
+    const std::array<int, 2>& axes = kind == 0 ? pl.lhs_axes : pl.rhs_axes;
     if (given) return pl.absolute(static_cast<int>(*given), axes);
-    std::optional<int> best, fallback;
+    std::optional<int> best, twice;
     for (int r = 0; r < 3; ++r) {
       const int at = pl.absolute(r, axes);
-      if (bytes_at(at) > sbuf_bytes) continue;
-      if (!fallback) fallback = at;
-      if (at <= pl.pos[missing]) best = at;
+      if (at <= pl.pos[missing]) {
+        if (bytes_at(at) <= sbuf_bytes) best = at;
+        continue;
+      }
+      Plan q = pl;
+      (kind == 0 ? q.lhs : q.rhs) = at;
+      if (kind == 0) q.rhs = q.absolute(2, q.rhs_axes);
+      q.set_ranges();
+      if (!twice && q.rule_buffers(kind, sbuf_bytes) >= 2) twice = at;
     }
-    return best ? *best : fallback ? *fallback : pl.absolute(2, axes);
+    return best ? *best : twice ? *twice : pl.absolute(2, axes);
   };
   const int64_t budget_result = pl.held(kM, pl.result) * pl.held(kN, pl.result) * 512 * 2;
-  pl.lhs = choose(p.lhs_position, pl.lhs_axes, kN, [&](int at) { return pl.lhs_bytes(at) + budget_result; });
-  pl.rhs = choose(p.rhs_position, pl.rhs_axes, kM,
+  pl.lhs = choose(p.lhs_position, 0, kN, [&](int at) { return pl.lhs_bytes(at) + budget_result; });
+  pl.rhs = choose(p.rhs_position, 1, kM,
                   [&](int at) { return pl.lhs_bytes(pl.lhs) + pl.rhs_bytes(at) + budget_result; });
-  ranges();
+  pl.set_ranges();
   return pl;
 }
 
@@ -169,24 +217,14 @@ void kernel(Kernel& k, const Params& p) {
   View rhs = k.input("rhs", DType::BF16, {p.K, p.N});
   View res = k.output("result", DType::BF16, {p.M, p.N});
 
-  // Pools in declaration order (outer positions first; lhs, rhs, result at one position), each leaving room
-  // for the single buffers of those after it.
-  struct Site {
-    int at, kind;  // 0 lhs, 1 rhs, 2 result
-    int64_t bytes;
-  };
-  std::vector<Site> sites = {{pl.lhs, 0, pl.lhs_bytes(pl.lhs)},
-                             {pl.rhs, 1, pl.rhs_bytes(pl.rhs)},
-                             {pl.result, 2, pl.result_bytes()}};
-  std::stable_sort(sites.begin(), sites.end(), [](const Site& a, const Site& b) { return a.at < b.at; });
+  // Pools in declaration order (outer positions first), each leaving room for the single buffers of those
+  // after it.
+  const std::vector<Site> sites = pl.sites();
   const int64_t lm = pl.held(kM, pl.lhs), lk = pl.held(kK, pl.lhs), rk = pl.held(kK, pl.rhs),
                 rn = pl.held(kN, pl.rhs), om = pl.held(kM, pl.result), on = pl.held(kN, pl.result);
   std::array<TilePool, 3> pools;
   for (size_t i = 0; i < sites.size(); ++i) {
-    int64_t reserve = 0;
-    for (size_t j = i + 1; j < sites.size(); ++j) reserve += sites[j].bytes;
-    const InLoop loop{
-        .trip_count = pl.declarations(sites[i].at), .reserve_bytes_per_partition = reserve, .bufs = p.bufs};
+    const InLoop loop = Plan::in_loop(pl, sites, i, p.bufs);
     if (sites[i].kind == 0)
       pools[0] = k.sbuf_pool(p.transposed_lhs ? std::vector<int64_t>{128, lk, lm, 128}   // partitions: K
                                               : std::vector<int64_t>{128, lm, lk, 128},  // partitions: M

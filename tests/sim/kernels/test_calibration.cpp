@@ -201,6 +201,60 @@ TEST_CASE("metagemm: every loop order, load position and layout matches the host
       Catch::Contains("tiles_per_block_m = 3 does not divide the 4 M tiles"));
 }
 
+TEST_CASE("metagemm: an operand that must reload inside its missing axis' loop double-buffers",
+          "[calibration]") {
+  // metagemm_lhs_rhs_4608 (MNK, tiles per block K 12 / M 3 / N 3; 36 / 36 / 9 tiles): rhs does not fit
+  // above M's loop (all of it, 36 x 9 tiles of 128 x 512 BF16, is 331776 B per partition), so it reloads
+  // once per M block wherever it goes inside. At the N loop (36 x 3 tiles, 110592 B) only one buffer fits
+  // beside lhs's two (27648 B each) and the result, so every reload's memset and 108 DMAs wait for the
+  // previous block's last matmul; inside the K loop (12 x 3 tiles, 36864 B) it gets two and loads ahead.
+  const json p = {{"M", 4608},
+                  {"N", 4608},
+                  {"K", 4608},
+                  {"layout", "lhs"},
+                  {"loop_order", "MNK"},
+                  {"tiles_per_block_m", 3},
+                  {"tiles_per_block_n", 3},
+                  {"tiles_per_block_k", 12}};
+  const auto rhs_site = [](const kernels::KernelBuild& b) {
+    for (const auto& a : b.allocations)
+      if (a.name == "rhs_tiles") return a;
+    FAIL("no rhs_tiles site");
+    return kernels::AllocationRecord{};
+  };
+  const auto time = [](const kernels::KernelBuild& b) {
+    model::RunOptions ro;
+    ro.numerics = false;
+    return model::run_program(b.program, trn2(), ro).stats.total_time.ns();
+  };
+  const auto chosen = test::build_kernel("metagemm", p, trn2(), 1);
+  CHECK(rhs_site(chosen).bytes_per_partition == 12 * 3 * 512 * 2);
+  CHECK(rhs_site(chosen).bufs == 2);
+  CHECK(rhs_site(chosen).trip_count == 12 * 3 * 3);
+  json at_n = p;
+  at_n["rhs_position"] = 1;  // relative 1 of (K, N): just inside N's loop
+  const auto outer = test::build_kernel("metagemm", at_n, trn2(), 1);
+  CHECK(rhs_site(outer).bytes_per_partition == 36 * 3 * 512 * 2);
+  CHECK(rhs_site(outer).bufs == 1);
+  // The same bytes and instructions; the single buffer serializes 36 reloads of about 90 us (6.33 against
+  // 3.95 ms simulated).
+  CHECK(time(outer) > 1.4 * time(chosen));
+
+  // Where the outer position double-buffers it stays (metagemm_lhs_rhs_4096: rhs inside N's loop, 32 x 2
+  // tiles, two buffers of 65536 B beside lhs's and the result's).
+  const auto r4096 = test::build_kernel("metagemm",
+                                        {{"M", 4096},
+                                         {"N", 4096},
+                                         {"K", 4096},
+                                         {"loop_order", "MNK"},
+                                         {"tiles_per_block_m", 4},
+                                         {"tiles_per_block_n", 2},
+                                         {"tiles_per_block_k", 4}},
+                                        trn2(), 1);
+  CHECK(rhs_site(r4096).bytes_per_partition == 32 * 2 * 512 * 2);
+  CHECK(rhs_site(r4096).bufs == 2);
+}
+
 TEST_CASE("one PSUM bank serializes the drains with the matmuls; two rotating banks do not",
           "[calibration]") {
   const auto time = [&](int bufs) {
