@@ -299,12 +299,12 @@ def _nc_transpose_new(dst, data, engine=engine.unknown, name=None):
 def _nc_transpose_old(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.nc_transpose", kwargs)
-    (data,) = _apply_mask(mask, data)
+    (data,), box = _masked(mask, data)
     e = _engine_name(engine, "nc_transpose") or ("PE" if data.partitions > 32 or data.free_size > 32 else "PE")
     space = PSUM if e == "PE" else SBUF
     dst = _result((data.free_size, data.partitions), _lower.dt(dtype, data.dtype), space, "nc_transpose")
     _ops.nc_transpose(dst, data, e)
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (1, 0)))
 
 
 @_public
@@ -463,11 +463,11 @@ def _tensor_reduce_new(dst, op, data, axis, negate=False, keepdims=False, name=N
 def _tensor_reduce_old(op, data, axis, *, dtype=None, mask=None, negate=False, keepdims=False, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.tensor_reduce", kwargs)
-    (data,) = _apply_mask(mask, data)
-    shape = _lower.reduced_shape(data, axis, keepdims)
-    dst = _result(shape, _lower.dt(dtype, data.dtype), SBUF, "tensor_reduce")
+    (data,), box = _masked(mask, data)
+    dims = _lower.reduced_dims(data.ndim, axis, keepdims)
+    dst = _result(_lower.reduced_shape(data, axis, keepdims), _lower.dt(dtype, data.dtype), SBUF, "tensor_reduce")
     _ops.tensor_reduce(dst, _lower.alu_name(op, "tensor_reduce"), data, axis, negate, keepdims)
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, dims))
 
 
 @_public
@@ -521,9 +521,14 @@ def _memset_old(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwar
     if kwargs:
         ignored_kwargs("nki.isa.memset", kwargs)
     dst = _result(tuple(shape), _lower.dt(dtype, None), SBUF, "memset")
-    (d,) = _apply_mask(mask, dst)
+    if mask is None:
+        _ops.memset(dst, value, _engine_name(engine, "memset"))
+        return _lower.fresh(dst)
+    # The new tile is the masked-in part, marked with its region (as tensor_copy's): `t[...] = memset(...)`
+    # writes that region of t only.
+    (d,), box = _lower.apply_mask(mask, (dst,), box=True)
     _ops.memset(d, value, _engine_name(engine, "memset"))
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(d), box)
 
 
 @_public
@@ -606,13 +611,13 @@ def _dma_transpose_new(dst, src, axes=None, dge_mode=dge_mode.unknown, engine=en
 def _dma_transpose_old(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mode.unknown, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.dma_transpose", kwargs)
-    (src,) = _lower.apply_mask(mask, (src,), dma=True) if mask is not None else (src,)
+    (src,), box = _lower.apply_mask(mask, (src,), box=True, dma=True) if mask is not None else ((src,), None)
     _dma_axes(axes, src)
     dst = _result((src.shape[-1], src.size // src.shape[-1]), _lower.dt(dtype, src.dtype), SBUF,
                   "dma_transpose")
     _ops.dma_transpose(dst, src, None, _enum_value(dge_mode, globals()["dge_mode"], "dma_transpose",
                                                    "dge_mode"))
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (1, 0)) if src.ndim == 2 else None)
 
 
 def _dma_axes(axes, src):
@@ -759,10 +764,10 @@ def _bn(call, rec, width, args, kwargs):
     def old(data, *, mask=None, dtype=None, **kw):
         if kw:
             ignored_kwargs(f"nki.isa.{call}", kw)
-        (data,) = _apply_mask(mask, data)
+        (data,), box = _masked(mask, data)
         dst = _result((data.shape[0], width), _lower.dt(dtype, data.dtype), SBUF, call)
         rec(dst, data)
-        return _lower.fresh(dst)
+        return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (0, None)))
 
     return _named(call)(old)(*args, **kwargs)
 
