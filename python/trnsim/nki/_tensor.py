@@ -84,8 +84,8 @@ class Storage:
     def label(self, at=True):
         """How messages name the tensor: by its name= if the kernel gave one; else by the kernel's variable
         naming it (var_name), and where it was allocated (`at`). (An HBM tensor allocated without name= is
-        named 'out', 'scratch_3', ... only when emitted; an on-chip one after the call that made it, 'load',
-        'tile', ..., which is not the user's name.)"""
+        named 'out', 'out_1', ... only when emitted, a scratch one '<var>' for the builder alone (kernels/api
+        hbm_label); an on-chip one after the call that made it, 'load', 'tile', ..., not the user's name.)"""
         if self.name and (self.space == HBM or self.name in getattr(self.trace, "user_names", ())):
             return f"{self.space} '{self.name}'{list(self.shape)} {self.dtype.name}"
         var = var_name(self.trace, self)
