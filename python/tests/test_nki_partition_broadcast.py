@@ -10,6 +10,7 @@ import numpy as np
 
 from runner import line_of, main, raises
 
+import trnsim
 import trnsim.nki as tnki
 
 import nki
@@ -186,6 +187,26 @@ def broadcast_rows(x):
     out = nl.ndarray((128, 8), dtype=x.dtype, buffer=nl.shared_hbm)
     nl.store(out, nl.broadcast_to(nl.load(x), shape=(128, 8)))  # MARK-rows
     return out
+
+
+@nki.jit
+def broadcast_psum_row_5(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    ps = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+    nisa.tensor_copy(dst=ps, src=t)
+    nl.store(out, nl.add(t, ps[5:6, :]))  # MARK-psum-row
+    return out
+
+
+def test_an_error_in_a_lowerings_instruction_names_the_kernels_call():
+    # Row 5 of a PSUM tile is copied to SBUF before the Tensor engine broadcasts it, and that copy (a compute
+    # engine's) cannot start at partition 5: the error named only "tensor_copy on ACT", a call the kernel never
+    # made (tester23i). The kernel's call comes first now, the lowering's instruction second.
+    e = raises(trnsim.RuleError, tnki.simulate_kernel, broadcast_psum_row_5, np.ones((128, 64), np.float32))
+    assert str(e) == ("test_nki_partition_broadcast.py:%d: nl.add: its tensor_copy on ACT (made by trnsim's "
+                      "lowering of nl.add, not a call of the kernel): partition start: src spans 1 partitions from "
+                      "5 (up to 32 must start at 0, 32, 64 or 96)" % line_of(__file__, "MARK-psum-row")), e
 
 
 def test_what_does_not_broadcast_is_an_error_at_the_line():

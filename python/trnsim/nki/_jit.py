@@ -397,6 +397,7 @@ def _release(trace):
             st.trace = None
             st.phys = None
     trace.ops = []
+    trace.calls = []
     trace.storages = []
     trace.kernel = None
     trace.psum_groups = {}

@@ -350,3 +350,33 @@ def called(op):
     if len(found) != 1 or found[0].endswith("." + op.name):
         return op.name
     return f"{found[0]} ({op.name})"
+
+
+def user_call(op, trace):
+    """The kernel's call at instruction `op`'s line when a lowering made op for it (nl.add, whose partition
+    broadcast copies a PSUM row out with a tensor_copy): the nl.* call that made it (trace.calls), else the one
+    nl.* / nisa.* call or tile operator of the line, if it is not the instruction itself; else None."""
+    import ast
+
+    from . import isa, language
+    from ._tensor import _OPERATORS, _statement_at
+
+    spans = [c for c in trace.calls if c[0] <= op.index < c[1]]
+    if spans:
+        name = min(spans, key=lambda c: c[1] - c[0])[2]
+        return None if name == op.name else f"nl.{name}"
+    node = _statement_at(op.loc[0], op.loc[1]) if op.loc else None
+    found = set()
+    for c in ast.walk(node) if node is not None else ():
+        f = c.func if isinstance(c, ast.Call) else None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and (
+                hasattr(language, f.attr) or hasattr(isa, f.attr)):
+            found.add(f"{f.value.id}.{f.attr}")
+        elif isinstance(c, (ast.BinOp, ast.UnaryOp, ast.AugAssign)):
+            name = _OPERATORS.get(type(c.op).__name__)
+            if name is not None:
+                found.add(f"nl.{name}")
+    if len(found) != 1:
+        return None
+    (call,) = found
+    return None if call.endswith("." + op.name) else call

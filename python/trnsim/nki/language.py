@@ -346,7 +346,14 @@ class _NlFunc:
         self.__doc__ = doc
 
     def __call__(self, *args, **kwargs):
-        return self._impl(*args, **kwargs)
+        t = _trace._current
+        if t is None:
+            return self._impl(*args, **kwargs)
+        n = len(t.ops)
+        r = self._impl(*args, **kwargs)
+        if len(t.ops) > n:
+            t.calls.append((n, len(t.ops), self.__name__))
+        return r
 
     def __repr__(self):
         return f"nl.{self.__name__}"
