@@ -716,11 +716,19 @@ def tensor_copy_predicated(*args, **kwargs):
 # ------------------------------------------------------------------------------------ scalar_tensor_tensor
 
 
+# Why NKI 2.33's fused reduction is refused: the API reference pages (2.21-2.33, the search corpus) give its
+# arguments in the signature only; the call's description covers the elementwise part.
+_STT_REDUCE = ("NKI 2.33 adds reduce_cmd / reduce_op / reduce_res to this call, but its API reference does not "
+               "define the reduction (what reduce_res receives, its dtype, reduce_op's default, shown as `...`), so "
+               "trnsim does not guess it; reduce dst afterwards with nisa.tensor_reduce(dst=res, op=..., data=dst, "
+               "axis=...), which trnsim models")
+
+
 @_named("scalar_tensor_tensor")
 def _scalar_tensor_tensor_new(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
                               reduce_cmd=reduce_cmd.reset_reduce, reduce_op=None, reduce_res=None, name=None):
     if reduce_res is not None:
-        unsupported("nki.isa.scalar_tensor_tensor(reduce_res=...)", "the fused reduction (NKI 2.33)")
+        unsupported("nki.isa.scalar_tensor_tensor(reduce_res=...)", _STT_REDUCE)
     call = "scalar_tensor_tensor"
     dst, data, operand0, operand1 = _region(dst, data, operand0, operand1)
     return _ops.scalar_tensor_tensor(dst, data, _lower.alu_name(op0, call), operand0, _lower.alu_name(op1, call),
@@ -743,7 +751,8 @@ def _scalar_tensor_tensor_old(*, data, op0, operand0, op1, operand1, reverse0=Fa
 @_public
 def scalar_tensor_tensor(*args, **kwargs):
     """dst = (data op0 operand0) op1 operand1 on the Vector engine: operand0 a number or a [P, 1] vector,
-    operand1 a tile of data's shape; arithmetic operators only; timed as tensor_tensor."""
+    operand1 a tile of data's shape; arithmetic operators only; timed as tensor_tensor; NKI 2.33's
+    reduce_res= is NkiUnsupported (its reference does not define the reduction)."""
     if _current(args, kwargs, 2):
         return _scalar_tensor_tensor_new(*args, **kwargs)
     return _scalar_tensor_tensor_old(*args, **kwargs)
@@ -822,8 +831,6 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
     if not isinstance(pred, AffinePredicate):
         raise NkiError(f"affine_select: pred must be one comparison of nl.arange expressions (e.g. i_q >= i_k, "
                        f"i_q - 2 * i_k > -7), got {type(pred).__name__}")
-    if mask is not None:
-        unsupported("nki.isa.affine_select(mask=...)")
     expr = pred.expr
     shape = tuple(on_true_tile.shape)
     n = len(shape)
@@ -837,16 +844,22 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
                            f"is {shape[ax]}")
         coef[ax] += k
         offset += k * v.start
-    dst = _result(shape, _lower.dt(dtype, on_true_tile.dtype), SBUF, "affine_select")
+    # mask= (NKI's tile masking, as for every call that takes it): the instruction for the masked-in region of
+    # on_true_tile's index space, its predicate taken at the region's indices (the affine value at the region's
+    # first element adds each coefficient times the region's first index).
+    (on_true_tile,), box = _masked(mask, on_true_tile) if mask is not None else ((on_true_tile,), None)
+    if box is not None and len(box[1]) == n:
+        offset += sum(c * a for c, a in zip(coef, box[1]))
+    dst = _result(tuple(on_true_tile.shape), _lower.dt(dtype, on_true_tile.dtype), SBUF, "affine_select")
     _ops.affine_select(dst, coef[1:], offset, coef[0], on_true_tile, on_false_value, _PRED_OPS[pred.op])
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), box)
 
 
 @_public
 def affine_select(*args, **kwargs):
     """dst = on_true_tile where cmp_op(offset + channel_multiplier * partition + sum of pattern steps * free
     indices, 0) holds, else on_false_value, on GpSimd (cmp_op defaults to nl.equal); earlier style: the
-    predicate a comparison of nl.arange expressions (`i_q >= i_k`), the new tile returned."""
+    predicate a comparison of nl.arange expressions (`i_q >= i_k`), the new tile returned, mask= as any call's."""
     if _current(args, kwargs, 1):
         return _affine_select_new(*args, **kwargs)
     return _affine_select_old(*args, **kwargs)
