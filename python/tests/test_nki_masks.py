@@ -268,5 +268,15 @@ def test_masked_results_of_other_shapes_assigned_into_a_region():
     assert np.allclose(part[1, :72, 0], x.mean(axis=1), rtol=1e-5, atol=1e-6)
 
 
+def test_a_masked_matmul_result_assigned_into_a_region():
+    # nc_matmul(..., mask=(i_n >= 8)) into ps[...] was refused ("cannot assign a [128, 88] tile to a [128, 96]
+    # region"): the product goes to columns 8-95. Small integers: every product and sum exact in FP32.
+    a = np.random.RandomState(30).randint(-4, 5, (64, 128)).astype(np.float32)
+    b = np.random.RandomState(31).randint(-4, 5, (64, 96)).astype(np.float32)
+    want = np.zeros((128, 96), np.float32)
+    want[:, 8:] = a.T @ b[:, 8:]
+    assert tnki.simulate_kernel(K.masked_matmul_assigned, a, b).tobytes() == want.tobytes()
+
+
 if __name__ == "__main__":
     main(globals())

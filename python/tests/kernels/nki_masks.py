@@ -478,3 +478,19 @@ def masked_results_assigned(x):
             buf[0:r.shape[0], 0:r.shape[1]] = nisa.tensor_copy(r)
             nl.store(out[k, j], value=buf)
     return out
+
+
+@nki.jit
+def masked_matmul_assigned(a, b):
+    # a [64, 128] (K, M) and b [64, 96] (K, N); the mask keeps columns 8-95 of N: the [128, 88] product goes to
+    # those columns of the zeroed PSUM tile, columns 0-7 stay zero.
+    out = nl.ndarray((128, 96), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_k = nl.arange(64)[:, None]
+    i_m = nl.arange(128)[None, :]
+    i_n = nl.arange(96)[None, :]
+    ta = nl.load(a)
+    tb = nl.load(b)
+    ps = nl.zeros((128, 96), dtype=nl.float32, buffer=nl.psum)
+    ps[...] = nisa.nc_matmul(ta[i_k, i_m], tb[i_k, i_n], mask=(i_n >= 8))
+    nl.store(out, nl.copy(ps))
+    return out

@@ -214,7 +214,21 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
         shape, dt = (stationary.free_size, moving.free_size), BY_NAME["float32"]
     dst = _result(shape, dt, PSUM, "nc_matmul")
     _ops.nc_matmul(dst, stationary, moving, None, _perf(perf_mode, "nc_matmul"), is_transpose)
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), _matmul_box(mask, given, (stationary, moving), is_transpose))
+
+
+def _matmul_box(mask, given, masked, is_transpose):
+    """The region of [stationary's free, moving's free] a masked nc_matmul's result holds (for boxed: `ps[...]
+    = nisa.nc_matmul(..., mask=...)` writes it): each result dim's first index is where the mask starts the
+    free dim of the operand it comes from (a 2-D operand's; a transpose's result: not marked)."""
+    if mask is None or is_transpose or not all(isinstance(v, NkiTensor) and v.ndim == 2 for v in given + masked):
+        return None
+    full = (given[0].shape[1], given[1].shape[1])
+    starts = []
+    for v in given:
+        var = v.vars[1] if v.vars else None
+        starts.append(mask.bounds[var][0] if isinstance(mask, Mask) and var in mask.bounds else 0)
+    return full, tuple(starts), _lower.caller_loc()
 
 
 def _check_masked_contraction(given, masked, mask):
