@@ -469,7 +469,7 @@ def _tile_cuts(v, ref, cuts, bounds):
         region_full, region_starts = list(own[0]), list(own[1])
     for var, (lo, hi) in bounds.items():
         # A variable of axis 0, the partition axis of any index space, bounds a tile's partitions whatever its
-        # rank (NKI's RMSNorm tutorial: a 3-D nl.mgrid's first variable masking [P, F] results).
+        # rank (a [P, F] reduction result masked with the first variable of a 3-D index space).
         if var.ndim != v.ndim and not (var.axis == 0 and v.pd == 0):
             continue
         d, n = var.axis, shape[var.axis]
