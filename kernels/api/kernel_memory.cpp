@@ -92,6 +92,8 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
     decl.shape = shape;
     decl.private_to_core = owner;
     tensors.push_back(std::move(decl));
+    shared_.hbm_at.resize(tensors.size());
+    shared_.hbm_at.back() = where(loc);
     auto& list = kind == kInput ? shared_.inputs : shared_.outputs;
     if (kind != kScratch && std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
     if (kind == kOutput && shared_.warn_unwritten_outputs) {

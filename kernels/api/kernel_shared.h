@@ -22,6 +22,7 @@ struct Kernel::Shared {
   bool reserve_ahead = false;
   double hbm_bytes = 0;  // HBM tensors declared so far
   isa::Program program;
+  std::vector<std::string> hbm_at;  // each HBM tensor's declaration line, by tensor index (hbm_label)
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::map<std::string, int> kinds;  // tensor name -> 0 input, 1 output, 2 scratch
@@ -73,11 +74,18 @@ struct Kernel::Shared {
   std::array<std::vector<SendRecvCall>, 2> sendrecv_calls;
 };
 
+// How messages name an HBM tensor: "output 'y' float32 [256, 64] declared at k.py:9" ("shared_hbm tensor",
+// "input", "scratch" for the others); a name the NKI front end made for a tensor the kernel declared without
+// name= ("<tmp>", the kernel's variable in angle brackets: python/trnsim/nki/_jit.py _declare_hbm) unquoted
+// and without its brackets ("shared_hbm tensor tmp float32 [128, 64] declared at k.py:12, without name="), so
+// that it never reads as a name the kernel gave.
+std::string hbm_label(const Kernel::Shared& shared, uint32_t tensor);
+
 // Drops assume_written's views not yet taken (a declaration build's: its Kernel emits nothing).
 void forget_assumed_written();
 
-// "<at>: output 'y' float32 [256, 64]: no instruction writes row 255 of its 256 (256 of its 65536 bytes): ..."
-// (or "rows 0-127, columns 32-63 (...)") for an output with bytes no instruction writes
+// "<at>: output 'y' float32 [256, 64]: no instruction writes row 255 of its 256 (256 of its 65536 bytes):
+// ..." (or "rows 0-127, columns 32-63 (...)") for an output with bytes no instruction writes
 // (BuildOptions::warn_unwritten_outputs); "" when it is all written.
 std::string unwritten_output_warning(const isa::TensorDecl& t, const std::string& at, int64_t bytes,
                                      const ByteSpans& written);

@@ -155,10 +155,12 @@ std::string tensor_part(const isa::TensorDecl& t, const std::vector<std::pair<in
   return out;
 }
 
-// "output 'y' float32 [256, 64]: core 1 writes rows 0-255, which core 0 also writes (k.py:9) ...": core 1's
-// accesses at one line (`write`) to the bytes `race.bytes` core 0 accessed (`core0_write`) between the same
-// core_barriers.
-std::string core_race_warning(const isa::TensorDecl& t, bool output, const Kernel::Shared::Race& race) {
+// "output 'y' float32 [256, 64] declared at k.py:3: core 1 writes rows 0-255, which core 0 also writes
+// (k.py:9) ...": core 1's accesses at one line (`write`) to the bytes `race.bytes` core 0 accessed
+// (`core0_write`) between the same core_barriers.
+std::string core_race_warning(const Kernel::Shared& shared, const Kernel::Shared::Race& race) {
+  const isa::TensorDecl& t = shared.program.tensors[race.tensor];
+  const bool output = shared.kinds.count(t.name) != 0 && shared.kinds.at(t.name) == 1;
   int64_t size = elem_bytes(t.dtype);
   for (const int64_t d : t.shape) size *= d;
   // The bytes marked: the gaps' complement within the tensor.
@@ -170,8 +172,7 @@ std::string core_race_warning(const isa::TensorDecl& t, bool output, const Kerne
   }
   if (at < size) ranges.emplace_back(at, size);
   const std::string what = tensor_part(t, ranges, nullptr);
-  const std::string tensor = fmt::format("{} '{}' {} [{}]", output ? "output" : "shared_hbm tensor", t.name,
-                                         dtype_str(t.dtype), fmt::join(t.shape, ", "));
+  const std::string tensor = hbm_label(shared, race.tensor);
   std::string core0_at = race.core0_at.front();
   if (race.core0_at.size() > 1)
     core0_at +=
@@ -190,6 +191,21 @@ std::string core_race_warning(const isa::TensorDecl& t, bool output, const Kerne
 }
 
 }  // namespace
+
+std::string hbm_label(const Kernel::Shared& shared, uint32_t tensor) {
+  const isa::TensorDecl& t = shared.program.tensors.at(tensor);
+  const auto kind = shared.kinds.find(t.name);
+  const int k = kind == shared.kinds.end() ? 2 : kind->second;
+  const char* what = k == 0                  ? "input"
+                     : k == 1                ? "output"
+                     : t.private_to_core < 0 ? "shared_hbm tensor"
+                                             : "scratch";
+  const bool made = t.name.size() > 2 && t.name.front() == '<' && t.name.back() == '>';
+  const std::string name = made ? t.name.substr(1, t.name.size() - 2) : fmt::format("'{}'", t.name);
+  const std::string at = tensor < shared.hbm_at.size() ? shared.hbm_at[tensor] : "";
+  return fmt::format("{} {} {} [{}]{}{}", what, name, dtype_str(t.dtype), fmt::join(t.shape, ", "),
+                     at.empty() ? "" : " declared at " + at, made ? ", without name=" : "");
+}
 
 void forget_assumed_written() {
   t_assumed.clear();
@@ -343,8 +359,7 @@ void Kernel::check_written(const isa::Instruction& inst, const Access* accesses,
       }
     }
     if (changed && race->index < shared_.warnings.size())
-      shared_.warnings[race->index] =
-          site + ": " + core_race_warning(shared_.program.tensors[tensor], output, *race);
+      shared_.warnings[race->index] = site + ": " + core_race_warning(shared_, *race);
   }
 }
 

@@ -329,7 +329,12 @@ void emit_ops(pyb::handle em, pyb::handle ops, pyb::handle emit_fns, pyb::handle
   const pyb::object release = em.attr("release");
   for (size_t i = 0; i < n; ++i) {
     const pyb::handle op = at(i);
-    if (!loop.emit(op)) emit_fns[op_f.get(op, 2)](em, op);  // builder errors name the op's kernel line
+    try {
+      if (!loop.emit(op)) emit_fns[op_f.get(op, 2)](em, op);  // builder errors name the op's kernel line
+    } catch (...) {
+      em.attr("failed_op") = op;  // for the front end's message, which names the kernel's call (_emit.emit)
+      throw;
+    }
     for (pyb::handle buf : ends[i]) release(buf);
   }
 }

@@ -247,5 +247,36 @@ def test_a_partition_index_stepping_backwards_is_an_error_at_the_line():
                       "contiguous and ascending (no partition stride)" % line("MARK-reversed-partition")), str(e)
 
 
+def test_masked_results_of_other_shapes_assigned_into_a_region():
+    # `stats[i_p, i_s] = nisa.bn_stats(t[i_p, i_f], mask=(i_p < 72))` was refused ("cannot assign a [72, 6]
+    # tile to a [128, 6] region"), as were bn_aggr, tensor_reduce, memset, iota, nc_transpose, nl.sum and
+    # nl.mean results: the mask limits the rows (the transpose's columns) written; the rest of each zeroed
+    # region stays zero.
+    y = tnki.simulate_kernel(K.masked_results_assigned, X200)
+    whole, part = y[0], y[1]
+    widths = {0: 6, 1: 2, 2: 1, 3: 64, 4: 64, 7: 1, 8: 1}
+    for j, w in widths.items():
+        assert part[j, :72, :w].tobytes() == whole[j, :72, :w].tobytes(), j
+        assert not part[j, 72:].any() and not part[j, :, w:].any(), j
+    x = X200[128:]
+    assert (part[3, :72] == 1).all()
+    assert part[4, :72].tobytes() == np.arange(72 * 64, dtype=np.float32).reshape(72, 64).tobytes()
+    tp = np.concatenate([part[5, :64], part[6, :64]], axis=1)  # [64, 128]
+    assert tp[:, :72].tobytes() == x.T.tobytes() and not tp[:, 72:].any() and not part[5:7, 64:].any()
+    # bn_aggr's and nl.mean's means against NumPy within FP32 (different summation orders).
+    assert np.allclose(part[8, :72, 0], x.mean(axis=1), rtol=1e-5, atol=1e-6)
+    assert np.allclose(part[1, :72, 0], x.mean(axis=1), rtol=1e-5, atol=1e-6)
+
+
+def test_a_masked_matmul_result_assigned_into_a_region():
+    # nc_matmul(..., mask=(i_n >= 8)) into ps[...] was refused ("cannot assign a [128, 88] tile to a [128, 96]
+    # region"): the product goes to columns 8-95. Small integers: every product and sum exact in FP32.
+    a = np.random.RandomState(30).randint(-4, 5, (64, 128)).astype(np.float32)
+    b = np.random.RandomState(31).randint(-4, 5, (64, 96)).astype(np.float32)
+    want = np.zeros((128, 96), np.float32)
+    want[:, 8:] = a.T @ b[:, 8:]
+    assert tnki.simulate_kernel(K.masked_matmul_assigned, a, b).tobytes() == want.tobytes()
+
+
 if __name__ == "__main__":
     main(globals())

@@ -10,6 +10,7 @@ import numpy as np
 
 from runner import line_of, main, raises
 
+import trnsim
 import trnsim.nki as tnki
 
 import nki
@@ -94,8 +95,10 @@ def test_a_row_of_a_tile_broadcasts():
 @nki.jit
 def rmsnorm(a, g):
     # RMSNorm as NKI's tutorial writes it: the weight loaded once as [1, F] and broadcast with broadcast_to.
+    # (Its indices are nl.arange's, each of its own axes: a 3-D nl.mgrid's would index with the grid's whole
+    # shape, NumPy's dense grid, test_an_mgrid_indexes_with_its_whole_shape.)
     out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    ip, iw, iy = nl.mgrid[0:128, 0:1, 0:a.shape[1]]
+    ip, iw, iy = nl.arange(128)[:, None], nl.arange(1)[:, None], nl.arange(a.shape[1])[None, :]
     g_row = nl.load(g.reshape((1, g.shape[0]))[iw, iy])
     for i in nl.affine_range(math.ceil(a.shape[0] / 128)):
         x = nl.load(a[i * 128 + ip, iy], mask=(i * 128 + ip < a.shape[0]))
@@ -132,6 +135,50 @@ def test_the_norm_tutorials_run_without_a_hand_written_broadcast():
     mean = A.mean(axis=1, keepdims=True)
     want = (A - mean) / np.sqrt(A.var(axis=1, keepdims=True) + 1e-5) * G + B
     assert np.allclose(got, want, rtol=1e-3, atol=1e-4), np.abs(got - want).max()
+
+
+@nki.jit
+def dense_grid(g, x):
+    # The LayerNorm tutorial's parameter load written with one 3-D nl.mgrid (tester23i): gamma's [1, F] view
+    # indexed by the grid's axis-2 (0:1) and axis-1 (0:F) expressions. NumPy's dense grid: a [128, F, 1] tile,
+    # gamma on every partition (one HBM read per partition). And the tensor_copy_dynamic_src example's shape:
+    # x[ix, 3, iz] with ix, _, iz = nl.mgrid[0:128, 0:1, 0:4] is [128, 1, 4].
+    F = g.shape[0]
+    out = nl.ndarray((128, F, 1), dtype=g.dtype, buffer=nl.shared_hbm)
+    part = nl.ndarray((128, 1, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+    _, i_f_io, i_p_param = nl.mgrid[0:128, 0:F, 0:1]
+    gam = nl.load(g.reshape((1, F))[i_p_param, i_f_io])
+    nl.store(out, gam)
+    ix, _, iz = nl.mgrid[0:128, 0:1, 0:4]
+    t = nl.load(x)
+    nl.store(part, nl.copy(t[ix, 3, iz]))
+    return out, part
+
+
+@nki.jit
+def dense_grid_on_chip(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x[0:1, :])
+    _, i_p, i_f = nl.mgrid[0:128, 0:1, 0:64]
+    nl.store(out, nl.copy(t[i_p, i_f]))  # MARK-dense-on-chip
+    return out
+
+
+def test_an_mgrid_indexes_with_its_whole_shape():
+    # It gave [F, 1]: the variables' own axes in NumPy's order, the grid's axis 0 dropped. NKI's nl.mgrid is
+    # NumPy's dense grid, so the tile has the broadcast shape of the index arrays: the grid's [128, F, 1].
+    # NumPy reference: the same index arrays on the same data.
+    x = np.random.RandomState(4).randn(128, 8, 4).astype(np.float32)
+    out, part = tnki.simulate_kernel(dense_grid, G[:64], x)
+    gi = np.mgrid[0:128, 0:64, 0:1]
+    assert out.shape == (128, 64, 1) and out.tobytes() == G[:64].reshape(1, 64)[gi[2], gi[1]].tobytes()
+    gi = np.mgrid[0:128, 0:1, 0:4]
+    assert part.shape == (128, 1, 4) and part.tobytes() == x[gi[0], 3, gi[2]].tobytes()
+    # On chip the same index would repeat a row on every partition, which no access pattern does: an error.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, dense_grid_on_chip, np.ones((1, 64), np.float32))
+    assert str(e).startswith("test_nki_partition_broadcast.py:%d: index: the nl.mgrid's axis 0 (128) is an axis "
+                             "of the result that no index expression varies along" % line_of(
+                                 __file__, "MARK-dense-on-chip")), e
 
 
 @nki.jit
@@ -186,6 +233,26 @@ def broadcast_rows(x):
     out = nl.ndarray((128, 8), dtype=x.dtype, buffer=nl.shared_hbm)
     nl.store(out, nl.broadcast_to(nl.load(x), shape=(128, 8)))  # MARK-rows
     return out
+
+
+@nki.jit
+def broadcast_psum_row_5(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    ps = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+    nisa.tensor_copy(dst=ps, src=t)
+    nl.store(out, nl.add(t, ps[5:6, :]))  # MARK-psum-row
+    return out
+
+
+def test_an_error_in_a_lowerings_instruction_names_the_kernels_call():
+    # Row 5 of a PSUM tile is copied to SBUF before the Tensor engine broadcasts it, and that copy (a compute
+    # engine's) cannot start at partition 5: the error named only "tensor_copy on ACT", a call the kernel never
+    # made (tester23i). The kernel's call comes first now, the lowering's instruction second.
+    e = raises(trnsim.RuleError, tnki.simulate_kernel, broadcast_psum_row_5, np.ones((128, 64), np.float32))
+    assert str(e) == ("test_nki_partition_broadcast.py:%d: nl.add: its tensor_copy on ACT (made by trnsim's "
+                      "lowering of nl.add, not a call of the kernel): partition start: src spans 1 partitions from "
+                      "5 (up to 32 must start at 0, 32, 64 or 96)" % line_of(__file__, "MARK-psum-row")), e
 
 
 def test_what_does_not_broadcast_is_an_error_at_the_line():

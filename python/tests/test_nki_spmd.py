@@ -106,7 +106,9 @@ def test_two_cores_writing_the_same_rows_race():
     assert np.array_equal(out, X[0:128])
     at = "test_nki_spmd.py:%d" % line_of(__file__, "MARK-race")
     race = [m for m in msgs if "race" in m]
-    assert race == [f"{at}: output 'out' float32 [128, 64]: core 1 writes rows 0-127, which core 0 also writes "
+    decl = "test_nki_spmd.py:%d" % (line_of(__file__, "MARK-race") - 2)
+    assert race == [f"{at}: output 'out' float32 [128, 64] declared at {decl}: core 1 writes rows 0-127, which "
+                    f"core 0 also writes "
                     f"({at}), with no core_barrier between the two writes: on hardware the two cores' writes race "
                     "and which lands last is undefined (this run keeps one order); give each core its own rows "
                     "(nl.program_id), or order the writes with nisa.core_barrier"], msgs
@@ -130,10 +132,12 @@ def test_a_race_names_all_the_rows_both_cores_write():
     race = sorted(m for m in msgs if "race" in m)
     at, gaps = ("test_nki_spmd.py:%d" % line_of(__file__, m) for m in ("MARK-race-tiles", "MARK-race-gaps"))
     assert len(race) == 2, msgs
-    assert race[0].startswith(f"{at}: output 'out' float32 [256, 64]: core 1 writes rows 0-255, which core 0 "
-                              f"also writes ({at}), with no core_barrier between the two writes"), race
-    assert race[1].startswith(f"{gaps}: output 'out_1' float32 [256, 64]: core 1 writes rows 0-63, 192-255, "
-                              f"which core 0 also writes ({gaps})"), race
+    d0, d1 = (at.replace(str(n), str(n - 2)) for at, n in ((at, line_of(__file__, "MARK-race-tiles")),
+                                                            (gaps, line_of(__file__, "MARK-race-gaps"))))
+    assert race[0].startswith(f"{at}: output 'out' float32 [256, 64] declared at {d0}: core 1 writes rows 0-255, "
+                              f"which core 0 also writes ({at}), with no core_barrier between the two writes"), race
+    assert race[1].startswith(f"{gaps}: output 'out_1' float32 [256, 64] declared at {d1}: core 1 writes rows "
+                              f"0-63, 192-255, which core 0 also writes ({gaps})"), race
 
 
 @nki.jit
@@ -157,13 +161,16 @@ def test_a_race_on_some_columns_names_rows_and_columns():
     _, msgs = _warnings_of(both_cores_write_columns[2], X)
     race = {m.split(":")[1]: m for m in msgs if "race" in m}
     cols, blocks, strided = (line_of(__file__, "MARK-race-" + m) for m in ("cols", "blocks", "strided"))
-    assert race[str(cols)].startswith(f"test_nki_spmd.py:{cols}: output 'out' float32 [128, 128]: core 1 writes "
-                                      "rows 0-127, columns 0-63, which core 0 also writes"), race
-    assert race[str(blocks)].startswith(f"test_nki_spmd.py:{blocks}: output 'out_1' float32 [256, 128]: core 1 "
-                                        "writes rows 0-127, columns 0-63; rows 128-255, columns 64-127, which"), race
+    f = "test_nki_spmd.py:"
+    assert race[str(cols)].startswith(f"{f}{cols}: output 'out' float32 [128, 128] declared at {f}{cols - 1}: "
+                                      "core 1 writes rows 0-127, columns 0-63, which core 0 also writes"), race
+    assert race[str(blocks)].startswith(f"{f}{blocks}: output 'out_1' float32 [256, 128] declared at {f}"
+                                        f"{blocks - 2}: core 1 writes rows 0-127, columns 0-63; rows 128-255, "
+                                        "columns 64-127, which"), race
     # Core 1's second store (columns 0, 2, ..., 62) meets core 0's first.
-    assert race[str(strided)].startswith(f"test_nki_spmd.py:{strided}: output 'out_2' float32 [128, 64]: core 1 "
-                                         "writes rows 0-127, columns 0, 2, ..., 62, which core 0 also writes "
+    assert race[str(strided)].startswith(f"{f}{strided}: output 'out_2' float32 [128, 64] declared at {f}"
+                                         f"{strided - 2}: core 1 writes rows 0-127, columns 0, 2, ..., 62, which "
+                                         "core 0 also writes "
                                          f"(test_nki_spmd.py:{strided - 1})"), race
 
 
@@ -179,7 +186,7 @@ def _scratch_round_trip(buffer):
     @nki.jit
     def k(x):
         out = nl.ndarray((256, 64), dtype=x.dtype, buffer=nl.shared_hbm)
-        scr = nl.ndarray((128, 64), dtype=x.dtype, buffer=buffer)
+        scr = nl.ndarray((128, 64), dtype=x.dtype, buffer=buffer)  # MARK-scr
         pid = nl.program_id(0)
         nl.store(scr, nl.multiply(nl.load(x[pid * 128:(pid + 1) * 128, :]), 2.0))
         nl.store(out[pid * 128:(pid + 1) * 128, :], nl.load(scr))
@@ -223,10 +230,10 @@ def test_shared_scratch_races_are_warned():
             "nisa.core_barrier")
     _, msgs = _warnings_of(_exchange(False)[2], X[:256])
     race = sorted(m for m in msgs if "core_barrier between" in m)
-    assert race == [f"{w}: shared_hbm tensor 'scr' float32 [256, 64]: core 1 writes rows 128-255, which core 0 "
-                    f"reads ({r}), {tail}",
-                    f"{r}: shared_hbm tensor 'scr' float32 [256, 64]: core 1 reads rows 0-127, which core 0 "
-                    f"writes ({w}), {tail}"], msgs
+    scr = "shared_hbm tensor 'scr' float32 [256, 64] declared at test_nki_spmd.py:%d" % (
+        line_of(__file__, "MARK-xw") - 2)
+    assert race == [f"{w}: {scr}: core 1 writes rows 128-255, which core 0 reads ({r}), {tail}",
+                    f"{r}: {scr}: core 1 reads rows 0-127, which core 0 writes ({w}), {tail}"], msgs
     out, msgs = _warnings_of(_exchange(True)[2], X[:256])
     assert out.tobytes() == np.concatenate([X[128:256], X[:128]]).tobytes()
     assert not [m for m in msgs if "race" in m or "core_barrier between" in m], msgs
@@ -236,6 +243,10 @@ def test_shared_scratch_races_are_warned():
     both = [m for m in msgs if "also writes" in m]
     assert len(both) == 1 and "core 1 writes rows 0-127, which core 0 also writes" in both[0] and \
         "give each core its own rows (nl.program_id) or its own scratch (nl.private_hbm)" in both[0], msgs
+    # The scratch declared without name= is named by the kernel's variable and its line, never by a name that
+    # reads as the kernel's (it was "shared_hbm tensor 'scratch_2' float32 [128, 64]", no line).
+    assert ": shared_hbm tensor scr float32 [128, 64] declared at test_nki_spmd.py:%d, without name=: core 1 " \
+        "writes" % line_of(__file__, "MARK-scr") in both[0], both
 
 
 @nki.jit

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from runner import main, raises
+from runner import line_of, main, raises
 
 import trnsim.nki as tnki
 
@@ -278,6 +278,50 @@ def test_affine_select_earlier_style_takes_a_comparison_of_index_expressions():
     q, kk = np.mgrid[0:128, 0:256]
     want = np.where(128 + q >= 64 + kk, x, np.float32(-9984.0)).astype(np.float32)
     assert tnki.simulate_kernel(k, x).tobytes() == want.tobytes()
+
+
+def test_affine_select_earlier_style_takes_a_mask():
+    # mask= was NkiUnsupported. The instruction works on the masked-in region (rows < 72, columns >= 8 of the
+    # [128, 64] index space), its predicate taken at the region's own indices; assigned into a zeroed tile, the
+    # rest stays zero. NumPy reference: the same predicate over the whole index space, cut to the region.
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        i_q, i_k = nl.mgrid[0:128, 0:64]
+        t = nl.load(x)
+        r = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        r[i_q, i_k] = nisa.affine_select(pred=(i_q - 2 * i_k > -7), on_true_tile=t[i_q, i_k], on_false_value=-1.0,
+                                         mask=(i_q < 72) & (i_k >= 8))
+        nl.store(out, r)
+        return out
+
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    q, kk = np.mgrid[0:128, 0:64]
+    want = np.zeros((128, 64), np.float32)
+    sel = np.where(q - 2 * kk > -7, x, np.float32(-1.0)).astype(np.float32)
+    want[:72, 8:] = sel[:72, 8:]
+    assert tnki.simulate_kernel(k, x).tobytes() == want.tobytes()
+
+
+def test_scalar_tensor_tensor_reduce_res_says_why_it_is_refused():
+    # NKI 2.33's fused reduction: its API reference gives the arguments, not the reduction; the refusal said
+    # only "the fused reduction (NKI 2.33)". It says why now, and what to use instead, at the kernel's line.
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        r = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(dst=t, data=t, op0=nl.add, operand0=1.0, op1=nl.multiply, operand1=t,
+                                  reduce_op=nl.add, reduce_res=r)  # MARK-stt-reduce
+        nl.store(out, t)
+        return out
+
+    e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, k, np.ones((128, 8), np.float32))
+    assert str(e).startswith(
+        "test_nki_tutorial_calls.py:%d: nki.isa.scalar_tensor_tensor(reduce_res=...) is not modelled by trnsim: "
+        "NKI 2.33 adds reduce_cmd / reduce_op / reduce_res to this call, but its API reference does not define the "
+        "reduction" % (line_of(__file__, "MARK-stt-reduce") - 1)), e
+    assert "reduce dst afterwards with nisa.tensor_reduce(" in str(e), e
 
 
 def test_affine_select_earlier_style_takes_predicates_written_around_a_constant():

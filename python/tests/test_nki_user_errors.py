@@ -773,4 +773,27 @@ def test_unknown_parameter_is_one_message_for_workloads_and_sweeps():
         "f has no parameter 'config.x' (the fields of config: a)"
 
 
+PSUM_ROW = """
+
+@nki.jit
+def psum_row(x):
+    y = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    ps = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+    ps[...] = nl.copy(t)
+    nl.store(y, nl.add(t, ps[5:6, :]))  # MARK-psum-row
+    return y
+"""
+
+
+def test_an_error_in_a_lowerings_instruction_names_the_call_under_trnsim_run():
+    # The same message through `trnsim run` (the embedded interpreter's emission) as through simulate_kernel:
+    # the kernel's nl.add first, the tensor_copy its partition broadcast makes second; exit 1.
+    d = folder(PSUM_ROW)
+    rc, err, _ = run(d, "psum_row")
+    assert rc == 1, (rc, err)
+    assert ("kernel: k.py:%d: nl.add: its tensor_copy on ACT (made by trnsim's lowering of nl.add, not a call of "
+            "the kernel): partition start:" % line(d, "MARK-psum-row")) in err, err
+
+
 main(globals())

@@ -93,6 +93,17 @@ def test_dependencies_past_iteration_one():
     assert caught(K.scratch_reused) == []
 
 
+def test_a_nested_loop_in_an_unchecked_outer_iteration():
+    # The check left out loops nested in outer iterations it does not check (3-6 of 8 here), assuming their
+    # body is the checked iterations'; a branch on the outer index makes outer iteration 5's inner loop carry
+    # a value, which went unwarned. A nested loop whose instructions differ from every checked one's is
+    # checked now.
+    msg = one_warning(K.nested_branch_carried, "MARK-nested")
+    assert ": tensor_tensor in iteration 1 of the nl.affine_range loop at nki_carried.py:%d reads" % (
+        line("MARK-nested") - 4) in msg, msg
+    assert "which iteration 0 wrote: a loop-carried dependency" in msg, msg
+
+
 def test_an_unnamed_hbm_tensor_is_named_in_the_warning():
     # It was "reads hbm 'None'[128, 64] float32": the kernel's variable and where it was allocated now.
     msg = one_warning(K.hbm_carried, "MARK-hbm")

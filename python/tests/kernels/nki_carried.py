@@ -185,3 +185,22 @@ def loop_sites(x):
         e = nl.exp(t)
         nl.store(out[:, i * 16:(i + 1) * 16], e)
     return out
+
+
+@nki.jit
+def nested_branch_carried(x):
+    # An nl.affine_range loop nested in another: in outer iteration 5 only (a branch on the outer index),
+    # inner iteration 1 reads tmp, which inner iteration 0 wrote: a loop-carried dependency of the inner loop
+    # in an outer iteration the check otherwise leaves out (0-2 and the last are checked).
+    y = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    acc = nl.zeros((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(8):
+        tmp = nl.zeros((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+        for j in nl.affine_range(2):
+            if i == 5 and j == 0:
+                nisa.tensor_copy(dst=tmp, src=t)
+            if i == 5 and j == 1:
+                nisa.tensor_tensor(dst=acc, data1=tmp, data2=t, op=nl.add)  # MARK-nested
+    nl.store(y, acc)
+    return y

@@ -438,3 +438,59 @@ def copy_into_its_source(x):
     u[:, ::-1] = nl.copy(u, dtype=x.dtype)
     nl.store(out[1], value=u)
     return out
+
+
+@nki.jit
+def masked_results_assigned(x):
+    # Each nki.isa call of the earlier style that takes mask= and returns a new tile (and nl.sum, nl.mean),
+    # masked to the 72 rows of the tail tile of a [200, 64] input and assigned into a region of the whole
+    # tile's shape: the mask limits the rows written, the rest of each (zeroed) region stays zero. out[0] is
+    # the same calls unmasked, for comparison (on a tile whose rows 72-127 are zero).
+    out = nl.ndarray((2, 9, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    i_s = nl.arange(6)[None, :]
+    t = nl.load(x[128 + i_p, i_f], mask=(128 + i_p < 200))
+    for k in nl.static_range(2):
+        m = i_p < 72 if k else i_p < 128
+        tile = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        tile[...] = t
+        stats = nl.zeros((128, 6), dtype=nl.float32, buffer=nl.sbuf)
+        stats[i_p, i_s] = nisa.bn_stats(tile[i_p, i_f], mask=m, dtype=nl.float32)
+        aggr = nl.zeros((128, 2), dtype=nl.float32, buffer=nl.sbuf)
+        aggr[...] = nisa.bn_aggr(stats, mask=m, dtype=nl.float32)
+        red = nl.zeros((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        red[...] = nisa.tensor_reduce(np.add, tile[i_p, i_f], axis=1, keepdims=True, mask=m)
+        ones = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        ones[...] = nisa.memset((128, 64), 1.0, nl.float32, mask=m)
+        io = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        io[...] = nisa.iota(i_p * 64 + i_f, dtype=nl.float32, mask=m)
+        tp = nl.zeros((64, 128), dtype=nl.float32, buffer=nl.psum)
+        tp[...] = nisa.nc_transpose(tile[i_p, i_f], mask=m)
+        sm = nl.zeros((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        sm[...] = nl.sum(tile[i_p, i_f], axis=1, keepdims=True, mask=m)
+        mx = nl.zeros((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        mx[...] = nl.mean(tile, axis=1, keepdims=True, mask=m)
+        rows = [stats, aggr, red, ones, io, tp[0:64, 0:64], tp[0:64, 64:128], sm, mx]
+        for j in nl.static_range(9):
+            r = rows[j]
+            buf = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+            buf[0:r.shape[0], 0:r.shape[1]] = nisa.tensor_copy(r)
+            nl.store(out[k, j], value=buf)
+    return out
+
+
+@nki.jit
+def masked_matmul_assigned(a, b):
+    # a [64, 128] (K, M) and b [64, 96] (K, N); the mask keeps columns 8-95 of N: the [128, 88] product goes to
+    # those columns of the zeroed PSUM tile, columns 0-7 stay zero.
+    out = nl.ndarray((128, 96), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_k = nl.arange(64)[:, None]
+    i_m = nl.arange(128)[None, :]
+    i_n = nl.arange(96)[None, :]
+    ta = nl.load(a)
+    tb = nl.load(b)
+    ps = nl.zeros((128, 96), dtype=nl.float32, buffer=nl.psum)
+    ps[...] = nisa.nc_matmul(ta[i_k, i_m], tb[i_k, i_n], mask=(i_n >= 8))
+    nl.store(out, nl.copy(ps))
+    return out

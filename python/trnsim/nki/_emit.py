@@ -173,13 +173,38 @@ def emit(k, trace, mode, bufs_override=None):
     # makes (the usual ones made there directly), and a buffer released (Emitter.release) after its last
     # instruction in emission order, so the builder's allocator can give its space to the buffer the plan put
     # there next (whose first access the schedule put after it). Builder errors name the op's kernel line.
+    em.failed_op = None
     try:
         em.c.nki_emit_ops(em, ops, EMIT, _LOAD_ATTRS, HBM)
+    except (em.c.RuleError, em.c.InputError) as e:
+        err = _by_kernel_call(e, em.failed_op, trace)
+        if err is None:
+            raise
+        raise err from None
     finally:
         for views in em.cached.values():
             for v in views:
                 v._bv = None
     return plan
+
+
+def _by_kernel_call(e, op, trace):
+    """A builder error "k.py:12: tensor_copy on ACT: <rule>" about an instruction a lowering made for the
+    kernel's call (nl.add's partition broadcast) as the same error naming that call first ("k.py:12: nl.add:
+    its tensor_copy on ACT (made by trnsim's lowering of nl.add): <rule>"); None if the kernel made it."""
+    import re
+
+    from ._loops import user_call
+
+    m = re.match(r"([^\s:]+:\d+): (\w+)( on \w+)?: ", str(e)) if op is not None else None
+    if m is None or m.group(2) != op.name:
+        return None
+    call = user_call(op, trace)
+    if call is None:
+        return None
+    rest = str(e)[m.end():]
+    return type(e)(f"{m.group(1)}: {call}: its {op.name}{m.group(3) or ''} (made by trnsim's lowering of {call}, "
+                   f"not a call of the kernel): {rest}")
 
 
 def _record_sites(k, plan):

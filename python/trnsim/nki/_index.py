@@ -12,13 +12,16 @@ from ._errors import NkiError
 
 
 class IndexVar:
-    __slots__ = ("size", "axis", "ndim", "start")
+    __slots__ = ("size", "axis", "ndim", "start", "grid")
 
-    def __init__(self, size, axis, ndim, start=0):
+    def __init__(self, size, axis, ndim, start=0, grid=None):
         self.size = size
         self.axis = axis  # position in the broadcast index space (of `ndim` axes)
         self.ndim = ndim
         self.start = start
+        # nl.mgrid's: the whole grid's shape, which each of its expressions has (NumPy's dense grid); an
+        # nl.arange's: None (its shape is 1 on every axis but its own)
+        self.grid = grid
 
     def __repr__(self):
         return f"i{self.axis}[{self.size}]"
@@ -197,7 +200,9 @@ class _MGrid:
             start = s.start or 0
             if s.stop <= start:
                 raise NkiError(f"nl.mgrid: empty range {start}:{s.stop}")
-            out.append(IndexExpr({IndexVar(s.stop - start, axis, n, 0): 1}, start))
+            out.append((s.stop - start, start))
+        grid = tuple(size for size, _ in out) if n > 1 else None
+        out = [IndexExpr({IndexVar(size, axis, n, 0, grid): 1}, start) for axis, (size, start) in enumerate(out)]
         return out[0] if n == 1 else _Grid(out)
 
 

@@ -367,8 +367,17 @@ def _declare_hbm(k, trace, outs):
             st.phys = k.output(name, dtype, list(st.shape), loc=loc)
             st.role = "output"
         else:
-            name = st.name or f"scratch_{st.uid}"
-            st.name = name
+            # Without name=: the builder's name is the kernel's variable in angle brackets, which the
+            # builder's messages show as no name the kernel gave (kernels/api hbm_label); st.name stays
+            # empty, so the front end's own messages name it by the variable and its line too.
+            name = st.name
+            if not name:
+                base = var_name(trace, st) or "unnamed"
+                name, n = f"<{base}>", 1
+                while name in taken:
+                    n += 1
+                    name = f"<{base} {n}>"
+            taken.add(name)
             st.phys = k.scratch(name, dtype, list(st.shape), private_to_core=st.private, loc=loc)
 
 
@@ -388,6 +397,7 @@ def _release(trace):
             st.trace = None
             st.phys = None
     trace.ops = []
+    trace.calls = []
     trace.storages = []
     trace.kernel = None
     trace.psum_groups = {}

@@ -146,9 +146,10 @@ def _carried(trace):
     iteration's body (an unmasked compute over a scratch tile whose tail a masked load left stale) carries
     them only if a later call of the iteration reads the elements they made (_stale): a tail the masked store
     drops is no dependency. One warning per loop and tensor, and per line. A loop nested in an
-    nl.affine_range iteration left unchecked is not checked either: it runs the same body as in the checked
-    ones (whose warnings name the same lines), up to branches on the outer index, which mostly single out the
-    first or last outer iterations, checked."""
+    nl.affine_range iteration left unchecked is checked only if its instructions (their kernel lines, in
+    order, and its trip count) differ from those of every instance of that loop checked so far: the same
+    body as a checked one gives the same warnings at the same lines, while a branch on the outer index that
+    singles out a middle outer iteration gives another body, which may carry a value."""
     loops = {}  # loop id -> its iteration records, in order (an outer loop before the loops in its body)
     for r in trace.iters:
         if r[2] == "affine_range" and r[1] is not None:
@@ -156,12 +157,17 @@ def _carried(trace):
     ops = trace.ops
     warned = set()
     unchecked = set()  # ids of the iteration records of the loops above that were not checked
+    bodies = set()  # (loop line, trip count, its instructions' lines) of the nested loop instances checked
     for loop, recs in loops.items():
-        if unchecked and any(id(e) in unchecked for e in recs[0][8]):
-            unchecked.update(id(r) for r in recs)
-            continue
         if len(recs) < 2:
             continue
+        nested = recs[0][7] > 0
+        if nested:
+            body = (recs[0][3], len(recs), tuple([o.loc for o in ops[recs[0][0]:recs[-1][1]]]))
+            if unchecked and body in bodies and any(id(e) in unchecked for e in recs[0][8]):
+                unchecked.update(id(r) for r in recs)
+                continue
+            bodies.add(body)
         if len(recs) > _CHECKED + 1:
             unchecked.update(id(r) for r in recs[_CHECKED:-1])
         first, depth = recs[0][6], recs[0][7]  # storages made before `first` were declared before the loop
@@ -350,3 +356,33 @@ def called(op):
     if len(found) != 1 or found[0].endswith("." + op.name):
         return op.name
     return f"{found[0]} ({op.name})"
+
+
+def user_call(op, trace):
+    """The kernel's call at instruction `op`'s line when a lowering made op for it (nl.add, whose partition
+    broadcast copies a PSUM row out with a tensor_copy): the nl.* call that made it (trace.calls), else the one
+    nl.* / nisa.* call or tile operator of the line, if it is not the instruction itself; else None."""
+    import ast
+
+    from . import isa, language
+    from ._tensor import _OPERATORS, _statement_at
+
+    spans = [c for c in trace.calls if c[0] <= op.index < c[1]]
+    if spans:
+        name = min(spans, key=lambda c: c[1] - c[0])[2]
+        return None if name == op.name else f"nl.{name}"
+    node = _statement_at(op.loc[0], op.loc[1]) if op.loc else None
+    found = set()
+    for c in ast.walk(node) if node is not None else ():
+        f = c.func if isinstance(c, ast.Call) else None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and (
+                hasattr(language, f.attr) or hasattr(isa, f.attr)):
+            found.add(f"{f.value.id}.{f.attr}")
+        elif isinstance(c, (ast.BinOp, ast.UnaryOp, ast.AugAssign)):
+            name = _OPERATORS.get(type(c.op).__name__)
+            if name is not None:
+                found.add(f"nl.{name}")
+    if len(found) != 1:
+        return None
+    (call,) = found
+    return None if call.endswith("." + op.name) else call

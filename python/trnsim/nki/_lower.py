@@ -75,13 +75,15 @@ def promote(*xs):
 
 
 def reduced_shape(data, axis, keepdims):
-    nd = data.ndim
+    return tuple(1 if d is None else data.shape[d] for d in reduced_dims(data.ndim, axis, keepdims))
+
+
+def reduced_dims(nd, axis, keepdims):
+    """The data dim each dim of a reduction's result comes from (None: a reduced dim kept as 1)."""
     if isinstance(axis, int):
         axis = (axis,)
     axis = {a + nd if a < 0 else a for a in axis}
-    if keepdims:
-        return tuple(1 if i in axis else n for i, n in enumerate(data.shape))
-    return tuple(n for i, n in enumerate(data.shape) if i not in axis)
+    return tuple(None if i in axis else i for i in range(nd) if keepdims or i not in axis)
 
 
 # ---- results of the earlier calling style
@@ -219,6 +221,17 @@ def boxed(result, box):
             box[0]) == result.ndim and all(a + n <= m for a, n, m in zip(box[1], result.shape, box[0])):
         mask_box(result, *box)
     return result
+
+
+def result_box(box, shape, dims):
+    """The region a masked call's new tile of `shape` holds when its dims come from the operands' index space
+    dims `dims` (None: a dim the call makes, held whole), from the operands' region `box` (operand_region):
+    bn_stats' [72, 6] result of a [128, F] index space masked to rows < 72 holds rows 0-71 of [128, 6], a
+    transpose's the swapped region. For boxed(): `stats[...] = nisa.bn_stats(t, mask=...)` writes those rows."""
+    if box is None or len(dims) != len(shape) or any(d is not None and d >= len(box[0]) for d in dims):
+        return None
+    return (tuple(n if d is None else box[0][d] for d, n in zip(dims, shape)),
+            tuple(0 if d is None else box[1][d] for d in dims), box[2])
 
 
 def operand_region(mask, views):
@@ -456,7 +469,7 @@ def _tile_cuts(v, ref, cuts, bounds):
         region_full, region_starts = list(own[0]), list(own[1])
     for var, (lo, hi) in bounds.items():
         # A variable of axis 0, the partition axis of any index space, bounds a tile's partitions whatever its
-        # rank (NKI's RMSNorm tutorial: a 3-D nl.mgrid's first variable masking [P, F] results).
+        # rank (a [P, F] reduction result masked with the first variable of a 3-D index space).
         if var.ndim != v.ndim and not (var.axis == 0 and v.pd == 0):
             continue
         d, n = var.axis, shape[var.axis]
@@ -612,7 +625,9 @@ def iota_expr(expr, dtype, mask):
             if other:
                 raise NkiError(f"mask: its nl.arange variable {other[0]!r} is not in the iota expression")
             const += sum(k * mask.bounds[v][0] for v, k in expr.terms.items() if v in mask.bounds)
-        (dst,) = apply_mask(mask, (dst,))
+        (dst,), box = apply_mask(mask, (dst,), box=True)
+        _ops.iota(dst, coef[1:], const, coef[0])
+        return boxed(fresh(dst), box)
     _ops.iota(dst, coef[1:], const, coef[0])
     return fresh(dst)
 
@@ -821,8 +836,7 @@ def transpose(x, dtype=None, mask=None):
     """nl.transpose: a 2-D partition <-> free transpose, nc_transpose on the Tensor engine into a new PSUM
     tile (the Vector engine for tiles of at most 32 x 32, into SBUF) (nki.language.transpose,
     nki.isa.nc_transpose)."""
-    if mask is not None:
-        (x,) = apply_mask(mask, (x,))
+    (x,), box = operand_region(mask, (x,))
     x = load_if_hbm(x, "transpose")
     if x.ndim != 2:
         raise NkiError(f"nl.transpose: a 2-D tile is needed, got {list(x.shape)}")
@@ -835,7 +849,7 @@ def transpose(x, dtype=None, mask=None):
     else:
         out = _ops.new_tile((f, p), dt(dtype, x.dtype), PSUM, "transpose")
         _ops.nc_transpose(out, x, "PE")
-    return fresh(out)
+    return boxed(fresh(out), result_box(box, out.shape, (1, 0)))
 
 
 def partition_broadcast(x, parts, name):

@@ -84,14 +84,49 @@ class Storage:
     def label(self, at=True):
         """How messages name the tensor: by its name= if the kernel gave one; else by the kernel's variable
         naming it (var_name), and where it was allocated (`at`). (An HBM tensor allocated without name= is
-        named 'out', 'scratch_3', ... only when emitted; an on-chip one after the call that made it, 'load',
-        'tile', ..., which is not the user's name.)"""
+        named 'out', 'out_1', ... only when emitted, a scratch one '<var>' for the builder alone (kernels/api
+        hbm_label); an on-chip one after the call that made it, 'load', 'tile', ..., not the user's name.)"""
         if self.name and (self.space == HBM or self.name in getattr(self.trace, "user_names", ())):
             return f"{self.space} '{self.name}'{list(self.shape)} {self.dtype.name}"
         var = var_name(self.trace, self)
         where = f" allocated at {self.loc}" if at and self.loc else ""
         kind = "tensor" if self.space == HBM else "tile"
         return f"{self.space} {kind} {var + ' ' if var else ''}{list(self.shape)} {self.dtype.name}{where}"
+
+
+def _dense_grid(adv, nmax, t):
+    """The advanced dims of an index by nl.mgrid expressions, NumPy's way (the result has the broadcast shape
+    of the index arrays, and each of an nl.mgrid's arrays has the whole grid's shape): every axis of the grid
+    is a dim, one that no expression of the index varies along too (size 1, or the same elements repeated:
+    stride 0). NKI's nl.mgrid page: "Same as NumPy mgrid: 'An instance which returns a dense (or fleshed out)
+    mesh-grid when indexed, so that each returned argument has the same shape.'"; its tensor_copy_dynamic_src
+    example reads `src[ix, offset, iz]` with `ix, _, iz = nl.mgrid[0:128, 0:1, 0:4]` as "a tile of shape
+    [128, 1, 4]". `adv`: (stride, size, is_partition, var) of the index's variables in axis order."""
+    shape = [1] * nmax
+    for e in adv:
+        v = e[3]
+        if v.grid is not None:
+            for a, n in enumerate(v.grid):
+                a += nmax - len(v.grid)
+                if shape[a] not in (1, n) and n != 1:
+                    raise NkiError(f"index: nl.mgrid grids of shapes that do not broadcast on axis {a} "
+                                   f"({shape[a]} and {n})")
+                shape[a] = max(shape[a], n)
+    by_axis = {}
+    for e in adv:
+        by_axis.setdefault(e[3].axis + (nmax - e[3].ndim), []).append(e)
+    out = []
+    for a, n in enumerate(shape):
+        if a in by_axis:
+            out += by_axis[a]
+        elif n > 1 and t.st.space != HBM and any(e[2] and b > a for b, es in by_axis.items() for e in es):
+            raise NkiError(f"index: the nl.mgrid's axis {a} ({n}) is an axis of the result that no index "
+                           f"expression varies along (NumPy's dense grid: the same elements {n} times), before "
+                           f"the on-chip tile's partition dim: a partition broadcast, which indexing cannot make "
+                           f"on chip; use nl.broadcast_to, or index with that axis's expression")
+        else:
+            out.append((0, n, False, None))
+    return out
 
 
 def var_name(trace, st):
@@ -460,6 +495,8 @@ class NkiTensor:
             nmax = max(v.ndim for v in var_strides)
             vars_sorted = sorted(var_strides, key=lambda v: v.axis + (nmax - v.ndim))
             adv = [(var_strides[v][0], v.size, var_strides[v][1], v) for v in vars_sorted]
+            if any(v.grid is not None for v in var_strides):
+                adv = _dense_grid(adv, nmax, self)
             # NumPy's rule: adjacent advanced indices put their dims in place, otherwise first.
             first = adv_pos[0]
             adjacent = all(p == first for p in adv_pos)

@@ -74,6 +74,9 @@ class Trace:
         self.target = target  # the hardware facts the front end needs (_backend.Target)
         self.options = options
         self.ops = []
+        # (first op, end op, name) of each nl.* call that made instructions: an error in one of them names the
+        # kernel's call (_loops.user_call), not only the instruction its lowering made
+        self.calls = []
         self.storages = []
         self.names = {}
         self.user_names = set()  # the name= the kernel gave its tensors (the others' are the calls', not its own)

@@ -214,7 +214,21 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
         shape, dt = (stationary.free_size, moving.free_size), BY_NAME["float32"]
     dst = _result(shape, dt, PSUM, "nc_matmul")
     _ops.nc_matmul(dst, stationary, moving, None, _perf(perf_mode, "nc_matmul"), is_transpose)
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), _matmul_box(mask, given, (stationary, moving), is_transpose))
+
+
+def _matmul_box(mask, given, masked, is_transpose):
+    """The region of [stationary's free, moving's free] a masked nc_matmul's result holds (for boxed: `ps[...]
+    = nisa.nc_matmul(..., mask=...)` writes it): each result dim's first index is where the mask starts the
+    free dim of the operand it comes from (a 2-D operand's; a transpose's result: not marked)."""
+    if mask is None or is_transpose or not all(isinstance(v, NkiTensor) and v.ndim == 2 for v in given + masked):
+        return None
+    full = (given[0].shape[1], given[1].shape[1])
+    starts = []
+    for v in given:
+        var = v.vars[1] if v.vars else None
+        starts.append(mask.bounds[var][0] if isinstance(mask, Mask) and var in mask.bounds else 0)
+    return full, tuple(starts), _lower.caller_loc()
 
 
 def _check_masked_contraction(given, masked, mask):
@@ -299,12 +313,12 @@ def _nc_transpose_new(dst, data, engine=engine.unknown, name=None):
 def _nc_transpose_old(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.nc_transpose", kwargs)
-    (data,) = _apply_mask(mask, data)
+    (data,), box = _masked(mask, data)
     e = _engine_name(engine, "nc_transpose") or ("PE" if data.partitions > 32 or data.free_size > 32 else "PE")
     space = PSUM if e == "PE" else SBUF
     dst = _result((data.free_size, data.partitions), _lower.dt(dtype, data.dtype), space, "nc_transpose")
     _ops.nc_transpose(dst, data, e)
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (1, 0)))
 
 
 @_public
@@ -463,11 +477,11 @@ def _tensor_reduce_new(dst, op, data, axis, negate=False, keepdims=False, name=N
 def _tensor_reduce_old(op, data, axis, *, dtype=None, mask=None, negate=False, keepdims=False, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.tensor_reduce", kwargs)
-    (data,) = _apply_mask(mask, data)
-    shape = _lower.reduced_shape(data, axis, keepdims)
-    dst = _result(shape, _lower.dt(dtype, data.dtype), SBUF, "tensor_reduce")
+    (data,), box = _masked(mask, data)
+    dims = _lower.reduced_dims(data.ndim, axis, keepdims)
+    dst = _result(_lower.reduced_shape(data, axis, keepdims), _lower.dt(dtype, data.dtype), SBUF, "tensor_reduce")
     _ops.tensor_reduce(dst, _lower.alu_name(op, "tensor_reduce"), data, axis, negate, keepdims)
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, dims))
 
 
 @_public
@@ -521,9 +535,14 @@ def _memset_old(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwar
     if kwargs:
         ignored_kwargs("nki.isa.memset", kwargs)
     dst = _result(tuple(shape), _lower.dt(dtype, None), SBUF, "memset")
-    (d,) = _apply_mask(mask, dst)
+    if mask is None:
+        _ops.memset(dst, value, _engine_name(engine, "memset"))
+        return _lower.fresh(dst)
+    # The new tile is the masked-in part, marked with its region (as tensor_copy's): `t[...] = memset(...)`
+    # writes that region of t only.
+    (d,), box = _lower.apply_mask(mask, (dst,), box=True)
     _ops.memset(d, value, _engine_name(engine, "memset"))
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(d), box)
 
 
 @_public
@@ -606,13 +625,13 @@ def _dma_transpose_new(dst, src, axes=None, dge_mode=dge_mode.unknown, engine=en
 def _dma_transpose_old(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mode.unknown, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.dma_transpose", kwargs)
-    (src,) = _lower.apply_mask(mask, (src,), dma=True) if mask is not None else (src,)
+    (src,), box = _lower.apply_mask(mask, (src,), box=True, dma=True) if mask is not None else ((src,), None)
     _dma_axes(axes, src)
     dst = _result((src.shape[-1], src.size // src.shape[-1]), _lower.dt(dtype, src.dtype), SBUF,
                   "dma_transpose")
     _ops.dma_transpose(dst, src, None, _enum_value(dge_mode, globals()["dge_mode"], "dma_transpose",
                                                    "dge_mode"))
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (1, 0)) if src.ndim == 2 else None)
 
 
 def _dma_axes(axes, src):
@@ -711,11 +730,19 @@ def tensor_copy_predicated(*args, **kwargs):
 # ------------------------------------------------------------------------------------ scalar_tensor_tensor
 
 
+# Why NKI 2.33's fused reduction is refused: the API reference pages (2.21-2.33, the search corpus) give its
+# arguments in the signature only; the call's description covers the elementwise part.
+_STT_REDUCE = ("NKI 2.33 adds reduce_cmd / reduce_op / reduce_res to this call, but its API reference does not "
+               "define the reduction (what reduce_res receives, its dtype, reduce_op's default, shown as `...`), so "
+               "trnsim does not guess it; reduce dst afterwards with nisa.tensor_reduce(dst=res, op=..., data=dst, "
+               "axis=...), which trnsim models")
+
+
 @_named("scalar_tensor_tensor")
 def _scalar_tensor_tensor_new(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
                               reduce_cmd=reduce_cmd.reset_reduce, reduce_op=None, reduce_res=None, name=None):
     if reduce_res is not None:
-        unsupported("nki.isa.scalar_tensor_tensor(reduce_res=...)", "the fused reduction (NKI 2.33)")
+        unsupported("nki.isa.scalar_tensor_tensor(reduce_res=...)", _STT_REDUCE)
     call = "scalar_tensor_tensor"
     dst, data, operand0, operand1 = _region(dst, data, operand0, operand1)
     return _ops.scalar_tensor_tensor(dst, data, _lower.alu_name(op0, call), operand0, _lower.alu_name(op1, call),
@@ -738,7 +765,8 @@ def _scalar_tensor_tensor_old(*, data, op0, operand0, op1, operand1, reverse0=Fa
 @_public
 def scalar_tensor_tensor(*args, **kwargs):
     """dst = (data op0 operand0) op1 operand1 on the Vector engine: operand0 a number or a [P, 1] vector,
-    operand1 a tile of data's shape; arithmetic operators only; timed as tensor_tensor."""
+    operand1 a tile of data's shape; arithmetic operators only; timed as tensor_tensor; NKI 2.33's
+    reduce_res= is NkiUnsupported (its reference does not define the reduction)."""
     if _current(args, kwargs, 2):
         return _scalar_tensor_tensor_new(*args, **kwargs)
     return _scalar_tensor_tensor_old(*args, **kwargs)
@@ -759,10 +787,10 @@ def _bn(call, rec, width, args, kwargs):
     def old(data, *, mask=None, dtype=None, **kw):
         if kw:
             ignored_kwargs(f"nki.isa.{call}", kw)
-        (data,) = _apply_mask(mask, data)
+        (data,), box = _masked(mask, data)
         dst = _result((data.shape[0], width), _lower.dt(dtype, data.dtype), SBUF, call)
         rec(dst, data)
-        return _lower.fresh(dst)
+        return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (0, None)))
 
     return _named(call)(old)(*args, **kwargs)
 
@@ -817,8 +845,6 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
     if not isinstance(pred, AffinePredicate):
         raise NkiError(f"affine_select: pred must be one comparison of nl.arange expressions (e.g. i_q >= i_k, "
                        f"i_q - 2 * i_k > -7), got {type(pred).__name__}")
-    if mask is not None:
-        unsupported("nki.isa.affine_select(mask=...)")
     expr = pred.expr
     shape = tuple(on_true_tile.shape)
     n = len(shape)
@@ -832,16 +858,22 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
                            f"is {shape[ax]}")
         coef[ax] += k
         offset += k * v.start
-    dst = _result(shape, _lower.dt(dtype, on_true_tile.dtype), SBUF, "affine_select")
+    # mask= (NKI's tile masking, as for every call that takes it): the instruction for the masked-in region of
+    # on_true_tile's index space, its predicate taken at the region's indices (the affine value at the region's
+    # first element adds each coefficient times the region's first index).
+    (on_true_tile,), box = _masked(mask, on_true_tile) if mask is not None else ((on_true_tile,), None)
+    if box is not None and len(box[1]) == n:
+        offset += sum(c * a for c, a in zip(coef, box[1]))
+    dst = _result(tuple(on_true_tile.shape), _lower.dt(dtype, on_true_tile.dtype), SBUF, "affine_select")
     _ops.affine_select(dst, coef[1:], offset, coef[0], on_true_tile, on_false_value, _PRED_OPS[pred.op])
-    return _lower.fresh(dst)
+    return _lower.boxed(_lower.fresh(dst), box)
 
 
 @_public
 def affine_select(*args, **kwargs):
     """dst = on_true_tile where cmp_op(offset + channel_multiplier * partition + sum of pattern steps * free
     indices, 0) holds, else on_false_value, on GpSimd (cmp_op defaults to nl.equal); earlier style: the
-    predicate a comparison of nl.arange expressions (`i_q >= i_k`), the new tile returned."""
+    predicate a comparison of nl.arange expressions (`i_q >= i_k`), the new tile returned, mask= as any call's."""
     if _current(args, kwargs, 1):
         return _affine_select_new(*args, **kwargs)
     return _affine_select_old(*args, **kwargs)

@@ -346,7 +346,14 @@ class _NlFunc:
         self.__doc__ = doc
 
     def __call__(self, *args, **kwargs):
-        return self._impl(*args, **kwargs)
+        t = _trace._current
+        if t is None:
+            return self._impl(*args, **kwargs)
+        n = len(t.ops)
+        r = self._impl(*args, **kwargs)
+        if len(t.ops) > n:
+            t.calls.append((n, len(t.ops), self.__name__))
+        return r
 
     def __repr__(self):
         return f"nl.{self.__name__}"
@@ -421,13 +428,20 @@ copy = _NlFunc("copy", _copy, act="copy", doc="One nisa.tensor_copy into a new S
                                            "the activation `op=nl.copy`")
 
 
+def _reduced(result, x, axis, keepdims, box):
+    """A masked reduction's result marked with the region it holds (_lower.result_box)."""
+    if box is None or not isinstance(result, NkiTensor):
+        return result
+    ax = tuple(range(1, x.ndim)) if axis is None else axis
+    return _lower.boxed(result, _lower.result_box(box, result.shape, _lower.reduced_dims(x.ndim, ax, keepdims)))
+
+
 def _reduction(name, alu):
     def f(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
         if kwargs:
             ignored_kwargs(f"nl.{name}", kwargs)
-        if mask is not None:
-            (x,) = _lower.apply_mask(mask, (x,))
-        return _lower.reduce(name, alu, x, axis, dtype, keepdims)
+        (x,), box = _lower.operand_region(mask, (x,))
+        return _reduced(_lower.reduce(name, alu, x, axis, dtype, keepdims), x, axis, keepdims, box)
 
     return _NlFunc(name, f, alu=alu, doc=f"One nisa.tensor_reduce({alu}) over the free axes on Vector "
                                           f"(nki.language.{name})")
@@ -443,13 +457,12 @@ def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
     """nisa.tensor_reduce(add) then nisa.tensor_scalar(multiply, 1/n) on Vector (nki.language.mean)."""
     if kwargs:
         ignored_kwargs("nl.mean", kwargs)
-    if mask is not None:
-        (x,) = _lower.apply_mask(mask, (x,))
+    (x,), box = _lower.operand_region(mask, (x,))
     s = _lower.reduce("mean", "add", x, axis, dtype, keepdims)
     ax = tuple(range(1, x.ndim)) if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))
     n = _math.prod(x.shape[a] for a in ax)
     _lower.elementwise("mean", "multiply", s, 1.0 / n, out=s)
-    return s
+    return _reduced(s, x, axis, keepdims, box)
 
 
 # ---- memory and matmul
