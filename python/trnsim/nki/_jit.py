@@ -55,6 +55,9 @@ class JitKernel:
         self.fn = fn
         self.options = dict(options or {})
         self.launch_grid = _grid_dims(grid)
+        # Grid dim 0's programs in a row on one core (nl.spmd_dim(nl.nc(2), 2): 2; else 1, alternating).
+        dim0 = grid[0] if isinstance(grid, (tuple, list)) and grid else grid
+        self.core_block = getattr(dim0, "block", 1)
         n = math.prod(self.launch_grid) if self.launch_grid else None
         # The runner's `.grid`: programs = physical cores (1 or 2); a larger grid runs its programs in turn
         # on the cores of the workload's lnc.
@@ -96,14 +99,15 @@ def jit(func=None, mode=None, **kwargs):
     return JitKernel(func, None, kwargs)
 
 
-def _programs_of_core(grid, core, cores):
-    """The launch-grid programs a physical core runs: grid dim 0's index n goes to core n % cores (the legacy
-    SPMD mapping: NC0 runs even n, NC1 odd n), the other dims all on that core."""
+def _programs_of_core(grid, core, cores, block=1):
+    """The launch-grid programs a physical core runs: grid dim 0's index n goes to core n // block % cores
+    (the legacy SPMD mapping, block 1: NC0 runs even n, NC1 odd n; nl.spmd_dim(nl.nc(2), b): blocks of b),
+    the other dims all on that core."""
     import itertools
 
     if grid is None:
         grid = (cores,)
-    ids = [p for p in itertools.product(*[range(g) for g in grid]) if p[0] % cores == core]
+    ids = [p for p in itertools.product(*[range(g) for g in grid]) if p[0] // block % cores == core]
     if not ids:
         raise NkiError(f"launch grid {list(grid)} gives no program to core {core} of {cores}")
     return ids, grid
@@ -132,7 +136,7 @@ def _build_core(kernel, args, kwargs):
         raise NkiError("a kernel's traced function runs inside trnsim's build (trnsim run / simulate_kernel)")
     core, cores = k.program_id(), k.num_programs()
     target = Target.of_kernel(k)
-    ids, grid = _programs_of_core(kernel.launch_grid, core, cores)
+    ids, grid = _programs_of_core(kernel.launch_grid, core, cores, kernel.core_block)
     trace = _trace.Trace(kernel.fn.__code__, ids[0], grid, grid, target, kernel.options)
     trace.kernel = k
     trace.max_ops = k.instructions_left()

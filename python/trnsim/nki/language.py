@@ -297,7 +297,8 @@ def program_ndim():
 
 
 class nc:
-    """A launch-grid dim spread over n physical cores (`kernel[nl.nc(2)]`)."""
+    """A launch-grid dim spread over n physical cores (`kernel[nl.nc(2)]`); `nl.nc(2) * 2` and `2 * nl.nc(2)`
+    are nl.spmd_dim(nl.nc(2), 2) and nl.spmd_dim(2, nl.nc(2))."""
 
     def __init__(self, n):
         self.n = int(n)
@@ -308,13 +309,31 @@ class nc:
     def __index__(self):
         return self.n
 
+    def __mul__(self, other):
+        return spmd_dim(self, other)
+
+    def __rmul__(self, other):
+        return spmd_dim(other, self)
+
 
 class spmd_dim:
-    """The legacy grid dim (size, nl.nc(2)) whose programs alternate between the two cores."""
+    """A launch-grid dim of sub-dims (nl.spmd_dim(nl.nc(2), 2)): as many programs as their product, numbered
+    row-major over them; the nl.nc sub-dim's index is the core: nl.spmd_dim(nl.nc(2), 2) gives core 0
+    programs 0-1 and core 1 programs 2-3, nl.spmd_dim(2, nl.nc(2)) alternates (nki.language.spmd_dim)."""
 
-    def __init__(self, size, nc_=None):
-        self.size = int(size)
-        self.nc = int(nc_) if nc_ is not None else 1
+    def __init__(self, *dims):
+        import math
+
+        sizes = [int(d) for d in dims]
+        self.size = math.prod(sizes)
+        cores = [i for i, d in enumerate(dims) if isinstance(d, nc)]
+        self.nc = sizes[cores[0]] if cores else 1
+        # Programs in a row on one core: the sub-dims after the nl.nc one.
+        self.block = math.prod(sizes[cores[0] + 1:]) if cores else 1
+        self.dims = dims
+
+    def __repr__(self):
+        return "nl.spmd_dim(" + ", ".join(f"nl.nc({d.n})" if isinstance(d, nc) else repr(d) for d in self.dims) + ")"
 
     def __int__(self):
         return self.size
