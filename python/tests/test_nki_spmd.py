@@ -224,6 +224,25 @@ def test_spmd_dim_sizes_and_cores():
     assert copy_blocks[nl.spmd_dim(nl.nc(2), 2), 2].launch_grid == (4, 2)
 
 
+@nki.jit
+def copy_to_hbm(a):
+    b = nl.empty_like(a, buffer=nl.hbm)
+    nl.store(b, value=nl.load(a))
+    return b  # MARK-private-return
+
+
+def test_one_program_may_return_an_nl_hbm_tensor():
+    # nki.simulate_kernel's own example returns nl.empty_like(a, buffer=nl.hbm): with one program the
+    # private tensor is the output (it was an NkiError); with two programs each has its own: an error at the
+    # return line.
+    a = X[:3, :4] * 10
+    out = tnki.simulate_kernel(copy_to_hbm, a)
+    assert out.dtype == np.float32 and out.tobytes() == a.tobytes()
+    e = raises(tnki.NkiError, tnki.simulate_kernel, copy_to_hbm[2], a)
+    assert f"test_nki_spmd.py:{line_of(__file__, 'MARK-private-return')}" in str(e), e
+    assert "returns an nl.private_hbm tensor (nl.hbm is its alias) from 2 programs" in str(e), e
+
+
 def _exchange(barrier):
     @nki.jit
     def k(x):

@@ -155,7 +155,7 @@ def _build_core(kernel, args, kwargs):
         _warn_running_threads(k, kernel.fn, trace, threads_before)
         if results is None:
             results = r
-            outs = _outputs(kernel.fn, r, trace)
+            outs = _outputs(kernel.fn, r, trace, cores * len(ids))
             _check_distinct_names(kernel.fn, outs, trace)
     _check_written(kernel.fn, outs, trace, core, cores)
     _check_cross_core(trace, core, cores)
@@ -252,9 +252,11 @@ def _return_loc(fn, trace):
     return Loc(def_loc(fn))
 
 
-def _outputs(fn, r, trace):
+def _outputs(fn, r, trace, programs):
     """The returned tensors, each an HBM tensor the kernel allocated; NkiError at the kernel's return line
-    (its def line when it fell off its end) otherwise."""
+    (its def line when it fell off its end) otherwise. An nl.private_hbm (nl.hbm) tensor is an output only
+    when one program runs (nki.simulate_kernel's own example returns an nl.hbm tensor): with more, each
+    program has its own and none is the output."""
     where = _return_loc(fn, trace)
     name = fn.__name__
     if r is None:
@@ -269,10 +271,10 @@ def _outputs(fn, r, trace):
             raise NkiError(f"kernel {name} returns its input '{var_name(trace, x.st) or x.st.name}'"
                            ": outputs are tensors it allocates in HBM (nl.ndarray(..., buffer=nl.shared_hbm))"
                            " and writes", loc=where)
-        if x.st.private:
-            raise NkiError(f"kernel {name} returns an nl.private_hbm tensor (nl.hbm is its alias: each core's "
-                           "own); outputs are nl.shared_hbm",
-                           loc=where)
+        if x.st.private and programs > 1:
+            raise NkiError(f"kernel {name} returns an nl.private_hbm tensor (nl.hbm is its alias) from "
+                           f"{programs} programs, each of which has its own; outputs of a launch grid or "
+                           "LNC2 kernel are nl.shared_hbm", loc=where)
         _check_output_name(name, x.st.name, where)
     return items
 
