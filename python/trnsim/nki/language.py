@@ -22,6 +22,34 @@ shared_hbm = Buffer("shared_hbm", HBM)
 private_hbm = Buffer("private_hbm", HBM, private=True)
 hbm = Buffer("hbm", HBM, private=True)  # NKI: "Alias of private_hbm" (each core its own; nki.language.hbm)
 
+
+def _buffer_arg(buffer, call):
+    if not isinstance(buffer, Buffer):
+        raise NkiError(f"nl.{call}({buffer!r}): expected a buffer (nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm, "
+                       "nl.private_hbm, or a tensor's .buffer)")
+    return buffer.space
+
+
+def is_sbuf(buffer):
+    """nl.is_sbuf(buffer): whether the buffer is SBUF (nki.language.is_sbuf)."""
+    return _buffer_arg(buffer, "is_sbuf") == SBUF
+
+
+def is_psum(buffer):
+    """nl.is_psum(buffer): whether the buffer is PSUM (nki.language.is_psum)."""
+    return _buffer_arg(buffer, "is_psum") == PSUM
+
+
+def is_hbm(buffer):
+    """nl.is_hbm(buffer): whether the buffer is in HBM: nl.hbm, nl.shared_hbm, nl.private_hbm
+    (nki.language.is_hbm)."""
+    return _buffer_arg(buffer, "is_hbm") == HBM
+
+
+def is_on_chip(buffer):
+    """nl.is_on_chip(buffer): whether the buffer is SBUF or PSUM (nki.language.is_on_chip)."""
+    return _buffer_arg(buffer, "is_on_chip") in (SBUF, PSUM)
+
 # ---- dtypes
 float32 = _DT["float32"]
 bfloat16 = _DT["bfloat16"]
@@ -575,8 +603,7 @@ UNSUPPORTED = {
     "invert": "", "logical_not": "", "logical_xor": "", "var": "", "all": "", "no_reorder": "scheduling hints",
     "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
     "abs_min": "", "fmod": "", "mod": "", "tan": "", "prelu": "", "gelu_apprx_sigmoid": "",
-    "gelu_apprx_sigmoid_dx": "", "loop_reduce": "", "while_loop": "dynamic loops", "is_hbm": "",
-    "is_on_chip": "", "is_psum": "", "is_sbuf": "",
+    "gelu_apprx_sigmoid_dx": "", "loop_reduce": "", "while_loop": "dynamic loops",
 }
 
 
@@ -603,7 +630,8 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "gelu_apprx_tanh", "sqrt", "rsqrt", "reciprocal", "square", "abs", "sign", "identity", "sin", "cos",
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
              "negative",
-             "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32"]
+             "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
+             "is_on_chip"]
 
 
 def __getattr__(name):
