@@ -93,6 +93,33 @@ def test_a_function_without_nki_jit():
         assert np.array_equal(np.asarray(deco(plain_copy)(X)), X)
 
 
+
+def test_baremetal_kernel_runs_everywhere_and_warns_of_ntff():
+    # What nki.baremetal / nki.simulate return is a kernel simulate_kernel and benchmark accept (it was a plain
+    # `run(*args)`: "TypeError: run: *args parameters are not supported"); NKI's save_trace_name='x.ntff' and
+    # save_neff_name were dropped without a word: now a RuntimeWarning at the decorator's line, as benchmark
+    # gives, and a .pftrace name writes the trace.
+    import tempfile
+    import warnings
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        k = nki.baremetal(save_trace_name="profile.ntff", save_neff_name="file.neff")(plain_copy)  # MARK-bm
+    msgs = [f"{os.path.basename(x.filename)}:{x.lineno}: {x.message}" for x in w]
+    assert msgs == [f"{THIS}:{line_of('MARK-bm')}: nki.baremetal: save_trace_name='profile.ntff': no trace "
+                    "written there: trnsim writes a Perfetto trace (.pftrace) or Chrome JSON (.json), not the "
+                    "Neuron profiler's NTFF; name a .pftrace file",
+                    f"{THIS}:{line_of('MARK-bm')}: nki.baremetal: save_neff_name='file.neff': no NEFF written: "
+                    "trnsim compiles no NEFF (the kernel is traced into the simulator's program)"], msgs
+    for kernel in (k, tnki.simulate(plain_copy), nki.baremetal(plain_copy)):
+        assert tnki.simulate_kernel(kernel, X).tobytes() == X.tobytes()
+        assert tnki.benchmark(kernel, X).outputs[0].tobytes() == X.tobytes()
+        assert kernel(X).tobytes() == X.tobytes()
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.pftrace")
+        assert nki.baremetal(save_trace_name=trace)(plain_copy)(X).tobytes() == X.tobytes()
+        assert os.path.getsize(trace) > 0
+
 def test_typed_array_of_the_wrong_kind_says_its_prefix_once():
     # Was "copy: input 'x': dtype float32 does not fit copy: input 'x' (expected an integer dtype ...)".
     e = raises(Exception, tnki.simulate_kernel, copy, tnki.typed(X, "int8"))

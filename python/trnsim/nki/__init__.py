@@ -39,17 +39,28 @@ def _as_kernel(kernel):
 
 
 def baremetal(kernel=None, **kwargs):
-    """nki.baremetal(kernel)(*arrays): runs the kernel on the simulator and returns its outputs."""
+    """nki.baremetal(kernel)(*arrays) / @nki.baremetal(save_trace_name=...): runs the kernel on the simulator
+    and returns its outputs. NKI's options as benchmark takes them: save_trace_name= writes the trace when it
+    names a .pftrace or .json file, an NTFF name or save_neff_name is a RuntimeWarning at the decorator's line
+    (nothing is written there). What it returns is also a kernel simulate_kernel, benchmark and a workload
+    accept."""
+    options = _bench_options(dict(kwargs), "nki.baremetal") if kwargs else None
     if kernel is None:
-        return lambda k: baremetal(k, **kwargs)
-    kernel = _as_kernel(kernel)
+        return lambda k: _baremetal(_as_kernel(k), options)
+    return _baremetal(_as_kernel(kernel), options)
 
+
+def _baremetal(kernel, options):
     def run(*args, **kw):
-        return simulate_kernel(kernel, *args, **kw)
+        if options is None:
+            return simulate_kernel(kernel, *args, **kw)
+        outs = _platform_benchmark(kernel, *args, **dict(options, **kw)).outputs
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
+    run.__trnsim_kernel__ = kernel
     return run
-
-
 
 
 def simulate(kernel):
@@ -116,7 +127,7 @@ _NKI_BENCH_OPTIONS = ("warmup", "iters", "save_neff_name", "save_trace_name", "a
 _TRACE_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb", ".json")
 
 
-def _bench_options(kwargs):
+def _bench_options(kwargs, call="benchmark"):
     """benchmark()'s keyword arguments with NKI's options taken out and turned into trnsim's: the trace
     (`trace=`, or NKI's `save_trace_name=` when it names a trace trnsim writes), the others checked and
     recorded. A trace name trnsim cannot write (NKI's .ntff profile) or a NEFF name is a RuntimeWarning
@@ -127,27 +138,27 @@ def _bench_options(kwargs):
     for k in ("warmup", "iters"):
         v = nki.get(k)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-            raise ValueError("benchmark: %s=%r: expected a count >= 0" % (k, v))
+            raise ValueError("%s: %s=%r: expected a count >= 0" % (call, k, v))
     name = nki.get("save_trace_name")
     if name is not None:
         if not isinstance(name, (str, _os.PathLike)):
-            raise TypeError("benchmark: save_trace_name=%r: expected a file name" % (name,))
+            raise TypeError("%s: save_trace_name=%r: expected a file name" % (call, name))
         name = _os.fspath(name)
         if kwargs.get("trace") not in (None, name):
-            raise ValueError("benchmark: save_trace_name=%r and trace=%r name two traces: give one"
-                             % (name, kwargs["trace"]))
+            raise ValueError("%s: save_trace_name=%r and trace=%r name two traces: give one"
+                             % (call, name, kwargs["trace"]))
         if name.endswith(_TRACE_SUFFIXES):
             kwargs["trace"] = name
         else:
-            warnings.warn("benchmark: save_trace_name=%r: no trace written there: trnsim writes a Perfetto "
+            warnings.warn("%s: save_trace_name=%r: no trace written there: trnsim writes a Perfetto "
                           "trace (.pftrace) or Chrome JSON (.json), not the Neuron profiler's NTFF; name a "
-                          ".pftrace file" % name, RuntimeWarning, stacklevel=3)
+                          ".pftrace file" % (call, name), RuntimeWarning, stacklevel=3)
     if nki.get("save_neff_name") is not None:
-        warnings.warn("benchmark: save_neff_name=%r: no NEFF written: trnsim compiles no NEFF (the kernel "
-                      "is traced into the simulator's program)" % nki["save_neff_name"], RuntimeWarning,
+        warnings.warn("%s: save_neff_name=%r: no NEFF written: trnsim compiles no NEFF (the kernel "
+                      "is traced into the simulator's program)" % (call, nki["save_neff_name"]), RuntimeWarning,
                       stacklevel=3)
     if nki.get("device_count") not in (None, 1):
-        raise ValueError("benchmark: device_count=%r: trnsim simulates one device" % (nki["device_count"],))
+        raise ValueError("%s: device_count=%r: trnsim simulates one device" % (call, nki["device_count"]))
     kwargs["_nki_options"] = {k: nki[k] for k in ("warmup", "iters") if nki.get(k) is not None}
     return kwargs
 
@@ -194,6 +205,7 @@ def _profiled(func, opts):
     def run(*args, **kw):
         return _profile_run(kernel, opts, args, kw)
 
+    run.__trnsim_kernel__ = kernel
     return run
 
 
