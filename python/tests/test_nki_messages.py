@@ -120,6 +120,25 @@ def test_baremetal_kernel_runs_everywhere_and_warns_of_ntff():
         assert nki.baremetal(save_trace_name=trace)(plain_copy)(X).tobytes() == X.tobytes()
         assert os.path.getsize(trace) > 0
 
+
+@nki.jit
+def reduce_with(x, op):
+    t = nl.load(x)
+    out = nl.ndarray((128, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nisa.tensor_reduce(op=op, data=t, axis=1))  # MARK-reduce-op
+    return out
+
+
+def test_tensor_reduce_refuses_what_is_not_a_reduction():
+    # NKI's math operator table marks comparisons, shifts and power as no legal reduction op; trnsim reduced
+    # with them (nl.equal "reduced" a row to 0 or 1 silently). The legal ones still run.
+    for op in (nl.equal, nl.greater, nl.left_shift, nl.power):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, reduce_with, X, op)
+        assert str(e).startswith(f"{THIS}:{line_of('MARK-reduce-op')}: tensor_reduce: nl.{op.alu} is not a "
+                                 "reduction operator (NKI's math operator table: add, subtract, multiply, maximum, "
+                                 "minimum, and the bitwise and logical and/or/xor reduce)"), str(e)
+    assert tnki.simulate_kernel(reduce_with, X, nl.maximum).tobytes() == X.max(axis=1, keepdims=True).tobytes()
+
 def test_typed_array_of_the_wrong_kind_says_its_prefix_once():
     # Was "copy: input 'x': dtype float32 does not fit copy: input 'x' (expected an integer dtype ...)".
     e = raises(Exception, tnki.simulate_kernel, copy, tnki.typed(X, "int8"))
