@@ -139,6 +139,27 @@ def test_tensor_reduce_refuses_what_is_not_a_reduction():
                                  "minimum, and the bitwise and logical and/or/xor reduce)"), str(e)
     assert tnki.simulate_kernel(reduce_with, X, nl.maximum).tobytes() == X.max(axis=1, keepdims=True).tobytes()
 
+
+@nki.jit
+def alu_unary(x, op):
+    t = nl.load(x)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nisa.tensor_scalar(data=t, op0=op, operand0=0.0, engine=nisa.gpsimd_engine))  # MARK-alu-unary
+    return out
+
+
+def test_alu_unary_operators_say_what_computes_them():
+    # NKI's engine-selection notes run tensor_scalar(op0=nl.rsqrt, operand0=0.0) on GpSimd; the simulator's
+    # ALU has no unary operators. It said "'rsqrt' is not an ALU operator (nl.add, ...)", an NkiError, as if
+    # the kernel were wrong.
+    for op, use in ((nl.rsqrt, "nisa.activation(op=nl.rsqrt) on the Scalar engine"),
+                    (nl.reciprocal, "nisa.reciprocal (Vector engine) or nisa.activation(op=nl.reciprocal)"),
+                    (nl.abs, "nisa.activation(op=nl.abs) on the Scalar engine")):
+        e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, alu_unary, X, op)
+        assert str(e) == (f"{THIS}:{line_of('MARK-alu-unary')}: nl.{op.act} as an ALU operator of "
+                          f"nki.isa.tensor_scalar is not modelled by trnsim: the simulator's ALU has no {op.act}; "
+                          f"use {use} (docs/nki.md lists the supported calls)"), str(e)
+
 def test_typed_array_of_the_wrong_kind_says_its_prefix_once():
     # Was "copy: input 'x': dtype float32 does not fit copy: input 'x' (expected an integer dtype ...)".
     e = raises(Exception, tnki.simulate_kernel, copy, tnki.typed(X, "int8"))

@@ -36,12 +36,24 @@ _NP_ACT = {
 }
 
 
+# Unary operators NKI's math operator table lists for the ALU (nki.api.shared: "Reverse Square Root ...
+# nki.language.rsqrt"; its engine-selection notes run nisa.tensor_scalar(op0=nl.rsqrt, operand0=0.0) on GpSimd)
+# that the simulator's ALU does not have: the instruction that computes each instead.
+_UNARY_ALU = {"rsqrt": "nisa.activation(op=nl.rsqrt) on the Scalar engine",
+              "reciprocal": "nisa.reciprocal (Vector engine) or nisa.activation(op=nl.reciprocal)",
+              "abs": "nisa.activation(op=nl.abs) on the Scalar engine"}
+
+
 def alu_name(op, call):
     name = getattr(op, "alu", None)
     if name is None:
         name = _NP_ALU.get(op)
     if name is None and isinstance(op, str):
         name = op
+    act = getattr(op, "act", None)
+    if name is None and act in _UNARY_ALU:
+        unsupported(f"nl.{act} as an ALU operator of nki.isa.{call}", f"the simulator's ALU has no {act}; use "
+                    f"{_UNARY_ALU[act]}")
     if name is None:
         raise NkiError(f"{call}: {getattr(op, '__name__', op)!r} is not an ALU operator (nl.add, nl.multiply, "
                        "nl.maximum, ...)")
