@@ -160,6 +160,37 @@ def test_alu_unary_operators_say_what_computes_them():
                           f"nki.isa.tensor_scalar is not modelled by trnsim: the simulator's ALU has no {op.act}; "
                           f"use {use} (docs/nki.md lists the supported calls)"), str(e)
 
+
+@nki.jit
+def power_of(x, engine, in_psum):
+    s = nl.load(x)
+    t = s
+    if in_psum:
+        t = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=t, src=s)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    u = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=u, data1=t, data2=s, op=nl.power, engine=engine)  # MARK-power
+    nl.store(out, u)
+    return out
+
+
+def test_tensor_tensor_power_runs_on_gpsimd():
+    # nki.isa.tensor_tensor: nl.power "runs on the GpSimd engine", so its tiles cannot be in PSUM; trnsim ran
+    # it on Vector (and read PSUM there).
+    x = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) % 7 + 1) / 4
+    r = tnki.benchmark(power_of, x, nisa.engine.unknown, False)
+    # The ALU's power: FP64 pow rounded once to FP32 (sim/isa/alu.cpp).
+    assert r.outputs[0].tobytes() == np.power(x.astype(np.float64), x).astype(np.float32).tobytes()
+    engines = r.stats["engines"]["core0"]
+    assert (engines["POOL"]["instructions"], engines["DVE"]["instructions"]) == (1, 0), engines
+    where = f"{THIS}:{line_of('MARK-power')}: tensor_tensor: nl.power runs on the GpSimd engine"
+    e = raises(tnki.NkiError, tnki.simulate_kernel, power_of, x, nisa.vector_engine, False)
+    assert str(e) == f"{where} (nki.isa.tensor_tensor), not DVE", str(e)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, power_of, x, nisa.engine.unknown, True)
+    assert str(e) == (f"{where}, which cannot access PSUM (nki.isa.tensor_tensor): copy the PSUM tile to SBUF "
+                      "first"), str(e)
+
 def test_typed_array_of_the_wrong_kind_says_its_prefix_once():
     # Was "copy: input 'x': dtype float32 does not fit copy: input 'x' (expected an integer dtype ...)".
     e = raises(Exception, tnki.simulate_kernel, copy, tnki.typed(X, "int8"))

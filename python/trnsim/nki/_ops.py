@@ -437,6 +437,14 @@ def _two_tiles(op, dst, a, an, b, bn):
 def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
     op = "tensor_tensor"
     dst, data1, data2 = _two_tiles(op, dst, data1, "data1", data2, "data2")
+    if alu == "power":
+        # nki.isa.tensor_tensor: nl.power "runs on the GpSimd engine", so its tiles cannot be in PSUM.
+        if engine not in (None, "POOL"):
+            raise NkiError(f"{op}: nl.power runs on the GpSimd engine (nki.isa.tensor_tensor), not {engine}")
+        if any(v.st.space == PSUM for v in (dst, data1, data2)):
+            raise NkiError(f"{op}: nl.power runs on the GpSimd engine, which cannot access PSUM "
+                           "(nki.isa.tensor_tensor): copy the PSUM tile to SBUF first")
+        engine = "POOL"
     engine = _engine_for(op, engine, [dst, data1, data2])
     o = record(op, {"dst": dst, "data1": data1, "data2": data2}, [data1, data2], [dst],
                {"op": alu, "engine": engine}, loc)

@@ -409,8 +409,10 @@ def _binary(name, alu):
             (x, y, out), box = _lower.operand_region(None, (x, y, out))
         return _lower.boxed(_lower.elementwise(name, alu, x, y, dtype, out), box if out is None else None)
 
-    return _NlFunc(name, f, alu=alu, doc=f"Elementwise {alu}: nisa.tensor_tensor for two tiles, nisa.tensor_scalar "
-                                          "for a tile and a number or a [P, 1] tile, on Vector (nki.language."
+    # nki.isa.tensor_tensor runs nl.power on GpSimd (_ops.tensor_tensor).
+    two = "nisa.tensor_tensor for two tiles (on GpSimd)" if alu == "power" else "nisa.tensor_tensor for two tiles"
+    return _NlFunc(name, f, alu=alu, doc=f"Elementwise {alu}: {two}, nisa.tensor_scalar for a tile and a number or a "
+                                          "[P, 1] tile, on Vector (nki.language."
                                           f"{name}); also the ALU operator `op=nl.{name}`")
 
 
