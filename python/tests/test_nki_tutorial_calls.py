@@ -435,5 +435,36 @@ def test_float8_e4m3_matmul_operands():
     assert tnki.simulate_kernel(k, a, b).tobytes() == (a.T.astype(np.float64) @ b).astype(np.float32).tobytes()
 
 
+
+# ---- nl.shared_identity_matrix: an [n, n] identity in SBUF (nki.language.matmul's example uses it)
+
+
+@nki.jit
+def k_identity(x):
+    ident = nl.shared_identity_matrix(n=128, dtype=nl.float32)
+    ones = nl.full((128, 128), 1.0, dtype=nl.float32, buffer=nl.sbuf)
+    prod = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(prod, nl.matmul(ident, ones, transpose_x=True))  # identity.T @ ones = ones
+    d = nl.ndarray((32, 32), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nl.shared_identity_matrix(32, nl.bfloat16, dst=d)
+    outs = [nl.ndarray(s, dtype=t, buffer=nl.shared_hbm) for s, t in (((128, 128), nl.float32),
+                                                                        ((64, 64), nl.uint8),
+                                                                        ((32, 32), nl.bfloat16))]
+    nl.store(outs[0], prod)
+    nl.store(outs[1], nl.shared_identity_matrix(64))  # dtype defaults to uint8
+    nl.store(outs[2], d)
+    return tuple(outs)
+
+
+def test_shared_identity_matrix():
+    # It was NkiUnsupported; nki.language.matmul's documented example starts from it.
+    r = tnki.benchmark(k_identity, X)
+    prod, u8, bf = r.outputs
+    assert prod.tobytes() == np.ones((128, 128), np.float32).tobytes()
+    assert u8.dtype == np.uint8 and u8.tobytes() == np.identity(64, dtype=np.uint8).tobytes()
+    assert bf.tobytes() == np.identity(32, dtype=np.float32).tobytes()  # bfloat16 comes back as float32 values
+    # Each identity: one memset and one affine_select on GpSimd (plus the ones tile's memset).
+    assert r.stats["engines"]["core0"]["POOL"]["instructions"] == 3 * 2 + 1, r.stats["engines"]["core0"]["POOL"]
+
 if __name__ == "__main__":
     main(globals())

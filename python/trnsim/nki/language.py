@@ -283,6 +283,20 @@ def ones_like(a, dtype=None, buffer=None, name="", **kwargs):
     return _lower.full(a.shape, 1.0, dtype or a.dtype, buffer or a.buffer, name, kwargs, "nl.ones_like")
 
 
+def shared_identity_matrix(n, dtype="uint8", dst=None, **kwargs):
+    """An [n, n] identity matrix in SBUF (nki.language.shared_identity_matrix); into dst when given. The
+    compiler preloads one per dtype and shares it (no public source says how); trnsim makes it where it is
+    called: a memset of 1 and an affine_select keeping the diagonal (partition == column), on GpSimd."""
+    call = "nl.shared_identity_matrix"
+    if dst is None:
+        dst = new_tensor((n, n), dtype, sbuf, "", kwargs, call)
+    elif not isinstance(dst, NkiTensor) or tuple(dst.shape) != (n, n) or dst.st.space != SBUF:
+        raise NkiError(f"{call}: dst must be an [{n}, {n}] SBUF tile, got {dst!r}")
+    _ops.memset(dst, 1.0)
+    _ops.affine_select(dst, [-1], 0, 1, dst, 0.0, "equal")
+    return dst
+
+
 # ---- loops and SPMD
 
 
@@ -599,7 +613,7 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
 UNSUPPORTED = {
     "softmax": "", "rms_norm": "", "layer_norm": "", "exp2": "", "dropout": "random numbers",
     "rand": "random numbers",
-    "random_seed": "random numbers", "shared_constant": "", "shared_identity_matrix": "",
+    "random_seed": "random numbers", "shared_constant": "",
     "device_print": "printing device values", "atomic_rmw": "", "gather_flattened": "",
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
     "invert": "", "logical_not": "", "logical_xor": "", "var": "", "all": "", "no_reorder": "scheduling hints",
@@ -633,7 +647,7 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
              "negative",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
-             "is_on_chip"]
+             "is_on_chip", "shared_identity_matrix"]
 
 
 def __getattr__(name):
