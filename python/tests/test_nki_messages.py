@@ -191,6 +191,33 @@ def test_tensor_tensor_power_runs_on_gpsimd():
     assert str(e) == (f"{where}, which cannot access PSUM (nki.isa.tensor_tensor): copy the PSUM tile to SBUF "
                       "first"), str(e)
 
+
+@nki.jit
+def iota_into(x, pattern, shape, buffer):
+    d = nl.ndarray((128,) + shape, dtype=nl.float32 if buffer is nl.psum else nl.int32, buffer=buffer)
+    nisa.iota(dst=d, pattern=pattern, offset=3, channel_multiplier=1000)  # MARK-iota
+    out = nl.ndarray((128,) + shape, dtype=d.dtype, buffer=nl.shared_hbm)
+    nl.store(out, d)
+    return out
+
+
+def test_iota_pattern_walks_dst_elements():
+    # nki.isa.iota: the [step, num] pattern walks dst's free elements in order, dst of any free shape holding
+    # num_w * ... * num_x per partition; dst must be in SBUF (GpSimd). trnsim refused a 2-D pattern on a 1-D
+    # dst, ignored each num (a [[1, 64]] pattern filled a 32-wide dst), and a PSUM dst said "iota on DVE:
+    # engine: iota runs on POOL" though the kernel chose no engine.
+    p = np.arange(128)[:, None, None]
+    w, v = np.arange(4)[None, :, None], np.arange(8)[None, None, :]
+    want = (3 + 1000 * p + 1 * w + 100 * v).reshape(128, 32).astype(np.int32)
+    got = tnki.simulate_kernel(iota_into, X, [[1, 4], [100, 8]], (32,), nl.sbuf)
+    assert got.tobytes() == want.tobytes()
+    where = f"{THIS}:{line_of('MARK-iota')}: iota: "
+    e = raises(tnki.NkiError, tnki.simulate_kernel, iota_into, X, [[1, 64]], (32,), nl.sbuf)
+    assert str(e) == where + "pattern [[1, 64]] makes 64 values per partition but dst [128, 32] holds 32", str(e)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, iota_into, X, [[1, 32]], (32,), nl.psum)
+    assert str(e) == where + ("dst is in PSUM; iota runs on GpSimd, which cannot access PSUM (nki.isa.iota: dst "
+                              "must be in SBUF)"), str(e)
+
 def test_typed_array_of_the_wrong_kind_says_its_prefix_once():
     # Was "copy: input 'x': dtype float32 does not fit copy: input 'x' (expected an integer dtype ...)".
     e = raises(Exception, tnki.simulate_kernel, copy, tnki.typed(X, "int8"))

@@ -542,6 +542,9 @@ def memset(dst, value, engine=None, loc=None):
 def iota(dst, pattern, offset=0, channel_multiplier=0, engine=None, loc=None):
     op = "iota"
     dst = tile(dst, "dst", op)
+    if engine is None and dst.st.space == PSUM:
+        raise NkiError(f"{op}: dst is in PSUM; iota runs on GpSimd, which cannot access PSUM (nki.isa.iota: dst "
+                       "must be in SBUF)")
     pattern = [int(p) for p in pattern]
     if len(pattern) > max(1, dst.ndim - 1):
         raise NkiError(f"{op}: {len(pattern)} pattern steps for the {dst.ndim - 1} free dims of dst")

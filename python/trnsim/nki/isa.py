@@ -10,6 +10,7 @@ the call and the kernel line (UNSUPPORTED below; docs/nki.md lists both).
 """
 
 import enum
+import math
 
 from . import _lower
 from . import _ops
@@ -539,7 +540,17 @@ def memset(*args, **kwargs):
 
 @_named("iota")
 def _iota_new(dst, pattern, offset=0, channel_multiplier=0, name=None):
-    steps = [int(p[0]) if isinstance(p, (list, tuple)) else int(p) for p in pattern]
+    pairs = [(int(p[0]), int(p[1])) if isinstance(p, (list, tuple)) else (int(p), None) for p in pattern]
+    steps, nums = [s for s, _ in pairs], [n for _, n in pairs]
+    if isinstance(dst, NkiTensor) and pairs and None not in nums:
+        # nki.isa.iota: the pattern's [step, num] dims walk dst's free elements in order; dst may have any free
+        # shape holding num_w * ... * num_x elements per partition.
+        free = list(dst.shape[1:])
+        if math.prod(nums) != math.prod(free):
+            raise NkiError(f"iota: pattern {[list(p) for p in pairs]} makes {math.prod(nums)} values per "
+                           f"partition but dst {list(dst.shape)} holds {math.prod(free)}")
+        if nums != free:
+            dst = dst.reshape([dst.shape[0]] + nums)
     return _ops.iota(dst, steps, offset, channel_multiplier)
 
 
