@@ -445,6 +445,10 @@ def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
             raise NkiError(f"{op}: nl.power runs on the GpSimd engine, which cannot access PSUM "
                            "(nki.isa.tensor_tensor): copy the PSUM tile to SBUF first")
         engine = "POOL"
+    if engine is None and all(v.dtype.name in ("int32", "uint32") and v.st.space != PSUM for v in (dst, data1, data2)):
+        # nki.isa.tensor_tensor (2.33): int32/uint32 tiles default to GpSimd, whose native integer arithmetic is
+        # exact for every 32-bit value (Vector computes in FP32).
+        engine = "POOL"
     engine = _engine_for(op, engine, [dst, data1, data2])
     o = record(op, {"dst": dst, "data1": data1, "data2": data2}, [data1, data2], [dst],
                {"op": alu, "engine": engine}, loc)
