@@ -466,5 +466,55 @@ def test_shared_identity_matrix():
     # Each identity: one memset and one affine_select on GpSimd (plus the ones tile's memset).
     assert r.stats["engines"]["core0"]["POOL"]["instructions"] == 3 * 2 + 1, r.stats["engines"]["core0"]["POOL"]
 
+
+# ---- constructs of NKI's Stable Diffusion attention tutorial (earlier style), each NkiError / RuleError before
+
+
+def bf16(a):
+    """float32 values rounded to bfloat16 (nearest even), as float32."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).view(np.float32)
+
+
+@nki.jit
+def k_sd_attention_calls(x, xt):
+    t = nl.load(x)
+    outs = [nl.ndarray(s, dtype=nl.float32, buffer=nl.shared_hbm) for s in ((128, 1), (128, 1), (128, 64),
+                                                                            (64, 128), (64, 128))]
+    # NumPy's reductions as the reduce operator.
+    nl.store(outs[0], nisa.tensor_reduce(np.max, data=t, axis=(1,), keepdims=True))
+    nl.store(outs[1], nisa.tensor_reduce(np.min, data=t, axis=(1,), keepdims=True))
+    # A [P] reduction result broadcast along a new free dim.
+    s = nisa.tensor_reduce(np.add, data=t, axis=(1,))
+    nl.store(outs[2], nl.copy((1.0 / s).broadcast_to((128, 64))))
+    # load_transpose2d with a cast; a Tensor-engine transpose assigned into an SBUF tensor.
+    nl.store(outs[3], nl.copy(nl.load_transpose2d(xt, dtype=nl.bfloat16), dtype=nl.float32))
+    sb = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.sbuf)
+    sb[...] = nisa.nc_transpose(t)
+    nl.store(outs[4], sb)
+    return tuple(outs)
+
+
+def test_sd_attention_tutorial_calls():
+    # tensor_reduce(np.max) said "'amax' is not an ALU operator"; a [128] tile's broadcast_to((128, 64)) said
+    # "must keep the number of dims"; load_transpose2d(dtype=bfloat16) of float32 broke the DMA transpose's
+    # dtype rule; `sb[...] = nisa.nc_transpose(t)` made the Tensor engine write SBUF (a RuleError).
+    xt = RNG.standard_normal((128, 64)).astype(np.float32)
+    r = tnki.benchmark(k_sd_attention_calls, X, xt)
+    mx, mn, recip, lt, tr = r.outputs
+    assert mx.tobytes() == X.max(axis=1, keepdims=True).tobytes()
+    assert mn.tobytes() == X.min(axis=1, keepdims=True).tobytes()
+    sums = np.zeros(128, np.float32)
+    for j in range(64):  # the Vector engine sums in order, in FP32
+        sums = (sums + X[:, j]).astype(np.float32)
+    assert recip.tobytes() == np.repeat((np.float32(1) / sums)[:, None], 64, axis=1).tobytes()
+    assert lt.tobytes() == bf16(xt.T).tobytes()
+    assert tr.tobytes() == X.T.tobytes()
+    # tensor_copy on Scalar: the two nl.copy, the load_transpose2d cast after the DMA transpose, and the
+    # transpose's PSUM result into sb.
+    counts = {(o["opcode"], o["engine"]): o["count"] for o in r.stats["opcodes"]}
+    assert (counts[("tensor_copy", "ACT")], counts[("nc_transpose", "PE")], counts[("dma_transpose", "SP")]) == (
+        4, 1, 1), counts
+
 if __name__ == "__main__":
     main(globals())

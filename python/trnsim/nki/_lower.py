@@ -28,6 +28,8 @@ _NP_ALU = {
     np.less_equal: "less_equal", np.logical_and: "logical_and", np.logical_or: "logical_or",
     np.bitwise_and: "bitwise_and", np.bitwise_or: "bitwise_or", np.bitwise_xor: "bitwise_xor",
     np.left_shift: "left_shift", np.right_shift: "right_shift",
+    # NumPy's reductions as reduce operators (NKI's Stable Diffusion attention tutorial: tensor_reduce(np.max, ...)).
+    np.max: "maximum", np.min: "minimum", np.amax: "maximum", np.amin: "minimum",
 }
 _NP_ACT = {
     np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", np.square: "square", np.abs: "abs",
@@ -290,6 +292,12 @@ def cut_to_region(views, box, part):
 def _fits(op, dst, value):
     if dst.partitions != value.partitions or dst.free_size != value.free_size:
         raise NkiError(f"cannot assign a {list(value.shape)} tile to a {list(dst.shape)} region")
+    # The instruction writes dst itself only where its engine can: the Tensor engine writes PSUM only and GpSimd
+    # cannot access PSUM; otherwise its result stays where it is and a tensor_copy moves it (the compiler's copy
+    # of `t[...] = nisa.nc_transpose(x)` into SBUF, NKI's Stable Diffusion attention tutorial).
+    engine = op.attrs.get("engine") or ("PE" if op.name in ("nc_matmul", "nc_matmul_mx") else None)
+    if (engine == "PE") != (dst.st.space == PSUM) and (engine == "PE" or engine == "POOL"):
+        return False
     return dst.dtype == value.dtype or op.name not in ("nc_matmul", "nc_matmul_mx", "nc_transpose")
 
 

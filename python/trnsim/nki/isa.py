@@ -619,10 +619,16 @@ def _dma_transpose_old(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mo
         ignored_kwargs("nki.isa.dma_transpose", kwargs)
     (src,) = _lower.apply_mask(mask, (src,), dma=True) if mask is not None else (src,)
     _dma_axes(axes, src)
-    dst = _result((src.shape[-1], src.size // src.shape[-1]), _lower.dt(dtype, src.dtype), SBUF,
-                  "dma_transpose")
+    shape = (src.shape[-1], src.size // src.shape[-1])
+    dst = _result(shape, src.dtype, SBUF, "dma_transpose")
     _ops.dma_transpose(dst, src, None, _enum_value(dge_mode, globals()["dge_mode"], "dma_transpose",
                                                    "dge_mode"))
+    out_dtype = _lower.dt(dtype, src.dtype)
+    if out_dtype != src.dtype:
+        # The DMA transpose moves its dtype unchanged; the cast NKI's dtype= asks for is a tensor_copy after it.
+        cast = _result(shape, out_dtype, SBUF, "dma_transpose")
+        _ops.tensor_copy(cast, dst)
+        dst = cast
     return _lower.fresh(dst)
 
 

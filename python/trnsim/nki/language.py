@@ -534,7 +534,8 @@ def store(dst, value, *, mask=None, **kwargs):
 
 
 def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
-    """nl.load_transpose2d: one nisa.dma_transpose from HBM into a new SBUF tile."""
+    """nl.load_transpose2d: one nisa.dma_transpose from HBM into a new SBUF tile (with dtype=: then a
+    nisa.tensor_copy casting it; the DMA transpose moves its dtype unchanged)."""
     if kwargs:
         ignored_kwargs("nl.load_transpose2d", kwargs)
     from . import isa
