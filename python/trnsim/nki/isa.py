@@ -67,7 +67,14 @@ scalar_engine = engine.scalar
 gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
 sync_engine = engine.sync
-dma_engine = engine.dma
+
+
+class dma_engine(enum.Enum):
+    """nki.isa.dma_engine: the DMA that moves nki.isa.sendrecv's data: dma (the shared DMA queues, the default)
+    or gpsimd_dma (GpSimd's internal DMA for low-latency SBUF swaps under LNC2: not modelled)."""
+
+    dma = "dma"
+    gpsimd_dma = "gpsimd_dma"
 
 
 class dge_mode(enum.Enum):
@@ -662,7 +669,7 @@ def core_barrier(data, cores=(0, 1), engine=engine.unknown, name=None):
 def sendrecv(src, dst, send_to_rank=None, recv_from_rank=None, pipe_id=0, dma_engine=None, name=None):
     """LNC2 SBUF exchange: this core's src goes to the peer's dst, the peer's src to this core's dst (the two
     cores' n-th calls pair up: a RuleError naming both lines unless each src has as many elements as the
-    peer's dst)."""
+    peer's dst); on the shared DMA queues (dma_engine.dma; GpSimd's internal gpsimd_dma is NkiUnsupported)."""
     from . import language as nl
 
     me = nl.program_id(0)
@@ -671,7 +678,10 @@ def sendrecv(src, dst, send_to_rank=None, recv_from_rank=None, pipe_id=0, dma_en
         if r is not None and int(r) != peer:
             unsupported(f"nki.isa.sendrecv({what}={r})", "only the exchange with the peer core of the LNC2 pair")
     e = None
-    if dma_engine is not None:
+    if dma_engine is globals()["dma_engine"].gpsimd_dma:
+        unsupported("nki.isa.sendrecv(dma_engine=nki.isa.dma_engine.gpsimd_dma)",
+                    "GpSimd's internal DMA for low-latency SBUF swaps; the default dma_engine.dma is")
+    if dma_engine is not None and dma_engine is not globals()["dma_engine"].dma:
         e = _engine_name(dma_engine, "sendrecv")
     return _ops.sendrecv(src, dst, e)
 
