@@ -115,6 +115,9 @@ def test_baremetal_kernel_runs_everywhere_and_warns_of_ntff():
         assert tnki.simulate_kernel(kernel, X).tobytes() == X.tobytes()
         assert tnki.benchmark(kernel, X).outputs[0].tobytes() == X.tobytes()
         assert kernel(X).tobytes() == X.tobytes()
+    # nki.execute (NKI 2.33: run a kernel or a plain function, returning what it returns) was NkiUnsupported.
+    assert nki.execute(plain_copy, X).tobytes() == X.tobytes()
+    assert nki.execute(copy, x=X).tobytes() == X.tobytes()
     with tempfile.TemporaryDirectory() as d:
         trace = os.path.join(d, "t.pftrace")
         assert nki.baremetal(save_trace_name=trace)(plain_copy)(X).tobytes() == X.tobytes()

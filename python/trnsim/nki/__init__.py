@@ -23,7 +23,8 @@ _install_hooks()
 
 # The public names (what `from nki import *` gives; any other is NkiUnsupported, see __getattr__).
 __all__ = ["benchmark", "simulate_kernel", "typed", "compiler", "isa", "language", "typing", "NkiError",
-           "NkiUnsupported", "JitKernel", "jit", "trace", "baremetal_kernel", "baremetal", "simulate", "profile"]
+           "NkiUnsupported", "JitKernel", "jit", "trace", "baremetal_kernel", "baremetal", "simulate", "profile",
+           "execute"]
 
 # NKI's names for the same things.
 trace = jit
@@ -66,6 +67,12 @@ def _baremetal(kernel, options):
 def simulate(kernel):
     """nki.simulate(kernel)(*arrays): as baremetal (a plain function is wrapped in nki.jit first)."""
     return baremetal(kernel)
+
+
+def execute(kernel, *args, **kwargs):
+    """nki.execute(kernel, *args, **kwargs) (NKI 2.33: specialize and run on the device, returning what the
+    kernel returns): runs it on the simulator, as simulate_kernel (a plain function is wrapped in nki.jit)."""
+    return simulate_kernel(_as_kernel(getattr(kernel, "__trnsim_kernel__", kernel)), *args, **kwargs)
 
 def _as_returned(outs):
     """The outputs in the shapes of the views the kernel returned (NKI returns `out.reshape(...)` as is)."""
