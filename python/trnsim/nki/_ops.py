@@ -48,6 +48,8 @@ def _engine_for(name, engine, views):
     if engine is not None:
         return engine
     e = DEFAULT_ENGINE[name]
+    if e == "ACT" and name == "tensor_copy" and _target().generation == "trn1":
+        e = "DVE"  # "On NeuronCore v2, tensor_copy is not supported on the Scalar Engine" (nki.isa.tensor_copy)
     # GpSimd cannot access PSUM (nki.isa.tensor_copy / memset docs): the compiler then uses Vector.
     if e == "POOL" and any(v is not None and v.st.space == PSUM for v in views):
         return "DVE"

@@ -115,10 +115,10 @@ class dependency(enum.Enum):
 
 @_public
 def get_nc_version():
-    """NeuronCore-v3 on Trn2, v4 on Trn3 (the run's hardware)."""
+    """NeuronCore-v2 on Trn1, v3 on Trn2, v4 on Trn3 (the run's hardware)."""
     from ._backend import target
 
-    return nc_version.gen4 if target().generation == "trn3" else nc_version.gen3
+    return {"trn1": nc_version.gen2, "trn3": nc_version.gen4}.get(target().generation, nc_version.gen3)
 
 
 def _engine_name(e, call):
