@@ -615,7 +615,8 @@ UNSUPPORTED = {
     "softmax": "", "rms_norm": "", "layer_norm": "", "exp2": "", "dropout": "random numbers",
     "rand": "random numbers",
     "random_seed": "random numbers", "shared_constant": "",
-    "device_print": "printing device values", "atomic_rmw": "", "gather_flattened": "",
+    "device_print": "a tile's values exist only when the simulated kernel runs, after tracing; to see them, "
+    "store the tile into an nl.shared_hbm tensor and return it as an output", "atomic_rmw": "", "gather_flattened": "",
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
     "invert": "", "logical_not": "", "logical_xor": "", "var": "", "all": "", "no_reorder": "scheduling hints",
     "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
