@@ -42,7 +42,8 @@ void bind_enums(pyb::module_& m) {
       .value("HBM", isa::MemSpace::HBM);
   pyb::enum_<isa::Generation>(m, "Generation")
       .value("Trn2", isa::Generation::Trn2)
-      .value("Trn3", isa::Generation::Trn3);
+      .value("Trn3", isa::Generation::Trn3)
+      .value("Trn1", isa::Generation::Trn1);
   pyb::enum_<isa::AluOp>(m, "AluOp")
       .value("Bypass", isa::AluOp::Bypass)
       .value("Add", isa::AluOp::Add)

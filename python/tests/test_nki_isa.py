@@ -287,4 +287,28 @@ def test_iota_and_memset():
     assert np.array_equal(q, (2 * f + 3 * p + 1 + 2.5).astype(np.float32))
 
 
+
+def test_trn1_is_neuroncore_v2():
+    # On trn1 nisa.get_nc_version() said gen3 and a copy left to the compiler ran on the Scalar engine, which
+    # NeuronCore-v2 lacks for tensor_copy ("On NeuronCore v2, tensor_copy is not supported on the Scalar
+    # Engine", nki.isa.tensor_copy): every nl.copy / nl.store of a PSUM tile was a RuleError there. Now gen2
+    # and the Vector engine; trn2 keeps the Scalar engine.
+    seen = {}
+
+    @nki.jit
+    def k(a):
+        seen["version"] = nisa.get_nc_version()
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.copy(nl.load(a)))
+        return out
+
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    for hw, version, engine in (("trn1", nisa.nc_version.gen2, "DVE"), ("trn2", nisa.nc_version.gen3, "ACT")):
+        r = tnki.benchmark(k, x, hardware=hw)
+        assert r.outputs[0].tobytes() == x.tobytes()
+        assert seen["version"] is version, (hw, seen)
+        copies = [(o["engine"], o["count"]) for o in r.stats["opcodes"] if o["opcode"] == "tensor_copy"]
+        assert copies == [(engine, 1)], (hw, copies)
+
+
 main(globals())

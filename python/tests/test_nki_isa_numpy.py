@@ -99,5 +99,32 @@ def test_sendrecv_swaps_the_cores_tiles():
     assert out.tobytes() == np.concatenate([x[128:], x[:128]]).tobytes()
 
 
+
+@nki.jit
+def k_int_add(x, y, engine):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    d = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=d, data1=nl.load(x), data2=nl.load(y), op=nl.add, engine=engine)
+    nl.store(out, d)
+    return out
+
+
+def test_int32_tensor_tensor_is_exact_on_gpsimd():
+    # nki.isa.tensor_tensor (2.33): when every tile is int32 or uint32 it defaults to GpSimd, "which uses native
+    # integer arithmetic. This ensures exact results for all 32-bit integer values"; engine=vector overrides it
+    # (FP32 math). trnsim ran it on Vector in FP32: 2^24 + 1 + 2^24 + 1 came out 2^25.
+    base = (np.arange(128 * 64, dtype=np.int64).reshape(128, 64) * 4099 + (1 << 24) + 1)
+    for dt in (np.int32, np.uint32):
+        x, y = base.astype(dt), (base[::-1] * 3).astype(dt)
+        r = tnki.benchmark(k_int_add, x, y, nisa.engine.unknown)
+        assert r.outputs[0].tobytes() == (x + y).tobytes(), dt
+        pool = r.stats["engines"]["core0"]["POOL"]["instructions"]
+        assert pool == 1, r.stats["engines"]["core0"]
+        # On Vector: each operand rounded to FP32, the sum in FP32 (all sums here < 2^31: no wrap).
+        fp32 = (x.astype(np.float32) + y.astype(np.float32)).astype(np.int64).astype(dt)
+        assert fp32.tobytes() != (x + y).tobytes()
+        got = tnki.simulate_kernel(k_int_add, x, y, nisa.vector_engine)
+        assert got.tobytes() == fp32.tobytes(), dt
+
 if __name__ == "__main__":
     main(globals())

@@ -93,6 +93,153 @@ def test_a_function_without_nki_jit():
         assert np.array_equal(np.asarray(deco(plain_copy)(X)), X)
 
 
+
+def test_baremetal_kernel_runs_everywhere_and_warns_of_ntff():
+    # What nki.baremetal / nki.simulate return is a kernel simulate_kernel and benchmark accept (it was a plain
+    # `run(*args)`: "TypeError: run: *args parameters are not supported"); NKI's save_trace_name='x.ntff' and
+    # save_neff_name were dropped without a word: now a RuntimeWarning at the decorator's line, as benchmark
+    # gives, and a .pftrace name writes the trace.
+    import tempfile
+    import warnings
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        k = nki.baremetal(save_trace_name="profile.ntff", save_neff_name="file.neff")(plain_copy)  # MARK-bm
+    msgs = [f"{os.path.basename(x.filename)}:{x.lineno}: {x.message}" for x in w]
+    assert msgs == [f"{THIS}:{line_of('MARK-bm')}: nki.baremetal: save_trace_name='profile.ntff': no trace "
+                    "written there: trnsim writes a Perfetto trace (.pftrace) or Chrome JSON (.json), not the "
+                    "Neuron profiler's NTFF; name a .pftrace file",
+                    f"{THIS}:{line_of('MARK-bm')}: nki.baremetal: save_neff_name='file.neff': no NEFF written: "
+                    "trnsim compiles no NEFF (the kernel is traced into the simulator's program)"], msgs
+    for kernel in (k, tnki.simulate(plain_copy), nki.baremetal(plain_copy)):
+        assert tnki.simulate_kernel(kernel, X).tobytes() == X.tobytes()
+        assert tnki.benchmark(kernel, X).outputs[0].tobytes() == X.tobytes()
+        assert kernel(X).tobytes() == X.tobytes()
+    # nki.execute (NKI 2.33: run a kernel or a plain function, returning what it returns) was NkiUnsupported.
+    assert nki.execute(plain_copy, X).tobytes() == X.tobytes()
+    assert nki.execute(copy, x=X).tobytes() == X.tobytes()
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.pftrace")
+        assert nki.baremetal(save_trace_name=trace)(plain_copy)(X).tobytes() == X.tobytes()
+        assert os.path.getsize(trace) > 0
+
+
+@nki.jit
+def reduce_with(x, op):
+    t = nl.load(x)
+    out = nl.ndarray((128, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nisa.tensor_reduce(op=op, data=t, axis=1))  # MARK-reduce-op
+    return out
+
+
+def test_tensor_reduce_refuses_what_is_not_a_reduction():
+    # NKI's math operator table marks comparisons, shifts and power as no legal reduction op; trnsim reduced
+    # with them (nl.equal "reduced" a row to 0 or 1 silently). The legal ones still run.
+    for op in (nl.equal, nl.greater, nl.left_shift, nl.power):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, reduce_with, X, op)
+        assert str(e).startswith(f"{THIS}:{line_of('MARK-reduce-op')}: tensor_reduce: nl.{op.alu} is not a "
+                                 "reduction operator (NKI's math operator table: add, subtract, multiply, maximum, "
+                                 "minimum, and the bitwise and logical and/or/xor reduce)"), str(e)
+    assert tnki.simulate_kernel(reduce_with, X, nl.maximum).tobytes() == X.max(axis=1, keepdims=True).tobytes()
+
+
+@nki.jit
+def alu_unary(x, op):
+    t = nl.load(x)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nisa.tensor_scalar(data=t, op0=op, operand0=0.0, engine=nisa.gpsimd_engine))  # MARK-alu-unary
+    return out
+
+
+def test_alu_unary_operators_say_what_computes_them():
+    # NKI's engine-selection notes run tensor_scalar(op0=nl.rsqrt, operand0=0.0) on GpSimd; the simulator's
+    # ALU has no unary operators. It said "'rsqrt' is not an ALU operator (nl.add, ...)", an NkiError, as if
+    # the kernel were wrong.
+    for op, use in ((nl.rsqrt, "nisa.activation(op=nl.rsqrt) on the Scalar engine"),
+                    (nl.reciprocal, "nisa.reciprocal (Vector engine) or nisa.activation(op=nl.reciprocal)"),
+                    (nl.abs, "nisa.activation(op=nl.abs) on the Scalar engine")):
+        e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, alu_unary, X, op)
+        assert str(e) == (f"{THIS}:{line_of('MARK-alu-unary')}: nl.{op.act} as an ALU operator of "
+                          f"nki.isa.tensor_scalar is not modelled by trnsim: the simulator's ALU has no {op.act}; "
+                          f"use {use} (docs/nki.md lists the supported calls)"), str(e)
+
+
+@nki.jit
+def power_of(x, engine, in_psum):
+    s = nl.load(x)
+    t = s
+    if in_psum:
+        t = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=t, src=s)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    u = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=u, data1=t, data2=s, op=nl.power, engine=engine)  # MARK-power
+    nl.store(out, u)
+    return out
+
+
+def test_tensor_tensor_power_runs_on_gpsimd():
+    # nki.isa.tensor_tensor: nl.power "runs on the GpSimd engine", so its tiles cannot be in PSUM; trnsim ran
+    # it on Vector (and read PSUM there).
+    x = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) % 7 + 1) / 4
+    r = tnki.benchmark(power_of, x, nisa.engine.unknown, False)
+    # The ALU's power: FP64 pow rounded once to FP32 (sim/isa/alu.cpp).
+    assert r.outputs[0].tobytes() == np.power(x.astype(np.float64), x).astype(np.float32).tobytes()
+    engines = r.stats["engines"]["core0"]
+    assert (engines["POOL"]["instructions"], engines["DVE"]["instructions"]) == (1, 0), engines
+    where = f"{THIS}:{line_of('MARK-power')}: tensor_tensor: nl.power runs on the GpSimd engine"
+    e = raises(tnki.NkiError, tnki.simulate_kernel, power_of, x, nisa.vector_engine, False)
+    assert str(e) == f"{where} (nki.isa.tensor_tensor), not DVE", str(e)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, power_of, x, nisa.engine.unknown, True)
+    assert str(e) == (f"{where}, which cannot access PSUM (nki.isa.tensor_tensor): copy the PSUM tile to SBUF "
+                      "first"), str(e)
+
+
+@nki.jit
+def iota_into(x, pattern, shape, buffer):
+    d = nl.ndarray((128,) + shape, dtype=nl.float32 if buffer is nl.psum else nl.int32, buffer=buffer)
+    nisa.iota(dst=d, pattern=pattern, offset=3, channel_multiplier=1000)  # MARK-iota
+    out = nl.ndarray((128,) + shape, dtype=d.dtype, buffer=nl.shared_hbm)
+    nl.store(out, d)
+    return out
+
+
+def test_iota_pattern_walks_dst_elements():
+    # nki.isa.iota: the [step, num] pattern walks dst's free elements in order, dst of any free shape holding
+    # num_w * ... * num_x per partition; dst must be in SBUF (GpSimd). trnsim refused a 2-D pattern on a 1-D
+    # dst, ignored each num (a [[1, 64]] pattern filled a 32-wide dst), and a PSUM dst said "iota on DVE:
+    # engine: iota runs on POOL" though the kernel chose no engine.
+    p = np.arange(128)[:, None, None]
+    w, v = np.arange(4)[None, :, None], np.arange(8)[None, None, :]
+    want = (3 + 1000 * p + 1 * w + 100 * v).reshape(128, 32).astype(np.int32)
+    got = tnki.simulate_kernel(iota_into, X, [[1, 4], [100, 8]], (32,), nl.sbuf)
+    assert got.tobytes() == want.tobytes()
+    where = f"{THIS}:{line_of('MARK-iota')}: iota: "
+    e = raises(tnki.NkiError, tnki.simulate_kernel, iota_into, X, [[1, 64]], (32,), nl.sbuf)
+    assert str(e) == where + "pattern [[1, 64]] makes 64 values per partition but dst [128, 32] holds 32", str(e)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, iota_into, X, [[1, 32]], (32,), nl.psum)
+    assert str(e) == where + ("dst is in PSUM; iota runs on GpSimd, which cannot access PSUM (nki.isa.iota: dst "
+                              "must be in SBUF)"), str(e)
+
+
+@nki.jit
+def prints(x):
+    t = nl.load(x)
+    nl.device_print("value of t:", t)  # MARK-print
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, t)
+    return out
+
+
+def test_device_print_says_how_to_see_the_values():
+    # nki.simulate_kernel's documented examples print with nl.device_print; it said only "printing device
+    # values". The values exist after tracing, when the simulated kernel runs: the message says how to get them.
+    e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, prints, X)
+    assert str(e) == (f"{THIS}:{line_of('MARK-print')}: nki.language.device_print is not modelled by trnsim: a "
+                      "tile's values exist only when the simulated kernel runs, after tracing; to see them, store "
+                      "the tile into an nl.shared_hbm tensor and return it as an output (docs/nki.md lists the "
+                      "supported calls)"), str(e)
+
 def test_typed_array_of_the_wrong_kind_says_its_prefix_once():
     # Was "copy: input 'x': dtype float32 does not fit copy: input 'x' (expected an integer dtype ...)".
     e = raises(Exception, tnki.simulate_kernel, copy, tnki.typed(X, "int8"))

@@ -28,6 +28,19 @@ def test_exchange_between_tiles_at_different_addresses():
     assert out.tobytes() == want.tobytes(), np.argwhere(out != want)[:5]
 
 
+
+def test_dma_engine_enum():
+    # nki.isa.dma_engine is NKI's enum of sendrecv's DMA (dma, gpsimd_dma); trnsim had it as engine.dma, so
+    # sendrecv(dma_engine=nisa.dma_engine.dma) failed ("not a compute engine") and .gpsimd_dma was an
+    # AttributeError. The default DMA runs; GpSimd's internal DMA is NkiUnsupported at the call's line.
+    import nki.isa as nisa
+
+    want = tnki.simulate_kernel(K.swap_halves[2], X)
+    assert tnki.simulate_kernel(K.swap_halves[2], X, dma=nisa.dma_engine.dma).tobytes() == want.tobytes()
+    e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, K.swap_halves[2], X, dma=nisa.dma_engine.gpsimd_dma)
+    assert str(e).startswith(f"nki_sendrecv.py:{line_of(SRC, 'MARK-sendrecv')}: nki.isa.sendrecv(dma_engine="
+                             "nki.isa.dma_engine.gpsimd_dma) is not modelled by trnsim: GpSimd's internal DMA"), e
+
 def message(core0, core1):
     return (f"nki_sendrecv.py:{core0}: sendrecv: element count: sendrecv 1 of core 0 sends src "), (
         f"(8192 elements) to core 1, whose sendrecv 1 at nki_sendrecv.py:{core1} receives into dst"), \

@@ -204,6 +204,52 @@ def test_nl_hbm_is_each_cores_own():
     assert nl.hbm.private and not nl.shared_hbm.private
 
 
+@nki.jit
+def copy_blocks(x):
+    # Program p of grid dim 0 copies block p (p + 1 times: the programs' instruction counts tell the cores
+    # apart); grid dim 1 splits the columns.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    p, q = nl.program_id(0), nl.program_id(1)
+    for _ in nl.static_range(p + 1):
+        nl.store(out[p, :, q * 8:q * 8 + 8], nl.load(x[p, :, q * 8:q * 8 + 8]))
+    return out
+
+
+def test_spmd_dim_sizes_and_cores():
+    # nki.language.spmd_dim: its size is the product of its sub-dims, numbered row-major; the nl.nc(2)
+    # sub-dim's index is the core: (nl.nc(2), 2) puts programs 0-1 on core 0 and 2-3 on core 1, (2, nl.nc(2))
+    # alternates; nl.nc(2) * 2 and 2 * nl.nc(2) are the same. The dim was the first argument only (2 programs
+    # of 4: half the output never written), nl.nc(2) first was an int, and nl.nc(2) * 2 a TypeError.
+    x = np.arange(4 * 128 * 16, dtype=np.float32).reshape(4, 128, 16)
+    blocks, alternate = [(1 + 2) * 2 * 2, (3 + 4) * 2 * 2], [(1 + 3) * 2 * 2, (2 + 4) * 2 * 2]
+    for dim0, per_core in ((nl.spmd_dim(nl.nc(2), 2), blocks), (nl.nc(2) * 2, blocks),
+                           (nl.spmd_dim(2, nl.nc(2)), alternate), (2 * nl.nc(2), alternate)):
+        r = tnki.benchmark(copy_blocks[dim0, 2], x, lnc=2)
+        assert r.outputs[0].tobytes() == x.tobytes(), dim0
+        # Each program: p + 1 loads and stores per column half (dim 1 of 2).
+        assert [a["instructions"] for a in r.stats["nki"]["allocation"]] == per_core, dim0
+    assert copy_blocks[nl.spmd_dim(nl.nc(2), 2), 2].launch_grid == (4, 2)
+
+
+@nki.jit
+def copy_to_hbm(a):
+    b = nl.empty_like(a, buffer=nl.hbm)
+    nl.store(b, value=nl.load(a))
+    return b  # MARK-private-return
+
+
+def test_one_program_may_return_an_nl_hbm_tensor():
+    # nki.simulate_kernel's own example returns nl.empty_like(a, buffer=nl.hbm): with one program the
+    # private tensor is the output (it was an NkiError); with two programs each has its own: an error at the
+    # return line.
+    a = X[:3, :4] * 10
+    out = tnki.simulate_kernel(copy_to_hbm, a)
+    assert out.dtype == np.float32 and out.tobytes() == a.tobytes()
+    e = raises(tnki.NkiError, tnki.simulate_kernel, copy_to_hbm[2], a)
+    assert f"test_nki_spmd.py:{line_of(__file__, 'MARK-private-return')}" in str(e), e
+    assert "returns an nl.private_hbm tensor (nl.hbm is its alias) from 2 programs" in str(e), e
+
+
 def _exchange(barrier):
     @nki.jit
     def k(x):

@@ -84,5 +84,35 @@ def test_view_method_errors_name_the_rule_and_line():
         assert str(e).startswith(f"nki_views.py:{line_of(SRC, marker)}: ") and text in str(e), e
 
 
+
+def test_buffer_predicates():
+    # nki.language.is_sbuf / is_psum / is_hbm / is_on_chip(buffer) answer for a buffer (a tensor's .buffer
+    # too); on main each was NkiUnsupported. Anything but a buffer is an NkiError naming the call.
+    import nki
+    import nki.language as nl
+
+    seen = {}
+
+    @nki.jit
+    def k(x):
+        t = nl.load(x)
+        p = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
+        for name in ("is_sbuf", "is_psum", "is_hbm", "is_on_chip"):
+            f = getattr(nl, name)
+            seen[name] = [f(b) for b in (nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm, nl.private_hbm, t.buffer,
+                                         p.buffer, x.buffer)]
+        seen["error"] = raises(tnki.NkiError, nl.is_sbuf, t)
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, t)
+        return out
+
+    same(tnki.simulate_kernel(k, X), X)
+    assert seen["is_sbuf"] == [True, False, False, False, False, True, False, False], seen
+    assert seen["is_psum"] == [False, True, False, False, False, False, True, False], seen
+    assert seen["is_hbm"] == [False, False, True, True, True, False, False, True], seen
+    assert seen["is_on_chip"] == [True, True, False, False, False, True, True, False], seen
+    assert "nl.is_sbuf(" in str(seen["error"]) and "expected a buffer" in str(seen["error"]), seen["error"]
+
+
 if __name__ == "__main__":
     main(globals())

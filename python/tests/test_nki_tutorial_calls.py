@@ -479,5 +479,86 @@ def test_float8_e4m3_matmul_operands():
     assert tnki.simulate_kernel(k, a, b).tobytes() == (a.T.astype(np.float64) @ b).astype(np.float32).tobytes()
 
 
+
+# ---- nl.shared_identity_matrix: an [n, n] identity in SBUF (nki.language.matmul's example uses it)
+
+
+@nki.jit
+def k_identity(x):
+    ident = nl.shared_identity_matrix(n=128, dtype=nl.float32)
+    ones = nl.full((128, 128), 1.0, dtype=nl.float32, buffer=nl.sbuf)
+    prod = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(prod, nl.matmul(ident, ones, transpose_x=True))  # identity.T @ ones = ones
+    d = nl.ndarray((32, 32), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nl.shared_identity_matrix(32, nl.bfloat16, dst=d)
+    outs = [nl.ndarray(s, dtype=t, buffer=nl.shared_hbm) for s, t in (((128, 128), nl.float32),
+                                                                        ((64, 64), nl.uint8),
+                                                                        ((32, 32), nl.bfloat16))]
+    nl.store(outs[0], prod)
+    nl.store(outs[1], nl.shared_identity_matrix(64))  # dtype defaults to uint8
+    nl.store(outs[2], d)
+    return tuple(outs)
+
+
+def test_shared_identity_matrix():
+    # It was NkiUnsupported; nki.language.matmul's documented example starts from it.
+    r = tnki.benchmark(k_identity, X)
+    prod, u8, bf = r.outputs
+    assert prod.tobytes() == np.ones((128, 128), np.float32).tobytes()
+    assert u8.dtype == np.uint8 and u8.tobytes() == np.identity(64, dtype=np.uint8).tobytes()
+    assert bf.tobytes() == np.identity(32, dtype=np.float32).tobytes()  # bfloat16 comes back as float32 values
+    # Each identity: one memset and one affine_select on GpSimd (plus the ones tile's memset).
+    assert r.stats["engines"]["core0"]["POOL"]["instructions"] == 3 * 2 + 1, r.stats["engines"]["core0"]["POOL"]
+
+
+# ---- constructs of NKI's Stable Diffusion attention tutorial (earlier style), each NkiError / RuleError before
+
+
+def bf16(a):
+    """float32 values rounded to bfloat16 (nearest even), as float32."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).view(np.float32)
+
+
+@nki.jit
+def k_sd_attention_calls(x, xt):
+    t = nl.load(x)
+    outs = [nl.ndarray(s, dtype=nl.float32, buffer=nl.shared_hbm) for s in ((128, 1), (128, 1), (128, 64),
+                                                                            (64, 128), (64, 128))]
+    # NumPy's reductions as the reduce operator.
+    nl.store(outs[0], nisa.tensor_reduce(np.max, data=t, axis=(1,), keepdims=True))
+    nl.store(outs[1], nisa.tensor_reduce(np.min, data=t, axis=(1,), keepdims=True))
+    # A [P] reduction result broadcast along a new free dim.
+    s = nisa.tensor_reduce(np.add, data=t, axis=(1,))
+    nl.store(outs[2], nl.copy((1.0 / s).broadcast_to((128, 64))))
+    # load_transpose2d with a cast; a Tensor-engine transpose assigned into an SBUF tensor.
+    nl.store(outs[3], nl.copy(nl.load_transpose2d(xt, dtype=nl.bfloat16), dtype=nl.float32))
+    sb = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.sbuf)
+    sb[...] = nisa.nc_transpose(t)
+    nl.store(outs[4], sb)
+    return tuple(outs)
+
+
+def test_sd_attention_tutorial_calls():
+    # tensor_reduce(np.max) said "'amax' is not an ALU operator"; a [128] tile's broadcast_to((128, 64)) said
+    # "must keep the number of dims"; load_transpose2d(dtype=bfloat16) of float32 broke the DMA transpose's
+    # dtype rule; `sb[...] = nisa.nc_transpose(t)` made the Tensor engine write SBUF (a RuleError).
+    xt = RNG.standard_normal((128, 64)).astype(np.float32)
+    r = tnki.benchmark(k_sd_attention_calls, X, xt)
+    mx, mn, recip, lt, tr = r.outputs
+    assert mx.tobytes() == X.max(axis=1, keepdims=True).tobytes()
+    assert mn.tobytes() == X.min(axis=1, keepdims=True).tobytes()
+    sums = np.zeros(128, np.float32)
+    for j in range(64):  # the Vector engine sums in order, in FP32
+        sums = (sums + X[:, j]).astype(np.float32)
+    assert recip.tobytes() == np.repeat((np.float32(1) / sums)[:, None], 64, axis=1).tobytes()
+    assert lt.tobytes() == bf16(xt.T).tobytes()
+    assert tr.tobytes() == X.T.tobytes()
+    # tensor_copy on Scalar: the two nl.copy, the load_transpose2d cast after the DMA transpose, and the
+    # transpose's PSUM result into sb.
+    counts = {(o["opcode"], o["engine"]): o["count"] for o in r.stats["opcodes"]}
+    assert (counts[("tensor_copy", "ACT")], counts[("nc_transpose", "PE")], counts[("dma_transpose", "SP")]) == (
+        4, 1, 1), counts
+
 if __name__ == "__main__":
     main(globals())

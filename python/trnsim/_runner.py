@@ -238,7 +238,9 @@ def load_function(path, name):
 
 def resolve_kernel(obj):
     """(function, grid): the function an nki.jit object wraps (``.func``) and its launch grid (``.grid``,
-    1 or 2 programs, or None), or a plain function and None."""
+    1 or 2 programs, or None), or a plain function and None. A function nki.baremetal / nki.simulate /
+    nki.profile returned stands for the kernel it runs (``__trnsim_kernel__``)."""
+    obj = getattr(obj, "__trnsim_kernel__", obj)
     if getattr(obj, "__trnsim_jit__", False):
         func = obj.func
         grid = getattr(obj, "grid", None)

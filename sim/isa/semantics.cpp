@@ -781,7 +781,11 @@ void Exec::tensor_tensor() {
   OperandView b = view(2);
   same_shape(dst, 0, a, 1);
   same_shape(dst, 0, b, 2);
-  const bool ints = alu_is_bitwise(inst_.alu0);
+  // GpSimd computes int32/uint32 tiles in native integer arithmetic, exact for every 32-bit value
+  // (nki.isa.tensor_tensor, NKI 2.33); Vector casts arithmetic operands to FP32.
+  const auto int32 = [](DType t) { return t == DType::I32 || t == DType::U32; };
+  const bool native = inst_.engine == Engine::POOL && int32(dst.dtype()) && int32(a.dtype()) && int32(b.dtype());
+  const bool ints = alu_is_bitwise(inst_.alu0) || native;
   const uint64_t n = dst.cols();
   if (ints) {
     std::vector<int64_t> x(n), y(n);

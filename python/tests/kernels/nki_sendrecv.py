@@ -6,7 +6,7 @@ import nki.language as nl
 
 
 @nki.jit
-def swap_halves(x):
+def swap_halves(x, dma=None):
     # x [256, 64]: core c loads rows [128c, 128c + 128) and sends them to the peer; each core stores what it
     # received to its own rows, so out = x with the halves swapped. Core 1 allocates a tile first: its r sits
     # at another SBUF address than core 0's.
@@ -16,7 +16,7 @@ def swap_halves(x):
         pad = nl.zeros((128, 96), dtype=nl.float32)
     t = nl.load(x[pid * 128:(pid + 1) * 128, :])
     r = nl.ndarray((128, 64), dtype=nl.float32)
-    nisa.sendrecv(src=t, dst=r, send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0)
+    nisa.sendrecv(src=t, dst=r, send_to_rank=1 - pid, recv_from_rank=1 - pid, dma_engine=dma)  # MARK-sendrecv
     nl.store(out[pid * 128:(pid + 1) * 128, :], r)
     if pid == 1:
         nl.store(out[128:256, 0:1], nl.copy(pad[:, 0:1]))  # keeps pad alive past the exchange (zeros)

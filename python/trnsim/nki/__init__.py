@@ -23,7 +23,8 @@ _install_hooks()
 
 # The public names (what `from nki import *` gives; any other is NkiUnsupported, see __getattr__).
 __all__ = ["benchmark", "simulate_kernel", "typed", "compiler", "isa", "language", "typing", "NkiError",
-           "NkiUnsupported", "JitKernel", "jit", "trace", "baremetal_kernel", "baremetal", "simulate", "profile"]
+           "NkiUnsupported", "JitKernel", "jit", "trace", "baremetal_kernel", "baremetal", "simulate", "profile",
+           "execute"]
 
 # NKI's names for the same things.
 trace = jit
@@ -39,22 +40,39 @@ def _as_kernel(kernel):
 
 
 def baremetal(kernel=None, **kwargs):
-    """nki.baremetal(kernel)(*arrays): runs the kernel on the simulator and returns its outputs."""
+    """nki.baremetal(kernel)(*arrays) / @nki.baremetal(save_trace_name=...): runs the kernel on the simulator
+    and returns its outputs. NKI's options as benchmark takes them: save_trace_name= writes the trace when it
+    names a .pftrace or .json file, an NTFF name or save_neff_name is a RuntimeWarning at the decorator's line
+    (nothing is written there). What it returns is also a kernel simulate_kernel, benchmark and a workload
+    accept."""
+    options = _bench_options(dict(kwargs), "nki.baremetal") if kwargs else None
     if kernel is None:
-        return lambda k: baremetal(k, **kwargs)
-    kernel = _as_kernel(kernel)
+        return lambda k: _baremetal(_as_kernel(k), options)
+    return _baremetal(_as_kernel(kernel), options)
 
+
+def _baremetal(kernel, options):
     def run(*args, **kw):
-        return simulate_kernel(kernel, *args, **kw)
+        if options is None:
+            return simulate_kernel(kernel, *args, **kw)
+        outs = _platform_benchmark(kernel, *args, **dict(options, **kw)).outputs
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
+    run.__trnsim_kernel__ = kernel
     return run
-
-
 
 
 def simulate(kernel):
     """nki.simulate(kernel)(*arrays): as baremetal (a plain function is wrapped in nki.jit first)."""
     return baremetal(kernel)
+
+
+def execute(kernel, *args, **kwargs):
+    """nki.execute(kernel, *args, **kwargs) (NKI 2.33: specialize and run on the device, returning what the
+    kernel returns): runs it on the simulator, as simulate_kernel (a plain function is wrapped in nki.jit)."""
+    return simulate_kernel(_as_kernel(getattr(kernel, "__trnsim_kernel__", kernel)), *args, **kwargs)
 
 def _as_returned(outs):
     """The outputs in the shapes of the views the kernel returned (NKI returns `out.reshape(...)` as is)."""
@@ -116,7 +134,7 @@ _NKI_BENCH_OPTIONS = ("warmup", "iters", "save_neff_name", "save_trace_name", "a
 _TRACE_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb", ".json")
 
 
-def _bench_options(kwargs):
+def _bench_options(kwargs, call="benchmark"):
     """benchmark()'s keyword arguments with NKI's options taken out and turned into trnsim's: the trace
     (`trace=`, or NKI's `save_trace_name=` when it names a trace trnsim writes), the others checked and
     recorded. A trace name trnsim cannot write (NKI's .ntff profile) or a NEFF name is a RuntimeWarning
@@ -127,27 +145,27 @@ def _bench_options(kwargs):
     for k in ("warmup", "iters"):
         v = nki.get(k)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-            raise ValueError("benchmark: %s=%r: expected a count >= 0" % (k, v))
+            raise ValueError("%s: %s=%r: expected a count >= 0" % (call, k, v))
     name = nki.get("save_trace_name")
     if name is not None:
         if not isinstance(name, (str, _os.PathLike)):
-            raise TypeError("benchmark: save_trace_name=%r: expected a file name" % (name,))
+            raise TypeError("%s: save_trace_name=%r: expected a file name" % (call, name))
         name = _os.fspath(name)
         if kwargs.get("trace") not in (None, name):
-            raise ValueError("benchmark: save_trace_name=%r and trace=%r name two traces: give one"
-                             % (name, kwargs["trace"]))
+            raise ValueError("%s: save_trace_name=%r and trace=%r name two traces: give one"
+                             % (call, name, kwargs["trace"]))
         if name.endswith(_TRACE_SUFFIXES):
             kwargs["trace"] = name
         else:
-            warnings.warn("benchmark: save_trace_name=%r: no trace written there: trnsim writes a Perfetto "
+            warnings.warn("%s: save_trace_name=%r: no trace written there: trnsim writes a Perfetto "
                           "trace (.pftrace) or Chrome JSON (.json), not the Neuron profiler's NTFF; name a "
-                          ".pftrace file" % name, RuntimeWarning, stacklevel=3)
+                          ".pftrace file" % (call, name), RuntimeWarning, stacklevel=3)
     if nki.get("save_neff_name") is not None:
-        warnings.warn("benchmark: save_neff_name=%r: no NEFF written: trnsim compiles no NEFF (the kernel "
-                      "is traced into the simulator's program)" % nki["save_neff_name"], RuntimeWarning,
+        warnings.warn("%s: save_neff_name=%r: no NEFF written: trnsim compiles no NEFF (the kernel "
+                      "is traced into the simulator's program)" % (call, nki["save_neff_name"]), RuntimeWarning,
                       stacklevel=3)
     if nki.get("device_count") not in (None, 1):
-        raise ValueError("benchmark: device_count=%r: trnsim simulates one device" % (nki["device_count"],))
+        raise ValueError("%s: device_count=%r: trnsim simulates one device" % (call, nki["device_count"]))
     kwargs["_nki_options"] = {k: nki[k] for k in ("warmup", "iters") if nki.get(k) is not None}
     return kwargs
 
@@ -194,6 +212,7 @@ def _profiled(func, opts):
     def run(*args, **kw):
         return _profile_run(kernel, opts, args, kw)
 
+    run.__trnsim_kernel__ = kernel
     return run
 
 

@@ -19,7 +19,7 @@ class Target:
     @staticmethod
     def of_kernel(k):
         lim = k.limits()
-        gen = "trn3" if str(lim.generation).endswith("Trn3") else "trn2"
+        gen = {"Trn1": "trn1", "Trn3": "trn3"}.get(str(lim.generation).rsplit(".", 1)[-1], "trn2")
         return Target(gen, lim.partitions, lim.sbuf_bytes_per_partition, lim.psum_bytes_per_partition,
                       lim.psum_bank_bytes, k.num_programs())
 

@@ -120,7 +120,8 @@ def simulate_kernel(kernel, *args, hardware="trn2", lnc=None, **kwargs):
     an array of the kernel's output dtype, as NKI's simulate_kernel returns it (float32, float16, int32,
     uint8, ...); bfloat16 and the FP8 dtypes, which NumPy lacks, as float32 values (exact). ``lnc=2`` runs
     it on the LNC2 pair, as the workload's "lnc": 2 (a launch grid ``kernel[2]`` does so by itself; a larger
-    grid's programs run in turn on the run's cores, program n of grid dim 0 on core n % lnc)."""
+    grid's programs run in turn on the run's cores, program n of grid dim 0 on core n % lnc, or as an
+    nl.spmd_dim's nl.nc sub-dim says)."""
     run = _prepare(kernel, args, kwargs, hardware, None, True, lnc)
     run.run()
     outs = _ordered_outputs(run)

@@ -55,6 +55,9 @@ class JitKernel:
         self.fn = fn
         self.options = dict(options or {})
         self.launch_grid = _grid_dims(grid)
+        # Grid dim 0's programs in a row on one core (nl.spmd_dim(nl.nc(2), 2): 2; else 1, alternating).
+        dim0 = grid[0] if isinstance(grid, (tuple, list)) and grid else grid
+        self.core_block = getattr(dim0, "block", 1)
         n = math.prod(self.launch_grid) if self.launch_grid else None
         # The runner's `.grid`: programs = physical cores (1 or 2); a larger grid runs its programs in turn
         # on the cores of the workload's lnc.
@@ -96,14 +99,15 @@ def jit(func=None, mode=None, **kwargs):
     return JitKernel(func, None, kwargs)
 
 
-def _programs_of_core(grid, core, cores):
-    """The launch-grid programs a physical core runs: grid dim 0's index n goes to core n % cores (the legacy
-    SPMD mapping: NC0 runs even n, NC1 odd n), the other dims all on that core."""
+def _programs_of_core(grid, core, cores, block=1):
+    """The launch-grid programs a physical core runs: grid dim 0's index n goes to core n // block % cores
+    (the legacy SPMD mapping, block 1: NC0 runs even n, NC1 odd n; nl.spmd_dim(nl.nc(2), b): blocks of b),
+    the other dims all on that core."""
     import itertools
 
     if grid is None:
         grid = (cores,)
-    ids = [p for p in itertools.product(*[range(g) for g in grid]) if p[0] % cores == core]
+    ids = [p for p in itertools.product(*[range(g) for g in grid]) if p[0] // block % cores == core]
     if not ids:
         raise NkiError(f"launch grid {list(grid)} gives no program to core {core} of {cores}")
     return ids, grid
@@ -132,7 +136,7 @@ def _build_core(kernel, args, kwargs):
         raise NkiError("a kernel's traced function runs inside trnsim's build (trnsim run / simulate_kernel)")
     core, cores = k.program_id(), k.num_programs()
     target = Target.of_kernel(k)
-    ids, grid = _programs_of_core(kernel.launch_grid, core, cores)
+    ids, grid = _programs_of_core(kernel.launch_grid, core, cores, kernel.core_block)
     trace = _trace.Trace(kernel.fn.__code__, ids[0], grid, grid, target, kernel.options)
     trace.kernel = k
     trace.max_ops = k.instructions_left()
@@ -151,7 +155,7 @@ def _build_core(kernel, args, kwargs):
         _warn_running_threads(k, kernel.fn, trace, threads_before)
         if results is None:
             results = r
-            outs = _outputs(kernel.fn, r, trace)
+            outs = _outputs(kernel.fn, r, trace, cores * len(ids))
             _check_distinct_names(kernel.fn, outs, trace)
     _check_written(kernel.fn, outs, trace, core, cores)
     _check_cross_core(trace, core, cores)
@@ -248,9 +252,11 @@ def _return_loc(fn, trace):
     return Loc(def_loc(fn))
 
 
-def _outputs(fn, r, trace):
+def _outputs(fn, r, trace, programs):
     """The returned tensors, each an HBM tensor the kernel allocated; NkiError at the kernel's return line
-    (its def line when it fell off its end) otherwise."""
+    (its def line when it fell off its end) otherwise. An nl.private_hbm (nl.hbm) tensor is an output only
+    when one program runs (nki.simulate_kernel's own example returns an nl.hbm tensor): with more, each
+    program has its own and none is the output."""
     where = _return_loc(fn, trace)
     name = fn.__name__
     if r is None:
@@ -265,10 +271,10 @@ def _outputs(fn, r, trace):
             raise NkiError(f"kernel {name} returns its input '{var_name(trace, x.st) or x.st.name}'"
                            ": outputs are tensors it allocates in HBM (nl.ndarray(..., buffer=nl.shared_hbm))"
                            " and writes", loc=where)
-        if x.st.private:
-            raise NkiError(f"kernel {name} returns an nl.private_hbm tensor (nl.hbm is its alias: each core's "
-                           "own); outputs are nl.shared_hbm",
-                           loc=where)
+        if x.st.private and programs > 1:
+            raise NkiError(f"kernel {name} returns an nl.private_hbm tensor (nl.hbm is its alias) from "
+                           f"{programs} programs, each of which has its own; outputs of a launch grid or "
+                           "LNC2 kernel are nl.shared_hbm", loc=where)
         _check_output_name(name, x.st.name, where)
     return items
 

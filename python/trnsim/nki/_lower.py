@@ -28,6 +28,8 @@ _NP_ALU = {
     np.less_equal: "less_equal", np.logical_and: "logical_and", np.logical_or: "logical_or",
     np.bitwise_and: "bitwise_and", np.bitwise_or: "bitwise_or", np.bitwise_xor: "bitwise_xor",
     np.left_shift: "left_shift", np.right_shift: "right_shift",
+    # NumPy's reductions as reduce operators (NKI's Stable Diffusion attention tutorial: tensor_reduce(np.max, ...)).
+    np.max: "maximum", np.min: "minimum", np.amax: "maximum", np.amin: "minimum",
 }
 _NP_ACT = {
     np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", np.square: "square", np.abs: "abs",
@@ -36,12 +38,24 @@ _NP_ACT = {
 }
 
 
+# Unary operators NKI's math operator table lists for the ALU (nki.api.shared: "Reverse Square Root ...
+# nki.language.rsqrt"; its engine-selection notes run nisa.tensor_scalar(op0=nl.rsqrt, operand0=0.0) on GpSimd)
+# that the simulator's ALU does not have: the instruction that computes each instead.
+_UNARY_ALU = {"rsqrt": "nisa.activation(op=nl.rsqrt) on the Scalar engine",
+              "reciprocal": "nisa.reciprocal (Vector engine) or nisa.activation(op=nl.reciprocal)",
+              "abs": "nisa.activation(op=nl.abs) on the Scalar engine"}
+
+
 def alu_name(op, call):
     name = getattr(op, "alu", None)
     if name is None:
         name = _NP_ALU.get(op)
     if name is None and isinstance(op, str):
         name = op
+    act = getattr(op, "act", None)
+    if name is None and act in _UNARY_ALU:
+        unsupported(f"nl.{act} as an ALU operator of nki.isa.{call}", f"the simulator's ALU has no {act}; use "
+                    f"{_UNARY_ALU[act]}")
     if name is None:
         raise NkiError(f"{call}: {getattr(op, '__name__', op)!r} is not an ALU operator (nl.add, nl.multiply, "
                        "nl.maximum, ...)")
@@ -291,6 +305,12 @@ def cut_to_region(views, box, part):
 def _fits(op, dst, value):
     if dst.partitions != value.partitions or dst.free_size != value.free_size:
         raise NkiError(f"cannot assign a {list(value.shape)} tile to a {list(dst.shape)} region")
+    # The instruction writes dst itself only where its engine can: the Tensor engine writes PSUM only and GpSimd
+    # cannot access PSUM; otherwise its result stays where it is and a tensor_copy moves it (the compiler's copy
+    # of `t[...] = nisa.nc_transpose(x)` into SBUF, NKI's Stable Diffusion attention tutorial).
+    engine = op.attrs.get("engine") or ("PE" if op.name in ("nc_matmul", "nc_matmul_mx") else None)
+    if (engine == "PE") != (dst.st.space == PSUM) and (engine == "PE" or engine == "POOL"):
+        return False
     return dst.dtype == value.dtype or op.name not in ("nc_matmul", "nc_matmul_mx", "nc_transpose")
 
 

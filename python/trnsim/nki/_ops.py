@@ -48,6 +48,8 @@ def _engine_for(name, engine, views):
     if engine is not None:
         return engine
     e = DEFAULT_ENGINE[name]
+    if e == "ACT" and name == "tensor_copy" and _target().generation == "trn1":
+        e = "DVE"  # "On NeuronCore v2, tensor_copy is not supported on the Scalar Engine" (nki.isa.tensor_copy)
     # GpSimd cannot access PSUM (nki.isa.tensor_copy / memset docs): the compiler then uses Vector.
     if e == "POOL" and any(v is not None and v.st.space == PSUM for v in views):
         return "DVE"
@@ -437,6 +439,18 @@ def _two_tiles(op, dst, a, an, b, bn):
 def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
     op = "tensor_tensor"
     dst, data1, data2 = _two_tiles(op, dst, data1, "data1", data2, "data2")
+    if alu == "power":
+        # nki.isa.tensor_tensor: nl.power "runs on the GpSimd engine", so its tiles cannot be in PSUM.
+        if engine not in (None, "POOL"):
+            raise NkiError(f"{op}: nl.power runs on the GpSimd engine (nki.isa.tensor_tensor), not {engine}")
+        if any(v.st.space == PSUM for v in (dst, data1, data2)):
+            raise NkiError(f"{op}: nl.power runs on the GpSimd engine, which cannot access PSUM "
+                           "(nki.isa.tensor_tensor): copy the PSUM tile to SBUF first")
+        engine = "POOL"
+    if engine is None and all(v.dtype.name in ("int32", "uint32") and v.st.space != PSUM for v in (dst, data1, data2)):
+        # nki.isa.tensor_tensor (2.33): int32/uint32 tiles default to GpSimd, whose native integer arithmetic is
+        # exact for every 32-bit value (Vector computes in FP32).
+        engine = "POOL"
     engine = _engine_for(op, engine, [dst, data1, data2])
     o = record(op, {"dst": dst, "data1": data1, "data2": data2}, [data1, data2], [dst],
                {"op": alu, "engine": engine}, loc)
@@ -468,8 +482,18 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     return o
 
 
+# Operators NKI's table of math operators marks as no legal reduction op ("Supported Math Operators for NKI
+# ISA", nki.api.shared: comparisons, shifts and power are N; add, subtract, multiply, max, min and the bitwise
+# and logical and/or/xor are Y).
+_NOT_REDUCTIONS = {"equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "left_shift",
+                   "right_shift", "power"}
+
+
 def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=None, loc=None):
     op = "tensor_reduce"
+    if alu in _NOT_REDUCTIONS:
+        raise NkiError(f"{op}: nl.{alu} is not a reduction operator (NKI's math operator table: add, subtract, "
+                       "multiply, maximum, minimum, and the bitwise and logical and/or/xor reduce)")
     dst = tile(dst, "dst", op)
     data = tile(data, "data", op)
     nd = data.ndim
@@ -524,6 +548,9 @@ def memset(dst, value, engine=None, loc=None):
 def iota(dst, pattern, offset=0, channel_multiplier=0, engine=None, loc=None):
     op = "iota"
     dst = tile(dst, "dst", op)
+    if engine is None and dst.st.space == PSUM:
+        raise NkiError(f"{op}: dst is in PSUM; iota runs on GpSimd, which cannot access PSUM (nki.isa.iota: dst "
+                       "must be in SBUF)")
     pattern = [int(p) for p in pattern]
     if len(pattern) > max(1, dst.ndim - 1):
         raise NkiError(f"{op}: {len(pattern)} pattern steps for the {dst.ndim - 1} free dims of dst")

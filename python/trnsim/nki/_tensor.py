@@ -743,9 +743,18 @@ class NkiTensor:
 
     def broadcast_to(self, shape):
         """t.broadcast_to(shape): broadcast along the size-1 dims that differ (earlier nki.tensor): a tile's
-        partition dim first (a new tile: see broadcast), the others as stride-0 views."""
+        partition dim first (a new tile: see broadcast), the others as stride-0 views; a [P] tile (a reduction's
+        result) to [P, F, ...] along new trailing free dims."""
         shape = tuple(shape)
-        if len(shape) != len(self.dims):
+        n = len(self.dims)
+        if len(shape) > n and self.st.space != HBM and self.pd == 0 and shape[:n] == tuple(self.shape):
+            # A tile's values per partition ([P], as tensor_reduce leaves them) broadcast along new trailing free
+            # dims: the partition dim stays first (NKI's SD attention tutorial: (1.0 / sum_res).broadcast_to((P, D))).
+            t = self
+            while t.ndim < len(shape):
+                t = t.expand_dims(t.ndim)
+            return t.broadcast_to(shape)
+        if len(shape) != n:
             raise NkiError(f"broadcast_to: {list(self.shape)} -> {list(shape)} must keep the number of dims")
         for d, (n, m) in enumerate(zip(self.shape, shape)):
             if n != m and n != 1:

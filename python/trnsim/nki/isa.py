@@ -10,6 +10,7 @@ the call and the kernel line (UNSUPPORTED below; docs/nki.md lists both).
 """
 
 import enum
+import math
 
 from . import _lower
 from . import _ops
@@ -66,7 +67,14 @@ scalar_engine = engine.scalar
 gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
 sync_engine = engine.sync
-dma_engine = engine.dma
+
+
+class dma_engine(enum.Enum):
+    """nki.isa.dma_engine: the DMA that moves nki.isa.sendrecv's data: dma (the shared DMA queues, the default)
+    or gpsimd_dma (GpSimd's internal DMA for low-latency SBUF swaps under LNC2: not modelled)."""
+
+    dma = "dma"
+    gpsimd_dma = "gpsimd_dma"
 
 
 class dge_mode(enum.Enum):
@@ -107,10 +115,10 @@ class dependency(enum.Enum):
 
 @_public
 def get_nc_version():
-    """NeuronCore-v3 on Trn2, v4 on Trn3 (the run's hardware)."""
+    """NeuronCore-v2 on Trn1, v3 on Trn2, v4 on Trn3 (the run's hardware)."""
     from ._backend import target
 
-    return nc_version.gen4 if target().generation == "trn3" else nc_version.gen3
+    return {"trn1": nc_version.gen2, "trn3": nc_version.gen4}.get(target().generation, nc_version.gen3)
 
 
 def _engine_name(e, call):
@@ -558,7 +566,17 @@ def memset(*args, **kwargs):
 
 @_named("iota")
 def _iota_new(dst, pattern, offset=0, channel_multiplier=0, name=None):
-    steps = [int(p[0]) if isinstance(p, (list, tuple)) else int(p) for p in pattern]
+    pairs = [(int(p[0]), int(p[1])) if isinstance(p, (list, tuple)) else (int(p), None) for p in pattern]
+    steps, nums = [s for s, _ in pairs], [n for _, n in pairs]
+    if isinstance(dst, NkiTensor) and pairs and None not in nums:
+        # nki.isa.iota: the pattern's [step, num] dims walk dst's free elements in order; dst may have any free
+        # shape holding num_w * ... * num_x elements per partition.
+        free = list(dst.shape[1:])
+        if math.prod(nums) != math.prod(free):
+            raise NkiError(f"iota: pattern {[list(p) for p in pairs]} makes {math.prod(nums)} values per "
+                           f"partition but dst {list(dst.shape)} holds {math.prod(free)}")
+        if nums != free:
+            dst = dst.reshape([dst.shape[0]] + nums)
     return _ops.iota(dst, steps, offset, channel_multiplier)
 
 
@@ -627,10 +645,16 @@ def _dma_transpose_old(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mo
         ignored_kwargs("nki.isa.dma_transpose", kwargs)
     (src,), box = _lower.apply_mask(mask, (src,), box=True, dma=True) if mask is not None else ((src,), None)
     _dma_axes(axes, src)
-    dst = _result((src.shape[-1], src.size // src.shape[-1]), _lower.dt(dtype, src.dtype), SBUF,
-                  "dma_transpose")
+    shape = (src.shape[-1], src.size // src.shape[-1])
+    dst = _result(shape, src.dtype, SBUF, "dma_transpose")
     _ops.dma_transpose(dst, src, None, _enum_value(dge_mode, globals()["dge_mode"], "dma_transpose",
                                                    "dge_mode"))
+    out_dtype = _lower.dt(dtype, src.dtype)
+    if out_dtype != src.dtype:
+        # The DMA transpose moves its dtype unchanged; the cast NKI's dtype= asks for is a tensor_copy after it.
+        cast = _result(shape, out_dtype, SBUF, "dma_transpose")
+        _ops.tensor_copy(cast, dst)
+        dst = cast
     return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (1, 0)) if src.ndim == 2 else None)
 
 
@@ -664,7 +688,7 @@ def core_barrier(data, cores=(0, 1), engine=engine.unknown, name=None):
 def sendrecv(src, dst, send_to_rank=None, recv_from_rank=None, pipe_id=0, dma_engine=None, name=None):
     """LNC2 SBUF exchange: this core's src goes to the peer's dst, the peer's src to this core's dst (the two
     cores' n-th calls pair up: a RuleError naming both lines unless each src has as many elements as the
-    peer's dst)."""
+    peer's dst); on the shared DMA queues (dma_engine.dma; GpSimd's internal gpsimd_dma is NkiUnsupported)."""
     from . import language as nl
 
     me = nl.program_id(0)
@@ -673,7 +697,10 @@ def sendrecv(src, dst, send_to_rank=None, recv_from_rank=None, pipe_id=0, dma_en
         if r is not None and int(r) != peer:
             unsupported(f"nki.isa.sendrecv({what}={r})", "only the exchange with the peer core of the LNC2 pair")
     e = None
-    if dma_engine is not None:
+    if dma_engine is globals()["dma_engine"].gpsimd_dma:
+        unsupported("nki.isa.sendrecv(dma_engine=nki.isa.dma_engine.gpsimd_dma)",
+                    "GpSimd's internal DMA for low-latency SBUF swaps; the default dma_engine.dma is")
+    if dma_engine is not None and dma_engine is not globals()["dma_engine"].dma:
         e = _engine_name(dma_engine, "sendrecv")
     return _ops.sendrecv(src, dst, e)
 

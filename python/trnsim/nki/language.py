@@ -22,6 +22,34 @@ shared_hbm = Buffer("shared_hbm", HBM)
 private_hbm = Buffer("private_hbm", HBM, private=True)
 hbm = Buffer("hbm", HBM, private=True)  # NKI: "Alias of private_hbm" (each core its own; nki.language.hbm)
 
+
+def _buffer_arg(buffer, call):
+    if not isinstance(buffer, Buffer):
+        raise NkiError(f"nl.{call}({buffer!r}): expected a buffer (nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm, "
+                       "nl.private_hbm, or a tensor's .buffer)")
+    return buffer.space
+
+
+def is_sbuf(buffer):
+    """nl.is_sbuf(buffer): whether the buffer is SBUF (nki.language.is_sbuf)."""
+    return _buffer_arg(buffer, "is_sbuf") == SBUF
+
+
+def is_psum(buffer):
+    """nl.is_psum(buffer): whether the buffer is PSUM (nki.language.is_psum)."""
+    return _buffer_arg(buffer, "is_psum") == PSUM
+
+
+def is_hbm(buffer):
+    """nl.is_hbm(buffer): whether the buffer is in HBM: nl.hbm, nl.shared_hbm, nl.private_hbm
+    (nki.language.is_hbm)."""
+    return _buffer_arg(buffer, "is_hbm") == HBM
+
+
+def is_on_chip(buffer):
+    """nl.is_on_chip(buffer): whether the buffer is SBUF or PSUM (nki.language.is_on_chip)."""
+    return _buffer_arg(buffer, "is_on_chip") in (SBUF, PSUM)
+
 # ---- dtypes
 float32 = _DT["float32"]
 bfloat16 = _DT["bfloat16"]
@@ -255,6 +283,20 @@ def ones_like(a, dtype=None, buffer=None, name="", **kwargs):
     return _lower.full(a.shape, 1.0, dtype or a.dtype, buffer or a.buffer, name, kwargs, "nl.ones_like")
 
 
+def shared_identity_matrix(n, dtype="uint8", dst=None, **kwargs):
+    """An [n, n] identity matrix in SBUF (nki.language.shared_identity_matrix); into dst when given. The
+    compiler preloads one per dtype and shares it (no public source says how); trnsim makes it where it is
+    called: a memset of 1 and an affine_select keeping the diagonal (partition == column), on GpSimd."""
+    call = "nl.shared_identity_matrix"
+    if dst is None:
+        dst = new_tensor((n, n), dtype, sbuf, "", kwargs, call)
+    elif not isinstance(dst, NkiTensor) or tuple(dst.shape) != (n, n) or dst.st.space != SBUF:
+        raise NkiError(f"{call}: dst must be an [{n}, {n}] SBUF tile, got {dst!r}")
+    _ops.memset(dst, 1.0)
+    _ops.affine_select(dst, [-1], 0, 1, dst, 0.0, "equal")
+    return dst
+
+
 # ---- loops and SPMD
 
 
@@ -297,7 +339,8 @@ def program_ndim():
 
 
 class nc:
-    """A launch-grid dim spread over n physical cores (`kernel[nl.nc(2)]`)."""
+    """A launch-grid dim spread over n physical cores (`kernel[nl.nc(2)]`); `nl.nc(2) * 2` and `2 * nl.nc(2)`
+    are nl.spmd_dim(nl.nc(2), 2) and nl.spmd_dim(2, nl.nc(2))."""
 
     def __init__(self, n):
         self.n = int(n)
@@ -308,13 +351,31 @@ class nc:
     def __index__(self):
         return self.n
 
+    def __mul__(self, other):
+        return spmd_dim(self, other)
+
+    def __rmul__(self, other):
+        return spmd_dim(other, self)
+
 
 class spmd_dim:
-    """The legacy grid dim (size, nl.nc(2)) whose programs alternate between the two cores."""
+    """A launch-grid dim of sub-dims (nl.spmd_dim(nl.nc(2), 2)): as many programs as their product, numbered
+    row-major over them; the nl.nc sub-dim's index is the core: nl.spmd_dim(nl.nc(2), 2) gives core 0
+    programs 0-1 and core 1 programs 2-3, nl.spmd_dim(2, nl.nc(2)) alternates (nki.language.spmd_dim)."""
 
-    def __init__(self, size, nc_=None):
-        self.size = int(size)
-        self.nc = int(nc_) if nc_ is not None else 1
+    def __init__(self, *dims):
+        import math
+
+        sizes = [int(d) for d in dims]
+        self.size = math.prod(sizes)
+        cores = [i for i, d in enumerate(dims) if isinstance(d, nc)]
+        self.nc = sizes[cores[0]] if cores else 1
+        # Programs in a row on one core: the sub-dims after the nl.nc one.
+        self.block = math.prod(sizes[cores[0] + 1:]) if cores else 1
+        self.dims = dims
+
+    def __repr__(self):
+        return "nl.spmd_dim(" + ", ".join(f"nl.nc({d.n})" if isinstance(d, nc) else repr(d) for d in self.dims) + ")"
 
     def __int__(self):
         return self.size
@@ -369,8 +430,10 @@ def _binary(name, alu):
             (x, y, out), box = _lower.operand_region(None, (x, y, out))
         return _lower.boxed(_lower.elementwise(name, alu, x, y, dtype, out), box if out is None else None)
 
-    return _NlFunc(name, f, alu=alu, doc=f"Elementwise {alu}: nisa.tensor_tensor for two tiles, nisa.tensor_scalar "
-                                          "for a tile and a number or a [P, 1] tile, on Vector (nki.language."
+    # nki.isa.tensor_tensor runs nl.power on GpSimd (_ops.tensor_tensor).
+    two = "nisa.tensor_tensor for two tiles (on GpSimd)" if alu == "power" else "nisa.tensor_tensor for two tiles"
+    return _NlFunc(name, f, alu=alu, doc=f"Elementwise {alu}: {two}, nisa.tensor_scalar for a tile and a number or a "
+                                          "[P, 1] tile, on Vector (nki.language."
                                           f"{name}); also the ALU operator `op=nl.{name}`")
 
 
@@ -484,7 +547,8 @@ def store(dst, value, *, mask=None, **kwargs):
 
 
 def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
-    """nl.load_transpose2d: one nisa.dma_transpose from HBM into a new SBUF tile."""
+    """nl.load_transpose2d: one nisa.dma_transpose from HBM into a new SBUF tile (with dtype=: then a
+    nisa.tensor_copy casting it; the DMA transpose moves its dtype unchanged)."""
     if kwargs:
         ignored_kwargs("nl.load_transpose2d", kwargs)
     from . import isa
@@ -563,14 +627,14 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
 UNSUPPORTED = {
     "softmax": "", "rms_norm": "", "layer_norm": "", "exp2": "", "dropout": "random numbers",
     "rand": "random numbers",
-    "random_seed": "random numbers", "shared_constant": "", "shared_identity_matrix": "",
-    "device_print": "printing device values", "atomic_rmw": "", "gather_flattened": "",
+    "random_seed": "random numbers", "shared_constant": "",
+    "device_print": "a tile's values exist only when the simulated kernel runs, after tracing; to see them, "
+    "store the tile into an nl.shared_hbm tensor and return it as an output", "atomic_rmw": "", "gather_flattened": "",
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
     "invert": "", "logical_not": "", "logical_xor": "", "var": "", "all": "", "no_reorder": "scheduling hints",
     "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
     "abs_min": "", "fmod": "", "mod": "", "tan": "", "prelu": "", "gelu_apprx_sigmoid": "",
-    "gelu_apprx_sigmoid_dx": "", "loop_reduce": "", "while_loop": "dynamic loops", "is_hbm": "",
-    "is_on_chip": "", "is_psum": "", "is_sbuf": "",
+    "gelu_apprx_sigmoid_dx": "", "loop_reduce": "", "while_loop": "dynamic loops",
 }
 
 
@@ -597,7 +661,8 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "gelu_apprx_tanh", "sqrt", "rsqrt", "reciprocal", "square", "abs", "sign", "identity", "sin", "cos",
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
              "negative",
-             "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32"]
+             "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
+             "is_on_chip", "shared_identity_matrix"]
 
 
 def __getattr__(name):
