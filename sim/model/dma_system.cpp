@@ -117,8 +117,14 @@ void DmaSystem::enqueue(const DmaRecord& rec, const timing::DmaCost& dma_cost, c
   q.hbm_bytes_read = work.hbm_bytes_read;
   q.hbm_bytes_written = work.hbm_bytes_written;
   q.tag = tag;
-  const Picoseconds ready = queues_.enqueue(q, rec.enqueue);
-  ev_.notify(to_sc(Picoseconds(ready.count() - now_ps().count())));
+  wake_at(queues_.enqueue(q, rec.enqueue), now_ps());
+}
+
+void DmaSystem::wake_at(Picoseconds at, Picoseconds now) {
+  // A pending notification at or before `at` stands (SystemC would discard this one, after the call's cost).
+  if (at.count() >= wake_at_) return;
+  ev_.notify(to_sc(Picoseconds(at.count() - now.count())));
+  wake_at_ = at.count();
 }
 
 void DmaSystem::finish(Transfer& t) {
@@ -145,6 +151,7 @@ void DmaSystem::update() {
   const DmaRecord* current = nullptr;  // the transfer being finished, for error messages
   try {
     const Picoseconds now = now_ps();
+    wake_at_ = kNoWake;  // ev_ fired
     for (const auto& f : queues_.advance(now)) {
       Transfer& t = transfers_[f.tag];
       current = &t.rec;
@@ -163,7 +170,7 @@ void DmaSystem::update() {
       free_.push_back(f.tag);
     }
     current = nullptr;
-    if (auto next = queues_.next_event(now)) ev_.notify(to_sc(Picoseconds(next->count() - now.count())));
+    if (auto next = queues_.next_event(now)) wake_at(*next, now);
     if (top_.observed.counters) {
       const double hbm = queues_.hbm_GBps();
       if (hbm != last_hbm_rate_) {

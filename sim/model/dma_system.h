@@ -68,6 +68,8 @@ class DmaSystem : public sc_core::sc_module {
   // and PSUM, and the peer core's SBUF for a sendrecv's dst; with context(rec) on an error.
   Picoseconds onchip_latency(const DmaRecord& rec);
   void finish(Transfer& t);
+  // Schedules update() at `at` (>= now) unless it is scheduled at or before then.
+  void wake_at(Picoseconds at, Picoseconds now);
   // "at 12.345 ns, kernel.cpp:12: core 0 SP #3 dma_copy (DMA queue 2)"
   std::string context(const DmaRecord& rec) const;
 
@@ -79,6 +81,8 @@ class DmaSystem : public sc_core::sc_module {
   std::vector<uint64_t> free_;                     // free slots of transfers_
   std::array<std::vector<NodeRef>, 2> last_done_;  // per core and queue: the last transfer that finished
   sc_core::sc_event ev_;
+  static constexpr uint64_t kNoWake = ~uint64_t{0};
+  uint64_t wake_at_ = kNoWake;  // when ev_'s pending notification fires (kNoWake: none pending)
   double last_hbm_rate_ = -1;
   std::array<std::array<double, 2>, 2> last_rw_rate_{{{-1, -1}, {-1, -1}}};  // per core: HBM read, write
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <new>
 
 #include "sim/base/error.h"
 #include "sim/isa/flops.h"
@@ -113,7 +114,9 @@ bool Sequencer::waits_ok(const isa::SemWaits& waits) {
   return true;
 }
 
-Cause Sequencer::wait_cause(Picoseconds since_t, Picoseconds now) const {
+// Inlined into its two callers: returned by value, its 14 bytes went through the stack and were read back
+// across two stores (a store-forwarding stall on every instruction).
+[[gnu::always_inline]] inline Cause Sequencer::wait_cause(Picoseconds since_t, Picoseconds now) const {
   if (blocked_sem_ >= 0 && now > since_t) {
     const auto sem = static_cast<uint16_t>(blocked_sem_);
     if (const SemaphoreSource* src = top_.semaphores->last_source(core_, sem))
@@ -320,11 +323,11 @@ bool Sequencer::fetch(Picoseconds now) {
   }
   top_.stats.cores[core_].engines[static_cast<int>(engine_)].semaphore_wait += since(now, wait_start_);
   fetch_cause_ = wait_cause(wait_start_, now);
-  timing::EngineCost c;
+  const bool dma = isa::is_dma(inst.op);
   try {
     top_.cost.check_features(inst);
     if (!prechecked_) isa::check(inst, top_.program, top_.limits);
-    if (isa::is_dma(inst.op)) {
+    if (dma) {
       if (inst.dma_queue >= top_.hw.dma.queues_per_core)
         throw RuleError("dma_queue " + std::to_string(inst.dma_queue) + " out of range (the core has " +
                         std::to_string(top_.hw.dma.queues_per_core) + " queues)");
@@ -334,30 +337,39 @@ bool Sequencer::fetch(Picoseconds now) {
       if (inst.dge == isa::DgeMode::Swdge && engine_ != isa::Engine::POOL)
         throw RuleError(std::string("dge_mode swdge: software DGE runs on GpSimd (POOL), not ") +
                         isa::engine_name(engine_));
+      cost_ = timing::EngineCost{};
     } else {
-      c = top_.cost.engine_cost(inst);
+      // Built in place: copied from a temporary, its fields were read back 16 bytes at a time across the
+      // callee's 8-byte stores (a store-forwarding stall).
+      ::new (&cost_) timing::EngineCost(top_.cost.engine_cost(inst));
     }
   } catch (const RuleError& e) {
     rethrow_rule(e, index);
   }
-  cost_ = c;
-  cur_ = InstructionRecord{};
-  cur_.core = core_;
-  cur_.engine = engine_;
-  cur_.index = index;
-  cur_.inst = &inst;
-  cur_.wait_start = wait_start_;
-  cur_.issue = cur_.mm_issue = cur_.start = cur_.ls_start = cur_.ls_end = now;
-  cur_.cycles = c.cycles.count();
-  cur_.ls_cycles = c.ls_cycles.count();
-  cur_.perf_mode = c.perf_mode;
-  cur_.cause = cur_.wait_cause = fetch_cause_;
+  // Every field is set here, one store each: a zeroed record copied over (a 216-byte clear, then stores
+  // the loads right after could not take) made this the sequencer's costliest step.
+  static_assert(sizeof(InstructionRecord) == 216, "a field added to InstructionRecord: set it here");
+  InstructionRecord& r = cur_;
+  r.core = core_;
+  r.engine = engine_;
+  r.index = index;
+  r.inst = &inst;
+  r.wait_start = wait_start_;
+  r.issue = r.mm_issue = r.start = r.ls_start = r.ls_end = now;
+  r.end = r.complete = r.throttled = r.dge_start = r.dge_end = Picoseconds();
+  r.cycles = cost_.cycles.count();
+  r.ls_cycles = cost_.ls_cycles.count();
+  r.perf_mode = cost_.perf_mode;
+  r.throttle_cap = 1;
+  r.cause = fetch_cause_;
+  r.wait_cause = fetch_cause_;
+  r.work = isa::Work{};
   // (A DMA's work is computed when its transfer is queued: enqueue_dma.)
-  if ((top_.options.observer || engine_ == isa::Engine::PE) && !isa::is_dma(inst.op)) {
+  if ((top_.options.observer || engine_ == isa::Engine::PE) && !dma) {
     if (top_.observed.work_bytes)
-      cur_.work = isa::work_of(inst, top_.program);
+      ::new (&r.work) isa::Work(isa::work_of(inst, top_.program));  // in place, as cost_
     else
-      cur_.work.flops = isa::flops_of(inst);
+      r.work.flops = isa::flops_of(inst);
   }
   return true;
 }

@@ -17,12 +17,13 @@ uint64_t BandwidthSharing::add(double bytes, double cap, const Uses& uses, doubl
   advance(now);
   uint64_t id = next_id_++;
   flows_.push_back({id, bytes, cap, 0.0, uses});
-  recompute();
+  stale_ = true;
   return id;
 }
 
 void BandwidthSharing::advance(double now) {
   if (now <= now_) return;
+  settle();
   const double dt = now - now_;
   for (auto& f : flows_) f.remaining = std::max(0.0, f.remaining - f.rate * dt);
   now_ = now;
@@ -30,6 +31,7 @@ void BandwidthSharing::advance(double now) {
 
 const std::vector<uint64_t>& BandwidthSharing::take_finished(double now) {
   advance(now);
+  settle();
   std::vector<uint64_t>& done = done_;
   done.clear();
   // Completion times are rounded up to whole ps, so anything within one ps of work is finished.
@@ -38,12 +40,13 @@ const std::vector<uint64_t>& BandwidthSharing::take_finished(double now) {
     if (finished(f)) done.push_back(f.id);
   if (!done.empty()) {
     flows_.erase(std::remove_if(flows_.begin(), flows_.end(), finished), flows_.end());
-    recompute();
+    stale_ = true;
   }
   return done;
 }
 
 double BandwidthSharing::next_finish() const {
+  settle();
   double best = -1;
   for (const auto& f : flows_) {
     if (f.rate <= 0) continue;
@@ -54,18 +57,21 @@ double BandwidthSharing::next_finish() const {
 }
 
 double BandwidthSharing::finish_time(uint64_t id) const {
+  settle();
   for (const auto& f : flows_)
     if (f.id == id) return f.rate > 0 ? now_ + f.remaining / f.rate : -1;
   return -1;
 }
 
 double BandwidthSharing::rate(uint64_t id) const {
+  settle();
   for (const auto& f : flows_)
     if (f.id == id) return f.rate;
   return 0;
 }
 
 double BandwidthSharing::load(int resource) const {
+  settle();
   double sum = 0;
   for (const auto& f : flows_)
     for (const auto& u : f.uses)
@@ -73,7 +79,8 @@ double BandwidthSharing::load(int resource) const {
   return sum;
 }
 
-void BandwidthSharing::recompute() {
+void BandwidthSharing::recompute() const {
+  stale_ = false;
   const size_t nr = capacity_.size();
   // The working arrays are members: reused by every call (a DMA-heavy run recomputes per transfer).
   std::vector<double>& used = scratch_.used;  // capacity taken by frozen flows
@@ -86,14 +93,15 @@ void BandwidthSharing::recompute() {
   double level = 0;
   constexpr double kInf = std::numeric_limits<double>::infinity();
   while (left > 0) {
-    // Weight of the unfrozen flows on each resource.
+    // Weight of the unfrozen flows on each resource and their smallest headroom to a cap: one pass over the
+    // flows, each figure accumulated in flow order.
     weight.assign(nr, 0.0);
-    for (size_t i = 0; i < flows_.size(); ++i)
-      if (!frozen[i])
-        for (const auto& u : flows_[i].uses) weight[u.resource] += u.per_byte;
     double step = kInf;
     for (size_t i = 0; i < flows_.size(); ++i)
-      if (!frozen[i]) step = std::min(step, flows_[i].cap - level);
+      if (!frozen[i]) {
+        for (const auto& u : flows_[i].uses) weight[u.resource] += u.per_byte;
+        step = std::min(step, flows_[i].cap - level);
+      }
     for (size_t r = 0; r < nr; ++r)
       if (weight[r] > 0) step = std::min(step, (capacity_[r] - used[r] - level * weight[r]) / weight[r]);
     step = std::max(0.0, step);

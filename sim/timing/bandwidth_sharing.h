@@ -2,6 +2,9 @@
 // DMA engines, the HBM stack). Rates are max-min fair (progressive filling): every flow's rate rises at the
 // same pace until its own cap or a resource it uses is saturated. Rates change only when a flow is added or
 // removed, so the SystemC DMA module needs one event per change. Plain C++; bytes, ps, bytes/ps.
+// The rates are recomputed when next read (or before flows move on), not at each change: the rates are a
+// function of the set of flows alone, so the flows a DMA event removes and adds at one time cost one
+// recomputation, with the same result.
 #pragma once
 
 #include <cstddef>
@@ -48,18 +51,23 @@ class BandwidthSharing {
     double remaining, cap, rate;
     Uses uses;
   };
-  void recompute();
+  // The rates of the current flows, recomputed if a flow was added or removed since they were last.
+  void settle() const {
+    if (stale_) recompute();
+  }
+  void recompute() const;
 
   std::vector<double> capacity_;
-  std::vector<Flow> flows_;
+  mutable std::vector<Flow> flows_;  // rates: set by settle()
   struct Scratch {
     std::vector<double> used, weight;
     std::vector<char> frozen, saturated;
   };
-  Scratch scratch_;             // recompute()'s working arrays
+  mutable Scratch scratch_;     // recompute()'s working arrays
   std::vector<uint64_t> done_;  // take_finished()'s result
   double now_ = 0;
   uint64_t next_id_ = 1;
+  mutable bool stale_ = false;  // flows were added or removed since recompute()
 };
 
 }  // namespace trnsim::timing

@@ -307,6 +307,34 @@ TEST_CASE("bandwidth sharing: max-min fair with caps and a shared resource", "[t
   CHECK(t.rate(y) == Approx(0.3));
 }
 
+TEST_CASE("bandwidth sharing: flows removed and added at one time get the rates of that set", "[timing]") {
+  // The rates are recomputed once per change of the set (when read), not per flow: after a finish and two
+  // adds at t = 2000 they must equal, bit for bit, those of a sharing that holds just the three flows.
+  using U = timing::BandwidthSharing::Uses;
+  const U core0_hbm{{0, 1.0}, {2, 0.5}}, core1_hbm{{1, 1.25}, {2, 1.0}}, core0{{0, 1.0}};
+  timing::BandwidthSharing s({0.368, 0.368, 0.4});
+  const uint64_t a = s.add(100, 0.3, core0_hbm, 0);
+  const uint64_t b = s.add(1e6, 0.2, core1_hbm, 0);
+  // a moves at its cap 0.3 and finishes at 100 / 0.3 = 333.3 ps; b (capped at 0.2) keeps moving.
+  REQUIRE(s.take_finished(2000).size() == 1);
+  const uint64_t c = s.add(1e6, 0.368, core0_hbm, 2000);
+  const uint64_t d = s.add(1e6, 0.1, core0, 2000);
+  CHECK(a != c);
+  timing::BandwidthSharing fresh({0.368, 0.368, 0.4});
+  const uint64_t fb = fresh.add(1e6, 0.2, core1_hbm, 0);
+  const uint64_t fc = fresh.add(1e6, 0.368, core0_hbm, 0);
+  const uint64_t fd = fresh.add(1e6, 0.1, core0, 0);
+  CHECK(s.rate(b) == fresh.rate(fb));
+  CHECK(s.rate(c) == fresh.rate(fc));
+  CHECK(s.rate(d) == fresh.rate(fd));
+  CHECK(s.load(2) == fresh.load(2));
+  // Core 0: c (up to 0.368) and d (capped at 0.1) share 0.368 -> d 0.1, c 0.268; HBM 0.4 holds b x 1 +
+  // c x 0.5 = 0.2 + 0.134.
+  CHECK(s.rate(d) == Approx(0.1));
+  CHECK(s.rate(c) == Approx(0.268));
+  CHECK(s.rate(b) == Approx(0.2));
+}
+
 TEST_CASE("costs of scalar_tensor_tensor, bn_stats, bn_aggr, affine_select and the new activations",
           "[timing]") {
   timing::CostModel cm(trn2());
