@@ -407,45 +407,61 @@ void Exec::transpose(int src_slot) {
       const bool big = static_cast<uint64_t>(rows) * cols >= (1u << 15);
       const int parts =
           static_cast<int>(std::min<uint64_t>(row_tiles, distinct && big ? num::host_split_threads() : 1));
-      // Both sides with consecutive elements in each row (the PE transposes): each tile's source rows are
-      // read whole into a local buffer, transposed there and written out as whole rows. Rows of SBUF and PSUM
-      // are a multiple of 4 KiB apart, so a tile walked in place keeps evicting its own lines from L1; the
-      // writes happen in the same order (destination row f, then partition p) either way.
-      const bool dense = src.contiguous_rows() && dst.contiguous_rows();
+      // Tiles of 32 x 32: each tile's source rows are read into a local buffer, transposed there and written
+      // out row by row (whole rows where a side's elements are consecutive, else element by element through
+      // the column offsets). Rows of SBUF and PSUM are a multiple of 4 KiB apart, so a tile walked in place,
+      // down the partitions, keeps evicting its own lines from L1. The writes happen in the same order as an
+      // element-by-element walk (destination row f, then partition p), so overlapping destination bytes end
+      // the same.
+      const bool src_rows = src.contiguous_rows(), dst_rows = dst.contiguous_rows();
       const bool vector16 = num::has_transpose32_u16();
       num::host_split(parts, [&](int t) {
         const uint64_t pa = row_tiles * t / parts * kTile;
         const uint64_t pb = std::min<uint64_t>(rows, row_tiles * (t + 1) / parts * kTile);
-        if (dense) {
-          decltype(elem) in[kTile][kTile], out[kTile][kTile];
-          for (uint64_t p0 = pa; p0 < pb; p0 += kTile)
-            for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
-              const uint64_t ph = std::min<uint64_t>(pb - p0, kTile),
-                             fw = std::min<uint64_t>(cols - f0, kTile);
-              if constexpr (n == 2) {  // whole 16-bit tiles in vector registers, straight between the rows
-                if (ph == kTile && fw == kTile && vector16) {
-                  const uint16_t* s16[kTile];
-                  uint16_t* d16[kTile];
-                  for (uint64_t i = 0; i < kTile; ++i) {
-                    s16[i] = reinterpret_cast<const uint16_t*>(sp[p0 + i] + sc[f0]);
-                    d16[i] = reinterpret_cast<uint16_t*>(dp[f0 + i] + dc[p0]);
-                  }
-                  num::transpose32_u16(s16, d16);
-                  continue;
-                }
-              }
-              for (uint64_t i = 0; i < ph; ++i) std::memcpy(in[i], sp[p0 + i] + sc[f0], fw * n);
-              for (uint64_t j = 0; j < fw; ++j)
-                for (uint64_t i = 0; i < ph; ++i) out[j][i] = in[i][j];
-              for (uint64_t j = 0; j < fw; ++j) std::memcpy(dp[f0 + j] + dc[p0], out[j], ph * n);
-            }
-          return;
-        }
+        decltype(elem) in[kTile][kTile], out[kTile][kTile];
         for (uint64_t p0 = pa; p0 < pb; p0 += kTile)
           for (uint64_t f0 = 0; f0 < cols; f0 += kTile) {
-            const uint64_t p1 = std::min<uint64_t>(pb, p0 + kTile), f1 = std::min<uint64_t>(cols, f0 + kTile);
-            for (uint64_t f = f0; f < f1; ++f)
-              for (uint64_t p = p0; p < p1; ++p) std::memcpy(dp[f] + dc[p], sp[p] + sc[f], n);
+            const uint64_t ph = std::min<uint64_t>(pb - p0, kTile), fw = std::min<uint64_t>(cols - f0, kTile);
+            const bool whole = ph == kTile && fw == kTile;
+            if constexpr (n == 2) {  // whole 16-bit tiles in vector registers, straight between the rows
+              if (whole && vector16 && src_rows && dst_rows) {
+                const uint16_t* s16[kTile];
+                uint16_t* d16[kTile];
+                for (uint64_t i = 0; i < kTile; ++i) {
+                  s16[i] = reinterpret_cast<const uint16_t*>(sp[p0 + i] + sc[f0]);
+                  d16[i] = reinterpret_cast<uint16_t*>(dp[f0 + i] + dc[p0]);
+                }
+                num::transpose32_u16(s16, d16);
+                continue;
+              }
+            }
+            for (uint64_t i = 0; i < ph; ++i) {
+              if (src_rows) {
+                std::memcpy(in[i], sp[p0 + i] + sc[f0], fw * n);
+                continue;
+              }
+              for (uint64_t j = 0; j < fw; ++j) std::memcpy(&in[i][j], sp[p0 + i] + sc[f0 + j], n);
+            }
+            bool done = false;
+            if constexpr (n == 2) {
+              if (whole && vector16) {
+                const uint16_t* s16[kTile];
+                uint16_t* d16[kTile];
+                for (uint64_t i = 0; i < kTile; ++i) s16[i] = in[i], d16[i] = out[i];
+                num::transpose32_u16(s16, d16);
+                done = true;
+              }
+            }
+            if (!done)
+              for (uint64_t j = 0; j < fw; ++j)
+                for (uint64_t i = 0; i < ph; ++i) out[j][i] = in[i][j];
+            for (uint64_t j = 0; j < fw; ++j) {
+              if (dst_rows) {
+                std::memcpy(dp[f0 + j] + dc[p0], out[j], ph * n);
+                continue;
+              }
+              for (uint64_t i = 0; i < ph; ++i) std::memcpy(dp[f0 + j] + dc[p0 + i], &out[j][i], n);
+            }
           }
       });
       return;
