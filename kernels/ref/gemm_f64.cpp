@@ -161,25 +161,34 @@ Micro micro_kernel() {
   return m;
 }
 
-// A matrix seen as op(X): element (r, k) at x[r * ld + k], or at x[k * ld + r] when transposed.
+// A matrix seen as op(X): element (r, k) at x[r * ld + k], or at x[k * ld + r] when transposed. FP64, or
+// FP32 (xf) widened exactly as it is packed, so an FP32 operand needs no FP64 copy of its own.
 struct Mat {
   const double* x;
   int64_t ld;
   bool trans;
+  const float* xf = nullptr;
 };
+
+template <class T>
+void pack_from(const T* x, const Mat& m, int64_t r0, int64_t rows, int tile_rows, int64_t k0, int kc,
+               double* p) {
+  if (m.trans) {
+    for (int k = 0; k < kc; ++k) std::copy_n(x + (k0 + k) * m.ld + r0, rows, p + k * tile_rows);
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* src = x + (r0 + i) * m.ld + k0;
+    for (int k = 0; k < kc; ++k) p[k * tile_rows + i] = src[k];
+  }
+}
 
 // Packs rows [r0, r0 + tile_rows) of `m` (`rows` of them real, the rest zero) over K block [k0, k0 + kc) as
 // p[k * tile_rows + i]: row-contiguous sources read along k, transposed ones along the rows.
 void pack(const Mat& m, int64_t r0, int64_t rows, int tile_rows, int64_t k0, int kc, double* p) {
   if (rows < tile_rows) std::fill(p, p + static_cast<int64_t>(kc) * tile_rows, 0.0);
-  if (m.trans) {
-    for (int k = 0; k < kc; ++k) std::copy_n(m.x + (k0 + k) * m.ld + r0, rows, p + k * tile_rows);
-    return;
-  }
-  for (int64_t i = 0; i < rows; ++i) {
-    const double* src = m.x + (r0 + i) * m.ld + k0;
-    for (int k = 0; k < kc; ++k) p[k * tile_rows + i] = src[k];
-  }
+  if (m.xf != nullptr) return pack_from(m.xf, m, r0, rows, tile_rows, k0, kc, p);
+  pack_from(m.x, m, r0, rows, tile_rows, k0, kc, p);
 }
 
 // Output rows a part computes at once: the packed rows of A for one K block (kMc x kKc doubles, 1 MiB) stay
@@ -252,6 +261,11 @@ void gemm_f64(bool trans_a, bool trans_b, int64_t n, int64_t c, int64_t K, const
               const double* b, int64_t ldb, double* out, int threads) {
   // B^T as [c, K]: element (j, k) of op(B)^T is op(B)(k, j).
   gemm({a, lda, trans_a}, {b, ldb, !trans_b}, n, c, K, out, threads);
+}
+
+void gemm_f64(bool trans_a, bool trans_b, int64_t n, int64_t c, int64_t K, const double* a, int64_t lda,
+              const float* b, int64_t ldb, double* out, int threads) {
+  gemm({a, lda, trans_a}, {nullptr, ldb, !trans_b, b}, n, c, K, out, threads);
 }
 
 }  // namespace trnsim::ref

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 
 #include "kernels/ref/gemm_f64.h"
 
@@ -44,14 +45,23 @@ std::vector<double> to_f64(const Operand& a) {
   return std::vector<double>(a.data, a.data + a.rows * a.cols);
 }
 
-std::vector<double> mx_fake_quantize(const Operand& a, const MxQuant& q) {
+namespace {
+
+// mx_fake_quantize's values into out (a.rows * a.cols of V); false when one of them is not exactly a V
+// (then out holds roundings of some values).
+template <class V>
+bool fake_quantize_into(const Operand& a, const MxQuant& q, V* out) {
   check_operand(a, "operand");
+  bool exact = true;
+  const auto put = [&](V& dst, double v) {
+    dst = static_cast<V>(v);
+    if constexpr (!std::is_same_v<V, double>) exact = exact && static_cast<double>(dst) == v;
+  };
   const int64_t T = a.contraction(), F = a.free();
   num::check_swizzle_shape(T, 1, q.scheme);
   const int64_t groups = T / num::kMxBlock;
   std::vector<std::array<int64_t, 32>> idx(static_cast<size_t>(groups));
   for (int64_t g = 0; g < groups; ++g) idx[g] = num::mx_group_k_indices(g, T, q.scheme);
-  std::vector<double> out(static_cast<size_t>(a.rows * a.cols));
   float block[32];
   uint8_t bytes[32];
   // One group's 32 values, quantized, into their dequantized values (groups are independent).
@@ -65,9 +75,9 @@ std::vector<double> mx_fake_quantize(const Operand& a, const MxQuant& q) {
       for (int64_t g = 0; g < groups; ++g) {
         for (int i = 0; i < 32; ++i) block[i] = a.data[index_of(a, idx[g][i], f)];
         group(block, o);
-        for (int i = 0; i < 32; ++i) out[index_of(a, idx[g][i], f)] = o[i];
+        for (int i = 0; i < 32; ++i) put(out[index_of(a, idx[g][i], f)], o[i]);
       }
-    return out;
+    return exact;
   }
   // Contraction along rows: a group's values lie in 32 rows, one column. kTile columns at a time, so each of
   // the 32 rows is read and written in runs of kTile elements rather than one element per cache line.
@@ -83,10 +93,18 @@ std::vector<double> mx_fake_quantize(const Operand& a, const MxQuant& q) {
       }
       for (int64_t c = 0; c < nf; ++c) group(&in[c * 32], &res[c * 32]);
       for (int i = 0; i < 32; ++i) {
-        double* row = out.data() + idx[g][i] * a.cols + f0;
-        for (int64_t c = 0; c < nf; ++c) row[c] = res[c * 32 + i];
+        V* row = out + idx[g][i] * a.cols + f0;
+        for (int64_t c = 0; c < nf; ++c) put(row[c], res[c * 32 + i]);
       }
     }
+  return exact;
+}
+
+}  // namespace
+
+std::vector<double> mx_fake_quantize(const Operand& a, const MxQuant& q) {
+  std::vector<double> out(static_cast<size_t>(a.rows * a.cols));
+  fake_quantize_into(a, q, out.data());
   return out;
 }
 
@@ -160,7 +178,20 @@ template <class F>
 void reference_chunks(const Operand& lhs, const Operand& rhs, const std::optional<MxQuant>& quant,
                       const std::vector<std::pair<int64_t, int64_t>>& blocks, F&& f) {
   const MatmulDims d = matmul_dims(lhs, rhs);
-  const std::vector<double> r = quant && !rhs.mx_values ? mx_fake_quantize(rhs, *quant) : to_f64(rhs);
+  // rhs as the GEMM reads it: its own FP32 values in place, or its MX-quantized values in FP32 when every
+  // one is exact there (FP64 otherwise): no FP64 copy of the operand (470 MB for the README main job's).
+  std::vector<float> r32;
+  std::vector<double> r64;
+  const float* r = rhs.data;
+  if (quant && !rhs.mx_values) {
+    r32.resize(static_cast<size_t>(rhs.rows * rhs.cols));
+    r = r32.data();
+    if (!fake_quantize_into(rhs, *quant, r32.data())) {
+      r32 = {};
+      r = nullptr;
+      r64 = mx_fake_quantize(rhs, *quant);
+    }
+  }
   const bool tb = rhs.axis == Contract::Cols;  // rhs is [C, T]
   static const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<float> rows;
@@ -178,7 +209,10 @@ void reference_chunks(const Operand& lhs, const Operand& rhs, const std::optiona
     Operand g{rows.data(), n, d.T, Contract::Cols, lhs.mx_values};
     const std::vector<double> l = quant && !g.mx_values ? mx_fake_quantize(g, *quant) : to_f64(g);
     golden.resize(static_cast<size_t>(n * d.C));
-    gemm_f64(false, tb, n, d.C, d.T, l.data(), d.T, r.data(), tb ? d.T : d.C, golden.data(), threads);
+    if (r != nullptr)
+      gemm_f64(false, tb, n, d.C, d.T, l.data(), d.T, r, tb ? d.T : d.C, golden.data(), threads);
+    else
+      gemm_f64(false, tb, n, d.C, d.T, l.data(), d.T, r64.data(), tb ? d.T : d.C, golden.data(), threads);
     f(golden.data(), b0, b1);
     b0 = b1;
   }

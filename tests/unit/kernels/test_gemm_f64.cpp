@@ -143,6 +143,26 @@ TEST_CASE("gemm_f64: every transpose of the operands gives the bytes of the one 
     }
 }
 
+TEST_CASE("gemm_f64 with B in FP32 gives the bytes of gemm_f64 on B's FP64 copy", "[ref]") {
+  // Both B layouts, an edge of the 24-column panels and of the 256-long K blocks, one and three threads.
+  for (auto [n, c, K] : {std::tuple{37, 53, 300}, {5, 200, 17}}) {
+    const auto a = normal_values(n * K, 7);
+    const auto b64 = normal_values(c * K, 8);
+    std::vector<float> b32(b64.size());
+    for (size_t i = 0; i < b64.size(); ++i) b32[i] = static_cast<float>(b64[i]);
+    const std::vector<double> widened(b32.begin(), b32.end());
+    for (bool tb : {false, true})
+      for (int threads : {1, 3}) {
+        std::vector<double> want(static_cast<size_t>(n * c)), got(want.size(), -1.0);
+        const int64_t ldb = tb ? K : c;
+        ref::gemm_f64(false, tb, n, c, K, a.data(), K, widened.data(), ldb, want.data(), threads);
+        ref::gemm_f64(false, tb, n, c, K, a.data(), K, b32.data(), ldb, got.data(), threads);
+        INFO("n=" << n << " c=" << c << " K=" << K << " trans_b=" << tb << " threads=" << threads);
+        CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(double)) == 0);
+      }
+  }
+}
+
 TEST_CASE("gemm_nt_f64: the bound", "[ref]") {
   // 1 and 2^-52 in one row: 53 bits wide; with the other row 1 bit and K = 2 (2 bits): 56 > 53.
   std::vector<double> a{1.0, std::ldexp(1.0, -52)}, b{1.0, 1.0};
