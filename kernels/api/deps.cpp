@@ -98,10 +98,17 @@ void RegionTracker::collect_in(const Node& n, const Rect& r, bool write, Needs& 
     if (reaches(r, n.dim, n.mid, h)) collect_in(n.half[h], r, write, need);
 }
 
+// `list` null: both lists, in one walk of the parts (a write drops the records of either kind it covers).
 template <class Drop>
 void RegionTracker::erase_in(Node& n, const Rect& r, std::vector<Record> Node::*list, const Drop& drop) {
-  examined_ += (n.*list).size();
-  std::erase_if(n.*list, drop);
+  if (list != nullptr) {
+    examined_ += (n.*list).size();
+    std::erase_if(n.*list, drop);
+  } else {
+    examined_ += n.writes.size() + n.reads.size();
+    std::erase_if(n.writes, drop);
+    std::erase_if(n.reads, drop);
+  }
   if (n.dim < 0) return;
   for (int h = 0; h < 2; ++h)
     if (reaches(r, n.dim, n.mid, h)) erase_in(n.half[h], r, list, drop);
@@ -183,8 +190,7 @@ void RegionTracker::record(uint32_t space, const Rect& r, bool write, Event ev) 
     for (int64_t cc = ch.cc0; cc <= ch.cc1; ++cc) {
       Bucket& b = at(space, rc, cc);
       if (write) {
-        erase_in(b, r, &Node::writes, covered);
-        erase_in(b, r, &Node::reads, covered);
+        erase_in(b, r, nullptr, covered);
       } else {
         erase_in(b, r, &Node::reads, covered_same_sem);
       }

@@ -29,8 +29,9 @@ void WrittenMap::split_at(int64_t x) {
 }
 
 void WrittenMap::mark(const Rect& r) {
+  // Most writes land on bytes written before (a tile rewritten every iteration): the ranges stay as they are.
+  if (!first_unwritten(r)) return;
   const Rows m = rows_of(r.r0, r.r1);
-  if (r.c0 >= r.c1 || (m.lo == 0 && m.hi == 0)) return;
   split_at(r.c0);
   split_at(r.c1);
   int64_t pos = r.c0;

@@ -162,8 +162,7 @@ void Checker::operand(int slot) const {
   // The start-partition rule binds the compute engines (§2.3, §2.6); no source gives one for DMAs, whose
   // descriptors address each partition (a masked nl.store of rows 3..127, a load into t[5:9, :]).
   if (!is_dma(inst_.op)) {
-    const std::vector<uint32_t> starts = engine_start_partitions(n);
-    if (std::find(starts.begin(), starts.end(), s) == starts.end())
+    if (!engine_start_allowed(n, s))
       fail("partition start",
            fmt::format("{} spans {} partitions from {} ({})", name(slot), n, s, engine_start_rule(n)));
   }

@@ -4,9 +4,10 @@
 namespace trnsim::isa {
 
 std::vector<uint32_t> engine_start_partitions(uint32_t n) {
-  if (n > 64) return {0};
-  if (n > 32) return {0, 64};
-  return {0, 32, 64, 96};
+  std::vector<uint32_t> starts;
+  for (uint32_t s = 0; s < 128; s += 32)
+    if (engine_start_allowed(n, s)) starts.push_back(s);
+  return starts;
 }
 
 std::string engine_start_rule(uint32_t n) {

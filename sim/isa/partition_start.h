@@ -10,6 +10,11 @@
 
 namespace trnsim::isa {
 
+// Whether a compute engine's operand of `n` partitions (1-128) may start at partition `start`.
+inline bool engine_start_allowed(uint32_t n, uint32_t start) {
+  const uint32_t step = n > 64 ? 128 : n > 32 ? 64 : 32;
+  return start < 128 && start % step == 0;
+}
 // The partitions a compute engine's operand of `n` partitions (1-128) may start at, ascending.
 std::vector<uint32_t> engine_start_partitions(uint32_t n);
 // The rule for `n` partitions in words: "33-64 must start at 0 or 64".
