@@ -58,9 +58,11 @@ echo \$\$ >"$T/script.pid"
 exec sleep 60
 SH
 chmod +x "$T/slow_py"
-signals=(TERM HUP SEGV ABRT group)
-# A sanitizer's own SIGSEGV handler stays in place of trnsim's (tests/sanitize.sh): SIGSEGV is left out there.
-[[ -n ${ASAN_OPTIONS:-}${UBSAN_OPTIONS:-} ]] && signals=(TERM HUP ABRT group)
+# SIGBUS and SIGTRAP too (tester22i: they left the script running, its staging folder and the empty OUT).
+signals=(TERM HUP SEGV ABRT BUS TRAP group)
+# A sanitizer's own SIGSEGV and SIGBUS handlers stay in place of trnsim's (tests/sanitize.sh): those are left
+# out there.
+[[ -n ${ASAN_OPTIONS:-}${UBSAN_OPTIONS:-} ]] && signals=(TERM HUP ABRT TRAP group)
 for how in "${signals[@]}"; do
   rm -f "$T/script.pid"
   # In a session of its own, so that the process-group kill reaches trnsim and its script, not this test.
@@ -89,6 +91,9 @@ for ((i = 0; i < 600; i++)); do [[ -s $T/script.pid ]] && break; sleep 0.05; don
 script=$(cat "$T/script.pid" 2>/dev/null)
 kill -KILL $runner
 wait $runner 2>/dev/null
+for ((i = 0; i < 100; i++)); do kill -0 "$script" 2>/dev/null || break; sleep 0.05; done
+check "a SIGKILL while drawing ends the script with trnsim (tester22i: it was left running)" \
+  '[[ -n $script ]] && ! kill -0 "$script" 2>/dev/null'
 [[ -n $script ]] && kill "$script" 2>/dev/null
 left=$(ls -A "$T/tmp")
 check "a SIGKILL while drawing leaves its staging folder ($left)" '[[ $left == trnsim-report.$runner.* ]]'
