@@ -243,12 +243,13 @@ void remove_killed_temporaries(int dir_fd) {
       const long pid = pid_of_suffix(name.substr(prefix.size()));
       struct stat st {};
       if (pid <= 0 || ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-          !S_ISREG(st.st_mode) || st.st_uid != ::geteuid())
+          st.st_uid != ::geteuid())
         break;
       // This process's PID (a container's runs share one): a leftover unless one of its own record writes
       // is under way.
       if (!(pid == ::getpid() ? g_record_writes == 0 : process_gone(pid))) break;
-      if (!looks_like_trnsims_leftover(dir_fd, name, prefix == ".trnsim-probe."))
+      // A FIFO, folder or symlink there is never trnsim's: the user's, kept with a note as any other.
+      if (!S_ISREG(st.st_mode) || !looks_like_trnsims_leftover(dir_fd, name, prefix == ".trnsim-probe."))
         note_left(dir_fd, name);
       else
         (st.st_size == 0 ? empty : gone).push_back(name);
@@ -1315,9 +1316,9 @@ RunFolderState open_run_folder(const std::string& dir) {
   remove_killed_temporaries(d.get());
   // A killed run's link to the record it was replacing (the record itself says what the files are); another
   // user's is theirs.
-  if (struct stat st{}; ::fstatat(d.get(), kManifestBackupName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                        S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) {
-    if (is_killed_record_backup(d.get()))
+  if (struct stat st{};
+      ::fstatat(d.get(), kManifestBackupName, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == ::geteuid()) {
+    if (S_ISREG(st.st_mode) && is_killed_record_backup(d.get()))
       ::unlinkat(d.get(), kManifestBackupName, 0);
     else
       note_left(d.get(), kManifestBackupName);
