@@ -703,12 +703,24 @@ bool still_there(int dir_fd, const ManifestEntry& e, Fd* parent = nullptr, struc
   return true;
 }
 
-// The files of `previous` (earlier_files) that `now` does not hold and that are still there, never one of
-// `keep`: what remove_stale removes.
+// earlier_files and, for a path the set names, also the record's "previous" entry of it: a report that
+// `trnsim stats --html` was replacing when it was killed (rerecord_in_set's kComing), whichever of the two
+// files is at the path.
+std::vector<ManifestEntry> earlier_identities(const Manifest& m) {
+  std::vector<ManifestEntry> v = earlier_files(m);
+  if (!m.complete) return v;
+  for (const ManifestEntry& e : m.previous)
+    if (std::any_of(m.files.begin(), m.files.end(), [&](const ManifestEntry& f) { return f.path == e.path; }))
+      v.push_back(e);
+  return v;
+}
+
+// The files of `previous` (earlier_identities) that `now` does not hold and that are still there, never one
+// of `keep`: what remove_stale removes.
 std::vector<ManifestEntry> stale_files(int dir_fd, const Manifest& previous, const std::set<std::string>& now,
                                        const std::vector<std::string>& keep) {
   std::vector<ManifestEntry> v;
-  for (const ManifestEntry& e : earlier_files(previous)) {
+  for (const ManifestEntry& e : earlier_identities(previous)) {
     struct stat st {};
     if (!e.identified() || now.count(e.path) || !still_there(dir_fd, e, nullptr, &st)) continue;
     const bool is_kept = std::any_of(keep.begin(), keep.end(), [&](const std::string& k) {
@@ -727,15 +739,24 @@ std::vector<ManifestEntry> stale_files(int dir_fd, const Manifest& previous, con
 std::vector<ManifestEntry> copied_files(int dir_fd, const Manifest& previous,
                                         const std::set<std::string>& now) {
   std::vector<ManifestEntry> v;
-  for (const ManifestEntry& e : earlier_files(previous)) {
-    if (!e.identified() || now.count(e.path)) continue;
+  const std::vector<ManifestEntry> earlier = earlier_identities(previous);
+  // One entry a path: where one of its recorded files is there itself (stale_files' case), no other entry of
+  // the path is a copy.
+  std::set<std::string> named;
+  for (const ManifestEntry& e : earlier)
+    if (e.identified() && still_there(dir_fd, e)) named.insert(e.path);
+  for (const ManifestEntry& e : earlier) {
+    if (!e.identified() || now.count(e.path) || named.count(e.path)) continue;
     const fs::path rel(e.path);
     const Fd p = open_below(dir_fd, rel.parent_path());
     const std::string name = rel.filename().string();
     // The recorded inode is stale_files' case; only another one is hashed.
     if (!p.ok() || file_id_at(p.get(), name).inode == e.inode) continue;
     FileId id;
-    if (is_new_file(p.get(), name, e, id)) v.push_back(e);
+    if (is_new_file(p.get(), name, e, id)) {
+      v.push_back(e);
+      named.insert(e.path);
+    }
   }
   return v;
 }
@@ -870,7 +891,8 @@ void testing::set_write_step_hook(std::function<void(long)> hook) {
   step_hook() = std::move(hook);
 }
 
-std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files, const RunFolder* folder) {
+std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files, const RunFolder* folder,
+                                            const BeforeRenames& before_renames) {
   // A bad TRNSIM_TEST_KILL_AT_WRITE_STEP is refused before anything is written.
   (void)testing::kill_at_write_step();
   t_step = 0;
@@ -1171,6 +1193,11 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       p.file = nullptr;
       if (!ok) fail(p.target == f.path ? f.path : f.path + " (" + p.target + ")", errno_text(err));
       step();
+    }
+    if (before_renames) {
+      std::vector<ManifestEntry> coming;
+      for (const Plan& p : plans) coming.push_back({files[p.index].path, p.bytes, p.inode, p.sha256});
+      before_renames(coming);
     }
   } catch (...) {
     // Also a record that could not be written (a full disk, a folder gone): the records already written
@@ -1499,14 +1526,22 @@ std::string sha256_of(const OutputFile& f) {
   return h.hex();
 }
 
-void rerecord_in_set(const OutputFile& written, const std::string& drawn_from) {
+void rerecord_in_set(const OutputFile& written, const std::string& drawn_from, RecordPhase phase,
+                     uint64_t coming_inode) {
   const std::string& file = written.path;
   fs::path folder = fs::path(file).parent_path();
   if (folder.empty()) folder = ".";
   fs::path rel = fs::path(file).filename();
+  const bool beside = !drawn_from.empty() && fs::path(drawn_from).parent_path().lexically_normal() ==
+                                                 fs::path(file).parent_path().lexically_normal();
   if (std::optional<EnclosingRecord> r = enclosing_record(file)) {
     folder = r->folder;
     rel = r->rel;
+  } else if (std::optional<EnclosingRecord> from = beside ? enclosing_record(drawn_from) : std::nullopt) {
+    // A report beside a stats.json that a folder above records (a chain's OUT/<stage>/stats.json): it joins
+    // that set, under its path there.
+    folder = from->folder;
+    rel = from->rel.parent_path() / rel;
   }
   const std::vector<DirLock> locks = lock_folders({folder.string()});
   const Fd d = open_dir(folder.string());
@@ -1531,28 +1566,62 @@ void rerecord_in_set(const OutputFile& written, const std::string& drawn_from) {
     // next run into the folder replaces it, or removes it as an earlier run's file, instead of leaving a
     // report of an older run beside its stats.json.
     const fs::path from = rel.parent_path() / fs::path(drawn_from).filename();
-    if (drawn_from.empty() ||
-        fs::path(drawn_from).parent_path().lexically_normal() !=
-            fs::path(file).parent_path().lexically_normal() ||
-        named(from) == m->files.end())
-      return;
+    if (phase == RecordPhase::kFailed || !beside || named(from) == m->files.end()) return;
     m->files.push_back({rel.string()});
     e = m->files.end() - 1;
     added = true;
   }
-  // The bytes trnsim wrote, never the file as it is now: an edit made since the rename stays the user's
-  // (the record then differs from the file, so the next run refuses to replace it). The inode is the file's
-  // at the path when it is still a regular file (a removal also compares the SHA-256).
+  // The file kComing kept aside (the one at the path before the write), if any.
+  const auto aside = [&] {
+    return std::find_if(m->previous.begin(), m->previous.end(),
+                        [&](const ManifestEntry& x) { return x.path == rel.string(); });
+  };
   const Fd parent = open_below(d.get(), rel.parent_path());
   struct stat st {};
   const bool there = parent.ok() &&
                      ::fstatat(parent.get(), rel.filename().c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                      S_ISREG(st.st_mode);
-  // A device, FIFO or link to one, written through, is no file of the set (a record of inode 0 made the next
-  // run refuse the folder: tester22i).
-  if (!there && added) return;
-  *e = {e->path, written.bytes.size() + written.tail.size(), there ? static_cast<uint64_t>(st.st_ino) : 0,
-        sha256_of(written)};
+  const ManifestEntry coming{e->path, written.bytes.size() + written.tail.size(), coming_inode,
+                             sha256_of(written)};
+  switch (phase) {
+    case RecordPhase::kComing: {
+      // The file at the path now, when the record names it (the set's entry, or one an earlier killed write
+      // kept aside), stays named beside the coming one.
+      std::optional<ManifestEntry> now;
+      for (const ManifestEntry* x :
+           {added ? nullptr : &*e, aside() == m->previous.end() ? nullptr : &*aside()})
+        if (x && there && x->identified() && x->inode == static_cast<uint64_t>(st.st_ino) &&
+            x->bytes == static_cast<uint64_t>(st.st_size))
+          now = *x;
+      *e = coming;
+      while (aside() != m->previous.end()) m->previous.erase(aside());
+      if (now) m->previous.push_back(*now);
+      // Not written: the write stops (write_files_atomic undoes it), as the record could not name the file.
+      write_record(d.get(), folder.string(), kManifestName, manifest_text(*m));
+      return;
+    }
+    case RecordPhase::kFailed:
+      // The file that was there before the write is there again (or still).
+      if (aside() != m->previous.end()) {
+        *e = *aside();
+        m->previous.erase(aside());
+      } else if (e->sha256 == coming.sha256 && e->inode == coming.inode) {
+        m->files.erase(e);
+      } else {
+        return;
+      }
+      break;
+    case RecordPhase::kWritten:
+      // A device, FIFO or link to one, written through, is no file of the set (a record of inode 0 made the
+      // next run refuse the folder: tester22i).
+      if (!there && added) return;
+      // The bytes trnsim wrote, never the file as it is now: an edit made since the rename stays the user's
+      // (the record then differs from the file, so the next run refuses to replace it). The inode is the
+      // file's at the path when it is still a regular file (a removal also compares the SHA-256).
+      *e = {e->path, coming.bytes, there ? static_cast<uint64_t>(st.st_ino) : 0, coming.sha256};
+      while (aside() != m->previous.end()) m->previous.erase(aside());
+      break;
+  }
   try {
     write_record(d.get(), folder.string(), kManifestName, manifest_text(*m));
   } catch (const InputError& err) {
