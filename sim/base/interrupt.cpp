@@ -176,6 +176,13 @@ void on_signal(int sig, siginfo_t*, void*) {
   die(sig);
 }
 
+// A crash or core-dump signal's message, then the registered paths removed unless a set's renames are under
+// way (then, as after a SIGKILL, the next trnsim writing there settles the set from its record).
+void say_and_clean_up_crash(int sig, const siginfo_t* info) {
+  say(info->si_code > 0 ? g_crash_msg[sig] : g_die_msg[sig], true);
+  if (g_held.load() == 0) cleanup_registered();
+}
+
 // Input files mapped for reading (MappedInput): the address range and the message a SIGBUS there prints.
 struct MappedSlot {
   std::atomic<int> state{kFree};  // kFree, kWriting, or kUsed
@@ -196,15 +203,17 @@ void on_bus(int sig, siginfo_t* info, void*) {
         cleanup_registered();
         ::_exit(1);
       }
-  // Not ours: the default action, a core dump, as if no handler were installed (a fault happens again on
-  // return; a signal sent by kill(2) is raised again once unblocked).
+  // Not ours: as any crash signal (on_core_signal), the registered paths are removed (a report's script and
+  // staging folder, the output folder the run created), then the default action, a core dump (a fault
+  // happens again on return; a signal sent by kill(2) is raised again once unblocked).
+  say_and_clean_up_crash(sig, info);
   std::signal(sig, SIG_DFL);
   if (info->si_code <= 0) raise_unblocked(sig);
 }
 
-// Signals that end the process with a core dump: a crash (SIGSEGV, SIGILL, SIGFPE, SIGSYS, an abort) or
-// SIGQUIT. SIGBUS has its own handler (on_bus).
-constexpr int kCoreSignals[] = {SIGQUIT, SIGILL, SIGABRT, SIGFPE, SIGSEGV, SIGSYS};
+// Signals that end the process with a core dump: a crash (SIGSEGV, SIGILL, SIGFPE, SIGSYS, an abort), SIGQUIT
+// and SIGTRAP (a breakpoint without a debugger, or kill -TRAP). SIGBUS has its own handler (on_bus).
+constexpr int kCoreSignals[] = {SIGQUIT, SIGILL, SIGABRT, SIGFPE, SIGSEGV, SIGSYS, SIGTRAP};
 
 // A crash or a core-dump signal: the registered paths are removed (a report's staging folder, the output
 // folder the run created, temporaries), unless a set's renames are under way (then, as after a SIGKILL, the
@@ -212,8 +221,7 @@ constexpr int kCoreSignals[] = {SIGQUIT, SIGILL, SIGABRT, SIGFPE, SIGSEGV, SIGSY
 // the thread that got the signal (a fault cannot be handed over). SA_RESETHAND has put the default back: a
 // fault happens again on return, an abort() raises again, a signal sent by kill(2) is raised here.
 void on_core_signal(int sig, siginfo_t* info, void*) {
-  say(info->si_code > 0 ? g_crash_msg[sig] : g_die_msg[sig], true);
-  if (g_held.load() == 0) cleanup_registered();
+  say_and_clean_up_crash(sig, info);
   if (info->si_code <= 0) raise_unblocked(sig);
 }
 
@@ -252,6 +260,7 @@ void make_messages(int sig) {
 }  // namespace
 
 void install_handlers() {
+  make_messages(SIGBUS);
   install_if_default(SIGBUS, on_bus, 0);
   for (int sig : kCoreSignals) {
     make_messages(sig);

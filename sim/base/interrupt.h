@@ -4,9 +4,10 @@
 // started with ignored (nohup) or handled by someone else stays so. SIGPIPE and SIGXFSZ are ignored: a write
 // to a closed pipe or past a file-size limit (ulimit -f) fails with EPIPE or EFBIG instead, which the run
 // reports (a file it cannot write) or ignores (its messages to a closed pipe). SIGQUIT and the crash signals
-// (SIGSEGV, SIGABRT, SIGILL, SIGFPE, SIGSYS) keep their core dumps, after the registered paths below are
-// removed (a report's staging folder, the output folder the run created), except while a set's renames are
-// under way (SignalsHeld: the next trnsim settles the set from its record, as after a SIGKILL).
+// (SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE, SIGSYS, SIGTRAP) keep their core dumps, after the registered
+// paths below are removed (a report's staging folder and script, the output folder the run created), except
+// while a set's renames are under way (SignalsHeld: the next trnsim settles the set from its record, as after
+// a SIGKILL).
 //   - During a cooperative section (the simulation), the first signal only sets a flag: the model stops at
 //     its next instruction completion and throws Interrupted, so the trace is closed and marked incomplete
 //     like any failed run's. A second signal ends the process at once, unless it came within 0.25 s of the
@@ -28,7 +29,7 @@
 // reads it, sim/base/host_bytes.h) is handled too, on the thread that faulted: when the address lies in a
 // registered input mapping (MappedInput), the handler writes "error: PATH: the file changed size while the
 // run read it ...", cleans up as above and exits with status 1 (bad input, as any other). Any other SIGBUS
-// keeps its default action (a core dump).
+// (a fault elsewhere, or kill -BUS) is a crash signal as above.
 #pragma once
 
 #include <sys/types.h>

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -38,6 +39,14 @@ bool still_recorded(int folder, const ManifestEntry& e) {
   if (e.sha256.empty() || e.bytes > (16u << 20)) return true;
   const Fd fd(::openat(folder, e.path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   return fd.ok() && sha256_of_fd(fd.get()) == e.sha256;
+}
+
+// still_recorded for `e` or, when a `trnsim stats --html` was killed while it replaced that report, for the
+// record's "previous" entry of its path (the report it was replacing: sim/io/output_files.h rerecord_in_set).
+bool still_recorded_in(int folder, const Manifest& m, const ManifestEntry& e) {
+  if (still_recorded(folder, e)) return true;
+  return std::any_of(m.previous.begin(), m.previous.end(),
+                     [&](const ManifestEntry& p) { return p.path == e.path && still_recorded(folder, p); });
 }
 
 std::optional<Manifest> complete_record(int folder, const fs::path& shown) {
@@ -206,7 +215,7 @@ std::optional<EnclosingSet> enclosing_set(const std::string& dir) {
       if (e.path == "chain_stats.json") s.chain = true;
       if (e.path.rfind(prefix, 0) != 0) continue;
       s.named.push_back(e.path);
-      if (!still_recorded(cur.get(), e)) s.replaced.push_back(e.path);
+      if (!still_recorded_in(cur.get(), *m, e)) s.replaced.push_back(e.path);
     }
     if (s.named.empty()) continue;
     s.folder = folder.string();
@@ -264,7 +273,7 @@ std::vector<std::string> replaced_files_of_set(const std::string& folder) {
   const std::optional<Manifest> m = complete_record(d.get(), folder);
   if (!m) return out;
   for (const ManifestEntry& e : m->files)
-    if (!still_recorded(d.get(), e)) out.push_back(e.path);
+    if (!still_recorded_in(d.get(), *m, e)) out.push_back(e.path);
   return out;
 }
 

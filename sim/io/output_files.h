@@ -99,9 +99,14 @@ struct RunFolder {
 // replaced only as sim/io/replace_check.h allows (recorded and unchanged, or --overwrite), checked before
 // anything is written: InputError naming it and --overwrite otherwise. The files written outside a run
 // folder's set (`folder`'s) are added to their folder's DIR/.trnsim-written (sim/io/manifest.h), unless
-// `own`.
+// `own`. `before_renames`, when given, is called once every temporary is filled and synced, before the first
+// rename, with each regular file's path (as given), size, SHA-256 and inode (its temporary's, which the
+// rename keeps): a caller that records the files elsewhere (rerecord_in_set) names them before they can be in
+// place. What it throws stops the set, nothing changed.
+using BeforeRenames = std::function<void(const std::vector<ManifestEntry>&)>;
 std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files,
-                                            const RunFolder* folder = nullptr);
+                                            const RunFolder* folder = nullptr,
+                                            const BeforeRenames& before_renames = {});
 
 // At the start of a run into `dir` (an existing folder whose lock this process holds): reads its manifest
 // (InputError if something else than a regular file is there: a symlink, directory, FIFO or device), rolls
@@ -140,9 +145,19 @@ std::string record_naming(const std::string& file);
 // the files trnsim wrote and the next run replaces or removes it as the run's own. An edit made to the file
 // since (while the rename was under way, or after) is not taken for trnsim's: the next run refuses to
 // replace it. Under that folder's lock; nothing when no record names it, unless `drawn_from` (the stats.json
-// the report was drawn from) lies in the same folder and the record names it: then the report joins the set
-// (an entry is added), so the next run into the folder replaces or removes it with the set's other files.
-void rerecord_in_set(const OutputFile& written, const std::string& drawn_from = "");
+// the report was drawn from) lies in the same folder and the record names it (also a chain's record above
+// it: OUT/<stage>/stats.json): then the report joins the set (an entry is added), so the next run into the
+// folder replaces or removes it with the set's other files.
+// The phases: kComing, from write_files_atomic's before_renames (`coming_inode`: the temporary's inode),
+// before the file can be at its path: the record names the coming file, and keeps the file there now (when
+// it is one the record names: an earlier report) as "previous", so a kill at any point of the write leaves
+// a record naming whichever of the two is at the path: the next run into the folder removes it with the
+// earlier set (before, a kill after the rename left the new report beside later runs' stats.json, the
+// record naming the earlier report's inode). kWritten once the file is in place; kFailed when the write
+// failed (the record names the earlier file again, or no longer names the report).
+enum class RecordPhase { kComing, kWritten, kFailed };
+void rerecord_in_set(const OutputFile& written, const std::string& drawn_from = "",
+                     RecordPhase phase = RecordPhase::kWritten, uint64_t coming_inode = 0);
 // The SHA-256 of the bytes `f` writes (its bytes, then its tail), as records name them.
 std::string sha256_of(const OutputFile& f);
 // inspect_run_folder for the set holding `file`, found as earlier_files_left_of finds it.
@@ -187,8 +202,11 @@ TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& 
 // this process's (a container's runs share a PID) while none of its own record writes is under way, and
 // holds what trnsim puts there (looks_like_trnsims_leftover: a record, removed silently, or nothing, removed
 // with a note, as an empty file could be a user's); any other file at such a name is a user's: left, with a
-// note (once per path).
-// Called by open_run_folder and by write_files_atomic for each folder it locks.
+// note (once per path). Also a trace's temporary (".NAME.tmp.PID.N", NAME ending in .pftrace,
+// .perfetto-trace, .pb or .json) of this user's whose PID is no live process and that holds only the start
+// of a trace trnsim writes, or nothing (a SIGKILL while the trace waited for its folder's lock): removed, with
+// a note naming the PID.
+// Called by open_run_folder, by write_files_atomic for each folder it locks, and by a trace for its folder.
 void remove_killed_temporaries(int dir_fd);
 
 // Whether the file `name` in the folder `dir_fd` holds what trnsim leaves at its temporaries' names: nothing

@@ -221,6 +221,44 @@ bool is_killed_record_backup(int dir_fd) {
 
 }  // namespace
 
+namespace {
+
+// The PID of a trace's temporary a trnsim left ("." NAME ".tmp.PID.N" with NAME a trace's: .pftrace,
+// .perfetto-trace, .pb, .json; sim/trace/output_file.h) when it holds nothing but the start of a trace trnsim
+// writes (a Perfetto packet of sequence 1, or the JSON trace's opening) or nothing, is a regular file of this
+// user and its PID is no live process (nor this one's: its own trace may be under way); else -1.
+long killed_trace_temp_pid(int dir_fd, const std::string& name) {
+  const size_t tmp = name.rfind(".tmp.");
+  if (name.size() < 2 || name[0] != '.' || tmp == std::string::npos || name.rfind("..trnsim-", 0) == 0)
+    return -1;
+  const long pid = pid_of_suffix(name.substr(tmp + 5));
+  const std::string dest = name.substr(1, tmp - 1);
+  const auto ends = [&](const std::string& ext) {
+    return dest.size() > ext.size() && dest.compare(dest.size() - ext.size(), ext.size(), ext) == 0;
+  };
+  if (pid <= 0 || pid == ::getpid() ||
+      !(ends(".pftrace") || ends(".perfetto-trace") || ends(".pb") || ends(".json")))
+    return -1;
+  const Fd f(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!f.ok() || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      !process_gone(pid))
+    return -1;
+  unsigned char head[64] = {};
+  const ssize_t n = ::read(f.get(), head, sizeof head);
+  if (n == 0) return pid;
+  if (n < 4) return -1;
+  static constexpr char kJson[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+  if (static_cast<size_t>(n) >= sizeof kJson - 1 && std::memcmp(head, kJson, sizeof kJson - 1) == 0)
+    return pid;
+  // A TracePacket (field 1, length-delimited), its length a varint, then trusted_packet_sequence_id = 1.
+  ssize_t at = 1;
+  while (at < n && at < 6 && (head[at] & 0x80)) ++at;
+  return head[0] == 0x0a && at + 2 < n && head[at + 1] == 0x50 && head[at + 2] == 0x01 ? pid : -1;
+}
+
+}  // namespace
+
 void remove_killed_temporaries(int dir_fd) {
   const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
   DIR* d = copy < 0 ? nullptr : ::fdopendir(copy);
@@ -236,19 +274,22 @@ void remove_killed_temporaries(int dir_fd) {
                                        fmt::format(".{}.tmp.", journal_name_of(::geteuid())),
                                        ".trnsim-probe."};
   std::vector<std::string> gone, empty;
+  std::vector<std::pair<std::string, long>> traces;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
+    if (const long pid = killed_trace_temp_pid(dir_fd, name); pid > 0) traces.emplace_back(name, pid);
     for (const std::string& prefix : prefixes) {
       if (name.rfind(prefix, 0) != 0) continue;
       const long pid = pid_of_suffix(name.substr(prefix.size()));
       struct stat st {};
       if (pid <= 0 || ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-          !S_ISREG(st.st_mode) || st.st_uid != ::geteuid())
+          st.st_uid != ::geteuid())
         break;
       // This process's PID (a container's runs share one): a leftover unless one of its own record writes
       // is under way.
       if (!(pid == ::getpid() ? g_record_writes == 0 : process_gone(pid))) break;
-      if (!looks_like_trnsims_leftover(dir_fd, name, prefix == ".trnsim-probe."))
+      // A FIFO, folder or symlink there is never trnsim's: the user's, kept with a note as any other.
+      if (!S_ISREG(st.st_mode) || !looks_like_trnsims_leftover(dir_fd, name, prefix == ".trnsim-probe."))
         note_left(dir_fd, name);
       else
         (st.st_size == 0 ? empty : gone).push_back(name);
@@ -259,7 +300,11 @@ void remove_killed_temporaries(int dir_fd) {
   for (const std::string& name : gone) ::unlinkat(dir_fd, name.c_str(), 0);
   // An empty file is what a killed trnsim leaves (a probe, a record killed before its first byte), and
   // holds nothing to lose; but a user's could look the same: its removal is noted, as a kept one is.
-  const std::string folder = empty.empty() ? "" : path_of_fd(dir_fd);
+  const std::string folder = empty.empty() && traces.empty() ? "" : path_of_fd(dir_fd);
+  for (const auto& [name, pid] : traces)
+    if (::unlinkat(dir_fd, name.c_str(), 0) == 0)
+      log::note(fmt::format("{}: removed: the unfinished trace of a trnsim that was killed (pid {} is gone)",
+                            folder.empty() ? name : (fs::path(folder) / name).string(), pid));
   for (const std::string& name : empty)
     if (::unlinkat(dir_fd, name.c_str(), 0) == 0)
       log::note(
@@ -702,12 +747,24 @@ bool still_there(int dir_fd, const ManifestEntry& e, Fd* parent = nullptr, struc
   return true;
 }
 
-// The files of `previous` (earlier_files) that `now` does not hold and that are still there, never one of
-// `keep`: what remove_stale removes.
+// earlier_files and, for a path the set names, also the record's "previous" entry of it: a report that
+// `trnsim stats --html` was replacing when it was killed (rerecord_in_set's kComing), whichever of the two
+// files is at the path.
+std::vector<ManifestEntry> earlier_identities(const Manifest& m) {
+  std::vector<ManifestEntry> v = earlier_files(m);
+  if (!m.complete) return v;
+  for (const ManifestEntry& e : m.previous)
+    if (std::any_of(m.files.begin(), m.files.end(), [&](const ManifestEntry& f) { return f.path == e.path; }))
+      v.push_back(e);
+  return v;
+}
+
+// The files of `previous` (earlier_identities) that `now` does not hold and that are still there, never one
+// of `keep`: what remove_stale removes.
 std::vector<ManifestEntry> stale_files(int dir_fd, const Manifest& previous, const std::set<std::string>& now,
                                        const std::vector<std::string>& keep) {
   std::vector<ManifestEntry> v;
-  for (const ManifestEntry& e : earlier_files(previous)) {
+  for (const ManifestEntry& e : earlier_identities(previous)) {
     struct stat st {};
     if (!e.identified() || now.count(e.path) || !still_there(dir_fd, e, nullptr, &st)) continue;
     const bool is_kept = std::any_of(keep.begin(), keep.end(), [&](const std::string& k) {
@@ -726,15 +783,24 @@ std::vector<ManifestEntry> stale_files(int dir_fd, const Manifest& previous, con
 std::vector<ManifestEntry> copied_files(int dir_fd, const Manifest& previous,
                                         const std::set<std::string>& now) {
   std::vector<ManifestEntry> v;
-  for (const ManifestEntry& e : earlier_files(previous)) {
-    if (!e.identified() || now.count(e.path)) continue;
+  const std::vector<ManifestEntry> earlier = earlier_identities(previous);
+  // One entry a path: where one of its recorded files is there itself (stale_files' case), no other entry of
+  // the path is a copy.
+  std::set<std::string> named;
+  for (const ManifestEntry& e : earlier)
+    if (e.identified() && still_there(dir_fd, e)) named.insert(e.path);
+  for (const ManifestEntry& e : earlier) {
+    if (!e.identified() || now.count(e.path) || named.count(e.path)) continue;
     const fs::path rel(e.path);
     const Fd p = open_below(dir_fd, rel.parent_path());
     const std::string name = rel.filename().string();
     // The recorded inode is stale_files' case; only another one is hashed.
     if (!p.ok() || file_id_at(p.get(), name).inode == e.inode) continue;
     FileId id;
-    if (is_new_file(p.get(), name, e, id)) v.push_back(e);
+    if (is_new_file(p.get(), name, e, id)) {
+      v.push_back(e);
+      named.insert(e.path);
+    }
   }
   return v;
 }
@@ -869,7 +935,8 @@ void testing::set_write_step_hook(std::function<void(long)> hook) {
   step_hook() = std::move(hook);
 }
 
-std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files, const RunFolder* folder) {
+std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files, const RunFolder* folder,
+                                            const BeforeRenames& before_renames) {
   // A bad TRNSIM_TEST_KILL_AT_WRITE_STEP is refused before anything is written.
   (void)testing::kill_at_write_step();
   t_step = 0;
@@ -1171,6 +1238,11 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       if (!ok) fail(p.target == f.path ? f.path : f.path + " (" + p.target + ")", errno_text(err));
       step();
     }
+    if (before_renames) {
+      std::vector<ManifestEntry> coming;
+      for (const Plan& p : plans) coming.push_back({files[p.index].path, p.bytes, p.inode, p.sha256});
+      before_renames(coming);
+    }
   } catch (...) {
     // Also a record that could not be written (a full disk, a folder gone): the records already written
     // are put back, so nothing says a run was killed.
@@ -1315,9 +1387,9 @@ RunFolderState open_run_folder(const std::string& dir) {
   remove_killed_temporaries(d.get());
   // A killed run's link to the record it was replacing (the record itself says what the files are); another
   // user's is theirs.
-  if (struct stat st{}; ::fstatat(d.get(), kManifestBackupName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                        S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) {
-    if (is_killed_record_backup(d.get()))
+  if (struct stat st{};
+      ::fstatat(d.get(), kManifestBackupName, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == ::geteuid()) {
+    if (S_ISREG(st.st_mode) && is_killed_record_backup(d.get()))
       ::unlinkat(d.get(), kManifestBackupName, 0);
     else
       note_left(d.get(), kManifestBackupName);
@@ -1498,14 +1570,22 @@ std::string sha256_of(const OutputFile& f) {
   return h.hex();
 }
 
-void rerecord_in_set(const OutputFile& written, const std::string& drawn_from) {
+void rerecord_in_set(const OutputFile& written, const std::string& drawn_from, RecordPhase phase,
+                     uint64_t coming_inode) {
   const std::string& file = written.path;
   fs::path folder = fs::path(file).parent_path();
   if (folder.empty()) folder = ".";
   fs::path rel = fs::path(file).filename();
+  const bool beside = !drawn_from.empty() && fs::path(drawn_from).parent_path().lexically_normal() ==
+                                                 fs::path(file).parent_path().lexically_normal();
   if (std::optional<EnclosingRecord> r = enclosing_record(file)) {
     folder = r->folder;
     rel = r->rel;
+  } else if (std::optional<EnclosingRecord> from = beside ? enclosing_record(drawn_from) : std::nullopt) {
+    // A report beside a stats.json that a folder above records (a chain's OUT/<stage>/stats.json): it joins
+    // that set, under its path there.
+    folder = from->folder;
+    rel = from->rel.parent_path() / rel;
   }
   const std::vector<DirLock> locks = lock_folders({folder.string()});
   const Fd d = open_dir(folder.string());
@@ -1530,28 +1610,62 @@ void rerecord_in_set(const OutputFile& written, const std::string& drawn_from) {
     // next run into the folder replaces it, or removes it as an earlier run's file, instead of leaving a
     // report of an older run beside its stats.json.
     const fs::path from = rel.parent_path() / fs::path(drawn_from).filename();
-    if (drawn_from.empty() ||
-        fs::path(drawn_from).parent_path().lexically_normal() !=
-            fs::path(file).parent_path().lexically_normal() ||
-        named(from) == m->files.end())
-      return;
+    if (phase == RecordPhase::kFailed || !beside || named(from) == m->files.end()) return;
     m->files.push_back({rel.string()});
     e = m->files.end() - 1;
     added = true;
   }
-  // The bytes trnsim wrote, never the file as it is now: an edit made since the rename stays the user's
-  // (the record then differs from the file, so the next run refuses to replace it). The inode is the file's
-  // at the path when it is still a regular file (a removal also compares the SHA-256).
+  // The file kComing kept aside (the one at the path before the write), if any.
+  const auto aside = [&] {
+    return std::find_if(m->previous.begin(), m->previous.end(),
+                        [&](const ManifestEntry& x) { return x.path == rel.string(); });
+  };
   const Fd parent = open_below(d.get(), rel.parent_path());
   struct stat st {};
   const bool there = parent.ok() &&
                      ::fstatat(parent.get(), rel.filename().c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                      S_ISREG(st.st_mode);
-  // A device, FIFO or link to one, written through, is no file of the set (a record of inode 0 made the next
-  // run refuse the folder: tester22i).
-  if (!there && added) return;
-  *e = {e->path, written.bytes.size() + written.tail.size(), there ? static_cast<uint64_t>(st.st_ino) : 0,
-        sha256_of(written)};
+  const ManifestEntry coming{e->path, written.bytes.size() + written.tail.size(), coming_inode,
+                             sha256_of(written)};
+  switch (phase) {
+    case RecordPhase::kComing: {
+      // The file at the path now, when the record names it (the set's entry, or one an earlier killed write
+      // kept aside), stays named beside the coming one.
+      std::optional<ManifestEntry> now;
+      for (const ManifestEntry* x :
+           {added ? nullptr : &*e, aside() == m->previous.end() ? nullptr : &*aside()})
+        if (x && there && x->identified() && x->inode == static_cast<uint64_t>(st.st_ino) &&
+            x->bytes == static_cast<uint64_t>(st.st_size))
+          now = *x;
+      *e = coming;
+      while (aside() != m->previous.end()) m->previous.erase(aside());
+      if (now) m->previous.push_back(*now);
+      // Not written: the write stops (write_files_atomic undoes it), as the record could not name the file.
+      write_record(d.get(), folder.string(), kManifestName, manifest_text(*m));
+      return;
+    }
+    case RecordPhase::kFailed:
+      // The file that was there before the write is there again (or still).
+      if (aside() != m->previous.end()) {
+        *e = *aside();
+        m->previous.erase(aside());
+      } else if (e->sha256 == coming.sha256 && e->inode == coming.inode) {
+        m->files.erase(e);
+      } else {
+        return;
+      }
+      break;
+    case RecordPhase::kWritten:
+      // A device, FIFO or link to one, written through, is no file of the set (a record of inode 0 made the
+      // next run refuse the folder: tester22i).
+      if (!there && added) return;
+      // The bytes trnsim wrote, never the file as it is now: an edit made since the rename stays the user's
+      // (the record then differs from the file, so the next run refuses to replace it). The inode is the
+      // file's at the path when it is still a regular file (a removal also compares the SHA-256).
+      *e = {e->path, coming.bytes, there ? static_cast<uint64_t>(st.st_ino) : 0, coming.sha256};
+      while (aside() != m->previous.end()) m->previous.erase(aside());
+      break;
+  }
   try {
     write_record(d.get(), folder.string(), kManifestName, manifest_text(*m));
   } catch (const InputError& err) {

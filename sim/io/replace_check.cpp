@@ -23,6 +23,7 @@
 #include "sim/base/log.h"
 #include "sim/io/content_hash.h"
 #include "sim/io/dir_lock.h"
+#include "sim/io/file_kind.h"
 #include "sim/io/output_detail.h"
 
 namespace trnsim::io {
@@ -170,8 +171,19 @@ std::string replace_refusal_at(int dir_fd, const std::string& name, const std::s
 
 void check_may_replace_at(int dir_fd, const std::string& name, const std::string& path,
                           const std::string& what) {
-  const std::string why = replace_refusal_at(dir_fd, name, path);
+  std::string why = replace_refusal_at(dir_fd, name, path);
   if (why.empty()) return;
+  // Judged again under the folder's lock: another trnsim may be between putting its file there and
+  // recording it (a trace renamed in, then added to .trnsim-written, both under the lock), which an unlocked
+  // look takes for a changed file. Where the lock cannot be had (another run holds the folder until it ends),
+  // the first judgement stands.
+  if (const std::string folder = path_of_fd(dir_fd); !folder.empty()) try {
+      const std::vector<DirLock> locks = lock_folders({folder});
+      why = replace_refusal_at(dir_fd, name, path);
+      if (why.empty()) return;
+    } catch (const InputError&) {
+      // not lockable now: as judged
+    }
   throw InputError(
       fmt::format("{} '{}': cannot write: a file is there that trnsim will not replace: {}; pass --overwrite "
                   "(trnsim.nki.benchmark: overwrite=True) to replace it, or choose another path",

@@ -105,6 +105,8 @@ void OutputFile::close() {
   if (!temp_.empty()) {
     try {
       locks = io::lock_folders({parent.string()});
+      // A trace a killed trnsim left unfinished there (a SIGKILL while it waited for this lock) goes, noted.
+      io::remove_killed_temporaries(dir_.get());
     } catch (const InputError&) {
     }
     // What is at the destination now is what may be replaced: a file put there while the trace was written

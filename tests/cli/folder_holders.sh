@@ -13,6 +13,8 @@
 #      FIFO is (before: "No such file or directory").
 #   4. Two runs whose traces go into each other's --out do not wait for each other (tester22i: each held its
 #      own folder for its whole run and waited for the other's, 600 s twice).
+#   5. Two runs with the same --trace: neither is refused as "changed" (tester22i), and a SIGKILL while a
+#      trace waits for its folder's lock leaves a temporary the next trace there removes, noted.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 W=$T/va.json
 sed 's/"n": 25600/"n": 2560/' "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$W"
@@ -40,6 +42,7 @@ if wait_waiting "$T/r.log" $rp "waiting for"; then
   kill -KILL $rp
   wait $rp 2>/dev/null
   check "... and stays when the waiting run is killed" '[[ $(sha256sum <"$T/tl/t.pftrace") == "$first" ]]'
+  check "... which leaves its full trace's temporary" '[[ -n $(ls -A "$T/tl" | grep "^\.t\.pftrace\.tmp\.$rp\.") ]]'
 else
   bad "the run did not wait for the folder's lock: $(cat "$T/r.log")"
 fi
@@ -49,6 +52,9 @@ msg=$("$TRNSIM" run "$W" --out "$T/o3" --set params.n=5120 --trace "$T/tl/t.pftr
 rc=$?
 check "the next --trace there goes on (rc $rc): $msg" \
   '[[ $rc == 0 && $(sha256sum <"$T/tl/t.pftrace") != "$first" ]]'
+# ... and removes the killed run's temporary, with a note (tester22i: it stayed, a full trace).
+check "... removing the killed run's trace temporary, noted" \
+  '[[ -z $(ls -A "$T/tl" | grep "^\.t\.pftrace\.tmp\.") && $msg == *"$T/tl/.t.pftrace.tmp.$rp."*": removed: the unfinished trace of a trnsim that was killed (pid $rp is gone)"* ]]'
 # Waiting, then let go: the trace is renamed in and recorded once the holder ends.
 hold "$T/tl" 8
 "$TRNSIM" run "$W" --out "$T/o4" --trace "$T/tl/t.pftrace" >"$T/r4.log" 2>&1
@@ -85,6 +91,26 @@ ra=$?
 took=$((SECONDS - start))
 check "runs tracing into each other's --out end without waiting (rc $ra $rb, $took s): $(cat "$T/x.log" "$T/y.log" | grep -v '^ ')" \
   '[[ $ra == 0 && $rb == 0 && $took -lt 120 && -s $T/y/a.pftrace && -s $T/x/b.pftrace ]] && ! grep -q "waiting for" "$T/x.log" "$T/y.log"'
+
+# 5. Two runs with the same --trace: the one that renames its trace second wins, neither is refused. The
+# moment between the first's rename and its record (both under the folder's lock) is made by hand: the
+# first trace's bytes at the path, the record naming another trace, flock holding the folder until the
+# first's record is back. A run starting then judges the file again under the lock and goes on (tester22i:
+# 2 of 15 concurrent rounds were refused as "changed").
+mkdir "$T/e"
+"$TRNSIM" run "$W" --out "$T/e1" --trace "$T/e/t.pftrace" >/dev/null 2>&1
+cp "$T/e/.trnsim-written" "$T/e_rec" && cp "$T/e/t.pftrace" "$T/e_trace"
+"$TRNSIM" run "$W" --out "$T/e2" --set params.n=5120 --trace "$T/e/t.pftrace" >/dev/null 2>&1
+cp "$T/e_trace" "$T/e/t.pftrace"
+rm -f "$T/held"
+flock -o "$T/e" sh -c "touch '$T/held'; sleep 2; cp '$T/e_rec' '$T/e/.trnsim-written'" &
+holder=$!
+for ((i = 0; i < 200; i++)); do [[ -e $T/held ]] && break; sleep 0.05; done
+msg=$("$TRNSIM" run "$W" --out "$T/e3" --set params.n=5120 --trace "$T/e/t.pftrace" 2>&1)
+rc=$?
+wait $holder
+check "a run whose --trace another run has just put in place, not yet recorded, goes on (rc $rc): $msg" \
+  '[[ $rc == 0 && $(sha256sum <"$T/e/t.pftrace") != $(sha256sum <"$T/e_trace") ]]'
 
 # 3. A trace to a pipe: the same bytes as to a file (the run's --out differs; a trace names no path).
 "$TRNSIM" run "$W" --out "$T/p1" --trace "$T/p1.pftrace" >/dev/null 2>&1

@@ -227,9 +227,9 @@ expect_error "int32" "$T/i32.npy: quantize input: unsupported dtype int32 (expec
 npy "$T/be.npy" '>f4' '(1, 32)' False "$(zeros 128)"
 expect_error "big-endian" "$T/be.npy: unsupported dtype '>f4' (supported: '<f4' float32" $(q "$T/be.npy")
 npy "$T/1d.npy" '<f4' '(32,)' False "$(zeros 128)"
-expect_error "1-D" "$T/1d.npy: quantize input: expected a 2-D array, found shape (32,)" $(q "$T/1d.npy")
+expect_error "1-D" "$T/1d.npy: quantize input: expected a 2-D [rows, cols] array (a 3-D [E, rows, cols] stack only with --layout x4 or bf16-swizzled), found shape (32,)" $(q "$T/1d.npy")
 npy "$T/3d.npy" '<f4' '(1, 1, 32)' False "$(zeros 128)"
-expect_error "3-D" "$T/3d.npy: quantize input: expected a 2-D array, found shape (1, 1, 32)" $(q "$T/3d.npy")
+expect_error "3-D" "$T/3d.npy: quantize input: expected a 2-D [rows, cols] array (a 3-D [E, rows, cols] stack only with --layout x4 or bf16-swizzled), found shape (1, 1, 32)" $(q "$T/3d.npy")
 npy "$T/c48.npy" '<f4' '(32, 48)' False "$(zeros 6144)"
 expect_error "cols % 32" \
   "$T/c48.npy: --axis row puts MX blocks of 32 along the columns, but shape (32, 48) has 48 columns (not a multiple of 32)" \
@@ -383,8 +383,18 @@ expect_error "bf16-swizzled takes no format" \
   quantize "$T/sw.npy" --format e4m3 --axis col --layout bf16-swizzled --data "$OUT/d.npy"
 expect_error "x4 needs scales" "--scales is required with --layout x4 (only --layout bf16-swizzled, which writes BF16, takes none)" \
   quantize "$T/k128.npy" --format e4m3 --rule trn3 --axis col --layout x4 --data "$OUT/d.npy"
-expect_error "te takes no stack" "$T/sw3.npy: quantize input: expected a 2-D array, found shape (2, 128, 2)" \
+expect_error "te takes no stack" \
+  "$T/sw3.npy: quantize input: expected a 2-D [rows, cols] array (a 3-D [E, rows, cols] stack only with --layout x4 or bf16-swizzled), found shape (2, 128, 2)" \
   quantize "$T/sw3.npy" --format e4m3 --rule trn3 --axis col --data "$OUT/d.npy" --scales "$OUT/s.npy"
+# A 4-D array: the message names both shapes x4 and bf16-swizzled take (tester22i: it said "expected a 2-D
+# array" although they take 3-D stacks).
+npy "$T/sw4.npy" '<f4' '(1, 2, 128, 2)' False "$(zeros 2048)"
+for layout in x4 bf16-swizzled; do
+  expect_error "$layout 4-D" \
+    "$T/sw4.npy: quantize input: expected a 2-D [rows, cols] array or a 3-D [E, rows, cols] stack, found shape (1, 2, 128, 2)" \
+    quantize "$T/sw4.npy" $([[ $layout == x4 ]] && echo --format e4m3 --rule trn3 --scales "$OUT/s.npy") --axis col \
+    --layout $layout --data "$OUT/d.npy"
+done
 
 # Round trips (what a user with [K, N] / [M, K] arrays does): matmul_mxfp8 under its defaults (x and w
 # BF16 pre-swizzled, E5M2, nki_library), its operands laid out by --layout bf16-swizzled from x [M, K]

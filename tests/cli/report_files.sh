@@ -58,9 +58,11 @@ echo \$\$ >"$T/script.pid"
 exec sleep 60
 SH
 chmod +x "$T/slow_py"
-signals=(TERM HUP SEGV ABRT group)
-# A sanitizer's own SIGSEGV handler stays in place of trnsim's (tests/sanitize.sh): SIGSEGV is left out there.
-[[ -n ${ASAN_OPTIONS:-}${UBSAN_OPTIONS:-} ]] && signals=(TERM HUP ABRT group)
+# SIGBUS and SIGTRAP too (tester22i: they left the script running, its staging folder and the empty OUT).
+signals=(TERM HUP SEGV ABRT BUS TRAP group)
+# A sanitizer's own SIGSEGV and SIGBUS handlers stay in place of trnsim's (tests/sanitize.sh): those are left
+# out there.
+[[ -n ${ASAN_OPTIONS:-}${UBSAN_OPTIONS:-} ]] && signals=(TERM HUP ABRT TRAP group)
 for how in "${signals[@]}"; do
   rm -f "$T/script.pid"
   # In a session of its own, so that the process-group kill reaches trnsim and its script, not this test.
@@ -89,6 +91,9 @@ for ((i = 0; i < 600; i++)); do [[ -s $T/script.pid ]] && break; sleep 0.05; don
 script=$(cat "$T/script.pid" 2>/dev/null)
 kill -KILL $runner
 wait $runner 2>/dev/null
+for ((i = 0; i < 100; i++)); do kill -0 "$script" 2>/dev/null || break; sleep 0.05; done
+check "a SIGKILL while drawing ends the script with trnsim (tester22i: it was left running)" \
+  '[[ -n $script ]] && ! kill -0 "$script" 2>/dev/null'
 [[ -n $script ]] && kill "$script" 2>/dev/null
 left=$(ls -A "$T/tmp")
 check "a SIGKILL while drawing leaves its staging folder ($left)" '[[ $left == trnsim-report.$runner.* ]]'
@@ -138,6 +143,41 @@ wait $sp
 rc=$?
 check "a report whose stats.json a run replaced meanwhile is not written (rc $rc): $(cat "$T/late.out")" \
   '[[ $rc == 1 && ! -e $T/H/late.html ]] && grep -q "the file changed while the report was drawn" "$T/late.out"'
+
+# A `stats --html` killed at any step of its write, over the report an earlier `stats --html` drew into the
+# run's set: the record names whichever report is there, so the next run removes it with the earlier set
+# (tester22i: killed after its rename, the new report stayed beside the later run's stats.json, the record
+# naming the first report's inode). The same for a first report killed after its rename.
+for first in yes no; do
+  for step in 1 2 3 4 5 6 7 8; do
+    rm -rf "$T/KH"
+    "$TRNSIM" run "$W" --out "$T/KH" >/dev/null 2>&1
+    [[ $first == yes ]] && "$TRNSIM" stats "$T/KH/stats.json" --html="$T/KH/stats.html" >/dev/null 2>&1
+    { TRNSIM_TEST_KILL_AT_WRITE_STEP=$step "$TRNSIM" stats "$T/KH/stats.json" --html="$T/KH/stats.html" >/dev/null 2>&1; } 2>/dev/null
+    "$TRNSIM" run "$W" --out "$T/KH" --set params.n=5120 >"$T/kh.out" 2>&1
+    rc=$?
+    check "a stats --html killed at step $step (earlier report: $first): the next run removes its report (rc $rc): $(ls -A "$T/KH" | tr '\n' ' ')" \
+      '[[ $rc == 0 && ! -e $T/KH/stats.html && -z $(ls -A "$T/KH" | grep "stats.html") ]]'
+  done
+done
+# A report beside a chain stage's stats.json joins the chain's set (tester22i: it joined only the stage's
+# .trnsim-written, and the chain's next run left it there).
+sed -e 's/"name": "vector_add_stream_free_dim_2"/"name": "va"/' "$W" >"$T/va_stage.json"
+echo '{"name": "pl", "stages": ["va_stage.json"]}' >"$T/pl.json"
+(cd "$T" && "$TRNSIM" run pl.json --out CH >/dev/null 2>&1)
+"$TRNSIM" stats "$T/CH/va/stats.json" --html="$T/CH/va/stats.html" >"$T/ch.out" 2>&1
+check "stats --html into a chain stage: recorded in the chain's set ($(cat "$T/ch.out"))" \
+  '[[ -s $T/CH/va/stats.html ]] && grep -q "\"va/stats.html\"" "$T/CH/.trnsim-files"'
+"$TRNSIM" stats "$T/CH/va/stats.json" >/dev/null 2>"$T/ch.err"
+check "... under the report's inode: trnsim stats on the stage notes nothing ($(cat "$T/ch.err"))" '[[ $? == 0 && ! -s $T/ch.err ]]'
+(cd "$T" && "$TRNSIM" run pl.json --out CH >"$T/ch.out" 2>&1)
+check "... and the chain's next run removes it ($(tail -1 "$T/ch.out"))" '[[ $? == 0 && ! -e $T/CH/va/stats.html ]]'
+# A symlinked folder below the run's folder on the way to the report is named (tester22i: "cannot open the
+# directory: Not a directory").
+ln -s . "$T/H/self"
+msg=$("$TRNSIM" stats "$T/H/stats.json" --html="$T/H/self/r.html" 2>&1)
+check "stats --html through a symlinked folder in the run's folder names it (rc $?): $msg" \
+  '[[ $msg == *"--html '"'"'$T/H/self/r.html'"'"': cannot write: $T/H/self is a symlink (to .): trnsim does not write through links"* && ! -e $T/H/r.html ]]'
 
 # 5. A matplotlibrc in the current folder (any folder the user runs trnsim in: a download, a shared folder)
 # changes nothing: the page is the same bytes as one drawn elsewhere, and no backend it names is loaded.

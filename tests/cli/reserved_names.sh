@@ -36,4 +36,16 @@ check "... a record's silently, each empty one with a note" \
 rc=$?
 check "an empty .trnsim-files.old stays, noted (rc $rc): $(cat "$T/err")" \
   '[[ $rc == 0 && -e $T/O/.trnsim-files.old && ! -s $T/O/.trnsim-files.old ]] && grep -qF "$T/O/.trnsim-files.old: left as it is" "$T/err"'
+# A FIFO, a folder or a symlink at such a name is never trnsim's: kept, with the same note (tester22i: kept
+# without a word).
+rm -f "$T/O/.trnsim-files.old"
+mkfifo "$T/O/..trnsim-files.tmp.99999.1"
+mkdir "$T/O/.trnsim-probe.99999.2" "$T/O/.trnsim-files.old"
+ln -s "$T/va.json" "$T/O/..trnsim-written.tmp.99999.3"
+"$TRNSIM" run "$W" --out "$T/O" >"$T/out" 2>"$T/err"
+rc=$?
+for n in ..trnsim-files.tmp.99999.1 .trnsim-probe.99999.2 ..trnsim-written.tmp.99999.3 .trnsim-files.old; do
+  check "a FIFO, folder or symlink $n stays, noted once (rc $rc): $(cat "$T/err")" \
+    '[[ $rc == 0 && ( -e $T/O/$n || -L $T/O/$n ) && $(grep -cF "$T/O/$n: left as it is" "$T/err") == 1 ]]'
+done
 finish

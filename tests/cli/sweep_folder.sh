@@ -175,6 +175,24 @@ echo " " >>"$T/S/plan.json"
 "$TRNSIM" sweep "$T/s.json" --out "$T/S" -j 1 --overwrite >"$T/out.txt" 2>"$T/err.txt"
 rc=$?
 check "--overwrite replaces an edited plan.json ($rc)" '[[ $rc == 0 && ! -e $T/S/plan.edited.2.json ]]'
+# 11b. A sweep killed while it writes its plan, just after it kept an edited plan.json aside (write steps
+# 1-3), leaves no plan.json (tester22i: every sweep command then refused the folder). `sweep collect` says
+# what to do; the next sweep puts the kept plan back, then keeps it aside again and goes on.
+for step in 1 2 3; do
+  restore
+  echo " " >>"$T/S/plan.json"
+  edited=$(sha256sum <"$T/S/plan.json")
+  { TRNSIM_TEST_KILL_AT_WRITE_STEP=$step "$TRNSIM" sweep "$T/s.json" --out "$T/S" -j 1 >/dev/null 2>&1; } 2>/dev/null
+  check "step $step: the killed sweep left no plan.json, the edit in plan.edited.json" \
+    '[[ ! -e $T/S/plan.json && $(sha256sum <"$T/S/plan.edited.json") == "$edited" ]]'
+  msg=$("$TRNSIM" sweep collect "$T/S" --no-report 2>&1)
+  check "step $step: sweep collect says what to do: $msg" \
+    '[[ $msg == *"$T/S/plan.json: no such file: a sweep was killed after it kept an edited plan aside as $T/S/plan.edited.json, before it wrote its own; run that sweep again (trnsim sweep SPEC --out $T/S)"* ]]'
+  sweep
+  rc=$?
+  check "step $step: the next sweep recovers ($rc): $(grep plan "$T/err.txt")" \
+    '[[ $rc == 0 && -f $T/S/plan.json && $(sha256sum <"$T/S/plan.edited.json") == "$edited" && ! -e $T/S/plan.edited.2.json ]] && grep -qF "$T/S/plan.json: was missing (a sweep was killed after it kept your edited plan aside as $T/S/plan.edited.json" "$T/err.txt"'
+done
 
 # 12. A row write (a Slurm array task's, run here by hand) killed after its renames leaves a journal in
 # points/; the next writer there settles it and records nothing: rows are the sweep's own files, never listed

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -195,8 +196,12 @@ void run_report_script(const std::string& script, const std::vector<std::string>
   sigset_t all, before;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &before);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid == 0) {
+    // The script ends with trnsim also when no handler runs (a SIGKILL, the OOM killer): the kernel kills it
+    // when its parent dies, or at once if the parent died before this line.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
     interrupt::reset_in_child();
     dup2(out, 1);
     dup2(out, 2);

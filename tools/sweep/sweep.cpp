@@ -19,6 +19,7 @@
 #include "sim/base/json_excerpt.h"
 #include "sim/base/log.h"
 #include "sim/config/json_document.h"
+#include "sim/io/file_kind.h"
 #include "sim/io/output_files.h"
 #include "sim/io/replace_check.h"
 #include "tools/sweep/point_check.h"
@@ -36,6 +37,36 @@ std::string sweep_dir(const Spec& spec, const std::string& out) {
   return out.empty() ? (fs::path("out") / "sweeps" / spec.name).string() : out;
 }
 
+namespace {
+
+// The plan a sweep last kept aside (keep_edited_plan): the highest of plan.edited.json, plan.edited.2.json,
+// ... that is a regular file; "" when none is.
+std::string last_kept_plan(int dir_fd) {
+  for (int n = 999; n >= 1; --n) {
+    const std::string name = n == 1 ? "plan.edited.json" : fmt::format("plan.edited.{}.json", n);
+    struct stat st {};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) return name;
+  }
+  return "";
+}
+
+// A sweep killed after it kept an edited plan.json aside and before it wrote its own leaves no plan.json:
+// the plan it kept aside goes back (as the folder was before that sweep), with a note; this sweep then keeps
+// it aside again before it writes its plan. Under the folder's lock.
+void restore_kept_plan(const std::string& dir) {
+  const io::Fd d = io::open_dir_for_write(dir);
+  struct stat st {};
+  if (!d.ok() || ::fstatat(d.get(), "plan.json", &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) return;
+  const std::string kept = last_kept_plan(d.get());
+  if (kept.empty() || ::renameat2(d.get(), kept.c_str(), d.get(), "plan.json", RENAME_NOREPLACE) != 0) return;
+  log::note(fmt::format(
+      "{}: was missing (a sweep was killed after it kept your edited plan aside as {}, before it wrote its "
+      "own): {} is back as plan.json",
+      (fs::path(dir) / "plan.json").string(), (fs::path(dir) / kept).string(), kept));
+}
+
+}  // namespace
+
 io::DirLock prepare_dir(const std::string& dir, const std::string& name) {
   std::error_code ec;
   const fs::path plan = fs::path(dir) / "plan.json";
@@ -47,6 +78,7 @@ io::DirLock prepare_dir(const std::string& dir, const std::string& name) {
   // a folder of other files.
   io::DirLock lock;
   io::lock_for_run(lock, dir, dir, "sweep or tune", "it holds the folder's lock");
+  restore_kept_plan(dir);
   if (fs::exists(plan, ec)) {
     json p;
     std::string unread;
@@ -136,6 +168,14 @@ json plan_point(const Point& p) {
 
 json read_plan(const std::string& dir) {
   const std::string path = (fs::path(dir) / "plan.json").string();
+  if (io::file_kind(path) == io::FileKind::kMissing)
+    if (const io::Fd d = io::open_dir_for_write(dir); d.ok())
+      if (const std::string kept = last_kept_plan(d.get()); !kept.empty())
+        throw InputError(fmt::format(
+            "{}: no such file: a sweep was killed after it kept an edited plan aside as {}, before it wrote "
+            "its own; run that sweep again (trnsim sweep SPEC --out {}), which puts the plan back and goes "
+            "on, or rename {} to plan.json",
+            path, (fs::path(dir) / kept).string(), dir, kept));
   json p = config::read_json_document(path);
   if (!p.is_object() || !p.contains("points") || !p.contains("columns") || !p.contains("workload"))
     throw InputError(path + ": not a trnsim sweep plan");

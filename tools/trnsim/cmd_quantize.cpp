@@ -41,6 +41,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
 #include "sim/io/output_files.h"
@@ -272,7 +274,13 @@ void run_quantize(const QuantizeOptions& o) {
   if (!o.dequant_out.empty()) io::check_may_replace(o.dequant_out, "--dequant");
   io::NpyArray in = io::read_npy(o.input);
   // A 3-D array is a stack of operands for the kernels' layouts (an MoE layer's [E, ...] weights).
-  if (o.layout == "te" || in.shape.size() != 3) io::require_rank(in, 2, "quantize input");
+  const bool stacks = o.layout == "x4" || o.layout == "bf16-swizzled";
+  if (in.shape.size() != 2 && !(stacks && in.shape.size() == 3))
+    throw InputError(
+        fmt::format("{}: quantize input: expected a 2-D [rows, cols] array{}, found shape {}", o.input,
+                    stacks ? " or a 3-D [E, rows, cols] stack"
+                           : " (a 3-D [E, rows, cols] stack only with --layout x4 or bf16-swizzled)",
+                    io::shape_str(in.shape)));
   io::require_dtype(in, {io::NpyDType::F32, io::NpyDType::U16}, "quantize input");
   if (std::find(in.shape.begin(), in.shape.end(), 0) != in.shape.end())
     throw InputError(o.input + ": quantize input: the array is empty (shape " + io::shape_str(in.shape) +

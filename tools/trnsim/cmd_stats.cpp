@@ -9,6 +9,7 @@
 // JSON or not a trnsim stats.json is an InputError (exit 1).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -94,7 +95,10 @@ void stats_command(const StatsCliOptions& o) {
                                 ? (std::filesystem::path(o.files[0]).parent_path() / "report.html").string()
                                 : o.html_file;
     io::check_distinct_files({{o.files[0], "the stats file", true}, {out, "--html"}});
-    io::check_no_links(out, "--html");
+    // Links below the run's folder too (--html OUT/link/r.html): it is written under that folder's lock,
+    // through its handle, which follows none (before: "OUT/link: cannot open the directory: Not a directory").
+    const std::string stats_dir = std::filesystem::path(o.files[0]).parent_path().string();
+    io::check_no_links(out, "--html", stats_dir.empty() ? "." : stats_dir);
     // The run's own report (OUT/report.html of --report), recorded and unchanged, is replaced as any file
     // trnsim wrote (sim/io/replace_check.h), and the run's record then names the new one.
     io::check_not_recorded(out, "--html", o.files[0]);
@@ -122,9 +126,26 @@ void stats_command(const StatsCliOptions& o) {
         throw InputError(
             "the file changed while the report was drawn (another run wrote its files there?): the report is "
             "not written; draw it again");
-      io::write_files_atomic(page);
-      for (const io::OutputFile& f : page)
-        if (f.path == out) io::rerecord_in_set(f, o.files[0]);
+      // The run's record names the coming report before it can be in place (and keeps naming the one it
+      // replaces): a kill at any point leaves a record that names whichever is there.
+      const auto report =
+          std::find_if(page.begin(), page.end(), [&](const io::OutputFile& f) { return f.path == out; });
+      uint64_t coming_inode = 0;
+      const io::BeforeRenames name_coming = [&](const std::vector<io::ManifestEntry>& coming) {
+        for (const io::ManifestEntry& c : coming)
+          if (report != page.end() && c.path == out) {
+            io::rerecord_in_set(*report, o.files[0], io::RecordPhase::kComing, c.inode);
+            coming_inode = c.inode;
+          }
+      };
+      try {
+        io::write_files_atomic(page, nullptr, name_coming);
+      } catch (...) {
+        if (coming_inode != 0)
+          io::rerecord_in_set(*report, o.files[0], io::RecordPhase::kFailed, coming_inode);
+        throw;
+      }
+      if (report != page.end()) io::rerecord_in_set(*report, o.files[0]);
     } catch (const InputError& e) {
       throw InputError(o.files[0] + ": " + e.what());
     }
