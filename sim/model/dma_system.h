@@ -77,7 +77,7 @@ class DmaSystem : public sc_core::sc_module {
   tlm::tlm_generic_payload onchip_access_;         // reused by onchip_latency
   std::vector<Transfer> transfers_;                // indexed by the DmaQueues tag
   std::vector<uint64_t> free_;                     // free slots of transfers_
-  std::array<std::vector<NodeRef>, 2> last_done_;  // per core and queue: the last transfer that finished
+  std::array<std::vector<NodeRef>, 2> last_done_;  // per core and hardware queue: the last one that finished
   sc_core::sc_event ev_;
   double last_hbm_rate_ = -1;
   std::array<std::array<double, 2>, 2> last_rw_rate_{{{-1, -1}, {-1, -1}}};  // per core: HBM read, write
