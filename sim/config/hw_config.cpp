@@ -466,6 +466,8 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   c.dma.swdge_instruction_ns = r.number("dma.swdge_instruction_ns", 0, kMaxLatencyNs);
   c.dma.setup_ns = r.number("dma.setup_ns", 0, kMaxLatencyNs);
   c.dma.packet_ns = r.number("dma.packet_ns", 0, kMaxLatencyNs);
+  c.dma.queue_sets = r.boolean("dma.queue_sets");
+  c.dma.descriptor_ns = r.number("dma.descriptor_ns", 0, kMaxLatencyNs);
   c.dma.transpose_efficiency_hbm = r.number("dma.transpose_efficiency_hbm", kMinEfficiency, 1);
   c.dma.transpose_efficiency_sbuf = r.number("dma.transpose_efficiency_sbuf", kMinEfficiency, 1);
   c.dma.accumulate_efficiency = r.number("dma.accumulate_efficiency", kMinEfficiency, 1);

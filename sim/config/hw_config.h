@@ -134,6 +134,11 @@ struct DmaConfig {
   double transpose_efficiency_sbuf = 0.5;  // dma_transpose SBUF -> SBUF
   double accumulate_efficiency = 0.5;      // dma_copy with DMA-side add
   std::vector<std::pair<double, double>> efficiency_curve;  // (bytes per partition, efficiency 0..1]
+  // Queue sets (sim/timing/dma_queue_policy.h): true puts every DMA of a trigger engine on one in-order
+  // hardware queue whose transfers pipeline, each holding it for its descriptors (descriptor_ns per
+  // descriptor on an engine) or its bytes; false keeps the program's queues, one transfer at a time each.
+  bool queue_sets = false;
+  double descriptor_ns = 0;
 };
 
 struct HbmConfig {

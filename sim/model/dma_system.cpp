@@ -10,6 +10,7 @@
 #include "sim/model/memory/onchip_memory.h"
 #include "sim/model/sc_time.h"
 #include "sim/model/semaphores.h"
+#include "sim/timing/dma_queue_policy.h"
 
 namespace trnsim::model {
 
@@ -112,7 +113,7 @@ void DmaSystem::enqueue(const DmaRecord& rec, const timing::DmaCost& dma_cost, c
   t.work = work;
   timing::DmaTransfer q;
   q.core = rec.core;
-  q.queue = static_cast<uint32_t>(rec.queue);
+  q.queue = timing::hardware_queue(top_.hw.dma, static_cast<uint32_t>(rec.queue), rec.issuer);
   q.cost = cost;
   q.hbm_bytes_read = work.hbm_bytes_read;
   q.hbm_bytes_written = work.hbm_bytes_written;
@@ -157,7 +158,8 @@ void DmaSystem::update() {
       current = &t.rec;
       t.rec.data_start = f.data_start;
       t.rec.data_end = f.data_end;
-      NodeRef& last = last_done_[t.rec.core][t.rec.queue];
+      NodeRef& last = last_done_[t.rec.core][timing::hardware_queue(
+          top_.hw.dma, static_cast<uint32_t>(t.rec.queue), t.rec.issuer)];
       const NodeRef self{static_cast<int8_t>(t.rec.core), t.rec.issuer, Part::Transfer, t.rec.index};
       t.rec.cause =
           f.queued_behind && last.valid()

@@ -79,7 +79,7 @@ class DmaSystem : public sc_core::sc_module {
   tlm::tlm_generic_payload onchip_access_;         // reused by onchip_latency
   std::vector<Transfer> transfers_;                // indexed by the DmaQueues tag
   std::vector<uint64_t> free_;                     // free slots of transfers_
-  std::array<std::vector<NodeRef>, 2> last_done_;  // per core and queue: the last transfer that finished
+  std::array<std::vector<NodeRef>, 2> last_done_;  // per core and hardware queue: the last one that finished
   sc_core::sc_event ev_;
   static constexpr uint64_t kNoWake = ~uint64_t{0};
   uint64_t wake_at_ = kNoWake;  // when ev_'s pending notification fires (kNoWake: none pending)

@@ -8,6 +8,7 @@
 
 #include "sim/base/error.h"
 #include "sim/isa/opcodes.h"
+#include "sim/timing/dma_queue_policy.h"
 
 namespace trnsim::timing {
 namespace {
@@ -276,6 +277,7 @@ DmaCost CostModel::dma_cost(const isa::Instruction& inst, const isa::Work& work)
       ns_to_ps(inst.op == Opcode::SendRecv ? hw_.sync.cross_core_latency_ns : hw_.sync.semaphore_latency_ns);
   c.trigger = ns_to_ps(dma.trigger_ns);
   c.cross_core = inst.op == Opcode::SendRecv;
+  set_queue_occupancy(dma, c);
   return c;
 }
 

@@ -55,6 +55,10 @@ struct DmaCost {
   double transfer_efficiency =
       1;                     // op factor x packet-rate efficiency: the share of its engines' peak it gets
   double rate_cap_GBps = 0;  // engines x engine_bandwidth x transfer_efficiency (bytes per ns)
+  // How it holds its hardware queue (sim/timing/dma_queue_policy.h): the rate of its bytes while it holds
+  // it (bytes per ns), and the least time from its data start to its last byte.
+  double queue_rate_cap_GBps = 0;
+  Picoseconds latency;
   // Before data moves: dma.setup_ns. A transfer that touches HBM also waits the HBM's access latency, which
   // the HBM module annotates (timing::HbmTiming behind sim/model/memory/hbm.h).
   Picoseconds setup;

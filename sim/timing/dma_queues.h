@@ -5,13 +5,16 @@
 // Model:
 //   - A transfer queued at t is ready at t + DmaCost::setup (descriptor processing and, when it touches HBM,
 //     the HBM latency). Setups are pipelined: the transfers of one queue overlap their setups.
-//   - Per queue, FIFO: a transfer starts moving when it is ready and every earlier transfer of its queue has
-//     finished moving.
+//   - Per queue, FIFO: a transfer starts moving when it is ready and the transfer ahead of it in its queue
+//     has finished holding the queue. It holds the queue while its bytes move, at most at
+//     DmaCost::queue_rate_cap_GBps (sim/timing/dma_queue_policy.h); its last byte lands at the latest of
+//     that end, its data start + DmaCost::latency, and the landing of the transfer ahead (in order). With
+//     latency 0 and queue_rate_cap_GBps = rate_cap_GBps a queue moves one transfer at a time.
 //   - Moving transfers share bandwidth max-min fairly (timing::BandwidthSharing) over three resources: each
 //     core's DMA engines (dma.engines_per_core x dma.engine_bandwidth_GBps; a transfer takes 1 / efficiency
 //     of that capacity per byte) and the HBM stack of both cores (hbm.bandwidth_GBps; hbm_bytes / bytes per
-//     byte moved). Each transfer is also capped at DmaCost::rate_cap_GBps (its engines x efficiency).
-//   - A zero-byte transfer finishes the moment it starts.
+//     byte moved).
+//   - A zero-byte transfer lands the moment it starts (or when the transfer ahead lands).
 // What comes after the data (the completion semaphore write, DmaCost::completion) and what comes before the
 // queue (the trigger, and a serial DMA-issue resource per DGE block when that is modelled) are the owner's.
 //
@@ -35,7 +38,7 @@ namespace trnsim::timing {
 
 struct DmaTransfer {
   int core = 0;        // issuing core, 0 or 1
-  uint32_t queue = 0;  // < dma.queues_per_core
+  uint32_t queue = 0;  // < dma.queues_per_core: the hardware queue (timing::hardware_queue)
   DmaCost cost;        // bytes, hbm_bytes, efficiency, rate cap, setup (CostModel::dma_cost)
   uint64_t hbm_bytes_read = 0, hbm_bytes_written = 0;  // cost.hbm_bytes split, for hbm_rw_GBps()
   uint64_t tag = 0;  // the owner's handle, returned when the transfer finishes
@@ -48,7 +51,7 @@ class DmaQueues {
   struct Finished {
     uint64_t tag;
     Picoseconds ready;                 // enqueue time + setup
-    Picoseconds data_start, data_end;  // bytes moving: from the queue head start to the last byte
+    Picoseconds data_start, data_end;  // bytes moving: from its start in the queue to its last byte landed
     // The transfer ahead of it in its queue (the previous one to finish there) held it back: data_start >
     // ready.
     bool queued_behind = false;
@@ -63,8 +66,8 @@ class DmaQueues {
   // first; then, core 0 then core 1, queue by queue, every ready queue head starts moving. Returns the
   // finished transfers in that order (valid until the next call).
   const std::vector<Finished>& advance(Picoseconds now);
-  // Next time advance() has work (a queue head becomes ready, a moving transfer finishes), > now; nullopt
-  // when nothing is queued or moving. Call after advance(now).
+  // Next time advance() has work (a queue head becomes ready, a moving transfer finishes or lands), > now;
+  // nullopt when nothing is queued or moving. Call after advance(now).
   std::optional<Picoseconds> next_event(Picoseconds now) const;
 
   // Load on the HBM stack, GB/s (bytes per ns), at the current rates.
@@ -80,19 +83,30 @@ class DmaQueues {
   struct Queued {  // what the queue needs of a DmaTransfer (kept small: one per queued transfer)
     uint64_t tag;
     uint64_t bytes, hbm_bytes, hbm_bytes_read, hbm_bytes_written;
-    double efficiency, rate_cap_GBps;
+    double efficiency, rate_cap_GBps;  // rate_cap_GBps: DmaCost::queue_rate_cap_GBps
+    Picoseconds latency;
     Picoseconds ready;
-    Picoseconds data_start;
-    uint64_t flow = 0;  // BandwidthSharing flow id; 0 until the transfer moves
+    Picoseconds data_start, land;
+    uint64_t flow = 0;   // BandwidthSharing flow id; 0 until the transfer moves
+    bool moved = false;  // done holding the queue; lands at `land`
     bool queued_behind = false;
+  };
+  struct Queue {
+    std::deque<Queued> q;  // [0, next): moved, waiting to land in order; q[next]: moving or waiting
+    size_t next = 0;
+    Picoseconds last_land;  // the latest landing of the queue so far
   };
 
   // Marks queue qi of `core` as holding transfers (or not) in nonempty_.
   void mark(int core, size_t qi, bool nonempty);
-
+  // Moves x (q.q[q.next]) past the queue at `now`: it lands at the latest of now, its data start + latency
+  // and the queue's last landing.
+  void moved(Queue& q, Picoseconds now);
+  // Reports the queue's front transfers that landed by `now`, in order.
+  void land(Queue& q, Picoseconds now);
   Picoseconds limit_;
   BandwidthSharing share_;
-  std::array<std::vector<std::deque<Queued>>, 2> queues_;
+  std::array<std::vector<Queue>, 2> queues_;
   // Per core, a bit per queue that holds transfers: advance() visits only those, in queue order.
   std::array<std::vector<uint64_t>, 2> nonempty_;
   struct Moving {
@@ -100,10 +114,11 @@ class DmaQueues {
     int core;
     uint32_t queue;
   };
-  std::vector<Moving> moving_;  // the queue heads moving data, by flow id: a finished flow's queue
+  std::vector<Moving> moving_;  // the queues' transfers moving data, by flow id: a finished flow's queue
   std::vector<Finished> finished_;
   size_t in_flight_ = 0;
-  Picoseconds next_ready_;  // earliest ready time of a queue head not moving yet; kNever if none
+  Picoseconds next_ready_;  // earliest ready time of a queue's next transfer not moving yet; kNever if none
+  Picoseconds next_land_;   // earliest landing of a queue's front transfer that moved; kNever if none
 };
 
 }  // namespace trnsim::timing

@@ -16,6 +16,11 @@ Shapes: rows (partitions of the on-chip side) x contiguous bytes per row (4 B to
              f x rows + p): the model costs it as its rows (element size is not modelled, docs/timing.md)
   dma_transpose: the hardware DMA transpose HBM -> SBUF of a [rows, cols] BF16 block (rows <= 128 = the
              tile's free size, cols = the tile's partitions), where the shape allows it
+With dma.queue_sets (configs/hw/*.json) the transfers of one queue pipeline (sim/timing/dma_queue_policy.h):
+the steady state is then how long a transfer holds its queue (its bytes, or its descriptors x
+dma.descriptor_ns), not its own latency. The 128-row HBM -> SBUF column is therefore also run one transfer at a
+time (the same programs with dma.queue_sets=false, where a queue moves one transfer at a time: the steady state
+is one transfer's packet latency) and both are printed against the published curve.
 The published curve (NKI DMA overview, "DMA Throughput varying Bytes per Partition for p_dim = 128",
 aws-neuron-sdk nki/get-started/about/nki-dma-overview.rst, figure nki-dma-intro-1) has no absolute axis; its
 points are printed as the share of its 32 KiB point, read off the figure, beside the simulated share of the
@@ -77,12 +82,13 @@ def program(kind, rows, nbytes, count, generation):
     return {"generation": generation, "num_cores": 1, "tensors": tensors, "cores": [{"SP": insts}]}
 
 
-def run(trnsim, prog, hardware, tmp, tag):
+def run(trnsim, prog, hardware, tmp, tag, extra=()):
     p = os.path.join(tmp, tag + ".json")
     with open(p, "w") as f:
         json.dump(prog, f)
     out = os.path.join(tmp, tag)
-    cmd = [trnsim, "run", p, "--no-numerics", "--out", out, "--hw", hardware] + [x for s in SETS for x in ("--set", s)]
+    cmd = [trnsim, "run", p, "--no-numerics", "--out", out, "--hw", hardware] + \
+        [x for s in list(SETS) + list(extra) for x in ("--set", s)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return None, r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"
@@ -126,9 +132,16 @@ def main():
                     total = rows * nbytes
                     part = rows if kind != "dma_transpose" else nbytes // esize
                     engines = min(nengines, -(-part // ppe))
-                    rows_out.append({"kind": kind, "rows": rows, "bytes_per_row": nbytes, "transfer_ns": per,
-                                     "GBps": total / per, "peak_share": total / per / (engines * bw),
-                                     "single_ns": t1})
+                    row = {"kind": kind, "rows": rows, "bytes_per_row": nbytes, "transfer_ns": per,
+                           "GBps": total / per, "peak_share": total / per / (engines * bw), "single_ns": t1}
+                    if kind == "hbm->sbuf" and rows == 128 and nbytes in PUBLISHED:
+                        one = ("dma.queue_sets=false",)
+                        a1, _ = run(a.trnsim, program(kind, rows, nbytes, 1, gen), hardware, tmp, tag + "_a1", one)
+                        an, _ = run(a.trnsim, program(kind, rows, nbytes, a.count, gen), hardware, tmp,
+                                    tag + "_an", one)
+                        if a1 is not None and an is not None:
+                            row["alone_GBps"] = total / ((an - a1) / (a.count - 1))
+                    rows_out.append(row)
     print(f"DMA sweep, {os.path.basename(hardware)}: steady-state time of one transfer in one queue "
           f"({a.count} back to back minus one), throughput, share of its engines' peak "
           f"(ceil(rows / {ppe}) x {bw:g} B/ns)")
@@ -152,14 +165,17 @@ def main():
                 print(f"{nbytes:>10}" + "".join(cells))
     ref = [r for r in rows_out if r["kind"] == "hbm->sbuf" and r["rows"] == 128 and "error" not in r]
     base = next((r["GBps"] for r in ref if r["bytes_per_row"] == 32768), None)
-    if base:
-        print("\nhbm->sbuf, 128 rows, against the published curve (throughput / its 32 KiB point):")
-        print(f"{'bytes/row':>10}{'published':>11}{'simulated':>11}{'diff':>8}")
+    alone = {r["bytes_per_row"]: r["alone_GBps"] for r in ref if "alone_GBps" in r}
+    if base and alone.get(32768):
+        print("\nhbm->sbuf, 128 rows, against the published curve (throughput / its 32 KiB point): back to back "
+              "in one queue, and one transfer at a time (dma.queue_sets=false: a transfer's own latency)")
+        print(f"{'bytes/row':>10}{'published':>11}{'queue':>9}{'diff':>8}{'alone':>9}{'diff':>8}")
         for nbytes, pub in PUBLISHED.items():
             m = [r for r in ref if r["bytes_per_row"] == nbytes]
-            if m:
+            if m and nbytes in alone:
                 s = m[0]["GBps"] / base
-                print(f"{nbytes:>10}{pub:>11.3f}{s:>11.3f}{s - pub:>+8.3f}")
+                s1 = alone[nbytes] / alone[32768]
+                print(f"{nbytes:>10}{pub:>11.3f}{s:>9.3f}{s - pub:>+8.3f}{s1:>9.3f}{s1 - pub:>+8.3f}")
     errors = [r for r in rows_out if "error" in r]
     for r in errors:
         print(f"error: {r['kind']} {r['rows']} x {r['bytes_per_row']} B: {r['error']}", file=sys.stderr)

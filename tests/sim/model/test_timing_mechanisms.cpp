@@ -203,3 +203,26 @@ TEST_CASE("PE throttle: a matmul using half the array runs at full rate under th
   const auto as_full = run_k(64, false);
   CHECK(as_full.stats.cores[0].pe_throttled > ps(150000));
 }
+
+TEST_CASE("DMA queue sets: one trigger engine's transfers pipeline in one in-order queue",
+          "[model][dma][mechanism]") {
+  // SP triggers four loads with precomputed descriptors (50 ns each: queued at 50, 100, 150, 200 ns, ready
+  // kSetup later: 1290, 1340, 1390, 1440 ns), on program queues 0-3 as the builder spreads them.
+  isa::Program p = with_x();
+  for (uint8_t k = 0; k < 4; ++k) push(p, 0, load_x(Engine::SP, isa::DgeMode::None, k, 64 * k));
+  SECTION("without queue sets: four queues, each transfer alone (the last ready at 1440 ns)") {
+    const auto r = run(p, trn2({{"dma.queue_sets", false}}));
+    CHECK(r.end_time == ps(200000 + kSetup + kData + kWrite));
+  }
+  SECTION("queue sets, descriptor_ns = 20: each transfer holds SP's queue 9 x 20 = 180 ns") {
+    // Its 4096 B at 368 B/ns take 11.1 ns, so its 8 + 1 descriptors per engine hold the queue: data starts
+    // at 1290, 1470, 1650, 1830 ns; each lands kData (396 ns) after its start, in order: the last at 2226 ns.
+    const auto r = run(p, trn2({{"dma.queue_sets", true}, {"dma.descriptor_ns", 20}}));
+    CHECK(r.end_time.count() == Approx(1830000 + kData + kWrite).margin(4));  // up to 1 ps per rounded hold
+  }
+  SECTION("queue sets, descriptor_ns = packet_ns (44): the queue holds each transfer to its last byte") {
+    // Data starts at 1290 ns and every kData after it: the last at 1290 + 3 x 396 = 2478 ns.
+    const auto r = run(p, trn2({{"dma.queue_sets", true}, {"dma.descriptor_ns", 44}}));
+    CHECK(r.end_time.count() == Approx(1290000 + 4 * kData + kWrite).margin(4));
+  }
+}

@@ -273,6 +273,9 @@ TEST_CASE("absurd values are rejected with the file, the key and the accepted ra
         "1073741824");
   CHECK(with("dma.queues_per_core", 0) ==
         "my.json: dma.queues_per_core.value: expected an integer in [1, 256], found 0");
+  CHECK(with("dma.queue_sets", 1) == "my.json: dma.queue_sets.value: expected true or false, found 1");
+  CHECK(with("dma.descriptor_ns", -1) ==
+        "my.json: dma.descriptor_ns.value: expected a number in [0, 1e+06], found -1");
 
   // Every numeric parameter has an upper bound: 1e300 is rejected wherever a number is read.
   int numeric = 0;
@@ -293,7 +296,7 @@ TEST_CASE("absurd values are rejected with the file, the key and the accepted ra
       CHECK(with(path, 1e300).rfind(f + ": " + path + ".value: expected a", 0) == 0);
     }
   }
-  CHECK(numeric == 56);  // every numeric leaf of trn2.json (the efficiency curve is an array, checked above)
+  CHECK(numeric == 57);  // every numeric leaf of trn2.json (the efficiency curve is an array, checked above)
 }
 
 TEST_CASE("a hardware config is read by the one JSON reader: bad JSON, duplicate keys, deep values",

@@ -235,6 +235,22 @@ TEST_CASE("DMA cost inputs by bytes per partition", "[timing]") {
     CHECK(dma(8, 4096, trn2()).engines == 1);
     CHECK(dma(8, 4096, trn2()).rate_cap_GBps == Approx(32768.0 / (32768.0 / 23 + 96)));
   }
+  SECTION("queue occupancy (dma.queue_sets, descriptor_ns = 40)") {
+    // Without queue sets a transfer holds its queue to its last byte: no separate latency.
+    const config::HwConfig no_sets = config::load_hw_config("trn2", {{"dma.queue_sets", false}});
+    CHECK(dma(128, 4, no_sets).queue_rate_cap_GBps == dma(128, 4, no_sets).rate_cap_GBps);
+    CHECK(dma(128, 4, no_sets).latency == Picoseconds(0));
+    const config::HwConfig sets =
+        config::load_hw_config("trn2", {{"dma.queue_sets", true}, {"dma.descriptor_ns", 40}});
+    // 128 x 4 B: 8 + 1 descriptors per engine x 40 ns = 360 ns (its 32 B per engine take 1.4 ns): it holds
+    // the queue at 512 B / 360 ns; its last byte lands 9 x 96 = 864 ns after it starts.
+    CHECK(dma(128, 4, sets).queue_rate_cap_GBps == Approx(512.0 / 360));
+    CHECK(dma(128, 4, sets).latency == Picoseconds(864000));
+    // 128 x 4 KiB: its bytes, 524288 / 368 = 1424.7 ns, hold the queue longer than 9 x 40 ns; it lands after
+    // 524288 / 344.77 = 1520.7 ns (8 packets at 23 B/ns and the 96 ns completion packet per engine).
+    CHECK(dma(128, 4096, sets).queue_rate_cap_GBps == Approx(368.0));
+    CHECK(dma(128, 4096, sets).latency == Picoseconds(1520696));
+  }
   SECTION("efficiency curve (dma.packet_ns = 0)") {
     // 4 KiB per partition: efficiency 1.0 -> cap 16 x 23 = 368 B/ns.
     CHECK(dma(128, 4096, curve_hw).efficiency == Approx(1.0));

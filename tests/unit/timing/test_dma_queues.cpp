@@ -32,6 +32,7 @@ timing::DmaTransfer transfer(uint64_t tag, int core, uint32_t queue, uint64_t by
   t.cost.engines = 16;
   t.cost.efficiency = efficiency;
   t.cost.rate_cap_GBps = 16 * 23 * efficiency;
+  t.cost.queue_rate_cap_GBps = t.cost.rate_cap_GBps;  // holds its queue to its last byte (no queue sets)
   t.cost.setup = Picoseconds(hbm ? 1240000 : 1000000);
   return t;
 }
@@ -147,6 +148,52 @@ TEST_CASE("DMA queues: a zero-byte transfer finishes when it starts", "[timing][
   CHECK(next(q, 500000) == 1500000);
   CHECK(advance(q, 1500000) == std::vector<Done>{{5, 1500000, 1500000}});
   CHECK_FALSE(q.next_event(Picoseconds(1500000)).has_value());
+}
+
+TEST_CASE("DMA queues: a pipelined queue starts the next transfer when the one ahead lets go of it",
+          "[timing][dma]") {
+  // Two 1 KiB transfers (128 partitions x 8 B) on one queue, queued at 0, ready at 1240 ns. Each holds the
+  // queue for 256 ns (say 8 + 1 descriptors per engine x 28.44 ns: queue cap 1024 B / 256 ns = 4 B/ns) and
+  // lands 864 ns after its start (9 packets of 96 ns). The first moves over [1240000, 1496000] and lands at
+  // 1240000 + 864000 = 2104000; the second starts at 1496000 and lands at 1496000 + 864000 = 2360000.
+  DmaQueues q(trn2());
+  for (uint64_t tag : {1, 2}) {
+    auto t = transfer(tag, 0, 0, 1024);
+    t.cost.rate_cap_GBps = 1024.0 / 864;
+    t.cost.queue_rate_cap_GBps = 4;
+    t.cost.latency = Picoseconds(864000);
+    q.enqueue(t, Picoseconds(0));
+  }
+  advance(q, 1240000);
+  CHECK(next(q, 1240000) == 1496000);
+  CHECK(advance(q, 1496000).empty());  // the first let go of the queue: the second moves
+  CHECK(next(q, 1496000) == 1752000);
+  CHECK(advance(q, 1752000).empty());
+  CHECK(next(q, 1752000) == 2104000);
+  CHECK(advance(q, 2104000) == std::vector<Done>{{1, 1240000, 2104000}});
+  CHECK(next(q, 2104000) == 2360000);
+  CHECK(advance(q, 2360000) == std::vector<Done>{{2, 1496000, 2360000}});
+  CHECK(q.in_flight() == 0);
+}
+
+TEST_CASE("DMA queues: a pipelined queue lands its transfers in order", "[timing][dma]") {
+  // A long-latency transfer then a short one on one queue: the second lets go of the queue and passes its
+  // own latency before the first has landed, and waits for it. First: 1024 B at 4 B/ns over [1240000,
+  // 1496000], lands at 1240000 + 2000000 = 3240000. Second: 1024 B over [1496000, 1752000], its latency
+  // 100 ns would land it at 1752000, but it lands with the first, at 3240000, after it.
+  DmaQueues q(trn2());
+  for (uint64_t tag : {1, 2}) {
+    auto t = transfer(tag, 0, 0, 1024);
+    t.cost.queue_rate_cap_GBps = 4;
+    t.cost.latency = Picoseconds(tag == 1 ? 2000000 : 100000);
+    q.enqueue(t, Picoseconds(0));
+  }
+  advance(q, 1240000);
+  advance(q, 1496000);
+  CHECK(advance(q, 1752000).empty());
+  CHECK(next(q, 1752000) == 3240000);
+  CHECK(advance(q, 3240000) == (std::vector<Done>{{1, 1240000, 3240000}, {2, 1496000, 3240000}}));
+  CHECK_FALSE(q.next_event(Picoseconds(3240000)).has_value());
 }
 
 TEST_CASE("DMA queues: an event at or beyond the time limit is a TimeLimitError naming the transfer",
