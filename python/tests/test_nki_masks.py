@@ -278,5 +278,24 @@ def test_a_masked_matmul_result_assigned_into_a_region():
     assert tnki.simulate_kernel(K.masked_matmul_assigned, a, b).tobytes() == want.tobytes()
 
 
+def test_masked_results_indexed_with_index_expressions():
+    # t[i_p, i_f] on a result of mask=(i_f >= 16) read its held columns from 0, so the store of columns 16..47
+    # got 3 * x[:, 32:64] + 1 (tester23j finding 1); results holding rows 0..95 and 64..127 added over their
+    # overlap were refused. Small integers: every product and sum exact in FP32.
+    x = np.random.RandomState(40).randint(-9, 9, (128, 64)).astype(np.float32)
+    y = tnki.simulate_kernel(K.masked_results_reindexed, x)
+    want = np.zeros((2, 128, 64), np.float32)
+    want[0, :, 16:48] = x[:, 16:48] * np.float32(3) + np.float32(1)
+    want[1, 64:96, 16:] = x[64:96, 16:] * np.float32(2) + x[64:96, 16:] * np.float32(5)
+    assert y.tobytes() == want.tobytes()
+    # Rows 0..63 of v were never computed: the looser-mask error (it silently added x[r + 64]).
+    e = raises(NkiError, tnki.simulate_kernel, K.disjoint_masked_results, x)
+    assert str(e) == (
+        "nki_masks.py:%d: mask: mask=(i_p < 64) selects [0, 64) of dim 0, but operand sbuf tile v [64, 64] float32 "
+        "allocated at nki_masks.py:%d holds only [64, 128) of it, the part mask=(i_p >= 64) at nki_masks.py:%d "
+        "selected: mask that call as widely, or this one as narrowly" % (
+            line("MARK-disjoint-add"), line("MARK-disjoint-v"), line("MARK-disjoint-v"))), str(e)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -494,3 +494,34 @@ def masked_matmul_assigned(a, b):
     ps[...] = nisa.nc_matmul(ta[i_k, i_m], tb[i_k, i_n], mask=(i_n >= 8))
     nl.store(out, nl.copy(ps))
     return out
+
+
+@nki.jit
+def masked_results_reindexed(x):
+    # Index expressions on a masked result address the call's whole index space (columns 16..63 held here):
+    # the later, tighter mask takes columns 16..47 of it, not its first 32 held columns.
+    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    nl.store(out[0], 0.0)
+    nl.store(out[1], 0.0)
+    t = nl.load(x[i_p, i_f], mask=(i_f >= 16))
+    v = nl.multiply(t[i_p, i_f], 3.0, mask=(i_f >= 16))
+    w = nl.add(v[i_p, i_f], 1.0, mask=(i_f >= 16) & (i_f < 48))
+    nl.store(out[0, i_p, i_f], value=w, mask=(i_f >= 16) & (i_f < 48))
+    # Two results holding rows 0..95 and 64..127, added over their overlap.
+    u = nl.multiply(t[i_p, i_f], 2.0, mask=(i_p < 96) & (i_f >= 16))
+    s = nl.multiply(t[i_p, i_f], 5.0, mask=(i_p >= 64) & (i_f >= 16))
+    r = nl.add(u[i_p, i_f], s[i_p, i_f], mask=(i_p >= 64) & (i_p < 96) & (i_f >= 16))
+    nl.store(out[1, i_p, i_f], value=r, mask=(i_p >= 64) & (i_p < 96) & (i_f >= 16))
+    return out
+
+
+@nki.jit
+def disjoint_masked_results(x):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f])
+    u = nl.multiply(t[i_p, i_f], 2.0, mask=(i_p < 64))
+    v = nl.multiply(t[i_p, i_f], 3.0, mask=(i_p >= 64))  # MARK-disjoint-v
+    return nl.add(u[i_p, i_f], v[i_p, i_f], mask=(i_p < 64))  # MARK-disjoint-add

@@ -519,18 +519,23 @@ def _within(own, d, size, lo, hi, v, what):
         a = own[1][d]
         if a <= lo and hi <= a + n:
             return (lo - a, hi - a) if (lo - a, hi - a) != (0, n) else None
-        this = _mask_words(caller_loc(), "this call's mask")
-        loc = own[2]
-        that = _mask_words(loc, "the mask") + (f" at {loc}" if loc else "")
-        why = " (an unmasked elementwise result holds its operand's part)" if loc != v.st.loc else ""
-        raise NkiError(f"mask: {this} selects [{lo}, {hi}) of dim {d}, but operand {_operand(v)} holds only "
-                       f"[{a}, {a + n}) of it, the part {that} selected{why}: mask that call as widely, or this "
-                       f"one as narrowly")
+        raise held_only(v, d, lo, hi, a, n, own[2])
     if n != hi - lo:
         this = _mask_words(caller_loc(), "this call's mask")
         raise NkiError(f"mask: dim {d} of operand {_operand(v)} is neither {what} nor the extent {this} "
                        f"selects ({hi - lo}: [{lo}, {hi}))")
     return None
+
+
+def held_only(v, d, lo, hi, a, n, loc):
+    """The looser-mask error: this call's mask selects [lo, hi) of dim d of the index space, but operand `v`,
+    an earlier masked call's result (its mask at kernel line `loc`), holds only [a, a + n) of it."""
+    this = _mask_words(caller_loc(), "this call's mask")
+    that = _mask_words(loc, "the mask") + (f" at {loc}" if loc else "")
+    why = " (an unmasked elementwise result holds its operand's part)" if loc != v.st.loc else ""
+    return NkiError(f"mask: {this} selects [{lo}, {hi}) of dim {d}, but operand {_operand(v)} holds only "
+                    f"[{a}, {a + n}) of it, the part {that} selected{why}: mask that call as widely, or this "
+                    f"one as narrowly")
 
 
 def _mask_words(loc, default):
