@@ -297,5 +297,17 @@ def test_masked_results_indexed_with_index_expressions():
             line("MARK-disjoint-add"), line("MARK-disjoint-v"), line("MARK-disjoint-v"))), str(e)
 
 
+def test_masked_matmuls_accumulated_into_a_region():
+    # `ps[j_p, i_n] += nisa.nc_matmul(..., mask=(i_m < 50))` (and nl.matmul's) was refused ("nc_matmul on PE:
+    # shape: dst must be [50, 96], got [64, 96]", tester23j finding 4). Small integers: exact in FP32.
+    a = np.random.RandomState(41).randint(-4, 5, (128, 64)).astype(np.float32)
+    b = np.random.RandomState(42).randint(-4, 5, (128, 96)).astype(np.float32)
+    want = np.zeros((2, 64, 96), np.float32)
+    p = a.T @ b
+    want[0, :50] = p[:50] + p[:50]
+    want[1, :, 8:] = p[:, 8:]
+    assert tnki.simulate_kernel(K.masked_matmuls_accumulated, a, b).tobytes() == want.tobytes()
+
+
 if __name__ == "__main__":
     main(globals())

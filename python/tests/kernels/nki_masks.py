@@ -525,3 +525,24 @@ def disjoint_masked_results(x):
     u = nl.multiply(t[i_p, i_f], 2.0, mask=(i_p < 64))
     v = nl.multiply(t[i_p, i_f], 3.0, mask=(i_p >= 64))  # MARK-disjoint-v
     return nl.add(u[i_p, i_f], v[i_p, i_f], mask=(i_p < 64))  # MARK-disjoint-add
+
+
+@nki.jit
+def masked_matmuls_accumulated(a, b):
+    # `ps[...] += <masked matmul>` accumulates the product into the part of ps the mask keeps (rows 0..49,
+    # twice; columns 8..95), as `ps[...] = ...` writes it.
+    out = nl.ndarray((2, 64, 96), nl.float32, buffer=nl.shared_hbm)
+    i_k = nl.arange(128)[:, None]
+    i_m = nl.arange(64)[None, :]
+    i_n = nl.arange(96)[None, :]
+    j_p = nl.arange(64)[:, None]
+    x = nl.load(a)
+    y = nl.load(b)
+    ps = nl.zeros((64, 96), nl.float32, buffer=nl.psum)
+    for _ in nl.sequential_range(2):
+        ps[j_p, i_n] += nisa.nc_matmul(x[i_k, i_m], y[i_k, i_n], mask=(i_m < 50))
+    nl.store(out[0], value=nl.copy(ps))
+    ps2 = nl.zeros((64, 96), nl.float32, buffer=nl.psum)
+    ps2[j_p, i_n] += nl.matmul(x[i_k, i_m], y[i_k, i_n], transpose_x=True, mask=(i_n >= 8))
+    nl.store(out[1], value=nl.copy(ps2))
+    return out

@@ -320,11 +320,13 @@ def iadd(dst, value):
     if isinstance(value, NkiTensor):
         op = _fresh_op(value)
         if op is not None and op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
-            acc = _ops.matmul_accumulate(_trace._current, dst, None, op.loc, iadd=True)
+            # A masked matmul's product accumulates into its part of dst (as `=` writes it: assign()).
+            part = _masked_part(dst, value) if tuple(dst.shape) != tuple(value.shape) else dst
+            acc = _ops.matmul_accumulate(_trace._current, part, None, op.loc, iadd=True)
             op.attrs["accumulate"] = acc
-            _retarget(op, value, dst)
+            _retarget(op, value, part)
             if acc:
-                op.reads = op.reads + (dst,)
+                op.reads = op.reads + (part,)
             return dst
     from . import language as nl
 
@@ -950,8 +952,10 @@ def matmul(x, y, transpose_x=False, mask=None):
         t.fresh[st.uid] = t.record("nc_matmul", {"dst": out, "stationary": x, "moving": y}, (x, y), (out,),
                                    {"accumulate": False, "perf_mode": "none", "is_transpose": False}, st.loc)
         return out
+    given = (x, y)
     if mask is not None:
         x, y = apply_mask(mask, (x, y))
+    masked = (x, y)
     x, y = load_if_hbm(x, "matmul"), load_if_hbm(y, "matmul")
     x, y = to_sbuf(x, "matmul"), to_sbuf(y, "matmul")
     if not transpose_x:
@@ -966,7 +970,9 @@ def matmul(x, y, transpose_x=False, mask=None):
                        f"{list(y.shape)}")
     out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul")
     _ops.nc_matmul(out, x, y, None, loc=out.st.loc)
-    return fresh(out)
+    from .isa import _matmul_box
+
+    return boxed(fresh(out), _matmul_box(mask, given, masked, False, 1 if transpose_x else 0))
 
 
 def full(shape, fill_value, dtype, buffer, name="", kwargs=None, call="nl.full"):

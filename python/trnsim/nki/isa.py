@@ -225,16 +225,17 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
     return _lower.boxed(_lower.fresh(dst), _matmul_box(mask, given, (stationary, moving), is_transpose))
 
 
-def _matmul_box(mask, given, masked, is_transpose):
+def _matmul_box(mask, given, masked, is_transpose, x_dim=1):
     """The region of [stationary's free, moving's free] a masked nc_matmul's result holds (for boxed: `ps[...]
     = nisa.nc_matmul(..., mask=...)` writes it): each result dim's first index is where the mask starts the
-    free dim of the operand it comes from (a 2-D operand's; a transpose's result: not marked)."""
+    free dim of the operand it comes from (a 2-D operand's; a transpose's result: not marked). `x_dim`: the
+    dim of given[0] the result's rows come from (0 for nl.matmul's x [M, K] without transpose_x)."""
     if mask is None or is_transpose or not all(isinstance(v, NkiTensor) and v.ndim == 2 for v in given + masked):
         return None
-    full = (given[0].shape[1], given[1].shape[1])
+    full = (given[0].shape[x_dim], given[1].shape[1])
     starts = []
-    for v in given:
-        var = v.vars[1] if v.vars else None
+    for v, d in zip(given, (x_dim, 1)):
+        var = v.vars[d] if v.vars else None
         starts.append(mask.bounds[var][0] if isinstance(mask, Mask) and var in mask.bounds else 0)
     return full, tuple(starts), _lower.caller_loc()
 
