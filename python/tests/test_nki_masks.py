@@ -309,5 +309,19 @@ def test_masked_matmuls_accumulated_into_a_region():
     assert tnki.simulate_kernel(K.masked_matmuls_accumulated, a, b).tobytes() == want.tobytes()
 
 
+def test_memset_and_iota_with_lower_bound_masks_into_a_region():
+    # c[i_p, i_f] = nisa.memset((128, 8), 9, nl.int32, mask=(i_p >= 64)) was refused ("cannot assign a [64, 8]
+    # tile to a [128, 8] region", tester23j finding 5); likewise iota with mask=(i_f >= 2).
+    y = tnki.simulate_kernel(K.memset_iota_lower_bounds)
+    want = np.zeros((3, 128, 8), np.int32)
+    want[0] = 5
+    want[0, 64:] = 9
+    want[1] = -1
+    p, f = np.mgrid[0:32, 2:8]
+    want[1, :32, 2:] = p * 10 + f
+    want[2, 96:, 3:] = 7
+    assert y.tobytes() == want.tobytes()
+
+
 if __name__ == "__main__":
     main(globals())

@@ -546,3 +546,22 @@ def masked_matmuls_accumulated(a, b):
     ps2[j_p, i_n] += nl.matmul(x[i_k, i_m], y[i_k, i_n], transpose_x=True, mask=(i_n >= 8))
     nl.store(out[1], value=nl.copy(ps2))
     return out
+
+
+@nki.jit
+def memset_iota_lower_bounds():
+    # The earlier-style memset and iota under masks with lower bounds, assigned into a region (its masked-in
+    # part is written), then a part of the memset's result stored by index expressions.
+    out = nl.ndarray((3, 128, 8), nl.int32, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(8)[None, :]
+    c = nl.full((128, 8), 5, nl.int32)
+    c[i_p, i_f] = nisa.memset((128, 8), 9, nl.int32, mask=(i_p >= 64))
+    nl.store(out[0], value=c)
+    d = nl.full((128, 8), -1, nl.int32)
+    d[i_p, i_f] = nisa.iota(i_p * 10 + i_f, dtype=nl.int32, mask=(i_p < 32) & (i_f >= 2))
+    nl.store(out[1], value=d)
+    m = nisa.memset((128, 8), 7, nl.int32, mask=(i_p >= 64) & (i_f >= 1))
+    nl.store(out[2], value=nl.full((128, 8), 0, nl.int32))
+    nl.store(out[2, i_p, i_f], value=m[i_p, i_f], mask=(i_p >= 96) & (i_f >= 3))
+    return out

@@ -237,6 +237,16 @@ def boxed(result, box):
     return result
 
 
+def boxed_part(whole, part, box):
+    """boxed() for a masked call whose new tile `whole` has the index space's whole shape and whose
+    instruction wrote its masked-in view `part` (the earlier-style memset and iota): the tile is marked as
+    holding the whole space, so `part` (at any offset: a mask's lower bound) holds its region of it."""
+    if box is not None and tuple(whole.shape) == box[0] and whole.boff == 0 and whole.p0 == 0:
+        mask_box(whole, box[0], (0,) * len(box[0]), box[2])
+        return fresh(part)
+    return boxed(fresh(part), box)
+
+
 def result_box(box, shape, dims):
     """The region a masked call's new tile of `shape` holds when its dims come from the operands' index space
     dims `dims` (None: a dim the call makes, held whole), from the operands' region `box` (operand_region):
@@ -652,9 +662,9 @@ def iota_expr(expr, dtype, mask):
             if other:
                 raise NkiError(f"mask: its nl.arange variable {other[0]!r} is not in the iota expression")
             const += sum(k * mask.bounds[v][0] for v, k in expr.terms.items() if v in mask.bounds)
-        (dst,), box = apply_mask(mask, (dst,), box=True)
-        _ops.iota(dst, coef[1:], const, coef[0])
-        return boxed(fresh(dst), box)
+        (part,), box = apply_mask(mask, (dst,), box=True)
+        _ops.iota(part, coef[1:], const, coef[0])
+        return boxed_part(dst, part, box)
     _ops.iota(dst, coef[1:], const, coef[0])
     return fresh(dst)
 

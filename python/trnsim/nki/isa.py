@@ -551,7 +551,7 @@ def _memset_old(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwar
     # writes that region of t only.
     (d,), box = _lower.apply_mask(mask, (dst,), box=True)
     _ops.memset(d, value, _engine_name(engine, "memset"))
-    return _lower.boxed(_lower.fresh(d), box)
+    return _lower.boxed_part(dst, d, box)
 
 
 @_public
