@@ -363,6 +363,26 @@ def test_affine_select_on_a_psum_tile_says_gpsimd_cannot_access_psum():
         assert "on_true_tile is in PSUM; affine_select runs on GpSimd, which cannot access PSUM" in str(e), e
 
 
+def test_earlier_style_affine_select_reads_a_psum_tile_through_a_copy():
+    # NKI's Stable Diffusion attention tutorial passes its PSUM scores as on_true_tile (use_causal_mask=True);
+    # it was refused ("on_true_tile is in PSUM", tester23j finding 6). The compiler's copy to SBUF first.
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        p = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=p, src=nl.load(x))
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(64)[None, :]
+        r = nisa.affine_select(pred=(i_p >= i_f + 3), on_true_tile=p[i_p, i_f], on_false_value=-9984.0)
+        nl.store(out, r)
+        return out
+
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    q, f = np.mgrid[0:128, 0:64]
+    want = np.where(q >= f + 3, x, np.float32(-9984.0)).astype(np.float32)
+    assert tnki.simulate_kernel(k, x).tobytes() == want.tobytes()
+
+
 def test_affine_select_on_two_free_dims_with_an_offset_and_nl_equal_by_default():
     @nki.jit
     def k(x):

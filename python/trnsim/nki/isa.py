@@ -893,6 +893,9 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
     if box is not None and len(box[1]) == n:
         offset += sum(c * a for c, a in zip(coef, box[1]))
     dst = _result(tuple(on_true_tile.shape), _lower.dt(dtype, on_true_tile.dtype), SBUF, "affine_select")
+    # GpSimd cannot read PSUM, yet NKI's Stable Diffusion attention tutorial passes a PSUM on_true_tile to
+    # this style: the compiler's copy to SBUF first, as for nl.* calls (docs/nki.md; the dst= style refuses).
+    on_true_tile = _lower.to_sbuf(on_true_tile, "affine_select")
     _ops.affine_select(dst, coef[1:], offset, coef[0], on_true_tile, on_false_value, _PRED_OPS[pred.op])
     return _lower.boxed(_lower.fresh(dst), box)
 
