@@ -565,3 +565,21 @@ def memset_iota_lower_bounds():
     nl.store(out[2], value=nl.full((128, 8), 0, nl.int32))
     nl.store(out[2, i_p, i_f], value=m[i_p, i_f], mask=(i_p >= 96) & (i_f >= 3))
     return out
+
+
+@nki.jit
+def tail_tile_read_whole(x):
+    # The tail tile's index expressions read all 128 rows of the loaded tile (its rows past the load's mask
+    # are undefined, as in NKI) under masks on the free dim only or none; the stores keep the loaded rows.
+    out = nl.ndarray((2, 200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    nl.store(out[1, 0:128, 0:32], value=0.0)
+    nl.store(out[1, 128:200, 0:32], value=0.0)
+    for t in nl.affine_range(2):
+        tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 200))
+        y = nl.multiply(tile[i_p, i_f], 2.0)
+        nl.store(out[0, t * 128 + i_p, i_f], value=y, mask=(t * 128 + i_p < 200))
+        z = nl.add(tile[i_p, i_f], 1.0, mask=(i_f >= 32))
+        nl.store(out[1, t * 128 + i_p, i_f], value=z, mask=(t * 128 + i_p < 200) & (i_f >= 32))
+    return out

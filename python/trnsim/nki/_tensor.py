@@ -439,6 +439,11 @@ class NkiTensor:
         # address that whole space (NKI's tile is the whole, defined where the mask was true), so they are
         # shifted to the held part, and reaching past it is the looser-mask error (Unbounded.bounded).
         own = _lower().box_of(self) if any(isinstance(e, IndexExpr) for e in idx) else None
+        if own is not None and self._whole_space(own):
+            # Its tile has the whole space's shape (a masked nl.load's, memset's, iota's): the index reads it
+            # there, its masked-out part undefined as in NKI (the LayerNorm tutorial's tail tile reads all 128
+            # rows; its masked store keeps the defined ones).
+            return NkiTensor.whole(self.st).index(idx)
         isz = self.dtype.itemsize
         boff, p0, pd = self.boff, self.p0, -1
         out = []  # (stride, size, is_partition) of basic dims, None placeholder where advanced dims go
@@ -522,6 +527,13 @@ class NkiTensor:
         if unbounded:
             return Unbounded.of(self, boff, tuple(dims), pd, p0, tuple(vs), unbounded)
         return NkiTensor(self.st, self.dtype, boff, tuple(dims), pd, p0, tuple(vs) if var_strides else None)
+
+    def _whole_space(self, own):
+        """Whether this view's tile, a masked call's result holding the region `own` (box_of), is allocated at
+        the shape of the call's whole index space, holding it from index 0 (the view is then a part of it)."""
+        box = _lower()._boxes().get(self.st.uid)
+        return box is not None and tuple(self.st.shape) == own[0] and not any(box[1]) and (
+            any(own[1]) or tuple(self.shape) != own[0])
 
     def _index_by_tile(self, d, index, idx):
         """`x[idx_tile, ...]`: the rows of HBM tensor x that the int32/uint32 [P, 1] SBUF tile idx_tile holds,
