@@ -338,5 +338,18 @@ def test_a_tail_tile_read_whole_by_index_expressions():
     assert y.tobytes() == want.tobytes()
 
 
+def test_a_matmul_accumulated_into_a_region_of_another_shape_names_the_call():
+    # It was the PE's rule naming nc_matmul for an nl.matmul ("nc_matmul on PE: shape: dst must be [50, 96],
+    # got [32, 96]", tester23j finding 7).
+    a = np.ones((128, 64), np.float32)
+    b = np.ones((128, 96), np.float32)
+    for isa_call, call, shape, mark in ((False, "nl.matmul", "[50, 96]", "MARK-acc-nl"),
+                                        (True, "nisa.nc_matmul", "[64, 96]", "MARK-acc-isa")):
+        e = raises(NkiError, tnki.simulate_kernel, K.matmul_accumulated_into_a_smaller_region, a, b,
+                   isa_call=isa_call)
+        assert str(e) == ("nki_masks.py:%d: `+=` of a %s result %s into a [32, 96] region: the product "
+                          "accumulates into a region of its own shape" % (line(mark), call, shape)), str(e)
+
+
 if __name__ == "__main__":
     main(globals())

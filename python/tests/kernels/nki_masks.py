@@ -583,3 +583,20 @@ def tail_tile_read_whole(x):
         z = nl.add(tile[i_p, i_f], 1.0, mask=(i_f >= 32))
         nl.store(out[1, t * 128 + i_p, i_f], value=z, mask=(t * 128 + i_p < 200) & (i_f >= 32))
     return out
+
+
+@nki.jit
+def matmul_accumulated_into_a_smaller_region(a, b, isa_call):
+    out = nl.ndarray((32, 96), nl.float32, buffer=nl.shared_hbm)
+    i_k = nl.arange(128)[:, None]
+    i_m = nl.arange(64)[None, :]
+    i_n = nl.arange(96)[None, :]
+    x = nl.load(a)
+    y = nl.load(b)
+    ps = nl.zeros((32, 96), nl.float32, buffer=nl.psum)
+    if isa_call:
+        ps[...] += nisa.nc_matmul(x[i_k, i_m], y[i_k, i_n])  # MARK-acc-isa
+    else:
+        ps[...] += nl.matmul(x[i_k, i_m], y[i_k, i_n], transpose_x=True, mask=(i_m < 50))  # MARK-acc-nl
+    nl.store(out, value=nl.copy(ps))
+    return out

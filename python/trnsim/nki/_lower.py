@@ -332,6 +332,10 @@ def iadd(dst, value):
         if op is not None and op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
             # A masked matmul's product accumulates into its part of dst (as `=` writes it: assign()).
             part = _masked_part(dst, value) if tuple(dst.shape) != tuple(value.shape) else dst
+            if part.partitions != value.partitions or part.free_size != value.free_size:
+                call = "nl.matmul" if value.st.name == "matmul" else f"nisa.{op.name}"
+                raise NkiError(f"`+=` of a {call} result {list(value.shape)} into a {list(dst.shape)} region: "
+                               f"the product accumulates into a region of its own shape")
             acc = _ops.matmul_accumulate(_trace._current, part, None, op.loc, iadd=True)
             op.attrs["accumulate"] = acc
             _retarget(op, value, part)
