@@ -5,6 +5,7 @@ extent), skips a call whose mask selects nothing, and refuses every mask form it
 NkiError at the kernel's line. A tester found the idiom refused ("covers [128, 255], outside [0, 200)")."""
 
 import os
+import warnings
 
 import numpy as np
 
@@ -276,6 +277,78 @@ def test_a_masked_matmul_result_assigned_into_a_region():
     want = np.zeros((128, 96), np.float32)
     want[:, 8:] = a.T @ b[:, 8:]
     assert tnki.simulate_kernel(K.masked_matmul_assigned, a, b).tobytes() == want.tobytes()
+
+
+def test_masked_results_indexed_with_index_expressions():
+    # t[i_p, i_f] on a result of mask=(i_f >= 16) read its held columns from 0, so the store of columns 16..47
+    # got 3 * x[:, 32:64] + 1 (tester23j finding 1); results holding rows 0..95 and 64..127 added over their
+    # overlap were refused. Small integers: every product and sum exact in FP32.
+    x = np.random.RandomState(40).randint(-9, 9, (128, 64)).astype(np.float32)
+    y = tnki.simulate_kernel(K.masked_results_reindexed, x)
+    want = np.zeros((2, 128, 64), np.float32)
+    want[0, :, 16:48] = x[:, 16:48] * np.float32(3) + np.float32(1)
+    want[1, 64:96, 16:] = x[64:96, 16:] * np.float32(2) + x[64:96, 16:] * np.float32(5)
+    assert y.tobytes() == want.tobytes()
+    # Rows 0..63 of v were never computed: the looser-mask error (it silently added x[r + 64]).
+    e = raises(NkiError, tnki.simulate_kernel, K.disjoint_masked_results, x)
+    assert str(e) == (
+        "nki_masks.py:%d: mask: mask=(i_p < 64) selects [0, 64) of dim 0, but operand sbuf tile v [64, 64] float32 "
+        "allocated at nki_masks.py:%d holds only [64, 128) of it, the part mask=(i_p >= 64) at nki_masks.py:%d "
+        "selected: mask that call as widely, or this one as narrowly" % (
+            line("MARK-disjoint-add"), line("MARK-disjoint-v"), line("MARK-disjoint-v"))), str(e)
+
+
+def test_masked_matmuls_accumulated_into_a_region():
+    # `ps[j_p, i_n] += nisa.nc_matmul(..., mask=(i_m < 50))` (and nl.matmul's) was refused ("nc_matmul on PE:
+    # shape: dst must be [50, 96], got [64, 96]", tester23j finding 4). Small integers: exact in FP32.
+    a = np.random.RandomState(41).randint(-4, 5, (128, 64)).astype(np.float32)
+    b = np.random.RandomState(42).randint(-4, 5, (128, 96)).astype(np.float32)
+    want = np.zeros((2, 64, 96), np.float32)
+    p = a.T @ b
+    want[0, :50] = p[:50] + p[:50]
+    want[1, :, 8:] = p[:, 8:]
+    assert tnki.simulate_kernel(K.masked_matmuls_accumulated, a, b).tobytes() == want.tobytes()
+
+
+def test_memset_and_iota_with_lower_bound_masks_into_a_region():
+    # c[i_p, i_f] = nisa.memset((128, 8), 9, nl.int32, mask=(i_p >= 64)) was refused ("cannot assign a [64, 8]
+    # tile to a [128, 8] region", tester23j finding 5); likewise iota with mask=(i_f >= 2).
+    y = tnki.simulate_kernel(K.memset_iota_lower_bounds)
+    want = np.zeros((3, 128, 8), np.int32)
+    want[0] = 5
+    want[0, 64:] = 9
+    want[1] = -1
+    p, f = np.mgrid[0:32, 2:8]
+    want[1, :32, 2:] = p * 10 + f
+    want[2, 96:, 3:] = 7
+    assert y.tobytes() == want.tobytes()
+
+
+def test_a_tail_tile_read_whole_by_index_expressions():
+    # NKI's LayerNorm tutorial with 300 rows reads all 128 rows of its tail tile (bn_stats masked on the free
+    # dim only): refused ("covers [0, 127] under the mask, outside [0, 44)", tester23j finding 6).
+    # The rows past the load's mask are read undefined, and trnsim says so (as the tutorial's are).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = tnki.simulate_kernel(K.tail_tile_read_whole, X200)
+    assert any("where no instruction wrote before (partition 72" in str(w.message) for w in caught), caught
+    want = np.zeros((2, 200, 64), np.float32)
+    want[0] = X200 * np.float32(2)
+    want[1, :, 32:] = X200[:, 32:] + np.float32(1)
+    assert y.tobytes() == want.tobytes()
+
+
+def test_a_matmul_accumulated_into_a_region_of_another_shape_names_the_call():
+    # It was the PE's rule naming nc_matmul for an nl.matmul ("nc_matmul on PE: shape: dst must be [50, 96],
+    # got [32, 96]", tester23j finding 7).
+    a = np.ones((128, 64), np.float32)
+    b = np.ones((128, 96), np.float32)
+    for isa_call, call, shape, mark in ((False, "nl.matmul", "[50, 96]", "MARK-acc-nl"),
+                                        (True, "nisa.nc_matmul", "[64, 96]", "MARK-acc-isa")):
+        e = raises(NkiError, tnki.simulate_kernel, K.matmul_accumulated_into_a_smaller_region, a, b,
+                   isa_call=isa_call)
+        assert str(e) == ("nki_masks.py:%d: `+=` of a %s result %s into a [32, 96] region: the product "
+                          "accumulates into a region of its own shape" % (line(mark), call, shape)), str(e)
 
 
 if __name__ == "__main__":

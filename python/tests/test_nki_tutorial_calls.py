@@ -342,25 +342,41 @@ def test_affine_select_earlier_style_takes_predicates_written_around_a_constant(
         assert tnki.simulate_kernel(k, x, form).tobytes() == want.tobytes(), form
 
 
-def test_affine_select_on_a_psum_tile_says_gpsimd_cannot_access_psum():
-    # It named an engine rule the user never chose: "affine_select on DVE: engine: affine_select runs on
-    # POOL" (tester23i).
-    @nki.jit
-    def k(x):
-        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-        p = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
-        nisa.tensor_copy(dst=p, src=nl.load(x))
+@nki.jit
+def _affine_select_of_psum(x, earlier):
+    # x copied into PSUM, then selected where partition >= column + 3 (earlier style) or column <= partition.
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    p = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+    nisa.tensor_copy(dst=p, src=nl.load(x))
+    if earlier:
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(64)[None, :]
+        r = nisa.affine_select(pred=(i_p >= i_f + 3), on_true_tile=p[i_p, i_f], on_false_value=-9984.0)
+    else:
         r = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
         nisa.affine_select(dst=r, pattern=[[-1, 64]], offset=0, channel_multiplier=1, on_true_tile=p,
                            on_false_value=0.0)
-        nl.store(out, r)
-        return out
+    nl.store(out, r)
+    return out
 
+
+def test_affine_select_on_a_psum_tile_says_gpsimd_cannot_access_psum():
+    # It named an engine rule the user never chose: "affine_select on DVE: engine: affine_select runs on
+    # POOL" (tester23i).
     try:
-        tnki.simulate_kernel(k, np.ones((128, 64), np.float32))
+        tnki.simulate_kernel(_affine_select_of_psum, np.ones((128, 64), np.float32), earlier=False)
         raise AssertionError("no error")
     except Exception as e:  # noqa: BLE001
         assert "on_true_tile is in PSUM; affine_select runs on GpSimd, which cannot access PSUM" in str(e), e
+
+
+def test_earlier_style_affine_select_reads_a_psum_tile_through_a_copy():
+    # NKI's Stable Diffusion attention tutorial passes its PSUM scores as on_true_tile (use_causal_mask=True);
+    # it was refused ("on_true_tile is in PSUM", tester23j finding 6). The compiler's copy to SBUF first.
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    q, f = np.mgrid[0:128, 0:64]
+    want = np.where(q >= f + 3, x, np.float32(-9984.0)).astype(np.float32)
+    assert tnki.simulate_kernel(_affine_select_of_psum, x, earlier=True).tobytes() == want.tobytes()
 
 
 def test_affine_select_on_two_free_dims_with_an_offset_and_nl_equal_by_default():

@@ -494,3 +494,109 @@ def masked_matmul_assigned(a, b):
     ps[...] = nisa.nc_matmul(ta[i_k, i_m], tb[i_k, i_n], mask=(i_n >= 8))
     nl.store(out, nl.copy(ps))
     return out
+
+
+@nki.jit
+def masked_results_reindexed(x):
+    # Index expressions on a masked result address the call's whole index space (columns 16..63 held here):
+    # the later, tighter mask takes columns 16..47 of it, not its first 32 held columns.
+    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    nl.store(out[0], 0.0)
+    nl.store(out[1], 0.0)
+    t = nl.load(x[i_p, i_f], mask=(i_f >= 16))
+    v = nl.multiply(t[i_p, i_f], 3.0, mask=(i_f >= 16))
+    w = nl.add(v[i_p, i_f], 1.0, mask=(i_f >= 16) & (i_f < 48))
+    nl.store(out[0, i_p, i_f], value=w, mask=(i_f >= 16) & (i_f < 48))
+    # Two results holding rows 0..95 and 64..127, added over their overlap.
+    u = nl.multiply(t[i_p, i_f], 2.0, mask=(i_p < 96) & (i_f >= 16))
+    s = nl.multiply(t[i_p, i_f], 5.0, mask=(i_p >= 64) & (i_f >= 16))
+    r = nl.add(u[i_p, i_f], s[i_p, i_f], mask=(i_p >= 64) & (i_p < 96) & (i_f >= 16))
+    nl.store(out[1, i_p, i_f], value=r, mask=(i_p >= 64) & (i_p < 96) & (i_f >= 16))
+    return out
+
+
+@nki.jit
+def disjoint_masked_results(x):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f])
+    u = nl.multiply(t[i_p, i_f], 2.0, mask=(i_p < 64))
+    v = nl.multiply(t[i_p, i_f], 3.0, mask=(i_p >= 64))  # MARK-disjoint-v
+    return nl.add(u[i_p, i_f], v[i_p, i_f], mask=(i_p < 64))  # MARK-disjoint-add
+
+
+@nki.jit
+def masked_matmuls_accumulated(a, b):
+    # `ps[...] += <masked matmul>` accumulates the product into the part of ps the mask keeps (rows 0..49,
+    # twice; columns 8..95), as `ps[...] = ...` writes it.
+    out = nl.ndarray((2, 64, 96), nl.float32, buffer=nl.shared_hbm)
+    i_k = nl.arange(128)[:, None]
+    i_m = nl.arange(64)[None, :]
+    i_n = nl.arange(96)[None, :]
+    j_p = nl.arange(64)[:, None]
+    x = nl.load(a)
+    y = nl.load(b)
+    ps = nl.zeros((64, 96), nl.float32, buffer=nl.psum)
+    for _ in nl.sequential_range(2):
+        ps[j_p, i_n] += nisa.nc_matmul(x[i_k, i_m], y[i_k, i_n], mask=(i_m < 50))
+    nl.store(out[0], value=nl.copy(ps))
+    ps2 = nl.zeros((64, 96), nl.float32, buffer=nl.psum)
+    ps2[j_p, i_n] += nl.matmul(x[i_k, i_m], y[i_k, i_n], transpose_x=True, mask=(i_n >= 8))
+    nl.store(out[1], value=nl.copy(ps2))
+    return out
+
+
+@nki.jit
+def memset_iota_lower_bounds():
+    # The earlier-style memset and iota under masks with lower bounds, assigned into a region (its masked-in
+    # part is written), then a part of the memset's result stored by index expressions.
+    out = nl.ndarray((3, 128, 8), nl.int32, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(8)[None, :]
+    c = nl.full((128, 8), 5, nl.int32)
+    c[i_p, i_f] = nisa.memset((128, 8), 9, nl.int32, mask=(i_p >= 64))
+    nl.store(out[0], value=c)
+    d = nl.full((128, 8), -1, nl.int32)
+    d[i_p, i_f] = nisa.iota(i_p * 10 + i_f, dtype=nl.int32, mask=(i_p < 32) & (i_f >= 2))
+    nl.store(out[1], value=d)
+    m = nisa.memset((128, 8), 7, nl.int32, mask=(i_p >= 64) & (i_f >= 1))
+    nl.store(out[2], value=nl.full((128, 8), 0, nl.int32))
+    nl.store(out[2, i_p, i_f], value=m[i_p, i_f], mask=(i_p >= 96) & (i_f >= 3))
+    return out
+
+
+@nki.jit
+def tail_tile_read_whole(x):
+    # The tail tile's index expressions read all 128 rows of the loaded tile (its rows past the load's mask
+    # are undefined, as in NKI) under masks on the free dim only or none; the stores keep the loaded rows.
+    out = nl.ndarray((2, 200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    nl.store(out[1, 0:128, 0:32], value=0.0)
+    nl.store(out[1, 128:200, 0:32], value=0.0)
+    for t in nl.affine_range(2):
+        tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 200))
+        y = nl.multiply(tile[i_p, i_f], 2.0)
+        nl.store(out[0, t * 128 + i_p, i_f], value=y, mask=(t * 128 + i_p < 200))
+        z = nl.add(tile[i_p, i_f], 1.0, mask=(i_f >= 32))
+        nl.store(out[1, t * 128 + i_p, i_f], value=z, mask=(t * 128 + i_p < 200) & (i_f >= 32))
+    return out
+
+
+@nki.jit
+def matmul_accumulated_into_a_smaller_region(a, b, isa_call):
+    out = nl.ndarray((32, 96), nl.float32, buffer=nl.shared_hbm)
+    i_k = nl.arange(128)[:, None]
+    i_m = nl.arange(64)[None, :]
+    i_n = nl.arange(96)[None, :]
+    x = nl.load(a)
+    y = nl.load(b)
+    ps = nl.zeros((32, 96), nl.float32, buffer=nl.psum)
+    if isa_call:
+        ps[...] += nisa.nc_matmul(x[i_k, i_m], y[i_k, i_n])  # MARK-acc-isa
+    else:
+        ps[...] += nl.matmul(x[i_k, i_m], y[i_k, i_n], transpose_x=True, mask=(i_m < 50))  # MARK-acc-nl
+    nl.store(out, value=nl.copy(ps))
+    return out

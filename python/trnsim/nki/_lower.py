@@ -237,6 +237,16 @@ def boxed(result, box):
     return result
 
 
+def boxed_part(whole, part, box):
+    """boxed() for a masked call whose new tile `whole` has the index space's whole shape and whose
+    instruction wrote its masked-in view `part` (the earlier-style memset and iota): the tile is marked as
+    holding the whole space, so `part` (at any offset: a mask's lower bound) holds its region of it."""
+    if box is not None and tuple(whole.shape) == box[0] and whole.boff == 0 and whole.p0 == 0:
+        mask_box(whole, box[0], (0,) * len(box[0]), box[2])
+        return fresh(part)
+    return boxed(fresh(part), box)
+
+
 def result_box(box, shape, dims):
     """The region a masked call's new tile of `shape` holds when its dims come from the operands' index space
     dims `dims` (None: a dim the call makes, held whole), from the operands' region `box` (operand_region):
@@ -320,11 +330,17 @@ def iadd(dst, value):
     if isinstance(value, NkiTensor):
         op = _fresh_op(value)
         if op is not None and op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
-            acc = _ops.matmul_accumulate(_trace._current, dst, None, op.loc, iadd=True)
+            # A masked matmul's product accumulates into its part of dst (as `=` writes it: assign()).
+            part = _masked_part(dst, value) if tuple(dst.shape) != tuple(value.shape) else dst
+            if part.partitions != value.partitions or part.free_size != value.free_size:
+                call = "nl.matmul" if value.st.name == "matmul" else f"nisa.{op.name}"
+                raise NkiError(f"`+=` of a {call} result {list(value.shape)} into a {list(dst.shape)} region: "
+                               f"the product accumulates into a region of its own shape")
+            acc = _ops.matmul_accumulate(_trace._current, part, None, op.loc, iadd=True)
             op.attrs["accumulate"] = acc
-            _retarget(op, value, dst)
+            _retarget(op, value, part)
             if acc:
-                op.reads = op.reads + (dst,)
+                op.reads = op.reads + (part,)
             return dst
     from . import language as nl
 
@@ -519,18 +535,23 @@ def _within(own, d, size, lo, hi, v, what):
         a = own[1][d]
         if a <= lo and hi <= a + n:
             return (lo - a, hi - a) if (lo - a, hi - a) != (0, n) else None
-        this = _mask_words(caller_loc(), "this call's mask")
-        loc = own[2]
-        that = _mask_words(loc, "the mask") + (f" at {loc}" if loc else "")
-        why = " (an unmasked elementwise result holds its operand's part)" if loc != v.st.loc else ""
-        raise NkiError(f"mask: {this} selects [{lo}, {hi}) of dim {d}, but operand {_operand(v)} holds only "
-                       f"[{a}, {a + n}) of it, the part {that} selected{why}: mask that call as widely, or this "
-                       f"one as narrowly")
+        raise held_only(v, d, lo, hi, a, n, own[2])
     if n != hi - lo:
         this = _mask_words(caller_loc(), "this call's mask")
         raise NkiError(f"mask: dim {d} of operand {_operand(v)} is neither {what} nor the extent {this} "
                        f"selects ({hi - lo}: [{lo}, {hi}))")
     return None
+
+
+def held_only(v, d, lo, hi, a, n, loc):
+    """The looser-mask error: this call's mask selects [lo, hi) of dim d of the index space, but operand `v`,
+    an earlier masked call's result (its mask at kernel line `loc`), holds only [a, a + n) of it."""
+    this = _mask_words(caller_loc(), "this call's mask")
+    that = _mask_words(loc, "the mask") + (f" at {loc}" if loc else "")
+    why = " (an unmasked elementwise result holds its operand's part)" if loc != v.st.loc else ""
+    return NkiError(f"mask: {this} selects [{lo}, {hi}) of dim {d}, but operand {_operand(v)} holds only "
+                    f"[{a}, {a + n}) of it, the part {that} selected{why}: mask that call as widely, or this "
+                    f"one as narrowly")
 
 
 def _mask_words(loc, default):
@@ -645,9 +666,9 @@ def iota_expr(expr, dtype, mask):
             if other:
                 raise NkiError(f"mask: its nl.arange variable {other[0]!r} is not in the iota expression")
             const += sum(k * mask.bounds[v][0] for v, k in expr.terms.items() if v in mask.bounds)
-        (dst,), box = apply_mask(mask, (dst,), box=True)
-        _ops.iota(dst, coef[1:], const, coef[0])
-        return boxed(fresh(dst), box)
+        (part,), box = apply_mask(mask, (dst,), box=True)
+        _ops.iota(part, coef[1:], const, coef[0])
+        return boxed_part(dst, part, box)
     _ops.iota(dst, coef[1:], const, coef[0])
     return fresh(dst)
 
@@ -945,8 +966,10 @@ def matmul(x, y, transpose_x=False, mask=None):
         t.fresh[st.uid] = t.record("nc_matmul", {"dst": out, "stationary": x, "moving": y}, (x, y), (out,),
                                    {"accumulate": False, "perf_mode": "none", "is_transpose": False}, st.loc)
         return out
+    given = (x, y)
     if mask is not None:
         x, y = apply_mask(mask, (x, y))
+    masked = (x, y)
     x, y = load_if_hbm(x, "matmul"), load_if_hbm(y, "matmul")
     x, y = to_sbuf(x, "matmul"), to_sbuf(y, "matmul")
     if not transpose_x:
@@ -961,7 +984,9 @@ def matmul(x, y, transpose_x=False, mask=None):
                        f"{list(y.shape)}")
     out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul")
     _ops.nc_matmul(out, x, y, None, loc=out.st.loc)
-    return fresh(out)
+    from .isa import _matmul_box
+
+    return boxed(fresh(out), _matmul_box(mask, given, masked, False, 1 if transpose_x else 0))
 
 
 def full(shape, fill_value, dtype, buffer, name="", kwargs=None, call="nl.full"):

@@ -435,6 +435,15 @@ class NkiTensor:
         if len(idx) > nd:
             raise NkiError(f"too many indices ({len(idx)}) for a tensor of {nd} dims {list(self.shape)}")
         idx = idx + (slice(None),) * (nd - len(idx))
+        # A masked call's result holds only its masked-in part of the call's index space; index expressions
+        # address that whole space (NKI's tile is the whole, defined where the mask was true), so they are
+        # shifted to the held part, and reaching past it is the looser-mask error (Unbounded.bounded).
+        own = _lower().box_of(self) if any(isinstance(e, IndexExpr) for e in idx) else None
+        if own is not None and self._whole_space(own):
+            # Its tile has the whole space's shape (a masked nl.load's, memset's, iota's): the index reads it
+            # there, its masked-out part undefined as in NKI (the LayerNorm tutorial's tail tile reads all 128
+            # rows; its masked store keeps the defined ones).
+            return NkiTensor.whole(self.st).index(idx)
         isz = self.dtype.itemsize
         boff, p0, pd = self.boff, self.p0, -1
         out = []  # (stride, size, is_partition) of basic dims, None placeholder where advanced dims go
@@ -469,10 +478,14 @@ class NkiTensor:
                     boff += start * stride * isz
                     out.append((stride * step, n, False))
             elif isinstance(e, IndexExpr):
+                held = None
+                if own is not None and (own[1][d] or own[0][d] != size):
+                    held = (own[1][d], own[2])
+                    e = e - own[1][d]
                 lo, hi = e.value_range()
                 if lo < 0 or hi >= size:
                     # Legal if a mask bounds it (NKI's tail tiles): checked when the call's mask is applied.
-                    unbounded.append((d, e, size))
+                    unbounded.append((d, e, size, held))
                 adv_pos.append(len(out))
                 if is_p:
                     if len(e.terms) > 1 or any(k != 1 for k in e.terms.values()):
@@ -514,6 +527,13 @@ class NkiTensor:
         if unbounded:
             return Unbounded.of(self, boff, tuple(dims), pd, p0, tuple(vs), unbounded)
         return NkiTensor(self.st, self.dtype, boff, tuple(dims), pd, p0, tuple(vs) if var_strides else None)
+
+    def _whole_space(self, own):
+        """Whether this view's tile, a masked call's result holding the region `own` (box_of), is allocated at
+        the shape of the call's whole index space, holding it from index 0 (the view is then a part of it)."""
+        box = _lower()._boxes().get(self.st.uid)
+        return box is not None and tuple(self.st.shape) == own[0] and not any(box[1]) and (
+            any(own[1]) or tuple(self.shape) != own[0])
 
     def _index_by_tile(self, d, index, idx):
         """`x[idx_tile, ...]`: the rows of HBM tensor x that the int32/uint32 [P, 1] SBUF tile idx_tile holds,
@@ -1126,10 +1146,15 @@ class Unbounded(NkiTensor):
         return v
 
     def _error(self, why=""):
-        d, e, size = self.unbounded[0]
+        d, e, size, held = self.unbounded[0]
         lo, hi = e.value_range()
         st = _ST.__get__(self)
         at = f" (the index at {self.expr_loc})" if self.expr_loc and self.expr_loc != caller_loc() else ""
+        if held is not None:
+            a, loc = held
+            return NkiError(f"index expression on dim {d} covers [{lo + a}, {hi + a}] of a masked result that "
+                            f"holds only [{a}, {a + size}) of it ({st.label()}, the part the mask at {loc} "
+                            f"selected){at}{why}: a mask= on this call that keeps it inside is needed")
         return NkiError(f"index expression on dim {d} covers [{lo}, {hi}], outside [0, {size}) (tensor "
                         f"{st.name!r} {list(st.shape)}){at}{why}: a mask= on this call that keeps it inside "
                         f"(e.g. mask=(index < {size})) is NKI's way to access a partial tile")
@@ -1144,13 +1169,16 @@ class Unbounded(NkiTensor):
     def bounded(self, bounds):
         """The view under the mask `bounds` ({IndexVar: (lo, hi)}, hi exclusive, each non-empty): its dims
         cut to the masked-in ranges; NkiError if an index is still outside its dim there."""
-        for d, e, size in self.unbounded:
+        for d, e, size, held in self.unbounded:
             lo = hi = e.const
             for var, k in e.terms.items():
                 a, b = bounds.get(var, (0, var.size))
                 a, b = k * (var.start + a), k * (var.start + b - 1)
                 lo += min(a, b)
                 hi += max(a, b)
+            if (lo < 0 or hi >= size) and held is not None:
+                whole = NkiTensor.whole(_ST.__get__(self))
+                raise _lower().held_only(whole, d, lo + held[0], hi + held[0] + 1, held[0], size, held[1])
             if lo < 0 or hi >= size:
                 raise NkiError(f"index expression on dim {d} covers [{lo}, {hi}] under the mask, outside "
                                f"[0, {size}) (tensor {_ST.__get__(self).name!r} {list(_ST.__get__(self).shape)})")

@@ -225,16 +225,17 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
     return _lower.boxed(_lower.fresh(dst), _matmul_box(mask, given, (stationary, moving), is_transpose))
 
 
-def _matmul_box(mask, given, masked, is_transpose):
+def _matmul_box(mask, given, masked, is_transpose, x_dim=1):
     """The region of [stationary's free, moving's free] a masked nc_matmul's result holds (for boxed: `ps[...]
     = nisa.nc_matmul(..., mask=...)` writes it): each result dim's first index is where the mask starts the
-    free dim of the operand it comes from (a 2-D operand's; a transpose's result: not marked)."""
+    free dim of the operand it comes from (a 2-D operand's; a transpose's result: not marked). `x_dim`: the
+    dim of given[0] the result's rows come from (0 for nl.matmul's x [M, K] without transpose_x)."""
     if mask is None or is_transpose or not all(isinstance(v, NkiTensor) and v.ndim == 2 for v in given + masked):
         return None
-    full = (given[0].shape[1], given[1].shape[1])
+    full = (given[0].shape[x_dim], given[1].shape[1])
     starts = []
-    for v in given:
-        var = v.vars[1] if v.vars else None
+    for v, d in zip(given, (x_dim, 1)):
+        var = v.vars[d] if v.vars else None
         starts.append(mask.bounds[var][0] if isinstance(mask, Mask) and var in mask.bounds else 0)
     return full, tuple(starts), _lower.caller_loc()
 
@@ -550,7 +551,7 @@ def _memset_old(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwar
     # writes that region of t only.
     (d,), box = _lower.apply_mask(mask, (dst,), box=True)
     _ops.memset(d, value, _engine_name(engine, "memset"))
-    return _lower.boxed(_lower.fresh(d), box)
+    return _lower.boxed_part(dst, d, box)
 
 
 @_public
@@ -892,6 +893,9 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
     if box is not None and len(box[1]) == n:
         offset += sum(c * a for c, a in zip(coef, box[1]))
     dst = _result(tuple(on_true_tile.shape), _lower.dt(dtype, on_true_tile.dtype), SBUF, "affine_select")
+    # GpSimd cannot read PSUM, yet NKI's Stable Diffusion attention tutorial passes a PSUM on_true_tile to
+    # this style: the compiler's copy to SBUF first, as for nl.* calls (docs/nki.md; the dst= style refuses).
+    on_true_tile = _lower.to_sbuf(on_true_tile, "affine_select")
     _ops.affine_select(dst, coef[1:], offset, coef[0], on_true_tile, on_false_value, _PRED_OPS[pred.op])
     return _lower.boxed(_lower.fresh(dst), box)
 
