@@ -137,6 +137,56 @@ int64_t alu_i32(AluOp op, int64_t a64, int64_t b64) {
   return alu_i32_body(op, a64, b64);
 }
 
+int64_t alu_int_exact(AluOp op, int64_t a, int64_t b) {
+  // Products and powers modulo 2^64: their low 32 bits are the wrapped 32-bit result.
+  const auto mul = [](int64_t x, int64_t y) {
+    return static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
+  };
+  switch (op) {
+    case AluOp::Bypass:
+      return a;
+    case AluOp::Add:
+      return a + b;
+    case AluOp::Subtract:
+      return a - b;
+    case AluOp::Multiply:
+      return mul(a, b);
+    case AluOp::Divide:
+      return b == 0 ? 0 : a / b;
+    case AluOp::Max:
+      return std::max(a, b);
+    case AluOp::Min:
+      return std::min(a, b);
+    case AluOp::AbsMax:
+      return std::max(std::llabs(a), std::llabs(b));
+    case AluOp::Pow: {
+      if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;  // 1 / a^|b| truncated
+      int64_t r = 1;
+      for (int64_t e = b, x = a; e > 0; e >>= 1, x = mul(x, x))
+        if (e & 1) r = mul(r, x);
+      return r;
+    }
+    case AluOp::IsEqual:
+      return a == b;
+    case AluOp::NotEqual:
+      return a != b;
+    case AluOp::IsGt:
+      return a > b;
+    case AluOp::IsGe:
+      return a >= b;
+    case AluOp::IsLt:
+      return a < b;
+    case AluOp::IsLe:
+      return a <= b;
+    case AluOp::LogicalAnd:
+      return a != 0 && b != 0;
+    case AluOp::LogicalOr:
+      return a != 0 || b != 0;
+    default:
+      return alu_i32_body(op, a, b);  // the bitvec ops work on the 32-bit patterns
+  }
+}
+
 namespace {
 
 // Runs body(op constant) for the ops the row loops specialise; others get the generic call.
