@@ -44,6 +44,10 @@ def _target():
     return target()
 
 
+# The bitvec operators (NKI's math operator table), which run on the Vector engine only.
+_BITVEC = {"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"}
+
+
 def _engine_for(name, engine, views):
     if engine is not None:
         return engine
@@ -447,9 +451,11 @@ def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
             raise NkiError(f"{op}: nl.power runs on the GpSimd engine, which cannot access PSUM "
                            "(nki.isa.tensor_tensor): copy the PSUM tile to SBUF first")
         engine = "POOL"
-    if engine is None and all(v.dtype.name in ("int32", "uint32") and v.st.space != PSUM for v in (dst, data1, data2)):
-        # nki.isa.tensor_tensor (2.33): int32/uint32 tiles default to GpSimd, whose native integer arithmetic is
-        # exact for every 32-bit value (Vector computes in FP32).
+    if engine is None and alu not in _BITVEC and all(v.dtype.name in ("int32", "uint32") and v.st.space != PSUM
+                                                     for v in (dst, data1, data2)):
+        # nki.isa.tensor_tensor (2.33): int32/uint32 tiles of an arithmetic operator default to GpSimd, whose
+        # native integer arithmetic is exact for every 32-bit value (Vector computes in FP32); the bitvec
+        # operators run on the Vector engine only.
         engine = "POOL"
     engine = _engine_for(op, engine, [dst, data1, data2])
     o = record(op, {"dst": dst, "data1": data1, "data2": data2}, [data1, data2], [dst],
