@@ -134,8 +134,9 @@ def reduce_with(x, op):
 
 def test_tensor_reduce_refuses_what_is_not_a_reduction():
     # NKI's math operator table marks comparisons, shifts and power as no legal reduction op; trnsim reduced
-    # with them (nl.equal "reduced" a row to 0 or 1 silently). The legal ones still run.
-    for op in (nl.equal, nl.greater, nl.left_shift, nl.power):
+    # with them (nl.equal "reduced" a row to 0 or 1 silently). nl.divide and nl.abs_max are no Y in that table
+    # either (tester23j #8: divide ran). The legal ones still run.
+    for op in (nl.equal, nl.greater, nl.left_shift, nl.power, nl.divide, nl.abs_max):
         e = raises(tnki.NkiError, tnki.simulate_kernel, reduce_with, X, op)
         assert str(e).startswith(f"{THIS}:{line_of('MARK-reduce-op')}: tensor_reduce: nl.{op.alu} is not a "
                                  "reduction operator (NKI's math operator table: add, subtract, multiply, maximum, "

@@ -488,16 +488,16 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     return o
 
 
-# Operators NKI's table of math operators marks as no legal reduction op ("Supported Math Operators for NKI
-# ISA", nki.api.shared: comparisons, shifts and power are N; add, subtract, multiply, max, min and the bitwise
-# and logical and/or/xor are Y).
-_NOT_REDUCTIONS = {"equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "left_shift",
-                   "right_shift", "power"}
+# The operators NKI's table of math operators marks as legal reduction ops ("Supported Math Operators for NKI
+# ISA", nki.api.shared: add, subtract, multiply, max, min and the bitwise and logical and/or/xor are Y; the
+# others, divide, comparisons, shifts and power among them, are N).
+_REDUCTIONS = {"add", "subtract", "multiply", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor",
+               "logical_and", "logical_or", "logical_xor"}
 
 
 def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=None, loc=None):
     op = "tensor_reduce"
-    if alu in _NOT_REDUCTIONS:
+    if alu not in _REDUCTIONS:
         raise NkiError(f"{op}: nl.{alu} is not a reduction operator (NKI's math operator table: add, subtract, "
                        "multiply, maximum, minimum, and the bitwise and logical and/or/xor reduce)")
     dst = tile(dst, "dst", op)
