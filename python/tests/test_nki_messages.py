@@ -301,5 +301,44 @@ def test_subtracting_a_matmul_from_psum_says_what_nki_allows():
         assert np.array_equal(out, want), (way, out[:2, :4], want[:2, :4])
 
 
+@nki.jit
+def lowered_errors(x, case):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    if case == "sum":
+        nl.store(out[0:1, :], nl.sum(t, axis=0))  # MARK-low-sum
+    elif case == "mean":
+        nl.store(out[0:1, :], nl.mean(t, axis=0))  # MARK-low-mean
+    elif case == "add":
+        a = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=a, src=t)
+        nl.store(out, nl.add(a, a))  # MARK-low-add
+    elif case == "store":
+        nl.store(out[0:64, :], t)  # MARK-low-store
+    else:
+        w = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=w, value=1.0)
+        nl.store(out, nl.matmul(w, t))  # MARK-low-matmul
+    return out
+
+
+def test_errors_of_lowered_instructions_name_the_nl_call_first():
+    # tester23j #7: these named the instruction trnsim's lowering made (tensor_reduce, tensor_tensor, dma_copy)
+    # and nl.matmul with K > 128 blamed its transpose's [256, 128] result.
+    made = "(made by trnsim's lowering of {0}, not a call of the kernel): "
+    for case, call, inst, rule in (
+            ("sum", "nl.sum", "tensor_reduce", "axis [0] must name free dims of data [128, 64] (the partition dim "
+             "is 0)"),
+            ("mean", "nl.mean", "tensor_reduce", "axis [0] must name free dims of data [128, 64]"),
+            ("add", "nl.add", "tensor_tensor", "data1 and data2 cannot both be in PSUM"),
+            ("store", "nl.store", "dma_copy", "src [128, 64] has 8192 elements, dst [64, 64] has 4096")):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, lowered_errors, X, case)
+        want = f"{THIS}:{line_of('MARK-low-' + case)}: {call}: its {inst} " + made.format(call) + rule
+        assert str(e).startswith(want), str(e)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, lowered_errors, X, "matmul")
+    assert str(e).startswith(f"{THIS}:{line_of('MARK-low-matmul')}: nl.matmul: x is [M, K] = [128, 256]: the "
+                             "contraction dim K = 256 > 128"), str(e)
+
+
 if __name__ == "__main__":
     main(globals())
