@@ -340,5 +340,32 @@ def test_errors_of_lowered_instructions_name_the_nl_call_first():
                              "contraction dim K = 256 > 128"), str(e)
 
 
+@nki.jit
+def hwdge_transpose(x):
+    out = nl.ndarray((64, 128), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((64, 128), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=t, src=x, dge_mode=nisa.dge_mode.hwdge)  # MARK-hwdge
+    nl.store(out, t)
+    return out
+
+
+def test_dma_transpose_dtypes_and_hwdge_rules_are_nkis():
+    # tester23j #8: the docs said 2-byte dtypes, but a float32 transpose ran. NKI's 2-byte rule (with
+    # src.shape[0] == 16 and src.shape[-1] % 128 == 0) is for dge_mode=hwdge; other transposes move 2- and
+    # 4-byte dtypes bit-accurately (Trainium2 arch guide).
+    e = raises(tnki.NkiError, tnki.simulate_kernel, hwdge_transpose, X)
+    assert str(e).startswith(f"{THIS}:{line_of('MARK-hwdge')}: dma_transpose: dge_mode=hwdge needs src.shape[0] "
+                             "== 16 and src.shape[-1] a multiple of 128 (nki.isa.dma_transpose), got src [128, 64]"), e
+    f32 = tnki.simulate_kernel(nl_transpose_load, X)
+    assert f32.tobytes() == X.T.copy().tobytes()
+
+
+@nki.jit
+def nl_transpose_load(x):
+    out = nl.ndarray((64, 128), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.load_transpose2d(x))
+    return out
+
+
 if __name__ == "__main__":
     main(globals())

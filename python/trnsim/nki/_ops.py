@@ -688,6 +688,11 @@ def dma_transpose(dst, src, engine=None, dge_mode="unknown", loc=None):
         raise NkiError(f"{op}: dst must be in SBUF")
     if len(src.shape) < 2 or dst.partitions != src.shape[-1] or dst.free_size * dst.partitions != src.size:
         raise NkiError(f"{op}: dst {list(dst.shape)} must be the transpose of src {list(src.shape)}")
+    if dge_mode == "hwdge" and (src.shape[0] != 16 or src.shape[-1] % 128):
+        # nki.isa.dma_transpose: a hardware-DGE transpose needs src.shape[0] == 16, src.shape[-1] % 128 == 0
+        # and a 2-byte dtype (the dtype: the builder's rule check, for C++ kernels too).
+        raise NkiError(f"{op}: dge_mode=hwdge needs src.shape[0] == 16 and src.shape[-1] a multiple of 128 "
+                       f"(nki.isa.dma_transpose), got src {list(src.shape)}")
     o = record(op, {"dst": dst, "src": src}, [src], [dst], {"engine": engine, "dge_mode": dge_mode}, loc)
     o.load = src.st.space == HBM
     return o
