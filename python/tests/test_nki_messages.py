@@ -341,6 +341,27 @@ def test_errors_of_lowered_instructions_name_the_nl_call_first():
 
 
 @nki.jit
+def compare_tile(x, case):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    if case == "gt":
+        r = t > 0  # MARK-cmp-gt
+    else:
+        r = 0 >= t  # MARK-cmp-ge
+    nl.store(out, r)
+    return out
+
+
+def test_a_comparison_of_a_tile_names_the_call_to_use():
+    # tester23j #8: `t > 0` raised a bare TypeError with no kernel line.
+    for case, marker, fn in (("gt", "MARK-cmp-gt", "greater"), ("ge", "MARK-cmp-ge", "less_equal")):
+        e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, compare_tile, X, case)
+        assert str(e).startswith(f"{THIS}:{line_of(marker)}: a comparison (<, <=, >, >=) of a tile is not modelled "
+                                 f"by trnsim"), str(e)
+        assert f"call nl.{fn}(a, b)" in str(e), str(e)
+
+
+@nki.jit
 def hwdge_transpose(x):
     out = nl.ndarray((64, 128), dtype=x.dtype, buffer=nl.shared_hbm)
     t = nl.ndarray((64, 128), dtype=x.dtype, buffer=nl.sbuf)

@@ -1046,6 +1046,24 @@ class NkiTensor:
     def __rtruediv__(self, o):
         return self._bin(o, "divide", True)
 
+    def _compare(self, fn):
+        from ._errors import unsupported
+
+        unsupported("a comparison (<, <=, >, >=) of a tile", "trnsim models the arithmetic tile operators of NKI's "
+                    f"tutorials (+, -, *, /), no comparison; call nl.{fn}(a, b): a tile of 1 where it holds, else 0")
+
+    def __gt__(self, o):
+        self._compare("greater")
+
+    def __ge__(self, o):
+        self._compare("greater_equal")
+
+    def __lt__(self, o):
+        self._compare("less")
+
+    def __le__(self, o):
+        self._compare("less_equal")
+
     def __iadd__(self, o):
         return (_lower_mod or _lower()).iadd(self, o)
 
