@@ -75,28 +75,15 @@ namespace {
   }
 }
 
-[[gnu::always_inline]] inline int64_t alu_i32_body(AluOp op, int64_t a64, int64_t b64) {
-  const int32_t a = wrap32(a64), b = wrap32(b64);
-  const auto ua = static_cast<uint32_t>(a), ub = static_cast<uint32_t>(b);
+// The ops that only order or test a and b (maximum, minimum, comparisons, logical and/or), on int32 values
+// (alu_i32) or on the exact values of int32/uint32 elements (alu_int_exact); other ops give 0.
+template <typename T>
+[[gnu::always_inline]] inline int64_t alu_order_body(AluOp op, T a, T b) {
   switch (op) {
-    case AluOp::Bypass:
-      return a;
-    case AluOp::Add:
-      return wrap32(int64_t{a} + b);
-    case AluOp::Subtract:
-      return wrap32(int64_t{a} - b);
-    case AluOp::Multiply:
-      return wrap32(int64_t{a} * b);
-    case AluOp::Divide:
-      return b == 0 ? 0 : wrap32(int64_t{a} / b);
     case AluOp::Max:
       return a > b ? a : b;
     case AluOp::Min:
       return a < b ? a : b;
-    case AluOp::AbsMax:
-      return wrap32(std::max(std::llabs(a), std::llabs(b)));
-    case AluOp::Pow:
-      return wrap32(to_i64(static_cast<float>(std::pow(static_cast<double>(a), b))));
     case AluOp::IsEqual:
       return a == b;
     case AluOp::NotEqual:
@@ -113,6 +100,29 @@ namespace {
       return a != 0 && b != 0;
     case AluOp::LogicalOr:
       return a != 0 || b != 0;
+    default:
+      return 0;
+  }
+}
+
+[[gnu::always_inline]] inline int64_t alu_i32_body(AluOp op, int64_t a64, int64_t b64) {
+  const int32_t a = wrap32(a64), b = wrap32(b64);
+  const auto ua = static_cast<uint32_t>(a), ub = static_cast<uint32_t>(b);
+  switch (op) {
+    case AluOp::Bypass:
+      return a;
+    case AluOp::Add:
+      return wrap32(int64_t{a} + b);
+    case AluOp::Subtract:
+      return wrap32(int64_t{a} - b);
+    case AluOp::Multiply:
+      return wrap32(int64_t{a} * b);
+    case AluOp::Divide:
+      return b == 0 ? 0 : wrap32(int64_t{a} / b);
+    case AluOp::AbsMax:
+      return wrap32(std::max(std::llabs(a), std::llabs(b)));
+    case AluOp::Pow:
+      return wrap32(to_i64(static_cast<float>(std::pow(static_cast<double>(a), b))));
     case AluOp::BitwiseAnd:
       return static_cast<int32_t>(ua & ub);
     case AluOp::BitwiseOr:
@@ -123,8 +133,9 @@ namespace {
       return b < 0 || b >= 32 ? 0 : static_cast<int32_t>(ua << b);
     case AluOp::ShiftRight:
       return b < 0 || b >= 32 ? 0 : static_cast<int32_t>(ua >> b);
+    default:
+      return alu_order_body(op, a, b);
   }
-  return 0;
 }
 
 }  // namespace
@@ -153,10 +164,6 @@ int64_t alu_int_exact(AluOp op, int64_t a, int64_t b) {
       return mul(a, b);
     case AluOp::Divide:
       return b == 0 ? 0 : a / b;
-    case AluOp::Max:
-      return std::max(a, b);
-    case AluOp::Min:
-      return std::min(a, b);
     case AluOp::AbsMax:
       return std::max(std::llabs(a), std::llabs(b));
     case AluOp::Pow: {
@@ -166,24 +173,9 @@ int64_t alu_int_exact(AluOp op, int64_t a, int64_t b) {
         if (e & 1) r = mul(r, x);
       return r;
     }
-    case AluOp::IsEqual:
-      return a == b;
-    case AluOp::NotEqual:
-      return a != b;
-    case AluOp::IsGt:
-      return a > b;
-    case AluOp::IsGe:
-      return a >= b;
-    case AluOp::IsLt:
-      return a < b;
-    case AluOp::IsLe:
-      return a <= b;
-    case AluOp::LogicalAnd:
-      return a != 0 && b != 0;
-    case AluOp::LogicalOr:
-      return a != 0 || b != 0;
     default:
-      return alu_i32_body(op, a, b);  // the bitvec ops work on the 32-bit patterns
+      // the bitvec ops work on the 32-bit patterns
+      return alu_is_bitwise(op) ? alu_i32_body(op, a, b) : alu_order_body(op, a, b);
   }
 }
 
