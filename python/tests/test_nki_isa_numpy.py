@@ -126,5 +126,87 @@ def test_int32_tensor_tensor_is_exact_on_gpsimd():
         got = tnki.simulate_kernel(k_int_add, x, y, nisa.vector_engine)
         assert got.tobytes() == fp32.tobytes(), dt
 
+@nki.jit
+def k_int_op(x, y, op):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    r = nisa.tensor_tensor(nl.load(x), nl.load(y), op=op)
+    nl.store(out, r)
+    return out
+
+
+def _int_reference(op, a, b):
+    """NKI's GpSimd integer arithmetic (nki.isa.tensor_tensor, 2.33: exact for every 32-bit value) on the
+    values the dtypes hold: comparisons and max/min of the true values, divide truncating toward zero, power
+    the exact integer power; each result wrapped to the 32-bit dtype."""
+    x, y = a.astype(np.int64), b.astype(np.int64)
+    if op == "divide":
+        r = np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y))
+    elif op == "power":
+        r = np.power(x, y)  # int64 wraps modulo 2^64: the low 32 bits are exact
+    else:
+        r = getattr(np, op)(x, y)
+    return r.astype(np.int64).astype(a.dtype)
+
+
+def test_uint32_and_int32_gpsimd_arithmetic_uses_the_dtypes_values():
+    # tester23j #2: uint32 values above 2^31 compared and divided as negative int32; int32 power went through
+    # FP32 (7^11 = 1977326743 came out 1977326720).
+    rng = np.random.default_rng(5)
+    raw = rng.integers(0, 1 << 32, (128, 64), dtype=np.uint64).astype(np.uint32)
+    small = rng.integers(1, 12, (128, 64)).astype(np.uint32)
+    raw[:, :2], small[:, :2] = 0xFFFFFFF7, 7
+    for dt in (np.uint32, np.int32):
+        a = raw.view(dt) if dt == np.int32 else raw
+        for op in ("maximum", "minimum", "greater", "less", "greater_equal", "less_equal", "equal", "divide"):
+            b = (small if op == "divide" else raw[::-1]).astype(dt)
+            b[:, :2] = 7
+            got = tnki.simulate_kernel(k_int_op, a, b, getattr(nl, op))
+            assert got.tobytes() == _int_reference(op, a, b).tobytes(), (dt, op)
+        base, exp = (small.astype(dt) + 2), small.astype(dt)
+        base[:, 0], exp[:, 0] = 7, 11
+        got = tnki.simulate_kernel(k_int_op, base, exp, nl.power)
+        assert got.tobytes() == _int_reference("power", base, exp).tobytes(), dt
+        assert int(got[0, 0]) == 1977326743
+
+
+@nki.jit
+def k_greater_two_forms(x, y):
+    out = nl.ndarray((128, 2), dtype=nl.uint32, buffer=nl.shared_hbm)
+    s, t = nl.load(x), nl.load(y)
+    nl.store(out[:, 0:1], nl.greater(s, t)[:, 0:1])
+    nl.store(out[:, 1:2], nl.greater(s, 7)[:, 0:1])
+    return out
+
+
+def test_uint32_greater_agrees_between_the_tile_and_the_number_form():
+    a = np.full((128, 64), 0xFFFFFFF7, np.uint32)
+    got = tnki.simulate_kernel(k_greater_two_forms, a, np.full((128, 64), 7, np.uint32))
+    assert got.tobytes() == np.ones((128, 2), np.uint32).tobytes()
+
+
+@nki.jit
+def k_bitvec(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    s = nl.load(x)
+    r = nl.left_shift(nl.bitwise_xor(nl.bitwise_and(s, s), s[:, ::-1]), 2)
+    r2 = nl.right_shift(nisa.tensor_tensor(r, s, op=nl.bitwise_and), 3)
+    nl.store(out, nl.bitwise_or(r2, s))
+    return out
+
+
+def test_bitvec_calls_on_int32_tiles_run_on_vector():
+    # tester23j #3: the int32/uint32 -> GpSimd default sent bitvec operators to GpSimd, where the rule check
+    # refuses them (NKI runs bitvec operators on the Vector engine only).
+    x = np.arange(128 * 64, dtype=np.int64).reshape(128, 64)
+    for dt in (np.int32, np.uint32):
+        u = ((x * 2654435761) % (1 << 32)).astype(np.uint32)
+        a = u.view(dt)
+        want = (((((u & u) ^ u[:, ::-1]) << 2) & u) >> 3) | u
+        r = tnki.benchmark(k_bitvec, a)
+        assert r.outputs[0].tobytes() == want.astype(np.uint32).view(dt).tobytes(), dt
+        assert "POOL" not in r.stats["engines"]["core0"] or \
+            r.stats["engines"]["core0"]["POOL"]["instructions"] == 0, r.stats["engines"]["core0"]
+
+
 if __name__ == "__main__":
     main(globals())

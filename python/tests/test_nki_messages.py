@@ -134,8 +134,9 @@ def reduce_with(x, op):
 
 def test_tensor_reduce_refuses_what_is_not_a_reduction():
     # NKI's math operator table marks comparisons, shifts and power as no legal reduction op; trnsim reduced
-    # with them (nl.equal "reduced" a row to 0 or 1 silently). The legal ones still run.
-    for op in (nl.equal, nl.greater, nl.left_shift, nl.power):
+    # with them (nl.equal "reduced" a row to 0 or 1 silently). nl.divide and nl.abs_max are no Y in that table
+    # either (tester23j #8: divide ran). The legal ones still run.
+    for op in (nl.equal, nl.greater, nl.left_shift, nl.power, nl.divide, nl.abs_max):
         e = raises(tnki.NkiError, tnki.simulate_kernel, reduce_with, X, op)
         assert str(e).startswith(f"{THIS}:{line_of('MARK-reduce-op')}: tensor_reduce: nl.{op.alu} is not a "
                                  "reduction operator (NKI's math operator table: add, subtract, multiply, maximum, "
@@ -298,6 +299,115 @@ def test_subtracting_a_matmul_from_psum_says_what_nki_allows():
     for way in ("negate", "subtract"):
         out = tnki.simulate_kernel(_matmul_update(way), a, b)
         assert np.array_equal(out, want), (way, out[:2, :4], want[:2, :4])
+
+
+@nki.jit
+def lowered_errors(x, case):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    if case == "sum":
+        nl.store(out[0:1, :], nl.sum(t, axis=0))  # MARK-low-sum
+    elif case == "mean":
+        nl.store(out[0:1, :], nl.mean(t, axis=0))  # MARK-low-mean
+    elif case == "add":
+        a = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=a, src=t)
+        nl.store(out, nl.add(a, a))  # MARK-low-add
+    elif case == "store":
+        nl.store(out[0:64, :], t)  # MARK-low-store
+    else:
+        w = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=w, value=1.0)
+        nl.store(out, nl.matmul(w, t))  # MARK-low-matmul
+    return out
+
+
+def test_errors_of_lowered_instructions_name_the_nl_call_first():
+    # tester23j #7: these named the instruction trnsim's lowering made (tensor_reduce, tensor_tensor, dma_copy)
+    # and nl.matmul with K > 128 blamed its transpose's [256, 128] result.
+    made = "(made by trnsim's lowering of {0}, not a call of the kernel): "
+    for case, call, inst, rule in (
+            ("sum", "nl.sum", "tensor_reduce", "axis [0] must name free dims of data [128, 64] (the partition dim "
+             "is 0)"),
+            ("mean", "nl.mean", "tensor_reduce", "axis [0] must name free dims of data [128, 64]"),
+            ("add", "nl.add", "tensor_tensor", "data1 and data2 cannot both be in PSUM"),
+            ("store", "nl.store", "dma_copy", "src [128, 64] has 8192 elements, dst [64, 64] has 4096")):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, lowered_errors, X, case)
+        want = f"{THIS}:{line_of('MARK-low-' + case)}: {call}: its {inst} " + made.format(call) + rule
+        assert str(e).startswith(want), str(e)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, lowered_errors, X, "matmul")
+    assert str(e).startswith(f"{THIS}:{line_of('MARK-low-matmul')}: nl.matmul: x is [M, K] = [128, 256]: the "
+                             "contraction dim K = 256 > 128"), str(e)
+
+
+@nki.jit
+def compare_tile(x, case):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    if case == "gt":
+        r = t > 0  # MARK-cmp-gt
+    else:
+        r = 0 >= t  # MARK-cmp-ge
+    nl.store(out, r)
+    return out
+
+
+def test_a_comparison_of_a_tile_names_the_call_to_use():
+    # tester23j #8: `t > 0` raised a bare TypeError with no kernel line.
+    for case, marker, fn in (("gt", "MARK-cmp-gt", "greater"), ("ge", "MARK-cmp-ge", "less_equal")):
+        e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, compare_tile, X, case)
+        assert str(e).startswith(f"{THIS}:{line_of(marker)}: a comparison (<, <=, >, >=) of a tile is not modelled "
+                                 f"by trnsim"), str(e)
+        assert f"call nl.{fn}(a, b)" in str(e), str(e)
+
+
+@nki.jit
+def int_index_shapes(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    assert t[i_p, 0].shape == (128, 1), t[i_p, 0].shape
+    assert t[0, i_f].shape == (1, 64), t[0, i_f].shape
+    assert x[i_p, 3].shape == (128, 1) and x[5, i_f].shape == (1, 64)
+    assert t[i_p, i_f].shape == (128, 64)
+    nl.store(out[:, 0:1], t[i_p, 3])
+    nl.store(out[:, 1:64], t[:, 1:64])
+    return out
+
+
+def test_an_integer_beside_an_index_expression_keeps_numpys_shape():
+    # tester23j #8: t[i_p, 0] with i_p = nl.arange(128)[:, None] was [128] where NumPy (and docs/nki.md's
+    # "NumPy's for index arrays") give [128, 1]: the integer is one more index array, broadcast with i_p.
+    want = X.copy()
+    want[:, 0] = X[:, 3]
+    assert tnki.simulate_kernel(int_index_shapes, X).tobytes() == want.tobytes()
+
+
+@nki.jit
+def hwdge_transpose(x):
+    out = nl.ndarray((64, 128), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((64, 128), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=t, src=x, dge_mode=nisa.dge_mode.hwdge)  # MARK-hwdge
+    nl.store(out, t)
+    return out
+
+
+def test_dma_transpose_dtypes_and_hwdge_rules_are_nkis():
+    # tester23j #8: the docs said 2-byte dtypes, but a float32 transpose ran. NKI's 2-byte rule (with
+    # src.shape[0] == 16 and src.shape[-1] % 128 == 0) is for dge_mode=hwdge; other transposes move 2- and
+    # 4-byte dtypes bit-accurately (Trainium2 arch guide).
+    e = raises(tnki.NkiError, tnki.simulate_kernel, hwdge_transpose, X)
+    assert str(e).startswith(f"{THIS}:{line_of('MARK-hwdge')}: dma_transpose: dge_mode=hwdge needs src.shape[0] "
+                             "== 16 and src.shape[-1] a multiple of 128 (nki.isa.dma_transpose), got src [128, 64]"), e
+    f32 = tnki.simulate_kernel(nl_transpose_load, X)
+    assert f32.tobytes() == X.T.copy().tobytes()
+
+
+@nki.jit
+def nl_transpose_load(x):
+    out = nl.ndarray((64, 128), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.load_transpose2d(x))
+    return out
 
 
 if __name__ == "__main__":

@@ -370,7 +370,8 @@ def test_a_tile_kept_from_an_earlier_call_is_an_error_at_the_line():
     x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
     assert np.array_equal(tnki.simulate_kernel(k.keeps_a_tile, x), x)
     e = raises(tnki.NkiError, tnki.simulate_kernel, k.keeps_a_tile, x)
-    assert str(e).startswith("k.py:%d: dma_copy: tensor " % line(d, "MARK-kept-tile")) and \
+    assert str(e).startswith("k.py:%d: nl.store: its dma_copy (made by trnsim's lowering of nl.store, not a call "
+                             "of the kernel): tensor " % line(d, "MARK-kept-tile")) and \
         "was made by an earlier kernel call" in str(e), str(e)
 
 

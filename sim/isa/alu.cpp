@@ -75,28 +75,15 @@ namespace {
   }
 }
 
-[[gnu::always_inline]] inline int64_t alu_i32_body(AluOp op, int64_t a64, int64_t b64) {
-  const int32_t a = wrap32(a64), b = wrap32(b64);
-  const auto ua = static_cast<uint32_t>(a), ub = static_cast<uint32_t>(b);
+// The ops that only order or test a and b (maximum, minimum, comparisons, logical and/or), on int32 values
+// (alu_i32) or on the exact values of int32/uint32 elements (alu_int_exact); other ops give 0.
+template <typename T>
+[[gnu::always_inline]] inline int64_t alu_order_body(AluOp op, T a, T b) {
   switch (op) {
-    case AluOp::Bypass:
-      return a;
-    case AluOp::Add:
-      return wrap32(int64_t{a} + b);
-    case AluOp::Subtract:
-      return wrap32(int64_t{a} - b);
-    case AluOp::Multiply:
-      return wrap32(int64_t{a} * b);
-    case AluOp::Divide:
-      return b == 0 ? 0 : wrap32(int64_t{a} / b);
     case AluOp::Max:
       return a > b ? a : b;
     case AluOp::Min:
       return a < b ? a : b;
-    case AluOp::AbsMax:
-      return wrap32(std::max(std::llabs(a), std::llabs(b)));
-    case AluOp::Pow:
-      return wrap32(to_i64(static_cast<float>(std::pow(static_cast<double>(a), b))));
     case AluOp::IsEqual:
       return a == b;
     case AluOp::NotEqual:
@@ -113,6 +100,29 @@ namespace {
       return a != 0 && b != 0;
     case AluOp::LogicalOr:
       return a != 0 || b != 0;
+    default:
+      return 0;
+  }
+}
+
+[[gnu::always_inline]] inline int64_t alu_i32_body(AluOp op, int64_t a64, int64_t b64) {
+  const int32_t a = wrap32(a64), b = wrap32(b64);
+  const auto ua = static_cast<uint32_t>(a), ub = static_cast<uint32_t>(b);
+  switch (op) {
+    case AluOp::Bypass:
+      return a;
+    case AluOp::Add:
+      return wrap32(int64_t{a} + b);
+    case AluOp::Subtract:
+      return wrap32(int64_t{a} - b);
+    case AluOp::Multiply:
+      return wrap32(int64_t{a} * b);
+    case AluOp::Divide:
+      return b == 0 ? 0 : wrap32(int64_t{a} / b);
+    case AluOp::AbsMax:
+      return wrap32(std::max(std::llabs(a), std::llabs(b)));
+    case AluOp::Pow:
+      return wrap32(to_i64(static_cast<float>(std::pow(static_cast<double>(a), b))));
     case AluOp::BitwiseAnd:
       return static_cast<int32_t>(ua & ub);
     case AluOp::BitwiseOr:
@@ -123,8 +133,9 @@ namespace {
       return b < 0 || b >= 32 ? 0 : static_cast<int32_t>(ua << b);
     case AluOp::ShiftRight:
       return b < 0 || b >= 32 ? 0 : static_cast<int32_t>(ua >> b);
+    default:
+      return alu_order_body(op, a, b);
   }
-  return 0;
 }
 
 }  // namespace
@@ -135,6 +146,37 @@ float alu_f32(AluOp op, float a, float b) {
 
 int64_t alu_i32(AluOp op, int64_t a64, int64_t b64) {
   return alu_i32_body(op, a64, b64);
+}
+
+int64_t alu_int_exact(AluOp op, int64_t a, int64_t b) {
+  // Products and powers modulo 2^64: their low 32 bits are the wrapped 32-bit result.
+  const auto mul = [](int64_t x, int64_t y) {
+    return static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
+  };
+  switch (op) {
+    case AluOp::Bypass:
+      return a;
+    case AluOp::Add:
+      return a + b;
+    case AluOp::Subtract:
+      return a - b;
+    case AluOp::Multiply:
+      return mul(a, b);
+    case AluOp::Divide:
+      return b == 0 ? 0 : a / b;
+    case AluOp::AbsMax:
+      return std::max(std::llabs(a), std::llabs(b));
+    case AluOp::Pow: {
+      if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;  // 1 / a^|b| truncated
+      int64_t r = 1;
+      for (int64_t e = b, x = a; e > 0; e >>= 1, x = mul(x, x))
+        if (e & 1) r = mul(r, x);
+      return r;
+    }
+    default:
+      // the bitvec ops work on the 32-bit patterns
+      return alu_is_bitwise(op) ? alu_i32_body(op, a, b) : alu_order_body(op, a, b);
+  }
 }
 
 namespace {

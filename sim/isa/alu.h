@@ -23,6 +23,13 @@ float alu_f32(AluOp op, float a, float b);
 // 0, power goes through FP64 pow and truncates.
 int64_t alu_i32(AluOp op, int64_t a, int64_t b);
 
+// a op b on the exact values of int32/uint32 elements (GpSimd's native integer arithmetic, exact for every
+// 32-bit value: nki.isa.tensor_tensor, NKI 2.33): comparisons, maximum/minimum and divide (truncating toward
+// zero, x / 0 = 0) see a uint32 above 2^31 as the large unsigned value; add, subtract, multiply and power
+// (exact integer power; a negative exponent gives 1 / a^|b| truncated) return a value whose low 32 bits are
+// the wrapped result (the int32/uint32 store keeps them). The bitvec ops are alu_i32's.
+int64_t alu_int_exact(AluOp op, int64_t a, int64_t b);
+
 // The same ops over a row, element for element equal to the calls above: x[i] = x[i] op s (s op x[i] when
 // reverse), x[i] = x[i] op y[i], and the int32 form. Bypass leaves x unchanged (alu_i32_row wraps it to
 // int32, as alu_i32 does).

@@ -800,7 +800,8 @@ void Exec::tensor_tensor() {
   // GpSimd computes int32/uint32 tiles in native integer arithmetic, exact for every 32-bit value
   // (nki.isa.tensor_tensor, NKI 2.33); Vector casts arithmetic operands to FP32.
   const auto int32 = [](DType t) { return t == DType::I32 || t == DType::U32; };
-  const bool native = inst_.engine == Engine::POOL && int32(dst.dtype()) && int32(a.dtype()) && int32(b.dtype());
+  const bool native =
+      inst_.engine == Engine::POOL && int32(dst.dtype()) && int32(a.dtype()) && int32(b.dtype());
   const bool ints = alu_is_bitwise(inst_.alu0) || native;
   const uint64_t n = dst.cols();
   if (ints) {
@@ -808,7 +809,8 @@ void Exec::tensor_tensor() {
     for (uint32_t i = 0; i < dst.rows(); ++i) {
       a.load_row_int(i, x.data());
       b.load_row_int(i, y.data());
-      for (uint64_t j = 0; j < n; ++j) x[j] = alu_i32(inst_.alu0, x[j], y[j]);
+      for (uint64_t j = 0; j < n; ++j)
+        x[j] = native ? alu_int_exact(inst_.alu0, x[j], y[j]) : alu_i32(inst_.alu0, x[j], y[j]);
       dst.store_row_int(i, x.data());
     }
     return;

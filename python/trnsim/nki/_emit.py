@@ -2,7 +2,7 @@
 instruction, each with its operands as builder views and the kernel line it came from."""
 
 from . import _alloc, _schedule
-from ._errors import NkiError
+from ._errors import NkiError, lowered
 from ._ops import _LOAD_ATTRS
 from ._tensor import HBM, SBUF
 
@@ -202,9 +202,7 @@ def _by_kernel_call(e, op, trace):
     call = user_call(op, trace)
     if call is None:
         return None
-    rest = str(e)[m.end():]
-    return type(e)(f"{m.group(1)}: {call}: its {op.name}{m.group(3) or ''} (made by trnsim's lowering of {call}, "
-                   f"not a call of the kernel): {rest}")
+    return type(e)(f"{m.group(1)}: " + lowered(call, op.name + (m.group(3) or ""), str(e)[m.end():]))
 
 
 def _record_sites(k, plan):

@@ -190,3 +190,24 @@ def unsupported(call, why=""):
     """Raises NkiUnsupported for `call` (e.g. 'nki.isa.bn_stats')."""
     extra = f": {why}" if why else ""
     raise NkiUnsupported(f"{call} is not modelled by trnsim{extra} (docs/nki.md lists the supported calls)")
+
+
+def lowered(call, inst, rest):
+    """The message of an error about an instruction trnsim's lowering of the kernel's `call` made (nl.sum's
+    tensor_reduce): the call first, then the instruction and the rule."""
+    return f"{call}: its {inst} (made by trnsim's lowering of {call}, not a call of the kernel): {rest}"
+
+
+def by_call(e, call):
+    """NkiError `e`, raised by an instruction `call` (an nl.* function) made, as the same error naming `call`
+    first (lowered()); `e` itself when it already names a call of the kernel."""
+    import re
+
+    from . import isa
+
+    m = re.match(r"(\w+)( on \w+)?: ", e.bare)
+    if m is None or not hasattr(isa, m.group(1)) or call.endswith("." + m.group(1)):
+        return e
+    err = type(e)(lowered(call, m.group(1) + (m.group(2) or ""), e.bare[m.end():]), loc=e.loc)
+    err.__traceback__ = e.__traceback__
+    return err

@@ -60,8 +60,13 @@ class JitKernel:
         self.core_block = getattr(dim0, "block", 1)
         n = math.prod(self.launch_grid) if self.launch_grid else None
         # The runner's `.grid`: programs = physical cores (1 or 2); a larger grid runs its programs in turn
-        # on the cores of the workload's lnc.
-        self.grid = n if n in (1, 2) else None
+        # on the cores of the workload's lnc, unless it names its cores (kernel[nl.nc(2), 2]: 2, so that an
+        # lnc of 1 conflicts with it as with kernel[nl.nc(2)]).
+        if hasattr(dim0, "block"):  # nl.spmd_dim: its nl.nc sub-dim's cores, if it has one
+            cores = dim0.nc if dim0.nc > 1 else None
+        else:  # nl.nc(n): n cores
+            cores = getattr(dim0, "n", None)
+        self.grid = n if n in (1, 2) else cores
         functools.update_wrapper(self, fn)
 
         @functools.wraps(fn)

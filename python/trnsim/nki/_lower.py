@@ -974,6 +974,12 @@ def matmul(x, y, transpose_x=False, mask=None):
     x, y = to_sbuf(x, "matmul"), to_sbuf(y, "matmul")
     if not transpose_x:
         m, k = x.partitions, x.free_size
+        pmax = _ops._target().partitions
+        if k > pmax:
+            # (else the transpose's [K, M] result would be the one blamed for K)
+            raise NkiError(f"nl.matmul: x is [M, K] = [{m}, {k}]: the contraction dim K = {k} > {pmax} (K goes on "
+                           f"the partitions: at most nl.tile_size.pmax = {pmax}); split K into tiles of at most "
+                           f"{pmax} and accumulate the matmuls into one PSUM tile")
         xt_ps = _ops.new_tile((k, m), x.dtype, PSUM, "matmul_transpose")
         _ops.nc_transpose(xt_ps, x, "PE")
         xt = _sbuf_result((k, m), x.dtype, "matmul_transpose_sb")

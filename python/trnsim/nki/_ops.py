@@ -44,6 +44,10 @@ def _target():
     return target()
 
 
+# The bitvec operators (NKI's math operator table), which run on the Vector engine only.
+_BITVEC = {"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"}
+
+
 def _engine_for(name, engine, views):
     if engine is not None:
         return engine
@@ -447,9 +451,11 @@ def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
             raise NkiError(f"{op}: nl.power runs on the GpSimd engine, which cannot access PSUM "
                            "(nki.isa.tensor_tensor): copy the PSUM tile to SBUF first")
         engine = "POOL"
-    if engine is None and all(v.dtype.name in ("int32", "uint32") and v.st.space != PSUM for v in (dst, data1, data2)):
-        # nki.isa.tensor_tensor (2.33): int32/uint32 tiles default to GpSimd, whose native integer arithmetic is
-        # exact for every 32-bit value (Vector computes in FP32).
+    if engine is None and alu not in _BITVEC and all(v.dtype.name in ("int32", "uint32") and v.st.space != PSUM
+                                                     for v in (dst, data1, data2)):
+        # nki.isa.tensor_tensor (2.33): int32/uint32 tiles of an arithmetic operator default to GpSimd, whose
+        # native integer arithmetic is exact for every 32-bit value (Vector computes in FP32); the bitvec
+        # operators run on the Vector engine only.
         engine = "POOL"
     engine = _engine_for(op, engine, [dst, data1, data2])
     o = record(op, {"dst": dst, "data1": data1, "data2": data2}, [data1, data2], [dst],
@@ -482,16 +488,16 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     return o
 
 
-# Operators NKI's table of math operators marks as no legal reduction op ("Supported Math Operators for NKI
-# ISA", nki.api.shared: comparisons, shifts and power are N; add, subtract, multiply, max, min and the bitwise
-# and logical and/or/xor are Y).
-_NOT_REDUCTIONS = {"equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "left_shift",
-                   "right_shift", "power"}
+# The operators NKI's table of math operators marks as legal reduction ops ("Supported Math Operators for NKI
+# ISA", nki.api.shared: add, subtract, multiply, max, min and the bitwise and logical and/or/xor are Y; the
+# others, divide, comparisons, shifts and power among them, are N).
+_REDUCTIONS = {"add", "subtract", "multiply", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor",
+               "logical_and", "logical_or", "logical_xor"}
 
 
 def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=None, loc=None):
     op = "tensor_reduce"
-    if alu in _NOT_REDUCTIONS:
+    if alu not in _REDUCTIONS:
         raise NkiError(f"{op}: nl.{alu} is not a reduction operator (NKI's math operator table: add, subtract, "
                        "multiply, maximum, minimum, and the bitwise and logical and/or/xor reduce)")
     dst = tile(dst, "dst", op)
@@ -682,6 +688,11 @@ def dma_transpose(dst, src, engine=None, dge_mode="unknown", loc=None):
         raise NkiError(f"{op}: dst must be in SBUF")
     if len(src.shape) < 2 or dst.partitions != src.shape[-1] or dst.free_size * dst.partitions != src.size:
         raise NkiError(f"{op}: dst {list(dst.shape)} must be the transpose of src {list(src.shape)}")
+    if dge_mode == "hwdge" and (src.shape[0] != 16 or src.shape[-1] % 128):
+        # nki.isa.dma_transpose: a hardware-DGE transpose needs src.shape[0] == 16, src.shape[-1] % 128 == 0
+        # and a 2-byte dtype (the dtype: the builder's rule check, for C++ kernels too).
+        raise NkiError(f"{op}: dge_mode=hwdge needs src.shape[0] == 16 and src.shape[-1] a multiple of 128 "
+                       f"(nki.isa.dma_transpose), got src {list(src.shape)}")
     o = record(op, {"dst": dst, "src": src}, [src], [dst], {"engine": engine, "dge_mode": dge_mode}, loc)
     o.load = src.st.space == HBM
     return o

@@ -666,7 +666,9 @@ def _dma_axes(axes, src):
 
 @_public
 def dma_transpose(*args, **kwargs):
-    """dst[F, P] = src[P, F] on the DMA (2-byte dtypes, into SBUF)."""
+    """dst[F, P] = src[P, F] on the DMA into SBUF, dtype unchanged: 2- or 4-byte dtypes (bit-accurate for
+    both: Trainium2 arch guide); with dge_mode=hwdge 2-byte only, src.shape[0] == 16 and src.shape[-1] a
+    multiple of 128 (nki.isa.dma_transpose)."""
     if _current(args, kwargs, 2):
         return _dma_transpose_new(*args, **kwargs)
     return _dma_transpose_old(*args, **kwargs)

@@ -3,6 +3,7 @@ program ids, index expressions, and the math / memory conveniences, each lowered
 (_lower.py names the documented lowering of each).
 """
 
+import functools as _functools
 import math as _math
 
 from . import _index, _lower, _ops, _trace
@@ -10,6 +11,7 @@ from ._dtypes import BY_NAME as _DT
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
 from ._errors import Loc, NkiError, ignored_kwargs, unsupported_name, caller_loc, unsupported
+from ._errors import by_call as _by_call
 from ._tensor import HBM, PSUM, SBUF, BlockTensor, Buffer, NkiTensor, Storage
 
 arange = _index.arange  # index expressions (_index.py)
@@ -393,6 +395,19 @@ def ds(start, size):
     return slice(start, start + size)
 
 
+def _names_errors(fn):
+    """nl.<fn>, whose errors about the instructions its lowering makes name the nl call first (by_call)."""
+
+    @_functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except NkiError as e:
+            raise _by_call(e, f"nl.{fn.__name__}") from None
+
+    return call
+
+
 # ---- math: each function object is also the operator NKI passes as `op=` (its .alu / .act name).
 
 
@@ -408,10 +423,13 @@ class _NlFunc:
 
     def __call__(self, *args, **kwargs):
         t = _trace._current
-        if t is None:
-            return self._impl(*args, **kwargs)
-        n = len(t.ops)
-        r = self._impl(*args, **kwargs)
+        try:
+            if t is None:
+                return self._impl(*args, **kwargs)
+            n = len(t.ops)
+            r = self._impl(*args, **kwargs)
+        except NkiError as e:
+            raise _by_call(e, f"nl.{self.__name__}") from None
         if len(t.ops) > n:
             t.calls.append((n, len(t.ops), self.__name__))
         return r
@@ -516,6 +534,7 @@ min = _reduction("min", "minimum")  # noqa: A001
 prod = _reduction("prod", "multiply")
 
 
+@_names_errors
 def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
     """nisa.tensor_reduce(add) then nisa.tensor_scalar(multiply, 1/n) on Vector (nki.language.mean)."""
     if kwargs:
@@ -531,6 +550,7 @@ def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
 # ---- memory and matmul
 
 
+@_names_errors
 def load(src, *, mask=None, dtype=None, **kwargs):
     """One nisa.dma_copy from HBM into a new SBUF tile (nki.language.load); dtype casts on the DMA."""
     if kwargs:
@@ -538,6 +558,7 @@ def load(src, *, mask=None, dtype=None, **kwargs):
     return _lower.load(src, mask, dtype)
 
 
+@_names_errors
 def store(dst, value, *, mask=None, **kwargs):
     """One nisa.dma_copy from SBUF into HBM; a PSUM value is first copied to SBUF with nisa.tensor_copy, as
     the page says; a number is first set into a new SBUF tile with nisa.memset (nki.language.store)."""
@@ -546,6 +567,7 @@ def store(dst, value, *, mask=None, **kwargs):
     return _lower.store(dst, value, mask)
 
 
+@_names_errors
 def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     """nl.load_transpose2d: one nisa.dma_transpose from HBM into a new SBUF tile (with dtype=: then a
     nisa.tensor_copy casting it; the DMA transpose moves its dtype unchanged)."""
@@ -556,6 +578,7 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     return isa.dma_transpose(src, mask=mask, dtype=dtype)
 
 
+@_names_errors
 def matmul(x, y, transpose_x=False, *, mask=None, **kwargs):
     """nisa.nc_matmul(stationary=x, moving=y) into a new PSUM tile; without transpose_x the documented extra
     transpose first: nisa.nc_transpose of x on the Tensor engine and a tensor_copy to SBUF
@@ -565,6 +588,7 @@ def matmul(x, y, transpose_x=False, *, mask=None, **kwargs):
     return _lower.matmul(x, y, transpose_x, mask)
 
 
+@_names_errors
 def transpose(x, *, dtype=None, mask=None, **kwargs):
     """nisa.nc_transpose on the Tensor engine into a new PSUM tile (Vector engine into SBUF for tiles of at
     most 32 x 32) (nki.language.transpose; nki.isa.nc_transpose's engine limits)."""
@@ -573,6 +597,7 @@ def transpose(x, *, dtype=None, mask=None, **kwargs):
     return _lower.transpose(x, dtype, mask)
 
 
+@_names_errors
 def broadcast_to(src, shape, **kwargs):
     """Along the size-1 free dims a stride-0 view (no instruction); along the partition dim a new SBUF tile: a
     [1, F] tile by the Tensor engine (a ones-row nc_matmul per 512 columns, then tensor_copy), an HBM row
@@ -603,6 +628,7 @@ def expand_dims(data, axis):
     return data.reshape(tuple(shape))
 
 
+@_names_errors
 def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     """One select (dst = condition ? x : y; y a tile or a number) on Vector (nki.language.where)."""
     if kwargs:
