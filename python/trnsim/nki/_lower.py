@@ -139,7 +139,8 @@ def _retarget(op, old, new):
     if st.first < 0 or st.first > op.index:
         st.first = op.index
     st.last = max(st.last, op.index)
-    old.st.first = old.st.last = -1  # never used: no buffer
+    old.st.first = old.st.last = -1  # never used: no buffer (a later read is an error: Trace.record)
+    old.st.moved_to = (new, op, caller_loc())
     t.fresh.pop(old.st.uid, None)
 
 

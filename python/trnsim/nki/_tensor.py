@@ -39,7 +39,7 @@ class Buffer:
 
 class Storage:
     __slots__ = ("uid", "name", "space", "private", "dtype", "shape", "pdim", "pbytes", "site", "role",
-                 "loc", "first", "last", "phys", "trace", "hbm_rows_bytes", "outer", "scope")
+                 "loc", "first", "last", "phys", "trace", "hbm_rows_bytes", "outer", "scope", "moved_to")
 
     def __init__(self, trace, name, space, dtype, shape, pdim=0, private=False, role=None, loc=None):
         self.trace = trace
@@ -62,6 +62,7 @@ class Storage:
         self.loc = loc
         self.first = -1  # first and last op (program order) that access it
         self.last = -1
+        self.moved_to = None  # (dst, op): the op that made it was retargeted to write dst (_lower._retarget)
         self.phys = None  # set by allocation (on-chip: (pool, buffer index))
         self.outer = trace.outer  # the outermost loop iteration it was declared in
         self.scope = trace.scope  # the loop iterations it was declared in (Trace.iters records)

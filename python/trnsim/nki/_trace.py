@@ -145,6 +145,8 @@ class Trace:
             if st.trace is not self:
                 _stale(self, op, v)
             if st.first < 0:
+                if st.moved_to is not None:
+                    _moved_read(op, v)
                 st.first = i
             st.last = i
         for v in writes:
@@ -295,6 +297,17 @@ def make_range(kind, *args, **kwargs):
 
 
 _get_ident = threading.get_ident
+
+
+def _moved_read(op, v):
+    """`v` is the result of a call whose instruction `dst[...] = v` made write dst directly (the earlier
+    calling style's assignment, _lower.assign): v has no tile of its own, so reading it again is refused
+    rather than reading a tile nothing wrote."""
+    dst, made, at = v.st.moved_to
+    raise NkiError(f"{op.name}: reads {v.st.label(at=False)}, the result of {made.name} at line "
+                   f"{made.loc[1] if made.loc else '?'}, which the assignment at line {at[1] if at else '?'} wrote "
+                   f"straight into {dst.st.label(at=False)}: it has no tile of its own after that; read "
+                   f"{dst.st.shown_name()} instead, or assign a copy (nl.copy) to keep both", op.loc)
 
 
 def _stale(trace, op, v):
