@@ -3,8 +3,8 @@
 NKI twins of the calibration workloads (python/tests/test_nki_twins.py's twin_workload, at the default
 tier's reduced shapes). For each, `trnsim run W --out D --trace D/trace.json` with each build, then the
 sha256 of stats.json (without its "path" field, which names the output folder, and with the hardware
-config's path relative to its source tree), of every output .npy and of
-the trace JSON are compared. A change to the front end's speed must leave all of them unchanged.
+config's path relative to its source tree; where two differ, whether their total_time_ns does too), of
+every output .npy and of the trace JSON are compared. A change to the front end's speed must leave all of them unchanged.
 
 Usage: tools/bench/nki_same_output.py BUILD_A BUILD_B [NAME_SUBSTRING]
 Prints one line per workload (same / DIFFERENT and what), then the count; exit 1 if any differs."""
@@ -99,6 +99,9 @@ def digest(build, workload, out, args=(), trace=True):
             rel = os.path.relpath(os.path.join(folder, f), out)
             if f == "stats.json" or f.endswith(".npy"):
                 d[rel] = sha(os.path.join(folder, f), stats=f == "stats.json")
+            if f == "stats.json":
+                with open(os.path.join(folder, f)) as fh:
+                    d[rel + " total_time_ns"] = repr(json.load(fh).get("total_time_ns"))
     return d
 
 
@@ -123,6 +126,12 @@ def compare(a, b, named, scratch, args=(), trace=True):
         else:
             bad += 1
             diff = sorted(k for k in set(da) | set(db) if da.get(k) != db.get(k))
+            # A stats.json that differs says whether the simulated time does too (a config or source-line
+            # change leaves it alone).
+            diff = [k if not k.endswith(" total_time_ns") else "%s %s -> %s" % (k, da.get(k), db.get(k))
+                    for k in diff]
+            diff += ["%s same (%s)" % (k, da[k]) for k in sorted(da) if k.endswith(" total_time_ns") and
+                     da.get(k) == db.get(k) and k[:-len(" total_time_ns")] in diff]
             print("DIFFERENT  %-60s %s (%s / %s)" % (name, ", ".join(diff), da.get("exit", ""), db.get("exit", "")),
                   flush=True)
     print("%d workloads, %d differ" % (n, bad))
