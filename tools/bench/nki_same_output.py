@@ -4,7 +4,8 @@ NKI twins of the calibration workloads (python/tests/test_nki_twins.py's twin_wo
 tier's reduced shapes). For each, `trnsim run W --out D --trace D/trace.json` with each build, then the
 sha256 of stats.json (without its "path" field, which names the output folder, and with the hardware
 config's path relative to its source tree; where two differ, whether their total_time_ns does too), of
-every output .npy and of the trace JSON are compared. A change to the front end's speed must leave all of them unchanged.
+every output .npy and of the trace JSON are compared. A change to the front end's speed must leave all of
+them unchanged.
 
 Usage: tools/bench/nki_same_output.py BUILD_A BUILD_B [NAME_SUBSTRING]
 Prints one line per workload (same / DIFFERENT and what), then the count; exit 1 if any differs."""
