@@ -202,12 +202,15 @@ TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& 
 // this process's (a container's runs share a PID) while none of its own record writes is under way, and
 // holds what trnsim puts there (looks_like_trnsims_leftover: a record, removed silently, or nothing, removed
 // with a note, as an empty file could be a user's); any other file at such a name is a user's: left, with a
-// note (once per path). Also a trace's temporary (".NAME.tmp.PID.N", NAME ending in .pftrace,
-// .perfetto-trace, .pb or .json) of this user's whose PID is no live process and that holds only the start
-// of a trace trnsim writes, or nothing (a SIGKILL while the trace waited for its folder's lock): removed, with
-// a note naming the PID.
-// Called by open_run_folder, by write_files_atomic for each folder it locks, and by a trace for its folder.
+// note (once per path).
+// Called by open_run_folder and by write_files_atomic for each folder it locks.
 void remove_killed_temporaries(int dir_fd);
+
+// Notes each temporary of a trace to `name` in the folder `dir_fd` (".NAME.tmp.PID.N", a regular file of this
+// user's, PID not this process's and no process here) that another trnsim left: a SIGKILL while its trace
+// waited for the folder's lock leaves the whole trace there. Never removed: a PID absent here may be a live
+// trnsim's in another PID namespace (a container sharing the folder), still writing.
+void note_left_trace_temporaries(int dir_fd, const std::string& name);
 
 // Whether the file `name` in the folder `dir_fd` holds what trnsim leaves at its temporaries' names: nothing
 // (a probe; a record killed before its first byte) or, unless `probe`, a record (a JSON object whose first

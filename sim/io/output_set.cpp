@@ -221,43 +221,34 @@ bool is_killed_record_backup(int dir_fd) {
 
 }  // namespace
 
-namespace {
-
-// The PID of a trace's temporary a trnsim left ("." NAME ".tmp.PID.N" with NAME a trace's: .pftrace,
-// .perfetto-trace, .pb, .json; sim/trace/output_file.h) when it holds nothing but the start of a trace trnsim
-// writes (a Perfetto packet of sequence 1, or the JSON trace's opening) or nothing, is a regular file of this
-// user and its PID is no live process (nor this one's: its own trace may be under way); else -1.
-long killed_trace_temp_pid(int dir_fd, const std::string& name) {
-  const size_t tmp = name.rfind(".tmp.");
-  if (name.size() < 2 || name[0] != '.' || tmp == std::string::npos || name.rfind("..trnsim-", 0) == 0)
-    return -1;
-  const long pid = pid_of_suffix(name.substr(tmp + 5));
-  const std::string dest = name.substr(1, tmp - 1);
-  const auto ends = [&](const std::string& ext) {
-    return dest.size() > ext.size() && dest.compare(dest.size() - ext.size(), ext.size(), ext) == 0;
-  };
-  if (pid <= 0 || pid == ::getpid() ||
-      !(ends(".pftrace") || ends(".perfetto-trace") || ends(".pb") || ends(".json")))
-    return -1;
-  const Fd f(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  struct stat st {};
-  if (!f.ok() || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
-      !process_gone(pid))
-    return -1;
-  unsigned char head[64] = {};
-  const ssize_t n = ::read(f.get(), head, sizeof head);
-  if (n == 0) return pid;
-  if (n < 4) return -1;
-  static constexpr char kJson[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
-  if (static_cast<size_t>(n) >= sizeof kJson - 1 && std::memcmp(head, kJson, sizeof kJson - 1) == 0)
-    return pid;
-  // A TracePacket (field 1, length-delimited), its length a varint, then trusted_packet_sequence_id = 1.
-  ssize_t at = 1;
-  while (at < n && at < 6 && (head[at] & 0x80)) ++at;
-  return head[0] == 0x0a && at + 2 < n && head[at + 1] == 0x50 && head[at + 2] == 0x01 ? pid : -1;
+void note_left_trace_temporaries(int dir_fd, const std::string& name) {
+  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  DIR* d = copy < 0 ? nullptr : ::fdopendir(copy);
+  if (d == nullptr) {
+    if (copy >= 0) ::close(copy);
+    return;
+  }
+  const std::string prefix = "." + name + ".tmp.";
+  std::vector<std::pair<std::string, long>> left;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string entry = e->d_name;
+    if (entry.rfind(prefix, 0) != 0) continue;
+    const long pid = pid_of_suffix(entry.substr(prefix.size()));
+    struct stat st {};
+    if (pid > 0 && pid != ::getpid() && ::fstatat(dir_fd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && process_gone(pid))
+      left.emplace_back(entry, pid);
+  }
+  ::closedir(d);
+  const std::string folder = left.empty() ? "" : path_of_fd(dir_fd);
+  const auto in = [&](const std::string& n) { return folder.empty() ? n : (fs::path(folder) / n).string(); };
+  for (const auto& [entry, pid] : left)
+    log::note(fmt::format(
+        "{}: kept: a temporary of a trace to {} that its trnsim did not finish (pid {} is no process here, "
+        "though a trnsim in another PID namespace may still be writing it); remove it once no trnsim writes "
+        "{}",
+        in(entry), in(name), pid, in(name)));
 }
-
-}  // namespace
 
 void remove_killed_temporaries(int dir_fd) {
   const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
@@ -274,10 +265,8 @@ void remove_killed_temporaries(int dir_fd) {
                                        fmt::format(".{}.tmp.", journal_name_of(::geteuid())),
                                        ".trnsim-probe."};
   std::vector<std::string> gone, empty;
-  std::vector<std::pair<std::string, long>> traces;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (const long pid = killed_trace_temp_pid(dir_fd, name); pid > 0) traces.emplace_back(name, pid);
     for (const std::string& prefix : prefixes) {
       if (name.rfind(prefix, 0) != 0) continue;
       const long pid = pid_of_suffix(name.substr(prefix.size()));
@@ -300,11 +289,7 @@ void remove_killed_temporaries(int dir_fd) {
   for (const std::string& name : gone) ::unlinkat(dir_fd, name.c_str(), 0);
   // An empty file is what a killed trnsim leaves (a probe, a record killed before its first byte), and
   // holds nothing to lose; but a user's could look the same: its removal is noted, as a kept one is.
-  const std::string folder = empty.empty() && traces.empty() ? "" : path_of_fd(dir_fd);
-  for (const auto& [name, pid] : traces)
-    if (::unlinkat(dir_fd, name.c_str(), 0) == 0)
-      log::note(fmt::format("{}: removed: the unfinished trace of a trnsim that was killed (pid {} is gone)",
-                            folder.empty() ? name : (fs::path(folder) / name).string(), pid));
+  const std::string folder = empty.empty() ? "" : path_of_fd(dir_fd);
   for (const std::string& name : empty)
     if (::unlinkat(dir_fd, name.c_str(), 0) == 0)
       log::note(

@@ -105,8 +105,8 @@ void OutputFile::close() {
   if (!temp_.empty()) {
     try {
       locks = io::lock_folders({parent.string()});
-      // A trace a killed trnsim left unfinished there (a SIGKILL while it waited for this lock) goes, noted.
-      io::remove_killed_temporaries(dir_.get());
+      // A trace another trnsim left unfinished there (a SIGKILL while it waited for this lock) is named.
+      io::note_left_trace_temporaries(dir_.get(), name_);
     } catch (const InputError&) {
     }
     // What is at the destination now is what may be replaced: a file put there while the trace was written

@@ -14,7 +14,8 @@
 #   4. Two runs whose traces go into each other's --out do not wait for each other (tester22i: each held its
 #      own folder for its whole run and waited for the other's, 600 s twice).
 #   5. Two runs with the same --trace: neither is refused as "changed" (tester22i), and a SIGKILL while a
-#      trace waits for its folder's lock leaves a temporary the next trace there removes, noted.
+#      trace waits for its folder's lock leaves a temporary the next trace there names and keeps (tester22j:
+#      removing it by PID lost a live run's trace in another PID namespace, and files merely named so).
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 W=$T/va.json
 sed 's/"n": 25600/"n": 2560/' "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$W"
@@ -52,9 +53,14 @@ msg=$("$TRNSIM" run "$W" --out "$T/o3" --set params.n=5120 --trace "$T/tl/t.pftr
 rc=$?
 check "the next --trace there goes on (rc $rc): $msg" \
   '[[ $rc == 0 && $(sha256sum <"$T/tl/t.pftrace") != "$first" ]]'
-# ... and removes the killed run's temporary, with a note (tester22i: it stayed, a full trace).
-check "... removing the killed run's trace temporary, noted" \
-  '[[ -z $(ls -A "$T/tl" | grep "^\.t\.pftrace\.tmp\.") && $msg == *"$T/tl/.t.pftrace.tmp.$rp."*": removed: the unfinished trace of a trnsim that was killed (pid $rp is gone)"* ]]'
+# ... and names the killed run's temporary, kept: a PID absent here may be a live trnsim's in another PID
+# namespace (tester22j: it was removed, and that run failed and lost its output).
+check "... keeping the killed run's trace temporary, noted" \
+  '[[ -n $(ls -A "$T/tl" | grep "^\.t\.pftrace\.tmp\.$rp\.") && $msg == *"$T/tl/.t.pftrace.tmp.$rp."*": kept: a temporary of a trace to $T/tl/t.pftrace that its trnsim did not finish (pid $rp is no process here"* ]]'
+# tester22j 5: files merely named like a trace's temporary (a complete trace, an empty file) are kept.
+cp "$T/tl/t.pftrace" "$T/tl/.keep.json.tmp.99999.1" && : >"$T/tl/.notes.json.tmp.99999.2"
+"$TRNSIM" run "$W" --out "$T/o3b" --trace "$T/tl/x.json" >/dev/null 2>&1
+check "files named like a trace's temporary stay" '[[ -s $T/tl/.keep.json.tmp.99999.1 && -e $T/tl/.notes.json.tmp.99999.2 ]]'
 # Waiting, then let go: the trace is renamed in and recorded once the holder ends.
 hold "$T/tl" 8
 "$TRNSIM" run "$W" --out "$T/o4" --trace "$T/tl/t.pftrace" >"$T/r4.log" 2>&1

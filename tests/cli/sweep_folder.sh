@@ -176,8 +176,15 @@ echo " " >>"$T/S/plan.json"
 rc=$?
 check "--overwrite replaces an edited plan.json ($rc)" '[[ $rc == 0 && ! -e $T/S/plan.edited.2.json ]]'
 # 11b. A sweep killed while it writes its plan, just after it kept an edited plan.json aside (write steps
-# 1-3), leaves no plan.json (tester22i: every sweep command then refused the folder). `sweep collect` says
-# what to do; the next sweep puts the kept plan back, then keeps it aside again and goes on.
+# 1-3), leaves no plan.json. Nothing records which kept file was plan.json, so no command puts one back by
+# itself (tester22j: a rename of the highest plan.edited.N.json put a stranger's file in place, and
+# --overwrite then replaced the edit): sweep, sweep --overwrite and sweep collect stop, change nothing, and
+# name the kept plan and the `mv` that puts it back; after that mv the sweep keeps the edit aside and goes on.
+kept_msg() { # kept_msg FILE...: the message naming the kept plans, the last one in the mv
+  local names="" f
+  for f in "$@"; do names+="${names:+, }$T/S/$f"; done
+  echo "$T/S/plan.json: no such file, and the folder holds $([[ $# == 1 ]] && echo "a plan" || echo plans) kept aside ($names; a sweep keeps an edited plan.json there, and one killed before it wrote its own leaves no plan.json): nothing is changed; put the plan back with \`mv $T/S/${!#} $T/S/plan.json\`"
+}
 for step in 1 2 3; do
   restore
   echo " " >>"$T/S/plan.json"
@@ -185,14 +192,34 @@ for step in 1 2 3; do
   { TRNSIM_TEST_KILL_AT_WRITE_STEP=$step "$TRNSIM" sweep "$T/s.json" --out "$T/S" -j 1 >/dev/null 2>&1; } 2>/dev/null
   check "step $step: the killed sweep left no plan.json, the edit in plan.edited.json" \
     '[[ ! -e $T/S/plan.json && $(sha256sum <"$T/S/plan.edited.json") == "$edited" ]]'
+  want=$(kept_msg plan.edited.json)
   msg=$("$TRNSIM" sweep collect "$T/S" --no-report 2>&1)
-  check "step $step: sweep collect says what to do: $msg" \
-    '[[ $msg == *"$T/S/plan.json: no such file: a sweep was killed after it kept an edited plan aside as $T/S/plan.edited.json, before it wrote its own; run that sweep again (trnsim sweep SPEC --out $T/S)"* ]]'
-  sweep
-  rc=$?
-  check "step $step: the next sweep recovers ($rc): $(grep plan "$T/err.txt")" \
-    '[[ $rc == 0 && -f $T/S/plan.json && $(sha256sum <"$T/S/plan.edited.json") == "$edited" && ! -e $T/S/plan.edited.2.json ]] && grep -qF "$T/S/plan.json: was missing (a sweep was killed after it kept your edited plan aside as $T/S/plan.edited.json" "$T/err.txt"'
+  check "step $step: sweep collect names the kept plan and the mv: $msg" '[[ $msg == *"$want"* ]]'
+  for flag in "" --overwrite; do
+    "$TRNSIM" sweep "$T/s.json" --out "$T/S" -j 1 $flag >"$T/out.txt" 2>"$T/err.txt"
+    rc=$?
+    check "step $step: sweep $flag refuses, the edit kept ($rc): $(tail -1 "$T/err.txt")" \
+      '[[ $rc == 1 && ! -e $T/S/plan.json && $(sha256sum <"$T/S/plan.edited.json") == "$edited" ]] && grep -qF "$want" "$T/err.txt" && ! grep -q "was killed after" "$T/err.txt"'
+  done
 done
+mv "$T/S/plan.edited.json" "$T/S/plan.json"
+sweep
+rc=$?
+check "after the mv the sweep keeps the edit aside and goes on ($rc)" \
+  '[[ $rc == 0 && $(sha256sum <"$T/S/plan.edited.json") == "$edited" && ! -e $T/S/plan.edited.2.json ]]'
+# tester22j 1: no sweep was killed; the user removed plan.json after an edit was kept aside: --overwrite
+# refuses and the kept edit stays (it renamed it back and replaced it).
+rm "$T/S/plan.json"
+"$TRNSIM" sweep "$T/s.json" --out "$T/S" -j 1 --overwrite >"$T/out.txt" 2>"$T/err.txt"
+rc=$?
+check "--overwrite with plan.json removed refuses, the kept edit stays ($rc)" \
+  '[[ $rc == 1 && $(sha256sum <"$T/S/plan.edited.json") == "$edited" ]] && grep -qF "$(kept_msg plan.edited.json)" "$T/err.txt"'
+# tester22j 4: another file at plan.edited.2.json is never put in place of plan.json; both are named.
+echo "not a plan" >"$T/S/plan.edited.2.json"
+sweep
+rc=$?
+check "two kept files: refused, both named, neither moved ($rc): $(tail -1 "$T/err.txt")" \
+  '[[ $rc == 1 && ! -e $T/S/plan.json && $(cat "$T/S/plan.edited.2.json") == "not a plan" && $(sha256sum <"$T/S/plan.edited.json") == "$edited" ]] && grep -qF "$(kept_msg plan.edited.json plan.edited.2.json) (or the one of them that was plan.json)" "$T/err.txt"'
 
 # 12. A row write (a Slurm array task's, run here by hand) killed after its renames leaves a journal in
 # points/; the next writer there settles it and records nothing: rows are the sweep's own files, never listed

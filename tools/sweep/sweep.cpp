@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
@@ -39,30 +40,38 @@ std::string sweep_dir(const Spec& spec, const std::string& out) {
 
 namespace {
 
-// The plan a sweep last kept aside (keep_edited_plan): the highest of plan.edited.json, plan.edited.2.json,
-// ... that is a regular file; "" when none is.
-std::string last_kept_plan(int dir_fd) {
-  for (int n = 999; n >= 1; --n) {
+// The plans a sweep kept aside in the folder (keep_edited_plan): plan.edited.json, plan.edited.2.json, ...
+// that are regular files, in that order.
+std::vector<std::string> kept_plans(const std::string& dir) {
+  std::vector<std::string> kept;
+  const io::Fd d = io::open_dir_for_write(dir);
+  for (int n = 1; d.ok() && n < 1000; ++n) {
     const std::string name = n == 1 ? "plan.edited.json" : fmt::format("plan.edited.{}.json", n);
     struct stat st {};
-    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) return name;
+    if (::fstatat(d.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+      kept.push_back(name);
   }
-  return "";
+  return kept;
 }
 
-// A sweep killed after it kept an edited plan.json aside and before it wrote its own leaves no plan.json:
-// the plan it kept aside goes back (as the folder was before that sweep), with a note; this sweep then keeps
-// it aside again before it writes its plan. Under the folder's lock.
-void restore_kept_plan(const std::string& dir) {
-  const io::Fd d = io::open_dir_for_write(dir);
-  struct stat st {};
-  if (!d.ok() || ::fstatat(d.get(), "plan.json", &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) return;
-  const std::string kept = last_kept_plan(d.get());
-  if (kept.empty() || ::renameat2(d.get(), kept.c_str(), d.get(), "plan.json", RENAME_NOREPLACE) != 0) return;
-  log::note(fmt::format(
-      "{}: was missing (a sweep was killed after it kept your edited plan aside as {}, before it wrote its "
-      "own): {} is back as plan.json",
-      (fs::path(dir) / "plan.json").string(), (fs::path(dir) / kept).string(), kept));
+// A folder with no plan.json but a plan kept aside: a sweep may have been killed between keeping an edited
+// plan.json aside and writing its own, or the user moved it. Nothing records which kept plan was plan.json,
+// so none is put back (an automatic rename could pick another file, and --overwrite would then replace the
+// user's edit): the error names the kept plans and the command that puts one back. "" when plan.json is
+// there or no plan is kept.
+std::string missing_plan_message(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "plan.json").string();
+  if (io::file_kind(path) != io::FileKind::kMissing) return "";
+  const std::vector<std::string> kept = kept_plans(dir);
+  if (kept.empty()) return "";
+  std::string names;
+  for (const std::string& k : kept) names += (names.empty() ? "" : ", ") + (fs::path(dir) / k).string();
+  return fmt::format(
+      "{}: no such file, and the folder holds {} kept aside ({}; a sweep keeps an edited plan.json there, "
+      "and one killed before it wrote its own leaves no plan.json): nothing is changed; put the plan back "
+      "with `mv {} {}`{}, then run the command again",
+      path, kept.size() == 1 ? "a plan" : "plans", names, (fs::path(dir) / kept.back()).string(), path,
+      kept.size() == 1 ? "" : " (or the one of them that was plan.json)");
 }
 
 }  // namespace
@@ -78,7 +87,7 @@ io::DirLock prepare_dir(const std::string& dir, const std::string& name) {
   // a folder of other files.
   io::DirLock lock;
   io::lock_for_run(lock, dir, dir, "sweep or tune", "it holds the folder's lock");
-  restore_kept_plan(dir);
+  if (const std::string missing = missing_plan_message(dir); !missing.empty()) throw InputError(missing);
   if (fs::exists(plan, ec)) {
     json p;
     std::string unread;
@@ -168,14 +177,7 @@ json plan_point(const Point& p) {
 
 json read_plan(const std::string& dir) {
   const std::string path = (fs::path(dir) / "plan.json").string();
-  if (io::file_kind(path) == io::FileKind::kMissing)
-    if (const io::Fd d = io::open_dir_for_write(dir); d.ok())
-      if (const std::string kept = last_kept_plan(d.get()); !kept.empty())
-        throw InputError(fmt::format(
-            "{}: no such file: a sweep was killed after it kept an edited plan aside as {}, before it wrote "
-            "its own; run that sweep again (trnsim sweep SPEC --out {}), which puts the plan back and goes "
-            "on, or rename {} to plan.json",
-            path, (fs::path(dir) / kept).string(), dir, kept));
+  if (const std::string missing = missing_plan_message(dir); !missing.empty()) throw InputError(missing);
   json p = config::read_json_document(path);
   if (!p.is_object() || !p.contains("points") || !p.contains("columns") || !p.contains("workload"))
     throw InputError(path + ": not a trnsim sweep plan");
