@@ -362,28 +362,6 @@ def test_a_comparison_of_a_tile_names_the_call_to_use():
 
 
 @nki.jit
-def int_index_shapes(x):
-    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
-    t = nl.load(x)
-    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
-    assert t[i_p, 0].shape == (128, 1), t[i_p, 0].shape
-    assert t[0, i_f].shape == (1, 64), t[0, i_f].shape
-    assert x[i_p, 3].shape == (128, 1) and x[5, i_f].shape == (1, 64)
-    assert t[i_p, i_f].shape == (128, 64)
-    nl.store(out[:, 0:1], t[i_p, 3])
-    nl.store(out[:, 1:64], t[:, 1:64])
-    return out
-
-
-def test_an_integer_beside_an_index_expression_keeps_numpys_shape():
-    # tester23j #8: t[i_p, 0] with i_p = nl.arange(128)[:, None] was [128] where NumPy (and docs/nki.md's
-    # "NumPy's for index arrays") give [128, 1]: the integer is one more index array, broadcast with i_p.
-    want = X.copy()
-    want[:, 0] = X[:, 3]
-    assert tnki.simulate_kernel(int_index_shapes, X).tobytes() == want.tobytes()
-
-
-@nki.jit
 def hwdge_transpose(x):
     out = nl.ndarray((64, 128), dtype=x.dtype, buffer=nl.shared_hbm)
     t = nl.ndarray((64, 128), dtype=x.dtype, buffer=nl.sbuf)

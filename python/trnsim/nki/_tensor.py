@@ -130,22 +130,6 @@ def _dense_grid(adv, nmax, t):
     return out
 
 
-def _broadcast_axes(adv, nmax, int_partition):
-    """The advanced dims of an index by nl.arange expressions with the shape NumPy gives: the broadcast shape
-    of the index arrays, where an axis no expression varies along is a dim of size 1 (`t[i_p, 0]` with
-    `i_p = nl.arange(128)[:, None]` is [128, 1], as in NKI's err_1d_arange_not_supported example; an
-    integer index is one more index array, of shape ()). `int_partition`: an integer picked the partition,
-    so the first such dim is the tile's one partition (`t[0, i_f]` is [1, F])."""
-    out = []
-    for a in range(nmax):
-        here = [e for e in adv if e[3].axis + nmax - e[3].ndim == a]
-        if not here:
-            here = [(0, 1, int_partition, None)]
-            int_partition = False
-        out += here
-    return out
-
-
 def var_name(trace, st):
     """The kernel's variable naming storage `st`: the one naming it when the kernel returned (its input
     parameter's name for an input), else the one its allocation line assigns it to (assigned_name), or
@@ -527,8 +511,6 @@ class NkiTensor:
             adv = [(var_strides[v][0], v.size, var_strides[v][1], v) for v in vars_sorted]
             if any(v.grid is not None for v in var_strides):
                 adv = _dense_grid(adv, nmax, self)
-            elif len(adv) < nmax:
-                adv = _broadcast_axes(adv, nmax, 0 <= self.pd < len(idx) and _const(idx[self.pd]) is not None)
             # NumPy's rule: adjacent advanced indices put their dims in place, otherwise first.
             first = adv_pos[0]
             adjacent = all(p == first for p in adv_pos)
