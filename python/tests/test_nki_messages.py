@@ -346,6 +346,10 @@ def compare_tile(x, case):
     t = nl.load(x)
     if case == "gt":
         r = t > 0  # MARK-cmp-gt
+    elif case == "eq":
+        r = nl.add(t, t == 0.0)  # MARK-cmp-eq
+    elif case == "ne":
+        r = nl.multiply(t, t != t)  # MARK-cmp-ne
     else:
         r = 0 >= t  # MARK-cmp-ge
     nl.store(out, r)
@@ -353,10 +357,13 @@ def compare_tile(x, case):
 
 
 def test_a_comparison_of_a_tile_names_the_call_to_use():
-    # tester23j #8: `t > 0` raised a bare TypeError with no kernel line.
-    for case, marker, fn in (("gt", "MARK-cmp-gt", "greater"), ("ge", "MARK-cmp-ge", "less_equal")):
+    # tester23j #8: `t > 0` raised a bare TypeError with no kernel line; tester23k #3: `t == 0.0` and `t != t`
+    # gave a Python bool (identity) that nl.add / nl.multiply took as 0 / 1 without a word.
+    for case, marker, fn in (("gt", "MARK-cmp-gt", "greater"), ("ge", "MARK-cmp-ge", "less_equal"),
+                             ("eq", "MARK-cmp-eq", "equal"), ("ne", "MARK-cmp-ne", "not_equal")):
         e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, compare_tile, X, case)
-        assert str(e).startswith(f"{THIS}:{line_of(marker)}: a comparison (<, <=, >, >=) of a tile is not modelled "
+        assert str(e).startswith(f"{THIS}:{line_of(marker)}: a comparison (<, <=, >, >=, ==, !=) of a tile is not "
+                                 "modelled "
                                  f"by trnsim"), str(e)
         assert f"call nl.{fn}(a, b)" in str(e), str(e)
 

@@ -13,6 +13,7 @@ innermost dim.
 """
 
 import math
+import sys
 
 from ._dtypes import as_dtype
 from ._errors import NkiError, caller_loc
@@ -1070,7 +1071,7 @@ class NkiTensor:
     def _compare(self, fn):
         from ._errors import unsupported
 
-        unsupported("a comparison (<, <=, >, >=) of a tile", "trnsim models the arithmetic tile operators of NKI's "
+        unsupported("a comparison (<, <=, >, >=, ==, !=) of a tile", "trnsim models the arithmetic tile operators of NKI's "
                     f"tutorials (+, -, *, /), no comparison; call nl.{fn}(a, b): a tile of 1 where it holds, else 0")
 
     def __gt__(self, o):
@@ -1084,6 +1085,20 @@ class NkiTensor:
 
     def __le__(self, o):
         self._compare("less_equal")
+
+    # == and != stay Python's identity for the package's own code (it compares tensors by identity); from a
+    # kernel they would give a Python bool silently (`nl.add(t, t == 0.0)` returned t), so they are refused.
+    def __eq__(self, o):
+        if not sys._getframe(1).f_globals.get("__name__", "").startswith("trnsim."):
+            self._compare("equal")
+        return self is o
+
+    def __ne__(self, o):
+        if not sys._getframe(1).f_globals.get("__name__", "").startswith("trnsim."):
+            self._compare("not_equal")
+        return self is not o
+
+    __hash__ = object.__hash__
 
     def __iadd__(self, o):
         return (_lower_mod or _lower()).iadd(self, o)
