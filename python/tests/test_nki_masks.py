@@ -351,5 +351,40 @@ def test_a_matmul_accumulated_into_a_region_of_another_shape_names_the_call():
                           "accumulates into a region of its own shape" % (line(mark), call, shape)), str(e)
 
 
+_RNG = np.random.default_rng(1)
+_A, _B, _B2 = (_RNG.integers(-3, 4, shape).astype(np.float32) for shape in ((64, 64), (64, 96), (64, 96)))
+
+
+@tnki.jit
+def _sub_region_iadd(a, b, b2, masked):
+    import nki.isa as nisa
+    import nki.language as nl
+
+    out = nl.ndarray((64, 96), nl.float32, buffer=nl.shared_hbm)
+    ta, tb, tb2 = nl.load(a), nl.load(b), nl.load(b2)
+    ps = nl.zeros((64, 96), nl.float32, buffer=nl.psum)
+    ps[:, :] += nisa.nc_matmul(ta, tb)
+    if masked:
+        i_k, i_m, i_n = nl.arange(64)[:, None], nl.arange(64)[None, :], nl.arange(96)[None, :]
+        ps[...] += nisa.nc_matmul(ta[i_k, i_m], tb2[i_k, i_n], mask=(i_m < 50))
+    else:
+        ps[:, 0:48] += nisa.nc_matmul(ta, tb2[:, 0:48])
+    nl.store(out, nl.copy(ps))
+    return out
+
+
+def test_iadd_of_a_matmul_over_part_of_an_open_group_adds():
+    # tester23k #2: `ps[:, 0:48] += nc_matmul(...)` after `ps[:, :] += nc_matmul(...)` (or a masked one over rows
+    # < 50) overwrote its part with the second product instead of adding: a new accumulation group over another
+    # region started with accumulate=False. Small integers: every sum is exact in FP32.
+    p1, p2 = _A.T @ _B, _A.T @ _B2
+    want = p1.copy()
+    want[:, :48] += p2[:, :48]
+    assert tnki.simulate_kernel(_sub_region_iadd, _A, _B, _B2, False).tobytes() == want.tobytes()
+    want = p1.copy()
+    want[:50] += p2[:50]
+    assert tnki.simulate_kernel(_sub_region_iadd, _A, _B, _B2, True).tobytes() == want.tobytes()
+
+
 if __name__ == "__main__":
     main(globals())

@@ -213,7 +213,8 @@ def touch_psum(t, v, kind, op=None):
     fill), 'write' (op, another instruction writing v) or 'read'. For kind 'mm' returns (accumulate, zero_fill,
     init, read_sum): whether the matmul adds to what the region holds, the memset of 0 it may replace, the op
     whose written value it adds to (None when it continues a matmul group only), and whether the region holds
-    the sum of a matmul group that a read ended (`+=` adds to it; accumulate=None starts a new group)."""
+    the sum of a matmul group that a read ended, or of a group over another region this one overlaps (`+=` adds
+    to it; accumulate=None starts a new group)."""
     groups = t.psum_groups
     lst = groups.get(v.st.uid, ())
     r = _region(v)
@@ -222,8 +223,8 @@ def touch_psum(t, v, kind, op=None):
     for g in lst:
         if g[1] == "ended":
             # A matmul group's sum a read ended: it stays until written over.
-            if kind == "mm" and g[0] == r:
-                ended = True
+            if kind == "mm" and _overlap(g[0], r):
+                ended = True  # `+=` over any part of it adds to it
                 continue
             if kind == "read" or not _overlap(g[0], r):
                 keep.append(g)
@@ -249,6 +250,8 @@ def touch_psum(t, v, kind, op=None):
             continue
         if not _overlap(g[0], r):
             keep.append(g)
+        elif kind == "mm" and g[1] == "mm":
+            ended = True  # a group over another region: `+=` over part of it adds to its sum (it ends here)
     if kind == "mm":
         keep.append((r, "mm", None))
         if ms is not None:  # the fill of 0 is the region's last write (a later write would have removed it)
