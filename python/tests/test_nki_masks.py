@@ -386,5 +386,36 @@ def test_iadd_of_a_matmul_over_part_of_an_open_group_adds():
     assert tnki.simulate_kernel(_sub_region_iadd, _A, _B, _B2, True).tobytes() == want.tobytes()
 
 
+@tnki.jit
+def _held_slices(x, case):
+    import nki.language as nl
+
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    e = nl.add(t, 1.0, mask=(i_f >= 16) & (i_f < 48))
+    if case == "slice":
+        out = nl.ndarray((128, 16), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=e[:, 16:32])
+    elif case == "int":
+        out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=e[i_p, 20])
+    else:
+        out = nl.ndarray((128, 16), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=e[:, 8:24])  # MARK-held-past
+    return out
+
+
+def test_slices_and_integers_of_a_masked_result_address_the_whole_index_space():
+    # tester23k #1: e[:, 16:32] of a result of mask=(i_f >= 16) & (i_f < 48) read columns 32-47 (the held
+    # part's own 16-31), e[i_p, 20] column 36; now as index expressions: the call's whole index space.
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    got = tnki.simulate_kernel(_held_slices, x, "slice")
+    assert got.tobytes() == (x[:, 16:32] + np.float32(1)).tobytes()
+    got = tnki.simulate_kernel(_held_slices, x, "int")
+    assert got.tobytes() == (x[:, 20:21] + np.float32(1)).tobytes()
+    e = raises(NkiError, tnki.simulate_kernel, _held_slices, x, "past")
+    assert "slice 8:24 of dim 1 of a masked result that holds only [16, 48) of it" in str(e), str(e)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -38,6 +38,8 @@ class Buffer:
         raise NkiError(f"nl.{self.name} is a buffer kind, not a function (pass buffer=nl.{self.name})")
 
 
+_ALL = slice(None)
+
 class Storage:
     __slots__ = ("uid", "name", "space", "private", "dtype", "shape", "pdim", "pbytes", "site", "role",
                  "loc", "first", "last", "phys", "trace", "hbm_rows_bytes", "outer", "scope", "moved_to")
@@ -446,6 +448,11 @@ class NkiTensor:
             # there, its masked-out part undefined as in NKI (the LayerNorm tutorial's tail tile reads all 128
             # rows; its masked store keeps the defined ones).
             return NkiTensor.whole(self.st).index(idx)
+        if own is None and _lower()._boxes() and any(_const(e) is not None or (isinstance(e, slice) and e != _ALL)
+                                                     for e in idx):
+            own = _lower().box_of(self)
+        if own is not None:
+            idx = self._held_index(idx, own)
         isz = self.dtype.itemsize
         boff, p0, pd = self.boff, self.p0, -1
         out = []  # (stride, size, is_partition) of basic dims, None placeholder where advanced dims go
@@ -530,6 +537,35 @@ class NkiTensor:
             return Unbounded.of(self, boff, tuple(dims), pd, p0, tuple(vs), unbounded)
         return NkiTensor(self.st, self.dtype, boff, tuple(dims), pd, p0, tuple(vs) if var_strides else None)
 
+    def _held_index(self, idx, own):
+        """Integers and slices (other than `:`) of a masked call's result address the call's whole index space,
+        as index expressions do (NKI's tile is the whole, defined where the mask held): shifted to the part
+        this view holds, [own start, own start + its size) per dim; reaching past it is an error. (`:` keeps
+        meaning the held part.)"""
+        out = list(idx)
+        for d, e in enumerate(idx):
+            a, size, whole = own[1][d], self.dims[d][1], own[0][d]
+            if not a and whole == size:
+                continue
+            c = _const(e)
+            if c is not None:
+                c = c + whole if c < 0 else c
+                if not a <= c < a + size:
+                    raise NkiError(f"index {e} of dim {d} of a masked result that holds only [{a}, {a + size}) of "
+                                   f"it ({self.st.label()}, the part the mask at {own[2]} selected): mask that "
+                                   f"call as widely")
+                out[d] = c - a
+            elif isinstance(e, slice) and e != _ALL:
+                start, stop, step = e.indices(whole)
+                r = range(start, stop, step)
+                if len(r) and not (a <= min(r[0], r[-1]) and max(r[0], r[-1]) < a + size):
+                    raise NkiError(f"slice {_fmt_slice(e)} of dim {d} of a masked result that holds only "
+                                   f"[{a}, {a + size}) of it ({self.st.label()}, the part the mask at {own[2]} "
+                                   f"selected): mask that call as widely")
+                stop = stop - a if stop - a >= 0 else None
+                out[d] = slice(start - a, stop, step)
+        return tuple(out)
+
     def _whole_space(self, own):
         """Whether this view's tile, a masked call's result holding the region `own` (box_of), is allocated at
         the shape of the call's whole index space, holding it from index 0 (the view is then a part of it)."""
@@ -556,6 +592,8 @@ class NkiTensor:
         dims = self.dims
         if len(idx) > len(dims):
             return None
+        if self.st.uid in (_lower_mod or _lower())._boxes():
+            return None  # a masked call's result: index() addresses its call's whole index space
         isz = self.dtype.itemsize
         boff, p0, pdim = self.boff, self.p0, self.pd
         if pdim < 0 and self.st.space == HBM:
