@@ -186,6 +186,8 @@ class Trace:
         new_tile): that frame is looked at first, without making the frames between (the usual case)."""
         if depth > 2:
             f = sys._getframe(depth)
+            if f.f_code is WRAPPER_CODE:
+                f = f.f_back  # an nl call through language._names_errors: the kernel's frame is one further
             if f.f_code is self.entry_code and self.entry_outside:
                 site = self.entry_sites.get(f.f_lasti)
                 if site is None:
@@ -308,6 +310,10 @@ def _moved_read(op, v):
                    f"{made.loc[1] if made.loc else '?'}, which the assignment at line {at[1] if at else '?'} wrote "
                    f"straight into {dst.st.label(at=False)}: it has no tile of its own after that; read "
                    f"{dst.st.shown_name()} instead, or assign a copy (nl.copy) to keep both", op.loc)
+
+
+# The code of language._names_errors' wrapper (set there): a frame of it sits between an nl call and the kernel.
+WRAPPER_CODE = None
 
 
 def _stale(trace, op, v):

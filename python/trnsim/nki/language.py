@@ -405,6 +405,7 @@ def _names_errors(fn):
         except NkiError as e:
             raise _by_call(e, f"nl.{fn.__name__}") from None
 
+    _trace.WRAPPER_CODE = call.__code__  # (Trace.call_stack's fast path steps over this frame)
     return call
 
 
