@@ -124,8 +124,9 @@ def _fresh_op(v):
     return op
 
 
-def _retarget(op, old, new):
-    """Makes `op` write `new` instead of its fresh result tile `old`."""
+def _retarget(op, old, new, at=0):
+    """Makes `op` write `new` instead of its fresh result tile `old` (`at`: the kernel line of the assignment
+    that does it, 0: the caller's, None: not named; a later read of `old` names it)."""
     t = _trace._current or _trace.current()
     op.args["dst"] = new
     w = op.writes
@@ -140,7 +141,7 @@ def _retarget(op, old, new):
         st.first = op.index
     st.last = max(st.last, op.index)
     old.st.first = old.st.last = -1  # never used: no buffer (a later read is an error: Trace.record)
-    old.st.moved_to = (new, op, caller_loc())
+    old.st.moved_to = (new, op, caller_loc() if at == 0 else at)
     t.fresh.pop(old.st.uid, None)
 
 
@@ -332,14 +333,17 @@ def iadd(dst, value):
         op = _fresh_op(value)
         if op is not None and op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
             # A masked matmul's product accumulates into its part of dst (as `=` writes it: assign()).
-            part = _masked_part(dst, value) if tuple(dst.shape) != tuple(value.shape) else dst
-            if part.partitions != value.partitions or part.free_size != value.free_size:
-                call = "nl.matmul" if value.st.name == "matmul" else f"nisa.{op.name}"
-                raise NkiError(f"`+=` of a {call} result {list(value.shape)} into a {list(dst.shape)} region: "
-                               f"the product accumulates into a region of its own shape")
+            part = dst
+            if dst.dims != value.dims or dst.pd != value.pd:  # (the same dims: the same shape, nothing to check)
+                if tuple(dst.shape) != tuple(value.shape):
+                    part = _masked_part(dst, value)
+                if part.partitions != value.partitions or part.free_size != value.free_size:
+                    call = "nl.matmul" if value.st.name == "matmul" else f"nisa.{op.name}"
+                    raise NkiError(f"`+=` of a {call} result {list(value.shape)} into a {list(dst.shape)} region: "
+                                   f"the product accumulates into a region of its own shape")
             acc = _ops.matmul_accumulate(_trace._current, part, None, op.loc, iadd=True)
             op.attrs["accumulate"] = acc
-            _retarget(op, value, part)
+            _retarget(op, value, part, None)
             if acc:
                 op.reads = op.reads + (part,)
             return dst
