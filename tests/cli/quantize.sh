@@ -274,8 +274,10 @@ for args in "quantize $EXAMPLE --format e4m3 --rule bogus --axis row --data $OUT
   if [[ $rc -eq 1 && $err == "trnsim: error: "* ]]; then ok; else bad "cli error '$args': rc $rc, '$err'"; fi
 done
 rc=0
-"$TRNSIM" quantize --help >/dev/null || rc=$?
+help=$("$TRNSIM" quantize --help) || rc=$?
 if [[ $rc -eq 0 ]]; then ok; else bad "quantize --help: rc $rc"; fi
+# The help names the 3-D stacks x4 and bf16-swizzled take (it said "2-D" only: tester22j).
+if [[ $help == *"3-D [E, rows, cols]"* ]]; then ok; else bad "quantize --help does not name 3-D stacks: $help"; fi
 
 # --- --layout x4: the Trainium kernels' pre-quantized inputs -------------------------------------------
 # A float32 [128, 32] array, zero but for x[32][0] = 1.0, quantized along its rows (--axis col: K = 128,

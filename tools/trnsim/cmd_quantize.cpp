@@ -380,8 +380,12 @@ void add_quantize_command(CLI::App& app) {
   auto opts = std::make_shared<QuantizeOptions>();
   CLI::App* sub = app.add_subcommand(
       "quantize",
-      "MXFP8-quantize a 2-D .npy array (float32 or raw BF16 as uint16) into FP8 data and E8M0 scales");
-  sub->add_option("input", opts->input, "input .npy, 2-D float32 or uint16 (raw BF16 bits)")->required();
+      "MXFP8-quantize a 2-D .npy array (float32 or raw BF16 as uint16) into FP8 data and E8M0 scales; "
+      "--layout x4 and bf16-swizzled also take a 3-D [E, rows, cols] stack");
+  sub->add_option("input", opts->input,
+                  "input .npy, float32 or uint16 (raw BF16 bits): 2-D [rows, cols], or 3-D [E, rows, cols] "
+                  "with --layout x4 / bf16-swizzled")
+      ->required();
   sub->add_option("--format", opts->format, "FP8 element format (te, x4)")
       ->check(CLI::IsMember({"e4m3", "e5m2"}));
   sub->add_option("--rule", opts->rule,
