@@ -276,8 +276,13 @@ done
 rc=0
 help=$("$TRNSIM" quantize --help) || rc=$?
 if [[ $rc -eq 0 ]]; then ok; else bad "quantize --help: rc $rc"; fi
-# The help names the 3-D stacks x4 and bf16-swizzled take (it said "2-D" only: tester22j).
-if [[ $help == *"3-D [E, rows, cols]"* ]]; then ok; else bad "quantize --help does not name 3-D stacks: $help"; fi
+# The command's line and its input's name the 3-D stacks x4 and bf16-swizzled take (both said "2-D" only:
+# tester22j).
+line=$(head -1 <<<"$help")
+input=$(grep -E '^ +input ' <<<"$help")
+if [[ $line == *"3-D [E, rows, cols]"* && $input == *"3-D [E, rows, cols]"* ]]; then ok; else
+  bad "quantize --help does not name 3-D stacks: '$line' / '$input'"
+fi
 
 # --- --layout x4: the Trainium kernels' pre-quantized inputs -------------------------------------------
 # A float32 [128, 32] array, zero but for x[32][0] = 1.0, quantized along its rows (--axis col: K = 128,
