@@ -1,6 +1,7 @@
 #include "sim/io/output_files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -157,6 +158,12 @@ Destination destination_of(const std::string& path, const std::string& what, con
   return d;
 }
 
+bool hold_temporary(int fd) {
+  if (::flock(fd, LOCK_EX) != 0) return true;  // a file system without flock: judged by PID alone
+  struct stat st {};
+  return ::fstat(fd, &st) != 0 || st.st_nlink > 0;
+}
+
 TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& shown,
                         std::vector<interrupt::CleanupPath>& on_signal) {
   struct stat dest {};
@@ -170,6 +177,10 @@ TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& 
     const int fd = ::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0 && errno == EEXIST) continue;
     if (fd < 0) fail(shown, "cannot write: " + errno_text());
+    if (!hold_temporary(fd)) {  // taken for a killed writer's between its creation and its lock
+      ::close(fd);
+      continue;
+    }
     std::FILE* f = ::fdopen(fd, "wb");
     if (f == nullptr) {
       const int err = errno;

@@ -195,12 +195,20 @@ struct TempFile {
 TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& shown,
                         std::vector<interrupt::CleanupPath>& on_signal);
 
+// Takes an exclusive flock on the temporary or probe just created as `fd`, held until it is closed: a
+// cleanup (remove_killed_temporaries) removes only such a file whose lock it can take, so a live writer's is
+// never removed, also one in another PID namespace (a container sharing the folder), whose PID is no process
+// here. False when the file was removed between its creation and the lock (a cleanup took it for a killed
+// writer's): create another. On a file system without flock, true (the cleanup then judges by PID alone).
+bool hold_temporary(int fd);
+
 // Removes from the folder open as `dir_fd`, which this process holds locked, what a killed trnsim left there
 // outside every record: its records' temporaries (".<record>.tmp.PID.N" of .trnsim-files, .trnsim-journal,
 // .trnsim-written and this user's .trnsim-written.UID) and its probes (".trnsim-probe.PID.N"). Each only
-// when it has exactly such a name, is a regular file of this user's and its PID is no live process, or is
-// this process's (a container's runs share a PID) while none of its own record writes is under way, and
-// holds what trnsim puts there (looks_like_trnsims_leftover: a record, removed silently, or nothing, removed
+// when it has exactly such a name, is a regular file of this user's, no process holds its flock (its
+// writer holds it while it lives: hold_temporary) and its PID is no live process, or is this process's (a
+// container's runs share a PID) while none of its own record writes is under way, and holds what trnsim
+// puts there (looks_like_trnsims_leftover: a record, removed silently, or nothing, removed
 // with a note, as an empty file could be a user's); any other file at such a name is a user's: left, with a
 // note (once per path).
 // Called by open_run_folder and by write_files_atomic for each folder it locks.

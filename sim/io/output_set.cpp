@@ -2,6 +2,7 @@
 // renames, rollback, recovery after a kill, and the removal of an earlier run's files.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -145,19 +146,15 @@ void detail::write_record(int dir_fd, const std::string& dir, const std::string&
   bool ok = std::fwrite(text.data(), 1, text.size(), t.file) == text.size() && std::fflush(t.file) == 0 &&
             ::fsync(::fileno(t.file)) == 0;
   int err = errno;
-  if (std::fclose(t.file) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
   record_step();
   if (ok && ::renameat(dir_fd, t.name.c_str(), dir_fd, name.c_str()) != 0) {
     ok = false;
     err = errno;
   }
-  if (!ok) {
-    ::unlinkat(dir_fd, t.name.c_str(), 0);
-    throw InputError(path + ": cannot write: " + errno_text(err));
-  }
+  if (!ok) ::unlinkat(dir_fd, t.name.c_str(), 0);
+  // Closed (its lock let go: hold_temporary) only once the temporary is renamed or removed.
+  std::fclose(t.file);
+  if (!ok) throw InputError(path + ": cannot write: " + errno_text(err));
   ::fsync(dir_fd);  // some file systems refuse to sync a folder: nothing more to do then
 }
 
@@ -250,6 +247,22 @@ void note_left_trace_temporaries(int dir_fd, const std::string& name) {
         in(entry), in(name), pid, in(name)));
 }
 
+namespace {
+
+// The file `name` (stat'ed as `st`) in the folder `dir_fd`, open and locked (flock) when no process holds
+// its lock, as a killed writer's temporary or probe (hold_temporary); an invalid Fd while one does. A file
+// system without flock: open, unlocked (judged by PID alone).
+Fd lock_leftover(int dir_fd, const std::string& name, const struct stat& st) {
+  Fd f(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat now {};
+  if (!f.ok() || ::fstat(f.get(), &now) != 0 || now.st_ino != st.st_ino || now.st_dev != st.st_dev)
+    return Fd();
+  if (::flock(f.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) return Fd();
+  return f;
+}
+
+}  // namespace
+
 void remove_killed_temporaries(int dir_fd) {
   const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
   DIR* d = copy < 0 ? nullptr : ::fdopendir(copy);
@@ -264,7 +277,7 @@ void remove_killed_temporaries(int dir_fd) {
                                        fmt::format(".{}.tmp.", written_name_of(::geteuid())),
                                        fmt::format(".{}.tmp.", journal_name_of(::geteuid())),
                                        ".trnsim-probe."};
-  std::vector<std::string> gone, empty;
+  std::vector<std::pair<std::string, Fd>> gone, empty;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     for (const std::string& prefix : prefixes) {
@@ -278,19 +291,23 @@ void remove_killed_temporaries(int dir_fd) {
       // is under way.
       if (!(pid == ::getpid() ? g_record_writes == 0 : process_gone(pid))) break;
       // A FIFO, folder or symlink there is never trnsim's: the user's, kept with a note as any other.
-      if (!S_ISREG(st.st_mode) || !looks_like_trnsims_leftover(dir_fd, name, prefix == ".trnsim-probe."))
+      if (!S_ISREG(st.st_mode) || !looks_like_trnsims_leftover(dir_fd, name, prefix == ".trnsim-probe.")) {
         note_left(dir_fd, name);
-      else
-        (st.st_size == 0 ? empty : gone).push_back(name);
+        break;
+      }
+      // Its writer's lock, held until it is removed: a live writer's (in another PID namespace, where its
+      // PID is no process here) is never taken for a killed one's.
+      Fd lock = lock_leftover(dir_fd, name, st);
+      if (lock.ok()) (st.st_size == 0 ? empty : gone).emplace_back(name, std::move(lock));
       break;
     }
   }
   ::closedir(d);
-  for (const std::string& name : gone) ::unlinkat(dir_fd, name.c_str(), 0);
+  for (const auto& [name, lock] : gone) ::unlinkat(dir_fd, name.c_str(), 0);
   // An empty file is what a killed trnsim leaves (a probe, a record killed before its first byte), and
   // holds nothing to lose; but a user's could look the same: its removal is noted, as a kept one is.
   const std::string folder = empty.empty() ? "" : path_of_fd(dir_fd);
-  for (const std::string& name : empty)
+  for (const auto& [name, lock] : empty)
     if (::unlinkat(dir_fd, name.c_str(), 0) == 0)
       log::note(
           fmt::format("{}: removed: an empty file at the name of a temporary of a trnsim that was killed "

@@ -16,6 +16,9 @@
 #   5. Two runs with the same --trace: neither is refused as "changed" (tester22i), and a SIGKILL while a
 #      trace waits for its folder's lock leaves a temporary the next trace there names and keeps (tester22j:
 #      removing it by PID lost a live run's trace in another PID namespace, and files merely named so).
+#   6. A record's temporary or a probe whose writer still holds its lock is never removed as a killed run's,
+#      though its PID is no process here (a trnsim in another PID namespace: a container sharing the folder;
+#      here flock(1) holds it under a PID no process has). Before, "dead" was judged by the PID alone.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 W=$T/va.json
 sed 's/"n": 25600/"n": 2560/' "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$W"
@@ -117,6 +120,29 @@ rc=$?
 wait $holder
 check "a run whose --trace another run has just put in place, not yet recorded, goes on (rc $rc): $msg" \
   '[[ $rc == 0 && $(sha256sum <"$T/e/t.pftrace") != $(sha256sum <"$T/e_trace") ]]'
+
+# 6. A live writer's record temporary and probe (flock(1) holds each; the PID in their names is no process:
+# above the kernel's pid_max) stay; once nobody holds them, the next run removes them as a killed run's.
+mkdir "$T/live"
+"$TRNSIM" run "$W" --out "$T/live" >/dev/null 2>&1
+rec="$T/live/..trnsim-files.tmp.99999999.0"
+probe="$T/live/.trnsim-probe.99999999.0"
+echo '{"files": [], "state": "complete", "trnsim_files": 2}' >"$rec"
+: >"$probe"
+rm -f "$T/held" "$T/held2"
+flock -o "$rec" sh -c "touch '$T/held'; sleep 30" &
+h1=$!
+flock -o "$probe" sh -c "touch '$T/held2'; sleep 30" &
+h2=$!
+for ((i = 0; i < 200; i++)); do [[ -e $T/held && -e $T/held2 ]] && break; sleep 0.05; done
+msg=$("$TRNSIM" run "$W" --out "$T/live" --set params.n=5120 2>&1)
+rc=$?
+check "a record temporary and a probe whose writer holds their lock stay (rc $rc): $msg" \
+  '[[ $rc == 0 && -s $rec && -e $probe && $msg != *"removed: an empty file"* ]]'
+kill $(pgrep -P $h1) $(pgrep -P $h2) $h1 $h2 2>/dev/null
+wait $h1 $h2 2>/dev/null
+msg=$("$TRNSIM" run "$W" --out "$T/live" 2>&1)
+check "... and go once nobody holds them (rc $?): $msg" '[[ ! -e $rec && ! -e $probe ]]'
 
 # 3. A trace to a pipe: the same bytes as to a file (the run's --out differs; a trace names no path).
 "$TRNSIM" run "$W" --out "$T/p1" --trace "$T/p1.pftrace" >/dev/null 2>&1

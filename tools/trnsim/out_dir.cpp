@@ -45,8 +45,10 @@ void probe_writable(const std::string& dir, const std::string& what) {
     if (fd < 0 && errno == EEXIST) continue;
     if (fd < 0)
       throw InputError(fmt::format("{}: cannot write into the directory ({})", what, std::strerror(errno)));
-    ::close(fd);
+    // Locked until removed: a cleanup in another PID namespace never takes it for a killed run's.
+    io::hold_temporary(fd);
     ::unlinkat(d.get(), probe.c_str(), 0);
+    ::close(fd);
     return;
   }
   throw InputError(fmt::format("{}: cannot write into the directory (1000 probe names are taken)", what));
