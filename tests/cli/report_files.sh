@@ -4,7 +4,9 @@
 # (2); a signal while a report is drawn left the Python script running and its staging folder in $TMPDIR (4);
 # a matplotlibrc in the current folder changed the page and could run code (5). Tester22h: a full $TMPDIR
 # said "cannot stage the stats" without why (3); SIGSEGV/SIGABRT (and, found later, SIGKILL) while a report
-# is drawn left the staging folder and the empty OUT it created (4).
+# is drawn left the staging folder and the empty OUT it created (4). Tester22j: a report through a folder
+# alias did not join the run's set (6), a SIGBUS to `stats --html` said "cannot read the drawn report" after
+# its cleanup (4), a killed `stats --html` was noted as "a trnsim run was killed" (6).
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 W=$T/va.json
 sed 's/"n": 25600/"n": 2560/' "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$W"
@@ -172,6 +174,19 @@ check "stats --html into a chain stage: recorded in the chain's set ($(cat "$T/c
 check "... under the report's inode: trnsim stats on the stage notes nothing ($(cat "$T/ch.err"))" '[[ $? == 0 && ! -s $T/ch.err ]]'
 (cd "$T" && "$TRNSIM" run pl.json --out CH >"$T/ch.out" 2>&1)
 check "... and the chain's next run removes it ($(tail -1 "$T/ch.out"))" '[[ $? == 0 && ! -e $T/CH/va/stats.html ]]'
+# A report written through another name of the run's folder (a symlink to it, H/../Hl, or the stats.json
+# read through the link) joins the set as one written by its own name does (tester22j: the folders were
+# compared by their paths' text, so these went only into .trnsim-written, and the next run left them).
+"$TRNSIM" run "$W" --out "$T/A" >/dev/null 2>&1
+ln -s A "$T/Al"
+"$TRNSIM" stats "$T/A/stats.json" --html="$T/Al/a1.html" >"$T/a.out" 2>&1
+"$TRNSIM" stats "$T/A/stats.json" --html="$T/A/../Al/a2.html" >>"$T/a.out" 2>&1
+"$TRNSIM" stats "$T/Al/stats.json" --html="$T/A/a3.html" >>"$T/a.out" 2>&1
+check "stats --html through an alias of the run's folder: recorded in the run's set ($(cat "$T/a.out"))" \
+  'grep -q "\"a1.html\"" "$T/A/.trnsim-files" && grep -q "\"a2.html\"" "$T/A/.trnsim-files" && grep -q "\"a3.html\"" "$T/A/.trnsim-files"'
+"$TRNSIM" run "$W" --out "$T/A" --set params.n=5120 >"$T/a.out" 2>&1
+check "... and the next run removes them ($(tail -3 "$T/a.out"))" \
+  '[[ $? == 0 && ! -e $T/A/a1.html && ! -e $T/A/a2.html && ! -e $T/A/a3.html ]]'
 # A symlinked folder below the run's folder on the way to the report is named (tester22i: "cannot open the
 # directory: Not a directory").
 ln -s . "$T/H/self"
