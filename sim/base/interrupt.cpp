@@ -176,6 +176,21 @@ void on_signal(int sig, siginfo_t*, void*) {
   die(sig);
 }
 
+// A crash or core-dump signal sent by kill(2) (kill -BUS, kill -TRAP) that landed on a thread other than the
+// command's is handed to the command's thread, re-armed as `handler` with `flags` (SA_RESETHAND put the
+// default back): cleaning up here would let the command go on meanwhile (a report script killed by the
+// cleanup, the command then read its removed staging folder and said "cannot read the drawn report").
+// True when handed over.
+bool hand_over_sent(int sig, const siginfo_t* info, void (*handler)(int, siginfo_t*, void*), int flags) {
+  if (info->si_code > 0 || g_main_tid == 0 || ::gettid() == g_main_tid) return false;
+  struct sigaction sa {};
+  sa.sa_sigaction = handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = flags | SA_SIGINFO;
+  sigaction(sig, &sa, nullptr);
+  return ::syscall(SYS_tgkill, ::getpid(), g_main_tid, sig) == 0;
+}
+
 // A crash or core-dump signal's message, then the registered paths removed unless a set's renames are under
 // way (then, as after a SIGKILL, the next trnsim writing there settles the set from its record).
 void say_and_clean_up_crash(int sig, const siginfo_t* info) {
@@ -205,7 +220,9 @@ void on_bus(int sig, siginfo_t* info, void*) {
       }
   // Not ours: as any crash signal (on_core_signal), the registered paths are removed (a report's script and
   // staging folder, the output folder the run created), then the default action, a core dump (a fault
-  // happens again on return; a signal sent by kill(2) is raised again once unblocked).
+  // happens again on return; a signal sent by kill(2) is raised again once unblocked, on the command's
+  // thread).
+  if (hand_over_sent(sig, info, on_bus, 0)) return;
   say_and_clean_up_crash(sig, info);
   std::signal(sig, SIG_DFL);
   if (info->si_code <= 0) raise_unblocked(sig);
@@ -221,6 +238,7 @@ constexpr int kCoreSignals[] = {SIGQUIT, SIGILL, SIGABRT, SIGFPE, SIGSEGV, SIGSY
 // the thread that got the signal (a fault cannot be handed over). SA_RESETHAND has put the default back: a
 // fault happens again on return, an abort() raises again, a signal sent by kill(2) is raised here.
 void on_core_signal(int sig, siginfo_t* info, void*) {
+  if (hand_over_sent(sig, info, on_core_signal, SA_RESETHAND)) return;
   say_and_clean_up_crash(sig, info);
   if (info->si_code <= 0) raise_unblocked(sig);
 }

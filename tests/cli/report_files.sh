@@ -84,6 +84,24 @@ for how in "${signals[@]}"; do
     '[[ -n $script && $rc != 0 ]] && ! kill -0 "$script" 2>/dev/null && [[ -z $(ls -A "$T/tmp") && ! -e $T/S_$how ]]'
   [[ -n $script ]] && kill "$script" 2>/dev/null
 done
+# A SIGBUS or SIGTRAP sent with kill to `stats --html` lands on the idle main thread: handled there, the
+# command went on after the cleanup and said "cannot read the drawn report" (tester22j; about one time in
+# four): the command's thread handles it, and nothing more is said.
+"$TRNSIM" run "$W" --out "$T/B" >/dev/null 2>&1
+said=""
+for how in BUS TRAP; do
+  [[ -n ${ASAN_OPTIONS:-}${UBSAN_OPTIONS:-} && $how == BUS ]] && continue
+  for ((k = 0; k < 12; k++)); do
+    rm -f "$T/script.pid"
+    TRNSIM_PYTHON=$T/slow_py "$TRNSIM" stats "$T/B/stats.json" --html="$T/B/b.html" >"$T/b.out" 2>&1 &
+    sp=$!
+    for ((i = 0; i < 600; i++)); do [[ -s $T/script.pid ]] && break; sleep 0.02; done
+    kill -"$how" $sp
+    wait $sp 2>/dev/null
+    grep -q "error" "$T/b.out" && said+="SIG$how: $(cat "$T/b.out") "
+  done
+done
+check "a SIGBUS or SIGTRAP to stats --html says only that it was interrupted: $said" '[[ -z $said && -z $(ls -A "$T/tmp") ]]'
 # A SIGKILL leaves the staging folder (no handler runs): the next report's run removes it, as the folder of a
 # trnsim that is gone (no process holds its lock); a live run's is left.
 rm -f "$T/script.pid"
