@@ -79,6 +79,17 @@ void apply_set(json& doc, const std::string& assignment) {
   if (path == "hardware" && value.is_object() && value.contains("name")) absolute_hw(value["name"]);
   const std::string hw_prefix = "hardware.overrides.";
   if (path == "hardware") absolute_hw(value);
+  if (path.rfind("hardware.", 0) == 0) {
+    // A hardware parameter without overrides. (hardware.dma.queue_sets): the form that sets it.
+    const std::string rest = path.substr(std::string("hardware.").size());
+    const std::string first = rest.substr(0, rest.find('.'));
+    if (first != "name" && first != "overrides")
+      bad(fmt::format(
+          "hardware has no key '{}' (it takes name and overrides): a hardware parameter is set as "
+          "--set hardware.overrides.{}={}",
+          text_excerpt(first), text_excerpt(rest),
+          text_excerpt(assignment.substr(assignment.find('=') + 1))));
+  }
   if (path.rfind(hw_prefix, 0) == 0 || path == "hardware.name" || path == "hardware.overrides") {
     if (!doc.contains("hardware") || doc["hardware"].is_string())
       doc["hardware"] = doc.contains("hardware") ? json{{"name", doc["hardware"]}} : json::object();

@@ -194,4 +194,12 @@ msg=$("$TRNSIM" validate "$SMALL" --set 'hardware.overrides=[1]' 2>&1)
 check "--set hardware.overrides=[1]: $msg" \
   '[[ $msg == "trnsim: error: --set hardware.overrides=[1]: expected an object of \"path\": value, found an array of 1 element" ]]'
 
+# A hardware parameter without overrides. names the form that sets it (tester22j: "hardware is not an
+# object").
+msg=$("$TRNSIM" validate "$SMALL" --set hardware.dma.queue_sets=true 2>&1)
+check "--set hardware.dma.queue_sets=true (rc $?): $msg" \
+  '[[ $msg == "trnsim: error: --set hardware.dma.queue_sets=true: hardware has no key '"'"'dma'"'"' (it takes name and overrides): a hardware parameter is set as --set hardware.overrides.dma.queue_sets=true" ]]'
+msg=$("$TRNSIM" validate "$SMALL" --set hardware.overrides.dma.queue_sets=true 2>&1)
+check "--set hardware.overrides.dma.queue_sets=true is taken (rc $?): $msg" '[[ $msg != *error* ]]'
+
 finish
