@@ -262,7 +262,7 @@ Manifest parse_manifest(const std::string& text, const std::string& name) {
   const json doc = parse_json_document(text, name);
   const Reader r(name);
   if (!doc.is_object()) r.fail("(top level)", "expected an object, found " + json_excerpt(doc));
-  r.keys(doc, "", {"trnsim_files", "state", "files", "previous", "set", "others"});
+  r.keys(doc, "", {"trnsim_files", "state", "files", "previous", "set", "others", "written_by"});
   if (!doc.contains("trnsim_files") || doc["trnsim_files"] != 2)
     r.fail("trnsim_files",
            "expected 2 (the record's layout), found " +
@@ -274,8 +274,13 @@ Manifest parse_manifest(const std::string& text, const std::string& name) {
   m.complete = state == "complete";
   m.files = r.entries(doc, "files", !m.complete);
   m.previous = r.entries(doc, "previous", false);
-  if (m.complete && (doc.contains("set") || doc.contains("others")))
-    r.fail(doc.contains("set") ? "set" : "others", "only a record in state \"writing\" has one");
+  for (const char* key : {"set", "others", "written_by"})
+    if (m.complete && doc.contains(key)) r.fail(key, "only a record in state \"writing\" has one");
+  m.written_by = r.text(doc, "written_by", "", false);
+  if (m.written_by.size() > 64 ||
+      m.written_by.find_first_not_of("abcdefghijklmnopqrstuvwxyz- ") != std::string::npos)
+    r.fail("written_by", "expected a command's name (up to 64 of a-z, '-' and spaces), found " +
+                             json_excerpt(doc["written_by"]));
   m.set = r.text(doc, "set", "", doc.contains("others"));
   if (doc.contains("set") &&
       (m.set.empty() || m.set.size() > 128 ||
@@ -319,6 +324,7 @@ std::string manifest_text(const Manifest& m) {
   json j = {{"trnsim_files", 2}, {"state", m.complete ? "complete" : "writing"}, {"files", files}};
   if (!m.complete || !m.previous.empty()) j["previous"] = previous;
   if (!m.complete && !m.set.empty()) j["set"] = m.set;
+  if (!m.complete && !m.written_by.empty()) j["written_by"] = m.written_by;
   if (!m.complete && !m.others.empty()) {
     json others = json::array();
     for (const OtherRecord& o : m.others) {

@@ -9,7 +9,7 @@
 //   {"trnsim_files": 2, "state": "writing",
 //    "files": [{"path": "inputs/x.npy", "bytes": 1024, "sha256": "<64 hex digits>",
 //               "temporary": "inputs/.x.npy.tmp.77.0", "backup": "inputs/.x.npy.old.77.1"}],
-//    "previous": [{"path": ..., "bytes": ..., "inode": ..., "sha256": ...}]}
+//    "previous": [{"path": ..., "bytes": ..., "inode": ..., "sha256": ...}], "written_by": "run"}
 //   {"trnsim_files": 2, "state": "complete", "files": [...], "previous": [...]}
 //   {"trnsim_files": 2, "state": "writing", "files": [...], "set": "77.1733363200123456789.0",
 //    "others": [{"folder": "/home/u/b", "record": ".trnsim-journal",
@@ -21,7 +21,8 @@
 // In state "writing": the set being switched in, written before any of its files exists: each file's size and
 // SHA-256, the temporary that will hold it and, when a file is there already, the backup (a hard link to
 // it) that keeps the old one until the switch is done. "previous" (manifests only) is the set the switch
-// replaces. In state "complete", "previous" (when there) lists the earlier set's files the new set does not
+// replaces; "written_by" (optional) names the command writing it (a word or two of a-z, '-' and spaces). In
+// state "complete", "previous" (when there) lists the earlier set's files the new set does not
 // write again and that were still there when the set was switched in: the run removes them next and then
 // drops the list, so a record that still has one marks a run killed before it had removed them (`trnsim
 // stats` names those still there, and the next run into the folder removes them). A record left in state
@@ -107,6 +108,9 @@ struct Manifest {
   bool complete = true;
   std::vector<ManifestEntry> files;
   std::vector<ManifestEntry> previous;
+  // State "writing" only: the trnsim command writing the set ("run", "stats --html", "quantize"), named in
+  // the note of the next trnsim that finds it killed; "" when not known (an earlier trnsim's record).
+  std::string written_by = {};
   // State "writing" of a set in several folders only:
   std::string set = {};  // the set's identifier, the same in each folder's record
   std::vector<OtherRecord> others = {};

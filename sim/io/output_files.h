@@ -163,6 +163,11 @@ std::string sha256_of(const OutputFile& f);
 // inspect_run_folder for the set holding `file`, found as earlier_files_left_of finds it.
 FolderSetState inspect_set_of(const std::string& file, std::string* detail = nullptr);
 
+// The trnsim command this process runs, as the records of the sets it writes name it ("run", "quantize",
+// "stats --html"; "" until set): the next trnsim that finds such a set killed names it in its note.
+void set_writer_command(const std::string& command);
+std::string writer_command();
+
 // A fresh temporary's name next to `path` (".NAME.tmp.PID.N", hidden, unique within this process; NAME cut
 // short to keep it within 255 bytes).
 std::string temp_path_for(const std::string& path);

@@ -350,7 +350,8 @@ std::string shown_in(const SetPart& part, const std::string& rel, bool several) 
 // set's goes back to its backup (or is removed when nothing was there). The temporaries and backups the
 // record names are removed. Returns, per part, the record of the files now there that the set or the one
 // before it wrote; `notes` gets what happened.
-std::vector<Manifest> roll_back(const std::vector<SetPart>& parts, std::vector<std::string>& notes) {
+std::vector<Manifest> roll_back(const std::vector<SetPart>& parts, const std::string& written_by,
+                                std::vector<std::string>& notes) {
   struct Where {
     Fd parent;
     std::string name;
@@ -396,21 +397,22 @@ std::vector<Manifest> roll_back(const std::vector<SetPart>& parts, std::vector<s
   for (const SetPart& part : parts) dirs.push_back(part.dir);
   const std::string dir = fmt::format("{}", fmt::join(dirs, " and "));
   const std::string of_set = several ? " (one set across these folders)" : "";
+  const std::string killed = written_by.empty() ? "a trnsim run" : "a trnsim " + written_by;
   if (all_new)
     notes.push_back(fmt::format(
-        "{}: the last trnsim to write there stopped before it had completed its record (it was killed, or "
+        "{}: the last trnsim to write there{} stopped before it had completed its record (it was killed, or "
         "the record could not be written: a full disk), after it had replaced every file of its set{}: the "
         "set is kept",
-        dir, of_set));
+        dir, written_by.empty() ? "" : " (" + written_by + ")", of_set));
   else if (lost.empty())
-    notes.push_back(
-        fmt::format("{}: a trnsim run was killed while replacing its files{}: the earlier files are back{}",
-                    dir, of_set, restored.empty() ? " (none had been replaced yet)" : ""));
+    notes.push_back(fmt::format("{}: {} was killed while replacing its files{}: the earlier files are back{}",
+                                dir, killed, of_set,
+                                restored.empty() ? " (none had been replaced yet)" : ""));
   else
     notes.push_back(fmt::format(
-        "{}: a trnsim run was killed while replacing its files{} and {} could not be put back: those are the "
-        "killed run's",
-        dir, of_set, fmt::join(lost, ", ")));
+        "{}: {} was killed while replacing its files{} and {} could not be put back: those are the killed "
+        "command's",
+        dir, killed, of_set, fmt::join(lost, ", ")));
   // The record of what is there now, per folder: each path's file as one of the two sets wrote it, else
   // nothing.
   std::vector<Manifest> now(parts.size());
@@ -501,7 +503,7 @@ Manifest settle_set(int dir_fd, const std::string& dir, const Manifest& m, std::
     same_set.push_back(r ? &o : nullptr);
     parts.push_back(std::move(part));
   }
-  const std::vector<Manifest> now = roll_back(parts, notes);
+  const std::vector<Manifest> now = roll_back(parts, m.written_by, notes);
   for (size_t k = 1; k < parts.size(); ++k) {
     if (!same_set[k]) continue;
     if (is_journal_name(same_set[k]->record)) {
@@ -715,6 +717,7 @@ Manifest writing_record(const std::vector<Group>& groups, size_t gi, const std::
     m.others.push_back({folder, groups[h].record, writing_entries(groups[h], plans)});
   }
   if (!m.others.empty()) m.set = set;
+  m.written_by = writer_command();
   return m;
 }
 
@@ -1563,6 +1566,26 @@ std::string record_naming(const std::string& file) {
     return (folder / kManifestName).string();
   }
   return "";
+}
+
+namespace {
+
+std::mutex g_writer_mutex;
+std::string g_writer_command;
+
+}  // namespace
+
+void set_writer_command(const std::string& command) {
+  const std::lock_guard<std::mutex> g(g_writer_mutex);
+  // Only what a record may hold (sim/io/manifest.h), else nothing.
+  const bool fits =
+      command.size() <= 64 && command.find_first_not_of("abcdefghijklmnopqrstuvwxyz- ") == std::string::npos;
+  g_writer_command = fits ? command : "";
+}
+
+std::string writer_command() {
+  const std::lock_guard<std::mutex> g(g_writer_mutex);
+  return g_writer_command;
 }
 
 std::string sha256_of(const OutputFile& f) {

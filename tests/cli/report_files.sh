@@ -178,6 +178,10 @@ for first in yes no; do
     rc=$?
     check "a stats --html killed at step $step (earlier report: $first): the next run removes its report (rc $rc): $(ls -A "$T/KH" | tr '\n' ' ')" \
       '[[ $rc == 0 && ! -e $T/KH/stats.html && -z $(ls -A "$T/KH" | grep "stats.html") ]]'
+    # Killed before its rename (a first report: the temporary made, the journal, the file filled): the next
+    # run names the command whose set it rolls back (before: "a trnsim run was killed").
+    [[ $first == no && $step == 2 ]] && check "... and names the killed command (step $step, earlier report: $first): $(grep killed "$T/kh.out")" \
+      'grep -q "$T/KH: a trnsim stats --html was killed while replacing its files" "$T/kh.out"'
   done
 done
 # A report beside a chain stage's stats.json joins the chain's set (tester22i: it joined only the stage's

@@ -112,6 +112,7 @@ void stats_command(const StatsCliOptions& o) {
       } catch (const InputError&) {
         // unreadable: the report shows no host time
       }
+    io::set_writer_command("stats --html");
     try {
       const std::vector<io::OutputFile> page =
           sweep::draw_run_report(run::stats_text(j), run_dir, out, host_text);

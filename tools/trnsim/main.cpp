@@ -110,6 +110,12 @@ int run_cli(int argc, char** argv) {
   trnsim::cli::add_sweep_command(app);
   trnsim::cli::add_tune_command(app);
 
+  // The command, as the records of the files it writes name it (the first word that is no option).
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] != '-') {
+      trnsim::io::set_writer_command(std::string(argv[i]) == "summary" ? "stats" : argv[i]);
+      break;
+    }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
