@@ -1,4 +1,5 @@
 #include "sim/base/interrupt.h"
+#include "sim/base/interrupt_note.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -148,7 +149,12 @@ void raise_unblocked(int sig) {
   std::raise(sig);
 }
 
+// set_done_note's words, said by die once g_done_ready is set.
+char g_done_note[kPathBytes + 16];
+std::atomic<bool> g_done_ready{false};
+
 [[noreturn]] void die(int sig) {
+  if (g_done_ready.load(std::memory_order_acquire)) say(g_done_note, true);
   cleanup_registered();
   std::signal(sig, SIG_DFL);
   raise_unblocked(sig);
@@ -296,6 +302,12 @@ void install_handlers() {
     make_messages(sig);
     install_if_default(sig, on_signal, SA_RESTART);
   }
+}
+
+void set_done_note(const std::string& note) {
+  g_done_ready.store(false, std::memory_order_release);
+  std::snprintf(g_done_note, sizeof g_done_note, "trnsim: %.4000s\n", note.c_str());
+  g_done_ready.store(true, std::memory_order_release);
 }
 
 void set_messages(bool warnings, bool errors) {

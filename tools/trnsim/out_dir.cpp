@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "sim/base/error.h"
+#include "sim/base/interrupt_note.h"
 #include "sim/base/log.h"
 #include "sim/io/file_kind.h"
 #include "sim/io/manifest.h"
@@ -214,6 +215,12 @@ std::vector<std::string> OutDir::commit(const std::vector<io::OutputFile>& files
                                         const std::vector<std::string>& read) {
   const io::RunFolder folder{dir_, previous_, read};
   std::vector<std::string> removed = io::write_files_atomic(files, &folder);
+  // A signal from now on (a scheduler's SIGTERM while the summary is printed) still ends the run with its
+  // status, saying that the folder is complete.
+  interrupt::set_done_note(fmt::format(
+      "every file of the run was written before the signal: {} is complete (the exit status says only that "
+      "the process was ended by the signal)",
+      dir_));
   // The subfolders' own records (add_subfolder): OUT's record names their files now.
   for (const auto& [name, inode] : sub_records_) {
     const io::Fd d(::openat(dir_fd_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
