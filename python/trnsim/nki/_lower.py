@@ -126,7 +126,8 @@ def _fresh_op(v):
 
 def _retarget(op, old, new, at=0):
     """Makes `op` write `new` instead of its fresh result tile `old` (`at`: the kernel line of the assignment
-    that does it, 0: the caller's, None: not named; a later read of `old` names it)."""
+    that does it, 0: the caller's, None: `+=` accumulated it). `old` keeps no tile unless the kernel uses it
+    again: then materialize() gives it its values."""
     t = _trace._current or _trace.current()
     op.args["dst"] = new
     w = op.writes
@@ -140,9 +141,43 @@ def _retarget(op, old, new, at=0):
     if st.first < 0 or st.first > op.index:
         st.first = op.index
     st.last = max(st.last, op.index)
-    old.st.first = old.st.last = -1  # never used: no buffer (a later read is an error: Trace.record)
-    old.st.moved_to = (new, op, caller_loc() if at == 0 else at)
+    old.st.first = old.st.last = -1  # not used (yet): no buffer
+    old.st.moved_to = (new, op, caller_loc() if at == 0 else at, old, r, w)
     t.fresh.pop(old.st.uid, None)
+
+
+def materialize(t, st, by=None):
+    """`st` is the tile of a result `c[...] = m` retargeted to write c (_retarget), used again: NKI's
+    assignment copies, so m keeps its values. The retargeted op gets a follower, emitted right after it
+    (Trace.followers; _schedule.order puts it there): a Tensor engine op (matmul, transpose: same dtype) keeps
+    writing c and a tensor_copy copies c's region into m's tile; any other op writes m's tile again, as
+    recorded, and a tensor_copy copies it into c (the copy the assignment would have made; c may have another
+    dtype). Later writes to c come after both, so m holds the op's values whatever the kernel writes into c.
+    Returns the op's index, m's first access. A result `+=` accumulated into PSUM is an NkiError: its product
+    exists nowhere on its own (`by`: the op using it, for the message)."""
+    new, op, at, old, reads0, writes0 = st.moved_to
+    if at is None:
+        raise NkiError(f"{by.name + ': ' if by else ''}uses {st.label(at=False)}, the result of {op.name} at line "
+                       f"{op.loc[1] if op.loc else '?'}, which `+=` accumulated straight into "
+                       f"{new.st.label(at=False)}: no tile holds its product alone (the matmul added it into the "
+                       f"accumulation); to use it, compute it into a tile of its own and add that tile",
+                       by.loc if by else caller_loc())
+    st.moved_to = None
+    if op.attrs.get("engine") == "PE" or op.name in ("nc_matmul", "nc_matmul_mx"):
+        dst, src = old, new
+        op.writes = op.writes + (old,)
+    else:
+        dst, src = new, old
+        op.args["dst"] = old
+        op.reads, op.writes = reads0, writes0 + (new,)
+    dst, src = _ops.tile(dst, "dst", "tensor_copy"), _ops.tile(src, "src", "tensor_copy")
+    f = _trace.Op("tensor_copy", {"dst": dst, "src": src}, (src,), (dst,),
+                  {"engine": _ops._engine_for("tensor_copy", None, [dst, src])}, at or op.loc, op.index)
+    t.followers[op.index] = f
+    st.first = op.index
+    if dst is old and st.space == PSUM:
+        _ops.touch_psum(t, old, "write", f)  # m's PSUM region now holds a copied value, no matmul group
+    return op.index
 
 
 def _same_view(a, b):

@@ -215,6 +215,10 @@ def touch_psum(t, v, kind, op=None):
     whose written value it adds to (None when it continues a matmul group only), and whether the region holds
     the sum of a matmul group that a read ended, or of a group over another region this one overlaps (`+=` adds
     to it; accumulate=None starts a new group)."""
+    if v.st.moved_to is not None:  # a retargeted result used again (a matmul's dst: before it is recorded)
+        from ._lower import materialize
+
+        materialize(t, v.st)
     groups = t.psum_groups
     lst = groups.get(v.st.uid, ())
     r = _region(v)
@@ -272,7 +276,7 @@ def matmul_accumulate(t, dst, accumulate, loc, iadd=False):
     acc, ms, init, ended = touch_psum(t, dst, "mm")
     if accumulate is None:
         accumulate = acc or (iadd and ended)
-        if ms is not None:
+        if ms is not None and ms.index not in t.followers:  # (a follower copies the memset's zeros elsewhere)
             _trace.drop(ms)  # the matmul's overwrite zeroes the bank instead
     elif accumulate and ms is not None:
         init = ms  # accumulate=True onto nl.zeros / a memset of 0 (kept: the flag is the user's)

@@ -65,7 +65,7 @@ class Storage:
         self.loc = loc
         self.first = -1  # first and last op (program order) that access it
         self.last = -1
-        self.moved_to = None  # (dst, op): the op that made it was retargeted to write dst (_lower._retarget)
+        self.moved_to = None  # the op that made it was retargeted to write another tensor (_lower._retarget)
         self.phys = None  # set by allocation (on-chip: (pool, buffer index))
         self.outer = trace.outer  # the outermost loop iteration it was declared in
         self.scope = trace.scope  # the loop iterations it was declared in (Trace.iters records)

@@ -1,0 +1,250 @@
+"""NKI semantics of ordinary kernel code that trnsim refused or got wrong (tester23k's open items, issue 23):
+each test fails on the build before its fix, with exact bytes against NumPy."""
+
+import os
+
+import numpy as np
+
+from runner import line_of, main, raises
+
+import trnsim.nki as tnki
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+THIS = os.path.basename(__file__)
+# Values of every float32 exponent range tried here, none of them exact in bfloat16.
+X = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) - 4000) * np.float32(1.0009765625 / 7)
+TWO = X * np.float32(2)
+# Small integers: a matmul of them is exact in float32, whatever the order of its sums.
+A = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) % 7) - 3
+
+
+def bf16(a):
+    """float32 -> bfloat16 (round to nearest even) -> float32."""
+    b = a.astype(np.float32).view(np.uint32)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).view(np.float32)
+
+
+def line(marker):
+    return line_of(__file__, marker)
+
+
+# ---- `c[...] = m`, then m again (NKI's assignment copies; trnsim makes m's instruction write c, and gives m
+# its values again when the kernel uses it: _lower.materialize)
+
+
+@nki.jit
+def assigned_then_read(x):
+    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    c = nl.zeros((128, 64), nl.float32)
+    m = nl.multiply(t, 2.0)
+    c[...] = m
+    nl.store(out[0], value=c)
+    nl.store(out[1], value=m)
+    return out
+
+
+@nki.jit
+def assigned_overwritten_then_read(x):
+    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    c = nl.ndarray((128, 64), nl.float32)
+    m = nl.multiply(t, 2.0)
+    c[...] = m
+    c[...] = nl.add(t, 1.0)  # c's next value, retargeted too: m keeps 2x
+    nl.store(out[0], value=c)
+    nl.store(out[1], value=m)
+    return out
+
+
+@nki.jit
+def assigned_twice(x):
+    out = nl.ndarray((3, 128, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    c = nl.ndarray((128, 64), nl.float32)
+    d = nl.ndarray((128, 64), nl.float32)
+    m = nl.multiply(t, 2.0)
+    c[...] = m
+    d[...] = m
+    c[...] = nl.add(c, 1.0)
+    nl.store(out[0], value=c)
+    nl.store(out[1], value=d)
+    nl.store(out[2], value=m)
+    return out
+
+
+@nki.jit
+def assigned_in_loops(x):
+    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
+    c = nl.ndarray((128, 64), nl.float32)
+    for i in nl.affine_range(2):
+        m = nl.multiply(nl.load(x[i * 64:(i + 1) * 64, :]), 2.0)
+        c[i * 64:(i + 1) * 64, :] = m
+        nl.store(out[0, i * 64:(i + 1) * 64, :], value=nl.add(m, 1.0))
+    acc = nl.zeros((64, 64), nl.float32)
+    for i in nl.sequential_range(2):
+        m = nl.multiply(c[i * 64:(i + 1) * 64, :], 3.0)
+        acc[...] = m
+        acc[...] = nl.add(acc, m)
+        nl.store(out[1, i * 64:(i + 1) * 64, :], value=acc)
+    return out
+
+
+@nki.jit
+def assigned_in_part(x):
+    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    c = nl.zeros((128, 64), nl.float32)
+    m = nl.multiply(t, 2.0)
+    c[0:64] = m[0:64]
+    c[...] = nl.add(c, 1.0)
+    nl.store(out[0], value=c)
+    nl.store(out[1], value=m)
+    return out
+
+
+@nki.jit
+def assigned_to_bf16(x):
+    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    c = nl.ndarray((128, 64), nl.bfloat16)
+    m = nl.multiply(t, 2.0)
+    c[...] = m  # the instruction writes bfloat16; m keeps its float32 values
+    nl.store(out[0], value=nl.copy(c, dtype=nl.float32))
+    nl.store(out[1], value=m)
+    return out
+
+
+@nki.jit
+def assigned_load(x):
+    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
+    buf = nl.ndarray((128, 64), nl.float32)
+    t = nl.load(x)
+    buf[...] = t
+    buf[...] = nl.multiply(buf, 3.0)
+    nl.store(out[0], value=buf)
+    nl.store(out[1], value=t)
+    return out
+
+
+@nki.jit
+def assigned_then_written(x):
+    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    c = nl.ndarray((128, 64), nl.float32)
+    m = nl.multiply(t, 2.0)
+    c[...] = m
+    m[0:64, :] = 0.0  # rows 64-127 of m keep 2x
+    nl.store(out[0], value=c)
+    nl.store(out[1], value=m)
+    return out
+
+
+@nki.jit
+def assigned_matmul(a):
+    out = nl.ndarray((2, 64, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    ps = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
+    m = nisa.nc_matmul(t, t)
+    ps[...] = m
+    ps[...] = nisa.nc_matmul(t, nl.multiply(t, 2.0))
+    nl.store(out[0], value=nl.copy(ps))
+    nl.store(out[1], value=nl.copy(m))
+    return out
+
+
+@nki.jit
+def assigned_zeros_then_accumulated(a):
+    out = nl.ndarray((2, 64, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    c = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
+    m = nl.zeros((64, 64), nl.float32, buffer=nl.psum)
+    c[...] = m
+    m += nisa.nc_matmul(t, t)
+    nl.store(out[0], value=nl.copy(c))
+    nl.store(out[1], value=nl.copy(m))
+    return out
+
+
+@nki.jit
+def accumulated_then_read(a):
+    out = nl.ndarray((2, 64, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    acc = nl.zeros((64, 64), nl.float32, buffer=nl.psum)
+    m = nisa.nc_matmul(t, t)  # MARK-mm
+    acc += m
+    nl.store(out[0], value=nl.copy(acc))
+    nl.store(out[1], value=nl.copy(m))  # MARK-read-sum
+    return out
+
+
+def same(got, want):
+    want = np.asarray(want, np.float32)
+    assert got.shape == want.shape and got.tobytes() == want.tobytes(), (got.ravel()[:4], want.ravel()[:4])
+
+
+def test_a_result_assigned_into_a_tile_keeps_its_values():
+    # Was an NkiError ("it has no tile of its own after that") at the read of m.
+    out = tnki.simulate_kernel(assigned_then_read, X)
+    same(out[0], TWO)
+    same(out[1], TWO)
+    # c written again after the assignment: m still holds 2x (NKI copied it into c).
+    out = tnki.simulate_kernel(assigned_overwritten_then_read, X)
+    same(out[0], X + np.float32(1))
+    same(out[1], TWO)
+    out = tnki.simulate_kernel(assigned_twice, X)
+    same(out[0], TWO + np.float32(1))
+    same(out[1], TWO)
+    same(out[2], TWO)
+
+
+def test_a_result_assigned_in_loops_keeps_its_values():
+    out = tnki.simulate_kernel(assigned_in_loops, X)
+    same(out[0], TWO + np.float32(1))
+    # acc = 3 * (2x) then acc + m = 2 * (3 * 2x): both steps exact in float32 (powers of two and one rounding).
+    six = TWO * np.float32(3)
+    same(out[1], six + six)
+    # Part of m assigned (a copy: m's instruction is not retargeted), then c written: m untouched.
+    out = tnki.simulate_kernel(assigned_in_part, X)
+    same(out[0], np.concatenate([TWO[:64], np.zeros((64, 64), np.float32)]) + np.float32(1))
+    same(out[1], TWO)
+
+
+def test_an_assigned_result_keeps_its_dtype_and_a_load_its_tile():
+    # c is bfloat16: m's float32 values come from m's own instruction, not from c's rounded copy.
+    out = tnki.simulate_kernel(assigned_to_bf16, X)
+    same(out[0], bf16(TWO))
+    same(out[1], TWO)
+    out = tnki.simulate_kernel(assigned_load, X)
+    same(out[0], X * np.float32(3))
+    same(out[1], X)
+
+
+def test_writing_an_assigned_result_keeps_the_rest_of_it():
+    # Silently wrong before: the write gave m a tile of its own from that write on, and rows 64-127 of m were
+    # never written (out[1] read whatever the buffer held).
+    out = tnki.simulate_kernel(assigned_then_written, X)
+    same(out[0], TWO)
+    same(out[1], np.concatenate([np.zeros((64, 64), np.float32), TWO[64:]]))
+
+
+def test_an_assigned_matmul_result_keeps_its_values():
+    mm = A.T @ A  # exact (small integers)
+    out = tnki.simulate_kernel(assigned_matmul, A)
+    same(out[0], mm * np.float32(2))
+    same(out[1], mm)
+    out = tnki.simulate_kernel(assigned_zeros_then_accumulated, A)
+    same(out[0], np.zeros_like(mm))
+    same(out[1], mm)
+    # `acc += m` adds the matmul's product into acc's accumulation: no tile ever holds it alone.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, accumulated_then_read, A)
+    assert str(e).startswith(f"{THIS}:{line('MARK-read-sum')}: nl.copy: "), e
+    assert (f"psum tile m [64, 64] float32, the result of nc_matmul at line {line('MARK-mm')}, which `+=` "
+            "accumulated straight into psum tile acc [64, 64] float32") in str(e), e
+
+
+if __name__ == "__main__":
+    main(globals())
