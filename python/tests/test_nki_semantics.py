@@ -246,5 +246,42 @@ def test_an_assigned_matmul_result_keeps_its_values():
             "accumulated straight into psum tile acc [64, 64] float32") in str(e), e
 
 
+# ---- nl.matmul with a mask that cuts one operand's contraction dim
+
+
+@nki.jit
+def matmul_mask_cuts_one_k(a, b):
+    out = nl.ndarray((64, 32), nl.float32, buffer=nl.shared_hbm)
+    x, y = nl.load(a), nl.load(b)
+    i_m, i_k = nl.arange(64)[:, None], nl.arange(128)[None, :]
+    i_kp, i_n = nl.arange(128)[:, None], nl.arange(32)[None, :]
+    ps = nl.matmul(x[i_m, i_k], y[i_kp, i_n], mask=(i_k < 100))  # MARK-mm-mask
+    nl.store(out, nl.copy(ps))
+    return out
+
+
+@nki.jit
+def matmul_mask_cuts_both_k(a, b):
+    out = nl.ndarray((64, 32), nl.float32, buffer=nl.shared_hbm)
+    x, y = nl.load(a), nl.load(b)
+    i_m, i_k = nl.arange(64)[:, None], nl.arange(128)[None, :]
+    i_kp, i_n = nl.arange(128)[:, None], nl.arange(32)[None, :]
+    ps = nl.matmul(x[i_m, i_k], y[i_kp, i_n], mask=(i_k < 100) & (i_kp < 100))
+    nl.store(out, nl.copy(ps))
+    return out
+
+
+def test_a_matmul_mask_cutting_one_operands_k_is_named():
+    # The message said only "contraction dims differ: x.T is [100, 64], y is [128, 32]".
+    a = A.reshape(64, 128)
+    b = A.reshape(-1)[:128 * 32].reshape(128, 32)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, matmul_mask_cuts_one_k, a, b)
+    assert str(e) == (f"{THIS}:{line('MARK-mm-mask')}: nl.matmul: contraction dims differ: x.T is [100, 64], y is "
+                      "[128, 32]: mask=(i_k < 100) cuts x's contraction dim K to 100 but not y's (128): it bounds "
+                      "the index variable of x's K only; bound the one of y's K in the mask too (`& (i < 100)`)"), e
+    # As the message says: both K variables bounded (exact: small integers).
+    same(tnki.simulate_kernel(matmul_mask_cuts_both_k, a, b), a[:, :100] @ b[:100])
+
+
 if __name__ == "__main__":
     main(globals())

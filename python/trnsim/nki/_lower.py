@@ -1026,13 +1026,31 @@ def matmul(x, y, transpose_x=False, mask=None):
         _ops.tensor_copy(xt, xt_ps)
         x = xt
     if x.partitions != y.partitions:
-        raise NkiError(f"nl.matmul: contraction dims differ: x.T is [{x.partitions}, {x.free_size}], y is "
-                       f"{list(y.shape)}")
+        raise _contraction_error(x, y, given, transpose_x, mask)
     out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul")
     _ops.nc_matmul(out, x, y, None, loc=out.st.loc)
     from .isa import _matmul_box
 
     return boxed(fresh(out), _matmul_box(mask, given, masked, False, 1 if transpose_x else 0))
+
+
+def _contraction_error(x, y, given, transpose_x, mask):
+    """nl.matmul's error for operands whose contraction dims K differ (x.T [K, M], y [K, N] as multiplied),
+    naming the mask when it is what cut one operand's K (`given`: the operands as passed)."""
+    import math
+
+    gx, gy = given
+    given_k = (gx.shape[0] if transpose_x else math.prod(gx.shape[1:]), gy.shape[0])
+    now = (x.partitions, y.partitions)
+    why = ""
+    if mask is not None and given_k[0] == given_k[1] and (given_k[0] == now[0]) != (given_k[1] == now[1]):
+        c = 0 if given_k[0] != now[0] else 1
+        cut, kept = "xy"[c], "xy"[1 - c]
+        why = (f": {_mask_words(caller_loc(), 'the mask')} cuts {cut}'s contraction dim K to {now[c]} but not "
+               f"{kept}'s ({given_k[1 - c]}): it bounds the index variable of {cut}'s K only; bound the one of "
+               f"{kept}'s K in the mask too (`& (i < {now[c]})`)")
+    return NkiError(f"nl.matmul: contraction dims differ: x.T is [{x.partitions}, {x.free_size}], y is "
+                    f"{list(y.shape)}{why}")
 
 
 def full(shape, fill_value, dtype, buffer, name="", kwargs=None, call="nl.full"):
