@@ -283,5 +283,80 @@ def test_a_matmul_mask_cutting_one_operands_k_is_named():
     same(tnki.simulate_kernel(matmul_mask_cuts_both_k, a, b), a[:, :100] @ b[:100])
 
 
+# ---- an integer beside index expressions: one more index array (NumPy's shapes)
+
+
+@nki.jit
+def integer_index_shapes(x, x3):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t, t3 = nl.load(x), nl.load(x3)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    i0, i1, i2 = nl.arange(128)[:, None, None], nl.arange(2)[None, :, None], nl.arange(4)[None, None, :]
+    shapes = [t[i_p, 0].shape, t[0, i_f].shape, x[i_p, 3].shape, x[5, i_f].shape, t[i_p, i_f].shape,
+              t[i_p, 0:1].shape, t[i_p, :].shape, t[i0, i2].shape, x[i0, i2].shape, t3[i0, 0, i2].shape,
+              t3[i0, i1, 0].shape, t3[i0, i1, i2].shape]
+    integer_index_shapes.seen = shapes
+    nl.store(out[:, 0:1], t[i_p, 3])
+    nl.store(out[:, 1:64], t[:, 1:64])
+    return out
+
+
+@nki.jit
+def masked_sum_into_a_column(x):
+    out = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    i_p = nl.arange(128)[:, None]
+    b = nl.zeros((128, 4), nl.float32)
+    b[i_p, 0] = nl.sum(t, axis=1, mask=(i_p < 64))  # a [64] result of a [128] index space into [128, 1]
+    b[i_p, 1] = nl.max(t, axis=1)
+    b[i_p, 2] = nisa.tensor_reduce(np.add, t, axis=1, mask=(i_p >= 64))
+    nl.store(out, b)
+    return out
+
+
+@nki.jit
+def column_operands(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    i_p = nl.arange(128)[:, None]
+    mx = nl.max(t, axis=1, keepdims=True)
+    r = nisa.tensor_scalar(data=t, op0=np.subtract, operand0=mx[i_p, 0:1])
+    nl.store(out, nisa.tensor_scalar(data=r, op0=np.multiply, operand0=t[i_p, 0]))
+    return out
+
+
+def test_an_integer_beside_index_expressions_keeps_numpys_shape():
+    # t[i_p, 0] was [128] (and t[0, i_f] [64]) where NumPy gives [128, 1] ([1, 64]): an integer is one more
+    # index array, broadcast with the expressions (NKI's err_1d_arange_not_supported example, `tmp[i, 0]`);
+    # likewise the axis no expression of a 3-D index varies along is a dim of size 1 (it was dropped). A
+    # slice is an axis of its own: t[i_p, 0:1] stays [128, 1], t[i_p, :] [128, 64].
+    x3 = np.arange(128 * 16, dtype=np.float32).reshape(128, 2, 8)
+    got = tnki.simulate_kernel(integer_index_shapes, X, x3)
+    assert integer_index_shapes.seen == [(128, 1), (1, 64), (128, 1), (1, 64), (128, 64), (128, 1), (128, 64),
+                                         (128, 1, 4), (128, 1, 4), (128, 1, 4), (128, 2, 1),
+                                         (128, 2, 4)], integer_index_shapes.seen
+    want = X.copy()
+    want[:, 0] = X[:, 3]
+    same(got, want)
+
+
+def test_a_masked_reduction_assigned_into_a_column():
+    # With t[i_p, 0] as [128, 1], the reduction's [64] result (rows 0-63 of its [128] index space) goes to rows
+    # 0-63 of the [128, 1] region (the regression that reverted a43f653: "cannot assign a [64] tile to a
+    # [128, 1] region"). Sums of these values are exact in float32 (multiples of 1/8 below 2^20).
+    x = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) - 4000) / 8
+    want = np.zeros((128, 4), np.float32)
+    want[:64, 0] = x[:64].sum(axis=1)
+    want[:, 1] = x.max(axis=1)
+    want[64:, 2] = x[64:].sum(axis=1)
+    same(tnki.simulate_kernel(masked_sum_into_a_column, x), want)
+
+
+def test_columns_as_per_partition_operands():
+    x = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) - 4000) / 8
+    # (x - max) * x[:, 0]: each step one float32 rounding, as NumPy's.
+    same(tnki.simulate_kernel(column_operands, x), (x - x.max(axis=1, keepdims=True)) * x[:, 0:1])
+
+
 if __name__ == "__main__":
     main(globals())

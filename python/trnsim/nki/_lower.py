@@ -221,9 +221,21 @@ def _masked_part(dst, value):
     its masked-in region of the call's index space goes to the same region of dst, when dst has that index
     space's shape; else dst as it is."""
     box = box_of(value)
-    if box is None or tuple(dst.shape) != box[0]:
+    if box is None:
         return dst
-    return dst.index(tuple(slice(a, a + n) for a, n in zip(box[1], value.shape)))
+    shape, full = tuple(dst.shape), box[0]
+    if shape == full:
+        return dst.index(tuple(slice(a, a + n) for a, n in zip(box[1], value.shape)))
+    # The same index space but for its size-1 dims: `b[i_p, 0] = nl.sum(t, axis=1, mask=(i_p < 64))`, a
+    # [128]-space result into a [128, 1] region.
+    mine = [d for d, n in enumerate(shape) if n != 1]
+    theirs = [e for e, n in enumerate(full) if n != 1]
+    if [shape[d] for d in mine] != [full[e] for e in theirs]:
+        return dst
+    idx = [slice(None)] * len(shape)
+    for d, e in zip(mine, theirs):
+        idx[d] = slice(box[1][e], box[1][e] + value.shape[e])
+    return dst.index(tuple(idx))
 
 
 def _boxes():

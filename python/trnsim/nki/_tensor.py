@@ -133,6 +133,24 @@ def _dense_grid(adv, nmax, t):
     return out
 
 
+def _broadcast_axes(adv, nmax, int_partition):
+    """The advanced dims of an index of nl.arange expressions and integers only, with the shape NumPy gives:
+    the broadcast shape of the index arrays (an integer is one more, of shape ()), where an axis no
+    expression varies along is a dim of size 1: `t[i_p, 0]` with `i_p = nl.arange(128)[:, None]` is
+    [128, 1], as in NKI's err_1d_arange_not_supported example (`tmp[i, 0]`), and `x[i0, i2]` with 3-D
+    expressions of axes 0 and 2 is [P, 1, F]. `int_partition`: an integer picked the partition, so the first
+    such dim is the tile's one partition (`t[0, i_f]` is [1, F]). `adv`: (stride, size, is_partition, var)
+    of the index's variables in axis order."""
+    out = []
+    for a in range(nmax):
+        here = [e for e in adv if e[3].axis + nmax - e[3].ndim == a]
+        if not here:
+            here = [(0, 1, int_partition, None)]
+            int_partition = False
+        out += here
+    return out
+
+
 def var_name(trace, st):
     """The kernel's variable naming storage `st`: the one naming it when the kernel returned (its input
     parameter's name for an input), else the one its allocation line assigns it to (assigned_name), or
@@ -519,6 +537,10 @@ class NkiTensor:
             adv = [(var_strides[v][0], v.size, var_strides[v][1], v) for v in vars_sorted]
             if any(v.grid is not None for v in var_strides):
                 adv = _dense_grid(adv, nmax, self)
+            elif len(adv) < nmax and not any(isinstance(e, slice) for e in idx):
+                # (A slice beside index expressions is the index space's axis of its own, as NKI's tiles take
+                # it: `t[i_p, 0:1]` stays [128, 1], a per-partition operand, where NumPy gives [128, 1, 1].)
+                adv = _broadcast_axes(adv, nmax, 0 <= self.pd < len(idx) and _const(idx[self.pd]) is not None)
             # NumPy's rule: adjacent advanced indices put their dims in place, otherwise first.
             first = adv_pos[0]
             adjacent = all(p == first for p in adv_pos)
