@@ -325,6 +325,17 @@ def column_operands(x):
     return out
 
 
+@nki.jit
+def masked_column_operand(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    r = nisa.tensor_scalar(t, np.multiply, t[i_p, 0], mask=(i_p < 100))
+    nl.store(out[i_p, i_f], r, mask=(i_p < 100))
+    nl.store(out[i_p, i_f], t, mask=(i_p >= 100))
+    return out
+
+
 def test_an_integer_beside_index_expressions_keeps_numpys_shape():
     # t[i_p, 0] was [128] (and t[0, i_f] [64]) where NumPy gives [128, 1] ([1, 64]): an integer is one more
     # index array, broadcast with the expressions (NKI's err_1d_arange_not_supported example, `tmp[i, 0]`);
@@ -356,6 +367,15 @@ def test_columns_as_per_partition_operands():
     x = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) - 4000) / 8
     # (x - max) * x[:, 0]: each step one float32 rounding, as NumPy's.
     same(tnki.simulate_kernel(column_operands, x), (x - x.max(axis=1, keepdims=True)) * x[:, 0:1])
+
+
+def test_a_mask_cuts_a_column_operand_too():
+    x = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) - 4000) / 8
+    # The mask cuts the [P, 1] operand's partitions too (it was refused: "operand [128, 64] does not match the
+    # masked operand [128]").
+    want = x * x[:, 0:1]
+    want[100:] = x[100:]
+    same(tnki.simulate_kernel(masked_column_operand, x), want)
 
 
 if __name__ == "__main__":

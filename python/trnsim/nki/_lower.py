@@ -493,6 +493,14 @@ def apply_mask(mask, views, skip=False, box=False, dma=False):
                 _engine_start(w.p0, w.partitions)
     if not box:
         return tuple(out)
+    if ref is not None and 1 in region[0]:
+        # The masked operand is a [P, 1] one (`operand0=t[i_p, 0]`): the index space is as wide as the tiles it
+        # broadcasts along.
+        full = list(region[0])
+        for v in views:
+            if isinstance(v, NkiTensor) and not v.vars and v.ndim == len(full):
+                full = [max(a, b) if a == 1 else a for a, b in zip(full, v.shape)]
+        region = (tuple(full), region[1])
     return tuple(out), (region[0], region[1], caller_loc()) if region is not None else None
 
 
@@ -540,7 +548,7 @@ def _tile_cuts(v, ref, cuts, bounds):
             if n == 1 and full[e] != 1:
                 continue  # a broadcast dim (a [P, 1] bias or scalar operand)
             if e not in cuts:
-                if n != full[e]:
+                if n != full[e] and full[e] != 1:  # (a masked [P, 1] operand broadcasts along the tile's dim)
                     raise NkiError(f"mask: operand {list(shape)} does not match the masked operand "
                                    f"{list(full)} (dim {d})")
                 continue
