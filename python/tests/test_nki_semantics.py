@@ -378,5 +378,41 @@ def test_a_mask_cuts_a_column_operand_too():
     same(tnki.simulate_kernel(masked_column_operand, x), want)
 
 
+# ---- the reduction axes: the last contiguous free dims
+
+
+@nki.jit
+def reduce_middle_axis(x, use_nl):
+    out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    r = nl.sum(t, axis=1) if use_nl else nisa.tensor_reduce(np.add, t, axis=1)  # MARK-reduce-mid
+    nl.store(out, r)
+    return out
+
+
+@nki.jit
+def reduce_last_axes(x):
+    out = nl.ndarray((128, 2), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(out[:, 0], nl.sum(t, axis=(1, 2)))
+    nl.store(out[:, 1], nisa.tensor_reduce(np.add, nl.max(t, axis=2), axis=1))
+    return out
+
+
+def test_reduction_axes_are_the_last_free_dims():
+    # axis=1 of a [128, 4, 8] tile was reduced (through a permuted view) where NKI's tensor_reduce and nl.sum
+    # pages ask for the last contiguous free dims ending at the final one.
+    x3 = np.arange(128 * 32, dtype=np.float32).reshape(128, 4, 8)
+    for use_nl, call in ((False, "tensor_reduce"), (True, "nl.sum: its tensor_reduce (made by trnsim's lowering "
+                                                            "of nl.sum, not a call of the kernel)")):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, reduce_middle_axis, x3, use_nl)
+        assert str(e).startswith(f"{THIS}:{line('MARK-reduce-mid')}: {call}: axis [1] of data [128, 4, 8]: the "
+                                 "reduction axes must be the last contiguous free dims of the tile, ending at its "
+                                 "final dim (nki.isa.tensor_reduce; "), e
+    # Sums of these integers are exact in float32.
+    want = np.stack([x3.sum(axis=(1, 2)), x3.max(axis=2).sum(axis=1)], axis=1)
+    same(tnki.simulate_kernel(reduce_last_axes, x3), want)
+
+
 if __name__ == "__main__":
     main(globals())
