@@ -414,5 +414,85 @@ def test_reduction_axes_are_the_last_free_dims():
     same(tnki.simulate_kernel(reduce_last_axes, x3), want)
 
 
+# ---- indexing a masked call's result: every index addresses the call's whole index space, `:` too
+
+
+@nki.jit
+def held_result_indexed(x, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    e = nl.add(t, 1.0, mask=(i_f >= 16) & (i_f < 48))  # MARK-held-mask
+    out = nl.ndarray((128, 32), nl.float32, buffer=nl.shared_hbm)
+    if case == "colon":
+        nl.store(out, value=e[i_p, :])  # MARK-held-colon
+    elif case == "whole":
+        nl.store(out, value=e[:, :])
+    elif case == "int":
+        nl.store(out[:, 0:1], value=e[i_p, 60])  # MARK-held-int
+    else:
+        nl.store(out, value=nl.copy(e[i_p, i_f]))  # MARK-held-expr
+    return out
+
+
+@nki.jit
+def masked_load_sliced(x):
+    out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f], mask=(i_p < 100))
+    s = t[:, 0:8]
+    masked_load_sliced.shape = s.shape
+    nl.store(out[i_p, nl.arange(8)[None, :]], value=s, mask=(i_p < 100))
+    nl.store(out[100:128, :], value=0.0)
+    return out
+
+
+@nki.jit
+def tighter_mask_from_a_lower_bound(x):
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    nl.store(out, t)
+    v = nl.add(t, 1.0, mask=(i_p >= 64))
+    nl.store(out[i_p, i_f], v, mask=(i_p >= 96))
+    return out
+
+
+def test_every_index_of_a_masked_result_addresses_the_whole_index_space():
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    held = (f"holds only [16, 48) of it, the part mask=((i_f >= 16) & (i_f < 48)) at {THIS}:"
+            f"{line('MARK-held-mask')} selected")
+    # `e[i_p, :]` was the held part (columns 16-47, silently), where `e[i_p, 0:64]` and `e[i_p, i_f]` ask for
+    # all 64: `:` is the whole dim now, as every other index, and the held part does not cover it.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, held_result_indexed, x, "colon")
+    assert str(e) == (f"{THIS}:{line('MARK-held-colon')}: slice : reads [0, 64) of dim 1, but operand sbuf tile e "
+                      f"[128, 32] float32 allocated at {THIS}:{line('MARK-held-mask')} {held}: mask that call as "
+                      "widely"), e
+    # The three ways to reach past the held part say it in one wording.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, held_result_indexed, x, "int")
+    assert str(e).startswith(f"{THIS}:{line('MARK-held-int')}: index 60 reads [60, 61) of dim 1, but operand "), e
+    assert held in str(e), e
+    e = raises(tnki.NkiError, tnki.simulate_kernel, held_result_indexed, x, "expr")
+    assert str(e).startswith(f"{THIS}:{line('MARK-held-expr')}: index expression reads [0, 64) of dim 1, "
+                             "but operand "), e
+    assert str(e).endswith(f"{held}: mask this call to keep it inside, or that call as widely"), e
+    # All of it (`e[:, :]`, `e[...]`) is e itself: the index space, held where the mask was true.
+    same(tnki.simulate_kernel(held_result_indexed, x, "whole"), x[:, 16:48] + np.float32(1))
+    # A masked load's tile has the whole index space's shape: `t[:, 0:8]` is its 128 rows (it was the 100
+    # loaded ones), the rows past the load's mask undefined as in NKI; a masked store keeps the loaded rows.
+    want = np.zeros((128, 8), np.float32)
+    want[:100] = x[:100, 0:8]
+    same(tnki.simulate_kernel(masked_load_sliced, x), want)
+    assert masked_load_sliced.shape == (128, 8), masked_load_sliced.shape
+
+
+def test_a_tighter_mask_takes_its_part_of_a_result_held_from_a_lower_bound():
+    # Rows 96-127 of a result holding rows 64-127: refused on main ("slice 32:64 of dim 0 of a masked result
+    # that holds only [64, 128)": the package's own cut, already in the held part's rows, was shifted again).
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    want = x.copy()
+    want[96:] += np.float32(1)
+    same(tnki.simulate_kernel(tighter_mask_from_a_lower_bound, x), want)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -603,15 +603,18 @@ def _within(own, d, size, lo, hi, v, what):
     return None
 
 
-def held_only(v, d, lo, hi, a, n, loc):
-    """The looser-mask error: this call's mask selects [lo, hi) of dim d of the index space, but operand `v`,
-    an earlier masked call's result (its mask at kernel line `loc`), holds only [a, a + n) of it."""
-    this = _mask_words(caller_loc(), "this call's mask")
+def held_only(v, d, lo, hi, a, n, loc, what=None, fix="mask that call as widely"):
+    """The looser-mask error, the one wording for every way to reach past a masked call's result: `what` (this
+    call's mask by default; an index, a slice or an index expression of `v`) asks for [lo, hi) of dim d of
+    the index space, but operand `v`, an earlier masked call's result (its mask at kernel line `loc`), holds
+    only [a, a + n) of it."""
+    if what is None:
+        what = "mask: " + _mask_words(caller_loc(), "this call's mask") + " selects"
+        fix += ", or this one as narrowly"
     that = _mask_words(loc, "the mask") + (f" at {loc}" if loc else "")
     why = " (an unmasked elementwise result holds its operand's part)" if loc != v.st.loc else ""
-    return NkiError(f"mask: {this} selects [{lo}, {hi}) of dim {d}, but operand {_operand(v)} holds only "
-                    f"[{a}, {a + n}) of it, the part {that} selected{why}: mask that call as widely, or this "
-                    f"one as narrowly")
+    return NkiError(f"{what} [{lo}, {hi}) of dim {d}, but operand {_operand(v)} holds only [{a}, {a + n}) of it, "
+                    f"the part {that} selected{why}: {fix}")
 
 
 def _mask_words(loc, default):
