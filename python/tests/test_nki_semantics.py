@@ -36,26 +36,21 @@ def line(marker):
 
 
 @nki.jit
-def assigned_then_read(x):
+def assigned_then_read(x, case="read"):
     out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
     t = nl.load(x)
-    c = nl.zeros((128, 64), nl.float32)
+    c = nl.zeros((128, 64), nl.bfloat16 if case == "bf16" else nl.float32)
     m = nl.multiply(t, 2.0)
-    c[...] = m
-    nl.store(out[0], value=c)
-    nl.store(out[1], value=m)
-    return out
-
-
-@nki.jit
-def assigned_overwritten_then_read(x):
-    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
-    t = nl.load(x)
-    c = nl.ndarray((128, 64), nl.float32)
-    m = nl.multiply(t, 2.0)
-    c[...] = m
-    c[...] = nl.add(t, 1.0)  # c's next value, retargeted too: m keeps 2x
-    nl.store(out[0], value=c)
+    if case == "part":
+        c[0:64] = m[0:64]  # (a copy: m's instruction is not retargeted)
+        c[...] = nl.add(c, 1.0)
+    else:
+        c[...] = m  # bf16: the instruction writes bfloat16, m keeps its float32 values
+    if case == "overwritten":
+        c[...] = nl.add(t, 1.0)  # c's next value, retargeted too: m keeps 2x
+    elif case == "written":
+        m[0:64, :] = 0.0  # rows 64-127 of m keep 2x
+    nl.store(out[0], value=nl.copy(c, dtype=nl.float32) if case == "bf16" else c)
     nl.store(out[1], value=m)
     return out
 
@@ -94,31 +89,6 @@ def assigned_in_loops(x):
 
 
 @nki.jit
-def assigned_in_part(x):
-    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
-    t = nl.load(x)
-    c = nl.zeros((128, 64), nl.float32)
-    m = nl.multiply(t, 2.0)
-    c[0:64] = m[0:64]
-    c[...] = nl.add(c, 1.0)
-    nl.store(out[0], value=c)
-    nl.store(out[1], value=m)
-    return out
-
-
-@nki.jit
-def assigned_to_bf16(x):
-    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
-    t = nl.load(x)
-    c = nl.ndarray((128, 64), nl.bfloat16)
-    m = nl.multiply(t, 2.0)
-    c[...] = m  # the instruction writes bfloat16; m keeps its float32 values
-    nl.store(out[0], value=nl.copy(c, dtype=nl.float32))
-    nl.store(out[1], value=m)
-    return out
-
-
-@nki.jit
 def assigned_load(x):
     out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
     buf = nl.ndarray((128, 64), nl.float32)
@@ -131,52 +101,23 @@ def assigned_load(x):
 
 
 @nki.jit
-def assigned_then_written(x):
-    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
-    t = nl.load(x)
-    c = nl.ndarray((128, 64), nl.float32)
-    m = nl.multiply(t, 2.0)
-    c[...] = m
-    m[0:64, :] = 0.0  # rows 64-127 of m keep 2x
-    nl.store(out[0], value=c)
-    nl.store(out[1], value=m)
-    return out
-
-
-@nki.jit
-def assigned_matmul(a):
+def assigned_matmul(a, case):
     out = nl.ndarray((2, 64, 64), nl.float32, buffer=nl.shared_hbm)
     t = nl.load(a)
     ps = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
-    m = nisa.nc_matmul(t, t)
-    ps[...] = m
-    ps[...] = nisa.nc_matmul(t, nl.multiply(t, 2.0))
+    if case == "mm":
+        m = nisa.nc_matmul(t, t)
+        ps[...] = m
+        ps[...] = nisa.nc_matmul(t, nl.multiply(t, 2.0))
+    elif case == "zeros":
+        m = nl.zeros((64, 64), nl.float32, buffer=nl.psum)
+        ps[...] = m
+        m += nisa.nc_matmul(t, t)
+    else:
+        ps[...] = 0.0
+        m = nisa.nc_matmul(t, t)  # MARK-mm
+        ps += m
     nl.store(out[0], value=nl.copy(ps))
-    nl.store(out[1], value=nl.copy(m))
-    return out
-
-
-@nki.jit
-def assigned_zeros_then_accumulated(a):
-    out = nl.ndarray((2, 64, 64), nl.float32, buffer=nl.shared_hbm)
-    t = nl.load(a)
-    c = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
-    m = nl.zeros((64, 64), nl.float32, buffer=nl.psum)
-    c[...] = m
-    m += nisa.nc_matmul(t, t)
-    nl.store(out[0], value=nl.copy(c))
-    nl.store(out[1], value=nl.copy(m))
-    return out
-
-
-@nki.jit
-def accumulated_then_read(a):
-    out = nl.ndarray((2, 64, 64), nl.float32, buffer=nl.shared_hbm)
-    t = nl.load(a)
-    acc = nl.zeros((64, 64), nl.float32, buffer=nl.psum)
-    m = nisa.nc_matmul(t, t)  # MARK-mm
-    acc += m
-    nl.store(out[0], value=nl.copy(acc))
     nl.store(out[1], value=nl.copy(m))  # MARK-read-sum
     return out
 
@@ -192,7 +133,7 @@ def test_a_result_assigned_into_a_tile_keeps_its_values():
     same(out[0], TWO)
     same(out[1], TWO)
     # c written again after the assignment: m still holds 2x (NKI copied it into c).
-    out = tnki.simulate_kernel(assigned_overwritten_then_read, X)
+    out = tnki.simulate_kernel(assigned_then_read, X, "overwritten")
     same(out[0], X + np.float32(1))
     same(out[1], TWO)
     out = tnki.simulate_kernel(assigned_twice, X)
@@ -208,14 +149,14 @@ def test_a_result_assigned_in_loops_keeps_its_values():
     six = TWO * np.float32(3)
     same(out[1], six + six)
     # Part of m assigned (a copy: m's instruction is not retargeted), then c written: m untouched.
-    out = tnki.simulate_kernel(assigned_in_part, X)
+    out = tnki.simulate_kernel(assigned_then_read, X, "part")
     same(out[0], np.concatenate([TWO[:64], np.zeros((64, 64), np.float32)]) + np.float32(1))
     same(out[1], TWO)
 
 
 def test_an_assigned_result_keeps_its_dtype_and_a_load_its_tile():
     # c is bfloat16: m's float32 values come from m's own instruction, not from c's rounded copy.
-    out = tnki.simulate_kernel(assigned_to_bf16, X)
+    out = tnki.simulate_kernel(assigned_then_read, X, "bf16")
     same(out[0], bf16(TWO))
     same(out[1], TWO)
     out = tnki.simulate_kernel(assigned_load, X)
@@ -226,24 +167,24 @@ def test_an_assigned_result_keeps_its_dtype_and_a_load_its_tile():
 def test_writing_an_assigned_result_keeps_the_rest_of_it():
     # Silently wrong before: the write gave m a tile of its own from that write on, and rows 64-127 of m were
     # never written (out[1] read whatever the buffer held).
-    out = tnki.simulate_kernel(assigned_then_written, X)
+    out = tnki.simulate_kernel(assigned_then_read, X, "written")
     same(out[0], TWO)
     same(out[1], np.concatenate([np.zeros((64, 64), np.float32), TWO[64:]]))
 
 
 def test_an_assigned_matmul_result_keeps_its_values():
     mm = A.T @ A  # exact (small integers)
-    out = tnki.simulate_kernel(assigned_matmul, A)
+    out = tnki.simulate_kernel(assigned_matmul, A, "mm")
     same(out[0], mm * np.float32(2))
     same(out[1], mm)
-    out = tnki.simulate_kernel(assigned_zeros_then_accumulated, A)
+    out = tnki.simulate_kernel(assigned_matmul, A, "zeros")
     same(out[0], np.zeros_like(mm))
     same(out[1], mm)
     # `acc += m` adds the matmul's product into acc's accumulation: no tile ever holds it alone.
-    e = raises(tnki.NkiError, tnki.simulate_kernel, accumulated_then_read, A)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, assigned_matmul, A, "iadd")
     assert str(e).startswith(f"{THIS}:{line('MARK-read-sum')}: nl.copy: "), e
     assert (f"psum tile m [64, 64] float32, the result of nc_matmul at line {line('MARK-mm')}, which `+=` "
-            "accumulated straight into psum tile acc [64, 64] float32") in str(e), e
+            "accumulated straight into psum tile ps [64, 64] float32") in str(e), e
 
 
 # ---- nl.matmul with a mask that cuts one operand's contraction dim
