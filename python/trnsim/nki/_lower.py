@@ -822,7 +822,7 @@ def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False):
         axis = tuple(range(1, x.ndim))
     shape = reduced_shape(x, axis, keepdims)  # NKI's keepdims=False: [128, 64] over axis 1 gives [128]
     out = _sbuf_result(shape, dt(dtype, x.dtype), name)
-    _ops.tensor_reduce(out, alu, x, axis, negate)
+    _ops.tensor_reduce(out, alu, x, axis, negate, any_axes=True)
     return fresh(out)
 
 
