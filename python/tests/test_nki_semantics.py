@@ -72,6 +72,20 @@ def assigned_twice(x):
 
 
 @nki.jit
+def assigned_masked_memset(x):
+    out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    c = nl.zeros((128, 64), nl.float32)
+    m = nisa.memset((128, 64), 3.0, nl.float32, mask=(i_p >= 64))  # (its rows 64-127: a part of its tile)
+    c[...] = m
+    c[...] = nl.add(c, 1.0)
+    nl.store(out[0], value=c)
+    nl.store(out[1, 64:128], value=m)
+    nl.store(out[1, 0:64], value=c[0:64])
+    return out
+
+
+@nki.jit
 def assigned_in_loops(x):
     out = nl.ndarray((2, 128, 64), nl.float32, buffer=nl.shared_hbm)
     c = nl.ndarray((128, 64), nl.float32)
@@ -140,6 +154,10 @@ def test_a_result_assigned_into_a_tile_keeps_its_values():
     same(out[0], TWO + np.float32(1))
     same(out[1], TWO)
     same(out[2], TWO)
+    # A masked memset's result is rows 64-127 of its tile: they go to c's rows 64-127, and m keeps 3.
+    out = tnki.simulate_kernel(assigned_masked_memset, X)
+    same(out[0], np.concatenate([np.ones((64, 64), np.float32), np.full((64, 64), 4.0, np.float32)]))
+    same(out[1], np.concatenate([np.ones((64, 64), np.float32), np.full((64, 64), 3.0, np.float32)]))
 
 
 def test_a_result_assigned_in_loops_keeps_its_values():

@@ -14,7 +14,7 @@ from . import _trace
 from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype
 from ._errors import NkiError, caller_loc, unsupported
 from ._index import AffinePredicate, IndexExpr, Mask
-from ._tensor import HBM, PSUM, SBUF, NkiTensor, Unbounded, indexed_rows
+from ._tensor import _WHOLE, HBM, PSUM, SBUF, NkiTensor, Unbounded, indexed_rows
 
 F32 = BY_NAME["float32"]
 
@@ -133,16 +133,28 @@ def _retarget(op, old, new, at=0):
     w = op.writes
     op.writes = (new,) if len(w) == 1 and w[0] is old else tuple([new if x is old else x for x in w])
     r = op.reads
+    read = False  # (whether op read its own result: materialize() puts it back)
     for x in r:
         if x is old:
             op.reads = tuple([new if y is old else y for y in r])
+            read = True
             break
     st = new.st
     if st.first < 0 or st.first > op.index:
         st.first = op.index
     st.last = max(st.last, op.index)
     old.st.first = old.st.last = -1  # not used (yet): no buffer
-    old.st.moved_to = (new, op, caller_loc() if at == 0 else at, old, r, w)
+    # Only what materialize() needs, and no view of old's when old is its whole tile, the usual case: kept
+    # alive to the trace's end, each retarget's tuples made Python's collector walk 4 % more. (`+=`'s result
+    # is never materialized: nothing to check.)
+    part = None
+    if at is not None:
+        ost = old.st
+        whole = _WHOLE.get((False, ost.shape, ost.pdim, ost.dtype.itemsize))  # (NkiTensor.whole's dims)
+        if whole is None or old.dims != whole[0] or old.boff or old.p0 or old.pd != ost.pdim or (
+                old.dtype is not ost.dtype):
+            part = old
+    old.st.moved_to = (new, op, caller_loc() if at == 0 else at, read, part)
     t.fresh.pop(old.st.uid, None)
 
 
@@ -155,7 +167,7 @@ def materialize(t, st, by=None):
     dtype). Later writes to c come after both, so m holds the op's values whatever the kernel writes into c.
     Returns the op's index, m's first access. A result `+=` accumulated into PSUM is an NkiError: its product
     exists nowhere on its own (`by`: the op using it, for the message)."""
-    new, op, at, old, reads0, writes0 = st.moved_to
+    new, op, at, read, part = st.moved_to
     if at is None:
         raise NkiError(f"{by.name + ': ' if by else ''}uses {st.label(at=False)}, the result of {op.name} at line "
                        f"{op.loc[1] if op.loc else '?'}, which `+=` accumulated straight into "
@@ -163,13 +175,16 @@ def materialize(t, st, by=None):
                        f"accumulation); to use it, compute it into a tile of its own and add that tile",
                        by.loc if by else caller_loc())
     st.moved_to = None
+    old = NkiTensor.whole(st) if part is None else part  # the op's fresh result
     if op.attrs.get("engine") == "PE" or op.name in ("nc_matmul", "nc_matmul_mx"):
         dst, src = old, new
         op.writes = op.writes + (old,)
     else:
         dst, src = new, old
         op.args["dst"] = old
-        op.reads, op.writes = reads0, writes0 + (new,)
+        op.writes = tuple([old if x is new else x for x in op.writes]) + (new,)
+        if read:
+            op.reads = tuple([old if x is new else x for x in op.reads])
     dst, src = _ops.tile(dst, "dst", "tensor_copy"), _ops.tile(src, "src", "tensor_copy")
     f = _trace.Op("tensor_copy", {"dst": dst, "src": src}, (src,), (dst,),
                   {"engine": _ops._engine_for("tensor_copy", None, [dst, src])}, at or op.loc, op.index)
