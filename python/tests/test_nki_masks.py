@@ -414,7 +414,8 @@ def test_slices_and_integers_of_a_masked_result_address_the_whole_index_space():
     got = tnki.simulate_kernel(_held_slices, x, "int")
     assert got.tobytes() == (x[:, 20:21] + np.float32(1)).tobytes()
     e = raises(NkiError, tnki.simulate_kernel, _held_slices, x, "past")
-    assert "slice 8:24 of dim 1 of a masked result that holds only [16, 48) of it" in str(e), str(e)
+    assert "slice 8:24 reads [8, 24) of dim 1, but operand sbuf tile e [128, 32] float32 allocated at " in str(e), e
+    assert "holds only [16, 48) of it, the part mask=((i_f >= 16) & (i_f < 48)) at " in str(e), str(e)
 
 
 if __name__ == "__main__":

@@ -168,7 +168,7 @@ def _build_core(kernel, args, kwargs):
     _declare_hbm(k, trace, outs)
     plan = _emit.emit(k, trace, _schedule_mode(kernel.options), kernel.options.get("bufs"))
     _last_plans.append({"core": core, "schedule": _schedule_mode(kernel.options), "sites": plan.report(),
-                        "instructions": len(trace.ops)})
+                        "instructions": len(trace.ops) + len(trace.followers)})
     views = [o.st.phys for o in outs]
     returned_shapes[:] = [o.shape for o in outs]
     returned_names[:] = [o.st.name for o in outs]

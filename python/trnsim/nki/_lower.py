@@ -14,7 +14,7 @@ from . import _trace
 from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype
 from ._errors import NkiError, caller_loc, unsupported
 from ._index import AffinePredicate, IndexExpr, Mask
-from ._tensor import HBM, PSUM, SBUF, NkiTensor, Unbounded, indexed_rows
+from ._tensor import _WHOLE, HBM, PSUM, SBUF, NkiTensor, Unbounded, indexed_rows
 
 F32 = BY_NAME["float32"]
 
@@ -126,23 +126,73 @@ def _fresh_op(v):
 
 def _retarget(op, old, new, at=0):
     """Makes `op` write `new` instead of its fresh result tile `old` (`at`: the kernel line of the assignment
-    that does it, 0: the caller's, None: not named; a later read of `old` names it)."""
+    that does it, 0: the caller's, None: `+=` accumulated it). `old` keeps no tile unless the kernel uses it
+    again: then materialize() gives it its values."""
     t = _trace._current or _trace.current()
     op.args["dst"] = new
     w = op.writes
     op.writes = (new,) if len(w) == 1 and w[0] is old else tuple([new if x is old else x for x in w])
     r = op.reads
+    read = False  # (whether op read its own result: materialize() puts it back)
     for x in r:
         if x is old:
             op.reads = tuple([new if y is old else y for y in r])
+            read = True
             break
     st = new.st
     if st.first < 0 or st.first > op.index:
         st.first = op.index
     st.last = max(st.last, op.index)
-    old.st.first = old.st.last = -1  # never used: no buffer (a later read is an error: Trace.record)
-    old.st.moved_to = (new, op, caller_loc() if at == 0 else at)
+    old.st.first = old.st.last = -1  # not used (yet): no buffer
+    # Only what materialize() needs, and no view of old's when old is its whole tile, the usual case: kept
+    # alive to the trace's end, each retarget's tuples made Python's collector walk 4 % more. (`+=`'s result
+    # is never materialized: nothing to check.)
+    part = None
+    if at is not None:
+        ost = old.st
+        whole = _WHOLE.get((False, ost.shape, ost.pdim, ost.dtype.itemsize))  # (NkiTensor.whole's dims)
+        if whole is None or old.dims != whole[0] or old.boff or old.p0 or old.pd != ost.pdim or (
+                old.dtype is not ost.dtype):
+            part = old
+    old.st.moved_to = (new, op, caller_loc() if at == 0 else at, read, part)
     t.fresh.pop(old.st.uid, None)
+
+
+def materialize(t, st, by=None):
+    """`st` is the tile of a result `c[...] = m` retargeted to write c (_retarget), used again: NKI's
+    assignment copies, so m keeps its values. The retargeted op gets a follower, emitted right after it
+    (Trace.followers; _schedule.order puts it there): a Tensor engine op (matmul, transpose: same dtype) keeps
+    writing c and a tensor_copy copies c's region into m's tile; any other op writes m's tile again, as
+    recorded, and a tensor_copy copies it into c (the copy the assignment would have made; c may have another
+    dtype). Later writes to c come after both, so m holds the op's values whatever the kernel writes into c.
+    Returns the op's index, m's first access. A result `+=` accumulated into PSUM is an NkiError: its product
+    exists nowhere on its own (`by`: the op using it, for the message)."""
+    new, op, at, read, part = st.moved_to
+    if at is None:
+        raise NkiError(f"{by.name + ': ' if by else ''}uses {st.label(at=False)}, the result of {op.name} at line "
+                       f"{op.loc[1] if op.loc else '?'}, which `+=` accumulated straight into "
+                       f"{new.st.label(at=False)}: no tile holds its product alone (the matmul added it into the "
+                       f"accumulation); to use it, compute it into a tile of its own and add that tile",
+                       by.loc if by else caller_loc())
+    st.moved_to = None
+    old = NkiTensor.whole(st) if part is None else part  # the op's fresh result
+    if op.attrs.get("engine") == "PE" or op.name in ("nc_matmul", "nc_matmul_mx"):
+        dst, src = old, new
+        op.writes = op.writes + (old,)
+    else:
+        dst, src = new, old
+        op.args["dst"] = old
+        op.writes = tuple([old if x is new else x for x in op.writes]) + (new,)
+        if read:
+            op.reads = tuple([old if x is new else x for x in op.reads])
+    dst, src = _ops.tile(dst, "dst", "tensor_copy"), _ops.tile(src, "src", "tensor_copy")
+    f = _trace.Op("tensor_copy", {"dst": dst, "src": src}, (src,), (dst,),
+                  {"engine": _ops._engine_for("tensor_copy", None, [dst, src])}, at or op.loc, op.index)
+    t.followers[op.index] = f
+    st.first = op.index
+    if dst is old and st.space == PSUM:
+        _ops.touch_psum(t, old, "write", f)  # m's PSUM region now holds a copied value, no matmul group
+    return op.index
 
 
 def _same_view(a, b):
@@ -186,9 +236,21 @@ def _masked_part(dst, value):
     its masked-in region of the call's index space goes to the same region of dst, when dst has that index
     space's shape; else dst as it is."""
     box = box_of(value)
-    if box is None or tuple(dst.shape) != box[0]:
+    if box is None:
         return dst
-    return dst.index(tuple(slice(a, a + n) for a, n in zip(box[1], value.shape)))
+    shape, full = tuple(dst.shape), box[0]
+    if shape == full:
+        return dst.index(tuple(slice(a, a + n) for a, n in zip(box[1], value.shape)))
+    # The same index space but for its size-1 dims: `b[i_p, 0] = nl.sum(t, axis=1, mask=(i_p < 64))`, a
+    # [128]-space result into a [128, 1] region.
+    mine = [d for d, n in enumerate(shape) if n != 1]
+    theirs = [e for e, n in enumerate(full) if n != 1]
+    if [shape[d] for d in mine] != [full[e] for e in theirs]:
+        return dst
+    idx = [slice(None)] * len(shape)
+    for d, e in zip(mine, theirs):
+        idx[d] = slice(box[1][e], box[1][e] + value.shape[e])
+    return dst.index(tuple(idx))
 
 
 def _boxes():
@@ -446,6 +508,14 @@ def apply_mask(mask, views, skip=False, box=False, dma=False):
                 _engine_start(w.p0, w.partitions)
     if not box:
         return tuple(out)
+    if ref is not None and 1 in region[0]:
+        # The masked operand is a [P, 1] one (`operand0=t[i_p, 0]`): the index space is as wide as the tiles it
+        # broadcasts along.
+        full = list(region[0])
+        for v in views:
+            if isinstance(v, NkiTensor) and not v.vars and v.ndim == len(full):
+                full = [max(a, b) if a == 1 else a for a, b in zip(full, v.shape)]
+        region = (tuple(full), region[1])
     return tuple(out), (region[0], region[1], caller_loc()) if region is not None else None
 
 
@@ -493,7 +563,7 @@ def _tile_cuts(v, ref, cuts, bounds):
             if n == 1 and full[e] != 1:
                 continue  # a broadcast dim (a [P, 1] bias or scalar operand)
             if e not in cuts:
-                if n != full[e]:
+                if n != full[e] and full[e] != 1:  # (a masked [P, 1] operand broadcasts along the tile's dim)
                     raise NkiError(f"mask: operand {list(shape)} does not match the masked operand "
                                    f"{list(full)} (dim {d})")
                 continue
@@ -548,15 +618,18 @@ def _within(own, d, size, lo, hi, v, what):
     return None
 
 
-def held_only(v, d, lo, hi, a, n, loc):
-    """The looser-mask error: this call's mask selects [lo, hi) of dim d of the index space, but operand `v`,
-    an earlier masked call's result (its mask at kernel line `loc`), holds only [a, a + n) of it."""
-    this = _mask_words(caller_loc(), "this call's mask")
+def held_only(v, d, lo, hi, a, n, loc, what=None, fix="mask that call as widely"):
+    """The looser-mask error, the one wording for every way to reach past a masked call's result: `what` (this
+    call's mask by default; an index, a slice or an index expression of `v`) asks for [lo, hi) of dim d of
+    the index space, but operand `v`, an earlier masked call's result (its mask at kernel line `loc`), holds
+    only [a, a + n) of it."""
+    if what is None:
+        what = "mask: " + _mask_words(caller_loc(), "this call's mask") + " selects"
+        fix += ", or this one as narrowly"
     that = _mask_words(loc, "the mask") + (f" at {loc}" if loc else "")
     why = " (an unmasked elementwise result holds its operand's part)" if loc != v.st.loc else ""
-    return NkiError(f"mask: {this} selects [{lo}, {hi}) of dim {d}, but operand {_operand(v)} holds only "
-                    f"[{a}, {a + n}) of it, the part {that} selected{why}: mask that call as widely, or this "
-                    f"one as narrowly")
+    return NkiError(f"{what} [{lo}, {hi}) of dim {d}, but operand {_operand(v)} holds only [{a}, {a + n}) of it, "
+                    f"the part {that} selected{why}: {fix}")
 
 
 def _mask_words(loc, default):
@@ -764,7 +837,7 @@ def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False):
         axis = tuple(range(1, x.ndim))
     shape = reduced_shape(x, axis, keepdims)  # NKI's keepdims=False: [128, 64] over axis 1 gives [128]
     out = _sbuf_result(shape, dt(dtype, x.dtype), name)
-    _ops.tensor_reduce(out, alu, x, axis, negate)
+    _ops.tensor_reduce(out, alu, x, axis, negate, any_axes=True)
     return fresh(out)
 
 
@@ -991,13 +1064,31 @@ def matmul(x, y, transpose_x=False, mask=None):
         _ops.tensor_copy(xt, xt_ps)
         x = xt
     if x.partitions != y.partitions:
-        raise NkiError(f"nl.matmul: contraction dims differ: x.T is [{x.partitions}, {x.free_size}], y is "
-                       f"{list(y.shape)}")
+        raise _contraction_error(x, y, given, transpose_x, mask)
     out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul")
     _ops.nc_matmul(out, x, y, None, loc=out.st.loc)
     from .isa import _matmul_box
 
     return boxed(fresh(out), _matmul_box(mask, given, masked, False, 1 if transpose_x else 0))
+
+
+def _contraction_error(x, y, given, transpose_x, mask):
+    """nl.matmul's error for operands whose contraction dims K differ (x.T [K, M], y [K, N] as multiplied),
+    naming the mask when it is what cut one operand's K (`given`: the operands as passed)."""
+    import math
+
+    gx, gy = given
+    given_k = (gx.shape[0] if transpose_x else math.prod(gx.shape[1:]), gy.shape[0])
+    now = (x.partitions, y.partitions)
+    why = ""
+    if mask is not None and given_k[0] == given_k[1] and (given_k[0] == now[0]) != (given_k[1] == now[1]):
+        c = 0 if given_k[0] != now[0] else 1
+        cut, kept = "xy"[c], "xy"[1 - c]
+        why = (f": {_mask_words(caller_loc(), 'the mask')} cuts {cut}'s contraction dim K to {now[c]} but not "
+               f"{kept}'s ({given_k[1 - c]}): it bounds the index variable of {cut}'s K only; bound the one of "
+               f"{kept}'s K in the mask too (`& (i < {now[c]})`)")
+    return NkiError(f"nl.matmul: contraction dims differ: x.T is [{x.partitions}, {x.free_size}], y is "
+                    f"{list(y.shape)}{why}")
 
 
 def full(shape, fill_value, dtype, buffer, name="", kwargs=None, call="nl.full"):

@@ -215,6 +215,10 @@ def touch_psum(t, v, kind, op=None):
     whose written value it adds to (None when it continues a matmul group only), and whether the region holds
     the sum of a matmul group that a read ended, or of a group over another region this one overlaps (`+=` adds
     to it; accumulate=None starts a new group)."""
+    if v.st.moved_to is not None:  # a retargeted result used again (a matmul's dst: before it is recorded)
+        from ._lower import materialize
+
+        materialize(t, v.st)
     groups = t.psum_groups
     lst = groups.get(v.st.uid, ())
     r = _region(v)
@@ -272,7 +276,7 @@ def matmul_accumulate(t, dst, accumulate, loc, iadd=False):
     acc, ms, init, ended = touch_psum(t, dst, "mm")
     if accumulate is None:
         accumulate = acc or (iadd and ended)
-        if ms is not None:
+        if ms is not None and ms.index not in t.followers:  # (a follower copies the memset's zeros elsewhere)
             _trace.drop(ms)  # the matmul's overwrite zeroes the bank instead
     elif accumulate and ms is not None:
         init = ms  # accumulate=True onto nl.zeros / a memset of 0 (kept: the flag is the user's)
@@ -499,7 +503,9 @@ _REDUCTIONS = {"add", "subtract", "multiply", "maximum", "minimum", "bitwise_and
                "logical_and", "logical_or", "logical_xor"}
 
 
-def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=None, loc=None):
+def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=None, loc=None, any_axes=False):
+    """`any_axes`: an nl reduction's, whose axes may be any free ones (NKI's average-pool tutorial sums axes
+    [2, 4] of a 5-D tile): the instruction reduces a view with them last."""
     op = "tensor_reduce"
     if alu not in _REDUCTIONS:
         raise NkiError(f"{op}: nl.{alu} is not a reduction operator (NKI's math operator table: add, subtract, "
@@ -513,12 +519,22 @@ def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=Non
     if not axis or any(a < 1 or a >= nd for a in axis):
         raise NkiError(f"{op}: axis {list(axis)} must name free dims of data {list(data.shape)} (the partition "
                        "dim is 0)")
-    if axis != list(range(nd - len(axis), nd)):
+    if axis != list(range(nd - len(axis), nd)) and any_axes:
         # The instruction reduces the innermost dims: reorder the view (strides only) so the reduced axes are
         # last, the kept ones in their order.
         order = [i for i in range(nd) if i not in axis] + axis
         data = data.permute(order)
         axis = list(range(nd - len(axis), nd))
+    if axis != list(range(nd - len(axis), nd)):
+        # Every version of the reference (2.21-2.33) asks for consecutive axes that include the most minor one
+        # (2.31 on: "the last contiguous free dimension(s) of the tile, ending at the final dimension").
+        last = tuple(range(nd - len(axis), nd))
+        raise NkiError(f"{op}: axis {list(axis)} of data {list(data.shape)}: the reduction axes must be the last "
+                       f"contiguous free dims of the tile, ending at its final dim (nki.isa.tensor_reduce): e.g. "
+                       f"axis={last[0] if len(last) == 1 else last} "
+                       f"here; to reduce dim{'s' if len(axis) > 1 else ''} {', '.join(map(str, axis))}, give the "
+                       f"instruction a view with {'them' if len(axis) > 1 else 'it'} last (t.ap(...)), or call "
+                       f"nl.sum / nl.max / ..., which reduce any free axes")
     kept = data.partitions * math.prod(n for i, (_, n) in enumerate(data.dims) if i not in axis and i != data.pd)
     if dst.partitions != data.partitions or dst.partitions * dst.free_size != kept:
         raise NkiError(f"{op}: dst {list(dst.shape)} does not match data {list(data.shape)} reduced over "

@@ -26,7 +26,7 @@ def order(trace, mode="pipelined", after=None):
             prev = i + 1
         ops = kept + ops[prev:]
     if mode == "program_order":
-        return ops
+        return _with_followers(trace, ops)
     from . import _emit
 
     # The rule runs in the bindings (trnsim._core.nki_schedule_ops, reading the Op objects) over the ops as
@@ -39,4 +39,20 @@ def order(trace, mode="pipelined", after=None):
     # `after` (the allocation plan's pool-to-pool dependencies): an op that first writes a buffer whose space
     # another site held waits for that holder's accesses, as if it also wrote the holder's whole buffer. Each
     # op's kind: 1 a load (op.load), 2 a fence (core_barrier, sendrecv), 0 any other.
-    return list(map(ops.__getitem__, _emit.core().nki_schedule_ops(ops, buffer_of, after or {})))
+    return _with_followers(trace, list(map(ops.__getitem__, _emit.core().nki_schedule_ops(ops, buffer_of,
+                                                                                         after or {}))))
+
+
+def _with_followers(trace, ops):
+    """`ops` with each op's follower (a copy made for a retargeted result used again: _lower.materialize) right
+    after it; the op lists the follower's accesses as its own, so the schedule moves them together."""
+    f = trace.followers
+    if not f:
+        return ops
+    out = []
+    for op in ops:
+        out.append(op)
+        g = f.get(op.index)
+        if g is not None:
+            out.append(g)
+    return out

@@ -65,7 +65,7 @@ class Storage:
         self.loc = loc
         self.first = -1  # first and last op (program order) that access it
         self.last = -1
-        self.moved_to = None  # (dst, op): the op that made it was retargeted to write dst (_lower._retarget)
+        self.moved_to = None  # the op that made it was retargeted to write another tensor (_lower._retarget)
         self.phys = None  # set by allocation (on-chip: (pool, buffer index))
         self.outer = trace.outer  # the outermost loop iteration it was declared in
         self.scope = trace.scope  # the loop iterations it was declared in (Trace.iters records)
@@ -130,6 +130,24 @@ def _dense_grid(adv, nmax, t):
                            f"on chip; use nl.broadcast_to, or index with that axis's expression")
         else:
             out.append((0, n, False, None))
+    return out
+
+
+def _broadcast_axes(adv, nmax, int_partition):
+    """The advanced dims of an index of nl.arange expressions and integers only, with the shape NumPy gives:
+    the broadcast shape of the index arrays (an integer is one more, of shape ()), where an axis no
+    expression varies along is a dim of size 1: `t[i_p, 0]` with `i_p = nl.arange(128)[:, None]` is
+    [128, 1], as in NKI's err_1d_arange_not_supported example (`tmp[i, 0]`), and `x[i0, i2]` with 3-D
+    expressions of axes 0 and 2 is [P, 1, F]. `int_partition`: an integer picked the partition, so the first
+    such dim is the tile's one partition (`t[0, i_f]` is [1, F]). `adv`: (stride, size, is_partition, var)
+    of the index's variables in axis order."""
+    out = []
+    for a in range(nmax):
+        here = [e for e in adv if e[3].axis + nmax - e[3].ndim == a]
+        if not here:
+            here = [(0, 1, int_partition, None)]
+            int_partition = False
+        out += here
     return out
 
 
@@ -404,23 +422,25 @@ class NkiTensor:
                     try:
                         hit = cache.get(key)
                     except TypeError:  # an unhashable bound: the general path says what it is
-                        return self.index(idx)
+                        return self.index(idx, True)
                     if hit is not None:
                         return hit[1]
                     r = self._index_hbm(idx, dims, self.dtype.itemsize, self.boff) if len(dims) >= 2 else None
                     if r is None:
-                        return self.index(idx)
+                        return self.index(idx, True)
                     cache[key] = (self, r)
                     return r
             r = self._index_hbm(idx, dims, self.dtype.itemsize, self.boff) if len(idx) <= len(dims) else None
-            return r if r is not None else self.index(idx)
+            return r if r is not None else self.index(idx, True)
         r = self._index_basic(idx if type(idx) is tuple else (idx,))
-        return r if r is not None else self.index(idx)
+        return r if r is not None else self.index(idx, True)
 
     def __setitem__(self, idx, value):
-        _lower().assign(self.index(idx), value)
+        _lower().assign(self.index(idx, True), value)
 
-    def index(self, idx):
+    def index(self, idx, user=False):
+        """The view `self[idx]`; `user`: the kernel's own index (`t[...]`), which on a masked call's result
+        addresses the call's whole index space; the package's own calls index the view as it is."""
         if not isinstance(idx, tuple):
             idx = (idx,)
         r = self._index_basic(idx)
@@ -439,19 +459,19 @@ class NkiTensor:
         if len(idx) > nd:
             raise NkiError(f"too many indices ({len(idx)}) for a tensor of {nd} dims {list(self.shape)}")
         idx = idx + (slice(None),) * (nd - len(idx))
-        # A masked call's result holds only its masked-in part of the call's index space; index expressions
-        # address that whole space (NKI's tile is the whole, defined where the mask was true), so they are
-        # shifted to the held part, and reaching past it is the looser-mask error (Unbounded.bounded).
-        own = _lower().box_of(self) if any(isinstance(e, IndexExpr) for e in idx) else None
-        if own is not None and self._whole_space(own):
-            # Its tile has the whole space's shape (a masked nl.load's, memset's, iota's): the index reads it
-            # there, its masked-out part undefined as in NKI (the LayerNorm tutorial's tail tile reads all 128
-            # rows; its masked store keeps the defined ones).
-            return NkiTensor.whole(self.st).index(idx)
-        if own is None and _lower()._boxes() and any(_const(e) is not None or (isinstance(e, slice) and e != _ALL)
-                                                     for e in idx):
+        # A masked call's result holds only its masked-in part of the call's index space; an index addresses
+        # that whole space (NKI's tile is the whole, defined where the mask was true): integers, slices (`:`
+        # too) and expressions are shifted to the held part, and reaching past it is the looser-mask error
+        # (an expression's under this call's mask: Unbounded.bounded). `t[...]`, `t[:, :]` is t as it is.
+        own = None
+        if user and self.st.uid in _lower()._boxes() and any(not isinstance(e, slice) or e != _ALL for e in idx):
             own = _lower().box_of(self)
         if own is not None:
+            if self._whole_space(own):
+                # Its tile has the whole space's shape (a masked nl.load's, memset's, iota's): the index reads
+                # it there, its masked-out part undefined as in NKI (the LayerNorm tutorial's tail tile reads
+                # all 128 rows; its masked store keeps the defined ones).
+                return NkiTensor.whole(self.st).index(idx)
             idx = self._held_index(idx, own)
         isz = self.dtype.itemsize
         boff, p0, pd = self.boff, self.p0, -1
@@ -519,6 +539,10 @@ class NkiTensor:
             adv = [(var_strides[v][0], v.size, var_strides[v][1], v) for v in vars_sorted]
             if any(v.grid is not None for v in var_strides):
                 adv = _dense_grid(adv, nmax, self)
+            elif len(adv) < nmax and not any(isinstance(e, slice) for e in idx):
+                # (A slice beside index expressions is the index space's axis of its own, as NKI's tiles take
+                # it: `t[i_p, 0:1]` stays [128, 1], a per-partition operand, where NumPy gives [128, 1, 1].)
+                adv = _broadcast_axes(adv, nmax, 0 <= self.pd < len(idx) and _const(idx[self.pd]) is not None)
             # NumPy's rule: adjacent advanced indices put their dims in place, otherwise first.
             first = adv_pos[0]
             adjacent = all(p == first for p in adv_pos)
@@ -538,10 +562,9 @@ class NkiTensor:
         return NkiTensor(self.st, self.dtype, boff, tuple(dims), pd, p0, tuple(vs) if var_strides else None)
 
     def _held_index(self, idx, own):
-        """Integers and slices (other than `:`) of a masked call's result address the call's whole index space,
-        as index expressions do (NKI's tile is the whole, defined where the mask held): shifted to the part
-        this view holds, [own start, own start + its size) per dim; reaching past it is an error. (`:` keeps
-        meaning the held part.)"""
+        """Integers and slices (`:` too) of a masked call's result address the call's whole index space, as
+        index expressions do (NKI's tile is the whole, defined where the mask held): shifted to the part this
+        view holds, [own start, own start + its size) per dim; reaching past it is the looser-mask error."""
         out = list(idx)
         for d, e in enumerate(idx):
             a, size, whole = own[1][d], self.dims[d][1], own[0][d]
@@ -551,17 +574,14 @@ class NkiTensor:
             if c is not None:
                 c = c + whole if c < 0 else c
                 if not a <= c < a + size:
-                    raise NkiError(f"index {e} of dim {d} of a masked result that holds only [{a}, {a + size}) of "
-                                   f"it ({self.st.label()}, the part the mask at {own[2]} selected): mask that "
-                                   f"call as widely")
+                    raise _lower().held_only(self, d, c, c + 1, a, size, own[2], f"index {e} reads")
                 out[d] = c - a
-            elif isinstance(e, slice) and e != _ALL:
+            elif isinstance(e, slice):
                 start, stop, step = e.indices(whole)
                 r = range(start, stop, step)
                 if len(r) and not (a <= min(r[0], r[-1]) and max(r[0], r[-1]) < a + size):
-                    raise NkiError(f"slice {_fmt_slice(e)} of dim {d} of a masked result that holds only "
-                                   f"[{a}, {a + size}) of it ({self.st.label()}, the part the mask at {own[2]} "
-                                   f"selected): mask that call as widely")
+                    raise _lower().held_only(self, d, min(r[0], r[-1]), max(r[0], r[-1]) + 1, a, size, own[2],
+                                             f"slice {_fmt_slice(e)} reads")
                 stop = stop - a if stop - a >= 0 else None
                 out[d] = slice(start - a, stop, step)
         return tuple(out)
@@ -1217,18 +1237,18 @@ class Unbounded(NkiTensor):
         v.expr_loc = caller_loc()
         return v
 
-    def _error(self, why=""):
+    def _error(self):
         d, e, size, held = self.unbounded[0]
         lo, hi = e.value_range()
         st = _ST.__get__(self)
         at = f" (the index at {self.expr_loc})" if self.expr_loc and self.expr_loc != caller_loc() else ""
         if held is not None:
             a, loc = held
-            return NkiError(f"index expression on dim {d} covers [{lo + a}, {hi + a}] of a masked result that "
-                            f"holds only [{a}, {a + size}) of it ({st.label()}, the part the mask at {loc} "
-                            f"selected){at}{why}: a mask= on this call that keeps it inside is needed")
+            return _lower().held_only(NkiTensor.whole(st), d, lo + a, hi + a + 1, a, size, loc,
+                                      f"index expression{at} reads", "mask this call to keep it inside, or that "
+                                      "call as widely")
         return NkiError(f"index expression on dim {d} covers [{lo}, {hi}], outside [0, {size}) (tensor "
-                        f"{st.name!r} {list(st.shape)}){at}{why}: a mask= on this call that keeps it inside "
+                        f"{st.name!r} {list(st.shape)}){at}: a mask= on this call that keeps it inside "
                         f"(e.g. mask=(index < {size})) is NKI's way to access a partial tile")
 
     @property

@@ -96,6 +96,9 @@ class Trace:
         # (shape, space, dtype name) of result tiles checked -> (dims, rect, bytes per partition) of the whole
         self.tile_shapes = {}
         self.fresh = {}
+        # op index -> the tensor_copy emitted right after that op (a retargeted result used again:
+        # _lower.materialize); none, the usual case
+        self.followers = {}
         # storage uid -> (index-space shape, first index per dim) of a tile a masked call made (_lower.mask_box)
         self.mask_boxes = {}
         self.dropped = 0  # ops marked dropped (drop()): none, the usual case, and the schedule takes ops as they are
@@ -145,16 +148,14 @@ class Trace:
             if st.trace is not self:
                 _stale(self, op, v)
             if st.first < 0:
-                if st.moved_to is not None:
-                    _moved_read(op, v)
-                st.first = i
+                st.first = i if st.moved_to is None else _materialize(self, st, op)
             st.last = i
         for v in writes:
             st = v.st
             if st.trace is not self:
                 _stale(self, op, v)
             if st.first < 0:
-                st.first = i
+                st.first = i if st.moved_to is None else _materialize(self, st, op)
             st.last = i
         return op
 
@@ -301,15 +302,11 @@ def make_range(kind, *args, **kwargs):
 _get_ident = threading.get_ident
 
 
-def _moved_read(op, v):
-    """`v` is the result of a call whose instruction `dst[...] = v` made write dst directly (the earlier
-    calling style's assignment, _lower.assign): v has no tile of its own, so reading it again is refused
-    rather than reading a tile nothing wrote."""
-    dst, made, at = v.st.moved_to
-    raise NkiError(f"{op.name}: reads {v.st.label(at=False)}, the result of {made.name} at line "
-                   f"{made.loc[1] if made.loc else '?'}, which the assignment at line {at[1] if at else '?'} wrote "
-                   f"straight into {dst.st.label(at=False)}: it has no tile of its own after that; read "
-                   f"{dst.st.shown_name()} instead, or assign a copy (nl.copy) to keep both", op.loc)
+def _materialize(trace, st, op):
+    """`st` is the tile of a result an assignment retargeted (_lower._retarget), used again by `op`."""
+    from . import _lower
+
+    return _lower.materialize(trace, st, op)
 
 
 # The code of language._names_errors' wrapper (set there): a frame of it sits between an nl call and the kernel.
