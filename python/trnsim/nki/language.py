@@ -347,6 +347,9 @@ class nc:
     def __init__(self, n):
         self.n = int(n)
 
+    def __repr__(self):
+        return f"nl.nc({self.n})"
+
     def __int__(self):
         return self.n
 
@@ -592,7 +595,8 @@ def matmul(x, y, transpose_x=False, *, mask=None, **kwargs):
 @_names_errors
 def transpose(x, *, dtype=None, mask=None, **kwargs):
     """nisa.nc_transpose on the Tensor engine into a new PSUM tile (Vector engine into SBUF for tiles of at
-    most 32 x 32) (nki.language.transpose; nki.isa.nc_transpose's engine limits)."""
+    most 32 x 32) (nki.language.transpose; nki.isa.nc_transpose's engine limits); with dtype=, a tensor_copy
+    casting it into a tile of that dtype in the same buffer (the transpose keeps its dtype)."""
     if kwargs:
         ignored_kwargs("nl.transpose", kwargs)
     return _lower.transpose(x, dtype, mask)
