@@ -55,13 +55,16 @@ def test_grid_of_four_on_two_cores():
     assert np.array_equal(one.outputs[0], expected(4)) and np.array_equal(two.outputs[0], expected(4))
     assert two.latency_ns < one.latency_ns, (two.latency_ns, one.latency_ns)
     e = raises(ValueError, tnki.simulate_kernel, mark_rows[2], X, lnc=1)
-    assert str(e) == "lnc=1 conflicts with the kernel's launch grid [2] (which runs it on 2 cores): drop lnc= " \
-        "or the [...]", e
+    assert str(e) == "lnc=1 conflicts with the kernel's launch grid mark_rows[2], which runs it on 2 cores (one " \
+        "program per core): drop lnc= or the [...]", e
     # tester23j #8: kernel[nl.nc(2), 2] names its two cores as kernel[nl.nc(2)] does, so lnc=1 conflicts with
     # it too (it ran its four programs on one core); without lnc= it runs on the two cores.
-    for grid in ((nl.nc(2), 2), nl.spmd_dim(nl.nc(2), 2)):
+    # The message names the grid as written and the nl.nc(2) that needs two cores (it said "launch grid [2]").
+    for grid, text in (((nl.nc(2), 2), "nl.nc(2), 2"), (nl.spmd_dim(nl.nc(2), 2), "nl.spmd_dim(nl.nc(2), 2)")):
         e = raises(ValueError, tnki.simulate_kernel, mark_rows[grid], X, lnc=1)
-        assert str(e).startswith("lnc=1 conflicts with the kernel's launch grid [2] (which runs it on 2 cores)"), e
+        assert str(e) == (f"lnc=1 conflicts with the kernel's launch grid mark_rows[{text}], which runs it on 2 "
+                          "cores (its nl.nc(2) places programs on 2 physical cores: the LNC2 pair, lnc=2): drop "
+                          "lnc= or the [...]"), e
     r = tnki.benchmark(mark_rows[nl.spmd_dim(nl.nc(2), 2)], X)
     assert r.stats["cores"] == 2 and np.array_equal(r.outputs[0], expected(4)), r.stats["cores"]
     e = raises(ValueError, tnki.benchmark, mark_rows, X, lnc=4)

@@ -55,6 +55,7 @@ class JitKernel:
         self.fn = fn
         self.options = dict(options or {})
         self.launch_grid = _grid_dims(grid)
+        self.grid_given = grid  # as the kernel wrote it (messages)
         # Grid dim 0's programs in a row on one core (nl.spmd_dim(nl.nc(2), 2): 2; else 1, alternating).
         dim0 = grid[0] if isinstance(grid, (tuple, list)) and grid else grid
         self.core_block = getattr(dim0, "block", 1)
