@@ -551,6 +551,69 @@ def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
     return _reduced(s, x, axis, keepdims, box)
 
 
+def _per_partition(t, x, axis, alu, name):
+    """tensor_reduce(alu) of the FP32 tile t over `axis` of x's dims (the last free dims), as a [P, 1] tile."""
+    r = _lower.reduce(name, alu, t, axis, float32, True)
+    return r.reshape((x.shape[0], 1)) if r.ndim != 2 else r
+
+
+def _last_axes(x, axis, name):
+    """`axis` of nl.softmax / nl.rms_norm: free dims ending at the last one (NKI: "can only be the last
+    contiguous dim(s) of the tile")."""
+    ax = _ops.reduce_axes(x, axis)
+    if ax != list(range(ax[0], x.ndim)):
+        raise NkiError(f"nl.{name}: axis {axis} must be the last contiguous free dims of the {list(x.shape)} tile "
+                       f"(e.g. axis={x.ndim - 1})")
+    return tuple(ax)
+
+
+@_names_errors
+def softmax(x, axis=-1, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+    """exp(x - max) / sum(exp(x - max)) over `axis`, in FP32: tensor_reduce(maximum) and tensor_scalar(subtract)
+    on Vector, activation(exp) on Scalar, tensor_reduce(add), 1 / sum and the product (tensor_scalar) on Vector;
+    the product written in dtype (compute_dtype, else x's) (nki.language.softmax)."""
+    if kwargs:
+        ignored_kwargs("nl.softmax", kwargs)
+    (x,), box = _lower.operand_region(mask, (x,))
+    x = _lower.load_if_hbm(x, "softmax")
+    ax = _last_axes(x, axis, "softmax")
+    m = _per_partition(x, x, ax, "maximum", "softmax")
+    e = _lower.unary("softmax", "exp", _lower.elementwise("softmax", "subtract", x, m, float32), float32)
+    r = _lower.elementwise("softmax", "divide", 1.0, _per_partition(e, x, ax, "add", "softmax"), float32)
+    out = _lower.elementwise("softmax", "multiply", e, r, dtype if dtype is not None else compute_dtype or x.dtype)
+    return _lower.boxed(out, box)
+
+
+@_names_errors
+def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+    """x / sqrt(sum(x * x) / n + epsilon) * w over `axis`, in FP32: x * x and tensor_reduce(add), the divide by
+    n and + epsilon (tensor_scalar) on Vector, activation(rsqrt) on Scalar, x times it (tensor_scalar) and
+    times w (tensor_tensor) on Vector, the last written in dtype (compute_dtype, else x's)
+    (nki.language.rms_norm: "x / RMS(x) * w", n the count of values the RMS averages)."""
+    if kwargs:
+        ignored_kwargs("nl.rms_norm", kwargs)
+    (x, w), box = _lower.operand_region(mask, (x, w))
+    x = _lower.load_if_hbm(x, "rms_norm")
+    ax = _last_axes(x, axis, "rms_norm")
+    s = _per_partition(_lower.elementwise("rms_norm", "multiply", x, x, float32), x, ax, "add", "rms_norm")
+    ms = _lower.elementwise("rms_norm", "add", _lower.elementwise("rms_norm", "divide", s, float(n), float32),
+                            float(epsilon), float32)
+    y = _lower.elementwise("rms_norm", "multiply", x, _lower.unary("rms_norm", "rsqrt", ms, float32), float32)
+    out = _lower.elementwise("rms_norm", "multiply", y, w, dtype if dtype is not None else compute_dtype or x.dtype)
+    return _lower.boxed(out, box)
+
+
+def _logical_not(x, dtype=None, mask=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nl.logical_not", kwargs)
+    (x,), box = _lower.operand_region(mask, (x,))
+    return _lower.boxed(_lower.elementwise("logical_not", "equal", x, 0.0, dtype), box)
+
+
+logical_not = _NlFunc("logical_not", _logical_not, doc="nisa.tensor_scalar(x, equal, 0) on Vector: 1 where x is 0, "
+                                                      "else 0 (nki.language.logical_not)")
+
+
 # ---- memory and matmul
 
 
@@ -656,13 +719,13 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
 # ---- what NKI has and trnsim does not model: calling any raises NkiUnsupported naming the line.
 
 UNSUPPORTED = {
-    "softmax": "", "rms_norm": "", "layer_norm": "", "exp2": "", "dropout": "random numbers",
+    "layer_norm": "", "exp2": "", "dropout": "random numbers",
     "rand": "random numbers",
     "random_seed": "random numbers", "shared_constant": "",
     "device_print": "a tile's values exist only when the simulated kernel runs, after tracing; to see them, "
     "store the tile into an nl.shared_hbm tensor and return it as an output", "atomic_rmw": "", "gather_flattened": "",
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
-    "invert": "", "logical_not": "", "logical_xor": "", "var": "", "all": "", "no_reorder": "scheduling hints",
+    "invert": "", "logical_xor": "", "var": "", "all": "", "no_reorder": "scheduling hints",
     "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
     "abs_min": "", "fmod": "", "mod": "", "tan": "", "prelu": "", "gelu_apprx_sigmoid": "",
     "gelu_apprx_sigmoid_dx": "", "loop_reduce": "", "while_loop": "dynamic loops",
@@ -691,7 +754,7 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "right_shift", "abs_max", "exp", "log", "tanh", "sigmoid", "relu", "silu", "gelu",
              "gelu_apprx_tanh", "sqrt", "rsqrt", "reciprocal", "square", "abs", "sign", "identity", "sin", "cos",
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
-             "negative",
+             "negative", "logical_not", "softmax", "rms_norm",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
              "is_on_chip", "shared_identity_matrix"]
 
