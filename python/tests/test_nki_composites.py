@@ -1,4 +1,4 @@
-"""nl.softmax, nl.rms_norm and nl.logical_not (NkiUnsupported before; issue 23 closing11): each lowered to
+"""nl.softmax, nl.rms_norm, nl.var and nl.logical_not (NkiUnsupported before; issue 23 closing11): each lowered to
 existing instructions, byte-exact against NumPy doing the same FP32 steps (the ALU's expf and 1 / sqrtf from
 the host libm, sums folded left to right: sim/isa/alu.h)."""
 
@@ -53,6 +53,15 @@ def logical_not_k(x):
 
 
 @nki.jit
+def var_k(x):
+    y = nl.ndarray((x.shape[0], 1), dtype=x.dtype, buffer=nl.shared_hbm)
+    v = nl.var(nl.load(x), axis=1)
+    assert tuple(v.shape) == (x.shape[0],), v.shape  # the axis removed, as NKI's page says
+    nl.store(y, v.reshape((x.shape[0], 1)))
+    return y
+
+
+@nki.jit
 def softmax_partition_axis(x):
     y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     nl.store(y, nl.softmax(nl.load(x), axis=0))  # MARK-softmax-0
@@ -78,6 +87,15 @@ def test_rms_norm():
     want = bf16((X * (np.float32(1) / np.sqrt(ms))) * W)
     got = tnki.simulate_kernel(rms_norm_k, X, W)
     assert got.tobytes() == want.tobytes(), np.argwhere(got != want)[:4]
+
+
+def test_var():
+    n = np.float32(X.shape[1])
+    d = X - fold_add(X) / n
+    want = fold_add(d * d) / n
+    got = tnki.simulate_kernel(var_k, X)
+    assert got.tobytes() == want.tobytes(), np.argwhere(got != want)[:4]
+    assert np.allclose(got[:, 0], X.var(axis=1), rtol=1e-5)
 
 
 def test_logical_not():

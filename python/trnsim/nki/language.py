@@ -603,6 +603,24 @@ def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, ma
     return _lower.boxed(out, box)
 
 
+@_names_errors
+def var(x, axis, *, dtype=None, mask=None, **kwargs):
+    """The population variance (numpy.var's ddof=0) over `axis`, in FP32: the sum (tensor_reduce) divided by n
+    is the mean, then x - mean, its square, their sum (tensor_reduce) and the divide by n on Vector; the
+    result in dtype (x's by default) with the axes removed (nki.language.var)."""
+    if kwargs:
+        ignored_kwargs("nl.var", kwargs)
+    (x,), box = _lower.operand_region(mask, (x,))
+    x = _lower.load_if_hbm(x, "var")
+    ax = _last_axes(x, axis, "var")
+    n = float(_math.prod(x.shape[a] for a in ax))
+    m = _lower.elementwise("var", "divide", _per_partition(x, x, ax, "add", "var"), n, float32)
+    d = _lower.elementwise("var", "subtract", x, m, float32)
+    ss = _per_partition(_lower.elementwise("var", "multiply", d, d, float32), x, ax, "add", "var")
+    v = _lower.elementwise("var", "divide", ss, n, dtype if dtype is not None else x.dtype)
+    return _reduced(v.reshape(_lower.reduced_shape(x, ax, False)), x, ax, False, box)
+
+
 def _logical_not(x, dtype=None, mask=None, **kwargs):
     if kwargs:
         ignored_kwargs("nl.logical_not", kwargs)
@@ -725,7 +743,7 @@ UNSUPPORTED = {
     "device_print": "a tile's values exist only when the simulated kernel runs, after tracing; to see them, "
     "store the tile into an nl.shared_hbm tensor and return it as an output", "atomic_rmw": "", "gather_flattened": "",
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
-    "invert": "", "logical_xor": "", "var": "", "all": "", "no_reorder": "scheduling hints",
+    "invert": "", "logical_xor": "", "all": "", "no_reorder": "scheduling hints",
     "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
     "abs_min": "", "fmod": "", "mod": "", "tan": "", "prelu": "", "gelu_apprx_sigmoid": "",
     "gelu_apprx_sigmoid_dx": "", "loop_reduce": "", "while_loop": "dynamic loops",
@@ -754,7 +772,7 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "right_shift", "abs_max", "exp", "log", "tanh", "sigmoid", "relu", "silu", "gelu",
              "gelu_apprx_tanh", "sqrt", "rsqrt", "reciprocal", "square", "abs", "sign", "identity", "sin", "cos",
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
-             "negative", "logical_not", "softmax", "rms_norm",
+             "negative", "logical_not", "softmax", "rms_norm", "var",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
              "is_on_chip", "shared_identity_matrix"]
 
