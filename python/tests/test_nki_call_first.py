@@ -2,6 +2,7 @@
 nl.transpose(dtype=) casts as NKI's page says (it was refused by nc_transpose's same-dtype rule)."""
 
 import os
+import warnings
 
 import numpy as np
 
@@ -9,6 +10,7 @@ from runner import line_of as _line_of, main, raises
 
 import trnsim.nki as tnki
 import nki
+import nki.isa as nisa
 import nki.language as nl
 
 THIS = os.path.basename(__file__)
@@ -48,6 +50,16 @@ def small_transpose_cast(x):
     return y
 
 
+@nki.jit
+def store_unwritten(x):
+    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    z = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)  # MARK-unwritten-tile
+    nl.store(y, t)  # MARK-store-unwritten
+    nisa.dma_copy(dst=z, src=t)  # MARK-dma-unwritten
+    return y, z
+
+
 def bf16(a):
     """FP32 -> BF16 (round to nearest even), as float32 values."""
     b = a.astype(np.float32).view(np.uint32).astype(np.uint64)
@@ -76,6 +88,20 @@ def test_transpose_dtype_casts():
     assert y.tobytes() == bf16(X.T).tobytes()
     y = tnki.simulate_kernel(small_transpose_cast, X)  # the Vector engine's 32 x 32 transpose
     assert y.dtype == np.float16 and y.tobytes() == X[0:32, 0:16].T.astype(np.float16).tobytes()
+
+
+
+def test_an_unwritten_read_warning_names_the_nl_call():
+    # Was "k.py:N: dma_copy reads sbuf 't' ...": the instruction nl.store's lowering made, not the call.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tnki.simulate_kernel(store_unwritten, X)
+    got = sorted(str(w.message) for w in caught)
+    assert got[0].startswith(f"{THIS}:{line_of('MARK-store-unwritten')}: nl.store: its dma_copy (made by "
+                             "trnsim's lowering of nl.store) reads sbuf 't' [128, 64] float32 allocated at "
+                             f"{THIS}:{line_of('MARK-unwritten-tile')} where no instruction wrote before"), got
+    # The kernel's own nisa.dma_copy is named as it is.
+    assert got[1].startswith(f"{THIS}:{line_of('MARK-dma-unwritten')}: dma_copy reads sbuf 't'"), got
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ on the simulator, as nki.baremetal does; called from inside another kernel it ru
 import collections
 import functools
 import math
+import os
 import threading
 
 from . import _budget, _emit, _loops, _trace
@@ -17,6 +18,7 @@ from ._tensor import HBM, NkiTensor, Storage, var_name
 from .._runner import def_loc
 
 _last_plans = []  # allocation reports of the last build (per core), for stats.json
+_emitted = []  # (ops, calls) of the last build's cores, until its warnings are read (warnings_by_call)
 returned_shapes = []  # shapes of the views the last build's kernel returned (e.g. a reshape of its output)
 # The output name of each tensor the last build's kernel returned, in return order: a tensor returned twice
 # (`return o, o`) is one output, given back twice (trnsim.nki._entry._ordered_outputs).
@@ -141,6 +143,8 @@ def _build_core(kernel, args, kwargs):
     if k is None:
         raise NkiError("a kernel's traced function runs inside trnsim's build (trnsim run / simulate_kernel)")
     core, cores = k.program_id(), k.num_programs()
+    if core == 0:
+        _emitted.clear()
     target = Target.of_kernel(k)
     ids, grid = _programs_of_core(kernel.launch_grid, core, cores, kernel.core_block)
     trace = _trace.Trace(kernel.fn.__code__, ids[0], grid, grid, target, kernel.options)
@@ -173,6 +177,7 @@ def _build_core(kernel, args, kwargs):
     views = [o.st.phys for o in outs]
     returned_shapes[:] = [o.shape for o in outs]
     returned_names[:] = [o.st.name for o in outs]
+    _emitted.append((trace.ops, trace.calls))
     _release(trace)
     if results is None:
         return None
@@ -391,6 +396,34 @@ def _declare_hbm(k, trace, outs):
                     name = f"<{base} {n}>"
             taken.add(name)
             st.phys = k.scratch(name, dtype, list(st.shape), private_to_core=st.private, loc=loc)
+
+
+def warnings_by_call(warnings):
+    """The build's warnings, each about an instruction a lowering made for the kernel's nl call ("k.py:9:
+    dma_copy reads ..." of an nl.store) naming that call first, as errors do (_errors.by_call): "k.py:9:
+    nl.store: its dma_copy (made by trnsim's lowering of nl.store) reads ..."."""
+    import re
+    from types import SimpleNamespace
+
+    from ._loops import user_call
+
+    kept, out = list(_emitted), []
+    _emitted.clear()
+    for w in warnings:
+        m = re.match(r"([^\s:]+):(\d+): (\w+) (reads .*)", w, re.S)
+        call = None
+        if m is not None:
+            line, name = int(m.group(2)), m.group(3)
+            for ops, calls in kept:
+                op = next((o for o in ops if o.name == name and o.loc and o.loc[1] == line
+                           and os.path.basename(o.loc[0]) == m.group(1)), None)
+                if op is not None:
+                    call = user_call(op, SimpleNamespace(calls=calls))
+                    break
+        out.append(w if call is None else
+                   f"{m.group(1)}:{m.group(2)}: {call}: its {name} (made by trnsim's lowering of {call}) "
+                   f"{m.group(4)}")
+    return out
 
 
 def _release(trace):
