@@ -146,8 +146,9 @@ def test_a_race_names_all_the_rows_both_cores_write():
                                                             (gaps, line_of(__file__, "MARK-race-gaps"))))
     assert race[0].startswith(f"{at}: output 'out' float32 [256, 64] declared at {d0}: core 1 writes rows 0-255, "
                               f"which core 0 also writes ({at}), with no core_barrier between the two writes"), race
-    assert race[1].startswith(f"{gaps}: output 'out_1' float32 [256, 64] declared at {d1}: core 1 writes rows "
-                              f"0-63, 192-255, which core 0 also writes ({gaps})"), race
+    # An output declared without name= is named by the kernel's variable (it was "output 'out_1'").
+    assert race[1].startswith(f"{gaps}: output gaps float32 [256, 64] declared at {d1}, without name= (saved as "
+                              f"out_1.npy): core 1 writes rows 0-63, 192-255, which core 0 also writes ({gaps})"), race
 
 
 @nki.jit
@@ -174,13 +175,13 @@ def test_a_race_on_some_columns_names_rows_and_columns():
     f = "test_nki_spmd.py:"
     assert race[str(cols)].startswith(f"{f}{cols}: output 'out' float32 [128, 128] declared at {f}{cols - 1}: "
                                       "core 1 writes rows 0-127, columns 0-63, which core 0 also writes"), race
-    assert race[str(blocks)].startswith(f"{f}{blocks}: output 'out_1' float32 [256, 128] declared at {f}"
-                                        f"{blocks - 2}: core 1 writes rows 0-127, columns 0-63; rows 128-255, "
-                                        "columns 64-127, which"), race
+    assert race[str(blocks)].startswith(f"{f}{blocks}: output blocks float32 [256, 128] declared at {f}"
+                                        f"{blocks - 2}, without name= (saved as out_1.npy): core 1 writes rows "
+                                        "0-127, columns 0-63; rows 128-255, columns 64-127, which"), race
     # Core 1's second store (columns 0, 2, ..., 62) meets core 0's first.
-    assert race[str(strided)].startswith(f"{f}{strided}: output 'out_2' float32 [128, 64] declared at {f}"
-                                         f"{strided - 2}: core 1 writes rows 0-127, columns 0, 2, ..., 62, which "
-                                         "core 0 also writes "
+    assert race[str(strided)].startswith(f"{f}{strided}: output strided float32 [128, 64] declared at {f}"
+                                         f"{strided - 2}, without name= (saved as out_2.npy): core 1 writes "
+                                         "rows 0-127, columns 0, 2, ..., 62, which core 0 also writes "
                                          f"(test_nki_spmd.py:{strided - 1})"), race
 
 

@@ -19,6 +19,7 @@ from .._runner import def_loc
 
 _last_plans = []  # allocation reports of the last build (per core), for stats.json
 _emitted = []  # (ops, calls) of the last build's cores, until its warnings are read (warnings_by_call)
+_auto_named = {}  # output name given to a tensor declared without name= -> the kernel's variable naming it
 returned_shapes = []  # shapes of the views the last build's kernel returned (e.g. a reshape of its output)
 # The output name of each tensor the last build's kernel returned, in return order: a tensor returned twice
 # (`return o, o`) is one output, given back twice (trnsim.nki._entry._ordered_outputs).
@@ -145,6 +146,7 @@ def _build_core(kernel, args, kwargs):
     core, cores = k.program_id(), k.num_programs()
     if core == 0:
         _emitted.clear()
+        _auto_named.clear()
     target = Target.of_kernel(k)
     ids, grid = _programs_of_core(kernel.launch_grid, core, cores, kernel.core_block)
     trace = _trace.Trace(kernel.fn.__code__, ids[0], grid, grid, target, kernel.options)
@@ -379,6 +381,8 @@ def _declare_hbm(k, trace, outs):
             while name in taken:
                 n_out += 1
                 name = f"out_{n_out}"
+            if not st.name:
+                _auto_named[name] = var_name(trace, st)
             st.name = name
             taken.add(name)
             st.phys = k.output(name, dtype, list(st.shape), loc=loc)
@@ -409,6 +413,8 @@ def warnings_by_call(warnings):
 
     kept, out = list(_emitted), []
     _emitted.clear()
+    auto = {n: v for n, v in _auto_named.items() if v and v != n}  # ('out' for a variable out says it)
+    _auto_named.clear()
     for w in warnings:
         m = re.match(r"([^\s:]+):(\d+): (\w+) (reads .*)", w, re.S)
         call = None
@@ -420,10 +426,27 @@ def warnings_by_call(warnings):
                 if op is not None:
                     call = user_call(op, SimpleNamespace(calls=calls))
                     break
-        out.append(w if call is None else
-                   f"{m.group(1)}:{m.group(2)}: {call}: its {name} (made by trnsim's lowering of {call}) "
-                   f"{m.group(4)}")
+        if call is not None:
+            w = f"{m.group(1)}:{m.group(2)}: {call}: its {name} (made by trnsim's lowering of {call}) {m.group(4)}"
+        if auto and "output '" in w:
+            w = _named_by_variable(w, auto)
+        out.append(w)
     return out
+
+
+def _named_by_variable(w, auto):
+    """Warning `w` with each output the run named 'out', 'out_1', ... (declared without name=) named as the
+    kernel's variable, as a scratch tensor declared without name= is (kernels/api hbm_label): "output y float32
+    [128, 64] declared at k.py:6, without name= (saved as out.npy)"."""
+    import re
+
+    def sub(m):
+        var = auto.get(m.group(1))
+        if var is None:
+            return m.group(0)
+        return f"output {var} {m.group(2)}{m.group(3) or ''}, without name= (saved as {m.group(1)}.npy)"
+
+    return re.sub(r"output '(out(?:_\d+)?)' (\w+ \[[\d, ]*\])( declared at [^\s:]+:\d+)?", sub, w)
 
 
 def _release(trace):
