@@ -1,6 +1,6 @@
 """Python operators on tiles (issue 23, tester23k): each NumPy operator whose nl function NKI documents as
-"similar to" NumPy's ufunc lowers to that function, exact against NumPy in the simulated dtype; the others are
-NkiUnsupported at the kernel line naming the nl function (they were bare TypeErrors)."""
+"similar to" NumPy's ufunc lowers to that function (% to nl.mod), exact against NumPy in the simulated dtype;
+the others are NkiUnsupported at the kernel line naming the nl function (they were bare TypeErrors)."""
 
 import ctypes
 import ctypes.util
@@ -86,16 +86,20 @@ def test_shifts_are_nl_shifts():
     same(tnki.simulate_kernel(binary_kernel(lambda a, s: a >> s), pos, S), pos >> S)
 
 
+def test_mod_is_nl_mod():
+    # numpy.mod's sign (the divisor's), exact for integer values below 2^24 (nl.mod computes in FP32)
+    ints = RNG.integers(-5000, 5000, (128, 64), dtype=np.int32)
+    divs = RNG.choice(np.array([-7, -3, 2, 5, 11], np.int32), (128, 64))
+    same(tnki.simulate_kernel(unary_kernel(lambda t: t % 3), ints), ints % np.int32(3))
+    same(tnki.simulate_kernel(unary_kernel(lambda t: 7 % t), divs), np.int32(7) % divs)
+    same(tnki.simulate_kernel(binary_kernel(lambda a, b: a % b), ints, divs), ints % divs)
+    same(tnki.simulate_kernel(binary_kernel(lambda a, b: nl.mod(a, b)), ints.astype(np.float32),
+                              divs.astype(np.float32)), np.mod(ints, divs).astype(np.float32))
+
+
 def test_abs_is_nl_abs():
     same(tnki.simulate_kernel(unary_kernel(lambda t: abs(t)), FN), np.abs(FN))
     same(tnki.simulate_kernel(unary_kernel(lambda t: -t), FN), -FN)
-
-
-@nki.jit
-def mod_op(x):
-    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    nl.store(y, nl.load(x) % 3)  # MARK-mod
-    return y
 
 
 @nki.jit

@@ -148,8 +148,8 @@ _CREATORS = {"ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "full_like"}
 # The nl.* lowering (its new tile's name) of a tile operator (NkiTensor._bin, __neg__).
 _OPERATORS = {"Add": "add", "Sub": "subtract", "Mult": "multiply", "Div": "divide", "Pow": "power",
-              "BitAnd": "bitwise_and", "BitOr": "bitwise_or", "BitXor": "bitwise_xor", "LShift": "left_shift",
-              "RShift": "right_shift", "USub": "negative", "MatMult": "matmul"}
+              "Mod": "mod", "BitAnd": "bitwise_and", "BitOr": "bitwise_or", "BitXor": "bitwise_xor",
+              "LShift": "left_shift", "RShift": "right_shift", "USub": "negative", "MatMult": "matmul"}
 
 
 def assigned_name(st):
@@ -1144,6 +1144,12 @@ class NkiTensor:
     def __rrshift__(self, o):
         return self._bin(o, "right_shift", True)
 
+    def __mod__(self, o):
+        return self._bin(o, "mod")
+
+    def __rmod__(self, o):
+        return self._bin(o, "mod", True)
+
     def __abs__(self):
         from . import language as nl
 
@@ -1154,11 +1160,6 @@ class NkiTensor:
         from ._errors import unsupported
 
         unsupported(f"the tile operator {op}", why)
-
-    def __mod__(self, o):
-        self._no_operator("%", "it is nl.mod (numpy.mod), which trnsim does not model")
-
-    __rmod__ = __mod__
 
     def __floordiv__(self, o):
         self._no_operator("//", "NKI has no floor_divide; compute nl.floor(nl.divide(a, b))")

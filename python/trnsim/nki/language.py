@@ -621,6 +621,22 @@ def var(x, axis, *, dtype=None, mask=None, **kwargs):
     return _reduced(v.reshape(_lower.reduced_shape(x, ax, False)), x, ax, False, box)
 
 
+def _mod(x, y, dtype=None, mask=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nl.mod", kwargs)
+    (x, y), box = _lower.operand_region(mask, (x, y))
+    q = _lower.unary("mod", "floor", _lower.elementwise("mod", "divide", x, y, float32), float32)
+    out = _lower.elementwise("mod", "subtract", x, _lower.elementwise("mod", "multiply", q, y, float32),
+                             dtype if dtype is not None else _lower.promote(x, y))
+    return _lower.boxed(out, box)
+
+
+mod = _NlFunc("mod", _mod, doc="x - y * floor(x / y) in FP32 (numpy.mod: the sign of y): the divide on Vector, "
+                               "activation(floor) on Scalar, the product and the difference on Vector, the last "
+                               "written in dtype (the inputs' by default); exact for integer values below 2^24 "
+                               "(nki.language.mod: integer mod)")
+
+
 def _logical_not(x, dtype=None, mask=None, **kwargs):
     if kwargs:
         ignored_kwargs("nl.logical_not", kwargs)
@@ -745,7 +761,7 @@ UNSUPPORTED = {
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
     "invert": "", "logical_xor": "", "all": "", "no_reorder": "scheduling hints",
     "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
-    "abs_min": "", "fmod": "", "mod": "", "tan": "", "prelu": "", "gelu_apprx_sigmoid": "",
+    "abs_min": "", "fmod": "", "tan": "", "prelu": "", "gelu_apprx_sigmoid": "",
     "gelu_apprx_sigmoid_dx": "", "loop_reduce": "", "while_loop": "dynamic loops",
 }
 
@@ -772,7 +788,7 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "right_shift", "abs_max", "exp", "log", "tanh", "sigmoid", "relu", "silu", "gelu",
              "gelu_apprx_tanh", "sqrt", "rsqrt", "reciprocal", "square", "abs", "sign", "identity", "sin", "cos",
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
-             "negative", "logical_not", "softmax", "rms_norm", "var",
+             "negative", "logical_not", "softmax", "rms_norm", "var", "mod",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
              "is_on_chip", "shared_identity_matrix"]
 
