@@ -18,8 +18,8 @@ from ._tensor import HBM, NkiTensor, Storage, var_name
 from .._runner import def_loc
 
 _last_plans = []  # allocation reports of the last build (per core), for stats.json
-_emitted = []  # (ops, calls) of the last build's cores, until its warnings are read (warnings_by_call)
 _auto_named = {}  # output name given to a tensor declared without name= -> the kernel's variable naming it
+_kernel_file = {}  # base name -> path of the last build's kernel file (warnings_by_call)
 returned_shapes = []  # shapes of the views the last build's kernel returned (e.g. a reshape of its output)
 # The output name of each tensor the last build's kernel returned, in return order: a tensor returned twice
 # (`return o, o`) is one output, given back twice (trnsim.nki._entry._ordered_outputs).
@@ -145,8 +145,10 @@ def _build_core(kernel, args, kwargs):
         raise NkiError("a kernel's traced function runs inside trnsim's build (trnsim run / simulate_kernel)")
     core, cores = k.program_id(), k.num_programs()
     if core == 0:
-        _emitted.clear()
         _auto_named.clear()
+        _kernel_file.clear()
+        path = kernel.fn.__code__.co_filename
+        _kernel_file[os.path.basename(path)] = path
     target = Target.of_kernel(k)
     ids, grid = _programs_of_core(kernel.launch_grid, core, cores, kernel.core_block)
     trace = _trace.Trace(kernel.fn.__code__, ids[0], grid, grid, target, kernel.options)
@@ -179,7 +181,6 @@ def _build_core(kernel, args, kwargs):
     views = [o.st.phys for o in outs]
     returned_shapes[:] = [o.shape for o in outs]
     returned_names[:] = [o.st.name for o in outs]
-    _emitted.append((trace.ops, trace.calls))
     _release(trace)
     if results is None:
         return None
@@ -405,29 +406,27 @@ def _declare_hbm(k, trace, outs):
 def warnings_by_call(warnings):
     """The build's warnings, each about an instruction a lowering made for the kernel's nl call ("k.py:9:
     dma_copy reads ..." of an nl.store) naming that call first, as errors do (_errors.by_call): "k.py:9:
-    nl.store: its dma_copy (made by trnsim's lowering of nl.store) reads ..."."""
+    nl.store: its dma_copy (made by trnsim's lowering of nl.store) reads ...". The call is read from the
+    warned line's source (_loops.user_call: the line's one nl / nisa call, if not the instruction itself), so
+    that nothing of the trace is kept for it (its ops, kept alive, cost the garbage collector's passes time)."""
     import re
     from types import SimpleNamespace
 
+    from ._errors import path_of
     from ._loops import user_call
 
-    kept, out = list(_emitted), []
-    _emitted.clear()
+    out, no_calls = [], SimpleNamespace(calls=())
     auto = {n: v for n, v in _auto_named.items() if v and v != n}  # ('out' for a variable out says it)
     _auto_named.clear()
     for w in warnings:
         m = re.match(r"([^\s:]+):(\d+): (\w+) (reads .*)", w, re.S)
-        call = None
-        if m is not None:
-            line, name = int(m.group(2)), m.group(3)
-            for ops, calls in kept:
-                op = next((o for o in ops if o.name == name and o.loc and o.loc[1] == line
-                           and os.path.basename(o.loc[0]) == m.group(1)), None)
-                if op is not None:
-                    call = user_call(op, SimpleNamespace(calls=calls))
-                    break
-        if call is not None:
-            w = f"{m.group(1)}:{m.group(2)}: {call}: its {name} (made by trnsim's lowering of {call}) {m.group(4)}"
+        path = m and (_kernel_file.get(m.group(1)) or path_of(m.group(1)))
+        if path:
+            name = m.group(3)
+            call = user_call(SimpleNamespace(index=-1, loc=(path, int(m.group(2))), name=name), no_calls)
+            if call is not None:
+                w = f"{m.group(1)}:{m.group(2)}: {call}: its {name} (made by trnsim's lowering of {call}) " \
+                    f"{m.group(4)}"
         if auto and "output '" in w:
             w = _named_by_variable(w, auto)
         out.append(w)
