@@ -1,6 +1,6 @@
-"""nl.softmax, nl.rms_norm, nl.var and nl.logical_not (NkiUnsupported before; issue 23 closing11): each lowered to
-existing instructions, byte-exact against NumPy doing the same FP32 steps (the ALU's expf and 1 / sqrtf from
-the host libm, sums folded left to right: sim/isa/alu.h)."""
+"""nl.softmax, nl.rms_norm, nl.var, nl.logical_not and nisa.select_reduce(reduce_res=) (NkiUnsupported before;
+issue 23 closing11): each lowered to existing instructions, byte-exact against NumPy doing the same FP32 steps
+(the ALU's expf and 1 / sqrtf from the host libm, sums folded left to right: sim/isa/alu.h)."""
 
 import ctypes
 import ctypes.util
@@ -12,6 +12,7 @@ from runner import line_of as _line_of, main, raises
 
 import trnsim.nki as tnki
 import nki
+import nki.isa as nisa
 import nki.language as nl
 
 THIS = os.path.basename(__file__)
@@ -62,6 +63,34 @@ def var_k(x):
 
 
 @nki.jit
+def select_max(x, y):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    mx = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    tx, ty = nl.load(x), nl.load(y)
+    pred = nl.ndarray((128, 64), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=pred, data1=tx, data2=ty, op=nl.greater)
+    sel = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    red = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.select_reduce(dst=sel, predicate=pred, on_true=tx, on_false=-1.0, reduce_res=red)
+    nl.store(out, sel)
+    nl.store(mx, red)
+    return out, mx
+
+
+@nki.jit
+def select_sum(x, y):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    tx = nl.load(x)
+    pred = nl.ndarray((128, 64), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=pred, data1=tx, data2=nl.load(y), op=nl.greater)
+    sel = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    red = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.select_reduce(dst=sel, predicate=pred, on_true=tx, on_false=0.0, reduce_res=red, reduce_op=nl.add)  # MARK-sr
+    nl.store(out, sel)
+    return out
+
+
+@nki.jit
 def softmax_partition_axis(x):
     y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     nl.store(y, nl.softmax(nl.load(x), axis=0))  # MARK-softmax-0
@@ -96,6 +125,19 @@ def test_var():
     got = tnki.simulate_kernel(var_k, X)
     assert got.tobytes() == want.tobytes(), np.argwhere(got != want)[:4]
     assert np.allclose(got[:, 0], X.var(axis=1), rtol=1e-5)
+
+
+def test_select_reduce_with_reduce_res():
+    # reduce_res was NkiUnsupported; NKI's NumPy form: np.max(np.where(pred, on_true, on_false), axis=1).
+    y = RNG.normal(0, 3, (128, 64)).astype(np.float32)
+    x = X[:, :64].copy()
+    sel, mx = tnki.simulate_kernel(select_max, x, y)
+    want = np.where(x > y, x, np.float32(-1.0)).astype(np.float32)
+    assert sel.tobytes() == want.tobytes()
+    assert mx.tobytes() == want.max(axis=1, keepdims=True).tobytes()
+    e = raises(tnki.NkiError, tnki.simulate_kernel, select_sum, x, y)
+    assert str(e).startswith(f"{THIS}:{_line_of(__file__, 'MARK-sr')}: nki.isa.select_reduce: reduce_op must be "
+                             "nl.maximum (NKI: reduce_op only supports max)"), e
 
 
 def test_logical_not():
