@@ -99,7 +99,9 @@ class PythonKernel final : public kernels::BoundKernel {
       o.warn_unwritten_outputs = true;  // a launch grid or loop that misses rows of an output
       kernels::KernelBuild b =
           kernels::build_program([&](kernels::Kernel& k) { returned.push_back(core(KernelHandle(k))); }, o);
-      frontend_stats_ = to_json(pyb::module_::import("trnsim.nki._hooks").attr("stats")());
+      const pyb::module_ hooks = pyb::module_::import("trnsim.nki._hooks");
+      b.warnings = hooks.attr("warnings")(b.warnings).cast<std::vector<std::string>>();
+      frontend_stats_ = to_json(hooks.attr("stats")());
       if (spec_.track_sources) {
         if (!frontend_stats_.is_object()) frontend_stats_ = json::object();
         frontend_stats_["sources"] = to_json(runner().attr("sources")());

@@ -155,7 +155,8 @@ def test_unmasked_computes_between_a_mask_and_a_tighter_one():
     # "dim 0 of operand [22, 64] is neither the masked operand's (128) nor its masked-in extent (72)").
     e = raises(NkiError, tnki.simulate_kernel, K.looser_than_an_unmasked_compute, X200)
     assert str(e) == (
-        "nki_masks.py:%d: mask: mask=(t * 128 + i_p < 200) selects [0, 72) of dim 0, but operand sbuf tile y "
+        "nki_masks.py:%d: nl.store: mask: mask=(t * 128 + i_p < 200) selects [0, 72) of dim 0, but operand "
+        "sbuf tile y "
         "[22, 64] float32 allocated at nki_masks.py:%d holds only [0, 22) of it, the part mask=(t * 128 + i_p < "
         "150) at nki_masks.py:%d selected (an unmasked elementwise result holds its operand's part): mask that "
         "call as widely, or this one as narrowly" % (line("MARK-wider-store"), line("MARK-wider-store") - 1,
@@ -292,7 +293,8 @@ def test_masked_results_indexed_with_index_expressions():
     # Rows 0..63 of v were never computed: the looser-mask error (it silently added x[r + 64]).
     e = raises(NkiError, tnki.simulate_kernel, K.disjoint_masked_results, x)
     assert str(e) == (
-        "nki_masks.py:%d: mask: mask=(i_p < 64) selects [0, 64) of dim 0, but operand sbuf tile v [64, 64] float32 "
+        "nki_masks.py:%d: nl.add: mask: mask=(i_p < 64) selects [0, 64) of dim 0, but operand sbuf tile v [64, 64] "
+        "float32 "
         "allocated at nki_masks.py:%d holds only [64, 128) of it, the part mask=(i_p >= 64) at nki_masks.py:%d "
         "selected: mask that call as widely, or this one as narrowly" % (
             line("MARK-disjoint-add"), line("MARK-disjoint-v"), line("MARK-disjoint-v"))), str(e)

@@ -291,8 +291,9 @@ def test_partly_unwritten_output_warns():
     d = folder()
     at = "k.py:%d" % line(d, "MARK-thirds-out")
     rc, out, err = cli("run", workload(d, "thirds", shape=(256, 64)), "--out", os.path.join(d, "o"))
-    want = ("%s: output 'out' float32 [256, 64]: no instruction writes row 255 of its 256 (256 of its 65536 "
-            "bytes)" % at)
+    # (named by the kernel's variable: it was declared without name=)
+    want = ("%s: output y float32 [256, 64], without name= (saved as out.npy): no instruction writes row 255 of its "
+            "256 (256 of its 65536 bytes)" % at)
     assert rc == 0 and want in err, (rc, err)
     k = kernels(d)
     with warnings.catch_warnings(record=True) as w:
@@ -300,8 +301,8 @@ def test_partly_unwritten_output_warns():
         tnki.simulate_kernel(k.halves, np.ones((128, 64), np.float32))
     msgs = [str(m.message) for m in w]
     # The columns left, for all rows (main: "elements 32-63, 96-127, 160-191 and 125 more ranges (flat index)").
-    assert any("output 'out' float32 [128, 64]: no instruction writes rows 0-127, columns 32-63 (16384 of its "
-               "32768 bytes)" in m for m in msgs), msgs
+    assert any("output y float32 [128, 64], without name= (saved as out.npy): no instruction writes rows 0-127, "
+               "columns 32-63 (16384 of its 32768 bytes)" in m for m in msgs), msgs
     with warnings.catch_warnings(record=True) as w:  # all written: no warning
         warnings.simplefilter("always")
         tnki.simulate_kernel(k.copy, np.ones((128, 64), np.float32))

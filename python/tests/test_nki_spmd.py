@@ -55,13 +55,16 @@ def test_grid_of_four_on_two_cores():
     assert np.array_equal(one.outputs[0], expected(4)) and np.array_equal(two.outputs[0], expected(4))
     assert two.latency_ns < one.latency_ns, (two.latency_ns, one.latency_ns)
     e = raises(ValueError, tnki.simulate_kernel, mark_rows[2], X, lnc=1)
-    assert str(e) == "lnc=1 conflicts with the kernel's launch grid [2] (which runs it on 2 cores): drop lnc= " \
-        "or the [...]", e
+    assert str(e) == "lnc=1 conflicts with the kernel's launch grid mark_rows[2], which runs it on 2 cores (one " \
+        "program per core): drop lnc= or the [...]", e
     # tester23j #8: kernel[nl.nc(2), 2] names its two cores as kernel[nl.nc(2)] does, so lnc=1 conflicts with
     # it too (it ran its four programs on one core); without lnc= it runs on the two cores.
-    for grid in ((nl.nc(2), 2), nl.spmd_dim(nl.nc(2), 2)):
+    # The message names the grid as written and the nl.nc(2) that needs two cores (it said "launch grid [2]").
+    for grid, text in (((nl.nc(2), 2), "nl.nc(2), 2"), (nl.spmd_dim(nl.nc(2), 2), "nl.spmd_dim(nl.nc(2), 2)")):
         e = raises(ValueError, tnki.simulate_kernel, mark_rows[grid], X, lnc=1)
-        assert str(e).startswith("lnc=1 conflicts with the kernel's launch grid [2] (which runs it on 2 cores)"), e
+        assert str(e) == (f"lnc=1 conflicts with the kernel's launch grid mark_rows[{text}], which runs it on 2 "
+                          "cores (its nl.nc(2) places programs on 2 physical cores: the LNC2 pair, lnc=2): drop "
+                          "lnc= or the [...]"), e
     r = tnki.benchmark(mark_rows[nl.spmd_dim(nl.nc(2), 2)], X)
     assert r.stats["cores"] == 2 and np.array_equal(r.outputs[0], expected(4)), r.stats["cores"]
     e = raises(ValueError, tnki.benchmark, mark_rows, X, lnc=4)
@@ -143,8 +146,9 @@ def test_a_race_names_all_the_rows_both_cores_write():
                                                             (gaps, line_of(__file__, "MARK-race-gaps"))))
     assert race[0].startswith(f"{at}: output 'out' float32 [256, 64] declared at {d0}: core 1 writes rows 0-255, "
                               f"which core 0 also writes ({at}), with no core_barrier between the two writes"), race
-    assert race[1].startswith(f"{gaps}: output 'out_1' float32 [256, 64] declared at {d1}: core 1 writes rows "
-                              f"0-63, 192-255, which core 0 also writes ({gaps})"), race
+    # An output declared without name= is named by the kernel's variable (it was "output 'out_1'").
+    assert race[1].startswith(f"{gaps}: output gaps float32 [256, 64] declared at {d1}, without name= (saved as "
+                              f"out_1.npy): core 1 writes rows 0-63, 192-255, which core 0 also writes ({gaps})"), race
 
 
 @nki.jit
@@ -171,13 +175,13 @@ def test_a_race_on_some_columns_names_rows_and_columns():
     f = "test_nki_spmd.py:"
     assert race[str(cols)].startswith(f"{f}{cols}: output 'out' float32 [128, 128] declared at {f}{cols - 1}: "
                                       "core 1 writes rows 0-127, columns 0-63, which core 0 also writes"), race
-    assert race[str(blocks)].startswith(f"{f}{blocks}: output 'out_1' float32 [256, 128] declared at {f}"
-                                        f"{blocks - 2}: core 1 writes rows 0-127, columns 0-63; rows 128-255, "
-                                        "columns 64-127, which"), race
+    assert race[str(blocks)].startswith(f"{f}{blocks}: output blocks float32 [256, 128] declared at {f}"
+                                        f"{blocks - 2}, without name= (saved as out_1.npy): core 1 writes rows "
+                                        "0-127, columns 0-63; rows 128-255, columns 64-127, which"), race
     # Core 1's second store (columns 0, 2, ..., 62) meets core 0's first.
-    assert race[str(strided)].startswith(f"{f}{strided}: output 'out_2' float32 [128, 64] declared at {f}"
-                                         f"{strided - 2}: core 1 writes rows 0-127, columns 0, 2, ..., 62, which "
-                                         "core 0 also writes "
+    assert race[str(strided)].startswith(f"{f}{strided}: output strided float32 [128, 64] declared at {f}"
+                                         f"{strided - 2}, without name= (saved as out_2.npy): core 1 writes "
+                                         "rows 0-127, columns 0, 2, ..., 62, which core 0 also writes "
                                          f"(test_nki_spmd.py:{strided - 1})"), race
 
 

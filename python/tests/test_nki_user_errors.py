@@ -608,11 +608,12 @@ def test_a_read_of_memory_nothing_wrote_is_a_warning():
     rc, err, out = run(d, "reads_unwritten")
     assert rc == 0, err
     where = "k.py:%d" % line(d, "MARK-uninit-store")
-    assert "warning: %s: dma_copy reads sbuf" % where in err, err
+    assert "warning: %s: nl.store: its dma_copy (made by trnsim's lowering of nl.store) reads sbuf" % where in err, err
     assert "where no instruction wrote before (partition 0, byte 0 of the read is the first such)" in err, err
     assert where in json.load(open(os.path.join(out, "stats.json")))["notes"][-1], "stats.json notes"
     rc, err, _ = run(d, "reads_half_written")
-    assert rc == 0 and "warning: k.py:%d: activation reads sbuf" % line(d, "MARK-half-exp") in err, err
+    assert rc == 0 and ("warning: k.py:%d: nl.exp: its activation (made by trnsim's lowering of nl.exp) reads "
+                        "sbuf" % line(d, "MARK-half-exp")) in err, err
     assert "(partition 0, byte 128 of the read is the first such)" in err, err  # column 32 of float32
     rc, err, _ = run(d, "written_in_parts")
     assert rc == 0 and "warning" not in err, err
@@ -627,7 +628,8 @@ def test_a_read_of_memory_nothing_wrote_is_a_warning():
         y = tnki.simulate_kernel(kmod2.reads_unwritten, np.ones((128, 64), np.float32))
     msgs = [str(m.message) for m in w]
     assert np.isnan(y).all()
-    assert any(m.startswith(where + ": dma_copy reads sbuf") for m in msgs), msgs
+    lowered = where + ": nl.store: its dma_copy (made by trnsim's lowering of nl.store) reads sbuf"
+    assert any(m.startswith(lowered) for m in msgs), msgs
     assert not any("did the kernel write it" in m for m in msgs), msgs
 
 

@@ -46,7 +46,7 @@ def _tensor_of(value):
     return None
 
 
-def _cores(grid, lnc):
+def _cores(grid, lnc, kernel=None):
     """The physical cores of the run: the kernel[...] launch grid of 1 or 2 programs, else `lnc` (the
     workload's "lnc": 1 or 2; a larger grid's programs run in turn on those cores), else 1."""
     if lnc is None:
@@ -54,14 +54,33 @@ def _cores(grid, lnc):
     if isinstance(lnc, bool) or lnc not in (1, 2):
         raise ValueError("lnc=%r: trnsim runs 1 core or the LNC2 pair (lnc=2)" % (lnc,))
     if grid is not None and grid != lnc:
-        raise ValueError("lnc=%d conflicts with the kernel's launch grid [%d] (which runs it on %d core%s): "
-                         "drop lnc= or the [...]" % (lnc, grid, grid, "" if grid == 1 else "s"))
+        raise ValueError("lnc=%d conflicts with the kernel's launch grid %s, which runs it on %d core%s%s: drop "
+                         "lnc= or the [...]" % (lnc, _grid_text(kernel, grid), grid, "" if grid == 1 else "s",
+                                                _grid_why(kernel, grid)))
     return lnc
+
+
+def _grid_text(kernel, cores):
+    """The launch grid as the kernel wrote it: `kernel[nl.nc(2), 4]` (`[2]` when it is not known)."""
+    given = getattr(getattr(kernel, "__trnsim_kernel__", kernel), "grid_given", None)
+    if given is None:
+        return "[%d]" % cores
+    dims = given if isinstance(given, (tuple, list)) else (given,)
+    return "%s[%s]" % (getattr(kernel, "__name__", "kernel"), ", ".join(repr(d) for d in dims))
+
+
+def _grid_why(kernel, cores):
+    """Why the grid needs `cores` cores: the nl.nc(n) it names, or one program per core."""
+    given = getattr(getattr(kernel, "__trnsim_kernel__", kernel), "grid_given", None)
+    dim0 = given[0] if isinstance(given, (tuple, list)) and given else given
+    if hasattr(dim0, "block") or hasattr(dim0, "n"):
+        return " (its nl.nc(%d) places programs on %d physical cores: the LNC2 pair, lnc=2)" % (cores, cores)
+    return " (one program per core)" if cores == 2 else ""
 
 
 def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
     func, grid = resolve_kernel(kernel)
-    grid = _cores(grid, lnc)
+    grid = _cores(grid, lnc, kernel)
     try:
         bound = inspect.signature(func).bind_partial(*args, **kwargs)
     except TypeError as e:

@@ -205,6 +205,10 @@ def by_call(e, call):
 
     from . import isa
 
+    if e.bare.startswith("mask"):  # the call's mask= (its lowering's instructions are cut to it)
+        err = type(e)(f"{call}: {e.bare}", loc=e.loc)
+        err.__traceback__ = e.__traceback__
+        return err
     m = re.match(r"(\w+)( on \w+)?: ", e.bare)
     if m is None or not hasattr(isa, m.group(1)) or call.endswith("." + m.group(1)):
         return e

@@ -3,7 +3,7 @@
 The language layer (trnsim.nki) replaces these at import: ``wrap_input(view)`` turns an input's ``_core.View``
 (an HBM tensor) into the object the kernel function receives; ``unwrap(obj)`` turns an object the kernel
 returns into its ``_core.View``; ``call(func, inputs, params)`` runs the function on one core; ``stats()``
-gives stats.json's "nki" section after the build.
+gives stats.json's "nki" section after the build; ``warnings(lines)`` rewords the build's warnings.
 """
 
 
@@ -25,3 +25,8 @@ def call(func, inputs, params):
 def stats():
     """After a build: a JSON-able dict shown as stats.json "nki" (empty: no section)."""
     return {}
+
+
+def warnings(lines):
+    """After a build: its warnings ("k.py:12: message"), as the language layer words them."""
+    return lines

@@ -44,3 +44,4 @@ def install():
     _hooks.call = _call
     _hooks.wrap_input = _wrap_input
     _hooks.stats = _stats
+    _hooks.warnings = _jit.warnings_by_call

@@ -7,6 +7,7 @@ on the simulator, as nki.baremetal does; called from inside another kernel it ru
 import collections
 import functools
 import math
+import os
 import threading
 
 from . import _budget, _emit, _loops, _trace
@@ -17,6 +18,8 @@ from ._tensor import HBM, NkiTensor, Storage, var_name
 from .._runner import def_loc
 
 _last_plans = []  # allocation reports of the last build (per core), for stats.json
+_auto_named = {}  # output name given to a tensor declared without name= -> the kernel's variable naming it
+_kernel_file = {}  # base name -> path of the last build's kernel file (warnings_by_call)
 returned_shapes = []  # shapes of the views the last build's kernel returned (e.g. a reshape of its output)
 # The output name of each tensor the last build's kernel returned, in return order: a tensor returned twice
 # (`return o, o`) is one output, given back twice (trnsim.nki._entry._ordered_outputs).
@@ -55,6 +58,7 @@ class JitKernel:
         self.fn = fn
         self.options = dict(options or {})
         self.launch_grid = _grid_dims(grid)
+        self.grid_given = grid  # as the kernel wrote it (messages)
         # Grid dim 0's programs in a row on one core (nl.spmd_dim(nl.nc(2), 2): 2; else 1, alternating).
         dim0 = grid[0] if isinstance(grid, (tuple, list)) and grid else grid
         self.core_block = getattr(dim0, "block", 1)
@@ -140,6 +144,11 @@ def _build_core(kernel, args, kwargs):
     if k is None:
         raise NkiError("a kernel's traced function runs inside trnsim's build (trnsim run / simulate_kernel)")
     core, cores = k.program_id(), k.num_programs()
+    if core == 0:
+        _auto_named.clear()
+        _kernel_file.clear()
+        path = kernel.fn.__code__.co_filename
+        _kernel_file[os.path.basename(path)] = path
     target = Target.of_kernel(k)
     ids, grid = _programs_of_core(kernel.launch_grid, core, cores, kernel.core_block)
     trace = _trace.Trace(kernel.fn.__code__, ids[0], grid, grid, target, kernel.options)
@@ -373,6 +382,8 @@ def _declare_hbm(k, trace, outs):
             while name in taken:
                 n_out += 1
                 name = f"out_{n_out}"
+            if not st.name:
+                _auto_named[name] = var_name(trace, st)
             st.name = name
             taken.add(name)
             st.phys = k.output(name, dtype, list(st.shape), loc=loc)
@@ -390,6 +401,51 @@ def _declare_hbm(k, trace, outs):
                     name = f"<{base} {n}>"
             taken.add(name)
             st.phys = k.scratch(name, dtype, list(st.shape), private_to_core=st.private, loc=loc)
+
+
+def warnings_by_call(warnings):
+    """The build's warnings, each about an instruction a lowering made for the kernel's nl call ("k.py:9:
+    dma_copy reads ..." of an nl.store) naming that call first, as errors do (_errors.by_call): "k.py:9:
+    nl.store: its dma_copy (made by trnsim's lowering of nl.store) reads ...". The call is read from the
+    warned line's source (_loops.user_call: the line's one nl / nisa call, if not the instruction itself), so
+    that nothing of the trace is kept for it (its ops, kept alive, cost the garbage collector's passes time)."""
+    import re
+    from types import SimpleNamespace
+
+    from ._errors import path_of
+    from ._loops import user_call
+
+    out, no_calls = [], SimpleNamespace(calls=())
+    auto = {n: v for n, v in _auto_named.items() if v and v != n}  # ('out' for a variable out says it)
+    _auto_named.clear()
+    for w in warnings:
+        m = re.match(r"([^\s:]+):(\d+): (\w+) (reads .*)", w, re.S)
+        path = m and (_kernel_file.get(m.group(1)) or path_of(m.group(1)))
+        if path:
+            name = m.group(3)
+            call = user_call(SimpleNamespace(index=-1, loc=(path, int(m.group(2))), name=name), no_calls)
+            if call is not None:
+                w = f"{m.group(1)}:{m.group(2)}: {call}: its {name} (made by trnsim's lowering of {call}) " \
+                    f"{m.group(4)}"
+        if auto and "output '" in w:
+            w = _named_by_variable(w, auto)
+        out.append(w)
+    return out
+
+
+def _named_by_variable(w, auto):
+    """Warning `w` with each output the run named 'out', 'out_1', ... (declared without name=) named as the
+    kernel's variable, as a scratch tensor declared without name= is (kernels/api hbm_label): "output y float32
+    [128, 64] declared at k.py:6, without name= (saved as out.npy)"."""
+    import re
+
+    def sub(m):
+        var = auto.get(m.group(1))
+        if var is None:
+            return m.group(0)
+        return f"output {var} {m.group(2)}{m.group(3) or ''}, without name= (saved as {m.group(1)}.npy)"
+
+    return re.sub(r"output '(out(?:_\d+)?)' (\w+ \[[\d, ]*\])( declared at [^\s:]+:\d+)?", sub, w)
 
 
 def _release(trace):

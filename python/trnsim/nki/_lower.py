@@ -835,6 +835,8 @@ def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False):
     x = load_if_hbm(x, name)
     if axis is None:
         axis = tuple(range(1, x.ndim))
+    else:
+        _ops.reduce_axes(x, axis)  # (before the result's shape, which needs the partition dim)
     shape = reduced_shape(x, axis, keepdims)  # NKI's keepdims=False: [128, 64] over axis 1 gives [128]
     out = _sbuf_result(shape, dt(dtype, x.dtype), name)
     _ops.tensor_reduce(out, alu, x, axis, negate, any_axes=True)
@@ -962,12 +964,19 @@ def transpose(x, dtype=None, mask=None):
     p, f = x.shape
     if not (p <= 32 and f <= 32):
         x = to_sbuf(x, "transpose")
+    # The transpose keeps x's dtype (nki.isa.nc_transpose); dtype= casts its result with a tensor_copy into a
+    # tile of that dtype in the same buffer (nki.language.transpose: "data type to cast the output type to").
     if p <= 32 and f <= 32:
-        out = _sbuf_result((f, p), dt(dtype, x.dtype), "transpose")
+        out = _sbuf_result((f, p), x.dtype, "transpose")
         _ops.nc_transpose(out, x, "DVE")
     else:
-        out = _ops.new_tile((f, p), dt(dtype, x.dtype), PSUM, "transpose")
+        out = _ops.new_tile((f, p), x.dtype, PSUM, "transpose")
         _ops.nc_transpose(out, x, "PE")
+    to = dt(dtype, x.dtype)
+    if to != x.dtype:
+        cast = _ops.new_tile((f, p), to, out.st.space, "transpose")
+        _ops.tensor_copy(cast, out)
+        out = cast
     return boxed(fresh(out), result_box(box, out.shape, (1, 0)))
 
 

@@ -503,6 +503,18 @@ _REDUCTIONS = {"add", "subtract", "multiply", "maximum", "minimum", "bitwise_and
                "logical_and", "logical_or", "logical_xor"}
 
 
+def reduce_axes(data, axis):
+    """tensor_reduce's `axis` (an int or ints, negative from the end) as sorted dims of data: free dims only."""
+    nd = data.ndim
+    if isinstance(axis, int):
+        axis = (axis,)
+    axis = sorted({a + nd if a < 0 else a for a in axis})
+    if not axis or any(a < 1 or a >= nd for a in axis):
+        raise NkiError(f"tensor_reduce: axis {list(axis)} must name free dims of data {list(data.shape)} (the "
+                       "partition dim is 0)")
+    return axis
+
+
 def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=None, loc=None, any_axes=False):
     """`any_axes`: an nl reduction's, whose axes may be any free ones (NKI's average-pool tutorial sums axes
     [2, 4] of a 5-D tile): the instruction reduces a view with them last."""
@@ -513,12 +525,7 @@ def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=Non
     dst = tile(dst, "dst", op)
     data = tile(data, "data", op)
     nd = data.ndim
-    if isinstance(axis, int):
-        axis = (axis,)
-    axis = sorted({a + nd if a < 0 else a for a in axis})
-    if not axis or any(a < 1 or a >= nd for a in axis):
-        raise NkiError(f"{op}: axis {list(axis)} must name free dims of data {list(data.shape)} (the partition "
-                       "dim is 0)")
+    axis = reduce_axes(data, axis)
     if axis != list(range(nd - len(axis), nd)) and any_axes:
         # The instruction reduces the innermost dims: reorder the view (strides only) so the reduced axes are
         # last, the kept ones in their order.

@@ -166,8 +166,8 @@ _CREATORS = {"ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "full_like"}
 # The nl.* lowering (its new tile's name) of a tile operator (NkiTensor._bin, __neg__).
 _OPERATORS = {"Add": "add", "Sub": "subtract", "Mult": "multiply", "Div": "divide", "Pow": "power",
-              "BitAnd": "bitwise_and", "BitOr": "bitwise_or", "BitXor": "bitwise_xor", "LShift": "left_shift",
-              "RShift": "right_shift", "USub": "negative", "MatMult": "matmul"}
+              "Mod": "mod", "BitAnd": "bitwise_and", "BitOr": "bitwise_or", "BitXor": "bitwise_xor",
+              "LShift": "left_shift", "RShift": "right_shift", "USub": "negative", "MatMult": "matmul"}
 
 
 def assigned_name(st):
@@ -1125,6 +1125,70 @@ class NkiTensor:
 
     def __rtruediv__(self, o):
         return self._bin(o, "divide", True)
+
+    # The other operators NumPy defines on arrays, each as the nl function NKI documents "similar to" NumPy's
+    # ufunc behind it (nki.language.power ~ numpy.power, bitwise_xor ~ numpy.bitwise_xor, abs ~ numpy.abs).
+    def __pow__(self, o):
+        return self._bin(o, "power")
+
+    def __rpow__(self, o):
+        return self._bin(o, "power", True)
+
+    def __and__(self, o):
+        return self._bin(o, "bitwise_and")
+
+    def __rand__(self, o):
+        return self._bin(o, "bitwise_and", True)
+
+    def __or__(self, o):
+        return self._bin(o, "bitwise_or")
+
+    def __ror__(self, o):
+        return self._bin(o, "bitwise_or", True)
+
+    def __xor__(self, o):
+        return self._bin(o, "bitwise_xor")
+
+    def __rxor__(self, o):
+        return self._bin(o, "bitwise_xor", True)
+
+    def __lshift__(self, o):
+        return self._bin(o, "left_shift")
+
+    def __rlshift__(self, o):
+        return self._bin(o, "left_shift", True)
+
+    def __rshift__(self, o):
+        return self._bin(o, "right_shift")
+
+    def __rrshift__(self, o):
+        return self._bin(o, "right_shift", True)
+
+    def __mod__(self, o):
+        return self._bin(o, "mod")
+
+    def __rmod__(self, o):
+        return self._bin(o, "mod", True)
+
+    def __abs__(self):
+        from . import language as nl
+
+        return nl.abs(self)
+
+    # NumPy operators whose nl function trnsim does not model: NkiUnsupported naming what computes each.
+    def _no_operator(self, op, why):
+        from ._errors import unsupported
+
+        unsupported(f"the tile operator {op}", why)
+
+    def __floordiv__(self, o):
+        self._no_operator("//", "NKI has no floor_divide; compute nl.floor(nl.divide(a, b))")
+
+    __rfloordiv__ = __floordiv__
+
+    def __invert__(self):
+        self._no_operator("~", "it is nl.invert (numpy.invert), which trnsim does not model; "
+                          "nl.bitwise_xor(t, -1) inverts the bits of an int32 tile")
 
     def _compare(self, fn):
         from ._errors import unsupported

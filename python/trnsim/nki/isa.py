@@ -341,7 +341,9 @@ def nc_transpose(*args, **kwargs):
 # ---------------------------------------------------------------------------------------------- activation
 
 
-def _reduce(reduce_op, reduce_res, reduce_cmd_, call):
+def _reduce(reduce_op, reduce_res, reduce_cmd_, call, op="add", why="the Scalar engine sums"):
+    """reduce_res of a call with a fused per-partition reduction, its reduce_cmd and reduce_op checked: this
+    instruction's reduction only (reduce_cmd idle or reset_reduce), by `op` alone."""
     cmd = _enum_value(reduce_cmd_, reduce_cmd, call, "reduce_cmd")
     if reduce_res is None:
         if cmd not in ("idle",):
@@ -349,8 +351,8 @@ def _reduce(reduce_op, reduce_res, reduce_cmd_, call):
         return None
     if cmd not in ("idle", "reset_reduce"):
         unsupported(f"{call}(reduce_cmd={cmd})", "accumulating in the reduce registers across instructions")
-    if reduce_op is not None and _lower.alu_name(reduce_op, call) != "add":
-        raise NkiError(f"{call}: reduce_op must be nl.add (the Scalar engine sums)")
+    if reduce_op is not None and _lower.alu_name(reduce_op, call) != op:
+        raise NkiError(f"{call}: reduce_op must be nl.{op} ({why})")
     return reduce_res
 
 
@@ -743,13 +745,18 @@ def reciprocal(*args, **kwargs):
 @_named("select_reduce")
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                   reduce_op=None, reverse_pred=False, name=None):
-    """dst = predicate ? on_true : on_false (the selection; the fused max-reduction is not modelled)."""
-    if reduce_res is not None:
-        unsupported("nki.isa.select_reduce(reduce_res=...)", "the fused reduction")
+    """dst = predicate ? on_true : on_false; with reduce_res, also its maximum per partition (NKI's NumPy form:
+    np.max(result, axis=1, keepdims=True)) by a tensor_reduce(maximum) of dst on Vector after the select (the
+    fused instruction is timed as the two)."""
     if reverse_pred:
         unsupported("nki.isa.select_reduce(reverse_pred=True)")
-    dst, predicate, on_true, on_false = _region(dst, predicate, on_true, on_false)
-    return _ops.select(dst, predicate, on_true, on_false)
+    rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.select_reduce", "maximum",
+                 "NKI: reduce_op only supports max")
+    dst, predicate, on_true, on_false, rr = _region(dst, predicate, on_true, on_false, rr)
+    r = _ops.select(dst, predicate, on_true, on_false)
+    if rr is not None:
+        _ops.tensor_reduce(rr, "maximum", dst, tuple(range(1, dst.ndim)), keepdims=True)
+    return r
 
 
 @_named("tensor_copy_predicated")

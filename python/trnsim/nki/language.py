@@ -347,6 +347,9 @@ class nc:
     def __init__(self, n):
         self.n = int(n)
 
+    def __repr__(self):
+        return f"nl.nc({self.n})"
+
     def __int__(self):
         return self.n
 
@@ -548,6 +551,103 @@ def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
     return _reduced(s, x, axis, keepdims, box)
 
 
+def _per_partition(t, x, axis, alu, name):
+    """tensor_reduce(alu) of the FP32 tile t over `axis` of x's dims (the last free dims), as a [P, 1] tile."""
+    r = _lower.reduce(name, alu, t, axis, float32, True)
+    return r.reshape((x.shape[0], 1)) if r.ndim != 2 else r
+
+
+def _last_axes(x, axis, name):
+    """`axis` of nl.softmax / nl.rms_norm: free dims ending at the last one (NKI: "can only be the last
+    contiguous dim(s) of the tile")."""
+    ax = _ops.reduce_axes(x, axis)
+    if ax != list(range(ax[0], x.ndim)):
+        raise NkiError(f"nl.{name}: axis {axis} must be the last contiguous free dims of the {list(x.shape)} tile "
+                       f"(e.g. axis={x.ndim - 1})")
+    return tuple(ax)
+
+
+@_names_errors
+def softmax(x, axis=-1, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+    """exp(x - max) / sum(exp(x - max)) over `axis`, in FP32: tensor_reduce(maximum) and tensor_scalar(subtract)
+    on Vector, activation(exp) on Scalar, tensor_reduce(add), 1 / sum and the product (tensor_scalar) on Vector;
+    the product written in dtype (compute_dtype, else x's) (nki.language.softmax)."""
+    if kwargs:
+        ignored_kwargs("nl.softmax", kwargs)
+    (x,), box = _lower.operand_region(mask, (x,))
+    x = _lower.load_if_hbm(x, "softmax")
+    ax = _last_axes(x, axis, "softmax")
+    m = _per_partition(x, x, ax, "maximum", "softmax")
+    e = _lower.unary("softmax", "exp", _lower.elementwise("softmax", "subtract", x, m, float32), float32)
+    r = _lower.elementwise("softmax", "divide", 1.0, _per_partition(e, x, ax, "add", "softmax"), float32)
+    out = _lower.elementwise("softmax", "multiply", e, r, dtype if dtype is not None else compute_dtype or x.dtype)
+    return _lower.boxed(out, box)
+
+
+@_names_errors
+def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+    """x / sqrt(sum(x * x) / n + epsilon) * w over `axis`, in FP32: x * x and tensor_reduce(add), the divide by
+    n and + epsilon (tensor_scalar) on Vector, activation(rsqrt) on Scalar, x times it (tensor_scalar) and
+    times w (tensor_tensor) on Vector, the last written in dtype (compute_dtype, else x's)
+    (nki.language.rms_norm: "x / RMS(x) * w", n the count of values the RMS averages)."""
+    if kwargs:
+        ignored_kwargs("nl.rms_norm", kwargs)
+    (x, w), box = _lower.operand_region(mask, (x, w))
+    x = _lower.load_if_hbm(x, "rms_norm")
+    ax = _last_axes(x, axis, "rms_norm")
+    s = _per_partition(_lower.elementwise("rms_norm", "multiply", x, x, float32), x, ax, "add", "rms_norm")
+    ms = _lower.elementwise("rms_norm", "add", _lower.elementwise("rms_norm", "divide", s, float(n), float32),
+                            float(epsilon), float32)
+    y = _lower.elementwise("rms_norm", "multiply", x, _lower.unary("rms_norm", "rsqrt", ms, float32), float32)
+    out = _lower.elementwise("rms_norm", "multiply", y, w, dtype if dtype is not None else compute_dtype or x.dtype)
+    return _lower.boxed(out, box)
+
+
+@_names_errors
+def var(x, axis, *, dtype=None, mask=None, **kwargs):
+    """The population variance (numpy.var's ddof=0) over `axis`, in FP32: the sum (tensor_reduce) divided by n
+    is the mean, then x - mean, its square, their sum (tensor_reduce) and the divide by n on Vector; the
+    result in dtype (x's by default) with the axes removed (nki.language.var)."""
+    if kwargs:
+        ignored_kwargs("nl.var", kwargs)
+    (x,), box = _lower.operand_region(mask, (x,))
+    x = _lower.load_if_hbm(x, "var")
+    ax = _last_axes(x, axis, "var")
+    n = float(_math.prod(x.shape[a] for a in ax))
+    m = _lower.elementwise("var", "divide", _per_partition(x, x, ax, "add", "var"), n, float32)
+    d = _lower.elementwise("var", "subtract", x, m, float32)
+    ss = _per_partition(_lower.elementwise("var", "multiply", d, d, float32), x, ax, "add", "var")
+    v = _lower.elementwise("var", "divide", ss, n, dtype if dtype is not None else x.dtype)
+    return _reduced(v.reshape(_lower.reduced_shape(x, ax, False)), x, ax, False, box)
+
+
+def _mod(x, y, dtype=None, mask=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nl.mod", kwargs)
+    (x, y), box = _lower.operand_region(mask, (x, y))
+    q = _lower.unary("mod", "floor", _lower.elementwise("mod", "divide", x, y, float32), float32)
+    out = _lower.elementwise("mod", "subtract", x, _lower.elementwise("mod", "multiply", q, y, float32),
+                             dtype if dtype is not None else _lower.promote(x, y))
+    return _lower.boxed(out, box)
+
+
+mod = _NlFunc("mod", _mod, doc="x - y * floor(x / y) in FP32 (numpy.mod: the sign of y): the divide on Vector, "
+                               "activation(floor) on Scalar, the product and the difference on Vector, the last "
+                               "written in dtype (the inputs' by default); exact for integer values below 2^24 "
+                               "(nki.language.mod: integer mod)")
+
+
+def _logical_not(x, dtype=None, mask=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nl.logical_not", kwargs)
+    (x,), box = _lower.operand_region(mask, (x,))
+    return _lower.boxed(_lower.elementwise("logical_not", "equal", x, 0.0, dtype), box)
+
+
+logical_not = _NlFunc("logical_not", _logical_not, doc="nisa.tensor_scalar(x, equal, 0) on Vector: 1 where x is 0, "
+                                                      "else 0 (nki.language.logical_not)")
+
+
 # ---- memory and matmul
 
 
@@ -592,7 +692,8 @@ def matmul(x, y, transpose_x=False, *, mask=None, **kwargs):
 @_names_errors
 def transpose(x, *, dtype=None, mask=None, **kwargs):
     """nisa.nc_transpose on the Tensor engine into a new PSUM tile (Vector engine into SBUF for tiles of at
-    most 32 x 32) (nki.language.transpose; nki.isa.nc_transpose's engine limits)."""
+    most 32 x 32) (nki.language.transpose; nki.isa.nc_transpose's engine limits); with dtype=, a tensor_copy
+    casting it into a tile of that dtype in the same buffer (the transpose keeps its dtype)."""
     if kwargs:
         ignored_kwargs("nl.transpose", kwargs)
     return _lower.transpose(x, dtype, mask)
@@ -652,15 +753,15 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
 # ---- what NKI has and trnsim does not model: calling any raises NkiUnsupported naming the line.
 
 UNSUPPORTED = {
-    "softmax": "", "rms_norm": "", "layer_norm": "", "exp2": "", "dropout": "random numbers",
+    "layer_norm": "", "exp2": "", "dropout": "random numbers",
     "rand": "random numbers",
     "random_seed": "random numbers", "shared_constant": "",
     "device_print": "a tile's values exist only when the simulated kernel runs, after tracing; to see them, "
     "store the tile into an nl.shared_hbm tensor and return it as an output", "atomic_rmw": "", "gather_flattened": "",
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
-    "invert": "", "logical_not": "", "logical_xor": "", "var": "", "all": "", "no_reorder": "scheduling hints",
+    "invert": "", "logical_xor": "", "all": "", "no_reorder": "scheduling hints",
     "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
-    "abs_min": "", "fmod": "", "mod": "", "tan": "", "prelu": "", "gelu_apprx_sigmoid": "",
+    "abs_min": "", "fmod": "", "tan": "", "prelu": "", "gelu_apprx_sigmoid": "",
     "gelu_apprx_sigmoid_dx": "", "loop_reduce": "", "while_loop": "dynamic loops",
 }
 
@@ -687,7 +788,7 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "right_shift", "abs_max", "exp", "log", "tanh", "sigmoid", "relu", "silu", "gelu",
              "gelu_apprx_tanh", "sqrt", "rsqrt", "reciprocal", "square", "abs", "sign", "identity", "sin", "cos",
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
-             "negative",
+             "negative", "logical_not", "softmax", "rms_norm", "var", "mod",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
              "is_on_chip", "shared_identity_matrix"]
 
