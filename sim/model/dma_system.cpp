@@ -158,6 +158,7 @@ void DmaSystem::update() {
       current = &t.rec;
       t.rec.data_start = f.data_start;
       t.rec.data_end = f.data_end;
+      t.rec.queue_release = f.released;
       NodeRef& last = last_done_[t.rec.core][timing::hardware_queue(
           top_.hw.dma, static_cast<uint32_t>(t.rec.queue), t.rec.issuer)];
       const NodeRef self{static_cast<int8_t>(t.rec.core), t.rec.issuer, Part::Transfer, t.rec.index};

@@ -45,7 +45,7 @@ Picoseconds DmaQueues::enqueue(const DmaTransfer& t, Picoseconds now) {
   }
   q.push_back({t.tag, t.cost.bytes, t.cost.hbm_bytes, t.hbm_bytes_read, t.hbm_bytes_written,
                t.cost.efficiency, t.cost.queue_rate_cap_GBps, t.cost.latency, ready, Picoseconds(),
-               Picoseconds(), 0, false, false});
+               Picoseconds(), Picoseconds(), 0, false, false});
   ++in_flight_;
   if (q.size() == 1) mark(t.core, t.queue, true);
   if (q.size() == hq.next + 1 && ready < next_ready_) next_ready_ = ready;  // the queue's next to move
@@ -62,6 +62,7 @@ void DmaQueues::moved(Queue& q, Picoseconds now) {
       throw TimeLimitError("its last byte would land", e.at_ps(), limit_, x.tag);
     }
   }
+  x.released = now;
   x.land = std::max(land, q.last_land);
   x.moved = true;
   q.last_land = x.land;
@@ -71,7 +72,7 @@ void DmaQueues::moved(Queue& q, Picoseconds now) {
 void DmaQueues::land(Queue& q, Picoseconds now) {
   while (!q.q.empty() && q.q.front().moved && q.q.front().land <= now) {
     const Queued& x = q.q.front();
-    finished_.push_back({x.tag, x.ready, x.data_start, x.land, x.queued_behind});
+    finished_.push_back({x.tag, x.ready, x.data_start, x.land, x.released, x.queued_behind});
     q.q.pop_front();
     --q.next;
     --in_flight_;

@@ -52,6 +52,9 @@ class DmaQueues {
     uint64_t tag;
     Picoseconds ready;                 // enqueue time + setup
     Picoseconds data_start, data_end;  // bytes moving: from its start in the queue to its last byte landed
+    // When it let the next transfer of its queue start (its occupancy end): data_end without queue sets,
+    // earlier when the queue pipelines (sim/timing/dma_queue_policy.h).
+    Picoseconds released;
     // The transfer ahead of it in its queue (the previous one to finish there) held it back: data_start >
     // ready.
     bool queued_behind = false;
@@ -86,7 +89,7 @@ class DmaQueues {
     double efficiency, rate_cap_GBps;  // rate_cap_GBps: DmaCost::queue_rate_cap_GBps
     Picoseconds latency;
     Picoseconds ready;
-    Picoseconds data_start, land;
+    Picoseconds data_start, released, land;
     uint64_t flow = 0;   // BandwidthSharing flow id; 0 until the transfer moves
     bool moved = false;  // done holding the queue; lands at `land`
     bool queued_behind = false;
