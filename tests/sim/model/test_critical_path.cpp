@@ -73,13 +73,7 @@ TEST_CASE("critical path: DVE -> ACT through a semaphore, each with its completi
 
 TEST_CASE("critical path: a background LoadStationary links to the one before it, not to the launch",
           "[model][critical]") {
-  isa::Program p;
-  p.num_cores = 1;
-  isa::TensorDecl x;
-  x.name = "x";
-  x.dtype = DType::BF16;
-  x.shape = {128, 2048};
-  p.tensors.push_back(x);
+  isa::Program p = with_hbm_x(DType::BF16, 128, 2048);
   // Two matmuls, N_moving = 512: LoadStationary 128 / 4 = 32 cycles at 2.4 GHz = 13334 ps, MultiplyMoving 512
   // cycles = 213334 ps. LS #0 [0, 13334]; MM #0 from 13334; LS #1 loads in its background from 13334 (the
   // end of LS #0 and the start of MM #0) to 26668 and then adds 1 to S[5] (its stationary is latched).
@@ -150,13 +144,7 @@ TEST_CASE("critical path: a pipelined queue (dma.queue_sets) hands over at each 
   // SP's queue, and descriptor_ns = 20 holds it 8 + 1 descriptors per engine x 20 = 180 ns per transfer:
   // data starts at 1290, 1470, 1650, 1830 ns, each landing 9 packets x 44 ns = 396 ns after its start, the
   // last at 2226 ns, its completion write 10 ns later.
-  isa::Program p;
-  p.num_cores = 1;
-  isa::TensorDecl x;
-  x.name = "x";
-  x.dtype = DType::BF16;
-  x.shape = {128, 16};
-  p.tensors.push_back(x);
+  isa::Program p = with_hbm_x(DType::BF16, 128, 16);
   for (uint8_t k = 0; k < 4; ++k) {
     auto i = make(Opcode::DmaCopy, Engine::SP,
                   {sbuf(DType::BF16, 128, {16}, 64 * k), hbm(0, DType::BF16, 128, 16)});

@@ -35,14 +35,7 @@ model::RunResult run(const isa::Program& p, const config::HwConfig& hw) {
 
 // A program with the HBM tensor x [128, 16] BF16 (32 bytes per row).
 isa::Program with_x() {
-  isa::Program p;
-  p.num_cores = 1;
-  isa::TensorDecl x;
-  x.name = "x";
-  x.dtype = DType::BF16;
-  x.shape = {128, 16};
-  p.tensors.push_back(x);
-  return p;
+  return with_hbm_x(DType::BF16, 128, 16);
 }
 
 // x -> SBUF at byte `offset` of every partition (32 bytes per partition), issued by `e` in mode `dge`.
