@@ -142,7 +142,7 @@ void CriticalPathRecorder::on_dma(const DmaRecord& r) {
   const NodeRef self{static_cast<int8_t>(r.core), r.issuer, Part::Transfer, r.index};
   Node* n = slot(self);
   if (n == nullptr) return;
-  *n = {r.data_start.count(), r.complete.count(), r.data_end.count(), r.cause, r.cause, false, true};
+  *n = {r.data_start.count(), r.complete.count(), r.queue_release.count(), r.cause, r.cause, false, true};
   if (r.complete.count() >= last_end_) {
     last_end_ = r.complete.count();
     last_ = self;

@@ -7,8 +7,8 @@
 // transfer, the transfer ahead of it in its queue, the busy DGE block. The path is found by walking these
 // links back from the node that ends last. A node hands over to the next step when it releases it: at its end
 // (results and semaphores posted, a DMA instruction's descriptors generated), or for program and queue order
-// when its engine or queue moves on (the occupancy end, the transfer's data end), which can be before its
-// results are posted. Each step is charged the time from its predecessor's handover to its own: the link
+// when its engine or queue moves on (the occupancy end, the transfer's queue release), which can be before
+// its results are posted. Each step is charged the time from its predecessor's handover to its own: the link
 // (up to its start: a semaphore's latency, a DMA setup, the launch delay) and its activity. The charges sum
 // to the run's total time.
 //
@@ -47,7 +47,8 @@ class CriticalPathRecorder {
   struct Node {
     uint64_t start = 0, end = 0;
     // When the node let the next one of its engine (program order) or queue (queue order) start: the engine's
-    // occupancy end, or the transfer's data end. A node's end (its results posted) can be later.
+    // occupancy end, or the transfer's queue release (DmaRecord::queue_release). A node's end (its results
+    // posted) can be later.
     uint64_t release = 0;
     Cause cause;
     // A core_barrier's node runs from its arrival (start, when it signals the peer) to its release (end);

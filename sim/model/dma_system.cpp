@@ -1,6 +1,7 @@
 #include "sim/model/dma_system.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <limits>
 
@@ -16,7 +17,7 @@ namespace trnsim::model {
 
 DmaSystem::DmaSystem(sc_core::sc_module_name name, Lnc2& top)
     : sc_module(name), hbm("hbm"), top_(top), queues_(top.hw, top.limit) {
-  for (auto& l : last_done_) l.assign(top.hw.dma.queues_per_core, NodeRef{});
+  for (auto& l : last_done_) l.assign(top.hw.dma.queues_per_core, {});
   SC_METHOD(update);
   sensitive << ev_;
   dont_initialize();
@@ -158,14 +159,22 @@ void DmaSystem::update() {
       current = &t.rec;
       t.rec.data_start = f.data_start;
       t.rec.data_end = f.data_end;
-      NodeRef& last = last_done_[t.rec.core][timing::hardware_queue(
+      t.rec.queue_release = f.released;
+      auto& last = last_done_[t.rec.core][timing::hardware_queue(
           top_.hw.dma, static_cast<uint32_t>(t.rec.queue), t.rec.issuer)];
       const NodeRef self{static_cast<int8_t>(t.rec.core), t.rec.issuer, Part::Transfer, t.rec.index};
+      // What held it back: of the transfers ahead of it on its engines, the last to let go of the queue.
+      const uint64_t engines = ~t.cost.queue_engines == 0 ? 1 : t.cost.queue_engines;
+      const Done* ahead = nullptr;
+      for (uint64_t e = engines; e != 0; e &= e - 1) {
+        const Done& d = last[std::countr_zero(e)];
+        if (d.node.valid() && (ahead == nullptr || d.released > ahead->released)) ahead = &d;
+      }
       t.rec.cause =
-          f.queued_behind && last.valid()
-              ? Cause{CauseKind::QueueOrder, last, 0}
+          f.queued_behind && ahead != nullptr
+              ? Cause{CauseKind::QueueOrder, ahead->node, 0}
               : Cause{CauseKind::Trigger, {self.core, self.engine, Part::Instruction, self.index}, 0};
-      last = self;
+      for (uint64_t e = engines; e != 0; e &= e - 1) last[std::countr_zero(e)] = {self, f.released};
       t.rec.complete = timing::end_after(f.data_end, t.cost.completion, top_.limit,
                                          "its completion semaphore write would end");
       finish(t);

@@ -75,11 +75,17 @@ class DmaSystem : public sc_core::sc_module {
 
   Lnc2& top_;
   timing::DmaQueues queues_;
-  tlm::tlm_generic_payload hbm_access_;            // reused by hbm_latency
-  tlm::tlm_generic_payload onchip_access_;         // reused by onchip_latency
-  std::vector<Transfer> transfers_;                // indexed by the DmaQueues tag
-  std::vector<uint64_t> free_;                     // free slots of transfers_
-  std::array<std::vector<NodeRef>, 2> last_done_;  // per core and hardware queue: the last one that finished
+  tlm::tlm_generic_payload hbm_access_;     // reused by hbm_latency
+  tlm::tlm_generic_payload onchip_access_;  // reused by onchip_latency
+  std::vector<Transfer> transfers_;         // indexed by the DmaQueues tag
+  std::vector<uint64_t> free_;              // free slots of transfers_
+  struct Done {
+    NodeRef node;
+    Picoseconds released;  // DmaRecord::queue_release
+  };
+  // Per core, hardware queue and DMA engine (timing::DmaCost::queue_engines; slot 0 for a transfer on all of
+  // them): the last transfer that finished there, the one ahead of the next in that engine's queue.
+  std::array<std::vector<std::array<Done, 64>>, 2> last_done_;
   sc_core::sc_event ev_;
   static constexpr uint64_t kNoWake = ~uint64_t{0};
   uint64_t wake_at_ = kNoWake;  // when ev_'s pending notification fires (kNoWake: none pending)

@@ -85,6 +85,9 @@ struct DmaRecord {
   Picoseconds enqueue;                    // trigger done, transfer queued
   Picoseconds data_start;  // bytes start moving (setup done, earlier transfers of the queue finished)
   Picoseconds data_end;
+  // When the next transfer of its hardware queue could start (its queue occupancy end): data_end, or earlier
+  // with dma.queue_sets (a queue's transfers pipeline).
+  Picoseconds queue_release;
   Picoseconds complete;  // completion semaphore written
   uint64_t bytes = 0, hbm_bytes = 0;
   uint32_t engines = 0;

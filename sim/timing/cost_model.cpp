@@ -251,6 +251,9 @@ DmaCost CostModel::dma_cost(const isa::Instruction& inst, const isa::Work& work)
   c.bytes_per_partition = static_cast<double>(c.bytes) / c.partitions;
   c.engines = static_cast<uint32_t>(
       std::min<uint64_t>(dma.engines_per_core, ceil_div(c.partitions, dma.partitions_per_engine)));
+  if (side.space != MemSpace::HBM)
+    c.first_engine =
+        std::min(side.partition_start / dma.partitions_per_engine, dma.engines_per_core - c.engines);
   // A packet is one partition's run (the documented efficiency thresholds are per partition, S11, S12); how
   // a run made of scattered elements costs (a transposing access pattern) is not documented and not modelled.
   c.packet_bytes = c.bytes_per_partition;

@@ -47,8 +47,9 @@ struct DmaCost {
   uint64_t hbm_bytes = 0;   // HBM traffic (read + written)
   uint32_t partitions = 0;  // partitions (or HBM rows) the transfer spans
   double bytes_per_partition = 0;
-  double packet_bytes = 0;  // bytes of one packet: one partition's run (bytes_per_partition)
-  uint32_t engines = 0;     // DMA engines used: ceil(partitions / partitions_per_engine), <= 16
+  double packet_bytes = 0;    // bytes of one packet: one partition's run (bytes_per_partition)
+  uint32_t engines = 0;       // DMA engines used: ceil(partitions / partitions_per_engine), <= 16
+  uint32_t first_engine = 0;  // the first of them: the on-chip side's first partition / partitions_per_engine
   // Share of the engines' bandwidth a byte takes: the op factor (transpose, accumulate); with
   // efficiency_curve (packet_ns 0) also the curve's efficiency.
   double efficiency = 1;
@@ -59,6 +60,8 @@ struct DmaCost {
   // it (bytes per ns), and the least time from its data start to its last byte.
   double queue_rate_cap_GBps = 0;
   Picoseconds latency;
+  // The engines whose hardware queue it joins (bit e: engine e): all without queue sets, else its engines.
+  uint64_t queue_engines = ~uint64_t{0};
   // Before data moves: dma.setup_ns. A transfer that touches HBM also waits the HBM's access latency, which
   // the HBM module annotates (timing::HbmTiming behind sim/model/memory/hbm.h).
   Picoseconds setup;

@@ -10,6 +10,9 @@ uint32_t hardware_queue(const config::DmaConfig& dma, uint32_t program_queue, is
 }
 
 void set_queue_occupancy(const config::DmaConfig& dma, DmaCost& c) {
+  c.queue_engines = ~uint64_t{0};
+  if (dma.queue_sets && dma.engines_per_core <= 64 && c.engines > 0 && c.engines < 64)
+    c.queue_engines = ((uint64_t{1} << c.engines) - 1) << c.first_engine;
   if (!dma.queue_sets || c.bytes == 0) {
     c.queue_rate_cap_GBps = c.rate_cap_GBps;
     c.latency = Picoseconds();

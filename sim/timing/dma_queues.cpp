@@ -43,17 +43,21 @@ Picoseconds DmaQueues::enqueue(const DmaTransfer& t, Picoseconds now) {
   } catch (const TimeLimitError& e) {
     throw TimeLimitError("its DMA setup would end", e.at_ps(), limit_, t.tag);
   }
-  q.push_back({t.tag, t.cost.bytes, t.cost.hbm_bytes, t.hbm_bytes_read, t.hbm_bytes_written,
-               t.cost.efficiency, t.cost.queue_rate_cap_GBps, t.cost.latency, ready, Picoseconds(),
-               Picoseconds(), 0, false, false});
+  q.push_back({t.tag, t.cost.queue_engines, t.cost.bytes, t.cost.hbm_bytes, t.hbm_bytes_read,
+               t.hbm_bytes_written, t.cost.efficiency, t.cost.queue_rate_cap_GBps, t.cost.latency, ready,
+               Picoseconds(), Picoseconds(), Picoseconds(), 0, false, false});
   ++in_flight_;
   if (q.size() == 1) mark(t.core, t.queue, true);
-  if (q.size() == hq.next + 1 && ready < next_ready_) next_ready_ = ready;  // the queue's next to move
+  // It may move at `ready` unless a transfer ahead holds one of its engines (advance() looks again when that
+  // one moves on).
+  bool free = true;
+  for (size_t i = 0; i + 1 < q.size() && free; ++i)
+    free = q[i].moved || (q[i].engines & t.cost.queue_engines) == 0;
+  if (free && ready < next_ready_) next_ready_ = ready;
   return ready;
 }
 
-void DmaQueues::moved(Queue& q, Picoseconds now) {
-  Queued& x = q.q[q.next];
+void DmaQueues::moved(Queue& q, Queued& x, Picoseconds now) {
   Picoseconds land = now;
   if (x.latency.count() > 0) {
     try {
@@ -62,19 +66,28 @@ void DmaQueues::moved(Queue& q, Picoseconds now) {
       throw TimeLimitError("its last byte would land", e.at_ps(), limit_, x.tag);
     }
   }
-  x.land = std::max(land, q.last_land);
+  for (uint64_t e = x.engines; e != 0; e &= e - 1) land = std::max(land, q.last_land[std::countr_zero(e)]);
+  for (uint64_t e = x.engines; e != 0; e &= e - 1) q.last_land[std::countr_zero(e)] = land;
+  x.released = now;
+  x.land = land;
   x.moved = true;
-  q.last_land = x.land;
-  ++q.next;
 }
 
 void DmaQueues::land(Queue& q, Picoseconds now) {
-  while (!q.q.empty() && q.q.front().moved && q.q.front().land <= now) {
-    const Queued& x = q.q.front();
-    finished_.push_back({x.tag, x.ready, x.data_start, x.land, x.queued_behind});
-    q.q.pop_front();
-    --q.next;
-    --in_flight_;
+  // Past the point where the transfers still holding or waiting for the queue cover every engine, nothing
+  // has moved.
+  uint64_t held = 0;
+  for (auto it = q.q.begin(); it != q.q.end() && held != ~uint64_t{0};) {
+    if (!it->moved) {
+      held |= it->engines;
+      ++it;
+    } else if (it->land <= now) {
+      finished_.push_back({it->tag, it->ready, it->data_start, it->land, it->released, it->queued_behind});
+      it = q.q.erase(it);
+      --in_flight_;
+    } else {
+      ++it;
+    }
   }
 }
 
@@ -87,7 +100,9 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
         std::find_if(moving_.begin(), moving_.end(), [id](const Moving& x) { return x.flow == id; });
     if (m == moving_.end()) continue;
     Queue& q = queues_[m->core][m->queue];
-    moved(q, now);
+    const auto x =
+        std::find_if(q.q.begin(), q.q.end(), [id](const Queued& y) { return y.flow == id && !y.moved; });
+    moved(q, *x, now);
     land(q, now);
     if (q.q.empty()) mark(m->core, m->queue, false);
     moving_.erase(m);
@@ -103,28 +118,33 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
         Queue& hq = queues_[core][qi];
         auto& q = hq.q;
         land(hq, now);
-        while (hq.next < q.size() && q[hq.next].flow == 0 && q[hq.next].ready <= now) {
-          Queued& x = q[hq.next];
-          x.data_start = now;
-          x.queued_behind = x.ready < now;  // ready before: the transfer ahead of it held it back
-          if (x.bytes == 0) {
-            moved(hq, now);
-            land(hq, now);
+        // Start every ready transfer no transfer ahead of it holds back (one that shares an engine and has
+        // not moved on), in queue order; note the next readiness and landing.
+        uint64_t held = 0;
+        for (size_t i = 0; i < q.size() && held != ~uint64_t{0}; ++i) {
+          Queued& x = q[i];
+          if (!x.moved && x.flow == 0 && (x.engines & held) == 0 && x.ready <= now) {
+            x.data_start = now;
+            x.queued_behind = x.ready < now;  // ready before: a transfer ahead of it held it back
+            if (x.bytes == 0) {
+              moved(hq, x, now);
+            } else {
+              BandwidthSharing::Uses uses{{core, 1.0 / x.efficiency}};
+              if (x.hbm_bytes > 0)
+                uses.push_back({kHbm, static_cast<double>(x.hbm_bytes) / static_cast<double>(x.bytes)});
+              x.flow = share_.add(static_cast<double>(x.bytes), x.rate_cap_GBps / 1000.0, uses, nowd);
+              moving_.push_back({x.flow, core, static_cast<uint32_t>(qi)});
+            }
+          }
+          if (x.moved) {
+            if (x.land > now && x.land < next_land_) next_land_ = x.land;
             continue;
           }
-          BandwidthSharing::Uses uses{{core, 1.0 / x.efficiency}};
-          if (x.hbm_bytes > 0)
-            uses.push_back({kHbm, static_cast<double>(x.hbm_bytes) / static_cast<double>(x.bytes)});
-          x.flow = share_.add(static_cast<double>(x.bytes), x.rate_cap_GBps / 1000.0, uses, nowd);
-          moving_.push_back({x.flow, core, static_cast<uint32_t>(qi)});
+          if (x.flow == 0 && (x.engines & held) == 0 && x.ready < next_ready_) next_ready_ = x.ready;
+          held |= x.engines;
         }
-        if (q.empty()) {
-          mark(core, qi, false);
-          continue;
-        }
-        if (hq.next < q.size() && q[hq.next].flow == 0 && q[hq.next].ready < next_ready_)
-          next_ready_ = q[hq.next].ready;
-        if (q.front().moved && q.front().land < next_land_) next_land_ = q.front().land;
+        land(hq, now);
+        if (q.empty()) mark(core, qi, false);
       }
     }
   }
@@ -141,10 +161,11 @@ std::optional<Picoseconds> DmaQueues::next_event(Picoseconds now) const {
       double first_end = 0;
       for (const auto& core_queues : queues_)
         for (const auto& hq : core_queues) {
-          if (hq.next >= hq.q.size() || hq.q[hq.next].flow == 0) continue;
-          const Queued& x = hq.q[hq.next];
-          const double e = share_.finish_time(x.flow);
-          if (e >= 0 && (!first || e < first_end)) first = &x, first_end = e;
+          for (const Queued& x : hq.q) {
+            if (x.flow == 0 || x.moved) continue;
+            const double e = share_.finish_time(x.flow);
+            if (e >= 0 && (!first || e < first_end)) first = &x, first_end = e;
+          }
         }
       throw TimeLimitError("its data transfer would end", f, limit_, first ? first->tag : 0);
     }
@@ -166,11 +187,12 @@ std::array<std::array<double, 2>, 2> DmaQueues::hbm_rw_GBps() const {
     for (size_t w = 0; w < nonempty_[core].size(); ++w)
       for (uint64_t bits = nonempty_[core][w]; bits != 0; bits &= bits - 1) {
         const auto& hq = queues_[core][w * 64 + static_cast<size_t>(std::countr_zero(bits))];
-        if (hq.next >= hq.q.size() || hq.q[hq.next].flow == 0) continue;
-        const Queued& x = hq.q[hq.next];
-        const double per_byte = share_.rate(x.flow) * 1000.0 / static_cast<double>(x.bytes);
-        rw[core][0] += per_byte * static_cast<double>(x.hbm_bytes_read);
-        rw[core][1] += per_byte * static_cast<double>(x.hbm_bytes_written);
+        for (const Queued& x : hq.q) {
+          if (x.flow == 0 || x.moved) continue;
+          const double per_byte = share_.rate(x.flow) * 1000.0 / static_cast<double>(x.bytes);
+          rw[core][0] += per_byte * static_cast<double>(x.hbm_bytes_read);
+          rw[core][1] += per_byte * static_cast<double>(x.hbm_bytes_written);
+        }
       }
   return rw;
 }

@@ -5,11 +5,14 @@
 // Model:
 //   - A transfer queued at t is ready at t + DmaCost::setup (descriptor processing and, when it touches HBM,
 //     the HBM latency). Setups are pipelined: the transfers of one queue overlap their setups.
-//   - Per queue, FIFO: a transfer starts moving when it is ready and the transfer ahead of it in its queue
-//     has finished holding the queue. It holds the queue while its bytes move, at most at
-//     DmaCost::queue_rate_cap_GBps (sim/timing/dma_queue_policy.h); its last byte lands at the latest of
-//     that end, its data start + DmaCost::latency, and the landing of the transfer ahead (in order). With
-//     latency 0 and queue_rate_cap_GBps = rate_cap_GBps a queue moves one transfer at a time.
+//   - Per queue and DMA engine, FIFO: a queue ID names one hardware queue on each engine, and a transfer
+//     joins the queues of the engines in DmaCost::queue_engines (all of them unless dma.queue_sets: then
+//     the engines its partitions span). It starts moving when it is ready and every transfer ahead of it on
+//     one of its engines has finished holding the queue there. It holds the queue while its bytes move, at
+//     most at DmaCost::queue_rate_cap_GBps (sim/timing/dma_queue_policy.h); its last byte lands at the
+//     latest of that end, its data start + DmaCost::latency, and the landing of the transfers ahead of it
+//     on its engines (in order). With latency 0 and queue_rate_cap_GBps = rate_cap_GBps a queue moves one
+//     transfer at a time on each engine.
 //   - Moving transfers share bandwidth max-min fairly (timing::BandwidthSharing) over three resources: each
 //     core's DMA engines (dma.engines_per_core x dma.engine_bandwidth_GBps; a transfer takes 1 / efficiency
 //     of that capacity per byte) and the HBM stack of both cores (hbm.bandwidth_GBps; hbm_bytes / bytes per
@@ -52,6 +55,9 @@ class DmaQueues {
     uint64_t tag;
     Picoseconds ready;                 // enqueue time + setup
     Picoseconds data_start, data_end;  // bytes moving: from its start in the queue to its last byte landed
+    // When it let the next transfer of its queue start (its occupancy end): data_end without queue sets,
+    // earlier when the queue pipelines (sim/timing/dma_queue_policy.h).
+    Picoseconds released;
     // The transfer ahead of it in its queue (the previous one to finish there) held it back: data_start >
     // ready.
     bool queued_behind = false;
@@ -82,27 +88,29 @@ class DmaQueues {
   static constexpr Picoseconds kNever{~uint64_t{0}};
   struct Queued {  // what the queue needs of a DmaTransfer (kept small: one per queued transfer)
     uint64_t tag;
+    uint64_t engines;  // DmaCost::queue_engines
     uint64_t bytes, hbm_bytes, hbm_bytes_read, hbm_bytes_written;
     double efficiency, rate_cap_GBps;  // rate_cap_GBps: DmaCost::queue_rate_cap_GBps
     Picoseconds latency;
     Picoseconds ready;
-    Picoseconds data_start, land;
+    Picoseconds data_start, released, land;
     uint64_t flow = 0;   // BandwidthSharing flow id; 0 until the transfer moves
     bool moved = false;  // done holding the queue; lands at `land`
     bool queued_behind = false;
   };
   struct Queue {
-    std::deque<Queued> q;  // [0, next): moved, waiting to land in order; q[next]: moving or waiting
-    size_t next = 0;
-    Picoseconds last_land;  // the latest landing of the queue so far
+    // In queue order: moved (waiting to land), moving (flow != 0) or waiting. A transfer moves once no
+    // transfer ahead of it that shares an engine still holds the queue or waits.
+    std::deque<Queued> q;
+    std::array<Picoseconds, 64> last_land{};  // per engine: the latest landing of the queue there so far
   };
 
   // Marks queue qi of `core` as holding transfers (or not) in nonempty_.
   void mark(int core, size_t qi, bool nonempty);
-  // Moves x (q.q[q.next]) past the queue at `now`: it lands at the latest of now, its data start + latency
-  // and the queue's last landing.
-  void moved(Queue& q, Picoseconds now);
-  // Reports the queue's front transfers that landed by `now`, in order.
+  // Moves x past the queue at `now`: it lands at the latest of now, its data start + latency and the last
+  // landing of the queue on its engines.
+  void moved(Queue& q, Queued& x, Picoseconds now);
+  // Reports the queue's transfers that landed by `now`, in queue order.
   void land(Queue& q, Picoseconds now);
   Picoseconds limit_;
   BandwidthSharing share_;

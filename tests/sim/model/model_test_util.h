@@ -44,6 +44,18 @@ inline isa::AccessPattern hbm(uint32_t tensor, isa::DType t, uint32_t rows, uint
   return isa::hbm_rows(tensor, t, rows, cols);
 }
 
+// A one-core program whose only tensor is x [rows, cols] of `t` in HBM (tensor 0).
+inline isa::Program with_hbm_x(isa::DType t, uint32_t rows, uint32_t cols) {
+  isa::Program p;
+  p.num_cores = 1;
+  isa::TensorDecl x;
+  x.name = "x";
+  x.dtype = t;
+  x.shape = {rows, cols};
+  p.tensors.push_back(x);
+  return p;
+}
+
 inline isa::Instruction make(isa::Opcode op, isa::Engine e, std::initializer_list<isa::AccessPattern> ops,
                              std::vector<isa::SemWait> waits = {}, std::vector<isa::SemUpdate> updates = {}) {
   isa::Instruction i;

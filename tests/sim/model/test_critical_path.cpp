@@ -28,8 +28,7 @@ struct Traced {
   model::CriticalPathSummary path;
 };
 
-Traced run_traced(const isa::Program& p) {
-  const config::HwConfig hw = trn2();
+Traced run_traced(const isa::Program& p, const config::HwConfig& hw = trn2()) {
   model::StatsObserver obs(p, hw);
   model::RunOptions o;
   o.numerics = false;
@@ -74,13 +73,7 @@ TEST_CASE("critical path: DVE -> ACT through a semaphore, each with its completi
 
 TEST_CASE("critical path: a background LoadStationary links to the one before it, not to the launch",
           "[model][critical]") {
-  isa::Program p;
-  p.num_cores = 1;
-  isa::TensorDecl x;
-  x.name = "x";
-  x.dtype = DType::BF16;
-  x.shape = {128, 2048};
-  p.tensors.push_back(x);
+  isa::Program p = with_hbm_x(DType::BF16, 128, 2048);
   // Two matmuls, N_moving = 512: LoadStationary 128 / 4 = 32 cycles at 2.4 GHz = 13334 ps, MultiplyMoving 512
   // cycles = 213334 ps. LS #0 [0, 13334]; MM #0 from 13334; LS #1 loads in its background from 13334 (the
   // end of LS #0 and the start of MM #0) to 26668 and then adds 1 to S[5] (its stationary is latched).
@@ -142,4 +135,35 @@ TEST_CASE("critical path: barriers that release each other link through the last
   CHECK(t.path.steps == 3);
   CHECK(time_of(t.path, "link: launch") == Picoseconds());
   CHECK(time_of(t.path, "core1 POOL") == ps(100000 + 551667 + 165834));
+}
+
+TEST_CASE("critical path: a pipelined queue (dma.queue_sets) hands over at each transfer's queue release",
+          "[model][critical][dma]") {
+  // SP triggers four loads of x [128, 16] BF16 (32 B per partition) with precomputed descriptors, 50 ns each:
+  // queued at 50-200 ns, ready dma.setup_ns + hbm.latency_ns = 1240 ns later. With queue sets they share
+  // SP's queue, and descriptor_ns = 20 holds it 8 + 1 descriptors per engine x 20 = 180 ns per transfer:
+  // data starts at 1290, 1470, 1650, 1830 ns, each landing 9 packets x 44 ns = 396 ns after its start, the
+  // last at 2226 ns, its completion write 10 ns later.
+  isa::Program p = with_hbm_x(DType::BF16, 128, 16);
+  for (uint8_t k = 0; k < 4; ++k) {
+    auto i = make(Opcode::DmaCopy, Engine::SP,
+                  {sbuf(DType::BF16, 128, {16}, 64 * k), hbm(0, DType::BF16, 128, 16)});
+    i.dge = isa::DgeMode::None;
+    i.dma_queue = k;
+    push(p, 0, i);
+  }
+  const Traced t = run_traced(p, trn2_dma_packets({{"dma.queue_sets", true}, {"dma.descriptor_ns", 20}}));
+  const auto& path = t.path;
+  CHECK(t.run.end_time == ps(2236000));
+  CHECK(path.length == t.run.end_time);
+  // SP's first trigger, its setup, then the four transfers through queue order: each of the first three
+  // hands over when the next one starts (180 ns after its own start), not when its last byte lands (the
+  // first would be charged its 396 ns and the last 190 ns); the last runs 396 ns and its completion write.
+  CHECK(path.steps == 5);
+  CHECK(time_of(path, "core0 SP") == ps(50000));
+  CHECK(time_of(path, "link: dma setup") == ps(1240000));
+  CHECK(time_of(path, "core0 DMA q0") == ps(180000));
+  CHECK(time_of(path, "core0 DMA q1") == ps(180000));
+  CHECK(time_of(path, "core0 DMA q2") == ps(180000));
+  CHECK(time_of(path, "core0 DMA q3") == ps(396000 + 10000));
 }

@@ -35,14 +35,7 @@ model::RunResult run(const isa::Program& p, const config::HwConfig& hw) {
 
 // A program with the HBM tensor x [128, 16] BF16 (32 bytes per row).
 isa::Program with_x() {
-  isa::Program p;
-  p.num_cores = 1;
-  isa::TensorDecl x;
-  x.name = "x";
-  x.dtype = DType::BF16;
-  x.shape = {128, 16};
-  p.tensors.push_back(x);
-  return p;
+  return with_hbm_x(DType::BF16, 128, 16);
 }
 
 // x -> SBUF at byte `offset` of every partition (32 bytes per partition), issued by `e` in mode `dge`.
@@ -225,4 +218,30 @@ TEST_CASE("DMA queue sets: one trigger engine's transfers pipeline in one in-ord
     const auto r = run(p, trn2({{"dma.queue_sets", true}, {"dma.descriptor_ns", 44}}));
     CHECK(r.end_time.count() == Approx(1290000 + 4 * kData + kWrite).margin(4));
   }
+}
+
+TEST_CASE("DMA queue sets: a set holds one queue per DMA engine, so transfers on disjoint engines overlap",
+          "[model][dma][mechanism]") {
+  // SP triggers two loads of 64 rows of x (32 B each) with precomputed descriptors (queued at 50 and 100 ns,
+  // ready at 1290 and 1340 ns): the first to partitions [0, 64), engines 0-7, the second to partitions
+  // [start, start + 64). Each engine moves 8 packets of 32 B and the completion write: 9 x 44 = 396 ns; with
+  // descriptor_ns = packet_ns (44) its 8 + 1 descriptors per engine hold the queue as long.
+  const auto two_halves = [](uint32_t start) {
+    isa::Program p = with_x();
+    auto first =
+        make(Opcode::DmaCopy, Engine::SP, {sbuf(DType::BF16, 64, {16}), hbm(0, DType::BF16, 64, 16)});
+    first.dge = isa::DgeMode::None;
+    auto second = first;
+    second.ops[0].partition_start = start;
+    second.ops[1].offset_bytes = 64 * 32;
+    second.dma_queue = 1;
+    push(p, 0, first);
+    push(p, 0, second);
+    return run(p, trn2({{"dma.queue_sets", true}, {"dma.descriptor_ns", 44}})).end_time;
+  };
+  // Partitions [64, 128), engines 8-15: its own queues, it moves from its ready time, 1340 + 396 ns, and
+  // writes its completion 10 ns later.
+  CHECK(two_halves(64) == ps(1340000 + kData + kWrite));
+  // Partitions [32, 96), engines 4-11: it waits on engines 4-7 for the first to let go (1290 + 396 ns).
+  CHECK(two_halves(32) == ps(1290000 + 2 * kData + kWrite));
 }
