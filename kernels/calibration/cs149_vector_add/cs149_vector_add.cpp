@@ -34,8 +34,10 @@
 // results at two), one DMA with one 2-D descriptor per nl.load / nl.store, the loads triggered by SP with no
 // waits on queue set qSPIO0, each store by GpSimd on qPoolIO0 after its add, and each add waiting only for
 // its iteration's second load (the queue set completes in order). Binaries of the longer loops are not
-// published; the schedule gives each iteration its own buffers as far as SBUF holds them [I]. Profiled runs:
-// the 2025 assignment's run_benchmark.py compiles a run with --profile_name with
+// published; the schedule gives each iteration its own buffers as far as SBUF holds them [I] (a long loop's
+// Trn1 binary, waahm7 @a016dd9 part2/file_pool_1_float32.neff, rotates its in-loop tile over 48 buffers: the
+// compiler's count is smaller, and these loops' simulated times do not move from 16 buffers up). Profiled
+// runs: the 2025 assignment's run_benchmark.py compiles a run with --profile_name with
 // additional_compile_opt="--disable-dge" (the README's n = 256000 steps are such runs), which `disable_dge`
 // reproduces (Kernel::set_disable_dge).
 #include <fmt/format.h>
