@@ -102,9 +102,10 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
         const size_t qi = w * 64 + static_cast<size_t>(std::countr_zero(bits));
         Queue& hq = queues_[core][qi];
         auto& q = hq.q;
-        land(hq, now);
-        while (hq.next < q.size() && q[hq.next].flow == 0 && q[hq.next].ready <= now) {
+        if (hq.next > 0) land(hq, now);  // only transfers that moved can land
+        while (hq.next < q.size()) {
           Queued& x = q[hq.next];
+          if (x.flow != 0 || x.ready > now) break;
           x.data_start = now;
           x.queued_behind = x.ready < now;  // ready before: the transfer ahead of it held it back
           if (x.bytes == 0) {
@@ -122,9 +123,12 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
           mark(core, qi, false);
           continue;
         }
-        if (hq.next < q.size() && q[hq.next].flow == 0 && q[hq.next].ready < next_ready_)
-          next_ready_ = q[hq.next].ready;
-        if (q.front().moved && q.front().land < next_land_) next_land_ = q.front().land;
+        if (hq.next < q.size()) {
+          const Queued& x = q[hq.next];
+          if (x.flow == 0 && x.ready < next_ready_) next_ready_ = x.ready;
+        }
+        const Queued& front = q.front();
+        if (front.moved && front.land < next_land_) next_land_ = front.land;
       }
     }
   }
