@@ -1,6 +1,7 @@
 #include "sim/timing/bandwidth_sharing.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <stdexcept>
 
@@ -11,6 +12,13 @@ BandwidthSharing::BandwidthSharing(std::vector<double> capacities) : capacity_(s
 void BandwidthSharing::set_capacity(int resource, double capacity) {
   if (next_id_ != 1) throw std::logic_error("BandwidthSharing::set_capacity after the first flow");
   capacity_.at(resource) = capacity;
+  memo_.clear();
+}
+
+size_t BandwidthSharing::KeyHash::operator()(const std::vector<uint64_t>& key) const {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ key.size();
+  for (const uint64_t w : key) h = (h ^ w) * 0x100000001B3ull + (h >> 29);
+  return static_cast<size_t>(h ^ (h >> 32));
 }
 
 uint64_t BandwidthSharing::add(double bytes, double cap, const Uses& uses, double now) {
@@ -81,6 +89,28 @@ double BandwidthSharing::load(int resource) const {
 
 void BandwidthSharing::recompute() const {
   stale_ = false;
+  key_.clear();
+  for (const Flow& f : flows_) {
+    key_.push_back(std::bit_cast<uint64_t>(f.cap));
+    key_.push_back(f.uses.size());
+    for (const Use& u : f.uses) {
+      key_.push_back(static_cast<uint64_t>(u.resource));
+      key_.push_back(std::bit_cast<uint64_t>(u.per_byte));
+    }
+  }
+  if (const auto hit = memo_.find(key_); hit != memo_.end()) {
+    const std::vector<double>& rates = hit->second;
+    for (size_t i = 0; i < flows_.size(); ++i) flows_[i].rate = rates[i];
+    return;
+  }
+  fill_rates();
+  if (memo_.size() >= kMemoEntries) memo_.clear();
+  std::vector<double> rates(flows_.size());
+  for (size_t i = 0; i < flows_.size(); ++i) rates[i] = flows_[i].rate;
+  memo_.emplace(key_, std::move(rates));
+}
+
+void BandwidthSharing::fill_rates() const {
   const size_t nr = capacity_.size();
   const size_t nf = flows_.size();
   // The working arrays are members, sized here once per call and filled by plain loops: a DMA-heavy run
