@@ -52,7 +52,8 @@ Sequencer::Sequencer(sc_core::sc_module_name name, Lnc2& top, int core, isa::Eng
       prechecked_(top.program.checked_limits == top.limits),
       trigger_ps_(timing::ns_to_ps(top.hw.dma.trigger_ns)),
       hwdge_ps_(timing::ns_to_ps(top.hw.dma.hwdge_instruction_ns)),
-      swdge_ps_(timing::ns_to_ps(top.hw.dma.swdge_instruction_ns)) {
+      swdge_ps_(timing::ns_to_ps(top.hw.dma.swdge_instruction_ns)),
+      completion_ps_(clock_.to_time(Cycles(top.hw.completion_latency_cycles(engine)))) {
   if (engine == isa::Engine::PE) pe_ = std::make_unique<timing::PePipeline>(top.hw.pe, top.limit);
   // Static sensitivity to the two events it sleeps on (cheaper than re-arming dynamic sensitivity at every
   // activation): `wake` is notified only while the sequencer waits on a semaphore (Semaphores wakes a
@@ -551,8 +552,7 @@ bool Sequencer::issue_compute(Picoseconds now, const timing::EngineCost& c) {
     start = timing::end_after(now, memory_delay(), top_.limit, "its memory access would end");
   cur_.end = timing::end_after(start, clock_, c.cycles, top_.limit, "its execution would end");
   // The engine takes the next instruction at `end`; its results land after the pipeline behind it.
-  cur_.complete = timing::end_after(cur_.end, clock_, Cycles(top_.hw.completion_latency_cycles(engine_)),
-                                    top_.limit, "its results would be posted");
+  cur_.complete = timing::end_after(cur_.end, completion_ps_, top_.limit, "its results would be posted");
   if (cur_.end == now) {
     complete(static_cast<uint32_t>(idx_), cur_, fetch_cause_, fetch_cause_);
     ++idx_;

@@ -128,8 +128,9 @@ class Sequencer : public sc_core::sc_module {
   ClockDomain clock_;
   bool prechecked_;  // the builder checked every instruction under these limits (Program::checked_limits)
   bool memory_timed_ = false;  // time_memory_accesses (in prechecked_'s padding)
-  Picoseconds trigger_ps_, hwdge_ps_,
-      swdge_ps_;  // dma.trigger_ns, hwdge_instruction_ns, swdge_instruction_ns
+  // dma.trigger_ns, hwdge_instruction_ns, swdge_instruction_ns and the engine's completion_latency_cycles,
+  // converted once.
+  Picoseconds trigger_ps_, hwdge_ps_, swdge_ps_, completion_ps_;
   size_t idx_ = 0;
   Phase phase_ = Phase::Fetch;
   bool waiting_ = false;
