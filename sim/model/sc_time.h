@@ -7,8 +7,9 @@
 
 namespace trnsim::model {
 
+// sc_time_stamp()'s value, read inline (the library call was ~1.4 % of a DMA-heavy run).
 inline Picoseconds now_ps() {
-  return Picoseconds(sc_core::sc_time_stamp().value());
+  return Picoseconds(sc_core::sc_get_curr_simcontext()->time_stamp().value());
 }
 inline sc_core::sc_time to_sc(Picoseconds d) {
   return sc_core::sc_time::from_value(d.count());

@@ -49,9 +49,17 @@ Sequencer::Sequencer(sc_core::sc_module_name name, Lnc2& top, int core, isa::Eng
       engine_(engine),
       stream_(top.program.streams[core][static_cast<int>(engine)]),
       clock_(top.hw.clock(engine)),
-      prechecked_(top.program.checked_limits == top.limits) {
+      prechecked_(top.program.checked_limits == top.limits),
+      trigger_ps_(timing::ns_to_ps(top.hw.dma.trigger_ns)),
+      hwdge_ps_(timing::ns_to_ps(top.hw.dma.hwdge_instruction_ns)),
+      swdge_ps_(timing::ns_to_ps(top.hw.dma.swdge_instruction_ns)),
+      completion_ps_(clock_.to_time(Cycles(top.hw.completion_latency_cycles(engine)))) {
   if (engine == isa::Engine::PE) pe_ = std::make_unique<timing::PePipeline>(top.hw.pe, top.limit);
+  // Static sensitivity to the two events it sleeps on (cheaper than re-arming dynamic sensitivity at every
+  // activation): `wake` is notified only while the sequencer waits on a semaphore (Semaphores wakes a
+  // registered waiter once), `tick_` only while an instruction, a DMA trigger or the launch occupies it.
   SC_METHOD(step);
+  sensitive << wake << tick_;
   if (engine == isa::Engine::PE) {
     SC_METHOD(pe_complete);
     sensitive << pe_done_;
@@ -89,7 +97,7 @@ void Sequencer::step() {
         const Picoseconds now = now_ps();
         const Picoseconds at = timing::end_after(now, timing::ns_to_ps(top_.hw.sync.kernel_launch_ns),
                                                  top_.limit, "the kernel launch would end");
-        next_trigger(to_sc(since(at, now)));
+        tick_.notify(to_sc(since(at, now)));
         return;
       }
     }
@@ -274,8 +282,7 @@ bool Sequencer::resume(Picoseconds now) {
       break;
     case Phase::BarrierWait: {
       if (!barrier_reached()) {
-        next_trigger(wake);
-        return false;
+        return false;  // woken by `wake` (static sensitivity)
       }
       top_.stats.cores[core_].engines[static_cast<int>(engine_)].semaphore_wait +=
           since(now, cur_.issue);  // the barrier wait
@@ -309,8 +316,7 @@ bool Sequencer::fetch(Picoseconds now) {
     rethrow_rule(e, index);
   }
   if (!ok) {
-    next_trigger(wake);
-    return false;
+    return false;  // woken by `wake` (static sensitivity)
   }
   waiting_ = false;
   // The next instructions are read at later activations: start loading them from memory now (a large
@@ -378,7 +384,7 @@ bool Sequencer::issue_dma_trigger(Picoseconds now) {
   const auto& inst = stream_[idx_];
   const auto& dma = top_.hw.dma;
   Picoseconds start = now;
-  Picoseconds seq = timing::ns_to_ps(dma.trigger_ns);
+  Picoseconds seq = trigger_ps_;
   Picoseconds dge_start = now, dge_end = now;
   if (inst.dge == isa::DgeMode::Hwdge && dma.hwdge_instruction_ns > 0) {
     Lnc2::DgeBlock& block = top_.dge_block(core_, engine_);
@@ -391,12 +397,11 @@ bool Sequencer::issue_dma_trigger(Picoseconds now) {
       start = dge_start;
       cur_.cause = {CauseKind::DgeBusy, block.last, 0};
     }
-    dge_end = timing::end_after(dge_start, timing::ns_to_ps(dma.hwdge_instruction_ns), top_.limit,
-                                "its DGE descriptor generation would end");
+    dge_end = timing::end_after(dge_start, hwdge_ps_, top_.limit, "its DGE descriptor generation would end");
     block.free = dge_end;
     block.last = {static_cast<int8_t>(core_), engine_, Part::Instruction, static_cast<uint32_t>(idx_)};
   } else if (inst.dge == isa::DgeMode::Swdge) {
-    seq = timing::ns_to_ps(dma.swdge_instruction_ns);  // GpSimd generates the descriptors
+    seq = swdge_ps_;  // GpSimd generates the descriptors
   }
   cur_.start = cur_.ls_start = cur_.ls_end = start;
   cur_.end = timing::end_after(start, seq, top_.limit, "its DMA trigger would end");
@@ -404,7 +409,7 @@ bool Sequencer::issue_dma_trigger(Picoseconds now) {
   cur_.dge_end = later(cur_.end, dge_end);
   dma_enqueue_ = cur_.dge_end;
   phase_ = Phase::Trigger;
-  next_trigger(to_sc(since(cur_.end, now)));
+  tick_.notify(to_sc(since(cur_.end, now)));
   return false;
 }
 
@@ -452,8 +457,7 @@ bool Sequencer::issue_barrier(Picoseconds now) {
   barrier_target_ = top_.program.num_cores > 1 ? ++top_.barriers_issued[core_] : 0;
   phase_ = Phase::BarrierWait;
   if (!barrier_reached()) {
-    next_trigger(wake);
-    return false;
+    return false;  // woken by `wake` (static sensitivity)
   }
   cur_.end = now;
   complete(index, cur_, fetch_cause_, fetch_cause_);
@@ -496,8 +500,7 @@ bool Sequencer::issue_mm(Picoseconds now) {
     }
     if (!ok) {
       phase_ = Phase::PeMmWait;
-      next_trigger(wake);
-      return false;
+      return false;  // woken by `wake` (static sensitivity)
     }
     top_.stats.cores[core_].engines[static_cast<int>(engine_)].semaphore_wait += since(now, wait_start_);
   }
@@ -535,7 +538,7 @@ bool Sequencer::issue_mm(Picoseconds now) {
   const Picoseconds move_on = pe_->next_issue();
   if (move_on > now) {
     phase_ = Phase::PeMoveOn;
-    next_trigger(to_sc(since(move_on, now)));
+    tick_.notify(to_sc(since(move_on, now)));
     return false;
   }
   phase_ = Phase::Fetch;
@@ -549,15 +552,14 @@ bool Sequencer::issue_compute(Picoseconds now, const timing::EngineCost& c) {
     start = timing::end_after(now, memory_delay(), top_.limit, "its memory access would end");
   cur_.end = timing::end_after(start, clock_, c.cycles, top_.limit, "its execution would end");
   // The engine takes the next instruction at `end`; its results land after the pipeline behind it.
-  cur_.complete = timing::end_after(cur_.end, clock_, Cycles(top_.hw.completion_latency_cycles(engine_)),
-                                    top_.limit, "its results would be posted");
+  cur_.complete = timing::end_after(cur_.end, completion_ps_, top_.limit, "its results would be posted");
   if (cur_.end == now) {
     complete(static_cast<uint32_t>(idx_), cur_, fetch_cause_, fetch_cause_);
     ++idx_;
     return true;
   }
   phase_ = Phase::Busy;
-  next_trigger(to_sc(since(cur_.end, now)));
+  tick_.notify(to_sc(since(cur_.end, now)));
   return false;
 }
 

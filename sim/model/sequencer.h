@@ -128,6 +128,9 @@ class Sequencer : public sc_core::sc_module {
   ClockDomain clock_;
   bool prechecked_;  // the builder checked every instruction under these limits (Program::checked_limits)
   bool memory_timed_ = false;  // time_memory_accesses (in prechecked_'s padding)
+  // dma.trigger_ns, hwdge_instruction_ns, swdge_instruction_ns and the engine's completion_latency_cycles,
+  // converted once.
+  Picoseconds trigger_ps_, hwdge_ps_, swdge_ps_, completion_ps_;
   size_t idx_ = 0;
   Phase phase_ = Phase::Fetch;
   bool waiting_ = false;
@@ -147,6 +150,7 @@ class Sequencer : public sc_core::sc_module {
   std::unique_ptr<timing::PePipeline> pe_;  // PE only
   RingQueue<PePending> pe_pending_;         // issued to the PE pipeline, not yet complete (MM end order)
   sc_core::sc_event pe_done_;
+  sc_core::sc_event tick_;  // the end of what occupies the sequencer (step's timed activations)
   tlm::tlm_generic_payload memory_access_;  // reused by memory_delay
 };
 

@@ -1,6 +1,7 @@
 #include "sim/timing/bandwidth_sharing.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <stdexcept>
 
@@ -11,6 +12,13 @@ BandwidthSharing::BandwidthSharing(std::vector<double> capacities) : capacity_(s
 void BandwidthSharing::set_capacity(int resource, double capacity) {
   if (next_id_ != 1) throw std::logic_error("BandwidthSharing::set_capacity after the first flow");
   capacity_.at(resource) = capacity;
+  memo_.clear();
+}
+
+size_t BandwidthSharing::KeyHash::operator()(const std::vector<uint64_t>& key) const {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ key.size();
+  for (const uint64_t w : key) h = (h ^ w) * 0x100000001B3ull + (h >> 29);
+  return static_cast<size_t>(h ^ (h >> 32));
 }
 
 uint64_t BandwidthSharing::add(double bytes, double cap, const Uses& uses, double now) {
@@ -81,53 +89,83 @@ double BandwidthSharing::load(int resource) const {
 
 void BandwidthSharing::recompute() const {
   stale_ = false;
+  key_.clear();
+  for (const Flow& f : flows_) {
+    key_.push_back(std::bit_cast<uint64_t>(f.cap));
+    key_.push_back(f.uses.size());
+    for (const Use& u : f.uses) {
+      key_.push_back(static_cast<uint64_t>(u.resource));
+      key_.push_back(std::bit_cast<uint64_t>(u.per_byte));
+    }
+  }
+  if (const auto hit = memo_.find(key_); hit != memo_.end()) {
+    const std::vector<double>& rates = hit->second;
+    for (size_t i = 0; i < flows_.size(); ++i) flows_[i].rate = rates[i];
+    return;
+  }
+  fill_rates();
+  if (memo_.size() >= kMemoEntries) memo_.clear();
+  std::vector<double> rates(flows_.size());
+  for (size_t i = 0; i < flows_.size(); ++i) rates[i] = flows_[i].rate;
+  memo_.emplace(key_, std::move(rates));
+}
+
+void BandwidthSharing::fill_rates() const {
   const size_t nr = capacity_.size();
-  // The working arrays are members: reused by every call (a DMA-heavy run recomputes per transfer).
-  std::vector<double>& used = scratch_.used;  // capacity taken by frozen flows
-  std::vector<char>& frozen = scratch_.frozen;
-  std::vector<double>& weight = scratch_.weight;
-  std::vector<char>& saturated = scratch_.saturated;
-  used.assign(nr, 0.0);
-  frozen.assign(flows_.size(), 0);
-  size_t left = flows_.size();
+  const size_t nf = flows_.size();
+  // The working arrays are members, sized here once per call and filled by plain loops: a DMA-heavy run
+  // recomputes per transfer, and clearing them through assign() per round cost more than the arithmetic.
+  Scratch& s = scratch_;
+  s.used.resize(nr);
+  s.weight.resize(nr);
+  s.saturated.resize(nr);
+  s.frozen.resize(nf);
+  double* const used = s.used.data();  // capacity taken by frozen flows
+  double* const weight = s.weight.data();
+  char* const saturated = s.saturated.data();
+  char* const frozen = s.frozen.data();
+  const double* const capacity = capacity_.data();
+  Flow* const flows = flows_.data();
+  for (size_t r = 0; r < nr; ++r) used[r] = 0.0;
+  for (size_t i = 0; i < nf; ++i) frozen[i] = 0;
+  size_t left = nf;
   double level = 0;
   constexpr double kInf = std::numeric_limits<double>::infinity();
   while (left > 0) {
     // Weight of the unfrozen flows on each resource and their smallest headroom to a cap: one pass over the
     // flows, each figure accumulated in flow order.
-    weight.assign(nr, 0.0);
+    for (size_t r = 0; r < nr; ++r) weight[r] = 0.0;
     double step = kInf;
-    for (size_t i = 0; i < flows_.size(); ++i)
+    for (size_t i = 0; i < nf; ++i)
       if (!frozen[i]) {
-        for (const auto& u : flows_[i].uses) weight[u.resource] += u.per_byte;
-        step = std::min(step, flows_[i].cap - level);
+        for (const auto& u : flows[i].uses) weight[u.resource] += u.per_byte;
+        step = std::min(step, flows[i].cap - level);
       }
     for (size_t r = 0; r < nr; ++r)
-      if (weight[r] > 0) step = std::min(step, (capacity_[r] - used[r] - level * weight[r]) / weight[r]);
+      if (weight[r] > 0) step = std::min(step, (capacity[r] - used[r] - level * weight[r]) / weight[r]);
     step = std::max(0.0, step);
     level += step;
     // Freeze flows at their cap and flows on saturated resources.
-    saturated.assign(nr, 0);
     for (size_t r = 0; r < nr; ++r)
-      if (weight[r] > 0 && capacity_[r] - used[r] - level * weight[r] <= 1e-12 * capacity_[r])
-        saturated[r] = 1;
+      saturated[r] = weight[r] > 0 && capacity[r] - used[r] - level * weight[r] <= 1e-12 * capacity[r];
     size_t before = left;
-    for (size_t i = 0; i < flows_.size(); ++i) {
+    for (size_t i = 0; i < nf; ++i) {
       if (frozen[i]) continue;
-      bool stop = flows_[i].cap - level <= 1e-12 * flows_[i].cap;
-      for (const auto& u : flows_[i].uses) stop |= saturated[u.resource] != 0;
+      Flow& f = flows[i];
+      bool stop = f.cap - level <= 1e-12 * f.cap;
+      for (const auto& u : f.uses) stop |= saturated[u.resource] != 0;
       if (stop) {
         frozen[i] = 1;
         --left;
-        flows_[i].rate = level;
-        for (const auto& u : flows_[i].uses) used[u.resource] += level * u.per_byte;
+        f.rate = level;
+        for (const auto& u : f.uses) used[u.resource] += level * u.per_byte;
       }
     }
     if (left == before) {  // numerical corner: freeze everything at the current level
-      for (size_t i = 0; i < flows_.size(); ++i)
+      for (size_t i = 0; i < nf; ++i)
         if (!frozen[i]) {
           frozen[i] = 1;
-          flows_[i].rate = level;
+          flows[i].rate = level;
         }
       left = 0;
     }

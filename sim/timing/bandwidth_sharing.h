@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -55,7 +56,9 @@ class BandwidthSharing {
   void settle() const {
     if (stale_) recompute();
   }
+  // Rates from the flow set's entry in memo_, else by progressive filling (fill_rates), then kept there.
   void recompute() const;
+  void fill_rates() const;
 
   std::vector<double> capacity_;
   mutable std::vector<Flow> flows_;  // rates: set by settle()
@@ -63,8 +66,17 @@ class BandwidthSharing {
     std::vector<double> used, weight;
     std::vector<char> frozen, saturated;
   };
-  mutable Scratch scratch_;     // recompute()'s working arrays
-  std::vector<uint64_t> done_;  // take_finished()'s result
+  mutable Scratch scratch_;  // recompute()'s working arrays
+  // The rates are a function of the flows' caps and uses, in flow order, and of the capacities alone: a flow
+  // set that recurs (the transfers of a loop) takes its rates, the same bits, from here. Key: per flow its
+  // cap, use count and uses, as bit patterns. Cleared when it holds kMemoEntries sets.
+  struct KeyHash {
+    size_t operator()(const std::vector<uint64_t>& key) const;
+  };
+  static constexpr size_t kMemoEntries = size_t{1} << 12;
+  mutable std::unordered_map<std::vector<uint64_t>, std::vector<double>, KeyHash> memo_;
+  mutable std::vector<uint64_t> key_;  // recompute()'s key, reused
+  std::vector<uint64_t> done_;         // take_finished()'s result
   double now_ = 0;
   uint64_t next_id_ = 1;
   mutable bool stale_ = false;  // flows were added or removed since recompute()

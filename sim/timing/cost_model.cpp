@@ -59,7 +59,12 @@ Picoseconds ns_to_ps(double ns) {
   return Picoseconds(ps > 0 ? static_cast<uint64_t>(ps) : 0);
 }
 
-CostModel::CostModel(const config::HwConfig& hw) : hw_(hw) {}
+CostModel::CostModel(const config::HwConfig& hw)
+    : hw_(hw),
+      dma_setup_(ns_to_ps(hw.dma.setup_ns)),
+      dma_trigger_(ns_to_ps(hw.dma.trigger_ns)),
+      semaphore_latency_(ns_to_ps(hw.sync.semaphore_latency_ns)),
+      cross_core_latency_(ns_to_ps(hw.sync.cross_core_latency_ns)) {}
 
 uint32_t CostModel::stride_factor(const isa::Instruction& inst) const {
   const auto& m = hw_.memory;
@@ -274,11 +279,10 @@ DmaCost CostModel::dma_cost(const isa::Instruction& inst, const isa::Work& work)
   c.efficiency = dma.packet_ns > 0 ? op_factor : op_factor * eff;
   c.transfer_efficiency = op_factor * eff;
   c.rate_cap_GBps = c.engines * dma.engine_bandwidth_GBps * c.transfer_efficiency;
-  c.setup = ns_to_ps(dma.setup_ns);
+  c.setup = dma_setup_;
   c.touches_hbm = touches_hbm;
-  c.completion =
-      ns_to_ps(inst.op == Opcode::SendRecv ? hw_.sync.cross_core_latency_ns : hw_.sync.semaphore_latency_ns);
-  c.trigger = ns_to_ps(dma.trigger_ns);
+  c.completion = inst.op == Opcode::SendRecv ? cross_core_latency_ : semaphore_latency_;
+  c.trigger = dma_trigger_;
   c.cross_core = inst.op == Opcode::SendRecv;
   set_queue_occupancy(dma, c);
   return c;

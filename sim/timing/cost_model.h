@@ -94,6 +94,8 @@ class CostModel {
   uint32_t stride_factor(const isa::Instruction& inst) const;
 
   const config::HwConfig& hw_;
+  // The config's fixed DMA times in ps, converted once (ns_to_ps per transfer was a tenth of dma_cost).
+  Picoseconds dma_setup_, dma_trigger_, semaphore_latency_, cross_core_latency_;
 };
 
 // ps from ns, rounded up to a whole ps; 0 for a negative value; 2^63 ps (beyond every time limit, see

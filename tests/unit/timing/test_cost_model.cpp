@@ -351,6 +351,27 @@ TEST_CASE("bandwidth sharing: flows removed and added at one time get the rates 
   CHECK(s.rate(b) == Approx(0.2));
 }
 
+TEST_CASE("bandwidth sharing: a flow set that recurs gets the rates of that set, flow by flow", "[timing]") {
+  // The rates of a set seen before come from the sharing's memo: a set of the same flows in another order is
+  // another set, and each flow must get its own rate, bit for bit those of a sharing that computes them.
+  using U = timing::BandwidthSharing::Uses;
+  const U core0_hbm{{0, 1.0}, {2, 0.5}}, core0{{0, 1.0}};
+  timing::BandwidthSharing s({0.368, 0.368, 0.4});
+  s.add(100, 0.3, core0_hbm, 0);  // x, then y: the set [x, y]
+  s.add(1e6, 0.1, core0, 0);
+  REQUIRE(s.take_finished(1000).size() == 1);            // x finished at 333.3 ps
+  const uint64_t x2 = s.add(100, 0.3, core0_hbm, 1000);  // [y, x2]
+  timing::BandwidthSharing yx({0.368, 0.368, 0.4});
+  const uint64_t fy = yx.add(1e6, 0.1, core0, 0);
+  const uint64_t fx = yx.add(100, 0.3, core0_hbm, 0);
+  CHECK(s.rate(x2) == yx.rate(fx));
+  CHECK(s.next_finish() == Approx(1000 + 100 / yx.rate(fx)));
+  REQUIRE(s.take_finished(2000).size() == 1);                      // x2
+  CHECK(s.rate(s.add(100, 0.3, core0_hbm, 2000)) == yx.rate(fx));  // [y, x3]: the set [y, x2] again
+  CHECK(yx.rate(fy) == Approx(0.1));
+  CHECK(yx.rate(fx) == Approx(0.268));  // core 0: 0.368 - 0.1
+}
+
 TEST_CASE("costs of scalar_tensor_tensor, bn_stats, bn_aggr, affine_select and the new activations",
           "[timing]") {
   timing::CostModel cm(trn2());
