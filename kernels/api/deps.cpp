@@ -21,6 +21,19 @@ bool reaches(const Rect& r, int dim, int64_t mid, int h) {
   return h == 0 ? lo < mid : hi > mid;
 }
 
+// std::erase_if, inlined: most walks drop nothing.
+template <class V, class Drop>
+[[gnu::always_inline]] inline void drop_if(V& v, const Drop& drop) {
+  auto* const first = v.data();
+  auto* const end = first + v.size();
+  auto* out = first;
+  while (out != end && !drop(*out)) ++out;
+  if (out == end) return;
+  for (auto* in = out + 1; in != end; ++in)
+    if (!drop(*in)) *out++ = *in;
+  v.resize(static_cast<size_t>(out - first));
+}
+
 }  // namespace
 
 RegionTracker::RegionTracker(int64_t row_chunk, int64_t byte_chunk)
@@ -32,7 +45,8 @@ void RegionTracker::set_chunks(uint32_t space, int64_t rows, int64_t bytes) {
   spaces_[space].byte_chunk = std::max<int64_t>(1, bytes);
 }
 
-RegionTracker::Chunks RegionTracker::chunks(uint32_t space, const Rect& r) const {
+// Inline: called twice for every access (collect, then record).
+inline RegionTracker::Chunks RegionTracker::chunks(uint32_t space, const Rect& r) const {
   // Coordinates below 0 share chunk 0: the mapping stays monotonic, so overlapping rectangles share a chunk.
   const int64_t rch = row_chunk(space), bch = byte_chunk(space);
   const auto at_least_0 = [](int64_t x) { return std::max<int64_t>(0, x); };
@@ -85,17 +99,25 @@ const std::vector<Event>& Needs::events() {
   return events_;
 }
 
-void RegionTracker::collect_in(const Node& n, const Rect& r, bool write, Needs& need) const {
-  examined_ += n.writes.size() + (write ? n.reads.size() : 0);
-  // The cheap test first: most records are of a semaphore the access already waits for as far.
-  for (const Record& x : n.writes)
-    if (need.wants(x.ev) && x.r.overlaps(r)) need.raise(x.ev);
-  if (write)
-    for (const Record& x : n.reads)
-      if (need.wants(x.ev) && x.r.overlaps(r)) need.raise(x.ev);
-  if (n.dim < 0) return;
-  for (int h = 0; h < 2; ++h)
-    if (reaches(r, n.dim, n.mid, h)) collect_in(n.half[h], r, write, need);
+// Inline into collect(): most buckets are not split, and most records are of a semaphore the access
+// already waits for as far (the cheap test first).
+inline void RegionTracker::collect_in(const Node& n, const Rect& r, bool write, Needs& need) const {
+  const Node* at = &n;
+  for (;;) {
+    examined_ += at->writes.size() + (write ? at->reads.size() : 0);
+    const uint32_t* const best = need.best_.data();
+    const size_t num_sems = need.best_.size();
+    const auto scan = [&](const std::vector<Record>& list) {
+      for (const Record& x : list)
+        if (x.ev.sem < num_sems && x.ev.value > best[x.ev.sem] && x.r.overlaps(r)) need.raise(x.ev);
+    };
+    scan(at->writes);
+    if (write) scan(at->reads);
+    if (at->dim < 0) return;
+    const bool lo = reaches(r, at->dim, at->mid, 0), hi = reaches(r, at->dim, at->mid, 1);
+    if (lo && hi) collect_in(at->half[0], r, write, need);
+    at = &at->half[lo && !hi ? 0 : 1];
+  }
 }
 
 // `list` null: both lists, in one walk of the parts (a write drops the records of either kind it covers).
@@ -103,11 +125,11 @@ template <class Drop>
 void RegionTracker::erase_in(Node& n, const Rect& r, std::vector<Record> Node::*list, const Drop& drop) {
   if (list != nullptr) {
     examined_ += (n.*list).size();
-    std::erase_if(n.*list, drop);
+    drop_if(n.*list, drop);
   } else {
     examined_ += n.writes.size() + n.reads.size();
-    std::erase_if(n.writes, drop);
-    std::erase_if(n.reads, drop);
+    drop_if(n.writes, drop);
+    drop_if(n.reads, drop);
   }
   if (n.dim < 0) return;
   for (int h = 0; h < 2; ++h)
@@ -172,9 +194,14 @@ void RegionTracker::insert(Node& n, const Record& rec, bool write) {
 void RegionTracker::collect(uint32_t space, const Rect& r, bool write, Needs& need) const {
   if (r.empty() || space >= spaces_.size()) return;
   const Chunks ch = chunks(space, r);
-  for (int64_t rc = ch.rc0; rc <= ch.rc1; ++rc)
-    for (int64_t cc = ch.cc0; cc <= ch.cc1; ++cc)
-      if (const Bucket* b = find(space, rc, cc)) collect_in(*b, r, write, need);
+  // The chunks grown so far (find()'s bounds, checked once per row of buckets rather than per bucket).
+  const auto& rows = spaces_[space].buckets;
+  const int64_t rc_end = std::min<int64_t>(ch.rc1 + 1, static_cast<int64_t>(rows.size()));
+  for (int64_t rc = ch.rc0; rc < rc_end; ++rc) {
+    const auto& cols = rows[rc];
+    const int64_t cc_end = std::min<int64_t>(ch.cc1 + 1, static_cast<int64_t>(cols.size()));
+    for (int64_t cc = ch.cc0; cc < cc_end; ++cc) collect_in(cols[cc], r, write, need);
+  }
 }
 
 void RegionTracker::record(uint32_t space, const Rect& r, bool write, Event ev) {
@@ -186,9 +213,16 @@ void RegionTracker::record(uint32_t space, const Rect& r, bool write, Event ev) 
   const auto covered = [&](const Record& x) { return r.covers(x.r); };
   const auto covered_same_sem = [&](const Record& x) { return x.ev.sem == ev.sem && r.covers(x.r); };
   const Chunks ch = chunks(space, r);
-  for (int64_t rc = ch.rc0; rc <= ch.rc1; ++rc)
+  // at()'s growth once per row of buckets, not per bucket.
+  if (spaces_.size() <= space) spaces_.resize(space + 1);
+  auto& rows = spaces_[space].buckets;
+  if (static_cast<int64_t>(rows.size()) <= ch.rc1) rows.resize(ch.rc1 + 1);
+  for (int64_t rc = ch.rc0; rc <= ch.rc1; ++rc) {
+    auto& cols = rows[rc];
+    if (static_cast<int64_t>(cols.size()) <= ch.cc1) cols.resize(ch.cc1 + 1);
     for (int64_t cc = ch.cc0; cc <= ch.cc1; ++cc) {
-      Bucket& b = at(space, rc, cc);
+      Bucket& b = cols[cc];
+      if (b.box.empty()) at(space, rc, cc);  // its first record: at() sets its box
       if (write) {
         erase_in(b, r, nullptr, covered);
       } else {
@@ -196,6 +230,7 @@ void RegionTracker::record(uint32_t space, const Rect& r, bool write, Event ev) 
       }
       insert(b, rec, write);
     }
+  }
 }
 
 size_t RegionTracker::count(const Node& n) {

@@ -148,13 +148,17 @@ std::string source_relative(const char* file) {
 
 isa::SourceLoc Kernel::intern(const Loc& loc) {
   if (loc.file_name() != last_file_) {
-    auto [it, fresh] = shared_.files.try_emplace(loc.file_name(), 0);
-    if (fresh) {
-      it->second = static_cast<uint32_t>(shared_.program.files.size());
-      shared_.program.files.emplace_back(source_relative(loc.file_name()));
+    auto [at, new_pointer] = shared_.file_by_pointer.try_emplace(loc.file_name(), 0);
+    if (new_pointer) {
+      auto [it, fresh] = shared_.files.try_emplace(loc.file_name(), 0);
+      if (fresh) {
+        it->second = static_cast<uint32_t>(shared_.program.files.size());
+        shared_.program.files.emplace_back(source_relative(loc.file_name()));
+      }
+      at->second = it->second;
     }
     last_file_ = loc.file_name();
-    last_file_index_ = it->second;
+    last_file_index_ = at->second;
   }
   return {last_file_index_, loc.line()};
 }

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/api/kernel.h"
@@ -27,6 +28,9 @@ struct Kernel::Shared {
   std::vector<std::string> outputs;
   std::map<std::string, int> kinds;  // tensor name -> 0 input, 1 output, 2 scratch
   std::map<std::string, uint32_t> files;
+  // The same by a Loc's file pointer (valid for the process's life, kernel.h): a file switch finds its index
+  // without building and comparing strings (two pointers to one name share the index through `files`).
+  std::unordered_map<const char*, uint32_t> file_by_pointer;
   std::map<std::string, uint16_t> phases;
   std::vector<AllocationRecord> allocations;
   std::vector<std::string> warnings;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -23,6 +24,38 @@ struct Assumed {
   View::Region region;
 };
 thread_local std::vector<Assumed> t_assumed;
+
+// Rectangles of SBUF/PSUM found written in whole. A written map only gains bytes, so such a rectangle stays
+// written: a read or write of a tile written before (most accesses: a loop reuses its tiles) is answered
+// here without walking the map. Keyed by the kernel context's serial (never reused) and the space; a
+// direct-mapped table, an entry replaced by the next rectangle of its slot.
+class WrittenWhole {
+ public:
+  bool has(uint64_t serial, isa::MemSpace space, const Rect& r) const {
+    const Entry& e = table_[slot(serial, space, r)];
+    return e.serial == serial && e.space == space && e.r.r0 == r.r0 && e.r.r1 == r.r1 && e.r.c0 == r.c0 &&
+           e.r.c1 == r.c1;
+  }
+  void add(uint64_t serial, isa::MemSpace space, const Rect& r) {
+    table_[slot(serial, space, r)] = {serial, space, r};
+  }
+
+ private:
+  struct Entry {
+    uint64_t serial = 0;  // 0: empty (serials start at 1)
+    isa::MemSpace space{};
+    Rect r;
+  };
+  static size_t slot(uint64_t serial, isa::MemSpace space, const Rect& r) {
+    uint64_t h = static_cast<uint64_t>(r.c0) * 0x9E3779B97F4A7C15ull;
+    h ^= (static_cast<uint64_t>(r.c1) + (static_cast<uint64_t>(r.r0) << 20) +
+          (static_cast<uint64_t>(r.r1) << 28) + (serial << 40) + static_cast<uint64_t>(space)) *
+         0xC2B2AE3D27D4EB4Full;
+    return static_cast<size_t>(h >> 54);  // 10 bits
+  }
+  std::array<Entry, 1024> table_{};
+};
+thread_local WrittenWhole t_written_whole;
 
 using CoreWrites = std::map<int64_t, Kernel::Shared::CoreWrite>;
 
@@ -240,8 +273,13 @@ void Kernel::check_written(const isa::Instruction& inst, const Access* accesses,
     WrittenMap* m = a.write ? nullptr : map_of(a);
     if (m == nullptr) continue;
     const View::Region& r = scratch_.regions[i];
-    const auto miss = m->first_unwritten({r.r0, r.r1, r.c0, r.c1});
-    if (!miss) continue;
+    const Rect rect{r.r0, r.r1, r.c0, r.c1};
+    if (t_written_whole.has(serial_, a.view->space(), rect)) continue;
+    const auto miss = m->first_unwritten(rect);
+    if (!miss) {
+      t_written_whole.add(serial_, a.view->space(), rect);
+      continue;
+    }
     const std::string at = where(loc);
     if (shared_.warned_at.count(at) > 0) continue;  // said once per line (a loop reads it every iteration)
     const auto made = shared_.tile_locs.find(a.view->name());
@@ -259,7 +297,10 @@ void Kernel::check_written(const isa::Instruction& inst, const Access* accesses,
     WrittenMap* m = a.write ? map_of(a) : nullptr;
     if (m == nullptr) continue;
     const View::Region& r = scratch_.regions[i];
-    m->mark({r.r0, r.r1, r.c0, r.c1});
+    const Rect rect{r.r0, r.r1, r.c0, r.c1};
+    if (t_written_whole.has(serial_, a.view->space(), rect)) continue;
+    m->mark(rect);
+    t_written_whole.add(serial_, a.view->space(), rect);  // written in whole now
   }
   // LNC2 (a Python kernel's build): the bytes of HBM tensors both cores see, for the race check.
   const bool cores = num_programs_ == 2 && shared_.warn_unwritten_outputs;

@@ -237,27 +237,32 @@ isa::AccessPattern View::ap() const {
   else
     a.partition_start = partition_start_;
   a.offset_bytes = offset_bytes_;
-  SmallVector<D, 6> free(dims_.begin() + 1, dims_.end());
-  if (free.size() > 4) {  // merge contiguous neighbours, drop size-1 dims
-    SmallVector<D, 6> merged;
-    for (const D& d : free) {
-      if (d.size == 1) continue;
-      if (!merged.empty() && merged.back().stride == d.stride * d.size) {
-        merged.back() = {d.stride, merged.back().size * d.size};
-      } else {
-        merged.push_back(d);
-      }
-    }
-    if (merged.empty()) merged.push_back({1, 1});
-    free = std::move(merged);
+  const auto set_dims = [&](const D* free, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (free[i].size > UINT32_MAX)
+        throw InputError(fmt::format("{}: dim size {} too large", describe(), free[i].size));
+    a.ndim = static_cast<uint8_t>(n);
+    for (size_t i = 0; i < n; ++i) a.dims[i] = {free[i].stride, static_cast<uint32_t>(free[i].size)};
+  };
+  if (dims_.size() <= 5) {  // at most 4 free dims: as they are (most views)
+    set_dims(dims_.data() + 1, dims_.size() - 1);
+    return a;
   }
-  if (free.size() > 4)
+  // More than 4: merge contiguous neighbours, drop size-1 dims.
+  SmallVector<D, 6> merged;
+  for (auto d = dims_.begin() + 1; d != dims_.end(); ++d) {
+    if (d->size == 1) continue;
+    if (!merged.empty() && merged.back().stride == d->stride * d->size) {
+      merged.back() = {d->stride, merged.back().size * d->size};
+    } else {
+      merged.push_back(*d);
+    }
+  }
+  if (merged.empty()) merged.push_back({1, 1});
+  if (merged.size() > 4)
     throw InputError(fmt::format("{}: {} free dims after merging; access patterns have at most 4", describe(),
-                                 free.size()));
-  for (const D& d : free)
-    if (d.size > UINT32_MAX) throw InputError(fmt::format("{}: dim size {} too large", describe(), d.size));
-  a.ndim = static_cast<uint8_t>(free.size());
-  for (size_t i = 0; i < free.size(); ++i) a.dims[i] = {free[i].stride, static_cast<uint32_t>(free[i].size)};
+                                 merged.size()));
+  set_dims(merged.data(), merged.size());
   return a;
 }
 

@@ -176,17 +176,16 @@ void Checker::operand(int slot) const {
 // Which memories each engine reads and writes (reference §2.6 connectivity table). DMA transfers may use
 // HBM, SBUF and PSUM; their own limits are checked per opcode.
 void Checker::connectivity() const {
-  int psum_inputs = 0;
-  std::string first_psum;
+  int first_psum = -1;  // the first PSUM input's slot
   for (int slot = 0; slot < 5; ++slot) {
     if (!has(slot)) continue;
     const MemSpace m = op(slot).space;
     const bool out = info_.writes(slot);
     if (!out && m == MemSpace::PSUM && !is_dma(inst_.op)) {
-      if (++psum_inputs == 2)
-        fail("PSUM inputs",
-             fmt::format("{} and {} are both in PSUM (at most one PSUM input)", first_psum, name(slot)));
-      first_psum = name(slot);
+      if (first_psum >= 0)
+        fail("PSUM inputs", fmt::format("{} and {} are both in PSUM (at most one PSUM input)",
+                                        name(first_psum), name(slot)));
+      first_psum = slot;
     }
     if (is_dma(inst_.op)) continue;
     const char* verb = out ? "write" : "read";
