@@ -175,15 +175,22 @@ void ExpertWeight::read_rows(int64_t r0, int64_t n, bool transposed, std::vector
       std::copy_n(decoded.data() + r0 * cols, n * cols, out.data());
     return;
   }
-  // Columns [r0, r0 + n): each source row's run of n values, written down the output's columns.
-  std::vector<float> run(static_cast<size_t>(n));
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* src = run.data();
-    if (bf16)
-      bf16_span(*bf16, first + i * cols + r0, n, run.data());
-    else
-      src = decoded.data() + i * cols + r0;
-    for (int64_t j = 0; j < n; ++j) out[j * rows + i] = src[j];
+  // Columns [r0, r0 + n): kTile source rows at a time, each row's run of n values read once, then written
+  // down the output's columns kTile values at a time, so that reads and writes stay in the cache.
+  constexpr int64_t kTile = 64;
+  std::vector<float> tile(static_cast<size_t>(kTile * n));
+  for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
+    const int64_t ni = std::min(kTile, rows - i0);
+    for (int64_t i = 0; i < ni; ++i) {
+      if (bf16)
+        bf16_span(*bf16, first + (i0 + i) * cols + r0, n, &tile[i * n]);
+      else
+        std::copy_n(decoded.data() + (i0 + i) * cols + r0, n, &tile[i * n]);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      float* o = out.data() + j * rows + i0;
+      for (int64_t i = 0; i < ni; ++i) o[i] = tile[i * n + j];
+    }
   }
 }
 
