@@ -138,4 +138,16 @@ if [[ $asan == 0 ]]; then
   done
 fi
 
+# 16. A layer too big for the limit is still refused before any work, with both figures: the DeepSeek-V3 MoE
+# backward with numerics (about 1.2 GB of heap and 23.6 GB of scratch files) under a 3 GB address space.
+if [[ $asan == 0 ]]; then
+  (
+    ulimit -v 3000000
+    timeout 120 "$TRNSIM" run "$SRC/configs/workloads/moe/deepseek_v3_bwd_mxfp8.json" --out "$T/ds" >"$T/ds.log" 2>&1
+  )
+  rc=$?
+  check "DeepSeek-V3 bwd under ulimit -v 3000000: refused before work, both figures, no folder (exit $rc: $(tail -1 "$T/ds.log"))" \
+    '[[ $rc == 1 && ! -e $T/ds && $(cat "$T/ds.log") == *"this run needs at least "*" GB of host memory"*"besides "*" GB that the OS can page"*"the address-space limit (ulimit -v) leaves"* ]]'
+fi
+
 finish
