@@ -251,13 +251,19 @@ double reference_bytes(const FwdParams& p) {
   // the down row) of the sampled rows' slots.
   const double on_h = p.affinity_option == moe::AffinityOption::OnH ? 2.0 : 1.0;
   const double vals = 2.0 * (40.0 * I * n + 8.0 * H * on_h * n_out);
-  // FwdReference::evaluate(), one expert at a time with at most all n slots: the expert's weights as FP32
-  // (12 I H; 8 I H more while a pre-swizzled weight is unswizzled), its slots' hidden rows (FP32 4 n H and
-  // both numerics' FP64 16 n H), gate/up in both numerics (32 n I), the down GEMM's operands (24 n I), and
-  // one chunk of 512 weight rows (FP32 and FP64: 12 * 512 max(H, I)) with its product (8 * 512 n).
-  const double unswizzle = p.gate_up_weight_is_swizzled || p.down_weight_is_swizzled ? 8.0 * IH : 0.0;
-  const double evaluate =
-      12.0 * IH + unswizzle + n * (20.0 * H + 56.0 * I + 4096.0) + 6144.0 * std::max(H, I);
+  // FwdReference::evaluate(), one expert at a time with at most all n slots: the expert's weights read in
+  // place (BF16) or decoded whole to FP32 (pre-quantized or pre-swizzled: gate/up 8 I H, down 4 I H; 8 I H
+  // more while a pre-swizzled weight is unswizzled), its slots' hidden rows (FP32 4 n H and both numerics'
+  // FP64 16 n H), gate/up in both numerics (32 n I), the down GEMM's operands (24 n I) and product (8 n H),
+  // and one block of weight rows with its product (gemm_weight: gate/up [n, 2I] over H, down [n, H] over I).
+  const bool sw_gu = p.gate_up_weight_is_swizzled, sw_d = p.down_weight_is_swizzled;
+  const double decoded =
+      (p.gate_up_weight_scales || sw_gu ? 8.0 * IH : 0.0) + (p.down_weight_scales || sw_d ? 4.0 * IH : 0.0);
+  const double unswizzle = sw_gu || sw_d ? 8.0 * IH : 0.0;
+  const int64_t ns = static_cast<int64_t>(n);
+  const double block =
+      std::max(moe::gemm_weight_bytes(ns, 2 * p.I_TP, p.H), moe::gemm_weight_bytes(ns, p.H, p.I_TP));
+  const double evaluate = decoded + unswizzle + n * (28.0 * H + 56.0 * I) + block;
   return vals + evaluate;
 }
 

@@ -225,20 +225,31 @@ double bwd_reference_bytes(const BwdParams& p) {
       sample_groups(p.E, 1, static_cast<double>(p.N()) * B * (slot + 12.0 * IH), kExpertBudget, false)
           .size());
   const double n = rows * static_cast<double>(per_row);  // sampled slots
+  const int64_t ns = static_cast<int64_t>(n), Hi = p.H, Ii = p.I_TP, Bi = p.block_size;
   // RefCache::vals: each sampled slot's dX row in both numerics, held until the checks end.
   const double vals = 16.0 * n * H;
-  // One expert's weights as FP32 (BwdReference::Weights: gate/up 8 I H, down 4 I H).
-  const double weights = 12.0 * IH;
-  // evaluate(), one expert at a time with at most all n slots: the weights, one FP64 weight at a time
-  // (down 8 I H in phase1, then gate/up 16 I H), the slots' dY rows (FP64 8 n H, with its FP32 read and
-  // quantized copies 20 n H at most; then dX 8 n H) and I-wide rows (phase1's d_int, gate/up, d_gate_up
-  // and scaled: 48 n I; then d_gate_up quantized beside d_gate_up and scaled, as much).
-  const double evaluate = weights + 16.0 * IH + n * (20.0 * H + 48.0 * I);
-  // expert_grads() of one expert in one numerics: its two gradients (24 I H), the weights, Phase 3's
-  // product y (16 I H; phase1's FP64 down weight, 8 I H, is freed before it), and per block the block's x
-  // and dY rows (transposed FP64, 16 B H, and 20 B H more while phase1 reads dY) and I-wide rows (56 B I:
-  // phase1's 48, or d_gate_up and scaled with d_gate_up transposed and quantized).
-  const double grads = 24.0 * IH + weights + 16.0 * IH + B * (36.0 * H + 56.0 * I);
+  // BF16 weights are read in place, a block of rows at a time (gemm_weight); pre-quantized ones are decoded
+  // whole to FP32 (BwdReference::Weights: gate/up 8 I H, down 4 I H).
+  const double weights = (p.gate_up_weight_scales ? 8.0 * IH : 0.0) + (p.down_weight_scales ? 4.0 * IH : 0.0);
+  // The weight GEMMs' blocks for m rows: Phase 1's d_int (W_down [I, H]), the recomputed gate/up (W_gu^T
+  // [2I, H]), dX (W_gu [H, 2I]).
+  const auto blocks = [&](int64_t m) {
+    return std::max({gemm_weight_bytes(m, Ii, Hi), p.gate_up_given() ? 0.0 : gemm_weight_bytes(m, 2 * Ii, Hi),
+                     gemm_weight_bytes(m, Hi, 2 * Ii)});
+  };
+  // evaluate(), one expert at a time with at most all n slots: the weights, a weight block, the slots' dY
+  // rows (FP64 8 n H, with its FP32 read and quantized copies 20 n H at most; then dX 8 n H) and I-wide rows
+  // (phase1's d_int, gate/up, d_gate_up and scaled: 48 n I; then d_gate_up quantized beside d_gate_up and
+  // scaled, as much).
+  const double evaluate = weights + blocks(ns) + n * (20.0 * H + 48.0 * I);
+  // expert_grads() of one expert in one numerics: its two gradients (24 I H), the weights, and per block the
+  // block's x and dY rows (transposed FP64, 16 B H, and 20 B H more while phase1 reads dY) and I-wide rows
+  // (56 B I: phase1's 48, or d_gate_up and scaled with d_gate_up transposed and quantized), with phase1's
+  // weight block or one block of rows of Phase 3's and 4's products (gemm_weight's rows for their widths).
+  const double products =
+      8.0 * std::max(static_cast<double>(std::min(Hi, weight_block_rows(2 * Ii))) * 2.0 * I,
+                     static_cast<double>(std::min(Ii, weight_block_rows(Hi))) * H);
+  const double grads = 24.0 * IH + weights + B * (36.0 * H + 56.0 * I) + std::max(blocks(Bi), products);
   // The prepare step's gradients: both numerics of the sampled experts (those with blocks) while they fit,
   // the last one's second numerics being made (in `grads`) while the rest are held.
   const double one = 8.0 * (3.0 * IH + (p.bias ? 2.0 * I + H : 0.0));  // one expert's gradients, one numerics

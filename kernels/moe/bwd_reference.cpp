@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/moe/moe_common.h"
+#include "kernels/ref/gemm_f64.h"
 #include "sim/base/error.h"
 
 namespace trnsim::kernels::moe {
@@ -108,24 +109,24 @@ double BwdReference::expert_flops(int64_t e) const {
 
 void BwdReference::weights(int64_t e, Weights& w) const {
   const int64_t H = H_, I = I_;
+  w.gu = {nullptr, 0, {}, H, 2 * I};
+  w.down = {nullptr, 0, {}, I, H};
   // Pre-quantized: x4 [E, K/4, F] one byte per element, scales [E, rows, F] (packed when rows != K/4);
-  // dequantize_x4 gives [F, K] row-major: gate/up [H, 2I] (K = 2I), down [I, H] (K = H).
+  // dequantize_x4 gives [F, K] row-major: gate/up [H, 2I] (K = 2I), down [I, H] (K = H). BF16: read in place.
   if (const tensor::HostTensor* sc = in_.gate_up_weight_scales) {
     const int64_t rows = sc->shape[1];
     dequantize_x4(in_.gate_up_proj_weight->bytes.data() + e * 2 * I * H, sc->bytes.data() + e * rows * H,
-                  2 * I, H, rows != 2 * I / 4, p_.fp8, w.gu, p_.quant_scheme());
+                  2 * I, H, rows != 2 * I / 4, p_.fp8, w.gu.decoded, p_.quant_scheme());
   } else {
-    w.gu.resize(static_cast<size_t>(H * 2 * I));
-    bf16_span(*in_.gate_up_proj_weight, e * H * 2 * I, H * 2 * I, w.gu.data());
+    w.gu.bf16 = in_.gate_up_proj_weight, w.gu.first = e * H * 2 * I;
   }
   if (!in_.down_proj_weight) return;
   if (const tensor::HostTensor* sc = in_.down_weight_scales) {
     const int64_t rows = sc->shape[1];
     dequantize_x4(in_.down_proj_weight->bytes.data() + e * H * I, sc->bytes.data() + e * rows * I, H, I,
-                  rows != H / 4, p_.fp8, w.down, p_.quant_scheme());
+                  rows != H / 4, p_.fp8, w.down.decoded, p_.quant_scheme());
   } else {
-    w.down.resize(static_cast<size_t>(I * H));
-    bf16_span(*in_.down_proj_weight, e * I * H, I * H, w.down.data());
+    w.down.bf16 = in_.down_proj_weight, w.down.first = e * I * H;
   }
 }
 
@@ -152,9 +153,9 @@ void BwdReference::forward_down(int64_t e, const std::vector<float>& inter, int6
                                 std::vector<double>& out) const {
   Weights w;
   weights(e, w);
-  const int64_t H = H_, I = I_;
-  const auto wt = as_f64(transposed(w.down, I, H), H, I, true, p_.fp8);  // [H, I], quantized along I
-  gemm_nt(as_f64(inter, n, I, true, p_.fp8), wt, n, H, I, out);
+  const int64_t I = I_;
+  // W_down^T [H, I], quantized along I.
+  gemm_weight(as_f64(inter, n, I, true, p_.fp8), n, w.down, true, true, p_.fp8, num::QuantScheme::WrapX, out);
   for (double& v : out) v = round_to(v, p_.compute_dtype);
 }
 
@@ -194,8 +195,7 @@ void BwdReference::gate_up(int64_t e, const std::vector<int64_t>& slots, int q, 
   (void)e;
   // The forward's GEMMs: x [n, H] by W^T [2I, H], both quantized along H for the kernel numerics.
   const auto x = as_f64(rows_of(*in_.hidden_states, slots), n, H, q == 1, p_.fp8, scheme);
-  const auto wt = as_f64(transposed(w.gu, H, 2 * I), 2 * I, H, q == 1, p_.fp8, scheme);
-  gemm_nt(x, wt, n, 2 * I, H, gu);
+  gemm_weight(x, n, w.gu, true, q == 1, p_.fp8, scheme, gu);
   const ClampLimits& cl = p_.clamp_limits;
   for (int64_t r = 0; r < n; ++r)
     for (int64_t i = 0; i < I; ++i) {
@@ -215,9 +215,8 @@ void BwdReference::phase1(int64_t e, const std::vector<int64_t>& slots, int q, c
   const int64_t n = static_cast<int64_t>(slots.size()), I = I_, H = H_, B = B_;
   const bool on_h = p_.on_h();
   const auto dy = prep(dy_rows(e, slots, q), n, H, q, p_.fp8, p_.quant_scheme());
-  const auto wd = as_f64(w.down, I, H, q == 1 && !in_.down_weight_scales, p_.fp8, p_.quant_scheme());
   std::vector<double> dint, gu;
-  gemm_nt(dy, wd, n, I, H, dint);
+  gemm_weight(dy, n, w.down, false, q == 1 && !in_.down_weight_scales, p_.fp8, p_.quant_scheme(), dint);
   gate_up(e, slots, q, w, gu, p_.quant_scheme());
   dgu.assign(static_cast<size_t>(n * 2 * I), 0.0);
   scaled.assign(static_cast<size_t>(n * I), 0.0);
@@ -280,10 +279,10 @@ std::map<int64_t, std::array<SlotGrad, 2>> BwdReference::evaluate(const std::vec
       std::vector<double> dgu, scaled, dea, dx;
       phase1(e, ss, q, w, dgu, scaled, dea);
       if (with_dx) {
-        // The weight as it is (exact, or pre-quantized), else MX-quantized along 2I: one FP64 copy at a time.
+        // The weight as it is (exact, or pre-quantized), else MX-quantized along 2I.
         const bool quantize = q == 1 && !in_.gate_up_weight_scales;
-        const std::vector<double> wgu = as_f64(w.gu, H, 2 * I, quantize, p_.fp8, p_.quant_scheme());
-        gemm_nt(prep(dgu, n, 2 * I, q, p_.fp8, p_.quant_scheme()), wgu, n, H, 2 * I, dx);
+        gemm_weight(prep(dgu, n, 2 * I, q, p_.fp8, p_.quant_scheme()), n, w.gu, false, quantize, p_.fp8,
+                    p_.quant_scheme(), dx);
       }
       for (int64_t r = 0; r < n; ++r) {
         SlotGrad& g = res[ss[r]][q];
@@ -342,18 +341,25 @@ void BwdReference::expert_grads(int64_t e, int q, std::vector<double>& dw_gu, st
     const auto dyt = transposed(dy_rows(e, ss, q), B, H);  // [H, B], as Phase 4 reads them
     std::vector<double> dgu, scaled, dea, y;
     phase1(e, ss, q, w, dgu, scaled, dea);
-    const auto add = [&](std::vector<double>& acc, const std::vector<double>& v) {
-      for (size_t i = 0; i < acc.size(); ++i)
-        acc[i] =
-            q == 1 ? round_to(acc[i] + round_to(v[i], isa::DType::BF16), isa::DType::BF16) : acc[i] + v[i];
+    // acc [rows, c] += a [rows, B] b [c, B]^T (kernel: the block's product rounded to bfloat16, then the
+    // sum), a block of rows of the product at a time (each element summed as one product's).
+    const auto add = [&](std::vector<double>& acc, const std::vector<double>& a, const std::vector<double>& b,
+                         int64_t rows, int64_t c) {
+      const int64_t step = weight_block_rows(c);
+      for (int64_t r0 = 0; r0 < rows; r0 += step) {
+        const int64_t rc = std::min(step, rows - r0);
+        y.resize(static_cast<size_t>(rc * c));
+        ref::gemm_nt_f64(a.data() + r0 * B, b.data(), rc, c, B, y.data());
+        double* d = acc.data() + r0 * c;
+        for (int64_t i = 0; i < rc * c; ++i)
+          d[i] = q == 1 ? round_to(d[i] + round_to(y[i], isa::DType::BF16), isa::DType::BF16) : d[i] + y[i];
+      }
     };
     // Phases 3 and 4 contract over the block's tokens: the operands quantized along B.
-    gemm_nt(prep(xt, H, B, q, p_.fp8, p_.quant_scheme()),
-            prep(transposed(dgu, B, 2 * I), 2 * I, B, q, p_.fp8, p_.quant_scheme()), H, 2 * I, B, y);
-    add(dw_gu, y);
-    gemm_nt(prep(transposed(scaled, B, I), I, B, q, p_.fp8, p_.quant_scheme()),
-            prep(dyt, H, B, q, p_.fp8, p_.quant_scheme()), I, H, B, y);
-    add(dw_down, y);
+    add(dw_gu, prep(xt, H, B, q, p_.fp8, p_.quant_scheme()),
+        prep(transposed(dgu, B, 2 * I), 2 * I, B, q, p_.fp8, p_.quant_scheme()), H, 2 * I);
+    add(dw_down, prep(transposed(scaled, B, I), I, B, q, p_.fp8, p_.quant_scheme()),
+        prep(dyt, H, B, q, p_.fp8, p_.quant_scheme()), I, H);
     if (db_gu) {
       std::vector<double> sum(static_cast<size_t>(2 * I), 0.0);
       for (int64_t r = 0; r < B; ++r)

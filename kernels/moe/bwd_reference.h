@@ -38,6 +38,7 @@
 
 #include "kernels/api/package.h"
 #include "kernels/moe/bwd_params.h"
+#include "kernels/moe/moe_common.h"
 
 namespace trnsim::kernels::moe {
 
@@ -103,8 +104,8 @@ class BwdReference {
 
  private:
   struct Weights {
-    std::vector<float> gu;    // [H, 2I]
-    std::vector<float> down;  // [I, H]
+    ExpertWeight gu;    // [H, 2I]
+    ExpertWeight down;  // [I, H]
   };
   void weights(int64_t e, Weights& w) const;
   // gate/up of the slots (from the checkpoint or recomputed) in numerics q: [n, 2I].

@@ -13,12 +13,6 @@
 #include "sim/numerics/scale_layout.h"
 
 namespace trnsim::kernels::moe {
-namespace {
-
-constexpr int64_t kChunkRows = 512;  // weight rows decoded and quantized at a time
-
-}  // namespace
-
 FwdInputs FwdInputs::from(const FwdParams& p,
                           const std::function<const tensor::HostTensor*(const std::string&)>& lookup) {
   const auto need = [&](const char* name) {
@@ -66,32 +60,32 @@ double FwdReference::slot_flops(bool with_out) const {
   return 2.0 * (2.0 * H_ * 2 * I_ + (with_out ? 2.0 * I_ * H_ : 0.0));
 }
 
-void FwdReference::expert_weights(int64_t e, std::vector<float>& gu, std::vector<float>& down) const {
+void FwdReference::expert_weights(int64_t e, ExpertWeight& gu, ExpertWeight& down) const {
   const int64_t H = H_, I = I_;
   const auto& wg = *in_.gate_up_proj_weight;
   const auto& wd = *in_.down_proj_weight;
-  // gate/up as [2I, H] (gate rows then up rows), down as [H, I].
+  // gate/up as [2I, H] (gate rows then up rows), down as [H, I]; BF16 read in place.
+  gu = {nullptr, 0, {}, 2 * I, H};
+  down = {nullptr, 0, {}, H, I};
   if (p_.gate_up_weight_scales) {
     const auto& sc = *in_.gate_up_weight_scales;
     const int64_t srows = sc.shape[1];
     dequantize_x4(wg.bytes.data() + e * (H / 4) * 2 * I * 4, sc.bytes.data() + e * srows * 2 * I, H, 2 * I,
-                  srows != H / 4, p_.fp8, gu);
+                  srows != H / 4, p_.fp8, gu.decoded);
   } else if (p_.gate_up_weight_is_swizzled) {
-    unswizzle_bf16(wg.bytes.data() + e * H * 2 * I * 2, H, 2 * I, gu);
+    unswizzle_bf16(wg.bytes.data() + e * H * 2 * I * 2, H, 2 * I, gu.decoded);
   } else {
-    gu.resize(static_cast<size_t>(2 * I * H));
-    bf16_span(wg, e * 2 * I * H, 2 * I * H, gu.data());
+    gu.bf16 = &wg, gu.first = e * 2 * I * H;
   }
   if (p_.down_weight_scales) {
     const auto& sc = *in_.down_weight_scales;
     const int64_t srows = sc.shape[1];
     dequantize_x4(wd.bytes.data() + e * (I / 4) * H * 4, sc.bytes.data() + e * srows * H, I, H,
-                  srows != I / 4, p_.fp8, down);
+                  srows != I / 4, p_.fp8, down.decoded);
   } else if (p_.down_weight_is_swizzled) {
-    unswizzle_bf16(wd.bytes.data() + e * I * H * 2, I, H, down);
+    unswizzle_bf16(wd.bytes.data() + e * I * H * 2, I, H, down.decoded);
   } else {
-    down.resize(static_cast<size_t>(H * I));
-    bf16_span(wd, e * H * I, H * I, down.data());
+    down.bf16 = &wd, down.first = e * H * I;
   }
 }
 
@@ -110,7 +104,7 @@ std::map<int64_t, std::array<SlotValues, 2>> FwdReference::evaluate(const std::v
   std::map<int64_t, std::vector<int64_t>> by_expert;
   for (int64_t s : slots) by_expert[expert(s)].push_back(s);
   std::map<int64_t, std::array<SlotValues, 2>> res;
-  std::vector<float> wgu, wd;
+  ExpertWeight wgu, wd;
   for (const auto& [e, ss] : by_expert) {
     const int64_t n = static_cast<int64_t>(ss.size());
     expert_weights(e, wgu, wd);
@@ -124,20 +118,10 @@ std::map<int64_t, std::array<SlotValues, 2>> FwdReference::evaluate(const std::v
       a[r] = ea.value(p_.no_indirect_load ? t : t * E + e);
     }
     std::array<std::vector<double>, 2> xs{as_f64(x, n, H, false, p_.fp8), as_f64(x, n, H, true, p_.fp8)};
-    // gate/up [n, 2I] in chunks of weight rows.
-    std::array<std::vector<double>, 2> gu{std::vector<double>(static_cast<size_t>(n * 2 * I)),
-                                          std::vector<double>(static_cast<size_t>(n * 2 * I))};
-    std::vector<float> wc;
-    std::vector<double> part;
-    for (int64_t r0 = 0; r0 < 2 * I; r0 += kChunkRows) {
-      const int64_t rc = std::min(kChunkRows, 2 * I - r0);
-      wc.assign(wgu.begin() + r0 * H, wgu.begin() + (r0 + rc) * H);
-      for (int q = 0; q < 2; ++q) {
-        const auto w = as_f64(wc, rc, H, q == 1 && !pq_gu, p_.fp8);
-        gemm_nt(xs[q], w, n, rc, H, part);
-        for (int64_t r = 0; r < n; ++r) std::copy_n(&part[r * rc], rc, &gu[q][r * 2 * I + r0]);
-      }
-    }
+    // gate/up [n, 2I], the weight read in blocks of rows.
+    std::array<std::vector<double>, 2> gu;
+    for (int q = 0; q < 2; ++q)
+      gemm_weight(xs[q], n, wgu, false, q == 1 && !pq_gu, p_.fp8, num::QuantScheme::WrapX, gu[q]);
     std::vector<int64_t> outs;  // rows (of ss) that need the down GEMM
     for (int64_t r = 0; r < n; ++r)
       if (with_out.count(ss[r])) outs.push_back(r);
@@ -177,16 +161,11 @@ std::map<int64_t, std::array<SlotValues, 2>> FwdReference::evaluate(const std::v
     std::array<std::vector<double>, 2> ss64{std::vector<double>(static_cast<size_t>(no * I)),
                                             as_f64(sc_in[1], no, I, true, p_.fp8)};
     for (int64_t o = 0; o < no; ++o) std::copy_n(res[ss[outs[o]]][0].scaled.data(), I, &ss64[0][o * I]);
-    for (int q = 0; q < 2; ++q)
-      for (int64_t o = 0; o < no; ++o) res[ss[outs[o]]][q].out.assign(static_cast<size_t>(H), 0.0);
-    for (int64_t h0 = 0; h0 < H; h0 += kChunkRows) {
-      const int64_t hc = std::min(kChunkRows, H - h0);
-      wc.assign(wd.begin() + h0 * I, wd.begin() + (h0 + hc) * I);
-      for (int q = 0; q < 2; ++q) {
-        const auto w = as_f64(wc, hc, I, q == 1 && !pq_d, p_.fp8);
-        gemm_nt(ss64[q], w, no, hc, I, part);
-        for (int64_t o = 0; o < no; ++o) std::copy_n(&part[o * hc], hc, &res[ss[outs[o]]][q].out[h0]);
-      }
+    std::vector<double> down;
+    for (int q = 0; q < 2; ++q) {
+      gemm_weight(ss64[q], no, wd, false, q == 1 && !pq_d, p_.fp8, num::QuantScheme::WrapX, down);
+      for (int64_t o = 0; o < no; ++o)
+        res[ss[outs[o]]][q].out.assign(down.begin() + o * H, down.begin() + (o + 1) * H);
     }
     for (int q = 0; q < 2; ++q)
       for (int64_t o = 0; o < no; ++o) {

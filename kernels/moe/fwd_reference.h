@@ -17,7 +17,8 @@
 //              added to their slab in bfloat16 in block order (one slab per core; the slabs summed in
 //              bfloat16). The remaining differences are FP32 vs FP64 sums and activation rounding.
 //
-// Weights are decoded expert by expert, in chunks of rows, so the host memory stays bounded.
+// Weights are read expert by expert, a block of rows at a time (gemm_weight), so the host memory stays
+// bounded.
 #pragma once
 
 #include <array>
@@ -30,6 +31,7 @@
 
 #include "kernels/api/package.h"
 #include "kernels/moe/fwd_params.h"
+#include "kernels/moe/moe_common.h"
 
 namespace trnsim::kernels::moe {
 
@@ -73,7 +75,7 @@ class FwdReference {
   double slot_flops(bool with_out) const;
 
  private:
-  void expert_weights(int64_t e, std::vector<float>& gu, std::vector<float>& down) const;
+  void expert_weights(int64_t e, ExpertWeight& gu, ExpertWeight& down) const;
 
   const FwdParams& p_;
   FwdInputs in_;

@@ -165,6 +165,60 @@ std::vector<double> as_f64(const std::vector<float>& v, int64_t rows, int64_t K,
   return ref::to_f64(o);
 }
 
+void ExpertWeight::read_rows(int64_t r0, int64_t n, bool transposed, std::vector<float>& out) const {
+  const int64_t width = transposed ? rows : cols;
+  out.resize(static_cast<size_t>(n * width));
+  if (!transposed) {
+    if (bf16)
+      bf16_span(*bf16, first + r0 * cols, n * cols, out.data());
+    else
+      std::copy_n(decoded.data() + r0 * cols, n * cols, out.data());
+    return;
+  }
+  // Columns [r0, r0 + n): kTile source rows at a time, each row's run of n values read once, then written
+  // down the output's columns kTile values at a time, so that reads and writes stay in the cache.
+  constexpr int64_t kTile = 64;
+  std::vector<float> tile(static_cast<size_t>(kTile * n));
+  for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
+    const int64_t ni = std::min(kTile, rows - i0);
+    for (int64_t i = 0; i < ni; ++i) {
+      if (bf16)
+        bf16_span(*bf16, first + (i0 + i) * cols + r0, n, &tile[i * n]);
+      else
+        std::copy_n(decoded.data() + (i0 + i) * cols + r0, n, &tile[i * n]);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      float* o = out.data() + j * rows + i0;
+      for (int64_t i = 0; i < ni; ++i) o[i] = tile[i * n + j];
+    }
+  }
+}
+
+int64_t weight_block_rows(int64_t K) {
+  return std::max<int64_t>(24, (int64_t{1} << 21) / std::max<int64_t>(K, 1));
+}
+
+double gemm_weight_bytes(int64_t n, int64_t c, int64_t K) {
+  const double rows = static_cast<double>(std::min(c, weight_block_rows(K)));
+  return rows * (12.0 * static_cast<double>(K) + 8.0 * static_cast<double>(n));
+}
+
+void gemm_weight(const std::vector<double>& a, int64_t n, const ExpertWeight& w, bool transposed,
+                 bool quantize, num::Fp8Format fmt, num::QuantScheme scheme, std::vector<double>& out) {
+  const int64_t c = transposed ? w.cols : w.rows, K = transposed ? w.rows : w.cols;
+  out.assign(static_cast<size_t>(n * c), 0.0);
+  if (n == 0 || c == 0) return;
+  const int64_t step = weight_block_rows(K);
+  std::vector<float> block;
+  std::vector<double> part;
+  for (int64_t r0 = 0; r0 < c; r0 += step) {
+    const int64_t rc = std::min(step, c - r0);
+    w.read_rows(r0, rc, transposed, block);
+    gemm_nt(a, as_f64(block, rc, K, quantize, fmt, scheme), n, rc, K, part);
+    for (int64_t r = 0; r < n; ++r) std::copy_n(&part[r * rc], rc, &out[r * c + r0]);
+  }
+}
+
 namespace {
 
 std::string shape_str(const std::vector<int64_t>& s) {

@@ -106,6 +106,30 @@ std::vector<double> as_f64(const std::vector<float>& v, int64_t rows, int64_t K,
 using ref::dequantize_x4;
 using ref::unswizzle_bf16;
 
+// One expert's weight [rows, cols] (row-major) as the references read it: BF16 values read in place from the
+// input tensor (its file mapping or the machine's copy), a block of rows at a time, or FP32 values decoded
+// whole where the layout needs it (pre-quantized x4 data, pre-swizzled BF16).
+struct ExpertWeight {
+  const tensor::HostTensor* bf16 = nullptr;  // null: `decoded` holds the values
+  int64_t first = 0;                         // element of bf16 at [0, 0]
+  std::vector<float> decoded;
+  int64_t rows = 0, cols = 0;
+  // Rows [r0, r0 + n) of the weight, or of its transpose [cols, rows] with `transposed`, as FP32 into out.
+  void read_rows(int64_t r0, int64_t n, bool transposed, std::vector<float>& out) const;
+};
+
+// Rows of the weight blocks gemm_weight reads for a contraction of length K (about 2 M elements a block).
+int64_t weight_block_rows(int64_t K);
+
+// out [n, c] = a [n, K] W^T, W [c, K] the weight (transposed: its transpose), taken weight_block_rows(K)
+// rows at a time as FP64 (MX-quantized along K with `quantize`): the bytes of one gemm_nt on W's whole FP64
+// copy, since ref::gemm_nt_f64 sums each element in the same order whichever rows of b share a call.
+void gemm_weight(const std::vector<double>& a, int64_t n, const ExpertWeight& w, bool transposed,
+                 bool quantize, num::Fp8Format fmt, num::QuantScheme scheme, std::vector<double>& out);
+// Bytes gemm_weight holds besides a and out, for out [n, c] and contraction K: one block of the weight in
+// FP32 and FP64 (12 bytes an element) and its product with a (8 n bytes a row).
+double gemm_weight_bytes(int64_t n, int64_t c, int64_t K);
+
 // --- Pre-quantized weights (both kernels).
 
 // The pipeline operand of one GEMM's weight, stacked over E experts: BF16 (F-by-K, or pre-swizzled with

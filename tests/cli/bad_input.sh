@@ -269,11 +269,13 @@ check "NaN .npy input: the note" 'grep -q "note: inputs.output_grad: 2 of 262144
 # 76.5 MB; and the larger of the two checks' references: the FP32 and FP64 copies of two [512, 512] operands
 # (12 bytes each), the output's FP32 values and one block of 256 FP64 reference rows of 512:
 # 6.29 + 1.05 + 1.05 = 8.39 MB; and the FP64 reference rows both checks' prepare steps keep from the
-# simulation until the checks, exact and MX of all 512 x 512 elements: 2 x 16 x 262144 = 8.39 MB. 93.3 MB in all.
+# simulation until the checks, exact and MX of all 512 x 512 elements: 2 x 16 x 262144 = 8.39 MB; the
+# simulation's records of its 113 instructions (256 B each, 0.03 MB) and the stacks of the 4 computing threads
+# (4 x 8 MiB = 33.55 MB). 126.9 MB in all.
 TRNSIM_HOST_MEMORY_BYTES=1000000 "$TRNSIM" run "$SMALL" --out "$T/mem" >"$T/log" 2>&1
 rc=$?
 check "too little host memory: exit 1, the figures, nothing created (exit $rc: $(cat "$T/log"))" \
-  '[[ $rc == 1 && $(cat "$T/log") == "trnsim: error: $SMALL: this run needs at least 93.3 MB of host memory (the host'"'"'s copy of the inputs, the simulated machine'"'"'s HBM tensors, SBUF and PSUM, and the references'"'"' copies of their operands), and 1.0 MB is available: run with --no-numerics (timing only), or on a machine with more memory" && ! -e $T/mem ]]'
+  '[[ $rc == 1 && $(cat "$T/log") == "trnsim: error: $SMALL: this run needs at least 126.9 MB of host memory (the host'"'"'s copy of the inputs, the simulated machine'"'"'s HBM tensors, SBUF and PSUM, and the references'"'"' copies of their operands), and 1.0 MB is available: run with --no-numerics (timing only), or on a machine with more memory" && ! -e $T/mem ]]'
 TRNSIM_HOST_MEMORY_BYTES=1000000 "$TRNSIM" run "$SMALL" --out "$T/mem" --no-numerics >"$T/log" 2>&1
 rc=$?
 check "too little host memory, --no-numerics: runs (exit $rc)" '[[ $rc == 0 && -f $T/mem/stats.json ]]'
@@ -295,7 +297,7 @@ if [[ -z ${ASAN_OPTIONS:-} ]]; then
   (ulimit -v 120000; timeout 60 "$TRNSIM" run "$SMALL" --out "$T/lim2" >"$T/log" 2>&1)
   rc=$?
   check "the same under ulimit -v 120000: refused (exit $rc: $(cat "$T/log"))" \
-    '[[ $rc == 1 && $(cat "$T/log") == *"this run needs at least 93.3 MB of host memory"* && ! -e $T/lim2 ]]'
+    '[[ $rc == 1 && $(cat "$T/log") == *"this run needs at least 126.9 MB of host memory"* && ! -e $T/lim2 ]]'
 fi
 
 

@@ -122,4 +122,32 @@ check "the host time is in host.json, not in stats.json" \
 # Layout version 5: the first without wall_seconds.
 check "stats.json says stats_version 5" 'grep -q "\"stats_version\": 5," "$T/det_unset/stats.json"'
 
+# 15. The memory check's figures hold the run: a MoE forward's and backward's peak resident memory with
+# numerics (references included) is at most what the process held at the check plus what the check asked for
+# and the scratch pages it counts apart (--verbose says the three).
+if [[ $asan == 0 ]]; then
+  for w in fwd bwd; do
+    args=("$BWD")
+    [[ $w == fwd ]] && args=("$MOE" "${MSETS[@]}")
+    "$TRNSIM" run "${args[@]}" --verbose --out "$T/mem_$w" >"$T/mem_$w.log" 2>&1
+    rc=$?
+    need=$(sed -nE 's/.*besides the ([0-9]+) MiB resident now: ([0-9]+) MiB .*, and ([0-9]+) MiB the OS can page.*/\1 + \2 + \3/p' "$T/mem_$w.log")
+    peak=$(sed -nE 's/.*peak memory ([0-9]+) MiB.*/\1/p' "$T/mem_$w.log")
+    check "MoE $w with numerics: peak memory '$peak' MiB within the check's resident + needed + paged MiB '$need' (exit $rc)" \
+      '[[ $rc == 0 && -n $need && -n $peak ]] && ((peak <= need))'
+  done
+fi
+
+# 16. A layer too big for the limit is still refused before any work, with both figures: the DeepSeek-V3 MoE
+# backward with numerics (about 1.2 GB of heap and 23.6 GB of scratch files) under a 3 GB address space.
+if [[ $asan == 0 ]]; then
+  (
+    ulimit -v 3000000
+    timeout 120 "$TRNSIM" run "$SRC/configs/workloads/moe/deepseek_v3_bwd_mxfp8.json" --out "$T/ds" >"$T/ds.log" 2>&1
+  )
+  rc=$?
+  check "DeepSeek-V3 bwd under ulimit -v 3000000: refused before work, both figures, no folder (exit $rc: $(tail -1 "$T/ds.log"))" \
+    '[[ $rc == 1 && ! -e $T/ds && $(cat "$T/ds.log") == *"this run needs at least "*" GB of host memory"*"besides "*" GB that the OS can page"*"the address-space limit (ulimit -v) leaves"* ]]'
+fi
+
 finish

@@ -38,16 +38,17 @@ check "matmul from mapped .npy inputs: exit 0, y.npy the same bytes, the input f
 # 2048 x 2048 BF16, 2 * 8388608 B = 16.8 MB. Scratch files: the output y, 2048 x 2048 FP32, 16.8 MB (the
 # machine's copies of x and w map the files again). The rest is on the heap (SBUF and PSUM of the two
 # simulated cores, the references' operands, and the exact FP64 reference of all 2048 x 2048 rows of y that
-# the check's prepare step keeps from the simulation until the check, 8 B x 4194304 = 33.6 MB): 218.1 MB, the
-# 268.4 MB of the same run without mapping less its copies of x and w (16.8 MB) and the machine's x, w and y
-# (33.6 MB).
+# the check's prepare step keeps from the simulation until the check, 8 B x 4194304 = 33.6 MB), the
+# simulation's records of its 2240 instructions (256 B each, 0.6 MB) and the stacks of the 4 computing
+# threads (4 x 8 MiB = 33.6 MB): 252.2 MB, the 302.6 MB of the same run without mapping less its copies of x
+# and w (16.8 MB) and the machine's x, w and y (33.6 MB).
 TRNSIM_HOST_MEMORY_BYTES=1000000 TRNSIM_SCRATCH_MIN_BYTES=4096 "$TRNSIM" run "$T/npy.json" --out "$T/mem" >"$T/log" 2>&1
 rc=$?
 TRNSIM_HOST_MEMORY_BYTES=1000000 "$TRNSIM" run "$T/npy.json" --out "$T/mem" >"$T/log0" 2>&1
 check "too little memory, nothing mapped: the whole figure (exit $?: $(cat "$T/log0"))" \
-  '[[ $(cat "$T/log0") == *"needs at least 268.4 MB of host memory (the host"*"operands), and 1.0 MB is available"* && ! -e $T/mem ]]'
+  '[[ $(cat "$T/log0") == *"needs at least 302.6 MB of host memory (the host"*"operands), and 1.0 MB is available"* && ! -e $T/mem ]]'
 check "too little memory with mapped tensors: exit 1, both figures, nothing created (exit $rc: $(cat "$T/log"))" \
-  '[[ $rc == 1 && $(cat "$T/log") == "trnsim: error: $T/npy.json: this run needs at least 218.1 MB of host memory (the host'"'"'s copy of the inputs, the simulated machine'"'"'s HBM tensors, SBUF and PSUM, and the references'"'"' copies of their operands), besides 33.6 MB that the OS can page (16.8 MB of scratch files on the output'"'"'s filesystem, 16.8 MB of mapped .npy inputs), and 1.0 MB is available: run with --no-numerics (timing only), or on a machine with more memory" && ! -e $T/mem ]]'
+  '[[ $rc == 1 && $(cat "$T/log") == "trnsim: error: $T/npy.json: this run needs at least 252.2 MB of host memory (the host'"'"'s copy of the inputs, the simulated machine'"'"'s HBM tensors, SBUF and PSUM, and the references'"'"' copies of their operands), besides 33.6 MB that the OS can page (16.8 MB of scratch files on the output'"'"'s filesystem, 16.8 MB of mapped .npy inputs), and 1.0 MB is available: run with --no-numerics (timing only), or on a machine with more memory" && ! -e $T/mem ]]'
 
 # 4. SIGTERM while the tensors are mapped: the scratch files were open in the output folder (seen in
 # /proc/PID/fd), and nothing of them, nor the folder the run created, is left.
@@ -68,18 +69,19 @@ check "SIGTERM: scratch files were open in the output folder ($seen), the run en
 
 # A chain holds every stage (inputs, machine state, outputs) until it writes: the memory check adds the
 # stages up (before: each stage was checked alone and the chain ran). A vector_add stage at n = 2560 needs
-# 63.0 MB (the SBUF and PSUM of its session, 2 x 128 x (192 + 16) KiB = 54.5 MB, and its tensors): two need
-# 126.0 MB, more than the 80 MB said to be available, each alone less.
+# 63.0 MB (the SBUF and PSUM of its session, 2 x 128 x (192 + 16) KiB = 54.5 MB, and its tensors), and the
+# process the stacks of its 4 computing threads once (4 x 8 MiB = 33.6 MB): one stage 96.6 MB, two 159.6 MB,
+# more than the 120 MB said to be available, each alone less.
 for s in ma mb; do
   sed -e 's/"n": 25600/"n": 2560/' -e "s/\"name\": \"vector_add_stream_free_dim_2\"/\"name\": \"$s\"/" \
     "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$T/$s.json"
 done
 echo '{"name": "mpl", "stages": ["ma.json", "mb.json"]}' >"$T/mpl.json"
-TRNSIM_HOST_MEMORY_BYTES=80000000 "$TRNSIM" run "$T/ma.json" --out "$T/ma" >/dev/null 2>&1
+TRNSIM_HOST_MEMORY_BYTES=120000000 "$TRNSIM" run "$T/ma.json" --out "$T/ma" >/dev/null 2>&1
 rc1=$?
-TRNSIM_HOST_MEMORY_BYTES=80000000 "$TRNSIM" run "$T/mpl.json" --out "$T/mpl" >"$T/log" 2>&1
+TRNSIM_HOST_MEMORY_BYTES=120000000 "$TRNSIM" run "$T/mpl.json" --out "$T/mpl" >"$T/log" 2>&1
 rc=$?
 check "a chain whose stages fit in memory one at a time, not together: refused (exit $rc1, $rc: $(cat "$T/log"))" \
-  '[[ $rc1 == 0 && $rc == 1 && $(cat "$T/log") == "trnsim: error: $T/mpl.json: this run needs at least 126.0 MB of host memory"*"and 80.0 MB is available"* && ! -e $T/mpl ]]'
+  '[[ $rc1 == 0 && $rc == 1 && $(cat "$T/log") == "trnsim: error: $T/mpl.json: this run needs at least 159.6 MB of host memory"*"and 120.0 MB is available"* && ! -e $T/mpl ]]'
 
 finish

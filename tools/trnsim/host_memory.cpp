@@ -9,6 +9,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/host_bytes.h"
+#include "sim/numerics/host_threads.h"
 
 namespace trnsim::cli {
 namespace {
@@ -58,6 +59,10 @@ double trace_bytes(uint64_t instructions) {
   return 64 * 1024.0 + 4096.0 * static_cast<double>(instructions);
 }
 
+double thread_stack_bytes(bool numerics) {
+  return numerics ? 8.0 * 1024 * 1024 * (2.0 + num::host_split_threads()) : 0.0;
+}
+
 void check_host_memory_need(const HostMemoryNeed& need, const std::string& file, bool numerics,
                             bool dump_inputs, const std::string& out_dir, const std::string& trace,
                             const std::string& report) {
@@ -69,6 +74,7 @@ void check_host_memory_need(const HostMemoryNeed& need, const std::string& file,
                                ? "the host's copy of the inputs, the simulated machine's HBM tensors, SBUF "
                                  "and PSUM, and the references' copies of their operands"
                                : "the inputs to dump";
+  const double anonymous = need.anonymous + thread_stack_bytes(numerics);
   const double paged = need.scratch + need.mapped;
   const std::string besides =
       paged > 0 ? fmt::format(
@@ -77,17 +83,17 @@ void check_host_memory_need(const HostMemoryNeed& need, const std::string& file,
                       size_text(paged), size_text(need.scratch), size_text(need.mapped))
                 : "";
   const std::optional<uint64_t> have = available_host_bytes();
-  if (have && need.anonymous > static_cast<double>(*have))
+  if (have && anonymous > static_cast<double>(*have))
     throw InputError(fmt::format(
         "{}: this run needs at least {} of host memory ({}){}, and {} is available: {}, or on a machine with "
         "more memory",
-        file, size_text(need.anonymous), what, besides, size_text(static_cast<double>(*have)), instead));
+        file, size_text(anonymous), what, besides, size_text(static_cast<double>(*have)), instead));
   const std::optional<uint64_t> room = address_space_headroom();
-  if (room && need.anonymous + paged > static_cast<double>(*room))
+  if (room && anonymous + paged > static_cast<double>(*room))
     throw InputError(fmt::format(
         "{}: this run needs at least {} of host memory ({}){}, and the address-space limit (ulimit -v) "
         "leaves {}: {}, or with a higher limit",
-        file, size_text(need.anonymous), what, besides, size_text(static_cast<double>(*room)), instead));
+        file, size_text(anonymous), what, besides, size_text(static_cast<double>(*room)), instead));
   // The trace and the report count with the output's files when they land on the same filesystem, else each
   // on its own.
   const fs::path dir = existing_folder(out_dir);
@@ -126,7 +132,7 @@ void check_host_memory_need(const HostMemoryNeed& need, const std::string& file,
         "record), beside the earlier run's until they are replaced{}; and {} of host memory besides), and {} "
         "is free there: {}, --out on a filesystem with more room, or on a machine with more memory",
         file, size_text(on_disk), out_dir, size_text(need.scratch), size_text(need.written), with_files,
-        size_text(need.anonymous), size_text(static_cast<double>(*disk)), instead));
+        size_text(anonymous), size_text(static_cast<double>(*disk)), instead));
 }
 
 }  // namespace trnsim::cli

@@ -45,10 +45,16 @@ double trace_bytes(uint64_t instructions);
 // A --report of a run of a program with `tensors` tensors.
 double report_bytes(size_t tensors);
 
+// Counted once per process (a chain's stages share them), on top of the needs: the stacks of the threads
+// that compute with numerics (main.cpp gives each 8 MiB): the command's, the references' and those splitting
+// the numerics (num::host_split_threads: 2 on any multi-core host). 0 without numerics.
+double thread_stack_bytes(bool numerics);
+
 // InputError "<file>: this run needs at least ... of host memory ..." naming the figures when `need` does
-// not fit: the anonymous part in available_host_bytes(), the scratch and written parts together in the free
-// space of the filesystem that holds (or will hold) `out_dir`, all of it in the address-space limit (`ulimit
-// -v`) when one is set. `numerics` and `dump_inputs` choose the advice (--no-numerics, without
+// not fit: the anonymous part (with thread_stack_bytes) in available_host_bytes(), the scratch and written
+// parts together in the free space of the filesystem that holds (or will hold) `out_dir`, all of it in the
+// address-space limit (`ulimit -v`) when one is set. `numerics` and `dump_inputs` choose the advice
+// (--no-numerics, without
 // --dump-inputs).
 // `trace` (the --trace path, "" for none) names the filesystem of need.trace: the output's when both are on
 // one, else its own, checked apart; `report` (the --report path) the same for need.report.
