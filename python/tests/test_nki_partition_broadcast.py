@@ -95,8 +95,7 @@ def test_a_row_of_a_tile_broadcasts():
 @nki.jit
 def rmsnorm(a, g):
     # RMSNorm as NKI's tutorial writes it: the weight loaded once as [1, F] and broadcast with broadcast_to.
-    # (Its indices are nl.arange's, each of its own axes: a 3-D nl.mgrid's would index with the grid's whole
-    # shape, NumPy's dense grid, test_an_mgrid_indexes_with_its_whole_shape.)
+    # (Its indices are nl.arange's; rmsnorm_grid below writes them as the tutorial's nl.mgrid.)
     out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
     ip, iw, iy = nl.arange(128)[:, None], nl.arange(1)[:, None], nl.arange(a.shape[1])[None, :]
     g_row = nl.load(g.reshape((1, g.shape[0]))[iw, iy])
@@ -126,59 +125,108 @@ def layernorm(a, eps, gamma, beta):
     return out
 
 
-def test_the_norm_tutorials_run_without_a_hand_written_broadcast():
-    a = A[:200]
-    got = tnki.simulate_kernel(rmsnorm, a, G)
+def check_rmsnorm(got, a):
     want = a / np.sqrt(np.mean(a * a, axis=1, keepdims=True)) * G
     assert np.allclose(got, want, rtol=1e-4, atol=1e-5), np.abs(got - want).max()
-    got = tnki.simulate_kernel(layernorm, A, 1e-5, G, B)
-    mean = A.mean(axis=1, keepdims=True)
-    want = (A - mean) / np.sqrt(A.var(axis=1, keepdims=True) + 1e-5) * G + B
+
+
+def check_layernorm(got, a):
+    want = (a - a.mean(axis=1, keepdims=True)) / np.sqrt(a.var(axis=1, keepdims=True) + 1e-5) * G + B
     assert np.allclose(got, want, rtol=1e-3, atol=1e-4), np.abs(got - want).max()
 
 
+def test_the_norm_tutorials_run_without_a_hand_written_broadcast():
+    check_rmsnorm(tnki.simulate_kernel(rmsnorm, A[:200], G), A[:200])
+    check_layernorm(tnki.simulate_kernel(layernorm, A, 1e-5, G, B), A)
+
+
 @nki.jit
-def dense_grid(g, x):
-    # The LayerNorm tutorial's parameter load written with one 3-D nl.mgrid (tester23i): gamma's [1, F] view
-    # indexed by the grid's axis-2 (0:1) and axis-1 (0:F) expressions. NumPy's dense grid: a [128, F, 1] tile,
-    # gamma on every partition (one HBM read per partition). And the tensor_copy_dynamic_src example's shape:
-    # x[ix, 3, iz] with ix, _, iz = nl.mgrid[0:128, 0:1, 0:4] is [128, 1, 4].
+def grid_views(g, x):
+    # One dim per index variable the expressions use, in the order the index names them: gamma's [1, F] view
+    # by the grid's axis-2 (0:1) then axis-1 (0:F) expressions, as NKI's LayerNorm tutorial loads it (it was
+    # NumPy's dense [128, F, 1] grid, tester23i's finding read the other way); an integer beside them is no dim.
     F = g.shape[0]
-    out = nl.ndarray((128, F, 1), dtype=g.dtype, buffer=nl.shared_hbm)
-    part = nl.ndarray((128, 1, 4), dtype=x.dtype, buffer=nl.shared_hbm)
-    _, i_f_io, i_p_param = nl.mgrid[0:128, 0:F, 0:1]
-    gam = nl.load(g.reshape((1, F))[i_p_param, i_f_io])
-    nl.store(out, gam)
+    row = nl.ndarray((1, F), dtype=g.dtype, buffer=nl.shared_hbm)
+    part = nl.ndarray((128, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+    on_chip = nl.ndarray((1, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+    _, i_f, i_one = nl.mgrid[0:128, 0:F, 0:1]
+    nl.store(row, nl.load(g.reshape((1, F))[i_one, i_f]))
     ix, _, iz = nl.mgrid[0:128, 0:1, 0:4]
     t = nl.load(x)
     nl.store(part, nl.copy(t[ix, 3, iz]))
-    return out, part
+    _, j_one, j_f = nl.mgrid[0:128, 0:1, 0:4]
+    nl.store(on_chip, nl.copy(t[j_one, 5, j_f]))  # the grid's 128 is no dim: row 0 alone
+    picked = nl.ndarray((1, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(picked, nl.copy(t[32, 6, j_f]))  # an integer partition: a dim of size 1
+    return row, part, on_chip, picked
+
+
+def test_an_mgrid_index_has_a_dim_per_variable_it_uses():
+    x = np.random.RandomState(4).randn(128, 8, 4).astype(np.float32)
+    row, part, on_chip, picked = tnki.simulate_kernel(grid_views, G[:64], x)
+    assert row.shape == (1, 64) and row.tobytes() == G[:64].tobytes()
+    assert part.shape == (128, 4) and part.tobytes() == x[:, 3, :].tobytes()
+    assert on_chip.shape == (1, 4) and on_chip.tobytes() == x[0:1, 5, :].tobytes()
+    assert picked.shape == (1, 4) and picked.tobytes() == x[32:33, 6, :].tobytes()
 
 
 @nki.jit
-def dense_grid_on_chip(x):
-    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
-    t = nl.load(x[0:1, :])
-    _, i_p, i_f = nl.mgrid[0:128, 0:1, 0:64]
-    nl.store(out, nl.copy(t[i_p, i_f]))  # MARK-dense-on-chip
+def rmsnorm_grid(a, g):
+    # RMSNorm in the indexing style of NKI's RMSNorm tutorial (our own kernel): one 3-D nl.mgrid whose 0:1
+    # axis picks g's one row, the rows' [P, F] tile by the grid's axes 0 and 2, a tail tile under a mask.
+    R, F = a.shape
+    out = nl.ndarray((R, F), dtype=a.dtype, buffer=nl.shared_hbm)
+    r, one, c = nl.mgrid[0:128, 0:1, 0:F]
+    w = nl.load(g.reshape((1, F))[one, c]).broadcast_to((128, F))
+    for k in nl.affine_range(math.ceil(R / 128)):
+        rows = k * 128 + r
+        x = nl.load(a[rows, c], mask=(rows < R))
+        inv = nl.rsqrt(nl.sum(nl.multiply(x, x), axis=[1]) / F)
+        y = nl.multiply(nl.multiply(x, inv), w, mask=(rows < R))
+        nl.store(out[rows, c], value=y, mask=(rows < R))
     return out
 
 
-def test_an_mgrid_indexes_with_its_whole_shape():
-    # It gave [F, 1]: the variables' own axes in NumPy's order, the grid's axis 0 dropped. NKI's nl.mgrid is
-    # NumPy's dense grid, so the tile has the broadcast shape of the index arrays: the grid's [128, F, 1].
-    # NumPy reference: the same index arrays on the same data.
-    x = np.random.RandomState(4).randn(128, 8, 4).astype(np.float32)
-    out, part = tnki.simulate_kernel(dense_grid, G[:64], x)
-    gi = np.mgrid[0:128, 0:64, 0:1]
-    assert out.shape == (128, 64, 1) and out.tobytes() == G[:64].reshape(1, 64)[gi[2], gi[1]].tobytes()
-    gi = np.mgrid[0:128, 0:1, 0:4]
-    assert part.shape == (128, 1, 4) and part.tobytes() == x[gi[0], 3, gi[2]].tobytes()
-    # On chip the same index would repeat a row on every partition, which no access pattern does: an error.
-    e = raises(tnki.NkiError, tnki.simulate_kernel, dense_grid_on_chip, np.ones((1, 64), np.float32))
-    assert str(e).startswith("test_nki_partition_broadcast.py:%d: index: the nl.mgrid's axis 0 (128) is an axis "
-                             "of the result that no index expression varies along" % line_of(
-                                 __file__, "MARK-dense-on-chip")), e
+@nki.jit
+def layernorm_grid(a, eps, gamma, beta, stats):
+    # LayerNorm in the style of NKI's LayerNorm tutorial (our own kernel): gamma and beta loaded by the grid's
+    # (0:1, 0:F) expressions as [1, F] rows; on the tail tile the scaling is unmasked (the tile's rows past
+    # the load's mask are NKI's undefined ones; here each call computes the held rows), and with `stats` the
+    # mean and variance come from bn_stats over 512-column chunks (a 2-D grid beside the 3-D one) and
+    # bn_aggr, whose mean column `mv[r, 0]` is a per-partition tensor_scalar operand.
+    R, F = a.shape
+    out = nl.ndarray((R, F), dtype=a.dtype, buffer=nl.shared_hbm)
+    r, c, one = nl.mgrid[0:128, 0:F, 0:1]
+    gam = nl.load(gamma.reshape((1, F))[one, c]).broadcast_to((128, F))
+    bet = nl.load(beta.reshape((1, F))[one, c]).broadcast_to((128, F))
+    for k in nl.affine_range(math.ceil(R / 128)):
+        rows = k * 128 + r
+        x = nl.load(a[rows, c], mask=(rows < R))
+        if stats:
+            n = math.ceil(F / 512)
+            cc, s6 = nl.mgrid[0:512, 0:6]
+            st = nl.ndarray((128, 6 * n), dtype=nl.float32)
+            for j in nl.affine_range(n):
+                st[r, j * 6 + s6] = nisa.bn_stats(x[r, j * 512 + cc], mask=(j * 512 + cc < F), dtype=nl.float32)
+            mv = nisa.bn_aggr(st[r, nl.arange(6 * n)[None, :]])
+            y = nisa.tensor_scalar(data=x, op0=np.subtract, operand0=mv[r, 0], op1=np.multiply,
+                                   operand1=nl.rsqrt(mv[r, 1] + eps))
+        else:
+            mean = nl.mean(x, axis=1)
+            y = (x - mean) * nl.rsqrt(nl.mean(nl.square(x), axis=1) - mean * mean + eps)
+        nl.store(out[rows, c], value=y * gam + bet, mask=(rows < R))
+    return out
+
+
+def test_norm_kernels_in_the_tutorials_mgrid_style():
+    # main: "broadcast_to: [128, 1, 1000] -> [128, 1000] must keep the number of dims"; then the unmasked
+    # LayerNorm scaling of the tail tile: "operands [72, 1000] and [128, 1000] do not broadcast" (x - mean
+    # held no region: mean, a [P] reduction, was taken for another one), and mv[r, 0] [128] beside x's 72
+    # rows: "operand0 [128] must be a scalar or a [72, 1] vector". 200 rows: a 72-row tail tile. Tolerances
+    # as check_rmsnorm's and check_layernorm's (rsqrt, FP32 sums in another order).
+    check_rmsnorm(tnki.simulate_kernel(rmsnorm_grid, A[:200], G), A[:200])
+    for stats in (False, True):
+        check_layernorm(tnki.simulate_kernel(layernorm_grid, A[:200], 1e-5, G, B, stats), A[:200])
 
 
 @nki.jit

@@ -19,8 +19,9 @@ class IndexVar:
         self.axis = axis  # position in the broadcast index space (of `ndim` axes)
         self.ndim = ndim
         self.start = start
-        # nl.mgrid's: the whole grid's shape, which each of its expressions has (NumPy's dense grid); an
-        # nl.arange's: None (its shape is 1 on every axis but its own)
+        # nl.mgrid's: the whole grid's shape, of whose axes each of its expressions names one (an index of
+        # them has a dim per axis it uses: _tensor._grid_dims); an nl.arange's: None (its shape is 1 on every
+        # axis but its own, NumPy's open grid)
         self.grid = grid
 
     def __repr__(self):
@@ -187,7 +188,7 @@ def arange(*args):
 
 
 class _MGrid:
-    """nl.mgrid[0:128, 0:512]: one index expression per axis of a dense index space."""
+    """nl.mgrid[0:128, 0:512]: one index expression per axis of the grid."""
 
     def __getitem__(self, idx):
         if not isinstance(idx, tuple):

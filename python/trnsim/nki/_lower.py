@@ -342,25 +342,39 @@ def operand_region(mask, views):
             if v.st.uid in boxes:
                 b = box_of(v)
                 if b is not None:
-                    if part is not None and (b[:2] != box[:2] or v.shape != part):
+                    if part is None or _same_part(b, v.shape, box, part):
+                        if part is None:
+                            box, part = b, v.shape
+                    elif _same_part(box, part, b, v.shape):
+                        box, part = b, v.shape
+                    else:
                         return views, None  # operands holding different regions: the result holds neither
-                    box, part = b, v.shape
     if box is None:
         return views, None
     return cut_to_region(views, box, part), box
 
 
+def _same_part(b, p, box, part):
+    """Whether the held part `p` (region `b`) of one operand is the held part `part` (region `box`) of
+    another as it broadcasts against it: the same region on each of its leading dims, a dim of size 1
+    (held whole: a [P, 1] column's) excepted. So `x - nl.mean(x, axis=1)`, a [P] reduction of a masked tile's
+    held rows, holds those rows as x does (NKI's LayerNorm tutorial's tail tile)."""
+    return len(p) <= len(part) and all((n == 1 and b[0][d] == 1) or (b[0][d], b[1][d], n) == (
+        box[0][d], box[1][d], part[d]) for d, n in enumerate(p))
+
+
 def cut_to_region(views, box, part):
     """The views with each tile of the index space's whole shape `box[0]` cut to the part `part` at
-    `box[1]`, dim by dim (a dim of size 1, a per-partition [P, 1] operand's, broadcasts and stays); a view
-    of another shape is left as it is (the call's own shape check names it)."""
+    `box[1]`, dim by dim (a dim of size 1, a per-partition [P, 1] operand's, broadcasts and stays; a view of
+    fewer dims, a [P] one, is cut on the dims it has); a view of another shape is left as it is (the call's
+    own shape check names it)."""
     full, starts = box[0], box[1]
     if tuple(part) == tuple(full):
         return views
     out = []
     for v in views:
-        if isinstance(v, NkiTensor) and v.st.space != HBM and len(v.shape) == len(full) and tuple(
-                v.shape) != tuple(part) and box_of(v) is None:
+        if isinstance(v, NkiTensor) and v.st.space != HBM and len(v.shape) <= len(full) and tuple(
+                v.shape) != tuple(part[:len(v.shape)]) and box_of(v) is None:
             idx = []
             for n, f, a, m in zip(v.shape, full, starts, part):
                 if n == f and m != f:

@@ -98,38 +98,25 @@ class Storage:
         return f"{self.space} {kind} {var + ' ' if var else ''}{list(self.shape)} {self.dtype.name}{where}"
 
 
-def _dense_grid(adv, nmax, t):
-    """The advanced dims of an index by nl.mgrid expressions, NumPy's way (the result has the broadcast shape
-    of the index arrays, and each of an nl.mgrid's arrays has the whole grid's shape): every axis of the grid
-    is a dim, one that no expression of the index varies along too (size 1, or the same elements repeated:
-    stride 0). NKI's nl.mgrid page: "Same as NumPy mgrid: 'An instance which returns a dense (or fleshed out)
-    mesh-grid when indexed, so that each returned argument has the same shape.'"; its tensor_copy_dynamic_src
-    example reads `src[ix, offset, iz]` with `ix, _, iz = nl.mgrid[0:128, 0:1, 0:4]` as "a tile of shape
-    [128, 1, 4]". `adv`: (stride, size, is_partition, var) of the index's variables in axis order."""
-    shape = [1] * nmax
-    for e in adv:
-        v = e[3]
-        if v.grid is not None:
-            for a, n in enumerate(v.grid):
-                a += nmax - len(v.grid)
-                if shape[a] not in (1, n) and n != 1:
-                    raise NkiError(f"index: nl.mgrid grids of shapes that do not broadcast on axis {a} "
-                                   f"({shape[a]} and {n})")
-                shape[a] = max(shape[a], n)
-    by_axis = {}
-    for e in adv:
-        by_axis.setdefault(e[3].axis + (nmax - e[3].ndim), []).append(e)
-    out = []
-    for a, n in enumerate(shape):
-        if a in by_axis:
-            out += by_axis[a]
-        elif n > 1 and t.st.space != HBM and any(e[2] and b > a for b, es in by_axis.items() for e in es):
-            raise NkiError(f"index: the nl.mgrid's axis {a} ({n}) is an axis of the result that no index "
-                           f"expression varies along (NumPy's dense grid: the same elements {n} times), before "
-                           f"the on-chip tile's partition dim: a partition broadcast, which indexing cannot make "
-                           f"on chip; use nl.broadcast_to, or index with that axis's expression")
-        else:
-            out.append((0, n, False, None))
+def _grid_dims(idx, var_strides, int_partition):
+    """The advanced dims of an index holding nl.mgrid expressions: one per index variable the expressions
+    use, in the order the index tuple names them (within one expression, by the variable's axis), each of its
+    variable's size; an axis of the grid that no expression of the index uses is no dim, and an integer
+    beside the expressions is none either. Not NumPy's dense grid, whose every axis would be a dim: NKI's
+    RMSNorm tutorial reads `a[i * 128 + ix, iy]` with `ix, iw, iy = nl.mgrid[0:128, 0:1, 0:F]` as a
+    [128, F] tile (it sums axis 1 and scales the tile by the [128] result) and `g.reshape((1, F))[iw, iy]`
+    as [1, F] (it broadcast_to's it to (128, F)); its LayerNorm tutorial reads
+    `gamma.reshape((1, F))[i_p_param, i_f_io]` with `i_p_io, i_f_io, i_p_param = nl.mgrid[0:128, 0:F, 0:1]`
+    as [1, F] too (grid axis 2 named first, so first). `var_strides`: {IndexVar: [stride, is_partition]};
+    `int_partition`: an integer picked an on-chip tile's partition, which stays a dim of size 1 (`t[0, i_f]`
+    is [1, F], as with nl.arange expressions)."""
+    out = [(0, 1, True, None)] if int_partition else []
+    for e in idx:
+        if isinstance(e, IndexExpr):
+            for v in sorted(e.terms, key=lambda v: v.axis - v.ndim):
+                if v in var_strides and all(o[3] is not v for o in out):
+                    st, isp = var_strides[v]
+                    out.append((st, v.size, isp, v))
     return out
 
 
@@ -537,12 +524,13 @@ class NkiTensor:
             nmax = max(v.ndim for v in var_strides)
             vars_sorted = sorted(var_strides, key=lambda v: v.axis + (nmax - v.ndim))
             adv = [(var_strides[v][0], v.size, var_strides[v][1], v) for v in vars_sorted]
+            int_partition = 0 <= self.pd < len(idx) and _const(idx[self.pd]) is not None
             if any(v.grid is not None for v in var_strides):
-                adv = _dense_grid(adv, nmax, self)
+                adv = _grid_dims(idx, var_strides, int_partition)
             elif len(adv) < nmax and not any(isinstance(e, slice) for e in idx):
                 # (A slice beside index expressions is the index space's axis of its own, as NKI's tiles take
                 # it: `t[i_p, 0:1]` stays [128, 1], a per-partition operand, where NumPy gives [128, 1, 1].)
-                adv = _broadcast_axes(adv, nmax, 0 <= self.pd < len(idx) and _const(idx[self.pd]) is not None)
+                adv = _broadcast_axes(adv, nmax, int_partition)
             # NumPy's rule: adjacent advanced indices put their dims in place, otherwise first.
             first = adv_pos[0]
             adjacent = all(p == first for p in adv_pos)
