@@ -28,7 +28,8 @@ def _bf16_or_f32(p):
 
 # C++ kernel -> (twin file, function, params kept, input shapes/dtypes from the params)
 TWINS = {
-    "cs149_vector_add": ("cs149_vector_add.py", "vector_add", ("variant", "row_chunk", "free_dim", "edition"),
+    "cs149_vector_add": ("cs149_vector_add.py", "vector_add",
+                         ("variant", "row_chunk", "free_dim", "edition", "schedule"),
                          lambda p: {"a": ([p["n"]], "float32"), "b": ([p["n"]], "float32")}),
     "transpose_2d": ("transpose_2d.py", "transpose_2d", (),
                      lambda p: {"in_": ([p["M"], p["N"]], "float32")}),

@@ -354,6 +354,62 @@ TEST_CASE("vector_add_stream: out is the published [128, n / 128] tensor, so its
   for (const isa::SemWait& w : act[1].waits) CHECK(w.sem != first_store_sem);
 }
 
+TEST_CASE("cs149_vector_add schedule unrolled: the published Trn1 binaries' buffers and DMA engines",
+          "[calibration]") {
+  const config::HwConfig& trn1 = test::hw_named("trn1");
+  // The SBUF offsets the program's DMAs on `engine` write (loads) or read (stores).
+  const auto offsets = [](const isa::Program& prog, isa::Engine engine) {
+    std::vector<int64_t> r;
+    for (const isa::Instruction& i : prog.streams[0][static_cast<int>(engine)])
+      for (const isa::AccessPattern& ap : i.ops)
+        if (ap.present() && ap.space == isa::MemSpace::SBUF) r.push_back(ap.offset_bytes);
+    return r;
+  };
+  const auto distinct = [](std::vector<int64_t> v) {
+    std::sort(v.begin(), v.end());
+    return std::unique(v.begin(), v.end()) - v.begin();
+  };
+  json p = {{"n", 25600}, {"variant", "stream"}, {"free_dim", 2}, {"edition", "2024"}};
+  // As written: a_tile and b_tile rotate over the allocation rule's 2 buffers each.
+  const auto loop = test::build_kernel("cs149_vector_add", p, trn1, 1);
+  CHECK(distinct(offsets(loop.program, isa::Engine::SP)) == 4);
+  // As the Trn1 NEFFs compile it (waahm7/asst4-trainium @a4d4676 part1/stream_256k_fd1k.neff: 4 loads to 4
+  // SBUF addresses on SP's queue set, 2 stores from 2 addresses on GpSimd's): each of the 100 iterations
+  // loads into its own a and b tiles on SP and stores its own result from GpSimd.
+  p["schedule"] = "unrolled";
+  const auto unrolled = test::build_kernel("cs149_vector_add", p, trn1, 1);
+  const auto loads = offsets(unrolled.program, isa::Engine::SP),
+             stores = offsets(unrolled.program, isa::Engine::POOL);
+  CHECK(loads.size() == 200);
+  CHECK(distinct(loads) == 200);
+  CHECK(stores.size() == 100);
+  CHECK(distinct(stores) == 100);
+  // ROW_CHUNK=1 with 2048 iterations: [1, 1] FP32 tiles take a 64 B granule each, so the three tile sets
+  // hold 196608 / (3 x 64) = 1024 iterations' buffers (configs/hw/trn1.json: 192 KiB per partition).
+  json t = {
+      {"n", 2048}, {"variant", "tiled"}, {"row_chunk", 1}, {"edition", "2024"}, {"schedule", "unrolled"}};
+  CHECK(distinct(offsets(test::build_kernel("cs149_vector_add", t, trn1, 1).program, isa::Engine::SP)) ==
+        2048);
+  for (const json& q : {p, t}) {
+    INFO(q.dump());
+    const int64_t n = q["n"];
+    std::map<std::string, Tensor> in{{"a", random_tensor(n, isa::DType::F32, 12)},
+                                     {"b", random_tensor(n, isa::DType::F32, 13)}};
+    std::map<std::string, test::Bytes> bytes{{"a", in.at("a").bytes}, {"b", in.at("b").bytes}};
+    const std::vector<float> out = test::run_kernel("cs149_vector_add", q, bytes, trn1, 1).get("out");
+    REQUIRE(out.size() == static_cast<size_t>(n));
+    size_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) bad += out[i] != in.at("a").values[i] + in.at("b").values[i];
+    CHECK(bad == 0);
+  }
+  // The placement is the precomputed-descriptor one: refused with Trn2's hardware DGE, kept with disable_dge.
+  json trn2_p = {{"n", 25600}, {"variant", "stream"}, {"free_dim", 2}, {"schedule", "unrolled"}};
+  CHECK_THROWS_AS(test::build_kernel("cs149_vector_add", trn2_p, trn2(), 1), InputError);
+  trn2_p["disable_dge"] = true;
+  CHECK(distinct(offsets(test::build_kernel("cs149_vector_add", trn2_p, trn2(), 1).program,
+                         isa::Engine::SP)) == 200);
+}
+
 TEST_CASE("transpose_2d: 128 x 128 tiles through the PE transpose", "[calibration]") {
   const int64_t M = 256, N = 384;
   std::map<std::string, Tensor> in{{"in", random_tensor(M * N, isa::DType::F32, 7)}};
