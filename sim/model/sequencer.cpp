@@ -397,6 +397,8 @@ bool Sequencer::issue_dma_trigger(Picoseconds now) {
     block.last = {static_cast<int8_t>(core_), engine_, Part::Instruction, static_cast<uint32_t>(idx_)};
   } else if (inst.dge == isa::DgeMode::Swdge) {
     seq = timing::ns_to_ps(dma.swdge_instruction_ns);  // GpSimd generates the descriptors
+  } else if (inst.dge == isa::DgeMode::None) {
+    seq += timing::ns_to_ps(dma.precomputed_issue_ns);  // the sequencer issues precomputed descriptors
   }
   cur_.start = cur_.ls_start = cur_.ls_end = start;
   cur_.end = timing::end_after(start, seq, top_.limit, "its DMA trigger would end");
