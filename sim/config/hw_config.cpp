@@ -460,6 +460,7 @@ HwConfig parse_hw_config(json doc, const std::string& file, const Overrides& ove
   c.dma.partitions_per_engine = r.integer("dma.partitions_per_engine", 1, 128);
   c.dma.engine_bandwidth_GBps = r.number("dma.engine_bandwidth_GBps", kMinGBps, 1e5);
   c.dma.trigger_ns = r.number("dma.trigger_ns", 0, kMaxLatencyNs);
+  c.dma.precomputed_issue_ns = r.number("dma.precomputed_issue_ns", 0, kMaxLatencyNs);
   c.dma.hwdge_instruction_ns = r.number("dma.hwdge_instruction_ns", 0, kMaxLatencyNs);
   c.dma.hwdge_blocks = r.integer("dma.hwdge_blocks", 1, 2);
   c.dma.hwdge_act_lookahead = r.boolean("dma.hwdge_act_lookahead");

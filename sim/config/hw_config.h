@@ -109,7 +109,8 @@ struct SyncConfig {
 
 // DMA (reference §1.5, §2.7). One transfer's fixed cost = setup_ns + hbm.latency_ns (if it touches HBM)
 // + sync.semaphore_latency_ns (completion write). Issuing it costs, by its descriptor mode (isa::DgeMode):
-// trigger_ns on the issuing sequencer (every mode); hwdge_instruction_ns on a DGE block (hwdge_blocks per
+// trigger_ns on the issuing sequencer (every mode), and precomputed_issue_ns more of it for precomputed
+// descriptors (none); hwdge_instruction_ns on a DGE block (hwdge_blocks per
 // core, SP uses block 0 and ACT block 1 mod hwdge_blocks), one instruction at a time, the issuing sequencer
 // waiting while its block is busy; swdge_instruction_ns of GpSimd time instead of trigger_ns (swdge). A cost
 // of 0 switches that mechanism off.
@@ -122,6 +123,7 @@ struct DmaConfig {
   uint32_t partitions_per_engine = 8;
   double engine_bandwidth_GBps = 23;  // bytes per ns per engine
   double trigger_ns = 50;             // occupies the issuing sequencer
+  double precomputed_issue_ns = 0;    // more of the issuing sequencer, precomputed descriptors (none) only
   double hwdge_instruction_ns = 600;  // occupies a DGE block
   uint32_t hwdge_blocks = 2;
   // ACT-commanded hwdge: the DGE block starts an instruction's descriptors once ACT has reached the

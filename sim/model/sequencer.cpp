@@ -53,6 +53,7 @@ Sequencer::Sequencer(sc_core::sc_module_name name, Lnc2& top, int core, isa::Eng
       trigger_ps_(timing::ns_to_ps(top.hw.dma.trigger_ns)),
       hwdge_ps_(timing::ns_to_ps(top.hw.dma.hwdge_instruction_ns)),
       swdge_ps_(timing::ns_to_ps(top.hw.dma.swdge_instruction_ns)),
+      precomputed_ps_(timing::ns_to_ps(top.hw.dma.precomputed_issue_ns)),
       completion_ps_(clock_.to_time(Cycles(top.hw.completion_latency_cycles(engine)))) {
   if (engine == isa::Engine::PE) pe_ = std::make_unique<timing::PePipeline>(top.hw.pe, top.limit);
   // Static sensitivity to the two events it sleeps on (cheaper than re-arming dynamic sensitivity at every
@@ -402,6 +403,8 @@ bool Sequencer::issue_dma_trigger(Picoseconds now) {
     block.last = {static_cast<int8_t>(core_), engine_, Part::Instruction, static_cast<uint32_t>(idx_)};
   } else if (inst.dge == isa::DgeMode::Swdge) {
     seq = swdge_ps_;  // GpSimd generates the descriptors
+  } else if (inst.dge == isa::DgeMode::None) {
+    seq += precomputed_ps_;  // the sequencer issues precomputed descriptors
   }
   cur_.start = cur_.ls_start = cur_.ls_end = start;
   cur_.end = timing::end_after(start, seq, top_.limit, "its DMA trigger would end");

@@ -7,12 +7,12 @@
 // features, isa::check unless the builder did under the same limits, DMA queue range and descriptor mode),
 // then by kind:
 //   - DMA (dma_copy, dma_transpose, sendrecv), by its descriptor mode (isa::DgeMode): none: occupy the
-//     sequencer for dma.trigger_ns; hwdge (SP or ACT): wait until the sequencer's DGE block is free, occupy
-//     the sequencer for dma.trigger_ns and the block for dma.hwdge_instruction_ns (from ACT, with
-//     dma.hwdge_act_lookahead, the block may start once ACT reached the instruction before it, ahead of the
-//     DMA's own waits); swdge (POOL): occupy
-//     GpSimd for dma.swdge_instruction_ns. The transfer is handed to the DMA system when the descriptors
-//     are done, and the sequencer moves on at the end of its own part;
+//     sequencer for dma.trigger_ns + dma.precomputed_issue_ns; hwdge (SP or ACT): wait until the sequencer's
+//     DGE block is free, occupy the sequencer for dma.trigger_ns and the block for dma.hwdge_instruction_ns
+//     (from ACT, with dma.hwdge_act_lookahead, the block may start once ACT reached the instruction before
+//     it, ahead of the DMA's own waits); swdge (POOL): occupy GpSimd for dma.swdge_instruction_ns. The
+//     transfer is handed to the DMA system when the descriptors are done, and the sequencer moves on at the
+//     end of its own part;
 //   - core_barrier: signal the peer core's barrier semaphore, wait for our own (see run.h);
 //   - PE: LoadStationary then MultiplyMoving (timing::PePipeline): the LoadStationary issues once
 //     `waits` hold and posts `ls_updates` at its end; the MultiplyMoving starts once `mm_waits` also hold;
@@ -130,7 +130,7 @@ class Sequencer : public sc_core::sc_module {
   bool memory_timed_ = false;  // time_memory_accesses (in prechecked_'s padding)
   // dma.trigger_ns, hwdge_instruction_ns, swdge_instruction_ns and the engine's completion_latency_cycles,
   // converted once.
-  Picoseconds trigger_ps_, hwdge_ps_, swdge_ps_, completion_ps_;
+  Picoseconds trigger_ps_, hwdge_ps_, swdge_ps_, precomputed_ps_, completion_ps_;
   size_t idx_ = 0;
   Phase phase_ = Phase::Fetch;
   bool waiting_ = false;

@@ -11,7 +11,8 @@ cp "$SRC/configs/workloads/calibration/$W.json" wl/
 cat >m.json <<JSON
 {"workloads": "$T/wl",
  "rows": {"$W": {"ns": 186000, "source": "the CS149 FREE_DIM=2 row of configs/fidelity/measured.json"}},
- "fits": {"trn2:sync.kernel_launch_ns": {"rows": ["$W"], "bounds": [4000, 14000]}}}
+ "fits": {"trn2:sync.kernel_launch_ns": {"rows": ["$W"], "bounds": [4000, 14000]},
+          "trn1+trn2:dma.precomputed_issue_ns": {"rows": ["$W"], "bounds": [0, 1000]}}}
 JSON
 
 # sim_of ARGS...: the simulated column of the row, as the tool prints it ("194.130 us").

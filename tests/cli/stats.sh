@@ -9,7 +9,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 has() { grep -qF -- "$2" "$1"; }
 
 # 1. The program. Constants pinned with --set (the shipped config is calibrated elsewhere): PE 2.4 GHz, MM
-# floor 64 cycles, 4 LoadStationary columns per cycle, DMA trigger 50 ns, no launch delay, no PE throttle.
+# floor 64 cycles, 4 LoadStationary columns per cycle, DMA trigger 50 ns (no precomputed-descriptor issue
+# cost), no launch delay, no PE throttle.
 cat >"$T/prog.json" <<'JSON'
 {"generation": "trn2", "num_cores": 1,
  "tensors": [{"name": "x", "dtype": "bfloat16", "shape": [128, 1024],
@@ -32,7 +33,8 @@ cat >"$T/prog.json" <<'JSON'
           "moving": {"mem": "sbuf", "partition": [0, 128], "offset": 256, "dtype": "bfloat16", "pattern": [[1, 128]]}}]
  }]}
 JSON
-PIN=(--set pe.throttle.enabled=false --set sync.kernel_launch_ns=0 --set dma.trigger_ns=50 --set pe.clock_GHz=2.4
+PIN=(--set pe.throttle.enabled=false --set sync.kernel_launch_ns=0 --set dma.trigger_ns=50
+  --set dma.precomputed_issue_ns=0 --set pe.clock_GHz=2.4
   --set pe.mm_init_latency_cycles=64 --set pe.ls_columns_per_cycle=4 --set pe.ls_overlap=true)
 "$TRNSIM" run "$T/prog.json" --out "$T/a" "${PIN[@]}" >"$T/run.txt" 2>&1
 rc=$?

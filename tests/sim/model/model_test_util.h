@@ -103,11 +103,13 @@ inline isa::Program barrier_after_iota() {
 }
 
 // trn2 as the model tests derive DMA times in: the PE throttle and the launch delay off, a DMA packet rate of
-// dma.packet_ns = 44 (the mechanism, not the shipped value); `o` adds or replaces overrides.
+// dma.packet_ns = 44 (the mechanism, not the shipped value), a precomputed-descriptor DMA's trigger
+// dma.trigger_ns alone (dma.precomputed_issue_ns 0); `o` adds or replaces overrides.
 inline config::HwConfig trn2_dma_packets(config::Overrides o = {}) {
   o.emplace("pe.throttle.enabled", false);
   o.emplace("sync.kernel_launch_ns", 0);
   o.emplace("dma.packet_ns", 44);
+  o.emplace("dma.precomputed_issue_ns", 0);
   return config::load_hw_config("trn2", o);
 }
 

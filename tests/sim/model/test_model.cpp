@@ -20,10 +20,12 @@ namespace {
 
 // trn2 with the PE throttle off, so the cost formulas show unchanged, and no kernel launch delay
 // (sync.kernel_launch_ns, tested on its own), so times start at 0. The DMA cases derive their times from a
-// packet rate of dma.packet_ns = 44 ns (the mechanism, not the shipped value: bench_dma_sweep shows that).
+// packet rate of dma.packet_ns = 44 ns (the mechanism, not the shipped value: bench_dma_sweep shows that)
+// and a precomputed-descriptor DMA's trigger of dma.trigger_ns alone (dma.precomputed_issue_ns 0).
 config::HwConfig trn2(config::Overrides o = {{"pe.throttle.enabled", false}}) {
   o.emplace("sync.kernel_launch_ns", 0);
   o.emplace("dma.packet_ns", 44);
+  o.emplace("dma.precomputed_issue_ns", 0);
   return config::load_hw_config("trn2", o);
 }
 

@@ -159,11 +159,12 @@ TEST_CASE("stats observer: LoadStationary time and BF16-equivalent FLOPs", "[sta
 
 TEST_CASE("stats observer on a model run: DMA, two matmul lines, PSUM and SBUF peaks", "[stats]") {
   // Constants pinned (the calibration may move the shipped ones): PE 2.4 GHz, MM floor 64 cycles, 1 moving
-  // column and 4 LoadStationary columns per cycle, background LoadStationary, DMA trigger 50 ns, no launch
-  // delay.
+  // column and 4 LoadStationary columns per cycle, background LoadStationary, DMA trigger 50 ns (no
+  // precomputed-descriptor issue cost), no launch delay.
   config::HwConfig hw = config::load_hw_config("trn2", {{"pe.throttle.enabled", false},
                                                         {"sync.kernel_launch_ns", 0},
                                                         {"dma.trigger_ns", 50},
+                                                        {"dma.precomputed_issue_ns", 0},
                                                         {"pe.clock_GHz", 2.4},
                                                         {"pe.mm_init_latency_cycles", 64},
                                                         {"pe.moving_columns_per_cycle", 1},

@@ -46,6 +46,14 @@ isa::Instruction load_x(Engine e, isa::DgeMode dge, uint8_t queue, int64_t offse
   return i;
 }
 
+// Two loads of x in mode `dge`: by `a` on queue 0 into byte 0, then by `b` on queue 1 into byte 64.
+isa::Program two_loads(Engine a, Engine b, isa::DgeMode dge) {
+  isa::Program p = with_x();
+  push(p, 0, load_x(a, dge, 0, 0));
+  push(p, 0, load_x(b, dge, 1, 64));
+  return p;
+}
+
 // The data of one such transfer: each of its 16 engines moves 8 packets of 32 B (below the dma.packet_ns x
 // bandwidth = 44 x 23 = 1012 B knee: 44 ns each) and writes the completion semaphore (one more packet):
 // 9 x 44 = 396 ns.
@@ -81,6 +89,23 @@ TEST_CASE("DMA issue: software DGE occupies GpSimd for each DMA's descriptors", 
   CHECK(r.end_time == ps(2 * 600000 + kSetup + kData + kWrite));
 }
 
+TEST_CASE("DMA issue: precomputed descriptors hold the trigger's sequencer for dma.precomputed_issue_ns more",
+          "[model][dma][mechanism]") {
+  const isa::Program p = two_loads(Engine::SP, Engine::SP, isa::DgeMode::None);
+  // dma.trigger_ns 50 + dma.precomputed_issue_ns 485 of SP per DMA (the Trn1 loops' fit): the second is
+  // handed to its queue at 2 x 535 = 1070 ns, then setup, data and the completion write.
+  const auto r = run(p, trn2({{"dma.precomputed_issue_ns", 485}}));
+  CHECK(r.stats.cores[0].engines[static_cast<int>(Engine::SP)].busy == ps(2 * 535000));
+  CHECK(r.end_time == ps(2 * 535000 + kSetup + kData + kWrite));
+  // Hardware-DGE DMAs do not take it: SP's trigger stays 50 ns, the DGE block's 600 ns bound them.
+  const isa::Program h = two_loads(Engine::SP, Engine::SP, isa::DgeMode::Hwdge);
+  CHECK(run(h, trn2({{"dma.precomputed_issue_ns", 485}})).end_time ==
+        ps(2 * 600000 + kSetup + kData + kWrite));
+  // The shipped trn1 and trn2 configs carry the one fitted value.
+  CHECK(config::load_hw_config("trn1", {}).dma.precomputed_issue_ns == 485);
+  CHECK(config::load_hw_config("trn2", {}).dma.precomputed_issue_ns == 485);
+}
+
 TEST_CASE("DMA packet rate: a transfer takes its packets per engine, small or large",
           "[model][dma][mechanism]") {
   // y [128, 1] FP32 and z [1, 2048] FP32 in HBM, loaded with precomputed descriptors (trigger 50 ns).
@@ -114,9 +139,7 @@ TEST_CASE("DMA packet rate: a transfer takes its packets per engine, small or la
 
 TEST_CASE("DMA issue: SP and ACT command two DGE blocks, with one block they queue",
           "[model][dma][mechanism]") {
-  isa::Program p = with_x();
-  push(p, 0, load_x(Engine::SP, isa::DgeMode::Hwdge, 0, 0));
-  push(p, 0, load_x(Engine::ACT, isa::DgeMode::Hwdge, 1, 64));
+  const isa::Program p = two_loads(Engine::SP, Engine::ACT, isa::DgeMode::Hwdge);
   // One block (dma.hwdge_blocks = 1): ACT's instruction waits for SP's, its descriptors are ready at 1200 ns;
   // its transfer starts data at 2440 ns, after the first transfer's data (1840 to 2025.5 ns).
   const auto one = run(p, trn2({{"dma.hwdge_blocks", 1}}));
