@@ -1,0 +1,77 @@
+"""A masked call's result used again (tester23l, issue 23): its .ap(...), its part kept in a variable, a 1-D
+result as a per-partition operand under a mask; each test fails on the build before its fix, with exact bytes
+against NumPy."""
+
+import os
+
+import numpy as np
+
+from runner import line_of, main, raises
+
+import trnsim.nki as tnki
+
+import nki
+import nki.language as nl
+
+THIS = os.path.basename(__file__)
+X = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+THREE = np.float32(3)
+
+
+def line(marker):
+    return line_of(__file__, marker)
+
+
+def same(got, want):
+    want = np.asarray(want, np.float32)
+    assert got.shape == want.shape and got.tobytes() == want.tobytes(), (got.ravel()[:4], want.ravel()[:4])
+
+
+# ---- .ap(...) of a masked result addresses the call's whole index space, as its indices do
+
+
+@nki.jit
+def ap_of_a_masked_result(x, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    if case == "rows":  # rows 64-127 held: the pattern's rows 80-111
+        e = nl.multiply(t, 3.0, mask=(i_p >= 64))
+        out = nl.ndarray((32, 64), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, e.ap([[64, 32], [1, 64]], offset=80 * 64))
+        return out
+    e = nl.multiply(t, 3.0, mask=(i_f >= 16) & (i_f < 48))  # MARK-ap-mask
+    out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+    if case == "cols":
+        nl.store(out, e.ap([[64, 128], [1, 8]], offset=20))
+    elif case == "strided":
+        nl.store(out, e.ap([[64, 128], [2, 8]], offset=30))
+    else:
+        nl.store(out, e.ap([[64, 128], [1, 8]], offset=44))  # MARK-ap-past
+    return out
+
+
+@nki.jit
+def ap_of_a_masked_load(x):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f], mask=(i_p >= 32))  # a whole-shape tile, rows 32-127 loaded
+    out = nl.ndarray((64, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, t.ap([[64, 64], [1, 64]], offset=40 * 64))
+    return out
+
+
+def test_ap_of_a_masked_result_addresses_the_whole_index_space():
+    # It addressed the held part: offset 20 of a result holding columns 16-47 read columns 36-43.
+    same(tnki.simulate_kernel(ap_of_a_masked_result, X, "cols"), X[:, 20:28] * THREE)
+    same(tnki.simulate_kernel(ap_of_a_masked_result, X, "strided"), X[:, 30:46:2] * THREE)
+    same(tnki.simulate_kernel(ap_of_a_masked_result, X, "rows"), X[80:112] * THREE)
+    same(tnki.simulate_kernel(ap_of_a_masked_load, X), X[40:104])
+    # Columns 44-51 reach past the held part: the looser-mask error, as an index that does.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, ap_of_a_masked_result, X, "past")
+    assert str(e) == (f"{THIS}:{line('MARK-ap-past')}: .ap([[64, 128], [1, 8]], offset=44) reads [44, 52) of dim "
+                      f"1, but operand sbuf tile e [128, 32] float32 allocated at {THIS}:{line('MARK-ap-mask')} "
+                      f"holds only [16, 48) of it, the part mask=((i_f >= 16) & (i_f < 48)) at "
+                      f"{THIS}:{line('MARK-ap-mask')} selected: mask that call as widely"), e
+
+
+if __name__ == "__main__":
+    main(globals())
