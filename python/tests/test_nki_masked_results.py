@@ -11,6 +11,7 @@ from runner import line_of, main, raises
 import trnsim.nki as tnki
 
 import nki
+import nki.isa as nisa
 import nki.language as nl
 
 THIS = os.path.basename(__file__)
@@ -71,6 +72,37 @@ def test_ap_of_a_masked_result_addresses_the_whole_index_space():
                       f"1, but operand sbuf tile e [128, 32] float32 allocated at {THIS}:{line('MARK-ap-mask')} "
                       f"holds only [16, 48) of it, the part mask=((i_f >= 16) & (i_f < 48)) at "
                       f"{THIS}:{line('MARK-ap-mask')} selected: mask that call as widely"), e
+
+
+
+# ---- a [P] per-partition operand (a keepdims=False reduction's result) under a partition mask
+
+
+@nki.jit
+def vector_operand_under_a_mask(x, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(out, 0.0)
+    if case == "held":  # [96], a masked reduction's
+        s = nl.max(t, axis=1, mask=(i_p < 96))
+    else:  # [128]
+        s = nl.max(t, axis=1)
+    if case == "bias":
+        y = nisa.activation(op=nl.copy, data=t[i_p, i_f], bias=nl.multiply(s, -1.0), mask=(i_p < 96))
+    else:
+        y = nisa.tensor_scalar(t[i_p, i_f], np.subtract, s, mask=(i_p < 96))
+    nl.store(out[i_p, i_f], y, mask=(i_p < 96))
+    return out
+
+
+def test_a_vector_operand_under_a_partition_mask():
+    # Unmasked it ran; with mask=(i_p < 96): "mask: operand [96] does not match the masked operand [128, 64]"
+    # (tester23l #2). Its one dim is the partition dim, cut by the mask as a [P, 1] column's.
+    want = np.zeros((128, 64), np.float32)
+    want[:96] = X[:96] - X[:96].max(axis=1, keepdims=True)
+    for case in ("held", "whole", "bias"):
+        same(tnki.simulate_kernel(vector_operand_under_a_mask, X, case), want)
 
 
 if __name__ == "__main__":

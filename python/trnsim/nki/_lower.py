@@ -574,6 +574,8 @@ def _tile_cuts(v, ref, cuts, bounds):
             # e.g. a [128, 1] tile against a 1-D index: their dims other than 1 in order
             mine = [d for d, n in enumerate(shape) if n != 1]
             theirs = [d for d, n in enumerate(full) if n != 1]
+            if len(shape) == 1 and v.pd == 0 and ref.pd >= 0:
+                theirs = [ref.pd]  # a [P] per-partition operand (a keepdims=False reduction's result)
             if len(mine) != len(theirs):
                 raise NkiError(f"mask: operand {list(shape)} does not match the masked operand {list(full)}")
             pairs = list(zip(mine, theirs))
