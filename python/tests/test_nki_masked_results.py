@@ -105,5 +105,35 @@ def test_a_vector_operand_under_a_partition_mask():
         same(tnki.simulate_kernel(vector_operand_under_a_mask, X, case), want)
 
 
+# ---- a view past a masked result's held part, kept in a variable: checked where the kernel uses it
+
+
+@nki.jit
+def kept_view_of_a_masked_sum(x, loop, masked=True):
+    out = nl.ndarray((200, 1), nl.float32, buffer=nl.shared_hbm)
+    i_p0 = nl.arange(128)[:, None]
+    for i in (nl.affine_range(2) if loop == "affine" else range(2)):
+        i_p = i * 128 + i_p0
+        a = nl.load(x[i_p, nl.arange(64)[None, :]], mask=(i_p < 200))
+        s = nl.sum(a, axis=1, keepdims=True, mask=(i_p < 200))  # the tail tile: [72, 1]
+        col = s[i_p0, 0]  # rows 0-127 of the index space: bounded by the store's mask
+        if masked:
+            nl.store(out[i_p, 0], col, mask=(i_p < 200))
+        else:
+            nl.store(out[i_p, 0], col)  # MARK-kept-unmasked
+    return out
+
+
+def test_a_kept_view_past_the_held_part_is_checked_where_it_is_used():
+    # Kept in `col` (not inlined), it raised its out-of-bounds error at the `for` line (affine_range) or at
+    # simulate_kernel's line (a Python loop): the loop's end and the kernel's end looked at the variables
+    # (tester23l #3).
+    x = (np.arange(200 * 64, dtype=np.float32).reshape(200, 64) % 5) - 2  # integer sums: exact
+    for loop in ("affine", "python"):
+        same(tnki.simulate_kernel(kept_view_of_a_masked_sum, x, loop), x.sum(axis=1, keepdims=True))
+    # Used without a mask that bounds it, the error is at the line using it.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, kept_view_of_a_masked_sum, x, "affine", False)
+    assert str(e).startswith(f"{THIS}:{line('MARK-kept-unmasked')}: "), e
+
 if __name__ == "__main__":
     main(globals())

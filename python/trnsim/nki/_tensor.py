@@ -156,7 +156,7 @@ def var_name(trace, st):
     parameter's name for an input), else the one its allocation line assigns it to (assigned_name), or
     None."""
     for name, v in (getattr(trace, "return_locals", None) or {}).items():
-        if isinstance(v, NkiTensor) and v.st is st:
+        if isinstance(v, NkiTensor) and storage_of(v) is st:
             return name
     return assigned_name(st)
 
@@ -1341,6 +1341,12 @@ NKI_METHODS = ["slice", "select", "vector_select", "squeeze_dim", "reshape_dim",
 NKI_UNMODELLED = ["indirect", "sim_value", "device_value"]
 
 _ST = NkiTensor.__dict__["st"]  # the slot NkiTensor.st, read and set past Unbounded's property
+
+
+def storage_of(v):
+    """`v.st`, without an Unbounded view's out-of-bounds error: for the package's scans of the kernel's
+    variables (a view kept in one is checked where the kernel uses it, under that call's mask)."""
+    return _ST.__get__(v)
 
 
 class Unbounded(NkiTensor):
