@@ -392,11 +392,14 @@ def _product_again(value):
     op = mt[1] if mt is not None and mt[2] is not None and mt[4] is None else t.fresh.get(value.st.uid)
     if op is None or op.name != "nc_matmul" or op.attrs.get("accumulate") or op.attrs.get("dropped"):
         return None
-    w = op.args["dst"]
-    if mt is None and (w.st is not value.st or w.dims != value.dims or w.boff != value.boff or w.p0 != value.p0):
-        return None
+    w, later = op.args["dst"], t.ops[op.index + 1:]
+    if mt is None:  # not retargeted: assigned by copies (`c[...] = m` into SBUF), the only ops since
+        if w.st is not value.st or w.dims != value.dims or w.boff != value.boff or w.p0 != value.p0:
+            return None
+        if not later or any(o.name != "tensor_copy" or o.args["src"].st is not value.st for o in later):
+            return None
     srcs = {op.args["stationary"].st.uid, op.args["moving"].st.uid}
-    if any(x.st.uid in srcs for o in t.ops[op.index + 1:] for x in o.writes):
+    if any(x.st.uid in srcs for o in later for x in o.writes):
         return None
     return op
 
