@@ -2,6 +2,7 @@
 each test fails on the build before its fix, with exact bytes against NumPy."""
 
 import os
+import warnings
 
 import numpy as np
 
@@ -203,6 +204,39 @@ def test_an_assigned_matmul_result_keeps_its_values():
     assert str(e).startswith(f"{THIS}:{line('MARK-read-sum')}: nl.copy: "), e
     assert (f"psum tile m [64, 64] float32, the result of nc_matmul at line {line('MARK-mm')}, which `+=` "
             "accumulated straight into psum tile ps [64, 64] float32") in str(e), e
+
+
+@nki.jit
+def assigned_matmul_accumulated(a, case):
+    out = nl.ndarray((2, 64, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    c = nl.ndarray((64, 64), nl.float32, buffer=nl.sbuf if case == "sbuf" else nl.psum)
+    acc = nl.zeros((64, 64), nl.float32, buffer=nl.psum)
+    m = nl.matmul(t, t, transpose_x=True)
+    c[...] = m
+    if case == "m":
+        m += nl.matmul(t, t, transpose_x=True)  # m's own accumulation group, as without the assignment
+        acc = m
+    else:
+        acc += m  # the product accumulated into acc, as without the assignment
+        acc += nl.matmul(t, nl.multiply(t, 2.0), transpose_x=True)
+    nl.store(out[0], value=c)
+    nl.store(out[1], value=acc)
+    return out
+
+
+def test_an_assigned_matmul_result_accumulates_as_without_the_assignment():
+    # `c[...] = m; m += nl.matmul(...)` warned of accumulating onto "tensor_copy at <the assignment>", the copy
+    # trnsim made into m; `c[...] = m; acc += m` was "nl.add: ... data1 and data2 cannot both be in PSUM"
+    # (tester23l #5). m keeps its matmul's PSUM group; acc gets the product from the PE array again.
+    mm = A.T @ A  # exact (small integers)
+    for case, want in (("m", mm * np.float32(2)), ("psum", mm * np.float32(3)), ("sbuf", mm * np.float32(3))):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = tnki.simulate_kernel(assigned_matmul_accumulated, A, case)
+        assert not w, (case, [str(x.message) for x in w])
+        same(out[0], mm)
+        same(out[1], want)
 
 
 # ---- nl.matmul with a mask that cuts one operand's contraction dim

@@ -39,12 +39,12 @@ def note_exit(trace, loop, frame):
     `frame`: each tile declared in its body that a local variable still names, with the containers (lists,
     tuples, dicts) the frame's locals hold then (trace.escaped; looked into only if the tile is used after
     the loop, so a loop's end costs a pass over the local names)."""
-    from ._tensor import NkiTensor
+    from ._tensor import NkiTensor, storage_of
 
     containers = None
     for name, value in frame.f_locals.items():
         if isinstance(value, NkiTensor):
-            st = value.st
+            st = storage_of(value)
             if st.scope and any(x[4] == loop for x in st.scope):
                 if containers is None:
                     containers = [v for v in frame.f_locals.values() if isinstance(v, (list, tuple, dict))]
@@ -53,12 +53,12 @@ def note_exit(trace, loop, frame):
 
 def _held(st, containers):
     """True if a container (two levels deep: a list of lists of tiles) holds a view of the storage."""
-    from ._tensor import NkiTensor
+    from ._tensor import NkiTensor, storage_of
 
     for c in containers:
         for item in (c.values() if isinstance(c, dict) else c):
             for v in (item if isinstance(item, (list, tuple)) else (item,)):
-                if isinstance(v, NkiTensor) and v.st is st:
+                if isinstance(v, NkiTensor) and storage_of(v) is st:
                     return True
     return False
 

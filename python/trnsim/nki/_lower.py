@@ -161,10 +161,9 @@ def _retarget(op, old, new, at=0):
 def materialize(t, st, by=None):
     """`st` is the tile of a result `c[...] = m` retargeted to write c (_retarget), used again: NKI's
     assignment copies, so m keeps its values. The retargeted op gets a follower, emitted right after it
-    (Trace.followers; _schedule.order puts it there): a Tensor engine op (matmul, transpose: same dtype) keeps
-    writing c and a tensor_copy copies c's region into m's tile; any other op writes m's tile again, as
-    recorded, and a tensor_copy copies it into c (the copy the assignment would have made; c may have another
-    dtype). Later writes to c come after both, so m holds the op's values whatever the kernel writes into c.
+    (Trace.followers; _schedule.order puts it there): the op writes m's tile again, as recorded (a matmul's
+    its PSUM accumulation group), and a tensor_copy copies it into c (the copy the assignment would have made;
+    c may have another dtype). Later writes to c come after both, so m holds the op's values whatever the kernel writes into c.
     Returns the op's index, m's first access. A result `+=` accumulated into PSUM is an NkiError: its product
     exists nowhere on its own (`by`: the op using it, for the message)."""
     new, op, at, read, part = st.moved_to
@@ -176,22 +175,18 @@ def materialize(t, st, by=None):
                        by.loc if by else caller_loc())
     st.moved_to = None
     old = NkiTensor.whole(st) if part is None else part  # the op's fresh result
-    if op.attrs.get("engine") == "PE" or op.name in ("nc_matmul", "nc_matmul_mx"):
-        dst, src = old, new
-        op.writes = op.writes + (old,)
-    else:
-        dst, src = new, old
-        op.args["dst"] = old
-        op.writes = tuple([old if x is new else x for x in op.writes]) + (new,)
-        if read:
-            op.reads = tuple([old if x is new else x for x in op.reads])
+    # A matmul's result stays its own PSUM accumulation group (its touch when recorded still stands), so
+    # `m += nl.matmul(...)` continues it; the copy is the assignment's.
+    dst, src = new, old
+    op.args["dst"] = old
+    op.writes = tuple([old if x is new else x for x in op.writes]) + (new,)
+    if read:
+        op.reads = tuple([old if x is new else x for x in op.reads])
     dst, src = _ops.tile(dst, "dst", "tensor_copy"), _ops.tile(src, "src", "tensor_copy")
     f = _trace.Op("tensor_copy", {"dst": dst, "src": src}, (src,), (dst,),
                   {"engine": _ops._engine_for("tensor_copy", None, [dst, src])}, at or op.loc, op.index)
     t.followers[op.index] = f
     st.first = op.index
-    if dst is old and st.space == PSUM:
-        _ops.touch_psum(t, old, "write", f)  # m's PSUM region now holds a copied value, no matmul group
     return op.index
 
 
@@ -402,11 +397,40 @@ def _fits(op, dst, value):
     return dst.dtype == value.dtype or op.name not in ("nc_matmul", "nc_matmul_mx", "nc_transpose")
 
 
+def _product_again(value):
+    """The nc_matmul whose result `value` is (whole), when the kernel assigned it (`c[...] = value`) and no
+    instruction since wrote what it reads: `acc += value` can then accumulate the same product into acc, as
+    it does without the assignment (NKI's assignment copies; the product still exists)."""
+    t = _trace._current or _trace.current()
+    mt = value.st.moved_to
+    op = mt[1] if mt is not None and mt[2] is not None and mt[4] is None else t.fresh.get(value.st.uid)
+    if op is None or op.name != "nc_matmul" or op.attrs.get("accumulate") or op.attrs.get("dropped"):
+        return None
+    w, later = op.args["dst"], t.ops[op.index + 1:]
+    if mt is None:  # not retargeted: assigned by copies (`c[...] = m` into SBUF), the only ops since
+        if w.st is not value.st or w.dims != value.dims or w.boff != value.boff or w.p0 != value.p0:
+            return None
+        if not later or any(o.name != "tensor_copy" or o.args["src"].st is not value.st for o in later):
+            return None
+    srcs = {op.args["stationary"].st.uid, op.args["moving"].st.uid}
+    if any(x.st.uid in srcs for o in later for x in o.writes):
+        return None
+    return op
+
+
 def iadd(dst, value):
     """`dst += value`: a fresh matmul result accumulates into dst (a PSUM accumulation group); anything else
-    is an elementwise add into dst."""
+    is an elementwise add into dst. A matmul result assigned since (`c[...] = m; acc += m`) is a second
+    matmul of the same operands accumulating into dst (_product_again)."""
     if isinstance(value, NkiTensor):
         op = _fresh_op(value)
+        if op is None and dst.st.space == PSUM and value.st.space == PSUM:
+            again = _product_again(value)
+            if again is not None and tuple(dst.shape) == tuple(value.shape):
+                a = again.args
+                _ops.nc_matmul(dst, a["stationary"], a["moving"], None, again.attrs["perf_mode"],
+                               again.attrs["is_transpose"], caller_loc(), iadd=True)
+                return dst
         if op is not None and op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
             # A masked matmul's product accumulates into its part of dst (as `=` writes it: assign()).
             part = dst
@@ -567,6 +591,8 @@ def _tile_cuts(v, ref, cuts, bounds):
             # e.g. a [128, 1] tile against a 1-D index: their dims other than 1 in order
             mine = [d for d, n in enumerate(shape) if n != 1]
             theirs = [d for d, n in enumerate(full) if n != 1]
+            if len(shape) == 1 and v.pd == 0 and ref.pd >= 0:
+                theirs = [ref.pd]  # a [P] per-partition operand (a keepdims=False reduction's result)
             if len(mine) != len(theirs):
                 raise NkiError(f"mask: operand {list(shape)} does not match the masked operand {list(full)}")
             pairs = list(zip(mine, theirs))

@@ -320,12 +320,12 @@ def record(name, args, reads, writes, attrs, loc=None):
 
 
 def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode="none", is_transpose=False, loc=None,
-              _checked=False):
+              _checked=False, iadd=False):
     """_checked: the caller (nl.matmul's common case) made dst [M, N] for SBUF operands of one contraction
-    dim, so the operand checks below hold."""
+    dim, so the operand checks below hold. iadd: the kernel's `dst += ...` (matmul_accumulate)."""
     op = "nc_matmul"
     if _checked:
-        return _matmul_record(op, dst, stationary, moving, accumulate, perf_mode, is_transpose, loc)
+        return _matmul_record(op, dst, stationary, moving, accumulate, perf_mode, is_transpose, loc, iadd)
     stationary = tile(stationary, "stationary", op)
     moving = tile(moving, "moving", op)
     dst = tile(dst, "dst", op)
@@ -342,12 +342,12 @@ def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode="none", is_tra
         if dst.partitions != m or dst.free_size != n:
             raise NkiError(f"{op}: dst {list(dst.shape)} must be [{m}, {n}] (stationary [{k}, {m}], moving "
                            f"[{k}, {n}])")
-    return _matmul_record(op, dst, stationary, moving, accumulate, perf_mode, is_transpose, loc)
+    return _matmul_record(op, dst, stationary, moving, accumulate, perf_mode, is_transpose, loc, iadd)
 
 
-def _matmul_record(op, dst, stationary, moving, accumulate, perf_mode, is_transpose, loc):
+def _matmul_record(op, dst, stationary, moving, accumulate, perf_mode, is_transpose, loc, iadd=False):
     t = _trace._current or _trace.current()
-    accumulate = matmul_accumulate(t, dst, accumulate, loc)
+    accumulate = matmul_accumulate(t, dst, accumulate, loc, iadd)
     reads = (stationary, moving, dst) if accumulate else (stationary, moving)
     return t.record(op, {"dst": dst, "stationary": stationary, "moving": moving}, reads, (dst,),
                     {"accumulate": bool(accumulate), "perf_mode": perf_mode, "is_transpose": bool(is_transpose)},

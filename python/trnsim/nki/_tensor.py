@@ -143,7 +143,7 @@ def var_name(trace, st):
     parameter's name for an input), else the one its allocation line assigns it to (assigned_name), or
     None."""
     for name, v in (getattr(trace, "return_locals", None) or {}).items():
-        if isinstance(v, NkiTensor) and v.st is st:
+        if isinstance(v, NkiTensor) and storage_of(v) is st:
             return name
     return assigned_name(st)
 
@@ -1039,6 +1039,66 @@ class NkiTensor:
         if t.on_chip and pattern[0][0] < 0 and pattern[0][1] > 1:
             raise NkiError(f".ap: partition step {pattern[0][0]}: an instruction's partitions are contiguous and "
                            "ascending (no partition stride)")
+        own = _lower.box_of(t) if t.on_chip and t.st.uid in _lower._boxes() else None
+        if own is not None:
+            if t._whole_space(own):  # its tile is the whole index space: the pattern reads it there
+                return NkiTensor.whole(t.st)._ap(pattern, offset)
+            return t._held_ap(pattern, offset, own)
+        return t._ap(pattern, offset)
+
+    def _held_ap(self, pattern, offset, own):
+        """.ap of a masked call's result: like its indices, the pattern addresses the call's whole index space
+        (row-major over [partitions, free] from index 0), here mapped onto the part this view holds; reaching
+        past that part is the looser-mask error."""
+        import numpy as np
+
+        full, starts, pd = own[0], own[1], self.pd
+        free = [d for d in range(len(full)) if d != pd]
+        per_part = math.prod(full[d] for d in free)
+        p_add, f_add = divmod(int(offset), per_part) if per_part else (0, 0)
+        (_, pnum), steps = pattern[0], pattern[1:]
+        # Every free position the pattern reads, as whole-space multi-indices per free dim.
+        lin = np.full((1,), f_add, dtype=np.int64)
+        for s, n in steps:
+            lin = (lin[:, None] + s * np.arange(n, dtype=np.int64)[None, :]).reshape(-1)
+        at = {pd: (np.array([p_add, p_add + max(pnum, 1) - 1]))}
+        rest = lin
+        for d in reversed(free):
+            rest, at[d] = np.divmod(rest, full[d]) if full[d] else (rest, rest * 0)
+        reach = {d: (int(v.min()), int(v.max()) + 1) for d, v in at.items()}
+        if free and len(lin) and rest.any():  # past the last free position of a partition
+            reach[free[0]] = (reach[free[0]][0], full[free[0]] + 1)
+        for d in range(len(full)):
+            lo, hi = reach[d]
+            a, n = starts[d], self.dims[d][1]
+            if lo < a or hi > a + n:
+                pat = [list(p) for p in pattern]
+                raise _lower().held_only(self, d, lo, hi, a, n, own[2], f".ap({pat}, offset={offset}) reads")
+        # The held part's element offsets of those positions, which must step as a pattern again.
+        held = sum((at[d] - starts[d]) * self.dims[d][0] for d in free) if free else lin * 0
+        base = int(held[0]) if len(held) else 0
+        new, stride = [], 1
+        for s, n in reversed(steps):
+            new.append((int(held[stride] - held[0]) if n > 1 else 1, n))
+            stride *= n
+        new.reverse()
+        idx = np.zeros((1,), dtype=np.int64)
+        for s, n in new:
+            idx = (idx[:, None] + s * np.arange(n, dtype=np.int64)[None, :]).reshape(-1)
+        if len(held) and not np.array_equal(base + idx, held):
+            from ._errors import unsupported
+
+            unsupported(f".ap({[list(p) for p in pattern]}) of a masked result",
+                        "the part it holds is laid out as its own tile, which this pattern does not step through "
+                        "evenly: index the result, or mask that call as widely")
+        dims = ((0, pnum),) + tuple(new)
+        v = NkiTensor(self.st, self.dtype, self.boff + base * self.dtype.itemsize, dims, 0,
+                      self.p0 + p_add - starts[pd])
+        v.check_bounds()
+        return v
+
+    def _ap(self, pattern, offset):
+        t = self
         isz = t.dtype.itemsize
         if t.on_chip:
             (pstep, pnum), free = pattern[0], pattern[1:]
@@ -1269,6 +1329,12 @@ NKI_METHODS = ["slice", "select", "vector_select", "squeeze_dim", "reshape_dim",
 NKI_UNMODELLED = ["indirect", "sim_value", "device_value"]
 
 _ST = NkiTensor.__dict__["st"]  # the slot NkiTensor.st, read and set past Unbounded's property
+
+
+def storage_of(v):
+    """`v.st`, without an Unbounded view's out-of-bounds error: for the package's scans of the kernel's
+    variables (a view kept in one is checked where the kernel uses it, under that call's mask)."""
+    return _ST.__get__(v)
 
 
 class Unbounded(NkiTensor):

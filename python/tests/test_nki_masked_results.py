@@ -1,0 +1,139 @@
+"""A masked call's result used again (tester23l, issue 23): its .ap(...), its part kept in a variable, a 1-D
+result as a per-partition operand under a mask; each test fails on the build before its fix, with exact bytes
+against NumPy."""
+
+import os
+
+import numpy as np
+
+from runner import line_of, main, raises
+
+import trnsim.nki as tnki
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+THIS = os.path.basename(__file__)
+X = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+THREE = np.float32(3)
+
+
+def line(marker):
+    return line_of(__file__, marker)
+
+
+def same(got, want):
+    want = np.asarray(want, np.float32)
+    assert got.shape == want.shape and got.tobytes() == want.tobytes(), (got.ravel()[:4], want.ravel()[:4])
+
+
+# ---- .ap(...) of a masked result addresses the call's whole index space, as its indices do
+
+
+@nki.jit
+def ap_of_a_masked_result(x, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    if case == "rows":  # rows 64-127 held: the pattern's rows 80-111
+        e = nl.multiply(t, 3.0, mask=(i_p >= 64))
+        out = nl.ndarray((32, 64), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, e.ap([[64, 32], [1, 64]], offset=80 * 64))
+        return out
+    e = nl.multiply(t, 3.0, mask=(i_f >= 16) & (i_f < 48))  # MARK-ap-mask
+    out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+    if case == "cols":
+        nl.store(out, e.ap([[64, 128], [1, 8]], offset=20))
+    elif case == "strided":
+        nl.store(out, e.ap([[64, 128], [2, 8]], offset=30))
+    else:
+        nl.store(out, e.ap([[64, 128], [1, 8]], offset=44))  # MARK-ap-past
+    return out
+
+
+@nki.jit
+def ap_of_a_masked_load(x):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f], mask=(i_p >= 32))  # a whole-shape tile, rows 32-127 loaded
+    out = nl.ndarray((64, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, t.ap([[64, 64], [1, 64]], offset=40 * 64))
+    return out
+
+
+def test_ap_of_a_masked_result_addresses_the_whole_index_space():
+    # It addressed the held part: offset 20 of a result holding columns 16-47 read columns 36-43.
+    same(tnki.simulate_kernel(ap_of_a_masked_result, X, "cols"), X[:, 20:28] * THREE)
+    same(tnki.simulate_kernel(ap_of_a_masked_result, X, "strided"), X[:, 30:46:2] * THREE)
+    same(tnki.simulate_kernel(ap_of_a_masked_result, X, "rows"), X[80:112] * THREE)
+    same(tnki.simulate_kernel(ap_of_a_masked_load, X), X[40:104])
+    # Columns 44-51 reach past the held part: the looser-mask error, as an index that does.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, ap_of_a_masked_result, X, "past")
+    assert str(e) == (f"{THIS}:{line('MARK-ap-past')}: .ap([[64, 128], [1, 8]], offset=44) reads [44, 52) of dim "
+                      f"1, but operand sbuf tile e [128, 32] float32 allocated at {THIS}:{line('MARK-ap-mask')} "
+                      f"holds only [16, 48) of it, the part mask=((i_f >= 16) & (i_f < 48)) at "
+                      f"{THIS}:{line('MARK-ap-mask')} selected: mask that call as widely"), e
+
+
+
+# ---- a [P] per-partition operand (a keepdims=False reduction's result) under a partition mask
+
+
+@nki.jit
+def vector_operand_under_a_mask(x, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(out, 0.0)
+    if case == "held":  # [96], a masked reduction's
+        s = nl.max(t, axis=1, mask=(i_p < 96))
+    else:  # [128]
+        s = nl.max(t, axis=1)
+    if case == "bias":
+        y = nisa.activation(op=nl.copy, data=t[i_p, i_f], bias=nl.multiply(s, -1.0), mask=(i_p < 96))
+    else:
+        y = nisa.tensor_scalar(t[i_p, i_f], np.subtract, s, mask=(i_p < 96))
+    nl.store(out[i_p, i_f], y, mask=(i_p < 96))
+    return out
+
+
+def test_a_vector_operand_under_a_partition_mask():
+    # Unmasked it ran; with mask=(i_p < 96): "mask: operand [96] does not match the masked operand [128, 64]"
+    # (tester23l #2). Its one dim is the partition dim, cut by the mask as a [P, 1] column's.
+    want = np.zeros((128, 64), np.float32)
+    want[:96] = X[:96] - X[:96].max(axis=1, keepdims=True)
+    for case in ("held", "whole", "bias"):
+        same(tnki.simulate_kernel(vector_operand_under_a_mask, X, case), want)
+
+
+# ---- a view past a masked result's held part, kept in a variable: checked where the kernel uses it
+
+
+@nki.jit
+def kept_view_of_a_masked_sum(x, loop, masked=True):
+    out = nl.ndarray((200, 1), nl.float32, buffer=nl.shared_hbm)
+    i_p0 = nl.arange(128)[:, None]
+    for i in (nl.affine_range(2) if loop == "affine" else range(2)):
+        i_p = i * 128 + i_p0
+        a = nl.load(x[i_p, nl.arange(64)[None, :]], mask=(i_p < 200))
+        s = nl.sum(a, axis=1, keepdims=True, mask=(i_p < 200))  # the tail tile: [72, 1]
+        col = s[i_p0, 0]  # rows 0-127 of the index space: bounded by the store's mask
+        if masked:
+            nl.store(out[i_p, 0], col, mask=(i_p < 200))
+        else:
+            nl.store(out[i_p, 0], col)  # MARK-kept-unmasked
+    return out
+
+
+def test_a_kept_view_past_the_held_part_is_checked_where_it_is_used():
+    # Kept in `col` (not inlined), it raised its out-of-bounds error at the `for` line (affine_range) or at
+    # simulate_kernel's line (a Python loop): the loop's end and the kernel's end looked at the variables
+    # (tester23l #3).
+    x = (np.arange(200 * 64, dtype=np.float32).reshape(200, 64) % 5) - 2  # integer sums: exact
+    for loop in ("affine", "python"):
+        same(tnki.simulate_kernel(kept_view_of_a_masked_sum, x, loop), x.sum(axis=1, keepdims=True))
+    # Used without a mask that bounds it, the error is at the line using it.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, kept_view_of_a_masked_sum, x, "affine", False)
+    assert str(e).startswith(f"{THIS}:{line('MARK-kept-unmasked')}: "), e
+
+if __name__ == "__main__":
+    main(globals())
