@@ -1,7 +1,9 @@
 """Messages a fresh tester found unclear (issue 23, tester23e finding 7): each names the user's file:line and
 the argument at fault, never trnsim's own files or internal tile names."""
 
+import gc
 import os
+import sys
 
 import numpy as np
 
@@ -330,11 +332,13 @@ def test_errors_of_lowered_instructions_name_the_nl_call_first():
             ("sum", "nl.sum", "tensor_reduce", "axis [0] must name free dims of data [128, 64] (the partition dim "
              "is 0)"),
             ("mean", "nl.mean", "tensor_reduce", "axis [0] must name free dims of data [128, 64]"),
-            ("add", "nl.add", "tensor_tensor", "data1 and data2 cannot both be in PSUM"),
-            ("store", "nl.store", "dma_copy", "src [128, 64] has 8192 elements, dst [64, 64] has 4096")):
+            ("add", "nl.add", "tensor_tensor", "data1 and data2 cannot both be in PSUM")):
         e = raises(tnki.NkiError, tnki.simulate_kernel, lowered_errors, X, case)
         want = f"{THIS}:{line_of('MARK-low-' + case)}: {call}: its {inst} " + made.format(call) + rule
         assert str(e).startswith(want), str(e)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, lowered_errors, X, "store")  # nl.store's own shape check
+    assert str(e).startswith(f"{THIS}:{line_of('MARK-low-store')}: nl.store: cannot copy a [128, 64] tile to a "
+                             "[64, 64] region"), str(e)
     e = raises(tnki.NkiError, tnki.simulate_kernel, lowered_errors, X, "matmul")
     assert str(e).startswith(f"{THIS}:{line_of('MARK-low-matmul')}: nl.matmul: x is [M, K] = [128, 256]: the "
                              "contraction dim K = 256 > 128"), str(e)
@@ -393,6 +397,73 @@ def nl_transpose_load(x):
     out = nl.ndarray((64, 128), dtype=x.dtype, buffer=nl.shared_hbm)
     nl.store(out, nl.load_transpose2d(x))
     return out
+
+
+@nki.jit
+def store_transposed(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.transpose(nl.load(x)))  # MARK-store-T
+    return out
+
+
+@nki.jit
+def dma_copy_transposed(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=nl.copy(nl.transpose(nl.load(x))))  # MARK-dma-T
+    return out
+
+
+@nki.jit
+def hbm_to_hbm_reshaped(x):
+    out = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)  # two HBM views: one run of elements to another
+    return out
+
+
+@nki.jit
+def dot_t(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.load(x).T)  # MARK-dot-T
+    return out
+
+
+def test_store_and_dma_copy_check_the_shape_not_only_the_element_count():
+    # tester23l #1: a [64, 128] tile stored into a [128, 64] output ran (out == x.T.reshape(128, 64)), as did
+    # nisa.dma_copy of it; `buf[...] = tile` already refused it. NKI's .T does not exist (nki.language.NkiTensor).
+    x = np.arange(64 * 128, dtype=np.float32).reshape(64, 128)
+    for k, mark, call in ((store_transposed, "MARK-store-T", "nl.store"),
+                          (dma_copy_transposed, "MARK-dma-T", "nki.isa.dma_copy")):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, k, x)
+        assert str(e).startswith(f"{THIS}:{line_of(mark)}: {call}: cannot copy a [128, 64] tile to a [64, 128] "
+                                 "region"), e
+    assert tnki.simulate_kernel(hbm_to_hbm_reshaped, x).tobytes() == x.tobytes()
+    e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, dot_t, x)
+    assert str(e).startswith(f"{THIS}:{line_of('MARK-dot-T')}: nki.language.NkiTensor has no attribute 'T' in NKI "
+                             "2.21-2.33, nor in trnsim: transpose with nl.transpose(t)"), e
+
+
+@nki.jit
+def unbounded_view_in_a_loop(x):
+    out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    for t in nl.affine_range(2):
+        v = x[t * 128 + i_p, i_f]  # the tail tile reaches row 255: legal only under a mask
+        nl.store(out[t * 128 + i_p, i_f], nl.load(v))  # MARK-unbounded-load
+    return out
+
+
+def test_an_error_in_a_loop_leaves_no_ignored_exception():
+    # tester23l #4: besides the expected error, the loop's generator, closed later, raised the view's error
+    # again ("Exception ignored in: <generator object _Range._iter>" with trnsim's traceback on stderr).
+    seen, hook = [], sys.unraisablehook
+    sys.unraisablehook = seen.append
+    try:
+        e = raises(tnki.NkiError, tnki.simulate_kernel, unbounded_view_in_a_loop, np.zeros((200, 64), np.float32))
+        del e
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert not seen, [str(u.exc_value)[:200] for u in seen]
 
 
 if __name__ == "__main__":

@@ -72,8 +72,10 @@ def unsupported_attribute(cls, name):
     why = _TENSOR_UNMODELLED.get(name)
     if why is not None:
         return UnsupportedName(f"nki.language.NkiTensor.{name} is not modelled by trnsim: {why}")
-    return UnsupportedName(f"nki.language.NkiTensor has no attribute '{name}' in NKI 2.21-2.33, nor in trnsim "
-                           "(docs/nki.md lists the tensor methods)")
+    # NumPy's habits that NKI's tensors do not have: the NKI call to use instead.
+    hint = {"T": ": transpose with nl.transpose(t) (or nisa.nc_transpose / nisa.dma_transpose)"}.get(name, "")
+    return UnsupportedName(f"nki.language.NkiTensor has no attribute '{name}' in NKI 2.21-2.33, nor in trnsim"
+                           f"{hint} (docs/nki.md lists the tensor methods)")
 
 
 class Loc(tuple):

@@ -39,12 +39,12 @@ def note_exit(trace, loop, frame):
     `frame`: each tile declared in its body that a local variable still names, with the containers (lists,
     tuples, dicts) the frame's locals hold then (trace.escaped; looked into only if the tile is used after
     the loop, so a loop's end costs a pass over the local names)."""
-    from ._tensor import NkiTensor
+    from ._tensor import _ST, NkiTensor
 
     containers = None
     for name, value in frame.f_locals.items():
         if isinstance(value, NkiTensor):
-            st = value.st
+            st = _ST.__get__(value)  # (not .st: an Unbounded view would raise its deferred error here)
             if st.scope and any(x[4] == loop for x in st.scope):
                 if containers is None:
                     containers = [v for v in frame.f_locals.values() if isinstance(v, (list, tuple, dict))]

@@ -657,6 +657,19 @@ def _operand(v):
 # ---- DMAs
 
 
+def same_layout(call, dst, src):
+    """NkiError unless `src` fills `dst` row for row, as `buf[...] = tile` requires: as many partitions (HBM: rows
+    of dim 0) and elements per partition. Only two HBM views may differ beyond that (then only in element
+    count: one run of elements to another); so may an on-chip side whose partition dim is not first (the DMA
+    reorders both sides alike)."""
+    views = (dst, src)
+    if all(v.st.space == HBM for v in views) or any(v.st.space != HBM and v.pd != 0 for v in views):
+        return
+    if dst.partitions != src.partitions or dst.free_size != src.free_size:
+        raise NkiError(f"{call}: cannot copy a {list(src.shape)} tile to a {list(dst.shape)} region (same "
+                       "partitions and elements per partition needed; nl.transpose / .reshape change the shape)")
+
+
 def dma(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False, loc=None):
     if isinstance(src, _Indirect) or isinstance(dst, _Indirect):
         return _indirect_dma(dst, src, engine, dge_mode, oob_mode, accumulate)
@@ -936,6 +949,8 @@ def store(dst, value, mask=None):
     d = dst.view if isinstance(dst, _Indirect) else dst
     if not isinstance(d, NkiTensor) or d.st.space != HBM:
         raise NkiError("nl.store: dst must be an HBM tensor")
+    if not isinstance(dst, _Indirect):
+        same_layout("nl.store", dst, value)
     loc = caller_loc()
     if value.st.space == PSUM:
         tmp = _ops.new_tile(value.shape, value.dtype, SBUF, "store_psum_copy", loc)

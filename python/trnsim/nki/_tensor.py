@@ -1247,11 +1247,6 @@ class NkiTensor:
 
         return nl.matmul(self, o)
 
-    @property
-    def T(self):
-        from . import language as nl
-
-        return nl.transpose(self)
 
 
 def indexed_rows(first, index):
