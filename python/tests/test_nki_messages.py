@@ -466,5 +466,92 @@ def test_an_error_in_a_loop_leaves_no_ignored_exception():
     assert not seen, [str(u.exc_value)[:200] for u in seen]
 
 
+@nki.jit
+def messages_23l(x, case):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    if case == "or":
+        y = nl.add(t, 1.0, mask=(i_p < 64) | (i_f < 3))  # MARK-23l-or
+    elif case == "triangle":
+        y = nl.add(t, 1.0, mask=(i_p + i_f < 64))  # MARK-23l-triangle
+    elif case == "empty":
+        y = nl.exp(t[i_p, i_f], mask=(i_p < 0))  # MARK-23l-empty
+    elif case == "assign":
+        y = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        y[...] = t[0:1, :]  # MARK-23l-assign
+    elif case == "np.exp":
+        y = np.exp(t)  # MARK-23l-np.exp
+    elif case == "np.sum":
+        y = np.sum(t, axis=1)  # MARK-23l-np.sum
+    elif case == "pos":
+        y = +t  # MARK-23l-pos
+    elif case == "float":
+        y = float(t)  # MARK-23l-float
+    elif case == "round":
+        y = round(t)  # MARK-23l-round
+    elif case == "compare":
+        y = t > 0.0  # MARK-23l-compare
+    elif case == "np-scalar":
+        y = np.float32(2) * t - np.float32(1)  # a NumPy number with a tile operator is that operator
+    else:
+        y = nl.mod(t, 0.0)  # fmod(x, 0) is NaN everywhere
+    nl.store(out, y)
+    return out
+
+
+def test_messages_name_the_call_and_the_kernel_line_23l():
+    # tester23l #8: these did not name the nl call (masks), named tensor_copy (the assignment), named NumPy's
+    # fromnumeric.py or no line at all (NumPy functions and Python conversions of a tile).
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    cases = {
+        "or": "nl.add: mask: masks with | are not modelled",
+        "triangle": "nl.add: mask: a mask bound must involve one nl.arange index variable",
+        "empty": "nl.exp: mask: the mask selects no element",
+        "assign": "cannot assign a [1, 64] tile to a [128, 64] region",
+        "np.exp": "np.exp on a tile: NumPy functions compute on host arrays and do not run on NKI tiles; use nl.exp",
+        "np.sum": "np.sum on a tile: NumPy functions compute on host arrays and do not run on NKI tiles; use nl.sum",
+        "pos": "unary + of a tile is not an NKI tile operator",
+        "float": "float() of a tile: the tile has no Python value while the kernel is traced",
+        "round": "round() of a tile: the tile has no Python value while the kernel is traced",
+        "compare": "a comparison (<, <=, >, >=, ==, !=) of a tile is not modelled by trnsim: trnsim models the "
+                   "tile operators +, -, *, /, **, %, abs(), unary -, &, |, ^, <<, >> and @",
+    }
+    for case, text in cases.items():
+        e = raises(tnki.NkiError, tnki.simulate_kernel, messages_23l, x, case)
+        assert str(e).startswith(f"{THIS}:{line_of('MARK-23l-' + case)}: {text}"), (case, str(e))
+    assert tnki.simulate_kernel(messages_23l, x, "np-scalar").tobytes() == (x * 2 - 1).tobytes()
+    import warnings
+
+    with warnings.catch_warnings(record=True) as w:  # the kernel wrote its NaN: no "did the kernel write it?"
+        warnings.simplefilter("always")
+        y = tnki.simulate_kernel(messages_23l, x, "mod")
+    assert np.isnan(y).all() and not [str(m.message) for m in w], [str(m.message) for m in w]
+
+
+@nki.jit
+def outputs_in_a_list(x):
+    outs = [nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm) for _ in range(2)]  # MARK-list-outs
+    o3 = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)  # MARK-o3
+    t = nl.load(x)
+    for o in outs + [o3]:
+        nl.store(o[0:64, :], t[0:64, :])
+    return outs[0], outs[1], o3
+
+
+def test_outputs_without_name_are_named_alike_in_a_list_or_a_variable():
+    # tester23l #8: a list's outputs appeared as 'out' / 'out_1', quoted as if the kernel had named them.
+    import warnings
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        tnki.simulate_kernel(outputs_in_a_list, X)
+    got = [str(m.message).split(": no instruction writes")[0] for m in w]
+    lst, o3 = line_of("MARK-list-outs"), line_of("MARK-o3")
+    assert got == [f"{THIS}:{lst}: output float32 [128, 64], without name= (saved as out.npy)",
+                   f"{THIS}:{lst}: output float32 [128, 64], without name= (saved as out_1.npy)",
+                   f"{THIS}:{o3}: output o3 float32 [128, 64], without name= (saved as out_2.npy)"], got
+
+
 if __name__ == "__main__":
     main(globals())

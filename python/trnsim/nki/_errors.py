@@ -162,6 +162,21 @@ def caller_loc():
     return None
 
 
+def host_loc():
+    """caller_loc() past NumPy's and Python's own frames too (np.sum(t), float(t) reach the package through
+    them): the kernel line."""
+    import numpy
+
+    skip = (os.path.dirname(numpy.__file__) + os.sep, "<")
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not _in_package(fn) and not fn.startswith(skip):
+            return Loc((fn, f.f_lineno))
+        f = f.f_back
+    return caller_loc()
+
+
 def ignored_kwargs(call, kwargs):
     """A RuntimeWarning at the kernel line for each keyword argument of `call` that trnsim gives no meaning:
     calls whose earlier NKI signature ends in **kwargs (the calls returning a new tile, nki.language's) take
