@@ -118,6 +118,14 @@ def composites_3d(x, w):
     return sm2, sm12, v2, v12, rms
 
 
+@nki.jit
+def rms_norm_row_weight_3d(x, w):
+    # w [1, 1, F]: broadcast to the partitions (was NkiUnsupported "a partition broadcast of a 3-D tile").
+    rms = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(rms, nl.rms_norm(nl.load(x), nl.load(w), axis=2, n=x.shape[2]))
+    return rms
+
+
 def test_softmax_var_rms_norm_on_a_3d_tile():
     w = W.reshape(X3.shape)
 
@@ -141,6 +149,9 @@ def test_softmax_var_rms_norm_on_a_3d_tile():
                              "rms_norm axis=2"), got, want):
         assert g.shape == wnt.shape and g.tobytes() == wnt.tobytes(), (name, np.abs(g - wnt).max())
     assert np.allclose(got[2], X3.var(axis=2), rtol=1e-5) and np.allclose(got[3], X3.var(axis=(1, 2)), rtol=1e-5)
+    row = W[:1, :16].reshape(1, 1, 16)
+    got = tnki.simulate_kernel(rms_norm_row_weight_3d, X3, row)
+    assert got.tobytes() == ((X3 * (np.float32(1) / np.sqrt(ms))) * row).tobytes()
 
 
 def bf16(a):

@@ -1017,8 +1017,11 @@ def partition_broadcast(x, parts, name):
     if x.partitions != 1:
         raise NkiError(f"{name}: only a tile of 1 partition broadcasts along the partition dim, got "
                        f"{list(x.shape)}")
-    if x.ndim != 2:
-        unsupported(f"{name}: a partition broadcast of a {x.ndim}-D tile", "reshape it to [1, F] first")
+    if x.ndim != 2:  # (a [1, 1, F] weight of a 3-D tile: the row broadcast flat, then shaped back)
+        if x.ndim < 2 or not x.is_contiguous():
+            unsupported(f"{name}: a partition broadcast of a {x.ndim}-D view", "reshape it to [1, F] first")
+        flat = partition_broadcast(x.reshape((1, x.free_size)), parts, name)
+        return flat.reshape((parts,) + tuple(x.shape[1:]))
     if not x.dtype.is_float:
         raise NkiError(f"{name}: a partition broadcast runs on the Tensor engine, which multiplies floats, not "
                        f"{x.dtype.name}: broadcast the row from HBM instead (nl.broadcast_to(hbm_row, shape), "
