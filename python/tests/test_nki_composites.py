@@ -97,6 +97,63 @@ def softmax_partition_axis(x):
     return y
 
 
+X3 = X.reshape(128, 6, 16)
+
+
+@nki.jit
+def composites_3d(x, w):
+    # tester23l #6: on a 3-D tile these were refused ("reshape: [128, 6, 1] ... cannot become [128, 1]";
+    # "operands [128, 6, 16] and [128, 1] differ in rank").
+    sm2 = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    sm12 = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    v2 = nl.ndarray(x.shape[:2], dtype=x.dtype, buffer=nl.shared_hbm)
+    v12 = nl.ndarray(x.shape[:1], dtype=x.dtype, buffer=nl.shared_hbm)
+    rms = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(sm2, nl.softmax(t, axis=2))
+    nl.store(sm12, nl.softmax(t, axis=(1, 2)))
+    nl.store(v2, nl.var(t, axis=2))
+    nl.store(v12, nl.var(t, axis=(1, 2)))
+    nl.store(rms, nl.rms_norm(t, nl.load(w), axis=2, n=x.shape[2]))
+    return sm2, sm12, v2, v12, rms
+
+
+@nki.jit
+def rms_norm_row_weight_3d(x, w):
+    # w [1, 1, F]: broadcast to the partitions (was NkiUnsupported "a partition broadcast of a 3-D tile").
+    rms = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(rms, nl.rms_norm(nl.load(x), nl.load(w), axis=2, n=x.shape[2]))
+    return rms
+
+
+def test_softmax_var_rms_norm_on_a_3d_tile():
+    w = W.reshape(X3.shape)
+
+    def fold(a, axes):  # FP32 sums left to right over the trailing `axes` (kept as size-1 dims)
+        flat = a.reshape(a.shape[:a.ndim - len(axes)] + (-1,))
+        s = np.add.accumulate(flat, axis=-1, dtype=np.float32)[..., -1]
+        return s.reshape(s.shape + (1,) * len(axes))
+
+    want = []
+    for axes in ((2,), (1, 2)):
+        e = expf(X3 - X3.max(axis=axes, keepdims=True))
+        want.append(e * (np.float32(1) / fold(e, axes)))
+    for axes in ((2,), (1, 2)):
+        n = np.float32(np.prod([X3.shape[a] for a in axes]))
+        d = X3 - fold(X3, axes) / n
+        want.append((fold(d * d, axes) / n).reshape(X3.shape[:3 - len(axes)]))
+    ms = fold(X3 * X3, (2,)) / np.float32(16) + np.float32(1e-06)
+    want.append((X3 * (np.float32(1) / np.sqrt(ms))) * w)
+    got = tnki.simulate_kernel(composites_3d, X3, w)
+    for name, g, wnt in zip(("softmax axis=2", "softmax axis=(1, 2)", "var axis=2", "var axis=(1, 2)",
+                             "rms_norm axis=2"), got, want):
+        assert g.shape == wnt.shape and g.tobytes() == wnt.tobytes(), (name, np.abs(g - wnt).max())
+    assert np.allclose(got[2], X3.var(axis=2), rtol=1e-5) and np.allclose(got[3], X3.var(axis=(1, 2)), rtol=1e-5)
+    row = W[:1, :16].reshape(1, 1, 16)
+    got = tnki.simulate_kernel(rms_norm_row_weight_3d, X3, row)
+    assert got.tobytes() == ((X3 * (np.float32(1) / np.sqrt(ms))) * row).tobytes()
+
+
 def bf16(a):
     b = a.astype(np.float32).view(np.uint32).astype(np.uint64)
     b = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16

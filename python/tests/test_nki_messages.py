@@ -1,7 +1,9 @@
 """Messages a fresh tester found unclear (issue 23, tester23e finding 7): each names the user's file:line and
 the argument at fault, never trnsim's own files or internal tile names."""
 
+import gc
 import os
+import sys
 
 import numpy as np
 
@@ -330,11 +332,13 @@ def test_errors_of_lowered_instructions_name_the_nl_call_first():
             ("sum", "nl.sum", "tensor_reduce", "axis [0] must name free dims of data [128, 64] (the partition dim "
              "is 0)"),
             ("mean", "nl.mean", "tensor_reduce", "axis [0] must name free dims of data [128, 64]"),
-            ("add", "nl.add", "tensor_tensor", "data1 and data2 cannot both be in PSUM"),
-            ("store", "nl.store", "dma_copy", "src [128, 64] has 8192 elements, dst [64, 64] has 4096")):
+            ("add", "nl.add", "tensor_tensor", "data1 and data2 cannot both be in PSUM")):
         e = raises(tnki.NkiError, tnki.simulate_kernel, lowered_errors, X, case)
         want = f"{THIS}:{line_of('MARK-low-' + case)}: {call}: its {inst} " + made.format(call) + rule
         assert str(e).startswith(want), str(e)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, lowered_errors, X, "store")  # nl.store's own shape check
+    assert str(e).startswith(f"{THIS}:{line_of('MARK-low-store')}: nl.store: cannot copy a [128, 64] tile to a "
+                             "[64, 64] region"), str(e)
     e = raises(tnki.NkiError, tnki.simulate_kernel, lowered_errors, X, "matmul")
     assert str(e).startswith(f"{THIS}:{line_of('MARK-low-matmul')}: nl.matmul: x is [M, K] = [128, 256]: the "
                              "contraction dim K = 256 > 128"), str(e)
@@ -393,6 +397,160 @@ def nl_transpose_load(x):
     out = nl.ndarray((64, 128), dtype=x.dtype, buffer=nl.shared_hbm)
     nl.store(out, nl.load_transpose2d(x))
     return out
+
+
+@nki.jit
+def store_transposed(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.transpose(nl.load(x)))  # MARK-store-T
+    return out
+
+
+@nki.jit
+def dma_copy_transposed(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=nl.copy(nl.transpose(nl.load(x))))  # MARK-dma-T
+    return out
+
+
+@nki.jit
+def hbm_to_hbm_reshaped(x):
+    out = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)  # two HBM views: one run of elements to another
+    return out
+
+
+@nki.jit
+def dot_t(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.load(x).T)  # MARK-dot-T
+    return out
+
+
+def test_store_and_dma_copy_check_the_shape_not_only_the_element_count():
+    # tester23l #1: a [64, 128] tile stored into a [128, 64] output ran (out == x.T.reshape(128, 64)), as did
+    # nisa.dma_copy of it; `buf[...] = tile` already refused it. NKI's .T does not exist (nki.language.NkiTensor).
+    x = np.arange(64 * 128, dtype=np.float32).reshape(64, 128)
+    for k, mark, call in ((store_transposed, "MARK-store-T", "nl.store"),
+                          (dma_copy_transposed, "MARK-dma-T", "nki.isa.dma_copy")):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, k, x)
+        assert str(e).startswith(f"{THIS}:{line_of(mark)}: {call}: cannot copy a [128, 64] tile to a [64, 128] "
+                                 "region"), e
+    assert tnki.simulate_kernel(hbm_to_hbm_reshaped, x).tobytes() == x.tobytes()
+    e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, dot_t, x)
+    assert str(e).startswith(f"{THIS}:{line_of('MARK-dot-T')}: nki.language.NkiTensor has no attribute 'T' in NKI "
+                             "2.21-2.33, nor in trnsim: transpose with nl.transpose(t)"), e
+
+
+@nki.jit
+def unbounded_view_in_a_loop(x):
+    out = nl.ndarray((200, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    for t in nl.affine_range(2):
+        v = x[t * 128 + i_p, i_f]  # the tail tile reaches row 255: legal only under a mask
+        nl.store(out[t * 128 + i_p, i_f], nl.load(v))  # MARK-unbounded-load
+    return out
+
+
+def test_an_error_in_a_loop_leaves_no_ignored_exception():
+    # tester23l #4: besides the expected error, the loop's generator, closed later, raised the view's error
+    # again ("Exception ignored in: <generator object _Range._iter>" with trnsim's traceback on stderr).
+    seen, hook = [], sys.unraisablehook
+    sys.unraisablehook = seen.append
+    try:
+        e = raises(tnki.NkiError, tnki.simulate_kernel, unbounded_view_in_a_loop, np.zeros((200, 64), np.float32))
+        del e
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert not seen, [str(u.exc_value)[:200] for u in seen]
+
+
+@nki.jit
+def messages_23l(x, case):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    if case == "or":
+        y = nl.add(t, 1.0, mask=(i_p < 64) | (i_f < 3))  # MARK-23l-or
+    elif case == "triangle":
+        y = nl.add(t, 1.0, mask=(i_p + i_f < 64))  # MARK-23l-triangle
+    elif case == "empty":
+        y = nl.exp(t[i_p, i_f], mask=(i_p < 0))  # MARK-23l-empty
+    elif case == "assign":
+        y = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        y[...] = t[0:1, :]  # MARK-23l-assign
+    elif case == "np.exp":
+        y = np.exp(t)  # MARK-23l-np.exp
+    elif case == "np.sum":
+        y = np.sum(t, axis=1)  # MARK-23l-np.sum
+    elif case == "pos":
+        y = +t  # MARK-23l-pos
+    elif case == "float":
+        y = float(t)  # MARK-23l-float
+    elif case == "round":
+        y = round(t)  # MARK-23l-round
+    elif case == "compare":
+        y = t > 0.0  # MARK-23l-compare
+    elif case == "np-scalar":
+        y = np.float32(2) * t - np.float32(1)  # a NumPy number with a tile operator is that operator
+    else:
+        y = nl.mod(t, 0.0)  # fmod(x, 0) is NaN everywhere
+    nl.store(out, y)
+    return out
+
+
+def test_messages_name_the_call_and_the_kernel_line_23l():
+    # tester23l #8: these did not name the nl call (masks), named tensor_copy (the assignment), named NumPy's
+    # fromnumeric.py or no line at all (NumPy functions and Python conversions of a tile).
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    cases = {
+        "or": "nl.add: mask: masks with | are not modelled",
+        "triangle": "nl.add: mask: a mask bound must involve one nl.arange index variable",
+        "empty": "nl.exp: mask: the mask selects no element",
+        "assign": "cannot assign a [1, 64] tile to a [128, 64] region",
+        "np.exp": "np.exp on a tile: NumPy functions compute on host arrays and do not run on NKI tiles; use nl.exp",
+        "np.sum": "np.sum on a tile: NumPy functions compute on host arrays and do not run on NKI tiles; use nl.sum",
+        "pos": "unary + of a tile is not an NKI tile operator",
+        "float": "float() of a tile: the tile has no Python value while the kernel is traced",
+        "round": "round() of a tile: the tile has no Python value while the kernel is traced",
+        "compare": "a comparison (<, <=, >, >=, ==, !=) of a tile is not modelled by trnsim: trnsim models the "
+                   "tile operators +, -, *, /, **, %, abs(), unary -, &, |, ^, <<, >> and @",
+    }
+    for case, text in cases.items():
+        e = raises(tnki.NkiError, tnki.simulate_kernel, messages_23l, x, case)
+        assert str(e).startswith(f"{THIS}:{line_of('MARK-23l-' + case)}: {text}"), (case, str(e))
+    assert tnki.simulate_kernel(messages_23l, x, "np-scalar").tobytes() == (x * 2 - 1).tobytes()
+    import warnings
+
+    with warnings.catch_warnings(record=True) as w:  # the kernel wrote its NaN: no "did the kernel write it?"
+        warnings.simplefilter("always")
+        y = tnki.simulate_kernel(messages_23l, x, "mod")
+    assert np.isnan(y).all() and not [str(m.message) for m in w], [str(m.message) for m in w]
+
+
+@nki.jit
+def outputs_in_a_list(x):
+    outs = [nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm) for _ in range(2)]  # MARK-list-outs
+    o3 = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)  # MARK-o3
+    t = nl.load(x)
+    for o in outs + [o3]:
+        nl.store(o[0:64, :], t[0:64, :])
+    return outs[0], outs[1], o3
+
+
+def test_outputs_without_name_are_named_alike_in_a_list_or_a_variable():
+    # tester23l #8: a list's outputs appeared as 'out' / 'out_1', quoted as if the kernel had named them.
+    import warnings
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        tnki.simulate_kernel(outputs_in_a_list, X)
+    got = [str(m.message).split(": no instruction writes")[0] for m in w]
+    lst, o3 = line_of("MARK-list-outs"), line_of("MARK-o3")
+    assert got == [f"{THIS}:{lst}: output float32 [128, 64], without name= (saved as out.npy)",
+                   f"{THIS}:{lst}: output float32 [128, 64], without name= (saved as out_1.npy)",
+                   f"{THIS}:{o3}: output o3 float32 [128, 64], without name= (saved as out_2.npy)"], got
 
 
 if __name__ == "__main__":

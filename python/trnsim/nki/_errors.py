@@ -72,8 +72,10 @@ def unsupported_attribute(cls, name):
     why = _TENSOR_UNMODELLED.get(name)
     if why is not None:
         return UnsupportedName(f"nki.language.NkiTensor.{name} is not modelled by trnsim: {why}")
-    return UnsupportedName(f"nki.language.NkiTensor has no attribute '{name}' in NKI 2.21-2.33, nor in trnsim "
-                           "(docs/nki.md lists the tensor methods)")
+    # NumPy's habits that NKI's tensors do not have: the NKI call to use instead.
+    hint = {"T": ": transpose with nl.transpose(t) (or nisa.nc_transpose / nisa.dma_transpose)"}.get(name, "")
+    return UnsupportedName(f"nki.language.NkiTensor has no attribute '{name}' in NKI 2.21-2.33, nor in trnsim"
+                           f"{hint} (docs/nki.md lists the tensor methods)")
 
 
 class Loc(tuple):
@@ -158,6 +160,21 @@ def caller_loc():
             return Loc((fn, f.f_lineno))
         f = f.f_back
     return None
+
+
+def host_loc():
+    """caller_loc() past NumPy's and Python's own frames too (np.sum(t), float(t) reach the package through
+    them): the kernel line."""
+    import numpy
+
+    skip = (os.path.dirname(numpy.__file__) + os.sep, "<")
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not _in_package(fn) and not fn.startswith(skip):
+            return Loc((fn, f.f_lineno))
+        f = f.f_back
+    return caller_loc()
 
 
 def ignored_kwargs(call, kwargs):

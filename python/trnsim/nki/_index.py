@@ -237,12 +237,29 @@ class AffinePredicate:
         self.op = op
 
     def mask_error(self):
-        return NkiError(f"a mask bound must involve one nl.arange index variable (e.g. i_p < n), got {self.expr!r} "
+        return NkiError(f"mask: a mask bound must involve one nl.arange index variable (e.g. i_p < n), got {self.expr!r} "
                         f"{self.op} 0: only rectangular masks (a range per variable) are modelled; a comparison of "
                         "several index variables (a triangular mask) is nisa.affine_select's predicate")
 
     def __and__(self, other):
         raise NkiError("an affine_select predicate is one comparison; NKI does not combine them with & or |")
+
+    __rand__ = __or__ = __ror__ = __and__
+
+
+class UnmodelledMask:
+    """A mask trnsim does not model (`(i_p < n) | (i_f < m)`): the call given it as mask= raises `why`."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why):
+        self.why = why
+
+    def error(self):
+        return NkiError(f"mask: {self.why}")
+
+    def __and__(self, other):
+        return self
 
     __rand__ = __or__ = __ror__ = __and__
 
@@ -297,6 +314,8 @@ class Mask:
         return any(hi <= lo for lo, hi in self.bounds.values())
 
     def __and__(self, other):
+        if isinstance(other, UnmodelledMask):
+            return other
         if not isinstance(other, Mask):
             raise NkiError("masks combine with & only")
         b = dict(self.bounds)
@@ -313,7 +332,10 @@ class Mask:
                        "not `and` or a chained comparison (0 <= i_p < n)")
 
     def __or__(self, other):
-        raise NkiError("masks with | are not modelled (only conjunctions of bounds, combined with &)")
+        # An error when a call applies it (which then names the call), not where the mask= argument is built.
+        return UnmodelledMask("masks with | are not modelled (only conjunctions of bounds, combined with &)")
+
+    __ror__ = __or__
 
     def __invert__(self):
         # NKI's masks are comparisons combined with & ("NKI API Masking"): no negation.

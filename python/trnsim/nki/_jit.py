@@ -416,7 +416,7 @@ def warnings_by_call(warnings):
     from ._loops import user_call
 
     out, no_calls = [], SimpleNamespace(calls=())
-    auto = {n: v for n, v in _auto_named.items() if v and v != n}  # ('out' for a variable out says it)
+    auto = {n: v for n, v in _auto_named.items() if v != n}  # ('out' for a variable out says it)
     _auto_named.clear()
     for w in warnings:
         m = re.match(r"([^\s:]+):(\d+): (\w+) (reads .*)", w, re.S)
@@ -440,10 +440,11 @@ def _named_by_variable(w, auto):
     import re
 
     def sub(m):
-        var = auto.get(m.group(1))
-        if var is None:
+        if m.group(1) not in auto:
             return m.group(0)
-        return f"output {var} {m.group(2)}{m.group(3) or ''}, without name= (saved as {m.group(1)}.npy)"
+        var = auto[m.group(1)]  # None: no variable names it (a list's element)
+        return (f"output {var + ' ' if var else ''}{m.group(2)}{m.group(3) or ''}, without name= (saved as "
+                f"{m.group(1)}.npy)")
 
     return re.sub(r"output '(out(?:_\d+)?)' (\w+ \[[\d, ]*\])( declared at [^\s:]+:\d+)?", sub, w)
 

@@ -13,7 +13,7 @@ from . import _ops
 from . import _trace
 from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype
 from ._errors import NkiError, caller_loc, unsupported
-from ._index import AffinePredicate, IndexExpr, Mask
+from ._index import AffinePredicate, IndexExpr, Mask, UnmodelledMask
 from ._tensor import _WHOLE, HBM, PSUM, SBUF, NkiTensor, Unbounded, indexed_rows
 
 F32 = BY_NAME["float32"]
@@ -215,6 +215,7 @@ def assign(dst, value):
                 else:
                     _ops.touch_psum(t, dst, "write", op)
             return
+        same_layout(None, dst, value)
         if dst.st.space == HBM or value.st.space == HBM:
             dma(dst, value)
             return
@@ -505,6 +506,8 @@ def apply_mask(mask, views, skip=False, box=False, dma=False):
         return _empty(skip)
     if isinstance(mask, AffinePredicate):
         raise mask.mask_error()
+    if isinstance(mask, UnmodelledMask):
+        raise mask.error()
     if not isinstance(mask, Mask):
         raise NkiError(f"mask must be a predicate on nl.arange index expressions (e.g. mask=(i_p < n), "
                        f"combined with &), got {type(mask).__name__} {mask!r}")
@@ -573,7 +576,7 @@ def _engine_start(start, n):
 def _empty(skip):
     if skip:
         return None
-    raise NkiError("the mask selects no element: NKI then emits no instruction, but this call returns a new "
+    raise NkiError("mask: the mask selects no element: NKI then emits no instruction, but this call returns a new "
                    "tile, which cannot be empty here (not modelled); put the mask on the call that writes an "
                    "existing tensor (nl.store or nisa.dma_copy, which take mask=; NKI's dst= calls take none) "
                    "or skip the call for this iteration")
@@ -695,6 +698,20 @@ def _operand(v):
 
 
 # ---- DMAs
+
+
+def same_layout(call, dst, src):
+    """NkiError unless `src` fills `dst` row for row, as `buf[...] = tile` requires: as many partitions (HBM: rows
+    of dim 0) and elements per partition. Only two HBM views may differ beyond that (then only in element
+    count: one run of elements to another); so may an on-chip side whose partition dim is not first (the DMA
+    reorders both sides alike). `call` None: the assignment `dst[...] = src`."""
+    views = (dst, src)
+    if all(v.st.space == HBM for v in views) or any(v.st.space != HBM and v.pd != 0 for v in views):
+        return
+    if dst.partitions != src.partitions or dst.free_size != src.free_size:
+        what = f"{call}: cannot copy" if call else "cannot assign"
+        raise NkiError(f"{what} a {list(src.shape)} tile to a {list(dst.shape)} region (same partitions and "
+                       "elements per partition needed; nl.transpose / .reshape change the shape)")
 
 
 def dma(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False, loc=None):
@@ -976,6 +993,8 @@ def store(dst, value, mask=None):
     d = dst.view if isinstance(dst, _Indirect) else dst
     if not isinstance(d, NkiTensor) or d.st.space != HBM:
         raise NkiError("nl.store: dst must be an HBM tensor")
+    if not isinstance(dst, _Indirect):
+        same_layout("nl.store", dst, value)
     loc = caller_loc()
     if value.st.space == PSUM:
         tmp = _ops.new_tile(value.shape, value.dtype, SBUF, "store_psum_copy", loc)
@@ -1038,8 +1057,11 @@ def partition_broadcast(x, parts, name):
     if x.partitions != 1:
         raise NkiError(f"{name}: only a tile of 1 partition broadcasts along the partition dim, got "
                        f"{list(x.shape)}")
-    if x.ndim != 2:
-        unsupported(f"{name}: a partition broadcast of a {x.ndim}-D tile", "reshape it to [1, F] first")
+    if x.ndim != 2:  # (a [1, 1, F] weight of a 3-D tile: the row broadcast flat, then shaped back)
+        if x.ndim < 2 or not x.is_contiguous():
+            unsupported(f"{name}: a partition broadcast of a {x.ndim}-D view", "reshape it to [1, F] first")
+        flat = partition_broadcast(x.reshape((1, x.free_size)), parts, name)
+        return flat.reshape((parts,) + tuple(x.shape[1:]))
     if not x.dtype.is_float:
         raise NkiError(f"{name}: a partition broadcast runs on the Tensor engine, which multiplies floats, not "
                        f"{x.dtype.name}: broadcast the row from HBM instead (nl.broadcast_to(hbm_row, shape), "

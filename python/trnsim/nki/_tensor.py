@@ -16,7 +16,7 @@ import math
 import sys
 
 from ._dtypes import as_dtype
-from ._errors import NkiError, caller_loc
+from ._errors import NkiError, caller_loc, host_loc
 from ._index import IndexExpr, _const
 
 SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
@@ -1223,6 +1223,48 @@ class NkiTensor:
 
         return nl.abs(self)
 
+    # NumPy's ufuncs and functions (np.exp(t), np.sum(t)) compute on host arrays, not on tiles: an NkiError at
+    # the kernel line naming the nl call. A NumPy number with an arithmetic operator (np.float32(2) * t) comes
+    # here too (NumPy's operators are its ufuncs): it is the tile operator.
+    _UFUNC_OPERATORS = {"add": "add", "subtract": "subtract", "multiply": "multiply", "true_divide": "divide"}
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        import numpy as np
+
+        fn = self._UFUNC_OPERATORS.get(ufunc.__name__)
+        if fn is not None and method == "__call__" and not kwargs and len(inputs) == 2 and all(
+                isinstance(v, (NkiTensor, int, float, np.number)) for v in inputs):
+            from . import language as nl
+
+            return getattr(nl, fn)(*(v.item() if isinstance(v, np.number) else v for v in inputs))
+        raise _numpy_on_tile(ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}")
+
+    def __array_function__(self, func, types, args, kwargs):
+        raise _numpy_on_tile(func.__name__)
+
+    def __pos__(self):
+        raise NkiError("unary + of a tile is not an NKI tile operator (NKI's tiles have +, -, *, / and the other "
+                       "NumPy operators with an nl function): use the tile itself, or nl.copy(t) for a copy",
+                       host_loc())
+
+    def _no_value(self, call):
+        raise NkiError(f"{call} of a tile: the tile has no Python value while the kernel is traced (its values "
+                       "exist only when the simulated kernel runs); compute on tiles with nl.* / nisa.* calls "
+                       "(e.g. nl.floor, nl.ceil, nl.sum), and pass numbers as the kernel's arguments",
+                       host_loc())
+
+    def __float__(self):
+        self._no_value("float()")
+
+    def __int__(self):
+        self._no_value("int()")
+
+    def __complex__(self):
+        self._no_value("complex()")
+
+    def __round__(self, ndigits=None):
+        self._no_value("round()")
+
     # NumPy operators whose nl function trnsim does not model: NkiUnsupported naming what computes each.
     def _no_operator(self, op, why):
         from ._errors import unsupported
@@ -1241,8 +1283,9 @@ class NkiTensor:
     def _compare(self, fn):
         from ._errors import unsupported
 
-        unsupported("a comparison (<, <=, >, >=, ==, !=) of a tile", "trnsim models the arithmetic tile operators of NKI's "
-                    f"tutorials (+, -, *, /), no comparison; call nl.{fn}(a, b): a tile of 1 where it holds, else 0")
+        unsupported("a comparison (<, <=, >, >=, ==, !=) of a tile", "trnsim models the tile operators +, -, *, /, "
+                    "**, %, abs(), unary -, &, |, ^, <<, >> and @ (each its nl function), no comparison; call "
+                    f"nl.{fn}(a, b): a tile of 1 where it holds, else 0")
 
     def __gt__(self, o):
         self._compare("greater")
@@ -1295,11 +1338,6 @@ class NkiTensor:
 
         return nl.matmul(self, o)
 
-    @property
-    def T(self):
-        from . import language as nl
-
-        return nl.transpose(self)
 
 
 def indexed_rows(first, index):
@@ -1319,6 +1357,16 @@ def indexed_rows(first, index):
     v = NkiTensor(first.st, first.dtype, first.boff, ((stride, index.partitions),) + rest, -1, 0)
     v._rect = NkiTensor.whole(first.st).rect()
     return _Indirect(v, vector_offset=index)
+
+
+def _numpy_on_tile(name):
+    from . import language as nl
+
+    alt = {"true_divide": "divide", "amax": "max", "amin": "min"}.get(name, name)
+    use = (f"use nl.{alt}" if callable(getattr(nl, alt, None)) and not alt.startswith("_")
+           else "use the nl.* / nisa.* call that computes it (docs/nki.md lists them)")
+    return NkiError(f"np.{name} on a tile: NumPy functions compute on host arrays and do not run on NKI tiles; "
+                    f"{use}", host_loc())
 
 
 # NKI's tensor methods (nki.language.NkiTensor of 2.33, nki.tensor of the earlier releases) trnsim has, and

@@ -631,6 +631,8 @@ def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mod
         if views is None:
             return None  # nothing masked in: NKI emits no instruction
         dst, src = views
+    if isinstance(dst, NkiTensor) and isinstance(src, NkiTensor):
+        _lower.same_layout("nki.isa.dma_copy", dst, src)
     opts = _dma_common("nki.isa.dma_copy", dst_rmw_op, oob_mode, dge_mode, engine)
     return _lower.dma(dst, src, **opts)
 

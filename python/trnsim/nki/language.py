@@ -552,9 +552,9 @@ def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
 
 
 def _per_partition(t, x, axis, alu, name):
-    """tensor_reduce(alu) of the FP32 tile t over `axis` of x's dims (the last free dims), as a [P, 1] tile."""
-    r = _lower.reduce(name, alu, t, axis, float32, True)
-    return r.reshape((x.shape[0], 1)) if r.ndim != 2 else r
+    """tensor_reduce(alu) of the FP32 tile t over `axis` of x's dims (the last free dims), keeping x's rank
+    ([P, 4, 1] for [P, 4, 16] over axis 2): the elementwise steps broadcast it over the reduced dims."""
+    return _lower.reduce(name, alu, t, axis, float32, True)
 
 
 def _last_axes(x, axis, name):
