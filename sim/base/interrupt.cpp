@@ -153,8 +153,14 @@ void raise_unblocked(int sig) {
 char g_done_note[kPathBytes + 16];
 std::atomic<bool> g_done_ready{false};
 
-[[noreturn]] void die(int sig) {
+// Once the command's files are all in place, what every signal that ends the process says after its own
+// message (SIGTERM as SIGQUIT or a crash).
+void say_done_note() {
   if (g_done_ready.load(std::memory_order_acquire)) say(g_done_note, true);
+}
+
+[[noreturn]] void die(int sig) {
+  say_done_note();
   cleanup_registered();
   std::signal(sig, SIG_DFL);
   raise_unblocked(sig);
@@ -201,6 +207,7 @@ bool hand_over_sent(int sig, const siginfo_t* info, void (*handler)(int, siginfo
 // way (then, as after a SIGKILL, the next trnsim writing there settles the set from its record).
 void say_and_clean_up_crash(int sig, const siginfo_t* info) {
   say(info->si_code > 0 ? g_crash_msg[sig] : g_die_msg[sig], true);
+  say_done_note();
   if (g_held.load() == 0) cleanup_registered();
 }
 

@@ -101,6 +101,16 @@ Destination destination_of(const std::string& path, const std::string& what, con
   Destination d;
   const fs::path given(path);
   const std::string parent = given.has_parent_path() ? given.parent_path().string() : ".";
+  // A '..' in the path: the folder as the kernel reaches it. A held folder's path and resolved_path are
+  // normalised, A/sub/.. to A even without A/sub, where an open(2) of A/sub/../f fails (tester27r: stats
+  // --html=A/./sub/../r.html wrote A/r.html).
+  const fs::path up("..");
+  if (std::find(given.begin(), given.end(), up) != given.end()) {
+    if (const int fd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0)
+      ::close(fd);
+    else
+      refuse(fmt::format("directory '{}' cannot be opened ({})", parent, errno_text()));
+  }
   d.dir = open_dir_for_write(parent, &d.held);
   if (d.held) {
     if (!d.dir.ok()) {
@@ -194,6 +204,15 @@ TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& 
     return {f, tmp};
   }
   fail(shown, "cannot write: 1000 temporary names next to it exist already");
+}
+
+bool lies_in_folder(const std::string& path, const std::string& folder) {
+  const fs::path parent = fs::path(path).parent_path();
+  struct stat a {
+  }, b{};
+  return ::stat(parent.empty() ? "." : parent.c_str(), &a) == 0 &&
+         ::stat(folder.empty() ? "." : folder.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
 }
 
 bool is_special_file(const std::string& p) {

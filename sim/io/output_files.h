@@ -233,6 +233,11 @@ bool looks_like_trnsims_leftover(int dir_fd, const std::string& name, bool probe
 // True for a character or block device, FIFO or socket at `path` (after symlinks): written through in place.
 bool is_special_file(const std::string& path);
 
+// Whether the file `path` lies in `folder` (the folder's path, "" for "."): its parent folder is `folder` by
+// device and inode, also under another name of it (a symlink to it, F/../F, a bind mount). False when either
+// cannot be reached.
+bool lies_in_folder(const std::string& path, const std::string& folder);
+
 // Where a write to `path` lands: the final target of a symlink chain (a dangling one too), made absolute and
 // normalised (the path itself when it does not exist). InputError for a symlink loop.
 std::string resolved_path(const std::string& path);

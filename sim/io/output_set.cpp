@@ -1601,17 +1601,9 @@ void rerecord_in_set(const OutputFile& written, const std::string& drawn_from, R
   fs::path folder = fs::path(file).parent_path();
   if (folder.empty()) folder = ".";
   fs::path rel = fs::path(file).filename();
-  // The same folder by device and inode: also under another name (--html=Hl/stats.html, Hl -> H; a bind
-  // mount; H/../Hl).
-  const auto folder_of = [](const std::string& f) {
-    const fs::path p = fs::path(f).parent_path();
-    return p.empty() ? std::string(".") : p.string();
-  };
-  struct stat from_dir {
-  }, file_dir{};
-  const bool beside = !drawn_from.empty() && ::stat(folder_of(drawn_from).c_str(), &from_dir) == 0 &&
-                      ::stat(folder_of(file).c_str(), &file_dir) == 0 && from_dir.st_dev == file_dir.st_dev &&
-                      from_dir.st_ino == file_dir.st_ino;
+  // The same folder also under another name (--html=Hl/stats.html, Hl -> H; a bind mount; H/../Hl).
+  const bool beside =
+      !drawn_from.empty() && lies_in_folder(file, fs::path(drawn_from).parent_path().string());
   if (std::optional<EnclosingRecord> r = enclosing_record(file)) {
     folder = r->folder;
     rel = r->rel;

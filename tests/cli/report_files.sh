@@ -209,6 +209,25 @@ check "stats --html through an alias of the run's folder: recorded in the run's 
 "$TRNSIM" run "$W" --out "$T/A" --set params.n=5120 >"$T/a.out" 2>&1
 check "... and the next run removes them ($(tail -3 "$T/a.out"))" \
   '[[ $? == 0 && ! -e $T/A/a1.html && ! -e $T/A/a2.html && ! -e $T/A/a3.html ]]'
+# The same for run --report (tester27r: through Al, A/../A, or --out Al with A/r.html, the report went only
+# into .trnsim-written and the next run left it beside the new stats.json): each run removes the one before's.
+"$TRNSIM" run "$W" --out "$T/A" --no-numerics --report "$T/Al/r1.html" >"$T/a.out" 2>&1
+check "run --report through a link to the folder: recorded in the run's set ($(tail -2 "$T/a.out"))" \
+  '[[ -s $T/A/r1.html ]] && grep -q "\"r1.html\"" "$T/A/.trnsim-files"'
+"$TRNSIM" run "$W" --out "$T/A" --no-numerics --report "$T/A/../A/r2.html" >"$T/a.out" 2>&1
+check "... the next run (--report A/../A/r2.html) removes it and records its own ($(tail -2 "$T/a.out"))" \
+  '[[ ! -e $T/A/r1.html && -s $T/A/r2.html ]] && grep -q "\"r2.html\"" "$T/A/.trnsim-files"'
+"$TRNSIM" run "$W" --out "$T/Al" --no-numerics --report "$T/A/r3.html" >"$T/a.out" 2>&1
+check "... the next (--out Al --report A/r3.html) too ($(tail -2 "$T/a.out"))" \
+  '[[ ! -e $T/A/r2.html && -s $T/A/r3.html ]] && grep -q "\"r3.html\"" "$T/A/.trnsim-files"'
+"$TRNSIM" run "$W" --out "$T/A" --no-numerics --set params.n=4096 >"$T/a.out" 2>&1
+check "... and a run without --report removes the last ($(tail -2 "$T/a.out"))" '[[ $? == 0 && ! -e $T/A/r3.html ]]'
+# A path through a folder that is not there (A/sub) is refused as the kernel refuses it (tester27r: --html=
+# A/./sub/../r4.html wrote A/r4.html, normalised, and left it out of the set).
+"$TRNSIM" stats "$T/A/stats.json" --html="$T/A/./sub/../r4.html" >"$T/a.out" 2>&1
+rc=$?
+check "stats --html through a missing folder: refused (exit $rc), naming it ($(cat "$T/a.out"))" \
+  '[[ $rc != 0 && ! -e $T/A/r4.html ]] && grep -q "A/./sub/..'"'"' cannot be opened (No such file or directory)" "$T/a.out"'
 # A symlinked folder below the run's folder on the way to the report is named (tester22i: "cannot open the
 # directory: Not a directory").
 ln -s . "$T/H/self"

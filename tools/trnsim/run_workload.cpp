@@ -240,7 +240,12 @@ int run_workload_file(const RunCliOptions& o) {
   std::vector<io::OutputFile> report;
   if (!o.report.empty() && rc != workload::kExitBelowRoofline) {
     const std::string text(files.at(0).bytes.begin(), files.at(0).bytes.end());
-    report = sweep::draw_run_report(text, out_dir, o.report, run::host_json_text(rep));
+    // Named from the run folder when it lies there under another name (--report Al/r.html, Al -> OUT; a
+    // bind mount; OUT/../OUT), so that it joins the run's set as OUT/r.html does.
+    const std::string path = io::lies_in_folder(o.report, out_dir)
+                                 ? (fs::path(out_dir) / fs::path(o.report).filename()).string()
+                                 : o.report;
+    report = sweep::draw_run_report(text, out_dir, path, run::host_json_text(rep));
   }
   log::debug(
       fmt::format("{}: writing {} files into {}", p.w.name, files.size() + report.size() + 1, out_dir));
