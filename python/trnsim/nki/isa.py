@@ -14,7 +14,7 @@ import math
 
 from . import _lower
 from . import _ops
-from ._errors import NkiError, bad_call, ignored_kwargs, unsupported_name, unsupported
+from ._errors import NkiError, bad_call, by_call, ignored_kwargs, unsupported_name, unsupported
 from ._index import AffinePredicate, Mask
 from ._tensor import PSUM, SBUF, NkiTensor
 
@@ -30,10 +30,13 @@ def _named(name):
 
 def _public(f):
     """A public nki.isa call: a TypeError binding its arguments (an unknown keyword of a form whose NKI
-    signature has no **kwargs, a missing argument) is an NkiError naming the argument and the kernel line."""
+    signature has no **kwargs, a missing argument) is an NkiError naming the argument and the kernel line;
+    an error about its mask= or an instruction its lowering made names the call first, as an nl call's do
+    (by_call: `nisa.tensor_tensor: mask: ...`)."""
     import functools
 
     call = "nki.isa." + f.__name__
+    short = "nisa." + f.__name__
 
     @functools.wraps(f)
     def checked(*args, **kwargs):
@@ -44,6 +47,8 @@ def _public(f):
             if err is None:
                 raise
             raise err from None
+        except NkiError as e:
+            raise by_call(e, short) from None
 
     return checked
 

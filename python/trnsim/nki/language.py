@@ -676,7 +676,8 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
         ignored_kwargs("nl.load_transpose2d", kwargs)
     from . import isa
 
-    return isa.dma_transpose(src, mask=mask, dtype=dtype)
+    # (isa's own call, unwrapped: its errors are named nl.load_transpose2d's, not nisa.dma_transpose's)
+    return isa.dma_transpose.__wrapped__(src, mask=mask, dtype=dtype)
 
 
 @_names_errors
