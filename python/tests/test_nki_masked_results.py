@@ -135,5 +135,68 @@ def test_a_kept_view_past_the_held_part_is_checked_where_it_is_used():
     e = raises(tnki.NkiError, tnki.simulate_kernel, kept_view_of_a_masked_sum, x, "affine", False)
     assert str(e).startswith(f"{THIS}:{line('MARK-kept-unmasked')}: "), e
 
+
+# ---- .ap(..., dtype=) of a masked result: the same whole index space, counted in the new dtype's elements
+
+
+@nki.jit
+def ap_dtype_of_a_masked_result(x, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    e = nl.multiply(t, 3.0, mask=(i_f >= 16) & (i_f < 48))  # MARK-apdt-mask
+    if case == "int32":  # the same element size: columns 20-27
+        out = nl.ndarray((128, 8), nl.int32, buffer=nl.shared_hbm)
+        nl.store(out, e.ap([[64, 128], [1, 8]], offset=20, dtype=nl.int32))
+    elif case == "int16":  # two int16 per float32: int16 elements 40-55 of 128 are columns 20-27
+        out = nl.ndarray((128, 16), nl.int16, buffer=nl.shared_hbm)
+        nl.store(out, e.ap([[128, 128], [1, 16]], offset=40, dtype=nl.int16))
+    else:  # int16 elements 90-105: columns 45-52, past the held part
+        out = nl.ndarray((128, 16), nl.int16, buffer=nl.shared_hbm)
+        nl.store(out, e.ap([[128, 128], [1, 16]], offset=90, dtype=nl.int16))  # MARK-apdt-past
+    return out
+
+
+def test_ap_with_a_dtype_of_a_masked_result_addresses_the_whole_index_space():
+    # With dtype= it addressed the held part: offset 20 read columns 36-43 (as .ap without dtype= did before
+    # nkifix2).
+    want = (X[:, 20:28] * THREE).astype(np.float32)
+    got = tnki.simulate_kernel(ap_dtype_of_a_masked_result, X, "int32")
+    assert got.dtype == np.int32 and got.tobytes() == want.view(np.int32).tobytes(), got[0, :4]
+    got = tnki.simulate_kernel(ap_dtype_of_a_masked_result, X, "int16")
+    assert got.dtype == np.int16 and got.tobytes() == want.view(np.int16).tobytes(), got[0, :4]
+    e = raises(tnki.NkiError, tnki.simulate_kernel, ap_dtype_of_a_masked_result, X, "past")
+    assert str(e) == (f"{THIS}:{line('MARK-apdt-past')}: .ap([[128, 128], [1, 16]], offset=90) reads [90, 106) of "
+                      f"dim 1, but operand [128, 64] of sbuf tile e [128, 32] float32 allocated at "
+                      f"{THIS}:{line('MARK-apdt-mask')} "
+                      f"holds only [32, 96) of it, the part mask=((i_f >= 16) & (i_f < 48)) at "
+                      f"{THIS}:{line('MARK-apdt-mask')} selected: mask that call as widely"), e
+
+
+# ---- a view of a view of a masked result: the second index is the first view's own
+
+
+@nki.jit
+def view_of_a_view(x, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    if case == "held":
+        e = nl.multiply(t, 3.0, mask=(i_f >= 16) & (i_f < 48))  # holds columns 16-47
+        out = nl.ndarray((128, 3), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, e[:, 20:30][:, 0:3])  # columns 20-22
+        return out
+    w = nl.load(x[i_p, i_f], mask=(i_p >= 32))  # a whole-shape tile, rows 32-127 loaded
+    out = nl.ndarray((8, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, w[40:104][0:8])  # rows 40-47
+    return out
+
+
+def test_a_view_of_a_view_of_a_masked_result_indexes_the_first_view():
+    # e[:, 20:30][:, 0:3] was the looser-mask error ("slice 0:3 reads [0, 3) of dim 1, but operand ... holds
+    # only [16, 48)"): the second index was taken against the call's index space again; of a masked load's
+    # whole-shape tile, w[40:104][0:8] read rows 0-7 (never loaded) instead of rows 40-47.
+    same(tnki.simulate_kernel(view_of_a_view, X, "held"), X[:, 20:23] * THREE)
+    same(tnki.simulate_kernel(view_of_a_view, X, "load"), X[40:48])
+
+
 if __name__ == "__main__":
     main(globals())

@@ -266,7 +266,9 @@ def _hbm_view(t, boff, dims, lo, hi, isz):
 class NkiTensor:
     """A view of a storage (see the module docstring)."""
 
-    __slots__ = ("st", "dtype", "boff", "dims", "pd", "p0", "vars", "_rect", "_bv", "__weakref__")
+    # `_sub`, set only on a view the kernel's own index made of a masked call's result (index()): that view's
+    # indices are its own, not the call's index space again. Unset elsewhere (getattr(v, "_sub", False)).
+    __slots__ = ("st", "dtype", "boff", "dims", "pd", "p0", "vars", "_rect", "_bv", "_sub", "__weakref__")
 
     def __init__(self, st, dtype, boff, dims, pd, p0, vars=None):  # noqa: A002
         self.st = st
@@ -450,15 +452,20 @@ class NkiTensor:
         # that whole space (NKI's tile is the whole, defined where the mask was true): integers, slices (`:`
         # too) and expressions are shifted to the held part, and reaching past it is the looser-mask error
         # (an expression's under this call's mask: Unbounded.bounded). `t[...]`, `t[:, :]` is t as it is.
+        # A view such an index made is a tile of its own shape: its indices are its own (`e[:, 20:30][:, 0:3]`
+        # is columns 20-22 of the space), not the call's index space again.
         own = None
-        if user and self.st.uid in _lower()._boxes() and any(not isinstance(e, slice) or e != _ALL for e in idx):
+        if user and self.st.uid in _lower()._boxes() and any(not isinstance(e, slice) or e != _ALL for e in idx) \
+                and not getattr(self, "_sub", False):
             own = _lower().box_of(self)
         if own is not None:
             if self._whole_space(own):
                 # Its tile has the whole space's shape (a masked nl.load's, memset's, iota's): the index reads
                 # it there, its masked-out part undefined as in NKI (the LayerNorm tutorial's tail tile reads
                 # all 128 rows; its masked store keeps the defined ones).
-                return NkiTensor.whole(self.st).index(idx)
+                r = NkiTensor.whole(self.st).index(idx)
+                r._sub = True
+                return r
             idx = self._held_index(idx, own)
         isz = self.dtype.itemsize
         boff, p0, pd = self.boff, self.p0, -1
@@ -546,8 +553,12 @@ class NkiTensor:
         if self.st.space == HBM:
             pd = -1
         if unbounded:
-            return Unbounded.of(self, boff, tuple(dims), pd, p0, tuple(vs), unbounded)
-        return NkiTensor(self.st, self.dtype, boff, tuple(dims), pd, p0, tuple(vs) if var_strides else None)
+            r = Unbounded.of(self, boff, tuple(dims), pd, p0, tuple(vs), unbounded)
+        else:
+            r = NkiTensor(self.st, self.dtype, boff, tuple(dims), pd, p0, tuple(vs) if var_strides else None)
+        if own is not None:
+            r._sub = True
+        return r
 
     def _held_index(self, idx, own):
         """Integers and slices (`:` too) of a masked call's result address the call's whole index space, as
@@ -1039,12 +1050,29 @@ class NkiTensor:
         if t.on_chip and pattern[0][0] < 0 and pattern[0][1] > 1:
             raise NkiError(f".ap: partition step {pattern[0][0]}: an instruction's partitions are contiguous and "
                            "ascending (no partition stride)")
-        own = _lower.box_of(t) if t.on_chip and t.st.uid in _lower._boxes() else None
+        # A masked call's result (not a view the kernel's index made of it): the pattern addresses the call's
+        # whole index space, with dtype= or without (in the new dtype's elements).
+        own = None
+        if self.on_chip and self.st.uid in _lower._boxes() and not getattr(self, "_sub", False):
+            own = _lower.box_of(self)
         if own is not None:
-            if t._whole_space(own):  # its tile is the whole index space: the pattern reads it there
-                return NkiTensor.whole(t.st)._ap(pattern, offset)
-            return t._held_ap(pattern, offset, own)
+            if self._whole_space(own):  # its tile is the whole index space: the pattern reads it there
+                w = NkiTensor.whole(self.st)
+                return (w.view(dtype) if dtype is not None else w)._ap(pattern, offset)
+            return t._held_ap(pattern, offset, own if t is self else self._bitcast_box(own, t))
         return t._ap(pattern, offset)
+
+    def _bitcast_box(self, own, t):
+        """The region `own` (box_of) of this masked result's view, as its bitcast `t` (view(dtype)) holds it:
+        the innermost dim counted in t's elements."""
+        a, b = self.dtype.itemsize, t.dtype.itemsize
+        last = len(own[0]) - 1
+        full, start = own[0][last] * a, own[1][last] * a
+        if full % b or start % b:
+            raise NkiError(f".ap(dtype={t.dtype.name}): the part this result holds starts at element {own[1][last]} "
+                           f"of its {own[0][last]} {self.dtype.name} elements on dim {last}, not on a "
+                           f"{t.dtype.name} element")
+        return (own[0][:last] + (full // b,), own[1][:last] + (start // b,), own[2])
 
     def _held_ap(self, pattern, offset, own):
         """.ap of a masked call's result: like its indices, the pattern addresses the call's whole index space
