@@ -161,9 +161,10 @@ def _retarget(op, old, new, at=0):
 def materialize(t, st, by=None):
     """`st` is the tile of a result `c[...] = m` retargeted to write c (_retarget), used again: NKI's
     assignment copies, so m keeps its values. The retargeted op gets a follower, emitted right after it
-    (Trace.followers; _schedule.order puts it there): the op writes m's tile again, as recorded (a matmul's
-    its PSUM accumulation group), and a tensor_copy copies it into c (the copy the assignment would have made;
-    c may have another dtype). Later writes to c come after both, so m holds the op's values whatever the kernel writes into c.
+    (Trace.followers; _schedule.order puts it there): the op writes m's tile again, as recorded, and a
+    tensor_copy copies it into c (the copy the assignment would have made; c may have another dtype); a
+    matmul keeps writing c and the follower is the same matmul into m's tile. Later writes to c come after
+    both, so m holds the op's values whatever the kernel writes into c.
     Returns the op's index, m's first access. A result `+=` accumulated into PSUM is an NkiError: its product
     exists nowhere on its own (`by`: the op using it, for the message)."""
     new, op, at, read, part = st.moved_to
@@ -175,8 +176,16 @@ def materialize(t, st, by=None):
                        by.loc if by else caller_loc())
     st.moved_to = None
     old = NkiTensor.whole(st) if part is None else part  # the op's fresh result
-    # A matmul's result stays its own PSUM accumulation group (its touch when recorded still stands), so
-    # `m += nl.matmul(...)` continues it; the copy is the assignment's.
+    if op.name in ("nc_matmul", "nc_matmul_mx"):
+        # The PE computes the product again into m's tile (its own PSUM accumulation group: its touch when
+        # recorded still stands, so `m += nl.matmul(...)` continues it), and c keeps the group the op opened:
+        # a copy into c would make `c += nl.matmul(...)` add onto a value a non-matmul instruction wrote,
+        # which nki.isa.nc_matmul calls undefined on NeuronCore-v2/-v3.
+        f = _trace.Op(op.name, dict(op.args, dst=old), op.reads, (old,), dict(op.attrs, accumulate=False),
+                      at or op.loc, op.index)
+        t.followers[op.index] = f
+        st.first = op.index
+        return op.index
     dst, src = new, old
     op.args["dst"] = old
     op.writes = tuple([old if x is new else x for x in op.writes]) + (new,)
@@ -399,30 +408,28 @@ def _fits(op, dst, value):
 
 
 def _product_again(value):
-    """The nc_matmul whose result `value` is (whole), when the kernel assigned it (`c[...] = value`) and no
-    instruction since wrote what it reads: `acc += value` can then accumulate the same product into acc, as
-    it does without the assignment (NKI's assignment copies; the product still exists)."""
-    t = _trace._current or _trace.current()
+    """The nc_matmul whose product `value` is, when an assignment retargeted it (`c[...] = m`: the product is
+    in c only, m has no tile of its own) and no instruction since wrote what it reads: `acc += m` can then
+    accumulate the same product into acc, as it does without the assignment."""
     mt = value.st.moved_to
-    op = mt[1] if mt is not None and mt[2] is not None and mt[4] is None else t.fresh.get(value.st.uid)
-    if op is None or op.name != "nc_matmul" or op.attrs.get("accumulate") or op.attrs.get("dropped"):
+    if mt is None or mt[2] is None or mt[4] is not None:
         return None
-    w, later = op.args["dst"], t.ops[op.index + 1:]
-    if mt is None:  # not retargeted: assigned by copies (`c[...] = m` into SBUF), the only ops since
-        if w.st is not value.st or w.dims != value.dims or w.boff != value.boff or w.p0 != value.p0:
-            return None
-        if not later or any(o.name != "tensor_copy" or o.args["src"].st is not value.st for o in later):
-            return None
+    op = mt[1]
+    if op.name != "nc_matmul" or op.attrs.get("accumulate") or op.attrs.get("dropped"):
+        return None
     srcs = {op.args["stationary"].st.uid, op.args["moving"].st.uid}
-    if any(x.st.uid in srcs for o in later for x in o.writes):
+    t = _trace._current or _trace.current()
+    if any(x.st.uid in srcs for o in t.ops[op.index + 1:] for x in o.writes):
         return None
     return op
 
 
 def iadd(dst, value):
-    """`dst += value`: a fresh matmul result accumulates into dst (a PSUM accumulation group); anything else
-    is an elementwise add into dst. A matmul result assigned since (`c[...] = m; acc += m`) is a second
-    matmul of the same operands accumulating into dst (_product_again)."""
+    """`dst += value`: a fresh matmul result accumulates into dst (a PSUM accumulation group), and so does one
+    an assignment moved into another tile (`c[...] = m; acc += m`: the PE array adds the product again,
+    _product_again); anything else is an elementwise add into dst, as NumPy's `+=` adds what value holds. A
+    PSUM tile into PSUM (a matmul result with a tile of its own, used since) is first copied to SBUF, as
+    nki.isa.tensor_tensor reads at most one PSUM tile: acc + m bit for bit."""
     if isinstance(value, NkiTensor):
         op = _fresh_op(value)
         if op is None and dst.st.space == PSUM and value.st.space == PSUM:
@@ -432,7 +439,10 @@ def iadd(dst, value):
                 _ops.nc_matmul(dst, a["stationary"], a["moving"], None, again.attrs["perf_mode"],
                                again.attrs["is_transpose"], caller_loc(), iadd=True)
                 return dst
-        if op is not None and op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
+        if (op is None or op.name not in ("nc_matmul", "nc_matmul_mx")) and dst.st.space == PSUM and (
+                value.st.space == PSUM):
+            value = copy(value)
+        elif op is not None and op.name in ("nc_matmul", "nc_matmul_mx") and dst.st.space == PSUM:
             # A masked matmul's product accumulates into its part of dst (as `=` writes it: assign()).
             part = dst
             if dst.dims != value.dims or dst.pd != value.pd:  # (the same dims: the same shape, nothing to check)
