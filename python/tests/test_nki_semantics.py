@@ -592,5 +592,51 @@ def test_a_tighter_mask_takes_its_part_of_a_result_held_from_a_lower_bound():
     same(tnki.simulate_kernel(shifted_read_under_a_mask, x), want)
 
 
+# ---- the index shapes of NKI's documented nl.arange / nl.mgrid examples (nki.language.mgrid's page, the API
+# errors page's err_1d_arange_not_supported, the tensor indexing overview's basic indexing)
+
+
+@nki.jit
+def documented_indices(x, case):
+    if case in ("mgrid", "grid"):
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        if case == "mgrid":
+            i_p, i_f = nl.mgrid[0:128, 0:512]
+            nl.store(out[i_p, i_f], nl.load(x[i_p, i_f]))
+        else:
+            grid = nl.mgrid[0:128, 0:512]
+            nl.store(out[grid.p, grid.x], nl.load(x[grid.p, grid.x]))
+        return out
+    out = nl.ndarray((64, 1), nl.float32, buffer=nl.shared_hbm)
+    tmp = nl.load(x[0:128, 0:1])
+    if case == "1d":
+        c = nl.multiply(tmp[nl.arange(64), 0], 2.0)  # MARK-1d-arange
+    elif case == "axis":
+        c = nl.multiply(tmp[nl.arange(64)[:, None], 0], 2.0)
+        assert tuple(c.shape) == (64, 1), c.shape
+    else:
+        c = nl.multiply(tmp[0:64, 0], 2.0)
+    h = nl.ndarray((2, 128, 1024), dtype=nl.float32, buffer=nl.hbm)
+    shapes = (h[1].shape, h[1, :, :].shape, h[1, :, 0:512].shape, h[:, 1, 0:2].shape)
+    assert shapes == ((128, 1024), (128, 1024), (128, 512), (2, 2)), shapes
+    nl.store(out, c)
+    return out
+
+
+def test_documented_arange_and_mgrid_examples_have_nkis_shapes():
+    # (nl.multiply for the page's nl.exp: exact.) The 1-D nl.arange on an SBUF tile ran as a [64] index (NKI's docs: an error, err_1d_arange_not_supported);
+    # both of its documented workarounds and the mgrid page's two forms run, with NKI's shapes.
+    x = (np.arange(128 * 512, dtype=np.float32).reshape(128, 512) % 11) - 5
+    for case in ("mgrid", "grid"):
+        same(tnki.simulate_kernel(documented_indices, x, case), x)
+    for case in ("axis", "slice"):
+        same(tnki.simulate_kernel(documented_indices, x, case), x[0:64, 0:1] * np.float32(2))
+    e = raises(tnki.NkiError, tnki.simulate_kernel, documented_indices, x, "1d")
+    assert str(e) == (f"{THIS}:{line('MARK-1d-arange')}: dim 0 of sbuf tile tmp [128, 1] float32 is indexed with a "
+                      "1-D nl.arange of 64 values: an on-chip tile's index needs at least 2 dims (NKI's "
+                      "err_1d_arange_not_supported); give the arange its axis (nl.arange(n)[:, None]) or use a "
+                      "slice"), e
+
+
 if __name__ == "__main__":
     main(globals())

@@ -501,6 +501,12 @@ class NkiTensor:
                     boff += start * stride * isz
                     out.append((stride * step, n, False))
             elif isinstance(e, IndexExpr):
+                flat = [v for v in e.terms if v.ndim == 1 and v.grid is None]
+                if user and flat and self.st.space != HBM:
+                    raise NkiError(f"dim {d} of {self.st.label(at=False)} is indexed with a 1-D nl.arange of "
+                                   f"{flat[0].size} values: an on-chip tile's index needs at least 2 dims (NKI's "
+                                   "err_1d_arange_not_supported); give the arange its axis (nl.arange(n)[:, None]) "
+                                   "or use a slice")
                 held = None
                 if own is not None and (own[1][d] or own[0][d] != size):
                     held = (own[1][d], own[2])
