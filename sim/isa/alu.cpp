@@ -53,7 +53,10 @@ namespace {
     case AluOp::AbsMax:
       return std::isnan(a) || std::isnan(b) ? kNaN : std::fabs(std::fabs(a) > std::fabs(b) ? a : b);
     case AluOp::Pow:
-      return std::pow(a, b);
+      // FP64 pow rounded once to FP32: the correctly rounded power (x * x for b = 2, as NumPy's square), not
+      // the host's powf (glibc 2.36's is one ulp off x * x for some x, and its x86_64 build picks one by
+      // CPU).
+      return static_cast<float>(std::pow(static_cast<double>(a), static_cast<double>(b)));
     case AluOp::IsEqual:
       return a == b ? 1.f : 0.f;
     case AluOp::NotEqual:

@@ -15,7 +15,8 @@ bool alu_is_bitwise(AluOp op);
 
 // a op b in FP32. bypass returns a; comparisons and logical ops give 1.0 or 0.0 (non-zero is true);
 // maximum/minimum/abs_max return NaN if either input is NaN (so poisoned memory stays visible); power is
-// powf. Bitwise ops truncate both inputs to int32 and return the int32 result as a float.
+// FP64 pow rounded once to FP32 (NKI documents no algorithm; this is the correctly rounded power, the same on
+// every host). Bitwise ops truncate both inputs to int32 and return the int32 result as a float.
 float alu_f32(AluOp op, float a, float b);
 
 // a op b on int32 values (inputs wrapped to 32 bits, result returned sign-extended): arithmetic wraps,

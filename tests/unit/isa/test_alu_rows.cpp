@@ -110,3 +110,14 @@ TEST_CASE("alu_f32_fold Max and Min equal the left-to-right fold bit for bit (si
   CHECK(bad == 0);
   CHECK(zero_results > 1000);  // the zero-sign case is exercised
 }
+
+TEST_CASE("alu_f32 Pow is the FP32 rounding of the FP64 power, not the host's powf", "[isa]") {
+  // 0x403c4a75 (2.9420445f): x * x rounds to 0x410a7d71; glibc 2.36's powf(x, 2) gives 0x410a7d72 (one ulp
+  // off), so the ALU's power depended on the host's libm. NumPy's `t ** 2` (its square) gives 0x410a7d71.
+  const float x = std::bit_cast<float>(0x403c4a75u);
+  CHECK(std::bit_cast<uint32_t>(alu_f32(AluOp::Pow, x, 2.f)) == 0x410a7d71u);
+  CHECK(std::bit_cast<uint32_t>(alu_f32(AluOp::Pow, x, 2.f)) == std::bit_cast<uint32_t>(x * x));
+  // 2^-3 and 10^0.5 (the FP64 power 3.1622776601683795 rounded once: 0x404a62c2).
+  CHECK(alu_f32(AluOp::Pow, 2.f, -3.f) == 0.125f);
+  CHECK(std::bit_cast<uint32_t>(alu_f32(AluOp::Pow, 10.f, 0.5f)) == 0x404a62c2u);
+}

@@ -492,7 +492,7 @@ TEST_CASE("tensor_tensor: every float ALU op", "[isa]") {
       {AluOp::Max, [](float x, float y) { return std::max(x, y); }},
       {AluOp::Min, [](float x, float y) { return std::min(x, y); }},
       {AluOp::AbsMax, [](float x, float y) { return std::max(std::fabs(x), std::fabs(y)); }},
-      {AluOp::Pow, [](float x, float y) { return std::pow(x, y); }},
+      {AluOp::Pow, [](float x, float y) { return static_cast<float>(std::pow(double{x}, double{y})); }},
       {AluOp::IsEqual, [](float x, float y) { return x == y ? 1.f : 0.f; }},
       {AluOp::NotEqual, [](float x, float y) { return x != y ? 1.f : 0.f; }},
       {AluOp::IsGt, [](float x, float y) { return x > y ? 1.f : 0.f; }},
