@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-from runner import line_of, main
+from runner import line_of, main, raises
 
 import trnsim.nki as tnki
 
@@ -255,6 +255,51 @@ def test_a_reduction_result_broadcasts_against_its_source():
     got = tnki.simulate_kernel(reduced_against_source, a)
     for g, want in zip(got, (a * s, s - a, s - a, a - s)):
         assert g.shape == (128, 64) and g.tobytes() == want.astype(np.float32).tobytes()
+
+
+def _matmuls(seq, last=None):
+    """A kernel of matmuls I @ ones into the column ranges `seq` of one PSUM tile (each adds 1.0 where it
+    accumulates), the last with accumulate=`last` when given."""
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.shared_hbm)
+        ta, tb = nl.load(a), nl.load(b)
+        p = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.psum)
+        for i, (lo, hi) in enumerate(seq):
+            kw = {"accumulate": last} if last is not None and i == len(seq) - 1 else {}
+            nisa.nc_matmul(dst=p[:, lo:hi], stationary=ta, moving=tb[:, lo:hi], **kw)  # MARK-mm-seq
+        s = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=s, src=p)
+        nisa.dma_copy(dst=out, src=s)
+        return out
+
+    return k
+
+
+def test_accumulate_none_accumulates_where_matmuls_of_open_groups_wrote():
+    # nki.isa.nc_matmul's accumulate=None: the first write to an address overwrites, later ones accumulate.
+    # A matmul over addresses that matmuls of other regions' open groups wrote overwrote them (tester23m F3:
+    # [0:128], [128:256], then [0:256] gave 1.0 for 2.0, silently); one over addresses only some of which were
+    # written cannot be one instruction's flag: an error.
+    eye, ones = np.eye(128, dtype=np.float32), np.ones((128, 256), np.float32)
+    for seq, left, right in ((((0, 128), (128, 256), (0, 256)), 2.0, 2.0), (((0, 256), (0, 128)), 2.0, 1.0),
+                             (((0, 256), (0, 128), (0, 256)), 3.0, 2.0), (((0, 128), (0, 128)), 2.0, None)):
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")  # (the last case leaves columns 128-255 unwritten)
+            o = tnki.simulate_kernel(_matmuls(seq), eye, ones)
+        assert np.all(o[:, :128] == left), (seq, np.unique(o[:, :128]))
+        if right is not None:
+            assert np.all(o[:, 128:] == right), (seq, np.unique(o[:, 128:]))
+    e = raises(tnki.NkiError, tnki.simulate_kernel, _matmuls(((0, 128), (0, 256))), eye, ones)
+    assert str(e) == (f"test_nki_results.py:{line_of(__file__, 'MARK-mm-seq')}: nc_matmul: accumulate=None, but "
+                      "matmuls of an open accumulation group wrote part of dst [128, 256] of psum tile p [128, 256] "
+                      "float32 only: the first write to an address overwrites and later ones accumulate "
+                      "(nki.isa.nc_matmul), and one instruction cannot do both; pass accumulate=True or False, or "
+                      "split the matmul where that group ends"), e
+    # An explicit flag is the kernel's: accumulate=False overwrites.
+    o = tnki.simulate_kernel(_matmuls(((0, 128), (0, 256)), last=False), eye, ones)
+    assert np.all(o == 1.0)
 
 
 if __name__ == "__main__":

@@ -208,13 +208,22 @@ def _inside(a, b):
     return b[0] <= a[0] and a[1] <= b[1] and b[2] <= a[2] and a[3] <= b[3]
 
 
+def _covers(rects, r):
+    """Whether the rectangles `rects` (p0, p1, byte lo, byte hi) together cover rectangle `r`."""
+    ps = sorted({x for g in rects for x in (g[0], g[1]) if r[0] < x < r[1]} | {r[0], r[1]})
+    bs = sorted({x for g in rects for x in (g[2], g[3]) if r[2] < x < r[3]} | {r[2], r[3]})
+    return all(any(g[0] <= p and q <= g[1] and g[2] <= b and c <= g[3] for g in rects)
+               for p, q in zip(ps, ps[1:]) for b, c in zip(bs, bs[1:]))
+
+
 def touch_psum(t, v, kind, op=None):
     """Records an access to PSUM view `v` for the group logic: kind 'mm' (a matmul writing v), 'memset' (op, a
     fill), 'write' (op, another instruction writing v) or 'read'. For kind 'mm' returns (accumulate, zero_fill,
-    init, read_sum): whether the matmul adds to what the region holds, the memset of 0 it may replace, the op
-    whose written value it adds to (None when it continues a matmul group only), and whether the region holds
-    the sum of a matmul group that a read ended, or of a group over another region this one overlaps (`+=` adds
-    to it; accumulate=None starts a new group)."""
+    init, read_sum, part): whether the matmul adds to what the region holds (also when open matmul groups over
+    other regions cover all of it: nki.isa.nc_matmul's "subsequent writes accumulate", per address), the memset
+    of 0 it may replace, the op whose written value it adds to (None when it continues a matmul group only),
+    whether the region holds the sum of a matmul group that a read ended, or of a group over another region
+    this one overlaps (`+=` adds to it), and whether open matmul groups cover only part of it (part)."""
     if v.st.moved_to is not None:  # a retargeted result used again (a matmul's dst: before it is recorded)
         from ._lower import materialize
 
@@ -224,6 +233,7 @@ def touch_psum(t, v, kind, op=None):
     r = _region(v)
     acc, ms, init, ended = False, None, None, False
     keep = []
+    others = []  # open matmul groups over other regions that overlap r
     for g in lst:
         if g[1] == "ended":
             # A matmul group's sum a read ended: it stays until written over.
@@ -256,16 +266,25 @@ def touch_psum(t, v, kind, op=None):
             keep.append(g)
         elif kind == "mm" and g[1] == "mm":
             ended = True  # a group over another region: `+=` over part of it adds to its sum (it ends here)
+            others.append(g[0])
+            if not _inside(g[0], r):
+                keep.append(g)  # (still open where r does not reach)
+    part = False
     if kind == "mm":
         keep.append((r, "mm", None))
         if ms is not None:  # the fill of 0 is the region's last write (a later write would have removed it)
             acc, init = False, None
+        elif others and not acc:
+            # Every address of r a matmul of an open group wrote: a subsequent write there, so it accumulates
+            # (the groups become this one); some only: one accumulate flag cannot say (matmul_accumulate).
+            acc = _covers(others, r)
+            part = not acc
     elif kind == "memset" and op.attrs["value"] == 0:
         keep.append((r, "memset", op))
     elif kind != "read":
         keep.append((r, "init", op))
     groups[v.st.uid] = keep
-    return acc, ms, init, ended
+    return acc, ms, init, ended, part
 
 
 def matmul_accumulate(t, dst, accumulate, loc, iadd=False):
@@ -273,8 +292,13 @@ def matmul_accumulate(t, dst, accumulate, loc, iadd=False):
     a memset of 0 the matmul's overwrite replaces; `iadd`: the kernel's `dst += nl.matmul(...)`, which adds to
     what dst holds even after a read); warns when it adds to a value a non-matmul instruction wrote on a
     NeuronCore-v2/-v3 target."""
-    acc, ms, init, ended = touch_psum(t, dst, "mm")
+    acc, ms, init, ended, part = touch_psum(t, dst, "mm")
     if accumulate is None:
+        if part and not iadd:
+            raise NkiError(f"nc_matmul: accumulate=None, but matmuls of an open accumulation group wrote part of "
+                           f"dst {list(dst.shape)} of {dst.st.label(at=False)} only: the first write to an address "
+                           "overwrites and later ones accumulate (nki.isa.nc_matmul), and one instruction cannot "
+                           "do both; pass accumulate=True or False, or split the matmul where that group ends")
         accumulate = acc or (iadd and ended)
         if ms is not None and ms.index not in t.followers:  # (a follower copies the memset's zeros elsewhere)
             _trace.drop(ms)  # the matmul's overwrite zeroes the bank instead
