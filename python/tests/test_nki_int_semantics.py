@@ -44,5 +44,39 @@ def test_int32_right_shift_is_logical():
     assert not np.array_equal(got, x >> 1)  # NumPy's arithmetic shift keeps the sign
 
 
+@nki.jit
+def mixed_sums(a, b):
+    o1 = nl.ndarray(a.shape, dtype=nl.int32, buffer=nl.shared_hbm)
+    o2 = nl.ndarray(a.shape, dtype=nl.int32, buffer=nl.shared_hbm)
+    ta, tb = nl.load(a), nl.load(b)
+    s1, s2 = nl.add(ta, tb), nl.add(tb, ta)
+    assert s1.dtype == s2.dtype, (s1.dtype, s2.dtype)
+    nl.store(o1, s1)
+    nl.store(o2, s2)
+    return o1, o2
+
+
+@nki.jit
+def times_a_half(a):
+    o = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(o, nl.multiply(nl.load(a), 0.5))
+    return o
+
+
+def test_mixed_integer_dtypes_promote_as_numpy_whatever_the_order():
+    # tester23m F5: the first operand's dtype won (int8 + uint8 was int8, uint8 + int8 uint8): a + b gave
+    # [-50, 127, -1, 127] and b + a [0, 255, 0, 255] for NumPy's [-50, 300, -1, 255]. Now the smallest integer
+    # dtype holding both (int16 here; int32 for int16 / uint16, float32 for int32 / uint32: no int64).
+    a = np.array([[-100, 100, -1, 5]] * 128, np.int8)
+    b = np.array([[50, 200, 0, 250]] * 128, np.uint8)
+    for x, y in ((a, b), (a.astype(np.int16), b.astype(np.uint16) * 300)):
+        o1, o2 = tnki.simulate_kernel(mixed_sums, x, y)
+        want = x.astype(np.int64) + y
+        assert o1.tobytes() == o2.tobytes() == want.astype(np.int32).tobytes(), (o1[0], o2[0], want[0])
+    # A float number with an integer tile is a float result (nl.multiply(int32 tile, 0.5) was int32: 0, 2, ...).
+    i = np.array([[1, 3, -3, 7]] * 128, np.int32)
+    assert tnki.simulate_kernel(times_a_half, i).tobytes() == (i * np.float32(0.5)).astype(np.float32).tobytes()
+
+
 if __name__ == "__main__":
     main(globals())

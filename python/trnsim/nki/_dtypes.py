@@ -112,17 +112,27 @@ def modelled(d, what="tensor"):
     return d
 
 
-def result_dtype(*dtypes):
+def result_dtype(*dtypes, float_scalar=False):
     """The dtype an elementwise nl.* op returns when none is given: the widest float of its inputs (float32
-    when they mix), as NKI's type promotion does for the tile types kernels use."""
+    when they mix), as NKI's type promotion does for the tile types kernels use; integers only: the smallest
+    integer dtype holding every input's values, whatever their order (int8 and uint8: int16, as NumPy), and
+    float32 where none does (int32 and uint32: NKI has no int64). `float_scalar`: a Python / NumPy float is
+    an operand too, so integer tiles give float32 (an int32 tile times 0.5 is 0.5, 1.5, ... as in NumPy)."""
     ds = [d for d in dtypes if d is not None]
     if not ds:
         return BY_NAME["float32"]
     first = ds[0]
-    if all(d is first for d in ds):
+    if all(d is first for d in ds) and (first.is_float or not float_scalar):
         return first
     floats = [d for d in ds if d.is_float]
     if floats:
         return max(floats, key=lambda d: d.itemsize) if len({d.itemsize for d in floats}) > 1 or len(
             {d.name for d in floats}) == 1 else BY_NAME["float32"]
-    return max(ds, key=lambda d: d.itemsize)
+    if float_scalar:
+        return BY_NAME["float32"]
+    unsigned = max((d.itemsize for d in ds if d.kind == "u"), default=0)
+    signed = max((d.itemsize for d in ds if d.kind == "i"), default=0)
+    if not signed or not unsigned:
+        return max(ds, key=lambda d: d.itemsize)  # (one signedness: the widest)
+    size = signed if signed > unsigned else 2 * unsigned  # a signed type wider than every unsigned one
+    return BY_NAME.get({1: "int8", 2: "int16", 4: "int32"}.get(size, ""), BY_NAME["float32"])

@@ -85,7 +85,9 @@ def dt(dtype, default):
 
 
 def promote(*xs):
-    return result_dtype(*[x.dtype for x in xs if isinstance(x, NkiTensor)])
+    """The result dtype of an elementwise call of tiles and numbers xs (_dtypes.result_dtype)."""
+    return result_dtype(*[x.dtype for x in xs if isinstance(x, NkiTensor)],
+                        float_scalar=any(isinstance(x, (float, np.floating)) for x in xs))
 
 
 def reduced_shape(data, axis, keepdims):
