@@ -576,5 +576,38 @@ def test_sd_attention_tutorial_calls():
     assert (counts[("tensor_copy", "ACT")], counts[("nc_transpose", "PE")], counts[("dma_transpose", "SP")]) == (
         4, 1, 1), counts
 
+# ---- nki-samples' beta-2 matmul tutorial forms (tester23m F1, F2)
+
+
+@nki.jit
+def copy_with_another_dtype(x: nki.tensor) -> nki.tensor:  # nki.tensor as the annotation
+    assert isinstance(x, nki.tensor)
+    out = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    p = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
+    nisa.tensor_copy(dst=p, src=nl.load(x))
+    s = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=s, src=p, dtype=out.dtype)  # MARK-copy-dtype: dst's float32 wins
+    nisa.dma_copy(dst=out, src=s)  # the cast to bfloat16, once
+    return out
+
+
+def test_tensor_copy_dtype_other_than_dsts_is_ignored_with_a_warning_and_nki_tensor_is_the_class():
+    # `nisa.tensor_copy(dst=<float32>, src=psum, dtype=nl.bfloat16)` was "tensor_copy: dtype=nl.bfloat16 differs
+    # from dst's float32" (nki-samples' hoist-load matmul tutorial refused); `x: nki.tensor` was NkiUnsupported
+    # when the module was imported.
+    import warnings
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = tnki.simulate_kernel(copy_with_another_dtype, X)
+    assert [str(m.message) for m in w] == [
+        f"nisa.tensor_copy: dtype=bfloat16 is ignored: the copy writes dst's float32 (nki.isa.tensor_copy casts to "
+        "dst.dtype; its dst= signature has no dtype=)"], [str(m.message) for m in w]
+    assert w[0].lineno == line_of(__file__, "MARK-copy-dtype")
+    b = X.view(np.uint32).astype(np.uint64)
+    want = (((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)  # bfloat16 RNE
+    assert got.tobytes() == want.tobytes()
+
+
 if __name__ == "__main__":
     main(globals())

@@ -14,7 +14,7 @@ import math
 
 from . import _lower
 from . import _ops
-from ._errors import NkiError, bad_call, by_call, ignored_kwargs, unsupported_name, unsupported
+from ._errors import NkiError, bad_call, by_call, ignored_kwargs, unsupported_name, unsupported, warn_at
 from ._index import AffinePredicate, Mask
 from ._tensor import PSUM, SBUF, NkiTensor
 
@@ -513,9 +513,13 @@ def tensor_reduce(*args, **kwargs):
 
 @_named("tensor_copy")
 def _tensor_copy_new(dst, src, engine=engine.unknown, name=None, dtype=None):
-    # `dtype=` is accepted as the published tutorials pass it (it equals dst's dtype there).
+    # `dtype=` is accepted as the published tutorials pass it (nki-samples' matmul tutorial, beta 2, passes the
+    # output's dtype with a float32 dst): the copy casts to dst's dtype (nki.isa.tensor_copy), so another
+    # dtype is ignored, with a warning.
     if dtype is not None and _lower.dt(dtype, dst.dtype) != dst.dtype:
-        raise NkiError(f"tensor_copy: dtype={dtype} differs from dst's {dst.dtype.name}")
+        warn_at(f"nisa.tensor_copy: dtype={_lower.dt(dtype, dst.dtype).name} is ignored: the copy writes dst's "
+                f"{dst.dtype.name} (nki.isa.tensor_copy casts to dst.dtype; its dst= signature has no dtype=)",
+                RuntimeWarning)
     dst, src = _region(dst, src)
     return _ops.tensor_copy(dst, src, _engine_name(engine, "tensor_copy"))
 
