@@ -20,11 +20,20 @@ def row_sums(x):
     return y
 
 
-@nki.jit
-def shift_right_by_one(x):
-    y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    nl.store(y, nl.right_shift(nl.load(x), 1))
-    return y
+def elementwise(fn, dtype=None):
+    """A kernel storing fn(tile of x) into an output of `dtype` (x's by default)."""
+
+    @nki.jit
+    def k(x):
+        y = nl.ndarray(x.shape, dtype=dtype or x.dtype, buffer=nl.shared_hbm)
+        nl.store(y, fn(nl.load(x)))
+        return y
+
+    return k
+
+
+shift_right_by_one = elementwise(lambda t: nl.right_shift(t, 1))
+times_a_half = elementwise(lambda t: nl.multiply(t, 0.5), nl.float32)
 
 
 def test_int32_sum_goes_through_fp32():
@@ -54,13 +63,6 @@ def mixed_sums(a, b):
     nl.store(o1, s1)
     nl.store(o2, s2)
     return o1, o2
-
-
-@nki.jit
-def times_a_half(a):
-    o = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-    nl.store(o, nl.multiply(nl.load(a), 0.5))
-    return o
 
 
 def test_mixed_integer_dtypes_promote_as_numpy_whatever_the_order():
