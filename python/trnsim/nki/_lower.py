@@ -14,7 +14,7 @@ from . import _trace
 from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype
 from ._errors import NkiError, caller_loc, unsupported
 from ._index import AffinePredicate, IndexExpr, Mask, UnmodelledMask
-from ._tensor import _WHOLE, HBM, PSUM, SBUF, NkiTensor, Unbounded, indexed_rows
+from ._tensor import _WHOLE, HBM, PSUM, SBUF, LoadPart, NkiTensor, Unbounded, indexed_rows
 
 F32 = BY_NAME["float32"]
 
@@ -956,7 +956,7 @@ def _masked_load(src, mask, dtype):
     if cuts:
         part = out.index(tuple(slice(*cuts[d]) if d in cuts else slice(None) for d in range(len(full))))
         if part.shape != out.shape:
-            out = part
+            out = LoadPart.of(part, full)
     dma(out, src, loc=out.st.loc)
     return fresh(out)
 

@@ -16,7 +16,7 @@ import math
 import sys
 
 from ._dtypes import as_dtype
-from ._errors import NkiError, caller_loc, host_loc
+from ._errors import NkiError, _in_package, caller_loc, host_loc
 from ._index import IndexExpr, _const
 
 SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
@@ -1529,6 +1529,26 @@ def _reshape_dims(dims, new_shape, old_full, new_full):
     if i != len(old):
         raise NkiError(f"reshape: {list(old_full)} -> {list(new_full)} is not possible")
     return tuple(out)
+
+
+class LoadPart(NkiTensor):
+    """A masked nl.load's result: the view of the masked-in part of its tile, which has the index's shape
+    `space`. The kernel sees that shape, as NKI's tile has it (so a tile it sizes from `.shape` matches what
+    its indices address: the rotary tutorial's tail tile); the package's own code works on the part."""
+
+    __slots__ = ("space",)
+
+    @staticmethod
+    def of(v, space):
+        p = LoadPart(v.st, v.dtype, v.boff, v.dims, v.pd, v.p0, v.vars)
+        p.space = space
+        return p
+
+    @property
+    def shape(self):
+        if _in_package(sys._getframe(1).f_code.co_filename):
+            return tuple([d[1] for d in self.dims])
+        return self.space
 
 
 class BlockTensor:
