@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-from runner import main
+from runner import line_of, main, raises
 
 import trnsim.nki as tnki
 
@@ -55,6 +55,47 @@ def test_a_masked_load_has_the_shape_of_its_index():
         got = tnki.simulate_kernel(rotate_half_tail, x, s)
     assert SHAPES == [(128, 64)] * 2, SHAPES  # (the full tile, then the tail tile)
     same(got, want)
+
+
+@nki.jit
+def psum_blocks_filled(lhsT, rhs, init):
+    # The tutorials' zeroed accumulator with a block dim (nki-samples' tiled matmul), one PSUM tile per block.
+    out = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.shared_hbm)
+    if init == "zeros":
+        res = nl.zeros((2, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
+    else:
+        res = nl.full((2, nl.par_dim(128), 512), 5.0, dtype=nl.float32, buffer=nl.psum)
+    for kk in nl.affine_range(2):
+        a = nl.load(lhsT[kk * 128:(kk + 1) * 128, :])
+        for n in nl.affine_range(2):
+            res[n] += nl.matmul(a, nl.load(rhs[kk * 128:(kk + 1) * 128, n * 512:(n + 1) * 512]), transpose_x=True)
+    for n in nl.affine_range(2):
+        nl.store(out[:, n * 512:(n + 1) * 512], res[n])
+    if init == "whole":
+        nl.matmul(res, a)  # MARK-whole
+    return out
+
+
+def test_a_psum_tensor_with_block_dims_is_filled_block_by_block():
+    # F9: nl.zeros((2, nl.par_dim(128), 512), buffer=nl.psum) was refused, naming an internal attribute
+    # ("nki.language.NkiTensor.st of a PSUM tensor with block dims"); nl.ndarray of it ran. nki.language.zeros
+    # fills any tensor nl.ndarray makes: here a memset per block (the zeroing one the first matmul replaces).
+    rs = np.random.RandomState(14)
+    lhsT = rs.randint(-3, 4, (256, 128)).astype(np.float32)
+    rhs = rs.randint(-3, 4, (256, 1024)).astype(np.float32)
+    prod = lhsT.T @ rhs  # integer sums: exact in float32
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        same(tnki.simulate_kernel(psum_blocks_filled, lhsT, rhs, "zeros"), prod)
+    assert not w, [str(m.message) for m in w]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (trn2: a matmul adding to a memset's value, NKI's undefined behaviour)
+        same(tnki.simulate_kernel(psum_blocks_filled, lhsT, rhs, "five"), prod + 5)
+    # The whole tensor where a tile is needed: the error names the kernel's call, not an internal attribute.
+    e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, psum_blocks_filled, lhsT, rhs, "whole")
+    assert str(e) == ("test_nki_tutorial_idioms.py:%d: nl.matmul: the whole of a PSUM tensor with block dims "
+                      "[2, 128, 512] is not modelled by trnsim: each block is a tile of its own; index one (t[i]) "
+                      "first" % line_of(__file__, "MARK-whole")), str(e)
 
 
 if __name__ == "__main__":

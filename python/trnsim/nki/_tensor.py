@@ -13,6 +13,7 @@ innermost dim.
 """
 
 import math
+import os
 import sys
 
 from ._dtypes import as_dtype
@@ -1551,6 +1552,20 @@ class LoadPart(NkiTensor):
         return self.space
 
 
+def _called():
+    """The nl.* / nisa.* call the kernel made that is running now (the outermost package frame), as the kernel
+    wrote it."""
+    from . import _trace
+
+    f, call = sys._getframe(1), None
+    while f is not None and _in_package(f.f_code.co_filename):
+        if f.f_code is not _trace.WRAPPER_CODE:  # (nl's wrapper: the function it wraps is the call)
+            mod = os.path.basename(f.f_code.co_filename)
+            call = {"language.py": "nl.", "isa.py": "nisa."}.get(mod, "nki ") + f.f_code.co_name
+        f = f.f_back
+    return call
+
+
 class BlockTensor:
     """A PSUM tensor with block dims before its partition dim, (B..., P, F...): each block is a tile of its
     own (at most one 2 KiB bank per partition), allocated by itself as the compiler does, so blocks alive at
@@ -1621,8 +1636,11 @@ class BlockTensor:
 
         if name.startswith("_"):
             raise unsupported_attribute(type(self), name)
-        raise UnsupportedName(f"nki.language.NkiTensor.{name} of a PSUM tensor with block dims {list(self.shape)} "
-                              "is not modelled by trnsim: each block is a tile of its own; index one (t[i]) first")
+        what = f"nki.language.NkiTensor.{name} of"
+        if _in_package(sys._getframe(1).f_code.co_filename):
+            what = f"{_called()}: the whole of"  # a call given the tensor, asking for what a tile has
+        raise UnsupportedName(f"{what} a PSUM tensor with block dims {list(self.shape)} is not modelled by "
+                              "trnsim: each block is a tile of its own; index one (t[i]) first")
 
     def __repr__(self):
         return f"BlockTensor({self.name}, shape={list(self.shape)}, dtype={self.dtype.name}, psum)"
