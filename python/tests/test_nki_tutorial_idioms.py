@@ -98,5 +98,37 @@ def test_a_psum_tensor_with_block_dims_is_filled_block_by_block():
                       "first" % line_of(__file__, "MARK-whole")), str(e)
 
 
+PROGRAMS = []  # (program_id(0), program_id(1)) of each program as it is traced
+
+
+@nki.jit
+def spmd_add(a, b):
+    # The SPMD tensor-addition tutorial's kernel: one [128, 512] tile per program of a 2-D grid.
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i, j = nl.program_id(0), nl.program_id(1)
+    PROGRAMS.append((i, j))
+    rows, cols = slice(i * 128, (i + 1) * 128), slice(j * 512, (j + 1) * 512)
+    nl.store(out[rows, cols], nl.add(nl.load(a[rows, cols]), nl.load(b[rows, cols])))
+    return out
+
+
+def test_a_grid_of_two_programs_along_dim_1_runs_on_one_core():
+    # F6: kernel[1, 2] (the tutorial's grid for a [128, 1024] input) was "launch grid [1, 2] gives no program to
+    # core 1 of 2": a grid of 2 programs took two cores, but programs go to cores by grid dim 0 (docs/nki.md),
+    # whose one index is core 0's. Both programs now run on one core, as kernel[1, 4]'s do; kernel[2, 1] keeps
+    # one program per core of the LNC2 pair.
+    a = np.arange(128 * 1024, dtype=np.float32).reshape(128, 1024)
+    b = np.ones((128, 1024), np.float32)
+    del PROGRAMS[:]
+    same(tnki.simulate_kernel(spmd_add[1, 2], a, b), a + b)
+    assert PROGRAMS == [(0, 0), (0, 1)], PROGRAMS
+    assert spmd_add[1, 2].grid is None and spmd_add[1, 4].grid is None  # (the run's lnc: 1 by default)
+    assert spmd_add[2, 1].grid == 2 and spmd_add[2].grid == 2 and spmd_add[1, 1].grid == 1
+    a2 = np.arange(256 * 512, dtype=np.float32).reshape(256, 512)
+    del PROGRAMS[:]
+    same(tnki.simulate_kernel(spmd_add[2, 1], a2, a2), a2 + a2)
+    assert PROGRAMS == [(0, 0), (1, 0)], PROGRAMS  # (core 0's program, then core 1's)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -63,14 +63,15 @@ class JitKernel:
         dim0 = grid[0] if isinstance(grid, (tuple, list)) and grid else grid
         self.core_block = getattr(dim0, "block", 1)
         n = math.prod(self.launch_grid) if self.launch_grid else None
-        # The runner's `.grid`: programs = physical cores (1 or 2); a larger grid runs its programs in turn
-        # on the cores of the workload's lnc, unless it names its cores (kernel[nl.nc(2), 2]: 2, so that an
-        # lnc of 1 conflicts with it as with kernel[nl.nc(2)]).
+        # The runner's `.grid`: programs = physical cores (1, or 2 along grid dim 0, as kernel[2] and
+        # kernel[2, 1]: one per core; kernel[1, 2] has both on dim 0's index 0, core 0); a larger grid runs
+        # its programs in turn on the cores of the workload's lnc, unless it names its cores
+        # (kernel[nl.nc(2), 2]: 2, so that an lnc of 1 conflicts with it as with kernel[nl.nc(2)]).
         if hasattr(dim0, "block"):  # nl.spmd_dim: its nl.nc sub-dim's cores, if it has one
             cores = dim0.nc if dim0.nc > 1 else None
         else:  # nl.nc(n): n cores
             cores = getattr(dim0, "n", None)
-        self.grid = n if n in (1, 2) else cores
+        self.grid = n if n == 1 or (n == 2 and self.launch_grid[0] == 2) else cores
         functools.update_wrapper(self, fn)
 
         @functools.wraps(fn)
