@@ -96,6 +96,31 @@ def test_a_function_without_nki_jit():
 
 
 
+def plain_add(a, b):  # MARK-plain-add-def
+    return (a + b) * 2.0  # MARK-plain-op
+
+
+def plain_type_error(a):
+    raise TypeError("the builder kernel's own")
+
+
+def test_a_function_without_nki_jit_using_an_operator():
+    # tester23m F8: a plain function (a workload's reference given as its kernel, or @nki.jit forgotten) whose
+    # first use of its inputs is an operator failed with "TypeError: unsupported operand type(s) for +:
+    # 'trnsim._core.View' and 'trnsim._core.View'" (the CLI: '_trnsim_core_embedded.View'): now the message an
+    # nl call there gives, with the operator's error in it, at the line of the operator.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, plain_add, X, X)
+    assert str(e) == (
+        f"{THIS}:{line_of('MARK-plain-op')}: plain_add ({THIS}:{line_of('MARK-plain-add-def')}) is not an @nki.jit "
+        "kernel: trnsim traces nki.language / nki.isa calls only in a function decorated with @nki.jit (a plain "
+        "function runs on trnsim._core's builder, whose inputs are View objects: TypeError: unsupported operand "
+        "type(s) for +: 'trnsim._core.View' and 'trnsim._core.View'); put @nki.jit above `def plain_add`, or pass "
+        "it through nki.simulate(...), which wraps it"), str(e)
+    # A TypeError that is not about the builder's views is the builder kernel's own: as it is.
+    e = raises(TypeError, tnki.simulate_kernel, plain_type_error, X)
+    assert type(e) is TypeError and str(e) == "the builder kernel's own", repr(e)
+
+
 def test_baremetal_kernel_runs_everywhere_and_warns_of_ntff():
     # What nki.baremetal / nki.simulate return is a kernel simulate_kernel and benchmark accept (it was a plain
     # `run(*args)`: "TypeError: run: *args parameters are not supported"); NKI's save_trace_name='x.ntff' and

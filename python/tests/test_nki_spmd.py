@@ -330,4 +330,24 @@ def test_unmatched_cross_core_calls_name_the_line():
         % line_of(__file__, "MARK-one-sided")), str(e)
 
 
+@nki.jit
+def returns_own_output(x):
+    pid = nl.program_id(0)
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm, name="out%d" % pid)  # MARK-own-out
+    nl.store(out, nl.load(x[0:128, :]))
+    return out  # MARK-own-return
+
+
+def test_cores_returning_different_tensors_is_an_error_at_the_return_line():
+    # tester23m F10: "returns_own_output: the two cores return different tensors (out0 and out1)" (the builder's
+    # check) named no line, unlike the other checks of what a kernel returns.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, returns_own_output[2], X)
+    at = "test_nki_spmd.py:%d" % line_of(__file__, "MARK-own-out")
+    assert str(e) == (
+        "test_nki_spmd.py:%d: kernel returns_own_output: the two cores return different tensors (core 0 'out0': "
+        "out (allocated at %s); core 1 'out1': out (allocated at %s)); an LNC2 kernel's outputs are the "
+        "nl.shared_hbm tensors both return, allocated alike on each core (the same name=)"
+        % (line_of(__file__, "MARK-own-return"), at, at)), str(e)
+
+
 main(globals())

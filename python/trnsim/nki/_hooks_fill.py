@@ -2,6 +2,7 @@
 (plain functions too), and the allocation and schedule of the last build go into stats.json."""
 
 from . import _hooks, _jit, _trace
+from ._errors import Loc, NkiError, _in_package
 
 
 def _call(func, inputs, params):
@@ -12,8 +13,28 @@ def _call(func, inputs, params):
     _trace.plain_function = func  # an nl / nisa call in it names it (_trace.current)
     try:
         return func(*inputs, **params)
+    except TypeError as e:
+        # An operator or NumPy call on the builder's views (`a + b`): most likely an NKI kernel without its
+        # @nki.jit (or the workload's reference given as its kernel), not a builder kernel's own bug.
+        kind = type(inputs[0]).__name__ if inputs else None
+        if kind is None or f"{kind}'" not in str(e):
+            raise
+        why = f", whose inputs are {kind} objects: {type(e).__name__}: {e}"
+        err = NkiError(_trace.not_jit(func, why), _kernel_line(e.__traceback__))
+        raise err.with_traceback(e.__traceback__) from None
     finally:
         _trace.plain_function = None
+
+
+def _kernel_line(tb):
+    """The innermost kernel line (outside the package) of traceback `tb`."""
+    loc = None
+    while tb is not None:
+        fn = tb.tb_frame.f_code.co_filename
+        if not _in_package(fn):
+            loc = Loc((fn, tb.tb_lineno))
+        tb = tb.tb_next
+    return loc
 
 
 class Input:

@@ -63,14 +63,15 @@ class JitKernel:
         dim0 = grid[0] if isinstance(grid, (tuple, list)) and grid else grid
         self.core_block = getattr(dim0, "block", 1)
         n = math.prod(self.launch_grid) if self.launch_grid else None
-        # The runner's `.grid`: programs = physical cores (1 or 2); a larger grid runs its programs in turn
-        # on the cores of the workload's lnc, unless it names its cores (kernel[nl.nc(2), 2]: 2, so that an
-        # lnc of 1 conflicts with it as with kernel[nl.nc(2)]).
+        # The runner's `.grid`: programs = physical cores (1, or 2 along grid dim 0, as kernel[2] and
+        # kernel[2, 1]: one per core; kernel[1, 2] has both on dim 0's index 0, core 0); a larger grid runs
+        # its programs in turn on the cores of the workload's lnc, unless it names its cores
+        # (kernel[nl.nc(2), 2]: 2, so that an lnc of 1 conflicts with it as with kernel[nl.nc(2)]).
         if hasattr(dim0, "block"):  # nl.spmd_dim: its nl.nc sub-dim's cores, if it has one
             cores = dim0.nc if dim0.nc > 1 else None
         else:  # nl.nc(n): n cores
             cores = getattr(dim0, "n", None)
-        self.grid = n if n in (1, 2) else cores
+        self.grid = n if n == 1 or (n == 2 and self.launch_grid[0] == 2) else cores
         functools.update_wrapper(self, fn)
 
         @functools.wraps(fn)
@@ -171,6 +172,7 @@ def _build_core(kernel, args, kwargs):
             results = r
             outs = _outputs(kernel.fn, r, trace, cores * len(ids))
             _check_distinct_names(kernel.fn, outs, trace)
+            _check_same_returns(kernel.fn, r, outs, trace, core, cores)
     _check_written(kernel.fn, outs, trace, core, cores)
     _check_cross_core(trace, core, cores)
     _loops.check(trace)
@@ -305,6 +307,13 @@ def _check_output_name(kernel, out_name, where):
         raise NkiError(f"kernel {kernel} returns an output named {out_name!r}: it {problem}", loc=where)
 
 
+def _label(trace, st):
+    """A returned tensor as messages name it: its variable and the line that allocated it."""
+    var = var_name(trace, st)
+    made = f"allocated at {st.loc}" if getattr(st, "loc", None) else ""
+    return f"{var} ({made})" if var and made else var or made or "a tensor"
+
+
 def _check_distinct_names(fn, outs, trace):
     """NkiError at the return line for two returned tensors given the same name= (each is written as
     OUT/<name>.npy: the second was silently renamed)."""
@@ -312,13 +321,30 @@ def _check_distinct_names(fn, outs, trace):
     for o in outs:
         first = seen.setdefault(o.st.name, o.st) if o.st.name else o.st
         if first is not o.st:
-            def label(st):
-                var = var_name(trace, st)
-                made = f"allocated at {st.loc}" if getattr(st, "loc", None) else ""
-                return f"{var} ({made})" if var and made else var or made or "a tensor"
-            raise NkiError(f"kernel {fn.__name__} returns two outputs named {o.st.name!r}: {label(first)} and "
-                           f"{label(o.st)}; each output is written as OUT/<name>.npy, so give each its own "
-                           "name=", loc=_return_loc(fn, trace))
+            raise NkiError(f"kernel {fn.__name__} returns two outputs named {o.st.name!r}: {_label(trace, first)} "
+                           f"and {_label(trace, o.st)}; each output is written as OUT/<name>.npy, so give each its "
+                           "own name=", loc=_return_loc(fn, trace))
+
+
+_first_core_returns = []  # [(name, label) of each tensor core 0 of the build being made returned, or None]
+
+
+def _check_same_returns(fn, r, outs, trace, core, cores):
+    """NkiError at core 1's return line when the LNC2 cores return different tensors (the run's outputs are
+    what both return; a core returning None leaves them to the other), naming each core's and the lines that
+    allocated them."""
+    got = None if r is None else [(o.st.name, _label(trace, o.st)) for o in outs]
+    if core == 0 or cores != 2:
+        _first_core_returns[:] = [got]
+        return
+    first = _first_core_returns[0] if _first_core_returns else None
+    if got is not None and first is not None and [n for n, _ in got] != [n for n, _ in first]:
+        def text(rs):
+            return ", ".join(f"{n!r}: {lab}" for n, lab in rs) or "nothing"
+        raise NkiError(f"kernel {fn.__name__}: the two cores return different tensors (core 0 "
+                       f"{text(first)}; core 1 {text(got)}); an LNC2 kernel's outputs are the "
+                       "nl.shared_hbm tensors both return, allocated alike on each core (the same name=)",
+                       loc=_return_loc(fn, trace))
 
 
 _unwritten = {}  # return position -> its message, for the outputs no core built so far writes

@@ -7,6 +7,8 @@ named at each function and in docs/nki.md); where the documentation leaves an en
 engine is _ops.DEFAULT_ENGINE's.
 """
 
+import itertools
+
 import numpy as np
 
 from . import _ops
@@ -14,7 +16,7 @@ from . import _trace
 from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype
 from ._errors import NkiError, caller_loc, unsupported
 from ._index import AffinePredicate, IndexExpr, Mask, UnmodelledMask
-from ._tensor import _WHOLE, HBM, PSUM, SBUF, NkiTensor, Unbounded, indexed_rows
+from ._tensor import _WHOLE, HBM, PSUM, SBUF, BlockTensor, LoadPart, NkiTensor, Unbounded, indexed_rows
 
 F32 = BY_NAME["float32"]
 
@@ -968,7 +970,7 @@ def _masked_load(src, mask, dtype):
     if cuts:
         part = out.index(tuple(slice(*cuts[d]) if d in cuts else slice(None) for d in range(len(full))))
         if part.shape != out.shape:
-            out = part
+            out = LoadPart.of(part, full)
     dma(out, src, loc=out.st.loc)
     return fresh(out)
 
@@ -1178,6 +1180,10 @@ def full(shape, fill_value, dtype, buffer, name="", kwargs=None, call="nl.full")
     from . import language as nl
 
     t = nl.new_tensor(shape, dtype, buffer, name, kwargs or {}, call)
+    if isinstance(t, BlockTensor):  # a PSUM tensor with block dims: each block is a tile, filled by itself
+        for b in itertools.product(*(range(n) for n in t.shape[:t.pdim])):
+            _ops.memset(t[b], fill_value)
+        return t
     if t.st.space == HBM:
         unsupported(f"{call} in HBM", "filling an HBM tensor needs a DMA from a tile")
     _ops.memset(t, fill_value)

@@ -13,10 +13,11 @@ innermost dim.
 """
 
 import math
+import os
 import sys
 
 from ._dtypes import as_dtype
-from ._errors import NkiError, caller_loc, host_loc
+from ._errors import NkiError, _in_package, caller_loc, host_loc
 from ._index import IndexExpr, _const
 
 SBUF, PSUM, HBM = "sbuf", "psum", "hbm"
@@ -1565,6 +1566,40 @@ def _reshape_dims(dims, new_shape, old_full, new_full):
     return tuple(out)
 
 
+class LoadPart(NkiTensor):
+    """A masked nl.load's result: the view of the masked-in part of its tile, which has the index's shape
+    `space`. The kernel sees that shape, as NKI's tile has it (so a tile it sizes from `.shape` matches what
+    its indices address: the rotary tutorial's tail tile); the package's own code works on the part."""
+
+    __slots__ = ("space",)
+
+    @staticmethod
+    def of(v, space):
+        p = LoadPart(v.st, v.dtype, v.boff, v.dims, v.pd, v.p0, v.vars)
+        p.space = space
+        return p
+
+    @property
+    def shape(self):
+        if _in_package(sys._getframe(1).f_code.co_filename):
+            return tuple([d[1] for d in self.dims])
+        return self.space
+
+
+def _called():
+    """The nl.* / nisa.* call the kernel made that is running now (the outermost package frame), as the kernel
+    wrote it."""
+    from . import _trace
+
+    f, call = sys._getframe(1), None
+    while f is not None and _in_package(f.f_code.co_filename):
+        if f.f_code is not _trace.WRAPPER_CODE:  # (nl's wrapper: the function it wraps is the call)
+            mod = os.path.basename(f.f_code.co_filename)
+            call = {"language.py": "nl.", "isa.py": "nisa."}.get(mod, "nki ") + f.f_code.co_name
+        f = f.f_back
+    return call
+
+
 class BlockTensor:
     """A PSUM tensor with block dims before its partition dim, (B..., P, F...): each block is a tile of its
     own (at most one 2 KiB bank per partition), allocated by itself as the compiler does, so blocks alive at
@@ -1635,8 +1670,11 @@ class BlockTensor:
 
         if name.startswith("_"):
             raise unsupported_attribute(type(self), name)
-        raise UnsupportedName(f"nki.language.NkiTensor.{name} of a PSUM tensor with block dims {list(self.shape)} "
-                              "is not modelled by trnsim: each block is a tile of its own; index one (t[i]) first")
+        what = f"nki.language.NkiTensor.{name} of"
+        if _in_package(sys._getframe(1).f_code.co_filename):
+            what = f"{_called()}: the whole of"  # a call given the tensor, asking for what a tile has
+        raise UnsupportedName(f"{what} a PSUM tensor with block dims {list(self.shape)} is not modelled by "
+                              "trnsim: each block is a tile of its own; index one (t[i]) first")
 
     def __repr__(self):
         return f"BlockTensor({self.name}, shape={list(self.shape)}, dtype={self.dtype.name}, psum)"

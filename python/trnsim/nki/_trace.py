@@ -19,18 +19,22 @@ _new = object.__new__
 plain_function = None  # a function without @nki.jit that the runner is calling (_hooks_fill._call)
 
 
+def not_jit(f, why=""):
+    """What to say of plain function `f` (no @nki.jit) failing where an NKI kernel would not; `why`: how."""
+    from .._runner import def_loc
+
+    at = def_loc(f)
+    at = f" ({Loc(at)})" if at else ""
+    return (f"{getattr(f, '__name__', f)!s}{at} is not an @nki.jit kernel: trnsim traces nki.language / nki.isa "
+            f"calls only in a function decorated with @nki.jit (a plain function runs on trnsim._core's "
+            f"builder{why}); put @nki.jit above `def {f.__name__}`, or pass it through nki.simulate(...), which "
+            f"wraps it")
+
+
 def current(what="this call"):
     t = _current
     if t is None and plain_function is not None:
-        from .._runner import def_loc
-
-        f = plain_function
-        at = def_loc(f)
-        at = f" ({Loc(at)})" if at else ""
-        raise NkiError(f"{what}: {getattr(f, '__name__', f)!s}{at} is not an "
-                       f"@nki.jit kernel: trnsim traces nki.language / nki.isa calls only in a function "
-                       f"decorated with @nki.jit (a plain function runs on trnsim._core's builder); put "
-                       f"@nki.jit above `def {f.__name__}`, or pass it through nki.simulate(...), which wraps it")
+        raise NkiError(f"{what}: {not_jit(plain_function)}")
     if t is None:
         raise NkiError(f"{what} is only valid inside a kernel being traced (an @nki.jit function run by "
                        "trnsim: trnsim run, trnsim.nki.simulate_kernel or benchmark)")
