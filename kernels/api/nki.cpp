@@ -147,6 +147,19 @@ InstRef tensor_scalar(const View& dst, const View& data, AluOp op0, Operand oper
   return o.emit(k, loc);
 }
 
+InstRef tensor_scalar_reduce(const View& dst, const View& data, AluOp op0, Operand operand0, AluOp reduce_op,
+                             const View& reduce_res, bool reverse0, bool negate, Loc loc) {
+  Kernel& k = owner_of("tensor_scalar_reduce", loc, {&dst, &data, &operand0.vector(), &reduce_res});
+  Op o(isa::Opcode::TensorScalarReduce, Engine::DVE, {&dst, &data, &operand0.vector(), &reduce_res});
+  o.inst.alu0 = op0;
+  o.inst.alu1 = reduce_op;
+  o.inst.imm0 = operand0.value();
+  if (reverse0) o.inst.flags |= isa::kReverse0;
+  if (negate) o.inst.flags |= isa::kNegate;
+  if (operand0.is_vector()) o.inst.flags |= isa::kOperand0Vector;
+  return o.emit(k, loc);
+}
+
 InstRef tensor_reduce(const View& dst, AluOp op, const View& data, const std::vector<int>& axis, bool negate,
                       Engine engine, Loc loc) {
   Kernel& k = owner_of("tensor_reduce", loc, {&dst, &data});
@@ -243,6 +256,24 @@ InstRef bn_stats(const View& dst, const View& data, Loc loc) {
 InstRef bn_aggr(const View& dst, const View& data, Loc loc) {
   Kernel& k = owner_of("bn_aggr", loc, {&dst, &data});
   return Op(isa::Opcode::BnAggr, Engine::DVE, {&dst, &data}).emit(k, loc);
+}
+
+InstRef max8(const View& dst, const View& src, Loc loc) {
+  Kernel& k = owner_of("max8", loc, {&dst, &src});
+  return Op(isa::Opcode::Max8, Engine::DVE, {&dst, &src}).emit(k, loc);
+}
+
+InstRef nc_find_index8(const View& dst, const View& data, const View& vals, Loc loc) {
+  Kernel& k = owner_of("nc_find_index8", loc, {&dst, &data, &vals});
+  return Op(isa::Opcode::NcFindIndex8, Engine::DVE, {&dst, &data, &vals}).emit(k, loc);
+}
+
+InstRef nc_match_replace8(const View& dst, const View& data, const View& vals, double imm,
+                          const View& dst_idx, Loc loc) {
+  Kernel& k = owner_of("nc_match_replace8", loc, {&dst, &data, &vals, &dst_idx});
+  Op o(isa::Opcode::NcMatchReplace8, Engine::DVE, {&dst, &data, &vals, &dst_idx});
+  o.inst.imm0 = static_cast<float>(imm);
+  return o.emit(k, loc);
 }
 
 InstRef select(const View& dst, const View& predicate, const View& on_true, Operand on_false, Engine engine,
