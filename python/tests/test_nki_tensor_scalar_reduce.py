@@ -5,7 +5,7 @@ folds: np.cumsum / np.cumprod along the row, whose last column is the left-to-ri
 
 import numpy as np
 
-from runner import line_of, main, raises
+from runner import main, raises_at
 
 import trnsim.nki as tnki
 
@@ -76,50 +76,27 @@ def test_the_earlier_style_returns_dst():
 
 
 def test_errors_name_the_call_and_the_line():
-    here = __file__
-
     @nki.jit
-    def k_cmd(x):
+    def k_bad(x, width, reduce_op, cmd):
         out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
         t = nl.load(x)
-        r = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar_reduce(dst=t, data=t, op0=nl.add, operand0=1.0, reduce_op=nl.add,  # MARK-cmd
-                                  reduce_res=r, reduce_cmd=nisa.reduce_cmd.reduce)
+        r = nl.ndarray((x.shape[0], width), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(dst=t, data=t, op0=nl.add, operand0=1.0, reduce_op=reduce_op,  # MARK-bad
+                                  reduce_res=r, reduce_cmd=cmd)
         nl.store(out, t)
         return out
 
-    e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, k_cmd, X)
-    assert f"test_nki_tensor_scalar_reduce.py:{line_of(here, 'MARK-cmd')}" in str(e), e
-    assert ("nki.isa.tensor_scalar_reduce(reduce_cmd=reduce_cmd.reduce, reduce_init=None) is not modelled by trnsim: "
-            "the Vector engine's accumulator registers across instructions") in str(e), e
+    def fails(exc, message, width=1, reduce_op=nl.add, cmd=nisa.reduce_cmd.reset_reduce):
+        raises_at(exc, message, __file__, "MARK-bad", tnki.simulate_kernel, k_bad, X, width=width,
+                  reduce_op=reduce_op, cmd=cmd)
 
-    @nki.jit
-    def k_wide(x):
-        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-        t = nl.load(x)
-        r = nl.ndarray((x.shape[0], 2), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar_reduce(dst=t, data=t, op0=nl.add, operand0=1.0, reduce_op=nl.add,  # MARK-wide
-                                  reduce_res=r)
-        nl.store(out, t)
-        return out
-
-    e = raises(tnki.NkiError, tnki.simulate_kernel, k_wide, X)
-    assert f"test_nki_tensor_scalar_reduce.py:{line_of(here, 'MARK-wide')}" in str(e), e
-    assert "tensor_scalar_reduce: reduce_res [128, 2] must be [128, 1] (one element per partition of data)" in str(e), e
-
-    @nki.jit
-    def k_divide(x):
-        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-        t = nl.load(x)
-        r = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar_reduce(dst=t, data=t, op0=nl.add, operand0=1.0, reduce_op=nl.divide,  # MARK-div
-                                  reduce_res=r)
-        nl.store(out, t)
-        return out
-
-    e = raises(Exception, tnki.simulate_kernel, k_divide, X)
-    assert f"test_nki_tensor_scalar_reduce.py:{line_of(here, 'MARK-div')}" in str(e), e
-    assert "reduce_op divide must be add, subtract, multiply, maximum or minimum" in str(e), e
+    fails(tnki.NkiUnsupported, "nki.isa.tensor_scalar_reduce(reduce_cmd=reduce_cmd.reduce, reduce_init=None) is not "
+          "modelled by trnsim: the Vector engine's accumulator registers across instructions",
+          cmd=nisa.reduce_cmd.reduce)
+    fails(tnki.NkiError, "tensor_scalar_reduce: reduce_res [128, 2] must be [128, 1] (one element per partition "
+          "of data)", width=2)
+    fails(Exception, "tensor_scalar_reduce on DVE: op: reduce_op divide must be add, subtract, multiply, maximum or "
+          "minimum", reduce_op=nl.divide)
 
 
 def test_time_is_n_plus_two_fixed_overheads():

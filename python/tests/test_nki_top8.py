@@ -5,7 +5,7 @@ with the next occurrence, nc_match_replace8 takes the vals from the last; all on
 
 import numpy as np
 
-from runner import line_of, main, raises
+from runner import main, raises_at
 
 import trnsim.nki as tnki
 
@@ -156,53 +156,36 @@ def test_nc_match_replace8_pairs_repeated_vals_from_the_last():
 
 
 def test_shape_and_dtype_rules():
-    here = __file__
-
     @nki.jit
-    def k_few(x):
+    def k_max8(x):
         out = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, nisa.max8(src=nl.load(x)))  # MARK-few
+        nl.store(out, nisa.max8(src=nl.load(x)))  # MARK-max8
         return out
 
-    e = raises(Exception, tnki.simulate_kernel, k_few, np.zeros((128, 4), np.float32))
-    assert f"test_nki_top8.py:{line_of(here, 'MARK-few')}" in str(e), e
-    assert "max8 on DVE: shape: src has 4 elements per partition; max8 reads 8 to 16384" in str(e), e
+    raises_at(Exception, "max8 on DVE: shape: src has 4 elements per partition; max8 reads 8 to 16384", __file__,
+              "MARK-max8", tnki.simulate_kernel, k_max8, np.zeros((128, 4), np.float32))
 
     @nki.jit
-    def k_float_idx(x):
-        out = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    def k_index(x, idx_dtype, width, style):
+        out = nl.ndarray((128, 8), dtype=idx_dtype, buffer=nl.shared_hbm)
         t = nl.load(x)
-        pos = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.nc_find_index8(dst=pos, data=t, vals=t[:, 0:8])  # MARK-float-idx
+        pos = nl.ndarray((128, 8), dtype=idx_dtype, buffer=nl.sbuf)
+        if style == "find":
+            nisa.nc_find_index8(dst=pos, data=t, vals=t[:, 0:width])  # MARK-find
+        elif style == "find_old":
+            pos = nisa.nc_find_index8(data=t, vals=t[:, 0:width], dtype=idx_dtype)  # MARK-find-old
+        else:
+            nisa.nc_match_replace8(dst=t, data=t, vals=t[:, 0:width], imm=0.0, dst_idx=pos)  # MARK-replace
         nl.store(out, pos)
         return out
 
-    e = raises(Exception, tnki.simulate_kernel, k_float_idx, LOGITS)
-    assert f"test_nki_top8.py:{line_of(here, 'MARK-float-idx')}" in str(e), e
-    assert "nc_find_index8 on DVE: dtype: dst must be uint16 or uint32 (indices), got float32" in str(e), e
-
-    @nki.jit
-    def k_int_dtype(x):
-        out = nl.ndarray((128, 8), dtype=nl.int32, buffer=nl.shared_hbm)
-        t = nl.load(x)
-        nl.store(out, nisa.nc_find_index8(data=t, vals=t[:, 0:8], dtype=nl.int32))  # MARK-int-dtype
-        return out
-
-    e = raises(tnki.NkiError, tnki.simulate_kernel, k_int_dtype, LOGITS)
-    assert f"test_nki_top8.py:{line_of(here, 'MARK-int-dtype')}" in str(e), e
-    assert "nc_find_index8: dtype must be nl.uint16 or nl.uint32 (indices), got int32" in str(e), e
-
-    @nki.jit
-    def k_vals4(x):
-        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-        t = nl.load(x)
-        nisa.nc_match_replace8(dst=t, data=t, vals=t[:, 0:4], imm=0.0)  # MARK-vals4
-        nl.store(out, t)
-        return out
-
-    e = raises(Exception, tnki.simulate_kernel, k_vals4, LOGITS)
-    assert f"test_nki_top8.py:{line_of(here, 'MARK-vals4')}" in str(e), e
-    assert "nc_match_replace8 on DVE: shape: vals must be [128, 8] (8 per partition), got [128, 4]" in str(e), e
+    run = tnki.simulate_kernel
+    raises_at(Exception, "nc_find_index8 on DVE: dtype: dst must be uint16 or uint32 (indices), got float32",
+              __file__, "MARK-find", run, k_index, LOGITS, idx_dtype=nl.float32, width=8, style="find")
+    raises_at(tnki.NkiError, "nc_find_index8: dtype must be nl.uint16 or nl.uint32 (indices), got int32",
+              __file__, "MARK-find-old", run, k_index, LOGITS, idx_dtype=nl.int32, width=8, style="find_old")
+    raises_at(Exception, "nc_match_replace8 on DVE: shape: vals must be [128, 8] (8 per partition), got [128, 4]",
+              __file__, "MARK-replace", run, k_index, LOGITS, idx_dtype=nl.uint32, width=4, style="replace")
 
 
 # ---- time: NKI's "N engine cycles" plus the DVE fixed overhead
