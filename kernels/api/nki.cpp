@@ -132,18 +132,37 @@ InstRef tensor_tensor(const View& dst, const View& data1, const View& data2, Alu
   return o.emit(k, loc);
 }
 
+namespace {
+
+// op0 with operand0 (an immediate or a [P, 1] vector; reverse0 swaps the two) and the second operator op1:
+// the fields tensor_scalar, scalar_tensor_tensor and tensor_scalar_reduce (op1: its reduce_op) share.
+void set_op0(Op& o, AluOp op0, const Operand& operand0, bool reverse0, AluOp op1) {
+  o.inst.alu0 = op0;
+  o.inst.alu1 = op1;
+  o.inst.imm0 = operand0.value();
+  if (reverse0) o.inst.flags |= isa::kReverse0;
+  if (operand0.is_vector()) o.inst.flags |= isa::kOperand0Vector;
+}
+
+}  // namespace
+
 InstRef tensor_scalar(const View& dst, const View& data, AluOp op0, Operand operand0, bool reverse0,
                       AluOp op1, Operand operand1, bool reverse1, Engine engine, Loc loc) {
   Kernel& k = owner_of("tensor_scalar", loc, {&dst, &data, &operand0.vector(), &operand1.vector()});
   Op o(isa::Opcode::TensorScalar, engine, {&dst, &data, &operand0.vector(), &operand1.vector()});
-  o.inst.alu0 = op0;
-  o.inst.alu1 = op1;
-  o.inst.imm0 = operand0.value();
+  set_op0(o, op0, operand0, reverse0, op1);
   o.inst.imm1 = operand1.value();
-  if (reverse0) o.inst.flags |= isa::kReverse0;
   if (reverse1) o.inst.flags |= isa::kReverse1;
-  if (operand0.is_vector()) o.inst.flags |= isa::kOperand0Vector;
   if (operand1.is_vector()) o.inst.flags |= isa::kOperand1Vector;
+  return o.emit(k, loc);
+}
+
+InstRef tensor_scalar_reduce(const View& dst, const View& data, AluOp op0, Operand operand0, AluOp reduce_op,
+                             const View& reduce_res, bool reverse0, bool negate, Loc loc) {
+  Kernel& k = owner_of("tensor_scalar_reduce", loc, {&dst, &data, &operand0.vector(), &reduce_res});
+  Op o(isa::Opcode::TensorScalarReduce, Engine::DVE, {&dst, &data, &operand0.vector(), &reduce_res});
+  set_op0(o, op0, operand0, reverse0, reduce_op);
+  if (negate) o.inst.flags |= isa::kNegate;
   return o.emit(k, loc);
 }
 
@@ -226,12 +245,8 @@ InstRef scalar_tensor_tensor(const View& dst, const View& data, AluOp op0, Opera
                              const View& operand1, bool reverse0, bool reverse1, Engine engine, Loc loc) {
   Kernel& k = owner_of("scalar_tensor_tensor", loc, {&dst, &data, &operand0.vector(), &operand1});
   Op o(isa::Opcode::ScalarTensorTensor, engine, {&dst, &data, &operand0.vector(), &operand1});
-  o.inst.alu0 = op0;
-  o.inst.alu1 = op1;
-  o.inst.imm0 = operand0.value();
-  if (reverse0) o.inst.flags |= isa::kReverse0;
+  set_op0(o, op0, operand0, reverse0, op1);
   if (reverse1) o.inst.flags |= isa::kReverse1;
-  if (operand0.is_vector()) o.inst.flags |= isa::kOperand0Vector;
   return o.emit(k, loc);
 }
 
@@ -243,6 +258,24 @@ InstRef bn_stats(const View& dst, const View& data, Loc loc) {
 InstRef bn_aggr(const View& dst, const View& data, Loc loc) {
   Kernel& k = owner_of("bn_aggr", loc, {&dst, &data});
   return Op(isa::Opcode::BnAggr, Engine::DVE, {&dst, &data}).emit(k, loc);
+}
+
+InstRef max8(const View& dst, const View& src, Loc loc) {
+  Kernel& k = owner_of("max8", loc, {&dst, &src});
+  return Op(isa::Opcode::Max8, Engine::DVE, {&dst, &src}).emit(k, loc);
+}
+
+InstRef nc_find_index8(const View& dst, const View& data, const View& vals, Loc loc) {
+  Kernel& k = owner_of("nc_find_index8", loc, {&dst, &data, &vals});
+  return Op(isa::Opcode::NcFindIndex8, Engine::DVE, {&dst, &data, &vals}).emit(k, loc);
+}
+
+InstRef nc_match_replace8(const View& dst, const View& data, const View& vals, double imm,
+                          const View& dst_idx, Loc loc) {
+  Kernel& k = owner_of("nc_match_replace8", loc, {&dst, &data, &vals, &dst_idx});
+  Op o(isa::Opcode::NcMatchReplace8, Engine::DVE, {&dst, &data, &vals, &dst_idx});
+  o.inst.imm0 = static_cast<float>(imm);
+  return o.emit(k, loc);
 }
 
 InstRef select(const View& dst, const View& predicate, const View& on_true, Operand on_false, Engine engine,

@@ -82,6 +82,12 @@ InstRef tensor_scalar(const View& dst, const View& data, AluOp op0, Operand oper
                       AluOp op1 = AluOp::Bypass, Operand operand1 = 0.0, bool reverse1 = false,
                       Engine engine = Engine::DVE, Loc loc = Loc::current());
 
+// dst = data op0 operand0 (arithmetic op0) and reduce_res [P, 1] = reduce_op (add, subtract, multiply, max,
+// min) over each partition's FP32 results, negated with negate (NKI tensor_scalar_reduce; Vector engine).
+InstRef tensor_scalar_reduce(const View& dst, const View& data, AluOp op0, Operand operand0, AluOp reduce_op,
+                             const View& reduce_res, bool reverse0 = false, bool negate = false,
+                             Loc loc = Loc::current());
+
 // Reduces data over `axis` (dims of data, which must be its innermost free dims) with op; negate flips the
 // sign.
 InstRef tensor_reduce(const View& dst, AluOp op, const View& data, const std::vector<int>& axis,
@@ -118,6 +124,19 @@ InstRef bn_aggr(const View& dst, const View& data, Loc loc = Loc::current());
 InstRef affine_select(const View& dst, const std::vector<int32_t>& pattern, double offset,
                       double channel_multiplier, const View& on_true_tile, double on_false_value,
                       AluOp cmp_op = AluOp::IsEqual, Engine engine = Engine::POOL, Loc loc = Loc::current());
+
+// The Vector engine's top-8 instructions, values compared as FP32 (sim/isa/top8.h), 8 to 16,384 of them per
+// partition. max8: dst [P, 8] = the 8 largest of each partition of src, descending.
+InstRef max8(const View& dst, const View& src, Loc loc = Loc::current());
+
+// dst [P, 8] (uint16 / uint32) = per partition, the position in data of the first occurrence of each of the
+// 8 vals (a repeated val takes the next occurrence; all ones where none is left).
+InstRef nc_find_index8(const View& dst, const View& data, const View& vals, Loc loc = Loc::current());
+
+// dst = data with the first occurrence of each of the 8 vals per partition replaced by imm (vals taken from
+// the last, a repeated val taking the next occurrence); their positions into dst_idx when given.
+InstRef nc_match_replace8(const View& dst, const View& data, const View& vals, double imm,
+                          const View& dst_idx = {}, Loc loc = Loc::current());
 
 enum class OobMode { Error, Skip };
 

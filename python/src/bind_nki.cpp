@@ -144,6 +144,31 @@ void bind_nki(pyb::module_& top) {
       [](const View& dst, const View& data, pyb::handle l) { return nki::bn_aggr(dst, data, loc_of(l)); },
       arg("dst"), arg("data"), pyb::kw_only(), loc);
   m.def(
+      "tensor_scalar_reduce",
+      [](const View& dst, const View& data, isa::AluOp op0, pyb::handle operand0, isa::AluOp reduce_op,
+         const View& reduce_res, bool reverse0, bool negate, pyb::handle l) {
+        return nki::tensor_scalar_reduce(dst, data, op0, operand(operand0), reduce_op, reduce_res, reverse0,
+                                         negate, loc_of(l));
+      },
+      arg("dst"), arg("data"), arg("op0"), arg("operand0"), arg("reduce_op"), arg("reduce_res"),
+      pyb::kw_only(), arg("reverse0") = false, arg("negate") = false, loc);
+  m.def(
+      "max8", [](const View& dst, const View& src, pyb::handle l) { return nki::max8(dst, src, loc_of(l)); },
+      arg("dst"), arg("src"), pyb::kw_only(), loc);
+  m.def(
+      "nc_find_index8",
+      [](const View& dst, const View& data, const View& vals, pyb::handle l) {
+        return nki::nc_find_index8(dst, data, vals, loc_of(l));
+      },
+      arg("dst"), arg("data"), arg("vals"), pyb::kw_only(), loc);
+  m.def(
+      "nc_match_replace8",
+      [](const View& dst, const View& data, const View& vals, double imm, pyb::handle dst_idx,
+         pyb::handle l) {
+        return nki::nc_match_replace8(dst, data, vals, imm, opt_view(dst_idx), loc_of(l));
+      },
+      arg("dst"), arg("data"), arg("vals"), arg("imm"), pyb::kw_only(), arg("dst_idx") = pyb::none(), loc);
+  m.def(
       "select",
       [](const View& dst, const View& predicate, const View& on_true, pyb::handle on_false, Engine engine,
          pyb::handle l) {

@@ -26,6 +26,15 @@ def raises(exc_type, fn, *args, **kwargs):
     raise AssertionError("%s did not raise %s" % (getattr(fn, "__name__", fn), exc_type.__name__))
 
 
+def raises_at(exc_type, message, path, marker, fn, *args, **kwargs):
+    """raises(), for an error that must name the line of file `path` holding `marker` and hold `message`."""
+    e = raises(exc_type, fn, *args, **kwargs)
+    where = "%s:%d" % (os.path.basename(path), line_of(path, marker))
+    assert where in str(e), (where, str(e))
+    assert message in str(e), (message, str(e))
+    return e
+
+
 def line_of(path, marker):
     """The number of the first line of file `path` that holds `marker` (lines calling line_of skipped)."""
     with open(path) as f:

@@ -15,6 +15,7 @@
 #include "sim/isa/operand_view.h"
 #include "sim/isa/partition_start.h"
 #include "sim/isa/semantics.h"
+#include "sim/isa/top8.h"
 
 namespace trnsim::isa {
 namespace {
@@ -94,6 +95,7 @@ class Checker {
   void matmul_mx() const;
   void quantize_mx() const;
   void bitvec_ops(int first_vector_slot) const;
+  void top8_rules() const;
   void mx_scale(int scale_slot, int data_slot, uint32_t offset, const char* offset_name) const;
   uint64_t max_moving(DType dst) const;
 
@@ -351,8 +353,8 @@ void Checker::quantize_mx() const {
 // input/output dtypes (elements are bit patterns). nki.isa.tensor_tensor (.../nki.isa.tensor_tensor.html)
 // and nki.isa.tensor_reduce (.../nki.isa.tensor_reduce.html): bitvec operators need integer input/output
 // dtypes, and the Vector Engine is the engine the docs give them (GpSimd runs tensor_tensor for power and
-// int32 arithmetic). scalar_tensor_tensor and tensor_scalar_reduce accept arithmetic operators only; this ISA
-// has neither. A bypassed op1 is no operator.
+// int32 arithmetic). scalar_tensor_tensor and tensor_scalar_reduce accept arithmetic operators only (their
+// own cases). A bypassed op1 is no operator.
 void Checker::bitvec_ops(int first_vector_slot) const {
   const AluOp op0 = inst_.alu0;
   const AluOp op1 = inst_.op == Opcode::TensorScalar ? inst_.alu1 : AluOp::Bypass;
@@ -372,6 +374,37 @@ void Checker::bitvec_ops(int first_vector_slot) const {
     if (!is_int(op(slot).dtype))
       fail("bitvec dtype", fmt::format("bitvec operator {} needs integer dtypes (bit patterns), {} is {}",
                                        bitvec, name(slot), dtype_name(op(slot).dtype)));
+  }
+}
+
+// max8, nc_find_index8, nc_match_replace8 (NKI's API pages, Neuron 2.26-2.33): src / data hold 8 to 16,384
+// values per partition (nc_match_replace8: at most 16,384), numbers (no x4 dtype); the 8 per partition
+// (max8's dst, vals, the indices) on the same partitions; indices uint16 or uint32; nc_match_replace8's dst
+// is data's shape.
+void Checker::top8_rules() const {
+  const int in = 1;
+  const uint64_t n = op(in).free_elements();
+  const uint64_t lo = inst_.op == Opcode::NcMatchReplace8 ? 1 : top8::kMinElements;
+  if (n < lo || n > top8::kMaxElements)
+    fail("shape", fmt::format("{} has {} elements per partition; {} reads {} to {}", name(in), n,
+                              opcode_name(inst_.op), lo, top8::kMaxElements));
+  const auto eight = [&](int slot) {
+    if (op(slot).partitions != op(in).partitions || op(slot).free_elements() != top8::kWidth)
+      fail("shape",
+           fmt::format("{} must be [{}, {}] ({} per partition), got [{}, {}]", name(slot), op(in).partitions,
+                       top8::kWidth, top8::kWidth, op(slot).partitions, op(slot).free_elements()));
+  };
+  for (int slot = 0; slot < info_.num_slots; ++slot)
+    if (has(slot) && is_x4(op(slot).dtype))
+      fail("dtype", fmt::format("{} is {}: {} compares values, and an x4 element is four", name(slot),
+                                dtype_name(op(slot).dtype), opcode_name(inst_.op)));
+  const int idx = inst_.op == Opcode::NcFindIndex8 ? 0 : 3;
+  if (inst_.op == Opcode::NcMatchReplace8) same_shape(0, 1);
+  if (inst_.op == Opcode::Max8) eight(0);
+  if (inst_.op != Opcode::Max8) eight(2);
+  if (inst_.op != Opcode::Max8 && has(idx)) {
+    eight(idx);
+    dtype_in(idx, {DType::U16, DType::U32}, "uint16 or uint32 (indices)");
   }
 }
 
@@ -572,6 +605,28 @@ void Checker::run() {
       same_shape(0, 1);
       no_cast_x4(0, 1);
       break;
+    case Opcode::Max8:
+    case Opcode::NcFindIndex8:
+    case Opcode::NcMatchReplace8:
+      top8_rules();
+      break;
+    case Opcode::TensorScalarReduce: {
+      // nki.isa.tensor_scalar_reduce (NKI 2.33): one arithmetic operator; reduce_op add, subtract, multiply,
+      // max or min; reduce_res one element per partition of data.
+      same_shape(0, 1);
+      if (inst_.has(kOperand0Vector)) vector_of(2, 1);
+      vector_of(3, 1);
+      if (alu_is_bitwise(inst_.alu0) || inst_.alu0 == AluOp::Bypass)
+        fail("op",
+             fmt::format("op0 {} must be an arithmetic operator (NKI: bitvec operators are not supported)",
+                         alu_name(inst_.alu0)));
+      const AluOp r = inst_.alu1;
+      if (r != AluOp::Add && r != AluOp::Subtract && r != AluOp::Multiply && r != AluOp::Max &&
+          r != AluOp::Min)
+        fail("op",
+             fmt::format("reduce_op {} must be add, subtract, multiply, maximum or minimum", alu_name(r)));
+      break;
+    }
     default:
       break;
   }

@@ -98,8 +98,12 @@ enum class Opcode : uint8_t {
   BnStats,
   BnAggr,
   AffineSelect,
+  Max8,
+  NcFindIndex8,
+  NcMatchReplace8,
+  TensorScalarReduce,
 };
-inline constexpr int kNumOpcodes = 20;
+inline constexpr int kNumOpcodes = 24;
 
 enum class AluOp : uint8_t {
   Bypass,
@@ -194,7 +198,7 @@ enum Flag : uint32_t {
   kOobSkip = 1u << 3,        // indirect DMA: out-of-bounds rows are skipped (else an error)
   kDmaAccumulate = 1u << 4,  // dma_copy: dst += src (DMA-side add)
   kIndirectDst = 1u << 5,    // vector_offset indexes the destination (scatter) instead of the source (gather)
-  kNegate = 1u << 6,         // tensor_reduce negate
+  kNegate = 1u << 6,         // tensor_reduce negate; tensor_scalar_reduce reduce_res_negate
   kReverse0 = 1u << 7,       // tensor_scalar: operand0 op data instead of data op operand0
   kReverse1 = 1u << 8,       // tensor_scalar: same for op1
   kOperand0Vector =
@@ -230,7 +234,7 @@ struct Instruction {
       0;                       // nc_matmul_mx: the same for moving_scale (scale_offset: stationary_scale)
   uint8_t reduce_axes = 1;     // tensor_reduce: number of innermost free dims reduced
   AluOp alu0 = AluOp::Bypass;  // tensor_tensor op; tensor_scalar op0; tensor_reduce op
-  AluOp alu1 = AluOp::Bypass;  // tensor_scalar op1
+  AluOp alu1 = AluOp::Bypass;  // tensor_scalar op1; tensor_scalar_reduce reduce_op
   ActFunc act = ActFunc::Identity;
   uint16_t phase = 0;  // index into Program::phases (0: none): the kernel phase that emitted it, for stats
   uint32_t flags = 0;
@@ -243,10 +247,10 @@ struct Instruction {
   // may be overwritten). Empty elsewhere.
   SemWaits mm_waits;
   SemUpdates ls_updates;
-  float imm0 =
-      0.f;  // tensor_scalar operand0 / activation scale / memset value / iota base and affine_select offset
-  float imm1 = 0.f;                     // tensor_scalar operand1 / activation bias / iota channel_multiplier
-  float imm2 = 0.f;                     // affine_select on_false_value
+  float imm0 = 0.f;  // tensor_scalar operand0 / activation scale / memset value / iota base and affine_select
+                     // offset / nc_match_replace8 imm
+  float imm1 = 0.f;  // tensor_scalar operand1 / activation bias / iota channel_multiplier
+  float imm2 = 0.f;  // affine_select on_false_value
   std::array<int32_t, 4> iota_steps{};  // iota: value step per free dim of dst (dst.dims order)
   std::array<AccessPattern, 5> ops{};
 

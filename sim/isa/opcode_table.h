@@ -287,6 +287,42 @@ inline constexpr std::array<OpcodeInfo, kNumOpcodes> kOpcodeTable = {
                     number("channel_multiplier", AttrField::Imm1),
                     number("on_false_value", AttrField::Imm2),
                     {.key = "steps", .kind = AttrKind::IotaSteps}}}),
+    // The Vector engine's top-8 instructions (NKI's router / top-k kernels): values compared as FP32.
+    info({.op = Opcode::Max8,
+          .name = "max8",
+          .profile = "MAX8",
+          .slots = {out("dst"), in("src")},
+          .trn2 = DVE,
+          .trn3 = DVE,
+          .description = "dst [P, 8] = the 8 largest values of each partition of src, in descending order"}),
+    info({.op = Opcode::NcFindIndex8,
+          .name = "nc_find_index8",
+          .profile = "FIND_INDEX8",
+          .slots = {out("dst"), in("data"), in("vals")},
+          .trn2 = DVE,
+          .trn3 = DVE,
+          .description = "dst [P, 8] = the index in data of the first occurrence of each of the 8 vals per "
+                         "partition (uint16 / uint32; all ones where absent)"}),
+    info({.op = Opcode::NcMatchReplace8,
+          .name = "nc_match_replace8",
+          .profile = "MATCH_REPLACE8",
+          .slots = {out("dst"), in("data"), in("vals"), opt_out("dst_idx")},
+          .trn2 = DVE,
+          .trn3 = DVE,
+          .description = "dst = data with the first occurrence of each of the 8 vals per partition replaced "
+                         "by imm; their indices into dst_idx",
+          .attrs = {number("imm", AttrField::Imm0, true)}}),
+    info({.op = Opcode::TensorScalarReduce,
+          .name = "tensor_scalar_reduce",
+          .profile = "TENSOR_SCALAR_REDUCE",
+          .slots = {out("dst"), in("data"), opt_in("operand0"), out("reduce_res")},
+          .trn2 = DVE,
+          .trn3 = DVE,
+          .description = "dst = data op0 operand0 (tensor_scalar with one operator), and reduce_res [P, 1] = "
+                         "those results reduced along the free dims with reduce_op",
+          .attrs = {alu("op0", AttrField::Alu0, true), alu("reduce_op", AttrField::Alu1, true),
+                    number_or_vector("operand0", AttrField::Imm0, 2, kOperand0Vector),
+                    flag("reverse0", kReverse0), flag("reduce_res_negate", kNegate)}}),
 };
 
 constexpr bool in_enum_order() {

@@ -16,6 +16,7 @@
 #include "sim/isa/alu.h"
 #include "sim/isa/element.h"
 #include "sim/isa/operand_view.h"
+#include "sim/isa/top8.h"
 #include "sim/numerics/float_formats.h"
 #include "sim/numerics/host_threads.h"
 #include "sim/numerics/mx.h"
@@ -81,6 +82,12 @@ class Exec {
     if (a.rows() != b.rows() || a.cols() != b.cols())
       fail("shape", fmt::format("{} is [{}, {}] but {} is [{}, {}]", name(sa), a.rows(), a.cols(), name(sb),
                                 b.rows(), b.cols()));
+  }
+  // A top-8 operand: [rows, 8].
+  void top8_shape(const OperandView& v, int slot, uint32_t rows) const {
+    if (v.rows() != rows || v.cols() != top8::kWidth)
+      fail("shape", fmt::format("{} must be [{}, {}], got [{}, {}]", name(slot), rows, top8::kWidth, v.rows(),
+                                v.cols()));
   }
   void vector_shape(const OperandView& v, int slot, uint32_t rows) const {
     if (v.rows() != rows || v.cols() != 1)
@@ -167,6 +174,8 @@ class Exec {
   void bn_stats();
   void bn_aggr();
   void affine_select();
+  void max8();
+  void match8(bool replace);
 
   const Instruction& inst_;
   int core_;
@@ -238,6 +247,7 @@ void Exec::run() {
     case Opcode::TensorTensor:
       return tensor_tensor();
     case Opcode::TensorScalar:
+    case Opcode::TensorScalarReduce:
       return tensor_scalar();
     case Opcode::TensorReduce:
       return tensor_reduce();
@@ -261,6 +271,12 @@ void Exec::run() {
       return bn_aggr();
     case Opcode::AffineSelect:
       return affine_select();
+    case Opcode::Max8:
+      return max8();
+    case Opcode::NcFindIndex8:
+      return match8(false);
+    case Opcode::NcMatchReplace8:
+      return match8(true);
   }
   fail("opcode", fmt::format("unknown opcode {}", static_cast<int>(inst_.op)));
 }
@@ -845,11 +861,21 @@ void Exec::tensor_tensor() {
   }
 }
 
+// dst = (data op0 operand0) op1 operand1. tensor_scalar_reduce is its one-operator form (alu1 is its
+// reduce_op, slot 3 its reduce_res): reduce_res[p] = reduce_op over the partition's FP32 results, left to
+// right, before they are stored in dst's dtype (negated with reduce_res_negate).
 void Exec::tensor_scalar() {
   OperandView dst = view(0);
   OperandView data = view(1);
   same_shape(dst, 0, data, 1);
   const uint32_t rows = dst.rows();
+  const bool reduce = inst_.op == Opcode::TensorScalarReduce;
+  const AluOp op1 = reduce ? AluOp::Bypass : inst_.alu1;
+  std::optional<OperandView> res;
+  if (reduce) {
+    res.emplace(view(3));
+    vector_shape(*res, 3, rows);
+  }
   std::vector<float> s0(rows, inst_.imm0), s1(rows, inst_.imm1);
   std::vector<int64_t> i0(rows, static_cast<int64_t>(std::isfinite(inst_.imm0) ? inst_.imm0 : 0.f));
   std::vector<int64_t> i1(rows, static_cast<int64_t>(std::isfinite(inst_.imm1) ? inst_.imm1 : 0.f));
@@ -863,14 +889,14 @@ void Exec::tensor_scalar() {
     }
   }
   const bool r0 = inst_.has(kReverse0), r1 = inst_.has(kReverse1);
-  const bool ints = alu_is_bitwise(inst_.alu0) || alu_is_bitwise(inst_.alu1);
+  const bool ints = alu_is_bitwise(inst_.alu0) || alu_is_bitwise(op1);
   const uint64_t n = dst.cols();
-  if (ints) {
+  if (ints) {  // tensor_scalar only: tensor_scalar_reduce's operators are arithmetic (check.cpp)
     std::vector<int64_t> x(n);
     for (uint32_t i = 0; i < rows; ++i) {
       data.load_row_int(i, x.data());
       alu_i32_row(inst_.alu0, x.data(), i0[i], r0, n);
-      alu_i32_row(inst_.alu1, x.data(), i1[i], r1, n);
+      alu_i32_row(op1, x.data(), i1[i], r1, n);
       dst.store_row_int(i, x.data());
     }
     return;
@@ -879,7 +905,11 @@ void Exec::tensor_scalar() {
   for (uint32_t i = 0; i < rows; ++i) {
     data.load_row(i, x.data());
     alu_f32_row(inst_.alu0, x.data(), s0[i], r0, n);
-    alu_f32_row(inst_.alu1, x.data(), s1[i], r1, n);
+    alu_f32_row(op1, x.data(), s1[i], r1, n);
+    if (res) {
+      const float r = n > 0 ? alu_f32_fold(inst_.alu1, x.data(), n) : 0.f;
+      res->store(i, 0, inst_.has(kNegate) ? -r : r);
+    }
     dst.store_row(i, x.data());
   }
 }
@@ -1152,6 +1182,54 @@ void Exec::affine_select() {
     else
       dst.store(p, j, inst_.imm2);
   });
+}
+
+// dst [P, 8]: the 8 largest of each partition's src values as FP32, descending (top8::largest), stored in
+// dst's dtype.
+void Exec::max8() {
+  OperandView dst = view(0);
+  OperandView src = view(1);
+  top8_shape(dst, 0, src.rows());
+  std::vector<float> x(src.cols());
+  for (uint32_t i = 0; i < src.rows(); ++i) {
+    src.load_row(i, x.data());
+    const auto top = top8::largest(x.data(), x.size());
+    dst.store_row(i, top.data());
+  }
+}
+
+// Per partition, the 8 vals paired with positions of data (FP32 equality, top8::pair_positions):
+// nc_find_index8 writes the positions to dst (vals in order); nc_match_replace8 (vals from the last) writes
+// data with the paired positions set to imm to dst, and the positions to dst_idx when given. Data is read
+// whole before dst is written, so dst may be data itself (the top-k kernels replace in place).
+void Exec::match8(bool replace) {
+  OperandView dst = view(0);
+  OperandView data = view(1);
+  OperandView vals = view(2);
+  top8_shape(vals, 2, data.rows());
+  std::optional<OperandView> idx;
+  if (!replace)
+    idx.emplace(dst);
+  else if (inst_.ops[3].present())
+    idx.emplace(view(3));
+  if (idx) top8_shape(*idx, replace ? 3 : 0, data.rows());
+  if (replace) same_shape(dst, 0, data, 1);
+  std::vector<float> x(data.cols());
+  float v[top8::kWidth];
+  int64_t pos[top8::kWidth];
+  for (uint32_t i = 0; i < data.rows(); ++i) {
+    data.load_row(i, x.data());
+    vals.load_row(i, v);
+    const auto paired = top8::pair_positions(x.data(), x.size(), v, replace);
+    if (replace) {
+      for (uint32_t p : paired)
+        if (p != top8::kNotFound) x[p] = inst_.imm0;
+      dst.store_row(i, x.data());
+    }
+    if (!idx) continue;
+    for (int k = 0; k < top8::kWidth; ++k) pos[k] = paired[k];
+    idx->store_row_int(i, pos);
+  }
 }
 
 // src on this core's SBUF -> dst on the peer core's SBUF, elements in row-major order.

@@ -175,6 +175,7 @@ EngineCost CostModel::dve_cost(const isa::Instruction& inst) const {
   uint64_t n = elements_of(inst);
   uint64_t work = n;  // element-cycles before the performance mode
   uint32_t mode = 1;
+  uint64_t extra = 0;  // cycles after the elements
   const auto& dst = inst.ops[0];
   switch (inst.op) {
     case Opcode::TensorCopy:
@@ -221,10 +222,24 @@ EngineCost CostModel::dve_cost(const isa::Instruction& inst) const {
     case Opcode::QuantizeMx:
       mode = dve.quantize_mx_elements_per_cycle;
       break;
+    case Opcode::Max8:
+    case Opcode::NcFindIndex8:
+    case Opcode::NcMatchReplace8:
+      // "N engine cycles" for N elements per partition of src / data (the Estimated instruction cost of NKI
+      // 2.21-2.26's max8 and nc_find_index8 pages; nc_match_replace8 reads the same), plus the fixed
+      // overhead: the one-input rule, no performance mode.
+      break;
+    case Opcode::TensorScalarReduce:
+      // "max(MIN_II, N) + MIN_II" (nki.isa.tensor_scalar_reduce, NKI 2.21-2.26): the one-input rule with no
+      // performance mode, plus the reduction's MIN_II, taken as one more fixed_overhead_cycles (the DVE's
+      // MIN_II-like static overhead).
+      extra = dve.fixed_overhead_cycles;
+      break;
     default:
       break;
   }
-  return {Cycles(dve.fixed_overhead_cycles + ceil_div(work, mode) * stride_factor(inst)), Cycles(0), mode, n};
+  return {Cycles(dve.fixed_overhead_cycles + ceil_div(work, mode) * stride_factor(inst) + extra), Cycles(0),
+          mode, n};
 }
 
 EngineCost CostModel::act_cost(const isa::Instruction& inst) const {

@@ -9,8 +9,8 @@ import nki.language as nl
 def unsupported_call(x):
     t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=x)
-    s = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.max8(dst=s, src=t)  # MARK-unsupported
+    s = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.nc_stream_shuffle(src=t, dst=s, shuffle_mask=list(range(32)))  # MARK-unsupported
     return x
 
 

@@ -286,6 +286,13 @@ def _tensor_scalar(em, op):
                            engine=em.engine(t["engine"]), loc=_loc(op))
 
 
+def _tensor_scalar_reduce(em, op):
+    a, t = op.args, op.attrs
+    em.c.nki.tensor_scalar_reduce(em.view(a["dst"]), em.view(a["data"]), em.alu(t["op0"]),
+                                  _operand(em, a["operand0"], t["imm0"]), em.alu(t["reduce_op"]),
+                                  em.view(a["reduce_res"]), reverse0=t["reverse0"], negate=t["negate"], loc=_loc(op))
+
+
 def _tensor_reduce(em, op):
     a, t = op.args, op.attrs
     data = a["data"]
@@ -333,6 +340,22 @@ def _bn_stats(em, op):
 
 def _bn_aggr(em, op):
     em.c.nki.bn_aggr(em.view(op.args["dst"]), em.view(op.args["data"]), loc=_loc(op))
+
+
+def _max8(em, op):
+    em.c.nki.max8(em.view(op.args["dst"]), em.view(op.args["src"]), loc=_loc(op))
+
+
+def _nc_find_index8(em, op):
+    a = op.args
+    em.c.nki.nc_find_index8(em.view(a["dst"]), em.view(a["data"]), em.view(a["vals"]), loc=_loc(op))
+
+
+def _nc_match_replace8(em, op):
+    a = op.args
+    idx = em.view(a["dst_idx"]) if a["dst_idx"] is not None else None
+    em.c.nki.nc_match_replace8(em.view(a["dst"]), em.view(a["data"]), em.view(a["vals"]), op.attrs["imm"],
+                               dst_idx=idx, loc=_loc(op))
 
 
 def _affine_select(em, op):
@@ -405,5 +428,7 @@ EMIT = {
     "tensor_scalar": _tensor_scalar, "tensor_reduce": _tensor_reduce, "tensor_copy": _tensor_copy,
     "memset": _memset, "iota": _iota, "select": _select, "dma_copy": _dma_copy, "dma_transpose": _dma_transpose,
     "core_barrier": _core_barrier, "sendrecv": _sendrecv, "scalar_tensor_tensor": _scalar_tensor_tensor,
-    "bn_stats": _bn_stats, "bn_aggr": _bn_aggr, "affine_select": _affine_select,
+    "bn_stats": _bn_stats, "bn_aggr": _bn_aggr, "affine_select": _affine_select, "max8": _max8,
+    "nc_find_index8": _nc_find_index8, "nc_match_replace8": _nc_match_replace8,
+    "tensor_scalar_reduce": _tensor_scalar_reduce,
 }

@@ -520,6 +520,24 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     return o
 
 
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False, negate=False, loc=None):
+    op = "tensor_scalar_reduce"
+    dst, data = tile(dst, "dst", op), tile(data, "data", op)
+    same_shape(op, dst, "dst", data, "data")
+    v0, i0 = _operand(operand0, op, "operand0", data)
+    res = tile(reduce_res, "reduce_res", op)
+    if res.partitions != data.partitions or res.free_size != 1:
+        raise NkiError(f"{op}: reduce_res {list(res.shape)} must be [{data.partitions}, 1] (one element per "
+                       "partition of data)")
+    reads = [data] + ([v0] if v0 is not None else [])
+    o = record(op, {"dst": dst, "data": data, "operand0": v0, "reduce_res": res}, reads, [dst, res],
+               {"op0": op0, "imm0": i0, "reverse0": bool(reverse0), "reduce_op": reduce_op, "negate": bool(negate)},
+               loc)
+    if dst.st is data.st:
+        _order.check(o, dst, (data,))
+    return o
+
+
 # The operators NKI's table of math operators marks as legal reduction ops ("Supported Math Operators for NKI
 # ISA", nki.api.shared: add, subtract, multiply, max, min and the bitwise and logical and/or/xor are Y; the
 # others, divide, comparisons, shifts and power among them, are N).
@@ -656,6 +674,32 @@ def bn_aggr(dst, data, loc=None):
     op = "bn_aggr"
     dst, data = tile(dst, "dst", op), tile(data, "data", op)
     return record(op, {"dst": dst, "data": data}, [data], [dst], {}, loc)
+
+
+def max8(dst, src, loc=None):
+    op = "max8"
+    dst, src = tile(dst, "dst", op), tile(src, "src", op)
+    return record(op, {"dst": dst, "src": src}, [src], [dst], {}, loc)
+
+
+def nc_find_index8(dst, data, vals, loc=None):
+    op = "nc_find_index8"
+    dst, data, vals = tile(dst, "dst", op), tile(data, "data", op), tile(vals, "vals", op)
+    return record(op, {"dst": dst, "data": data, "vals": vals}, [data, vals], [dst], {}, loc)
+
+
+def nc_match_replace8(dst, data, vals, imm, dst_idx=None, loc=None):
+    op = "nc_match_replace8"
+    dst, data, vals = tile(dst, "dst", op), tile(data, "data", op), tile(vals, "vals", op)
+    idx = tile(dst_idx, "dst_idx", op) if dst_idx is not None else None
+    try:
+        imm = float(imm)
+    except (TypeError, ValueError):
+        raise NkiError(f"{op}: imm must be a number, got {imm!r}") from None
+    # data is read whole before dst is written (docs/program-format.md), so dst may be data (in place).
+    writes = [dst] + ([idx] if idx is not None else [])
+    return record(op, {"dst": dst, "data": data, "vals": vals, "dst_idx": idx}, [data, vals], writes,
+                  {"imm": imm}, loc)
 
 
 def affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, on_false_value, cmp_op, engine=None,

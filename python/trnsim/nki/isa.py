@@ -480,6 +480,51 @@ def tensor_scalar(*args, **kwargs):
     return _tensor_scalar_old(*args, **kwargs)
 
 
+# ------------------------------------------------------------------------------------ tensor_scalar_reduce
+
+_ACCUMULATOR = "the Vector engine's accumulator registers across instructions (reduce_cmd other than reset_reduce, " \
+               "reduce_init)"
+
+
+@_named("tensor_scalar_reduce")
+def _tensor_scalar_reduce_new(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
+                              reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False,
+                              name=None):
+    call = "tensor_scalar_reduce"
+    if _enum_value(reduce_cmd, globals()["reduce_cmd"], call, "reduce_cmd") != "reset_reduce" or \
+            reduce_init is not None:
+        unsupported(f"nki.isa.{call}(reduce_cmd={reduce_cmd}, reduce_init={reduce_init!r})", _ACCUMULATOR)
+    if reduce_res is None:  # NKI 2.33: no reduction, a tensor_scalar
+        dst, data, operand0 = _region(dst, data, operand0)
+        return _ops.tensor_scalar(dst, data, _lower.alu_name(op0, call), operand0, reverse0, engine="DVE")
+    dst, data, operand0, reduce_res = _region(dst, data, operand0, reduce_res)
+    return _ops.tensor_scalar_reduce(dst, data, _lower.alu_name(op0, call), operand0,
+                                     _lower.alu_name(reduce_op, call), reduce_res, reverse0, reduce_res_negate)
+
+
+@_named("tensor_scalar_reduce")
+def _tensor_scalar_reduce_old(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
+                              **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.tensor_scalar_reduce", kwargs)
+    call = "tensor_scalar_reduce"
+    (data, operand0, reduce_res), box = _masked(mask, data, operand0, reduce_res)
+    dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, call)
+    _ops.tensor_scalar_reduce(dst, data, _lower.alu_name(op0, call), operand0, _lower.alu_name(reduce_op, call),
+                              reduce_res, reverse0)
+    return _lower.boxed(_lower.fresh(dst), box)
+
+
+@_public
+def tensor_scalar_reduce(*args, **kwargs):
+    """dst = data op0 operand0 (one arithmetic operator; operand0 a number or a [P, 1] vector) and reduce_res
+    [P, 1] = reduce_op (add, subtract, multiply, maximum, minimum) over each partition's FP32 results, on the
+    Vector engine; reduce_res_negate negates it; reduce_cmd other than reset_reduce is NkiUnsupported."""
+    if _current(args, kwargs, 1):  # the earlier style takes keywords only
+        return _tensor_scalar_reduce_new(*args, **kwargs)
+    return _tensor_scalar_reduce_old(*args, **kwargs)
+
+
 # ------------------------------------------------------------------------------------------- tensor_reduce
 
 
@@ -857,6 +902,102 @@ def bn_aggr(*args, **kwargs):
     return _bn("bn_aggr", _ops.bn_aggr, 2, args, kwargs)
 
 
+# ---------------------------------------------------------------- max8 / nc_find_index8 / nc_match_replace8
+
+
+def _idx_dtype(dtype, call):
+    """The earlier style's index dtype= (uint32 by default; uint16 or uint32, NKI's pages)."""
+    from ._dtypes import BY_NAME
+
+    t = _lower.dt(dtype, BY_NAME["uint32"])
+    if t.name not in ("uint16", "uint32"):
+        raise NkiError(f"{call}: dtype must be nl.uint16 or nl.uint32 (indices), got {t.name}")
+    return t
+
+
+@_named("max8")
+def _max8_new(dst, src, name=None):
+    dst, src = _region(dst, src)
+    return _ops.max8(dst, src)
+
+
+@_named("max8")
+def _max8_old(*, src, mask=None, dtype=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.max8", kwargs)
+    (src,), box = _masked(mask, src)
+    dst = _result((src.shape[0], 8), _lower.dt(dtype, src.dtype), SBUF, "max8")
+    _ops.max8(dst, src)
+    return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (0, None)))
+
+
+@_public
+def max8(*args, **kwargs):
+    """dst [P, 8] = the 8 largest values of each partition of src (8 to 16,384 of them) in descending order,
+    compared as FP32, on the Vector engine; earlier style: `max8(src=t)` returns them in src's dtype (dtype=)."""
+    if _current(args, kwargs, 1):  # the earlier style takes keywords only
+        return _max8_new(*args, **kwargs)
+    return _max8_old(*args, **kwargs)
+
+
+@_named("nc_find_index8")
+def _nc_find_index8_new(dst, data, vals, name=None):
+    dst, data, vals = _region(dst, data, vals)
+    return _ops.nc_find_index8(dst, data, vals)
+
+
+@_named("nc_find_index8")
+def _nc_find_index8_old(*, data, vals, mask=None, dtype=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.nc_find_index8", kwargs)
+    # The mask applies to data only (NKI's page); vals from an earlier masked max8 is the part it holds.
+    (data,), box = _masked(mask, data)
+    (vals,) = _region(vals)
+    dst = _result((data.shape[0], 8), _idx_dtype(dtype, "nc_find_index8"), SBUF, "nc_find_index8")
+    _ops.nc_find_index8(dst, data, vals)
+    return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (0, None)))
+
+
+@_public
+def nc_find_index8(*args, **kwargs):
+    """dst [P, 8] (uint16 / uint32, default uint32) = per partition, the index in data (its free elements in
+    order) of the first occurrence of each of the 8 vals, compared as FP32 on the Vector engine; a repeated
+    val takes the next occurrence; all ones where none (NKI 2.32)."""
+    if _current(args, kwargs, 1):
+        return _nc_find_index8_new(*args, **kwargs)
+    return _nc_find_index8_old(*args, **kwargs)
+
+
+@_named("nc_match_replace8")
+def _nc_match_replace8_new(dst, data, vals, imm, dst_idx=None, name=None):
+    if dst_idx is None:
+        dst, data, vals = _region(dst, data, vals)
+    else:
+        dst, data, vals, dst_idx = _region(dst, data, vals, dst_idx)
+    return _ops.nc_match_replace8(dst, data, vals, imm, dst_idx)
+
+
+@_named("nc_match_replace8")
+def _nc_match_replace8_old(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.nc_match_replace8", kwargs)
+    (data,), box = _masked(mask, data)
+    (vals,) = _region(vals)
+    dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "nc_match_replace8")
+    _ops.nc_match_replace8(dst, data, vals, imm, dst_idx)
+    return _lower.boxed(_lower.fresh(dst), box)
+
+
+@_public
+def nc_match_replace8(*args, **kwargs):
+    """dst = data with the first occurrence of each of the 8 vals per partition replaced by imm (compared as
+    FP32 on the Vector engine; vals taken from the last, so a repeated val's first occurrence goes to its
+    highest slot), their indices into dst_idx when given (all ones where none); dst may be data."""
+    if _current(args, kwargs, 1):
+        return _nc_match_replace8_new(*args, **kwargs)
+    return _nc_match_replace8_old(*args, **kwargs)
+
+
 # ------------------------------------------------------------------------------------------- affine_select
 
 
@@ -935,13 +1076,9 @@ def affine_select(*args, **kwargs):
 UNSUPPORTED = {
     "tensor_partition_reduce": "cross-partition reduction on GpSimd",
     "tensor_tensor_scan": "the Vector engine's scan",
-    "tensor_scalar_reduce": "tensor_scalar with a fused reduction",
     "tensor_scalar_cumulative": "",
     "activate2": "",
     "exponential": "",
-    "max8": "",
-    "nc_find_index8": "",
-    "nc_match_replace8": "",
     "topk": "",
     "nonzero_with_count": "",
     "sequence_bounds": "",
@@ -985,7 +1122,8 @@ for _n, _why in UNSUPPORTED.items():
 SUPPORTED = ["nc_matmul", "nc_matmul_mx", "quantize_mx", "nc_transpose", "activation", "activation_reduce",
              "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy", "memset", "iota", "dma_copy",
              "dma_transpose", "core_barrier", "sendrecv", "select_reduce", "reciprocal", "get_nc_version",
-             "scalar_tensor_tensor", "bn_stats", "bn_aggr", "affine_select"]
+             "scalar_tensor_tensor", "bn_stats", "bn_aggr", "affine_select", "max8", "nc_find_index8",
+             "nc_match_replace8", "tensor_scalar_reduce"]
 
 
 def __getattr__(name):

@@ -352,3 +352,66 @@ TEST_CASE("work_of counts FLOPs and bytes per memory", "[isa]") {
   CHECK(d.bytes_written == 64);
   CHECK(d.flops == 0);
 }
+
+TEST_CASE("max8, nc_find_index8, nc_match_replace8: NKI's shape and dtype rules", "[isa][check][top8]") {
+  const auto max8 = [](uint32_t n, uint32_t out = 8, DType src = DType::F32) {
+    return make(Opcode::Max8, Engine::DVE,
+                {sbuf(0, 4, 0, DType::F32, {{1, out}}), sbuf(0, 4, 64, src, {{1, n}})});
+  };
+  CHECK_NOTHROW(check(max8(8), prog(), trn2()));
+  CHECK_NOTHROW(check(max8(16384), prog(), trn2()));
+  expect_rule(max8(7), "max8 on DVE: shape: src has 7 elements per partition; max8 reads 8 to 16384");
+  expect_rule(max8(16385), "max8 on DVE: shape: src has 16385 elements per partition; max8 reads 8 to 16384");
+  expect_rule(max8(16, 4), "max8 on DVE: shape: dst must be [4, 8] (8 per partition), got [4, 4]");
+  expect_rule(max8(16, 8, DType::FP8_E4M3FN_X4),
+              "max8 on DVE: dtype: src is float8_e4m3fn_x4: max8 compares values, and an x4 element is four");
+  expect_rule(make(Opcode::Max8, Engine::ACT, {f32(0, 4, 0, 8), f32(0, 4, 64, 16)}),
+              "max8 on ACT: engine: max8 runs on DVE");
+
+  const auto find = [](DType idx, uint32_t vals = 8) {
+    return make(Opcode::NcFindIndex8, Engine::DVE,
+                {sbuf(0, 4, 0, idx, {{1, 8}}), f32(0, 4, 64, 32), sbuf(0, 4, 256, DType::F32, {{1, vals}})});
+  };
+  CHECK_NOTHROW(check(find(DType::U16), prog(), trn2()));
+  CHECK_NOTHROW(check(find(DType::U32), prog(), trn2()));
+  expect_rule(find(DType::I32),
+              "nc_find_index8 on DVE: dtype: dst must be uint16 or uint32 (indices), got int32");
+  expect_rule(find(DType::U32, 4),
+              "nc_find_index8 on DVE: shape: vals must be [4, 8] (8 per partition), got [4, 4]");
+
+  auto replace =
+      make(Opcode::NcMatchReplace8, Engine::DVE,
+           {f32(0, 4, 0, 32), f32(0, 4, 0, 32), f32(0, 4, 256, 8), sbuf(0, 4, 512, DType::F32, {{1, 8}})});
+  expect_rule(replace,
+              "nc_match_replace8 on DVE: dtype: dst_idx must be uint16 or uint32 (indices), got float32");
+  replace.ops[3] = {};
+  CHECK_NOTHROW(check(replace, prog(), trn2()));
+  replace.ops[0] = f32(0, 4, 1024, 16);
+  expect_rule(replace, "nc_match_replace8 on DVE: shape: dst is [4, 16] but data is [4, 32]");
+}
+
+TEST_CASE("tensor_scalar_reduce: arithmetic op0, a reduction reduce_op, a [P, 1] reduce_res",
+          "[isa][check]") {
+  Instruction in = make(Opcode::TensorScalarReduce, Engine::DVE,
+                        {f32(0, 4, 0, 16), f32(0, 4, 64, 16), {}, f32(0, 4, 256, 1)});
+  in.alu0 = AluOp::Multiply;
+  in.alu1 = AluOp::Max;
+  CHECK_NOTHROW(check(in, prog(), trn2()));
+  in.alu1 = AluOp::Divide;
+  expect_rule(in,
+              "tensor_scalar_reduce on DVE: op: reduce_op divide must be add, subtract, multiply, maximum or "
+              "minimum");
+  in.alu1 = AluOp::Add;
+  in.alu0 = AluOp::BitwiseAnd;
+  expect_rule(in,
+              "tensor_scalar_reduce on DVE: op: op0 bitwise_and must be an arithmetic operator (NKI: bitvec "
+              "operators are not supported)");
+  in.alu0 = AluOp::Multiply;
+  in.ops[3] = f32(0, 4, 256, 2);
+  expect_rule(in, "tensor_scalar_reduce on DVE: shape: reduce_res must be [4, 1], got [4, 2]");
+  in.ops[3] = {};
+  expect_rule(in, "tensor_scalar_reduce on DVE: operand missing: reduce_res");
+  in.ops[3] = f32(0, 4, 256, 1);
+  in.engine = Engine::POOL;
+  expect_rule(in, "tensor_scalar_reduce on POOL: engine: tensor_scalar_reduce runs on DVE");
+}

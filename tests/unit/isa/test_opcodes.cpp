@@ -59,9 +59,12 @@ TEST_CASE("opcode table: one row per opcode, in enum order, names unique and par
     CHECK(parse_opcode(info.name) == op);
     CHECK(names.insert(info.name).second);
     CHECK(profiles.insert(info.profile_name).second);
-    // NKI names are snake_case, profile names upper case (MATMUL, TENSOR_TENSOR, PSEUDO_CORE_BARRIER).
-    for (const char* c = info.name; *c; ++c) CHECK((std::islower(*c) || *c == '_'));
-    for (const char* c = info.profile_name; *c; ++c) CHECK((std::isupper(*c) || *c == '_'));
+    // NKI names are snake_case, profile names upper case (MATMUL, TENSOR_TENSOR, PSEUDO_CORE_BARRIER), digits
+    // allowed after the first letter (max8, MAX8).
+    CHECK(std::isalpha(*info.name));
+    for (const char* c = info.name; *c; ++c) CHECK((std::islower(*c) || std::isdigit(*c) || *c == '_'));
+    for (const char* c = info.profile_name; *c; ++c)
+      CHECK((std::isupper(*c) || std::isdigit(*c) || *c == '_'));
     CHECK(std::string(info.description).size() > 10);
   }
   CHECK(names.size() == static_cast<size_t>(kNumOpcodes));

@@ -850,3 +850,123 @@ TEST_CASE("scalar_tensor_tensor, bn_stats, bn_aggr and affine_select", "[isa]") 
   CHECK(get<float>(m.s(1, 324)) == 2.f);
   CHECK(get<float>(m.s(1, 328)) == -1e4f);
 }
+
+TEST_CASE("max8: the 8 largest per partition, descending, in dst's dtype", "[isa][top8]") {
+  Machine m;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // Partition 0 as a [2, 6] BF16 src (12 values, row-major): duplicates, -0 before +0, NaN and -inf.
+  // Descending with ties in src order and NaN last: 9, 5, 5, 3, -0, 0, -1, -2 (below: -inf, NaN, -3, -4).
+  const float p0[12] = {5.f, -0.f, 3.f, nan, -1.f, 9.f, 0.f, -inf, 5.f, -2.f, -3.f, -4.f};
+  // Partition 1: fewer than 8 numbers above NaN: 7, 1, -inf, -inf, NaN, NaN, ... (NaN ranks below -inf).
+  const float p1[12] = {nan, -inf, 1.f, nan, nan, nan, 7.f, nan, -inf, nan, nan, nan};
+  for (int j = 0; j < 12; ++j) {
+    put(m.s(0, 2 * j), bf16_exact(p0[j]));
+    put(m.s(1, 2 * j), bf16_exact(p1[j]));
+  }
+  m.run(make(Opcode::Max8, Engine::DVE,
+             {sbuf(0, 2, 64, DType::F32, {{1, 8}}), sbuf(0, 2, 0, DType::BF16, {{6, 2}, {1, 6}})}));
+  const uint32_t want0[8] = {0x41100000u, 0x40A00000u, 0x40A00000u, 0x40400000u,
+                             0x80000000u, 0x00000000u, 0xBF800000u, 0xC0000000u};
+  for (int j = 0; j < 8; ++j) CHECK(get<uint32_t>(m.s(0, 64 + 4 * j)) == want0[j]);
+  CHECK(get<float>(m.s(1, 64)) == 7.f);
+  CHECK(get<float>(m.s(1, 68)) == 1.f);
+  CHECK(get<float>(m.s(1, 72)) == -inf);
+  CHECK(get<float>(m.s(1, 76)) == -inf);
+  for (int j = 4; j < 8; ++j) CHECK(std::isnan(get<float>(m.s(1, 64 + 4 * j))));
+  // A BF16 dst rounds the FP32 values (here exact): 9 is 0x4110.
+  m.run(make(Opcode::Max8, Engine::DVE,
+             {sbuf(0, 1, 128, DType::BF16, {{1, 8}}), sbuf(0, 1, 0, DType::BF16, {{1, 12}})}));
+  CHECK(get<uint16_t>(m.s(0, 128)) == 0x4110);
+  CHECK(get<uint16_t>(m.s(0, 128 + 14)) == 0xC000);
+}
+
+TEST_CASE("nc_find_index8: first occurrences, repeated vals ascending, all ones where absent",
+          "[isa][top8]") {
+  Machine m;
+  // data (10 values): 4 at 1, 6 and 8; 2 at 3; -0 at 5; 7 at 9.
+  const float data[10] = {1.f, 4.f, 3.f, 2.f, 5.f, -0.f, 4.f, 6.f, 4.f, 7.f};
+  std::memcpy(m.s(0, 0), data, sizeof data);
+  // vals: 4 three times (positions 1, 6, 8 in turn), +0 (matches -0 at 5), 7, 4 a fourth time (none left),
+  // 2, and 11 (absent): [1, 6, 8, 5, 9, none, 3, none].
+  const float vals[8] = {4.f, 4.f, 4.f, 0.f, 7.f, 4.f, 2.f, 11.f};
+  std::memcpy(m.s(0, 64), vals, sizeof vals);
+  m.run(make(Opcode::NcFindIndex8, Engine::DVE,
+             {sbuf(0, 1, 128, DType::U32, {{1, 8}}), sbuf(0, 1, 0, DType::F32, {{1, 10}}),
+              sbuf(0, 1, 64, DType::F32, {{1, 8}})}));
+  const uint32_t want[8] = {1, 6, 8, 5, 9, 0xFFFFFFFFu, 3, 0xFFFFFFFFu};
+  for (int j = 0; j < 8; ++j) CHECK(get<uint32_t>(m.s(0, 128 + 4 * j)) == want[j]);
+  // uint16 indices: the sentinel is 0xFFFF.
+  m.run(make(Opcode::NcFindIndex8, Engine::DVE,
+             {sbuf(0, 1, 192, DType::U16, {{1, 8}}), sbuf(0, 1, 0, DType::F32, {{1, 10}}),
+              sbuf(0, 1, 64, DType::F32, {{1, 8}})}));
+  for (int j = 0; j < 8; ++j) CHECK(get<uint16_t>(m.s(0, 192 + 2 * j)) == static_cast<uint16_t>(want[j]));
+}
+
+TEST_CASE("nc_match_replace8: NKI's duplicate example, in place, and dst_idx", "[isa][top8]") {
+  Machine m;
+  const float inf = std::numeric_limits<float>::infinity();
+  // NKI's page: data [1, 2, 3, 4, 8 x 7], vals [3, 8 x 7]: vals from the last, so dst_idx = [2, 10, 9, 8, 7,
+  // 6, 5, 4] and every 3 and 8 becomes imm.
+  const float data[11] = {1.f, 2.f, 3.f, 4.f, 8.f, 8.f, 8.f, 8.f, 8.f, 8.f, 8.f};
+  const float vals[8] = {3.f, 8.f, 8.f, 8.f, 8.f, 8.f, 8.f, 8.f};
+  std::memcpy(m.s(0, 0), data, sizeof data);
+  std::memcpy(m.s(0, 64), vals, sizeof vals);
+  Instruction mr = make(Opcode::NcMatchReplace8, Engine::DVE,
+                        {sbuf(0, 1, 0, DType::F32, {{1, 11}}), sbuf(0, 1, 0, DType::F32, {{1, 11}}),
+                         sbuf(0, 1, 64, DType::F32, {{1, 8}}), sbuf(0, 1, 128, DType::U32, {{1, 8}})});
+  mr.imm0 = -inf;
+  m.run(mr);
+  const uint32_t want_idx[8] = {2, 10, 9, 8, 7, 6, 5, 4};
+  for (int j = 0; j < 8; ++j) CHECK(get<uint32_t>(m.s(0, 128 + 4 * j)) == want_idx[j]);
+  const float want[11] = {1.f, 2.f, -inf, 4.f, -inf, -inf, -inf, -inf, -inf, -inf, -inf};
+  for (int j = 0; j < 11; ++j) CHECK(get<float>(m.s(0, 4 * j)) == want[j]);
+  // Again on the replaced data: only 1, 2 and 4 are left, no 3 or 8: dst unchanged, dst_idx all ones.
+  m.run(mr);
+  for (int j = 0; j < 8; ++j) CHECK(get<uint32_t>(m.s(0, 128 + 4 * j)) == 0xFFFFFFFFu);
+  for (int j = 0; j < 11; ++j) CHECK(get<float>(m.s(0, 4 * j)) == want[j]);
+  // Without dst_idx, into a BF16 dst apart from data: imm 0.5 at the paired positions.
+  std::memcpy(m.s(0, 0), data, sizeof data);
+  Instruction plain = make(Opcode::NcMatchReplace8, Engine::DVE,
+                           {sbuf(0, 1, 256, DType::BF16, {{1, 11}}), sbuf(0, 1, 0, DType::F32, {{1, 11}}),
+                            sbuf(0, 1, 64, DType::F32, {{1, 8}})});
+  plain.imm0 = 0.5f;
+  m.run(plain);
+  const uint16_t want16[11] = {0x3F80, 0x4000, 0x3F00, 0x4080, 0x3F00, 0x3F00,
+                               0x3F00, 0x3F00, 0x3F00, 0x3F00, 0x3F00};
+  for (int j = 0; j < 11; ++j) CHECK(get<uint16_t>(m.s(0, 256 + 2 * j)) == want16[j]);
+}
+
+TEST_CASE("tensor_scalar_reduce: tensor_scalar with one operator, reduced over the FP32 results", "[isa]") {
+  Machine m;
+  // x * 2 with x = {1.5, -3, 0.25, 4}: {3, -6, 0.5, 8}; partition 1: x + 1 with its [P, 1] operand0 = 1.
+  const float x[4] = {1.5f, -3.f, 0.25f, 4.f};
+  for (uint32_t p = 0; p < 2; ++p) std::memcpy(m.s(p, 0), x, sizeof x);
+  put(m.s(0, 32), 2.f);
+  put(m.s(1, 32), 1.f);
+  Instruction in = make(Opcode::TensorScalarReduce, Engine::DVE,
+                        {sbuf(0, 2, 64, DType::BF16, {{1, 4}}), sbuf(0, 2, 0, DType::F32, {{1, 4}}),
+                         sbuf(0, 2, 32, DType::F32, {{1, 1}}), sbuf(0, 2, 128, DType::F32, {{1, 1}})});
+  in.alu0 = AluOp::Multiply;
+  in.alu1 = AluOp::Max;
+  in.flags = kOperand0Vector;
+  m.run(in);
+  CHECK(get<uint16_t>(m.s(0, 64 + 2)) == bf16_exact(-6.f));
+  CHECK(get<float>(m.s(0, 128)) == 8.f);  // max(3, -6, 0.5, 8)
+  CHECK(get<float>(m.s(1, 128)) == 4.f);  // max(1.5, -3, 0.25, 4) * 1
+  // add, reverse0 (operand0 - x) and negate: partition 0: 2 - x = {0.5, 5, 1.75, -2}, sum 5.25 -> -5.25.
+  in.alu0 = AluOp::Subtract;
+  in.alu1 = AluOp::Add;
+  in.flags = kOperand0Vector | kReverse0 | kNegate;
+  m.run(in);
+  CHECK(get<float>(m.s(0, 128)) == -5.25f);
+  CHECK(get<uint16_t>(m.s(0, 64 + 6)) == bf16_exact(-2.f));
+  // The sum is of the FP32 results, before dst's BF16 rounding: x + 1e-3 holds 1.501 (BF16 1.5) etc.;
+  // an immediate operand0: (1.5 + 1e-3) + (-3 + 1e-3) + (0.25 + 1e-3) + (4 + 1e-3) in FP32, left to right.
+  in.alu0 = AluOp::Add;
+  in.flags = 0;
+  in.imm0 = 1e-3f;
+  m.run(in);
+  const float want = ((((1.5f + 1e-3f) + (-3.f + 1e-3f)) + (0.25f + 1e-3f)) + (4.f + 1e-3f));
+  CHECK(get<float>(m.s(0, 128)) == want);
+  CHECK(want != 2.75f);
+}

@@ -136,6 +136,30 @@ const std::vector<Case>& cases() {
        [](const Views& v) {
          return nki::affine_select(v[0], {-1}, 0.0, 1.0, v[1], -9984.0, nki::AluOp::IsGe);
        }},
+      {Opcode::Max8,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({128, 8}, DT::F32), k.sbuf({128, 512}, DT::BF16)};
+       },
+       [](const Views& v) { return nki::max8(v[0], v[1]); }},
+      {Opcode::NcFindIndex8,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({128, 8}, DT::U32), k.sbuf({128, 512}, DT::F32), k.sbuf({128, 8}, DT::F32)};
+       },
+       [](const Views& v) { return nki::nc_find_index8(v[0], v[1], v[2]); }},
+      {Opcode::NcMatchReplace8,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({128, 512}, DT::F32), k.sbuf({128, 512}, DT::F32), k.sbuf({128, 8}, DT::F32),
+                 k.sbuf({128, 8}, DT::U32)};
+       },
+       [](const Views& v) { return nki::nc_match_replace8(v[0], v[1], v[2], -1e30, v[3]); }},
+      {Opcode::TensorScalarReduce,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({128, 512}, DT::BF16), k.sbuf({128, 512}, DT::BF16), k.sbuf({128, 1}, DT::F32),
+                 k.sbuf({128, 1}, DT::F32)};
+       },
+       [](const Views& v) {
+         return nki::tensor_scalar_reduce(v[0], v[1], nki::AluOp::Multiply, v[2], nki::AluOp::Max, v[3]);
+       }},
       {Opcode::DmaCopy,
        [](Kernel& k) -> Views {
          return {k.sbuf({128, 512}, DT::BF16), scratch_hbm(k, "x"), k.sbuf({128, 1}, DT::I32), View{}};

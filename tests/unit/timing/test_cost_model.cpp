@@ -420,3 +420,42 @@ TEST_CASE("costs of scalar_tensor_tensor, bn_stats, bn_aggr, affine_select and t
   CHECK(cm.engine_cost(copy8).cycles == Cycles(1124));
   CHECK(timing::CostModel(trn3()).engine_cost(copy8).cycles == Cycles(356));
 }
+
+TEST_CASE("costs of max8, nc_find_index8 and nc_match_replace8", "[timing][top8]") {
+  // NKI 2.26's pages: "N engine cycles" for N elements per partition of src / data; with the DVE
+  // fixed_overhead_cycles (100, configs/hw/trn2.json and trn3.json), no performance mode for BF16 either.
+  for (const config::HwConfig* hw : {&trn2(), &trn3()}) {
+    timing::CostModel cm(*hw);
+    // max8 of a [128, 1024] BF16 tile: 100 + 1024 = 1124.
+    auto top =
+        inst(Opcode::Max8, Engine::DVE,
+             {ap(MemSpace::SBUF, DType::BF16, 128, {8}), ap(MemSpace::SBUF, DType::BF16, 128, {1024})});
+    CHECK(cm.engine_cost(top).cycles == Cycles(1124));
+    // nc_find_index8 over data [128, 4, 64] (256 per partition): 100 + 256 = 356; vals do not count.
+    auto find = inst(Opcode::NcFindIndex8, Engine::DVE,
+                     {ap(MemSpace::SBUF, DType::U32, 128, {8}), ap(MemSpace::SBUF, DType::F32, 128, {4, 64}),
+                      ap(MemSpace::SBUF, DType::F32, 128, {8})});
+    CHECK(cm.engine_cost(find).cycles == Cycles(356));
+    // nc_match_replace8 over data [128, 32000] (a vocabulary row) with dst_idx: 100 + 32000 = 32100.
+    auto rep =
+        inst(Opcode::NcMatchReplace8, Engine::DVE,
+             {ap(MemSpace::SBUF, DType::F32, 128, {32000}), ap(MemSpace::SBUF, DType::F32, 128, {32000}),
+              ap(MemSpace::SBUF, DType::F32, 128, {8}), ap(MemSpace::SBUF, DType::U32, 128, {8})});
+    CHECK(cm.engine_cost(rep).cycles == Cycles(32100));
+  }
+}
+
+TEST_CASE("cost of tensor_scalar_reduce", "[timing]") {
+  // NKI's "max(MIN_II, N) + MIN_II": DVE fixed_overhead_cycles (100) + N + 100 for the reduction, no
+  // performance mode (a BF16 tensor_scalar in SBUF has 4x): [128, 1024] BF16 -> 100 + 1024 + 100 = 1224.
+  timing::CostModel cm(trn2());
+  auto in = inst(Opcode::TensorScalarReduce, Engine::DVE,
+                 {ap(MemSpace::SBUF, DType::BF16, 128, {1024}), ap(MemSpace::SBUF, DType::BF16, 128, {1024}),
+                  isa::AccessPattern{}, ap(MemSpace::SBUF, DType::F32, 128, {1})});
+  CHECK(cm.engine_cost(in).cycles == Cycles(1224));
+  // The same tensor_scalar: 100 + 1024 / 4 = 356.
+  auto ts =
+      inst(Opcode::TensorScalar, Engine::DVE,
+           {ap(MemSpace::SBUF, DType::BF16, 128, {1024}), ap(MemSpace::SBUF, DType::BF16, 128, {1024})});
+  CHECK(cm.engine_cost(ts).cycles == Cycles(356));
+}
