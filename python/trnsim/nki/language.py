@@ -551,6 +551,17 @@ def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
     return _reduced(s, x, axis, keepdims, box)
 
 
+@_names_errors
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
+    """A reduction across loop iterations: `acc[...] = nl.loop_reduce(x, op, loop_indices=[i])` is one
+    nisa.tensor_tensor(acc, acc, x, op) (nki.language.loop_reduce; lowering in _loop_reduce.py)."""
+    from . import _loop_reduce
+
+    if kwargs and set(kwargs) != {"name"}:
+        ignored_kwargs("nl.loop_reduce", [k for k in kwargs if k != "name"])
+    return _loop_reduce.loop_reduce(x, op, loop_indices, dtype, mask)
+
+
 def _per_partition(t, x, axis, alu, name):
     """tensor_reduce(alu) of the FP32 tile t over `axis` of x's dims (the last free dims), keeping x's rank
     ([P, 4, 1] for [P, 4, 16] over axis 2): the elementwise steps broadcast it over the reduced dims."""
@@ -762,7 +773,7 @@ UNSUPPORTED = {
     "invert": "", "logical_xor": "", "all": "", "no_reorder": "scheduling hints",
     "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
     "abs_min": "", "fmod": "", "tan": "", "prelu": "", "gelu_apprx_sigmoid": "",
-    "gelu_apprx_sigmoid_dx": "", "loop_reduce": "", "while_loop": "dynamic loops",
+    "gelu_apprx_sigmoid_dx": "", "while_loop": "dynamic loops",
 }
 
 
@@ -790,7 +801,7 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
              "negative", "logical_not", "softmax", "rms_norm", "var", "mod",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
-             "is_on_chip", "shared_identity_matrix"]
+             "is_on_chip", "shared_identity_matrix", "loop_reduce"]
 
 
 def __getattr__(name):
