@@ -1,7 +1,7 @@
 """Fills the platform's hooks (trnsim/nki/_hooks.py, NKI_CONTRACT.md): running a kernel function traces it
 (plain functions too), and the allocation and schedule of the last build go into stats.json."""
 
-from . import _hooks, _jit, _trace
+from . import _constants, _hooks, _jit, _trace
 
 
 def _call(func, inputs, params):
@@ -44,4 +44,5 @@ def install():
     _hooks.call = _call
     _hooks.wrap_input = _wrap_input
     _hooks.stats = _stats
+    _hooks.constants = _constants.constants
     _hooks.warnings = _jit.warnings_by_call

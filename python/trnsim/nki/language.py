@@ -299,6 +299,17 @@ def shared_identity_matrix(n, dtype="uint8", dst=None, **kwargs):
     return dst
 
 
+def shared_constant(constant, dtype=None, **kwargs):
+    """An HBM tensor holding `constant` (a NumPy array or a .npy file path), converted to `dtype` (the
+    array's own when not given) as a given input is; it is an input of the kernel, in HBM before the kernel
+    runs. The same values and dtype give the same tensor."""
+    from . import _constants
+
+    if kwargs:
+        ignored_kwargs("nl.shared_constant", list(kwargs))
+    return _constants.shared_constant(constant, dtype)
+
+
 # ---- loops and SPMD
 
 
@@ -766,7 +777,7 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
 UNSUPPORTED = {
     "layer_norm": "", "exp2": "", "dropout": "random numbers",
     "rand": "random numbers",
-    "random_seed": "random numbers", "shared_constant": "",
+    "random_seed": "random numbers",
     "device_print": "a tile's values exist only when the simulated kernel runs, after tracing; to see them, "
     "store the tile into an nl.shared_hbm tensor and return it as an output", "atomic_rmw": "", "gather_flattened": "",
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
@@ -801,7 +812,7 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
              "negative", "logical_not", "softmax", "rms_norm", "var", "mod",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
-             "is_on_chip", "shared_identity_matrix", "loop_reduce"]
+             "is_on_chip", "shared_identity_matrix", "shared_constant", "loop_reduce"]
 
 
 def __getattr__(name):
