@@ -113,6 +113,16 @@ def test_value_out_of_range():
                       f"outside the int8 range [-128, 127] of int8 [1, 1]"), str(e)
 
 
+def test_a_failed_build_leaves_no_constant():
+    # A build that fails after making a constant; then a builder kernel (no nki.language) runs with its own
+    # input only, no constant of the failed build bound to it.
+    import tiny
+
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    raises(ValueError, tnki.simulate_kernel, K.bad, x, what="late")
+    same(tnki.simulate_kernel(tiny.copy_kernel, x), x)
+
+
 def test_workload_run_binds_it():
     # `trnsim run` of a workload naming the kernel: the workload gives x only; the constant is bound by the
     # run (no "missing input"), and --dump-inputs writes it beside x, as bfloat16 raw bits (1.0 = 0x3F80).

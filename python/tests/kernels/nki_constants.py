@@ -59,6 +59,9 @@ def bad(x, what):
         nl.shared_constant(np.float32(2.0))  # MARK-scalar
     elif what == "tile":
         nl.shared_constant(nl.load(x))  # MARK-tile
+    elif what == "late":
+        nl.shared_constant(np.ones((2, 2), dtype=np.float32))
+        raise ValueError("the kernel fails after making a constant")  # MARK-late
     elif what == "range":
         nl.shared_constant(np.array([[300]]), dtype=nl.int8)  # MARK-range
     nl.store(out, nl.load(x))

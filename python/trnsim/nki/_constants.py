@@ -29,7 +29,9 @@ def constants():
     """After a build: its constants, (name, array, DType, label), for the PythonKernel to bind as inputs."""
     from .. import _core
 
-    return [(n, a, _core.parse_dtype(isa), label) for n, a, isa, label in _given]
+    out = [(n, a, _core.parse_dtype(isa), label) for n, a, isa, label in _given]
+    reset()  # (consumed: a later build of a kernel that makes none binds none)
+    return out
 
 
 def _array(constant):

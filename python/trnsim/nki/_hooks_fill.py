@@ -7,6 +7,11 @@ from . import _constants, _hooks, _jit, _trace
 def _call(func, inputs, params):
     """NKI kernels (@nki.jit) are traced; a plain function (e.g. one written on trnsim._core's builder) gets
     the builder's views as they are."""
+    from .. import _core
+
+    k = _core.Kernel.current()
+    if k is not None and k.program_id() == 0:
+        _constants.reset()  # a new build (one that failed before its constants were read left them)
     if getattr(func, "__trnsim_traced__", False):
         return func(*inputs, **params)
     _trace.plain_function = func  # an nl / nisa call in it names it (_trace.current)

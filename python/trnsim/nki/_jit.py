@@ -10,7 +10,7 @@ import math
 import os
 import threading
 
-from . import _budget, _constants, _emit, _loop_reduce, _loops, _trace
+from . import _budget, _emit, _loop_reduce, _loops, _trace
 from ._backend import Target
 from ._dtypes import as_dtype
 from ._errors import Loc, NkiError
@@ -147,7 +147,6 @@ def _build_core(kernel, args, kwargs):
     if core == 0:
         _auto_named.clear()
         _kernel_file.clear()
-        _constants.reset()
         path = kernel.fn.__code__.co_filename
         _kernel_file[os.path.basename(path)] = path
     target = Target.of_kernel(k)
