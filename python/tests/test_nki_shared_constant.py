@@ -66,6 +66,12 @@ def test_one_tensor_per_data_and_dtype():
     assert K.seen["names"] == ("shared_constant", "shared_constant", "shared_constant_1"), K.seen["names"]
 
 
+def test_name_of_an_input_not_taken():
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    same(tnki.simulate_kernel(K.named_like_an_input, x), x + 2)
+    assert K.seen["name"] == "shared_constant_1", K.seen["name"]
+
+
 def test_an_input_of_the_run():
     # An input of the run like the caller's x: the trace names it as the DMA's source, and the stats count it
     # among the bytes the run must move: x, out (64 KiB each), the bfloat16 identity (32 KiB) and the float32

@@ -45,6 +45,16 @@ def per_core_rows(x):
 
 
 @nki.jit
+def named_like_an_input(shared_constant):
+    # The kernel's input has the name the constant would get: the constant takes the next one.
+    c = nl.shared_constant(np.full((128, 64), 2.0, dtype=np.float32))
+    seen["name"] = c.name
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.add(nl.load(shared_constant), nl.load(c)))
+    return out
+
+
+@nki.jit
 def bad(x, what):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     if what == "fraction":

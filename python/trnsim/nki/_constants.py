@@ -71,6 +71,19 @@ def _host(a, d):
     return a.astype(np.int64)
 
 
+def _free_name(t):
+    """shared_constant, shared_constant_1, ...: the next one that names no parameter of the kernel function
+    (its inputs are its parameters)."""
+    code = t.entry_code
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]) if code is not None else set()
+    taken = params | set(_names.values())
+    n, name = 0, "shared_constant"
+    while name in taken:
+        n += 1
+        name = f"shared_constant_{n}"
+    return name
+
+
 def shared_constant(constant, dtype=None):
     t = _trace.current(CALL)
     a = _array(constant)
@@ -93,7 +106,7 @@ def shared_constant(constant, dtype=None):
     name = _names.get(key)
     loc = caller_loc()
     if name is None:
-        name = "shared_constant" if not _names else f"shared_constant_{len(_names)}"
+        name = _free_name(t)
         _names[key] = name
         _given.append((name, host, d.isa, f"{loc}: {CALL}"))
     made = t.__dict__.setdefault("_constants", {})
