@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <set>
 
+#include "kernels/api/constant_inputs.h"
 #include "kernels/api/registry.h"
 #include "kernels/workload/workload.h"
 #include "kernels/workload/workload_checker.h"
@@ -271,8 +272,9 @@ PreparedWorkload prepare_workload(Workload w) {
     p.recipe_outputs[e.key] = plan->produces;
     reads[e.key] = plan->reads;
   }
+  const kernels::Tensors constants = kernels::constant_inputs_of(p.kernel.get());
   for (const TensorInfo& t : p.inputs)
-    if (!maker.count(t.name))
+    if (!maker.count(t.name) && !constants.count(t.name))  // (nl.shared_constant: bound by WorkloadRun)
       c.fail("inputs",
              fmt::format("missing input {} (kernel '{}' needs {})", t.describe(), w.kernel, names(p.inputs)));
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "kernels/api/constant_inputs.h"
 #include "sim/base/error.h"
 #include "sim/base/release_heap.h"
 #include "sim/io/npy.h"
@@ -97,15 +98,24 @@ PreparedWorkload prepare_given(std::unique_ptr<kernels::BoundKernel> kernel, con
   return p;
 }
 
+// The inputs the kernel gave itself (nl.shared_constant): bound as a caller's given inputs.
+void bind_constants(WorkloadRun& r) {
+  for (auto& [name, t] : kernels::constant_inputs_of(r.prepared().kernel.get()))
+    r.set_input(name, std::move(t));
+}
+
 }  // namespace
 
 struct WorkloadRun::Async {
   std::future<double> prepared;  // the reference thread's seconds
 };
 
-WorkloadRun::WorkloadRun(PreparedWorkload p) : p_(std::move(p)), t0_(clock::now()) {}
+WorkloadRun::WorkloadRun(PreparedWorkload p) : p_(std::move(p)), t0_(clock::now()) {
+  bind_constants(*this);
+}
 WorkloadRun::WorkloadRun(Workload w) : t0_(clock::now()) {
   p_ = prepare_workload(std::move(w));
+  bind_constants(*this);
 }
 WorkloadRun::~WorkloadRun() = default;
 WorkloadRun::WorkloadRun(WorkloadRun&&) noexcept = default;

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "kernels/api/checks.h"
+#include "kernels/api/constant_inputs.h"
 #include "python/src/kernel_handle.h"
 #include "python/src/py_util.h"
 #include "sim/base/json_excerpt.h"
@@ -52,7 +53,7 @@ kernels::ParamType param_type(const std::string& t) {
   return kernels::ParamType::String;
 }
 
-class PythonKernel final : public kernels::BoundKernel {
+class PythonKernel final : public kernels::BoundKernel, public kernels::ConstantInputs {
  public:
   explicit PythonKernel(PythonKernelSpec spec) : spec_(std::move(spec)), def_(spec_.name) {
     pyb::tuple fg = runner().attr("resolve_kernel")(spec_.kernel);
@@ -102,6 +103,13 @@ class PythonKernel final : public kernels::BoundKernel {
       const pyb::module_ hooks = pyb::module_::import("trnsim.nki._hooks");
       b.warnings = hooks.attr("warnings")(b.warnings).cast<std::vector<std::string>>();
       frontend_stats_ = to_json(hooks.attr("stats")());
+      // nl.shared_constant's values, converted as a given input's (to_host), for WorkloadRun to bind.
+      constants_.clear();
+      for (pyb::handle c : hooks.attr("constants")()) {
+        const auto t = c.cast<pyb::tuple>();
+        constants_[t[0].cast<std::string>()] =
+            to_host(t[1], t[2].cast<isa::DType>(), {}, t[3].cast<std::string>());
+      }
       if (spec_.track_sources) {
         if (!frontend_stats_.is_object()) frontend_stats_ = json::object();
         frontend_stats_["sources"] = to_json(runner().attr("sources")());
@@ -146,6 +154,7 @@ class PythonKernel final : public kernels::BoundKernel {
   std::vector<kernels::KernelStat> input_stats(const kernels::Tensors&) const override { return {}; }
   void check_inputs(const kernels::Tensors&) const override {}
   json frontend_stats() const override { return frontend_stats_; }
+  kernels::Tensors constant_inputs() const override { return constants_; }
 
  private:
   // The keyword arguments the kernel and the reference are called with.
@@ -215,6 +224,7 @@ class PythonKernel final : public kernels::BoundKernel {
   std::optional<int> grid_;
   mutable std::vector<std::string> outputs_;
   mutable json frontend_stats_ = nullptr;
+  mutable kernels::Tensors constants_;
 };
 
 }  // namespace

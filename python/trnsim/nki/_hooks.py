@@ -3,7 +3,7 @@
 The language layer (trnsim.nki) replaces these at import: ``wrap_input(view)`` turns an input's ``_core.View``
 (an HBM tensor) into the object the kernel function receives; ``unwrap(obj)`` turns an object the kernel
 returns into its ``_core.View``; ``call(func, inputs, params)`` runs the function on one core; ``stats()``
-gives stats.json's "nki" section after the build; ``warnings(lines)`` rewords the build's warnings.
+gives stats.json's "nki" section after the build; ``constants()`` the kernel's own constant inputs; ``warnings(lines)`` rewords the build's warnings.
 """
 
 
@@ -25,6 +25,12 @@ def call(func, inputs, params):
 def stats():
     """After a build: a JSON-able dict shown as stats.json "nki" (empty: no section)."""
     return {}
+
+
+def constants():
+    """After a build: the inputs whose values the kernel gave itself (nl.shared_constant), as (name, array,
+    DType, label); the runner binds each as a given input."""
+    return []
 
 
 def warnings(lines):

@@ -1,13 +1,18 @@
 """Fills the platform's hooks (trnsim/nki/_hooks.py, NKI_CONTRACT.md): running a kernel function traces it
 (plain functions too), and the allocation and schedule of the last build go into stats.json."""
 
-from . import _hooks, _jit, _trace
+from . import _constants, _hooks, _jit, _trace
 from ._errors import Loc, NkiError, _in_package
 
 
 def _call(func, inputs, params):
     """NKI kernels (@nki.jit) are traced; a plain function (e.g. one written on trnsim._core's builder) gets
     the builder's views as they are."""
+    from .. import _core
+
+    k = _core.Kernel.current()
+    if k is not None and k.program_id() == 0:
+        _constants.reset()  # a new build (one that failed before its constants were read left them)
     if getattr(func, "__trnsim_traced__", False):
         return func(*inputs, **params)
     _trace.plain_function = func  # an nl / nisa call in it names it (_trace.current)
@@ -65,4 +70,5 @@ def install():
     _hooks.call = _call
     _hooks.wrap_input = _wrap_input
     _hooks.stats = _stats
+    _hooks.constants = _constants.constants
     _hooks.warnings = _jit.warnings_by_call

@@ -10,7 +10,7 @@ import math
 import os
 import threading
 
-from . import _budget, _emit, _loops, _trace
+from . import _budget, _emit, _loop_reduce, _loops, _trace
 from ._backend import Target
 from ._dtypes import as_dtype
 from ._errors import Loc, NkiError
@@ -167,6 +167,7 @@ def _build_core(kernel, args, kwargs):
         targs = [_as_input(trace, a) for a in args]
         tkw = {n: _as_input(trace, a) for n, a in kwargs.items()}
         r = _trace.run_program(kernel.fn, targs, tkw, trace)
+        _loop_reduce.check_assigned(trace)
         _warn_running_threads(k, kernel.fn, trace, threads_before)
         if results is None:
             results = r

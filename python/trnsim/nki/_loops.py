@@ -93,6 +93,8 @@ def _out_of_scope(trace):
 def _exempt(op, v):
     """A read that is half of an associative accumulation into v (not a loop-carried dependency)."""
     attrs = op.attrs
+    if attrs.get("loop_reduce") is v.st:  # nl.loop_reduce: the reduction the kernel declared across its loops
+        return True
     dst = op.args.get("dst")
     if dst is None:
         return False

@@ -237,6 +237,9 @@ def assign(dst, value):
     if isinstance(value, (int, float, np.number)):
         _ops.memset(dst, float(value))
         return
+    if hasattr(type(value), "into"):  # nl.loop_reduce's reduction, done into dst (_loop_reduce)
+        value.into(dst)
+        return
     raise NkiError(f"cannot assign {type(value).__name__} to an NKI tensor")
 
 

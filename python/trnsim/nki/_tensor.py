@@ -1021,8 +1021,14 @@ class NkiTensor:
     def indirect(self, index, num_elem=None):
         from ._errors import unsupported
 
+        # Tensor Indirection is a compute engine reading columns of an on-chip tile at offsets read at run
+        # time (NKI Tensor Indirection page); the indirect DMA trnsim models moves rows of an HBM tensor: another
+        # unit, axis and memory, so no lowering of one to the other is faithful. The message names that form.
         unsupported("nki.language.NkiTensor.indirect (Tensor Indirection, NeuronCore-v4)",
-                    "an engine's run-time free-dim offsets are not modelled; indirect DMA (x[idx_tile, ...]) is")
+                    "an engine's column gather/scatter at run-time offsets is not modelled. What is: the indirect "
+                    "DMA, rows of an HBM tensor picked by an int32/uint32 [P, 1] SBUF tile idx, as "
+                    "nl.load(x[idx, :]) or nisa.dma_copy(dst=t, src=x[idx, :]) (for columns, gather rows of the "
+                    "transposed tensor; docs/nki.md, Indirect DMA)")
 
     def astype(self, dtype):
         """t.astype(dtype) of the earlier nki.tensor: a copy cast to dtype (nl.copy(t, dtype=dtype))."""

@@ -299,6 +299,17 @@ def shared_identity_matrix(n, dtype="uint8", dst=None, **kwargs):
     return dst
 
 
+def shared_constant(constant, dtype=None, **kwargs):
+    """An HBM tensor holding `constant` (a NumPy array or a .npy file path), converted to `dtype` (the
+    array's own when not given) as a given input is; it is an input of the kernel, in HBM before the kernel
+    runs. The same values and dtype give the same tensor."""
+    from . import _constants
+
+    if kwargs:
+        ignored_kwargs("nl.shared_constant", list(kwargs))
+    return _constants.shared_constant(constant, dtype)
+
+
 # ---- loops and SPMD
 
 
@@ -551,6 +562,17 @@ def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
     return _reduced(s, x, axis, keepdims, box)
 
 
+@_names_errors
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
+    """A reduction across loop iterations: `acc[...] = nl.loop_reduce(x, op, loop_indices=[i])` is one
+    nisa.tensor_tensor(acc, acc, x, op) (nki.language.loop_reduce; lowering in _loop_reduce.py)."""
+    from . import _loop_reduce
+
+    if kwargs and set(kwargs) != {"name"}:
+        ignored_kwargs("nl.loop_reduce", [k for k in kwargs if k != "name"])
+    return _loop_reduce.loop_reduce(x, op, loop_indices, dtype, mask)
+
+
 def _per_partition(t, x, axis, alu, name):
     """tensor_reduce(alu) of the FP32 tile t over `axis` of x's dims (the last free dims), keeping x's rank
     ([P, 4, 1] for [P, 4, 16] over axis 2): the elementwise steps broadcast it over the reduced dims."""
@@ -756,14 +778,14 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
 UNSUPPORTED = {
     "layer_norm": "", "exp2": "", "dropout": "random numbers",
     "rand": "random numbers",
-    "random_seed": "random numbers", "shared_constant": "",
+    "random_seed": "random numbers",
     "device_print": "a tile's values exist only when the simulated kernel runs, after tracing; to see them, "
     "store the tile into an nl.shared_hbm tensor and return it as an output", "atomic_rmw": "", "gather_flattened": "",
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
     "invert": "", "logical_xor": "", "all": "", "no_reorder": "scheduling hints",
     "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
     "abs_min": "", "fmod": "", "tan": "", "prelu": "", "gelu_apprx_sigmoid": "",
-    "gelu_apprx_sigmoid_dx": "", "loop_reduce": "", "while_loop": "dynamic loops",
+    "gelu_apprx_sigmoid_dx": "", "while_loop": "dynamic loops",
 }
 
 
@@ -791,7 +813,7 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
              "negative", "logical_not", "softmax", "rms_norm", "var", "mod",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
-             "is_on_chip", "shared_identity_matrix"]
+             "is_on_chip", "shared_identity_matrix", "shared_constant", "loop_reduce"]
 
 
 def __getattr__(name):

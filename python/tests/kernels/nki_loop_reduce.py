@@ -1,0 +1,75 @@
+"""NKI kernels using nl.loop_reduce (a reduction across loop iterations into a tile that is also the op's
+input), for test_nki_loop_reduce.py. Written for this project."""
+
+import numpy as np
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def reduce_slices(x, op, acc_dtype=nl.float32, dtype=None, init=0.0):
+    # x [n, 128, 64]: acc = init, then acc[...] = loop_reduce(x[i], op) for each i; out = acc as float32.
+    n = x.shape[0]
+    acc = nl.full((128, 64), init, dtype=acc_dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(n):
+        acc[...] = nl.loop_reduce(nl.load(x[i]), op=op, loop_indices=[i], dtype=dtype)
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.copy(acc, dtype=nl.float32))
+    return out
+
+
+@nki.jit
+def blocked_matmul(a, b):
+    # The contributed matmul's pattern: per K block a PSUM accumulation of 128-row K tiles, added across K
+    # blocks into an SBUF tile by loop_reduce. a [K, 128] (stationary, K on partitions), b [K, 512].
+    K = a.shape[0]
+    blocks, tiles = K // 256, 2
+    z = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    for kb in nl.affine_range(blocks):
+        p = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+        for kt in nl.affine_range(tiles):
+            k0 = kb * 256 + kt * 128
+            p += nisa.nc_matmul(nl.load(a[k0:k0 + 128, :]), nl.load(b[k0:k0 + 128, :]))
+        z[...] = nl.loop_reduce(p, np.add, loop_indices=[kb], name="z-acc")
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, z)
+    return out
+
+
+@nki.jit
+def masked(x):
+    # Only partitions 0..63 accumulate; 64..127 keep acc's 5.0.
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    acc = nl.full((128, 64), 5.0, dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(x.shape[0]):
+        acc[i_p, i_f] = nl.loop_reduce(nl.load(x[i]), np.add, [i], mask=(i_p < 64))
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, acc)
+    return out
+
+
+@nki.jit
+def bad(x, what):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    t = nl.load(x[0])
+    if what == "unassigned":
+        for i in nl.affine_range(2):
+            nl.loop_reduce(t, np.add, loop_indices=[i])  # MARK-unassigned
+    elif what == "used":
+        r = nl.loop_reduce(t, np.add, loop_indices=[0])  # MARK-used
+        nl.store(out, r.shape)
+    elif what == "hbm":
+        out[...] = nl.loop_reduce(t, np.add, loop_indices=[0])  # MARK-hbm
+    elif what == "op":
+        acc[...] = nl.loop_reduce(t, np.exp, loop_indices=[0])  # MARK-op
+    elif what == "indices":
+        acc[...] = nl.loop_reduce(t, np.add, loop_indices=["k"])  # MARK-indices
+    elif what == "shape":
+        acc[:, 0:32] = nl.loop_reduce(t, np.add, loop_indices=[0])  # MARK-shape
+    elif what == "x":
+        acc[...] = nl.loop_reduce(x[0], np.add, loop_indices=[0])  # MARK-x
+    nl.store(out, acc)
+    return out
