@@ -1030,6 +1030,8 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       std::optional<Manifest> journal;
       try {
         journal = read_manifest_at(d.get(), name, shown);
+      } catch (const NewerRecordError&) {
+        throw;
       } catch (const InputError& e) {
         throw InputError(
             fmt::format("{}; it should be trnsim's journal of a set of files it was replacing in that "
@@ -1404,6 +1406,8 @@ RunFolderState open_run_folder(const std::string& dir) {
   unsigned owner = 0;
   try {
     m = read_manifest_at(d.get(), kManifestName, shown, &owner);
+  } catch (const NewerRecordError&) {
+    throw;  // that trnsim's to settle: never rewritten
   } catch (const InputError& e) {
     // Something else than a regular file in the record's place is the user's: refused, never replaced.
     const FileId id = file_id_at(d.get(), kManifestName);

@@ -344,4 +344,43 @@ else
   echo "output_folder: not root or no setpriv: the sticky-folder case is skipped"
 fi
 
+# Record layouts (sim/io/manifest.h; rel22t: written_by had come without a layout of its own). A killed set's
+# manifest by hand, made from the folder's complete one (the earlier set as "previous", stats.json as a new
+# file not yet in place): layout 3, and layout 2 with written_by as the trnsims of 2026-12-06 wrote it, are
+# settled and name the killed command; a newer trnsim's (layout 4, with a key this trnsim does not know) is
+# refused, and the folder stays as it was, record included.
+killed_record() {  # FOLDER LAYOUT [EXTRA_KEY]
+  python3 - "$1/.trnsim-files" "$2" "${3:-}" <<'PY'
+import json, sys
+path, layout, extra = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+m = json.load(open(path))
+stats = next(f for f in m["files"] if f["path"] == "stats.json")
+r = {"trnsim_files": layout, "state": "writing", "previous": m["files"], "written_by": "quantize",
+     "files": [{"path": "stats.json", "bytes": stats["bytes"], "sha256": "0" * 64,
+                "temporary": ".stats.json.tmp.77.0"}]}
+if extra:
+    r[extra] = 1
+json.dump(r, open(path, "w"), sort_keys=True)
+PY
+}
+for layout in 2 3; do
+  d=$T/layout$layout
+  "$TRNSIM" run "$SMALL" --out "$d" --no-numerics >/dev/null 2>&1
+  killed_record "$d" $layout
+  msg=$("$TRNSIM" run "$SMALL" --out "$d" --no-numerics 2>&1)
+  rc=$?
+  check "a killed set's record of layout $layout: settled, naming its command (rc $rc): $msg" \
+    '[[ $rc == 0 && $msg == *"$d: a trnsim quantize was killed while replacing its files: the earlier files are back (none had been replaced yet)"* ]] && grep -q "\"state\": \"complete\"" "$d/.trnsim-files"'
+done
+d=$T/layout4
+"$TRNSIM" run "$SMALL" --out "$d" --no-numerics >/dev/null 2>&1
+killed_record "$d" 4 fsync_mode
+before=$(cd "$d" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
+msg=$("$TRNSIM" run "$SMALL" --out "$d" --no-numerics 2>&1)
+rc=$?
+check "a newer trnsim's record: refused, named so (rc $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"$d/.trnsim-files: written by a newer trnsim (record layout 4; this trnsim reads layouts 1 to 3): it is kept as it is; write into this folder with that trnsim, which settles its set, or remove the record (the files it names then stay as they are)" ]]'
+check "... and the folder is as it was, record included" \
+  '[[ $(cd "$d" && find . -type f -print0 | sort -z | xargs -0 sha256sum) == "$before" ]]'
+
 finish
