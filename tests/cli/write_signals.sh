@@ -15,7 +15,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
 # leftovers DIR: temporaries, backups (the record's too), journals or probes.
-leftovers() { find "$1" -name '*.tmp.*' -o -name '*.old.*' -o -name '.trnsim-files.old' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
+leftovers() { find "$1" -name '*.tmp.*' -o -name '.trnsim-trace.*' -o -name '*.old.*' -o -name '.trnsim-files.old' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
 state() { grep -o '"state": "[a-z]*"' "$1/.trnsim-files"; }
 
 # 1. With numerics the set is stats.json, host.json, two outputs and trnsim.log: step 1 the record, 2-6
