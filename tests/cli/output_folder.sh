@@ -383,4 +383,30 @@ check "a newer trnsim's record: refused, named so (rc $rc): $msg" \
 check "... and the folder is as it was, record included" \
   '[[ $(cd "$d" && find . -type f -print0 | sort -z | xargs -0 sha256sum) == "$before" ]]'
 
+# A dangling link on the way to --out, to a sweep's folder or to a trace's folder is named before anything
+# is made (rel22t: "--out D/sub: cannot create the directory (File exists)", "D: cannot create: File
+# exists", and for the trace "directory 'D/sub' does not exist" after the simulation).
+ln -s "$T/nowhere" "$T/dang"
+DANG="$T/dang is a symlink to $T/nowhere, which does not exist (a dangling link): trnsim does not create folders through links; create the target folder or remove the link"
+msg=$("$TRNSIM" run "$SMALL" --no-numerics --out "$T/dang/sub" 2>&1)
+rc=$?
+check "--out through a dangling link: named (rc $rc): $msg" '[[ $rc == 1 && $msg == *"--out $T/dang/sub: $DANG" ]]'
+msg=$("$TRNSIM" run "$SMALL" --no-numerics --out "$T/dt" --trace "$T/dang/sub/t.json" 2>&1)
+rc=$?
+check "--trace through a dangling link: named before the run (rc $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"cannot create trace file '"'"'$T/dang/sub/t.json'"'"': $DANG" && ! -e $T/dt ]]'
+echo "{\"name\": \"sd\", \"workload\": \"$SMALL\", \"set\": {\"numerics\": false}, \"axes\": {\"params.M\": [512]}}" >"$T/sd.json"
+msg=$("$TRNSIM" sweep "$T/sd.json" --out "$T/dang" 2>&1)
+rc=$?
+check "sweep --out a dangling link: named (rc $rc): $msg" '[[ $rc == 1 && $msg == *"$T/dang: $DANG" ]]'
+# The folders a run makes for its trace go again when the trace is not written (here a file-size limit
+# stops its first chunk), as the levels of --out do (rel22t: nd/sub stayed, empty).
+msg=$(ulimit -f 1 && "$TRNSIM" run "$SMALL" --no-numerics --out "$T/fo" --trace "$T/nd/sub/t.json" 2>&1)
+rc=$?
+check "a trace that fails: its new folders are removed (rc $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"cannot write trace file '"'"'$T/nd/sub/t.json'"'"': File too large"* && ! -e $T/nd && ! -e $T/fo ]]'
+"$TRNSIM" run "$SMALL" --no-numerics --out "$T/fo" --trace "$T/nd/sub/t.json" >/dev/null 2>&1
+rc=$?
+check "... and kept when it is written (rc $rc)" '[[ $rc == 0 && -s $T/nd/sub/t.json ]]'
+
 finish
