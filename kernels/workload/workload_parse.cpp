@@ -2,6 +2,7 @@
 // kernel, hardware and parameters, and every input entry (a generator, a .npy file, another workload's
 // output or a recipe).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -11,6 +12,7 @@
 #include "kernels/workload/workload_checker.h"
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
+#include "sim/config/hw_names.h"
 #include "sim/config/json_document.h"
 #include "sim/io/file_kind.h"
 #include "sim/io/output_name.h"
@@ -89,6 +91,13 @@ void apply_set(json& doc, const std::string& assignment) {
           "--set hardware.overrides.{}={}",
           text_excerpt(first), text_excerpt(rest),
           text_excerpt(assignment.substr(assignment.find('=') + 1))));
+    // hardware.name is a string: it has no keys to set (before, "hardware.name is not an object").
+    if (first == "name" && rest != "name")
+      bad(fmt::format(
+          "hardware.name has no key '{}': it is the hardware config's name ({}) or a .json file's path, set "
+          "whole (--set hardware.name=trn3); a hardware parameter is set as --set "
+          "hardware.overrides.PATH=VALUE",
+          text_excerpt(rest.substr(5)), fmt::join(config::known_hw_configs(), ", ")));
   }
   if (path.rfind(hw_prefix, 0) == 0 || path == "hardware.name" || path == "hardware.overrides") {
     if (!doc.contains("hardware") || doc["hardware"].is_string())

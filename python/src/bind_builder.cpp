@@ -111,7 +111,8 @@ void bind_builder(pyb::module_& m) {
         return config::load_hw_config(spec, to_overrides(overrides));
       },
       pyb::arg("spec"), pyb::arg("overrides") = pyb::dict(),
-      "a hardware config by name (trn2, trn3) or .json path, with overrides {\"path\": value}");
+      "a hardware config by name (a configs/hw/*.json of the source tree, or of $TRNSIM_CONFIG_DIR) or .json "
+      "path, with overrides {\"path\": value}");
 
   pyb::class_<View>(m, "View")
       .def(pyb::init<>())

@@ -16,6 +16,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
+#include "sim/config/hw_names.h"
 #include "sim/config/json_document.h"
 #include "sim/io/content_hash.h"
 #include "sim/io/file_kind.h"
@@ -272,6 +273,43 @@ std::pair<std::string, nlohmann::json> parse_override(const std::string& assignm
   return {path, json(text)};
 }
 
+namespace {
+
+// The folders a name is looked up in, in order (hw_config.h): $TRNSIM_CONFIG_DIR when set, then the source
+// tree's configs/hw.
+std::vector<fs::path> config_dirs() {
+  std::vector<fs::path> dirs;
+  if (const char* env = std::getenv("TRNSIM_CONFIG_DIR"); env && *env) dirs.emplace_back(env);
+  dirs.emplace_back(kConfigDir);
+  return dirs;
+}
+
+// "trn1, trn2, trn3" (the first 20 names; ", ..." after them).
+std::string known_list() {
+  const std::vector<std::string> names = known_hw_configs();
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 20; ++i) list += (i ? ", " : "") + text_excerpt(names[i]);
+  return names.size() > 20 ? list + ", ..." : list;
+}
+
+}  // namespace
+
+std::vector<std::string> known_hw_configs() {
+  std::set<std::string> names;
+  for (const fs::path& dir : config_dirs()) {
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const fs::path& p = it->path();
+      // A stem that resolve_config_path would take for a path ("a.json" of a.json.json) is no name.
+      const std::string stem = p.stem().string();
+      if (p.extension() == ".json" && !stem.ends_with(".json") && it->is_regular_file(ec)) names.insert(stem);
+    }
+  }
+  return {names.begin(), names.end()};
+}
+
+// An unknown name lists known_hw_configs: "unknown hardware config 'trn9' (known: trn1, trn2, trn3, or a .json
+// path; ...); looked in: ...".
 std::string resolve_config_path(const std::string& spec) {
   if (spec.empty()) throw InputError("hardware config: empty name");
   bool is_path = spec.find('/') != std::string::npos ||
@@ -299,8 +337,8 @@ std::string resolve_config_path(const std::string& spec) {
   // A name is a file name in a configs/hw folder.
   if (spec.size() > 255 ||
       std::any_of(spec.begin(), spec.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }))
-    throw InputError("unknown hardware config '" + text_excerpt(spec) +
-                     "' (known: trn2, trn3, or a .json path)");
+    throw InputError("unknown hardware config '" + text_excerpt(spec) + "' (known: " + known_list() +
+                     ", or a .json path)");
   std::vector<fs::path> tried;
   if (const char* env = std::getenv("TRNSIM_CONFIG_DIR"); env && *env) {
     // A folder the user named and that is not there is a mistake to report, not a reason to read another.
@@ -337,12 +375,11 @@ std::string resolve_config_path(const std::string& spec) {
                          ", expected the hardware config '" + spec + "'");
     }
   }
-  tried.push_back(fs::path(kConfigDir) / (spec + ".json"));
+  tried.push_back(config_dirs().back() / (spec + ".json"));
   for (const auto& p : tried)
     if (fs::is_regular_file(p, ec)) return p.string();
-  std::string msg =
-      "unknown hardware config '" + spec +
-      "' (known: trn2, trn3, or a .json path; TRNSIM_CONFIG_DIR names a folder of configs); looked in:";
+  std::string msg = "unknown hardware config '" + spec + "' (known: " + known_list() +
+                    ", or a .json path; TRNSIM_CONFIG_DIR names a folder of configs); looked in:";
   for (const auto& p : tried) {
     msg += ' ';
     msg += p.string();

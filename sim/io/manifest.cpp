@@ -262,11 +262,19 @@ Manifest parse_manifest(const std::string& text, const std::string& name) {
   const json doc = parse_json_document(text, name);
   const Reader r(name);
   if (!doc.is_object()) r.fail("(top level)", "expected an object, found " + json_excerpt(doc));
+  // The layout first: a newer trnsim's record is named as such, whatever keys it holds.
+  const json* layout = doc.contains("trnsim_files") ? &doc["trnsim_files"] : nullptr;
+  if (layout != nullptr && layout->is_number_integer() && *layout > kRecordLayout)
+    throw NewerRecordError(fmt::format(
+        "{}: written by a newer trnsim (record layout {}; this trnsim reads layouts 1 to {}): it is kept as "
+        "it is; write into this folder with that trnsim, which settles its set, or remove the record (the "
+        "files it names then stay as they are)",
+        name, json_excerpt(*layout), kRecordLayout));
+  if (layout == nullptr || !(*layout == 2 || *layout == 3))
+    r.fail("trnsim_files", fmt::format("expected 2 or 3 (the record's layout), found {}",
+                                       layout != nullptr ? json_excerpt(*layout) : "nothing"));
+  m.version = layout->get<int>();
   r.keys(doc, "", {"trnsim_files", "state", "files", "previous", "set", "others", "written_by"});
-  if (!doc.contains("trnsim_files") || doc["trnsim_files"] != 2)
-    r.fail("trnsim_files",
-           "expected 2 (the record's layout), found " +
-               (doc.contains("trnsim_files") ? json_excerpt(doc["trnsim_files"]) : "nothing"));
   const std::string state = r.text(doc, "state", "", true);
   if (state != "complete" && state != "writing")
     r.fail("state",
@@ -321,10 +329,13 @@ std::string manifest_text(const Manifest& m) {
   json files = json::array(), previous = json::array();
   for (const ManifestEntry& e : m.files) files.push_back(entry_json(e, !m.complete));
   for (const ManifestEntry& e : m.previous) previous.push_back(entry_json(e, false));
-  json j = {{"trnsim_files", 2}, {"state", m.complete ? "complete" : "writing"}, {"files", files}};
+  // The lowest layout that holds the record (manifest.h): 3 only for "written_by".
+  const bool written_by = !m.complete && !m.written_by.empty();
+  json j = {
+      {"trnsim_files", written_by ? 3 : 2}, {"state", m.complete ? "complete" : "writing"}, {"files", files}};
   if (!m.complete || !m.previous.empty()) j["previous"] = previous;
   if (!m.complete && !m.set.empty()) j["set"] = m.set;
-  if (!m.complete && !m.written_by.empty()) j["written_by"] = m.written_by;
+  if (written_by) j["written_by"] = m.written_by;
   if (!m.complete && !m.others.empty()) {
     json others = json::array();
     for (const OtherRecord& o : m.others) {

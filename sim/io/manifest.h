@@ -36,6 +36,14 @@
 // are named as trnsim names them (.NAME.tmp.PID.N, .NAME.old.PID.N). A manifest of an older trnsim (one
 // relative path per line, no identities) reads as version 1: its files are never recognised as a run's
 // output, so nothing is removed on its word.
+// "trnsim_files" is the layout: a record is written with the lowest layout that holds it, so that older
+// trnsims read what they can: 2, or 3 when it holds "written_by" (a trnsim that reads layout 2 only refuses
+// such a record, nothing removed on its word: "written_by: unknown key" before written_by existed,
+// "trnsim_files: expected 2 (the record's layout), found 3" after). Layout 2 records that hold
+// "written_by" (written before layout 3 existed) read as layout 3. A key a layout does not define is an
+// error, never skipped: a record steers removals, and a key this trnsim does not know may change what they
+// are. The layout is read first: a layout above kRecordLayout is a newer trnsim's (NewerRecordError),
+// whatever keys it holds.
 #pragma once
 
 #include <cstdint>
@@ -43,9 +51,20 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/error.h"
+
 namespace trnsim::io {
 
 inline constexpr const char* kManifestName = ".trnsim-files";
+// The newest record layout this trnsim reads and writes (above).
+inline constexpr int kRecordLayout = 3;
+
+// A record of a newer trnsim (its layout above kRecordLayout): never rewritten or acted on, so that the
+// trnsim that wrote it can still settle its set.
+class NewerRecordError : public InputError {
+ public:
+  using InputError::InputError;
+};
 inline constexpr const char* kJournalName = ".trnsim-journal";
 // A hard link to a run folder's complete manifest while a set replaces it (until the set's first rename): a
 // signal puts it back (sim/io/output_files.h). A leftover (SIGKILL) is removed by the next run.
@@ -104,7 +123,7 @@ struct OtherRecord {
 };
 
 struct Manifest {
-  int version = 2;
+  int version = 2;  // the layout read (1: an older trnsim's list of paths); written: the lowest that holds it
   bool complete = true;
   std::vector<ManifestEntry> files;
   std::vector<ManifestEntry> previous;
@@ -116,7 +135,8 @@ struct Manifest {
   std::vector<OtherRecord> others = {};
 };
 
-// InputError "<name>: <json path>: <what is wrong>".
+// InputError "<name>: <json path>: <what is wrong>"; NewerRecordError "<name>: written by a newer trnsim
+// (record layout N; this trnsim reads layouts 1 to 3): ..." for a layout above kRecordLayout.
 Manifest parse_manifest(const std::string& text, const std::string& name);
 std::string manifest_text(const Manifest& m);
 

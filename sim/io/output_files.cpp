@@ -75,9 +75,10 @@ void write_through(int dir_fd, const std::string& name, const std::string& shown
 
 namespace {
 
-// ".NAME.tmp.PID.N" for `name`, cut short to fit 255 bytes.
-std::string temp_name_for(const std::string& name_in) {
+// ".NAME.tmp.PID.N" for `name`, cut short to fit 255 bytes; "<prefix>PID.N" with a prefix (kTraceTempPrefix).
+std::string temp_name_for(const std::string& name_in, const std::string& prefix = "") {
   static std::atomic<uint64_t> counter{0};
+  if (!prefix.empty()) return fmt::format("{}{}.{}", prefix, ::getpid(), counter.fetch_add(1));
   const std::string suffix = fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1));
   // A name near the 255-byte limit is cut short: the temporary must fit where its destination does.
   constexpr size_t kNameMax = 255;
@@ -175,14 +176,14 @@ bool hold_temporary(int fd) {
 }
 
 TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& shown,
-                        std::vector<interrupt::CleanupPath>& on_signal) {
+                        std::vector<interrupt::CleanupPath>& on_signal, const std::string& prefix) {
   struct stat dest {};
   const bool exists =
       ::fstatat(dir_fd, name.c_str(), &dest, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(dest.st_mode);
   // A leftover of a killed run whose PID this process has again (a container) is never opened or removed:
   // the next name is tried.
   for (int attempt = 0; attempt < 1000; ++attempt) {
-    std::string tmp = temp_name_for(name);
+    std::string tmp = temp_name_for(name, prefix);
     interrupt::CleanupPath registered(dir_fd, tmp, interrupt::CleanupPath::Kind::kFile);
     const int fd = ::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0 && errno == EEXIST) continue;
@@ -237,10 +238,12 @@ std::string resolved_path(const std::string& path) {
 
 void check_not_a_record(const std::string& path, const std::string& what) {
   const std::string name = fs::path(path).filename().string();
-  // A temporary of a record (..trnsim-files.tmp.PID.N) or a probe (.trnsim-probe.PID.N): the next trnsim in
+  // A temporary of a record (..trnsim-files.tmp.PID.N), a probe (.trnsim-probe.PID.N) or a trace
+  // (.trnsim-trace.PID.N): the next trnsim in
   // the folder removes such names as a killed writer's leftovers (a tester: a quantize --data named so was
   // deleted).
-  if (name.rfind("..trnsim-", 0) == 0 || name.rfind(".trnsim-probe.", 0) == 0)
+  if (name.rfind("..trnsim-", 0) == 0 || name.rfind(".trnsim-probe.", 0) == 0 ||
+      name.rfind(kTraceTempPrefix, 0) == 0)
     throw InputError(
         fmt::format("{} '{}': cannot write: {} is a name trnsim gives its own temporary files (the "
                     "next trnsim writing into the folder removes it); choose another name",

@@ -62,6 +62,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -190,15 +191,28 @@ Destination destination_of(const std::string& path, const std::string& what = "o
                            const std::string& base = "");
 
 // A new temporary beside `name` in the folder open as `dir_fd`, open for writing: created exclusively (the
-// next name is tried while one exists), with `name`'s permissions when it exists, and in `on_signal`
-// (removed if a signal ends the process; `dir_fd` must stay open meanwhile) from before it exists. `shown`
-// names the destination in messages: InputError "<shown>: cannot write: <reason>".
+// next name is tried while one exists), locked (hold_temporary) until it is closed, with `name`'s permissions
+// when it exists, and in `on_signal` (removed if a signal ends the process; `dir_fd` must stay open
+// meanwhile) from before it exists. Named ".NAME.tmp.PID.N", or "<prefix>PID.N" with a `prefix`
+// (kTraceTempPrefix). `shown` names the destination in messages: InputError "<shown>: cannot write:
+// <reason>". Close it only once it is renamed or removed: its lock is what tells a live writer's from a
+// killed one's.
 struct TempFile {
   std::FILE* file;
   std::string name;  // in `dir_fd`
 };
 TempFile create_temp_in(int dir_fd, const std::string& name, const std::string& shown,
-                        std::vector<interrupt::CleanupPath>& on_signal);
+                        std::vector<interrupt::CleanupPath>& on_signal, const std::string& prefix = "");
+
+// A trace's temporary (sim/trace/output_file.h): ".trnsim-trace.PID.N", a name of trnsim's own (never an
+// output's: check_not_a_record), so that the next trnsim in the folder can tell a killed run's unfinished
+// trace from a file of the user's (remove_killed_temporaries).
+inline constexpr const char* kTraceTempPrefix = ".trnsim-trace.";
+
+// Whether `head` (a file's first bytes, up to 64) is how trnsim's trace writers start a file: the Chrome
+// JSON writer's '{"displayTimeUnit":"ns","traceEvents":[', or a Perfetto TracePacket (field 1, a length,
+// then its timestamp or sequence id field: sim/trace/perfetto_writer.cpp).
+bool is_trace_head(std::string_view head);
 
 // Takes an exclusive flock on the temporary or probe just created as `fd`, held until it is closed: a
 // cleanup (remove_killed_temporaries) removes only such a file whose lock it can take, so a live writer's is
@@ -209,26 +223,29 @@ bool hold_temporary(int fd);
 
 // Removes from the folder open as `dir_fd`, which this process holds locked, what a killed trnsim left there
 // outside every record: its records' temporaries (".<record>.tmp.PID.N" of .trnsim-files, .trnsim-journal,
-// .trnsim-written and this user's .trnsim-written.UID) and its probes (".trnsim-probe.PID.N"). Each only
-// when it has exactly such a name, is a regular file of this user's, no process holds its flock (its
-// writer holds it while it lives: hold_temporary) and its PID is no live process, or is this process's (a
-// container's runs share a PID) while none of its own record writes is under way, and holds what trnsim
-// puts there (looks_like_trnsims_leftover: a record, removed silently, or nothing, removed
-// with a note, as an empty file could be a user's); any other file at such a name is a user's: left, with a
-// note (once per path).
-// Called by open_run_folder and by write_files_atomic for each folder it locks.
+// .trnsim-written and this user's .trnsim-written.UID), its probes (".trnsim-probe.PID.N") and its traces'
+// temporaries (".trnsim-trace.PID.N", a SIGKILL while the trace was written or waited for the folder's
+// lock). Each only when it has exactly such a name, is a regular file of this user's, no process holds its
+// flock (its writer holds it while it lives: hold_temporary) and its PID is no live process, or is this
+// process's (a container's runs share a PID) while none of its own record writes is under way (a trace's:
+// only when its flock could be taken), and holds what trnsim puts there (looks_like_trnsims_leftover: a
+// record, removed silently; a trace, removed with a note naming the killed pid; or nothing, removed with a
+// note, as an empty file could be a user's); any other file at such a name is a user's: left, with a note
+// (once per path).
+// Called by open_run_folder, by write_files_atomic for each folder it locks, and by a trace's close for its
+// folder.
 void remove_killed_temporaries(int dir_fd);
 
-// Notes each temporary of a trace to `name` in the folder `dir_fd` (".NAME.tmp.PID.N", a regular file of this
-// user's, PID not this process's and no process here) that another trnsim left: a SIGKILL while its trace
-// waited for the folder's lock leaves the whole trace there. Never removed: a PID absent here may be a live
-// trnsim's in another PID namespace (a container sharing the folder), still writing.
-void note_left_trace_temporaries(int dir_fd, const std::string& name);
-
-// Whether the file `name` in the folder `dir_fd` holds what trnsim leaves at its temporaries' names: nothing
-// (a probe; a record killed before its first byte) or, unless `probe`, a record (a JSON object whose first
-// key is "files": .trnsim-files, .trnsim-journal, .trnsim-written). Never through a symlink.
-bool looks_like_trnsims_leftover(int dir_fd, const std::string& name, bool probe);
+// What trnsim leaves at one of its temporaries' names.
+enum class Leftover {
+  kProbe,   // nothing: a probe, a record killed before its first byte
+  kRecord,  // that, or a record (a JSON object whose first key is "files": .trnsim-files, .trnsim-journal,
+            // .trnsim-written)
+  kTrace,   // nothing, or the start of a trace (is_trace_head)
+};
+// Whether the file `name` in the folder `dir_fd` holds what trnsim leaves at a name of that kind. Never
+// through a symlink.
+bool looks_like_trnsims_leftover(int dir_fd, const std::string& name, Leftover kind);
 
 // True for a character or block device, FIFO or socket at `path` (after symlinks): written through in place.
 bool is_special_file(const std::string& path);

@@ -177,17 +177,32 @@ long pid_of_suffix(const std::string& s) {
 
 }  // namespace
 
-bool looks_like_trnsims_leftover(int dir_fd, const std::string& name, bool probe) {
+bool is_trace_head(std::string_view head) {
+  // sim/trace/json_trace_writer.cpp's first line.
+  constexpr std::string_view kJson = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+  if (head.substr(0, kJson.size()) == kJson) return true;
+  // A Perfetto trace: TracePacket (field 1, length-delimited: 0x0a), its length (a varint of up to 5 bytes),
+  // then the packet's first field: timestamp (8) or trusted_packet_sequence_id (10), both varints.
+  if (head.size() < 3 || static_cast<uint8_t>(head[0]) != 0x0a) return false;
+  size_t at = 1;
+  while (at < head.size() && at < 6 && (static_cast<uint8_t>(head[at]) & 0x80) != 0) ++at;
+  if (at + 1 >= head.size() || at == 6) return false;
+  const uint8_t field = static_cast<uint8_t>(head[at + 1]);
+  return field == (8 << 3) || field == (10 << 3);
+}
+
+bool looks_like_trnsims_leftover(int dir_fd, const std::string& name, Leftover kind) {
   const Fd f(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   struct stat st {};
   if (!f.ok() || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  if (st.st_size == 0) return true;  // a probe, or a record killed before its first byte
-  if (probe) return false;
-  // A record (sim/io/manifest.h): a JSON object whose first key, in sorted order, is "files".
+  if (st.st_size == 0) return true;  // a probe, a record or trace killed before its first byte
+  if (kind == Leftover::kProbe) return false;
   char head[64] = {};
   const ssize_t n = ::read(f.get(), head, sizeof head - 1);
   if (n <= 0) return false;
   const std::string text(head, static_cast<size_t>(n));
+  if (kind == Leftover::kTrace) return is_trace_head(text);
+  // A record (sim/io/manifest.h): a JSON object whose first key, in sorted order, is "files".
   const size_t key = text.find_first_not_of(" \t\r\n", 1);
   return text[0] == '{' && key != std::string::npos && text.compare(key, 7, "\"files\"") == 0;
 }
@@ -213,51 +228,26 @@ void note_left(int dir_fd, const std::string& name) {
 // file there is a user's.
 bool is_killed_record_backup(int dir_fd) {
   return file_id_at(dir_fd, kManifestBackupName).bytes > 0 &&
-         looks_like_trnsims_leftover(dir_fd, kManifestBackupName, false);
+         looks_like_trnsims_leftover(dir_fd, kManifestBackupName, Leftover::kRecord);
 }
 
 }  // namespace
-
-void note_left_trace_temporaries(int dir_fd, const std::string& name) {
-  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
-  DIR* d = copy < 0 ? nullptr : ::fdopendir(copy);
-  if (d == nullptr) {
-    if (copy >= 0) ::close(copy);
-    return;
-  }
-  const std::string prefix = "." + name + ".tmp.";
-  std::vector<std::pair<std::string, long>> left;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string entry = e->d_name;
-    if (entry.rfind(prefix, 0) != 0) continue;
-    const long pid = pid_of_suffix(entry.substr(prefix.size()));
-    struct stat st {};
-    if (pid > 0 && pid != ::getpid() && ::fstatat(dir_fd, entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && process_gone(pid))
-      left.emplace_back(entry, pid);
-  }
-  ::closedir(d);
-  const std::string folder = left.empty() ? "" : path_of_fd(dir_fd);
-  const auto in = [&](const std::string& n) { return folder.empty() ? n : (fs::path(folder) / n).string(); };
-  for (const auto& [entry, pid] : left)
-    log::note(fmt::format(
-        "{}: kept: a temporary of a trace to {} that its trnsim did not finish (pid {} is no process here, "
-        "though a trnsim in another PID namespace may still be writing it); remove it once no trnsim writes "
-        "{}",
-        in(entry), in(name), pid, in(name)));
-}
 
 namespace {
 
 // The file `name` (stat'ed as `st`) in the folder `dir_fd`, open and locked (flock) when no process holds
 // its lock, as a killed writer's temporary or probe (hold_temporary); an invalid Fd while one does. A file
-// system without flock: open, unlocked (judged by PID alone).
-Fd lock_leftover(int dir_fd, const std::string& name, const struct stat& st) {
+// system without flock: open, unlocked (judged by PID alone), `locked` false.
+Fd lock_leftover(int dir_fd, const std::string& name, const struct stat& st, bool& locked) {
+  locked = false;
   Fd f(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   struct stat now {};
   if (!f.ok() || ::fstat(f.get(), &now) != 0 || now.st_ino != st.st_ino || now.st_dev != st.st_dev)
     return Fd();
-  if (::flock(f.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) return Fd();
+  if (::flock(f.get(), LOCK_EX | LOCK_NB) == 0)
+    locked = true;
+  else if (errno == EWOULDBLOCK)
+    return Fd();
   return f;
 }
 
@@ -270,17 +260,26 @@ void remove_killed_temporaries(int dir_fd) {
     if (copy >= 0) ::close(copy);
     return;
   }
-  // The names a killed trnsim leaves: a record's temporary (write_record, create_temp_in) and a probe.
-  std::vector<std::string> prefixes = {fmt::format(".{}.tmp.", kManifestName),
-                                       fmt::format(".{}.tmp.", kJournalName),
-                                       fmt::format(".{}.tmp.", kWrittenName),
-                                       fmt::format(".{}.tmp.", written_name_of(::geteuid())),
-                                       fmt::format(".{}.tmp.", journal_name_of(::geteuid())),
-                                       ".trnsim-probe."};
-  std::vector<std::pair<std::string, Fd>> gone, empty;
+  // The names a killed trnsim leaves: a record's temporary (write_record, create_temp_in), a probe and a
+  // trace's temporary.
+  const std::vector<std::pair<std::string, Leftover>> prefixes = {
+      {fmt::format(".{}.tmp.", kManifestName), Leftover::kRecord},
+      {fmt::format(".{}.tmp.", kJournalName), Leftover::kRecord},
+      {fmt::format(".{}.tmp.", kWrittenName), Leftover::kRecord},
+      {fmt::format(".{}.tmp.", written_name_of(::geteuid())), Leftover::kRecord},
+      {fmt::format(".{}.tmp.", journal_name_of(::geteuid())), Leftover::kRecord},
+      {".trnsim-probe.", Leftover::kProbe},
+      {kTraceTempPrefix, Leftover::kTrace}};
+  struct Found {
+    std::string name;
+    Fd lock;
+    long pid;
+    Leftover kind;
+  };
+  std::vector<Found> gone, empty;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    for (const std::string& prefix : prefixes) {
+    for (const auto& [prefix, kind] : prefixes) {
       if (name.rfind(prefix, 0) != 0) continue;
       const long pid = pid_of_suffix(name.substr(prefix.size()));
       struct stat st {};
@@ -288,31 +287,40 @@ void remove_killed_temporaries(int dir_fd) {
           st.st_uid != ::geteuid())
         break;
       // This process's PID (a container's runs share one): a leftover unless one of its own record writes
-      // is under way.
-      if (!(pid == ::getpid() ? g_record_writes == 0 : process_gone(pid))) break;
+      // is under way (a trace of its own: while it holds the trace's lock, below).
+      const bool own = pid == ::getpid();
+      if (!(own ? kind == Leftover::kTrace || g_record_writes == 0 : process_gone(pid))) break;
       // A FIFO, folder or symlink there is never trnsim's: the user's, kept with a note as any other.
-      if (!S_ISREG(st.st_mode) || !looks_like_trnsims_leftover(dir_fd, name, prefix == ".trnsim-probe.")) {
+      if (!S_ISREG(st.st_mode) || !looks_like_trnsims_leftover(dir_fd, name, kind)) {
         note_left(dir_fd, name);
         break;
       }
       // Its writer's lock, held until it is removed: a live writer's (in another PID namespace, where its
-      // PID is no process here) is never taken for a killed one's.
-      Fd lock = lock_leftover(dir_fd, name, st);
-      if (lock.ok()) (st.st_size == 0 ? empty : gone).emplace_back(name, std::move(lock));
+      // PID is no process here) is never taken for a killed one's. A trace with this process's PID only when
+      // the lock says so (without flock it may be one this process writes).
+      bool locked = false;
+      Fd lock = lock_leftover(dir_fd, name, st, locked);
+      if (lock.ok() && (locked || !own || kind != Leftover::kTrace))
+        (st.st_size == 0 ? empty : gone).push_back({name, std::move(lock), pid, kind});
       break;
     }
   }
   ::closedir(d);
-  for (const auto& [name, lock] : gone) ::unlinkat(dir_fd, name.c_str(), 0);
-  // An empty file is what a killed trnsim leaves (a probe, a record killed before its first byte), and
-  // holds nothing to lose; but a user's could look the same: its removal is noted, as a kept one is.
-  const std::string folder = empty.empty() ? "" : path_of_fd(dir_fd);
-  for (const auto& [name, lock] : empty)
-    if (::unlinkat(dir_fd, name.c_str(), 0) == 0)
+  const std::string folder = gone.empty() && empty.empty() ? "" : path_of_fd(dir_fd);
+  const auto in = [&](const std::string& n) { return folder.empty() ? n : (fs::path(folder) / n).string(); };
+  // A record's temporary goes silently; a trace's is said (it held what a killed run had traced).
+  for (const Found& f : gone)
+    if (::unlinkat(dir_fd, f.name.c_str(), 0) == 0 && f.kind == Leftover::kTrace)
+      log::note(fmt::format("{}: removed: the unfinished trace of a trnsim that was killed (pid {})",
+                            in(f.name), f.pid));
+  // An empty file is what a killed trnsim leaves (a probe, a record or trace killed before its first byte),
+  // and holds nothing to lose; but a user's could look the same: its removal is noted, as a kept one is.
+  for (const Found& f : empty)
+    if (::unlinkat(dir_fd, f.name.c_str(), 0) == 0)
       log::note(
           fmt::format("{}: removed: an empty file at the name of a temporary of a trnsim that was killed "
                       "(a name starting with .trnsim- or ..trnsim- is trnsim's)",
-                      folder.empty() ? name : (fs::path(folder) / name).string()));
+                      in(f.name)));
 }
 
 namespace {
@@ -1030,6 +1038,8 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
       std::optional<Manifest> journal;
       try {
         journal = read_manifest_at(d.get(), name, shown);
+      } catch (const NewerRecordError&) {
+        throw;
       } catch (const InputError& e) {
         throw InputError(
             fmt::format("{}; it should be trnsim's journal of a set of files it was replacing in that "
@@ -1404,6 +1414,8 @@ RunFolderState open_run_folder(const std::string& dir) {
   unsigned owner = 0;
   try {
     m = read_manifest_at(d.get(), kManifestName, shown, &owner);
+  } catch (const NewerRecordError&) {
+    throw;  // that trnsim's to settle: never rewritten
   } catch (const InputError& e) {
     // Something else than a regular file in the record's place is the user's: refused, never replaced.
     const FileId id = file_id_at(d.get(), kManifestName);

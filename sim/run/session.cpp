@@ -6,6 +6,7 @@
 
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
+#include "sim/io/made_folders.h"
 #include "sim/model/trace_observer.h"
 #include "sim/trace/open_trace.h"
 
@@ -70,6 +71,9 @@ SessionResult Session::run(const SessionOptions& o) {
   ro.progress_every = o.progress_every;
   model::StatsObserver profile(program_, hw_);
   ro.observer = &profile;
+  // The trace's missing folders, removed again if it is not written (a failed write, a signal): declared
+  // first, so that the trace's temporary is gone when they are judged empty.
+  io::MadeFolders trace_folders;
   std::unique_ptr<trace::TraceSink> sink;
   std::unique_ptr<model::TraceObserver> tracer;
   std::unique_ptr<model::TeeObserver> tee;
@@ -79,9 +83,8 @@ SessionResult Session::run(const SessionOptions& o) {
   // anywhere else here (opening the trace, closing it) it ends the process, and the temporary with it.
   if (!o.trace_path.empty()) {
     const std::filesystem::path parent = std::filesystem::path(o.trace_path).parent_path();
-    std::error_code ec;
-    if (!parent.empty() && !std::filesystem::exists(parent, ec))
-      std::filesystem::create_directories(parent, ec);
+    if (!parent.empty())
+      trace_folders.make(parent.string(), fmt::format("cannot create trace file '{}'", o.trace_path));
     sink = trace::open_trace_file(o.trace_path);
     tracer = std::make_unique<model::TraceObserver>(*sink, program_, hw_);
     tee = std::make_unique<model::TeeObserver>(std::vector<model::ModelObserver*>{tracer.get(), &profile});

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "sim/base/error.h"
+#include "sim/io/made_folders.h"
 #include "sim/io/output_files.h"
 #include "sim/trace/json_trace_writer.h"
 #include "sim/trace/perfetto_writer.h"
@@ -36,7 +37,10 @@ void check_trace_path(const std::filesystem::path& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec))
     throw InputError(fmt::format("cannot create trace file '{}': it is a directory", path.string()));
-  // Its folder: created later if missing; one that exists must be a folder this process can write into.
+  // Its folder: created later if missing (never through a dangling link); one that exists must be a folder
+  // this process can write into.
+  io::check_no_dangling_link(path.parent_path().string(),
+                             fmt::format("cannot create trace file '{}'", path.string()));
   fs::path dir = fs::path(io::resolved_path(path.string())).parent_path();
   while (!dir.empty() && !fs::exists(dir, ec) && dir != dir.parent_path()) dir = dir.parent_path();
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))

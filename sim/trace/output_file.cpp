@@ -47,7 +47,8 @@ OutputFile::OutputFile(const std::filesystem::path& path) : path_(path) {
     io::check_may_replace_at(dir_.get(), name_, path.string(), "trace file");
     sha_ = std::make_unique<io::Sha256>();
     try {
-      const io::TempFile t = io::create_temp_in(dir_.get(), name_, path.string(), on_signal_);
+      const io::TempFile t =
+          io::create_temp_in(dir_.get(), name_, path.string(), on_signal_, io::kTraceTempPrefix);
       file_ = t.file;
       temp_ = t.name;
     } catch (const InputError& e) {
@@ -63,9 +64,14 @@ OutputFile::~OutputFile() {
 }
 
 void OutputFile::drop() {
-  if (file_ != nullptr) std::fclose(file_);
+  drop(file_);
   file_ = nullptr;
+}
+
+void OutputFile::drop(std::FILE* f) {
+  // Removed while still open, so locked (io::create_temp_in): never taken for a killed run's meanwhile.
   if (!temp_.empty()) ::unlinkat(dir_.get(), temp_.c_str(), 0);
+  if (f != nullptr) std::fclose(f);
   temp_.clear();
   on_signal_.clear();
 }
@@ -86,14 +92,19 @@ void OutputFile::close() {
   if (file_ == nullptr) return;
   std::FILE* f = file_;
   file_ = nullptr;
-  // On disk before it replaces what was there (a device or FIFO cannot be synced, and need not be).
-  const bool synced = !temp_.empty() ? ::fsync(::fileno(f)) == 0 : true;
-  const int sync_err = errno;
+  if (temp_.empty()) {  // a device or FIFO: nothing to sync or rename
+    if (std::fclose(f) != 0)
+      throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(errno)));
+    return;
+  }
+  // On disk before it replaces what was there. The temporary stays open (locked: io::create_temp_in) until it
+  // is renamed or removed, also while the rename waits for the folder's lock: a trnsim in another PID
+  // namespace must not take it for a killed run's.
   struct stat st {};
-  const bool have_inode = !temp_.empty() && ::fstat(::fileno(f), &st) == 0;
-  if (std::fclose(f) != 0 || !synced) {
-    const int err = synced ? errno : sync_err;
-    drop();
+  const bool have_inode = ::fstat(::fileno(f), &st) == 0;
+  if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0) {
+    const int err = errno;
+    drop(f);
     throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(err)));
   }
   // Renamed and recorded under the folder's lock, waiting while another trnsim (or another program) holds it,
@@ -102,32 +113,31 @@ void OutputFile::close() {
   // A folder no longer at its path (moved meanwhile) or held for minutes: renamed unlocked, as before.
   const std::filesystem::path parent = path_.has_parent_path() ? path_.parent_path() : ".";
   std::vector<io::DirLock> locks;
-  if (!temp_.empty()) {
-    try {
-      locks = io::lock_folders({parent.string()});
-      // A trace another trnsim left unfinished there (a SIGKILL while it waited for this lock) is named.
-      io::note_left_trace_temporaries(dir_.get(), name_);
-    } catch (const InputError&) {
-    }
-    // What is at the destination now is what may be replaced: a file put there while the trace was written
-    // is the user's.
-    try {
-      io::check_may_replace_at(dir_.get(), name_, path_.string(), "trace file");
-    } catch (const InputError&) {
-      drop();
-      throw;
-    }
+  try {
+    locks = io::lock_folders({parent.string()});
+    // What killed trnsims left there (an unfinished trace of a SIGKILL, a record's temporary) goes, as a run
+    // or quantize writing into the folder removes it.
+    io::remove_killed_temporaries(dir_.get());
+  } catch (const InputError&) {
   }
-  if (!temp_.empty() && ::renameat(dir_.get(), temp_.c_str(), dir_.get(), name_.c_str()) != 0) {
+  // What is at the destination now is what may be replaced: a file put there while the trace was written is
+  // the user's.
+  try {
+    io::check_may_replace_at(dir_.get(), name_, path_.string(), "trace file");
+  } catch (const InputError&) {
+    drop(f);
+    throw;
+  }
+  if (::renameat(dir_.get(), temp_.c_str(), dir_.get(), name_.c_str()) != 0) {
     const int err = errno;
-    drop();
+    drop(f);
     throw InputError(fmt::format("cannot write trace file '{}': {}", path_.string(), std::strerror(err)));
   }
+  std::fclose(f);       // synced above: nothing left to fail
   ::fsync(dir_.get());  // the rename on disk too (some file systems refuse: nothing more to do then)
-  const bool renamed = !temp_.empty();
   temp_.clear();
   on_signal_.clear();
-  if (renamed && have_inode && sha_) {
+  if (have_inode && sha_) {
     io::record_written(dir_.get(), parent.string(),
                        {{name_, bytes_, static_cast<uint64_t>(st.st_ino), sha_->hex()}});
   }

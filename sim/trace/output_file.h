@@ -1,5 +1,7 @@
 // A trace file written in large chunks while the model runs: the trace writers fill their own buffer and
-// hand it over here. The chunks go to a temporary next to the destination (io::create_temp_in), renamed into
+// hand it over here. The chunks go to a temporary in the destination's folder (io::create_temp_in,
+// .trnsim-trace.PID.N, locked while it lives, so a killed run's is removed by the next trnsim writing there:
+// io::remove_killed_temporaries), renamed into
 // place by close(), both in the folder opened at the start (io::destination_of: in a run's locked --out,
 // through its handle, so a folder moved meanwhile still gets the trace): whatever was at the destination
 // stays as it was until then, and is never touched if the file is dropped (destroyed without close(), a write
@@ -45,10 +47,11 @@ class OutputFile {
 
  private:
   void drop();
-  std::filesystem::path path_;                     // as given
-  io::Fd dir_;                                     // the folder it lands in
-  std::string name_;                               // its name there
-  std::string temp_;                               // the temporary's name there; empty when in place
+  void drop(std::FILE* f);      // removes the temporary, then closes `f` (taken from file_)
+  std::filesystem::path path_;  // as given
+  io::Fd dir_;                  // the folder it lands in
+  std::string name_;            // its name there
+  std::string temp_;            // the temporary's name there; empty when in place
   std::vector<interrupt::CleanupPath> on_signal_;  // the temporary
   std::FILE* file_ = nullptr;
   uint64_t bytes_ = 0;

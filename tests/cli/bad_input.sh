@@ -69,7 +69,7 @@ expect "{$GOOD, $PARAMS, $INPUTS, \"outputs\": [\"$(mega)\"]}" \
 expect "{$GOOD, $PARAMS, $INPUTS, \"$(mega)\": 1}" \
   "$W: (top level): key '$Z60...' has 1048576 bytes (keys have at most 256)"
 expect "{\"name\": \"w\", \"hardware\": \"$(mega)\", \"kernel\": \"matmul_mxfp8_backward\", $PARAMS, $INPUTS}" \
-  "$W: hardware: unknown hardware config '$Z60...' (known: trn2, trn3, or a .json path)"
+  "$W: hardware: unknown hardware config '$Z60...' (known: trn1, trn2, trn3, or a .json path)"
 expect "{\"name\": \"w\", \"hardware\": {\"name\": \"trn3\", \"overrides\": {\"pe.clock_GHz\": \"$(mega)\"}},
   \"kernel\": \"matmul_mxfp8_backward\", $PARAMS, $INPUTS}" \
   "$W: hardware: */configs/hw/trn3.json: pe.clock_GHz.value: expected a number in [0.01, 100], found \"$Z56... (from the override pe.clock_GHz=\"$Z56...)"

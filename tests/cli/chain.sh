@@ -276,7 +276,7 @@ for step in 13 30; do
   "$TRNSIM" run pc.json --no-numerics --out KI >out 2>&1
   rc=$?
   check "SIGINT at write step $step: the next run removes the earlier set's 8 other files (exit $rc: $(grep -c removed out))" \
-    '[[ $rc == 0 && $(grep -c "^removed KI/" out) == 8 && ! -e KI/m && -z $(find KI -name "*.tmp.*" -o -name "*.old.*") ]]'
+    '[[ $rc == 0 && $(grep -c "^removed KI/" out) == 8 && ! -e KI/m && -z $(find KI -name "*.tmp.*" -o -name ".trnsim-trace.*" -o -name "*.old.*") ]]'
 done
 
 # Rowwise and columnwise TE tensors have one dtype and shape here: the conversion must read the component

@@ -41,7 +41,7 @@ state() {
   echo mixed
 }
 # leftovers DIR: temporaries, backups, journals or probes of a killed run.
-leftovers() { find "$1" -name '*.tmp.*' -o -name '*.old.*' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
+leftovers() { find "$1" -name '*.tmp.*' -o -name '.trnsim-trace.*' -o -name '*.old.*' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
 # judge DIR WHAT: consistent, or marked so that `trnsim stats` refuses it.
 judge() {
   local d=$1 what=$2 s msg rc
@@ -232,7 +232,7 @@ for i in $(seq 1 20); do
   fi
 done
 check "two quantize at once: every time one input's pair ($mixed of 20 mixed)" '[[ $mixed == 0 ]]'
-check "two quantize at once: no leftovers" '[[ -z $(find "$T" -maxdepth 1 -name ".*.tmp.*" -o -maxdepth 1 -name ".*.old.*" -o -maxdepth 1 -name .trnsim-journal) ]]'
+check "two quantize at once: no leftovers" '[[ -z $(find "$T" -maxdepth 1 -name ".*.tmp.*" -o -maxdepth 1 -name ".trnsim-trace.*" -o -maxdepth 1 -name ".*.old.*" -o -maxdepth 1 -name .trnsim-journal) ]]'
 
 # A trace's record in its folder (.trnsim-written) is read, changed and written under the folder's lock: a
 # run whose --trace lands in a folder another trnsim is writing into (a quantize, stopped while it holds the

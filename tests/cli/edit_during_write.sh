@@ -10,7 +10,7 @@ sed -e 's/"n": 25600/"n": 2560/' "$SRC/configs/workloads/calibration/vector_add_
 ACT=$SRC/examples/activations_bf16_256x1024.npy
 
 # leftovers DIR: temporaries, backups, journals or probes.
-leftovers() { find "$1" -name '*.tmp.*' -o -name '*.old.*' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
+leftovers() { find "$1" -name '*.tmp.*' -o -name '.trnsim-trace.*' -o -name '*.old.*' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
 # edit FILE: the user's edit in place, the same size (only the SHA-256 tells it; mtime may not, within one
 # clock tick).
 edit() { printf 'X' | dd of="$1" bs=1 seek=0 conv=notrunc status=none; }

@@ -14,11 +14,13 @@
 #   4. Two runs whose traces go into each other's --out do not wait for each other (tester22i: each held its
 #      own folder for its whole run and waited for the other's, 600 s twice).
 #   5. Two runs with the same --trace: neither is refused as "changed" (tester22i), and a SIGKILL while a
-#      trace waits for its folder's lock leaves a temporary the next trace there names and keeps (tester22j:
-#      removing it by PID lost a live run's trace in another PID namespace, and files merely named so).
-#   6. A record's temporary or a probe whose writer still holds its lock is never removed as a killed run's,
-#      though its PID is no process here (a trnsim in another PID namespace: a container sharing the folder;
-#      here flock(1) holds it under a PID no process has). Before, "dead" was judged by the PID alone.
+#      trace waits for its folder's lock leaves a temporary the next trace there removes, by its lock, not its
+#      PID (tester22j: removing it by PID lost a live run's trace in another PID namespace; files merely named
+#      like an earlier trnsim's, .NAME.tmp.PID.N, stay).
+#   6. A record's temporary, a probe or a trace's temporary whose writer still holds its lock is never
+#      removed as a killed run's, though its PID is no process here (a trnsim in another PID namespace: a
+#      container sharing the folder; here flock(1) holds it under a PID no process has). Before, "dead" was
+#      judged by the PID alone. Once nobody holds them they go (a trace's, rel22t: it was kept for ever).
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 W=$T/va.json
 sed 's/"n": 25600/"n": 2560/' "$SRC/configs/workloads/calibration/vector_add_stream_free_dim_2.json" >"$W"
@@ -46,7 +48,7 @@ if wait_waiting "$T/r.log" $rp "waiting for"; then
   kill -KILL $rp
   wait $rp 2>/dev/null
   check "... and stays when the waiting run is killed" '[[ $(sha256sum <"$T/tl/t.pftrace") == "$first" ]]'
-  check "... which leaves its full trace's temporary" '[[ -n $(ls -A "$T/tl" | grep "^\.t\.pftrace\.tmp\.$rp\.") ]]'
+  check "... which leaves its full trace's temporary" '[[ -n $(ls -A "$T/tl" | grep "^\.trnsim-trace\.$rp\.") ]]'
 else
   bad "the run did not wait for the folder's lock: $(cat "$T/r.log")"
 fi
@@ -56,11 +58,12 @@ msg=$("$TRNSIM" run "$W" --out "$T/o3" --set params.n=5120 --trace "$T/tl/t.pftr
 rc=$?
 check "the next --trace there goes on (rc $rc): $msg" \
   '[[ $rc == 0 && $(sha256sum <"$T/tl/t.pftrace") != "$first" ]]'
-# ... and names the killed run's temporary, kept: a PID absent here may be a live trnsim's in another PID
-# namespace (tester22j: it was removed, and that run failed and lost its output).
-check "... keeping the killed run's trace temporary, noted" \
-  '[[ -n $(ls -A "$T/tl" | grep "^\.t\.pftrace\.tmp\.$rp\.") && $msg == *"$T/tl/.t.pftrace.tmp.$rp."*": kept: a temporary of a trace to $T/tl/t.pftrace that its trnsim did not finish (pid $rp is no process here"* ]]'
-# tester22j 5: files merely named like a trace's temporary (a complete trace, an empty file) are kept.
+# ... and removes the killed run's trace temporary, noted (rel22t: it was kept for ever). Its writer's lock
+# is gone with it; a live writer's, also in another PID namespace, is kept (6 below).
+check "... removing the killed run's trace temporary, noted" \
+  '[[ -z $(ls -A "$T/tl" | grep "^\.trnsim-trace\.") && $msg == *"$T/tl/.trnsim-trace.$rp."*": removed: the unfinished trace of a trnsim that was killed (pid $rp)"* ]]'
+# tester22j 5: files merely named like an earlier trnsim's trace temporary (a complete trace, an empty file)
+# are kept: trnsim's are .trnsim-trace.PID.N.
 cp "$T/tl/t.pftrace" "$T/tl/.keep.json.tmp.99999.1" && : >"$T/tl/.notes.json.tmp.99999.2"
 "$TRNSIM" run "$W" --out "$T/o3b" --trace "$T/tl/x.json" >/dev/null 2>&1
 check "files named like a trace's temporary stay" '[[ -s $T/tl/.keep.json.tmp.99999.1 && -e $T/tl/.notes.json.tmp.99999.2 ]]'
@@ -127,22 +130,34 @@ mkdir "$T/live"
 "$TRNSIM" run "$W" --out "$T/live" >/dev/null 2>&1
 rec="$T/live/..trnsim-files.tmp.99999999.0"
 probe="$T/live/.trnsim-probe.99999999.0"
+trace="$T/live/.trnsim-trace.99999999.0"  # a trace being written (rel22t: its lock is held too)
 echo '{"files": [], "state": "complete", "trnsim_files": 2}' >"$rec"
 : >"$probe"
-rm -f "$T/held" "$T/held2"
+head -c 4096 "$T/tl/t.pftrace" >"$trace"
+rm -f "$T/held" "$T/held2" "$T/held3"
 flock -o "$rec" sh -c "touch '$T/held'; sleep 30" &
 h1=$!
 flock -o "$probe" sh -c "touch '$T/held2'; sleep 30" &
 h2=$!
-for ((i = 0; i < 200; i++)); do [[ -e $T/held && -e $T/held2 ]] && break; sleep 0.05; done
+flock -o "$trace" sh -c "touch '$T/held3'; sleep 30" &
+h3=$!
+for ((i = 0; i < 200; i++)); do [[ -e $T/held && -e $T/held2 && -e $T/held3 ]] && break; sleep 0.05; done
 msg=$("$TRNSIM" run "$W" --out "$T/live" --set params.n=5120 2>&1)
 rc=$?
-check "a record temporary and a probe whose writer holds their lock stay (rc $rc): $msg" \
-  '[[ $rc == 0 && -s $rec && -e $probe && $msg != *"removed: an empty file"* ]]'
-kill $(pgrep -P $h1) $(pgrep -P $h2) $h1 $h2 2>/dev/null
-wait $h1 $h2 2>/dev/null
+check "a record temporary, a probe and a trace temporary whose writer holds their lock stay (rc $rc): $msg" \
+  '[[ $rc == 0 && -s $rec && -e $probe && -s $trace && $msg != *"removed: an empty file"* && $msg != *"removed: the unfinished trace"* ]]'
+kill $(pgrep -P $h1) $(pgrep -P $h2) $(pgrep -P $h3) $h1 $h2 $h3 2>/dev/null
+wait $h1 $h2 $h3 2>/dev/null
 msg=$("$TRNSIM" run "$W" --out "$T/live" 2>&1)
-check "... and go once nobody holds them (rc $?): $msg" '[[ ! -e $rec && ! -e $probe ]]'
+rc=$?
+check "... and go once nobody holds them (rc $rc): $msg" \
+  '[[ $rc == 0 && ! -e $rec && ! -e $probe && ! -e $trace && $msg == *"$trace: removed: the unfinished trace of a trnsim that was killed (pid 99999999)"* ]]'
+# A file of the user's at such a name (not a trace) is kept, with a note.
+echo "my notes" >"$trace"
+msg=$("$TRNSIM" run "$W" --out "$T/live" --set params.n=5120 2>&1)
+rc=$?
+check "a file at a trace temporary's name that holds no trace stays (rc $rc): $msg" \
+  '[[ $rc == 0 && $(cat "$trace") == "my notes" && $msg == *"$trace: left as it is: named as trnsim'"'"'s temporaries are, but it does not hold one"* ]]'
 
 # 3. A trace to a pipe: the same bytes as to a file (the run's --out differs; a trace names no path).
 "$TRNSIM" run "$W" --out "$T/p1" --trace "$T/p1.pftrace" >/dev/null 2>&1

@@ -52,7 +52,7 @@ for sig in XCPU USR1 USR2 ALRM; do
   code=$((128 + $(kill -l "$sig")))
   check "SIG$sig: exit $code (was $rc: $(tail -2 "$d/log"))" '[[ $rc == $code ]]'
   check "SIG$sig: the message names it" 'grep -q "trnsim: interrupted (SIG$sig" "$d/log"'
-  check "SIG$sig: no temporary, no folder left" '[[ ! -e $d/out && -z $(find "$d" -name "*.tmp.*") ]]'
+  check "SIG$sig: no temporary, no folder left" '[[ ! -e $d/out && -z $(find "$d" -name "*.tmp.*" -o -name ".trnsim-trace.*") ]]'
 done
 # `ulimit -t N` sets the soft and the hard CPU-time limit alike: the hard one would end the run with SIGKILL, no
 # message and its folder left; trnsim lowers its soft limit by a second, so SIGXCPU comes first.
@@ -67,7 +67,7 @@ mkdir -p "$d"
 rc=$?
 check "ulimit -t 2: SIGXCPU's exit 152 (was $rc: $(tail -2 "$d/log"))" '[[ $rc == 152 ]]'
 check "ulimit -t 2: the message names SIGXCPU" 'grep -q "trnsim: interrupted (SIGXCPU" "$d/log"'
-check "ulimit -t 2: no temporary, no folder left" '[[ ! -e $d/out && -z $(find "$d" -name "*.tmp.*") ]]'
+check "ulimit -t 2: no temporary, no folder left" '[[ ! -e $d/out && -z $(find "$d" -name "*.tmp.*" -o -name ".trnsim-trace.*") ]]'
 # A signal the caller ignores stays ignored (nohup): the run goes on.
 (
   trap '' HUP

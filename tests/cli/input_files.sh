@@ -199,6 +199,13 @@ check "--set hardware.overrides=[1]: $msg" \
 msg=$("$TRNSIM" validate "$SMALL" --set hardware.dma.queue_sets=true 2>&1)
 check "--set hardware.dma.queue_sets=true (rc $?): $msg" \
   '[[ $msg == "trnsim: error: --set hardware.dma.queue_sets=true: hardware has no key '"'"'dma'"'"' (it takes name and overrides): a hardware parameter is set as --set hardware.overrides.dma.queue_sets=true" ]]'
+# A key under hardware.name (a string): the key and what hardware.name is are named (before: "hardware.name
+# is not an object"), with every shipped config (configs/hw/*.json).
+shipped=$(cd "$SRC/configs/hw" && ls -- *.json | sed 's/\.json$//' | paste -sd, - | sed 's/,/, /g')
+msg=$("$TRNSIM" validate "$SMALL" --set hardware.name.x=1 2>&1)
+rc=$?
+check "--set hardware.name.x=1 (rc $rc): $msg" \
+  '[[ $rc == 1 && $shipped == *trn1* && $msg == "trnsim: error: --set hardware.name.x=1: hardware.name has no key '"'"'x'"'"': it is the hardware config'"'"'s name ($shipped) or a .json file'"'"'s path, set whole (--set hardware.name=trn3); a hardware parameter is set as --set hardware.overrides.PATH=VALUE" ]]'
 msg=$("$TRNSIM" validate "$SMALL" --set hardware.overrides.dma.queue_sets=true 2>&1)
 check "--set hardware.overrides.dma.queue_sets=true is taken (rc $?): $msg" '[[ $msg != *error* ]]'
 

@@ -22,7 +22,7 @@ for sig in INT TERM; do
     if [[ $rc == 0 ]]; then ok; continue; fi  # finished before the signal: nothing to check
     code=$((128 + $(kill -l "$sig")))
     check "$sig after $delay s: exit $code (was $rc: $(tail -2 "$d/log"))" '[[ $rc == $code ]]'
-    check "$sig after $delay s: no temporary left" '[[ -z $(find "$d" -name "*.tmp.*") ]]'
+    check "$sig after $delay s: no temporary left" '[[ -z $(find "$d" -name "*.tmp.*" -o -name ".trnsim-trace.*") ]]'
     check "$sig after $delay s: no output folder left" '[[ ! -e $d/out ]]'
     check "$sig after $delay s: the message names the signal" 'grep -q "trnsim: interrupted (SIG$sig)" "$d/log"'
     # The trace is the user's file (not opened yet), or whole JSON: closed and marked incomplete when the

@@ -25,7 +25,8 @@ check "the log names each line's level once: $(grep -Ec "^$STAMP (debug|warning|
   '[[ $(grep -c "" "$T/a/trnsim.log") -gt 1 ]] && ! grep -Eq "^$STAMP (debug|warning|error) trnsim: ([^ ]*: )?(debug|warning|error): " "$T/a/trnsim.log"'
 check "the log is in the folder's record" 'grep -q "\"path\": \"trnsim.log\"" "$T/a/.trnsim-files"'
 "$TRNSIM" stats "$T/a/stats.json" >/dev/null 2>"$T/err"
-check "stats reads the folder ($(head -c 200 "$T/err"))" '[[ $? == 0 ]]'
+rc=$?
+check "stats reads the folder ($(head -c 200 "$T/err"))" '[[ $rc == 0 ]]'
 
 # 2. A note (inputs that overflow BF16: Inf) is said once, on stderr as it always was, and is in the log; the
 # summary on stdout no longer repeats it.

@@ -8,7 +8,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
 
 # leftovers DIR: temporaries, backups, journals or probes.
-leftovers() { find "$1" -name '*.tmp.*' -o -name '*.old.*' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
+leftovers() { find "$1" -name '*.tmp.*' -o -name '.trnsim-trace.*' -o -name '*.old.*' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
 
 # 1. Stopped after its record is written (the first write step), --out a symlink L -> A: A is renamed A2 and L
 # repointed to the user's folder V. The run ends in A2; V keeps its files, gains none.
@@ -51,10 +51,10 @@ mkdir B
 pid=$!
 # Stopped once the trace's temporary exists (the simulation has begun), never at a fixed time.
 for ((i = 0; i < 6000; i++)); do
-  [[ -n $(find B -name '.trace.json.tmp.*' 2>/dev/null) || ! -e /proc/$pid ]] && break
+  [[ -n $(find B -name '.trnsim-trace.*' 2>/dev/null) || ! -e /proc/$pid ]] && break
   sleep 0.02
 done
-if kill -STOP $pid 2>/dev/null && [[ -n $(find B -name '.trace.json.tmp.*') ]]; then
+if kill -STOP $pid 2>/dev/null && [[ -n $(find B -name '.trnsim-trace.*') ]]; then
   mv B B2
   mkdir B
   echo mine >B/host.json
@@ -81,10 +81,10 @@ TRNSIM_SCRATCH_MIN_BYTES=4096 TRNSIM_TEST_KILL_SIGNAL=STOP TRNSIM_TEST_KILL_AT_W
   --set params.T=256 --set params.E=8 --set params.top_k=2 --out S --trace S/trace.json >"$T/log3" 2>&1 &
 pid=$!
 for ((i = 0; i < 6000; i++)); do
-  [[ -n $(find S -name '.trace.json.tmp.*' 2>/dev/null) || ! -e /proc/$pid ]] && break
+  [[ -n $(find S -name '.trnsim-trace.*' 2>/dev/null) || ! -e /proc/$pid ]] && break
   sleep 0.02
 done
-if kill -STOP $pid 2>/dev/null && [[ -n $(find S -name '.trace.json.tmp.*') ]]; then
+if kill -STOP $pid 2>/dev/null && [[ -n $(find S -name '.trnsim-trace.*') ]]; then
   mv S S2
   mkdir S
   kill -CONT $pid

@@ -14,7 +14,8 @@ fi
 
 # 1. trnsim list: the registered kernels, then the Python ones.
 "$TRNSIM" list >"$T/list.txt" 2>"$T/list.err"
-check "list exit 0: $(head -3 "$T/list.err")" '[[ $? == 0 ]]'
+rc=$?
+check "list exit 0: $(head -3 "$T/list.err")" '[[ $rc == 0 ]]'
 check "list has the Python heading" \
   'grep -qF "NKI Python kernels (examples/nki: run one with \`trnsim run examples/nki/<file>.json\`" "$T/list.txt"'
 check "list names the softmax workload" 'grep -qF "nki_softmax (examples/nki/softmax.json)" "$T/list.txt"'
@@ -160,6 +161,7 @@ for mod in json numpy typing; do
   printf 'open("%s", "w").close()\nraise SystemExit(1)\n' "$T/cwd/ran_$mod" >"$T/cwd/$mod.py"
 done
 (cd "$T/cwd" && "$TRNSIM" run "$SRC/examples/nki/softmax.json" --out "$T/cwd/o" --no-numerics >"$T/cwd/e.txt" 2>&1)
-check "a run from a folder holding json.py, numpy.py and typing.py exits 0: $(tail -2 "$T/cwd/e.txt")" '[[ $? == 0 ]]'
+rc=$?
+check "a run from a folder holding json.py, numpy.py and typing.py exits 0: $(tail -2 "$T/cwd/e.txt")" '[[ $rc == 0 ]]'
 check "none of the planted modules ran: $(ls "$T/cwd")" '! ls "$T"/cwd/ran_* >/dev/null 2>&1'
 finish

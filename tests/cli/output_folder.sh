@@ -344,4 +344,69 @@ else
   echo "output_folder: not root or no setpriv: the sticky-folder case is skipped"
 fi
 
+# Record layouts (sim/io/manifest.h; rel22t: written_by had come without a layout of its own). A killed set's
+# manifest by hand, made from the folder's complete one (the earlier set as "previous", stats.json as a new
+# file not yet in place): layout 3, and layout 2 with written_by as the trnsims of 2026-12-06 wrote it, are
+# settled and name the killed command; a newer trnsim's (layout 4, with a key this trnsim does not know) is
+# refused, and the folder stays as it was, record included.
+killed_record() {  # FOLDER LAYOUT [EXTRA_KEY]
+  python3 - "$1/.trnsim-files" "$2" "${3:-}" <<'PY'
+import json, sys
+path, layout, extra = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+m = json.load(open(path))
+stats = next(f for f in m["files"] if f["path"] == "stats.json")
+r = {"trnsim_files": layout, "state": "writing", "previous": m["files"], "written_by": "quantize",
+     "files": [{"path": "stats.json", "bytes": stats["bytes"], "sha256": "0" * 64,
+                "temporary": ".stats.json.tmp.77.0"}]}
+if extra:
+    r[extra] = 1
+json.dump(r, open(path, "w"), sort_keys=True)
+PY
+}
+for layout in 2 3; do
+  d=$T/layout$layout
+  "$TRNSIM" run "$SMALL" --out "$d" --no-numerics >/dev/null 2>&1
+  killed_record "$d" $layout
+  msg=$("$TRNSIM" run "$SMALL" --out "$d" --no-numerics 2>&1)
+  rc=$?
+  check "a killed set's record of layout $layout: settled, naming its command (rc $rc): $msg" \
+    '[[ $rc == 0 && $msg == *"$d: a trnsim quantize was killed while replacing its files: the earlier files are back (none had been replaced yet)"* ]] && grep -q "\"state\": \"complete\"" "$d/.trnsim-files"'
+done
+d=$T/layout4
+"$TRNSIM" run "$SMALL" --out "$d" --no-numerics >/dev/null 2>&1
+killed_record "$d" 4 fsync_mode
+before=$(cd "$d" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
+msg=$("$TRNSIM" run "$SMALL" --out "$d" --no-numerics 2>&1)
+rc=$?
+check "a newer trnsim's record: refused, named so (rc $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"$d/.trnsim-files: written by a newer trnsim (record layout 4; this trnsim reads layouts 1 to 3): it is kept as it is; write into this folder with that trnsim, which settles its set, or remove the record (the files it names then stay as they are)" ]]'
+check "... and the folder is as it was, record included" \
+  '[[ $(cd "$d" && find . -type f -print0 | sort -z | xargs -0 sha256sum) == "$before" ]]'
+
+# A dangling link on the way to --out, to a sweep's folder or to a trace's folder is named before anything
+# is made (rel22t: "--out D/sub: cannot create the directory (File exists)", "D: cannot create: File
+# exists", and for the trace "directory 'D/sub' does not exist" after the simulation).
+ln -s "$T/nowhere" "$T/dang"
+DANG="$T/dang is a symlink to $T/nowhere, which does not exist (a dangling link): trnsim does not create folders through links; create the target folder or remove the link"
+msg=$("$TRNSIM" run "$SMALL" --no-numerics --out "$T/dang/sub" 2>&1)
+rc=$?
+check "--out through a dangling link: named (rc $rc): $msg" '[[ $rc == 1 && $msg == *"--out $T/dang/sub: $DANG" ]]'
+msg=$("$TRNSIM" run "$SMALL" --no-numerics --out "$T/dt" --trace "$T/dang/sub/t.json" 2>&1)
+rc=$?
+check "--trace through a dangling link: named before the run (rc $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"cannot create trace file '"'"'$T/dang/sub/t.json'"'"': $DANG" && ! -e $T/dt ]]'
+echo "{\"name\": \"sd\", \"workload\": \"$SMALL\", \"set\": {\"numerics\": false}, \"axes\": {\"params.M\": [512]}}" >"$T/sd.json"
+msg=$("$TRNSIM" sweep "$T/sd.json" --out "$T/dang" 2>&1)
+rc=$?
+check "sweep --out a dangling link: named (rc $rc): $msg" '[[ $rc == 1 && $msg == *"$T/dang: $DANG" ]]'
+# The folders a run makes for its trace go again when the trace is not written (here a file-size limit
+# stops its first chunk), as the levels of --out do (rel22t: nd/sub stayed, empty).
+msg=$(ulimit -f 1 && "$TRNSIM" run "$SMALL" --no-numerics --out "$T/fo" --trace "$T/nd/sub/t.json" 2>&1)
+rc=$?
+check "a trace that fails: its new folders are removed (rc $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"cannot write trace file '"'"'$T/nd/sub/t.json'"'"': File too large"* && ! -e $T/nd && ! -e $T/fo ]]'
+"$TRNSIM" run "$SMALL" --no-numerics --out "$T/fo" --trace "$T/nd/sub/t.json" >/dev/null 2>&1
+rc=$?
+check "... and kept when it is written (rc $rc)" '[[ $rc == 0 && -s $T/nd/sub/t.json ]]'
+
 finish

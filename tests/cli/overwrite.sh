@@ -51,7 +51,8 @@ cd "$T" || exit 1
 "$TRNSIM" run "$W" --out "$T/r" >/dev/null 2>&1 || bad "run into $T/r"
 cp -a "$T/r" "$T/rc"
 "$TRNSIM" run "$W" --out "$T/rc" >"$T/out" 2>&1
-check "rerun into a cp -a copy of the folder (exit $?): $(tail -1 "$T/out")" '[[ $? == 0 ]]'
+rc=$?
+check "rerun into a cp -a copy of the folder (exit $rc): $(tail -1 "$T/out")" '[[ $rc == 0 ]]'
 # A timing-only run into a cp -a copy of a numerics run's folder keeps the copy's .npy outputs (another inode:
 # they may be the user's own, moved back in) but its record keeps naming them, so the next numerics run
 # replaces them without --overwrite (a tester: they were left unrecorded and that run was refused).
@@ -110,7 +111,8 @@ check "program run without --out over the user's x.npy refused: $msg" \
 "$TRNSIM" run prog.json --overwrite >"$T/out" 2>&1
 check "program run --overwrite replaces x.npy (exit $?)" '[[ $? == 0 && $(head -c 5 x.npy) != mine && -f .trnsim-written ]]'
 "$TRNSIM" run prog.json >"$T/out" 2>&1
-check "program rerun without --overwrite (exit $?): $(tail -1 "$T/out")" '[[ $? == 0 ]]'
+rc=$?
+check "program rerun without --overwrite (exit $rc): $(tail -1 "$T/out")" '[[ $rc == 0 ]]'
 echo "more" >>x.npy
 msg=$("$TRNSIM" run prog.json 2>&1)
 check "x.npy edited since: refused: $msg" '[[ $? == 1 ]] && refused "$msg" "./x.npy" "$CHANGED (${T}/p/.trnsim-written lists it with"'
@@ -129,7 +131,8 @@ check "quantize over the user's Y.npy refused: $msg" \
 "$TRNSIM" quantize "$IN" "${Q[@]}" --data "$T/q/X.npy" --scales "$T/q/Y.npy" --overwrite >/dev/null 2>&1
 check "quantize --overwrite (exit $?)" '[[ $? == 0 && $(head -c 5 "$T/q/Y.npy") != mine ]]'
 "$TRNSIM" quantize "$IN" "${Q[@]}" --data "$T/q/X.npy" --scales "$T/q/Y.npy" >/dev/null 2>"$T/out"
-check "quantize rerun without --overwrite (exit $?): $(cat "$T/out")" '[[ $? == 0 ]]'
+rc=$?
+check "quantize rerun without --overwrite (exit $rc): $(cat "$T/out")" '[[ $rc == 0 ]]'
 echo "x" >>"$T/q/Y.npy"
 msg=$("$TRNSIM" quantize "$IN" "${Q[@]}" --data "$T/q/X.npy" --scales "$T/q/Y.npy" 2>&1)
 check "quantize: Y.npy edited since: refused: $msg" '[[ $? == 1 ]] && refused "$msg" "$T/q/Y.npy" "$CHANGED"'
@@ -145,7 +148,8 @@ for opt in trace report; do
   "$TRNSIM" run "$W" --out "$T/o_$opt" --$opt "$f" --overwrite >/dev/null 2>&1
   check "run --$opt --overwrite (exit $?)" '[[ $? == 0 && $(head -c 5 "$f") != mine ]]'
   "$TRNSIM" run "$W" --out "$T/o_$opt" --$opt "$f" >"$T/out" 2>&1
-  check "run --$opt rerun without --overwrite (exit $?): $(tail -1 "$T/out")" '[[ $? == 0 ]]'
+  rc=$?
+  check "run --$opt rerun without --overwrite (exit $rc): $(tail -1 "$T/out")" '[[ $rc == 0 ]]'
 done
 echo "mine" >"$T/mine_html.html"
 msg=$("$TRNSIM" stats "$T/r/stats.json" --html="$T/mine_html.html" 2>&1)
@@ -154,7 +158,8 @@ check "stats --html over the user's file refused: $msg" \
 "$TRNSIM" stats "$T/r/stats.json" --html="$T/mine_html.html" --overwrite >/dev/null 2>&1
 check "stats --html --overwrite (exit $?)" '[[ $? == 0 && $(head -c 5 "$T/mine_html.html") != mine ]]'
 "$TRNSIM" stats "$T/r/stats.json" --html="$T/mine_html.html" >"$T/out" 2>&1
-check "stats --html rerun (exit $?): $(tail -1 "$T/out")" '[[ $? == 0 ]]'
+rc=$?
+check "stats --html rerun (exit $rc): $(tail -1 "$T/out")" '[[ $rc == 0 ]]'
 # stats --html over the report a run wrote into its folder (--report OUT/report.html, the default path of
 # stats --html): replaced as a file trnsim wrote, and the run's record then names the new one (before: refused
 # as "one of the files a run wrote", also with --overwrite); edited since, refused unless --overwrite; the
@@ -188,9 +193,11 @@ msg=$("$TRNSIM" tune "$T/tw.json" --budget 1 --out "$T/tn" --no-report --write "
 check "tune --write over the user's file refused: $msg" \
   '[[ $? == 1 && $(head -c 5 "$T/best.json") == mine && ! -e $T/tn ]] && refused "$msg" "$T/best.json" "$NOREC"'
 "$TRNSIM" tune "$T/tw.json" --budget 1 --out "$T/tn" --no-report --write "$T/best.json" --overwrite >"$T/out" 2>&1
-check "tune --write --overwrite (exit $?): $(tail -1 "$T/out")" '[[ $? == 0 && $(head -c 5 "$T/best.json") != mine ]]'
+rc=$?
+check "tune --write --overwrite (exit $rc): $(tail -1 "$T/out")" '[[ $rc == 0 && $(head -c 5 "$T/best.json") != mine ]]'
 "$TRNSIM" tune "$T/tw.json" --budget 1 --out "$T/tn" --no-report --write "$T/best.json" >"$T/out" 2>&1
-check "tune --write rerun (exit $?): $(tail -1 "$T/out")" '[[ $? == 0 ]]'
+rc=$?
+check "tune --write rerun (exit $rc): $(tail -1 "$T/out")" '[[ $rc == 0 ]]'
 
 # Names trnsim gives its own temporaries (a record's "..trnsim-files.tmp.PID.N", a probe's
 # ".trnsim-probe.PID.N") are refused as outputs: the next trnsim in the folder removes them as a killed

@@ -28,7 +28,8 @@ quiet tune env TRNSIM_PYTHON=/nonexistent "$TRNSIM" tune "$T/s.json" --budget 2 
 /usr/bin/python3 -c "import numpy as np; np.save('$T/x.npy', np.arange(64 * 64, dtype=np.float32).reshape(64, 64))"
 "$TRNSIM" quantize "$T/x.npy" --format e4m3 --rule te --axis row --data "$T/d.npy" --scales "$T/sc.npy" --quiet \
   >"$T/out" 2>"$T/err"
-check "quantize --quiet: exit $?, nothing on stderr ($(head -c 300 "$T/err"))" '[[ $? == 0 && ! -s $T/err && -s $T/d.npy ]]'
+rc=$?
+check "quantize --quiet: exit $rc, nothing on stderr ($(head -c 300 "$T/err"))" '[[ $rc == 0 && ! -s $T/err && -s $T/d.npy ]]'
 
 # 2. A report script's output (an interpreter that warns, then draws a page) is a warning through the logger:
 # on stderr as "trnsim: warning: run_report.py: ..." at the default level, in the run's log, hidden by

@@ -20,7 +20,8 @@ export TMPDIR=$T/tmp
 # 2. A report that cannot be drawn (no interpreter that works, no staging folder, a file-size limit) stops the
 # run before anything is written: the earlier set and its report stay, byte for byte.
 "$TRNSIM" run "$W" --out "$T/G" --report "$T/G/r.html" >/dev/null 2>&1
-check "first run with --report" '[[ $? == 0 && -s $T/G/r.html ]]'
+rc=$?
+check "first run with --report (rc $rc)" '[[ $rc == 0 && -s $T/G/r.html ]]'
 snapshot() { (cd "$T/G" && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
 before=$(snapshot)
 for how in python tmpdir fsize; do
@@ -35,7 +36,8 @@ for how in python tmpdir fsize; do
 done
 # Into a new folder: nothing is left of it.
 msg=$(TRNSIM_PYTHON=/bin/false "$TRNSIM" run "$W" --out "$T/G2" --report "$T/G2.html" 2>&1)
-check "a failed --report into a new folder leaves no folder: $msg" '[[ $? == 1 && ! -e $T/G2 && ! -e $T/G2.html ]]'
+rc=$?
+check "a failed --report into a new folder leaves no folder (rc $rc): $msg" '[[ $rc == 1 && ! -e $T/G2 && ! -e $T/G2.html ]]'
 check "no staging folder is left" '[[ -z $(ls -A "$T/tmp") ]]'
 
 # 3. A $TMPDIR with no room (a 64 KiB tmpfs, filled; needs root for the mount): the message names the staged
@@ -139,15 +141,17 @@ check "... and the live one's goes with it" '[[ -z $(ls -A "$T/tmp") ]]'
 check "stats --html beside the run's stats.json: recorded in the run's set ($(cat "$T/h.out"))" \
   '[[ -s $T/H/stats.html ]] && grep -q "\"stats.html\"" "$T/H/.trnsim-files"'
 "$TRNSIM" run "$W" --out "$T/H" --set params.n=5120 >"$T/h.out" 2>&1
-check "... and the next run removes it with the earlier set ($(tail -1 "$T/h.out"))" '[[ $? == 0 && ! -e $T/H/stats.html ]]'
+rc=$?
+check "... and the next run removes it with the earlier set (rc $rc: $(tail -1 "$T/h.out"))" '[[ $rc == 0 && ! -e $T/H/stats.html ]]'
 # A report written through a link to /dev/null (or a FIFO) in the folder is no file of the set: the next run
 # goes on (tester22i: it was recorded with inode 0 and the next run refused the folder).
 ln -s /dev/null "$T/H/null.html"
 "$TRNSIM" stats "$T/H/stats.json" --html="$T/H/null.html" >"$T/n.out" 2>&1
 "$TRNSIM" run "$W" --out "$T/H" --set params.n=5120 >"$T/n2.out" 2>&1  # (the same set as before: the next
 # check needs a run that changes stats.json)
-check "a report through a link to /dev/null leaves the set usable (rc $?): $(grep -v '^ ' "$T/n2.out" | tail -2)" \
-  '[[ $? == 0 && -L $T/H/null.html ]] && ! grep -q "null.html" "$T/H/.trnsim-files"'
+rc=$?
+check "a report through a link to /dev/null leaves the set usable (rc $rc): $(grep -v '^ ' "$T/n2.out" | tail -2)" \
+  '[[ $rc == 0 && -L $T/H/null.html ]] && ! grep -q "null.html" "$T/H/.trnsim-files"'
 cat >"$T/wait_py" <<SH
 #!/bin/sh
 while [ ! -e "$T/go" ]; do sleep 0.05; done
@@ -193,9 +197,11 @@ echo '{"name": "pl", "stages": ["va_stage.json"]}' >"$T/pl.json"
 check "stats --html into a chain stage: recorded in the chain's set ($(cat "$T/ch.out"))" \
   '[[ -s $T/CH/va/stats.html ]] && grep -q "\"va/stats.html\"" "$T/CH/.trnsim-files"'
 "$TRNSIM" stats "$T/CH/va/stats.json" >/dev/null 2>"$T/ch.err"
-check "... under the report's inode: trnsim stats on the stage notes nothing ($(cat "$T/ch.err"))" '[[ $? == 0 && ! -s $T/ch.err ]]'
+rc=$?
+check "... under the report's inode: trnsim stats on the stage notes nothing (rc $rc: $(cat "$T/ch.err"))" '[[ $rc == 0 && ! -s $T/ch.err ]]'
 (cd "$T" && "$TRNSIM" run pl.json --out CH >"$T/ch.out" 2>&1)
-check "... and the chain's next run removes it ($(tail -1 "$T/ch.out"))" '[[ $? == 0 && ! -e $T/CH/va/stats.html ]]'
+rc=$?
+check "... and the chain's next run removes it (rc $rc: $(tail -1 "$T/ch.out"))" '[[ $rc == 0 && ! -e $T/CH/va/stats.html ]]'
 # A report written through another name of the run's folder (a symlink to it, H/../Hl, or the stats.json
 # read through the link) joins the set as one written by its own name does (tester22j: the folders were
 # compared by their paths' text, so these went only into .trnsim-written, and the next run left them).
@@ -207,8 +213,9 @@ ln -s A "$T/Al"
 check "stats --html through an alias of the run's folder: recorded in the run's set ($(cat "$T/a.out"))" \
   'grep -q "\"a1.html\"" "$T/A/.trnsim-files" && grep -q "\"a2.html\"" "$T/A/.trnsim-files" && grep -q "\"a3.html\"" "$T/A/.trnsim-files"'
 "$TRNSIM" run "$W" --out "$T/A" --set params.n=5120 >"$T/a.out" 2>&1
-check "... and the next run removes them ($(tail -3 "$T/a.out"))" \
-  '[[ $? == 0 && ! -e $T/A/a1.html && ! -e $T/A/a2.html && ! -e $T/A/a3.html ]]'
+rc=$?
+check "... and the next run removes them (rc $rc: $(tail -3 "$T/a.out"))" \
+  '[[ $rc == 0 && ! -e $T/A/a1.html && ! -e $T/A/a2.html && ! -e $T/A/a3.html ]]'
 # The same for run --report (tester27r: through Al, A/../A, or --out Al with A/r.html, the report went only
 # into .trnsim-written and the next run left it beside the new stats.json): each run removes the one before's.
 "$TRNSIM" run "$W" --out "$T/A" --no-numerics --report "$T/Al/r1.html" >"$T/a.out" 2>&1
@@ -221,7 +228,8 @@ check "... the next run (--report A/../A/r2.html) removes it and records its own
 check "... the next (--out Al --report A/r3.html) too ($(tail -2 "$T/a.out"))" \
   '[[ ! -e $T/A/r2.html && -s $T/A/r3.html ]] && grep -q "\"r3.html\"" "$T/A/.trnsim-files"'
 "$TRNSIM" run "$W" --out "$T/A" --no-numerics --set params.n=4096 >"$T/a.out" 2>&1
-check "... and a run without --report removes the last ($(tail -2 "$T/a.out"))" '[[ $? == 0 && ! -e $T/A/r3.html ]]'
+rc=$?
+check "... and a run without --report removes the last (rc $rc: $(tail -2 "$T/a.out"))" '[[ $rc == 0 && ! -e $T/A/r3.html ]]'
 # A path through a folder that is not there (A/sub) is refused as the kernel refuses it (tester27r: --html=
 # A/./sub/../r4.html wrote A/r4.html, normalised, and left it out of the set).
 "$TRNSIM" stats "$T/A/stats.json" --html="$T/A/./sub/../r4.html" >"$T/a.out" 2>&1
@@ -232,8 +240,9 @@ check "stats --html through a missing folder: refused (exit $rc), naming it ($(c
 # directory: Not a directory").
 ln -s . "$T/H/self"
 msg=$("$TRNSIM" stats "$T/H/stats.json" --html="$T/H/self/r.html" 2>&1)
-check "stats --html through a symlinked folder in the run's folder names it (rc $?): $msg" \
-  '[[ $msg == *"--html '"'"'$T/H/self/r.html'"'"': cannot write: $T/H/self is a symlink (to .): trnsim does not write through links"* && ! -e $T/H/r.html ]]'
+rc=$?
+check "stats --html through a symlinked folder in the run's folder names it (rc $rc): $msg" \
+  '[[ $rc == 1 && $msg == *"--html '"'"'$T/H/self/r.html'"'"': cannot write: $T/H/self is a symlink (to .): trnsim does not write through links"* && ! -e $T/H/r.html ]]'
 
 # 5. A matplotlibrc in the current folder (any folder the user runs trnsim in: a download, a shared folder)
 # changes nothing: the page is the same bytes as one drawn elsewhere, and no backend it names is loaded.
@@ -248,6 +257,7 @@ backend: module://plantedbk
 RC
 echo "open('$T/planted_ran', 'w')" >"$T/planted/plantedbk.py"
 msg=$(cd "$T/planted" && "$TRNSIM" stats "$T/M/stats.json" --html="$T/planted.html" 2>&1)
-check "a planted ./matplotlibrc changes nothing: $msg" \
-  '[[ $? == 0 && -s $T/planted.html && ! -e $T/planted_ran ]] && cmp -s "$T/clean.html" "$T/planted.html"'
+rc=$?
+check "a planted ./matplotlibrc changes nothing (rc $rc): $msg" \
+  '[[ $rc == 0 && -s $T/planted.html && ! -e $T/planted_ran ]] && cmp -s "$T/clean.html" "$T/planted.html"'
 finish

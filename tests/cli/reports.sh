@@ -64,7 +64,8 @@ check "run report has the numerics table" 'grep -q "rel_l2_vs_exact" "$T/run.htm
 check "stats --html writes report.html next to stats.json" '[[ $? == 0 && -s $T/run/report.html ]]'
 "$TRNSIM" run "$SRC/configs/workloads/llama3_8b_mlp_down_bwd_mxfp8.json" --no-numerics --out "$T/main" >/dev/null 2>&1
 "$TRNSIM" stats "$T/main/stats.json" --html="$T/main.html" >"$T/stats2.txt" 2>&1
-check "stats --html=FILE: $(cat "$T/stats2.txt")" '[[ $? == 0 && -s $T/main.html ]]'
+rc=$?
+check "stats --html=FILE: $(cat "$T/stats2.txt")" '[[ $rc == 0 && -s $T/main.html ]]'
 # A hand-damaged stats.json: the key the report missed, no Python traceback, exit 1.
 /usr/bin/python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["source_lines"] = [{}]; json.dump(s, open(sys.argv[2], "w"))' \
   "$T/run/stats.json" "$T/damaged.json"
@@ -82,7 +83,8 @@ cat >"$T/s.json" <<JSON
           {"name": "bm", "path": "params.input_grad_config.TILES_IN_BLOCK_M", "values": [1, 2, 16]}]}
 JSON
 "$TRNSIM" sweep "$T/s.json" --out "$T/sw" -j 2 >"$T/sw.txt" 2>&1
-check "sweep with report exit 0: $(tail -2 "$T/sw.txt")" '[[ $? == 0 && -s $T/sw/report.html ]]'
+rc=$?
+check "sweep with report exit 0: $(tail -2 "$T/sw.txt")" '[[ $rc == 0 && -s $T/sw/report.html ]]'
 msg=$(page_ok "$T/sw/report.html" 5)
 check "sweep report loads in chromium with 5 plots drawn: $msg" '[[ $? == 0 ]]'
 check "sweep report is self-contained" 'self_contained "$T/sw/report.html"'

@@ -79,8 +79,8 @@ rc=$?
 check "SIGTERM stops the sweep within 10 s (still alive: $alive, exit $rc)" '[[ $alive == no && $rc == 143 ]]'
 sleep 0.5
 check "no process left after SIGTERM: $(leftovers)" '[[ -z $(leftovers) ]]'
-check "no temporary or scratch left in the sweep folder: $(find o1 -name '*.tmp.*' -o -name .runs | head -3)" \
-  '[[ -z $(find o1 -name "*.tmp.*" -o -name .runs) ]]'
+check "no temporary or scratch left in the sweep folder: $(find o1 -name '*.tmp.*' -o -name '.trnsim-trace.*' -o -name .runs | head -3)" \
+  '[[ -z $(find o1 -name "*.tmp.*" -o -name ".trnsim-trace.*" -o -name .runs) ]]'
 for p in $(leftovers | awk '{print $1}'); do kill -KILL "$p" 2>/dev/null; done  # none survives the test
 
 # 4. trnsim tune has the same --timeout: the looping point is an error row "timed out", the plain one runs and

@@ -111,8 +111,21 @@ expect_error "unknown input" "{$GOOD, \"inputs\": {$IN, $X, \"bias\": {\"npy\": 
   "$W: inputs.bias: kernel 'matmul_mxfp8_backward' has no input 'bias' (inputs: output_grad, weights, input_activation)"
 printf '%s\n' "{\"name\": \"w\", \"hardware\": \"trn9\", \"kernel\": \"matmul_bf16\", \"params\": {}, \"inputs\": {}}" >"$W"
 msg=$("$TRNSIM" validate "$W" 2>&1)
+# Every shipped config is listed (configs/hw/*.json; before, trn1 was left out).
+shipped=$(cd "$SRC/configs/hw" && ls -- *.json | sed 's/\.json$//' | paste -sd, - | sed 's/,/, /g')
 check "bad hardware name message: $msg" \
-  '[[ $msg == "trnsim: error: $W: hardware: unknown hardware config '"'"'trn9'"'"' (known: trn2, trn3, or a .json path; TRNSIM_CONFIG_DIR names a folder of configs); looked in: "* ]]'
+  '[[ $shipped == *trn1* && $msg == "trnsim: error: $W: hardware: unknown hardware config '"'"'trn9'"'"' (known: $shipped, or a .json path; TRNSIM_CONFIG_DIR names a folder of configs); looked in: $SRC/configs/hw/trn9.json" ]]'
+printf '%s\n' "{\"name\": \"w\", \"hardware\": \"trn2\", \"kernel\": \"matmul_bf16\", \"params\": {}, \"inputs\": {}}" >"$W"
+msg=$("$TRNSIM" validate "$W" --set hardware=trn9 2>&1)
+rc=$?
+check "--set hardware=trn9 (rc $rc): $msg" \
+  '[[ $rc == 1 && $msg == "trnsim: error: $W: hardware: unknown hardware config '"'"'trn9'"'"' (known: $shipped, or a .json path; TRNSIM_CONFIG_DIR names a folder of configs); looked in: $SRC/configs/hw/trn9.json" ]]'
+# TRNSIM_CONFIG_DIR's configs are named too: the lookup's folders are the list.
+mkdir -p "$T/myhw"
+cp "$SRC/configs/hw/trn2.json" "$T/myhw/mine.json"
+msg=$(TRNSIM_CONFIG_DIR=$T/myhw "$TRNSIM" validate "$W" --set hardware=trn9 2>&1)
+check "... with TRNSIM_CONFIG_DIR: $msg" \
+  '[[ $msg == *"(known: mine, $shipped, or a .json path; "* ]]'
 printf '%s\n' "{$GOOD, \"inputs\": {$IN, $X}}" >"$W"
 msg=$("$TRNSIM" validate "$W" --set hardware.overrides.pe.clock_Ghz=2 2>&1)
 check "bad override path: $msg" \

@@ -15,7 +15,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 SMALL=$SRC/configs/workloads/matmul_mxfp8_bwd_512_trn3.json
 # leftovers DIR: temporaries, backups (the record's too), journals or probes.
-leftovers() { find "$1" -name '*.tmp.*' -o -name '*.old.*' -o -name '.trnsim-files.old' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
+leftovers() { find "$1" -name '*.tmp.*' -o -name '.trnsim-trace.*' -o -name '*.old.*' -o -name '.trnsim-files.old' -o -name '.trnsim-journal' -o -name '.trnsim-probe.*'; }
 state() { grep -o '"state": "[a-z]*"' "$1/.trnsim-files"; }
 
 # 1. With numerics the set is stats.json, host.json, two outputs and trnsim.log: step 1 the record, 2-6
@@ -64,7 +64,8 @@ for n in 10 11 12 13 14 15 16 17; do
       '[[ $rc == 0 && $msg == *"note"* && $msg == *"${left%% *}"* ]]'
   fi
   "$TRNSIM" run "$SMALL" --no-numerics --out k >"$T/logk2" 2>&1
-  check "SIGKILL at step $n: the next run succeeds (exit $?: $(tail -2 "$T/logk2"))" '[[ $? == 0 ]]'
+  rc=$?
+  check "SIGKILL at step $n: the next run succeeds (exit $rc: $(tail -2 "$T/logk2"))" '[[ $rc == 0 ]]'
   check "SIGKILL at step $n: the next run removed the earlier outputs ($(ls -A k | tr '\n' ' '))" \
     '[[ $(ls -A k | tr "\n" " ") == ".trnsim-files host.json stats.json trnsim.log " ]]'
   check "SIGKILL at step $n: stats reads the folder quietly" '[[ -z $("$TRNSIM" stats k/stats.json 2>&1 >/dev/null) ]]'

@@ -61,7 +61,7 @@ if [[ $as_root == 1 ]]; then
   rc=$?
   check "root's next quantize settles its own (exit $rc): $msg" \
     '[[ $rc == 0 && ! -e $ST/.trnsim-journal.0 ]] && cmp -s "$ST/rd.npy" "$ST/r2.npy"'
-  check "no leftovers" '[[ -z $(find "$ST" -name ".*.tmp.*" -o -name ".*.old.*") ]]'
+  check "no leftovers" '[[ -z $(find "$ST" -name ".*.tmp.*" -o -name ".trnsim-trace.*" -o -name ".*.old.*") ]]'
   # A file another user planted under the journal's name (garbage) blocks no one else either (before: "look
   # at it, then remove it", which the sticky bit forbids) ...
   nobody sh -c "echo garbage >'$ST/.trnsim-journal'"

@@ -21,6 +21,7 @@
 #include "sim/base/log.h"
 #include "sim/config/json_document.h"
 #include "sim/io/file_kind.h"
+#include "sim/io/made_folders.h"
 #include "sim/io/output_files.h"
 #include "sim/io/replace_check.h"
 #include "tools/sweep/point_check.h"
@@ -81,6 +82,7 @@ io::DirLock prepare_dir(const std::string& dir, const std::string& name) {
   const fs::path plan = fs::path(dir) / "plan.json";
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw InputError(fmt::format("{}: exists and is not a directory", dir));
+  io::check_no_dangling_link(dir, dir);  // mkdir would say only "File exists"
   fs::create_directories(dir, ec);
   if (ec) throw InputError(fmt::format("{}: cannot create: {}", dir, ec.message()));
   // The lock first: a sweep that has just made the folder (no plan.json yet) is another sweep at work, not

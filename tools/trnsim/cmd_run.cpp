@@ -3,6 +3,9 @@
 // A workload (a top-level "kernel" key) goes through the kernel registry (run_workload.cpp); a pipeline file
 // (a "stages" key) or a workload reading other workloads' outputs runs as a chain (run_chain.cpp); anything
 // else is an instruction-stream program (run_program.cpp). Both run through sim/run/session.h.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <filesystem>
 #include <memory>
 
@@ -10,6 +13,7 @@
 #include "kernels/workload/workload.h"
 #include "kernels/workload/workload_run.h"
 #include "sim/base/error.h"
+#include "sim/config/hw_names.h"
 #include "tools/sweep/report_script.h"
 #include "tools/trnsim/commands.h"
 #include "tools/trnsim/run_log.h"
@@ -29,7 +33,8 @@ void add_run_command(CLI::App& app) {
       "output directory (created if missing): stats.json and the output tensors (.npy); workloads "
       "default to out/<name>, programs to the current directory");
   cmd->add_option("--hw", opts->hw,
-                  "hardware config: trn1, trn2, trn3 or a JSON file (default: the program's generation)");
+                  fmt::format("hardware config: {} or a JSON file (default: the program's generation)",
+                              fmt::join(config::known_hw_configs(), ", ")));
   cmd->add_option("--set", opts->sets,
                   "override a value: for a workload any key, e.g. --set params.M=512 or "
                   "--set hardware.overrides.hbm.bandwidth_GBps=600; for a program a hardware parameter, "

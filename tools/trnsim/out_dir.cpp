@@ -16,6 +16,7 @@
 #include "sim/base/interrupt_note.h"
 #include "sim/base/log.h"
 #include "sim/io/file_kind.h"
+#include "sim/io/made_folders.h"
 #include "sim/io/manifest.h"
 #include "sim/io/replace_check.h"
 #include "tools/trnsim/commands.h"
@@ -55,17 +56,6 @@ void probe_writable(const std::string& dir, const std::string& what) {
   throw InputError(fmt::format("{}: cannot write into the directory (1000 probe names are taken)", what));
 }
 
-// InputError "<what>: <path> is a symlink to <target>, which does not exist ..." for a dangling link (the
-// folder cannot be created in its place).
-void check_not_dangling(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  if (!fs::is_symlink(fs::symlink_status(path, ec)) || fs::exists(path, ec)) return;
-  throw InputError(fmt::format(
-      "{}: {} is a symlink to {}, which does not exist (a dangling link): trnsim does not create folders "
-      "through links; create the target folder or remove the link",
-      what, path, fs::read_symlink(path, ec).string()));
-}
-
 }  // namespace
 
 OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
@@ -78,35 +68,15 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
     throw InputError(fmt::format("--out {}: {}", dir_, ec.message()));
   if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
     throw InputError(fmt::format("--out {}: exists and is not a directory", dir_));
-  check_not_dangling(dir_, "--out " + dir_);
+  io::check_no_dangling_link(dir_, "--out " + dir_);
   // The root holds everything: a run's folder there would record, and a later run remove, files anywhere.
   if (const fs::path c = fs::canonical(dir_, ec); !ec && c == c.root_path())
     throw InputError(
         fmt::format("--out {}: is the root of the file system, not a folder for a run's files; "
                     "choose a folder of its own",
                     dir_));
-  if (!fs::exists(dir_, ec)) {
-    // Every missing level (--out a/b/c), outermost first: each is removed again if the run leaves it empty.
-    fs::path p = fs::path(dir_).lexically_normal();
-    if (!p.has_filename()) p = p.parent_path();
-    std::vector<fs::path> missing;
-    for (; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
-      missing.push_back(p);
-      if (p == p.parent_path()) break;
-    }
-    for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-      interrupt::CleanupPath registered(it->string(), interrupt::CleanupPath::Kind::kEmptyFolder);
-      // Another run may create the same level at the same time: only the one that made it removes it.
-      const bool made = fs::create_directory(*it, ec);
-      if (ec) {
-        remove_created();
-        throw InputError(fmt::format("--out {}: cannot create the directory ({})", dir_, ec.message()));
-      }
-      if (!made) continue;
-      on_signal_.push_back(std::move(registered));
-      created_.push_back(it->string());
-    }
-  }
+  // Every missing level (--out a/b/c), outermost first: each is removed again if the run leaves it empty.
+  levels_.make(dir_, "--out " + dir_);
   try {
     io::lock_for_run(lock_, dir_, "--out " + dir_, "run", kHeldBy);
     probe_writable(dir_, "--out " + dir_);
@@ -116,10 +86,7 @@ OutDir::OutDir(std::string dir) : dir_(std::move(dir)) {
   } catch (const InputError& e) {
     // A folder another run locked between our mkdir and our lock is that run's now: removing it (it is still
     // empty) would pull it from under the other run, and both would fail.
-    if (!lock_.held()) {
-      created_.clear();
-      on_signal_.clear();
-    }
+    if (!lock_.held()) levels_.disown();
     remove_created();
     const std::string what = e.what();
     if (what.rfind("--out ", 0) == 0) throw;
@@ -137,10 +104,7 @@ void OutDir::remove_created() {
     for (auto it = created_subs_.rbegin(); it != created_subs_.rend(); ++it)
       ::unlinkat(dir_fd_.get(), it->c_str(), AT_REMOVEDIR);
   created_subs_.clear();
-  std::error_code ec;
-  for (auto it = created_.rbegin(); it != created_.rend(); ++it)
-    if (fs::is_empty(*it, ec)) fs::remove(*it, ec);
-  created_.clear();
+  levels_.remove_empty();
 }
 
 void OutDir::add_subfolder(const std::string& name) {
@@ -153,7 +117,7 @@ void OutDir::add_subfolder(const std::string& name) {
   struct stat st {};
   if (::fstatat(dir_fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (S_ISLNK(st.st_mode)) {
-      check_not_dangling(sub, what);
+      io::check_no_dangling_link(sub, what);
       throw InputError(what + ": is a symlink: trnsim does not write through links below the output folder");
     }
     if (!S_ISDIR(st.st_mode)) throw InputError(what + ": exists and is not a directory");
@@ -228,7 +192,7 @@ std::vector<std::string> OutDir::commit(const std::vector<io::OutputFile>& files
     if (d.ok() && ::fstatat(d.get(), io::kManifestName, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == inode)
       ::unlinkat(d.get(), io::kManifestName, 0);
   }
-  created_.clear();
+  levels_.keep();
   created_subs_.clear();
   return removed;
 }

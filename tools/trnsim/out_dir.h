@@ -18,6 +18,7 @@
 
 #include "sim/base/interrupt.h"
 #include "sim/io/dir_lock.h"
+#include "sim/io/made_folders.h"
 #include "sim/io/output_files.h"
 
 namespace trnsim::cli {
@@ -56,7 +57,7 @@ class OutDir {
   // The run wrote its files some other way (a program run's plain set): keep the folder whatever happens
   // next.
   void keep() {
-    created_.clear();
+    levels_.keep();
     created_subs_.clear();
   }
 
@@ -64,12 +65,11 @@ class OutDir {
   std::string dir_;
   // Removes the folders this run created that are empty, innermost first.
   void remove_created();
-  // The folders this run created, outermost first: the missing levels of `dir_`, then its subfolders.
-  std::vector<std::string> created_;
+  io::MadeFolders levels_;  // the missing levels of `dir_` this run made
   io::DirLock lock_;
   io::Fd dir_fd_;                          // the folder, through its lock's handle (for its subfolders)
   std::vector<std::string> created_subs_;  // subfolders this run created, by name in dir_fd_
-  std::vector<interrupt::CleanupPath> on_signal_;  // the folders this run created
+  std::vector<interrupt::CleanupPath> on_signal_;  // the subfolders this run created
   std::vector<io::DirLock> sub_locks_;             // the subfolders' (add_subfolder)
   io::Manifest previous_;  // the folder's record of the earlier run's files (and its subfolders' records')
   std::vector<std::pair<std::string, uint64_t>> sub_records_;  // subfolders' own records: name, inode

@@ -80,7 +80,7 @@ struct Params {
     s.add(&Params::bufs, "bufs",
           "buffers each tile allocated in the loop rotates over; null: the compiler's allocation rule "
           "(kernels/api/alloc_rule.h); the loop runs bufs - 1 iterations ahead (1: one tile set, iterations "
-          "serialised)")
+          "serialised); schedule loop only")
         .range(1, 64);
     s.add(&Params::disable_dge, "disable_dge", calibration::kDisableDgeHelp, false);
     s.choice(&Params::unrolled, "schedule",
@@ -153,6 +153,17 @@ void kernel(Kernel& k, const Params& p) {
       });
 }
 
+// Schedule unrolled is the buffer count the binaries show: an explicit bufs is the loop's, and was silently
+// taken instead. (Checked before the kernel, so that the kernel's source lines stay as runs recorded them.)
+void check_schedule(const Params& p) {
+  if (p.unrolled && p.bufs)
+    throw InputError(fmt::format(
+        "kernel 'cs149_vector_add': schedule 'unrolled' and bufs = {} together: unrolled gives each "
+        "iteration its own buffers (as many as SBUF holds), bufs sets the buffers of schedule 'loop'; "
+        "drop one of them",
+        *p.bufs));
+}
+
 }  // namespace
 
 std::unique_ptr<KernelDef> cs149_vector_add_kernel() {
@@ -161,7 +172,10 @@ std::unique_ptr<KernelDef> cs149_vector_add_kernel() {
   k.doc =
       "out[n] = a[n] + b[n] in FP32, CS149 vector_add_tiled ([row_chunk, 1] tiles) or vector_add_stream "
       "([128, free_dim] column blocks of a, b and the [128, n / 128] out); calibration port";
-  k.kernel = kernel;
+  k.kernel = [](Kernel& kernel_builder, const Params& p) {
+    check_schedule(p);
+    kernel(kernel_builder, p);
+  };
   k.checks = [](const Params&) {
     return std::vector{elementwise_check("out", [](const CheckContext& c) {
       const std::vector<float> a = c.input("a").values(), b = c.input("b").values();

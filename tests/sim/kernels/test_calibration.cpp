@@ -408,6 +408,14 @@ TEST_CASE("cs149_vector_add schedule unrolled: the published Trn1 binaries' buff
   trn2_p["disable_dge"] = true;
   CHECK(distinct(offsets(test::build_kernel("cs149_vector_add", trn2_p, trn2(), 1).program,
                          isa::Engine::SP)) == 200);
+  // An explicit bufs is the loop's buffer count: with unrolled it is refused, both keys named (before, bufs
+  // was taken and unrolled meant nothing).
+  p["bufs"] = 4;
+  CHECK_THROWS_WITH(
+      test::build_kernel("cs149_vector_add", p, trn1, 1),
+      "kernel 'cs149_vector_add': schedule 'unrolled' and bufs = 4 together: unrolled gives each "
+      "iteration its own buffers (as many as SBUF holds), bufs sets the buffers of schedule "
+      "'loop'; drop one of them");
 }
 
 TEST_CASE("transpose_2d: 128 x 128 tiles through the PE transpose", "[calibration]") {

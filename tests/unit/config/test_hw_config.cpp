@@ -3,9 +3,11 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "sim/base/error.h"
 #include "sim/config/hw_config.h"
+#include "sim/config/hw_names.h"
 
 using trnsim::InputError;
 using namespace trnsim::config;
@@ -88,7 +90,11 @@ TEST_CASE("configs resolve by name and give ISA limits", "[config]") {
   CHECK(l.num_semaphores == 63);  // 64 per core, the last reserved for core_barrier
   CHECK(c.sync.barrier_semaphore() == 63);
   CHECK(l.num_dma_queues == 16);
-  CHECK(error_of([] { load_hw_config("trn9"); }).find("unknown hardware config 'trn9'") != std::string::npos);
+  // Every shipped config is named, from the folders the lookup reads (configs/hw/*.json: trn1 too).
+  CHECK(known_hw_configs() == std::vector<std::string>{"trn1", "trn2", "trn3"});
+  CHECK(error_of([] { load_hw_config("trn9"); }) ==
+        "unknown hardware config 'trn9' (known: trn1, trn2, trn3, or a .json path; TRNSIM_CONFIG_DIR names a "
+        "folder of configs); looked in: " TRNSIM_SOURCE_DIR "/configs/hw/trn9.json");
 }
 
 TEST_CASE("DMA packet rate: efficiency min(1, b / (packet_ns x bandwidth))", "[config]") {
@@ -341,8 +347,8 @@ TEST_CASE("messages show a short excerpt of a bad value, never the value", "[con
           load_hw_config(kTrn3, {{"name", mega}});
         }) == kTrn3 + ": name: expected 1-200 bytes of printable characters, found \"" +
                   std::string(56, 'z') + "... (from the override name=\"" + std::string(56, 'z') + "...)");
-  CHECK(error_of([&] { load_hw_config(mega); }) ==
-        "unknown hardware config '" + std::string(60, 'z') + "...' (known: trn2, trn3, or a .json path)");
+  CHECK(error_of([&] { load_hw_config(mega); }) == "unknown hardware config '" + std::string(60, 'z') +
+                                                       "...' (known: trn1, trn2, trn3, or a .json path)");
   CHECK(error_of([&] { load_hw_config(mega + ".json"); }) ==
         "hardware config file '" + std::string(60, 'z') + "...': not a usable path (1048581 bytes)");
 }

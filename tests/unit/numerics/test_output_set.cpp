@@ -135,6 +135,54 @@ TEST_CASE("manifest: written and read back; paths and identities checked", "[out
   CHECK_THROWS_WITH(parse_manifest("../up\n", "M"), "M: '../up' is not a path inside the folder");
 }
 
+TEST_CASE("record layouts: each trnsim reads the older ones and names a newer one", "[output_set]") {
+  const std::string sha = std::string(64, 'a');
+  // A killed set's record by hand: layout, then the keys after "files" (written_by, others).
+  const auto writing = [&](const std::string& layout, const std::string& more) {
+    return "{\"trnsim_files\": " + layout + ", \"state\": \"writing\", \"files\": [{\"path\": \"a\", " +
+           "\"bytes\": 1, \"sha256\": \"" + sha + "\", \"temporary\": \".a.tmp.7.0\"}]" + more + "}";
+  };
+  // Layout 2 with written_by (the trnsims between written_by and layout 3 wrote it so), and layout 3.
+  for (const char* layout : {"2", "3"}) {
+    const Manifest m = parse_manifest(writing(layout, ", \"written_by\": \"stats --html\""), "M");
+    CHECK(m.version == std::stoi(layout));
+    CHECK(m.written_by == "stats --html");
+  }
+  CHECK(parse_manifest(writing("2", ""), "M").written_by.empty());
+  // Written with the lowest layout that holds it: 3 only with written_by, so that a trnsim reading layout 2
+  // only still reads every other record.
+  Manifest w = parse_manifest(writing("2", ""), "M");
+  CHECK(manifest_text(w).rfind("{\n \"files\": [", 0) == 0);  // a record temporary is known by its first key
+  const std::string two = manifest_text(w);
+  CHECK(two.substr(two.find("\"trnsim_files\"")) == "\"trnsim_files\": 2\n}\n");
+  w.written_by = "run";
+  const std::string three = manifest_text(w);
+  CHECK(three.substr(three.find("\"trnsim_files\"")) ==
+        "\"trnsim_files\": 3,\n \"written_by\": \"run\"\n}\n");
+  CHECK(parse_manifest(manifest_text(w), "M").written_by == "run");
+  Manifest done;
+  done.files.push_back({"a", 1, 2, sha});
+  done.written_by = "run";  // not kept in state "complete"
+  CHECK(manifest_text(done) ==
+        "{\n \"files\": [\n  {\n   \"bytes\": 1,\n   \"inode\": \"2\",\n   \"path\": \"a\",\n" +
+            std::string("   \"sha256\": \"") + sha +
+            "\"\n  }\n ],\n \"state\": \"complete\",\n \"trnsim_files\": 2\n}\n");
+  // A newer trnsim's record: named so, before any key this trnsim does not know, and never acted on.
+  CHECK_THROWS_MATCHES(
+      parse_manifest(writing("4", ", \"written_by\": \"run\", \"fsync_mode\": \"full\""), "D/.trnsim-files"),
+      NewerRecordError,
+      Catch::Message(
+          "D/.trnsim-files: written by a newer trnsim (record layout 4; this trnsim reads layouts 1 "
+          "to 3): it is kept as it is; write into this folder with that trnsim, which settles its "
+          "set, or remove the record (the files it names then stay as they are)"));
+  CHECK_THROWS_WITH(parse_manifest(writing("1", ""), "M"),
+                    "M: trnsim_files: expected 2 or 3 (the record's layout), found 1");
+  CHECK_THROWS_WITH(parse_manifest(writing("\"3\"", ""), "M"),
+                    "M: trnsim_files: expected 2 or 3 (the record's layout), found \"3\"");
+  CHECK_THROWS_WITH(parse_manifest(writing("3", ", \"fsync_mode\": \"full\""), "M"),
+                    "M: fsync_mode: unknown key");
+}
+
 TEST_CASE("a set in several folders is written whole and leaves nothing else", "[output_set]") {
   TempDir t;
   fs::create_directory(t.dir / "sub");

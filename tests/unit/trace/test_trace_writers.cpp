@@ -1,6 +1,8 @@
 // Trace writers: the .pftrace is decoded with libprotobuf (trnsim_trace_reader, independent of the hand
 // encoder) and checked against what the scenario wrote; the JSON trace must carry the same events.
 #include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/io/output_files.h"
 #include "sim/trace/json_trace_writer.h"
 #include "sim/trace/open_trace.h"
 #include "sim/trace/output_file.h"
@@ -493,7 +496,8 @@ TEST_CASE("pftrace streams to disk and round-trips long strings and many names",
     CHECK_FALSE(fs::exists(path));
     const std::vector<fs::path> temps = files_in(tmp.dir);
     REQUIRE(temps.size() == 1);
-    CHECK(temps[0].filename().string().starts_with(".big.pftrace.tmp."));
+    CHECK(temps[0].filename().string().starts_with(fmt::format(".trnsim-trace.{}.", ::getpid())));
+    CHECK(trnsim::io::is_trace_head(read_all(temps[0]).substr(0, 64)));  // what a cleanup recognises
     CHECK(fs::file_size(temps[0]) > 1'000'000);
     CHECK(w.bytes() >= fs::file_size(temps[0]));
     w.close();
@@ -560,6 +564,41 @@ TEST_CASE("pftrace interns repeated string values and reads them back unchanged"
   }
   // Each distinct value is written once: 100 x 300 bytes and 900 x ~10 bytes become ids of 3 bytes.
   CHECK(fs::file_size(interned) + 30'000 < fs::file_size(inline_values));
+}
+
+TEST_CASE("a killed run's unfinished trace goes when the next trace closes in its folder", "[trace]") {
+  TempDir tmp("killed");
+  // A PID no process has: a child's, reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  // What a SIGKILL leaves: the temporary with its first chunk (a JSON trace's head; a Perfetto packet).
+  const std::string json_head = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n{\"ph\":\"M\"";
+  const std::string pf_head("\x0a\x85\x80\x80\x00\x50\x01", 7);  // packet, 4-byte length, sequence id 1
+  CHECK(trnsim::io::is_trace_head(json_head));
+  CHECK(trnsim::io::is_trace_head(pf_head));
+  CHECK_FALSE(trnsim::io::is_trace_head("{\"files\": []}"));
+  CHECK_FALSE(trnsim::io::is_trace_head(std::string("\x0a\x05\x12\x01", 4)));  // another field first
+  const auto killed = [&](int n) { return tmp.dir / fmt::format(".trnsim-trace.{}.{}", child, n); };
+  std::ofstream(killed(0)) << json_head;
+  std::ofstream(killed(1)) << pf_head;
+  std::ofstream(killed(2)) << "";          // killed before its first chunk
+  std::ofstream(killed(3)) << "my notes";  // a file of the user's at such a name: kept
+  // A live writer's (its lock held; here by this process, as a trnsim in another PID namespace would hold
+  // it, whose PID is no process here): kept.
+  std::ofstream(killed(4)) << json_head;
+  const int live = ::open(killed(4).c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(::flock(live, LOCK_EX) == 0);
+  {
+    JsonTraceWriter w(tmp.dir / "t.json");
+    w.close();
+  }
+  ::close(live);
+  CHECK(files_in(tmp.dir) ==
+        std::vector<fs::path>{killed(3), killed(4), tmp.dir / ".trnsim-written", tmp.dir / "t.json"});
+  // A name of trnsim's temporaries is never an output's.
+  CHECK_THROWS_WITH(JsonTraceWriter(tmp.dir / ".trnsim-trace.1.0"),
+                    Catch::Contains(".trnsim-trace.1.0 is a name trnsim gives its own temporary files"));
 }
 
 TEST_CASE("an uncreatable trace file is an InputError naming the path", "[trace]") {
