@@ -62,15 +62,6 @@ inline RegionTracker::Chunks RegionTracker::chunks(uint32_t space, const Rect& r
           at_least_0(r.c1 - 1) / bch};
 }
 
-const RegionTracker::Bucket* RegionTracker::find(uint32_t space, int64_t rc, int64_t cc) const {
-  if (space >= spaces_.size()) return nullptr;
-  const auto& rows = spaces_[space].buckets;
-  if (rc >= static_cast<int64_t>(rows.size())) return nullptr;
-  const auto& cols = rows[rc];
-  if (cc >= static_cast<int64_t>(cols.size())) return nullptr;
-  return &cols[cc];
-}
-
 RegionTracker::Bucket& RegionTracker::at(uint32_t space, int64_t rc, int64_t cc) {
   if (spaces_.size() <= space) spaces_.resize(space + 1);
   auto& rows = spaces_[space].buckets;
@@ -83,6 +74,24 @@ RegionTracker::Bucket& RegionTracker::at(uint32_t space, int64_t rc, int64_t cc)
     b.box = {rc * rch, (rc + 1) * rch, cc * bch, (cc + 1) * bch};
   }
   return b;
+}
+
+template <class Visit>
+void RegionTracker::for_buckets(uint32_t space, const Rect& r, const Visit& visit) {
+  const Chunks ch = chunks(space, r);
+  // at()'s growth once per row of buckets, not per bucket.
+  if (spaces_.size() <= space) spaces_.resize(space + 1);
+  auto& rows = spaces_[space].buckets;
+  if (static_cast<int64_t>(rows.size()) <= ch.rc1) rows.resize(ch.rc1 + 1);
+  for (int64_t rc = ch.rc0; rc <= ch.rc1; ++rc) {
+    auto& cols = rows[rc];
+    if (static_cast<int64_t>(cols.size()) <= ch.cc1) cols.resize(ch.cc1 + 1);
+    for (int64_t cc = ch.cc0; cc <= ch.cc1; ++cc) {
+      Bucket& b = cols[cc];
+      if (b.box.empty()) at(space, rc, cc);  // its first record: at() sets its box
+      visit(b);
+    }
+  }
 }
 
 void Needs::reset(const std::vector<uint32_t>& floor, int never) {
@@ -212,25 +221,49 @@ void RegionTracker::record(uint32_t space, const Rect& r, bool write, Event ev) 
   // completes after the earlier one.
   const auto covered = [&](const Record& x) { return r.covers(x.r); };
   const auto covered_same_sem = [&](const Record& x) { return x.ev.sem == ev.sem && r.covers(x.r); };
-  const Chunks ch = chunks(space, r);
-  // at()'s growth once per row of buckets, not per bucket.
-  if (spaces_.size() <= space) spaces_.resize(space + 1);
-  auto& rows = spaces_[space].buckets;
-  if (static_cast<int64_t>(rows.size()) <= ch.rc1) rows.resize(ch.rc1 + 1);
-  for (int64_t rc = ch.rc0; rc <= ch.rc1; ++rc) {
-    auto& cols = rows[rc];
-    if (static_cast<int64_t>(cols.size()) <= ch.cc1) cols.resize(ch.cc1 + 1);
-    for (int64_t cc = ch.cc0; cc <= ch.cc1; ++cc) {
-      Bucket& b = cols[cc];
-      if (b.box.empty()) at(space, rc, cc);  // its first record: at() sets its box
-      if (write) {
-        erase_in(b, r, nullptr, covered);
-      } else {
-        erase_in(b, r, &Node::reads, covered_same_sem);
-      }
-      insert(b, rec, write);
+  for_buckets(space, r, [&](Bucket& b) {
+    if (write) {
+      erase_in(b, r, nullptr, covered);
+    } else {
+      erase_in(b, r, &Node::reads, covered_same_sem);
     }
+    insert(b, rec, write);
+  });
+}
+
+// collect_in() and erase_in() of record() in one walk: each record is tested for the access's needs, then
+// for being dropped (as record() drops it).
+void RegionTracker::collect_erase_in(Node& n, const Rect& r, bool write, Event ev, Needs& need) {
+  examined_ += n.writes.size() + n.reads.size();
+  const uint32_t* const best = need.best_.data();
+  const size_t num_sems = need.best_.size();
+  const auto wait_for = [&](const Record& x) {
+    if (x.ev.sem < num_sems && x.ev.value > best[x.ev.sem] && x.r.overlaps(r)) need.raise(x.ev);
+  };
+  if (write) {
+    // drop_if tests each record once, in order.
+    const auto wait_then_drop = [&](const Record& x) {
+      wait_for(x);
+      return r.covers(x.r);
+    };
+    drop_if(n.writes, wait_then_drop);
+    drop_if(n.reads, wait_then_drop);
+  } else {
+    for (const Record& x : n.writes) wait_for(x);
+    drop_if(n.reads, [&](const Record& x) { return x.ev.sem == ev.sem && r.covers(x.r); });
   }
+  if (n.dim < 0) return;
+  for (int h = 0; h < 2; ++h)
+    if (reaches(r, n.dim, n.mid, h)) collect_erase_in(n.half[h], r, write, ev, need);
+}
+
+void RegionTracker::collect_and_record(uint32_t space, const Rect& r, bool write, Needs& need, Event ev) {
+  if (r.empty()) return;
+  const Record rec{r, ev};
+  for_buckets(space, r, [&](Bucket& b) {
+    collect_erase_in(b, r, write, ev, need);
+    insert(b, rec, write);
+  });
 }
 
 size_t RegionTracker::count(const Node& n) {

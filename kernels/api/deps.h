@@ -106,6 +106,9 @@ class RegionTracker {
   void collect(uint32_t space, const Rect& r, bool write, Needs& need) const;
   // Records the access (call after collect() for every operand of the instruction).
   void record(uint32_t space, const Rect& r, bool write, Event ev);
+  // collect() then record() of one access in one walk of its buckets, each record looked at once: for the
+  // one access of an instruction recorded first, once every other access of it is collected.
+  void collect_and_record(uint32_t space, const Rect& r, bool write, Needs& need, Event ev);
 
   size_t live_records() const;  // for tests and stats (a record in several chunks counts once per chunk)
   // Records looked at by every collect() and record() so far (for tests: the cost of the accesses).
@@ -139,12 +142,15 @@ class RegionTracker {
     int64_t rc0, rc1, cc0, cc1;  // inclusive ranges of row and byte chunks
   };
   Chunks chunks(uint32_t space, const Rect& r) const;
-  const Bucket* find(uint32_t space, int64_t rc, int64_t cc) const;
   Bucket& at(uint32_t space, int64_t rc, int64_t cc);
   void collect_in(const Node& n, const Rect& r, bool write, Needs& need) const;
   static void insert(Node& n, const Record& rec, bool write);
   template <class Drop>
   void erase_in(Node& n, const Rect& r, std::vector<Record> Node::*list, const Drop& drop);
+  void collect_erase_in(Node& n, const Rect& r, bool write, Event ev, Needs& need);
+  // The buckets of `r` in `space`, grown (and their boxes set) as needed, each passed to `visit`.
+  template <class Visit>
+  void for_buckets(uint32_t space, const Rect& r, const Visit& visit);
   static void split(Node& n);
   static size_t count(const Node& n);
 

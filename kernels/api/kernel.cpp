@@ -282,6 +282,11 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
   std::vector<View::Region>& regions = sc.regions;
   std::vector<char>& untracked = sc.untracked;
   bool fence = false;
+  constexpr size_t kNoFused = ~size_t{0}, kNone = kNoFused - 1;  // not found yet; the first has no collect
+  size_t fused = kNoFused;
+  const auto record_event = [&](const Access& a) {
+    return split && a.load_stationary ? ls_ev : a.as.value_or(ev);
+  };
   for (size_t i = 0; i < num_accesses; ++i) {
     const Access& a = accesses[i];
     if (a.view == nullptr || !a.view->valid()) continue;
@@ -304,10 +309,22 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
     }
     regions[i] = a.any_row ? a.view->region_any_row() : a.view->region(a.whole_rows);
     const View::Region& r = regions[i];
-    if (a.collect)
+    // The first access to record, if it collects too, is collected last, with its record in the same walk.
+    if (fused == kNoFused && a.record) fused = a.collect ? i : kNone;
+    if (a.collect && fused != i)
       tracker(a.view->space())
           .collect(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write,
                    split && a.load_stationary ? ls_need : need);
+  }
+  // Every other access is collected, so this one's record cannot hide from them what they wait for (as
+  // record() after all the collects). The instruction's checks come after this record: one that fails ends
+  // the build.
+  if (fused < num_accesses) {
+    const Access& a = accesses[fused];
+    const View::Region& r = regions[fused];
+    tracker_mut(a.view->space())
+        .collect_and_record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write,
+                            split && a.load_stationary ? ls_need : need, record_event(a));
   }
 
   if (fence) {
@@ -343,10 +360,9 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
 
   for (size_t i = 0; i < num_accesses; ++i) {
     const Access& a = accesses[i];
-    if (a.view == nullptr || !a.view->valid() || !a.record || untracked[i]) continue;
+    if (a.view == nullptr || !a.view->valid() || !a.record || untracked[i] || i == fused) continue;
     const View::Region& r = regions[i];
-    const Event rec_ev = split && a.load_stationary ? ls_ev : a.as.value_or(ev);
-    tracker_mut(a.view->space()).record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, rec_ev);
+    tracker_mut(a.view->space()).record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, record_event(a));
   }
   auto& stream = shared_.program.streams[core_][e];
   // A stream that outgrew its reservation (build_program) grows 8x at a time (by at most kGrowthReserve

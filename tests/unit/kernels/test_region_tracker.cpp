@@ -28,6 +28,14 @@ Strongest collected(const RegionTracker& t, uint32_t space, const Rect& r, bool 
   return strongest(need.events());
 }
 
+// The same through collect_and_record(), which also records the access with event `ev`.
+Strongest collected_and_recorded(RegionTracker& t, uint32_t space, const Rect& r, bool write, Event ev) {
+  Needs need;
+  need.reset(std::vector<uint32_t>(64, 0));
+  t.collect_and_record(space, r, write, need, ev);
+  return strongest(need.events());
+}
+
 // The rules in one list: RAW for reads; WAW and WAR for writes; a write drops the records it covers, a read
 // drops the reads of its semaphore it covers.
 struct OneList {
@@ -50,6 +58,15 @@ struct OneList {
     recs.push_back({r, ev, write});
   }
 };
+
+// Queue 0's fourth transfer writes bytes 0-63 of every partition, then DVE and ACT read them.
+RegionTracker loaded_then_read() {
+  RegionTracker t(128, 64);
+  t.record(0, {0, 128, 0, 64}, true, {8, 4});
+  t.record(0, {0, 128, 0, 64}, false, {1, 9});
+  t.record(0, {0, 128, 0, 64}, false, {2, 5});
+  return t;
+}
 
 }  // namespace
 
@@ -86,8 +103,8 @@ TEST_CASE("RegionTracker: same strongest waits as the one-list rules, for any ch
       INFO("chunks " << rows << " x " << bytes
                      << (in_order ? ", increasing events" : ", events out of order"));
       std::mt19937 rng(1234 + static_cast<unsigned>(rows * 7 + bytes) + (in_order ? 0 : 1));
-      RegionTracker t(rows, bytes);
-      OneList model[2];  // one per space
+      RegionTracker t(rows, bytes), fused(rows, bytes);  // collect then record; both in one walk
+      OneList model[2];                                  // one per space
       uint32_t next[6] = {};
       for (int step = 0; step < 3000; ++step) {
         const auto pick = [&](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint32_t>(n)); };
@@ -101,10 +118,13 @@ TEST_CASE("RegionTracker: same strongest waits as the one-list rules, for any ch
                                    ? next[sem] - static_cast<uint32_t>(pick(3))
                                    : ++next[sem];
         REQUIRE(collected(t, space, r, write) == model[space].collect(r, write));
+        REQUIRE(collected_and_recorded(fused, space, r, write, {sem, value}) ==
+                model[space].collect(r, write));
         model[space].record(r, write, {sem, value});
         t.record(space, r, write, {sem, value});
       }
       if (rows == (1 << 20)) CHECK(t.live_records() == model[0].recs.size() + model[1].recs.size());
+      CHECK(fused.live_records() == t.live_records());
     }
   }
 }
@@ -122,8 +142,9 @@ TEST_CASE(
   for (const int64_t chunk : {int64_t{1}, int64_t{3}, int64_t{16}}) {
     INFO("chunks " << chunk << " x " << chunk * 8);
     std::mt19937 rng(99 + static_cast<unsigned>(chunk));
-    RegionTracker t(chunk, chunk * 8);
+    RegionTracker t(chunk, chunk * 8), fused(chunk, chunk * 8);
     t.set_chunks(1, 5, 24);
+    fused.set_chunks(1, 5, 24);
     OneList model[2];
     uint32_t next[4] = {};
     for (int step = 0; step < 4000; ++step) {
@@ -135,9 +156,11 @@ TEST_CASE(
       const uint32_t value =
           next[sem] > 2 && pick(7) == 0 ? next[sem] - static_cast<uint32_t>(pick(2)) : ++next[sem];
       REQUIRE(collected(t, space, r, write) == model[space].collect(r, write));
+      REQUIRE(collected_and_recorded(fused, space, r, write, {sem, value}) == model[space].collect(r, write));
       model[space].record(r, write, {sem, value});
       t.record(space, r, write, {sem, value});
     }
+    CHECK(fused.live_records() == t.live_records());
   }
 }
 
@@ -146,13 +169,16 @@ TEST_CASE("RegionTracker: an access looks at the records near it, not at every e
   // cs149_vector_add's stores: 2^17 disjoint column blocks of 8 bytes over all 128 rows of one tensor, in one
   // space with 8-row, 128 KiB chunks (as kernel.cpp chunks a [128, 2^18] FP32 tensor). Each bucket once held
   // every earlier store and each store scanned them all: 2^17 stores x 16 buckets x up to 2^14 records.
-  RegionTracker t(8, 128 * 1024);
+  RegionTracker t(8, 128 * 1024), fused(8, 128 * 1024);
   const int64_t stores = 1 << 17;
   for (int64_t m = 0; m < stores; ++m) {
     const Rect r{0, 128, 8 * m, 8 * m + 8};
     REQUIRE(collected(t, 0, r, true).empty());  // disjoint: nothing to wait for
     t.record(0, r, true, {8, static_cast<uint32_t>(m + 1)});
+    REQUIRE(collected_and_recorded(fused, 0, r, true, {8, static_cast<uint32_t>(m + 1)}).empty());
   }
+  // A write's collect and its record's drop look at the same records: in one walk, each once.
+  CHECK(fused.records_examined() * 2 == t.records_examined());
   // Each store looks at one leaf of the partition (a few dozen records) in each of its 16 buckets, twice
   // (collect, then record): a few thousand records, whatever the count (the old scan: 2^18 on average).
   CHECK(t.records_examined() < 4000 * static_cast<uint64_t>(stores));
@@ -161,11 +187,8 @@ TEST_CASE("RegionTracker: an access looks at the records near it, not at every e
 }
 
 TEST_CASE("RegionTracker: only events past their semaphore's floor are needed", "[kernels][deps]") {
-  RegionTracker t(128, 64);
-  t.record(0, {0, 128, 0, 64}, true, {8, 4});   // queue 0's fourth transfer
-  t.record(0, {0, 64, 64, 128}, true, {8, 3});  // its third (an earlier event recorded later)
-  t.record(0, {0, 128, 0, 64}, false, {1, 9});  // DVE reads
-  t.record(0, {0, 128, 0, 64}, false, {2, 5});  // ACT reads
+  RegionTracker t = loaded_then_read();
+  t.record(0, {0, 64, 64, 128}, true, {8, 3});  // queue 0's third (an earlier event recorded later)
   std::vector<uint32_t> floor(64, 0);
   floor[8] = 3;  // the engine waited for queue 0 up to 3 already
   Needs need;
@@ -184,4 +207,26 @@ TEST_CASE("RegionTracker: only events past their semaphore's floor are needed", 
   REQUIRE(need.events().size() == 2);
   CHECK(need.events()[0].sem == 1);
   CHECK(need.events()[1].sem == 2);
+}
+
+TEST_CASE("RegionTracker: collect_and_record keeps the floors and records the access", "[kernels][deps]") {
+  RegionTracker t = loaded_then_read();
+  std::vector<uint32_t> floor(64, 0);
+  floor[8] = 4;  // the engine waited for queue 0 up to 4 already
+  Needs need;
+  need.reset(floor, /*never=*/2);                               // ACT's own semaphore: program order
+  t.collect_and_record(0, {0, 64, 0, 64}, true, need, {2, 6});  // ACT writes the upper half
+  // 8: none (at its floor); 1: 9 (WAR); 2: none (its own).
+  REQUIRE(need.events().size() == 1);
+  CHECK(need.events()[0].sem == 1);
+  CHECK(need.events()[0].value == 9);
+  // Recorded, dropping nothing (no earlier record lies inside rows 0-63): a read of the upper half waits for
+  // the write, one of the lower half for the load only.
+  CHECK(t.live_records() == 4);
+  CHECK(collected(t, 0, {0, 64, 0, 8}, false) == Strongest{{2, 6}, {8, 4}});
+  CHECK(collected(t, 0, {64, 128, 0, 8}, false) == Strongest{{8, 4}});
+  // A write covering all four waits for each (the latest per semaphore) and leaves only itself, once in each
+  // of the two 64-byte chunks it spans.
+  CHECK(collected_and_recorded(t, 0, {0, 128, 0, 128}, true, {3, 1}) == Strongest{{1, 9}, {2, 6}, {8, 4}});
+  CHECK(t.live_records() == 2);
 }
