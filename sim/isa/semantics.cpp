@@ -296,6 +296,14 @@ void Exec::dma_copy() {
       for (uint32_t r = 0; r < src.rows(); ++r) std::memcpy(dst.at(r, 0), src.at(r, 0), rb);
       return;
     }
+    // A cast: the source rows as FP32 first (the snapshot), then the
+    // destination rows from them in row-major element order; element for element the conversions of move().
+    if (!acc && src.dtype() != dst.dtype() && !is_x4(src.dtype()) && !is_x4(dst.dtype())) {
+      std::vector<float> vals(n);
+      for (uint32_t r = 0; r < src.rows(); ++r) src.load_row(r, &vals[uint64_t{r} * src.cols()]);
+      for (uint32_t r = 0; r < dst.rows(); ++r) dst.store_row(r, &vals[uint64_t{r} * dst.cols()]);
+      return;
+    }
     std::vector<uint8_t> tmp(n * ss);
     if (bulk) {
       const uint64_t rb = src.cols() * ss;
