@@ -443,12 +443,16 @@ void Exec::transpose(int src_slot) {
                 continue;
               }
             }
+            // Row pointers and offsets in locals: the element stores below could alias the tables' own
+            // storage, and the compiler would reload them for every element.
+            const int64_t* scf = sc.data() + f0;
             for (uint64_t i = 0; i < ph; ++i) {
+              const uint8_t* srow = sp[p0 + i];
               if (src_rows) {
-                std::memcpy(in[i], sp[p0 + i] + sc[f0], fw * n);
+                std::memcpy(in[i], srow + scf[0], fw * n);
                 continue;
               }
-              for (uint64_t j = 0; j < fw; ++j) std::memcpy(&in[i][j], sp[p0 + i] + sc[f0 + j], n);
+              for (uint64_t j = 0; j < fw; ++j) std::memcpy(&in[i][j], srow + scf[j], n);
             }
             bool done = false;
             if constexpr (n == 2) {
@@ -463,12 +467,14 @@ void Exec::transpose(int src_slot) {
             if (!done)
               for (uint64_t j = 0; j < fw; ++j)
                 for (uint64_t i = 0; i < ph; ++i) out[j][i] = in[i][j];
+            const int64_t* dcp = dc.data() + p0;
             for (uint64_t j = 0; j < fw; ++j) {
+              uint8_t* drow = dp[f0 + j];
               if (dst_rows) {
-                std::memcpy(dp[f0 + j] + dc[p0], out[j], ph * n);
+                std::memcpy(drow + dcp[0], out[j], ph * n);
                 continue;
               }
-              for (uint64_t i = 0; i < ph; ++i) std::memcpy(dp[f0 + j] + dc[p0 + i], &out[j][i], n);
+              for (uint64_t i = 0; i < ph; ++i) std::memcpy(drow + dcp[i], &out[j][i], n);
             }
           }
       });
