@@ -559,9 +559,14 @@ void Exec::gather_transpose() {
       for (uint32_t p = 0; p < parts; ++p)
         std::memcpy(&t[p], base[r] != nullptr ? base[r] + sc[p] : src.at_tensor_row(index[r], p), 2);
     }
-    for (uint32_t p = 0; p < parts; ++p)
+    // Pointers in locals: a store through dst's bytes could alias the tables, which would be reloaded.
+    const int64_t* dcr = dc.data();
+    for (uint32_t p = 0; p < parts; ++p) {
+      uint8_t* drow = dp[p];
+      const uint16_t* tp = tile.data() + p;
       for (uint32_t r = r0; r < r1; ++r)
-        std::memcpy(dp[p] + dc[r], &tile[static_cast<size_t>(r - r0) * parts + p], 2);
+        std::memcpy(drow + dcr[r], tp + static_cast<size_t>(r - r0) * parts, 2);
+    }
   }
 }
 
