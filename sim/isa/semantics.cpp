@@ -312,6 +312,14 @@ void Exec::dma_copy() {
       for (uint32_t r = 0; r < src.rows(); ++r) std::memcpy(dst.at(r, 0), src.at(r, 0), rb);
       return;
     }
+    // A cast: the source rows as FP32 first (the snapshot), then the
+    // destination rows from them in row-major element order; element for element the conversions of move().
+    if (!acc && src.dtype() != dst.dtype() && !is_x4(src.dtype()) && !is_x4(dst.dtype())) {
+      std::vector<float> vals(n);
+      for (uint32_t r = 0; r < src.rows(); ++r) src.load_row(r, &vals[uint64_t{r} * src.cols()]);
+      for (uint32_t r = 0; r < dst.rows(); ++r) dst.store_row(r, &vals[uint64_t{r} * dst.cols()]);
+      return;
+    }
     std::vector<uint8_t> tmp(n * ss);
     if (bulk) {
       const uint64_t rb = src.cols() * ss;
@@ -451,12 +459,16 @@ void Exec::transpose(int src_slot) {
                 continue;
               }
             }
+            // Row pointers and offsets in locals: the element stores below could alias the tables' own
+            // storage, and the compiler would reload them for every element.
+            const int64_t* scf = sc.data() + f0;
             for (uint64_t i = 0; i < ph; ++i) {
+              const uint8_t* srow = sp[p0 + i];
               if (src_rows) {
-                std::memcpy(in[i], sp[p0 + i] + sc[f0], fw * n);
+                std::memcpy(in[i], srow + scf[0], fw * n);
                 continue;
               }
-              for (uint64_t j = 0; j < fw; ++j) std::memcpy(&in[i][j], sp[p0 + i] + sc[f0 + j], n);
+              for (uint64_t j = 0; j < fw; ++j) std::memcpy(&in[i][j], srow + scf[j], n);
             }
             bool done = false;
             if constexpr (n == 2) {
@@ -471,12 +483,14 @@ void Exec::transpose(int src_slot) {
             if (!done)
               for (uint64_t j = 0; j < fw; ++j)
                 for (uint64_t i = 0; i < ph; ++i) out[j][i] = in[i][j];
+            const int64_t* dcp = dc.data() + p0;
             for (uint64_t j = 0; j < fw; ++j) {
+              uint8_t* drow = dp[f0 + j];
               if (dst_rows) {
-                std::memcpy(dp[f0 + j] + dc[p0], out[j], ph * n);
+                std::memcpy(drow + dcp[0], out[j], ph * n);
                 continue;
               }
-              for (uint64_t i = 0; i < ph; ++i) std::memcpy(dp[f0 + j] + dc[p0 + i], &out[j][i], n);
+              for (uint64_t i = 0; i < ph; ++i) std::memcpy(drow + dcp[i], &out[j][i], n);
             }
           }
       });
@@ -561,9 +575,14 @@ void Exec::gather_transpose() {
       for (uint32_t p = 0; p < parts; ++p)
         std::memcpy(&t[p], base[r] != nullptr ? base[r] + sc[p] : src.at_tensor_row(index[r], p), 2);
     }
-    for (uint32_t p = 0; p < parts; ++p)
+    // Pointers in locals: a store through dst's bytes could alias the tables, which would be reloaded.
+    const int64_t* dcr = dc.data();
+    for (uint32_t p = 0; p < parts; ++p) {
+      uint8_t* drow = dp[p];
+      const uint16_t* tp = tile.data() + p;
       for (uint32_t r = r0; r < r1; ++r)
-        std::memcpy(dp[p] + dc[r], &tile[static_cast<size_t>(r - r0) * parts + p], 2);
+        std::memcpy(drow + dcr[r], tp + static_cast<size_t>(r - r0) * parts, 2);
+    }
   }
 }
 

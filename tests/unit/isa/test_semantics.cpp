@@ -321,6 +321,28 @@ TEST_CASE("dma_copy casts through FP32: BF16 RNE ties, FP8 satfinite", "[isa]") 
   CHECK(get<uint16_t>(m.s(0, 258)) == 0x3C40);  // -1 + (1 + 3 * 2^-8) = 1.5 * 2^-7, exact
 }
 
+TEST_CASE("dma_copy casts in flattened element order, from a snapshot of an overlapping source", "[isa]") {
+  Machine m(trn2(), {TensorDecl{"x", DType::F32, {2, 4}}});
+  const float in[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::memcpy(m.state.hbm[0].data(), in, sizeof in);
+  // HBM [2, 4] FP32 -> SBUF [4 partitions, 2] BF16: element e goes to partition e / 2, column e % 2.
+  m.run(make(Opcode::DmaCopy, Engine::SP,
+             {sbuf(0, 4, 0, DType::BF16, {{1, 2}}), hbm(0, 0, DType::F32, 4, 2, {{1, 4}})}));
+  const uint16_t bf[8] = {0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0, 0x4100};  // 1.0 .. 8.0
+  for (uint32_t e = 0; e < 8; ++e) CHECK(get<uint16_t>(m.s(e / 2, 2 * (e % 2))) == bf[e]);
+  // SBUF FP32 bytes 64..79 -> BF16 bytes 68..75 of the same partition: dst element 0 overwrites the low half
+  // of src element 1 (1 + 2^-8 = 0x3F808000, a tie that rounds to even 1.0 = 0x3F80). Read after that write,
+  // it would be 0x3F804040 (3.0's BF16 bits below), above the tie, and round up to 0x3F81.
+  const float src[4] = {3.0f, 1.0f + 0x1p-8f, -2.0f, 0.5f};
+  std::memcpy(m.s(0, 64), src, sizeof src);
+  m.run(make(Opcode::DmaCopy, Engine::SP,
+             {sbuf(0, 1, 68, DType::BF16, {{1, 4}}), sbuf(0, 1, 64, DType::F32, {{1, 4}})}));
+  CHECK(get<uint16_t>(m.s(0, 68)) == 0x4040);  // 3.0
+  CHECK(get<uint16_t>(m.s(0, 70)) == 0x3F80);  // tie -> even, from the old bytes
+  CHECK(get<uint16_t>(m.s(0, 72)) == 0xC000);  // -2.0
+  CHECK(get<uint16_t>(m.s(0, 74)) == 0x3F00);  // 0.5
+}
+
 TEST_CASE("indirect dma_copy gathers 128 rows; out-of-bounds rows skipped or an error", "[isa]") {
   Machine m(trn2(), {TensorDecl{"table", DType::F32, {200, 4}}});
   for (int r = 0; r < 200; ++r)
