@@ -14,15 +14,25 @@ _LOC = re.compile(r"([^:\n]+\.py):(\d+): ")
 
 
 class typed:
-    """An array passed as a tensor of another dtype: ``typed(x, "bfloat16")`` (float values, rounded to
-    nearest even, or the dtype's raw bits as uint16/uint8/int32, as for .npy inputs)."""
+    """An array passed as a tensor of another dtype: ``typed(x, nl.bfloat16)`` (float values, rounded to
+    nearest even, or the dtype's raw bits as uint16/uint8/int32, as for .npy inputs). The dtype is any
+    spelling a kernel takes: nl.bfloat16, "bfloat16", np.float32."""
 
     def __init__(self, array, dtype):
+        from . import _dtypes
+
         self.array = np.asarray(array)
-        d = dtype if isinstance(dtype, _core.DType) else _core.parse_dtype(str(dtype))
-        if d is None:
-            raise ValueError("unknown dtype %r" % (dtype,))
-        self.dtype = d
+        if isinstance(dtype, _core.DType):
+            self.dtype = dtype
+            return
+        try:
+            d = _dtypes.as_dtype(dtype)
+        except _errors.NkiError as e:
+            raise ValueError("%s: nki.typed: %s" % (e.loc, e.bare)) from None
+        if d.isa is None:
+            raise ValueError("%s: nki.typed: dtype %s has no Trainium numerics in trnsim (docs/nki.md lists the "
+                             "dtypes)" % (_errors.caller_loc(), d.name))
+        self.dtype = _core.parse_dtype(d.isa)
 
 
 _DEFAULT_DTYPES = {

@@ -172,6 +172,14 @@ class par_dim(int):
         return int.__new__(cls, n.__index__())
 
 
+class NKIObject:
+    """The base class of user classes a kernel uses or takes as a parameter (NKI Language Guide,
+    "Classes"; dataclasses too). trnsim runs the kernel as Python, so it is a plain base class: an instance
+    passed to simulate_kernel reaches the kernel as the object passed."""
+
+    __slots__ = ()
+
+
 # ---- creation
 
 
@@ -813,7 +821,7 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
              "negative", "logical_not", "softmax", "rms_norm", "var", "mod",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
-             "is_on_chip", "shared_identity_matrix", "shared_constant", "loop_reduce"]
+             "is_on_chip", "shared_identity_matrix", "shared_constant", "loop_reduce", "NKIObject"]
 
 
 def __getattr__(name):

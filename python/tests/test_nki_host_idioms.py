@@ -1,0 +1,68 @@
+"""How NKI users call kernels from the host (tester23n, issue 23): user classes on nl.NKIObject, nki.typed with
+NKI's dtype objects, launch grids with an explicit lnc=. Each test fails on integ9's build (exact bytes or the
+exact message)."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from runner import line_of, main, raises
+
+import trnsim.nki as tnki
+
+import nki
+import nki.language as nl
+
+
+def same(got, want):
+    want = np.asarray(want, np.float32)
+    assert got.shape == want.shape and got.tobytes() == want.tobytes(), (got.ravel()[:4], want.ravel()[:4])
+
+
+@dataclass
+class Scale(nl.NKIObject):
+    # The NKI Language Guide's "Classes": a dataclass on NKIObject, passed to the kernel.
+    factor: float = 2.0
+    shift: float = 0.0
+
+
+@nki.jit
+def scaled(a, cfg: Scale):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.add(nl.multiply(nl.load(a), cfg.factor), cfg.shift))
+    return out
+
+
+def test_nki_object_classes_reach_the_kernel():
+    # F2: `class Scale(nl.NKIObject)` was NkiUnsupported at class definition (every nki-library kernel failed
+    # at import); an instance given to simulate_kernel is the kernel's parameter as passed.
+    a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    same(tnki.simulate_kernel(scaled, a, Scale(3.0, 0.5)), a * 3.0 + 0.5)
+    assert isinstance(Scale(), nl.NKIObject) and Scale() == Scale(2.0, 0.0)
+
+
+@nki.jit
+def widen(a):
+    out = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.load(a))
+    return out
+
+
+def test_typed_takes_nki_dtype_objects():
+    # F1: nki.typed(x, nl.bfloat16) was "ValueError: unknown dtype nl.bfloat16" (only the string worked).
+    # Each spelling rounds the float32 values to bfloat16 (nearest even): 1 + 2^-8 -> 1, 1 + 3 * 2^-8 -> 1 + 2^-6.
+    x = np.tile(np.array([1.0, 1.00390625, 1.01171875, -2.0], np.float32), (128, 2))
+    want = np.tile(np.array([1.0, 1.0, 1.015625, -2.0], np.float32), (128, 2))
+    for d in (nl.bfloat16, "bfloat16"):
+        same(tnki.simulate_kernel(widen, tnki.typed(x, d)), want)
+    same(tnki.simulate_kernel(widen, tnki.typed(x, np.float32)), x)
+    e = raises(ValueError, lambda: tnki.typed(x, "bfloat61"))  # MARK-bad-name
+    assert str(e) == "test_nki_host_idioms.py:%d: nki.typed: unknown dtype 'bfloat61'" % line_of(
+        __file__, "MARK-bad-name"), str(e)
+    e = raises(ValueError, lambda: tnki.typed(x, np.float64))  # MARK-f64
+    assert str(e) == ("test_nki_host_idioms.py:%d: nki.typed: dtype float64 has no Trainium numerics in trnsim "
+                      "(docs/nki.md lists the dtypes)" % line_of(__file__, "MARK-f64")), str(e)
+
+
+if __name__ == "__main__":
+    main(globals())
