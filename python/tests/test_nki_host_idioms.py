@@ -64,5 +64,36 @@ def test_typed_takes_nki_dtype_objects():
                       "(docs/nki.md lists the dtypes)" % line_of(__file__, "MARK-f64")), str(e)
 
 
+PROGRAMS = []  # (program_id(0), program_id(1)) of each program as it is traced: core 0's, then core 1's
+
+
+@nki.jit
+def spmd_add(a, b):
+    # The SPMD tensor-addition tutorial's grid: one [128, 512] column block per program of grid dim 1.
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i, j = nl.program_id(0), nl.program_id(1)
+    PROGRAMS.append((i, j))
+    cols = slice(j * 512, (j + 1) * 512)
+    nl.store(out[:, cols], nl.add(nl.load(a[:, cols]), nl.load(b[:, cols])))
+    return out
+
+
+def test_a_grid_along_dim_1_with_lnc_2_runs_on_both_cores():
+    # kernel[1, 2] with an explicit lnc=2 was "launch grid [1, 2] gives no program to core 1 of 2" (without
+    # lnc= it runs on one core). Grid dim 0 has one index for two cores, so the programs go to the cores in
+    # turn in grid order: core 0 runs (0, 0), core 1 runs (0, 1); kernel[1, 3]: core 0 (0, 0), (0, 2).
+    a = np.arange(128 * 1536, dtype=np.float32).reshape(128, 1536)
+    b = np.full((128, 1536), 0.5, np.float32)
+    for grid, n in (((1, 2), 1024), ((1, 3), 1536)):
+        del PROGRAMS[:]
+        same(tnki.simulate_kernel(spmd_add[grid], a[:, :n], b[:, :n], lnc=2), a[:, :n] + b[:, :n])
+        want = [(0, 0), (0, 1)] if n == 1024 else [(0, 0), (0, 2), (0, 1)]
+        assert PROGRAMS == want, (grid, PROGRAMS)
+    r = tnki.benchmark(spmd_add[1, 2], a[:, :1024], b[:, :1024], lnc=2)
+    one = tnki.benchmark(spmd_add[1, 2], a[:, :1024], b[:, :1024])
+    assert r.stats["cores"] == 2 and one.stats["cores"] == 1, (r.stats["cores"], one.stats["cores"])
+    same(r.outputs[0], a[:, :1024] + b[:, :1024])
+
+
 if __name__ == "__main__":
     main(globals())

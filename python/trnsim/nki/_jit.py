@@ -112,12 +112,17 @@ def jit(func=None, mode=None, **kwargs):
 def _programs_of_core(grid, core, cores, block=1):
     """The launch-grid programs a physical core runs: grid dim 0's index n goes to core n // block % cores
     (the legacy SPMD mapping, block 1: NC0 runs even n, NC1 odd n; nl.spmd_dim(nl.nc(2), b): blocks of b),
-    the other dims all on that core."""
+    the other dims all on that core. A grid dim 0 shorter than the cores (kernel[1, 2] under lnc=2) would leave
+    a core idle: its programs then go to the cores in turn in grid order (program k on core k % cores), as NKI
+    lets the compiler place a grid that names no nl.nc."""
     import itertools
 
     if grid is None:
         grid = (cores,)
-    ids = [p for p in itertools.product(*[range(g) for g in grid]) if p[0] // block % cores == core]
+    every = list(itertools.product(*[range(g) for g in grid]))
+    if block == 1 and grid[0] < cores <= len(every):
+        return every[core::cores], grid
+    ids = [p for p in every if p[0] // block % cores == core]
     if not ids:
         raise NkiError(f"launch grid {list(grid)} gives no program to core {core} of {cores}")
     return ids, grid
