@@ -10,6 +10,7 @@ from runner import line_of, main, raises
 import trnsim.nki as tnki
 
 import nki
+import nki.isa as nisa
 import nki.language as nl
 
 
@@ -96,6 +97,42 @@ def test_a_psum_tensor_with_block_dims_is_filled_block_by_block():
     assert str(e) == ("test_nki_tutorial_idioms.py:%d: nl.matmul: the whole of a PSUM tensor with block dims "
                       "[2, 128, 512] is not modelled by trnsim: each block is a tile of its own; index one (t[i]) "
                       "first" % line_of(__file__, "MARK-whole")), str(e)
+
+
+@nki.jit
+def blocks_like(x, call):
+    # *_like of tensors with block dims, and whole block tensors given to nl math (nki23c's notes).
+    out = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((2, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
+    s = nl.ndarray((2, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)
+    for n in nl.affine_range(2):
+        s[n] = nl.load(x[:, n * 512:(n + 1) * 512])
+    if call == "like":
+        z, one = nl.zeros_like(acc), nl.ones_like(s)
+        for n in nl.affine_range(2):
+            z[n] += nl.add(s[n], one[n])
+            nl.store(out[:, n * 512:(n + 1) * 512], z[n])
+    elif call == "add":
+        nl.add(acc, 1.0)  # MARK-block-add
+    elif call == "exp":
+        nl.exp(acc)  # MARK-block-exp
+    elif call == "activation":
+        nisa.activation(dst=s[0], op=nl.exp, data=acc)  # MARK-block-activation
+    return out
+
+
+def test_tensors_with_block_dims_in_like_calls_and_math():
+    # nl.zeros_like of a PSUM tensor with block dims made one [2, 128, 512] tile (over the PSUM bank) and
+    # nl.ones_like of an SBUF one a [2, 65536] tile: each now has the block dims and partition dim of its model.
+    # The whole block tensor given to nl.add was "at least one operand must be a tensor", to nl.exp an error
+    # naming nki.isa.activation: each names the kernel's call now, in nl.matmul's words (nisa.activation too).
+    x = np.arange(128 * 1024, dtype=np.float32).reshape(128, 1024)
+    same(tnki.simulate_kernel(blocks_like, x, "like"), x + 1)
+    for call, name in (("add", "nl.add"), ("exp", "nl.exp"), ("activation", "nisa.activation")):
+        e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, blocks_like, x, call)
+        assert str(e) == ("test_nki_tutorial_idioms.py:%d: %s: the whole of a PSUM tensor with block dims "
+                          "[2, 128, 512] is not modelled by trnsim: each block is a tile of its own; index one "
+                          "(t[i]) first" % (line_of(__file__, "MARK-block-" + call), name)), str(e)
 
 
 PROGRAMS = []  # (program_id(0), program_id(1)) of each program as it is traced

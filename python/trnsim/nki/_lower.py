@@ -840,6 +840,9 @@ def elementwise(name, alu, x, y, dtype=None, out=None, engine=None):
     """Binary nl.* math: two tiles -> tensor_tensor; a tile and a number -> tensor_scalar (number first:
     reverse0), on the Vector engine (nki.language.add etc. and nki.isa.tensor_tensor / tensor_scalar docs)."""
     xt, yt = isinstance(x, NkiTensor), isinstance(y, NkiTensor)
+    for v in (x, y):
+        if isinstance(v, BlockTensor):  # (not a tile: each block is one)
+            raise v.whole_error()
     if not xt and not yt:
         raise NkiError(f"nl.{name}: at least one operand must be a tensor")
     for v, which in ((x, "x"), (y, "y")):

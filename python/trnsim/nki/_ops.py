@@ -66,9 +66,7 @@ def tile(v, what, op):
         from ._tensor import BlockTensor
 
         if isinstance(v, BlockTensor):
-            from ._errors import unsupported
-
-            unsupported(f"nki.isa.{op} on a whole PSUM tensor with block dims", "index one block at a time")
+            raise v.whole_error()
         raise NkiError(f"{op}: {what} must be an NKI tensor, got {type(v).__name__}")
     if v.st.space == HBM:
         raise NkiError(f"{op}: {what} must be in SBUF or PSUM, got an HBM tensor {list(v.shape)} "

@@ -1599,9 +1599,12 @@ def _called():
 
     f, call = sys._getframe(1), None
     while f is not None and _in_package(f.f_code.co_filename):
-        if f.f_code is not _trace.WRAPPER_CODE:  # (nl's wrapper: the function it wraps is the call)
-            mod = os.path.basename(f.f_code.co_filename)
-            call = {"language.py": "nl.", "isa.py": "nisa."}.get(mod, "nki ") + f.f_code.co_name
+        mod, name = os.path.basename(f.f_code.co_filename), f.f_code.co_name
+        # (nl's and nisa's wrappers: the function each wraps is the call)
+        if f.f_code is not _trace.WRAPPER_CODE and not (name == "checked" and mod == "isa.py"):
+            if name == "__call__" and mod == "language.py":  # (an nl.* function object: nl.exp, nl.add)
+                name = getattr(f.f_locals.get("self"), "__name__", name)
+            call = {"language.py": "nl.", "isa.py": "nisa."}.get(mod, "nki ") + name
         f = f.f_back
     return call
 
@@ -1676,11 +1679,17 @@ class BlockTensor:
 
         if name.startswith("_"):
             raise unsupported_attribute(type(self), name)
-        what = f"nki.language.NkiTensor.{name} of"
         if _in_package(sys._getframe(1).f_code.co_filename):
-            what = f"{_called()}: the whole of"  # a call given the tensor, asking for what a tile has
-        raise UnsupportedName(f"{what} a PSUM tensor with block dims {list(self.shape)} is not modelled by "
-                              "trnsim: each block is a tile of its own; index one (t[i]) first")
+            raise self.whole_error()  # a call given the tensor, asking for what a tile has
+        raise self.whole_error(f"nki.language.NkiTensor.{name} of")
+
+    def whole_error(self, what=None):
+        """NkiUnsupported for the call the kernel is making (or `what`) given this whole tensor, not a block."""
+        from ._errors import UnsupportedName
+
+        what = what or f"{_called()}: the whole of"
+        return UnsupportedName(f"{what} a PSUM tensor with block dims {list(self.shape)} is not modelled by "
+                               "trnsim: each block is a tile of its own; index one (t[i]) first")
 
     def __repr__(self):
         return f"BlockTensor({self.name}, shape={list(self.shape)}, dtype={self.dtype.name}, psum)"

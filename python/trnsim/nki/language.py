@@ -273,9 +273,17 @@ def full(shape, fill_value, dtype, buffer=None, name="", **kwargs):
     return _lower.full(shape, fill_value, dtype, buffer, name, kwargs, "nl.full")
 
 
+def _shape_of(a):
+    """a's shape as nl.ndarray takes it: block dims before an nl.par_dim kept as such ((2, par_dim(128), 512)
+    for a PSUM tensor with block dims; its plain .shape would make dim 0 the partition dim)."""
+    pdim = a.pdim if isinstance(a, BlockTensor) else getattr(a, "pd", 0)
+    shape = tuple(a.shape)
+    return shape[:pdim] + (par_dim(shape[pdim]),) + shape[pdim + 1:] if pdim else shape
+
+
 def empty_like(a, dtype=None, buffer=None, name="", **kwargs):
     """nl.ndarray of a's shape (and dtype, buffer unless given); no instruction."""
-    return new_tensor(a.shape, dtype or a.dtype, buffer or a.buffer, name, kwargs, "nl.empty_like")
+    return new_tensor(_shape_of(a), dtype or a.dtype, buffer or a.buffer, name, kwargs, "nl.empty_like")
 
 
 def ndarray_like(a, dtype=None, buffer=None, name="", **kwargs):
@@ -285,12 +293,12 @@ def ndarray_like(a, dtype=None, buffer=None, name="", **kwargs):
 
 def zeros_like(a, dtype=None, buffer=None, name="", **kwargs):
     """nl.zeros of a's shape."""
-    return _lower.full(a.shape, 0.0, dtype or a.dtype, buffer or a.buffer, name, kwargs, "nl.zeros_like")
+    return _lower.full(_shape_of(a), 0.0, dtype or a.dtype, buffer or a.buffer, name, kwargs, "nl.zeros_like")
 
 
 def ones_like(a, dtype=None, buffer=None, name="", **kwargs):
     """nl.ones of a's shape."""
-    return _lower.full(a.shape, 1.0, dtype or a.dtype, buffer or a.buffer, name, kwargs, "nl.ones_like")
+    return _lower.full(_shape_of(a), 1.0, dtype or a.dtype, buffer or a.buffer, name, kwargs, "nl.ones_like")
 
 
 def shared_identity_matrix(n, dtype="uint8", dst=None, **kwargs):
