@@ -113,8 +113,8 @@ def modelled(d, what="tensor"):
 
 
 def result_dtype(*dtypes, float_scalar=False):
-    """The dtype an elementwise nl.* op returns when none is given: the widest float of its inputs (float32
-    when they mix), as NKI's type promotion does for the tile types kernels use; integers only: the smallest
+    """The dtype an elementwise nl.* op returns when none is given: the widest float of its inputs (two of one
+    size: float32, bfloat16 for two FP8 formats), as NKI's type promotion does for the tile types kernels use; integers only: the smallest
     integer dtype holding every input's values, whatever their order (int8 and uint8: int16, as NumPy), and
     float32 where none does (int32 and uint32: NKI has no int64). `float_scalar`: a Python / NumPy float is
     an operand too, so integer tiles give float32 (an int32 tile times 0.5 is 0.5, 1.5, ... as in NumPy)."""
@@ -126,8 +126,11 @@ def result_dtype(*dtypes, float_scalar=False):
         return first
     floats = [d for d in ds if d.is_float]
     if floats:
-        return max(floats, key=lambda d: d.itemsize) if len({d.itemsize for d in floats}) > 1 or len(
-            {d.name for d in floats}) == 1 else BY_NAME["float32"]
+        if len({d.itemsize for d in floats}) > 1 or len({d.name for d in floats}) == 1:
+            return max(floats, key=lambda d: d.itemsize)
+        # Two formats of one size: the type widened to hold both ranges (NKI Type Promotion: float16 and
+        # bfloat16 give float32, float8_e4m3 and float8_e5m2 bfloat16).
+        return BY_NAME["bfloat16" if floats[0].itemsize == 1 else "float32"]
     if float_scalar:
         return BY_NAME["float32"]
     unsigned = max((d.itemsize for d in ds if d.kind == "u"), default=0)
