@@ -10,9 +10,14 @@ calibration ports emit with pipelined_loop (kernels/api/schedule.h).
 "program_order": nothing moves (a kernel compiled with the scheduler off, e.g. nki-autotune's
 `--enable-instruction-scheduling=false`).
 
+Inside `with nl.no_reorder():` (nki.compiler.no_reorder) loads keep their program position too, so the region's
+instructions are issued in program order; loads after the region may still be issued earlier.
+
 Dependencies are found on the physical buffers the allocation chose (_alloc), by partition and byte ranges,
 and on HBM tensors by byte range; core_barrier and sendrecv are fences.
 """
+
+import contextlib
 
 from ._tensor import HBM
 
@@ -56,3 +61,22 @@ def _with_followers(trace, ops):
         if g is not None:
             out.append(g)
     return out
+
+
+@contextlib.contextmanager
+def no_reorder():
+    """Keeps the instructions made inside the block in program order (nki.language.no_reorder): the default
+    schedule moves nothing but loads, so its loads are marked as other instructions are (they keep their
+    program position). Each engine already runs its instructions in the order issued; engines still overlap
+    where no data dependency orders them, as on hardware (the block orders the compiler's schedule, it adds no
+    synchronisation)."""
+    from . import _trace
+
+    t = _trace.active()
+    start = len(t.ops) if t is not None else 0
+    try:
+        yield
+    finally:
+        if t is not None:
+            for op in t.ops[start:]:
+                op.load = False

@@ -2,6 +2,7 @@
 what trnsim simulates are accepted and return the kernel unchanged (each is named here); the rest raise."""
 
 from ._errors import unsupported
+from ._schedule import no_reorder  # (nki.compiler.no_reorder: NKI's earlier home of nl.no_reorder)
 
 
 def skip_middle_end_transformations(f):

@@ -7,6 +7,7 @@ import functools as _functools
 import math as _math
 
 from . import _index, _lower, _ops, _trace
+from ._schedule import no_reorder
 from ._dtypes import BY_NAME as _DT
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
@@ -798,7 +799,7 @@ UNSUPPORTED = {
     "device_print": "a tile's values exist only when the simulated kernel runs, after tracing; to see them, "
     "store the tile into an nl.shared_hbm tensor and return it as an output", "atomic_rmw": "", "gather_flattened": "",
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
-    "invert": "", "logical_xor": "", "all": "", "no_reorder": "scheduling hints",
+    "invert": "", "logical_xor": "", "all": "",
     "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
     "abs_min": "", "fmod": "", "tan": "", "prelu": "", "gelu_apprx_sigmoid": "",
     "gelu_apprx_sigmoid_dx": "", "while_loop": "dynamic loops",
@@ -829,7 +830,8 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
              "negative", "logical_not", "softmax", "rms_norm", "var", "mod",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
-             "is_on_chip", "shared_identity_matrix", "shared_constant", "loop_reduce", "NKIObject"]
+             "is_on_chip", "shared_identity_matrix", "shared_constant", "loop_reduce", "NKIObject",
+             "no_reorder"]
 
 
 def __getattr__(name):
