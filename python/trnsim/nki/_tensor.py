@@ -1675,7 +1675,7 @@ class BlockTensor:
         _lower.assign(self[idx], value)
 
     def __getattr__(self, name):
-        from ._errors import UnsupportedName, unsupported_attribute
+        from ._errors import unsupported_attribute
 
         if name.startswith("_"):
             raise unsupported_attribute(type(self), name)

@@ -1,8 +1,10 @@
 """nki.compiler: the decorators and options kernels carry for the Neuron compiler. Those that do not change
 what trnsim simulates are accepted and return the kernel unchanged (each is named here); the rest raise."""
 
+from . import _schedule
 from ._errors import unsupported
-from ._schedule import no_reorder  # (nki.compiler.no_reorder: NKI's earlier home of nl.no_reorder)
+
+no_reorder = _schedule.no_reorder  # (nki.compiler.no_reorder: nl.no_reorder's other name)
 
 
 def skip_middle_end_transformations(f):

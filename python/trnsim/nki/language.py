@@ -6,8 +6,7 @@ program ids, index expressions, and the math / memory conveniences, each lowered
 import functools as _functools
 import math as _math
 
-from . import _index, _lower, _ops, _trace
-from ._schedule import no_reorder
+from . import _index, _lower, _ops, _schedule, _trace
 from ._dtypes import BY_NAME as _DT
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
@@ -274,12 +273,15 @@ def full(shape, fill_value, dtype, buffer=None, name="", **kwargs):
     return _lower.full(shape, fill_value, dtype, buffer, name, kwargs, "nl.full")
 
 
+no_reorder = _schedule.no_reorder  # (`with nl.no_reorder():`: a concern of the schedule, _schedule.py)
+
+
 def _shape_of(a):
     """a's shape as nl.ndarray takes it: block dims before an nl.par_dim kept as such ((2, par_dim(128), 512)
     for a PSUM tensor with block dims; its plain .shape would make dim 0 the partition dim)."""
-    pdim = a.pdim if isinstance(a, BlockTensor) else getattr(a, "pd", 0)
+    pdim = a.pdim if isinstance(a, BlockTensor) else getattr(a, "pd", 0)  # (an HBM tensor's: -1)
     shape = tuple(a.shape)
-    return shape[:pdim] + (par_dim(shape[pdim]),) + shape[pdim + 1:] if pdim else shape
+    return shape[:pdim] + (par_dim(shape[pdim]),) + shape[pdim + 1:] if pdim > 0 else shape
 
 
 def empty_like(a, dtype=None, buffer=None, name="", **kwargs):
