@@ -80,5 +80,28 @@ def test_mixed_integer_dtypes_promote_as_numpy_whatever_the_order():
     assert tnki.simulate_kernel(times_a_half, i).tobytes() == (i * np.float32(0.5)).astype(np.float32).tobytes()
 
 
+MEAN_DTYPES = []
+
+
+@nki.jit
+def row_means(x):
+    y = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    m = nl.mean(nl.load(x), axis=1, keepdims=True)
+    MEAN_DTYPES.append(m.dtype)
+    nl.store(y, m)
+    return y
+
+
+def test_mean_of_an_integer_tile_is_float32():
+    # tester23n F4: nl.mean of an int32 tile was an int32 tile (3 and 4 for means 22/7 and 27/7); the page of
+    # the signature trnsim models says float32 return values for integer inputs. The sum, then times 1/n in FP32.
+    x = np.array([[1, 2, 3, 3, 4, 4, 5], [9, 9, 9, 0, 0, 0, 0]] * 64, np.int32)
+    del MEAN_DTYPES[:]
+    got = tnki.simulate_kernel(row_means, x)
+    want = x.sum(axis=1, keepdims=True).astype(np.float32) * np.float32(1.0 / 7)
+    assert got.tobytes() == want.tobytes(), (got[:2, 0], want[:2, 0])
+    assert MEAN_DTYPES == [nl.float32], MEAN_DTYPES
+
+
 if __name__ == "__main__":
     main(globals())

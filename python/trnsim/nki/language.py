@@ -570,10 +570,14 @@ prod = _reduction("prod", "multiply")
 
 @_names_errors
 def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
-    """nisa.tensor_reduce(add) then nisa.tensor_scalar(multiply, 1/n) on Vector (nki.language.mean)."""
+    """nisa.tensor_reduce(add) then nisa.tensor_scalar(multiply, 1/n) on Vector (nki.language.mean); the
+    result in float32 for an integer tile unless dtype= says otherwise (the page of this signature: float32
+    return values for integer inputs, as numpy.mean; 2.33's page of another form keeps the input's dtype)."""
     if kwargs:
         ignored_kwargs("nl.mean", kwargs)
     (x,), box = _lower.operand_region(mask, (x,))
+    if dtype is None and not _as_dtype(x.dtype).is_float:
+        dtype = float32
     s = _lower.reduce("mean", "add", x, axis, dtype, keepdims)
     ax = tuple(range(1, x.ndim)) if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))
     n = _math.prod(x.shape[a] for a in ax)
