@@ -177,7 +177,7 @@ def emit(k, trace, mode, bufs_override=None):
     try:
         em.c.nki_emit_ops(em, ops, EMIT, _LOAD_ATTRS, HBM)
     except (em.c.RuleError, em.c.InputError) as e:
-        err = _by_kernel_call(e, em.failed_op, trace)
+        err = _by_kernel_call(e, em.failed_op, trace) or _at_kernel_line(e, em.failed_op, trace)
         if err is None:
             raise
         raise err from None
@@ -186,6 +186,24 @@ def emit(k, trace, mode, bufs_override=None):
             for v in views:
                 v._bv = None
     return plan
+
+
+def _at_kernel_line(e, op, trace):
+    """A builder error that names no line (an operand's access pattern it cannot make) as one naming the
+    kernel's line and call; an access of more than 4 free dims after merging is NkiUnsupported (NKI's compiler
+    splits it into several instructions; trnsim does not). None if it names a line already."""
+    import re
+
+    from ._errors import NkiUnsupported
+    from ._loops import user_call
+
+    if op is None or not op.loc or re.match(r"[^\s:]+:\d+: ", str(e)):
+        return None
+    call = user_call(op, trace) or op.name
+    if "free dims after merging; access patterns have at most 4" in str(e):
+        return NkiUnsupported(f"{call}: {e}: an access of more than 4 free dims (after merging) is not modelled "
+                              "by trnsim; split it (a loop over one of its axes)", loc=op.loc)
+    return type(e)(f"{op.loc}: {call}: {e}")
 
 
 def _by_kernel_call(e, op, trace):
