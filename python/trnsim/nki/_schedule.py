@@ -17,8 +17,6 @@ Dependencies are found on the physical buffers the allocation chose (_alloc), by
 and on HBM tensors by byte range; core_barrier and sendrecv are fences.
 """
 
-import contextlib
-
 from ._tensor import HBM
 
 
@@ -63,20 +61,29 @@ def _with_followers(trace, ops):
     return out
 
 
-@contextlib.contextmanager
-def no_reorder():
+
+class no_reorder:
     """Keeps the instructions made inside the block in program order (nki.language.no_reorder): the default
     schedule moves nothing but loads, so its loads are marked as other instructions are (they keep their
-    program position). Each engine already runs its instructions in the order issued; engines still overlap
+    program position). Also a loop's `directives=` (nl.sequential_range(n, directives=no_reorder())): the
+    loop's instructions. Each engine already runs its instructions in the order issued; engines still overlap
     where no data dependency orders them, as on hardware (the block orders the compiler's schedule, it adds no
     synchronisation)."""
-    from . import _trace
 
-    t = _trace.active()
-    start = len(t.ops) if t is not None else 0
-    try:
-        yield
-    finally:
-        if t is not None:
-            for op in t.ops[start:]:
-                op.load = False
+    def __enter__(self):
+        from . import _trace
+
+        self._trace = _trace.active()
+        self._start = len(self._trace.ops) if self._trace is not None else 0
+        return self
+
+    def __exit__(self, *exc):
+        keep_order(self._trace, self._start)
+        return False
+
+
+def keep_order(trace, start):
+    """Marks the instructions `trace` made from `start` on as staying at their program position."""
+    if trace is not None:
+        for op in trace.ops[start:]:
+            op.load = False

@@ -235,7 +235,7 @@ class _Range:
     """nl.affine_range / sequential_range / static_range: iterates Python ints (the kernel is unrolled while
     it is traced, as the compiler's tracer does) and records the loop for allocation and scheduling."""
 
-    __slots__ = ("kind", "r", "loc")
+    __slots__ = ("kind", "r", "loc", "in_order")
 
     def __init__(self, kind, args):
         ints = []
@@ -248,6 +248,7 @@ class _Range:
         self.kind = kind
         self.r = range(*ints)
         self.loc = caller_loc()
+        self.in_order = False  # directives=no_reorder(): the loop's instructions keep program order
 
     def __iter__(self):
         t = _current
@@ -260,6 +261,7 @@ class _Range:
         t.loops.append((self.kind, len(self.r), self.loc))
         its = t.outer_iters
         scope, loop, rec = t.scope, len(t.iters), None
+        first = len(t.ops)
         try:
             for n, i in enumerate(self.r):
                 if outermost:
@@ -275,6 +277,10 @@ class _Range:
         finally:
             t.loops.pop()
             t.scope = scope
+            if self.in_order:
+                from ._schedule import keep_order
+
+                keep_order(t, first)
             if rec is not None:
                 if rec[1] is None:
                     rec[1] = len(t.ops)
@@ -296,11 +302,18 @@ class _Range:
 def make_range(kind, *args, **kwargs):
     if not args:
         raise NkiError(f"nl.{kind} needs a stop (and optionally start, step)")
+    from ._schedule import no_reorder
+
+    in_order = isinstance(kwargs.get("directives"), no_reorder)  # (directives=nki.compiler.no_reorder())
+    if in_order:
+        kwargs = {k: v for k, v in kwargs.items() if k != "directives"}
     if kwargs:
         from ._errors import ignored_kwargs
 
         ignored_kwargs(f"nl.{kind}", kwargs)
-    return _Range(kind, args)
+    r = _Range(kind, args)
+    r.in_order = in_order
+    return r
 
 
 _get_ident = threading.get_ident
