@@ -578,5 +578,21 @@ def test_outputs_without_name_are_named_alike_in_a_list_or_a_variable():
                    f"{THIS}:{o3}: output o3 float32 [128, 64], without name= (saved as out_2.npy)"], got
 
 
+@nki.jit
+def returns_on_an_if_line(a, flag=True):
+    o = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm, name="o")
+    nl.store(o, nl.load(a))
+    if flag: return {"a": o}  # MARK-if-return  # noqa: E701
+    return o
+
+
+def test_a_return_after_a_colon_is_the_return_line():
+    # tester23n F6: `if flag: return {...}` was reported at the kernel's def line (the line did not start
+    # with "return"); the return check names the line of the return statement.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, returns_on_an_if_line, np.ones((128, 4), np.float32))
+    assert str(e).startswith("test_nki_messages.py:%d: kernel returns_on_an_if_line returns {'a': "
+                             % _line_of(__file__, "MARK-if-return")), str(e)
+
+
 if __name__ == "__main__":
     main(globals())

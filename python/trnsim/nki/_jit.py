@@ -8,6 +8,7 @@ import collections
 import functools
 import math
 import os
+import re
 import threading
 
 from . import _budget, _emit, _loop_reduce, _loops, _trace
@@ -264,12 +265,16 @@ def _as_input(trace, a):
     return a
 
 
+_RETURN = re.compile(r"\s*(return\b|.*[:;]\s*return\b)")
+
+
 def _return_loc(fn, trace):
     """The kernel's return statement, or its def line when it ended without one."""
     import linecache
 
     loc = trace.return_loc
-    if loc is not None and linecache.getline(loc.path, loc.line).strip().startswith("return"):
+    # (the statement may follow a colon or semicolon on its line: `if flag: return o`)
+    if loc is not None and _RETURN.match(linecache.getline(loc.path, loc.line)):
         return loc
     return Loc(def_loc(fn))
 
