@@ -95,5 +95,22 @@ def test_a_grid_along_dim_1_with_lnc_2_runs_on_both_cores():
     same(r.outputs[0], a[:, :1024] + b[:, :1024])
 
 
+@nki.jit
+def copies(a, form):
+    o = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm, name="o")
+    nl.store(o, nl.load(a))
+    return {"bare": o, "tuple": (o,), "list": [o]}[form]
+
+
+def test_a_tuple_of_one_output_comes_back_as_a_tuple():
+    # F7: `return (o,)` gave a bare array, so `(y,) = simulate_kernel(...)` unpacked its rows. What the kernel
+    # returns shapes what comes back: one array for `return o`, a tuple of one for `(o,)` and `[o]`.
+    x = np.arange(3 * 4, dtype=np.float32).reshape(3, 4)
+    assert isinstance(tnki.simulate_kernel(copies, x, "bare"), np.ndarray)
+    for form in ("tuple", "list"):
+        r = tnki.simulate_kernel(copies, x, form)
+        assert type(r) is tuple and len(r) == 1 and r[0].tobytes() == x.tobytes(), (form, r)
+
+
 if __name__ == "__main__":
     main(globals())

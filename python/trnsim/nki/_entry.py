@@ -92,6 +92,7 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
     from . import _jit
 
     _jit.returned_names.clear()  # (this run's NKI build sets it; a builder kernel leaves it empty)
+    _jit.returned_tuple.clear()
     func, grid = resolve_kernel(kernel)
     grid = _cores(grid, lnc, kernel)
     try:
@@ -148,7 +149,8 @@ def _ordered_outputs(run):
 
 def simulate_kernel(kernel, *args, hardware="trn2", lnc=None, **kwargs):
     """Runs ``kernel(*args, **kwargs)`` on the simulated machine and returns its outputs as NumPy arrays (one
-    array, or a tuple in the order the kernel returns them), like ``nki.simulate_kernel``. NumPy array
+    array for ``return o``, else a tuple in the order the kernel returns them: ``return (o,)`` gives a tuple of
+    one), like ``nki.simulate_kernel``. NumPy array
     arguments are the input tensors (float32, float16 and the integer dtypes as they are; ``typed(x,
     "bfloat16")`` for another dtype); other arguments are passed to the kernel as they are. Each output is
     an array of the kernel's output dtype, as NKI's simulate_kernel returns it (float32, float16, int32,
@@ -161,7 +163,10 @@ def simulate_kernel(kernel, *args, hardware="trn2", lnc=None, **kwargs):
     outs = _ordered_outputs(run)
     if not outs:
         return None
-    return outs[0] if len(outs) == 1 else tuple(outs)
+    from ._jit import returned_tuple
+
+    # One array for `return o`; a tuple for `return o1, o2` and for `return (o,)`, as the kernel returned it.
+    return outs[0] if len(outs) == 1 and not any(returned_tuple) else tuple(outs)
 
 
 class _Latency:

@@ -25,6 +25,7 @@ returned_shapes = []  # shapes of the views the last build's kernel returned (e.
 # The output name of each tensor the last build's kernel returned, in return order: a tensor returned twice
 # (`return o, o`) is one output, given back twice (trnsim.nki._entry._ordered_outputs).
 returned_names = []
+returned_tuple = []  # [True] when the last build's kernel returned a tuple or list (of one output too)
 
 
 def _schedule_mode(opts):
@@ -190,6 +191,7 @@ def _build_core(kernel, args, kwargs):
     views = [o.st.phys for o in outs]
     returned_shapes[:] = [o.shape for o in outs]
     returned_names[:] = [o.st.name for o in outs]
+    returned_tuple[:] = [isinstance(results, (tuple, list))]
     _release(trace)
     if results is None:
         return None
