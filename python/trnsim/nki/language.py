@@ -591,13 +591,14 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     nisa.tensor_tensor(acc, acc, x, op) (nki.language.loop_reduce; lowering in _loop_reduce.py)."""
     from . import _loop_reduce
 
-    if kwargs and set(kwargs) != {"name"}:
-        ignored_kwargs("nl.loop_reduce", [k for k in kwargs if k != "name"])
+    extra = [k for k in kwargs if k != "name"]
+    if extra:
+        ignored_kwargs("nl.loop_reduce", extra)
     return _loop_reduce.loop_reduce(x, op, loop_indices, dtype, mask)
 
 
-def _per_partition(t, x, axis, alu, name):
-    """tensor_reduce(alu) of the FP32 tile t over `axis` of x's dims (the last free dims), keeping x's rank
+def _per_partition(t, axis, alu, name):
+    """tensor_reduce(alu) of the FP32 tile t over `axis` (the last free dims), keeping t's rank
     ([P, 4, 1] for [P, 4, 16] over axis 2): the elementwise steps broadcast it over the reduced dims."""
     return _lower.reduce(name, alu, t, axis, float32, True)
 
@@ -622,9 +623,9 @@ def softmax(x, axis=-1, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
     (x,), box = _lower.operand_region(mask, (x,))
     x = _lower.load_if_hbm(x, "softmax")
     ax = _last_axes(x, axis, "softmax")
-    m = _per_partition(x, x, ax, "maximum", "softmax")
+    m = _per_partition(x, ax, "maximum", "softmax")
     e = _lower.unary("softmax", "exp", _lower.elementwise("softmax", "subtract", x, m, float32), float32)
-    r = _lower.elementwise("softmax", "divide", 1.0, _per_partition(e, x, ax, "add", "softmax"), float32)
+    r = _lower.elementwise("softmax", "divide", 1.0, _per_partition(e, ax, "add", "softmax"), float32)
     out = _lower.elementwise("softmax", "multiply", e, r, dtype if dtype is not None else compute_dtype or x.dtype)
     return _lower.boxed(out, box)
 
@@ -640,7 +641,7 @@ def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, ma
     (x, w), box = _lower.operand_region(mask, (x, w))
     x = _lower.load_if_hbm(x, "rms_norm")
     ax = _last_axes(x, axis, "rms_norm")
-    s = _per_partition(_lower.elementwise("rms_norm", "multiply", x, x, float32), x, ax, "add", "rms_norm")
+    s = _per_partition(_lower.elementwise("rms_norm", "multiply", x, x, float32), ax, "add", "rms_norm")
     ms = _lower.elementwise("rms_norm", "add", _lower.elementwise("rms_norm", "divide", s, float(n), float32),
                             float(epsilon), float32)
     y = _lower.elementwise("rms_norm", "multiply", x, _lower.unary("rms_norm", "rsqrt", ms, float32), float32)
@@ -659,9 +660,9 @@ def var(x, axis, *, dtype=None, mask=None, **kwargs):
     x = _lower.load_if_hbm(x, "var")
     ax = _last_axes(x, axis, "var")
     n = float(_math.prod(x.shape[a] for a in ax))
-    m = _lower.elementwise("var", "divide", _per_partition(x, x, ax, "add", "var"), n, float32)
+    m = _lower.elementwise("var", "divide", _per_partition(x, ax, "add", "var"), n, float32)
     d = _lower.elementwise("var", "subtract", x, m, float32)
-    ss = _per_partition(_lower.elementwise("var", "multiply", d, d, float32), x, ax, "add", "var")
+    ss = _per_partition(_lower.elementwise("var", "multiply", d, d, float32), ax, "add", "var")
     v = _lower.elementwise("var", "divide", ss, n, dtype if dtype is not None else x.dtype)
     return _reduced(v.reshape(_lower.reduced_shape(x, ax, False)), x, ax, False, box)
 
