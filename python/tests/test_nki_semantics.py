@@ -638,5 +638,32 @@ def test_documented_arange_and_mgrid_examples_have_nkis_shapes():
                       "slice"), e
 
 
+@nki.jit
+def named_grid_axes(x, case):
+    # nki-samples' vision kernels name a grid's axes p, x, y, z (axes 0-3).
+    if case == "3d":
+        g = nl.mgrid[0:128, 0:4, 0:8]
+        t = nl.load(x[g.p, g.x])
+    elif case == "4d":
+        g = nl.mgrid[0:128, 0:2, 0:4, 0:8]
+        t = nl.load(x[g.p, g.x, g.y, g.z])
+    else:
+        t = nl.load(x[nl.mgrid[0:128, 0:8].y])  # MARK-no-y
+    out = nl.ndarray(t.shape, nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, t)
+    return out
+
+
+def test_a_grids_named_axes_are_p_x_y_z_in_axis_order():
+    # tester23o F6: grid.x was the last axis (a [128, 0:4, 0:8] grid's x loaded 8 columns, silently) and .y, .z
+    # raised "AttributeError: '_Grid' object has no attribute 'y'" with no kernel line.
+    x = np.arange(128 * 16, dtype=np.float32).reshape(128, 16)
+    same(tnki.simulate_kernel(named_grid_axes, x, "3d"), x[:, 0:4])
+    x4 = np.arange(128 * 2 * 4 * 8, dtype=np.float32).reshape(128, 2, 4, 8)
+    same(tnki.simulate_kernel(named_grid_axes, x4, "4d"), x4)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, named_grid_axes, x, "none")
+    assert str(e) == (f"{THIS}:{line('MARK-no-y')}: nl.mgrid: grid.y is axis 2, but this grid has 2 axes (p, x)"), e
+
+
 if __name__ == "__main__":
     main(globals())

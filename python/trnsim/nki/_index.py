@@ -188,7 +188,8 @@ def arange(*args):
 
 
 class _MGrid:
-    """nl.mgrid[0:128, 0:512]: one index expression per axis of the grid."""
+    """nl.mgrid[0:128, 0:512]: one index expression per axis of the grid, unpacked (`i_p, i_f = nl.mgrid[...]`)
+    or named: grid.p, grid.x, grid.y, grid.z are axes 0, 1, 2, 3."""
 
     def __getitem__(self, idx):
         if not isinstance(idx, tuple):
@@ -209,17 +210,26 @@ class _MGrid:
 
 class _Grid(tuple):
     """nl.mgrid's result: one index expression per axis, unpacked (`i_p, i_f = nl.mgrid[...]`) or named as
-    NKI's docs do (`grid.p` the partition axis, `grid.x` the last free axis)."""
+    NKI's kernels do: p, x, y, z are axes 0, 1, 2, 3 (nki-samples' vision kernels use all four names)."""
 
     __slots__ = ()
 
-    @property
-    def p(self):
-        return self[0]
+    _NAMES = "pxyz"
 
-    @property
-    def x(self):
-        return self[-1]
+    def __getattr__(self, name):
+        axis = self._NAMES.find(name) if len(name) == 1 else -1
+        if axis < 0:
+            if name.startswith("_"):
+                raise AttributeError(name)
+            raise GridAxisError(f"nl.mgrid: a grid's axes are named p, x, y, z (axes 0-3), not '{name}'")
+        if axis >= len(self):
+            raise GridAxisError(f"nl.mgrid: grid.{name} is axis {axis}, but this grid has {len(self)} axes "
+                                f"({', '.join(self._NAMES[:len(self)])})")
+        return self[axis]
+
+
+class GridAxisError(NkiError, AttributeError):
+    """An axis name a grid does not have: NkiError at the kernel line, and an AttributeError for hasattr()."""
 
 
 mgrid = _MGrid()
