@@ -112,5 +112,25 @@ def test_a_tuple_of_one_output_comes_back_as_a_tuple():
         assert type(r) is tuple and len(r) == 1 and r[0].tobytes() == x.tobytes(), (form, r)
 
 
+@nki.jit
+def optional_bias(x, bias=None):
+    # nki-library's conv1d: `has_bias = bias != None`, host Python on the kernel's argument.
+    has_bias, no_bias = bias != None, bias == None  # noqa: E711
+    assert has_bias is not no_bias
+    t = nl.load(x)
+    if has_bias:
+        t = nl.add(t, nl.load(bias))
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, t)
+    return out
+
+
+def test_a_tensor_compared_with_none_is_the_python_test():
+    # tester23o F1: `bias != None` was NkiUnsupported "a comparison ... of a tile" (advising nl.not_equal).
+    x = np.arange(128 * 4, dtype=np.float32).reshape(128, 4)
+    same(tnki.simulate_kernel(optional_bias, x), x)
+    same(tnki.simulate_kernel(optional_bias, x, x), x + x)
+
+
 if __name__ == "__main__":
     main(globals())

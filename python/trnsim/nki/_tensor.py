@@ -1340,15 +1340,16 @@ class NkiTensor:
     def __le__(self, o):
         self._compare("less_equal")
 
-    # == and != stay Python's identity for the package's own code (it compares tensors by identity); from a
-    # kernel they would give a Python bool silently (`nl.add(t, t == 0.0)` returned t), so they are refused.
+    # == and != stay Python's identity for the package's own code (it compares tensors by identity) and against
+    # None (`has_bias = bias != None`, host Python as in nki-library's conv1d); from a kernel, against a tile or
+    # a number they would give a Python bool silently (`nl.add(t, t == 0.0)` returned t), so they are refused.
     def __eq__(self, o):
-        if not sys._getframe(1).f_globals.get("__name__", "").startswith("trnsim."):
+        if o is not None and not sys._getframe(1).f_globals.get("__name__", "").startswith("trnsim."):
             self._compare("equal")
         return self is o
 
     def __ne__(self, o):
-        if not sys._getframe(1).f_globals.get("__name__", "").startswith("trnsim."):
+        if o is not None and not sys._getframe(1).f_globals.get("__name__", "").startswith("trnsim."):
             self._compare("not_equal")
         return self is not o
 
