@@ -208,5 +208,33 @@ def test_bitvec_calls_on_int32_tiles_run_on_vector():
             r.stats["engines"]["core0"]["POOL"]["instructions"] == 0, r.stats["engines"]["core0"]
 
 
+@nki.jit
+def k_double_row(a, b, style):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    ta = nl.ndarray((128, 2, 128), dtype=nl.float8_e4m3, buffer=nl.sbuf)
+    tb = nl.ndarray((128, 2, 512), dtype=nl.float8_e4m3, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ta, src=a)
+    nisa.dma_copy(dst=tb, src=b)
+    res = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+    if style == "dst":
+        nisa.nc_matmul(dst=res, stationary=ta, moving=tb, perf_mode=nisa.matmul_perf_mode.double_row)
+    else:
+        res[...] += nisa.nc_matmul(ta, tb, perf_mode=nisa.matmul_perf_mode.double_row)
+    nl.store(out, res)
+    return out
+
+
+def test_double_row_matmul_sums_both_rows_in_either_style():
+    # tester23o F9: the earlier style (nki-samples' double_row_matmul) sized its result [2 * 128, 2 * 512], "partition
+    # dim 256 exceeds the 128 partitions of PSUM". Integers -4..4 are exact in float8_e4m3 and their sums of 256
+    # products in float32.
+    a = RNG.integers(-4, 5, (128, 2, 128)).astype(np.float32)
+    b = RNG.integers(-4, 5, (128, 2, 512)).astype(np.float32)
+    want = np.einsum("krm,krn->mn", a, b)
+    for style in ("dst", "earlier"):
+        got = tnki.simulate_kernel(k_double_row, a, b, style)
+        assert got.tobytes() == want.tobytes(), (style, got.ravel()[:4], want.ravel()[:4])
+
+
 if __name__ == "__main__":
     main(globals())

@@ -221,12 +221,16 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
     _check_masked_contraction(given, (stationary, moving), mask)
     from ._dtypes import BY_NAME
 
+    perf = _perf(perf_mode, "nc_matmul")
     if is_transpose:
         shape, dt = (moving.free_size, stationary.partitions), stationary.dtype
     else:
-        shape, dt = (stationary.free_size, moving.free_size), BY_NAME["float32"]
+        # double_row's operands are [K, 2, F]: one [F_st, F_mv] result of both rows' products (the checker
+        # names an operand of another layout).
+        r = 2 if perf == "double_row" and stationary.free_size % 2 == 0 == moving.free_size % 2 else 1
+        shape, dt = (stationary.free_size // r, moving.free_size // r), BY_NAME["float32"]
     dst = _result(shape, dt, PSUM, "nc_matmul")
-    _ops.nc_matmul(dst, stationary, moving, None, _perf(perf_mode, "nc_matmul"), is_transpose)
+    _ops.nc_matmul(dst, stationary, moving, None, perf, is_transpose)
     return _lower.boxed(_lower.fresh(dst), _matmul_box(mask, given, (stationary, moving), is_transpose))
 
 
@@ -293,7 +297,8 @@ def _index_name(var):
 
 @_public
 def nc_matmul(*args, **kwargs):
-    """dst[M, N] = stationary[K, M].T @ moving[K, N] on the Tensor engine (SBUF -> PSUM)."""
+    """dst[M, N] = stationary[K, M].T @ moving[K, N] on the Tensor engine (SBUF -> PSUM); perf_mode=double_row:
+    float8 stationary[K, 2, M] and moving[K, 2, N], both rows' products summed into dst[M, N]."""
     if _current(args, kwargs, 3):
         return _nc_matmul_new(*args, **kwargs)
     return _nc_matmul_old(*args, **kwargs)
