@@ -11,6 +11,7 @@ from runner import line_of, main, raises
 import trnsim.nki as tnki
 
 import nki
+import nki.isa as nisa
 import nki.language as nl
 
 
@@ -130,6 +131,34 @@ def test_a_tensor_compared_with_none_is_the_python_test():
     x = np.arange(128 * 4, dtype=np.float32).reshape(128, 4)
     same(tnki.simulate_kernel(optional_bias, x), x)
     same(tnki.simulate_kernel(optional_bias, x, x), x + x)
+
+
+@nki.jit
+def dma_with_dge(x, mode):
+    t = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x, dge_mode=mode)  # MARK-dge
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_dge_mode_takes_its_integer_value():
+    # tester23o F8: nki-library passes `dge_mode=3` (`_DGE_MODE_NONE = 3`, static DMA); it was "dge_mode must be
+    # an nki.isa.dge_mode, got 3". 0-3 are unknown, swdge, hwdge, none in the page's order: 3 runs as
+    # dge_mode.none (the same simulated time, which the default's differs from) and 0 as the default.
+    x = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    runs = {m: tnki.benchmark(dma_with_dge, x, m) for m in (3, nisa.dge_mode.none, 0, nisa.dge_mode.unknown)}
+    for m, r in runs.items():
+        same(r.outputs[0], x)
+    assert runs[3].latency_ns == runs[nisa.dge_mode.none].latency_ns != runs[0].latency_ns, runs
+    assert runs[0].latency_ns == runs[nisa.dge_mode.unknown].latency_ns, runs
+    for bad in (4, True):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, dma_with_dge, x, bad)
+        want = "must be an nki.isa.dge_mode or its integer value 0-3 (unknown, swdge, hwdge, none), got 4"
+        if bad is True:
+            want = "must be an nki.isa.dge_mode, got True"
+        assert str(e) == "test_nki_host_idioms.py:%d: nki.isa.dma_copy: dge_mode %s" % (
+            line_of(__file__, "MARK-dge"), want), str(e)
 
 
 if __name__ == "__main__":

@@ -145,6 +145,13 @@ def _enum_value(x, cls, call, what):
         return x.value
     if isinstance(x, str) and x in cls.__members__:
         return cls[x].value
+    members = list(cls)
+    if cls is dge_mode and isinstance(x, int) and not isinstance(x, bool):
+        # nki-library passes dge_mode's integer value (`_DGE_MODE_NONE = 3`): the members in the page's order.
+        if 0 <= x < len(members):
+            return members[x].value
+        raise NkiError(f"{call}: {what} must be an nki.isa.{cls.__name__} or its integer value 0-{len(members) - 1} "
+                       f"({', '.join(m.name for m in members)}), got {x!r}")
     raise NkiError(f"{call}: {what} must be an nki.isa.{cls.__name__}, got {x!r}")
 
 
@@ -682,7 +689,8 @@ def _dma_common(call, dst_rmw_op, oob_mode_, dge_mode_, engine_):
 @_named("dma_copy")
 def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error,
              dge_mode=dge_mode.unknown, engine=engine.unknown, unique_indices=True, name=None):
-    """Copies (with a dtype cast) between HBM, SBUF and PSUM on a DMA queue."""
+    """Copies (with a dtype cast) between HBM, SBUF and PSUM on a DMA queue; dge_mode= also takes its integer
+    value (0-3: unknown, swdge, hwdge, none), as nki-library passes it."""
     if dst is None or src is None:
         raise TypeError("nki.isa.dma_copy() needs dst and src")
     if mask is not None:
