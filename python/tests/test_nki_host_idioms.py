@@ -13,6 +13,7 @@ import trnsim.nki as tnki
 import nki
 import nki.isa as nisa
 import nki.language as nl
+import nki.typing as nt
 
 
 def same(got, want):
@@ -159,6 +160,26 @@ def test_dge_mode_takes_its_integer_value():
             want = "must be an nki.isa.dge_mode, got True"
         assert str(e) == "test_nki_host_idioms.py:%d: nki.isa.dma_copy: dge_mode %s" % (
             line_of(__file__, "MARK-dge"), want), str(e)
+
+
+@nki.jit
+def annotated(x, out_dtype: nki.dtype = nl.bfloat16, scratch: nt.mutable_tensor = None):
+    # nki-library's annotations: `dtype: nki.dtype = nl.bfloat16` (cross_entropy, mlp_cte, moe_cte, ...) and
+    # `nt.mutable_tensor` (router_topk); evaluated when the def line runs.
+    assert isinstance(out_dtype, nki.dtype) and isinstance(out_dtype, nl.DType)
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.copy(nl.load(x), dtype=out_dtype))
+    return out
+
+
+def test_dtype_and_mutable_tensor_annotations_resolve():
+    # tester23o F2, F10: `nki.dtype` was NkiUnsupported and `nt.mutable_tensor` an AttributeError while the def
+    # line's annotations were evaluated (the module could not be imported). 1 + 2^-8 rounds to 1 in bfloat16
+    # (nearest even), stays in float32.
+    x = np.full((128, 4), 1.00390625, np.float32)
+    same(tnki.simulate_kernel(annotated, x), np.ones((128, 4), np.float32))
+    same(tnki.simulate_kernel(annotated, x, nl.float32), x)
+    assert isinstance(x, nt.mutable_tensor) is False and not isinstance("float32", nki.dtype)
 
 
 if __name__ == "__main__":

@@ -24,13 +24,15 @@ _install_hooks()
 # The public names (what `from nki import *` gives; any other is NkiUnsupported, see __getattr__).
 __all__ = ["benchmark", "simulate_kernel", "typed", "compiler", "isa", "language", "typing", "NkiError",
            "NkiUnsupported", "JitKernel", "jit", "trace", "baremetal_kernel", "baremetal", "simulate", "profile",
-           "execute", "tensor"]
+           "execute", "tensor", "dtype"]
 
 # NKI's names for the same things.
 trace = jit
 baremetal_kernel = jit
 # nki.tensor, the tensor class of NKI's API reference (annotations `x: nki.tensor`, isinstance).
 from ._tensor import NkiTensor as tensor  # noqa: E402
+# nki.dtype, the type of the dtype objects (nki-library's annotations `dtype: nki.dtype = nl.bfloat16`).
+from ._dtypes import DType as dtype  # noqa: E402
 
 
 def _as_kernel(kernel):

@@ -11,6 +11,9 @@ from ._errors import NkiError, unsupported
 
 
 class DType:
+    """The type of NKI's dtype objects (nl.float32, nl.bfloat16, ...): what nki.dtype and nl.DType name in
+    parameter annotations (`dtype: nki.dtype = nl.bfloat16`) and isinstance()."""
+
     __slots__ = ("name", "itemsize", "isa", "kind", "np", "note")
 
     def __init__(self, name, itemsize, isa, kind, np_dtype=None, note=""):

@@ -8,6 +8,7 @@ import math as _math
 
 from . import _index, _lower, _ops, _schedule, _trace
 from ._dtypes import BY_NAME as _DT
+from ._dtypes import DType  # noqa: F401  # nl.DType, the dtype objects' type (annotations)
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
 from ._errors import Loc, NkiError, ignored_kwargs, unsupported_name, caller_loc, unsupported

@@ -1,4 +1,5 @@
-"""nki.typing: the `tensor` annotation (`t: tensor[M, N]`), which trnsim accepts and ignores."""
+"""nki.typing: the `tensor` and `mutable_tensor` annotations (`t: tensor[M, N]`), which trnsim accepts and
+ignores."""
 
 from ._tensor import NkiTensor
 
@@ -12,3 +13,6 @@ class _TensorType:
 
 
 tensor = _TensorType()
+# nki-library's router_topk annotates the tensors it writes in place so (the annotation only: a kernel returns
+# the HBM tensors it allocated, docs/nki.md).
+mutable_tensor = tensor
