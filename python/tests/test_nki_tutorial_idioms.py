@@ -167,5 +167,33 @@ def test_a_grid_of_two_programs_along_dim_1_runs_on_one_core():
     assert PROGRAMS == [(0, 0), (1, 0)], PROGRAMS  # (core 0's program, then core 1's)
 
 
+@nki.jit
+def vision_idioms(x, dt):
+    # nki-samples' vision kernels: `data.reshape(shape=(...))` and a fill of `nl.finfo(dtype).min`.
+    flat = x.reshape(shape=(128, 2, 32))
+    out = nl.ndarray((128, 2, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.load(flat))
+    low = nl.ndarray((128, 4), dtype=dt, buffer=nl.shared_hbm)
+    nl.store(low, nl.full((128, 4), nl.finfo(dt).min, dtype=dt, buffer=nl.sbuf))
+    return out, low
+
+
+def test_reshape_by_keyword_and_finfo_of_nki_dtypes():
+    # tester23o F7: `x.reshape(shape=...)` was "TypeError: NkiTensor.reshape() got an unexpected keyword argument
+    # 'shape'" and nl.finfo NkiUnsupported. Each finfo(dt).min is the lowest finite value of dt (the outputs come
+    # back as float32): -(2 - 2^-23) * 2^127, -(2 - 2^-7) * 2^127, -448 (E4M3FN S.1111.110), -57344 (E5M2).
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    for dt, lowest in ((nl.float32, -(2 - 2.0**-23) * 2.0**127), (nl.bfloat16, -(2 - 2.0**-7) * 2.0**127),
+                       (nl.float8_e4m3fn, -448.0), (nl.float8_e5m2, -57344.0)):
+        flat, low = tnki.simulate_kernel(vision_idioms, x, dt)
+        same(flat, x.reshape(128, 2, 32))
+        same(low, np.full((128, 4), lowest))
+    f = nl.finfo(nl.bfloat16)
+    assert (f.eps, f.tiny, f.bits, f.resolution) == (2.0**-7, 2.0**-126, 16, 0.01), f
+    e = raises(tnki.NkiError, nl.finfo, nl.int32)
+    assert str(e).endswith("nl.finfo: nl.int32 is not a float dtype with known limits (nl.finfo takes float32, "
+                           "float16, bfloat16 and the float8 formats)"), str(e)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -749,9 +749,15 @@ class NkiTensor:
         return _hbm_view(self, boff, tuple(out), lo, hi, isz)
 
     # ---- view operations
-    def reshape(self, *shape):
+    def reshape(self, *dims, shape=None):
         """t.reshape(shape): the same elements in a new shape without a copy (on chip: the partition dim kept
-        first); NkiError if the layout needs a copy."""
+        first); NkiError if the layout needs a copy. The shape as one argument (also by its name, `shape=`, as
+        nki-samples pass it) or as several."""
+        if shape is not None:
+            if dims:
+                raise NkiError(f"reshape: give the shape once, got {dims!r} and shape={shape!r}")
+            dims = (shape,)
+        shape = dims
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         shape = tuple(int(s) for s in shape)

@@ -9,6 +9,7 @@ import math as _math
 from . import _index, _lower, _ops, _schedule, _trace
 from ._dtypes import BY_NAME as _DT
 from ._dtypes import DType  # noqa: F401  # nl.DType, the dtype objects' type (annotations)
+from ._finfo import finfo  # noqa: F401
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
 from ._errors import Loc, NkiError, ignored_kwargs, unsupported_name, caller_loc, unsupported
@@ -839,7 +840,7 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "negative", "logical_not", "softmax", "rms_norm", "var", "mod",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
              "is_on_chip", "shared_identity_matrix", "shared_constant", "loop_reduce", "NKIObject",
-             "no_reorder"]
+             "no_reorder", "finfo"]
 
 
 def __getattr__(name):
