@@ -105,6 +105,17 @@ def test_unmodelled_masks_are_errors_at_the_kernel_line():
         (K.and_mask, "MARK-and", "combine predicates with & (e.g. (i_p < n) & (i_f < m)), not `and`"),
         (K.chained_mask, "MARK-chained", "not `and` or a chained comparison"),
         (K.two_var_mask, "MARK-two-var", "a mask bound must involve one nl.arange index variable"),
+        # tester23o F3: bounds on two variables combined with & (nki-samples' MaxPool2D) were "an affine_select
+        # predicate is one comparison; NKI does not combine them with & or |", naming neither mask= nor the call.
+        (K.two_var_and_mask, "MARK-two-var-and",
+         "nl.load: mask: a mask bound must involve one nl.arange index variable (e.g. i_p < n), got i0[128] + "
+         "i1[64] >= 0: only rectangular masks (a range per variable) are modelled; a comparison of several index "
+         "variables (a triangular mask) is nisa.affine_select's predicate"),
+        (K.bound_and_two_var_mask, "MARK-bound-and-two-var",
+         "nl.load: mask: a mask bound must involve one nl.arange index variable (e.g. i_p < n), got i0[128] - "
+         "i1[64] - 100 < 0: only"),
+        (K.combined_affine_pred, "MARK-affine-and",
+         "affine_select: pred is one comparison of nl.arange expressions; NKI does not combine them with & or |"),
         (K.eq_mask, "MARK-eq", "(== and != are not modelled)"),
         (K.tile_mask, "MARK-tile", "mask must be a predicate on nl.arange index expressions"),
         (K.foreign_var_mask, "MARK-foreign", "indexes no operand of this call"),

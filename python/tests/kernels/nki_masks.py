@@ -178,6 +178,29 @@ def two_var_mask(x):
 
 
 @nki.jit
+def two_var_and_mask(x):
+    # MaxPool2D's padding mask: bounds on two variables combined with &.
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    return nl.load(x[i_p, i_f], mask=(i_p + i_f >= 0) & (i_p + i_f < 100))  # MARK-two-var-and
+
+
+@nki.jit
+def bound_and_two_var_mask(x):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    return nl.load(x[i_p, i_f], mask=(i_p < 100) & (i_p - i_f < 100))  # MARK-bound-and-two-var
+
+
+@nki.jit
+def combined_affine_pred(x):
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    t = nl.load(x[0:128, :])
+    return nisa.affine_select((i_p >= i_f) & (i_p < i_f + 8), t, 0.0)  # MARK-affine-and
+
+
+@nki.jit
 def eq_mask(x):
     i_p = nl.arange(128)[:, None]
     i_f = nl.arange(64)[None, :]

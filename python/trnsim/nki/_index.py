@@ -246,13 +246,18 @@ class AffinePredicate:
         self.expr = expr
         self.op = op
 
+    def _why(self):
+        return (f"a mask bound must involve one nl.arange index variable (e.g. i_p < n), got {self.expr!r} {self.op} 0: "
+                "only rectangular masks (a range per variable) are modelled; a comparison of several index "
+                "variables (a triangular mask) is nisa.affine_select's predicate")
+
     def mask_error(self):
-        return NkiError(f"mask: a mask bound must involve one nl.arange index variable (e.g. i_p < n), got {self.expr!r} "
-                        f"{self.op} 0: only rectangular masks (a range per variable) are modelled; a comparison of "
-                        "several index variables (a triangular mask) is nisa.affine_select's predicate")
+        return NkiError(f"mask: {self._why()}")
 
     def __and__(self, other):
-        raise NkiError("an affine_select predicate is one comparison; NKI does not combine them with & or |")
+        # Combined into a mask (MaxPool2D's padding bounds `(2*i1 + i3 >= 0) & (...)`): the call given it as mask=
+        # names itself and this bound; affine_select's pred, one comparison, refuses it.
+        return UnmodelledMask(self._why())
 
     __rand__ = __or__ = __ror__ = __and__
 
@@ -324,8 +329,8 @@ class Mask:
         return any(hi <= lo for lo, hi in self.bounds.values())
 
     def __and__(self, other):
-        if isinstance(other, UnmodelledMask):
-            return other
+        if isinstance(other, (UnmodelledMask, AffinePredicate)):
+            return other & self
         if not isinstance(other, Mask):
             raise NkiError("masks combine with & only")
         b = dict(self.bounds)

@@ -15,7 +15,7 @@ import math
 from . import _lower
 from . import _ops
 from ._errors import NkiError, bad_call, by_call, ignored_kwargs, unsupported_name, unsupported, warn_at
-from ._index import AffinePredicate, Mask
+from ._index import AffinePredicate, Mask, UnmodelledMask
 from ._tensor import PSUM, SBUF, NkiTensor
 
 
@@ -1044,6 +1044,9 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
         ignored_kwargs("nki.isa.affine_select", kwargs)
     if isinstance(pred, Mask):
         pred = pred.as_predicate()  # `i_q > 5`: one bound of one variable, which made a mask
+    if isinstance(pred, UnmodelledMask):
+        raise NkiError("affine_select: pred is one comparison of nl.arange expressions; NKI does not combine "
+                       "them with & or |")
     if not isinstance(pred, AffinePredicate):
         raise NkiError(f"affine_select: pred must be one comparison of nl.arange expressions (e.g. i_q >= i_k, "
                        f"i_q - 2 * i_k > -7), got {type(pred).__name__}")
