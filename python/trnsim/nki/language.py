@@ -8,8 +8,8 @@ import math as _math
 
 from . import _index, _lower, _ops, _schedule, _trace
 from ._dtypes import BY_NAME as _DT
-from ._dtypes import DType  # noqa: F401  # nl.DType, the dtype objects' type (annotations)
-from ._finfo import finfo  # noqa: F401
+from ._dtypes import DType as _DType
+from ._finfo import finfo as _finfo
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
 from ._errors import Loc, NkiError, ignored_kwargs, unsupported_name, caller_loc, unsupported
@@ -180,6 +180,10 @@ class NKIObject:
     passed to simulate_kernel reaches the kernel as the object passed."""
 
     __slots__ = ()
+
+
+DType = _DType  # the type of the dtype objects (annotations `dtype: nl.DType`, isinstance)
+finfo = _finfo
 
 
 # ---- creation
