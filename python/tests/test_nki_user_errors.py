@@ -798,4 +798,37 @@ def test_an_error_in_a_lowerings_instruction_names_the_call_under_trnsim_run():
             "the kernel): partition start:" % line(d, "MARK-psum-row")) in err, err
 
 
+ODD_EXCEPTIONS = """
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise ValueError("str fails")
+
+
+@nki.jit
+def raises_unprintable(x):
+    raise Unprintable()  # MARK-unprintable
+
+
+@nki.jit
+def raises_surrogate(x):
+    raise ValueError("gr\\u00f6\\u00dfe \\udcff")  # MARK-surrogate
+
+
+def ref_copy(x):
+    return x
+"""
+
+
+def test_an_input_that_is_no_parameter_is_named_before_the_reference():
+    # tester23o F5: with a reference, an extra input was blamed on it ("reference.function: ref_copy (k.py:N)
+    # cannot be called as the reference ... takes 1 positional argument but 2 were given").
+    d = folder(ODD_EXCEPTIONS)
+    extra = '{"generator": "normal", "seed": 2, "shape": [128, 64], "dtype": "float32"}'
+    for over in ({}, {"reference": {"nki": "k.py", "function": "ref_copy"}}):
+        rc, err, _ = run(d, "copy", "inputs.c=" + extra, **over)
+        assert rc == 1 and "w.json: inputs: 'c' is not a parameter of copy(x)" in err, (over, rc, err)
+        assert "reference.function" not in err, err
+
+
 main(globals())

@@ -276,9 +276,12 @@ def input_order(kernel, names):
     takes_kwargs = any(p.kind == p.VAR_KEYWORD for p in params)
     for n in names:
         if n not in pos and not takes_kwargs:
-            raise ValueError("'%s' is not a parameter of %s%s" % (
-                n, func.__name__, "(%s)" % ", ".join(p.name for p in params)))
+            raise ValueError(_not_a_parameter(n, func, params))
     return sorted(names, key=lambda n: pos.get(n, len(pos)))
+
+
+def _not_a_parameter(name, func, params):
+    return "'%s' is not a parameter of %s(%s)" % (name, func.__name__, ", ".join(p.name for p in params))
 
 
 def _where(func):
@@ -303,7 +306,11 @@ def binding_problem(kernel, inputs, params):
     values = [p.name for p in sig if p.name not in inputs and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     for n in inputs:
         p = by_name.get(n)
-        if (p is None and not open_kwargs) or (p is not None and p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)):
+        if p is None and not open_kwargs:
+            # The workload's mistake, before the reference's signature is looked at (which the extra input
+            # would otherwise be blamed on).
+            return ("inputs", _not_a_parameter(n, func, sig))
+        if p is not None and p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             return None  # input_order names it
     for n in params:
         if n in inputs:
