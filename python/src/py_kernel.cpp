@@ -235,14 +235,15 @@ void set_error_types(pyb::handle, pyb::handle input_error, pyb::handle rule_erro
 }
 
 void rethrow_python(pyb::error_already_set& e, const std::string& what) {
-  const std::string msg = pyb::str(e.value()).cast<std::string>();
-  if (g_rule_error && e.matches(g_rule_error)) throw RuleError(msg);
-  if (g_input_error && e.matches(g_input_error)) throw InputError(msg);
+  if (g_rule_error && e.matches(g_rule_error)) throw RuleError(pyb::str(e.value()).cast<std::string>());
+  if (g_input_error && e.matches(g_input_error)) throw InputError(pyb::str(e.value()).cast<std::string>());
+  // Any other exception is the user's: its text comes from the runner, which formats even one whose str()
+  // raises or holds a lone surrogate, so it stays a PythonError (exit 1) naming the kernel line.
   std::string text;
   try {
     text = runner().attr("format_exception")(e.type(), e.value(), e.trace()).cast<std::string>();
-  } catch (pyb::error_already_set& inner) {
-    text = msg;
+  } catch (pyb::error_already_set&) {
+    text = "an exception whose text could not be formatted";
   }
   throw PythonError(what.empty() ? text : what + ": " + text);
 }

@@ -820,6 +820,19 @@ def ref_copy(x):
 """
 
 
+def test_an_exception_whose_text_cannot_be_made_is_still_the_kernels_error():
+    # tester23o F4: an exception whose str() raises was "trnsim: internal error: ValueError: str fails", one
+    # holding a lone surrogate "internal error: Unable to cast Python instance to C++ type" (exit 2, no line).
+    # Now exit 1 at the kernel line, the surrogate shown as its escape.
+    d = folder(ODD_EXCEPTIONS)
+    for function, marker, text in (("raises_unprintable", "MARK-unprintable", "Unprintable: <exception str() failed>"),
+                                   ("raises_surrogate", "MARK-surrogate", "ValueError: gr\u00f6\u00dfe \\udcff")):
+        rc, err, out = run(d, function)
+        assert rc == 1, (function, rc, err)
+        assert "w.json: kernel: k.py:%d: %s\n" % (line(d, marker), text) in err, (function, err)
+        assert not os.path.exists(os.path.join(out, "stats.json")), function
+
+
 def test_an_input_that_is_no_parameter_is_named_before_the_reference():
     # tester23o F5: with a reference, an extra input was blamed on it ("reference.function: ref_copy (k.py:N)
     # cannot be called as the reference ... takes 1 positional argument but 2 were given").

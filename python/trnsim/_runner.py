@@ -564,18 +564,32 @@ def format_exception(etype, value, tb):
     if hasattr(value, "bare") and loc is not None:
         head = "%s: %s: %s" % (loc, etype.__name__, value.bare)
         if not user:
-            return head
-        return head + "\nTraceback of the kernel (most recent call last):\n" + \
-            "".join(traceback.format_list(user)).rstrip("\n")
+            return _utf8(head)
+        return _utf8(head + "\nTraceback of the kernel (most recent call last):\n" +
+                     "".join(traceback.format_list(user)).rstrip("\n"))
     where = ""
     if isinstance(value, SyntaxError) and value.filename:
         where = "%s:%s: " % (os.path.basename(value.filename), value.lineno)
     elif user:
         where = "%s:%d: " % (os.path.basename(user[-1].filename), user[-1].lineno)
-    head = "%s%s: %s" % (where, etype.__name__, value)
+    head = "%s%s: %s" % (where, etype.__name__, _text(value))
     body = "".join(traceback.format_list(user))
     if isinstance(value, SyntaxError):  # the source line and its caret
         body += "".join(traceback.format_exception_only(etype, value)[:-1])
     if not body.strip():
-        return head
-    return head + "\nTraceback (most recent call last):\n" + body.rstrip("\n")
+        return _utf8(head)
+    return _utf8(head + "\nTraceback (most recent call last):\n" + body.rstrip("\n"))
+
+
+def _text(value):
+    """str(value), or what Python's own traceback prints when that raises."""
+    try:
+        return str(value)
+    except Exception:
+        return "<exception str() failed>"
+
+
+def _utf8(text):
+    """text that encodes as UTF-8: a lone surrogate (an undecodable byte of a file name or message) shown as
+    its escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
