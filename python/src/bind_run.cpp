@@ -3,6 +3,7 @@
 
 #include "python/src/bindings.h"
 #include "python/src/py_util.h"
+#include "python/src/run_turn.h"
 #include "sim/run/report.h"
 #include "sim/run/session.h"
 
@@ -45,6 +46,7 @@ void bind_run(pyb::module_& m) {
             run::SessionResult r;
             {
               pyb::gil_scoped_release nogil;
+              const RunTurn turn;
               r = s.run(o);
             }
             const run::RunReport rep =

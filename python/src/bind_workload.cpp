@@ -9,6 +9,7 @@
 #include "python/src/bindings.h"
 #include "python/src/py_kernel.h"
 #include "python/src/py_util.h"
+#include "python/src/run_turn.h"
 #include "sim/isa/names.h"
 
 namespace trnsim::py {
@@ -29,6 +30,7 @@ void run(WorkloadRun& r, const std::string& trace, bool full_reference) {
   {
     // The model runs without the GIL (a Python reference runs after it, with the GIL again).
     pyb::gil_scoped_release nogil;
+    const RunTurn turn;
     r.simulate(o);
   }
   r.check(o);

@@ -100,5 +100,36 @@ def test_nki_module_names():
     assert n2 is nki
 
 
+
+@nki.jit
+def exp_add(x, c):
+    import nki.language as nl
+
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0] // 128):
+        nl.store(out[i * 128:(i + 1) * 128], nl.add(nl.exp(nl.load(x[i * 128:(i + 1) * 128])), c))
+    return out
+
+
+def test_runs_from_several_threads_take_turns():
+    # tester23o F11: simulate_kernel / benchmark from a thread pool crashed (segfault), hung, or failed with
+    # SystemC's "insert port failed: simulation running" (one SystemC kernel per process). They take turns:
+    # each thread's outputs are the bytes of the same call made serially.
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(11)
+    xs = [rng.standard_normal((512, 256)).astype(np.float32) for _ in range(16)]
+
+    def call(i):
+        if i % 2:
+            return nki.benchmark(exp_add, xs[i], float(i)).outputs[0]
+        return nki.simulate_kernel(exp_add, xs[i], float(i))
+
+    serial = [call(i) for i in range(len(xs))]
+    with ThreadPoolExecutor(8) as pool:
+        threaded = list(pool.map(call, range(len(xs))))
+    for i, (got, want) in enumerate(zip(threaded, serial)):
+        assert got.tobytes() == want.tobytes(), i
+
 if __name__ == "__main__":
     main(globals())

@@ -1,8 +1,10 @@
 """trnsim.nki.simulate_kernel and trnsim.nki.benchmark: run an NKI kernel on NumPy arrays, in NKI users'
 habits, through the same pipeline as ``trnsim run`` (kernels/workload/workload_run.h)."""
 
+import functools
 import inspect
 import re
+import threading
 
 import numpy as np
 
@@ -11,6 +13,19 @@ from .._runner import resolve_kernel
 from . import _errors
 
 _LOC = re.compile(r"([^:\n]+\.py):(\d+): ")
+
+# The tracer's state (the kernel being traced, what it returned) is process-wide, as SystemC's kernel is (the
+# bindings take turns for that): calls from several threads take turns from tracing to reading the outputs.
+_TURN = threading.RLock()
+
+
+def _one_at_a_time(fn):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with _TURN:
+            return fn(*args, **kwargs)
+
+    return call
 
 
 class typed:
@@ -147,6 +162,7 @@ def _ordered_outputs(run):
     return [a for _, a in ordered]
 
 
+@_one_at_a_time
 def simulate_kernel(kernel, *args, hardware="trn2", lnc=None, **kwargs):
     """Runs ``kernel(*args, **kwargs)`` on the simulated machine and returns its outputs as NumPy arrays (one
     array for ``return o``, else a tuple in the order the kernel returns them: ``return (o,)`` gives a tuple of
@@ -223,6 +239,7 @@ def _check_trace_path(trace):
     return trace
 
 
+@_one_at_a_time
 def benchmark(kernel, *args, hardware="trn2", lnc=None, trace=None, reference=None, numerics=True,
               overwrite=False, _nki_options=None, **kwargs):
     """Runs the kernel once on the simulated machine and returns a BenchmarkResult with the simulated
