@@ -43,6 +43,14 @@ msg=$("$TRNSIM" list nki_nope 2>&1)
 check "list of an unknown name: exit 1 naming it: $msg" '[[ $? == 1 && $msg == *"unknown kernel '"'"'nki_nope'"'"'"* ]]'
 check "the known kernels of that message include the NKI Python ones" \
   '[[ $msg == *"matmul_bf16"* && $msg == *"nki_rmsnorm"* && $msg == *"nki_softmax"* ]]'
+# A path that names no file is that (as run and validate say), not an unknown kernel (tester23o F12).
+for p in nope.json ./nope "$T/nope.json"; do
+  msg=$(cd "$T" && "$TRNSIM" list "$p" 2>&1)
+  check "list of a missing path: exit 1, no such file: $msg" '[[ $? == 1 && $msg == "trnsim: error: $p: no such file" ]]'
+done
+msg=$("$TRNSIM" list "$T" 2>&1)
+check "list of a folder: exit 1 naming it: $msg" \
+  '[[ $? == 1 && $msg == "trnsim: error: $T: is a directory, expected a workload file" ]]'
 
 # 2. A sweep of an NKI workload (a copy of examples/nki/rmsnorm, so its file can change): rows x eps.
 cp "$SRC/examples/nki/rmsnorm.py" "$SRC/examples/nki/rmsnorm.json" "$T/"

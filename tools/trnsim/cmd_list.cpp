@@ -16,6 +16,7 @@
 #include "kernels/api/registry.h"
 #include "kernels/workload/workload.h"
 #include "sim/base/error.h"
+#include "sim/io/file_kind.h"
 #include "sim/io/npy.h"
 #include "tools/trnsim/commands.h"
 #include "tools/trnsim/run_log.h"
@@ -241,9 +242,17 @@ void print_python_heading() {
 
 // `trnsim list FILE`: the workload file, whatever its kernel (a registered one, or a Python function).
 bool list_file(const ListOptions& o) {
-  std::error_code ec;
-  if (o.kernel.find_first_of("/.") == std::string::npos || !std::filesystem::is_regular_file(o.kernel, ec))
-    return false;
+  // A path (a '/' or a .json name) is named as run and validate name it when it is no file: a typo in a path
+  // is likelier than a kernel of that name.
+  const io::FileKind kind = io::file_kind(o.kernel);
+  const bool path_like = o.kernel.find('/') != std::string::npos || o.kernel.ends_with(".json");
+  if (path_like && kind == io::FileKind::kMissing)
+    throw InputError(fmt::format("{}: {}", o.kernel, io::missing_reason(o.kernel)));
+  if (path_like && kind == io::FileKind::kDirectory)
+    throw InputError(fmt::format("{}: is a directory, expected a workload file", o.kernel));
+  if (path_like && kind == io::FileKind::kSpecial)
+    throw InputError(fmt::format("{}: {}, expected a workload file", o.kernel, io::kNotARegularFile));
+  if (o.kernel.find_first_of("/.") == std::string::npos || kind != io::FileKind::kRegular) return false;
   bool is_workload = false;
   try {
     is_workload = workload::is_workload_file(o.kernel);
