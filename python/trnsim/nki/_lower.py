@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _ops
 from . import _trace
-from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype
+from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype, weak_dtype
 from ._errors import NkiError, caller_loc, unsupported
 from ._index import AffinePredicate, IndexExpr, Mask, UnmodelledMask
 from ._tensor import _WHOLE, HBM, PSUM, SBUF, BlockTensor, LoadPart, NkiTensor, Unbounded, indexed_rows
@@ -87,9 +87,10 @@ def dt(dtype, default):
 
 
 def promote(*xs):
-    """The result dtype of an elementwise call of tiles and numbers xs (_dtypes.result_dtype)."""
-    return result_dtype(*[x.dtype for x in xs if isinstance(x, NkiTensor)],
-                        float_scalar=any(isinstance(x, (float, np.floating)) for x in xs))
+    """The result dtype of an elementwise call of tiles and numbers xs (_dtypes.result_dtype; a number's
+    dtype is _dtypes.weak_dtype's: `int8 tile + 2` is int32, `bfloat16 tile * 0.5` float32)."""
+    return result_dtype(*[x.dtype if isinstance(x, NkiTensor) else weak_dtype(x) for x in xs
+                          if x is not None])
 
 
 def reduced_shape(data, axis, keepdims):
@@ -828,6 +829,9 @@ def iota_expr(expr, dtype, mask):
 # ---- nl.* lowerings
 
 
+_BITVEC = frozenset(("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"))
+
+
 def _sbuf_result(shape, dtype, name):
     return _ops.new_tile(shape, dtype, SBUF, name)
 
@@ -855,7 +859,10 @@ def elementwise(name, alu, x, y, dtype=None, out=None, engine=None):
     if xt and yt and y.free_size > x.free_size:
         ref = y  # the result has the broadcast shape: [P, 1] - [P, F] is [P, F]
     if out is None:
-        out = _sbuf_result(ref.shape, dt(dtype, promote(x, y)), name)
+        # NKI's type promotion is for arithmetic operators; a bitvec one (its math operator table's other
+        # kind: bit patterns) with a number keeps the tile's dtype (uint32 << 2 is uint32, not float32).
+        ops = (x, y) if alu not in _BITVEC else [v for v in (x, y) if isinstance(v, NkiTensor)]
+        out = _sbuf_result(ref.shape, dt(dtype, promote(*ops)), name)
         res = True
     else:
         res = False

@@ -523,11 +523,17 @@ for _name, _act in (("exp", "exp"), ("log", "log"), ("tanh", "tanh"), ("sigmoid"
 gelu_apprx_tanh_ = globals()["gelu_apprx_tanh"]
 
 
+def _own_dtype(x, dtype):
+    """dtype, else the input tile's (a unary call's default: the number its lowering adds is no operand)."""
+    return dtype if dtype is not None or not isinstance(x, NkiTensor) else x.dtype
+
+
 def _negative(x, dtype=None, mask=None, **kwargs):
     if kwargs:
         ignored_kwargs("nl.negative", kwargs)
     (x,), box = _lower.operand_region(mask, (x,))
-    return _lower.boxed(_lower.elementwise("negative", "multiply", x, -1.0, dtype), box)
+    # (the -1 is the lowering's, not an operand of the kernel's: the result keeps x's dtype, as the page says)
+    return _lower.boxed(_lower.elementwise("negative", "multiply", x, -1.0, _own_dtype(x, dtype)), box)
 
 
 negative = _NlFunc("negative", _negative, doc="nisa.tensor_scalar(x, multiply, -1) on Vector (nki.language.negative)")
@@ -687,7 +693,7 @@ def _logical_not(x, dtype=None, mask=None, **kwargs):
     if kwargs:
         ignored_kwargs("nl.logical_not", kwargs)
     (x,), box = _lower.operand_region(mask, (x,))
-    return _lower.boxed(_lower.elementwise("logical_not", "equal", x, 0.0, dtype), box)
+    return _lower.boxed(_lower.elementwise("logical_not", "equal", x, 0.0, _own_dtype(x, dtype)), box)
 
 
 logical_not = _NlFunc("logical_not", _logical_not, doc="nisa.tensor_scalar(x, equal, 0) on Vector: 1 where x is 0, "
