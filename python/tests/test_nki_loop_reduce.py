@@ -43,6 +43,13 @@ def test_add_and_subtract_accumulate_in_loop_order():
     same(tnki.simulate_kernel(K.reduce_slices, X, op=np.subtract), steps(np.subtract))
 
 
+def test_rebinding_form_of_the_page():
+    # `b = nl.loop_reduce(x, op, ...)` reduces into the tile b holds (data1=b, as the page's equivalent code) and
+    # gives it back: ((0 - x0) - x1) - ..., one tensor_tensor per iteration as the assignment form.
+    same(tnki.simulate_kernel(K.rebound, X, op=np.subtract), steps(np.subtract))
+    same(tnki.simulate_kernel(K.rebound, X, op=np.maximum), steps(np.maximum))
+
+
 def test_bfloat16_destination_and_dtype():
     # A bfloat16 accumulator rounds each step's float32 result; dtype=bfloat16 into a float32 one does too
     # (the op's result is bfloat16, then copied into the float32 tile exactly).
@@ -81,6 +88,10 @@ def test_errors_name_the_call_and_line():
     for what, text in (
             ("unassigned", "nl.loop_reduce: " + need),
             ("used", "nl.loop_reduce: " + need),
+            ("unbound", "nl.loop_reduce: `r = nl.loop_reduce(...)` reduces into the tile `r` holds when the call "
+                     "runs, but `r` holds no value: set it to the accumulating tile before the loop (the page: "
+                     "`r = nl.zeros(...)`), or assign into a tile: `acc[...] = nl.loop_reduce(x, op, "
+                     "loop_indices=[i])`"),
             ("hbm", "nl.loop_reduce: its destination hbm tensor [128, 64] float32 is in HBM; the reduction runs "
                     "on an engine: accumulate into an SBUF tile and store that"),
             ("op", "nl.loop_reduce: 'exp' is not an ALU operator (nl.add, nl.multiply, nl.maximum, ...)"),

@@ -593,8 +593,9 @@ def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
 
 @_names_errors
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
-    """A reduction across loop iterations: `acc[...] = nl.loop_reduce(x, op, loop_indices=[i])` is one
-    nisa.tensor_tensor(acc, acc, x, op) (nki.language.loop_reduce; lowering in _loop_reduce.py)."""
+    """A reduction across loop iterations: `acc[...] = nl.loop_reduce(x, op, loop_indices=[i])`, or the page's
+    `acc = nl.loop_reduce(...)`, is one nisa.tensor_tensor(acc, acc, x, op) (nki.language.loop_reduce;
+    lowering in _loop_reduce.py)."""
     from . import _loop_reduce
 
     extra = [k for k in kwargs if k != "name"]
