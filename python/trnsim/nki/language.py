@@ -660,7 +660,8 @@ def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, ma
 def var(x, axis, *, dtype=None, mask=None, **kwargs):
     """The population variance (numpy.var's ddof=0) over `axis`, in FP32: the sum (tensor_reduce) divided by n
     is the mean, then x - mean, its square, their sum (tensor_reduce) and the divide by n on Vector; the
-    result in dtype (x's by default) with the axes removed (nki.language.var)."""
+    result in dtype (x's by default, an integer tile's too: the page has no float32 clause, unlike nl.mean's)
+    with the axes removed (nki.language.var)."""
     if kwargs:
         ignored_kwargs("nl.var", kwargs)
     (x,), box = _lower.operand_region(mask, (x,))
