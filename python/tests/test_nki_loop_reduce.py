@@ -70,6 +70,13 @@ def test_mask_limits_the_reduction():
     for i in range(X.shape[0]):
         want[:64] = want[:64] + X[i][:64]
     same(tnki.simulate_kernel(K.masked, X), want)
+    # A mask that selects nothing: no tensor_tensor (it was the empty-mask NkiError); acc keeps 5.0. The
+    # instructions: acc's memset, the 4 loads and the store (rows=64: those and 4 tensor_tensor).
+    r = tnki.benchmark(K.masked, X, rows=0)
+    same(r.outputs[0], np.full((128, 64), 5.0, np.float32))
+    assert r.stats["nki"]["allocation"][0]["instructions"] == 1 + 4 + 1, r.stats["nki"]["allocation"][0]
+    r = tnki.benchmark(K.masked, X)
+    assert r.stats["nki"]["allocation"][0]["instructions"] == 1 + 4 + 4 + 1, r.stats["nki"]["allocation"][0]
 
 
 def test_no_loop_carried_warning():

@@ -50,12 +50,12 @@ def rebound(x, op):
 
 
 @nki.jit
-def masked(x):
-    # Only partitions 0..63 accumulate; 64..127 keep acc's 5.0.
+def masked(x, rows=64):
+    # Only partitions 0..rows-1 accumulate; the others keep acc's 5.0 (rows=0: the mask selects nothing).
     i_p, i_f = nl.mgrid[0:128, 0:64]
     acc = nl.full((128, 64), 5.0, dtype=nl.float32, buffer=nl.sbuf)
     for i in nl.affine_range(x.shape[0]):
-        acc[i_p, i_f] = nl.loop_reduce(nl.load(x[i]), np.add, [i], mask=(i_p < 64))
+        acc[i_p, i_f] = nl.loop_reduce(nl.load(x[i]), np.add, [i], mask=(i_p < rows))
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     nl.store(out, acc)
     return out

@@ -29,7 +29,13 @@ class LoopReduce:
         if dst.st.space == HBM:
             raise NkiError(f"{CALL}: its destination {dst.st.label(at=False)} is in HBM; the reduction runs on "
                            f"an engine: accumulate into an SBUF tile and store that", self.loc)
-        (dst, x), box = _lower.operand_region(self.mask, (dst, self.x))
+        if self.mask is not None:
+            views = _lower.apply_mask(self.mask, (dst, self.x), skip=True)
+            if views is None:
+                return  # (the mask selects nothing: no instruction, dst keeps its value)
+            dst, x = views
+        else:
+            (dst, x), _ = _lower.operand_region(None, (dst, self.x))
         if tuple(dst.shape) != tuple(x.shape):
             raise NkiError(f"{CALL}: x {list(x.shape)} and its destination {list(dst.shape)} differ in shape",
                            self.loc)

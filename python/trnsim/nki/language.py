@@ -5,8 +5,9 @@ program ids, index expressions, and the math / memory conveniences, each lowered
 
 import functools as _functools
 import math as _math
+import sys as _sys
 
-from . import _index, _lower, _ops, _schedule, _trace
+from . import _index, _lower, _ops, _schedule, _trace, _void
 from ._dtypes import BY_NAME as _DT
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
@@ -433,10 +434,16 @@ def _names_errors(fn):
 
     @_functools.wraps(fn)
     def call(*args, **kwargs):
+        t = _trace._current
         try:
+            if t is not None and t.void:
+                return _void.run(fn, args, kwargs)
             return fn(*args, **kwargs)
         except NkiError as e:
             raise _by_call(e, f"nl.{fn.__name__}") from None
+        finally:
+            if t is not None and t.voiding is not None:
+                _void.end(t, _sys._getframe())
 
     _trace.WRAPPER_CODE = call.__code__  # (Trace.call_stack's fast path steps over this frame)
     return call
@@ -461,9 +468,12 @@ class _NlFunc:
             if t is None:
                 return self._impl(*args, **kwargs)
             n = len(t.ops)
-            r = self._impl(*args, **kwargs)
+            r = _void.run(self._impl, args, kwargs) if t.void else self._impl(*args, **kwargs)
         except NkiError as e:
             raise _by_call(e, f"nl.{self.__name__}") from None
+        finally:
+            if t is not None and t.voiding is not None:
+                _void.end(t, _sys._getframe())
         if len(t.ops) > n:
             t.calls.append((n, len(t.ops), self.__name__))
         return r
