@@ -529,8 +529,9 @@ def _tensor_scalar_reduce_old(*, data, op0, operand0, reduce_op, reduce_res, rev
 @_public
 def tensor_scalar_reduce(*args, **kwargs):
     """dst = data op0 operand0 (one arithmetic operator; operand0 a number or a [P, 1] vector) and reduce_res
-    [P, 1] = reduce_op (add, subtract, multiply, maximum, minimum) over each partition's FP32 results, on the
-    Vector engine; reduce_res_negate negates it; reduce_cmd other than reset_reduce is NkiUnsupported."""
+    [P, 1] = reduce_op (add, subtract, multiply, maximum, minimum) over each partition's results as dst holds
+    them (rounded to its dtype: the page reduces dst), folded in FP32 on the Vector engine; reduce_res_negate
+    negates it; reduce_cmd other than reset_reduce is NkiUnsupported."""
     if _current(args, kwargs, 1):  # the earlier style takes keywords only
         return _tensor_scalar_reduce_new(*args, **kwargs)
     return _tensor_scalar_reduce_old(*args, **kwargs)
