@@ -103,5 +103,27 @@ def test_mean_of_an_integer_tile_is_float32():
     assert MEAN_DTYPES == [nl.float32], MEAN_DTYPES
 
 
+@nki.jit
+def row_vars(x, dtype=None):
+    v = nl.var(nl.load(x), axis=1, dtype=dtype)
+    y = nl.ndarray((x.shape[0], 1), dtype=v.dtype, buffer=nl.shared_hbm)
+    nl.store(y, v.reshape((x.shape[0], 1)))
+    return y
+
+
+def test_var_of_an_integer_tile_keeps_its_dtype():
+    # Unlike nl.mean's, nl.var's page says the result defaults to the input tile's dtype (no float32 clause for
+    # integer inputs): the FP32 variance (exact here: sums and squares of small integers, divided by 4) is
+    # written to int32 rounding to nearest even: 1.25 -> 1, 6.25 -> 6, 1.6875 -> 2, 0.6875 -> 1, 0 -> 0.
+    # dtype=nl.float32 keeps numpy.var's value.
+    x = np.array([[1, 2, 3, 4], [0, 5, 0, 5], [0, 0, 0, 3], [0, 0, 1, 2]] * 32, np.int32)
+    want = np.var(x, axis=1, keepdims=True).astype(np.float32)
+    assert want[:4, 0].tolist() == [1.25, 6.25, 1.6875, 0.6875]
+    got = tnki.simulate_kernel(row_vars, x)
+    assert got.dtype == np.int32 and got.tobytes() == np.rint(want).astype(np.int32).tobytes(), got[:4, 0]
+    got = tnki.simulate_kernel(row_vars, x, dtype=nl.float32)
+    assert got.dtype == np.float32 and got.tobytes() == want.tobytes(), got[:4, 0]
+
+
 if __name__ == "__main__":
     main(globals())

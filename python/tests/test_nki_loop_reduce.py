@@ -43,6 +43,13 @@ def test_add_and_subtract_accumulate_in_loop_order():
     same(tnki.simulate_kernel(K.reduce_slices, X, op=np.subtract), steps(np.subtract))
 
 
+def test_rebinding_form_of_the_page():
+    # `b = nl.loop_reduce(x, op, ...)` reduces into the tile b holds (data1=b, as the page's equivalent code) and
+    # gives it back: ((0 - x0) - x1) - ..., one tensor_tensor per iteration as the assignment form.
+    same(tnki.simulate_kernel(K.rebound, X, op=np.subtract), steps(np.subtract))
+    same(tnki.simulate_kernel(K.rebound, X, op=np.maximum), steps(np.maximum))
+
+
 def test_bfloat16_destination_and_dtype():
     # A bfloat16 accumulator rounds each step's float32 result; dtype=bfloat16 into a float32 one does too
     # (the op's result is bfloat16, then copied into the float32 tile exactly).
@@ -63,6 +70,13 @@ def test_mask_limits_the_reduction():
     for i in range(X.shape[0]):
         want[:64] = want[:64] + X[i][:64]
     same(tnki.simulate_kernel(K.masked, X), want)
+    # A mask that selects nothing: no tensor_tensor (it was the empty-mask NkiError); acc keeps 5.0. The
+    # instructions: acc's memset, the 4 loads and the store (rows=64: those and 4 tensor_tensor).
+    r = tnki.benchmark(K.masked, X, rows=0)
+    same(r.outputs[0], np.full((128, 64), 5.0, np.float32))
+    assert r.stats["nki"]["allocation"][0]["instructions"] == 1 + 4 + 1, r.stats["nki"]["allocation"][0]
+    r = tnki.benchmark(K.masked, X)
+    assert r.stats["nki"]["allocation"][0]["instructions"] == 1 + 4 + 4 + 1, r.stats["nki"]["allocation"][0]
 
 
 def test_no_loop_carried_warning():
@@ -81,6 +95,10 @@ def test_errors_name_the_call_and_line():
     for what, text in (
             ("unassigned", "nl.loop_reduce: " + need),
             ("used", "nl.loop_reduce: " + need),
+            ("unbound", "nl.loop_reduce: `r = nl.loop_reduce(...)` reduces into the tile `r` holds when the call "
+                     "runs, but `r` holds no value: set it to the accumulating tile before the loop (the page: "
+                     "`r = nl.zeros(...)`), or assign into a tile: `acc[...] = nl.loop_reduce(x, op, "
+                     "loop_indices=[i])`"),
             ("hbm", "nl.loop_reduce: its destination hbm tensor [128, 64] float32 is in HBM; the reduction runs "
                     "on an engine: accumulate into an SBUF tile and store that"),
             ("op", "nl.loop_reduce: 'exp' is not an ALU operator (nl.add, nl.multiply, nl.maximum, ...)"),

@@ -1,6 +1,6 @@
 """nisa.tensor_scalar_reduce (NKI library: attention_cte's scaled row max, rmsnorm_quant's and mlp_cte's absolute
 max; NkiUnsupported before): dst = data op0 operand0 and reduce_res [P, 1] = reduce_op over each partition's
-FP32 results. Outputs are compared byte for byte with NumPy written here from NKI's page (sequential FP32
+results as dst holds them (the page's formula: reduce_res = reduce_op(dst)). Outputs are compared byte for byte with NumPy written here from NKI's page (sequential FP32
 folds: np.cumsum / np.cumprod along the row, whose last column is the left-to-right fold)."""
 
 import numpy as np
@@ -54,8 +54,9 @@ def test_the_results_and_their_reduction():
                                         reverse0=reverse0)
         y = y.astype(f32)
         assert out.tobytes() == bf16(y).tobytes(), (op0, reduce_op)
-        # reduce_res folds the FP32 results, not dst's bfloat16 values.
-        assert red.tobytes() == fold(y).astype(f32).reshape(128, 1).tobytes(), (op0, reduce_op)
+        # reduce_res folds dst's bfloat16 values (in FP32), as the page's formula reduces dst; it folded the FP32
+        # results before they were rounded (the add and multiply folds differ in their last bits).
+        assert red.tobytes() == fold(bf16(y)).astype(f32).reshape(128, 1).tobytes(), (op0, reduce_op)
 
 
 def test_the_earlier_style_returns_dst():

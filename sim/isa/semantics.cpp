@@ -881,8 +881,9 @@ void Exec::tensor_tensor() {
 }
 
 // dst = (data op0 operand0) op1 operand1. tensor_scalar_reduce is its one-operator form (alu1 is its
-// reduce_op, slot 3 its reduce_res): reduce_res[p] = reduce_op over the partition's FP32 results, left to
-// right, before they are stored in dst's dtype (negated with reduce_res_negate).
+// reduce_op, slot 3 its reduce_res): reduce_res[p] = reduce_op over the partition's results as dst holds them
+// (NKI's formula reduces dst: the FP32 results rounded to dst's dtype), left to right in FP32 (negated with
+// reduce_res_negate).
 void Exec::tensor_scalar() {
   OperandView dst = view(0);
   OperandView data = view(1);
@@ -925,11 +926,12 @@ void Exec::tensor_scalar() {
     data.load_row(i, x.data());
     alu_f32_row(inst_.alu0, x.data(), s0[i], r0, n);
     alu_f32_row(op1, x.data(), s1[i], r1, n);
+    dst.store_row(i, x.data());
     if (res) {
+      dst.load_row(i, x.data());  // (dst's values: rounded to its dtype)
       const float r = n > 0 ? alu_f32_fold(inst_.alu1, x.data(), n) : 0.f;
       res->store(i, 0, inst_.has(kNegate) ? -r : r);
     }
-    dst.store_row(i, x.data());
   }
 }
 

@@ -39,12 +39,23 @@ def blocked_matmul(a, b):
 
 
 @nki.jit
-def masked(x):
-    # Only partitions 0..63 accumulate; 64..127 keep acc's 5.0.
+def rebound(x, op):
+    # The page's own form: b rebound to the call's value each iteration (b set before the loop).
+    b = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(x.shape[0]):
+        b = nl.loop_reduce(nl.load(x[i]), op=op, loop_indices=[i], dtype=nl.float32)
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, b)
+    return out
+
+
+@nki.jit
+def masked(x, rows=64):
+    # Only partitions 0..rows-1 accumulate; the others keep acc's 5.0 (rows=0: the mask selects nothing).
     i_p, i_f = nl.mgrid[0:128, 0:64]
     acc = nl.full((128, 64), 5.0, dtype=nl.float32, buffer=nl.sbuf)
     for i in nl.affine_range(x.shape[0]):
-        acc[i_p, i_f] = nl.loop_reduce(nl.load(x[i]), np.add, [i], mask=(i_p < 64))
+        acc[i_p, i_f] = nl.loop_reduce(nl.load(x[i]), np.add, [i], mask=(i_p < rows))
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     nl.store(out, acc)
     return out
@@ -59,8 +70,11 @@ def bad(x, what):
         for i in nl.affine_range(2):
             nl.loop_reduce(t, np.add, loop_indices=[i])  # MARK-unassigned
     elif what == "used":
-        r = nl.loop_reduce(t, np.add, loop_indices=[0])  # MARK-used
-        nl.store(out, r.shape)
+        shape = nl.loop_reduce(t, np.add, loop_indices=[0]).shape  # MARK-used
+        nl.store(out, shape)
+    elif what == "unbound":
+        r = nl.loop_reduce(t, np.add, loop_indices=[0])  # MARK-unbound
+        nl.store(out, r)
     elif what == "hbm":
         out[...] = nl.loop_reduce(t, np.add, loop_indices=[0])  # MARK-hbm
     elif what == "op":

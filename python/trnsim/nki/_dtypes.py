@@ -115,17 +115,31 @@ def modelled(d, what="tensor"):
     return d
 
 
-def result_dtype(*dtypes, float_scalar=False):
-    """The dtype an elementwise nl.* op returns when none is given: the widest float of its inputs (two of one
-    size: float32, bfloat16 for two FP8 formats), as NKI's type promotion does for the tile types kernels use; integers only: the smallest
-    integer dtype holding every input's values, whatever their order (int8 and uint8: int16, as NumPy), and
-    float32 where none does (int32 and uint32: NKI has no int64). `float_scalar`: a Python / NumPy float is
-    an operand too, so integer tiles give float32 (an int32 tile times 0.5 is 0.5, 1.5, ... as in NumPy)."""
+def weak_dtype(x):
+    """The dtype a number operand takes in NKI's type promotion ("Weakly Typed Scalar Type Inference"): a
+    Python bool, int or float is weakly typed and taken as the widest the hardware has of its kind (uint8,
+    int32, float32); a NumPy number has its own dtype (np.int8(2) is int8, np.float16(2) float16), except
+    that np.float64 (a Python float) and the 64-bit integers, which NKI has no engine dtype for, are weak too."""
+    if isinstance(x, (bool, np.bool_)):
+        return BY_NAME["uint8"]
+    if isinstance(x, np.number) and x.dtype.itemsize < 8:
+        return as_dtype(x.dtype)
+    if isinstance(x, (float, np.floating)):
+        return BY_NAME["float32"]
+    return BY_NAME["uint32" if isinstance(x, np.unsignedinteger) else "int32"]  # (np.uint64: uint32)
+
+
+def result_dtype(*dtypes):
+    """The dtype an elementwise nl.* op returns when none is given, by NKI's type promotion rules (a number
+    operand's dtype from weak_dtype): a float with integers is the float; two floats the wider, or the type
+    widened to hold both ranges (float16 and bfloat16 give float32, float8_e4m3 and float8_e5m2 bfloat16);
+    integers only: the smallest integer dtype holding every input's values, whatever their order (int8 and
+    uint8: int16), and float32 where none does (int32 and uint32: NKI has no int64)."""
     ds = [d for d in dtypes if d is not None]
     if not ds:
         return BY_NAME["float32"]
     first = ds[0]
-    if all(d is first for d in ds) and (first.is_float or not float_scalar):
+    if all(d is first for d in ds):
         return first
     floats = [d for d in ds if d.is_float]
     if floats:
@@ -134,8 +148,6 @@ def result_dtype(*dtypes, float_scalar=False):
         # Two formats of one size: the type widened to hold both ranges (NKI Type Promotion: float16 and
         # bfloat16 give float32, float8_e4m3 and float8_e5m2 bfloat16).
         return BY_NAME["bfloat16" if floats[0].itemsize == 1 else "float32"]
-    if float_scalar:
-        return BY_NAME["float32"]
     unsigned = max((d.itemsize for d in ds if d.kind == "u"), default=0)
     signed = max((d.itemsize for d in ds if d.kind == "i"), default=0)
     if not signed or not unsigned:

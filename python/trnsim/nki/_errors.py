@@ -115,6 +115,14 @@ def path_of(name):
     return _paths.get(name)
 
 
+def user_frame():
+    """The innermost frame outside this package (the kernel's code that called into nki), or None."""
+    f = sys._getframe(1)
+    while f is not None and _in_package(f.f_code.co_filename):
+        f = f.f_back
+    return f
+
+
 def warn_at(message, category, loc=None):
     """A Python warning attributed to a kernel line: `loc` (path, line), else the innermost frame outside
     this package (the user's call), so that warning filters by module and line (-W error::...:k:12) and the
@@ -123,9 +131,7 @@ def warn_at(message, category, loc=None):
 
     module_globals = None
     if loc is None:
-        f = sys._getframe(1)
-        while f is not None and _in_package(f.f_code.co_filename):
-            f = f.f_back
+        f = user_frame()
         if f is None:
             warnings.warn(message, category, stacklevel=2)
             return

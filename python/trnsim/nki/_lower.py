@@ -13,7 +13,8 @@ import numpy as np
 
 from . import _ops
 from . import _trace
-from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype
+from . import _void
+from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype, weak_dtype
 from ._errors import NkiError, caller_loc, unsupported
 from ._index import AffinePredicate, IndexExpr, Mask, UnmodelledMask
 from ._tensor import _WHOLE, HBM, PSUM, SBUF, BlockTensor, LoadPart, NkiTensor, Unbounded, indexed_rows
@@ -87,9 +88,10 @@ def dt(dtype, default):
 
 
 def promote(*xs):
-    """The result dtype of an elementwise call of tiles and numbers xs (_dtypes.result_dtype)."""
-    return result_dtype(*[x.dtype for x in xs if isinstance(x, NkiTensor)],
-                        float_scalar=any(isinstance(x, (float, np.floating)) for x in xs))
+    """The result dtype of an elementwise call of tiles and numbers xs (_dtypes.result_dtype; a number's
+    dtype is _dtypes.weak_dtype's: `int8 tile + 2` is int32, `bfloat16 tile * 0.5` float32)."""
+    return result_dtype(*[x.dtype if isinstance(x, NkiTensor) else weak_dtype(x) for x in xs
+                          if x is not None])
 
 
 def reduced_shape(data, axis, keepdims):
@@ -111,7 +113,8 @@ def fresh(v):
     """Marks `v` (a new tile just written by the trace's last op) as an instruction's result: assigning it
     into a tensor retargets that op instead of copying (`t[...] = nl.exp(x)` is one activation)."""
     t = _trace.current()
-    t.fresh[v.st.uid] = t.ops[-1]
+    if t.voiding is None:  # (a call emitting nothing made no op: _void)
+        t.fresh[v.st.uid] = t.ops[-1]
     return v
 
 
@@ -209,7 +212,14 @@ def _same_view(a, b):
 
 def assign(dst, value):
     """`dst[...] = value` (NKI's earlier style): an instruction's fresh result is written straight into dst;
-    another tensor is copied (tensor_copy on chip, a DMA when HBM is involved); a number fills dst."""
+    another tensor is copied (tensor_copy on chip, a DMA when HBM is involved); a number fills dst. A void
+    value (made by a call that emitted nothing: _void) is nothing to write: dst keeps what it holds; a void
+    dst written becomes an ordinary tile."""
+    void = _trace._current.void
+    if void:
+        if isinstance(value, NkiTensor) and value.st.uid in void:
+            return
+        void.discard(dst.st.uid)
     if isinstance(value, NkiTensor):
         if _same_view(dst, value):
             return
@@ -436,8 +446,10 @@ def iadd(dst, value):
     an assignment moved into another tile (`c[...] = m; acc += m`: the PE array adds the product again,
     _product_again); anything else is an elementwise add into dst, as NumPy's `+=` adds what value holds. A
     PSUM tile into PSUM (a matmul result with a tile of its own, used since) is first copied to SBUF, as
-    nki.isa.tensor_tensor reads at most one PSUM tile: acc + m bit for bit."""
+    nki.isa.tensor_tensor reads at most one PSUM tile: acc + m bit for bit. A void value adds nothing (_void)."""
     if isinstance(value, NkiTensor):
+        if value.st.uid in _trace._current.void:
+            return dst
         op = _fresh_op(value)
         if op is None and dst.st.space == PSUM and value.st.space == PSUM:
             again = _product_again(value)
@@ -520,7 +532,7 @@ def apply_mask(mask, views, skip=False, box=False, dma=False):
     if mask is False or isinstance(mask, np.bool_):
         if mask:
             return apply_mask(None, views, box=box)
-        return _empty(skip)
+        return _empty(skip, views, box)
     if isinstance(mask, AffinePredicate):
         raise mask.mask_error()
     if isinstance(mask, UnmodelledMask):
@@ -531,7 +543,7 @@ def apply_mask(mask, views, skip=False, box=False, dma=False):
     if any(isinstance(v, _Indirect) for v in views):
         unsupported("mask= on an access indexed at run time (a tile of indices)")
     if mask.empty():
-        return _empty(skip)
+        return _empty(skip, views, box)
     bounds = mask.bounds
     ref = next((v for v in views if isinstance(v, NkiTensor) and v.vars), None)
     if ref is not None:
@@ -590,13 +602,17 @@ def _engine_start(start, n):
                        f"with a DMA (nl.load / nl.store / nisa.dma_copy start at any partition)")
 
 
-def _empty(skip):
+def _empty(skip, views, box):
+    """A mask that selects nothing: NKI emits no instruction. None for a call that writes an existing tensor
+    (`skip`: the caller skips it); for a call that returns a new tile, the views as they are (an index reaching
+    outside its tensor too) with recording off for the rest of the call (_void): its tiles are void."""
     if skip:
         return None
-    raise NkiError("mask: the mask selects no element: NKI then emits no instruction, but this call returns a new "
-                   "tile, which cannot be empty here (not modelled); put the mask on the call that writes an "
-                   "existing tensor (nl.store or nisa.dma_copy, which take mask=; NKI's dst= calls take none) "
-                   "or skip the call for this iteration")
+    if not _void.begin(_trace.current()):
+        raise NkiError("mask: the mask selects no element, and this assignment has no call to skip: put the "
+                       "mask on the call, or skip the assignment for this iteration")
+    out = tuple(v.unchecked() if type(v) is Unbounded else v for v in views)
+    return (out, None) if box else out
 
 
 def _tile_cuts(v, ref, cuts, bounds):
@@ -828,6 +844,9 @@ def iota_expr(expr, dtype, mask):
 # ---- nl.* lowerings
 
 
+_BITVEC = frozenset(("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"))
+
+
 def _sbuf_result(shape, dtype, name):
     return _ops.new_tile(shape, dtype, SBUF, name)
 
@@ -855,7 +874,10 @@ def elementwise(name, alu, x, y, dtype=None, out=None, engine=None):
     if xt and yt and y.free_size > x.free_size:
         ref = y  # the result has the broadcast shape: [P, 1] - [P, F] is [P, F]
     if out is None:
-        out = _sbuf_result(ref.shape, dt(dtype, promote(x, y)), name)
+        # NKI's type promotion is for arithmetic operators; a bitvec one (its math operator table's other
+        # kind: bit patterns) with a number keeps the tile's dtype (uint32 << 2 is uint32, not float32).
+        ops = (x, y) if alu not in _BITVEC else [v for v in (x, y) if isinstance(v, NkiTensor)]
+        out = _sbuf_result(ref.shape, dt(dtype, promote(*ops)), name)
         res = True
     else:
         res = False
@@ -972,6 +994,8 @@ def _masked_load(src, mask, dtype):
     if len(full) == 1:
         full = (full[0], 1)
     out = _ops.new_tile(full, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
+    if _trace._current.voiding is not None:
+        return out  # (the mask selects nothing: a void tile of the index's shape, _void)
     mask_box(out, full, (0,) * len(full), out.st.loc)
     if cuts:
         part = out.index(tuple(slice(*cuts[d]) if d in cuts else slice(None) for d in range(len(full))))

@@ -221,7 +221,10 @@ def touch_psum(t, v, kind, op=None):
     other regions cover all of it: nki.isa.nc_matmul's "subsequent writes accumulate", per address), the memset
     of 0 it may replace, the op whose written value it adds to (None when it continues a matmul group only),
     whether the region holds the sum of a matmul group that a read ended, or of a group over another region
-    this one overlaps (`+=` adds to it), and whether open matmul groups cover only part of it (part)."""
+    this one overlaps (`+=` adds to it), and whether open matmul groups cover only part of it (part). A call
+    emitting nothing (_void) touches nothing."""
+    if t.voiding is not None:
+        return False, None, None, False, False
     if v.st.moved_to is not None:  # a retargeted result used again (a matmul's dst: before it is recorded)
         from ._lower import materialize
 

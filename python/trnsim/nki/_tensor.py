@@ -1469,6 +1469,10 @@ class Unbounded(NkiTensor):
     def st(self):
         raise self._error()
 
+    def unchecked(self):
+        """The view as an ordinary one, for a call whose mask selects nothing (it records no instruction)."""
+        return NkiTensor(_ST.__get__(self), self.dtype, self.boff, self.dims, self.pd, self.p0, self.vars)
+
     def __repr__(self):
         return f"<unbounded view of {_ST.__get__(self)!r}>"
 

@@ -105,6 +105,10 @@ class Trace:
         self.followers = {}
         # storage uid -> (index-space shape, first index per dim) of a tile a masked call made (_lower.mask_box)
         self.mask_boxes = {}
+        # Storage uids of tiles made by calls that emitted nothing (a mask selecting nothing), and while such a
+        # call runs (the number of storages before it, the frame of the wrapper that ends it) (_void)
+        self.void = set()
+        self.voiding = None
         self.dropped = 0  # ops marked dropped (drop()): none, the usual case, and the schedule takes ops as they are
         self.dropped_at = []  # their indices
         self.entry_sites = {}  # instruction offset in the kernel function -> its call_stack()

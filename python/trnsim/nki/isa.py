@@ -11,9 +11,12 @@ the call and the kernel line (UNSUPPORTED below; docs/nki.md lists both).
 
 import enum
 import math
+import sys
 
 from . import _lower
 from . import _ops
+from . import _trace
+from . import _void
 from ._errors import NkiError, bad_call, by_call, ignored_kwargs, unsupported_name, unsupported, warn_at
 from ._index import AffinePredicate, Mask, UnmodelledMask
 from ._tensor import PSUM, SBUF, NkiTensor
@@ -40,16 +43,24 @@ def _public(f):
 
     @functools.wraps(f)
     def checked(*args, **kwargs):
+        t = _trace._current
         try:
+            if t is not None and t.void:
+                return _void.run(f, args, kwargs)
             return f(*args, **kwargs)
         except TypeError as e:
-            err = bad_call(e, call, (checked.__code__, f.__code__))
+            err = bad_call(e, call, (checked.__code__, f.__code__, _void.run.__code__))
             if err is None:
                 raise
             raise err from None
         except NkiError as e:
             raise by_call(e, short) from None
+        finally:
+            if t is not None and t.voiding is not None:
+                _void.end(t, sys._getframe())
 
+    global WRAPPER_CODE
+    WRAPPER_CODE = checked.__code__  # (_void.begin: a call is running)
     return checked
 
 
@@ -530,8 +541,9 @@ def _tensor_scalar_reduce_old(*, data, op0, operand0, reduce_op, reduce_res, rev
 @_public
 def tensor_scalar_reduce(*args, **kwargs):
     """dst = data op0 operand0 (one arithmetic operator; operand0 a number or a [P, 1] vector) and reduce_res
-    [P, 1] = reduce_op (add, subtract, multiply, maximum, minimum) over each partition's FP32 results, on the
-    Vector engine; reduce_res_negate negates it; reduce_cmd other than reset_reduce is NkiUnsupported."""
+    [P, 1] = reduce_op (add, subtract, multiply, maximum, minimum) over each partition's results as dst holds
+    them (rounded to its dtype: the page reduces dst), folded in FP32 on the Vector engine; reduce_res_negate
+    negates it; reduce_cmd other than reset_reduce is NkiUnsupported."""
     if _current(args, kwargs, 1):  # the earlier style takes keywords only
         return _tensor_scalar_reduce_new(*args, **kwargs)
     return _tensor_scalar_reduce_old(*args, **kwargs)

@@ -5,8 +5,9 @@ program ids, index expressions, and the math / memory conveniences, each lowered
 
 import functools as _functools
 import math as _math
+import sys as _sys
 
-from . import _index, _lower, _ops, _schedule, _trace
+from . import _index, _lower, _ops, _schedule, _trace, _void
 from ._dtypes import BY_NAME as _DT
 from ._dtypes import DType as _DType
 from ._finfo import finfo as _finfo
@@ -439,10 +440,16 @@ def _names_errors(fn):
 
     @_functools.wraps(fn)
     def call(*args, **kwargs):
+        t = _trace._current
         try:
+            if t is not None and t.void:
+                return _void.run(fn, args, kwargs)
             return fn(*args, **kwargs)
         except NkiError as e:
             raise _by_call(e, f"nl.{fn.__name__}") from None
+        finally:
+            if t is not None and t.voiding is not None:
+                _void.end(t, _sys._getframe())
 
     _trace.WRAPPER_CODE = call.__code__  # (Trace.call_stack's fast path steps over this frame)
     return call
@@ -467,9 +474,12 @@ class _NlFunc:
             if t is None:
                 return self._impl(*args, **kwargs)
             n = len(t.ops)
-            r = self._impl(*args, **kwargs)
+            r = _void.run(self._impl, args, kwargs) if t.void else self._impl(*args, **kwargs)
         except NkiError as e:
             raise _by_call(e, f"nl.{self.__name__}") from None
+        finally:
+            if t is not None and t.voiding is not None:
+                _void.end(t, _sys._getframe())
         if len(t.ops) > n:
             t.calls.append((n, len(t.ops), self.__name__))
         return r
@@ -529,11 +539,17 @@ for _name, _act in (("exp", "exp"), ("log", "log"), ("tanh", "tanh"), ("sigmoid"
 gelu_apprx_tanh_ = globals()["gelu_apprx_tanh"]
 
 
+def _own_dtype(x, dtype):
+    """dtype, else the input tile's (a unary call's default: the number its lowering adds is no operand)."""
+    return dtype if dtype is not None or not isinstance(x, NkiTensor) else x.dtype
+
+
 def _negative(x, dtype=None, mask=None, **kwargs):
     if kwargs:
         ignored_kwargs("nl.negative", kwargs)
     (x,), box = _lower.operand_region(mask, (x,))
-    return _lower.boxed(_lower.elementwise("negative", "multiply", x, -1.0, dtype), box)
+    # (the -1 is the lowering's, not an operand of the kernel's: the result keeps x's dtype, as the page says)
+    return _lower.boxed(_lower.elementwise("negative", "multiply", x, -1.0, _own_dtype(x, dtype)), box)
 
 
 negative = _NlFunc("negative", _negative, doc="nisa.tensor_scalar(x, multiply, -1) on Vector (nki.language.negative)")
@@ -593,8 +609,9 @@ def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
 
 @_names_errors
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
-    """A reduction across loop iterations: `acc[...] = nl.loop_reduce(x, op, loop_indices=[i])` is one
-    nisa.tensor_tensor(acc, acc, x, op) (nki.language.loop_reduce; lowering in _loop_reduce.py)."""
+    """A reduction across loop iterations: `acc[...] = nl.loop_reduce(x, op, loop_indices=[i])`, or the page's
+    `acc = nl.loop_reduce(...)`, is one nisa.tensor_tensor(acc, acc, x, op) (nki.language.loop_reduce;
+    lowering in _loop_reduce.py)."""
     from . import _loop_reduce
 
     extra = [k for k in kwargs if k != "name"]
@@ -659,7 +676,8 @@ def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, ma
 def var(x, axis, *, dtype=None, mask=None, **kwargs):
     """The population variance (numpy.var's ddof=0) over `axis`, in FP32: the sum (tensor_reduce) divided by n
     is the mean, then x - mean, its square, their sum (tensor_reduce) and the divide by n on Vector; the
-    result in dtype (x's by default) with the axes removed (nki.language.var)."""
+    result in dtype (x's by default, an integer tile's too: the page has no float32 clause, unlike nl.mean's)
+    with the axes removed (nki.language.var)."""
     if kwargs:
         ignored_kwargs("nl.var", kwargs)
     (x,), box = _lower.operand_region(mask, (x,))
@@ -693,7 +711,7 @@ def _logical_not(x, dtype=None, mask=None, **kwargs):
     if kwargs:
         ignored_kwargs("nl.logical_not", kwargs)
     (x,), box = _lower.operand_region(mask, (x,))
-    return _lower.boxed(_lower.elementwise("logical_not", "equal", x, 0.0, dtype), box)
+    return _lower.boxed(_lower.elementwise("logical_not", "equal", x, 0.0, _own_dtype(x, dtype)), box)
 
 
 logical_not = _NlFunc("logical_not", _logical_not, doc="nisa.tensor_scalar(x, equal, 0) on Vector: 1 where x is 0, "

@@ -958,7 +958,7 @@ TEST_CASE("nc_match_replace8: NKI's duplicate example, in place, and dst_idx", "
   for (int j = 0; j < 11; ++j) CHECK(get<uint16_t>(m.s(0, 256 + 2 * j)) == want16[j]);
 }
 
-TEST_CASE("tensor_scalar_reduce: tensor_scalar with one operator, reduced over the FP32 results", "[isa]") {
+TEST_CASE("tensor_scalar_reduce: tensor_scalar with one operator, reduced over dst's values", "[isa]") {
   Machine m;
   // x * 2 with x = {1.5, -3, 0.25, 4}: {3, -6, 0.5, 8}; partition 1: x + 1 with its [P, 1] operand0 = 1.
   const float x[4] = {1.5f, -3.f, 0.25f, 4.f};
@@ -982,13 +982,16 @@ TEST_CASE("tensor_scalar_reduce: tensor_scalar with one operator, reduced over t
   m.run(in);
   CHECK(get<float>(m.s(0, 128)) == -5.25f);
   CHECK(get<uint16_t>(m.s(0, 64 + 6)) == bf16_exact(-2.f));
-  // The sum is of the FP32 results, before dst's BF16 rounding: x + 1e-3 holds 1.501 (BF16 1.5) etc.;
-  // an immediate operand0: (1.5 + 1e-3) + (-3 + 1e-3) + (0.25 + 1e-3) + (4 + 1e-3) in FP32, left to right.
+  // The sum is of dst's values (NKI's formula: reduce_res = reduce_op(dst)), the FP32 results rounded to
+  // BF16 (8 significant bits, to nearest even): an immediate operand0 1e-3 gives 1.501 -> 1.5,
+  // -2.999 -> -3, 0.251 -> 0.251953125 (a step of 2^-9 there: 0.001 is past half of it), 4.001 -> 4;
+  // summed in FP32 left to right. The FP32 results' own sum (as trnsim folded before) differs.
   in.alu0 = AluOp::Add;
   in.flags = 0;
   in.imm0 = 1e-3f;
   m.run(in);
-  const float want = ((((1.5f + 1e-3f) + (-3.f + 1e-3f)) + (0.25f + 1e-3f)) + (4.f + 1e-3f));
+  const float want = ((1.5f + -3.f) + 0.251953125f) + 4.f;
   CHECK(get<float>(m.s(0, 128)) == want);
-  CHECK(want != 2.75f);
+  CHECK(get<uint16_t>(m.s(0, 64 + 4)) == bf16_exact(0.251953125f));
+  CHECK(want != ((((1.5f + 1e-3f) + (-3.f + 1e-3f)) + (0.25f + 1e-3f)) + (4.f + 1e-3f)));
 }

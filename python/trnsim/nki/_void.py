@@ -1,0 +1,92 @@
+"""Calls that emit no instruction: a mask that selects nothing, and the tiles such calls give back.
+
+NKI's masking ("NKI API Masking") makes the compiler emit an instruction for the masked-in region only, and
+none when nothing is masked in: the SPMD tail idiom (`nl.load(x[base + i_p, i_f], mask=(base + i_p < N))`
+on a program whose rows start at or past N) is legal NKI. The call's result is still a tile of the index's
+shape, which no instruction wrote. Here, likewise: a call whose mask selects nothing runs its lowering with
+recording off (the trace's record() gives an Op that is not in the trace), so every tile it makes is a tile
+no instruction wrote, and such a tile is "void" (Trace.void, storage uids). A later call that meets a void
+tile as an operand (any argument but `dst=`) computes the part of it the mask kept, which is nothing: it
+emits nothing too, and its own new tiles are void (nl.exp of it, nl.store of it, an nc_matmul operand,
+`acc[...] = it`, `acc += it`). A call that writes into a void tile makes it an ordinary tile again: its
+other elements were never written, and reading them is what reading any tile nobody wrote is (trnsim's
+memory starts as NaN; the run warns at the read, naming the tile).
+
+The nl.* and nisa.* wrappers call run(); _lower.apply_mask calls begin() for a mask that selects nothing in
+a call that returns a new tile (a store's or dma_copy's empty mask skips the call as before).
+"""
+
+import sys
+
+from . import _trace
+
+
+def run(fn, args, kwargs):
+    """fn(*args, **kwargs), one nl.* / nisa.* call of the kernel made while void tiles exist (the wrappers'
+    slow path): it emits nothing when it meets one; a write into one makes it an ordinary tile."""
+    t = _trace._current
+    if t.voiding is not None:
+        return fn(*args, **kwargs)  # (a call made while another emits nothing)
+    me = sys._getframe()
+    if _meets(t, args, kwargs):
+        _off(t, me)
+    n = len(t.ops)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        if t.voiding is not None:
+            end(t, me)
+        else:
+            for op in t.ops[n:]:
+                for w in op.writes:
+                    t.void.discard(w.st.uid)
+
+
+def begin(t):
+    """Recording off until the innermost running nl.* / nisa.* call returns (its wrapper calls end()); False
+    when no such call is running (a mask applied by an assignment): the caller keeps its error."""
+    from . import isa, language
+
+    wrappers = {_trace.WRAPPER_CODE, language._NlFunc.__call__.__code__, isa.WRAPPER_CODE}
+    f = sys._getframe(1)
+    while f is not None and f.f_code not in wrappers:
+        f = f.f_back
+    if f is None:
+        return False
+    if t.voiding is None:
+        _off(t, f)
+    return True
+
+
+def end(t, frame):
+    """When the call whose wrapper runs in `frame` turned recording off (a call inside it leaves it off): the
+    tiles made since are void, recording is on again."""
+    if t.voiding[1] is not frame:
+        return
+    first, t.voiding = t.voiding[0], None
+    del t.record  # (the class's again)
+    for st in t.storages[first:]:
+        if st.first < 0:
+            t.void.add(st.uid)
+
+
+def _off(t, owner):
+    t.voiding = (len(t.storages), owner)
+    t.record = _record_nothing
+
+
+def _meets(t, args, kwargs):
+    from ._tensor import NkiTensor, Unbounded
+
+    void = t.void
+
+    def hit(a):
+        if isinstance(a, (list, tuple)):
+            return any(hit(b) for b in a)
+        return isinstance(a, NkiTensor) and type(a) is not Unbounded and a.st.uid in void
+
+    return any(hit(a) for a in args) or any(hit(a) for k, a in kwargs.items() if k != "dst")
+
+
+def _record_nothing(name, args, reads, writes, attrs, loc=None):
+    return _trace.Op(name, args, tuple(reads), tuple(writes), attrs, loc, -1)
