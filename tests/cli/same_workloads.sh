@@ -38,8 +38,10 @@ check "only the config text changed: exit 0, 'same', the config text named (rc $
 
 run_tool a slower
 rc=$?
-# The launch 12489 ns -> 20000 ns: 18.956 us simulated -> 18956 + 7511 = 26467 ns (the launch is on the path).
-check "a simulated time changed: exit 1, DIFFERENT with both times (rc $rc: $(cat out err))" \
-  '[[ $rc == 1 ]] && grep -q "^DIFFERENT .*stats.json, stats.json total_time_ns 18956.* -> 26467" out &&
+# The launch is on the path: the time moves by 20000 ns less the shipped launch (configs/hw/trn1.json).
+launch=$(python3 -c "import json; print(json.load(open('$SRC/configs/hw/trn1.json'))['sync']['kernel_launch_ns']['value'])")
+moved=$(sed -n 's/^DIFFERENT .*stats.json, stats.json total_time_ns \([0-9.]*\) -> \([0-9.]*\) .*/\2 - \1/p' out)
+check "a simulated time changed: exit 1, DIFFERENT with both times, 20000 - $launch ns apart (rc $rc: $(cat out err))" \
+  '[[ $rc == 1 && -n $moved ]] && python3 -c "import sys; sys.exit(abs($moved - (20000 - $launch)) > 1e-6)" &&
    grep -q "^1 workloads, 1 differ$" out'
 finish
