@@ -4,8 +4,10 @@ NKI twins of the calibration workloads (python/tests/test_nki_twins.py's twin_wo
 tier's reduced shapes). For each, `trnsim run W --out D --trace D/trace.json` with each build, then the
 sha256 of stats.json (without its "path" field, which names the output folder, and with the hardware
 config's path relative to its source tree; where two differ, whether their total_time_ns does too), of
-every output .npy and of the trace JSON are compared. A change to the front end's speed must leave all of
-them unchanged.
+every output .npy and of the trace JSON are compared. stats.json's hardware_config* keys (the config file
+and its text's sha256) are compared apart: where only they differ (a config's `source` note edited) the
+line says "same ... (config text changed: stats.json)" and does not count as a difference. A change to the
+front end's speed must leave all of them unchanged.
 
 Usage: tools/bench/nki_same_output.py BUILD_A BUILD_B [NAME_SUBSTRING]
 Prints one line per workload (same / DIFFERENT and what), then the count; exit 1 if any differs."""
@@ -70,16 +72,29 @@ def _no_tree(x):
     return x
 
 
+# stats.json's keys naming the hardware config file and its text's sha256: an edit of a `source` note changes
+# them and nothing simulated, so they are compared apart ("config text changed").
+CONFIG_KEYS = "hardware_config"
+
+
 def sha(path, stats=False):
-    """sha256 of a file; of stats.json without its "path" field and with its config paths relative to
-    the build's source tree (two worktrees' builds name their own)."""
+    """sha256 of a file; of stats.json without its "path" field and its hardware_config* keys, and with its
+    config paths relative to the build's source tree (two worktrees' builds name their own)."""
     with open(path, "rb") as fh:
         data = fh.read()
     if stats:
         j = json.loads(data)
         j.pop("path", None)
+        j = {k: v for k, v in j.items() if not k.startswith(CONFIG_KEYS)}
         data = json.dumps(_no_tree(j), sort_keys=True).encode()
     return hashlib.sha256(data).hexdigest()
+
+
+def config_text(path):
+    """The hardware_config* keys of a stats.json (config path relative to its tree), as one string."""
+    with open(path) as fh:
+        j = json.load(fh)
+    return json.dumps(_no_tree({k: v for k, v in j.items() if k.startswith(CONFIG_KEYS)}), sort_keys=True)
 
 
 def digest(build, workload, out, args=(), trace=True):
@@ -103,6 +118,7 @@ def digest(build, workload, out, args=(), trace=True):
             if f == "stats.json":
                 with open(os.path.join(folder, f)) as fh:
                     d[rel + " total_time_ns"] = repr(json.load(fh).get("total_time_ns"))
+                d[rel + " " + CONFIG_KEYS] = config_text(os.path.join(folder, f))
     return d
 
 
@@ -122,14 +138,21 @@ def compare(a, b, named, scratch, args=(), trace=True):
         db = digest(b, w, out, args, trace)
         shutil.rmtree(out)
         t2 = time.time()
-        if da == db and "exit" not in da:
-            print("same       %-60s %d files  %.1f s / %.1f s" % (name, len(da), t1 - t0, t2 - t1), flush=True)
+        # The config file's text alone differing (a note edited) is reported, not counted.
+        config = sorted(k for k in da if k.endswith(" " + CONFIG_KEYS) and da[k] != db.get(k, da[k]))
+        ra, rb = ({k: v for k, v in d.items() if k not in config} for d in (da, db))
+        if ra == rb and "exit" not in da:
+            files = sum(1 for k in da if not k.endswith(" " + CONFIG_KEYS))
+            note = ("  (config text changed: %s)" % ", ".join(k[:-len(CONFIG_KEYS) - 1] for k in config)
+                    if config else "")
+            print("same       %-60s %d files  %.1f s / %.1f s%s" % (name, files, t1 - t0, t2 - t1, note), flush=True)
         else:
             bad += 1
             diff = sorted(k for k in set(da) | set(db) if da.get(k) != db.get(k))
             # A stats.json that differs says whether the simulated time does too (a config or source-line
             # change leaves it alone).
-            diff = [k if not k.endswith(" total_time_ns") else "%s %s -> %s" % (k, da.get(k), db.get(k))
+            diff = [k[:-len(CONFIG_KEYS)] + "config text changed" if k in config else
+                    k if not k.endswith(" total_time_ns") else "%s %s -> %s" % (k, da.get(k), db.get(k))
                     for k in diff]
             diff += ["%s same (%s)" % (k, da[k]) for k in sorted(da) if k.endswith(" total_time_ns") and
                      da.get(k) == db.get(k) and k[:-len(" total_time_ns")] in diff]

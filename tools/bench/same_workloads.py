@@ -1,7 +1,9 @@
 """Checks that two trnsim builds run the C++ workloads alike: for every workload JSON under the given
 folders or files (default configs/workloads, recursively), `trnsim run W --out D --no-numerics` with each
 build, comparing the sha256 of stats.json (without its "path" field, config paths relative to the source
-tree: nki_same_output.sha). With NUMERICS=1 the runs compute numerics and the output .npy files are compared
+tree: nki_same_output.sha). Its hardware_config* keys are compared apart: runs that differ only there (a
+config file's text changed, e.g. a `source` note) are "same ... (config text changed: stats.json)", not
+counted as differing. With NUMERICS=1 the runs compute numerics and the output .npy files are compared
 too; with TRACE=1 the Chrome JSON trace as well. A change meant to leave behaviour alone (a refactor) must
 leave every line "same".
 

@@ -418,6 +418,30 @@ TEST_CASE("cs149_vector_add schedule unrolled: the published Trn1 binaries' buff
       "'loop'; drop one of them");
 }
 
+TEST_CASE("trn1 queue sets: n = 256000 FREE_DIM=1000's first add runs under the second iteration's loads",
+          "[calibration]") {
+  const int64_t n = 256000;
+  std::map<std::string, test::Bytes> in{{"a", random_tensor(n, isa::DType::F32, 12).bytes},
+                                        {"b", random_tensor(n, isa::DType::F32, 13).bytes}};
+  const auto time = [&](int64_t free_dim, const config::HwConfig& hw) {
+    const json p = {{"n", n},
+                    {"variant", "stream"},
+                    {"free_dim", free_dim},
+                    {"edition", "2024"},
+                    {"schedule", "unrolled"}};
+    return test::run_kernel("cs149_vector_add", p, in, hw, 1).stats.total_time.ns();
+  };
+  const config::HwConfig& sets = test::hw_named("trn1");
+  REQUIRE(sets.dma.queue_sets);
+  const config::HwConfig no_sets = config::load_hw_config("trn1", {{"dma.queue_sets", false}});
+  // With SP's loads in order on its queue set, both rows' loads end together (2 MB on 16 engines) and what
+  // FREE_DIM=2000 adds is the exposed half of the work after them: the add's extra 1000 columns, 2 x 1000
+  // DVE cycles at 1.12 GHz = 1785.714 ns, and the store's extra 32000 B per engine at 17 B/ns = 1882.353 ns.
+  CHECK(time(2000, sets) - time(1000, sets) == Approx(1785.714 + 1882.353).margin(0.01));
+  // Without sets the four loads share the engines and land together, so the first add waits for all of them.
+  CHECK(time(1000, no_sets) - time(1000, sets) > 1000.0);
+}
+
 TEST_CASE("transpose_2d: 128 x 128 tiles through the PE transpose", "[calibration]") {
   const int64_t M = 256, N = 384;
   std::map<std::string, Tensor> in{{"in", random_tensor(M * N, isa::DType::F32, 7)}};
