@@ -188,6 +188,8 @@ def _build_core(kernel, args, kwargs):
     plan = _emit.emit(k, trace, _schedule_mode(kernel.options), kernel.options.get("bufs"))
     _last_plans.append({"core": core, "schedule": _schedule_mode(kernel.options), "sites": plan.report(),
                         "instructions": len(trace.ops) + len(trace.followers)})
+    if plan.direct:
+        _last_plans[-1]["direct"] = plan.report_direct()
     views = [o.st.phys for o in outs]
     returned_shapes[:] = [o.shape for o in outs]
     returned_names[:] = [o.st.name for o in outs]

@@ -6,7 +6,7 @@ program ids, index expressions, and the math / memory conveniences, each lowered
 import functools as _functools
 import math as _math
 
-from . import _index, _lower, _ops, _schedule, _trace
+from . import _direct, _index, _lower, _ops, _schedule, _trace
 from ._dtypes import BY_NAME as _DT
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
@@ -251,10 +251,17 @@ def new_tensor(shape, dtype, buffer, name, kwargs, call):
     _ops.check_tile_shape(dims, pdim, b.space, d, call)
     site = t.call_stack()
     loc = Loc(site[-1]) if site else caller_loc()
-    if b.space == PSUM and pdim > 0:
-        return BlockTensor(t, name or "tile", d, dims, pdim, loc, site)
+    direct = b if isinstance(b, _direct.DirectBuffer) else None
+    if direct is not None:  # the kernel's places for its blocks, checked now (_direct.py)
+        np_ = dims[pdim]
+        fdim = _math.prod(dims[pdim + 1:]) * d.itemsize
+        direct.check_all(dims, pdim, np_, fdim, name or "tile", loc)
+    if pdim > 0 and (b.space == PSUM or direct is not None):
+        return BlockTensor(t, name or "tile", d, dims, pdim, loc, site, b.space, direct)
     st = Storage(t, name or "tile", b.space, d, dims, pdim, loc=loc)
     st.site = site
+    if direct is not None:
+        st.direct = direct.place((), st, _direct.Decl(direct, loc, dims))
     return NkiTensor.whole(st)
 
 
