@@ -77,7 +77,8 @@ class DirectBuffer(Buffer):
 
         tg = target()
         r = self.func(tuple(key), np_, fdim)
-        what = f"{self.desc}: {name} block {tuple(key)}" if key else f"{self.desc}: {name}"
+        named = f"{name} " if name else ""  # (the kernel's name=; the variable is not bound yet)
+        what = f"{self.desc}: {named}block {tuple(key)}" if key else f"{self.desc}: {named or 'its tile '}".rstrip()
         n = 2 if self.space == SBUF else 3
         if not isinstance(r, tuple) or len(r) != n or any(isinstance(x, bool) or not isinstance(x, int)
                                                           for x in r):

@@ -255,7 +255,7 @@ def new_tensor(shape, dtype, buffer, name, kwargs, call):
     if direct is not None:  # the kernel's places for its blocks, checked now (_direct.py)
         np_ = dims[pdim]
         fdim = _math.prod(dims[pdim + 1:]) * d.itemsize
-        direct.check_all(dims, pdim, np_, fdim, name or "tile", loc)
+        direct.check_all(dims, pdim, np_, fdim, name, loc)
     if pdim > 0 and (b.space == PSUM or direct is not None):
         return BlockTensor(t, name or "tile", d, dims, pdim, loc, site, b.space, direct)
     st = Storage(t, name or "tile", b.space, d, dims, pdim, loc=loc)
