@@ -69,6 +69,16 @@ def test_lifetime_conflicts():
               "overlaps a, read below", tnki.simulate_kernel, K.overlapping, np.zeros((128, 256), np.float32))
 
 
+def test_force_auto_alloc():
+    # The lifetime conflict of all_loaded_first is gone when the kernel's allocator is ignored: SBUF blocks of
+    # the model's allocation are one tile side by side, no direct placements reported.
+    x = np.arange(1024 * 128, dtype=np.float32).reshape(1024, 128)
+    r = tnki.benchmark(K.forced, x)
+    assert r.outputs[0].tobytes() == x.tobytes()
+    (core,) = r.stats["nki"]["allocation"]
+    assert "direct" not in core and len(core["sites"]) == 1, core
+
+
 def test_no_mixing():
     raises_at(NkiError, "sbuf tile u [128, 128] float32 allocated at nki_direct.py:76 (made by activation at "
               "nki_direct.py:76) is allocated automatically while the kernel places sbuf tile t [128, 128] "

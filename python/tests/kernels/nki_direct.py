@@ -94,3 +94,17 @@ def quarters(x):
     for i in nl.affine_range(4):
         nl.store(out[i * 32:(i + 1) * 32, :], t[i])
     return out
+
+
+@nki.compiler.force_auto_alloc
+@nki.jit
+def forced(x):
+    # all_loaded_first with its allocator ignored: the model's allocation, no conflict.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((8, nl.par_dim(128), 128), dtype=nl.float32,
+                   buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
+    for i in nl.affine_range(8):
+        t[i] = nl.load(x[i * 128:(i + 1) * 128, :])
+    for i in nl.affine_range(8):
+        nl.store(out[i * 128:(i + 1) * 128, :], t[i])
+    return out
