@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _core
 from .._runner import resolve_kernel
-from . import _errors
+from . import _errors, _print
 
 _LOC = re.compile(r"([^:\n]+\.py):(\d+): ")
 
@@ -130,6 +130,8 @@ def _ordered_outputs(run):
 
     outs = run.outputs(native=True)
     names = run.output_names
+    shown = _print.show(outs)  # nl.device_print's outputs: printed, not returned
+    names = [n for n in names if n not in shown]
     if set(returned_names) == set(names):
         names = returned_names  # a tensor the kernel returned twice is given back twice, as the same array
     ordered = [(n, outs[n]) for n in names if n in outs]

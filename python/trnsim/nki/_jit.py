@@ -11,7 +11,7 @@ import os
 import re
 import threading
 
-from . import _budget, _emit, _loop_reduce, _loops, _trace
+from . import _budget, _emit, _loop_reduce, _loops, _print, _trace
 from ._backend import Target
 from ._dtypes import as_dtype
 from ._errors import Loc, NkiError
@@ -153,6 +153,7 @@ def _build_core(kernel, args, kwargs):
         raise NkiError("a kernel's traced function runs inside trnsim's build (trnsim run / simulate_kernel)")
     core, cores = k.program_id(), k.num_programs()
     if core == 0:
+        _print.printed.clear()
         _auto_named.clear()
         _kernel_file.clear()
         path = kernel.fn.__code__.co_filename
@@ -194,7 +195,11 @@ def _build_core(kernel, args, kwargs):
     returned_shapes[:] = [o.shape for o in outs]
     returned_names[:] = [o.st.name for o in outs]
     returned_tuple[:] = [isinstance(results, (tuple, list))]
+    # nl.device_print's copies are outputs of the run too (_print.py): returned after the kernel's own.
+    shown = [st.phys for st in trace.storages if st.role == "print"]
     _release(trace)
+    if shown:
+        return tuple(views + shown)
     if results is None:
         return None
     return views[0] if not isinstance(results, (tuple, list)) else tuple(views)
@@ -415,6 +420,9 @@ def _declare_hbm(k, trace, outs):
         from .. import _core
 
         dtype = _core.parse_dtype(st.dtype.isa)
+        if st.role == "print":  # nl.device_print's copy: an extra output of the run (_print.py)
+            st.phys = k.output(st.name, dtype, list(st.shape), loc=loc)
+            continue
         if st in out_st:
             name = st.name
             if not name:

@@ -6,7 +6,7 @@ program ids, index expressions, and the math / memory conveniences, each lowered
 import functools as _functools
 import math as _math
 
-from . import _direct, _index, _lower, _ops, _schedule, _trace
+from . import _direct, _index, _lower, _ops, _print, _schedule, _trace
 from ._dtypes import BY_NAME as _DT
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
@@ -283,6 +283,12 @@ def full(shape, fill_value, dtype, buffer=None, name="", **kwargs):
 
 
 no_reorder = _schedule.no_reorder  # (`with nl.no_reorder():`: a concern of the schedule, _schedule.py)
+
+
+def device_print(print_prefix, tensor, *, mask=None, **kwargs):
+    """print(print_prefix, values) of an SBUF tile or HBM tensor at this point of the kernel, to stdout after the
+    run (one DMA of it to an extra HBM output, `device_print_<n>`: _print.py)."""
+    _print.device_print(print_prefix, tensor, mask=mask, **kwargs)
 
 
 def _shape_of(a):
@@ -812,8 +818,7 @@ UNSUPPORTED = {
     "layer_norm": "", "exp2": "", "dropout": "random numbers",
     "rand": "random numbers",
     "random_seed": "random numbers",
-    "device_print": "a tile's values exist only when the simulated kernel runs, after tracing; to see them, "
-    "store the tile into an nl.shared_hbm tensor and return it as an output", "atomic_rmw": "", "gather_flattened": "",
+    "atomic_rmw": "", "gather_flattened": "",
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
     "invert": "", "logical_xor": "", "all": "",
     "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
@@ -846,7 +851,7 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
              "negative", "logical_not", "softmax", "rms_norm", "var", "mod",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
-             "is_on_chip", "shared_identity_matrix", "shared_constant", "loop_reduce", "NKIObject",
+             "is_on_chip", "shared_identity_matrix", "shared_constant", "loop_reduce", "NKIObject", "device_print",
              "no_reorder"]
 
 
