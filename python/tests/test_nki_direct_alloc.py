@@ -87,6 +87,14 @@ def test_no_mixing():
               np.zeros((128, 128), np.float32))
 
 
+def test_hbm_scratch():
+    raises_at(NkiError, "hbm tensor s [128, 128] float32 allocated at nki_direct.py:117 is neither an input nor a "
+              "returned output of the kernel, which places sbuf tile t [128, 128] float32 allocated at "
+              "nki_direct.py:118 with nki.compiler.sbuf.mod_alloc(base_addr=0): with direct allocation NKI allows "
+              "no other HBM tensor", SRC, "# scratch", tnki.simulate_kernel, K.hbm_scratch,
+              np.zeros((128, 128), np.float32))
+
+
 def test_bad_places():
     # Each checked over every block when the tensor is declared: the error names the declaration's line.
     top = nl.tile_size.total_available_sbuf_size

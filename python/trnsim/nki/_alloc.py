@@ -115,6 +115,7 @@ def plan(trace, bufs_override=None, limits=None):
     if direct:  # the kernel places its tiles itself (_direct.py): no sites, one buffer per logical tile
         _direct.check_no_mixing(direct, [st for st in trace.storages if st.space in (SBUF, PSUM) and
                                          st.first >= 0 and st.direct is None])
+        _direct.check_hbm(trace, direct)
         pools, after = _direct.plan(trace, direct)
         return Plan([], pools, after, direct)
     target = trace.target

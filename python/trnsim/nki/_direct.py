@@ -21,7 +21,7 @@ memory (one per PSUM bank), so the builder's dependency tracking sees their addr
 import itertools
 
 from ._errors import NkiError
-from ._tensor import PSUM, SBUF, Buffer
+from ._tensor import HBM, PSUM, SBUF, Buffer
 
 
 forced = set()  # code objects of the kernels under nki.compiler.force_auto_alloc: allocators ignored
@@ -219,6 +219,17 @@ def check_no_mixing(direct, auto):
                        "automatic allocation in a kernel (NKI Direct Allocation Developer Guide, common error 1); "
                        "declare it with a direct allocator and assign the call's result into it (t[...] = ...)",
                        loc=op.loc or a.loc)
+
+
+def check_hbm(trace, direct):
+    """The guide's known limitation 1: with direct allocation a kernel's HBM tensors are its inputs and the
+    tensors it returns (and nl.device_print's copies, which trnsim adds)."""
+    for st in trace.storages:
+        if st.space == HBM and st.role == "scratch" and st.first >= 0:
+            raise NkiError(f"{st.label()} is neither an input nor a returned output of the kernel, which places "
+                           f"{direct[0].label()} with {direct[0].direct.decl.buffer.desc}: with direct allocation "
+                           "NKI allows no other HBM tensor (NKI Direct Allocation Developer Guide, known "
+                           "limitations: a non-IO HBM tensor is not supported in an allocated kernel)", loc=st.loc)
 
 
 def plan(trace, direct):
