@@ -79,20 +79,21 @@ def test_force_auto_alloc():
     assert "direct" not in core and len(core["sites"]) == 1, core
 
 
-def test_no_mixing():
-    raises_at(NkiError, "sbuf tile u [128, 128] float32 allocated at nki_direct.py:76 (made by activation at "
-              "nki_direct.py:76) is allocated automatically while the kernel places sbuf tile t [128, 128] "
-              "float32 allocated at nki_direct.py:74 with nki.compiler.sbuf.mod_alloc(base_addr=0): NKI does not "
-              "mix direct and automatic allocation", SRC, "its own tile", tnki.simulate_kernel, K.mixed,
-              np.zeros((128, 128), np.float32))
-
-
-def test_hbm_scratch():
-    raises_at(NkiError, "hbm tensor s [128, 128] float32 allocated at nki_direct.py:117 is neither an input nor a "
-              "returned output of the kernel, which places sbuf tile t [128, 128] float32 allocated at "
-              "nki_direct.py:118 with nki.compiler.sbuf.mod_alloc(base_addr=0): with direct allocation NKI allows "
-              "no other HBM tensor", SRC, "# scratch", tnki.simulate_kernel, K.hbm_scratch,
-              np.zeros((128, 128), np.float32))
+def test_kernel_wide_rules():
+    # The guide's common error 1 (a tile the model would place, in a kernel placing its tiles) and known
+    # limitation (an HBM tensor neither input nor returned), each at the line of the tensor breaking it.
+    for kernel, marker, message in [
+        (K.mixed, "its own tile",
+         "sbuf tile u [128, 128] float32 allocated at nki_direct.py:76 (made by activation at nki_direct.py:76) is "
+         "allocated automatically while the kernel places sbuf tile t [128, 128] float32 allocated at "
+         "nki_direct.py:74 with nki.compiler.sbuf.mod_alloc(base_addr=0): NKI does not mix direct and automatic "
+         "allocation"),
+        (K.hbm_scratch, "# scratch",
+         "hbm tensor s [128, 128] float32 allocated at nki_direct.py:107 is neither an input nor a returned output "
+         "of the kernel, which places sbuf tile t [128, 128] float32 allocated at nki_direct.py:108 with "
+         "nki.compiler.sbuf.mod_alloc(base_addr=0): with direct allocation NKI allows no other HBM tensor"),
+    ]:
+        raises_at(NkiError, message, SRC, marker, tnki.simulate_kernel, kernel, np.zeros((128, 128), np.float32))
 
 
 def test_bad_places():

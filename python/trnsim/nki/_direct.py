@@ -24,9 +24,6 @@ from ._errors import NkiError
 from ._tensor import HBM, PSUM, SBUF, Buffer
 
 
-forced = set()  # code objects of the kernels under nki.compiler.force_auto_alloc: allocators ignored
-
-
 class Place:
     """Where a logical tile lives: start partition and byte offset in the space (PSUM: bank * bank bytes + the
     byte address in the bank); `decl` the tensor it is a block of (a BlockTensor, or its Storage)."""

@@ -59,6 +59,8 @@ class JitKernel:
     def __init__(self, fn, grid=None, options=None):
         self.fn = fn
         self.options = dict(options or {})
+        if getattr(fn, "__trnsim_force_auto_alloc__", False):  # (nki.compiler.force_auto_alloc under @nki.jit)
+            self.options["force_auto_alloc"] = True
         self.launch_grid = _grid_dims(grid)
         self.grid_given = grid  # as the kernel wrote it (messages)
         # Grid dim 0's programs in a row on one core (nl.spmd_dim(nl.nc(2), 2): 2; else 1, alternating).

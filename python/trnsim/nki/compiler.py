@@ -22,8 +22,10 @@ def force_auto_alloc(f=None, **kwargs):
     nl.sbuf / nl.psum ones (the guide's check for a lifetime conflict the compiler missed)."""
     if f is None:
         return force_auto_alloc
-    fn = getattr(f, "fn", f)  # (under @nki.jit or above it)
-    _direct.forced.add(getattr(fn, "__code__", None))
+    if hasattr(f, "options") and hasattr(f, "fn"):  # above @nki.jit: the kernel
+        f.options["force_auto_alloc"] = True
+    else:  # below it: the function, whose kernel takes the option (_jit.JitKernel)
+        f.__trnsim_force_auto_alloc__ = True
     return f
 
 

@@ -252,7 +252,7 @@ def new_tensor(shape, dtype, buffer, name, kwargs, call):
     site = t.call_stack()
     loc = Loc(site[-1]) if site else caller_loc()
     direct = b if isinstance(b, _direct.DirectBuffer) else None
-    if direct is not None and t.entry_code in _direct.forced:  # nki.compiler.force_auto_alloc
+    if direct is not None and (t.options or {}).get("force_auto_alloc"):  # nki.compiler.force_auto_alloc
         b, direct = (sbuf if b.space == SBUF else psum), None
     if direct is not None:  # the kernel's places for its blocks, checked now (_direct.py)
         np_ = dims[pdim]
