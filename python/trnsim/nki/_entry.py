@@ -92,6 +92,7 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
     from . import _jit
 
     _jit.returned_names.clear()  # (this run's NKI build sets it; a builder kernel leaves it empty)
+    _print.printed.clear()
     _jit.returned_tuple.clear()
     func, grid = resolve_kernel(kernel)
     grid = _cores(grid, lnc, kernel)
