@@ -14,7 +14,7 @@ from . import _ops, _trace
 from ._errors import NkiError, caller_loc, unsupported
 from ._tensor import HBM, PSUM, BlockTensor, NkiTensor, Storage
 
-printed = []  # (prefix, output name, id of its trace, core, shape, cores) of the run being built, in trace order (cleared by the
+printed = []  # (prefix, output name, n, core, shape, cores) of the run being built, in trace order (cleared by the
 # build of core 0: _jit._build_core)
 PREFIX = "device_print_"
 
@@ -38,7 +38,7 @@ def device_print(print_prefix, tensor, *, mask=None, **kwargs):
     if tensor.st.space == PSUM:
         raise NkiError(f"{call}: {tensor.st.label()} is in PSUM; the page prints a tensor in SBUF or HBM: copy "
                        "it to SBUF first (nisa.tensor_copy)")
-    n = sum(1 for p in printed if p[2] == id(t))
+    n = t.device_prints = getattr(t, "device_prints", -1) + 1  # (this trace's calls so far)
     k = getattr(t, "kernel", None)
     core, cores = (k.program_id(), k.num_programs()) if k is not None else (0, 1)
     name = f"{PREFIX}{n}"
@@ -54,13 +54,13 @@ def device_print(print_prefix, tensor, *, mask=None, **kwargs):
     st = Storage(t, name, HBM, tensor.dtype, shape, role="print", loc=loc)
     dst = NkiTensor.whole(st)
     _ops.dma_copy(dst[core] if cores > 1 else dst, tensor, loc=loc)
-    printed.append((print_prefix, name, id(t), core, tuple(tensor.shape), cores))
+    printed.append((print_prefix, name, n, core, tuple(tensor.shape), cores))
 
 
 def show(outs):
     """Prints the run's device_print outputs (name -> array) in trace order; returns the names printed."""
     names = []
-    for prefix, name, _t, core, _shape, cores in printed:
+    for prefix, name, _n, core, _shape, cores in printed:
         if name in outs:
             print(prefix, outs[name][core] if cores > 1 else outs[name])
             names.append(name)
