@@ -3,8 +3,9 @@
 The values exist only when the simulated kernel runs, after tracing. So the call copies the tensor (an SBUF
 tile or an HBM tensor, as the page allows) with one DMA into an HBM tensor of its own, an extra output of the
 run named `device_print_<n>` (n counts the calls the kernel traced; on LNC2 [2, ...], core c's values at [c],
-both cores printing tensors of the same shapes); after the run, simulate_kernel and benchmark print each, in trace order, as the page's CPU
-simulation does: `print(prefix, values)` to stdout, then drop them from the returned outputs. The page gives no
+both cores printing tensors of the same shapes); after the run, simulate_kernel and benchmark print each, in
+trace order, as the page's CPU simulation does: `print(prefix, values)` to stdout, then drop them from the
+returned outputs. The page gives no
 cost; on hardware the runtime takes the tensor off the chip through its debug stream, and trnsim charges that
 one copy to HBM (a DMA on the kernel's queues, numerics untouched). A CLI run writes them as outputs
 (`device_print_<n>.npy` beside the others).
@@ -14,8 +15,9 @@ from . import _ops, _trace
 from ._errors import NkiError, caller_loc, unsupported
 from ._tensor import HBM, PSUM, BlockTensor, NkiTensor, Storage
 
-printed = []  # (prefix, output name, n, core, shape, cores) of the run being built, in trace order (cleared by the
-# build of core 0: _jit._build_core)
+# (prefix, output name, n, core, shape, cores) of the run being built, in trace order (cleared by _entry._prepare
+# and by the build of core 0, _jit._build_core)
+printed = []
 PREFIX = "device_print_"
 
 
