@@ -250,24 +250,6 @@ def test_iota_pattern_walks_dst_elements():
                               "must be in SBUF)"), str(e)
 
 
-@nki.jit
-def prints(x):
-    t = nl.load(x)
-    nl.device_print("value of t:", t)  # MARK-print
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    nl.store(out, t)
-    return out
-
-
-def test_device_print_says_how_to_see_the_values():
-    # nki.simulate_kernel's documented examples print with nl.device_print; it said only "printing device
-    # values". The values exist after tracing, when the simulated kernel runs: the message says how to get them.
-    e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, prints, X)
-    assert str(e) == (f"{THIS}:{line_of('MARK-print')}: nki.language.device_print is not modelled by trnsim: a "
-                      "tile's values exist only when the simulated kernel runs, after tracing; to see them, store "
-                      "the tile into an nl.shared_hbm tensor and return it as an output (docs/nki.md lists the "
-                      "supported calls)"), str(e)
-
 def test_typed_array_of_the_wrong_kind_says_its_prefix_once():
     # Was "copy: input 'x': dtype float32 does not fit copy: input 'x' (expected an integer dtype ...)".
     e = raises(Exception, tnki.simulate_kernel, copy, tnki.typed(X, "int8"))

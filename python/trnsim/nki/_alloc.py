@@ -17,6 +17,7 @@ import operator
 
 import numpy as np
 
+from . import _direct
 from ._errors import NkiError
 from ._tensor import PSUM, SBUF
 
@@ -64,10 +65,14 @@ class Plan:
     uid, index)`; `after[op index]`: (storage uid) whose buffer's last accesses the op must follow (its
     buffer took their space: write-after-read from pool to pool)."""
 
-    def __init__(self, sites, pools, after):
+    def __init__(self, sites, pools, after, direct=()):
         self.sites = sites
         self.pools = pools
         self.after = after
+        self.direct = direct  # the directly allocated tiles (_direct.py), when the kernel places them
+
+    def report_direct(self):
+        return _direct.report(self.direct)
 
     def report(self):
         return [{"site": s.uid, "space": s.space, "line": str(s.loc) if s.loc else "?",
@@ -106,6 +111,13 @@ def _scope(trace, s):
 
 
 def plan(trace, bufs_override=None, limits=None):
+    direct = [st for st in trace.storages if st.direct is not None and st.first >= 0]
+    if direct:  # the kernel places its tiles itself (_direct.py): no sites, one buffer per logical tile
+        _direct.check_no_mixing(direct, [st for st in trace.storages if st.space in (SBUF, PSUM) and
+                                         st.first >= 0 and st.direct is None])
+        _direct.check_hbm(trace, direct)
+        pools, after = _direct.plan(trace, direct)
+        return Plan([], pools, after, direct)
     target = trace.target
     by_key = {}
     sites = []

@@ -4,7 +4,7 @@ instruction, each with its operands as builder views and the kernel line it came
 from . import _alloc, _schedule
 from ._errors import NkiError, lowered
 from ._ops import _LOAD_ATTRS
-from ._tensor import HBM, SBUF
+from ._tensor import HBM, PSUM, SBUF
 
 _core = None
 
@@ -30,6 +30,7 @@ class Emitter:
         self.plan = plan
         self.buffers = {}  # (pool uid, index) -> whole-buffer builder view
         self.whole = {}  # (pool uid, index) -> the dims of a view of the whole buffer, ((0, P), (1, F))
+        self.arenas = {}  # directly placed tiles (_direct.py): SBUF, (PSUM, bank offset) -> the arena view
         # (pool uid, index) -> on-chip views whose builder view is cached (NkiTensor._bv): a builder view holds
         # its buffer, so they are dropped with the buffer, when the builder may give the space away, and every
         # one when the emission ends (a view a kernel keeps must not carry this build's builder view into
@@ -94,7 +95,9 @@ class Emitter:
         if st.space == HBM:
             return st.phys
         b = self.buffers.get(st.phys)
-        if b is None:
+        if b is None and st.direct is not None:
+            b = self.buffers[st.phys] = self.direct_base(st)
+        elif b is None:
             # Each buffer at the byte offset the plan gave it (kernels/api/alloc_rule.h plan_pools): the
             # builder's allocator in program order, as the C++ pools are made.
             pool = self.plan.pools[st.phys[0]]
@@ -109,6 +112,24 @@ class Emitter:
             self.buffers[st.phys] = b
             self.whole[st.phys] = ((0, pool.partitions), (1, free))
         return b
+
+    def direct_base(self, st):
+        """A directly placed tile (_direct.py): a view of the arena covering its memory (SBUF; PSUM: its bank)
+        at its partition and bytes, so the builder tracks its accesses by address as placed."""
+        c, d, tg = self.c, st.direct, self.trace.target
+        free = st.pbytes // st.dtype.itemsize
+        self.whole[st.phys] = ((0, st.partitions), (1, free))
+        if st.space == SBUF:
+            key, at, size, space = SBUF, 0, tg.sbuf_bytes, c.MemSpace.SBUF
+        else:
+            at = d.offset - d.offset % tg.psum_bank_bytes
+            key, size, space = (PSUM, at), tg.psum_bank_bytes, c.MemSpace.PSUM
+        arena = self.arenas.get(key)
+        if arena is None:
+            name = "sbuf" if st.space == SBUF else f"psum bank {at // tg.psum_bank_bytes}"
+            arena = self.arenas[key] = self.k.tile_at(space, at, [tg.partitions, size], c.parse_dtype("uint8"),
+                                                      f"direct {name}")
+        return arena.pattern(self.dtype(st.dtype), d.offset - at, ((0, st.partitions), (1, free)), d.partition)
 
     def indexed_rows(self, v):
         """The indexed HBM side of an indirect DMA (_tensor.indexed_rows): its first row's pattern over the
@@ -237,6 +258,11 @@ def _record_sites(k, plan):
             space=c.MemSpace.SBUF if s.space == SBUF else c.MemSpace.PSUM,
             bytes_per_partition=s.unit, tiles=s.live, trip_count=s.trip, bufs=s.bufs,
             by_rule=s.reason != "explicit bufs", reason=s.reason, declarations=s.placements, scope=s.scope)
+    for d in plan.report_direct() if plan.direct else ():  # the kernel's own placements: its physical tiles
+        n = len(d["physical_tiles"])
+        rec(name=d["tensor"], source=d["line"], space=c.MemSpace.SBUF if d["space"] == SBUF else c.MemSpace.PSUM,
+            bytes_per_partition=d["bytes_per_partition"] * n, tiles=1, trip_count=d["logical_tiles"], bufs=n,
+            by_rule=False, reason=f"direct allocation: {d['allocator']}", declarations=1, scope="kernel")
 
 
 def _loc(op):

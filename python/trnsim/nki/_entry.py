@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _core
 from .._runner import resolve_kernel
-from . import _errors
+from . import _errors, _print
 
 _LOC = re.compile(r"([^:\n]+\.py):(\d+): ")
 
@@ -107,6 +107,7 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
     from . import _jit
 
     _jit.returned_names.clear()  # (this run's NKI build sets it; a builder kernel leaves it empty)
+    _print.printed.clear()
     _jit.returned_tuple.clear()
     func, grid = resolve_kernel(kernel)
     grid = _cores(grid, lnc, kernel)
@@ -145,6 +146,8 @@ def _ordered_outputs(run):
 
     outs = run.outputs(native=True)
     names = run.output_names
+    shown = _print.show(outs)  # nl.device_print's outputs: printed, not returned
+    names = [n for n in names if n not in shown]
     if set(returned_names) == set(names):
         names = returned_names  # a tensor the kernel returned twice is given back twice, as the same array
     ordered = [(n, outs[n]) for n in names if n in outs]

@@ -11,7 +11,7 @@ import os
 import re
 import threading
 
-from . import _budget, _emit, _loop_reduce, _loops, _trace
+from . import _budget, _emit, _loop_reduce, _loops, _print, _trace
 from ._backend import Target
 from ._dtypes import as_dtype
 from ._errors import Loc, NkiError
@@ -59,6 +59,8 @@ class JitKernel:
     def __init__(self, fn, grid=None, options=None):
         self.fn = fn
         self.options = dict(options or {})
+        if getattr(fn, "__trnsim_force_auto_alloc__", False):  # (nki.compiler.force_auto_alloc under @nki.jit)
+            self.options["force_auto_alloc"] = True
         self.launch_grid = _grid_dims(grid)
         self.grid_given = grid  # as the kernel wrote it (messages)
         # Grid dim 0's programs in a row on one core (nl.spmd_dim(nl.nc(2), 2): 2; else 1, alternating).
@@ -153,6 +155,7 @@ def _build_core(kernel, args, kwargs):
         raise NkiError("a kernel's traced function runs inside trnsim's build (trnsim run / simulate_kernel)")
     core, cores = k.program_id(), k.num_programs()
     if core == 0:
+        _print.printed.clear()
         _auto_named.clear()
         _kernel_file.clear()
         path = kernel.fn.__code__.co_filename
@@ -188,11 +191,17 @@ def _build_core(kernel, args, kwargs):
     plan = _emit.emit(k, trace, _schedule_mode(kernel.options), kernel.options.get("bufs"))
     _last_plans.append({"core": core, "schedule": _schedule_mode(kernel.options), "sites": plan.report(),
                         "instructions": len(trace.ops) + len(trace.followers)})
+    if plan.direct:
+        _last_plans[-1]["direct"] = plan.report_direct()
     views = [o.st.phys for o in outs]
     returned_shapes[:] = [o.shape for o in outs]
     returned_names[:] = [o.st.name for o in outs]
     returned_tuple[:] = [isinstance(results, (tuple, list))]
+    # nl.device_print's copies are outputs of the run too (_print.py): returned after the kernel's own.
+    shown = [st.phys for st in trace.storages if st.role == "print"]
     _release(trace)
+    if shown:
+        return tuple(views + shown)
     if results is None:
         return None
     return views[0] if not isinstance(results, (tuple, list)) else tuple(views)
@@ -413,6 +422,9 @@ def _declare_hbm(k, trace, outs):
         from .. import _core
 
         dtype = _core.parse_dtype(st.dtype.isa)
+        if st.role == "print":  # nl.device_print's copy: an extra output of the run (_print.py)
+            st.phys = k.output(st.name, dtype, list(st.shape), loc=loc)
+            continue
         if st in out_st:
             name = st.name
             if not name:

@@ -137,6 +137,7 @@ def new_tile(shape, dtype, space, name, loc=None, depth=1):
     st.first = -1
     st.last = -1
     st.phys = None
+    st.direct = None
     st.moved_to = None
     st.outer = t.outer
     st.scope = t.scope

@@ -43,7 +43,7 @@ _ALL = slice(None)
 
 class Storage:
     __slots__ = ("uid", "name", "space", "private", "dtype", "shape", "pdim", "pbytes", "site", "role",
-                 "loc", "first", "last", "phys", "trace", "hbm_rows_bytes", "outer", "scope", "moved_to")
+                 "loc", "first", "last", "phys", "trace", "hbm_rows_bytes", "outer", "scope", "moved_to", "direct")
 
     def __init__(self, trace, name, space, dtype, shape, pdim=0, private=False, role=None, loc=None):
         self.trace = trace
@@ -68,6 +68,7 @@ class Storage:
         self.last = -1
         self.moved_to = None  # the op that made it was retargeted to write another tensor (_lower._retarget)
         self.phys = None  # set by allocation (on-chip: (pool, buffer index))
+        self.direct = None  # a direct allocation's place for it (_direct.Place), else None: the plan's choice
         self.outer = trace.outer  # the outermost loop iteration it was declared in
         self.scope = trace.scope  # the loop iterations it was declared in (Trace.iters records)
 
@@ -1624,11 +1625,13 @@ class BlockTensor:
     """A PSUM tensor with block dims before its partition dim, (B..., P, F...): each block is a tile of its
     own (at most one 2 KiB bank per partition), allocated by itself as the compiler does, so blocks alive at
     different times share banks. Index it by its block indices first: t[i, j] (or t[i, j, :, :]) is one
-    block's tile."""
+    block's tile. An SBUF tensor with block dims declared with a direct allocator (`direct`,
+    nki.compiler.sbuf.mod_alloc) is one too: each block at the place the allocator gives it (_direct.py)."""
 
-    def __init__(self, trace, name, dtype, shape, pdim, loc, site):
+    def __init__(self, trace, name, dtype, shape, pdim, loc, site, space=PSUM, direct=None):
         self.trace, self.name, self.dtype, self.shape, self.pdim = trace, name, dtype, tuple(shape), pdim
         self.loc, self.site = loc, site
+        self.space, self.direct = space, direct
         self.outer = getattr(trace, "outer", None)  # declared there: its blocks' scope iteration
         self.scope = getattr(trace, "scope", ())
         self.blocks = {}
@@ -1641,13 +1644,15 @@ class BlockTensor:
     def buffer(self):
         from . import language as nl
 
-        return nl.psum
+        return self.direct if self.direct is not None else nl.psum
 
     def _block(self, key):
         st = self.blocks.get(key)
         if st is None:
-            st = Storage(self.trace, self.name, PSUM, self.dtype, self.shape[self.pdim:], 0, loc=self.loc)
+            st = Storage(self.trace, self.name, self.space, self.dtype, self.shape[self.pdim:], 0, loc=self.loc)
             st.site = self.site
+            if self.direct is not None:
+                st.direct = self.direct.place(key, st, self)
             st.outer = self.outer
             st.scope = self.scope
             self.blocks[key] = st
@@ -1664,13 +1669,13 @@ class BlockTensor:
                 if len(r) != 1:
                     from ._errors import unsupported
 
-                    unsupported("a view across several blocks of a PSUM tensor",
+                    unsupported(f"a view across several blocks of a {self.space.upper()} tensor",
                                 "each block is its own tile; index one block at a time")
                 e = r[0]
             try:
                 e = int(e)
             except TypeError:
-                raise NkiError(f"PSUM block index {e!r} must be an integer") from None
+                raise NkiError(f"{self.space.upper()} block index {e!r} must be an integer") from None
             if e < 0:
                 e += self.shape[d]
             if not 0 <= e < self.shape[d]:
@@ -1699,8 +1704,8 @@ class BlockTensor:
         from ._errors import UnsupportedName
 
         what = what or f"{_called()}: the whole of"
-        return UnsupportedName(f"{what} a PSUM tensor with block dims {list(self.shape)} is not modelled by "
+        return UnsupportedName(f"{what} a {self.space.upper()} tensor with block dims {list(self.shape)} is not modelled by "
                                "trnsim: each block is a tile of its own; index one (t[i]) first")
 
     def __repr__(self):
-        return f"BlockTensor({self.name}, shape={list(self.shape)}, dtype={self.dtype.name}, psum)"
+        return f"BlockTensor({self.name}, shape={list(self.shape)}, dtype={self.dtype.name}, {self.space})"

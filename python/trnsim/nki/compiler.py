@@ -1,7 +1,7 @@
 """nki.compiler: the decorators and options kernels carry for the Neuron compiler. Those that do not change
 what trnsim simulates are accepted and return the kernel unchanged (each is named here); the rest raise."""
 
-from . import _schedule
+from . import _direct, _schedule
 from ._errors import unsupported
 
 no_reorder = _schedule.no_reorder  # (nki.compiler.no_reorder: nl.no_reorder's other name)
@@ -18,7 +18,15 @@ def enable_stack_allocator(f=None, **kwargs):
 
 
 def force_auto_alloc(f=None, **kwargs):
-    return f if f is not None else (lambda g: g)
+    """The kernel's direct allocators are ignored: its tensors are placed by trnsim's allocation model, as
+    nl.sbuf / nl.psum ones (the guide's check for a lifetime conflict the compiler missed)."""
+    if f is None:
+        return force_auto_alloc
+    if hasattr(f, "options") and hasattr(f, "fn"):  # above @nki.jit: the kernel
+        f.options["force_auto_alloc"] = True
+    else:  # below it: the function, whose kernel takes the option (_jit.JitKernel)
+        f.__trnsim_force_auto_alloc__ = True
+    return f
 
 
 class CompileConfig:
@@ -26,28 +34,28 @@ class CompileConfig:
         unsupported("nki.compiler.CompileConfig", "trnsim has one allocation and schedule model (docs/nki.md)")
 
 
-class _DirectAllocation:
-    """nki.compiler.sbuf / psum: direct allocation (mod_alloc, alloc, auto_alloc). Kernels may name them at
-    import; calling one is NkiUnsupported (trnsim allocates every tile itself, docs/nki.md)."""
+class _Space:
+    """nki.compiler.sbuf / psum: direct allocation (_direct.py: mod_alloc, alloc) and auto_alloc (the buffer
+    nl.sbuf / nl.psum, which trnsim's allocation model places)."""
 
-    def __init__(self, space):
-        self.space = space
+    def __init__(self, space, mod_alloc, alloc):
+        self.space, self.mod_alloc, self.alloc = space, mod_alloc, alloc
+
+    def auto_alloc(self):
+        from . import language as nl
+
+        return getattr(nl, self.space)
 
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
+        from ._errors import unsupported_name
 
-        def f(*args, **kwargs):
-            unsupported(f"nki.compiler.{self.space}.{name}", "direct allocation at fixed addresses")
-
-        return f
-
-    def __call__(self, *args, **kwargs):
-        unsupported(f"nki.compiler.{self.space}", "direct allocation at fixed addresses")
+        raise unsupported_name(f"nki.compiler.{self.space}", name)
 
 
-sbuf = _DirectAllocation("sbuf")
-psum = _DirectAllocation("psum")
+sbuf = _Space("sbuf", _direct.sbuf_mod_alloc, _direct.sbuf_alloc)
+psum = _Space("psum", _direct.psum_mod_alloc, _direct.psum_alloc)
 
 
 def __getattr__(name):

@@ -7,7 +7,7 @@ import functools as _functools
 import math as _math
 import sys as _sys
 
-from . import _index, _lower, _ops, _schedule, _trace, _void
+from . import _direct, _index, _lower, _ops, _print, _schedule, _trace, _void
 from ._dtypes import BY_NAME as _DT
 from ._dtypes import DType as _DType
 from ._finfo import finfo as _finfo
@@ -258,10 +258,19 @@ def new_tensor(shape, dtype, buffer, name, kwargs, call):
     _ops.check_tile_shape(dims, pdim, b.space, d, call)
     site = t.call_stack()
     loc = Loc(site[-1]) if site else caller_loc()
-    if b.space == PSUM and pdim > 0:
-        return BlockTensor(t, name or "tile", d, dims, pdim, loc, site)
+    direct = b if isinstance(b, _direct.DirectBuffer) else None
+    if direct is not None and (t.options or {}).get("force_auto_alloc"):  # nki.compiler.force_auto_alloc
+        b, direct = (sbuf if b.space == SBUF else psum), None
+    if direct is not None:  # the kernel's places for its blocks, checked now (_direct.py)
+        np_ = dims[pdim]
+        fdim = _math.prod(dims[pdim + 1:]) * d.itemsize
+        direct.check_all(dims, pdim, np_, fdim, name, loc)
+    if pdim > 0 and (b.space == PSUM or direct is not None):
+        return BlockTensor(t, name or "tile", d, dims, pdim, loc, site, b.space, direct)
     st = Storage(t, name or "tile", b.space, d, dims, pdim, loc=loc)
     st.site = site
+    if direct is not None:
+        st.direct = direct.place((), st, _direct.Decl(direct, loc, dims))
     return NkiTensor.whole(st)
 
 
@@ -281,6 +290,12 @@ def full(shape, fill_value, dtype, buffer=None, name="", **kwargs):
 
 
 no_reorder = _schedule.no_reorder  # (`with nl.no_reorder():`: a concern of the schedule, _schedule.py)
+
+
+def device_print(print_prefix, tensor, *, mask=None, **kwargs):
+    """print(print_prefix, values) of an SBUF tile or HBM tensor at this point of the kernel, to stdout after the
+    run (one DMA of it to an extra HBM output, `device_print_<n>`: _print.py)."""
+    _print.device_print(print_prefix, tensor, mask=mask, **kwargs)
 
 
 def _shape_of(a):
@@ -827,8 +842,7 @@ UNSUPPORTED = {
     "layer_norm": "", "exp2": "", "dropout": "random numbers",
     "rand": "random numbers",
     "random_seed": "random numbers",
-    "device_print": "a tile's values exist only when the simulated kernel runs, after tracing; to see them, "
-    "store the tile into an nl.shared_hbm tensor and return it as an output", "atomic_rmw": "", "gather_flattened": "",
+    "atomic_rmw": "", "gather_flattened": "",
     "all_reduce": "collectives", "all_gather": "collectives", "reduce_scatter": "collectives",
     "invert": "", "logical_xor": "", "all": "",
     "fori_loop": "dynamic loops", "dynamic_range": "dynamic loops", "alloc_tiles": "", "alloc_stream_buffers": "",
@@ -861,7 +875,7 @@ SUPPORTED = ["ndarray", "zeros", "ones", "full", "empty_like", "ndarray_like", "
              "arctan", "erf", "erf_dx", "softplus", "mish", "gelu_dx", "silu_dx", "floor", "ceil", "trunc",
              "negative", "logical_not", "softmax", "rms_norm", "var", "mod",
              "sum", "max", "min", "prod", "mean", "tile_size", "expand_dims", "fp32", "is_sbuf", "is_psum", "is_hbm",
-             "is_on_chip", "shared_identity_matrix", "shared_constant", "loop_reduce", "NKIObject",
+             "is_on_chip", "shared_identity_matrix", "shared_constant", "loop_reduce", "NKIObject", "device_print",
              "no_reorder", "finfo"]
 
 

@@ -1,0 +1,112 @@
+"""NKI kernels placing their tiles with direct allocation (nki.compiler.sbuf / psum .mod_alloc and .alloc), for
+test_nki_direct_alloc.py: a double-buffered copy through SBUF and PSUM, and the Direct Allocation guide's
+errors. Written for this project."""
+
+import nki
+import nki.compiler as ncc
+import nki.isa as nisa
+import nki.language as nl
+
+given = {}  # what an error kernel is asked to place (set by the test)
+
+
+@nki.jit
+def through_psum(x, eye):
+    # out = x, [512, 128] float32, block i of 128 rows: loaded into SBUF, multiplied by the identity into PSUM
+    # (exact: one product per sum is not zero), copied back to SBUF and stored. Every tile placed directly.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    ident = nl.ndarray((128, 128), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=4096))
+    ident[...] = nl.load(eye)
+    t = nl.ndarray((4, nl.par_dim(128), 128), dtype=nl.float32,
+                   buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))  # loaded blocks
+    s = nl.ndarray((4, nl.par_dim(128), 128), dtype=nl.float32,
+                   buffer=ncc.sbuf.mod_alloc(base_addr=1024, num_free_tiles=(2,)))  # copied back
+    p = nl.ndarray((4, nl.par_dim(128), 128), dtype=nl.float32,
+                   buffer=ncc.psum.mod_alloc(base_bank=2, num_bank_tiles=(2,)))  # products
+    for i in nl.affine_range(4):
+        t[i] = nl.load(x[i * 128:(i + 1) * 128, :])
+        p[i] = nisa.nc_matmul(stationary=ident, moving=t[i])
+        s[i] = nisa.tensor_copy(p[i])
+        nl.store(out[i * 128:(i + 1) * 128, :], s[i])
+    return out
+
+
+@nki.jit
+def all_loaded_first(x):
+    # The guide's lifetime conflict: eight logical tiles over two physical ones, all loaded before any is read.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((8, nl.par_dim(128), 128), dtype=nl.float32,
+                   buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
+    for i in nl.affine_range(8):
+        t[i] = nl.load(x[i * 128:(i + 1) * 128, :])  # third load: t[0] still to be read
+    for i in nl.affine_range(8):
+        nl.store(out[i * 128:(i + 1) * 128, :], t[i])
+    return out
+
+
+@nki.jit
+def overlapping(x):
+    # The guide's partly overlapping tensors: a bytes 0-1023, b bytes 512-1535, both alive at once.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    a = nl.ndarray((128, 256), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    b = nl.ndarray((128, 256), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=512))
+    a[...] = nl.load(x)
+    b[...] = nl.load(x)  # overlaps a, read below
+    nl.store(out, a)
+    nl.store(out, b)
+    return out
+
+
+@nki.jit
+def placed(x):
+    # One tile at the place given["buffer"] gives it; x [128, 128] float32 copied through it.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((2, nl.par_dim(128), 128), dtype=nl.float32, buffer=given["buffer"])  # declared
+    t[0] = nl.load(x)
+    nl.store(out, t[0])
+    return out
+
+
+@nki.jit
+def mixed(x):
+    # A direct tile and a call's own result tile (automatic allocation): the guide's common error 1.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 128), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    t[...] = nl.load(x)
+    u = nl.exp(t)  # its own tile
+    nl.store(out, u)
+    return out
+
+
+def by_quarters(idx, pdim_size, fdim_size):
+    # The guide's custom allocator form: block i of 32 partitions at partition 32 * i, all at byte 0.
+    (i,) = idx
+    return (i * pdim_size, 0)
+
+
+@nki.jit
+def quarters(x):
+    # x [128, 128] float32 loaded as four [32, 128] blocks placed one above the other, stored back.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((4, nl.par_dim(32), 128), dtype=nl.float32, buffer=ncc.sbuf.alloc(by_quarters))
+    for i in nl.affine_range(4):
+        t[i] = nl.load(x[i * 32:(i + 1) * 32, :])
+    for i in nl.affine_range(4):
+        nl.store(out[i * 32:(i + 1) * 32, :], t[i])
+    return out
+
+
+# all_loaded_first with its allocator ignored (the decorator above @nki.jit): the model's allocation, no conflict.
+forced = nki.compiler.force_auto_alloc(nki.jit(all_loaded_first.fn))
+
+
+@nki.jit
+def hbm_scratch(x):
+    # An HBM tensor neither input nor returned, in a kernel placing its tiles: the guide's known limitation.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    s = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)  # scratch
+    t = nl.ndarray((128, 128), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    t[...] = nl.load(x)
+    nl.store(s, t)
+    nl.store(out, t)
+    return out

@@ -1,0 +1,127 @@
+"""Direct allocation (nki.compiler.sbuf / psum .mod_alloc and .alloc): each logical tile at the place its
+allocator gives, as NKI's pages compute it (the modulo formula), reported in stats.json; the Direct Allocation
+guide's errors (lifetime conflicts, mixing with automatic allocation, places outside the memory or the
+partition rule) are NkiErrors at the kernel line."""
+
+import os
+
+import numpy as np
+
+from runner import KERNELS, main, raises, raises_at
+
+import trnsim.nki as tnki
+from trnsim.nki import NkiError
+from trnsim.nki import compiler as ncc
+from trnsim.nki import language as nl
+
+import nki_direct as K
+
+SRC = os.path.join(KERNELS, "nki_direct.py")
+X = np.arange(512 * 128, dtype=np.float32).reshape(512, 128) / 64
+
+
+def test_places_and_values():
+    # Four blocks over two physical tiles each (mod_alloc's num_free_tiles=(2,): block i at base + (i % 2) *
+    # 512 B, a [128, 128] float32 tile's bytes per partition; PSUM block i in bank 2 + i % 2). Block i + 2
+    # reuses block i's bytes: its load must wait for block i's reads, or the output would not be x.
+    r = tnki.benchmark(K.through_psum, X, np.identity(128, dtype=np.float32))
+    assert r.outputs[0].tobytes() == X.tobytes()
+    (core,) = r.stats["nki"]["allocation"]
+    assert core["sites"] == []
+    got = {d["tensor"]: (d["line"], d["allocator"], d["logical_tiles"], d["physical_tiles"])
+           for d in core["direct"]}
+    assert got == {
+        "ident": ("nki_direct.py:18", "nki.compiler.sbuf.mod_alloc(base_addr=4096)", 1,
+                  [{"partition": 0, "byte": 4096}]),
+        "t": ("nki_direct.py:20", "nki.compiler.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,))", 4,
+              [{"partition": 0, "byte": 0}, {"partition": 0, "byte": 512}]),
+        "s": ("nki_direct.py:22", "nki.compiler.sbuf.mod_alloc(base_addr=1024, num_free_tiles=(2,))", 4,
+              [{"partition": 0, "byte": 1024}, {"partition": 0, "byte": 1536}]),
+        "p": ("nki_direct.py:24", "nki.compiler.psum.mod_alloc(base_bank=2, num_bank_tiles=(2,))", 4,
+              [{"bank": 2, "partition": 0, "byte": 0}, {"bank": 3, "partition": 0, "byte": 0}]),
+    }, got
+    # stats.json "allocations": each tensor as a pool of its physical tiles, chosen by the kernel.
+    recs = {a["name"]: (a["bufs"], a["trip_count"], a["bytes_per_partition"], a["chosen_by"], a["reason"])
+            for a in r.stats["allocations"]}
+    assert recs["t"] == (2, 4, 1024, "explicit",
+                         "direct allocation: nki.compiler.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,))"), recs
+    assert recs["ident"][:3] == (1, 1, 512) and recs["p"][:3] == (2, 4, 1024), recs
+
+
+def test_custom_allocator_partitions():
+    # sbuf.alloc(func): four [32, 128] blocks at partitions 0, 32, 64, 96, all at byte 0, alive together.
+    x = X[:128]
+    r = tnki.benchmark(K.quarters, x)
+    assert r.outputs[0].tobytes() == x.tobytes()
+    (d,) = r.stats["nki"]["allocation"][0]["direct"]
+    assert d["allocator"] == "nki.compiler.sbuf.alloc(by_quarters)" and d["logical_tiles"] == 4, d
+    assert d["physical_tiles"] == [{"partition": p, "byte": 0} for p in (0, 32, 64, 96)], d
+
+
+def test_lifetime_conflicts():
+    # Block 2 of t takes block 0's bytes (two physical tiles) while block 0 waits for the second loop.
+    raises_at(NkiError, "t[2] (partitions 0-127, bytes 0-511 of SBUF) is first used here while t[0] "
+              "(partitions 0-127, bytes 0-511), on bytes it shares, is alive until nki_direct.py:43: a lifetime "
+              "conflict of the direct allocation (NKI Direct Allocation Developer Guide, common error 3)", SRC,
+              "third load", tnki.simulate_kernel, K.all_loaded_first, np.zeros((1024, 128), np.float32))
+    raises_at(NkiError, "b (partitions 0-127, bytes 512-1535 of SBUF) is first used here while a (partitions "
+              "0-127, bytes 0-1023), on bytes it shares, is alive until nki_direct.py:55", SRC,
+              "overlaps a, read below", tnki.simulate_kernel, K.overlapping, np.zeros((128, 256), np.float32))
+
+
+def test_force_auto_alloc():
+    # The lifetime conflict of all_loaded_first is gone when the kernel's allocator is ignored: SBUF blocks of
+    # the model's allocation are one tile side by side, no direct placements reported.
+    x = np.arange(1024 * 128, dtype=np.float32).reshape(1024, 128)
+    r = tnki.benchmark(K.forced, x)
+    assert r.outputs[0].tobytes() == x.tobytes()
+    (core,) = r.stats["nki"]["allocation"]
+    assert "direct" not in core and len(core["sites"]) == 1, core
+
+
+def test_kernel_wide_rules():
+    # The guide's common error 1 (a tile the model would place, in a kernel placing its tiles) and known
+    # limitation (an HBM tensor neither input nor returned), each at the line of the tensor breaking it.
+    for kernel, marker, message in [
+        (K.mixed, "its own tile",
+         "sbuf tile u [128, 128] float32 allocated at nki_direct.py:76 (made by activation at nki_direct.py:76) is "
+         "allocated automatically while the kernel places sbuf tile t [128, 128] float32 allocated at "
+         "nki_direct.py:74 with nki.compiler.sbuf.mod_alloc(base_addr=0): NKI does not mix direct and automatic "
+         "allocation"),
+        (K.hbm_scratch, "# scratch",
+         "hbm tensor s [128, 128] float32 allocated at nki_direct.py:107 is neither an input nor a returned output "
+         "of the kernel, which places sbuf tile t [128, 128] float32 allocated at nki_direct.py:108 with "
+         "nki.compiler.sbuf.mod_alloc(base_addr=0): with direct allocation NKI allows no other HBM tensor"),
+    ]:
+        raises_at(NkiError, message, SRC, marker, tnki.simulate_kernel, kernel, np.zeros((128, 128), np.float32))
+
+
+def test_bad_places():
+    # Each checked over every block when the tensor is declared: the error names the declaration's line.
+    top = nl.tile_size.total_available_sbuf_size
+    for buf, message in [
+        (ncc.sbuf.alloc(lambda idx, p, f: (32, 0)),
+         "nki.compiler.sbuf.alloc(<lambda>): block (0,): start partition 32 for a tile of 128 partitions: NKI "
+         "allows 0"),
+        (ncc.sbuf.mod_alloc(base_addr=top - 256),
+         f"nki.compiler.sbuf.mod_alloc(base_addr={top - 256}): block (0,): bytes [{top - 256}, {top + 256}) of "
+         f"each partition are outside SBUF's {top} B per partition (trn2)"),
+        (ncc.psum.mod_alloc(base_bank=7, num_bank_tiles=(2,)),
+         "nki.compiler.psum.mod_alloc(base_bank=7, num_bank_tiles=(2,)): block (1,): PSUM bank 8 is not one "
+         "of the 8 banks (0-7)"),
+        (ncc.psum.mod_alloc(base_bank=0, base_addr=512),
+         "block (0,): PSUM start partition 0 and byte address 512: both must be 0"),
+        (ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2, 2)),
+         "nki.compiler.sbuf.mod_alloc: num_free_tiles=(2, 2) has 2 entries for a tensor with 1 block dims: it "
+         "must be empty or have one per block dim"),
+        (ncc.sbuf.alloc(lambda idx, p, f: 0), "the allocator returned 0, not 2 integers"),
+    ]:
+        K.given["buffer"] = buf
+        raises_at(NkiError, message, SRC, "# declared", tnki.simulate_kernel, K.placed,
+                  np.zeros((128, 128), np.float32))
+    e = raises(NkiError, ncc.sbuf.mod_alloc, base_addr=0.5)
+    assert "nki.compiler.sbuf.mod_alloc: base_addr=0.5 must be an integer" in str(e), str(e)
+
+
+if __name__ == "__main__":
+    main(globals())

@@ -1,0 +1,292 @@
+"""Direct allocation (nki.compiler.sbuf / psum .mod_alloc and .alloc): the kernel places each logical tile of a
+tensor itself, and trnsim puts it there instead of choosing (NKI Direct Allocation Developer Guide).
+
+A tensor declared with an allocator has block dims (B) before its partition dim, or none: each block is a
+logical tile, and the allocator maps its block index to a physical place, (start partition, byte address in
+each partition) in SBUF, (bank, start partition, byte address in the bank) in PSUM. mod_alloc is the pages'
+modulo formula: the block index modulo `num_*_tiles`, linearised, times the tile's size (partitions, bytes per
+partition, one bank), plus the base; so logical tiles i and i + n share a physical tile (rotation over n).
+A tensor without block dims is one tile at the base address (the tuples then have nothing to index).
+
+The places are checked when the tensor is declared (the compiler evaluates the allocator over every block):
+the start-partition rule, the partition and byte range of the memory, PSUM's one bank per tile at byte 0.
+After tracing, `plan` checks lifetimes, the guide's "lifetime conflict": two logical tiles whose bytes overlap
+and whose lives (first to last access, in program order) overlap are an error naming both; and it orders each
+logical tile's first access after the last accesses of the tiles that held its bytes before (the schedule's
+`after`). A kernel mixing direct and automatic allocation (a call's new result tile not assigned into a
+directly allocated one) is an error, as the guide says. The emitter places the tiles in an arena covering the
+memory (one per PSUM bank), so the builder's dependency tracking sees their addresses as they are.
+"""
+
+import itertools
+
+from ._errors import NkiError
+from ._tensor import HBM, PSUM, SBUF, Buffer
+
+
+class Place:
+    """Where a logical tile lives: start partition and byte offset in the space (PSUM: bank * bank bytes + the
+    byte address in the bank); `decl` the tensor it is a block of (a BlockTensor, or its Storage)."""
+
+    __slots__ = ("partition", "offset", "decl", "block")
+
+    def __init__(self, partition, offset, decl, block):
+        self.partition, self.offset, self.decl, self.block = partition, offset, decl, block
+
+
+def _tiles(name, v, nblock, call):
+    """A num_*_tiles tuple: positive integers, empty or one per block dim (the pages' rule)."""
+    if isinstance(v, int):
+        v = (v,)
+    try:
+        v = tuple(v)
+    except TypeError:
+        raise NkiError(f"{call}: {name}={v!r} must be a tuple of integers") from None
+    if any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in v):
+        raise NkiError(f"{call}: {name}={v!r} must hold positive integers")
+    if v and nblock and len(v) != nblock:
+        raise NkiError(f"{call}: {name}={v!r} has {len(v)} entries for a tensor with {nblock} block dims: it "
+                       "must be empty or have one per block dim")
+    return v
+
+
+def _mod(base, shape, scale, idx):
+    """The pages' modulo_allocate_func: linearise idx modulo shape (all ones when empty), times scale, plus base."""
+    lin = 0
+    for i, s in zip(idx, shape or (1,) * len(idx)):
+        lin = lin * s + i % s
+    return base + lin * scale
+
+
+class DirectBuffer(Buffer):
+    """A direct allocator given as buffer= (nki.compiler.sbuf.mod_alloc(...), psum.alloc(func), ...)."""
+
+    __slots__ = ("desc", "func")
+
+    def __init__(self, space, desc, func):
+        super().__init__(desc, space)
+        self.desc, self.func = desc, func
+
+    def __repr__(self):
+        return self.desc
+
+    def locate(self, key, np_, fdim, name, loc):
+        """(start partition, byte offset in the space) of block `key` of a tile of np_ partitions and fdim
+        bytes per partition; NkiError at the declaration's line if the place breaks a rule."""
+        from ._backend import target
+
+        tg = target()
+        r = self.func(tuple(key), np_, fdim)
+        named = f"{name} " if name else ""  # (the kernel's name=; the variable is not bound yet)
+        what = f"{self.desc}: {named}block {tuple(key)}" if key else f"{self.desc}: {named or 'its tile '}".rstrip()
+        n = 2 if self.space == SBUF else 3
+        if not isinstance(r, tuple) or len(r) != n or any(isinstance(x, bool) or not isinstance(x, int)
+                                                          for x in r):
+            raise NkiError(f"{what}: the allocator returned {r!r}, not {n} integers "
+                           f"({'(start_partition, byte_addr)' if n == 2 else '(bank_id, start_partition, byte_addr)'})",
+                           loc=loc)
+        if self.space == PSUM:
+            bank, p, a = r
+            banks = tg.psum_bytes // tg.psum_bank_bytes
+            if not 0 <= bank < banks:
+                raise NkiError(f"{what}: PSUM bank {bank} is not one of the {banks} banks (0-{banks - 1})", loc=loc)
+            if p != 0 or a != 0:
+                raise NkiError(f"{what}: PSUM start partition {p} and byte address {a}: both must be 0 (a PSUM "
+                               "tile of a direct allocation starts a bank: nki.compiler.psum.alloc)", loc=loc)
+            if fdim > tg.psum_bank_bytes:
+                raise NkiError(f"{what}: a PSUM tile of {fdim} B per partition crosses its "
+                               f"{tg.psum_bank_bytes} B bank", loc=loc)
+            return 0, bank * tg.psum_bank_bytes
+        p, a = r
+        allowed = (0,) if np_ > 64 else (0, 64) if np_ > 32 else (0, 32, 64, 96)
+        if p not in allowed:
+            raise NkiError(f"{what}: start partition {p} for a tile of {np_} partitions: NKI allows "
+                           f"{' or '.join(map(str, allowed))} (nki.compiler.sbuf.alloc)", loc=loc)
+        if a < 0 or a + fdim > tg.sbuf_bytes:
+            raise NkiError(f"{what}: bytes [{a}, {a + fdim}) of each partition are outside SBUF's "
+                           f"{tg.sbuf_bytes} B per partition ({tg.generation})", loc=loc)
+        return p, a
+
+    def check_all(self, shape, pdim, np_, fdim, name, loc):
+        """Evaluates the allocator over every block of a tensor of `shape` (as the compiler does at compile
+        time), so a bad place is an error at the declaration."""
+        for key in itertools.islice(itertools.product(*map(range, shape[:pdim])), 1 << 16):
+            self.locate(key, np_, fdim, name, loc)
+
+    def place(self, key, st, decl):
+        """Block `key` of tensor `decl` (.buffer, .loc, .shape) is tile `st`: its Place."""
+        p, off = self.locate(key, st.partitions, st.pbytes, st.shown_name(), decl.loc)
+        return Place(p, off, decl, key)
+
+
+class Decl:
+    """A directly allocated tensor without block dims (one logical tile): what its Place refers to."""
+
+    __slots__ = ("buffer", "loc", "shape")
+
+    def __init__(self, buffer, loc, shape):
+        self.buffer, self.loc, self.shape = buffer, loc, shape
+
+
+def _call_alloc(space, func, call):
+    if not callable(func):
+        raise NkiError(f"{call}: func must be a callable (idx, pdim_size, fdim_size) -> place, got {func!r}")
+    return DirectBuffer(space, f"{call}({getattr(func, '__name__', 'func')})", func)
+
+
+def sbuf_mod_alloc(*, base_addr, base_partition=0, num_par_tiles=(), num_free_tiles=()):
+    call = "nki.compiler.sbuf.mod_alloc"
+    args = [f"base_addr={base_addr}"] + ([f"base_partition={base_partition}"] if base_partition else [])
+    args += [f"{k}={tuple(v) if not isinstance(v, int) else (v,)}" for k, v in
+             (("num_par_tiles", num_par_tiles), ("num_free_tiles", num_free_tiles)) if v]
+    for k, v in (("base_addr", base_addr), ("base_partition", base_partition)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise NkiError(f"{call}: {k}={v!r} must be an integer")
+
+    def func(idx, pdim_size, fdim_size):
+        par = _tiles("num_par_tiles", num_par_tiles, len(idx), call)
+        free = _tiles("num_free_tiles", num_free_tiles, len(idx), call)
+        return (_mod(base_partition, par, pdim_size, idx), _mod(base_addr, free, fdim_size, idx))
+
+    return DirectBuffer(SBUF, f"{call}({', '.join(args)})", func)
+
+
+def psum_mod_alloc(*, base_bank, base_addr=0, base_partition=0, num_bank_tiles=(), num_par_tiles=(),
+                   num_free_tiles=()):
+    call = "nki.compiler.psum.mod_alloc"
+    args = [f"base_bank={base_bank}"] + [f"{k}={v}" for k, v in (("base_addr", base_addr),
+                                                                  ("base_partition", base_partition)) if v]
+    args += [f"{k}={tuple(v) if not isinstance(v, int) else (v,)}" for k, v in
+             (("num_bank_tiles", num_bank_tiles), ("num_par_tiles", num_par_tiles),
+              ("num_free_tiles", num_free_tiles)) if v]
+    for k, v in (("base_bank", base_bank), ("base_addr", base_addr), ("base_partition", base_partition)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise NkiError(f"{call}: {k}={v!r} must be an integer")
+
+    def func(idx, pdim_size, fdim_size):
+        banks = _tiles("num_bank_tiles", num_bank_tiles, len(idx), call)
+        for k, v in (("num_par_tiles", num_par_tiles), ("num_free_tiles", num_free_tiles)):
+            if any(x != 1 for x in _tiles(k, v, len(idx), call)):
+                raise NkiError(f"{call}: {k}={v!r}: one PSUM tile per bank, so it must be empty or all ones")
+        return (_mod(base_bank, banks, 1, idx), _mod(base_partition, (), pdim_size, idx),
+                _mod(base_addr, (), fdim_size, idx))
+
+    return DirectBuffer(PSUM, f"{call}({', '.join(args)})", func)
+
+
+def sbuf_alloc(func):
+    return _call_alloc(SBUF, func, "nki.compiler.sbuf.alloc")
+
+
+def psum_alloc(func):
+    return _call_alloc(PSUM, func, "nki.compiler.psum.alloc")
+
+
+# ---- after tracing: the plan's part for directly allocated tiles
+
+
+class DirectPool:
+    """The allocation plan's entry for one logical tile placed directly: one buffer at its place."""
+
+    __slots__ = ("st", "pool_size", "partitions", "offsets", "direct")
+
+    def __init__(self, st):
+        self.st, self.pool_size, self.partitions = st, 1, st.partitions
+        self.offsets = [st.direct.offset]
+        self.direct = st.direct
+
+
+def _span(st):
+    d = st.direct
+    return d.partition, d.partition + st.partitions, d.offset, d.offset + st.pbytes
+
+
+def _where(st):
+    p0, p1, a0, a1 = _span(st)
+    return f"partitions {p0}-{p1 - 1}, bytes {a0}-{a1 - 1}"
+
+
+def check_no_mixing(direct, auto):
+    """The guide's common error 1: every on-chip tile of a kernel using direct allocation is placed directly."""
+    if direct and auto:
+        a, d = min(auto, key=lambda s: s.first), direct[0]
+        op = a.trace.ops[a.first]
+        raise NkiError(f"{a.label()} (made by {op.name} at {op.loc or a.loc}) is allocated automatically while the "
+                       f"kernel places {d.label()} with {d.direct.decl.buffer.desc}: NKI does not mix direct and "
+                       "automatic allocation in a kernel (NKI Direct Allocation Developer Guide, common error 1); "
+                       "declare it with a direct allocator and assign the call's result into it (t[...] = ...)",
+                       loc=op.loc or a.loc)
+
+
+def check_hbm(trace, direct):
+    """The guide's known limitation 1: with direct allocation a kernel's HBM tensors are its inputs and the
+    tensors it returns (and nl.device_print's copies, which trnsim adds)."""
+    for st in trace.storages:
+        if st.space == HBM and st.role == "scratch" and st.first >= 0:
+            raise NkiError(f"{st.label()} is neither an input nor a returned output of the kernel, which places "
+                           f"{direct[0].label()} with {direct[0].direct.decl.buffer.desc}: with direct allocation "
+                           "NKI allows no other HBM tensor (NKI Direct Allocation Developer Guide, known "
+                           "limitations: a non-IO HBM tensor is not supported in an allocated kernel)", loc=st.loc)
+
+
+def plan(trace, direct):
+    """(pools, phys set on each storage, after): each logical tile its own buffer at its place; NkiError at
+    the kernel line for two tiles alive at once on overlapping bytes."""
+    pools, after = [], {}
+    holders = {SBUF: [], PSUM: []}  # per space: tiles whose bytes no later tile has covered yet
+    ops = trace.ops
+    for st in sorted(direct, key=lambda s: s.first):
+        st.phys = (len(pools), 0)
+        pools.append(DirectPool(st))
+        p0, p1, a0, a1 = _span(st)
+        keep = []
+        for h in holders[st.space]:
+            q0, q1, b0, b1 = _span(h)
+            if not (p0 < q1 and q0 < p1 and a0 < b1 and b0 < a1):
+                keep.append(h)
+                continue
+            if h.last >= st.first:
+                raise NkiError(
+                    f"{_name(st)} ({_where(st)} of {st.space.upper()}) is first used here while {_name(h)} "
+                    f"({_where(h)}), on bytes it shares, is alive until {ops[h.last].loc or '?'}: a lifetime "
+                    "conflict of the direct allocation (NKI Direct Allocation Developer Guide, common error 3); "
+                    "give the tensors bytes of their own, or more physical tiles (num_free_tiles, "
+                    "num_bank_tiles) than the logical tiles alive at once", loc=ops[st.first].loc or st.loc)
+            after.setdefault(st.first, []).append(h.uid)
+            if not (p0 <= q0 and q1 <= p1 and a0 <= b0 and b1 <= a1):
+                keep.append(h)  # partly covered: a later tile on its other bytes waits for it too
+        keep.append(st)
+        holders[st.space] = keep
+    return pools, after
+
+
+def _name(st):
+    d = st.direct
+    base = st.shown_name()
+    return f"{base}{list(d.block)}" if d.block else base
+
+
+def report(direct):
+    """Per directly allocated tensor: its allocator, logical tiles used and the physical tiles they map to
+    (stats.json "nki" -> "allocation" -> "direct")."""
+    by_decl = {}
+    for st in sorted(direct, key=lambda s: s.first):
+        by_decl.setdefault(id(st.direct.decl), []).append(st)
+    out = []
+    for sts in by_decl.values():
+        st, d = sts[0], sts[0].direct
+        tiles = []
+        for s in sts:
+            t = (s.direct.partition, s.direct.offset)
+            if t not in tiles:
+                tiles.append(t)
+        if st.space == PSUM:
+            bank = st.trace.target.psum_bank_bytes
+            phys = [{"bank": o // bank, "partition": p, "byte": o % bank} for p, o in tiles]
+        else:
+            phys = [{"partition": p, "byte": o} for p, o in tiles]
+        decl = d.decl
+        out.append({"tensor": st.shown_name(), "line": str(decl.loc) if decl.loc else "?", "space": st.space,
+                    "allocator": decl.buffer.desc, "shape": list(decl.shape), "dtype": st.dtype.name,
+                    "logical_tiles": len(sts), "physical_tiles": phys, "bytes_per_partition": st.pbytes})
+    return out
