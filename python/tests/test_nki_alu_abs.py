@@ -4,7 +4,7 @@ NkiUnsupported). |data| in FP32, the operand unread. Bytes are compared with Num
 
 import numpy as np
 
-from runner import main, raises_at
+from runner import bf16, main, raises_at
 
 import trnsim.nki as tnki
 
@@ -15,12 +15,6 @@ import nki.language as nl
 RNG = np.random.default_rng(2341)
 X = RNG.standard_normal((128, 80)).astype(np.float32)
 f32 = np.float32
-
-
-def bf16(a):
-    """float32 values rounded to bfloat16 (nearest even), as float32."""
-    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).view(np.float32)
 
 
 @nki.jit

@@ -4,7 +4,7 @@ Vector engine. Outputs are compared byte for byte with a NumPy loop written from
 
 import numpy as np
 
-from runner import main, raises_at
+from runner import bf16, main, raises_at
 
 import trnsim.nki as tnki
 
@@ -74,8 +74,7 @@ def test_the_earlier_style_in_a_sequential_loop():
     init = np.zeros(128, dtype=f32)
     for c in range(3):
         part = scan(A[:, c * 32:c * 32 + 32], B[:, c * 32:c * 32 + 32], init, np.multiply, np.add)
-        w = part.view(np.uint32)
-        want[:, c * 32:c * 32 + 32] = ((w + 0x7FFF + ((w >> 16) & 1)) & 0xFFFF0000).view(f32)
+        want[:, c * 32:c * 32 + 32] = bf16(part)
         init = want[:, c * 32 + 31].copy()
     assert got.astype(f32).tobytes() == want.tobytes()
 

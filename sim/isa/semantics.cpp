@@ -93,6 +93,15 @@ class Exec {
     if (v.rows() != rows || v.cols() != 1)
       fail("shape", fmt::format("{} must be [{}, 1], got [{}, {}]", name(slot), rows, v.rows(), v.cols()));
   }
+  // Operand0 per partition: the immediate, or the [rows, 1] vector in `slot` when kOperand0Vector is set.
+  std::vector<float> per_partition(float imm, int slot, uint32_t rows) {
+    std::vector<float> out(rows, imm);
+    if (!inst_.has(kOperand0Vector)) return out;
+    OperandView v = view(slot);
+    vector_shape(v, slot, rows);
+    for (uint32_t i = 0; i < rows; ++i) out[i] = v.load(i, 0);
+    return out;
+  }
   // Element move with the DMA/copy cast rule: bit copy when dtypes match, else src -> FP32 -> dst (RNE).
   void move(const OperandView& d, uint8_t* dp, const OperandView& s, const uint8_t* sp) const {
     if (d.dtype() == s.dtype()) {
@@ -1120,12 +1129,7 @@ void Exec::scalar_tensor_tensor() {
   same_shape(dst, 0, data, 1);
   same_shape(dst, 0, in1, 3);
   const uint32_t rows = dst.rows();
-  std::vector<float> s0(rows, inst_.imm0);
-  if (inst_.has(kOperand0Vector)) {
-    OperandView v = view(2);
-    vector_shape(v, 2, rows);
-    for (uint32_t i = 0; i < rows; ++i) s0[i] = v.load(i, 0);
-  }
+  const std::vector<float> s0 = per_partition(inst_.imm0, 2, rows);
   const bool r1 = inst_.has(kReverse1);
   const uint64_t n = dst.cols();
   std::vector<float> x(n), y(n);
@@ -1271,12 +1275,7 @@ void Exec::tensor_tensor_scan() {
   same_shape(dst, 0, a, 1);
   same_shape(dst, 0, b, 2);
   const uint32_t rows = dst.rows();
-  std::vector<float> init(rows, inst_.imm0);
-  if (inst_.has(kOperand0Vector)) {
-    OperandView v = view(3);
-    vector_shape(v, 3, rows);
-    for (uint32_t i = 0; i < rows; ++i) init[i] = v.load(i, 0);
-  }
+  const std::vector<float> init = per_partition(inst_.imm0, 3, rows);
   const bool r0 = inst_.has(kReverse0), r1 = inst_.has(kReverse1);
   const uint64_t n = dst.cols();
   std::vector<float> x(n), y(n);
