@@ -72,7 +72,7 @@ def abs_on(x, engine):
     return out
 
 
-def test_not_on_gpsimd_nor_a_reduction():
+def test_not_on_gpsimd():
     raises_at(tnki.NkiError, "tensor_scalar: nl.abs is an ALU operator of the Vector and Scalar engines (NKI's math "
               "operator table), not of GpSimd: use engine=nisa.vector_engine", __file__, "MARK-abs-engine",
               tnki.simulate_kernel, abs_on, X, nisa.gpsimd_engine)
