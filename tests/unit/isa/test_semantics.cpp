@@ -1022,20 +1022,20 @@ TEST_CASE("abs as an ALU operator: |data|, the operand unread", "[isa]") {
   m.run(ts);
   for (int j = 0; j < 5; ++j) CHECK(get<float>(m.s(0, 64 + 4 * j)) == 7.f);
   // tensor_scalar_reduce(op0=abs, reduce_op=max): the NKI library's per-row absmax; BF16 data -> BF16 dst.
-  put(m.s(1, 0), bf16_exact(-6.f));
-  put(m.s(1, 2), bf16_exact(5.f));
-  put(m.s(1, 4), bf16_exact(-0.5f));
+  put(m.s(0, 256), bf16_exact(-6.f));
+  put(m.s(0, 258), bf16_exact(5.f));
+  put(m.s(0, 260), bf16_exact(-0.5f));
   Instruction tsr = make(Opcode::TensorScalarReduce, Engine::DVE,
-                         {sbuf(1, 1, 64, DType::BF16, {{1, 3}}),
-                          sbuf(1, 1, 0, DType::BF16, {{1, 3}}),
+                         {sbuf(0, 1, 320, DType::BF16, {{1, 3}}),
+                          sbuf(0, 1, 256, DType::BF16, {{1, 3}}),
                           {},
-                          sbuf(1, 1, 128, DType::F32, {{1, 1}})});
+                          sbuf(0, 1, 384, DType::F32, {{1, 1}})});
   tsr.alu0 = AluOp::Abs;
   tsr.alu1 = AluOp::Max;
   m.run(tsr);
-  CHECK(get<float>(m.s(1, 128)) == 6.f);
-  CHECK(get<uint16_t>(m.s(1, 64)) == bf16_exact(6.f));
-  CHECK(get<uint16_t>(m.s(1, 68)) == bf16_exact(0.5f));
+  CHECK(get<float>(m.s(0, 384)) == 6.f);
+  CHECK(get<uint16_t>(m.s(0, 320)) == bf16_exact(6.f));
+  CHECK(get<uint16_t>(m.s(0, 324)) == bf16_exact(0.5f));
   // The integer forms: |INT32_MIN| wraps to itself (alu_i32), the exact form is 2^31.
   CHECK(alu_i32(AluOp::Abs, -5, 99) == 5);
   CHECK(alu_i32(AluOp::Abs, INT32_MIN, 0) == INT32_MIN);
