@@ -278,6 +278,31 @@ InstRef nc_match_replace8(const View& dst, const View& data, const View& vals, d
   return o.emit(k, loc);
 }
 
+InstRef tensor_tensor_scan(const View& dst, const View& data0, const View& data1, Operand initial, AluOp op0,
+                           AluOp op1, bool reverse0, bool reverse1, Loc loc) {
+  Kernel& k = owner_of("tensor_tensor_scan", loc, {&dst, &data0, &data1, &initial.vector()});
+  Op o(isa::Opcode::TensorTensorScan, Engine::DVE, {&dst, &data0, &data1, &initial.vector()});
+  o.inst.alu0 = op0;
+  o.inst.alu1 = op1;
+  o.inst.imm0 = initial.value();
+  if (initial.is_vector()) o.inst.flags |= isa::kOperand0Vector;
+  if (reverse0) o.inst.flags |= isa::kReverse0;
+  if (reverse1) o.inst.flags |= isa::kReverse1;
+  return o.emit(k, loc);
+}
+
+InstRef tensor_partition_reduce(const View& dst, AluOp op, const View& data, Loc loc) {
+  Kernel& k = owner_of("tensor_partition_reduce", loc, {&dst, &data});
+  Op o(isa::Opcode::TensorPartitionReduce, Engine::POOL, {&dst, &data});
+  o.inst.alu0 = op;
+  return o.emit(k, loc);
+}
+
+InstRef nc_n_gather(const View& dst, const View& data, const View& indices, Loc loc) {
+  Kernel& k = owner_of("nc_n_gather", loc, {&dst, &data, &indices});
+  return Op(isa::Opcode::NcNGather, Engine::POOL, {&dst, &data, &indices}).emit(k, loc);
+}
+
 InstRef select(const View& dst, const View& predicate, const View& on_true, Operand on_false, Engine engine,
                Loc loc) {
   Kernel& k = owner_of("select", loc, {&dst, &predicate, &on_true, &on_false.vector()});

@@ -138,6 +138,20 @@ InstRef nc_find_index8(const View& dst, const View& data, const View& vals, Loc 
 InstRef nc_match_replace8(const View& dst, const View& data, const View& vals, double imm,
                           const View& dst_idx = {}, Loc loc = Loc::current());
 
+// Per partition along the free elements: r = initial, r = (data0[i] op0 r) op1 data1[i], dst[i] = r, in
+// FP32 (reverseN swaps opN's operands); initial a number or a [P, 1] vector (NKI tensor_tensor_scan; Vector
+// engine).
+InstRef tensor_tensor_scan(const View& dst, const View& data0, const View& data1, Operand initial, AluOp op0,
+                           AluOp op1, bool reverse0 = false, bool reverse1 = false, Loc loc = Loc::current());
+
+// dst [1, F] = data [P, F] reduced across its partitions with op (add, maximum, bitwise_or / and / xor; NKI
+// tensor_partition_reduce; GpSimd).
+InstRef tensor_partition_reduce(const View& dst, AluOp op, const View& data, Loc loc = Loc::current());
+
+// dst[p, j] = data[p, indices[p, j]] over data's free elements flattened, uint32 indices (NKI nc_n_gather;
+// GpSimd).
+InstRef nc_n_gather(const View& dst, const View& data, const View& indices, Loc loc = Loc::current());
+
 enum class OobMode { Error, Skip };
 
 // How a DMA's descriptors are made (NKI's nki.isa.dge_mode; dma_mode.h resolves Unknown and the engine).

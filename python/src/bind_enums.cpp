@@ -66,7 +66,8 @@ void bind_enums(pyb::module_& m) {
       .value("BitwiseOr", isa::AluOp::BitwiseOr)
       .value("BitwiseXor", isa::AluOp::BitwiseXor)
       .value("ShiftLeft", isa::AluOp::ShiftLeft)
-      .value("ShiftRight", isa::AluOp::ShiftRight);
+      .value("ShiftRight", isa::AluOp::ShiftRight)
+      .value("Abs", isa::AluOp::Abs);
   pyb::enum_<isa::ActFunc>(m, "ActFunc")
       .value("Identity", isa::ActFunc::Identity)
       .value("Copy", isa::ActFunc::Copy)

@@ -169,6 +169,27 @@ void bind_nki(pyb::module_& top) {
       },
       arg("dst"), arg("data"), arg("vals"), arg("imm"), pyb::kw_only(), arg("dst_idx") = pyb::none(), loc);
   m.def(
+      "tensor_tensor_scan",
+      [](const View& dst, const View& data0, const View& data1, pyb::handle initial, isa::AluOp op0,
+         isa::AluOp op1, bool reverse0, bool reverse1, pyb::handle l) {
+        return nki::tensor_tensor_scan(dst, data0, data1, operand(initial), op0, op1, reverse0, reverse1,
+                                       loc_of(l));
+      },
+      arg("dst"), arg("data0"), arg("data1"), arg("initial"), arg("op0"), arg("op1"), pyb::kw_only(),
+      arg("reverse0") = false, arg("reverse1") = false, loc);
+  m.def(
+      "tensor_partition_reduce",
+      [](const View& dst, isa::AluOp op, const View& data, pyb::handle l) {
+        return nki::tensor_partition_reduce(dst, op, data, loc_of(l));
+      },
+      arg("dst"), arg("op"), arg("data"), pyb::kw_only(), loc);
+  m.def(
+      "nc_n_gather",
+      [](const View& dst, const View& data, const View& indices, pyb::handle l) {
+        return nki::nc_n_gather(dst, data, indices, loc_of(l));
+      },
+      arg("dst"), arg("data"), arg("indices"), pyb::kw_only(), loc);
+  m.def(
       "select",
       [](const View& dst, const View& predicate, const View& on_true, pyb::handle on_false, Engine engine,
          pyb::handle l) {

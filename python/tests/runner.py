@@ -56,6 +56,14 @@ def tmpdir():
     return tempfile.mkdtemp(prefix="trnsim_pytest_")
 
 
+def bf16(a):
+    """float32 values rounded to bfloat16 (nearest even), as float32: what a bfloat16 output reads back as."""
+    import numpy as np
+
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).view(np.float32)
+
+
 def main(namespace):
     tests = [(n, f) for n, f in namespace.items() if n.startswith("test_") and callable(f)]
     only = sys.argv[1:]

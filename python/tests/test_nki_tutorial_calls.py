@@ -264,6 +264,42 @@ def test_affine_select_applies_a_causal_mask():
     assert tnki.simulate_kernel(k_causal, x).tobytes() == want.tobytes()
 
 
+def test_affine_select_latest_signature_has_offset_last_with_a_default():
+    # NKI's latest affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=nl.equal,
+    # offset=0): the NKI library's cascaded max builds an identity so (no offset); positionally too.
+    @nki.jit
+    def k(x):
+        o1 = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        o2 = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.affine_select(dst=r, pattern=[[1, x.shape[1]]], channel_multiplier=-1, cmp_op=nl.equal,
+                           on_true_tile=t, on_false_value=0.0)
+        nl.store(o1, r)
+        s = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.affine_select(s, [[-1, x.shape[1]]], 1, t, -9984.0, nl.greater_equal, 2)
+        nl.store(o2, s)
+        return o1, o2
+
+    x = RNG.standard_normal((128, 128)).astype(np.float32)
+    q, c = np.mgrid[0:128, 0:128]
+    o1, o2 = tnki.simulate_kernel(k, x)
+    assert o1.tobytes() == np.where(c - q == 0, x, np.float32(0)).astype(np.float32).tobytes()
+    assert o2.tobytes() == np.where(2 + q - c >= 0, x, np.float32(-9984.0)).astype(np.float32).tobytes()
+
+
+def test_nki_isa_constants_holds_the_enums():
+    # The NKI library imports its enums from nki.isa.constants (`from nki.isa.constants import oob_mode,
+    # dge_mode`); NKI's docs write nisa.constants.engine.tensor.
+    from nki.isa.constants import dge_mode, matmul_perf_mode, oob_mode
+
+    assert (dge_mode, oob_mode, matmul_perf_mode) == (nisa.dge_mode, nisa.oob_mode, nisa.matmul_perf_mode)
+    assert nisa.constants.engine.tensor is nisa.engine.tensor
+    import nki.isa.constants as c
+
+    assert c is nisa.constants and c.reduce_cmd is nisa.reduce_cmd
+
+
 def test_affine_select_earlier_style_takes_a_comparison_of_index_expressions():
     # The fused-attention tutorial's form: pred = (q0 + i_q >= k0 + i_k) over an nl.mgrid, a new tile returned.
     @nki.jit

@@ -73,6 +73,8 @@ namespace {
       return (a != 0.f && b != 0.f) ? 1.f : 0.f;
     case AluOp::LogicalOr:
       return (a != 0.f || b != 0.f) ? 1.f : 0.f;
+    case AluOp::Abs:
+      return std::fabs(a);
     default:
       return static_cast<float>(alu_i32_body(op, to_i64(a), to_i64(b)));
   }
@@ -124,6 +126,8 @@ template <typename T>
       return b == 0 ? 0 : wrap32(int64_t{a} / b);
     case AluOp::AbsMax:
       return wrap32(std::max(std::llabs(a), std::llabs(b)));
+    case AluOp::Abs:
+      return wrap32(std::llabs(a));
     case AluOp::Pow:
       return wrap32(to_i64(static_cast<float>(std::pow(static_cast<double>(a), b))));
     case AluOp::BitwiseAnd:
@@ -169,6 +173,8 @@ int64_t alu_int_exact(AluOp op, int64_t a, int64_t b) {
       return b == 0 ? 0 : a / b;
     case AluOp::AbsMax:
       return std::max(std::llabs(a), std::llabs(b));
+    case AluOp::Abs:
+      return std::llabs(a);
     case AluOp::Pow: {
       if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;  // 1 / a^|b| truncated
       int64_t r = 1;

@@ -14,7 +14,8 @@ namespace trnsim::isa {
 bool alu_is_bitwise(AluOp op);
 
 // a op b in FP32. bypass returns a; comparisons and logical ops give 1.0 or 0.0 (non-zero is true);
-// maximum/minimum/abs_max return NaN if either input is NaN (so poisoned memory stays visible); power is
+// abs is |a| (b unread: NKI's operator table lists nl.abs among the binary ALU operators); maximum/minimum/
+// abs_max return NaN if either input is NaN (so poisoned memory stays visible); power is
 // FP64 pow rounded once to FP32 (NKI documents no algorithm; this is the correctly rounded power, the same on
 // every host). Bitwise ops truncate both inputs to int32 and return the int32 result as a float.
 float alu_f32(AluOp op, float a, float b);

@@ -96,6 +96,8 @@ class Checker {
   void quantize_mx() const;
   void bitvec_ops(int first_vector_slot) const;
   void top8_rules() const;
+  void scan_rules() const;
+  void partition_reduce_rules() const;
   void mx_scale(int scale_slot, int data_slot, uint32_t offset, const char* offset_name) const;
   uint64_t max_moving(DType dst) const;
 
@@ -377,6 +379,38 @@ void Checker::bitvec_ops(int first_vector_slot) const {
   }
 }
 
+// nki.isa.tensor_tensor_scan (NKI 2.21-2.33): data0, data1 and dst of one shape, not both inputs in PSUM;
+// op0 and op1 binary arithmetic operators; initial a number or one element per partition.
+void Checker::scan_rules() const {
+  same_shape(0, 1);
+  same_shape(0, 2);
+  if (inst_.has(kOperand0Vector)) vector_of(3, 1);
+  for (const AluOp o : {inst_.alu0, inst_.alu1})
+    if (alu_is_bitwise(o) || o == AluOp::Bypass || o == AluOp::Abs)
+      fail("op", fmt::format("op0 {} and op1 {} must be binary arithmetic operators", alu_name(inst_.alu0),
+                             alu_name(inst_.alu1)));
+  if (op(1).space == MemSpace::PSUM && op(2).space == MemSpace::PSUM)
+    fail("connectivity", "data0 and data1 cannot both be in PSUM");
+}
+
+// nki.isa.tensor_partition_reduce (NKI 2.21-2.33): op add, maximum, bitwise_or, bitwise_and or bitwise_xor
+// (the bitvec ones on integer dtypes); dst one partition holding data's free elements.
+void Checker::partition_reduce_rules() const {
+  const AluOp o = inst_.alu0;
+  const bool bitvec = o == AluOp::BitwiseOr || o == AluOp::BitwiseAnd || o == AluOp::BitwiseXor;
+  if (!bitvec && o != AluOp::Add && o != AluOp::Max)
+    fail("op",
+         fmt::format("op {} must be add, maximum, bitwise_or, bitwise_and or bitwise_xor", alu_name(o)));
+  if (op(0).partitions != 1 || op(0).free_elements() != op(1).free_elements())
+    fail("shape", fmt::format("dst must be [1, {}] (data's free elements on one partition), got [{}, {}]",
+                              op(1).free_elements(), op(0).partitions, op(0).free_elements()));
+  if (bitvec)
+    for (int slot = 0; slot < 2; ++slot)
+      if (!is_int(op(slot).dtype))
+        fail("bitvec dtype", fmt::format("bitvec operator {} needs integer dtypes (bit patterns), {} is {}",
+                                         alu_name(o), name(slot), dtype_name(op(slot).dtype)));
+}
+
 // max8, nc_find_index8, nc_match_replace8 (NKI's API pages, Neuron 2.26-2.33): src / data hold 8 to 16,384
 // values per partition (nc_match_replace8: at most 16,384), numbers (no x4 dtype); the 8 per partition
 // (max8's dst, vals, the indices) on the same partitions; indices uint16 or uint32; nc_match_replace8's dst
@@ -627,6 +661,23 @@ void Checker::run() {
              fmt::format("reduce_op {} must be add, subtract, multiply, maximum or minimum", alu_name(r)));
       break;
     }
+    case Opcode::TensorTensorScan:
+      scan_rules();
+      break;
+    case Opcode::TensorPartitionReduce:
+      partition_reduce_rules();
+      break;
+    case Opcode::NcNGather:
+      // nki.isa.nc_n_gather (NKI 2.29-2.33): dst of data's dtype, uint32 indices, dst as many elements per
+      // partition as indices, all on the same partitions.
+      if (op(0).dtype != op(1).dtype)
+        fail("dtype", fmt::format("dst is {} but data is {} (nc_n_gather copies elements, no cast)",
+                                  dtype_name(op(0).dtype), dtype_name(op(1).dtype)));
+      dtype_in(2, {DType::U32}, "uint32");
+      same_shape(0, 2);
+      if (op(1).partitions != op(0).partitions)
+        fail("shape", fmt::format("data has {} partitions, dst {}", op(1).partitions, op(0).partitions));
+      break;
     default:
       break;
   }

@@ -102,8 +102,11 @@ enum class Opcode : uint8_t {
   NcFindIndex8,
   NcMatchReplace8,
   TensorScalarReduce,
+  TensorTensorScan,
+  TensorPartitionReduce,
+  NcNGather,
 };
-inline constexpr int kNumOpcodes = 24;
+inline constexpr int kNumOpcodes = 27;
 
 enum class AluOp : uint8_t {
   Bypass,
@@ -128,6 +131,7 @@ enum class AluOp : uint8_t {
   BitwiseXor,
   ShiftLeft,
   ShiftRight,
+  Abs,  // |a|: a unary operator in a binary slot (NKI's math operator table: nl.abs); b is not read
 };
 
 enum class ActFunc : uint8_t {

@@ -14,11 +14,11 @@ constexpr std::array<const char*, 15> kDtypeNames = {
     "float8_e8m0fnu", "float8_e4m3fn_x4", "float8_e5m2_x4", "int32",         "uint32",
     "int16",          "uint16",           "int8",           "uint8",         "float8_e4m3"};
 constexpr std::array<uint32_t, 15> kDtypeSizes = {4, 2, 2, 1, 1, 1, 4, 4, 4, 4, 2, 2, 1, 1, 1};
-constexpr std::array<const char*, 22> kAluNames = {
+constexpr std::array<const char*, 23> kAluNames = {
     "bypass",        "add",         "subtract",   "multiply",    "divide",     "maximum",
     "minimum",       "abs_max",     "power",      "equal",       "not_equal",  "greater",
     "greater_equal", "less",        "less_equal", "logical_and", "logical_or", "bitwise_and",
-    "bitwise_or",    "bitwise_xor", "left_shift", "right_shift"};
+    "bitwise_or",    "bitwise_xor", "left_shift", "right_shift", "abs"};
 constexpr std::array<const char*, 28> kActNames = {
     "identity", "copy",     "exp",     "log",     "silu",  "gelu",   "gelu_apprx_tanh",
     "sigmoid",  "tanh",     "relu",    "square",  "sqrt",  "rsqrt",  "reciprocal",

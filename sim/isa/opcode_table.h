@@ -323,6 +323,36 @@ inline constexpr std::array<OpcodeInfo, kNumOpcodes> kOpcodeTable = {
           .attrs = {alu("op0", AttrField::Alu0, true), alu("reduce_op", AttrField::Alu1, true),
                     number_or_vector("operand0", AttrField::Imm0, 2, kOperand0Vector),
                     flag("reverse0", kReverse0), flag("reduce_res_negate", kNegate)}}),
+    // nki.isa.tensor_tensor_scan: a recurrence along each partition's free elements (cumulative sums, the
+    // linear recurrences of state-space models).
+    info({.op = Opcode::TensorTensorScan,
+          .name = "tensor_tensor_scan",
+          .profile = "TENSOR_TENSOR_SCAN",
+          .slots = {out("dst"), in("data0"), in("data1"), opt_in("initial")},
+          .trn2 = DVE,
+          .trn3 = DVE,
+          .description = "per partition, r = (data0[i] op0 r) op1 data1[i] from r = initial, dst[i] = r",
+          .attrs = {alu("op0", AttrField::Alu0, true), alu("op1", AttrField::Alu1, true),
+                    number_or_vector("initial", AttrField::Imm0, 3, kOperand0Vector),
+                    flag("reverse0", kReverse0), flag("reverse1", kReverse1)}}),
+    // nki.isa.tensor_partition_reduce: a reduction across partitions, on GpSimd.
+    info({.op = Opcode::TensorPartitionReduce,
+          .name = "tensor_partition_reduce",
+          .profile = "TENSOR_PARTITION_REDUCE",
+          .slots = {out("dst"), in("data")},
+          .trn2 = POOL,
+          .trn3 = POOL,
+          .description = "dst [1, F] = data [P, F] reduced across its partitions with an ALU op",
+          .attrs = {alu("alu", AttrField::Alu0, true)}}),
+    // nki.isa.nc_n_gather: a gather within each partition, on GpSimd (the NKI library's top-k sort).
+    info({.op = Opcode::NcNGather,
+          .name = "nc_n_gather",
+          .profile = "N_GATHER",
+          .slots = {out("dst"), in("data"), in("indices")},
+          .trn2 = POOL,
+          .trn3 = POOL,
+          .description =
+              "dst[p, j] = data[p, indices[p, j]] (data's free elements flattened; uint32 indices)"}),
 };
 
 constexpr bool in_enum_order() {

@@ -93,6 +93,15 @@ class Exec {
     if (v.rows() != rows || v.cols() != 1)
       fail("shape", fmt::format("{} must be [{}, 1], got [{}, {}]", name(slot), rows, v.rows(), v.cols()));
   }
+  // Operand0 per partition: the immediate, or the [rows, 1] vector in `slot` when kOperand0Vector is set.
+  std::vector<float> per_partition(float imm, int slot, uint32_t rows) {
+    std::vector<float> out(rows, imm);
+    if (!inst_.has(kOperand0Vector)) return out;
+    OperandView v = view(slot);
+    vector_shape(v, slot, rows);
+    for (uint32_t i = 0; i < rows; ++i) out[i] = v.load(i, 0);
+    return out;
+  }
   // Element move with the DMA/copy cast rule: bit copy when dtypes match, else src -> FP32 -> dst (RNE).
   void move(const OperandView& d, uint8_t* dp, const OperandView& s, const uint8_t* sp) const {
     if (d.dtype() == s.dtype()) {
@@ -176,6 +185,9 @@ class Exec {
   void affine_select();
   void max8();
   void match8(bool replace);
+  void tensor_tensor_scan();
+  void tensor_partition_reduce();
+  void nc_n_gather();
 
   const Instruction& inst_;
   int core_;
@@ -277,6 +289,12 @@ void Exec::run() {
       return match8(false);
     case Opcode::NcMatchReplace8:
       return match8(true);
+    case Opcode::TensorTensorScan:
+      return tensor_tensor_scan();
+    case Opcode::TensorPartitionReduce:
+      return tensor_partition_reduce();
+    case Opcode::NcNGather:
+      return nc_n_gather();
   }
   fail("opcode", fmt::format("unknown opcode {}", static_cast<int>(inst_.op)));
 }
@@ -1113,12 +1131,7 @@ void Exec::scalar_tensor_tensor() {
   same_shape(dst, 0, data, 1);
   same_shape(dst, 0, in1, 3);
   const uint32_t rows = dst.rows();
-  std::vector<float> s0(rows, inst_.imm0);
-  if (inst_.has(kOperand0Vector)) {
-    OperandView v = view(2);
-    vector_shape(v, 2, rows);
-    for (uint32_t i = 0; i < rows; ++i) s0[i] = v.load(i, 0);
-  }
+  const std::vector<float> s0 = per_partition(inst_.imm0, 2, rows);
   const bool r1 = inst_.has(kReverse1);
   const uint64_t n = dst.cols();
   std::vector<float> x(n), y(n);
@@ -1250,6 +1263,85 @@ void Exec::match8(bool replace) {
     if (!idx) continue;
     for (int k = 0; k < top8::kWidth; ++k) pos[k] = paired[k];
     idx->store_row_int(i, pos);
+  }
+}
+
+// Per partition, along the free elements in row-major order: r = initial, then r = (data0[i] op0 r) op1
+// data1[i] (reverse0: r op0 data0[i]; reverse1: data1[i] op1 ...) and dst[i] = r. r stays FP32 from step to
+// step (the engine computes in FP32; each dst[i] is r stored in dst's dtype). Inputs are read whole before
+// dst is written, so dst may be an input.
+void Exec::tensor_tensor_scan() {
+  OperandView dst = view(0);
+  OperandView a = view(1);
+  OperandView b = view(2);
+  same_shape(dst, 0, a, 1);
+  same_shape(dst, 0, b, 2);
+  const uint32_t rows = dst.rows();
+  const std::vector<float> init = per_partition(inst_.imm0, 3, rows);
+  const bool r0 = inst_.has(kReverse0), r1 = inst_.has(kReverse1);
+  const uint64_t n = dst.cols();
+  std::vector<float> x(n), y(n);
+  for (uint32_t i = 0; i < rows; ++i) {
+    a.load_row(i, x.data());
+    b.load_row(i, y.data());
+    float r = init[i];
+    for (uint64_t j = 0; j < n; ++j) {
+      r = r0 ? alu_f32(inst_.alu0, r, x[j]) : alu_f32(inst_.alu0, x[j], r);
+      r = r1 ? alu_f32(inst_.alu1, y[j], r) : alu_f32(inst_.alu1, r, y[j]);
+      x[j] = r;
+    }
+    dst.store_row(i, x.data());
+  }
+}
+
+// dst [1, F] = op folded over data's partitions 0, 1, ..., P-1 for each free element: FP32 for add and
+// maximum, 32-bit patterns for the bitvec operators.
+void Exec::tensor_partition_reduce() {
+  OperandView dst = view(0);
+  OperandView data = view(1);
+  const uint64_t n = data.cols();
+  if (dst.rows() != 1 || dst.cols() != n)
+    fail("shape", fmt::format("dst must be [1, {}], got [{}, {}]", n, dst.rows(), dst.cols()));
+  if (alu_is_bitwise(inst_.alu0)) {
+    std::vector<int64_t> acc(n), x(n);
+    data.load_row_int(0, acc.data());
+    for (uint32_t i = 1; i < data.rows(); ++i) {
+      data.load_row_int(i, x.data());
+      for (uint64_t j = 0; j < n; ++j) acc[j] = alu_i32(inst_.alu0, acc[j], x[j]);
+    }
+    dst.store_row_int(0, acc.data());
+    return;
+  }
+  std::vector<float> acc(n), x(n);
+  data.load_row(0, acc.data());
+  for (uint32_t i = 1; i < data.rows(); ++i) {
+    data.load_row(i, x.data());
+    alu_f32_rows(inst_.alu0, acc.data(), x.data(), n);
+  }
+  dst.store_row(0, acc.data());
+}
+
+// dst[p, j] = data[p, indices[p, j]], data's free elements in row-major order, bytes copied (dst has data's
+// dtype). An index outside data's elements per partition is an error (NKI: "must be within the range").
+void Exec::nc_n_gather() {
+  OperandView dst = view(0);
+  OperandView data = view(1);
+  OperandView idx = view(2);
+  same_shape(dst, 0, idx, 2);
+  const uint64_t n = data.cols();
+  const uint32_t size = dtype_size(dst.dtype());
+  std::vector<int64_t> ix(idx.cols());
+  std::vector<uint8_t> row(n * size);
+  for (uint32_t p = 0; p < dst.rows(); ++p) {
+    idx.load_row_int(p, ix.data());
+    for (uint64_t c = 0; c < n; ++c) std::memcpy(&row[c * size], data.at(p, c), size);
+    for (uint64_t j = 0; j < ix.size(); ++j) {
+      const auto i = static_cast<uint64_t>(static_cast<uint32_t>(ix[j]));
+      if (i >= n)
+        fail("index",
+             fmt::format("indices[{}, {}] = {} is outside data's {} elements per partition", p, j, i, n));
+      std::memcpy(dst.at(p, j), &row[i * size], size);
+    }
   }
 }
 

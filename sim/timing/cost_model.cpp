@@ -110,7 +110,8 @@ EngineCost CostModel::engine_cost(const isa::Instruction& inst) const {
     case isa::Engine::POOL:
     case isa::Engine::SP: {
       const auto& e = inst.engine == isa::Engine::POOL ? hw_.pool : hw_.sp;
-      uint64_t n = elements_of(inst);
+      // nc_n_gather: one element per gathered element (dst's), not per element of data (no published cost).
+      uint64_t n = inst.op == Opcode::NcNGather ? inst.ops[0].free_elements() : elements_of(inst);
       uint64_t inputs = (inst.op == Opcode::TensorTensor || inst.op == Opcode::ScalarTensorTensor ||
                          inst.op == Opcode::Select)
                             ? 2
@@ -234,6 +235,11 @@ EngineCost CostModel::dve_cost(const isa::Instruction& inst) const {
       // performance mode, plus the reduction's MIN_II, taken as one more fixed_overhead_cycles (the DVE's
       // MIN_II-like static overhead).
       extra = dve.fixed_overhead_cycles;
+      break;
+    case Opcode::TensorTensorScan:
+      // "max(MIN_II, 2N)" (nki.isa.tensor_tensor_scan, NKI 2.21-2.26): the two-input rule, no performance
+      // mode (the recurrence takes one element per step whatever the dtypes).
+      work = 2 * n;
       break;
     default:
       break;

@@ -23,7 +23,7 @@ def table():
     both = {"nc_matmul", "nc_transpose", "activation", "activation_reduce", "tensor_tensor", "tensor_scalar",
             "tensor_reduce", "tensor_copy", "memset", "iota", "dma_transpose", "reciprocal", "scalar_tensor_tensor",
             "bn_stats", "bn_aggr", "affine_select", "max8", "nc_find_index8", "nc_match_replace8",
-            "tensor_scalar_reduce"}
+            "tensor_scalar_reduce", "tensor_tensor_scan", "tensor_partition_reduce"}
     for name in isa.SUPPORTED:
         style = "current (`dst=`) and earlier (returns a tile)" if name in both else "current"
         if name in ("dma_copy",):

@@ -466,6 +466,23 @@ def _sendrecv(em, op):
                       loc=_loc(op))
 
 
+
+def _tensor_tensor_scan(em, op):
+    a, t = op.args, op.attrs
+    em.c.nki.tensor_tensor_scan(em.view(a["dst"]), em.view(a["data0"]), em.view(a["data1"]),
+                                _operand(em, a["initial"], t["imm0"]), em.alu(t["op0"]), em.alu(t["op1"]),
+                                reverse0=t["reverse0"], reverse1=t["reverse1"], loc=_loc(op))
+
+
+def _tensor_partition_reduce(em, op):
+    em.c.nki.tensor_partition_reduce(em.view(op.args["dst"]), em.alu(op.attrs["op"]), em.view(op.args["data"]),
+                                     loc=_loc(op))
+
+
+def _nc_n_gather(em, op):
+    a = op.args
+    em.c.nki.nc_n_gather(em.view(a["dst"]), em.view(a["data"]), em.view(a["indices"]), loc=_loc(op))
+
 EMIT = {
     "nc_matmul": _nc_matmul, "nc_matmul_mx": _nc_matmul_mx, "quantize_mx": _quantize_mx,
     "nc_transpose": _nc_transpose, "activation": _activation, "tensor_tensor": _tensor_tensor,
@@ -474,5 +491,6 @@ EMIT = {
     "core_barrier": _core_barrier, "sendrecv": _sendrecv, "scalar_tensor_tensor": _scalar_tensor_tensor,
     "bn_stats": _bn_stats, "bn_aggr": _bn_aggr, "affine_select": _affine_select, "max8": _max8,
     "nc_find_index8": _nc_find_index8, "nc_match_replace8": _nc_match_replace8,
-    "tensor_scalar_reduce": _tensor_scalar_reduce,
+    "tensor_scalar_reduce": _tensor_scalar_reduce, "tensor_tensor_scan": _tensor_tensor_scan,
+    "tensor_partition_reduce": _tensor_partition_reduce, "nc_n_gather": _nc_n_gather,
 }

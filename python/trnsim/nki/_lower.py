@@ -30,7 +30,7 @@ _NP_ALU = {
     np.not_equal: "not_equal", np.greater: "greater", np.greater_equal: "greater_equal", np.less: "less",
     np.less_equal: "less_equal", np.logical_and: "logical_and", np.logical_or: "logical_or",
     np.bitwise_and: "bitwise_and", np.bitwise_or: "bitwise_or", np.bitwise_xor: "bitwise_xor",
-    np.left_shift: "left_shift", np.right_shift: "right_shift",
+    np.left_shift: "left_shift", np.right_shift: "right_shift", np.abs: "abs",
     # NumPy's reductions as reduce operators (NKI's Stable Diffusion attention tutorial: tensor_reduce(np.max, ...)).
     np.max: "maximum", np.min: "minimum", np.amax: "maximum", np.amin: "minimum",
 }
@@ -45,8 +45,7 @@ _NP_ACT = {
 # nki.language.rsqrt"; its engine-selection notes run nisa.tensor_scalar(op0=nl.rsqrt, operand0=0.0) on GpSimd)
 # that the simulator's ALU does not have: the instruction that computes each instead.
 _UNARY_ALU = {"rsqrt": "nisa.activation(op=nl.rsqrt) on the Scalar engine",
-              "reciprocal": "nisa.reciprocal (Vector engine) or nisa.activation(op=nl.reciprocal)",
-              "abs": "nisa.activation(op=nl.abs) on the Scalar engine"}
+              "reciprocal": "nisa.reciprocal (Vector engine) or nisa.activation(op=nl.reciprocal)"}
 
 
 def alu_name(op, call):

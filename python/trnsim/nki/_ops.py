@@ -46,6 +46,15 @@ def _target():
 
 # The bitvec operators (NKI's math operator table), which run on the Vector engine only.
 _BITVEC = {"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"}
+# The operators the table gives no GpSimd for: the bitvec ones (Vector) and nl.abs (Vector/Scalar).
+_NOT_GPSIMD = _BITVEC | {"abs"}
+
+
+def _abs_not_on_gpsimd(op, engine, *alus):
+    """nl.abs as an operator runs on the Vector or Scalar engine (NKI's math operator table), not GpSimd."""
+    if engine == "POOL" and "abs" in alus:
+        raise NkiError(f"{op}: nl.abs is an ALU operator of the Vector and Scalar engines (NKI's math operator "
+                       "table), not of GpSimd: use engine=nisa.vector_engine")
 
 
 def _engine_for(name, engine, views):
@@ -485,13 +494,14 @@ def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
             raise NkiError(f"{op}: nl.power runs on the GpSimd engine, which cannot access PSUM "
                            "(nki.isa.tensor_tensor): copy the PSUM tile to SBUF first")
         engine = "POOL"
-    if engine is None and alu not in _BITVEC and all(v.dtype.name in ("int32", "uint32") and v.st.space != PSUM
+    if engine is None and alu not in _NOT_GPSIMD and all(v.dtype.name in ("int32", "uint32") and v.st.space != PSUM
                                                      for v in (dst, data1, data2)):
         # nki.isa.tensor_tensor (2.33): int32/uint32 tiles of an arithmetic operator default to GpSimd, whose
         # native integer arithmetic is exact for every 32-bit value (Vector computes in FP32); the bitvec
         # operators run on the Vector engine only.
         engine = "POOL"
     engine = _engine_for(op, engine, [dst, data1, data2])
+    _abs_not_on_gpsimd(op, engine, alu)
     o = record(op, {"dst": dst, "data1": data1, "data2": data2}, [data1, data2], [dst],
                {"op": alu, "engine": engine}, loc)
     if dst.st is data1.st or dst.st is data2.st:
@@ -513,6 +523,7 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
             raise NkiError(f"{op}: op1 needs operand1")
         v1, i1 = _operand(operand1, op, "operand1", data)
     engine = _engine_for(op, engine, [dst, data])
+    _abs_not_on_gpsimd(op, engine, op0, op1)
     reads = [data] + [v for v in (v0, v1) if v is not None]
     o = record(op, {"dst": dst, "data": data, "operand0": v0, "operand1": v1}, reads, [dst],
                {"op0": op0, "imm0": i0, "reverse0": bool(reverse0), "op1": op1 or "bypass", "imm1": i1,
@@ -682,6 +693,61 @@ def max8(dst, src, loc=None):
     op = "max8"
     dst, src = tile(dst, "dst", op), tile(src, "src", op)
     return record(op, {"dst": dst, "src": src}, [src], [dst], {}, loc)
+
+
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, loc=None):
+    """nki.isa.tensor_tensor_scan: per partition, r = (data0[i] op0 r) op1 data1[i] from r = initial."""
+    op = "tensor_tensor_scan"
+    dst, data0, data1 = _two_tiles(op, dst, data0, "data0", data1, "data1")
+    for o in (op0, op1):
+        if o in _BITVEC or o == "abs":
+            raise NkiError(f"{op}: op0 nl.{op0} and op1 nl.{op1} must be binary arithmetic operators (NKI's "
+                           "math operator table; bitvec operators and nl.abs are not)")
+    v0, i0 = _operand(initial, op, "initial", data0)
+    reads = [data0, data1] + ([v0] if v0 is not None else [])
+    o = record(op, {"dst": dst, "data0": data0, "data1": data1, "initial": v0}, reads, [dst],
+               {"op0": op0, "op1": op1, "imm0": i0, "reverse0": bool(reverse0), "reverse1": bool(reverse1)}, loc)
+    if dst.st is data0.st or dst.st is data1.st:
+        _order.check(o, dst, (data0, data1))
+    return o
+
+
+# nki.isa.tensor_partition_reduce's operators (NKI 2.21-2.33: add, max, bitwise_or, bitwise_and; 2.33 adds
+# bitwise_xor and mean).
+PARTITION_REDUCE_OPS = ("add", "maximum", "bitwise_or", "bitwise_and", "bitwise_xor")
+
+
+def tensor_partition_reduce(dst, alu, data, loc=None):
+    """nki.isa.tensor_partition_reduce on GpSimd: dst [1, F...] = data [P, F...] reduced across partitions."""
+    op = "tensor_partition_reduce"
+    dst, data = tile(dst, "dst", op), tile(data, "data", op)
+    if alu not in PARTITION_REDUCE_OPS:
+        raise NkiError(f"{op}: op nl.{alu} is not a partition reduction operator (NKI: add, maximum, "
+                       "bitwise_or, bitwise_and, bitwise_xor)")
+    if dst.partitions != 1 or dst.free_size != data.free_size:
+        raise NkiError(f"{op}: dst {list(dst.shape)} must be one partition holding data's {data.free_size} "
+                       f"elements per partition (data {list(data.shape)})")
+    if any(v.st.space == PSUM for v in (dst, data)):
+        raise NkiError(f"{op}: it runs on the GpSimd engine, which cannot access PSUM "
+                       f"(nki.isa.tensor_partition_reduce): copy the PSUM tile to SBUF first")
+    return record(op, {"dst": dst, "data": data}, [data], [dst], {"op": alu}, loc)
+
+
+def nc_n_gather(dst, data, indices, loc=None):
+    """nki.isa.nc_n_gather on GpSimd: dst[p, j] = data[p, indices[p, j]] (data's free elements flattened)."""
+    op = "nc_n_gather"
+    dst, data, indices = tile(dst, "dst", op), tile(data, "data", op), tile(indices, "indices", op)
+    if any(v.st.space == PSUM for v in (dst, data, indices)):
+        raise NkiError(f"{op}: it runs on the GpSimd engine, which cannot access PSUM (nki.isa.nc_n_gather): "
+                       "data, indices and dst must be in SBUF")
+    if indices.dtype.name != "uint32":
+        raise NkiError(f"{op}: indices must be nl.uint32, got {indices.dtype.name}")
+    if dst.dtype != data.dtype:
+        raise NkiError(f"{op}: dst must have data's dtype {data.dtype.name}, got {dst.dtype.name}")
+    if not (dst.partitions == data.partitions == indices.partitions) or dst.free_size != indices.free_size:
+        raise NkiError(f"{op}: data {list(data.shape)}, indices {list(indices.shape)} and dst {list(dst.shape)} "
+                       "must have the same partitions, and dst as many elements per partition as indices")
+    return record(op, {"dst": dst, "data": data, "indices": indices}, [data, indices], [dst], {}, loc)
 
 
 def nc_find_index8(dst, data, vals, loc=None):

@@ -927,6 +927,106 @@ def bn_aggr(*args, **kwargs):
     return _bn("bn_aggr", _ops.bn_aggr, 2, args, kwargs)
 
 
+# ------------------------------------------------------------------------------------- tensor_tensor_scan
+
+
+@_named("tensor_tensor_scan")
+def _tensor_tensor_scan_new(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
+    call = "tensor_tensor_scan"
+    if _t(initial):
+        dst, data0, data1, initial = _region(dst, data0, data1, initial)
+    else:
+        dst, data0, data1 = _region(dst, data0, data1)
+    return _ops.tensor_tensor_scan(dst, data0, data1, initial, _lower.alu_name(op0, call),
+                                   _lower.alu_name(op1, call), reverse0, reverse1)
+
+
+@_named("tensor_tensor_scan")
+def _tensor_tensor_scan_old(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None,
+                            mask=None, **kwargs):
+    call = "tensor_tensor_scan"
+    if kwargs:
+        ignored_kwargs(f"nki.isa.{call}", kwargs)
+    if _t(initial):
+        (data0, data1, initial), box = _masked(mask, data0, data1, initial)
+    else:
+        (data0, data1), box = _masked(mask, data0, data1)
+    dst = _result(data0.shape, _lower.dt(dtype, _lower.promote(data0, data1)), SBUF, call)
+    _ops.tensor_tensor_scan(dst, data0, data1, initial, _lower.alu_name(op0, call), _lower.alu_name(op1, call),
+                            reverse0, reverse1)
+    return _lower.boxed(_lower.fresh(dst), box)
+
+
+def _scan_current(args, kwargs):
+    """The dst= form: dst given, or a tile (or number) more before op0 than the earlier form's data0, data1,
+    initial (its initial may be a tile too, so the tiles alone cannot tell)."""
+    if "dst" in kwargs:
+        return _current(args, kwargs, 1)
+    k = 0
+    while k < len(args) and (_t(args[k]) or isinstance(args[k], (int, float))):
+        k += 1
+    return _current(args, kwargs, 1) if k >= (3 if "initial" in kwargs else 4) else False
+
+
+@_public
+def tensor_tensor_scan(*args, **kwargs):
+    """Per partition along the free elements: r = (data0[i] op0 r) op1 data1[i] from r = initial (a number or
+    a [P, 1] tile), dst[i] = r, in FP32 on the Vector engine (reverse0: r op0 data0[i]; reverse1: data1[i] op1
+    ...)."""
+    if _scan_current(args, kwargs):
+        return _tensor_tensor_scan_new(*args, **kwargs)
+    return _tensor_tensor_scan_old(*args, **kwargs)
+
+
+# -------------------------------------------------------------------------------- tensor_partition_reduce
+
+
+def _partition_op(op, call):
+    if getattr(op, "__name__", None) == "mean" or op in ("mean", "average"):
+        unsupported(f"nki.isa.{call}(op=nl.mean)", "the mean across partitions (NKI 2.32-2.33); op=nl.add and a "
+                    "multiply by 1/P compute it")
+    return _lower.alu_name(op, call)
+
+
+@_named("tensor_partition_reduce")
+def _tensor_partition_reduce_new(dst, op, data, name=None):
+    dst, data = _region(dst, data)
+    return _ops.tensor_partition_reduce(dst, _partition_op(op, "tensor_partition_reduce"), data)
+
+
+@_named("tensor_partition_reduce")
+def _tensor_partition_reduce_old(op, data, *, mask=None, dtype=None, **kwargs):
+    call = "tensor_partition_reduce"
+    if kwargs:
+        ignored_kwargs(f"nki.isa.{call}", kwargs)
+    (data,), box = _masked(mask, data)
+    dst = _result((1,) + tuple(data.shape[1:]), _lower.dt(dtype, data.dtype), SBUF, call)
+    _ops.tensor_partition_reduce(dst, _partition_op(op, call), data)
+    dims = (None,) + tuple(range(1, len(dst.shape)))
+    return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, dims))
+
+
+@_public
+def tensor_partition_reduce(*args, **kwargs):
+    """dst [1, F...] = data [P, F...] reduced across its partitions (0, 1, ... in order) with op (nl.add,
+    nl.maximum in FP32; nl.bitwise_or / and / xor on integer bit patterns) on the GpSimd engine; earlier
+    style: `tensor_partition_reduce(op, data)` returns it (dtype= data's by default)."""
+    if _current(args, kwargs, 1):
+        return _tensor_partition_reduce_new(*args, **kwargs)
+    return _tensor_partition_reduce_old(*args, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------- nc_n_gather
+
+
+@_public
+def nc_n_gather(dst, data, indices, name=None):
+    """dst[p, j] = data[p, indices[p, j]]: a gather within each partition over data's free elements flattened,
+    uint32 indices, dst of data's dtype, all in SBUF, on the GpSimd engine (an index out of range is an error)."""
+    dst, data, indices = _region(dst, data, indices)
+    return _ops.nc_n_gather(dst, data, indices)
+
+
 # ---------------------------------------------------------------- max8 / nc_find_index8 / nc_match_replace8
 
 
@@ -1051,6 +1151,13 @@ def _affine_select_new(dst, pattern, offset, channel_multiplier, on_true_tile, o
 
 
 @_named("affine_select")
+def _affine_select_newest(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None, offset=0,
+                          name=None):
+    """NKI's latest signature (the NKI library's HEAD calls it so): offset last, 0 by default."""
+    return _affine_select_new(dst, pattern, offset, channel_multiplier, on_true_tile, on_false_value, cmp_op)
+
+
+@_named("affine_select")
 def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.affine_select", kwargs)
@@ -1092,18 +1199,45 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
 @_public
 def affine_select(*args, **kwargs):
     """dst = on_true_tile where cmp_op(offset + channel_multiplier * partition + sum of pattern steps * free
-    indices, 0) holds, else on_false_value, on GpSimd (cmp_op defaults to nl.equal); earlier style: the
+    indices, 0) holds, else on_false_value, on GpSimd (cmp_op defaults to nl.equal; offset may come last, 0 by
+    default, as NKI's latest signature has it); earlier style: the
     predicate a comparison of nl.arange expressions (`i_q >= i_k`), the new tile returned, mask= as any call's."""
     if _current(args, kwargs, 1):
+        if (len(args) > 3 and _t(args[3])) or (len(args) < 3 and "offset" not in kwargs):
+            return _affine_select_newest(*args, **kwargs)
         return _affine_select_new(*args, **kwargs)
     return _affine_select_old(*args, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ constants
+
+
+def _constants_module():
+    """nki.isa.constants: the enums above under the module NKI's library imports them from (`from
+    nki.isa.constants import oob_mode, dge_mode`, `nisa.constants.engine.tensor`), registered in sys.modules
+    so that import finds it."""
+    import importlib.machinery
+    import sys
+    import types
+
+    name = __name__ + ".constants"
+    m = types.ModuleType(name, "nki.isa's enums: engine, dma_engine, dge_mode, oob_mode, reduce_cmd, "
+                               "matmul_perf_mode, nc_version, dependency")
+    for n in ("engine", "dma_engine", "dge_mode", "oob_mode", "reduce_cmd", "matmul_perf_mode", "nc_version",
+              "dependency"):
+        setattr(m, n, globals()[n])
+    m.__spec__ = importlib.machinery.ModuleSpec(name, None)
+    sys.modules[name] = m
+    globals()["__path__"] = []  # a package with no folder: `import nki.isa.constants` looks in sys.modules
+    return m
+
+
+constants = _constants_module()
 
 
 # ---------------------------------------------------------------------------- calls trnsim does not model
 
 UNSUPPORTED = {
-    "tensor_partition_reduce": "cross-partition reduction on GpSimd",
-    "tensor_tensor_scan": "the Vector engine's scan",
     "tensor_scalar_cumulative": "",
     "activate2": "",
     "exponential": "",
@@ -1111,7 +1245,6 @@ UNSUPPORTED = {
     "nonzero_with_count": "",
     "sequence_bounds": "",
     "local_gather": "",
-    "nc_n_gather": "",
     "nc_stream_shuffle": "",
     "dropout": "random numbers",
     "rng": "random numbers",
@@ -1151,7 +1284,8 @@ SUPPORTED = ["nc_matmul", "nc_matmul_mx", "quantize_mx", "nc_transpose", "activa
              "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy", "memset", "iota", "dma_copy",
              "dma_transpose", "core_barrier", "sendrecv", "select_reduce", "reciprocal", "get_nc_version",
              "scalar_tensor_tensor", "bn_stats", "bn_aggr", "affine_select", "max8", "nc_find_index8",
-             "nc_match_replace8", "tensor_scalar_reduce"]
+             "nc_match_replace8", "tensor_scalar_reduce", "tensor_tensor_scan", "tensor_partition_reduce",
+             "nc_n_gather"]
 
 
 def __getattr__(name):

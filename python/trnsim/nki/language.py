@@ -550,6 +550,10 @@ for _name, _act in (("exp", "exp"), ("log", "log"), ("tanh", "tanh"), ("sigmoid"
                     ("mish", "mish"), ("gelu_dx", "gelu_dx"), ("silu_dx", "silu_dx"), ("floor", "floor"),
                     ("ceil", "ceil"), ("trunc", "trunc")):
     globals()[_name] = _unary(_name, _act)
+# nl.abs is also an ALU operator (NKI's math operator table: Absolute, Vector/Scalar; nki-library passes
+# op0=nl.abs, operand0=0.0 to tensor_scalar_reduce for a row's absmax).
+globals()["abs"].alu = "abs"
+globals()["abs"].__doc__ += "; also the ALU operator `op0=nl.abs` (the absolute value of data, the operand unread)"
 
 gelu_apprx_tanh_ = globals()["gelu_apprx_tanh"]
 

@@ -415,3 +415,62 @@ TEST_CASE("tensor_scalar_reduce: arithmetic op0, a reduction reduce_op, a [P, 1]
   in.engine = Engine::POOL;
   expect_rule(in, "tensor_scalar_reduce on POOL: engine: tensor_scalar_reduce runs on DVE");
 }
+
+TEST_CASE("tensor_tensor_scan and tensor_partition_reduce: NKI's operand rules", "[isa][check]") {
+  Instruction scan = make(Opcode::TensorTensorScan, Engine::DVE,
+                          {f32(0, 4, 0, 16), f32(0, 4, 64, 16), f32(0, 4, 128, 16), f32(0, 4, 256, 1)});
+  scan.alu0 = AluOp::Multiply;
+  scan.alu1 = AluOp::Add;
+  scan.flags = kOperand0Vector;
+  CHECK_NOTHROW(check(scan, prog(), trn2()));
+  scan.ops[3] = f32(0, 4, 256, 2);
+  expect_rule(scan, "tensor_tensor_scan on DVE: shape: initial must be [4, 1], got [4, 2]");
+  scan.ops[3] = f32(0, 4, 256, 1);
+  scan.alu1 = AluOp::BitwiseXor;
+  expect_rule(scan,
+              "tensor_tensor_scan on DVE: op: op0 multiply and op1 bitwise_xor must be binary arithmetic "
+              "operators");
+  scan.alu1 = AluOp::Add;
+  scan.ops[2] = f32(0, 4, 128, 8);
+  expect_rule(scan, "tensor_tensor_scan on DVE: shape: dst is [4, 16] but data1 is [4, 8]");
+  scan.engine = Engine::POOL;
+  scan.ops[2] = f32(0, 4, 128, 16);
+  expect_rule(scan, "tensor_tensor_scan on POOL: engine: tensor_tensor_scan runs on DVE");
+
+  Instruction pr = make(Opcode::TensorPartitionReduce, Engine::POOL, {f32(0, 1, 0, 16), f32(0, 4, 64, 16)});
+  pr.alu0 = AluOp::Add;
+  CHECK_NOTHROW(check(pr, prog(), trn2()));
+  pr.alu0 = AluOp::Min;
+  expect_rule(
+      pr,
+      "tensor_partition_reduce on POOL: op: op minimum must be add, maximum, bitwise_or, bitwise_and or "
+      "bitwise_xor");
+  pr.alu0 = AluOp::BitwiseOr;
+  expect_rule(
+      pr,
+      "tensor_partition_reduce on POOL: bitvec dtype: bitvec operator bitwise_or needs integer dtypes "
+      "(bit patterns), dst is float32");
+  pr.alu0 = AluOp::Max;
+  pr.ops[0] = f32(0, 2, 0, 16);
+  expect_rule(pr,
+              "tensor_partition_reduce on POOL: shape: dst must be [1, 16] (data's free elements on one "
+              "partition), got [2, 16]");
+}
+
+TEST_CASE("nc_n_gather: dst of data's dtype, uint32 indices of dst's shape", "[isa][check]") {
+  Instruction g = make(Opcode::NcNGather, Engine::POOL,
+                       {f32(0, 4, 0, 8), f32(0, 4, 64, 32), sbuf(0, 4, 256, DType::U32, {{1, 8}})});
+  CHECK_NOTHROW(check(g, prog(), trn2()));
+  g.ops[2] = sbuf(0, 4, 256, DType::U16, {{1, 8}});
+  expect_rule(g, "nc_n_gather on POOL: dtype: indices must be uint32, got uint16");
+  g.ops[2] = sbuf(0, 4, 256, DType::U32, {{1, 4}});
+  expect_rule(g, "nc_n_gather on POOL: shape: dst is [4, 8] but indices is [4, 4]");
+  g.ops[2] = sbuf(0, 4, 256, DType::U32, {{1, 8}});
+  g.ops[0] = sbuf(0, 4, 0, DType::BF16, {{1, 8}});
+  expect_rule(g,
+              "nc_n_gather on POOL: dtype: dst is bfloat16 but data is float32 (nc_n_gather copies elements, "
+              "no cast)");
+  g.ops[0] = f32(0, 4, 0, 8);
+  g.engine = Engine::DVE;
+  expect_rule(g, "nc_n_gather on DVE: engine: nc_n_gather runs on POOL");
+}

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/base/error.h"
+#include "sim/isa/alu.h"
 #include "sim/isa/element.h"
 #include "sim/isa/names.h"
 #include "sim/isa/operand_view.h"
@@ -994,4 +995,165 @@ TEST_CASE("tensor_scalar_reduce: tensor_scalar with one operator, reduced over d
   CHECK(get<float>(m.s(0, 128)) == want);
   CHECK(get<uint16_t>(m.s(0, 64 + 4)) == bf16_exact(0.251953125f));
   CHECK(want != ((((1.5f + 1e-3f) + (-3.f + 1e-3f)) + (0.25f + 1e-3f)) + (4.f + 1e-3f)));
+}
+
+TEST_CASE("abs as an ALU operator: |data|, the operand unread", "[isa]") {
+  Machine m;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // tensor_scalar(op0=abs, operand0=7) then op1=maximum 2.5: |x| max 2.5; -0 becomes +0, NaN stays NaN.
+  const float x[5] = {-3.5f, 2.f, -0.f, -1e-3f, nan};
+  std::memcpy(m.s(0, 0), x, sizeof x);
+  Instruction ts = make(Opcode::TensorScalar, Engine::DVE,
+                        {sbuf(0, 1, 64, DType::F32, {{1, 5}}), sbuf(0, 1, 0, DType::F32, {{1, 5}})});
+  ts.alu0 = AluOp::Abs;
+  ts.imm0 = 7.f;
+  m.run(ts);
+  CHECK(get<uint32_t>(m.s(0, 64)) == 0x40600000u);  // 3.5
+  CHECK(get<uint32_t>(m.s(0, 68)) == 0x40000000u);  // 2
+  CHECK(get<uint32_t>(m.s(0, 72)) == 0x00000000u);  // +0
+  CHECK(get<float>(m.s(0, 76)) == 1e-3f);
+  CHECK(std::isnan(get<float>(m.s(0, 80))));
+  ts.alu1 = AluOp::Max;
+  ts.imm1 = 2.5f;
+  m.run(ts);
+  CHECK(get<float>(m.s(0, 68)) == 2.5f);
+  CHECK(get<float>(m.s(0, 72)) == 2.5f);
+  // reverse0 takes the operand: |operand0 = -7| for every element.
+  ts.alu1 = AluOp::Bypass;
+  ts.imm0 = -7.f;
+  ts.flags = kReverse0;
+  m.run(ts);
+  for (int j = 0; j < 5; ++j) CHECK(get<float>(m.s(0, 64 + 4 * j)) == 7.f);
+  // tensor_scalar_reduce(op0=abs, reduce_op=max): the NKI library's per-row absmax; BF16 data -> BF16 dst.
+  put(m.s(0, 256), bf16_exact(-6.f));
+  put(m.s(0, 258), bf16_exact(5.f));
+  put(m.s(0, 260), bf16_exact(-0.5f));
+  Instruction tsr = make(Opcode::TensorScalarReduce, Engine::DVE,
+                         {sbuf(0, 1, 320, DType::BF16, {{1, 3}}),
+                          sbuf(0, 1, 256, DType::BF16, {{1, 3}}),
+                          {},
+                          sbuf(0, 1, 384, DType::F32, {{1, 1}})});
+  tsr.alu0 = AluOp::Abs;
+  tsr.alu1 = AluOp::Max;
+  m.run(tsr);
+  CHECK(get<float>(m.s(0, 384)) == 6.f);
+  CHECK(get<uint16_t>(m.s(0, 320)) == bf16_exact(6.f));
+  CHECK(get<uint16_t>(m.s(0, 324)) == bf16_exact(0.5f));
+  // The integer forms: |INT32_MIN| wraps to itself (alu_i32), the exact form is 2^31.
+  CHECK(alu_i32(AluOp::Abs, -5, 99) == 5);
+  CHECK(alu_i32(AluOp::Abs, INT32_MIN, 0) == INT32_MIN);
+  CHECK(alu_int_exact(AluOp::Abs, INT32_MIN, 0) == 2147483648LL);
+}
+
+TEST_CASE("tensor_tensor_scan: NKI's recurrence per partition, FP32 state", "[isa]") {
+  Machine m;
+  // data0 = decay, data1 = input: r = data0[i] * r + data1[i] from initial (partition 0: the immediate 1;
+  // partition 1 too). Partition 0: d0 = {0.5, 2, -1, 0.25}, d1 = {1, 3, 0.5, -2}:
+  // r = 0.5 * 1 + 1 = 1.5; 2 * 1.5 + 3 = 6; -1 * 6 + 0.5 = -5.5; 0.25 * -5.5 - 2 = -3.375.
+  const float d0[4] = {0.5f, 2.f, -1.f, 0.25f}, d1[4] = {1.f, 3.f, 0.5f, -2.f};
+  std::memcpy(m.s(0, 0), d0, sizeof d0);
+  std::memcpy(m.s(0, 32), d1, sizeof d1);
+  // Partition 1: a cumulative sum, d0 = ones: {1, 2, 3, 4} from 1 -> 2, 4, 7, 11.
+  const float ones[4] = {1.f, 1.f, 1.f, 1.f}, c[4] = {1.f, 2.f, 3.f, 4.f};
+  std::memcpy(m.s(1, 0), ones, sizeof ones);
+  std::memcpy(m.s(1, 32), c, sizeof c);
+  Instruction in = make(Opcode::TensorTensorScan, Engine::DVE,
+                        {sbuf(0, 2, 64, DType::F32, {{1, 4}}),
+                         sbuf(0, 2, 0, DType::F32, {{1, 4}}),
+                         sbuf(0, 2, 32, DType::F32, {{1, 4}}),
+                         {}});
+  in.alu0 = AluOp::Multiply;
+  in.alu1 = AluOp::Add;
+  in.imm0 = 1.f;
+  m.run(in);
+  const float want0[4] = {1.5f, 6.f, -5.5f, -3.375f}, want1[4] = {2.f, 4.f, 7.f, 11.f};
+  for (int j = 0; j < 4; ++j) {
+    CHECK(get<float>(m.s(0, 64 + 4 * j)) == want0[j]);
+    CHECK(get<float>(m.s(1, 64 + 4 * j)) == want1[j]);
+  }
+  // initial from a [P, 1] vector (partition 0: 0, partition 1: -10) and reverse1 with subtract: r = data1[i]
+  // - (data0[i] * r). Partition 1: 1 - (1 * -10) = 11; 2 - 11 = -9; 3 + 9 = 12; 4 - 12 = -8.
+  put(m.s(0, 48), 0.f);
+  put(m.s(1, 48), -10.f);
+  in.ops[3] = sbuf(0, 2, 48, DType::F32, {{1, 1}});
+  in.flags = kOperand0Vector | kReverse1;
+  in.alu1 = AluOp::Subtract;
+  m.run(in);
+  const float want1r[4] = {11.f, -9.f, 12.f, -8.f};
+  for (int j = 0; j < 4; ++j) CHECK(get<float>(m.s(1, 64 + 4 * j)) == want1r[j]);
+  // reverse0 with subtract: r = r - data0[i] (partition 1 from -10, d0 ones, op1 add d1): -10 - 1 + 1 = -10,
+  // -10 - 1 + 2 = -9, -9 - 1 + 3 = -7, -7 - 1 + 4 = -4.
+  in.flags = kOperand0Vector | kReverse0;
+  in.alu0 = AluOp::Subtract;
+  in.alu1 = AluOp::Add;
+  m.run(in);
+  const float want1s[4] = {-10.f, -9.f, -7.f, -4.f};
+  for (int j = 0; j < 4; ++j) CHECK(get<float>(m.s(1, 64 + 4 * j)) == want1s[j]);
+  // A BF16 dst: the state stays FP32. A cumulative sum of {1, 2^-8, 2^-8} from 0: FP32 states 1, 1 + 2^-8,
+  // 1 + 2^-7, stored as BF16 1 (0x3F80), 1 (the tie rounds to even), 1.0078125 (0x3F81). A state rounded to
+  // BF16 each step would stay 1 (1 + 2^-8 rounds to 1 every time).
+  const float inc[3] = {1.f, 1.f / 256.f, 1.f / 256.f};
+  std::memcpy(m.s(0, 32), inc, sizeof inc);
+  std::memcpy(m.s(0, 0), ones, 3 * sizeof(float));
+  Instruction sum = make(Opcode::TensorTensorScan, Engine::DVE,
+                         {sbuf(0, 1, 96, DType::BF16, {{1, 3}}), sbuf(0, 1, 0, DType::F32, {{1, 3}}),
+                          sbuf(0, 1, 32, DType::F32, {{1, 3}})});
+  sum.alu0 = AluOp::Multiply;
+  sum.alu1 = AluOp::Add;
+  m.run(sum);
+  CHECK(get<uint16_t>(m.s(0, 96)) == 0x3F80);
+  CHECK(get<uint16_t>(m.s(0, 98)) == 0x3F80);
+  CHECK(get<uint16_t>(m.s(0, 100)) == 0x3F81);
+}
+
+TEST_CASE("tensor_partition_reduce: across partitions in order, FP32 or bit patterns", "[isa]") {
+  Machine m;
+  // data [3, 2]: add -> {1 + 2^24 + ... } in partition order: (2^24 + 1) + 1 = 2^24 in FP32 (ties to even
+  // twice), where 1 + 1 + 2^24 would be 2^24 + 2.
+  const float p[3][2] = {{16777216.f, -1.f}, {1.f, 4.f}, {1.f, 2.5f}};
+  for (uint32_t i = 0; i < 3; ++i) std::memcpy(m.s(i, 0), p[i], sizeof p[i]);
+  Instruction in = make(Opcode::TensorPartitionReduce, Engine::POOL,
+                        {sbuf(0, 1, 64, DType::F32, {{1, 2}}), sbuf(0, 3, 0, DType::F32, {{1, 2}})});
+  in.alu0 = AluOp::Add;
+  m.run(in);
+  CHECK(get<float>(m.s(0, 64)) == 16777216.f);
+  CHECK(get<float>(m.s(0, 68)) == 5.5f);
+  in.alu0 = AluOp::Max;
+  m.run(in);
+  CHECK(get<float>(m.s(0, 64)) == 16777216.f);
+  CHECK(get<float>(m.s(0, 68)) == 4.f);
+  // bitwise_or / xor on uint32 patterns.
+  const uint32_t u[3] = {0x80000001u, 0x00F0000Fu, 0x00000003u};
+  for (uint32_t i = 0; i < 3; ++i) put(m.s(i, 128), u[i]);
+  Instruction bits = make(Opcode::TensorPartitionReduce, Engine::POOL,
+                          {sbuf(0, 1, 192, DType::U32, {{1, 1}}), sbuf(0, 3, 128, DType::U32, {{1, 1}})});
+  bits.alu0 = AluOp::BitwiseOr;
+  m.run(bits);
+  CHECK(get<uint32_t>(m.s(0, 192)) == 0x80F0000Fu);
+  bits.alu0 = AluOp::BitwiseXor;
+  m.run(bits);
+  CHECK(get<uint32_t>(m.s(0, 192)) == 0x80F0000Du);
+}
+
+TEST_CASE("nc_n_gather: a gather within each partition over data's flattened free elements", "[isa]") {
+  Machine m;
+  // data [2, 2, 3] BF16 (6 per partition, row-major), indices [2, 4] uint32; dst holds the BF16 bytes as
+  // they are: partition 0 gathers 5, 0, 0, 3; partition 1 gathers 1, 2, 5, 4.
+  for (uint32_t p = 0; p < 2; ++p)
+    for (int j = 0; j < 6; ++j) put(m.s(p, 2 * j), static_cast<uint16_t>(0x3F80 + 16 * p + j));
+  const uint32_t ix[2][4] = {{5, 0, 0, 3}, {1, 2, 5, 4}};
+  for (uint32_t p = 0; p < 2; ++p) std::memcpy(m.s(p, 64), ix[p], sizeof ix[p]);
+  Instruction in = make(Opcode::NcNGather, Engine::POOL,
+                        {sbuf(0, 2, 128, DType::BF16, {{1, 4}}), sbuf(0, 2, 0, DType::BF16, {{3, 2}, {1, 3}}),
+                         sbuf(0, 2, 64, DType::U32, {{1, 4}})});
+  m.run(in);
+  for (uint32_t p = 0; p < 2; ++p)
+    for (int j = 0; j < 4; ++j)
+      CHECK(get<uint16_t>(m.s(p, 128 + 2 * j)) == static_cast<uint16_t>(0x3F80 + 16 * p + ix[p][j]));
+  // An index past data's 6 elements is an error naming it.
+  put(m.s(1, 64 + 8), 6u);
+  CHECK_THROWS_MATCHES(
+      m.run(in), RuleError,
+      Catch::Message("nc_n_gather on POOL: index: indices[1, 2] = 6 is outside data's 6 elements "
+                     "per partition"));
 }

@@ -160,6 +160,24 @@ const std::vector<Case>& cases() {
        [](const Views& v) {
          return nki::tensor_scalar_reduce(v[0], v[1], nki::AluOp::Multiply, v[2], nki::AluOp::Max, v[3]);
        }},
+      {Opcode::TensorTensorScan,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({128, 512}, DT::F32), k.sbuf({128, 512}, DT::F32), k.sbuf({128, 512}, DT::F32),
+                 k.sbuf({128, 1}, DT::F32)};
+       },
+       [](const Views& v) {
+         return nki::tensor_tensor_scan(v[0], v[1], v[2], v[3], nki::AluOp::Multiply, nki::AluOp::Add);
+       }},
+      {Opcode::TensorPartitionReduce,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({1, 512}, DT::F32), k.sbuf({128, 512}, DT::F32)};
+       },
+       [](const Views& v) { return nki::tensor_partition_reduce(v[0], nki::AluOp::Add, v[1]); }},
+      {Opcode::NcNGather,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({128, 64}, DT::F32), k.sbuf({128, 512}, DT::F32), k.sbuf({128, 64}, DT::U32)};
+       },
+       [](const Views& v) { return nki::nc_n_gather(v[0], v[1], v[2]); }},
       {Opcode::DmaCopy,
        [](Kernel& k) -> Views {
          return {k.sbuf({128, 512}, DT::BF16), scratch_hbm(k, "x"), k.sbuf({128, 1}, DT::I32), View{}};

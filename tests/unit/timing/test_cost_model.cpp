@@ -459,3 +459,32 @@ TEST_CASE("cost of tensor_scalar_reduce", "[timing]") {
            {ap(MemSpace::SBUF, DType::BF16, 128, {1024}), ap(MemSpace::SBUF, DType::BF16, 128, {1024})});
   CHECK(cm.engine_cost(ts).cycles == Cycles(356));
 }
+
+TEST_CASE("costs of tensor_tensor_scan and tensor_partition_reduce", "[timing]") {
+  for (const config::HwConfig* hw : {&trn2(), &trn3()}) {
+    timing::CostModel cm(*hw);
+    // tensor_tensor_scan, NKI's "max(MIN_II, 2N)": DVE fixed_overhead_cycles (100) + 2N, no performance mode
+    // even for BF16 in SBUF: [128, 512] BF16 -> 100 + 2 * 512 = 1124.
+    auto scan =
+        inst(Opcode::TensorTensorScan, Engine::DVE,
+             {ap(MemSpace::SBUF, DType::BF16, 128, {512}), ap(MemSpace::SBUF, DType::BF16, 128, {512}),
+              ap(MemSpace::SBUF, DType::BF16, 128, {512})});
+    CHECK(cm.engine_cost(scan).cycles == Cycles(1124));
+    // tensor_partition_reduce on POOL: fixed_overhead_cycles (150) + N of data [128, 32, 4] (128 per
+    // partition) = 278.
+    auto pr =
+        inst(Opcode::TensorPartitionReduce, Engine::POOL,
+             {ap(MemSpace::SBUF, DType::F32, 1, {32, 4}), ap(MemSpace::SBUF, DType::F32, 128, {32, 4})});
+    CHECK(cm.engine_cost(pr).cycles == Cycles(278));
+  }
+}
+
+TEST_CASE("cost of nc_n_gather", "[timing]") {
+  // No published cost: the POOL one-input rule over the gathered elements, fixed_overhead_cycles (150) + N of
+  // dst: 64 indices per partition from a [128, 2048] data tile -> 150 + 64 = 214 (not 150 + 2048).
+  timing::CostModel cm(trn2());
+  auto g = inst(Opcode::NcNGather, Engine::POOL,
+                {ap(MemSpace::SBUF, DType::F32, 128, {64}), ap(MemSpace::SBUF, DType::F32, 128, {2048}),
+                 ap(MemSpace::SBUF, DType::U32, 128, {64})});
+  CHECK(cm.engine_cost(g).cycles == Cycles(214));
+}
