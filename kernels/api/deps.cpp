@@ -21,6 +21,20 @@ bool reaches(const Rect& r, int dim, int64_t mid, int h) {
   return h == 0 ? lo < mid : hi > mid;
 }
 
+// Whether an access (rectangle r, a write or not, of semaphore `sem`) drops an earlier record of its space
+// (record() and collect_and_record() alike): a covered record is already ordered before a write (it waited
+// for it), so later accesses that overlap the record also overlap this write and wait for it instead; a
+// later read from the same in-order source completes after the earlier one. Reads drop only reads.
+struct Drops {
+  const Rect& r;
+  bool write;
+  uint16_t sem;
+  template <class Record>
+  bool operator()(const Record& x) const {
+    return (write || x.ev.sem == sem) && r.covers(x.r);
+  }
+};
+
 // std::erase_if, inlined: most walks drop nothing.
 template <class V, class Drop>
 [[gnu::always_inline]] inline void drop_if(V& v, const Drop& drop) {
@@ -45,7 +59,8 @@ void RegionTracker::set_chunks(uint32_t space, int64_t rows, int64_t bytes) {
   spaces_[space].byte_chunk = std::max<int64_t>(1, bytes);
 }
 
-// Inline: called twice for every access (collect, then record).
+// Inline: twice for an access collected then recorded (collect(), record()), once for one collected and
+// recorded in one walk (collect_and_record()).
 inline RegionTracker::Chunks RegionTracker::chunks(uint32_t space, const Rect& r) const {
   // Coordinates below 0 share chunk 0: the mapping stays monotonic, so overlapping rectangles share a chunk.
   const int64_t rch = row_chunk(space), bch = byte_chunk(space);
@@ -116,12 +131,9 @@ inline void RegionTracker::collect_in(const Node& n, const Rect& r, bool write, 
     examined_ += at->writes.size() + (write ? at->reads.size() : 0);
     const uint32_t* const best = need.best_.data();
     const size_t num_sems = need.best_.size();
-    const auto scan = [&](const std::vector<Record>& list) {
-      for (const Record& x : list)
-        if (x.ev.sem < num_sems && x.ev.value > best[x.ev.sem] && x.r.overlaps(r)) need.raise(x.ev);
-    };
-    scan(at->writes);
-    if (write) scan(at->reads);
+    for (const Record& x : at->writes) need.add_overlapping(x.ev, x.r, r, best, num_sems);
+    if (write)
+      for (const Record& x : at->reads) need.add_overlapping(x.ev, x.r, r, best, num_sems);
     if (at->dim < 0) return;
     const bool lo = reaches(r, at->dim, at->mid, 0), hi = reaches(r, at->dim, at->mid, 1);
     if (lo && hi) collect_in(at->half[0], r, write, need);
@@ -216,17 +228,9 @@ void RegionTracker::collect(uint32_t space, const Rect& r, bool write, Needs& ne
 void RegionTracker::record(uint32_t space, const Rect& r, bool write, Event ev) {
   if (r.empty()) return;
   const Record rec{r, ev};
-  // A covered record is already ordered before a write (it waited for it): later accesses that overlap the
-  // record also overlap this write and wait for it instead. A later read from the same in-order source
-  // completes after the earlier one.
-  const auto covered = [&](const Record& x) { return r.covers(x.r); };
-  const auto covered_same_sem = [&](const Record& x) { return x.ev.sem == ev.sem && r.covers(x.r); };
+  const Drops drops{r, write, ev.sem};
   for_buckets(space, r, [&](Bucket& b) {
-    if (write) {
-      erase_in(b, r, nullptr, covered);
-    } else {
-      erase_in(b, r, &Node::reads, covered_same_sem);
-    }
+    erase_in(b, r, write ? nullptr : &Node::reads, drops);
     insert(b, rec, write);
   });
 }
@@ -237,20 +241,19 @@ void RegionTracker::collect_erase_in(Node& n, const Rect& r, bool write, Event e
   examined_ += n.writes.size() + n.reads.size();
   const uint32_t* const best = need.best_.data();
   const size_t num_sems = need.best_.size();
-  const auto wait_for = [&](const Record& x) {
-    if (x.ev.sem < num_sems && x.ev.value > best[x.ev.sem] && x.r.overlaps(r)) need.raise(x.ev);
-  };
+  const auto wait_for = [&](const Record& x) { need.add_overlapping(x.ev, x.r, r, best, num_sems); };
+  const Drops drops{r, write, ev.sem};
   if (write) {
     // drop_if tests each record once, in order.
     const auto wait_then_drop = [&](const Record& x) {
       wait_for(x);
-      return r.covers(x.r);
+      return drops(x);
     };
     drop_if(n.writes, wait_then_drop);
     drop_if(n.reads, wait_then_drop);
   } else {
     for (const Record& x : n.writes) wait_for(x);
-    drop_if(n.reads, [&](const Record& x) { return x.ev.sem == ev.sem && r.covers(x.r); });
+    drop_if(n.reads, drops);
   }
   if (n.dim < 0) return;
   for (int h = 0; h < 2; ++h)

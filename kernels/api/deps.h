@@ -58,14 +58,23 @@ class Needs {
  public:
   // Starts over with these floors, and none of semaphore `never` needed (the engine's own: program order).
   void reset(const std::vector<uint32_t>& floor, int never = -1);
-  bool wants(const Event& e) const { return e.sem < best_.size() && e.value > best_[e.sem]; }
+  bool wants(const Event& e) const { return wants(e, best_.data(), best_.size()); }
   void add(const Event& e) {
     if (wants(e)) raise(e);
+  }
+  // add() of an earlier access's event when its rectangle `was` overlaps `r`, the cheap test first (most
+  // events are no longer wanted). For the tracker's hot loops, which hold best_'s buffer and size in locals:
+  // raise() updates the values in place, never the buffer.
+  void add_overlapping(const Event& e, const Rect& was, const Rect& r, const uint32_t* best, size_t sems) {
+    if (wants(e, best, sems) && was.overlaps(r)) raise(e);
   }
   // The needed events, in semaphore order.
   const std::vector<Event>& events();
 
  private:
+  static bool wants(const Event& e, const uint32_t* best, size_t sems) {
+    return e.sem < sems && e.value > best[e.sem];
+  }
   void raise(const Event& e) {
     if (best_[e.sem] == floor_[e.sem]) sems_.push_back(e.sem);
     best_[e.sem] = e.value;

@@ -166,11 +166,8 @@ void quantize_impl(const In* x, int64_t rows, int64_t cols, MxAxis axis, uint8_t
           return;
         }
       }
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t b = 0; b < nb; ++b) {
-          const int64_t off = r * cols + b * kMxBlock;
-          scales[r * nb + b] = k.block(x + off, data + off);
-        }
+      // Rows [r0, r1) are (r1 - r0) x nb contiguous blocks.
+      k.blocks(x + r0 * cols, (r1 - r0) * nb, data + r0 * cols, scales + r0 * nb);
     });
     return;
   }

@@ -38,6 +38,11 @@ uint8_t block(const In* v, uint8_t* out) {
   return s;
 }
 
+template <Fp8Format F, ScaleRule R, class In>
+void blocks(const In* v, int64_t n, uint8_t* out, uint8_t* scales) {
+  for (int64_t b = 0; b < n; ++b) scales[b] = block<F, R>(v + b * kMxBlock, out + b * kMxBlock);
+}
+
 template <ScaleRule R, class In>
 void keys(const In* row, int64_t n, uint32_t* k) {
   for (int64_t c = 0; c < n; ++c) k[c] = std::max(k[c], abs_key<R>(load(row[c])));
@@ -180,13 +185,14 @@ template <Fp8Format F, ScaleRule R, class In>
 Kernels<In> kernels(MxIsa isa) {
   switch (std::min(isa, mx_host_isa())) {
     case MxIsa::Avx512:
-      return {avx512::block<F, R, In>, avx512::keys<R, In>, avx512::encode_row<F, In>};
+      return {avx512::block<F, R, In>, avx512::blocks<F, R, In>, avx512::keys<R, In>,
+              avx512::encode_row<F, In>};
     case MxIsa::Avx2:
-      return {avx2::block<F, R, In>, avx2::keys<R, In>, avx2::encode_row<F, In>};
+      return {avx2::block<F, R, In>, avx2::blocks<F, R, In>, avx2::keys<R, In>, avx2::encode_row<F, In>};
     case MxIsa::Scalar:
       break;
   }
-  return {scalar::block<F, R, In>, scalar::keys<R, In>, scalar::encode_row<F, In>};
+  return {scalar::block<F, R, In>, scalar::blocks<F, R, In>, scalar::keys<R, In>, scalar::encode_row<F, In>};
 }
 
 #define TRNSIM_MX_KERNELS(F, R)                                              \

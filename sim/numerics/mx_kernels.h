@@ -31,6 +31,8 @@ template <class In>
 struct Kernels {
   // One contiguous block of 32: its FP8 bytes to out[0, 32); returns its E8M0 scale byte.
   uint8_t (*block)(const In* v, uint8_t* out);
+  // n contiguous blocks: block() of each, its scale byte to scales[b].
+  void (*blocks)(const In* v, int64_t n, uint8_t* out, uint8_t* scales);
   // key[c] = max(key[c], abs_key(row[c])) for c in [0, n).
   void (*keys)(const In* row, int64_t n, uint32_t* key);
   // out[c] = satfinite FP8 of row[c] * mult[c] for c in [0, n).

@@ -15,16 +15,37 @@ void BandwidthSharing::set_capacity(int resource, double capacity) {
   memo_.clear();
 }
 
-size_t BandwidthSharing::KeyHash::operator()(const std::vector<uint64_t>& key) const {
+template <class Word>
+size_t BandwidthSharing::KeyHash::operator()(const std::vector<Word>& key) const {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ key.size();
   for (const uint64_t w : key) h = (h ^ w) * 0x100000001B3ull + (h >> 29);
   return static_cast<size_t>(h ^ (h >> 32));
 }
 
+uint32_t BandwidthSharing::kind_of(double cap, const Uses& uses) {
+  kind_key_.clear();
+  kind_key_.push_back(std::bit_cast<uint64_t>(cap));
+  kind_key_.push_back(uses.size());
+  for (const Use& u : uses) {
+    kind_key_.push_back(static_cast<uint64_t>(u.resource));
+    kind_key_.push_back(std::bit_cast<uint64_t>(u.per_byte));
+  }
+  if (const auto hit = kinds_.find(kind_key_); hit != kinds_.end()) return hit->second;
+  const auto kind = static_cast<uint32_t>(kinds_.size());
+  kinds_.emplace(kind_key_, kind);
+  return kind;
+}
+
 uint64_t BandwidthSharing::add(double bytes, double cap, const Uses& uses, double now) {
   advance(now);
+  if (kinds_.size() >= kKinds) {
+    // Number the kinds afresh, the live flows' first; the memo's keys held the old numbers.
+    kinds_.clear();
+    memo_.clear();
+    for (Flow& f : flows_) f.kind = kind_of(f.cap, f.uses);
+  }
   uint64_t id = next_id_++;
-  flows_.push_back({id, bytes, cap, 0.0, uses});
+  flows_.push_back({id, bytes, cap, 0.0, uses, kind_of(cap, uses)});
   stale_ = true;
   return id;
 }
@@ -90,14 +111,7 @@ double BandwidthSharing::load(int resource) const {
 void BandwidthSharing::recompute() const {
   stale_ = false;
   key_.clear();
-  for (const Flow& f : flows_) {
-    key_.push_back(std::bit_cast<uint64_t>(f.cap));
-    key_.push_back(f.uses.size());
-    for (const Use& u : f.uses) {
-      key_.push_back(static_cast<uint64_t>(u.resource));
-      key_.push_back(std::bit_cast<uint64_t>(u.per_byte));
-    }
-  }
+  for (const Flow& f : flows_) key_.push_back(f.kind);
   if (const auto hit = memo_.find(key_); hit != memo_.end()) {
     const std::vector<double>& rates = hit->second;
     for (size_t i = 0; i < flows_.size(); ++i) flows_[i].rate = rates[i];

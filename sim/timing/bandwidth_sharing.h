@@ -51,6 +51,7 @@ class BandwidthSharing {
     uint64_t id;
     double remaining, cap, rate;
     Uses uses;
+    uint32_t kind;  // kind_of(cap, uses)
   };
   // The rates of the current flows, recomputed if a flow was added or removed since they were last.
   void settle() const {
@@ -69,14 +70,21 @@ class BandwidthSharing {
   mutable Scratch scratch_;  // recompute()'s working arrays
   // The rates are a function of the flows' caps and uses, in flow order, and of the capacities alone: a flow
   // set that recurs (the transfers of a loop) takes its rates, the same bits, from here. Key: per flow its
-  // cap, use count and uses, as bit patterns. Cleared when it holds kMemoEntries sets.
+  // kind, a number standing for its cap, use count and uses as bit patterns (kinds_), so a set's key is one
+  // word a flow. Cleared when it holds kMemoEntries sets.
   struct KeyHash {
-    size_t operator()(const std::vector<uint64_t>& key) const;
+    template <class Word>
+    size_t operator()(const std::vector<Word>& key) const;
   };
   static constexpr size_t kMemoEntries = size_t{1} << 12;
-  mutable std::unordered_map<std::vector<uint64_t>, std::vector<double>, KeyHash> memo_;
-  mutable std::vector<uint64_t> key_;  // recompute()'s key, reused
-  std::vector<uint64_t> done_;         // take_finished()'s result
+  mutable std::unordered_map<std::vector<uint32_t>, std::vector<double>, KeyHash> memo_;
+  mutable std::vector<uint32_t> key_;  // recompute()'s key, reused
+  // The number of a cap and uses, given when first seen. Renumbered (memo_ cleared) past kKinds.
+  uint32_t kind_of(double cap, const Uses& uses);
+  static constexpr size_t kKinds = size_t{1} << 16;
+  std::unordered_map<std::vector<uint64_t>, uint32_t, KeyHash> kinds_;
+  std::vector<uint64_t> kind_key_;  // kind_of()'s key, reused
+  std::vector<uint64_t> done_;      // take_finished()'s result
   double now_ = 0;
   uint64_t next_id_ = 1;
   mutable bool stale_ = false;  // flows were added or removed since recompute()

@@ -13,6 +13,9 @@ if [[ $("$TRNSIM" validate "$SRC/examples/nki/rmsnorm.json" 2>&1) == *"built wit
 fi
 
 cat >loop.py <<'PY'
+import os
+import time
+
 import nki
 import nki.isa as nisa
 import nki.language as nl
@@ -23,6 +26,9 @@ def copy_kernel(x, loop=0):
     if loop == 1:
         while True:
             pass
+    # loop 3: until the test creates the file "release" beside this one (then as loop 0)
+    while loop == 3 and not os.path.exists(os.path.join(os.path.dirname(__file__), "release")):
+        time.sleep(0.05)
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="y")
     t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=x)
@@ -109,26 +115,30 @@ check "tune ended by SIGTERM writes no best workload nor results table: $(ls ot2
   '[[ ! -e ot2/best_workload.json && ! -e ot2/results.csv ]]'
 check "no process left after tune's SIGTERM: $(leftovers)" '[[ -z $(leftovers) ]]'
 
-# 5. While a point is checked in its child (here for up to --timeout 12 s), a run that ended meanwhile is
-# collected at once: its row kept, no zombie (before: only after the check, so for up to --timeout).
-# Points: plain (checked, then run), looping (checked while the plain one runs).
-printf '%s' '{"name": "reap", "workload": "loop.json", "axes": [{"name": "loop", "path": "params.loop", "values": [0, 1]}]}' >sr.json
-"$TRNSIM" sweep "$T/sr.json" --out "$T/or" -j 2 --timeout 12 --no-report >runr.txt 2>errr.txt &
+# 5. While a point is checked in its child, a run that ended meanwhile is collected at once: its row kept, no
+# zombie (before: only after the check, so for up to --timeout). Points: plain (checked, then run), held
+# (loop 3: its check lasts until this test creates "release", so the plain run surely ends during it,
+# however slow the machine). Failing: the plain run's process stays a zombie of the sweep for 50 polls in a
+# row (10 s of sleeps; a sweep collects within its 50 ms poll), or no row after 3000 polls.
+printf '%s' '{"name": "reap", "workload": "loop.json", "axes": [{"name": "loop", "path": "params.loop", "values": [0, 3]}]}' >sr.json
+"$TRNSIM" sweep "$T/sr.json" --out "$T/or" -j 2 --timeout 600 --no-report >runr.txt 2>errr.txt &
 pid=$!
-start=$SECONDS
-rows=0
-while ((SECONDS - start < 11)); do  # the looping point's check ends at 12 s at the earliest
+rows=0 zombie_polls=0
+for ((polls = 0; polls < 3000 && zombie_polls < 50; polls++)); do
   rows=$(ls or/points 2>/dev/null | wc -l)
   [[ $rows == 1 ]] && break
+  if ps --ppid $pid -o stat= | grep -q "^Z"; then zombie_polls=$((zombie_polls + 1)); else zombie_polls=0; fi
   sleep 0.2
 done
 sleep 0.5
 zombies=$(ps --ppid $pid -o stat=,args= | grep -c "^Z")
-check "the plain point's run was collected during the check ($rows rows, $zombies zombies)" \
+check "the plain point's run was collected during the check ($rows rows, $zombies zombies, a zombie for $zombie_polls polls)" \
   '[[ $rows == 1 && $zombies == 0 ]]'
+touch release
 wait $pid
 rc=$?
-check "the sweep ends (exit $rc): $(tail -1 errr.txt)" '[[ $rc == 0 ]] && grep -q "timed out after 12 s" or/results.csv'
+check "the sweep ends once the check is released, both points run (exit $rc): $(tail -1 errr.txt)" \
+  '[[ $rc == 0 ]] && grep -qF "reap: 2 points: 2 ok, 0 invalid, 0 failed" runr.txt'
 
 # 3. A kernel that emits instructions for ever stops at max_instructions, naming the key and its line.
 start=$SECONDS

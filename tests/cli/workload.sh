@@ -208,6 +208,13 @@ check "--set .npy paths from the current directory (exit $rc: $(tail -n 1 "$T/st
 rc=$?
 check "a .npy path in the file is relative to its folder (exit $rc)" \
   '[[ $rc == 1 && $(cat "$T/stdout") == *"$T/sub/rep/inputs/input_activation.npy: cannot open"* ]]'
+# Reached through a symlink to the file, its folder is the link's (docs/workloads.md): $T/rep/inputs, which
+# the target's folder $T/sub lacks.
+ln -s sub/rep.json "$T/via_link.json"
+"$TRNSIM" run "$T/via_link.json" --out "$T/lnk" >"$T/stdout" 2>&1
+rc=$?
+check "a .npy path in a linked workload is relative to the link's folder (exit $rc: $(tail -n 1 "$T/stdout"))" \
+  '[[ $rc == 0 ]] && cmp -s "$T/lnk/input_grad.npy" "$T/rep/input_grad.npy"'
 
 (cd "$T" && "$TRNSIM" run sub/rep.json --out "$T/cwd3" --set 'inputs={"output_grad": "rep/inputs/output_grad.npy",
   "weights": {"npy": "rep/inputs/weights.npy"}, "input_activation": "rep/inputs/input_activation.npy"}') \

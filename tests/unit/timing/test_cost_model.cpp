@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "sim/base/error.h"
 #include "sim/config/hw_config.h"
@@ -370,6 +372,57 @@ TEST_CASE("bandwidth sharing: a flow set that recurs gets the rates of that set,
   CHECK(s.rate(s.add(100, 0.3, core0_hbm, 2000)) == yx.rate(fx));  // [y, x3]: the set [y, x2] again
   CHECK(yx.rate(fy) == Approx(0.1));
   CHECK(yx.rate(fx) == Approx(0.268));  // core 0: 0.368 - 0.1
+}
+
+TEST_CASE("bandwidth sharing: sets keep their rates when the flow kinds are numbered afresh", "[timing]") {
+  // The memo keys a flow set by its flows' kind numbers (one per cap and uses); past 2^16 kinds they are
+  // numbered afresh, the live flows' first, and the memo is dropped. Sets on either side of that must get the
+  // rates of a sharing that computes them, bit for bit. Kinds here: 0 a first flow, 1 y, 2 + i the short
+  // flow i; adding i = 65534 renumbers: y 0, i = 65534 1, i = 65535 2. Had y kept 1, i = 65535 would be 1
+  // too, and [p, q] below (two flows of its kind) would take the rates stored for [y, i = 65535].
+  using U = timing::BandwidthSharing::Uses;
+  const U core0{{0, 1.0}}, core0_hbm{{0, 1.0}, {2, 0.5}};
+  const auto fresh = [](const std::vector<std::pair<double, U>>& flows) {
+    timing::BandwidthSharing f({0.368, 0.368, 0.4});
+    std::vector<uint64_t> ids;
+    for (const auto& [cap, uses] : flows) ids.push_back(f.add(1e6, cap, uses, 0));
+    std::vector<double> rates;
+    for (const uint64_t id : ids) rates.push_back(f.rate(id));
+    return rates;
+  };
+  timing::BandwidthSharing s({0.368, 0.368, 0.4});
+  s.add(1, 0.05, core0, 0);  // one kind before y's
+  REQUIRE(s.take_finished(100).size() == 1);
+  // y moves at its cap 0.1 beside every short flow below (core 0: 0.1 + at most 0.27 < 0.368) for 70000 x
+  // 100 ps: 700000 bytes, then 5 more after the loop.
+  const uint64_t y = s.add(700005, 0.1, core0, 100);
+  double now = 100;
+  int short_done = 0;
+  for (int i = 0; i < 70000; ++i) {  // 70000 kinds: 1 byte at caps 0.2 + i x 1e-6, done within 100 ps
+    s.add(1, 0.2 + i * 1e-6, core0_hbm, now);
+    now += 100;
+    short_done += static_cast<int>(s.take_finished(now).size());
+  }
+  CHECK(short_done == 70000);
+  const double last = 0.2 + 65535 * 1e-6;
+  const uint64_t p = s.add(1e6, last, core0_hbm, now);  // [y, p]
+  const std::vector<double> yp = fresh({{0.1, core0}, {last, core0_hbm}});
+  CHECK(s.rate(y) == yp[0]);
+  CHECK(s.rate(p) == yp[1]);
+  REQUIRE(s.take_finished(now + 100) == std::vector<uint64_t>{y});
+  const uint64_t q = s.add(1e6, last, core0_hbm, now + 100);  // [p, q]: one kind twice
+  const std::vector<double> pq = fresh({{last, core0_hbm}, {last, core0_hbm}});
+  CHECK(s.rate(p) == pq[0]);
+  CHECK(s.rate(q) == pq[1]);
+  const uint64_t r = s.add(1e6, 0.1, core0, now + 100);  // [p, q, r]: y's kind again
+  const std::vector<double> pqr = fresh({{last, core0_hbm}, {last, core0_hbm}, {0.1, core0}});
+  CHECK(s.rate(p) == pqr[0]);
+  CHECK(s.rate(q) == pqr[1]);
+  CHECK(s.rate(r) == pqr[2]);
+  // Core 0 (0.368) holds p and q at most 0.184 each beside r's 0.1 (0.268 left: 0.134 each); HBM 0.4 takes
+  // p and q at 0.5 per byte (0.134 of 0.4).
+  CHECK(s.rate(r) == Approx(0.1));
+  CHECK(s.rate(p) == Approx(0.134));
 }
 
 TEST_CASE("costs of scalar_tensor_tensor, bn_stats, bn_aggr, affine_select and the new activations",
