@@ -242,7 +242,7 @@ isa::AccessPattern View::ap() const {
       if (free[i].size > UINT32_MAX)
         throw InputError(fmt::format("{}: dim size {} too large", describe(), free[i].size));
     a.ndim = static_cast<uint8_t>(n);
-    for (size_t i = 0; i < n; ++i) a.dims[i] = {free[i].stride, static_cast<uint32_t>(free[i].size)};
+    for (size_t i = 0; i < n; ++i) a.set_dim(i, {free[i].stride, static_cast<uint32_t>(free[i].size)});
   };
   if (dims_.size() <= 5) {  // at most 4 free dims: as they are (most views)
     set_dims(dims_.data() + 1, dims_.size() - 1);

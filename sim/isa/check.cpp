@@ -30,9 +30,8 @@ bool free_range(const AccessPattern& ap, int64_t& lo, int64_t& hi) {
   hi = ap.offset_bytes + ds;
   if (ap.offset_bytes > kMaxSpan || ap.offset_bytes < -kMaxSpan) return false;
   for (int d = 0; d < std::min<int>(ap.ndim, 4); ++d) {
-    if (ap.dims[d].stride > kMaxSpan || ap.dims[d].stride < -kMaxSpan) return false;
-    const int64_t span =
-        ap.dims[d].stride * static_cast<int64_t>(ap.dims[d].size == 0 ? 0 : ap.dims[d].size - 1) * ds;
+    if (ap.strides[d] > kMaxSpan || ap.strides[d] < -kMaxSpan) return false;
+    const int64_t span = ap.strides[d] * static_cast<int64_t>(ap.sizes[d] == 0 ? 0 : ap.sizes[d] - 1) * ds;
     lo += std::min<int64_t>(0, span);
     hi += std::max<int64_t>(0, span);
   }
@@ -132,7 +131,7 @@ void Checker::operand(int slot) const {
   const AccessPattern& ap = op(slot);
   if (ap.ndim > 4) fail("free dims", fmt::format("{} has {} free dims (at most 4)", name(slot), ap.ndim));
   for (int d = 0; d < ap.ndim; ++d)
-    if (ap.dims[d].size == 0) fail("free dims", fmt::format("{} dim {} has size 0", name(slot), d));
+    if (ap.sizes[d] == 0) fail("free dims", fmt::format("{} dim {} has size 0", name(slot), d));
   int64_t lo = 0, hi = 0;
   if (!free_range(ap, lo, hi))
     fail("free dims", fmt::format("{} has an offset or stride beyond any memory", name(slot)));
@@ -273,7 +272,7 @@ void Checker::matmul() const {
     if (dr && !is_fp8(op(s).dtype))
       fail("dtype",
            fmt::format("double_row needs float8 operands, {} is {}", name(s), dtype_name(op(s).dtype)));
-    if (dr && (op(s).ndim < 2 || op(s).dims[0].size != 2))
+    if (dr && (op(s).ndim < 2 || op(s).sizes[0] != 2))
       fail("shape", fmt::format("double_row needs {} as [K, 2, F] (size-2 outermost free dim)", name(s)));
   }
   const uint64_t m = st.free_elements() / (dr ? 2 : 1), n = mv.free_elements() / (dr ? 2 : 1);
@@ -576,7 +575,7 @@ void Checker::run() {
         fail("shape",
              fmt::format("reduce_axes {} must be 1..{} (the free dims of data)", inst_.reduce_axes, nd));
       uint64_t inner = 1;
-      for (int d = nd - inst_.reduce_axes; d < nd; ++d) inner *= op(1).dims[d].size;
+      for (int d = nd - inst_.reduce_axes; d < nd; ++d) inner *= op(1).sizes[d];
       if (op(0).partitions != op(1).partitions || op(0).free_elements() * inner != op(1).free_elements())
         fail("shape", fmt::format("dst must be [{}, {}], got [{}, {}]", op(1).partitions,
                                   op(1).free_elements() / inner, op(0).partitions, op(0).free_elements()));

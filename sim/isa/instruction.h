@@ -56,7 +56,12 @@ struct Dim {
 // An operand: a region of SBUF, PSUM (partitions x free pattern) or an HBM tensor (rows x free pattern).
 // For SBUF/PSUM, `offset_bytes` is the byte offset inside every partition; for HBM it is the byte offset
 // inside tensor `tensor`, and `partition_stride` (elements) steps between the `partitions` rows.
+// Free dim d (0 <= d < ndim, outermost first) is `sizes[d]` elements, `strides[d]` elements apart (the Dim
+// {strides[d], sizes[d]}). Two arrays rather than an array of Dim: a Dim pads to 16 bytes, the arrays take
+// 12 a dim, and every instruction carries five operands (80 bytes each, 96 as Dims).
 struct AccessPattern {
+  static constexpr int kMaxDims = 4;
+
   MemSpace space = MemSpace::SBUF;
   DType dtype = DType::F32;
   uint8_t ndim = 0;              // 1..4 free dims used
@@ -65,12 +70,19 @@ struct AccessPattern {
   uint32_t partitions = 0;       // number of partitions (SBUF/PSUM) or rows (HBM); 0 = operand absent
   int64_t partition_stride = 0;  // HBM only, in elements
   int64_t offset_bytes = 0;
-  std::array<Dim, 4> dims{};
+  std::array<int64_t, kMaxDims> strides{1, 1, 1,
+                                        1};          // free dims' strides, in elements (may be 0 or negative)
+  std::array<uint32_t, kMaxDims> sizes{1, 1, 1, 1};  // free dims' sizes, in elements
 
   bool present() const { return partitions != 0; }
+  Dim dim(int d) const { return {strides[d], sizes[d]}; }
+  void set_dim(int d, Dim v) {
+    strides[d] = v.stride;
+    sizes[d] = v.size;
+  }
   uint64_t free_elements() const {
     uint64_t n = 1;
-    for (int i = 0; i < ndim; ++i) n *= dims[i].size;
+    for (int i = 0; i < ndim; ++i) n *= sizes[i];
     return n;
   }
 };
@@ -255,11 +267,16 @@ struct Instruction {
                      // offset / nc_match_replace8 imm
   float imm1 = 0.f;  // tensor_scalar operand1 / activation bias / iota channel_multiplier
   float imm2 = 0.f;  // affine_select on_false_value
-  std::array<int32_t, 4> iota_steps{};  // iota: value step per free dim of dst (dst.dims order)
+  std::array<int32_t, 4> iota_steps{};  // iota: value step per free dim of dst (dst's dims order)
   std::array<AccessPattern, 5> ops{};
 
   bool has(Flag f) const { return (flags & f) != 0; }
 };
+// A large program holds millions of instructions (DeepSeek-V3's MoE backward ~450k, each written to fresh
+// pages as its stream grows): a field added here costs host memory and build time in every run. 176 bytes
+// of per-instruction fields, five 80-byte operands (656 bytes with operands of four 16-byte Dims).
+static_assert(sizeof(AccessPattern) == 80, "AccessPattern grew: see its comment");
+static_assert(sizeof(Instruction) == 576, "Instruction grew: see the comment above");
 
 // HBM tensor of a program (shared by both cores unless `private_to_core` >= 0).
 struct TensorDecl {

@@ -31,7 +31,7 @@ OperandView::OperandView(const AccessPattern& ap, int core, const Program& progr
     throw RuleError(fmt::format("{}: free dims: {} has {} free dims (at most 4)", prefix, operand, ap.ndim));
   uint64_t cols = 1;
   for (int d = 0; d < ap.ndim; ++d) {
-    const Dim& dim = ap.dims[d];
+    const Dim dim = ap.dim(d);
     if (dim.size == 0)
       throw RuleError(fmt::format("{}: free dims: {} dim {} has size 0", prefix, operand, d));
     if (dim.stride > kMaxStride || dim.stride < -kMaxStride)
@@ -110,9 +110,9 @@ OperandView::OperandView(const AccessPattern& ap, int core, const Program& progr
     contiguous_ = contiguous_ && off == static_cast<int64_t>(j) * ds;
     // Odometer over the dims, innermost last.
     for (int d = ap.ndim - 1; d >= 0; --d) {
-      off += ap.dims[d].stride * ds;
-      if (++idx[d] < ap.dims[d].size) break;
-      off -= ap.dims[d].stride * ds * static_cast<int64_t>(ap.dims[d].size);
+      off += ap.strides[d] * ds;
+      if (++idx[d] < ap.sizes[d]) break;
+      off -= ap.strides[d] * ds * static_cast<int64_t>(ap.sizes[d]);
       idx[d] = 0;
     }
   }

@@ -14,9 +14,9 @@
 namespace trnsim::isa {
 
 // A resolved operand: `rows()` partitions (SBUF/PSUM) or tensor rows (HBM) by `cols()` free elements, the
-// free index running row-major over ap.dims (dims[0] outermost). Every element address is bounds-checked once
-// at construction: a pattern reaching outside its memory throws RuleError "<prefix>: <rule>: <operand> ...";
-// so does a total size above kMaxElements (bounds the host work of one instruction).
+// free index running row-major over ap's free dims (dim 0 outermost). Every element address is bounds-checked
+// once at construction: a pattern reaching outside its memory throws RuleError "<prefix>: <rule>: <operand>
+// ..."; so does a total size above kMaxElements (bounds the host work of one instruction).
 class OperandView {
  public:
   static constexpr uint64_t kMaxElements = uint64_t{1} << 26;

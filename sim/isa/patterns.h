@@ -18,7 +18,7 @@ inline AccessPattern hbm_rows(uint32_t tensor, DType dtype, uint32_t rows, uint3
   a.partitions = rows;
   a.partition_stride = cols;
   a.ndim = 1;
-  a.dims[0] = {1, cols};
+  a.set_dim(0, {1, cols});
   return a;
 }
 

@@ -203,7 +203,7 @@ AccessPattern Reader::ap(const Node& n) const {
   if (dims.size() > 4) pattern.fail(fmt::format("at most 4 free dims, got {}", dims.size()));
   a.ndim = static_cast<uint8_t>(dims.size());
   for (size_t i = 0; i < dims.size(); ++i)
-    a.dims[i] = Dim{dims[i].first, static_cast<uint32_t>(dims[i].second)};
+    a.set_dim(i, Dim{dims[i].first, static_cast<uint32_t>(dims[i].second)});
   if (n.has("offset")) a.offset_bytes = n["offset"].integer(INT64_MIN / 2, INT64_MAX / 2);
   return a;
 }
@@ -404,7 +404,7 @@ json ap_json(const AccessPattern& a, const Program& p) {
   }
   j["offset"] = a.offset_bytes;
   j["dtype"] = dtype_name(a.dtype);
-  for (int d = 0; d < a.ndim && d < 4; ++d) pattern.push_back({a.dims[d].stride, a.dims[d].size});
+  for (int d = 0; d < a.ndim && d < 4; ++d) pattern.push_back({a.strides[d], a.sizes[d]});
   j["pattern"] = pattern;
   return j;
 }

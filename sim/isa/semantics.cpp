@@ -223,7 +223,7 @@ void Exec::apply_scalar_offset() {
   int64_t lo = std::min<int64_t>(0, ap.partition_stride * (static_cast<int64_t>(ap.partitions) - 1) * es);
   int64_t hi = std::max<int64_t>(0, ap.partition_stride * (static_cast<int64_t>(ap.partitions) - 1) * es);
   for (int d = 0; d < ap.ndim; ++d) {
-    const int64_t span = ap.dims[d].stride * static_cast<int64_t>(ap.dims[d].size - 1) * es;
+    const int64_t span = ap.strides[d] * static_cast<int64_t>(ap.sizes[d] - 1) * es;
     (span < 0 ? lo : hi) += span;
   }
   const int64_t base = ap.offset_bytes + v * row_bytes;
@@ -652,8 +652,7 @@ void Exec::matmul() {
     return transpose(1);
   }
   const uint32_t r = inst_.has(kDoubleRow) ? 2 : 1;
-  if (r == 2 &&
-      (st.ap().ndim < 2 || st.ap().dims[0].size != 2 || mv.ap().ndim < 2 || mv.ap().dims[0].size != 2))
+  if (r == 2 && (st.ap().ndim < 2 || st.ap().sizes[0] != 2 || mv.ap().ndim < 2 || mv.ap().sizes[0] != 2))
     fail("shape", "double_row needs stationary [K, 2, M] and moving [K, 2, N] (size-2 outermost free dim)");
   const uint64_t m_size = st.cols() / r, n_size = mv.cols() / r;
   if (dst.rows() != m_size || dst.cols() != n_size)
@@ -872,13 +871,13 @@ void Exec::tensor_tensor() {
   // its distinct elements are read once per row (the same elements and conversions) and each applies to a
   // run of `inner` elements of in0.
   const AccessPattern& bp = inst_.ops[2];
-  const uint64_t inner = bp.ndim > 0 && bp.dims[bp.ndim - 1].stride == 0 ? bp.dims[bp.ndim - 1].size : 1;
+  const uint64_t inner = bp.ndim > 0 && bp.strides[bp.ndim - 1] == 0 ? bp.sizes[bp.ndim - 1] : 1;
   if (inner > 1) {
     AccessPattern distinct = bp;
     if (bp.ndim > 1)
       --distinct.ndim;
     else
-      distinct.dims[0].size = 1;
+      distinct.sizes[0] = 1;
     OperandView bd(distinct, core_, program_, limits_, state_, prefix_, name(2));
     std::vector<float> x(n), y(bd.cols());
     for (uint32_t i = 0; i < dst.rows(); ++i) {
@@ -961,7 +960,7 @@ void Exec::tensor_reduce() {
   if (inst_.reduce_axes < 1 || inst_.reduce_axes > nd)
     fail("shape", fmt::format("reduce_axes {} must be 1..{} (the free dims of data)", inst_.reduce_axes, nd));
   uint64_t inner = 1;
-  for (int d = nd - inst_.reduce_axes; d < nd; ++d) inner *= data.ap().dims[d].size;
+  for (int d = nd - inst_.reduce_axes; d < nd; ++d) inner *= data.ap().sizes[d];
   const uint64_t outer = data.cols() / inner;
   if (dst.rows() != data.rows() || dst.cols() != outer)
     fail("shape",
@@ -1068,10 +1067,10 @@ void Exec::memset() {
 }
 
 // value(p, i0..i3) = imm0 + imm1 * p + sum_d iota_steps[d] * i_d, with p the partition index inside dst
-// (0-based) and i_d the index along dst.dims[d]; exact in FP64, then written as an integer (int dtypes) or
-// rounded to the float dtype.
-// Calls f(partition, column, value) for each element of dst with iota's affine value: base (imm0) +
-// channel_multiplier (imm1) * partition + sum of steps * free indices (dst's dims, outermost first).
+// (0-based) and i_d the index along dst's free dim d; exact in FP64, then written as an integer (int dtypes)
+// or rounded to the float dtype. Calls f(partition, column, value) for each element of dst with iota's affine
+// value: base (imm0) + channel_multiplier (imm1) * partition + sum of steps * free indices (dst's dims,
+// outermost first).
 template <class F>
 void for_affine(const Instruction& inst, OperandView& dst, F&& f) {
   const AccessPattern& ap = dst.ap();
@@ -1082,7 +1081,7 @@ void for_affine(const Instruction& inst, OperandView& dst, F&& f) {
       for (int d = 0; d < ap.ndim; ++d) v += static_cast<double>(inst.iota_steps[d]) * idx[d];
       f(p, j, v);
       for (int d = ap.ndim - 1; d >= 0; --d) {
-        if (++idx[d] < ap.dims[d].size) break;
+        if (++idx[d] < ap.sizes[d]) break;
         idx[d] = 0;
       }
     }

@@ -42,7 +42,7 @@ void MemoryOccupancy::touch(int core, const isa::AccessPattern& a, uint64_t from
   // Extent of the access pattern inside one partition, in elements from offset_bytes.
   int64_t lo = 0, hi = 0;
   for (int d = 0; d < a.ndim; ++d) {
-    const int64_t step = a.dims[d].stride * (static_cast<int64_t>(a.dims[d].size) - 1);
+    const int64_t step = a.strides[d] * (static_cast<int64_t>(a.sizes[d]) - 1);
     (step < 0 ? lo : hi) += step;
   }
   const int64_t esize = isa::dtype_size(a.dtype);

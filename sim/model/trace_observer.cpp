@@ -405,7 +405,7 @@ void TraceObserver::format_operands(const isa::Instruction& inst) {
     o += " [";
     for (int d = 0; d < a.ndim; ++d) {
       if (d) o += 'x';
-      append_int(o, a.dims[d].size);
+      append_int(o, a.sizes[d]);
     }
     o += "] ";
     o += isa::dtype_name(a.dtype);
@@ -431,7 +431,7 @@ std::string_view TraceObserver::operands_text(const isa::Instruction& inst) {
   for (int i = 0; i < n; ++i) {
     const auto& a = inst.ops[i];
     if (!a.present()) continue;
-    if (a.ndim > a.dims.size()) {  // malformed: format it without caching
+    if (a.ndim > a.sizes.size()) {  // malformed: format it without caching
       format_operands(inst);
       return operands_;
     }
@@ -442,7 +442,7 @@ std::string_view TraceObserver::operands_text(const isa::Instruction& inst) {
     put(a.space == isa::MemSpace::HBM ? a.tensor : a.partition_start);
     put(a.partitions);
     put(a.offset_bytes);
-    for (int d = 0; d < a.ndim; ++d) put(a.dims[d].size);
+    for (int d = 0; d < a.ndim; ++d) put(a.sizes[d]);
   }
   const std::string_view key_view(key, k);
   if (auto it = operand_texts_.find(key_view); it != operand_texts_.end()) return it->second;

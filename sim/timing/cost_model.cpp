@@ -29,7 +29,7 @@ double array_fraction(uint64_t used, uint64_t size) {
 }
 
 bool contiguous(const isa::AccessPattern& ap) {
-  return ap.ndim == 0 || ap.dims[ap.ndim - 1].stride == 1;
+  return ap.ndim == 0 || ap.strides[ap.ndim - 1] == 1;
 }
 
 bool is_fp8(DType t) {
@@ -72,7 +72,7 @@ uint32_t CostModel::stride_factor(const isa::Instruction& inst) const {
   for (int i = 0; i < inst.nops && i < static_cast<int>(inst.ops.size()); ++i) {
     const auto& ap = inst.ops[i];
     if (!ap.present() || ap.space == MemSpace::HBM || ap.ndim == 0) continue;
-    const auto& inner = ap.dims[ap.ndim - 1];
+    const isa::Dim inner = ap.dim(ap.ndim - 1);
     const int64_t stride_bytes =
         (inner.stride < 0 ? -inner.stride : inner.stride) * isa::dtype_size(ap.dtype);
     if (inner.size > 1 && stride_bytes > static_cast<int64_t>(m.strided_access_bytes))

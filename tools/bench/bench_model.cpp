@@ -41,7 +41,7 @@ isa::AccessPattern onchip(MemSpace s, DType t, uint32_t parts, uint32_t n, int64
   a.partitions = parts;
   a.offset_bytes = off;
   a.ndim = 1;
-  a.dims[0] = {1, n};
+  a.set_dim(0, {1, n});
   return a;
 }
 

@@ -62,7 +62,7 @@ isa::AccessPattern onchip(isa::MemSpace m, uint32_t partitions, int64_t offset, 
   a.partitions = partitions;
   a.offset_bytes = offset;
   a.dtype = t;
-  a.dims[a.ndim++] = isa::Dim{1, cols};
+  a.set_dim(a.ndim++, isa::Dim{1, cols});
   return a;
 }
 

@@ -263,7 +263,7 @@ TEST_CASE("matmul_mxfp8_backward: quantize_mx reads the DGT staging contiguously
           if (in.op != isa::Opcode::QuantizeMx) continue;
           ++n.first;
           const auto& src = in.ops[1];
-          const auto& inner = src.dims[src.ndim - 1];
+          const isa::Dim inner = src.dim(src.ndim - 1);
           if (inner.size > 1 && std::abs(inner.stride) * isa::dtype_size(src.dtype) > limit) ++n.second;
         }
     return n;

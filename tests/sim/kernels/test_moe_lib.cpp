@@ -217,7 +217,7 @@ TEST_CASE("moe lib: no quantize_mx of the default streams reads its staging stri
       for (const auto& stream : core)
         for (const auto& in : stream)
           if (in.op == isa::Opcode::QuantizeMx) {
-            const auto& inner = in.ops[1].dims[in.ops[1].ndim - 1];
+            const isa::Dim inner = in.ops[1].dim(in.ops[1].ndim - 1);
             ++quantizes;
             strided += inner.size > 1 && std::abs(inner.stride) * isa::dtype_size(in.ops[1].dtype) >
                                              int64_t{w.hw.memory.strided_access_bytes};

@@ -25,7 +25,7 @@ inline isa::AccessPattern onchip(isa::MemSpace space, isa::DType t, uint32_t par
   a.ndim = static_cast<uint8_t>(d.size());
   int64_t stride = 1;
   for (int i = a.ndim - 1; i >= 0; --i) {
-    a.dims[i] = {stride, d[i]};
+    a.set_dim(i, {stride, d[i]});
     stride *= d[i];
   }
   return a;

@@ -185,7 +185,7 @@ TEST_CASE("strided SBUF access streams at half rate", "[model][mechanism]") {
     isa::Program p;
     p.num_cores = 1;
     auto src = sbuf(DType::F32, 128, {512}, 4096);
-    src.dims[src.ndim - 1].stride = step;  // elements
+    src.strides[src.ndim - 1] = step;  // elements
     push(p, 0, make(Opcode::TensorCopy, Engine::DVE, {sbuf(DType::F32, 128, {512}), src}));
     return run(p, trn2(o)).stats.cores[0].engines[kDve].busy;
   };

@@ -22,7 +22,7 @@ inline AccessPattern onchip(MemSpace m, uint32_t start, uint32_t count, int64_t 
   a.partitions = count;
   a.offset_bytes = offset;
   a.dtype = t;
-  for (auto [stride, size] : dims) a.dims[a.ndim++] = Dim{stride, size};
+  for (auto [stride, size] : dims) a.set_dim(a.ndim++, Dim{stride, size});
   return a;
 }
 inline AccessPattern sbuf(uint32_t start, uint32_t count, int64_t offset, DType t,
@@ -42,7 +42,7 @@ inline AccessPattern hbm(uint32_t tensor, int64_t offset, DType t, int64_t row_s
   a.dtype = t;
   a.partition_stride = row_stride;
   a.partitions = rows;
-  for (auto [stride, size] : dims) a.dims[a.ndim++] = Dim{stride, size};
+  for (auto [stride, size] : dims) a.set_dim(a.ndim++, Dim{stride, size});
   return a;
 }
 

@@ -123,7 +123,7 @@ TEST_CASE("engine connectivity", "[isa][check]") {
   Instruction mm = matmul();
   mm.ops[2].space = MemSpace::PSUM;
   mm.ops[2].offset_bytes = 0;
-  mm.ops[2].dims[0].size = 8;
+  mm.ops[2].sizes[0] = 8;
   expect_rule(mm, "nc_matmul on PE: connectivity: PE cannot read PSUM (moving)");
   mm = matmul();
   mm.ops[0].space = MemSpace::SBUF;
@@ -166,7 +166,7 @@ TEST_CASE("matmul tile limits", "[isa][check]") {
   expect_rule(matmul(128, 129), "nc_matmul on PE: matmul tile: M = 129 stationary columns (at most 128)");
   expect_rule(matmul(128, 128, 513), "nc_matmul on PE: matmul tile: N = 513 moving columns (at most 512)");
   Instruction big = matmul(128, 128, 4096);
-  big.ops[2].dims[0].size = 4097;  // the N limit is checked before dst's shape
+  big.ops[2].sizes[0] = 4097;  // the N limit is checked before dst's shape
   expect_rule(big, "nc_matmul on PE: matmul tile: N = 4097 moving columns (at most 4096)", trn3());
   Instruction mm = matmul();
   mm.ops[2].partitions = 64;
@@ -263,7 +263,7 @@ TEST_CASE("element counts, shapes, operands, semaphores, DMA queues, scale offse
               trn3());
   // Too many columns: "exactly", not "at least" (a tester read "16 columns" as a minimum).
   q.ops[2].partitions = 8;
-  q.ops[2].dims[0].size = 16;
+  q.ops[2].sizes[0] = 16;
   expect_rule(q,
               "quantize_mx on DVE: shape: dst_scale must have at least 8 partitions (its rows 0..7 hold the "
               "scales) and exactly 8 elements per partition (dst's), got [8, 16]",

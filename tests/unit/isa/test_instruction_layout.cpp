@@ -47,10 +47,36 @@ TEST_CASE("an instruction keeps its per-instruction fields in two cache lines an
   CHECK(offset(i, &i.waits) + static_cast<ptrdiff_t>(sizeof i.waits) <= 64);
   CHECK(offset(i, &i.updates) + static_cast<ptrdiff_t>(sizeof i.updates) <= 128);
   CHECK(offset(i, i.ops.data()) + static_cast<ptrdiff_t>(sizeof i.ops) == static_cast<ptrdiff_t>(sizeof i));
-  // 32 bytes of small fields, 112 of semaphore lists, 28 of immediates (imm0-imm2, 4 iota steps), 5 x 96 of
-  // operands = 652, 656 with the 8-byte alignment of the operands (664 before the fields were reordered and
-  // SemUpdate shrunk; 648 before affine_select's imm2).
-  CHECK(sizeof(Instruction) == 656);
+  // 32 bytes of small fields, 112 of semaphore lists, 28 of immediates (imm0-imm2, 4 iota steps), 5 x 80 of
+  // operands = 572, 576 with the 8-byte alignment of the operands (656 with operands of four 16-byte Dims;
+  // 664 before the fields were reordered and SemUpdate shrunk; 648 before affine_select's imm2).
+  CHECK(sizeof(Instruction) == 576);
+}
+
+TEST_CASE("an operand keeps its free dims in two arrays: 80 bytes, no padding between the dims") {
+  // 3 one-byte fields + 1 of padding, tensor, partition_start, partitions (4 each), partition_stride and
+  // offset_bytes (8 each) = 32; four 8-byte strides = 32; four 4-byte sizes = 16. An array of four Dims
+  // (int64 stride + uint32 size, padded to 16 bytes) took 64 for the dims.
+  CHECK(sizeof(AccessPattern) == 80);
+  CHECK(sizeof(Dim) == 16);
+  AccessPattern a;
+  // Unset dims read as {stride 1, size 1}, as a default Dim does.
+  for (int d = 0; d < AccessPattern::kMaxDims; ++d) {
+    CHECK(a.dim(d).stride == Dim{}.stride);
+    CHECK(a.dim(d).size == Dim{}.size);
+  }
+  // set_dim writes the pair dim() reads; a stride beyond 32 bits and a negative one are kept whole.
+  a.set_dim(0, {int64_t{3} << 33, 7});
+  a.set_dim(3, {-5, 4294967295u});
+  CHECK(a.strides[0] == 25769803776);
+  CHECK(a.sizes[0] == 7);
+  CHECK(a.dim(3).stride == -5);
+  CHECK(a.dim(3).size == 4294967295u);
+  CHECK(a.dim(1).stride == 1);
+  a.ndim = 2;
+  CHECK(a.free_elements() == 7);  // 7 x 1: dims past ndim do not count
+  a.ndim = 4;
+  CHECK(a.free_elements() == uint64_t{7} * 4294967295u);
 }
 
 TEST_CASE("is_dma derives from the opcode table's dma column and is false outside the enum") {

@@ -160,7 +160,7 @@ TEST_CASE("store_row equals store element for element: every dtype, contiguous a
   const uint32_t cols = 96;
   for (DType t : kNumberTypes)
     for (const AccessPattern& ap : layouts(t, cols)) {
-      INFO(dtype_name(t) << " stride " << ap.dims[ap.ndim - 1].stride);
+      INFO(dtype_name(t) << " stride " << ap.strides[ap.ndim - 1]);
       Fixture f;
       OperandView v = f.view(ap);
       REQUIRE(v.cols() == cols);
@@ -175,7 +175,7 @@ TEST_CASE("load_row equals load element for element: every dtype and code, conti
     // 512 columns x 128 rows = 65536 elements: every code of the 1- and 2-byte dtypes.
     const uint32_t cols = 512;
     for (const AccessPattern& ap : layouts(t, cols)) {
-      INFO(dtype_name(t) << " stride " << ap.dims[ap.ndim - 1].stride);
+      INFO(dtype_name(t) << " stride " << ap.strides[ap.ndim - 1]);
       Fixture f;
       OperandView v = f.view(ap);
       fill_codes(v, 7);
@@ -196,7 +196,7 @@ TEST_CASE("store_row_int and load_row_int equal store_int / load_int: every dtyp
   const uint32_t cols = 96;
   for (DType t : kNumberTypes)
     for (const AccessPattern& ap : layouts(t, cols)) {
-      INFO(dtype_name(t) << " stride " << ap.dims[ap.ndim - 1].stride);
+      INFO(dtype_name(t) << " stride " << ap.strides[ap.ndim - 1]);
       Fixture f;
       OperandView v = f.view(ap);
       REQUIRE(v.cols() == cols);

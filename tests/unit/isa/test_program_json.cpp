@@ -100,7 +100,7 @@ TEST_CASE("program JSON loads every field", "[isa][json]") {
   CHECK(ts.flags == (kOperand0Vector | kReverse0));
   CHECK(ts.alu1 == AluOp::BitwiseAnd);
   CHECK(ts.imm1 == 3.f);
-  CHECK(ts.ops[0].dims[0].stride == 4);
+  CHECK(ts.ops[0].strides[0] == 4);
   CHECK(p.streams[0][static_cast<int>(Engine::DVE)].at(1).scale_offset == 4);
   CHECK(p.streams[0][static_cast<int>(Engine::POOL)].at(0).iota_steps[0] == 3);
   CHECK(p.streams[0][static_cast<int>(Engine::POOL)].at(1).has(kOobSkip));

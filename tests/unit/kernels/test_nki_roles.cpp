@@ -222,8 +222,7 @@ bool same_ap(const isa::AccessPattern& a, const isa::AccessPattern& b) {
               a.partition_start == b.partition_start && a.partitions == b.partitions &&
               a.partition_stride == b.partition_stride && a.offset_bytes == b.offset_bytes &&
               a.ndim == b.ndim;
-  for (int d = 0; same && d < a.ndim; ++d)
-    same = a.dims[d].stride == b.dims[d].stride && a.dims[d].size == b.dims[d].size;
+  for (int d = 0; same && d < a.ndim; ++d) same = a.strides[d] == b.strides[d] && a.sizes[d] == b.sizes[d];
   return same;
 }
 

@@ -15,8 +15,8 @@ void with_kernel(const KernelFn& fn) {
 void check_dims(const isa::AccessPattern& ap, std::vector<std::pair<int64_t, uint32_t>> dims) {
   REQUIRE(ap.ndim == dims.size());
   for (size_t i = 0; i < dims.size(); ++i) {
-    CHECK(ap.dims[i].stride == dims[i].first);
-    CHECK(ap.dims[i].size == dims[i].second);
+    CHECK(ap.strides[i] == dims[i].first);
+    CHECK(ap.sizes[i] == dims[i].second);
   }
 }
 }  // namespace
@@ -147,7 +147,7 @@ TEST_CASE("views from explicit patterns (the NKI front end): strides, bitcasts, 
     check_dims(ap, {{-1, 256}});
     CHECK_THROWS_AS(x.pattern(DType::BF16, 62 * 512, {{-256, 64}, {1, 256}}), InputError);
     CHECK_THROWS_AS(x.pattern(DType::BF16, 508, {{256, 64}, {-1, 256}}), InputError);
-    CHECK(t.pattern(DType::F32, 60, {{0, 128}, {-1, 16}}).ap().dims[0].stride == -1);
+    CHECK(t.pattern(DType::F32, 60, {{0, 128}, {-1, 16}}).ap().strides[0] == -1);
     CHECK_THROWS_AS(t.pattern(DType::F32, 56, {{0, 128}, {-1, 16}}), InputError);
     // Offsets count from the view's start: a tile allocated after t starts 4096 bytes in.
     View u = k.sbuf({128, 16}, DType::F32, "u");

@@ -39,7 +39,7 @@ isa::AccessPattern ap(MemSpace space, DType t, uint32_t parts, std::initializer_
   std::vector<uint32_t> d(dims);
   a.ndim = static_cast<uint8_t>(d.size());
   for (int i = a.ndim - 1; i >= 0; --i) {
-    a.dims[i] = {stride, d[i]};
+    a.set_dim(i, {stride, d[i]});
     stride *= d[i];
   }
   return a;
@@ -204,7 +204,7 @@ TEST_CASE("DMA cost inputs by bytes per partition", "[timing]") {
     hbm.dtype = DType::U8;
     hbm.partitions = parts;
     hbm.ndim = 1;
-    hbm.dims[0] = {1, bytes_pp};
+    hbm.set_dim(0, {1, bytes_pp});
     auto i = inst(Opcode::DmaCopy, Engine::SP, {ap(MemSpace::SBUF, DType::U8, parts, {bytes_pp}), hbm});
     isa::Work w;
     w.bytes_read = w.bytes_written = w.hbm_bytes_read = uint64_t{parts} * bytes_pp;
