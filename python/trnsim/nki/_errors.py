@@ -136,7 +136,11 @@ def warn_at(message, category, loc=None):
             warnings.warn(message, category, stacklevel=2)
             return
         loc = (f.f_code.co_filename, f.f_lineno)
-        module_globals = f.f_globals
+        # The module's loader gives the source line, but code from no file ("<string>" of `python -c` and of
+        # exec, "<stdin>" of stdin and the REPL) has none: __main__'s loader there is BuiltinImporter, whose
+        # get_source raises ImportError, and an exec'd string's module would give its own, other line.
+        name = f.f_code.co_filename
+        module_globals = None if name.startswith("<") and name.endswith(">") else f.f_globals
     filename, lineno = loc
     module = os.path.splitext(os.path.basename(filename))[0] or "<unknown>"
     registry = None
