@@ -499,12 +499,40 @@ def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
     return o
 
 
+def _wide_bits(alu, x, data, loc):
+    """operand x of a bitvec operator `alu`, as the instruction can take it: an integer FP32 does not hold
+    exactly (0x7FFFFFFF: more than 24 significant bits) would round as an FP32 immediate, so it becomes a
+    [P, 1] vector of data's integer dtype that a memset fills with its exact bits (one more instruction)."""
+    if alu not in _BITVEC or isinstance(x, NkiTensor) or isinstance(x, bool) or data.dtype.name not in (
+            "int32", "uint32"):
+        return x
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return x
+    import numpy as np
+
+    if not v.is_integer() or float(np.float32(v)) == v:
+        return x
+    if not -2 ** 31 <= v < 2 ** 32:
+        raise NkiError(f"tensor_scalar: {alu}'s operand {int(v)} is a bit pattern of more than 32 bits (data "
+                       f"is {data.dtype.name})")
+    bits = int(v) % 2 ** 32  # the operand's 32 bits, as data's dtype reads them
+    v = bits - 2 ** 32 if data.dtype.name == "int32" and bits >= 2 ** 31 else bits
+    vec = new_tile((data.partitions, 1), data.dtype, SBUF, "tensor_scalar", loc=loc)
+    memset(vec, v, loc=loc)
+    return vec
+
+
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   engine=None, loc=None):
     op = "tensor_scalar"
     dst = tile(dst, "dst", op)
     data = tile(data, "data", op)
     same_shape(op, dst, "dst", data, "data")
+    operand0 = _wide_bits(op0, operand0, data, loc)
+    if op1 is not None:
+        operand1 = _wide_bits(op1, operand1, data, loc)
     v0, i0 = _operand(operand0, op, "operand0", data)
     if op1 is None:
         v1, i1 = None, 0.0
