@@ -650,6 +650,21 @@ def memset(dst, value, engine=None, loc=None):
     return o
 
 
+def _exact_iota_immediates(dst, offset, channel_multiplier):
+    """An integer iota's offset and channel multiplier are FP32 immediates of the instruction: one FP32 does not
+    hold exactly (33554433: more than 24 significant bits) would silently shift every value, so it is an
+    NkiError naming a way that is exact."""
+    import numpy as np
+
+    if dst.dtype.name not in ("int32", "uint32", "int16", "uint16", "int8", "uint8"):
+        return
+    for what, v in (("offset", offset), ("channel_multiplier", channel_multiplier)):
+        if float(np.float32(float(v))) != float(v):
+            raise NkiError(f"iota: {what} {v} is not exact in FP32, the instruction's immediate (more than 24 "
+                           f"significant bits): make the iota with a smaller {what} and add the rest with nl.add "
+                           f"of {dst.dtype.name} tiles (integer tile arithmetic is exact)")
+
+
 def iota(dst, pattern, offset=0, channel_multiplier=0, engine=None, loc=None):
     op = "iota"
     dst = tile(dst, "dst", op)
@@ -659,6 +674,7 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, engine=None, loc=None):
     pattern = [int(p) for p in pattern]
     if len(pattern) > max(1, dst.ndim - 1):
         raise NkiError(f"{op}: {len(pattern)} pattern steps for the {dst.ndim - 1} free dims of dst")
+    _exact_iota_immediates(dst, offset, channel_multiplier)
     engine = _engine_for(op, engine, [dst])
     return record(op, {"dst": dst}, [], [dst], {"pattern": pattern, "offset": float(offset),
                                               "channel_multiplier": float(channel_multiplier), "engine": engine},
@@ -740,6 +756,7 @@ def affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, on_fal
     pattern = [int(p) for p in pattern]
     if len(pattern) > max(1, dst.ndim - 1):
         raise NkiError(f"{op}: {len(pattern)} pattern steps for the {dst.ndim - 1} free dims of dst")
+    _exact_iota_immediates(dst, offset, channel_multiplier)
     try:
         value = float(on_false_value)
     except (TypeError, ValueError):
