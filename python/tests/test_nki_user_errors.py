@@ -591,6 +591,38 @@ def test_a_warning_from_a_kernel_in_no_file_does_not_stop_the_run():
         assert "%s:10: " % name + warning % name in p.stderr and "ImportError" not in p.stderr, (args, p.stderr)
 
 
+COLLECTIVES = """
+import nki.collectives as ncc  # MARK-import-collectives
+
+
+@nki.jit
+def uses_collectives(x):
+    group = ncc.ReplicaGroup([[0, 1]])  # MARK-replica-group
+    return x
+"""
+
+
+def test_nki_collectives_imports_and_its_names_are_nki_unsupported():
+    # tester23p F5: `import nki.collectives` (nki-samples' allgather_matmul_ring tutorial) was a raw
+    # "ModuleNotFoundError: No module named 'nki.collectives'", which reads like a broken install.
+    d = folder(COLLECTIVES)
+    rc, err, out = run(d, "copy")  # the file imports; its other kernels run
+    assert rc == 0, err
+    rc, err, _ = run(d, "uses_collectives")
+    assert rc == 1, err
+    assert ("w.json: kernel: k.py:%d: NkiUnsupported: nki.collectives.ReplicaGroup is not modelled by trnsim: "
+            "collectives between ranks are outside a one-NeuronCore simulator (docs/nki.md lists the supported "
+            "calls)\n" % line(d, "MARK-replica-group")) in err, err
+    import nki.collectives as ncc
+
+    def import_it():
+        from nki.collectives import all_reduce  # noqa: F401
+    e = raises(tnki.NkiUnsupported, import_it)
+    assert isinstance(e, ImportError) and ": nki.collectives.all_reduce is not modelled by trnsim: collectives " \
+        "between ranks are outside" in str(e), str(e)
+    assert not hasattr(ncc, "all_gather")
+
+
 UNINIT = """
 
 @nki.jit
