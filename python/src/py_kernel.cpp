@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <pybind11/stl.h>
+#include <set>
 
 #include "kernels/api/checks.h"
 #include "kernels/api/constant_inputs.h"
@@ -102,6 +103,8 @@ class PythonKernel final : public kernels::BoundKernel, public kernels::Constant
           kernels::build_program([&](kernels::Kernel& k) { returned.push_back(core(KernelHandle(k))); }, o);
       const pyb::module_ hooks = pyb::module_::import("trnsim.nki._hooks");
       b.warnings = hooks.attr("warnings")(b.warnings).cast<std::vector<std::string>>();
+      const auto debug = hooks.attr("debug_outputs")().cast<std::vector<std::string>>();
+      debug_outputs_ = std::set<std::string>(debug.begin(), debug.end());
       frontend_stats_ = to_json(hooks.attr("stats")());
       // nl.shared_constant's values, converted as a given input's (to_host), for WorkloadRun to bind.
       constants_.clear();
@@ -130,9 +133,10 @@ class PythonKernel final : public kernels::BoundKernel, public kernels::Constant
     // One call of the reference for every output's check.
     auto golden = std::make_shared<std::optional<std::vector<std::vector<double>>>>();
     std::vector<kernels::OutputCheck> checks;
-    for (size_t i = 0; i < outputs_.size(); ++i) {
+    const std::vector<std::string> checked = checked_outputs();
+    for (size_t i = 0; i < checked.size(); ++i) {
       checks.push_back(
-          kernels::elementwise_check(outputs_[i], [this, golden, i](const kernels::CheckContext& ctx) {
+          kernels::elementwise_check(checked[i], [this, golden, i](const kernels::CheckContext& ctx) {
             if (!*golden) *golden = call_reference(ctx);
             return (**golden)[i];
           }));
@@ -190,12 +194,22 @@ class PythonKernel final : public kernels::BoundKernel, public kernels::Constant
     return b;
   }
 
+  // The outputs the reference gives, in return order: all but the debug copies (nl.device_print), so a print
+  // added to a kernel does not change what its reference returns.
+  std::vector<std::string> checked_outputs() const {
+    std::vector<std::string> out;
+    for (const std::string& n : outputs_)
+      if (!debug_outputs_.count(n)) out.push_back(n);
+    return out;
+  }
+
   std::vector<std::vector<double>> call_reference(const kernels::CheckContext& ctx) const {
     pyb::gil_scoped_acquire gil;
+    const std::vector<std::string> checked = checked_outputs();
     pyb::list arrays;
     for (const workload::TensorInfo& t : spec_.inputs) arrays.append(to_numpy(ctx.input(t.name)));
     pyb::list outputs;  // (name, shape) of each output, in return order: what the reference must give
-    for (const std::string& n : outputs_) outputs.append(pyb::make_tuple(n, ctx.output(n).shape));
+    for (const std::string& n : checked) outputs.append(pyb::make_tuple(n, ctx.output(n).shape));
     pyb::list result;
     try {
       result = runner().attr("call_reference")(spec_.reference, arrays, kwargs(), outputs,
@@ -205,14 +219,14 @@ class PythonKernel final : public kernels::BoundKernel, public kernels::Constant
       rethrow_python(e, "reference");
     }
     std::vector<std::vector<double>> out;
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      const tensor::HostTensor& o = ctx.output(outputs_[i]);
+    for (size_t i = 0; i < checked.size(); ++i) {
+      const tensor::HostTensor& o = ctx.output(checked[i]);
       pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast> a(result[i]);
       std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
       if (tensor::elements_of(shape) != o.elements() ||
           (shape != o.shape && a.ndim() == static_cast<pyb::ssize_t>(o.shape.size())))
         throw InputError(fmt::format("reference: output {} ('{}') has shape {}; the kernel's is {}", i,
-                                     outputs_[i], tensor::shape_str(shape), tensor::shape_str(o.shape)));
+                                     checked[i], tensor::shape_str(shape), tensor::shape_str(o.shape)));
       out.emplace_back(a.data(), a.data() + a.size());
     }
     return out;
@@ -223,6 +237,7 @@ class PythonKernel final : public kernels::BoundKernel, public kernels::Constant
   pyb::object func_;
   std::optional<int> grid_;
   mutable std::vector<std::string> outputs_;
+  mutable std::set<std::string> debug_outputs_;  // nl.device_print's copies among outputs_
   mutable json frontend_stats_ = nullptr;
   mutable kernels::Tensors constants_;
 };

@@ -4,11 +4,13 @@ kernel's own outputs and values are unchanged."""
 
 import contextlib
 import io
+import json
 import os
+import subprocess
 
 import numpy as np
 
-from runner import KERNELS, main, raises_at
+from runner import HERE, KERNELS, main, raises_at, tmpdir, trnsim_exe
 
 import trnsim.nki as tnki
 from trnsim.nki import NkiError
@@ -53,6 +55,34 @@ def test_errors():
               K.bad_print, A, what="psum")
     raises_at(NkiError, "nl.device_print: print_prefix must be a constant string (evaluated when the kernel is "
               "traced), got int", SRC, "# not a string", tnki.simulate_kernel, K.bad_print, A, what="int")
+
+
+def plus_one(a, prints=True):
+    return a.astype(np.float64) + 1
+
+
+def test_a_reference_gives_the_kernels_own_outputs_only():
+    # tester23p F6: with prints, the reference had to return the device_print tensors too ("returned 1 array for
+    # 4 kernel outputs"), so a debug print changed what the kernel's NumPy reference must be. Now only the
+    # returned output is checked, with or without prints.
+    for prints in (True, False):
+        with contextlib.redirect_stdout(io.StringIO()):
+            r = tnki.benchmark(K.printing, A, reference=plus_one, prints=prints)
+        assert [(c["output"], c["pass"]) for c in r.checks] == [("out", True)], (prints, r.checks)
+        assert len(r.outputs) == 1 and r.outputs[0].tobytes() == (A + 1).tobytes()
+    d = tmpdir()
+    with open(os.path.join(d, "w.json"), "w") as f:
+        json.dump({"name": "p", "hardware": "trn2", "kernel": {"nki": SRC, "function": "printing"},
+                   "inputs": {"a_tensor": {"generator": "normal", "seed": 1, "shape": [3, 4], "dtype": "float32"}},
+                   "reference": {"nki": os.path.join(HERE, "test_nki_device_print.py"), "function": "plus_one"}}, f)
+    out = os.path.join(d, "out")
+    p = subprocess.run([trnsim_exe(), "run", os.path.join(d, "w.json"), "--out", out], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert sorted(n for n in os.listdir(out) if n.endswith(".npy")) == [
+        "device_print_0.npy", "device_print_1.npy", "device_print_2.npy", "out.npy"], os.listdir(out)
+    with open(os.path.join(out, "stats.json")) as f:
+        numerics = json.load(f)["numerics"]
+    assert [(n, c["pass"]) for n, c in numerics.items()] == [("out", True)], numerics
 
 
 if __name__ == "__main__":

@@ -4,12 +4,15 @@ differs"): nl.sum of an int32 tile is tensor_reduce on the Vector engine, which 
 the ALU's only right shift, a logical one (NKI's math operator table has no arithmetic shift-right), so a
 negative int32 shifts in zeros where NumPy's >> copies the sign bit."""
 
+import sys
+
 import numpy as np
 
-from runner import main
+from runner import main, raises
 
 import trnsim.nki as tnki
 import nki
+import nki.isa as nisa
 import nki.language as nl
 
 
@@ -123,6 +126,58 @@ def test_var_of_an_integer_tile_keeps_its_dtype():
     assert got.dtype == np.int32 and got.tobytes() == np.rint(want).astype(np.int32).tobytes(), got[:4, 0]
     got = tnki.simulate_kernel(row_vars, x, dtype=nl.float32)
     assert got.dtype == np.float32 and got.tobytes() == want.tobytes(), got[:4, 0]
+
+
+def test_bitvec_masks_past_24_bits_keep_every_bit():
+    # tester23p F8: the number went to the instruction as an FP32 immediate, so 0x7FFFFFFF became 2^31 and
+    # t & 0x7FFFFFFF gave t & 0x80000000. Now a [P, 1] vector of the tile's dtype, filled exactly by a memset.
+    vals = np.array([1, 2, 0x7FFFFFFF, -1, 16777217, 0x12345678, -5, 3], np.int32)
+    x = np.tile(vals, (128, 1))
+    for fn, want in ((lambda t: nisa.tensor_scalar(t, nl.bitwise_and, 0x7FFFFFFF), vals & 0x7FFFFFFF),
+                     (lambda t: nl.bitwise_and(t, 0x7FFFFFFF), vals & 0x7FFFFFFF),
+                     (lambda t: t ^ 0x12345679, vals ^ 0x12345679),
+                     (lambda t: t & 0x01FFFFFF, vals & 0x01FFFFFF),
+                     (lambda t: t & 0xFFFFFFF1, vals & np.int32(-15)),  # the same 32 bits as an int32
+                     (lambda t: nisa.tensor_scalar(t, nl.bitwise_or, 0x7FFFFFF0, op1=nl.bitwise_xor,
+                                                   operand1=0x12345679), (vals | 0x7FFFFFF0) ^ 0x12345679)):
+        out = tnki.simulate_kernel(elementwise(fn), x)
+        assert out.tobytes() == np.tile(want.astype(np.int32), (128, 1)).tobytes(), out[0]
+    u = np.tile(np.array([0xFFFFFFFF, 0x80000001, 7, 0], np.uint32), (128, 1))
+    out = tnki.simulate_kernel(elementwise(lambda t: t & 0xFFFFFFF0), u)
+    assert out.tobytes() == (u & np.uint32(0xFFFFFFF0)).tobytes(), out[0]
+    e = raises(tnki.NkiError, lambda: tnki.simulate_kernel(elementwise(lambda t: t & (1 << 40) - 1), x))
+    assert str(e).endswith(":%d: nl.bitwise_and: its tensor_scalar (made by trnsim's lowering of nl.bitwise_and, "
+                           "not a call of the kernel): bitwise_and's operand 1099511627775 is a bit pattern of more "
+                           "than 32 bits (data is int32)" % (sys._getframe().f_lineno - 3)), str(e)
+
+
+@nki.jit
+def iota_past_24_bits():
+    o = nl.ndarray((128, 8), dtype=nl.int32, buffer=nl.shared_hbm)
+    t = nisa.iota(nl.arange(8)[None, :] + 100000 * nl.arange(128)[:, None] + 33554433, dtype=nl.int32)  # MARK-iota
+    nl.store(o, t)
+    return o
+
+
+@nki.jit
+def iota_then_add():
+    o = nl.ndarray((128, 8), dtype=nl.int32, buffer=nl.shared_hbm)
+    t = nisa.iota(nl.arange(8)[None, :] + 100000 * nl.arange(128)[:, None], dtype=nl.int32)
+    nl.store(o, nl.add(t, nl.full((128, 8), 33554433, dtype=nl.int32)))
+    return o
+
+
+def test_an_integer_iota_offset_fp32_does_not_hold_is_refused():
+    # tester23p F8: the offset is the instruction's FP32 immediate, so 33554433 silently became 33554432 (every
+    # value off by one). Now an NkiError at the line; the way it names is exact.
+    with open(__file__) as f:
+        n = next(i for i, text in enumerate(f, 1) if "# MARK-iota" in text and "next(" not in text)
+    e = raises(tnki.NkiError, lambda: tnki.simulate_kernel(iota_past_24_bits))
+    assert str(e) == ("test_nki_int_semantics.py:%d: iota: offset 33554433 is not exact in FP32, the instruction's "
+                      "immediate (more than 24 significant bits): make the iota with a smaller offset and add the "
+                      "rest with nl.add of int32 tiles (integer tile arithmetic is exact)" % n), str(e)
+    want = np.arange(8)[None, :] + 100000 * np.arange(128)[:, None] + 33554433
+    assert tnki.simulate_kernel(iota_then_add).tobytes() == want.astype(np.int32).tobytes()
 
 
 if __name__ == "__main__":

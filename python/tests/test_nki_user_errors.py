@@ -7,6 +7,7 @@ kernel written into a fresh folder."""
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 
@@ -563,6 +564,63 @@ def test_unknown_nki_names_are_nki_unsupported():
     e = raises(tnki.NkiUnsupported, import_it)
     assert type(e).__name__ == "NkiUnsupported" and isinstance(e, ImportError), type(e)
     assert "nki.language.some_future_call is not modelled" in str(e), str(e)
+
+
+NO_FILE = """
+import numpy as np
+import trnsim.nki as nki
+import nki.language as nl
+@nki.jit
+def k(x):
+    o = nl.ndarray((256, 64), dtype=nl.float32, buffer=nl.shared_hbm, name="o")
+    nl.store(o[0:128, :], nl.load(x))
+    return o
+r = nki.simulate_kernel(k, np.ones((128, 64), np.float32))
+print("ok", r.shape)
+"""
+
+
+def test_a_warning_from_a_kernel_in_no_file_does_not_stop_the_run():
+    # tester23p F2: under `python -c`, stdin or the REPL, any warning (here: rows 128-255 of o never written)
+    # died with "ImportError: '__main__' is not a built-in module" from warnings' source-line lookup.
+    warning = ("RuntimeWarning: %s:7: output 'o' float32 [256, 64]: no instruction writes rows 128-255 of its 256 "
+               "(32768 of its 65536 bytes)")
+    for args, stdin, name in ((["-c", NO_FILE], None, "<string>"), (["-"], NO_FILE, "<stdin>")):
+        p = subprocess.run([sys.executable] + args, input=stdin, capture_output=True, text=True, cwd=tmpdir())
+        assert p.returncode == 0 and p.stdout == "ok (256, 64)\n", (args, p.stdout, p.stderr)
+        assert "%s:10: " % name + warning % name in p.stderr and "ImportError" not in p.stderr, (args, p.stderr)
+
+
+COLLECTIVES = """
+import nki.collectives as ncc  # MARK-import-collectives
+
+
+@nki.jit
+def uses_collectives(x):
+    group = ncc.ReplicaGroup([[0, 1]])  # MARK-replica-group
+    return x
+"""
+
+
+def test_nki_collectives_imports_and_its_names_are_nki_unsupported():
+    # tester23p F5: `import nki.collectives` (nki-samples' allgather_matmul_ring tutorial) was a raw
+    # "ModuleNotFoundError: No module named 'nki.collectives'", which reads like a broken install.
+    d = folder(COLLECTIVES)
+    rc, err, out = run(d, "copy")  # the file imports; its other kernels run
+    assert rc == 0, err
+    rc, err, _ = run(d, "uses_collectives")
+    assert rc == 1, err
+    assert ("w.json: kernel: k.py:%d: NkiUnsupported: nki.collectives.ReplicaGroup is not modelled by trnsim: "
+            "collectives between ranks are outside a one-NeuronCore simulator (docs/nki.md lists the supported "
+            "calls)\n" % line(d, "MARK-replica-group")) in err, err
+    import nki.collectives as ncc
+
+    def import_it():
+        from nki.collectives import all_reduce  # noqa: F401
+    e = raises(tnki.NkiUnsupported, import_it)
+    assert isinstance(e, ImportError) and ": nki.collectives.all_reduce is not modelled by trnsim: collectives " \
+        "between ranks are outside" in str(e), str(e)
+    assert not hasattr(ncc, "all_gather")
 
 
 UNINIT = """

@@ -14,7 +14,7 @@ _aliases.install()
 from ._entry import benchmark, simulate_kernel, typed  # noqa: E402,F401  # platform
 
 from . import compiler, isa, language  # noqa: E402,F401
-from . import typing  # noqa: E402,F401
+from . import collectives, typing  # noqa: E402,F401
 from ._errors import NkiError, NkiUnsupported  # noqa: E402,F401
 from ._jit import JitKernel, jit  # noqa: E402,F401
 from ._hooks_fill import install as _install_hooks  # noqa: E402
@@ -22,7 +22,7 @@ from ._hooks_fill import install as _install_hooks  # noqa: E402
 _install_hooks()
 
 # The public names (what `from nki import *` gives; any other is NkiUnsupported, see __getattr__).
-__all__ = ["benchmark", "simulate_kernel", "typed", "compiler", "isa", "language", "typing", "NkiError",
+__all__ = ["benchmark", "simulate_kernel", "typed", "collectives", "compiler", "isa", "language", "typing", "NkiError",
            "NkiUnsupported", "JitKernel", "jit", "trace", "baremetal_kernel", "baremetal", "simulate", "profile",
            "execute", "tensor", "dtype"]
 

@@ -44,13 +44,14 @@ for _c in (UnsupportedName, UnsupportedImport):
     _c.__name__ = _c.__qualname__ = "NkiUnsupported"
 
 
-def unsupported_name(module, name):
+def unsupported_name(module, name, why=""):
     """The error for an undefined public name of nki.language / nki.isa (`module`), asked for by the kernel
     line calling the module's __getattr__: UnsupportedImport for `from module import name`, else
-    UnsupportedName."""
+    UnsupportedName. `why`: the reason, when the whole module is out of trnsim's scope."""
     import dis
 
-    message = f"{module}.{name} is not modelled by trnsim (docs/nki.md lists the supported calls)"
+    message = f"{module}.{name} is not modelled by trnsim{': ' + why if why else ''} (docs/nki.md lists the " \
+        "supported calls)"
     f = sys._getframe(2)  # the frame asking: unsupported_name <- module __getattr__ <- it
     if f is not None and f.f_code.co_code[f.f_lasti] == dis.opmap["IMPORT_FROM"]:
         return UnsupportedImport(message)
@@ -136,7 +137,11 @@ def warn_at(message, category, loc=None):
             warnings.warn(message, category, stacklevel=2)
             return
         loc = (f.f_code.co_filename, f.f_lineno)
-        module_globals = f.f_globals
+        # The module's loader gives the source line, but code from no file ("<string>" of `python -c` and of
+        # exec, "<stdin>" of stdin and the REPL) has none: __main__'s loader there is BuiltinImporter, whose
+        # get_source raises ImportError, and an exec'd string's module would give its own, other line.
+        name = f.f_code.co_filename
+        module_globals = None if name.startswith("<") and name.endswith(">") else f.f_globals
     filename, lineno = loc
     module = os.path.splitext(os.path.basename(filename))[0] or "<unknown>"
     registry = None

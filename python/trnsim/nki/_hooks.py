@@ -3,7 +3,8 @@
 The language layer (trnsim.nki) replaces these at import: ``wrap_input(view)`` turns an input's ``_core.View``
 (an HBM tensor) into the object the kernel function receives; ``unwrap(obj)`` turns an object the kernel
 returns into its ``_core.View``; ``call(func, inputs, params)`` runs the function on one core; ``stats()``
-gives stats.json's "nki" section after the build; ``constants()`` the kernel's own constant inputs; ``warnings(lines)`` rewords the build's warnings.
+gives stats.json's "nki" section after the build; ``constants()`` the kernel's own constant inputs; ``warnings(lines)`` rewords the build's warnings;
+``debug_outputs()`` names the outputs that are debug copies (nl.device_print), which a reference does not give.
 """
 
 
@@ -36,3 +37,9 @@ def constants():
 def warnings(lines):
     """After a build: its warnings ("k.py:12: message"), as the language layer words them."""
     return lines
+
+
+def debug_outputs():
+    """After a build: the names of the outputs that only copy values for debugging (nl.device_print's): written
+    like the others, but no reference gives them, so the run checks none of them."""
+    return []

@@ -1,7 +1,7 @@
 """Fills the platform's hooks (trnsim/nki/_hooks.py, NKI_CONTRACT.md): running a kernel function traces it
 (plain functions too), and the allocation and schedule of the last build go into stats.json."""
 
-from . import _constants, _hooks, _jit, _trace
+from . import _constants, _hooks, _jit, _print, _trace
 from ._errors import Loc, NkiError, _in_package
 
 
@@ -72,3 +72,4 @@ def install():
     _hooks.stats = _stats
     _hooks.constants = _constants.constants
     _hooks.warnings = _jit.warnings_by_call
+    _hooks.debug_outputs = _print.debug_outputs

@@ -509,12 +509,40 @@ def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
     return o
 
 
+def _wide_bits(alu, x, data, loc):
+    """operand x of a bitvec operator `alu`, as the instruction can take it: an integer FP32 does not hold
+    exactly (0x7FFFFFFF: more than 24 significant bits) would round as an FP32 immediate, so it becomes a
+    [P, 1] vector of data's integer dtype that a memset fills with its exact bits (one more instruction)."""
+    if alu not in _BITVEC or isinstance(x, NkiTensor) or isinstance(x, bool) or data.dtype.name not in (
+            "int32", "uint32"):
+        return x
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return x
+    import numpy as np
+
+    if not v.is_integer() or float(np.float32(v)) == v:
+        return x
+    if not -2 ** 31 <= v < 2 ** 32:
+        raise NkiError(f"tensor_scalar: {alu}'s operand {int(v)} is a bit pattern of more than 32 bits (data "
+                       f"is {data.dtype.name})")
+    bits = int(v) % 2 ** 32  # the operand's 32 bits, as data's dtype reads them
+    v = bits - 2 ** 32 if data.dtype.name == "int32" and bits >= 2 ** 31 else bits
+    vec = new_tile((data.partitions, 1), data.dtype, SBUF, "tensor_scalar", loc=loc)
+    memset(vec, v, loc=loc)
+    return vec
+
+
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   engine=None, loc=None):
     op = "tensor_scalar"
     dst = tile(dst, "dst", op)
     data = tile(data, "data", op)
     same_shape(op, dst, "dst", data, "data")
+    operand0 = _wide_bits(op0, operand0, data, loc)
+    if op1 is not None:
+        operand1 = _wide_bits(op1, operand1, data, loc)
     v0, i0 = _operand(operand0, op, "operand0", data)
     if op1 is None:
         v1, i1 = None, 0.0
@@ -633,6 +661,21 @@ def memset(dst, value, engine=None, loc=None):
     return o
 
 
+def _exact_iota_immediates(dst, offset, channel_multiplier):
+    """An integer iota's offset and channel multiplier are FP32 immediates of the instruction: one FP32 does not
+    hold exactly (33554433: more than 24 significant bits) would silently shift every value, so it is an
+    NkiError naming a way that is exact."""
+    import numpy as np
+
+    if dst.dtype.name not in ("int32", "uint32", "int16", "uint16", "int8", "uint8"):
+        return
+    for what, v in (("offset", offset), ("channel_multiplier", channel_multiplier)):
+        if float(np.float32(float(v))) != float(v):
+            raise NkiError(f"iota: {what} {v} is not exact in FP32, the instruction's immediate (more than 24 "
+                           f"significant bits): make the iota with a smaller {what} and add the rest with nl.add "
+                           f"of {dst.dtype.name} tiles (integer tile arithmetic is exact)")
+
+
 def iota(dst, pattern, offset=0, channel_multiplier=0, engine=None, loc=None):
     op = "iota"
     dst = tile(dst, "dst", op)
@@ -642,6 +685,7 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, engine=None, loc=None):
     pattern = [int(p) for p in pattern]
     if len(pattern) > max(1, dst.ndim - 1):
         raise NkiError(f"{op}: {len(pattern)} pattern steps for the {dst.ndim - 1} free dims of dst")
+    _exact_iota_immediates(dst, offset, channel_multiplier)
     engine = _engine_for(op, engine, [dst])
     return record(op, {"dst": dst}, [], [dst], {"pattern": pattern, "offset": float(offset),
                                               "channel_multiplier": float(channel_multiplier), "engine": engine},
@@ -778,6 +822,7 @@ def affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, on_fal
     pattern = [int(p) for p in pattern]
     if len(pattern) > max(1, dst.ndim - 1):
         raise NkiError(f"{op}: {len(pattern)} pattern steps for the {dst.ndim - 1} free dims of dst")
+    _exact_iota_immediates(dst, offset, channel_multiplier)
     try:
         value = float(on_false_value)
     except (TypeError, ValueError):

@@ -59,6 +59,11 @@ def device_print(print_prefix, tensor, *, mask=None, **kwargs):
     printed.append((print_prefix, name, n, core, tuple(tensor.shape), cores))
 
 
+def debug_outputs():
+    """The outputs of the run just built that hold device_print copies (its reference gives none of them)."""
+    return sorted({p[1] for p in printed})
+
+
 def show(outs):
     """Prints the run's device_print outputs (name -> array) in trace order; returns the names printed."""
     names = []

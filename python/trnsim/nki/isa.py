@@ -671,7 +671,8 @@ def _iota_old(expr, dtype, *, mask=None, **kwargs):
 @_public
 def iota(*args, **kwargs):
     """dst[p, i...] = offset + channel_multiplier * p + sum(step * i) on GpSimd (earlier style: the value
-    of an affine nl.arange expression)."""
+    of an affine nl.arange expression); offset and channel_multiplier are FP32 immediates, so an integer
+    dst's one FP32 does not hold exactly (past 2^24) is an NkiError."""
     if _current(args, kwargs, 1):
         return _iota_new(*args, **kwargs)
     return _iota_old(*args, **kwargs)
