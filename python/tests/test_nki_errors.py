@@ -191,6 +191,19 @@ def test_kernel_returning_its_input():
     assert "_runner.py" not in err.splitlines()[0] and "_jit.py" not in err.splitlines()[0], err
 
 
+def test_kernel_returning_a_slice_of_its_output():
+    # tester23p F3: simulate_kernel gave back the whole [128, 64] tensor from row 0 for `return o[64:128, 0:8]`.
+    import nki_bad
+
+    text = ("kernel returns_a_slice returns a [64, 8] part of hbm 'o'[128, 64] float32: an output is a whole "
+            "tensor (or a reshape of it); return o and take the part of the result")
+    where = "nki_bad.py:%d" % line("MARK-returns-slice")
+    e = raises(tnki.NkiError, tnki.simulate_kernel, nki_bad.returns_a_slice, X)
+    assert str(e) == f"{where}: {text}", str(e)
+    err = check("returns_a_slice", "MARK-returns-slice", [])
+    assert err.splitlines()[0].endswith(f"{where}: NkiError: {text}"), err
+
+
 def test_output_names_are_plain_file_stems():
     # An output is written as OUT/<name>.npy: a name with '/' or '.' would write outside the run's folder,
     # and stats/host/chain_stats would sit beside trnsim's own files. Refused at the return line.

@@ -48,6 +48,9 @@ def test_rebinding_form_of_the_page():
     # gives it back: ((0 - x0) - x1) - ..., one tensor_tensor per iteration as the assignment form.
     same(tnki.simulate_kernel(K.rebound, X, op=np.subtract), steps(np.subtract))
     same(tnki.simulate_kernel(K.rebound, X, op=np.maximum), steps(np.maximum))
+    # tester23p F1: the annotated and chained forms left a pending result that a later call named LoopReduce.
+    same(tnki.simulate_kernel(K.rebound, X, op=np.subtract, form="annotated"), steps(np.subtract))
+    same(tnki.simulate_kernel(K.rebound, X, op=np.subtract, form="chained"), steps(np.subtract))
 
 
 def test_bfloat16_destination_and_dtype():
@@ -95,6 +98,9 @@ def test_errors_name_the_call_and_line():
     for what, text in (
             ("unassigned", "nl.loop_reduce: " + need),
             ("used", "nl.loop_reduce: " + need),
+            # tester23p F1: a result passed on, or assigned into a list, was named at the next call as LoopReduce
+            ("stored", "nl.loop_reduce: " + need),
+            ("listed", "nl.loop_reduce: " + need),
             ("unbound", "nl.loop_reduce: `r = nl.loop_reduce(...)` reduces into the tile `r` holds when the call "
                      "runs, but `r` holds no value: set it to the accumulating tile before the loop (the page: "
                      "`r = nl.zeros(...)`), or assign into a tile: `acc[...] = nl.loop_reduce(x, op, "

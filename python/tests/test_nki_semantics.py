@@ -665,5 +665,29 @@ def test_a_grids_named_axes_are_p_x_y_z_in_axis_order():
     assert str(e) == (f"{THIS}:{line('MARK-no-y')}: nl.mgrid: grid.y is axis 2, but this grid has 2 axes (p, x)"), e
 
 
+@nki.jit
+def swapped_grid_axes(x, where):
+    # x [128, 4, 8] -> [128, 8, 4]: the grid's axes place the result's dims, wherever the index names them.
+    o = nl.ndarray((128, 8, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+    g = nl.mgrid[0:128, 0:8, 0:4]
+    if where == "load":
+        nl.store(o, nl.load(x[g.p, g.y, g.x]))
+    elif where == "tile":
+        t = nl.load(x)
+        nl.store(o, nl.copy(t[g.p, g.y, g.x]))
+    else:
+        P, A, B = nl.mgrid[0:128, 0:4, 0:8]  # the unpacked form, on the store's side
+        nl.store(o[P, B, A], nl.load(x))
+    return o
+
+
+def test_grid_axes_named_out_of_order_permute_the_tensor():
+    # tester23p F7: x[g.p, g.y, g.x] read x in memory order (x.reshape(128, 8, 4)) where NumPy's dense grid,
+    # and the same index of nl.aranges, give x.transpose(0, 2, 1).
+    x = np.arange(128 * 4 * 8, dtype=np.float32).reshape(128, 4, 8)
+    for where in ("load", "tile", "store"):
+        same(tnki.simulate_kernel(swapped_grid_axes, x, where), x.transpose(0, 2, 1))
+
+
 if __name__ == "__main__":
     main(globals())

@@ -122,6 +122,21 @@ def test_activation_functions_match_numpy_in_float64_rounded_to_float32():
         assert (got == ref32).all(), (name, int((got != ref32).sum()))
 
 
+def test_gelu_keeps_its_precision_for_large_negative_inputs():
+    # tester23p F4: 1 + erf (1 + tanh) formed in float32 cancelled for x < -3: gelu(-5) was 4 % off, -0.0 from
+    # x = -5.6. NKI's definitions, x Phi(x) and 0.5 x (1 + tanh u), written without the cancellation in float64
+    # and rounded once to float32.
+    x = (3 * X).astype(np.float32)
+    x[0, :6] = [-4.0, -5.0, -5.6, -6.0, -8.0, -12.0]
+    d = x.astype(np.float64)
+    erfc = np.vectorize(math.erfc, otypes=[np.float64])
+    u = np.sqrt(2 / np.pi) * (d + 0.044715 * d * d * d)
+    for fn, ref in ((nl.gelu, 0.5 * d * erfc(-d / np.sqrt(2))), (nl.gelu_apprx_tanh, d / (1 + np.exp(-2 * u)))):
+        got, want = tnki.simulate_kernel(k_unary, x, fn=fn), ref.astype(np.float32)
+        assert got.tobytes() == want.tobytes(), (fn, got[0, :6], want[0, :6], int((got != want).sum()))
+    assert tnki.simulate_kernel(k_unary, x, fn=nl.gelu)[0, 2] == np.float32(-6.0018536e-08), "gelu(-5.6)"
+
+
 def test_activation_functions_are_activation_ops_too():
     # op=nl.sin in nisa.activation, with scale and bias: sin(2x + 0.5).
     @nki.jit

@@ -334,13 +334,14 @@ double softplus_f64(double x) {
   return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x)));
 }
 
-// The functions added for NKI's tutorials (sin, cos, arctan, erf, erf_dx, softplus, mish, gelu_dx): FP64
-// libm, rounded once to FP32, so the result is the FP32 value nearest the exact one except in the rare case
-// where the FP64 result sits within an FP64 ulp of an FP32 rounding boundary.
+// The functions added for NKI's tutorials (sin, cos, arctan, erf, erf_dx, softplus, mish, gelu_dx) and gelu:
+// FP64 libm, rounded once to FP32, so the result is the FP32 value nearest the exact one except in the rare
+// case where the FP64 result sits within an FP64 ulp of an FP32 rounding boundary.
 double act_f64(ActFunc f, double x) {
   constexpr double kTwoOverSqrtPi = 1.1283791670955126;  // 2 / sqrt(pi)
   constexpr double kInvSqrt2 = 0.70710678118654752;      // 1 / sqrt(2)
   constexpr double kInvSqrt2Pi = 0.3989422804014327;     // 1 / sqrt(2 pi)
+  constexpr double kSqrt2OverPi = 0.7978845608028654;    // sqrt(2 / pi)
   switch (f) {
     case ActFunc::Sin:
       return std::sin(x);
@@ -350,6 +351,13 @@ double act_f64(ActFunc f, double x) {
       return std::atan(x);
     case ActFunc::Erf:
       return std::erf(x);
+    // gelu and its tanh form without the cancellation of 1 + erf / 1 + tanh for x < -3 (FP32 lost every bit
+    // there, giving -0.0 from x = -5.6: tester23p): x Phi(x) = 0.5 x erfc(-x / sqrt2), 0.5 x (1 + tanh u) =
+    // x / (1 + e^(-2u)).
+    case ActFunc::Gelu:
+      return 0.5 * x * std::erfc(-x * kInvSqrt2);
+    case ActFunc::GeluApproxTanh:
+      return x / (1.0 + std::exp(-2.0 * kSqrt2OverPi * (x + 0.044715 * x * x * x)));
     case ActFunc::ErfDx:
       return kTwoOverSqrtPi * std::exp(-x * x);
     case ActFunc::Softplus:
@@ -376,10 +384,6 @@ float act_f32(ActFunc f, float x) {
       return std::log(x);
     case ActFunc::Silu:
       return x / (1.f + std::exp(-x));
-    case ActFunc::Gelu:
-      return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f));
-    case ActFunc::GeluApproxTanh:
-      return 0.5f * x * (1.f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
     case ActFunc::Sigmoid:
       return 1.f / (1.f + std::exp(-x));
     case ActFunc::Tanh:

@@ -43,11 +43,11 @@ float alu_f32_fold(AluOp op, const float* x, size_t n);
 
 // Activation function in FP32 with the host libm (expf, logf, tanhf, erff, sqrtf). The hardware evaluates
 // piecewise polynomials, so results can differ from hardware in the last bits (reference §2.4).
-// gelu = 0.5x(1 + erf(x/sqrt2)); gelu_apprx_tanh = 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)));
 // silu = x * sigmoid(x); silu_dx = d/dx silu = sigmoid(x) (1 + x (1 - sigmoid(x))) (NKI nl.silu_dx, the
 // derivative of nl.silu); sign(0) = 0; relu and sign keep NaN; floor, ceil and trunc are exact.
 // sin, cos, arctan, erf, erf_dx = 2/sqrt(pi) exp(-x^2), softplus = log(1 + exp(x)), mish = x
-// tanh(softplus(x)) and gelu_dx = d/dx gelu = Phi(x) + x phi(x) are FP64 libm rounded once to FP32 (NKI's
+// tanh(softplus(x)), gelu = x Phi(x) = 0.5x(1 + erf(x/sqrt2)), gelu_apprx_tanh = 0.5x(1 + tanh(sqrt(2/pi)(x +
+// 0.044715x^3))) and gelu_dx = d/dx gelu = Phi(x) + x phi(x) are FP64 libm rounded once to FP32 (NKI's
 // nki.language pages define them; no source gives the hardware's polynomials).
 float act_f32(ActFunc f, float x);
 

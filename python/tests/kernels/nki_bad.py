@@ -102,6 +102,13 @@ def returns_input(x):
 
 
 @nki.jit
+def returns_a_slice(x):
+    o = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm, name="o")
+    nl.store(o, nl.load(x))
+    return o[64:128, 0:8]  # MARK-returns-slice
+
+
+@nki.jit
 def unimplemented_language_name(x):
     t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=x)

@@ -39,11 +39,17 @@ def blocked_matmul(a, b):
 
 
 @nki.jit
-def rebound(x, op):
-    # The page's own form: b rebound to the call's value each iteration (b set before the loop).
+def rebound(x, op, form="plain"):
+    # The page's own form: b rebound to the call's value each iteration (b set before the loop); annotated,
+    # and chained (c holds no value on the first iteration).
     b = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
     for i in nl.affine_range(x.shape[0]):
-        b = nl.loop_reduce(nl.load(x[i]), op=op, loop_indices=[i], dtype=nl.float32)
+        if form == "plain":
+            b = nl.loop_reduce(nl.load(x[i]), op=op, loop_indices=[i], dtype=nl.float32)
+        elif form == "annotated":
+            b: nl.ndarray = nl.loop_reduce(nl.load(x[i]), op=op, loop_indices=[i])
+        else:
+            c = b = nl.loop_reduce(nl.load(x[i]), op=op, loop_indices=[i])
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     nl.store(out, b)
     return out
@@ -85,5 +91,11 @@ def bad(x, what):
         acc[:, 0:32] = nl.loop_reduce(t, np.add, loop_indices=[0])  # MARK-shape
     elif what == "x":
         acc[...] = nl.loop_reduce(x[0], np.add, loop_indices=[0])  # MARK-x
+    elif what == "stored":
+        nl.store(out, nl.loop_reduce(t, np.add, loop_indices=[0]))  # MARK-stored
+    elif what == "listed":
+        accs = [acc]
+        accs[0] = nl.loop_reduce(t, np.add, loop_indices=[0])  # MARK-listed
+        nl.store(out, accs[0])
     nl.store(out, acc)
     return out

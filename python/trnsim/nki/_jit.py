@@ -314,7 +314,28 @@ def _outputs(fn, r, trace, programs):
                            f"{programs} programs, each of which has its own; outputs of a launch grid or "
                            "LNC2 kernel are nl.shared_hbm", loc=where)
         _check_output_name(name, x.st.name, where)
+        if not _whole(x):
+            var = var_name(trace, x.st)
+            raise NkiError(f"kernel {name} returns a {list(x.shape)} part of {x.st.label(at=False)}: an output is "
+                           f"a whole tensor (or a reshape of it); return {var or 'the tensor'} and take the part "
+                           "of the result", loc=where)
     return items
+
+
+def _whole(x):
+    """Whether the HBM view `x` is its whole tensor in row-major order (the tensor itself or a reshape of it):
+    the run's output is the whole tensor, so a returned slice would give back other elements."""
+    n = 1
+    for s in x.st.shape:
+        n *= s
+    if x.boff or x.size != n:
+        return False
+    stride = 1
+    for st, k in reversed(x.dims):
+        if k > 1 and st != stride:
+            return False
+        stride *= k
+    return True
 
 
 def _check_output_name(kernel, out_name, where):

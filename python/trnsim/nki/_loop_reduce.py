@@ -4,7 +4,7 @@ NKI's page (nki.language.loop_reduce) gives its meaning as code: `b = nl.loop_re
 `b = nisa.tensor_tensor(data1=b, data2=a, op=op, dtype=...)`. Both forms lower to that one instruction,
 tensor_tensor(dst, data1=dst, data2=x, op) (Vector engine; GpSimd for int32 arithmetic, as
 nki.isa.tensor_tensor's default): the page's rebinding form `b = nl.loop_reduce(x, ...)` takes as dst the tile
-the name `b` holds when the call runs (read from the kernel's frame, the statement's one target name) and
+the name `b` holds when the call runs (read from the kernel's frame, the statement's target names) and
 returns it; `dst[...] = nl.loop_reduce(x, ...)` is a pending reduction that the assignment completes.
 `loop_indices` is the compiler's loop-optimisation hint: checked, no effect."""
 
@@ -77,36 +77,75 @@ def loop_reduce(x, op, loop_indices, dtype, mask):
     _check_indices(loop_indices)
     alu = _lower.alu_name(op, "nl.loop_reduce")
     r = LoopReduce(x, alu, None if dtype is None else as_dtype(dtype), mask, loc)
-    name = _rebound_name(loc)
-    if name is not None:
+    names = _rebound_names(loc, r)
+    if names:
         # The page's form: `b = nl.loop_reduce(x, ...)` reduces into the tile b holds now and gives it back.
-        frame = user_frame()
-        acc = frame.f_locals.get(name, frame.f_globals.get(name)) if frame is not None else None
-        if not isinstance(acc, NkiTensor):
-            raise NkiError(f"{CALL}: `{name} = nl.loop_reduce(...)` reduces into the tile `{name}` holds when the "
-                           f"call runs, but `{name}` holds {'no value' if acc is None else type(acc).__name__}: "
-                           f"set it to the accumulating tile before the loop (the page: `{name} = nl.zeros(...)`), "
-                           f"or assign into a tile: `acc[...] = nl.loop_reduce(x, op, loop_indices=[i])`", loc)
+        acc = _accumulator(names, loc)
         r.into(acc)
         return acc
     _trace.current(CALL).__dict__.setdefault("_loop_reduces", []).append(r)
     return r
 
 
-def _rebound_name(loc):
-    """The name `b` when the kernel's statement at `loc` is `b = nl.loop_reduce(...)` (one plain name assigned
-    the call's value), else None."""
+def _accumulator(names, loc):
+    """The tile the names of `b = nl.loop_reduce(...)` (`c = b = ...` too) hold when the call runs: one tile,
+    which some of them may not hold yet (c on the first iteration)."""
+    frame = user_frame()
+    held = [frame.f_locals.get(n, frame.f_globals.get(n)) if frame is not None else None for n in names]
+    tiles = {id(storage): t for t in held if isinstance(t, NkiTensor) for storage in [t.st]}
+    name = names[-1]
+    if len(tiles) == 1:
+        return next(iter(tiles.values()))
+    if len(tiles) > 1:
+        raise NkiError(f"{CALL}: `{' = '.join(names)} = nl.loop_reduce(...)` reduces into the tile its names hold "
+                       f"when the call runs, but they hold different tiles: assign it to one name", loc)
+    acc = held[-1]
+    raise NkiError(f"{CALL}: `{name} = nl.loop_reduce(...)` reduces into the tile `{name}` holds when the "
+                   f"call runs, but `{name}` holds {'no value' if acc is None else type(acc).__name__}: "
+                   f"set it to the accumulating tile before the loop (the page: `{name} = nl.zeros(...)`), "
+                   f"or assign into a tile: `acc[...] = nl.loop_reduce(x, op, loop_indices=[i])`", loc)
+
+
+def _rebound_names(loc, r):
+    """The names `b` (`c`, ...) when the kernel's statement at `loc` is `b = nl.loop_reduce(...)`, `b: T =
+    nl.loop_reduce(...)` or `c = b = nl.loop_reduce(...)`; None for `acc[...] = nl.loop_reduce(...)` of a
+    tile acc (the assignment completes it) or when the statement cannot be read; r.unassigned() for any other
+    use of the result, which would reach a later call as a value that is not a tile."""
     import ast
 
     from ._tensor import _statement_at
 
     st = _statement_at(loc[0], loc[1]) if loc else None
-    if not isinstance(st, ast.Assign) or len(st.targets) != 1 or not isinstance(st.targets[0], ast.Name):
+    if st is None:
         return None
-    f = st.value.func if isinstance(st.value, ast.Call) else None
+    if isinstance(st, ast.Assign):
+        targets = st.targets
+    elif isinstance(st, ast.AnnAssign) and st.value is not None:
+        targets = [st.target]
+    else:
+        targets = None
+    f = st.value.func if targets and isinstance(st.value, ast.Call) else None
     if getattr(f, "attr", getattr(f, "id", None)) != "loop_reduce":
+        raise r.unassigned()
+    if all(isinstance(t, ast.Name) for t in targets):
+        return [t.id for t in targets]
+    if all(isinstance(t, ast.Subscript) and _holds_tile(t.value) for t in targets):
         return None
-    return st.targets[0].id
+    raise r.unassigned()
+
+
+def _holds_tile(node):
+    """Whether the subscripted expression of `node[...] = nl.loop_reduce(...)` is a tile (a list item's
+    assignment would store the pending reduction, not do it); True when it is not a plain name."""
+    import ast
+
+    if not isinstance(node, ast.Name):
+        return True
+    frame = user_frame()
+    if frame is None:
+        return True
+    v = frame.f_locals.get(node.id, frame.f_globals.get(node.id))
+    return isinstance(v, NkiTensor)
 
 
 def check_assigned(trace):

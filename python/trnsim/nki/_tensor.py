@@ -102,8 +102,8 @@ class Storage:
 
 def _grid_dims(idx, var_strides, int_partition):
     """The advanced dims of an index holding nl.mgrid expressions: one per index variable the expressions
-    use, in the order the index tuple names them (within one expression, by the variable's axis), each of its
-    variable's size; an axis of the grid that no expression of the index uses is no dim, and an integer
+    use, each of its variable's size: those of size 1 where the index tuple names them, the others in those
+    places in grid axis order (`x[g.p, g.y, g.x]` swaps x's free axes, as NumPy's dense grid does); an axis of the grid that no expression of the index uses is no dim, and an integer
     beside the expressions is none either. Not NumPy's dense grid, whose every axis would be a dim: NKI's
     RMSNorm tutorial reads `a[i * 128 + ix, iy]` with `ix, iw, iy = nl.mgrid[0:128, 0:1, 0:F]` as a
     [128, F] tile (it sums axis 1 and scales the tile by the [128] result) and `g.reshape((1, F))[iw, iy]`
@@ -119,6 +119,13 @@ def _grid_dims(idx, var_strides, int_partition):
                 if v in var_strides and all(o[3] is not v for o in out):
                     st, isp = var_strides[v]
                     out.append((st, v.size, isp, v))
+    # The grid's axes place the dims that carry data, as NumPy's dense grid does: `x[g.p, g.y, g.x]` is x
+    # with its free axes swapped (dims x then y); a size-1 variable keeps its slot, as above.
+    nmax = max((o[3].ndim for o in out if o[3] is not None), default=0)
+    slots = [i for i, o in enumerate(out) if o[3] is not None and o[1] > 1]
+    ordered = sorted((out[i] for i in slots), key=lambda o: o[3].axis + nmax - o[3].ndim)
+    for i, o in zip(slots, ordered):
+        out[i] = o
     return out
 
 
