@@ -100,6 +100,11 @@ def plain_add(a, b):  # MARK-plain-add-def
     return (a + b) * 2.0  # MARK-plain-op
 
 
+def plain_reference(x):  # MARK-plain-ref-def
+    y = x.astype(np.float32)  # MARK-plain-attr
+    return np.exp(y - y.max(axis=-1, keepdims=True))
+
+
 def plain_type_error(a):
     raise TypeError("the builder kernel's own")
 
@@ -115,6 +120,15 @@ def test_a_function_without_nki_jit_using_an_operator():
         "kernel: trnsim traces nki.language / nki.isa calls only in a function decorated with @nki.jit (a plain "
         "function runs on trnsim._core's builder, whose inputs are View objects: TypeError: unsupported operand "
         "type(s) for +: 'trnsim._core.View' and 'trnsim._core.View'); put @nki.jit above `def plain_add`, or pass "
+        "it through nki.simulate(...), which wraps it"), str(e)
+    # tester23q F1: an attribute of an input (`x.astype`, the first line of most NumPy references, e.g.
+    # examples/nki/softmax.py's softmax_ref) raised AttributeError, which gave the raw internal type name.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, plain_reference, X)
+    assert str(e) == (
+        f"{THIS}:{line_of('MARK-plain-attr')}: plain_reference ({THIS}:{line_of('MARK-plain-ref-def')}) is not an "
+        "@nki.jit kernel: trnsim traces nki.language / nki.isa calls only in a function decorated with @nki.jit (a "
+        "plain function runs on trnsim._core's builder, whose inputs are View objects: AttributeError: "
+        "'trnsim._core.View' object has no attribute 'astype'); put @nki.jit above `def plain_reference`, or pass "
         "it through nki.simulate(...), which wraps it"), str(e)
     # A TypeError that is not about the builder's views is the builder kernel's own: as it is.
     e = raises(TypeError, tnki.simulate_kernel, plain_type_error, X)

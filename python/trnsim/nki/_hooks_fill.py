@@ -1,6 +1,8 @@
 """Fills the platform's hooks (trnsim/nki/_hooks.py, NKI_CONTRACT.md): running a kernel function traces it
 (plain functions too), and the allocation and schedule of the last build go into stats.json."""
 
+import re
+
 from . import _constants, _hooks, _jit, _print, _trace
 from ._errors import Loc, NkiError, _in_package
 
@@ -18,11 +20,12 @@ def _call(func, inputs, params):
     _trace.plain_function = func  # an nl / nisa call in it names it (_trace.current)
     try:
         return func(*inputs, **params)
-    except TypeError as e:
-        # An operator or NumPy call on the builder's views (`a + b`): most likely an NKI kernel without its
-        # @nki.jit (or the workload's reference given as its kernel), not a builder kernel's own bug.
+    except Exception as e:
+        # An operator, attribute or NumPy call on the builder's views (`a + b`, `x.astype`): most likely an NKI
+        # kernel without its @nki.jit (or the workload's reference given as its kernel), not a builder
+        # kernel's own bug. Any exception whose text names the views' type is taken for one.
         kind = type(inputs[0]).__name__ if inputs else None
-        if kind is None or f"{kind}'" not in str(e):
+        if kind is None or not re.search(rf"\b{kind}\b", str(e)):
             raise
         why = f", whose inputs are {kind} objects: {type(e).__name__}: {e}"
         err = NkiError(_trace.not_jit(func, why), _kernel_line(e.__traceback__))

@@ -428,51 +428,74 @@ def _check_written(fn, outs, trace, core, cores):
 
 
 def _declare_hbm(k, trace, outs):
-    """Declares the kernel's HBM tensors on the builder: returned ones as outputs ('out', 'out_1', ... unless
-    named), the rest as scratch (private_hbm: private to the core)."""
+    """Declares the kernel's HBM tensors on the builder: returned ones as outputs, the rest as scratch
+    (private_hbm: private to the core). NKI's name= is free, but the builder needs an output's name unique
+    and none of an input's: names are picked first (_hbm_names), then declared in the kernel's order."""
     out_st = []
     for o in outs:
         if o.st not in out_st:
             out_st.append(o.st)
-    taken = set()
-    n_out = 0
+    names = _hbm_names(trace, out_st)
+    from .. import _core
+
     for st in trace.storages:
-        if st.space != HBM or st.role == "input" or st.phys is not None:
+        if st not in names:
             continue
         loc = tuple(st.loc) if st.loc else None
-        from .. import _core
-
         dtype = _core.parse_dtype(st.dtype.isa)
         if st.role == "print":  # nl.device_print's copy: an extra output of the run (_print.py)
             st.phys = k.output(st.name, dtype, list(st.shape), loc=loc)
-            continue
-        if st in out_st:
-            name = st.name
-            if not name:
-                name = "out" if n_out == 0 else f"out_{n_out}"
-                n_out += 1
-            while name in taken:
-                n_out += 1
-                name = f"out_{n_out}"
+        elif st in out_st:
             if not st.name:
-                _auto_named[name] = var_name(trace, st)
-            st.name = name
-            taken.add(name)
-            st.phys = k.output(name, dtype, list(st.shape), loc=loc)
+                _auto_named[names[st]] = var_name(trace, st)
+            st.name = names[st]
+            st.phys = k.output(st.name, dtype, list(st.shape), loc=loc)
             st.role = "output"
         else:
             # Without name=: the builder's name is the kernel's variable in angle brackets, which the
             # builder's messages show as no name the kernel gave (kernels/api hbm_label); st.name stays
             # empty, so the front end's own messages name it by the variable and its line too.
-            name = st.name
-            if not name:
-                base = var_name(trace, st) or "unnamed"
-                name, n = f"<{base}>", 1
-                while name in taken:
-                    n += 1
-                    name = f"<{base} {n}>"
-            taken.add(name)
-            st.phys = k.scratch(name, dtype, list(st.shape), private_to_core=st.private, loc=loc)
+            st.phys = k.scratch(names[st], dtype, list(st.shape), private_to_core=st.private, loc=loc)
+
+
+def _hbm_names(trace, out_st):
+    """The builder's name of each HBM tensor to declare. Outputs first: a name= that an input has becomes
+    '<name>_out' (its OUT/ file); an unnamed one the first free of 'out', 'out_1', ... (never a parameter's
+    name). Then scratch: a name= already an input's or output's gets ' 2', ' 3', ... (two scratch tensors
+    may share one); an unnamed one is '<variable>'."""
+    todo = [st for st in trace.storages if st.space == HBM and st.role != "input" and st.phys is None]
+    taken = {st.name for st in trace.storages if st.space == HBM and st.role == "input"}
+    taken |= {st.name for st in todo if st.role == "print"}
+    names = {st: st.name for st in todo if st.role == "print"}
+
+    def free(base, first, nth):
+        name, n = first, 1
+        while name in taken:
+            n += 1
+            name = nth(base, n)
+        taken.add(name)
+        return name
+
+    outs = [st for st in todo if st in out_st and st.role != "print"]
+    for st in [st for st in outs if st.name]:
+        names[st] = free(st.name, st.name, lambda b, n: f"{b}_out" if n == 2 else f"{b}_out_{n - 2}")
+    for st in [st for st in outs if not st.name]:
+        names[st] = free("out", "out", lambda b, n: f"{b}_{n - 1}")
+    reserved, seen = set(taken), set()
+    for st in todo:
+        if st in names:
+            continue
+        if st.name:
+            taken.clear()
+            taken.update(reserved)
+            names[st] = free(st.name, st.name, lambda b, n: f"{b} {n}")
+        else:
+            base = var_name(trace, st) or "unnamed"
+            taken.clear()
+            taken.update(reserved | seen)
+            names[st] = free(base, f"<{base}>", lambda b, n: f"<{b} {n}>")
+        seen.add(names[st])
+    return names
 
 
 def warnings_by_call(warnings):
