@@ -279,6 +279,33 @@ def test_affine_select_applies_a_causal_mask():
     assert tnki.simulate_kernel(k_causal, x).tobytes() == want.tobytes()
 
 
+def test_affine_select_pattern_in_another_shape_than_dst():
+    # tester23r F1: as nisa.iota's, the pattern's [step, num] dims may walk dst's free elements in another shape
+    # holding as many (the page: "similar to nisa.iota"): [[-8, 8], [-1, 8]] over a [128, 64] dst is the causal
+    # mask of column 8 * w + x; [[-1, 64]] over a [128, 8, 8] dst the same. It was an NkiError.
+    @nki.jit
+    def k(x):
+        o1 = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        o2 = nl.ndarray((128, 8, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.affine_select(dst=r, pattern=[[-8, 8], [-1, 8]], channel_multiplier=1, on_true_tile=t,
+                           on_false_value=-1.0, cmp_op=nl.greater_equal)
+        nl.store(o1, r)
+        s = nl.ndarray((128, 8, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.affine_select(dst=s, pattern=[[-1, 64]], channel_multiplier=1, on_true_tile=t.reshape((128, 8, 8)),
+                           on_false_value=-1.0, cmp_op=nl.greater_equal)
+        nl.store(o2, s)
+        return o1, o2
+
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    q, c = np.mgrid[0:128, 0:64]
+    want = np.where(q - c >= 0, x, np.float32(-1.0)).astype(np.float32)
+    o1, o2 = tnki.simulate_kernel(k, x)
+    assert o1.tobytes() == want.tobytes()
+    assert o2.tobytes() == want.tobytes()
+
+
 def test_affine_select_latest_signature_has_offset_last_with_a_default():
     # NKI's latest affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=nl.equal,
     # offset=0): the NKI library's cascaded max builds an identity so (no offset); positionally too.

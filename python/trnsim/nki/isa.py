@@ -1147,6 +1147,17 @@ def _affine_select_new(dst, pattern, offset, channel_multiplier, on_true_tile, o
                        name=None):
     cmp = "equal" if cmp_op is None else _lower.alu_name(cmp_op, "affine_select")
     dst, on_true_tile = _region(dst, on_true_tile)
+    # As nki.isa.iota's (the page: "similar to nisa.iota"), the pattern's [step, num] dims may walk dst's free
+    # elements in another shape holding as many: dst and on_true_tile are then viewed in the pattern's shape.
+    nums = [p[1] if isinstance(p, (list, tuple)) and len(p) == 2 else None for p in pattern]
+    if nums and None not in nums and isinstance(dst, NkiTensor):
+        nums = [int(n) for n in nums]
+        free = list(dst.shape[1:])
+        if nums != free and math.prod(nums) == math.prod(free):
+            shape = [dst.shape[0]] + nums
+            dst = dst.reshape(shape)
+            if isinstance(on_true_tile, NkiTensor):
+                on_true_tile = on_true_tile.reshape(shape)
     return _ops.affine_select(dst, _pattern_steps(pattern, dst, "affine_select"), offset, channel_multiplier,
                               on_true_tile, on_false_value, cmp)
 
