@@ -4,7 +4,7 @@ selection, a copy and a sum of small integers, an IEEE division, a transpose, a 
 
 import numpy as np
 
-from runner import main
+from runner import main, raises
 
 import trnsim.nki as tnki
 
@@ -32,6 +32,50 @@ def k_select_reduce(x, y):
 def test_select_reduce_picks_on_true_where_the_predicate_holds():
     out = tnki.simulate_kernel(k_select_reduce, X, INTS)
     assert out.tobytes() == np.where(X > INTS, X, INTS).astype(np.float32).tobytes()
+
+
+@nki.jit
+def k_select_vector(x, pr, fv, shape):
+    # on_false a [P, 1] vector (tester23s F1): one value per partition for every element the predicate rejects;
+    # dst, on_true and the predicate of `shape` (2-D or 3-D), with the maximum per partition in reduce_res.
+    out = nl.ndarray(shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    mx = nl.ndarray((shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    tx, tp, tf = nl.load(x), nl.load(pr, dtype=nl.uint8), nl.load(fv)
+    sel = nl.ndarray(shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+    red = nl.ndarray((shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.select_reduce(dst=sel, predicate=tp, on_true=tx, on_false=tf, reduce_res=red)  # MARK-select-vector
+    nl.store(out, sel)
+    nl.store(mx, red)
+    return out, mx
+
+
+def test_select_reduce_on_false_vector_broadcasts_along_the_free_dims():
+    # The page's NumPy form np.where(predicate, on_true, on_false) with on_false [P, 1]; dst bfloat16, so the
+    # float32 values are rounded once to bfloat16 (RNE), then the maximum per partition of those.
+    from runner import bf16
+
+    for shape in ((128, 64), (64, 4, 16)):
+        x = RNG.standard_normal(shape).astype(np.float32)
+        pr = (RNG.random(shape) < 0.3).astype(np.float32)
+        fv = RNG.standard_normal((shape[0], 1)).astype(np.float32)
+        out, mx = tnki.simulate_kernel(k_select_vector, x, pr, fv, shape=shape)
+        fv_b = fv.reshape((shape[0],) + (1,) * (len(shape) - 1))
+        want = bf16(np.where(pr != 0, x, fv_b))
+        assert out.astype(np.float32).tobytes() == want.tobytes(), shape
+        assert mx.tobytes() == want.reshape(shape[0], -1).max(axis=1, keepdims=True).tobytes(), shape
+
+
+def test_select_reduce_on_false_of_another_shape_is_an_error():
+    from runner import line_of
+
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    where = "test_nki_isa_numpy.py:%d" % line_of(__file__, "MARK-select-vector")
+    for fshape in ((128, 2), (64, 1), (1, 64)):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, k_select_vector, x, x, np.zeros(fshape, np.float32),
+                   shape=(128, 64))
+        assert str(e) == (f"{where}: nki.isa.select_reduce: on_false is {list(fshape)}; it must be a number or a "
+                          "vector of shape [128, 1] (on_true.shape[0], 1): one value per partition, used for every "
+                          "element of that partition"), str(e)
 
 
 @nki.jit

@@ -827,18 +827,38 @@ def reciprocal(*args, **kwargs):
 @_named("select_reduce")
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                   reduce_op=None, reverse_pred=False, name=None):
-    """dst = predicate ? on_true : on_false; with reduce_res, also its maximum per partition (NKI's NumPy form:
-    np.max(result, axis=1, keepdims=True)) by a tensor_reduce(maximum) of dst on Vector after the select (the
-    fused instruction is timed as the two)."""
+    """dst = predicate ? on_true : on_false; on_false a number or a [P, 1] vector (the page's rule: one value per
+    partition, read by the select through a stride-0 view of dst's shape, which its cost does not count; another
+    shape is an NkiError); with reduce_res, also its maximum per partition (NKI's NumPy form: np.max(result,
+    axis=1, keepdims=True)) by a tensor_reduce(maximum) of dst on Vector after the select (the fused instruction
+    is timed as the two)."""
     if reverse_pred:
         unsupported("nki.isa.select_reduce(reverse_pred=True)")
     rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.select_reduce", "maximum",
                  "NKI: reduce_op only supports max")
     dst, predicate, on_true, on_false, rr = _region(dst, predicate, on_true, on_false, rr)
-    r = _ops.select(dst, predicate, on_true, on_false)
+    r = _ops.select(dst, predicate, on_true, _on_false_vector(on_false, on_true, dst))
     if rr is not None:
         _ops.tensor_reduce(rr, "maximum", dst, tuple(range(1, dst.ndim)), keepdims=True)
     return r
+
+
+def _on_false_vector(on_false, on_true, dst):
+    """select_reduce's on_false as the select reads it. The page allows a number or a vector of shape
+    (on_true.shape[0], 1), broadcast along the free dims as np.where does: the select reads the vector through a
+    stride-0 view of dst's shape, so each partition's one value is read for every element (the cost, the
+    copy_predicated rule, does not depend on on_false). A tile of on_true's shape is read element by element."""
+    if not isinstance(on_false, NkiTensor) or tuple(on_false.shape) == tuple(on_true.shape):
+        return on_false
+    p = on_true.shape[0]
+    if tuple(on_false.shape) != (p, 1):
+        raise NkiError(f"nki.isa.select_reduce: on_false is {list(on_false.shape)}; it must be a number or a "
+                       f"vector of shape [{p}, 1] (on_true.shape[0], 1): one value per partition, used for every "
+                       f"element of that partition")
+    v = on_false
+    while v.ndim < dst.ndim:
+        v = v.expand_dims(v.ndim)
+    return v.broadcast_to(tuple(dst.shape))
 
 
 @_named("tensor_copy_predicated")
