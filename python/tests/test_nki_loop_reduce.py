@@ -82,6 +82,18 @@ def test_mask_limits_the_reduction():
     assert r.stats["nki"]["allocation"][0]["instructions"] == 1 + 4 + 4 + 1, r.stats["nki"]["allocation"][0]
 
 
+def test_into_a_block_of_a_tensor_with_block_dims():
+    # tester23s F2: `acc[g] = nl.loop_reduce(...)` into a block of a directly allocated tensor was refused as
+    # an unassigned result (acc is a tensor of blocks, not a tile); the same bytes in every placement:
+    # ((0 + x[g, 0]) + x[g, 1]) + ... in float32.
+    x = RNG.standard_normal((2, 4, 128, 64)).astype(np.float32)
+    want = np.zeros((2, 128, 64), np.float32)
+    for j in range(4):
+        want = want + x[:, j]
+    for buffer in ("direct", "sbuf", "psum"):
+        same(tnki.simulate_kernel(K.into_blocks, x, buffer=buffer), want)
+
+
 def test_no_loop_carried_warning():
     # The reduction across an affine_range loop is what the call declares: no loop-carried warning.
     import warnings

@@ -4,6 +4,7 @@ input), for test_nki_loop_reduce.py. Written for this project."""
 import numpy as np
 
 import nki
+import nki.compiler as ncc
 import nki.isa as nisa
 import nki.language as nl
 
@@ -64,6 +65,32 @@ def masked(x, rows=64):
         acc[i_p, i_f] = nl.loop_reduce(nl.load(x[i]), np.add, [i], mask=(i_p < rows))
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     nl.store(out, acc)
+    return out
+
+
+@nki.jit
+def into_blocks(x, buffer="direct"):
+    # x [n, m, 128, 64]: acc[g] = the sum over j of x[g, j], acc a tensor with a block dim (tester23s F2): placed
+    # directly (mod_alloc, as nki-samples' pipelined attention places its accumulators), automatic in SBUF, or
+    # PSUM blocks. The loaded tiles rotate over two places of a tensor declared in the loop body.
+    n, m = x.shape[0], x.shape[1]
+    out = nl.ndarray((n, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    if buffer == "direct":
+        acc = nl.ndarray((n, nl.par_dim(128), 64), dtype=nl.float32,
+                         buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(n,)))
+    else:
+        acc = nl.ndarray((n, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf if buffer == "sbuf" else nl.psum)
+    for g in nl.affine_range(n):
+        if buffer == "direct":
+            t = nl.ndarray((m, nl.par_dim(128), 64), dtype=nl.float32,
+                           buffer=ncc.sbuf.mod_alloc(base_addr=n * 256, num_free_tiles=(2,)))
+        else:
+            t = nl.ndarray((m, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        acc[g] = 0.0
+        for j in nl.affine_range(m):
+            t[j] = nl.load(x[g, j])
+            acc[g, :, :] = nl.loop_reduce(t[j], np.add, loop_indices=[j])
+        nl.store(out[g], acc[g])
     return out
 
 

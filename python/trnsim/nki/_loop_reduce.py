@@ -135,9 +135,12 @@ def _rebound_names(loc, r):
 
 
 def _holds_tile(node):
-    """Whether the subscripted expression of `node[...] = nl.loop_reduce(...)` is a tile (a list item's
-    assignment would store the pending reduction, not do it); True when it is not a plain name."""
+    """Whether the subscripted expression of `node[...] = nl.loop_reduce(...)` is a tile or a tensor with block
+    dims whose item is one (a list item's assignment would store the pending reduction, not do it); True when
+    it is not a plain name."""
     import ast
+
+    from ._tensor import BlockTensor
 
     if not isinstance(node, ast.Name):
         return True
@@ -145,7 +148,7 @@ def _holds_tile(node):
     if frame is None:
         return True
     v = frame.f_locals.get(node.id, frame.f_globals.get(node.id))
-    return isinstance(v, NkiTensor)
+    return isinstance(v, (NkiTensor, BlockTensor))
 
 
 def check_assigned(trace):
