@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from runner import KERNELS, main, raises, raises_at
+from runner import KERNELS, line_of, main, raises, raises_at
 
 import trnsim.nki as tnki
 from trnsim.nki import NkiError
@@ -67,6 +67,17 @@ def test_lifetime_conflicts():
     raises_at(NkiError, "b (partitions 0-127, bytes 512-1535 of SBUF) is first used here while a (partitions "
               "0-127, bytes 0-1023), on bytes it shares, is alive until nki_direct.py:55", SRC,
               "overlaps a, read below", tnki.simulate_kernel, K.overlapping, np.zeros((128, 256), np.float32))
+
+
+def test_a_block_holds_one_value_per_outer_iteration():
+    # tester23s F2: t[j] reused in each iteration over g holds a value from its load to its store, dead until the
+    # next iteration's load: no lifetime conflict with t[j + 2] (it was one, t[0] counted alive to g = 1's store).
+    x = np.arange(2 * 4 * 128 * 128, dtype=np.float32).reshape(2, 4, 128, 128)
+    assert tnki.simulate_kernel(K.reloaded, x).tobytes() == x.tobytes()
+    raises_at(NkiError, "t[0] (partitions 0-127, bytes 0-511 of SBUF) is written again here while t[2] (partitions "
+              "0-127, bytes 0-511), on bytes it shares, is alive until nki_direct.py:%d: a lifetime conflict"
+              % line_of(SRC, "nl.store(out[0, 2], t[2])"), SRC, "x[1, 0])  # written again", tnki.simulate_kernel,
+              K.reloaded, x, clash=True)
 
 
 def test_force_auto_alloc():

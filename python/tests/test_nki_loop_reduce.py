@@ -92,6 +92,7 @@ def test_into_a_block_of_a_tensor_with_block_dims():
         want = want + x[:, j]
     for buffer in ("direct", "sbuf", "psum"):
         same(tnki.simulate_kernel(K.into_blocks, x, buffer=buffer), want)
+    same(tnki.simulate_kernel(K.into_blocks, x, t_first=True), want)
 
 
 def test_no_loop_carried_warning():

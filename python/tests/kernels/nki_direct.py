@@ -110,3 +110,26 @@ def hbm_scratch(x):
     nl.store(s, t)
     nl.store(out, t)
     return out
+
+
+@nki.jit
+def reloaded(x, clash=False):
+    # x [2, 4, 128, 128]: out[g, j] = x[g, j] through t[j], four logical tiles over two physical ones, declared
+    # before the loop over g, so each block holds one value per g (tester23s F2's kernel). clash: t[0] is
+    # written again while t[2], on its bytes, still holds a value read below.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((4, nl.par_dim(128), 128), dtype=nl.float32,
+                   buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
+    if clash:
+        t[0] = nl.load(x[0, 0])
+        nl.store(out[0, 0], t[0])
+        t[2] = nl.load(x[0, 2])
+        t[0] = nl.load(x[1, 0])  # written again
+        nl.store(out[0, 2], t[2])
+        nl.store(out[1, 0], t[0])
+        return out
+    for g in nl.affine_range(2):
+        for j in nl.affine_range(4):
+            t[j] = nl.load(x[g, j])
+            nl.store(out[g, j], t[j])
+    return out

@@ -69,10 +69,11 @@ def masked(x, rows=64):
 
 
 @nki.jit
-def into_blocks(x, buffer="direct"):
+def into_blocks(x, buffer="direct", t_first=False):
     # x [n, m, 128, 64]: acc[g] = the sum over j of x[g, j], acc a tensor with a block dim (tester23s F2): placed
     # directly (mod_alloc, as nki-samples' pipelined attention places its accumulators), automatic in SBUF, or
-    # PSUM blocks. The loaded tiles rotate over two places of a tensor declared in the loop body.
+    # PSUM blocks. The loaded tiles rotate over two places of a tensor declared in the loop body (t_first: before
+    # the loop, as tester23s's kernel: each block then holds one value per g).
     n, m = x.shape[0], x.shape[1]
     out = nl.ndarray((n, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     if buffer == "direct":
@@ -80,12 +81,17 @@ def into_blocks(x, buffer="direct"):
                          buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(n,)))
     else:
         acc = nl.ndarray((n, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf if buffer == "sbuf" else nl.psum)
-    for g in nl.affine_range(n):
+
+    def loaded():
         if buffer == "direct":
-            t = nl.ndarray((m, nl.par_dim(128), 64), dtype=nl.float32,
-                           buffer=ncc.sbuf.mod_alloc(base_addr=n * 256, num_free_tiles=(2,)))
-        else:
-            t = nl.ndarray((m, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+            return nl.ndarray((m, nl.par_dim(128), 64), dtype=nl.float32,
+                              buffer=ncc.sbuf.mod_alloc(base_addr=n * 256, num_free_tiles=(2,)))
+        return nl.ndarray((m, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+
+    t = loaded() if t_first else None
+    for g in nl.affine_range(n):
+        if not t_first:
+            t = loaded()
         acc[g] = 0.0
         for j in nl.affine_range(m):
             t[j] = nl.load(x[g, j])

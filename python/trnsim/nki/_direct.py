@@ -11,14 +11,15 @@ A tensor without block dims is one tile at the base address (the tuples then hav
 The places are checked when the tensor is declared (the compiler evaluates the allocator over every block):
 the start-partition rule, the partition and byte range of the memory, PSUM's one bank per tile at byte 0.
 After tracing, `plan` checks lifetimes, the guide's "lifetime conflict": two logical tiles whose bytes overlap
-and whose lives (first to last access, in program order) overlap are an error naming both; and it orders each
-logical tile's first access after the last accesses of the tiles that held its bytes before (the schedule's
-`after`). A kernel mixing direct and automatic allocation (a call's new result tile not assigned into a
+and that hold values at once (a value: from a write of the whole tile to its last access before the next, in
+program order) are an error naming both; and it orders the write that starts each value after the last
+accesses of the values that held its bytes before (the schedule's `after`). A kernel mixing direct and automatic allocation (a call's new result tile not assigned into a
 directly allocated one) is an error, as the guide says. The emitter places the tiles in an arena covering the
 memory (one per PSUM bank), so the builder's dependency tracking sees their addresses as they are.
 """
 
 import itertools
+import math as _math
 
 from ._errors import NkiError
 from ._tensor import HBM, PSUM, SBUF, Buffer
@@ -229,33 +230,70 @@ def check_hbm(trace, direct):
                            "limitations: a non-IO HBM tensor is not supported in an allocated kernel)", loc=st.loc)
 
 
+def _values(trace, direct):
+    """The live ranges of the directly placed tiles: (first op, last op, tile) per value a tile holds. A value
+    starts at an op that writes the whole tile without reading it (a load, a memset, a call's result assigned
+    into it) and lives until the tile's last access before the next such write: a block reused in each
+    iteration of an outer loop (t[j] in every iteration over g) holds one value per iteration, dead between."""
+    out = []
+    span = {}  # storage uid -> [first op, last op] of the value it holds now
+    whole = {st.uid: _math.prod(st.shape) for st in direct}
+    for op in trace.ops[min(st.first for st in direct):max(st.last for st in direct) + 1]:
+        read = {v.st.uid: v.st for v in op.reads if v.st.uid in whole}
+        for v in op.writes:
+            st = v.st
+            if st.uid not in whole:
+                continue
+            cur = span.get(st.uid)
+            if cur is not None and st.uid not in read and v.partitions * v.free_size == whole[st.uid]:
+                out.append((cur[0], cur[1], st))  # overwritten whole: its value ends where it was last used
+                cur = None
+            if cur is None:
+                span[st.uid] = [op.index, op.index]
+            else:
+                cur[1] = op.index
+        for st in read.values():
+            cur = span.get(st.uid)
+            if cur is None:
+                span[st.uid] = [op.index, op.index]  # (read before any write: the poisoned first value)
+            else:
+                cur[1] = op.index
+    by_uid = {st.uid: st for st in direct}
+    out += [(a, b, by_uid[u]) for u, (a, b) in span.items()]
+    return sorted(out, key=lambda r: (r[0], r[2].uid))
+
+
 def plan(trace, direct):
     """(pools, phys set on each storage, after): each logical tile its own buffer at its place; NkiError at
-    the kernel line for two tiles alive at once on overlapping bytes."""
+    the kernel line for two tiles holding values at once on overlapping bytes."""
     pools, after = [], {}
-    holders = {SBUF: [], PSUM: []}  # per space: tiles whose bytes no later tile has covered yet
-    ops = trace.ops
     for st in sorted(direct, key=lambda s: s.first):
         st.phys = (len(pools), 0)
         pools.append(DirectPool(st))
+    holders = {SBUF: [], PSUM: []}  # per space: values whose bytes no later value has covered yet
+    ops = trace.ops
+    for first, last, st in _values(trace, direct):
         p0, p1, a0, a1 = _span(st)
         keep = []
         for h in holders[st.space]:
-            q0, q1, b0, b1 = _span(h)
+            h_last, hs = h
+            q0, q1, b0, b1 = _span(hs)
             if not (p0 < q1 and q0 < p1 and a0 < b1 and b0 < a1):
                 keep.append(h)
                 continue
-            if h.last >= st.first:
-                raise NkiError(
-                    f"{_name(st)} ({_where(st)} of {st.space.upper()}) is first used here while {_name(h)} "
-                    f"({_where(h)}), on bytes it shares, is alive until {ops[h.last].loc or '?'}: a lifetime "
-                    "conflict of the direct allocation (NKI Direct Allocation Developer Guide, common error 3); "
-                    "give the tensors bytes of their own, or more physical tiles (num_free_tiles, "
-                    "num_bank_tiles) than the logical tiles alive at once", loc=ops[st.first].loc or st.loc)
-            after.setdefault(st.first, []).append(h.uid)
+            if hs is not st:
+                if h_last >= first:
+                    raise NkiError(
+                        f"{_name(st)} ({_where(st)} of {st.space.upper()}) is "
+                        f"{'first used' if first == st.first else 'written again'} here while {_name(hs)} "
+                        f"({_where(hs)}), on bytes it shares, is alive until {ops[h_last].loc or '?'}: a lifetime "
+                        "conflict of the direct allocation (NKI Direct Allocation Developer Guide, common error 3); "
+                        "give the tensors bytes of their own, or more physical tiles (num_free_tiles, "
+                        "num_bank_tiles) than the logical tiles alive at once", loc=ops[first].loc or st.loc)
+                after.setdefault(first, []).append(hs.uid)
             if not (p0 <= q0 and q1 <= p1 and a0 <= b0 and b1 <= a1):
                 keep.append(h)  # partly covered: a later tile on its other bytes waits for it too
-        keep.append(st)
+        keep.append((last, st))
         holders[st.space] = keep
     return pools, after
 
