@@ -654,6 +654,29 @@ def test_sd_attention_tutorial_calls():
     assert (counts[("tensor_copy", "ACT")], counts[("nc_transpose", "PE")], counts[("dma_transpose", "SP")]) == (
         4, 1, 1), counts
 
+@nki.jit
+def k_numpy_sum_and_copy(x):
+    # nki-samples' contributed pipelined attention names np.sum as tensor_reduce's operator and np.copy as an
+    # activation function.
+    t = nl.load(x)
+    sums = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    neg = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(sums, nisa.tensor_reduce(np.sum, t, axis=(1,), keepdims=True))
+    nl.store(neg, nisa.activation(np.copy, t, scale=-1.0))
+    return sums, neg
+
+
+def test_numpy_sum_and_copy_name_add_and_copy():
+    # They were "'sum' is not an ALU operator" and "'copy' is not an activation function". The sum: FP32, in
+    # order; copy(-1 * x) is exact.
+    sums, neg = tnki.simulate_kernel(k_numpy_sum_and_copy, X)
+    want = np.zeros(128, np.float32)
+    for j in range(64):
+        want = (want + X[:, j]).astype(np.float32)
+    assert sums.tobytes() == want[:, None].tobytes()
+    assert neg.tobytes() == (-X).tobytes()
+
+
 # ---- nki-samples' beta-2 matmul tutorial forms (tester23m F1, F2)
 
 

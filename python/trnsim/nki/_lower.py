@@ -31,13 +31,15 @@ _NP_ALU = {
     np.less_equal: "less_equal", np.logical_and: "logical_and", np.logical_or: "logical_or",
     np.bitwise_and: "bitwise_and", np.bitwise_or: "bitwise_or", np.bitwise_xor: "bitwise_xor",
     np.left_shift: "left_shift", np.right_shift: "right_shift", np.abs: "abs",
-    # NumPy's reductions as reduce operators (NKI's Stable Diffusion attention tutorial: tensor_reduce(np.max, ...)).
-    np.max: "maximum", np.min: "minimum", np.amax: "maximum", np.amin: "minimum",
+    # NumPy's reductions as reduce operators (NKI's Stable Diffusion attention tutorial: tensor_reduce(np.max, ...);
+    # nki-samples' contributed pipelined attention: tensor_reduce(np.sum, ...)).
+    np.max: "maximum", np.min: "minimum", np.amax: "maximum", np.amin: "minimum", np.sum: "add",
 }
 _NP_ACT = {
     np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", np.square: "square", np.abs: "abs",
     np.sign: "sign", np.reciprocal: "reciprocal", np.sin: "sin", np.cos: "cos", np.arctan: "arctan",
     np.floor: "floor", np.ceil: "ceil", np.trunc: "trunc",
+    np.copy: "copy",  # (nki-samples' contributed pipelined attention: nisa.activation(np.copy, ..., scale=...))
 }
 
 
