@@ -107,6 +107,11 @@ check "workload table has MFU and lines" 'grep -q "MFU estimated" "$T/w_stats.tx
 
 # 4. --compare: B halves the DMA engine bandwidth; same bytes and transfers, longer time.
 "$TRNSIM" run "$T/prog.json" --out "$T/b" "${PIN[@]}" --set dma.engine_bandwidth_GBps=11.5 --no-numerics >/dev/null 2>&1
+# A path set twice takes the later value, as in a workload (before, a program run kept the first).
+"$TRNSIM" run "$T/prog.json" --out "$T/b2" "${PIN[@]}" --set dma.engine_bandwidth_GBps=46 \
+  --set dma.engine_bandwidth_GBps=11.5 --no-numerics >/dev/null 2>&1
+total() { grep -m1 -oE '"total_time_ns": [0-9.]+' "$1/stats.json"; }
+check "the later --set wins: $(total "$T/b2") as $(total "$T/b")" '[[ $(total "$T/b2") == "$(total "$T/b")" ]]'
 "$TRNSIM" stats --compare "$S" "$T/b/stats.json" >"$T/cmp.txt" 2>&1
 rc=$?
 check "compare exit $rc: $(cat "$T/cmp.txt")" '[[ $rc == 0 ]]'

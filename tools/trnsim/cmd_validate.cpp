@@ -34,7 +34,11 @@ struct ValidateOptions {
 void validate_program(const ValidateOptions& o) {
   const isa::Program program = isa::load_program(o.path);
   config::Overrides overrides;
-  for (const auto& s : o.sets) overrides.insert(config::parse_override(s));
+  // Applied in order, so a path set twice takes the later value, as a workload's --set does.
+  for (const auto& s : o.sets) {
+    auto [path, value] = config::parse_override(s);
+    overrides.insert_or_assign(std::move(path), std::move(value));
+  }
   const config::HwConfig hw = config::load_hw_config(isa::generation_name(program.generation), overrides);
   const isa::Limits limits = hw.limits();
   uint64_t insts = 0;

@@ -44,7 +44,11 @@ int run_program_file(const RunCliOptions& o) {
   log::Record record;  // with --out, OUT/trnsim.log: this run's messages up to its write
   isa::Program program = isa::load_program(o.config);
   config::Overrides overrides;
-  for (const auto& s : o.sets) overrides.insert(config::parse_override(s));
+  // Applied in order, so a path set twice takes the later value, as a workload's --set does.
+  for (const auto& s : o.sets) {
+    auto [path, value] = config::parse_override(s);
+    overrides.insert_or_assign(std::move(path), std::move(value));
+  }
   const std::string hw_spec = o.hw.empty() ? isa::generation_name(program.generation) : o.hw;
   const config::HwConfig hw = config::load_hw_config(hw_spec, overrides);
   const std::string out_dir = o.out.empty() ? "." : o.out;

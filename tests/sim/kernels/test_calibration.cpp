@@ -454,6 +454,22 @@ TEST_CASE("transpose_2d: 128 x 128 tiles through the PE transpose", "[calibratio
   CHECK(bad == 0);
 }
 
+TEST_CASE("transpose_2d FP32: the loads' two-buffer chain sets the period, not the FP32 compute",
+          "[calibration]") {
+  const auto time = [](int64_t M) {
+    const int64_t N = 512;
+    std::map<std::string, Tensor> in{{"in", random_tensor(M * N, isa::DType::F32, 14)}};
+    return run_named("transpose_2d", {{"M", M}, {"N", N}}, in).stats.total_time.ns();
+  };
+  // Two rotating input tiles: the load of tile i + 2 waits for tile i's LoadStationary to free its buffer,
+  // then SP's DGE instruction (600 ns), setup and HBM latency (1240), 8 rows of 512 B per engine under the
+  // dma.packet_ns knee and the semaphore write (9 x 96 = 864) plus the 10 ns completion, the FP32
+  // LoadStationary (ceil(128 / 4) = 32 PE cycles at 2.4 GHz = 13.333 ns) and 10 ns back to SP: 2737.333 ns
+  // per two tiles. 16 more tiles are 8 more periods; the PE transpose (FP32 in transpose mode) and the ACT
+  // copy out of PSUM run beside the chain.
+  CHECK(time(1024) - time(512) == Approx(8 * 2737.333).margin(0.01));
+}
+
 TEST_CASE("kernel launch delay: a one-tile kernel starts after sync.kernel_launch_ns", "[calibration]") {
   const int64_t n = 25600;
   std::map<std::string, Tensor> in{{"a", random_tensor(n, isa::DType::F32, 8)},
