@@ -171,7 +171,7 @@ class PythonKernel final : public kernels::BoundKernel, public kernels::Constant
   }
 
   // The run's outputs: the tensors the kernel returned (both cores must agree), else every output it
-  // declared.
+  // declared. A returned input is an in-place output: the input tensor as the kernel left it.
   kernels::KernelBuild with_outputs(kernels::KernelBuild b, const std::vector<pyb::object>& returned) const {
     std::optional<std::vector<std::string>> names;
     for (size_t core = 0; core < returned.size(); ++core) {
@@ -184,7 +184,8 @@ class PythonKernel final : public kernels::BoundKernel, public kernels::Constant
     }
     if (names) {
       for (const std::string& n : *names)
-        if (std::find(b.outputs.begin(), b.outputs.end(), n) == b.outputs.end())
+        if (std::find(b.outputs.begin(), b.outputs.end(), n) == b.outputs.end() &&
+            std::find(b.inputs.begin(), b.inputs.end(), n) == b.inputs.end())  // (an in-place output)
           throw InputError(fmt::format(
               "{}: the kernel returns '{}', which is not an output tensor (allocate it in nl.shared_hbm)",
               spec_.name, n));

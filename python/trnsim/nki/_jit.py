@@ -291,8 +291,9 @@ def _return_loc(fn, trace):
 
 
 def _outputs(fn, r, trace, programs):
-    """The returned tensors, each an HBM tensor the kernel allocated; NkiError at the kernel's return line
-    (its def line when it fell off its end) otherwise. An nl.private_hbm (nl.hbm) tensor is an output only
+    """The returned tensors, each an HBM tensor the kernel allocated or one of its inputs (an in-place output,
+    nki-library's `out: nt.mutable_tensor`: the caller's tensor as the kernel left it); NkiError at the kernel's
+    return line (its def line when it fell off its end) otherwise. An nl.private_hbm (nl.hbm) tensor is an output only
     when one program runs (nki.simulate_kernel's own example returns an nl.hbm tensor): with more, each
     program has its own and none is the output."""
     where = _return_loc(fn, trace)
@@ -305,10 +306,6 @@ def _outputs(fn, r, trace, programs):
         if not isinstance(x, NkiTensor) or x.st.space != HBM:
             raise NkiError(f"kernel {name} returns {x!r}: an output must be an HBM tensor it allocated "
                            "(nl.ndarray(..., buffer=nl.shared_hbm))", loc=where)
-        if x.st.role == "input":
-            raise NkiError(f"kernel {name} returns its input '{var_name(trace, x.st) or x.st.name}'"
-                           ": outputs are tensors it allocates in HBM (nl.ndarray(..., buffer=nl.shared_hbm))"
-                           " and writes", loc=where)
         if x.st.private and programs > 1:
             raise NkiError(f"kernel {name} returns an nl.private_hbm tensor (nl.hbm is its alias) from "
                            f"{programs} programs, each of which has its own; outputs of a launch grid or "
@@ -398,7 +395,9 @@ def _check_written(fn, outs, trace, core, cores):
     be whatever HBM held: the run would measure nothing). Cores build in turn: the check ends on the last."""
     # The ops from the last, until every output is seen written (an output's stores are usually near the
     # end): the whole trace is walked only when one is not written.
-    todo = {id(o.st) for o in outs if o.st.first >= 0}
+    # (An input returned is the caller's tensor: unwritten, it holds the caller's values, as router_topk's
+    # skip_store_* leave it.)
+    todo = {id(o.st) for o in outs if o.st.first >= 0 and o.st.role != "input"}
     written = set()
     for op in reversed(trace.ops):
         if not todo:
@@ -410,7 +409,7 @@ def _check_written(fn, outs, trace, core, cores):
                 written.add(k)
     mine = {}
     for i, o in enumerate(outs):
-        if id(o.st) not in written:
+        if o.st.role != "input" and id(o.st) not in written:
             where = _return_loc(fn, trace)
             made = f" (allocated at {o.st.loc})" if getattr(o.st, "loc", None) else ""
             label = var_name(trace, o.st) or o.st.name or "its output"
