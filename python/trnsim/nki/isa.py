@@ -212,8 +212,15 @@ def _perf(perf_mode, call):
     return _enum_value(perf_mode, matmul_perf_mode, call, "perf_mode")
 
 
+def _whole_array(tile_position, tile_size):
+    """Tile position (0, 0) of size (128, 128): the whole PE array, i.e. no tiling (nki-library's router_topk
+    passes it when its column tiling is off)."""
+    return tuple(tile_position or ()) == (0, 0) and tuple(tile_size or ()) == (128, 128)
+
+
 def _tile_pos(tile_position, tile_size, call):
-    if tile_position not in ((), None) or tile_size not in ((), None):
+    if (tile_position not in ((), None) or tile_size not in ((), None)) and not _whole_array(tile_position,
+                                                                                               tile_size):
         # The simulator runs every matmul on the whole array: row/column tiling (several small matmuls in
         # parallel) is not modelled, so its timing would be wrong.
         unsupported(f"{call}(tile_position=..., tile_size=...)", "PE row/column tiling")
