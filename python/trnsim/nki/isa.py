@@ -208,8 +208,19 @@ def _masked(mask, *views):
 # ---------------------------------------------------------------------------------------------- nc_matmul
 
 
+# NKI's earlier name of the FP8 double-row mode (its neuronxcc nc_matmul example: perf_mode="double_row_gen3" on
+# trn2, [K, 2, F] operands summed over K and both rows): the same mechanism as double_row.
+_PERF_NAMES = {"double_row_gen3": "double_row"}
+
+
 def _perf(perf_mode, call):
-    return _enum_value(perf_mode, matmul_perf_mode, call, "perf_mode")
+    if isinstance(perf_mode, str) and perf_mode in _PERF_NAMES:
+        return _PERF_NAMES[perf_mode]
+    try:
+        return _enum_value(perf_mode, matmul_perf_mode, call, "perf_mode")
+    except NkiError:
+        raise NkiError(f"{call}: perf_mode must be an nki.isa.matmul_perf_mode (none, double_row; 'double_row_gen3' "
+                       f"is double_row's earlier name), got {perf_mode!r}") from None
 
 
 def _whole_array(tile_position, tile_size):
@@ -322,8 +333,9 @@ def _index_name(var):
 
 @_public
 def nc_matmul(*args, **kwargs):
-    """dst[M, N] = stationary[K, M].T @ moving[K, N] on the Tensor engine (SBUF -> PSUM); perf_mode=double_row:
-    float8 stationary[K, 2, M] and moving[K, 2, N], both rows' products summed into dst[M, N]."""
+    """dst[M, N] = stationary[K, M].T @ moving[K, N] on the Tensor engine (SBUF -> PSUM); perf_mode=double_row
+    (or its earlier name 'double_row_gen3'): float8 stationary[K, 2, M] and moving[K, 2, N], both rows' products
+    summed into dst[M, N]."""
     if _current(args, kwargs, 3):
         return _nc_matmul_new(*args, **kwargs)
     return _nc_matmul_old(*args, **kwargs)
