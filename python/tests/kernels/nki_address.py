@@ -11,29 +11,17 @@ given = {}  # the address the tests give `placed_at`'s tile
 
 
 @nki.jit
-def matmul_at(a, b, psum_bank):
-    # o = a.T @ b with every tile at a fixed address: a, b, c in SBUF, the product in PSUM bank psum_bank.
-    o = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm, name="o")
-    ta = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0))
-    tb = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=(0, 512))
-    acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum, address=(0, psum_bank * BANK))
-    tc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=(0, 2560))
-    nisa.dma_copy(dst=ta, src=a)
-    nisa.dma_copy(dst=tb, src=b)
-    nisa.nc_matmul(dst=acc, stationary=ta, moving=tb)
-    nisa.tensor_copy(dst=tc, src=acc)
-    nisa.dma_copy(dst=o, src=tc)
-    return o
+def matmul(a, b, psum_bank=None):
+    # o = a.T @ b; with psum_bank, every tile at a fixed address: a, b, c in SBUF, the product in PSUM bank
+    # psum_bank (without, the tiles are placed by trnsim's allocation)
+    def at(free):
+        return None if psum_bank is None else (0, free)
 
-
-@nki.jit
-def matmul_auto(a, b):
-    # matmul_at with the tiles placed by trnsim's allocation
     o = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm, name="o")
-    ta = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
-    tb = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
-    acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
-    tc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    ta = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf, address=at(0))
+    tb = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=at(512))
+    acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum, address=at((psum_bank or 0) * BANK))
+    tc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=at(2560))
     nisa.dma_copy(dst=ta, src=a)
     nisa.dma_copy(dst=tb, src=b)
     nisa.nc_matmul(dst=acc, stationary=ta, moving=tb)
