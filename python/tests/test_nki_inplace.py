@@ -1,7 +1,8 @@
 """In-place outputs: a kernel that writes into an input HBM tensor and returns it (nki-library's router_topk,
 `out: nt.mutable_tensor`). NKI's simulator converts the returned tensors to NumPy arrays and updates each input
 array the kernel modified in place (NKI CPU Simulator, "How It Works"); trnsim.nki.simulate_kernel returns the
-caller's own array, written; `trnsim run` writes it as OUT/<parameter>.npy and the reference checks it."""
+caller's own array, written, and writes an input it does not return back into its array too; `trnsim run` writes
+a returned one as OUT/<parameter>.npy and the reference checks it."""
 
 import json
 import os
@@ -55,6 +56,19 @@ def test_an_unwritten_mutable_input_returns_the_callers_values():
     assert np.array_equal(o, X)
 
 
+def test_an_input_written_without_being_returned_is_written_back():
+    # NKI's simulator updates every input array the kernel modified; the outputs are what it returns.
+    for kernel in (k.writes_without_returning, k.writes_without_returning[2]):
+        buf = np.zeros((128, 64), dtype=np.float32)
+        o = tnki.simulate_kernel(kernel, buf, ACC)
+        assert np.array_equal(o, ACC + 1.0) and np.array_equal(buf, ACC * 2.0), kernel
+    buf = np.zeros((128, 64), dtype=np.float32)
+    r = tnki.benchmark(k.writes_without_returning, buf, ACC, reference=k.ref_writes_without_returning)
+    assert len(r.outputs) == 1 and np.array_equal(r.outputs[0], ACC + 1.0)
+    assert [c["output"] for c in r.checks] == ["o"], r.checks  # buf is no output its reference gives
+    assert np.array_equal(buf, ACC * 2.0)
+
+
 def test_a_typed_input_is_returned_as_a_new_array():
     # A bfloat16 tensor given as float32 values: its values come back as a new float32 array (NumPy has no
     # bfloat16 to write the caller's array in); the caller's array is left as it was.
@@ -66,10 +80,10 @@ def test_a_typed_input_is_returned_as_a_new_array():
     assert np.array_equal(acc, ACC[:, :8] % 128)
 
 
-def run_workload(d, inputs, out):
+def run_workload(d, inputs, out, function="add_into"):
     w = {"name": "inplace", "hardware": "trn2",
-         "kernel": {"nki": os.path.join(KERNELS, "nki_inplace.py"), "function": "add_into"},
-         "reference": {"nki": os.path.join(KERNELS, "nki_inplace.py"), "function": "ref_add_into"},
+         "kernel": {"nki": os.path.join(KERNELS, "nki_inplace.py"), "function": function},
+         "reference": {"nki": os.path.join(KERNELS, "nki_inplace.py"), "function": "ref_" + function},
          "inputs": inputs}
     path = os.path.join(d, "w.json")
     with open(path, "w") as f:
@@ -88,6 +102,17 @@ def test_trnsim_run_writes_the_in_place_output_as_its_parameter():
     with open(os.path.join(d, "out", "stats.json")) as f:
         checks = json.load(f)["numerics"]
     assert [(n, c["pass"], c["max_abs_err"]) for n, c in checks.items()] == [("acc", True, 0.0)], checks
+
+
+def test_trnsim_run_writes_only_what_the_kernel_returns():
+    # buf, written but not returned, is no output of the run (no OUT/buf.npy; the CLI has no caller's array).
+    d = tmpdir()
+    np.save(os.path.join(d, "x_in.npy"), X)
+    p = run_workload(d, {"buf": {"generator": "zeros", "shape": [128, 64], "dtype": "float32"},
+                         "x": {"npy": "x_in.npy"}}, os.path.join(d, "out"), "writes_without_returning")
+    assert p.returncode == 0, p.stderr
+    assert sorted(f for f in os.listdir(os.path.join(d, "out")) if f.endswith(".npy")) == ["o.npy"]
+    assert np.array_equal(np.load(os.path.join(d, "out", "o.npy")), X + 1.0)
 
 
 def test_trnsim_run_never_writes_over_the_users_input():

@@ -39,6 +39,20 @@ def returns_unwritten(acc: nt.mutable_tensor, x):
     return acc, o
 
 
+@nki.jit
+def writes_without_returning(buf, x):
+    # buf holds 2 * x afterwards, o x + 1; only o is returned (with LNC2, core 1 writes buf: rows 0-127 of x)
+    o = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="o")
+    if nl.program_id(0) == nl.num_programs(0) - 1:
+        nl.store(buf, nl.multiply(nl.load(x), 2.0))
+    nl.store(o, nl.add(nl.load(x), 1.0))
+    return o
+
+
+def ref_writes_without_returning(buf, x):
+    return x + 1.0
+
+
 def ref_add_into(acc, x):
     return acc + x
 

@@ -137,15 +137,20 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
             inputs.append((name, t[0], t[1]))
             given[name] = None if isinstance(value, typed) else t[0]
     hw = hardware if isinstance(hardware, _core.HwConfig) else _core.load_hw_config(str(hardware), {})
-    run = _core.WorkloadRun.of_python_kernel(kernel, inputs, params, hw, reference=reference, lnc=grid,
-                                             numerics=numerics)
+    _jit.track_written_inputs = True  # (the build happens here: the inputs it writes, for _written_back)
+    try:
+        run = _core.WorkloadRun.of_python_kernel(kernel, inputs, params, hw, reference=reference, lnc=grid,
+                                                 numerics=numerics)
+    finally:
+        _jit.track_written_inputs = False
     return run, given
 
 
 def _written_back(name, out, given):
-    """An in-place output (the kernel returned its input `name`): NKI's simulator updates the caller's input
-    array in place (NKI CPU Simulator, "How It Works"), so the caller's array, written, is what comes back;
-    a typed() input (another dtype than its array's) or a read-only array gets a new array."""
+    """An input the kernel wrote (returned or not): NKI's simulator updates the caller's input array in place
+    (NKI CPU Simulator, "How It Works"), so the caller's array, written, is what a returned one gives back; a
+    typed() input (another dtype than its array's) or a read-only array is left as it was (a returned one comes
+    back as a new array)."""
     a = given.get(name)
     if a is None or not a.flags.writeable or a.dtype != out.dtype or a.shape != out.shape:
         return out
@@ -157,12 +162,17 @@ def _ordered_outputs(run, given):
     """The run's outputs in return order (an input the kernel returned: the caller's array, written back); a RuntimeWarning for each of the build's warnings (a read of SBUF or
     PSUM no instruction wrote, an output some of whose bytes no instruction writes, at its kernel line), else
     for each float output whose every value is NaN (HBM the kernel never wrote reads as NaN)."""
+    from . import _jit
     from ._jit import returned_names
 
     outs = run.outputs(native=True)
     names = run.output_names
     shown = _print.show(outs)  # nl.device_print's outputs: printed, not returned
-    names = [n for n in names if n not in shown]
+    # The inputs the kernel wrote without returning them: into the caller's arrays, not returned.
+    written = set(_jit.written_inputs)
+    for n in written & set(outs):
+        _written_back(n, outs[n], given)
+    names = [n for n in names if n not in shown and n not in written]
     if set(returned_names) == set(names):
         names = returned_names  # a tensor the kernel returned twice is given back twice, as the same array
     ordered = [(n, outs[n]) for n in names if n in outs]

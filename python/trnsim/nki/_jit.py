@@ -26,6 +26,11 @@ returned_shapes = []  # shapes of the views the last build's kernel returned (e.
 # (`return o, o`) is one output, given back twice (trnsim.nki._entry._ordered_outputs).
 returned_names = []
 returned_tuple = []  # [True] when the last build's kernel returned a tuple or list (of one output too)
+# simulate_kernel / benchmark (trnsim.nki._entry) set it: the names of the inputs the last build's cores write but
+# do not return, which they write back into the caller's arrays as NKI's simulator does (the hook
+# written_inputs); the CLI and the builds of tools/bench leave it off (the scan costs tracing time).
+track_written_inputs = False
+written_inputs = []
 
 
 def _schedule_mode(opts):
@@ -185,6 +190,8 @@ def _build_core(kernel, args, kwargs):
             _check_distinct_names(kernel.fn, outs, trace)
             _check_same_returns(kernel.fn, r, outs, trace, core, cores)
     _check_written(kernel.fn, outs, trace, core, cores)
+    if track_written_inputs:
+        _note_written_inputs(trace, outs)
     _check_cross_core(trace, core, cores)
     _loops.check(trace)
     _declare_hbm(k, trace, outs)
@@ -205,6 +212,16 @@ def _build_core(kernel, args, kwargs):
     if results is None:
         return None
     return views[0] if not isinstance(results, (tuple, list)) else tuple(views)
+
+
+def _note_written_inputs(trace, outs):
+    """Adds to written_inputs each input this core's instructions write that the kernel does not return."""
+    returned = {id(o.st) for o in outs}
+    for op in trace.ops:
+        for v in op.writes:
+            st = v.st
+            if st.role == "input" and id(st) not in returned and st.name not in written_inputs:
+                written_inputs.append(st.name)
 
 
 _cross_calls = []  # core 0's cross-core calls of the build being made ((call, engine), loc), for core 1's check
