@@ -105,6 +105,7 @@ class PythonKernel final : public kernels::BoundKernel, public kernels::Constant
       b.warnings = hooks.attr("warnings")(b.warnings).cast<std::vector<std::string>>();
       const auto debug = hooks.attr("debug_outputs")().cast<std::vector<std::string>>();
       debug_outputs_ = std::set<std::string>(debug.begin(), debug.end());
+      written_inputs_ = hooks.attr("written_inputs")().cast<std::vector<std::string>>();
       frontend_stats_ = to_json(hooks.attr("stats")());
       // nl.shared_constant's values, converted as a given input's (to_host), for WorkloadRun to bind.
       constants_.clear();
@@ -171,7 +172,7 @@ class PythonKernel final : public kernels::BoundKernel, public kernels::Constant
   }
 
   // The run's outputs: the tensors the kernel returned (both cores must agree), else every output it
-  // declared.
+  // declared. A returned input is an in-place output: the input tensor as the kernel left it.
   kernels::KernelBuild with_outputs(kernels::KernelBuild b, const std::vector<pyb::object>& returned) const {
     std::optional<std::vector<std::string>> names;
     for (size_t core = 0; core < returned.size(); ++core) {
@@ -184,12 +185,19 @@ class PythonKernel final : public kernels::BoundKernel, public kernels::Constant
     }
     if (names) {
       for (const std::string& n : *names)
-        if (std::find(b.outputs.begin(), b.outputs.end(), n) == b.outputs.end())
+        if (std::find(b.outputs.begin(), b.outputs.end(), n) == b.outputs.end() &&
+            std::find(b.inputs.begin(), b.inputs.end(), n) == b.inputs.end())  // (an in-place output)
           throw InputError(fmt::format(
               "{}: the kernel returns '{}', which is not an output tensor (allocate it in nl.shared_hbm)",
               spec_.name, n));
       b.outputs = *names;
     }
+    // The inputs it writes without returning them: given back too (for the caller's arrays), unchecked.
+    for (const std::string& n : written_inputs_)
+      if (std::find(b.outputs.begin(), b.outputs.end(), n) == b.outputs.end()) {
+        b.outputs.push_back(n);
+        debug_outputs_.insert(n);
+      }
     outputs_ = b.outputs;
     return b;
   }
@@ -237,7 +245,9 @@ class PythonKernel final : public kernels::BoundKernel, public kernels::Constant
   pyb::object func_;
   std::optional<int> grid_;
   mutable std::vector<std::string> outputs_;
-  mutable std::set<std::string> debug_outputs_;  // nl.device_print's copies among outputs_
+  mutable std::set<std::string>
+      debug_outputs_;  // nl.device_print's copies among outputs_, and written_inputs_
+  mutable std::vector<std::string> written_inputs_;  // inputs the kernel writes but does not return
   mutable json frontend_stats_ = nullptr;
   mutable kernels::Tensors constants_;
 };

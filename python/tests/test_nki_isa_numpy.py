@@ -253,7 +253,7 @@ def test_bitvec_calls_on_int32_tiles_run_on_vector():
 
 
 @nki.jit
-def k_double_row(a, b, style):
+def k_double_row(a, b, style, mode=nisa.matmul_perf_mode.double_row):
     out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
     ta = nl.ndarray((128, 2, 128), dtype=nl.float8_e4m3, buffer=nl.sbuf)
     tb = nl.ndarray((128, 2, 512), dtype=nl.float8_e4m3, buffer=nl.sbuf)
@@ -261,9 +261,9 @@ def k_double_row(a, b, style):
     nisa.dma_copy(dst=tb, src=b)
     res = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
     if style == "dst":
-        nisa.nc_matmul(dst=res, stationary=ta, moving=tb, perf_mode=nisa.matmul_perf_mode.double_row)
+        nisa.nc_matmul(dst=res, stationary=ta, moving=tb, perf_mode=mode)
     else:
-        res[...] += nisa.nc_matmul(ta, tb, perf_mode=nisa.matmul_perf_mode.double_row)
+        res[...] += nisa.nc_matmul(ta, tb, perf_mode=mode)
     nl.store(out, res)
     return out
 
@@ -278,6 +278,28 @@ def test_double_row_matmul_sums_both_rows_in_either_style():
     for style in ("dst", "earlier"):
         got = tnki.simulate_kernel(k_double_row, a, b, style)
         assert got.tobytes() == want.tobytes(), (style, got.ravel()[:4], want.ravel()[:4])
+
+
+def test_double_row_gen3_is_double_row():
+    # perf_mode='double_row_gen3', NKI's earlier name of the mode (its neuronxcc nc_matmul example runs it on trn2
+    # with [K, 2, F] operands summed over K and both rows): the same bytes and simulated time as double_row.
+    a = RNG.integers(-4, 5, (128, 2, 128)).astype(np.float32)
+    b = RNG.integers(-4, 5, (128, 2, 512)).astype(np.float32)
+    want = np.einsum("krm,krn->mn", a, b)
+    for style in ("dst", "earlier"):
+        gen3 = tnki.benchmark(k_double_row, a, b, style, "double_row_gen3")
+        named = tnki.benchmark(k_double_row, a, b, style)
+        assert gen3.outputs[0].tobytes() == want.tobytes(), style
+        assert gen3.latency_ns == named.latency_ns, (style, gen3.latency_ns, named.latency_ns)
+        assert gen3.stats["opcodes"] == named.stats["opcodes"], style
+
+
+def test_an_unknown_perf_mode_is_named():
+    z = np.zeros((128, 2, 128), dtype=np.float32)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, k_double_row, z, np.zeros((128, 2, 512), np.float32), "dst",
+               "quad_row")
+    assert "nc_matmul: perf_mode must be an nki.isa.matmul_perf_mode (none, double_row; 'double_row_gen3' is " \
+           "double_row's earlier name), got 'quad_row'" in str(e), str(e)
 
 
 if __name__ == "__main__":

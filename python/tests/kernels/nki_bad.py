@@ -95,13 +95,6 @@ def returns_none(x):  # MARK-returns-none
 
 
 @nki.jit
-def returns_input(x):
-    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return x  # MARK-returns-input
-
-
-@nki.jit
 def returns_a_slice(x):
     o = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm, name="o")
     nl.store(o, nl.load(x))

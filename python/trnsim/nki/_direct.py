@@ -59,6 +59,11 @@ def _mod(base, shape, scale, idx):
     return base + lin * scale
 
 
+def _start_partitions(np_):
+    """The start partitions a tile of np_ partitions may have (the direct allocation pages' ISA rule)."""
+    return (0,) if np_ > 64 else (0, 64) if np_ > 32 else (0, 32, 64, 96)
+
+
 class DirectBuffer(Buffer):
     """A direct allocator given as buffer= (nki.compiler.sbuf.mod_alloc(...), psum.alloc(func), ...)."""
 
@@ -99,7 +104,7 @@ class DirectBuffer(Buffer):
                                f"{tg.psum_bank_bytes} B bank", loc=loc)
             return 0, bank * tg.psum_bank_bytes
         p, a = r
-        allowed = (0,) if np_ > 64 else (0, 64) if np_ > 32 else (0, 32, 64, 96)
+        allowed = _start_partitions(np_)
         if p not in allowed:
             raise NkiError(f"{what}: start partition {p} for a tile of {np_} partitions: NKI allows "
                            f"{' or '.join(map(str, allowed))} (nki.compiler.sbuf.alloc)", loc=loc)
@@ -181,6 +186,60 @@ def sbuf_alloc(func):
 
 def psum_alloc(func):
     return _call_alloc(PSUM, func, "nki.compiler.psum.alloc")
+
+
+def at_address(buffer, address, call):
+    """nl.ndarray(..., address=(partition_offset, free_offset)) (NKI 2.33's nki.language.ndarray: a fixed place in
+    SBUF or PSUM, the free offset in bytes of each partition; PSUM's 16 KiB are its banks side by side): a direct
+    allocation of the tensor's one tile there (_AtAddress)."""
+    from ._errors import unsupported
+
+    shown = f"{call}(address={address!r})"
+    if buffer.space == HBM:
+        unsupported(f"{call}(address=...) in HBM", "HBM tensors are placed by name, not by address")
+    if isinstance(buffer, DirectBuffer):
+        raise NkiError(f"{shown}: buffer={buffer.desc} places the tensor already: give address= or the allocator")
+    if not isinstance(address, (tuple, list)) or len(address) != 2 or any(
+            isinstance(x, bool) or not isinstance(x, int) for x in address):
+        raise NkiError(f"{shown}: an SBUF or PSUM address is 2 integers (partition_offset, free_offset)")
+    if min(address) < 0:
+        raise NkiError(f"{shown}: offsets must not be negative")
+    return _AtAddress(buffer.space, shown, tuple(address))
+
+
+class _AtAddress(DirectBuffer):
+    """A tile at a fixed address. SBUF: as an allocator's place. PSUM: any byte of a bank (the page sets no
+    bank-start rule; nki-library's kernels place tiles inside banks), the tile within that one bank, its start
+    partition as SBUF's rule."""
+
+    __slots__ = ()
+
+    def __init__(self, space, desc, address):
+        super().__init__(space, desc, lambda idx, np_, fdim: address)
+
+    def locate(self, key, np_, fdim, name, loc):
+        if key:
+            raise NkiError(f"{self.desc}: a tensor with block dims (nl.par_dim) has one address per block: declare "
+                           "each block with its own address, or use nki.compiler's allocators", loc=loc)
+        if self.space == SBUF:
+            return super().locate(key, np_, fdim, name, loc)
+        from ._backend import target
+
+        tg = target()
+        p, f = self.func((), np_, fdim)
+        bb, banks = tg.psum_bank_bytes, tg.psum_bytes // tg.psum_bank_bytes
+        bank, a = divmod(f, bb)
+        if bank >= banks:
+            raise NkiError(f"{self.desc}: free offset {f} is past PSUM's {banks * bb} B per partition ({banks} "
+                           f"banks of {bb} B)", loc=loc)
+        if a + fdim > bb:
+            raise NkiError(f"{self.desc}: the tile's bytes [{a}, {a + fdim}) of bank {bank} cross the bank's end "
+                           f"({bb} B): a PSUM tile lies in one bank", loc=loc)
+        allowed = _start_partitions(np_)
+        if p not in allowed:
+            raise NkiError(f"{self.desc}: start partition {p} for a tile of {np_} partitions: NKI allows "
+                           f"{' or '.join(map(str, allowed))}", loc=loc)
+        return p, f
 
 
 # ---- after tracing: the plan's part for directly allocated tiles

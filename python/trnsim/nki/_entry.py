@@ -116,6 +116,7 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
     except TypeError as e:
         raise TypeError("%s: %s" % (func.__name__, e)) from None
     inputs, params = [], {}
+    given = {}  # the caller's array of each input, for the in-place outputs (_written_back); None: typed()
     for name, value in bound.arguments.items():
         param = bound.signature.parameters[name]
         if param.kind == param.VAR_KEYWORD:
@@ -125,6 +126,7 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
                     params[k] = v
                 else:
                     inputs.append((k, t[0], t[1]))
+                    given[k] = None if isinstance(v, typed) else t[0]
             continue
         if param.kind == param.VAR_POSITIONAL:
             raise TypeError("%s: *%s parameters are not supported" % (func.__name__, name))
@@ -133,21 +135,44 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
             params[name] = value
         else:
             inputs.append((name, t[0], t[1]))
+            given[name] = None if isinstance(value, typed) else t[0]
     hw = hardware if isinstance(hardware, _core.HwConfig) else _core.load_hw_config(str(hardware), {})
-    return _core.WorkloadRun.of_python_kernel(kernel, inputs, params, hw, reference=reference, lnc=grid,
-                                              numerics=numerics)
+    _jit.track_written_inputs = True  # (the build happens here: the inputs it writes, for _written_back)
+    try:
+        run = _core.WorkloadRun.of_python_kernel(kernel, inputs, params, hw, reference=reference, lnc=grid,
+                                                 numerics=numerics)
+    finally:
+        _jit.track_written_inputs = False
+    return run, given
 
 
-def _ordered_outputs(run):
-    """The run's outputs in return order; a RuntimeWarning for each of the build's warnings (a read of SBUF or
+def _written_back(name, out, given):
+    """An input the kernel wrote (returned or not): NKI's simulator updates the caller's input array in place
+    (NKI CPU Simulator, "How It Works"), so the caller's array, written, is what a returned one gives back; a
+    typed() input (another dtype than its array's) or a read-only array is left as it was (a returned one comes
+    back as a new array)."""
+    a = given.get(name)
+    if a is None or not a.flags.writeable or a.dtype != out.dtype or a.shape != out.shape:
+        return out
+    np.copyto(a, out)
+    return a
+
+
+def _ordered_outputs(run, given):
+    """The run's outputs in return order (an input the kernel returned: the caller's array, written back); a RuntimeWarning for each of the build's warnings (a read of SBUF or
     PSUM no instruction wrote, an output some of whose bytes no instruction writes, at its kernel line), else
     for each float output whose every value is NaN (HBM the kernel never wrote reads as NaN)."""
+    from . import _jit
     from ._jit import returned_names
 
     outs = run.outputs(native=True)
     names = run.output_names
     shown = _print.show(outs)  # nl.device_print's outputs: printed, not returned
-    names = [n for n in names if n not in shown]
+    # The inputs the kernel wrote without returning them: into the caller's arrays, not returned.
+    written = set(_jit.written_inputs)
+    for n in written & set(outs):
+        _written_back(n, outs[n], given)
+    names = [n for n in names if n not in shown and n not in written]
     if set(returned_names) == set(names):
         names = returned_names  # a tensor the kernel returned twice is given back twice, as the same array
     ordered = [(n, outs[n]) for n in names if n in outs]
@@ -162,7 +187,7 @@ def _ordered_outputs(run):
         if not run.warnings and n not in returned_names and a.size and a.dtype.kind == "f" and np.isnan(a).all():
             _errors.warn_at(f"output '{n}' of {run.kernel} is all NaN: did the kernel write it? (HBM it never "
                             "writes reads as NaN)", RuntimeWarning)
-    return [a for _, a in ordered]
+    return [_written_back(n, a, given) for n, a in ordered]
 
 
 @_one_at_a_time
@@ -177,9 +202,9 @@ def simulate_kernel(kernel, *args, hardware="trn2", lnc=None, **kwargs):
     it on the LNC2 pair, as the workload's "lnc": 2 (a launch grid ``kernel[2]`` does so by itself; a larger
     grid's programs run in turn on the run's cores, program n of grid dim 0 on core n % lnc, or as an
     nl.spmd_dim's nl.nc sub-dim says)."""
-    run = _prepare(kernel, args, kwargs, hardware, None, True, lnc)
+    run, given = _prepare(kernel, args, kwargs, hardware, None, True, lnc)
     run.run()
-    outs = _ordered_outputs(run)
+    outs = _ordered_outputs(run, given)
     if not outs:
         return None
     from ._jit import returned_tuple
@@ -203,12 +228,12 @@ class BenchmarkResult:
     ``nc_latency.get_latency_percentile(p)`` as in NKI's benchmark result, and ``warmup`` / ``iters`` as
     given (NKI's options; a simulated run is deterministic, so it runs once)."""
 
-    def __init__(self, run, trace, nki_options=None):
+    def __init__(self, run, trace, nki_options=None, given=None):
         self.stats = run.stats()
         self.latency_ns = float(self.stats["total_time_ns"])
         self.latency_us = self.latency_ns / 1e3
         self.trace = trace or None
-        self.outputs = _ordered_outputs(run)
+        self.outputs = _ordered_outputs(run, given or {})
         self.checks = run.checks()
         self.passed = all(c["pass"] for c in self.checks)
         self.nc_latency = _Latency(self.latency_us)
@@ -253,11 +278,11 @@ def benchmark(kernel, *args, hardware="trn2", lnc=None, trace=None, reference=No
     CLI's ``--overwrite``). ``lnc``: as simulate_kernel's."""
     if trace:
         trace = _check_trace_path(trace)
-    run = _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc)
+    run, given = _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc)
     from .. import _core
     _core.set_overwrite_allowed(bool(overwrite))
     try:
         run.run(trace=trace or "")
     finally:
         _core.set_overwrite_allowed(False)
-    return BenchmarkResult(run, trace, _nki_options)
+    return BenchmarkResult(run, trace, _nki_options, given)

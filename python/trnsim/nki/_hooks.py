@@ -4,7 +4,8 @@ The language layer (trnsim.nki) replaces these at import: ``wrap_input(view)`` t
 (an HBM tensor) into the object the kernel function receives; ``unwrap(obj)`` turns an object the kernel
 returns into its ``_core.View``; ``call(func, inputs, params)`` runs the function on one core; ``stats()``
 gives stats.json's "nki" section after the build; ``constants()`` the kernel's own constant inputs; ``warnings(lines)`` rewords the build's warnings;
-``debug_outputs()`` names the outputs that are debug copies (nl.device_print), which a reference does not give.
+``debug_outputs()`` names the outputs that are debug copies (nl.device_print), which a reference does not give;
+``written_inputs()`` the inputs the kernel writes without returning them, which the run also gives back.
 """
 
 
@@ -42,4 +43,11 @@ def warnings(lines):
 def debug_outputs():
     """After a build: the names of the outputs that only copy values for debugging (nl.device_print's): written
     like the others, but no reference gives them, so the run checks none of them."""
+    return []
+
+
+def written_inputs():
+    """After a build: the inputs the kernel writes but does not return, in the order it wrote them first. The
+    run gives each back like an output (unchecked, as a debug copy), so that the caller's array can be updated
+    as NKI's simulator updates it."""
     return []

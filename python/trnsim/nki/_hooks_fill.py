@@ -15,6 +15,7 @@ def _call(func, inputs, params):
     k = _core.Kernel.current()
     if k is not None and k.program_id() == 0:
         _constants.reset()  # a new build (one that failed before its constants were read left them)
+        _jit.written_inputs.clear()
     if getattr(func, "__trnsim_traced__", False):
         return func(*inputs, **params)
     _trace.plain_function = func  # an nl / nisa call in it names it (_trace.current)
@@ -76,3 +77,4 @@ def install():
     _hooks.constants = _constants.constants
     _hooks.warnings = _jit.warnings_by_call
     _hooks.debug_outputs = _print.debug_outputs
+    _hooks.written_inputs = lambda: list(_jit.written_inputs)

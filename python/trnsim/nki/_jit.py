@@ -26,6 +26,11 @@ returned_shapes = []  # shapes of the views the last build's kernel returned (e.
 # (`return o, o`) is one output, given back twice (trnsim.nki._entry._ordered_outputs).
 returned_names = []
 returned_tuple = []  # [True] when the last build's kernel returned a tuple or list (of one output too)
+# simulate_kernel / benchmark (trnsim.nki._entry) set it: the names of the inputs the last build's cores write but
+# do not return, which they write back into the caller's arrays as NKI's simulator does (the hook
+# written_inputs); the CLI and the builds of tools/bench leave it off (the scan costs tracing time).
+track_written_inputs = False
+written_inputs = []
 
 
 def _schedule_mode(opts):
@@ -185,6 +190,8 @@ def _build_core(kernel, args, kwargs):
             _check_distinct_names(kernel.fn, outs, trace)
             _check_same_returns(kernel.fn, r, outs, trace, core, cores)
     _check_written(kernel.fn, outs, trace, core, cores)
+    if track_written_inputs:
+        _note_written_inputs(trace, outs)
     _check_cross_core(trace, core, cores)
     _loops.check(trace)
     _declare_hbm(k, trace, outs)
@@ -205,6 +212,16 @@ def _build_core(kernel, args, kwargs):
     if results is None:
         return None
     return views[0] if not isinstance(results, (tuple, list)) else tuple(views)
+
+
+def _note_written_inputs(trace, outs):
+    """Adds to written_inputs each input this core's instructions write that the kernel does not return."""
+    returned = {id(o.st) for o in outs}
+    for op in trace.ops:
+        for v in op.writes:
+            st = v.st
+            if st.role == "input" and id(st) not in returned and st.name not in written_inputs:
+                written_inputs.append(st.name)
 
 
 _cross_calls = []  # core 0's cross-core calls of the build being made ((call, engine), loc), for core 1's check
@@ -291,8 +308,9 @@ def _return_loc(fn, trace):
 
 
 def _outputs(fn, r, trace, programs):
-    """The returned tensors, each an HBM tensor the kernel allocated; NkiError at the kernel's return line
-    (its def line when it fell off its end) otherwise. An nl.private_hbm (nl.hbm) tensor is an output only
+    """The returned tensors, each an HBM tensor the kernel allocated or one of its inputs (an in-place output,
+    nki-library's `out: nt.mutable_tensor`: the caller's tensor as the kernel left it); NkiError at the kernel's
+    return line (its def line when it fell off its end) otherwise. An nl.private_hbm (nl.hbm) tensor is an output only
     when one program runs (nki.simulate_kernel's own example returns an nl.hbm tensor): with more, each
     program has its own and none is the output."""
     where = _return_loc(fn, trace)
@@ -305,10 +323,6 @@ def _outputs(fn, r, trace, programs):
         if not isinstance(x, NkiTensor) or x.st.space != HBM:
             raise NkiError(f"kernel {name} returns {x!r}: an output must be an HBM tensor it allocated "
                            "(nl.ndarray(..., buffer=nl.shared_hbm))", loc=where)
-        if x.st.role == "input":
-            raise NkiError(f"kernel {name} returns its input '{var_name(trace, x.st) or x.st.name}'"
-                           ": outputs are tensors it allocates in HBM (nl.ndarray(..., buffer=nl.shared_hbm))"
-                           " and writes", loc=where)
         if x.st.private and programs > 1:
             raise NkiError(f"kernel {name} returns an nl.private_hbm tensor (nl.hbm is its alias) from "
                            f"{programs} programs, each of which has its own; outputs of a launch grid or "
@@ -398,7 +412,9 @@ def _check_written(fn, outs, trace, core, cores):
     be whatever HBM held: the run would measure nothing). Cores build in turn: the check ends on the last."""
     # The ops from the last, until every output is seen written (an output's stores are usually near the
     # end): the whole trace is walked only when one is not written.
-    todo = {id(o.st) for o in outs if o.st.first >= 0}
+    # (An input returned is the caller's tensor: unwritten, it holds the caller's values, as router_topk's
+    # skip_store_* leave it.)
+    todo = {id(o.st) for o in outs if o.st.first >= 0 and o.st.role != "input"}
     written = set()
     for op in reversed(trace.ops):
         if not todo:
@@ -410,7 +426,7 @@ def _check_written(fn, outs, trace, core, cores):
                 written.add(k)
     mine = {}
     for i, o in enumerate(outs):
-        if id(o.st) not in written:
+        if o.st.role != "input" and id(o.st) not in written:
             where = _return_loc(fn, trace)
             made = f" (allocated at {o.st.loc})" if getattr(o.st, "loc", None) else ""
             label = var_name(trace, o.st) or o.st.name or "its output"

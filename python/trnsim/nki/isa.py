@@ -208,12 +208,30 @@ def _masked(mask, *views):
 # ---------------------------------------------------------------------------------------------- nc_matmul
 
 
+# NKI's earlier name of the FP8 double-row mode (its neuronxcc nc_matmul example: perf_mode="double_row_gen3" on
+# trn2, [K, 2, F] operands summed over K and both rows): the same mechanism as double_row.
+_PERF_NAMES = {"double_row_gen3": "double_row"}
+
+
 def _perf(perf_mode, call):
-    return _enum_value(perf_mode, matmul_perf_mode, call, "perf_mode")
+    if isinstance(perf_mode, str) and perf_mode in _PERF_NAMES:
+        return _PERF_NAMES[perf_mode]
+    try:
+        return _enum_value(perf_mode, matmul_perf_mode, call, "perf_mode")
+    except NkiError:
+        raise NkiError(f"{call}: perf_mode must be an nki.isa.matmul_perf_mode (none, double_row; 'double_row_gen3' "
+                       f"is double_row's earlier name), got {perf_mode!r}") from None
+
+
+def _whole_array(tile_position, tile_size):
+    """Tile position (0, 0) of size (128, 128): the whole PE array, i.e. no tiling (nki-library's router_topk
+    passes it when its column tiling is off)."""
+    return tuple(tile_position or ()) == (0, 0) and tuple(tile_size or ()) == (128, 128)
 
 
 def _tile_pos(tile_position, tile_size, call):
-    if tile_position not in ((), None) or tile_size not in ((), None):
+    if (tile_position not in ((), None) or tile_size not in ((), None)) and not _whole_array(tile_position,
+                                                                                               tile_size):
         # The simulator runs every matmul on the whole array: row/column tiling (several small matmuls in
         # parallel) is not modelled, so its timing would be wrong.
         unsupported(f"{call}(tile_position=..., tile_size=...)", "PE row/column tiling")
@@ -315,8 +333,9 @@ def _index_name(var):
 
 @_public
 def nc_matmul(*args, **kwargs):
-    """dst[M, N] = stationary[K, M].T @ moving[K, N] on the Tensor engine (SBUF -> PSUM); perf_mode=double_row:
-    float8 stationary[K, 2, M] and moving[K, 2, N], both rows' products summed into dst[M, N]."""
+    """dst[M, N] = stationary[K, M].T @ moving[K, N] on the Tensor engine (SBUF -> PSUM); perf_mode=double_row
+    (or its earlier name 'double_row_gen3'): float8 stationary[K, 2, M] and moving[K, 2, N], both rows' products
+    summed into dst[M, N]."""
     if _current(args, kwargs, 3):
         return _nc_matmul_new(*args, **kwargs)
     return _nc_matmul_old(*args, **kwargs)

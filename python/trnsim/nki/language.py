@@ -224,10 +224,10 @@ def new_tensor(shape, dtype, buffer, name, kwargs, call):
     if nbytes >= _MAX_TENSOR_BYTES:  # past any memory (and the 64-bit sizes the allocator takes)
         raise NkiError(f"{call}: shape {list(shape)!s:.80} {d.name}: {nbytes:.3e} bytes, more than any memory "
                        f"of the device holds")
-    if kwargs.get("address") is not None:
-        unsupported(f"{call}(address=...)", "direct allocation at a fixed address; trnsim allocates tiles")
     if kwargs and any(k != "address" for k in kwargs):
         ignored_kwargs(call, [k for k in kwargs if k != "address"])
+    if kwargs.get("address") is not None:  # a fixed place: a direct allocation of its one tile (_direct.py)
+        b = _direct.at_address(b, kwargs["address"], call)
     if b.space == HBM:
         loc = caller_loc()
         dims = tuple(int(s) for s in shape)

@@ -13,6 +13,6 @@ class _TensorType:
 
 
 tensor = _TensorType()
-# nki-library's router_topk annotates the tensors it writes in place so (the annotation only: a kernel returns
-# the HBM tensors it allocated, docs/nki.md).
+# nki-library's router_topk annotates the tensors it writes in place and returns so. The annotation only: any
+# input a kernel writes is written in place, and one it returns is an in-place output (docs/nki.md).
 mutable_tensor = tensor
