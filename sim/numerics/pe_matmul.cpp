@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "sim/numerics/host_threads.h"
@@ -167,9 +168,9 @@ inline int block_rows(int m, int M) {
 
 // A as pairs, each row block's contraction contiguous: the block of MB rows at m holds
 // Ap[m * K2 + kk * MB + i] = (A[2kk, m + i], A[2kk + 1, m + i]) (low half +0 past an odd K's end).
-std::vector<uint32_t> pack_a(const float* A, int64_t lda, int K, int M) {
+std::unique_ptr<uint32_t[]> pack_a(const float* A, int64_t lda, int K, int M) {
   const int K2 = (K + 1) / 2;
-  std::vector<uint32_t> ap(static_cast<size_t>(K2) * M);
+  std::unique_ptr<uint32_t[]> ap(new uint32_t[static_cast<size_t>(K2) * M]);  // every element written below
   for (int m = 0; m < M; m += block_rows(m, M)) {
     const int mb = block_rows(m, M);
     uint32_t* out = &ap[static_cast<size_t>(m) * K2];
@@ -268,8 +269,9 @@ __attribute__((target("avx512f"))) int columns_pairs(const uint32_t* Ap, const R
   const int np = (n1 - n0) / 32, K2 = (K + 1) / 2;
   if (np == 0) return n0;
   // Per call, not thread_local (as the FP32 panel below).
-  std::vector<uint32_t> buf(static_cast<size_t>(np) * K2 * 32 + 16);
-  uint32_t* Bq = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+  // Not value-initialised (a memset per call): pack_b_pairs writes every element.
+  std::unique_ptr<uint32_t[]> buf(new uint32_t[static_cast<size_t>(np) * K2 * 32 + 16]);
+  uint32_t* Bq = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(buf.get()) + 63) & ~uintptr_t{63});
   const Range b = pack_b_pairs(B, ldb, K, n0, np, Bq);
   const Range c = accumulate ? range_avx512(C + n0, ldc, M, 32 * np) : Range{};
   if (!pairs_exact(a, b, c, K)) return n0;
@@ -331,18 +333,19 @@ bool bf16_pairs_usable() {
 // Each 32-column panel of B is first copied to a contiguous, aligned buffer (B rows are far apart in a wide
 // tile, so the panel would not stay in cache) and walked in slices of kKc contraction rows (the slice fits
 // L1). Between slices the accumulators go through C as FP32, which they already are: the chain of fused
-// multiply-adds per element, in ascending k, is the same. With Ap (A as BF16 pairs, its range a) a panel
-// whose B and C values pass pairs_exact takes the pair path instead.
+// multiply-adds per element, in ascending k, is the same. With Ap (A as BF16 pairs, its range a) the whole
+// panels first take the pair path (columns_pairs) when B's and C's values there allow it.
 __attribute__((target("avx512f"))) void columns_avx512(const float* A, int64_t lda, const float* B,
                                                        int64_t ldb, float* C, int64_t ldc, int K, int M,
                                                        int n0, int n1, bool accumulate, const uint32_t* Ap,
                                                        const Range& a) {
   constexpr int NB = 32, kKc = 256;
-  // Per call, not thread_local: this runs on the host helper threads too, which live on, and LeakSanitizer
-  // reports what their thread_locals hold at exit.
-  std::vector<float> panel(static_cast<size_t>(NB) * (K + 1) + 16);
-  float* Bp = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(panel.data()) + 63) & ~uintptr_t{63});
   int n = Ap ? columns_pairs(Ap, a, B, ldb, C, ldc, K, M, n0, n1, accumulate) : n0;
+  // Per call, not thread_local: this runs on the host helper threads too, which live on, and LeakSanitizer
+  // reports what their thread_locals hold at exit. Only when a panel is left, not value-initialised (the copy
+  // below writes the rows the blocks read).
+  std::unique_ptr<float[]> panel(n + NB <= n1 ? new float[static_cast<size_t>(NB) * K + 16] : nullptr);
+  float* Bp = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(panel.get()) + 63) & ~uintptr_t{63});
   for (; n + NB <= n1; n += NB) {
     for (int k = 0; k < K; ++k) {
       _mm512_store_ps(Bp + NB * k, _mm512_loadu_ps(B + k * ldb + n));
@@ -418,17 +421,17 @@ void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* 
   static const ColumnsFn columns = pick();
   if (M <= 0 || N <= 0) return;
   // A as BF16 pairs when its values allow the pair path (B and C are checked per panel).
-  std::vector<uint32_t> ap;
+  std::unique_ptr<uint32_t[]> ap;
   Range a;
   if (K > 0 && N >= 32 && pe_matmul_bf16_pairs()) {
     a = range_avx512(A, lda, K, M);
     if (a.low == 0 && a.emin >= 1 && a.emax <= 254) ap = pack_a(A, lda, K, M);
   }
   const auto run = [&](int n0, int n1) {
-    if (ap.empty())
+    if (!ap)
       columns(A, lda, B, ldb, C, ldc, K, M, n0, n1, accumulate);
     else
-      columns_avx512(A, lda, B, ldb, C, ldc, K, M, n0, n1, accumulate, ap.data(), a);
+      columns_avx512(A, lda, B, ldb, C, ldc, K, M, n0, n1, accumulate, ap.get(), a);
   };
   constexpr int kChunk = 32;  // column granularity of the thread split
   threads = std::clamp(threads, 1, std::max(1, N / kChunk));
