@@ -66,10 +66,10 @@ __attribute__((target("avx512f"))) inline void block_avx512(const float* A, int6
 // --- BF16 pairs (AVX512_BF16) ---
 // VDPBF16PS adds to each FP32 lane the product of the lanes' high BF16 halves, then that of the low halves,
 // each step an FP32 fused multiply-add rounded to nearest even with denormal inputs and results flushed to
-// zero (Intel SDM pseudo-code; bf16_pairs_ok checks this host does exactly that). With logical k in the high
-// half and k + 1 in the low half this is two steps of the documented chain, twice the products per
+// zero (Intel SDM pseudo-code; bf16_pairs_check tests this host does exactly that). With logical k in the
+// high half and k + 1 in the low half this is two steps of the documented chain, twice the products per
 // instruction. It is used only where that gives the FMA path's bits: every operand value is BF16-exact,
-// finite and normal, and no step can produce a subnormal or overflow (Range::pairs_exact below).
+// finite and normal, and no step can produce a subnormal or overflow (pairs_exact below).
 
 // Biased FP32 exponents of an operand's nonzero values and the OR of their low 16 bits.
 struct Range {
