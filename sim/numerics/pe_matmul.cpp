@@ -1,10 +1,18 @@
 #include "sim/numerics/pe_matmul.h"
 
+// GCC 12's AVX-512 intrinsics start from a self-initialised "undefined" vector (GCC bug 105593): its
+// uninitialised-use warnings in this file are false.
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "sim/numerics/host_threads.h"
@@ -55,19 +63,303 @@ __attribute__((target("avx512f"))) inline void block_avx512(const float* A, int6
     for (int j = 0; j < 2; ++j) _mm512_storeu_ps(C + (m + i) * ldc + n + 16 * j, acc[i][j]);
 }
 
+// --- BF16 pairs (AVX512_BF16) ---
+// VDPBF16PS adds to each FP32 lane the product of the lanes' high BF16 halves, then that of the low halves,
+// each step an FP32 fused multiply-add rounded to nearest even with denormal inputs and results flushed to
+// zero (Intel SDM pseudo-code; bf16_pairs_check tests this host does exactly that). With logical k in the
+// high half and k + 1 in the low half this is two steps of the documented chain, twice the products per
+// instruction. It is used only where that gives the FMA path's bits: every operand value is BF16-exact,
+// finite and normal, and no step can produce a subnormal or overflow (pairs_exact below).
+
+// Biased FP32 exponents of an operand's nonzero values and the OR of their low 16 bits.
+struct Range {
+  uint32_t low = 0;  // nonzero: some value is not BF16-exact
+  int emin = 255;    // 255: no nonzero value
+  int emax = 0;      // 255: a NaN or Inf
+  void add(const Range& r) {
+    low |= r.low;
+    emin = std::min(emin, r.emin);
+    emax = std::max(emax, r.emax);
+  }
+};
+
+Range range_scalar(const float* x, int n) {
+  Range r;
+  for (int i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    r.low |= u & 0xFFFFu;
+    const int e = static_cast<int>((u >> 23) & 0xFF);
+    if (u & 0x7FFFFFFFu) r.emin = std::min(r.emin, e);
+    r.emax = std::max(r.emax, e);
+  }
+  return r;
+}
+
+// Products a*b of BF16-exact normal values are multiples of 2^(ea + eb - 268) (8 significant bits each); a
+// PSUM value is a multiple of 2^(ec - 150). If both quanta are at least 2^-126, every exact partial sum, and
+// so every rounded one, is zero or normal: the flushes never act. The magnitudes bound every partial sum
+// below 2^127: no step overflows. A value with exponent 0 (subnormal) or 255 fails the bounds.
+bool pairs_exact(const Range& a, const Range& b, const Range& c, int K) {
+  if (a.low | b.low) return false;
+  if (a.emin < 1 || b.emin < 1 || c.emin < 24) return false;
+  if (a.emin + b.emin < 142 && a.emin != 255 && b.emin != 255) return false;
+  if (a.emax > 254 || b.emax > 254 || c.emax > 250) return false;
+  int log2k = 0;
+  while ((1 << log2k) < K) ++log2k;
+  return (a.emax - 126) + (b.emax - 126) + log2k <= 125;
+}
+
+// Range over many 16-float vectors, kept in registers and reduced once.
+struct RangeAcc {
+  __m512i low, emin, emax;
+  __attribute__((target("avx512f"))) RangeAcc()
+      : low(_mm512_setzero_si512()), emin(_mm512_set1_epi32(255)), emax(_mm512_setzero_si512()) {}
+  __attribute__((target("avx512f"))) void add(__m512i u) {
+    const __m512i e = _mm512_and_si512(_mm512_srli_epi32(u, 23), _mm512_set1_epi32(0xFF));
+    low = _mm512_or_si512(low, _mm512_and_si512(u, _mm512_set1_epi32(0xFFFF)));
+    emin = _mm512_mask_min_epi32(emin, _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7FFFFFFF)), emin, e);
+    emax = _mm512_max_epi32(emax, e);
+  }
+  __attribute__((target("avx512f"))) Range get() const {
+    alignas(64) uint32_t l[16], lo[16], hi[16];
+    _mm512_store_si512(l, low);
+    _mm512_store_si512(lo, emin);
+    _mm512_store_si512(hi, emax);
+    Range r;
+    for (int i = 0; i < 16; ++i) {
+      r.low |= l[i];
+      r.emin = std::min(r.emin, static_cast<int>(lo[i]));
+      r.emax = std::max(r.emax, static_cast<int>(hi[i]));
+    }
+    return r;
+  }
+};
+
+// The range of rows [0, rows) x cols at x (row stride ld).
+__attribute__((target("avx512f"))) Range range_avx512(const float* x, int64_t ld, int rows, int cols) {
+  RangeAcc acc;
+  Range tail;
+  const int full = cols - cols % 16;
+  for (int r = 0; r < rows; ++r) {
+    const float* row = x + r * ld;
+    for (int j = 0; j < full; j += 16) acc.add(_mm512_loadu_si512(row + j));
+    if (full < cols) tail.add(range_scalar(row + full, cols - full));
+  }
+  Range out = acc.get();
+  out.add(tail);
+  return out;
+}
+
+// Two BF16 halves from the high halves of BF16-exact FP32 values: logical k high, k + 1 low.
+inline uint32_t pair(const float* hi, const float* lo) {
+  uint32_t h, l;
+  std::memcpy(&h, hi, 4);
+  std::memcpy(&l, lo, 4);
+  return (h & 0xFFFF0000u) | (l >> 16);
+}
+// An odd K's last step pairs with -0 * +0 = -0, which leaves every accumulator as it is.
+constexpr uint32_t kNegZeroLow = 0x8000u;
+
+// Row blocks of the pair kernel: 12 rows while they last, then 8, 4 or 1.
+inline int block_rows(int m, int M) {
+  return m + 12 <= M ? 12 : m + 8 <= M ? 8 : m + 4 <= M ? 4 : 1;
+}
+
+// A as pairs, each row block's contraction contiguous: the block of MB rows at m holds
+// Ap[m * K2 + kk * MB + i] = (A[2kk, m + i], A[2kk + 1, m + i]) (low half +0 past an odd K's end).
+std::unique_ptr<uint32_t[]> pack_a(const float* A, int64_t lda, int K, int M) {
+  const int K2 = (K + 1) / 2;
+  std::unique_ptr<uint32_t[]> ap(new uint32_t[static_cast<size_t>(K2) * M]);  // every element written below
+  for (int m = 0; m < M; m += block_rows(m, M)) {
+    const int mb = block_rows(m, M);
+    uint32_t* out = &ap[static_cast<size_t>(m) * K2];
+    for (int kk = 0; kk < K2; ++kk) {
+      const float* r0 = A + 2 * kk * lda + m;
+      const bool odd = 2 * kk + 1 == K;
+      for (int i = 0; i < mb; ++i)
+        out[kk * mb + i] = odd ? pair(r0 + i, r0 + i) & 0xFFFF0000u : pair(r0 + i, r0 + lda + i);
+    }
+  }
+  return ap;
+}
+
+// acc + the lanes' pairs of b times the pair at a (broadcast): one VDPBF16PS. Clang 16 crashes on the
+// intrinsic with a broadcast operand, so clang gets inline assembly (GCC keeps the intrinsic: with the
+// assembly it keeps the accumulators in memory).
+#if defined(__clang__)
+__attribute__((target("avx512f"), always_inline)) inline __m512 dot_pairs(__m512 acc, __m512i b,
+                                                                          const uint32_t* a) {
+  asm("vdpbf16ps %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(b), "m"(*a));
+  return acc;
+}
+#else
+__attribute__((target("avx512f,avx512bf16"), always_inline)) inline __m512 dot_pairs(__m512 acc, __m512i b,
+                                                                                     const uint32_t* a) {
+  return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(static_cast<int>(*a)), (__m512bh)b);
+}
+#endif
+
+template <int MB>
+__attribute__((target("avx512f,avx512bf16"))) inline void block_pairs(const uint32_t* Ap, const uint32_t* Bq,
+                                                                      float* C, int64_t ldc, int kc2, int m,
+                                                                      int n, bool accumulate) {
+  __m512 acc[MB][2];
+  for (int i = 0; i < MB; ++i)
+    for (int j = 0; j < 2; ++j)
+      acc[i][j] = accumulate ? _mm512_loadu_ps(C + (m + i) * ldc + n + 16 * j) : _mm512_setzero_ps();
+  for (int kk = 0; kk < kc2; ++kk) {
+    const __m512i b0 = _mm512_load_si512(Bq + 32 * kk), b1 = _mm512_load_si512(Bq + 32 * kk + 16);
+    const uint32_t* a = Ap + kk * MB;
+    for (int i = 0; i < MB; ++i) {
+      acc[i][0] = dot_pairs(acc[i][0], b0, a + i);
+      acc[i][1] = dot_pairs(acc[i][1], b1, a + i);
+    }
+  }
+  for (int i = 0; i < MB; ++i)
+    for (int j = 0; j < 2; ++j) _mm512_storeu_ps(C + (m + i) * ldc + n + 16 * j, acc[i][j]);
+}
+
+// Packs the panels of columns [n0, n0 + 32 * np) as pairs, panel p at Bq + p * K2 * 32 ([K2][32]), walking
+// B's rows in order, and returns B's range there.
+__attribute__((target("avx512f"))) Range pack_b_pairs(const float* B, int64_t ldb, int K, int n0, int np,
+                                                      uint32_t* Bq) {
+  RangeAcc acc;
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const int K2 = (K + 1) / 2;
+  for (int kk = 0; kk < K2; ++kk) {
+    const float* r0 = B + 2 * kk * ldb + n0;
+    const bool odd = 2 * kk + 1 == K;
+    for (int j = 0; j < 32 * np; j += 16) {
+      const __m512i h = _mm512_loadu_si512(r0 + j);
+      acc.add(h);
+      __m512i l = _mm512_set1_epi32(static_cast<int>(kNegZeroLow << 16));
+      if (!odd) {
+        l = _mm512_loadu_si512(r0 + ldb + j);
+        acc.add(l);
+      }
+      _mm512_store_si512(Bq + static_cast<int64_t>(j / 32) * K2 * 32 + 32 * kk + j % 32,
+                         _mm512_or_si512(_mm512_and_si512(h, high), _mm512_srli_epi32(l, 16)));
+    }
+  }
+  return acc.get();
+}
+
+// The pair path on the panel at n (Bq packed) over all K, in slices of kKc2 pairs as the FP32 path.
+__attribute__((target("avx512f,avx512bf16"))) void panel_pairs(const uint32_t* Ap, const uint32_t* Bq,
+                                                               float* C, int64_t ldc, int K, int M, int n,
+                                                               bool accumulate) {
+  constexpr int kKc2 = 128;
+  const int K2 = (K + 1) / 2;
+  for (int k0 = 0; k0 == 0 || k0 < K2; k0 += kKc2) {
+    const int kc2 = std::min(kKc2, K2 - k0);
+    const bool acc = accumulate || k0 > 0;
+    const uint32_t* Bk = Bq + 32 * k0;
+    for (int m = 0; m < M; m += block_rows(m, M)) {
+      const int mb = block_rows(m, M);
+      const uint32_t* Ak = Ap + static_cast<int64_t>(m) * K2 + static_cast<int64_t>(k0) * mb;
+      switch (mb) {
+        case 12:
+          block_pairs<12>(Ak, Bk, C, ldc, kc2, m, n, acc);
+          break;
+        case 8:
+          block_pairs<8>(Ak, Bk, C, ldc, kc2, m, n, acc);
+          break;
+        case 4:
+          block_pairs<4>(Ak, Bk, C, ldc, kc2, m, n, acc);
+          break;
+        default:
+          block_pairs<1>(Ak, Bk, C, ldc, kc2, m, n, acc);
+      }
+    }
+  }
+}
+
+// The pair path on the whole 32-column panels of [n0, n1) when their B and C values pass pairs_exact with A's
+// range a: returns the first column it did not compute (n0 when it computed nothing).
+__attribute__((target("avx512f"))) int columns_pairs(const uint32_t* Ap, const Range& a, const float* B,
+                                                     int64_t ldb, float* C, int64_t ldc, int K, int M, int n0,
+                                                     int n1, bool accumulate) {
+  const int np = (n1 - n0) / 32, K2 = (K + 1) / 2;
+  if (np == 0) return n0;
+  // Per call, not thread_local (as the FP32 panel below).
+  // Not value-initialised (a memset per call): pack_b_pairs writes every element.
+  std::unique_ptr<uint32_t[]> buf(new uint32_t[static_cast<size_t>(np) * K2 * 32 + 16]);
+  uint32_t* Bq = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(buf.get()) + 63) & ~uintptr_t{63});
+  const Range b = pack_b_pairs(B, ldb, K, n0, np, Bq);
+  const Range c = accumulate ? range_avx512(C + n0, ldc, M, 32 * np) : Range{};
+  if (!pairs_exact(a, b, c, K)) return n0;
+  for (int p = 0; p < np; ++p)
+    panel_pairs(Ap, Bq + static_cast<int64_t>(p) * K2 * 32, C, ldc, K, M, n0 + 32 * p, accumulate);
+  return n0 + 32 * np;
+}
+
+// Checks once that this host's VDPBF16PS is the two rounded steps pairs_exact relies on: order (high half
+// first), a rounding after each step, ties to even, and signed zeros, against std::fma.
+__attribute__((target("avx512f,avx512bf16"))) bool bf16_pairs_check() {
+  const auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  const auto bf = [](uint32_t h) {
+    const uint32_t u = h << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  uint32_t s = 12345;
+  for (int t = 0; t < 4096; ++t) {
+    uint16_t h[4];
+    float c;
+    if (t < 4) {
+      // c = 1 with products 2^-24 and 2^-24 / -1: one rounding per step, high half first; then zeros.
+      const uint16_t one = 0x3F80, tiny = 0x3380, minus_one = 0xBF80;
+      const uint16_t cases[4][4] = {
+          {tiny, tiny, one, one}, {tiny, minus_one, one, one}, {0, 0, 0x8000, 0}, {0x8000, one, 0, one}};
+      for (int j = 0; j < 4; ++j) h[j] = cases[t][j];
+      c = t < 2 ? 1.0f : (t == 2 ? -0.0f : 0.0f);
+    } else {
+      for (auto& x : h) {
+        s = s * 1664525u + 1013904223u;
+        x = static_cast<uint16_t>(((s >> 9) & 0x807F) | ((96 + (s >> 20) % 64) << 7));
+      }
+      s = s * 1664525u + 1013904223u;
+      c = bf(h[0]) * static_cast<float>(s >> 8);
+    }
+    // lane: a = (h0 high, h1 low), b = (h2 high, h3 low)
+    const uint32_t a = (uint32_t{h[0]} << 16) | h[1];
+    const __m512 r =
+        dot_pairs(_mm512_set1_ps(c), _mm512_set1_epi32(static_cast<int>((uint32_t{h[2]} << 16) | h[3])), &a);
+    const float want = std::fma(bf(h[1]), bf(h[3]), std::fma(bf(h[0]), bf(h[2]), c));
+    if (bits(_mm512_cvtss_f32(r)) != bits(want)) return false;
+  }
+  return true;
+}
+
+bool bf16_pairs_usable() {
+  __builtin_cpu_init();
+  static const bool ok =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") && bf16_pairs_check();
+  return ok;
+}
+
 // Each 32-column panel of B is first copied to a contiguous, aligned buffer (B rows are far apart in a wide
 // tile, so the panel would not stay in cache) and walked in slices of kKc contraction rows (the slice fits
 // L1). Between slices the accumulators go through C as FP32, which they already are: the chain of fused
-// multiply-adds per element, in ascending k, is the same.
+// multiply-adds per element, in ascending k, is the same. With Ap (A as BF16 pairs, its range a) the whole
+// panels first take the pair path (columns_pairs) when B's and C's values there allow it.
 __attribute__((target("avx512f"))) void columns_avx512(const float* A, int64_t lda, const float* B,
                                                        int64_t ldb, float* C, int64_t ldc, int K, int M,
-                                                       int n0, int n1, bool accumulate) {
+                                                       int n0, int n1, bool accumulate, const uint32_t* Ap,
+                                                       const Range& a) {
   constexpr int NB = 32, kKc = 256;
+  int n = Ap ? columns_pairs(Ap, a, B, ldb, C, ldc, K, M, n0, n1, accumulate) : n0;
   // Per call, not thread_local: this runs on the host helper threads too, which live on, and LeakSanitizer
-  // reports what their thread_locals hold at exit.
-  std::vector<float> panel(static_cast<size_t>(NB) * K + 16);
-  float* Bp = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(panel.data()) + 63) & ~uintptr_t{63});
-  int n = n0;
+  // reports what their thread_locals hold at exit. Only when a panel is left, not value-initialised (the copy
+  // below writes the rows the blocks read).
+  std::unique_ptr<float[]> panel(n + NB <= n1 ? new float[static_cast<size_t>(NB) * K + 16] : nullptr);
+  float* Bp = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(panel.get()) + 63) & ~uintptr_t{63});
   for (; n + NB <= n1; n += NB) {
     for (int k = 0; k < K; ++k) {
       _mm512_store_ps(Bp + NB * k, _mm512_loadu_ps(B + k * ldb + n));
@@ -118,30 +410,54 @@ __attribute__((target("avx2,fma"))) void columns_avx2(const float* A, int64_t ld
   if (n < n1) edge(A, lda, B, ldb, C, ldc, K, 0, M, n, n1, accumulate);
 }
 
+__attribute__((target("avx512f"))) void columns_avx512_fp32(const float* A, int64_t lda, const float* B,
+                                                            int64_t ldb, float* C, int64_t ldc, int K, int M,
+                                                            int n0, int n1, bool accumulate) {
+  columns_avx512(A, lda, B, ldb, C, ldc, K, M, n0, n1, accumulate, nullptr, Range{});
+}
+
 ColumnsFn pick() {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return columns_avx512;
+  if (__builtin_cpu_supports("avx512f")) return columns_avx512_fp32;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return columns_avx2;
   return columns_scalar;
 }
 
 }  // namespace
 
+bool pe_matmul_bf16_pairs() {
+  static const bool ok = pick() == columns_avx512_fp32 && bf16_pairs_usable();
+  return ok;
+}
+
 void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int K, int M,
                int N, bool accumulate, int threads) {
   static const ColumnsFn columns = pick();
   if (M <= 0 || N <= 0) return;
+  // A as BF16 pairs when its values allow the pair path (B and C are checked per panel).
+  std::unique_ptr<uint32_t[]> ap;
+  Range a;
+  if (K > 0 && N >= 32 && pe_matmul_bf16_pairs()) {
+    a = range_avx512(A, lda, K, M);
+    if (a.low == 0 && a.emin >= 1 && a.emax <= 254) ap = pack_a(A, lda, K, M);
+  }
+  const auto run = [&](int n0, int n1) {
+    if (!ap)
+      columns(A, lda, B, ldb, C, ldc, K, M, n0, n1, accumulate);
+    else
+      columns_avx512(A, lda, B, ldb, C, ldc, K, M, n0, n1, accumulate, ap.get(), a);
+  };
   constexpr int kChunk = 32;  // column granularity of the thread split
   threads = std::clamp(threads, 1, std::max(1, N / kChunk));
   if (threads == 1) {
-    columns(A, lda, B, ldb, C, ldc, K, M, 0, N, accumulate);
+    run(0, N);
     return;
   }
   // Each output element is computed by exactly one thread, in the same order as with one thread.
   const int chunks = (N + kChunk - 1) / kChunk;
   const auto slice = [&](int t) {
     const int n0 = chunks * t / threads * kChunk, n1 = std::min(N, chunks * (t + 1) / threads * kChunk);
-    if (n0 < n1) columns(A, lda, B, ldb, C, ldc, K, M, n0, n1, accumulate);
+    if (n0 < n1) run(n0, n1);
   };
   host_split(threads, slice);
 }

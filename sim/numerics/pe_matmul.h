@@ -15,6 +15,14 @@ namespace trnsim::num {
 // underflow) this equals rounding the product and then the sum. The public sources do not document the PE's
 // internal order (docs/facts/trainium-hardware.md §7, open question 1); this choice makes runs
 // bit-reproducible. `threads` > 1 splits the N columns; the bytes do not depend on it.
+//
+// Where the host has AVX512_BF16 and the operands allow it (every value BF16-exact, e.g. FP8/MX-dequantized
+// or BF16; no subnormal, NaN or Inf; magnitudes that keep every step normal and finite: pe_matmul.cpp,
+// pairs_exact) two steps of the chain run in one VDPBF16PS, which rounds after each step as above: the same
+// bits, about twice the rate. pe_matmul_bf16_pairs() says whether this host takes that path (checked once
+// against std::fma).
+bool pe_matmul_bf16_pairs();
+
 void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int K, int M,
                int N, bool accumulate, int threads = 1);
 

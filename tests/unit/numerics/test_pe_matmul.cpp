@@ -115,3 +115,71 @@ TEST_CASE("pe_matmul called from several host threads at once gives the one-thre
   for (auto& t : callers) t.join();
   for (const auto& C : got) CHECK(same_bits(C, want));
 }
+
+TEST_CASE("pe_matmul takes the BF16 pair path on an AVX512_BF16 host", "[pe_matmul]") {
+  // The path is used only after its check against std::fma passes at first use; on this kind of host it must.
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16"))
+    CHECK(trnsim::num::pe_matmul_bf16_pairs());
+}
+
+TEST_CASE("pe_matmul gives the FMA chain's bits where the BF16 pair path must not run", "[pe_matmul]") {
+  // K = 3 as the first test, 32 columns (a whole panel): 2^25 + 1 - 2^25 = 0 with a rounding after each step,
+  // where one rounding over two steps would give 1.
+  {
+    std::vector<float> A = {std::ldexp(1.0f, 25), 1.0f, -std::ldexp(1.0f, 25)};
+    std::vector<float> B(3 * 32, 1.0f);
+    std::vector<float> C(32, 7.0f);
+    pe_matmul(A.data(), 1, B.data(), 32, C.data(), 32, 3, 1, 32, /*accumulate=*/false);
+    CHECK(same_bits(C, std::vector<float>(32, 0.0f)));
+  }
+  // Operands whose values are BF16 pairs' (odd K: the last step pairs with -0) but whose products or PSUM
+  // values fall below 2^-126: the pair instruction flushes those to zero, the FMA chain keeps them
+  // (2^-70 * 2^-70 = 2^-140, a subnormal). Every case must give the reference's bits.
+  constexpr int K = 33, M = 13, N = 64;
+  const auto base_a = values(static_cast<size_t>(K) * M, 21);
+  const auto base_b = values(static_cast<size_t>(K) * N, 22);
+  const auto base_c = values(static_cast<size_t>(M) * N, 23);
+  const auto scaled = [](std::vector<float> v, int e) {
+    for (auto& x : v) x = std::ldexp(x, e);
+    return v;
+  };
+  struct Case {
+    const char* what;
+    std::vector<float> A, B, C;
+  };
+  // Row m = 1: 2^-63 * 2^-63 (1 + 2^-7) - 2^-63 * 2^-63 = 2^-133, products normal, their sum subnormal.
+  auto tiny_a = base_a, tiny_b = base_b;
+  for (int k = 0; k < K; ++k) tiny_a[k * M + 1] = 0.0f;
+  tiny_a[1] = std::ldexp(1.0f, -63);
+  tiny_a[M + 1] = -std::ldexp(1.0f, -63);
+  for (int n = 0; n < N; ++n) {
+    tiny_b[n] = std::ldexp(1.0f + std::ldexp(1.0f, -7), -63);
+    tiny_b[N + n] = std::ldexp(1.0f, -63);
+  }
+  // Row m = 0 of A all zero: C[0, 5] = 2^-140 stays as it is when accumulating.
+  auto zero_row = base_a;
+  for (int k = 0; k < K; ++k) zero_row[k * M] = 0.0f;
+  auto subnormal_c = base_c;
+  subnormal_c[5] = std::ldexp(1.0f, -140);
+  auto not_bf16 = base_b;
+  not_bf16[N + 40] = 1.0f + std::ldexp(1.0f, -20);
+  const std::vector<Case> cases = {
+      {"in range", base_a, base_b, base_c},
+      {"subnormal products", scaled(base_a, -64), scaled(base_b, -64), base_c},
+      {"a subnormal partial sum", tiny_a, tiny_b, base_c},
+      {"a subnormal PSUM value", zero_row, base_b, subnormal_c},
+      {"a value that is not BF16", base_a, not_bf16, base_c},
+      {"products past FP32's range", scaled(base_a, 60), scaled(base_b, 60), base_c},
+  };
+  for (const Case& c : cases)
+    for (bool acc : {false, true}) {
+      const auto want = reference(c.A, c.B, c.C, K, M, N, acc);
+      for (int threads : {1, 2}) {
+        auto C = c.C;
+        pe_matmul(c.A.data(), M, c.B.data(), N, C.data(), N, K, M, N, acc, threads);
+        INFO(c.what << " accumulate=" << acc << " threads=" << threads);
+        CHECK(same_bits(C, want));
+      }
+    }
+}
