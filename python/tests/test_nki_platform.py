@@ -23,20 +23,19 @@ X = np.arange(16, dtype=np.float32).reshape(4, 4)
 @contextlib.contextmanager
 def env(**values):
     """The environment with `values` set (None: unset), restored afterwards."""
+    def put(vals):
+        for k, v in vals.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
     old = {k: os.environ.get(k) for k in values}
     try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        put(values)
         yield
     finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        put(old)
 
 
 def _copy(x):
