@@ -72,8 +72,9 @@ def _tensor_of(value):
 
 
 def _cores(grid, lnc, kernel=None):
-    """The physical cores of the run: the kernel[...] launch grid of 1 or 2 programs, else `lnc` (the
-    workload's "lnc": 1 or 2; a larger grid's programs run in turn on those cores), else 1."""
+    """The physical cores of the run: `lnc` (the workload's "lnc": 1 or 2; a larger grid's programs run in
+    turn on those cores), else the kernel[...] launch grid of 1 or 2 programs, else NEURON_LOGICAL_NC_CONFIG,
+    else 1; a grid disagreeing with either is a ValueError."""
     if lnc is None:
         env = _platform.env_lnc()  # NKI 2.33's NEURON_LOGICAL_NC_CONFIG: the LNC when lnc= does not say
         if env is not None and grid is not None and grid != env:
