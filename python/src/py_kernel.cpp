@@ -6,6 +6,7 @@
 
 #include "kernels/api/checks.h"
 #include "kernels/api/constant_inputs.h"
+#include "kernels/api/input_order.h"
 #include "python/src/kernel_handle.h"
 #include "python/src/py_util.h"
 #include "sim/base/json_excerpt.h"
@@ -54,7 +55,9 @@ kernels::ParamType param_type(const std::string& t) {
   return kernels::ParamType::String;
 }
 
-class PythonKernel final : public kernels::BoundKernel, public kernels::ConstantInputs {
+class PythonKernel final : public kernels::BoundKernel,
+                           public kernels::ConstantInputs,
+                           public kernels::InputOrder {
  public:
   explicit PythonKernel(PythonKernelSpec spec) : spec_(std::move(spec)), def_(spec_.name) {
     pyb::tuple fg = runner().attr("resolve_kernel")(spec_.kernel);
@@ -160,6 +163,12 @@ class PythonKernel final : public kernels::BoundKernel, public kernels::Constant
   void check_inputs(const kernels::Tensors&) const override {}
   json frontend_stats() const override { return frontend_stats_; }
   kernels::Tensors constant_inputs() const override { return constants_; }
+  // spec_.inputs are in the function's parameter order (load_nki_kernel).
+  std::vector<std::string> input_order() const override {
+    std::vector<std::string> names;
+    for (const workload::TensorInfo& t : spec_.inputs) names.push_back(t.name);
+    return names;
+  }
 
  private:
   // The keyword arguments the kernel and the reference are called with.

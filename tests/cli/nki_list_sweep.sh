@@ -24,6 +24,9 @@ check "list gives its function and reference" \
 check "list gives an input's dtype and shape" 'grep -qE "^  input gamma +float32 \[1024\]$" "$T/list.txt"'
 check "list gives rmsnorm's keyword parameter eps with its default" \
   'grep -qE "^  eps +float +default 1e-06 +keyword argument of rmsnorm_kernel$" "$T/list.txt"'
+"$TRNSIM" list nki_rmsnorm >"$T/rms.txt"
+check "list nki_rmsnorm: the inputs in the kernel's parameter order (x, gamma): $(grep input "$T/rms.txt" | tr -s ' ')" \
+  '[[ $(grep -E "^  input " "$T/rms.txt" | awk "{print \$2}" | tr "\n" " ") == "x gamma " ]]'
 check "list still lists the registered kernels first" '[[ $(head -1 "$T/list.txt") == matmul_bf16 ]]'
 "$TRNSIM" list nki_rmsnorm --json >"$T/rms.json"
 check "list nki_rmsnorm --json: the parameters and inputs" \
@@ -33,8 +36,9 @@ j = json.load(open(sys.argv[1]))
 assert j[\"kernel\"] == {\"nki\": \"rmsnorm.py\", \"function\": \"rmsnorm_kernel\"}, j[\"kernel\"]
 assert j[\"workload\"] == \"examples/nki/rmsnorm.json\"
 assert [(p[\"name\"], p[\"type\"], p[\"default\"]) for p in j[\"params\"]] == [(\"eps\", \"float\", 1e-06)], j[\"params\"]
-assert j[\"inputs\"] == [{\"name\": \"gamma\", \"dtype\": \"float32\", \"shape\": [1024]},
-                       {\"name\": \"x\", \"dtype\": \"float32\", \"shape\": [256, 1024]}], j[\"inputs\"]
+# In the parameter order of rmsnorm_kernel(x, gamma, eps), as a caller passes them (tester23s F3: was sorted).
+assert j[\"inputs\"] == [{\"name\": \"x\", \"dtype\": \"float32\", \"shape\": [256, 1024]},
+                       {\"name\": \"gamma\", \"dtype\": \"float32\", \"shape\": [1024]}], j[\"inputs\"]
 " "$T/rms.json"'
 n=$("$TRNSIM" list --json | /usr/bin/python3 -c 'import json, sys; print(sum(1 for k in json.load(sys.stdin) if "workload" in k))')
 nfiles=$(ls "$SRC"/examples/nki/*.json | wc -l)

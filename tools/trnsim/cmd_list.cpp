@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "kernels/api/input_order.h"
 #include "kernels/api/registry.h"
 #include "kernels/workload/workload.h"
 #include "sim/base/error.h"
@@ -106,23 +107,40 @@ void print_text(const kernels::KernelDef& k) {
 struct PythonEntry {
   std::string workload;  // relative to the source tree
   workload::Workload w;
-  std::vector<kernels::ParamSpec> params;  // the function's keyword arguments
-  bool open_params = false;                // it takes **kwargs
-  std::string error;                       // why its parameters are unknown (e.g. a build without Python)
+  std::vector<kernels::ParamSpec> params;    // the function's keyword arguments
+  bool open_params = false;                  // it takes **kwargs
+  std::vector<workload::InputEntry> inputs;  // the workload's, in the order the function takes them
+  std::string error;                         // why its parameters are unknown (e.g. a build without Python)
 };
 
 constexpr const char* kPythonDir = "examples/nki";
+
+// The workload's input entries with the kernel's inputs first, in `order` (the function's parameter order, as
+// a caller passes them positionally), then the rest (recipes) as the workload has them.
+std::vector<workload::InputEntry> in_kernel_order(const std::vector<workload::InputEntry>& entries,
+                                                  const std::vector<std::string>& order) {
+  std::vector<workload::InputEntry> out;
+  for (const std::string& name : order)
+    for (const workload::InputEntry& e : entries)
+      if (!e.is_recipe && e.key == name) out.push_back(e);
+  for (const workload::InputEntry& e : entries)
+    if (std::find_if(out.begin(), out.end(), [&](const auto& o) { return o.key == e.key; }) == out.end())
+      out.push_back(e);
+  return out;
+}
 
 // The workload file `f` (shown as `shown`) and, for a Python kernel, the function's parameters.
 PythonEntry entry_of(const std::string& f, const std::string& shown) {
   PythonEntry p;
   p.workload = shown;
   p.w = workload::parse_workload(f);
+  p.inputs = p.w.inputs;
   if (!p.w.kernel_source) return p;
   try {
     const auto bound = workload::bind_kernel(p.w);
     p.params = bound->def().params();
     p.open_params = bound->def().open_params();
+    p.inputs = in_kernel_order(p.w.inputs, kernels::input_order_of(bound.get()));
   } catch (const Error& e) {
     p.error = e.what();
   }
@@ -169,7 +187,7 @@ nlohmann::json to_json(const PythonEntry& p) {
   };
   nlohmann::json params = nlohmann::json::array(), inputs = nlohmann::json::array();
   for (const kernels::ParamSpec& s : p.params) params.push_back(spec_json(s));
-  for (const workload::InputEntry& e : p.w.inputs) {
+  for (const workload::InputEntry& e : p.inputs) {
     nlohmann::json i = {{"name", e.key}};
     const NpyHeader h = npy_header_of(e);
     if (e.dtype) i["dtype"] = kernels::dtype_str(*e.dtype);
@@ -213,7 +231,7 @@ void print_text(const PythonEntry& p) {
   if (p.w.reference)
     std::printf("; reference %s in %s", p.w.reference->function.c_str(), p.w.reference->written.c_str());
   std::printf("\n");
-  for (const workload::InputEntry& e : p.w.inputs) print_input(e);
+  for (const workload::InputEntry& e : p.inputs) print_input(e);
   if (!p.error.empty()) std::printf("  (parameters unknown: %s)\n", p.error.c_str());
   print_specs(p.params, 0);
   if (p.open_params)
@@ -227,7 +245,7 @@ void print_workload_text(const PythonEntry& p, const kernels::KernelDef& k) {
   std::printf("%s (%s)\n", p.w.name.c_str(), p.workload.c_str());
   if (!p.w.description.empty()) std::printf("  %s\n", p.w.description.c_str());
   std::printf("  kernel %s (registered; its parameters below)\n", k.name().c_str());
-  for (const workload::InputEntry& e : p.w.inputs) print_input(e);
+  for (const workload::InputEntry& e : p.inputs) print_input(e);
   if (!p.w.params.empty()) std::printf("  the workload sets: %s\n", p.w.params.dump().c_str());
   std::printf("\n");
   print_text(k);
@@ -274,7 +292,7 @@ bool list_file(const ListOptions& o) {
   const kernels::KernelDef& k = kernels::registry().get(p.w.kernel);
   if (o.json) {
     nlohmann::json inputs = nlohmann::json::array();
-    for (const workload::InputEntry& e : p.w.inputs) inputs.push_back(e.key);
+    for (const workload::InputEntry& e : p.inputs) inputs.push_back(e.key);
     std::printf("%s\n", nlohmann::json{{"name", p.w.name},
                                        {"doc", p.w.description},
                                        {"workload", p.workload},

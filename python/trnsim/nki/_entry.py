@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _core
 from .._runner import resolve_kernel
-from . import _errors, _print
+from . import _errors, _platform, _print
 
 _LOC = re.compile(r"([^:\n]+\.py):(\d+): ")
 
@@ -72,10 +72,17 @@ def _tensor_of(value):
 
 
 def _cores(grid, lnc, kernel=None):
-    """The physical cores of the run: the kernel[...] launch grid of 1 or 2 programs, else `lnc` (the
-    workload's "lnc": 1 or 2; a larger grid's programs run in turn on those cores), else 1."""
+    """The physical cores of the run: `lnc` (the workload's "lnc": 1 or 2; a larger grid's programs run in
+    turn on those cores), else the kernel[...] launch grid of 1 or 2 programs, else NEURON_LOGICAL_NC_CONFIG,
+    else 1; a grid disagreeing with either is a ValueError."""
     if lnc is None:
-        return grid or 1
+        env = _platform.env_lnc()  # NKI 2.33's NEURON_LOGICAL_NC_CONFIG: the LNC when lnc= does not say
+        if env is not None and grid is not None and grid != env:
+            raise ValueError("%s=%d conflicts with the kernel's launch grid %s, which runs it on %d core%s%s: "
+                             "unset the variable or drop the [...] (NKI's runtime refuses the mismatch too)"
+                             % (_platform.LNC_ENV, env, _grid_text(kernel, grid), grid, "" if grid == 1 else "s",
+                                _grid_why(kernel, grid)))
+        return grid or env or 1
     if isinstance(lnc, bool) or lnc not in (1, 2):
         raise ValueError("lnc=%r: trnsim runs 1 core or the LNC2 pair (lnc=2)" % (lnc,))
     if grid is not None and grid != lnc:
@@ -136,6 +143,7 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
         else:
             inputs.append((name, t[0], t[1]))
             given[name] = None if isinstance(value, typed) else t[0]
+    hardware = _platform.hardware_for(kernel, hardware)
     hw = hardware if isinstance(hardware, _core.HwConfig) else _core.load_hw_config(str(hardware), {})
     _jit.track_written_inputs = True  # (the build happens here: the inputs it writes, for _written_back)
     try:
@@ -191,7 +199,7 @@ def _ordered_outputs(run, given):
 
 
 @_one_at_a_time
-def simulate_kernel(kernel, *args, hardware="trn2", lnc=None, **kwargs):
+def simulate_kernel(kernel, *args, hardware=None, lnc=None, **kwargs):
     """Runs ``kernel(*args, **kwargs)`` on the simulated machine and returns its outputs as NumPy arrays (one
     array for ``return o``, else a tuple in the order the kernel returns them: ``return (o,)`` gives a tuple of
     one), like ``nki.simulate_kernel``. NumPy array
@@ -201,7 +209,9 @@ def simulate_kernel(kernel, *args, hardware="trn2", lnc=None, **kwargs):
     uint8, ...); bfloat16 and the FP8 dtypes, which NumPy lacks, as float32 values (exact). ``lnc=2`` runs
     it on the LNC2 pair, as the workload's "lnc": 2 (a launch grid ``kernel[2]`` does so by itself; a larger
     grid's programs run in turn on the run's cores, program n of grid dim 0 on core n % lnc, or as an
-    nl.spmd_dim's nl.nc sub-dim says)."""
+    nl.spmd_dim's nl.nc sub-dim says). Without ``lnc=`` or a launch grid of 1 or 2, NEURON_LOGICAL_NC_CONFIG
+    (1 or 2) gives the LNC. ``hardware``: a config name or file; unset, the kernel's
+    ``nki.jit(platform_target=...)``, else NEURON_PLATFORM_TARGET_OVERRIDE, else trn2 (trnsim.nki._platform)."""
     run, given = _prepare(kernel, args, kwargs, hardware, None, True, lnc)
     run.run()
     outs = _ordered_outputs(run, given)
@@ -268,14 +278,14 @@ def _check_trace_path(trace):
 
 
 @_one_at_a_time
-def benchmark(kernel, *args, hardware="trn2", lnc=None, trace=None, reference=None, numerics=True,
+def benchmark(kernel, *args, hardware=None, lnc=None, trace=None, reference=None, numerics=True,
               overwrite=False, _nki_options=None, **kwargs):
     """Runs the kernel once on the simulated machine and returns a BenchmarkResult with the simulated
     latency, the stats and (``trace="t.pftrace"`` or ``.json``, in a folder that exists) a trace, like
     ``nki.benchmark``. ``reference``: a NumPy function of the same arguments whose outputs the result's
     ``checks`` compare with; ``numerics=False``: timing only. A trace replaces a file already at its path
     only when trnsim wrote it (its folder's record lists it unchanged), or with ``overwrite=True`` (the
-    CLI's ``--overwrite``). ``lnc``: as simulate_kernel's."""
+    CLI's ``--overwrite``). ``lnc`` and ``hardware``: as simulate_kernel's."""
     if trace:
         trace = _check_trace_path(trace)
     run, given = _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc)

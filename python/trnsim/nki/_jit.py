@@ -11,7 +11,7 @@ import os
 import re
 import threading
 
-from . import _budget, _emit, _loop_reduce, _loops, _print, _trace
+from . import _budget, _emit, _loop_reduce, _loops, _platform, _print, _trace
 from ._backend import Target
 from ._dtypes import as_dtype
 from ._errors import Loc, NkiError
@@ -109,13 +109,60 @@ class JitKernel:
 
 
 def jit(func=None, mode=None, **kwargs):
-    """@nki.jit / @nki.jit(...): a kernel trnsim can run (the keyword arguments NKI takes are accepted;
-    additional_compile_opt='--enable-instruction-scheduling=false' keeps program order)."""
+    """@nki.jit / @nki.jit(...): a kernel trnsim can run (the keyword arguments NKI takes, _JIT_KEYWORDS;
+    additional_compile_opt='--enable-instruction-scheduling=false' keeps program order; platform_target
+    picks the hardware of a call that names none, trnsim.nki._platform)."""
+    _check_jit_options(kwargs)
     if func is None:
         return lambda f: JitKernel(f, None, kwargs)
     if isinstance(func, JitKernel):
         return func
     return JitKernel(func, None, kwargs)
+
+
+def _check_platform(kernel, target):
+    """NkiError at the kernel's def line when the run's hardware is of another generation than the kernel's
+    nki.jit(platform_target=...) names (hardware=, or a workload's "hardware"): the kernel says what it is
+    written for, and a run on other hardware would measure something else."""
+    written = kernel.options.get("platform_target")
+    if written is None or _platform.TARGETS[written] == target.generation:
+        return
+    mine = _platform.TARGETS[written]
+    raise NkiError(f"kernel {kernel.fn.__name__} is written for nki.jit(platform_target={written!r}), a {mine} "
+                   f"NeuronCore, but the run's hardware is a {target.generation} config: run it on a {mine} "
+                   f"config (simulate_kernel / benchmark: hardware='{mine}', or leave hardware= out; a workload: "
+                   f"\"hardware\": \"{mine}\") or change its platform_target", loc=Loc(def_loc(kernel.fn)))
+
+
+# nki.jit's keyword arguments: NKI's (2.33's compile_config and specialization_config; platform_target, as
+# nki-samples' tutorials pass it; the earlier mode and compiler options, which have no counterpart here) and
+# trnsim's own (schedule, bufs). Any other is a TypeError naming it, as a function without **kwargs raises.
+_JIT_KEYWORDS = ("mode", "platform_target", "compile_config", "specialization_config", "additional_compile_opt",
+                 "debug_kernel", "show_compiler_tb", "experimental_flags", "schedule", "bufs")
+
+
+def _check_jit_options(kwargs):
+    """nki.jit's keyword arguments checked: a name it does not take, a platform_target NKI does not accept
+    or a config of the wrong class is an error at the decorator line."""
+    from . import compiler
+    from ._errors import caller_loc
+
+    where = caller_loc()
+    at = f"{where}: " if where else ""
+    for k in kwargs:
+        if k not in _JIT_KEYWORDS:
+            raise TypeError(f"{at}nki.jit() got an unexpected keyword argument '{k}' (it takes "
+                            f"{', '.join(_JIT_KEYWORDS[:8])}; docs/nki.md, \"Target platform and LNC\")")
+    if kwargs.get("platform_target") is not None:
+        try:
+            _platform.check_target(kwargs["platform_target"], "nki.jit: platform_target")
+        except ValueError as e:
+            raise ValueError(f"{at}{e}") from None
+    for k, cls in (("compile_config", compiler.CompileConfig), ("specialization_config",
+                                                                 compiler.SpecializationConfig)):
+        v = kwargs.get(k)
+        if v is not None and not isinstance(v, cls):
+            raise TypeError(f"{at}nki.jit: {k}={v!r}: expected a nki.compiler.{cls.__name__}(...)")
 
 
 def _programs_of_core(grid, core, cores, block=1):
@@ -166,6 +213,7 @@ def _build_core(kernel, args, kwargs):
         path = kernel.fn.__code__.co_filename
         _kernel_file[os.path.basename(path)] = path
     target = Target.of_kernel(k)
+    _check_platform(kernel, target)
     ids, grid = _programs_of_core(kernel.launch_grid, core, cores, kernel.core_block)
     trace = _trace.Trace(kernel.fn.__code__, ids[0], grid, grid, target, kernel.options)
     trace.kernel = k

@@ -1,0 +1,206 @@
+"""The hardware and LNC a Python call picks when trnsim's hardware= / lnc= do not say: the kernel's
+nki.jit(platform_target=...), NEURON_PLATFORM_TARGET_OVERRIDE and NEURON_LOGICAL_NC_CONFIG (tester23s F4, F5),
+and nki.jit's keywords with NKI 2.33's CompileConfig / SpecializationConfig (F6)."""
+
+import contextlib
+import os
+import warnings
+
+import numpy as np
+
+from runner import line_of, main, raises, raises_at
+
+import trnsim.nki as tn
+import nki
+import nki.language as nl
+import nki.isa as nisa
+from nki.compiler import AddressRotation, CompileConfig, SpecializationConfig
+
+HERE = os.path.abspath(__file__)
+X = np.arange(16, dtype=np.float32).reshape(4, 4)
+
+
+@contextlib.contextmanager
+def env(**values):
+    """The environment with `values` set (None: unset), restored afterwards."""
+    def put(vals):
+        for k, v in vals.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    old = {k: os.environ.get(k) for k in values}
+    try:
+        put(values)
+        yield
+    finally:
+        put(old)
+
+
+def _copy(x):
+    o = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(o, nl.load(x))
+    return o
+
+
+copy_trn3 = nki.jit(platform_target="trn3")(_copy)
+copy_gen2 = nki.jit(platform_target="gen2")(_copy)
+copy_any = nki.jit(_copy)
+
+
+@nki.jit(platform_target="trn3")  # quant's def
+def quant(x):
+    # quantize_mx exists on Trn3 only: it runs only if the kernel's platform_target picked trn3.
+    p, f = x.shape
+    data = nl.ndarray((p, f // 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.shared_hbm)
+    q = nl.ndarray((p, f // 4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    s = nl.ndarray((p, f // 4), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.quantize_mx(dst=q, src=nl.load(x, dtype=nl.bfloat16), dst_scale=s)
+    nl.store(data, q)
+    return data
+
+
+@nki.jit
+def programs(x):
+    # Each core stores num_programs at its program id; one program stores -1 at index 1.
+    o = nl.ndarray((1, 2), dtype=nl.int32, buffer=nl.shared_hbm)
+    n = nl.num_programs(0)
+    pid = nl.program_id(0)
+    nl.store(o[0:1, pid:pid + 1], nl.full((1, 1), n, dtype=nl.int32))
+    if n == 1:
+        nl.store(o[0:1, 1:2], nl.full((1, 1), -1, dtype=nl.int32))
+    return o
+
+
+def hardware_of(kernel, **kw):
+    return tn.benchmark(kernel, X, **kw).stats["hardware"]
+
+
+def test_platform_target_picks_the_hardware():
+    with env(NEURON_PLATFORM_TARGET_OVERRIDE=None):
+        assert hardware_of(copy_trn3) == "trn3"
+        assert hardware_of(copy_gen2) == "trn1"  # gen2 (trn1|inf2|gen2): Trn1's NeuronCore
+        assert hardware_of(copy_any) == "trn2"  # nothing says: trn2, as before
+        x = np.ones((32, 64), np.float32)
+        assert tn.simulate_kernel(quant, x).shape == (32, 16)  # it was "quantize_mx exists on Trn3 only"
+        assert quant(x).shape == (32, 16)  # the direct call too
+        assert hardware_of(copy_trn3, hardware="trn3") == "trn3"  # hardware= of the same generation
+
+
+def test_hardware_of_another_generation_is_an_error():
+    e = raises(tn.NkiError, tn.simulate_kernel, copy_trn3, X, hardware="trn2")
+    assert str(e) == (
+        "test_nki_platform.py:%d: kernel _copy is written for nki.jit(platform_target='trn3'), a trn3 NeuronCore, "
+        "but the run's hardware is a trn2 config: run it on a trn3 config (simulate_kernel / benchmark: "
+        "hardware='trn3', or leave hardware= out; a workload: \"hardware\": \"trn3\") or change its platform_target"
+        % line_of(HERE, "def _copy(x):")), str(e)
+
+
+def test_platform_target_override_env():
+    with env(NEURON_PLATFORM_TARGET_OVERRIDE="trn3"):
+        assert hardware_of(copy_any) == "trn3"
+        assert hardware_of(copy_trn3) == "trn3"
+        assert hardware_of(copy_any, hardware="trn2") == "trn2"  # trnsim's hardware= wins over the variable
+    with env(NEURON_PLATFORM_TARGET_OVERRIDE="gen3"):
+        assert hardware_of(copy_any) == "trn2"
+        e = raises(ValueError, tn.simulate_kernel, copy_trn3, X)
+        assert str(e) == ("NEURON_PLATFORM_TARGET_OVERRIDE='gen3' conflicts with the kernel's "
+                          "nki.jit(platform_target='trn3'), a trn3 NeuronCore: unset the variable or name trn3 in it"), e
+    with env(NEURON_PLATFORM_TARGET_OVERRIDE="trn9"):
+        e = raises(ValueError, tn.simulate_kernel, copy_any, X)
+        assert str(e) == ("NEURON_PLATFORM_TARGET_OVERRIDE='trn9' is not a platform target NKI accepts "
+                          "(trn1|inf2|gen2, trn2|gen3, trn3|gen4)"), e
+    with env(NEURON_PLATFORM_TARGET_OVERRIDE=""):  # empty: unset
+        assert hardware_of(copy_any) == "trn2"
+
+
+def test_bad_platform_target():
+    e = raises_at(ValueError, "nki.jit: platform_target='trn4' is not a platform target NKI accepts "
+                  "(trn1|inf2|gen2, trn2|gen3, trn3|gen4)", HERE, "# the unknown " "target",
+                  lambda: nki.jit(platform_target="trn4"))  # the unknown target
+    assert str(e).startswith("test_nki_platform.py:"), e
+
+
+def test_lnc_env():
+    with env(NEURON_LOGICAL_NC_CONFIG=None):
+        assert tn.simulate_kernel(programs, X).tolist() == [[1, -1]]
+    with env(NEURON_LOGICAL_NC_CONFIG="2"):
+        # Two cores, each seeing num_programs 2 (it was [[1, -1]]: one program).
+        assert tn.simulate_kernel(programs, X).tolist() == [[2, 2]]
+        assert programs(X).tolist() == [[2, 2]]
+        assert tn.benchmark(programs, X).stats["cores"] == 2
+        assert tn.simulate_kernel(programs, X, lnc=1).tolist() == [[1, -1]]  # lnc= wins over the variable
+        assert tn.simulate_kernel(programs[2], X).tolist() == [[2, 2]]
+    with env(NEURON_LOGICAL_NC_CONFIG="1"):
+        assert tn.simulate_kernel(programs, X).tolist() == [[1, -1]]
+        e = raises(ValueError, tn.simulate_kernel, programs[2], X)
+        assert str(e) == ("NEURON_LOGICAL_NC_CONFIG=1 conflicts with the kernel's launch grid programs[2], which "
+                          "runs it on 2 cores (one program per core): unset the variable or drop the [...] (NKI's "
+                          "runtime refuses the mismatch too)"), e
+    with env(NEURON_LOGICAL_NC_CONFIG="4"):
+        e = raises(ValueError, tn.simulate_kernel, programs, X)
+        assert str(e) == ("NEURON_LOGICAL_NC_CONFIG='4': NKI's LNC degree is 1 or 2 (trnsim runs 1 core or the "
+                          "LNC2 pair)"), e
+
+
+def test_compile_config():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        k = nki.jit(compile_config=CompileConfig(non_ssa_legalization=True))(_copy)  # the nki.jit page's example
+    assert [(str(m.message), m.category, m.lineno) for m in w] == [
+        ("nki.compiler.CompileConfig: non_ssa_legalization=True is ignored: trnsim runs the traced instructions "
+         "as written (no backend pass runs)", RuntimeWarning, line_of(HERE, "the nki.jit page's example"))]
+    assert np.array_equal(tn.simulate_kernel(k, X), X)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        # Values trnsim honours as it is: no warning.
+        CompileConfig(barrier_check=True, dead_code_elim=False, prefetch_auto=False, nki_alloc_fallback=False)
+        SpecializationConfig()
+    assert not w, [str(m.message) for m in w]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        c = CompileConfig(address_rotation=AddressRotation.DISABLE, barrier_check=False)
+        s = SpecializationConfig(allow_nested_config_override=True)
+    assert [str(m.message) for m in w] == [
+        "nki.compiler.CompileConfig: address_rotation=<AddressRotation.DISABLE: 'disable'> is ignored: trnsim "
+        "places tensors by its own allocation model (docs/nki.md, Allocation)",
+        "nki.compiler.CompileConfig: barrier_check=False is ignored: trnsim always checks that the two LNC2 cores "
+        "make the same core_barrier and sendrecv calls",
+        "nki.compiler.SpecializationConfig: allow_nested_config_override=True is ignored: trnsim compares no "
+        "nested kernel's config: a nested @nki.jit kernel runs inline under its caller's"], [str(m.message) for m in w]
+    k = nki.jit(compile_config=c, specialization_config=s)(_copy)
+    assert np.array_equal(tn.simulate_kernel(k, X), X)
+
+
+def test_bad_configs():
+    e = raises_at(TypeError, "nki.compiler.CompileConfig() got an unexpected keyword argument 'opt_level' (NKI "
+                  "2.33's fields: address_rotation, non_ssa_legalization, dead_code_elim, barrier_check, "
+                  "prefetch_auto, nki_alloc_fallback)", HERE, "# the unknown " "field",
+                  lambda: CompileConfig(opt_level=2))  # the unknown field
+    e = raises(TypeError, CompileConfig, barrier_check=1)
+    assert str(e).endswith("nki.compiler.CompileConfig: barrier_check=1: expected True or False"), e
+    e = raises(TypeError, CompileConfig, address_rotation="auto")
+    assert str(e).endswith("nki.compiler.CompileConfig: address_rotation='auto': expected an "
+                           "nki.compiler.AddressRotation"), e
+    e = raises(TypeError, CompileConfig, True)
+    assert str(e).endswith("nki.compiler.CompileConfig() takes keyword arguments only (address_rotation, "
+                           "non_ssa_legalization, dead_code_elim, barrier_check, prefetch_auto, "
+                           "nki_alloc_fallback), got 1 positional"), e
+    e = raises(TypeError, nki.jit, compile_config=SpecializationConfig())
+    assert str(e).endswith("nki.jit: compile_config=SpecializationConfig(): expected a "
+                           "nki.compiler.CompileConfig(...)"), e
+
+
+def test_unknown_jit_keyword():
+    raises_at(TypeError, "nki.jit() got an unexpected keyword argument 'platfrom_target' (it takes mode, "
+              "platform_target, compile_config, specialization_config, additional_compile_opt, debug_kernel, "
+              "show_compiler_tb, experimental_flags; docs/nki.md, \"Target platform and LNC\")", HERE,
+              "# the misspelt " "keyword", lambda: nki.jit(platfrom_target="trn3"))  # the misspelt keyword
+    # NKI's earlier keywords are taken (no counterpart in the simulator).
+    k = nki.jit(debug_kernel=True, show_compiler_tb=True, experimental_flags="x", mode="trace")(_copy)
+    assert np.array_equal(tn.simulate_kernel(k, X), X)
+
+
+if __name__ == "__main__":
+    main(globals())
