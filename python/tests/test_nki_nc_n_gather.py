@@ -49,6 +49,21 @@ def test_errors_name_the_call_and_the_line():
               "partition", __file__, "MARK-bad", tnki.simulate_kernel, k_bad, X, bad)
 
 
+@nki.jit
+def k_psum(x, idx):
+    out = nl.ndarray(idx.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    d = nl.ndarray(idx.shape, dtype=x.dtype, buffer=nl.psum)
+    nisa.nc_n_gather(dst=d, data=nl.load(x), indices=nl.load(idx))  # MARK-psum
+    nl.store(out, d)
+    return out
+
+
+def test_a_psum_dst_is_refused_naming_it():
+    raises_at(tnki.NkiError, "nc_n_gather: dst is in PSUM; nc_n_gather runs on the GpSimd engine, which cannot "
+              "access PSUM (nki.isa.nc_n_gather): dst must be in SBUF", __file__, "MARK-psum",
+              tnki.simulate_kernel, k_psum, X, IDX)
+
+
 def test_time_is_the_gpsimd_rule_over_the_gathered_elements():
     r = tnki.benchmark(gather, X, IDX)
     ns = {o["opcode"]: o["total_ns"] for o in r.stats["opcodes"] if o["engine"] == "POOL"}

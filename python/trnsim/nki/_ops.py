@@ -483,6 +483,17 @@ def _two_tiles(op, dst, a, an, b, bn):
     return dst, a, b
 
 
+def gpsimd_no_psum(op, runs, *named):
+    """NkiError for the first (view, operand name) of `named` in PSUM: `runs` (instruction `op`, or the operator
+    that puts it on GpSimd: nl.power) runs on the GpSimd engine, which cannot access PSUM (its nki.isa page;
+    "GpSimd Engine cannot access PSUM", nki.isa.tensor_tensor)."""
+    for v, n in named:
+        if v.st.space == PSUM:
+            fix = "dst must be in SBUF" if n == "dst" else "copy the tile to SBUF first (nl.copy / nisa.tensor_copy)"
+            raise NkiError(f"{op}: {n} is in PSUM; {runs} runs on the GpSimd engine, which cannot access PSUM "
+                           f"(nki.isa.{op}): {fix}")
+
+
 def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
     op = "tensor_tensor"
     dst, data1, data2 = _two_tiles(op, dst, data1, "data1", data2, "data2")
@@ -490,9 +501,7 @@ def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
         # nki.isa.tensor_tensor: nl.power "runs on the GpSimd engine", so its tiles cannot be in PSUM.
         if engine not in (None, "POOL"):
             raise NkiError(f"{op}: nl.power runs on the GpSimd engine (nki.isa.tensor_tensor), not {engine}")
-        if any(v.st.space == PSUM for v in (dst, data1, data2)):
-            raise NkiError(f"{op}: nl.power runs on the GpSimd engine, which cannot access PSUM "
-                           "(nki.isa.tensor_tensor): copy the PSUM tile to SBUF first")
+        gpsimd_no_psum(op, "nl.power", (dst, "dst"), (data1, "data1"), (data2, "data2"))
         engine = "POOL"
     if engine is None and alu not in _NOT_GPSIMD and all(v.dtype.name in ("int32", "uint32") and v.st.space != PSUM
                                                      for v in (dst, data1, data2)):
@@ -520,9 +529,7 @@ def _wide_bits(alu, x, data, loc):
         v = float(x)
     except (TypeError, ValueError):
         return x
-    import numpy as np
-
-    if not v.is_integer() or float(np.float32(v)) == v:
+    if not v.is_integer() or _fp32_exact(v):
         return x
     if not -2 ** 31 <= v < 2 ** 32:
         raise NkiError(f"tensor_scalar: {alu}'s operand {int(v)} is a bit pattern of more than 32 bits (data "
@@ -661,16 +668,21 @@ def memset(dst, value, engine=None, loc=None):
     return o
 
 
+def _fp32_exact(v):
+    """Whether FP32 (an instruction's immediate) holds Python float `v` exactly."""
+    import numpy as np
+
+    return float(np.float32(v)) == v
+
+
 def _exact_iota_immediates(dst, offset, channel_multiplier):
     """An integer iota's offset and channel multiplier are FP32 immediates of the instruction: one FP32 does not
     hold exactly (33554433: more than 24 significant bits) would silently shift every value, so it is an
     NkiError naming a way that is exact."""
-    import numpy as np
-
     if dst.dtype.name not in ("int32", "uint32", "int16", "uint16", "int8", "uint8"):
         return
     for what, v in (("offset", offset), ("channel_multiplier", channel_multiplier)):
-        if float(np.float32(float(v))) != float(v):
+        if not _fp32_exact(float(v)):
             raise NkiError(f"iota: {what} {v} is not exact in FP32, the instruction's immediate (more than 24 "
                            f"significant bits): make the iota with a smaller {what} and add the rest with nl.add "
                            f"of {dst.dtype.name} tiles (integer tile arithmetic is exact)")
@@ -679,9 +691,8 @@ def _exact_iota_immediates(dst, offset, channel_multiplier):
 def iota(dst, pattern, offset=0, channel_multiplier=0, engine=None, loc=None):
     op = "iota"
     dst = tile(dst, "dst", op)
-    if engine is None and dst.st.space == PSUM:
-        raise NkiError(f"{op}: dst is in PSUM; iota runs on GpSimd, which cannot access PSUM (nki.isa.iota: dst "
-                       "must be in SBUF)")
+    if engine is None:
+        gpsimd_no_psum(op, op, (dst, "dst"))
     pattern = [int(p) for p in pattern]
     if len(pattern) > max(1, dst.ndim - 1):
         raise NkiError(f"{op}: {len(pattern)} pattern steps for the {dst.ndim - 1} free dims of dst")
@@ -771,9 +782,7 @@ def tensor_partition_reduce(dst, alu, data, loc=None):
     if dst.partitions != 1 or dst.free_size != data.free_size:
         raise NkiError(f"{op}: dst {list(dst.shape)} must be one partition holding data's {data.free_size} "
                        f"elements per partition (data {list(data.shape)})")
-    if any(v.st.space == PSUM for v in (dst, data)):
-        raise NkiError(f"{op}: it runs on the GpSimd engine, which cannot access PSUM "
-                       f"(nki.isa.tensor_partition_reduce): copy the PSUM tile to SBUF first")
+    gpsimd_no_psum(op, op, (dst, "dst"), (data, "data"))
     return record(op, {"dst": dst, "data": data}, [data], [dst], {"op": alu}, loc)
 
 
@@ -781,9 +790,7 @@ def nc_n_gather(dst, data, indices, loc=None):
     """nki.isa.nc_n_gather on GpSimd: dst[p, j] = data[p, indices[p, j]] (data's free elements flattened)."""
     op = "nc_n_gather"
     dst, data, indices = tile(dst, "dst", op), tile(data, "data", op), tile(indices, "indices", op)
-    if any(v.st.space == PSUM for v in (dst, data, indices)):
-        raise NkiError(f"{op}: it runs on the GpSimd engine, which cannot access PSUM (nki.isa.nc_n_gather): "
-                       "data, indices and dst must be in SBUF")
+    gpsimd_no_psum(op, op, (dst, "dst"), (data, "data"), (indices, "indices"))
     if indices.dtype.name != "uint32":
         raise NkiError(f"{op}: indices must be nl.uint32, got {indices.dtype.name}")
     if dst.dtype != data.dtype:
@@ -827,12 +834,8 @@ def affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, on_fal
         value = float(on_false_value)
     except (TypeError, ValueError):
         raise NkiError(f"{op}: on_false_value must be a number, got {on_false_value!r}") from None
-    if engine is None:
-        for v, n in ((dst, "dst"), (on_true, "on_true_tile")):
-            if v.st.space == PSUM:
-                # No other engine runs it, and GpSimd cannot access PSUM (nki.isa.affine_select: GpSimd only).
-                raise NkiError(f"{op}: {n} is in PSUM; affine_select runs on GpSimd, which cannot access PSUM: "
-                               "copy the tile to SBUF first (nl.copy / nisa.tensor_copy)")
+    if engine is None:  # (no other engine runs it: nki.isa.affine_select is GpSimd only)
+        gpsimd_no_psum(op, op, (dst, "dst"), (on_true, "on_true_tile"))
     engine = _engine_for(op, engine, [dst, on_true])
     return record(op, {"dst": dst, "on_true_tile": on_true}, [on_true], [dst],
                   {"pattern": pattern, "offset": float(offset), "channel_multiplier": float(channel_multiplier),
