@@ -7,6 +7,7 @@ checked by the builder when the trace is emitted, with the same kernel line.
 """
 
 import math
+import sys
 
 from . import _order, _trace
 from ._dtypes import BY_NAME, as_dtype, modelled
@@ -33,6 +34,7 @@ DEFAULT_ENGINE = {
 
 F32 = BY_NAME["float32"]
 _new = object.__new__
+_getframe = sys._getframe
 
 
 def _target():
@@ -111,14 +113,35 @@ def new_tile(shape, dtype, space, name, loc=None, depth=1):
     if whole is None:
         shape = tuple(int(s) for s in shape)
         check_tile_shape(shape, 0, space, dtype, result_of(name))
-    site = t.call_stack(depth + 1)  # (+1: call_stack's own frame)
-    if loc is None:
-        # The innermost frame outside nki, as caller_loc finds it (one Loc per site).
-        loc = t.site_locs.get(site)
-        if loc is None:
-            loc = Loc(site[-1]) if site else caller_loc()
-            if site:
-                t.site_locs[site] = loc
+    # Trace.call_stack's fast path, here (a call less per tile): an nl / nisa call made by the kernel function
+    # itself, the usual case, has its (site, Loc) per instruction offset of the kernel function.
+    f = None
+    if depth > 1 and t.entry_outside:
+        f = _getframe(depth)
+        if f.f_code is _trace.WRAPPER_CODE:
+            f = f.f_back
+        if f.f_code is not t.entry_code:
+            f = None
+        else:
+            hit = t.entry_tiles.get(f.f_lasti)
+            if hit is not None:
+                site = hit[0]
+                if loc is None:
+                    loc = hit[1]
+                f = False
+    if f is not False:
+        site = t.call_stack(depth + 1)  # (+1: call_stack's own frame)
+        if loc is None or f is not None:
+            # The innermost frame outside nki, as caller_loc finds it (one Loc per site).
+            at = t.site_locs.get(site)
+            if at is None:
+                at = Loc(site[-1]) if site else caller_loc()
+                if site:
+                    t.site_locs[site] = at
+            if loc is None:
+                loc = at
+            if f is not None:
+                t.entry_tiles[f.f_lasti] = (site, at)
     if whole is None:
         st = Storage(t, name, space, dtype, shape, 0, loc=loc)
         st.site = site
@@ -876,15 +899,7 @@ def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumu
     return o
 
 
-def load_to_sbuf(t, dst, src, loc):
-    """dma_copy(dst, src) with its defaults for nl.load's common case: `src` an HBM view, `dst` the new SBUF
-    tile of its shape made for it (so none of dma_copy's checks can fail, and no PSUM is touched)."""
-    o = t.record("dma_copy", {"dst": dst, "src": src}, (src,), (dst,), _LOAD_ATTRS, loc)  # (no offsets)
-    o.load = True
-    return o
-
-
-# dma_copy's attributes with its defaults, shared by every nl.load of the common case (a DMA's attributes are
+# dma_copy's attributes with its defaults, shared by every nl.load of the common case (_lower.load) (a DMA's attributes are
 # never changed once recorded).
 _LOAD_ATTRS = {"engine": None, "dge_mode": "unknown", "oob_mode": "error", "accumulate": False,
                "indirect_dst": False, "scalar_offset_dst": False}
