@@ -227,10 +227,6 @@ def check_tile_shape(shape, pdim, space, dtype, what):
 # non-matmul instruction wrote is undefined behaviour on hardware (warned on trn2; trn3 is NeuronCore-v4).
 
 
-def _region(v):
-    return v._rect or v.rect()
-
-
 def _overlap(a, b):
     return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
@@ -264,7 +260,9 @@ def touch_psum(t, v, kind, op=None):
         materialize(t, v.st)
     groups = t.psum_groups
     lst = groups.get(v.st.uid, ())
-    r = _region(v)
+    r = v._rect or v.rect()
+    if kind == "mm" and len(lst) == 1 and lst[0][1] == "mm" and lst[0][0] == r:
+        return True, None, None, False, False  # the one open group over r goes on (a tiled matmul's K loop)
     acc, ms, init, ended = False, None, None, False
     keep = []
     others = []  # open matmul groups over other regions that overlap r
