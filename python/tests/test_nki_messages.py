@@ -232,8 +232,9 @@ def test_tensor_tensor_power_runs_on_gpsimd():
     e = raises(tnki.NkiError, tnki.simulate_kernel, power_of, x, nisa.vector_engine, False)
     assert str(e) == f"{where} (nki.isa.tensor_tensor), not DVE", str(e)
     e = raises(tnki.NkiError, tnki.simulate_kernel, power_of, x, nisa.engine.unknown, True)
-    assert str(e) == (f"{where}, which cannot access PSUM (nki.isa.tensor_tensor): copy the PSUM tile to SBUF "
-                      "first"), str(e)
+    assert str(e) == (f"{THIS}:{line_of('MARK-power')}: tensor_tensor: data1 is in PSUM; nl.power runs on the GpSimd "
+                      "engine, which cannot access PSUM (nki.isa.tensor_tensor): copy the tile to SBUF first (nl.copy / "
+                      "nisa.tensor_copy)"), str(e)
 
 
 @nki.jit
@@ -259,8 +260,8 @@ def test_iota_pattern_walks_dst_elements():
     e = raises(tnki.NkiError, tnki.simulate_kernel, iota_into, X, [[1, 64]], (32,), nl.sbuf)
     assert str(e) == where + "pattern [[1, 64]] makes 64 values per partition but dst [128, 32] holds 32", str(e)
     e = raises(tnki.NkiError, tnki.simulate_kernel, iota_into, X, [[1, 32]], (32,), nl.psum)
-    assert str(e) == where + ("dst is in PSUM; iota runs on GpSimd, which cannot access PSUM (nki.isa.iota: dst "
-                              "must be in SBUF)"), str(e)
+    assert str(e) == where + ("dst is in PSUM; iota runs on the GpSimd engine, which cannot access PSUM "
+                              "(nki.isa.iota): dst must be in SBUF"), str(e)
 
 
 def test_typed_array_of_the_wrong_kind_says_its_prefix_once():

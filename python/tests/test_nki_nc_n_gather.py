@@ -32,9 +32,9 @@ def test_gathers_within_each_partition():
 
 
 @nki.jit
-def k_bad(x, idx):
+def k_bad(x, idx, buffer=nl.sbuf):
     out = nl.ndarray(idx.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-    d = nl.ndarray(idx.shape, dtype=nl.float32, buffer=nl.sbuf)
+    d = nl.ndarray(idx.shape, dtype=nl.float32, buffer=buffer)
     nisa.nc_n_gather(dst=d, data=nl.load(x), indices=nl.load(idx))  # MARK-bad
     nl.store(out, d)
     return out
@@ -47,6 +47,12 @@ def test_errors_name_the_call_and_the_line():
     bad[3, 7] = 512
     raises_at(Exception, "nc_n_gather on POOL: index: indices[3, 7] = 512 is outside data's 512 elements per "
               "partition", __file__, "MARK-bad", tnki.simulate_kernel, k_bad, X, bad)
+
+
+def test_a_psum_dst_is_refused_naming_it():
+    raises_at(tnki.NkiError, "nc_n_gather: dst is in PSUM; nc_n_gather runs on the GpSimd engine, which cannot "
+              "access PSUM (nki.isa.nc_n_gather): dst must be in SBUF", __file__, "MARK-bad",
+              tnki.simulate_kernel, k_bad, X, IDX, nl.psum)
 
 
 def test_time_is_the_gpsimd_rule_over_the_gathered_elements():

@@ -445,7 +445,9 @@ def test_affine_select_on_a_psum_tile_says_gpsimd_cannot_access_psum():
         tnki.simulate_kernel(_affine_select_of_psum, np.ones((128, 64), np.float32), earlier=False)
         raise AssertionError("no error")
     except Exception as e:  # noqa: BLE001
-        assert "on_true_tile is in PSUM; affine_select runs on GpSimd, which cannot access PSUM" in str(e), e
+        assert str(e).endswith(": affine_select: on_true_tile is in PSUM; affine_select runs on the GpSimd engine, "
+                               "which cannot access PSUM (nki.isa.affine_select): copy the tile to SBUF first "
+                               "(nl.copy / nisa.tensor_copy)"), e
 
 
 def test_earlier_style_affine_select_reads_a_psum_tile_through_a_copy():

@@ -111,18 +111,17 @@ def _scope(trace, s):
 
 
 def plan(trace, bufs_override=None, limits=None):
-    direct = [st for st in trace.storages if st.direct is not None and st.first >= 0]
-    if direct:  # the kernel places its tiles itself (_direct.py): no sites, one buffer per logical tile
-        _direct.check_no_mixing(direct, [st for st in trace.storages if st.space in (SBUF, PSUM) and
-                                         st.first >= 0 and st.direct is None])
-        _direct.check_hbm(trace, direct)
-        pools, after = _direct.plan(trace, direct)
-        return Plan([], pools, after, direct)
     target = trace.target
     by_key = {}
     sites = []
+    direct = []
     for st in trace.storages:
-        if st.space not in (SBUF, PSUM) or st.first < 0:
+        if st.first < 0:
+            continue
+        if st.direct is not None:
+            direct.append(st)
+            continue
+        if st.space not in (SBUF, PSUM):
             continue
         key = (st.site, st.space, st.shape, st.pdim, st.dtype.name)
         s = by_key.get(key)
@@ -130,6 +129,12 @@ def plan(trace, bufs_override=None, limits=None):
             s = by_key[key] = Site(key, st, len(sites))
             sites.append(s)
         s.storages.append(st)
+    if direct:  # the kernel places its tiles itself (_direct.py): no sites, one buffer per logical tile
+        _direct.check_no_mixing(direct, [st for st in trace.storages if st.space in (SBUF, PSUM) and
+                                         st.first >= 0 and st.direct is None])
+        _direct.check_hbm(trace, direct)
+        pools, after = _direct.plan(trace, direct)
+        return Plan([], pools, after, direct)
     for s in sites:
         # The most tensors alive at once: at each first access, those begun minus those ended by then (a
         # tensor ending where another begins is not alive with it). The site's first and last accesses too.
@@ -236,7 +241,7 @@ def plan(trace, bufs_override=None, limits=None):
         p = placement_of[k]
         pool = pools[p]
         n = pool.pool_size
-        held_until, r = rot.get(p) or ([-1] * n, 0)
+        held_until, r, keys = rot.get(p) or ([-1] * n, 0, [(p, b) for b in range(n)])  # keys: the buffers' phys
         for st in sorted(sts, key=_by_first):
             first = st.first
             b = r % n
@@ -249,10 +254,10 @@ def plan(trace, bufs_override=None, limits=None):
                     raise NkiError(f"{st.loc}: more tiles of this site alive at once than its {n} buffers",
                                    loc=st.loc)
             held_until[b] = st.last
-            st.phys = pb = (p, b)
+            st.phys = pb = keys[b]
             first_user.setdefault(pb, st)
             r = b + 1
-        rot[p] = (held_until, r)
+        rot[p] = (held_until, r, keys)
     after = {}
     for p, (_site, _offsets, afters) in enumerate(placements):
         for b, prev in enumerate(afters):

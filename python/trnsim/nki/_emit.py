@@ -411,7 +411,7 @@ def _affine_select(em, op):
 
 def _dma_copy(em, op):
     a, t, c = op.args, op.attrs, em.c
-    if t is _LOAD_ATTRS:  # nl.load's DMA (_ops.load_to_sbuf): the binding's defaults, no offsets
+    if t is _LOAD_ATTRS:  # nl.load's DMA (_lower.load): the binding's defaults, no offsets
         d, s = a["dst"], a["src"]
         dims = s.dims
         if len(dims) >= 2:  # the HBM source's pattern, as Emitter.view makes it

@@ -387,10 +387,7 @@ def _outputs(fn, r, trace, programs):
 def _whole(x):
     """Whether the HBM view `x` is its whole tensor in row-major order (the tensor itself or a reshape of it):
     the run's output is the whole tensor, so a returned slice would give back other elements."""
-    n = 1
-    for s in x.st.shape:
-        n *= s
-    if x.boff or x.size != n:
+    if x.boff or x.size != math.prod(x.st.shape):
         return False
     stride = 1
     for st, k in reversed(x.dims):

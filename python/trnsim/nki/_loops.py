@@ -74,8 +74,10 @@ def _body(st):
 def _out_of_scope(trace):
     ops = trace.ops
     escaped = trace.escaped
-    for st in trace.storages:
-        if not st.scope or st.first < 0 or st.uid not in escaped:
+    storages = trace.storages
+    for uid in sorted(escaped):  # (in the storages' order; only those a variable named after their loop)
+        st = storages[uid] if uid < len(storages) else None  # (None: an earlier kernel's, kept in a global)
+        if st is None or not st.scope or st.first < 0:
             continue
         rec = _body(st)
         if rec is None or rec[1] is None or st.last < rec[1] or _held(st, escaped[st.uid][1]):

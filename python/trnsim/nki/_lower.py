@@ -960,8 +960,13 @@ def load(src, mask=None, dtype=None):
             shape = tuple([d[1] for d in dims]) if nd != 1 else (dims[0][1], 1)
         # (depth 3: the kernel's frame is nl.load's caller)
         out = _ops.new_tile(shape, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load", None, 3)
-        t = _trace._current
-        t.fresh[out.st.uid] = _ops.load_to_sbuf(t, out, src, out.st.loc)
+        # dma_copy(out, src) as _ops.dma_copy records it with its defaults: none of its checks can fail for an
+        # HBM view and the new SBUF tile of its shape, and no PSUM is touched.
+        st = out.st
+        t = st.trace
+        o = t.record("dma_copy", {"dst": out, "src": src}, (src,), (out,), _ops._LOAD_ATTRS, st.loc)
+        o.load = True
+        t.fresh[st.uid] = o
         return out
     if isinstance(src, _Indirect):
         if mask is not None:

@@ -7,6 +7,7 @@ checked by the builder when the trace is emitted, with the same kernel line.
 """
 
 import math
+import sys
 
 from . import _order, _trace
 from ._dtypes import BY_NAME, as_dtype, modelled
@@ -33,6 +34,7 @@ DEFAULT_ENGINE = {
 
 F32 = BY_NAME["float32"]
 _new = object.__new__
+_getframe = sys._getframe
 
 
 def _target():
@@ -111,14 +113,35 @@ def new_tile(shape, dtype, space, name, loc=None, depth=1):
     if whole is None:
         shape = tuple(int(s) for s in shape)
         check_tile_shape(shape, 0, space, dtype, result_of(name))
-    site = t.call_stack(depth + 1)  # (+1: call_stack's own frame)
-    if loc is None:
-        # The innermost frame outside nki, as caller_loc finds it (one Loc per site).
-        loc = t.site_locs.get(site)
-        if loc is None:
-            loc = Loc(site[-1]) if site else caller_loc()
-            if site:
-                t.site_locs[site] = loc
+    # Trace.call_stack's fast path, here (a call less per tile): an nl / nisa call made by the kernel function
+    # itself, the usual case, has its (site, Loc) per instruction offset of the kernel function.
+    f = None
+    if depth > 1 and t.entry_outside:
+        f = _getframe(depth)
+        if f.f_code is _trace.WRAPPER_CODE:
+            f = f.f_back
+        if f.f_code is not t.entry_code:
+            f = None
+        else:
+            hit = t.entry_tiles.get(f.f_lasti)
+            if hit is not None:
+                site = hit[0]
+                if loc is None:
+                    loc = hit[1]
+                f = False
+    if f is not False:
+        site = t.call_stack(depth + 1)  # (+1: call_stack's own frame)
+        if loc is None or f is not None:
+            # The innermost frame outside nki, as caller_loc finds it (one Loc per site).
+            at = t.site_locs.get(site)
+            if at is None:
+                at = Loc(site[-1]) if site else caller_loc()
+                if site:
+                    t.site_locs[site] = at
+            if loc is None:
+                loc = at
+            if f is not None:
+                t.entry_tiles[f.f_lasti] = (site, at)
     if whole is None:
         st = Storage(t, name, space, dtype, shape, 0, loc=loc)
         st.site = site
@@ -204,10 +227,6 @@ def check_tile_shape(shape, pdim, space, dtype, what):
 # non-matmul instruction wrote is undefined behaviour on hardware (warned on trn2; trn3 is NeuronCore-v4).
 
 
-def _region(v):
-    return v._rect or v.rect()
-
-
 def _overlap(a, b):
     return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
@@ -241,7 +260,9 @@ def touch_psum(t, v, kind, op=None):
         materialize(t, v.st)
     groups = t.psum_groups
     lst = groups.get(v.st.uid, ())
-    r = _region(v)
+    r = v._rect or v.rect()
+    if kind == "mm" and len(lst) == 1 and lst[0][1] == "mm" and lst[0][0] == r:
+        return True, None, None, False, False  # the one open group over r goes on (a tiled matmul's K loop)
     acc, ms, init, ended = False, None, None, False
     keep = []
     others = []  # open matmul groups over other regions that overlap r
@@ -483,6 +504,17 @@ def _two_tiles(op, dst, a, an, b, bn):
     return dst, a, b
 
 
+def gpsimd_no_psum(op, runs, *named):
+    """NkiError for the first (view, operand name) of `named` in PSUM: `runs` (instruction `op`, or the operator
+    that puts it on GpSimd: nl.power) runs on the GpSimd engine, which cannot access PSUM (its nki.isa page;
+    "GpSimd Engine cannot access PSUM", nki.isa.tensor_tensor)."""
+    for v, n in named:
+        if v.st.space == PSUM:
+            fix = "dst must be in SBUF" if n == "dst" else "copy the tile to SBUF first (nl.copy / nisa.tensor_copy)"
+            raise NkiError(f"{op}: {n} is in PSUM; {runs} runs on the GpSimd engine, which cannot access PSUM "
+                           f"(nki.isa.{op}): {fix}")
+
+
 def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
     op = "tensor_tensor"
     dst, data1, data2 = _two_tiles(op, dst, data1, "data1", data2, "data2")
@@ -490,9 +522,7 @@ def tensor_tensor(dst, data1, data2, alu, engine=None, loc=None):
         # nki.isa.tensor_tensor: nl.power "runs on the GpSimd engine", so its tiles cannot be in PSUM.
         if engine not in (None, "POOL"):
             raise NkiError(f"{op}: nl.power runs on the GpSimd engine (nki.isa.tensor_tensor), not {engine}")
-        if any(v.st.space == PSUM for v in (dst, data1, data2)):
-            raise NkiError(f"{op}: nl.power runs on the GpSimd engine, which cannot access PSUM "
-                           "(nki.isa.tensor_tensor): copy the PSUM tile to SBUF first")
+        gpsimd_no_psum(op, "nl.power", (dst, "dst"), (data1, "data1"), (data2, "data2"))
         engine = "POOL"
     if engine is None and alu not in _NOT_GPSIMD and all(v.dtype.name in ("int32", "uint32") and v.st.space != PSUM
                                                      for v in (dst, data1, data2)):
@@ -520,9 +550,7 @@ def _wide_bits(alu, x, data, loc):
         v = float(x)
     except (TypeError, ValueError):
         return x
-    import numpy as np
-
-    if not v.is_integer() or float(np.float32(v)) == v:
+    if not v.is_integer() or _fp32_exact(v):
         return x
     if not -2 ** 31 <= v < 2 ** 32:
         raise NkiError(f"tensor_scalar: {alu}'s operand {int(v)} is a bit pattern of more than 32 bits (data "
@@ -661,16 +689,21 @@ def memset(dst, value, engine=None, loc=None):
     return o
 
 
+def _fp32_exact(v):
+    """Whether FP32 (an instruction's immediate) holds Python float `v` exactly."""
+    import numpy as np
+
+    return float(np.float32(v)) == v
+
+
 def _exact_iota_immediates(dst, offset, channel_multiplier):
     """An integer iota's offset and channel multiplier are FP32 immediates of the instruction: one FP32 does not
     hold exactly (33554433: more than 24 significant bits) would silently shift every value, so it is an
     NkiError naming a way that is exact."""
-    import numpy as np
-
     if dst.dtype.name not in ("int32", "uint32", "int16", "uint16", "int8", "uint8"):
         return
     for what, v in (("offset", offset), ("channel_multiplier", channel_multiplier)):
-        if float(np.float32(float(v))) != float(v):
+        if not _fp32_exact(float(v)):
             raise NkiError(f"iota: {what} {v} is not exact in FP32, the instruction's immediate (more than 24 "
                            f"significant bits): make the iota with a smaller {what} and add the rest with nl.add "
                            f"of {dst.dtype.name} tiles (integer tile arithmetic is exact)")
@@ -679,9 +712,8 @@ def _exact_iota_immediates(dst, offset, channel_multiplier):
 def iota(dst, pattern, offset=0, channel_multiplier=0, engine=None, loc=None):
     op = "iota"
     dst = tile(dst, "dst", op)
-    if engine is None and dst.st.space == PSUM:
-        raise NkiError(f"{op}: dst is in PSUM; iota runs on GpSimd, which cannot access PSUM (nki.isa.iota: dst "
-                       "must be in SBUF)")
+    if engine is None:
+        gpsimd_no_psum(op, op, (dst, "dst"))
     pattern = [int(p) for p in pattern]
     if len(pattern) > max(1, dst.ndim - 1):
         raise NkiError(f"{op}: {len(pattern)} pattern steps for the {dst.ndim - 1} free dims of dst")
@@ -771,9 +803,7 @@ def tensor_partition_reduce(dst, alu, data, loc=None):
     if dst.partitions != 1 or dst.free_size != data.free_size:
         raise NkiError(f"{op}: dst {list(dst.shape)} must be one partition holding data's {data.free_size} "
                        f"elements per partition (data {list(data.shape)})")
-    if any(v.st.space == PSUM for v in (dst, data)):
-        raise NkiError(f"{op}: it runs on the GpSimd engine, which cannot access PSUM "
-                       f"(nki.isa.tensor_partition_reduce): copy the PSUM tile to SBUF first")
+    gpsimd_no_psum(op, op, (dst, "dst"), (data, "data"))
     return record(op, {"dst": dst, "data": data}, [data], [dst], {"op": alu}, loc)
 
 
@@ -781,9 +811,7 @@ def nc_n_gather(dst, data, indices, loc=None):
     """nki.isa.nc_n_gather on GpSimd: dst[p, j] = data[p, indices[p, j]] (data's free elements flattened)."""
     op = "nc_n_gather"
     dst, data, indices = tile(dst, "dst", op), tile(data, "data", op), tile(indices, "indices", op)
-    if any(v.st.space == PSUM for v in (dst, data, indices)):
-        raise NkiError(f"{op}: it runs on the GpSimd engine, which cannot access PSUM (nki.isa.nc_n_gather): "
-                       "data, indices and dst must be in SBUF")
+    gpsimd_no_psum(op, op, (dst, "dst"), (data, "data"), (indices, "indices"))
     if indices.dtype.name != "uint32":
         raise NkiError(f"{op}: indices must be nl.uint32, got {indices.dtype.name}")
     if dst.dtype != data.dtype:
@@ -827,12 +855,8 @@ def affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, on_fal
         value = float(on_false_value)
     except (TypeError, ValueError):
         raise NkiError(f"{op}: on_false_value must be a number, got {on_false_value!r}") from None
-    if engine is None:
-        for v, n in ((dst, "dst"), (on_true, "on_true_tile")):
-            if v.st.space == PSUM:
-                # No other engine runs it, and GpSimd cannot access PSUM (nki.isa.affine_select: GpSimd only).
-                raise NkiError(f"{op}: {n} is in PSUM; affine_select runs on GpSimd, which cannot access PSUM: "
-                               "copy the tile to SBUF first (nl.copy / nisa.tensor_copy)")
+    if engine is None:  # (no other engine runs it: nki.isa.affine_select is GpSimd only)
+        gpsimd_no_psum(op, op, (dst, "dst"), (on_true, "on_true_tile"))
     engine = _engine_for(op, engine, [dst, on_true])
     return record(op, {"dst": dst, "on_true_tile": on_true}, [on_true], [dst],
                   {"pattern": pattern, "offset": float(offset), "channel_multiplier": float(channel_multiplier),
@@ -873,15 +897,7 @@ def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumu
     return o
 
 
-def load_to_sbuf(t, dst, src, loc):
-    """dma_copy(dst, src) with its defaults for nl.load's common case: `src` an HBM view, `dst` the new SBUF
-    tile of its shape made for it (so none of dma_copy's checks can fail, and no PSUM is touched)."""
-    o = t.record("dma_copy", {"dst": dst, "src": src}, (src,), (dst,), _LOAD_ATTRS, loc)  # (no offsets)
-    o.load = True
-    return o
-
-
-# dma_copy's attributes with its defaults, shared by every nl.load of the common case (a DMA's attributes are
+# dma_copy's attributes with its defaults, shared by every nl.load of the common case (_lower.load) (a DMA's attributes are
 # never changed once recorded).
 _LOAD_ATTRS = {"engine": None, "dge_mode": "unknown", "oob_mode": "error", "accumulate": False,
                "indirect_dst": False, "scalar_offset_dst": False}

@@ -36,9 +36,8 @@ def order(trace, mode="pipelined", after=None):
     # integers: each access is (storage uid, its rectangle), and buffer_of maps a storage to its history: its
     # physical buffer on chip (storages sharing one are one history), the tensor itself in HBM.
     # (An HBM tensor's key is its Storage: one history per tensor.)
-    keys = [st.phys if st.space != HBM else st for st in trace.storages]
-    ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}  # numbered in order of first appearance
-    buffer_of = list(map(ids.__getitem__, keys))
+    ids = {}  # history key -> its number, in order of first appearance
+    buffer_of = [ids.setdefault(st.phys if st.space != HBM else st, len(ids)) for st in trace.storages]
     # `after` (the allocation plan's pool-to-pool dependencies): an op that first writes a buffer whose space
     # another site held waits for that holder's accesses, as if it also wrote the holder's whole buffer. Each
     # op's kind: 1 a load (op.load), 2 a fence (core_barrier, sendrecv), 0 any other.

@@ -1618,11 +1618,10 @@ def _called():
 
     f, call = sys._getframe(1), None
     while f is not None and _in_package(f.f_code.co_filename):
-        mod, name = os.path.basename(f.f_code.co_filename), f.f_code.co_name
-        # (nl's and nisa's wrappers: the function each wraps is the call)
-        if f.f_code is not _trace.WRAPPER_CODE and not (name == "checked" and mod == "isa.py"):
-            if name == "__call__" and mod == "language.py":  # (an nl.* function object: nl.exp, nl.add)
-                name = getattr(f.f_locals.get("self"), "__name__", name)
+        if f.f_code is _trace.WRAPPER_CODE:  # (nl's and nisa's wrapper, _void.wrapper: it names the call)
+            call = f.f_locals["call"]
+        else:
+            mod, name = os.path.basename(f.f_code.co_filename), f.f_code.co_name
             call = {"language.py": "nl.", "isa.py": "nisa."}.get(mod, "nki ") + name
         f = f.f_back
     return call

@@ -113,6 +113,7 @@ class Trace:
         self.dropped_at = []  # their indices
         self.entry_sites = {}  # instruction offset in the kernel function -> its call_stack()
         self.site_locs = {}  # call_stack() -> the Loc of its innermost frame (new tiles' loc)
+        self.entry_tiles = {}  # instruction offset in the kernel function -> (its call_stack(), that Loc) (new_tile)
         # Instructions the builder may still emit (Kernel.instructions_left, "max_instructions"): the trace
         # stops there, while the kernel runs, not after it (an endless loop would fill the host's memory).
         self.limit = 1 << 62

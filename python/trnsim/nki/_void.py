@@ -12,13 +12,50 @@ emits nothing too, and its own new tiles are void (nl.exp of it, nl.store of it,
 other elements were never written, and reading them is what reading any tile nobody wrote is (trnsim's
 memory starts as NaN; the run warns at the read, naming the tile).
 
-The nl.* and nisa.* wrappers call run(); _lower.apply_mask calls begin() for a mask that selects nothing in
-a call that returns a new tile (a store's or dma_copy's empty mask skips the call as before).
+Every nl.* and nisa.* call goes through one wrapper (wrapper() below: its frame is the only one between the
+kernel and the call's implementation), which calls run() while void tiles exist; _lower.apply_mask calls
+begin() for a mask that selects nothing in a call that returns a new tile (a store's or dma_copy's empty mask
+skips the call as before).
 """
 
 import sys
 
 from . import _trace
+from ._errors import NkiError, bad_call, by_call
+
+
+def wrapper(impl, call, bind=None, calls=None):
+    """The function the kernel calls for nl.* / nisa.* call `call` ("nl.exp", "nisa.tensor_copy") implemented
+    by `impl`: void tiles (run / end); an NkiError about an instruction the call made names the call first
+    (by_call); with `bind` ("nki.isa.tensor_copy"), a TypeError binding the arguments is an NkiError naming
+    them (bad_call); with `calls` (the nl name), the ops the call made are noted in Trace.calls. Every wrapper
+    shares one code object (WRAPPER_CODE): Trace.call_stack's fast path and begin() step over its frame."""
+
+    def nki_call(*args, **kwargs):
+        t = _trace._current
+        try:
+            if t is None:
+                return impl(*args, **kwargs)
+            n = len(t.ops)
+            r = run(impl, args, kwargs) if t.void else impl(*args, **kwargs)
+        except TypeError as e:
+            err = bad_call(e, bind, (WRAPPER_CODE, impl.__code__, run.__code__)) if bind else None
+            if err is None:
+                raise
+            raise err from None
+        except NkiError as e:
+            raise by_call(e, call) from None
+        finally:
+            if t is not None and t.voiding is not None:
+                end(t, sys._getframe())
+        if calls is not None and len(t.ops) > n:
+            t.calls.append((n, len(t.ops), calls))
+        return r
+
+    return nki_call
+
+
+WRAPPER_CODE = _trace.WRAPPER_CODE = wrapper(None, "").__code__
 
 
 def run(fn, args, kwargs):
@@ -45,11 +82,8 @@ def run(fn, args, kwargs):
 def begin(t):
     """Recording off until the innermost running nl.* / nisa.* call returns (its wrapper calls end()); False
     when no such call is running (a mask applied by an assignment): the caller keeps its error."""
-    from . import isa, language
-
-    wrappers = {_trace.WRAPPER_CODE, language._NlFunc.__call__.__code__, isa.WRAPPER_CODE}
     f = sys._getframe(1)
-    while f is not None and f.f_code not in wrappers:
+    while f is not None and f.f_code is not WRAPPER_CODE:
         f = f.f_back
     if f is None:
         return False

@@ -11,13 +11,11 @@ the call and the kernel line (UNSUPPORTED below; docs/nki.md lists both).
 
 import enum
 import math
-import sys
 
 from . import _lower
 from . import _ops
-from . import _trace
 from . import _void
-from ._errors import NkiError, bad_call, by_call, ignored_kwargs, unsupported_name, unsupported, warn_at
+from ._errors import NkiError, ignored_kwargs, unsupported_name, unsupported, warn_at
 from ._index import AffinePredicate, Mask, UnmodelledMask
 from ._tensor import PSUM, SBUF, NkiTensor
 
@@ -38,30 +36,7 @@ def _public(f):
     (by_call: `nisa.tensor_tensor: mask: ...`)."""
     import functools
 
-    call = "nki.isa." + f.__name__
-    short = "nisa." + f.__name__
-
-    @functools.wraps(f)
-    def checked(*args, **kwargs):
-        t = _trace._current
-        try:
-            if t is not None and t.void:
-                return _void.run(f, args, kwargs)
-            return f(*args, **kwargs)
-        except TypeError as e:
-            err = bad_call(e, call, (checked.__code__, f.__code__, _void.run.__code__))
-            if err is None:
-                raise
-            raise err from None
-        except NkiError as e:
-            raise by_call(e, short) from None
-        finally:
-            if t is not None and t.voiding is not None:
-                _void.end(t, sys._getframe())
-
-    global WRAPPER_CODE
-    WRAPPER_CODE = checked.__code__  # (_void.begin: a call is running)
-    return checked
+    return functools.wraps(f)(_void.wrapper(f, "nisa." + f.__name__, bind="nki.isa." + f.__name__))
 
 
 class engine(enum.Enum):

@@ -5,7 +5,6 @@ program ids, index expressions, and the math / memory conveniences, each lowered
 
 import functools as _functools
 import math as _math
-import sys as _sys
 
 from . import _direct, _index, _lower, _ops, _print, _schedule, _trace, _void
 from ._dtypes import BY_NAME as _DT
@@ -14,7 +13,6 @@ from ._finfo import finfo as _finfo
 from ._dtypes import as_dtype as _as_dtype
 from ._dtypes import modelled as _modelled
 from ._errors import Loc, NkiError, ignored_kwargs, unsupported_name, caller_loc, unsupported
-from ._errors import by_call as _by_call
 from ._tensor import HBM, PSUM, SBUF, BlockTensor, Buffer, NkiTensor, Storage
 
 arange = _index.arange  # index expressions (_index.py)
@@ -453,51 +451,23 @@ def ds(start, size):
 def _names_errors(fn):
     """nl.<fn>, whose errors about the instructions its lowering makes name the nl call first (by_call)."""
 
-    @_functools.wraps(fn)
-    def call(*args, **kwargs):
-        t = _trace._current
-        try:
-            if t is not None and t.void:
-                return _void.run(fn, args, kwargs)
-            return fn(*args, **kwargs)
-        except NkiError as e:
-            raise _by_call(e, f"nl.{fn.__name__}") from None
-        finally:
-            if t is not None and t.voiding is not None:
-                _void.end(t, _sys._getframe())
-
-    _trace.WRAPPER_CODE = call.__code__  # (Trace.call_stack's fast path steps over this frame)
-    return call
+    return _functools.wraps(fn)(_void.wrapper(fn, f"nl.{fn.__name__}"))
 
 
 # ---- math: each function object is also the operator NKI passes as `op=` (its .alu / .act name).
 
 
-class _NlFunc:
-    __slots__ = ("__name__", "alu", "act", "_impl", "__doc__")
+class _NlFunc(_functools.partial):
+    """An nl.* function that is also an operator (`op=nl.add`: its .alu / .act name). A partial of the shared
+    call wrapper (_void.wrapper), so calling it adds no Python frame of its own."""
 
-    def __init__(self, name, impl, alu=None, act=None, doc=""):
+    def __new__(cls, name, impl, alu=None, act=None, doc=""):
+        self = super().__new__(cls, _void.wrapper(impl, f"nl.{name}", calls=name))
         self.__name__ = name
-        self._impl = impl
         self.alu = alu
         self.act = act
         self.__doc__ = doc
-
-    def __call__(self, *args, **kwargs):
-        t = _trace._current
-        try:
-            if t is None:
-                return self._impl(*args, **kwargs)
-            n = len(t.ops)
-            r = _void.run(self._impl, args, kwargs) if t.void else self._impl(*args, **kwargs)
-        except NkiError as e:
-            raise _by_call(e, f"nl.{self.__name__}") from None
-        finally:
-            if t is not None and t.voiding is not None:
-                _void.end(t, _sys._getframe())
-        if len(t.ops) > n:
-            t.calls.append((n, len(t.ops), self.__name__))
-        return r
+        return self
 
     def __repr__(self):
         return f"nl.{self.__name__}"
