@@ -10,7 +10,7 @@ def unsupported_call(x):
     t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=x)
     s = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.range_select(dst=s, on_true_tile=t, comp_op0=nl.greater, comp_op1=nl.less, bound0=t, bound1=t)  # MARK-unsupported
+    nisa.range_select(s, t, nl.greater, nl.less, t, t)  # MARK-unsupported
     return x
 
 
