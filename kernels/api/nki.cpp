@@ -8,6 +8,7 @@
 #include "sim/base/error.h"
 #include "sim/isa/element.h"
 #include "sim/isa/opcodes.h"
+#include "sim/isa/shuffle_mask.h"
 
 namespace trnsim::kernels::nki {
 namespace {
@@ -218,6 +219,8 @@ void set_affine(Op& o, const char* call, const View& dst, const std::vector<int3
   for (size_t i = 0; i < pattern.size(); ++i) o.inst.iota_steps[i] = pattern[i];
   o.inst.imm0 = static_cast<float>(offset);
   o.inst.imm1 = static_cast<float>(channel_multiplier);
+  // iota: an integer dst's offset FP32 does not hold is exact (imm0 + imm3); affine_select compares in FP32.
+  if (o.inst.op == isa::Opcode::Iota) isa::split_fill(dst.dtype(), offset, o.inst.imm0, o.inst.imm3);
 }
 
 }  // namespace
@@ -237,7 +240,7 @@ InstRef affine_select(const View& dst, const std::vector<int32_t>& pattern, doub
   Op o(isa::Opcode::AffineSelect, engine, {&dst, &on_true_tile});
   set_affine(o, "affine_select", dst, pattern, offset, channel_multiplier, loc);
   o.inst.alu0 = cmp_op;
-  o.inst.imm2 = static_cast<float>(on_false_value);
+  isa::split_fill(dst.dtype(), on_false_value, o.inst.imm2, o.inst.imm3);  // exact for an integer dst
   return o.emit(k, loc);
 }
 
@@ -301,6 +304,37 @@ InstRef tensor_partition_reduce(const View& dst, AluOp op, const View& data, Loc
 InstRef nc_n_gather(const View& dst, const View& data, const View& indices, Loc loc) {
   Kernel& k = owner_of("nc_n_gather", loc, {&dst, &data, &indices});
   return Op(isa::Opcode::NcNGather, Engine::POOL, {&dst, &data, &indices}).emit(k, loc);
+}
+
+InstRef nonzero_with_count(const View& dst, const View& src, int32_t index_offset, int32_t padding_val,
+                           Loc loc) {
+  Kernel& k = owner_of("nonzero_with_count", loc, {&dst, &src});
+  Op o(isa::Opcode::NonzeroWithCount, Engine::POOL, {&dst, &src});
+  o.inst.iota_steps[0] = index_offset;
+  o.inst.iota_steps[1] = padding_val;
+  return o.emit(k, loc);
+}
+
+InstRef nc_stream_shuffle(const View& dst, const View& src, const std::vector<int>& shuffle_mask, Loc loc) {
+  Kernel& k = owner_of("nc_stream_shuffle", loc, {&dst, &src});
+  if (shuffle_mask.size() != 32)
+    throw InputError(
+        fmt::format("{}: nc_stream_shuffle: shuffle_mask has {} entries, expected 32 (one per "
+                    "partition of a quadrant)",
+                    where(loc), shuffle_mask.size()));
+  isa::ShuffleMask mask{};
+  for (size_t i = 0; i < 32; ++i) {
+    const int m = shuffle_mask[i];
+    if ((m < 0 || m > 31) && m != isa::kShuffleKeep)
+      throw InputError(
+          fmt::format("{}: nc_stream_shuffle: shuffle_mask[{}] = {}: expected a source partition "
+                      "0-31 of the quadrant, or 255 (unmodified)",
+                      where(loc), i, m));
+    mask[i] = static_cast<uint8_t>(m);
+  }
+  Op o(isa::Opcode::NcStreamShuffle, Engine::DVE, {&dst, &src});
+  isa::set_shuffle_mask(o.inst, mask);
+  return o.emit(k, loc);
 }
 
 InstRef select(const View& dst, const View& predicate, const View& on_true, Operand on_false, Engine engine,

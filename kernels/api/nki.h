@@ -152,6 +152,17 @@ InstRef tensor_partition_reduce(const View& dst, AluOp op, const View& data, Loc
 // GpSimd).
 InstRef nc_n_gather(const View& dst, const View& data, const View& indices, Loc loc = Loc::current());
 
+// On partitions 0, 16, ..., 112 (one per GpSimd core): dst [P, N + 1] int32 = the positions plus index_offset
+// of src [P, N]'s nonzero elements (float32 or int32), padding_val up to N, then their count (NKI
+// nonzero_with_count; GpSimd, Trn2 and newer). The other partitions of dst are not written.
+InstRef nonzero_with_count(const View& dst, const View& src, int32_t index_offset = 0,
+                           int32_t padding_val = -1, Loc loc = Loc::current());
+
+// In each 32-partition quadrant, dst partition i = src partition shuffle_mask[i] of the quadrant, or left
+// unmodified where it is 255; 32 entries (NKI nc_stream_shuffle; Vector engine; in place allowed).
+InstRef nc_stream_shuffle(const View& dst, const View& src, const std::vector<int>& shuffle_mask,
+                          Loc loc = Loc::current());
+
 enum class OobMode { Error, Skip };
 
 // How a DMA's descriptors are made (NKI's nki.isa.dge_mode; dma_mode.h resolves Unknown and the engine).

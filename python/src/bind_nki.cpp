@@ -190,6 +190,18 @@ void bind_nki(pyb::module_& top) {
       },
       arg("dst"), arg("data"), arg("indices"), pyb::kw_only(), loc);
   m.def(
+      "nonzero_with_count",
+      [](const View& dst, const View& src, int32_t index_offset, int32_t padding_val, pyb::handle l) {
+        return nki::nonzero_with_count(dst, src, index_offset, padding_val, loc_of(l));
+      },
+      arg("dst"), arg("src"), pyb::kw_only(), arg("index_offset") = 0, arg("padding_val") = -1, loc);
+  m.def(
+      "nc_stream_shuffle",
+      [](const View& dst, const View& src, const std::vector<int>& shuffle_mask, pyb::handle l) {
+        return nki::nc_stream_shuffle(dst, src, shuffle_mask, loc_of(l));
+      },
+      arg("dst"), arg("src"), arg("shuffle_mask"), pyb::kw_only(), loc);
+  m.def(
       "select",
       [](const View& dst, const View& predicate, const View& on_true, pyb::handle on_false, Engine engine,
          pyb::handle l) {

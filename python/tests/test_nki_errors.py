@@ -59,7 +59,7 @@ def check(function, marker, words, exc=tnki.NkiError):
 
 
 def test_unsupported_call():
-    check("unsupported_call", "MARK-unsupported", ["nki.isa.nc_stream_shuffle", "not modelled"], tnki.NkiUnsupported)
+    check("unsupported_call", "MARK-unsupported", ["nki.isa.range_select", "not modelled"], tnki.NkiUnsupported)
 
 
 def test_wrong_shapes():

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from runner import main, raises
+from runner import main, raises, raises_at
 
 import trnsim.nki as tnki
 import nki
@@ -152,32 +152,60 @@ def test_bitvec_masks_past_24_bits_keep_every_bit():
 
 
 @nki.jit
-def iota_past_24_bits():
+def iota_past_24_bits(offset):
     o = nl.ndarray((128, 8), dtype=nl.int32, buffer=nl.shared_hbm)
-    t = nisa.iota(nl.arange(8)[None, :] + 100000 * nl.arange(128)[:, None] + 33554433, dtype=nl.int32)  # MARK-iota
+    t = nisa.iota(nl.arange(8)[None, :] + 100 * nl.arange(128)[:, None] + offset, dtype=nl.int32)
     nl.store(o, t)
     return o
 
 
 @nki.jit
-def iota_then_add():
+def iota_dst_past_24_bits(offset, channel_multiplier=1):
     o = nl.ndarray((128, 8), dtype=nl.int32, buffer=nl.shared_hbm)
-    t = nisa.iota(nl.arange(8)[None, :] + 100000 * nl.arange(128)[:, None], dtype=nl.int32)
-    nl.store(o, nl.add(t, nl.full((128, 8), 33554433, dtype=nl.int32)))
+    t = nl.ndarray((128, 8), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=t, pattern=[[1, 8]], offset=offset, channel_multiplier=channel_multiplier)  # MARK-iota
+    nl.store(o, t)
     return o
 
 
-def test_an_integer_iota_offset_fp32_does_not_hold_is_refused():
-    # tester23p F8: the offset is the instruction's FP32 immediate, so 33554433 silently became 33554432 (every
-    # value off by one). Now an NkiError at the line; the way it names is exact.
-    with open(__file__) as f:
-        n = next(i for i, text in enumerate(f, 1) if "# MARK-iota" in text and "next(" not in text)
-    e = raises(tnki.NkiError, lambda: tnki.simulate_kernel(iota_past_24_bits))
-    assert str(e) == ("test_nki_int_semantics.py:%d: iota: offset 33554433 is not exact in FP32, the instruction's "
-                      "immediate (more than 24 significant bits): make the iota with a smaller offset and add the "
-                      "rest with nl.add of int32 tiles (integer tile arithmetic is exact)" % n), str(e)
-    want = np.arange(8)[None, :] + 100000 * np.arange(128)[:, None] + 33554433
-    assert tnki.simulate_kernel(iota_then_add).tobytes() == want.astype(np.int32).tobytes()
+def test_an_integer_iota_offset_past_24_bits_is_exact():
+    # tester23p F8 then an NkiError: the offset was the instruction's FP32 immediate, so 33554433 silently became
+    # 33554432. Now the ISA splits it (imm0 = its FP32 rounding, imm3 the rest, as memset's fill), so every value
+    # is exact: 2^24 + 1 and 2^31 - 5 (whose last values wrap past INT32_MAX, as int32 arithmetic does).
+    for off in (2 ** 24 + 1, 2 ** 31 - 5, 33554433, -2 ** 31 + 3):
+        want = (np.arange(8)[None, :] + 100 * np.arange(128)[:, None] + off).astype(np.int64).astype(np.int32)
+        got = tnki.simulate_kernel(iota_past_24_bits, off)
+        assert got.tobytes() == want.tobytes(), (off, got[0, :3], want[0, :3])
+        want = (np.arange(8)[None, :] + np.arange(128)[:, None] + off).astype(np.int64).astype(np.int32)
+        got = tnki.simulate_kernel(iota_dst_past_24_bits, off)
+        assert got.tobytes() == want.tobytes(), (off, got[0, :3], want[0, :3])
+
+
+def test_an_integer_iota_channel_multiplier_fp32_does_not_hold_is_refused():
+    # The channel multiplier is still one FP32 immediate (no room to split it): an NkiError at the line.
+    raises_at(tnki.NkiError, "iota: channel_multiplier 33554433 is not exact in FP32, the instruction's immediate "
+              "(more than 24 significant bits): make the iota with a smaller channel_multiplier and add the rest "
+              "with nl.add of int32 tiles (integer tile arithmetic is exact)", __file__, "MARK-iota",
+              tnki.simulate_kernel, iota_dst_past_24_bits, 0, channel_multiplier=33554433)
+
+
+@nki.jit
+def affine_select_fill(x, fill):
+    o = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.sbuf)
+    nisa.affine_select(dst=t, pattern=[[-1, x.shape[1]]], channel_multiplier=1, on_true_tile=nl.load(x),
+                       on_false_value=fill, cmp_op=nl.greater_equal)
+    nl.store(o, t)
+    return o
+
+
+def test_an_integer_affine_select_fill_past_24_bits_is_exact():
+    # on_false_value is imm2 + imm3 (split as memset's fill): 2^24 + 1 was written as 2^24 before.
+    x = np.arange(128 * 64, dtype=np.int32).reshape(128, 64)
+    keep = np.arange(128)[:, None] - np.arange(64)[None, :] >= 0  # partition - column >= 0 (the pattern)
+    for fill in (2 ** 24 + 1, 2 ** 31 - 5, -2 ** 31 + 1):
+        got = tnki.simulate_kernel(affine_select_fill, x, fill)
+        assert got.tobytes() == np.where(keep, x, np.int32(fill)).astype(np.int32).tobytes(), (fill, got[0, :3])
 
 
 if __name__ == "__main__":

@@ -97,6 +97,7 @@ class Checker {
   void top8_rules() const;
   void scan_rules() const;
   void partition_reduce_rules() const;
+  void shuffle_rules() const;
   void mx_scale(int scale_slot, int data_slot, uint32_t offset, const char* offset_name) const;
   uint64_t max_moving(DType dst) const;
 
@@ -441,6 +442,29 @@ void Checker::top8_rules() const {
   }
 }
 
+// nki.isa.nc_stream_shuffle (NKI 2.21-2.33): dst of src's dtype with as many elements per partition; the
+// start partitions by the active partitions (the larger tile's rounded up to 32): 96 or 128 start at 0, 64
+// at 0 or 64, 32 at 0, 32, 64 or 96.
+void Checker::shuffle_rules() const {
+  if (op(0).dtype != op(1).dtype)
+    fail("dtype", fmt::format("dst is {} but src is {} (nc_stream_shuffle moves elements, no cast)",
+                              dtype_name(op(0).dtype), dtype_name(op(1).dtype)));
+  if (op(0).free_elements() != op(1).free_elements())
+    fail("shape", fmt::format("dst has {} elements per partition, src {}", op(0).free_elements(),
+                              op(1).free_elements()));
+  const uint32_t active = (std::max(op(0).partitions, op(1).partitions) + 31) / 32 * 32;
+  for (int slot = 0; slot < 2; ++slot) {
+    const uint32_t s = op(slot).partition_start;
+    if (s % active != 0 || (active > 64 && s != 0))
+      fail("partition start",
+           fmt::format("{} starts at partition {}; with {} active partitions a start must be {}", name(slot),
+                       s, active,
+                       active > 64    ? "0"
+                       : active == 64 ? "0 or 64"
+                                      : "0, 32, 64 or 96"));
+  }
+}
+
 void Checker::run() {
   const Opcode o = inst_.op;
   if (static_cast<int>(o) >= kNumOpcodes)
@@ -676,6 +700,19 @@ void Checker::run() {
       same_shape(0, 2);
       if (op(1).partitions != op(0).partitions)
         fail("shape", fmt::format("data has {} partitions, dst {}", op(1).partitions, op(0).partitions));
+      break;
+    case Opcode::NonzeroWithCount:
+      // nki.isa.nonzero_with_count (NKI 2.33): src float32 or int32, dst int32 on the same partitions with
+      // one more element per partition (the count).
+      dtype_in(1, {DType::F32, DType::I32}, "float32 or int32");
+      dtype_in(0, {DType::I32}, "int32");
+      if (op(0).partitions != op(1).partitions || op(0).free_elements() != op(1).free_elements() + 1)
+        fail("shape", fmt::format("dst must be [{}, {}] (src's {} elements and the count), got [{}, {}]",
+                                  op(1).partitions, op(1).free_elements() + 1, op(1).free_elements(),
+                                  op(0).partitions, op(0).free_elements()));
+      break;
+    case Opcode::NcStreamShuffle:
+      shuffle_rules();
       break;
     default:
       break;

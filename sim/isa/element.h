@@ -25,7 +25,8 @@ void store_element_int(DType t, uint8_t* p, int64_t v);
 // A fill value (memset's) as an instruction's two FP32 immediates: imm0 = v rounded to FP32; imm1 = 0, or
 // for an integer dtype and an integer v in its range that FP32 does not hold exactly (|v| > 2^24: I32, U32)
 // the rest v - imm0 (exact: at most 2^8), so that imm0 + imm1 is v and the fill writes v exactly, as the
-// hardware's memset of a compile-time constant does for every dtype (NKI's nki.isa.memset).
+// hardware's memset of a compile-time constant does for every dtype (NKI's nki.isa.memset). iota's offset
+// and affine_select's on_false_value are split the same way (into imm0 / imm2 and Instruction::imm3).
 void split_fill(DType t, double v, float& imm0, float& imm1);
 // The fill value split_fill made, in FP64.
 inline double fill_value(float imm0, float imm1) {

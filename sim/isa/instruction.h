@@ -117,8 +117,10 @@ enum class Opcode : uint8_t {
   TensorTensorScan,
   TensorPartitionReduce,
   NcNGather,
+  NonzeroWithCount,
+  NcStreamShuffle,
 };
-inline constexpr int kNumOpcodes = 27;
+inline constexpr int kNumOpcodes = 29;
 
 enum class AluOp : uint8_t {
   Bypass,
@@ -255,6 +257,9 @@ struct Instruction {
   uint16_t phase = 0;  // index into Program::phases (0: none): the kernel phase that emitted it, for stats
   uint32_t flags = 0;
   SourceLoc loc;
+  // The rest of an integer immediate FP32 does not hold (element.h split_fill): iota's offset is imm0 + imm3,
+  // affine_select's on_false_value imm2 + imm3 (4 bytes that were padding: the size does not change).
+  float imm3 = 0.f;
   SemWaits waits;  // PE nc_matmul(_mx) / nc_transpose: the LoadStationary's waits
   SemUpdates updates;
   // PE nc_matmul(_mx) / nc_transpose are two hardware instructions, LoadStationary then MultiplyMoving (the
@@ -267,7 +272,9 @@ struct Instruction {
                      // offset / nc_match_replace8 imm
   float imm1 = 0.f;  // tensor_scalar operand1 / activation bias / iota channel_multiplier
   float imm2 = 0.f;  // affine_select on_false_value
-  std::array<int32_t, 4> iota_steps{};  // iota: value step per free dim of dst (dst's dims order)
+  // iota: value step per free dim of dst (dst's dims order); nonzero_with_count: index_offset and padding_val
+  // in [0] and [1] (exact int32); nc_stream_shuffle: part of its packed shuffle_mask (shuffle_mask.h).
+  std::array<int32_t, 4> iota_steps{};
   std::array<AccessPattern, 5> ops{};
 
   bool has(Flag f) const { return (flags & f) != 0; }

@@ -42,6 +42,9 @@ constexpr Attr alu(const char* key, AttrField field, bool required) {
 constexpr Attr number(const char* key, AttrField field, bool required = false) {
   return {.key = key, .kind = AttrKind::Number, .field = field, .required = required};
 }
+constexpr Attr int32(const char* key, AttrField field, float absent) {
+  return {.key = key, .kind = AttrKind::Int32, .field = field, .absent = absent};
+}
 constexpr Attr number_or_vector(const char* key, AttrField field, int8_t slot, uint32_t f,
                                 float absent = 0.f) {
   return {.key = key,
@@ -353,6 +356,29 @@ inline constexpr std::array<OpcodeInfo, kNumOpcodes> kOpcodeTable = {
           .trn3 = POOL,
           .description =
               "dst[p, j] = data[p, indices[p, j]] (data's free elements flattened; uint32 indices)"}),
+    // nki.isa.nonzero_with_count: the positions of a partition's nonzero elements, then padding, then their
+    // count; GpSimd, NeuronCore-v3 and newer (find_nonzero_indices of the NKI library).
+    info({.op = Opcode::NonzeroWithCount,
+          .name = "nonzero_with_count",
+          .profile = "NONZERO_WITH_COUNT",
+          .slots = {out("dst"), in("src")},
+          .trn2 = POOL,
+          .trn3 = POOL,
+          .trn1 = 0,
+          .description = "partitions 0, 16, ..., 112: dst = [index_offset + i for src[i] != 0], padding_val "
+                         "up to src's length, then the count",
+          .attrs = {int32("index_offset", AttrField::Int0, 0.f),
+                    int32("padding_val", AttrField::Int1, -1.f)}}),
+    // nki.isa.nc_stream_shuffle: partitions moved within each 32-partition quadrant, on Vector.
+    info({.op = Opcode::NcStreamShuffle,
+          .name = "nc_stream_shuffle",
+          .profile = "STREAM_SHUFFLE",
+          .slots = {out("dst"), in("src")},
+          .trn2 = DVE,
+          .trn3 = DVE,
+          .description = "in each quadrant, dst partition i = src partition shuffle_mask[i] (255: dst "
+                         "partition i unmodified)",
+          .attrs = {{.key = "shuffle_mask", .kind = AttrKind::ShuffleMask}}}),
 };
 
 constexpr bool in_enum_order() {

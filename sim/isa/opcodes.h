@@ -69,6 +69,9 @@ enum class AttrKind : uint8_t {
                    // `flag` is set (`flag` 0: unless the operand is given)
   TransposeAxes,   // dma_transpose's axes [1, 0], or [2, 1, 0] / [3, 1, 2, 0] (sets `flag`); written when set
   IotaSteps,       // iota's step per free dim; written always
+  Int32,           // an integer in int32's range into `field` (an exact immediate; `absent` without the key);
+                   // written always
+  ShuffleMask,     // nc_stream_shuffle's 32 entries, each 0-31 or 255 (shuffle_mask.h); written always
 };
 // The Instruction field an attribute sets (program_json.cpp maps it).
 enum class AttrField : uint8_t {
@@ -80,7 +83,9 @@ enum class AttrField : uint8_t {
   Alu1,
   ScaleOffset,
   MovingScaleOffset,
-  ReduceAxes
+  ReduceAxes,
+  Int0,  // iota_steps[0] as an int32 immediate (nonzero_with_count's index_offset)
+  Int1,  // iota_steps[1] (nonzero_with_count's padding_val)
 };
 
 struct Attr {

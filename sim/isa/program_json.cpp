@@ -19,6 +19,7 @@
 #include "sim/isa/opcode_table.h"
 #include "sim/isa/opcodes.h"
 #include "sim/isa/semantics.h"
+#include "sim/isa/shuffle_mask.h"
 
 namespace trnsim::isa {
 namespace {
@@ -208,16 +209,27 @@ AccessPattern Reader::ap(const Node& n) const {
   return a;
 }
 
-// memset's "value", the ISA's one fill value: read and written whole (imm0 and, for an integer FP32 does
-// not hold, imm1: element.h split_fill).
-bool is_fill(const Instruction& in, const Attr& a) {
-  return in.op == Opcode::Memset && a.field == AttrField::Imm0;
+// The integer immediates the ISA splits where FP32 does not hold them (element.h split_fill): memset's
+// "value" (rest in imm1), iota's "base" and affine_select's "on_false_value" (rest in imm3). Read and written
+// whole; null for any other attribute.
+template <class I>
+auto* split_rest(I& in, const Attr& a) {
+  using F = decltype(&in.imm1);
+  if (in.op == Opcode::Memset && a.field == AttrField::Imm0) return &in.imm1;
+  if ((in.op == Opcode::Iota && a.field == AttrField::Imm0) ||
+      (in.op == Opcode::AffineSelect && a.field == AttrField::Imm2))
+    return &in.imm3;
+  return F{nullptr};
 }
 
 // The Instruction field an attribute names (opcodes.h AttrField).
 template <class I>
 auto& number_field(I& in, AttrField f) {
   return f == AttrField::Imm1 ? in.imm1 : f == AttrField::Imm2 ? in.imm2 : in.imm0;
+}
+template <class I>
+auto& int_field(I& in, AttrField f) {
+  return in.iota_steps[f == AttrField::Int1 ? 1 : 0];
 }
 template <class I>
 auto& alu_field(I& in, AttrField f) {
@@ -264,8 +276,8 @@ void Reader::read_attr(const Node& n, const Attr& a, Instruction& in) const {
       }
       break;
     case AttrKind::Number:
-      if (is_fill(in, a))
-        split_fill(in.ops[0].dtype, n[a.key].number64(), in.imm0, in.imm1);
+      if (float* rest = split_rest(in, a); rest != nullptr && (given || a.required))
+        split_fill(in.ops[0].dtype, n[a.key].number64(), number_field(in, a.field), *rest);
       else
         number_field(in, a.field) = given || a.required ? n[a.key].number() : a.absent;
       break;
@@ -301,6 +313,24 @@ void Reader::read_attr(const Node& n, const Attr& a, Instruction& in) const {
           in.iota_steps[i] = static_cast<int32_t>(st.at(i).integer(INT32_MIN, INT32_MAX));
       }
       break;
+    case AttrKind::Int32:
+      int_field(in, a.field) = given ? static_cast<int32_t>(n[a.key].integer(INT32_MIN, INT32_MAX))
+                                     : static_cast<int32_t>(a.absent);
+      break;
+    case AttrKind::ShuffleMask: {
+      const Node m = n[a.key];
+      m.expect_array();
+      if (m.value().size() != 32) m.fail(fmt::format("expected 32 entries, got {}", m.value().size()));
+      ShuffleMask mask{};
+      for (size_t i = 0; i < 32; ++i) {
+        const int64_t v = m.at(i).integer(0, 255);
+        if (v > 31 && v != kShuffleKeep)
+          m.at(i).fail(fmt::format("expected a source partition 0-31 or 255 (unmodified), got {}", v));
+        mask[i] = static_cast<uint8_t>(v);
+      }
+      set_shuffle_mask(in, mask);
+      break;
+    }
   }
 }
 
@@ -432,8 +462,9 @@ void write_attr(const Attr& a, const Instruction& in, json& j) {
       j[a.key] = act_name(in.act);
       break;
     case AttrKind::Number:
-      if (is_fill(in, a) && in.imm1 != 0.f)
-        j[a.key] = fill_value(in.imm0, in.imm1);  // an integer FP32 does not hold (split_fill)
+      if (const float* rest = split_rest(in, a); rest != nullptr && *rest != 0.f)
+        j[a.key] =
+            fill_value(number_field(in, a.field), *rest);  // an integer FP32 does not hold (split_fill)
       else
         j[a.key] = number_json(number_field(in, a.field));
       break;
@@ -446,6 +477,12 @@ void write_attr(const Attr& a, const Instruction& in, json& j) {
     case AttrKind::IotaSteps:
       j[a.key] = json::array();
       for (int d = 0; d < in.ops[0].ndim && d < 4; ++d) j[a.key].push_back(in.iota_steps[d]);
+      break;
+    case AttrKind::Int32:
+      j[a.key] = int_field(in, a.field);
+      break;
+    case AttrKind::ShuffleMask:
+      j[a.key] = shuffle_mask(in);
       break;
   }
 }

@@ -16,6 +16,7 @@
 #include "sim/isa/alu.h"
 #include "sim/isa/element.h"
 #include "sim/isa/operand_view.h"
+#include "sim/isa/shuffle_mask.h"
 #include "sim/isa/top8.h"
 #include "sim/numerics/float_formats.h"
 #include "sim/numerics/host_threads.h"
@@ -188,6 +189,8 @@ class Exec {
   void tensor_tensor_scan();
   void tensor_partition_reduce();
   void nc_n_gather();
+  void nonzero_with_count();
+  void nc_stream_shuffle();
 
   const Instruction& inst_;
   int core_;
@@ -295,6 +298,10 @@ void Exec::run() {
       return tensor_partition_reduce();
     case Opcode::NcNGather:
       return nc_n_gather();
+    case Opcode::NonzeroWithCount:
+      return nonzero_with_count();
+    case Opcode::NcStreamShuffle:
+      return nc_stream_shuffle();
   }
   fail("opcode", fmt::format("unknown opcode {}", static_cast<int>(inst_.op)));
 }
@@ -1074,10 +1081,13 @@ void Exec::memset() {
 template <class F>
 void for_affine(const Instruction& inst, OperandView& dst, F&& f) {
   const AccessPattern& ap = dst.ap();
+  // iota's offset may carry an integer rest FP32 does not hold (split_fill); affine_select's imm3 is its
+  // on_false_value's.
+  const double base = inst.op == Opcode::Iota ? fill_value(inst.imm0, inst.imm3) : inst.imm0;
   for (uint32_t p = 0; p < dst.rows(); ++p) {
     std::array<uint32_t, 4> idx{};
     for (uint64_t j = 0; j < dst.cols(); ++j) {
-      double v = static_cast<double>(inst.imm0) + static_cast<double>(inst.imm1) * p;
+      double v = base + static_cast<double>(inst.imm1) * p;
       for (int d = 0; d < ap.ndim; ++d) v += static_cast<double>(inst.iota_steps[d]) * idx[d];
       f(p, j, v);
       for (int d = ap.ndim - 1; d >= 0; --d) {
@@ -1209,9 +1219,14 @@ void Exec::affine_select() {
   OperandView dst = view(0);
   OperandView on_true = view(1);
   same_shape(dst, 0, on_true, 1);
+  // An integer on_false_value FP32 does not hold is written exactly (split_fill: imm2 + imm3).
+  const bool wide = inst_.imm3 != 0.f && is_int(dst.dtype());
+  const auto exact = static_cast<int64_t>(fill_value(inst_.imm2, inst_.imm3));
   for_affine(inst_, dst, [&](uint32_t p, uint64_t j, double v) {
     if (alu_f32(inst_.alu0, static_cast<float>(v), 0.f) != 0.f)
       move(dst, dst.at(p, j), on_true, on_true.at(p, j));
+    else if (wide)
+      dst.store_int(p, j, exact);
     else
       dst.store(p, j, inst_.imm2);
   });
@@ -1341,6 +1356,60 @@ void Exec::nc_n_gather() {
              fmt::format("indices[{}, {}] = {} is outside data's {} elements per partition", p, j, i, n));
       std::memcpy(dst.at(p, j), &row[i * size], size);
     }
+  }
+}
+
+// On partitions 0, 16, ..., 112 of the tiles (the first partition of each GpSimd core's 16) only: dst's row =
+// index_offset + i for each nonzero src[i] in order (FP32: != 0, so -0 is zero and NaN is not; int32: != 0),
+// then padding_val up to src's length, then the count; int32 wrapping. The other rows are not touched.
+void Exec::nonzero_with_count() {
+  OperandView dst = view(0);
+  OperandView src = view(1);
+  const uint64_t n = src.cols();
+  if (dst.rows() != src.rows() || dst.cols() != n + 1)
+    fail("shape", fmt::format("dst must be [{}, {}] (src's elements and the count), got [{}, {}]", src.rows(),
+                              n + 1, dst.rows(), dst.cols()));
+  const int64_t offset = inst_.iota_steps[0], padding = inst_.iota_steps[1];
+  std::vector<int64_t> out(n + 1), xi(n);
+  std::vector<float> xf(n);
+  const bool floats = !is_int(src.dtype());
+  for (uint32_t p = 0; p < src.rows(); p += 16) {
+    if (floats)
+      src.load_row(p, xf.data());
+    else
+      src.load_row_int(p, xi.data());
+    uint64_t count = 0;
+    for (uint64_t i = 0; i < n; ++i)
+      if (floats ? xf[i] != 0.f : xi[i] != 0) out[count++] = offset + static_cast<int64_t>(i);
+    std::fill(out.begin() + static_cast<int64_t>(count), out.end() - 1, padding);
+    out[n] = static_cast<int64_t>(count);
+    dst.store_row_int(p, out.data());
+  }
+}
+
+// Within each 32-partition quadrant of dst: dst partition 32q + i = src partition 32q + shuffle_mask[i],
+// bytes copied (one dtype), or unmodified where shuffle_mask[i] is 255. src is read whole first, so dst may
+// be src (in place).
+void Exec::nc_stream_shuffle() {
+  OperandView dst = view(0);
+  OperandView src = view(1);
+  if (dst.cols() != src.cols())
+    fail("shape", fmt::format("dst has {} elements per partition, src {}", dst.cols(), src.cols()));
+  const ShuffleMask mask = shuffle_mask(inst_);
+  const uint64_t n = src.cols();
+  const uint32_t size = dtype_size(src.dtype());
+  std::vector<uint8_t> rows(static_cast<size_t>(src.rows()) * n * size);
+  for (uint32_t p = 0; p < src.rows(); ++p)
+    for (uint64_t c = 0; c < n; ++c) std::memcpy(&rows[(p * n + c) * size], src.at(p, c), size);
+  for (uint32_t p = 0; p < dst.rows(); ++p) {
+    const uint8_t m = mask[p % 32];
+    if (m == kShuffleKeep) continue;
+    const uint32_t from = p / 32 * 32 + m;
+    if (from >= src.rows())
+      fail("shuffle_mask",
+           fmt::format("shuffle_mask[{}] = {} reads src partition {} (quadrant {}), src has {}", p % 32, m,
+                       from, p / 32, src.rows()));
+    for (uint64_t c = 0; c < n; ++c) std::memcpy(dst.at(p, c), &rows[(from * n + c) * size], size);
   }
 }
 

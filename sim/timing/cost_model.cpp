@@ -111,6 +111,7 @@ EngineCost CostModel::engine_cost(const isa::Instruction& inst) const {
     case isa::Engine::SP: {
       const auto& e = inst.engine == isa::Engine::POOL ? hw_.pool : hw_.sp;
       // nc_n_gather: one element per gathered element (dst's), not per element of data (no published cost).
+      // nonzero_with_count: the one-input rule over src's elements per partition (no published cost; ours).
       uint64_t n = inst.op == Opcode::NcNGather ? inst.ops[0].free_elements() : elements_of(inst);
       uint64_t inputs = (inst.op == Opcode::TensorTensor || inst.op == Opcode::ScalarTensorTensor ||
                          inst.op == Opcode::Select)
@@ -240,6 +241,10 @@ EngineCost CostModel::dve_cost(const isa::Instruction& inst) const {
       // "max(MIN_II, 2N)" (nki.isa.tensor_tensor_scan, NKI 2.21-2.26): the two-input rule, no performance
       // mode (the recurrence takes one element per step whatever the dtypes).
       work = 2 * n;
+      break;
+    case Opcode::NcStreamShuffle:
+      // No published cost (nki.isa.nc_stream_shuffle, NKI 2.21-2.33): the one-input rule over src's elements
+      // per partition, no performance mode (ours).
       break;
     default:
       break;

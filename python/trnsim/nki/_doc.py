@@ -28,6 +28,8 @@ def table():
         style = "current (`dst=`) and earlier (returns a tile)" if name in both else "current"
         if name in ("dma_copy",):
             style = "keyword `dst=`, `src=` (both)"
+        if name == "nc_stream_shuffle":
+            style = "current (`dst, src`) and earlier (`src, dst`, `mask=`): both write dst"
         out.append(f"| `nisa.{name}` | {style} | {_first_line(getattr(isa, name))} |")
     out += ["", "Not modelled (calling one raises NkiUnsupported naming the call and the kernel line):", ""]
     out.append(", ".join(f"`nisa.{n}`" for n in sorted(list(isa.UNSUPPORTED) + ["tensor_copy_predicated"])) + ".")

@@ -483,6 +483,17 @@ def _nc_n_gather(em, op):
     a = op.args
     em.c.nki.nc_n_gather(em.view(a["dst"]), em.view(a["data"]), em.view(a["indices"]), loc=_loc(op))
 
+def _nonzero_with_count(em, op):
+    t = op.attrs
+    em.c.nki.nonzero_with_count(em.view(op.args["dst"]), em.view(op.args["src"]), index_offset=t["index_offset"],
+                                padding_val=t["padding_val"], loc=_loc(op))
+
+
+def _nc_stream_shuffle(em, op):
+    em.c.nki.nc_stream_shuffle(em.view(op.args["dst"]), em.view(op.args["src"]), op.attrs["shuffle_mask"],
+                               loc=_loc(op))
+
+
 EMIT = {
     "nc_matmul": _nc_matmul, "nc_matmul_mx": _nc_matmul_mx, "quantize_mx": _quantize_mx,
     "nc_transpose": _nc_transpose, "activation": _activation, "tensor_tensor": _tensor_tensor,
@@ -493,4 +504,5 @@ EMIT = {
     "nc_find_index8": _nc_find_index8, "nc_match_replace8": _nc_match_replace8,
     "tensor_scalar_reduce": _tensor_scalar_reduce, "tensor_tensor_scan": _tensor_tensor_scan,
     "tensor_partition_reduce": _tensor_partition_reduce, "nc_n_gather": _nc_n_gather,
+    "nonzero_with_count": _nonzero_with_count, "nc_stream_shuffle": _nc_stream_shuffle,
 }

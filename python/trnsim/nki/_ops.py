@@ -696,16 +696,17 @@ def _fp32_exact(v):
     return float(np.float32(v)) == v
 
 
-def _exact_iota_immediates(dst, offset, channel_multiplier):
-    """An integer iota's offset and channel multiplier are FP32 immediates of the instruction: one FP32 does not
-    hold exactly (33554433: more than 24 significant bits) would silently shift every value, so it is an
-    NkiError naming a way that is exact."""
+def _exact_iota_immediates(op, dst, **immediates):
+    """FP32 immediates of an integer iota / affine_select (iota's channel_multiplier; affine_select's offset and
+    channel_multiplier, compared in FP32): one FP32 does not hold exactly (33554433: more than 24 significant
+    bits) would silently shift every value, so it is an NkiError naming a way that is exact. (iota's offset
+    and affine_select's on_false_value are exact: the ISA splits them, element.h split_fill.)"""
     if dst.dtype.name not in ("int32", "uint32", "int16", "uint16", "int8", "uint8"):
         return
-    for what, v in (("offset", offset), ("channel_multiplier", channel_multiplier)):
+    for what, v in immediates.items():
         if not _fp32_exact(float(v)):
-            raise NkiError(f"iota: {what} {v} is not exact in FP32, the instruction's immediate (more than 24 "
-                           f"significant bits): make the iota with a smaller {what} and add the rest with nl.add "
+            raise NkiError(f"{op}: {what} {v} is not exact in FP32, the instruction's immediate (more than 24 "
+                           f"significant bits): make the {op} with a smaller {what} and add the rest with nl.add "
                            f"of {dst.dtype.name} tiles (integer tile arithmetic is exact)")
 
 
@@ -717,7 +718,7 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, engine=None, loc=None):
     pattern = [int(p) for p in pattern]
     if len(pattern) > max(1, dst.ndim - 1):
         raise NkiError(f"{op}: {len(pattern)} pattern steps for the {dst.ndim - 1} free dims of dst")
-    _exact_iota_immediates(dst, offset, channel_multiplier)
+    _exact_iota_immediates(op, dst, channel_multiplier=channel_multiplier)
     engine = _engine_for(op, engine, [dst])
     return record(op, {"dst": dst}, [], [dst], {"pattern": pattern, "offset": float(offset),
                                               "channel_multiplier": float(channel_multiplier), "engine": engine},
@@ -822,6 +823,79 @@ def nc_n_gather(dst, data, indices, loc=None):
     return record(op, {"dst": dst, "data": data, "indices": indices}, [data, indices], [dst], {}, loc)
 
 
+def _int32_immediate(op, what, x):
+    """An int32 immediate of nonzero_with_count (index_offset, padding_val): exact, no FP32 on the way."""
+    import numpy as np
+
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+        if isinstance(x, (float, np.floating)) and float(x).is_integer():
+            x = int(x)
+        else:
+            raise NkiError(f"{op}: {what} must be an int32 number, got {x!r}")
+    if not -2 ** 31 <= int(x) < 2 ** 31:
+        raise NkiError(f"{op}: {what} {int(x)} is outside int32")
+    return int(x)
+
+
+def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, loc=None):
+    """nki.isa.nonzero_with_count on GpSimd (NeuronCore-v3 and newer): on partitions 0, 16, ..., 112, dst =
+    the nonzero positions of src plus index_offset, padding_val up to src's length, then the count."""
+    op = "nonzero_with_count"
+    dst, src = tile(dst, "dst", op), tile(src, "src", op)
+    if _target().generation == "trn1":
+        raise NkiError(f"{op}: NeuronCore-v3 and newer only (Trn2, Trn3); this target is trn1 (NeuronCore-v2)")
+    if any(v.st.space == PSUM for v in (dst, src)):
+        raise NkiError(f"{op}: it runs on the GpSimd engine, which cannot access PSUM: src and dst must be in "
+                       "SBUF")
+    if src.dtype.name not in ("float32", "int32"):
+        raise NkiError(f"{op}: src must be nl.float32 or nl.int32, got {src.dtype.name}")
+    if dst.dtype.name != "int32":
+        raise NkiError(f"{op}: dst must be nl.int32, got {dst.dtype.name}")
+    if dst.partitions != src.partitions or dst.free_size != src.free_size + 1:
+        raise NkiError(f"{op}: dst {list(dst.shape)} must have src's {src.partitions} partitions and one more "
+                       f"element per partition than src {list(src.shape)} ({src.free_size + 1}: the count)")
+    attrs = {"index_offset": _int32_immediate(op, "index_offset", index_offset),
+             "padding_val": _int32_immediate(op, "padding_val", padding_val)}
+    return record(op, {"dst": dst, "src": src}, [src], [dst], attrs, loc)
+
+
+def _shuffle_mask(op, mask):
+    """nc_stream_shuffle's shuffle_mask: 32 ints, each a source partition 0-31 of the quadrant or 255."""
+    import numpy as np
+
+    try:
+        entries = list(mask)
+    except TypeError:
+        raise NkiError(f"{op}: shuffle_mask must be a list of 32 ints, got {mask!r}") from None
+    if len(entries) != 32:
+        raise NkiError(f"{op}: shuffle_mask has {len(entries)} entries, expected 32 (one per partition of a "
+                       "quadrant)")
+    out = []
+    for i, m in enumerate(entries):
+        if isinstance(m, (bool, np.bool_)) or not isinstance(m, (int, np.integer)) or not (
+                0 <= m <= 31 or m == 255):
+            raise NkiError(f"{op}: shuffle_mask[{i}] is {m!r}: expected a source partition 0-31 of the "
+                           "quadrant, or 255 (the output partition is not modified)")
+        out.append(int(m))
+    return out
+
+
+def nc_stream_shuffle(dst, src, shuffle_mask, loc=None):
+    """nki.isa.nc_stream_shuffle on Vector: in each 32-partition quadrant, dst partition i = src partition
+    shuffle_mask[i] (255: unmodified); in place allowed."""
+    op = "nc_stream_shuffle"
+    dst, src = tile(dst, "dst", op), tile(src, "src", op)
+    mask = _shuffle_mask(op, shuffle_mask)
+    if dst.dtype != src.dtype:
+        raise NkiError(f"{op}: dst must have src's dtype {src.dtype.name}, got {dst.dtype.name}")
+    if dst.free_size != src.free_size:
+        raise NkiError(f"{op}: dst {list(dst.shape)} must have as many elements per partition as src "
+                       f"{list(src.shape)}")
+    # 255 leaves dst's partition as it was: dst is read too where the mask keeps any.
+    reads = [src] + ([dst] if 255 in mask else [])
+    return record(op, {"dst": dst, "src": src}, reads, [dst], {"shuffle_mask": mask}, loc)
+
+
 def nc_find_index8(dst, data, vals, loc=None):
     op = "nc_find_index8"
     dst, data, vals = tile(dst, "dst", op), tile(data, "data", op), tile(vals, "vals", op)
@@ -850,7 +924,7 @@ def affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, on_fal
     pattern = [int(p) for p in pattern]
     if len(pattern) > max(1, dst.ndim - 1):
         raise NkiError(f"{op}: {len(pattern)} pattern steps for the {dst.ndim - 1} free dims of dst")
-    _exact_iota_immediates(dst, offset, channel_multiplier)
+    _exact_iota_immediates(op, dst, offset=offset, channel_multiplier=channel_multiplier)
     try:
         value = float(on_false_value)
     except (TypeError, ValueError):

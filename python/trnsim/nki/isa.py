@@ -665,8 +665,8 @@ def _iota_old(expr, dtype, *, mask=None, **kwargs):
 @_public
 def iota(*args, **kwargs):
     """dst[p, i...] = offset + channel_multiplier * p + sum(step * i) on GpSimd (earlier style: the value
-    of an affine nl.arange expression); offset and channel_multiplier are FP32 immediates, so an integer
-    dst's one FP32 does not hold exactly (past 2^24) is an NkiError."""
+    of an affine nl.arange expression); an integer dst's offset is exact past 2^24 (the ISA splits it, as
+    memset's fill), its channel_multiplier is one FP32 immediate: one FP32 does not hold is an NkiError."""
     if _current(args, kwargs, 1):
         return _iota_new(*args, **kwargs)
     return _iota_old(*args, **kwargs)
@@ -1042,6 +1042,49 @@ def nc_n_gather(dst, data, indices, name=None):
     return _ops.nc_n_gather(dst, data, indices)
 
 
+# ------------------------------------------------------------------------------------ nonzero_with_count
+
+
+@_public
+def nonzero_with_count(dst, src, index_offset=0, padding_val=-1):
+    """On partitions 0, 16, ..., 112 only (one per GpSimd core): dst [P, N + 1] int32 = index_offset + the
+    positions of src [P, N]'s nonzero elements (float32 or int32), then padding_val up to N, then their count;
+    int32 immediates, exact; GpSimd, SBUF, Trn2 and newer. dst's other partitions are not written."""
+    dst, src = _region(dst, src)
+    return _ops.nonzero_with_count(dst, src, index_offset, padding_val)
+
+
+# ------------------------------------------------------------------------------------- nc_stream_shuffle
+
+
+@_named("nc_stream_shuffle")
+def _nc_stream_shuffle_new(dst, src, shuffle_mask, name=None):
+    dst, src = _region(dst, src)
+    return _ops.nc_stream_shuffle(dst, src, shuffle_mask)
+
+
+@_named("nc_stream_shuffle")
+def _nc_stream_shuffle_old(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs):
+    if kwargs:
+        ignored_kwargs("nki.isa.nc_stream_shuffle", kwargs)
+    if dtype is not None and _lower.dt(dtype, dst.dtype) != dst.dtype:
+        raise NkiError(f"nc_stream_shuffle: dtype= {_lower.dt(dtype, dst.dtype).name} is not dst's "
+                       f"{dst.dtype.name} (the shuffle moves elements, no cast)")
+    dst, src = _apply_mask(mask, dst, src)
+    return _ops.nc_stream_shuffle(dst, src, shuffle_mask)
+
+
+@_public
+def nc_stream_shuffle(*args, **kwargs):
+    """In each 32-partition quadrant, dst partition i = src partition shuffle_mask[i] of that quadrant (32
+    ints; 255 leaves dst's partition unmodified), bytes moved on the Vector engine; in place allowed. Earlier
+    style `nc_stream_shuffle(src, dst, shuffle_mask, mask=)`: used when mask= or dtype= is given (positional
+    src, dst cannot be told from the current dst, src otherwise)."""
+    if "mask" in kwargs or "dtype" in kwargs:
+        return _nc_stream_shuffle_old(*args, **kwargs)
+    return _nc_stream_shuffle_new(*args, **kwargs)
+
+
 # ---------------------------------------------------------------- max8 / nc_find_index8 / nc_match_replace8
 
 
@@ -1226,8 +1269,9 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
 def affine_select(*args, **kwargs):
     """dst = on_true_tile where cmp_op(offset + channel_multiplier * partition + sum of pattern steps * free
     indices, 0) holds, else on_false_value, on GpSimd (cmp_op defaults to nl.equal; offset may come last, 0 by
-    default, as NKI's latest signature has it); earlier style: the
-    predicate a comparison of nl.arange expressions (`i_q >= i_k`), the new tile returned, mask= as any call's."""
+    default, as NKI's latest signature has it); earlier style: the predicate a comparison of nl.arange
+    expressions (`i_q >= i_k`), the new tile returned, mask= as any call's. An integer dst's on_false_value is
+    exact past 2^24 (split as memset's fill)."""
     if _current(args, kwargs, 1):
         if (len(args) > 3 and _t(args[3])) or (len(args) < 3 and "offset" not in kwargs):
             return _affine_select_newest(*args, **kwargs)
@@ -1268,10 +1312,8 @@ UNSUPPORTED = {
     "activate2": "",
     "exponential": "",
     "topk": "",
-    "nonzero_with_count": "",
     "sequence_bounds": "",
     "local_gather": "",
-    "nc_stream_shuffle": "",
     "dropout": "random numbers",
     "rng": "random numbers",
     "rand2": "random numbers",
@@ -1311,7 +1353,7 @@ SUPPORTED = ["nc_matmul", "nc_matmul_mx", "quantize_mx", "nc_transpose", "activa
              "dma_transpose", "core_barrier", "sendrecv", "select_reduce", "reciprocal", "get_nc_version",
              "scalar_tensor_tensor", "bn_stats", "bn_aggr", "affine_select", "max8", "nc_find_index8",
              "nc_match_replace8", "tensor_scalar_reduce", "tensor_tensor_scan", "tensor_partition_reduce",
-             "nc_n_gather"]
+             "nc_n_gather", "nonzero_with_count", "nc_stream_shuffle"]
 
 
 def __getattr__(name):

@@ -178,6 +178,16 @@ const std::vector<Case>& cases() {
          return {k.sbuf({128, 64}, DT::F32), k.sbuf({128, 512}, DT::F32), k.sbuf({128, 64}, DT::U32)};
        },
        [](const Views& v) { return nki::nc_n_gather(v[0], v[1], v[2]); }},
+      {Opcode::NonzeroWithCount,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({128, 65}, DT::I32), k.sbuf({128, 64}, DT::F32)};
+       },
+       [](const Views& v) { return nki::nonzero_with_count(v[0], v[1], 3, -1); }},
+      {Opcode::NcStreamShuffle,
+       [](Kernel& k) -> Views {
+         return {k.sbuf({128, 64}, DT::F32), k.sbuf({128, 64}, DT::F32)};
+       },
+       [](const Views& v) { return nki::nc_stream_shuffle(v[0], v[1], std::vector<int>(32, 0)); }},
       {Opcode::DmaCopy,
        [](Kernel& k) -> Views {
          return {k.sbuf({128, 512}, DT::BF16), scratch_hbm(k, "x"), k.sbuf({128, 1}, DT::I32), View{}};

@@ -541,3 +541,16 @@ TEST_CASE("cost of nc_n_gather", "[timing]") {
                  ap(MemSpace::SBUF, DType::U32, 128, {64})});
   CHECK(cm.engine_cost(g).cycles == Cycles(214));
 }
+
+TEST_CASE("cost of nonzero_with_count and nc_stream_shuffle", "[timing]") {
+  // Neither has a published cost: each takes its engine's one-input rule over src's elements per partition
+  // (ours). nonzero_with_count (POOL): fixed_overhead_cycles 150 + 4096 = 4246. nc_stream_shuffle (DVE, no
+  // performance mode even for BF16): fixed_overhead_cycles 100 + 512 = 612.
+  timing::CostModel cm(trn2());
+  auto nz = inst(Opcode::NonzeroWithCount, Engine::POOL,
+                 {ap(MemSpace::SBUF, DType::I32, 128, {4097}), ap(MemSpace::SBUF, DType::F32, 128, {4096})});
+  CHECK(cm.engine_cost(nz).cycles == Cycles(4246));
+  auto sh = inst(Opcode::NcStreamShuffle, Engine::DVE,
+                 {ap(MemSpace::SBUF, DType::BF16, 128, {512}), ap(MemSpace::SBUF, DType::BF16, 128, {512})});
+  CHECK(cm.engine_cost(sh).cycles == Cycles(612));
+}
