@@ -3,7 +3,6 @@
 #include "kernels/api/kernel.h"
 
 #include <fmt/format.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,21 +24,6 @@ constexpr uint64_t kFirstReserve = uint64_t{1} << 18;
 constexpr size_t kGrowthReserve = size_t{1} << 21;
 
 constexpr int64_t kSbufAlign = 64;
-
-// Asks the OS to back a stream's reserved instructions with 2 MiB pages where it keeps transparent huge pages
-// for those who ask (madvise mode): the build then takes one page fault per 2 MiB of program rather than per
-// 4 KiB (a tenth of the DeepSeek-V3 backward's build was page faults), and the run's sequencers fewer TLB
-// misses. Only the whole 2 MiB pages inside the reservation; advice only, so a refusal changes nothing.
-void prefer_huge_pages(const std::vector<isa::Instruction>& stream) {
-#ifdef MADV_HUGEPAGE
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  const auto lo = (reinterpret_cast<uintptr_t>(stream.data()) + kHuge - 1) & ~(kHuge - 1);
-  const auto hi = reinterpret_cast<uintptr_t>(stream.data() + stream.capacity()) & ~(kHuge - 1);
-  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
-#else
-  (void)stream;
-#endif
-}
 
 std::atomic<uint64_t> g_serial{0};
 thread_local Kernel* t_current = nullptr;
@@ -368,10 +352,8 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
   // A stream that outgrew its reservation (build_program) grows 8x at a time (by at most kGrowthReserve
   // instructions) rather than the vector's 2x: the unused part is address space only, and each growth
   // writes every instruction to fresh pages again.
-  if (shared_.reserve_ahead && stream.size() == stream.capacity() && stream.size() >= kFirstReserve) {
+  if (shared_.reserve_ahead && stream.size() == stream.capacity() && stream.size() >= kFirstReserve)
     stream.reserve(stream.size() + std::min<size_t>(7 * stream.size(), kGrowthReserve));
-    prefer_huge_pages(stream);
-  }
   stream.push_back(std::move(inst));
   return InstRef{this, static_cast<Engine>(e), static_cast<uint32_t>(stream.size() - 1), ev, ++seq_};
 }
@@ -447,14 +429,17 @@ KernelBuild build_program(const KernelFn& fn, const BuildOptions& options) {
     // vector would write its instructions to fresh pages again (a quarter of the page faults of the
     // DeepSeek-V3 forward workload).
     // Under an address-space limit (ulimit -v) the reservation itself would fail: nothing is reserved then.
+    // The reservations are deliberately not advised as transparent huge pages (MADV_HUGEPAGE): on a VM that
+    // reports free memory to its host (virtio free page reporting, as on the 2-core machine issue 27's
+    // targets are measured on), a fresh 2 MiB page comes from blocks the host took back, and zeroing it costs
+    // host faults for all of it. Advised, that zeroing was 28 % of the DeepSeek-V3 backward's timing-only
+    // run, 2.4 % without: 4 KiB pages are more often ones the guest freed lately and the host still backs.
     const bool unlimited = !address_space_limit();
     shared.reserve_ahead = unlimited;
-    for (int e = 0; e < isa::kNumEngines && !options.declare_only && (core > 0 || unlimited); ++e) {
+    for (int e = 0; e < isa::kNumEngines && !options.declare_only && (core > 0 || unlimited); ++e)
       shared.program.streams[core][e].reserve(
           core > 0 ? shared.program.streams[0][e].size()
                    : static_cast<size_t>(std::min(options.max_instructions, kFirstReserve)));
-      prefer_huge_pages(shared.program.streams[core][e]);
-    }
     Kernel k(shared, core, options.num_programs, l);
     CurrentGuard guard(&k);
     fn(k);

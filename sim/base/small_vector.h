@@ -2,6 +2,8 @@
 // For the short per-instruction lists (an instruction's semaphore waits and updates, a view's dims): a build
 // of a large kernel makes millions of them, and std::vector's heap allocation per list was a tenth of the
 // program build's host time. The interface is the subset of std::vector's the project uses.
+// `Size` counts the values: uint16_t where the lists are short and the object's bytes count (an instruction's
+// semaphore lists: a large program holds millions of instructions); at most its maximum values then.
 #pragma once
 
 #include <algorithm>
@@ -10,16 +12,18 @@
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
+#include <limits>
 #include <new>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 namespace trnsim {
 
-template <class T, uint32_t N>
+template <class T, uint32_t N, class Size = uint32_t>
 class SmallVector {
-  static_assert(N >= 1);
+  static_assert(N >= 1 && N <= std::numeric_limits<Size>::max() && std::is_unsigned_v<Size>);
   static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>,
                 "SmallVector holds trivially copyable values only");
 
@@ -59,6 +63,7 @@ class SmallVector {
 
   operator std::vector<T>() const { return std::vector<T>(begin(), end()); }  // NOLINT: implicit
 
+  static constexpr size_t max_size() { return std::numeric_limits<Size>::max(); }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   size_t capacity() const { return cap_; }
@@ -89,8 +94,9 @@ class SmallVector {
   }
   void push_back(const T& v) {
     if (size_ == cap_) {
-      const T copy = v;  // v may live in this vector
-      grow(size_t{cap_} * 2);
+      const T copy = v;                       // v may live in this vector
+      const size_t twice = size_t{cap_} * 2;  // at most max_size(); one past it when full (grow's error)
+      grow(cap_ < max_size() ? std::min(twice, max_size()) : twice);
       data()[size_++] = copy;
       return;
     }
@@ -105,7 +111,7 @@ class SmallVector {
   void resize(size_t n, const T& v = T{}) {
     reserve(n);
     for (size_t i = size_; i < n; ++i) data()[i] = v;
-    size_ = static_cast<uint32_t>(n);
+    size_ = static_cast<Size>(n);
   }
   void assign(size_t n, const T& v) {
     clear();
@@ -127,14 +133,16 @@ class SmallVector {
     T* d = data();
     const size_t a = static_cast<size_t>(first - d), b = static_cast<size_t>(last - d);
     std::copy(d + b, d + size_, d + a);
-    size_ -= static_cast<uint32_t>(b - a);
+    size_ -= static_cast<Size>(b - a);
     return d + a;
   }
   T* erase(const T* pos) { return erase(pos, pos + 1); }
 
  private:
   static constexpr size_t kBytes = N * sizeof(T) > sizeof(T*) ? N * sizeof(T) : sizeof(T*);
-  static constexpr size_t kAlign = alignof(T) > alignof(T*) ? alignof(T) : alignof(T*);
+  // The heap pointer is copied in and out of buf_ (memcpy), so buf_ needs T's alignment only: with a 16-bit
+  // Size and a 4-byte aligned T the whole vector packs to 4 bytes more than its inline values.
+  static constexpr size_t kAlign = alignof(T);
 
   T* inline_data() { return std::launder(reinterpret_cast<T*>(buf_)); }
   const T* inline_data() const { return std::launder(reinterpret_cast<const T*>(buf_)); }
@@ -145,13 +153,14 @@ class SmallVector {
   }
   void set_heap(T* p) { std::memcpy(buf_, &p, sizeof p); }
   void grow(size_t n) {
-    if (n > UINT32_MAX) throw std::length_error("SmallVector too long");
+    if (n > max_size())
+      throw std::length_error("SmallVector: more than " + std::to_string(max_size()) + " values");
     T* p = static_cast<T*>(std::malloc(n * sizeof(T)));
     if (p == nullptr) throw std::bad_alloc();
     if (size_ > 0) std::memcpy(static_cast<void*>(p), static_cast<const void*>(data()), size_ * sizeof(T));
     release();
     set_heap(p);
-    cap_ = static_cast<uint32_t>(n);
+    cap_ = static_cast<Size>(n);
   }
   void release() {
     if (cap_ > N) std::free(heap());
@@ -175,8 +184,8 @@ class SmallVector {
     o.cap_ = N;
   }
 
-  uint32_t size_ = 0;
-  uint32_t cap_ = N;  // > N: the values are on the heap, buf_ holds the pointer
+  Size size_ = 0;
+  Size cap_ = N;  // > N: the values are on the heap, buf_ holds the pointer
   alignas(kAlign) unsigned char buf_[kBytes];
 };
 

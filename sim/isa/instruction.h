@@ -197,9 +197,12 @@ struct SemUpdate {
   constexpr SemUpdate(uint16_t s, int32_t d = 1, bool p = false) : delta(d), sem(s), peer(p) {}
 };
 
-// An instruction's waits and updates: a few each (the builder keeps one wait per semaphore), stored inline.
-using SemWaits = SmallVector<SemWait, 3>;
-using SemUpdates = SmallVector<SemUpdate, 2>;
+// An instruction's waits and updates: a few each (the builder keeps one wait per semaphore, and a core has at
+// most 65535 semaphores besides the core_barrier's), stored inline. A 16-bit count: 28 and 20 bytes (32 and
+// 24 with 32-bit counts), so 24 bytes less an instruction; at most kMaxSemList each (program_json says so).
+inline constexpr size_t kMaxSemList = UINT16_MAX;
+using SemWaits = SmallVector<SemWait, 3, uint16_t>;
+using SemUpdates = SmallVector<SemUpdate, 2, uint16_t>;
 
 // How a DMA instruction's descriptors are made (NKI's nki.isa.dge_mode, the hardware fact sheet §2.7):
 // None: precomputed before the run and stored in HBM (any sequencer triggers the transfer); Hwdge: a hardware
@@ -279,11 +282,13 @@ struct Instruction {
 
   bool has(Flag f) const { return (flags & f) != 0; }
 };
-// A large program holds millions of instructions (DeepSeek-V3's MoE backward ~450k, each written to fresh
-// pages as its stream grows): a field added here costs host memory and build time in every run. 176 bytes
-// of per-instruction fields, five 80-byte operands (656 bytes with operands of four 16-byte Dims).
+// A large program holds millions of instructions (DeepSeek-V3's MoE backward 724k, each written to fresh
+// pages, which the host must map and zero: in a VM the larger part of a timing-only build): a field added
+// here costs host memory and build time in every run. 152 bytes of per-instruction fields (176 with 32-bit
+// semaphore list counts), five 80-byte operands (656 bytes with operands of four 16-byte Dims).
 static_assert(sizeof(AccessPattern) == 80, "AccessPattern grew: see its comment");
-static_assert(sizeof(Instruction) == 576, "Instruction grew: see the comment above");
+static_assert(sizeof(SemWaits) == 28 && sizeof(SemUpdates) == 20, "semaphore lists grew: see SemWaits");
+static_assert(sizeof(Instruction) == 552, "Instruction grew: see the comment above");
 
 // HBM tensor of a program (shared by both cores unless `private_to_core` >= 0).
 struct TensorDecl {

@@ -100,6 +100,13 @@ json number_json(float v) {
   return static_cast<double>(v);
 }
 
+// An instruction's semaphore lists count their entries in 16 bits (SemWaits): a longer list cannot be held.
+void sem_list_fits(const Node& list, const char* what) {
+  if (list.value().size() > kMaxSemList)
+    list.fail(fmt::format("program too big: an instruction holds at most {} {}, found {}", kMaxSemList, what,
+                          list.value().size()));
+}
+
 constexpr std::array<Engine, kNumEngines> kEngines = {Engine::PE, Engine::DVE, Engine::ACT, Engine::POOL,
                                                       Engine::SP};
 
@@ -371,6 +378,7 @@ Instruction Reader::instruction(const Node& n, Engine e) {
     if (!n.has(key)) return;
     const Node w = n[key];
     w.expect_array();
+    sem_list_fits(w, "semaphore waits");
     for (size_t i = 0; i < w.value().size(); ++i) {
       const Node x = w.at(i);
       if (!x.value().is_array() || x.value().size() != 2) x.fail("expected [semaphore, value]");
@@ -382,6 +390,7 @@ Instruction Reader::instruction(const Node& n, Engine e) {
     if (!n.has(key)) return;
     const Node u = n[key];
     u.expect_array();
+    sem_list_fits(u, "semaphore updates");
     for (size_t i = 0; i < u.value().size(); ++i) {
       const Node x = u.at(i);
       SemUpdate su;

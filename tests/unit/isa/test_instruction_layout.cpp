@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "sim/base/ring_queue.h"
@@ -35,8 +36,35 @@ TEST_CASE("a semaphore update is 8 bytes and is made as {sem, delta, peer}") {
   CHECK(d.sem == 5);
   CHECK(d.delta == 1);
   CHECK_FALSE(d.peer);
-  // Two inline updates: 8 bytes of size and capacity + 16 of values.
-  CHECK(sizeof(SemUpdates) == 24);
+  // Two inline updates: 4 bytes of 16-bit size and capacity + 16 of values (24 with 32-bit counts and the
+  // 8-byte alignment of the heap pointer they replace).
+  CHECK(sizeof(SemUpdates) == 20);
+  CHECK(alignof(SemUpdates) == 4);
+}
+
+TEST_CASE("a semaphore wait list holds three inline in 28 bytes and at most 65535 waits") {
+  // sem (2) + 2 of padding + value (4) = 8 bytes a wait; 4 of size and capacity + 3 x 8 = 28.
+  CHECK(sizeof(SemWait) == 8);
+  CHECK(sizeof(SemWaits) == 28);
+  CHECK(SemWaits::max_size() == 65535);
+  SemWaits w;
+  for (uint32_t k = 0; k < 65535; ++k) w.push_back({static_cast<uint16_t>(k), k + 1});
+  // Grown 3, 6, ..., 49152, then to the 16-bit maximum rather than past it.
+  CHECK(w.size() == 65535);
+  CHECK(w.capacity() == 65535);
+  CHECK(w[65534].sem == 65534);
+  CHECK(w[65534].value == 65535);
+  CHECK(w[3].value == 4);  // moved to the heap intact
+  try {
+    w.push_back({0, 0});
+    FAIL("a 65536th wait was held");
+  } catch (const std::length_error& e) {
+    CHECK(std::string(e.what()) == "SmallVector: more than 65535 values");
+  }
+  CHECK(w.size() == 65535);
+  const SemWaits copy = w;
+  CHECK(copy.size() == 65535);
+  CHECK(copy[40000].value == 40001);
 }
 
 TEST_CASE("an instruction keeps its per-instruction fields in two cache lines and its operands last") {
@@ -47,10 +75,13 @@ TEST_CASE("an instruction keeps its per-instruction fields in two cache lines an
   CHECK(offset(i, &i.waits) + static_cast<ptrdiff_t>(sizeof i.waits) <= 64);
   CHECK(offset(i, &i.updates) + static_cast<ptrdiff_t>(sizeof i.updates) <= 128);
   CHECK(offset(i, i.ops.data()) + static_cast<ptrdiff_t>(sizeof i.ops) == static_cast<ptrdiff_t>(sizeof i));
-  // 32 bytes of small fields, 112 of semaphore lists, 28 of immediates (imm0-imm2, 4 iota steps), 5 x 80 of
-  // operands = 572, 576 with the 8-byte alignment of the operands (656 with operands of four 16-byte Dims;
-  // 664 before the fields were reordered and SemUpdate shrunk; 648 before affine_select's imm2).
-  CHECK(sizeof(Instruction) == 576);
+  // 28 bytes of small fields, 96 of semaphore lists (2 x 28 + 2 x 20), 28 of immediates (imm0-imm2, 4 iota
+  // steps): 152, a multiple of 8, then 5 x 80 of operands = 552 (576 with 32-bit list counts: 32 + 112 + 28
+  // padded to 176; 656 with operands of four 16-byte Dims; 664 before the fields were reordered and
+  // SemUpdate shrunk; 648 before affine_select's imm2).
+  CHECK(offset(i, &i.waits) == 28);
+  CHECK(offset(i, i.ops.data()) == 152);
+  CHECK(sizeof(Instruction) == 552);
 }
 
 TEST_CASE("an operand keeps its free dims in two arrays: 80 bytes, no padding between the dims") {

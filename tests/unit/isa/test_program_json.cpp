@@ -173,6 +173,19 @@ TEST_CASE("program JSON errors name the JSON path", "[isa][json]") {
   CHECK(error_of(edit(R"({"mem": "psum", "partition": [0, 128], "dtype": "float32")",
                       R"({"mem": "hbm", "partition": [0, 128], "dtype": "float32")")) ==
         "cores[0].PE[0].dst.mem: expected \"sbuf\" or \"psum\", got \"hbm\"");
+  // An instruction counts its semaphore waits and updates in 16 bits: a longer list is refused by name.
+  std::string waits = "[[2, 16]";
+  for (int k = 0; k < 65535; ++k) waits += ", [2, 16]";
+  CHECK(error_of(edit(R"("wait": [[2, 16]])", R"("wait": )" + waits + "]")) ==
+        "cores[0].PE[0].wait: program too big: an instruction holds at most 65535 semaphore waits, found "
+        "65536");
+  CHECK(error_of(edit(R"("update": [[2, 16]])", R"("update": )" + waits + "]")) ==
+        "cores[0].SP[0].update: program too big: an instruction holds at most 65535 semaphore updates, found "
+        "65536");
+  waits.replace(0, 9, "[");  // 65535: held
+  CHECK(program_from_json(json::parse(edit(R"("wait": [[2, 16]])", R"("wait": )" + waits + "]")))
+            .streams[0][static_cast<int>(Engine::PE)][0]
+            .waits.size() == 65535);
   CHECK(error_of(R"({"cores": [{}], "extra": 1})") == "(root): unknown key 'extra'");
   CHECK(error_of(R"({"num_cores": 1})") == "(root): missing key 'cores'");
 }
