@@ -211,8 +211,8 @@ using SemUpdates = SmallVector<SemUpdate, 2, uint16_t>;
 // compiler decides) is resolved by the builder (kernels/api/nki.h).
 enum class DgeMode : uint8_t { None, Hwdge, Swdge };
 
-// Instruction flags (bit set).
-enum Flag : uint32_t {
+// Instruction flags (bit set; 16 bits: Instruction::flags).
+enum Flag : uint16_t {
   kAccumulate = 1u << 0,     // nc_matmul(_mx): accumulate into the PSUM bank instead of overwriting
   kDoubleRow = 1u << 1,      // nc_matmul perf_mode=double_row (FP8, K=256)
   kIsTranspose = 1u << 2,    // nc_matmul transpose mode
@@ -258,10 +258,10 @@ struct Instruction {
   AluOp alu1 = AluOp::Bypass;  // tensor_scalar op1; tensor_scalar_reduce reduce_op
   ActFunc act = ActFunc::Identity;
   uint16_t phase = 0;  // index into Program::phases (0: none): the kernel phase that emitted it, for stats
-  uint32_t flags = 0;
+  uint16_t flags = 0;  // Flag bits (15 of 16 used)
   SourceLoc loc;
   // The rest of an integer immediate FP32 does not hold (element.h split_fill): iota's offset is imm0 + imm3,
-  // affine_select's on_false_value imm2 + imm3 (4 bytes that were padding: the size does not change).
+  // affine_select's on_false_value imm2 + imm3 (room made by 16-bit flags: the size does not change).
   float imm3 = 0.f;
   SemWaits waits;  // PE nc_matmul(_mx) / nc_transpose: the LoadStationary's waits
   SemUpdates updates;
