@@ -689,5 +689,32 @@ def test_grid_axes_named_out_of_order_permute_the_tensor():
         same(tnki.simulate_kernel(swapped_grid_axes, x, where), x.transpose(0, 2, 1))
 
 
+@nki.jit
+def slice_between_expressions(x, where):
+    # x [128, 4, 8] read with a slice between two index expressions: each index position is that dim.
+    o = nl.ndarray((128, 4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_a = nl.arange(128)[:, None], nl.arange(8)[None, :]
+    g = nl.mgrid[0:128, 0:8]
+    if where == "load":
+        t = nl.load(x[i_p, 0:4, i_a])
+    elif where == "grid-load":
+        t = nl.load(x[g.p, 0:4, g.x])
+    elif where == "tile":
+        t = nl.copy(nl.load(x)[i_p, 0:4, i_a])
+    else:
+        t = nl.copy(nl.load(x)[g.p, 0:4, g.x])
+    assert tuple(t.shape) == (128, 4, 8), t.shape
+    nl.store(o, t)
+    return o
+
+
+def test_a_slice_between_index_expressions_keeps_its_place():
+    # tester23t F1: x[i_p, 0:4, i_a] followed NumPy's rule (index arrays a slice separates go first): a [128, 8, 4]
+    # tile holding x.transpose(0, 2, 1), which a store into [128, 4, 8] wrote scrambled.
+    x = np.arange(128 * 4 * 8, dtype=np.float32).reshape(128, 4, 8)
+    for where in ("load", "grid-load", "tile", "grid-tile"):
+        same(tnki.simulate_kernel(slice_between_expressions, x, where), x)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -129,6 +129,26 @@ def _grid_dims(idx, var_strides, int_partition):
     return out
 
 
+def _spread_between_slices(out, adv, adv_pos, idx):
+    """`out` (the slices' dims) with the advanced dims `adv` put where their expressions stand when slices
+    separate them: each index position is that dim of the result (NKI's "Tensor Indexing" page), so
+    `x[i_p, 0:4, i_a]` of a [128, 4, 8] tensor is [128, 4, 8], not NumPy's [128, 8, 4] (separated index arrays
+    go first). An expression takes as many of adv's dims, in adv's order, as the variables it is the first to
+    use; a dim of no variable (an integer's partition) goes with the first expression."""
+    exprs = [e for e in idx if isinstance(e, IndexExpr)]
+    seen, counts = set(), []
+    for e in exprs:
+        new = {v for v in e.terms if v not in seen}
+        seen |= new
+        counts.append(len(new))
+    counts[0] += len(adv) - sum(counts)
+    res, k, prev = [], 0, 0
+    for pos, n in zip(adv_pos, counts):
+        res += out[prev:pos] + adv[k:k + n]
+        prev, k = pos, k + n
+    return res + out[prev:]
+
+
 def _broadcast_axes(adv, nmax, int_partition):
     """The advanced dims of an index of nl.arange expressions and integers only, with the shape NumPy gives:
     the broadcast shape of the index arrays (an integer is one more, of shape ()), where an axis no
@@ -553,11 +573,11 @@ class NkiTensor:
                 # (A slice beside index expressions is the index space's axis of its own, as NKI's tiles take
                 # it: `t[i_p, 0:1]` stays [128, 1], a per-partition operand, where NumPy gives [128, 1, 1].)
                 adv = _broadcast_axes(adv, nmax, int_partition)
-            # NumPy's rule: adjacent advanced indices put their dims in place, otherwise first.
             first = adv_pos[0]
-            adjacent = all(p == first for p in adv_pos)
-            at = first if adjacent else 0
-            out = out[:at] + adv + out[at:]
+            if all(p == first for p in adv_pos):
+                out = out[:first] + adv + out[first:]  # adjacent expressions: their dims in their place
+            else:
+                out = _spread_between_slices(out, adv, adv_pos, idx)
         dims, vs = [], []
         for i, e in enumerate(out):
             s, n, isp = e[0], e[1], e[2]
