@@ -442,6 +442,27 @@ def hbm_to_hbm_reshaped(x):
 
 
 @nki.jit
+def same_count_other_shape(x, how):
+    # x [128, 4, 8]; the value keeps the elements per partition (32) but not the shape.
+    t = nl.load(x)
+    if how == "free-swapped":
+        out = nl.ndarray((128, 8, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, t)  # MARK-store-swapped
+    elif how == "flattened":
+        out = nl.ndarray((128, 32), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)  # MARK-dma-flat
+    elif how == "assign":
+        out = nl.ndarray((128, 4, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        s = nl.ndarray((128, 8, 4), dtype=x.dtype, buffer=nl.sbuf)
+        s[...] = t  # MARK-assign-swapped
+        nl.store(out, t)
+    else:  # a unit dim more: the same elements in the same order
+        out = nl.ndarray((128, 1, 4, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, t)
+    return out
+
+
+@nki.jit
 def dot_t(x):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     nl.store(out, nl.load(x).T)  # MARK-dot-T
@@ -458,6 +479,18 @@ def test_store_and_dma_copy_check_the_shape_not_only_the_element_count():
         assert str(e).startswith(f"{THIS}:{line_of(mark)}: {call}: cannot copy a [128, 64] tile to a [64, 128] "
                                  "region"), e
     assert tnki.simulate_kernel(hbm_to_hbm_reshaped, x).tobytes() == x.tobytes()
+    # tester23t F1's second half: the same count per partition in another shape ran too, scrambling the tile.
+    x3 = np.arange(128 * 4 * 8, dtype=np.float32).reshape(128, 4, 8)
+    for how, mark, what in (("free-swapped", "MARK-store-swapped", "nl.store: cannot copy a [128, 4, 8] tile to a "
+                             "[128, 8, 4] region"),
+                            ("flattened", "MARK-dma-flat", "nki.isa.dma_copy: cannot copy a [128, 4, 8] tile to a "
+                             "[128, 32] region"),
+                            ("assign", "MARK-assign-swapped", "cannot assign a [128, 4, 8] tile to a [128, 8, 4] "
+                             "region")):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, same_count_other_shape, x3, how)
+        assert str(e) == (f"{THIS}:{line_of(mark)}: {what} (the same shape needed, but for dims of size 1; "
+                          "nl.transpose / .reshape change the shape)"), e
+    assert tnki.simulate_kernel(same_count_other_shape, x3, "unit").tobytes() == x3.tobytes()
     e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, dot_t, x)
     assert str(e).startswith(f"{THIS}:{line_of('MARK-dot-T')}: nki.language.NkiTensor has no attribute 'T' in NKI "
                              "2.21-2.33, nor in trnsim: transpose with nl.transpose(t)"), e

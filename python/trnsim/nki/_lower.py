@@ -414,8 +414,7 @@ def cut_to_region(views, box, part):
 
 
 def _fits(op, dst, value):
-    if dst.partitions != value.partitions or dst.free_size != value.free_size:
-        raise NkiError(f"cannot assign a {list(value.shape)} tile to a {list(dst.shape)} region")
+    _same_shape(None, dst, value)
     # The instruction writes dst itself only where its engine can: the Tensor engine writes PSUM only and GpSimd
     # cannot access PSUM; otherwise its result stays where it is and a tensor_copy moves it (the compiler's copy
     # of `t[...] = nisa.nc_transpose(x)` into SBUF, NKI's Stable Diffusion attention tutorial).
@@ -736,16 +735,23 @@ def _operand(v):
 
 def same_layout(call, dst, src):
     """NkiError unless `src` fills `dst` row for row, as `buf[...] = tile` requires: as many partitions (HBM: rows
-    of dim 0) and elements per partition. Only two HBM views may differ beyond that (then only in element
+    of dim 0) and the same shape but for dims of size 1. Only two HBM views may differ beyond that (then only in element
     count: one run of elements to another); so may an on-chip side whose partition dim is not first (the DMA
     reorders both sides alike). `call` None: the assignment `dst[...] = src`."""
     views = (dst, src)
     if all(v.st.space == HBM for v in views) or any(v.st.space != HBM and v.pd != 0 for v in views):
         return
-    if dst.partitions != src.partitions or dst.free_size != src.free_size:
+    _same_shape(call, dst, src)
+
+
+def _same_shape(call, dst, src):
+    """NkiError unless src and dst have the same partitions and shape but for dims of size 1 (`[128, 1, F]`
+    into `[128, F]`): NKI documents no other broadcast or reshape for a copy, and a [128, 8, 4] tile into a
+    [128, 4, 8] region would scramble it. `call` None: the assignment `dst[...] = src`."""
+    if dst.partitions != src.partitions or [n for n in src.shape if n != 1] != [n for n in dst.shape if n != 1]:
         what = f"{call}: cannot copy" if call else "cannot assign"
-        raise NkiError(f"{what} a {list(src.shape)} tile to a {list(dst.shape)} region (same partitions and "
-                       "elements per partition needed; nl.transpose / .reshape change the shape)")
+        raise NkiError(f"{what} a {list(src.shape)} tile to a {list(dst.shape)} region (the same shape needed, "
+                       "but for dims of size 1; nl.transpose / .reshape change the shape)")
 
 
 def dma(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False, loc=None):
