@@ -714,6 +714,25 @@ def test_a_slice_between_index_expressions_keeps_its_place():
     x = np.arange(128 * 4 * 8, dtype=np.float32).reshape(128, 4, 8)
     for where in ("load", "grid-load", "tile", "grid-tile"):
         same(tnki.simulate_kernel(slice_between_expressions, x, where), x)
+    # Its addenda: a part of dim 1 read from a tile ([128, 2, 8], not [128, 8, 2]) and written through the same
+    # index of the output (o[:, 1:3, :] was x's rows scrambled).
+    for where in ("read", "write"):
+        same(tnki.simulate_kernel(slice_part_between_expressions, x, where), x[:, 1:3, :])
+
+
+@nki.jit
+def slice_part_between_expressions(x, where):
+    o = nl.ndarray((128, 2, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_a = nl.arange(128)[:, None], nl.arange(8)[None, :]
+    if where == "read":
+        t = nl.copy(nl.load(x)[i_p, 1:3, i_a])
+        assert tuple(t.shape) == (128, 2, 8), t.shape
+        nl.store(o, t)
+    else:
+        w = nl.ndarray((128, 4, 8), dtype=nl.float32, buffer=nl.hbm)
+        nl.store(w[i_p, 1:3, i_a], nl.load(x[:, 1:3, :]))
+        nl.store(o, nl.load(w[:, 1:3, :]))
+    return o
 
 
 if __name__ == "__main__":
