@@ -10,7 +10,7 @@ import subprocess
 
 import numpy as np
 
-from runner import KERNELS, main, tmpdir, trnsim_exe
+from runner import KERNELS, main, raises, tmpdir, trnsim_exe
 
 import trnsim.nki as tnki
 
@@ -67,6 +67,27 @@ def test_an_input_written_without_being_returned_is_written_back():
     assert len(r.outputs) == 1 and np.array_equal(r.outputs[0], ACC + 1.0)
     assert [c["output"] for c in r.checks] == ["o"], r.checks  # buf is no output its reference gives
     assert np.array_equal(buf, ACC * 2.0)
+
+
+def test_one_array_given_for_two_inputs_is_refused_when_the_kernel_writes_it():
+    # tester23t F3: each input is an HBM tensor of its own, so with one array passed twice a write through one
+    # was not seen through the other, and the last write-back won (the kernel's write vanished from the array).
+    acc = ACC.copy()
+    e = raises(ValueError, tnki.simulate_kernel, k.add_into, acc, acc)
+    assert str(e) == ("add_into: inputs 'acc' and 'x' are the same array (or overlapping views of one) and the "
+                      "kernel writes 'acc': each input is simulated as an HBM tensor of its own, so the write would "
+                      "not be seen through the other; pass a copy of the array for one of them"), e
+    assert np.array_equal(acc, ACC)  # nothing written back
+    big = np.zeros((192, 64), dtype=np.float32)
+    e = raises(ValueError, tnki.simulate_kernel, k.writes_without_returning, big[0:128], big[64:192])
+    assert str(e).startswith("writes_without_returning: inputs 'buf' and 'x' are the same array (or overlapping "
+                             "views of one) and the kernel writes 'buf'"), e
+    assert not big.any()
+    # Read only, one array may be both inputs; disjoint views of one array may be written.
+    assert np.array_equal(tnki.simulate_kernel(k.adds, acc, acc), ACC * 2.0)
+    big = np.concatenate([np.zeros((128, 64), np.float32), ACC])
+    o = tnki.simulate_kernel(k.writes_without_returning, big[0:128], big[128:256])
+    assert np.array_equal(o, ACC + 1.0) and np.array_equal(big[0:128], ACC * 2.0)
 
 
 def test_a_typed_input_is_returned_as_a_new_array():

@@ -49,6 +49,14 @@ def writes_without_returning(buf, x):
     return o
 
 
+@nki.jit
+def adds(a, b):
+    # reads both inputs only: they may be one array
+    o = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="o")
+    nl.store(o, nl.add(nl.load(a), nl.load(b)))
+    return o
+
+
 def ref_writes_without_returning(buf, x):
     return x + 1.0
 

@@ -151,7 +151,24 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
                                                  numerics=numerics)
     finally:
         _jit.track_written_inputs = False
+    _refuse_written_aliases(func.__name__, given, set(_jit.written_inputs) | set(run.output_names))
     return run, given
+
+
+def _refuse_written_aliases(kernel, given, written):
+    """ValueError, before anything runs or is written back, if two inputs are one array (or overlapping views
+    of one) and the kernel writes (or returns) either: each input is an HBM tensor of its own here, so a write
+    through one would not be seen through the other, and the write-backs would overwrite each other. Inputs
+    only read may share memory."""
+    arrays = [(n, a) for n, a in given.items() if a is not None]
+    for i, (n1, a1) in enumerate(arrays):
+        for n2, a2 in arrays[i + 1:]:
+            hit = [n for n in (n1, n2) if n in written]
+            if hit and np.shares_memory(a1, a2):
+                raise ValueError(f"{kernel}: inputs '{n1}' and '{n2}' are the same array (or overlapping views of "
+                                 f"one) and the kernel writes '{hit[0]}': each input is simulated as an HBM tensor "
+                                 f"of its own, so the write would not be seen through the other; pass a copy "
+                                 "of the array for one of them")
 
 
 def _written_back(name, out, given):
