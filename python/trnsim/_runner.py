@@ -193,6 +193,16 @@ def sources():
 _serial = [0]
 
 
+def _package_of(folder):
+    """(root, dotted name) of the package `folder` is, when it holds an __init__.py: root is the folder
+    above its outermost package; ("", "") otherwise."""
+    parts = []
+    while os.path.isfile(os.path.join(folder, "__init__.py")) and os.path.dirname(folder) != folder:
+        parts.insert(0, os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    return (folder, ".".join(parts)) if parts else ("", "")
+
+
 def load_function(path, name):
     """The object called ``name`` in the Python file ``path`` (executed once per path and begin_load(), as a
     module of its own, from the bytes sources() hashes). LookupError if the file defines no such name."""
@@ -207,12 +217,22 @@ def load_function(path, name):
         mod_name = "_trnsim_kernel_%d" % _serial[0]
         _serial[0] += 1
         kernel_dir = os.path.dirname(os.path.realpath(path))
+        root, package = _package_of(kernel_dir)
+        if package:
+            # A file inside a package (nki-library's kernels): a module of it, so its relative imports
+            # (`from ..utils import x`) resolve, with the package's root importable and its files hashed.
+            mod_name = package + "." + mod_name
+            if root not in _session.folders:
+                _session.folders.append(root)
+            if root not in sys.path:
+                sys.path.insert(0, root)
         if kernel_dir not in _session.folders:
             _session.folders.append(kernel_dir)
         code = compile(_read_hashed(path), path, "exec", dont_inherit=True)
         spec = importlib.util.spec_from_loader(mod_name, loader=None, origin=path)
         module = importlib.util.module_from_spec(spec)
         module.__file__ = path
+        module.__package__ = package or None
         sys.modules[mod_name] = module
         if kernel_dir not in sys.path:  # a kernel file may import its neighbours
             sys.path.insert(0, kernel_dir)
