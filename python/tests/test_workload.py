@@ -233,5 +233,20 @@ def test_syntax_error_in_kernel_file():
     assert rc == 1 and "w.json: kernel: bad.py:2: SyntaxError" in err, err
 
 
+def test_a_kernel_package_named_like_an_imported_module_is_refused_clearly():
+    # tester23u F1: a package called json gave "No module named 'json.ops'" although json/ops/ existed: Python's
+    # own json module answered the relative imports.
+    path, d = workload(kernel={"nki": "json/ops/scaled.py", "function": "scaled"})
+    for rel, text in PACKAGED.items():
+        rel = "json" + rel[2:]
+        os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+        with open(os.path.join(d, rel), "w") as f:
+            f.write(text)
+    rc, _, err = trnsim_cli("run", path, "--out", os.path.join(d, "o"))
+    assert rc == 1, (rc, err)
+    assert ("json/ops/scaled.py is inside the package 'json' (%s), but Python has already imported another module "
+            "of that name (" % os.path.realpath(os.path.join(d, "json"))) in err, err
+
+
 if __name__ == "__main__":
     main(globals())

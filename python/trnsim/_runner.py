@@ -203,6 +203,20 @@ def _package_of(folder):
     return (folder, ".".join(parts)) if parts else ("", "")
 
 
+def _check_package_name(path, root, top):
+    """ImportError when the package a kernel file sits in has the name of a module Python already imported from
+    elsewhere (json, random, typing: trnsim's own imports): its relative imports would resolve in that module."""
+    held = sys.modules.get(top)
+    if held is None:
+        return
+    mine = os.path.realpath(os.path.join(root, top))
+    theirs = os.path.realpath(getattr(held, "__file__", None) or "")
+    if not theirs.startswith(mine + os.sep):
+        raise ImportError("%s is inside the package '%s' (%s), but Python has already imported another module of "
+                          "that name (%s): rename the package's folder, or name a kernel file outside it that "
+                          "imports the kernel" % (path, top, mine, theirs or "built in"))
+
+
 def load_function(path, name):
     """The object called ``name`` in the Python file ``path`` (executed once per path and begin_load(), as a
     module of its own, from the bytes sources() hashes). LookupError if the file defines no such name."""
@@ -222,6 +236,7 @@ def load_function(path, name):
             # A file inside a package (nki-library's kernels): a module of it, so its relative imports
             # (`from ..utils import x`) resolve, with the package's root importable and its files hashed.
             mod_name = package + "." + mod_name
+            _check_package_name(path, root, package.split(".")[0])
             if root not in _session.folders:
                 _session.folders.append(root)
             if root not in sys.path:
