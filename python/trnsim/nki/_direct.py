@@ -59,9 +59,15 @@ def _mod(base, shape, scale, idx):
     return base + lin * scale
 
 
-def _start_partitions(np_):
-    """The start partitions a tile of np_ partitions may have (the direct allocation pages' ISA rule)."""
-    return (0,) if np_ > 64 else (0, 64) if np_ > 32 else (0, 32, 64, 96)
+def _check_start_partition(what, p, np_, loc, source=""):
+    """NkiError unless a tile of np_ partitions may start at partition p (the compute engines' rule, asked of its
+    one home, sim/isa/partition_start.h); `source` the page the message cites."""
+    from .. import _core
+
+    allowed = _core.engine_start_partitions(np_)
+    if p not in allowed:
+        raise NkiError(f"{what}: start partition {p} for a tile of {np_} partitions: NKI allows "
+                       f"{' or '.join(map(str, allowed))}{source}", loc=loc)
 
 
 class DirectBuffer(Buffer):
@@ -104,10 +110,7 @@ class DirectBuffer(Buffer):
                                f"{tg.psum_bank_bytes} B bank", loc=loc)
             return 0, bank * tg.psum_bank_bytes
         p, a = r
-        allowed = _start_partitions(np_)
-        if p not in allowed:
-            raise NkiError(f"{what}: start partition {p} for a tile of {np_} partitions: NKI allows "
-                           f"{' or '.join(map(str, allowed))} (nki.compiler.sbuf.alloc)", loc=loc)
+        _check_start_partition(what, p, np_, loc, " (nki.compiler.sbuf.alloc)")
         if a < 0 or a + fdim > tg.sbuf_bytes:
             raise NkiError(f"{what}: bytes [{a}, {a + fdim}) of each partition are outside SBUF's "
                            f"{tg.sbuf_bytes} B per partition ({tg.generation})", loc=loc)
@@ -235,10 +238,7 @@ class _AtAddress(DirectBuffer):
         if a + fdim > bb:
             raise NkiError(f"{self.desc}: the tile's bytes [{a}, {a + fdim}) of bank {bank} cross the bank's end "
                            f"({bb} B): a PSUM tile lies in one bank", loc=loc)
-        allowed = _start_partitions(np_)
-        if p not in allowed:
-            raise NkiError(f"{self.desc}: start partition {p} for a tile of {np_} partitions: NKI allows "
-                           f"{' or '.join(map(str, allowed))}", loc=loc)
+        _check_start_partition(self.desc, p, np_, loc)
         return p, f
 
 

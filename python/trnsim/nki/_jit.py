@@ -124,10 +124,9 @@ def _check_platform(kernel, target):
     """NkiError at the kernel's def line when the run's hardware is of another generation than the kernel's
     nki.jit(platform_target=...) names (hardware=, or a workload's "hardware"): the kernel says what it is
     written for, and a run on other hardware would measure something else."""
-    written = kernel.options.get("platform_target")
-    if written is None or _platform.TARGETS[written] == target.generation:
+    mine, written = _platform.kernel_target(kernel)
+    if mine is None or mine == target.generation:
         return
-    mine = _platform.TARGETS[written]
     raise NkiError(f"kernel {kernel.fn.__name__} is written for nki.jit(platform_target={written!r}), a {mine} "
                    f"NeuronCore, but the run's hardware is a {target.generation} config: run it on a {mine} "
                    f"config (simulate_kernel / benchmark: hardware='{mine}', or leave hardware= out; a workload: "

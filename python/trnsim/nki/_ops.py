@@ -844,9 +844,7 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, loc=None):
     dst, src = tile(dst, "dst", op), tile(src, "src", op)
     if _target().generation == "trn1":
         raise NkiError(f"{op}: NeuronCore-v3 and newer only (Trn2, Trn3); this target is trn1 (NeuronCore-v2)")
-    if any(v.st.space == PSUM for v in (dst, src)):
-        raise NkiError(f"{op}: it runs on the GpSimd engine, which cannot access PSUM: src and dst must be in "
-                       "SBUF")
+    gpsimd_no_psum(op, op, (dst, "dst"), (src, "src"))
     if src.dtype.name not in ("float32", "int32"):
         raise NkiError(f"{op}: src must be nl.float32 or nl.int32, got {src.dtype.name}")
     if dst.dtype.name != "int32":
