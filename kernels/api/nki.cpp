@@ -325,7 +325,7 @@ InstRef nc_stream_shuffle(const View& dst, const View& src, const std::vector<in
   isa::ShuffleMask mask{};
   for (size_t i = 0; i < 32; ++i) {
     const int m = shuffle_mask[i];
-    if ((m < 0 || m > 31) && m != isa::kShuffleKeep)
+    if (!isa::shuffle_entry_ok(m))
       throw InputError(
           fmt::format("{}: nc_stream_shuffle: shuffle_mask[{}] = {}: expected a source partition "
                       "0-31 of the quadrant, or 255 (unmodified)",

@@ -455,7 +455,7 @@ void Checker::shuffle_rules() const {
   const uint32_t active = (std::max(op(0).partitions, op(1).partitions) + 31) / 32 * 32;
   for (int slot = 0; slot < 2; ++slot) {
     const uint32_t s = op(slot).partition_start;
-    if (s % active != 0 || (active > 64 && s != 0))
+    if (!engine_start_allowed(active, s))
       fail("partition start",
            fmt::format("{} starts at partition {}; with {} active partitions a start must be {}", name(slot),
                        s, active,

@@ -331,7 +331,7 @@ void Reader::read_attr(const Node& n, const Attr& a, Instruction& in) const {
       ShuffleMask mask{};
       for (size_t i = 0; i < 32; ++i) {
         const int64_t v = m.at(i).integer(0, 255);
-        if (v > 31 && v != kShuffleKeep)
+        if (!shuffle_entry_ok(v))
           m.at(i).fail(fmt::format("expected a source partition 0-31 or 255 (unmodified), got {}", v));
         mask[i] = static_cast<uint8_t>(v);
       }

@@ -15,6 +15,11 @@ namespace trnsim::isa {
 inline constexpr uint8_t kShuffleKeep = 255;  // NKI: the output partition is not modified
 using ShuffleMask = std::array<uint8_t, 32>;  // entries 0-31 or kShuffleKeep
 
+// Whether `v` is a shuffle_mask entry NKI accepts: a source partition 0-31 of the quadrant, or 255.
+inline bool shuffle_entry_ok(int64_t v) {
+  return (v >= 0 && v <= 31) || v == kShuffleKeep;
+}
+
 // Stores `mask` in `inst` (every entry must be below 32 or kShuffleKeep: program_json and the builder check).
 void set_shuffle_mask(Instruction& inst, const ShuffleMask& mask);
 ShuffleMask shuffle_mask(const Instruction& inst);
