@@ -136,6 +136,37 @@ CheckResult tolerance_result(const std::string& output, const HostTensor& out, c
   return r;
 }
 
+namespace {
+
+// An integer output (indices, counts) is right or wrong: value for value against golden values that must be
+// integers in the output dtype's range, reported as a bit-exact check plus the largest integer difference
+// (computed in FP64, exact below 2^53: every ISA integer dtype).
+CheckResult integer_result(const std::string& output, const HostTensor& out, const std::vector<double>& g) {
+  HostTensor expected = HostTensor::zeros(out.dtype, out.shape);
+  int64_t bad = -1;
+  for (int64_t i = 0; i < out.elements(); ++i) {
+    const double v = g[static_cast<size_t>(i)];
+    const bool integral = std::isfinite(v) && std::nearbyint(v) == v && std::fabs(v) < 0x1p62;
+    if (integral) expected.set_int(i, static_cast<int64_t>(v));
+    if (bad < 0 && (!integral || static_cast<double>(expected.int_value(i)) != v)) bad = i;
+  }
+  CheckResult r = bit_exact_result(output, out, expected);
+  double max_abs = 0;
+  for (int64_t i = 0; i < out.elements(); ++i)
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(out.int_value(i)) - g[static_cast<size_t>(i)]));
+  r.metrics.insert(r.metrics.begin(), {"max_abs_err", max_abs});
+  if (bad >= 0) {
+    r.failures.push_back(
+        fmt::format("the reference's value {:.17g} at element {} is not an {} (an integer "
+                    "output is compared exactly: the reference must give integers in its range)",
+                    g[static_cast<size_t>(bad)], bad, isa::dtype_name(out.dtype)));
+    r.pass = false;
+  }
+  return r;
+}
+
+}  // namespace
+
 OutputCheck elementwise_check(const std::string& output,
                               std::function<std::vector<double>(const CheckContext&)> golden,
                               const Tolerance& tol) {
@@ -147,9 +178,19 @@ OutputCheck elementwise_check(const std::string& output,
     if (static_cast<int64_t>(g.size()) != out.elements())
       throw Error(
           fmt::format("check of '{}': {} golden values for {} elements", output, g.size(), out.elements()));
+    if (isa::is_int(out.dtype)) return integer_result(output, out, g);
     const std::vector<float> k = out.values();
     const ref::ErrorMetrics e = ref::compare(k.data(), g.data(), out.elements(), tol.atol_factor, tol.rtol);
-    return tolerance_result(output, out, e, e, false, tol);
+    // The quantized reference: each golden value cast to the output's dtype as the engines cast (RNE, FP8
+    // saturating), so that the rel L2 bound measures the kernel's error beyond that rounding alone.
+    std::vector<double> gq(g.size());
+    uint8_t cast[4];
+    for (size_t i = 0; i < g.size(); ++i) {
+      isa::store_element(out.dtype, cast, static_cast<float>(g[i]));
+      gq[i] = isa::load_element(out.dtype, cast);
+    }
+    const ref::ErrorMetrics q = ref::compare(k.data(), gq.data(), out.elements(), tol.atol_factor, tol.rtol);
+    return tolerance_result(output, out, e, q, true, tol);
   };
   return c;
 }

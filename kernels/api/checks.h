@@ -90,7 +90,10 @@ tensor::CheckResult tolerance_result(const std::string& output, const tensor::Ho
                                      bool quantized, const Tolerance& tol = {}, int64_t rows_compared = 0,
                                      int64_t rows_total = 0, bool rows_are_experts = false);
 
-// Elementwise FP64 golden values for every element of `output` (no quantization).
+// Elementwise FP64 golden values for every element of `output`; the quantized reference is each value cast to
+// the output's dtype as the engines cast (RNE, FP8 saturating). An integer output (int8 to
+// uint32) is compared exactly instead: a bit-exact check against the golden values, which must be integers in
+// its dtype's range (else a failure naming the first that is not), plus max_abs_err.
 OutputCheck elementwise_check(const std::string& output,
                               std::function<std::vector<double>(const CheckContext&)> golden,
                               const Tolerance& tol = {});
