@@ -89,7 +89,10 @@ struct Names {
            *entry_code = s("entry_code"), *entry_tiles = s("entry_tiles"), *foreign = s("foreign"),
            *ops = s("ops"), *limit = s("limit"), *storages = s("storages"), *outer = s("outer"),
            *scope = s("scope"), *fresh = s("fresh"), *name = s("name"), *st = s("st"), *trace = s("trace"),
-           *first = s("first"), *last = s("last"), *moved_to = s("moved_to"), *dst = s("dst");
+           *first = s("first"), *last = s("last"), *moved_to = s("moved_to"), *dst = s("dst"),
+           *void_ = s("void"), *voiding = s("voiding"), *psum_groups = s("psum_groups"),
+           *accumulate = s("accumulate"), *dropped = s("dropped"), *nc_matmul = s("nc_matmul"), *mm = s("mm"),
+           *psum = s("psum");
 };
 const Names& names() {
   static const Names* n = new Names();
@@ -261,6 +264,9 @@ PyObject* new_tile_op(PyObject*, PyObject* const* a, Py_ssize_t nargs) {
     }
   } drop{sts};
   const State& S = *state;
+  const Py_ssize_t uid = PyList_GET_SIZE(storages.p);
+  Ref at(PyLong_FromSsize_t(i)), u(PyLong_FromSsize_t(uid));  // (op index, storage uid)
+  if (!at || !u) return nullptr;
   for (Py_ssize_t j = 0; j < ns; ++j) {
     sts[j] = field(S.view, PyTuple_GET_ITEM(srcs, j), kVSt, n.st);
     if (sts[j] == nullptr) return miss();
@@ -276,9 +282,8 @@ PyObject* new_tile_op(PyObject*, PyObject* const* a, Py_ssize_t nargs) {
   // The storage (Storage.__init__'s fields; first and last: this op, as record() sets them).
   Ref st(S.st.type->tp_alloc(S.st.type, 0));
   if (!st) return nullptr;
-  const Py_ssize_t uid = PyList_GET_SIZE(storages.p);
   S.st.set(st.p, kTrace, t);
-  S.st.set_long(st.p, kUid, uid);
+  S.st.set(st.p, kUid, u.p);
   S.st.set(st.p, kName, name);
   S.st.set(st.p, kSpace, space);
   S.st.set(st.p, kPrivate, Py_False);
@@ -289,8 +294,8 @@ PyObject* new_tile_op(PyObject*, PyObject* const* a, Py_ssize_t nargs) {
   S.st.set(st.p, kSite, site);
   S.st.set(st.p, kRole, Py_None);
   S.st.set(st.p, kLoc, loc);
-  S.st.set_long(st.p, kFirst, i);
-  S.st.set_long(st.p, kLast, i);
+  S.st.set(st.p, kFirst, at.p);
+  S.st.set(st.p, kLast, at.p);
   S.st.set(st.p, kPhys, Py_None);
   S.st.set(st.p, kDirect, Py_None);
   S.st.set(st.p, kMovedTo, Py_None);
@@ -319,20 +324,148 @@ PyObject* new_tile_op(PyObject*, PyObject* const* a, Py_ssize_t nargs) {
   S.op.set(op.p, kWrites, writes.p);
   S.op.set(op.p, kAttrs, attrs);
   S.op.set(op.p, kOLoc, loc);
-  S.op.set_long(op.p, kIndex, i);
+  S.op.set(op.p, kIndex, at.p);
   S.op.set(op.p, kLoad, PyObject_IsTrue(load) > 0 ? Py_True : Py_False);
   if (PyList_Append(storages.p, st.p) < 0 || PyList_Append(ops.p, op.p) < 0) return nullptr;
-  Ref at(PyLong_FromSsize_t(i));
-  if (!at) return nullptr;
   for (Py_ssize_t j = 0; j < ns; ++j) {
     Ref first(field(S.st, sts[j], kFirst, n.first));
     if (!first) return nullptr;
     if (PyLong_AsLong(first.p) < 0 && PyObject_SetAttr(sts[j], n.first, at.p) < 0) return nullptr;
     if (PyObject_SetAttr(sts[j], n.last, at.p) < 0) return nullptr;
   }
-  Ref u(PyLong_FromSsize_t(uid));
-  if (!u || PyDict_SetItem(fresh.p, u.p, op.p) < 0) return nullptr;
+  if (PyDict_SetItem(fresh.p, u.p, op.p) < 0) return nullptr;
   return v.release();
+}
+
+// A field of o by Fields when o is exactly its class and the slot is set (borrowed), else null.
+template <size_t N>
+PyObject* slot(const Fields<N>& f, PyObject* o, size_t i) {
+  if (Py_TYPE(o) != f.type) return nullptr;
+  return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + f.off[i]);
+}
+template <size_t N>
+bool set_slot(const Fields<N>& f, PyObject* o, size_t i, PyObject* v) {
+  PyObject** p = reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + f.off[i]);
+  Py_XSETREF(*p, Py_NewRef(v));
+  return true;
+}
+long long as_ll(PyObject* o, bool& ok) {
+  if (o == nullptr || !PyLong_CheckExact(o)) {
+    ok = false;
+    return 0;
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (overflow) ok = false;
+  return v;
+}
+
+// nki_iadd_matmul(trace, dst, value): `dst += value` for the usual case of _lower.iadd, the trace's last op
+// an nc_matmul whose fresh result is value, accumulating into the PSUM tile dst of value's dims whose one
+// open accumulation group covers dst as a whole (_ops.touch_psum's first case: a tiled matmul's K loop): that
+// op then accumulates straight into dst (_lower._retarget(op, value, dst, None), its `accumulate` set and dst
+// read). True when done; None, changing nothing, for any other case (_lower.iadd's Python path).
+PyObject* iadd_matmul(PyObject*, PyObject* const* a, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "nki_iadd_matmul(trace, dst, value)");
+    return nullptr;
+  }
+  PyObject *t = a[0], *dst = a[1], *value = a[2];
+  if (state == nullptr) return miss();
+  const State& S = *state;
+  const Names& n = names();
+  PyObject *vst = slot(S.view, value, kVSt), *dst_st = slot(S.view, dst, kVSt);
+  if (vst == nullptr || dst_st == nullptr || Py_TYPE(vst) != S.st.type || Py_TYPE(dst_st) != S.st.type)
+    return miss();
+  PyObject** dp = _PyObject_GetDictPtr(t);
+  PyObject* d = dp != nullptr ? *dp : nullptr;
+  Ref voids(tattr(d, t, n.void_)), voiding(tattr(d, t, n.voiding)), fresh(tattr(d, t, n.fresh)),
+      ops(tattr(d, t, n.ops)), groups(tattr(d, t, n.psum_groups));
+  if (!voids || !voiding || !fresh || !ops || !groups || voiding.p != Py_None ||
+      !PyDict_CheckExact(fresh.p) || !PyList_CheckExact(ops.p) || !PyDict_CheckExact(groups.p) ||
+      PyList_GET_SIZE(ops.p) == 0)
+    return miss();
+  if (PyObject_IsTrue(voids.p) != 0) return miss();  // (void tiles: _void's path)
+  // _fresh_op(value): the last op, not dropped, writing value itself.
+  PyObject* vuid = slot(S.st, vst, kUid);
+  PyObject* op = vuid ? PyDict_GetItemWithError(fresh.p, vuid) : nullptr;
+  if (op == nullptr || op != PyList_GET_ITEM(ops.p, PyList_GET_SIZE(ops.p) - 1) || Py_TYPE(op) != S.op.type)
+    return miss();
+  PyObject *name = slot(S.op, op, kOName), *args = slot(S.op, op, kArgs), *attrs = slot(S.op, op, kAttrs),
+           *reads = slot(S.op, op, kReads), *writes = slot(S.op, op, kWrites),
+           *index = slot(S.op, op, kIndex);
+  if (!name || !args || !attrs || !reads || !writes || !index || name != n.nc_matmul ||
+      !PyDict_CheckExact(args) || !PyDict_CheckExact(attrs) || !PyTuple_CheckExact(reads) ||
+      !PyTuple_CheckExact(writes))
+    return miss();
+  PyObject* drop = PyDict_GetItemWithError(attrs, n.dropped);
+  if (drop != nullptr && drop != Py_False) return miss();
+  PyObject* w = PyDict_GetItemWithError(args, n.dst);
+  if (w != value || PyErr_Occurred()) return miss();
+  // dst: a PSUM tile of value's dims, no retargeted result, its one open group a matmul's over all of it.
+  PyObject *space = slot(S.st, dst_st, kSpace), *moved = slot(S.st, dst_st, kMovedTo);
+  PyObject *ddims = slot(S.view, dst, kDims), *vdims = slot(S.view, value, kDims);
+  PyObject *dpd = slot(S.view, dst, kPd), *vpd = slot(S.view, value, kPd), *rect = slot(S.view, dst, kRect);
+  if (!space || !moved || !ddims || !vdims || !dpd || !vpd || !rect || moved != Py_None || rect == Py_None ||
+      !PyUnicode_CheckExact(space) || PyUnicode_Compare(space, n.psum) != 0)
+    return miss();
+  if (ddims != vdims) {
+    const int same = PyObject_RichCompareBool(ddims, vdims, Py_EQ);
+    if (same <= 0) return miss();
+  }
+  if (dpd != vpd) {
+    const int same = PyObject_RichCompareBool(dpd, vpd, Py_EQ);
+    if (same <= 0) return miss();
+  }
+  PyObject* duid = slot(S.st, dst_st, kUid);
+  PyObject* lst = duid ? PyDict_GetItemWithError(groups.p, duid) : nullptr;
+  if (lst == nullptr || !PyList_CheckExact(lst) || PyList_GET_SIZE(lst) != 1) return miss();
+  PyObject* g = PyList_GET_ITEM(lst, 0);
+  if (!PyTuple_CheckExact(g) || PyTuple_GET_SIZE(g) < 2) return miss();
+  PyObject* kind = PyTuple_GET_ITEM(g, 1);
+  if (kind != n.mm && (!PyUnicode_CheckExact(kind) || PyUnicode_Compare(kind, n.mm) != 0)) return miss();
+  if (PyTuple_GET_ITEM(g, 0) != rect) {
+    const int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(g, 0), rect, Py_EQ);
+    if (same <= 0) return miss();
+  }
+  bool ok = true;
+  const long long idx = as_ll(index, ok);
+  const long long first = as_ll(slot(S.st, dst_st, kFirst), ok), last = as_ll(slot(S.st, dst_st, kLast), ok);
+  if (!ok) return miss();
+  // Its effects, as matmul_accumulate (accumulate True) and _retarget(op, value, dst, None) make them.
+  Ref new_writes, new_reads, moved_to;
+  bool read = false;
+  if (PyTuple_GET_SIZE(writes) == 1 && PyTuple_GET_ITEM(writes, 0) == value) {
+    new_writes.reset(PyTuple_Pack(1, dst));
+  } else {
+    new_writes.reset(PyTuple_New(PyTuple_GET_SIZE(writes)));
+    for (Py_ssize_t j = 0; new_writes && j < PyTuple_GET_SIZE(writes); ++j) {
+      PyObject* x = PyTuple_GET_ITEM(writes, j);
+      PyTuple_SET_ITEM(new_writes.p, j, Py_NewRef(x == value ? dst : x));
+    }
+  }
+  const Py_ssize_t nr = PyTuple_GET_SIZE(reads);
+  for (Py_ssize_t j = 0; j < nr; ++j) read = read || PyTuple_GET_ITEM(reads, j) == value;
+  new_reads.reset(PyTuple_New(nr + 1));  // (the op's reads, value replaced, and dst: it accumulates)
+  for (Py_ssize_t j = 0; new_reads && j < nr; ++j) {
+    PyObject* x = PyTuple_GET_ITEM(reads, j);
+    PyTuple_SET_ITEM(new_reads.p, j, Py_NewRef(x == value ? dst : x));
+  }
+  if (new_reads) PyTuple_SET_ITEM(new_reads.p, nr, Py_NewRef(dst));
+  moved_to.reset(PyTuple_Pack(5, dst, op, Py_None, read ? Py_True : Py_False, Py_None));
+  Ref minus(PyLong_FromLong(-1));
+  if (!new_writes || !new_reads || !moved_to || !minus) return nullptr;
+  if (PyDict_SetItem(attrs, n.accumulate, Py_True) < 0 || PyDict_SetItem(args, n.dst, dst) < 0)
+    return nullptr;
+  set_slot(S.op, op, kWrites, new_writes.p);
+  set_slot(S.op, op, kReads, new_reads.p);
+  if (first < 0 || first > idx) set_slot(S.st, dst_st, kFirst, index);
+  if (last < idx) set_slot(S.st, dst_st, kLast, index);
+  set_slot(S.st, vst, kFirst, minus.p);
+  set_slot(S.st, vst, kLast, minus.p);
+  set_slot(S.st, vst, kMovedTo, moved_to.p);
+  if (PyDict_DelItem(fresh.p, vuid) < 0) return nullptr;
+  Py_RETURN_TRUE;
 }
 
 PyMethodDef methods[] = {
@@ -345,6 +478,10 @@ PyMethodDef methods[] = {
      "nki_new_tile_op(trace, shape, dtype, space, name, depth, op_name, keys, srcs, attrs, load): a new tile "
      "and the op writing it, recorded in the trace; None when the Python path must make them "
      "(python/src/bind_trace.cpp)"},
+    {"nki_iadd_matmul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&iadd_matmul)),
+     METH_FASTCALL,
+     "nki_iadd_matmul(trace, dst, value): `dst += value` of a fresh matmul result into its accumulation "
+     "group's PSUM tile, or None when the Python path must do it (python/src/bind_trace.cpp)"},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

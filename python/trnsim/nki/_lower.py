@@ -449,6 +449,8 @@ def iadd(dst, value):
     PSUM tile into PSUM (a matmul result with a tile of its own, used since) is first copied to SBUF, as
     nki.isa.tensor_tensor reads at most one PSUM tile: acc + m bit for bit. A void value adds nothing (_void)."""
     if isinstance(value, NkiTensor):
+        if _iadd_matmul is not None and _iadd_matmul(_trace._current, dst, value):
+            return dst  # (a tiled matmul's K loop: the matmul accumulates into dst, in one call)
         if value.st.uid in _trace._current.void:
             return dst
         op = _fresh_op(value)
@@ -950,19 +952,20 @@ def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False):
     return fresh(out)
 
 
-def _fast_path():
-    """trnsim._core.nki_new_tile_op, which makes the usual loads' and matmuls' tiles and ops in one call
-    (python/src/bind_trace.cpp), or None without the bindings."""
+def _fast_paths():
+    """trnsim._core.nki_new_tile_op, which makes the usual loads' and matmuls' tiles and ops in one call, and
+    nki_iadd_matmul, a tiled matmul's `acc += nl.matmul(...)` (python/src/bind_trace.cpp); None, None without
+    the bindings."""
     try:
         from .. import _core
 
         _core.nki_trace_types(_tensor.Storage, NkiTensor, _trace.Op, _void.WRAPPER_CODE)
-        return _core.nki_new_tile_op
+        return _core.nki_new_tile_op, _core.nki_iadd_matmul
     except (ImportError, AttributeError):
-        return None
+        return None, None
 
 
-_new_tile_op = _fast_path()
+_new_tile_op, _iadd_matmul = _fast_paths()
 _SRC = ("src",)  # its operand slots: nl.load's dma_copy, nl.matmul's nc_matmul
 _MATMUL_SRCS = ("stationary", "moving")
 
