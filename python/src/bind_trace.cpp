@@ -78,6 +78,7 @@ struct State {
   Fields<kViewN> view;
   Fields<kOpN> op;
   PyObject* wrapper_code = nullptr;  // the nl.* / nisa.* wrappers' code object (_void.WRAPPER_CODE)
+  PyObject* getitem = nullptr;       // NkiTensor's own __getitem__ (Python), for the cases getitem() leaves
 };
 State* state = nullptr;
 
@@ -92,7 +93,7 @@ struct Names {
            *first = s("first"), *last = s("last"), *moved_to = s("moved_to"), *dst = s("dst"),
            *void_ = s("void"), *voiding = s("voiding"), *psum_groups = s("psum_groups"),
            *accumulate = s("accumulate"), *dropped = s("dropped"), *nc_matmul = s("nc_matmul"), *mm = s("mm"),
-           *psum = s("psum");
+           *psum = s("psum"), *hbm = s("hbm"), *hbm_slices = s("hbm_slices");
 };
 const Names& names() {
   static const Names* n = new Names();
@@ -105,6 +106,17 @@ PyObject* trace_types(PyObject*, PyObject* const* a, Py_ssize_t n) {
     PyErr_SetString(PyExc_TypeError, "nki_trace_types(Storage, NkiTensor, Op, wrapper_code)");
     return nullptr;
   }
+  PyObject* own =
+      PyObject_GetAttrString(a[1], "__getitem__");  // (the Python function, before it is replaced)
+  if (own == nullptr) return nullptr;
+  if (!PyFunction_Check(own)) {  // (registered before: the function it keeps)
+    Py_DECREF(own);
+    own = state != nullptr ? Py_NewRef(state->getitem) : nullptr;
+    if (own == nullptr) {
+      PyErr_SetString(PyExc_TypeError, "nki_trace_types: NkiTensor.__getitem__ is no function");
+      return nullptr;
+    }
+  }
   auto* st = new State();
   const bool ok = st->st.learn(a[0], {"trace", "uid", "name", "space", "private", "dtype", "shape", "pdim",
                                       "pbytes", "site", "role", "loc", "first", "last", "phys", "direct",
@@ -112,11 +124,13 @@ PyObject* trace_types(PyObject*, PyObject* const* a, Py_ssize_t n) {
                   st->view.learn(a[1], {"st", "dtype", "boff", "dims", "pd", "p0", "vars", "_rect", "_bv"}) &&
                   st->op.learn(a[2], {"name", "args", "reads", "writes", "attrs", "loc", "index", "load"});
   if (!ok) {
+    Py_DECREF(own);
     delete st;
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "nki_trace_types: a class without those slots");
     return nullptr;
   }
   st->wrapper_code = Py_NewRef(a[3]);
+  st->getitem = own;
   state = st;  // (the first State, if any, stays: objects made with it may still be alive)
   Py_RETURN_NONE;
 }
@@ -468,6 +482,50 @@ PyObject* iadd_matmul(PyObject*, PyObject* const* a, Py_ssize_t nargs) {
   Py_RETURN_TRUE;
 }
 
+// NkiTensor.__getitem__ (installed as the method by _lower): `hbm_view[a:b, c:d]` sliced the same way before
+// is the view that slicing made (the trace's hbm_slices, NkiTensor.__getitem__'s cache, keyed as it keys
+// it); anything else is the Python method's.
+PyObject* getitem(PyObject*, PyObject* const* a, Py_ssize_t nargs) {
+  if (nargs != 2 || state == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "NkiTensor.__getitem__(self, idx)");
+    return nullptr;
+  }
+  PyObject *self = a[0], *idx = a[1];
+  const State& S = *state;
+  const Names& n = names();
+  if (Py_TYPE(self) == S.view.type && PyTuple_CheckExact(idx) && PyTuple_GET_SIZE(idx) == 2 &&
+      PySlice_Check(PyTuple_GET_ITEM(idx, 0)) && PySlice_Check(PyTuple_GET_ITEM(idx, 1))) {
+    PyObject *pd = slot(S.view, self, kPd), *st = slot(S.view, self, kVSt);
+    PyObject* space = st != nullptr && Py_TYPE(st) == S.st.type ? slot(S.st, st, kSpace) : nullptr;
+    PyObject* tr = st != nullptr && Py_TYPE(st) == S.st.type ? slot(S.st, st, kTrace) : nullptr;
+    bool ok = true;
+    const long long p = as_ll(pd, ok);
+    if (ok && p < 0 && space != nullptr && tr != nullptr && tr != Py_None &&
+        (space == n.hbm || (PyUnicode_CheckExact(space) && PyUnicode_Compare(space, n.hbm) == 0))) {
+      PyObject** dp = _PyObject_GetDictPtr(tr);
+      Ref cache(tattr(dp != nullptr ? *dp : nullptr, tr, n.hbm_slices));
+      if (cache && PyDict_CheckExact(cache.p)) {
+        auto* e0 = reinterpret_cast<PySliceObject*>(PyTuple_GET_ITEM(idx, 0));
+        auto* e1 = reinterpret_cast<PySliceObject*>(PyTuple_GET_ITEM(idx, 1));
+        Ref id(PyLong_FromVoidPtr(self));
+        Ref key(id ? PyTuple_Pack(7, id.p, e0->start, e0->stop, e0->step, e1->start, e1->stop, e1->step)
+                   : nullptr);
+        if (!key) return nullptr;
+        PyObject* hit = PyDict_GetItemWithError(cache.p, key.p);
+        if (hit != nullptr && PyTuple_CheckExact(hit) && PyTuple_GET_SIZE(hit) == 2)
+          return Py_NewRef(PyTuple_GET_ITEM(hit, 1));
+        PyErr_Clear();  // (an unhashable bound: the Python method says what it is)
+      } else if (PyErr_Occurred()) {
+        return nullptr;
+      }
+    } else if (PyErr_Occurred()) {
+      return nullptr;
+    }
+  }
+  PyObject* args[2] = {self, idx};
+  return PyObject_Vectorcall(S.getitem, args, 2, nullptr);
+}
+
 PyMethodDef methods[] = {
     {"nki_trace_types", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&trace_types)),
      METH_FASTCALL,
@@ -482,12 +540,20 @@ PyMethodDef methods[] = {
      METH_FASTCALL,
      "nki_iadd_matmul(trace, dst, value): `dst += value` of a fresh matmul result into its accumulation "
      "group's PSUM tile, or None when the Python path must do it (python/src/bind_trace.cpp)"},
+    {"nki_getitem", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&getitem)), METH_FASTCALL,
+     "NkiTensor.__getitem__(self, idx) with HBM slices made before taken from the trace's cache "
+     "(python/src/bind_trace.cpp); install it with nki_method"},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
 
 void bind_trace(pyb::module_& m) {
   if (PyModule_AddFunctions(m.ptr(), methods) < 0) throw pyb::error_already_set();
+  // nki_method(f): f as a method (a class attribute that binds its instance), for nki_getitem.
+  m.def(
+      "nki_method",
+      [](pyb::handle f) { return pyb::reinterpret_steal<pyb::object>(PyInstanceMethod_New(f.ptr())); },
+      pyb::arg("f"), "f (a builtin) as a method of the class it is set on");
 }
 
 }  // namespace trnsim::py

@@ -955,11 +955,13 @@ def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False):
 def _fast_paths():
     """trnsim._core.nki_new_tile_op, which makes the usual loads' and matmuls' tiles and ops in one call, and
     nki_iadd_matmul, a tiled matmul's `acc += nl.matmul(...)` (python/src/bind_trace.cpp); None, None without
-    the bindings."""
+    the bindings. Also installs NkiTensor's indexing with the bindings' short path for HBM slices."""
     try:
         from .. import _core
 
         _core.nki_trace_types(_tensor.Storage, NkiTensor, _trace.Op, _void.WRAPPER_CODE)
+        # HBM slices made before, from the trace's cache in one call (else NkiTensor's own __getitem__)
+        NkiTensor.__getitem__ = _core.nki_method(_core.nki_getitem)
         return _core.nki_new_tile_op, _core.nki_iadd_matmul
     except (ImportError, AttributeError):
         return None, None
