@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "python/src/bindings.h"
@@ -23,9 +24,14 @@ constexpr size_t kKeep = 16;  // accesses remembered per buffer; older ones fold
 
 using Rect = std::array<int64_t, 4>;  // partition lo, hi, byte lo, hi
 
-// An op's sort key: an integer tuple compared lexicographically (a load's is its anchor's key plus its load
-// number, so it sorts right after the anchor; any other op's is (program index,)).
-using Key = std::vector<int64_t>;
+// An op's sort key, compared lexicographically: any other op's is (program index, 0); a load's is (its
+// anchor's first field, its load number), -1 first without an anchor. The rule's key for a load is its
+// anchor's key plus its load number, which grows by one field per load anchored at the load before it (13k
+// loads in a row: 13k-field keys, quadratic time and memory); two fields order the same: a load's anchor is
+// never earlier than the previous load (the anchor starts there), so every load is placed after all earlier
+// ones, and a load anchored at a load is anchored at the previous load (its run after the same op grows by
+// one, in load-number order).
+using Key = std::pair<int64_t, int64_t>;
 
 struct History {
   int floor = -1;   // op whose key is the largest of the folded accesses, -1: none
@@ -40,7 +46,7 @@ class Scheduler {
   bool later(int a, int b) const {  // key of op a > key of op b; -1 is None (less than every key)
     if (a < 0) return false;
     if (b < 0) return true;
-    return std::lexicographical_compare(keys_[b].begin(), keys_[b].end(), keys_[a].begin(), keys_[a].end());
+    return keys_[b] < keys_[a];
   }
 
   // The latest access in h overlapping r, if later than anchor.
@@ -105,12 +111,10 @@ std::vector<int64_t> schedule(const std::vector<int64_t>& ops, const std::vector
         if (it != reads.end()) anchor = s.after(anchor, it->second, r);
       }
       ++loads;
-      Key k = anchor >= 0 ? s.keys_[anchor] : Key{-1};
-      k.push_back(loads);
-      s.keys_.push_back(std::move(k));
+      s.keys_.emplace_back(anchor >= 0 ? s.keys_[anchor].first : -1, loads);
       last_load = static_cast<int>(i);
     } else {
-      s.keys_.push_back(Key{index});
+      s.keys_.emplace_back(index, 0);
       if (kind == 2) fence = static_cast<int>(i);
     }
     const int me = static_cast<int>(i);

@@ -53,6 +53,7 @@ void define_core(pyb::module_& m) {
   bind_workload(m);
   bind_schedule(m);
   bind_emit(m);
+  bind_trace(m);
   workload::set_kernel_loader("nki", &load_nki_kernel);
 }
 

@@ -18,5 +18,6 @@ void bind_run(pybind11::module_& m);
 void bind_workload(pybind11::module_& m);
 void bind_schedule(pybind11::module_& m);
 void bind_emit(pybind11::module_& m);
+void bind_trace(pybind11::module_& m);
 
 }  // namespace trnsim::py

@@ -12,6 +12,7 @@ import itertools
 import numpy as np
 
 from . import _ops
+from . import _tensor
 from . import _trace
 from . import _void
 from ._dtypes import BY_NAME, as_dtype, modelled, result_dtype, weak_dtype
@@ -448,6 +449,8 @@ def iadd(dst, value):
     PSUM tile into PSUM (a matmul result with a tile of its own, used since) is first copied to SBUF, as
     nki.isa.tensor_tensor reads at most one PSUM tile: acc + m bit for bit. A void value adds nothing (_void)."""
     if isinstance(value, NkiTensor):
+        if _iadd_matmul is not None and _iadd_matmul(_trace._current, dst, value):
+            return dst  # (a tiled matmul's K loop: the matmul accumulates into dst, in one call)
         if value.st.uid in _trace._current.void:
             return dst
         op = _fresh_op(value)
@@ -949,6 +952,26 @@ def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False):
     return fresh(out)
 
 
+def _fast_paths():
+    """trnsim._core.nki_new_tile_op, which makes the usual loads' and matmuls' tiles and ops in one call, and
+    nki_iadd_matmul, a tiled matmul's `acc += nl.matmul(...)` (python/src/bind_trace.cpp); None, None without
+    the bindings. Also installs NkiTensor's indexing with the bindings' short path for HBM slices."""
+    try:
+        from .. import _core
+
+        _core.nki_trace_types(_tensor.Storage, NkiTensor, _trace.Op, _void.WRAPPER_CODE)
+        # HBM slices made before, from the trace's cache in one call (else NkiTensor's own __getitem__)
+        NkiTensor.__getitem__ = _core.nki_method(_core.nki_getitem)
+        return _core.nki_new_tile_op, _core.nki_iadd_matmul
+    except (ImportError, AttributeError):
+        return None, None
+
+
+_new_tile_op, _iadd_matmul = _fast_paths()
+_SRC = ("src",)  # its operand slots: nl.load's dma_copy, nl.matmul's nc_matmul
+_MATMUL_SRCS = ("stationary", "moving")
+
+
 def load_if_hbm(x, name):
     if isinstance(x, NkiTensor) and x.st.space == HBM:
         raise NkiError(f"nl.{name}: operand {list(x.shape)} is in HBM; load it into SBUF first (nl.load)")
@@ -964,8 +987,14 @@ def load(src, mask=None, dtype=None):
             shape = (dims[0][1], dims[1][1])
         else:
             shape = tuple([d[1] for d in dims]) if nd != 1 else (dims[0][1], 1)
-        # (depth 3: the kernel's frame is nl.load's caller)
-        out = _ops.new_tile(shape, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load", None, 3)
+        dtype = src.dtype if dtype is None else dt(dtype, src.dtype)
+        # The tile and its DMA in one call, when it can (depth 3: the kernel's frame is nl.load's caller)
+        t = _trace._current
+        if _new_tile_op is not None and t is not None:
+            out = _new_tile_op(t, shape, dtype, SBUF, "load", 3, "dma_copy", _SRC, (src,), _ops._LOAD_ATTRS, True)
+            if out is not None:
+                return out
+        out = _ops.new_tile(shape, dtype, SBUF, "load", None, 3)
         # dma_copy(out, src) as _ops.dma_copy records it with its defaults: none of its checks can fail for an
         # HBM view and the new SBUF tile of its shape, and no PSUM is touched.
         st = out.st
@@ -1161,15 +1190,22 @@ def matmul(x, y, transpose_x=False, mask=None):
         # the common case, in short: SBUF operands (nothing to load or copy out of PSUM), no mask
         xd, yd = x.dims, y.dims  # (partition dims first: a 2-D operand's free size is its dim 1)
         shape = (xd[1][1] if len(xd) == 2 else x.free_size, yd[1][1] if len(yd) == 2 else y.free_size)
+        # nc_matmul's record for operands it would accept as they are (nc_matmul(..., _checked=True)); a new
+        # tile holds no accumulation group, so the matmul overwrites and opens one (what matmul_accumulate's
+        # touch_psum finds and records for it). The tile and its op in one call, when it can.
+        attrs = {"accumulate": False, "perf_mode": "none", "is_transpose": False}
+        t = _trace._current
+        if _new_tile_op is not None and t is not None:
+            out = _new_tile_op(t, shape, F32, PSUM, "matmul", 3, "nc_matmul", _MATMUL_SRCS, (x, y), attrs, False)
+            if out is not None:
+                t.psum_groups[out.st.uid] = [(out._rect or out.rect(), "mm", None)]
+                return out
         out = _ops.new_tile(shape, F32, PSUM, "matmul", None, 3)  # (under nl.matmul)
         st = out.st
         t = st.trace
-        # nc_matmul's record for operands it would accept as they are (nc_matmul(..., _checked=True)); a new
-        # tile holds no accumulation group, so the matmul overwrites and opens one (what matmul_accumulate's
-        # touch_psum finds and records for it).
         t.psum_groups[st.uid] = [(out._rect or out.rect(), "mm", None)]
-        t.fresh[st.uid] = t.record("nc_matmul", {"dst": out, "stationary": x, "moving": y}, (x, y), (out,),
-                                   {"accumulate": False, "perf_mode": "none", "is_transpose": False}, st.loc)
+        t.fresh[st.uid] = t.record("nc_matmul", {"dst": out, "stationary": x, "moving": y}, (x, y), (out,), attrs,
+                                   st.loc)
         return out
     given = (x, y)
     if mask is not None:
