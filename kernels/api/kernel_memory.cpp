@@ -40,11 +40,15 @@ View Kernel::scratch(const std::string& name, DType dtype, const std::vector<int
 void Kernel::track_rows_together(const View& t) {
   if (t.space() != isa::MemSpace::HBM)
     throw InputError(fmt::format("track_rows_together: {} is not in HBM", t.describe()));
-  const auto& shape = shared_.program.tensors.at(t.tensor()).shape;
-  // One chunk of all rows (a power of two, like every HBM chunk size: see make_hbm).
-  hbm_deps_.set_chunks(
-      t.tensor(), static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(shape.empty() ? 1 : shape[0]))),
-      hbm_deps_.byte_chunk(t.tensor()));
+  const isa::TensorDecl& decl = shared_.program.tensors.at(t.tensor());
+  const auto& shape = decl.shape;
+  int64_t row_bytes = elem_bytes(decl.dtype);
+  for (size_t i = 1; i < shape.size(); ++i) row_bytes *= shape[i];
+  // One chunk of all rows and all bytes of a row (powers of two, like every HBM chunk size: see make_hbm):
+  // its accesses span whole rows (a weight gradient's block), and a record in several byte chunks would be
+  // looked at once per chunk by every access spanning them; the bucket's own partition separates them.
+  const auto pow2 = [](int64_t v) { return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(v))); };
+  hbm_deps_.set_chunks(t.tensor(), pow2(shape.empty() ? 1 : shape[0]), pow2(std::max<int64_t>(1, row_bytes)));
 }
 
 View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<int64_t>& shape, int kind,
