@@ -20,6 +20,18 @@ const char* kind_str(int k) {
   return k == kInput ? "input" : k == kOutput ? "output" : "scratch";
 }
 
+// HBM dependency chunk sizes are powers of two: the tracker finds an access's chunks by shifts.
+int64_t pow2(int64_t v) {
+  return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(1, v))));
+}
+
+// Bytes of one tensor row as the dependency chunks count them: the dims after the first (at least 1).
+int64_t chunk_row_bytes(DType dtype, const std::vector<int64_t>& shape) {
+  int64_t row_bytes = elem_bytes(dtype);
+  for (size_t i = 1; i < shape.size(); ++i) row_bytes *= shape[i];
+  return std::max<int64_t>(1, row_bytes);
+}
+
 // Banks a Trn2 PSUM tile may span (8 KiB per partition): a Vector/Scalar access of PSUM covers at most 4K
 // elements per partition (NKI architecture guide, SBUF/PSUM access rules), 4 banks of 2-byte values.
 constexpr int64_t kTrn2PsumTileBanks = 4;
@@ -40,11 +52,12 @@ View Kernel::scratch(const std::string& name, DType dtype, const std::vector<int
 void Kernel::track_rows_together(const View& t) {
   if (t.space() != isa::MemSpace::HBM)
     throw InputError(fmt::format("track_rows_together: {} is not in HBM", t.describe()));
-  const auto& shape = shared_.program.tensors.at(t.tensor()).shape;
-  // One chunk of all rows (a power of two, like every HBM chunk size: see make_hbm).
-  hbm_deps_.set_chunks(
-      t.tensor(), static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(shape.empty() ? 1 : shape[0]))),
-      hbm_deps_.byte_chunk(t.tensor()));
+  const isa::TensorDecl& decl = shared_.program.tensors.at(t.tensor());
+  // One chunk of all rows and all bytes of a row: its accesses span whole rows (a weight gradient's block),
+  // and a record in several byte chunks would be looked at once per chunk by every access spanning them;
+  // the bucket's own partition separates them.
+  hbm_deps_.set_chunks(t.tensor(), pow2(decl.shape.empty() ? 1 : decl.shape[0]),
+                       pow2(chunk_row_bytes(decl.dtype, decl.shape)));
 }
 
 View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<int64_t>& shape, int kind,
@@ -109,11 +122,8 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
   // keep it to 64 row chunks, so an access to every row (an indirect DMA) visits 64 buckets, not thousands.
   // Both rounded up to powers of two: the tracker then finds an access's chunks by shifts, not divisions.
   {
-    int64_t row_bytes = elem_bytes(dtype);
-    for (size_t i = 1; i < shape.size(); ++i) row_bytes *= shape[i];
-    row_bytes = std::max<int64_t>(1, row_bytes);
+    const int64_t row_bytes = chunk_row_bytes(dtype, shape);
     const int64_t rows = shape.size() >= 2 ? shape[0] : 1;
-    const auto pow2 = [](int64_t v) { return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(v))); };
     hbm_deps_.set_chunks(index,
                          pow2(std::clamp<int64_t>((int64_t{8} << 20) / row_bytes, 1,
                                                   std::max<int64_t>(128, (rows + 63) / 64))),

@@ -69,9 +69,9 @@ Hbm declare(Kernel& k, const BwdParams& p, const BwdPlan& f) {
 
 void emit_bwd(Kernel& k, const BwdParams& p, const BwdPlan& f) {
   const Hbm t = declare(k, p, f);
-  // The weight gradients are read-modify-written at the block's expert (scalar_offset: any of E rows).
+  // Accessed at any row: weight gradients at the block's expert (scalar_offset), dx at its tokens (indirect).
   k.track_rows_together(t.dw_gu);
-  k.track_rows_together(t.dw_down);
+  k.track_rows_together(t.dw_down), k.track_rows_together(t.dx);
   if (p.bias) k.track_rows_together(t.db_gu), k.track_rows_together(t.db_down);
   const int core = k.program_id(), cores = k.num_programs();
   const int64_t B = f.B, H = f.H, I = f.I, E = f.E, N = f.N, G = B / 128, C = f.chunk;
