@@ -41,7 +41,12 @@ DmaSpread dma_spread(const isa::Instruction& inst, const config::DmaConfig& dma)
   const uint64_t b = std::min(n, contiguous_run(dst, scatter));
   const uint64_t chunks = std::max<uint64_t>(1, n / a + n / b - n / std::lcm(a, b));
   s.engines = static_cast<uint32_t>(std::min<uint64_t>(dma.engines_per_core, n));
-  s.packets = chunks + s.engines - 1;  // each share boundary inside a chunk cuts it once more
+  // Engine e's share ends at element (e + 1) x n / engines: inside a chunk it cuts one more packet.
+  s.packets = chunks;
+  for (uint64_t e = 1; e < s.engines; ++e) {
+    const uint64_t end = static_cast<uint64_t>((static_cast<unsigned __int128>(n) * e) / s.engines);
+    if (end % a != 0 && end % b != 0) ++s.packets;
+  }
   return s;
 }
 

@@ -10,9 +10,10 @@
 // DGE reference), so the bytes split wherever the descriptors cut them, not by the view's dim 0 [I]. The
 // elements run in order on both sides; a packet ends where either side's contiguous chunk ends (adjacent
 // rows whose stride is the row's length are one chunk; an indexed side's rows are separate chunks) and
-// where an engine's share ends: the bytes go in equal shares to all dma.engines_per_core engines (the
-// overview: a transfer is "parallelized up to 16 DMA engines"), one element at least each. A contiguous
-// copy is thus 16 packets whatever its view, and more bytes never take less time.
+// where an engine's share ends inside a chunk: the elements go in equal shares to all
+// dma.engines_per_core engines (the overview: a transfer is "parallelized up to 16 DMA engines"), one at
+// least each. A contiguous copy is thus 16 packets whatever its view, and more bytes never take less time;
+// 128 gathered rows are 128 packets, 8 per engine, as the partition rule cut them.
 #pragma once
 
 #include <cstdint>

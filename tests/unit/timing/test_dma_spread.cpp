@@ -108,17 +108,46 @@ TEST_CASE("HBM -> HBM: more bytes never take less time", "[timing][dma]") {
 
 TEST_CASE("HBM -> HBM: packets end where either side's contiguous chunk ends", "[timing][dma]") {
   // src: 1024 rows of 128 F32 (512 B) every 256 elements; dst packed. Chunks: 1024 / 1 + 1 - 1 = 1024 (the
-  // dst's one chunk ends with the last src row); the 15 share boundaries cut 15 more: 1039 packets of
-  // 524288 / 1039 = 504.6 B, each under the knee, so 96 ns each: (1039 + 16) / 16 x 96 = 6330 ns.
+  // dst's one chunk ends with the last src row); the shares (8192 elements) end at row ends, so 1024
+  // packets of 512 B, each under the knee, 96 ns each: (1024 + 16) / 16 x 96 = 6240 ns.
   const auto strided = copy(packed(131072, 1024), hbm(1024, {128}, 256));
   CHECK(strided.engines == 16);
-  CHECK(strided.partitions == 1039);
-  CHECK(data_ns(strided) == Approx(1055.0 / 16 * 96));
+  CHECK(strided.partitions == 1024);
+  CHECK(data_ns(strided) == Approx(1040.0 / 16 * 96));
+  // 8 rows of 32 elements every 64: the 16 shares of 16 elements end inside every row once: 8 + 8 packets.
+  CHECK(copy(packed(256, 8), hbm(8, {32}, 64)).partitions == 16);
   // Runs of 96 and 128 elements end at multiples of 96 or 128: 98304 / 96 + 98304 / 128 - 98304 / 384 =
-  // 1024 + 768 - 256 = 1536 chunks (+ 15).
-  CHECK(copy(hbm(768, {128}, 256), hbm(1024, {96}, 192)).partitions == 1551);
+  // 1024 + 768 - 256 = 1536 chunks; the shares (6144 elements) end at multiples of 96.
+  CHECK(copy(hbm(768, {128}, 256), hbm(1024, {96}, 192)).partitions == 1536);
   CHECK(timing::contiguous_run(hbm(4, {2, 8}, 16), false) == 64);
   CHECK(timing::contiguous_run(hbm(4, {2, 8}, 16), true) == 16);
   CHECK(timing::contiguous_run(hbm(4, {2, 8}, 32), false) == 16);
   CHECK(timing::contiguous_run(hbm(4, {2, 8}, 16, 2), false) == 1);
+}
+
+TEST_CASE("HBM -> HBM: an indirect gather's rows are packets of their own", "[timing][dma]") {
+  // The MoE backward's dY gather (kernels/moe/bwd_emit.cpp): 128 rows of 512 BF16 indexed by a
+  // vector_offset into a packed [128, 512] block: 128 chunks, the 16 shares ending at row ends: 8 packets
+  // per engine, as the partition rule gave (128 rows / 8 per engine).
+  auto dst = packed(65536, 128), src = packed(65536, 128);
+  dst.dtype = src.dtype = DType::BF16;
+  isa::AccessPattern idx;
+  idx.space = MemSpace::SBUF;
+  idx.dtype = DType::I32;
+  idx.partitions = 128;
+  idx.ndim = 1;
+  isa::Instruction i;
+  i.op = isa::Opcode::DmaCopy;
+  i.engine = isa::Engine::POOL;
+  i.ops[0] = dst;
+  i.ops[1] = src;
+  i.ops[2] = idx;
+  i.nops = 3;
+  const auto s = timing::dma_spread(i, trn2().dma);
+  CHECK(s.engines == 16);
+  CHECK(s.packets == 128);
+  i.flags = isa::kIndirectDst;  // a scatter indexes dst's rows instead: the same
+  CHECK(timing::dma_spread(i, trn2().dma).packets == 128);
+  i.nops = 2;  // without the index both sides are one chunk: 16 packets
+  CHECK(timing::dma_spread(i, trn2().dma).packets == 16);
 }
