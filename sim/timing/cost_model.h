@@ -48,8 +48,8 @@ struct DmaCost {
   // Partitions of the on-chip side, or the packets of an HBM -> HBM transfer (dma_spread.h).
   uint64_t partitions = 0;
   double bytes_per_partition = 0;
-  double packet_bytes = 0;  // bytes of one packet: one partition's run (bytes_per_partition)
-  uint32_t engines = 0;  // DMA engines used (dma_spread.h): ceil(partitions / partitions_per_engine), <= 16
+  double packet_bytes = 0;    // bytes of one packet: one partition's run (bytes_per_partition)
+  uint32_t engines = 0;       // DMA engines used (dma_spread.h), <= dma.engines_per_core
   uint32_t first_engine = 0;  // the first of them: the on-chip side's first partition / partitions_per_engine
   // Share of the engines' bandwidth a byte takes: the op factor (transpose, accumulate); with
   // efficiency_curve (packet_ns 0) also the curve's efficiency.

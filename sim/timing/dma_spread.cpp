@@ -41,10 +41,12 @@ DmaSpread dma_spread(const isa::Instruction& inst, const config::DmaConfig& dma)
   const uint64_t b = std::min(n, contiguous_run(dst, scatter));
   const uint64_t chunks = std::max<uint64_t>(1, n / a + n / b - n / std::lcm(a, b));
   s.engines = static_cast<uint32_t>(std::min<uint64_t>(dma.engines_per_core, n));
-  // Engine e's share ends at element (e + 1) x n / engines: inside a chunk it cuts one more packet.
+  // The shares end at elements floor(e x n / engines), e = 1 .. engines - 1 (q e + floor(r e / engines) for
+  // n = q engines + r, free of overflow); one inside a chunk cuts it once more.
   s.packets = chunks;
+  const uint64_t q = n / s.engines, r = n % s.engines;
   for (uint64_t e = 1; e < s.engines; ++e) {
-    const uint64_t end = static_cast<uint64_t>((static_cast<unsigned __int128>(n) * e) / s.engines);
+    const uint64_t end = q * e + r * e / s.engines;
     if (end % a != 0 && end % b != 0) ++s.packets;
   }
   return s;
