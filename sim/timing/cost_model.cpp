@@ -9,6 +9,7 @@
 #include "sim/base/error.h"
 #include "sim/isa/opcodes.h"
 #include "sim/timing/dma_queue_policy.h"
+#include "sim/timing/dma_spread.h"
 
 namespace trnsim::timing {
 namespace {
@@ -276,17 +277,14 @@ DmaCost CostModel::dma_cost(const isa::Instruction& inst, const isa::Work& work)
   c.bytes = std::max(work.bytes_read, work.bytes_written);
   c.hbm_bytes = work.hbm_bytes_read + work.hbm_bytes_written;
   const bool touches_hbm = dst.space == MemSpace::HBM || src.space == MemSpace::HBM;
-  // The on-chip side decides the partition spread; HBM -> HBM uses the destination rows.
-  const auto& side = dst.space != MemSpace::HBM ? dst : (src.space != MemSpace::HBM ? src : dst);
-  c.partitions = std::max<uint32_t>(1, side.partitions);
-  c.bytes_per_partition = static_cast<double>(c.bytes) / c.partitions;
-  c.engines = static_cast<uint32_t>(
-      std::min<uint64_t>(dma.engines_per_core, ceil_div(c.partitions, dma.partitions_per_engine)));
-  if (side.space != MemSpace::HBM)
-    c.first_engine =
-        std::min(side.partition_start / dma.partitions_per_engine, dma.engines_per_core - c.engines);
-  // A packet is one partition's run (the documented efficiency thresholds are per partition, S11, S12); how
-  // a run made of scattered elements costs (a transposing access pattern) is not documented and not modelled.
+  const DmaSpread spread = dma_spread(inst, dma);
+  c.partitions = spread.packets;
+  c.bytes_per_partition = static_cast<double>(c.bytes) / static_cast<double>(c.partitions);
+  c.engines = spread.engines;
+  c.first_engine = spread.first_engine;
+  // A packet is one partition's run (the documented efficiency thresholds are per partition, S11, S12), or
+  // an HBM -> HBM transfer's contiguous piece (dma_spread.h); how a run made of scattered elements costs (a
+  // transposing access pattern) is not documented and not modelled.
   c.packet_bytes = c.bytes_per_partition;
   double op_factor = 1;
   if (inst.op == Opcode::DmaTranspose)

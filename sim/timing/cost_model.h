@@ -43,12 +43,13 @@ struct EngineCost {
 
 // Inputs of a DMA transfer's timing (the SystemC DMA module shares bandwidth between transfers).
 struct DmaCost {
-  uint64_t bytes = 0;       // payload moved (max of bytes read and written)
-  uint64_t hbm_bytes = 0;   // HBM traffic (read + written)
-  uint32_t partitions = 0;  // partitions (or HBM rows) the transfer spans
+  uint64_t bytes = 0;      // payload moved (max of bytes read and written)
+  uint64_t hbm_bytes = 0;  // HBM traffic (read + written)
+  // Partitions of the on-chip side, or the packets of an HBM -> HBM transfer (dma_spread.h).
+  uint64_t partitions = 0;
   double bytes_per_partition = 0;
   double packet_bytes = 0;    // bytes of one packet: one partition's run (bytes_per_partition)
-  uint32_t engines = 0;       // DMA engines used: ceil(partitions / partitions_per_engine), <= 16
+  uint32_t engines = 0;       // DMA engines used (dma_spread.h), <= dma.engines_per_core
   uint32_t first_engine = 0;  // the first of them: the on-chip side's first partition / partitions_per_engine
   // Share of the engines' bandwidth a byte takes: the op factor (transpose, accumulate); with
   // efficiency_curve (packet_ns 0) also the curve's efficiency.
