@@ -198,8 +198,25 @@ def test_unknown_jit_keyword():
               "show_compiler_tb, experimental_flags; docs/nki.md, \"Target platform and LNC\")", HERE,
               "# the misspelt " "keyword", lambda: nki.jit(platfrom_target="trn3"))  # the misspelt keyword
     # NKI's earlier keywords are taken (no counterpart in the simulator).
-    k = nki.jit(debug_kernel=True, show_compiler_tb=True, experimental_flags="x", mode="trace")(_copy)
+    k = nki.jit(debug_kernel=True, show_compiler_tb=True, experimental_flags="x", mode="torchxla")(_copy)
     assert np.array_equal(tn.simulate_kernel(k, X), X)
+
+
+def test_jit_mode():
+    # tester23v F5: mode="bogus" ran as "auto" without a word. NKI's six modes (nki.jit page) all run on the
+    # simulator; None (the default) too.
+    for mode in (None, "auto", "jax", "torchxla", "baremetal", "benchmark", "simulation"):
+        assert np.array_equal(tn.simulate_kernel(nki.jit(mode=mode)(_copy), X), X), mode
+        assert np.array_equal(nki.jit(_copy, mode=mode)(X), X), mode
+    valid = "(auto, jax, torchxla, baremetal, benchmark, simulation)"
+    e = raises(ValueError, lambda: nki.jit(mode="bogus"))  # the unknown mode
+    assert str(e) == ("test_nki_platform.py:%d: nki.jit: mode='bogus' is not a mode NKI accepts %s"
+                      % (line_of(HERE, "# the unknown " "mode"), valid)), e
+    e = raises(ValueError, lambda: nki.jit(_copy, mode="Auto"))  # the capitalised mode
+    assert str(e) == ("test_nki_platform.py:%d: nki.jit: mode='Auto' is not a mode NKI accepts %s"
+                      % (line_of(HERE, "# the capitalised " "mode"), valid)), e
+    e = raises(ValueError, nki.jit, mode=2)
+    assert str(e).endswith("nki.jit: mode=2 is not a mode NKI accepts %s" % valid), e
 
 
 if __name__ == "__main__":

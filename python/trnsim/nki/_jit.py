@@ -111,8 +111,9 @@ class JitKernel:
 def jit(func=None, mode=None, **kwargs):
     """@nki.jit / @nki.jit(...): a kernel trnsim can run (the keyword arguments NKI takes, _JIT_KEYWORDS;
     additional_compile_opt='--enable-instruction-scheduling=false' keeps program order; platform_target
-    picks the hardware of a call that names none, trnsim.nki._platform)."""
-    _check_jit_options(kwargs)
+    picks the hardware of a call that names none, trnsim.nki._platform; mode is checked, then ignored: every
+    mode runs on the simulator)."""
+    _check_jit_options(dict(kwargs, mode=mode))
     if func is None:
         return lambda f: JitKernel(f, None, kwargs)
     if isinstance(func, JitKernel):
@@ -138,11 +139,13 @@ def _check_platform(kernel, target):
 # trnsim's own (schedule, bufs). Any other is a TypeError naming it, as a function without **kwargs raises.
 _JIT_KEYWORDS = ("mode", "platform_target", "compile_config", "specialization_config", "additional_compile_opt",
                  "debug_kernel", "show_compiler_tb", "experimental_flags", "schedule", "bufs")
+# nki.jit's mode values (the nki.jit page, 2.21-2.26; later pages list a subset of them); None is NKI's "auto".
+_JIT_MODES = ("auto", "jax", "torchxla", "baremetal", "benchmark", "simulation")
 
 
 def _check_jit_options(kwargs):
-    """nki.jit's keyword arguments checked: a name it does not take, a platform_target NKI does not accept
-    or a config of the wrong class is an error at the decorator line."""
+    """nki.jit's keyword arguments checked: a name it does not take, a mode or platform_target NKI does not
+    accept or a config of the wrong class is an error at the decorator line."""
     from . import compiler
     from ._errors import caller_loc
 
@@ -152,6 +155,9 @@ def _check_jit_options(kwargs):
         if k not in _JIT_KEYWORDS:
             raise TypeError(f"{at}nki.jit() got an unexpected keyword argument '{k}' (it takes "
                             f"{', '.join(_JIT_KEYWORDS[:8])}; docs/nki.md, \"Target platform and LNC\")")
+    mode = kwargs.get("mode")
+    if mode is not None and not (isinstance(mode, str) and mode in _JIT_MODES):
+        raise ValueError(f"{at}nki.jit: mode={mode!r} is not a mode NKI accepts ({', '.join(_JIT_MODES)})")
     if kwargs.get("platform_target") is not None:
         try:
             _platform.check_target(kwargs["platform_target"], "nki.jit: platform_target")
