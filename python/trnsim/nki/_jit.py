@@ -68,6 +68,7 @@ class JitKernel:
             self.options["force_auto_alloc"] = True
         self.launch_grid = _grid_dims(grid)
         self.grid_given = grid  # as the kernel wrote it (messages)
+        self.grid_loc = None
         # Grid dim 0's programs in a row on one core (nl.spmd_dim(nl.nc(2), 2): 2; else 1, alternating).
         dim0 = grid[0] if isinstance(grid, (tuple, list)) and grid else grid
         self.core_block = getattr(dim0, "block", 1)
@@ -91,7 +92,11 @@ class JitKernel:
         self.func = traced
 
     def __getitem__(self, grid):
-        return JitKernel(self.fn, grid, self.options)
+        from ._errors import caller_loc
+
+        k = JitKernel(self.fn, grid, self.options)
+        k.grid_loc = caller_loc()  # the launch's line (messages about the LNC it asks for)
+        return k
 
     def __call__(self, *args, **kwargs):
         if _trace.active() is not None:
