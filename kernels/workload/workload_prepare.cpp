@@ -13,6 +13,7 @@
 #include "kernels/workload/workload_checker.h"
 #include "sim/base/error.h"
 #include "sim/base/json_excerpt.h"
+#include "sim/config/lnc.h"
 #include "sim/io/npy.h"
 #include "sim/isa/element.h"
 #include "sim/isa/names.h"
@@ -173,8 +174,12 @@ PreparedWorkload prepare_workload(Workload w) {
                        "remove \"lnc\" or change '{}'",
                        *w.lnc, cores_param, json_excerpt(p.kernel->params()[cores_param]), *kc,
                        *kc == 1 ? "" : "s", cores_param));
-  // (a Python kernel runs once, on one core, unless it asks for two: NKI's default launch)
-  p.cores = kc.value_or(w.lnc.value_or(w.kernel_source ? 1 : 2));
+  // (a Python kernel runs once, on one core, unless it asks for two: NKI's default launch; a C++ kernel on
+  // the LNC2 pair where the hardware has one, sim/config/lnc.h)
+  p.cores = kc.value_or(w.lnc.value_or(w.kernel_source ? 1 : config::max_lnc(p.hw.generation)));
+  if (const auto why = config::lnc_refusal(p.hw, p.cores))
+    c.fail(kc ? "params." + cores_param : "lnc",
+           *why + (kc ? fmt::format(": run the kernel with '{}' off", cores_param) : ": set \"lnc\": 1"));
   // Inputs the build reads (e.g. a dynamic loop's count): their values are made below from the declarations
   // of a first, declaration-only build (no instructions); the program is the second build's.
   const std::vector<std::string> build_reads = p.kernel->build_reads();

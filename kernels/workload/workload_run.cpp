@@ -9,6 +9,7 @@
 #include "kernels/api/constant_inputs.h"
 #include "sim/base/error.h"
 #include "sim/base/release_heap.h"
+#include "sim/config/lnc.h"
 #include "sim/io/npy.h"
 #include "sim/io/output_name.h"
 #include "sim/isa/names.h"
@@ -72,7 +73,9 @@ PreparedWorkload prepare_given(std::unique_ptr<kernels::BoundKernel> kernel, con
   p.w.kernel = kernel->def().name();
   p.w.params = kernel->params();
   p.hw = std::move(hw);
-  p.cores = kernel->cores().value_or(cores.value_or(2));
+  p.cores = kernel->cores().value_or(cores.value_or(config::max_lnc(p.hw.generation)));
+  if (const auto why = config::lnc_refusal(p.hw, p.cores))
+    throw InputError(fmt::format("{}: {}", name, *why));
   kernels::BuildOptions bo;
   bo.limits = p.hw.limits();
   bo.num_programs = p.cores;

@@ -9,6 +9,7 @@
 #include "python/src/py_loc.h"
 #include "python/src/py_util.h"
 #include "sim/config/hw_config.h"
+#include "sim/config/lnc.h"
 #include "sim/io/output_name.h"
 #include "sim/isa/names.h"
 #include "sim/isa/opcodes.h"
@@ -113,6 +114,8 @@ void bind_builder(pyb::module_& m) {
       pyb::arg("spec"), pyb::arg("overrides") = pyb::dict(),
       "a hardware config by name (a configs/hw/*.json of the source tree, or of $TRNSIM_CONFIG_DIR) or .json "
       "path, with overrides {\"path\": value}");
+  m.def("lnc_refusal", &config::lnc_refusal, pyb::arg("hw"), pyb::arg("lnc"),
+        "why `lnc` physical cores cannot form one logical NeuronCore on `hw` (sim/config/lnc.h), or None");
 
   pyb::class_<View>(m, "View")
       .def(pyb::init<>())

@@ -252,16 +252,18 @@ void bind_nki(pyb::module_& top) {
   m.def(
       "dma_transpose",
       [](const View& dst, const View& src, pyb::handle engine, int queue, kernels::DgeMode dge_mode,
-         pyb::handle scalar_offset, pyb::handle l) {
+         pyb::handle scalar_offset, std::vector<int> axes, pyb::handle l) {
         nki::DmaQueueOpts o;
         o.engine = opt_engine(engine);
         o.queue = queue;
         o.dge_mode = dge_mode;
         o.scalar_offset = opt_view(scalar_offset);
+        o.axes = std::move(axes);
         return nki::dma_transpose(dst, src, o, loc_of(l));
       },
       arg("dst"), arg("src"), pyb::kw_only(), arg("engine") = pyb::none(), arg("queue") = -1,
-      arg("dge_mode") = kernels::DgeMode::Unknown, arg("scalar_offset") = pyb::none(), loc);
+      arg("dge_mode") = kernels::DgeMode::Unknown, arg("scalar_offset") = pyb::none(),
+      arg("axes") = std::vector<int>{}, loc);
   m.def(
       "core_barrier",
       [](const View& data, Engine engine, pyb::handle l) {

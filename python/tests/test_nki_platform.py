@@ -144,6 +144,31 @@ def test_lnc_env():
                           "LNC2 pair)"), e
 
 
+def test_lnc2_on_trn1_is_an_error():
+    # tester23v F3: each form ran a two-core "Trn1 LNC2 pair"; Neuron's compiler refuses lnc=2 on trn1
+    # (NCC_EARG001). The rule: sim/config/lnc.h, asked by every entry point.
+    why = ("LNC 2 on trn1: a trn1 logical NeuronCore is 1 physical core (LNC2 pairs are Trainium2 and later; "
+           "Neuron's compiler refuses lnc=2 on trn1: NCC_EARG001)")
+    e = raises(ValueError, lambda: tn.simulate_kernel(programs[2], X, hardware="trn1"))  # the trn1 launch
+    assert str(e) == "%s:%d: programs[2] with hardware='trn1': %s" % (
+        os.path.basename(HERE), line_of(HERE, "# the trn1 " "launch"), why), e
+    e = raises(ValueError, tn.benchmark, programs, X, hardware="trn1", lnc=2)
+    assert str(e) == "lnc=2 with hardware='trn1': " + why, e
+    copy_t1 = nki.jit(platform_target="trn1")(_copy)
+    e = raises(ValueError, lambda: copy_t1[2](X))  # the platform_target launch
+    assert str(e) == "%s:%d: _copy[2] with the kernel's nki.jit(platform_target='trn1'): %s" % (
+        os.path.basename(HERE), line_of(HERE, "# the platform_target " "launch"), why), e
+    with env(NEURON_LOGICAL_NC_CONFIG="2", NEURON_PLATFORM_TARGET_OVERRIDE="trn1"):
+        e = raises(ValueError, tn.simulate_kernel, programs, X)
+        assert str(e) == "NEURON_LOGICAL_NC_CONFIG=2 with NEURON_PLATFORM_TARGET_OVERRIDE='trn1': " + why, e
+        assert tn.simulate_kernel(programs, X, lnc=1).tolist() == [[1, -1]]  # one core: runs
+    # LNC 1 on trn1 and LNC 2 on trn2 / trn3 run as before.
+    assert tn.simulate_kernel(copy_t1, X).tolist() == X.tolist()
+    assert tn.simulate_kernel(programs[1], X, hardware="trn1").tolist() == [[1, -1]]
+    for hw in ("trn2", "trn3"):
+        assert tn.simulate_kernel(programs[2], X, hardware=hw).tolist() == [[2, 2]], hw
+
+
 def test_compile_config():
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
@@ -198,8 +223,25 @@ def test_unknown_jit_keyword():
               "show_compiler_tb, experimental_flags; docs/nki.md, \"Target platform and LNC\")", HERE,
               "# the misspelt " "keyword", lambda: nki.jit(platfrom_target="trn3"))  # the misspelt keyword
     # NKI's earlier keywords are taken (no counterpart in the simulator).
-    k = nki.jit(debug_kernel=True, show_compiler_tb=True, experimental_flags="x", mode="trace")(_copy)
+    k = nki.jit(debug_kernel=True, show_compiler_tb=True, experimental_flags="x", mode="torchxla")(_copy)
     assert np.array_equal(tn.simulate_kernel(k, X), X)
+
+
+def test_jit_mode():
+    # tester23v F5: mode="bogus" ran as "auto" without a word. NKI's six modes (nki.jit page) all run on the
+    # simulator; None (the default) too.
+    for mode in (None, "auto", "jax", "torchxla", "baremetal", "benchmark", "simulation"):
+        assert np.array_equal(tn.simulate_kernel(nki.jit(mode=mode)(_copy), X), X), mode
+        assert np.array_equal(nki.jit(_copy, mode=mode)(X), X), mode
+    valid = "(auto, jax, torchxla, baremetal, benchmark, simulation)"
+    e = raises(ValueError, lambda: nki.jit(mode="bogus"))  # the unknown mode
+    assert str(e) == ("test_nki_platform.py:%d: nki.jit: mode='bogus' is not a mode NKI accepts %s"
+                      % (line_of(HERE, "# the unknown " "mode"), valid)), e
+    e = raises(ValueError, lambda: nki.jit(_copy, mode="Auto"))  # the capitalised mode
+    assert str(e) == ("test_nki_platform.py:%d: nki.jit: mode='Auto' is not a mode NKI accepts %s"
+                      % (line_of(HERE, "# the capitalised " "mode"), valid)), e
+    e = raises(ValueError, nki.jit, mode=2)
+    assert str(e).endswith("nki.jit: mode=2 is not a mode NKI accepts %s" % valid), e
 
 
 if __name__ == "__main__":

@@ -114,6 +114,21 @@ expect "{$GOOD, $PARAMS, $INPUTS, \"a\\u0000b\": 1}" "$W: (top level): key 'a\\x
 # 5. The core count: "lnc" and the kernel's core parameter must agree.
 expect "{$GOOD, \"params\": {\"M\": 512, \"K\": 512, \"N\": 512, \"run_with_lnc2\": true}, \"lnc\": 1, $INPUTS}" \
   "$W: lnc: 1 conflicts with kernel parameter 'run_with_lnc2' = true, which runs the kernel on 2 cores; remove \"lnc\" or change 'run_with_lnc2'"
+# LNC2 on Trn1 (tester23v F3): Neuron's compiler refuses it (NCC_EARG001); it ran as a two-core Trn1. The rule is
+# sim/config/lnc.h, named at the key that asked for two cores: "lnc", or the kernel's core parameter.
+T1WHY="LNC 2 on trn1: a trn1 logical NeuronCore is 1 physical core (LNC2 pairs are Trainium2 and later; Neuron's compiler refuses lnc=2 on trn1: NCC_EARG001)"
+VADD='"name": "w", "hardware": "trn1", "kernel": "cs149_vector_add", "params": {"n": 25600, "variant": "stream", "free_dim": 200},
+  "inputs": {"a": {"generator": "normal", "seed": 1}, "b": {"generator": "normal", "seed": 2}}'
+expect "{$VADD, \"lnc\": 2}" "$W: lnc: $T1WHY: set \"lnc\": 1"
+expect "{\"name\": \"w\", \"hardware\": \"trn1\", \"kernel\": \"matmul_mxfp8_backward\", \"params\": {\"M\": 512, \"K\": 512, \"N\": 512, \"run_with_lnc2\": true}, $INPUTS}" \
+  "$W: params.run_with_lnc2: $T1WHY: run the kernel with 'run_with_lnc2' off"
+expect "{\"name\": \"w\", \"hardware\": \"trn1\", \"lnc\": 2, \"kernel\": {\"nki\": \"$SRC/examples/nki/softmax.py\", \"function\": \"softmax_kernel\"}, \"inputs\": {\"x\": {\"generator\": \"normal\", \"seed\": 1, \"shape\": [128, 64], \"dtype\": \"float32\"}}}" \
+  "$W: lnc: $T1WHY: set \"lnc\": 1"
+# Without "lnc", a C++ kernel runs on the LNC2 pair where the hardware has one: on trn1, one core.
+printf '%s\n' "{$VADD}" >"$W"
+if "$TRNSIM" run "$W" --no-numerics --out "$T/out1" >"$T/log1" 2>&1 && grep -q '"cores": 1' "$T/out1/stats.json"; then ok; else
+  bad "trn1 without lnc: $(head -c 400 "$T/log1")"
+fi
 
 # "max_instructions": a positive integer; a build past it stops with the kernel's line, not a crash.
 expect "{$GOOD, $PARAMS, $INPUTS, \"max_instructions\": 0}" "$W: max_instructions: expected a positive integer, found 0"

@@ -454,7 +454,7 @@ def _dma_copy(em, op):
 def _dma_transpose(em, op):
     a, t, c = op.args, op.attrs, em.c
     c.nki.dma_transpose(em.view(a["dst"]), em.view(a["src"]), engine=em.engine(t["engine"]),
-                        dge_mode=em.dge[t["dge_mode"]], loc=_loc(op))
+                        dge_mode=em.dge[t["dge_mode"]], axes=list(t["axes"]), loc=_loc(op))
 
 
 def _core_barrier(em, op):

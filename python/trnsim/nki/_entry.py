@@ -3,6 +3,7 @@ habits, through the same pipeline as ``trnsim run`` (kernels/workload/workload_r
 
 import functools
 import inspect
+import os
 import re
 import threading
 
@@ -110,6 +111,28 @@ def _grid_why(kernel, cores):
     return " (one program per core)" if cores == 2 else ""
 
 
+def _lnc_origin(kernel, lnc, cores):
+    """Where the run's LNC came from, for messages: lnc=, the launch grid (its line), or the variable."""
+    if lnc is not None:
+        return "lnc=%r" % (lnc,)
+    k = getattr(kernel, "__trnsim_kernel__", kernel)
+    if getattr(k, "grid", None) is not None:  # (a grid of 1 or 2 programs, or naming its cores: _cores)
+        where = getattr(k, "grid_loc", None)
+        return "%s%s" % ("%s: " % (where,) if where else "", _grid_text(kernel, cores))
+    return "%s=%s" % (_platform.LNC_ENV, os.environ.get(_platform.LNC_ENV))
+
+
+def _hw_origin(kernel, hardware):
+    """Where the run's hardware came from, for messages: hardware=, the kernel's platform_target, or the
+    variable."""
+    if hardware is not None:
+        return "hardware=%r" % (getattr(hardware, "name", hardware),)
+    mine, written = _platform.kernel_target(kernel)
+    if mine is not None:
+        return "the kernel's nki.jit(platform_target=%r)" % (written,)
+    return "%s=%r" % (_platform.TARGET_ENV, os.environ.get(_platform.TARGET_ENV))
+
+
 def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
     from . import _jit
 
@@ -143,8 +166,11 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
         else:
             inputs.append((name, t[0], t[1]))
             given[name] = None if isinstance(value, typed) else t[0]
-    hardware = _platform.hardware_for(kernel, hardware)
-    hw = hardware if isinstance(hardware, _core.HwConfig) else _core.load_hw_config(str(hardware), {})
+    chosen = _platform.hardware_for(kernel, hardware)
+    hw = chosen if isinstance(chosen, _core.HwConfig) else _core.load_hw_config(str(chosen), {})
+    why = _core.lnc_refusal(hw, grid)
+    if why is not None:
+        raise ValueError("%s with %s: %s" % (_lnc_origin(kernel, lnc, grid), _hw_origin(kernel, hardware), why))
     _jit.track_written_inputs = True  # (the build happens here: the inputs it writes, for _written_back)
     try:
         run = _core.WorkloadRun.of_python_kernel(kernel, inputs, params, hw, reference=reference, lnc=grid,

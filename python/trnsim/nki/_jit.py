@@ -68,6 +68,7 @@ class JitKernel:
             self.options["force_auto_alloc"] = True
         self.launch_grid = _grid_dims(grid)
         self.grid_given = grid  # as the kernel wrote it (messages)
+        self.grid_loc = None
         # Grid dim 0's programs in a row on one core (nl.spmd_dim(nl.nc(2), 2): 2; else 1, alternating).
         dim0 = grid[0] if isinstance(grid, (tuple, list)) and grid else grid
         self.core_block = getattr(dim0, "block", 1)
@@ -91,7 +92,11 @@ class JitKernel:
         self.func = traced
 
     def __getitem__(self, grid):
-        return JitKernel(self.fn, grid, self.options)
+        from ._errors import caller_loc
+
+        k = JitKernel(self.fn, grid, self.options)
+        k.grid_loc = caller_loc()  # the launch's line (messages about the LNC it asks for)
+        return k
 
     def __call__(self, *args, **kwargs):
         if _trace.active() is not None:
@@ -111,8 +116,9 @@ class JitKernel:
 def jit(func=None, mode=None, **kwargs):
     """@nki.jit / @nki.jit(...): a kernel trnsim can run (the keyword arguments NKI takes, _JIT_KEYWORDS;
     additional_compile_opt='--enable-instruction-scheduling=false' keeps program order; platform_target
-    picks the hardware of a call that names none, trnsim.nki._platform)."""
-    _check_jit_options(kwargs)
+    picks the hardware of a call that names none, trnsim.nki._platform; mode is checked, then ignored: every
+    mode runs on the simulator)."""
+    _check_jit_options(dict(kwargs, mode=mode))
     if func is None:
         return lambda f: JitKernel(f, None, kwargs)
     if isinstance(func, JitKernel):
@@ -138,11 +144,13 @@ def _check_platform(kernel, target):
 # trnsim's own (schedule, bufs). Any other is a TypeError naming it, as a function without **kwargs raises.
 _JIT_KEYWORDS = ("mode", "platform_target", "compile_config", "specialization_config", "additional_compile_opt",
                  "debug_kernel", "show_compiler_tb", "experimental_flags", "schedule", "bufs")
+# nki.jit's mode values (the nki.jit page, 2.21-2.26; later pages list a subset of them); None is NKI's "auto".
+_JIT_MODES = ("auto", "jax", "torchxla", "baremetal", "benchmark", "simulation")
 
 
 def _check_jit_options(kwargs):
-    """nki.jit's keyword arguments checked: a name it does not take, a platform_target NKI does not accept
-    or a config of the wrong class is an error at the decorator line."""
+    """nki.jit's keyword arguments checked: a name it does not take, a mode or platform_target NKI does not
+    accept or a config of the wrong class is an error at the decorator line."""
     from . import compiler
     from ._errors import caller_loc
 
@@ -152,6 +160,9 @@ def _check_jit_options(kwargs):
         if k not in _JIT_KEYWORDS:
             raise TypeError(f"{at}nki.jit() got an unexpected keyword argument '{k}' (it takes "
                             f"{', '.join(_JIT_KEYWORDS[:8])}; docs/nki.md, \"Target platform and LNC\")")
+    mode = kwargs.get("mode")
+    if mode is not None and not (isinstance(mode, str) and mode in _JIT_MODES):
+        raise ValueError(f"{at}nki.jit: mode={mode!r} is not a mode NKI accepts ({', '.join(_JIT_MODES)})")
     if kwargs.get("platform_target") is not None:
         try:
             _platform.check_target(kwargs["platform_target"], "nki.jit: platform_target")

@@ -975,21 +975,30 @@ _LOAD_ATTRS = {"engine": None, "dge_mode": "unknown", "oob_mode": "error", "accu
                "indirect_dst": False, "scalar_offset_dst": False}
 
 
-def dma_transpose(dst, src, engine=None, dge_mode="unknown", loc=None):
+def dma_transpose(dst, src, engine=None, dge_mode="unknown", loc=None, axes=(1, 0)):
+    """axes: NKI's permutation for src's rank (nki.isa._dma_axes): (1, 0), or (2, 1, 0) / (3, 1, 2, 0), which
+    the builder's outer-axes transpose runs as one instruction (dst exactly src's shape permuted)."""
     op = "dma_transpose"
     for v, n in ((dst, "dst"), (src, "src")):
         if not isinstance(v, NkiTensor):
             raise NkiError(f"{op}: {n} must be an NKI tensor, got {type(v).__name__}")
     if dst.st.space != SBUF:
         raise NkiError(f"{op}: dst must be in SBUF")
-    if len(src.shape) < 2 or dst.partitions != src.shape[-1] or dst.free_size * dst.partitions != src.size:
+    outer = len(axes) > 2 and math.prod(src.shape[1:-1]) > 1  # (middle dims all 1: the 2-D swap)
+    if outer:
+        want = [src.shape[a] for a in axes]
+        if list(dst.shape) != want:
+            raise NkiError(f"{op}: dst {list(dst.shape)} must be src {list(src.shape)} permuted by axes "
+                           f"{tuple(axes)}: {want}")
+    elif len(src.shape) < 2 or dst.partitions != src.shape[-1] or dst.free_size * dst.partitions != src.size:
         raise NkiError(f"{op}: dst {list(dst.shape)} must be the transpose of src {list(src.shape)}")
     if dge_mode == "hwdge" and (src.shape[0] != 16 or src.shape[-1] % 128):
         # nki.isa.dma_transpose: a hardware-DGE transpose needs src.shape[0] == 16, src.shape[-1] % 128 == 0
         # and a 2-byte dtype (the dtype: the builder's rule check, for C++ kernels too).
         raise NkiError(f"{op}: dge_mode=hwdge needs src.shape[0] == 16 and src.shape[-1] a multiple of 128 "
                        f"(nki.isa.dma_transpose), got src {list(src.shape)}")
-    o = record(op, {"dst": dst, "src": src}, [src], [dst], {"engine": engine, "dge_mode": dge_mode}, loc)
+    o = record(op, {"dst": dst, "src": src}, [src], [dst],
+               {"engine": engine, "dge_mode": dge_mode, "axes": tuple(axes) if outer else ()}, loc)
     o.load = src.st.space == HBM
     return o
 

@@ -713,9 +713,9 @@ def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mod
 
 @_named("dma_transpose")
 def _dma_transpose_new(dst, src, axes=None, dge_mode=dge_mode.unknown, engine=engine.unknown, name=None):
-    _dma_axes(axes, src)
     return _ops.dma_transpose(dst, src, _engine_name(engine, "dma_transpose"),
-                              _enum_value(dge_mode, globals()["dge_mode"], "dma_transpose", "dge_mode"))
+                              _enum_value(dge_mode, globals()["dge_mode"], "dma_transpose", "dge_mode"),
+                              axes=_dma_axes(axes, src))
 
 
 @_named("dma_transpose")
@@ -723,11 +723,11 @@ def _dma_transpose_old(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mo
     if kwargs:
         ignored_kwargs("nki.isa.dma_transpose", kwargs)
     (src,), box = _lower.apply_mask(mask, (src,), box=True, dma=True) if mask is not None else ((src,), None)
-    _dma_axes(axes, src)
-    shape = (src.shape[-1], src.size // src.shape[-1])
+    perm = _dma_axes(axes, src)
+    shape = tuple(src.shape[a] for a in perm)
     dst = _result(shape, src.dtype, SBUF, "dma_transpose")
     _ops.dma_transpose(dst, src, None, _enum_value(dge_mode, globals()["dge_mode"], "dma_transpose",
-                                                   "dge_mode"))
+                                                   "dge_mode"), axes=perm)
     out_dtype = _lower.dt(dtype, src.dtype)
     if out_dtype != src.dtype:
         # The DMA transpose moves its dtype unchanged; the cast NKI's dtype= asks for is a tensor_copy after it.
@@ -737,16 +737,33 @@ def _dma_transpose_old(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mo
     return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (1, 0)) if src.ndim == 2 else None)
 
 
+# NKI's dma_transpose permutation of a src of n dims (nki.isa.dma_transpose, 2.21-2.33): the partition dim and
+# the last dim swap, the dims between them stay; `axes` may only name the one of src's dims.
+_DMA_PERMUTATIONS = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
 def _dma_axes(axes, src):
-    if axes is not None and tuple(axes) != tuple(reversed(range(len(src.shape)))) and len(src.shape) != 2:
-        unsupported(f"nki.isa.dma_transpose(axes={tuple(axes)})", "only the 2-D swap is modelled")
+    """The permutation dma_transpose applies to `src`; NkiError for a src of another rank or axes NKI does
+    not take for it."""
+    n = len(src.shape)
+    perm = _DMA_PERMUTATIONS.get(n)
+    given = None if axes is None else tuple(axes)
+    if perm is None:
+        raise NkiError(f"dma_transpose: src {list(src.shape)} has {n} dims: NKI's dma_transpose permutes a 2-, "
+                       "3- or 4-D src ((1, 0), (2, 1, 0), (3, 1, 2, 0))")
+    if given is not None and given != perm:
+        raise NkiError(f"dma_transpose: axes={given} for a {n}-D src {list(src.shape)}: NKI's dma_transpose "
+                       f"takes axes {perm} for it (supported: (1, 0), (2, 1, 0), (3, 1, 2, 0))")
+    return perm
 
 
 @_public
 def dma_transpose(*args, **kwargs):
     """dst[F, P] = src[P, F] on the DMA into SBUF, dtype unchanged: 2- or 4-byte dtypes (bit-accurate for
     both: Trainium2 arch guide); with dge_mode=hwdge 2-byte only, src.shape[0] == 16 and src.shape[-1] a
-    multiple of 128 (nki.isa.dma_transpose)."""
+    multiple of 128 (nki.isa.dma_transpose). A 3-D src [A, B, C] gives dst [C, B, A] and a 4-D src [A, B, C,
+    D] dst [D, B, C, A] (NKI's permutations (2, 1, 0) and (3, 1, 2, 0), the only axes= taken): one
+    DmaTranspose, timed by the 2-D one's rule."""
     if _current(args, kwargs, 2):
         return _dma_transpose_new(*args, **kwargs)
     return _dma_transpose_old(*args, **kwargs)

@@ -730,9 +730,14 @@ def store(dst, value, *, mask=None, **kwargs):
 @_names_errors
 def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     """nl.load_transpose2d: one nisa.dma_transpose from HBM into a new SBUF tile (with dtype=: then a
-    nisa.tensor_copy casting it; the DMA transpose moves its dtype unchanged)."""
+    nisa.tensor_copy casting it; the DMA transpose moves its dtype unchanged); a 2-D src (another is
+    NkiUnsupported)."""
     if kwargs:
         ignored_kwargs("nl.load_transpose2d", kwargs)
+    shape = getattr(src, "shape", None)
+    if shape is not None and len(shape) != 2:  # (nisa.dma_transpose would permute a 3-D or 4-D src NKI's way)
+        unsupported(f"nl.load_transpose2d of a {len(shape)}-D src {list(shape)}",
+                    "its 2-D transpose is modelled for a 2-D src only")
     from . import isa
 
     # (isa's own call, unwrapped: its errors are named nl.load_transpose2d's, not nisa.dma_transpose's)
