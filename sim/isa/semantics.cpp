@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "sim/base/error.h"
 #include "sim/isa/alu.h"
@@ -22,6 +24,7 @@
 #include "sim/numerics/host_threads.h"
 #include "sim/numerics/mx.h"
 #include "sim/numerics/mx_isa.h"
+#include "sim/numerics/pair_range.h"
 #include "sim/numerics/pe_matmul.h"
 #include "sim/numerics/transpose.h"
 
@@ -115,32 +118,54 @@ class Exec {
     d.store_value(dp, s.load_value(sp));
   }
 
+  // The scales of MX group g (one per column of xs's scale row for g) as FP32.
+  static void mx_group_scales(OperandView& xs, uint32_t g, uint32_t scale_offset, float* out) {
+    const uint32_t row = mx_scale_row(g, scale_offset);
+    for (uint64_t c = 0; c < xs.cols(); ++c) out[c] = num::e8m0_to_f32(*xs.at(row, c));
+  }
+
+  // Large tiles (an MX matmul is 512 x 128 x 512) are split over two host threads; the bytes do not change.
+  static int pe_threads(int k, uint64_t m, uint64_t n) {
+    return static_cast<uint64_t>(k) * m * n >= (uint64_t{1} << 22) ? num::host_split_threads() : 1;
+  }
+
+  // An FP32 tile [m, n] (m, n > 0) whose columns are consecutive floats (the column offsets are the same in
+  // every row).
+  static bool fp32_rows(OperandView& dst, uint64_t m, uint64_t n) {
+    if (dst.dtype() != DType::F32 || m == 0 || n == 0) return false;
+    for (uint64_t j = 1; j < n; ++j)
+      if (dst.at(0, j) != dst.at(0, 0) + 4 * j) return false;
+    return true;
+  }
+
+  // An FP32 PSUM tile [m, n] (m, n > 0) whose columns are consecutive floats, in rows at a fixed stride that
+  // keeps them apart, FP32-aligned: pe_matmul can work in the tile itself (the same arithmetic on the same
+  // values, without copying the tile out and back). Its first element and row stride in floats (*ld), else
+  // nullptr.
+  static float* psum_in_place(OperandView& dst, uint64_t m, uint64_t n, int64_t* ld) {
+    if (!fp32_rows(dst, m, n)) return nullptr;
+    uint8_t* c0 = dst.at(0, 0);
+    const int64_t stride = m > 1 ? dst.at(1, 0) - c0 : static_cast<int64_t>(4 * n);
+    if (stride < static_cast<int64_t>(4 * n) || stride % 4 != 0 ||
+        reinterpret_cast<uintptr_t>(c0) % alignof(float) != 0)
+      return nullptr;
+    *ld = stride / 4;
+    return reinterpret_cast<float*>(c0);
+  }
+
   // dst (+)= a^T b with a [k, m], b [k, n] row-major FP32, via the shared PE arithmetic.
   void pe_accumulate(OperandView& dst, const std::vector<float>& a, const std::vector<float>& b, int k,
                      uint64_t m, uint64_t n) {
     const bool acc = inst_.has(kAccumulate);
     // An FP32 PSUM tile whose columns are consecutive floats (the column offsets are the same in every row)
     // is copied row by row; anything else goes element by element.
-    const bool rows_contiguous = dst.dtype() == DType::F32 && m > 0 && n > 0 && [&] {
-      for (uint64_t j = 1; j < n; ++j)
-        if (dst.at(0, j) != dst.at(0, 0) + 4 * j) return false;
-      return true;
-    }();
-    // Large tiles (an MX matmul is 512 x 128 x 512) are split over two host threads; the bytes do not change.
-    const int threads =
-        static_cast<uint64_t>(k) * m * n >= (uint64_t{1} << 22) ? num::host_split_threads() : 1;
-    if (rows_contiguous) {
-      // Rows at a fixed stride that keeps them apart, FP32-aligned: pe_matmul works in the tile itself (the
-      // same arithmetic on the same values, without copying the tile out and back).
-      uint8_t* c0 = dst.at(0, 0);
-      const int64_t stride = m > 1 ? dst.at(1, 0) - c0 : static_cast<int64_t>(4 * n);
-      if (stride >= static_cast<int64_t>(4 * n) && stride % 4 == 0 &&
-          reinterpret_cast<uintptr_t>(c0) % alignof(float) == 0) {
-        num::pe_matmul(a.data(), static_cast<int64_t>(m), b.data(), static_cast<int64_t>(n),
-                       reinterpret_cast<float*>(c0), stride / 4, k, static_cast<int>(m), static_cast<int>(n),
-                       acc, threads);
-        return;
-      }
+    const bool rows_contiguous = fp32_rows(dst, m, n);
+    const int threads = pe_threads(k, m, n);
+    int64_t ldc = 0;
+    if (float* c0 = rows_contiguous ? psum_in_place(dst, m, n, &ldc) : nullptr) {
+      num::pe_matmul(a.data(), static_cast<int64_t>(m), b.data(), static_cast<int64_t>(n), c0, ldc, k,
+                     static_cast<int>(m), static_cast<int>(n), acc, threads);
+      return;
     }
     // Scratch reused across instructions: pe_matmul writes every element (from +0 unless accumulating).
     static thread_local std::vector<float> c;
@@ -170,6 +195,9 @@ class Exec {
   void outer_transpose();
   void matmul();
   void matmul_mx();
+  std::optional<std::vector<std::pair<int, int>>> matmul_mx_pairs(OperandView& dst, OperandView& st,
+                                                                  OperandView& mv, OperandView& ss,
+                                                                  OperandView& ms);
   void quantize_mx();
   void activation();
   void tensor_tensor();
@@ -674,6 +702,68 @@ void Exec::matmul() {
   pe_accumulate(dst, a, b, static_cast<int>(r * kp), m_size, n_size);
 }
 
+// nc_matmul_mx on the PE's BF16 pair path (num::pe_matmul_pairs) with the operands dequantized straight into
+// its layout: one pass over the FP8 bytes, no FP32 copy of them. Taken where the host has the pair path, both
+// operands' x4 elements are consecutive and the PSUM tile is FP32 in place; columns whose values do not allow
+// pairs are computed by the FP32 path (matmul_mx's own; pe_matmul gives both the same bits). False: not
+// taken, nothing written.
+std::optional<std::vector<std::pair<int, int>>> Exec::matmul_mx_pairs(OperandView& dst, OperandView& st,
+                                                                      OperandView& mv, OperandView& ss,
+                                                                      OperandView& ms) {
+  const uint32_t kp = st.rows();
+  const uint64_t m_size = st.cols(), n_size = mv.cols();
+  int64_t ldc = 0;
+  const auto consecutive = [](OperandView& x) {
+    for (uint64_t c = 1; c < x.cols(); ++c)
+      if (x.at(0, c) != x.at(0, 0) + 4 * c) return false;
+    return true;
+  };
+  if (!num::pe_matmul_bf16_pairs() || n_size % 32 != 0 || m_size == 0 || !consecutive(st) || !consecutive(mv))
+    return std::nullopt;
+  float* c0 = psum_in_place(dst, m_size, n_size, &ldc);
+  if (c0 == nullptr) return std::nullopt;
+  const uint32_t groups = kp / 8;
+  const int64_t K = 4 * int64_t{kp}, K2 = K / 2;
+  // Scratch reused across instructions; every element is written below (bq 64-byte aligned).
+  static thread_local std::vector<uint32_t> ap, bq;
+  ap.resize(static_cast<size_t>(K2 * m_size));
+  bq.resize(static_cast<size_t>(K2 * n_size + 16));
+  uint32_t* a = ap.data();
+  uint32_t* b = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(bq.data()) + 63) & ~uintptr_t{63});
+  const num::Fp8Format fs = fp8_format(st.dtype()), fm = fp8_format(mv.dtype());
+  // Rows [k0, k1) (whole MX groups) per part of a host split, two at a time: logical rows j kp + k and
+  // j kp + k + 1 are pair (j kp + k) / 2.
+  const int parts = std::min<int>(
+      groups, static_cast<uint64_t>(kp) * (m_size + n_size) >= (1u << 15) ? num::host_split_threads() : 1);
+  std::vector<num::PairRange> ra(static_cast<size_t>(parts)), rb(static_cast<size_t>(parts));
+  num::host_split(parts, [&](int t) {
+    const uint32_t k0 = groups * t / parts * 8, k1 = groups * (t + 1) / parts * 8;
+    std::vector<float> sa(m_size), sb(n_size);
+    for (uint32_t k = k0; k < k1; k += 2) {
+      if (k % 8 == 0) {
+        mx_group_scales(ss, k / 8, inst_.scale_offset, sa.data());
+        mx_group_scales(ms, k / 8, inst_.moving_scale_offset, sb.data());
+      }
+      uint32_t *oa[4], *ob[4];
+      for (uint32_t j = 0; j < 4; ++j) {
+        const int64_t kk = (int64_t{j} * kp + k) / 2;
+        oa[j] = a + kk * static_cast<int64_t>(m_size);
+        ob[j] = b + kk * 32;
+      }
+      ra[t].add(num::dequantize_x4_pairs(st.at(k, 0), st.at(k + 1, 0), sa.data(),
+                                         static_cast<int64_t>(m_size), fs, oa, 32));
+      rb[t].add(num::dequantize_x4_pairs(mv.at(k, 0), mv.at(k + 1, 0), sb.data(),
+                                         static_cast<int64_t>(n_size), fm, ob, K2 * 32));
+    }
+  });
+  for (int t = 1; t < parts; ++t) ra[0].add(ra[t]), rb[0].add(rb[t]);
+  const bool acc = inst_.has(kAccumulate);
+  const int M = static_cast<int>(m_size), N = static_cast<int>(n_size);
+  const auto left = num::pe_matmul_pairs(a, ra[0], b, rb[0], c0, ldc, static_cast<int>(K), M, N, acc,
+                                         pe_threads(static_cast<int>(K), m_size, n_size));
+  return left;
+}
+
 // MX matmul: each x4 element packs the FP8 values of contraction positions k + 128 * j in byte j (j = 0..3,
 // byte j at the element's address + j). Values are dequantized to FP32 (a * 2^sa, exact unless below the FP32
 // normal range) and go through num::pe_matmul in ascending logical k = j * K + partition.
@@ -699,6 +789,8 @@ void Exec::matmul_mx() {
   if (ms.rows() <= last_m || ms.cols() != n_size)
     fail("shape", fmt::format("moving_scale must have more than {} rows and {} columns, got [{}, {}]", last_m,
                               n_size, ms.rows(), ms.cols()));
+  const auto left = matmul_mx_pairs(dst, st, mv, ss, ms);
+  if (left && left->empty()) return;
   // Scratch reused across instructions; every element is written below.
   static thread_local std::vector<float> a, b;
   a.resize(4 * kp * m_size);
@@ -719,9 +811,7 @@ void Exec::matmul_mx() {
     bool contiguous = true;
     for (uint64_t c = 1; c < cols && contiguous; ++c) contiguous = x.at(0, c) == row0 + 4 * c;
     for (uint32_t k = k0; k < k1; ++k) {
-      if (k % 8 == 0)
-        for (uint64_t c = 0; c < cols; ++c)
-          scale[c] = num::e8m0_to_f32(*xs.at(mx_scale_row(k / 8, scale_offset), c));
+      if (k % 8 == 0) mx_group_scales(xs, k / 8, scale_offset, scale.data());
       const int64_t row = x.at(k, 0) - row0;
       float* o[4];
       for (uint32_t j = 0; j < 4; ++j) o[j] = &out[(j * kp + k) * cols];
@@ -745,7 +835,14 @@ void Exec::matmul_mx() {
     dequantize(st, ss, inst_.scale_offset, m_size, a_out, k0, k1);
     dequantize(mv, ms, inst_.moving_scale_offset, n_size, b_out, k0, k1);
   });
-  pe_accumulate(dst, a, b, static_cast<int>(4 * kp), m_size, n_size);
+  if (!left) return pe_accumulate(dst, a, b, static_cast<int>(4 * kp), m_size, n_size);
+  // The columns the pair path left, in the PSUM tile in place (as it is when that path is taken).
+  int64_t ldc = 0;
+  float* c0 = psum_in_place(dst, m_size, n_size, &ldc);
+  const int K = static_cast<int>(4 * kp), M = static_cast<int>(m_size);
+  for (const auto& [n0, n1] : *left)
+    num::pe_matmul(a.data(), M, b.data() + n0, static_cast<int64_t>(n_size), c0 + n0, ldc, K, M, n1 - n0,
+                   inst_.has(kAccumulate), pe_threads(K, m_size, static_cast<uint64_t>(n1 - n0)));
 }
 
 // One MX group = 8 partitions x the 4 interleaved values of one x4 column; group element r * 4 + j is

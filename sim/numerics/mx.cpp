@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "sim/numerics/host_threads.h"
 #include "sim/numerics/mx_isa.h"
 #include "sim/numerics/mx_kernels.h"
+#include "sim/numerics/pair_range.h"
 
 namespace trnsim::num {
 
@@ -255,34 +257,77 @@ void x4_row_scalar(const uint8_t* bytes, const float* scale, int64_t c0, int64_t
     for (int j = 0; j < 4; ++j) out[j][c] = table[bytes[4 * c + j]] * scale[c];
 }
 
-// 16 elements at a time. A code's magnitude bits shifted to the top of an FP32 significand read as the FP8
-// value times 2^-(FP32 bias - FP8 bias) (subnormal codes as FP32 subnormals), so one exact multiply by that
-// power of two decodes it; the sign bit is copied. Codes without a finite value take the table's.
+// Byte j of 16 x4 elements (w) as FP32. A code's magnitude bits shifted to the top of an FP32 significand
+// read as the FP8 value times 2^-(FP32 bias - FP8 bias) (subnormal codes as FP32 subnormals), so one exact
+// multiply by that power of two decodes it; the sign bit is copied. Codes without a finite value take the
+// table's.
+template <Fp8Format F>
+[[gnu::target("avx512f"), gnu::always_inline]] inline __m512 x4_decode16(__m512i w, int j) {
+  constexpr bool e4m3 = F == Fp8Format::E4M3FN;
+  const float* table = e4m3 ? detail::kE4M3ToF32.data() : detail::kE5M2ToF32.data();
+  const __m512i u = _mm512_and_si512(_mm512_srli_epi32(w, 8 * j), _mm512_set1_epi32(0xFF));
+  const __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7F));
+  __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(mag, e4m3 ? 20 : 21)),
+                           _mm512_set1_ps(e4m3 ? 0x1p120f : 0x1p112f));
+  v = _mm512_castsi512_ps(_mm512_or_si512(
+      _mm512_castps_si512(v), _mm512_slli_epi32(_mm512_and_si512(u, _mm512_set1_epi32(0x80)), 24)));
+  // NaN (E4M3FN), Inf and NaN (E5M2)
+  if (const __mmask16 odd = _mm512_cmpge_epi32_mask(mag, _mm512_set1_epi32(e4m3 ? 0x7F : 0x7C)))
+    v = _mm512_mask_i32gather_ps(v, odd, u, table, 4);
+  return v;
+}
+
+// 16 elements at a time.
 template <Fp8Format F>
 [[gnu::target("avx512f")]] void x4_row_avx512(const uint8_t* bytes, const float* scale, int64_t cols,
                                               float* const out[4]) {
-  constexpr bool e4m3 = F == Fp8Format::E4M3FN;
-  const float* table = e4m3 ? detail::kE4M3ToF32.data() : detail::kE5M2ToF32.data();
-  const __m512i byte = _mm512_set1_epi32(0xFF), magnitude = _mm512_set1_epi32(0x7F);
-  const __m512i sign = _mm512_set1_epi32(0x80);
-  const __m512i special = _mm512_set1_epi32(e4m3 ? 0x7F : 0x7C);  // NaN (E4M3FN), Inf and NaN (E5M2)
-  const __m512 rebias = _mm512_set1_ps(e4m3 ? 0x1p120f : 0x1p112f);
   int64_t c = 0;
   for (; c + 16 <= cols; c += 16) {
     const __m512i w = _mm512_loadu_si512(bytes + 4 * c);
     const __m512 s = _mm512_loadu_ps(scale + c);
-    for (int j = 0; j < 4; ++j) {
-      const __m512i u = _mm512_and_si512(_mm512_srli_epi32(w, 8 * j), byte);
-      const __m512i mag = _mm512_and_si512(u, magnitude);
-      __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(mag, e4m3 ? 20 : 21)), rebias);
-      v = _mm512_castsi512_ps(
-          _mm512_or_si512(_mm512_castps_si512(v), _mm512_slli_epi32(_mm512_and_si512(u, sign), 24)));
-      if (const __mmask16 odd = _mm512_cmpge_epi32_mask(mag, special))
-        v = _mm512_mask_i32gather_ps(v, odd, u, table, 4);
-      _mm512_storeu_ps(out[j] + c, _mm512_mul_ps(v, s));
-    }
+    for (int j = 0; j < 4; ++j) _mm512_storeu_ps(out[j] + c, _mm512_mul_ps(x4_decode16<F>(w, j), s));
   }
   x4_row_scalar<F>(bytes, scale, c, cols, out);
+}
+
+// Two rows as pairs (dequantize_x4_pairs), 16 elements at a time; the tail through x4_row_scalar.
+template <Fp8Format F>
+[[gnu::target("avx512f")]] PairRange x4_pairs_avx512(const uint8_t* hi, const uint8_t* lo, const float* scale,
+                                                     int64_t cols, uint32_t* const out[4],
+                                                     int64_t panel_step) {
+  PairRangeAcc acc;
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  int64_t c = 0;
+  for (; c + 16 <= cols; c += 16) {
+    const __m512i wh = _mm512_loadu_si512(hi + 4 * c), wl = _mm512_loadu_si512(lo + 4 * c);
+    const __m512 s = _mm512_loadu_ps(scale + c);
+    const int64_t at = c / 32 * panel_step + c % 32;
+    for (int j = 0; j < 4; ++j) {
+      const __m512i h = _mm512_castps_si512(_mm512_mul_ps(x4_decode16<F>(wh, j), s));
+      const __m512i l = _mm512_castps_si512(_mm512_mul_ps(x4_decode16<F>(wl, j), s));
+      acc.add(h);
+      acc.add(l);
+      _mm512_storeu_si512(out[j] + at, _mm512_or_si512(_mm512_and_si512(h, high), _mm512_srli_epi32(l, 16)));
+    }
+  }
+  PairRange r = acc.get();
+  if (c < cols) {
+    std::vector<float> v(static_cast<size_t>(8 * (cols - c)));
+    const int64_t n = cols - c;
+    float* o[4] = {v.data(), v.data() + n, v.data() + 2 * n, v.data() + 3 * n};
+    float* o2[4] = {v.data() + 4 * n, v.data() + 5 * n, v.data() + 6 * n, v.data() + 7 * n};
+    x4_row_scalar<F>(hi + 4 * c, scale + c, 0, n, o);
+    x4_row_scalar<F>(lo + 4 * c, scale + c, 0, n, o2);
+    r.add(pair_range_scalar(v.data(), static_cast<int>(8 * n)));
+    for (int j = 0; j < 4; ++j)
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t h, l;
+        std::memcpy(&h, &o[j][i], 4);
+        std::memcpy(&l, &o2[j][i], 4);
+        out[j][(c + i) / 32 * panel_step + (c + i) % 32] = (h & 0xFFFF0000u) | (l >> 16);
+      }
+  }
+  return r;
 }
 
 bool host_has_avx512f() {
@@ -303,6 +348,12 @@ void dequantize_x4_row(const uint8_t* bytes, const float* scale, int64_t cols, F
                 : x4_row_avx512<Fp8Format::E5M2>(bytes, scale, cols, out);
   return e4m3 ? x4_row_scalar<Fp8Format::E4M3FN>(bytes, scale, 0, cols, out)
               : x4_row_scalar<Fp8Format::E5M2>(bytes, scale, 0, cols, out);
+}
+
+PairRange dequantize_x4_pairs(const uint8_t* hi, const uint8_t* lo, const float* scale, int64_t cols,
+                              Fp8Format fmt, uint32_t* const out[4], int64_t panel_step) {
+  return fmt == Fp8Format::E4M3FN ? x4_pairs_avx512<Fp8Format::E4M3FN>(hi, lo, scale, cols, out, panel_step)
+                                  : x4_pairs_avx512<Fp8Format::E5M2>(hi, lo, scale, cols, out, panel_step);
 }
 
 uint8_t quantize_block(const float* v, uint8_t* out, Fp8Format fmt, ScaleRule rule, MxIsa isa) {

@@ -94,4 +94,14 @@ void dequantize(const uint8_t* data, const uint8_t* scales, int64_t rows, int64_
 void dequantize_x4_row(const uint8_t* bytes, const float* scale, int64_t cols, Fp8Format fmt,
                        float* const out[4]);
 
+struct PairRange;  // pair_range.h
+
+// Two partition rows of one MX group (the same scales) as the BF16 pairs pe_matmul_pairs reads, for a host
+// with AVX-512: value j of x4 element c of row `hi` (the lower logical k) in the high half and of row `lo` in
+// the low half, each the high 16 bits of dequantize_x4_row's FP32 value, at out[j][(c / 32) * panel_step +
+// c % 32]. Returns the range of those FP32 values (pair_range.h), which says whether they may take the pair
+// path.
+PairRange dequantize_x4_pairs(const uint8_t* hi, const uint8_t* lo, const float* scale, int64_t cols,
+                              Fp8Format fmt, uint32_t* const out[4], int64_t panel_step);
+
 }  // namespace trnsim::num

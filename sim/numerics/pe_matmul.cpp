@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "sim/numerics/host_threads.h"
+#include "sim/numerics/pair_range.h"
 
 namespace trnsim::num {
 namespace {
@@ -71,36 +73,11 @@ __attribute__((target("avx512f"))) inline void block_avx512(const float* A, int6
 // instruction. It is used only where that gives the FMA path's bits: every operand value is BF16-exact,
 // finite and normal, and no step can produce a subnormal or overflow (pairs_exact below).
 
-// Biased FP32 exponents of an operand's nonzero values and the OR of their low 16 bits.
-struct Range {
-  uint32_t low = 0;  // nonzero: some value is not BF16-exact
-  int emin = 255;    // 255: no nonzero value
-  int emax = 0;      // 255: a NaN or Inf
-  void add(const Range& r) {
-    low |= r.low;
-    emin = std::min(emin, r.emin);
-    emax = std::max(emax, r.emax);
-  }
-};
-
-Range range_scalar(const float* x, int n) {
-  Range r;
-  for (int i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, x + i, 4);
-    r.low |= u & 0xFFFFu;
-    const int e = static_cast<int>((u >> 23) & 0xFF);
-    if (u & 0x7FFFFFFFu) r.emin = std::min(r.emin, e);
-    r.emax = std::max(r.emax, e);
-  }
-  return r;
-}
-
 // Products a*b of BF16-exact normal values are multiples of 2^(ea + eb - 268) (8 significant bits each); a
 // PSUM value is a multiple of 2^(ec - 150). If both quanta are at least 2^-126, every exact partial sum, and
 // so every rounded one, is zero or normal: the flushes never act. The magnitudes bound every partial sum
 // below 2^127: no step overflows. A value with exponent 0 (subnormal) or 255 fails the bounds.
-bool pairs_exact(const Range& a, const Range& b, const Range& c, int K) {
+bool pairs_exact(const PairRange& a, const PairRange& b, const PairRange& c, int K) {
   if (a.low | b.low) return false;
   if (a.emin < 1 || b.emin < 1 || c.emin < 24) return false;
   if (a.emin + b.emin < 142 && a.emin != 255 && b.emin != 255) return false;
@@ -108,47 +85,6 @@ bool pairs_exact(const Range& a, const Range& b, const Range& c, int K) {
   int log2k = 0;
   while ((1 << log2k) < K) ++log2k;
   return (a.emax - 126) + (b.emax - 126) + log2k <= 125;
-}
-
-// Range over many 16-float vectors, kept in registers and reduced once.
-struct RangeAcc {
-  __m512i low, emin, emax;
-  __attribute__((target("avx512f"))) RangeAcc()
-      : low(_mm512_setzero_si512()), emin(_mm512_set1_epi32(255)), emax(_mm512_setzero_si512()) {}
-  __attribute__((target("avx512f"))) void add(__m512i u) {
-    const __m512i e = _mm512_and_si512(_mm512_srli_epi32(u, 23), _mm512_set1_epi32(0xFF));
-    low = _mm512_or_si512(low, _mm512_and_si512(u, _mm512_set1_epi32(0xFFFF)));
-    emin = _mm512_mask_min_epi32(emin, _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7FFFFFFF)), emin, e);
-    emax = _mm512_max_epi32(emax, e);
-  }
-  __attribute__((target("avx512f"))) Range get() const {
-    alignas(64) uint32_t l[16], lo[16], hi[16];
-    _mm512_store_si512(l, low);
-    _mm512_store_si512(lo, emin);
-    _mm512_store_si512(hi, emax);
-    Range r;
-    for (int i = 0; i < 16; ++i) {
-      r.low |= l[i];
-      r.emin = std::min(r.emin, static_cast<int>(lo[i]));
-      r.emax = std::max(r.emax, static_cast<int>(hi[i]));
-    }
-    return r;
-  }
-};
-
-// The range of rows [0, rows) x cols at x (row stride ld).
-__attribute__((target("avx512f"))) Range range_avx512(const float* x, int64_t ld, int rows, int cols) {
-  RangeAcc acc;
-  Range tail;
-  const int full = cols - cols % 16;
-  for (int r = 0; r < rows; ++r) {
-    const float* row = x + r * ld;
-    for (int j = 0; j < full; j += 16) acc.add(_mm512_loadu_si512(row + j));
-    if (full < cols) tail.add(range_scalar(row + full, cols - full));
-  }
-  Range out = acc.get();
-  out.add(tail);
-  return out;
 }
 
 // Two BF16 halves from the high halves of BF16-exact FP32 values: logical k high, k + 1 low.
@@ -200,17 +136,19 @@ __attribute__((target("avx512f,avx512bf16"), always_inline)) inline __m512 dot_p
 }
 #endif
 
+// The MB pairs of contraction pair kk lie at Ap + kk * a_step (MB: pack_a's blocks; M: the row-major layout).
 template <int MB>
-__attribute__((target("avx512f,avx512bf16"))) inline void block_pairs(const uint32_t* Ap, const uint32_t* Bq,
-                                                                      float* C, int64_t ldc, int kc2, int m,
-                                                                      int n, bool accumulate) {
+__attribute__((target("avx512f,avx512bf16"))) inline void block_pairs(const uint32_t* Ap, int64_t a_step,
+                                                                      const uint32_t* Bq, float* C,
+                                                                      int64_t ldc, int kc2, int m, int n,
+                                                                      bool accumulate) {
   __m512 acc[MB][2];
   for (int i = 0; i < MB; ++i)
     for (int j = 0; j < 2; ++j)
       acc[i][j] = accumulate ? _mm512_loadu_ps(C + (m + i) * ldc + n + 16 * j) : _mm512_setzero_ps();
   for (int kk = 0; kk < kc2; ++kk) {
     const __m512i b0 = _mm512_load_si512(Bq + 32 * kk), b1 = _mm512_load_si512(Bq + 32 * kk + 16);
-    const uint32_t* a = Ap + kk * MB;
+    const uint32_t* a = Ap + kk * a_step;
     for (int i = 0; i < MB; ++i) {
       acc[i][0] = dot_pairs(acc[i][0], b0, a + i);
       acc[i][1] = dot_pairs(acc[i][1], b1, a + i);
@@ -222,9 +160,9 @@ __attribute__((target("avx512f,avx512bf16"))) inline void block_pairs(const uint
 
 // Packs the panels of columns [n0, n0 + 32 * np) as pairs, panel p at Bq + p * K2 * 32 ([K2][32]), walking
 // B's rows in order, and returns B's range there.
-__attribute__((target("avx512f"))) Range pack_b_pairs(const float* B, int64_t ldb, int K, int n0, int np,
-                                                      uint32_t* Bq) {
-  RangeAcc acc;
+__attribute__((target("avx512f"))) PairRange pack_b_pairs(const float* B, int64_t ldb, int K, int n0, int np,
+                                                          uint32_t* Bq) {
+  PairRangeAcc acc;
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   const int K2 = (K + 1) / 2;
   for (int kk = 0; kk < K2; ++kk) {
@@ -245,10 +183,11 @@ __attribute__((target("avx512f"))) Range pack_b_pairs(const float* B, int64_t ld
   return acc.get();
 }
 
-// The pair path on the panel at n (Bq packed) over all K, in slices of kKc2 pairs as the FP32 path.
-__attribute__((target("avx512f,avx512bf16"))) void panel_pairs(const uint32_t* Ap, const uint32_t* Bq,
-                                                               float* C, int64_t ldc, int K, int M, int n,
-                                                               bool accumulate) {
+// The pair path on the panel at n (Bq packed) over all K, in slices of kKc2 pairs as the FP32 path. A is
+// pack_a's blocks, or row-major pairs (Ap[kk * M + m]) when `a_row_major`.
+__attribute__((target("avx512f,avx512bf16"))) void panel_pairs(const uint32_t* Ap, bool a_row_major,
+                                                               const uint32_t* Bq, float* C, int64_t ldc,
+                                                               int K, int M, int n, bool accumulate) {
   constexpr int kKc2 = 128;
   const int K2 = (K + 1) / 2;
   for (int k0 = 0; k0 == 0 || k0 < K2; k0 += kKc2) {
@@ -257,19 +196,21 @@ __attribute__((target("avx512f,avx512bf16"))) void panel_pairs(const uint32_t* A
     const uint32_t* Bk = Bq + 32 * k0;
     for (int m = 0; m < M; m += block_rows(m, M)) {
       const int mb = block_rows(m, M);
-      const uint32_t* Ak = Ap + static_cast<int64_t>(m) * K2 + static_cast<int64_t>(k0) * mb;
+      const uint32_t* Ak = a_row_major ? Ap + static_cast<int64_t>(k0) * M + m
+                                       : Ap + static_cast<int64_t>(m) * K2 + static_cast<int64_t>(k0) * mb;
+      const int64_t step = a_row_major ? M : mb;
       switch (mb) {
         case 12:
-          block_pairs<12>(Ak, Bk, C, ldc, kc2, m, n, acc);
+          block_pairs<12>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
           break;
         case 8:
-          block_pairs<8>(Ak, Bk, C, ldc, kc2, m, n, acc);
+          block_pairs<8>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
           break;
         case 4:
-          block_pairs<4>(Ak, Bk, C, ldc, kc2, m, n, acc);
+          block_pairs<4>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
           break;
         default:
-          block_pairs<1>(Ak, Bk, C, ldc, kc2, m, n, acc);
+          block_pairs<1>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
       }
     }
   }
@@ -277,7 +218,7 @@ __attribute__((target("avx512f,avx512bf16"))) void panel_pairs(const uint32_t* A
 
 // The pair path on the whole 32-column panels of [n0, n1) when their B and C values pass pairs_exact with A's
 // range a: returns the first column it did not compute (n0 when it computed nothing).
-__attribute__((target("avx512f"))) int columns_pairs(const uint32_t* Ap, const Range& a, const float* B,
+__attribute__((target("avx512f"))) int columns_pairs(const uint32_t* Ap, const PairRange& a, const float* B,
                                                      int64_t ldb, float* C, int64_t ldc, int K, int M, int n0,
                                                      int n1, bool accumulate) {
   const int np = (n1 - n0) / 32, K2 = (K + 1) / 2;
@@ -286,11 +227,11 @@ __attribute__((target("avx512f"))) int columns_pairs(const uint32_t* Ap, const R
   // Not value-initialised (a memset per call): pack_b_pairs writes every element.
   std::unique_ptr<uint32_t[]> buf(new uint32_t[static_cast<size_t>(np) * K2 * 32 + 16]);
   uint32_t* Bq = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(buf.get()) + 63) & ~uintptr_t{63});
-  const Range b = pack_b_pairs(B, ldb, K, n0, np, Bq);
-  const Range c = accumulate ? range_avx512(C + n0, ldc, M, 32 * np) : Range{};
+  const PairRange b = pack_b_pairs(B, ldb, K, n0, np, Bq);
+  const PairRange c = accumulate ? pair_range_avx512(C + n0, ldc, M, 32 * np) : PairRange{};
   if (!pairs_exact(a, b, c, K)) return n0;
   for (int p = 0; p < np; ++p)
-    panel_pairs(Ap, Bq + static_cast<int64_t>(p) * K2 * 32, C, ldc, K, M, n0 + 32 * p, accumulate);
+    panel_pairs(Ap, false, Bq + static_cast<int64_t>(p) * K2 * 32, C, ldc, K, M, n0 + 32 * p, accumulate);
   return n0 + 32 * np;
 }
 
@@ -352,7 +293,7 @@ bool bf16_pairs_usable() {
 __attribute__((target("avx512f"))) void columns_avx512(const float* A, int64_t lda, const float* B,
                                                        int64_t ldb, float* C, int64_t ldc, int K, int M,
                                                        int n0, int n1, bool accumulate, const uint32_t* Ap,
-                                                       const Range& a) {
+                                                       const PairRange& a) {
   constexpr int NB = 32, kKc = 256;
   int n = Ap ? columns_pairs(Ap, a, B, ldb, C, ldc, K, M, n0, n1, accumulate) : n0;
   // Per call, not thread_local: this runs on the host helper threads too, which live on, and LeakSanitizer
@@ -413,7 +354,7 @@ __attribute__((target("avx2,fma"))) void columns_avx2(const float* A, int64_t ld
 __attribute__((target("avx512f"))) void columns_avx512_fp32(const float* A, int64_t lda, const float* B,
                                                             int64_t ldb, float* C, int64_t ldc, int K, int M,
                                                             int n0, int n1, bool accumulate) {
-  columns_avx512(A, lda, B, ldb, C, ldc, K, M, n0, n1, accumulate, nullptr, Range{});
+  columns_avx512(A, lda, B, ldb, C, ldc, K, M, n0, n1, accumulate, nullptr, PairRange{});
 }
 
 ColumnsFn pick() {
@@ -436,9 +377,9 @@ void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* 
   if (M <= 0 || N <= 0) return;
   // A as BF16 pairs when its values allow the pair path (B and C are checked per panel).
   std::unique_ptr<uint32_t[]> ap;
-  Range a;
+  PairRange a;
   if (K > 0 && N >= 32 && pe_matmul_bf16_pairs()) {
-    a = range_avx512(A, lda, K, M);
+    a = pair_range_avx512(A, lda, K, M);
     if (a.low == 0 && a.emin >= 1 && a.emax <= 254) ap = pack_a(A, lda, K, M);
   }
   const auto run = [&](int n0, int n1) {
@@ -460,6 +401,31 @@ void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* 
     if (n0 < n1) run(n0, n1);
   };
   host_split(threads, slice);
+}
+
+std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairRange& a, const uint32_t* Bq,
+                                                 const PairRange& b, float* C, int64_t ldc, int K, int M,
+                                                 int N, bool accumulate, int threads) {
+  const int K2 = K / 2, chunks = N / 32;
+  threads = std::clamp(threads, 1, std::max(1, chunks));
+  // Each thread's columns once their PSUM values are known to pass (else they are left, untouched).
+  std::vector<char> left(static_cast<size_t>(threads), 0);
+  host_split(threads, [&](int t) {
+    const int p0 = chunks * t / threads, p1 = chunks * (t + 1) / threads;
+    if (p0 == p1) return;
+    const PairRange c = accumulate ? pair_range_avx512(C + 32 * p0, ldc, M, 32 * (p1 - p0)) : PairRange{};
+    if (!pairs_exact(a, b, c, K)) {
+      left[static_cast<size_t>(t)] = 1;
+      return;
+    }
+    for (int p = p0; p < p1; ++p)
+      panel_pairs(Ap, true, Bq + static_cast<int64_t>(p) * K2 * 32, C, ldc, K, M, 32 * p, accumulate);
+  });
+  std::vector<std::pair<int, int>> out;
+  for (int t = 0; t < threads; ++t)
+    if (left[static_cast<size_t>(t)])
+      out.emplace_back(32 * (chunks * t / threads), 32 * (chunks * (t + 1) / threads));
+  return out;
 }
 
 }  // namespace trnsim::num

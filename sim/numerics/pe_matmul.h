@@ -3,6 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "sim/numerics/pair_range.h"
 
 namespace trnsim::num {
 
@@ -25,5 +29,16 @@ bool pe_matmul_bf16_pairs();
 
 void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int K, int M,
                int N, bool accumulate, int threads = 1);
+
+// The pair path on operands the caller already holds as BF16 pairs (nc_matmul_mx dequantizes straight into
+// them), for a host where pe_matmul_bf16_pairs() holds, K even and N a multiple of 32:
+//   Ap[kk * M + m] = A[2kk, m]'s high half << 16 | A[2kk + 1, m]'s high half (kk < K / 2);
+//   Bq[(n / 32) * (K / 2) * 32 + kk * 32 + n % 32] the same for B (64-byte aligned);
+// a and b the ranges of A's and B's FP32 values (pair_range.h). Columns whose A, B and PSUM values allow the
+// pair path get pe_matmul's bits; the column ranges [n0, n1) returned are left untouched for pe_matmul.
+// `threads` splits the columns as pe_matmul does.
+std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairRange& a, const uint32_t* Bq,
+                                                 const PairRange& b, float* C, int64_t ldc, int K, int M,
+                                                 int N, bool accumulate, int threads = 1);
 
 }  // namespace trnsim::num

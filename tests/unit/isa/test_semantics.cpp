@@ -275,6 +275,16 @@ TEST_CASE("quantize_mx and nc_matmul_mx on full tiles (split over host threads) 
   num::pe_matmul(a.data(), F, b.data(), 2 * F, want.data(), 2 * F, 4 * P, F, 2 * F, false, 1);
   for (uint32_t i = 0; i < F; ++i)
     for (uint32_t n = 0; n < 2 * F; ++n) REQUIRE(get<float>(m.q(i, 4 * n)) == want[i * 2 * F + n]);
+  // Accumulating onto a PSUM value of 2^-110 (column 3): its chain may reach FP32's subnormals, so its
+  // columns leave the BF16 pair path for the FP32 one, the others stay on it; every element is still the
+  // chain's.
+  put(m.q(5, 4 * 3), 0x1p-110f);
+  want[5 * 2 * F + 3] = 0x1p-110f;
+  mm.flags |= kAccumulate;
+  m.run(mm);
+  num::pe_matmul(a.data(), F, b.data(), 2 * F, want.data(), 2 * F, 4 * P, F, 2 * F, true, 1);
+  for (uint32_t i = 0; i < F; ++i)
+    for (uint32_t n = 0; n < 2 * F; ++n) REQUIRE(get<float>(m.q(i, 4 * n)) == want[i * 2 * F + n]);
 }
 
 TEST_CASE("dma_copy casts through FP32: BF16 RNE ties, FP8 satfinite", "[isa]") {

@@ -15,6 +15,7 @@
 #include "sim/base/error.h"
 #include "sim/numerics/mx.h"
 #include "sim/numerics/mx_isa.h"
+#include "sim/numerics/pair_range.h"
 
 using namespace trnsim::num;
 using trnsim::InputError;
@@ -426,6 +427,47 @@ TEST_CASE("dequantize_x4_row: every FP8 code times every scale, the bits of the 
           }
       }
     }
+}
+
+TEST_CASE("dequantize_x4_pairs: dequantize_x4_row's values, high halves paired, in panels; their range",
+          "[numerics][mx]") {
+  if (!__builtin_cpu_supports("avx512f")) return;  // dequantize_x4_pairs needs AVX-512
+  // 40 columns: two vectors of 16 and a scalar tail of 8, across the panel boundary at column 32 (panels
+  // panel_step = 100 apart). Row hi's codes step by 3, row lo's by 7, scales 2^(c % 5 - 2).
+  constexpr int64_t cols = 40, step = 100;
+  for (const auto fmt : {Fp8Format::E4M3FN, Fp8Format::E5M2}) {
+    CAPTURE(static_cast<int>(fmt));
+    std::vector<uint8_t> hi(4 * cols), lo(4 * cols);
+    std::vector<float> scale(cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      scale[c] = e8m0_to_f32(static_cast<uint8_t>(125 + c % 5));
+      for (int j = 0; j < 4; ++j) {
+        hi[4 * c + j] = static_cast<uint8_t>((3 * (4 * c + j) + 1) % 120);  // finite codes of both formats
+        lo[4 * c + j] = static_cast<uint8_t>(0x80 | (7 * (4 * c + j) + 2) % 120);
+      }
+    }
+    std::vector<float> fh(4 * cols), fl(4 * cols);
+    float* const oh[4] = {&fh[0], &fh[cols], &fh[2 * cols], &fh[3 * cols]};
+    float* const ol[4] = {&fl[0], &fl[cols], &fl[2 * cols], &fl[3 * cols]};
+    dequantize_x4_row(hi.data(), scale.data(), cols, fmt, oh);
+    dequantize_x4_row(lo.data(), scale.data(), cols, fmt, ol);
+    std::vector<uint32_t> out(4 * 2 * step, 0xDEADBEEFu);
+    uint32_t* const o[4] = {&out[0], &out[32], &out[64], &out[2 * step]};
+    const PairRange r = dequantize_x4_pairs(hi.data(), lo.data(), scale.data(), cols, fmt, o, step);
+    PairRange want;
+    for (int j = 0; j < 4; ++j)
+      for (int64_t c = 0; c < cols; ++c) {
+        CAPTURE(j, c);
+        REQUIRE(o[j][c / 32 * step + c % 32] == ((bits(oh[j][c]) & 0xFFFF0000u) | (bits(ol[j][c]) >> 16)));
+        want.add(pair_range_scalar(&oh[j][c], 1));
+        want.add(pair_range_scalar(&ol[j][c], 1));
+      }
+    CHECK(r.low == want.low);
+    CHECK(r.emin == want.emin);
+    CHECK(r.emax == want.emax);
+    CHECK(want.emin < 127 - 2);          // the codes reach small values: the range is not the trivial one
+    CHECK(out[96] == 0xDEADBEEFu);  // between j = 2's first panel and j = 0's second: untouched
+  }
 }
 
 namespace {
