@@ -1,15 +1,8 @@
-"""Kernels whose outputs test_nki_reference_check.py checks against a NumPy reference."""
+"""Kernels whose outputs test_nki_reference_check.py checks against a NumPy reference (with nki_copy.copy)."""
 
 import nki
 import nki.isa as nisa
 import nki.language as nl
-
-
-@nki.jit
-def copy_int(x):
-    o = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    nl.store(o, nl.load(x))
-    return o
 
 
 @nki.jit
