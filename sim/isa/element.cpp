@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "sim/base/error.h"
+#include "sim/isa/int_range.h"
 #include "sim/isa/semantics.h"
 #include "sim/numerics/float_formats.h"
 #include "sim/numerics/fp8_e4m3.h"
@@ -26,10 +27,11 @@ void write_as(uint8_t* p, T v) {
   std::memcpy(p, &v, sizeof(T));
 }
 
-// RNE to integer, saturated to [lo, hi]; NaN -> 0. Below 2^23 in magnitude, adding and subtracting 2^23
+// RNE to integer, saturated to int_range(t); NaN -> 0. Below 2^23 in magnitude, adding and subtracting 2^23
 // rounds |v| to an integer with the FP32 adder's round-to-nearest-even (the default mode, as std::nearbyint);
 // larger magnitudes are integers already. No libm call: this runs for every element of an integer store.
-int64_t float_to_int(float v, int64_t lo, int64_t hi) {
+int64_t float_to_int(float v, DType t) {
+  const auto [lo, hi] = int_range(t);
   if (std::isnan(v)) return 0;
   const float a = std::fabs(v);
   const double r = a < 0x1p23f ? std::copysign((a + 0x1p23f) - 0x1p23f, v) : v;
@@ -134,22 +136,22 @@ void store_element(DType t, uint8_t* p, float v) {
       *p = f32_to_e8m0_floor(v);
       return;
     case DType::I32:
-      write_as(p, static_cast<int32_t>(float_to_int(v, INT32_MIN, INT32_MAX)));
+      write_as(p, static_cast<int32_t>(float_to_int(v, DType::I32)));
       return;
     case DType::U32:
-      write_as(p, static_cast<uint32_t>(float_to_int(v, 0, UINT32_MAX)));
+      write_as(p, static_cast<uint32_t>(float_to_int(v, DType::U32)));
       return;
     case DType::I16:
-      write_as(p, static_cast<int16_t>(float_to_int(v, INT16_MIN, INT16_MAX)));
+      write_as(p, static_cast<int16_t>(float_to_int(v, DType::I16)));
       return;
     case DType::U16:
-      write_as(p, static_cast<uint16_t>(float_to_int(v, 0, UINT16_MAX)));
+      write_as(p, static_cast<uint16_t>(float_to_int(v, DType::U16)));
       return;
     case DType::I8:
-      write_as(p, static_cast<int8_t>(float_to_int(v, INT8_MIN, INT8_MAX)));
+      write_as(p, static_cast<int8_t>(float_to_int(v, DType::I8)));
       return;
     case DType::U8:
-      *p = static_cast<uint8_t>(float_to_int(v, 0, UINT8_MAX));
+      *p = static_cast<uint8_t>(float_to_int(v, DType::U8));
       return;
     case DType::FP8_E4M3FN_X4:
     case DType::FP8_E5M2_X4:

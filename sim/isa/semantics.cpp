@@ -17,6 +17,7 @@
 #include "sim/base/error.h"
 #include "sim/isa/alu.h"
 #include "sim/isa/element.h"
+#include "sim/isa/int_range.h"
 #include "sim/isa/operand_view.h"
 #include "sim/isa/shuffle_mask.h"
 #include "sim/isa/top8.h"
@@ -1195,11 +1196,16 @@ void for_affine(const Instruction& inst, OperandView& dst, F&& f) {
   }
 }
 
+// An integer dst gets the exact value saturated to its dtype's range, as every engine's integer output
+// conversion saturates (store_element), not wrapped modulo 2^bits.
 void Exec::iota() {
   OperandView dst = view(0);
+  const auto [lo, hi] = int_range(dst.dtype());
   for_affine(inst_, dst, [&](uint32_t p, uint64_t j, double v) {
     if (is_int(dst.dtype()))
-      dst.store_int(p, j, static_cast<int64_t>(std::nearbyint(std::clamp(v, -9e18, 9e18))));
+      dst.store_int(p, j,
+                    static_cast<int64_t>(
+                        std::nearbyint(std::clamp(v, static_cast<double>(lo), static_cast<double>(hi)))));
     else
       dst.store(p, j, static_cast<float>(v));
   });

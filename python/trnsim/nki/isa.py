@@ -666,7 +666,8 @@ def _iota_old(expr, dtype, *, mask=None, **kwargs):
 def iota(*args, **kwargs):
     """dst[p, i...] = offset + channel_multiplier * p + sum(step * i) on GpSimd (earlier style: the value
     of an affine nl.arange expression); an integer dst's offset is exact past 2^24 (the ISA splits it, as
-    memset's fill), its channel_multiplier is one FP32 immediate: one FP32 does not hold is an NkiError."""
+    memset's fill), its channel_multiplier is one FP32 immediate: one FP32 does not hold is an NkiError;
+    a value past an integer dst's range saturates to it, as memset and every engine's integer write do."""
     if _current(args, kwargs, 1):
         return _iota_new(*args, **kwargs)
     return _iota_old(*args, **kwargs)

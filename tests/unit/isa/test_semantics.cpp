@@ -684,6 +684,23 @@ TEST_CASE("tensor_copy bit-exact, cast, memset, iota, select", "[isa]") {
   m.run(io);
   CHECK(get<int32_t>(m.s(34, 512 + 4 * (3 * 1 + 2))) == 7 + 200 + 10 - 2);
   CHECK(get<int32_t>(m.s(32, 512)) == 7);
+  // A narrow integer dst saturates as every integer output conversion does (tester23x F4: it wrapped).
+  // Partition 0 of [4, 2] int16 at 768: 40000 + 10 j, j = 0, 1: both past 32767.
+  Instruction narrow = make(Opcode::Iota, Engine::POOL, {sbuf(0, 4, 768, DType::I16, {{1, 2}})});
+  narrow.imm0 = 40000.f;
+  narrow.imm1 = -20000.f;  // partition 3: 40000 - 60000 = -20000 (in range)
+  narrow.iota_steps = {10, 0, 0, 0};
+  m.run(narrow);
+  CHECK(get<int16_t>(m.s(0, 768)) == 32767);
+  CHECK(get<int16_t>(m.s(0, 770)) == 32767);
+  CHECK(get<int16_t>(m.s(3, 770)) == -19990);
+  narrow.ops[0].dtype = DType::U8;
+  narrow.imm0 = 300.f;
+  narrow.imm1 = -200.f;  // partition 2: 300 - 400 = -100, saturates to 0
+  m.run(narrow);
+  CHECK(m.s(0, 768)[0] == 255);
+  CHECK(m.s(2, 768)[0] == 0);
+  CHECK(m.s(1, 768)[0] == 100);
 
   // select: predicate != 0 ? on_true : immediate -inf
   for (int j = 0; j < 4; ++j) {
