@@ -1,5 +1,5 @@
 // The values each integer dtype holds: the bounds every engine's integer output conversion saturates to
-// (element.cpp's store_element, iota).
+// (element.cpp's store_element, iota) and the range a .npy input's integers must fit (host_tensor.cpp).
 #pragma once
 
 #include <cstdint>

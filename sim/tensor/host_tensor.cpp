@@ -8,6 +8,7 @@
 
 #include "sim/base/error.h"
 #include "sim/isa/element.h"
+#include "sim/isa/int_range.h"
 #include "sim/isa/semantics.h"
 #include "sim/numerics/float_formats.h"
 
@@ -82,23 +83,6 @@ bool conversion(NpyDType n, DType t, Conv& c) {
     default:  // the integer dtypes: any integer .npy, its values in range
       c = Conv::Int;
       return i;
-  }
-}
-
-std::pair<int64_t, int64_t> int_range(DType t) {
-  switch (t) {
-    case DType::I32:
-      return {INT32_MIN, INT32_MAX};
-    case DType::U32:
-      return {0, UINT32_MAX};
-    case DType::I16:
-      return {INT16_MIN, INT16_MAX};
-    case DType::U16:
-      return {0, UINT16_MAX};
-    case DType::I8:
-      return {INT8_MIN, INT8_MAX};
-    default:
-      return {0, UINT8_MAX};
   }
 }
 
@@ -233,7 +217,7 @@ HostTensor from_npy(const io::NpyArray& a, DType dtype, const std::vector<int64_
       }
       break;
     case Conv::Int: {
-      const auto [lo, hi] = int_range(dtype);
+      const auto [lo, hi] = isa::int_range(dtype);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t v = npy_int(a, i);
         if (v < lo || v > hi)
