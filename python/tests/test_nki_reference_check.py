@@ -6,12 +6,16 @@ they were the exact metrics again, so a float8_e4m3 output that is exactly the s
 
 import numpy as np
 
-from runner import main
+from runner import main, raises
+
+import trnsim
 
 import trnsim.nki as tnki
 
 import nki_check_outputs as k
 from nki_copy import copy
+
+LINE_COMPLEX_OF = 34  # complex_of's def line in nki_check_outputs.py
 
 # Values past 2^24, where FP32 no longer holds every integer: 2^31 - 2 - 2 i, even, for 128 x 64 elements.
 BIG = (np.int64(2**31 - 2) - 2 * np.arange(128 * 64, dtype=np.int64)).astype(np.int32).reshape(128, 64)
@@ -55,6 +59,21 @@ def test_fp8_output_equal_to_the_saturating_cast_passes():
     assert (c["pass"], m["rel_l2_vs_quantized"], m["max_abs_err_vs_quantized"], m["quantized_reference"]) == (
         True, 0.0, 0.0, 1.0), c
     assert m["max_abs_err"] == 60.0, m  # 300 -> 240
+
+
+def test_a_complex_reference_is_refused():
+    # float64 would keep the real part only (tester23x F6: it passed).
+    x = np.ones((128, 64), dtype=np.float32)
+    e = raises(trnsim.InputError, tnki.benchmark, copy, x, reference=k.complex_of)
+    # (float32 inputs + 5j give complex64)
+    assert str(e) == ("reference.function: complex_of (nki_check_outputs.py:%d) returned complex64 values: the check "
+                      "compares real numbers: expected an array for 'out' [128, 64]" % LINE_COMPLEX_OF), str(e)
+
+
+def test_a_reference_that_is_not_a_function_is_refused_before_the_run():
+    e = raises(TypeError, tnki.benchmark, copy, np.ones((128, 64), dtype=np.float32), reference="ref")
+    assert str(e) == ("benchmark: reference='ref' is a str, not a function (a NumPy function called with the "
+                      "kernel's arguments)"), str(e)
 
 
 if __name__ == "__main__":

@@ -538,7 +538,8 @@ def call_reference(ref, arrays, params, outputs, as_given=False):
     its defaulted parameters; a Python caller's keyword arguments ``as_given``),
     as a list of float64 arrays, one for each of the kernel's ``outputs`` ([(name, shape)], in return
     order). _core.InputError naming reference.function, the reference's def line and the outputs expected
-    when it returns anything else (None, a dict, a string, too few or too many arrays, another shape)."""
+    when it returns anything else (None, a dict, a string, complex values, too few or too many arrays, another
+    shape)."""
     import numpy as np
 
     from . import _core
@@ -573,6 +574,8 @@ def call_reference(ref, arrays, params, outputs, as_given=False):
         which = "" if len(outputs) == 1 else " as output %d ('%s')" % (i, name)
         if o is None or isinstance(o, (str, bytes, dict)):
             fail("%s%s" % ("None" if o is None else "a " + type(o).__name__, which))
+        if np.iscomplexobj(o):  # float64 would drop the imaginary part with only NumPy's warning
+            fail("%s values%s: the check compares real numbers" % (np.asarray(o).dtype, which))
         try:
             a = np.asarray(o, dtype=np.float64)
         except (TypeError, ValueError):

@@ -29,3 +29,7 @@ def same(x):
 
 def halves(x):
     return x + 0.5
+
+
+def complex_of(x):
+    return x + 5j * x

@@ -141,6 +141,9 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
     _jit.returned_tuple.clear()
     func, grid = resolve_kernel(kernel)
     grid = _cores(grid, lnc, kernel)
+    if reference is not None and not callable(reference):
+        raise TypeError("benchmark: reference=%r is a %s, not a function (a NumPy function called with the "
+                        "kernel's arguments)" % (reference, type(reference).__name__))
     try:
         bound = inspect.signature(func).bind_partial(*args, **kwargs)
     except TypeError as e:
