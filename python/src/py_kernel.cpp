@@ -75,6 +75,8 @@ class PythonKernel final : public kernels::BoundKernel,
       if (d.contains("default")) p.default_value = d["default"];
       p.nullable = d["nullable"].get<bool>();
       p.doc = fmt::format("keyword argument of {}", where);
+      if (d.contains("default_shown"))  // a default no JSON value can give: null or absent keeps it
+        p.doc += fmt::format(" (default {})", d["default_shown"].get<std::string>());
       params.push_back(std::move(p));
     }
     def_.set_params(std::move(params));

@@ -258,6 +258,25 @@ def test_list_of_a_broken_workload_fails_naming_the_file():
     assert j["inputs"][0]["npy_dtype"] == "float32" and j["inputs"][0]["shape"] == [128, 16], j["inputs"]
 
 
+def test_list_shows_a_default_that_is_no_json_value_as_optional():
+    # tester23x F7: a dtype, a tuple or an object default was listed as "string required" (the run took it).
+    d = folder({"dflt.py": "import nki\nimport nki.language as nl\n\n\n@nki.jit\n"
+                           "def k(x, dt=nl.bfloat16, shape=(1, 2), flag=None):\n"
+                           "    y = nl.ndarray(x.shape, dtype=dt, buffer=nl.shared_hbm)\n"
+                           "    nl.store(y, nl.load(x))\n    return y\n"})
+    w = os.path.join(d, "dflt.json")
+    with open(w, "w") as f:
+        json.dump({"name": "dflt", "hardware": "trn2", "lnc": 1, "kernel": {"nki": "dflt.py", "function": "k"},
+                   "inputs": {"x": {"generator": "normal", "seed": 1, "shape": [128, 8], "dtype": "float32"}}}, f)
+    rc, out, err = cli("list", w)
+    rows = [" ".join(r.split()) for r in out.splitlines()[3:]]
+    assert rc == 0 and rows == ["dt string optional keyword argument of k (default nl.bfloat16)",
+                                "shape string optional keyword argument of k (default [1, 2])",
+                                "flag string optional keyword argument of k"], (rc, out, err)
+    rc, _, err = cli("run", w, "--out", os.path.join(d, "out"))
+    assert rc == 0, err
+
+
 def test_set_of_a_missing_input_names_the_inputs():
     d = folder()
     rc, _, err = cli("run", workload(d, "copy"), "--out", os.path.join(d, "o"), "--set", "inputs.y.shape=[1,2]")

@@ -11,6 +11,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import inspect
+import json
 import os
 import sys
 import traceback
@@ -425,7 +426,9 @@ def describe_params(value):
 def kernel_params(kernel, inputs):
     """The parameters a workload's "params" can set: the kernel function's parameters that are not among
     ``inputs`` (keyword arguments), each as {"name", "type", "default" (absent: required), "nullable"}; the
-    type is the default's (bool, int, float, string), "string" when it has none (any JSON value goes)."""
+    type is the default's (bool, int, float, string), "string" when it has none (any JSON value goes). A
+    default that is no JSON value (a dtype, a config object, a function, a tuple) makes the parameter optional
+    (nullable: null or absent keeps it) and is shown as "default_shown" (describe_params' form)."""
     func, _ = resolve_kernel(kernel)
     inputs = set(inputs)
     out = []
@@ -438,6 +441,11 @@ def kernel_params(kernel, inputs):
                 if isinstance(p.default, t):
                     d["type"], d["default"] = name, p.default
                     break
+            else:
+                if p.default is not None:
+                    shown = describe_params(p.default)
+                    d["nullable"] = True
+                    d["default_shown"] = shown if isinstance(shown, str) else json.dumps(shown)
         out.append(d)
     return out
 
