@@ -1196,18 +1196,21 @@ void for_affine(const Instruction& inst, OperandView& dst, F&& f) {
   }
 }
 
-// An integer dst gets the exact value saturated to its dtype's range, as every engine's integer output
-// conversion saturates (store_element), not wrapped modulo 2^bits.
+// An integer dst: the value in 32-bit integer math (NKI's iota page; it wraps past INT32_MAX as that
+// arithmetic does, so an int32 / uint32 dst holds it modulo 2^32), then cast to a narrower dtype saturating,
+// as every engine's integer output conversion does (store_element), not wrapped modulo 2^bits.
 void Exec::iota() {
   OperandView dst = view(0);
+  const bool narrow = is_int(dst.dtype()) && dst.dtype() != DType::I32 && dst.dtype() != DType::U32;
   const auto [lo, hi] = int_range(dst.dtype());
   for_affine(inst_, dst, [&](uint32_t p, uint64_t j, double v) {
-    if (is_int(dst.dtype()))
-      dst.store_int(p, j,
-                    static_cast<int64_t>(
-                        std::nearbyint(std::clamp(v, static_cast<double>(lo), static_cast<double>(hi)))));
-    else
+    if (is_int(dst.dtype())) {
+      const auto i32 = static_cast<int32_t>(
+          static_cast<uint32_t>(static_cast<int64_t>(std::nearbyint(std::clamp(v, -9e18, 9e18)))));
+      dst.store_int(p, j, narrow ? std::clamp<int64_t>(i32, lo, hi) : i32);
+    } else {
       dst.store(p, j, static_cast<float>(v));
+    }
   });
 }
 

@@ -667,7 +667,8 @@ def iota(*args, **kwargs):
     """dst[p, i...] = offset + channel_multiplier * p + sum(step * i) on GpSimd (earlier style: the value
     of an affine nl.arange expression); an integer dst's offset is exact past 2^24 (the ISA splits it, as
     memset's fill), its channel_multiplier is one FP32 immediate: one FP32 does not hold is an NkiError;
-    a value past an integer dst's range saturates to it, as memset and every engine's integer write do."""
+    values are 32-bit integer math (past INT32_MAX they wrap), cast to a 16- or 8-bit integer dst saturating,
+    as memset and every engine's integer write do."""
     if _current(args, kwargs, 1):
         return _iota_new(*args, **kwargs)
     return _iota_old(*args, **kwargs)
