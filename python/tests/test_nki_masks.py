@@ -434,5 +434,94 @@ def test_slices_and_integers_of_a_masked_result_address_the_whole_index_space():
     assert "holds only [16, 48) of it, the part mask=((i_f >= 16) & (i_f < 48)) at " in str(e), str(e)
 
 
+@tnki.jit
+def _m_tail_matmul(a, b, case):
+    """The tutorial-style tiled matmul of a [M, K] (cases "transpose_x", "nc_matmul": its transpose [K, M])
+    and b [K, N] with an M tail (M < 128: one row tile, its rows masked) and a K tail (K not a multiple of
+    128), into a [128, N] PSUM accumulator."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    M, K = a.shape[::-1] if case in ("transpose_x", "nc_matmul") else a.shape
+    N = b.shape[1]
+    rows = 128 if case in ("rows", "tight") else M
+    out = nl.ndarray((rows, N), nl.float32, buffer=nl.shared_hbm)
+    i_m, i_k = nl.arange(128)[:, None], nl.arange(128)[None, :]
+    i_kp, i_n = nl.arange(128)[:, None], nl.arange(N)[None, :]
+    acc = nl.zeros((128, N), nl.float32, buffer=nl.psum)
+    for kt in nl.affine_range((K + 127) // 128):
+        y = nl.load(b[kt * 128 + i_kp, i_n], mask=(kt * 128 + i_kp < K))
+        if case in ("transpose_x", "nc_matmul"):
+            # a [K, M] loaded with its columns (M) masked: x.T @ y as the PE computes it
+            xt = nl.load(a[kt * 128 + i_kp, i_k], mask=(kt * 128 + i_kp < K) & (i_k < M))
+            if case == "nc_matmul":
+                acc += nisa.nc_matmul(xt, y)
+            else:
+                acc += nl.matmul(xt, y, transpose_x=True)
+            continue
+        x = nl.load(a[i_m, kt * 128 + i_k], mask=(i_m < M) & (kt * 128 + i_k < K))
+        if case in ("iadd", "rows"):
+            acc += nl.matmul(x, y)
+        elif case == "mask":
+            acc += nl.matmul(x, y, mask=(i_m < M))
+        elif case == "tight":
+            acc += nl.matmul(x, y, mask=(i_m < 64))
+        elif case == "loose":
+            acc += nl.matmul(x, y, mask=(i_m < 128))  # MARK-loose-matmul
+        else:
+            acc[...] = nl.matmul(x, y)  # (one K tile)
+    if rows == 128:
+        nl.store(out, nl.copy(acc))
+    else:
+        nl.store(out[i_m, i_n], nl.copy(acc), mask=(i_m < M))
+    return out
+
+
+def _ints(shape, seed):
+    return np.random.RandomState(seed).randint(-3, 4, shape).astype(np.float32)
+
+
+def test_m_tail_tile_accumulates_into_its_rows_of_the_accumulator():
+    # tester23x F1: a masked load's M-tail tile x (rows < 96 of [128, 128]), used unmasked in
+    # `acc += nl.matmul(x, y)` with a [128, N] PSUM accumulator, was "`+=` of a nl.matmul result [96, 300] into a
+    # [128, 300] region"; `mask=(i_m < M)` on the matmul cut y's contraction dim K instead of M. The product's
+    # rows accumulate into the same rows of acc (docs/nki.md "Masks"). Small integers: every sum is exact.
+    tiled = ("iadd", "mask", "transpose_x", "nc_matmul")
+    for (m, k), cases in (((96, 256), tiled), ((96, 200), tiled), ((128, 200), tiled), ((96, 128), ("assign",))):
+        a, b = _ints((m, k), 5), _ints((k, 300), 6)
+        want = (a.astype(np.float64) @ b).astype(np.float32)
+        for case in cases:
+            x = np.ascontiguousarray(a.T) if case in ("transpose_x", "nc_matmul") else a
+            got = tnki.simulate_kernel(_m_tail_matmul, x, b, case)
+            assert got.tobytes() == want.tobytes(), (m, k, case, np.abs(got - want).max())
+    # Rows 96-127 of acc keep what they held (zeros; NKI leaves them unspecified).
+    a, b = _ints((96, 200), 7), _ints((200, 300), 8)
+    prod = (a.astype(np.float64) @ b).astype(np.float32)
+    got = tnki.simulate_kernel(_m_tail_matmul, a, b, "rows")
+    assert got[:96].tobytes() == prod.tobytes() and not got[96:].any()
+
+
+def test_matmul_mask_of_tiles_bounds_the_result_dims():
+    # A mask on nl.matmul of tiles (no index of theirs) is on the result's index space [M, N]: i_m of axis 0
+    # bounds M (x's rows), never y's K: a tighter mask accumulates its rows only; asking for rows the masked
+    # load did not load is the looser-mask error.
+    a, b = _ints((96, 200), 7), _ints((200, 300), 8)
+    prod = (a.astype(np.float64) @ b).astype(np.float32)
+    got = tnki.simulate_kernel(_m_tail_matmul, a, b, "tight")
+    assert got[:64].tobytes() == prod[:64].tobytes() and not got[64:].any()
+    e = raises(NkiError, tnki.simulate_kernel, _m_tail_matmul, a, b, "loose")
+    assert str(e).startswith(f"{os.path.basename(__file__)}:{line_here('MARK-loose-matmul')}: nl.matmul: mask: "
+                             "mask=(i_m < 128) selects [0, 128) of dim 0, but operand [96, 128] of sbuf tile x "), e
+    assert "holds only [0, 96) of it, the part mask=((i_m < M) & (kt * 128 + i_k < K)) at " in str(e), e
+
+
+def line_here(marker):
+    with open(__file__) as f:
+        for i, text in enumerate(f, 1):
+            if marker in text and "line_here" not in text:
+                return i
+    raise AssertionError(marker)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -250,8 +250,22 @@ def _matmul_box(mask, given, masked, is_transpose, x_dim=1):
     = nisa.nc_matmul(..., mask=...)` writes it): each result dim's first index is where the mask starts the
     free dim of the operand it comes from (a 2-D operand's; a transpose's result: not marked). `x_dim`: the
     dim of given[0] the result's rows come from (0 for nl.matmul's x [M, K] without transpose_x)."""
-    if mask is None or is_transpose or not all(isinstance(v, NkiTensor) and v.ndim == 2 for v in given + masked):
+    if is_transpose or not all(isinstance(v, NkiTensor) and v.ndim == 2 for v in given + masked):
         return None
+    if mask is None:
+        # Operands holding part of an earlier masked call's index space (a masked nl.load's tail tile): the
+        # product holds the rows and columns their free dims hold, so `acc += nl.matmul(x, y)` accumulates
+        # into that part of acc (docs/nki.md "Masks").
+        bs = [_lower.box_of(v) for v in given]
+        if bs[0] is None and bs[1] is None:
+            return None
+        full, starts = [], []
+        for v, b, d in zip(given, bs, (x_dim, 1)):
+            full.append(b[0][d] if b is not None else v.shape[d])
+            starts.append(b[1][d] if b is not None else 0)
+        if full == [given[0].shape[x_dim], given[1].shape[1]]:
+            return None
+        return tuple(full), tuple(starts), (bs[0] or bs[1])[2]
     full = (given[0].shape[x_dim], given[1].shape[1])
     starts = []
     for v, d in zip(given, (x_dim, 1)):
