@@ -43,6 +43,32 @@ def test_nki_object_classes_reach_the_kernel():
     assert isinstance(Scale(), nl.NKIObject) and Scale() == Scale(2.0, 0.0)
 
 
+class Params(nl.NKIObject):
+    # tester23x F5: a plain subclass with class attributes, built with keywords (NKI's NKIObject.__init__ takes
+    # **kwargs, each set as an attribute).
+    scale = None
+    bias = None
+
+
+@nki.jit
+def with_params(a):
+    p = Params(scale=2.0, bias=1.0)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.add(nl.multiply(nl.load(a), p.scale), p.bias))
+    return out
+
+
+def test_nki_object_takes_keyword_arguments():
+    a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    same(tnki.simulate_kernel(with_params, a), a * 2.0 + 1.0)
+    p = Params(scale=3.0)
+    assert (p.scale, p.bias) == (3.0, None), (p.scale, p.bias)  # bias: the class attribute
+    o = nl.NKIObject(a=1, b="x")
+    assert (o.a, o.b) == (1, "x")
+    e = raises(TypeError, Params, 3.0)  # keywords only, as NKI's signature
+    assert "positional argument" in str(e), str(e)
+
+
 @nki.jit
 def widen(a):
     out = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)

@@ -79,6 +79,61 @@ def test_select_reduce_on_false_of_another_shape_is_an_error():
 
 
 @nki.jit
+def k_select_reverse(x, pr, fv, pdt):
+    # reverse_pred=True (tester23x F2): on_true where the predicate is 0; on_false a tile of on_true's shape or
+    # a [P, 1] vector (fv's shape), the predicate of dtype pdt; the maximum per partition in reduce_res.
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    mx = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    tx, tp, tf = nl.load(x), nl.load(pr, dtype=pdt), nl.load(fv)
+    sel = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    red = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.select_reduce(dst=sel, predicate=tp, on_true=tx, on_false=tf, reduce_res=red, reverse_pred=True)
+    nl.store(out, sel)
+    nl.store(mx, red)
+    return out, mx
+
+
+@nki.jit
+def k_select_reverse_number(x, pr):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    tx, tp = nl.load(x), nl.load(pr, dtype=nl.uint8)
+    sel = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.select_reduce(dst=sel, predicate=tp, on_true=tx, on_false=-3.0, reverse_pred=True)  # MARK-reverse-number
+    nl.store(out, sel)
+    return out
+
+
+def test_select_reduce_reverse_pred_picks_on_true_where_the_predicate_is_zero():
+    # The page's ~predicate as a logical not: np.where(predicate == 0, on_true, on_false). A uint8 predicate
+    # holding 0, 1 and 255; a float32 one holding 0, -0.0, 1, 0.5 and NaN (NaN is not 0: on_false, as the
+    # select without reverse_pred takes on_true for it).
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    ints = RNG.choice(np.array([0, 1, 255], np.float32), (128, 64))
+    floats = RNG.choice(np.array([0.0, -0.0, 1.0, 0.5, np.nan], np.float32), (128, 64))
+    for pr, pdt in ((ints, nl.uint8), (floats, nl.float32)):
+        for fv in (RNG.standard_normal((128, 64)).astype(np.float32),
+                   RNG.standard_normal((128, 1)).astype(np.float32)):
+            out, mx = tnki.simulate_kernel(k_select_reverse, x, pr, fv, pdt)
+            want = np.where(pr == 0, x, np.broadcast_to(fv, x.shape)).astype(np.float32)
+            assert out.tobytes() == want.tobytes(), (pdt, fv.shape)
+            assert mx.tobytes() == want.max(axis=1, keepdims=True).tobytes(), (pdt, fv.shape)
+            assert (pr == 0).any() and (pr != 0).any()
+
+
+def test_select_reduce_reverse_pred_with_a_number_on_false_is_unsupported():
+    from runner import line_of
+
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, k_select_reverse_number, x, x)
+    where = "test_nki_isa_numpy.py:%d" % line_of(__file__, "MARK-reverse-number")
+    assert str(e) == (f"{where}: nki.isa.select_reduce(reverse_pred=True, on_false=-3.0) is not modelled by "
+                      "trnsim: the inverted select is modelled as the select with on_true and on_false swapped, "
+                      "which needs on_false in memory: give on_false as a [P, 1] vector tile (e.g. "
+                      "nl.full((P, 1), value, nl.float32)), or invert the predicate (docs/nki.md lists the "
+                      "supported calls)"), str(e)
+
+
+@nki.jit
 def k_activation_reduce(x):
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     sums = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)

@@ -10,6 +10,9 @@ from runner import KERNELS, line_of, main, raises
 
 import trnsim.nki as tnki
 
+import nki.isa as nisa
+import nki.language as nl
+
 import nki_views as K
 
 SRC = os.path.join(KERNELS, "nki_views.py")
@@ -34,6 +37,60 @@ def test_view_methods():
 
 def test_ap_of_get_pattern():
     same(tnki.simulate_kernel(K.ap_of_pattern, X), X[:, 1:64:2])
+
+
+@tnki.jit
+def k_ap_in_guarded_loop(x):
+    # nki-library's output_projection_tkg (TRANSPOSE_OUT) shape (tester23x F3): every iteration makes an .ap view,
+    # those with j >= 8 reach past the tile's 64 elements per partition, and only the views with j < 8 are read.
+    o = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), dtype=nl.float32)
+    nisa.dma_copy(dst=t, src=x)
+    acc = nl.ndarray((128, 8), dtype=nl.float32)
+    nisa.memset(dst=acc, value=0.0)
+    for j in nl.sequential_range(16):  # acc carries from one iteration to the next
+        v = t.ap(pattern=[[64, 128], [8, 8]], offset=j)
+        if j < 8:
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=v, op=nl.add)
+    nl.store(o, acc)
+    return o
+
+
+@tnki.jit
+def k_ap_used_out_of_range(x, on_chip):
+    o = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    if on_chip:
+        t = nl.ndarray((128, 64), dtype=nl.float32)
+        nisa.dma_copy(dst=t, src=x)
+        v = t.ap(pattern=[[64, 128], [8, 8]], offset=9)  # MARK-ap-made-sbuf
+        r = nl.ndarray((128, 8), dtype=nl.float32)
+        nisa.tensor_copy(dst=r, src=v)  # MARK-ap-used-sbuf
+        nl.store(o, r)
+    else:
+        v = x.ap(pattern=[[64, 128], [1, 8]], offset=60)  # MARK-ap-made-hbm
+        nisa.dma_copy(dst=o, src=v)  # MARK-ap-used-hbm
+    return o
+
+
+def test_an_unused_out_of_range_ap_view_is_no_error():
+    # View j (j < 8) is columns j, j + 8, ..., j + 56: acc[:, k] sums columns 8 k to 8 k + 7; views j >= 8 are
+    # made and never read.
+    same(tnki.simulate_kernel(k_ap_in_guarded_loop, X), X.reshape(128, 8, 8).sum(axis=2, dtype=np.float32))
+
+
+def test_a_used_out_of_range_ap_view_is_an_error_at_the_instruction():
+    me = os.path.basename(__file__)
+
+    def at(mark):
+        return "%s:%d" % (me, line_of(__file__, mark))
+
+    e = raises(tnki.NkiError, tnki.simulate_kernel, k_ap_used_out_of_range, X, True)
+    assert str(e) == (f"{at('MARK-ap-used-sbuf')}: tensor_copy: access pattern covers bytes [36, 264) outside sbuf "
+                      f"tile t [128, 64] float32 allocated at {me}:%d (256 bytes per partition) (the view made by "
+                      f".ap at {at('MARK-ap-made-sbuf')})" % (line_of(__file__, "MARK-ap-made-sbuf") - 2)), str(e)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, k_ap_used_out_of_range, X, False)
+    assert str(e) == (f"{at('MARK-ap-used-hbm')}: dma_copy: access pattern covers bytes [240, 32784) outside hbm "
+                      f"'x'[128, 64] float32 (32768 bytes) (the view made by .ap at {at('MARK-ap-made-hbm')})"), str(e)
 
 
 def test_astype():

@@ -449,7 +449,8 @@ def iadd(dst, value):
     PSUM tile into PSUM (a matmul result with a tile of its own, used since) is first copied to SBUF, as
     nki.isa.tensor_tensor reads at most one PSUM tile: acc + m bit for bit. A void value adds nothing (_void)."""
     if isinstance(value, NkiTensor):
-        if _iadd_matmul is not None and _iadd_matmul(_trace._current, dst, value):
+        t = _trace._current
+        if _iadd_matmul is not None and t.bad_ap is None and _iadd_matmul(t, dst, value):
             return dst  # (a tiled matmul's K loop: the matmul accumulates into dst, in one call)
         if value.st.uid in _trace._current.void:
             return dst
@@ -990,7 +991,7 @@ def load(src, mask=None, dtype=None):
         dtype = src.dtype if dtype is None else dt(dtype, src.dtype)
         # The tile and its DMA in one call, when it can (depth 3: the kernel's frame is nl.load's caller)
         t = _trace._current
-        if _new_tile_op is not None and t is not None:
+        if _new_tile_op is not None and t is not None and t.bad_ap is None:  # (its record checks no .ap view)
             out = _new_tile_op(t, shape, dtype, SBUF, "load", 3, "dma_copy", _SRC, (src,), _ops._LOAD_ATTRS, True)
             if out is not None:
                 return out
@@ -1197,7 +1198,7 @@ def matmul(x, y, transpose_x=False, mask=None):
         # touch_psum finds and records for it). The tile and its op in one call, when it can.
         attrs = {"accumulate": False, "perf_mode": "none", "is_transpose": False}
         t = _trace._current
-        if _new_tile_op is not None and t is not None:
+        if _new_tile_op is not None and t is not None and t.bad_ap is None:
             out = _new_tile_op(t, shape, F32, PSUM, "matmul", 3, "nc_matmul", _MATMUL_SRCS, (x, y), attrs, False)
             if out is not None:
                 t.psum_groups[out.st.uid] = [(out._rect or out.rect(), "mm", None)]

@@ -1085,7 +1085,10 @@ class NkiTensor:
 
     def ap(self, pattern, offset=0, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
         """NKI's access pattern: [[step, num], ...], the first pair the partition (on-chip) or row (HBM) dim,
-        `offset` elements from this view's start (on-chip: row-major over [partitions, free])."""
+        `offset` elements from this view's start (on-chip: row-major over [partitions, free]). A view reaching
+        outside its tensor is an NkiError where an instruction or DMA uses it (its line, naming the line that
+        made the view), none where nothing uses it (a loop's view its `if` then skips); a plain slice out of
+        the tensor's shape stays an error where it is written (its result has no defined shape)."""
         from . import _lower
 
         if scalar_offset is not None or vector_offset is not None:
@@ -1182,15 +1185,32 @@ class NkiTensor:
             per_part = t.st.pbytes // isz
             p_add, f_add = divmod(int(offset), per_part) if per_part else (0, 0)
             p0 = t.p0 + p_add
-            if p0 + pnum > t.st.partitions:
-                raise NkiError(f".ap: partitions [{p0}, {p0 + pnum}) outside the tensor's {t.st.partitions}")
             dims = ((0, pnum),) + tuple((s, n) for s, n in free)
             v = NkiTensor(t.st, t.dtype, t.boff + f_add * isz, dims, 0, p0)
+            bad = f".ap: partitions [{p0}, {p0 + pnum}) outside the tensor's {t.st.partitions}" \
+                if p0 + pnum > t.st.partitions else v.bounds_error()
         else:
             dims = tuple((s, n) for s, n in pattern)
             v = NkiTensor(t.st, t.dtype, t.boff + int(offset) * isz, dims, -1, 0)
-        v.check_bounds()
+            bad = v.bounds_error()
+        if bad is not None:
+            # NKI's views are consumed by the instructions: a view outside its tensor is an error where an
+            # instruction (or DMA) reads or writes it (Trace.record), naming this line too; one that none uses
+            # (a kernel's loop making a view its `if` then skips) is no error.
+            tr = t.st.trace
+            if tr.bad_ap is None:
+                tr.bad_ap = {}
+            tr.bad_ap.setdefault(t.st.uid, {})[id(v)] = (v, bad, caller_loc())
         return v
+
+    def bounds_error(self):
+        """The message of check_bounds' error, or None for a view inside its storage."""
+        lo, hi = self.byte_range()
+        limit = self.st.pbytes
+        if lo < 0 or hi > limit:
+            return (f"access pattern covers bytes [{lo}, {hi}) outside {self.st!r} ({limit} bytes"
+                    f"{' per partition' if self.on_chip else ''})")
+        return None
 
     def check_bounds(self):
         lo, hi = self.byte_range()

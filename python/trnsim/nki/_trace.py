@@ -127,6 +127,10 @@ class Trace:
         # (id of an HBM view, the two slices' start, stop, step) -> (that view, the view its slicing gave):
         # a tiled kernel slices the same tiles of its inputs again and again (NkiTensor.__getitem__).
         self.hbm_slices = {}
+        # storage uid -> {id(view): (view, error, Loc)} of the .ap views made of it that reach outside it, else
+        # None (the usual case): the range is checked where an instruction uses such a view (record), not where
+        # .ap makes it (NkiTensor._ap; tester23x F3)
+        self.bad_ap = None
 
     # ---- recording
     def record(self, name, args, reads, writes, attrs, loc=None):
@@ -152,6 +156,8 @@ class Trace:
         op.index = i
         op.load = False
         ops.append(op)
+        if self.bad_ap is not None:
+            _bad_ap(self.bad_ap, op, reads, writes)
         for v in reads:
             st = v.st
             if st.trace is not self:
@@ -341,6 +347,21 @@ def _stale(trace, op, v):
     raise NkiError(f"{op.name}: tensor {v.st.name or '?'} {list(v.shape)} was made by an earlier kernel call "
                    "(kept past its kernel's return, e.g. in a global): a tensor lives only in the call of the "
                    "kernel that made it", op.loc)
+
+
+def _bad_ap(bad_ap, op, reads, writes):
+    """The error of an instruction using an .ap view reaching outside its tensor (NkiTensor._ap defers the check
+    to here): at the instruction's line, naming the line that made the view."""
+    for v in reads + writes:
+        views = bad_ap.get(v.st.uid)
+        if views is None:
+            continue
+        made = views.get(id(v))
+        if made is not None and made[0] is v:
+            raise NkiError(f"{op.name}: {made[1]} (the view made by .ap at {made[2]})", op.loc)
+        bad = v.bounds_error()  # a view made of such a view (its slice, its reshape)
+        if bad is not None:
+            raise NkiError(f"{op.name}: {bad}", op.loc)
 
 
 def _foreign_call(trace, loc):

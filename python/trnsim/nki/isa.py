@@ -416,7 +416,8 @@ def _activation_old(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_re
 @_public
 def activation(*args, **kwargs):
     """dst = op(data * scale + bias) on the Scalar engine, optionally sum-reduced per partition into
-    reduce_res."""
+    reduce_res; reduce_cmd other than idle and reset_reduce, or other than idle without reduce_res (e.g.
+    reset_reduce alone), is NkiUnsupported (the reduce registers across instructions)."""
     if _current(args, kwargs, 1):
         return _activation_new(*args, **kwargs)
     return _activation_old(*args, **kwargs)
@@ -551,7 +552,8 @@ def tensor_scalar_reduce(*args, **kwargs):
     """dst = data op0 operand0 (one arithmetic operator; operand0 a number or a [P, 1] vector) and reduce_res
     [P, 1] = reduce_op (add, subtract, multiply, maximum, minimum) over each partition's results as dst holds
     them (rounded to its dtype: the page reduces dst), folded in FP32 on the Vector engine; reduce_res_negate
-    negates it; reduce_cmd other than reset_reduce is NkiUnsupported."""
+    negates it; reduce_cmd other than reset_reduce, and reduce_init=, are NkiUnsupported (the accumulator
+    registers across instructions)."""
     if _current(args, kwargs, 1):  # the earlier style takes keywords only
         return _tensor_scalar_reduce_new(*args, **kwargs)
     return _tensor_scalar_reduce_old(*args, **kwargs)
@@ -858,16 +860,30 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
     partition, read by the select through a stride-0 view of dst's shape, which its cost does not count; another
     shape is an NkiError); with reduce_res, also its maximum per partition (NKI's NumPy form: np.max(result,
     axis=1, keepdims=True)) by a tensor_reduce(maximum) of dst on Vector after the select (the fused instruction
-    is timed as the two)."""
-    if reverse_pred:
-        unsupported("nki.isa.select_reduce(reverse_pred=True)")
+    is timed as the two). reverse_pred=True (the page's ~predicate, a logical not: on_true where the predicate
+    is 0) is the same select with on_true and on_false swapped, exact for every predicate value as the select's
+    test (predicate != 0, NaN included) is unchanged; it needs on_false as a tile or a [P, 1] vector, since the
+    select's on_true must be read from memory: a number on_false is NkiUnsupported. reduce_cmd other than idle
+    and reset_reduce (or other than idle without reduce_res) is NkiUnsupported."""
     rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.select_reduce", "maximum",
                  "NKI: reduce_op only supports max")
+    if reverse_pred and not isinstance(on_false, NkiTensor):
+        unsupported(f"nki.isa.select_reduce(reverse_pred=True, on_false={on_false!r})", _REVERSE_NUMBER)
     dst, predicate, on_true, on_false, rr = _region(dst, predicate, on_true, on_false, rr)
-    r = _ops.select(dst, predicate, on_true, _on_false_vector(on_false, on_true, dst))
+    on_false = _on_false_vector(on_false, on_true, dst)
+    if reverse_pred:  # predicate == 0 -> on_true: the select of predicate != 0 with the two sides swapped
+        on_true, on_false = on_false, on_true
+    r = _ops.select(dst, predicate, on_true, on_false)
     if rr is not None:
         _ops.tensor_reduce(rr, "maximum", dst, tuple(range(1, dst.ndim)), keepdims=True)
     return r
+
+
+# Why reverse_pred=True with a number on_false is refused: trnsim's select instruction tests predicate != 0 and
+# takes its on_true from memory, so the exact inversion swaps the two sides, which needs on_false in memory.
+_REVERSE_NUMBER = ("the inverted select is modelled as the select with on_true and on_false swapped, which needs "
+                   "on_false in memory: give on_false as a [P, 1] vector tile (e.g. nl.full((P, 1), value, "
+                   "nl.float32)), or invert the predicate")
 
 
 def _on_false_vector(on_false, on_true, dst):

@@ -176,9 +176,16 @@ class par_dim(int):
 class NKIObject:
     """The base class of user classes a kernel uses or takes as a parameter (NKI Language Guide,
     "Classes"; dataclasses too). trnsim runs the kernel as Python, so it is a plain base class: an instance
-    passed to simulate_kernel reaches the kernel as the object passed."""
+    passed to simulate_kernel reaches the kernel as the object passed. Its constructor takes keywords only
+    (NKI's signature `__init__(self, **kwargs)`), each set as an attribute: `Params(scale=2.0)`. A
+    `@dataclass` subclass has the __init__ dataclass makes of its annotated fields; a class attribute without
+    an annotation is no field (Python's rule; NKI's pages do not say NKIObject makes it one), so nki-library's
+    attention_cte, whose `@dataclass class SectionParams(nl.NKIObject)` has only unannotated attributes and
+    is built with keywords, is a TypeError at that call."""
 
-    __slots__ = ()
+    def __init__(self, **kwargs):
+        for name, value in kwargs.items():
+            setattr(self, name, value)
 
 
 DType = _DType  # the type of the dtype objects (annotations `dtype: nl.DType`, isinstance)
