@@ -1211,12 +1211,8 @@ def matmul(x, y, transpose_x=False, mask=None):
                                    st.loc)
         return out
     given = (x, y)
-    box = False
     if mask is not None:
-        if _tiles_only(mask, x, y):
-            (x, y), box = _matmul_tile_mask(mask, x, y, 1 if transpose_x else 0)
-        else:
-            x, y = apply_mask(mask, (x, y))
+        x, y = apply_mask(mask, (x, y))
     masked = (x, y)
     x, y = load_if_hbm(x, "matmul"), load_if_hbm(y, "matmul")
     x, y = to_sbuf(x, "matmul"), to_sbuf(y, "matmul")
@@ -1239,53 +1235,7 @@ def matmul(x, y, transpose_x=False, mask=None):
     _ops.nc_matmul(out, x, y, None, loc=out.st.loc)
     from .isa import _matmul_box
 
-    if box is False:
-        box = _matmul_box(mask, given, masked, False, 1 if transpose_x else 0)
-    return boxed(fresh(out), box)
-
-
-def _tiles_only(mask, x, y):
-    """Whether nl.matmul's mask applies to the result's index space (_matmul_tile_mask): a mask of bounds on
-    2-D index variables that selects something, with 2-D operands none of which is indexed with them."""
-    return (isinstance(mask, Mask) and not mask.empty() and all(
-        type(v) in (NkiTensor, LoadPart) and v.ndim == 2 and not v.vars for v in (x, y)) and all(
-        var.ndim == 2 for var in mask.bounds))
-
-
-def _matmul_tile_mask(mask, x, y, x_mdim):
-    """nl.matmul's mask when its operands are tiles (no nl.arange index of theirs to name an axis): its index
-    space is the result's [M, N], so a variable of axis 0 (`nl.arange(128)[:, None]`) bounds M, x's dim
-    `x_mdim` (0; 1 with transpose_x), and one of axis 1 bounds N, y's free dim. (The axis rule of other calls,
-    dim a of each tile, would bound y's contraction dim K with M's variable.) K is bounded by indexing the
-    operands with the mask's variables (`x[i_m, i_k]`, `y[i_k, i_n]`). Returns the cut operands and the
-    region of [M, N] the result holds (boxed()), M's and N's part of an earlier masked call's result taken
-    as such (_within)."""
-    cuts = {}
-    for var, (lo, hi) in mask.bounds.items():
-        cuts[var.axis] = (var.size, lo, hi)
-    out, full, starts = [], [], []
-    for i, (v, d) in enumerate(((x, x_mdim), (y, 1))):
-        own = box_of(v)
-        n = v.shape[d]
-        f, a = (own[0][d], own[1][d]) if own is not None else (n, 0)
-        if i in cuts:
-            size, lo, hi = cuts[i]
-            if n == size and (own is None or own[0][d] == size):
-                r = (lo, hi) if (lo, hi) != (0, n) else None
-            else:
-                what = (f"the mask variable's range ({size}: the mask's index space is the result's [M, N], "
-                        f"dim {i} {'MN'[i]}, {'x' if i == 0 else 'y'}'s dim {d})")
-                r = _within(own, d, size, lo, hi, v, what)
-            f, a = size, lo
-            if r is not None:
-                w = v.index(tuple(slice(*r) if e == d else slice(None) for e in range(v.ndim)))
-                if w.st.space != HBM and w.pd >= 0 and w.p0 != v.p0:
-                    _engine_start(w.p0, w.partitions)
-                v = w
-        out.append(v)
-        full.append(f)
-        starts.append(a)
-    return tuple(out), (tuple(full), tuple(starts), caller_loc())
+    return boxed(fresh(out), _matmul_box(mask, given, masked, False, 1 if transpose_x else 0))
 
 
 def _contraction_error(x, y, given, transpose_x, mask):
