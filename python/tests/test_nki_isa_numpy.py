@@ -105,12 +105,11 @@ def k_select_reverse_number(x, pr):
 
 def test_select_reduce_reverse_pred_picks_on_true_where_the_predicate_is_zero():
     # The page's ~predicate as a logical not: np.where(predicate == 0, on_true, on_false). A uint8 predicate
-    # holding 0, 1 and 255; a float32 one holding 0, -0.0, 1, 0.5 and NaN (NaN is not 0: on_false, as the
-    # select without reverse_pred takes on_true for it).
+    # holding 0, 1 and 255; an int16 one holding 0, 1, -1 and 300 (the page allows 8- and 16-bit integers).
     x = RNG.standard_normal((128, 64)).astype(np.float32)
     ints = RNG.choice(np.array([0, 1, 255], np.float32), (128, 64))
-    floats = RNG.choice(np.array([0.0, -0.0, 1.0, 0.5, np.nan], np.float32), (128, 64))
-    for pr, pdt in ((ints, nl.uint8), (floats, nl.float32)):
+    wide = RNG.choice(np.array([0, 1, -1, 300], np.float32), (128, 64))
+    for pr, pdt in ((ints, nl.uint8), (wide, nl.int16)):
         for fv in (RNG.standard_normal((128, 64)).astype(np.float32),
                    RNG.standard_normal((128, 1)).astype(np.float32)):
             out, mx = tnki.simulate_kernel(k_select_reverse, x, pr, fv, pdt)
@@ -355,6 +354,33 @@ def test_an_unknown_perf_mode_is_named():
                "quad_row")
     assert "nc_matmul: perf_mode must be an nki.isa.matmul_perf_mode (none, double_row; 'double_row_gen3' is " \
            "double_row's earlier name), got 'quad_row'" in str(e), str(e)
+
+
+@nki.jit
+def k_select_dtypes(x, pdt, tdt, rdt):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    tp, tx = nl.load(x, dtype=pdt), nl.load(x, dtype=tdt)
+    sel = nl.ndarray(x.shape, dtype=tdt, buffer=nl.sbuf)
+    red = nl.ndarray((x.shape[0], 1), dtype=rdt, buffer=nl.sbuf)
+    nisa.select_reduce(dst=sel, predicate=tp, on_true=tx, on_false=0.0, reduce_res=red)  # MARK-select-dtypes
+    nl.store(out, nl.copy(sel, dtype=nl.float32))
+    return out
+
+
+def test_select_reduce_refuses_the_dtypes_its_page_forbids():
+    # tester23y F4: a float predicate, int32 on_true, an integer reduce_res ran silently.
+    from runner import line_of
+
+    x = np.ones((128, 8), np.float32)
+    where = "test_nki_isa_numpy.py:%d" % line_of(__file__, "MARK-select-dtypes")
+    for (pdt, tdt, rdt), why in (
+            ((nl.float32, nl.float32, nl.float32), "predicate is float32; its dtype must be int8, uint8, int16 or "
+                                                   "uint16"),
+            ((nl.uint8, nl.int32, nl.float32), "on_true is int32; any dtype but int32, uint32 and tfloat32"),
+            ((nl.uint8, nl.float32, nl.int32), "reduce_res is int32; its dtype must be a float type")):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, k_select_dtypes, x, pdt, tdt, rdt)
+        assert str(e) == f"{where}: nki.isa.select_reduce: {why} (NKI's select_reduce page)", str(e)
+    assert tnki.simulate_kernel(k_select_dtypes, x, nl.int16, nl.bfloat16, nl.float32).tobytes() == x.tobytes()
 
 
 if __name__ == "__main__":

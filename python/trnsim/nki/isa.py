@@ -864,12 +864,14 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
     is 0) is the same select with on_true and on_false swapped, exact for every predicate value as the select's
     test (predicate != 0, NaN included) is unchanged; it needs on_false as a tile or a [P, 1] vector, since the
     select's on_true must be read from memory: a number on_false is NkiUnsupported. reduce_cmd other than idle
-    and reset_reduce (or other than idle without reduce_res) is NkiUnsupported."""
+    and reset_reduce (or other than idle without reduce_res) is NkiUnsupported. The page's dtype rules (an 8- or
+    16-bit integer predicate, on_true no 32-bit integer, a float reduce_res) are NkiErrors."""
     rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.select_reduce", "maximum",
                  "NKI: reduce_op only supports max")
     if reverse_pred and not isinstance(on_false, NkiTensor):
         unsupported(f"nki.isa.select_reduce(reverse_pred=True, on_false={on_false!r})", _REVERSE_NUMBER)
     dst, predicate, on_true, on_false, rr = _region(dst, predicate, on_true, on_false, rr)
+    _select_reduce_dtypes(predicate, on_true, rr)
     on_false = _on_false_vector(on_false, on_true, dst)
     if reverse_pred:  # predicate == 0 -> on_true: the select of predicate != 0 with the two sides swapped
         on_true, on_false = on_false, on_true
@@ -884,6 +886,21 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
 _REVERSE_NUMBER = ("the inverted select is modelled as the select with on_true and on_false swapped, which needs "
                    "on_false in memory: give on_false as a [P, 1] vector tile (e.g. nl.full((P, 1), value, "
                    "nl.float32)), or invert the predicate")
+
+
+def _select_reduce_dtypes(predicate, on_true, reduce_res):
+    """select_reduce's dtype rules (its NKI page, "Shape and data type constraints"): the predicate an 8- or
+    16-bit integer, on_true any dtype but a 32-bit integer, reduce_res a float dtype. NkiError otherwise."""
+    call = "nki.isa.select_reduce"
+    if isinstance(predicate, NkiTensor) and predicate.dtype.name not in ("int8", "uint8", "int16", "uint16"):
+        raise NkiError(f"{call}: predicate is {predicate.dtype.name}; its dtype must be int8, uint8, int16 or uint16 "
+                       f"(NKI's select_reduce page)")
+    if isinstance(on_true, NkiTensor) and on_true.dtype.name in ("int32", "uint32"):
+        raise NkiError(f"{call}: on_true is {on_true.dtype.name}; any dtype but int32, uint32 and tfloat32 "
+                       f"(NKI's select_reduce page)")
+    if reduce_res is not None and not reduce_res.dtype.name.startswith(("float", "bfloat")):
+        raise NkiError(f"{call}: reduce_res is {reduce_res.dtype.name}; its dtype must be a float type "
+                       f"(NKI's select_reduce page)")
 
 
 def _on_false_vector(on_false, on_true, dst):
