@@ -527,5 +527,76 @@ def test_a_k_tail_mask_on_matmul_bounds_the_contraction():
         assert got.tobytes() == want.tobytes(), (form, np.abs(got - want).max())
 
 
+@tnki.jit
+def _tail_operands_matmul(at, b, form):
+    """at.T @ b for at [K, M] and b [K, N] with M <= 128 and N <= 512 tails (the loads' masks) and a K tail,
+    into a whole [128, 512] PSUM tile: form "dst" the current style nc_matmul(dst=acc, ...), "mask" the
+    earlier style `acc += nc_matmul(x, y, mask=...)` with the K mask on the matmul too. All of acc is
+    stored: its rows and columns the tails do not hold keep their zeros."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    K, M = at.shape
+    N = b.shape[1]
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+    i_k, i_m, i_n = nl.arange(128)[:, None], nl.arange(128)[None, :], nl.arange(512)[None, :]
+    acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range((K + 127) // 128):
+        x = nl.load(at[k * 128 + i_k, i_m], mask=(k * 128 + i_k < K) & (i_m < M))
+        y = nl.load(b[k * 128 + i_k, i_n], mask=(k * 128 + i_k < K) & (i_n < N))
+        if form == "dst":
+            nisa.nc_matmul(dst=acc, stationary=x, moving=y)
+        else:
+            acc += nisa.nc_matmul(x, y, mask=(k * 128 + i_k < K))
+    nl.store(out, nl.copy(acc))
+    return out
+
+
+def test_tail_operands_of_nc_matmul_with_dst_or_mask_go_to_their_rows_and_columns():
+    # tester23y F1, F2: with a masked load's M-tail / N-tail tile, `nisa.nc_matmul(dst=acc, stationary=x,
+    # moving=y)` with a whole [128, 512] acc was "dst [128, 512] must be [96, 512]", and the earlier style
+    # `acc += nisa.nc_matmul(x, y, mask=...)` "`+=` of a nisa.nc_matmul result [96, 300] into a [128, 512]
+    # region". The product goes to its rows and columns of acc; the rest keeps its zeros. Small integers.
+    for k, m, n in ((300, 96, 300), (128, 96, 512), (200, 128, 300), (256, 128, 512)):
+        at, b = _ints((k, m), 11), _ints((k, n), 12)
+        want = np.zeros((128, 512), np.float32)
+        want[:m, :n] = (at.T.astype(np.float64) @ b).astype(np.float32)
+        for form in ("dst", "mask"):
+            got = tnki.simulate_kernel(_tail_operands_matmul, at, b, form)
+            assert got.tobytes() == want.tobytes(), (k, m, n, form, np.abs(got - want).max())
+
+
+@tnki.jit
+def _tail_transpose_into_whole_dst(x, call):
+    """A masked load's partition-tail tile t (rows < 96 of [128, 128]) transposed into a whole [128, 128]
+    dst= (zeros first): the transpose goes to its columns 0-95."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    out = nl.ndarray((128, 128), nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:128]
+    t = nl.load(x[i_p, i_f], mask=(i_p < 96))
+    if call == "nc_transpose":
+        p = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
+        nisa.nc_transpose(dst=p, data=t)
+        nl.store(out, nl.copy(p))
+    else:
+        p = nl.zeros((128, 128), nl.float32, buffer=nl.sbuf)
+        nisa.dma_transpose(dst=p, src=t)
+        nl.store(out, p)
+    return out
+
+
+def test_a_tail_tile_transposed_into_a_whole_dst():
+    # tester23y F1 addendum: "nc_transpose: dst [128, 128] must be [128, 96] for data [96, 128]" (and
+    # dma_transpose's "must be the transpose of src [96, 128]") for a whole-shape dst= of a tail tile.
+    x = _ints((128, 128), 13)
+    want = np.zeros((128, 128), np.float32)
+    want[:, :96] = x[:96].T
+    for call in ("nc_transpose", "dma_transpose"):
+        got = tnki.simulate_kernel(_tail_transpose_into_whole_dst, x, call)
+        assert got.tobytes() == want.tobytes(), (call, np.abs(got - want).max())
+
+
 if __name__ == "__main__":
     main(globals())

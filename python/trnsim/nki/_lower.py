@@ -308,6 +308,25 @@ def box_of(v):
     return (box[0], tuple(starts), box[2]) if not off else None
 
 
+def outer_box(t, full, starts, loc):
+    """Marks the new tile `t`, a masked nisa.nc_matmul's product of tail operands (box_of), with the region
+    of their whole index space it holds (outer_part)."""
+    _boxes()[("outer", t.st.uid)] = (tuple(full), tuple(starts), loc)
+
+
+def outer_part(dst, value):
+    """`dst += value` for a masked nc_matmul's product of tail operands (outer_box) whose own region does not
+    fit dst: dst's view of the rows/columns the product holds when dst has the operands' whole index-space
+    shape, else None."""
+    ob = _boxes().get(("outer", value.st.uid))
+    if ob is None or value.boff != 0 or value.p0 != 0 or tuple(value.shape) != tuple(
+            NkiTensor.whole(value.st).shape) or tuple(dst.shape) != ob[0]:
+        return None
+    if not all(a + n <= m for a, n, m in zip(ob[1], value.shape, ob[0])):
+        return None
+    return dst.index(tuple(slice(a, a + n) for a, n in zip(ob[1], value.shape)))
+
+
 def mask_box(t, full, starts, loc=None):
     """Marks the new tile `t` as a masked call's result: the region at `starts` of the index space `full`;
     `loc`: the kernel line whose mask cut it, for messages (the calling line by default)."""
@@ -471,6 +490,9 @@ def iadd(dst, value):
             if dst.dims != value.dims or dst.pd != value.pd:  # (the same dims: the same shape, nothing to check)
                 if tuple(dst.shape) != tuple(value.shape):
                     part = _masked_part(dst, value)
+                if part.partitions != value.partitions or part.free_size != value.free_size:
+                    outer = outer_part(dst, value)
+                    part = part if outer is None else outer
                 if part.partitions != value.partitions or part.free_size != value.free_size:
                     call = "nl.matmul" if value.st.name == "matmul" else f"nisa.{op.name}"
                     raise NkiError(f"`+=` of a {call} result {list(value.shape)} into a {list(dst.shape)} region: "

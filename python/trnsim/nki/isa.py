@@ -217,7 +217,30 @@ def _nc_matmul_new(dst, stationary, moving, is_stationary_onezero=False, is_movi
                    is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
                    perf_mode=matmul_perf_mode.none, name=None):
     _tile_pos(tile_position, tile_size, "nki.isa.nc_matmul")
-    return _ops.nc_matmul(dst, stationary, moving, accumulate, _perf(perf_mode, "nc_matmul"), is_transpose)
+    perf = _perf(perf_mode, "nc_matmul")
+    if perf == "none" and not is_transpose:
+        dst = _held_dst(dst, (stationary, 1), (moving, 1))
+    return _ops.nc_matmul(dst, stationary, moving, accumulate, perf, is_transpose)
+
+
+def _held_dst(dst, *operands):
+    """A dst= call's dst of the whole index-space shape of tail operands (a masked nl.load's tile: box_of),
+    where the call's own rule wants the held part's shape: the same rows/columns of dst (docs/nki.md
+    "Masks"), the rest of dst untouched. `operands`: (operand, the dim of it each dst dim comes from). dst as
+    given otherwise (its shape matches, or the call's own check names it)."""
+    if not isinstance(dst, NkiTensor) or dst.ndim != len(operands) or not all(
+            isinstance(v, NkiTensor) and v.ndim == 2 for v, _ in operands):
+        return dst
+    if tuple(dst.shape) == tuple(v.shape[d] for v, d in operands):
+        return dst
+    bs = [_lower.box_of(v) for v, _ in operands]
+    if all(b is None for b in bs):
+        return dst
+    full = tuple(b[0][d] if b is not None else v.shape[d] for (v, d), b in zip(operands, bs))
+    starts = tuple(b[1][d] if b is not None else 0 for (v, d), b in zip(operands, bs))
+    if tuple(dst.shape) != full:
+        return dst
+    return dst.index(tuple(slice(a, a + v.shape[d]) for a, (v, d) in zip(starts, operands)))
 
 
 @_named("nc_matmul")
@@ -242,7 +265,19 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
         shape, dt = (stationary.free_size // r, moving.free_size // r), BY_NAME["float32"]
     dst = _result(shape, dt, PSUM, "nc_matmul")
     _ops.nc_matmul(dst, stationary, moving, None, perf, is_transpose)
-    return _lower.boxed(_lower.fresh(dst), _matmul_box(mask, given, (stationary, moving), is_transpose))
+    box = _matmul_box(mask, given, (stationary, moving), is_transpose)
+    result = _lower.boxed(_lower.fresh(dst), box)
+    if mask is not None and box is not None:
+        # Tail operands (box_of): the region of their whole index space the product holds, for a `+=` into
+        # an accumulator of that whole shape (_lower.outer_part), where the masked product's own shape does
+        # not fit.
+        bs = [_lower.box_of(v) for v in given]
+        if any(b is not None for b in bs):
+            full = tuple(b[0][1] if b is not None else f for b, f in zip(bs, box[0]))
+            starts = tuple((b[1][1] if b is not None else 0) + a for b, a in zip(bs, box[1]))
+            if full != tuple(box[0]):
+                _lower.outer_box(result, full, starts, box[2])
+    return result
 
 
 def _matmul_box(mask, given, masked, is_transpose, x_dim=1):
@@ -351,6 +386,7 @@ def quantize_mx(dst, src, dst_scale, name=None):
 
 @_named("nc_transpose")
 def _nc_transpose_new(dst, data, engine=engine.unknown, name=None):
+    dst = _held_dst(dst, (data, 1), (data, 0))
     return _ops.nc_transpose(dst, data, _engine_name(engine, "nc_transpose"))
 
 
@@ -731,6 +767,7 @@ def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mod
 
 @_named("dma_transpose")
 def _dma_transpose_new(dst, src, axes=None, dge_mode=dge_mode.unknown, engine=engine.unknown, name=None):
+    dst = _held_dst(dst, (src, 1), (src, 0))
     return _ops.dma_transpose(dst, src, _engine_name(engine, "dma_transpose"),
                               _enum_value(dge_mode, globals()["dge_mode"], "dma_transpose", "dge_mode"),
                               axes=_dma_axes(axes, src))
