@@ -122,8 +122,11 @@ VADD='"name": "w", "hardware": "trn1", "kernel": "cs149_vector_add", "params": {
 expect "{$VADD, \"lnc\": 2}" "$W: lnc: $T1WHY: set \"lnc\": 1"
 expect "{\"name\": \"w\", \"hardware\": \"trn1\", \"kernel\": \"matmul_mxfp8_backward\", \"params\": {\"M\": 512, \"K\": 512, \"N\": 512, \"run_with_lnc2\": true}, $INPUTS}" \
   "$W: params.run_with_lnc2: $T1WHY: run the kernel with 'run_with_lnc2' off"
-expect "{\"name\": \"w\", \"hardware\": \"trn1\", \"lnc\": 2, \"kernel\": {\"nki\": \"$SRC/examples/nki/softmax.py\", \"function\": \"softmax_kernel\"}, \"inputs\": {\"x\": {\"generator\": \"normal\", \"seed\": 1, \"shape\": [128, 64], \"dtype\": \"float32\"}}}" \
-  "$W: lnc: $T1WHY: set \"lnc\": 1"
+# (an NKI kernel needs trnsim's Python layer: the sanitizer job builds without it)
+if [[ $("$TRNSIM" validate "$SRC/examples/nki/rmsnorm.json" 2>&1) != *"built without Python support"* ]]; then
+  expect "{\"name\": \"w\", \"hardware\": \"trn1\", \"lnc\": 2, \"kernel\": {\"nki\": \"$SRC/examples/nki/softmax.py\", \"function\": \"softmax_kernel\"}, \"inputs\": {\"x\": {\"generator\": \"normal\", \"seed\": 1, \"shape\": [128, 64], \"dtype\": \"float32\"}}}" \
+    "$W: lnc: $T1WHY: set \"lnc\": 1"
+fi
 # Without "lnc", a C++ kernel runs on the LNC2 pair where the hardware has one: on trn1, one core.
 printf '%s\n' "{$VADD}" >"$W"
 if "$TRNSIM" run "$W" --no-numerics --out "$T/out1" >"$T/log1" 2>&1 && grep -q '"cores": 1' "$T/out1/stats.json"; then ok; else
