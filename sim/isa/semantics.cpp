@@ -130,13 +130,17 @@ class Exec {
     return static_cast<uint64_t>(k) * m * n >= (uint64_t{1} << 22) ? num::host_split_threads() : 1;
   }
 
-  // An FP32 tile [m, n] (m, n > 0) whose columns are consecutive floats (the column offsets are the same in
-  // every row).
-  static bool fp32_rows(OperandView& dst, uint64_t m, uint64_t n) {
-    if (dst.dtype() != DType::F32 || m == 0 || n == 0) return false;
+  // Whether x's first n columns are consecutive 4-byte elements (the column offsets are the same in every
+  // row).
+  static bool consecutive_4byte_cols(OperandView& x, uint64_t n) {
     for (uint64_t j = 1; j < n; ++j)
-      if (dst.at(0, j) != dst.at(0, 0) + 4 * j) return false;
+      if (x.at(0, j) != x.at(0, 0) + 4 * j) return false;
     return true;
+  }
+
+  // An FP32 tile [m, n] (m, n > 0) whose columns are consecutive floats.
+  static bool fp32_rows(OperandView& dst, uint64_t m, uint64_t n) {
+    return dst.dtype() == DType::F32 && m > 0 && n > 0 && consecutive_4byte_cols(dst, n);
   }
 
   // An FP32 PSUM tile [m, n] (m, n > 0) whose columns are consecutive floats, in rows at a fixed stride that
@@ -714,12 +718,8 @@ std::optional<std::vector<std::pair<int, int>>> Exec::matmul_mx_pairs(OperandVie
   const uint32_t kp = st.rows();
   const uint64_t m_size = st.cols(), n_size = mv.cols();
   int64_t ldc = 0;
-  const auto consecutive = [](OperandView& x) {
-    for (uint64_t c = 1; c < x.cols(); ++c)
-      if (x.at(0, c) != x.at(0, 0) + 4 * c) return false;
-    return true;
-  };
-  if (!num::pe_matmul_bf16_pairs() || n_size % 32 != 0 || m_size == 0 || !consecutive(st) || !consecutive(mv))
+  if (!num::pe_matmul_bf16_pairs() || n_size % 32 != 0 || m_size == 0 ||
+      !consecutive_4byte_cols(st, m_size) || !consecutive_4byte_cols(mv, n_size))
     return std::nullopt;
   float* c0 = psum_in_place(dst, m_size, n_size, &ldc);
   if (c0 == nullptr) return std::nullopt;
