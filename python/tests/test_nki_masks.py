@@ -511,6 +511,8 @@ def _k_tail_masked_matmul(a, b, form):
         y = nl.load(b[k * 128 + i_k, i_n], mask=(k * 128 + i_k < K))
         if form == "nl":
             acc += nl.matmul(x, y, transpose_x=True, mask=(k * 128 + i_k < K))
+        elif form == "nl_transpose":
+            acc += nl.matmul(nl.transpose(x), y, mask=(k * 128 + i_k < K))
         else:
             acc += nisa.nc_matmul(x, y, mask=(k * 128 + i_k < K))
     nl.store(o, nl.copy(acc))
@@ -520,9 +522,11 @@ def _k_tail_masked_matmul(a, b, form):
 def test_a_k_tail_mask_on_matmul_bounds_the_contraction():
     # tester23y F3: a mask read as bounding M (a result-space rule tried for tester23x F1) made nl.matmul add
     # only rows 0-43 of the last K tile, silently; nl.matmul and nc_matmul follow the one axis rule.
+    # tester23z F2: with x transposed by nl.transpose instead (x [M, K], no transpose_x), the mask cut x's dim 0,
+    # M: rows 44-127 missed the last K tile, silently. The mask is the lowered nc_matmul(x.T, y)'s: K.
     a, b = _ints((300, 128), 9), _ints((300, 512), 10)
     want = (a.T.astype(np.float64) @ b).astype(np.float32)
-    for form in ("nl", "nc"):
+    for form in ("nl", "nl_transpose", "nc"):
         got = tnki.simulate_kernel(_k_tail_masked_matmul, a, b, form)
         assert got.tobytes() == want.tobytes(), (form, np.abs(got - want).max())
 
@@ -546,6 +550,8 @@ def _tail_operands_matmul(at, b, form):
         y = nl.load(b[k * 128 + i_k, i_n], mask=(k * 128 + i_k < K) & (i_n < N))
         if form == "dst":
             nisa.nc_matmul(dst=acc, stationary=x, moving=y)
+        elif form == "nl":
+            acc += nl.matmul(x, y, transpose_x=True, mask=(k * 128 + i_k < K))
         else:
             acc += nisa.nc_matmul(x, y, mask=(k * 128 + i_k < K))
     nl.store(out, nl.copy(acc))
@@ -557,13 +563,55 @@ def test_tail_operands_of_nc_matmul_with_dst_or_mask_go_to_their_rows_and_column
     # moving=y)` with a whole [128, 512] acc was "dst [128, 512] must be [96, 512]", and the earlier style
     # `acc += nisa.nc_matmul(x, y, mask=...)` "`+=` of a nisa.nc_matmul result [96, 300] into a [128, 512]
     # region". The product goes to its rows and columns of acc; the rest keeps its zeros. Small integers.
+    # tester23z F1: nl.matmul(x, y, transpose_x=True, mask=...) of the same tiles was still refused so.
     for k, m, n in ((300, 96, 300), (128, 96, 512), (200, 128, 300), (256, 128, 512)):
         at, b = _ints((k, m), 11), _ints((k, n), 12)
         want = np.zeros((128, 512), np.float32)
         want[:m, :n] = (at.T.astype(np.float64) @ b).astype(np.float32)
-        for form in ("dst", "mask"):
+        for form in ("dst", "mask", "nl"):
             got = tnki.simulate_kernel(_tail_operands_matmul, at, b, form)
             assert got.tobytes() == want.tobytes(), (k, m, n, form, np.abs(got - want).max())
+
+
+@tnki.jit
+def _k_tail_of_x_rows(a, b, var_axis):
+    """a @ b for a [M, K] loaded as K-tail column tiles x [M, 128 or 44] and b as row tiles, with
+    `acc += nl.matmul(x, y, mask=...)` (no transpose_x): `var_axis` 0 the K mask on a variable of axis 0, as
+    nc_matmul(x.T, y) has it; 1 on x's own column variable (axis 1), which bounds M and N instead."""
+    import nki.language as nl
+
+    M, K = a.shape
+    N = b.shape[1]
+    o = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((M, N), nl.float32, buffer=nl.psum)
+    i_m, i_kf = nl.arange(M)[:, None], nl.arange(128)[None, :]
+    i_k, i_n = nl.arange(128)[:, None], nl.arange(N)[None, :]
+    for k in nl.affine_range((K + 127) // 128):
+        x = nl.load(a[i_m, k * 128 + i_kf], mask=(k * 128 + i_kf < K))
+        y = nl.load(b[k * 128 + i_k, i_n], mask=(k * 128 + i_k < K))
+        acc += nl.matmul(x, y, mask=(k * 128 + (i_k if var_axis == 0 else i_kf) < K))  # MARK-k-rows
+    nl.store(o, nl.copy(acc))
+    return o
+
+
+def test_a_k_mask_on_a_matmul_without_transpose_x_is_the_lowered_nc_matmuls():
+    # tester23z F3: a K mask on x's column variable (axis 1) was "dim 1 of operand y [128, 512] is neither the
+    # mask variable's range (128) nor the extent ... selects", saying nothing of K. The rule is nc_matmul's: a
+    # variable of axis 0 bounds K (right here), one of axis 1 M and N: refused with the rule where it does not
+    # fit N, and where it would fit (N = 128) but repeats the K part x holds, refused rather than cutting M, N.
+    a = _ints((128, 300), 13)
+    for n in (512, 128):
+        b = _ints((300, n), 14)
+        got = tnki.simulate_kernel(_k_tail_of_x_rows, a, b, 0)
+        assert got.tobytes() == (a.astype(np.float64) @ b).astype(np.float32).tobytes(), n
+    with open(__file__) as f:
+        at = next(f"test_nki_masks.py:{i}: nl.matmul: " for i, t in enumerate(f, 1) if "# MARK-k-rows" in t)
+    e = str(raises(NkiError, tnki.simulate_kernel, _k_tail_of_x_rows, a, _ints((300, 512), 14), 1))
+    assert e.startswith(at + "mask: dim 1 of operand") and "[128, 512]" in e and (
+        "a variable of axis 0 (nl.arange(n)[:, None]) bounds the contraction dim K of both operands" in e), e
+    e = str(raises(NkiError, tnki.simulate_kernel, _k_tail_of_x_rows, a, _ints((300, 128), 14), 1))
+    assert e.startswith(at) and ("bounds a variable of axis 1 to [0, 44), the very part of x's K (dim 1) that x "
+                                 "holds from a masked load" in e and "here it would cut M and N to [0, 44)" in e), e
 
 
 @tnki.jit

@@ -530,7 +530,7 @@ def psum_matmul_update(sym, dst, value):
 # ---- masks
 
 
-def apply_mask(mask, views, skip=False, box=False, dma=False):
+def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None):
     """The views restricted to what `mask` allows (NKI's tile masking, docs/nki.md "Masks").
 
     A mask is a conjunction (&) of bounds on nl.arange index variables (_index.Mask); each bound names the
@@ -549,7 +549,10 @@ def apply_mask(mask, views, skip=False, box=False, dma=False):
     existing tensor); NkiError for a call that would return an empty new tile. With `box`, returns (views,
     region): the region of the call's index space that its result holds (for boxed()), or None. Unless the
     call is a DMA (`dma`), a mask that moves an on-chip operand's first partition must leave it where a
-    compute engine's instruction may start (NkiError naming it otherwise)."""
+    compute engine's instruction may start (NkiError naming it otherwise). `axes`: per view, None or {axis:
+    dim}, the dim of that view (a tile without variables, with no indexed view) the variable of an axis bounds
+    where it is not the axis itself (nl.matmul's x [M, K] without transpose_x, whose mask is that of
+    nc_matmul(x.T, y): axis 0 bounds its K, dim 1)."""
     if mask is None or mask is True:
         for v in views:
             if type(v) is Unbounded:
@@ -583,7 +586,7 @@ def apply_mask(mask, views, skip=False, box=False, dma=False):
     else:
         cuts = region = None
     out = []
-    for v in views:
+    for i, v in enumerate(views):
         if not isinstance(v, NkiTensor):
             out.append(v)
             continue
@@ -593,7 +596,7 @@ def apply_mask(mask, views, skip=False, box=False, dma=False):
         if v.vars:
             vc = {d: bounds[var] for d, var in enumerate(v.vars) if var is not None and var in bounds}
         else:
-            vc, r = _tile_cuts(v, ref, cuts, bounds)
+            vc, r = _tile_cuts(v, ref, cuts, bounds, axes[i] if axes else None)
             if region is None:
                 region = r
         idx = tuple(slice(vc[d][0], vc[d][1]) if d in vc else slice(None) for d in range(v.ndim))
@@ -641,9 +644,10 @@ def _empty(skip, views, box):
     return (out, None) if box else out
 
 
-def _tile_cuts(v, ref, cuts, bounds):
+def _tile_cuts(v, ref, cuts, bounds, axes=None):
     """The dims to cut of a tile `v` (a view without index variables) under the mask `bounds`, as slices of
-    v ({dim: (lo, hi)}), and the region of the index space v's cut holds (full shape, first index per dim)."""
+    v ({dim: (lo, hi)}), and the region of the index space v's cut holds (full shape, first index per dim).
+    `axes`: {axis: dim of v} where a variable's axis bounds another dim of v (apply_mask)."""
     shape = tuple(v.shape)
     own = box_of(v)  # an earlier masked call's result: the region it holds
     vc = {}
@@ -685,7 +689,8 @@ def _tile_cuts(v, ref, cuts, bounds):
         # rank (a [P, F] reduction result masked with the first variable of a 3-D index space).
         if var.ndim != v.ndim and not (var.axis == 0 and v.pd == 0):
             continue
-        d, n = var.axis, shape[var.axis]
+        d = axes.get(var.axis, var.axis) if axes else var.axis
+        n = shape[d]
         if n == 1 and var.size != 1:
             continue  # a broadcast dim (a [P, 1] bias or scalar operand)
         region_full[d], region_starts[d] = var.size, lo
@@ -1234,7 +1239,7 @@ def matmul(x, y, transpose_x=False, mask=None):
         return out
     given = (x, y)
     if mask is not None:
-        x, y = apply_mask(mask, (x, y))
+        x, y = matmul_mask(mask, x, y, 1 if transpose_x else 0, "nl.matmul")
     masked = (x, y)
     x, y = load_if_hbm(x, "matmul"), load_if_hbm(y, "matmul")
     x, y = to_sbuf(x, "matmul"), to_sbuf(y, "matmul")
@@ -1255,9 +1260,43 @@ def matmul(x, y, transpose_x=False, mask=None):
         raise _contraction_error(x, y, given, transpose_x, mask)
     out = _ops.new_tile((x.free_size, y.free_size), F32, PSUM, "matmul")
     _ops.nc_matmul(out, x, y, None, loc=out.st.loc)
-    from .isa import _matmul_box
+    from .isa import _matmul_box, _outer_tail
 
-    return boxed(fresh(out), _matmul_box(mask, given, masked, False, 1 if transpose_x else 0))
+    x_m = 1 if transpose_x else 0
+    box = _matmul_box(mask, given, masked, False, x_m)
+    return _outer_tail(boxed(fresh(out), box), mask, box, given, x_m)
+
+
+_MATMUL_MASK_RULE = (
+    "a matmul's mask is that of nisa.nc_matmul(stationary=x.T, moving=y) (nki.language.matmul: matmul(x, y) "
+    "lowers to nc_matmul(transpose(x), y)): of tiles, a variable of axis 0 (nl.arange(n)[:, None]) bounds the "
+    "contraction dim K of both operands and one of axis 1 (nl.arange(n)[None, :]) the free dims, M of x and N of "
+    "y; a K, M or N tail held by masked loads needs no mask here")
+
+
+def matmul_mask(mask, x, y, x_m, call):
+    """(x, y) cut to `mask` for a matmul of x and y whose result's rows M come from dim `x_m` of x (0: nl.matmul's
+    x [M, K] without transpose_x; 1: x.T [K, M], nc_matmul's stationary): the mask is the lowered nc_matmul's,
+    so for tiles (views without index variables) a variable of axis 0 bounds K of both and one of axis 1 M and
+    N (_MATMUL_MASK_RULE); indexed views as apply_mask has them (by their variables). NkiError with that rule
+    for a mask that does not fit, and for an axis-1 variable bounding x [M, K] with the very range of K that x
+    holds from a masked load (a K tail written in x's own layout, which would cut M and N instead)."""
+    plain = all(isinstance(v, NkiTensor) and not v.vars and v.ndim == 2 for v in (x, y))
+    if plain and x_m == 0 and isinstance(mask, Mask):
+        own = box_of(x)
+        for var, (lo, hi) in mask.bounds.items():
+            if (var.ndim == 2 and var.axis == 1 and own is not None and own[0][1] != x.shape[1]
+                    and (own[1][1], own[1][1] + x.shape[1]) == (lo, hi) and (lo, hi) != (0, var.size)):
+                raise NkiError(f"{call}: {_mask_words(caller_loc(), 'the mask')} bounds a variable of axis 1 to "
+                               f"[{lo}, {hi}), the very part of x's K (dim 1) that x holds from a masked load; but "
+                               + _MATMUL_MASK_RULE + f": here it would cut M and N to [{lo}, {hi}). Drop the "
+                               f"mask (the loads hold the K tail), or bound K with a variable of axis 0")
+    try:
+        return apply_mask(mask, (x, y), axes=({0: 1, 1: 0}, None) if plain and x_m == 0 else None)
+    except NkiError as e:
+        if not plain:
+            raise
+        raise type(e)(f"{call}: {e.bare}; {_MATMUL_MASK_RULE}", e.loc) from None
 
 
 def _contraction_error(x, y, given, transpose_x, mask):

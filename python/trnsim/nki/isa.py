@@ -251,7 +251,8 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
         ignored_kwargs("nki.isa.nc_matmul", kwargs)
     _tile_pos(tile_position, tile_size, "nki.isa.nc_matmul")
     given = (stationary, moving)
-    stationary, moving = _apply_mask(mask, stationary, moving)
+    if mask is not None:
+        stationary, moving = _lower.matmul_mask(mask, stationary, moving, 1, "nki.isa.nc_matmul")
     _check_masked_contraction(given, (stationary, moving), mask)
     from ._dtypes import BY_NAME
 
@@ -266,17 +267,22 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
     dst = _result(shape, dt, PSUM, "nc_matmul")
     _ops.nc_matmul(dst, stationary, moving, None, perf, is_transpose)
     box = _matmul_box(mask, given, (stationary, moving), is_transpose)
-    result = _lower.boxed(_lower.fresh(dst), box)
-    if mask is not None and box is not None:
-        # Tail operands (box_of): the region of their whole index space the product holds, for a `+=` into
-        # an accumulator of that whole shape (_lower.outer_part), where the masked product's own shape does
-        # not fit.
-        bs = [_lower.box_of(v) for v in given]
-        if any(b is not None for b in bs):
-            full = tuple(b[0][1] if b is not None else f for b, f in zip(bs, box[0]))
-            starts = tuple((b[1][1] if b is not None else 0) + a for b, a in zip(bs, box[1]))
-            if full != tuple(box[0]):
-                _lower.outer_box(result, full, starts, box[2])
+    return _outer_tail(_lower.boxed(_lower.fresh(dst), box), mask, box, given, 1)
+
+
+def _outer_tail(result, mask, box, given, x_dim):
+    """A masked matmul's `result` (its `box` from _matmul_box) of tail operands (box_of: a masked nl.load's
+    tile), marked with the region of their whole index space it holds, for a `+=` into an accumulator of that
+    whole shape (_lower.outer_part), where the masked product's own shape does not fit. `x_dim`: the dim of
+    given[0] the result's rows come from."""
+    if mask is None or box is None:
+        return result
+    bs = [_lower.box_of(v) for v in given]
+    if any(b is not None for b in bs):
+        full = tuple(b[0][d] if b is not None else f for b, f, d in zip(bs, box[0], (x_dim, 1)))
+        starts = tuple((b[1][d] if b is not None else 0) + a for b, a, d in zip(bs, box[1], (x_dim, 1)))
+        if full != tuple(box[0]):
+            _lower.outer_box(result, full, starts, box[2])
     return result
 
 
@@ -302,10 +308,15 @@ def _matmul_box(mask, given, masked, is_transpose, x_dim=1):
             return None
         return tuple(full), tuple(starts), (bs[0] or bs[1])[2]
     full = (given[0].shape[x_dim], given[1].shape[1])
+    # Tiles (no variables): the variable of axis 1 bounds both free dims (_lower.matmul_mask).
+    free = [b for var, b in mask.bounds.items() if var.ndim == 2 and var.axis == 1] if isinstance(mask, Mask) else []
     starts = []
     for v, d in zip(given, (x_dim, 1)):
-        var = v.vars[d] if v.vars else None
-        starts.append(mask.bounds[var][0] if isinstance(mask, Mask) and var in mask.bounds else 0)
+        if v.vars:
+            var = v.vars[d]
+            starts.append(mask.bounds[var][0] if isinstance(mask, Mask) and var in mask.bounds else 0)
+        else:
+            starts.append(free[0][0] if free and not any(w.vars for w in given) else 0)
     return full, tuple(starts), _lower.caller_loc()
 
 
