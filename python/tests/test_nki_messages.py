@@ -165,6 +165,35 @@ def test_baremetal_kernel_runs_everywhere_and_warns_of_ntff():
         assert os.path.getsize(trace) > 0
 
 
+def scaled_by_programs(x):
+    """x * num_programs, each program storing its share of x's 256 rows: tells a launch grid of 2 from 1."""
+    n, pid = nl.num_programs(0), nl.program_id(0)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for t in nl.affine_range(2 // n):
+        r = (pid * (2 // n) + t) * 128
+        nl.store(out[r:r + 128, :], nl.multiply(nl.load(x[r:r + 128, :]), n))
+    return out
+
+
+def test_baremetal_simulate_benchmark_and_profile_take_a_launch_grid():
+    # tester23aa F1: nki-samples' harnesses launch `baremetal(kernel)[bs, heads](...)` and
+    # `bench = benchmark(warmup=5, iters=10)(kernel); bench[bs, heads](...)`, then read bench.benchmark_result:
+    # "TypeError: 'function' object is not subscriptable" ('_Benchmarked' for benchmark).
+    import tempfile
+
+    x = np.arange(256 * 64, dtype=np.float32).reshape(256, 64)
+    for grid in (1, 2):
+        want = (x * grid).tobytes()
+        assert nki.baremetal(scaled_by_programs)[grid](x).tobytes() == want
+        assert nki.simulate(scaled_by_programs)[grid](x).tobytes() == want
+        assert tnki.simulate_kernel(nki.baremetal(scaled_by_programs)[grid], x).tobytes() == want
+        bench = nki.benchmark(warmup=5, iters=10)(scaled_by_programs)
+        assert bench[grid](x).tobytes() == want
+        assert bench.benchmark_result.nc_latency.get_latency_percentile(50) > 0
+        with tempfile.TemporaryDirectory() as d:
+            assert nki.profile(working_directory=d)(scaled_by_programs)[grid](x).tobytes() == want
+
+
 @nki.jit
 def reduce_with(x, op):
     t = nl.load(x)

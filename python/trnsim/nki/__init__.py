@@ -55,8 +55,25 @@ def baremetal(kernel=None, **kwargs):
     return _baremetal(_as_kernel(kernel), options)
 
 
+class _Launch:
+    """What nki.baremetal, nki.simulate and nki.profile return: call it with the arrays to run the kernel;
+    `[grid]` gives the same with the kernel launched on that grid (nki-samples' harnesses write
+    `baremetal(kernel)[bs, heads](...)`); a kernel simulate_kernel, benchmark and a workload accept
+    (`__trnsim_kernel__`)."""
+
+    def __init__(self, kernel, run):
+        self.__trnsim_kernel__ = kernel
+        self._run = run  # run(kernel, args, kwargs)
+
+    def __call__(self, *args, **kwargs):
+        return self._run(self.__trnsim_kernel__, args, kwargs)
+
+    def __getitem__(self, grid):
+        return _Launch(self.__trnsim_kernel__[grid], self._run)
+
+
 def _baremetal(kernel, options):
-    def run(*args, **kw):
+    def run(kernel, args, kw):
         if options is None:
             return simulate_kernel(kernel, *args, **kw)
         outs = _platform_benchmark(kernel, *args, **dict(options, **kw)).outputs
@@ -64,8 +81,7 @@ def _baremetal(kernel, options):
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    run.__trnsim_kernel__ = kernel
-    return run
+    return _Launch(kernel, run)
 
 
 def simulate(kernel):
@@ -122,15 +138,23 @@ class _Benchmarked:
     """What nki.benchmark(kernel, warmup=..., iters=...) returns in NKI: call it with the arrays, then read
     `.benchmark_result.nc_latency.get_latency_percentile(p)` (a simulated run is deterministic: one run)."""
 
-    def __init__(self, kernel, options):
+    def __init__(self, kernel, options, parent=None):
         self.kernel = kernel
         self.options = options  # benchmark()'s keyword arguments besides the arrays, checked already
         self.benchmark_result = None
+        self._parent = parent  # the object `[grid]` was taken of: its benchmark_result is this run's too
 
     def __call__(self, *args, **kwargs):
         self.benchmark_result = _platform_benchmark(self.kernel, *args, **dict(self.options, **kwargs))
+        if self._parent is not None:
+            self._parent.benchmark_result = self.benchmark_result
         return self.benchmark_result.outputs[0] if len(self.benchmark_result.outputs) == 1 else tuple(
             self.benchmark_result.outputs)
+
+    def __getitem__(self, grid):
+        """The kernel launched on `grid` (nki-samples: `bench = benchmark(warmup=5, iters=10)(kernel);
+        bench[bs, heads](...)`, then `bench.benchmark_result`)."""
+        return _Benchmarked(self.kernel[grid], self.options, self)
 
 
 _NKI_BENCH_OPTIONS = ("warmup", "iters", "save_neff_name", "save_trace_name", "additional_compile_opt",
@@ -211,13 +235,7 @@ def profile(func=None, **kwargs):
 
 
 def _profiled(func, opts):
-    kernel = _as_kernel(func)
-
-    def run(*args, **kw):
-        return _profile_run(kernel, opts, args, kw)
-
-    run.__trnsim_kernel__ = kernel
-    return run
+    return _Launch(_as_kernel(func), lambda kernel, args, kw: _profile_run(kernel, opts, args, kw))
 
 
 def _profile_options(kw):
