@@ -8,7 +8,8 @@ the C++ twin emits the same instructions in the same per-engine order. `schedule
 descriptors: Trn1) is the loop as the published Trn1 binaries compile it (the C++ twin's header cites them):
 each iteration's tiles are their own slices of three tiles declared before the loop, as many iterations as
 SBUF holds (a [rows, cols] FP32 tile rounded to the C++ builder's 64 B granule), the next such group reusing
-them.
+them. `vector_add_disable_dge` is the kernel compiled with --disable-dge (its DMAs use precomputed
+descriptors, as the C++ twin's disable_dge).
 """
 
 import nki
@@ -16,7 +17,6 @@ import nki.isa as nisa
 import nki.language as nl
 
 
-@nki.jit
 def vector_add(a, b, variant="stream", row_chunk=128, free_dim=2, edition="2025", schedule="loop"):
     n = a.shape[0]
     if edition not in ("2024", "2025"):
@@ -67,6 +67,12 @@ def vector_add(a, b, variant="stream", row_chunk=128, free_dim=2, edition="2025"
         for i in nl.affine_range(min(sets, trips - g)):
             add(g + i, a_tiles[:, i, :], b_tiles[:, i, :], res[:, i, :])
     return out
+
+
+# The 2025 assignment's run_benchmark.py compiles its profiled runs with --disable-dge (the C++ twin's
+# disable_dge parameter): the same kernel compiled so.
+vector_add_disable_dge = nki.jit(additional_compile_opt="--disable-dge")(vector_add)
+vector_add = nki.jit(vector_add)
 
 
 def vector_add_ref(a, b, variant="stream", free_dim=2, edition="2025", **_):

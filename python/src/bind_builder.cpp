@@ -279,6 +279,8 @@ void bind_builder(pyb::module_& m) {
       .def("declare_only", [](const KH& h) { return h.get().declare_only(); })
       .def("instructions_left", [](const KH& h) { return h.get().instructions_left(); })
       .def(
+          "set_disable_dge", [](const KH& h, bool on) { h.get().set_disable_dge(on); }, pyb::arg("on"))
+      .def(
           "warn",
           [](const KH& h, const std::string& at, const std::string& message) { h.get().warn(at, message); },
           pyb::arg("at"), pyb::arg("message"))

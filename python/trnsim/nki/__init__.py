@@ -129,6 +129,9 @@ def simulate_kernel(kernel, *args, **kwargs):  # noqa: F811
 
 
 def _platform_benchmark(kernel, *args, **kwargs):
+    opt = kwargs.pop("_compile_opt", None)
+    if opt:
+        kernel = _compiled_with(kernel, opt)
     r = _platform_benchmark_fn(kernel, *args, **kwargs)
     r.outputs = _as_returned(list(r.outputs))
     return r
@@ -195,7 +198,27 @@ def _bench_options(kwargs, call="benchmark"):
     if nki.get("device_count") not in (None, 1):
         raise ValueError("%s: device_count=%r: trnsim simulates one device" % (call, nki["device_count"]))
     kwargs["_nki_options"] = {k: nki[k] for k in ("warmup", "iters") if nki.get(k) is not None}
+    if nki.get("additional_compile_opt"):
+        kwargs["_compile_opt"] = _compile_opt(nki["additional_compile_opt"], call)
     return kwargs
+
+
+def _compile_opt(opt, call):
+    if not isinstance(opt, str):
+        raise TypeError("%s: additional_compile_opt=%r: expected a string of compiler options" % (call, opt))
+    return opt
+
+
+def _compiled_with(kernel, opt):
+    """The kernel with `opt` (nki.benchmark's / baremetal's / profile's additional_compile_opt) after its own
+    @nki.jit(additional_compile_opt=...): the options trnsim reads from it (docs/nki.md) apply to the run."""
+    from ._jit import JitKernel
+
+    k = _as_kernel(getattr(kernel, "__trnsim_kernel__", kernel))
+    own = k.options.get("additional_compile_opt") or ""
+    out = JitKernel(k.fn, k.grid_given, dict(k.options, additional_compile_opt=(own + " " + opt).strip()))
+    out.grid_loc = k.grid_loc
+    return out
 
 
 def benchmark(kernel=None, *args, **kwargs):  # noqa: F811
@@ -270,8 +293,10 @@ def _profile_options(kw):
     overwrite = kw.get("overwrite", False)
     if not isinstance(overwrite, bool):
         raise TypeError("nki.profile: overwrite=%r: expected True or False" % (overwrite,))
-    return {"folder": wd, "trace": trace, "overwrite": overwrite, "profile_nth": nth,
-            "run": {k: kw[k] for k in ("hardware", "lnc") if k in kw}}
+    run = {k: kw[k] for k in ("hardware", "lnc") if k in kw}
+    if kw.get("additional_compile_opt"):
+        run["_compile_opt"] = _compile_opt(kw["additional_compile_opt"], "nki.profile")
+    return {"folder": wd, "trace": trace, "overwrite": overwrite, "profile_nth": nth, "run": run}
 
 
 def _profile_run(kernel, opts, args, kw):

@@ -33,9 +33,16 @@ track_written_inputs = False
 written_inputs = []
 
 
-def _schedule_mode(opts):
+def _compile_flags(opts):
+    """The Neuron compiler flags of the kernel's additional_compile_opt that trnsim models, as written without
+    spaces: --enable-instruction-scheduling=false (program order, docs/nki.md "Scheduling") and --disable-dge
+    (DMAs with precomputed descriptors instead of the hardware DGE, as a C++ kernel's set_disable_dge)."""
     extra = str(opts.get("additional_compile_opt") or "")
-    if "--enable-instruction-scheduling=false" in extra.replace(" ", ""):
+    return {f for f in ("--enable-instruction-scheduling=false", "--disable-dge") if f in extra.replace(" ", "")}
+
+
+def _schedule_mode(opts):
+    if "--enable-instruction-scheduling=false" in _compile_flags(opts):
         return "program_order"
     return opts.get("schedule", "pipelined")
 
@@ -215,6 +222,8 @@ def _build_core(kernel, args, kwargs):
     k = _core.Kernel.current()
     if k is None:
         raise NkiError("a kernel's traced function runs inside trnsim's build (trnsim run / simulate_kernel)")
+    if "--disable-dge" in _compile_flags(kernel.options):
+        k.set_disable_dge(True)
     core, cores = k.program_id(), k.num_programs()
     if core == 0:
         _print.printed.clear()
