@@ -134,6 +134,7 @@ def _platform_benchmark(kernel, *args, **kwargs):
         kernel = _compiled_with(kernel, opt)
     r = _platform_benchmark_fn(kernel, *args, **kwargs)
     r.outputs = _as_returned(list(r.outputs))
+    r.raw_outputs = _as_returned(list(r.raw_outputs))
     return r
 
 

@@ -212,7 +212,7 @@ def _written_back(name, out, given):
     return a
 
 
-def _ordered_outputs(run, given):
+def _ordered_outputs(run, given, names_out=None):
     """The run's outputs in return order (an input the kernel returned: the caller's array, written back); a RuntimeWarning for each of the build's warnings (a read of SBUF or
     PSUM no instruction wrote, an output some of whose bytes no instruction writes, at its kernel line), else
     for each float output whose every value is NaN (HBM the kernel never wrote reads as NaN)."""
@@ -230,6 +230,8 @@ def _ordered_outputs(run, given):
     if set(returned_names) == set(names):
         names = returned_names  # a tensor the kernel returned twice is given back twice, as the same array
     ordered = [(n, outs[n]) for n in names if n in outs]
+    if names_out is not None:
+        names_out[:] = [n for n, _ in ordered]
     for w in run.warnings:
         # "file.py:LINE: message": attributed to that kernel line (its file's path as the trace saw it)
         m = _LOC.match(w)
@@ -280,7 +282,8 @@ class _Latency:
 
 class BenchmarkResult:
     """The simulated run of ``benchmark``: ``latency_ns``, ``latency_us``, ``stats`` (stats.json as a dict),
-    ``trace`` (its path or None), ``outputs`` (NumPy arrays; none when timing only), ``checks`` (with a reference),
+    ``trace`` (its path or None), ``outputs`` (NumPy arrays; none when timing only), ``raw_outputs`` (the same,
+    bfloat16 and FP8 ones as their bits: uint16 / uint8, as the .npy files hold them), ``checks`` (with a reference),
     ``nc_latency.get_latency_percentile(p)`` as in NKI's benchmark result, and ``warmup`` / ``iters`` as
     given (NKI's options; a simulated run is deterministic, so it runs once)."""
 
@@ -289,7 +292,13 @@ class BenchmarkResult:
         self.latency_ns = float(self.stats["total_time_ns"])
         self.latency_us = self.latency_ns / 1e3
         self.trace = trace or None
-        self.outputs = _ordered_outputs(run, given or {})
+        names = []
+        self.outputs = _ordered_outputs(run, given or {}, names)
+        # The bits of the outputs NumPy has no dtype for (bfloat16, FP8: uint16 / uint8, as the .npy files hold
+        # them), where the float32 values of `outputs` lose NaN payloads; the others are `outputs`' arrays.
+        raw = run.outputs(raw=True) if self.outputs else {}
+        self.raw_outputs = [raw[n] if n in raw and raw[n].dtype != a.dtype else a
+                            for n, a in zip(names, self.outputs)]
         self.checks = run.checks()
         self.passed = all(c["pass"] for c in self.checks)
         self.nc_latency = _Latency(self.latency_us)
