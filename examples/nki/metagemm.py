@@ -129,8 +129,9 @@ def _metagemm(lhs, rhs, transposed, loop_order, tiles_per_block_m, tiles_per_blo
         # The port's PSUM split: the matmul tiles keep half the banks, the transposes get the others (each at
         # most one bank per tile it makes), each rotating over its banks in turn. Written as two PSUM tensors
         # with a block dim declared before the loops, one block per bank, indexed by a running count modulo
-        # their blocks (PSUM keeps its block dims in the NKI Block Dimension Migration Guide, whose PSUM
-        # migration is still to come; trnsim gives each block alive its own bank, docs/nki.md "Allocation").
+        # their blocks (NKI Beta 1's form: PSUM keeps its block dims in the NKI Block Dimension Migration Guide,
+        # whose PSUM migration is still to come; trnsim gives each block alive its own bank; docs/nki.md,
+        # "What differs from the Neuron compiler").
         banks = nl.tile_size.psum_num_banks
         lm, lk = pl.held(M_, pl.lhs), pl.held(K_, pl.lhs)
         om, on, rn = pl.held(M_, pl.result), pl.held(N_, pl.result), pl.held(N_, pl.rhs)
