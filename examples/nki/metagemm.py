@@ -1,15 +1,19 @@
-"""result[M, N] = lhsT[K, M]^T @ rhs[K, N] in BF16: the NKI Python twin of kernels/calibration/metagemm (the
-port of nki-autotune's MetaGEMM template) in its lhsT layout, our code. Tiles M 128, N 512, K 128; each axis
-has `tiles_per_block_*` tiles per block. Three block loops in `loop_order` (outermost first); the loop at
-position p runs its axis' blocks if an operand loaded deeper uses that axis, else once. lhsT, rhs and the
-result are declared at their load positions (inside the loops that enclose them) as one SBUF tensor each,
-zeroed, then filled tile by tile (the axes whose loop encloses the position take their block's tiles, the
-others all their tiles); innermost, each (m, n) tile of the overlap gets its K tiles' matmuls in a PSUM tile,
-added into the result, which is stored when K's position is left. Load positions: given, or the port's
-reading of the template's guidance (the innermost position at or above the loop of the axis the operand
-lacks where it fits once; else, as every position inside that loop loads the operand as often, the outermost
-at which the allocation rule gives it two buffers, else the innermost). Compiled with the scheduler off
-(program order), as nki-autotune compiles its kernels. The lhs layout (transposes through PSUM) has no twin yet.
+"""result[M, N] = lhsT[K, M]^T @ rhs[K, N] (`metagemm`) or lhs[M, K] @ rhs[K, N] (`metagemm_lhs`) in BF16: the
+NKI Python twin of kernels/calibration/metagemm (the port of nki-autotune's MetaGEMM template) in both its
+layouts, our code. Tiles M 128, N 512, K 128; each axis has `tiles_per_block_*` tiles per block. Three block
+loops in `loop_order` (outermost first); the loop at position p runs its axis' blocks if an operand loaded
+deeper uses that axis, else once. lhs (or lhsT), rhs and the result are declared at their load positions
+(inside the loops that enclose them) as one SBUF tensor each, zeroed, then filled tile by tile (the axes whose
+loop encloses the position take their block's tiles, the others all their tiles); lhs (M on the partitions)
+then has each tile transposed on the Tensor engine into PSUM and copied back in place. Innermost, each (m, n)
+tile of the overlap gets its K tiles' matmuls in a PSUM tile, added into the result, which is stored when K's
+position is left. Load positions: given, or the port's reading of the template's guidance (the innermost
+position at or above the loop of the axis the operand lacks where it fits once; else, as every position
+inside that loop loads the operand as often, the outermost at which the allocation rule gives it two buffers,
+else the innermost). PSUM: the lhsT layout's matmul tile is declared in the loop (the allocation rule gives it
+every free bank); in the lhs layout the port splits the banks, half for the matmul tiles and the rest for the
+transposes, which the twin writes as two PSUM tensors with a block dim (one bank per block) rotated by index.
+Compiled with the scheduler off (program order), as nki-autotune compiles its kernels.
 """
 
 import copy
@@ -68,6 +72,13 @@ class _Plan:
             used += n * size
         return 1
 
+    def declarations(self, at):
+        """Times an operand declared at position `at` is declared: the trip counts of the loops around it."""
+        d = 1
+        for q in range(at):
+            d *= self.range[q]
+        return d
+
     def absolute(self, r, axes):
         a, b = sorted((self.pos[axes[0]], self.pos[axes[1]]))
         return 0 if r == 0 else a + 1 if r == 1 else b + 1
@@ -103,10 +114,9 @@ class _Plan:
         return best if best is not None else twice if twice is not None else self.absolute(2, axes)
 
 
-@nki.jit(additional_compile_opt="--enable-instruction-scheduling=false")
-def metagemm(lhsT, rhs, loop_order="MNK", tiles_per_block_m=1, tiles_per_block_n=1, tiles_per_block_k=1,
-             lhs_position=None, rhs_position=None):
-    K, M = lhsT.shape
+def _metagemm(lhs, rhs, transposed, loop_order, tiles_per_block_m, tiles_per_block_n, tiles_per_block_k,
+              lhs_position, rhs_position):
+    K, M = lhs.shape if transposed else lhs.shape[::-1]
     N = rhs.shape[1]
     result = nl.ndarray((M, N), dtype=nl.bfloat16, buffer=nl.shared_hbm, name="result")
     sbuf_bytes = nl.tile_size.total_available_sbuf_size
@@ -114,6 +124,28 @@ def metagemm(lhsT, rhs, loop_order="MNK", tiles_per_block_m=1, tiles_per_block_n
                lhs_position, rhs_position, sbuf_bytes)
     var = [-1, -1, -1]  # current block of each axis (-1: no enclosing loop)
     st = {}  # the operands in SBUF: "L", "R", "O" -> (tile, first tile along M, N, K)
+    psum = None
+    if not transposed:
+        # The port's PSUM split: the matmul tiles keep half the banks, the transposes get the others (each at
+        # most one bank per tile it makes), each rotating over its banks in turn. Written as two PSUM tensors
+        # with a block dim declared before the loops, one block per bank, indexed by a running count modulo
+        # their blocks (NKI Beta 1's form: PSUM keeps its block dims in the NKI Block Dimension Migration Guide,
+        # whose PSUM migration is still to come; trnsim gives each block alive its own bank; docs/nki.md,
+        # "What differs from the Neuron compiler").
+        banks = nl.tile_size.psum_num_banks
+        lm, lk = pl.held(M_, pl.lhs), pl.held(K_, pl.lhs)
+        om, on, rn = pl.held(M_, pl.result), pl.held(N_, pl.result), pl.held(N_, pl.rhs)
+        mm_n = min(banks // 2, pl.declarations(3) * min(lm, om) * min(rn, on))
+        tr_n = min(banks - mm_n, pl.declarations(pl.lhs) * lm * lk)
+        psum = {"mm": nl.ndarray((mm_n, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum,
+                                 name="result_tile"),
+                "tr": nl.ndarray((tr_n, nl.par_dim(128), 128), dtype=nl.bfloat16, buffer=nl.psum, name="tileT"),
+                "n": {"mm": 0, "tr": 0}}
+
+    def psum_tile(kind):
+        t, n = psum[kind], psum["n"][kind]
+        psum["n"][kind] = n + 1
+        return t[n % t.shape[0]]
 
     def first(axis, at):
         return var[axis] * pl.tpb[axis] if pl.pos[axis] < at else 0
@@ -121,13 +153,24 @@ def metagemm(lhsT, rhs, loop_order="MNK", tiles_per_block_m=1, tiles_per_block_n
     def init(at):
         if pl.lhs == at:
             lm, lk = pl.held(M_, at), pl.held(K_, at)
-            t = nl.ndarray((128, lk, lm, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
+            # Partitions: K (lhsT) or M (lhs); the [128, 128] tile of (m, k) at t[:, ki, mi] or t[:, mi, ki].
+            t = nl.ndarray((128, lk, lm, 128) if transposed else (128, lm, lk, 128), dtype=nl.bfloat16,
+                           buffer=nl.sbuf)
             o = (first(M_, at), 0, first(K_, at))
             nisa.memset(dst=t, value=0.0)
             for mi in range(lm):
                 for ki in range(lk):
                     m0, k0 = (o[M_] + mi) * 128, (o[K_] + ki) * 128
-                    nisa.dma_copy(dst=t[:, ki, mi, :], src=lhsT[k0:k0 + 128, m0:m0 + 128])
+                    if transposed:
+                        nisa.dma_copy(dst=t[:, ki, mi, :], src=lhs[k0:k0 + 128, m0:m0 + 128])
+                    else:
+                        nisa.dma_copy(dst=t[:, mi, ki, :], src=lhs[m0:m0 + 128, k0:k0 + 128])
+            if not transposed:  # each tile transposed on the Tensor engine, copied back in place
+                for mi in range(lm):
+                    for ki in range(lk):
+                        tp = psum_tile("tr")
+                        nisa.nc_transpose(dst=tp, data=t[:, mi, ki, :])
+                        nisa.tensor_copy(dst=t[:, mi, ki, :], src=tp)
             st["L"] = (t, o, lm, lk)
         if pl.rhs == at:
             rk, rn = pl.held(K_, at), pl.held(N_, at)
@@ -154,10 +197,10 @@ def metagemm(lhsT, rhs, loop_order="MNK", tiles_per_block_m=1, tiles_per_block_n
         ks, ke = max(lo[K_], ro[K_]), min(lo[K_] + lk, ro[K_] + rk)
         for m in range(ms, me):
             for n in range(ns, ne):
-                ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+                ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) if transposed else psum_tile("mm")
                 for kk in range(ks, ke):
-                    nisa.nc_matmul(dst=ps, stationary=L[:, kk - lo[K_], m - lo[M_], :],
-                                   moving=R[:, kk - ro[K_], n - ro[N_], :])
+                    st_ = L[:, kk - lo[K_], m - lo[M_], :] if transposed else L[:, m - lo[M_], kk - lo[K_], :]
+                    nisa.nc_matmul(dst=ps, stationary=st_, moving=R[:, kk - ro[K_], n - ro[N_], :])
                 o = O[:, m - oo[M_], n - oo[N_], :]
                 nisa.tensor_tensor(dst=o, data1=o, data2=ps, op=nl.add)
 
@@ -190,5 +233,25 @@ def metagemm(lhsT, rhs, loop_order="MNK", tiles_per_block_m=1, tiles_per_block_n
     return result
 
 
+@nki.jit(additional_compile_opt="--enable-instruction-scheduling=false")
+def metagemm(lhsT, rhs, loop_order="MNK", tiles_per_block_m=1, tiles_per_block_n=1, tiles_per_block_k=1,
+             lhs_position=None, rhs_position=None):
+    """The lhsT layout: lhsT[K, M] loaded as the matmuls' stationary tiles."""
+    return _metagemm(lhsT, rhs, True, loop_order, tiles_per_block_m, tiles_per_block_n, tiles_per_block_k,
+                     lhs_position, rhs_position)
+
+
+@nki.jit(additional_compile_opt="--enable-instruction-scheduling=false")
+def metagemm_lhs(lhs, rhs, loop_order="MNK", tiles_per_block_m=1, tiles_per_block_n=1, tiles_per_block_k=1,
+                 lhs_position=None, rhs_position=None):
+    """The lhs layout: lhs[M, K] loaded with M on the partitions, each tile transposed through PSUM."""
+    return _metagemm(lhs, rhs, False, loop_order, tiles_per_block_m, tiles_per_block_n, tiles_per_block_k,
+                     lhs_position, rhs_position)
+
+
 def metagemm_ref(lhsT, rhs, **_):
     return lhsT.astype("float64").T @ rhs.astype("float64")
+
+
+def metagemm_lhs_ref(lhs, rhs, **_):
+    return lhs.astype("float64") @ rhs.astype("float64")
