@@ -445,18 +445,29 @@ def _check_same_returns(fn, r, outs, trace, core, cores):
     """NkiError at core 1's return line when the LNC2 cores return different tensors (the run's outputs are
     what both return; a core returning None leaves them to the other), naming each core's and the lines that
     allocated them."""
-    got = None if r is None else [(o.st.name, _label(trace, o.st)) for o in outs]
+    got = None if r is None else [(_same_on_both(trace, o.st), o.st.name, _label(trace, o.st)) for o in outs]
     if core == 0 or cores != 2:
         _first_core_returns[:] = [got]
         return
     first = _first_core_returns[0] if _first_core_returns else None
-    if got is not None and first is not None and [n for n, _ in got] != [n for n, _ in first]:
+    if got is not None and first is not None and [k for k, _, _ in got] != [k for k, _, _ in first]:
         def text(rs):
-            return ", ".join(f"{n!r}: {lab}" for n, lab in rs) or "nothing"
+            return ", ".join(f"{n!r}: {lab}" if n else lab for _, n, lab in rs) or "nothing"
         raise NkiError(f"kernel {fn.__name__}: the two cores return different tensors (core 0 "
                        f"{text(first)}; core 1 {text(got)}); an LNC2 kernel's outputs are the "
-                       "nl.shared_hbm tensors both return, allocated alike on each core (the same name=)",
+                       "nl.shared_hbm tensors both return, allocated alike on each core (the same name=, or the same line)",
                        loc=_return_loc(fn, trace))
+
+
+def _same_on_both(trace, st):
+    """What makes core 0's returned tensor and core 1's the same output: its name= (the run's output of that
+    name), or, without one, the line that allocated it and which of that line's unnamed HBM tensors it is (both
+    are the run's 'out': two tensors from different lines, one per core, were silently written as one)."""
+    if st.name:
+        return ("name", st.name)
+    loc = getattr(st, "loc", None)
+    nth = [x for x in trace.storages if x.space == HBM and not x.name and getattr(x, "loc", None) == loc]
+    return ("allocated", loc, next((i for i, x in enumerate(nth) if x is st), -1))
 
 
 _unwritten = {}  # return position -> its message, for the outputs no core built so far writes
