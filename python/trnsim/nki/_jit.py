@@ -248,6 +248,7 @@ def _build_core(kernel, args, kwargs):
             _check_distinct_names(kernel.fn, outs, trace)
             _check_same_returns(kernel.fn, r, outs, trace, core, cores)
     _check_written(kernel.fn, outs, trace, core, cores)
+    _check_files_named(kernel.fn, outs, trace)
     if track_written_inputs:
         _note_written_inputs(trace, outs)
     _check_cross_core(trace, core, cores)
@@ -436,6 +437,29 @@ def _check_distinct_names(fn, outs, trace):
             raise NkiError(f"kernel {fn.__name__} returns two outputs named {o.st.name!r}: {_label(trace, first)} "
                            f"and {_label(trace, o.st)}; each output is written as OUT/<name>.npy, so give each its "
                            "own name=", loc=_return_loc(fn, trace))
+
+
+def _check_files_named(fn, outs, trace):
+    """NkiError at the return line for an output's name= that another output's file would take: a name= an
+    input has is saved as '<name>_out', which another returned tensor's own name= may be, and nl.device_print
+    writes 'device_print_<n>'. Either output's file would silently hold the other's tensor."""
+    inputs = {st.name for st in trace.storages if st.space == HBM and st.role == "input"}
+    prints = {st.name: st for st in trace.storages if st.role == "print"}
+    mine = []
+    for o in outs:
+        if o.st.role != "input" and o.st.name and o.st not in mine:
+            mine.append(o.st)
+    named = {st.name: st for st in mine if st.name not in inputs}
+    for st in mine:
+        if st.name in prints:
+            raise NkiError(f"kernel {fn.__name__} returns {_label(trace, st)} named {st.name!r}, the output that "
+                           f"nl.device_print at {prints[st.name].loc} writes as OUT/{st.name}.npy: give it another "
+                           "name=", loc=_return_loc(fn, trace))
+        other = named.get(st.name + "_out") if st.name in inputs else None
+        if other is not None:
+            raise NkiError(f"kernel {fn.__name__} returns {_label(trace, st)} named {st.name!r}, an input's name, "
+                           f"which is saved as OUT/{st.name}_out.npy, and {_label(trace, other)} named "
+                           f"{other.name!r}: give one of them another name=", loc=_return_loc(fn, trace))
 
 
 _first_core_returns = []  # [(name, label) of each tensor core 0 of the build being made returned, or None]
