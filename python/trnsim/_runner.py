@@ -596,6 +596,8 @@ def call_reference(ref, arrays, params, outputs, as_given=False):
     def fail(what):
         raise _core.InputError("reference.function: %s returned %s: %s" % (_where(ref), what, expected()))
 
+    if out is None or isinstance(out, (str, bytes, dict)):  # (not "1 array" when the kernel has more outputs)
+        fail("None" if out is None else "a " + type(out).__name__)
     items = list(out) if isinstance(out, (tuple, list)) and len(outputs) != 1 or isinstance(out, tuple) \
         else [out]
     if len(items) != len(outputs):
