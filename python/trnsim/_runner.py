@@ -370,7 +370,10 @@ def binding_problem(kernel, inputs, params):
             # The workload's mistake, before the reference's signature is looked at (which the extra input
             # would otherwise be blamed on).
             return ("inputs", _not_a_parameter(n, func, sig))
-        if p is not None and p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+        if p is not None and p.kind == p.VAR_POSITIONAL:  # (the call passed it by keyword: a TypeError)
+            return ("inputs.%s" % n, "%s takes *%s: *%s parameters are not supported (each input is a named "
+                    "parameter of the kernel)" % (where, n, n))
+        if p is not None and p.kind == p.VAR_KEYWORD:
             return None  # input_order names it
     for n in params:
         if n in inputs:
