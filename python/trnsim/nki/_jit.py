@@ -251,6 +251,7 @@ def _build_core(kernel, args, kwargs):
     _check_files_named(kernel.fn, outs, trace)
     if track_written_inputs:
         _note_written_inputs(trace, outs)
+    _note_moved(trace, outs)
     _check_cross_core(trace, core, cores)
     _loops.check(trace)
     _declare_hbm(k, trace, outs)
@@ -271,6 +272,29 @@ def _build_core(kernel, args, kwargs):
     if results is None:
         return None
     return views[0] if not isinstance(results, (tuple, list)) else tuple(views)
+
+
+moved = {}  # (direction, HBM tensor name) -> bytes, of the tensors the build's cores move (_hooks.moved_bytes)
+moved_known = [False]  # whether an nki.jit kernel's build filled `moved` (a plain function's leaves it)
+
+
+def _note_moved(trace, outs):
+    """Adds to `moved` this core's compulsory bytes: each input (and nl.shared_constant) an instruction reads or
+    writes, each returned tensor and nl.device_print copy one writes (an input returned unwritten moves nothing)."""
+    moved_known[0] = True
+    returned = {id(o.st) for o in outs}
+    written = set()
+    for op in trace.ops:
+        for v in op.writes:
+            if id(v.st) in returned or v.st.role == "print":
+                written.add(id(v.st))
+    for st in trace.storages:
+        if st.space != HBM:
+            continue
+        if st.role == "input" and st.first >= 0:
+            moved[("in", st.name)] = st.pbytes
+        if id(st) in written:  # (named as both cores' same output is: an unnamed one has no name yet)
+            moved[("out", _same_on_both(trace, st))] = st.pbytes
 
 
 def _note_written_inputs(trace, outs):
