@@ -91,9 +91,8 @@ kernels::RooflineWork roofline_work(const PreparedWorkload& p) {
   for (const auto* list : {&p.inputs, &p.outputs})
     for (const TensorInfo& t : *list)
       bytes[t.name] += static_cast<double>(tensor::elements_of(t.shape)) * isa::dtype_size(t.dtype);
-  if (!p.input_values.empty())
-    if (const std::optional<kernels::RooflineWork> w = p.kernel->roofline_work(p.input_values, bytes))
-      return *w;
+  // (Asked with no values too: a Python kernel's work comes from its build, not from values it read.)
+  if (const std::optional<kernels::RooflineWork> w = p.kernel->roofline_work(p.input_values, bytes)) return *w;
   return {p.kernel->useful_flops().value_or(-1), compulsory_hbm_bytes(p)};
 }
 

@@ -53,6 +53,15 @@ void start_interpreter() {
   check_python_home();
   // No Python signal handlers: trnsim's own (Ctrl-C, SIGTERM) stay in place. No program folder on sys.path
   // either: with no argv pybind11 would put '' there, and a json.py in the working folder would be imported.
+  // UTF-8 mode, as `python3` is in a UTF-8 locale: otherwise the interpreter (embedded, so left in the "C"
+  // locale) decodes file names, source-adjacent text files and print() output as ASCII, and a kernel under
+  // /home/josé or printing "✓" fails under `trnsim run` only (tester23ab F8, F9).
+  PyPreConfig pre;
+  PyPreConfig_InitIsolatedConfig(&pre);
+  pre.utf8_mode = 1;
+  if (const PyStatus st = Py_PreInitialize(&pre); PyStatus_Exception(st))
+    throw InputError(fmt::format("the embedded Python interpreter that runs Python kernels cannot start: {}",
+                                 st.err_msg != nullptr ? st.err_msg : "pre-initialization failed"));
   try {
     pyb::initialize_interpreter(/*init_signal_handlers=*/false, 0, nullptr,
                                 /*add_program_dir_to_path=*/false);
@@ -65,6 +74,10 @@ void start_interpreter() {
   // Never finalized: Python objects held by kernels live until the process exits.
   pyb::module_ sys = pyb::module_::import("sys");
   sys.attr("path").attr("insert")(0, python_dir());
+  // The Python trnsim was built with (it has NumPy), not the first `python3` on PATH that an embedded
+  // interpreter guesses: a kernel helper starting sys.executable (subprocess, multiprocessing) runs this one.
+  std::error_code ec;
+  if (fs::is_regular_file(TRNSIM_PYTHON_EXECUTABLE, ec)) sys.attr("executable") = TRNSIM_PYTHON_EXECUTABLE;
   sys.attr("modules")["trnsim._core"] = pyb::module_::import("_trnsim_core_embedded");
   try {
     pyb::module_::import("trnsim");

@@ -111,6 +111,8 @@ class PythonKernel final : public kernels::BoundKernel,
       const auto debug = hooks.attr("debug_outputs")().cast<std::vector<std::string>>();
       debug_outputs_ = std::set<std::string>(debug.begin(), debug.end());
       written_inputs_ = hooks.attr("written_inputs")().cast<std::vector<std::string>>();
+      const pyb::object moved = hooks.attr("moved_bytes")();
+      moved_bytes_ = moved.is_none() ? std::nullopt : std::optional<double>(moved.cast<double>());
       frontend_stats_ = to_json(hooks.attr("stats")());
       // nl.shared_constant's values, converted as a given input's (to_host), for WorkloadRun to bind.
       constants_.clear();
@@ -150,9 +152,13 @@ class PythonKernel final : public kernels::BoundKernel,
     return checks;
   }
   std::optional<double> useful_flops() const override { return std::nullopt; }
+  // An nki.jit kernel's compulsory bytes are those of the inputs its instructions touch and of the outputs they
+  // write (_hooks.moved_bytes): an input it never reads, or one it returns unwritten, is no byte it must move,
+  // and counting it made a valid kernel's run "below the roofline: a simulator bug" (tester23ab F4).
   std::optional<kernels::RooflineWork> roofline_work(const std::map<std::string, std::vector<int64_t>>&,
                                                      const std::map<std::string, double>&) const override {
-    return std::nullopt;
+    if (!moved_bytes_) return std::nullopt;
+    return kernels::RooflineWork{-1, *moved_bytes_};
   }
   std::optional<RecipePlan> recipe_plan(const std::string&) const override { return std::nullopt; }
   json check_recipe_args(const std::string&, const json&, const std::string& path) const override {
@@ -259,6 +265,7 @@ class PythonKernel final : public kernels::BoundKernel,
   mutable std::set<std::string>
       debug_outputs_;  // nl.device_print's copies among outputs_, and written_inputs_
   mutable std::vector<std::string> written_inputs_;  // inputs the kernel writes but does not return
+  mutable std::optional<double> moved_bytes_;         // the roofline's compulsory bytes (an nki.jit kernel's)
   mutable json frontend_stats_ = nullptr;
   mutable kernels::Tensors constants_;
 };

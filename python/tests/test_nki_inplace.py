@@ -150,5 +150,28 @@ def test_trnsim_run_never_writes_over_the_users_input():
     assert np.array_equal(np.load(os.path.join(out, "acc.npy")), ACC)
 
 
+def test_an_input_no_instruction_moves_is_no_compulsory_byte():
+    # tester23ab F4: `return acc` ran in 0 ns, under a roofline lower bound of 90.4 ns that counted acc as read
+    # and written: trnsim run exited 4, "a simulator bug"; so did a kernel ignoring a large input. The
+    # compulsory bytes are now the inputs the instructions touch and the outputs they write (32 KiB each here).
+    acc = ACC.copy()
+    r = tnki.benchmark(k.returns_its_input, acc)
+    assert r.outputs[0] is acc and np.array_equal(acc, ACC)
+    got = (r.stats["compulsory_hbm_bytes"], r.stats["roofline_lower_bound_ns"], r.stats["total_time_ns"])
+    assert got == (0, 0, 0), got
+    for kernel, args, moved in ((k.ignores_acc, (ACC.copy(), X), 2),  # x read, o written
+                                (k.returns_unwritten, (ACC.copy(), X), 2),  # the same: acc untouched
+                                (k.add_into, (ACC.copy(), X), 3),  # acc read and written, x read
+                                (k.halves_into[2], (ACC.copy(), X), 3)):  # each core its half of each
+        r = tnki.benchmark(kernel, *args)
+        assert r.stats["compulsory_hbm_bytes"] == moved * 32768, (kernel, r.stats["compulsory_hbm_bytes"])
+        assert r.stats["total_time_ns"] >= r.stats["roofline_lower_bound_ns"] > 0, (kernel, r.stats["total_time_ns"])
+    d = tmpdir()
+    np.save(os.path.join(d, "acc_in.npy"), ACC)
+    p = run_workload(d, {"acc": {"npy": "acc_in.npy"}}, os.path.join(d, "out"), "returns_its_input")
+    assert p.returncode == 0 and "simulator bug" not in p.stderr, p.stderr
+    assert np.array_equal(np.load(os.path.join(d, "out", "acc.npy")), ACC)  # the input as it was
+
+
 if __name__ == "__main__":
     main(globals())

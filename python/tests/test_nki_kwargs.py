@@ -5,9 +5,10 @@ And benchmark(kernel, n=32) for a kernel without array inputs runs it (it return
 
 import numpy as np
 
-from runner import main
+from runner import line_of, main
 
 import trnsim.nki as tnki
+import nki
 import nki.language as nl
 
 import nki_kwargs as K
@@ -56,6 +57,36 @@ def test_benchmark_without_array_inputs_runs():
     out = b(n=16)
     assert out.shape == (128, 16) and b.benchmark_result.iters == 3
     assert not isinstance(tnki.benchmark(K.filled, hardware="trn2"), tnki._entry.BenchmarkResult)
+
+
+SEEN = {}
+
+
+@nki.jit
+def named_like_options(a, hardware="mine", trace="t.txt"):  # MARK-named-like-options
+    SEEN["got"] = (hardware, trace)
+    o = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(o, nl.load(a))
+    return o
+
+
+def test_a_kernel_parameter_named_like_an_option_is_warned_about():
+    # tester23ab F12: hardware= went to trnsim (a trn3 run) and the kernel's own hardware kept "mine", silently.
+    import warnings
+
+    a = np.ones((128, 8), dtype=np.float32)
+    here = "test_nki_kwargs.py:%d" % line_of(__file__, "MARK-named-like-options")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = tnki.simulate_kernel(named_like_options, a, hardware="trn3")
+        tnki.simulate_kernel(named_like_options, a, "set", hardware="trn2")  # positionally: no warning
+    assert np.array_equal(out, a)
+    assert [str(w.message) for w in caught] == [
+        "simulate_kernel: hardware='trn3' is trnsim's option (the hardware to run on), not the parameter hardware "
+        "of named_like_options (%s), which keeps its default 'mine'; pass the kernel's value positionally to set "
+        "it" % here], [str(w.message) for w in caught]
+    assert caught[0].category is RuntimeWarning and caught[0].filename == __file__, caught[0]
+    assert SEEN["got"] == ("set", "t.txt"), SEEN
 
 
 if __name__ == "__main__":

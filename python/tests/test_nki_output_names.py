@@ -3,7 +3,7 @@ the names trnsim gives its builder's HBM tensors (an output's OUT/<name>.npy) ne
 
 import numpy as np
 
-from runner import main
+from runner import line_of, main, raises
 
 import trnsim.nki as tnki
 import nki
@@ -67,6 +67,45 @@ def test_a_name_an_input_has_is_given_to_a_distinct_tensor():
     got = tnki.simulate_kernel(scratch_named_like_the_output_and_input, X)
     assert np.array_equal(got, X * 2.0 + 3.0)  # through both scratch tensors
     assert tnki._jit.returned_names == ["o"], tnki._jit.returned_names
+
+
+@nki.jit
+def renamed_onto_anothers_name(a):
+    first = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm, name="a")  # MARK-first
+    second = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm, name="a_out")  # MARK-second
+    t = nl.load(a)
+    nl.store(first, t)
+    nl.store(second, nl.multiply(t, 2.0))
+    return first, second  # MARK-return-both
+
+
+@nki.jit
+def named_like_a_print(a):
+    y = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm, name="device_print_0")  # MARK-like-print
+    t = nl.load(a)
+    nl.device_print("t", t)  # MARK-the-print
+    nl.store(y, nl.multiply(t, 3.0))
+    return y  # MARK-return-y
+
+
+def test_a_name_another_outputs_file_takes_is_an_error_at_the_return_line():
+    # tester23ab F3: `first` (name= the input's a, so saved as a_out.npy) took a_out.npy, and `second`, which
+    # the kernel named a_out, was written as a_out_out.npy; an output named device_print_0 was written as
+    # device_print_0_out.npy beside the print's own. Both silently, so OUT/<name>.npy held another tensor.
+    here = "test_nki_output_names.py:%d"
+    e = raises(tnki.NkiError, tnki.simulate_kernel, renamed_onto_anothers_name, X)
+    assert str(e) == (
+        (here + ": kernel renamed_onto_anothers_name returns first (allocated at " + here + ") named 'a', an "
+         "input's name, which is saved as OUT/a_out.npy, and second (allocated at " + here + ") named 'a_out': "
+         "give one of them another name=") % (line_of(__file__, "MARK-return-both"),
+                                               line_of(__file__, "MARK-first"), line_of(__file__, "MARK-second"))
+    ), str(e)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, named_like_a_print, X)
+    assert str(e) == (
+        (here + ": kernel named_like_a_print returns y (allocated at " + here + ") named 'device_print_0', the "
+         "output that nl.device_print at " + here + " writes as OUT/device_print_0.npy: give it another name=")
+        % (line_of(__file__, "MARK-return-y"), line_of(__file__, "MARK-like-print"),
+           line_of(__file__, "MARK-the-print"))), str(e)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from runner import main, raises
 import trnsim
 
 import trnsim.nki as tnki
+import nki
+import nki.language as nl
 
 import nki_check_outputs as k
 from nki_copy import copy
@@ -74,6 +76,31 @@ def test_a_reference_that_is_not_a_function_is_refused_before_the_run():
     e = raises(TypeError, tnki.benchmark, copy, np.ones((128, 64), dtype=np.float32), reference="ref")
     assert str(e) == ("benchmark: reference='ref' is a str, not a function (a NumPy function called with the "
                       "kernel's arguments)"), str(e)
+
+
+@nki.jit
+def copy_twice(x):
+    a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(a, t)
+    nl.store(b, t)
+    return a, b
+
+
+def forgot_its_return(x):
+    x * 2  # MARK-forgot-return
+
+
+def test_a_reference_returning_none_for_two_outputs_says_none():
+    # tester23ab F2: "returned 1 array for 2 kernel outputs" for a reference with no return statement.
+    from runner import line_of
+
+    e = raises(trnsim.InputError, tnki.benchmark, copy_twice, np.ones((128, 64), dtype=np.float32),
+               reference=forgot_its_return)
+    assert str(e) == ("reference.function: forgot_its_return (test_nki_reference_check.py:%d) returned None: "
+                      "expected a tuple of 2 arrays, in the kernel's return order, for 'out' [128, 64], 'out_1' "
+                      "[128, 64]" % (line_of(__file__, "MARK-forgot-return") - 1)), str(e)
 
 
 if __name__ == "__main__":

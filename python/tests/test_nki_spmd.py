@@ -346,8 +346,43 @@ def test_cores_returning_different_tensors_is_an_error_at_the_return_line():
     assert str(e) == (
         "test_nki_spmd.py:%d: kernel returns_own_output: the two cores return different tensors (core 0 'out0': "
         "out (allocated at %s); core 1 'out1': out (allocated at %s)); an LNC2 kernel's outputs are the "
-        "nl.shared_hbm tensors both return, allocated alike on each core (the same name=)"
+        "nl.shared_hbm tensors both return, allocated alike on each core (the same name=, or the same line)"
         % (line_of(__file__, "MARK-own-return"), at, at)), str(e)
+
+
+@nki.jit
+def returns_own_unnamed(x):
+    first = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)  # MARK-unnamed-first
+    second = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)  # MARK-unnamed-second
+    t = nl.load(x[0:128, :])
+    if nl.program_id(0) == 0:
+        nl.store(first, nl.add(t, 1.0))
+        return first
+    nl.store(second, nl.add(t, 2.0))
+    return second  # MARK-unnamed-return
+
+
+@nki.jit
+def returns_unnamed_from_one_line(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    nl.store(out[pid * 64:pid * 64 + 64, :], nl.add(nl.load(x[pid * 64:pid * 64 + 64, :]), 1.0))
+    return out
+
+
+def test_cores_returning_different_unnamed_tensors_is_an_error_too():
+    # tester23ab F5: both were the run's output 'out', so core 1's second silently replaced core 0's first
+    # (one array of 2.0), with only a race warning that named first's line as second's declaration.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, returns_own_unnamed[2], X)
+    assert str(e) == (
+        "test_nki_spmd.py:%d: kernel returns_own_unnamed: the two cores return different tensors (core 0 first "
+        "(allocated at test_nki_spmd.py:%d); core 1 second (allocated at test_nki_spmd.py:%d)); an LNC2 kernel's "
+        "outputs are the nl.shared_hbm tensors both return, allocated alike on each core (the same name=, or the "
+        "same line)" % (line_of(__file__, "MARK-unnamed-return"), line_of(__file__, "MARK-unnamed-first"),
+                        line_of(__file__, "MARK-unnamed-second"))), str(e)
+    # One line's tensor on each core is one output, each core writing its half.
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    assert np.array_equal(tnki.simulate_kernel(returns_unnamed_from_one_line[2], x), x + 1)
 
 
 main(globals())

@@ -314,6 +314,11 @@ def takes_b(x, b=None):  # MARK-takes-b
     return copy(x)
 
 
+@nki.jit
+def takes_star(*x):  # MARK-takes-star
+    return copy(x[0])
+
+
 def ref_none(x):  # MARK-ref-none
     pass
 
@@ -448,7 +453,10 @@ def test_workload_inputs_and_params_are_bound_to_the_signature_before_the_call()
             ("takes_b", {"x": 3}, "w.json: params.x: 'x' is an input of takes_b (k.py:%d) (inputs.x): a "
              "parameter cannot set it too" % line(d, "MARK-takes-b")),
             ("scaled", {"epsilon": 1}, "w.json: params.epsilon: scaled (k.py:%d) has no parameter 'epsilon' "
-             "(its parameters: scale)" % line(d, "def scaled"))):
+             "(its parameters: scale)" % line(d, "def scaled")),
+            # tester23ab F6: "w.json: kernel: TypeError: takes_star() got an unexpected keyword argument 'x'".
+            ("takes_star", None, "w.json: inputs.x: takes_star (k.py:%d) takes *x: *x parameters are not "
+             "supported (each input is a named parameter of the kernel)" % line(d, "MARK-takes-star"))):
         over = {"params": params} if params is not None else {}
         for cmd in ("validate", "run"):
             path = workload(d, function, **over)

@@ -4,6 +4,7 @@ _core.WorkloadRun: outputs, numerics report, validate, --set, --trace, --dump-in
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 
@@ -246,6 +247,38 @@ def test_a_kernel_package_named_like_an_imported_module_is_refused_clearly():
     assert rc == 1, (rc, err)
     assert ("json/ops/scaled.py is inside the package 'json' (%s), but Python has already imported another module "
             "of that name (" % os.path.realpath(os.path.join(d, "json"))) in err, err
+
+
+TWO_FOLDERS = {
+    "A/utils.py": "FACTOR = 2.0\n",
+    "A/k.py": ("import nki\nimport nki.language as nl\nimport utils\n\n\n@nki.jit\ndef k(x):\n"
+               "    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)\n"
+               "    nl.store(out, nl.multiply(nl.load(x), utils.FACTOR))\n    return out\n"),
+    "B/utils.py": "FACTOR = 3.0\n",
+    "B/r.py": "import utils\n\n\ndef ref(x):\n    return x * utils.FACTOR\n",
+}
+
+
+def test_kernel_and_reference_import_the_module_of_their_own_folder():
+    # tester23ab F10: B/r.py's `import utils` got A/utils.py (imported first, by the kernel), so a reference
+    # of 3x checked a kernel of 2x as PASS; B/utils.py was neither run nor among the hashed sources.
+    path, d = workload(kernel={"nki": "A/k.py", "function": "k"}, reference={"nki": "B/r.py", "function": "ref"})
+    for rel, text in TWO_FOLDERS.items():
+        os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+        with open(os.path.join(d, rel), "w") as f:
+            f.write(text)
+    r = _core.WorkloadRun.from_file(path)
+    r.run()
+    x, out = r.input("x"), r.outputs()["out"]
+    assert np.array_equal(out, x * np.float32(2.0))
+    num = r.stats()["numerics"]["out"]
+    assert r.exit_code() == 3 and not num["pass"]
+    ref = (x * np.float32(3.0)).astype(np.float64)  # B's FACTOR in the reference
+    assert num["max_abs_err"] == float(np.max(np.abs(ref - out))), num
+    assert sorted(os.path.relpath(p, d) for p in trnsim._runner.sources()) == [
+        "A/k.py", "A/utils.py", "B/r.py", "B/utils.py"]
+    # Each file's own module, whichever file a name was imported by first.
+    assert sys.modules["utils"].__file__ == os.path.join(d, "A", "utils.py")
 
 
 if __name__ == "__main__":

@@ -218,6 +218,23 @@ def _check_package_name(path, root, top):
                           "imports the kernel" % (path, top, mine, theirs or "built in"))
 
 
+def _shadowed_by(folder):
+    """The names of the local modules already imported (by another workload file, from another folder) that
+    `folder` has its own file for, each top-level name with its submodules: a file of `folder` that imports
+    one must get `folder`'s, as it does run from there (a kernel's utils.py and its reference's)."""
+    tops = {n.split(".")[0] for n in _session.modules}
+    clash = []
+    for top in sorted(tops):
+        held = getattr(sys.modules.get(top), "__file__", None)
+        if not held:
+            continue
+        spec = importlib.machinery.PathFinder.find_spec(top, [folder])
+        origin = getattr(spec, "origin", None) if spec is not None else None
+        if origin and os.path.isfile(origin) and os.path.realpath(origin) != os.path.realpath(held):
+            clash.append(top)
+    return [n for n in sys.modules if n.split(".")[0] in clash]
+
+
 def load_function(path, name):
     """The object called ``name`` in the Python file ``path`` (executed once per path and begin_load(), as a
     module of its own, from the bytes sources() hashes). LookupError if the file defines no such name."""
@@ -250,14 +267,21 @@ def load_function(path, name):
         module.__file__ = path
         module.__package__ = package or None
         sys.modules[mod_name] = module
-        if kernel_dir not in sys.path:  # a kernel file may import its neighbours
-            sys.path.insert(0, kernel_dir)
+        # A kernel file may import its neighbours, which come first: a utils.py beside it rather than one
+        # beside the workload's other file, whose module of that name is set aside while this file runs
+        # (and back after it: code importing it later, at call time, gets the first file's).
+        if kernel_dir in sys.path:
+            sys.path.remove(kernel_dir)
+        sys.path.insert(0, kernel_dir)
+        aside = {n: sys.modules.pop(n) for n in _shadowed_by(kernel_dir)}
         try:
             with _NoExit("load"):
                 exec(code, module.__dict__)
         except BaseException:
             del sys.modules[mod_name]
             raise
+        finally:
+            sys.modules.update(aside)
         _session.files[path] = module
     if not hasattr(module, name):
         defined = sorted(n for n, v in vars(module).items()
@@ -346,7 +370,10 @@ def binding_problem(kernel, inputs, params):
             # The workload's mistake, before the reference's signature is looked at (which the extra input
             # would otherwise be blamed on).
             return ("inputs", _not_a_parameter(n, func, sig))
-        if p is not None and p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+        if p is not None and p.kind == p.VAR_POSITIONAL:  # (the call passed it by keyword: a TypeError)
+            return ("inputs.%s" % n, "%s takes *%s: *%s parameters are not supported (each input is a named "
+                    "parameter of the kernel)" % (where, n, n))
+        if p is not None and p.kind == p.VAR_KEYWORD:
             return None  # input_order names it
     for n in params:
         if n in inputs:
@@ -572,6 +599,8 @@ def call_reference(ref, arrays, params, outputs, as_given=False):
     def fail(what):
         raise _core.InputError("reference.function: %s returned %s: %s" % (_where(ref), what, expected()))
 
+    if out is None or isinstance(out, (str, bytes, dict)):  # (not "1 array" when the kernel has more outputs)
+        fail("None" if out is None else "a " + type(out).__name__)
     items = list(out) if isinstance(out, (tuple, list)) and len(outputs) != 1 or isinstance(out, tuple) \
         else [out]
     if len(items) != len(outputs):

@@ -70,7 +70,7 @@ std::vector<StatDef> build() {
           Better::None, true),
       row("compulsory_hbm_bytes", "bytes",
           "every kernel input and output tensor read or written once (of a data-dependent loop, the part "
-          "that runs)",
+          "that runs; of a Python kernel, the inputs its instructions touch and the outputs they write)",
           "compulsory HBM bytes", Better::None, true),
       row("dma_transfers", "count", "DMA transfers completed, both cores"),
       row("dma_bytes", "bytes", "payload of all DMA transfers, both cores"),

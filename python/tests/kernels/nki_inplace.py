@@ -57,6 +57,22 @@ def adds(a, b):
     return o
 
 
+@nki.jit
+def returns_its_input(acc):
+    return acc
+
+
+@nki.jit
+def ignores_acc(acc, x):
+    o = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="o")
+    nl.store(o, nl.load(x))
+    return o
+
+
+def ref_returns_its_input(acc):
+    return acc
+
+
 def ref_writes_without_returning(buf, x):
     return x + 1.0
 

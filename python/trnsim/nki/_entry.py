@@ -133,6 +133,36 @@ def _hw_origin(kernel, hardware):
     return "%s=%r" % (_platform.TARGET_ENV, os.environ.get(_platform.TARGET_ENV))
 
 
+_OPTION_MEANS = {"hardware": "the hardware to run on", "lnc": "the run's LNC", "trace": "the trace file to write",
+                 "reference": "the NumPy reference", "numerics": "whether to check the outputs",
+                 "overwrite": "whether the trace may replace a file"}
+
+
+def _warn_options_taken(caller, kernel, args, **options):
+    """RuntimeWarning at the caller's line for each of trnsim's options given (not None) that the kernel function
+    also has as a parameter its positional arguments leave unbound: the option takes the keyword, so the
+    kernel's parameter silently keeps its default (NKI's simulate_kernel would pass it to the kernel)."""
+    from .._runner import def_loc
+
+    try:
+        func, _ = resolve_kernel(kernel)
+        sig = inspect.signature(func)
+        bound = sig.bind_partial(*args).arguments
+    except (TypeError, ValueError):
+        return  # (_prepare says what is wrong with the call)
+    loc = def_loc(func)
+    where = "%s (%s:%d)" % (func.__name__, os.path.basename(loc[0]), loc[1]) if loc else func.__name__
+    for name, value in options.items():
+        p = sig.parameters.get(name)
+        if value is None or p is None or name in bound or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        how = ("it is keyword-only, so no call of %s can set it: rename it" % caller if p.kind == p.KEYWORD_ONLY
+               else "pass the kernel's value positionally to set it")
+        _errors.warn_at("%s: %s=%r is trnsim's option (%s), not the parameter %s of %s, which keeps its default "
+                        "%s; %s" % (caller, name, value, _OPTION_MEANS[name], name, where,
+                                    "(none)" if p.default is p.empty else repr(p.default), how), RuntimeWarning)
+
+
 def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
     from . import _jit
 
@@ -260,6 +290,7 @@ def simulate_kernel(kernel, *args, hardware=None, lnc=None, **kwargs):
     nl.spmd_dim's nl.nc sub-dim says). Without ``lnc=`` or a launch grid of 1 or 2, NEURON_LOGICAL_NC_CONFIG
     (1 or 2) gives the LNC. ``hardware``: a config name or file; unset, the kernel's
     ``nki.jit(platform_target=...)``, else NEURON_PLATFORM_TARGET_OVERRIDE, else trn2 (trnsim.nki._platform)."""
+    _warn_options_taken("simulate_kernel", kernel, args, hardware=hardware, lnc=lnc)
     run, given = _prepare(kernel, args, kwargs, hardware, None, True, lnc)
     run.run()
     outs = _ordered_outputs(run, given)
@@ -341,6 +372,9 @@ def benchmark(kernel, *args, hardware=None, lnc=None, trace=None, reference=None
     ``checks`` compare with; ``numerics=False``: timing only. A trace replaces a file already at its path
     only when trnsim wrote it (its folder's record lists it unchanged), or with ``overwrite=True`` (the
     CLI's ``--overwrite``). ``lnc`` and ``hardware``: as simulate_kernel's."""
+    _warn_options_taken("benchmark", kernel, args, hardware=hardware, lnc=lnc, trace=trace, reference=reference,
+                        numerics=None if numerics is True else numerics,
+                        overwrite=None if overwrite is False else overwrite)
     if trace:
         trace = _check_trace_path(trace)
     run, given = _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc)

@@ -5,7 +5,8 @@ The language layer (trnsim.nki) replaces these at import: ``wrap_input(view)`` t
 returns into its ``_core.View``; ``call(func, inputs, params)`` runs the function on one core; ``stats()``
 gives stats.json's "nki" section after the build; ``constants()`` the kernel's own constant inputs; ``warnings(lines)`` rewords the build's warnings;
 ``debug_outputs()`` names the outputs that are debug copies (nl.device_print), which a reference does not give;
-``written_inputs()`` the inputs the kernel writes without returning them, which the run also gives back.
+``written_inputs()`` the inputs the kernel writes without returning them, which the run also gives back;
+``moved_bytes()`` the roofline's compulsory HBM bytes of the build (None: every input and output once).
 """
 
 
@@ -51,3 +52,10 @@ def written_inputs():
     run gives each back like an output (unchecked, as a debug copy), so that the caller's array can be updated
     as NKI's simulator updates it."""
     return []
+
+
+def moved_bytes():
+    """After a build: the HBM bytes the kernel must move, the roofline's compulsory bytes: the inputs its
+    instructions read or write and the outputs they write, each whole and once (None: every input and output
+    of the run once, as a C++ kernel's)."""
+    return None

@@ -16,6 +16,8 @@ def _call(func, inputs, params):
     if k is not None and k.program_id() == 0:
         _constants.reset()  # a new build (one that failed before its constants were read left them)
         _jit.written_inputs.clear()
+        _jit.moved.clear()
+        _jit.moved_known[0] = False
     if getattr(func, "__trnsim_traced__", False):
         return func(*inputs, **params)
     _trace.plain_function = func  # an nl / nisa call in it names it (_trace.current)
@@ -78,3 +80,4 @@ def install():
     _hooks.warnings = _jit.warnings_by_call
     _hooks.debug_outputs = _print.debug_outputs
     _hooks.written_inputs = lambda: list(_jit.written_inputs)
+    _hooks.moved_bytes = lambda: float(sum(_jit.moved.values())) if _jit.moved_known[0] else None

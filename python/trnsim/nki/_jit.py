@@ -257,8 +257,10 @@ def _build_core(kernel, args, kwargs):
             _check_distinct_names(kernel.fn, outs, trace)
             _check_same_returns(kernel.fn, r, outs, trace, core, cores)
     _check_written(kernel.fn, outs, trace, core, cores)
+    _check_files_named(kernel.fn, outs, trace)
     if track_written_inputs:
         _note_written_inputs(trace, outs)
+    _note_moved(trace, outs)
     _check_cross_core(trace, core, cores)
     _loops.check(trace)
     _declare_hbm(k, trace, outs)
@@ -279,6 +281,29 @@ def _build_core(kernel, args, kwargs):
     if results is None:
         return None
     return views[0] if not isinstance(results, (tuple, list)) else tuple(views)
+
+
+moved = {}  # (direction, HBM tensor name) -> bytes, of the tensors the build's cores move (_hooks.moved_bytes)
+moved_known = [False]  # whether an nki.jit kernel's build filled `moved` (a plain function's leaves it)
+
+
+def _note_moved(trace, outs):
+    """Adds to `moved` this core's compulsory bytes: each input (and nl.shared_constant) an instruction reads or
+    writes, each returned tensor and nl.device_print copy one writes (an input returned unwritten moves nothing)."""
+    moved_known[0] = True
+    returned = {id(o.st) for o in outs}
+    written = set()
+    for op in trace.ops:
+        for v in op.writes:
+            if id(v.st) in returned or v.st.role == "print":
+                written.add(id(v.st))
+    for st in trace.storages:
+        if st.space != HBM:
+            continue
+        if st.role == "input" and st.first >= 0:
+            moved[("in", st.name)] = st.pbytes
+        if id(st) in written:  # (named as both cores' same output is: an unnamed one has no name yet)
+            moved[("out", _same_on_both(trace, st))] = st.pbytes
 
 
 def _note_written_inputs(trace, outs):
@@ -447,6 +472,29 @@ def _check_distinct_names(fn, outs, trace):
                            "own name=", loc=_return_loc(fn, trace))
 
 
+def _check_files_named(fn, outs, trace):
+    """NkiError at the return line for an output's name= that another output's file would take: a name= an
+    input has is saved as '<name>_out', which another returned tensor's own name= may be, and nl.device_print
+    writes 'device_print_<n>'. Either output's file would silently hold the other's tensor."""
+    inputs = {st.name for st in trace.storages if st.space == HBM and st.role == "input"}
+    prints = {st.name: st for st in trace.storages if st.role == "print"}
+    mine = []
+    for o in outs:
+        if o.st.role != "input" and o.st.name and o.st not in mine:
+            mine.append(o.st)
+    named = {st.name: st for st in mine if st.name not in inputs}
+    for st in mine:
+        if st.name in prints:
+            raise NkiError(f"kernel {fn.__name__} returns {_label(trace, st)} named {st.name!r}, the output that "
+                           f"nl.device_print at {prints[st.name].loc} writes as OUT/{st.name}.npy: give it another "
+                           "name=", loc=_return_loc(fn, trace))
+        other = named.get(st.name + "_out") if st.name in inputs else None
+        if other is not None:
+            raise NkiError(f"kernel {fn.__name__} returns {_label(trace, st)} named {st.name!r}, an input's name, "
+                           f"which is saved as OUT/{st.name}_out.npy, and {_label(trace, other)} named "
+                           f"{other.name!r}: give one of them another name=", loc=_return_loc(fn, trace))
+
+
 _first_core_returns = []  # [(name, label) of each tensor core 0 of the build being made returned, or None]
 
 
@@ -454,18 +502,29 @@ def _check_same_returns(fn, r, outs, trace, core, cores):
     """NkiError at core 1's return line when the LNC2 cores return different tensors (the run's outputs are
     what both return; a core returning None leaves them to the other), naming each core's and the lines that
     allocated them."""
-    got = None if r is None else [(o.st.name, _label(trace, o.st)) for o in outs]
+    got = None if r is None else [(_same_on_both(trace, o.st), o.st.name, _label(trace, o.st)) for o in outs]
     if core == 0 or cores != 2:
         _first_core_returns[:] = [got]
         return
     first = _first_core_returns[0] if _first_core_returns else None
-    if got is not None and first is not None and [n for n, _ in got] != [n for n, _ in first]:
+    if got is not None and first is not None and [k for k, _, _ in got] != [k for k, _, _ in first]:
         def text(rs):
-            return ", ".join(f"{n!r}: {lab}" for n, lab in rs) or "nothing"
+            return ", ".join(f"{n!r}: {lab}" if n else lab for _, n, lab in rs) or "nothing"
         raise NkiError(f"kernel {fn.__name__}: the two cores return different tensors (core 0 "
                        f"{text(first)}; core 1 {text(got)}); an LNC2 kernel's outputs are the "
-                       "nl.shared_hbm tensors both return, allocated alike on each core (the same name=)",
+                       "nl.shared_hbm tensors both return, allocated alike on each core (the same name=, or the same line)",
                        loc=_return_loc(fn, trace))
+
+
+def _same_on_both(trace, st):
+    """What makes core 0's returned tensor and core 1's the same output: its name= (the run's output of that
+    name), or, without one, the line that allocated it and which of that line's unnamed HBM tensors it is (both
+    are the run's 'out': two tensors from different lines, one per core, were silently written as one)."""
+    if st.name:
+        return ("name", st.name)
+    loc = getattr(st, "loc", None)
+    nth = [x for x in trace.storages if x.space == HBM and not x.name and getattr(x, "loc", None) == loc]
+    return ("allocated", loc, next((i for i, x in enumerate(nth) if x is st), -1))
 
 
 _unwritten = {}  # return position -> its message, for the outputs no core built so far writes

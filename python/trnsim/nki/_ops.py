@@ -395,6 +395,9 @@ def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode="none", is_tra
                        f"{moving.partitions}")
     if perf_mode == "none" and not is_transpose:
         m, n = stationary.free_size, moving.free_size
+        if m > 128:  # (before dst's shape: a dst of m partitions could not be made either)
+            raise NkiError(f"{op}: stationary [{k}, {m}] has a free size of {m}, over the 128 columns of the PE "
+                           "array (nl.tile_size.gemm_stationary_fmax): split it into tiles of 128 columns")
         if dst.partitions != m or dst.free_size != n:
             raise NkiError(f"{op}: dst {list(dst.shape)} must be [{m}, {n}] (stationary [{k}, {m}], moving "
                            f"[{k}, {n}])")

@@ -852,7 +852,9 @@ def core_barrier(data, cores=(0, 1), engine=engine.unknown, name=None):
 def sendrecv(src, dst, send_to_rank=None, recv_from_rank=None, pipe_id=0, dma_engine=None, name=None):
     """LNC2 SBUF exchange: this core's src goes to the peer's dst, the peer's src to this core's dst (the two
     cores' n-th calls pair up: a RuleError naming both lines unless each src has as many elements as the
-    peer's dst); on the shared DMA queues (dma_engine.dma; GpSimd's internal gpsimd_dma is NkiUnsupported)."""
+    peer's dst; a call whose own src and dst differ in element count, which NKI's page rules out (same shape),
+    is a RuleError at that call alone, before any pairing); on the shared DMA queues (dma_engine.dma; GpSimd's
+    internal gpsimd_dma is NkiUnsupported)."""
     from . import language as nl
 
     me = nl.program_id(0)
