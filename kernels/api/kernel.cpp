@@ -29,6 +29,27 @@ constexpr size_t kPrefaultSlots = 2048;
 
 constexpr int64_t kSbufAlign = 64;
 
+// emit()'s access states: not tracked (no valid view, or an untracked input read), tracked, or already
+// collected and recorded.
+constexpr char kSkipped = 0, kTracked = 1, kRecorded = 2;
+
+// Whether tracked access i's rectangle meets no other tracked access's of the instruction in its space. Then
+// its collect and record are one walk wherever they happen: its record cannot drop or add a record another
+// access's collect would see (a dropped record lies inside it), nor theirs one its collect would.
+bool apart(const Access* accesses, const std::vector<View::Region>& regions, const std::vector<char>& state,
+           size_t i) {
+  const View::Region& r = regions[i];
+  const isa::MemSpace space = accesses[i].view->space();
+  for (size_t j = 0; j < state.size(); ++j) {
+    if (j == i || state[j] == kSkipped) continue;
+    const View::Region& o = regions[j];
+    if (accesses[j].view->space() == space && o.space_id == r.space_id &&
+        Rect{r.r0, r.r1, r.c0, r.c1}.overlaps({o.r0, o.r1, o.c0, o.c1}))
+      return false;
+  }
+  return true;
+}
+
 std::atomic<uint64_t> g_serial{0};
 thread_local Kernel* t_current = nullptr;
 
@@ -266,9 +287,9 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
   if (split) ls_need.reset(done, e);
   for (const Event& w : extra_waits) need.add(w);
   sc.regions.resize(num_accesses);
-  sc.untracked.assign(num_accesses, 0);
+  sc.state.assign(num_accesses, kSkipped);
   std::vector<View::Region>& regions = sc.regions;
-  std::vector<char>& untracked = sc.untracked;
+  std::vector<char>& state = sc.state;
   bool fence = false;
   constexpr size_t kNoFused = ~size_t{0}, kNone = kNoFused - 1;  // not found yet; the first has no collect
   size_t fused = kNoFused;
@@ -287,7 +308,6 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
       HbmUse& u = hbm_use_[a.view->tensor()];
       if (!a.write && u.input && !u.written) {
         u.untracked_reads = true;
-        untracked[i] = 1;
         continue;
       }
       if (a.write) {
@@ -296,13 +316,24 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
       }
     }
     regions[i] = a.any_row ? a.view->region_any_row() : a.view->region(a.whole_rows);
+    state[i] = kTracked;
+  }
+  for (size_t i = 0; i < num_accesses; ++i) {
+    if (state[i] != kTracked) continue;
+    const Access& a = accesses[i];
     const View::Region& r = regions[i];
-    // The first access to record, if it collects too, is collected last, with its record in the same walk.
+    Needs& to = split && a.load_stationary ? ls_need : need;
+    if (a.collect && a.record && apart(accesses, regions, state, i)) {
+      tracker_mut(a.view->space())
+          .collect_and_record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, to, record_event(a));
+      state[i] = kRecorded;
+      continue;
+    }
+    // The first other access to record, if it collects too, is collected last, with its record in the same
+    // walk.
     if (fused == kNoFused && a.record) fused = a.collect ? i : kNone;
     if (a.collect && fused != i)
-      tracker(a.view->space())
-          .collect(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write,
-                   split && a.load_stationary ? ls_need : need);
+      tracker(a.view->space()).collect(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, to);
   }
   // Every other access is collected, so this one's record cannot hide from them what they wait for (as
   // record() after all the collects). The instruction's checks come after this record: one that fails ends
@@ -313,6 +344,7 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
     tracker_mut(a.view->space())
         .collect_and_record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write,
                             split && a.load_stationary ? ls_need : need, record_event(a));
+    state[fused] = kRecorded;
   }
 
   if (fence) {
@@ -348,7 +380,7 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
 
   for (size_t i = 0; i < num_accesses; ++i) {
     const Access& a = accesses[i];
-    if (a.view == nullptr || !a.view->valid() || !a.record || untracked[i] || i == fused) continue;
+    if (state[i] != kTracked || !a.record) continue;
     const View::Region& r = regions[i];
     tracker_mut(a.view->space()).record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, record_event(a));
   }

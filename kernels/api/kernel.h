@@ -338,7 +338,7 @@ class Kernel {
   struct EmitScratch {
     Needs need, ls_need;  // the MultiplyMoving's (or the only) waits, the LoadStationary's
     std::vector<View::Region> regions;
-    std::vector<char> untracked;
+    std::vector<char> state;  // per access: skipped, tracked, recorded (kernel.cpp)
   };
   EmitScratch scratch_;
   // intern()'s last file: a Loc's file_name() is one pointer per file (a string literal, or a Python file
