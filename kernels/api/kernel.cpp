@@ -11,7 +11,6 @@
 #include "kernels/api/kernel_shared.h"
 #include "sim/base/address_limit.h"
 #include "sim/base/error.h"
-#include "sim/base/prefault.h"
 #include "sim/isa/names.h"
 #include "sim/isa/opcode_table.h"
 #include "sim/isa/opcodes.h"
@@ -385,6 +384,8 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
     tracker_mut(a.view->space()).record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, record_event(a));
   }
   auto& stream = shared_.program.streams[core_][e];
+  // A full stream moves to a new buffer and frees the old one: no range of it may be mapped after that.
+  if (stream.size() == stream.capacity()) shared_.prefaulter.drain();
   // A stream that outgrew its reservation (build_program) grows 8x at a time (by at most kGrowthReserve
   // instructions) rather than the vector's 2x: the unused part is address space only, and each growth
   // writes every instruction to fresh pages again.
@@ -397,15 +398,18 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
 
 // A large program's streams are hundreds of MB of fresh pages: mapping the next slots of the stream's
 // reserved buffer in one call costs less than a page fault at each page the instructions reach (issue 27:
-// the faults were the larger part of a timing-only build's time writing instructions).
+// the faults were the larger part of a timing-only build's time writing instructions), and on the
+// prefaulter's thread it overlaps the building.
 void Kernel::prefault_ahead(std::vector<isa::Instruction>& stream, int e) {
   if (stream.data() != mapped_buffer_[e]) {  // the first instruction, or the stream moved (grew)
     mapped_buffer_[e] = stream.data();
     mapped_slots_[e] = stream.size();
   }
-  if (stream.size() < mapped_slots_[e]) return;
-  const size_t to = std::min(stream.capacity(), stream.size() + kPrefaultSlots);
-  prefault(stream.data() + stream.size(), (to - stream.size()) * sizeof(isa::Instruction));
+  // One to two blocks of slots ahead: the prefaulter's thread maps the next block while this one is written.
+  if (stream.size() + kPrefaultSlots < mapped_slots_[e]) return;
+  const size_t from = mapped_slots_[e], to = std::min(stream.capacity(), from + kPrefaultSlots);
+  if (to <= from) return;
+  shared_.prefaulter.request(stream.data() + from, (to - from) * sizeof(isa::Instruction));
   mapped_slots_[e] = to;
 }
 
