@@ -115,8 +115,8 @@ class RegionTracker {
   void collect(uint32_t space, const Rect& r, bool write, Needs& need) const;
   // Records the access (call after collect() for every operand of the instruction).
   void record(uint32_t space, const Rect& r, bool write, Event ev);
-  // collect() then record() of one access in one walk of its buckets, each record looked at once: for the
-  // one access of an instruction recorded first, once every other access of it is collected.
+  // collect() then record() of one access in one walk, each record looked at once: for an access meeting no
+  // other access of its instruction, or for the one recorded first once every other one is collected.
   void collect_and_record(uint32_t space, const Rect& r, bool write, Needs& need, Event ev);
 
   size_t live_records() const;  // for tests and stats (a record in several chunks counts once per chunk)

@@ -23,7 +23,31 @@ constexpr uint64_t kFirstReserve = uint64_t{1} << 18;
 // Instructions a stream that outgrew it reserves ahead at most (about 1.2 GB of address space).
 constexpr size_t kGrowthReserve = size_t{1} << 21;
 
+// Instruction slots of a stream mapped at a time ahead of the builder (prefault_ahead: about 1.1 MB).
+constexpr size_t kPrefaultSlots = 2048;
+
 constexpr int64_t kSbufAlign = 64;
+
+// emit()'s access states: not tracked (no valid view, or an untracked input read), tracked, or already
+// collected and recorded.
+constexpr char kSkipped = 0, kTracked = 1, kRecorded = 2;
+
+// Whether tracked access i's rectangle meets no other tracked access's of the instruction in its space. Then
+// its collect and record are one walk wherever they happen: its record cannot drop or add a record another
+// access's collect would see (a dropped record lies inside it), nor theirs one its collect would.
+bool apart(const Access* accesses, const std::vector<View::Region>& regions, const std::vector<char>& state,
+           size_t i) {
+  const View::Region& r = regions[i];
+  const isa::MemSpace space = accesses[i].view->space();
+  for (size_t j = 0; j < state.size(); ++j) {
+    if (j == i || state[j] == kSkipped) continue;
+    const View::Region& o = regions[j];
+    if (accesses[j].view->space() == space && o.space_id == r.space_id &&
+        Rect{r.r0, r.r1, r.c0, r.c1}.overlaps({o.r0, o.r1, o.c0, o.c1}))
+      return false;
+  }
+  return true;
+}
 
 std::atomic<uint64_t> g_serial{0};
 thread_local Kernel* t_current = nullptr;
@@ -262,9 +286,9 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
   if (split) ls_need.reset(done, e);
   for (const Event& w : extra_waits) need.add(w);
   sc.regions.resize(num_accesses);
-  sc.untracked.assign(num_accesses, 0);
+  sc.state.assign(num_accesses, kSkipped);
   std::vector<View::Region>& regions = sc.regions;
-  std::vector<char>& untracked = sc.untracked;
+  std::vector<char>& state = sc.state;
   bool fence = false;
   constexpr size_t kNoFused = ~size_t{0}, kNone = kNoFused - 1;  // not found yet; the first has no collect
   size_t fused = kNoFused;
@@ -283,7 +307,6 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
       HbmUse& u = hbm_use_[a.view->tensor()];
       if (!a.write && u.input && !u.written) {
         u.untracked_reads = true;
-        untracked[i] = 1;
         continue;
       }
       if (a.write) {
@@ -292,13 +315,24 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
       }
     }
     regions[i] = a.any_row ? a.view->region_any_row() : a.view->region(a.whole_rows);
+    state[i] = kTracked;
+  }
+  for (size_t i = 0; i < num_accesses; ++i) {
+    if (state[i] != kTracked) continue;
+    const Access& a = accesses[i];
     const View::Region& r = regions[i];
-    // The first access to record, if it collects too, is collected last, with its record in the same walk.
+    Needs& to = split && a.load_stationary ? ls_need : need;
+    if (a.collect && a.record && apart(accesses, regions, state, i)) {
+      tracker_mut(a.view->space())
+          .collect_and_record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, to, record_event(a));
+      state[i] = kRecorded;
+      continue;
+    }
+    // The first other access to record, if it collects too, is collected last, with its record in the same
+    // walk.
     if (fused == kNoFused && a.record) fused = a.collect ? i : kNone;
     if (a.collect && fused != i)
-      tracker(a.view->space())
-          .collect(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write,
-                   split && a.load_stationary ? ls_need : need);
+      tracker(a.view->space()).collect(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, to);
   }
   // Every other access is collected, so this one's record cannot hide from them what they wait for (as
   // record() after all the collects). The instruction's checks come after this record: one that fails ends
@@ -309,6 +343,7 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
     tracker_mut(a.view->space())
         .collect_and_record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write,
                             split && a.load_stationary ? ls_need : need, record_event(a));
+    state[fused] = kRecorded;
   }
 
   if (fence) {
@@ -344,18 +379,38 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
 
   for (size_t i = 0; i < num_accesses; ++i) {
     const Access& a = accesses[i];
-    if (a.view == nullptr || !a.view->valid() || !a.record || untracked[i] || i == fused) continue;
+    if (state[i] != kTracked || !a.record) continue;
     const View::Region& r = regions[i];
     tracker_mut(a.view->space()).record(r.space_id, {r.r0, r.r1, r.c0, r.c1}, a.write, record_event(a));
   }
   auto& stream = shared_.program.streams[core_][e];
+  // A full stream moves to a new buffer and frees the old one: no range of it may be mapped after that.
+  if (stream.size() == stream.capacity()) shared_.prefaulter.drain();
   // A stream that outgrew its reservation (build_program) grows 8x at a time (by at most kGrowthReserve
   // instructions) rather than the vector's 2x: the unused part is address space only, and each growth
   // writes every instruction to fresh pages again.
   if (shared_.reserve_ahead && stream.size() == stream.capacity() && stream.size() >= kFirstReserve)
     stream.reserve(stream.size() + std::min<size_t>(7 * stream.size(), kGrowthReserve));
   stream.push_back(std::move(inst));
+  prefault_ahead(stream, e);
   return InstRef{this, static_cast<Engine>(e), static_cast<uint32_t>(stream.size() - 1), ev, ++seq_};
+}
+
+// A large program's streams are hundreds of MB of fresh pages: mapping the next slots of the stream's
+// reserved buffer in one call costs less than a page fault at each page the instructions reach (issue 27:
+// the faults were the larger part of a timing-only build's time writing instructions), and on the
+// prefaulter's thread it overlaps the building.
+void Kernel::prefault_ahead(std::vector<isa::Instruction>& stream, int e) {
+  if (stream.data() != mapped_buffer_[e]) {  // the first instruction, or the stream moved (grew)
+    mapped_buffer_[e] = stream.data();
+    mapped_slots_[e] = stream.size();
+  }
+  // One to two blocks of slots ahead: the prefaulter's thread maps the next block while this one is written.
+  if (stream.size() + kPrefaultSlots < mapped_slots_[e]) return;
+  const size_t from = mapped_slots_[e], to = std::min(stream.capacity(), from + kPrefaultSlots);
+  if (to <= from) return;
+  shared_.prefaulter.request(stream.data() + from, (to - from) * sizeof(isa::Instruction));
+  mapped_slots_[e] = to;
 }
 
 void Kernel::add_wait(const InstRef& later, const Event& ev) {

@@ -338,13 +338,17 @@ class Kernel {
   struct EmitScratch {
     Needs need, ls_need;  // the MultiplyMoving's (or the only) waits, the LoadStationary's
     std::vector<View::Region> regions;
-    std::vector<char> untracked;
+    std::vector<char> state;  // per access: skipped, tracked, recorded (kernel.cpp)
   };
   EmitScratch scratch_;
   // intern()'s last file: a Loc's file_name() is one pointer per file (a string literal, or a Python file
   // name interned once by the bindings), so a repeated file is found without a string lookup.
   const char* last_file_ = nullptr;
   uint32_t last_file_index_ = 0;
+  // Per engine stream: its buffer and how many instruction slots of it prefault_ahead() mapped so far.
+  std::array<const isa::Instruction*, isa::kNumEngines> mapped_buffer_{};
+  std::array<size_t, isa::kNumEngines> mapped_slots_{};
+  void prefault_ahead(std::vector<isa::Instruction>& stream, int e);
 };
 
 using KernelFn = std::function<void(Kernel&)>;

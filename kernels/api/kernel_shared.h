@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/api/kernel.h"
+#include "sim/base/prefaulter.h"
 
 namespace trnsim::kernels {
 
@@ -76,6 +77,9 @@ struct Kernel::Shared {
     InstRef transfer;          // the SendRecv instruction (index 0 in a declaration build)
   };
   std::array<std::vector<SendRecvCall>, 2> sendrecv_calls;
+  // Maps the streams' next instruction slots on another thread (Kernel::prefault_ahead). Last: destroyed
+  // first, so no range is mapped once the streams may be freed.
+  Prefaulter prefaulter;
 };
 
 // How messages name an HBM tensor: "output 'y' float32 [256, 64] declared at k.py:9" ("shared_hbm tensor",

@@ -108,6 +108,30 @@ TEST_CASE("WAW alone, and disjoint slices of one tile are independent", "[kernel
   CHECK(waits(inst(b, Engine::ACT, 1)).empty());
 }
 
+TEST_CASE("an in-place operand pair beside a separate operand: each keeps its waits and its records",
+          "[kernels][deps]") {
+  // emit() collects and records an operand that meets no other operand of its instruction in one walk, and
+  // the in-place dst / data1 pair apart (collects first, records after): the waits are the same either way.
+  KernelBuild b = build([](Kernel& k) {
+    View a = k.sbuf({128, 64}, DType::F32, "a");
+    View c = k.sbuf({128, 64}, DType::F32, "c");
+    View t = k.sbuf({128, 64}, DType::F32, "t");
+    nki::memset(a, 1.0);                                    // DVE #1 writes a
+    nki::memset(c, 2.0, Engine::ACT);                       // ACT #1 writes c
+    nki::tensor_tensor(a, a, c, AluOp::Add, Engine::POOL);  // POOL #1: RAW on a and c
+    nki::memset(c, 0.0);                                    // DVE #2: WAW on ACT #1, WAR on POOL #1
+    nki::tensor_copy(t, a, Engine::ACT);                    // ACT #2: RAW on POOL #1's write of a
+    nki::tensor_tensor(t(all, S(0, 32)), a(all, S(0, 32)), c(all, S(0, 32)),
+                       AluOp::Add);  // DVE #3: WAW on ACT #2
+  });
+  CHECK(waits(inst(b, Engine::POOL, 0)) == Waits{{kDVE, 1}, {kACT, 1}});
+  CHECK(waits(inst(b, Engine::DVE, 1)) == Waits{{kACT, 1}, {kPOOL, 1}});
+  // POOL #1's write covers DVE #1's, which it replaced: only POOL #1 is waited for.
+  CHECK(waits(inst(b, Engine::ACT, 1)) == Waits{{kPOOL, 1}});
+  // POOL #1 is implied (DVE #2 waited for it), DVE #2 is program order.
+  CHECK(waits(inst(b, Engine::DVE, 2)) == Waits{{kACT, 2}});
+}
+
 TEST_CASE("DMA queues: round-robin per engine, FIFO counts, explicit queues", "[kernels][deps]") {
   KernelBuild b = build([](Kernel& k) {
     View x = k.input("x", DType::F32, {128, 9 * 64});
