@@ -487,8 +487,8 @@ void Exec::transpose(int src_slot) {
                             (dst.ap().space != MemSpace::HBM || dst.rows() == 1 ||
                              static_cast<uint64_t>(dst_stride < 0 ? -dst_stride : dst_stride) >= dst.cols());
       const bool big = static_cast<uint64_t>(rows) * cols >= (1u << 15);
-      const int parts =
-          static_cast<int>(std::min<uint64_t>(row_tiles, distinct && big ? num::host_split_threads() : 1));
+      // (one row tile a part, claimed by the host threads in turn)
+      const int parts = distinct && big && num::host_split_threads() > 1 ? static_cast<int>(row_tiles) : 1;
       // Tiles of 32 x 32: each tile's source rows are read into a local buffer, transposed there and written
       // out row by row (whole rows where a side's elements are consecutive, else element by element through
       // the column offsets). Rows of SBUF and PSUM are a multiple of 4 KiB apart, so a tile walked in place,
@@ -497,7 +497,7 @@ void Exec::transpose(int src_slot) {
       // the same.
       const bool src_rows = src.contiguous_rows(), dst_rows = dst.contiguous_rows();
       const bool vector16 = num::has_transpose32_u16();
-      num::host_split(parts, [&](int t) {
+      num::host_for(parts, [&](int t) {
         const uint64_t pa = row_tiles * t / parts * kTile;
         const uint64_t pb = std::min<uint64_t>(rows, row_tiles * (t + 1) / parts * kTile);
         decltype(elem) in[kTile][kTile], out[kTile][kTile];
@@ -733,11 +733,13 @@ std::optional<std::vector<std::pair<int, int>>> Exec::matmul_mx_pairs(OperandVie
   uint32_t* b = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(bq.data()) + 63) & ~uintptr_t{63});
   const num::Fp8Format fs = fp8_format(st.dtype()), fm = fp8_format(mv.dtype());
   // Rows [k0, k1) (whole MX groups) per part of a host split, two at a time: logical rows j kp + k and
-  // j kp + k + 1 are pair (j kp + k) / 2.
-  const int parts = std::min<int>(
-      groups, static_cast<uint64_t>(kp) * (m_size + n_size) >= (1u << 15) ? num::host_split_threads() : 1);
+  // j kp + k + 1 are pair (j kp + k) / 2. Large tiles: one MX group a part, claimed by the host threads.
+  const int parts =
+      static_cast<uint64_t>(kp) * (m_size + n_size) >= (1u << 15) && num::host_split_threads() > 1
+          ? static_cast<int>(groups)
+          : 1;
   std::vector<num::PairRange> ra(static_cast<size_t>(parts)), rb(static_cast<size_t>(parts));
-  num::host_split(parts, [&](int t) {
+  num::host_for(parts, [&](int t) {
     const uint32_t k0 = groups * t / parts * 8, k1 = groups * (t + 1) / parts * 8;
     std::vector<float> sa(m_size), sb(n_size);
     for (uint32_t k = k0; k < k1; k += 2) {
@@ -828,10 +830,12 @@ void Exec::matmul_mx() {
       }
     }
   };
-  const int parts = std::min<int>(
-      groups, static_cast<uint64_t>(kp) * (m_size + n_size) >= (1u << 15) ? num::host_split_threads() : 1);
+  const int parts =
+      static_cast<uint64_t>(kp) * (m_size + n_size) >= (1u << 15) && num::host_split_threads() > 1
+          ? static_cast<int>(groups)
+          : 1;
   std::vector<float>&a_out = a, &b_out = b;  // the calling thread's scratch (each part has its own `scale`)
-  num::host_split(parts, [&](int t) {
+  num::host_for(parts, [&](int t) {
     const uint32_t k0 = groups * t / parts * 8, k1 = groups * (t + 1) / parts * 8;
     dequantize(st, ss, inst_.scale_offset, m_size, a_out, k0, k1);
     dequantize(mv, ms, inst_.moving_scale_offset, n_size, b_out, k0, k1);
@@ -872,8 +876,10 @@ void Exec::quantize_mx() {
     const uint64_t n = src.cols();
     // (dst and dst_scale sharing bytes would make the groups' writes order-dependent: one part then)
     const bool big = static_cast<uint64_t>(src.rows()) * n >= (1u << 15);
-    const int parts = std::min<int>(groups, big && !dst.may_overlap(sc) ? num::host_split_threads() : 1);
-    num::host_split(parts, [&](int t) {
+    // (one group a part, claimed by the host threads in turn)
+    const int parts =
+        big && !dst.may_overlap(sc) && num::host_split_threads() > 1 ? static_cast<int>(groups) : 1;
+    num::host_for(parts, [&](int t) {
       const uint64_t F = dst.cols();
       std::vector<float> rows(8 * n);
       std::vector<uint8_t> q(8 * n), s(F);
