@@ -1549,6 +1549,24 @@ int scalar_offset_target(const Instruction& inst) {
   return inst.op == Opcode::DmaCopy && inst.has(kScalarOffsetDst) ? 0 : 1;
 }
 
+namespace {
+
+// n bytes of 0xFF, an HBM tensor's start (NaN in every float dtype: a byte no one writes shows). A scratch
+// mapping (a large tensor under `trnsim run`) is filled by the host threads in 4 MiB parts, each taking its
+// own pages' faults, instead of one thread for the whole tensor.
+HostBytes poisoned(size_t n) {
+  if (!makes_scratch(n)) return HostBytes(n, 0xFF);
+  HostBytes b(n);  // zeros (a scratch file reads as zeros until written)
+  constexpr size_t kPart = size_t{4} << 20;
+  num::host_for(static_cast<int>((n + kPart - 1) / kPart), [&](int i) {
+    const size_t at = static_cast<size_t>(i) * kPart;
+    std::memset(b.data() + at, 0xFF, std::min(kPart, n - at));
+  });
+  return b;
+}
+
+}  // namespace
+
 MachineState make_machine_state(const Program& program, const Limits& limits,
                                 std::map<uint32_t, HostBytes> initial) {
   if (program.num_cores < 1 || program.num_cores > 2)
@@ -1569,7 +1587,7 @@ MachineState make_machine_state(const Program& program, const Limits& limits,
     }
     const auto given = initial.find(static_cast<uint32_t>(s.hbm.size()));
     if (given == initial.end()) {
-      s.hbm.emplace_back(static_cast<size_t>(n), 0xFF);
+      s.hbm.push_back(poisoned(static_cast<size_t>(n)));
       continue;
     }
     if (given->second.size() != static_cast<size_t>(n))
