@@ -138,6 +138,20 @@ class Exec {
     return true;
   }
 
+  // Whether no two elements of x share a byte (contiguous rows in distinct partitions, or HBM rows that do
+  // not overlap): host threads may then write x's elements in any order, each byte by one thread.
+  static bool distinct_elements(const OperandView& x) {
+    const int64_t stride = x.ap().partition_stride;
+    return x.contiguous_rows() && (x.ap().space != MemSpace::HBM || x.rows() == 1 ||
+                                   static_cast<uint64_t>(stride < 0 ? -stride : stride) >= x.cols());
+  }
+
+  // Parts for host_for over `units` independent pieces of an instruction moving `elements` elements: one
+  // piece a part when the instruction is large (at least 32 Ki elements) and the host has two threads.
+  static int split_parts(uint64_t units, uint64_t elements) {
+    return elements >= (1u << 15) && num::host_split_threads() > 1 ? static_cast<int>(units) : 1;
+  }
+
   // An FP32 tile [m, n] (m, n > 0) whose columns are consecutive floats.
   static bool fp32_rows(OperandView& dst, uint64_t m, uint64_t n) {
     return dst.dtype() == DType::F32 && m > 0 && n > 0 && consecutive_4byte_cols(dst, n);
@@ -479,16 +493,11 @@ void Exec::transpose(int src_slot) {
         dp[f] = dst.at(static_cast<uint32_t>(f), 0), sc[f] = src.at(0, f) - src.at(0, 0);
       constexpr uint64_t kTile = 32;
       // Large transposes split the source rows' tiles over host threads (a large transpose has many source
-      // rows: its dst has at most 128 partitions), when no two dst elements share a byte (contiguous rows in
-      // distinct partitions, or HBM rows that do not overlap): each byte is then written by one thread.
+      // rows: its dst has at most 128 partitions), one row tile a part, when no two dst elements share a
+      // byte: each byte is then written by one thread.
       const uint64_t row_tiles = (rows + kTile - 1) / kTile;
-      const int64_t dst_stride = dst.ap().partition_stride;
-      const bool distinct = dst.contiguous_rows() &&
-                            (dst.ap().space != MemSpace::HBM || dst.rows() == 1 ||
-                             static_cast<uint64_t>(dst_stride < 0 ? -dst_stride : dst_stride) >= dst.cols());
-      const bool big = static_cast<uint64_t>(rows) * cols >= (1u << 15);
-      // (one row tile a part, claimed by the host threads in turn)
-      const int parts = distinct && big && num::host_split_threads() > 1 ? static_cast<int>(row_tiles) : 1;
+      const int parts =
+          distinct_elements(dst) ? split_parts(row_tiles, static_cast<uint64_t>(rows) * cols) : 1;
       // Tiles of 32 x 32: each tile's source rows are read into a local buffer, transposed there and written
       // out row by row (whole rows where a side's elements are consecutive, else element by element through
       // the column offsets). Rows of SBUF and PSUM are a multiple of 4 KiB apart, so a tile walked in place,
@@ -621,27 +630,34 @@ void Exec::gather_transpose() {
     dp[p] = dst.at(p, 0), sc[p] = src.col_offset(p), runs = runs && sc[p] == sc[0] + 2 * int64_t{p};
   for (uint32_t r = 0; r < rows; ++r) dc[r] = dst.at(0, r) - dst.at(0, 0);
   constexpr uint32_t kRows = 64;
-  std::vector<uint16_t> tile(static_cast<size_t>(kRows) * parts);
-  for (uint32_t r0 = 0; r0 < rows; r0 += kRows) {
-    const uint32_t r1 = std::min(rows, r0 + kRows);
-    for (uint32_t r = r0; r < r1; ++r) {
-      uint16_t* t = &tile[static_cast<size_t>(r - r0) * parts];
-      if (runs && base[r] != nullptr) {
-        std::memcpy(t, base[r] + sc[0], 2 * size_t{parts});
-        continue;
+  // Large gathers: one tile of 64 entries (dst columns) a part of a host split, when dst's elements are
+  // apart.
+  const uint32_t tiles = (rows + kRows - 1) / kRows;
+  const int split = distinct_elements(dst) ? split_parts(tiles, static_cast<uint64_t>(rows) * parts) : 1;
+  num::host_for(split, [&](int part) {
+    std::vector<uint16_t> tile(static_cast<size_t>(kRows) * parts);
+    const uint32_t ta = split == 1 ? 0 : part, tb = split == 1 ? tiles : part + 1;
+    for (uint32_t r0 = ta * kRows; r0 < std::min(rows, tb * kRows); r0 += kRows) {
+      const uint32_t r1 = std::min(rows, r0 + kRows);
+      for (uint32_t r = r0; r < r1; ++r) {
+        uint16_t* t = &tile[static_cast<size_t>(r - r0) * parts];
+        if (runs && base[r] != nullptr) {
+          std::memcpy(t, base[r] + sc[0], 2 * size_t{parts});
+          continue;
+        }
+        for (uint32_t p = 0; p < parts; ++p)
+          std::memcpy(&t[p], base[r] != nullptr ? base[r] + sc[p] : src.at_tensor_row(index[r], p), 2);
       }
-      for (uint32_t p = 0; p < parts; ++p)
-        std::memcpy(&t[p], base[r] != nullptr ? base[r] + sc[p] : src.at_tensor_row(index[r], p), 2);
+      // Pointers in locals: a store through dst's bytes could alias the tables, which would be reloaded.
+      const int64_t* dcr = dc.data();
+      for (uint32_t p = 0; p < parts; ++p) {
+        uint8_t* drow = dp[p];
+        const uint16_t* tp = tile.data() + p;
+        for (uint32_t r = r0; r < r1; ++r)
+          std::memcpy(drow + dcr[r], tp + static_cast<size_t>(r - r0) * parts, 2);
+      }
     }
-    // Pointers in locals: a store through dst's bytes could alias the tables, which would be reloaded.
-    const int64_t* dcr = dc.data();
-    for (uint32_t p = 0; p < parts; ++p) {
-      uint8_t* drow = dp[p];
-      const uint16_t* tp = tile.data() + p;
-      for (uint32_t r = r0; r < r1; ++r)
-        std::memcpy(drow + dcr[r], tp + static_cast<size_t>(r - r0) * parts, 2);
-    }
-  }
+  });
 }
 
 // dma_transpose with axes (2, 1, 0) / (3, 1, 2, 0): src [A, C, D] (A its rows, C x D its free elements) to
@@ -1111,11 +1127,20 @@ void Exec::tensor_copy() {
       return;
     }
     if (dst.dtype() != src.dtype()) {
-      std::vector<float> row(src.cols());
-      for (uint32_t i = 0; i < dst.rows(); ++i) {
-        src.load_row(i, row.data());
-        dst.store_row(i, row.data());
-      }
+      // Large copies (a PSUM tile to SBUF as BF16): groups of 8 rows a part of a host split, when dst's rows
+      // are apart.
+      const uint32_t groups = (dst.rows() + 7) / 8;
+      const int parts =
+          distinct_elements(dst) ? split_parts(groups, static_cast<uint64_t>(dst.rows()) * dst.cols()) : 1;
+      num::host_for(parts, [&](int t) {
+        std::vector<float> row(src.cols());
+        const uint32_t r0 = parts == 1 ? 0 : 8 * t,
+                       r1 = parts == 1 ? dst.rows() : std::min(dst.rows(), r0 + 8);
+        for (uint32_t i = r0; i < r1; ++i) {
+          src.load_row(i, row.data());
+          dst.store_row(i, row.data());
+        }
+      });
       return;
     }
     // One dtype, strided rows (a permuted PSUM tile): element copies of a fixed size through the column
