@@ -34,13 +34,14 @@ struct Record {
 
 }  // namespace
 
-TEST_CASE("run_parts runs every part once; part 0 on the calling thread") {
-  for (int n : {1, 2, 5}) {
-    Record r(n);
-    run_parts(n, [&](int t) { r(t); });
-    CHECK(r.runs == std::vector<int>(n, 1));
-    CHECK(r.inline_runs[0] == 1);
-  }
+TEST_CASE("run_parts and host_split run every part once; part 0 on the calling thread") {
+  for (auto split : {&run_parts, &host_split})
+    for (int n : {1, 2, 5}) {
+      Record r(n);
+      split(n, [&](int t) { r(t); });
+      CHECK(r.runs == std::vector<int>(n, 1));
+      CHECK(r.inline_runs[0] == 1);
+    }
   run_parts(0, [](int) { FAIL("no part to run"); });
 }
 
@@ -57,15 +58,6 @@ TEST_CASE("run_parts and host_split rethrow the first error by part number after
       CHECK(std::string(e.what()) == "part 2");
     }
     CHECK(finished == 4);
-  }
-}
-
-TEST_CASE("host_split runs every part once, part 0 on the calling thread") {
-  for (int n : {1, 2, 3}) {
-    Record r(n);
-    host_split(n, [&](int t) { r(t); });
-    CHECK(r.runs == std::vector<int>(n, 1));
-    CHECK(r.inline_runs[0] == 1);
   }
 }
 
