@@ -319,18 +319,22 @@ OutputCheck matmul_check(const std::string& output, MatmulOperand lhs, MatmulOpe
                               tensor::shape_str(out.shape), d.R, d.C));
     const RowSample s = row_sample(d.R, flops, ctx.full_reference());
     const int64_t compared = ref::sampled_rows(d.R, s.block_rows, s.stride);
-    const std::vector<float> k = out.values();
+    // The output's FP32 values on the rows compared, in a buffer of the whole shape left uninitialised: the
+    // rows a sample skips cost neither a conversion nor their pages.
+    const std::unique_ptr<float[]> k(new float[static_cast<size_t>(d.R * d.C)]);
+    for (const auto& [r0, r1] : ref::sample_blocks(d.R, s.block_rows, s.stride))
+      out.values(r0 * d.C, (r1 - r0) * d.C, k.get() + r0 * d.C);
     const bool ready =
         prepared->ready && prepared->sample.block_rows == s.block_rows && prepared->sample.stride == s.stride;
     if (!ready && lo.data == nullptr) operands();
     try {
       const ref::ErrorMetrics e =
-          ready ? ref::compare_sampled(k.data(), d, s.block_rows, s.stride, prepared->exact)
-                : ref::compare_matmul(k.data(), lo, ro, std::nullopt, s.block_rows, s.stride);
-      const ref::ErrorMetrics q =
-          !quant  ? e
-          : ready ? ref::compare_sampled(k.data(), d, s.block_rows, s.stride, prepared->mx)
-                  : ref::compare_matmul(k.data(), lo, ro, quant, s.block_rows, s.stride);
+          ready ? ref::compare_sampled(k.get(), d, s.block_rows, s.stride, prepared->exact)
+                : ref::compare_matmul(k.get(), lo, ro, std::nullopt, s.block_rows, s.stride);
+      const ref::ErrorMetrics q = !quant ? e
+                                  : ready
+                                      ? ref::compare_sampled(k.get(), d, s.block_rows, s.stride, prepared->mx)
+                                      : ref::compare_matmul(k.get(), lo, ro, quant, s.block_rows, s.stride);
       *prepared = Prepared{};  // the reference rows are not needed again
       return tolerance_result(output, out, e, q, quant.has_value(), tol, compared, d.R);
     } catch (const InputError& err) {

@@ -156,13 +156,6 @@ namespace {
 constexpr int64_t kChunkRows = 256;
 
 // The sampled row blocks [r0, r1): blocks of block_rows starting at rows 0, s b, 2 s b, ... (b = block_rows).
-std::vector<std::pair<int64_t, int64_t>> sample_blocks(int64_t R, int64_t block_rows, int64_t block_stride) {
-  std::vector<std::pair<int64_t, int64_t>> v;
-  for (int64_t r0 = 0; r0 < R; r0 += block_rows * block_stride)
-    v.push_back({r0, std::min(R, r0 + block_rows)});
-  return v;
-}
-
 void check_compare_args(const Operand& lhs, const Operand& rhs, int64_t block_rows, int64_t block_stride) {
   check_blas_dims(matmul_dims(lhs, rhs));
   if (block_rows < 1) throw InputError(fmt::format("matmul reference: block_rows {} < 1", block_rows));
@@ -219,6 +212,13 @@ void reference_chunks(const Operand& lhs, const Operand& rhs, const std::optiona
 }
 
 }  // namespace
+
+std::vector<std::pair<int64_t, int64_t>> sample_blocks(int64_t R, int64_t block_rows, int64_t block_stride) {
+  std::vector<std::pair<int64_t, int64_t>> v;
+  for (int64_t r0 = 0; r0 < R; r0 += block_rows * block_stride)
+    v.push_back({r0, std::min(R, r0 + block_rows)});
+  return v;
+}
 
 int64_t sampled_rows(int64_t R, int64_t block_rows, int64_t block_stride) {
   int64_t n = 0;

@@ -85,6 +85,9 @@ ErrorMetrics compare_sampled(const float* kernel_out, const MatmulDims& d, int64
                              int64_t block_stride, const std::vector<double>& golden);
 // Rows compared by a sample of block_rows-row blocks every block_stride blocks of R rows.
 int64_t sampled_rows(int64_t R, int64_t block_rows, int64_t block_stride);
+// Those row blocks, [first row, end row) each, in row order: the only rows of the kernel's output that
+// compare_matmul and compare_sampled read.
+std::vector<std::pair<int64_t, int64_t>> sample_blocks(int64_t R, int64_t block_rows, int64_t block_stride);
 
 // Logical [K, F] values of Trainium x4 data [K/4, F] with its E8M0 scale tile ([K/4, F] unpacked, or
 // packed [ceil(K/2048)*128, F]), in the x4 interleave `scheme`: out[f * K + k], i.e. [F, K] row-major.

@@ -138,6 +138,20 @@ class Exec {
     return true;
   }
 
+  // Whether no two elements of x share a byte (contiguous rows in distinct partitions, or HBM rows that do
+  // not overlap): host threads may then write x's elements in any order, each byte by one thread.
+  static bool distinct_elements(const OperandView& x) {
+    const int64_t stride = x.ap().partition_stride;
+    return x.contiguous_rows() && (x.ap().space != MemSpace::HBM || x.rows() == 1 ||
+                                   static_cast<uint64_t>(stride < 0 ? -stride : stride) >= x.cols());
+  }
+
+  // Parts for host_for over `units` independent pieces of an instruction moving `elements` elements: one
+  // piece a part when the instruction is large (at least 32 Ki elements) and the host has two threads.
+  static int split_parts(uint64_t units, uint64_t elements) {
+    return elements >= (1u << 15) && num::host_split_threads() > 1 ? static_cast<int>(units) : 1;
+  }
+
   // An FP32 tile [m, n] (m, n > 0) whose columns are consecutive floats.
   static bool fp32_rows(OperandView& dst, uint64_t m, uint64_t n) {
     return dst.dtype() == DType::F32 && m > 0 && n > 0 && consecutive_4byte_cols(dst, n);
@@ -479,16 +493,11 @@ void Exec::transpose(int src_slot) {
         dp[f] = dst.at(static_cast<uint32_t>(f), 0), sc[f] = src.at(0, f) - src.at(0, 0);
       constexpr uint64_t kTile = 32;
       // Large transposes split the source rows' tiles over host threads (a large transpose has many source
-      // rows: its dst has at most 128 partitions), when no two dst elements share a byte (contiguous rows in
-      // distinct partitions, or HBM rows that do not overlap): each byte is then written by one thread.
+      // rows: its dst has at most 128 partitions), one row tile a part, when no two dst elements share a
+      // byte: each byte is then written by one thread.
       const uint64_t row_tiles = (rows + kTile - 1) / kTile;
-      const int64_t dst_stride = dst.ap().partition_stride;
-      const bool distinct = dst.contiguous_rows() &&
-                            (dst.ap().space != MemSpace::HBM || dst.rows() == 1 ||
-                             static_cast<uint64_t>(dst_stride < 0 ? -dst_stride : dst_stride) >= dst.cols());
-      const bool big = static_cast<uint64_t>(rows) * cols >= (1u << 15);
       const int parts =
-          static_cast<int>(std::min<uint64_t>(row_tiles, distinct && big ? num::host_split_threads() : 1));
+          distinct_elements(dst) ? split_parts(row_tiles, static_cast<uint64_t>(rows) * cols) : 1;
       // Tiles of 32 x 32: each tile's source rows are read into a local buffer, transposed there and written
       // out row by row (whole rows where a side's elements are consecutive, else element by element through
       // the column offsets). Rows of SBUF and PSUM are a multiple of 4 KiB apart, so a tile walked in place,
@@ -497,7 +506,7 @@ void Exec::transpose(int src_slot) {
       // the same.
       const bool src_rows = src.contiguous_rows(), dst_rows = dst.contiguous_rows();
       const bool vector16 = num::has_transpose32_u16();
-      num::host_split(parts, [&](int t) {
+      num::host_for(parts, [&](int t) {
         const uint64_t pa = row_tiles * t / parts * kTile;
         const uint64_t pb = std::min<uint64_t>(rows, row_tiles * (t + 1) / parts * kTile);
         decltype(elem) in[kTile][kTile], out[kTile][kTile];
@@ -621,27 +630,34 @@ void Exec::gather_transpose() {
     dp[p] = dst.at(p, 0), sc[p] = src.col_offset(p), runs = runs && sc[p] == sc[0] + 2 * int64_t{p};
   for (uint32_t r = 0; r < rows; ++r) dc[r] = dst.at(0, r) - dst.at(0, 0);
   constexpr uint32_t kRows = 64;
-  std::vector<uint16_t> tile(static_cast<size_t>(kRows) * parts);
-  for (uint32_t r0 = 0; r0 < rows; r0 += kRows) {
-    const uint32_t r1 = std::min(rows, r0 + kRows);
-    for (uint32_t r = r0; r < r1; ++r) {
-      uint16_t* t = &tile[static_cast<size_t>(r - r0) * parts];
-      if (runs && base[r] != nullptr) {
-        std::memcpy(t, base[r] + sc[0], 2 * size_t{parts});
-        continue;
+  // Large gathers: one tile of 64 entries (dst columns) a part of a host split, when dst's elements are
+  // apart.
+  const uint32_t tiles = (rows + kRows - 1) / kRows;
+  const int split = distinct_elements(dst) ? split_parts(tiles, static_cast<uint64_t>(rows) * parts) : 1;
+  num::host_for(split, [&](int part) {
+    std::vector<uint16_t> tile(static_cast<size_t>(kRows) * parts);
+    const uint32_t ta = split == 1 ? 0 : part, tb = split == 1 ? tiles : part + 1;
+    for (uint32_t r0 = ta * kRows; r0 < std::min(rows, tb * kRows); r0 += kRows) {
+      const uint32_t r1 = std::min(rows, r0 + kRows);
+      for (uint32_t r = r0; r < r1; ++r) {
+        uint16_t* t = &tile[static_cast<size_t>(r - r0) * parts];
+        if (runs && base[r] != nullptr) {
+          std::memcpy(t, base[r] + sc[0], 2 * size_t{parts});
+          continue;
+        }
+        for (uint32_t p = 0; p < parts; ++p)
+          std::memcpy(&t[p], base[r] != nullptr ? base[r] + sc[p] : src.at_tensor_row(index[r], p), 2);
       }
-      for (uint32_t p = 0; p < parts; ++p)
-        std::memcpy(&t[p], base[r] != nullptr ? base[r] + sc[p] : src.at_tensor_row(index[r], p), 2);
+      // Pointers in locals: a store through dst's bytes could alias the tables, which would be reloaded.
+      const int64_t* dcr = dc.data();
+      for (uint32_t p = 0; p < parts; ++p) {
+        uint8_t* drow = dp[p];
+        const uint16_t* tp = tile.data() + p;
+        for (uint32_t r = r0; r < r1; ++r)
+          std::memcpy(drow + dcr[r], tp + static_cast<size_t>(r - r0) * parts, 2);
+      }
     }
-    // Pointers in locals: a store through dst's bytes could alias the tables, which would be reloaded.
-    const int64_t* dcr = dc.data();
-    for (uint32_t p = 0; p < parts; ++p) {
-      uint8_t* drow = dp[p];
-      const uint16_t* tp = tile.data() + p;
-      for (uint32_t r = r0; r < r1; ++r)
-        std::memcpy(drow + dcr[r], tp + static_cast<size_t>(r - r0) * parts, 2);
-    }
-  }
+  });
 }
 
 // dma_transpose with axes (2, 1, 0) / (3, 1, 2, 0): src [A, C, D] (A its rows, C x D its free elements) to
@@ -733,11 +749,13 @@ std::optional<std::vector<std::pair<int, int>>> Exec::matmul_mx_pairs(OperandVie
   uint32_t* b = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(bq.data()) + 63) & ~uintptr_t{63});
   const num::Fp8Format fs = fp8_format(st.dtype()), fm = fp8_format(mv.dtype());
   // Rows [k0, k1) (whole MX groups) per part of a host split, two at a time: logical rows j kp + k and
-  // j kp + k + 1 are pair (j kp + k) / 2.
-  const int parts = std::min<int>(
-      groups, static_cast<uint64_t>(kp) * (m_size + n_size) >= (1u << 15) ? num::host_split_threads() : 1);
+  // j kp + k + 1 are pair (j kp + k) / 2. Large tiles: one MX group a part, claimed by the host threads.
+  const int parts =
+      static_cast<uint64_t>(kp) * (m_size + n_size) >= (1u << 15) && num::host_split_threads() > 1
+          ? static_cast<int>(groups)
+          : 1;
   std::vector<num::PairRange> ra(static_cast<size_t>(parts)), rb(static_cast<size_t>(parts));
-  num::host_split(parts, [&](int t) {
+  num::host_for(parts, [&](int t) {
     const uint32_t k0 = groups * t / parts * 8, k1 = groups * (t + 1) / parts * 8;
     std::vector<float> sa(m_size), sb(n_size);
     for (uint32_t k = k0; k < k1; k += 2) {
@@ -828,10 +846,12 @@ void Exec::matmul_mx() {
       }
     }
   };
-  const int parts = std::min<int>(
-      groups, static_cast<uint64_t>(kp) * (m_size + n_size) >= (1u << 15) ? num::host_split_threads() : 1);
+  const int parts =
+      static_cast<uint64_t>(kp) * (m_size + n_size) >= (1u << 15) && num::host_split_threads() > 1
+          ? static_cast<int>(groups)
+          : 1;
   std::vector<float>&a_out = a, &b_out = b;  // the calling thread's scratch (each part has its own `scale`)
-  num::host_split(parts, [&](int t) {
+  num::host_for(parts, [&](int t) {
     const uint32_t k0 = groups * t / parts * 8, k1 = groups * (t + 1) / parts * 8;
     dequantize(st, ss, inst_.scale_offset, m_size, a_out, k0, k1);
     dequantize(mv, ms, inst_.moving_scale_offset, n_size, b_out, k0, k1);
@@ -872,8 +892,10 @@ void Exec::quantize_mx() {
     const uint64_t n = src.cols();
     // (dst and dst_scale sharing bytes would make the groups' writes order-dependent: one part then)
     const bool big = static_cast<uint64_t>(src.rows()) * n >= (1u << 15);
-    const int parts = std::min<int>(groups, big && !dst.may_overlap(sc) ? num::host_split_threads() : 1);
-    num::host_split(parts, [&](int t) {
+    // (one group a part, claimed by the host threads in turn)
+    const int parts =
+        big && !dst.may_overlap(sc) && num::host_split_threads() > 1 ? static_cast<int>(groups) : 1;
+    num::host_for(parts, [&](int t) {
       const uint64_t F = dst.cols();
       std::vector<float> rows(8 * n);
       std::vector<uint8_t> q(8 * n), s(F);
@@ -1105,11 +1127,20 @@ void Exec::tensor_copy() {
       return;
     }
     if (dst.dtype() != src.dtype()) {
-      std::vector<float> row(src.cols());
-      for (uint32_t i = 0; i < dst.rows(); ++i) {
-        src.load_row(i, row.data());
-        dst.store_row(i, row.data());
-      }
+      // Large copies (a PSUM tile to SBUF as BF16): groups of 8 rows a part of a host split, when dst's rows
+      // are apart.
+      const uint32_t groups = (dst.rows() + 7) / 8;
+      const int parts =
+          distinct_elements(dst) ? split_parts(groups, static_cast<uint64_t>(dst.rows()) * dst.cols()) : 1;
+      num::host_for(parts, [&](int t) {
+        std::vector<float> row(src.cols());
+        const uint32_t r0 = parts == 1 ? 0 : 8 * t,
+                       r1 = parts == 1 ? dst.rows() : std::min(dst.rows(), r0 + 8);
+        for (uint32_t i = r0; i < r1; ++i) {
+          src.load_row(i, row.data());
+          dst.store_row(i, row.data());
+        }
+      });
       return;
     }
     // One dtype, strided rows (a permuted PSUM tile): element copies of a fixed size through the column
@@ -1543,6 +1574,24 @@ int scalar_offset_target(const Instruction& inst) {
   return inst.op == Opcode::DmaCopy && inst.has(kScalarOffsetDst) ? 0 : 1;
 }
 
+namespace {
+
+// n bytes of 0xFF, an HBM tensor's start (NaN in every float dtype: a byte no one writes shows). A scratch
+// mapping (a large tensor under `trnsim run`) is filled by the host threads in 4 MiB parts, each taking its
+// own pages' faults, instead of one thread for the whole tensor.
+HostBytes poisoned(size_t n) {
+  if (!makes_scratch(n)) return HostBytes(n, 0xFF);
+  HostBytes b(n);  // zeros (a scratch file reads as zeros until written)
+  constexpr size_t kPart = size_t{4} << 20;
+  num::host_for(static_cast<int>((n + kPart - 1) / kPart), [&](int i) {
+    const size_t at = static_cast<size_t>(i) * kPart;
+    std::memset(b.data() + at, 0xFF, std::min(kPart, n - at));
+  });
+  return b;
+}
+
+}  // namespace
+
 MachineState make_machine_state(const Program& program, const Limits& limits,
                                 std::map<uint32_t, HostBytes> initial) {
   if (program.num_cores < 1 || program.num_cores > 2)
@@ -1563,7 +1612,7 @@ MachineState make_machine_state(const Program& program, const Limits& limits,
     }
     const auto given = initial.find(static_cast<uint32_t>(s.hbm.size()));
     if (given == initial.end()) {
-      s.hbm.emplace_back(static_cast<size_t>(n), 0xFF);
+      s.hbm.push_back(poisoned(static_cast<size_t>(n)));
       continue;
     }
     if (given->second.size() != static_cast<size_t>(n))

@@ -394,24 +394,22 @@ void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* 
     run(0, N);
     return;
   }
-  // Each output element is computed by exactly one thread, in the same order as with one thread.
+  // Each output element is computed by exactly one thread, in the same order as with one thread; the
+  // threads claim the 32-column chunks one at a time.
   const int chunks = (N + kChunk - 1) / kChunk;
-  const auto slice = [&](int t) {
-    const int n0 = chunks * t / threads * kChunk, n1 = std::min(N, chunks * (t + 1) / threads * kChunk);
-    if (n0 < n1) run(n0, n1);
-  };
-  host_split(threads, slice);
+  host_for(chunks, [&](int p) { run(p * kChunk, std::min(N, (p + 1) * kChunk)); });
 }
 
 std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairRange& a, const uint32_t* Bq,
                                                  const PairRange& b, float* C, int64_t ldc, int K, int M,
                                                  int N, bool accumulate, int threads) {
   const int K2 = K / 2, chunks = N / 32;
-  threads = std::clamp(threads, 1, std::max(1, chunks));
-  // Each thread's columns once their PSUM values are known to pass (else they are left, untouched).
-  std::vector<char> left(static_cast<size_t>(threads), 0);
-  host_split(threads, [&](int t) {
-    const int p0 = chunks * t / threads, p1 = chunks * (t + 1) / threads;
+  // One part of 32-column panels per thread, or (several threads) one panel a part, claimed in turn.
+  const int parts = std::clamp(threads, 1, std::max(1, chunks)) > 1 ? chunks : 1;
+  // Each part's columns once their PSUM values are known to pass (else they are left, untouched).
+  std::vector<char> left(static_cast<size_t>(parts), 0);
+  host_for(parts, [&](int t) {
+    const int p0 = chunks * t / parts, p1 = chunks * (t + 1) / parts;
     if (p0 == p1) return;
     const PairRange c = accumulate ? pair_range_avx512(C + 32 * p0, ldc, M, 32 * (p1 - p0)) : PairRange{};
     if (!pairs_exact(a, b, c, K)) {
@@ -421,10 +419,16 @@ std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairR
     for (int p = p0; p < p1; ++p)
       panel_pairs(Ap, true, Bq + static_cast<int64_t>(p) * K2 * 32, C, ldc, K, M, 32 * p, accumulate);
   });
+  // The left columns as ranges, adjacent parts joined.
   std::vector<std::pair<int, int>> out;
-  for (int t = 0; t < threads; ++t)
-    if (left[static_cast<size_t>(t)])
-      out.emplace_back(32 * (chunks * t / threads), 32 * (chunks * (t + 1) / threads));
+  for (int t = 0; t < parts; ++t) {
+    if (!left[static_cast<size_t>(t)]) continue;
+    const int n0 = 32 * (chunks * t / parts), n1 = 32 * (chunks * (t + 1) / parts);
+    if (!out.empty() && out.back().second == n0)
+      out.back().second = n1;
+    else
+      out.emplace_back(n0, n1);
+  }
   return out;
 }
 

@@ -151,23 +151,26 @@ void HostTensor::set_int(int64_t i, int64_t v) {
 }
 
 std::vector<float> HostTensor::values() const {
-  const int64_t n = elements();
-  std::vector<float> v(static_cast<size_t>(n));
+  std::vector<float> v(static_cast<size_t>(elements()));
+  values(0, elements(), v.data());
+  return v;
+}
+
+void HostTensor::values(int64_t first, int64_t count, float* out) const {
   if (dtype == DType::F32) {
-    std::memcpy(v.data(), bytes.data(), bytes.size());
-    return v;
+    std::memcpy(out, bytes.data() + 4 * first, 4 * static_cast<size_t>(count));
+    return;
   }
   if (dtype == DType::BF16) {  // the common input dtype: the bits are the top half of the FP32 value
-    const uint8_t* b = bytes.data();
-    for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* b = bytes.data() + 2 * first;
+    for (int64_t i = 0; i < count; ++i) {
       uint16_t h;
       std::memcpy(&h, b + 2 * i, 2);
-      v[i] = num::bf16_to_f32(h);
+      out[i] = num::bf16_to_f32(h);
     }
-    return v;
+    return;
   }
-  for (int64_t i = 0; i < n; ++i) v[i] = value(i);
-  return v;
+  for (int64_t i = 0; i < count; ++i) out[i] = value(first + i);
 }
 
 void check_npy_fits(const io::NpyArray& a, DType dtype, const std::vector<int64_t>& shape,

@@ -43,6 +43,8 @@ struct HostTensor {
   void set_int(int64_t i, int64_t v);
   // All elements as FP32 (x4 dtypes: RuleError).
   std::vector<float> values() const;
+  // Elements [first, first + count) as FP32 into out[0, count) (as values() gives them).
+  void values(int64_t first, int64_t count, float* out) const;
 };
 
 // Product of a shape; InputError ("<what>: shape ... is too large") beyond 2^40 elements.

@@ -15,6 +15,7 @@
 #include "sim/isa/element.h"
 #include "sim/isa/semantics.h"
 #include "sim/numerics/float_formats.h"
+#include "sim/numerics/host_threads.h"
 
 namespace trnsim::tensor {
 namespace {
@@ -266,6 +267,22 @@ void check_generator_fits(const GeneratorSpec& g, isa::DType dtype, const std::v
   }
 }
 
+namespace {
+
+// b[i] = FP32 v[i] as BF16 bits (store_element's rounding). With threads > 1, split over the host threads in
+// parts of 256 Ki elements: the conversion and the first writes into a scratch mapping's pages (their page
+// faults) on both cores. Each element is converted alone: the same bits.
+void to_bf16(const float* v, uint16_t* b, int64_t n, int threads) {
+  constexpr int64_t kPart = int64_t{1} << 18;
+  const int parts = threads > 1 ? static_cast<int>((n + kPart - 1) / kPart) : 1;
+  num::host_for(parts, [&](int p) {
+    const int64_t i0 = parts == 1 ? 0 : p * kPart, i1 = parts == 1 ? n : std::min(n, i0 + kPart);
+    for (int64_t i = i0; i < i1; ++i) b[i] = num::f32_to_bf16(v[i]);
+  });
+}
+
+}  // namespace
+
 HostTensor generate(const GeneratorSpec& g, isa::DType dtype, const std::vector<int64_t>& shape,
                     int threads) {
   HostTensor t = HostTensor::zeros(dtype, shape);
@@ -284,7 +301,7 @@ HostTensor generate(const GeneratorSpec& g, isa::DType dtype, const std::vector<
         io::normal_chunk(v.data(), first, c, a["mean"], a["std"], g.seed, threads);
       else
         io::uniform_chunk(v.data(), first, c, a["low"], a["high"], g.seed, threads);
-      for (int64_t i = 0; i < c; ++i) b[first + i] = num::f32_to_bf16(v[i]);
+      to_bf16(v.data(), b + first, c, threads);
     }
     return t;
   }
@@ -325,8 +342,7 @@ HostTensor generate(const GeneratorSpec& g, isa::DType dtype, const std::vector<
     return t;  // zeros
   }
   if (dtype == isa::DType::BF16) {  // the common weight dtype: store_element's conversion, inlined
-    auto* b = reinterpret_cast<uint16_t*>(t.bytes.data());
-    for (int64_t i = 0; i < n; ++i) b[i] = num::f32_to_bf16(v[i]);
+    to_bf16(v.data(), reinterpret_cast<uint16_t*>(t.bytes.data()), n, threads);
     return t;
   }
   for (int64_t i = 0; i < n; ++i) t.set(i, v[i]);

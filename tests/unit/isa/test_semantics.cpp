@@ -13,6 +13,7 @@
 #include "sim/isa/names.h"
 #include "sim/isa/operand_view.h"
 #include "sim/isa/semantics.h"
+#include "sim/numerics/float_formats.h"
 #include "sim/numerics/mx.h"
 #include "sim/numerics/pe_matmul.h"
 #include "tests/unit/isa/isa_test_util.h"
@@ -769,6 +770,30 @@ TEST_CASE("OperandView::may_overlap: memories, partitions and byte ranges", "[is
   const OperandView h = v(hbm(0, 0, DType::F32, 8, 4, {{1, 8}}));  // bytes [0, 128)
   CHECK(h.may_overlap(v(hbm(0, 124, DType::F32, 8, 1, {{1, 1}}))));
   CHECK_FALSE(h.may_overlap(v(hbm(0, 128, DType::F32, 8, 4, {{1, 8}}))));
+}
+
+// A large cast (128 x 512 FP32 to BF16: 64 Ki elements, its 8-row groups split over host threads): every
+// element rounded to nearest even, as one thread gives it.
+TEST_CASE("a large tensor_copy cast converts every row", "[isa]") {
+  Machine m;
+  // Element (p, j) = 1 + (p * 512 + j) * 2^-12 + 2^-20 (in FP32): 1 to 17, most of them between two BF16
+  // values.
+  const auto value = [](uint32_t p, int j) {
+    return 1.0f + static_cast<float>(p * 512 + j) * 0x1p-12f + 0x1p-20f;
+  };
+  for (uint32_t p = 0; p < 128; ++p)
+    for (int j = 0; j < 512; ++j) put(m.s(p, 4 * j), value(p, j));
+  m.run(make(Opcode::TensorCopy, Engine::ACT,
+             {sbuf(0, 128, 4096, DType::BF16, {{1, 512}}), sbuf(0, 128, 0, DType::F32, {{1, 512}})}));
+  int wrong = 0;
+  for (uint32_t p = 0; p < 128; ++p)
+    for (int j = 0; j < 512; ++j)
+      wrong += get<uint16_t>(m.s(p, 4096 + 2 * j)) != num::f32_to_bf16(value(p, j));
+  CHECK(wrong == 0);
+  CHECK(get<uint16_t>(m.s(0, 4096)) == 0x3F80);  // 1 + 2^-20 -> 1.0
+  // 1 + 65535 * 2^-12 = 16.99976 (+ 2^-20 is below FP32's 2^-19 step there) -> 17.0: BF16 steps by 1/8
+  // in [16, 32), exponent 4 + 127 = 0x83, mantissa 1/16 = 0b0001000: 0x4188.
+  CHECK(get<uint16_t>(m.s(127, 4096 + 1022)) == 0x4188);
 }
 
 TEST_CASE("tensor_copy and transposes between overlapping operands keep the element order", "[isa]") {

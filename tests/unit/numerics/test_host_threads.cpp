@@ -1,5 +1,5 @@
-// num::run_parts and num::host_split: every part runs once, errors come back by part number, and a process
-// that may start no thread (ulimit -u) still gets all parts done on the calling thread.
+// num::run_parts, num::host_split and num::host_for: every part runs once, errors come back by part number,
+// and a process that may start no thread (ulimit -u) still gets all parts done on the calling thread.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +15,7 @@
 
 #include "sim/numerics/host_threads.h"
 
+using trnsim::num::host_for;
 using trnsim::num::host_split;
 using trnsim::num::run_parts;
 
@@ -33,13 +34,14 @@ struct Record {
 
 }  // namespace
 
-TEST_CASE("run_parts runs every part once; part 0 on the calling thread") {
-  for (int n : {1, 2, 5}) {
-    Record r(n);
-    run_parts(n, [&](int t) { r(t); });
-    CHECK(r.runs == std::vector<int>(n, 1));
-    CHECK(r.inline_runs[0] == 1);
-  }
+TEST_CASE("run_parts and host_split run every part once; part 0 on the calling thread") {
+  for (auto split : {&run_parts, &host_split})
+    for (int n : {1, 2, 5}) {
+      Record r(n);
+      split(n, [&](int t) { r(t); });
+      CHECK(r.runs == std::vector<int>(n, 1));
+      CHECK(r.inline_runs[0] == 1);
+    }
   run_parts(0, [](int) { FAIL("no part to run"); });
 }
 
@@ -57,6 +59,44 @@ TEST_CASE("run_parts and host_split rethrow the first error by part number after
     }
     CHECK(finished == 4);
   }
+}
+
+// More parts than threads: the threads claim them in turn, each part exactly once; with a part that keeps
+// its thread busy until every other part is done, the other thread (the caller or a helper) ran them all.
+TEST_CASE("host_for runs 37 parts once each on the host threads, whichever claims them") {
+  Record r(37);
+  host_for(37, [&](int t) { r(t); });
+  CHECK(r.runs == std::vector<int>(37, 1));
+  CHECK(r.inline_runs[0] == 1);
+  std::atomic<int> done{0};
+  std::vector<int> runs(37, 0);
+  host_for(37, [&](int t) {
+    ++runs[t];
+    if (t == 0)
+      while (done.load() < 36 && trnsim::num::host_split_threads() > 1) std::this_thread::yield();
+    ++done;
+  });
+  CHECK(runs == std::vector<int>(37, 1));
+  CHECK(done == 37);
+  host_for(0, [](int) { FAIL("no part to run"); });
+}
+
+TEST_CASE("host_for rethrows the first error by part number after all parts ran, also nested") {
+  std::atomic<int> finished{0};
+  try {
+    host_for(9, [&](int t) {
+      ++finished;
+      if (t == 4 || t == 7) throw std::runtime_error("part " + std::to_string(t));
+    });
+    FAIL("no error");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()) == "part 4");
+  }
+  CHECK(finished == 9);
+  // Inside a part the helpers are busy: the inner call's 5 parts run on threads of its own, once each.
+  std::vector<std::vector<int>> inner(3, std::vector<int>(5, 0));
+  host_for(3, [&](int o) { host_for(5, [&](int i) { ++inner[o][i]; }); });
+  CHECK(inner == std::vector<std::vector<int>>(3, std::vector<int>(5, 1)));
 }
 
 // host_split's helpers are not tested in the child: a fork keeps the parent's helper objects, not their

@@ -10,9 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "sim/base/host_bytes.h"
 #include "sim/io/npy.h"
+#include "sim/isa/semantics.h"
 #include "sim/tensor/host_tensor.h"
 
 using namespace trnsim;
@@ -150,4 +152,27 @@ TEST_CASE("host bytes: TRNSIM_SCRATCH_MIN_BYTES must be a byte count") {
   CHECK(maps_files(100));
   CHECK_FALSE(maps_files(99));
   ::unsetenv("TRNSIM_SCRATCH_MIN_BYTES");
+}
+
+// make_machine_state's poison: a scratch-mapped HBM tensor is filled by the host threads in 4 MiB parts.
+TEST_CASE("host bytes: an HBM tensor in a scratch file starts as 0xFF in every byte") {
+  Scratch s;
+  set_pageable(true, 4096);
+  set_scratch_dir(s.dir.string());
+  isa::Program p;
+  p.num_cores = 1;
+  // 3 x 1572865 uint16 = 9 MiB + 6 bytes: two whole 4 MiB parts and a short third; then a tensor on the heap
+  // and one the caller gives.
+  p.tensors.push_back({"big", isa::DType::U16, {3, 1572865}});
+  p.tensors.push_back({"small", isa::DType::U8, {100}});
+  p.tensors.push_back({"given", isa::DType::U8, {8192}});
+  std::map<uint32_t, HostBytes> initial;
+  initial.emplace(2, HostBytes(8192, 7));
+  const isa::MachineState m = isa::make_machine_state(p, isa::Limits{}, std::move(initial));
+  REQUIRE(m.hbm.size() == 3);
+  CHECK(m.hbm[0].scratch());
+  CHECK(m.hbm[0] == std::vector<uint8_t>(9437190, 0xFF));
+  CHECK_FALSE(m.hbm[1].file_backed());
+  CHECK(m.hbm[1] == std::vector<uint8_t>(100, 0xFF));
+  CHECK(m.hbm[2] == std::vector<uint8_t>(8192, 7));
 }

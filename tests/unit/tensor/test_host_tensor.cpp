@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <vector>
 
 #include "sim/base/error.h"
 #include "sim/io/npy.h"
@@ -97,4 +98,24 @@ TEST_CASE("npy_dtype_of: how outputs are written", "[tensor]") {
   CHECK(tensor::npy_dtype_of(DType::FP16) == NpyDType::F16);  // NumPy's float16 (was uint16 bits)
   CHECK_THROWS_WITH(tensor::elements_of({1 << 20, 1 << 20, 2}, "t"),
                     "t: shape [1048576, 1048576, 2] is too large (more than 2^40 elements)");
+}
+
+// values(first, count, out): the elements of a range as values() gives them, nothing outside it written.
+TEST_CASE("values(first, count, out) converts just that range", "[tensor]") {
+  HostTensor b = HostTensor::zeros(DType::BF16, {2, 3});
+  for (int i = 0; i < 6; ++i) b.set(i, 1.5f * static_cast<float>(i) - 2.0f);  // -2, -0.5, 1, 2.5, 4, 5.5
+  HostTensor f = HostTensor::zeros(DType::F32, {5});
+  for (int i = 0; i < 5; ++i) f.set(i, 0.1f * static_cast<float>(i));
+  HostTensor n = HostTensor::zeros(DType::I16, {4});
+  for (int i = 0; i < 4; ++i) n.set_int(i, -300 + 200 * i);  // -300, -100, 100, 300
+  float out[5] = {7, 7, 7, 7, 7};
+  b.values(2, 3, out + 1);
+  CHECK(std::vector<float>(out, out + 5) == std::vector<float>{7, 1.0f, 2.5f, 4.0f, 7});
+  f.values(3, 2, out);
+  CHECK(out[0] == 0.3f);
+  CHECK(out[1] == 0.4f);
+  CHECK(out[2] == 2.5f);
+  n.values(1, 3, out);
+  CHECK(std::vector<float>(out, out + 4) == std::vector<float>{-100, 100, 300, 4.0f});
+  CHECK(b.values() == std::vector<float>{-2.0f, -0.5f, 1.0f, 2.5f, 4.0f, 5.5f});
 }

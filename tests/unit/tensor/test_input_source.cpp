@@ -2,7 +2,10 @@
 // errors, and the bytes they give.
 #include <catch2/catch.hpp>
 
+#include <cstring>
+
 #include "sim/base/error.h"
+#include "sim/numerics/float_formats.h"
 #include "sim/tensor/input_source.h"
 
 using namespace trnsim;
@@ -66,6 +69,29 @@ TEST_CASE("generators: values in the tensor's dtype, whatever the thread count",
     lo = std::min(lo, a.int_value(i)), hi = std::max(hi, a.int_value(i));
   CHECK(lo == -3);
   CHECK(hi == 3);
+  // BF16 from a float stream: 7 x 85715 = 600005 elements are three parts of the split conversion (256 Ki
+  // each, the last one short); every element is its FP32 value rounded to nearest even, with 1, 2 or 7
+  // threads.
+  for (const json& spec : {json{{"generator", "normal"}, {"seed", 4}, {"mean", 0.0}, {"std", 0.02}},
+                           json{{"generator", "activations_with_outliers"},
+                                {"seed", 5},
+                                {"mean", 0.0},
+                                {"std", 1.0},
+                                {"outlier_channels", 3},
+                                {"outlier_scale", 20.0}}}) {
+    const tensor::HostTensor one = gen(spec, DType::BF16, {7, 85715}, 1),
+                             two = gen(spec, DType::BF16, {7, 85715}, 2),
+                             f32 = gen(spec, DType::F32, {7, 85715}, 1);
+    CHECK(one.bytes == two.bytes);
+    CHECK(gen(spec, DType::BF16, {7, 85715}, 7).bytes == one.bytes);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < one.elements(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, one.bytes.data() + 2 * i, 2);
+      wrong += h != num::f32_to_bf16(f32.value(i));
+    }
+    CHECK(wrong == 0);
+  }
   const tensor::HostTensor r =
       gen({{"generator", "arange"}, {"start", 2}, {"step", 3}}, DType::I32, {2, 2}, 1);
   CHECK(r.int_value(3) == 11);
