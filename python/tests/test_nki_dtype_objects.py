@@ -71,8 +71,11 @@ def test_np_dtype_in_a_kernel():
 
 
 def test_an_array_of_raw_bytes_is_no_input():
-    # np.zeros(shape, nl.bfloat16) holds raw bytes, not values: an input of it asks for nki.typed, as before.
+    # np.zeros(shape, nl.bfloat16) holds raw bytes, not values: an input of it asks for nki.typed.
     e = raises(TypeError, tnki.simulate_kernel, rounded, np.zeros((128, 256), nl.bfloat16), nl.bfloat16)
+    assert str(e) == ("an array of np.dtype(nl.bfloat16) holds bytes, not values: pass nki.typed(array, "
+                      "nl.bfloat16) with float values (or the bits as unsigned integers)"), str(e)
+    e = raises(TypeError, tnki.simulate_kernel, rounded, np.zeros((128, 256), "V2"), nl.bfloat16)
     assert str(e) == "a |V2 array has no Trainium dtype: convert it, or pass nki.typed(array, dtype)", str(e)
 
 

@@ -65,6 +65,10 @@ def _tensor_of(value):
         return value.array, value.dtype
     if isinstance(value, np.ndarray):
         d = _DEFAULT_DTYPES.get(value.dtype)
+        nki_name = (value.dtype.metadata or {}).get("nki")  # np.dtype(nl.bfloat16) and the like: raw bytes
+        if d is None and nki_name:
+            raise TypeError("an array of np.dtype(nl.%s) holds bytes, not values: pass nki.typed(array, nl.%s) "
+                            "with float values (or the bits as unsigned integers)" % (nki_name, nki_name))
         if d is None:
             raise TypeError("a %s array has no Trainium dtype: convert it, or pass nki.typed(array, dtype)"
                             % value.dtype)
