@@ -31,13 +31,13 @@ def test_places_and_values():
     got = {d["tensor"]: (d["line"], d["allocator"], d["logical_tiles"], d["physical_tiles"])
            for d in core["direct"]}
     assert got == {
-        "ident": ("nki_direct.py:18", "nki.compiler.sbuf.mod_alloc(base_addr=4096)", 1,
+        "ident": ("nki_direct.py:20", "nki.compiler.sbuf.mod_alloc(base_addr=4096)", 1,
                   [{"partition": 0, "byte": 4096}]),
-        "t": ("nki_direct.py:20", "nki.compiler.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,))", 4,
+        "t": ("nki_direct.py:22", "nki.compiler.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,))", 4,
               [{"partition": 0, "byte": 0}, {"partition": 0, "byte": 512}]),
-        "s": ("nki_direct.py:22", "nki.compiler.sbuf.mod_alloc(base_addr=1024, num_free_tiles=(2,))", 4,
+        "s": ("nki_direct.py:24", "nki.compiler.sbuf.mod_alloc(base_addr=1024, num_free_tiles=(2,))", 4,
               [{"partition": 0, "byte": 1024}, {"partition": 0, "byte": 1536}]),
-        "p": ("nki_direct.py:24", "nki.compiler.psum.mod_alloc(base_bank=2, num_bank_tiles=(2,))", 4,
+        "p": ("nki_direct.py:26", "nki.compiler.psum.mod_alloc(base_bank=2, num_bank_tiles=(2,))", 4,
               [{"bank": 2, "partition": 0, "byte": 0}, {"bank": 3, "partition": 0, "byte": 0}]),
     }, got
     # stats.json "allocations": each tensor as a pool of its physical tiles, chosen by the kernel.
@@ -58,14 +58,38 @@ def test_custom_allocator_partitions():
     assert d["physical_tiles"] == [{"partition": p, "byte": 0} for p in (0, 32, 64, 96)], d
 
 
+def test_allocator_called_by_the_documented_names():
+    # tester23aa F4: an allocator taking a parameter of its own first, bound by keyword with functools.partial
+    # (nki-samples' allocated attention), was called by position and died in trnsim's code ("got multiple values
+    # for argument 'bank_map'"). Called as func(idx=, pdim_size=, fdim_size=), block i is in bank banks[(i,)].
+    x = X[:256]
+    r = tnki.benchmark(K.doubled_in_banks, x, {(0,): 5, (1,): 1})
+    assert r.outputs[0].tobytes() == (2 * x).tobytes()
+    (d,) = [d for d in r.stats["nki"]["allocation"][0]["direct"] if d["space"] == "psum"]
+    assert d["allocator"] == "nki.compiler.psum.alloc(bank_of)", d
+    assert d["physical_tiles"] == [{"bank": b, "partition": 0, "byte": 0} for b in (5, 1)], d
+
+
+def test_allocator_exceptions_name_the_call():
+    # An exception from the allocator is an NkiError at the tensor's declaration naming the call trnsim made.
+    raises_at(NkiError, "nki.compiler.psum.alloc(bank_of): block (1,): the allocator raised KeyError: (1,), "
+              "called as bank_of(idx=(1,), pdim_size=128, fdim_size=512)", SRC, "# banked",
+              tnki.simulate_kernel, K.doubled_in_banks, X[:256], {(0,): 5})
+    K.given["buffer"] = ncc.sbuf.alloc(lambda i: (0, 0))
+    raises_at(NkiError, "nki.compiler.sbuf.alloc(<lambda>): block (0,): the allocator raised TypeError: "
+              "test_allocator_exceptions_name_the_call.<locals>.<lambda>() takes 1 positional argument but 3 were "
+              "given, called as <lambda>((0,), 128, 512)", SRC, "# declared", tnki.simulate_kernel, K.placed,
+              np.zeros((128, 128), np.float32))
+
+
 def test_lifetime_conflicts():
     # Block 2 of t takes block 0's bytes (two physical tiles) while block 0 waits for the second loop.
     raises_at(NkiError, "t[2] (partitions 0-127, bytes 0-511 of SBUF) is first used here while t[0] "
-              "(partitions 0-127, bytes 0-511), on bytes it shares, is alive until nki_direct.py:43: a lifetime "
+              "(partitions 0-127, bytes 0-511), on bytes it shares, is alive until nki_direct.py:45: a lifetime "
               "conflict of the direct allocation (NKI Direct Allocation Developer Guide, common error 3)", SRC,
               "third load", tnki.simulate_kernel, K.all_loaded_first, np.zeros((1024, 128), np.float32))
     raises_at(NkiError, "b (partitions 0-127, bytes 512-1535 of SBUF) is first used here while a (partitions "
-              "0-127, bytes 0-1023), on bytes it shares, is alive until nki_direct.py:55", SRC,
+              "0-127, bytes 0-1023), on bytes it shares, is alive until nki_direct.py:57", SRC,
               "overlaps a, read below", tnki.simulate_kernel, K.overlapping, np.zeros((128, 256), np.float32))
 
 
@@ -95,13 +119,13 @@ def test_kernel_wide_rules():
     # limitation (an HBM tensor neither input nor returned), each at the line of the tensor breaking it.
     for kernel, marker, message in [
         (K.mixed, "its own tile",
-         "sbuf tile u [128, 128] float32 allocated at nki_direct.py:76 (made by activation at nki_direct.py:76) is "
+         "sbuf tile u [128, 128] float32 allocated at nki_direct.py:78 (made by activation at nki_direct.py:78) is "
          "allocated automatically while the kernel places sbuf tile t [128, 128] float32 allocated at "
-         "nki_direct.py:74 with nki.compiler.sbuf.mod_alloc(base_addr=0): NKI does not mix direct and automatic "
+         "nki_direct.py:76 with nki.compiler.sbuf.mod_alloc(base_addr=0): NKI does not mix direct and automatic "
          "allocation"),
         (K.hbm_scratch, "# scratch",
-         "hbm tensor s [128, 128] float32 allocated at nki_direct.py:107 is neither an input nor a returned output "
-         "of the kernel, which places sbuf tile t [128, 128] float32 allocated at nki_direct.py:108 with "
+         "hbm tensor s [128, 128] float32 allocated at nki_direct.py:109 is neither an input nor a returned output "
+         "of the kernel, which places sbuf tile t [128, 128] float32 allocated at nki_direct.py:110 with "
          "nki.compiler.sbuf.mod_alloc(base_addr=0): with direct allocation NKI allows no other HBM tensor"),
     ]:
         raises_at(NkiError, message, SRC, marker, tnki.simulate_kernel, kernel, np.zeros((128, 128), np.float32))

@@ -267,10 +267,10 @@ def test_disable_dge_compile_option():
 def test_jit_mode():
     # tester23v F5: mode="bogus" ran as "auto" without a word. NKI's six modes (nki.jit page) all run on the
     # simulator; None (the default) too.
-    for mode in (None, "auto", "jax", "torchxla", "baremetal", "benchmark", "simulation"):
+    for mode in (None, "auto", "jax", "torchxla", "baremetal", "benchmark", "simulation", "trace"):
         assert np.array_equal(tn.simulate_kernel(nki.jit(mode=mode)(_copy), X), X), mode
         assert np.array_equal(nki.jit(_copy, mode=mode)(X), X), mode
-    valid = "(auto, jax, torchxla, baremetal, benchmark, simulation)"
+    valid = "(auto, jax, torchxla, baremetal, benchmark, simulation, trace)"
     e = raises(ValueError, lambda: nki.jit(mode="bogus"))  # the unknown mode
     assert str(e) == ("test_nki_platform.py:%d: nki.jit: mode='bogus' is not a mode NKI accepts %s"
                       % (line_of(HERE, "# the unknown " "mode"), valid)), e
@@ -279,6 +279,31 @@ def test_jit_mode():
                       % (line_of(HERE, "# the capitalised " "mode"), valid)), e
     e = raises(ValueError, nki.jit, mode=2)
     assert str(e).endswith("nki.jit: mode=2 is not a mode NKI accepts %s" % valid), e
+
+
+@nki.jit(mode="trace")
+def _scaled_sum(a_tile, b_tile, out_tile, scale):
+    # A helper kernel as nki-samples' reference kernels write theirs: it computes into a tile its caller made.
+    out_tile[...] = nl.multiply(nl.add(a_tile, b_tile), scale)
+
+
+@nki.jit
+def _calls_a_trace_helper(a, b):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    a_t, b_t = nl.load(a), nl.load(b)
+    s = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+    _scaled_sum(a_t, b_t, s, 3.0)
+    _scaled_sum(s, a_t, s, 0.5)
+    nl.store(out, s)
+    return out
+
+
+def test_jit_mode_trace_helper():
+    # tester23aa F3: @nki.jit(mode='trace'), the decorator of the helper kernels nki-samples' reference attention
+    # and nki-library's MoE kernels call from their kernels, was a ValueError at the decorator line; the helper
+    # now runs inline in its caller's trace.
+    b = np.full_like(X, 2.0)
+    assert np.array_equal(tn.simulate_kernel(_calls_a_trace_helper, X, b), ((X + b) * 3.0 + X) * 0.5)
 
 
 if __name__ == "__main__":

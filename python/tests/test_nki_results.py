@@ -302,5 +302,30 @@ def test_accumulate_none_accumulates_where_matmuls_of_open_groups_wrote():
     assert np.all(o == 1.0)
 
 
+@nki.jit
+def as_fp8_and_bf16(x):
+    # x [128, 2] float32: its bytes stored as float8_e4m3 [128, 8] (as nki-library's rmsnorm_quant stores each
+    # row's float32 scale in 4 FP8 bytes) and its values rounded to bfloat16.
+    o8 = nl.ndarray((128, 8), nl.float8_e4m3, buffer=nl.shared_hbm)
+    o16 = nl.ndarray((128, 2), nl.bfloat16, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(o8, t.view(nl.float8_e4m3))
+    nl.store(o16, nl.copy(t, dtype=nl.bfloat16))
+    return o8, o16
+
+
+def test_raw_outputs_keep_the_bits():
+    # tester23aa F10: an FP8 output comes back as float32 values, and every FP8 NaN code is the one float NaN:
+    # bytes 0x7A and 0x7B (two E4M3 NaN codes) could not be told apart. raw_outputs has the bits.
+    x = np.frombuffer(bytes([0x7A, 0x00, 0x80, 0x3F, 0x7B, 0x00, 0x80, 0x3F] * 128), np.float32).reshape(128, 2)
+    r = tnki.benchmark(as_fp8_and_bf16, x)
+    o8, o16 = r.outputs
+    assert o8.dtype == np.float32 and np.isnan(o8[:, 0]).all() and np.isnan(o8[:, 4]).all()
+    assert o8[0, 1:4].tolist() == [0.0, -0.0, 1.875] and o16.tolist() == [[1.0, 1.0]] * 128, (o8[0], o16[0])
+    b8, b16 = r.raw_outputs
+    assert b8.dtype == np.uint8 and b8.tobytes() == x.tobytes(), b8[0]
+    assert b16.dtype == np.uint16 and b16.tolist() == [[0x3F80, 0x3F80]] * 128, b16[0]
+
+
 if __name__ == "__main__":
     main(globals())

@@ -2,6 +2,8 @@
 test_nki_direct_alloc.py: a double-buffered copy through SBUF and PSUM, and the Direct Allocation guide's
 errors. Written for this project."""
 
+import functools
+
 import nki
 import nki.compiler as ncc
 import nki.isa as nisa
@@ -132,4 +134,29 @@ def reloaded(x, clash=False):
         for j in nl.affine_range(4):
             t[j] = nl.load(x[g, j])
             nl.store(out[g, j], t[j])
+    return out
+
+
+def bank_of(bank_map, idx, pdim_size, fdim_size):
+    # An allocator with a parameter of its own first, bound by keyword with functools.partial, so that only a
+    # call by the pages' input names (idx=, pdim_size=, fdim_size=) reaches it: block idx in bank bank_map[idx].
+    return (bank_map[idx], 0, 0)
+
+
+@nki.jit
+def doubled_in_banks(x, banks):
+    # out = 2 * x, [256, 128] float32 in two blocks of 128 rows, each doubled into the PSUM bank
+    # banks[(i,)] gives it (through functools.partial(bank_of, bank_map=banks)) and copied back to SBUF.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((2, nl.par_dim(128), 128), dtype=nl.float32,
+                   buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
+    s = nl.ndarray((2, nl.par_dim(128), 128), dtype=nl.float32,
+                   buffer=ncc.sbuf.mod_alloc(base_addr=1024, num_free_tiles=(2,)))
+    p = nl.ndarray((2, nl.par_dim(128), 128), dtype=nl.float32,  # banked
+                   buffer=ncc.psum.alloc(functools.partial(bank_of, bank_map=banks)))
+    for i in nl.affine_range(2):
+        t[i] = nl.load(x[i * 128:(i + 1) * 128, :])
+        p[i] = nl.multiply(t[i], 2.0)
+        s[i] = nisa.tensor_copy(p[i])
+        nl.store(out[i * 128:(i + 1) * 128, :], s[i])
     return out

@@ -18,6 +18,8 @@ directly allocated one) is an error, as the guide says. The emitter places the t
 memory (one per PSUM bank), so the builder's dependency tracking sees their addresses as they are.
 """
 
+import functools
+import inspect
 import itertools
 import math as _math
 
@@ -73,11 +75,25 @@ def _check_start_partition(what, p, np_, loc, source=""):
 class DirectBuffer(Buffer):
     """A direct allocator given as buffer= (nki.compiler.sbuf.mod_alloc(...), psum.alloc(func), ...)."""
 
-    __slots__ = ("desc", "func")
+    __slots__ = ("desc", "func", "by_name")
 
     def __init__(self, space, desc, func):
         super().__init__(desc, space)
-        self.desc, self.func = desc, func
+        self.desc, self.func, self.by_name = desc, func, _takes_documented_names(func)
+
+    def _call(self, key, np_, fdim, what, loc):
+        """The allocator's place for a block: called with the inputs the alloc pages name (idx, pdim_size,
+        fdim_size) by those names when it takes them so, else by position; any exception it raises is an
+        NkiError at the declaration naming the call made."""
+        args = {"idx": tuple(key), "pdim_size": np_, "fdim_size": fdim}
+        try:
+            return self.func(**args) if self.by_name else self.func(*args.values())
+        except NkiError:
+            raise
+        except Exception as e:
+            shown = ", ".join(f"{k}={v!r}" if self.by_name else repr(v) for k, v in args.items())
+            raise NkiError(f"{what}: the allocator raised {type(e).__name__}: {e}, called as "
+                           f"{_func_name(self.func)}({shown})", loc=loc) from None
 
     def __repr__(self):
         return self.desc
@@ -88,9 +104,9 @@ class DirectBuffer(Buffer):
         from ._backend import target
 
         tg = target()
-        r = self.func(tuple(key), np_, fdim)
         named = f"{name} " if name else ""  # (the kernel's name=; the variable is not bound yet)
         what = f"{self.desc}: {named}block {tuple(key)}" if key else f"{self.desc}: {named or 'its tile '}".rstrip()
+        r = self._call(key, np_, fdim, what, loc)
         n = 2 if self.space == SBUF else 3
         if not isinstance(r, tuple) or len(r) != n or any(isinstance(x, bool) or not isinstance(x, int)
                                                           for x in r):
@@ -137,10 +153,28 @@ class Decl:
         self.buffer, self.loc, self.shape = buffer, loc, shape
 
 
+def _takes_documented_names(func):
+    """Whether `func` can be called as func(idx=, pdim_size=, fdim_size=), the inputs' names on the alloc pages
+    (nki-samples' allocated attention binds its allocator's first parameter by keyword with functools.partial,
+    so only that call reaches it); a lambda naming them otherwise is called by position."""
+    try:
+        inspect.signature(func).bind(idx=(), pdim_size=0, fdim_size=0)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _func_name(func):
+    """The allocator's name in messages: a functools.partial's function's."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    return getattr(func, "__name__", "func")
+
+
 def _call_alloc(space, func, call):
     if not callable(func):
         raise NkiError(f"{call}: func must be a callable (idx, pdim_size, fdim_size) -> place, got {func!r}")
-    return DirectBuffer(space, f"{call}({getattr(func, '__name__', 'func')})", func)
+    return DirectBuffer(space, f"{call}({_func_name(func)})", func)
 
 
 def sbuf_mod_alloc(*, base_addr, base_partition=0, num_par_tiles=(), num_free_tiles=()):

@@ -27,7 +27,21 @@ class DType:
     def __repr__(self):
         return f"nl.{self.name}"
 
-    __str__ = __repr__
+    def __str__(self):
+        """NKI's name of the dtype, as str() of NKI's dtype objects (NumPy dtypes, 2.21-2.26) gives it and
+        nki-library compares it ('bfloat16', 'float32', 'bool'); repr() and trnsim's messages say nl.<name>."""
+        return "bool" if self.name == "bool_" else self.name
+
+    @property
+    def dtype(self):
+        """What np.dtype(nl.X) gives (NKI 2.21-2.26 define nl.float32 and the others as NumPy dtypes): NumPy's
+        own dtype where it has the type; for those it lacks (bfloat16, the FP8 types, the packed x4 ones) raw
+        bytes of the dtype's size (void, "V2" for bfloat16), so .itemsize is right and no array of it passes
+        as an input of values, marked with the NKI dtype (metadata {"nki": name}) so that a kernel may pass it
+        back as a dtype (trnsim's dtypes without numerics, tfloat32 and float4_e2m1fn_x4, too)."""
+        if self.np is not None and self.np.name == str(self):
+            return self.np
+        return np.dtype(f"V{self.itemsize}", metadata={"nki": self.name})
 
     def __eq__(self, other):
         if isinstance(other, DType):
@@ -102,6 +116,8 @@ def as_dtype(x):
         d = np.dtype(x)
     except TypeError:
         raise NkiError(f"{x!r} is not a dtype") from None
+    if d.metadata and d.metadata.get("nki") in BY_NAME:  # np.dtype(nl.bfloat16) and the like (DType.dtype)
+        return BY_NAME[d.metadata["nki"]]
     name = _FROM_NP.get(d) or ALIASES.get(d.name, d.name)
     if name in BY_NAME:
         return BY_NAME[name]

@@ -65,6 +65,10 @@ def _tensor_of(value):
         return value.array, value.dtype
     if isinstance(value, np.ndarray):
         d = _DEFAULT_DTYPES.get(value.dtype)
+        nki_name = (value.dtype.metadata or {}).get("nki")  # np.dtype(nl.bfloat16) and the like: raw bytes
+        if d is None and nki_name:
+            raise TypeError("an array of np.dtype(nl.%s) holds bytes, not values: pass nki.typed(array, nl.%s) "
+                            "with float values (or the bits as unsigned integers)" % (nki_name, nki_name))
         if d is None:
             raise TypeError("a %s array has no Trainium dtype: convert it, or pass nki.typed(array, dtype)"
                             % value.dtype)
@@ -242,8 +246,12 @@ def _written_back(name, out, given):
     return a
 
 
-def _ordered_outputs(run, given, names_out=None):
-    """The run's outputs in return order (an input the kernel returned: the caller's array, written back); a RuntimeWarning for each of the build's warnings (a read of SBUF or
+def _ordered_outputs(run, given):
+    return [a for _, a in _named_outputs(run, given)]
+
+
+def _named_outputs(run, given):
+    """(name, array) of each of the run's outputs in return order (an input the kernel returned: the caller's array, written back); a RuntimeWarning for each of the build's warnings (a read of SBUF or
     PSUM no instruction wrote, an output some of whose bytes no instruction writes, at its kernel line), else
     for each float output whose every value is NaN (HBM the kernel never wrote reads as NaN)."""
     from . import _jit
@@ -260,8 +268,6 @@ def _ordered_outputs(run, given, names_out=None):
     if set(returned_names) == set(names):
         names = returned_names  # a tensor the kernel returned twice is given back twice, as the same array
     ordered = [(n, outs[n]) for n in names if n in outs]
-    if names_out is not None:
-        names_out[:] = [n for n, _ in ordered]
     for w in run.warnings:
         # "file.py:LINE: message": attributed to that kernel line (its file's path as the trace saw it)
         m = _LOC.match(w)
@@ -273,7 +279,7 @@ def _ordered_outputs(run, given, names_out=None):
         if not run.warnings and n not in returned_names and a.size and a.dtype.kind == "f" and np.isnan(a).all():
             _errors.warn_at(f"output '{n}' of {run.kernel} is all NaN: did the kernel write it? (HBM it never "
                             "writes reads as NaN)", RuntimeWarning)
-    return [_written_back(n, a, given) for n, a in ordered]
+    return [(n, _written_back(n, a, given)) for n, a in ordered]
 
 
 @_one_at_a_time
@@ -284,7 +290,8 @@ def simulate_kernel(kernel, *args, hardware=None, lnc=None, **kwargs):
     arguments are the input tensors (float32, float16 and the integer dtypes as they are; ``typed(x,
     "bfloat16")`` for another dtype); other arguments are passed to the kernel as they are. Each output is
     an array of the kernel's output dtype, as NKI's simulate_kernel returns it (float32, float16, int32,
-    uint8, ...); bfloat16 and the FP8 dtypes, which NumPy lacks, as float32 values (exact). ``lnc=2`` runs
+    uint8, ...); bfloat16 and the FP8 dtypes, which NumPy lacks, as float32 values (exact but for NaN codes:
+    benchmark's ``raw_outputs`` has their bits). ``lnc=2`` runs
     it on the LNC2 pair, as the workload's "lnc": 2 (a launch grid ``kernel[2]`` does so by itself; a larger
     grid's programs run in turn on the run's cores, program n of grid dim 0 on core n % lnc, or as an
     nl.spmd_dim's nl.nc sub-dim says). Without ``lnc=`` or a launch grid of 1 or 2, NEURON_LOGICAL_NC_CONFIG
@@ -313,8 +320,9 @@ class _Latency:
 
 class BenchmarkResult:
     """The simulated run of ``benchmark``: ``latency_ns``, ``latency_us``, ``stats`` (stats.json as a dict),
-    ``trace`` (its path or None), ``outputs`` (NumPy arrays; none when timing only), ``raw_outputs`` (the same,
-    bfloat16 and FP8 ones as their bits: uint16 / uint8, as the .npy files hold them), ``checks`` (with a reference),
+    ``trace`` (its path or None), ``outputs`` (NumPy arrays; none when timing only), ``raw_outputs`` (the same
+    outputs as the bits the .npy files of ``trnsim run`` hold: a bfloat16 output's as uint16, an FP8 one's as
+    uint8, where ``outputs`` has float32 values), ``checks`` (with a reference),
     ``nc_latency.get_latency_percentile(p)`` as in NKI's benchmark result, and ``warmup`` / ``iters`` as
     given (NKI's options; a simulated run is deterministic, so it runs once)."""
 
@@ -323,13 +331,10 @@ class BenchmarkResult:
         self.latency_ns = float(self.stats["total_time_ns"])
         self.latency_us = self.latency_ns / 1e3
         self.trace = trace or None
-        names = []
-        self.outputs = _ordered_outputs(run, given or {}, names)
-        # The bits of the outputs NumPy has no dtype for (bfloat16, FP8: uint16 / uint8, as the .npy files hold
-        # them), where the float32 values of `outputs` lose NaN payloads; the others are `outputs`' arrays.
-        raw = run.outputs(raw=True) if self.outputs else {}
-        self.raw_outputs = [raw[n] if n in raw and raw[n].dtype != a.dtype else a
-                            for n, a in zip(names, self.outputs)]
+        named = _named_outputs(run, given or {})
+        self.outputs = [a for _, a in named]
+        raw = run.outputs(raw=True) if named else {}
+        self.raw_outputs = [raw[n] if n in raw else a for n, a in named]
         self.checks = run.checks()
         self.passed = all(c["pass"] for c in self.checks)
         self.nc_latency = _Latency(self.latency_us)

@@ -152,7 +152,9 @@ def _check_platform(kernel, target):
 _JIT_KEYWORDS = ("mode", "platform_target", "compile_config", "specialization_config", "additional_compile_opt",
                  "debug_kernel", "show_compiler_tb", "experimental_flags", "schedule", "bufs")
 # nki.jit's mode values (the nki.jit page, 2.21-2.26; later pages list a subset of them); None is NKI's "auto".
-_JIT_MODES = ("auto", "jax", "torchxla", "baremetal", "benchmark", "simulation")
+# "trace" is on no page but neuronxcc's nki.jit took it, and AWS's published kernels (nki-samples, nki-library)
+# decorate the helper kernels they call from a kernel with it: such a call runs inline, as any nki.jit's does.
+_JIT_MODES = ("auto", "jax", "torchxla", "baremetal", "benchmark", "simulation", "trace")
 
 
 def _check_jit_options(kwargs):
