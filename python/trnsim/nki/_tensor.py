@@ -495,7 +495,9 @@ class NkiTensor:
                 r = NkiTensor.whole(self.st).index(idx)
                 r._sub = True
                 return r
-            idx = self._held_index(idx, own)
+            idx, past = self._held_index(idx, own)
+        else:
+            past = None
         isz = self.dtype.itemsize
         boff, p0, pd = self.boff, self.p0, -1
         out = []  # (stride, size, is_partition) of basic dims, None placeholder where advanced dims go
@@ -587,6 +589,10 @@ class NkiTensor:
             vs.append(e[3] if len(e) > 3 else None)
         if self.st.space == HBM:
             pd = -1
+        if past is not None:
+            # An integer or slice past the held part: the looser-mask error, unless the call this view is given
+            # to has a mask that selects nothing (no instruction reads it: a carry's last iteration).
+            unbounded.insert(0, (past[0], _HeldPast(past[1]), self.dims[past[0]][1], None))
         if unbounded:
             r = Unbounded.of(self, boff, tuple(dims), pd, p0, tuple(vs), unbounded)
         else:
@@ -598,8 +604,11 @@ class NkiTensor:
     def _held_index(self, idx, own):
         """Integers and slices (`:` too) of a masked call's result address the call's whole index space, as
         index expressions do (NKI's tile is the whole, defined where the mask held): shifted to the part this
-        view holds, [own start, own start + its size) per dim; reaching past it is the looser-mask error."""
+        view holds, [own start, own start + its size) per dim; reaching past it is the looser-mask error. Returns
+        (index, past): past is None, or (dim, that error) for the first integer or slice past the held part, which
+        the index then takes inside it (the view is checked when a call applies its mask: Unbounded)."""
         out = list(idx)
+        past = None
         for d, e in enumerate(idx):
             a, size, whole = own[1][d], self.dims[d][1], own[0][d]
             if not a and whole == size:
@@ -608,17 +617,22 @@ class NkiTensor:
             if c is not None:
                 c = c + whole if c < 0 else c
                 if not a <= c < a + size:
-                    raise _lower().held_only(self, d, c, c + 1, a, size, own[2], f"index {e} reads")
+                    if past is None:
+                        past = (d, _lower().held_only(self, d, c, c + 1, a, size, own[2], f"index {e} reads"))
+                    c = a
                 out[d] = c - a
             elif isinstance(e, slice):
                 start, stop, step = e.indices(whole)
                 r = range(start, stop, step)
                 if len(r) and not (a <= min(r[0], r[-1]) and max(r[0], r[-1]) < a + size):
-                    raise _lower().held_only(self, d, min(r[0], r[-1]), max(r[0], r[-1]) + 1, a, size, own[2],
-                                             f"slice {_fmt_slice(e)} reads")
+                    if past is None:
+                        past = (d, _lower().held_only(self, d, min(r[0], r[-1]), max(r[0], r[-1]) + 1, a, size,
+                                                      own[2], f"slice {_fmt_slice(e)} reads"))
+                    out[d] = slice(None)
+                    continue
                 stop = stop - a if stop - a >= 0 else None
                 out[d] = slice(start - a, stop, step)
-        return tuple(out)
+        return tuple(out), past
 
     def _whole_space(self, own):
         """Whether this view's tile, a masked call's result holding the region `own` (box_of), is allocated at
@@ -1501,6 +1515,8 @@ class Unbounded(NkiTensor):
 
     def _error(self):
         d, e, size, held = self.unbounded[0]
+        if type(e) is _HeldPast:
+            return e.error
         lo, hi = e.value_range()
         st = _ST.__get__(self)
         at = f" (the index at {self.expr_loc})" if self.expr_loc and self.expr_loc != caller_loc() else ""
@@ -1528,6 +1544,8 @@ class Unbounded(NkiTensor):
         """The view under the mask `bounds` ({IndexVar: (lo, hi)}, hi exclusive, each non-empty): its dims
         cut to the masked-in ranges; NkiError if an index is still outside its dim there."""
         for d, e, size, held in self.unbounded:
+            if type(e) is _HeldPast:
+                raise e.error  # an integer or slice: no mask variable bounds it
             lo = hi = e.const
             for var, k in e.terms.items():
                 a, b = bounds.get(var, (0, var.size))
@@ -1544,6 +1562,17 @@ class Unbounded(NkiTensor):
         idx = tuple(slice(*bounds[var]) if var is not None and var in bounds else slice(None)
                     for var in self.vars)
         return plain.index(idx)
+
+
+class _HeldPast:
+    """An Unbounded view's entry for an integer or slice index past the part a masked call's result holds
+    (_held_index): `error`, the looser-mask error, raised by any use of the view but a call whose mask selects
+    nothing."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error):
+        self.error = error
 
 
 def _fmt_slice(e):
