@@ -580,6 +580,10 @@ class NkiTensor:
                 out = out[:first] + adv + out[first:]  # adjacent expressions: their dims in their place
             else:
                 out = _spread_between_slices(out, adv, adv_pos, idx)
+        if not var_strides and len(out) == 1 and out[0][2] and self.st.space != HBM:
+            kept = [self.dims[d][0] for d, e in enumerate(idx) if d != self.pd and _const(e) is not None]
+            if kept:
+                out.append((kept[-1], 1, False))  # `t[0:64, 0]`: [64, 1] (_FREE_KEPT)
         dims, vs = [], []
         for i, e in enumerate(out):
             s, n, isp = e[0], e[1], e[2]
@@ -668,6 +672,7 @@ class NkiTensor:
             return self._index_hbm(idx, dims, isz, boff)
         out = []
         pd = -1
+        kept = None  # the stride of the last free dim an integer took
         for d, e in enumerate(idx):
             stride, size = dims[d]
             te = type(e)
@@ -680,6 +685,7 @@ class NkiTensor:
                     p0 += e
                 else:
                     boff += e * stride * isz
+                    kept = stride
             elif te is slice:
                 st, sp, step = e.start, e.stop, e.step
                 if (st is not None and type(st) is not int) or (sp is not None and type(sp) is not int) or (
@@ -702,6 +708,8 @@ class NkiTensor:
             if d == pdim:
                 pd = len(out)
             out.append(dims[d])
+        if pd == 0 and len(out) == 1 and kept is not None:
+            out.append((kept, 1))  # `t[0:64, 0]`: [64, 1], an on-chip tile's partitions and a free dim (_FREE_KEPT)
         if self.st.space == HBM:  # a DMA's side, whose rectangle the schedule reads: made now
             v = NkiTensor(self.st, self.dtype, boff, tuple(out), -1, p0)
             v._rect = _rect_of(v.dims, boff, isz, -1, p0, True)
@@ -1562,6 +1570,13 @@ class Unbounded(NkiTensor):
         idx = tuple(slice(*bounds[var]) if var is not None and var in bounds else slice(None)
                     for var in self.vars)
         return plain.index(idx)
+
+
+# _FREE_KEPT: an on-chip tile indexed with a slice of partitions and an integer on each free dim (`t[0:64, 0]`,
+# flash attention's `l_buffer[:, i]` of a (par_dim(128), n) tile) keeps a size-1 free dim: [64, 1], as the
+# arange form `t[nl.arange(64)[:, None], 0]` is. NKI's tiles have a partition dim and at least one free dim
+# (err_1d_arange_not_supported gives the two forms as the same tile). An integer on a free dim beside a free
+# slice drops its dim as in NumPy (`t[:, 0, :]` of [P, A, B] is [P, B]); HBM views keep NumPy's rule.
 
 
 class _HeldPast:
