@@ -30,7 +30,8 @@ def loop_bound_after(x):
     for i in nl.affine_range(3):
         t = nl.load(x[i * 128 + i_p, i_f], mask=(i * 128 + i_p < S))
         # rows of tiles 0 and 1 only (i * 128 < 256): tile 2's store selects nothing
-        nl.store(o[i * 128 + i_p, i_f], value=nl.multiply(t, 2.0), mask=(i_f < 48) & (i * 128 < 256) & (i * 128 + i_p < S))
+        nl.store(o[i * 128 + i_p, i_f], value=nl.multiply(t, 2.0),
+                 mask=(i_f < 48) & (i * 128 < 256) & (i * 128 + i_p < S))
     return o
 
 
@@ -40,7 +41,8 @@ def loop_bound_first(x):
     i_p, i_f = nl.mgrid[0:128, 0:64]
     for i in nl.affine_range(3):
         t = nl.load(x[i * 128 + i_p, i_f], mask=(i * 128 + i_p < S))
-        nl.store(o[i * 128 + i_p, i_f], value=nl.multiply(t, 2.0), mask=(i * 128 < 256) & (i_f < 48) & (i * 128 + i_p < S))
+        nl.store(o[i * 128 + i_p, i_f], value=nl.multiply(t, 2.0),
+                 mask=(i * 128 < 256) & (i_f < 48) & (i * 128 + i_p < S))
     return o
 
 

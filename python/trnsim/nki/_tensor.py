@@ -708,7 +708,7 @@ class NkiTensor:
             if d == pdim:
                 pd = len(out)
             out.append(dims[d])
-        if pd == 0 and len(out) == 1 and kept is not None:
+        if pd == 0 and len(out) == 1 and kept is not None and self.st.space != HBM:
             out.append((kept, 1))  # `t[0:64, 0]`: [64, 1], an on-chip tile's partitions and a free dim (_FREE_KEPT)
         if self.st.space == HBM:  # a DMA's side, whose rectangle the schedule reads: made now
             v = NkiTensor(self.st, self.dtype, boff, tuple(out), -1, p0)
