@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from runner import main, raises_at
+from runner import line_of, main, raises_at
 
 import trnsim.nki as tnki
 
@@ -72,6 +72,23 @@ def mask_and_int(x):
 def test_a_mask_anded_with_a_non_bool_names_the_operand():
     raises_at(tnki.NkiError, "masks combine with & only: the other operand of & is int 1, not a comparison of an "
               "index expression with an integer", __file__, "MARK-int", tnki.simulate_kernel, mask_and_int, X[:128])
+
+
+@nki.jit
+def unbounded_store(x):
+    o = nl.ndarray((1, 200, 64), nl.float32, buffer=nl.shared_hbm)  # MARK-unnamed
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    for i in nl.affine_range(2):
+        t = nl.load(x[i * 128 + i_p, i_f], mask=(i * 128 + i_p < 200))
+        nl.store(o[0, i * 128 + i_p, i_f], value=t)  # MARK-no-bound
+    return o
+
+
+def test_an_index_outside_a_tensor_without_a_name_names_its_variable():
+    # (tester23aa F9's aside: an output without name= was "(tensor None [1, 128, 512])")
+    raises_at(tnki.NkiError, "index expression on dim 1 covers [128, 255], outside [0, 200) (hbm tensor [1, 200, 64] "
+              "float32 allocated at test_nki_loop_bounds_in_masks.py:%d): a mask= on this call" % line_of(
+                  __file__, "MARK-unnamed"), __file__, "MARK-no-bound", tnki.simulate_kernel, unbounded_store, X[:200])
 
 
 N, F, W = 128, 300, 256

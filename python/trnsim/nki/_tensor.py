@@ -1533,8 +1533,8 @@ class Unbounded(NkiTensor):
             return _lower().held_only(NkiTensor.whole(st), d, lo + a, hi + a + 1, a, size, loc,
                                       f"index expression{at} reads", "mask this call to keep it inside, or that "
                                       "call as widely")
-        return NkiError(f"index expression on dim {d} covers [{lo}, {hi}], outside [0, {size}) (tensor "
-                        f"{st.name!r} {list(st.shape)}){at}: a mask= on this call that keeps it inside "
+        return NkiError(f"index expression on dim {d} covers [{lo}, {hi}], outside [0, {size}) ("
+                        f"{_tensor_words(st)}){at}: a mask= on this call that keeps it inside "
                         f"(e.g. mask=(index < {size})) is NKI's way to access a partial tile")
 
     @property
@@ -1565,11 +1565,19 @@ class Unbounded(NkiTensor):
                 raise _lower().held_only(whole, d, lo + held[0], hi + held[0] + 1, held[0], size, held[1])
             if lo < 0 or hi >= size:
                 raise NkiError(f"index expression on dim {d} covers [{lo}, {hi}] under the mask, outside "
-                               f"[0, {size}) (tensor {_ST.__get__(self).name!r} {list(_ST.__get__(self).shape)})")
+                               f"[0, {size}) ({_tensor_words(_ST.__get__(self))})")
         plain = NkiTensor(_ST.__get__(self), self.dtype, self.boff, self.dims, self.pd, self.p0, self.vars)
         idx = tuple(slice(*bounds[var]) if var is not None and var in bounds else slice(None)
                     for var in self.vars)
         return plain.index(idx)
+
+
+def _tensor_words(st):
+    """The tensor an out-of-bounds index expression names: an HBM tensor by its name (`tensor 'x' [200, 64]`);
+    one without (a direct allocation's, an on-chip tile) as messages name tiles (label), not 'None'."""
+    if st.space == HBM and st.name:
+        return f"tensor {st.name!r} {list(st.shape)}"
+    return st.label()
 
 
 # _FREE_KEPT: an on-chip tile indexed with a slice of partitions and an integer on each free dim (`t[0:64, 0]`,
