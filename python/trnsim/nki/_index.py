@@ -279,6 +279,17 @@ class UnmodelledMask:
     __rand__ = __or__ = __ror__ = __and__
 
 
+def _is_bool(x):
+    if isinstance(x, bool):
+        return True
+    try:
+        import numpy as np
+
+        return isinstance(x, np.bool_)
+    except ImportError:  # pragma: no cover
+        return False
+
+
 class Mask:
     """A conjunction of bounds on index variables: `(i_p < n) & (i_f >= 4)`. Applied to an instruction it
     restricts each variable to the range the bounds allow (the instruction works on a smaller region)."""
@@ -331,8 +342,18 @@ class Mask:
     def __and__(self, other):
         if isinstance(other, (UnmodelledMask, AffinePredicate)):
             return other & self
+        if _is_bool(other):
+            # A bound on loop indices alone (`(i * 128 < S)`, nl.program_id too) is a Python bool while
+            # tracing: True bounds nothing, False leaves no allowed value (the call makes no instruction).
+            if other:
+                return self
+            b = dict(self.bounds)
+            v = next(iter(b))
+            b[v] = (b[v][0], b[v][0])
+            return Mask(b)
         if not isinstance(other, Mask):
-            raise NkiError("masks combine with & only")
+            raise NkiError(f"masks combine with & only: the other operand of & is {type(other).__name__} "
+                           f"{other!r}, not a comparison of an index expression with an integer")
         b = dict(self.bounds)
         for v, (lo, hi) in other.bounds.items():
             if v in b:

@@ -495,7 +495,9 @@ class NkiTensor:
                 r = NkiTensor.whole(self.st).index(idx)
                 r._sub = True
                 return r
-            idx = self._held_index(idx, own)
+            idx, past = self._held_index(idx, own)
+        else:
+            past = None
         isz = self.dtype.itemsize
         boff, p0, pd = self.boff, self.p0, -1
         out = []  # (stride, size, is_partition) of basic dims, None placeholder where advanced dims go
@@ -578,6 +580,10 @@ class NkiTensor:
                 out = out[:first] + adv + out[first:]  # adjacent expressions: their dims in their place
             else:
                 out = _spread_between_slices(out, adv, adv_pos, idx)
+        if not var_strides and len(out) == 1 and out[0][2] and self.st.space != HBM:
+            kept = [self.dims[d][0] for d, e in enumerate(idx) if d != self.pd and _const(e) is not None]
+            if kept:
+                out.append((kept[-1], 1, False))  # `t[0:64, 0]`: [64, 1] (_FREE_KEPT)
         dims, vs = [], []
         for i, e in enumerate(out):
             s, n, isp = e[0], e[1], e[2]
@@ -587,6 +593,10 @@ class NkiTensor:
             vs.append(e[3] if len(e) > 3 else None)
         if self.st.space == HBM:
             pd = -1
+        if past is not None:
+            # An integer or slice past the held part: the looser-mask error, unless the call this view is given
+            # to has a mask that selects nothing (no instruction reads it: a carry's last iteration).
+            unbounded.insert(0, (past[0], _HeldPast(past[1]), self.dims[past[0]][1], None))
         if unbounded:
             r = Unbounded.of(self, boff, tuple(dims), pd, p0, tuple(vs), unbounded)
         else:
@@ -598,8 +608,11 @@ class NkiTensor:
     def _held_index(self, idx, own):
         """Integers and slices (`:` too) of a masked call's result address the call's whole index space, as
         index expressions do (NKI's tile is the whole, defined where the mask held): shifted to the part this
-        view holds, [own start, own start + its size) per dim; reaching past it is the looser-mask error."""
+        view holds, [own start, own start + its size) per dim; reaching past it is the looser-mask error. Returns
+        (index, past): past is None, or (dim, that error) for the first integer or slice past the held part, which
+        the index then takes inside it (the view is checked when a call applies its mask: Unbounded)."""
         out = list(idx)
+        past = None
         for d, e in enumerate(idx):
             a, size, whole = own[1][d], self.dims[d][1], own[0][d]
             if not a and whole == size:
@@ -608,17 +621,22 @@ class NkiTensor:
             if c is not None:
                 c = c + whole if c < 0 else c
                 if not a <= c < a + size:
-                    raise _lower().held_only(self, d, c, c + 1, a, size, own[2], f"index {e} reads")
+                    if past is None:
+                        past = (d, _lower().held_only(self, d, c, c + 1, a, size, own[2], f"index {e} reads"))
+                    c = a
                 out[d] = c - a
             elif isinstance(e, slice):
                 start, stop, step = e.indices(whole)
                 r = range(start, stop, step)
                 if len(r) and not (a <= min(r[0], r[-1]) and max(r[0], r[-1]) < a + size):
-                    raise _lower().held_only(self, d, min(r[0], r[-1]), max(r[0], r[-1]) + 1, a, size, own[2],
-                                             f"slice {_fmt_slice(e)} reads")
+                    if past is None:
+                        past = (d, _lower().held_only(self, d, min(r[0], r[-1]), max(r[0], r[-1]) + 1, a, size,
+                                                      own[2], f"slice {_fmt_slice(e)} reads"))
+                    out[d] = slice(None)
+                    continue
                 stop = stop - a if stop - a >= 0 else None
                 out[d] = slice(start - a, stop, step)
-        return tuple(out)
+        return tuple(out), past
 
     def _whole_space(self, own):
         """Whether this view's tile, a masked call's result holding the region `own` (box_of), is allocated at
@@ -654,6 +672,7 @@ class NkiTensor:
             return self._index_hbm(idx, dims, isz, boff)
         out = []
         pd = -1
+        kept = None  # the stride of the last free dim an integer took
         for d, e in enumerate(idx):
             stride, size = dims[d]
             te = type(e)
@@ -666,6 +685,7 @@ class NkiTensor:
                     p0 += e
                 else:
                     boff += e * stride * isz
+                    kept = stride
             elif te is slice:
                 st, sp, step = e.start, e.stop, e.step
                 if (st is not None and type(st) is not int) or (sp is not None and type(sp) is not int) or (
@@ -688,6 +708,8 @@ class NkiTensor:
             if d == pdim:
                 pd = len(out)
             out.append(dims[d])
+        if pd == 0 and len(out) == 1 and kept is not None and self.st.space != HBM:
+            out.append((kept, 1))  # `t[0:64, 0]`: [64, 1], an on-chip tile's partitions and a free dim (_FREE_KEPT)
         if self.st.space == HBM:  # a DMA's side, whose rectangle the schedule reads: made now
             v = NkiTensor(self.st, self.dtype, boff, tuple(out), -1, p0)
             v._rect = _rect_of(v.dims, boff, isz, -1, p0, True)
@@ -1501,6 +1523,8 @@ class Unbounded(NkiTensor):
 
     def _error(self):
         d, e, size, held = self.unbounded[0]
+        if type(e) is _HeldPast:
+            return e.error
         lo, hi = e.value_range()
         st = _ST.__get__(self)
         at = f" (the index at {self.expr_loc})" if self.expr_loc and self.expr_loc != caller_loc() else ""
@@ -1509,8 +1533,8 @@ class Unbounded(NkiTensor):
             return _lower().held_only(NkiTensor.whole(st), d, lo + a, hi + a + 1, a, size, loc,
                                       f"index expression{at} reads", "mask this call to keep it inside, or that "
                                       "call as widely")
-        return NkiError(f"index expression on dim {d} covers [{lo}, {hi}], outside [0, {size}) (tensor "
-                        f"{st.name!r} {list(st.shape)}){at}: a mask= on this call that keeps it inside "
+        return NkiError(f"index expression on dim {d} covers [{lo}, {hi}], outside [0, {size}) ("
+                        f"{_tensor_words(st)}){at}: a mask= on this call that keeps it inside "
                         f"(e.g. mask=(index < {size})) is NKI's way to access a partial tile")
 
     @property
@@ -1528,6 +1552,8 @@ class Unbounded(NkiTensor):
         """The view under the mask `bounds` ({IndexVar: (lo, hi)}, hi exclusive, each non-empty): its dims
         cut to the masked-in ranges; NkiError if an index is still outside its dim there."""
         for d, e, size, held in self.unbounded:
+            if type(e) is _HeldPast:
+                raise e.error  # an integer or slice: no mask variable bounds it
             lo = hi = e.const
             for var, k in e.terms.items():
                 a, b = bounds.get(var, (0, var.size))
@@ -1539,11 +1565,37 @@ class Unbounded(NkiTensor):
                 raise _lower().held_only(whole, d, lo + held[0], hi + held[0] + 1, held[0], size, held[1])
             if lo < 0 or hi >= size:
                 raise NkiError(f"index expression on dim {d} covers [{lo}, {hi}] under the mask, outside "
-                               f"[0, {size}) (tensor {_ST.__get__(self).name!r} {list(_ST.__get__(self).shape)})")
+                               f"[0, {size}) ({_tensor_words(_ST.__get__(self))})")
         plain = NkiTensor(_ST.__get__(self), self.dtype, self.boff, self.dims, self.pd, self.p0, self.vars)
         idx = tuple(slice(*bounds[var]) if var is not None and var in bounds else slice(None)
                     for var in self.vars)
         return plain.index(idx)
+
+
+def _tensor_words(st):
+    """The tensor an out-of-bounds index expression names: an HBM tensor by its name (`tensor 'x' [200, 64]`);
+    one without (a direct allocation's, an on-chip tile) as messages name tiles (label), not 'None'."""
+    if st.space == HBM and st.name:
+        return f"tensor {st.name!r} {list(st.shape)}"
+    return st.label()
+
+
+# _FREE_KEPT: an on-chip tile indexed with a slice of partitions and an integer on each free dim (`t[0:64, 0]`,
+# flash attention's `l_buffer[:, i]` of a (par_dim(128), n) tile) keeps a size-1 free dim: [64, 1], as the
+# arange form `t[nl.arange(64)[:, None], 0]` is. NKI's tiles have a partition dim and at least one free dim
+# (err_1d_arange_not_supported gives the two forms as the same tile). An integer on a free dim beside a free
+# slice drops its dim as in NumPy (`t[:, 0, :]` of [P, A, B] is [P, B]); HBM views keep NumPy's rule.
+
+
+class _HeldPast:
+    """An Unbounded view's entry for an integer or slice index past the part a masked call's result holds
+    (_held_index): `error`, the looser-mask error, raised by any use of the view but a call whose mask selects
+    nothing."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error):
+        self.error = error
 
 
 def _fmt_slice(e):
