@@ -311,4 +311,45 @@ def test_trn1_is_neuroncore_v2():
         assert copies == [(engine, 1)], (hw, copies)
 
 
+@nki.jit
+def dst_positional_operands_by_keyword(a, form):
+    """The current style with dst positional and the operands by keyword (nki-library's mlp:
+    `nisa.tensor_copy(out_tile, src=psum_tile)`), each written into d and stored."""
+    o = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    d = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+    if form == "tensor_copy":
+        nisa.tensor_copy(d, src=t)
+    elif form == "tensor_tensor":
+        nisa.tensor_tensor(d, data1=t, data2=t, op=nl.add)
+    elif form == "tensor_scalar":
+        nisa.tensor_scalar(d, data=t, op0=nl.multiply, operand0=2.0)
+    elif form == "reciprocal":
+        nisa.reciprocal(d, data=t)
+    elif form == "scalar_tensor_tensor":
+        nisa.scalar_tensor_tensor(d, data=t, op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=t)
+    else:
+        p = nl.ndarray((a.shape[1], a.shape[1]), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(p, stationary=t, moving=t)
+        nisa.tensor_copy(d, src=p)
+    nisa.dma_copy(dst=o, src=d)
+    return o
+
+
+def test_current_style_with_dst_positional_and_operands_by_keyword():
+    # tester23ac F5: `nisa.tensor_copy(d, src=t)` was taken for the earlier style (its first positional read as
+    # src): "got multiple values for argument 'src'". Small integers: every result below is exact in FP32.
+    a = np.arange(128 * 128, dtype=np.float32).reshape(128, 128) % 7 + 1
+    wants = {"tensor_copy": a, "tensor_tensor": a + a, "tensor_scalar": a * 2, "reciprocal": None,
+             "scalar_tensor_tensor": a * 2 + a,
+             "nc_matmul": (a.T.astype(np.float64) @ a).astype(np.float32)}
+    for form, want in wants.items():
+        got = tnki.simulate_kernel(dst_positional_operands_by_keyword, a, form)
+        if want is None:  # the Vector engine's reciprocal of 1..7: within 1 ulp of 1 / a (nki.isa.reciprocal)
+            assert np.allclose(got, 1 / a, rtol=2 ** -22, atol=0), form
+        else:
+            assert got.tobytes() == want.tobytes(), form
+
+
 main(globals())

@@ -498,6 +498,17 @@ def dot_t(x):
     return out
 
 
+@nki.jit
+def row_into_1d_region(a, as_row=False):
+    o = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    if as_row:
+        nl.store(o[1:2, :], t[2:3, :])
+    else:
+        nl.store(o[1], t[2:3, :])  # MARK-row-1d
+    return o
+
+
 def test_store_and_dma_copy_check_the_shape_not_only_the_element_count():
     # tester23l #1: a [64, 128] tile stored into a [128, 64] output ran (out == x.T.reshape(128, 64)), as did
     # nisa.dma_copy of it; `buf[...] = tile` already refused it. NKI's .T does not exist (nki.language.NkiTensor).
@@ -517,9 +528,18 @@ def test_store_and_dma_copy_check_the_shape_not_only_the_element_count():
                             ("assign", "MARK-assign-swapped", "cannot assign a [128, 4, 8] tile to a [128, 8, 4] "
                              "region")):
         e = raises(tnki.NkiError, tnki.simulate_kernel, same_count_other_shape, x3, how)
-        assert str(e) == (f"{THIS}:{line_of(mark)}: {what} (the same shape needed, but for dims of size 1; "
-                          "nl.transpose / .reshape change the shape)"), e
+        assert str(e) == (f"{THIS}:{line_of(mark)}: {what} (the same shape needed, but for dims of size 1, with "
+                          "as many partitions; nl.transpose / .reshape change the shape)"), e
     assert tnki.simulate_kernel(same_count_other_shape, x3, "unit").tobytes() == x3.tobytes()
+    # tester23ac F4: a one-partition row stored into o[i] of a [4, 64] output quoted the size-1 rule it seemed
+    # to meet; it now says the 1-D region's dim is its rows and how to index a row region.
+    e = raises(tnki.NkiError, tnki.simulate_kernel, row_into_1d_region, np.ones((4, 64), np.float32))
+    assert str(e) == (f"{THIS}:{line_of('MARK-row-1d')}: nl.store: cannot copy a [1, 64] tile to a [64] region (the "
+                      "same shape needed, but for dims of size 1, with as many partitions; nl.transpose / .reshape "
+                      "change the shape); a 1-D region is 64 rows of one element, the partitions of the copy, so a "
+                      "one-partition row goes to a [1, 64] region: index it so (o[i:i + 1, :] for o[i])"), e
+    ok = tnki.simulate_kernel(row_into_1d_region, np.arange(256, dtype=np.float32).reshape(4, 64), True)
+    assert ok[1].tobytes() == np.arange(128, 192, dtype=np.float32).tobytes()
     e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, dot_t, x)
     assert str(e).startswith(f"{THIS}:{line_of('MARK-dot-T')}: nki.language.NkiTensor has no attribute 'T' in NKI "
                              "2.21-2.33, nor in trnsim: transpose with nl.transpose(t)"), e

@@ -781,8 +781,15 @@ def _same_shape(call, dst, src):
     [128, 4, 8] region would scramble it. `call` None: the assignment `dst[...] = src`."""
     if dst.partitions != src.partitions or [n for n in src.shape if n != 1] != [n for n in dst.shape if n != 1]:
         what = f"{call}: cannot copy" if call else "cannot assign"
+        row = ""
+        if src.partitions == 1 and dst.ndim == 1 and dst.shape[0] == src.size and dst.shape[0] > 1:
+            # `nl.store(o[i], t[k:k + 1, :])`: the 1-D region's one dim is its rows (partitions here)
+            row = (f"; a 1-D region is {dst.shape[0]} rows of one element, the partitions of the copy, so a "
+                   f"one-partition row goes to a [1, {dst.shape[0]}] region: index it so (o[i:i + 1, :] for "
+                   f"o[i])")
         raise NkiError(f"{what} a {list(src.shape)} tile to a {list(dst.shape)} region (the same shape needed, "
-                       "but for dims of size 1; nl.transpose / .reshape change the shape)")
+                       f"but for dims of size 1, with as many partitions; nl.transpose / .reshape change the "
+                       f"shape){row}")
 
 
 def dma(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False, loc=None):

@@ -10,6 +10,7 @@ the call and the kernel line (UNSUPPORTED below; docs/nki.md lists both).
 """
 
 import enum
+import functools
 import math
 
 from . import _lower
@@ -145,14 +146,33 @@ def _t(x):
     return isinstance(x, NkiTensor)
 
 
+@functools.lru_cache(maxsize=None)
+def _old_positionals(call):
+    """The positional parameter names of nki.isa.<call>'s earlier style (`_<call>_old`): () if it takes keywords
+    only, None if the call has no such function."""
+    import inspect
+
+    old = globals().get(f"_{call}_old")
+    if old is None:
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return tuple(p.name for p in inspect.signature(old).parameters.values() if p.kind in kinds)
+
+
 def _current(args, kwargs, n_leading):
     """Whether a call uses the current style: dst= given, or its first n_leading positionals are tensors.
     NkiError for mask= on a current-style call: NKI's dst= signatures (2.27 and later) have no mask."""
-    cur = "dst" in kwargs or (len(args) >= n_leading and all(_t(a) for a in args[:n_leading]))
-    if cur and "mask" in kwargs:
-        import sys
+    import sys
 
-        call = sys._getframe(1).f_code.co_name  # the dispatcher: nki.isa's name of the call
+    call = sys._getframe(1).f_code.co_name  # the dispatcher: nki.isa's name of the call
+    cur = "dst" in kwargs or (len(args) >= n_leading and all(_t(a) for a in args[:n_leading]))
+    if not cur and args and kwargs:
+        # dst positional and the operands by keyword (`nisa.tensor_copy(d, src=t)`): a keyword naming one of the
+        # earlier style's leading positionals that the given positionals already fill cannot be that style.
+        # An earlier style taking keywords only (scalar_tensor_tensor's) cannot take a positional at all.
+        old = _old_positionals(call)
+        cur = old is not None and (not old or any(n in kwargs for n in old[:len(args)]))
+    if cur and "mask" in kwargs:
         raise NkiError(f"nki.isa.{call}: the dst= form (NKI 2.27 and later) takes no mask=; index dst and the "
                        f"operands to the masked-in region instead (e.g. dst=t[0:n, :], with the same [0:n, :] "
                        f"of each operand), or use the earlier form that returns a new tile, which takes mask=")
