@@ -499,6 +499,31 @@ def dot_t(x):
 
 
 @nki.jit
+def row_by_integer(a, form):
+    o = nl.ndarray((a.shape[1],), dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    if form == "multiply":
+        nl.store(o, nl.multiply(t[3, :], 2.0))  # MARK-row-int-mul
+    elif form == "exp":
+        nl.store(o, nl.exp(t[3, :]))  # MARK-row-int-exp
+    else:
+        nl.store(o, t[3, :])
+    return o
+
+
+def test_an_integer_partition_index_row_in_an_engine_call_says_how_to_index_it():
+    # tester23ac F1: nl.multiply(t[3, :], 2.0) was refused by the lowering's own rule, "dst [64] and data [64] must
+    # have the same partitions ... ([64, 1] vs [1, 64])", naming a dst the kernel never made; storing the row works.
+    a = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    assert tnki.simulate_kernel(row_by_integer, a, "store").tobytes() == a[3].tobytes()
+    for form, call in (("multiply", "nl.multiply"), ("exp", "nl.exp")):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, row_by_integer, a, form)
+        assert str(e) == (f"{THIS}:{line_of('MARK-row-int-' + form[:3])}: {call}: operand [64] has no partition dim "
+                          "(an integer partition index, as in t[3, :], takes it away): an engine instruction works "
+                          "on partitions; index the row as t[3:4, :], a [1, ...] tile of one partition"), e
+
+
+@nki.jit
 def row_into_1d_region(a, as_row=False):
     o = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
     t = nl.load(a)

@@ -906,6 +906,15 @@ def _scalar(x):
     return isinstance(x, (int, float, np.number)) and not isinstance(x, bool) or isinstance(x, bool)
 
 
+def _partition_dim_needed(v, name):
+    """NkiError for an on-chip operand without a partition dim: the row `t[3, :]` of a tile (an integer partition
+    index takes the dim away), which an engine instruction cannot take as it is."""
+    if isinstance(v, NkiTensor) and v.pd < 0 and v.st.space != HBM:
+        raise NkiError(f"nl.{name}: operand {list(v.shape)} has no partition dim (an integer partition index, as "
+                       f"in t[{v.p0}, :], takes it away): an engine instruction works on partitions; index the "
+                       f"row as t[{v.p0}:{v.p0 + 1}, :], a [1, ...] tile of one partition")
+
+
 def elementwise(name, alu, x, y, dtype=None, out=None, engine=None):
     """Binary nl.* math: two tiles -> tensor_tensor; a tile and a number -> tensor_scalar (number first:
     reverse0), on the Vector engine (nki.language.add etc. and nki.isa.tensor_tensor / tensor_scalar docs)."""
@@ -913,6 +922,7 @@ def elementwise(name, alu, x, y, dtype=None, out=None, engine=None):
     for v in (x, y):
         if isinstance(v, BlockTensor):  # (not a tile: each block is one)
             raise v.whole_error()
+        _partition_dim_needed(v, name)
     if not xt and not yt:
         raise NkiError(f"nl.{name}: at least one operand must be a tensor")
     for v, which in ((x, "x"), (y, "y")):
@@ -971,6 +981,7 @@ def _broadcast_pair(x, y, name):
 
 def unary(name, func, x, dtype=None, out=None):
     """Unary nl.* math: one activation on the Scalar engine (nki.language.exp etc.; nki.isa.activation)."""
+    _partition_dim_needed(x, name)
     x = load_if_hbm(x, name)
     if out is None:
         out = _sbuf_result(x.shape, dt(dtype, x.dtype), name)
