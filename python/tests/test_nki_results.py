@@ -304,10 +304,10 @@ def test_accumulate_none_accumulates_where_matmuls_of_open_groups_wrote():
 
 @nki.jit
 def as_fp8_and_bf16(x):
-    # x [128, 2] float32: its bytes stored as float8_e4m3 [128, 8] (as nki-library's rmsnorm_quant stores each
+    # x [P, F] float32: its bytes stored as float8_e4m3 [P, 4 F] (as nki-library's rmsnorm_quant stores each
     # row's float32 scale in 4 FP8 bytes) and its values rounded to bfloat16.
-    o8 = nl.ndarray((128, 8), nl.float8_e4m3, buffer=nl.shared_hbm)
-    o16 = nl.ndarray((128, 2), nl.bfloat16, buffer=nl.shared_hbm)
+    o8 = nl.ndarray((x.shape[0], 4 * x.shape[1]), nl.float8_e4m3, buffer=nl.shared_hbm)
+    o16 = nl.ndarray(x.shape, nl.bfloat16, buffer=nl.shared_hbm)
     t = nl.load(x)
     nl.store(o8, t.view(nl.float8_e4m3))
     nl.store(o16, nl.copy(t, dtype=nl.bfloat16))
@@ -325,6 +325,18 @@ def test_raw_outputs_keep_the_bits():
     b8, b16 = r.raw_outputs
     assert b8.dtype == np.uint8 and b8.tobytes() == x.tobytes(), b8[0]
     assert b16.dtype == np.uint16 and b16.tolist() == [[0x3F80, 0x3F80]] * 128, b16[0]
+    # Every low byte 0x70-0x7F and 0xF0-0xFF, 4 times: in nl.float8_e4m3 (IEEE-style: exponent 1111 is +-inf with a
+    # zero mantissa, NaN otherwise) 0x79-0x7F and 0xF9-0xFF are NaN codes, 14 of every 32 rows, 56 in all.
+    words = np.array([0x3F800000 | b for b in list(range(0x70, 0x80)) + list(range(0xF0, 0x100))] * 4, np.uint32)
+    x = words.view(np.float32).reshape(128, 1)
+    r = tnki.benchmark(as_fp8_and_bf16, x)
+    fp8, bf16 = r.raw_outputs
+    assert fp8.dtype == np.uint8 and fp8.tobytes() == x.tobytes()
+    # bfloat16 is float32's upper half rounded to nearest even: 0x3F80 for every value here (1.0000x).
+    assert bf16.dtype == np.uint16 and bf16.tobytes() == np.full((128, 1), 0x3F80, np.uint16).tobytes()
+    values = r.outputs[0]
+    assert values.dtype == np.float32 and np.isnan(values[:, 0]).sum() == 56  # one float32 NaN for 14 codes
+    assert r.outputs[1].tobytes() == np.ones((128, 1), np.float32).tobytes()
 
 
 if __name__ == "__main__":
