@@ -253,14 +253,20 @@ def _held_dst(dst, *operands):
         return dst
     if tuple(dst.shape) == tuple(v.shape[d] for v, d in operands):
         return dst
-    bs = [_lower.box_of(v) for v, _ in operands]
-    if all(b is None for b in bs):
-        return dst
-    full = tuple(b[0][d] if b is not None else v.shape[d] for (v, d), b in zip(operands, bs))
-    starts = tuple(b[1][d] if b is not None else 0 for (v, d), b in zip(operands, bs))
-    if tuple(dst.shape) != full:
+    bs, full, starts = _held_region(operands)
+    if all(b is None for b in bs) or tuple(dst.shape) != full:
         return dst
     return dst.index(tuple(slice(a, a + v.shape[d]) for a, (v, d) in zip(starts, operands)))
+
+
+def _held_region(operands):
+    """(box_of of each operand, the whole index-space size and the first index of each (operand, dim) pair):
+    where an operand is part of an earlier masked call's result (a masked nl.load's tail tile), its box's;
+    otherwise its own size and 0."""
+    bs = [_lower.box_of(v) for v, _ in operands]
+    full = tuple(b[0][d] if b is not None else v.shape[d] for (v, d), b in zip(operands, bs))
+    starts = tuple(b[1][d] if b is not None else 0 for (v, d), b in zip(operands, bs))
+    return bs, full, starts
 
 
 @_named("nc_matmul")
@@ -297,12 +303,10 @@ def _outer_tail(result, mask, box, given, x_dim):
     given[0] the result's rows come from."""
     if mask is None or box is None:
         return result
-    bs = [_lower.box_of(v) for v in given]
-    if any(b is not None for b in bs):
-        full = tuple(b[0][d] if b is not None else f for b, f, d in zip(bs, box[0], (x_dim, 1)))
-        starts = tuple((b[1][d] if b is not None else 0) + a for b, a, d in zip(bs, box[1], (x_dim, 1)))
-        if full != tuple(box[0]):
-            _lower.outer_box(result, full, starts, box[2])
+    # (box[0] is the given operands' own sizes, _matmul_box's masked case; box[1] where the mask starts them)
+    bs, full, held = _held_region(tuple(zip(given, (x_dim, 1))))
+    if any(b is not None for b in bs) and full != tuple(box[0]):
+        _lower.outer_box(result, full, tuple(h + a for h, a in zip(held, box[1])), box[2])
     return result
 
 
@@ -317,16 +321,10 @@ def _matmul_box(mask, given, masked, is_transpose, x_dim=1):
         # Operands holding part of an earlier masked call's index space (a masked nl.load's tail tile): the
         # product holds the rows and columns their free dims hold, so `acc += nl.matmul(x, y)` accumulates
         # into that part of acc (docs/nki.md "Masks").
-        bs = [_lower.box_of(v) for v in given]
-        if bs[0] is None and bs[1] is None:
+        bs, full, starts = _held_region(tuple(zip(given, (x_dim, 1))))
+        if bs[0] is None and bs[1] is None or full == (given[0].shape[x_dim], given[1].shape[1]):
             return None
-        full, starts = [], []
-        for v, b, d in zip(given, bs, (x_dim, 1)):
-            full.append(b[0][d] if b is not None else v.shape[d])
-            starts.append(b[1][d] if b is not None else 0)
-        if full == [given[0].shape[x_dim], given[1].shape[1]]:
-            return None
-        return tuple(full), tuple(starts), (bs[0] or bs[1])[2]
+        return full, starts, (bs[0] or bs[1])[2]
     full = (given[0].shape[x_dim], given[1].shape[1])
     # Tiles (no variables): the variable of axis 1 bounds both free dims (_lower.matmul_mask).
     free = [b for var, b in mask.bounds.items() if var.ndim == 2 and var.axis == 1] if isinstance(mask, Mask) else []
