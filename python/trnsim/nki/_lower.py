@@ -868,8 +868,7 @@ def iota_expr(expr, dtype, mask):
         # uses: `3 * g.y + g.z` of mgrid[0:128, 0:4, 0:3, 0:3] is [128, 4, 3, 3], the same values on every
         # partition (channel_multiplier 0); nl.arange's open grid keeps the axes its expression has.
         shape = grids.pop()
-    if len(shape) < 2:
-        shape = (shape[0], 1) if shape else (1, 1)
+    shape = tile_shape(shape)
     nmax = expr.ndim
     coef = [0] * len(shape)
     for v, k in expr.terms.items():
@@ -1038,9 +1037,7 @@ def load(src, mask=None, dtype=None):
         if nd == 2:
             shape = (dims[0][1], dims[1][1])
         else:
-            # a 1-D view loads as [N, 1]; one element (`x[b, h]`, every dim an integer) as [1, 1]: a tile has a
-            # partition dim and a free dim
-            shape = tuple([d[1] for d in dims]) if nd > 1 else (dims[0][1], 1) if nd else (1, 1)
+            shape = tile_shape(tuple([d[1] for d in dims]))
         dtype = src.dtype if dtype is None else dt(dtype, src.dtype)
         # The tile and its DMA in one call, when it can (depth 3: the kernel's frame is nl.load's caller)
         t = _trace._current
@@ -1069,11 +1066,16 @@ def load(src, mask=None, dtype=None):
         if src.st.space != HBM:
             raise NkiError("nl.load: src must be in HBM (use nl.copy / nisa.tensor_copy on chip)")
         shape, sdt = src.shape, src.dtype
-    if len(shape) < 2:
-        shape = (shape[0], 1) if shape else (1, 1)
+    shape = tile_shape(shape)
     out = _ops.new_tile(shape, sdt if dtype is None else dt(dtype, sdt), SBUF, "load")
     dma(out, src, loc=out.st.loc)  # the new tile's loc: the kernel line (as caller_loc finds it)
     return fresh(out)
+
+
+def tile_shape(shape):
+    """An on-chip tile's shape for values of `shape`: a tile has a partition dim and a free dim, so a 1-D shape
+    [N] is [N, 1] and a 0-d one (one element, `x[b, h]`) [1, 1]; others as they are."""
+    return tuple(shape) if len(shape) >= 2 else (shape[0], 1) if len(shape) else (1, 1)
 
 
 def _masked_load(src, mask, dtype):
@@ -1086,8 +1088,7 @@ def _masked_load(src, mask, dtype):
     (src,) = apply_mask(mask, (src,), dma=True)
     if src.st.space != HBM:
         raise NkiError("nl.load: src must be in HBM (use nl.copy / nisa.tensor_copy on chip)")
-    if len(full) < 2:
-        full = (full[0], 1) if full else (1, 1)
+    full = tile_shape(full)
     out = _ops.new_tile(full, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
     if _trace._current.voiding is not None:
         return out  # (the mask selects nothing: a void tile of the index's shape, _void)
