@@ -152,15 +152,19 @@ ln -s /dev/null "$T/H/null.html"
 rc=$?
 check "a report through a link to /dev/null leaves the set usable (rc $rc): $(grep -v '^ ' "$T/n2.out" | tail -2)" \
   '[[ $rc == 0 && -L $T/H/null.html ]] && ! grep -q "null.html" "$T/H/.trnsim-files"'
+# The renderer says it started (stats.json read) and waits for the run: on a loaded host the stats command could
+# otherwise start after the run and read the new stats.json, whose report is then rightly written.
 cat >"$T/wait_py" <<SH
 #!/bin/sh
+touch "$T/started"
 while [ ! -e "$T/go" ]; do sleep 0.05; done
 echo '<html></html>' >"\$3"
 SH
 chmod +x "$T/wait_py"
-rm -f "$T/go"
+rm -f "$T/go" "$T/started"
 TRNSIM_PYTHON=$T/wait_py "$TRNSIM" stats "$T/H/stats.json" --html="$T/H/late.html" >"$T/late.out" 2>&1 &
 sp=$!
+while [ ! -e "$T/started" ] && kill -0 $sp 2>/dev/null; do sleep 0.05; done
 "$TRNSIM" run "$W" --out "$T/H" >/dev/null 2>&1
 touch "$T/go"
 wait $sp
