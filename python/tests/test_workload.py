@@ -281,5 +281,36 @@ def test_kernel_and_reference_import_the_module_of_their_own_folder():
     assert sys.modules["utils"].__file__ == os.path.join(d, "A", "utils.py")
 
 
+def test_an_import_run_later_in_a_function_gets_its_own_folders_module():
+    # An `import utils` run inside the kernel or the reference function (at call time, not as the file loads)
+    # got the other folder's utils.py: the one imported first (B/r.py's late import of A's, which has no
+    # scale(): AttributeError), or the folder put first on sys.path last (A/k.py's kernel scaled by B's 3.0,
+    # which its 3x reference then passed).
+    late_kernel = TWO_FOLDERS["A/k.py"].replace("import utils\n", "").replace(
+        "    out = nl.ndarray", "    import utils\n    out = nl.ndarray")
+    late_ref = "def ref(x):\n    import utils\n    return utils.scale(x)\n"
+    for kernel_text in (TWO_FOLDERS["A/k.py"], late_kernel):
+        path, d = workload(kernel={"nki": "A/k.py", "function": "k"}, reference={"nki": "B/r.py", "function": "ref"})
+        files = dict(TWO_FOLDERS, **{"A/k.py": kernel_text, "B/r.py": late_ref,
+                                     "B/utils.py": "FACTOR = 3.0\n\n\ndef scale(x):\n    return x * FACTOR\n"})
+        for rel, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+            with open(os.path.join(d, rel), "w") as f:
+                f.write(text)
+        r = _core.WorkloadRun.from_file(path)
+        r.run()
+        x, out = r.input("x"), r.outputs()["out"]
+        assert np.array_equal(out, x * np.float32(2.0)), kernel_text
+        num = r.stats()["numerics"]["out"]
+        assert r.exit_code() == 3 and not num["pass"], (r.exit_code(), num)
+        ref = (x * np.float32(3.0)).astype(np.float64)
+        assert num["max_abs_err"] == float(np.max(np.abs(ref - out))), num
+        assert sorted(os.path.relpath(p, d) for p in trnsim._runner.sources()) == [
+            "A/k.py", "A/utils.py", "B/r.py", "B/utils.py"]
+        # The CLI too: the reference's utils.scale exists (was AttributeError), the check fails on the numbers.
+        rc, _, err = trnsim_cli("run", path, "--out", os.path.join(d, "o"))
+        assert rc == 3 and "AttributeError" not in err, (rc, err)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -30,6 +30,8 @@ class _Sources:
         self.folders = []   # the kernel and reference files' folders
         self.modules = []   # names of the local modules imported this session
         self.files = {}     # absolute path -> module (load_function's, this session)
+        self.dirs = {}      # module name (load_function's) -> the folder its file's neighbours come from
+        self.own = {}       # folder -> {name: module}: its local modules, set aside while another folder's run
 
 
 _session = _Sources()
@@ -158,7 +160,11 @@ class _LocalFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
         if not _session.folders:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        spec = None
+        if path is None and _InFolder.current:  # the folder of the file whose code runs comes first
+            spec = importlib.machinery.PathFinder.find_spec(fullname, [_InFolder.current[-1]])
+        if spec is None:
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         origin = getattr(spec, "origin", None) if spec is not None else None
         if not origin or not origin.endswith(".py"):
             return None
@@ -235,6 +241,48 @@ def _shadowed_by(folder):
     return [n for n in sys.modules if n.split(".")[0] in clash]
 
 
+class _InFolder:
+    """While code of a workload file runs (the file as it loads, the kernel's call, the reference's call): an
+    `import` in it, at the top or run later inside a function, gets the module of that name beside the file,
+    not the one another workload file's folder gave (a kernel's helper.py and its reference's). The other
+    folder's modules are set aside meanwhile and this folder's kept for its next run (the same module objects
+    its file imported when it loaded)."""
+
+    current = []  # the folders whose code runs, innermost last
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def __enter__(self):
+        if self.folder is None:
+            return self
+        self.aside = {n: sys.modules.pop(n) for n in _shadowed_by(self.folder)}
+        sys.modules.update(_session.own.pop(self.folder, {}))
+        _InFolder.current.append(self.folder)
+        return self
+
+    def __exit__(self, etype, value, tb):
+        if self.folder is None:
+            return False
+        _InFolder.current.pop()
+        tops = {n.split(".")[0] for n in self.aside}
+        mine = {n: sys.modules.pop(n) for n in list(sys.modules) if n.split(".")[0] in tops}
+        if mine:
+            _session.own.setdefault(self.folder, {}).update(mine)
+        sys.modules.update(self.aside)
+        return False
+
+
+def _folder_of(func):
+    """The folder whose modules `func`'s code imports: its file's (load_function's), or None for a function
+    of no workload file (a Python caller's, whose imports are Python's own)."""
+    try:
+        func = inspect.unwrap(resolve_kernel(func)[0])
+    except (TypeError, ValueError):
+        return None
+    return _session.dirs.get(getattr(func, "__module__", None))
+
+
 def load_function(path, name):
     """The object called ``name`` in the Python file ``path`` (executed once per path and begin_load(), as a
     module of its own, from the bytes sources() hashes). LookupError if the file defines no such name."""
@@ -269,19 +317,17 @@ def load_function(path, name):
         sys.modules[mod_name] = module
         # A kernel file may import its neighbours, which come first: a utils.py beside it rather than one
         # beside the workload's other file, whose module of that name is set aside while this file runs
-        # (and back after it: code importing it later, at call time, gets the first file's).
+        # (and while its functions run: _InFolder).
         if kernel_dir in sys.path:
             sys.path.remove(kernel_dir)
         sys.path.insert(0, kernel_dir)
-        aside = {n: sys.modules.pop(n) for n in _shadowed_by(kernel_dir)}
+        _session.dirs[mod_name] = kernel_dir
         try:
-            with _NoExit("load"):
+            with _InFolder(kernel_dir), _NoExit("load"):
                 exec(code, module.__dict__)
         except BaseException:
             del sys.modules[mod_name]
             raise
-        finally:
-            sys.modules.update(aside)
         _session.files[path] = module
     if not hasattr(module, name):
         defined = sorted(n for n, v in vars(module).items()
@@ -506,7 +552,7 @@ class CoreRunner:
         lead = self.positional_count
         kwargs = dict(self.params)
         kwargs.update((n, t) for (n, _, _), t in zip(self.inputs[lead:], tensors[lead:]))
-        with _NoExit("kernel"):
+        with _InFolder(_folder_of(self.func)), _NoExit("kernel"):
             ret = self.hooks.call(self.func, tensors[:lead], kwargs)
         if ret is None:
             return None
@@ -587,7 +633,7 @@ def call_reference(ref, arrays, params, outputs, as_given=False):
         raise _core.InputError("reference.function: " + lacks)
     if not as_given:
         params = _reference_args(ref, params)
-    with _NoExit("reference"):
+    with _InFolder(_folder_of(ref)), _NoExit("reference"):
         out = ref(*arrays, **params)
 
     def expected():
