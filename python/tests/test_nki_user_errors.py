@@ -465,6 +465,15 @@ def test_workload_inputs_and_params_are_bound_to_the_signature_before_the_call()
             assert "TypeError" not in err, err
     rc, _, err = cli("validate", workload(d, "takes_n", params={"n": 2}))
     assert rc == 0, err
+    # An input of another name for a *x kernel: the signature was shown as takes_star(x), without the star or
+    # why no input can bind there. `trnsim list` of the workload says it too (exit 1), as validate and run.
+    path = workload(d, "takes_star", inputs={"a": {"generator": "normal", "seed": 1, "shape": [128, 64],
+                                                    "dtype": "float32"}})
+    for cmd in ("list", "validate", "run"):
+        rc, out, err = cli(*([cmd, path] + (["--out", os.path.join(d, "out")] if cmd == "run" else [])))
+        assert rc == 1 and out == "" and err == (
+            "trnsim: error: %s: inputs: 'a' is not a parameter of takes_star(*x): *x parameters are not "
+            "supported (each input is a named parameter of the kernel)\n" % path), (cmd, rc, out, err)
 
 
 def test_reference_mistakes_name_the_reference_and_what_was_expected():

@@ -387,7 +387,12 @@ def input_order(kernel, names):
 
 
 def _not_a_parameter(name, func, params):
-    return "'%s' is not a parameter of %s(%s)" % (name, func.__name__, ", ".join(p.name for p in params))
+    shown = ", ".join(("*" if p.kind == p.VAR_POSITIONAL else "**" if p.kind == p.VAR_KEYWORD else "") + p.name
+                      for p in params)
+    star = [p.name for p in params if p.kind == p.VAR_POSITIONAL]
+    return "'%s' is not a parameter of %s(%s)%s" % (
+        name, func.__name__, shown, ": *%s parameters are not supported (each input is a named parameter of the "
+        "kernel)" % star[0] if star else "")
 
 
 def _where(func):
