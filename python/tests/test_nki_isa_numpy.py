@@ -94,13 +94,16 @@ def k_select_reverse(x, pr, fv, pdt):
 
 
 @nki.jit
-def k_select_reverse_number(x, pr):
+def k_select_reverse_number(x, pr, c):
     out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    mx = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
     tx, tp = nl.load(x), nl.load(pr, dtype=nl.uint8)
     sel = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
-    nisa.select_reduce(dst=sel, predicate=tp, on_true=tx, on_false=-3.0, reverse_pred=True)  # MARK-reverse-number
+    red = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.select_reduce(dst=sel, predicate=tp, on_true=tx, on_false=c, reduce_res=red, reverse_pred=True)
     nl.store(out, sel)
-    return out
+    nl.store(mx, red)
+    return out, mx
 
 
 def test_select_reduce_reverse_pred_picks_on_true_where_the_predicate_is_zero():
@@ -119,17 +122,18 @@ def test_select_reduce_reverse_pred_picks_on_true_where_the_predicate_is_zero():
             assert (pr == 0).any() and (pr != 0).any()
 
 
-def test_select_reduce_reverse_pred_with_a_number_on_false_is_unsupported():
-    from runner import line_of
-
+def test_select_reduce_reverse_pred_with_a_number_on_false():
+    # It was NkiUnsupported ("the inverted select ... needs on_false in memory"): the number is now written to a
+    # [P, 1] float32 tile (the page: a scalar on_false is float32) that the swapped select reads.
     x = RNG.standard_normal((128, 64)).astype(np.float32)
-    e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, k_select_reverse_number, x, x)
-    where = "test_nki_isa_numpy.py:%d" % line_of(__file__, "MARK-reverse-number")
-    assert str(e) == (f"{where}: nki.isa.select_reduce(reverse_pred=True, on_false=-3.0) is not modelled by "
-                      "trnsim: the inverted select is modelled as the select with on_true and on_false swapped, "
-                      "which needs on_false in memory: give on_false as a [P, 1] vector tile (e.g. "
-                      "nl.full((P, 1), value, nl.float32)), or invert the predicate (docs/nki.md lists the "
-                      "supported calls)"), str(e)
+    pr = RNG.choice(np.array([0, 1, 255], np.float32), (128, 64))
+    pr[5] = 1  # a partition with no on_true element: its maximum is on_false's
+    for c in (-3.0, 0.1, float("inf")):
+        out, mx = tnki.simulate_kernel(k_select_reverse_number, x, pr, c)
+        want = np.where(pr == 0, x, np.float32(c)).astype(np.float32)
+        assert out.tobytes() == want.tobytes(), c
+        assert mx.tobytes() == want.max(axis=1, keepdims=True).tobytes(), c
+        assert mx[5, 0] == np.float32(c), mx[5]
 
 
 @nki.jit

@@ -16,6 +16,7 @@ import math
 from . import _lower
 from . import _ops
 from . import _void
+from ._dtypes import as_dtype
 from ._errors import NkiError, ignored_kwargs, unsupported_name, unsupported, warn_at
 from ._index import AffinePredicate, Mask, UnmodelledMask
 from ._tensor import PSUM, SBUF, NkiTensor
@@ -930,16 +931,17 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
     axis=1, keepdims=True)) by a tensor_reduce(maximum) of dst on Vector after the select (the fused instruction
     is timed as the two). reverse_pred=True (the page's ~predicate, a logical not: on_true where the predicate
     is 0) is the same select with on_true and on_false swapped, exact for every predicate value as the select's
-    test (predicate != 0, NaN included) is unchanged; it needs on_false as a tile or a [P, 1] vector, since the
-    select's on_true must be read from memory: a number on_false is NkiUnsupported. reduce_cmd other than idle
+    test (predicate != 0, NaN included) is unchanged; the select reads its on_true from memory, so a number
+    on_false is first written to a [P, 1] float32 SBUF tile by a memset (one more instruction, 4 bytes per
+    partition; the select's immediate is a float32 too) and read as the vector. reduce_cmd other than idle
     and reset_reduce (or other than idle without reduce_res) is NkiUnsupported. The page's dtype rules (an 8- or
     16-bit integer predicate, on_true no 32-bit integer, a float reduce_res) are NkiErrors."""
     rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.select_reduce", "maximum",
                  "NKI: reduce_op only supports max")
-    if reverse_pred and not isinstance(on_false, NkiTensor):
-        unsupported(f"nki.isa.select_reduce(reverse_pred=True, on_false={on_false!r})", _REVERSE_NUMBER)
     dst, predicate, on_true, on_false, rr = _region(dst, predicate, on_true, on_false, rr)
     _select_reduce_dtypes(predicate, on_true, rr)
+    if reverse_pred and not isinstance(on_false, NkiTensor) and isinstance(on_true, NkiTensor):
+        on_false = _number_tile(on_false, on_true.shape[0])
     on_false = _on_false_vector(on_false, on_true, dst)
     if reverse_pred:  # predicate == 0 -> on_true: the select of predicate != 0 with the two sides swapped
         on_true, on_false = on_false, on_true
@@ -949,11 +951,18 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
     return r
 
 
-# Why reverse_pred=True with a number on_false is refused: trnsim's select instruction tests predicate != 0 and
-# takes its on_true from memory, so the exact inversion swaps the two sides, which needs on_false in memory.
-_REVERSE_NUMBER = ("the inverted select is modelled as the select with on_true and on_false swapped, which needs "
-                   "on_false in memory: give on_false as a [P, 1] vector tile (e.g. nl.full((P, 1), value, "
-                   "nl.float32)), or invert the predicate")
+def _number_tile(value, partitions):
+    """A number select_reduce(reverse_pred=True) takes as on_false, as a [partitions, 1] float32 SBUF tile a memset
+    fills (trnsim's select tests predicate != 0 and reads its on_true from memory, so the inverted select is the
+    select with the two sides swapped, which needs on_false in memory)."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise NkiError(f"nki.isa.select_reduce: on_false is {value!r}; it must be a number or a vector of shape "
+                       f"[{partitions}, 1]") from None
+    t = _ops.new_tile((partitions, 1), as_dtype("float32"), SBUF, "on_false")
+    _ops.memset(t, value)
+    return t
 
 
 def _select_reduce_dtypes(predicate, on_true, reduce_res):
