@@ -53,7 +53,7 @@ def test_an_integer_on_the_free_dim_of_a_tile_keeps_a_size_1_dim():
     x = np.random.default_rng(1).integers(-50, 50, (128, 4)).astype(np.float32)
     o, o2 = tnki.simulate_kernel(columns, x)
     assert SHAPES == {"buf[:, 1]": (128, 1), "buf[0:64, 3]": (64, 1), "buf[nl.arange(64)[:, None], 3]": (64, 1),
-                      "buf[:, 1][:, 0]": (128, 1), "buf[3, :]": (4,)}, SHAPES
+                      "buf[:, 1][:, 0]": (128, 1), "buf[3, :]": (1, 4)}, SHAPES
     # Small integers: every sum and product is exact in float32.
     assert o.tobytes() == (x + np.float32(2)).tobytes()
     assert o2.tobytes() == ((x[:64, 3:4] + np.float32(2)) * x[:64, 0:1]).tobytes()
@@ -101,6 +101,48 @@ def test_iota_of_an_mgrid_expression_has_the_grid_shape():
     g = np.mgrid[0:128, 0:4, 0:3, 0:3]
     ref = np.where(x == 1.0, 3 * g[2] + g[3], 9).astype(np.uint32)
     assert y.dtype == np.uint32 and y.tobytes() == ref.tobytes()
+
+
+@nki.jit
+def rows(x, y):
+    o = nl.ndarray((6, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    t3 = nl.load(y)
+    i_f = nl.arange(64)[None, :]
+    SHAPES["t[3, :]"] = tuple(t[3, :].shape)
+    SHAPES["t[3]"] = tuple(t[3].shape)
+    SHAPES["t[3, 0]"] = tuple(t[3, 0].shape)
+    SHAPES["t[3, 8:16]"] = tuple(t[3, 8:16].shape)
+    SHAPES["t[3, i_f]"] = tuple(t[3, i_f].shape)
+    SHAPES["t3[5, :, :]"] = tuple(t3[5, :, :].shape)
+    SHAPES["t3[5, 1, :]"] = tuple(t3[5, 1, :].shape)
+    SHAPES["x[3, :]"] = tuple(x[3, :].shape)  # an HBM view keeps NumPy's rule
+    nl.store(o[0], t[3, :])  # stores into a 1-D region and into a row region
+    nl.store(o[1:2, :], t[5, :])
+    nl.store(o[2], nl.add(t[32, :], t[64, :]))  # engine calls of one partition at the allowed starts
+    r = nl.ndarray((1, 64), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=r, data=t[96, :], op0=nl.multiply, operand0=3.0)
+    nisa.dma_copy(dst=o[3], src=r)
+    p = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
+    nisa.tensor_copy(dst=p, src=t)
+    nl.store(o[4], nl.copy(p[64, :]))  # a PSUM row
+    u = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=u[7, :], src=x[9])  # a 1-D HBM row into a one-partition row
+    nl.store(o[5], u[7, :])
+    return o
+
+
+def test_an_integer_partition_index_of_a_tile_keeps_one_partition():
+    # tester23ac F1's rest: t[3, :] of an on-chip tile was a 1-D [64] view with no partition dim, which every
+    # engine call refused; it is the [1, 64] tile of partition 3, as t[3, i_f] is.
+    x = np.random.default_rng(2).integers(-50, 50, (128, 64)).astype(np.float32)
+    y = np.arange(128 * 2 * 8, dtype=np.float32).reshape(128, 2, 8)
+    SHAPES.clear()
+    o = tnki.simulate_kernel(rows, x, y)
+    assert SHAPES == {"t[3, :]": (1, 64), "t[3]": (1, 64), "t[3, 0]": (1, 1), "t[3, 8:16]": (1, 8),
+                      "t[3, i_f]": (1, 64), "t3[5, :, :]": (1, 2, 8), "t3[5, 1, :]": (1, 8), "x[3, :]": (64,)}, SHAPES
+    want = np.stack([x[3], x[5], x[32] + x[64], x[96] * np.float32(3), x[64], x[9]])
+    assert o.tobytes() == want.tobytes()
 
 
 if __name__ == "__main__":

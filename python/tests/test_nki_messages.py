@@ -9,6 +9,7 @@ import numpy as np
 
 from runner import line_of as _line_of, main, raises
 
+import trnsim
 import trnsim.nki as tnki
 import nki
 import nki.isa as nisa
@@ -499,28 +500,33 @@ def dot_t(x):
 
 
 @nki.jit
-def row_by_integer(a, form):
+def row_by_integer(a, form, r=3):
     o = nl.ndarray((a.shape[1],), dtype=a.dtype, buffer=nl.shared_hbm)
     t = nl.load(a)
     if form == "multiply":
-        nl.store(o, nl.multiply(t[3, :], 2.0))  # MARK-row-int-mul
+        nl.store(o, nl.multiply(t[r, :], 2.0))  # MARK-row-int-mul
     elif form == "exp":
-        nl.store(o, nl.exp(t[3, :]))  # MARK-row-int-exp
+        nl.store(o, nl.exp(t[r, :]))  # MARK-row-int-exp
     else:
-        nl.store(o, t[3, :])
+        nl.store(o, t[r, :])
     return o
 
 
-def test_an_integer_partition_index_row_in_an_engine_call_says_how_to_index_it():
+def test_an_integer_partition_index_row_is_a_tile_of_one_partition():
     # tester23ac F1: nl.multiply(t[3, :], 2.0) was refused by the lowering's own rule, "dst [64] and data [64] must
-    # have the same partitions ... ([64, 1] vs [1, 64])", naming a dst the kernel never made; storing the row works.
+    # have the same partitions ... ([64, 1] vs [1, 64])", naming a dst the kernel never made; then an NkiError
+    # saying to write t[3:4, :]. t[3, :] is now that [1, 64] tile: an engine call takes it where the engines'
+    # partition-start rule allows (a partition start of 0, 32, 64 or 96 for up to 32 partitions), and says that
+    # rule elsewhere; storing it into the 1-D region works as before.
     a = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
     assert tnki.simulate_kernel(row_by_integer, a, "store").tobytes() == a[3].tobytes()
-    for form, call in (("multiply", "nl.multiply"), ("exp", "nl.exp")):
-        e = raises(tnki.NkiError, tnki.simulate_kernel, row_by_integer, a, form)
-        assert str(e) == (f"{THIS}:{line_of('MARK-row-int-' + form[:3])}: {call}: operand [64] has no partition dim "
-                          "(an integer partition index, as in t[3, :], takes it away): an engine instruction works "
-                          "on partitions; index the row as t[3:4, :], a [1, ...] tile of one partition"), e
+    assert tnki.simulate_kernel(row_by_integer, a, "multiply", 32).tobytes() == (a[32] * np.float32(2)).tobytes()
+    for form, call, engine, op in (("multiply", "nl.multiply", "DVE", "tensor_scalar"),
+                                   ("exp", "nl.exp", "ACT", "activation")):
+        e = raises(trnsim.RuleError, tnki.simulate_kernel, row_by_integer, a, form)
+        assert str(e) == (f"{THIS}:{line_of('MARK-row-int-' + form[:3])}: {call}: its {op} on {engine} (made by "
+                          f"trnsim's lowering of {call}, not a call of the kernel): partition start: data spans 1 "
+                          "partitions from 3 (up to 32 must start at 0, 32, 64 or 96)"), e
 
 
 @nki.jit
@@ -557,14 +563,12 @@ def test_store_and_dma_copy_check_the_shape_not_only_the_element_count():
                           "as many partitions; nl.transpose / .reshape change the shape)"), e
     assert tnki.simulate_kernel(same_count_other_shape, x3, "unit").tobytes() == x3.tobytes()
     # tester23ac F4: a one-partition row stored into o[i] of a [4, 64] output quoted the size-1 rule it seemed
-    # to meet; it now says the 1-D region's dim is its rows and how to index a row region.
-    e = raises(tnki.NkiError, tnki.simulate_kernel, row_into_1d_region, np.ones((4, 64), np.float32))
-    assert str(e) == (f"{THIS}:{line_of('MARK-row-1d')}: nl.store: cannot copy a [1, 64] tile to a [64] region (the "
-                      "same shape needed, but for dims of size 1, with as many partitions; nl.transpose / .reshape "
-                      "change the shape); a 1-D region is 64 rows of one element, the partitions of the copy, so a "
-                      "one-partition row goes to a [1, 64] region: index it so (o[i:i + 1, :] for o[i])"), e
-    ok = tnki.simulate_kernel(row_into_1d_region, np.arange(256, dtype=np.float32).reshape(4, 64), True)
-    assert ok[1].tobytes() == np.arange(128, 192, dtype=np.float32).tobytes()
+    # to meet, then said the 1-D region's dim is its rows; the row is now copied to the region in order (the
+    # same elements as o[i:i + 1, :], which t[2, :], a [1, 64] tile too, is stored to).
+    x4 = np.arange(256, dtype=np.float32).reshape(4, 64)
+    for as_row in (False, True):
+        ok = tnki.simulate_kernel(row_into_1d_region, x4, as_row)
+        assert ok[1].tobytes() == x4[2].tobytes(), as_row
     e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, dot_t, x)
     assert str(e).startswith(f"{THIS}:{line_of('MARK-dot-T')}: nki.language.NkiTensor has no attribute 'T' in NKI "
                              "2.21-2.33, nor in trnsim: transpose with nl.transpose(t)"), e

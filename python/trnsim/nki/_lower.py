@@ -768,9 +768,13 @@ def same_layout(call, dst, src):
     """NkiError unless `src` fills `dst` row for row, as `buf[...] = tile` requires: as many partitions (HBM: rows
     of dim 0) and the same shape but for dims of size 1. Only two HBM views may differ beyond that (then only in element
     count: one run of elements to another); so may an on-chip side whose partition dim is not first (the DMA
-    reorders both sides alike). `call` None: the assignment `dst[...] = src`."""
+    reorders both sides alike), and a one-partition row (`t[3, :]`, `t[3:4, :]`) to or from a 1-D HBM region of
+    as many elements (`o[i]`), in order: the row is the region. `call` None: the assignment `dst[...] = src`."""
     views = (dst, src)
     if all(v.st.space == HBM for v in views) or any(v.st.space != HBM and v.pd != 0 for v in views):
+        return
+    hbm, chip = (dst, src) if dst.st.space == HBM else (src, dst)
+    if hbm.st.space == HBM and hbm.ndim == 1 and chip.partitions == 1 and chip.size == hbm.shape[0]:
         return
     _same_shape(call, dst, src)
 
@@ -781,15 +785,9 @@ def _same_shape(call, dst, src):
     [128, 4, 8] region would scramble it. `call` None: the assignment `dst[...] = src`."""
     if dst.partitions != src.partitions or [n for n in src.shape if n != 1] != [n for n in dst.shape if n != 1]:
         what = f"{call}: cannot copy" if call else "cannot assign"
-        row = ""
-        if src.partitions == 1 and dst.ndim == 1 and dst.shape[0] == src.size and dst.shape[0] > 1:
-            # `nl.store(o[i], t[k:k + 1, :])`: the 1-D region's one dim is its rows (partitions here)
-            row = (f"; a 1-D region is {dst.shape[0]} rows of one element, the partitions of the copy, so a "
-                   f"one-partition row goes to a [1, {dst.shape[0]}] region: index it so (o[i:i + 1, :] for "
-                   f"o[i])")
         raise NkiError(f"{what} a {list(src.shape)} tile to a {list(dst.shape)} region (the same shape needed, "
                        f"but for dims of size 1, with as many partitions; nl.transpose / .reshape change the "
-                       f"shape){row}")
+                       f"shape)")
 
 
 def dma(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False, loc=None):

@@ -500,6 +500,7 @@ class NkiTensor:
             past = None
         isz = self.dtype.itemsize
         boff, p0, pd = self.boff, self.p0, -1
+        int_p = None  # where an integer partition index of an on-chip tile was (_PARTITION_KEPT)
         out = []  # (stride, size, is_partition) of basic dims, None placeholder where advanced dims go
         adv_pos = []
         var_strides = {}  # IndexVar -> [stride, is_partition]
@@ -516,6 +517,8 @@ class NkiTensor:
                                    f"(tensor {list(self.shape)})")
                 if is_p:
                     p0 += c
+                    if self.st.space != HBM:
+                        int_p = len(out)  # `t[3, :]`: a size-1 partition dim here, unless expressions index it
                 else:
                     boff += c * stride * isz
             elif isinstance(e, slice):
@@ -580,6 +583,8 @@ class NkiTensor:
                 out = out[:first] + adv + out[first:]  # adjacent expressions: their dims in their place
             else:
                 out = _spread_between_slices(out, adv, adv_pos, idx)
+        if not var_strides and int_p is not None:
+            out.insert(int_p, (0, 1, True))  # `t[3, :]`: [1, 64] (_PARTITION_KEPT)
         if not var_strides and len(out) == 1 and out[0][2] and self.st.space != HBM:
             kept = [self.dims[d][0] for d, e in enumerate(idx) if d != self.pd and _const(e) is not None]
             if kept:
@@ -683,6 +688,9 @@ class NkiTensor:
                     return None  # the general path reports it
                 if d == pdim:
                     p0 += e
+                    if self.st.space != HBM:  # `t[3, :]`: [1, 64], one partition (_PARTITION_KEPT)
+                        pd = len(out)
+                        out.append((0, 1))
                 else:
                     boff += e * stride * isz
                     kept = stride
@@ -1585,6 +1593,12 @@ def _tensor_words(st):
 # arange form `t[nl.arange(64)[:, None], 0]` is. NKI's tiles have a partition dim and at least one free dim
 # (err_1d_arange_not_supported gives the two forms as the same tile). An integer on a free dim beside a free
 # slice drops its dim as in NumPy (`t[:, 0, :]` of [P, A, B] is [P, B]); HBM views keep NumPy's rule.
+
+
+# _PARTITION_KEPT: an on-chip tile indexed with an integer on its partition dim (`t[3, :]`, no index expressions)
+# keeps a partition dim of size 1: [1, 64], the tile of one partition that `t[3, i_f]` is (NKI's
+# err_1d_arange_not_supported: a tile's index has at least two dims, to match SBUF / PSUM). An engine call reads
+# it as that one partition; a DMA copies it to or from a 1-D HBM region of as many elements (same_layout).
 
 
 class _HeldPast:
