@@ -698,5 +698,44 @@ def test_a_return_after_a_colon_is_the_return_line():
                              % _line_of(__file__, "MARK-if-return")), str(e)
 
 
+@nki.jit
+def matmul_of_psum(a, b, how):
+    o = nl.ndarray((128, 128), nl.float32, buffer=nl.shared_hbm)
+    ta, tb = nl.load(a), nl.load(b)
+    acc = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
+    if how == "user":
+        p = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)  # MARK-pdecl
+        nisa.tensor_copy(dst=p, src=ta)
+        acc += nisa.nc_matmul(tb, p)  # MARK-mm-user
+    else:
+        t = nisa.nc_transpose(ta)  # MARK-mm-transpose
+        if how == "copied":
+            t = nl.copy(t)
+        acc += nisa.nc_matmul(t, tb)  # MARK-mm-psum
+    nl.store(o, nl.copy(acc))
+    return o
+
+
+def test_a_psum_operand_of_nc_matmul_names_the_tile_and_the_copy_to_write():
+    # closing17: nki-samples' flash_attn_bwd passes an earlier-style nc_transpose result (PSUM) to nc_matmul and
+    # stopped at "nc_matmul: stationary and moving must be in SBUF", which said neither which operand nor why.
+    a = np.random.default_rng(4).integers(-4, 5, (128, 128)).astype(np.float32)
+    b = np.random.default_rng(5).integers(-4, 5, (128, 128)).astype(np.float32)
+    e = raises(tnki.NkiError, tnki.simulate_kernel, matmul_of_psum, a, b, "transposed")
+    assert str(e) == (f"{THIS}:{line_of('MARK-mm-psum')}: nc_matmul: stationary is the psum tile t [128, 128] float32 "
+                      f"allocated at {THIS}:{line_of('MARK-mm-transpose')}, as nc_transpose on the Tensor engine writes "
+                      "its result to PSUM (an earlier-style call with no engine runs there): the Tensor engine reads "
+                      "stationary and moving from SBUF (NKI's nc_matmul page); copy it to SBUF first (nl.copy(t), or "
+                      "nisa.tensor_copy into an SBUF tile), or transpose a tile of up to 32 x 32 on the Vector "
+                      "engine (engine=nisa.vector_engine), which writes SBUF"), e
+    e = raises(tnki.NkiError, tnki.simulate_kernel, matmul_of_psum, a, b, "user")
+    assert str(e) == (f"{THIS}:{line_of('MARK-mm-user')}: nc_matmul: moving is the psum tile p [128, 128] float32 "
+                      f"allocated at {THIS}:{line_of('MARK-pdecl')}: the Tensor engine reads stationary and "
+                      "moving from SBUF (NKI's nc_matmul page); copy it to SBUF first (nl.copy(t), or "
+                      "nisa.tensor_copy into an SBUF tile)"), e
+    # The copy the message names: a.T.T @ b, exact for these small integers.
+    assert tnki.simulate_kernel(matmul_of_psum, a, b, "copied").tobytes() == (a @ b).tobytes()
+
+
 if __name__ == "__main__":
     main(globals())

@@ -375,6 +375,22 @@ def record(name, args, reads, writes, attrs, loc=None):
 # ---- the instructions
 
 
+def _operand_not_in_sbuf(op, stationary, moving):
+    """The message for an nc_matmul operand outside SBUF: which, what it is, and what to write. An earlier-style
+    nc_transpose's result on the Tensor engine is in PSUM (nki-samples' flash_attn_bwd passes one to nc_matmul,
+    which its nki.simulate test runs, its hardware benchmark test being marked xfail; NKI's nc_matmul page has the
+    operands read from SBUF, and no page says the compiler copies them there)."""
+    which, v = ("stationary", stationary) if stationary.st.space != SBUF else ("moving", moving)
+    why = ""
+    if v.st.space == PSUM and v.st.name == "nc_transpose":
+        why = (", as nc_transpose on the Tensor engine writes its result to PSUM (an earlier-style call with no "
+               "engine runs there)")
+    return (f"{op}: {which} is the {v.st.label()}{why}: the Tensor engine reads stationary and moving from SBUF "
+            f"(NKI's nc_matmul page); copy it to SBUF first (nl.copy(t), or nisa.tensor_copy into an SBUF tile)"
+            + (", or transpose a tile of up to 32 x 32 on the Vector engine (engine=nisa.vector_engine), "
+               "which writes SBUF" if why else ""))
+
+
 def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode="none", is_transpose=False, loc=None,
               _checked=False, iadd=False):
     """_checked: the caller (nl.matmul's common case) made dst [M, N] for SBUF operands of one contraction
@@ -386,7 +402,7 @@ def nc_matmul(dst, stationary, moving, accumulate=None, perf_mode="none", is_tra
     moving = tile(moving, "moving", op)
     dst = tile(dst, "dst", op)
     if stationary.st.space != SBUF or moving.st.space != SBUF:
-        raise NkiError(f"{op}: stationary and moving must be in SBUF")
+        raise NkiError(_operand_not_in_sbuf(op, stationary, moving))
     if dst.st.space != PSUM:
         raise NkiError(f"{op}: dst must be in PSUM, got {dst.st.space.upper()}")
     k = stationary.partitions

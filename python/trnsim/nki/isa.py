@@ -389,7 +389,10 @@ def _index_name(var):
 def nc_matmul(*args, **kwargs):
     """dst[M, N] = stationary[K, M].T @ moving[K, N] on the Tensor engine (SBUF -> PSUM); perf_mode=double_row
     (or its earlier name 'double_row_gen3'): float8 stationary[K, 2, M] and moving[K, 2, N], both rows' products
-    summed into dst[M, N]."""
+    summed into dst[M, N]. An operand in PSUM is an NkiError naming it and the copy to write (NKI's page reads
+    both from SBUF), also the PSUM result of an earlier-style nc_transpose on the Tensor engine, which nki-samples'
+    flash_attn_bwd passes on (its nki.simulate test runs it, its hardware benchmark is marked xfail; no NKI page has
+    the compiler copy it to SBUF)."""
     if _current(args, kwargs, 3):
         return _nc_matmul_new(*args, **kwargs)
     return _nc_matmul_old(*args, **kwargs)
