@@ -312,5 +312,21 @@ def test_an_import_run_later_in_a_function_gets_its_own_folders_module():
         assert rc == 3 and "AttributeError" not in err, (rc, err)
 
 
+def test_what_a_kernel_file_prints_as_it_loads_goes_to_stderr():
+    # tester23ae F1: a kernel file's top-level print went to stdout before `trnsim list --json`'s document, which
+    # json.load then refused ("Expecting value: line 1 column 1").
+    path, d = workload(kernel={"nki": "k.py", "function": "k"})
+    with open(os.path.join(d, "k.py"), "w") as f:
+        f.write(TWO_FOLDERS["A/k.py"].replace("import utils\n", 'print("HELLO FROM IMPORT")\n').replace(
+            "utils.FACTOR", "2.0"))
+    rc, out, err = trnsim_cli("list", path, "--json")
+    assert rc == 0, err
+    listed = json.loads(out)
+    assert listed["kernel"] == {"nki": "k.py", "function": "k"} and [i["name"] for i in listed["inputs"]] == ["x"]
+    assert err == "HELLO FROM IMPORT\n", err
+    rc, out, err = trnsim_cli("validate", path)
+    assert rc == 0 and "HELLO" not in out and err == "HELLO FROM IMPORT\n", (rc, out, err)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -6,6 +6,7 @@ NKI_CONTRACT.md section 3 / docs/nki.md: the kernel function runs once per core 
 (unwrapped by ``trnsim.nki._hooks.unwrap``) are the run's outputs.
 """
 
+import contextlib
 import functools
 import importlib.abc
 import importlib.machinery
@@ -323,7 +324,9 @@ def load_function(path, name):
         sys.path.insert(0, kernel_dir)
         _session.dirs[mod_name] = kernel_dir
         try:
-            with _InFolder(kernel_dir), _NoExit("load"):
+            # What the file prints as it loads goes to stderr: stdout is the command's result (`trnsim list
+            # --json` is read as JSON), not a kernel's debug output.
+            with _InFolder(kernel_dir), _NoExit("load"), contextlib.redirect_stdout(sys.stderr):
                 exec(code, module.__dict__)
         except BaseException:
             del sys.modules[mod_name]
