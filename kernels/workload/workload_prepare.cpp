@@ -130,6 +130,16 @@ std::unique_ptr<kernels::BoundKernel> bind_kernel(const Workload& w,
           t.dtype = *dtype;
         }
         if (npy != nullptr) npy->emplace(e.key, std::move(a));
+      } else if (e.source.is_npy) {
+        // The file against the workload's dtype and shape now, before the kernel is traced with them: a trace
+        // error at a kernel line would hide that the file is what differs.
+        try {
+          io::NpyArray a = io::read_npy(e.source.npy);
+          tensor::check_npy_fits(a, t.dtype, t.shape, "kernel input " + t.describe());
+          if (npy != nullptr) npy->emplace(e.key, std::move(a));
+        } catch (const InputError& err) {
+          c.fail(path + ".npy", err.what());
+        }
       }
       declared.push_back(std::move(t));
     }

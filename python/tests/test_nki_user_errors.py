@@ -806,6 +806,20 @@ def test_npy_input_dtype_from_its_header():
     assert rc == 0, err
 
 
+def test_an_npy_input_of_another_shape_than_the_workload_says_is_named_before_the_trace():
+    # tester23ae F2: with "shape" [64, 256] and a (256, 64) file, the kernel was traced with the workload's shape
+    # and its first index past it was the error ("w.json: kernel: k.py:N: ..."), at a kernel line that is right;
+    # the file's shape was checked only when the trace got through.
+    d = folder()
+    np.save(os.path.join(d, "x.npy"), np.zeros((256, 64), np.float32))
+    for cmd in ("validate", "run"):
+        path = workload(d, "part", inputs={"x": {"npy": "x.npy", "dtype": "float32", "shape": [64, 256]}})
+        rc, _, err = cli(*([cmd, path] + (["--out", os.path.join(d, "out")] if cmd == "run" else [])))
+        assert rc == 1 and err == (
+            "trnsim: error: %s: inputs.x.npy: %s: shape (256, 64) does not match kernel input 'x' float32 "
+            "[64, 256]\n" % (path, os.path.join(d, "x.npy"))), (cmd, err)
+
+
 def test_list_describes_any_workload_file():
     # `trnsim list w.json` said "unknown kernel 'w.json'" for a user's workload (only examples/nki were listed).
     d = folder()
