@@ -89,5 +89,33 @@ def test_a_kernel_parameter_named_like_an_option_is_warned_about():
     assert SEEN["got"] == ("set", "t.txt"), SEEN
 
 
+@nki.jit
+def scaled_copy(x, scale=2.0, hardware=None):
+    o = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(o, nl.multiply(nl.load(x), scale))
+    return o
+
+
+def test_a_functools_partial_of_a_kernel_runs():
+    # tester23ae F8: simulate_kernel / benchmark of functools.partial(kernel, scale=3.0) stopped inside trnsim
+    # ("'functools.partial' object has no attribute '__name__'"); called directly, the partial ran.
+    import functools
+    import warnings
+
+    k3 = functools.partial(scaled_copy, scale=3.0)
+    assert tnki.simulate_kernel(k3, X).tobytes() == (X * np.float32(3.0)).tobytes()
+    r = tnki.benchmark(k3, X, reference=lambda x: x * 3.0)
+    assert r.passed and r.outputs[0].tobytes() == (X * np.float32(3.0)).tobytes(), r.checks
+    # The option warning names the kernel the partial binds, at its def line (the partial's keyword makes the
+    # parameters after scale keyword-only, as inspect.signature shows them).
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        tnki.simulate_kernel(k3, X, hardware="trn2")
+    assert [str(m.message) for m in w] == [
+        "simulate_kernel: hardware='trn2' is trnsim's option (the hardware to run on), not the parameter hardware "
+        "of scaled_copy (test_nki_kwargs.py:%d), which keeps its default None; it is keyword-only, so no call of "
+        "simulate_kernel can set it: rename it" % line_of(__file__, "def scaled_copy")], [str(m.message) for m in w]
+
+
 if __name__ == "__main__":
     main(globals())

@@ -142,6 +142,20 @@ _OPTION_MEANS = {"hardware": "the hardware to run on", "lnc": "the run's LNC", "
                  "overwrite": "whether the trace may replace a file"}
 
 
+def _name_of(func):
+    """The kernel's name for messages: its __name__, or that of the function a functools.partial (or another
+    wrapper with .func) binds arguments of."""
+    f = func
+    for _ in range(8):
+        name = getattr(f, "__name__", None)
+        if isinstance(name, str):
+            return name
+        f = getattr(f, "func", None)
+        if f is None:
+            break
+    return type(func).__name__
+
+
 def _warn_options_taken(caller, kernel, args, **options):
     """RuntimeWarning at the caller's line for each of trnsim's options given (not None) that the kernel function
     also has as a parameter its positional arguments leave unbound: the option takes the keyword, so the
@@ -154,8 +168,8 @@ def _warn_options_taken(caller, kernel, args, **options):
         bound = sig.bind_partial(*args).arguments
     except (TypeError, ValueError):
         return  # (_prepare says what is wrong with the call)
-    loc = def_loc(func)
-    where = "%s (%s:%d)" % (func.__name__, os.path.basename(loc[0]), loc[1]) if loc else func.__name__
+    loc = def_loc(func) or def_loc(getattr(func, "func", None))
+    where = "%s (%s:%d)" % (_name_of(func), os.path.basename(loc[0]), loc[1]) if loc else _name_of(func)
     for name, value in options.items():
         p = sig.parameters.get(name)
         if value is None or p is None or name in bound or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -181,7 +195,7 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
     try:
         bound = inspect.signature(func).bind_partial(*args, **kwargs)
     except TypeError as e:
-        raise TypeError("%s: %s" % (func.__name__, e)) from None
+        raise TypeError("%s: %s" % (_name_of(func), e)) from None
     inputs, params = [], {}
     given = {}  # the caller's array of each input, for the in-place outputs (_written_back); None: typed()
     for name, value in bound.arguments.items():
@@ -196,7 +210,7 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
                     given[k] = None if isinstance(v, typed) else t[0]
             continue
         if param.kind == param.VAR_POSITIONAL:
-            raise TypeError("%s: *%s parameters are not supported" % (func.__name__, name))
+            raise TypeError("%s: *%s parameters are not supported" % (_name_of(func), name))
         t = _tensor_of(value)
         if t is None:
             params[name] = value
@@ -214,7 +228,7 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
                                                  numerics=numerics)
     finally:
         _jit.track_written_inputs = False
-    _refuse_written_aliases(func.__name__, given, set(_jit.written_inputs) | set(run.output_names))
+    _refuse_written_aliases(_name_of(func), given, set(_jit.written_inputs) | set(run.output_names))
     return run, given
 
 
