@@ -737,5 +737,66 @@ def test_a_psum_operand_of_nc_matmul_names_the_tile_and_the_copy_to_write():
     assert tnki.simulate_kernel(matmul_of_psum, a, b, "copied").tobytes() == (a @ b).tobytes()
 
 
+@nki.jit
+def bad_argument(x, case, ax=1):
+    o = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x[0:128, 0:4])
+    if case == "mgrid":
+        i_p, i_f = nl.mgrid[0:128.5, 0:4]  # MARK-bad-mgrid
+        t = nl.load(x[i_p, i_f])
+    elif case == "ds":
+        t = nl.load(x[nl.ds(0.5, 128), 0:4])  # MARK-bad-ds
+    elif case == "iota":
+        t = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.iota(dst=t, pattern=[[1.5, 4]], offset=0, channel_multiplier=1)  # MARK-bad-iota
+    elif case == "ap":
+        t = nl.copy(x.ap([[256, 128], [1, 4]], offset=2.5))  # MARK-bad-ap
+    elif case == "num_programs":
+        nl.num_programs(1)  # MARK-bad-np
+    elif case == "program_id":
+        nl.program_id(axis="x")  # MARK-bad-pid
+    elif case == "empty":
+        nl.ndarray((), dtype=nl.float32, buffer=nl.sbuf)  # MARK-bad-empty
+    elif case == "sum":
+        t = nl.sum(t, axis="free", keepdims=True)  # MARK-bad-sum
+    elif case == "range":
+        for i in nl.affine_range(0, 1, 0):  # MARK-bad-range
+            pass
+    elif case == "np_axis":
+        r = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=r, op=nl.add, data=t, axis=ax)
+        t = nl.add(nl.sum(t, axis=ax, keepdims=True), r)
+    nl.store(o[:, 0:t.shape[1]], t)
+    return o
+
+
+def test_non_integer_bounds_and_axes_are_errors_at_the_line():
+    # tester23ae F3, F4, F5: a float nl.mgrid bound ended in pybind11's "Unable to cast Python instance to C++ type"
+    # with no line; nl.ds(0.5, 128), an iota step of 1.5 and an .ap offset of 2.5 were truncated silently; the
+    # others were trnsim's own IndexError / TypeError / ValueError text; a NumPy integer axis was "not iterable".
+    x = np.arange(256 * 256, dtype=np.float32).reshape(256, 256)
+    for case, mark, text in (
+            ("mgrid", "mgrid", "nl.mgrid: bound 128.5 of axis 0 (0:128.5) is not an integer: a grid's slices have "
+             "integer bounds"),
+            ("ds", "ds", "nl.ds(0.5, 128): start 0.5 is not an integer: a slice's start and size count elements"),
+            ("iota", "iota", "iota: pattern [[1.5, 4]]: 1.5 is not an integer (steps, counts and offsets count "
+             "elements)"),
+            ("ap", "ap", ".ap: offset 2.5 is not an integer (steps, counts and offsets count elements)"),
+            ("num_programs", "np", "nl.num_programs(1): the launch grid has 1 dims"),
+            ("program_id", "pid", "nl.program_id('x'): axis must be an integer (a dim of the launch grid)"),
+            ("empty", "empty", "nl.ndarray: shape () has no partition dim: an on-chip tile's shape starts with its "
+             "partition dim, e.g. (1, 1) for one element"),
+            ("sum", "sum", "nl.sum: its tensor_reduce (made by trnsim's lowering of nl.sum, not a call of the "
+             "kernel): axis 'free' is not an integer or a tuple / list of integers (the free dims of data [128, 4] "
+             "to reduce; the partition dim is 0)"),
+            ("range", "range", "nl.affine_range(0, 1, 0): step 0: a loop's step must not be zero")):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, bad_argument, x, case)
+        assert str(e) == f"{THIS}:{line_of('MARK-bad-' + mark)}: {text}", (case, str(e))
+    # NumPy integers are integers: the axis of nl.sum and nisa.tensor_reduce (twice the row sums, exact here).
+    for ax in (np.int64(1), np.int32(-1)):
+        o = tnki.simulate_kernel(bad_argument, x, "np_axis", ax)
+        assert o[:, 0].tobytes() == (x[:128, :4].sum(axis=1) * np.float32(2)).tobytes(), ax
+
+
 if __name__ == "__main__":
     main(globals())

@@ -199,10 +199,15 @@ class _MGrid:
         for axis, s in enumerate(idx):
             if not isinstance(s, slice) or s.stop is None or (s.step not in (None, 1)):
                 raise NkiError("nl.mgrid takes start:stop slices with step 1")
-            start = s.start or 0
-            if s.stop <= start:
-                raise NkiError(f"nl.mgrid: empty range {start}:{s.stop}")
-            out.append((s.stop - start, start))
+            start = 0 if s.start is None else _const(s.start)
+            stop = _const(s.stop)
+            if start is None or stop is None:
+                bad = s.start if start is None else s.stop
+                raise NkiError(f"nl.mgrid: bound {bad!r} of axis {axis} ({s.start if s.start is not None else ''}:"
+                               f"{s.stop}) is not an integer: a grid's slices have integer bounds")
+            if stop <= start:
+                raise NkiError(f"nl.mgrid: empty range {start}:{stop}")
+            out.append((stop - start, start))
         grid = tuple(size for size, _ in out) if n > 1 else None
         out = [IndexExpr({IndexVar(size, axis, n, 0, grid): 1}, start) for axis, (size, start) in enumerate(out)]
         return out[0] if n == 1 else _Grid(out)

@@ -102,9 +102,11 @@ def reduced_shape(data, axis, keepdims):
 
 def reduced_dims(nd, axis, keepdims):
     """The data dim each dim of a reduction's result comes from (None: a reduced dim kept as 1)."""
-    if isinstance(axis, int):
+    from ._index import _const
+
+    if _const(axis) is not None:
         axis = (axis,)
-    axis = {a + nd if a < 0 else a for a in axis}
+    axis = {int(a) + nd if a < 0 else int(a) for a in axis}
     return tuple(None if i in axis else i for i in range(nd) if keepdims or i not in axis)
 
 
@@ -994,7 +996,7 @@ def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False):
     if axis is None:
         axis = tuple(range(1, x.ndim))
     else:
-        _ops.reduce_axes(x, axis)  # (before the result's shape, which needs the partition dim)
+        axis = _ops.reduce_axes(x, axis)  # (before the result's shape, which needs the partition dim)
     shape = reduced_shape(x, axis, keepdims)  # NKI's keepdims=False: [128, 64] over axis 1 gives [128]
     out = _sbuf_result(shape, dt(dtype, x.dtype), name)
     _ops.tensor_reduce(out, alu, x, axis, negate, any_axes=True)

@@ -636,9 +636,14 @@ _REDUCTIONS = {"add", "subtract", "multiply", "maximum", "minimum", "bitwise_and
 def reduce_axes(data, axis):
     """tensor_reduce's `axis` (an int or ints, negative from the end) as sorted dims of data: free dims only."""
     nd = data.ndim
-    if isinstance(axis, int):
+    from ._index import _const
+
+    if _const(axis) is not None:  # an int, a NumPy integer (np.int64(1) was "not iterable")
         axis = (axis,)
-    axis = sorted({a + nd if a < 0 else a for a in axis})
+    if not isinstance(axis, (tuple, list)) or any(_const(a) is None for a in axis):
+        raise NkiError(f"tensor_reduce: axis {axis!r} is not an integer or a tuple / list of integers (the free "
+                       f"dims of data {list(data.shape)} to reduce; the partition dim is 0)")
+    axis = sorted({_const(a) + nd if _const(a) < 0 else _const(a) for a in axis})
     if not axis or any(a < 1 or a >= nd for a in axis):
         raise NkiError(f"tensor_reduce: axis {list(axis)} must name free dims of data {list(data.shape)} (the "
                        "partition dim is 0)")

@@ -1124,7 +1124,11 @@ class NkiTensor:
         if scalar_offset is not None or vector_offset is not None:
             return _lower.dynamic_ap(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
         t = self.view(dtype) if dtype is not None else self
-        pattern = [tuple(int(x) for x in p) for p in pattern]
+        try:
+            pattern = [tuple(_whole(x, ".ap: pattern", pattern) for x in p) for p in pattern]
+        except TypeError:
+            raise NkiError(f".ap: pattern must be a list of [step, num] pairs, got {pattern!r}") from None
+        offset = _whole(offset, ".ap: offset", offset)
         if not pattern or any(len(p) != 2 for p in pattern):
             raise NkiError(f".ap: pattern must be a list of [step, num] pairs, got {pattern!r}")
         if t.on_chip and pattern[0][0] < 0 and pattern[0][1] > 1:
@@ -1599,6 +1603,24 @@ def _tensor_words(st):
 # keeps a partition dim of size 1: [1, 64], the tile of one partition that `t[3, i_f]` is (NKI's
 # err_1d_arange_not_supported: a tile's index has at least two dims, to match SBUF / PSUM). An engine call reads
 # it as that one partition; a DMA copies it to or from a 1-D HBM region of as many elements (same_layout).
+
+
+def _whole(v, what, shown):
+    """v as an int: an integer (NumPy's too) or a float of an integral value; NkiError for any other number (a
+    step, count or offset of 1.5 was truncated to 1, silently). TypeError for what is no number."""
+    c = _const(v)
+    if c is not None:
+        return c
+    if isinstance(v, (list, tuple, str)) or v is None:
+        raise TypeError(v)
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise TypeError(v) from None
+    if not math.isfinite(f) or f != int(f):
+        head = f"{what} {shown!r}: {v!r}" if shown is not v else f"{what} {v!r}"
+        raise NkiError(f"{head} is not an integer (steps, counts and offsets count elements)")
+    return int(f)
 
 
 class _HeldPast:

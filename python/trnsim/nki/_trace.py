@@ -256,6 +256,8 @@ class _Range:
                 raise NkiError(f"nl.{kind}: bounds must be integers known while tracing, got "
                                f"{type(a).__name__} {a!r:.60}")
             ints.append(a.__index__())
+        if len(ints) == 3 and ints[2] == 0:  # (Python's range says "range() arg 3 must not be zero")
+            raise NkiError(f"nl.{kind}({', '.join(map(str, ints))}): step 0: a loop's step must not be zero")
         self.kind = kind
         self.r = range(*ints)
         self.loc = caller_loc()

@@ -19,7 +19,7 @@ from . import _void
 from ._dtypes import as_dtype
 from ._errors import NkiError, ignored_kwargs, unsupported_name, unsupported, warn_at
 from ._index import AffinePredicate, Mask, UnmodelledMask
-from ._tensor import PSUM, SBUF, NkiTensor
+from ._tensor import PSUM, SBUF, NkiTensor, _whole
 
 
 def _named(name):
@@ -642,6 +642,7 @@ def _tensor_reduce_old(op, data, axis, *, dtype=None, mask=None, negate=False, k
     if kwargs:
         ignored_kwargs("nki.isa.tensor_reduce", kwargs)
     (data,), box = _masked(mask, data)
+    axis = _ops.reduce_axes(data, axis)  # (an axis that is no integer named before the result's shape needs it)
     dims = _lower.reduced_dims(data.ndim, axis, keepdims)
     dst = _result(_lower.reduced_shape(data, axis, keepdims), _lower.dt(dtype, data.dtype), SBUF, "tensor_reduce")
     _ops.tensor_reduce(dst, _lower.alu_name(op, "tensor_reduce"), data, axis, negate, keepdims)
@@ -726,7 +727,10 @@ def memset(*args, **kwargs):
 
 @_named("iota")
 def _iota_new(dst, pattern, offset=0, channel_multiplier=0, name=None):
-    pairs = [(int(p[0]), int(p[1])) if isinstance(p, (list, tuple)) else (int(p), None) for p in pattern]
+    def whole(v):  # (a step of 1.5 was truncated to 1)
+        return _whole(v, "iota: pattern", pattern)
+
+    pairs = [(whole(p[0]), whole(p[1])) if isinstance(p, (list, tuple)) else (whole(p), None) for p in pattern]
     steps, nums = [s for s, _ in pairs], [n for _, n in pairs]
     if isinstance(dst, NkiTensor) and pairs and None not in nums:
         # nki.isa.iota: the pattern's [step, num] dims walk dst's free elements in order; dst may have any free

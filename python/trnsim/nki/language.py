@@ -5,6 +5,7 @@ program ids, index expressions, and the math / memory conveniences, each lowered
 
 import functools as _functools
 import math as _math
+import numbers as _numbers
 
 from . import _direct, _index, _lower, _ops, _print, _schedule, _trace, _void
 from ._dtypes import BY_NAME as _DT
@@ -222,6 +223,9 @@ def new_tensor(shape, dtype, buffer, name, kwargs, call):
         if isinstance(s, bool) or not hasattr(s, "__index__"):
             raise NkiError(f"{call}: shape {shape!r:.80}: size {s!r:.40} is not an integer")
     b = _buffer(buffer)
+    if not shape and b.space != HBM:  # (shape[0] below: an IndexError)
+        raise NkiError(f"{call}: shape () has no partition dim: an on-chip tile's shape starts with its partition "
+                       f"dim, e.g. (1, 1) for one element")
     d = _modelled(_as_dtype(dtype))
     if name:
         t.user_names.add(name)  # (messages name its tiles by it: Storage.label)
@@ -377,9 +381,12 @@ def static_range(*args, **kwargs):
 def program_id(axis=0):
     """This program's index along `axis` of the launch grid (under LNC2 with kernel[2]: the physical core)."""
     t = _trace.current("nl.program_id")
-    if not 0 <= axis < len(t.program_id):
+    a = _index._const(axis)
+    if a is None:
+        raise NkiError(f"nl.program_id({axis!r}): axis must be an integer (a dim of the launch grid)")
+    if not 0 <= a < len(t.program_id):
         raise NkiError(f"nl.program_id({axis}): the launch grid has {len(t.program_id)} dims")
-    return t.program_id[axis]
+    return t.program_id[a]
 
 
 def num_programs(axes=None):
@@ -387,9 +394,20 @@ def num_programs(axes=None):
     t = _trace.current("nl.num_programs")
     if axes is None:
         return _math.prod(t.num_programs) if len(t.num_programs) != 1 else t.num_programs[0]
-    if isinstance(axes, int):
-        return t.num_programs[axes]
-    return tuple(t.num_programs[a] for a in axes)
+
+    def one(a):
+        c = _index._const(a)
+        if c is None:
+            raise NkiError(f"nl.num_programs({axes!r}): axis {a!r} is not an integer (a dim of the launch grid)")
+        if not 0 <= c < len(t.num_programs):
+            raise NkiError(f"nl.num_programs({axes!r}): the launch grid has {len(t.num_programs)} dims")
+        return t.num_programs[c]
+
+    if _index._const(axes) is not None:
+        return one(axes)
+    if not isinstance(axes, (tuple, list)):
+        raise NkiError(f"nl.num_programs({axes!r}): axes must be an integer or a tuple of them")
+    return tuple(one(a) for a in axes)
 
 
 def program_ndim():
@@ -448,6 +466,11 @@ class spmd_dim:
 
 def ds(start, size):
     """A dynamic slice `start:start + size` (the start known while tracing: a loop index)."""
+    for what, v in (("start", start), ("size", size)):
+        if (_index._const(v) is None and isinstance(v, _numbers.Real)  # a fraction (NumPy's too): was truncated
+                and not (_math.isfinite(v) and v == int(v))):
+            raise NkiError(f"nl.ds({start!r}, {size!r}): {what} {v!r} is not an integer: a slice's start and "
+                           f"size count elements")
     try:
         start, size = int(start), int(size)
     except (TypeError, ValueError):
