@@ -261,20 +261,33 @@ def test_list_of_a_broken_workload_fails_naming_the_file():
 def test_list_shows_a_default_that_is_no_json_value_as_optional():
     # tester23x F7: a dtype, a tuple or an object default was listed as "string required" (the run took it).
     d = folder({"dflt.py": "import nki\nimport nki.language as nl\n\n\n@nki.jit\n"
-                           "def k(x, dt=nl.bfloat16, shape=(1, 2), flag=None):\n"
+                           "def k(x, dt=nl.bfloat16, shape=(1, 2), flag=None, fn=nl.copy):\n"
                            "    y = nl.ndarray(x.shape, dtype=dt, buffer=nl.shared_hbm)\n"
-                           "    nl.store(y, nl.load(x))\n    return y\n"})
+                           "    nl.store(y, fn(nl.load(x)))\n    return y\n"})
     w = os.path.join(d, "dflt.json")
     with open(w, "w") as f:
         json.dump({"name": "dflt", "hardware": "trn2", "lnc": 1, "kernel": {"nki": "dflt.py", "function": "k"},
                    "inputs": {"x": {"generator": "normal", "seed": 1, "shape": [128, 8], "dtype": "float32"}}}, f)
     rc, out, err = cli("list", w)
     rows = [" ".join(r.split()) for r in out.splitlines()[3:]]
-    assert rc == 0 and rows == ["dt string optional keyword argument of k (default nl.bfloat16)",
-                                "shape string optional keyword argument of k (default [1, 2])",
-                                "flag string optional keyword argument of k"], (rc, out, err)
+    # tester23ae F9: what a workload can give such a parameter: a dtype by its name (the "nl." spelling shown
+    # works too: it was "unknown dtype 'nl.float32'"), a function by nothing (a string was a TypeError inside
+    # the kernel, "'str' object is not callable"; it is refused at params.fn).
+    assert rc == 0 and rows == [
+        'dt string optional keyword argument of k (default nl.bfloat16; a dtype name sets it, e.g. "bfloat16")',
+        "shape string optional keyword argument of k (default [1, 2])",
+        "flag string optional keyword argument of k",
+        "fn string optional keyword argument of k (default nl.copy; no JSON value gives a function: leave it "
+        "out)"], (rc, out, err)
     rc, _, err = cli("run", w, "--out", os.path.join(d, "out"))
     assert rc == 0, err
+    for dt in ("float32", "nl.float32"):
+        rc, _, err = cli("run", w, "--out", os.path.join(d, "out"), "--overwrite", "--set", "params.dt=" + dt)
+        assert rc == 0 and np.load(os.path.join(d, "out", "out.npy")).dtype == np.float32, (dt, err)
+    rc, _, err = cli("validate", w, "--set", "params.fn=nl.tanh")
+    assert rc == 1 and err == (
+        "trnsim: error: %s: params.fn: 'fn' of k (dflt.py:6) takes a function (default nl.copy): no JSON value "
+        "gives one (\"nl.tanh\" is a str); leave it out, or null, to keep the default\n" % w), err
 
 
 def test_set_of_a_missing_input_names_the_inputs():

@@ -439,6 +439,11 @@ def binding_problem(kernel, inputs, params):
         if (p is None and not open_kwargs) or (p is not None and p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)):
             return ("params.%s" % n, _core.no_parameter_message(  # the sweep's wording (tools/sweep/spec.cpp)
                 where, n, values, none="none besides its inputs " + ", ".join(inputs)))
+        if p is not None and params[n] is not None and p.default is not p.empty and _no_json_value(p.default):
+            return ("params.%s" % n, "'%s' of %s takes a %s (default %s): no JSON value gives one (%s is a %s); "
+                    "leave it out, or null, to keep the default" % (
+                        n, where, _what_object(p.default), describe_params(p.default), json.dumps(params[n]),
+                        type(params[n]).__name__))
     given = set(inputs) | {n for n, v in params.items()}
     for p in sig:
         if p.default is not p.empty or p.name in given or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -527,8 +532,38 @@ def kernel_params(kernel, inputs):
                     shown = describe_params(p.default)
                     d["nullable"] = True
                     d["default_shown"] = shown if isinstance(shown, str) else json.dumps(shown)
+                    if _is_dtype(p.default):
+                        d["default_shown"] += '; a dtype name sets it, e.g. "%s"' % _dtype_name(p.default)
+                    elif _no_json_value(p.default):
+                        d["default_shown"] += "; no JSON value gives a %s: leave it out" % _what_object(p.default)
         out.append(d)
     return out
+
+
+def _dtype_name(value):
+    """The NKI dtype name of a dtype default (nl.float32, np.float32, np.dtype('float16')), or None."""
+    from .nki._dtypes import as_dtype
+
+    if isinstance(value, str):
+        return None
+    try:
+        return as_dtype(value).name
+    except Exception:
+        return None
+
+
+def _is_dtype(value):
+    return _dtype_name(value) is not None
+
+
+def _no_json_value(default):
+    """A parameter default no JSON value can stand for (a function, a class: the kernel calls it), so a workload
+    cannot set the parameter: null or absent keeps the default. A dtype is set by its name."""
+    return callable(default) and not _is_dtype(default)
+
+
+def _what_object(value):
+    return "class" if isinstance(value, type) else "function"
 
 
 class CoreRunner:

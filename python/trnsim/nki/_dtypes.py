@@ -109,6 +109,8 @@ def as_dtype(x):
         return x
     if isinstance(x, str):
         name = ALIASES.get(x, x)
+        if name not in BY_NAME and x.startswith("nl."):  # the name `trnsim list` shows a dtype default by
+            name = ALIASES.get(x[3:], x[3:])
         if name in BY_NAME:
             return BY_NAME[name]
         raise NkiError(f"unknown dtype {x!r}")
