@@ -782,7 +782,9 @@ def test_non_integer_bounds_and_axes_are_errors_at_the_line():
             ("iota", "iota", "iota: pattern [[1.5, 4]]: 1.5 is not an integer (steps, counts and offsets count "
              "elements)"),
             ("ap", "ap", ".ap: offset 2.5 is not an integer (steps, counts and offsets count elements)"),
-            ("num_programs", "np", "nl.num_programs(1): the launch grid has 1 dims"),
+            ("num_programs", "np", "nl.num_programs(1): the launch grid has 1 dims; a kernel runs on a launch "
+             "grid as kernel[2, 2](...), and a workload runs it so when its kernel.function names a module-level "
+             "kernel[2, 2] (`k22 = kernel[2, 2]`) or a function launching it"),
             ("program_id", "pid", "nl.program_id('x'): axis must be an integer (a dim of the launch grid)"),
             ("empty", "empty", "nl.ndarray: shape () has no partition dim: an on-chip tile's shape starts with its "
              "partition dim, e.g. (1, 1) for one element"),

@@ -328,5 +328,54 @@ def test_what_a_kernel_file_prints_as_it_loads_goes_to_stderr():
     assert rc == 0 and "HELLO" not in out and err == "HELLO FROM IMPORT\n", (rc, out, err)
 
 
+GRID = """import nki
+import nki.language as nl
+
+
+@nki.jit
+def blocks(x, o):
+    i, j = nl.program_id(0), nl.program_id(1)  # MARK-grid-pid
+    t = nl.load(x[i * 64:(i + 1) * 64, j * 32:(j + 1) * 32])
+    nl.store(o[i * 64:(i + 1) * 64, j * 32:(j + 1) * 32], nl.multiply(t, 2.0))
+    return o
+
+
+def launch(x, o):  # a plain function launching the grid (nki-samples' SPMD tensor-add's form)
+    return blocks[2, 2](x, o)
+
+
+k22 = blocks[2, 2]
+
+
+def ref(x, o=None):
+    return x * 2.0
+"""
+
+
+def test_a_workload_runs_a_kernel_on_a_launch_grid_by_a_name_that_launches_it():
+    # tester23ae F6: a kernel on a [2, 2] grid ran from Python (kernel[2, 2](...)) but a workload naming it gave
+    # "nl.program_id(1): the launch grid has 1 dims", which did not say how; docs/nki.md now does, and so does it.
+    path, d = workload(kernel={"nki": "g.py", "function": "blocks"},
+                       inputs={"x": {"generator": "normal", "seed": 1, "shape": [128, 64], "dtype": "float32"},
+                               "o": {"generator": "constant", "value": 0.0, "shape": [128, 64], "dtype": "float32"}})
+    with open(os.path.join(d, "g.py"), "w") as f:
+        f.write(GRID)
+    rc, _, err = trnsim_cli("run", path, "--out", os.path.join(d, "o1"))
+    assert rc == 1 and ("g.py:%d: NkiError: nl.program_id(1): the launch grid has 1 dims; a kernel runs on a "
+                        "launch grid as kernel[2, 2](...), and a workload runs it so when its kernel.function names "
+                        "a module-level kernel[2, 2] (`k22 = kernel[2, 2]`) or a function launching it"
+                        % line_of("MARK-grid-pid", os.path.join(d, "g.py"))) in err, err
+    for function in ("k22", "launch"):
+        w = json.load(open(path))
+        w["kernel"]["function"] = function
+        w["reference"] = {"nki": "g.py", "function": "ref"}
+        with open(path, "w") as f:
+            json.dump(w, f)
+        r = _core.WorkloadRun.from_file(path)
+        r.run()
+        assert r.exit_code() == 0, (function, r.exit_code())
+        assert np.array_equal(r.outputs()["o"], r.input("x") * np.float32(2.0)), function
+
+
 if __name__ == "__main__":
     main(globals())

@@ -385,8 +385,13 @@ def program_id(axis=0):
     if a is None:
         raise NkiError(f"nl.program_id({axis!r}): axis must be an integer (a dim of the launch grid)")
     if not 0 <= a < len(t.program_id):
-        raise NkiError(f"nl.program_id({axis}): the launch grid has {len(t.program_id)} dims")
+        raise NkiError(f"nl.program_id({axis}): the launch grid has {len(t.program_id)} dims{_GRID_HOW}")
     return t.program_id[a]
+
+
+# Where a grid's dims come from (tester23ae F6: a workload's kernel run on nl.program_id(1) said only the first part).
+_GRID_HOW = ("; a kernel runs on a launch grid as kernel[2, 2](...), and a workload runs it so when its "
+             "kernel.function names a module-level kernel[2, 2] (`k22 = kernel[2, 2]`) or a function launching it")
 
 
 def num_programs(axes=None):
@@ -400,7 +405,7 @@ def num_programs(axes=None):
         if c is None:
             raise NkiError(f"nl.num_programs({axes!r}): axis {a!r} is not an integer (a dim of the launch grid)")
         if not 0 <= c < len(t.num_programs):
-            raise NkiError(f"nl.num_programs({axes!r}): the launch grid has {len(t.num_programs)} dims")
+            raise NkiError(f"nl.num_programs({axes!r}): the launch grid has {len(t.num_programs)} dims{_GRID_HOW}")
         return t.num_programs[c]
 
     if _index._const(axes) is not None:
