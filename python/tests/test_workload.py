@@ -3,6 +3,7 @@ _core.WorkloadRun: outputs, numerics report, validate, --set, --trace, --dump-in
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -375,6 +376,46 @@ def test_a_workload_runs_a_kernel_on_a_launch_grid_by_a_name_that_launches_it():
         r.run()
         assert r.exit_code() == 0, (function, r.exit_code())
         assert np.array_equal(r.outputs()["o"], r.input("x") * np.float32(2.0)), function
+
+
+CONSTANT_KERNEL = """import os
+import nki
+import nki.language as nl
+
+
+@nki.jit
+def k(x):
+    o = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    c = nl.shared_constant(os.path.join(os.path.dirname(__file__), "c.npy"))
+    nl.store(o, nl.add(nl.load(x), nl.load(c)))
+    return o
+"""
+
+
+def test_a_shared_constant_file_is_among_the_sources_a_sweep_keys_points_by():
+    # tester23ae F7: a sweep kept its points' results after the .npy file nl.shared_constant reads changed.
+    import hashlib
+
+    path, d = workload(kernel={"nki": "k.py", "function": "k"})
+    with open(os.path.join(d, "k.py"), "w") as f:
+        f.write(CONSTANT_KERNEL)
+    c = os.path.join(d, "c.npy")
+    np.save(c, np.full((128, 64), 2.0, np.float32))
+    r = _core.WorkloadRun.from_file(path)
+    r.run()
+    assert np.array_equal(r.outputs()["out"], r.input("x") + np.float32(2.0))
+    sha = hashlib.sha256(open(c, "rb").read()).hexdigest()
+    assert trnsim._runner.sources()[c] == sha and r.stats()["nki"]["sources"][c] == sha, r.stats()["nki"]
+    sweep = os.path.join(d, "s.json")
+    with open(sweep, "w") as f:
+        json.dump({"name": "sc", "workload": "w.json", "axes": {"hardware": ["trn2", "trn3"]}}, f)
+    kept = []
+    for value in (2.0, 2.0, 7.0):
+        np.save(c, np.full((128, 64), value, np.float32))
+        rc, _, err = trnsim_cli("sweep", sweep, "--out", os.path.join(d, "sw"), "--yes", "--jobs", "1")
+        assert rc == 0, err
+        kept.append(re.search(r"\d+ kept", [l for l in err.splitlines() if "2/2 points" in l][-1]).group(0))
+    assert kept == ["0 kept", "2 kept", "0 kept"], kept
 
 
 if __name__ == "__main__":

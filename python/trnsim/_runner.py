@@ -192,6 +192,14 @@ def begin_load():
         sys.meta_path.insert(0, _LocalFinder())
 
 
+def record_source(path, data):
+    """Records a data file the kernel read while it was traced (nl.shared_constant's .npy) among sources(), by the
+    SHA-256 of the bytes read."""
+    import hashlib
+
+    _session.hashes[path] = hashlib.sha256(data).hexdigest()
+
+
 def sources():
     """{absolute path: SHA-256 hex} of the Python files this workload's kernel ran (see _Sources): each path
     as the workload or the import names it (symlinks not resolved), the hash of the bytes run."""

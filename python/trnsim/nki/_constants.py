@@ -4,6 +4,7 @@ It is one more input of the kernel (declared like the inputs the caller gives, a
 go through the same conversion as a given input's (python/src/py_util.cpp to_host, after the build: the
 PythonKernel reads constants() below). Equal data of one dtype is one tensor, as in NKI."""
 
+import io
 import os
 
 import numpy as np
@@ -37,9 +38,17 @@ def constants():
 def _array(constant):
     if isinstance(constant, (str, os.PathLike)):
         try:
-            return np.load(constant, allow_pickle=False)
+            with open(constant, "rb") as f:
+                data = f.read()
+            a = np.load(io.BytesIO(data), allow_pickle=False)
         except (OSError, ValueError) as e:
             raise NkiError(f"{CALL}: cannot read {os.fspath(constant)!r} as a .npy file: {e}") from None
+        # Among the files the kernel ran (stats.json nki.sources), by the SHA-256 of the bytes read: a sweep keys
+        # its points by them, so editing the file reruns them (tester23ae F7: they were kept, stale).
+        from .. import _runner
+
+        _runner.record_source(os.path.abspath(os.fspath(constant)), data)
+        return a
     if isinstance(constant, NkiTensor):
         raise NkiError(f"{CALL}: the constant is a kernel tensor; it takes a NumPy array (or a .npy file "
                        f"path) whose values are known on the host")
