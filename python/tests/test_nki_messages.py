@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from runner import line_of as _line_of, main, raises
+from runner import line_of as _line_of, main, raises, tmpdir
 
 import trnsim
 import trnsim.nki as tnki
@@ -798,6 +798,54 @@ def test_non_integer_bounds_and_axes_are_errors_at_the_line():
     for ax in (np.int64(1), np.int32(-1)):
         o = tnki.simulate_kernel(bad_argument, x, "np_axis", ax)
         assert o[:, 0].tobytes() == (x[:128, :4].sum(axis=1) * np.float32(2)).tobytes(), ax
+
+
+@nki.jit
+def odd_values(x, case):
+    o = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    if case == "name":
+        o = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name=123)  # MARK-odd-name
+    elif case == "operand":
+        t = nisa.tensor_scalar(data=t, op0=nl.add, operand0=10**400)  # MARK-odd-operand
+    elif case == "memset":
+        t = nisa.memset(shape=(128, "a"), value=1.0, dtype=nl.float32)  # MARK-odd-memset
+    elif case == "range":
+        for i in nl.affine_range(2**70):  # MARK-odd-range
+            pass
+    nl.store(o, t)
+    return o
+
+
+def test_odd_values_of_names_operands_shapes_and_options_are_named():
+    # tester23ae F10, F11: pybind11's "incompatible function arguments" (name=123, benchmark's lnc=2.0 and
+    # numerics='yes'), an OverflowError (operand0=10**400, a loop of 2**70) and int()'s "invalid literal" (an
+    # earlier-style memset shape) came from trnsim's own code; benchmark's overwrite='no' was taken as True and
+    # replaced a file trnsim had not written.
+    x = np.ones((128, 64), np.float32)
+    for case, mark, text in (
+            ("name", "name", "nl.ndarray: name=123: a tensor's name is a string"),
+            ("operand", "operand", "tensor_scalar: operand0 1000000000000000000000000000000000000000 is past the "
+             "largest float: an immediate is an FP32 number"),
+            ("memset", "memset", "nki.isa.memset: shape (128, 'a'): size 'a' is not an integer"),
+            ("range", "range", "nl.affine_range(1180591620717411303424): more iterations than a kernel can trace "
+             "(each is traced; max_instructions bounds a kernel's instructions)")):
+        e = raises(tnki.NkiError, tnki.simulate_kernel, odd_values, x, case)
+        assert str(e) == f"{THIS}:{line_of('MARK-odd-' + mark)}: {text}", (case, str(e))
+    for kw, text in (({"lnc": 2.0}, "lnc=2.0: trnsim runs 1 core or the LNC2 pair (lnc=2)"),):
+        e = raises(ValueError, tnki.simulate_kernel, odd_values, x, "ok", **kw)
+        assert str(e) == text, str(e)
+    d = tmpdir()
+    keep = os.path.join(d, "keep.pftrace")
+    with open(keep, "w") as f:
+        f.write("MINE")
+    for kw, text in (({"numerics": "yes"}, "benchmark: numerics='yes': expected True or False"),
+                     ({"overwrite": "no", "trace": keep}, "benchmark: overwrite='no': expected True or False")):
+        e = raises(TypeError, tnki.benchmark, odd_values, x, "ok", **kw)
+        assert str(e) == text, str(e)
+    assert open(keep).read() == "MINE"
+    # lnc as a NumPy integer is an integer.
+    assert tnki.simulate_kernel(odd_values, x, "ok", lnc=np.int64(1)).tobytes() == x.tobytes()
 
 
 if __name__ == "__main__":

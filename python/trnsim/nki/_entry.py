@@ -88,8 +88,11 @@ def _cores(grid, lnc, kernel=None):
                              % (_platform.LNC_ENV, env, _grid_text(kernel, grid), grid, "" if grid == 1 else "s",
                                 _grid_why(kernel, grid)))
         return grid or env or 1
-    if isinstance(lnc, bool) or lnc not in (1, 2):
+    from ._index import _const
+
+    if _const(lnc) not in (1, 2) or isinstance(lnc, bool):  # (lnc=2.0 ended in pybind11's argument error)
         raise ValueError("lnc=%r: trnsim runs 1 core or the LNC2 pair (lnc=2)" % (lnc,))
+    lnc = _const(lnc)
     if grid is not None and grid != lnc:
         raise ValueError("lnc=%d conflicts with the kernel's launch grid %s, which runs it on %d core%s%s: drop "
                          "lnc= or the [...]" % (lnc, _grid_text(kernel, grid), grid, "" if grid == 1 else "s",
@@ -394,6 +397,9 @@ def benchmark(kernel, *args, hardware=None, lnc=None, trace=None, reference=None
     _warn_options_taken("benchmark", kernel, args, hardware=hardware, lnc=lnc, trace=trace, reference=reference,
                         numerics=None if numerics is True else numerics,
                         overwrite=None if overwrite is False else overwrite)
+    for name, value in (("numerics", numerics), ("overwrite", overwrite)):
+        if not isinstance(value, (bool, np.bool_)):  # (overwrite='no' was true: a user's file replaced)
+            raise TypeError("benchmark: %s=%r: expected True or False" % (name, value))
     if trace:
         trace = _check_trace_path(trace)
     run, given = _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc)

@@ -489,6 +489,9 @@ def _operand(x, op, what, data):
         return None, float(x)
     except (TypeError, ValueError):
         raise NkiError(f"{op}: {what} must be a number or a [P, 1] tensor, got {x!r}") from None
+    except OverflowError:  # an int past any float (10**400)
+        raise NkiError(f"{op}: {what} {x!r:.40} is past the largest float: an immediate is an FP32 "
+                       f"number") from None
 
 
 def activation(dst, func, data, bias=None, scale=1.0, reduce_res=None, engine=None, loc=None):

@@ -260,6 +260,11 @@ class _Range:
             raise NkiError(f"nl.{kind}({', '.join(map(str, ints))}): step 0: a loop's step must not be zero")
         self.kind = kind
         self.r = range(*ints)
+        try:
+            len(self.r)
+        except OverflowError:  # (len() of a range past sys.maxsize: Python's OverflowError from trnsim's code)
+            raise NkiError(f"nl.{kind}({', '.join(map(str, ints))}): more iterations than a kernel can trace "
+                           f"(each is traced; max_instructions bounds a kernel's instructions)") from None
         self.loc = caller_loc()
         self.in_order = False  # directives=no_reorder(): the loop's instructions keep program order
 

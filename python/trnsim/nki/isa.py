@@ -703,6 +703,10 @@ def _memset_new(dst, value, engine=engine.unknown, name=None):
 def _memset_old(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.memset", kwargs)
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    for s in shape:  # (a size 'a' was int()'s "invalid literal" from trnsim's code)
+        if isinstance(s, bool) or not hasattr(s, "__index__"):
+            raise NkiError(f"nki.isa.memset: shape {shape!r:.80}: size {s!r:.40} is not an integer")
     dst = _result(tuple(shape), _lower.dt(dtype, None), SBUF, "memset")
     if mask is None:
         _ops.memset(dst, value, _engine_name(engine, "memset"))

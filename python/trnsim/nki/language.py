@@ -222,6 +222,8 @@ def new_tensor(shape, dtype, buffer, name, kwargs, call):
     for s in shape:  # sizes are integers (a float such as 512.0 was truncated by int())
         if isinstance(s, bool) or not hasattr(s, "__index__"):
             raise NkiError(f"{call}: shape {shape!r:.80}: size {s!r:.40} is not an integer")
+    if name is not None and not isinstance(name, str):  # (name=123 ended in a pybind11 argument error)
+        raise NkiError(f"{call}: name={name!r}: a tensor's name is a string")
     b = _buffer(buffer)
     if not shape and b.space != HBM:  # (shape[0] below: an IndexError)
         raise NkiError(f"{call}: shape () has no partition dim: an on-chip tile's shape starts with its partition "
