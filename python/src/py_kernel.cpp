@@ -77,6 +77,8 @@ class PythonKernel final : public kernels::BoundKernel,
       p.doc = fmt::format("keyword argument of {}", where);
       if (d.contains("default_shown"))  // a default no JSON value can give: null or absent keeps it
         p.doc += fmt::format(" (default {})", d["default_shown"].get<std::string>());
+      if (d.value("any", false))  // no default, so no known type (listed as a string): any JSON value goes
+        p.doc += " (no default, so any JSON value)";
       params.push_back(std::move(p));
     }
     def_.set_params(std::move(params));

@@ -261,19 +261,23 @@ def test_list_of_a_broken_workload_fails_naming_the_file():
 def test_list_shows_a_default_that_is_no_json_value_as_optional():
     # tester23x F7: a dtype, a tuple or an object default was listed as "string required" (the run took it).
     d = folder({"dflt.py": "import nki\nimport nki.language as nl\n\n\n@nki.jit\n"
-                           "def k(x, dt=nl.bfloat16, shape=(1, 2), flag=None, fn=nl.copy):\n"
+                           "def k(x, eps, dt=nl.bfloat16, shape=(1, 2), flag=None, fn=nl.copy):\n"
                            "    y = nl.ndarray(x.shape, dtype=dt, buffer=nl.shared_hbm)\n"
                            "    nl.store(y, fn(nl.load(x)))\n    return y\n"})
     w = os.path.join(d, "dflt.json")
     with open(w, "w") as f:
         json.dump({"name": "dflt", "hardware": "trn2", "lnc": 1, "kernel": {"nki": "dflt.py", "function": "k"},
-                   "inputs": {"x": {"generator": "normal", "seed": 1, "shape": [128, 8], "dtype": "float32"}}}, f)
+                   "inputs": {"x": {"generator": "normal", "seed": 1, "shape": [128, 8], "dtype": "float32"}},
+                   "params": {"eps": 1e-5}}, f)
     rc, out, err = cli("list", w)
-    rows = [" ".join(r.split()) for r in out.splitlines()[3:]]
+    rows = [" ".join(r.split()) for r in out.splitlines()[3:-1]]
     # tester23ae F9: what a workload can give such a parameter: a dtype by its name (the "nl." spelling shown
     # works too: it was "unknown dtype 'nl.float32'"), a function by nothing (a string was a TypeError inside
     # the kernel, "'str' object is not callable"; it is refused at params.fn).
+    # tester23ae F10's addendum: a parameter without a default has no known type ("string required" read as
+    # if only a string went; nki-samples' LayerNorm takes its epsilon so).
     assert rc == 0 and rows == [
+        "eps string required keyword argument of k (no default, so any JSON value)",
         'dt string optional keyword argument of k (default nl.bfloat16; a dtype name sets it, e.g. "bfloat16")',
         "shape string optional keyword argument of k (default [1, 2])",
         "flag string optional keyword argument of k",

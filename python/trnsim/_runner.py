@@ -530,7 +530,9 @@ def kernel_params(kernel, inputs):
         if p.name in inputs or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         d = {"name": p.name, "type": "string", "nullable": p.default is None}
-        if p.default is not p.empty:
+        if p.default is p.empty:
+            d["any"] = True  # no default, so no known type: any JSON value goes (shown so: `trnsim list`)
+        else:
             for t, name in _JSON_TYPES:
                 if isinstance(p.default, t):
                     d["type"], d["default"] = name, p.default

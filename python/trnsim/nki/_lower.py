@@ -906,12 +906,11 @@ def _scalar(x):
 
 
 def _partition_dim_needed(v, name):
-    """NkiError for an on-chip operand without a partition dim: the row `t[3, :]` of a tile (an integer partition
-    index takes the dim away), which an engine instruction cannot take as it is."""
+    """NkiError for an on-chip operand without a partition dim, which an engine instruction cannot take as it is
+    (`t[3, :]` is a [1, ...] tile of one partition: _tensor._PARTITION_KEPT)."""
     if isinstance(v, NkiTensor) and v.pd < 0 and v.st.space != HBM:
-        raise NkiError(f"nl.{name}: operand {list(v.shape)} has no partition dim (an integer partition index, as "
-                       f"in t[{v.p0}, :], takes it away): an engine instruction works on partitions; index the "
-                       f"row as t[{v.p0}:{v.p0 + 1}, :], a [1, ...] tile of one partition")
+        raise NkiError(f"nl.{name}: operand {list(v.shape)} has no partition dim: an engine instruction works on "
+                       f"partitions; index it as a tile of one partition, t[{v.p0}:{v.p0 + 1}, ...]")
 
 
 def elementwise(name, alu, x, y, dtype=None, out=None, engine=None):
