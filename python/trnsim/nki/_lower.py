@@ -337,11 +337,51 @@ def mask_box(t, full, starts, loc=None):
 def boxed(result, box):
     """A masked call's new result tile, marked with the region of the call's index space it holds (`box` from
     operand_region() or apply_mask(..., box=True)), so that `dst[...] = result` writes that region of dst and
-    a later mask takes its part of it."""
+    a later mask takes its part of it. As in NKI, whose masked call returns a tile of the whole index space,
+    the tile has that space's shape and the call's instruction writes its masked-in part (_whole_tile), the
+    part being the result; an index into it may reach the rest, which no instruction wrote (the simulator warns
+    at the read), as for a masked nl.load's tile, the earlier-style memset's and iota's (boxed_part)."""
     if box is not None and isinstance(result, NkiTensor) and result.boff == 0 and result.p0 == 0 and len(
             box[0]) == result.ndim and all(a + n <= m for a, n, m in zip(box[1], result.shape, box[0])):
+        if tuple(result.shape) != tuple(box[0]):
+            part = _whole_tile(result, box)
+            if part is not None:
+                return part
         mask_box(result, *box)
     return result
+
+
+def _whole_tile(result, box):
+    """boxed()'s tile of the whole index space box[0] for the fresh result `result` of the trace's last op, which
+    holds the region at box[1]: the op retargeted to write that region of a new tile of the whole shape, and
+    that region's view returned (marked as boxed_part marks it); None (the result kept at its own shape) when
+    the result is no fresh whole tile of that op, or the whole shape is no tile of its memory (a PSUM tile
+    past its bank)."""
+    t = _trace._current or _trace.current()
+    op = _fresh_op(result) if t.voiding is None else None
+    st = result.st
+    if op is None or tuple(st.shape) != tuple(result.shape) or st.pdim != 0 or result.pd != 0 or (
+            result.dtype is not st.dtype) or op.name in ("nc_matmul", "nc_matmul_mx"):
+        return None
+    full = tuple(box[0])
+    try:
+        _ops.check_tile_shape(full, 0, st.space, st.dtype, "")
+    except NkiError:
+        return None
+    whole = _tensor.Storage(t, st.name, st.space, st.dtype, full, 0, loc=st.loc)
+    whole.site = st.site
+    w = NkiTensor.whole(whole)
+    part = w.index(tuple(slice(a, a + n) for a, n in zip(box[1], result.shape)))
+    for k, v in op.args.items():
+        if v is result:
+            op.args[k] = part
+    op.writes = tuple([part if x is result else x for x in op.writes])
+    op.reads = tuple([part if x is result else x for x in op.reads])
+    whole.first, whole.last = st.first, st.last
+    st.first = st.last = -1  # (never used: no buffer)
+    t.fresh.pop(st.uid, None)
+    mask_box(w, full, (0,) * len(full), box[2])
+    return fresh(part)
 
 
 def boxed_part(whole, part, box):
