@@ -105,9 +105,30 @@ def _scope(trace, s):
     f = getattr(_emit.core(), "site_scope", None)
     depth = f([crossed]) if f is not None else (-1 if crossed else 0)
     if depth < 0:
+        if len(s.storages) > 1 and all(st.outer is None for st in s.storages):
+            return _runs(s)
         return "kernel", [0] * len(s.storages)
     loc = its[s.storages[0].outer][2]
     return f"loop at {loc}" if loc else "outermost loop", [st.outer for st in s.storages]
+
+
+def _runs(s):
+    """_scope of a site declared more than once outside every nl.*_range loop (a Python loop, which NKI unrolls
+    while tracing, as it does nl.static_range): one scope per run of its tiles, tiles whose lives overlap
+    (chained) being one run, as a static_range iteration is one scope when no tile of the site outlives it.
+    The kernel when the runs are one (a tile alive into the next declaration's life all along)."""
+    order = sorted(range(len(s.storages)), key=lambda k: s.storages[k].first)
+    keys = [0] * len(order)
+    run, end = 0, -1
+    for k in order:
+        st = s.storages[k]
+        if end >= 0 and st.first > end:
+            run += 1
+        keys[k] = run
+        end = max(end, st.last)
+    if run == 0:
+        return "kernel", keys
+    return "each run of its tiles (outside every nl loop)", keys
 
 
 def plan(trace, bufs_override=None, limits=None):
@@ -259,14 +280,36 @@ def plan(trace, bufs_override=None, limits=None):
             r = b + 1
         rot[p] = (held_until, r, keys)
     after = {}
+    held_before = {(p, b): prev for p, (_site, _offsets, afters) in enumerate(placements)
+                   for b, prev in enumerate(afters)}
+
+    def users(q, seen):
+        """The storages of the buffers that held buffer q's space last: q's first user, or, for a buffer no
+        tile used (a rotation a run of its site never reached), those of the buffers that held its space before
+        it (the wait goes through it: its space was never written)."""
+        out, todo = [], [q]
+        while todo:
+            q = todo.pop()
+            o = first_user.get(q)
+            if o is not None:
+                out.append(o.uid)
+                continue
+            for h in held_before.get(q, ()):
+                h = tuple(h)
+                if h not in seen:
+                    seen.add(h)
+                    todo.append(h)
+        return out
+
     for p, (_site, _offsets, afters) in enumerate(placements):
         for b, prev in enumerate(afters):
             st = first_user.get((p, b))
             if st is None or not prev:
                 continue
             deps = after.setdefault(st.first, [])
+            seen = set()
             for q in prev:
-                o = first_user.get(tuple(q))
-                if o is not None:
-                    deps.append(o.uid)
+                q = tuple(q)
+                seen.add(q)
+                deps += users(q, seen)
     return Plan(sites, pools, after)
