@@ -449,6 +449,48 @@ def test_slices_and_integers_of_a_masked_result_address_the_whole_index_space():
 
 
 @tnki.jit
+def _one_operand_indexed(aT, b, case):
+    """A matmul of x = aT [K=128, M=64] and y = b [K=128, N=512] whose mask bounds one operand's index
+    variables while the other is passed whole; out [64, 512] holds the product's masked-in part, zeros else."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    out = nl.ndarray((64, 512), nl.float32, buffer=nl.shared_hbm)
+    i_k, i_n, i_m = nl.arange(128)[:, None], nl.arange(512)[None, :], nl.arange(64)[None, :]
+    x, y = nl.load(aT), nl.load(b)
+    z = nl.zeros((64, 512), nl.float32)
+    nl.store(out, z)
+    if case == "n":  # N bounded through y's variable: x is whole
+        p = nl.matmul(x, y[i_k, i_n], transpose_x=True, mask=(i_n < 300))
+        nl.store(out[:, 0:300], nl.copy(p[:, 0:300]))
+    elif case == "n_isa":
+        p = nisa.nc_matmul(x, y[i_k, i_n], mask=(i_n < 300))
+        nl.store(out[:, 0:300], nl.copy(p[:, 0:300]))
+    elif case == "k":  # K bounded through y's variable: x's K too
+        p = nl.matmul(x, y[i_k, i_n], transpose_x=True, mask=(i_k < 100))
+        nl.store(out, nl.copy(p))
+    else:  # M bounded through x's variable: y is whole
+        p = nisa.nc_matmul(x[i_k, i_m], y, mask=(i_m < 40))
+        nl.store(out[0:40, :], nl.copy(p[0:40, :]))
+    return out
+
+
+def test_a_matmul_mask_on_one_indexed_operand_leaves_the_whole_one():
+    # tester23ad F2: `nl.matmul(x, y[i_k, i_n], transpose_x=True, mask=(i_n < 300))` (and nc_matmul's) was
+    # "dim 1 of operand sbuf tile x [128, 64] ... is neither the masked operand's (512) nor the extent mask=(i_n <
+    # 300) selects": i_n indexes y's N only. The tile shares K with the indexed operand and nothing else, so it is
+    # cut on K only. Small integers: every product and sum exact in float32.
+    aT = np.random.RandomState(50).randint(-3, 4, (128, 64)).astype(np.float32)
+    b = np.random.RandomState(51).randint(-3, 4, (128, 512)).astype(np.float32)
+    for case, want in (("n", aT.T @ b[:, :300]), ("n_isa", aT.T @ b[:, :300]), ("k", aT[:100].T @ b[:100]),
+                       ("m", aT[:, :40].T @ b)):
+        got = tnki.simulate_kernel(_one_operand_indexed, aT, b, case)
+        full = np.zeros((64, 512), np.float32)
+        full[:want.shape[0], :want.shape[1]] = want
+        assert got.tobytes() == full.tobytes(), case
+
+
+@tnki.jit
 def _m_tail_matmul(a, b, case):
     """The tutorial-style tiled matmul of a [M, K] (cases "transpose_x", "nc_matmul": its transpose [K, M])
     and b [K, N] with an M tail (M < 128: one row tile, its rows masked) and a K tail (K not a multiple of

@@ -1358,12 +1358,39 @@ def matmul_mask(mask, x, y, x_m, call):
                                f"[{lo}, {hi}), the very part of x's K (dim 1) that x holds from a masked load; but "
                                + _MATMUL_MASK_RULE + f": here it would cut M and N to [{lo}, {hi}). Drop the "
                                f"mask (the loads hold the K tail), or bound K with a variable of axis 0")
+    if isinstance(mask, Mask) and not mask.empty() and all(isinstance(v, NkiTensor) and v.ndim == 2 for v in (x, y)) \
+            and bool(x.vars) != bool(y.vars):
+        return _matmul_mask_one_indexed(mask, x, y, x_m)
     try:
         return apply_mask(mask, (x, y), axes=({0: 1, 1: 0}, None) if plain and x_m == 0 else None)
     except NkiError as e:
         if not plain:
             raise
         raise type(e)(f"{call}: {e.bare}; {_MATMUL_MASK_RULE}", e.loc) from None
+
+
+def _matmul_mask_one_indexed(mask, x, y, x_m):
+    """matmul_mask for one operand indexed by nl.arange variables and the other a tile passed whole
+    (`nl.matmul(x, y[i_k, i_n], transpose_x=True, mask=(i_n < 300))`, tester23ad F2): the indexed one is cut by
+    its variables, as for any call; the tile shares only the contraction dim K with it (its other dim is the
+    result's M or N, which the other operand's variables do not index), so it is cut on K to the range the mask
+    gives the indexed operand's K variable, and kept whole on its free dim."""
+    k_dim = {0: 0 if x_m == 1 else 1, 1: 0}  # x's and y's contraction dim
+    i = 0 if x.vars else 1
+    views = [x, y]
+    (views[i],) = apply_mask(mask, (views[i],))
+    given = (x, y)[i].vars
+    var = given[k_dim[i]] if len(given) > k_dim[i] else None
+    b = mask.bounds.get(var) if var is not None else None
+    if b is not None:
+        j, d = 1 - i, k_dim[1 - i]
+        v = views[j]
+        idx = tuple(slice(b[0], b[1]) if e == d else slice(None) for e in range(2))
+        w = v.index(idx)
+        if w.st.space != HBM and w.pd >= 0 and w.p0 != v.p0:
+            _engine_start(w.p0, w.partitions)
+        views[j] = w
+    return tuple(views)
 
 
 def _contraction_error(x, y, given, transpose_x, mask):
