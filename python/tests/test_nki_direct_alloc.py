@@ -4,6 +4,7 @@ guide's errors (lifetime conflicts, mixing with automatic allocation, places out
 partition rule) are NkiErrors at the kernel line."""
 
 import os
+import warnings
 
 import numpy as np
 
@@ -142,6 +143,21 @@ def test_a_body_traced_once_keeps_its_first_places():
               "nki_direct.py:%d, but [128, 32] float32 in its iteration 0: NKI traces the loop's body once, so a "
               "tensor it declares has one shape and dtype" % (line_of(SRC, "# grows") - 1), SRC, "# grows",
               tnki.simulate_kernel, K.growing_in_body, np.zeros((128, 64), np.float32))
+
+
+def test_a_read_where_nothing_wrote_names_the_directly_allocated_tile():
+    # tester23ad F3: the warning named the memory's arena, "sbuf 'direct sbuf' [128, 1] float32 allocated at" the
+    # line of the test's own simulate_kernel call; it names the block read and the tensor's declaration.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = tnki.simulate_kernel(K.unwritten_block, np.ones((128, 64), np.float32))
+    assert np.isnan(got).all(), got[0, :4]
+    said = [str(w.message) for w in caught]
+    assert said == [
+        "nki_direct.py:%d: tensor_scalar reads sbuf 's[1]' [128, 1] float32 allocated at nki_direct.py:%d where no "
+        "instruction wrote before (partition 0, byte 0 of the read is the first such): its values are undefined (a "
+        "tile starts uninitialised, as numpy.empty's contents; trnsim's memory starts as NaN)" % (
+            line_of(SRC, "# unwritten"), line_of(SRC, "# scales") - 1)], said
 
 
 def test_force_auto_alloc():

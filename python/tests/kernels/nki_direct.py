@@ -212,3 +212,17 @@ def growing_in_body(x):
         t[...] = nl.load(x[:, 0:32 * (i + 1)])
         nl.store(out[:, 0:32 * (i + 1)], t)
     return out
+
+
+@nki.jit
+def unwritten_block(x):
+    # out = x * s[1], where no instruction wrote block 1 of s: the read's warning names s[1] and its line.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    t[...] = nl.load(x)
+    s = nl.ndarray((2, nl.par_dim(128), 1), dtype=nl.float32,
+                   buffer=ncc.sbuf.mod_alloc(base_addr=512, num_free_tiles=(2,)))  # scales
+    u = nl.ndarray((128, 64), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=1024))
+    u[...] = nisa.tensor_scalar(t, nl.multiply, s[1])  # unwritten
+    nl.store(out, u)
+    return out

@@ -400,9 +400,53 @@ def _values(trace, direct):
     return sorted(out, key=lambda r: (r[0], r[2].uid))
 
 
+# "k.py:15" -> {(read shape, dtype name): {(tile name, declaration line)}} of the directly allocated tiles the
+# last build's instructions read at that line (note_reads): the builder knows each such tile as a view of the
+# memory's arena ("direct sbuf"), so its warning of a read where no instruction wrote names the tile by this
+# (_jit.warnings_by_call; cleared there).
+reads_at = {}
+
+
+def note_reads(trace, direct):
+    """reads_at for the kernel `trace`, whose directly placed tiles are `direct`."""
+    if not direct:
+        return
+    for op in trace.ops:
+        for v in op.reads:
+            st = v.st
+            if st.direct is not None and op.loc:
+                d = reads_at.setdefault(str(op.loc), {})
+                d.setdefault((tuple(v.shape), v.dtype.name), set()).add((_name(st), str(st.direct.decl.loc)))
+
+
+def name_in_warning(w):
+    """Warning `w` of the build about a read of a directly allocated tile ("k.py:15: tensor_scalar reads sbuf
+    'direct sbuf' [128, 1] float32 allocated at <the host's line> ...") naming the tile and its declaration
+    when one tile of that shape was read at that line ("sbuf 's[1]' [128, 1] float32 allocated at k.py:13"),
+    else the tiles it may be; `w` as it is when it names no arena."""
+    import re
+
+    m = re.match(r"([^\s:]+:\d+): .*?(\w+) '(direct (?:sbuf|psum bank \d+))' \[([\d, ]*)\] (\w+)"
+                 r"( allocated at [^\s:]+:\d+)?", w, re.S)
+    if m is None:
+        return w
+    shape = tuple(int(n) for n in m.group(4).split(", ") if n)
+    found = sorted(reads_at.get(m.group(1), {}).get((shape, m.group(5)), ()))
+    if not found:
+        return w
+    if len(found) == 1:
+        (name, at), = found
+        said = f"{m.group(2)} '{name}' [{m.group(4)}] {m.group(5)} allocated at {at}"
+    else:
+        said = (f"{m.group(2)} [{m.group(4)}] {m.group(5)} of one of the directly allocated tiles "
+                + ", ".join(f"'{n}' (allocated at {a})" for n, a in found))
+    return w[:m.start(2)] + said + w[m.end():]
+
+
 def plan(trace, direct):
     """(pools, phys set on each storage, after): each logical tile its own buffer at its place; NkiError at
     the kernel line for two tiles holding values at once on overlapping bytes."""
+    note_reads(trace, direct)
     pools, after = [], {}
     for st in sorted(direct, key=lambda s: s.first):
         st.phys = (len(pools), 0)
