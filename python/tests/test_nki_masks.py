@@ -491,6 +491,47 @@ def test_a_matmul_mask_on_one_indexed_operand_leaves_the_whole_one():
 
 
 @tnki.jit
+def _result_rows_mask(aT, b):
+    """acc[i_mp, i_n] += nl.matmul(x, y, transpose_x=True, mask=(i_mp < M) & (i_n < N)) of an M-tail x [128, M]
+    and an N-tail y [128, N] loaded whole on K: i_mp indexes only acc's rows."""
+    import nki.language as nl
+
+    K, M = aT.shape
+    N = b.shape[1]
+    out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+    i_k, i_m, i_n = nl.arange(128)[:, None], nl.arange(128)[None, :], nl.arange(512)[None, :]
+    i_mp = nl.arange(128)[:, None]
+    x = nl.load(aT[i_k, i_m], mask=(i_m < M))
+    y = nl.load(b[i_k, i_n], mask=(i_n < N))
+    acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+    acc[i_mp, i_n] += nl.matmul(x, y, transpose_x=True, mask=(i_mp < M) & (i_n < N))  # MARK-rows-mask
+    nl.store(out, nl.copy(acc[0:M, 0:N]))
+    return out
+
+
+def test_a_bound_on_the_result_rows_is_no_contraction_bound():
+    # tester23ad F4: for M == 1 or M == N the axis-0 variable i_mp, which indexes only acc, bounded the
+    # contraction K of the whole tiles to M rows: a silently wrong product (max error 16-38); other shapes were
+    # an error about x's dims. Every shape whose mask cuts K below the rows the operands hold is now the error
+    # naming the rule; where it cuts nothing (M = 128) the product is right (small integers: exact in float32).
+    for m, n in ((1, 512), (64, 64), (100, 300)):
+        aT = np.ones((128, m), np.float32)
+        b = np.ones((128, n), np.float32)
+        e = raises(NkiError, tnki.simulate_kernel, _result_rows_mask, aT, b)
+        assert str(e).startswith(
+            "test_nki_masks.py:%d: nl.matmul: mask=((i_mp < M) & (i_n < N)) bounds a variable of axis 0 to [0, %d): "
+            "of tiles passed whole, that is the contraction dim K (a matmul's mask is that of nisa.nc_matmul"
+            % (line_of(__file__, "MARK-rows-mask"), m)), e
+        assert str(e).endswith("but x holds K rows [0, 128), so the mask would drop rows of the contraction. A bound "
+                               "on the result's rows (M) is not one on K: index the operands with their own variables "
+                               "(x[i_k, i_m] with mask=(i_m < M)), or leave the M tail to x's masked load and the "
+                               "masked store"), e
+    aT = np.random.RandomState(60).randint(-3, 4, (128, 128)).astype(np.float32)
+    b = np.random.RandomState(61).randint(-3, 4, (128, 128)).astype(np.float32)
+    assert tnki.simulate_kernel(_result_rows_mask, aT, b).tobytes() == (aT.T @ b).tobytes()
+
+
+@tnki.jit
 def _m_tail_matmul(a, b, case):
     """The tutorial-style tiled matmul of a [M, K] (cases "transpose_x", "nc_matmul": its transpose [K, M])
     and b [K, N] with an M tail (M < 128: one row tile, its rows masked) and a K tail (K not a multiple of

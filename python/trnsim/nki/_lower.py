@@ -1358,6 +1358,8 @@ def matmul_mask(mask, x, y, x_m, call):
                                f"[{lo}, {hi}), the very part of x's K (dim 1) that x holds from a masked load; but "
                                + _MATMUL_MASK_RULE + f": here it would cut M and N to [{lo}, {hi}). Drop the "
                                f"mask (the loads hold the K tail), or bound K with a variable of axis 0")
+    if plain and isinstance(mask, Mask) and not mask.empty():
+        _check_contraction_bound(mask, x, y, x_m, call)
     if isinstance(mask, Mask) and not mask.empty() and all(isinstance(v, NkiTensor) and v.ndim == 2 for v in (x, y)) \
             and bool(x.vars) != bool(y.vars):
         return _matmul_mask_one_indexed(mask, x, y, x_m)
@@ -1367,6 +1369,31 @@ def matmul_mask(mask, x, y, x_m, call):
         if not plain:
             raise
         raise type(e)(f"{call}: {e.bare}; {_MATMUL_MASK_RULE}", e.loc) from None
+
+
+def _check_contraction_bound(mask, x, y, x_m, call):
+    """For a matmul of tiles passed whole: NkiError for a mask variable of axis 0, which bounds the contraction
+    dim K (_MATMUL_MASK_RULE), bounding it narrower than the K rows an operand holds (all its rows, or the part
+    a masked load gave it). Such a mask drops rows of the contraction the operands hold; written for the
+    result's rows (`acc[i_mp, i_n] += nl.matmul(x, y, mask=(i_mp < M) & ...)`, i_mp indexing only acc), it
+    silently gave a contraction over M rows (tester23ad F4). A K tail held by masked loads, bounded by the same
+    range, is no such cut."""
+    k_dims = ((x, 0 if x_m == 1 else 1, "x"), (y, 0, "y"))
+    for var, (lo, hi) in mask.bounds.items():
+        if var.ndim != 2 or var.axis != 0:
+            continue
+        for v, d, name in k_dims:
+            own = box_of(v)
+            a = own[1][d] if own is not None else 0
+            n = v.shape[d]
+            if lo > a or hi < a + n:
+                raise NkiError(
+                    f"{call}: {_mask_words(caller_loc(), 'the mask')} bounds a variable of axis 0 to "
+                    f"[{lo}, {hi}): of tiles passed whole, that is the contraction dim K ({_MATMUL_MASK_RULE}), but "
+                    f"{name} holds K rows [{a}, {a + n}), so the mask would drop rows of the contraction. A bound "
+                    f"on the result's rows (M) is not one on K: index the operands with their own variables "
+                    f"(x[i_k, i_m] with mask=(i_m < M)), or leave the M tail to x's masked load and the masked "
+                    f"store")
 
 
 def _matmul_mask_one_indexed(mask, x, y, x_m):
