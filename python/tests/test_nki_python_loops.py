@@ -20,12 +20,19 @@ import nki.language as nl
 
 @nki.jit
 def nine_psum_sites(a, b, passes: int, kind: str = "python"):
-    # acc = passes * 9 * (a.T @ b): nine PSUM tiles on nine lines per pass, each read once right after its
-    # matmul (one bank in use at a time).
+    # acc = passes * 9 * (a.T @ b) (twice that with kind="nested": in each iteration of an nl.affine_range): nine
+    # PSUM tiles on nine lines per pass, each read once right after its matmul (one bank in use at a time).
     o = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
     x, y = nl.load(a), nl.load(b)
     acc = nl.zeros((128, 128), dtype=nl.float32, buffer=nl.sbuf)
-    for _ in (range(passes) if kind == "python" else nl.static_range(passes)):
+    for _ in (nl.affine_range(2) if kind == "nested" else (0,)):
+        _passes(x, y, acc, range(passes) if kind != "static" else nl.static_range(passes))
+    nl.store(o, acc)
+    return o
+
+
+def _passes(x, y, acc, loop):
+    for _ in loop:
         p0 = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
         nisa.nc_matmul(dst=p0, stationary=x, moving=y)
         nisa.tensor_tensor(dst=acc, data1=acc, data2=p0, op=nl.add)
@@ -53,8 +60,6 @@ def nine_psum_sites(a, b, passes: int, kind: str = "python"):
         p8 = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
         nisa.nc_matmul(dst=p8, stationary=x, moving=y)
         nisa.tensor_tensor(dst=acc, data1=acc, data2=p8, op=nl.add)
-    nl.store(o, acc)
-    return o
 
 
 A = np.random.default_rng(1).integers(-2, 3, (128, 128)).astype(np.float32)
@@ -79,6 +84,17 @@ def test_psum_sites_repeated_by_a_python_loop_take_one_bank_at_a_time():
         bufs = [[a["bufs"] for a in x.stats["allocations"] if a["space"] == "psum"] for x in (r, s)]
         assert (passes == 1 or bufs[0] == bufs[1]) and r.latency_us == s.latency_us, (
             passes, bufs, r.latency_us, s.latency_us)  # (a site declared once is no pool in "allocations")
+
+
+def test_psum_sites_repeated_by_a_python_loop_in_an_nl_loop():
+    # tester23ad F1 addendum: the same passes in the body of an nl.affine_range (the scope of the sites is its
+    # iteration) were "0 B free in psum" for passes >= 2: each run of a site's tiles in an iteration is a scope.
+    want = A.T @ B
+    for passes in (1, 2):
+        r = tnki.benchmark(nine_psum_sites, A, B, passes, "nested")
+        assert r.outputs[0].tobytes() == (want * np.float32(18 * passes)).tobytes(), passes
+        sites = [s for s in r.stats["nki"]["allocation"][0]["sites"] if s["space"] == "psum"]
+        assert len(sites) == 9 and all(s["scope_iterations"] == 2 * passes for s in sites), sites
 
 
 @nki.jit

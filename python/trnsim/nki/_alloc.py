@@ -106,29 +106,48 @@ def _scope(trace, s):
     depth = f([crossed]) if f is not None else (-1 if crossed else 0)
     if depth < 0:
         if len(s.storages) > 1 and all(st.outer is None for st in s.storages):
-            return _runs(s)
+            keys = _runs(s.storages)
+            if max(keys):
+                return "each run of its tiles (outside every nl loop)", keys
         return "kernel", [0] * len(s.storages)
     loc = its[s.storages[0].outer][2]
-    return f"loop at {loc}" if loc else "outermost loop", [st.outer for st in s.storages]
+    where = f"loop at {loc}" if loc else "outermost loop"
+    keys = [st.outer for st in s.storages]
+    # Declared again in one iteration, at the same nl loop depth (a Python loop in the body): a scope per run of
+    # its tiles in that iteration, as outside every nl loop.
+    by_outer = {}
+    for k, st in enumerate(s.storages):
+        by_outer.setdefault(st.outer, []).append(k)
+    split = False
+    for ks in by_outer.values():
+        if len(ks) > 1 and all(s.storages[k].scope and s.storages[k].scope[-1] is s.storages[ks[0]].scope[-1]
+                               for k in ks):
+            runs = _runs([s.storages[k] for k in ks])
+            if max(runs):
+                split = True
+                for k, r in zip(ks, runs):
+                    keys[k] = (keys[k], r)
+    if split:
+        keys = [k if isinstance(k, tuple) else (k, 0) for k in keys]
+        return f"{where}, each run of its tiles in an iteration", keys
+    return where, keys
 
 
-def _runs(s):
-    """_scope of a site declared more than once outside every nl.*_range loop (a Python loop, which NKI unrolls
-    while tracing, as it does nl.static_range): one scope per run of its tiles, tiles whose lives overlap
-    (chained) being one run, as a static_range iteration is one scope when no tile of the site outlives it.
-    The kernel when the runs are one (a tile alive into the next declaration's life all along)."""
-    order = sorted(range(len(s.storages)), key=lambda k: s.storages[k].first)
+def _runs(storages):
+    """The run of each of `storages` (tiles of one site declared more than once with no nl loop between the
+    declarations: a Python loop, which NKI unrolls while tracing, as it does nl.static_range): tiles whose
+    lives overlap, chained, are one run, as a static_range iteration is one scope when no tile of the site
+    outlives it. All 0 when the runs are one (a tile alive into the next declaration's life all along)."""
+    order = sorted(range(len(storages)), key=lambda k: storages[k].first)
     keys = [0] * len(order)
     run, end = 0, -1
     for k in order:
-        st = s.storages[k]
+        st = storages[k]
         if end >= 0 and st.first > end:
             run += 1
         keys[k] = run
         end = max(end, st.last)
-    if run == 0:
-        return "kernel", keys
-    return "each run of its tiles (outside every nl loop)", keys
+    return keys
 
 
 def plan(trace, bufs_override=None, limits=None):
