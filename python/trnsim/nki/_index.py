@@ -46,21 +46,27 @@ def _const(x):
 class IndexExpr:
     """const + sum(coef * var): the value of an index at each point of the index space."""
 
-    __slots__ = ("terms", "const")
+    __slots__ = ("terms", "const", "zero")
 
-    def __init__(self, terms, const=0):
+    def __init__(self, terms, const=0, zero=()):
         self.terms = terms  # {IndexVar: int coefficient}
         self.const = const
+        # Variables whose coefficient is 0 (`i_p + 0 * i_f`): no term, but an axis of the expression's shape, as
+        # NumPy's broadcast keeps it (tester23ad F5: nisa.iota(i_p + 0 * i_f) is [128, 8])
+        self.zero = zero
+
+    def _vars(self):
+        return list(self.terms) + [v for v in self.zero if v not in self.terms]
 
     @property
     def ndim(self):
-        return max((v.ndim for v in self.terms), default=0)
+        return max((v.ndim for v in self._vars()), default=0)
 
     @property
     def shape(self):
         n = self.ndim
         s = [1] * n
-        for v in self.terms:
+        for v in self._vars():
             s[v.axis + (n - v.ndim)] = v.size
         return tuple(s)
 
@@ -82,12 +88,13 @@ class IndexExpr:
     def _combine(self, other, sign):
         c = _const(other)
         if c is not None:
-            return IndexExpr(dict(self.terms), self.const + sign * c)
+            return IndexExpr(dict(self.terms), self.const + sign * c, self.zero)
         if isinstance(other, IndexExpr):
             terms = dict(self.terms)
             for v, k in other.terms.items():
                 terms[v] = terms.get(v, 0) + sign * k
-            return IndexExpr({v: k for v, k in terms.items() if k}, self.const + sign * other.const)
+            zero = self.zero + other.zero + tuple(v for v, k in terms.items() if not k)
+            return IndexExpr({v: k for v, k in terms.items() if k}, self.const + sign * other.const, zero)
         return NotImplemented
 
     def __add__(self, other):
@@ -99,17 +106,18 @@ class IndexExpr:
         return self._combine(other, -1)
 
     def __rsub__(self, other):
-        neg = IndexExpr({v: -k for v, k in self.terms.items()}, -self.const)
+        neg = IndexExpr({v: -k for v, k in self.terms.items()}, -self.const, self.zero)
         return neg._combine(other, 1)
 
     def __neg__(self):
-        return IndexExpr({v: -k for v, k in self.terms.items()}, -self.const)
+        return IndexExpr({v: -k for v, k in self.terms.items()}, -self.const, self.zero)
 
     def __mul__(self, other):
         c = _const(other)
         if c is None:
             raise NkiError("index expressions can only be multiplied by integers (affine indexing)")
-        return IndexExpr({v: k * c for v, k in self.terms.items() if k * c}, self.const * c)
+        zero = self.zero + (tuple(self.terms) if not c else ())
+        return IndexExpr({v: k * c for v, k in self.terms.items() if k * c}, self.const * c, zero)
 
     __rmul__ = __mul__
 

@@ -902,7 +902,7 @@ def iota_expr(expr, dtype, mask):
     if not isinstance(expr, IndexExpr):
         raise NkiError(f"iota: expected an nl.arange expression, got {expr!r}")
     shape = expr.shape
-    grids = {v.grid for v in expr.terms}
+    grids = {v.grid for v in expr._vars()}
     if len(grids) == 1 and None not in grids:
         # An nl.mgrid expression has the whole grid's shape, as NumPy's mgrid (dense) does, whichever axes it
         # uses: `3 * g.y + g.z` of mgrid[0:128, 0:4, 0:3, 0:3] is [128, 4, 3, 3], the same values on every
