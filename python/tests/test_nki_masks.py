@@ -107,9 +107,11 @@ def test_unmodelled_masks_are_errors_at_the_kernel_line():
         (K.two_var_mask, "MARK-two-var", "a mask bound must involve one nl.arange index variable"),
         # tester23o F3: bounds on two variables combined with & (nki-samples' MaxPool2D) were "an affine_select
         # predicate is one comparison; NKI does not combine them with & or |", naming neither mask= nor the call.
+        # (Its first bound, i_p + i_f >= 0, holds everywhere: a mask of no bound since tester23ad F6; the second
+        # cuts a triangle.)
         (K.two_var_and_mask, "MARK-two-var-and",
          "nl.load: mask: a mask bound must involve one nl.arange index variable (e.g. i_p < n), got i0[128] + "
-         "i1[64] >= 0: only rectangular masks (a range per variable) are modelled; a comparison of several index "
+         "i1[64] - 100 < 0: only rectangular masks (a range per variable) are modelled; a comparison of several index "
          "variables (a triangular mask) is nisa.affine_select's predicate"),
         (K.bound_and_two_var_mask, "MARK-bound-and-two-var",
          "nl.load: mask: a mask bound must involve one nl.arange index variable (e.g. i_p < n), got i0[128] - "
@@ -529,6 +531,57 @@ def test_a_bound_on_the_result_rows_is_no_contraction_bound():
     aT = np.random.RandomState(60).randint(-3, 4, (128, 128)).astype(np.float32)
     b = np.random.RandomState(61).randint(-3, 4, (128, 128)).astype(np.float32)
     assert tnki.simulate_kernel(_result_rows_mask, aT, b).tobytes() == (aT.T @ b).tobytes()
+
+
+@tnki.jit
+def _window_max(x):
+    """out[c, h, w] = max of x[c, 2h:2h+2, 2w:2w+2] for x [64, 16, 16], through a mask of two variables per
+    bound that holds over the whole index space (stride 2, no padding: every window inside x)."""
+    import nki.language as nl
+
+    out = nl.ndarray((64, 8, 8), nl.float32, buffer=nl.shared_hbm)
+    c = nl.arange(64)[:, None, None, None, None]
+    h = nl.arange(8)[None, :, None, None, None]
+    w = nl.arange(8)[None, None, :, None, None]
+    a = nl.arange(2)[None, None, None, :, None]
+    b = nl.arange(2)[None, None, None, None, :]
+    t = nl.load(x)
+    m = nl.max(t[c, 2 * h + a, 2 * w + b], axis=[3, 4],
+               mask=(2 * h + a >= 0) & (2 * w + b >= 0) & (2 * h + a < 16) & (2 * w + b < 16))
+    nl.store(out, m)
+    return out
+
+
+@tnki.jit
+def _flat_prefix(x, n):
+    """out = x + 1 on the first n elements of x [128, 512] taken flat (`512 * i_p + i_f < n`), 0 elsewhere."""
+    import nki.language as nl
+
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(512)[None, :]
+    nl.store(out, nl.zeros((128, 512), nl.float32))
+    t = nl.load(x[i_p, i_f], mask=(512 * i_p + i_f < n))
+    nl.store(out[i_p, i_f], nl.add(t, 1.0), mask=(512 * i_p + i_f < n))  # MARK-flat
+    return out
+
+
+def test_a_mask_of_several_variables_that_is_a_rectangle():
+    # tester23ad F6: a bound on an expression of several variables was refused ("a mask bound must involve one
+    # nl.arange index variable") even where it holds over the whole index space (nki-samples' MaxPool2D without
+    # padding) or bounds whole rows (the tutorial's flat `512 * ix + iy < n`, n a multiple of 512). Evaluated over
+    # the variables' ranges, known while tracing, such a bound is a mask of one variable (or none).
+    x = np.random.RandomState(70).randint(-50, 50, (64, 16, 16)).astype(np.float32)
+    want = x.reshape(64, 8, 2, 8, 2).max(axis=(2, 4))
+    assert tnki.simulate_kernel(_window_max, x).tobytes() == want.tobytes()
+    x = np.arange(128 * 512, dtype=np.float32).reshape(128, 512) / 4
+    want = np.zeros((128, 512), np.float32)
+    want[:37] = x[:37] + np.float32(1)
+    assert tnki.simulate_kernel(_flat_prefix, x, 37 * 512).tobytes() == want.tobytes()
+    # A bound that cuts a row in two is no rectangle: still the error, at the line.
+    e = raises(NkiError, tnki.simulate_kernel, _flat_prefix, x, 37 * 512 + 100)
+    assert str(e).startswith("test_nki_masks.py:%d: nl.load: mask: a mask bound must involve one nl.arange index "
+                             "variable (e.g. i_p < n), got 512*i0[128] + i1[512] - 19044 < 0: only rectangular "
+                             "masks" % (line_of(__file__, "MARK-flat") - 1)), e
 
 
 @tnki.jit

@@ -136,7 +136,9 @@ class IndexExpr:
             raise NkiError(f"a mask compares an index expression with an integer, got {other!r} (a comparison of "
                            "two index expressions, a triangular mask, is not modelled)")
         if len(self.terms) > 1:
-            return AffinePredicate(self - c, op)  # `i_q - i_k >= 0`: the same predicate written around 0
+            p = AffinePredicate(self - c, op)  # `i_q - i_k >= 0`: the same predicate written around 0
+            r = p.rectangle()
+            return p if r is None else r
         return Mask.of(self, op, c)
 
     def __lt__(self, o):
@@ -262,9 +264,38 @@ class AffinePredicate:
     def mask_error(self):
         return NkiError(f"mask: {self._why()}")
 
+    def rectangle(self):
+        """The predicate as a mask when it is one, evaluated over the variables' whole ranges (they are known
+        while tracing): True where it holds everywhere (nki-samples' MaxPool2D without padding: `2*i1 + i3 >=
+        0`), False where nowhere, a bound on one variable x where, for every value of x, it holds for all values
+        of the others or for none (`512*ix + iy < n` with iy over [0, 512) and n a multiple of 512: whole rows
+        of ix); else None (a triangular predicate: nisa.affine_select's). Integers: `e <op> 0` as `f < 0`."""
+        e = self.expr
+        f = {"<": e, "<=": e - 1, ">": -e, ">=": -e - 1}[self.op]
+        lo, hi = f.value_range()
+        if hi < 0:
+            return True
+        if lo >= 0:
+            return False
+        for v, k in f.terms.items():
+            rest = IndexExpr({w: c for w, c in f.terms.items() if w is not v}, f.const)
+            rlo, rhi = rest.value_range()
+            allowed = []
+            for pos in range(v.size):
+                x = k * (v.start + pos)
+                if x + rhi < 0:
+                    allowed.append(pos)
+                elif x + rlo < 0:
+                    break  # holds for some values of the others only
+            else:
+                if allowed and allowed[-1] - allowed[0] + 1 == len(allowed):
+                    return Mask({v: (allowed[0], allowed[-1] + 1)})
+        return None
+
     def __and__(self, other):
-        # Combined into a mask (MaxPool2D's padding bounds `(2*i1 + i3 >= 0) & (...)`): the call given it as mask=
-        # names itself and this bound; affine_select's pred, one comparison, refuses it.
+        # Combined into a mask (MaxPool2D's padding bounds `(2*i1 + i3 >= 0) & (...)`, where they cut the
+        # window): the call given it as mask= names itself and this bound; affine_select's pred, one comparison,
+        # refuses it.
         return UnmodelledMask(self._why())
 
     __rand__ = __or__ = __ror__ = __and__
