@@ -114,6 +114,23 @@ def row_tiled_cumsum(x):
     return y
 
 
+SEEN = {}
+
+
+@nki.jit
+def masked_shapes(x):
+    # The shapes the kernel sees of masked calls' results: the whole index space's, as NKI's tiles have it.
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    e = nl.multiply(t, 3.0, mask=(i_p < 44))
+    SEEN["multiply"] = tuple(e.shape)
+    s = nisa.tensor_tensor_scan(data0=t, data1=t, initial=0.0, op0=np.multiply, op1=np.add, mask=(i_f < 10))
+    SEEN["scan"] = tuple(s.shape)
+    out = nl.ndarray((44, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[i_p, i_f], e, mask=(i_p < 44))
+    return out
+
+
 def test_a_read_past_a_masked_results_held_rows():
     # tester23ac F3 (nki-samples' cumsum of 300 rows stopped at its carry): the last row tile's scan holds rows
     # 0-43 of [128, 256]; `result[:, W - 1]` reads all 128 rows. It was the looser-mask error ("holds only
@@ -123,6 +140,9 @@ def test_a_read_past_a_masked_results_held_rows():
     x = np.random.default_rng(5).integers(-9, 10, (R, C)).astype(np.float32)
     y = tnki.simulate_kernel(row_tiled_cumsum, x)
     assert y.tobytes() == np.cumsum(x, axis=1, dtype=np.float32).tobytes()
+    # In the kernel such a result's .shape is the whole index space's (it was the held part's, [44, 64] here).
+    same(tnki.simulate_kernel(masked_shapes, X), X[:44] * THREE)
+    assert SEEN == {"multiply": (128, 64), "scan": (128, 64)}, SEEN
 
 
 # ---- a [P] per-partition operand (a keepdims=False reduction's result) under a partition mask

@@ -381,7 +381,7 @@ def _whole_tile(result, box):
     st.first = st.last = -1  # (never used: no buffer)
     t.fresh.pop(st.uid, None)
     mask_box(w, full, (0,) * len(full), box[2])
-    return fresh(part)
+    return fresh(LoadPart.of(part, full))  # (its .shape in the kernel: the whole, as a masked load's)
 
 
 def boxed_part(whole, part, box):
