@@ -105,7 +105,7 @@ def _scope(trace, s):
     f = getattr(_emit.core(), "site_scope", None)
     depth = f([crossed]) if f is not None else (-1 if crossed else 0)
     if depth < 0:
-        if len(s.storages) > 1 and all(st.outer is None for st in s.storages):
+        if len(s.storages) > 1 and all(st.outer is None and st.role != "block" for st in s.storages):
             keys = _runs(s.storages)
             if max(keys):
                 return "each run of its tiles (outside every nl loop)", keys
@@ -121,7 +121,7 @@ def _scope(trace, s):
     split = False
     for ks in by_outer.values():
         if len(ks) > 1 and all(s.storages[k].scope and s.storages[k].scope[-1] is s.storages[ks[0]].scope[-1]
-                               for k in ks):
+                               and s.storages[k].role != "block" for k in ks):
             runs = _runs([s.storages[k] for k in ks])
             if max(runs):
                 split = True
@@ -131,6 +131,49 @@ def _scope(trace, s):
         keys = [k if isinstance(k, tuple) else (k, 0) for k in keys]
         return f"{where}, each run of its tiles in an iteration", keys
     return where, keys
+
+
+def _groups(storages, keys):
+    """{instance key: [first op, last op, its storages]} of a site's storages and their instance keys."""
+    groups = {}
+    for st, k in zip(storages, keys):
+        g = groups.get(k)
+        if g is None:
+            groups[k] = [st.first, st.last, [st]]
+        else:
+            if st.first < g[0]:
+                g[0] = st.first
+            if st.last > g[1]:
+                g[1] = st.last
+            g[2].append(st)
+    return groups
+
+
+def _plan_runs(c, limits, q_sites, q_inst, inst_of, q_whole, whole_of, sites, whole_scope, q_sites_whole):
+    """plan_pools for a kernel with sites split into runs (_runs): the runs as scopes, each site's buffer count
+    asked when its first run starts, as for a static_range iteration. Should that not fit (a site first used
+    between two runs of another may have taken the space the other's next run needs), the counts of the
+    scopes before the split with the runs' placement, and failing that the plan before the split (its scopes
+    restored): a kernel that fitted before the split still fits. Returns (choices, placement_of, placements,
+    the instances' storages)."""
+    try:
+        choices, placement_of, placements = c.plan_pools(limits, q_sites, q_inst)
+        return choices, placement_of, placements, inst_of
+    except Exception as e:
+        err = e
+    try:
+        first = c.plan_pools(limits, q_sites_whole, q_whole)
+    except Exception:
+        raise err from None
+    counted = [q[:6] + (b,) for q, (b, _r) in zip(q_sites_whole, first[0])]
+    try:
+        _c, placement_of, placements = c.plan_pools(limits, counted, q_inst)
+    except Exception:
+        for i, scope in whole_scope.items():
+            sites[i].scope = scope
+            sites[i].instances = sum(1 for q in q_whole if q[0] == i)
+        return first[0], first[1], first[2], whole_of
+    return first[0], placement_of, placements, inst_of
 
 
 def _runs(storages):
@@ -206,21 +249,18 @@ def plan(trace, bufs_override=None, limits=None):
     c = _emit.core()
     q_sites, q_inst, inst_of = [], [], []
     first_inst = []
+    # Sites split into runs (_runs): their instances before the split too, for the buffer counts (below).
+    q_whole, whole_of, whole_scope, split = [], [], {}, False
     for i, s in enumerate(sites):
         s.scope, keys = _scope(trace, s)
-        groups = {}
-        for st, k in zip(s.storages, keys):
-            g = groups.get(k)
-            if g is None:
-                g = groups[k] = [st.first, st.last, []]
-            else:
-                if st.first < g[0]:
-                    g[0] = st.first
-                if st.last > g[1]:
-                    g[1] = st.last
-            g[2].append(st)
+        groups = _groups(s.storages, keys)
         s.instances = len(groups)
-        first_inst.append(min((g[0], g[1]) for g in groups.values()))
+        whole = groups
+        if "each run" in s.scope:
+            split = True
+            whole_scope[i] = "kernel" if "outside every nl loop" in s.scope else s.scope.split(", each run")[0]
+            whole = _groups(s.storages, [k[0] if isinstance(k, tuple) else 0 for k in keys])
+        first_inst.append((min((g[0], g[1]) for g in groups.values()), min((g[0], g[1]) for g in whole.values())))
         # The trip count: declarations (sets of `live`) over the kernel. The count is the site's (one logical
         # tensor over every iteration of its loops, kernels/api/alloc_rule.h); its scope bounds where it
         # lives, not how many buffers it rotates over.
@@ -229,18 +269,26 @@ def plan(trace, bufs_override=None, limits=None):
         for g in groups.values():
             q_inst.append((i, g[0], g[1]))
             inst_of.append(g[2])
+        for g in whole.values():
+            q_whole.append((i, g[0], g[1]))
+            whole_of.append(g[2])
+    q_sites_whole = []
     for i, s in enumerate(sites):
         # The reserve: one set of each site first used after this one while its first pool instance (when
         # the rule is asked) lives.
-        end = first_inst[i][1]
-        reserve = sum(o.unit for o in sites[i + 1:] if o.space == s.space and o.first <= end)
         bufs = bufs_override if bufs_override is not None and s.trip > 1 else None
         space = c.MemSpace.SBUF if s.space == SBUF else c.MemSpace.PSUM
-        q_sites.append((space, s.partitions, s.buffer_bytes, s.trip, s.live, reserve, bufs))
+        for (_first, end), out in zip(first_inst[i], (q_sites, q_sites_whole)):
+            reserve = sum(o.unit for o in sites[i + 1:] if o.space == s.space and o.first <= end)
+            out.append((space, s.partitions, s.buffer_bytes, s.trip, s.live, reserve, bufs))
     if limits is None:
         limits = c.default_limits(c.Generation.Trn2)
     try:
-        choices, placement_of, placements = c.plan_pools(limits, q_sites, q_inst)
+        if split:
+            choices, placement_of, placements, inst_of = _plan_runs(c, limits, q_sites, q_inst, inst_of, q_whole,
+                                                                    whole_of, sites, whole_scope, q_sites_whole)
+        else:
+            choices, placement_of, placements = c.plan_pools(limits, q_sites, q_inst)
     except Exception as e:  # a site whose buffers do not fit: name it and its line
         msg = str(e)
         if "site " not in msg:
