@@ -250,7 +250,7 @@ def plan(trace, bufs_override=None, limits=None):
     q_sites, q_inst, inst_of = [], [], []
     first_inst = []
     # Sites split into runs (_runs): their instances before the split too, for the buffer counts (below).
-    q_whole, whole_of, whole_scope, split = [], [], {}, False
+    q_whole, whole_of, whole_scope, split, wholes = [], [], {}, False, []
     for i, s in enumerate(sites):
         s.scope, keys = _scope(trace, s)
         groups = _groups(s.storages, keys)
@@ -269,16 +269,19 @@ def plan(trace, bufs_override=None, limits=None):
         for g in groups.values():
             q_inst.append((i, g[0], g[1]))
             inst_of.append(g[2])
-        for g in whole.values():
-            q_whole.append((i, g[0], g[1]))
-            whole_of.append(g[2])
+        wholes.append(whole)
+    if split:
+        for i, whole in enumerate(wholes):
+            for g in whole.values():
+                q_whole.append((i, g[0], g[1]))
+                whole_of.append(g[2])
     q_sites_whole = []
     for i, s in enumerate(sites):
         # The reserve: one set of each site first used after this one while its first pool instance (when
         # the rule is asked) lives.
         bufs = bufs_override if bufs_override is not None and s.trip > 1 else None
         space = c.MemSpace.SBUF if s.space == SBUF else c.MemSpace.PSUM
-        for (_first, end), out in zip(first_inst[i], (q_sites, q_sites_whole)):
+        for (_first, end), out in zip(first_inst[i], (q_sites, q_sites_whole) if split else (q_sites,)):
             reserve = sum(o.unit for o in sites[i + 1:] if o.space == s.space and o.first <= end)
             out.append((space, s.partitions, s.buffer_bytes, s.trip, s.live, reserve, bufs))
     if limits is None:
