@@ -371,7 +371,9 @@ def _whole_tile(result, box):
     whole = _tensor.Storage(t, st.name, st.space, st.dtype, full, 0, loc=st.loc)
     whole.site = st.site
     w = NkiTensor.whole(whole)
-    part = w.index(tuple(slice(a, a + n) for a, n in zip(box[1], result.shape)))
+    # (the view the kernel gets, a LoadPart as a masked load's: its .shape is the whole space's; the op writes
+    # that very object, so that an assignment of it retargets the op)
+    part = LoadPart.of(w.index(tuple(slice(a, a + n) for a, n in zip(box[1], result.shape))), full)
     for k, v in op.args.items():
         if v is result:
             op.args[k] = part
@@ -381,7 +383,7 @@ def _whole_tile(result, box):
     st.first = st.last = -1  # (never used: no buffer)
     t.fresh.pop(st.uid, None)
     mask_box(w, full, (0,) * len(full), box[2])
-    return fresh(LoadPart.of(part, full))  # (its .shape in the kernel: the whole, as a masked load's)
+    return fresh(part)
 
 
 def boxed_part(whole, part, box):
