@@ -131,6 +131,29 @@ def masked_shapes(x):
     return out
 
 
+@nki.jit
+def assigned_then_reloaded(x, y):
+    # buf rows 0-43: 2 * x, assigned from a masked multiply (its instruction retargeted to write buf), then
+    # overwritten by a load of y: the load must come after the multiply, which writes buf.
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    buf = nl.full((128, 64), 7.0, nl.float32)
+    buf[i_p, i_f] = nl.multiply(t, 2.0, mask=(i_p < 44))
+    buf[0:44, :] = nl.load(y[0:44, :])
+    nl.store(out, buf)
+    return out
+
+
+def test_an_assigned_masked_result_writes_where_it_is_assigned():
+    # With the masked call's tile made whole, the view given back was not the one its instruction wrote, so the
+    # assignment moved the instruction's dst to buf but not its writes: the schedule issued the load of y
+    # first and the multiply overwrote it (rows 0-43 were 2 * x).
+    want = np.full((128, 64), 7.0, np.float32)
+    want[:44] = -X[:44]
+    same(tnki.simulate_kernel(assigned_then_reloaded, X, -X), want)
+
+
 def test_a_read_past_a_masked_results_held_rows():
     # tester23ac F3 (nki-samples' cumsum of 300 rows stopped at its carry): the last row tile's scan holds rows
     # 0-43 of [128, 256]; `result[:, W - 1]` reads all 128 rows. It was the looser-mask error ("holds only
