@@ -4,6 +4,7 @@ guide's errors (lifetime conflicts, mixing with automatic allocation, places out
 partition rule) are NkiErrors at the kernel line."""
 
 import os
+import warnings
 
 import numpy as np
 
@@ -102,6 +103,61 @@ def test_a_block_holds_one_value_per_outer_iteration():
               "0-127, bytes 0-511), on bytes it shares, is alive until nki_direct.py:%d: a lifetime conflict"
               % line_of(SRC, "nl.store(out[0, 2], t[2])"), SRC, "x[1, 0])  # written again", tnki.simulate_kernel,
               K.reloaded, x, clash=True)
+
+
+def test_a_body_traced_once_keeps_its_first_places():
+    # tester23ac F2: a host counter advanced after each declaration in an affine_range (or sequential_range)
+    # body moved every iteration's tiles (64 KiB + 2 KiB further each: block 0 of iteration 3 at byte 202752
+    # was past SBUF's 229376 B, nki-samples' allocated attention's error). NKI traces such a body once, so each
+    # iteration's a and b are placed by the first iteration's allocators: a at bytes 0 / 32768 (block i % 2),
+    # b at 65536, four logical tiles each in stats.json.
+    x = np.arange(4 * 128 * 512, dtype=np.float32).reshape(4, 128, 512) / 7
+    for kind in ("affine_range", "sequential_range"):
+        r = tnki.benchmark(K.counter_in_body, x, kind=kind)
+        assert r.outputs[0].tobytes() == (2 * x).tobytes(), kind
+        got = [(d["tensor"], d["line"], d["allocator"], d["logical_tiles"], d["physical_tiles"])
+               for d in r.stats["nki"]["allocation"][0]["direct"]]
+        assert got == [
+            ("a", "nki_direct.py:%d" % (line_of(SRC, "# rotating") - 1),
+             "nki.compiler.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,))", 4,
+             [{"partition": 0, "byte": 0}, {"partition": 0, "byte": 32768}]),
+            ("b", "nki_direct.py:%d" % line_of(SRC, "# doubled"), "nki.compiler.sbuf.mod_alloc(base_addr=65536)", 4,
+             [{"partition": 0, "byte": 65536}]),
+        ], (kind, got)
+    # static_range is unrolled while NKI traces: each iteration's declarations are its own, at the counter's
+    # place then (a: base 6144 * i, block i % 2 of 2048 B; b: base 6144 * i + 4096).
+    r = tnki.benchmark(K.counter_in_body, x[:, :, :], kind="small_static")
+    assert r.outputs[0].tobytes() == (2 * x).tobytes()
+    places = [(d["tensor"], d["physical_tiles"][0]["byte"]) for d in r.stats["nki"]["allocation"][0]["direct"]]
+    assert places == [p for i in range(4) for p in (("a", 6144 * i + 2048 * (i % 2)), ("b", 6144 * i + 4096))], places
+    # Nested: an affine_range over g around a static_range over j (three declarations in the one trace of g's
+    # body, three places: bytes 0, 256, 512) around an affine_range; g = 1 reuses g = 0's three.
+    x2 = np.arange(2 * 3 * 128 * 64, dtype=np.float32).reshape(2, 3, 128, 64)
+    r = tnki.benchmark(K.counter_nested, x2)
+    assert r.outputs[0].tobytes() == (x2 + np.arange(3, dtype=np.float32)[None, :, None, None]).tobytes()
+    got = [(d["allocator"], d["logical_tiles"], d["physical_tiles"]) for d in r.stats["nki"]["allocation"][0]["direct"]]
+    assert got == [("nki.compiler.sbuf.mod_alloc(base_addr=%d)" % b, 2, [{"partition": 0, "byte": b}])
+                   for b in (0, 256, 512)], got
+    # Another shape in a later iteration: one trace cannot declare two.
+    raises_at(NkiError, "nl.ndarray: [128, 64] float32 here, in iteration 1 of the nl.affine_range loop at "
+              "nki_direct.py:%d, but [128, 32] float32 in its iteration 0: NKI traces the loop's body once, so a "
+              "tensor it declares has one shape and dtype" % (line_of(SRC, "# grows") - 1), SRC, "# grows",
+              tnki.simulate_kernel, K.growing_in_body, np.zeros((128, 64), np.float32))
+
+
+def test_a_read_where_nothing_wrote_names_the_directly_allocated_tile():
+    # tester23ad F3: the warning named the memory's arena, "sbuf 'direct sbuf' [128, 1] float32 allocated at" the
+    # line of the test's own simulate_kernel call; it names the block read and the tensor's declaration.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = tnki.simulate_kernel(K.unwritten_block, np.ones((128, 64), np.float32))
+    assert np.isnan(got).all(), got[0, :4]
+    said = [str(w.message) for w in caught]
+    assert said == [
+        "nki_direct.py:%d: tensor_scalar reads sbuf 's[1]' [128, 1] float32 allocated at nki_direct.py:%d where no "
+        "instruction wrote before (partition 0, byte 0 of the read is the first such): its values are undefined (a "
+        "tile starts uninitialised, as numpy.empty's contents; trnsim's memory starts as NaN)" % (
+            line_of(SRC, "# unwritten"), line_of(SRC, "# scales") - 1)], said
 
 
 def test_force_auto_alloc():

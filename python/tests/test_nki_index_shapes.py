@@ -10,7 +10,8 @@ flash_attn_bwd), was "an sbuf tensor needs at least a partition dim": it loads a
 loads as [N, 1].
 tester23aa F8: `nisa.iota(3 * g.y + g.z)` of `g = nl.mgrid[0:128, 0:4, 0:3, 0:3]` was a [1, 1, 3, 3] tile
 (nl.mgrid is NumPy's dense mgrid, so the expression has the grid's shape), and a uint32 one could then not
-meet a full tile (nki-samples' select_and_scatter)."""
+meet a full tile (nki-samples' select_and_scatter).
+tester23ad F5: a variable whose coefficient is 0 (`i_p + 0 * i_f`) lost its axis from the expression's shape."""
 
 import numpy as np
 
@@ -143,6 +144,26 @@ def test_an_integer_partition_index_of_a_tile_keeps_one_partition():
                       "t[3, i_f]": (1, 64), "t3[5, :, :]": (1, 2, 8), "t3[5, 1, :]": (1, 8), "x[3, :]": (64,)}, SHAPES
     want = np.stack([x[3], x[5], x[32] + x[64], x[96] * np.float32(3), x[64], x[9]])
     assert o.tobytes() == want.tobytes()
+
+
+def zero_coefficient_iota():
+    # i_p + 0 * i_f: i_f's coefficient is 0, but its axis stays in the expression's broadcast shape.
+    o = nl.ndarray((128, 8), nl.int32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(8)[None, :]
+    e = i_p + 0 * i_f
+    SHAPES["i_p + 0 * i_f"] = tuple(e.shape)
+    SHAPES["2 * i_f - i_f - i_f + i_p"] = tuple((2 * i_f - i_f - i_f + i_p).shape)
+    nl.store(o, nisa.iota(e, dtype=nl.int32))
+    return o
+
+
+def test_a_zero_coefficient_keeps_its_axis():
+    # tester23ad F5: `i_p + 0 * i_f` had shape (128, 1) (the term dropped with its axis), so the iota of it was
+    # [128, 1] and its store into [128, 8] failed; NumPy's broadcast is (128, 8), as a cancelled term's.
+    y = tnki.simulate_kernel(zero_coefficient_iota)
+    assert SHAPES["i_p + 0 * i_f"] == (128, 8) and SHAPES["2 * i_f - i_f - i_f + i_p"] == (128, 8), SHAPES
+    want = (np.arange(128)[:, None] + 0 * np.arange(8)[None, :]).astype(np.int32)
+    assert y.dtype == np.int32 and y.tobytes() == want.tobytes()
 
 
 if __name__ == "__main__":

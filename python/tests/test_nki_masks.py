@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from runner import KERNELS, main, raises
+from runner import KERNELS, line_of, main, raises
 
 import trnsim.nki as tnki
 from trnsim.nki import NkiError
@@ -107,9 +107,11 @@ def test_unmodelled_masks_are_errors_at_the_kernel_line():
         (K.two_var_mask, "MARK-two-var", "a mask bound must involve one nl.arange index variable"),
         # tester23o F3: bounds on two variables combined with & (nki-samples' MaxPool2D) were "an affine_select
         # predicate is one comparison; NKI does not combine them with & or |", naming neither mask= nor the call.
+        # (Its first bound, i_p + i_f >= 0, holds everywhere: a mask of no bound since tester23ad F6; the second
+        # cuts a triangle.)
         (K.two_var_and_mask, "MARK-two-var-and",
          "nl.load: mask: a mask bound must involve one nl.arange index variable (e.g. i_p < n), got i0[128] + "
-         "i1[64] >= 0: only rectangular masks (a range per variable) are modelled; a comparison of several index "
+         "i1[64] - 100 < 0: only rectangular masks (a range per variable) are modelled; a comparison of several index "
          "variables (a triangular mask) is nisa.affine_select's predicate"),
         (K.bound_and_two_var_mask, "MARK-bound-and-two-var",
          "nl.load: mask: a mask bound must involve one nl.arange index variable (e.g. i_p < n), got i0[128] - "
@@ -165,8 +167,8 @@ def test_unmasked_computes_between_a_mask_and_a_tighter_one():
     e = raises(NkiError, tnki.simulate_kernel, K.looser_than_an_unmasked_compute, X200)
     assert str(e) == (
         "nki_masks.py:%d: nl.store: mask: mask=(t * 128 + i_p < 200) selects [0, 72) of dim 0, but operand "
-        "sbuf tile y "
-        "[22, 64] float32 allocated at nki_masks.py:%d holds only [0, 22) of it, the part mask=(t * 128 + i_p < "
+        "[22, 64] of sbuf tile y "
+        "[128, 64] float32 allocated at nki_masks.py:%d holds only [0, 22) of it, the part mask=(t * 128 + i_p < "
         "150) at nki_masks.py:%d selected (an unmasked elementwise result holds its operand's part): mask that "
         "call as widely, or this one as narrowly" % (line("MARK-wider-store"), line("MARK-wider-store") - 1,
                                                      line("MARK-loaded-150"))), str(e)
@@ -304,14 +306,18 @@ def test_masked_results_indexed_with_index_expressions():
     want[0, :, 16:48] = x[:, 16:48] * np.float32(3) + np.float32(1)
     want[1, 64:96, 16:] = x[64:96, 16:] * np.float32(2) + x[64:96, 16:] * np.float32(5)
     assert y.tobytes() == want.tobytes()
-    # Rows 0..63 of v were never computed: the looser-mask error (it silently added x[r + 64]).
-    e = raises(NkiError, tnki.simulate_kernel, K.disjoint_masked_results, x)
-    assert str(e) == (
-        "nki_masks.py:%d: nl.add: mask: mask=(i_p < 64) selects [0, 64) of dim 0, but operand sbuf tile v [64, 64] "
-        "float32 "
-        "allocated at nki_masks.py:%d holds only [64, 128) of it, the part mask=(i_p >= 64) at nki_masks.py:%d "
-        "selected: mask that call as widely, or this one as narrowly" % (
-            line("MARK-disjoint-add"), line("MARK-disjoint-v"), line("MARK-disjoint-v"))), str(e)
+    # Rows 0..63 of v were never computed (it silently added x[r + 64]; then it was the looser-mask error): v's
+    # tile has the whole index space's shape, as in NKI, and the add reads its rows 0..63 where no instruction
+    # wrote (NaN here) with the simulator's warning at that line (tester23ac F3).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = tnki.simulate_kernel(K.disjoint_masked_results, x)
+    assert y.shape == (64, 64) and np.isnan(y).all(), y[0, :4]
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and said[0].startswith(
+        "nki_masks.py:%d: nl.add: its tensor_tensor (made by trnsim's lowering of nl.add) reads sbuf 'v' [64, 64] "
+        "float32 allocated at nki_masks.py:%d where no instruction wrote before (partition 0, byte 0 of the read "
+        "is the first such)" % (line("MARK-disjoint-add"), line("MARK-disjoint-v"))), said
 
 
 def test_masked_matmuls_accumulated_into_a_region():
@@ -429,9 +435,153 @@ def test_slices_and_integers_of_a_masked_result_address_the_whole_index_space():
     assert got.tobytes() == (x[:, 16:32] + np.float32(1)).tobytes()
     got = tnki.simulate_kernel(_held_slices, x, "int")
     assert got.tobytes() == (x[:, 20:21] + np.float32(1)).tobytes()
-    e = raises(NkiError, tnki.simulate_kernel, _held_slices, x, "past")
-    assert "slice 8:24 reads [8, 24) of dim 1, but operand sbuf tile e [128, 32] float32 allocated at " in str(e), e
-    assert "holds only [16, 48) of it, the part mask=((i_f >= 16) & (i_f < 48)) at " in str(e), str(e)
+    # Columns 8-23 reach past the held 16-47: e's tile has the whole space's shape, as in NKI, so they read
+    # columns 8-15 where no instruction wrote (NaN here, with the simulator's warning at the store) and the held
+    # 16-23 (tester23ac F3: it was the looser-mask error).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = tnki.simulate_kernel(_held_slices, x, "past")
+    assert np.isnan(got[:, :8]).all() and got[:, 8:].tobytes() == (x[:, 16:24] + np.float32(1)).tobytes(), got[0]
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and said[0].startswith(
+        "test_nki_masks.py:%d: nl.store: its dma_copy (made by trnsim's lowering of nl.store) reads sbuf 'e' "
+        "[128, 16] float32 allocated at test_nki_masks.py:%d where no instruction wrote before (partition 0, byte 0 "
+        "of the read is the first such)" % (line_of(__file__, "MARK-held-past"), line_of(__file__, "e = nl.add(t, 1.0, mask=")
+                                            )), said
+
+
+@tnki.jit
+def _one_operand_indexed(aT, b, case):
+    """A matmul of x = aT [K=128, M=64] and y = b [K=128, N=512] whose mask bounds one operand's index
+    variables while the other is passed whole; out [64, 512] holds the product's masked-in part, zeros else."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    out = nl.ndarray((64, 512), nl.float32, buffer=nl.shared_hbm)
+    i_k, i_n, i_m = nl.arange(128)[:, None], nl.arange(512)[None, :], nl.arange(64)[None, :]
+    x, y = nl.load(aT), nl.load(b)
+    z = nl.zeros((64, 512), nl.float32)
+    nl.store(out, z)
+    if case == "n":  # N bounded through y's variable: x is whole
+        p = nl.matmul(x, y[i_k, i_n], transpose_x=True, mask=(i_n < 300))
+        nl.store(out[:, 0:300], nl.copy(p[:, 0:300]))
+    elif case == "n_isa":
+        p = nisa.nc_matmul(x, y[i_k, i_n], mask=(i_n < 300))
+        nl.store(out[:, 0:300], nl.copy(p[:, 0:300]))
+    elif case == "k":  # K bounded through y's variable: x's K too
+        p = nl.matmul(x, y[i_k, i_n], transpose_x=True, mask=(i_k < 100))
+        nl.store(out, nl.copy(p))
+    else:  # M bounded through x's variable: y is whole
+        p = nisa.nc_matmul(x[i_k, i_m], y, mask=(i_m < 40))
+        nl.store(out[0:40, :], nl.copy(p[0:40, :]))
+    return out
+
+
+def test_a_matmul_mask_on_one_indexed_operand_leaves_the_whole_one():
+    # tester23ad F2: `nl.matmul(x, y[i_k, i_n], transpose_x=True, mask=(i_n < 300))` (and nc_matmul's) was
+    # "dim 1 of operand sbuf tile x [128, 64] ... is neither the masked operand's (512) nor the extent mask=(i_n <
+    # 300) selects": i_n indexes y's N only. The tile shares K with the indexed operand and nothing else, so it is
+    # cut on K only. Small integers: every product and sum exact in float32.
+    aT = np.random.RandomState(50).randint(-3, 4, (128, 64)).astype(np.float32)
+    b = np.random.RandomState(51).randint(-3, 4, (128, 512)).astype(np.float32)
+    for case, want in (("n", aT.T @ b[:, :300]), ("n_isa", aT.T @ b[:, :300]), ("k", aT[:100].T @ b[:100]),
+                       ("m", aT[:, :40].T @ b)):
+        got = tnki.simulate_kernel(_one_operand_indexed, aT, b, case)
+        full = np.zeros((64, 512), np.float32)
+        full[:want.shape[0], :want.shape[1]] = want
+        assert got.tobytes() == full.tobytes(), case
+
+
+@tnki.jit
+def _result_rows_mask(aT, b):
+    """acc[i_mp, i_n] += nl.matmul(x, y, transpose_x=True, mask=(i_mp < M) & (i_n < N)) of an M-tail x [128, M]
+    and an N-tail y [128, N] loaded whole on K: i_mp indexes only acc's rows."""
+    import nki.language as nl
+
+    K, M = aT.shape
+    N = b.shape[1]
+    out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+    i_k, i_m, i_n = nl.arange(128)[:, None], nl.arange(128)[None, :], nl.arange(512)[None, :]
+    i_mp = nl.arange(128)[:, None]
+    x = nl.load(aT[i_k, i_m], mask=(i_m < M))
+    y = nl.load(b[i_k, i_n], mask=(i_n < N))
+    acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+    acc[i_mp, i_n] += nl.matmul(x, y, transpose_x=True, mask=(i_mp < M) & (i_n < N))  # MARK-rows-mask
+    nl.store(out, nl.copy(acc[0:M, 0:N]))
+    return out
+
+
+def test_a_bound_on_the_result_rows_is_no_contraction_bound():
+    # tester23ad F4: for M == 1 or M == N the axis-0 variable i_mp, which indexes only acc, bounded the
+    # contraction K of the whole tiles to M rows: a silently wrong product (max error 16-38); other shapes were
+    # an error about x's dims. Every shape whose mask cuts K below the rows the operands hold is now the error
+    # naming the rule; where it cuts nothing (M = 128) the product is right (small integers: exact in float32).
+    for m, n in ((1, 512), (64, 64), (100, 300)):
+        aT = np.ones((128, m), np.float32)
+        b = np.ones((128, n), np.float32)
+        e = raises(NkiError, tnki.simulate_kernel, _result_rows_mask, aT, b)
+        assert str(e).startswith(
+            "test_nki_masks.py:%d: nl.matmul: mask=((i_mp < M) & (i_n < N)) bounds a variable of axis 0 to [0, %d): "
+            "of tiles passed whole, that is the contraction dim K (a matmul's mask is that of nisa.nc_matmul"
+            % (line_of(__file__, "MARK-rows-mask"), m)), e
+        assert str(e).endswith("but x holds K rows [0, 128), so the mask would drop rows of the contraction. A bound "
+                               "on the result's rows (M) is not one on K: index the operands with their own variables "
+                               "(x[i_k, i_m] with mask=(i_m < M)), or leave the M tail to x's masked load and the "
+                               "masked store"), e
+    aT = np.random.RandomState(60).randint(-3, 4, (128, 128)).astype(np.float32)
+    b = np.random.RandomState(61).randint(-3, 4, (128, 128)).astype(np.float32)
+    assert tnki.simulate_kernel(_result_rows_mask, aT, b).tobytes() == (aT.T @ b).tobytes()
+
+
+@tnki.jit
+def _window_max(x):
+    """out[c, h, w] = max of x[c, 2h:2h+2, 2w:2w+2] for x [64, 16, 16], through a mask of two variables per
+    bound that holds over the whole index space (stride 2, no padding: every window inside x)."""
+    import nki.language as nl
+
+    out = nl.ndarray((64, 8, 8), nl.float32, buffer=nl.shared_hbm)
+    c = nl.arange(64)[:, None, None, None, None]
+    h = nl.arange(8)[None, :, None, None, None]
+    w = nl.arange(8)[None, None, :, None, None]
+    a = nl.arange(2)[None, None, None, :, None]
+    b = nl.arange(2)[None, None, None, None, :]
+    t = nl.load(x)
+    m = nl.max(t[c, 2 * h + a, 2 * w + b], axis=[3, 4],
+               mask=(2 * h + a >= 0) & (2 * w + b >= 0) & (2 * h + a < 16) & (2 * w + b < 16))
+    nl.store(out, m)
+    return out
+
+
+@tnki.jit
+def _flat_prefix(x, n):
+    """out = x + 1 on the first n elements of x [128, 512] taken flat (`512 * i_p + i_f < n`), 0 elsewhere."""
+    import nki.language as nl
+
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(512)[None, :]
+    nl.store(out, nl.zeros((128, 512), nl.float32))
+    t = nl.load(x[i_p, i_f], mask=(512 * i_p + i_f < n))
+    nl.store(out[i_p, i_f], nl.add(t, 1.0), mask=(512 * i_p + i_f < n))  # MARK-flat
+    return out
+
+
+def test_a_mask_of_several_variables_that_is_a_rectangle():
+    # tester23ad F6: a bound on an expression of several variables was refused ("a mask bound must involve one
+    # nl.arange index variable") even where it holds over the whole index space (nki-samples' MaxPool2D without
+    # padding) or bounds whole rows (the tutorial's flat `512 * ix + iy < n`, n a multiple of 512). Evaluated over
+    # the variables' ranges, known while tracing, such a bound is a mask of one variable (or none).
+    x = np.random.RandomState(70).randint(-50, 50, (64, 16, 16)).astype(np.float32)
+    want = x.reshape(64, 8, 2, 8, 2).max(axis=(2, 4))
+    assert tnki.simulate_kernel(_window_max, x).tobytes() == want.tobytes()
+    x = np.arange(128 * 512, dtype=np.float32).reshape(128, 512) / 4
+    want = np.zeros((128, 512), np.float32)
+    want[:37] = x[:37] + np.float32(1)
+    assert tnki.simulate_kernel(_flat_prefix, x, 37 * 512).tobytes() == want.tobytes()
+    # A bound that cuts a row in two is no rectangle: still the error, at the line.
+    e = raises(NkiError, tnki.simulate_kernel, _flat_prefix, x, 37 * 512 + 100)
+    assert str(e).startswith("test_nki_masks.py:%d: nl.load: mask: a mask bound must involve one nl.arange index "
+                             "variable (e.g. i_p < n), got 512*i0[128] + i1[512] - 19044 < 0: only rectangular "
+                             "masks" % (line_of(__file__, "MARK-flat") - 1)), e
 
 
 @tnki.jit

@@ -504,7 +504,7 @@ def held_result_indexed(x, case):
     i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
     t = nl.load(x)
     e = nl.add(t, 1.0, mask=(i_f >= 16) & (i_f < 48))  # MARK-held-mask
-    out = nl.ndarray((128, 32), nl.float32, buffer=nl.shared_hbm)
+    out = nl.ndarray((128, {"colon": 64, "expr": 64, "int": 1}.get(case, 32)), nl.float32, buffer=nl.shared_hbm)
     if case == "colon":
         nl.store(out, value=e[i_p, :])  # MARK-held-colon
     elif case == "whole":
@@ -552,22 +552,27 @@ def shifted_read_under_a_mask(x):
 
 def test_every_index_of_a_masked_result_addresses_the_whole_index_space():
     x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
-    held = (f"holds only [16, 48) of it, the part mask=((i_f >= 16) & (i_f < 48)) at {THIS}:"
-            f"{line('MARK-held-mask')} selected")
     # `e[i_p, :]` was the held part (columns 16-47, silently), where `e[i_p, 0:64]` and `e[i_p, i_f]` ask for
-    # all 64: `:` is the whole dim now, as every other index, and the held part does not cover it.
-    e = raises(tnki.NkiError, tnki.simulate_kernel, held_result_indexed, x, "colon")
-    assert str(e) == (f"{THIS}:{line('MARK-held-colon')}: slice : reads [0, 64) of dim 1, but operand sbuf tile e "
-                      f"[128, 32] float32 allocated at {THIS}:{line('MARK-held-mask')} {held}: mask that call as "
-                      "widely"), e
-    # The three ways to reach past the held part say it in one wording.
-    e = raises(tnki.NkiError, tnki.simulate_kernel, held_result_indexed, x, "int")
-    assert str(e).startswith(f"{THIS}:{line('MARK-held-int')}: index 60 reads [60, 61) of dim 1, but operand "), e
-    assert held in str(e), e
-    e = raises(tnki.NkiError, tnki.simulate_kernel, held_result_indexed, x, "expr")
-    assert str(e).startswith(f"{THIS}:{line('MARK-held-expr')}: index expression reads [0, 64) of dim 1, "
-                             "but operand "), e
-    assert str(e).endswith(f"{held}: mask this call to keep it inside, or that call as widely"), e
+    # all 64: `:` is the whole dim now, as every other index. The held part does not cover it: that was the
+    # looser-mask error; e's tile has the whole index space's shape, as NKI's (tester23ac F3), so the columns
+    # outside 16-47 read what no instruction wrote (NaN here), with the simulator's warning at the line.
+    def undefined_read(case, shape):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = tnki.simulate_kernel(held_result_indexed, x, case)
+        said = [str(w.message) for w in caught]
+        assert len(said) == 1 and said[0].startswith(
+            f"{THIS}:{line('MARK-held-' + case)}: ") and (
+            f"reads sbuf 'e' {shape} float32 allocated at {THIS}:{line('MARK-held-mask')} where no instruction "
+            "wrote before") in said[0], said
+        return got
+
+    for case in ("colon", "expr"):
+        got = undefined_read(case, "[128, 64]")
+        assert got[:, 16:48].tobytes() == (x[:, 16:48] + np.float32(1)).tobytes(), case
+        assert np.isnan(got[:, :16]).all() and np.isnan(got[:, 48:]).all(), case
+    got = undefined_read("int", "[128, 1]")
+    assert np.isnan(got).all(), got[0]
     # All of it (`e[:, :]`, `e[...]`) is e itself: the index space, held where the mask was true.
     same(tnki.simulate_kernel(held_result_indexed, x, "whole"), x[:, 16:48] + np.float32(1))
     # A masked load's tile has the whole index space's shape: `t[:, 0:8]` is its 128 rows (it was the 100

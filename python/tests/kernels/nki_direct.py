@@ -160,3 +160,69 @@ def doubled_in_banks(x, banks):
         s[i] = nisa.tensor_copy(p[i])
         nl.store(out[i * 128:(i + 1) * 128, :], s[i])
     return out
+
+
+@nki.jit
+def counter_in_body(x, kind="affine_range"):
+    # x [4, 128, 512] float32: out[i] = 2 * x[i]. Each iteration's body declares its buffers at an address a
+    # host counter gives and advances the counter by their bytes (nki-samples' allocated attention does so in
+    # an affine_range body): 64 KiB + 2 KiB per body, so four bodies' worth would pass SBUF's 224 KiB. NKI
+    # traces an affine_range / sequential_range body once; static_range unrolls it (here four bodies of 2 KiB
+    # + 2 KiB with kind="small_static").
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    free = 8192 if kind != "small_static" else 512
+    loop = getattr(nl, "static_range" if kind == "small_static" else kind)
+    cur = 0
+    for i in loop(4):
+        a = nl.ndarray((2, nl.par_dim(128), free), dtype=nl.float32,
+                       buffer=ncc.sbuf.mod_alloc(base_addr=cur, num_free_tiles=(2,)))  # rotating
+        cur += 2 * free * 4
+        b = nl.ndarray((128, 512), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=cur))  # doubled
+        cur += 512 * 4
+        a[i % 2, :, 0:512] = nl.load(x[i])
+        b[...] = nl.multiply(a[i % 2, :, 0:512], 2.0)
+        nl.store(out[i], b)
+    return out
+
+
+@nki.jit
+def counter_nested(x):
+    # x [2, 3, 128, 64] float32: out[g, j] = x[g, j] + j. An affine_range over g around a static_range over j
+    # (unrolled in NKI's one trace of g's body: three declarations, three places) around an affine_range over
+    # k; the counter moves in every body.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    cur = 0
+    for g in nl.affine_range(2):
+        for j in nl.static_range(3):
+            for k in nl.affine_range(1):
+                t = nl.ndarray((128, 64), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=cur))  # in j
+                cur += 64 * 4
+                t[...] = nl.load(x[g, j])
+                t[...] = nl.add(t, float(j))
+                nl.store(out[g, j], t)
+    return out
+
+
+@nki.jit
+def growing_in_body(x):
+    # A tensor of another shape in each iteration of an affine_range body: one trace cannot give two.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(2):
+        t = nl.ndarray((128, 32 * (i + 1)), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))  # grows
+        t[...] = nl.load(x[:, 0:32 * (i + 1)])
+        nl.store(out[:, 0:32 * (i + 1)], t)
+    return out
+
+
+@nki.jit
+def unwritten_block(x):
+    # out = x * s[1], where no instruction wrote block 1 of s: the read's warning names s[1] and its line.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    t[...] = nl.load(x)
+    s = nl.ndarray((2, nl.par_dim(128), 1), dtype=nl.float32,
+                   buffer=ncc.sbuf.mod_alloc(base_addr=512, num_free_tiles=(2,)))  # scales
+    u = nl.ndarray((128, 64), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=1024))
+    u[...] = nisa.tensor_scalar(t, nl.multiply, s[1])  # unwritten
+    nl.store(out, u)
+    return out

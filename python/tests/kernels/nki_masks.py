@@ -547,7 +547,10 @@ def disjoint_masked_results(x):
     t = nl.load(x[i_p, i_f])
     u = nl.multiply(t[i_p, i_f], 2.0, mask=(i_p < 64))
     v = nl.multiply(t[i_p, i_f], 3.0, mask=(i_p >= 64))  # MARK-disjoint-v
-    return nl.add(u[i_p, i_f], v[i_p, i_f], mask=(i_p < 64))  # MARK-disjoint-add
+    out = nl.ndarray((64, 64), nl.float32, buffer=nl.shared_hbm)
+    r = nl.add(u[i_p, i_f], v[i_p, i_f], mask=(i_p < 64))  # MARK-disjoint-add
+    nl.store(out[i_p, i_f], value=r, mask=(i_p < 64))
+    return out
 
 
 @nki.jit

@@ -105,9 +105,92 @@ def _scope(trace, s):
     f = getattr(_emit.core(), "site_scope", None)
     depth = f([crossed]) if f is not None else (-1 if crossed else 0)
     if depth < 0:
+        if len(s.storages) > 1 and all(st.outer is None and st.role != "block" for st in s.storages):
+            keys = _runs(s.storages)
+            if max(keys):
+                return "each run of its tiles (outside every nl loop)", keys
         return "kernel", [0] * len(s.storages)
     loc = its[s.storages[0].outer][2]
-    return f"loop at {loc}" if loc else "outermost loop", [st.outer for st in s.storages]
+    where = f"loop at {loc}" if loc else "outermost loop"
+    keys = [st.outer for st in s.storages]
+    # Declared again in one iteration, at the same nl loop depth (a Python loop in the body): a scope per run of
+    # its tiles in that iteration, as outside every nl loop.
+    by_outer = {}
+    for k, st in enumerate(s.storages):
+        by_outer.setdefault(st.outer, []).append(k)
+    split = False
+    for ks in by_outer.values():
+        if len(ks) > 1 and all(s.storages[k].scope and s.storages[k].scope[-1] is s.storages[ks[0]].scope[-1]
+                               and s.storages[k].role != "block" for k in ks):
+            runs = _runs([s.storages[k] for k in ks])
+            if max(runs):
+                split = True
+                for k, r in zip(ks, runs):
+                    keys[k] = (keys[k], r)
+    if split:
+        keys = [k if isinstance(k, tuple) else (k, 0) for k in keys]
+        return f"{where}, each run of its tiles in an iteration", keys
+    return where, keys
+
+
+def _groups(storages, keys):
+    """{instance key: [first op, last op, its storages]} of a site's storages and their instance keys."""
+    groups = {}
+    for st, k in zip(storages, keys):
+        g = groups.get(k)
+        if g is None:
+            groups[k] = [st.first, st.last, [st]]
+        else:
+            if st.first < g[0]:
+                g[0] = st.first
+            if st.last > g[1]:
+                g[1] = st.last
+            g[2].append(st)
+    return groups
+
+
+def _plan_runs(c, limits, q_sites, q_inst, inst_of, q_whole, whole_of, sites, whole_scope, q_sites_whole):
+    """plan_pools for a kernel with sites split into runs (_runs): the runs as scopes, each site's buffer count
+    asked when its first run starts, as for a static_range iteration. Should that not fit (a site first used
+    between two runs of another may have taken the space the other's next run needs), the counts of the
+    scopes before the split with the runs' placement, and failing that the plan before the split (its scopes
+    restored): a kernel that fitted before the split still fits. Returns (choices, placement_of, placements,
+    the instances' storages)."""
+    try:
+        choices, placement_of, placements = c.plan_pools(limits, q_sites, q_inst)
+        return choices, placement_of, placements, inst_of
+    except Exception as e:
+        err = e
+    try:
+        first = c.plan_pools(limits, q_sites_whole, q_whole)
+    except Exception:
+        raise err from None
+    counted = [q[:6] + (b,) for q, (b, _r) in zip(q_sites_whole, first[0])]
+    try:
+        _c, placement_of, placements = c.plan_pools(limits, counted, q_inst)
+    except Exception:
+        for i, scope in whole_scope.items():
+            sites[i].scope = scope
+            sites[i].instances = sum(1 for q in q_whole if q[0] == i)
+        return first[0], first[1], first[2], whole_of
+    return first[0], placement_of, placements, inst_of
+
+
+def _runs(storages):
+    """The run of each of `storages` (tiles of one site declared more than once with no nl loop between the
+    declarations: a Python loop, which NKI unrolls while tracing, as it does nl.static_range): tiles whose
+    lives overlap, chained, are one run, as a static_range iteration is one scope when no tile of the site
+    outlives it. All 0 when the runs are one (a tile alive into the next declaration's life all along)."""
+    order = sorted(range(len(storages)), key=lambda k: storages[k].first)
+    keys = [0] * len(order)
+    run, end = 0, -1
+    for k in order:
+        st = storages[k]
+        if end >= 0 and st.first > end:
+            run += 1
+        keys[k] = run
+        end = max(end, st.last)
+    return keys
 
 
 def plan(trace, bufs_override=None, limits=None):
@@ -166,21 +249,18 @@ def plan(trace, bufs_override=None, limits=None):
     c = _emit.core()
     q_sites, q_inst, inst_of = [], [], []
     first_inst = []
+    # Sites split into runs (_runs): their instances before the split too, for the buffer counts (below).
+    q_whole, whole_of, whole_scope, split, wholes = [], [], {}, False, []
     for i, s in enumerate(sites):
         s.scope, keys = _scope(trace, s)
-        groups = {}
-        for st, k in zip(s.storages, keys):
-            g = groups.get(k)
-            if g is None:
-                g = groups[k] = [st.first, st.last, []]
-            else:
-                if st.first < g[0]:
-                    g[0] = st.first
-                if st.last > g[1]:
-                    g[1] = st.last
-            g[2].append(st)
+        groups = _groups(s.storages, keys)
         s.instances = len(groups)
-        first_inst.append(min((g[0], g[1]) for g in groups.values()))
+        whole = groups
+        if "each run" in s.scope:
+            split = True
+            whole_scope[i] = "kernel" if "outside every nl loop" in s.scope else s.scope.split(", each run")[0]
+            whole = _groups(s.storages, [k[0] if isinstance(k, tuple) else 0 for k in keys])
+        first_inst.append((min((g[0], g[1]) for g in groups.values()), min((g[0], g[1]) for g in whole.values())))
         # The trip count: declarations (sets of `live`) over the kernel. The count is the site's (one logical
         # tensor over every iteration of its loops, kernels/api/alloc_rule.h); its scope bounds where it
         # lives, not how many buffers it rotates over.
@@ -189,18 +269,29 @@ def plan(trace, bufs_override=None, limits=None):
         for g in groups.values():
             q_inst.append((i, g[0], g[1]))
             inst_of.append(g[2])
+        wholes.append(whole)
+    if split:
+        for i, whole in enumerate(wholes):
+            for g in whole.values():
+                q_whole.append((i, g[0], g[1]))
+                whole_of.append(g[2])
+    q_sites_whole = []
     for i, s in enumerate(sites):
         # The reserve: one set of each site first used after this one while its first pool instance (when
         # the rule is asked) lives.
-        end = first_inst[i][1]
-        reserve = sum(o.unit for o in sites[i + 1:] if o.space == s.space and o.first <= end)
         bufs = bufs_override if bufs_override is not None and s.trip > 1 else None
         space = c.MemSpace.SBUF if s.space == SBUF else c.MemSpace.PSUM
-        q_sites.append((space, s.partitions, s.buffer_bytes, s.trip, s.live, reserve, bufs))
+        for (_first, end), out in zip(first_inst[i], (q_sites, q_sites_whole) if split else (q_sites,)):
+            reserve = sum(o.unit for o in sites[i + 1:] if o.space == s.space and o.first <= end)
+            out.append((space, s.partitions, s.buffer_bytes, s.trip, s.live, reserve, bufs))
     if limits is None:
         limits = c.default_limits(c.Generation.Trn2)
     try:
-        choices, placement_of, placements = c.plan_pools(limits, q_sites, q_inst)
+        if split:
+            choices, placement_of, placements, inst_of = _plan_runs(c, limits, q_sites, q_inst, inst_of, q_whole,
+                                                                    whole_of, sites, whole_scope, q_sites_whole)
+        else:
+            choices, placement_of, placements = c.plan_pools(limits, q_sites, q_inst)
     except Exception as e:  # a site whose buffers do not fit: name it and its line
         msg = str(e)
         if "site " not in msg:
@@ -259,14 +350,36 @@ def plan(trace, bufs_override=None, limits=None):
             r = b + 1
         rot[p] = (held_until, r, keys)
     after = {}
+    held_before = {(p, b): prev for p, (_site, _offsets, afters) in enumerate(placements)
+                   for b, prev in enumerate(afters)}
+
+    def users(q, seen):
+        """The storages of the buffers that held buffer q's space last: q's first user, or, for a buffer no
+        tile used (a rotation a run of its site never reached), those of the buffers that held its space before
+        it (the wait goes through it: its space was never written)."""
+        out, todo = [], [q]
+        while todo:
+            q = todo.pop()
+            o = first_user.get(q)
+            if o is not None:
+                out.append(o.uid)
+                continue
+            for h in held_before.get(q, ()):
+                h = tuple(h)
+                if h not in seen:
+                    seen.add(h)
+                    todo.append(h)
+        return out
+
     for p, (_site, _offsets, afters) in enumerate(placements):
         for b, prev in enumerate(afters):
             st = first_user.get((p, b))
             if st is None or not prev:
                 continue
             deps = after.setdefault(st.first, [])
+            seen = set()
             for q in prev:
-                o = first_user.get(tuple(q))
-                if o is not None:
-                    deps.append(o.uid)
+                q = tuple(q)
+                seen.add(q)
+                deps += users(q, seen)
     return Plan(sites, pools, after)

@@ -177,6 +177,50 @@ def _call_alloc(space, func, call):
     return DirectBuffer(space, f"{call}({_func_name(func)})", func)
 
 
+def traced_once(t, direct, dims, dtype, site, call, loc):
+    """The allocator a tensor declared with `direct` in the body of an nl.affine_range or nl.sequential_range
+    loop takes: NKI traces such a body once (its index a loop variable; only static_range and Python loops
+    are unrolled while tracing), so a declaration there has the allocator, shape and dtype of the body's one
+    trace, which trnsim's first iteration of the outermost such loop stands for. Python state the body
+    changes (nki-samples' allocated attention adds each buffer's size to a `cur_addr` it passes as base_addr)
+    does not move later iterations' tiles; each is placed by that allocator, called with its block index, as
+    the first iteration's. A declaration is matched to the first iteration's by its call site, the iteration
+    of each static_range loop and the instance of each loop between (a loop entered twice in a body), and
+    its occurrence in the innermost iteration (a Python loop in the body). Another shape or dtype than the
+    first iteration's is an NkiError: the one trace cannot give two."""
+    scope = t.scope
+    k = 0
+    while k < len(scope) and scope[k][2] == "static_range":
+        k += 1
+    if k == len(scope):
+        return direct  # static_range loops only: unrolled while NKI traces, as here
+    outer = scope[k]
+    seen = t.loop_alloc_seen
+    path = []
+    for j in range(k + 1, len(scope)):
+        r = scope[j]
+        entered = seen.setdefault((id(scope[j - 1]), r[3]), [])  # the loops at r's line entered in the parent
+        if r[4] not in entered:
+            entered.append(r[4])
+        path.append((entered.index(r[4]), r[5] if r[2] == "static_range" else 0))
+    ck = (id(scope[-1]), site)
+    occ = seen.get(ck, 0)
+    seen[ck] = occ + 1
+    key = (outer[4], site, tuple(path), occ)
+    first = t.loop_allocs.get(key)
+    if first is None:
+        t.loop_allocs[key] = (direct, dims, dtype, outer[5])
+        return direct
+    buf, fdims, fdtype, n = first
+    if fdims != dims or fdtype != dtype:
+        raise NkiError(f"{call}: {list(dims)} {dtype.name} here, in iteration {outer[5]} of the nl.{outer[2]} loop "
+                       f"at {outer[3]}, but {list(fdims)} {fdtype.name} in its iteration {n}: NKI traces the "
+                       "loop's body once, so a tensor it declares has one shape and dtype (and its direct "
+                       f"allocation, {buf.desc}, one place per block); use nl.static_range (unrolled while "
+                       "tracing) or declare it before the loop", loc=loc)
+    return buf
+
+
 def sbuf_mod_alloc(*, base_addr, base_partition=0, num_par_tiles=(), num_free_tiles=()):
     call = "nki.compiler.sbuf.mod_alloc"
     args = [f"base_addr={base_addr}"] + ([f"base_partition={base_partition}"] if base_partition else [])
@@ -356,9 +400,53 @@ def _values(trace, direct):
     return sorted(out, key=lambda r: (r[0], r[2].uid))
 
 
+# "k.py:15" -> {(read shape, dtype name): {(tile name, declaration line)}} of the directly allocated tiles the
+# last build's instructions read at that line (note_reads): the builder knows each such tile as a view of the
+# memory's arena ("direct sbuf"), so its warning of a read where no instruction wrote names the tile by this
+# (_jit.warnings_by_call; cleared there).
+reads_at = {}
+
+
+def note_reads(trace, direct):
+    """reads_at for the kernel `trace`, whose directly placed tiles are `direct`."""
+    if not direct:
+        return
+    for op in trace.ops:
+        for v in op.reads:
+            st = v.st
+            if st.direct is not None and op.loc:
+                d = reads_at.setdefault(str(op.loc), {})
+                d.setdefault((tuple(v.shape), v.dtype.name), set()).add((_name(st), str(st.direct.decl.loc)))
+
+
+def name_in_warning(w):
+    """Warning `w` of the build about a read of a directly allocated tile ("k.py:15: tensor_scalar reads sbuf
+    'direct sbuf' [128, 1] float32 allocated at <the host's line> ...") naming the tile and its declaration
+    when one tile of that shape was read at that line ("sbuf 's[1]' [128, 1] float32 allocated at k.py:13"),
+    else the tiles it may be; `w` as it is when it names no arena."""
+    import re
+
+    m = re.match(r"([^\s:]+:\d+): .*?(\w+) '(direct (?:sbuf|psum bank \d+))' \[([\d, ]*)\] (\w+)"
+                 r"( allocated at [^\s:]+:\d+)?", w, re.S)
+    if m is None:
+        return w
+    shape = tuple(int(n) for n in m.group(4).split(", ") if n)
+    found = sorted(reads_at.get(m.group(1), {}).get((shape, m.group(5)), ()))
+    if not found:
+        return w
+    if len(found) == 1:
+        (name, at), = found
+        said = f"{m.group(2)} '{name}' [{m.group(4)}] {m.group(5)} allocated at {at}"
+    else:
+        said = (f"{m.group(2)} [{m.group(4)}] {m.group(5)} of one of the directly allocated tiles "
+                + ", ".join(f"'{n}' (allocated at {a})" for n, a in found))
+    return w[:m.start(2)] + said + w[m.end():]
+
+
 def plan(trace, direct):
     """(pools, phys set on each storage, after): each logical tile its own buffer at its place; NkiError at
     the kernel line for two tiles holding values at once on overlapping bytes."""
+    note_reads(trace, direct)
     pools, after = [], {}
     for st in sorted(direct, key=lambda s: s.first):
         st.phys = (len(pools), 0)
@@ -399,10 +487,13 @@ def _name(st):
 
 def report(direct):
     """Per directly allocated tensor: its allocator, logical tiles used and the physical tiles they map to
-    (stats.json "nki" -> "allocation" -> "direct")."""
+    (stats.json "nki" -> "allocation" -> "direct"). A declaration in an affine / sequential loop body, made
+    again in each iteration with the first iteration's allocator (traced_once), is one tensor, its logical
+    tiles those of every iteration."""
     by_decl = {}
     for st in sorted(direct, key=lambda s: s.first):
-        by_decl.setdefault(id(st.direct.decl), []).append(st)
+        decl = st.direct.decl
+        by_decl.setdefault((id(decl.buffer), decl.loc, st.shown_name()), []).append(st)
     out = []
     for sts in by_decl.values():
         st, d = sts[0], sts[0].direct

@@ -46,21 +46,27 @@ def _const(x):
 class IndexExpr:
     """const + sum(coef * var): the value of an index at each point of the index space."""
 
-    __slots__ = ("terms", "const")
+    __slots__ = ("terms", "const", "zero")
 
-    def __init__(self, terms, const=0):
+    def __init__(self, terms, const=0, zero=()):
         self.terms = terms  # {IndexVar: int coefficient}
         self.const = const
+        # Variables whose coefficient is 0 (`i_p + 0 * i_f`): no term, but an axis of the expression's shape, as
+        # NumPy's broadcast keeps it (tester23ad F5: nisa.iota(i_p + 0 * i_f) is [128, 8])
+        self.zero = zero
+
+    def _vars(self):
+        return list(self.terms) + [v for v in self.zero if v not in self.terms]
 
     @property
     def ndim(self):
-        return max((v.ndim for v in self.terms), default=0)
+        return max((v.ndim for v in self._vars()), default=0)
 
     @property
     def shape(self):
         n = self.ndim
         s = [1] * n
-        for v in self.terms:
+        for v in self._vars():
             s[v.axis + (n - v.ndim)] = v.size
         return tuple(s)
 
@@ -82,12 +88,13 @@ class IndexExpr:
     def _combine(self, other, sign):
         c = _const(other)
         if c is not None:
-            return IndexExpr(dict(self.terms), self.const + sign * c)
+            return IndexExpr(dict(self.terms), self.const + sign * c, self.zero)
         if isinstance(other, IndexExpr):
             terms = dict(self.terms)
             for v, k in other.terms.items():
                 terms[v] = terms.get(v, 0) + sign * k
-            return IndexExpr({v: k for v, k in terms.items() if k}, self.const + sign * other.const)
+            zero = self.zero + other.zero + tuple(v for v, k in terms.items() if not k)
+            return IndexExpr({v: k for v, k in terms.items() if k}, self.const + sign * other.const, zero)
         return NotImplemented
 
     def __add__(self, other):
@@ -99,17 +106,18 @@ class IndexExpr:
         return self._combine(other, -1)
 
     def __rsub__(self, other):
-        neg = IndexExpr({v: -k for v, k in self.terms.items()}, -self.const)
+        neg = IndexExpr({v: -k for v, k in self.terms.items()}, -self.const, self.zero)
         return neg._combine(other, 1)
 
     def __neg__(self):
-        return IndexExpr({v: -k for v, k in self.terms.items()}, -self.const)
+        return IndexExpr({v: -k for v, k in self.terms.items()}, -self.const, self.zero)
 
     def __mul__(self, other):
         c = _const(other)
         if c is None:
             raise NkiError("index expressions can only be multiplied by integers (affine indexing)")
-        return IndexExpr({v: k * c for v, k in self.terms.items() if k * c}, self.const * c)
+        zero = self.zero + (tuple(self.terms) if not c else ())
+        return IndexExpr({v: k * c for v, k in self.terms.items() if k * c}, self.const * c, zero)
 
     __rmul__ = __mul__
 
@@ -128,7 +136,9 @@ class IndexExpr:
             raise NkiError(f"a mask compares an index expression with an integer, got {other!r} (a comparison of "
                            "two index expressions, a triangular mask, is not modelled)")
         if len(self.terms) > 1:
-            return AffinePredicate(self - c, op)  # `i_q - i_k >= 0`: the same predicate written around 0
+            p = AffinePredicate(self - c, op)  # `i_q - i_k >= 0`: the same predicate written around 0
+            r = p.rectangle()
+            return p if r is None else r
         return Mask.of(self, op, c)
 
     def __lt__(self, o):
@@ -259,9 +269,38 @@ class AffinePredicate:
     def mask_error(self):
         return NkiError(f"mask: {self._why()}")
 
+    def rectangle(self):
+        """The predicate as a mask when it is one, evaluated over the variables' whole ranges (they are known
+        while tracing): True where it holds everywhere (nki-samples' MaxPool2D without padding: `2*i1 + i3 >=
+        0`), False where nowhere, a bound on one variable x where, for every value of x, it holds for all values
+        of the others or for none (`512*ix + iy < n` with iy over [0, 512) and n a multiple of 512: whole rows
+        of ix); else None (a triangular predicate: nisa.affine_select's). Integers: `e <op> 0` as `f < 0`."""
+        e = self.expr
+        f = {"<": e, "<=": e - 1, ">": -e, ">=": -e - 1}[self.op]
+        lo, hi = f.value_range()
+        if hi < 0:
+            return True
+        if lo >= 0:
+            return False
+        for v, k in f.terms.items():
+            rest = IndexExpr({w: c for w, c in f.terms.items() if w is not v}, f.const)
+            rlo, rhi = rest.value_range()
+            allowed = []
+            for pos in range(v.size):
+                x = k * (v.start + pos)
+                if x + rhi < 0:
+                    allowed.append(pos)
+                elif x + rlo < 0:
+                    break  # holds for some values of the others only
+            else:
+                if allowed and allowed[-1] - allowed[0] + 1 == len(allowed):
+                    return Mask({v: (allowed[0], allowed[-1] + 1)})
+        return None
+
     def __and__(self, other):
-        # Combined into a mask (MaxPool2D's padding bounds `(2*i1 + i3 >= 0) & (...)`): the call given it as mask=
-        # names itself and this bound; affine_select's pred, one comparison, refuses it.
+        # Combined into a mask (MaxPool2D's padding bounds `(2*i1 + i3 >= 0) & (...)`, where they cut the
+        # window): the call given it as mask= names itself and this bound; affine_select's pred, one comparison,
+        # refuses it.
         return UnmodelledMask(self._why())
 
     __rand__ = __or__ = __ror__ = __and__

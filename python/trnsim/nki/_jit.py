@@ -648,6 +648,8 @@ def warnings_by_call(warnings):
     import re
     from types import SimpleNamespace
 
+    from ._direct import name_in_warning
+    from ._direct import reads_at as direct_reads
     from ._errors import path_of
     from ._loops import user_call
 
@@ -665,7 +667,10 @@ def warnings_by_call(warnings):
                     f"{m.group(4)}"
         if auto and "output '" in w:
             w = _named_by_variable(w, auto)
+        if direct_reads and "'direct " in w:
+            w = name_in_warning(w)
         out.append(w)
+    direct_reads.clear()
     return out
 
 

@@ -339,11 +339,53 @@ def mask_box(t, full, starts, loc=None):
 def boxed(result, box):
     """A masked call's new result tile, marked with the region of the call's index space it holds (`box` from
     operand_region() or apply_mask(..., box=True)), so that `dst[...] = result` writes that region of dst and
-    a later mask takes its part of it."""
+    a later mask takes its part of it. As in NKI, whose masked call returns a tile of the whole index space,
+    the tile has that space's shape and the call's instruction writes its masked-in part (_whole_tile), the
+    part being the result; an index into it may reach the rest, which no instruction wrote (the simulator warns
+    at the read), as for a masked nl.load's tile, the earlier-style memset's and iota's (boxed_part)."""
     if box is not None and isinstance(result, NkiTensor) and result.boff == 0 and result.p0 == 0 and len(
             box[0]) == result.ndim and all(a + n <= m for a, n, m in zip(box[1], result.shape, box[0])):
+        if tuple(result.shape) != tuple(box[0]):
+            part = _whole_tile(result, box)
+            if part is not None:
+                return part
         mask_box(result, *box)
     return result
+
+
+def _whole_tile(result, box):
+    """boxed()'s tile of the whole index space box[0] for the fresh result `result` of the trace's last op, which
+    holds the region at box[1]: the op retargeted to write that region of a new tile of the whole shape, and
+    that region's view returned (marked as boxed_part marks it); None (the result kept at its own shape) when
+    the result is no fresh whole tile of that op, or the whole shape is no tile of its memory (a PSUM tile
+    past its bank)."""
+    t = _trace._current or _trace.current()
+    op = _fresh_op(result) if t.voiding is None else None
+    st = result.st
+    if op is None or tuple(st.shape) != tuple(result.shape) or st.pdim != 0 or result.pd != 0 or (
+            result.dtype is not st.dtype) or op.name in ("nc_matmul", "nc_matmul_mx"):
+        return None
+    full = tuple(box[0])
+    try:
+        _ops.check_tile_shape(full, 0, st.space, st.dtype, "")
+    except NkiError:
+        return None
+    whole = _tensor.Storage(t, st.name, st.space, st.dtype, full, 0, loc=st.loc)
+    whole.site = st.site
+    w = NkiTensor.whole(whole)
+    # (the view the kernel gets, a LoadPart as a masked load's: its .shape is the whole space's; the op writes
+    # that very object, so that an assignment of it retargets the op)
+    part = LoadPart.of(w.index(tuple(slice(a, a + n) for a, n in zip(box[1], result.shape))), full)
+    for k, v in op.args.items():
+        if v is result:
+            op.args[k] = part
+    op.writes = tuple([part if x is result else x for x in op.writes])
+    op.reads = tuple([part if x is result else x for x in op.reads])
+    whole.first, whole.last = st.first, st.last
+    st.first = st.last = -1  # (never used: no buffer)
+    t.fresh.pop(st.uid, None)
+    mask_box(w, full, (0,) * len(full), box[2])
+    return fresh(part)
 
 
 def boxed_part(whole, part, box):
@@ -862,7 +904,7 @@ def iota_expr(expr, dtype, mask):
     if not isinstance(expr, IndexExpr):
         raise NkiError(f"iota: expected an nl.arange expression, got {expr!r}")
     shape = expr.shape
-    grids = {v.grid for v in expr.terms}
+    grids = {v.grid for v in expr._vars()}
     if len(grids) == 1 and None not in grids:
         # An nl.mgrid expression has the whole grid's shape, as NumPy's mgrid (dense) does, whichever axes it
         # uses: `3 * g.y + g.z` of mgrid[0:128, 0:4, 0:3, 0:3] is [128, 4, 3, 3], the same values on every
@@ -1317,12 +1359,66 @@ def matmul_mask(mask, x, y, x_m, call):
                                f"[{lo}, {hi}), the very part of x's K (dim 1) that x holds from a masked load; but "
                                + _MATMUL_MASK_RULE + f": here it would cut M and N to [{lo}, {hi}). Drop the "
                                f"mask (the loads hold the K tail), or bound K with a variable of axis 0")
+    if plain and isinstance(mask, Mask) and not mask.empty():
+        _check_contraction_bound(mask, x, y, x_m, call)
+    if isinstance(mask, Mask) and not mask.empty() and all(isinstance(v, NkiTensor) and v.ndim == 2 for v in (x, y)) \
+            and bool(x.vars) != bool(y.vars):
+        return _matmul_mask_one_indexed(mask, x, y, x_m)
     try:
         return apply_mask(mask, (x, y), axes=({0: 1, 1: 0}, None) if plain and x_m == 0 else None)
     except NkiError as e:
         if not plain:
             raise
         raise type(e)(f"{call}: {e.bare}; {_MATMUL_MASK_RULE}", e.loc) from None
+
+
+def _check_contraction_bound(mask, x, y, x_m, call):
+    """For a matmul of tiles passed whole: NkiError for a mask variable of axis 0, which bounds the contraction
+    dim K (_MATMUL_MASK_RULE), bounding it narrower than the K rows an operand holds (all its rows, or the part
+    a masked load gave it). Such a mask drops rows of the contraction the operands hold; written for the
+    result's rows (`acc[i_mp, i_n] += nl.matmul(x, y, mask=(i_mp < M) & ...)`, i_mp indexing only acc), it
+    silently gave a contraction over M rows (tester23ad F4). A K tail held by masked loads, bounded by the same
+    range, is no such cut."""
+    k_dims = ((x, 0 if x_m == 1 else 1, "x"), (y, 0, "y"))
+    for var, (lo, hi) in mask.bounds.items():
+        if var.ndim != 2 or var.axis != 0:
+            continue
+        for v, d, name in k_dims:
+            own = box_of(v)
+            a = own[1][d] if own is not None else 0
+            n = v.shape[d]
+            if lo > a or hi < a + n:
+                raise NkiError(
+                    f"{call}: {_mask_words(caller_loc(), 'the mask')} bounds a variable of axis 0 to "
+                    f"[{lo}, {hi}): of tiles passed whole, that is the contraction dim K ({_MATMUL_MASK_RULE}), but "
+                    f"{name} holds K rows [{a}, {a + n}), so the mask would drop rows of the contraction. A bound "
+                    f"on the result's rows (M) is not one on K: index the operands with their own variables "
+                    f"(x[i_k, i_m] with mask=(i_m < M)), or leave the M tail to x's masked load and the masked "
+                    f"store")
+
+
+def _matmul_mask_one_indexed(mask, x, y, x_m):
+    """matmul_mask for one operand indexed by nl.arange variables and the other a tile passed whole
+    (`nl.matmul(x, y[i_k, i_n], transpose_x=True, mask=(i_n < 300))`, tester23ad F2): the indexed one is cut by
+    its variables, as for any call; the tile shares only the contraction dim K with it (its other dim is the
+    result's M or N, which the other operand's variables do not index), so it is cut on K to the range the mask
+    gives the indexed operand's K variable, and kept whole on its free dim."""
+    k_dim = {0: 0 if x_m == 1 else 1, 1: 0}  # x's and y's contraction dim
+    i = 0 if x.vars else 1
+    views = [x, y]
+    (views[i],) = apply_mask(mask, (views[i],))
+    given = (x, y)[i].vars
+    var = given[k_dim[i]] if len(given) > k_dim[i] else None
+    b = mask.bounds.get(var) if var is not None else None
+    if b is not None:
+        j, d = 1 - i, k_dim[1 - i]
+        v = views[j]
+        idx = tuple(slice(b[0], b[1]) if e == d else slice(None) for e in range(2))
+        w = v.index(idx)
+        if w.st.space != HBM and w.pd >= 0 and w.p0 != v.p0:
+            _engine_start(w.p0, w.partitions)
+        views[j] = w
+    return tuple(views)
 
 
 def _contraction_error(x, y, given, transpose_x, mask):

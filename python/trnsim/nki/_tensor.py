@@ -1789,6 +1789,7 @@ class BlockTensor:
                 st.direct = self.direct.place(key, st, self)
             st.outer = self.outer
             st.scope = self.scope
+            st.role = "block"  # (one declaration's tiles: _alloc splits no runs of them)
             self.blocks[key] = st
         return NkiTensor.whole(st)
 

@@ -96,6 +96,11 @@ class Trace:
         self.iters = []
         self.scope = ()
         self.escaped = {}  # storage uid -> the local variable still naming it after its loop (_loops)
+        # (loop instance, site, place in the unrolled body, occurrence) -> the allocator, shape and dtype a
+        # directly allocated tensor had in the first iteration of the outermost affine / sequential loop around
+        # it (_direct.traced_once); occurrences counted per (iteration record, site)
+        self.loop_allocs = {}
+        self.loop_alloc_seen = {}
         self.returned = ()
         # (shape, space, dtype name) of result tiles checked -> (dims, rect, bytes per partition) of the whole
         self.tile_shapes = {}

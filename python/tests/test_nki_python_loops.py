@@ -1,0 +1,140 @@
+"""Tiles declared in a plain Python loop (tester23ad F1): NKI unrolls a Python `for` while tracing, as it does
+nl.static_range, so each pass declares its tiles again and a site whose tiles are dead at the end of a pass
+frees its space until the next pass declares it. trnsim sees no loop there (the kernel calls nothing at its
+`for`): a site declared more than once outside every nl loop gets one pool instance per run of its tiles
+(tiles whose lives overlap, chained), as a static_range iteration is one scope (docs/nki.md "Allocation").
+It was one pool for the whole kernel, so nine PSUM sites each alive for one matmul and one add, repeated by a
+Python loop, held nine 2 KiB banks of eight at once (nki-samples' chunked_delta_rule.py, nki-library's
+attention_bwd.py). Exact values against NumPy (small integers: every sum exact in float32)."""
+
+import numpy as np
+
+from runner import main
+
+import trnsim.nki as tnki
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def nine_psum_sites(a, b, passes: int, kind: str = "python"):
+    # acc = passes * 9 * (a.T @ b) (twice that with kind="nested": in each iteration of an nl.affine_range): nine
+    # PSUM tiles on nine lines per pass, each read once right after its matmul (one bank in use at a time).
+    o = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    x, y = nl.load(a), nl.load(b)
+    acc = nl.zeros((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+    for _ in (nl.affine_range(2) if kind == "nested" else (0,)):
+        _passes(x, y, acc, range(passes) if kind != "static" else nl.static_range(passes))
+    nl.store(o, acc)
+    return o
+
+
+def _passes(x, y, acc, loop):
+    for _ in loop:
+        p0 = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p0, stationary=x, moving=y)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=p0, op=nl.add)
+        p1 = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p1, stationary=x, moving=y)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=p1, op=nl.add)
+        p2 = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p2, stationary=x, moving=y)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=p2, op=nl.add)
+        p3 = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p3, stationary=x, moving=y)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=p3, op=nl.add)
+        p4 = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p4, stationary=x, moving=y)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=p4, op=nl.add)
+        p5 = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p5, stationary=x, moving=y)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=p5, op=nl.add)
+        p6 = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p6, stationary=x, moving=y)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=p6, op=nl.add)
+        p7 = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p7, stationary=x, moving=y)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=p7, op=nl.add)
+        p8 = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p8, stationary=x, moving=y)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=p8, op=nl.add)
+
+
+A = np.random.default_rng(1).integers(-2, 3, (128, 128)).astype(np.float32)
+B = np.random.default_rng(2).integers(-2, 3, (128, 128)).astype(np.float32)
+
+
+def test_psum_sites_repeated_by_a_python_loop_take_one_bank_at_a_time():
+    # passes >= 2 was "PSUM tile [128, 128] float32 (x 1 alive at once): buffer 1 of 1 (512 B per partition) does
+    # not fit: 0 B free in psum", the eight other sites listed as alive all kernel long.
+    want = A.T @ B
+    for passes in (1, 2, 3):
+        r = tnki.benchmark(nine_psum_sites, A, B, passes)
+        assert r.outputs[0].tobytes() == (want * np.float32(9 * passes)).tobytes(), passes
+        sites = [s for s in r.stats["nki"]["allocation"][0]["sites"] if s["space"] == "psum"]
+        assert len(sites) == 9, sites
+        scope = "kernel" if passes == 1 else "each run of its tiles (outside every nl loop)"
+        assert {(s["scope"], s["scope_iterations"], s["tensors"]) for s in sites} == {(scope, passes, passes)}, sites
+        # The same body under nl.static_range: the same values, buffers and time (tester23ad F1 addendum: where
+        # the Python loop's kernel fitted, its one pool per site got other buffer counts and another time).
+        s = tnki.benchmark(nine_psum_sites, A, B, passes, "static")
+        assert s.outputs[0].tobytes() == r.outputs[0].tobytes(), passes
+        bufs = [[a["bufs"] for a in x.stats["allocations"] if a["space"] == "psum"] for x in (r, s)]
+        assert (passes == 1 or bufs[0] == bufs[1]) and r.latency_us == s.latency_us, (
+            passes, bufs, r.latency_us, s.latency_us)  # (a site declared once is no pool in "allocations")
+
+
+def test_psum_sites_repeated_by_a_python_loop_in_an_nl_loop():
+    # tester23ad F1 addendum: the same passes in the body of an nl.affine_range (the scope of the sites is its
+    # iteration) were "0 B free in psum" for passes >= 2: each run of a site's tiles in an iteration is a scope.
+    want = A.T @ B
+    for passes in (1, 2):
+        r = tnki.benchmark(nine_psum_sites, A, B, passes, "nested")
+        assert r.outputs[0].tobytes() == (want * np.float32(18 * passes)).tobytes(), passes
+        sites = [s for s in r.stats["nki"]["allocation"][0]["sites"] if s["space"] == "psum"]
+        assert len(sites) == 9 and all(s["scope_iterations"] == 2 * passes for s in sites), sites
+
+
+@nki.jit
+def staggered(x, n: int):
+    # acc[:, :w] += x[r, :, :w] for the loaded tiles and += 0 for the computed ones, n passes of a Python loop:
+    # tiles of several widths whose lives end in another order than they begin, computed ones among them (a
+    # generated case: a computed tile's second buffer, which its runs never reach, lay on the space of a tile
+    # dead before it, and a later load placed there lost its wait for that tile's last read, so the builder
+    # found the space still taken: "sbuf tile 't3[0]' [128 x 256 B] at byte 4096: that space is taken").
+    out = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 512), dtype=nl.float32)
+    for r in range(n):
+        t0 = nl.load(x[r, :, 0:512])
+        t1 = nl.multiply(acc[:, 0:128], 0.0)
+        acc[:, 0:512] = nl.add(acc[:, 0:512], t0)
+        t2 = nl.multiply(acc[:, 0:256], 0.0)
+        acc[:, 0:128] = nl.add(acc[:, 0:128], t1)
+        t3 = nl.load(x[r, :, 0:64])
+        t4 = nl.load(x[r, :, 0:384])
+        acc[:, 0:64] = nl.add(acc[:, 0:64], t3)
+        t5 = nl.load(x[r, :, 0:512])
+        acc[:, 0:384] = nl.add(acc[:, 0:384], t4)
+        t6 = nl.load(x[r, :, 0:128])
+        acc[:, 0:512] = nl.add(acc[:, 0:512], t5)
+        t7 = nl.load(x[r, :, 0:384])
+        acc[:, 0:384] = nl.add(acc[:, 0:384], t7)
+        acc[:, 0:256] = nl.add(acc[:, 0:256], t2)
+        acc[:, 0:128] = nl.add(acc[:, 0:128], t6)
+    nl.store(out, acc)
+    return out
+
+
+def test_a_load_waits_through_a_buffer_no_tile_used():
+    x = np.random.default_rng(3).integers(-4, 5, (3, 128, 512)).astype(np.float32)
+    want = np.zeros((128, 512), np.float32)
+    for r in range(3):
+        for w in (512, 64, 384, 512, 128, 384):
+            want[:, :w] += x[r, :, :w]
+    assert tnki.simulate_kernel(staggered, x, 3).tobytes() == want.tobytes()
+
+
+if __name__ == "__main__":
+    main(globals())
