@@ -146,6 +146,7 @@ def test_an_integer_partition_index_of_a_tile_keeps_one_partition():
     assert o.tobytes() == want.tobytes()
 
 
+@nki.jit
 def zero_coefficient_iota():
     # i_p + 0 * i_f: i_f's coefficient is 0, but its axis stays in the expression's broadcast shape.
     o = nl.ndarray((128, 8), nl.int32, buffer=nl.shared_hbm)
