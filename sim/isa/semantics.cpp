@@ -18,6 +18,7 @@
 #include "sim/isa/alu.h"
 #include "sim/isa/element.h"
 #include "sim/isa/int_range.h"
+#include "sim/isa/mx_pair_cache.h"
 #include "sim/isa/operand_view.h"
 #include "sim/isa/shuffle_mask.h"
 #include "sim/isa/top8.h"
@@ -31,6 +32,10 @@
 
 namespace trnsim::isa {
 namespace {
+
+// Bytes of dequantized nc_matmul_mx operands kept per thread: a block's K tiles of both operands (6 moving
+// 128 x 512 and 3 stationary 128 x 128 tiles in nki-library's default blocks, about 5 MiB) fit.
+constexpr size_t kMxPairCacheBytes = size_t{16} << 20;
 
 num::Fp8Format fp8_format(DType t) {
   return (t == DType::FP8_E5M2 || t == DType::FP8_E5M2_X4) ? num::Fp8Format::E5M2 : num::Fp8Format::E4M3FN;
@@ -123,6 +128,26 @@ class Exec {
   static void mx_group_scales(OperandView& xs, uint32_t g, uint32_t scale_offset, float* out) {
     const uint32_t row = mx_scale_row(g, scale_offset);
     for (uint64_t c = 0; c < xs.cols(); ++c) out[c] = num::e8m0_to_f32(*xs.at(row, c));
+  }
+
+  // The E8M0 scale bytes of MX groups 0 .. groups - 1 (group g's row of xs, one byte per column), group after
+  // group.
+  static std::vector<uint8_t> mx_scale_bytes(OperandView& xs, uint32_t groups, uint32_t scale_offset) {
+    const uint64_t cols = xs.cols();
+    std::vector<uint8_t> out(groups * cols);
+    if (groups == 0 || cols == 0) return out;
+    const uint32_t row0 = mx_scale_row(0, scale_offset);
+    bool run = true;  // consecutive columns (the column offsets are the same in every row)
+    for (uint64_t c = 1; c < cols && run; ++c) run = xs.at(row0, c) == xs.at(row0, 0) + c;
+    for (uint32_t g = 0; g < groups; ++g) {
+      const uint32_t row = mx_scale_row(g, scale_offset);
+      if (run) {
+        std::memcpy(&out[g * cols], xs.at(row, 0), cols);
+        continue;
+      }
+      for (uint64_t c = 0; c < cols; ++c) out[g * cols + c] = *xs.at(row, c);
+    }
+    return out;
   }
 
   // Large tiles (an MX matmul is 512 x 128 x 512) are split over two host threads; the bytes do not change.
@@ -741,45 +766,57 @@ std::optional<std::vector<std::pair<int, int>>> Exec::matmul_mx_pairs(OperandVie
   if (c0 == nullptr) return std::nullopt;
   const uint32_t groups = kp / 8;
   const int64_t K = 4 * int64_t{kp}, K2 = K / 2;
-  // Scratch reused across instructions; every element is written below (bq 64-byte aligned).
-  static thread_local std::vector<uint32_t> ap, bq;
-  ap.resize(static_cast<size_t>(K2 * m_size));
-  bq.resize(static_cast<size_t>(K2 * n_size + 16));
-  uint32_t* a = ap.data();
-  uint32_t* b = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(bq.data()) + 63) & ~uintptr_t{63});
   const num::Fp8Format fs = fp8_format(st.dtype()), fm = fp8_format(mv.dtype());
-  // Rows [k0, k1) (whole MX groups) per part of a host split, two at a time: logical rows j kp + k and
-  // j kp + k + 1 are pair (j kp + k) / 2. Large tiles: one MX group a part, claimed by the host threads.
-  const int parts =
-      static_cast<uint64_t>(kp) * (m_size + n_size) >= (1u << 15) && num::host_split_threads() > 1
-          ? static_cast<int>(groups)
-          : 1;
-  std::vector<num::PairRange> ra(static_cast<size_t>(parts)), rb(static_cast<size_t>(parts));
-  num::host_for(parts, [&](int t) {
-    const uint32_t k0 = groups * t / parts * 8, k1 = groups * (t + 1) / parts * 8;
-    std::vector<float> sa(m_size), sb(n_size);
-    for (uint32_t k = k0; k < k1; k += 2) {
-      if (k % 8 == 0) {
-        mx_group_scales(ss, k / 8, inst_.scale_offset, sa.data());
-        mx_group_scales(ms, k / 8, inst_.moving_scale_offset, sb.data());
+  // Images kept across instructions, served only while their bytes and scales are unchanged
+  // (mx_pair_cache.h); per calling thread, as the scratch they replace.
+  static thread_local MxPairCache cache(kMxPairCacheBytes);
+  cache.begin();
+  const std::vector<uint8_t> ssb = mx_scale_bytes(ss, groups, inst_.scale_offset),
+                             msb = mx_scale_bytes(ms, groups, inst_.moving_scale_offset);
+  std::vector<const uint8_t*> sr(kp), mr(kp);
+  for (uint32_t k = 0; k < kp; ++k) sr[k] = st.at(k, 0), mr[k] = mv.at(k, 0);
+  const auto a = cache.get({kp, m_size, 32, static_cast<int>(fs), static_cast<size_t>(K2 * m_size)}, sr, ssb);
+  const auto b =
+      cache.get({kp, n_size, K2 * 32, static_cast<int>(fm), static_cast<size_t>(K2 * n_size)}, mr, msb);
+  if (!a.hit || !b.hit) {
+    // Rows [k0, k1) (whole MX groups) per part of a host split, two at a time: logical rows j kp + k and
+    // j kp + k + 1 are pair (j kp + k) / 2. Large tiles: one MX group a part, claimed by the host threads.
+    const int parts =
+        static_cast<uint64_t>(kp) * (m_size + n_size) >= (1u << 15) && num::host_split_threads() > 1
+            ? static_cast<int>(groups)
+            : 1;
+    std::vector<num::PairRange> ra(static_cast<size_t>(parts)), rb(static_cast<size_t>(parts));
+    num::host_for(parts, [&](int t) {
+      const uint32_t k0 = groups * t / parts * 8, k1 = groups * (t + 1) / parts * 8;
+      std::vector<float> sa(m_size), sb(n_size);
+      for (uint32_t k = k0; k < k1; k += 2) {
+        const uint32_t g = k / 8;
+        if (k % 8 == 0) {
+          for (uint64_t c = 0; c < m_size; ++c) sa[c] = num::e8m0_to_f32(ssb[g * m_size + c]);
+          for (uint64_t c = 0; c < n_size; ++c) sb[c] = num::e8m0_to_f32(msb[g * n_size + c]);
+        }
+        uint32_t *oa[4], *ob[4];
+        for (uint32_t j = 0; j < 4; ++j) {
+          const int64_t kk = (int64_t{j} * kp + k) / 2;
+          oa[j] = a.pairs + kk * static_cast<int64_t>(m_size);
+          ob[j] = b.pairs + kk * 32;
+        }
+        if (!a.hit)
+          ra[t].add(num::dequantize_x4_pairs(sr[k], sr[k + 1], sa.data(), static_cast<int64_t>(m_size), fs,
+                                             oa, 32));
+        if (!b.hit)
+          rb[t].add(num::dequantize_x4_pairs(mr[k], mr[k + 1], sb.data(), static_cast<int64_t>(n_size), fm,
+                                             ob, K2 * 32));
       }
-      uint32_t *oa[4], *ob[4];
-      for (uint32_t j = 0; j < 4; ++j) {
-        const int64_t kk = (int64_t{j} * kp + k) / 2;
-        oa[j] = a + kk * static_cast<int64_t>(m_size);
-        ob[j] = b + kk * 32;
-      }
-      ra[t].add(num::dequantize_x4_pairs(st.at(k, 0), st.at(k + 1, 0), sa.data(),
-                                         static_cast<int64_t>(m_size), fs, oa, 32));
-      rb[t].add(num::dequantize_x4_pairs(mv.at(k, 0), mv.at(k + 1, 0), sb.data(),
-                                         static_cast<int64_t>(n_size), fm, ob, K2 * 32));
-    }
-  });
-  for (int t = 1; t < parts; ++t) ra[0].add(ra[t]), rb[0].add(rb[t]);
+    });
+    for (int t = 1; t < parts; ++t) ra[0].add(ra[t]), rb[0].add(rb[t]);
+    if (!a.hit) *a.range = ra[0], cache.commit(a);
+    if (!b.hit) *b.range = rb[0], cache.commit(b);
+  }
   const bool acc = inst_.has(kAccumulate);
   const int M = static_cast<int>(m_size), N = static_cast<int>(n_size);
-  const auto left = num::pe_matmul_pairs(a, ra[0], b, rb[0], c0, ldc, static_cast<int>(K), M, N, acc,
-                                         pe_threads(static_cast<int>(K), m_size, n_size));
+  const auto left = num::pe_matmul_pairs(a.pairs, *a.range, b.pairs, *b.range, c0, ldc, static_cast<int>(K),
+                                         M, N, acc, pe_threads(static_cast<int>(K), m_size, n_size));
   return left;
 }
 

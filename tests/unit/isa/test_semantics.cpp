@@ -288,6 +288,54 @@ TEST_CASE("quantize_mx and nc_matmul_mx on full tiles (split over host threads) 
     for (uint32_t n = 0; n < 2 * F; ++n) REQUIRE(get<float>(m.q(i, 4 * n)) == want[i * 2 * F + n]);
 }
 
+TEST_CASE("nc_matmul_mx dequantizes an operand again once its bytes or scales were rewritten", "[isa]") {
+  // The same instruction four times; between runs one moving byte, one moving scale and one stationary byte
+  // are rewritten in place (same addresses). Each result must be the new operands' product: an operand
+  // image kept from the earlier run (sim/isa/mx_pair_cache.h) must not be served. 32 partitions = 4 MX
+  // groups (128 logical K), M = 4, N = 32 (one 32-column panel: the BF16 pair path where the host has it).
+  Machine m(trn3());
+  const uint8_t vals[] = {0x38, 0x30, 0x3C, 0x40, 0xB8, 0x28};
+  const uint32_t K = 32, M = 4, N = 32;
+  for (uint32_t k = 0; k < K; ++k)
+    for (uint32_t j = 0; j < 4; ++j) {
+      for (uint32_t i = 0; i < M; ++i) *m.s(k, 4 * i + j) = vals[(k + i + 2 * j) % 6];
+      for (uint32_t n = 0; n < N; ++n) *m.s(k, 1024 + 4 * n + j) = vals[(k * 5 + n + j) % 6];
+    }
+  for (uint32_t g = 0; g < 4; ++g) {
+    for (uint32_t i = 0; i < M; ++i) *m.s(g, 4096 + i) = static_cast<uint8_t>(126 + (g + i) % 3);
+    for (uint32_t n = 0; n < N; ++n) *m.s(g, 8192 + n) = static_cast<uint8_t>(126 + (2 * g + n) % 3);
+  }
+  Instruction in = make(Opcode::NcMatmulMx, Engine::PE,
+                        {psum(0, M, 0, DType::F32, {{1, N}}), sbuf(0, K, 0, DType::FP8_E4M3FN_X4, {{1, M}}),
+                         sbuf(0, K, 1024, DType::FP8_E4M3FN_X4, {{1, N}}),
+                         sbuf(0, 4, 4096, DType::E8M0, {{1, M}}), sbuf(0, 4, 8192, DType::E8M0, {{1, N}})});
+  // The product of what memory holds now, from the bytes (every partial sum exact in FP32).
+  const auto check = [&] {
+    for (uint32_t i = 0; i < M; ++i)
+      for (uint32_t n = 0; n < N; ++n) {
+        double want = 0;
+        for (uint32_t k = 0; k < K; ++k)
+          for (uint32_t j = 0; j < 4; ++j)
+            want += e4m3(*m.s(k, 4 * i + j)) * std::ldexp(1.0, *m.s(k / 8, 4096 + i) - 127) *
+                    e4m3(*m.s(k, 1024 + 4 * n + j)) * std::ldexp(1.0, *m.s(k / 8, 8192 + n) - 127);
+        REQUIRE(get<float>(m.q(i, 4 * n)) == static_cast<float>(want));
+      }
+  };
+  m.run(in);
+  check();
+  const float before = get<float>(m.q(1, 4 * 7));
+  *m.s(17, 1024 + 4 * 7 + 2) = 0x40;  // moving (17, 7) byte 2: 2.0 where it was -1.0 (vals[(85 + 7 + 2) % 6])
+  m.run(in);
+  check();
+  CHECK(get<float>(m.q(1, 4 * 7)) != before);
+  *m.s(2, 8192 + 9) = 130;  // moving scale of group 2, column 9: 2^3
+  m.run(in);
+  check();
+  *m.s(30, 4 * 3 + 1) = 0xB8;  // stationary (30, 3) byte 1: -1.0 where it was 0.25 (vals[(30 + 3 + 2) % 6])
+  m.run(in);
+  check();
+}
+
 TEST_CASE("dma_copy casts through FP32: BF16 RNE ties, FP8 satfinite", "[isa]") {
   Machine m(trn2(), {TensorDecl{"x", DType::F32, {2, 4}}});
   const float in[8] = {1.0f + 0x1p-8f,
