@@ -23,6 +23,27 @@ size_t BandwidthSharing::KeyHash::operator()(const std::vector<Word>& key) const
 }
 
 uint32_t BandwidthSharing::kind_of(double cap, const Uses& uses) {
+  RecentKind k;
+  const bool small = uses.size() <= 2;
+  if (small) {
+    k.cap = std::bit_cast<uint64_t>(cap);
+    k.n = static_cast<uint32_t>(uses.size());
+    for (size_t i = 0; i < uses.size(); ++i) {
+      k.resource[i] = uses[i].resource;
+      k.per_byte[i] = std::bit_cast<uint64_t>(uses[i].per_byte);
+    }
+    for (const RecentKind& r : recent_kinds_)
+      if (r.n == k.n && r.cap == k.cap && r.resource == k.resource && r.per_byte == k.per_byte) return r.kind;
+  }
+  k.kind = kind_of_slow(cap, uses);
+  if (small) {
+    recent_kinds_[recent_next_] = k;
+    recent_next_ = (recent_next_ + 1) % kRecentKinds;
+  }
+  return k.kind;
+}
+
+uint32_t BandwidthSharing::kind_of_slow(double cap, const Uses& uses) {
   kind_key_.clear();
   kind_key_.push_back(std::bit_cast<uint64_t>(cap));
   kind_key_.push_back(uses.size());
@@ -42,6 +63,7 @@ uint64_t BandwidthSharing::add(double bytes, double cap, const Uses& uses, doubl
     // Number the kinds afresh, the live flows' first; the memo's keys held the old numbers.
     kinds_.clear();
     memo_.clear();
+    recent_kinds_.fill(RecentKind{});
     for (Flow& f : flows_) f.kind = kind_of(f.cap, f.uses);
   }
   uint64_t id = next_id_++;

@@ -7,6 +7,7 @@
 // recomputation, with the same result.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
@@ -81,10 +82,23 @@ class BandwidthSharing {
   mutable std::vector<uint32_t> key_;  // recompute()'s key, reused
   // The number of a cap and uses, given when first seen. Renumbered (memo_ cleared) past kKinds.
   uint32_t kind_of(double cap, const Uses& uses);
+  uint32_t kind_of_slow(double cap, const Uses& uses);  // kind_of through kinds_ alone
   static constexpr size_t kKinds = size_t{1} << 16;
   std::unordered_map<std::vector<uint64_t>, uint32_t, KeyHash> kinds_;
   std::vector<uint64_t> kind_key_;  // kind_of()'s key, reused
-  std::vector<uint64_t> done_;      // take_finished()'s result
+  // The kinds last looked up in kinds_ (flows of at most two uses), tried first: a DMA-heavy run adds flows
+  // of a few kinds only, and hashing a vector key per flow cost more than comparing a few words.
+  struct RecentKind {
+    uint64_t cap = 0;
+    uint32_t n = ~uint32_t{0};  // ~0: an empty entry
+    std::array<int, 2> resource{};
+    std::array<uint64_t, 2> per_byte{};
+    uint32_t kind = 0;
+  };
+  static constexpr size_t kRecentKinds = 8;
+  std::array<RecentKind, kRecentKinds> recent_kinds_{};
+  size_t recent_next_ = 0;      // the entry the next miss replaces
+  std::vector<uint64_t> done_;  // take_finished()'s result
   double now_ = 0;
   uint64_t next_id_ = 1;
   mutable bool stale_ = false;  // flows were added or removed since recompute()

@@ -66,8 +66,15 @@ void DmaQueues::moved(Queue& q, Queued& x, Picoseconds now) {
       throw TimeLimitError("its last byte would land", e.at_ps(), limit_, x.tag);
     }
   }
-  for (uint64_t e = x.engines; e != 0; e &= e - 1) land = std::max(land, q.last_land[std::countr_zero(e)]);
-  for (uint64_t e = x.engines; e != 0; e &= e - 1) q.last_land[std::countr_zero(e)] = land;
+  if (x.engines == ~uint64_t{0}) {
+    land = std::max(land, q.max_land);
+    q.all_land = land;
+  } else {
+    land = std::max(land, q.all_land);
+    for (uint64_t e = x.engines; e != 0; e &= e - 1) land = std::max(land, q.last_land[std::countr_zero(e)]);
+    for (uint64_t e = x.engines; e != 0; e &= e - 1) q.last_land[std::countr_zero(e)] = land;
+  }
+  q.max_land = std::max(q.max_land, land);
   x.released = now;
   x.land = land;
   x.moved = true;

@@ -102,7 +102,11 @@ class DmaQueues {
     // In queue order: moved (waiting to land), moving (flow != 0) or waiting. A transfer moves once no
     // transfer ahead of it that shares an engine still holds the queue or waits.
     std::deque<Queued> q;
-    std::array<Picoseconds, 64> last_land{};  // per engine: the latest landing of the queue there so far
+    // Per engine, the latest landing of the queue there so far: the later of last_land[e] and all_land. A
+    // transfer on every engine (the usual case without queue sets) sets all_land alone, not 64 entries.
+    std::array<Picoseconds, 64> last_land{};
+    Picoseconds all_land;
+    Picoseconds max_land;  // the latest landing on any engine
   };
 
   // Marks queue qi of `core` as holding transfers (or not) in nonempty_.

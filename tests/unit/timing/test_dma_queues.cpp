@@ -196,6 +196,38 @@ TEST_CASE("DMA queues: a pipelined queue lands its transfers in order", "[timing
   CHECK_FALSE(q.next_event(Picoseconds(3240000)).has_value());
 }
 
+TEST_CASE(
+    "DMA queues: a transfer on every engine lands after the last landing on any, and after it each engine's",
+    "[timing][dma]") {
+  // One queue, 1024 B transfers at 4 B/ns (256 ns each), all ready at 1240000. 1 on engines 0-7, latency
+  // 2000 ns: moves over [1240000, 1496000], lands at 3240000. 2 on engines 8-15 (none of 1's), latency 100
+  // ns: moves alongside it, lands at 1496000. 3 on every engine, latency 100 ns: moves once 1 and 2 let go,
+  // [1496000, 1752000], and lands after 1 on engines 0-7, at 3240000. 4 on engines 8-15 again, latency 100
+  // ns: moves after 3, [1752000, 2008000], and lands after 3 on its engines, at 3240000 (not at 2008000,
+  // after 2 alone).
+  DmaQueues q(trn2());
+  const uint64_t engines[] = {0x00FF, 0xFF00, ~uint64_t{0}, 0xFF00};
+  const uint64_t latency_ns[] = {2000, 100, 100, 100};
+  for (uint64_t tag : {1, 2, 3, 4}) {
+    auto t = transfer(tag, 0, 0, 1024);
+    t.cost.queue_rate_cap_GBps = 4;
+    t.cost.queue_engines = engines[tag - 1];
+    t.cost.latency = Picoseconds(latency_ns[tag - 1] * 1000);
+    q.enqueue(t, Picoseconds(0));
+  }
+  CHECK(advance(q, 1240000).empty());
+  CHECK(next(q, 1240000) == 1496000);
+  CHECK(advance(q, 1496000) == std::vector<Done>{{2, 1240000, 1496000}});
+  CHECK(next(q, 1496000) == 1752000);
+  CHECK(advance(q, 1752000).empty());
+  CHECK(next(q, 1752000) == 2008000);
+  CHECK(advance(q, 2008000).empty());
+  CHECK(next(q, 2008000) == 3240000);
+  CHECK(advance(q, 3240000) ==
+        (std::vector<Done>{{1, 1240000, 3240000}, {3, 1496000, 3240000}, {4, 1752000, 3240000}}));
+  CHECK(q.in_flight() == 0);
+}
+
 TEST_CASE("DMA queues: an event at or beyond the time limit is a TimeLimitError naming the transfer",
           "[timing][dma]") {
   SECTION("a transfer that would never finish in time: HBM at 1e-11 GB/s") {
