@@ -785,7 +785,7 @@ def test_non_integer_bounds_and_axes_are_errors_at_the_line():
             ("num_programs", "np", "nl.num_programs(1): the launch grid has 1 dims; a kernel runs on a launch "
              "grid as kernel[2, 2](...), and a workload runs it so when its kernel.function names a module-level "
              "kernel[2, 2] (`k22 = kernel[2, 2]`) or a function launching it"),
-            ("program_id", "pid", "nl.program_id('x'): axis must be an integer (a dim of the launch grid)"),
+            ("program_id", "pid", "nl.program_id('x'): axis 'x' is not an integer (a dim of the launch grid)"),
             ("empty", "empty", "nl.ndarray: shape () has no partition dim: an on-chip tile's shape starts with its "
              "partition dim, e.g. (1, 1) for one element"),
             ("sum", "sum", "nl.sum: its tensor_reduce (made by trnsim's lowering of nl.sum, not a call of the "

@@ -385,17 +385,22 @@ def static_range(*args, **kwargs):
 def program_id(axis=0):
     """This program's index along `axis` of the launch grid (under LNC2 with kernel[2]: the physical core)."""
     t = _trace.current("nl.program_id")
-    a = _index._const(axis)
-    if a is None:
-        raise NkiError(f"nl.program_id({axis!r}): axis must be an integer (a dim of the launch grid)")
-    if not 0 <= a < len(t.program_id):
-        raise NkiError(f"nl.program_id({axis}): the launch grid has {len(t.program_id)} dims{_GRID_HOW}")
-    return t.program_id[a]
+    return t.program_id[_grid_axis(f"nl.program_id({axis!r})", axis, len(t.program_id))]
 
 
 # Where a grid's dims come from (tester23ae F6: a workload's kernel run on nl.program_id(1) said only the first part).
 _GRID_HOW = ("; a kernel runs on a launch grid as kernel[2, 2](...), and a workload runs it so when its "
              "kernel.function names a module-level kernel[2, 2] (`k22 = kernel[2, 2]`) or a function launching it")
+
+
+def _grid_axis(call, axis, ndim):
+    """`axis` as a dim of a launch grid of `ndim` dims, else the NkiError of `call` saying what is wrong."""
+    a = _index._const(axis)
+    if a is None:
+        raise NkiError(f"{call}: axis {axis!r} is not an integer (a dim of the launch grid)")
+    if not 0 <= a < ndim:
+        raise NkiError(f"{call}: the launch grid has {ndim} dims{_GRID_HOW}")
+    return a
 
 
 def num_programs(axes=None):
@@ -405,12 +410,7 @@ def num_programs(axes=None):
         return _math.prod(t.num_programs) if len(t.num_programs) != 1 else t.num_programs[0]
 
     def one(a):
-        c = _index._const(a)
-        if c is None:
-            raise NkiError(f"nl.num_programs({axes!r}): axis {a!r} is not an integer (a dim of the launch grid)")
-        if not 0 <= c < len(t.num_programs):
-            raise NkiError(f"nl.num_programs({axes!r}): the launch grid has {len(t.num_programs)} dims{_GRID_HOW}")
-        return t.num_programs[c]
+        return t.num_programs[_grid_axis(f"nl.num_programs({axes!r})", a, len(t.num_programs))]
 
     if _index._const(axes) is not None:
         return one(axes)
