@@ -7,6 +7,7 @@
 
 #include "kernels/workload/workload.h"
 #include "sim/base/error.h"
+#include "sim/base/resident_governor.h"
 #include "sim/isa/names.h"
 
 namespace trnsim::workload {
@@ -40,6 +41,7 @@ std::vector<tensor::CheckResult> evaluate_checks(const PreparedWorkload& p,
   std::vector<tensor::CheckResult> results;
   const kernels::CheckContext ctx(inputs, outputs, full_reference);
   for (const kernels::OutputCheck& c : checks) {
+    resident::govern();  // what the simulation and the earlier checks touched
     try {
       results.push_back(c.run(ctx));
     } catch (const InputError& e) {
@@ -92,7 +94,8 @@ kernels::RooflineWork roofline_work(const PreparedWorkload& p) {
     for (const TensorInfo& t : *list)
       bytes[t.name] += static_cast<double>(tensor::elements_of(t.shape)) * isa::dtype_size(t.dtype);
   // (Asked with no values too: a Python kernel's work comes from its build, not from values it read.)
-  if (const std::optional<kernels::RooflineWork> w = p.kernel->roofline_work(p.input_values, bytes)) return *w;
+  if (const std::optional<kernels::RooflineWork> w = p.kernel->roofline_work(p.input_values, bytes))
+    return *w;
   return {p.kernel->useful_flops().value_or(-1), compulsory_hbm_bytes(p)};
 }
 

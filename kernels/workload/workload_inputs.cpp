@@ -7,6 +7,7 @@
 
 #include "kernels/workload/workload.h"
 #include "sim/base/error.h"
+#include "sim/base/resident_governor.h"
 #include "sim/isa/element.h"
 #include "sim/isa/names.h"
 
@@ -25,6 +26,7 @@ kernels::Tensors make_inputs(const PreparedWorkload& p) {
                      tensor::from_npy(p.npy.at(e.key), t.dtype, t.shape, "kernel input " + t.describe()));
       else
         made.emplace(e.key, tensor::generate(e.source.generator, t.dtype, t.shape, threads));
+      resident::govern();  // the generator's threads have finished writing it
       continue;
     }
     kernels::Tensors out;
@@ -45,6 +47,7 @@ kernels::Tensors make_inputs(const PreparedWorkload& p) {
       throw InputError(fmt::format("{}: inputs.{} (recipe '{}'): {}", p.w.file, e.key, e.recipe, err.what()));
     }
     for (auto& [name, t] : out) made.emplace(name, std::move(t));
+    resident::govern();  // the recipe's threads have finished writing its outputs
   }
   try {
     p.kernel->check_inputs(made);

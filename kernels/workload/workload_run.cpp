@@ -9,6 +9,7 @@
 #include "kernels/api/constant_inputs.h"
 #include "sim/base/error.h"
 #include "sim/base/release_heap.h"
+#include "sim/base/resident_governor.h"
 #include "sim/config/lnc.h"
 #include "sim/io/npy.h"
 #include "sim/io/output_name.h"
@@ -218,15 +219,19 @@ const run::SessionResult& WorkloadRun::simulate(const WorkloadRunOptions& o) {
   so.numerics = p_.w.numerics;
   so.trace_path = o.trace_path;
   auto last = t0_;
-  if (o.message)
-    so.progress = [&, t0 = t0_](Picoseconds sim, uint64_t done, uint64_t total) {
-      const auto now = clock::now();
-      if (now - t0 < std::chrono::seconds(3) || now - last < std::chrono::seconds(2)) return;
-      last = now;
-      o.message(fmt::format("{:.0f} % ({} of {} instructions), simulated {:.3f} us, {:.0f} s",
-                            total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 0.0,
-                            done, total, sim.ns() / 1e3, secs(t0, now)));
-    };
+  // Every 1000 completed instructions, between two of them (no host thread writes a tensor then): the
+  // resident-set governor's check; every 20000, a progress message when 2 s have passed.
+  so.progress_every = 1000;
+  so.progress = [&, t0 = t0_](Picoseconds sim, uint64_t done, uint64_t total) {
+    resident::govern();
+    if (!o.message || done % 20000 != 0) return;
+    const auto now = clock::now();
+    if (now - t0 < std::chrono::seconds(3) || now - last < std::chrono::seconds(2)) return;
+    last = now;
+    o.message(fmt::format("{:.0f} % ({} of {} instructions), simulated {:.3f} us, {:.0f} s",
+                          total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 0.0, done,
+                          total, sim.ns() / 1e3, secs(t0, now)));
+  };
   const auto t_sim = clock::now();
   times_.setup = secs(t0_, t_sim);
   try {

@@ -8,12 +8,11 @@
 
 #include "sim/base/address_limit.h"
 #include "sim/base/cgroup_memory.h"
+#include "sim/base/env_bytes.h"
 #include "sim/base/error.h"
 
 namespace trnsim {
-namespace {
 
-// "Key:   123 kB" lines of /proc/meminfo, in bytes.
 std::optional<uint64_t> meminfo(const std::string& key) {
   std::ifstream f("/proc/meminfo");
   for (std::string line; std::getline(f, line);) {
@@ -24,8 +23,6 @@ std::optional<uint64_t> meminfo(const std::string& key) {
   }
   return std::nullopt;
 }
-
-}  // namespace
 
 std::optional<uint64_t> address_space_headroom() {
   const std::optional<uint64_t> limit = address_space_limit();
@@ -40,13 +37,7 @@ std::optional<uint64_t> address_space_headroom() {
 }
 
 std::optional<uint64_t> available_host_bytes() {
-  if (const char* v = std::getenv("TRNSIM_HOST_MEMORY_BYTES")) {
-    const std::string s(v);
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 19)
-      throw InputError("environment variable TRNSIM_HOST_MEMORY_BYTES: '" + s +
-                       "' is not a byte count (digits only, at most 19)");
-    return std::stoull(s);
-  }
+  if (const std::optional<uint64_t> given = env_byte_count("TRNSIM_HOST_MEMORY_BYTES")) return given;
   const std::optional<uint64_t> avail = meminfo("MemAvailable");
   if (!avail) return std::nullopt;
   uint64_t bytes = *avail + meminfo("SwapFree").value_or(0);

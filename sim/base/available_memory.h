@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace trnsim {
 
@@ -14,6 +15,9 @@ namespace trnsim {
 // /proc/meminfo misleads; tests): InputError unless it is a plain decimal byte count. nullopt when nothing
 // can be read.
 std::optional<uint64_t> available_host_bytes();
+
+// A "Key:   123 kB" line of /proc/meminfo (MemTotal, MemAvailable, ...) in bytes; nullopt when absent.
+std::optional<uint64_t> meminfo(const std::string& key);
 
 // What `ulimit -v` leaves of the address space (RLIMIT_AS - VmSize), when it is set; nullopt otherwise.
 std::optional<uint64_t> address_space_headroom();

@@ -13,8 +13,10 @@
 #include <cstring>
 #include <mutex>
 
+#include "sim/base/env_bytes.h"
 #include "sim/base/error.h"
 #include "sim/base/interrupt.h"
+#include "sim/base/resident_governor.h"
 #include "sim/base/scratch_dir.h"
 
 namespace trnsim {
@@ -72,8 +74,10 @@ struct HostBytes::Mapping {
   size_t skip = 0;           // from addr to the data
   std::string path;          // of a file read from disk
   bool scratch = false;
-  std::unique_ptr<interrupt::MappedInput> input;  // a file read from disk: a SIGBUS here names it
+  std::unique_ptr<interrupt::MappedInput> input;     // a file read from disk: a SIGBUS here names it
+  std::unique_ptr<resident::Registration> governed;  // resident_governor.h may release its pages
   ~Mapping() {
+    governed.reset();  // before the range is unmapped
     input.reset();
     if (addr != nullptr) ::munmap(addr, len);
   }
@@ -141,6 +145,7 @@ void HostBytes::assign(size_t n, uint8_t fill) {
         map_->addr = a;
         map_->len = n;
         map_->scratch = true;
+        map_->governed = std::make_unique<resident::Registration>(a, n, true);
         p_ = static_cast<uint8_t*>(a);
         n_ = n;
         if (fill != 0) std::memset(p_, fill, n_);  // the reserved file reads as zeros
@@ -179,6 +184,7 @@ HostBytes HostBytes::map_file(const std::string& path, uint64_t offset, size_t s
   b.map_->skip = static_cast<size_t>(offset - start);
   b.map_->path = path;
   b.map_->input = std::make_unique<interrupt::MappedInput>(a, len, path);
+  b.map_->governed = std::make_unique<resident::Registration>(a, len, false);
   b.p_ = static_cast<uint8_t*>(a) + b.map_->skip;
   b.n_ = size;
   return b;
@@ -198,6 +204,7 @@ HostBytes HostBytes::cow_copy() const {
   b.map_->skip = map_->skip;
   if (!map_->scratch) b.map_->input = std::make_unique<interrupt::MappedInput>(a, map_->len, map_->path);
   b.map_->path = map_->path;
+  b.map_->governed = std::make_unique<resident::Registration>(a, map_->len, false);
   b.p_ = static_cast<uint8_t*>(a) + b.map_->skip;
   b.n_ = n_;
   return b;
@@ -217,13 +224,8 @@ bool operator==(const HostBytes& a, const std::vector<uint8_t>& b) {
 
 void set_pageable(bool on, uint64_t min_bytes) {
   uint64_t m = min_bytes;
-  if (const char* v = std::getenv("TRNSIM_SCRATCH_MIN_BYTES"); v != nullptr && on) {
-    const std::string s(v);
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 19)
-      throw InputError("environment variable TRNSIM_SCRATCH_MIN_BYTES: '" + s +
-                       "' is not a byte count (digits only, at most 19)");
-    m = std::stoull(s);
-  }
+  if (on)
+    if (const std::optional<uint64_t> given = env_byte_count("TRNSIM_SCRATCH_MIN_BYTES")) m = *given;
   std::lock_guard<std::mutex> lock(g_mutex);
   g_on = on;
   g_min = m;

@@ -13,6 +13,7 @@
 #include "kernels/workload/workload.h"
 #include "kernels/workload/workload_run.h"
 #include "sim/base/error.h"
+#include "sim/base/resident_governor.h"
 #include "sim/config/hw_names.h"
 #include "tools/sweep/report_script.h"
 #include "tools/trnsim/commands.h"
@@ -72,6 +73,8 @@ void add_run_command(CLI::App& app) {
     // Large .npy inputs are read through mappings and large tensors live in scratch files in the output
     // folder once it exists (sim/base/host_bytes.h): memory the OS can page.
     set_pageable(true);
+    // Their pages leave the process's resident set once it holds more of them than its budget.
+    resident::start(std::nullopt);
     on_file(opts->config, [&] {
       if (workload::is_pipeline_file(opts->config) ||
           (workload::is_workload_file(opts->config) &&
