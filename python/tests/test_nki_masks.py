@@ -493,9 +493,10 @@ def test_a_matmul_mask_on_one_indexed_operand_leaves_the_whole_one():
 
 
 @tnki.jit
-def _result_rows_mask(aT, b):
-    """acc[i_mp, i_n] += nl.matmul(x, y, transpose_x=True, mask=(i_mp < M) & (i_n < N)) of an M-tail x [128, M]
-    and an N-tail y [128, N] loaded whole on K: i_mp indexes only acc's rows."""
+def _result_rows_mask(aT, b, rows_range=128):
+    """acc[i_mp, i_n] += nl.matmul(x, y, transpose_x=True, mask=(i_r < M) & (i_n < N)) of an M-tail x [128, M]
+    and an N-tail y [128, N] loaded whole on K: i_mp indexes only acc's rows, the mask's i_r is
+    nl.arange(rows_range)[:, None] (i_mp itself for 128)."""
     import nki.language as nl
 
     K, M = aT.shape
@@ -503,31 +504,44 @@ def _result_rows_mask(aT, b):
     out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
     i_k, i_m, i_n = nl.arange(128)[:, None], nl.arange(128)[None, :], nl.arange(512)[None, :]
     i_mp = nl.arange(128)[:, None]
+    i_r = i_mp if rows_range == 128 else nl.arange(rows_range)[:, None]
     x = nl.load(aT[i_k, i_m], mask=(i_m < M))
     y = nl.load(b[i_k, i_n], mask=(i_n < N))
     acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-    acc[i_mp, i_n] += nl.matmul(x, y, transpose_x=True, mask=(i_mp < M) & (i_n < N))  # MARK-rows-mask
+    acc[i_mp, i_n] += nl.matmul(x, y, transpose_x=True, mask=(i_r < M) & (i_n < N))  # MARK-rows-mask
     nl.store(out, nl.copy(acc[0:M, 0:N]))
     return out
 
 
 def test_a_bound_on_the_result_rows_is_no_contraction_bound():
-    # tester23ad F4: for M == 1 or M == N the axis-0 variable i_mp, which indexes only acc, bounded the
-    # contraction K of the whole tiles to M rows: a silently wrong product (max error 16-38); other shapes were
-    # an error about x's dims. Every shape whose mask cuts K below the rows the operands hold is now the error
-    # naming the rule; where it cuts nothing (M = 128) the product is right (small integers: exact in float32).
+    # tester23ad F4: for M == 1 or M == N the axis-0 variable of the mask, which indexes only acc, bounded the
+    # contraction K of the whole tiles to M rows: a silently wrong product (max error 16-38). A variable whose
+    # range is not the 128 K rows the tiles hold cannot index them: the error naming the rule.
     for m, n in ((1, 512), (64, 64), (100, 300)):
         aT = np.ones((128, m), np.float32)
         b = np.ones((128, n), np.float32)
-        e = raises(NkiError, tnki.simulate_kernel, _result_rows_mask, aT, b)
+        e = raises(NkiError, tnki.simulate_kernel, _result_rows_mask, aT, b, m)
         assert str(e).startswith(
-            "test_nki_masks.py:%d: nl.matmul: mask=((i_mp < M) & (i_n < N)) bounds a variable of axis 0 to [0, %d): "
+            "test_nki_masks.py:%d: nl.matmul: mask=((i_r < M) & (i_n < N)) bounds a variable of axis 0 to [0, %d): "
             "of tiles passed whole, that is the contraction dim K (a matmul's mask is that of nisa.nc_matmul"
             % (line_of(__file__, "MARK-rows-mask"), m)), e
         assert str(e).endswith("but x holds K rows [0, 128), so the mask would drop rows of the contraction. A bound "
                                "on the result's rows (M) is not one on K: index the operands with their own variables "
                                "(x[i_k, i_m] with mask=(i_m < M)), or leave the M tail to x's masked load and the "
                                "masked store"), e
+    # One of the K rows' range (i_mp itself) is the documented K bound, as a padded input's K tail is
+    # (tester23af F3): the product sums K rows [0, M), and a warning says so and names the M reading.
+    aT = np.random.RandomState(60).randint(-3, 4, (128, 64)).astype(np.float32)
+    b = np.random.RandomState(61).randint(-3, 4, (128, 64)).astype(np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = tnki.simulate_kernel(_result_rows_mask, aT, b)
+    assert got.tobytes() == (aT[:64].T @ b[:64]).tobytes()
+    said = [str(w.message) for w in caught if "bounds a variable of axis 0" in str(w.message)]
+    assert len(said) == 1 and said[0].endswith(
+        "but x holds K rows [0, 128): the product sums K rows [0, 64) only (a K tail of a padded input); if the "
+        "bound was meant for the result's rows (M), index the operands with their own variables (x[i_k, i_m] with "
+        "mask=(i_m < M)) or leave the M tail to the loads and the store"), said
     aT = np.random.RandomState(60).randint(-3, 4, (128, 128)).astype(np.float32)
     b = np.random.RandomState(61).randint(-3, 4, (128, 128)).astype(np.float32)
     assert tnki.simulate_kernel(_result_rows_mask, aT, b).tobytes() == (aT.T @ b).tobytes()
@@ -646,19 +660,23 @@ def test_m_tail_tile_accumulates_into_its_rows_of_the_accumulator():
 
 
 @tnki.jit
-def _k_tail_masked_matmul(a, b, form):
-    """x.T @ y over K = 300 in three K tiles, the last one's rows masked on the loads and on the matmul."""
+def _k_tail_masked_matmul(a, b, form, padded_to=None):
+    """x.T @ y over K = 300 in three K tiles, the last one's rows masked on the loads and on the matmul; with
+    `padded_to` K (a and b hold padded_to >= K rows, in whole tiles) the loads are whole and only the matmul's
+    mask bounds K."""
     import nki.isa as nisa
     import nki.language as nl
 
-    K, M = a.shape
+    rows, M = a.shape
+    K = padded_to or rows
     N = b.shape[1]
     o = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
     acc = nl.zeros((128, N), nl.float32, buffer=nl.psum)
     for k in nl.affine_range((K + 127) // 128):
         i_k, i_m, i_n = nl.arange(128)[:, None], nl.arange(M)[None, :], nl.arange(N)[None, :]
-        x = nl.load(a[k * 128 + i_k, i_m], mask=(k * 128 + i_k < K))
-        y = nl.load(b[k * 128 + i_k, i_n], mask=(k * 128 + i_k < K))
+        load_mask = None if padded_to else (k * 128 + i_k < K)
+        x = nl.load(a[k * 128 + i_k, i_m], mask=load_mask)
+        y = nl.load(b[k * 128 + i_k, i_n], mask=load_mask)
         if form == "nl":
             acc += nl.matmul(x, y, transpose_x=True, mask=(k * 128 + i_k < K))
         elif form == "nl_transpose":
@@ -679,6 +697,18 @@ def test_a_k_tail_mask_on_matmul_bounds_the_contraction():
     for form in ("nl", "nl_transpose", "nc"):
         got = tnki.simulate_kernel(_k_tail_masked_matmul, a, b, form)
         assert got.tobytes() == want.tobytes(), (form, np.abs(got - want).max())
+    # tester23af F3: with whole loads of inputs padded to 384 rows (the pad not zero), the matmul's mask alone
+    # bounds K (i_k spans the 128 K rows the tiles hold); the guard for tester23ad F4 refused it.
+    pad_a = np.concatenate([a, _ints((84, 128), 11) + 100]).astype(np.float32)
+    pad_b = np.concatenate([b, _ints((84, 512), 12) + 100]).astype(np.float32)
+    # The cut of the last tile's 128 rows to 44 is said once per call (the warning's text: the test above).
+    for form in ("nl", "nl_transpose", "nc"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = tnki.simulate_kernel(_k_tail_masked_matmul, pad_a, pad_b, form, 300)
+        assert got.tobytes() == want.tobytes(), (form, "padded", np.abs(got - want).max())
+        said = [str(w.message) for w in caught if "the product sums K rows [0, 44) only" in str(w.message)]
+        assert len(said) == 1, (form, [str(w.message) for w in caught])
 
 
 @tnki.jit

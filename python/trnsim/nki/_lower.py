@@ -1374,11 +1374,12 @@ def matmul_mask(mask, x, y, x_m, call):
 
 def _check_contraction_bound(mask, x, y, x_m, call):
     """For a matmul of tiles passed whole: NkiError for a mask variable of axis 0, which bounds the contraction
-    dim K (_MATMUL_MASK_RULE), bounding it narrower than the K rows an operand holds (all its rows, or the part
-    a masked load gave it). Such a mask drops rows of the contraction the operands hold; written for the
-    result's rows (`acc[i_mp, i_n] += nl.matmul(x, y, mask=(i_mp < M) & ...)`, i_mp indexing only acc), it
-    silently gave a contraction over M rows (tester23ad F4). A K tail held by masked loads, bounded by the same
-    range, is no such cut."""
+    dim K (_MATMUL_MASK_RULE), that cannot be an index of the K rows an operand holds (its range is not as long
+    as they are) and bounds them narrower. Written for the result's rows (`acc[i_mp, i_n] += nl.matmul(x, y,
+    mask=(i_mp < M) & ...)`, i_mp = nl.arange(M)[:, None] indexing only acc), it silently gave a contraction
+    over M rows (tester23ad F4). A variable spanning the K rows held (`k * 128 + i_k < K`, i_k of 128) bounds K
+    as the rule says, whether the loads were masked too or read whole rows of a padded input (tester23af F3);
+    as trnsim cannot tell it from a result-row variable of the same range, such a cut is said in a warning."""
     k_dims = ((x, 0 if x_m == 1 else 1, "x"), (y, 0, "y"))
     for var, (lo, hi) in mask.bounds.items():
         if var.ndim != 2 or var.axis != 0:
@@ -1387,14 +1388,22 @@ def _check_contraction_bound(mask, x, y, x_m, call):
             own = box_of(v)
             a = own[1][d] if own is not None else 0
             n = v.shape[d]
-            if lo > a or hi < a + n:
+            if lo <= a and hi >= a + n:
+                continue
+            loc = caller_loc()
+            words = (f"{call}: {_mask_words(loc, 'the mask')} bounds a variable of axis 0 to [{lo}, {hi}): of "
+                     f"tiles passed whole, that is the contraction dim K ({_MATMUL_MASK_RULE}), but {name} holds K "
+                     f"rows [{a}, {a + n})")
+            if var.size != n:
                 raise NkiError(
-                    f"{call}: {_mask_words(caller_loc(), 'the mask')} bounds a variable of axis 0 to "
-                    f"[{lo}, {hi}): of tiles passed whole, that is the contraction dim K ({_MATMUL_MASK_RULE}), but "
-                    f"{name} holds K rows [{a}, {a + n}), so the mask would drop rows of the contraction. A bound "
-                    f"on the result's rows (M) is not one on K: index the operands with their own variables "
-                    f"(x[i_k, i_m] with mask=(i_m < M)), or leave the M tail to x's masked load and the masked "
-                    f"store")
+                    f"{words}, so the mask would drop rows of the contraction. A bound on the result's rows (M) is "
+                    f"not one on K: index the operands with their own variables (x[i_k, i_m] with mask=(i_m < M)), "
+                    f"or leave the M tail to x's masked load and the masked store")
+            _trace._current.kernel.warn(
+                str(loc), f"{words}: the product sums K rows [{max(lo, a)}, {min(hi, a + n)}) only (a K tail of a "
+                f"padded input); if the bound was meant for the result's rows (M), index the operands with their "
+                f"own variables (x[i_k, i_m] with mask=(i_m < M)) or leave the M tail to the loads and the store")
+            return
 
 
 def _matmul_mask_one_indexed(mask, x, y, x_m):
