@@ -104,18 +104,19 @@ def test_unmodelled_masks_are_errors_at_the_kernel_line():
         (K.or_mask, "MARK-or", "masks with | are not modelled"),
         (K.and_mask, "MARK-and", "combine predicates with & (e.g. (i_p < n) & (i_f < m)), not `and`"),
         (K.chained_mask, "MARK-chained", "not `and` or a chained comparison"),
-        (K.two_var_mask, "MARK-two-var", "a mask bound must involve one nl.arange index variable"),
+        (K.two_var_mask, "MARK-two-var", "a mask bound of several nl.arange index variables must hold on a rectangle of them"),
         # tester23o F3: bounds on two variables combined with & (nki-samples' MaxPool2D) were "an affine_select
         # predicate is one comparison; NKI does not combine them with & or |", naming neither mask= nor the call.
         # (Its first bound, i_p + i_f >= 0, holds everywhere: a mask of no bound since tester23ad F6; the second
         # cuts a triangle.)
         (K.two_var_and_mask, "MARK-two-var-and",
-         "nl.load: mask: a mask bound must involve one nl.arange index variable (e.g. i_p < n), got i0[128] + "
-         "i1[64] - 100 < 0: only rectangular masks (a range per variable) are modelled; a comparison of several index "
-         "variables (a triangular mask) is nisa.affine_select's predicate"),
+         "nl.load: mask: a mask bound of several nl.arange index variables must hold on a rectangle of them "
+         "(everywhere, nowhere, or as a bound on one variable, e.g. i_p < n), got i0[128] + i1[64] - 100 < 0: only "
+         "rectangular masks (a range per variable) are modelled; a comparison of several index variables that cuts "
+         "a triangle is nisa.affine_select's predicate"),
         (K.bound_and_two_var_mask, "MARK-bound-and-two-var",
-         "nl.load: mask: a mask bound must involve one nl.arange index variable (e.g. i_p < n), got i0[128] - "
-         "i1[64] - 100 < 0: only"),
+         "nl.load: mask: a mask bound of several nl.arange index variables must hold on a rectangle of them "
+         "(everywhere, nowhere, or as a bound on one variable, e.g. i_p < n), got i0[128] - i1[64] - 100 < 0: only"),
         (K.combined_affine_pred, "MARK-affine-and",
          "affine_select: pred is one comparison of nl.arange expressions; NKI does not combine them with & or |"),
         (K.eq_mask, "MARK-eq", "(== and != are not modelled)"),
@@ -593,8 +594,9 @@ def test_a_mask_of_several_variables_that_is_a_rectangle():
     assert tnki.simulate_kernel(_flat_prefix, x, 37 * 512).tobytes() == want.tobytes()
     # A bound that cuts a row in two is no rectangle: still the error, at the line.
     e = raises(NkiError, tnki.simulate_kernel, _flat_prefix, x, 37 * 512 + 100)
-    assert str(e).startswith("test_nki_masks.py:%d: nl.load: mask: a mask bound must involve one nl.arange index "
-                             "variable (e.g. i_p < n), got 512*i0[128] + i1[512] - 19044 < 0: only rectangular "
+    assert str(e).startswith("test_nki_masks.py:%d: nl.load: mask: a mask bound of several nl.arange index "
+                             "variables must hold on a rectangle of them (everywhere, nowhere, or as a bound on one "
+                             "variable, e.g. i_p < n), got 512*i0[128] + i1[512] - 19044 < 0: only rectangular "
                              "masks" % (line_of(__file__, "MARK-flat") - 1)), e
 
 

@@ -636,7 +636,7 @@ def test_messages_name_the_call_and_the_kernel_line_23l():
     x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
     cases = {
         "or": "nl.add: mask: masks with | are not modelled",
-        "triangle": "nl.add: mask: a mask bound must involve one nl.arange index variable",
+        "triangle": "nl.add: mask: a mask bound of several nl.arange index variables must hold on a rectangle of them",
         "assign": "cannot assign a [1, 64] tile to a [128, 64] region",
         "np.exp": "np.exp on a tile: NumPy functions compute on host arrays and do not run on NKI tiles; use nl.exp",
         "np.sum": "np.sum on a tile: NumPy functions compute on host arrays and do not run on NKI tiles; use nl.sum",

@@ -262,9 +262,10 @@ class AffinePredicate:
         self.op = op
 
     def _why(self):
-        return (f"a mask bound must involve one nl.arange index variable (e.g. i_p < n), got {self.expr!r} {self.op} 0: "
-                "only rectangular masks (a range per variable) are modelled; a comparison of several index "
-                "variables (a triangular mask) is nisa.affine_select's predicate")
+        return (f"a mask bound of several nl.arange index variables must hold on a rectangle of them (everywhere, "
+                f"nowhere, or as a bound on one variable, e.g. i_p < n), got {self.expr!r} {self.op} 0: only "
+                "rectangular masks (a range per variable) are modelled; a comparison of several index variables "
+                "that cuts a triangle is nisa.affine_select's predicate")
 
     def mask_error(self):
         return NkiError(f"mask: {self._why()}")
