@@ -828,5 +828,60 @@ def test_a_tail_tile_transposed_into_a_whole_dst():
         assert got.tobytes() == want.tobytes(), (call, np.abs(got - want).max())
 
 
+
+@tnki.jit
+def _reduce_of_a_masked_result(x, form):
+    """Row sums of exp(x) computed on columns 0-39 only (form "sum": nl.sum; "act": activation_reduce) or
+    column sums of rows 0-99 (form "partition": tensor_partition_reduce), the reduction itself unmasked."""
+    import numpy as np
+    import nki.isa as nisa
+    import nki.language as nl
+
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    if form == "partition":
+        o = nl.ndarray((1, 64), nl.float32, buffer=nl.shared_hbm)
+        e = nl.exp(t, mask=(i_p < 100))  # MARK-reduce-mask-p
+        nl.store(o, nisa.tensor_partition_reduce(np.add, e))  # MARK-reduce-p
+        return o
+    o = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+    e = nl.exp(t, mask=(i_f < 40))  # MARK-reduce-free-mask
+    if form == "sum":
+        s = nl.sum(e, axis=1, keepdims=True)  # MARK-reduce-sum
+    else:
+        s = nl.ndarray((128, 1), nl.float32)
+        nisa.activation_reduce(op=nl.copy, data=e, reduce_op=np.add, reduce_res=s)  # MARK-reduce-act
+    nl.store(o, s)
+    return o
+
+
+def test_a_reduction_over_a_dim_a_masked_result_holds_in_part_is_warned():
+    # tester23af F7: an unmasked reduction of a result masked on the reduced dim reduces the part the mask
+    # computed (trnsim) where the device also reads the undefined rest: the values are the held part's, and a
+    # warning at the reducing line says so (it was silent).
+    x = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) % 7) / np.float32(8)
+    line = lambda m: line_of(__file__, m)
+    for form, mark, dim, held, full, made in (
+            ("sum", "MARK-reduce-sum", 1, "[128, 40]", 64, "MARK-reduce-free-mask"),
+            ("act", "MARK-reduce-act", 1, "[128, 40]", 64, "MARK-reduce-free-mask"),
+            ("partition", "MARK-reduce-p", 0, "[100, 64]", 128, "MARK-reduce-mask-p")):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = tnki.simulate_kernel(_reduce_of_a_masked_result, x, form)
+        e = np.exp(x.astype(np.float64))
+        ref = e[:100].sum(axis=0, keepdims=True) if form == "partition" else e[:, :40].sum(axis=1, keepdims=True)
+        assert np.allclose(got, ref, rtol=1e-5), (form, np.abs(got - ref).max())
+        said = [str(w.message) for w in caught if "written by no instruction" in str(w.message)]
+        n = int(held[1:-1].split(", ")[dim])
+        op = "tensor_partition_reduce" if form == "partition" else "activation" if form == "act" else "tensor_reduce"
+        assert len(said) == 1 and said[0] == (
+            "test_nki_masks.py:%d: %s reduces dim %d of %s of sbuf tile %s[%s] float32 allocated at "
+            "test_nki_masks.py:%d, which holds only [0, %d) of its %d (the part mask=(%s) at test_nki_masks.py:%d "
+            "selected): trnsim reduces that part; the device reduces all %d, %d of them written by no instruction "
+            "(undefined): mask this call as the one that made the operand"
+            % (line(mark), op, dim, held, "e ", "128, 64", line(made), n, full,
+               "i_p < 100" if form == "partition" else "i_f < 40", line(made), full, full - n)), (form, said)
+
+
 if __name__ == "__main__":
     main(globals())

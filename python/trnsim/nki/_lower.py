@@ -783,6 +783,26 @@ def held_only(v, d, lo, hi, a, n, loc, what=None, fix="mask that call as widely"
                     f"the part {that} selected{why}: {fix}")
 
 
+def warn_partial_reduction(call, data, axes):
+    """The warning of a call reducing dims `axes` of `data`, a masked call's result that holds only part of them
+    (box_of): trnsim reduces the held part, the device the whole dim, whose rest no instruction wrote
+    (undefined; tester23af F7). One warning per kernel line (Kernel.warn)."""
+    box = box_of(data)
+    if box is None:
+        return
+    cut = [a for a in axes if box[0][a] > data.shape[a]]
+    if not cut:
+        return
+    a = cut[0]
+    lo, n, full = box[1][a], data.shape[a], box[0][a]
+    loc = caller_loc()
+    _trace._current.kernel.warn(
+        str(loc), f"{call} reduces dim {a} of {_operand(data)}, which holds only [{lo}, {lo + n}) of its {full} "
+        f"(the part {_mask_words(box[2], 'a mask')}{f' at {box[2]}' if box[2] else ''} selected): trnsim reduces "
+        f"that part; the device reduces all {full}, {full - n} of them written by no instruction (undefined): "
+        f"mask this call as the one that made the operand")
+
+
 def _mask_words(loc, default):
     """`mask=<its source text>` of the one call with mask= at the kernel line `loc`, else `default`."""
     import ast

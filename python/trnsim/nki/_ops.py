@@ -508,6 +508,7 @@ def activation(dst, func, data, bias=None, scale=1.0, reduce_res=None, engine=No
         if reduce_res.partitions != data.partitions or reduce_res.free_size != 1:
             raise NkiError(f"{op}: reduce_res {list(reduce_res.shape)} must be [{data.partitions}, 1]")
         writes.append(reduce_res)
+        _partial(op, data, [d for d in range(data.ndim) if d != data.pd])
     engine = _engine_for(op, engine, [dst, data])
     o = record(op, {"dst": dst, "data": data, "bias": bv, "scale": sv, "reduce_res": reduce_res}, reads,
                writes, {"func": func, "bias": bi, "scale": si, "engine": engine}, loc)
@@ -620,6 +621,7 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, revers
     if res.partitions != data.partitions or res.free_size != 1:
         raise NkiError(f"{op}: reduce_res {list(res.shape)} must be [{data.partitions}, 1] (one element per "
                        "partition of data)")
+    _partial(op, data, [d for d in range(data.ndim) if d != data.pd])
     reads = [data] + ([v0] if v0 is not None else [])
     o = record(op, {"dst": dst, "data": data, "operand0": v0, "reduce_res": res}, reads, [dst, res],
                {"op0": op0, "imm0": i0, "reverse0": bool(reverse0), "reduce_op": reduce_op, "negate": bool(negate)},
@@ -653,6 +655,13 @@ def reduce_axes(data, axis):
     return axis
 
 
+def _partial(op, data, axes):
+    """The warning of a reduction over dims a masked call's result holds only in part (_lower)."""
+    from . import _lower
+
+    _lower.warn_partial_reduction(op, data, axes)
+
+
 def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=None, loc=None, any_axes=False):
     """`any_axes`: an nl reduction's, whose axes may be any free ones (NKI's average-pool tutorial sums axes
     [2, 4] of a 5-D tile): the instruction reduces a view with them last."""
@@ -664,6 +673,7 @@ def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=Non
     data = tile(data, "data", op)
     nd = data.ndim
     axis = reduce_axes(data, axis)
+    _partial(op, data, axis)
     if axis != list(range(nd - len(axis), nd)) and any_axes:
         # The instruction reduces the innermost dims: reorder the view (strides only) so the reduced axes are
         # last, the kept ones in their order.
@@ -832,6 +842,7 @@ def tensor_partition_reduce(dst, alu, data, loc=None):
         raise NkiError(f"{op}: dst {list(dst.shape)} must be one partition holding data's {data.free_size} "
                        f"elements per partition (data {list(data.shape)})")
     gpsimd_no_psum(op, op, (dst, "dst"), (data, "data"))
+    _partial(op, data, [data.pd])
     return record(op, {"dst": dst, "data": data}, [data], [dst], {"op": alu}, loc)
 
 
