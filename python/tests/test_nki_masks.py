@@ -883,5 +883,31 @@ def test_a_reduction_over_a_dim_a_masked_result_holds_in_part_is_warned():
                "i_p < 100" if form == "partition" else "i_f < 40", line(made), full, full - n)), (form, said)
 
 
+
+@tnki.jit
+def _store_of_a_masked_result(x):
+    """nl.store of a result whose mask computed rows 0-99 only, passed whole to an unmasked store."""
+    import nki.language as nl
+
+    o = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    e = nl.exp(nl.load(x), mask=(i_p < 100))  # MARK-store-masked-made
+    nl.store(o, e)  # MARK-store-whole
+    return o
+
+
+def test_an_unmasked_store_of_a_masked_result_is_the_looser_mask_error():
+    # tester23af F1: it said "cannot copy a [100, 64] tile to a [128, 64] region (... nl.transpose / .reshape
+    # change the shape)" of a tile whose .shape is (128, 64) in the kernel.
+    x = np.zeros((128, 64), np.float32)
+    e = raises(NkiError, tnki.simulate_kernel, _store_of_a_masked_result, x)
+    made = line_of(__file__, "MARK-store-masked-made")
+    assert str(e) == (
+        "test_nki_masks.py:%d: nl.store: the copy reads [0, 128) of dim 0, but operand [100, 64] of sbuf tile e "
+        "[128, 64] float32 allocated at test_nki_masks.py:%d holds only [0, 100) of it, the part mask=(i_p < 100) "
+        "at test_nki_masks.py:%d selected: mask the copy as that call, or index the result (e[i_p, i_f]: its "
+        "undefined rest is read with a warning)" % (line_of(__file__, "MARK-store-whole"), made, made)), str(e)
+
+
 if __name__ == "__main__":
     main(globals())
