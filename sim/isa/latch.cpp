@@ -13,52 +13,45 @@ OperandView view_of(const Instruction& inst, int slot, int core, const Program& 
                      "stationary operand");
 }
 
-std::vector<uint8_t> read(OperandView& v) {
+// Calls f(address, offset in read's order, bytes) for each byte run of v in row order (a whole row where
+// rows are contiguous, else one element); stops and returns false as soon as f does.
+template <class F>
+bool each_run(OperandView& v, F&& f) {
   const uint32_t es = dtype_size(v.dtype());
-  std::vector<uint8_t> out(static_cast<size_t>(v.rows()) * v.cols() * es);
-  size_t o = 0;
   const size_t rb = v.cols() * es;
+  size_t o = 0;
   for (uint32_t r = 0; r < v.rows(); ++r) {
     if (v.contiguous_rows() && rb > 0) {  // a row is one byte run
-      std::memcpy(&out[o], v.at(r, 0), rb);
-      o += rb;
-      continue;
-    }
-    for (uint64_t c = 0; c < v.cols(); ++c, o += es) std::memcpy(&out[o], v.at(r, c), es);
-  }
-  return out;
-}
-
-void write(OperandView& v, const std::vector<uint8_t>& bytes) {
-  const uint32_t es = dtype_size(v.dtype());
-  size_t o = 0;
-  const size_t rb = v.cols() * es;
-  for (uint32_t r = 0; r < v.rows(); ++r) {
-    if (v.contiguous_rows() && rb > 0) {
-      std::memcpy(v.at(r, 0), &bytes[o], rb);
-      o += rb;
-      continue;
-    }
-    for (uint64_t c = 0; c < v.cols(); ++c, o += es) std::memcpy(v.at(r, c), &bytes[o], es);
-  }
-}
-
-// Whether v holds `bytes` now (read's order), compared in place.
-bool holds(OperandView& v, const std::vector<uint8_t>& bytes) {
-  const uint32_t es = dtype_size(v.dtype());
-  size_t o = 0;
-  const size_t rb = v.cols() * es;
-  if (bytes.size() != v.rows() * rb) return false;
-  for (uint32_t r = 0; r < v.rows(); ++r) {
-    if (v.contiguous_rows() && rb > 0) {
-      if (std::memcmp(v.at(r, 0), &bytes[o], rb) != 0) return false;
+      if (!f(v.at(r, 0), o, rb)) return false;
       o += rb;
       continue;
     }
     for (uint64_t c = 0; c < v.cols(); ++c, o += es)
-      if (std::memcmp(v.at(r, c), &bytes[o], es) != 0) return false;
+      if (!f(v.at(r, c), o, es)) return false;
   }
   return true;
+}
+
+std::vector<uint8_t> read(OperandView& v) {
+  std::vector<uint8_t> out(static_cast<size_t>(v.rows()) * v.cols() * dtype_size(v.dtype()));
+  each_run(v, [&](const uint8_t* p, size_t o, size_t n) {
+    std::memcpy(&out[o], p, n);
+    return true;
+  });
+  return out;
+}
+
+void write(OperandView& v, const std::vector<uint8_t>& bytes) {
+  each_run(v, [&](uint8_t* p, size_t o, size_t n) {
+    std::memcpy(p, &bytes[o], n);
+    return true;
+  });
+}
+
+// Whether v holds `bytes` now (read's order), compared in place.
+bool holds(OperandView& v, const std::vector<uint8_t>& bytes) {
+  if (bytes.size() != static_cast<size_t>(v.rows()) * v.cols() * dtype_size(v.dtype())) return false;
+  return each_run(v, [&](const uint8_t* p, size_t o, size_t n) { return std::memcmp(p, &bytes[o], n) == 0; });
 }
 
 }  // namespace
