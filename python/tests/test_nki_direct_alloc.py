@@ -145,6 +145,29 @@ def test_a_body_traced_once_keeps_its_first_places():
               tnki.simulate_kernel, K.growing_in_body, np.zeros((128, 64), np.float32))
 
 
+def test_a_counter_after_a_loop_traced_once():
+    # tester23af F2: after an affine_range / sequential_range loop whose body advanced a host counter by 64 KiB
+    # after each declaration, a tile declared at the counter was placed at 4 x 64 KiB (past SBUF: "bytes
+    # [262144, 264192) ... are outside SBUF's 229376 B"), where NKI's one trace of the body leaves it at 64 KiB.
+    x = np.arange(4 * 128 * 512, dtype=np.float32).reshape(4, 128, 512) / 7
+    for kind in ("affine_range", "sequential_range"):
+        r = tnki.benchmark(K.counter_after_loop, x, kind=kind)
+        assert r.outputs[0].tobytes() == x.tobytes() and r.outputs[1].tobytes() == (3 * x[0]).tobytes(), kind
+        got = [(d["line"], d["allocator"], d["logical_tiles"], d["physical_tiles"])
+               for d in r.stats["nki"]["allocation"][0]["direct"]]
+        assert got == [
+            ("nki_direct.py:%d" % (line_of(SRC, "cur += 65536") - 1), "nki.compiler.sbuf.mod_alloc(base_addr=0)",
+             4, [{"partition": 0, "byte": 0}]),
+            ("nki_direct.py:%d" % line_of(SRC, "# after the loop"),
+             "nki.compiler.sbuf.mod_alloc(base_addr=65536)", 1, [{"partition": 0, "byte": 65536}]),
+        ], (kind, got)
+    # static_range and a Python loop are unrolled while NKI traces: the counter is advanced four times.
+    for kind in ("static_range", "python"):
+        raises_at(NkiError, "nki.compiler.sbuf.mod_alloc(base_addr=262144): its tile: bytes [262144, 264192) of "
+                  "each partition are outside SBUF's 229376 B per partition (trn2)", SRC, "# after the loop",
+                  tnki.simulate_kernel, K.counter_after_loop, x, kind=kind)
+
+
 def test_a_read_where_nothing_wrote_names_the_directly_allocated_tile():
     # tester23ad F3: the warning named the memory's arena, "sbuf 'direct sbuf' [128, 1] float32 allocated at" the
     # line of the test's own simulate_kernel call; it names the block read and the tensor's declaration.

@@ -69,5 +69,24 @@ def test_refusals_name_the_line():
     assert "row indices must be an int32 or uint32 [P, 1] tile" in str(e), e
 
 
+def test_oob_mode_skip_with_a_scalar_offset():
+    # tester23ag F2: with oob_mode skip, the rows a run-time scalar_offset moves outside the tensor are skipped
+    # (their destination keeps its value), as vector_offset rows are; it was a RuleError "scalar_offset = 20
+    # moves dst by 20 rows of 32 bytes, outside tensor 'out' [32 rows]" (nki-library's indexed_flatten).
+    x = np.arange(16 * 8, dtype=np.int32).reshape(16, 8)
+    for b in (0, 16, 20, -3, 40, -16):
+        want = np.full((32, 8), -1, np.int32)
+        for i in range(16):
+            if 0 <= b + i < 32:
+                want[b + i] = x[i]
+        same(tnki.simulate_kernel(K.rows_at_offset, x, np.array([[b]], np.int32)), want)
+    # oob_mode error (the default): the run-time error at the DMA's line.
+    e = raises(Exception, tnki.simulate_kernel, K.rows_at_offset, x, np.array([[20]], np.int32),
+               oob_mode=nisa.oob_mode.error)
+    line = line_of(SRC, "# moved") - 1
+    assert f"nki_indirect.py:{line}:" in str(e) and "scalar_offset bounds: scalar_offset = 20 moves dst by 20 " \
+        "rows of 32 bytes, outside tensor 'out' [32 rows]" in str(e), e
+
+
 if __name__ == "__main__":
     main(globals())

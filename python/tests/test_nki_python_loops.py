@@ -9,7 +9,9 @@ attention_bwd.py). Exact values against NumPy (small integers: every sum exact i
 
 import numpy as np
 
-from runner import main
+from runner import line_of, main, raises
+
+from trnsim.nki import NkiError
 
 import trnsim.nki as tnki
 
@@ -134,6 +136,73 @@ def test_a_load_waits_through_a_buffer_no_tile_used():
         for w in (512, 64, 384, 512, 128, 384):
             want[:, :w] += x[r, :, :w]
     assert tnki.simulate_kernel(staggered, x, 3).tobytes() == want.tobytes()
+
+
+def odd_differences(kind, wide):
+    # o[i] = sum(a[i]) on even i, sum(a[i] - a[i - 1]) on odd i (row sums, [128, 1] each), o2 = 2 * c. C
+    # ([128, wide] float32) is alive to the end; A, B and their difference are 64 KiB each (B and A - B made
+    # on odd i only): at most A, B, A - B and C are alive at once.
+    R = {"python": range, "static": nl.static_range, "affine": nl.affine_range, "sequential": nl.sequential_range}[kind]
+
+    @nki.jit
+    def k(a, c):
+        o = nl.ndarray((4, 128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        o2 = nl.ndarray((128, wide), dtype=nl.float32, buffer=nl.shared_hbm)
+        ct = nl.load(c)  # C
+        for i in R(4):
+            ta = nl.load(a[i])  # A
+            if i % 2 == 1:
+                tb = nl.load(a[i - 1])  # B
+                s = nl.sum(nl.subtract(ta, tb), axis=1, keepdims=True)  # diff
+            else:
+                s = nl.sum(ta, axis=1, keepdims=True)  # even sum
+            nl.store(o[i], s)
+        nl.store(o2, nl.multiply(ct, 2.0))
+        return o, o2
+
+    return k
+
+
+def test_a_loop_gets_the_same_buffers_in_every_spelling():
+    # tester23af F5: with C (31.25 KiB) alive to the end, A, B and their difference (64 KiB each) fit SBUF's 224
+    # KiB at once, with A in 1 buffer. As a Python `for` A's count came from its whole life (B is first used
+    # in it); under nl.static_range / affine_range / sequential_range it was asked in iteration 0, where B is
+    # not used yet: A got 2 buffers, and the difference of iteration 1 did not fit ("768 B free"). The counts
+    # asked over each site's whole life are the fallback there too: the same buffers and time in all four.
+    rng = np.random.default_rng(5)
+    a = rng.integers(-4, 5, (4, 128, 16384)).astype(np.float32)
+    c = rng.integers(-4, 5, (128, 8000)).astype(np.float32)
+    want = np.stack([a[0].sum(1), (a[1] - a[0]).sum(1), a[2].sum(1), (a[3] - a[2]).sum(1)])[:, :, None]
+    path = __file__
+    lines = {m: "test_nki_python_loops.py:%d" % line_of(path, m) for m in ("# A", "# B", "# diff", "# even sum")}
+    seen = []
+    for kind in ("python", "static", "affine", "sequential"):
+        r = tnki.benchmark(odd_differences(kind, 8000), a, c)
+        assert r.outputs[0].tobytes() == want.astype(np.float32).tobytes(), kind
+        assert r.outputs[1].tobytes() == (2 * c).tobytes(), kind
+        bufs = [(x["source"], x["bufs"]) for x in r.stats["allocations"]]
+        assert bufs == [(lines["# A"], 1), (lines["# even sum"], 2), (lines["# B"], 1), (lines["# diff"], 1),
+                        (lines["# diff"], 2)], (kind, bufs)
+        seen.append(r.latency_us)
+    assert len(set(seen)) == 1, seen
+
+
+def test_a_tile_that_does_not_fit_names_what_holds_the_space():
+    # tester23af F5: the message listed A, B, C and a sum (163,136 B) beside "768 B free", leaving A's second
+    # buffer unnamed. With C at [128, 8200] (32,832 B) the kernel needs 229,440 B: every spelling gives the
+    # same error, whose tiles alive then and free space add up to SBUF's 229,376 B per partition.
+    a = np.zeros((4, 128, 16384), np.float32)
+    c = np.zeros((128, 8200), np.float32)
+    at = {m: "test_nki_python_loops.py:%d" % line_of(__file__, m) for m in ("# A", "# B", "# C", "# diff")}
+    want = ("%s: SBUF tile [128, 16384] float32 (x 1 alive at once): buffer 1 of 1 (65536 B per partition) does not "
+            "fit: 65472 B free in sbuf (of 229376 B per partition) at its first access; the other tiles alive then: "
+            "%s: [128, 16384] float32 x 1 (65536 B); %s: [128, 16384] float32 x 1 (65536 B); %s: [128, 8200] "
+            "float32 x 1 (32832 B); alive later in its life: %s: [128, 1] float32 x 1 (64 B)"
+            % (at["# diff"], at["# A"], at["# B"], at["# C"], at["# diff"]))
+    assert 65472 + 65536 + 65536 + 32832 == 229376
+    for kind in ("python", "static", "affine", "sequential"):
+        e = raises(NkiError, tnki.simulate_kernel, odd_differences(kind, 8200), a, c)
+        assert str(e) == want, (kind, str(e))
 
 
 if __name__ == "__main__":

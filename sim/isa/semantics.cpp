@@ -80,8 +80,10 @@ class Exec {
   OperandView view(int slot, bool indirect = false, int core = -1) {
     const auto& names = operand_names(inst_.op);
     const char* name = slot < static_cast<int>(names.size()) ? names[slot] : "operand";
-    return OperandView(slot == moved_slot_ ? moved_ : inst_.ops[slot], core < 0 ? core_ : core, program_,
-                       limits_, state_, prefix_, name, indirect);
+    return OperandView(slot == moved_slot_    ? moved_
+                       : slot == paired_slot_ ? paired_
+                                              : inst_.ops[slot],
+                       core < 0 ? core_ : core, program_, limits_, state_, prefix_, name, indirect);
   }
   void apply_scalar_offset();
   const char* name(int slot) const { return operand_names(inst_.op)[slot]; }
@@ -272,6 +274,12 @@ class Exec {
   std::string prefix_;
   int moved_slot_ = -1;  // the operand a scalar_offset moved, and its moved pattern
   AccessPattern moved_{};
+  // With oob_mode skip: the other operand's rows that go with the moved pattern's rows inside the tensor
+  // (skip_all_: none of them is).
+  int paired_slot_ = -1;
+  AccessPattern paired_{};
+  bool skip_all_ = false;
+  bool skip_outside(int target, bool huge, int64_t base, int64_t flo, int64_t fhi, int64_t es, int64_t total);
 };
 
 // Moves the scalar_offset's target pattern by v tensor rows; the moved bytes must stay inside the tensor.
@@ -302,18 +310,75 @@ void Exec::apply_scalar_offset() {
     (span < 0 ? lo : hi) += span;
   }
   const int64_t base = ap.offset_bytes + v * row_bytes;
-  if (v < -(int64_t{1} << 40) / std::max<int64_t>(1, row_bytes) ||
-      v > (int64_t{1} << 40) / std::max<int64_t>(1, row_bytes) || base + lo < 0 || base + hi + es > total)
+  const bool huge = v < -(int64_t{1} << 40) / std::max<int64_t>(1, row_bytes) ||
+                    v > (int64_t{1} << 40) / std::max<int64_t>(1, row_bytes);
+  if (huge || base + lo < 0 || base + hi + es > total) {
+    // oob_mode skip: a dma_copy's rows (partitions of the pattern) outside the tensor are skipped, their
+    // destination unchanged, as vector_offset rows are (NKI's oob_mode: skip the out-of-bounds accesses).
+    int64_t flo = 0, fhi = 0;
+    for (int d = 0; d < ap.ndim; ++d) {
+      const int64_t span = ap.strides[d] * static_cast<int64_t>(ap.sizes[d] - 1) * es;
+      (span < 0 ? flo : fhi) += span;
+    }
+    if (inst_.op == Opcode::DmaCopy && inst_.has(kOobSkip) &&
+        skip_outside(target, huge, base, flo, fhi, es, total))
+      return;
     fail("scalar_offset bounds",
-         fmt::format("scalar_offset = {} moves {} by {} rows of {} bytes, outside tensor '{}' [{} rows]", v,
-                     name(target), v, row_bytes, t.name, t.shape.empty() ? 0 : t.shape[0]));
+         fmt::format("scalar_offset = {} moves {} by {} rows of {} bytes, outside tensor '{}' [{} rows]{}", v,
+                     name(target), v, row_bytes, t.name, t.shape.empty() ? 0 : t.shape[0],
+                     inst_.has(kOobSkip) ? " (oob_mode skip skips the rows outside only when both sides of a "
+                                           "dma_copy have the same rows and elements per row)"
+                                         : ""));
+  }
   moved_ = ap;
   moved_.offset_bytes = base;
   moved_slot_ = target;
 }
 
+// The rows of the moved pattern (target, at `base`; its free dims span [flo, fhi] bytes) inside the tensor's
+// `total` bytes are one run (the rows move by a fixed stride): the copy keeps those and the other operand's
+// rows with the same numbers, or nothing. False when the two sides' rows do not pair up (other shapes).
+bool Exec::skip_outside(int target, bool huge, int64_t base, int64_t flo, int64_t fhi, int64_t es,
+                        int64_t total) {
+  const AccessPattern& ap = inst_.ops[target];
+  const int other = target == 0 ? 1 : 0;
+  const AccessPattern& op = inst_.ops[other];
+  if (op.partitions != ap.partitions || op.free_elements() != ap.free_elements()) return false;
+  if (huge) {  // (moved by more than 1 TiB: every row is outside)
+    skip_all_ = true;
+    return true;
+  }
+  const int64_t step = ap.partition_stride * es;
+  int64_t first = -1, n = 0;
+  for (int64_t p = 0; p < static_cast<int64_t>(ap.partitions); ++p) {
+    const int64_t at = base + p * step;
+    if (at + flo >= 0 && at + fhi + es <= total) {
+      if (first < 0) first = p;
+      if (p != first + n) return false;  // (not one run: cannot be, for a fixed stride)
+      ++n;
+    }
+  }
+  if (n == 0) {
+    skip_all_ = true;
+    return true;
+  }
+  moved_ = ap;
+  moved_.offset_bytes = base + first * step;
+  moved_.partitions = static_cast<uint32_t>(n);
+  moved_slot_ = target;
+  paired_ = op;
+  if (op.space == MemSpace::HBM)
+    paired_.offset_bytes += first * op.partition_stride * static_cast<int64_t>(dtype_size(op.dtype));
+  else
+    paired_.partition_start += static_cast<uint32_t>(first);
+  paired_.partitions = static_cast<uint32_t>(n);
+  paired_slot_ = other;
+  return true;
+}
+
 void Exec::run() {
   if (inst_.op == Opcode::DmaCopy || inst_.op == Opcode::DmaTranspose) apply_scalar_offset();
+  if (skip_all_) return;  // oob_mode skip: every row of the moved pattern is outside its tensor
   switch (inst_.op) {
     case Opcode::DmaCopy:
       return dma_copy();

@@ -204,6 +204,28 @@ def counter_nested(x):
 
 
 @nki.jit
+def counter_after_loop(x, kind="affine_range"):
+    # x [4, 128, 512] float32: out[i] = x[i], out2 = 3 * x[0]. The loop's body declares a tile at a host counter
+    # and advances it by 64 KiB; a tile declared after the loop is placed at the counter. NKI traces an
+    # affine_range / sequential_range body once (the counter is 64 KiB after the loop) and unrolls a
+    # static_range or Python loop (256 KiB, past SBUF's 224 KiB).
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    out2 = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.shared_hbm)
+    loop = range if kind == "python" else getattr(nl, kind)
+    cur = 0
+    for i in loop(4):
+        t = nl.ndarray((128, 512), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=cur))
+        cur += 65536
+        t[...] = nl.load(x[i])
+        nl.store(out[i], t)
+    big = nl.ndarray((128, 512), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=cur))  # after the loop
+    big[...] = nl.load(x[0])
+    big[...] = nl.multiply(big, 3.0)
+    nl.store(out2, big)
+    return out, out2
+
+
+@nki.jit
 def growing_in_body(x):
     # A tensor of another shape in each iteration of an affine_range body: one trace cannot give two.
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)

@@ -64,3 +64,21 @@ def float_indices(x, idx):
     it = nl.load(idx)
     nl.store(out, nl.load(x[it, :]))  # refused: the indices are float32
     return out
+
+
+@nki.jit
+def rows_at_offset(x, off, oob_mode=nisa.oob_mode.skip):
+    # out [32, 8] int32 of -1, then x's 16 rows copied to rows off .. off + 15 by one dma_copy whose dst an
+    # .ap(scalar_offset=) moves at run time (nki-library's indexed_flatten); with oob_mode skip the rows
+    # outside out are skipped.
+    out = nl.ndarray((32, 8), dtype=nl.int32, buffer=nl.shared_hbm)
+    init = nl.ndarray((32, 8), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=init, value=-1)
+    nisa.dma_copy(dst=out, src=init)
+    t = nl.ndarray((16, 8), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    s = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=off)
+    nisa.dma_copy(dst=out.ap(pattern=[[8, 16], [1, 8]], offset=0, scalar_offset=s, indirect_dim=0), src=t,
+                  oob_mode=oob_mode)  # moved
+    return out

@@ -176,6 +176,74 @@ def _plan_runs(c, limits, q_sites, q_inst, inst_of, q_whole, whole_of, sites, wh
     return first[0], placement_of, placements, inst_of
 
 
+def _held(c, limits, q_sites, q_inst, site):
+    """Where plan_pools failed to place an instance of `site`: (that instance's index, the bufs chosen per site
+    so far, the instances holding space then), by replaying ever longer prefixes of the instances' starts in
+    its event order (a bisection: each prefix places the same as the whole up to its end)."""
+    order = sorted(range(len(q_inst)), key=lambda k: (q_inst[k][1], k))
+
+    def fails(m):
+        keep = set(order[:m])
+        try:
+            return False, c.plan_pools(limits, q_sites, [q for k, q in enumerate(q_inst) if k in keep])
+        except Exception:
+            return True, None
+
+    lo, hi = 0, len(order)  # a prefix of lo starts places; one of hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fails(mid)[0]:
+            hi = mid
+        else:
+            lo = mid
+    f = order[hi - 1]
+    if q_inst[f][0] != site:
+        return None
+    bad, got = fails(hi - 1)
+    if bad:
+        return None
+    at = q_inst[f][1]
+    return f, got[0], [k for k in order[:hi - 1] if q_inst[k][2] >= at]
+
+
+def _no_fit(c, limits, sites, q_sites, q_inst, msg):
+    """The NkiError for plan_pools' message `msg` (a site's buffer that does not fit): the tile and its line,
+    the free space, and every tile holding space at that instance's first access with the buffers it holds
+    (so the figures add up), then those that start later in its life."""
+    i = int(msg.split("site ", 1)[1].split(":", 1)[0])
+    s = sites[i]
+    found = _held(c, limits, q_sites, q_inst, i)
+
+    def listed(tiles):
+        tiles = sorted(tiles, key=lambda o: -o[1] * o[0].unit)
+        shown = [f"{o.loc}: {list(o.shape)} {o.dtype.name} x {o.live}{f', {b} buffers' if b > 1 else ''} "
+                 f"({b * o.unit} B)" for o, b in tiles[:8]]
+        return "; ".join(shown + ([f"{len(tiles) - 8} more"] if len(tiles) > 8 else []))
+
+    others = [o for o in sites if o.space == s.space and o.first <= s.last and s.first <= o.last and o is not s]
+    if found is not None:  # the holders then, each site once with its buffers (bufs x tiles alive at once)
+        _f, choices, holders = found
+        by_site = {}
+        for k in holders:
+            o = sites[q_inst[k][0]]
+            if o.space == s.space:
+                by_site[o.uid] = (o, choices[o.uid][0])
+        lines = listed(by_site.values())
+        start = q_inst[found[0]][1]
+        later = listed((o, 1) for o in others if o.first > start and o.uid not in by_site)
+    else:
+        lines = listed((o, 1) for o in others if o.first <= s.first)
+        later = listed((o, 1) for o in others if o.first > s.first)
+    if not lines and s.live > 1:
+        lines = f"{s.live - 1} more of this one ({s.loc})"
+    whose = (" (the PSUM bank a partition broadcast of a [1, F] row passes through: the row is repeated on "
+             "the partitions by the Tensor engine, docs/nki.md)"
+             if any(st.role == "partition broadcast" for st in s.storages) else "")
+    raise NkiError(f"{s.space.upper()} tile {list(s.shape)} {s.dtype.name}{whose} (x {s.live} alive at once): "
+                   f"{msg.split(f'site {i}: ', 1)[-1]}; the other tiles alive then: {lines or 'none'}"
+                   + (f"; alive later in its life: {later}" if later else ""), loc=s.loc) from None
+
+
 def _runs(storages):
     """The run of each of `storages` (tiles of one site declared more than once with no nl loop between the
     declarations: a Python loop, which NKI unrolls while tracing, as it does nl.static_range): tiles whose
@@ -275,47 +343,45 @@ def plan(trace, bufs_override=None, limits=None):
             for g in whole.values():
                 q_whole.append((i, g[0], g[1]))
                 whole_of.append(g[2])
-    q_sites_whole = []
-    for i, s in enumerate(sites):
-        # The reserve: one set of each site first used after this one while its first pool instance (when
-        # the rule is asked) lives.
-        bufs = bufs_override if bufs_override is not None and s.trip > 1 else None
-        space = c.MemSpace.SBUF if s.space == SBUF else c.MemSpace.PSUM
-        for (_first, end), out in zip(first_inst[i], (q_sites, q_sites_whole) if split else (q_sites,)):
-            reserve = sum(o.unit for o in sites[i + 1:] if o.space == s.space and o.first <= end)
-            out.append((space, s.partitions, s.buffer_bytes, s.trip, s.live, reserve, bufs))
+    def queries(life):
+        """The rule's query per site (and per site before the split into runs): the reserve is one set of each
+        site first used after this one while its first pool instance (when the rule is asked) lives, or, with
+        `life`, while any of its instances lives (the whole life of its logical tensor)."""
+        q_sites, q_sites_whole = [], []
+        for i, s in enumerate(sites):
+            bufs = bufs_override if bufs_override is not None and s.trip > 1 else None
+            space = c.MemSpace.SBUF if s.space == SBUF else c.MemSpace.PSUM
+            for (_first, end), out in zip(first_inst[i], (q_sites, q_sites_whole) if split else (q_sites,)):
+                reserve = sum(o.unit for o in sites[i + 1:] if o.space == s.space and o.first <= (s.last if life
+                                                                                                  else end))
+                out.append((space, s.partitions, s.buffer_bytes, s.trip, s.live, reserve, bufs))
+        return q_sites, q_sites_whole
+
     if limits is None:
         limits = c.default_limits(c.Generation.Trn2)
-    try:
-        if split:
-            choices, placement_of, placements, inst_of = _plan_runs(c, limits, q_sites, q_inst, inst_of, q_whole,
-                                                                    whole_of, sites, whole_scope, q_sites_whole)
-        else:
-            choices, placement_of, placements = c.plan_pools(limits, q_sites, q_inst)
-    except Exception as e:  # a site whose buffers do not fit: name it and its line
-        msg = str(e)
-        if "site " not in msg:
-            raise
-        i = int(msg.split("site ", 1)[1].split(":", 1)[0])
-        s = sites[i]
-        # The other tiles whose life overlaps this one's, largest first: those holding space at its first
-        # access (what the free figure leaves out), then those that start later in its life.
-        def listed(tiles):
-            tiles = sorted(tiles, key=lambda o: -o.unit)
-            shown = [f"{o.loc}: {list(o.shape)} {o.dtype.name} x {o.live} ({o.unit} B)" for o in tiles[:8]]
-            return "; ".join(shown + ([f"{len(tiles) - 8} more"] if len(tiles) > 8 else []))
-
-        others = [o for o in sites if o.space == s.space and o.first <= s.last and s.first <= o.last and o is not s]
-        lines = listed(o for o in others if o.first <= s.first)
-        if not lines and s.live > 1:
-            lines = f"{s.live - 1} more of this one ({s.loc})"
-        later = listed(o for o in others if o.first > s.first)
-        whose = (" (the PSUM bank a partition broadcast of a [1, F] row passes through: the row is repeated on "
-                 "the partitions by the Tensor engine, docs/nki.md)"
-                 if any(st.role == "partition broadcast" for st in s.storages) else "")
-        raise NkiError(f"{s.space.upper()} tile {list(s.shape)} {s.dtype.name}{whose} (x {s.live} alive at once): "
-                       f"{msg.split(f'site {i}: ', 1)[-1]}; the other tiles alive then: {lines or 'none'}"
-                       + (f"; alive later in its life: {later}" if later else ""), loc=s.loc) from None
+    scopes = [(s.scope, s.instances) for s in sites]
+    for life in (False, True):
+        # The counts asked when each site's first pool instance starts; should the instances then not fit (a
+        # site first used in a later scope iteration needs the space an earlier site's extra buffers hold:
+        # tester23af F5), the counts asked with a reserve over each site's whole life, as the unsplit scopes
+        # of a Python loop's runs give (_plan_runs): the same buffers whatever the loop's spelling.
+        q_sites, q_sites_whole = queries(life)
+        try:
+            if split:
+                choices, placement_of, placements, inst_of = _plan_runs(
+                    c, limits, q_sites, q_inst, inst_of, q_whole, whole_of, sites, whole_scope, q_sites_whole)
+            else:
+                choices, placement_of, placements = c.plan_pools(limits, q_sites, q_inst)
+            break
+        except Exception as e:  # a site whose buffers do not fit: name it and its line
+            msg = str(e)
+            if "site " not in msg:
+                raise
+            if not life:
+                for s, (scope, n) in zip(sites, scopes):  # (_plan_runs may have restored the unsplit scopes)
+                    s.scope, s.instances = scope, n
+                continue
+            _no_fit(c, limits, sites, q_sites, q_inst, msg)
     for s, (bufs, reason) in zip(sites, choices):
         s.bufs, s.reason = bufs, reason
         s.pool_size = bufs * s.live

@@ -100,6 +100,7 @@ class Trace:
         # directly allocated tensor had in the first iteration of the outermost affine / sequential loop around
         # it (_direct.traced_once); occurrences counted per (iteration record, site)
         self.loop_allocs = {}
+        self.direct_decls = 0  # directly allocated tensors declared so far (_Range: a body declaring one)
         self.loop_alloc_seen = {}
         self.returned = ()
         # (shape, space, dtype name) of result tiles checked -> (dims, rect, bytes per partition) of the whole
@@ -285,6 +286,9 @@ class _Range:
         its = t.outer_iters
         scope, loop, rec = t.scope, len(t.iters), None
         first = len(t.ops)
+        traced = self.kind != "static_range"
+        direct = t.direct_decls
+        kept = None  # the counters the body advances, as its first iteration left them (_keep_first)
         try:
             for n, i in enumerate(self.r):
                 if outermost:
@@ -297,6 +301,10 @@ class _Range:
                 rec[1] = len(t.ops)
                 if outermost:
                     its[-1][1] = len(t.ops)
+                if n == 0 and traced and len(self.r) > 1:
+                    kept = _counters(self.loc, sys._getframe(1))
+            if kept and t.direct_decls > direct:
+                _keep_first(kept, sys._getframe(1))
         finally:
             t.loops.pop()
             t.scope = scope
@@ -320,6 +328,75 @@ class _Range:
 
     def __reversed__(self):
         return reversed(self.r)
+
+
+_ADVANCED = {}  # (file, line of an nl.*_range call) -> the names its for statement's body advances, or ()
+
+
+def _advanced(loc):
+    """The local names the body of the `for` statement whose iterable is at `loc` advances: targets of an
+    augmented assignment (`cur += size`) or of an assignment reading the name itself (`cur = cur + size`),
+    not the loop's own targets nor names in functions defined in the body; () when no such statement."""
+    got = _ADVANCED.get(loc)
+    if got is not None:
+        return got
+    import ast
+    import linecache
+
+    got = ()
+    try:
+        tree = ast.parse("".join(linecache.getlines(loc[0])))
+    except (SyntaxError, ValueError):
+        tree = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.For) and node.iter.lineno <= loc[1] <= (node.iter.end_lineno or node.iter.lineno):
+            own = {x.id for x in ast.walk(node.target) if isinstance(x, ast.Name)}
+            names, todo = set(), list(node.body)
+            while todo:
+                x = todo.pop()
+                if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                    continue
+                if isinstance(x, ast.AugAssign) and isinstance(x.target, ast.Name):
+                    names.add(x.target.id)
+                elif isinstance(x, (ast.Assign, ast.AnnAssign)) and x.value is not None:
+                    read = {y.id for y in ast.walk(x.value) if isinstance(y, ast.Name)}
+                    for tg in (x.targets if isinstance(x, ast.Assign) else [x.target]):
+                        if isinstance(tg, ast.Name) and tg.id in read:
+                            names.add(tg.id)
+                todo.extend(ast.iter_child_nodes(x))
+            got = tuple(sorted(names - own))
+            break
+    _ADVANCED[loc] = got
+    return got
+
+
+def _counters(loc, frame):
+    """{name: value} of the integer locals of `frame` (running an nl.affine_range / sequential_range loop at
+    `loc`) that the loop's body advances (_advanced), as they are when its first iteration ends."""
+    names = _advanced(loc)
+    if not names:
+        return None
+    loc_vars = frame.f_locals
+    return {k: loc_vars[k] for k in names if type(loc_vars.get(k)) is int}
+
+
+def _keep_first(kept, frame):
+    """Sets the locals `kept` back in `frame` (the loop is over): NKI traces an affine_range or sequential_range
+    body once, so the counters the body advanced are, after the loop, as that one trace left them (docs/nki.md
+    "Direct allocation": a tensor declared after the loop at `base_addr=cur`). Only in a loop whose body
+    declared a directly allocated tensor."""
+    loc_vars = frame.f_locals
+    changed = {k: v for k, v in kept.items() if k in loc_vars and type(loc_vars[k]) is int and loc_vars[k] != v}
+    if not changed:
+        return
+    if sys.version_info >= (3, 13):  # (PEP 667: f_locals writes through to the frame)
+        for k, v in changed.items():
+            loc_vars[k] = v
+        return
+    import ctypes
+
+    loc_vars.update(changed)
+    ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
 
 
 def make_range(kind, *args, **kwargs):

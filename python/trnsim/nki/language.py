@@ -273,6 +273,7 @@ def new_tensor(shape, dtype, buffer, name, kwargs, call):
     if direct is not None and (t.options or {}).get("force_auto_alloc"):  # nki.compiler.force_auto_alloc
         b, direct = (sbuf if b.space == SBUF else psum), None
     if direct is not None:  # the kernel's places for its blocks, checked now (_direct.py)
+        t.direct_decls += 1
         if t.scope:  # in a loop body NKI traces once: the allocator of the body's first trace (_direct.py)
             direct = b = _direct.traced_once(t, direct, dims, d, site, call, loc)
         np_ = dims[pdim]
