@@ -287,10 +287,11 @@ def _boxes():
 def box_of(v):
     """(index-space shape, first index per dim, the kernel line whose mask cut it) of the region a view of a
     masked call's result tile holds (the call's mask cut its index space to that region), or None: v is not
-    such a tile, or not a box of it (strided, permuted or bitcast)."""
+    such a tile, or not a box of it (strided, permuted or bitcast), or a view the kernel's own index made of
+    one (`e[:, 49]`): a tile of its own shape, whose index space is that shape (tester23af F6)."""
     st = v.st
     box = _boxes().get(st.uid)
-    if box is None or v.pd != st.pdim or v.dtype is not st.dtype:
+    if box is None or v.pd != st.pdim or v.dtype is not st.dtype or getattr(v, "_sub", False):
         return None
     whole = NkiTensor.whole(st)
     if len(whole.dims) != len(v.dims) or len(box[0]) != len(v.dims):
