@@ -69,5 +69,82 @@ def test_a_masked_call_on_a_view_of_a_masked_result():
     same(tnki.simulate_kernel(masked_call_on_a_view, X, "slice"), want)
 
 
+# ---- F1 addenda: a masked result passed whole into a call that cannot work on its held part alone
+
+
+@nki.jit
+def passed_whole(x, y, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    if case == "matmul":  # t as x.T [K, M] with K rows 0-63 held; y [128, 64] holds all 128 K rows
+        u = nl.load(y)
+        xe = nl.multiply(t, 2.0, mask=(i_p < 64))
+        out = nl.ndarray((64, 64), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nl.copy(nl.matmul(xe, u, transpose_x=True)))  # MARK-whole-matmul
+        return out
+    if case == "add":
+        e1 = nl.multiply(t, 2.0, mask=(i_p < 100))
+        e2 = nl.add(t, 1.0, mask=(i_p < 50))
+        s = nl.add(e1, e2)  # MARK-whole-add
+        out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, s, mask=(i_p < 50))
+        return out
+    e = nl.multiply(t, 2.0, mask=(i_f < 32))
+    r = e.reshape((128, 2, 32))
+    res = nl.full((128, 2, 32), 5.0, nl.float32)
+    res[:, 0, :] = nl.copy(r[:, 0, :])
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, res.reshape((128, 64)))
+    return out
+
+
+def test_a_masked_result_passed_whole_is_its_whole_tile():
+    # nl.matmul of an x holding K rows 0-63 was "contraction dims differ: x.T is [64, 128]" (x.shape is
+    # (128, 64)): NKI's nc_matmul contracts all 128 partitions, rows 64-127 unwritten: NaN, with the warning.
+    Y = np.ones((128, 64), np.float32)
+    got, ws = warned(tnki.simulate_kernel, passed_whole, X, Y, "matmul")
+    assert np.isnan(got).all(), got[:2, :2]
+    assert [w for w in ws if w.startswith(f"{THIS}:{line('MARK-whole-matmul')}: nc_matmul reads sbuf 'xe' [128, 64] "
+                                          f"float32 allocated at {THIS}:{line('MARK-whole-matmul') - 2} where no "
+                                          f"instruction wrote before (partition 64,")], ws
+    # nl.add of rows < 100 and rows < 50 was "operands [100, 64] and [50, 64] do not broadcast": the add of the
+    # whole tiles, defined where both were written (rows 0-49), the rest read with the warning.
+    got, ws = warned(tnki.simulate_kernel, passed_whole, X, Y, "add")
+    want = X * np.float32(2) + (X + np.float32(1))
+    same(got[:50], want[:50])
+    assert [w for w in ws if w.startswith(f"{THIS}:{line('MARK-whole-add')}: nl.add: its tensor_tensor (made by "
+                                          f"trnsim's lowering of nl.add) reads sbuf ")], ws
+    # e.reshape((128, 2, 32)) of e holding columns 0-31 was "reshape: [128, 32] (4096 elements) cannot become
+    # [128, 2, 32]": the reshape of the whole [128, 64] tile, its held columns r[:, 0, :].
+    want = np.full((128, 64), 5.0, np.float32)
+    want[:, :32] = X[:, :32] * np.float32(2)
+    same(tnki.simulate_kernel(passed_whole, X, Y, "reshape"), want)
+
+
+# ---- F9: an unmasked compute call on a tile whose held rows start where no instruction may
+
+
+@nki.jit
+def held_from_row_3(x):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f], mask=(i_p >= 3) & (i_p < 100))
+    e = nl.multiply(t, 2.0)  # MARK-from-3
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[i_p, i_f], e, mask=(i_p >= 3) & (i_p < 100))
+    return out
+
+
+def test_an_unmasked_call_on_rows_held_from_a_mid_tile_start():
+    # Was "RuleError: ... partition start: dst spans 97 partitions from 3 (more than 64 must start at 0)":
+    # trnsim's narrowing to the held rows broke the rule, not the kernel. Computed from partition 0 (as NKI's
+    # whole-tile instruction), rows 0-2 read undefined, with the warning.
+    got, ws = warned(tnki.simulate_kernel, held_from_row_3, X)
+    same(got[3:100], X[3:100] * np.float32(2))
+    assert [w for w in ws if w.startswith(f"{THIS}:{line('MARK-from-3')}: nl.multiply: its tensor_scalar (made by "
+                                          f"trnsim's lowering of nl.multiply) reads sbuf 't' [128, 64] float32 "
+                                          f"allocated at {THIS}:{line('MARK-from-3') - 1} where no instruction wrote "
+                                          f"before (partition 0,")], ws
+
+
 if __name__ == "__main__":
     main(globals())

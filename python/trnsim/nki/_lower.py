@@ -337,6 +337,41 @@ def mask_box(t, full, starts, loc=None):
     return t
 
 
+def _widened(views):
+    """The views with each masked call's result passed whole replaced by its whole tile (whole_of)."""
+    return tuple(w if w is not None else v for v, w in ((v, whole_of(v)) for v in views))
+
+
+def whole_of(v):
+    """The tile of the whole index space that `v`, a masked call's result passed whole, is the held part of (its
+    tile has that space's shape: _whole_tile, a masked nl.load's, the earlier-style memset's and iota's), else
+    None (v holds it all, or is no such result, or its tile keeps the held part's shape: a PSUM tile past its
+    bank, a masked matmul's product). A call that cannot work on the held part alone (two operands holding
+    different parts, a matmul whose operands hold different K rows, .reshape) works on this, as NKI's one
+    instruction on the whole tile does: the rest no instruction wrote reads as any unwritten tile (the
+    simulator's warning of a read where no instruction wrote)."""
+    if not isinstance(v, NkiTensor) or v.st.space == HBM:
+        return None
+    own = box_of(v)
+    box = _boxes().get(v.st.uid)
+    if own is None or tuple(v.shape) == tuple(own[0]) or tuple(v.st.shape) != tuple(own[0]) or any(box[1]):
+        return None
+    return NkiTensor.whole(v.st)
+
+
+def whole_contraction(x, y, x_k):
+    """(x, y) for an unmasked matmul of tiles passed whole whose contraction dims K (dim `x_k` of x, dim 0 of y)
+    have different sizes because one is a masked call's result holding part of K (`nl.exp(x, mask=(i_k < 64))`):
+    both as their whole tiles (whole_of), as NKI's nc_matmul contracts all the partitions of the tiles it is
+    given, the unwritten K rows read undefined with the warning (tester23af F1: it was "contraction dims
+    differ: x.T is [64, 128]" of an x whose .shape is (128, 128)). Operands holding the same K rows (a K tail
+    both loads hold) are kept as they are: the product of the rows both hold, exact."""
+    if not all(isinstance(v, NkiTensor) and v.ndim == 2 and v.st.space != HBM for v in (x, y)) or (
+            x.shape[x_k] == y.shape[0]):
+        return x, y
+    return _widened((x, y))
+
+
 def boxed(result, box):
     """A masked call's new result tile, marked with the region of the call's index space it holds (`box` from
     operand_region() or apply_mask(..., box=True)), so that `dst[...] = result` writes that region of dst and
@@ -410,7 +445,7 @@ def result_box(box, shape, dims):
             tuple(0 if d is None else box[1][d] for d in dims), box[2])
 
 
-def operand_region(mask, views):
+def operand_region(mask, views, dma=False):
     """(views, box) for an elementwise call whose new tile has its first operand's shape: with a mask, the
     operands cut to it and the region of the call's index space the tile holds (apply_mask); without, the
     operands as they are and the region an operand of that shape holds, if it is an earlier masked call's
@@ -436,10 +471,32 @@ def operand_region(mask, views):
                     elif _same_part(box, part, b, v.shape):
                         box, part = b, v.shape
                     else:
-                        return views, None  # operands holding different regions: the result holds neither
+                        # Operands holding different regions (`nl.add(e1, e2)` of rows < 100 and rows < 50):
+                        # the call works on their whole tiles, as NKI's one instruction does (whole_of), its
+                        # result held whole; each operand's unwritten rest reads undefined, with the warning
+                        # (tester23af F1: it was "operands [100, 64] and [50, 64] do not broadcast").
+                        return _widened(views), None
     if box is None:
         return views, None
+    if not dma:
+        box, part, views = _legal_start(box, part, views)
     return cut_to_region(views, box, part), box
+
+
+def _legal_start(box, part, views):
+    """(box, part, views) for an unmasked compute call on operands holding the part `part` at `box` whose first
+    partition is no start a compute engine's instruction may have (a load masked to rows 3-99): the part from
+    the nearest start below that is one, its operands the whole tiles (whole_of) to cut there. NKI's instruction
+    is the call's one on the whole tile; trnsim's narrowing to the held part must not break the start rule the
+    kernel did not ask for (tester23af F9): rows before the held part read undefined, with the warning."""
+    from .. import _core
+
+    a, n = box[1][0], part[0]
+    if not a or len(part) != len(box[0]) or a in _core.engine_start_partitions(n):
+        return box, part, views
+    s = next(s for s in range(a, -1, -1) if s in _core.engine_start_partitions(a + n - s))
+    views = _widened(views)
+    return (box[0], (s,) + tuple(box[1][1:]), box[2]), (a + n - s,) + tuple(part[1:]), views
 
 
 def _same_part(b, p, box, part):
@@ -1344,6 +1401,8 @@ def matmul(x, y, transpose_x=False, mask=None):
         t.fresh[st.uid] = t.record("nc_matmul", {"dst": out, "stationary": x, "moving": y}, (x, y), (out,), attrs,
                                    st.loc)
         return out
+    if mask is None:
+        x, y = whole_contraction(x, y, 0 if transpose_x else 1)
     given = (x, y)
     if mask is not None:
         x, y = matmul_mask(mask, x, y, 1 if transpose_x else 0, "nl.matmul")

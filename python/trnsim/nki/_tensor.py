@@ -810,7 +810,12 @@ class NkiTensor:
     def reshape(self, *dims, shape=None):
         """t.reshape(shape): the same elements in a new shape without a copy (on chip: the partition dim kept
         first); NkiError if the layout needs a copy. The shape as one argument (also by its name, `shape=`, as
-        nki-samples pass it) or as several."""
+        nki-samples pass it) or as several. Of a masked call's result (its held part), the kernel's reshape is of
+        the whole tile its .shape gives."""
+        if not _in_package(sys._getframe(1).f_code.co_filename):
+            w = _lower().whole_of(self)
+            if w is not None:
+                return w.reshape(*dims, shape=shape)
         if shape is not None:
             if dims:
                 raise NkiError(f"reshape: give the shape once, got {dims!r} and shape={shape!r}")

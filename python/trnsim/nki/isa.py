@@ -240,6 +240,7 @@ def _nc_matmul_new(dst, stationary, moving, is_stationary_onezero=False, is_movi
     _tile_pos(tile_position, tile_size, "nki.isa.nc_matmul")
     perf = _perf(perf_mode, "nc_matmul")
     if perf == "none" and not is_transpose:
+        stationary, moving = _lower.whole_contraction(stationary, moving, 0)
         dst = _held_dst(dst, (stationary, 1), (moving, 1))
     return _ops.nc_matmul(dst, stationary, moving, accumulate, perf, is_transpose)
 
@@ -277,6 +278,8 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
     if kwargs:
         ignored_kwargs("nki.isa.nc_matmul", kwargs)
     _tile_pos(tile_position, tile_size, "nki.isa.nc_matmul")
+    if mask is None and not is_transpose:
+        stationary, moving = _lower.whole_contraction(stationary, moving, 0)
     given = (stationary, moving)
     if mask is not None:
         stationary, moving = _lower.matmul_mask(mask, stationary, moving, 1, "nki.isa.nc_matmul")
