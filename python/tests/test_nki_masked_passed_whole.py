@@ -146,5 +146,54 @@ def test_an_unmasked_call_on_rows_held_from_a_mid_tile_start():
                                           f"before (partition 0,")], ws
 
 
+# ---- F10: an axis-1 mask on a matmul of tiles passed whole bounds the free dim that has its range
+
+
+@nki.jit
+def m_tail_mask(aT, b, form, loaded):
+    N = b.shape[1]
+    i_k, i_m = nl.arange(128)[:, None], nl.arange(128)[None, :]
+    if loaded:
+        x = nl.load(aT[i_k, i_m], mask=(i_m < 96))  # M rows 0-95 of [128 (K), 128 (M)]
+    else:
+        x = nl.load(aT)
+    y = nl.load(b)
+    acc = nl.zeros((128, N), nl.float32, buffer=nl.psum)
+    if form == "nl":
+        acc += nl.matmul(x, y, transpose_x=True, mask=(i_m < 96))  # MARK-m-tail
+    else:
+        acc += nisa.nc_matmul(x, y, mask=(i_m < 96))
+    out = nl.ndarray((128, N), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.copy(acc))
+    return out
+
+
+def test_an_m_tail_mask_on_whole_tiles_bounds_m_only():
+    # `mask=(i_m < 96)` repeating x's M-tail load cut N to 96 as well when N was 128 (columns 96-127 silently
+    # 0), and was "dim 1 of operand sbuf tile x [128, 512] ... is neither the mask variable's range" (y's
+    # shape, x's name) when N was 512. Now rows 0-95, every column, for both N and both forms.
+    rs = np.random.RandomState(23)
+    aT = rs.randint(-3, 4, (128, 128)).astype(np.float32)
+    for n in (128, 512):
+        b = rs.randint(-3, 4, (128, n)).astype(np.float32)
+        want = np.zeros((128, n), np.float32)
+        want[:96] = aT[:, :96].T @ b
+        for form in ("nl", "nisa"):
+            same(tnki.simulate_kernel(m_tail_mask, aT, b, form, True), want)
+    # Loads unmasked: a variable of range 128 indexes only x's M when N is 512 ...
+    same(tnki.simulate_kernel(m_tail_mask, aT, b, "nl", False), want)
+    # ... and when N is 128 too nothing tells M from N: the error, never a cut of both.
+    e = raises(NkiError, tnki.simulate_kernel, m_tail_mask, aT, aT, "nl", False)
+    assert str(e) == (
+        f"{THIS}:{line('MARK-m-tail')}: nl.matmul: mask=(i_m < 96) bounds a variable of axis 1 to [0, 96): of tiles "
+        "passed whole, that is a free dim, M of x or N of y (a matmul's mask is that of nisa.nc_matmul(stationary="
+        "x.T, moving=y) (nki.language.matmul: matmul(x, y) lowers to nc_matmul(transpose(x), y)): of tiles, a "
+        "variable of axis 0 (nl.arange(n)[:, None]) bounds the contraction dim K of both operands and one of axis 1 "
+        "(nl.arange(n)[None, :]) the free dims, M of x and N of y; a K, M or N tail held by masked loads needs no "
+        "mask here), and both have its range (128; x holds M [0, 128), y holds N [0, 128)), so it cannot tell which "
+        "one it bounds: index the operands with their own variables (x[i_k, i_m] with mask=(i_m < M), y[i_k, i_n] "
+        "with mask=(i_n < N)), or leave the M and N tails to the masked loads and the store"), e
+
+
 if __name__ == "__main__":
     main(globals())

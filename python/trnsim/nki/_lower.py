@@ -632,7 +632,7 @@ def psum_matmul_update(sym, dst, value):
 # ---- masks
 
 
-def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None):
+def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None, ignore=None):
     """The views restricted to what `mask` allows (NKI's tile masking, docs/nki.md "Masks").
 
     A mask is a conjunction (&) of bounds on nl.arange index variables (_index.Mask); each bound names the
@@ -654,7 +654,8 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None):
     compute engine's instruction may start (NkiError naming it otherwise). `axes`: per view, None or {axis:
     dim}, the dim of that view (a tile without variables, with no indexed view) the variable of an axis bounds
     where it is not the axis itself (nl.matmul's x [M, K] without transpose_x, whose mask is that of
-    nc_matmul(x.T, y): axis 0 bounds its K, dim 1)."""
+    nc_matmul(x.T, y): axis 0 bounds its K, dim 1). `ignore`: per view, the variables that bound no dim of
+    that tile (a matmul's free-dim variable of the other operand: _free_dim_owners)."""
     if mask is None or mask is True:
         for v in views:
             if type(v) is Unbounded:
@@ -698,7 +699,8 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None):
         if v.vars:
             vc = {d: bounds[var] for d, var in enumerate(v.vars) if var is not None and var in bounds}
         else:
-            vc, r = _tile_cuts(v, ref, cuts, bounds, axes[i] if axes else None)
+            vb = {k: b for k, b in bounds.items() if k not in ignore[i]} if ignore else bounds
+            vc, r = _tile_cuts(v, ref, cuts, vb, axes[i] if axes else None)
             if region is None:
                 region = r
         idx = tuple(slice(vc[d][0], vc[d][1]) if d in vc else slice(None) for d in range(v.ndim))
@@ -803,7 +805,7 @@ def _tile_cuts(v, ref, cuts, bounds, axes=None):
             r = _within(own, d, var.size, lo, hi, v, f"the mask variable's range ({var.size})")
             if r is not None:
                 vc[d] = r
-    if not vc and not any(var.ndim == v.ndim or (var.axis == 0 and v.pd == 0) for var in bounds):
+    if bounds and not vc and not any(var.ndim == v.ndim or (var.axis == 0 and v.pd == 0) for var in bounds):
         raise NkiError(f"mask: no operand is indexed with the mask's nl.arange variables, and the mask's "
                        f"{max(var.ndim for var in bounds)}-D index space does not match operand {list(shape)}")
     return vc, (tuple(region_full), tuple(region_starts))
@@ -1455,19 +1457,59 @@ def matmul_mask(mask, x, y, x_m, call):
                     and (own[1][1], own[1][1] + x.shape[1]) == (lo, hi) and (lo, hi) != (0, var.size)):
                 raise NkiError(f"{call}: {_mask_words(caller_loc(), 'the mask')} bounds a variable of axis 1 to "
                                f"[{lo}, {hi}), the very part of x's K (dim 1) that x holds from a masked load; but "
-                               + _MATMUL_MASK_RULE + f": here it would cut M and N to [{lo}, {hi}). Drop the "
+                               + _MATMUL_MASK_RULE + f": here it would cut M (and N if of its range) to [{lo}, {hi}). Drop the "
                                f"mask (the loads hold the K tail), or bound K with a variable of axis 0")
+    ignore = None
     if plain and isinstance(mask, Mask) and not mask.empty():
         _check_contraction_bound(mask, x, y, x_m, call)
+        ignore = _free_dim_owners(mask, x, y, x_m, call)
     if isinstance(mask, Mask) and not mask.empty() and all(isinstance(v, NkiTensor) and v.ndim == 2 for v in (x, y)) \
             and bool(x.vars) != bool(y.vars):
         return _matmul_mask_one_indexed(mask, x, y, x_m)
     try:
-        return apply_mask(mask, (x, y), axes=({0: 1, 1: 0}, None) if plain and x_m == 0 else None)
+        return apply_mask(mask, (x, y), axes=({0: 1, 1: 0}, None) if plain and x_m == 0 else None, ignore=ignore)
     except NkiError as e:
         if not plain:
             raise
         raise type(e)(f"{call}: {e.bare}; {_MATMUL_MASK_RULE}", e.loc) from None
+
+
+def _free_dim_owners(mask, x, y, x_m, call):
+    """For a matmul of tiles passed whole: per operand (x, y), the mask variables of axis 1 that do not bound its
+    free dim (M of x, N of y), for apply_mask(ignore=). Such a variable bounds the free dim whose index space
+    has its range; when both have it (M == N), the one whose operand holds just the bound's part from its own
+    masked call (the mask restates x's M tail: `x = nl.load(aT[i_k, i_m], mask=(i_m < 96))`, then
+    `nl.matmul(x, y, transpose_x=True, mask=(i_m < 96))`); NkiError when that does not tell them apart, as
+    the bound would cut M or N only because their sizes agree (tester23af F10: an M-tail mask cut N to 96 when
+    N was 128 and was an error when it was 512)."""
+    def held(v, d):
+        own = box_of(v)
+        return (own[0][d], own[1][d], own[1][d] + v.shape[d]) if own is not None else (v.shape[d], 0, v.shape[d])
+
+    ignore = (set(), set())
+    for var, (lo, hi) in mask.bounds.items():
+        if var.ndim != 2 or var.axis != 1:
+            continue
+        (sx, ax, bx), (sy, ay, by) = held(x, 1 if x_m == 1 else 0), held(y, 1)
+        fx, fy = sx == var.size, sy == var.size
+        if fx and fy:
+            rx, ry = (ax, bx) == (lo, hi), (ay, by) == (lo, hi)
+            if (lo, hi) == (0, var.size) or rx == ry == True:  # noqa: E712 (nothing to cut)
+                continue
+            if rx != ry:
+                ignore[1 if rx else 0].add(var)
+                continue
+            raise NkiError(
+                f"{call}: {_mask_words(caller_loc(), 'the mask')} bounds a variable of axis 1 to [{lo}, {hi}): of "
+                f"tiles passed whole, that is a free dim, M of x or N of y ({_MATMUL_MASK_RULE}), and both have its "
+                f"range ({var.size}; x holds M [{ax}, {bx}), y holds N [{ay}, {by})), so it cannot tell which one "
+                f"it bounds: index the operands with their own variables (x[i_k, i_m] with mask=(i_m < M), "
+                f"y[i_k, i_n] with mask=(i_n < N)), or leave the M and N tails to the masked loads and the store")
+        elif fx:
+            ignore[1].add(var)
+        elif fy:
+            ignore[0].add(var)
+    return ignore if ignore[0] or ignore[1] else None
 
 
 def _check_contraction_bound(mask, x, y, x_m, call):
