@@ -195,5 +195,41 @@ def test_an_m_tail_mask_on_whole_tiles_bounds_m_only():
         "with mask=(i_n < N)), or leave the M and N tails to the masked loads and the store"), e
 
 
+# ---- tester23ag F1: a reduction masked as its operand reads the held part on the device too
+
+
+@nki.jit
+def masked_reduction(x, case):
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    t = nl.load(x[i_p, i_f], mask=(i_f < 40))
+    if case == "sum":
+        r = nl.sum(t, axis=1, keepdims=True, mask=(i_f < 40))
+    elif case == "indexed":
+        r = nl.sum(t[i_p, i_f], axis=1, keepdims=True, mask=(i_f < 40))
+    elif case == "nisa":
+        r = nisa.tensor_reduce(op=nl.add, data=t, axis=1, keepdims=True, mask=(i_f < 40))
+    elif case == "rows":
+        r = nl.sum(t, axis=1, keepdims=True, mask=(i_p < 128))  # MARK-rows-only
+    else:
+        r = nl.sum(nl.exp(t, mask=(i_f < 40)), axis=1, keepdims=True)  # MARK-same-line
+    out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, r)
+    return out
+
+
+def test_a_reduction_masked_as_its_operand_is_not_warned():
+    # Each warned "the device reduces all 64, 24 of them written by no instruction ... mask this call as the one
+    # that made the operand", though it was so masked; a mask bounding only another dim, or the mask of another
+    # call on the same line, still warns.
+    want = X[:, :40].astype(np.float64).sum(axis=1, keepdims=True)  # (exact: k / 1024 summed)
+    for case in ("sum", "indexed", "nisa"):
+        got, ws = warned(tnki.simulate_kernel, masked_reduction, X, case)
+        same(got, want)
+        assert not [w for w in ws if "reduces dim 1" in w], (case, ws)
+    for case, mark in (("rows", "MARK-rows-only"), ("line", "MARK-same-line")):
+        got, ws = warned(tnki.simulate_kernel, masked_reduction, X, case)
+        assert [w for w in ws if w.startswith(f"{THIS}:{line(mark)}: tensor_reduce reduces dim 1 of ")], (case, ws)
+
+
 if __name__ == "__main__":
     main(globals())
