@@ -168,6 +168,16 @@ def m_tail_mask(aT, b, form, loaded):
     return out
 
 
+@nki.jit
+def neither_free_dim(aT, b):
+    i_j = nl.arange(64)[None, :]
+    x = nl.load(aT)
+    y = nl.load(b)
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.copy(nl.matmul(x, y, transpose_x=True, mask=(i_j < 30))))  # MARK-neither
+    return out
+
+
 def test_an_m_tail_mask_on_whole_tiles_bounds_m_only():
     # `mask=(i_m < 96)` repeating x's M-tail load cut N to 96 as well when N was 128 (columns 96-127 silently
     # 0), and was "dim 1 of operand sbuf tile x [128, 512] ... is neither the mask variable's range" (y's
@@ -193,6 +203,14 @@ def test_an_m_tail_mask_on_whole_tiles_bounds_m_only():
         "mask here), and both have its range (128; x holds M [0, 128), y holds N [0, 128)), so it cannot tell which "
         "one it bounds: index the operands with their own variables (x[i_k, i_m] with mask=(i_m < M), y[i_k, i_n] "
         "with mask=(i_n < N)), or leave the M and N tails to the masked loads and the store"), e
+    # A variable of neither range was "dim 1 of operand sbuf tile x [128, 128] ... is neither the mask variable's
+    # range (64) nor the extent ...", naming the tile by the label its line gave it: now x's M and y's N by role.
+    e = raises(NkiError, tnki.simulate_kernel, neither_free_dim, aT, np.ones((128, 512), np.float32))
+    assert str(e).startswith(f"{THIS}:{line('MARK-neither')}: nl.matmul: mask=(i_j < 30) bounds a variable of axis 1 "
+                             "of 64 values to [0, 30): of tiles passed whole, that is a free dim, M of x or N of y ("), e
+    assert str(e).endswith("but neither x's M (128) nor y's N (512) has its range, so it indexes neither: use a "
+                           "variable of the dim it bounds (nl.arange(128)[None, :] for M, nl.arange(512)[None, :] for "
+                           "N), or index the operands with their own variables"), e
 
 
 # ---- tester23ag F1: a reduction masked as its operand reads the held part on the device too

@@ -1541,6 +1541,13 @@ def _free_dim_owners(mask, x, y, x_m, call):
             ignore[1].add(var)
         elif fy:
             ignore[0].add(var)
+        elif hi - lo not in (bx - ax, by - ay):
+            raise NkiError(
+                f"{call}: {_mask_words(caller_loc(), 'the mask')} bounds a variable of axis 1 of {var.size} values to "
+                f"[{lo}, {hi}): of tiles passed whole, that is a free dim, M of x or N of y ({_MATMUL_MASK_RULE}), but "
+                f"neither x's M ({sx}) nor y's N ({sy}) has its range, so it indexes neither: use a variable of the "
+                f"dim it bounds (nl.arange({sx})[None, :] for M, nl.arange({sy})[None, :] for N), or index the "
+                f"operands with their own variables")
     return ignore if ignore[0] or ignore[1] else None
 
 
