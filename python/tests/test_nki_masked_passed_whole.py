@@ -249,5 +249,43 @@ def test_a_reduction_masked_as_its_operand_is_not_warned():
         assert [w for w in ws if w.startswith(f"{THIS}:{line(mark)}: tensor_reduce reduces dim 1 of ")], (case, ws)
 
 
+# ---- tester23ag F4: a slice of an HBM tensor past its end, kept inside by the call's mask
+
+
+@nki.jit
+def sliced_tail(x, case):
+    n = x.shape[0]
+    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    for t in nl.affine_range(2):
+        i_p = t * 128 + nl.arange(128)[:, None]
+        if case == "dma_copy":
+            s = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(src=x[t * 128:(t + 1) * 128, :], dst=s, mask=(i_p < n))
+        elif case == "load":
+            s = nl.load(x[t * 128:(t + 1) * 128, :], mask=(i_p < n))
+        elif case == "unmasked":
+            s = nl.load(x[t * 128:(t + 1) * 128, :])  # MARK-slice-unmasked
+        else:
+            s = nl.load(x[t * 128:(t + 1) * 128, :], mask=(i_p < n + 10))  # MARK-slice-loose
+        nl.store(out[t * 128:(t + 1) * 128, :], value=s, mask=(i_p < n))
+    return out
+
+
+def test_a_slice_past_the_end_under_a_mask_that_keeps_it_inside():
+    # `x[t * 128:(t + 1) * 128, :]` of a [200, 8] x was "slice 128:256 is out of bounds for dim 0 of size 200"
+    # where it was written, though the call's mask kept the tail tile's 72 rows inside (nki-samples' reference
+    # adaptive_avg_pool2d bounds its slices so).
+    x = np.arange(200 * 8, dtype=np.float32).reshape(200, 8)
+    for case in ("dma_copy", "load"):
+        same(tnki.simulate_kernel(sliced_tail, x, case), x)
+    e = raises(NkiError, tnki.simulate_kernel, sliced_tail, x, "unmasked")
+    assert str(e) == (f"{THIS}:{line('MARK-slice-unmasked')}: slice 128:256 is out of bounds for dim 0 of size 200 "
+                      "(tensor [200, 8])"), e
+    e = raises(NkiError, tnki.simulate_kernel, sliced_tail, x, "loose")
+    assert str(e) == (f"{THIS}:{line('MARK-slice-loose')}: nl.load: mask: mask=(i_p < n + 10) keeps [128, 210) of a "
+                      "view whose slice 128:256 is out of bounds for dim 0 of size 200 (tensor [200, 8]): bound a "
+                      "variable of axis 0 (of the view's length) so that the masked-in indices stop by 200"), e
+
+
 if __name__ == "__main__":
     main(globals())

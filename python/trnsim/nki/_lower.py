@@ -695,9 +695,12 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None, ignore=
         if not isinstance(v, NkiTensor):
             out.append(v)
             continue
+        past = None
         if type(v) is Unbounded:
-            out.append(v.bounded(bounds))
-            continue
+            if not v.slices_past():
+                out.append(v.bounded(bounds))
+                continue
+            past, v = v.unbounded, v.unchecked()  # (cut as a tile, then checked inside its tensor)
         if v.vars:
             vc = {d: bounds[var] for d, var in enumerate(v.vars) if var is not None and var in bounds}
         else:
@@ -706,6 +709,12 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None, ignore=
             if region is None:
                 region = r
         idx = tuple(slice(vc[d][0], vc[d][1]) if d in vc else slice(None) for d in range(v.ndim))
+        for d, e, size, _ in past or ():
+            if d not in vc or e.start + vc[d][1] > size:
+                hi = e.start + (vc[d][1] if d in vc else v.shape[d])
+                raise NkiError(f"mask: {_mask_words(caller_loc(), 'the mask')} keeps [{e.start}, {hi}) of a "
+                               f"view whose {e.error.bare}: bound a variable of axis {d} (of the view's length) so "
+                               f"that the masked-in indices stop by {size}")
         out.append(v.index(idx) if vc else v)
     if not dma:
         for v, w in zip(views, out):
@@ -1256,9 +1265,13 @@ def _masked_load(src, mask, dtype):
     full = tuple(src.shape)
     cuts = {d: mask.bounds[var] for d, var in enumerate(src.vars or ()) if var is not None
             and isinstance(mask, Mask) and var in mask.bounds}
-    (src,) = apply_mask(mask, (src,), dma=True)
+    past = type(src) is Unbounded and src.slices_past()
+    (src,), box = apply_mask(mask, (src,), dma=True, box=True)
     if src.st.space != HBM:
         raise NkiError("nl.load: src must be in HBM (use nl.copy / nisa.tensor_copy on chip)")
+    if past and not cuts and box is not None and tuple(box[0]) == full:
+        # a slice past the tensor's end, cut by the mask as a tile (_tensor._SlicePast): its region
+        cuts = {d: (a, a + n) for d, (a, n) in enumerate(zip(box[1], src.shape)) if n != full[d]}
     full = tile_shape(full)
     out = _ops.new_tile(full, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
     if _trace._current.voiding is not None:
