@@ -287,5 +287,42 @@ def test_a_slice_past_the_end_under_a_mask_that_keeps_it_inside():
                       "variable of axis 0 (of the view's length) so that the masked-in indices stop by 200"), e
 
 
+# ---- tester23ag F6: a masked result given as dst= (or assigned whole) is its whole tile
+
+
+@nki.jit
+def masked_result_as_dst(x, y, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f], mask=(i_f < 40))  # holds columns 0-39 of [128, 64]
+    u = nl.load(y)
+    if case == "memset":
+        nisa.memset(dst=t, value=1.0)
+    elif case == "tensor_copy":
+        nisa.tensor_copy(dst=t, src=u)
+    elif case == "tensor_scalar":
+        nisa.tensor_scalar(dst=t, data=u, op0=nl.multiply, operand0=2.0)
+    elif case == "dma_copy":
+        nisa.dma_copy(dst=t, src=u)
+    else:
+        t[...] = 1.0
+    out = nl.ndarray((128, 65), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[:, 0:64], t)
+    nl.store(out[:, 64:65], nl.sum(t, axis=1, keepdims=True))
+    return out
+
+
+def test_a_masked_result_written_whole_holds_it_all():
+    # `nisa.memset(dst=t, value=1.0)` (tensor_copy, tensor_scalar, dst= of a masked load's t) wrote only the 40
+    # columns the load held, and nl.sum(t, axis=1) then summed those, warning of the rest; dma_copy(dst=t)
+    # was the looser-mask error; `t[...] = 1.0` wrote the 40 columns and the store of t was that error.
+    Y = np.arange(128 * 64, dtype=np.float32).reshape(128, 64) / np.float32(64)
+    for case, tile in (("memset", np.ones((128, 64), np.float32)), ("tensor_copy", Y),
+                       ("tensor_scalar", Y * np.float32(2)), ("dma_copy", Y), ("assign", np.ones((128, 64), np.float32))):
+        want = np.concatenate([tile, tile.astype(np.float64).sum(axis=1, keepdims=True)], axis=1)
+        got, ws = warned(tnki.simulate_kernel, masked_result_as_dst, X, Y, case)
+        same(got, want)
+        assert not ws, (case, ws)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -360,6 +360,14 @@ def whole_of(v):
     return NkiTensor.whole(v.st)
 
 
+def mark_filled(v):
+    """Notes that the kernel wrote all of `v`'s tile, a masked call's result's whole tile (whole_of): the kernel's
+    view of that result then holds it all (Trace.filled)."""
+    if isinstance(v, NkiTensor) and v.st.uid in _boxes() and tuple(v.shape) == tuple(v.st.shape) and (
+            v.boff == 0 and v.p0 == 0):
+        _trace.current().filled.add(v.st.uid)
+
+
 def whole_contraction(x, y, x_k):
     """(x, y) for an unmasked matmul of tiles passed whole whose contraction dims K (dim `x_k` of x, dim 0 of y)
     have different sizes because one is a masked call's result holding part of K (`nl.exp(x, mask=(i_k < 64))`):

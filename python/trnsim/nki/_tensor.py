@@ -454,7 +454,15 @@ class NkiTensor:
         return r if r is not None else self.index(idx, True)
 
     def __setitem__(self, idx, value):
-        _lower().assign(self.index(idx, True), value)
+        dst = self.index(idx, True)
+        if type(self) is LoadPart and dst.dims == self.dims and dst.boff == self.boff and dst.p0 == self.p0:
+            # `t[...] = v` of a masked call's result names its whole tile (its .shape), as NKI's does
+            w = _lower().whole_of(self)
+            dst = dst if w is None else w
+        _lower().assign(dst, value)
+        if type(self) is LoadPart and (isinstance(value, (int, float)) or (
+                isinstance(value, NkiTensor) and _lower().box_of(value) is None)):
+            _lower().mark_filled(dst)  # (all of its tile written: the kernel's view holds it all now)
 
     def index(self, idx, user=False):
         """The view `self[idx]`; `user`: the kernel's own index (`t[...]`), which on a masked call's result
