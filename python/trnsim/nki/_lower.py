@@ -8,6 +8,7 @@ engine is _ops.DEFAULT_ENGINE's.
 """
 
 import itertools
+import sys
 
 import numpy as np
 
@@ -287,10 +288,11 @@ def _boxes():
 def box_of(v):
     """(index-space shape, first index per dim, the kernel line whose mask cut it) of the region a view of a
     masked call's result tile holds (the call's mask cut its index space to that region), or None: v is not
-    such a tile, or not a box of it (strided, permuted or bitcast)."""
+    such a tile, or not a box of it (strided, permuted or bitcast), or a view the kernel's own index made of
+    one (`e[:, 49]`): a tile of its own shape, whose index space is that shape (tester23af F6)."""
     st = v.st
     box = _boxes().get(st.uid)
-    if box is None or v.pd != st.pdim or v.dtype is not st.dtype:
+    if box is None or v.pd != st.pdim or v.dtype is not st.dtype or getattr(v, "_sub", False):
         return None
     whole = NkiTensor.whole(st)
     if len(whole.dims) != len(v.dims) or len(box[0]) != len(v.dims):
@@ -334,6 +336,49 @@ def mask_box(t, full, starts, loc=None):
     `loc`: the kernel line whose mask cut it, for messages (the calling line by default)."""
     _boxes()[t.st.uid] = (tuple(full), tuple(starts), loc or caller_loc())
     return t
+
+
+def _widened(views):
+    """The views with each masked call's result passed whole replaced by its whole tile (whole_of)."""
+    return tuple(w if w is not None else v for v, w in ((v, whole_of(v)) for v in views))
+
+
+def whole_of(v):
+    """The tile of the whole index space that `v`, a masked call's result passed whole, is the held part of (its
+    tile has that space's shape: _whole_tile, a masked nl.load's, the earlier-style memset's and iota's), else
+    None (v holds it all, or is no such result, or its tile keeps the held part's shape: a PSUM tile past its
+    bank, a masked matmul's product). A call that cannot work on the held part alone (two operands holding
+    different parts, a matmul whose operands hold different K rows, .reshape) works on this, as NKI's one
+    instruction on the whole tile does: the rest no instruction wrote reads as any unwritten tile (the
+    simulator's warning of a read where no instruction wrote)."""
+    if not isinstance(v, NkiTensor) or v.st.space == HBM:
+        return None
+    own = box_of(v)
+    box = _boxes().get(v.st.uid)
+    if own is None or tuple(v.shape) == tuple(own[0]) or tuple(v.st.shape) != tuple(own[0]) or any(box[1]):
+        return None
+    return NkiTensor.whole(v.st)
+
+
+def mark_filled(v):
+    """Notes that the kernel wrote all of `v`'s tile, a masked call's result's whole tile (whole_of): the kernel's
+    view of that result then holds it all (Trace.filled)."""
+    if isinstance(v, NkiTensor) and v.st.uid in _boxes() and tuple(v.shape) == tuple(v.st.shape) and (
+            v.boff == 0 and v.p0 == 0):
+        _trace.current().filled.add(v.st.uid)
+
+
+def whole_contraction(x, y, x_k):
+    """(x, y) for an unmasked matmul of tiles passed whole whose contraction dims K (dim `x_k` of x, dim 0 of y)
+    have different sizes because one is a masked call's result holding part of K (`nl.exp(x, mask=(i_k < 64))`):
+    both as their whole tiles (whole_of), as NKI's nc_matmul contracts all the partitions of the tiles it is
+    given, the unwritten K rows read undefined with the warning (tester23af F1: it was "contraction dims
+    differ: x.T is [64, 128]" of an x whose .shape is (128, 128)). Operands holding the same K rows (a K tail
+    both loads hold) are kept as they are: the product of the rows both hold, exact."""
+    if not all(isinstance(v, NkiTensor) and v.ndim == 2 and v.st.space != HBM for v in (x, y)) or (
+            x.shape[x_k] == y.shape[0]):
+        return x, y
+    return _widened((x, y))
 
 
 def boxed(result, box):
@@ -409,7 +454,7 @@ def result_box(box, shape, dims):
             tuple(0 if d is None else box[1][d] for d in dims), box[2])
 
 
-def operand_region(mask, views):
+def operand_region(mask, views, dma=False):
     """(views, box) for an elementwise call whose new tile has its first operand's shape: with a mask, the
     operands cut to it and the region of the call's index space the tile holds (apply_mask); without, the
     operands as they are and the region an operand of that shape holds, if it is an earlier masked call's
@@ -435,10 +480,32 @@ def operand_region(mask, views):
                     elif _same_part(box, part, b, v.shape):
                         box, part = b, v.shape
                     else:
-                        return views, None  # operands holding different regions: the result holds neither
+                        # Operands holding different regions (`nl.add(e1, e2)` of rows < 100 and rows < 50):
+                        # the call works on their whole tiles, as NKI's one instruction does (whole_of), its
+                        # result held whole; each operand's unwritten rest reads undefined, with the warning
+                        # (tester23af F1: it was "operands [100, 64] and [50, 64] do not broadcast").
+                        return _widened(views), None
     if box is None:
         return views, None
+    if not dma:
+        box, part, views = _legal_start(box, part, views)
     return cut_to_region(views, box, part), box
+
+
+def _legal_start(box, part, views):
+    """(box, part, views) for an unmasked compute call on operands holding the part `part` at `box` whose first
+    partition is no start a compute engine's instruction may have (a load masked to rows 3-99): the part from
+    the nearest start below that is one, its operands the whole tiles (whole_of) to cut there. NKI's instruction
+    is the call's one on the whole tile; trnsim's narrowing to the held part must not break the start rule the
+    kernel did not ask for (tester23af F9): rows before the held part read undefined, with the warning."""
+    from .. import _core
+
+    a, n = box[1][0], part[0]
+    if not a or len(part) != len(box[0]) or a in _core.engine_start_partitions(n):
+        return box, part, views
+    s = next(s for s in range(a, -1, -1) if s in _core.engine_start_partitions(a + n - s))
+    views = _widened(views)
+    return (box[0], (s,) + tuple(box[1][1:]), box[2]), (a + n - s,) + tuple(part[1:]), views
 
 
 def _same_part(b, p, box, part):
@@ -574,7 +641,7 @@ def psum_matmul_update(sym, dst, value):
 # ---- masks
 
 
-def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None):
+def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None, ignore=None):
     """The views restricted to what `mask` allows (NKI's tile masking, docs/nki.md "Masks").
 
     A mask is a conjunction (&) of bounds on nl.arange index variables (_index.Mask); each bound names the
@@ -596,7 +663,8 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None):
     compute engine's instruction may start (NkiError naming it otherwise). `axes`: per view, None or {axis:
     dim}, the dim of that view (a tile without variables, with no indexed view) the variable of an axis bounds
     where it is not the axis itself (nl.matmul's x [M, K] without transpose_x, whose mask is that of
-    nc_matmul(x.T, y): axis 0 bounds its K, dim 1)."""
+    nc_matmul(x.T, y): axis 0 bounds its K, dim 1). `ignore`: per view, the variables that bound no dim of
+    that tile (a matmul's free-dim variable of the other operand: _free_dim_owners)."""
     if mask is None or mask is True:
         for v in views:
             if type(v) is Unbounded:
@@ -618,6 +686,7 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None):
     if mask.empty():
         return _empty(skip, views, box)
     bounds = mask.bounds
+    _CALL_MASK[0] = (_call_frame(), bounds)
     ref = next((v for v in views if isinstance(v, NkiTensor) and v.vars), None)
     if ref is not None:
         cuts = {d: bounds[var] for d, var in enumerate(ref.vars) if var is not None and var in bounds}
@@ -634,16 +703,26 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None):
         if not isinstance(v, NkiTensor):
             out.append(v)
             continue
+        past = None
         if type(v) is Unbounded:
-            out.append(v.bounded(bounds))
-            continue
+            if not v.slices_past():
+                out.append(v.bounded(bounds))
+                continue
+            past, v = v.unbounded, v.unchecked()  # (cut as a tile, then checked inside its tensor)
         if v.vars:
             vc = {d: bounds[var] for d, var in enumerate(v.vars) if var is not None and var in bounds}
         else:
-            vc, r = _tile_cuts(v, ref, cuts, bounds, axes[i] if axes else None)
+            vb = {k: b for k, b in bounds.items() if k not in ignore[i]} if ignore else bounds
+            vc, r = _tile_cuts(v, ref, cuts, vb, axes[i] if axes else None)
             if region is None:
                 region = r
         idx = tuple(slice(vc[d][0], vc[d][1]) if d in vc else slice(None) for d in range(v.ndim))
+        for d, e, size, _ in past or ():
+            if d not in vc or e.start + vc[d][1] > size:
+                hi = e.start + (vc[d][1] if d in vc else v.shape[d])
+                raise NkiError(f"mask: {_mask_words(caller_loc(), 'the mask')} keeps [{e.start}, {hi}) of a "
+                               f"view whose {e.error.bare}: bound a variable of axis {d} (of the view's length) so "
+                               f"that the masked-in indices stop by {size}")
         out.append(v.index(idx) if vc else v)
     if not dma:
         for v, w in zip(views, out):
@@ -745,7 +824,7 @@ def _tile_cuts(v, ref, cuts, bounds, axes=None):
             r = _within(own, d, var.size, lo, hi, v, f"the mask variable's range ({var.size})")
             if r is not None:
                 vc[d] = r
-    if not vc and not any(var.ndim == v.ndim or (var.axis == 0 and v.pd == 0) for var in bounds):
+    if bounds and not vc and not any(var.ndim == v.ndim or (var.axis == 0 and v.pd == 0) for var in bounds):
         raise NkiError(f"mask: no operand is indexed with the mask's nl.arange variables, and the mask's "
                        f"{max(var.ndim for var in bounds)}-D index space does not match operand {list(shape)}")
     return vc, (tuple(region_full), tuple(region_starts))
@@ -783,6 +862,31 @@ def held_only(v, d, lo, hi, a, n, loc, what=None, fix="mask that call as widely"
                     f"the part {that} selected{why}: {fix}")
 
 
+_CALL_MASK = [None]  # (the kernel's call frame, the bounds of its mask): the last mask apply_mask applied
+
+
+def _call_frame():
+    """The frame of the nl.* / nisa.* wrapper of the call the kernel made that is running now (the outermost),
+    or None: what tells one call's mask from another's on the same kernel line."""
+    f, found = sys._getframe(1), None
+    while f is not None:
+        if f.f_code is _trace.WRAPPER_CODE:
+            found = f
+        elif found is not None and not _tensor._in_package(f.f_code.co_filename):
+            break  # (the kernel's frame: no call of the package above it is this one's)
+        f = f.f_back
+    return found
+
+
+def _masked_dims(ndim, pd):
+    """The dims of an operand of `ndim` dims (partition dim `pd`) that the running call's own mask bounds (a
+    variable of axis a of an index space of as many dims bounds dim a; one of axis 0 the partitions)."""
+    cm = _CALL_MASK[0]
+    if cm is None or cm[0] is None or cm[0] is not _call_frame():
+        return set()
+    return {v.axis if v.ndim == ndim else pd for v in cm[1] if v.ndim == ndim or (v.axis == 0 and pd == 0)}
+
+
 def warn_partial_reduction(call, data, axes):
     """The warning of a call reducing dims `axes` of `data`, a masked call's result that holds only part of them
     (box_of): trnsim reduces the held part, the device the whole dim, whose rest no instruction wrote
@@ -791,6 +895,11 @@ def warn_partial_reduction(call, data, axes):
     if box is None:
         return
     cut = [a for a in axes if box[0][a] > data.shape[a]]
+    if cut:
+        # A dim the call's own mask bounds reads the held part only, on the device too (tester23ag F1): a
+        # looser bound is the looser-mask error before this.
+        masked = _masked_dims(data.ndim, data.pd)
+        cut = [a for a in cut if a not in masked]
     if not cut:
         return
     a = cut[0]
@@ -1164,9 +1273,13 @@ def _masked_load(src, mask, dtype):
     full = tuple(src.shape)
     cuts = {d: mask.bounds[var] for d, var in enumerate(src.vars or ()) if var is not None
             and isinstance(mask, Mask) and var in mask.bounds}
-    (src,) = apply_mask(mask, (src,), dma=True)
+    past = type(src) is Unbounded and src.slices_past()
+    (src,), box = apply_mask(mask, (src,), dma=True, box=True)
     if src.st.space != HBM:
         raise NkiError("nl.load: src must be in HBM (use nl.copy / nisa.tensor_copy on chip)")
+    if past and not cuts and box is not None and tuple(box[0]) == full:
+        # a slice past the tensor's end, cut by the mask as a tile (_tensor._SlicePast): its region
+        cuts = {d: (a, a + n) for d, (a, n) in enumerate(zip(box[1], src.shape)) if n != full[d]}
     full = tile_shape(full)
     out = _ops.new_tile(full, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
     if _trace._current.voiding is not None:
@@ -1343,6 +1456,8 @@ def matmul(x, y, transpose_x=False, mask=None):
         t.fresh[st.uid] = t.record("nc_matmul", {"dst": out, "stationary": x, "moving": y}, (x, y), (out,), attrs,
                                    st.loc)
         return out
+    if mask is None:
+        x, y = whole_contraction(x, y, 0 if transpose_x else 1)
     given = (x, y)
     if mask is not None:
         x, y = matmul_mask(mask, x, y, 1 if transpose_x else 0, "nl.matmul")
@@ -1395,19 +1510,66 @@ def matmul_mask(mask, x, y, x_m, call):
                     and (own[1][1], own[1][1] + x.shape[1]) == (lo, hi) and (lo, hi) != (0, var.size)):
                 raise NkiError(f"{call}: {_mask_words(caller_loc(), 'the mask')} bounds a variable of axis 1 to "
                                f"[{lo}, {hi}), the very part of x's K (dim 1) that x holds from a masked load; but "
-                               + _MATMUL_MASK_RULE + f": here it would cut M and N to [{lo}, {hi}). Drop the "
+                               + _MATMUL_MASK_RULE + f": here it would cut M (and N if of its range) to [{lo}, {hi}). Drop the "
                                f"mask (the loads hold the K tail), or bound K with a variable of axis 0")
+    ignore = None
     if plain and isinstance(mask, Mask) and not mask.empty():
         _check_contraction_bound(mask, x, y, x_m, call)
+        ignore = _free_dim_owners(mask, x, y, x_m, call)
     if isinstance(mask, Mask) and not mask.empty() and all(isinstance(v, NkiTensor) and v.ndim == 2 for v in (x, y)) \
             and bool(x.vars) != bool(y.vars):
         return _matmul_mask_one_indexed(mask, x, y, x_m)
     try:
-        return apply_mask(mask, (x, y), axes=({0: 1, 1: 0}, None) if plain and x_m == 0 else None)
+        return apply_mask(mask, (x, y), axes=({0: 1, 1: 0}, None) if plain and x_m == 0 else None, ignore=ignore)
     except NkiError as e:
         if not plain:
             raise
         raise type(e)(f"{call}: {e.bare}; {_MATMUL_MASK_RULE}", e.loc) from None
+
+
+def _free_dim_owners(mask, x, y, x_m, call):
+    """For a matmul of tiles passed whole: per operand (x, y), the mask variables of axis 1 that do not bound its
+    free dim (M of x, N of y), for apply_mask(ignore=). Such a variable bounds the free dim whose index space
+    has its range; when both have it (M == N), the one whose operand holds just the bound's part from its own
+    masked call (the mask restates x's M tail: `x = nl.load(aT[i_k, i_m], mask=(i_m < 96))`, then
+    `nl.matmul(x, y, transpose_x=True, mask=(i_m < 96))`); NkiError when that does not tell them apart, as
+    the bound would cut M or N only because their sizes agree (tester23af F10: an M-tail mask cut N to 96 when
+    N was 128 and was an error when it was 512)."""
+    def held(v, d):
+        own = box_of(v)
+        return (own[0][d], own[1][d], own[1][d] + v.shape[d]) if own is not None else (v.shape[d], 0, v.shape[d])
+
+    ignore = (set(), set())
+    for var, (lo, hi) in mask.bounds.items():
+        if var.ndim != 2 or var.axis != 1:
+            continue
+        (sx, ax, bx), (sy, ay, by) = held(x, 1 if x_m == 1 else 0), held(y, 1)
+        fx, fy = sx == var.size, sy == var.size
+        if fx and fy:
+            rx, ry = (ax, bx) == (lo, hi), (ay, by) == (lo, hi)
+            if (lo, hi) == (0, var.size) or rx == ry == True:  # noqa: E712 (nothing to cut)
+                continue
+            if rx != ry:
+                ignore[1 if rx else 0].add(var)
+                continue
+            raise NkiError(
+                f"{call}: {_mask_words(caller_loc(), 'the mask')} bounds a variable of axis 1 to [{lo}, {hi}): of "
+                f"tiles passed whole, that is a free dim, M of x or N of y ({_MATMUL_MASK_RULE}), and both have its "
+                f"range ({var.size}; x holds M [{ax}, {bx}), y holds N [{ay}, {by})), so it cannot tell which one "
+                f"it bounds: index the operands with their own variables (x[i_k, i_m] with mask=(i_m < M), "
+                f"y[i_k, i_n] with mask=(i_n < N)), or leave the M and N tails to the masked loads and the store")
+        elif fx:
+            ignore[1].add(var)
+        elif fy:
+            ignore[0].add(var)
+        elif hi - lo not in (bx - ax, by - ay):
+            raise NkiError(
+                f"{call}: {_mask_words(caller_loc(), 'the mask')} bounds a variable of axis 1 of {var.size} values to "
+                f"[{lo}, {hi}): of tiles passed whole, that is a free dim, M of x or N of y ({_MATMUL_MASK_RULE}), but "
+                f"neither x's M ({sx}) nor y's N ({sy}) has its range, so it indexes neither: use a variable of the "
+                f"dim it bounds (nl.arange({sx})[None, :] for M, nl.arange({sy})[None, :] for N), or index the "
+                f"operands with their own variables")
+    return ignore if ignore[0] or ignore[1] else None
 
 
 def _check_contraction_bound(mask, x, y, x_m, call):

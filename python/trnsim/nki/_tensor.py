@@ -454,7 +454,15 @@ class NkiTensor:
         return r if r is not None else self.index(idx, True)
 
     def __setitem__(self, idx, value):
-        _lower().assign(self.index(idx, True), value)
+        dst = self.index(idx, True)
+        if type(self) is LoadPart and dst.dims == self.dims and dst.boff == self.boff and dst.p0 == self.p0:
+            # `t[...] = v` of a masked call's result names its whole tile (its .shape), as NKI's does
+            w = _lower().whole_of(self)
+            dst = dst if w is None else w
+        _lower().assign(dst, value)
+        if type(self) is LoadPart and (isinstance(value, (int, float)) or (
+                isinstance(value, NkiTensor) and _lower().box_of(value) is None)):
+            _lower().mark_filled(dst)  # (all of its tile written: the kernel's view holds it all now)
 
     def index(self, idx, user=False):
         """The view `self[idx]`; `user`: the kernel's own index (`t[...]`), which on a masked call's result
@@ -522,7 +530,17 @@ class NkiTensor:
                 else:
                     boff += c * stride * isz
             elif isinstance(e, slice):
-                start, stop, step = _check_slice(e, size, d, self.shape)
+                try:
+                    start, stop, step = _check_slice(e, size, d, self.shape)
+                except NkiError as err:
+                    # A slice of an HBM tensor past its end (`x[t * 128:(t + 1) * 128, :]` on the tail tile of a
+                    # [200, 8] x) names a tile of its own length, as an index expression does: legal where the
+                    # call's mask keeps it inside (_lower.apply_mask), the error at any other use (tester23ag F4).
+                    past_end = _past_end(e, size) if user and self.st.space == HBM else None
+                    if past_end is None:
+                        raise
+                    start, stop, step = past_end
+                    unbounded.append((len(out), _SlicePast(err, start, size), size, None))
                 n = len(range(start, stop, step))
                 if n == 0:
                     raise NkiError(f"slice {_fmt_slice(e)} of dim {d} (size {size}) is empty")
@@ -603,7 +621,9 @@ class NkiTensor:
             # to has a mask that selects nothing (no instruction reads it: a carry's last iteration).
             unbounded.insert(0, (past[0], _HeldPast(past[1]), self.dims[past[0]][1], None))
         if unbounded:
-            r = Unbounded.of(self, boff, tuple(dims), pd, p0, tuple(vs), unbounded)
+            if var_strides and any(type(u[1]) is _SlicePast for u in unbounded):
+                raise next(u[1] for u in unbounded if type(u[1]) is _SlicePast).error
+            r = Unbounded.of(self, boff, tuple(dims), pd, p0, tuple(vs) if var_strides else None, unbounded)
         else:
             r = NkiTensor(self.st, self.dtype, boff, tuple(dims), pd, p0, tuple(vs) if var_strides else None)
         if own is not None:
@@ -810,7 +830,12 @@ class NkiTensor:
     def reshape(self, *dims, shape=None):
         """t.reshape(shape): the same elements in a new shape without a copy (on chip: the partition dim kept
         first); NkiError if the layout needs a copy. The shape as one argument (also by its name, `shape=`, as
-        nki-samples pass it) or as several."""
+        nki-samples pass it) or as several. Of a masked call's result (its held part), the kernel's reshape is of
+        the whole tile its .shape gives."""
+        if not _in_package(sys._getframe(1).f_code.co_filename):
+            w = _lower().whole_of(self)
+            if w is not None:
+                return w.reshape(*dims, shape=shape)
         if shape is not None:
             if dims:
                 raise NkiError(f"reshape: give the shape once, got {dims!r} and shape={shape!r}")
@@ -1118,7 +1143,8 @@ class NkiTensor:
         `offset` elements from this view's start (on-chip: row-major over [partitions, free]). A view reaching
         outside its tensor is an NkiError where an instruction or DMA uses it (its line, naming the line that
         made the view), none where nothing uses it (a loop's view its `if` then skips); a plain slice out of
-        the tensor's shape stays an error where it is written (its result has no defined shape)."""
+        the tensor's shape is an error where it is written, but for a slice of an HBM tensor running past its
+        end, a tile of the slice's length that a call's mask must keep inside (docs/nki.md "Masks")."""
         from . import _lower
 
         if scalar_offset is not None or vector_offset is not None:
@@ -1535,7 +1561,7 @@ class Unbounded(NkiTensor):
 
     def _error(self):
         d, e, size, held = self.unbounded[0]
-        if type(e) is _HeldPast:
+        if type(e) is _HeldPast or type(e) is _SlicePast:
             return e.error
         lo, hi = e.value_range()
         st = _ST.__get__(self)
@@ -1553,6 +1579,11 @@ class Unbounded(NkiTensor):
     def st(self):
         raise self._error()
 
+    def slices_past(self):
+        """Whether every entry is a slice past an HBM tensor's end (_SlicePast): the view is then a tile for a
+        mask's cut (_lower.apply_mask), checked inside the tensor after it."""
+        return all(type(u[1]) is _SlicePast for u in self.unbounded)
+
     def unchecked(self):
         """The view as an ordinary one, for a call whose mask selects nothing (it records no instruction)."""
         return NkiTensor(_ST.__get__(self), self.dtype, self.boff, self.dims, self.pd, self.p0, self.vars)
@@ -1564,7 +1595,7 @@ class Unbounded(NkiTensor):
         """The view under the mask `bounds` ({IndexVar: (lo, hi)}, hi exclusive, each non-empty): its dims
         cut to the masked-in ranges; NkiError if an index is still outside its dim there."""
         for d, e, size, held in self.unbounded:
-            if type(e) is _HeldPast:
+            if type(e) is _HeldPast or type(e) is _SlicePast:
                 raise e.error  # an integer or slice: no mask variable bounds it
             lo = hi = e.const
             for var, k in e.terms.items():
@@ -1621,6 +1652,28 @@ def _whole(v, what, shown):
         head = f"{what} {shown!r}: {v!r}" if shown is not v else f"{what} {v!r}"
         raise NkiError(f"{head} is not an integer (steps, counts and offsets count elements)")
     return int(f)
+
+
+def _past_end(e, size):
+    """(start, stop, 1) of a slice `e` with step 1 that starts inside a dim of `size` and stops past its end;
+    None for any other slice."""
+    step = 1 if e.step is None else _const(e.step)
+    start = 0 if e.start is None else _const(e.start)
+    stop = None if e.stop is None else _const(e.stop)
+    if step == 1 and start is not None and stop is not None and 0 <= start < size < stop:
+        return start, stop, 1
+    return None
+
+
+class _SlicePast:
+    """An Unbounded view's entry for a slice of an HBM tensor past its end (_past_end): `error`, the slice's
+    out-of-bounds error, raised by any use of the view but a call whose mask keeps it inside; `start` and `size`,
+    the slice's first index and its dim's size (_lower.apply_mask checks the masked-in cut)."""
+
+    __slots__ = ("error", "start", "size")
+
+    def __init__(self, error, start, size):
+        self.error, self.start, self.size = error, start, size
 
 
 class _HeldPast:

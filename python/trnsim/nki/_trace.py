@@ -111,6 +111,9 @@ class Trace:
         self.followers = {}
         # storage uid -> (index-space shape, first index per dim) of a tile a masked call made (_lower.mask_box)
         self.mask_boxes = {}
+        # Storage uids of such tiles that a later call wrote whole (a dst= call, `t[...] = ...`): the kernel's
+        # masked result is then its whole tile (_lower.mark_filled, _void.wrapper)
+        self.filled = set()
         # Storage uids of tiles made by calls that emitted nothing (a mask selecting nothing), and while such a
         # call runs (the number of storages before it, the frame of the wrapper that ends it) (_void)
         self.void = set()

@@ -37,6 +37,8 @@ def wrapper(impl, call, bind=None, calls=None):
             if t is None:
                 return impl(*args, **kwargs)
             n = len(t.ops)
+            if t.filled:
+                args, kwargs = _filled(t, args, kwargs)
             r = run(impl, args, kwargs) if t.void else impl(*args, **kwargs)
         except TypeError as e:
             err = bad_call(e, bind, (WRAPPER_CODE, impl.__code__, run.__code__)) if bind else None
@@ -53,6 +55,20 @@ def wrapper(impl, call, bind=None, calls=None):
         return r
 
     return nki_call
+
+
+def _filled(t, args, kwargs):
+    """The call's arguments with each masked call's result whose whole tile a later call wrote (Trace.filled)
+    as that whole tile: it holds all of it now (tester23ag F6: `nisa.memset(dst=t, ...)` of a masked load's t,
+    then `nl.max(t, axis=1)`, reduced the columns the load held)."""
+    from ._tensor import LoadPart, NkiTensor
+
+    def whole(a):
+        if type(a) is LoadPart and a.st.uid in t.filled:
+            return NkiTensor.whole(a.st)
+        return a
+
+    return tuple(whole(a) for a in args), {k: whole(a) for k, a in kwargs.items()}
 
 
 WRAPPER_CODE = _trace.WRAPPER_CODE = wrapper(None, "").__code__

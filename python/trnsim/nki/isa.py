@@ -191,8 +191,22 @@ def _apply_mask(mask, *views):
 def _region(*views):
     """A dst= call's operands, those of the index space's whole shape cut to the part that an operand made
     by an earlier masked call holds (_lower.operand_region): `nisa.activation(dst=buf, data=t)` with t from
-    nl.load(..., mask=...) writes buf's masked-in part only (the rest keeps what it held)."""
-    return _lower.operand_region(None, views)[0]
+    nl.load(..., mask=...) writes buf's masked-in part only (the rest keeps what it held). A dst that is itself
+    such a result is its whole tile (_whole_dst)."""
+    dst = _whole_dst(views[0])
+    out = _lower.operand_region(None, (dst,) + views[1:])[0]
+    if dst is not views[0] and out[0] is dst:
+        _lower.mark_filled(dst)  # (written whole: no operand's held part cut it)
+    return out
+
+
+def _whole_dst(dst):
+    """The dst= of a current-style call as the kernel named it: a masked call's result passed whole is its whole
+    tile (_lower.whole_of), which the call writes, as NKI's dst= call writes all of the tile it is given; the
+    masked call only decided what the tile held before (tester23ag F6: `nisa.memset(dst=t, value=1.0)` of a
+    masked load's t wrote only the columns the load held)."""
+    w = _lower.whole_of(dst)
+    return dst if w is None else w
 
 
 def _masked(mask, *views):
@@ -240,6 +254,7 @@ def _nc_matmul_new(dst, stationary, moving, is_stationary_onezero=False, is_movi
     _tile_pos(tile_position, tile_size, "nki.isa.nc_matmul")
     perf = _perf(perf_mode, "nc_matmul")
     if perf == "none" and not is_transpose:
+        stationary, moving = _lower.whole_contraction(stationary, moving, 0)
         dst = _held_dst(dst, (stationary, 1), (moving, 1))
     return _ops.nc_matmul(dst, stationary, moving, accumulate, perf, is_transpose)
 
@@ -277,6 +292,8 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
     if kwargs:
         ignored_kwargs("nki.isa.nc_matmul", kwargs)
     _tile_pos(tile_position, tile_size, "nki.isa.nc_matmul")
+    if mask is None and not is_transpose:
+        stationary, moving = _lower.whole_contraction(stationary, moving, 0)
     given = (stationary, moving)
     if mask is not None:
         stationary, moving = _lower.matmul_mask(mask, stationary, moving, 1, "nki.isa.nc_matmul")
@@ -696,6 +713,8 @@ def tensor_copy(*args, **kwargs):
 
 @_named("memset")
 def _memset_new(dst, value, engine=engine.unknown, name=None):
+    dst = _whole_dst(dst)
+    _lower.mark_filled(dst)
     return _ops.memset(dst, value, _engine_name(engine, "memset"))
 
 
@@ -736,6 +755,8 @@ def _iota_new(dst, pattern, offset=0, channel_multiplier=0, name=None):
 
     pairs = [(whole(p[0]), whole(p[1])) if isinstance(p, (list, tuple)) else (whole(p), None) for p in pattern]
     steps, nums = [s for s, _ in pairs], [n for _, n in pairs]
+    dst = _whole_dst(dst)
+    _lower.mark_filled(dst)
     if isinstance(dst, NkiTensor) and pairs and None not in nums:
         # nki.isa.iota: the pattern's [step, num] dims walk dst's free elements in order; dst may have any free
         # shape holding num_w * ... * num_x elements per partition.
@@ -800,6 +821,9 @@ def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mod
         if views is None:
             return None  # nothing masked in: NKI emits no instruction
         dst, src = views
+    elif isinstance(dst, NkiTensor):
+        dst = _whole_dst(dst)
+        _lower.mark_filled(dst)
     if isinstance(dst, NkiTensor) and isinstance(src, NkiTensor):
         _lower.same_layout("nki.isa.dma_copy", dst, src)
     opts = _dma_common("nki.isa.dma_copy", dst_rmw_op, oob_mode, dge_mode, engine)

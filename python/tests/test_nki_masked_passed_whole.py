@@ -1,0 +1,328 @@
+"""A masked call's result passed whole, or sliced, into other calls (tester23af F1 addenda, F6, F9, F10, issue
+23): each works on the tile's whole shape, as its `.shape` says, reading the undefined rest with the
+simulator's warning, never a shape the kernel never sees; each test fails on the build before its fix, with
+exact bytes against NumPy and exact messages."""
+
+import os
+import warnings
+
+import numpy as np
+
+from runner import line_of, main, raises
+
+import trnsim.nki as tnki
+from trnsim.nki import NkiError
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+THIS = os.path.basename(__file__)
+X = np.arange(128 * 64, dtype=np.float32).reshape(128, 64) / np.float32(1024)
+
+
+def line(marker):
+    return line_of(__file__, marker)
+
+
+def warned(fn, *args):
+    """fn(*args) and the messages of the warnings it gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = fn(*args)
+    return r, [str(w.message) for w in caught]
+
+
+def same(got, want):
+    want = np.asarray(want, np.float32)
+    assert got.shape == want.shape and got.tobytes() == want.tobytes(), (got.ravel()[:4], want.ravel()[:4])
+
+
+# ---- F6: a masked call on a view the kernel's index made of a masked result
+
+
+@nki.jit
+def masked_call_on_a_view(x, case):
+    i_p = nl.arange(128)[:, None]
+    t = nl.load(x)
+    e = nl.multiply(t, 2.0, mask=(i_p < 100))  # holds rows 0-99 of [128, 64]
+    if case == "col":
+        c = nl.full((128, 1), 9.0, nl.float32)
+        c[...] = nl.copy(e[:, 49], mask=(i_p < 80))
+    else:
+        c = nl.full((128, 32), 9.0, nl.float32)
+        m = nl.multiply(e[:, 0:32], 3.0, mask=(i_p < 80))
+        c[...] = nl.add(m, 1.0, mask=(i_p < 80))
+    out = nl.ndarray(c.shape, nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, c)
+    return out
+
+
+def test_a_masked_call_on_a_view_of_a_masked_result():
+    # `c[...] = nl.copy(e[:, 49], mask=(i_p < 80))` was "cannot assign a [80, 1] tile to a [128, 1] region": the
+    # view's index space was taken as e's [128, 64] (its result a [128, 64] tile), not the view's own [128, 1].
+    want = np.full((128, 1), 9.0, np.float32)
+    want[:80] = X[:80, 49:50] * np.float32(2)
+    same(tnki.simulate_kernel(masked_call_on_a_view, X, "col"), want)
+    want = np.full((128, 32), 9.0, np.float32)
+    want[:80] = X[:80, :32] * np.float32(2) * np.float32(3) + np.float32(1)
+    same(tnki.simulate_kernel(masked_call_on_a_view, X, "slice"), want)
+
+
+# ---- F1 addenda: a masked result passed whole into a call that cannot work on its held part alone
+
+
+@nki.jit
+def passed_whole(x, y, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x)
+    if case == "matmul":  # t as x.T [K, M] with K rows 0-63 held; y [128, 64] holds all 128 K rows
+        u = nl.load(y)
+        xe = nl.multiply(t, 2.0, mask=(i_p < 64))
+        out = nl.ndarray((64, 64), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nl.copy(nl.matmul(xe, u, transpose_x=True)))  # MARK-whole-matmul
+        return out
+    if case == "add":
+        e1 = nl.multiply(t, 2.0, mask=(i_p < 100))
+        e2 = nl.add(t, 1.0, mask=(i_p < 50))
+        s = nl.add(e1, e2)  # MARK-whole-add
+        out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, s, mask=(i_p < 50))
+        return out
+    e = nl.multiply(t, 2.0, mask=(i_f < 32))
+    r = e.reshape((128, 2, 32))
+    res = nl.full((128, 2, 32), 5.0, nl.float32)
+    res[:, 0, :] = nl.copy(r[:, 0, :])
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, res.reshape((128, 64)))
+    return out
+
+
+def test_a_masked_result_passed_whole_is_its_whole_tile():
+    # nl.matmul of an x holding K rows 0-63 was "contraction dims differ: x.T is [64, 128]" (x.shape is
+    # (128, 64)): NKI's nc_matmul contracts all 128 partitions, rows 64-127 unwritten: NaN, with the warning.
+    Y = np.ones((128, 64), np.float32)
+    got, ws = warned(tnki.simulate_kernel, passed_whole, X, Y, "matmul")
+    assert np.isnan(got).all(), got[:2, :2]
+    assert [w for w in ws if w.startswith(f"{THIS}:{line('MARK-whole-matmul')}: nc_matmul reads sbuf 'xe' [128, 64] "
+                                          f"float32 allocated at {THIS}:{line('MARK-whole-matmul') - 2} where no "
+                                          f"instruction wrote before (partition 64,")], ws
+    # nl.add of rows < 100 and rows < 50 was "operands [100, 64] and [50, 64] do not broadcast": the add of the
+    # whole tiles, defined where both were written (rows 0-49), the rest read with the warning.
+    got, ws = warned(tnki.simulate_kernel, passed_whole, X, Y, "add")
+    want = X * np.float32(2) + (X + np.float32(1))
+    same(got[:50], want[:50])
+    assert [w for w in ws if w.startswith(f"{THIS}:{line('MARK-whole-add')}: nl.add: its tensor_tensor (made by "
+                                          f"trnsim's lowering of nl.add) reads sbuf ")], ws
+    # e.reshape((128, 2, 32)) of e holding columns 0-31 was "reshape: [128, 32] (4096 elements) cannot become
+    # [128, 2, 32]": the reshape of the whole [128, 64] tile, its held columns r[:, 0, :].
+    want = np.full((128, 64), 5.0, np.float32)
+    want[:, :32] = X[:, :32] * np.float32(2)
+    same(tnki.simulate_kernel(passed_whole, X, Y, "reshape"), want)
+
+
+# ---- F9: an unmasked compute call on a tile whose held rows start where no instruction may
+
+
+@nki.jit
+def held_from_row_3(x):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f], mask=(i_p >= 3) & (i_p < 100))
+    e = nl.multiply(t, 2.0)  # MARK-from-3
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[i_p, i_f], e, mask=(i_p >= 3) & (i_p < 100))
+    return out
+
+
+def test_an_unmasked_call_on_rows_held_from_a_mid_tile_start():
+    # Was "RuleError: ... partition start: dst spans 97 partitions from 3 (more than 64 must start at 0)":
+    # trnsim's narrowing to the held rows broke the rule, not the kernel. Computed from partition 0 (as NKI's
+    # whole-tile instruction), rows 0-2 read undefined, with the warning.
+    got, ws = warned(tnki.simulate_kernel, held_from_row_3, X)
+    same(got[3:100], X[3:100] * np.float32(2))
+    assert [w for w in ws if w.startswith(f"{THIS}:{line('MARK-from-3')}: nl.multiply: its tensor_scalar (made by "
+                                          f"trnsim's lowering of nl.multiply) reads sbuf 't' [128, 64] float32 "
+                                          f"allocated at {THIS}:{line('MARK-from-3') - 1} where no instruction wrote "
+                                          f"before (partition 0,")], ws
+
+
+# ---- F10: an axis-1 mask on a matmul of tiles passed whole bounds the free dim that has its range
+
+
+@nki.jit
+def m_tail_mask(aT, b, form, loaded):
+    N = b.shape[1]
+    i_k, i_m = nl.arange(128)[:, None], nl.arange(128)[None, :]
+    if loaded:
+        x = nl.load(aT[i_k, i_m], mask=(i_m < 96))  # M rows 0-95 of [128 (K), 128 (M)]
+    else:
+        x = nl.load(aT)
+    y = nl.load(b)
+    acc = nl.zeros((128, N), nl.float32, buffer=nl.psum)
+    if form == "nl":
+        acc += nl.matmul(x, y, transpose_x=True, mask=(i_m < 96))  # MARK-m-tail
+    else:
+        acc += nisa.nc_matmul(x, y, mask=(i_m < 96))
+    out = nl.ndarray((128, N), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.copy(acc))
+    return out
+
+
+@nki.jit
+def neither_free_dim(aT, b):
+    i_j = nl.arange(64)[None, :]
+    x = nl.load(aT)
+    y = nl.load(b)
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.copy(nl.matmul(x, y, transpose_x=True, mask=(i_j < 30))))  # MARK-neither
+    return out
+
+
+def test_an_m_tail_mask_on_whole_tiles_bounds_m_only():
+    # `mask=(i_m < 96)` repeating x's M-tail load cut N to 96 as well when N was 128 (columns 96-127 silently
+    # 0), and was "dim 1 of operand sbuf tile x [128, 512] ... is neither the mask variable's range" (y's
+    # shape, x's name) when N was 512. Now rows 0-95, every column, for both N and both forms.
+    rs = np.random.RandomState(23)
+    aT = rs.randint(-3, 4, (128, 128)).astype(np.float32)
+    for n in (128, 512):
+        b = rs.randint(-3, 4, (128, n)).astype(np.float32)
+        want = np.zeros((128, n), np.float32)
+        want[:96] = aT[:, :96].T @ b
+        for form in ("nl", "nisa"):
+            same(tnki.simulate_kernel(m_tail_mask, aT, b, form, True), want)
+    # Loads unmasked: a variable of range 128 indexes only x's M when N is 512 ...
+    same(tnki.simulate_kernel(m_tail_mask, aT, b, "nl", False), want)
+    # ... and when N is 128 too nothing tells M from N: the error, never a cut of both.
+    e = raises(NkiError, tnki.simulate_kernel, m_tail_mask, aT, aT, "nl", False)
+    assert str(e) == (
+        f"{THIS}:{line('MARK-m-tail')}: nl.matmul: mask=(i_m < 96) bounds a variable of axis 1 to [0, 96): of tiles "
+        "passed whole, that is a free dim, M of x or N of y (a matmul's mask is that of nisa.nc_matmul(stationary="
+        "x.T, moving=y) (nki.language.matmul: matmul(x, y) lowers to nc_matmul(transpose(x), y)): of tiles, a "
+        "variable of axis 0 (nl.arange(n)[:, None]) bounds the contraction dim K of both operands and one of axis 1 "
+        "(nl.arange(n)[None, :]) the free dims, M of x and N of y; a K, M or N tail held by masked loads needs no "
+        "mask here), and both have its range (128; x holds M [0, 128), y holds N [0, 128)), so it cannot tell which "
+        "one it bounds: index the operands with their own variables (x[i_k, i_m] with mask=(i_m < M), y[i_k, i_n] "
+        "with mask=(i_n < N)), or leave the M and N tails to the masked loads and the store"), e
+    # A variable of neither range was "dim 1 of operand sbuf tile x [128, 128] ... is neither the mask variable's
+    # range (64) nor the extent ...", naming the tile by the label its line gave it: now x's M and y's N by role.
+    e = raises(NkiError, tnki.simulate_kernel, neither_free_dim, aT, np.ones((128, 512), np.float32))
+    assert str(e).startswith(f"{THIS}:{line('MARK-neither')}: nl.matmul: mask=(i_j < 30) bounds a variable of axis 1 "
+                             "of 64 values to [0, 30): of tiles passed whole, that is a free dim, M of x or N of y ("), e
+    assert str(e).endswith("but neither x's M (128) nor y's N (512) has its range, so it indexes neither: use a "
+                           "variable of the dim it bounds (nl.arange(128)[None, :] for M, nl.arange(512)[None, :] for "
+                           "N), or index the operands with their own variables"), e
+
+
+# ---- tester23ag F1: a reduction masked as its operand reads the held part on the device too
+
+
+@nki.jit
+def masked_reduction(x, case):
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    t = nl.load(x[i_p, i_f], mask=(i_f < 40))
+    if case == "sum":
+        r = nl.sum(t, axis=1, keepdims=True, mask=(i_f < 40))
+    elif case == "indexed":
+        r = nl.sum(t[i_p, i_f], axis=1, keepdims=True, mask=(i_f < 40))
+    elif case == "nisa":
+        r = nisa.tensor_reduce(op=nl.add, data=t, axis=1, keepdims=True, mask=(i_f < 40))
+    elif case == "rows":
+        r = nl.sum(t, axis=1, keepdims=True, mask=(i_p < 128))  # MARK-rows-only
+    else:
+        r = nl.sum(nl.exp(t, mask=(i_f < 40)), axis=1, keepdims=True)  # MARK-same-line
+    out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, r)
+    return out
+
+
+def test_a_reduction_masked_as_its_operand_is_not_warned():
+    # Each warned "the device reduces all 64, 24 of them written by no instruction ... mask this call as the one
+    # that made the operand", though it was so masked; a mask bounding only another dim, or the mask of another
+    # call on the same line, still warns.
+    want = X[:, :40].astype(np.float64).sum(axis=1, keepdims=True)  # (exact: k / 1024 summed)
+    for case in ("sum", "indexed", "nisa"):
+        got, ws = warned(tnki.simulate_kernel, masked_reduction, X, case)
+        same(got, want)
+        assert not [w for w in ws if "reduces dim 1" in w], (case, ws)
+    for case, mark in (("rows", "MARK-rows-only"), ("line", "MARK-same-line")):
+        got, ws = warned(tnki.simulate_kernel, masked_reduction, X, case)
+        assert [w for w in ws if w.startswith(f"{THIS}:{line(mark)}: tensor_reduce reduces dim 1 of ")], (case, ws)
+
+
+# ---- tester23ag F4: a slice of an HBM tensor past its end, kept inside by the call's mask
+
+
+@nki.jit
+def sliced_tail(x, case):
+    n = x.shape[0]
+    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    for t in nl.affine_range(2):
+        i_p = t * 128 + nl.arange(128)[:, None]
+        if case == "dma_copy":
+            s = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(src=x[t * 128:(t + 1) * 128, :], dst=s, mask=(i_p < n))
+        elif case == "load":
+            s = nl.load(x[t * 128:(t + 1) * 128, :], mask=(i_p < n))
+        elif case == "unmasked":
+            s = nl.load(x[t * 128:(t + 1) * 128, :])  # MARK-slice-unmasked
+        else:
+            s = nl.load(x[t * 128:(t + 1) * 128, :], mask=(i_p < n + 10))  # MARK-slice-loose
+        nl.store(out[t * 128:(t + 1) * 128, :], value=s, mask=(i_p < n))
+    return out
+
+
+def test_a_slice_past_the_end_under_a_mask_that_keeps_it_inside():
+    # `x[t * 128:(t + 1) * 128, :]` of a [200, 8] x was "slice 128:256 is out of bounds for dim 0 of size 200"
+    # where it was written, though the call's mask kept the tail tile's 72 rows inside (nki-samples' reference
+    # adaptive_avg_pool2d bounds its slices so).
+    x = np.arange(200 * 8, dtype=np.float32).reshape(200, 8)
+    for case in ("dma_copy", "load"):
+        same(tnki.simulate_kernel(sliced_tail, x, case), x)
+    e = raises(NkiError, tnki.simulate_kernel, sliced_tail, x, "unmasked")
+    assert str(e) == (f"{THIS}:{line('MARK-slice-unmasked')}: slice 128:256 is out of bounds for dim 0 of size 200 "
+                      "(tensor [200, 8])"), e
+    e = raises(NkiError, tnki.simulate_kernel, sliced_tail, x, "loose")
+    assert str(e) == (f"{THIS}:{line('MARK-slice-loose')}: nl.load: mask: mask=(i_p < n + 10) keeps [128, 210) of a "
+                      "view whose slice 128:256 is out of bounds for dim 0 of size 200 (tensor [200, 8]): bound a "
+                      "variable of axis 0 (of the view's length) so that the masked-in indices stop by 200"), e
+
+
+# ---- tester23ag F6: a masked result given as dst= (or assigned whole) is its whole tile
+
+
+@nki.jit
+def masked_result_as_dst(x, y, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f], mask=(i_f < 40))  # holds columns 0-39 of [128, 64]
+    u = nl.load(y)
+    if case == "memset":
+        nisa.memset(dst=t, value=1.0)
+    elif case == "tensor_copy":
+        nisa.tensor_copy(dst=t, src=u)
+    elif case == "tensor_scalar":
+        nisa.tensor_scalar(dst=t, data=u, op0=nl.multiply, operand0=2.0)
+    elif case == "dma_copy":
+        nisa.dma_copy(dst=t, src=u)
+    else:
+        t[...] = 1.0
+    out = nl.ndarray((128, 65), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[:, 0:64], t)
+    nl.store(out[:, 64:65], nl.sum(t, axis=1, keepdims=True))
+    return out
+
+
+def test_a_masked_result_written_whole_holds_it_all():
+    # `nisa.memset(dst=t, value=1.0)` (tensor_copy, tensor_scalar, dst= of a masked load's t) wrote only the 40
+    # columns the load held, and nl.sum(t, axis=1) then summed those, warning of the rest; dma_copy(dst=t)
+    # was the looser-mask error; `t[...] = 1.0` wrote the 40 columns and the store of t was that error.
+    Y = np.arange(128 * 64, dtype=np.float32).reshape(128, 64) / np.float32(64)
+    for case, tile in (("memset", np.ones((128, 64), np.float32)), ("tensor_copy", Y),
+                       ("tensor_scalar", Y * np.float32(2)), ("dma_copy", Y), ("assign", np.ones((128, 64), np.float32))):
+        want = np.concatenate([tile, tile.astype(np.float64).sum(axis=1, keepdims=True)], axis=1)
+        got, ws = warned(tnki.simulate_kernel, masked_result_as_dst, X, Y, case)
+        same(got, want)
+        assert not ws, (case, ws)
+
+
+if __name__ == "__main__":
+    main(globals())
