@@ -58,6 +58,31 @@ def test_integers_before_the_index_tile_select_the_sub_tensor_it_scatters_into()
 
 
 @nki.jit
+def masked_gather(x, idx, n, cols):
+    # The tail tile of a gather (resize_nearest_fixed_dma_kernel's): rows p < n of the index tile are read, the
+    # rest (here past the tensor) never; mask=(i_f < cols) cuts the columns too.
+    o = nl.ndarray((2, 128, 8), nl.float32, buffer=nl.shared_hbm)
+    it = nl.load(idx)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(8)[None, :]
+    for b in nl.affine_range(2):
+        t = nl.load(x[b, 1, it, i_f], mask=(i_p + 100 < 100 + n) & (i_f < cols))
+        assert t.shape == (128, 8)
+        nl.store(o[b, i_p, i_f], value=t, mask=(i_p < n) & (i_f < cols))
+    return o
+
+
+def test_a_masked_gather_reads_the_masked_in_rows_of_the_index_tile():
+    idx = IDX.copy()
+    idx[72:] = 1000  # past the tensor's 300 rows: masked out, never read
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the rest of o: no instruction writes it)
+        got = tnki.simulate_kernel(masked_gather, X, idx, 72, 5)
+    assert got[:, :72, :5].tobytes() == X[:, 1, IDX[:72, 0], :5].tobytes()
+    assert np.isnan(got[:, 72:]).all() and np.isnan(got[:, :, 5:]).all()
+
+
+@nki.jit
 def after_a_slice(x, idx):
     it = nl.load(idx)
     i_f = nl.arange(8)[None, :]
