@@ -419,6 +419,13 @@ def note_reads(trace, direct):
                 d.setdefault((tuple(v.shape), v.dtype.name), set()).add((_name(st), str(st.direct.decl.loc)))
 
 
+def _block_order(name):
+    """A block's name ("s[1, 10]") ordered by its indices, numbers as numbers."""
+    import re
+
+    return [int(n) for n in re.findall(r"\d+", name.rsplit("[", 1)[-1])]
+
+
 def name_in_warning(w):
     """Warning `w` of the build about a read of a directly allocated tile ("k.py:15: tensor_scalar reads sbuf
     'direct sbuf' [128, 1] float32 allocated at <the host's line> ...") naming the tile and its declaration
@@ -438,8 +445,20 @@ def name_in_warning(w):
         (name, at), = found
         said = f"{m.group(2)} '{name}' [{m.group(4)}] {m.group(5)} allocated at {at}"
     else:
-        said = (f"{m.group(2)} [{m.group(4)}] {m.group(5)} of one of the directly allocated tiles "
-                + ", ".join(f"'{n}' (allocated at {a})" for n, a in found))
+        # The blocks of one block tensor (pipelined attention's scaling_factor[g], read at one line in every
+        # iteration of a loop over g) by that tensor, once; other tiles each by name.
+        groups = {}
+        for n, a in found:
+            groups.setdefault((n.split("[", 1)[0] + "[" if n.endswith("]") and "[" in n else n, a), []).append(n)
+        def tiles(ns, a):
+            if len(ns) == 1:
+                return f"'{ns[0]}' (allocated at {a})"
+            ns = sorted(ns, key=_block_order)
+            return f"the {len(ns)} blocks '{ns[0]}' .. '{ns[-1]}' (allocated at {a})"
+
+        said = (f"{m.group(2)} [{m.group(4)}] {m.group(5)} of one of "
+                + ("" if len(groups) == 1 else "the directly allocated tiles ")
+                + ", ".join(tiles(ns, a) for (_, a), ns in groups.items()))
     return w[:m.start(2)] + said + w[m.end():]
 
 

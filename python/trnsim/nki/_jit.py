@@ -555,7 +555,13 @@ def _check_written(fn, outs, trace, core, cores):
             where = _return_loc(fn, trace)
             made = f" (allocated at {o.st.loc})" if getattr(o.st, "loc", None) else ""
             label = var_name(trace, o.st) or o.st.name or "its output"
-            mine[i] = NkiError(f"kernel {fn.__name__} returns {label}{made}, but no instruction writes it: "
+            empty = ""
+            if trace.empty_loops:
+                # (nki-samples' pipelined_attention at seqlen 2048: its loop over seqlen // 8192 sections)
+                kind, r, at = trace.empty_loops[0]
+                bounds = f"{r.stop}" if (r.start, r.step) == (0, 1) else f"{r.start}, {r.stop}, {r.step}"
+                empty = f" (the nl.{kind}({bounds}) loop at {at} ran no iteration)"
+            mine[i] = NkiError(f"kernel {fn.__name__} returns {label}{made}, but no instruction writes it{empty}: "
                                "store its values (nl.store / nisa.dma_copy into it) before returning it",
                                loc=where)
     if core == 0:

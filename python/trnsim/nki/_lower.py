@@ -1244,7 +1244,7 @@ def load(src, mask=None, dtype=None):
         return out
     if isinstance(src, _Indirect):
         if mask is not None:
-            apply_mask(mask, (src,))  # (refused)
+            return _masked_gather(src, mask, dtype)
         shape, sdt = src.shape, src.dtype
     else:
         if not isinstance(src, NkiTensor):
@@ -1290,6 +1290,38 @@ def _masked_load(src, mask, dtype):
         if part.shape != out.shape:
             out = LoadPart.of(part, full)
     dma(out, src, loc=out.st.loc)
+    return fresh(out)
+
+
+def _masked_gather(src, mask, dtype):
+    """nl.load(x[idx_tile, i_f], mask=...) (nki-samples' resize_nearest_fixed_dma_kernel's tail tile): the tile
+    has the index's shape and one indirect DMA writes its masked-in part, as _masked_load's does. The mask
+    cuts the gather as a tile (the variable of axis 0 bounds its rows, so the entries of the index tile past
+    them are never read, those of axis a > 0 its dim a); only a gather of vector_offset rows."""
+    if mask is True or (isinstance(mask, np.bool_) and mask):
+        return load(src, None, dtype)  # (a loop-only bound that holds: no bound)
+    empty = mask is False or isinstance(mask, np.bool_) or (isinstance(mask, Mask) and mask.empty())
+    if not empty and (src.vector_offset is None or src.scalar_offset is not None or not isinstance(mask, Mask)
+                      or any(var.ndim != src.view.ndim for var in mask.bounds)):
+        apply_mask(mask, (src,))  # (refused, or not a mask: its own error)
+    if empty:
+        _empty(False, (src,), False)  # NKI emits no instruction: a void tile of the index's shape (_void)
+    full = tile_shape(tuple(src.shape))
+    out = _ops.new_tile(full, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
+    if _trace._current.voiding is not None:
+        return out
+    view = src.view
+    vc, _ = _tile_cuts(view, None, None, mask.bounds)
+    lo, hi = vc.get(0, (0, view.shape[0]))
+    first = NkiTensor(view.st, view.dtype, view.boff, ((view.dims[0][0], 1),) + tuple(view.dims[1:]), -1, 0)
+    first = first.index((slice(None),) + tuple(slice(*vc[d]) if d in vc else slice(None)
+                                               for d in range(1, view.ndim)))
+    rows = indexed_rows(first, src.vector_offset.index((slice(lo, hi), slice(None))))
+    mask_box(out, full, (0,) * len(full), out.st.loc)
+    part = out.index(tuple(slice(*vc[d]) if d in vc else slice(None) for d in range(len(full))))
+    if part.shape != out.shape:
+        out = LoadPart.of(part, full)
+    dma(out, rows, loc=out.st.loc)
     return fresh(out)
 
 

@@ -679,8 +679,14 @@ class NkiTensor:
         if self.st.space != HBM:
             unsupported("indexing an on-chip tensor by a tile of indices",
                         "run-time row indices pick rows of an HBM tensor (an indirect DMA)")
+        if d != 0 and all(_const(e) is not None for e in idx[:d]):
+            # `x[b, idx_tile, i_f]`: the integers select the sub-tensor x[b], whose rows the tile picks (tester23ag
+            # F5: nki-samples' resize_nearest_fixed_dma_kernel)
+            return self.index(idx[:d])[tuple(idx[d:])]
         if d != 0:
-            unsupported(f"a tile of indices on dim {d}", "run-time indices pick rows (dim 0) of an HBM tensor")
+            unsupported(f"a tile of indices on dim {d} after a non-integer index",
+                        "run-time indices pick rows (dim 0) of an HBM tensor, or of the sub-tensor integers before "
+                        "them select (x[b, idx_tile, i_f] is x[b][idx_tile, i_f])")
         first = self.index((slice(0, 1),) + tuple(idx[1:]))
         return indexed_rows(first, index)
 

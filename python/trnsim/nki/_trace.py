@@ -85,6 +85,7 @@ class Trace:
         self.names = {}
         self.user_names = set()  # the name= the kernel gave its tensors (the others' are the calls', not its own)
         self.loops = []  # (kind, trip count, loc) of the nl.*_range loops entered
+        self.empty_loops = []  # (kind, range, loc) of those that ran no iteration (_jit._check_written says so)
         # Iterations of outermost nl.*_range loops: [first op, end op (None while running), loop loc]; `outer`
         # is the running one's index (None outside every loop): a tile declared there has it as its scope
         # iteration (_alloc, kernels/api/alloc_rule.h "Scope").
@@ -286,6 +287,8 @@ class _Range:
     def _iter(self, t):
         outermost = not t.loops
         t.loops.append((self.kind, len(self.r), self.loc))
+        if not self.r:
+            t.empty_loops.append((self.kind, self.r, self.loc))
         its = t.outer_iters
         scope, loop, rec = t.scope, len(t.iters), None
         first = len(t.ops)
