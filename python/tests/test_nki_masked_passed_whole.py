@@ -324,5 +324,23 @@ def test_a_masked_result_written_whole_holds_it_all():
         assert not ws, (case, ws)
 
 
+@nki.jit
+def masked_load_of_slices(x):
+    i_p = nl.arange(128)[:, None]
+    s = nl.load(x[0:128, 8:16], mask=(i_p < 72))  # a view without index variables: the mask cuts it as a tile
+    out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[0:128, :], value=nl.multiply(s, 2.0), mask=(i_p < 72))
+    return out
+
+
+def test_a_masked_load_of_slices_inside_the_tensor():
+    # The mask cuts the [128, 8] slice to rows 0-71 (it was "src [72, 8] has 576 elements, dst [128, 8] has
+    # 1024"); rows 72-127 of out are written by no instruction (NaN, with the simulator's warning).
+    out, ws = warned(tnki.simulate_kernel, masked_load_of_slices, X)
+    same(out[:72], X[:72, 8:16] * np.float32(2))
+    assert np.isnan(out[72:]).all()
+    assert len(ws) == 1 and "no instruction writes rows 72-127 of its 128" in ws[0], ws
+
+
 if __name__ == "__main__":
     main(globals())

@@ -1273,12 +1273,13 @@ def _masked_load(src, mask, dtype):
     full = tuple(src.shape)
     cuts = {d: mask.bounds[var] for d, var in enumerate(src.vars or ()) if var is not None
             and isinstance(mask, Mask) and var in mask.bounds}
-    past = type(src) is Unbounded and src.slices_past()
     (src,), box = apply_mask(mask, (src,), dma=True, box=True)
     if src.st.space != HBM:
         raise NkiError("nl.load: src must be in HBM (use nl.copy / nisa.tensor_copy on chip)")
-    if past and not cuts and box is not None and tuple(box[0]) == full:
-        # a slice past the tensor's end, cut by the mask as a tile (_tensor._SlicePast): its region
+    if not cuts and box is not None and tuple(box[0]) == full:
+        # a view without index variables (slices, or a slice past the tensor's end: _tensor._SlicePast) cut by
+        # the mask as a tile: its region (`nl.load(x[0:128, :], mask=(i_p < 72))` was "src [72, 8] has 576
+        # elements, dst [128, 8] has 1024")
         cuts = {d: (a, a + n) for d, (a, n) in enumerate(zip(box[1], src.shape)) if n != full[d]}
     full = tile_shape(full)
     out = _ops.new_tile(full, src.dtype if dtype is None else dt(dtype, src.dtype), SBUF, "load")
