@@ -324,5 +324,54 @@ def test_a_masked_result_written_whole_holds_it_all():
         assert not ws, (case, ws)
 
 
+# ---- tester23ag F6 addendum 3: a write reaching outside the part a masked result holds fills its tile
+
+
+@nki.jit
+def padded_tail(x, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f], mask=(i_f < 40))  # MARK-pad-load: holds columns 0-39 of [128, 64]
+    if case == "memset":
+        nisa.memset(dst=t[:, 40:64], value=0.0)
+    elif case == "slice":
+        t[:, 40:64] = nl.load(x[:, 40:64])
+    elif case == "masked":
+        t[i_p, i_f] = nl.load(x[i_p, i_f], mask=(i_f >= 40))
+    else:
+        nisa.memset(dst=t[:, 40:50], value=0.0)  # columns 50-63 written by nothing
+    out = nl.ndarray((128, 129), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[:, 0:64], t)  # MARK-pad-store
+    nl.store(out[:, 64:65], nl.max(t, axis=1, keepdims=True))  # MARK-pad-max
+    nl.store(out[:, 65:129], nl.add(t, 1.0))  # MARK-pad-add
+    return out
+
+
+def test_a_write_past_the_held_part_fills_the_tile():
+    # Padding a tail tile (`nisa.memset(dst=t[:, 40:64], value=0.0)` after `t = nl.load(..., mask=(i_f < 40))`)
+    # left t the 40 columns the load held: nl.max(t, axis=1) was the data's max, not the pad's 0.0, with a
+    # warning of the rest, nl.add(t, 1.0) computed 40 columns; `t[:, 40:64] = nl.load(...)` and the load of
+    # columns 40-63 masked with (i_f >= 40) into t made `nl.store(o, t)` the looser-mask error.
+    x = -X - np.float32(1)
+    padded = x.copy()
+    padded[:, 40:] = 0
+    for case, tile in (("memset", padded), ("slice", x), ("masked", x)):
+        want = np.concatenate([tile, tile.max(axis=1, keepdims=True), tile + np.float32(1)], axis=1)
+        got, ws = warned(tnki.simulate_kernel, padded_tail, x, case)
+        same(got, want)
+        assert not ws, (case, ws)
+    # Columns 50-63 no instruction wrote: each whole-tile read of t reads them undefined, with the warning.
+    got, ws = warned(tnki.simulate_kernel, padded_tail, x, "partial")
+    tile = padded.copy()
+    tile[:, 50:] = np.nan
+    want = np.concatenate([tile, np.full((128, 1), np.nan), tile + np.float32(1)], axis=1).astype(np.float32)
+    nan = np.isnan(want)
+    assert (np.isnan(got) == nan).all() and got[~nan].tobytes() == want[~nan].tobytes()
+    undefined = ("{} reads sbuf 't' [128, 64] float32 allocated at {}:{} where no instruction wrote before (partition "
+                 "0, byte 200 of the read is the first such): its values are undefined (a tile starts uninitialised, "
+                 "as numpy.empty's contents; trnsim's memory starts as NaN)")
+    assert ws == [f"{THIS}:{line('MARK-pad-' + mark)}: " + undefined.format(op, THIS, line("MARK-pad-load"))
+                  for mark, op in (("store", "nl.store: its dma_copy (made by trnsim's lowering of nl.store)"), ("max", "tensor_reduce"), ("add", "tensor_scalar"))], ws
+
+
 if __name__ == "__main__":
     main(globals())

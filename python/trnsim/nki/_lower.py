@@ -144,6 +144,8 @@ def _retarget(op, old, new, at=0):
     op.args["dst"] = new
     w = op.writes
     op.writes = (new,) if len(w) == 1 and w[0] is old else tuple([new if x is old else x for x in w])
+    if t.held:
+        note_writes(t, (new,))
     r = op.reads
     read = False  # (whether op read its own result: materialize() puts it back)
     for x in r:
@@ -368,6 +370,54 @@ def mark_filled(v):
         _trace.current().filled.add(v.st.uid)
 
 
+def _place(v):
+    """[(first index, size) per dim] of the view `v` in its tile's whole shape, or None: not a box of it
+    (strided, permuted, bitcast or reshaped)."""
+    st = v.st
+    whole = NkiTensor.whole(st)
+    if v.pd != st.pdim or v.dtype is not st.dtype or len(whole.dims) != len(v.dims) or v.boff % v.dtype.itemsize:
+        return None
+    off = v.boff // v.dtype.itemsize
+    out = []
+    for d, ((s, n), (ws, wn)) in enumerate(zip(v.dims, whole.dims)):
+        if s != ws and n != 1:
+            return None
+        if d == v.pd:
+            start = v.p0
+        else:
+            start, off = divmod(off, ws) if ws else (0, off)
+        if start + n > wn:
+            return None
+        out.append((start, n))
+    return out if not off else None
+
+
+def held_part(part):
+    """Notes `part`, the view a masked call returns of its tile of the whole index space (a LoadPart), as the
+    part that tile holds (Trace.held): a later write reaching outside it fills the tile (note_writes)."""
+    where = _place(part)
+    if where is not None:
+        (_trace._current or _trace.current()).held[part.st.uid] = where
+    return part
+
+
+def note_writes(t, writes):
+    """An instruction writes `writes`: one reaching outside the part a masked call's result holds of its tile
+    (held_part) makes the kernel's result that whole tile from then on (Trace.filled), as NKI's tile always has
+    its whole shape: `t[:, 40:64] = nl.load(...)`, `nisa.memset(dst=t[:, 40:64], value=0.0)` pad a tail tile,
+    and a later `nl.max(t, axis=1)` reduces the pad too; what no instruction wrote reads as any unwritten tile
+    (the simulator's warning) (tester23ag F6 addendum 3)."""
+    held = t.held
+    for v in writes:
+        h = held.get(v.st.uid)
+        if h is None:
+            continue
+        where = _place(v)
+        if where is None or any(a < ha or a + n > ha + hn for (a, n), (ha, hn) in zip(where, h)):
+            t.filled.add(v.st.uid)
+            del held[v.st.uid]
+
+
 def whole_contraction(x, y, x_k):
     """(x, y) for an unmasked matmul of tiles passed whole whose contraction dims K (dim `x_k` of x, dim 0 of y)
     have different sizes because one is a masked call's result holding part of K (`nl.exp(x, mask=(i_k < 64))`):
@@ -420,7 +470,7 @@ def _whole_tile(result, box):
     w = NkiTensor.whole(whole)
     # (the view the kernel gets, a LoadPart as a masked load's: its .shape is the whole space's; the op writes
     # that very object, so that an assignment of it retargets the op)
-    part = LoadPart.of(w.index(tuple(slice(a, a + n) for a, n in zip(box[1], result.shape))), full)
+    part = held_part(LoadPart.of(w.index(tuple(slice(a, a + n) for a, n in zip(box[1], result.shape))), full))
     for k, v in op.args.items():
         if v is result:
             op.args[k] = part
@@ -1288,7 +1338,7 @@ def _masked_load(src, mask, dtype):
     if cuts:
         part = out.index(tuple(slice(*cuts[d]) if d in cuts else slice(None) for d in range(len(full))))
         if part.shape != out.shape:
-            out = LoadPart.of(part, full)
+            out = held_part(LoadPart.of(part, full))
     dma(out, src, loc=out.st.loc)
     return fresh(out)
 
