@@ -370,7 +370,38 @@ def test_a_write_past_the_held_part_fills_the_tile():
                  "0, byte 200 of the read is the first such): its values are undefined (a tile starts uninitialised, "
                  "as numpy.empty's contents; trnsim's memory starts as NaN)")
     assert ws == [f"{THIS}:{line('MARK-pad-' + mark)}: " + undefined.format(op, THIS, line("MARK-pad-load"))
-                  for mark, op in (("store", "nl.store: its dma_copy (made by trnsim's lowering of nl.store)"), ("max", "tensor_reduce"), ("add", "tensor_scalar"))], ws
+                  for mark, op in (("store", "nl.store: its dma_copy (made by trnsim's lowering of nl.store)"),
+                                   ("max", "tensor_reduce"), ("add", "tensor_scalar"))], ws
+
+
+@nki.jit
+def select_padded(x, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f], mask=(i_f < 40))  # MARK-select-load: holds columns 0-39 of [128, 64]
+    s = t if case == "in_place" else nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    # 39 - f >= 0: t where f < 40, -5.0 in the rest
+    nisa.affine_select(dst=s, pattern=[[-1, 64]], offset=39, channel_multiplier=0, on_true_tile=t,  # MARK-the-select
+                       on_false_value=-5.0, cmp_op=nl.greater_equal)
+    out = nl.ndarray((128, 65), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[:, 0:64], s)
+    nl.store(out[:, 64:65], nl.max(s, axis=1, keepdims=True))
+    return out
+
+
+def test_an_affine_select_padding_a_tail_tile_writes_all_of_dst():
+    # tester23ag F6 addendum 4: the select's dst was cut to the 40 columns t holds and the kernel's 64-wide
+    # pattern was then 'pattern [[-1, 64]] does not match dst's free dims [40]'. The select reads all of t, the
+    # columns no instruction wrote with the warning, and its predicate puts -5.0 there.
+    x = -X - np.float32(1)
+    tile = x.copy()
+    tile[:, 40:] = -5
+    for case in ("new_tile", "in_place"):
+        got, ws = warned(tnki.simulate_kernel, select_padded, x, case)
+        same(got, np.concatenate([tile, tile.max(axis=1, keepdims=True)], axis=1))
+        assert ws == [f"{THIS}:{line('MARK-the-select')}: affine_select reads sbuf 't' [128, 64] float32 allocated at "
+                      f"{THIS}:{line('MARK-select-load')} where no instruction wrote before (partition 0, byte 160 of "
+                      "the read is the first such): its values are undefined (a tile starts uninitialised, as "
+                      "numpy.empty's contents; trnsim's memory starts as NaN)"], (case, ws)
 
 
 if __name__ == "__main__":

@@ -1381,7 +1381,18 @@ _PRED_OPS = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equ
 def _affine_select_new(dst, pattern, offset, channel_multiplier, on_true_tile, on_false_value, cmp_op=None,
                        name=None):
     cmp = "equal" if cmp_op is None else _lower.alu_name(cmp_op, "affine_select")
+    given = dst
     dst, on_true_tile = _region(dst, on_true_tile)
+    nums = [p[1] if isinstance(p, (list, tuple)) and len(p) == 2 else None for p in pattern]
+    if nums and None not in nums and isinstance(dst, NkiTensor) and isinstance(given, NkiTensor):
+        whole = _lower.whole_of(on_true_tile)
+        n, free = math.prod(int(n) for n in nums), lambda v: math.prod(v.shape[1:])
+        if whole is not None and n != free(dst) and n == free(_whole_dst(given)):
+            # The pattern walks the whole dst (the kernel's, as its .shape gives) though on_true_tile, a masked
+            # call's result, holds part of it: the select on the whole tiles, as NKI's one instruction, reading
+            # the unwritten rest of on_true_tile with the warning (the predicate may leave that rest out:
+            # padding a tail tile; tester23ag F6 addendum 4)
+            dst, on_true_tile = _region(given, whole)
     # As nki.isa.iota's (the page: "similar to nisa.iota"), the pattern's [step, num] dims may walk dst's free
     # elements in another shape holding as many: dst and on_true_tile are then viewed in the pattern's shape.
     nums = [p[1] if isinstance(p, (list, tuple)) and len(p) == 2 else None for p in pattern]
