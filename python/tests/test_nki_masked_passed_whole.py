@@ -404,5 +404,27 @@ def test_an_affine_select_padding_a_tail_tile_writes_all_of_dst():
                       "numpy.empty's contents; trnsim's memory starts as NaN)"], (case, ws)
 
 
+@nki.jit
+def product_overwritten(a, b):
+    i_k, i_m = nl.mgrid[0:128, 0:128]
+    x, y = nl.load(a), nl.load(b)
+    p = nisa.nc_matmul(x[i_k, i_m], y, mask=(i_m < 96))  # MARK-masked-product: rows 0-95 of [128, 256]
+    nisa.nc_matmul(dst=p, stationary=x, moving=y, accumulate=False)  # MARK-overwrite
+    out = nl.ndarray((128, 256), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, p)
+    return out
+
+
+def test_a_masked_products_tile_given_whole_to_nc_matmul_names_its_cause():
+    # tester23ag F6 addendum 2: 'nc_matmul: dst [96, 256] must be [128, 256]', a dst the kernel never has.
+    e = raises(NkiError, tnki.simulate_kernel, product_overwritten, X[:, :64].repeat(2, axis=1),
+               np.ones((128, 256), np.float32))
+    at = f"{THIS}:{line('MARK-masked-product')}"
+    assert str(e) == (f"{THIS}:{line('MARK-overwrite')}: nc_matmul: dst, psum tile p [96, 256] float32 allocated at "
+                      f"{at}, is the product of the matmul that mask=(i_m < 96) at {at} cut, which trnsim keeps at "
+                      "the [96, 256] it holds of the [128, 256] this call writes (NKI's tile is the whole): give "
+                      "this call a PSUM tile of its own (nl.ndarray((128, 256), nl.float32, buffer=nl.psum))"), e
+
+
 if __name__ == "__main__":
     main(globals())

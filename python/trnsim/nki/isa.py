@@ -256,7 +256,23 @@ def _nc_matmul_new(dst, stationary, moving, is_stationary_onezero=False, is_movi
     if perf == "none" and not is_transpose:
         stationary, moving = _lower.whole_contraction(stationary, moving, 0)
         dst = _held_dst(dst, (stationary, 1), (moving, 1))
+        _product_dst(dst, stationary, moving)
     return _ops.nc_matmul(dst, stationary, moving, accumulate, perf, is_transpose)
+
+
+def _product_dst(dst, stationary, moving):
+    """NkiError for a dst= that is an earlier masked matmul's product (trnsim keeps it at the part it holds, not
+    NKI's whole tile: docs/nki.md "Masks") where this call writes the whole (tester23ag F6 addendum 2: it was
+    'dst [96, 256] must be [128, 256]', a shape the kernel never has)."""
+    box = _lower.box_of(dst) if isinstance(dst, NkiTensor) and dst.st.space == PSUM else None
+    whole = (stationary.free_size, moving.free_size) if isinstance(stationary, NkiTensor) and isinstance(
+        moving, NkiTensor) else None
+    if box is None or tuple(box[0]) != whole or tuple(dst.shape) == whole or any(box[1]):
+        return
+    raise NkiError(f"nc_matmul: dst, {_lower._operand(dst)}, is the product of the matmul that "
+                   f"{_lower._mask_words(box[2], 'a mask')} at {box[2]} cut, which trnsim keeps at the "
+                   f"{list(dst.shape)} it holds of the {list(whole)} this call writes (NKI's tile is the whole): "
+                   f"give this call a PSUM tile of its own (nl.ndarray({whole}, nl.float32, buffer=nl.psum))")
 
 
 def _held_dst(dst, *operands):
