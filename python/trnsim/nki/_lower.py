@@ -8,7 +8,6 @@ engine is _ops.DEFAULT_ENGINE's.
 """
 
 import itertools
-import sys
 
 import numpy as np
 
@@ -736,7 +735,6 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None, ignore=
     if mask.empty():
         return _empty(skip, views, box)
     bounds = mask.bounds
-    _CALL_MASK[0] = (_call_frame(), bounds)
     ref = next((v for v in views if isinstance(v, NkiTensor) and v.vars), None)
     if ref is not None:
         cuts = {d: bounds[var] for d, var in enumerate(ref.vars) if var is not None and var in bounds}
@@ -912,35 +910,19 @@ def held_only(v, d, lo, hi, a, n, loc, what=None, fix="mask that call as widely"
                     f"the part {that} selected{why}: {fix}")
 
 
-_CALL_MASK = [None]  # (the kernel's call frame, the bounds of its mask): the last mask apply_mask applied
-
-
-def _call_frame():
-    """The frame of the nl.* / nisa.* wrapper of the call the kernel made that is running now (the outermost),
-    or None: what tells one call's mask from another's on the same kernel line."""
-    f, found = sys._getframe(1), None
-    while f is not None:
-        if f.f_code is _trace.WRAPPER_CODE:
-            found = f
-        elif found is not None and not _tensor._in_package(f.f_code.co_filename):
-            break  # (the kernel's frame: no call of the package above it is this one's)
-        f = f.f_back
-    return found
-
-
-def _masked_dims(ndim, pd):
-    """The dims of an operand of `ndim` dims (partition dim `pd`) that the running call's own mask bounds (a
+def _masked_dims(mask, ndim, pd):
+    """The dims of an operand of `ndim` dims (partition dim `pd`) that `mask`, the kernel's call's own, bounds (a
     variable of axis a of an index space of as many dims bounds dim a; one of axis 0 the partitions)."""
-    cm = _CALL_MASK[0]
-    if cm is None or cm[0] is None or cm[0] is not _call_frame():
+    if not isinstance(mask, Mask):
         return set()
-    return {v.axis if v.ndim == ndim else pd for v in cm[1] if v.ndim == ndim or (v.axis == 0 and pd == 0)}
+    return {v.axis if v.ndim == ndim else pd for v in mask.bounds if v.ndim == ndim or (v.axis == 0 and pd == 0)}
 
 
-def warn_partial_reduction(call, data, axes):
+def warn_partial_reduction(call, data, axes, mask=None):
     """The warning of a call reducing dims `axes` of `data`, a masked call's result that holds only part of them
     (box_of): trnsim reduces the held part, the device the whole dim, whose rest no instruction wrote
-    (undefined; tester23af F7). One warning per kernel line (Kernel.warn)."""
+    (undefined; tester23af F7). One warning per kernel line (Kernel.warn). `mask`: the call's own mask= (the
+    kernel's), none for a call of trnsim's lowering."""
     box = box_of(data)
     if box is None:
         return
@@ -948,7 +930,7 @@ def warn_partial_reduction(call, data, axes):
     if cut:
         # A dim the call's own mask bounds reads the held part only, on the device too (tester23ag F1): a
         # looser bound is the looser-mask error before this.
-        masked = _masked_dims(data.ndim, data.pd)
+        masked = _masked_dims(mask, data.ndim, data.pd)
         cut = [a for a in cut if a not in masked]
     if not cut:
         return
@@ -1228,8 +1210,9 @@ def unary(name, func, x, dtype=None, out=None):
     return out
 
 
-def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False):
-    """nl.sum / max / min / prod over free axes: tensor_reduce on the Vector engine."""
+def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False, mask=None):
+    """nl.sum / max / min / prod over free axes: tensor_reduce on the Vector engine (`mask`: the kernel's call's
+    own)."""
     x = load_if_hbm(x, name)
     if axis is None:
         axis = tuple(range(1, x.ndim))
@@ -1237,7 +1220,7 @@ def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False):
         axis = _ops.reduce_axes(x, axis)  # (before the result's shape, which needs the partition dim)
     shape = reduced_shape(x, axis, keepdims)  # NKI's keepdims=False: [128, 64] over axis 1 gives [128]
     out = _sbuf_result(shape, dt(dtype, x.dtype), name)
-    _ops.tensor_reduce(out, alu, x, axis, negate, any_axes=True)
+    _ops.tensor_reduce(out, alu, x, axis, negate, any_axes=True, mask=mask)
     return fresh(out)
 
 

@@ -511,7 +511,7 @@ def _activation_old(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_re
     rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.activation")
     (data, bias, scale, rr), box = _masked(mask, data, bias, scale, rr)  # ([P, 1] tiles: their partitions)
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "activation")
-    _ops.activation(dst, _lower.act_name(op, "activation"), data, bias, scale, rr)
+    _ops.activation(dst, _lower.act_name(op, "activation"), data, bias, scale, rr, mask=mask)
     return _lower.boxed(_lower.fresh(dst), box)
 
 
@@ -645,7 +645,7 @@ def _tensor_scalar_reduce_old(*, data, op0, operand0, reduce_op, reduce_res, rev
     (data, operand0, reduce_res), box = _masked(mask, data, operand0, reduce_res)
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, call)
     _ops.tensor_scalar_reduce(dst, data, _lower.alu_name(op0, call), operand0, _lower.alu_name(reduce_op, call),
-                              reduce_res, reverse0)
+                              reduce_res, reverse0, mask=mask)
     return _lower.boxed(_lower.fresh(dst), box)
 
 
@@ -678,7 +678,7 @@ def _tensor_reduce_old(op, data, axis, *, dtype=None, mask=None, negate=False, k
     axis = _ops.reduce_axes(data, axis)  # (an axis that is no integer named before the result's shape needs it)
     dims = _lower.reduced_dims(data.ndim, axis, keepdims)
     dst = _result(_lower.reduced_shape(data, axis, keepdims), _lower.dt(dtype, data.dtype), SBUF, "tensor_reduce")
-    _ops.tensor_reduce(dst, _lower.alu_name(op, "tensor_reduce"), data, axis, negate, keepdims)
+    _ops.tensor_reduce(dst, _lower.alu_name(op, "tensor_reduce"), data, axis, negate, keepdims, mask=mask)
     return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, dims))
 
 
@@ -1210,7 +1210,7 @@ def _tensor_partition_reduce_old(op, data, *, mask=None, dtype=None, **kwargs):
         ignored_kwargs(f"nki.isa.{call}", kwargs)
     (data,), box = _masked(mask, data)
     dst = _result((1,) + tuple(data.shape[1:]), _lower.dt(dtype, data.dtype), SBUF, call)
-    _ops.tensor_partition_reduce(dst, _partition_op(op, call), data)
+    _ops.tensor_partition_reduce(dst, _partition_op(op, call), data, mask=mask)
     dims = (None,) + tuple(range(1, len(dst.shape)))
     return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, dims))
 
