@@ -342,5 +342,107 @@ def test_a_masked_load_of_slices_inside_the_tensor():
     assert len(ws) == 1 and "no instruction writes rows 72-127 of its 128" in ws[0], ws
 
 
+# ---- tester23ag F6 addendum 3: a write reaching outside the part a masked result holds fills its tile
+
+
+@nki.jit
+def padded_tail(x, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f], mask=(i_f < 40))  # MARK-pad-load: holds columns 0-39 of [128, 64]
+    if case == "memset":
+        nisa.memset(dst=t[:, 40:64], value=0.0)
+    elif case == "slice":
+        t[:, 40:64] = nl.load(x[:, 40:64])
+    elif case == "masked":
+        t[i_p, i_f] = nl.load(x[i_p, i_f], mask=(i_f >= 40))
+    else:
+        nisa.memset(dst=t[:, 40:50], value=0.0)  # columns 50-63 written by nothing
+    out = nl.ndarray((128, 129), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[:, 0:64], t)  # MARK-pad-store
+    nl.store(out[:, 64:65], nl.max(t, axis=1, keepdims=True))  # MARK-pad-max
+    nl.store(out[:, 65:129], nl.add(t, 1.0))  # MARK-pad-add
+    return out
+
+
+def test_a_write_past_the_held_part_fills_the_tile():
+    # Padding a tail tile (`nisa.memset(dst=t[:, 40:64], value=0.0)` after `t = nl.load(..., mask=(i_f < 40))`)
+    # left t the 40 columns the load held: nl.max(t, axis=1) was the data's max, not the pad's 0.0, with a
+    # warning of the rest, nl.add(t, 1.0) computed 40 columns; `t[:, 40:64] = nl.load(...)` and the load of
+    # columns 40-63 masked with (i_f >= 40) into t made `nl.store(o, t)` the looser-mask error.
+    x = -X - np.float32(1)
+    padded = x.copy()
+    padded[:, 40:] = 0
+    for case, tile in (("memset", padded), ("slice", x), ("masked", x)):
+        want = np.concatenate([tile, tile.max(axis=1, keepdims=True), tile + np.float32(1)], axis=1)
+        got, ws = warned(tnki.simulate_kernel, padded_tail, x, case)
+        same(got, want)
+        assert not ws, (case, ws)
+    # Columns 50-63 no instruction wrote: each whole-tile read of t reads them undefined, with the warning.
+    got, ws = warned(tnki.simulate_kernel, padded_tail, x, "partial")
+    tile = padded.copy()
+    tile[:, 50:] = np.nan
+    want = np.concatenate([tile, np.full((128, 1), np.nan), tile + np.float32(1)], axis=1).astype(np.float32)
+    nan = np.isnan(want)
+    assert (np.isnan(got) == nan).all() and got[~nan].tobytes() == want[~nan].tobytes()
+    undefined = ("{} reads sbuf 't' [128, 64] float32 allocated at {}:{} where no instruction wrote before (partition "
+                 "0, byte 200 of the read is the first such): its values are undefined (a tile starts uninitialised, "
+                 "as numpy.empty's contents; trnsim's memory starts as NaN)")
+    assert ws == [f"{THIS}:{line('MARK-pad-' + mark)}: " + undefined.format(op, THIS, line("MARK-pad-load"))
+                  for mark, op in (("store", "nl.store: its dma_copy (made by trnsim's lowering of nl.store)"),
+                                   ("max", "tensor_reduce"), ("add", "tensor_scalar"))], ws
+
+
+@nki.jit
+def select_padded(x, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x[i_p, i_f], mask=(i_f < 40))  # MARK-select-load: holds columns 0-39 of [128, 64]
+    s = t if case == "in_place" else nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    # 39 - f >= 0: t where f < 40, -5.0 in the rest
+    nisa.affine_select(dst=s, pattern=[[-1, 64]], offset=39, channel_multiplier=0, on_true_tile=t,  # MARK-the-select
+                       on_false_value=-5.0, cmp_op=nl.greater_equal)
+    out = nl.ndarray((128, 65), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[:, 0:64], s)
+    nl.store(out[:, 64:65], nl.max(s, axis=1, keepdims=True))
+    return out
+
+
+def test_an_affine_select_padding_a_tail_tile_writes_all_of_dst():
+    # tester23ag F6 addendum 4: the select's dst was cut to the 40 columns t holds and the kernel's 64-wide
+    # pattern was then 'pattern [[-1, 64]] does not match dst's free dims [40]'. The select reads all of t, the
+    # columns no instruction wrote with the warning, and its predicate puts -5.0 there.
+    x = -X - np.float32(1)
+    tile = x.copy()
+    tile[:, 40:] = -5
+    for case in ("new_tile", "in_place"):
+        got, ws = warned(tnki.simulate_kernel, select_padded, x, case)
+        same(got, np.concatenate([tile, tile.max(axis=1, keepdims=True)], axis=1))
+        assert ws == [f"{THIS}:{line('MARK-the-select')}: affine_select reads sbuf 't' [128, 64] float32 allocated at "
+                      f"{THIS}:{line('MARK-select-load')} where no instruction wrote before (partition 0, byte 160 of "
+                      "the read is the first such): its values are undefined (a tile starts uninitialised, as "
+                      "numpy.empty's contents; trnsim's memory starts as NaN)"], (case, ws)
+
+
+@nki.jit
+def product_overwritten(a, b):
+    i_k, i_m = nl.mgrid[0:128, 0:128]
+    x, y = nl.load(a), nl.load(b)
+    p = nisa.nc_matmul(x[i_k, i_m], y, mask=(i_m < 96))  # MARK-masked-product: rows 0-95 of [128, 256]
+    nisa.nc_matmul(dst=p, stationary=x, moving=y, accumulate=False)  # MARK-overwrite
+    out = nl.ndarray((128, 256), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, p)
+    return out
+
+
+def test_a_masked_products_tile_given_whole_to_nc_matmul_names_its_cause():
+    # tester23ag F6 addendum 2: 'nc_matmul: dst [96, 256] must be [128, 256]', a dst the kernel never has.
+    e = raises(NkiError, tnki.simulate_kernel, product_overwritten, X[:, :64].repeat(2, axis=1),
+               np.ones((128, 256), np.float32))
+    at = f"{THIS}:{line('MARK-masked-product')}"
+    assert str(e) == (f"{THIS}:{line('MARK-overwrite')}: nc_matmul: dst, psum tile p [96, 256] float32 allocated at "
+                      f"{at}, is the product of the matmul that mask=(i_m < 96) at {at} cut, which trnsim keeps at "
+                      "the [96, 256] it holds of the [128, 256] this call writes (NKI's tile is the whole): give "
+                      "this call a PSUM tile of its own (nl.ndarray((128, 256), nl.float32, buffer=nl.psum))"), e
+
+
 if __name__ == "__main__":
     main(globals())

@@ -8,7 +8,6 @@ engine is _ops.DEFAULT_ENGINE's.
 """
 
 import itertools
-import sys
 
 import numpy as np
 
@@ -144,6 +143,8 @@ def _retarget(op, old, new, at=0):
     op.args["dst"] = new
     w = op.writes
     op.writes = (new,) if len(w) == 1 and w[0] is old else tuple([new if x is old else x for x in w])
+    if t.held:
+        note_writes(t, (new,))
     r = op.reads
     read = False  # (whether op read its own result: materialize() puts it back)
     for x in r:
@@ -368,6 +369,54 @@ def mark_filled(v):
         _trace.current().filled.add(v.st.uid)
 
 
+def _place(v):
+    """[(first index, size) per dim] of the view `v` in its tile's whole shape, or None: not a box of it
+    (strided, permuted, bitcast or reshaped)."""
+    st = v.st
+    whole = NkiTensor.whole(st)
+    if v.pd != st.pdim or v.dtype is not st.dtype or len(whole.dims) != len(v.dims) or v.boff % v.dtype.itemsize:
+        return None
+    off = v.boff // v.dtype.itemsize
+    out = []
+    for d, ((s, n), (ws, wn)) in enumerate(zip(v.dims, whole.dims)):
+        if s != ws and n != 1:
+            return None
+        if d == v.pd:
+            start = v.p0
+        else:
+            start, off = divmod(off, ws) if ws else (0, off)
+        if start + n > wn:
+            return None
+        out.append((start, n))
+    return out if not off else None
+
+
+def held_part(part):
+    """Notes `part`, the view a masked call returns of its tile of the whole index space (a LoadPart), as the
+    part that tile holds (Trace.held): a later write reaching outside it fills the tile (note_writes)."""
+    where = _place(part)
+    if where is not None:
+        (_trace._current or _trace.current()).held[part.st.uid] = where
+    return part
+
+
+def note_writes(t, writes):
+    """An instruction writes `writes`: one reaching outside the part a masked call's result holds of its tile
+    (held_part) makes the kernel's result that whole tile from then on (Trace.filled), as NKI's tile always has
+    its whole shape: `t[:, 40:64] = nl.load(...)`, `nisa.memset(dst=t[:, 40:64], value=0.0)` pad a tail tile,
+    and a later `nl.max(t, axis=1)` reduces the pad too; what no instruction wrote reads as any unwritten tile
+    (the simulator's warning) (tester23ag F6 addendum 3)."""
+    held = t.held
+    for v in writes:
+        h = held.get(v.st.uid)
+        if h is None:
+            continue
+        where = _place(v)
+        if where is None or any(a < ha or a + n > ha + hn for (a, n), (ha, hn) in zip(where, h)):
+            t.filled.add(v.st.uid)
+            del held[v.st.uid]
+
+
 def whole_contraction(x, y, x_k):
     """(x, y) for an unmasked matmul of tiles passed whole whose contraction dims K (dim `x_k` of x, dim 0 of y)
     have different sizes because one is a masked call's result holding part of K (`nl.exp(x, mask=(i_k < 64))`):
@@ -420,7 +469,7 @@ def _whole_tile(result, box):
     w = NkiTensor.whole(whole)
     # (the view the kernel gets, a LoadPart as a masked load's: its .shape is the whole space's; the op writes
     # that very object, so that an assignment of it retargets the op)
-    part = LoadPart.of(w.index(tuple(slice(a, a + n) for a, n in zip(box[1], result.shape))), full)
+    part = held_part(LoadPart.of(w.index(tuple(slice(a, a + n) for a, n in zip(box[1], result.shape))), full))
     for k, v in op.args.items():
         if v is result:
             op.args[k] = part
@@ -686,7 +735,6 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None, ignore=
     if mask.empty():
         return _empty(skip, views, box)
     bounds = mask.bounds
-    _CALL_MASK[0] = (_call_frame(), bounds)
     ref = next((v for v in views if isinstance(v, NkiTensor) and v.vars), None)
     if ref is not None:
         cuts = {d: bounds[var] for d, var in enumerate(ref.vars) if var is not None and var in bounds}
@@ -862,35 +910,19 @@ def held_only(v, d, lo, hi, a, n, loc, what=None, fix="mask that call as widely"
                     f"the part {that} selected{why}: {fix}")
 
 
-_CALL_MASK = [None]  # (the kernel's call frame, the bounds of its mask): the last mask apply_mask applied
-
-
-def _call_frame():
-    """The frame of the nl.* / nisa.* wrapper of the call the kernel made that is running now (the outermost),
-    or None: what tells one call's mask from another's on the same kernel line."""
-    f, found = sys._getframe(1), None
-    while f is not None:
-        if f.f_code is _trace.WRAPPER_CODE:
-            found = f
-        elif found is not None and not _tensor._in_package(f.f_code.co_filename):
-            break  # (the kernel's frame: no call of the package above it is this one's)
-        f = f.f_back
-    return found
-
-
-def _masked_dims(ndim, pd):
-    """The dims of an operand of `ndim` dims (partition dim `pd`) that the running call's own mask bounds (a
+def _masked_dims(mask, ndim, pd):
+    """The dims of an operand of `ndim` dims (partition dim `pd`) that `mask`, the kernel's call's own, bounds (a
     variable of axis a of an index space of as many dims bounds dim a; one of axis 0 the partitions)."""
-    cm = _CALL_MASK[0]
-    if cm is None or cm[0] is None or cm[0] is not _call_frame():
+    if not isinstance(mask, Mask):
         return set()
-    return {v.axis if v.ndim == ndim else pd for v in cm[1] if v.ndim == ndim or (v.axis == 0 and pd == 0)}
+    return {v.axis if v.ndim == ndim else pd for v in mask.bounds if v.ndim == ndim or (v.axis == 0 and pd == 0)}
 
 
-def warn_partial_reduction(call, data, axes):
+def warn_partial_reduction(call, data, axes, mask=None):
     """The warning of a call reducing dims `axes` of `data`, a masked call's result that holds only part of them
     (box_of): trnsim reduces the held part, the device the whole dim, whose rest no instruction wrote
-    (undefined; tester23af F7). One warning per kernel line (Kernel.warn)."""
+    (undefined; tester23af F7). One warning per kernel line (Kernel.warn). `mask`: the call's own mask= (the
+    kernel's), none for a call of trnsim's lowering."""
     box = box_of(data)
     if box is None:
         return
@@ -898,7 +930,7 @@ def warn_partial_reduction(call, data, axes):
     if cut:
         # A dim the call's own mask bounds reads the held part only, on the device too (tester23ag F1): a
         # looser bound is the looser-mask error before this.
-        masked = _masked_dims(data.ndim, data.pd)
+        masked = _masked_dims(mask, data.ndim, data.pd)
         cut = [a for a in cut if a not in masked]
     if not cut:
         return
@@ -1178,8 +1210,9 @@ def unary(name, func, x, dtype=None, out=None):
     return out
 
 
-def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False):
-    """nl.sum / max / min / prod over free axes: tensor_reduce on the Vector engine."""
+def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False, mask=None):
+    """nl.sum / max / min / prod over free axes: tensor_reduce on the Vector engine (`mask`: the kernel's call's
+    own)."""
     x = load_if_hbm(x, name)
     if axis is None:
         axis = tuple(range(1, x.ndim))
@@ -1187,7 +1220,7 @@ def reduce(name, alu, x, axis, dtype=None, keepdims=False, negate=False):
         axis = _ops.reduce_axes(x, axis)  # (before the result's shape, which needs the partition dim)
     shape = reduced_shape(x, axis, keepdims)  # NKI's keepdims=False: [128, 64] over axis 1 gives [128]
     out = _sbuf_result(shape, dt(dtype, x.dtype), name)
-    _ops.tensor_reduce(out, alu, x, axis, negate, any_axes=True)
+    _ops.tensor_reduce(out, alu, x, axis, negate, any_axes=True, mask=mask)
     return fresh(out)
 
 
@@ -1289,7 +1322,7 @@ def _masked_load(src, mask, dtype):
     if cuts:
         part = out.index(tuple(slice(*cuts[d]) if d in cuts else slice(None) for d in range(len(full))))
         if part.shape != out.shape:
-            out = LoadPart.of(part, full)
+            out = held_part(LoadPart.of(part, full))
     dma(out, src, loc=out.st.loc)
     return fresh(out)
 

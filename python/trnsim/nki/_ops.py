@@ -494,7 +494,8 @@ def _operand(x, op, what, data):
                        f"number") from None
 
 
-def activation(dst, func, data, bias=None, scale=1.0, reduce_res=None, engine=None, loc=None):
+def activation(dst, func, data, bias=None, scale=1.0, reduce_res=None, engine=None, loc=None, mask=None):
+    """`mask`: the kernel's call's own mask (for the warning of a reduction of part of a masked result)."""
     op = "activation"
     dst = tile(dst, "dst", op)
     data = tile(data, "data", op)
@@ -508,7 +509,7 @@ def activation(dst, func, data, bias=None, scale=1.0, reduce_res=None, engine=No
         if reduce_res.partitions != data.partitions or reduce_res.free_size != 1:
             raise NkiError(f"{op}: reduce_res {list(reduce_res.shape)} must be [{data.partitions}, 1]")
         writes.append(reduce_res)
-        _partial(op, data, [d for d in range(data.ndim) if d != data.pd])
+        _partial(op, data, [d for d in range(data.ndim) if d != data.pd], mask)
     engine = _engine_for(op, engine, [dst, data])
     o = record(op, {"dst": dst, "data": data, "bias": bv, "scale": sv, "reduce_res": reduce_res}, reads,
                writes, {"func": func, "bias": bi, "scale": si, "engine": engine}, loc)
@@ -612,7 +613,8 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     return o
 
 
-def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False, negate=False, loc=None):
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False, negate=False, loc=None,
+                         mask=None):
     op = "tensor_scalar_reduce"
     dst, data = tile(dst, "dst", op), tile(data, "data", op)
     same_shape(op, dst, "dst", data, "data")
@@ -621,7 +623,7 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, revers
     if res.partitions != data.partitions or res.free_size != 1:
         raise NkiError(f"{op}: reduce_res {list(res.shape)} must be [{data.partitions}, 1] (one element per "
                        "partition of data)")
-    _partial(op, data, [d for d in range(data.ndim) if d != data.pd])
+    _partial(op, data, [d for d in range(data.ndim) if d != data.pd], mask)
     reads = [data] + ([v0] if v0 is not None else [])
     o = record(op, {"dst": dst, "data": data, "operand0": v0, "reduce_res": res}, reads, [dst, res],
                {"op0": op0, "imm0": i0, "reverse0": bool(reverse0), "reduce_op": reduce_op, "negate": bool(negate)},
@@ -655,16 +657,18 @@ def reduce_axes(data, axis):
     return axis
 
 
-def _partial(op, data, axes):
-    """The warning of a reduction over dims a masked call's result holds only in part (_lower)."""
+def _partial(op, data, axes, mask):
+    """The warning of a reduction over dims a masked call's result holds only in part (_lower); `mask`: the
+    kernel's call's own."""
     from . import _lower
 
-    _lower.warn_partial_reduction(op, data, axes)
+    _lower.warn_partial_reduction(op, data, axes, mask)
 
 
-def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=None, loc=None, any_axes=False):
+def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=None, loc=None, any_axes=False,
+                  mask=None):
     """`any_axes`: an nl reduction's, whose axes may be any free ones (NKI's average-pool tutorial sums axes
-    [2, 4] of a 5-D tile): the instruction reduces a view with them last."""
+    [2, 4] of a 5-D tile): the instruction reduces a view with them last. `mask`: the kernel's call's own."""
     op = "tensor_reduce"
     if alu not in _REDUCTIONS:
         raise NkiError(f"{op}: nl.{alu} is not a reduction operator (NKI's math operator table: add, subtract, "
@@ -673,7 +677,7 @@ def tensor_reduce(dst, alu, data, axis, negate=False, keepdims=False, engine=Non
     data = tile(data, "data", op)
     nd = data.ndim
     axis = reduce_axes(data, axis)
-    _partial(op, data, axis)
+    _partial(op, data, axis, mask)
     if axis != list(range(nd - len(axis), nd)) and any_axes:
         # The instruction reduces the innermost dims: reorder the view (strides only) so the reduced axes are
         # last, the kept ones in their order.
@@ -831,7 +835,7 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
 PARTITION_REDUCE_OPS = ("add", "maximum", "bitwise_or", "bitwise_and", "bitwise_xor")
 
 
-def tensor_partition_reduce(dst, alu, data, loc=None):
+def tensor_partition_reduce(dst, alu, data, loc=None, mask=None):
     """nki.isa.tensor_partition_reduce on GpSimd: dst [1, F...] = data [P, F...] reduced across partitions."""
     op = "tensor_partition_reduce"
     dst, data = tile(dst, "dst", op), tile(data, "data", op)
@@ -842,7 +846,7 @@ def tensor_partition_reduce(dst, alu, data, loc=None):
         raise NkiError(f"{op}: dst {list(dst.shape)} must be one partition holding data's {data.free_size} "
                        f"elements per partition (data {list(data.shape)})")
     gpsimd_no_psum(op, op, (dst, "dst"), (data, "data"))
-    _partial(op, data, [data.pd])
+    _partial(op, data, [data.pd], mask)
     return record(op, {"dst": dst, "data": data}, [data], [dst], {"op": alu}, loc)
 
 

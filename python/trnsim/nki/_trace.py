@@ -115,6 +115,10 @@ class Trace:
         # Storage uids of such tiles that a later call wrote whole (a dst= call, `t[...] = ...`): the kernel's
         # masked result is then its whole tile (_lower.mark_filled, _void.wrapper)
         self.filled = set()
+        # Storage uid -> [(first index, size) per dim] of the part a masked call's result that the kernel sees
+        # at its tile's whole shape (a LoadPart) holds: a write reaching outside it fills the tile (Trace.filled;
+        # _lower.held_part, note_writes)
+        self.held = {}
         # Storage uids of tiles made by calls that emitted nothing (a mask selecting nothing), and while such a
         # call runs (the number of storages before it, the frame of the wrapper that ends it) (_void)
         self.void = set()
@@ -182,6 +186,8 @@ class Trace:
             if st.first < 0:
                 st.first = i if st.moved_to is None else _materialize(self, st, op)
             st.last = i
+        if self.held:
+            _note_writes(self, writes)
         return op
 
     def over_limit(self, loc):
@@ -423,6 +429,12 @@ def make_range(kind, *args, **kwargs):
 
 
 _get_ident = threading.get_ident
+
+
+def _note_writes(trace, writes):
+    from . import _lower
+
+    _lower.note_writes(trace, writes)
 
 
 def _materialize(trace, st, op):

@@ -256,7 +256,23 @@ def _nc_matmul_new(dst, stationary, moving, is_stationary_onezero=False, is_movi
     if perf == "none" and not is_transpose:
         stationary, moving = _lower.whole_contraction(stationary, moving, 0)
         dst = _held_dst(dst, (stationary, 1), (moving, 1))
+        _product_dst(dst, stationary, moving)
     return _ops.nc_matmul(dst, stationary, moving, accumulate, perf, is_transpose)
+
+
+def _product_dst(dst, stationary, moving):
+    """NkiError for a dst= that is an earlier masked matmul's product (trnsim keeps it at the part it holds, not
+    NKI's whole tile: docs/nki.md "Masks") where this call writes the whole (tester23ag F6 addendum 2: it was
+    'dst [96, 256] must be [128, 256]', a shape the kernel never has)."""
+    box = _lower.box_of(dst) if isinstance(dst, NkiTensor) and dst.st.space == PSUM else None
+    whole = (stationary.free_size, moving.free_size) if isinstance(stationary, NkiTensor) and isinstance(
+        moving, NkiTensor) else None
+    if box is None or tuple(box[0]) != whole or tuple(dst.shape) == whole or any(box[1]):
+        return
+    raise NkiError(f"nc_matmul: dst, {_lower._operand(dst)}, is the product of the matmul that "
+                   f"{_lower._mask_words(box[2], 'a mask')} at {box[2]} cut, which trnsim keeps at the "
+                   f"{list(dst.shape)} it holds of the {list(whole)} this call writes (NKI's tile is the whole): "
+                   f"give this call a PSUM tile of its own (nl.ndarray({whole}, nl.float32, buffer=nl.psum))")
 
 
 def _held_dst(dst, *operands):
@@ -495,7 +511,7 @@ def _activation_old(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_re
     rr = _reduce(reduce_op, reduce_res, reduce_cmd, "nki.isa.activation")
     (data, bias, scale, rr), box = _masked(mask, data, bias, scale, rr)  # ([P, 1] tiles: their partitions)
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "activation")
-    _ops.activation(dst, _lower.act_name(op, "activation"), data, bias, scale, rr)
+    _ops.activation(dst, _lower.act_name(op, "activation"), data, bias, scale, rr, mask=mask)
     return _lower.boxed(_lower.fresh(dst), box)
 
 
@@ -629,7 +645,7 @@ def _tensor_scalar_reduce_old(*, data, op0, operand0, reduce_op, reduce_res, rev
     (data, operand0, reduce_res), box = _masked(mask, data, operand0, reduce_res)
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, call)
     _ops.tensor_scalar_reduce(dst, data, _lower.alu_name(op0, call), operand0, _lower.alu_name(reduce_op, call),
-                              reduce_res, reverse0)
+                              reduce_res, reverse0, mask=mask)
     return _lower.boxed(_lower.fresh(dst), box)
 
 
@@ -662,7 +678,7 @@ def _tensor_reduce_old(op, data, axis, *, dtype=None, mask=None, negate=False, k
     axis = _ops.reduce_axes(data, axis)  # (an axis that is no integer named before the result's shape needs it)
     dims = _lower.reduced_dims(data.ndim, axis, keepdims)
     dst = _result(_lower.reduced_shape(data, axis, keepdims), _lower.dt(dtype, data.dtype), SBUF, "tensor_reduce")
-    _ops.tensor_reduce(dst, _lower.alu_name(op, "tensor_reduce"), data, axis, negate, keepdims)
+    _ops.tensor_reduce(dst, _lower.alu_name(op, "tensor_reduce"), data, axis, negate, keepdims, mask=mask)
     return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, dims))
 
 
@@ -1194,7 +1210,7 @@ def _tensor_partition_reduce_old(op, data, *, mask=None, dtype=None, **kwargs):
         ignored_kwargs(f"nki.isa.{call}", kwargs)
     (data,), box = _masked(mask, data)
     dst = _result((1,) + tuple(data.shape[1:]), _lower.dt(dtype, data.dtype), SBUF, call)
-    _ops.tensor_partition_reduce(dst, _partition_op(op, call), data)
+    _ops.tensor_partition_reduce(dst, _partition_op(op, call), data, mask=mask)
     dims = (None,) + tuple(range(1, len(dst.shape)))
     return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, dims))
 
@@ -1381,7 +1397,18 @@ _PRED_OPS = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equ
 def _affine_select_new(dst, pattern, offset, channel_multiplier, on_true_tile, on_false_value, cmp_op=None,
                        name=None):
     cmp = "equal" if cmp_op is None else _lower.alu_name(cmp_op, "affine_select")
+    given = dst
     dst, on_true_tile = _region(dst, on_true_tile)
+    nums = [p[1] if isinstance(p, (list, tuple)) and len(p) == 2 else None for p in pattern]
+    if nums and None not in nums and isinstance(dst, NkiTensor) and isinstance(given, NkiTensor):
+        whole = _lower.whole_of(on_true_tile)
+        n, free = math.prod(int(n) for n in nums), lambda v: math.prod(v.shape[1:])
+        if whole is not None and n != free(dst) and n == free(_whole_dst(given)):
+            # The pattern walks the whole dst (the kernel's, as its .shape gives) though on_true_tile, a masked
+            # call's result, holds part of it: the select on the whole tiles, as NKI's one instruction, reading
+            # the unwritten rest of on_true_tile with the warning (the predicate may leave that rest out:
+            # padding a tail tile; tester23ag F6 addendum 4)
+            dst, on_true_tile = _region(given, whole)
     # As nki.isa.iota's (the page: "similar to nisa.iota"), the pattern's [step, num] dims may walk dst's free
     # elements in another shape holding as many: dst and on_true_tile are then viewed in the pattern's shape.
     nums = [p[1] if isinstance(p, (list, tuple)) and len(p) == 2 else None for p in pattern]

@@ -607,7 +607,7 @@ def _reduction(name, alu):
         if kwargs:
             ignored_kwargs(f"nl.{name}", kwargs)
         (x,), box = _lower.operand_region(mask, (x,))
-        return _reduced(_lower.reduce(name, alu, x, axis, dtype, keepdims), x, axis, keepdims, box)
+        return _reduced(_lower.reduce(name, alu, x, axis, dtype, keepdims, mask=mask), x, axis, keepdims, box)
 
     return _NlFunc(name, f, alu=alu, doc=f"One nisa.tensor_reduce({alu}) over the free axes on Vector "
                                           f"(nki.language.{name})")
@@ -629,7 +629,7 @@ def mean(x, axis=None, dtype=None, keepdims=False, mask=None, **kwargs):
     (x,), box = _lower.operand_region(mask, (x,))
     if dtype is None and not _as_dtype(x.dtype).is_float:
         dtype = float32
-    s = _lower.reduce("mean", "add", x, axis, dtype, keepdims)
+    s = _lower.reduce("mean", "add", x, axis, dtype, keepdims, mask=mask)
     ax = tuple(range(1, x.ndim)) if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))
     n = _math.prod(x.shape[a] for a in ax)
     _lower.elementwise("mean", "multiply", s, 1.0 / n, out=s)
@@ -649,10 +649,11 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     return _loop_reduce.loop_reduce(x, op, loop_indices, dtype, mask)
 
 
-def _per_partition(t, axis, alu, name):
+def _per_partition(t, axis, alu, name, mask=None):
     """tensor_reduce(alu) of the FP32 tile t over `axis` (the last free dims), keeping t's rank
-    ([P, 4, 1] for [P, 4, 16] over axis 2): the elementwise steps broadcast it over the reduced dims."""
-    return _lower.reduce(name, alu, t, axis, float32, True)
+    ([P, 4, 1] for [P, 4, 16] over axis 2): the elementwise steps broadcast it over the reduced dims. `mask`:
+    the kernel's call's own."""
+    return _lower.reduce(name, alu, t, axis, float32, True, mask=mask)
 
 
 def _last_axes(x, axis, name):
@@ -675,9 +676,9 @@ def softmax(x, axis=-1, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
     (x,), box = _lower.operand_region(mask, (x,))
     x = _lower.load_if_hbm(x, "softmax")
     ax = _last_axes(x, axis, "softmax")
-    m = _per_partition(x, ax, "maximum", "softmax")
+    m = _per_partition(x, ax, "maximum", "softmax", mask)
     e = _lower.unary("softmax", "exp", _lower.elementwise("softmax", "subtract", x, m, float32), float32)
-    r = _lower.elementwise("softmax", "divide", 1.0, _per_partition(e, ax, "add", "softmax"), float32)
+    r = _lower.elementwise("softmax", "divide", 1.0, _per_partition(e, ax, "add", "softmax", mask), float32)
     out = _lower.elementwise("softmax", "multiply", e, r, dtype if dtype is not None else compute_dtype or x.dtype)
     return _lower.boxed(out, box)
 
@@ -693,7 +694,7 @@ def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, ma
     (x, w), box = _lower.operand_region(mask, (x, w))
     x = _lower.load_if_hbm(x, "rms_norm")
     ax = _last_axes(x, axis, "rms_norm")
-    s = _per_partition(_lower.elementwise("rms_norm", "multiply", x, x, float32), ax, "add", "rms_norm")
+    s = _per_partition(_lower.elementwise("rms_norm", "multiply", x, x, float32), ax, "add", "rms_norm", mask)
     ms = _lower.elementwise("rms_norm", "add", _lower.elementwise("rms_norm", "divide", s, float(n), float32),
                             float(epsilon), float32)
     y = _lower.elementwise("rms_norm", "multiply", x, _lower.unary("rms_norm", "rsqrt", ms, float32), float32)
@@ -713,9 +714,9 @@ def var(x, axis, *, dtype=None, mask=None, **kwargs):
     x = _lower.load_if_hbm(x, "var")
     ax = _last_axes(x, axis, "var")
     n = float(_math.prod(x.shape[a] for a in ax))
-    m = _lower.elementwise("var", "divide", _per_partition(x, ax, "add", "var"), n, float32)
+    m = _lower.elementwise("var", "divide", _per_partition(x, ax, "add", "var", mask), n, float32)
     d = _lower.elementwise("var", "subtract", x, m, float32)
-    ss = _per_partition(_lower.elementwise("var", "multiply", d, d, float32), ax, "add", "var")
+    ss = _per_partition(_lower.elementwise("var", "multiply", d, d, float32), ax, "add", "var", mask)
     v = _lower.elementwise("var", "divide", ss, n, dtype if dtype is not None else x.dtype)
     return _reduced(v.reshape(_lower.reduced_shape(x, ax, False)), x, ax, False, box)
 
