@@ -4,6 +4,7 @@
 #include <array>
 #include <map>
 
+#include "sim/base/prefault.h"
 #include "sim/isa/semantics.h"
 
 namespace trnsim::model {
@@ -11,6 +12,20 @@ namespace {
 
 int part_index(Part p) {
   return static_cast<int>(p);
+}
+
+// Stores a node's fields one by one: a braced temporary assigned whole was built on the stack and read back
+// 16 bytes at a time across its narrower stores (a store-forwarding stall on every record).
+template <class Node>
+void set_node(Node& n, uint64_t start, uint64_t end, uint64_t release, const Cause& cause,
+              const Cause& arrival, bool barrier) {
+  n.start = start;
+  n.end = end;
+  n.release = release;
+  n.cause = cause;
+  n.arrival = arrival;
+  n.barrier = barrier;
+  n.seen = true;
 }
 
 std::string resource_of(const NodeRef& n, const isa::Program& program) {
@@ -92,7 +107,13 @@ CriticalPathRecorder::Node* CriticalPathRecorder::slot(const NodeRef& n) {
   const auto& stream = program_.streams[n.core][static_cast<int>(n.engine)];
   if (n.index >= stream.size()) return nullptr;
   auto& v = nodes_[n.core][static_cast<int>(n.engine)][part_index(n.part)];
-  if (v.empty()) v.resize(stream.size());
+  if (v.empty()) {
+    // Mapped in one call rather than a page fault per 64 nodes during the run (a large program's arrays are
+    // tens of MB), as the builder maps its instruction streams.
+    v.reserve(stream.size());
+    prefault(v.data(), stream.size() * sizeof(Node));
+    v.resize(stream.size());
+  }
   return &v[n.index];
 }
 
@@ -112,7 +133,7 @@ void CriticalPathRecorder::on_instruction(const InstructionRecord& r) {
   const Picoseconds end = std::max({r.end, r.dge_end, r.complete});
   const bool barrier = r.inst != nullptr && r.inst->op == isa::Opcode::CoreBarrier;
   const Picoseconds start = barrier ? r.issue : r.start;
-  *n = {start.count(), end.count(), r.end.count(), r.cause, r.wait_cause, barrier, true};
+  set_node(*n, start.count(), end.count(), r.end.count(), r.cause, r.wait_cause, barrier);
   if (end.count() >= last_end_) {
     last_end_ = end.count();
     last_ = self;
@@ -134,7 +155,7 @@ void CriticalPathRecorder::on_instruction(const InstructionRecord& r) {
       else if (pmm != nullptr && pmm->start == static_cast<uint64_t>(r.ls_start.count()))
         c = pmm->cause;
     }
-    if (ls) *ls = {r.ls_start.count(), r.ls_end.count(), r.ls_end.count(), c, c, false, true};
+    if (ls) set_node(*ls, r.ls_start.count(), r.ls_end.count(), r.ls_end.count(), c, c, false);
   }
 }
 
@@ -142,7 +163,7 @@ void CriticalPathRecorder::on_dma(const DmaRecord& r) {
   const NodeRef self{static_cast<int8_t>(r.core), r.issuer, Part::Transfer, r.index};
   Node* n = slot(self);
   if (n == nullptr) return;
-  *n = {r.data_start.count(), r.complete.count(), r.queue_release.count(), r.cause, r.cause, false, true};
+  set_node(*n, r.data_start.count(), r.complete.count(), r.queue_release.count(), r.cause, r.cause, false);
   if (r.complete.count() >= last_end_) {
     last_end_ = r.complete.count();
     last_ = self;
