@@ -291,26 +291,13 @@ def box_of(v):
     masked call's result tile holds (the call's mask cut its index space to that region), or None: v is not
     such a tile, or not a box of it (strided, permuted or bitcast), or a view the kernel's own index made of
     one (`e[:, 49]`): a tile of its own shape, whose index space is that shape (tester23af F6)."""
-    st = v.st
-    box = _boxes().get(st.uid)
-    if box is None or v.pd != st.pdim or v.dtype is not st.dtype or getattr(v, "_sub", False):
+    box = _boxes().get(v.st.uid)
+    if box is None or getattr(v, "_sub", False) or len(box[0]) != len(v.dims):
         return None
-    whole = NkiTensor.whole(st)
-    if len(whole.dims) != len(v.dims) or len(box[0]) != len(v.dims):
+    place = _place(v)
+    if place is None:
         return None
-    off = v.boff // v.dtype.itemsize
-    starts = []
-    for d, ((s, n), (ws, wn)) in enumerate(zip(v.dims, whole.dims)):
-        if s != ws and n != 1:
-            return None
-        if d == v.pd:
-            start = v.p0
-        else:
-            start, off = divmod(off, ws) if ws else (0, off)
-        if start + n > wn:
-            return None
-        starts.append(box[1][d] + start)
-    return (box[0], tuple(starts), box[2]) if not off else None
+    return box[0], tuple(box[1][d] + a for d, (a, _) in enumerate(place)), box[2]
 
 
 def outer_box(t, full, starts, loc):
