@@ -905,11 +905,13 @@ def _masked_dims(mask, ndim, pd):
     return {v.axis if v.ndim == ndim else pd for v in mask.bounds if v.ndim == ndim or (v.axis == 0 and pd == 0)}
 
 
-def warn_partial_reduction(call, data, axes, mask=None):
+def warn_partial_reduction(call, data, axes, mask=None, verb="reduces"):
     """The warning of a call reducing dims `axes` of `data`, a masked call's result that holds only part of them
     (box_of): trnsim reduces the held part, the device the whole dim, whose rest no instruction wrote
     (undefined; tester23af F7). One warning per kernel line (Kernel.warn). `mask`: the call's own mask= (the
-    kernel's), none for a call of trnsim's lowering."""
+    kernel's), none for a call of trnsim's lowering. Every call combining the elements along a dim goes
+    through here (bn_stats, max8, nc_find_index8 and tensor_tensor_scan too, tester23ah F7); `verb`: what it
+    does along the dim ("scans": a scan starts at the held part's first element, not the dim's)."""
     box = box_of(data)
     if box is None:
         return
@@ -925,9 +927,9 @@ def warn_partial_reduction(call, data, axes, mask=None):
     lo, n, full = box[1][a], data.shape[a], box[0][a]
     loc = caller_loc()
     _trace._current.kernel.warn(
-        str(loc), f"{call} reduces dim {a} of {_operand(data)}, which holds only [{lo}, {lo + n}) of its {full} "
-        f"(the part {_mask_words(box[2], 'a mask')}{f' at {box[2]}' if box[2] else ''} selected): trnsim reduces "
-        f"that part; the device reduces all {full}, {full - n} of them written by no instruction (undefined): "
+        str(loc), f"{call} {verb} dim {a} of {_operand(data)}, which holds only [{lo}, {lo + n}) of its {full} "
+        f"(the part {_mask_words(box[2], 'a mask')}{f' at {box[2]}' if box[2] else ''} selected): trnsim {verb} "
+        f"that part; the device {verb} all {full}, {full - n} of them written by no instruction (undefined): "
         f"mask this call as the one that made the operand")
 
 

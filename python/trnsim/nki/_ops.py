@@ -795,28 +795,47 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     return o
 
 
-def bn_stats(dst, data, loc=None):
+def _free(data):
+    return [d for d in range(data.ndim) if d != data.pd]
+
+
+def _lower_warn(op, data, mask, verb):
+    """_partial over all of data's free dims, saying what the call does along them."""
+    from . import _lower
+
+    _lower.warn_partial_reduction(op, data, _free(data), mask, verb=verb)
+
+
+def bn_stats(dst, data, loc=None, mask=None):
     op = "bn_stats"
     dst, data = tile(dst, "dst", op), tile(data, "data", op)
+    _partial(op, data, _free(data), mask)
     return record(op, {"dst": dst, "data": data}, [data], [dst], {}, loc)
 
 
-def bn_aggr(dst, data, loc=None):
+def bn_aggr(dst, data, loc=None, mask=None):
     op = "bn_aggr"
     dst, data = tile(dst, "dst", op), tile(data, "data", op)
+    _partial(op, data, _free(data), mask)
     return record(op, {"dst": dst, "data": data}, [data], [dst], {}, loc)
 
 
-def max8(dst, src, loc=None):
+def max8(dst, src, loc=None, mask=None):
     op = "max8"
     dst, src = tile(dst, "dst", op), tile(src, "src", op)
+    _partial(op, src, _free(src), mask)
     return record(op, {"dst": dst, "src": src}, [src], [dst], {}, loc)
 
 
-def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, loc=None):
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, loc=None,
+                       mask=None):
     """nki.isa.tensor_tensor_scan: per partition, r = (data0[i] op0 r) op1 data1[i] from r = initial."""
     op = "tensor_tensor_scan"
     dst, data0, data1 = _two_tiles(op, dst, data0, "data0", data1, "data1")
+    from . import _lower
+
+    for d in (data0, data1):  # the scan starts at the held part's first element, the device's at the dim's
+        _lower.warn_partial_reduction(op, d, _free(d), mask, verb="scans")
     for o in (op0, op1):
         if o in _BITVEC or o == "abs":
             raise NkiError(f"{op}: op0 nl.{op0} and op1 nl.{op1} must be binary arithmetic operators (NKI's "
@@ -936,15 +955,17 @@ def nc_stream_shuffle(dst, src, shuffle_mask, loc=None):
     return record(op, {"dst": dst, "src": src}, reads, [dst], {"shuffle_mask": mask}, loc)
 
 
-def nc_find_index8(dst, data, vals, loc=None):
+def nc_find_index8(dst, data, vals, loc=None, mask=None):
     op = "nc_find_index8"
     dst, data, vals = tile(dst, "dst", op), tile(data, "data", op), tile(vals, "vals", op)
+    _lower_warn(op, data, mask, "searches")
     return record(op, {"dst": dst, "data": data, "vals": vals}, [data, vals], [dst], {}, loc)
 
 
-def nc_match_replace8(dst, data, vals, imm, dst_idx=None, loc=None):
+def nc_match_replace8(dst, data, vals, imm, dst_idx=None, loc=None, mask=None):
     op = "nc_match_replace8"
     dst, data, vals = tile(dst, "dst", op), tile(data, "data", op), tile(vals, "vals", op)
+    _lower_warn(op, data, mask, "searches")
     idx = tile(dst_idx, "dst_idx", op) if dst_idx is not None else None
     try:
         imm = float(imm)

@@ -1116,7 +1116,7 @@ def _bn(call, rec, width, args, kwargs):
             ignored_kwargs(f"nki.isa.{call}", kw)
         (data,), box = _masked(mask, data)
         dst = _result((data.shape[0], width), _lower.dt(dtype, data.dtype), SBUF, call)
-        rec(dst, data)
+        rec(dst, data, mask=mask)
         return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (0, None)))
 
     return _named(call)(old)(*args, **kwargs)
@@ -1162,7 +1162,7 @@ def _tensor_tensor_scan_old(data0, data1, initial, op0, op1, reverse0=False, rev
         (data0, data1), box = _masked(mask, data0, data1)
     dst = _result(data0.shape, _lower.dt(dtype, _lower.promote(data0, data1)), SBUF, call)
     _ops.tensor_tensor_scan(dst, data0, data1, initial, _lower.alu_name(op0, call), _lower.alu_name(op1, call),
-                            reverse0, reverse1)
+                            reverse0, reverse1, mask=mask)
     return _lower.boxed(_lower.fresh(dst), box)
 
 
@@ -1304,7 +1304,7 @@ def _max8_old(*, src, mask=None, dtype=None, **kwargs):
         ignored_kwargs("nki.isa.max8", kwargs)
     (src,), box = _masked(mask, src)
     dst = _result((src.shape[0], 8), _lower.dt(dtype, src.dtype), SBUF, "max8")
-    _ops.max8(dst, src)
+    _ops.max8(dst, src, mask=mask)
     return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (0, None)))
 
 
@@ -1331,7 +1331,7 @@ def _nc_find_index8_old(*, data, vals, mask=None, dtype=None, **kwargs):
     (data,), box = _masked(mask, data)
     (vals,) = _region(vals)
     dst = _result((data.shape[0], 8), _idx_dtype(dtype, "nc_find_index8"), SBUF, "nc_find_index8")
-    _ops.nc_find_index8(dst, data, vals)
+    _ops.nc_find_index8(dst, data, vals, mask=mask)
     return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (0, None)))
 
 
@@ -1361,7 +1361,7 @@ def _nc_match_replace8_old(*, data, vals, imm, dst_idx=None, mask=None, dtype=No
     (data,), box = _masked(mask, data)
     (vals,) = _region(vals)
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "nc_match_replace8")
-    _ops.nc_match_replace8(dst, data, vals, imm, dst_idx)
+    _ops.nc_match_replace8(dst, data, vals, imm, dst_idx, mask=mask)
     return _lower.boxed(_lower.fresh(dst), box)
 
 

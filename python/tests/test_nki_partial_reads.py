@@ -1,0 +1,105 @@
+"""Calls combining the elements along a dim an operand holds only in part (a masked call's result passed whole):
+warned as the reductions are (tester23ah F7), quiet when the call's own mask bounds the dim to the held part."""
+
+import warnings
+
+import numpy as np
+
+from runner import line_of, main
+
+import trnsim.nki as tnki
+
+
+@tnki.jit
+def _along_a_partly_held_dim(x, form):
+    import nki.isa as nisa
+    import nki.language as nl
+
+    o = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    if form == "scan":
+        t = nl.load(x[i_p, i_f], mask=(i_f >= 24))  # MARK-pr-scan-load
+        ones = nl.full((128, 64), 1.0, nl.float32)
+        z = nl.zeros((128, 1), nl.float32)
+        s = nisa.tensor_tensor_scan(data0=ones, data1=t, initial=z, op0=nl.multiply, op1=nl.add)  # MARK-pr-scancall
+        nl.store(o[i_p, i_f], s, mask=(i_f >= 24))
+        return o
+    t = nl.load(x[i_p, i_f], mask=(i_f < 40))  # MARK-pr-load
+    i_8 = nl.arange(8)[None, :]
+    if form == "bn":
+        ag = nisa.bn_aggr(nisa.bn_stats(t))  # MARK-pr-bn
+        nl.store(o[i_p, nl.arange(2)[None, :]], ag)
+    elif form == "bn_masked":
+        ag = nisa.bn_aggr(nisa.bn_stats(t, mask=(i_f < 40)))
+        nl.store(o[i_p, nl.arange(2)[None, :]], ag)
+    elif form == "max8":
+        nl.store(o[i_p, i_8], nisa.max8(src=t))  # MARK-pr-max8
+    elif form == "max8_masked":
+        nl.store(o[i_p, i_8], nisa.max8(src=t, mask=(i_f < 40)))
+    elif form == "index8":
+        m = nisa.max8(src=t, mask=(i_f < 40))
+        idx = nisa.nc_find_index8(data=t, vals=m)  # MARK-pr-index8
+        nl.store(o[i_p, i_8], nl.copy(idx, dtype=nl.float32))
+    return o
+
+
+def _said(caught):
+    return [str(w.message) for w in caught if "written by no instruction" in str(w.message)]
+
+
+def _run(x, form):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = tnki.simulate_kernel(_along_a_partly_held_dim, x, form)
+    return got, _said(caught)
+
+
+def _warning(mark, call, verb, operand, held, full, made, mask):
+    line = lambda m: line_of(__file__, m)
+    lo, hi = held
+    return ("test_nki_partial_reads.py:%d: %s %s dim 1 of %s of sbuf tile %s[128, 64] float32 allocated at "
+            "test_nki_partial_reads.py:%d, which holds only [%d, %d) of its %d (the part mask=(%s) at "
+            "test_nki_partial_reads.py:%d selected): trnsim %s that part; the device %s all %d, %d of them written "
+            "by no instruction (undefined): mask this call as the one that made the operand"
+            % (line(mark), call, verb, operand, "t ", line(made), lo, hi, full, mask, line(made), verb, verb, full,
+               full - (hi - lo)))
+
+
+def test_statistics_top8_and_index8_of_a_partly_held_tile_are_warned():
+    # tester23ah F7: bn_stats / max8 / nc_find_index8 of a tile loaded with mask=(i_f < 40), called unmasked,
+    # gave the 40 held columns' statistics / top 8 with no warning; the device reads all 64, 24 undefined.
+    x = np.random.default_rng(16).standard_normal((128, 64)).astype(np.float32)
+    x[:, 50] = 100.0  # never loaded
+    held = x[:, :40]
+    top8 = -np.sort(-held, axis=1)[:, :8]
+    for form, call, verb, mark in (("bn", "bn_stats", "reduces", "MARK-pr-bn"),
+                                   ("max8", "max8", "reduces", "MARK-pr-max8"),
+                                   ("index8", "nc_find_index8", "searches", "MARK-pr-index8")):
+        got, said = _run(x, form)
+        assert said == [_warning(mark, call, verb, "[128, 40]", (0, 40), 64, "MARK-pr-load", "i_f < 40")], (
+            form, said)
+        if form == "bn":
+            h = held.astype(np.float64)
+            assert np.allclose(got[:, 0], h.mean(1), atol=1e-6) and np.allclose(got[:, 1], h.var(1), atol=1e-5)
+        elif form == "max8":
+            assert np.array_equal(got[:, :8], top8)
+        else:
+            assert np.array_equal(got[:, :8], np.argsort(-held, axis=1, kind="stable")[:, :8].astype(np.float32))
+    for form in ("bn_masked", "max8_masked"):  # the call's own mask bounds the dim: the device reads 0-39 too
+        got, said = _run(x, form)
+        assert said == [], (form, said)
+    assert np.array_equal(_run(x, "max8_masked")[0][:, :8], top8)
+
+
+def test_a_scan_of_a_partly_held_tile_is_warned():
+    # tester23ah F7 addendum: the unmasked scan of a tile holding columns 24-63 restarted its prefix sum at column
+    # 24 with no warning; the device scans from column 0, through 24 undefined columns.
+    x = np.random.default_rng(17).standard_normal((128, 64)).astype(np.float32)
+    got, said = _run(x, "scan")
+    assert said == [_warning("MARK-pr-scancall", "tensor_tensor_scan", "scans", "[128, 40]", (24, 64), 64,
+                             "MARK-pr-scan-load", "i_f >= 24")], said
+    assert np.array_equal(got[:, 24:], np.cumsum(x[:, 24:], axis=1, dtype=np.float32))
+
+
+if __name__ == "__main__":
+    main(globals())
