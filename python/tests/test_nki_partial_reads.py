@@ -101,5 +101,34 @@ def test_a_scan_of_a_partly_held_tile_is_warned():
     assert np.array_equal(got[:, 24:], np.cumsum(x[:, 24:], axis=1, dtype=np.float32))
 
 
+@tnki.jit
+def _slice_of_a_row_masked_tile(x, made):
+    import nki.language as nl
+
+    o = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    i_p1 = nl.arange(128)[:, None]
+    if made == "load":
+        e = nl.load(x[i_p, i_f], mask=(i_p < 72))
+    else:
+        e = nl.exp(nl.load(x), mask=(i_p < 72))
+    r = nl.sum(e[:, 8:40], axis=1, keepdims=True, mask=(i_p1 < 72))
+    nl.store(o[i_p1, 0], r[i_p1, 0], mask=(i_p1 < 72))
+    return o
+
+
+def test_a_column_slice_of_a_row_masked_tile_reduced_under_its_row_mask_is_quiet():
+    # tester23ah F1: e holds every column of rows 0-71; nl.sum(e[:, 8:40], ...) reads no undefined element, but
+    # was warned "holds only [8, 40) of its 64 ... the device reduces all 64".
+    x = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) % 11) / np.float32(4)
+    for made in ("load", "exp"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = tnki.simulate_kernel(_slice_of_a_row_masked_tile, x, made)
+        assert [str(w.message) for w in caught if "output o" not in str(w.message)] == [], made
+        v = x[:72, 8:40] if made == "load" else np.exp(x[:72, 8:40].astype(np.float64))
+        assert np.allclose(got[:72, 0], v.sum(axis=1), rtol=1e-6), made
+
+
 if __name__ == "__main__":
     main(globals())
