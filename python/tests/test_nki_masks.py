@@ -170,7 +170,7 @@ def test_unmasked_computes_between_a_mask_and_a_tighter_one():
         "nki_masks.py:%d: nl.store: mask: mask=(t * 128 + i_p < 200) selects [0, 72) of dim 0, but operand "
         "[22, 64] of sbuf tile y "
         "[128, 64] float32 allocated at nki_masks.py:%d holds only [0, 22) of it, the part mask=(t * 128 + i_p < "
-        "150) at nki_masks.py:%d selected (an unmasked elementwise result holds its operand's part): mask that "
+        "150) at nki_masks.py:%d selected (a result computed without a mask holds its operand's part): mask that "
         "call as widely, or this one as narrowly" % (line("MARK-wider-store"), line("MARK-wider-store") - 1,
                                                      line("MARK-loaded-150"))), str(e)
 
@@ -907,7 +907,7 @@ def test_an_unmasked_store_of_a_masked_result_is_the_looser_mask_error():
     assert str(e) == (
         "test_nki_masks.py:%d: nl.store: the copy reads [0, 128) of dim 0, but operand [100, 64] of sbuf tile e "
         "[128, 64] float32 allocated at test_nki_masks.py:%d holds only [0, 100) of it, the part mask=(i_p < 100) "
-        "at test_nki_masks.py:%d selected: mask the copy as that call, or index the result (e[i_p, i_f]: its "
+        "at test_nki_masks.py:%d selected: mask the store as that call, or index e (e[i_p, i_f]: its "
         "undefined rest is read with a warning)" % (line_of(__file__, "MARK-store-whole"), made, made)), str(e)
 
 

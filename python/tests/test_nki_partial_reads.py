@@ -5,9 +5,10 @@ import warnings
 
 import numpy as np
 
-from runner import line_of, main
+from runner import line_of, main, raises
 
 import trnsim.nki as tnki
+from trnsim.nki import NkiError
 
 
 @tnki.jit
@@ -128,6 +129,53 @@ def test_a_column_slice_of_a_row_masked_tile_reduced_under_its_row_mask_is_quiet
         assert [str(w.message) for w in caught if "output o" not in str(w.message)] == [], made
         v = x[:72, 8:40] if made == "load" else np.exp(x[:72, 8:40].astype(np.float64))
         assert np.allclose(got[:72, 0], v.sum(axis=1), rtol=1e-6), made
+
+
+@tnki.jit
+def _copy_past_the_held_part(x, form):
+    import nki.isa as nisa
+    import nki.language as nl
+
+    o = nl.ndarray((128, 128), nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:128]
+    if form == "transpose":
+        e = nl.load(x[i_p, i_f], mask=(i_f < 100))  # MARK-pr8-made-t
+        tt = nl.transpose(e)  # MARK-pr8-tt
+        nl.store(o, tt)  # MARK-pr8-store-t
+    elif form == "unnamed":
+        e = nl.load(x[i_p, i_f], mask=(i_p < 100))  # MARK-pr8-made-u
+        nl.store(o, nl.copy(e))  # MARK-pr8-store-u
+    else:
+        u = nl.load(x[i_p, i_f], mask=(i_f < 30))  # MARK-pr8-made-d
+        t = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=u)  # MARK-pr8-dma
+        nl.store(o, t)
+    return o
+
+
+def test_the_looser_mask_advice_names_the_tile_and_fits_the_call():
+    # tester23ah F8: the advice said "mask the copy as that call, or index the result (e[i_p, i_f] ...)" for a
+    # tile called tt, an unnamed result, and nisa.dma_copy, whose current signature takes no mask.
+    x = np.zeros((128, 128), np.float32)
+    line = lambda m: line_of(__file__, m)
+    why = " (a result computed without a mask holds its operand's part)"
+    for form, at, what, operand, tile, made, held, mask, fix in (
+            ("transpose", "MARK-pr8-store-t", "nl.store: the copy reads [0, 128) of dim 0", "[100, 128]",
+             "psum tile tt", "MARK-pr8-tt", 100, "i_f < 100", "mask the store as that call, or index tt "
+             "(tt[i_p, i_f]: its undefined rest is read with a warning)"),
+            ("unnamed", "MARK-pr8-store-u", "nl.store: the copy reads [0, 128) of dim 0", "[100, 128]",
+             "sbuf tile", "MARK-pr8-store-u", 100, "i_p < 100", "mask the store as that call, or index the "
+             "result (with index variables: its undefined rest is read with a warning)"),
+            ("dma", "MARK-pr8-dma", "nki.isa.dma_copy: the copy reads [0, 128) of dim 1", "[128, 30]",
+             "sbuf tile u", "MARK-pr8-made-d", 30, "i_f < 30", "index u (u[i_p, i_f]: its undefined rest is "
+             "read with a warning), or copy only the part it holds (both sides cut to it)")):
+        e = raises(NkiError, tnki.simulate_kernel, _copy_past_the_held_part, x, form)
+        src = {"transpose": "MARK-pr8-made-t", "unnamed": "MARK-pr8-made-u", "dma": "MARK-pr8-made-d"}[form]
+        assert str(e) == (
+            "test_nki_partial_reads.py:%d: %s, but operand %s of %s [128, 128] float32 allocated at "
+            "test_nki_partial_reads.py:%d holds only [0, %d) of it, the part mask=(%s) at test_nki_partial_reads.py:%d "
+            "selected%s: %s" % (line(at), what, operand, tile, line(made), held, mask, line(src),
+                                why if made != src else "", fix)), (form, str(e))
 
 
 if __name__ == "__main__":

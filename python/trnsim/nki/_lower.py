@@ -892,7 +892,7 @@ def held_only(v, d, lo, hi, a, n, loc, what=None, fix="mask that call as widely"
         what = "mask: " + _mask_words(caller_loc(), "this call's mask") + " selects"
         fix += ", or this one as narrowly"
     that = _mask_words(loc, "the mask") + (f" at {loc}" if loc else "")
-    why = " (an unmasked elementwise result holds its operand's part)" if loc != v.st.loc else ""
+    why = " (a result computed without a mask holds its operand's part)" if loc != v.st.loc else ""
     return NkiError(f"{what} [{lo}, {hi}) of dim {d}, but operand {_operand(v)} holds only [{a}, {a + n}) of it, "
                     f"the part {that} selected{why}: {fix}")
 
@@ -992,9 +992,16 @@ def _copies_past_held(call, dst, src):
             continue
         d = next(i for i, (w, n) in enumerate(zip(box[0], v.shape)) if w != n)
         what = f"{call}: the copy" if call else "the assignment"
-        raise held_only(v, d, 0, box[0][d], box[1][d], v.shape[d], box[2], what=f"{what} reads",
-                        fix="mask the copy as that call, or index the result (e[i_p, i_f]: its undefined rest is "
-                            "read with a warning)")
+        # The advice names the kernel's tile and fits the call (tester23ah F8): nl.store takes a mask;
+        # nisa.dma_copy's current signature and an assignment take none.
+        name = _tensor.var_name(_trace._current or _trace.current(), v.st)
+        ref = name or "the result"
+        ix = f"{name}[{', '.join(['i_p', 'i_f'] if v.ndim == 2 else ['i_p', '...'])}]" if name else (
+            "with index variables")
+        index = f"index {ref} ({ix}: its undefined rest is read with a warning)"
+        fix = (f"mask the store as that call, or {index}" if call == "nl.store" else
+               f"{index}, or copy only the part it holds (both sides cut to it)")
+        raise held_only(v, d, 0, box[0][d], box[1][d], v.shape[d], box[2], what=f"{what} reads", fix=fix)
 
 
 def _same_shape(call, dst, src):
