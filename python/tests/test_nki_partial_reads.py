@@ -178,5 +178,41 @@ def test_the_looser_mask_advice_names_the_tile_and_fits_the_call():
                                 why if made != src else "", fix)), (form, str(e))
 
 
+@tnki.jit
+def _k_bound_on_different_k_rows(a, b, form):
+    import nki.language as nl
+
+    o = nl.ndarray((128, 256), nl.float32, buffer=nl.shared_hbm)
+    i_k, i_m = nl.mgrid[0:128, 0:128]
+    j_k, j_n = nl.mgrid[0:128, 0:256]
+    x = nl.load(a[i_k, i_m], mask=(i_k < 64))
+    y = nl.load(b[j_k, j_n], mask=(j_k < 100))
+    if form == "whole":
+        p = nl.matmul(x, y, transpose_x=True, mask=(i_k < 64))  # MARK-pr3-whole
+    else:
+        i_n = nl.arange(256)[None, :]
+        p = nl.matmul(x[i_k, i_m], y[i_k, i_n], transpose_x=True, mask=(i_k < 64))
+    nl.store(o, p)
+    return o
+
+
+def test_a_k_bound_on_whole_tiles_holding_different_k_rows_is_told_to_index_both_by_one_k_variable():
+    # tester23ah F3: the error's only advice was about a bound on M; the indexed form it now names runs.
+    rng = np.random.default_rng(4)
+    a = rng.integers(-3, 4, (128, 128)).astype(np.float32)
+    b = rng.integers(-3, 4, (128, 256)).astype(np.float32)
+    e = raises(NkiError, tnki.simulate_kernel, _k_bound_on_different_k_rows, a, b, "whole")
+    assert str(e).startswith("test_nki_partial_reads.py:%d: nl.matmul: mask=(i_k < 64) bounds a variable of axis 0 "
+                             "to [0, 64): of tiles passed whole, that is the contraction dim K ("
+                             % line_of(__file__, "MARK-pr3-whole")), str(e)
+    assert str(e).endswith(
+        "but y holds K rows [0, 100) of its 128: on tiles passed whole, trnsim cannot tell a bound narrower than the "
+        "K rows an operand holds from one on the result's rows (M). To bound K (operands holding different K rows, "
+        "or fewer than they hold), index both operands by the same K variable (x[i_k, i_m], y[i_k, i_n] with "
+        "mask=(i_k < K)); to bound M, x[i_k, i_m] with mask=(i_m < M)"), str(e)
+    got = tnki.simulate_kernel(_k_bound_on_different_k_rows, a, b, "indexed")
+    assert np.array_equal(got, a[:64].T @ b[:64]), np.abs(got - a[:64].T @ b[:64]).max()
+
+
 if __name__ == "__main__":
     main(globals())

@@ -1664,9 +1664,19 @@ def _check_contraction_bound(mask, x, y, x_m, call):
                      f"tiles passed whole, that is the contraction dim K ({_MATMUL_MASK_RULE}), but {name} holds K "
                      f"rows [{a}, {a + n})")
             if var.size != n:
+                xk = "x[i_k, i_m]" if x_m == 1 else "x[i_m, i_k]"
+                if own is not None and var.size == own[0][d]:
+                    # Of the whole tile's K range: a K bound on operands holding different K rows (tester23ah
+                    # F3), which the operands' own indices say.
+                    raise NkiError(
+                        f"{words} of its {own[0][d]}: on tiles passed whole, trnsim cannot tell a bound narrower "
+                        f"than the K rows an operand holds from one on the result's rows (M). To bound K (operands "
+                        f"holding different K rows, or fewer than they hold), index both operands by "
+                        f"the same K variable ({xk}, y[i_k, i_n] with mask=(i_k < K)); to bound M, {xk} with "
+                        f"mask=(i_m < M)")
                 raise NkiError(
                     f"{words}, so the mask would drop rows of the contraction. A bound on the result's rows (M) is "
-                    f"not one on K: index the operands with their own variables (x[i_k, i_m] with mask=(i_m < M)), "
+                    f"not one on K: index the operands with their own variables ({xk} with mask=(i_m < M)), "
                     f"or leave the M tail to x's masked load and the masked store")
             _trace._current.kernel.warn(
                 str(loc), f"{words}: the product sums K rows [{max(lo, a)}, {min(hi, a + n)}) only (a K tail of a "
