@@ -1,5 +1,6 @@
 """A view the kernel made of a masked call's result (`.ap`, a slice of a slice, a slice of a reshape), given as a
-current-style call's dst=, names the elements the view names, never the whole tile (tester23ah F9); exact bytes
+current-style call's dst=, names the elements the view names, never the whole tile (tester23ah F9); its bitcast
+(.view(dtype)) has the whole tile's shape (F10); exact bytes
 against NumPy and exact messages; each test fails on the tree before its fix."""
 
 import numpy as np
@@ -76,6 +77,28 @@ def test_a_view_inside_the_held_part_as_dst_keeps_the_rest():
         want = X.copy()
         want[:, :8] = 0.0
         same(got[:, :40], want[:, :40])
+
+
+@nki.jit
+def pad_through_a_bitcast(x, dtype):
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    e = nl.load(x[i_p, i_f], mask=(i_f < 40))  # holds columns 0-39 of [128, 64]
+    v = e.view(dtype)
+    assert v.shape == (128, 64 * 4 // np.dtype(dtype).itemsize), v.shape
+    n = v.shape[1] // 64
+    nisa.memset(dst=v[:, 40 * n:64 * n], value=0)
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, e)
+    return out
+
+
+def test_a_bitcast_of_a_masked_result_has_the_whole_shape():
+    # tester23ah F10: e.view(nl.int32) was [128, 40], the held part's shape, so the pad through it was "slice
+    # 40:64 is out of bounds for dim 1 of size 40 (tensor [128, 40])".
+    for dtype in (nl.int32, nl.int16):
+        want = X.copy()
+        want[:, 40:] = 0.0
+        same(tnki.simulate_kernel(pad_through_a_bitcast, X, dtype), want)
 
 
 if __name__ == "__main__":
