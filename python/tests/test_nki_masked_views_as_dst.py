@@ -1,11 +1,14 @@
 """A view the kernel made of a masked call's result (`.ap`, a slice of a slice, a slice of a reshape), given as a
 current-style call's dst=, names the elements the view names, never the whole tile (tester23ah F9); its bitcast
-(.view(dtype)) has the whole tile's shape (F10); exact bytes
+(.view(dtype)) has the whole tile's shape (F10); a dst= call from an operand holding part reads it whole (F4); exact bytes
 against NumPy and exact messages; each test fails on the tree before its fix."""
+
+import os
+import warnings
 
 import numpy as np
 
-from runner import main
+from runner import line_of, main
 
 import trnsim.nki as tnki
 
@@ -13,6 +16,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
+THIS = os.path.basename(__file__)
 X = np.arange(128 * 64, dtype=np.float32).reshape(128, 64) / np.float32(1024)
 Y = (np.arange(128 * 24, dtype=np.float32).reshape(128, 24) + 1) / np.float32(-512)
 
@@ -99,6 +103,45 @@ def test_a_bitcast_of_a_masked_result_has_the_whole_shape():
         want = X.copy()
         want[:, 40:] = 0.0
         same(tnki.simulate_kernel(pad_through_a_bitcast, X, dtype), want)
+
+
+@nki.jit
+def dst_from_a_part(x, y, case, call):
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    u = nl.load(y[i_p, i_f], mask=(i_f < 30))  # holds columns 0-29 of [128, 64]
+    if case == "fresh":
+        t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=5.0)
+    elif case == "whole":
+        t = nl.load(x)
+    else:
+        t = nl.load(x[i_p, i_f], mask=(i_f < 40))
+    if call == "activation":
+        nisa.activation(dst=t, op=nl.copy, data=u)  # MARK-act
+    elif call == "tensor_copy":
+        nisa.tensor_copy(dst=t, src=u)  # MARK-copy
+    else:
+        nisa.dma_copy(dst=t, src=u)  # MARK-dma
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, t)
+    return out
+
+
+def test_a_dst_call_from_an_operand_holding_part_writes_all_of_dst():
+    # tester23ah F4: a fresh or whole-loaded dst kept its columns 30-63 (5.0, x) silently, a masked result's
+    # dst was written whole (NaN + warning), and dma_copy was the looser-mask error: now all three read u whole,
+    # its unwritten columns with the simulator's warning, as the device's one instruction does.
+    y2 = Y.repeat(3, axis=1)[:, :64].copy()
+    for case in ("fresh", "whole", "masked"):
+        for call, mark in (("activation", "MARK-act"), ("tensor_copy", "MARK-copy"), ("dma_copy", "MARK-dma")):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                got = tnki.simulate_kernel(dst_from_a_part, X, y2, case, call)
+            same(got[:, :30], y2[:, :30])
+            assert np.isnan(got[:, 30:]).all(), (case, call, got[0, 30:34])
+            msgs = [str(w.message) for w in caught]
+            at = f"{THIS}:{line_of(__file__, mark)}: "
+            assert len(msgs) == 1 and msgs[0].startswith(at) and "where no instruction wrote before" in msgs[0], msgs
 
 
 if __name__ == "__main__":

@@ -358,6 +358,18 @@ def _held_whole(v):
     return type(v) is LoadPart
 
 
+def dst_wide(dst, operands):
+    """The operands of a dst= call writing `dst` with each masked call's result passed whole read as its whole
+    tile (whole_of), when one is and its whole tile has dst's shape (the call's one instruction reads it all, as
+    on the device); None when none is."""
+    if not isinstance(dst, NkiTensor) or dst.st.space == HBM:
+        return None
+    wide = [whole_of(v) for v in operands]
+    if not any(w is not None and tuple(w.shape) == tuple(dst.shape) for w in wide):
+        return None
+    return tuple(v if w is None else w for v, w in zip(operands, wide))
+
+
 def mark_filled(v):
     """Notes that the kernel wrote all of `v`'s tile, a masked call's result's whole tile (whole_of): the kernel's
     view of that result then holds it all (Trace.filled)."""
