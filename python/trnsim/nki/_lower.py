@@ -339,13 +339,35 @@ def whole_of(v):
     different parts, a matmul whose operands hold different K rows, .reshape) works on this, as NKI's one
     instruction on the whole tile does: the rest no instruction wrote reads as any unwritten tile (the
     simulator's warning of a read where no instruction wrote)."""
-    if not isinstance(v, NkiTensor) or v.st.space == HBM:
+    if not isinstance(v, NkiTensor) or v.st.space == HBM or not _held_whole(v):
         return None
     own = box_of(v)
     box = _boxes().get(v.st.uid)
     if own is None or tuple(v.shape) == tuple(own[0]) or tuple(v.st.shape) != tuple(own[0]) or any(box[1]):
         return None
     return NkiTensor.whole(v.st)
+
+
+def _held_whole(v):
+    """Whether `v` is a masked call's result as the call returned it (the part its tile holds, passed whole), not
+    a view the kernel made of it (`.ap`, a slice of a slice, a slice of a reshape): such a view names its own
+    elements of the tile, which is all a call given it reads or writes (tester23ah F9: `nisa.memset(dst=e.ap(
+    [[64, 128], [1, 24]], offset=40), value=0.0)` zeroed all 64 columns of e)."""
+    from ._tensor import LoadPart
+
+    return type(v) is LoadPart
+
+
+def dst_wide(dst, operands):
+    """The operands of a dst= call writing `dst` with each masked call's result passed whole read as its whole
+    tile (whole_of), when one is and its whole tile has dst's shape (the call's one instruction reads it all, as
+    on the device); None when none is."""
+    if not isinstance(dst, NkiTensor) or dst.st.space == HBM:
+        return None
+    wide = [whole_of(v) for v in operands]
+    if not any(w is not None and tuple(w.shape) == tuple(dst.shape) for w in wide):
+        return None
+    return tuple(v if w is None else w for v, w in zip(operands, wide))
 
 
 def mark_filled(v):

@@ -870,7 +870,14 @@ class NkiTensor:
         return NkiTensor(self.st, self.dtype, self.boff, dims, -1, self.p0)
 
     def view(self, dtype):
-        """Bitcast: the same bytes as another dtype (NKI's tensor.view(dtype))."""
+        """Bitcast: the same bytes as another dtype (NKI's tensor.view(dtype)). Of a masked call's result, the
+        kernel's view is of the whole tile its .shape gives, as .reshape's is."""
+        if not _in_package(sys._getframe(1).f_code.co_filename):
+            # (tester23ah F10: it had the held part's [128, 40] of a [128, 64] tile, so a pad through it was
+            # 'slice 40:64 is out of bounds')
+            w = _lower().whole_of(self)
+            if w is not None:
+                return w.view(dtype)
         d = as_dtype(dtype)
         a, b = self.dtype.itemsize, d.itemsize
         if a == b:

@@ -189,11 +189,19 @@ def _apply_mask(mask, *views):
 
 
 def _region(*views):
-    """A dst= call's operands, those of the index space's whole shape cut to the part that an operand made
-    by an earlier masked call holds (_lower.operand_region): `nisa.activation(dst=buf, data=t)` with t from
-    nl.load(..., mask=...) writes buf's masked-in part only (the rest keeps what it held). A dst that is itself
-    such a result is its whole tile (_whole_dst)."""
+    """A dst= call's operands. The call is one instruction over all of its dst, as NKI's dst= call is: an operand
+    that is an earlier masked call's result holding part of a dst-shaped tile (`nisa.activation(dst=buf,
+    data=t)` with t from nl.load(..., mask=...)) is read whole (_lower.whole_of), its unwritten rest with the
+    simulator's warning, and the call writes all of dst (tester23ah F4: a fresh or whole-loaded dst kept its old
+    columns there, silently, while a masked result's was written whole). Operands of another shape are cut to
+    the part such an operand holds (_lower.operand_region). A dst that is itself such a result is its whole
+    tile (_whole_dst)."""
     dst = _whole_dst(views[0])
+    wide = _lower.dst_wide(dst, views[1:])
+    if wide is not None:
+        if dst is not views[0]:
+            _lower.mark_filled(dst)
+        return (dst,) + wide
     out = _lower.operand_region(None, (dst,) + views[1:])[0]
     if dst is not views[0] and out[0] is dst:
         _lower.mark_filled(dst)  # (written whole: no operand's held part cut it)
@@ -840,6 +848,8 @@ def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mod
     elif isinstance(dst, NkiTensor):
         dst = _whole_dst(dst)
         _lower.mark_filled(dst)
+        wide = _lower.dst_wide(dst, (src,))  # (on chip, a src holding part is read whole, as by _region)
+        src = src if wide is None else wide[0]
     if isinstance(dst, NkiTensor) and isinstance(src, NkiTensor):
         _lower.same_layout("nki.isa.dma_copy", dst, src)
     opts = _dma_common("nki.isa.dma_copy", dst_rmw_op, oob_mode, dge_mode, engine)
