@@ -64,6 +64,24 @@ def bf16(a):
     return ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).view(np.float32)
 
 
+def same_f32(got, want):
+    """got has want's shape and, as float32, its bytes exactly (the first values of each when not)."""
+    import numpy as np
+
+    want = np.asarray(want, np.float32)
+    assert got.shape == want.shape and got.tobytes() == want.tobytes(), (got.ravel()[:4], want.ravel()[:4])
+
+
+def warned(fn, *args):
+    """fn(*args) and the messages of the warnings it gave."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = fn(*args)
+    return r, [str(w.message) for w in caught]
+
+
 def main(namespace):
     tests = [(n, f) for n, f in namespace.items() if n.startswith("test_") and callable(f)]
     only = sys.argv[1:]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runner import line_of, main, raises
+from runner import line_of, main, raises, same_f32
 
 import trnsim.nki as tnki
 
@@ -14,11 +14,6 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 import nki.typing as nt
-
-
-def same(got, want):
-    want = np.asarray(want, np.float32)
-    assert got.shape == want.shape and got.tobytes() == want.tobytes(), (got.ravel()[:4], want.ravel()[:4])
 
 
 @dataclass
@@ -39,7 +34,7 @@ def test_nki_object_classes_reach_the_kernel():
     # F2: `class Scale(nl.NKIObject)` was NkiUnsupported at class definition (every nki-library kernel failed
     # at import); an instance given to simulate_kernel is the kernel's parameter as passed.
     a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
-    same(tnki.simulate_kernel(scaled, a, Scale(3.0, 0.5)), a * 3.0 + 0.5)
+    same_f32(tnki.simulate_kernel(scaled, a, Scale(3.0, 0.5)), a * 3.0 + 0.5)
     assert isinstance(Scale(), nl.NKIObject) and Scale() == Scale(2.0, 0.0)
 
 
@@ -60,7 +55,7 @@ def with_params(a):
 
 def test_nki_object_takes_keyword_arguments():
     a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
-    same(tnki.simulate_kernel(with_params, a), a * 2.0 + 1.0)
+    same_f32(tnki.simulate_kernel(with_params, a), a * 2.0 + 1.0)
     p = Params(scale=3.0)
     assert (p.scale, p.bias) == (3.0, None), (p.scale, p.bias)  # bias: the class attribute
     o = nl.NKIObject(a=1, b="x")
@@ -82,8 +77,8 @@ def test_typed_takes_nki_dtype_objects():
     x = np.tile(np.array([1.0, 1.00390625, 1.01171875, -2.0], np.float32), (128, 2))
     want = np.tile(np.array([1.0, 1.0, 1.015625, -2.0], np.float32), (128, 2))
     for d in (nl.bfloat16, "bfloat16"):
-        same(tnki.simulate_kernel(widen, tnki.typed(x, d)), want)
-    same(tnki.simulate_kernel(widen, tnki.typed(x, np.float32)), x)
+        same_f32(tnki.simulate_kernel(widen, tnki.typed(x, d)), want)
+    same_f32(tnki.simulate_kernel(widen, tnki.typed(x, np.float32)), x)
     e = raises(ValueError, lambda: tnki.typed(x, "bfloat61"))  # MARK-bad-name
     assert str(e) == "test_nki_host_idioms.py:%d: nki.typed: unknown dtype 'bfloat61'" % line_of(
         __file__, "MARK-bad-name"), str(e)
@@ -114,13 +109,13 @@ def test_a_grid_along_dim_1_with_lnc_2_runs_on_both_cores():
     b = np.full((128, 1536), 0.5, np.float32)
     for grid, n in (((1, 2), 1024), ((1, 3), 1536)):
         del PROGRAMS[:]
-        same(tnki.simulate_kernel(spmd_add[grid], a[:, :n], b[:, :n], lnc=2), a[:, :n] + b[:, :n])
+        same_f32(tnki.simulate_kernel(spmd_add[grid], a[:, :n], b[:, :n], lnc=2), a[:, :n] + b[:, :n])
         want = [(0, 0), (0, 1)] if n == 1024 else [(0, 0), (0, 2), (0, 1)]
         assert PROGRAMS == want, (grid, PROGRAMS)
     r = tnki.benchmark(spmd_add[1, 2], a[:, :1024], b[:, :1024], lnc=2)
     one = tnki.benchmark(spmd_add[1, 2], a[:, :1024], b[:, :1024])
     assert r.stats["cores"] == 2 and one.stats["cores"] == 1, (r.stats["cores"], one.stats["cores"])
-    same(r.outputs[0], a[:, :1024] + b[:, :1024])
+    same_f32(r.outputs[0], a[:, :1024] + b[:, :1024])
 
 
 @nki.jit
@@ -156,8 +151,8 @@ def optional_bias(x, bias=None):
 def test_a_tensor_compared_with_none_is_the_python_test():
     # tester23o F1: `bias != None` was NkiUnsupported "a comparison ... of a tile" (advising nl.not_equal).
     x = np.arange(128 * 4, dtype=np.float32).reshape(128, 4)
-    same(tnki.simulate_kernel(optional_bias, x), x)
-    same(tnki.simulate_kernel(optional_bias, x, x), x + x)
+    same_f32(tnki.simulate_kernel(optional_bias, x), x)
+    same_f32(tnki.simulate_kernel(optional_bias, x, x), x + x)
 
 
 @nki.jit
@@ -176,7 +171,7 @@ def test_dge_mode_takes_its_integer_value():
     x = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
     runs = {m: tnki.benchmark(dma_with_dge, x, m) for m in (3, nisa.dge_mode.none, 0, nisa.dge_mode.unknown)}
     for m, r in runs.items():
-        same(r.outputs[0], x)
+        same_f32(r.outputs[0], x)
     assert runs[3].latency_ns == runs[nisa.dge_mode.none].latency_ns != runs[0].latency_ns, runs
     assert runs[0].latency_ns == runs[nisa.dge_mode.unknown].latency_ns, runs
     for bad in (4, True):
@@ -203,8 +198,8 @@ def test_dtype_and_mutable_tensor_annotations_resolve():
     # line's annotations were evaluated (the module could not be imported). 1 + 2^-8 rounds to 1 in bfloat16
     # (nearest even), stays in float32.
     x = np.full((128, 4), 1.00390625, np.float32)
-    same(tnki.simulate_kernel(annotated, x), np.ones((128, 4), np.float32))
-    same(tnki.simulate_kernel(annotated, x, nl.float32), x)
+    same_f32(tnki.simulate_kernel(annotated, x), np.ones((128, 4), np.float32))
+    same_f32(tnki.simulate_kernel(annotated, x, nl.float32), x)
     assert isinstance(x, nt.mutable_tensor) is False and not isinstance("float32", nki.dtype)
 
 

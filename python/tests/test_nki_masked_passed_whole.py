@@ -4,11 +4,10 @@ simulator's warning, never a shape the kernel never sees; each test fails on the
 exact bytes against NumPy and exact messages."""
 
 import os
-import warnings
 
 import numpy as np
 
-from runner import line_of, main, raises
+from runner import line_of, main, raises, same_f32, warned
 
 import trnsim.nki as tnki
 from trnsim.nki import NkiError
@@ -23,19 +22,6 @@ X = np.arange(128 * 64, dtype=np.float32).reshape(128, 64) / np.float32(1024)
 
 def line(marker):
     return line_of(__file__, marker)
-
-
-def warned(fn, *args):
-    """fn(*args) and the messages of the warnings it gave."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        r = fn(*args)
-    return r, [str(w.message) for w in caught]
-
-
-def same(got, want):
-    want = np.asarray(want, np.float32)
-    assert got.shape == want.shape and got.tobytes() == want.tobytes(), (got.ravel()[:4], want.ravel()[:4])
 
 
 # ---- F6: a masked call on a view the kernel's index made of a masked result
@@ -63,10 +49,10 @@ def test_a_masked_call_on_a_view_of_a_masked_result():
     # view's index space was taken as e's [128, 64] (its result a [128, 64] tile), not the view's own [128, 1].
     want = np.full((128, 1), 9.0, np.float32)
     want[:80] = X[:80, 49:50] * np.float32(2)
-    same(tnki.simulate_kernel(masked_call_on_a_view, X, "col"), want)
+    same_f32(tnki.simulate_kernel(masked_call_on_a_view, X, "col"), want)
     want = np.full((128, 32), 9.0, np.float32)
     want[:80] = X[:80, :32] * np.float32(2) * np.float32(3) + np.float32(1)
-    same(tnki.simulate_kernel(masked_call_on_a_view, X, "slice"), want)
+    same_f32(tnki.simulate_kernel(masked_call_on_a_view, X, "slice"), want)
 
 
 # ---- F1 addenda: a masked result passed whole into a call that cannot work on its held part alone
@@ -111,14 +97,14 @@ def test_a_masked_result_passed_whole_is_its_whole_tile():
     # whole tiles, defined where both were written (rows 0-49), the rest read with the warning.
     got, ws = warned(tnki.simulate_kernel, passed_whole, X, Y, "add")
     want = X * np.float32(2) + (X + np.float32(1))
-    same(got[:50], want[:50])
+    same_f32(got[:50], want[:50])
     assert [w for w in ws if w.startswith(f"{THIS}:{line('MARK-whole-add')}: nl.add: its tensor_tensor (made by "
                                           f"trnsim's lowering of nl.add) reads sbuf ")], ws
     # e.reshape((128, 2, 32)) of e holding columns 0-31 was "reshape: [128, 32] (4096 elements) cannot become
     # [128, 2, 32]": the reshape of the whole [128, 64] tile, its held columns r[:, 0, :].
     want = np.full((128, 64), 5.0, np.float32)
     want[:, :32] = X[:, :32] * np.float32(2)
-    same(tnki.simulate_kernel(passed_whole, X, Y, "reshape"), want)
+    same_f32(tnki.simulate_kernel(passed_whole, X, Y, "reshape"), want)
 
 
 # ---- F9: an unmasked compute call on a tile whose held rows start where no instruction may
@@ -139,7 +125,7 @@ def test_an_unmasked_call_on_rows_held_from_a_mid_tile_start():
     # trnsim's narrowing to the held rows broke the rule, not the kernel. Computed from partition 0 (as NKI's
     # whole-tile instruction), rows 0-2 read undefined, with the warning.
     got, ws = warned(tnki.simulate_kernel, held_from_row_3, X)
-    same(got[3:100], X[3:100] * np.float32(2))
+    same_f32(got[3:100], X[3:100] * np.float32(2))
     assert [w for w in ws if w.startswith(f"{THIS}:{line('MARK-from-3')}: nl.multiply: its tensor_scalar (made by "
                                           f"trnsim's lowering of nl.multiply) reads sbuf 't' [128, 64] float32 "
                                           f"allocated at {THIS}:{line('MARK-from-3') - 1} where no instruction wrote "
@@ -189,9 +175,9 @@ def test_an_m_tail_mask_on_whole_tiles_bounds_m_only():
         want = np.zeros((128, n), np.float32)
         want[:96] = aT[:, :96].T @ b
         for form in ("nl", "nisa"):
-            same(tnki.simulate_kernel(m_tail_mask, aT, b, form, True), want)
+            same_f32(tnki.simulate_kernel(m_tail_mask, aT, b, form, True), want)
     # Loads unmasked: a variable of range 128 indexes only x's M when N is 512 ...
-    same(tnki.simulate_kernel(m_tail_mask, aT, b, "nl", False), want)
+    same_f32(tnki.simulate_kernel(m_tail_mask, aT, b, "nl", False), want)
     # ... and when N is 128 too nothing tells M from N: the error, never a cut of both.
     e = raises(NkiError, tnki.simulate_kernel, m_tail_mask, aT, aT, "nl", False)
     assert str(e) == (
@@ -242,7 +228,7 @@ def test_a_reduction_masked_as_its_operand_is_not_warned():
     want = X[:, :40].astype(np.float64).sum(axis=1, keepdims=True)  # (exact: k / 1024 summed)
     for case in ("sum", "indexed", "nisa"):
         got, ws = warned(tnki.simulate_kernel, masked_reduction, X, case)
-        same(got, want)
+        same_f32(got, want)
         assert not [w for w in ws if "reduces dim 1" in w], (case, ws)
     for case, mark in (("rows", "MARK-rows-only"), ("line", "MARK-same-line")):
         got, ws = warned(tnki.simulate_kernel, masked_reduction, X, case)
@@ -277,7 +263,7 @@ def test_a_slice_past_the_end_under_a_mask_that_keeps_it_inside():
     # adaptive_avg_pool2d bounds its slices so).
     x = np.arange(200 * 8, dtype=np.float32).reshape(200, 8)
     for case in ("dma_copy", "load"):
-        same(tnki.simulate_kernel(sliced_tail, x, case), x)
+        same_f32(tnki.simulate_kernel(sliced_tail, x, case), x)
     e = raises(NkiError, tnki.simulate_kernel, sliced_tail, x, "unmasked")
     assert str(e) == (f"{THIS}:{line('MARK-slice-unmasked')}: slice 128:256 is out of bounds for dim 0 of size 200 "
                       "(tensor [200, 8])"), e
@@ -320,7 +306,7 @@ def test_a_masked_result_written_whole_holds_it_all():
                        ("tensor_scalar", Y * np.float32(2)), ("dma_copy", Y), ("assign", np.ones((128, 64), np.float32))):
         want = np.concatenate([tile, tile.astype(np.float64).sum(axis=1, keepdims=True)], axis=1)
         got, ws = warned(tnki.simulate_kernel, masked_result_as_dst, X, Y, case)
-        same(got, want)
+        same_f32(got, want)
         assert not ws, (case, ws)
 
 
@@ -337,7 +323,7 @@ def test_a_masked_load_of_slices_inside_the_tensor():
     # The mask cuts the [128, 8] slice to rows 0-71 (it was "src [72, 8] has 576 elements, dst [128, 8] has
     # 1024"); rows 72-127 of out are written by no instruction (NaN, with the simulator's warning).
     out, ws = warned(tnki.simulate_kernel, masked_load_of_slices, X)
-    same(out[:72], X[:72, 8:16] * np.float32(2))
+    same_f32(out[:72], X[:72, 8:16] * np.float32(2))
     assert np.isnan(out[72:]).all()
     assert len(ws) == 1 and "no instruction writes rows 72-127 of its 128" in ws[0], ws
 
@@ -375,7 +361,7 @@ def test_a_write_past_the_held_part_fills_the_tile():
     for case, tile in (("memset", padded), ("slice", x), ("masked", x)):
         want = np.concatenate([tile, tile.max(axis=1, keepdims=True), tile + np.float32(1)], axis=1)
         got, ws = warned(tnki.simulate_kernel, padded_tail, x, case)
-        same(got, want)
+        same_f32(got, want)
         assert not ws, (case, ws)
     # Columns 50-63 no instruction wrote: each whole-tile read of t reads them undefined, with the warning.
     got, ws = warned(tnki.simulate_kernel, padded_tail, x, "partial")
@@ -415,7 +401,7 @@ def test_an_affine_select_padding_a_tail_tile_writes_all_of_dst():
     tile[:, 40:] = -5
     for case in ("new_tile", "in_place"):
         got, ws = warned(tnki.simulate_kernel, select_padded, x, case)
-        same(got, np.concatenate([tile, tile.max(axis=1, keepdims=True)], axis=1))
+        same_f32(got, np.concatenate([tile, tile.max(axis=1, keepdims=True)], axis=1))
         assert ws == [f"{THIS}:{line('MARK-the-select')}: affine_select reads sbuf 't' [128, 64] float32 allocated at "
                       f"{THIS}:{line('MARK-select-load')} where no instruction wrote before (partition 0, byte 160 of "
                       "the read is the first such): its values are undefined (a tile starts uninitialised, as "

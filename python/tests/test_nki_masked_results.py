@@ -3,11 +3,10 @@ result as a per-partition operand under a mask; each test fails on the build bef
 against NumPy."""
 
 import os
-import warnings
 
 import numpy as np
 
-from runner import line_of, main, raises
+from runner import line_of, main, raises, same_f32, warned
 
 import trnsim.nki as tnki
 
@@ -22,19 +21,6 @@ THREE = np.float32(3)
 
 def line(marker):
     return line_of(__file__, marker)
-
-
-def warned(fn, *args):
-    """fn(*args) and the messages of the warnings it gave."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        r = fn(*args)
-    return r, [str(w.message) for w in caught]
-
-
-def same(got, want):
-    want = np.asarray(want, np.float32)
-    assert got.shape == want.shape and got.tobytes() == want.tobytes(), (got.ravel()[:4], want.ravel()[:4])
 
 
 # ---- .ap(...) of a masked result addresses the call's whole index space, as its indices do
@@ -71,15 +57,15 @@ def ap_of_a_masked_load(x):
 
 def test_ap_of_a_masked_result_addresses_the_whole_index_space():
     # It addressed the held part: offset 20 of a result holding columns 16-47 read columns 36-43.
-    same(tnki.simulate_kernel(ap_of_a_masked_result, X, "cols"), X[:, 20:28] * THREE)
-    same(tnki.simulate_kernel(ap_of_a_masked_result, X, "strided"), X[:, 30:46:2] * THREE)
-    same(tnki.simulate_kernel(ap_of_a_masked_result, X, "rows"), X[80:112] * THREE)
-    same(tnki.simulate_kernel(ap_of_a_masked_load, X), X[40:104])
+    same_f32(tnki.simulate_kernel(ap_of_a_masked_result, X, "cols"), X[:, 20:28] * THREE)
+    same_f32(tnki.simulate_kernel(ap_of_a_masked_result, X, "strided"), X[:, 30:46:2] * THREE)
+    same_f32(tnki.simulate_kernel(ap_of_a_masked_result, X, "rows"), X[80:112] * THREE)
+    same_f32(tnki.simulate_kernel(ap_of_a_masked_load, X), X[40:104])
     # Columns 44-51 reach past the held part (columns 16-47): as in NKI, whose masked call's tile has the whole
     # index space's shape, they read the tile there, columns 48-51 where no instruction wrote (NaN here) with
     # the simulator's warning at the read (tester23ac F3: it was the looser-mask error).
     got, said = warned(tnki.simulate_kernel, ap_of_a_masked_result, X, "past")
-    same(got[:, :4], X[:, 44:48] * THREE)
+    same_f32(got[:, :4], X[:, 44:48] * THREE)
     assert np.isnan(got[:, 4:]).all(), got[0]
     assert said == [f"{THIS}:{line('MARK-ap-past')}: nl.store: its dma_copy (made by trnsim's lowering of nl.store) "
                     f"reads sbuf 'e' [128, 8] float32 allocated at {THIS}:{line('MARK-ap-mask')} where no instruction "
@@ -151,7 +137,7 @@ def test_an_assigned_masked_result_writes_where_it_is_assigned():
     # first and the multiply overwrote it (rows 0-43 were 2 * x).
     want = np.full((128, 64), 7.0, np.float32)
     want[:44] = -X[:44]
-    same(tnki.simulate_kernel(assigned_then_reloaded, X, -X), want)
+    same_f32(tnki.simulate_kernel(assigned_then_reloaded, X, -X), want)
 
 
 def test_a_read_past_a_masked_results_held_rows():
@@ -164,7 +150,7 @@ def test_a_read_past_a_masked_results_held_rows():
     y = tnki.simulate_kernel(row_tiled_cumsum, x)
     assert y.tobytes() == np.cumsum(x, axis=1, dtype=np.float32).tobytes()
     # In the kernel such a result's .shape is the whole index space's (it was the held part's, [44, 64] here).
-    same(tnki.simulate_kernel(masked_shapes, X), X[:44] * THREE)
+    same_f32(tnki.simulate_kernel(masked_shapes, X), X[:44] * THREE)
     assert SEEN == {"multiply": (128, 64), "scan": (128, 64)}, SEEN
 
 
@@ -195,7 +181,7 @@ def test_a_vector_operand_under_a_partition_mask():
     want = np.zeros((128, 64), np.float32)
     want[:96] = X[:96] - X[:96].max(axis=1, keepdims=True)
     for case in ("held", "whole", "bias"):
-        same(tnki.simulate_kernel(vector_operand_under_a_mask, X, case), want)
+        same_f32(tnki.simulate_kernel(vector_operand_under_a_mask, X, case), want)
 
 
 # ---- a view past a masked result's held part, kept in a variable: checked where the kernel uses it
@@ -223,7 +209,7 @@ def test_a_kept_view_past_the_held_part_is_checked_where_it_is_used():
     # (tester23l #3).
     x = (np.arange(200 * 64, dtype=np.float32).reshape(200, 64) % 5) - 2  # integer sums: exact
     for loop in ("affine", "python"):
-        same(tnki.simulate_kernel(kept_view_of_a_masked_sum, x, loop), x.sum(axis=1, keepdims=True))
+        same_f32(tnki.simulate_kernel(kept_view_of_a_masked_sum, x, loop), x.sum(axis=1, keepdims=True))
     # Used without a mask that bounds it, the error is at the line using it.
     e = raises(tnki.NkiError, tnki.simulate_kernel, kept_view_of_a_masked_sum, x, "affine", False)
     assert str(e).startswith(f"{THIS}:{line('MARK-kept-unmasked')}: "), e
@@ -287,8 +273,8 @@ def test_a_view_of_a_view_of_a_masked_result_indexes_the_first_view():
     # e[:, 20:30][:, 0:3] was the looser-mask error ("slice 0:3 reads [0, 3) of dim 1, but operand ... holds
     # only [16, 48)"): the second index was taken against the call's index space again; of a masked load's
     # whole-shape tile, w[40:104][0:8] read rows 0-7 (never loaded) instead of rows 40-47.
-    same(tnki.simulate_kernel(view_of_a_view, X, "held"), X[:, 20:23] * THREE)
-    same(tnki.simulate_kernel(view_of_a_view, X, "load"), X[40:48])
+    same_f32(tnki.simulate_kernel(view_of_a_view, X, "held"), X[:, 20:23] * THREE)
+    same_f32(tnki.simulate_kernel(view_of_a_view, X, "load"), X[40:48])
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from runner import line_of, main
+from runner import line_of, main, same_f32
 
 import trnsim.nki as tnki
 
@@ -19,11 +19,6 @@ import nki.language as nl
 THIS = os.path.basename(__file__)
 X = np.arange(128 * 64, dtype=np.float32).reshape(128, 64) / np.float32(1024)
 Y = (np.arange(128 * 24, dtype=np.float32).reshape(128, 24) + 1) / np.float32(-512)
-
-
-def same(got, want):
-    want = np.asarray(want, np.float32)
-    assert got.shape == want.shape and got.tobytes() == want.tobytes(), (got.ravel()[:4], want.ravel()[:4])
 
 
 @nki.jit
@@ -58,7 +53,7 @@ def test_a_view_of_a_masked_result_as_dst_writes_the_view():
             for call in ("memset", "tensor_copy", "dma_copy", "activation"):
                 want = X * np.float32(scale)
                 want[:, 40:] = 0.0 if call == "memset" else Y
-                same(tnki.simulate_kernel(pad_through_a_view, X, Y, (view, call), src), want)
+                same_f32(tnki.simulate_kernel(pad_through_a_view, X, Y, (view, call), src), want)
 
 
 @nki.jit
@@ -80,7 +75,7 @@ def test_a_view_inside_the_held_part_as_dst_keeps_the_rest():
         got = tnki.simulate_kernel(memset_inside, X, case)
         want = X.copy()
         want[:, :8] = 0.0
-        same(got[:, :40], want[:, :40])
+        same_f32(got[:, :40], want[:, :40])
 
 
 @nki.jit
@@ -102,7 +97,7 @@ def test_a_bitcast_of_a_masked_result_has_the_whole_shape():
     for dtype in (nl.int32, nl.int16):
         want = X.copy()
         want[:, 40:] = 0.0
-        same(tnki.simulate_kernel(pad_through_a_bitcast, X, dtype), want)
+        same_f32(tnki.simulate_kernel(pad_through_a_bitcast, X, dtype), want)
 
 
 @nki.jit
@@ -137,7 +132,7 @@ def test_a_dst_call_from_an_operand_holding_part_writes_all_of_dst():
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 got = tnki.simulate_kernel(dst_from_a_part, X, y2, case, call)
-            same(got[:, :30], y2[:, :30])
+            same_f32(got[:, :30], y2[:, :30])
             assert np.isnan(got[:, 30:]).all(), (case, call, got[0, 30:34])
             msgs = [str(w.message) for w in caught]
             at = f"{THIS}:{line_of(__file__, mark)}: "

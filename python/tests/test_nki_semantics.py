@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from runner import line_of, main, raises
+from runner import line_of, main, raises, same_f32
 
 import trnsim.nki as tnki
 
@@ -137,68 +137,63 @@ def assigned_matmul(a, case):
     return out
 
 
-def same(got, want):
-    want = np.asarray(want, np.float32)
-    assert got.shape == want.shape and got.tobytes() == want.tobytes(), (got.ravel()[:4], want.ravel()[:4])
-
-
 def test_a_result_assigned_into_a_tile_keeps_its_values():
     # Was an NkiError ("it has no tile of its own after that") at the read of m.
     out = tnki.simulate_kernel(assigned_then_read, X)
-    same(out[0], TWO)
-    same(out[1], TWO)
+    same_f32(out[0], TWO)
+    same_f32(out[1], TWO)
     # c written again after the assignment: m still holds 2x (NKI copied it into c).
     out = tnki.simulate_kernel(assigned_then_read, X, "overwritten")
-    same(out[0], X + np.float32(1))
-    same(out[1], TWO)
+    same_f32(out[0], X + np.float32(1))
+    same_f32(out[1], TWO)
     out = tnki.simulate_kernel(assigned_twice, X)
-    same(out[0], TWO + np.float32(1))
-    same(out[1], TWO)
-    same(out[2], TWO)
+    same_f32(out[0], TWO + np.float32(1))
+    same_f32(out[1], TWO)
+    same_f32(out[2], TWO)
     # A masked memset's result is rows 64-127 of its tile: they go to c's rows 64-127, and m keeps 3.
     out = tnki.simulate_kernel(assigned_masked_memset, X)
-    same(out[0], np.concatenate([np.ones((64, 64), np.float32), np.full((64, 64), 4.0, np.float32)]))
-    same(out[1], np.concatenate([np.ones((64, 64), np.float32), np.full((64, 64), 3.0, np.float32)]))
+    same_f32(out[0], np.concatenate([np.ones((64, 64), np.float32), np.full((64, 64), 4.0, np.float32)]))
+    same_f32(out[1], np.concatenate([np.ones((64, 64), np.float32), np.full((64, 64), 3.0, np.float32)]))
 
 
 def test_a_result_assigned_in_loops_keeps_its_values():
     out = tnki.simulate_kernel(assigned_in_loops, X)
-    same(out[0], TWO + np.float32(1))
+    same_f32(out[0], TWO + np.float32(1))
     # acc = 3 * (2x) then acc + m = 2 * (3 * 2x): both steps exact in float32 (powers of two and one rounding).
     six = TWO * np.float32(3)
-    same(out[1], six + six)
+    same_f32(out[1], six + six)
     # Part of m assigned (a copy: m's instruction is not retargeted), then c written: m untouched.
     out = tnki.simulate_kernel(assigned_then_read, X, "part")
-    same(out[0], np.concatenate([TWO[:64], np.zeros((64, 64), np.float32)]) + np.float32(1))
-    same(out[1], TWO)
+    same_f32(out[0], np.concatenate([TWO[:64], np.zeros((64, 64), np.float32)]) + np.float32(1))
+    same_f32(out[1], TWO)
 
 
 def test_an_assigned_result_keeps_its_dtype_and_a_load_its_tile():
     # c is bfloat16: m's float32 values come from m's own instruction, not from c's rounded copy.
     out = tnki.simulate_kernel(assigned_then_read, X, "bf16")
-    same(out[0], bf16(TWO))
-    same(out[1], TWO)
+    same_f32(out[0], bf16(TWO))
+    same_f32(out[1], TWO)
     out = tnki.simulate_kernel(assigned_load, X)
-    same(out[0], X * np.float32(3))
-    same(out[1], X)
+    same_f32(out[0], X * np.float32(3))
+    same_f32(out[1], X)
 
 
 def test_writing_an_assigned_result_keeps_the_rest_of_it():
     # Silently wrong before: the write gave m a tile of its own from that write on, and rows 64-127 of m were
     # never written (out[1] read whatever the buffer held).
     out = tnki.simulate_kernel(assigned_then_read, X, "written")
-    same(out[0], TWO)
-    same(out[1], np.concatenate([np.zeros((64, 64), np.float32), TWO[64:]]))
+    same_f32(out[0], TWO)
+    same_f32(out[1], np.concatenate([np.zeros((64, 64), np.float32), TWO[64:]]))
 
 
 def test_an_assigned_matmul_result_keeps_its_values():
     mm = A.T @ A  # exact (small integers)
     out = tnki.simulate_kernel(assigned_matmul, A, "mm")
-    same(out[0], mm * np.float32(2))
-    same(out[1], mm)
+    same_f32(out[0], mm * np.float32(2))
+    same_f32(out[1], mm)
     out = tnki.simulate_kernel(assigned_matmul, A, "zeros")
-    same(out[0], np.zeros_like(mm))
-    same(out[1], mm)
+    same_f32(out[0], np.zeros_like(mm))
+    same_f32(out[1], mm)
     # `acc += m` adds the matmul's product into acc's accumulation: no tile ever holds it alone.
     e = raises(tnki.NkiError, tnki.simulate_kernel, assigned_matmul, A, "iadd")
     assert str(e).startswith(f"{THIS}:{line('MARK-read-sum')}: nl.copy: "), e
@@ -247,8 +242,8 @@ def test_an_assigned_matmul_result_accumulates_as_without_the_assignment():
                            "matmul (accumulate=False) and add the value after"], got
         else:
             assert not got, (case, got)
-        same(out[0], mm)
-        same(out[1], want)
+        same_f32(out[0], mm)
+        same_f32(out[1], want)
 
 
 @nki.jit
@@ -362,7 +357,7 @@ def test_a_matmul_mask_cutting_one_operands_k_is_named():
                       "[128, 32]: mask=(i_k < 100) cuts x's contraction dim K to 100 but not y's (128): it bounds "
                       "the index variable of x's K only; bound the one of y's K in the mask too (`& (i < 100)`)"), e
     # As the message says: both K variables bounded (exact: small integers).
-    same(tnki.simulate_kernel(matmul_mask_cuts_both_k, a, b), a[:, :100] @ b[:100])
+    same_f32(tnki.simulate_kernel(matmul_mask_cuts_both_k, a, b), a[:, :100] @ b[:100])
 
 
 # ---- an integer beside index expressions: one more index array (NumPy's shapes)
@@ -430,7 +425,7 @@ def test_an_integer_beside_index_expressions_keeps_numpys_shape():
                                          (128, 2, 4)], integer_index_shapes.seen
     want = X.copy()
     want[:, 0] = X[:, 3]
-    same(got, want)
+    same_f32(got, want)
 
 
 def test_a_masked_reduction_assigned_into_a_column():
@@ -442,13 +437,13 @@ def test_a_masked_reduction_assigned_into_a_column():
     want[:64, 0] = x[:64].sum(axis=1)
     want[:, 1] = x.max(axis=1)
     want[64:, 2] = x[64:].sum(axis=1)
-    same(tnki.simulate_kernel(masked_sum_into_a_column, x), want)
+    same_f32(tnki.simulate_kernel(masked_sum_into_a_column, x), want)
 
 
 def test_columns_as_per_partition_operands():
     x = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) - 4000) / 8
     # (x - max) * x[:, 0]: each step one float32 rounding, as NumPy's.
-    same(tnki.simulate_kernel(column_operands, x), (x - x.max(axis=1, keepdims=True)) * x[:, 0:1])
+    same_f32(tnki.simulate_kernel(column_operands, x), (x - x.max(axis=1, keepdims=True)) * x[:, 0:1])
 
 
 def test_a_mask_cuts_a_column_operand_too():
@@ -457,7 +452,7 @@ def test_a_mask_cuts_a_column_operand_too():
     # masked operand [128]").
     want = x * x[:, 0:1]
     want[100:] = x[100:]
-    same(tnki.simulate_kernel(masked_column_operand, x), want)
+    same_f32(tnki.simulate_kernel(masked_column_operand, x), want)
 
 
 # ---- the reduction axes of nisa.tensor_reduce: the last contiguous free dims
@@ -491,9 +486,9 @@ def test_tensor_reduce_axes_are_the_last_free_dims():
                              "reduction axes must be the last contiguous free dims of the tile, ending at its final "
                              "dim (nki.isa.tensor_reduce): e.g. axis=2 here; "), e
     # Sums of these integers are exact in float32.
-    same(tnki.simulate_kernel(reduce_middle_axis, x3, True), x3.sum(axis=1))
+    same_f32(tnki.simulate_kernel(reduce_middle_axis, x3, True), x3.sum(axis=1))
     want = np.stack([x3.sum(axis=(1, 2)), x3.max(axis=2).sum(axis=1)], axis=1)
-    same(tnki.simulate_kernel(reduce_last_axes, x3), want)
+    same_f32(tnki.simulate_kernel(reduce_last_axes, x3), want)
 
 
 # ---- indexing a masked call's result: every index addresses the call's whole index space, `:` too
@@ -574,12 +569,12 @@ def test_every_index_of_a_masked_result_addresses_the_whole_index_space():
     got = undefined_read("int", "[128, 1]")
     assert np.isnan(got).all(), got[0]
     # All of it (`e[:, :]`, `e[...]`) is e itself: the index space, held where the mask was true.
-    same(tnki.simulate_kernel(held_result_indexed, x, "whole"), x[:, 16:48] + np.float32(1))
+    same_f32(tnki.simulate_kernel(held_result_indexed, x, "whole"), x[:, 16:48] + np.float32(1))
     # A masked load's tile has the whole index space's shape: `t[:, 0:8]` is its 128 rows (it was the 100
     # loaded ones), the rows past the load's mask undefined as in NKI; a masked store keeps the loaded rows.
     want = np.zeros((128, 8), np.float32)
     want[:100] = x[:100, 0:8]
-    same(tnki.simulate_kernel(masked_load_sliced, x), want)
+    same_f32(tnki.simulate_kernel(masked_load_sliced, x), want)
     assert masked_load_sliced.shape == (128, 8), masked_load_sliced.shape
 
 
@@ -589,12 +584,12 @@ def test_a_tighter_mask_takes_its_part_of_a_result_held_from_a_lower_bound():
     x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
     want = x.copy()
     want[96:] += np.float32(1)
-    same(tnki.simulate_kernel(tighter_mask_from_a_lower_bound, x), want)
+    same_f32(tnki.simulate_kernel(tighter_mask_from_a_lower_bound, x), want)
     # The same double shift put a read of rows 64-95 at partition -32 (tester23k's case: a TypeError from the
     # bindings' View.pattern on main).
     want = np.full((64, 64), 7.0, np.float32)
     want[32:] = x[64:96] * np.float32(3)
-    same(tnki.simulate_kernel(shifted_read_under_a_mask, x), want)
+    same_f32(tnki.simulate_kernel(shifted_read_under_a_mask, x), want)
 
 
 # ---- the index shapes of NKI's documented nl.arange / nl.mgrid examples (nki.language.mgrid's page, the API
@@ -633,9 +628,9 @@ def test_documented_arange_and_mgrid_examples_have_nkis_shapes():
     # both of its documented workarounds and the mgrid page's two forms run, with NKI's shapes.
     x = (np.arange(128 * 512, dtype=np.float32).reshape(128, 512) % 11) - 5
     for case in ("mgrid", "grid"):
-        same(tnki.simulate_kernel(documented_indices, x, case), x)
+        same_f32(tnki.simulate_kernel(documented_indices, x, case), x)
     for case in ("axis", "slice"):
-        same(tnki.simulate_kernel(documented_indices, x, case), x[0:64, 0:1] * np.float32(2))
+        same_f32(tnki.simulate_kernel(documented_indices, x, case), x[0:64, 0:1] * np.float32(2))
     e = raises(tnki.NkiError, tnki.simulate_kernel, documented_indices, x, "1d")
     assert str(e) == (f"{THIS}:{line('MARK-1d-arange')}: dim 0 of sbuf tile tmp [128, 1] float32 is indexed with a "
                       "1-D nl.arange of 64 values: an on-chip tile's index needs at least 2 dims (NKI's "
@@ -663,9 +658,9 @@ def test_a_grids_named_axes_are_p_x_y_z_in_axis_order():
     # tester23o F6: grid.x was the last axis (a [128, 0:4, 0:8] grid's x loaded 8 columns, silently) and .y, .z
     # raised "AttributeError: '_Grid' object has no attribute 'y'" with no kernel line.
     x = np.arange(128 * 16, dtype=np.float32).reshape(128, 16)
-    same(tnki.simulate_kernel(named_grid_axes, x, "3d"), x[:, 0:4])
+    same_f32(tnki.simulate_kernel(named_grid_axes, x, "3d"), x[:, 0:4])
     x4 = np.arange(128 * 2 * 4 * 8, dtype=np.float32).reshape(128, 2, 4, 8)
-    same(tnki.simulate_kernel(named_grid_axes, x4, "4d"), x4)
+    same_f32(tnki.simulate_kernel(named_grid_axes, x4, "4d"), x4)
     e = raises(tnki.NkiError, tnki.simulate_kernel, named_grid_axes, x, "none")
     assert str(e) == (f"{THIS}:{line('MARK-no-y')}: nl.mgrid: grid.y is axis 2, but this grid has 2 axes (p, x)"), e
 
@@ -691,7 +686,7 @@ def test_grid_axes_named_out_of_order_permute_the_tensor():
     # and the same index of nl.aranges, give x.transpose(0, 2, 1).
     x = np.arange(128 * 4 * 8, dtype=np.float32).reshape(128, 4, 8)
     for where in ("load", "tile", "store"):
-        same(tnki.simulate_kernel(swapped_grid_axes, x, where), x.transpose(0, 2, 1))
+        same_f32(tnki.simulate_kernel(swapped_grid_axes, x, where), x.transpose(0, 2, 1))
 
 
 @nki.jit
@@ -718,11 +713,11 @@ def test_a_slice_between_index_expressions_keeps_its_place():
     # tile holding x.transpose(0, 2, 1), which a store into [128, 4, 8] wrote scrambled.
     x = np.arange(128 * 4 * 8, dtype=np.float32).reshape(128, 4, 8)
     for where in ("load", "grid-load", "tile", "grid-tile"):
-        same(tnki.simulate_kernel(slice_between_expressions, x, where), x)
+        same_f32(tnki.simulate_kernel(slice_between_expressions, x, where), x)
     # Its addenda: a part of dim 1 read from a tile ([128, 2, 8], not [128, 8, 2]) and written through the same
     # index of the output (o[:, 1:3, :] was x's rows scrambled).
     for where in ("read", "write"):
-        same(tnki.simulate_kernel(slice_part_between_expressions, x, where), x[:, 1:3, :])
+        same_f32(tnki.simulate_kernel(slice_part_between_expressions, x, where), x[:, 1:3, :])
 
 
 @nki.jit

@@ -5,18 +5,13 @@ import warnings
 
 import numpy as np
 
-from runner import line_of, main, raises
+from runner import line_of, main, raises, same_f32
 
 import trnsim.nki as tnki
 
 import nki
 import nki.isa as nisa
 import nki.language as nl
-
-
-def same(got, want):
-    want = np.asarray(want, np.float32)
-    assert got.shape == want.shape and got.tobytes() == want.tobytes(), (got.ravel()[:4], want.ravel()[:4])
 
 
 SHAPES = []  # .shape of each masked nl.load's tile as the kernel below sees it
@@ -55,7 +50,7 @@ def test_a_masked_load_has_the_shape_of_its_index():
         warnings.simplefilter("ignore")  # (rows 72-127 of the tail tile are read undefined, as in NKI)
         got = tnki.simulate_kernel(rotate_half_tail, x, s)
     assert SHAPES == [(128, 64)] * 2, SHAPES  # (the full tile, then the tail tile)
-    same(got, want)
+    same_f32(got, want)
 
 
 @nki.jit
@@ -87,11 +82,11 @@ def test_a_psum_tensor_with_block_dims_is_filled_block_by_block():
     prod = lhsT.T @ rhs  # integer sums: exact in float32
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        same(tnki.simulate_kernel(psum_blocks_filled, lhsT, rhs, "zeros"), prod)
+        same_f32(tnki.simulate_kernel(psum_blocks_filled, lhsT, rhs, "zeros"), prod)
     assert not w, [str(m.message) for m in w]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (trn2: a matmul adding to a memset's value, NKI's undefined behaviour)
-        same(tnki.simulate_kernel(psum_blocks_filled, lhsT, rhs, "five"), prod + 5)
+        same_f32(tnki.simulate_kernel(psum_blocks_filled, lhsT, rhs, "five"), prod + 5)
     # The whole tensor where a tile is needed: the error names the kernel's call, not an internal attribute.
     e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, psum_blocks_filled, lhsT, rhs, "whole")
     assert str(e) == ("test_nki_tutorial_idioms.py:%d: nl.matmul: the whole of a PSUM tensor with block dims "
@@ -127,7 +122,7 @@ def test_tensors_with_block_dims_in_like_calls_and_math():
     # The whole block tensor given to nl.add was "at least one operand must be a tensor", to nl.exp an error
     # naming nki.isa.activation: each names the kernel's call now, in nl.matmul's words (nisa.activation too).
     x = np.arange(128 * 1024, dtype=np.float32).reshape(128, 1024)
-    same(tnki.simulate_kernel(blocks_like, x, "like"), x + 1)
+    same_f32(tnki.simulate_kernel(blocks_like, x, "like"), x + 1)
     for call, name in (("add", "nl.add"), ("exp", "nl.exp"), ("activation", "nisa.activation")):
         e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, blocks_like, x, call)
         assert str(e) == ("test_nki_tutorial_idioms.py:%d: %s: the whole of a PSUM tensor with block dims "
@@ -157,13 +152,13 @@ def test_a_grid_of_two_programs_along_dim_1_runs_on_one_core():
     a = np.arange(128 * 1024, dtype=np.float32).reshape(128, 1024)
     b = np.ones((128, 1024), np.float32)
     del PROGRAMS[:]
-    same(tnki.simulate_kernel(spmd_add[1, 2], a, b), a + b)
+    same_f32(tnki.simulate_kernel(spmd_add[1, 2], a, b), a + b)
     assert PROGRAMS == [(0, 0), (0, 1)], PROGRAMS
     assert spmd_add[1, 2].grid is None and spmd_add[1, 4].grid is None  # (the run's lnc: 1 by default)
     assert spmd_add[2, 1].grid == 2 and spmd_add[2].grid == 2 and spmd_add[1, 1].grid == 1
     a2 = np.arange(256 * 512, dtype=np.float32).reshape(256, 512)
     del PROGRAMS[:]
-    same(tnki.simulate_kernel(spmd_add[2, 1], a2, a2), a2 + a2)
+    same_f32(tnki.simulate_kernel(spmd_add[2, 1], a2, a2), a2 + a2)
     assert PROGRAMS == [(0, 0), (1, 0)], PROGRAMS  # (core 0's program, then core 1's)
 
 
@@ -186,8 +181,8 @@ def test_reshape_by_keyword_and_finfo_of_nki_dtypes():
     for dt, lowest in ((nl.float32, -(2 - 2.0**-23) * 2.0**127), (nl.bfloat16, -(2 - 2.0**-7) * 2.0**127),
                        (nl.float8_e4m3fn, -448.0), (nl.float8_e5m2, -57344.0)):
         flat, low = tnki.simulate_kernel(vision_idioms, x, dt)
-        same(flat, x.reshape(128, 2, 32))
-        same(low, np.full((128, 4), lowest))
+        same_f32(flat, x.reshape(128, 2, 32))
+        same_f32(low, np.full((128, 4), lowest))
     f = nl.finfo(nl.bfloat16)
     assert (f.eps, f.tiny, f.bits, f.resolution) == (2.0**-7, 2.0**-126, 16, 0.01), f
     e = raises(tnki.NkiError, nl.finfo, nl.int32)
