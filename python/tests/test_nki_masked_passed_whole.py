@@ -430,5 +430,67 @@ def test_a_masked_products_tile_given_whole_to_nc_matmul_names_its_cause():
                       "this call a PSUM tile of its own (nl.ndarray((128, 256), nl.float32, buffer=nl.psum))"), e
 
 
+# ---- tester23ai F9 / F10: calls indexing their data by position read a masked result's whole tile
+
+
+@nki.jit
+def positional(x, case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    if case == "rows":
+        t = nl.load(x[i_p, i_f], mask=(i_p < 100))  # MARK-pos-rows: holds rows 0-99 of [128, 64]
+    else:
+        t = nl.load(x[i_p, i_f], mask=(i_f >= 8) & (i_f < 40))  # MARK-pos-load: holds columns 8-39
+    if case in ("n_gather", "rows"):
+        idx = nl.ndarray((128, 8), nl.uint32, buffer=nl.sbuf)
+        nisa.iota(dst=idx, pattern=[[2, 8]], offset=10, channel_multiplier=0)  # columns 10, 12, ..., 24
+        got = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+        nisa.nc_n_gather(dst=got, data=t, indices=idx)  # MARK-pos-gather
+        out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+    else:
+        m = nisa.max8(src=t[:, 8:40])
+        if case == "find_index8":
+            got = nisa.nc_find_index8(data=t, vals=m)  # MARK-pos-find
+        elif case == "find_index8_dst":
+            got = nl.ndarray((128, 8), nl.uint32, buffer=nl.sbuf)
+            nisa.nc_find_index8(dst=got, data=t, vals=m)  # MARK-pos-find-dst
+        else:
+            got = nisa.nc_match_replace8(data=t, vals=m, imm=-1.0e9)[:, 8:40]  # MARK-pos-replace
+        out = nl.ndarray(got.shape, got.dtype, buffer=nl.shared_hbm)
+    nl.store(out, got)
+    return out
+
+
+def test_positional_calls_index_the_whole_tile():
+    # nc_n_gather / nc_find_index8 of a masked load holding columns 8-39 indexed the held part: the gather of
+    # columns 10..24 gave columns 18..32, the indices were 8 too low, with no sign (tester23ai F9, F10); NKI's
+    # instruction indexes the [128, 64] tile it is given.
+    x = np.random.default_rng(23).standard_normal((128, 64)).astype(np.float32)
+    cols = list(range(10, 26, 2))
+    undefined = ("{}:{}: {} reads sbuf 't' [128, 64] float32 allocated at {}:{} where no instruction wrote before "
+                 "(partition {}, byte {} of the read is the first such): its values are undefined (a tile starts "
+                 "uninitialised, as numpy.empty's contents; trnsim's memory starts as NaN)")
+    got, ws = warned(tnki.simulate_kernel, positional, x, "n_gather")
+    same_f32(got, x[:, cols])
+    assert ws == [undefined.format(THIS, line("MARK-pos-gather"), "nc_n_gather", THIS, line("MARK-pos-load"), 0,
+                                   0)], ws
+    got, ws = warned(tnki.simulate_kernel, positional, x, "rows")
+    want = x[:, cols].copy()
+    want[100:] = np.nan
+    nan = np.isnan(want)
+    assert (np.isnan(got) == nan).all() and got[~nan].tobytes() == want[~nan].tobytes()
+    assert ws == [undefined.format(THIS, line("MARK-pos-gather"), "nc_n_gather", THIS, line("MARK-pos-rows"), 100,
+                                   0)], ws
+    top = np.argsort(-x[:, 8:40], axis=1, kind="stable")[:, :8] + 8
+    for case, op in (("find_index8", "find"), ("find_index8_dst", "find-dst")):
+        got, ws = warned(tnki.simulate_kernel, positional, x, case)
+        assert got.dtype == np.uint32 and (got == top).all(), (case, got[0], top[0])
+        assert ws == [undefined.format(THIS, line("MARK-pos-" + op), "nc_find_index8", THIS, line("MARK-pos-load"),
+                                       0, 0)], ws
+    got, ws = warned(tnki.simulate_kernel, positional, x, "match_replace8")
+    want = x[:, 8:40].copy()
+    np.put_along_axis(want, top - 8, np.float32(-1.0e9), axis=1)
+    same_f32(got, want)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -74,18 +74,20 @@ def test_statistics_top8_and_index8_of_a_partly_held_tile_are_warned():
     held = x[:, :40]
     top8 = -np.sort(-held, axis=1)[:, :8]
     for form, call, verb, mark in (("bn", "bn_stats", "reduces", "MARK-pr-bn"),
-                                   ("max8", "max8", "reduces", "MARK-pr-max8"),
-                                   ("index8", "nc_find_index8", "searches", "MARK-pr-index8")):
+                                   ("max8", "max8", "reduces", "MARK-pr-max8")):
         got, said = _run(x, form)
         assert said == [_warning(mark, call, verb, "[128, 40]", (0, 40), 64, "MARK-pr-load", "i_f < 40")], (
             form, said)
         if form == "bn":
             h = held.astype(np.float64)
             assert np.allclose(got[:, 0], h.mean(1), atol=1e-6) and np.allclose(got[:, 1], h.var(1), atol=1e-5)
-        elif form == "max8":
-            assert np.array_equal(got[:, :8], top8)
         else:
-            assert np.array_equal(got[:, :8], np.argsort(-held, axis=1, kind="stable")[:, :8].astype(np.float32))
+            assert np.array_equal(got[:, :8], top8)
+    # nc_find_index8 counts positions in the tile it is given: it searches t's whole tile, as NKI's instruction
+    # does, the 24 columns no instruction wrote with the warning of such a read (tester23ai F10), not this one.
+    got, said = _run(x, "index8")
+    assert said == [] and np.array_equal(got[:, :8], np.argsort(-held, axis=1, kind="stable")[:, :8].astype(
+        np.float32))
     for form in ("bn_masked", "max8_masked"):  # the call's own mask bounds the dim: the device reads 0-39 too
         got, said = _run(x, form)
         assert said == [], (form, said)

@@ -217,6 +217,16 @@ def _whole_dst(dst):
     return dst if w is None else w
 
 
+def _positional(v):
+    """The operand of a call whose result depends on where along its tile each element lies (nc_n_gather's and
+    nc_find_index8's data, nc_match_replace8's, whose indices count from the tile's first element): a masked
+    call's result passed whole is its whole tile (_lower.whole_of), as NKI's one instruction indexes the tile it
+    is given, the part no instruction wrote read with the simulator's warning; the held part alone would count
+    from its own first element (tester23ai F9 / F10: indices 8 too low for a tile holding columns 8-39)."""
+    w = _lower.whole_of(v)
+    return v if w is None else w
+
+
 def _masked(mask, *views):
     """_apply_mask for a call whose new tile has its first operand's shape: (views, the region of the call's
     index space the tile holds, for _lower.boxed)."""
@@ -1242,7 +1252,7 @@ def tensor_partition_reduce(*args, **kwargs):
 def nc_n_gather(dst, data, indices, name=None):
     """dst[p, j] = data[p, indices[p, j]]: a gather within each partition over data's free elements flattened,
     uint32 indices, dst of data's dtype, all in SBUF, on the GpSimd engine (an index out of range is an error)."""
-    dst, data, indices = _region(dst, data, indices)
+    dst, data, indices = _region(dst, _positional(data), indices)
     return _ops.nc_n_gather(dst, data, indices)
 
 
@@ -1329,7 +1339,7 @@ def max8(*args, **kwargs):
 
 @_named("nc_find_index8")
 def _nc_find_index8_new(dst, data, vals, name=None):
-    dst, data, vals = _region(dst, data, vals)
+    dst, data, vals = _region(dst, _positional(data), vals)
     return _ops.nc_find_index8(dst, data, vals)
 
 
@@ -1338,7 +1348,7 @@ def _nc_find_index8_old(*, data, vals, mask=None, dtype=None, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.nc_find_index8", kwargs)
     # The mask applies to data only (NKI's page); vals from an earlier masked max8 is the part it holds.
-    (data,), box = _masked(mask, data)
+    (data,), box = _masked(mask, data if mask is not None else _positional(data))
     (vals,) = _region(vals)
     dst = _result((data.shape[0], 8), _idx_dtype(dtype, "nc_find_index8"), SBUF, "nc_find_index8")
     _ops.nc_find_index8(dst, data, vals, mask=mask)
@@ -1358,9 +1368,9 @@ def nc_find_index8(*args, **kwargs):
 @_named("nc_match_replace8")
 def _nc_match_replace8_new(dst, data, vals, imm, dst_idx=None, name=None):
     if dst_idx is None:
-        dst, data, vals = _region(dst, data, vals)
+        dst, data, vals = _region(dst, _positional(data), vals)
     else:
-        dst, data, vals, dst_idx = _region(dst, data, vals, dst_idx)
+        dst, data, vals, dst_idx = _region(dst, _positional(data), vals, dst_idx)
     return _ops.nc_match_replace8(dst, data, vals, imm, dst_idx)
 
 
@@ -1368,7 +1378,7 @@ def _nc_match_replace8_new(dst, data, vals, imm, dst_idx=None, name=None):
 def _nc_match_replace8_old(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.nc_match_replace8", kwargs)
-    (data,), box = _masked(mask, data)
+    (data,), box = _masked(mask, data if mask is not None else _positional(data))
     (vals,) = _region(vals)
     dst = _result(data.shape, _lower.dt(dtype, data.dtype), SBUF, "nc_match_replace8")
     _ops.nc_match_replace8(dst, data, vals, imm, dst_idx, mask=mask)
