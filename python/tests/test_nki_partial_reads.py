@@ -41,6 +41,13 @@ def _along_a_partly_held_dim(x, form):
         m = nisa.max8(src=t, mask=(i_f < 40))
         idx = nisa.nc_find_index8(data=t, vals=m)  # MARK-pr-index8
         nl.store(o[i_p, i_8], nl.copy(idx, dtype=nl.float32))
+    elif form in ("rms", "rms_masked"):
+        w = nl.full((128, 64), 2.0, nl.float32)
+        if form == "rms":
+            r = nl.rms_norm(t, w, 1, 64)  # MARK-pr-rms
+        else:
+            r = nl.rms_norm(t, w, 1, 64, mask=(i_f < 40))
+        nl.store(o[i_p, i_f], r, mask=(i_f < 40))
     return o
 
 
@@ -92,6 +99,19 @@ def test_statistics_top8_and_index8_of_a_partly_held_tile_are_warned():
         got, said = _run(x, form)
         assert said == [], (form, said)
     assert np.array_equal(_run(x, "max8_masked")[0][:, :8], top8)
+
+
+def test_an_rms_norm_of_a_partly_held_tile_is_warned():
+    # tester23ai F8: nl.rms_norm(t, w, 1, 64) of a tile holding columns 0-39 summed their squares only, silently,
+    # where nl.var / nl.mean of it are warned; the device sums all 64, 24 undefined.
+    x = np.random.default_rng(18).standard_normal((128, 64)).astype(np.float32)
+    h = x[:, :40].astype(np.float64)
+    want = h / np.sqrt((h * h).sum(axis=1, keepdims=True) / 64 + 1e-6) * 2
+    for form, warns in (("rms", [_warning("MARK-pr-rms", "tensor_reduce", "reduces", "[128, 40]", (0, 40), 64,
+                                          "MARK-pr-load", "i_f < 40")]), ("rms_masked", [])):
+        got, said = _run(x, form)
+        assert said == warns, (form, said)
+        assert np.allclose(got[:, :40], want, rtol=1e-5, atol=1e-6), form
 
 
 def test_a_scan_of_a_partly_held_tile_is_warned():
