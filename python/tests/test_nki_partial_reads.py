@@ -154,6 +154,55 @@ def test_a_column_slice_of_a_row_masked_tile_reduced_under_its_row_mask_is_quiet
 
 
 @tnki.jit
+def _views_inside_the_held_part(x, form):
+    import nki.isa as nisa
+    import nki.language as nl
+
+    o = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    if form == "chunk":  # NKI's LayerNorm tutorial (v2): a 3-D grid's rows, a [512, 6] grid's chunk columns
+        j_p, j_f, _ = nl.mgrid[0:128, 0:1000, 0:1]
+        i_fb, _s = nl.mgrid[0:512, 0:6]
+        t = nl.load(x[j_p, j_f], mask=(j_p < 128))  # bounds nothing: t holds all of [128, 1000]
+        st = nisa.bn_stats(t[j_p, 512 + i_fb], mask=(512 + i_fb < 1000))
+        nl.store(o[:, 0:2], nisa.bn_aggr(st))
+        return o
+    e = nl.load(x[i_p, i_f], mask=(i_f < 40))  # holds columns 0-39 of [128, 64]
+    if form == "sos":
+        r = nl.sum(e[:, 16:64][:, 0:24], axis=1, keepdims=True)
+    elif form == "ap":
+        r = nisa.max8(src=e.ap(pattern=[[64, 128], [1, 24]], offset=16))
+    else:  # a view made before a pad that fills the tile
+        v = e[:, 16:64][:, 0:48]
+        nisa.memset(dst=e[:, 40:64], value=100.0)
+        r = nl.max(v, axis=1, keepdims=True)
+    nl.store(o[:, 0:r.shape[1]], r)
+    return o
+
+
+def test_a_view_inside_the_held_part_is_not_warned():
+    # tester23ai F2 / F12: a slice of a slice, an .ap view, a view made before a pad filled the tile, and NKI's
+    # LayerNorm tutorial's bn_stats chunk of a tile its row mask left whole were each warned "holds only [16, 40)
+    # of its 64 ... the device reduces all 64": the device reduces the view's elements, all written.
+    x = np.random.default_rng(19).standard_normal((128, 1000)).astype(np.float32)
+    for form in ("sos", "ap", "pad", "chunk"):
+        xs = x if form == "chunk" else np.ascontiguousarray(x[:, :64])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = tnki.simulate_kernel(_views_inside_the_held_part, xs, form)
+        assert [str(w.message) for w in caught if "output o" not in str(w.message)] == [], form
+        if form == "sos":
+            assert np.allclose(got[:, 0], x[:, 16:40].sum(axis=1), rtol=1e-5, atol=1e-5)
+        elif form == "ap":
+            assert np.array_equal(got, -np.sort(-x[:, 16:40], axis=1)[:, :8])
+        elif form == "pad":
+            assert (got[:, 0] == 100.0).all()
+        else:
+            h = x[:, 512:].astype(np.float64)
+            assert np.allclose(got[:, 0], h.mean(1), atol=1e-6) and np.allclose(got[:, 1], h.var(1), atol=1e-5)
+
+
+@tnki.jit
 def _copy_past_the_held_part(x, form):
     import nki.isa as nisa
     import nki.language as nl

@@ -497,7 +497,7 @@ def boxed_part(whole, part, box):
     holding the whole space, so `part` (at any offset: a mask's lower bound) holds its region of it."""
     if box is not None and tuple(whole.shape) == box[0] and whole.boff == 0 and whole.p0 == 0:
         mask_box(whole, box[0], (0,) * len(box[0]), box[2])
-        return fresh(part)
+        return fresh(held_part(part))
     return boxed(fresh(part), box)
 
 
@@ -945,6 +945,18 @@ def warn_partial_reduction(call, data, axes, mask=None, verb="reduces"):
         # nl.sum(e[:, 8:40], axis=1, mask=...) of a row-masked e was warned "holds only [8, 40)").
         cut = [a for a in cut if (place[a][0] == held[a][0] > 0) or (
             place[a][0] + place[a][1] == held[a][0] + held[a][1] < box[0][a])]
+    if cut and place is not None and not _held_whole(data):
+        # A view the kernel made (a slice of a slice, .ap, a slice of a reshape, a chunk its call's mask cut)
+        # reads the elements it names, on the device as here: inside the part the tile holds (all of it when
+        # no mask cut it, or after a pad filled it) nothing undefined is read (tester23ai F2, F12: NKI's
+        # LayerNorm tutorial's bn_stats chunks of a row-masked tile were warned "holds only [0, 512) of its
+        # 1024"). The held part itself, as the call returned it, stands for the whole tile: warned.
+        whole = tuple(data.st.shape) == tuple(box[0])
+        region = held if held is not None else [(0, n) for n in data.st.shape] if whole else None
+        if region is not None and len(region) == len(place):
+            cut = [a for a in cut if not (region[a][0] <= place[a][0] and place[a][0] + place[a][1] <= region[a][0]
+                                          + region[a][1] and (place[a] != region[a] or region[a] == (
+                                              0, data.st.shape[a])))]
     if cut:
         # A dim the call's own mask bounds reads the held part only, on the device too (tester23ag F1): a
         # looser bound is the looser-mask error before this.
