@@ -1379,7 +1379,7 @@ def _masked_gather(src, mask, dtype):
     mask_box(out, full, (0,) * len(full), out.st.loc)
     part = out.index(tuple(slice(*vc[d]) if d in vc else slice(None) for d in range(len(full))))
     if part.shape != out.shape:
-        out = LoadPart.of(part, full)
+        out = held_part(LoadPart.of(part, full))
     dma(out, rows, loc=out.st.loc)
     return fresh(out)
 
