@@ -361,11 +361,17 @@ def _held_whole(v):
 def dst_wide(dst, operands):
     """The operands of a dst= call writing `dst` with each masked call's result passed whole read as its whole
     tile (whole_of), when one is and its whole tile has dst's shape (the call's one instruction reads it all, as
-    on the device); None when none is."""
+    on the device), or when one's held part alone has dst's shape (the kernel's operand is its whole tile, which
+    the call's shape check then refuses, as NKI's compiler does: tester23ai F3, `nisa.tensor_copy(dst=t, src=u)`
+    with t [128, 30] and u [128, 64] holding 30 columns copied them silently), or when one is a [P, 1] vector
+    whose whole tile has dst's partitions (a bias or scalar operand: tester23ai F4, the row sum of a row-masked
+    load was "operand0 [100, 1] must be a scalar or a [128, 1] vector"); None when none is."""
     if not isinstance(dst, NkiTensor) or dst.st.space == HBM:
         return None
     wide = [whole_of(v) for v in operands]
-    if not any(w is not None and tuple(w.shape) == tuple(dst.shape) for w in wide):
+    if not any(w is not None and (tuple(w.shape) == tuple(dst.shape) or tuple(v.shape) == tuple(dst.shape) or (
+            w.ndim == 2 and w.shape[1] == 1 and dst.ndim >= 1 and w.shape[0] == dst.shape[0]))
+               for v, w in zip(operands, wide)):
         return None
     return tuple(v if w is None else w for v, w in zip(operands, wide))
 
