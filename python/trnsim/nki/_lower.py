@@ -572,6 +572,27 @@ def _legal_start(box, part, views):
     return (box[0], (s,) + tuple(box[1][1:]), box[2]), (a + n - s,) + tuple(part[1:]), views
 
 
+def legal_rows(v, dim=0):
+    """`v`, a masked call's result passed whole (whole_of) whose held rows start at no partition an engine's
+    instruction may start at for their count (a load masked to rows 3-99), as the view of its whole tile from the
+    nearest start below that is one (rows 0-99): the kernel's unmasked call (a matmul's contraction, a transpose)
+    is NKI's one instruction on the whole tile, and the rows before the held ones read undefined, with the
+    simulator's warning, as _legal_start does for the elementwise calls (tester23ai F5: it was a partition-start
+    RuleError blamed on trnsim's lowering); else `v`. `dim`: the dim of v that gives the instruction's
+    partitions (1: a matmul's M, a transpose's free dim, which become its result's partitions)."""
+    from .. import _core
+
+    w = whole_of(v)
+    place = _place(v) if w is not None else None
+    if place is None or dim >= len(place):
+        return v
+    a, n = place[dim]
+    if not a or a in _core.engine_start_partitions(n):
+        return v
+    s = next(s for s in range(a, -1, -1) if s in _core.engine_start_partitions(a + n - s))
+    return w.index(tuple(slice(s, a + n) if d == dim else slice(b, b + m) for d, (b, m) in enumerate(place)))
+
+
 def _same_part(b, p, box, part):
     """Whether the held part `p` (region `b`) of one operand is the held part `part` (region `box`) of
     another as it broadcasts against it: the same region on each of its leading dims, a dim of size 1
@@ -1445,6 +1466,8 @@ def transpose(x, dtype=None, mask=None):
     """nl.transpose: a 2-D partition <-> free transpose, nc_transpose on the Tensor engine into a new PSUM
     tile (the Vector engine for tiles of at most 32 x 32, into SBUF) (nki.language.transpose,
     nki.isa.nc_transpose)."""
+    if mask is None:
+        x = legal_rows(legal_rows(x), 1)  # (x's free dim is the result's partitions)
     (x,), box = operand_region(mask, (x,))
     x = load_if_hbm(x, "transpose")
     if x.ndim != 2:
@@ -1555,6 +1578,8 @@ def matmul(x, y, transpose_x=False, mask=None):
         return out
     if mask is None:
         x, y = whole_contraction(x, y, 0 if transpose_x else 1)
+        if transpose_x:
+            x, y = legal_rows(x), legal_rows(y)
     given = (x, y)
     if mask is not None:
         x, y = matmul_mask(mask, x, y, 1 if transpose_x else 0, "nl.matmul")
