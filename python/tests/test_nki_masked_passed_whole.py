@@ -183,6 +183,29 @@ def test_unmasked_pe_calls_on_a_part_held_from_a_mid_tile_start():
                    for m in ws), ws
 
 
+@nki.jit
+def earlier_affine_select_pad(x):
+    # tester23ai F7: the tail-padding idiom of the earlier style, on_true_tile a masked load passed whole
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    t = nl.load(x[i_p, i_f], mask=(i_f < 40))
+    t2 = nisa.affine_select(pred=(i_f < 40), on_true_tile=t, on_false_value=0.0)  # MARK-affsel
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, t2)
+    return out
+
+
+def test_an_earlier_style_affine_select_of_a_masked_result_passed_whole_selects_on_its_whole_tile():
+    # Was "affine_select: pred's index variable i1[64] spans 64, on_true_tile's axis 1 is 40" (t.shape is
+    # (128, 64)); now as on_true_tile=t[i_p, i_f]: columns 40-63 the 0.0, the read of t's unwritten rest warned.
+    got, ws = warned(tnki.simulate_kernel, earlier_affine_select_pad, X)
+    want = X.copy()
+    want[:, 40:] = 0.0
+    same_f32(got, want)
+    assert len(ws) == 1 and ws[0].startswith(f"{THIS}:{line('MARK-affsel')}: affine_select reads sbuf 't' [128, 64] "
+                                             f"float32 allocated at {THIS}:{line('MARK-affsel') - 1} where no "
+                                             f"instruction wrote before (partition 0, byte 160"), ws
+
+
 # ---- F10: an axis-1 mask on a matmul of tiles passed whole bounds the free dim that has its range
 
 

@@ -1458,6 +1458,10 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
         raise NkiError(f"affine_select: pred must be one comparison of nl.arange expressions (e.g. i_q >= i_k, "
                        f"i_q - 2 * i_k > -7), got {type(pred).__name__}")
     expr = pred.expr
+    if mask is None:
+        # A masked call's result passed whole is its whole tile, as t.shape says and as t[i_p, i_f] reads it
+        # (tester23ai F7: it was "pred's index variable i1[64] spans 64, on_true_tile's axis 1 is 40").
+        on_true_tile = _whole_dst(on_true_tile)
     shape = tuple(on_true_tile.shape)
     n = len(shape)
     if expr.ndim > n:
