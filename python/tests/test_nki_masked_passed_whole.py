@@ -149,6 +149,13 @@ def mid_start_pe(x, w, call):
         out = nl.ndarray((64, 96), nl.float32, buffer=nl.shared_hbm)
         nl.store(out, p)
         return out
+    if call == "matmul_mk":  # x [M, K] holding K columns 8-39, y K rows 8-39
+        t = nl.load(x[i_p, i_f], mask=(i_f >= 8) & (i_f < 40))
+        i_k, i_n = nl.mgrid[0:64, 0:96]
+        ww = nl.load(w[i_k, i_n], mask=(i_k >= 8) & (i_k < 40))
+        out = nl.ndarray((128, 96), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nl.matmul(t, ww))
+        return out
     if call == "nc_matmul":
         t = nl.load(x[i_p, i_f], mask=(i_f >= 8) & (i_f < 40))  # M columns 8-39
         acc = nl.ndarray((64, 96), nl.float32, buffer=nl.psum)
@@ -170,6 +177,8 @@ def test_unmasked_pe_calls_on_a_part_held_from_a_mid_tile_start():
     assert got.shape == (64, 96) and np.isnan(got).all()  # K rows 0-2 undefined: every sum reads them
     assert any(m.startswith(f"{THIS}:{line('MARK-mid-mm')}: nl.matmul: its nc_matmul (made by trnsim's lowering "
                             f"of nl.matmul) reads sbuf 't' [100, 64] float32") for m in ws), ws
+    got, ws = warned(tnki.simulate_kernel, mid_start_pe, X, W, "matmul_mk")
+    assert got.shape == (128, 96) and np.isnan(got).all()  # K 0-7 undefined
     got, ws = warned(tnki.simulate_kernel, mid_start_pe, X, W, "nc_matmul")
     want = np.zeros((64, 96), np.float32)
     want[8:40] = (X[:, 8:40].astype(np.float64).T @ W.astype(np.float64)).astype(np.float32)

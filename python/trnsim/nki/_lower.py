@@ -1578,8 +1578,7 @@ def matmul(x, y, transpose_x=False, mask=None):
         return out
     if mask is None:
         x, y = whole_contraction(x, y, 0 if transpose_x else 1)
-        if transpose_x:
-            x, y = legal_rows(x), legal_rows(y)
+        x, y = legal_rows(x, 0 if transpose_x else 1), legal_rows(y)
     given = (x, y)
     if mask is not None:
         x, y = matmul_mask(mask, x, y, 1 if transpose_x else 0, "nl.matmul")
