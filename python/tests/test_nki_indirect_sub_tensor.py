@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from runner import main, raises_at
+from runner import main, raises_at, same_f32, warned
 
 import trnsim.nki as tnki
 
@@ -94,6 +94,38 @@ def test_a_slice_before_the_index_tile_is_refused_naming_the_spelling_that_works
               "run-time indices pick rows (dim 0) of an HBM tensor, or of the sub-tensor integers before them "
               "select (x[b, idx_tile, i_f] is x[b][idx_tile, i_f])", __file__, "MARK-slice", tnki.simulate_kernel,
               after_a_slice, X, IDX)
+
+
+@nki.jit
+def padded_gather(x, idx, how):
+    # tester23ai F1: a pad reaching past the rows (or columns) a masked gather's tile holds makes the tile
+    # whole, as the same pad of a masked plain load does; the reduction then sees the pad.
+    o = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+    it = nl.load(idx)
+    i_p, i_f = nl.mgrid[0:128, 0:8]
+    if how == "rows":
+        t = nl.load(x[1, 2, it, i_f], mask=(i_p < 100))
+        nisa.memset(dst=t[96:128, :], value=1.0)
+    else:
+        t = nl.load(x[1, 2, it, i_f], mask=(i_f < 5))
+        t[:, 5:8] = 1.0e6
+    nl.store(o, nl.max(t, axis=1, keepdims=True))
+    return o
+
+
+def test_a_pad_past_a_masked_gathers_part_makes_its_tile_whole():
+    idx = IDX.copy()
+    idx[100:] = 1000  # past the tensor's 300 rows: masked out, never read
+    g = X[1, 2, np.clip(idx[:, 0], 0, 299)].copy()
+    g[96:] = 1.0
+    got, msgs = warned(tnki.simulate_kernel, padded_gather, X, idx, "rows")
+    same_f32(got, g.max(axis=1, keepdims=True))
+    assert msgs == [], msgs
+    g = X[1, 2, IDX[:, 0]].copy()
+    g[:, 5:] = 1.0e6
+    got, msgs = warned(tnki.simulate_kernel, padded_gather, X, IDX, "cols")
+    same_f32(got, g.max(axis=1, keepdims=True))
+    assert msgs == [], msgs
 
 
 if __name__ == "__main__":

@@ -132,6 +132,89 @@ def test_an_unmasked_call_on_rows_held_from_a_mid_tile_start():
                                           f"before (partition 0,")], ws
 
 
+W = (np.arange(128 * 96, dtype=np.float32).reshape(128, 96) % 7 - 3) / np.float32(8)
+
+
+@nki.jit
+def mid_start_pe(x, w, call):
+    # tester23ai F5: unmasked PE calls of tiles whose held rows (or, for a transpose or a matmul's M, columns)
+    # start where no instruction may start follow the nearest-start rule above, not a partition-start RuleError
+    # about trnsim's own instruction.
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    if call == "matmul":
+        t = nl.load(x[i_p, i_f], mask=(i_p >= 3) & (i_p < 100))
+        i_k, i_n = nl.mgrid[0:128, 0:96]
+        ww = nl.load(w[i_k, i_n], mask=(i_k >= 3) & (i_k < 100))
+        p = nl.matmul(t, ww, transpose_x=True)  # MARK-mid-mm
+        out = nl.ndarray((64, 96), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, p)
+        return out
+    if call == "matmul_mk":  # x [M, K] holding K columns 8-39, y K rows 8-39
+        t = nl.load(x[i_p, i_f], mask=(i_f >= 8) & (i_f < 40))
+        i_k, i_n = nl.mgrid[0:64, 0:96]
+        ww = nl.load(w[i_k, i_n], mask=(i_k >= 8) & (i_k < 40))
+        out = nl.ndarray((128, 96), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nl.matmul(t, ww))
+        return out
+    if call == "nc_matmul":
+        t = nl.load(x[i_p, i_f], mask=(i_f >= 8) & (i_f < 40))  # M columns 8-39
+        acc = nl.ndarray((64, 96), nl.float32, buffer=nl.psum)
+        nisa.memset(dst=acc, value=0.0)
+        nisa.nc_matmul(dst=acc, stationary=t, moving=nl.load(w))  # MARK-mid-nc
+        out = nl.ndarray((64, 96), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, acc)
+        return out
+    t = nl.load(x[i_p, i_f], mask=(i_f >= 8) & (i_f < 40))
+    tt = nl.transpose(t) if call == "transpose" else nisa.nc_transpose(t)  # MARK-mid-tr
+    out = nl.ndarray((64, 128), nl.float32, buffer=nl.shared_hbm)
+    j_p, j_f = nl.mgrid[0:64, 0:128]
+    nl.store(out[j_p, j_f], tt, mask=(j_p < 40))
+    return out
+
+
+def test_unmasked_pe_calls_on_a_part_held_from_a_mid_tile_start():
+    got, ws = warned(tnki.simulate_kernel, mid_start_pe, X, W, "matmul")
+    assert got.shape == (64, 96) and np.isnan(got).all()  # K rows 0-2 undefined: every sum reads them
+    assert any(m.startswith(f"{THIS}:{line('MARK-mid-mm')}: nl.matmul: its nc_matmul (made by trnsim's lowering "
+                            f"of nl.matmul) reads sbuf 't' [100, 64] float32") for m in ws), ws
+    got, ws = warned(tnki.simulate_kernel, mid_start_pe, X, W, "matmul_mk")
+    assert got.shape == (128, 96) and np.isnan(got).all()  # K 0-7 undefined
+    got, ws = warned(tnki.simulate_kernel, mid_start_pe, X, W, "nc_matmul")
+    want = np.zeros((64, 96), np.float32)
+    want[8:40] = (X[:, 8:40].astype(np.float64).T @ W.astype(np.float64)).astype(np.float32)
+    same_f32(got[8:40], want[8:40])
+    assert np.isnan(got[:8]).all() and not got[40:].any()  # (rows 0-7: from columns no instruction wrote)
+    for call in ("transpose", "nc_transpose"):
+        got, ws = warned(tnki.simulate_kernel, mid_start_pe, X, W, call)
+        same_f32(got[8:40], X[:, 8:40].T)
+        assert np.isnan(got[:8]).all(), got[0, :4]
+        assert any(m.startswith(f"{THIS}:{line('MARK-mid-tr')}: ") and "where no instruction wrote before" in m
+                   for m in ws), ws
+
+
+@nki.jit
+def earlier_affine_select_pad(x):
+    # tester23ai F7: the tail-padding idiom of the earlier style, on_true_tile a masked load passed whole
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    t = nl.load(x[i_p, i_f], mask=(i_f < 40))
+    t2 = nisa.affine_select(pred=(i_f < 40), on_true_tile=t, on_false_value=0.0)  # MARK-affsel
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, t2)
+    return out
+
+
+def test_an_earlier_style_affine_select_of_a_masked_result_passed_whole_selects_on_its_whole_tile():
+    # Was "affine_select: pred's index variable i1[64] spans 64, on_true_tile's axis 1 is 40" (t.shape is
+    # (128, 64)); now as on_true_tile=t[i_p, i_f]: columns 40-63 the 0.0, the read of t's unwritten rest warned.
+    got, ws = warned(tnki.simulate_kernel, earlier_affine_select_pad, X)
+    want = X.copy()
+    want[:, 40:] = 0.0
+    same_f32(got, want)
+    assert len(ws) == 1 and ws[0].startswith(f"{THIS}:{line('MARK-affsel')}: affine_select reads sbuf 't' [128, 64] "
+                                             f"float32 allocated at {THIS}:{line('MARK-affsel') - 1} where no "
+                                             f"instruction wrote before (partition 0, byte 160"), ws
+
+
 # ---- F10: an axis-1 mask on a matmul of tiles passed whole bounds the free dim that has its range
 
 

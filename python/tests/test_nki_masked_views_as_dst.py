@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from runner import line_of, main, same_f32
+from runner import line_of, main, raises_at, same_f32, warned
 
 import trnsim.nki as tnki
 
@@ -137,6 +137,61 @@ def test_a_dst_call_from_an_operand_holding_part_writes_all_of_dst():
             msgs = [str(w.message) for w in caught]
             at = f"{THIS}:{line_of(__file__, mark)}: "
             assert len(msgs) == 1 and msgs[0].startswith(at) and "where no instruction wrote before" in msgs[0], msgs
+
+
+@nki.jit
+def narrow_dst_from_a_part(y, call):
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    u = nl.load(y[i_p, i_f], mask=(i_f < 30))  # u.shape (128, 64), holding columns 0-29
+    t = nl.ndarray((128, 30), nl.float32, buffer=nl.sbuf)
+    if call == "tensor_copy":
+        nisa.tensor_copy(dst=t, src=u)  # MARK-narrow-copy
+    else:
+        nisa.activation(dst=t, op=nl.exp, data=u)  # MARK-narrow-act
+    out = nl.ndarray((128, 30), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, t)
+    return out
+
+
+def test_a_dst_narrower_than_an_operand_holding_that_much_is_the_shape_error():
+    # tester23ai F3: dst [128, 30] and u [128, 64] holding 30 columns copied them silently; the kernel's u is
+    # [128, 64], so this is the shape error a whole u gets (NKI's compiler refuses it too).
+    y2 = Y.repeat(3, axis=1)[:, :64].copy()
+    from trnsim.nki import NkiError
+    raises_at(NkiError, "tensor_copy: dst [128, 30] and src [128, 64] must have the same partitions and elements "
+              "per partition", __file__, "MARK-narrow-copy", tnki.simulate_kernel, narrow_dst_from_a_part, y2,
+              "tensor_copy")
+    raises_at(NkiError, "activation: dst [128, 30] and data [128, 64] must have the same partitions and elements "
+              "per partition", __file__, "MARK-narrow-act", tnki.simulate_kernel, narrow_dst_from_a_part, y2,
+              "activation")
+
+
+@nki.jit
+def row_sum_of_a_part_as_a_vector(x, call):
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    xs = nl.load(x)
+    s = nl.sum(nl.load(x[i_p, i_f], mask=(i_p < 100)), axis=1, keepdims=True)  # [128, 1] holding rows 0-99
+    t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    if call == "tensor_scalar":
+        nisa.tensor_scalar(dst=t, data=xs, op0=nl.add, operand0=s)  # MARK-vec-ts
+    else:
+        nisa.activation(dst=t, op=nl.copy, data=xs, bias=s)  # MARK-vec-act
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, t)
+    return out
+
+
+def test_a_vector_operand_holding_part_of_its_rows_is_read_whole():
+    # tester23ai F4: s.shape is (128, 1), rows 100-127 written by no instruction; the dst= call reads it whole
+    # (those rows NaN, with the warning), as it reads a data= operand holding part. It was "operand0 [100, 1]
+    # must be a scalar or a [128, 1] vector".
+    want = X + X.sum(axis=1, keepdims=True, dtype=np.float32)
+    for call, mark in (("tensor_scalar", "MARK-vec-ts"), ("activation", "MARK-vec-act")):
+        got, msgs = warned(tnki.simulate_kernel, row_sum_of_a_part_as_a_vector, X, call)
+        same_f32(got[:100], want[:100])
+        assert np.isnan(got[100:]).all(), got[100, :4]
+        at = f"{THIS}:{line_of(__file__, mark)}: "
+        assert len(msgs) == 1 and msgs[0].startswith(at) and "where no instruction wrote before" in msgs[0], msgs
 
 
 if __name__ == "__main__":

@@ -361,11 +361,17 @@ def _held_whole(v):
 def dst_wide(dst, operands):
     """The operands of a dst= call writing `dst` with each masked call's result passed whole read as its whole
     tile (whole_of), when one is and its whole tile has dst's shape (the call's one instruction reads it all, as
-    on the device); None when none is."""
+    on the device), or when one's held part alone has dst's shape (the kernel's operand is its whole tile, which
+    the call's shape check then refuses, as NKI's compiler does: tester23ai F3, `nisa.tensor_copy(dst=t, src=u)`
+    with t [128, 30] and u [128, 64] holding 30 columns copied them silently), or when one is a [P, 1] vector
+    whose whole tile has dst's partitions (a bias or scalar operand: tester23ai F4, the row sum of a row-masked
+    load was "operand0 [100, 1] must be a scalar or a [128, 1] vector"); None when none is."""
     if not isinstance(dst, NkiTensor) or dst.st.space == HBM:
         return None
     wide = [whole_of(v) for v in operands]
-    if not any(w is not None and tuple(w.shape) == tuple(dst.shape) for w in wide):
+    if not any(w is not None and (tuple(w.shape) == tuple(dst.shape) or tuple(v.shape) == tuple(dst.shape) or (
+            w.ndim == 2 and w.shape[1] == 1 and dst.ndim >= 1 and w.shape[0] == dst.shape[0]))
+               for v, w in zip(operands, wide)):
         return None
     return tuple(v if w is None else w for v, w in zip(operands, wide))
 
@@ -564,6 +570,27 @@ def _legal_start(box, part, views):
     s = next(s for s in range(a, -1, -1) if s in _core.engine_start_partitions(a + n - s))
     views = _widened(views)
     return (box[0], (s,) + tuple(box[1][1:]), box[2]), (a + n - s,) + tuple(part[1:]), views
+
+
+def legal_rows(v, dim=0):
+    """`v`, a masked call's result passed whole (whole_of) whose held rows start at no partition an engine's
+    instruction may start at for their count (a load masked to rows 3-99), as the view of its whole tile from the
+    nearest start below that is one (rows 0-99): the kernel's unmasked call (a matmul's contraction, a transpose)
+    is NKI's one instruction on the whole tile, and the rows before the held ones read undefined, with the
+    simulator's warning, as _legal_start does for the elementwise calls (tester23ai F5: it was a partition-start
+    RuleError blamed on trnsim's lowering); else `v`. `dim`: the dim of v that gives the instruction's
+    partitions (1: a matmul's M, a transpose's free dim, which become its result's partitions)."""
+    from .. import _core
+
+    w = whole_of(v)
+    place = _place(v) if w is not None else None
+    if place is None or dim >= len(place):
+        return v
+    a, n = place[dim]
+    if not a or a in _core.engine_start_partitions(n):
+        return v
+    s = next(s for s in range(a, -1, -1) if s in _core.engine_start_partitions(a + n - s))
+    return w.index(tuple(slice(s, a + n) if d == dim else slice(b, b + m) for d, (b, m) in enumerate(place)))
 
 
 def _same_part(b, p, box, part):
@@ -1391,7 +1418,7 @@ def _masked_gather(src, mask, dtype):
     mask_box(out, full, (0,) * len(full), out.st.loc)
     part = out.index(tuple(slice(*vc[d]) if d in vc else slice(None) for d in range(len(full))))
     if part.shape != out.shape:
-        out = LoadPart.of(part, full)
+        out = held_part(LoadPart.of(part, full))
     dma(out, rows, loc=out.st.loc)
     return fresh(out)
 
@@ -1451,6 +1478,8 @@ def transpose(x, dtype=None, mask=None):
     """nl.transpose: a 2-D partition <-> free transpose, nc_transpose on the Tensor engine into a new PSUM
     tile (the Vector engine for tiles of at most 32 x 32, into SBUF) (nki.language.transpose,
     nki.isa.nc_transpose)."""
+    if mask is None:
+        x = legal_rows(legal_rows(x), 1)  # (x's free dim is the result's partitions)
     (x,), box = operand_region(mask, (x,))
     x = load_if_hbm(x, "transpose")
     if x.ndim != 2:
@@ -1561,6 +1590,7 @@ def matmul(x, y, transpose_x=False, mask=None):
         return out
     if mask is None:
         x, y = whole_contraction(x, y, 0 if transpose_x else 1)
+        x, y = legal_rows(x, 0 if transpose_x else 1), legal_rows(y)
     given = (x, y)
     if mask is not None:
         x, y = matmul_mask(mask, x, y, 1 if transpose_x else 0, "nl.matmul")

@@ -273,6 +273,7 @@ def _nc_matmul_new(dst, stationary, moving, is_stationary_onezero=False, is_movi
     perf = _perf(perf_mode, "nc_matmul")
     if perf == "none" and not is_transpose:
         stationary, moving = _lower.whole_contraction(stationary, moving, 0)
+        stationary, moving = _lower.legal_rows(_lower.legal_rows(stationary), 1), _lower.legal_rows(moving)
         dst = _held_dst(dst, (stationary, 1), (moving, 1))
         _product_dst(dst, stationary, moving)
     return _ops.nc_matmul(dst, stationary, moving, accumulate, perf, is_transpose)
@@ -470,6 +471,7 @@ def quantize_mx(dst, src, dst_scale, name=None):
 
 @_named("nc_transpose")
 def _nc_transpose_new(dst, data, engine=engine.unknown, name=None):
+    data = _lower.legal_rows(_lower.legal_rows(data), 1)
     dst = _held_dst(dst, (data, 1), (data, 0))
     return _ops.nc_transpose(dst, data, _engine_name(engine, "nc_transpose"))
 
@@ -478,6 +480,8 @@ def _nc_transpose_new(dst, data, engine=engine.unknown, name=None):
 def _nc_transpose_old(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.nc_transpose", kwargs)
+    if mask is None:
+        data = _lower.legal_rows(_lower.legal_rows(data), 1)  # (its free dim is dst's partitions)
     (data,), box = _masked(mask, data)
     e = _engine_name(engine, "nc_transpose") or ("PE" if data.partitions > 32 or data.free_size > 32 else "PE")
     space = PSUM if e == "PE" else SBUF
@@ -1464,6 +1468,10 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
         raise NkiError(f"affine_select: pred must be one comparison of nl.arange expressions (e.g. i_q >= i_k, "
                        f"i_q - 2 * i_k > -7), got {type(pred).__name__}")
     expr = pred.expr
+    if mask is None:
+        # A masked call's result passed whole is its whole tile, as t.shape says and as t[i_p, i_f] reads it
+        # (tester23ai F7: it was "pred's index variable i1[64] spans 64, on_true_tile's axis 1 is 40").
+        on_true_tile = _whole_dst(on_true_tile)
     shape = tuple(on_true_tile.shape)
     n = len(shape)
     if expr.ndim > n:
