@@ -220,7 +220,7 @@ def test_a_kept_view_past_the_held_part_is_checked_where_it_is_used():
 
 @nki.jit
 def ap_dtype_of_a_masked_result(x, case):
-    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    i_f = nl.arange(64)[None, :]
     t = nl.load(x)
     e = nl.multiply(t, 3.0, mask=(i_f >= 16) & (i_f < 48))  # MARK-apdt-mask
     if case == "int32":  # the same element size: columns 20-27
