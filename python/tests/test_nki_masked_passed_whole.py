@@ -575,5 +575,27 @@ def test_positional_calls_index_the_whole_tile():
     same_f32(got, want)
 
 
+@nki.jit
+def padded_earlier_style_result(case):
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    if case == "memset":  # columns 0-39 hold 1.0, the pad 2.0
+        t = nisa.memset(shape=(128, 64), value=1.0, dtype=nl.float32, mask=(i_f < 40))
+    else:  # columns 0-39 hold 0..39, the pad 2.0
+        t = nisa.iota(i_f + 0 * i_p, dtype=nl.float32, mask=(i_f < 40))
+    nisa.memset(dst=t[:, 40:64], value=2.0)  # fills the tail: t is its whole tile from here
+    out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.sum(t, axis=1, keepdims=True))
+    return out
+
+
+def test_a_padded_earlier_style_memset_or_iota_result_is_reduced_whole():
+    # tester23aj F5: the pad was ignored (sums 40 and 780, unwarned): 40 * 1 + 24 * 2 = 88; 0 + ... + 39 = 780,
+    # + 24 * 2 = 828.
+    for case, want in (("memset", 88.0), ("iota", 828.0)):
+        got, ws = warned(tnki.simulate_kernel, padded_earlier_style_result, case)
+        same_f32(got, np.full((128, 1), want, np.float32))
+        assert not ws, (case, ws)
+
+
 if __name__ == "__main__":
     main(globals())
