@@ -123,11 +123,12 @@ def held_from_row_3(x):
 def test_an_unmasked_call_on_rows_held_from_a_mid_tile_start():
     # Was "RuleError: ... partition start: dst spans 97 partitions from 3 (more than 64 must start at 0)":
     # trnsim's narrowing to the held rows broke the rule, not the kernel. Computed from partition 0 (as NKI's
-    # whole-tile instruction), rows 0-2 read undefined, with the warning.
+    # whole-tile instruction), rows 0-2 read undefined, with the warning; rows 0-99 only (the read names them, as
+    # a matmul's contraction on such rows does), as docs/nki.md says, since tester23aj F4.
     got, ws = warned(tnki.simulate_kernel, held_from_row_3, X)
     same_f32(got[3:100], X[3:100] * np.float32(2))
     assert [w for w in ws if w.startswith(f"{THIS}:{line('MARK-from-3')}: nl.multiply: its tensor_scalar (made by "
-                                          f"trnsim's lowering of nl.multiply) reads sbuf 't' [128, 64] float32 "
+                                          f"trnsim's lowering of nl.multiply) reads sbuf 't' [100, 64] float32 "
                                           f"allocated at {THIS}:{line('MARK-from-3') - 1} where no instruction wrote "
                                           f"before (partition 0,")], ws
 

@@ -1,0 +1,59 @@
+"""A masked result combined, unmasked, with a tile of the whole index-space shape (issue 23, tester23aj F4, F2,
+F1): the whole operand is cut to the part the call computes, as for one operand; each test fails on the build
+before its fix, with exact bytes against NumPy and exact messages."""
+
+import numpy as np
+
+from runner import main, warned
+
+import trnsim.nki as tnki
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+X = np.arange(128 * 64, dtype=np.float32).reshape(128, 64) / np.float32(1024)
+B = (np.arange(128, dtype=np.float32) / np.float32(64)).reshape(128, 1)
+
+
+# ---- F4: held rows starting where no compute instruction may start
+
+
+@nki.jit
+def mid_rows_with_a_whole_operand(x, b, lo, case):
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    m = (i_p >= lo) & (i_p < 100)
+    t = nl.load(x[i_p, i_f], mask=m)  # holds rows lo-99 of [128, 64]
+    ones = nl.ones((128, 64), nl.float32, buffer=nl.sbuf)
+    if case == "nl.add":
+        r = nl.add(ones, t)
+    elif case == "tensor_tensor":
+        r = nisa.tensor_tensor(t, ones, op=nl.add)
+    elif case == "scan":
+        z = nl.zeros((128, 1), nl.float32, buffer=nl.sbuf)
+        r = nisa.tensor_tensor_scan(ones, t, z, op0=nl.multiply, op1=nl.add)
+    elif case == "acc":
+        r = nl.zeros((128, 64), nl.float32, buffer=nl.sbuf)
+        r += t
+    else:  # a whole [128, 1] bias
+        r = nisa.activation(op=nl.copy, data=t, bias=nl.load(b))
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[i_p, i_f], r, mask=m)
+    return out
+
+
+def test_mid_rows_combined_with_a_whole_tile_compute_from_a_legal_start():
+    # Rows 40-99 and 3-99 start where no compute instruction may: the call computes from the nearest start below
+    # (rows 32-99, 0-99), reading t's rows before lo with the warning, as nl.exp(t) does; it was "nl.add:
+    # operands [100, 64] and [128, 64] do not broadcast" (the whole operand cut, t not).
+    wants = {"nl.add": X + np.float32(1), "tensor_tensor": X + np.float32(1), "scan": np.cumsum(X, axis=1,
+             dtype=np.float32), "acc": X, "activation": X + B}
+    for lo in (40, 3):
+        for case, want in wants.items():
+            got, ws = warned(tnki.simulate_kernel, mid_rows_with_a_whole_operand, X, B, lo, case)
+            assert got[lo:100].tobytes() == want[lo:100].tobytes(), (lo, case, got[lo:lo + 2, :3], want[lo, :3])
+            assert any("where no instruction wrote before" in w for w in ws), (lo, case, ws)
+
+
+if __name__ == "__main__":
+    main(globals())
