@@ -55,5 +55,37 @@ def test_mid_rows_combined_with_a_whole_tile_compute_from_a_legal_start():
             assert any("where no instruction wrote before" in w for w in ws), (lo, case, ws)
 
 
+# ---- F2: a [P, 1] row-masked result combined with a whole [P, F] tile
+
+
+@nki.jit
+def column_of_held_rows(x, lo, case):
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    m = (i_p >= lo) & (i_p < 100)
+    xs = nl.load(x)
+    s = nl.max(nl.load(x[i_p, i_f], mask=m), axis=1, keepdims=True)  # [128, 1] holding rows lo-99
+    if case == "nl.add":
+        r = nl.add(xs, s)
+    elif case == "nl.subtract":
+        r = nl.subtract(s, xs)
+    else:
+        r = nisa.tensor_scalar(data=xs, op0=nl.add, operand0=s)
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[i_p, i_f], r, mask=m)
+    return out
+
+
+def test_a_column_of_held_rows_cuts_a_whole_tile_to_them():
+    # `nl.add(xs, s)` was "operands [128, 64] and [100, 1] do not broadcast", the earlier-style tensor_scalar
+    # "operand0 [100, 1] must be a scalar or a [128, 1] vector": xs is cut to s's rows (from the nearest legal
+    # start for rows 40-99), as docs/nki.md "Masks" says.
+    s = X.max(axis=1, keepdims=True)
+    wants = {"nl.add": X + s, "nl.subtract": s - X, "tensor_scalar": X + s}
+    for lo in (0, 40):
+        for case, want in wants.items():
+            got = tnki.simulate_kernel(column_of_held_rows, X, lo, case)
+            assert got[lo:100].tobytes() == want[lo:100].tobytes(), (lo, case, got[lo, :3], want[lo, :3])
+
+
 if __name__ == "__main__":
     main(globals())

@@ -554,9 +554,26 @@ def operand_region(mask, views, dma=False):
                         return _widened(views), None
     if box is None:
         return views, None
+    box, part = _broadcast_box(box, part, views)
     if not dma:
         box, part, views = _legal_start(box, part, views)
     return cut_to_region(views, box, part), box
+
+
+def _broadcast_box(box, part, views):
+    """(box, part) widened on each dim of size 1 that the held part holds whole (a [P, 1] row-masked result's
+    column) to the size an unmasked operand of the index space's other dims has there (`nl.add(xs, s)` with xs
+    [128, 64], s [128, 1] holding rows 0-99): the call computes those rows of xs's whole shape, xs cut to them
+    as docs/nki.md "Masks" says (tester23aj F2: it was "operands [128, 64] and [100, 1] do not broadcast")."""
+    full = list(box[0])
+    for v in views:
+        if isinstance(v, NkiTensor) and v.st.space != HBM and len(v.shape) == len(full) and box_of(v) is None and all(
+                n == f or (f == 1 and m == 1) for n, f, m in zip(v.shape, box[0], part)):
+            full = [max(f, n) for f, n in zip(full, v.shape)]
+    if tuple(full) == tuple(box[0]):
+        return box, part
+    part = tuple(f if f != b else m for f, b, m in zip(full, box[0], part))
+    return (tuple(full), box[1], box[2]), part
 
 
 def _legal_start(box, part, views):
