@@ -4,9 +4,10 @@ before its fix, with exact bytes against NumPy and exact messages."""
 
 import numpy as np
 
-from runner import main, warned
+from runner import main, raises_at, warned
 
 import trnsim.nki as tnki
+from trnsim.nki import NkiError
 
 import nki
 import nki.isa as nisa
@@ -85,6 +86,31 @@ def test_a_column_of_held_rows_cuts_a_whole_tile_to_them():
         for case, want in wants.items():
             got = tnki.simulate_kernel(column_of_held_rows, X, lo, case)
             assert got[lo:100].tobytes() == want[lo:100].tobytes(), (lo, case, got[lo, :3], want[lo, :3])
+
+
+# ---- F1: a narrower dst= with a [P, 1] row-masked operand0=
+
+
+@nki.jit
+def narrow_dst_with_a_column(x, case):
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    xs = nl.load(x)
+    if case == "masked":
+        s = nl.max(nl.load(x[i_p, i_f], mask=(i_p < 100)), axis=1, keepdims=True)  # [128, 1] holding rows 0-99
+    else:
+        s = nl.max(xs, axis=1, keepdims=True)
+    d = nl.ndarray((100, 64), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=d, data=xs[0:100, :], op0=nl.add, operand0=s)  # MARK-narrow-dst
+    out = nl.ndarray((100, 64), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, d)
+    return out
+
+
+def test_a_narrower_dst_refuses_a_row_masked_column_as_a_whole_one():
+    # s is a [128, 1] tile either way; the masked one ran quietly with a [100, 64] dst (rows 0-99 + s).
+    for case in ("whole", "masked"):
+        raises_at(NkiError, "tensor_scalar: operand0 [128, 1] must be a scalar or a [100, 1] vector", __file__,
+                  "MARK-narrow-dst", tnki.simulate_kernel, narrow_dst_with_a_column, X, case)
 
 
 if __name__ == "__main__":

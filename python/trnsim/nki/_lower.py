@@ -365,12 +365,14 @@ def dst_wide(dst, operands):
     the call's shape check then refuses, as NKI's compiler does: tester23ai F3, `nisa.tensor_copy(dst=t, src=u)`
     with t [128, 30] and u [128, 64] holding 30 columns copied them silently), or when one is a [P, 1] vector
     whose whole tile has dst's partitions (a bias or scalar operand: tester23ai F4, the row sum of a row-masked
-    load was "operand0 [100, 1] must be a scalar or a [128, 1] vector"); None when none is."""
+    load was "operand0 [100, 1] must be a scalar or a [128, 1] vector"), or when one is a [P, 1] vector whose held
+    rows alone have dst's partitions (its whole tile then refused as a whole one is: tester23aj F1, a [100, 64]
+    dst with the row sum of a load masked to rows < 100 ran quietly); None when none is."""
     if not isinstance(dst, NkiTensor) or dst.st.space == HBM:
         return None
     wide = [whole_of(v) for v in operands]
     if not any(w is not None and (tuple(w.shape) == tuple(dst.shape) or tuple(v.shape) == tuple(dst.shape) or (
-            w.ndim == 2 and w.shape[1] == 1 and dst.ndim >= 1 and w.shape[0] == dst.shape[0]))
+            w.ndim == 2 and w.shape[1] == 1 and dst.ndim >= 1 and dst.shape[0] in (w.shape[0], v.shape[0])))
                for v, w in zip(operands, wide)):
         return None
     return tuple(v if w is None else w for v, w in zip(operands, wide))
