@@ -303,23 +303,20 @@ void Exec::apply_scalar_offset() {
   const int64_t v = sv.load_int(0, 0);
   // Byte range of the pattern relative to its offset.
   const int64_t es = dtype_size(ap.dtype);
-  int64_t lo = std::min<int64_t>(0, ap.partition_stride * (static_cast<int64_t>(ap.partitions) - 1) * es);
-  int64_t hi = std::max<int64_t>(0, ap.partition_stride * (static_cast<int64_t>(ap.partitions) - 1) * es);
+  // [flo, fhi]: the free dims' span (one row); [lo, hi]: with the rows' span added.
+  int64_t flo = 0, fhi = 0;
   for (int d = 0; d < ap.ndim; ++d) {
     const int64_t span = ap.strides[d] * static_cast<int64_t>(ap.sizes[d] - 1) * es;
-    (span < 0 ? lo : hi) += span;
+    (span < 0 ? flo : fhi) += span;
   }
+  const int64_t rows_span = ap.partition_stride * (static_cast<int64_t>(ap.partitions) - 1) * es;
+  const int64_t lo = flo + std::min<int64_t>(0, rows_span), hi = fhi + std::max<int64_t>(0, rows_span);
   const int64_t base = ap.offset_bytes + v * row_bytes;
   const bool huge = v < -(int64_t{1} << 40) / std::max<int64_t>(1, row_bytes) ||
                     v > (int64_t{1} << 40) / std::max<int64_t>(1, row_bytes);
   if (huge || base + lo < 0 || base + hi + es > total) {
     // oob_mode skip: a dma_copy's rows (partitions of the pattern) outside the tensor are skipped, their
     // destination unchanged, as vector_offset rows are (NKI's oob_mode: skip the out-of-bounds accesses).
-    int64_t flo = 0, fhi = 0;
-    for (int d = 0; d < ap.ndim; ++d) {
-      const int64_t span = ap.strides[d] * static_cast<int64_t>(ap.sizes[d] - 1) * es;
-      (span < 0 ? flo : fhi) += span;
-    }
     if (inst_.op == Opcode::DmaCopy && inst_.has(kOobSkip) &&
         skip_outside(target, huge, base, flo, fhi, es, total))
       return;
