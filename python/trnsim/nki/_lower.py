@@ -578,18 +578,26 @@ def _broadcast_box(box, part, views):
     return (tuple(full), box[1], box[2]), part
 
 
+def _legal_from(a, n):
+    """The first partition of an engine instruction over the rows [a, a + n): `a` where an instruction of n
+    partitions may start there, else the nearest start below it that is one for the rows up to a + n."""
+    from .. import _core
+
+    if not a or a in _core.engine_start_partitions(n):
+        return a
+    return next(s for s in range(a, -1, -1) if s in _core.engine_start_partitions(a + n - s))
+
+
 def _legal_start(box, part, views):
     """(box, part, views) for an unmasked compute call on operands holding the part `part` at `box` whose first
     partition is no start a compute engine's instruction may have (a load masked to rows 3-99): the part from
     the nearest start below that is one, its operands the whole tiles (whole_of) to cut there. NKI's instruction
     is the call's one on the whole tile; trnsim's narrowing to the held part must not break the start rule the
     kernel did not ask for (tester23af F9): rows before the held part read undefined, with the warning."""
-    from .. import _core
-
     a, n = box[1][0], part[0]
-    if not a or len(part) != len(box[0]) or a in _core.engine_start_partitions(n):
+    s = _legal_from(a, n)
+    if s == a or len(part) != len(box[0]):
         return box, part, views
-    s = next(s for s in range(a, -1, -1) if s in _core.engine_start_partitions(a + n - s))
     starts, part = (s,) + tuple(box[1][1:]), (a + n - s,) + tuple(part[1:])
     # each masked result passed whole as its whole tile's view of that part, so that an operand of the whole
     # shape (cut_to_region) and the result agree on it (tester23aj F4: `nl.add(ones, t)` of t holding rows
@@ -608,16 +616,14 @@ def legal_rows(v, dim=0):
     simulator's warning, as _legal_start does for the elementwise calls (tester23ai F5: it was a partition-start
     RuleError blamed on trnsim's lowering); else `v`. `dim`: the dim of v that gives the instruction's
     partitions (1: a matmul's M, a transpose's free dim, which become its result's partitions)."""
-    from .. import _core
-
     w = whole_of(v)
     place = _place(v) if w is not None else None
     if place is None or dim >= len(place):
         return v
     a, n = place[dim]
-    if not a or a in _core.engine_start_partitions(n):
+    s = _legal_from(a, n)
+    if s == a:
         return v
-    s = next(s for s in range(a, -1, -1) if s in _core.engine_start_partitions(a + n - s))
     return w.index(tuple(slice(s, a + n) if d == dim else slice(b, b + m) for d, (b, m) in enumerate(place)))
 
 
