@@ -205,5 +205,62 @@ def test_a_tile_that_does_not_fit_names_what_holds_the_space():
         assert str(e) == want, (kind, str(e))
 
 
+_SPELL = {"python": range, "static": nl.static_range, "affine": nl.affine_range, "sequential": nl.sequential_range}
+
+
+def tiled_matmul(outer, inner):
+    # o = a.T @ b by [M-tile, N-tile]: x loaded per M tile, y, a PSUM accumulator and its SBUF copy per N tile.
+    O, I = _SPELL[outer], _SPELL[inner]
+
+    @nki.jit
+    def k(a, b):
+        o = nl.ndarray((384, 2048), dtype=nl.float32, buffer=nl.shared_hbm)
+        for m in O(3):  # outer loop
+            x = nl.load(a[:, m * 128:(m + 1) * 128])
+            for n in I(4):
+                y = nl.load(b[:, n * 512:(n + 1) * 512])
+                acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+                acc += nl.matmul(x, y, transpose_x=True)
+                r = nl.copy(acc)
+                nl.store(o[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], r)
+        return o
+
+    return k
+
+
+def test_nested_loops_allocate_alike_whether_range_or_static_range():
+    # tester23ah F5: with both loops nl.static_range the inner body's sites had the outer iteration as their
+    # scope (one placement each, 42.656 us), while a Python `range` at either level split them into a scope
+    # per inner iteration (12 placements, 91.667 us), though NKI unrolls both alike while tracing. A
+    # static_range loop is now no scope, as a Python loop: range and static_range give the same buffers,
+    # scopes and time at every nesting; only affine_range / sequential_range loops are scopes (the outermost
+    # one's iteration), so two of them nested keep the outer iteration's scope.
+    rng = np.random.default_rng(7)
+    a = rng.integers(-2, 3, (128, 384)).astype(np.float32)
+    b = rng.integers(-2, 3, (128, 2048)).astype(np.float32)
+    want = (a.T @ b).astype(np.float32).tobytes()
+    got = {}
+    for outer in _SPELL:
+        for inner in _SPELL:
+            r = tnki.benchmark(tiled_matmul(outer, inner), a, b)
+            assert r.outputs[0].tobytes() == want, (outer, inner)
+            got[outer, inner] = (r.latency_us, r.stats["nki"]["allocation"][0]["sites"], r.stats["allocations"])
+    for (outer, inner), g in got.items():
+        same = (outer.replace("static", "python"), inner.replace("static", "python"))
+        assert g == got[same], (outer, inner, g, got[same])
+        if "static" not in (outer, inner):
+            assert g[1:] == got[outer.replace("python", "static"), inner.replace("python", "static")][1:]
+    loop = "loop at test_nki_python_loops.py:%d" % line_of(__file__, "# outer loop")
+    scopes = {k: [(s["scope"], s["scope_iterations"], s["placements"]) for s in g[1]] for k, g in got.items()}
+    run = "each run of its tiles (outside every nl loop)"
+    assert scopes["python", "python"] == [(run, 3, 3), (run, 12, 12), (run, 12, 1), (run, 12, 12)], scopes
+    assert scopes["affine", "sequential"] == [(loop, 3, 1)] * 4, scopes
+    assert scopes["sequential", "python"] == [(loop, 3, 3)] + [
+        (loop + ", each run of its tiles in an iteration", 12, p) for p in (12, 1, 12)], scopes
+    lat = {k: g[0] for k, g in got.items()}
+    assert lat["python", "python"] == lat["affine", "python"] == lat["python", "affine"] > lat["affine", "affine"]
+    assert lat["affine", "affine"] == lat["sequential", "sequential"]
+
+
 if __name__ == "__main__":
     main(globals())

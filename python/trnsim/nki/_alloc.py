@@ -113,15 +113,17 @@ def _scope(trace, s):
     loc = its[s.storages[0].outer][2]
     where = f"loop at {loc}" if loc else "outermost loop"
     keys = [st.outer for st in s.storages]
-    # Declared again in one iteration, at the same nl loop depth (a Python loop in the body): a scope per run of
-    # its tiles in that iteration, as outside every nl loop.
+    # Declared again in one iteration of the innermost affine / sequential loop around it (a Python or
+    # static_range loop in the body, both unrolled while tracing): a scope per run of its tiles in that
+    # iteration, as outside every such loop.
     by_outer = {}
     for k, st in enumerate(s.storages):
         by_outer.setdefault(st.outer, []).append(k)
     split = False
     for ks in by_outer.values():
-        if len(ks) > 1 and all(s.storages[k].scope and s.storages[k].scope[-1] is s.storages[ks[0]].scope[-1]
-                               and s.storages[k].role != "block" for k in ks):
+        inner = _traced_iter(s.storages[ks[0]])
+        if len(ks) > 1 and inner is not None and all(
+                _traced_iter(s.storages[k]) is inner and s.storages[k].role != "block" for k in ks):
             runs = _runs([s.storages[k] for k in ks])
             if max(runs):
                 split = True
@@ -131,6 +133,15 @@ def _scope(trace, s):
         keys = [k if isinstance(k, tuple) else (k, 0) for k in keys]
         return f"{where}, each run of its tiles in an iteration", keys
     return where, keys
+
+
+def _traced_iter(st):
+    """The iteration record (Trace.iters) of the innermost affine_range / sequential_range loop `st` was
+    declared in, or None: the static_range loops between are unrolled while tracing, as Python loops are."""
+    for rec in reversed(st.scope or ()):
+        if rec[2] != "static_range":
+            return rec
+    return None
 
 
 def _groups(storages, keys):

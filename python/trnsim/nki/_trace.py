@@ -86,8 +86,9 @@ class Trace:
         self.user_names = set()  # the name= the kernel gave its tensors (the others' are the calls', not its own)
         self.loops = []  # (kind, trip count, loc) of the nl.*_range loops entered
         self.empty_loops = []  # (kind, range, loc) of those that ran no iteration (_jit._check_written says so)
-        # Iterations of outermost nl.*_range loops: [first op, end op (None while running), loop loc]; `outer`
-        # is the running one's index (None outside every loop): a tile declared there has it as its scope
+        # Iterations of outermost nl.affine_range / sequential_range loops (static_range loops, unrolled as
+        # Python loops are, not counted): [first op, end op (None while running), loop loc]; `outer` is the
+        # running one's index (None outside every such loop): a tile declared there has it as its scope
         # iteration (_alloc, kernels/api/alloc_rule.h "Scope").
         self.outer_iters = []
         self.outer = None
@@ -291,7 +292,10 @@ class _Range:
         return self._iter(t)
 
     def _iter(self, t):
-        outermost = not t.loops
+        # The outermost affine_range / sequential_range loop: its iterations are the allocation scopes (_alloc).
+        # A static_range loop is none: NKI unrolls it while tracing, as it does a Python loop, which trnsim
+        # cannot see, so the two must allocate alike (tester23ah F5).
+        outermost = self.kind != "static_range" and all(k == "static_range" for k, _n, _loc in t.loops)
         t.loops.append((self.kind, len(self.r), self.loc))
         if not self.r:
             t.empty_loops.append((self.kind, self.r, self.loc))
