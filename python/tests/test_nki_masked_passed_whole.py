@@ -157,6 +157,19 @@ def mid_start_pe(x, w, call):
         out = nl.ndarray((128, 96), nl.float32, buffer=nl.shared_hbm)
         nl.store(out, nl.matmul(t, ww))
         return out
+    if call in ("iadd", "iadd_isa", "iadd_twice"):  # tester23au: the same product accumulated by `+=`
+        t = nl.load(x[i_p, i_f], mask=(i_f >= 8) & (i_f < 40))  # M columns 8-39
+        acc = nl.zeros((64, 96), nl.float32, buffer=nl.psum)
+        y = nl.load(w)
+        if call == "iadd_isa":
+            acc[...] += nisa.nc_matmul(t, y)  # MARK-isa-iadd
+        else:
+            acc += nl.matmul(t, y, transpose_x=True)  # MARK-mid-iadd
+            if call == "iadd_twice":
+                acc += nl.matmul(t, y, transpose_x=True)
+        out = nl.ndarray((64, 96), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, acc)
+        return out
     if call == "nc_matmul":
         t = nl.load(x[i_p, i_f], mask=(i_f >= 8) & (i_f < 40))  # M columns 8-39
         acc = nl.ndarray((64, 96), nl.float32, buffer=nl.psum)
@@ -185,6 +198,19 @@ def test_unmasked_pe_calls_on_a_part_held_from_a_mid_tile_start():
     want[8:40] = (X[:, 8:40].astype(np.float64).T @ W.astype(np.float64)).astype(np.float32)
     same_f32(got[8:40], want[8:40])
     assert np.isnan(got[:8]).all() and not got[40:].any()  # (rows 0-7: from columns no instruction wrote)
+    # tester23au: `acc += nl.matmul(t, y, transpose_x=True)` (and `acc[...] += nisa.nc_matmul(t, y)`) of that t
+    # into a whole-shape PSUM accumulator was "RuleError: nc_matmul on PE: partition start: dst spans 32
+    # partitions from 8": the product accumulates from the nearest start (rows 0-39), as the dst= call writes.
+    dst_form = got
+    for call, mark in (("iadd", "MARK-mid-iadd"), ("iadd_isa", "MARK-isa-iadd"), ("iadd_twice", "MARK-mid-iadd")):
+        got, ws = warned(tnki.simulate_kernel, mid_start_pe, X, W, call)
+        if call == "iadd_twice":
+            same_f32(got[8:40], want[8:40] * np.float32(2))
+            assert np.isnan(got[:8]).all() and not got[40:].any()
+        else:
+            assert got.tobytes() == dst_form.tobytes(), call
+        assert any(m.startswith(f"{THIS}:{line(mark)}: nc_matmul reads sbuf 't' [128, 40] float32") and
+                   "where no instruction wrote before (partition 0, byte 0 " in m for m in ws), (call, ws)
     for call in ("transpose", "nc_transpose"):
         got, ws = warned(tnki.simulate_kernel, mid_start_pe, X, W, call)
         same_f32(got[8:40], X[:, 8:40].T)

@@ -691,6 +691,33 @@ def _product_again(value):
     return op
 
 
+def _legal_product_rows(op, part):
+    """`part`, the rows of a whole-shape PSUM accumulator a matmul's product of a stationary holding M columns
+    from a masked call (a load masked to columns 3-127) accumulates into, when its first partition is no start
+    an engine instruction may have: NKI's instruction is the matmul of the whole tile, so the rows from the
+    nearest start below that is one (_legal_from: rows 0-127), with op's stationary read from the same column
+    of its whole tile (legal_rows); the columns before the held ones read undefined, with the simulator's
+    warning, and their rows of the accumulator get what the matmul makes of them, as `nisa.nc_matmul(dst=acc,
+    ...)` does (tester23au: it was the partition-start RuleError of trnsim's own matmul). `part` otherwise."""
+    place = _place(part)
+    if place is None or part.pd != 0 or len(place) != 2:
+        return part
+    a, n = place[0]
+    if _legal_from(a, n) == a:
+        return part
+    st = op.args.get("stationary")
+    wide = legal_rows(st, 1) if st is not None and op.name == "nc_matmul" and not op.attrs.get(
+        "is_transpose") else st
+    if wide is st or _place(st) is None or _place(wide) is None:
+        return part
+    d = _place(st)[1][0] - _place(wide)[1][0]
+    if d > a or _legal_from(a - d, n + d) != a - d:
+        return part
+    op.args["stationary"] = wide
+    op.reads = tuple(wide if r is st else r for r in op.reads)
+    return NkiTensor.whole(part.st).index((slice(a - d, a + n), slice(place[1][0], place[1][0] + place[1][1])))
+
+
 def iadd(dst, value):
     """`dst += value`: a fresh matmul result accumulates into dst (a PSUM accumulation group), and so does one
     an assignment moved into another tile (`c[...] = m; acc += m`: the PE array adds the product again,
@@ -727,6 +754,7 @@ def iadd(dst, value):
                     call = "nl.matmul" if value.st.name == "matmul" else f"nisa.{op.name}"
                     raise NkiError(f"`+=` of a {call} result {list(value.shape)} into a {list(dst.shape)} region: "
                                    f"the product accumulates into a region of its own shape")
+                part = _legal_product_rows(op, part)
             acc = _ops.matmul_accumulate(_trace._current, part, None, op.loc, iadd=True)
             op.attrs["accumulate"] = acc
             _retarget(op, value, part, None)
