@@ -170,6 +170,14 @@ def mid_start_pe(x, w, call):
         out = nl.ndarray((64, 96), nl.float32, buffer=nl.shared_hbm)
         nl.store(out, acc)
         return out
+    if call == "product_copy":  # the product kept at its held rows 8-39 ([32, 96], from partition 0)
+        t = nl.load(x[i_p, i_f], mask=(i_f >= 8) & (i_f < 40))
+        p = nl.matmul(t, nl.load(w), transpose_x=True)
+        e = nl.copy(p)
+        out = nl.ndarray((64, 96), nl.float32, buffer=nl.shared_hbm)
+        j_p, j_f = nl.mgrid[0:64, 0:96]
+        nl.store(out[j_p, j_f], nl.multiply(e, 2.0), mask=(j_p >= 8) & (j_p < 40))
+        return out
     if call == "nc_matmul":
         t = nl.load(x[i_p, i_f], mask=(i_f >= 8) & (i_f < 40))  # M columns 8-39
         acc = nl.ndarray((64, 96), nl.float32, buffer=nl.psum)
@@ -211,6 +219,11 @@ def test_unmasked_pe_calls_on_a_part_held_from_a_mid_tile_start():
             assert got.tobytes() == dst_form.tobytes(), call
         assert any(m.startswith(f"{THIS}:{line(mark)}: nc_matmul reads sbuf 't' [128, 40] float32") and
                    "where no instruction wrote before (partition 0, byte 0 " in m for m in ws), (call, ws)
+    # An unmasked call on such a product, a tile of its held rows' shape from its partition 0, keeps them: the
+    # copy took the nearest start of the whole shape (row 0) for rows it holds from its partition 0, and held
+    # rows 0-31 of products of columns 8-39 (a store of rows 0-31 was silently shifted; of rows 8-39, an error).
+    got = tnki.simulate_kernel(mid_start_pe, X, W, "product_copy")
+    same_f32(got[8:40], want[8:40] * np.float32(2))
     for call in ("transpose", "nc_transpose"):
         got, ws = warned(tnki.simulate_kernel, mid_start_pe, X, W, call)
         same_f32(got[8:40], X[:, 8:40].T)

@@ -476,6 +476,8 @@ def _whole_tile(result, box):
     if op is None or tuple(st.shape) != tuple(result.shape) or st.pdim != 0 or result.pd != 0 or (
             result.dtype is not st.dtype) or op.name in ("nc_matmul", "nc_matmul_mx"):
         return None
+    if not op.name.startswith("dma") and _legal_from(box[1][0], result.shape[0]) != box[1][0]:
+        return None  # (an engine's write of the held rows there would break the start rule: _legal_start)
     full = tuple(box[0])
     try:
         _ops.check_tile_shape(full, 0, st.space, st.dtype, "")
@@ -597,6 +599,13 @@ def _legal_start(box, part, views):
     a, n = box[1][0], part[0]
     s = _legal_from(a, n)
     if s == a or len(part) != len(box[0]):
+        return box, part, views
+    tiles = [v for v in views if isinstance(v, NkiTensor) and v.st.space != HBM]
+    if tiles and all(box_of(v) is not None and whole_of(v) is None and v.shape[0] == n for v in tiles):
+        # tiles kept at the held part's shape (a masked matmul's product, from its partition 0): no rows before
+        # their held ones to read, and their own start breaks no rule; the call works on them as they are, its
+        # result kept at that shape too (_whole_tile). (It took the moved start: `nl.copy(p)` of a product
+        # holding rows 3-127 held rows 0-124, silently shifted.)
         return box, part, views
     starts, part = (s,) + tuple(box[1][1:]), (a + n - s,) + tuple(part[1:])
     # each masked result passed whole as its whole tile's view of that part, so that an operand of the whole
