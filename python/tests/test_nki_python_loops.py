@@ -2,7 +2,7 @@
 nl.static_range, so each pass declares its tiles again and a site whose tiles are dead at the end of a pass
 frees its space until the next pass declares it. trnsim sees no loop there (the kernel calls nothing at its
 `for`): a site declared more than once outside every nl loop gets one pool instance per run of its tiles
-(tiles whose lives overlap, chained), as a static_range iteration is one scope (docs/nki.md "Allocation").
+(tiles whose lives overlap, chained), as an affine_range iteration is one scope (docs/nki.md "Allocation").
 It was one pool for the whole kernel, so nine PSUM sites each alive for one matmul and one add, repeated by a
 Python loop, held nine 2 KiB banks of eight at once (nki-samples' chunked_delta_rule.py, nki-library's
 attention_bwd.py). Exact values against NumPy (small integers: every sum exact in float32)."""

@@ -6,7 +6,8 @@ kernels' pools): tensors are grouped by allocation site, the kernel line that ma
 lines of the helper calls leading to it (a tile declared in a loop body is one site, made once per
 iteration). A tensor lives from its first to its last access; a site's `tiles` are its tensors alive at once
 and its trip count the declarations over that; `bufs` comes from the rule (loop_tile_buffers). A site's scope
-is one iteration of the outermost loop around its declaration when none of its tiles outlives that
+is one iteration of the outermost affine / sequential loop around its declaration (static_range loops,
+unrolled while tracing as Python loops are, are none) when none of its tiles outlives that
 iteration (else the kernel): one pool instance per scope iteration, placed by plan_pools with the builder's
 first-fit allocator in program order. An instance keeps the site's previous buffers when no other site took
 their space in between (the rotation goes on); otherwise it gets fresh ones, and the first writer of each
@@ -162,7 +163,7 @@ def _groups(storages, keys):
 
 def _plan_runs(c, limits, q_sites, q_inst, inst_of, q_whole, whole_of, sites, whole_scope, q_sites_whole):
     """plan_pools for a kernel with sites split into runs (_runs): the runs as scopes, each site's buffer count
-    asked when its first run starts, as for a static_range iteration. Should that not fit (a site first used
+    asked when its first run starts, as for an affine_range iteration. Should that not fit (a site first used
     between two runs of another may have taken the space the other's next run needs), the counts of the
     scopes before the split with the runs' placement, and failing that the plan before the split (its scopes
     restored): a kernel that fitted before the split still fits. Returns (choices, placement_of, placements,
@@ -256,9 +257,9 @@ def _no_fit(c, limits, sites, q_sites, q_inst, msg):
 
 
 def _runs(storages):
-    """The run of each of `storages` (tiles of one site declared more than once with no nl loop between the
-    declarations: a Python loop, which NKI unrolls while tracing, as it does nl.static_range): tiles whose
-    lives overlap, chained, are one run, as a static_range iteration is one scope when no tile of the site
+    """The run of each of `storages` (tiles of one site declared more than once with no affine / sequential
+    loop between the declarations: a Python or nl.static_range loop, both unrolled while tracing): tiles whose
+    lives overlap, chained, are one run, as an affine_range iteration is one scope when no tile of the site
     outlives it. All 0 when the runs are one (a tile alive into the next declaration's life all along)."""
     order = sorted(range(len(storages)), key=lambda k: storages[k].first)
     keys = [0] * len(order)
