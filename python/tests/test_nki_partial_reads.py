@@ -283,5 +283,77 @@ def test_a_k_bound_on_whole_tiles_holding_different_k_rows_is_told_to_index_both
     assert np.array_equal(got, a[:64].T @ b[:64]), np.abs(got - a[:64].T @ b[:64]).max()
 
 
+@tnki.jit
+def _mask_on_the_dim_its_variable_indexes(x, form):
+    import nki.isa as nisa
+    import nki.language as nl
+
+    o = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    if form == "column_of_axis_0":  # a 2-D grid's axis-0 variable indexing the free dim
+        t = nl.load(x[i_p, i_f], mask=(i_f < 40))
+        j = nl.arange(64)[:, None]
+        nl.store(o[:, 0:1], nl.sum(t[0:128, j], axis=1, keepdims=True, mask=(j < 40)))
+    elif form == "row_iota_on_3d":  # a [None, :] iota on the last free dim of a 3-D tile
+        b_p, b_a, b_f = nl.mgrid[0:128, 0:4, 0:16]
+        t = nl.load(x.reshape((128, 4, 16))[b_p, b_a, b_f], mask=(b_f < 10))
+        jf = nl.arange(16)[None, :]
+        nl.store(o[:, 0:4], nl.sum(t[0:128, 0:4, jf], axis=2, mask=(jf < 10)))
+    elif form == "tile_beside_3d_grid":  # t passed whole beside an operand indexed by a 3-D grid's variables
+        t = nl.load(x[i_p, i_f], mask=(i_f < 40))
+        ones = nl.full((128, 64), 1.0, nl.float32)
+        k_p, _k, k_f = nl.mgrid[0:128, 0:1, 0:64]
+        s = nisa.tensor_tensor_scan(data0=ones[k_p, k_f], data1=t, initial=0.0, op0=nl.multiply, op1=nl.add,
+                                    mask=(k_f < 40))
+        nl.store(o[:, 0:40], s[:, 0:40])
+    else:  # "axis_2_on_dim_1": a 3-D grid's axis-2 variable indexing dim 1; dim 2 of t, held in part, unbounded
+        b_p, b_a, b_f = nl.mgrid[0:128, 0:4, 0:16]
+        t = nl.load(x.reshape((128, 4, 16))[b_p, b_a, b_f], mask=(b_f < 10))  # MARK-pr9-load
+        ones = nl.full((128, 4, 16), 1.0, nl.float32)
+        a_p, _a, a_f = nl.mgrid[0:128, 0:1, 0:4]
+        s = nisa.tensor_tensor_scan(data0=ones[a_p, a_f, 0:10], data1=t, initial=0.0, op0=nl.multiply,  # MARK-pr9-scan
+                                    op1=nl.add, mask=(a_f < 3))
+        nl.store(o.reshape((128, 4, 16))[:, 0:3, 0:10], s[:, 0:3, 0:10])
+    return o
+
+
+def test_a_mask_bounds_the_dim_its_variable_indexes_for_the_partial_read_warning():
+    # fix23aw: the warning's test of the call's own mask took a variable of axis a as bounding dim a (axis 0: the
+    # partitions) whatever dim it indexed: a reduction masked to the held columns by a [:, None] iota on dim 1,
+    # by a [None, :] iota on the last dim of a 3-D tile, or a scan of a tile beside a 3-D grid's operand, was
+    # warned "the device reduces all 64"; a 3-D grid's axis-2 variable on dim 1 hid dim 2, which the scan reads
+    # whole on the device, 6 of its 16 columns unwritten.
+    x = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) % 7 - 3) / np.float32(8)
+    x3 = x.reshape(128, 4, 16)
+    quiet = {"column_of_axis_0": (slice(0, 1), x[:, :40].sum(axis=1, keepdims=True)),
+             "row_iota_on_3d": (slice(0, 4), x3[:, :, :10].sum(axis=2)),
+             "tile_beside_3d_grid": (slice(0, 40), np.cumsum(x[:, :40], axis=1))}
+    for form, (cols, want) in quiet.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = tnki.simulate_kernel(_mask_on_the_dim_its_variable_indexes, x, form)
+        assert [str(w.message) for w in caught if "output o" not in str(w.message)] == [], form
+        assert got[:, cols].astype(np.float32).tobytes() == want.astype(np.float32).tobytes(), form
+    got, said = _run_k(x, "axis_2_on_dim_1")
+    line = lambda m: line_of(__file__, m)
+    assert said == [
+        "test_nki_partial_reads.py:%d: tensor_tensor_scan scans dim 2 of [128, 3, 10] of sbuf tile t [128, 4, 16] "
+        "float32 allocated at test_nki_partial_reads.py:%d, which holds only [0, 10) of its 16 (the part "
+        "mask=(b_f < 10) at test_nki_partial_reads.py:%d selected): trnsim scans that part; the device scans all "
+        "16, 6 of them written by no instruction (undefined): mask this call as the one that made the operand"
+        % (line("MARK-pr9-scan"), line("MARK-pr9-load"), line("MARK-pr9-load"))], said
+    got3 = got.reshape(128, 4, 16)
+    # (the scan runs along the free elements in order: the 3 x 10 held ones, one prefix sum per partition)
+    want = np.cumsum(x3[:, :3, :10].reshape(128, 30), axis=1).reshape(128, 3, 10)
+    assert got3[:, :3, :10].tobytes() == want.astype(np.float32).tobytes()
+
+
+def _run_k(x, form):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = tnki.simulate_kernel(_mask_on_the_dim_its_variable_indexes, x, form)
+    return got, _said(caught)
+
+
 if __name__ == "__main__":
     main(globals())
