@@ -627,6 +627,27 @@ def legal_rows(v, dim=0):
     return w.index(tuple(slice(s, a + n) if d == dim else slice(b, b + m) for d, (b, m) in enumerate(place)))
 
 
+def whole_free(v, dst=None):
+    """`v`, a masked call's result passed whole (whole_of) whose free dims it holds only in part, as the view of
+    its whole tile over all of its free dims and its held rows (from the nearest start an engine instruction may
+    have, as legal_rows), else `v`: the operand of a call combining the elements along its free dims (max8,
+    bn_stats / bn_aggr, tensor_tensor_scan) without a mask of its own, which on the device is one instruction
+    reading all of each partition's elements of the tile the kernel gave (fix23aw: it computed the held part,
+    warned, where nc_find_index8 read the whole tile). The unwritten rest reads undefined, with the simulator's
+    warning of a read where no instruction wrote. `dst`: a dst= call's, whose partitions are the instruction's:
+    with the whole tile's, `v` is its whole tile, rows too (a dst= call writes all of dst: _region)."""
+    w = whole_of(v)
+    if w is not None and isinstance(dst, NkiTensor) and dst.partitions == w.partitions:
+        return w
+    place = _place(v) if w is not None else None
+    if place is None or len(place) != w.ndim or all(place[d] == (0, w.shape[d]) for d in range(w.ndim)
+                                                     if d != w.pd):
+        return v
+    a, n = place[w.pd]
+    s = _legal_from(a, n)
+    return w.index(tuple(slice(s, a + n) if d == w.pd else slice(None) for d in range(w.ndim)))
+
+
 def _same_part(b, p, box, part):
     """Whether the held part `p` (region `b`) of one operand is the held part `part` (region `box`) of
     another as it broadcasts against it: the same region on each of its leading dims, a dim of size 1
@@ -1021,8 +1042,9 @@ def warn_partial_reduction(call, data, axes, mask=None, verb="reduces"):
     (box_of): trnsim reduces the held part, the device the whole dim, whose rest no instruction wrote
     (undefined; tester23af F7). One warning per kernel line (Kernel.warn). `mask`: the call's own mask= (the
     kernel's), none for a call of trnsim's lowering. Every call combining the elements along a dim goes
-    through here (bn_stats, max8, nc_find_index8 and tensor_tensor_scan too, tester23ah F7); `verb`: what it
-    does along the dim ("scans": a scan starts at the held part's first element, not the dim's)."""
+    through here (bn_stats, max8, nc_find_index8 and tensor_tensor_scan too, tester23ah F7; unmasked, those read
+    the whole free dims instead: whole_free, isa._positional); `verb`: what it does along the dim ("scans": a
+    scan starts at the held part's first element, not the dim's)."""
     box = box_of(data)
     if box is None:
         return

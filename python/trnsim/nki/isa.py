@@ -1130,7 +1130,7 @@ def _bn(call, rec, width, args, kwargs):
     if _current(args, kwargs, 2):
 
         def new(dst, data, name=None):
-            dst, data = _region(dst, data)
+            dst, data = _region(dst, _lower.whole_free(data, dst))
             return rec(dst, data)
 
         return _named(call)(new)(*args, **kwargs)
@@ -1138,7 +1138,7 @@ def _bn(call, rec, width, args, kwargs):
     def old(data, *, mask=None, dtype=None, **kw):
         if kw:
             ignored_kwargs(f"nki.isa.{call}", kw)
-        (data,), box = _masked(mask, data)
+        (data,), box = _masked(mask, data if mask is not None else _lower.whole_free(data))
         dst = _result((data.shape[0], width), _lower.dt(dtype, data.dtype), SBUF, call)
         rec(dst, data, mask=mask)
         return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (0, None)))
@@ -1180,6 +1180,8 @@ def _tensor_tensor_scan_old(data0, data1, initial, op0, op1, reverse0=False, rev
     call = "tensor_tensor_scan"
     if kwargs:
         ignored_kwargs(f"nki.isa.{call}", kwargs)
+    if mask is None:
+        data0, data1 = _lower.whole_free(data0), _lower.whole_free(data1)
     if _t(initial):
         (data0, data1, initial), box = _masked(mask, data0, data1, initial)
     else:
@@ -1318,7 +1320,7 @@ def _idx_dtype(dtype, call):
 
 @_named("max8")
 def _max8_new(dst, src, name=None):
-    dst, src = _region(dst, src)
+    dst, src = _region(dst, _lower.whole_free(src, dst))
     return _ops.max8(dst, src)
 
 
@@ -1326,7 +1328,7 @@ def _max8_new(dst, src, name=None):
 def _max8_old(*, src, mask=None, dtype=None, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.max8", kwargs)
-    (src,), box = _masked(mask, src)
+    (src,), box = _masked(mask, src if mask is not None else _lower.whole_free(src))
     dst = _result((src.shape[0], 8), _lower.dt(dtype, src.dtype), SBUF, "max8")
     _ops.max8(dst, src, mask=mask)
     return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (0, None)))
