@@ -1357,8 +1357,38 @@ def _nc_find_index8_old(*, data, vals, mask=None, dtype=None, **kwargs):
     (data,), box = _masked(mask, data if mask is not None else _positional(data))
     (vals,) = _region(vals)
     dst = _result((data.shape[0], 8), _idx_dtype(dtype, "nc_find_index8"), SBUF, "nc_find_index8")
+    first = _first_position(box, data) if mask is not None else 0
     _ops.nc_find_index8(dst, data, vals, mask=mask)
+    if first:
+        # The instruction counts from the masked part's first element; the kernel's index counts from its
+        # operand's: add that element's position (an FP32 add, exact up to 2^24; the all-ones "not found"
+        # saturates and stays all ones).
+        _ops.tensor_scalar(dst, dst, "add", float(first), engine="DVE")
     return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (0, None)))
+
+
+def _first_position(box, data):
+    """The position, among the free elements of nc_find_index8's data as the kernel gave it (the call's index
+    space, row-major), of the first element its mask keeps (`box`: the region the mask keeps, apply_mask):
+    the instruction indexes the masked part, NKI's index counts from the operand's first element (docs/nki.md
+    "What differs"). NkiUnsupported when the masked part is no run of consecutive positions (an inner free dim
+    cut inside a longer outer one): its indices would be no offset of the instruction's."""
+    if box is None or len(box[0]) != data.ndim:
+        return 0
+    full, starts = box[0], box[1]
+    free = [d for d in range(data.ndim) if d != data.pd]
+    first, stride, inner_whole = 0, 1, True
+    for d in reversed(free):
+        if data.shape[d] > 1 and not inner_whole:
+            unsupported("nki.isa.nc_find_index8(mask=...) keeping part of an inner free dim of data "
+                        f"{list(full)} (dims {', '.join(f'[{a}, {a + n})' for a, n in zip(starts, data.shape))})",
+                        "the masked elements are no run of the operand's positions, so their indices are no offset "
+                        "of those the instruction counts; mask whole inner dims, or give data as a view of the "
+                        "masked part")
+        first += starts[d] * stride
+        stride *= full[d]
+        inner_whole = inner_whole and data.shape[d] == full[d]
+    return first
 
 
 @_public
