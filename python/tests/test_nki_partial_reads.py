@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-from runner import line_of, main, raises
+from runner import line_of, main, raises, same_f32
 
 import trnsim.nki as tnki
 from trnsim.nki import NkiError
@@ -18,23 +18,42 @@ def _along_a_partly_held_dim(x, form):
 
     o = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
     i_p, i_f = nl.mgrid[0:128, 0:64]
-    if form == "scan":
-        t = nl.load(x[i_p, i_f], mask=(i_f >= 24))  # MARK-pr-scan-load
+    if form.startswith("scan"):
+        held = (i_f < 40) if form != "scan" else (i_f >= 24)
+        t = nl.load(x[i_p, i_f], mask=held)  # MARK-pr-scan-load
         ones = nl.full((128, 64), 1.0, nl.float32)
-        z = nl.zeros((128, 1), nl.float32)
-        s = nisa.tensor_tensor_scan(data0=ones, data1=t, initial=z, op0=nl.multiply, op1=nl.add)  # MARK-pr-scancall
-        nl.store(o[i_p, i_f], s, mask=(i_f >= 24))
+        if form == "scan_masked":
+            s = nisa.tensor_tensor_scan(data0=ones, data1=t, initial=0.0, op0=nl.multiply, op1=nl.add,
+                                        mask=(i_f < 40))
+            nl.store(o[i_p, i_f], s, mask=(i_f < 40))
+            return o
+        s = nisa.tensor_tensor_scan(data0=ones, data1=t, initial=0.0, op0=nl.multiply, op1=nl.add)  # MARK-pr-scancall
+        nl.store(o, s)
+        return o
+    i_8 = nl.arange(8)[None, :]
+    if form == "max8_new_rows":  # a tile holding rows 0-99 of columns 0-39, a dst of all 128 rows
+        u = nl.load(x[i_p, i_f], mask=(i_p < 100) & (i_f < 40))  # MARK-pr-rows-load
+        m = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+        nisa.max8(dst=m, src=u)  # MARK-pr-rowsmax
+        nl.store(o[i_p, i_8], m)
         return o
     t = nl.load(x[i_p, i_f], mask=(i_f < 40))  # MARK-pr-load
-    i_8 = nl.arange(8)[None, :]
     if form == "bn":
-        ag = nisa.bn_aggr(nisa.bn_stats(t))  # MARK-pr-bn
-        nl.store(o[i_p, nl.arange(2)[None, :]], ag)
+        st = nisa.bn_stats(t)  # MARK-pr-bn
+        nl.store(o[i_p, nl.arange(6)[None, :]], st)
+    elif form == "bn_new":
+        st = nl.ndarray((128, 6), nl.float32, buffer=nl.sbuf)
+        nisa.bn_stats(dst=st, data=t)  # MARK-pr-bn-new
+        nl.store(o[i_p, nl.arange(6)[None, :]], st)
     elif form == "bn_masked":
         ag = nisa.bn_aggr(nisa.bn_stats(t, mask=(i_f < 40)))
         nl.store(o[i_p, nl.arange(2)[None, :]], ag)
     elif form == "max8":
         nl.store(o[i_p, i_8], nisa.max8(src=t))  # MARK-pr-max8
+    elif form == "max8_new":
+        m = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+        nisa.max8(dst=m, src=t)  # MARK-pr-max8-new
+        nl.store(o[i_p, i_8], m)
     elif form == "max8_masked":
         nl.store(o[i_p, i_8], nisa.max8(src=t, mask=(i_f < 40)))
     elif form == "index8":
@@ -73,32 +92,62 @@ def _warning(mark, call, verb, operand, held, full, made, mask):
                full - (hi - lo)))
 
 
-def test_statistics_top8_and_index8_of_a_partly_held_tile_are_warned():
-    # tester23ah F7: bn_stats / max8 / nc_find_index8 of a tile loaded with mask=(i_f < 40), called unmasked,
-    # gave the 40 held columns' statistics / top 8 with no warning; the device reads all 64, 24 undefined.
-    x = np.random.default_rng(16).standard_normal((128, 64)).astype(np.float32)
+def _undefined(mark, call, made, byte):
+    line = lambda m: line_of(__file__, m)
+    return ("test_nki_partial_reads.py:%d: %s reads sbuf 't' [128, 64] float32 allocated at test_nki_partial_reads.py:%d "
+            "where no instruction wrote before (partition 0, byte %d of the read is the first such): its values are "
+            "undefined (a tile starts uninitialised, as numpy.empty's contents; trnsim's memory starts as NaN)"
+            % (line(mark), call, line(made), byte))
+
+
+def _run_all(x, form):
+    """The kernel's outputs and every warning but the one of o's columns it leaves unwritten."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = tnki.simulate_kernel(_along_a_partly_held_dim, x, form)
+    return got, [str(w.message) for w in caught if "output o" not in str(w.message)]
+
+
+def test_statistics_and_top8_of_a_partly_held_tile_read_the_whole_tile():
+    # tester23ah F7 gave bn_stats / max8 of a tile loaded with mask=(i_f < 40), called unmasked, the 40 held
+    # columns' statistics / top 8 with no warning; then (fix23aw) the held part's with trnsim's warning that the
+    # device reads all 64. Without a mask of its own, the call is one instruction over each partition's 64
+    # elements, as nc_find_index8 of such a tile already was: the 24 no instruction wrote read undefined (NaN here:
+    # bn_stats' means and variances; NaN ranks below every number, so max8's top 8 are the held ones), with the
+    # simulator's warning of the read.
+    x = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) % 7 - 3) / np.float32(8)
     x[:, 50] = 100.0  # never loaded
     held = x[:, :40]
     top8 = -np.sort(-held, axis=1)[:, :8]
-    for form, call, verb, mark in (("bn", "bn_stats", "reduces", "MARK-pr-bn"),
-                                   ("max8", "max8", "reduces", "MARK-pr-max8")):
-        got, said = _run(x, form)
-        assert said == [_warning(mark, call, verb, "[128, 40]", (0, 40), 64, "MARK-pr-load", "i_f < 40")], (
-            form, said)
-        if form == "bn":
-            h = held.astype(np.float64)
-            assert np.allclose(got[:, 0], h.mean(1), atol=1e-6) and np.allclose(got[:, 1], h.var(1), atol=1e-5)
+    for form, call, mark in (("bn", "bn_stats", "MARK-pr-bn"), ("bn_new", "bn_stats", "MARK-pr-bn-new"),
+                             ("max8", "max8", "MARK-pr-max8"), ("max8_new", "max8", "MARK-pr-max8-new")):
+        got, said = _run_all(x, form)
+        assert said == [_undefined(mark, call, "MARK-pr-load", 160)], (form, said)
+        if form.startswith("bn"):
+            # count, mean, variance * count of the even and of the odd elements: 32 of each, means NaN
+            assert (got[:, [0, 3]] == 32).all() and np.isnan(got[:, [1, 2, 4, 5]]).all(), form
         else:
-            assert np.array_equal(got[:, :8], top8)
+            same_f32(got[:, :8], top8)
+    # A dst= of the whole tile's partitions: the instruction reads all of them (it was a RuleError "dst must be
+    # [100, 8]" of the kernel's [128, 64] tile), rows 100-127 and columns 40-63 no instruction wrote.
+    got, said = _run_all(x, "max8_new_rows")
+    assert said == [_undefined("MARK-pr-rowsmax", "max8", "MARK-pr-rows-load", 0).replace("'t'", "'u'").replace(
+        "(partition 0,", "(partition 100,")], said
+    same_f32(got[:100, :8], top8[:100])
+    assert np.isnan(got[100:, :8]).all()
     # nc_find_index8 counts positions in the tile it is given: it searches t's whole tile, as NKI's instruction
-    # does, the 24 columns no instruction wrote with the warning of such a read (tester23ai F10), not this one.
-    got, said = _run(x, "index8")
-    assert said == [] and np.array_equal(got[:, :8], np.argsort(-held, axis=1, kind="stable")[:, :8].astype(
-        np.float32))
-    for form in ("bn_masked", "max8_masked"):  # the call's own mask bounds the dim: the device reads 0-39 too
-        got, said = _run(x, form)
+    # does, the 24 columns no instruction wrote with the warning of such a read (tester23ai F10).
+    got, said = _run_all(x, "index8")
+    assert said == [_undefined("MARK-pr-index8", "nc_find_index8", "MARK-pr-load", 160)], said
+    assert np.array_equal(got[:, :8], np.argsort(-held, axis=1, kind="stable")[:, :8].astype(np.float32))
+    # The call's own mask bounds the dim: the device reads columns 0-39 too, all written: quiet.
+    for form in ("bn_masked", "max8_masked"):
+        got, said = _run_all(x, form)
         assert said == [], (form, said)
-    assert np.array_equal(_run(x, "max8_masked")[0][:, :8], top8)
+    same_f32(_run_all(x, "max8_masked")[0][:, :8], top8)
+    h = held.astype(np.float64)
+    got = _run_all(x, "bn_masked")[0]
+    assert np.allclose(got[:, 0], h.mean(1), atol=1e-6) and np.allclose(got[:, 1], h.var(1), atol=1e-5)
 
 
 def test_an_rms_norm_of_a_partly_held_tile_is_warned():
@@ -114,14 +163,23 @@ def test_an_rms_norm_of_a_partly_held_tile_is_warned():
         assert np.allclose(got[:, :40], want, rtol=1e-5, atol=1e-6), form
 
 
-def test_a_scan_of_a_partly_held_tile_is_warned():
+def test_a_scan_of_a_partly_held_tile_scans_the_whole_tile():
     # tester23ah F7 addendum: the unmasked scan of a tile holding columns 24-63 restarted its prefix sum at column
-    # 24 with no warning; the device scans from column 0, through 24 undefined columns.
-    x = np.random.default_rng(17).standard_normal((128, 64)).astype(np.float32)
-    got, said = _run(x, "scan")
-    assert said == [_warning("MARK-pr-scancall", "tensor_tensor_scan", "scans", "[128, 40]", (24, 64), 64,
-                             "MARK-pr-scan-load", "i_f >= 24")], said
-    assert np.array_equal(got[:, 24:], np.cumsum(x[:, 24:], axis=1, dtype=np.float32))
+    # 24 with no warning; then (fix23aw) with trnsim's warning that the device scans from column 0. Without a mask
+    # of its own it is one instruction over all 64 columns, from column 0: the columns no instruction wrote read
+    # undefined (NaN here), with the simulator's warning, and the sum carries them on; masked to the held columns,
+    # it scans those, quietly.
+    x = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) % 7 - 3) / np.float32(8)
+    got, said = _run_all(x, "scan")
+    assert said == [_undefined("MARK-pr-scancall", "tensor_tensor_scan", "MARK-pr-scan-load", 0)], said
+    assert np.isnan(got).all()
+    got, said = _run_all(x, "scan_head")  # holds columns 0-39: those are defined, the rest NaN
+    assert said == [_undefined("MARK-pr-scancall", "tensor_tensor_scan", "MARK-pr-scan-load", 160)], said
+    same_f32(got[:, :40], np.cumsum(x[:, :40], axis=1))
+    assert np.isnan(got[:, 40:]).all()
+    got, said = _run_all(x, "scan_masked")
+    assert said == [], said
+    same_f32(got[:, :40], np.cumsum(x[:, :40], axis=1))
 
 
 @tnki.jit
@@ -281,6 +339,78 @@ def test_a_k_bound_on_whole_tiles_holding_different_k_rows_is_told_to_index_both
         "mask=(i_k < K)); to bound M, x[i_k, i_m] with mask=(i_m < M)"), str(e)
     got = tnki.simulate_kernel(_k_bound_on_different_k_rows, a, b, "indexed")
     assert np.array_equal(got, a[:64].T @ b[:64]), np.abs(got - a[:64].T @ b[:64]).max()
+
+
+@tnki.jit
+def _mask_on_the_dim_its_variable_indexes(x, form):
+    import nki.isa as nisa
+    import nki.language as nl
+
+    o = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    if form == "column_of_axis_0":  # a 2-D grid's axis-0 variable indexing the free dim
+        t = nl.load(x[i_p, i_f], mask=(i_f < 40))
+        j = nl.arange(64)[:, None]
+        nl.store(o[:, 0:1], nl.sum(t[0:128, j], axis=1, keepdims=True, mask=(j < 40)))
+    elif form == "row_iota_on_3d":  # a [None, :] iota on the last free dim of a 3-D tile
+        b_p, b_a, b_f = nl.mgrid[0:128, 0:4, 0:16]
+        t = nl.load(x.reshape((128, 4, 16))[b_p, b_a, b_f], mask=(b_f < 10))
+        jf = nl.arange(16)[None, :]
+        nl.store(o[:, 0:4], nl.sum(t[0:128, 0:4, jf], axis=2, mask=(jf < 10)))
+    elif form == "tile_beside_3d_grid":  # t passed whole beside an operand indexed by a 3-D grid's variables
+        t = nl.load(x[i_p, i_f], mask=(i_f < 40))
+        ones = nl.full((128, 64), 1.0, nl.float32)
+        k_p, _k, k_f = nl.mgrid[0:128, 0:1, 0:64]
+        s = nisa.tensor_tensor_scan(data0=ones[k_p, k_f], data1=t, initial=0.0, op0=nl.multiply, op1=nl.add,
+                                    mask=(k_f < 40))
+        nl.store(o[:, 0:40], s[:, 0:40])
+    else:  # "axis_2_on_dim_1": a 3-D grid's axis-2 variable indexing dim 1; dim 2 of t, held in part, unbounded
+        b_p, b_a, b_f = nl.mgrid[0:128, 0:4, 0:16]
+        t = nl.load(x.reshape((128, 4, 16))[b_p, b_a, b_f], mask=(b_f < 10))  # MARK-pr9-load
+        ones = nl.full((128, 4, 16), 1.0, nl.float32)
+        a_p, _a, a_f = nl.mgrid[0:128, 0:1, 0:4]
+        s = nisa.tensor_tensor_scan(data0=ones[a_p, a_f, 0:10], data1=t, initial=0.0, op0=nl.multiply,  # MARK-pr9-scan
+                                    op1=nl.add, mask=(a_f < 3))
+        nl.store(o.reshape((128, 4, 16))[:, 0:3, 0:10], s[:, 0:3, 0:10])
+    return o
+
+
+def test_a_mask_bounds_the_dim_its_variable_indexes_for_the_partial_read_warning():
+    # fix23aw: the warning's test of the call's own mask took a variable of axis a as bounding dim a (axis 0: the
+    # partitions) whatever dim it indexed: a reduction masked to the held columns by a [:, None] iota on dim 1,
+    # by a [None, :] iota on the last dim of a 3-D tile, or a scan of a tile beside a 3-D grid's operand, was
+    # warned "the device reduces all 64"; a 3-D grid's axis-2 variable on dim 1 hid dim 2, which the scan reads
+    # whole on the device, 6 of its 16 columns unwritten.
+    x = (np.arange(128 * 64, dtype=np.float32).reshape(128, 64) % 7 - 3) / np.float32(8)
+    x3 = x.reshape(128, 4, 16)
+    quiet = {"column_of_axis_0": (slice(0, 1), x[:, :40].sum(axis=1, keepdims=True)),
+             "row_iota_on_3d": (slice(0, 4), x3[:, :, :10].sum(axis=2)),
+             "tile_beside_3d_grid": (slice(0, 40), np.cumsum(x[:, :40], axis=1))}
+    for form, (cols, want) in quiet.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = tnki.simulate_kernel(_mask_on_the_dim_its_variable_indexes, x, form)
+        assert [str(w.message) for w in caught if "output o" not in str(w.message)] == [], form
+        assert got[:, cols].astype(np.float32).tobytes() == want.astype(np.float32).tobytes(), form
+    got, said = _run_k(x, "axis_2_on_dim_1")
+    line = lambda m: line_of(__file__, m)
+    assert said == [
+        "test_nki_partial_reads.py:%d: tensor_tensor_scan scans dim 2 of [128, 3, 10] of sbuf tile t [128, 4, 16] "
+        "float32 allocated at test_nki_partial_reads.py:%d, which holds only [0, 10) of its 16 (the part "
+        "mask=(b_f < 10) at test_nki_partial_reads.py:%d selected): trnsim scans that part; the device scans all "
+        "16, 6 of them written by no instruction (undefined): mask this call as the one that made the operand"
+        % (line("MARK-pr9-scan"), line("MARK-pr9-load"), line("MARK-pr9-load"))], said
+    got3 = got.reshape(128, 4, 16)
+    # (the scan runs along the free elements in order: the 3 x 10 held ones, one prefix sum per partition)
+    want = np.cumsum(x3[:, :3, :10].reshape(128, 30), axis=1).reshape(128, 3, 10)
+    assert got3[:, :3, :10].tobytes() == want.astype(np.float32).tobytes()
+
+
+def _run_k(x, form):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = tnki.simulate_kernel(_mask_on_the_dim_its_variable_indexes, x, form)
+    return got, _said(caught)
 
 
 if __name__ == "__main__":

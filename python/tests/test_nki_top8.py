@@ -152,6 +152,56 @@ def test_nc_match_replace8_pairs_repeated_vals_from_the_last():
     assert out.tobytes() == np.array([[1, 2, -1, 4] + [-1] * 7], np.float32).tobytes()
 
 
+# ---- fix23aw: a masked nc_find_index8 counts from its operand's first element, not the mask's
+
+
+@nki.jit
+def k_masked_index(x, form, idx_dtype):
+    out = nl.ndarray((128, 8), dtype=idx_dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    if form == "tile":  # a whole tile, masked to columns 8-63
+        t = nl.load(x)
+        m = nisa.max8(src=t, mask=(i_f >= 8))
+        pos = nisa.nc_find_index8(data=t, vals=m, mask=(i_f >= 8), dtype=idx_dtype)
+    elif form == "held":  # a tile holding columns 8-63, masked to 8-39
+        u = nl.load(x[i_p, i_f], mask=(i_f >= 8))
+        m = nisa.max8(src=u, mask=(i_f >= 8) & (i_f < 40))
+        pos = nisa.nc_find_index8(data=u, vals=m, mask=(i_f >= 8) & (i_f < 40), dtype=idx_dtype)
+    elif form == "absent":  # values no element holds: all ones, after the add too
+        pos = nisa.nc_find_index8(data=nl.load(x), vals=nl.full((128, 8), 1000.0, nl.float32), mask=(i_f >= 8),
+                                  dtype=idx_dtype)
+    else:
+        a_p, a_b, a_f = nl.mgrid[0:128, 0:4, 0:16]
+        t3 = nl.load(x.reshape((128, 4, 16)))
+        if form == "outer":  # blocks 1-3 of [128, 4, 16]: positions 16-63
+            m = nisa.max8(src=t3, mask=(a_b >= 1))
+            pos = nisa.nc_find_index8(data=t3, vals=m, mask=(a_b >= 1), dtype=idx_dtype)
+        else:  # columns 2-15 of every block: no run of positions
+            m = nisa.max8(src=t3, mask=(a_f >= 2))
+            pos = nisa.nc_find_index8(data=t3, vals=m, mask=(a_f >= 2), dtype=idx_dtype)  # MARK-inner
+    nl.store(out, pos)
+    return out
+
+
+def test_a_masked_nc_find_index8_counts_from_its_operands_first_element():
+    # nc_find_index8(data=t, vals=max8(src=t, mask=(i_f >= 8)), mask=(i_f >= 8)) gave each value's index from
+    # column 8 (column 42's value was 34): the instruction indexed the masked part. NKI's page counts indices
+    # "starting at 0" in the data tensor, masked or not, and says nothing of the mask's start: trnsim counts from
+    # the operand's first element, as the unmasked call and nc_n_gather do (docs/nki.md "What differs").
+    x = LOGITS
+    want = lambda lo, hi: (np.argsort(-x[:, lo:hi], axis=1, kind="stable")[:, :8] + lo).astype(np.uint32)
+    for dtype, np_dtype in ((nl.uint32, np.uint32), (nl.uint16, np.uint16)):
+        for form, lo, hi in (("tile", 8, 64), ("held", 8, 40), ("outer", 16, 64)):
+            got = tnki.simulate_kernel(k_masked_index, x, form, dtype)
+            assert got.dtype == np_dtype and got.tobytes() == want(lo, hi).astype(np_dtype).tobytes(), (form, dtype)
+        got = tnki.simulate_kernel(k_masked_index, x, "absent", dtype)
+        assert (got == np.iinfo(np_dtype).max).all(), dtype
+    raises_at(tnki.NkiUnsupported, "nki.isa.nc_find_index8(mask=...) keeping part of an inner free dim of data "
+              "[128, 4, 16] (dims [0, 128), [0, 4), [2, 16)) is not modelled by trnsim: the masked elements are no "
+              "run of the operand's positions", __file__, "MARK-inner", tnki.simulate_kernel, k_masked_index, x,
+              "inner", nl.uint32)
+
+
 # ---- errors: the shape and dtype rules of NKI's pages, naming the call and the kernel line
 
 

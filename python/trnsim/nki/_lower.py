@@ -636,6 +636,27 @@ def legal_rows(v, dim=0):
     return w.index(tuple(slice(s, a + n) if d == dim else slice(b, b + m) for d, (b, m) in enumerate(place)))
 
 
+def whole_free(v, dst=None):
+    """`v`, a masked call's result passed whole (whole_of) whose free dims it holds only in part, as the view of
+    its whole tile over all of its free dims and its held rows (from the nearest start an engine instruction may
+    have, as legal_rows), else `v`: the operand of a call combining the elements along its free dims (max8,
+    bn_stats / bn_aggr, tensor_tensor_scan) without a mask of its own, which on the device is one instruction
+    reading all of each partition's elements of the tile the kernel gave (fix23aw: it computed the held part,
+    warned, where nc_find_index8 read the whole tile). The unwritten rest reads undefined, with the simulator's
+    warning of a read where no instruction wrote. `dst`: a dst= call's, whose partitions are the instruction's:
+    with the whole tile's, `v` is its whole tile, rows too (a dst= call writes all of dst: _region)."""
+    w = whole_of(v)
+    if w is not None and isinstance(dst, NkiTensor) and dst.partitions == w.partitions:
+        return w
+    place = _place(v) if w is not None else None
+    if place is None or len(place) != w.ndim or all(place[d] == (0, w.shape[d]) for d in range(w.ndim)
+                                                     if d != w.pd):
+        return v
+    a, n = place[w.pd]
+    s = _legal_from(a, n)
+    return w.index(tuple(slice(s, a + n) if d == w.pd else slice(None) for d in range(w.ndim)))
+
+
 def _same_part(b, p, box, part):
     """Whether the held part `p` (region `b`) of one operand is the held part `part` (region `box`) of
     another as it broadcasts against it: the same region on each of its leading dims, a dim of size 1
@@ -854,6 +875,7 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None, ignore=
     else:
         cuts = region = None
     out = []
+    bound = {}  # id(view returned) -> (that view, the dims of it the mask bounds)
     for i, v in enumerate(views):
         if not isinstance(v, NkiTensor):
             out.append(v)
@@ -862,13 +884,16 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None, ignore=
         if type(v) is Unbounded:
             if not v.slices_past():
                 out.append(v.bounded(bounds))
+                bound[id(out[-1])] = (out[-1], _var_dims(v, bounds))
                 continue
             past, v = v.unbounded, v.unchecked()  # (cut as a tile, then checked inside its tensor)
         if v.vars:
             vc = {d: bounds[var] for d, var in enumerate(v.vars) if var is not None and var in bounds}
+            dims = _var_dims(v, bounds)
         else:
             vb = {k: b for k, b in bounds.items() if k not in ignore[i]} if ignore else bounds
-            vc, r = _tile_cuts(v, ref, cuts, vb, axes[i] if axes else None)
+            dims = set()
+            vc, r = _tile_cuts(v, ref, cuts, vb, axes[i] if axes else None, dims)
             if region is None:
                 region = r
         idx = tuple(slice(vc[d][0], vc[d][1]) if d in vc else slice(None) for d in range(v.ndim))
@@ -879,6 +904,8 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None, ignore=
                                f"view whose {e.error.bare}: bound a variable of axis {d} (of the view's length) so "
                                f"that the masked-in indices stop by {size}")
         out.append(v.index(idx) if vc else v)
+        bound[id(out[-1])] = (out[-1], frozenset(dims))
+    (_trace._current or _trace.current()).mask_dims = (mask, bound)
     if not dma:
         for v, w in zip(views, out):
             if isinstance(w, NkiTensor) and w.st.space != HBM and w.pd >= 0 and w.p0 != v.p0:
@@ -922,10 +949,18 @@ def _empty(skip, views, box):
     return (out, None) if box else out
 
 
-def _tile_cuts(v, ref, cuts, bounds, axes=None):
+def _var_dims(v, bounds):
+    """The dims of `v`, a view the kernel indexed with nl.arange variables, that the mask `bounds` bounds: those
+    its variables index (the dim a variable indexes, whatever its axis in its own index space)."""
+    return frozenset(d for d, var in enumerate(v.vars) if var is not None and var in bounds)
+
+
+def _tile_cuts(v, ref, cuts, bounds, axes=None, bound=None):
     """The dims to cut of a tile `v` (a view without index variables) under the mask `bounds`, as slices of
     v ({dim: (lo, hi)}), and the region of the index space v's cut holds (full shape, first index per dim).
-    `axes`: {axis: dim of v} where a variable's axis bounds another dim of v (apply_mask)."""
+    `axes`: {axis: dim of v} where a variable's axis bounds another dim of v (apply_mask). `bound`: a set
+    given to receive the dims of v the mask bounds (cut or already the extent)."""
+    bound = set() if bound is None else bound
     shape = tuple(v.shape)
     own = box_of(v)  # an earlier masked call's result: the region it holds
     vc = {}
@@ -951,6 +986,7 @@ def _tile_cuts(v, ref, cuts, bounds, axes=None):
                     raise NkiError(f"mask: operand {list(shape)} does not match the masked operand "
                                    f"{list(full)} (dim {d})")
                 continue
+            bound.add(d)
             lo, hi = cuts[e]
             if n == full[e]:
                 vc[d] = (lo, hi)
@@ -972,6 +1008,7 @@ def _tile_cuts(v, ref, cuts, bounds, axes=None):
         if n == 1 and var.size != 1:
             continue  # a broadcast dim (a [P, 1] bias or scalar operand)
         region_full[d], region_starts[d] = var.size, lo
+        bound.add(d)
         if n == var.size:
             if (lo, hi) != (0, n):
                 vc[d] = (lo, hi)
@@ -1017,12 +1054,24 @@ def held_only(v, d, lo, hi, a, n, loc, what=None, fix="mask that call as widely"
                     f"the part {that} selected{why}: {fix}")
 
 
-def _masked_dims(mask, ndim, pd):
-    """The dims of an operand of `ndim` dims (partition dim `pd`) that `mask`, the kernel's call's own, bounds (a
-    variable of axis a of an index space of as many dims bounds dim a; one of axis 0 the partitions)."""
+def _masked_dims(mask, data):
+    """The dims of operand `data` that `mask`, the kernel's call's own, bounds, as apply_mask applied it to the
+    view it returned: a variable bounds the dim it indexes of the view the kernel indexed with it, and the dim
+    paired with that one of a tile beside the view (Trace.mask_dims). The axis rule alone (a variable of axis a
+    bounds dim a) took `t[0:128, j]` with `j = nl.arange(64)[:, None]` as bounding the partitions, and a 2-D
+    grid's variable indexing the last dim of a 3-D view as bounding nothing (fix23aw). A view no apply_mask
+    returned: by its variables, or for a tile by that axis rule (_tile_cuts; one of axis 0 the partitions)."""
     if not isinstance(mask, Mask):
         return set()
-    return {v.axis if v.ndim == ndim else pd for v in mask.bounds if v.ndim == ndim or (v.axis == 0 and pd == 0)}
+    last = (_trace._current or _trace.current()).mask_dims
+    if last is not None and last[0] is mask:
+        hit = last[1].get(id(data))
+        if hit is not None and hit[0] is data:
+            return hit[1]
+    if data.vars:
+        return _var_dims(data, mask.bounds)
+    return {v.axis if v.ndim == data.ndim else data.pd for v in mask.bounds
+            if v.ndim == data.ndim or (v.axis == 0 and data.pd == 0)}
 
 
 def warn_partial_reduction(call, data, axes, mask=None, verb="reduces"):
@@ -1030,8 +1079,9 @@ def warn_partial_reduction(call, data, axes, mask=None, verb="reduces"):
     (box_of): trnsim reduces the held part, the device the whole dim, whose rest no instruction wrote
     (undefined; tester23af F7). One warning per kernel line (Kernel.warn). `mask`: the call's own mask= (the
     kernel's), none for a call of trnsim's lowering. Every call combining the elements along a dim goes
-    through here (bn_stats, max8, nc_find_index8 and tensor_tensor_scan too, tester23ah F7); `verb`: what it
-    does along the dim ("scans": a scan starts at the held part's first element, not the dim's)."""
+    through here (bn_stats, max8, nc_find_index8 and tensor_tensor_scan too, tester23ah F7; unmasked, those read
+    the whole free dims instead: whole_free, isa._positional); `verb`: what it does along the dim ("scans": a
+    scan starts at the held part's first element, not the dim's)."""
     box = box_of(data)
     if box is None:
         return
@@ -1058,7 +1108,7 @@ def warn_partial_reduction(call, data, axes, mask=None, verb="reduces"):
     if cut:
         # A dim the call's own mask bounds reads the held part only, on the device too (tester23ag F1): a
         # looser bound is the looser-mask error before this.
-        masked = _masked_dims(mask, data.ndim, data.pd)
+        masked = _masked_dims(mask, data)
         cut = [a for a in cut if a not in masked]
     if not cut:
         return

@@ -120,6 +120,10 @@ class Trace:
         # at its tile's whole shape (a LoadPart) holds: a write reaching outside it fills the tile (Trace.filled;
         # _lower.held_part, note_writes)
         self.held = {}
+        # (mask, {id(view): (view, dims)}) of the last apply_mask: the dims of each view it returned that the
+        # mask bounds, as it applied them (a variable indexes the dim it indexes, not its axis's), for the
+        # warning of a call reducing a dim its own mask bounds (_lower._masked_dims)
+        self.mask_dims = None
         # Storage uids of tiles made by calls that emitted nothing (a mask selecting nothing), and while such a
         # call runs (the number of storages before it, the frame of the wrapper that ends it) (_void)
         self.void = set()

@@ -1130,7 +1130,7 @@ def _bn(call, rec, width, args, kwargs):
     if _current(args, kwargs, 2):
 
         def new(dst, data, name=None):
-            dst, data = _region(dst, data)
+            dst, data = _region(dst, _lower.whole_free(data, dst))
             return rec(dst, data)
 
         return _named(call)(new)(*args, **kwargs)
@@ -1138,7 +1138,7 @@ def _bn(call, rec, width, args, kwargs):
     def old(data, *, mask=None, dtype=None, **kw):
         if kw:
             ignored_kwargs(f"nki.isa.{call}", kw)
-        (data,), box = _masked(mask, data)
+        (data,), box = _masked(mask, data if mask is not None else _lower.whole_free(data))
         dst = _result((data.shape[0], width), _lower.dt(dtype, data.dtype), SBUF, call)
         rec(dst, data, mask=mask)
         return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (0, None)))
@@ -1180,6 +1180,8 @@ def _tensor_tensor_scan_old(data0, data1, initial, op0, op1, reverse0=False, rev
     call = "tensor_tensor_scan"
     if kwargs:
         ignored_kwargs(f"nki.isa.{call}", kwargs)
+    if mask is None:
+        data0, data1 = _lower.whole_free(data0), _lower.whole_free(data1)
     if _t(initial):
         (data0, data1, initial), box = _masked(mask, data0, data1, initial)
     else:
@@ -1318,7 +1320,7 @@ def _idx_dtype(dtype, call):
 
 @_named("max8")
 def _max8_new(dst, src, name=None):
-    dst, src = _region(dst, src)
+    dst, src = _region(dst, _lower.whole_free(src, dst))
     return _ops.max8(dst, src)
 
 
@@ -1326,7 +1328,7 @@ def _max8_new(dst, src, name=None):
 def _max8_old(*, src, mask=None, dtype=None, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.max8", kwargs)
-    (src,), box = _masked(mask, src)
+    (src,), box = _masked(mask, src if mask is not None else _lower.whole_free(src))
     dst = _result((src.shape[0], 8), _lower.dt(dtype, src.dtype), SBUF, "max8")
     _ops.max8(dst, src, mask=mask)
     return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (0, None)))
@@ -1355,8 +1357,38 @@ def _nc_find_index8_old(*, data, vals, mask=None, dtype=None, **kwargs):
     (data,), box = _masked(mask, data if mask is not None else _positional(data))
     (vals,) = _region(vals)
     dst = _result((data.shape[0], 8), _idx_dtype(dtype, "nc_find_index8"), SBUF, "nc_find_index8")
+    first = _first_position(box, data) if mask is not None else 0
     _ops.nc_find_index8(dst, data, vals, mask=mask)
+    if first:
+        # The instruction counts from the masked part's first element; the kernel's index counts from its
+        # operand's: add that element's position (an FP32 add, exact up to 2^24; the all-ones "not found"
+        # saturates and stays all ones).
+        _ops.tensor_scalar(dst, dst, "add", float(first), engine="DVE")
     return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (0, None)))
+
+
+def _first_position(box, data):
+    """The position, among the free elements of nc_find_index8's data as the kernel gave it (the call's index
+    space, row-major), of the first element its mask keeps (`box`: the region the mask keeps, apply_mask):
+    the instruction indexes the masked part, NKI's index counts from the operand's first element (docs/nki.md
+    "What differs"). NkiUnsupported when the masked part is no run of consecutive positions (an inner free dim
+    cut inside a longer outer one): its indices would be no offset of the instruction's."""
+    if box is None or len(box[0]) != data.ndim:
+        return 0
+    full, starts = box[0], box[1]
+    free = [d for d in range(data.ndim) if d != data.pd]
+    first, stride, inner_whole = 0, 1, True
+    for d in reversed(free):
+        if data.shape[d] > 1 and not inner_whole:
+            unsupported("nki.isa.nc_find_index8(mask=...) keeping part of an inner free dim of data "
+                        f"{list(full)} (dims {', '.join(f'[{a}, {a + n})' for a, n in zip(starts, data.shape))})",
+                        "the masked elements are no run of the operand's positions, so their indices are no offset "
+                        "of those the instruction counts; mask whole inner dims, or give data as a view of the "
+                        "masked part")
+        first += starts[d] * stride
+        stride *= full[d]
+        inner_whole = inner_whole and data.shape[d] == full[d]
+    return first
 
 
 @_public
