@@ -301,6 +301,7 @@ class _Range:
         traced = self.kind != "static_range"
         direct = t.direct_decls
         kept = None  # the counters the body advances, as its first iteration left them (_keep_first)
+        state = None  # the ints reachable from the body's names, as its first iteration left them (_int_state)
         try:
             for n, i in enumerate(self.r):
                 if outermost:
@@ -315,8 +316,13 @@ class _Range:
                     its[-1][1] = len(t.ops)
                 if n == 0 and traced and len(self.r) > 1:
                     kept = _counters(self.loc, sys._getframe(1))
-            if kept and t.direct_decls > direct:
-                _keep_first(kept, sys._getframe(1))
+                    if t.direct_decls:  # (a kernel placing tiles directly: the state its allocator keeps)
+                        state = _int_state(self.loc, sys._getframe(1))
+            if t.direct_decls > direct:
+                if kept:
+                    _keep_first(kept, sys._getframe(1))
+                if state:
+                    _restore(state)
         finally:
             t.loops.pop()
             t.scope = scope
@@ -342,20 +348,26 @@ class _Range:
         return reversed(self.r)
 
 
-_ADVANCED = {}  # (file, line of an nl.*_range call) -> the names its for statement's body advances, or ()
+_ADVANCED = {}  # (file, line of an nl.*_range call) -> (the names its for statement's body advances, or (),
+#                                                       the names the body uses)
 
 
 def _advanced(loc):
     """The local names the body of the `for` statement whose iterable is at `loc` advances: targets of an
     augmented assignment (`cur += size`) or of an assignment reading the name itself (`cur = cur + size`),
     not the loop's own targets nor names in functions defined in the body; () when no such statement."""
+    return _body_names(loc)[0]
+
+
+def _body_names(loc):
+    """(_advanced, the names the body uses but the loop's own targets: variables, objects, functions)."""
     got = _ADVANCED.get(loc)
     if got is not None:
         return got
     import ast
     import linecache
 
-    got = ()
+    got = ((), ())
     try:
         tree = ast.parse("".join(linecache.getlines(loc[0])))
     except (SyntaxError, ValueError):
@@ -376,7 +388,8 @@ def _advanced(loc):
                         if isinstance(tg, ast.Name) and tg.id in read:
                             names.add(tg.id)
                 todo.extend(ast.iter_child_nodes(x))
-            got = tuple(sorted(names - own))
+            used = {x.id for b in node.body for x in ast.walk(b) if isinstance(x, ast.Name)}
+            got = (tuple(sorted(names - own)), tuple(sorted(used - own)))
             break
     _ADVANCED[loc] = got
     return got
@@ -409,6 +422,104 @@ def _keep_first(kept, frame):
 
     loc_vars.update(changed)
     ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
+
+
+def _int_state(loc, frame):
+    """[(container, key, value)] of the ints reachable from the names the body of the loop at `loc` uses (as the
+    body's one trace in NKI could change them), in `frame` running the loop, as its first iteration left them:
+    attributes of objects (an allocator class's `self.offset += size`), list items and dict values, up to 3
+    levels from the name; the module globals a function it names uses and the variables of its closure (a
+    counter it advances with `global` or `nonlocal`); a global of the loop's own module the body names. Local
+    ints are _counters'. A container is a list, a dict (an object's __dict__ too) or, for a closure variable,
+    its cell (key None); an object's __slots__, the object (key the slot's name, as a str in a tuple)."""
+    import types
+
+    names = _body_names(loc)[1]
+    if not names:
+        return None
+    f_locals, f_globals = frame.f_locals, frame.f_globals
+    out, seen, todo = [], set(), []
+    for k in names:
+        if k in f_locals:
+            todo.append((f_locals[k], 0))
+        elif k in f_globals:
+            v = f_globals[k]
+            if type(v) is int:
+                out.append((f_globals, k, v))
+            else:
+                todo.append((v, 0))
+    budget = 20000  # (elements looked at: a large table reachable from the body is left after that many)
+    while todo and budget > 0:
+        obj, depth = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        kind = type(obj)
+        if kind is types.FunctionType:
+            g = obj.__globals__
+            for k in obj.__code__.co_names:
+                v = g.get(k)
+                if type(v) is int:
+                    out.append((g, k, v))
+            for cell in obj.__closure__ or ():
+                try:
+                    v = cell.cell_contents
+                except ValueError:  # (an empty cell)
+                    continue
+                if type(v) is int:
+                    out.append((cell, None, v))
+                elif depth < 3:
+                    todo.append((v, depth + 1))
+            continue
+        if kind is list or kind is tuple:
+            items, container = enumerate(obj), (obj if kind is list else None)
+        elif kind is dict:
+            items, container = list(obj.items()), obj
+        elif isinstance(obj, (types.ModuleType, type, types.BuiltinFunctionType, types.MethodType)) or (
+                str(getattr(kind, "__module__", "")).startswith("trnsim.")):
+            continue  # (modules, classes, and trnsim's own objects: tensors, loops, dtypes)
+        else:
+            try:
+                d = getattr(obj, "__dict__", None)
+                slots = getattr(kind, "__slots__", ())
+                slots = (slots,) if isinstance(slots, str) else slots
+            except Exception:  # (an object that will not be looked at)
+                continue
+            items, container = (list(d.items()) if type(d) is dict else []), d
+            for k in slots:
+                try:
+                    v = getattr(obj, k, None) if isinstance(k, str) else None
+                except Exception:
+                    continue
+                if type(v) is int:
+                    out.append((obj, (k,), v))
+                elif v is not None and depth < 3:
+                    todo.append((v, depth + 1))
+        for k, v in items:
+            budget -= 1
+            if type(v) is int:
+                if container is not None:
+                    out.append((container, k, v))
+            elif depth < 3 and not isinstance(v, (str, bytes, float, bool, type(None))):
+                todo.append((v, depth + 1))
+    return out
+
+
+def _restore(state):
+    """Sets each int of `state` (_int_state) that the loop's later iterations changed back to what the first
+    left: NKI traces an affine_range or sequential_range body once (docs/nki.md "Direct allocation")."""
+    for container, k, v in state:
+        try:
+            if k is None:
+                if type(container.cell_contents) is int and container.cell_contents != v:
+                    container.cell_contents = v
+            elif type(k) is tuple:
+                if type(getattr(container, k[0], None)) is int and getattr(container, k[0]) != v:
+                    setattr(container, k[0], v)
+            elif type(container[k]) is int and container[k] != v:
+                container[k] = v
+        except (LookupError, ValueError, AttributeError, TypeError):
+            continue  # (an item the later iterations removed)
 
 
 def make_range(kind, *args, **kwargs):
