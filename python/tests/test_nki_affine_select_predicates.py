@@ -109,7 +109,7 @@ def bad_pred(x, case):
     i_p, i_f = nl.mgrid[0:128, 0:64]
     t = nl.load(x)
     pred = {"and": (i_p < 100) & (i_f < 40), "two_bounds": (i_p >= 10) & (i_p < 20), "expr": i_p + i_f,
-            "tile": t, "int": 1}[case]
+            "tile": t, "int": 1, "size": nl.arange(64)[:, None] < 100}[case]
     out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
     nl.store(out, nisa.affine_select(pred=pred, on_true_tile=t, on_false_value=0.0))  # MARK-bad
     return out
@@ -127,7 +127,9 @@ def test_a_predicate_that_is_no_affine_comparison_is_refused():
             ("tile", one + " (e.g. i_q >= i_k, i_q - 2 * i_k > -7), affine in the partition and free indices, or a "
                      "bool, got NkiTensor"),
             ("int", one + " (e.g. i_q >= i_k, i_q - 2 * i_k > -7), affine in the partition and free indices, or a "
-                    "bool, got int")]:
+                    "bool, got int"),
+            # constant (true on all 64 rows of its variable), but of another size than the tile's 128 rows
+            ("size", "affine_select: pred's index variable i0[64] spans 64, on_true_tile's axis 0 is 128")]:
         raises_at(NkiError, said, __file__, "MARK-bad", tnki.simulate_kernel, bad_pred, x, case)
 
 

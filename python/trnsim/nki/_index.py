@@ -271,10 +271,11 @@ class AffinePredicate:
         return NkiError(f"mask: {self._why()}")
 
     @staticmethod
-    def constant(holds):
-        """A predicate of no index variable, true everywhere (`-1 < 0`) or nowhere (`0 < 0`): affine_select's
-        pred when it is constant over the tile (a Python bool, or a comparison true for every index or none)."""
-        return AffinePredicate(IndexExpr({}, -1 if holds else 0), "<")
+    def constant(holds, over=()):
+        """A predicate true everywhere (`-1 < 0`) or nowhere (`0 < 0`): affine_select's pred when it is constant
+        over the tile (a Python bool, or a comparison true for every index or none); `over`: the index variables
+        it compared, of coefficient 0 (their axes still have to match the tile's)."""
+        return AffinePredicate(IndexExpr({}, -1 if holds else 0, tuple(over)), "<")
 
     def rectangle(self):
         """The predicate as a mask when it is one, evaluated over the variables' whole ranges (they are known
@@ -379,12 +380,12 @@ class Mask:
         none (a full tile, or one past the end, of a tail-padding loop); bounds on several variables, or two
         on one, are an error: NKI's pred is one comparison, not masks combined with &."""
         if self.empty():
-            return AffinePredicate.constant(False)
+            return AffinePredicate.constant(False, self.bounds)
         if len(self.bounds) == 1:
             (v, (lo, hi)), = self.bounds.items()
             e = IndexExpr({v: 1}, 0)
             if lo <= 0 and hi >= v.size:
-                return AffinePredicate.constant(True)
+                return AffinePredicate.constant(True, self.bounds)
             if lo > 0 and hi >= v.size:
                 return AffinePredicate(e - lo, ">=")
             if lo <= 0 and hi < v.size:

@@ -1490,12 +1490,13 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
     if expr.ndim > n:
         raise NkiError(f"affine_select: pred has {expr.ndim} index axes, on_true_tile {list(shape)} has {n}")
     coef, offset = [0] * n, expr.const
-    for v, k in expr.terms.items():
+    for v in expr._vars():  # (a variable a constant predicate compared too: expr.zero)
         ax = v.axis + (n - v.ndim)
         if v.size != shape[ax]:
             raise NkiError(f"affine_select: pred's index variable {v!r} spans {v.size}, on_true_tile's axis {ax} "
                            f"is {shape[ax]}")
-        coef[ax] += k
+    for v, k in expr.terms.items():
+        coef[v.axis + (n - v.ndim)] += k
         offset += k * v.start
     # mask= (NKI's tile masking, as for every call that takes it): the instruction for the masked-in region of
     # on_true_tile's index space, its predicate taken at the region's indices (the affine value at the region's
