@@ -319,10 +319,15 @@ class _Range:
                     if t.direct_decls:  # (a kernel placing tiles directly: the state its allocator keeps)
                         state = _int_state(self.loc, sys._getframe(1))
             if t.direct_decls > direct:
-                if kept:
-                    _keep_first(kept, sys._getframe(1))
+                rebound = _keep_first(kept, sys._getframe(1)) if kept else ()
                 if state:
                     _restore(state)
+                for k in rebound:
+                    t.kernel.warn(str(self.loc), (
+                        f"nl.{self.kind}: its body rebinds '{k}' ({type(kept[k]).__name__}), which after the loop "
+                        "is what its last iteration left, not its first as after NKI's one trace of the body: "
+                        "trnsim sets back only the integers the body changes (docs/nki.md \"Direct allocation\"), "
+                        f"so a tile placed from '{k}' after the loop may lie elsewhere than on the device"))
         finally:
             t.loops.pop()
             t.scope = scope
@@ -396,32 +401,56 @@ def _body_names(loc):
 
 
 def _counters(loc, frame):
-    """{name: value} of the integer locals of `frame` (running an nl.affine_range / sequential_range loop at
-    `loc`) that the loop's body advances (_advanced), as they are when its first iteration ends."""
+    """{name: value} of the locals of `frame` (running an nl.affine_range / sequential_range loop at `loc`) that
+    the loop's body advances (_advanced), as they are when its first iteration ends."""
     names = _advanced(loc)
     if not names:
         return None
     loc_vars = frame.f_locals
-    return {k: loc_vars[k] for k in names if type(loc_vars.get(k)) is int}
+    return {k: loc_vars[k] for k in names if k in loc_vars}
+
+
+def _is_int(v):
+    """An integer counter: a Python int or a NumPy integer, not a bool."""
+    import numbers
+
+    return type(v) is int or (isinstance(v, numbers.Integral) and not isinstance(v, bool))
+
+
+def _trnsims(v):
+    """One of trnsim's own objects (a tensor, a loop, a dtype)."""
+    return str(getattr(type(v), "__module__", "")).startswith("trnsim.")
 
 
 def _keep_first(kept, frame):
-    """Sets the locals `kept` back in `frame` (the loop is over): NKI traces an affine_range or sequential_range
-    body once, so the counters the body advanced are, after the loop, as that one trace left them (docs/nki.md
-    "Direct allocation": a tensor declared after the loop at `base_addr=cur`). Only in a loop whose body
-    declared a directly allocated tensor."""
+    """Sets the integer locals of `kept` back in `frame` (the loop is over): NKI traces an affine_range or
+    sequential_range body once, so the counters the body advanced are, after the loop, as that one trace left
+    them (docs/nki.md "Direct allocation": a tensor declared after the loop at `base_addr=cur`). Only in a loop
+    whose body declared a directly allocated tensor. Returns the names of the other locals the body advances
+    that the later iterations rebound to another value (`alloc = alloc.bump(size)`), which are not set back."""
     loc_vars = frame.f_locals
-    changed = {k: v for k, v in kept.items() if k in loc_vars and type(loc_vars[k]) is int and loc_vars[k] != v}
+    changed, rebound = {}, []
+    for k, v in kept.items():
+        if k not in loc_vars:
+            continue
+        cur = loc_vars[k]
+        if _is_int(v) and _is_int(cur):
+            if cur != v:
+                changed[k] = v
+        elif cur is not v and not _trnsims(cur) and not _trnsims(v) and not (
+                type(cur) is type(v) and type(v) in (float, str, bool, tuple) and cur == v):
+            rebound.append(k)
     if not changed:
-        return
+        return rebound
     if sys.version_info >= (3, 13):  # (PEP 667: f_locals writes through to the frame)
         for k, v in changed.items():
             loc_vars[k] = v
-        return
+        return rebound
     import ctypes
 
     loc_vars.update(changed)
     ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
+    return rebound
 
 
 def _int_state(loc, frame):
@@ -444,7 +473,7 @@ def _int_state(loc, frame):
             todo.append((f_locals[k], 0))
         elif k in f_globals:
             v = f_globals[k]
-            if type(v) is int:
+            if _is_int(v):
                 out.append((f_globals, k, v))
             else:
                 todo.append((v, 0))
@@ -459,14 +488,14 @@ def _int_state(loc, frame):
             g = obj.__globals__
             for k in obj.__code__.co_names:
                 v = g.get(k)
-                if type(v) is int:
+                if _is_int(v):
                     out.append((g, k, v))
             for cell in obj.__closure__ or ():
                 try:
                     v = cell.cell_contents
                 except ValueError:  # (an empty cell)
                     continue
-                if type(v) is int:
+                if _is_int(v):
                     out.append((cell, None, v))
                 elif depth < 3:
                     todo.append((v, depth + 1))
@@ -475,8 +504,7 @@ def _int_state(loc, frame):
             items, container = enumerate(obj), (obj if kind is list else None)
         elif kind is dict:
             items, container = list(obj.items()), obj
-        elif isinstance(obj, (types.ModuleType, type, types.BuiltinFunctionType, types.MethodType)) or (
-                str(getattr(kind, "__module__", "")).startswith("trnsim.")):
+        elif isinstance(obj, (types.ModuleType, type, types.BuiltinFunctionType, types.MethodType)) or _trnsims(obj):
             continue  # (modules, classes, and trnsim's own objects: tensors, loops, dtypes)
         else:
             try:
@@ -491,13 +519,13 @@ def _int_state(loc, frame):
                     v = getattr(obj, k, None) if isinstance(k, str) else None
                 except Exception:
                     continue
-                if type(v) is int:
+                if _is_int(v):
                     out.append((obj, (k,), v))
                 elif v is not None and depth < 3:
                     todo.append((v, depth + 1))
         for k, v in items:
             budget -= 1
-            if type(v) is int:
+            if _is_int(v):
                 if container is not None:
                     out.append((container, k, v))
             elif depth < 3 and not isinstance(v, (str, bytes, float, bool, type(None))):
@@ -511,12 +539,12 @@ def _restore(state):
     for container, k, v in state:
         try:
             if k is None:
-                if type(container.cell_contents) is int and container.cell_contents != v:
+                if _is_int(container.cell_contents) and container.cell_contents != v:
                     container.cell_contents = v
             elif type(k) is tuple:
-                if type(getattr(container, k[0], None)) is int and getattr(container, k[0]) != v:
+                if _is_int(getattr(container, k[0], None)) and getattr(container, k[0]) != v:
                     setattr(container, k[0], v)
-            elif type(container[k]) is int and container[k] != v:
+            elif _is_int(container[k]) and container[k] != v:
                 container[k] = v
         except (LookupError, ValueError, AttributeError, TypeError):
             continue  # (an item the later iterations removed)
