@@ -168,6 +168,49 @@ def test_a_counter_after_a_loop_traced_once():
                   tnki.simulate_kernel, K.counter_after_loop, x, kind=kind)
 
 
+def test_allocator_state_after_a_loop_traced_once():
+    # tester23ah F6: after an affine_range / sequential_range loop whose body declared a directly allocated tile,
+    # only integer local variables were as its one traced iteration left them; an allocator's state in an
+    # object (nki-library's allocator classes: `self.top = ...` in the method the body calls), a list item, a
+    # dict value, a dict in a list in an object or a closure's variable still advanced once per iteration, so
+    # the tile declared after the loop was at 4 x 64 KiB, past SBUF ("bytes [262144, 264192) of each partition
+    # are outside SBUF's 229376 B"), where NKI places it at 64 KiB. Each int the body changed is now as the
+    # first iteration left it (a count of tiles in the dict too: 1).
+    x = np.arange(4 * 128 * 512, dtype=np.float32).reshape(4, 128, 512) / 7
+    for holder in ("method", "attr", "list", "dict", "nested", "closure", "numpy"):
+        for kind in ("affine_range", "sequential_range"):
+            r = tnki.benchmark(K.state_after_loop, x, holder, kind=kind)
+            assert r.outputs[0].tobytes() == x.tobytes() and r.outputs[1].tobytes() == (3 * x[0]).tobytes()
+            got = [(d["allocator"], d["logical_tiles"], d["physical_tiles"])
+                   for d in r.stats["nki"]["allocation"][0]["direct"]]
+            assert got == [("nl.ndarray(address=(0, 0))", 4, [{"partition": 0, "byte": 0}]),
+                           ("nl.ndarray(address=(0, 65536))", 1, [{"partition": 0, "byte": 65536}])], (holder, kind,
+                                                                                                     got)
+    # Unrolled while NKI traces: the state advances four times.
+    for kind in ("static_range", "python"):
+        raises_at(NkiError, "nl.ndarray(address=(0, 262144)): its tile: bytes [262144, 264192) of each partition "
+                  "are outside SBUF's 229376 B per partition (trn2)", SRC, "# after the loop: placed",
+                  tnki.simulate_kernel, K.state_after_loop, x, "method", kind=kind)
+
+
+def test_a_local_the_body_rebinds_to_another_object_is_warned():
+    # An allocator the body replaces by a new object each iteration (`cur = cur.past(4096)`) is not set back:
+    # the tile after the loop is at 16 KiB (the last iteration's cursor), at 4 KiB on the device; warned at the
+    # loop's line.
+    x = np.arange(4 * 128 * 512, dtype=np.float32).reshape(4, 128, 512) / 7
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = tnki.benchmark(K.rebound_cursor, x)
+    assert r.outputs[0].tobytes() == x.tobytes() and r.outputs[1].tobytes() == x[0].tobytes()
+    assert [d["physical_tiles"] for d in r.stats["nki"]["allocation"][0]["direct"]] == [
+        [{"partition": 0, "byte": 0}], [{"partition": 0, "byte": 16384}]]
+    assert [str(w.message) for w in caught] == [
+        "nki_direct.py:%d: nl.affine_range: its body rebinds 'cur' (Cursor), which after the loop is what its last "
+        "iteration left, not its first as after NKI's one trace of the body: trnsim sets back only the integers "
+        "the body changes (docs/nki.md \"Direct allocation\"), so a tile placed from 'cur' after the loop may lie "
+        "elsewhere than on the device" % line_of(SRC, "# rebinds cur")], caught
+
+
 def test_a_read_where_nothing_wrote_names_the_directly_allocated_tile():
     # tester23ad F3: the warning named the memory's arena, "sbuf 'direct sbuf' [128, 1] float32 allocated at" the
     # line of the test's own simulate_kernel call; it names the block read and the tensor's declaration.

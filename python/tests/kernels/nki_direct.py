@@ -225,6 +225,105 @@ def counter_after_loop(x, kind="affine_range"):
     return out, out2
 
 
+class Stack(nl.NKIObject):
+    """A stack of SBUF bytes per partition, as a kernel library keeps its allocator: each tile at the top, the top
+    then raised past it, aligned to `align` bytes; `frames` the tops to go back to (a list of dicts)."""
+
+    def __init__(self, align):
+        self.top = 0
+        self.align = align
+        self.frames = [{"top": 0, "tiles": 0}]
+
+    def tile(self, shape, dtype):
+        t = nl.ndarray(shape, dtype=dtype, buffer=nl.sbuf, address=(0, self.top))
+        size = shape[1] * 4  # (float32 tiles)
+        self.top = (self.top + size + self.align - 1) // self.align * self.align
+        self.frames[-1]["tiles"] += 1
+        return t
+
+
+@nki.jit
+def state_after_loop(x, holder, kind="affine_range"):
+    # x [4, 128, 512] float32: out[i] = x[i], out2 = 3 * x[0]. The loop's body declares a tile where an allocator
+    # state says and advances that state by 64 KiB; a tile declared after the loop is placed where the state says
+    # then: 64 KiB after NKI's one trace of an affine_range / sequential_range body, 256 KiB (past SBUF's 224 KiB)
+    # after a static_range or Python loop, unrolled while tracing. The state: an allocator object's attribute
+    # advanced by its method ("method") or by the body ("attr"), a list item, a dict value, a dict in a list in
+    # an object ("nested"), a variable of a closure the body calls ("closure"), a NumPy integer ("numpy").
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    out2 = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.shared_hbm)
+    loop = range if kind == "python" else getattr(nl, kind)
+    import numpy as np
+
+    stack, offsets, table = Stack(65536), [0, 7], {"sbuf": 0}
+    nxt, counter = 0, np.int64(0)
+
+    def take(size):
+        nonlocal nxt
+        at, nxt = nxt, nxt + size
+        return at
+
+    for i in loop(4):
+        if holder == "method":
+            t = stack.tile((128, 512), nl.float32)  # in the loop
+        elif holder == "attr":
+            t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=(0, stack.top))
+            stack.top += 65536
+        elif holder == "list":
+            t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=(0, offsets[0]))
+            offsets[0] += 65536
+        elif holder == "dict":
+            t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=(0, table["sbuf"]))
+            table["sbuf"] = table["sbuf"] + 65536
+        elif holder == "numpy":
+            t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=(0, int(counter)))
+            counter += 65536
+        elif holder == "nested":
+            t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=(0, stack.frames[-1]["top"]))
+            stack.frames[-1]["top"] += 65536
+        else:
+            t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=(0, take(65536)))
+        t[...] = nl.load(x[i])
+        nl.store(out[i], t)
+    at = {"method": stack.top, "attr": stack.top, "list": offsets[0], "dict": table["sbuf"],
+          "nested": stack.frames[-1]["top"], "closure": nxt, "numpy": int(counter)}[holder]
+    big = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=(0, at))  # after the loop: placed
+    big[...] = nl.load(x[0])
+    big[...] = nl.multiply(big, 3.0)
+    nl.store(out2, big)
+    assert stack.frames[-1]["tiles"] == (1 if holder == "method" and kind.endswith("_range") and
+                                         kind != "static_range" else 4 if holder == "method" else 0)
+    return out, out2
+
+
+class Cursor(nl.NKIObject):
+    """An allocator that never changes: each tile's place gives a new cursor past it."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def past(self, size):
+        return Cursor(self.at + size)
+
+
+@nki.jit
+def rebound_cursor(x):
+    # x [4, 128, 512] float32: out[i] = x[i], out2 = x[0]. The body rebinds `cur` to a new Cursor 4 KiB further,
+    # which trnsim does not set back after the loop (warned): out2's tile at 16 KiB, at 4 KiB on the device.
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    out2 = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.shared_hbm)
+    cur = Cursor(0)
+    for i in nl.affine_range(4):  # rebinds cur
+        t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=(0, cur.at))
+        cur = cur.past(4096)
+        t[...] = nl.load(x[i])
+        nl.store(out[i], t)
+    last = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=(0, cur.at))
+    last[...] = nl.load(x[0])
+    nl.store(out2, last)
+    return out, out2
+
+
 @nki.jit
 def growing_in_body(x):
     # A tensor of another shape in each iteration of an affine_range body: one trace cannot give two.

@@ -270,6 +270,13 @@ class AffinePredicate:
     def mask_error(self):
         return NkiError(f"mask: {self._why()}")
 
+    @staticmethod
+    def constant(holds, over=()):
+        """A predicate true everywhere (`-1 < 0`) or nowhere (`0 < 0`): affine_select's pred when it is constant
+        over the tile (a Python bool, or a comparison true for every index or none); `over`: the index variables
+        it compared, of coefficient 0 (their axes still have to match the tile's)."""
+        return AffinePredicate(IndexExpr({}, -1 if holds else 0, tuple(over)), "<")
+
     def rectangle(self):
         """The predicate as a mask when it is one, evaluated over the variables' whole ranges (they are known
         while tracing): True where it holds everywhere (nki-samples' MaxPool2D without padding: `2*i1 + i3 >=
@@ -368,17 +375,26 @@ class Mask:
         return Mask({v: (lo, hi)})
 
     def as_predicate(self):
-        """The mask of one comparison of one variable (`i_q > 5`) as affine_select's predicate; another mask
-        is an error."""
+        """The mask of one comparison of one variable (`i_q > 5`, `i * 128 + i_p < n`) as affine_select's
+        predicate, constant (AffinePredicate.constant) where it holds for every value of the variable or for
+        none (a full tile, or one past the end, of a tail-padding loop); bounds on several variables, or two
+        on one, are an error: NKI's pred is one comparison, not masks combined with &."""
+        if self.empty():
+            return AffinePredicate.constant(False, self.bounds)
         if len(self.bounds) == 1:
             (v, (lo, hi)), = self.bounds.items()
             e = IndexExpr({v: 1}, 0)
+            if lo <= 0 and hi >= v.size:
+                return AffinePredicate.constant(True, self.bounds)
             if lo > 0 and hi >= v.size:
                 return AffinePredicate(e - lo, ">=")
             if lo <= 0 and hi < v.size:
                 return AffinePredicate(e - hi, "<")
-        raise NkiError("affine_select: pred must be one comparison of nl.arange expressions, got a mask of "
-                       "several bounds")
+        raise NkiError(f"affine_select: pred must be one comparison of nl.arange expressions (NKI does not combine "
+                       f"them with & or |), got a mask bounding {self._described()}")
+
+    def _described(self):
+        return ", ".join(f"{v!r} to [{max(lo, 0)}, {min(hi, v.size)})" for v, (lo, hi) in self.bounds.items())
 
     def empty(self):
         """True if some variable has no allowed value: NKI skips the instruction."""

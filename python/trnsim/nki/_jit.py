@@ -659,11 +659,15 @@ def warnings_by_call(warnings):
     from ._errors import path_of
     from ._loops import user_call
 
+    from ._ops import quiet_selects
+
     out, no_calls = [], SimpleNamespace(calls=())
     auto = {n: v for n, v in _auto_named.items() if v != n}  # ('out' for a variable out says it)
     _auto_named.clear()
     for w in warnings:
         m = re.match(r"([^\s:]+):(\d+): (\w+) (reads .*)", w, re.S)
+        if m and m.group(3) == "affine_select" and quiet_selects.get(f"{m.group(1)}:{m.group(2)}"):
+            continue  # only elements the select discards are undefined (_ops.quiet_selects)
         path = m and (_kernel_file.get(m.group(1)) or path_of(m.group(1)))
         if path:
             name = m.group(3)
@@ -677,6 +681,7 @@ def warnings_by_call(warnings):
             w = name_in_warning(w)
         out.append(w)
     direct_reads.clear()
+    quiet_selects.clear()
     return out
 
 

@@ -348,6 +348,17 @@ def whole_of(v):
     return NkiTensor.whole(v.st)
 
 
+def held_in(given, read):
+    """[(first index, size)] per dim of `read` of the part that `given`, a masked call's result passed whole, holds,
+    when `read` is its whole tile as is (whole_of: a call reading all of it); else None."""
+    w = whole_of(given)
+    if w is None or not isinstance(read, NkiTensor) or read.st is not given.st:
+        return None
+    if _place(read) != [(0, n) for n in w.shape]:
+        return None
+    return _place(given)
+
+
 def _held_whole(v):
     """Whether `v` is a masked call's result as the call returned it (the part its tile holds, passed whole), not
     a view the kernel made of it (`.ap`, a slice of a slice, a slice of a reshape): such a view names its own

@@ -977,8 +977,65 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, loc=None, mask=None):
                   {"imm": imm}, loc)
 
 
+# str(loc) of each line with an affine_select -> whether every select there reads from on_true_tile only elements
+# that hold values: its predicate keeps none, or only elements of the part a masked call's result holds (`held`,
+# padding a tail tile). The builder checks the select's whole on_true_tile, so it warns of a read where no
+# instruction wrote for elements the select discards; _jit.warnings_by_call drops that warning at such a line
+# (and clears this).
+quiet_selects = {}
+
+
+def _below_zero(c, ks, ns):
+    """[(lo, hi)] per dim bounding the points x of the box [0, n) per dim where c + sum k * x < 0 (integers);
+    [] where none."""
+    mins = [min(0, k * (n - 1)) for k, n in zip(ks, ns)]
+    least = c + sum(mins)
+    if least >= 0:
+        return []
+    out = []
+    for k, n, m in zip(ks, ns, mins):
+        room = m - least  # > 0: k * x must be below it
+        if k > 0:
+            out.append((0, min(n, -(-room // k))))
+        elif k < 0:
+            out.append((max(0, room // k + 1), n))
+        else:
+            out.append((0, n))
+    return out
+
+
+def kept_box(shape, steps, offset, channel_multiplier, cmp_op):
+    """[(lo, hi)] per dim of dst (shape [P, free...]) bounding the elements where affine_select's predicate,
+    cmp_op(offset + channel_multiplier * p + sum of steps * free indices, 0), holds (a superset for equal);
+    [] where it holds nowhere; None when not known (a fraction, or a value past FP32's exact integers)."""
+    ks = [channel_multiplier] + list(steps) + [0] * (len(shape) - 1 - len(steps))
+    try:
+        if not all(float(v).is_integer() for v in ks + [offset]):
+            return None
+    except (TypeError, ValueError, OverflowError):
+        return None  # (not numbers: the call's own checks say so)
+    ks, c = [int(k) for k in ks], int(offset)
+    if abs(c) + sum(abs(k) * (n - 1) for k, n in zip(ks, shape)) >= 1 << 24:
+        return None
+    neg = [-k for k in ks]
+    below = {"less": lambda: _below_zero(c, ks, shape), "less_equal": lambda: _below_zero(c - 1, ks, shape),
+             "greater": lambda: _below_zero(-c, neg, shape), "greater_equal": lambda: _below_zero(-c - 1, neg, shape)}
+    if cmp_op in below:
+        return below[cmp_op]()
+    if cmp_op in ("equal", "not_equal"):
+        a, b = below["less_equal"](), below["greater_equal"]()
+        if cmp_op == "equal":
+            box = [(max(l1, l2), min(h1, h2)) for (l1, h1), (l2, h2) in zip(a, b)] if a and b else []
+            return [] if any(hi <= lo for lo, hi in box) else box
+        a, b = below["less"](), below["greater"]()
+        return [(min(l1, l2), max(h1, h2)) for (l1, h1), (l2, h2) in zip(a, b)] if a and b else (a or b)
+    return None
+
+
 def affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, on_false_value, cmp_op, engine=None,
-                  loc=None):
+                  loc=None, held=None):
+    """held: [(first index, size)] per dim of on_true_tile, the part of it that holds values when it is a masked
+    call's result read whole (padding a tail tile; quiet_selects)."""
     op = "affine_select"
     dst, on_true = tile(dst, "dst", op), tile(on_true_tile, "on_true_tile", op)
     same_shape(op, dst, "dst", on_true, "on_true_tile")
@@ -993,9 +1050,17 @@ def affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, on_fal
     if engine is None:  # (no other engine runs it: nki.isa.affine_select is GpSimd only)
         gpsimd_no_psum(op, op, (dst, "dst"), (on_true, "on_true_tile"))
     engine = _engine_for(op, engine, [dst, on_true])
-    return record(op, {"dst": dst, "on_true_tile": on_true}, [on_true], [dst],
-                  {"pattern": pattern, "offset": float(offset), "channel_multiplier": float(channel_multiplier),
-                   "on_false_value": value, "cmp_op": cmp_op, "engine": engine}, loc)
+    o = record(op, {"dst": dst, "on_true_tile": on_true}, [on_true], [dst],
+               {"pattern": pattern, "offset": float(offset), "channel_multiplier": float(channel_multiplier),
+                "on_false_value": value, "cmp_op": cmp_op, "engine": engine}, loc)
+    # The select reads on_true_tile where its predicate holds only: nothing is undefined when that is nowhere,
+    # or inside the held part (docs/nki.md "Masks")
+    kept = kept_box(tuple(dst.shape), pattern, offset, channel_multiplier, cmp_op)
+    quiet = kept == [] or (kept is not None and held is not None and len(held) == len(kept) and all(
+        a <= lo and hi <= a + n for (lo, hi), (a, n) in zip(kept, held)))
+    at = str(o.loc)
+    quiet_selects[at] = quiet_selects.get(at, True) and quiet
+    return o
 
 
 def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False,

@@ -309,6 +309,7 @@ class _Range:
         traced = self.kind != "static_range"
         direct = t.direct_decls
         kept = None  # the counters the body advances, as its first iteration left them (_keep_first)
+        state = None  # the ints reachable from the body's names, as its first iteration left them (_int_state)
         try:
             for n, i in enumerate(self.r):
                 if outermost:
@@ -323,8 +324,18 @@ class _Range:
                     its[-1][1] = len(t.ops)
                 if n == 0 and traced and len(self.r) > 1:
                     kept = _counters(self.loc, sys._getframe(1))
-            if kept and t.direct_decls > direct:
-                _keep_first(kept, sys._getframe(1))
+                    if t.direct_decls:  # (a kernel placing tiles directly: the state its allocator keeps)
+                        state = _int_state(self.loc, sys._getframe(1))
+            if t.direct_decls > direct:
+                rebound = _keep_first(kept, sys._getframe(1)) if kept else ()
+                if state:
+                    _restore(state)
+                for k in rebound:
+                    t.kernel.warn(str(self.loc), (
+                        f"nl.{self.kind}: its body rebinds '{k}' ({type(kept[k]).__name__}), which after the loop "
+                        "is what its last iteration left, not its first as after NKI's one trace of the body: "
+                        "trnsim sets back only the integers the body changes (docs/nki.md \"Direct allocation\"), "
+                        f"so a tile placed from '{k}' after the loop may lie elsewhere than on the device"))
         finally:
             t.loops.pop()
             t.scope = scope
@@ -350,20 +361,26 @@ class _Range:
         return reversed(self.r)
 
 
-_ADVANCED = {}  # (file, line of an nl.*_range call) -> the names its for statement's body advances, or ()
+_ADVANCED = {}  # (file, line of an nl.*_range call) -> (the names its for statement's body advances, or (),
+#                                                       the names the body uses)
 
 
 def _advanced(loc):
     """The local names the body of the `for` statement whose iterable is at `loc` advances: targets of an
     augmented assignment (`cur += size`) or of an assignment reading the name itself (`cur = cur + size`),
     not the loop's own targets nor names in functions defined in the body; () when no such statement."""
+    return _body_names(loc)[0]
+
+
+def _body_names(loc):
+    """(_advanced, the names the body uses but the loop's own targets: variables, objects, functions)."""
     got = _ADVANCED.get(loc)
     if got is not None:
         return got
     import ast
     import linecache
 
-    got = ()
+    got = ((), ())
     try:
         tree = ast.parse("".join(linecache.getlines(loc[0])))
     except (SyntaxError, ValueError):
@@ -384,39 +401,161 @@ def _advanced(loc):
                         if isinstance(tg, ast.Name) and tg.id in read:
                             names.add(tg.id)
                 todo.extend(ast.iter_child_nodes(x))
-            got = tuple(sorted(names - own))
+            used = {x.id for b in node.body for x in ast.walk(b) if isinstance(x, ast.Name)}
+            got = (tuple(sorted(names - own)), tuple(sorted(used - own)))
             break
     _ADVANCED[loc] = got
     return got
 
 
 def _counters(loc, frame):
-    """{name: value} of the integer locals of `frame` (running an nl.affine_range / sequential_range loop at
-    `loc`) that the loop's body advances (_advanced), as they are when its first iteration ends."""
+    """{name: value} of the locals of `frame` (running an nl.affine_range / sequential_range loop at `loc`) that
+    the loop's body advances (_advanced), as they are when its first iteration ends."""
     names = _advanced(loc)
     if not names:
         return None
     loc_vars = frame.f_locals
-    return {k: loc_vars[k] for k in names if type(loc_vars.get(k)) is int}
+    return {k: loc_vars[k] for k in names if k in loc_vars}
+
+
+def _is_int(v):
+    """An integer counter: a Python int or a NumPy integer, not a bool."""
+    import numbers
+
+    return type(v) is int or (isinstance(v, numbers.Integral) and not isinstance(v, bool))
+
+
+def _trnsims(v):
+    """One of trnsim's own objects (a tensor, a loop, a dtype)."""
+    return str(getattr(type(v), "__module__", "")).startswith("trnsim.")
 
 
 def _keep_first(kept, frame):
-    """Sets the locals `kept` back in `frame` (the loop is over): NKI traces an affine_range or sequential_range
-    body once, so the counters the body advanced are, after the loop, as that one trace left them (docs/nki.md
-    "Direct allocation": a tensor declared after the loop at `base_addr=cur`). Only in a loop whose body
-    declared a directly allocated tensor."""
+    """Sets the integer locals of `kept` back in `frame` (the loop is over): NKI traces an affine_range or
+    sequential_range body once, so the counters the body advanced are, after the loop, as that one trace left
+    them (docs/nki.md "Direct allocation": a tensor declared after the loop at `base_addr=cur`). Only in a loop
+    whose body declared a directly allocated tensor. Returns the names of the other locals the body advances
+    that the later iterations rebound to another value (`alloc = alloc.bump(size)`), which are not set back."""
     loc_vars = frame.f_locals
-    changed = {k: v for k, v in kept.items() if k in loc_vars and type(loc_vars[k]) is int and loc_vars[k] != v}
+    changed, rebound = {}, []
+    for k, v in kept.items():
+        if k not in loc_vars:
+            continue
+        cur = loc_vars[k]
+        if _is_int(v) and _is_int(cur):
+            if cur != v:
+                changed[k] = v
+        elif cur is not v and not _trnsims(cur) and not _trnsims(v) and not (
+                type(cur) is type(v) and type(v) in (float, str, bool, tuple) and cur == v):
+            rebound.append(k)
     if not changed:
-        return
+        return rebound
     if sys.version_info >= (3, 13):  # (PEP 667: f_locals writes through to the frame)
         for k, v in changed.items():
             loc_vars[k] = v
-        return
+        return rebound
     import ctypes
 
     loc_vars.update(changed)
     ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
+    return rebound
+
+
+def _int_state(loc, frame):
+    """[(container, key, value)] of the ints reachable from the names the body of the loop at `loc` uses (as the
+    body's one trace in NKI could change them), in `frame` running the loop, as its first iteration left them:
+    attributes of objects (an allocator class's `self.offset += size`), list items and dict values, up to 3
+    levels from the name; the module globals a function it names uses and the variables of its closure (a
+    counter it advances with `global` or `nonlocal`); a global of the loop's own module the body names. Local
+    ints are _counters'. A container is a list, a dict (an object's __dict__ too) or, for a closure variable,
+    its cell (key None); an object's __slots__, the object (key the slot's name, as a str in a tuple)."""
+    import types
+
+    names = _body_names(loc)[1]
+    if not names:
+        return None
+    f_locals, f_globals = frame.f_locals, frame.f_globals
+    out, seen, todo = [], set(), []
+    for k in names:
+        if k in f_locals:
+            todo.append((f_locals[k], 0))
+        elif k in f_globals:
+            v = f_globals[k]
+            if _is_int(v):
+                out.append((f_globals, k, v))
+            else:
+                todo.append((v, 0))
+    budget = 20000  # (elements looked at: a large table reachable from the body is left after that many)
+    while todo and budget > 0:
+        obj, depth = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        kind = type(obj)
+        if kind is types.FunctionType:
+            g = obj.__globals__
+            for k in obj.__code__.co_names:
+                v = g.get(k)
+                if _is_int(v):
+                    out.append((g, k, v))
+            for cell in obj.__closure__ or ():
+                try:
+                    v = cell.cell_contents
+                except ValueError:  # (an empty cell)
+                    continue
+                if _is_int(v):
+                    out.append((cell, None, v))
+                elif depth < 3:
+                    todo.append((v, depth + 1))
+            continue
+        if kind is list or kind is tuple:
+            items, container = enumerate(obj), (obj if kind is list else None)
+        elif kind is dict:
+            items, container = list(obj.items()), obj
+        elif isinstance(obj, (types.ModuleType, type, types.BuiltinFunctionType, types.MethodType)) or _trnsims(obj):
+            continue  # (modules, classes, and trnsim's own objects: tensors, loops, dtypes)
+        else:
+            try:
+                d = getattr(obj, "__dict__", None)
+                slots = getattr(kind, "__slots__", ())
+                slots = (slots,) if isinstance(slots, str) else slots
+            except Exception:  # (an object that will not be looked at)
+                continue
+            items, container = (list(d.items()) if type(d) is dict else []), d
+            for k in slots:
+                try:
+                    v = getattr(obj, k, None) if isinstance(k, str) else None
+                except Exception:
+                    continue
+                if _is_int(v):
+                    out.append((obj, (k,), v))
+                elif v is not None and depth < 3:
+                    todo.append((v, depth + 1))
+        for k, v in items:
+            budget -= 1
+            if _is_int(v):
+                if container is not None:
+                    out.append((container, k, v))
+            elif depth < 3 and not isinstance(v, (str, bytes, float, bool, type(None))):
+                todo.append((v, depth + 1))
+    return out
+
+
+def _restore(state):
+    """Sets each int of `state` (_int_state) that the loop's later iterations changed back to what the first
+    left: NKI traces an affine_range or sequential_range body once (docs/nki.md "Direct allocation")."""
+    for container, k, v in state:
+        try:
+            if k is None:
+                if _is_int(container.cell_contents) and container.cell_contents != v:
+                    container.cell_contents = v
+            elif type(k) is tuple:
+                if _is_int(getattr(container, k[0], None)) and getattr(container, k[0]) != v:
+                    setattr(container, k[0], v)
+            elif _is_int(container[k]) and container[k] != v:
+                container[k] = v
+        except (LookupError, ValueError, AttributeError, TypeError):
+            continue  # (an item the later iterations removed)
 
 
 def make_range(kind, *args, **kwargs):

@@ -95,6 +95,22 @@ def run(fn, args, kwargs):
                     t.void.discard(w.st.uid)
 
 
+def unread(t):
+    """The running call met a void tile as an operand that it reads none of (an affine_select whose predicate keeps
+    no element of its on_true_tile: its result is on_false_value everywhere, whatever that tile holds): recording
+    on again, so that its instruction is emitted and its new tiles are ordinary. Only when this call's run()
+    turned recording off for meeting a void tile (not for an empty mask, nor inside another call emitting
+    nothing)."""
+    if t.voiding is None:
+        return
+    f = sys._getframe(1)
+    while f is not None and f.f_code is not run.__code__:
+        f = f.f_back
+    if f is not None and t.voiding[1] is f:
+        t.voiding = None
+        del t.record  # (the class's again)
+
+
 def begin(t):
     """Recording off until the innermost running nl.* / nisa.* call returns (its wrapper calls end()); False
     when no such call is running (a mask applied by an assignment): the caller keeps its error."""

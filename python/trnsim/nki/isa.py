@@ -15,10 +15,11 @@ import math
 
 from . import _lower
 from . import _ops
+from . import _trace
 from . import _void
 from ._dtypes import as_dtype
 from ._errors import NkiError, ignored_kwargs, unsupported_name, unsupported, warn_at
-from ._index import AffinePredicate, Mask, UnmodelledMask
+from ._index import AffinePredicate, IndexExpr, Mask, UnmodelledMask, _is_bool
 from ._tensor import PSUM, SBUF, NkiTensor, _whole
 
 
@@ -1453,7 +1454,7 @@ _PRED_OPS = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equ
 def _affine_select_new(dst, pattern, offset, channel_multiplier, on_true_tile, on_false_value, cmp_op=None,
                        name=None):
     cmp = "equal" if cmp_op is None else _lower.alu_name(cmp_op, "affine_select")
-    given = dst
+    given, given_true = dst, on_true_tile
     dst, on_true_tile = _region(dst, on_true_tile)
     nums = [p[1] if isinstance(p, (list, tuple)) and len(p) == 2 else None for p in pattern]
     if nums and None not in nums and isinstance(dst, NkiTensor) and isinstance(given, NkiTensor):
@@ -1476,8 +1477,12 @@ def _affine_select_new(dst, pattern, offset, channel_multiplier, on_true_tile, o
             dst = dst.reshape(shape)
             if isinstance(on_true_tile, NkiTensor):
                 on_true_tile = on_true_tile.reshape(shape)
-    return _ops.affine_select(dst, _pattern_steps(pattern, dst, "affine_select"), offset, channel_multiplier,
-                              on_true_tile, on_false_value, cmp)
+    steps = _pattern_steps(pattern, dst, "affine_select")
+    if isinstance(dst, NkiTensor) and _ops.kept_box(tuple(dst.shape), steps, offset, channel_multiplier,
+                                                    cmp) == []:
+        _void.unread(_trace.current())  # (reads none of on_true_tile: a void one, a tile past the end, is no matter)
+    return _ops.affine_select(dst, steps, offset, channel_multiplier, on_true_tile, on_false_value, cmp,
+                              held=_lower.held_in(given_true, on_true_tile))
 
 
 @_named("affine_select")
@@ -1491,15 +1496,23 @@ def _affine_select_newest(dst, pattern, channel_multiplier, on_true_tile, on_fal
 def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
     if kwargs:
         ignored_kwargs("nki.isa.affine_select", kwargs)
-    if isinstance(pred, Mask):
+    if _is_bool(pred):
+        # A comparison of loop indices alone (`i * 128 < n`) is a Python bool while tracing, as in a mask: a
+        # predicate constant over the tile (NKI's pred is one resolved at compile time), on_true_tile everywhere
+        # or on_false_value everywhere (tester23ah F2)
+        pred = AffinePredicate.constant(bool(pred))
+    elif isinstance(pred, Mask):
         pred = pred.as_predicate()  # `i_q > 5`: one bound of one variable, which made a mask
     if isinstance(pred, UnmodelledMask):
         raise NkiError("affine_select: pred is one comparison of nl.arange expressions; NKI does not combine "
                        "them with & or |")
     if not isinstance(pred, AffinePredicate):
+        got = f"the index expression {pred!r}, not a comparison" if isinstance(pred, IndexExpr) else (
+            type(pred).__name__)
         raise NkiError(f"affine_select: pred must be one comparison of nl.arange expressions (e.g. i_q >= i_k, "
-                       f"i_q - 2 * i_k > -7), got {type(pred).__name__}")
+                       f"i_q - 2 * i_k > -7), affine in the partition and free indices, or a bool, got {got}")
     expr = pred.expr
+    given_true = on_true_tile
     if mask is None:
         # A masked call's result passed whole is its whole tile, as t.shape says and as t[i_p, i_f] reads it
         # (tester23ai F7: it was "pred's index variable i1[64] spans 64, on_true_tile's axis 1 is 40").
@@ -1509,12 +1522,13 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
     if expr.ndim > n:
         raise NkiError(f"affine_select: pred has {expr.ndim} index axes, on_true_tile {list(shape)} has {n}")
     coef, offset = [0] * n, expr.const
-    for v, k in expr.terms.items():
+    for v in expr._vars():  # (a variable a constant predicate compared too: expr.zero)
         ax = v.axis + (n - v.ndim)
         if v.size != shape[ax]:
             raise NkiError(f"affine_select: pred's index variable {v!r} spans {v.size}, on_true_tile's axis {ax} "
                            f"is {shape[ax]}")
-        coef[ax] += k
+    for v, k in expr.terms.items():
+        coef[v.axis + (n - v.ndim)] += k
         offset += k * v.start
     # mask= (NKI's tile masking, as for every call that takes it): the instruction for the masked-in region of
     # on_true_tile's index space, its predicate taken at the region's indices (the affine value at the region's
@@ -1522,11 +1536,16 @@ def _affine_select_old(pred, on_true_tile, on_false_value, *, mask=None, dtype=N
     (on_true_tile,), box = _masked(mask, on_true_tile) if mask is not None else ((on_true_tile,), None)
     if box is not None and len(box[1]) == n:
         offset += sum(c * a for c, a in zip(coef, box[1]))
+    if _ops.kept_box(tuple(on_true_tile.shape), coef[1:], offset, coef[0], _PRED_OPS[pred.op]) == []:
+        # The predicate keeps no element (a tile past the end of a tail-padding loop): the select reads none of
+        # on_true_tile, so a void one (its load's mask selected nothing) still gives on_false_value everywhere
+        _void.unread(_trace.current())
     dst = _result(tuple(on_true_tile.shape), _lower.dt(dtype, on_true_tile.dtype), SBUF, "affine_select")
     # GpSimd cannot read PSUM, yet NKI's Stable Diffusion attention tutorial passes a PSUM on_true_tile to
     # this style: the compiler's copy to SBUF first, as for nl.* calls (docs/nki.md; the dst= style refuses).
     on_true_tile = _lower.to_sbuf(on_true_tile, "affine_select")
-    _ops.affine_select(dst, coef[1:], offset, coef[0], on_true_tile, on_false_value, _PRED_OPS[pred.op])
+    _ops.affine_select(dst, coef[1:], offset, coef[0], on_true_tile, on_false_value, _PRED_OPS[pred.op],
+                       held=_lower.held_in(given_true, on_true_tile) if mask is None else None)
     return _lower.boxed(_lower.fresh(dst), box)
 
 
@@ -1535,8 +1554,10 @@ def affine_select(*args, **kwargs):
     """dst = on_true_tile where cmp_op(offset + channel_multiplier * partition + sum of pattern steps * free
     indices, 0) holds, else on_false_value, on GpSimd (cmp_op defaults to nl.equal; offset may come last, 0 by
     default, as NKI's latest signature has it); earlier style: the predicate a comparison of nl.arange
-    expressions (`i_q >= i_k`), the new tile returned, mask= as any call's. An integer dst's on_false_value is
-    exact past 2^24 (split as memset's fill)."""
+    expressions (`i_q >= i_k`), the new tile returned, mask= as any call's; a predicate constant over the tile (a
+    Python bool such as `i * 128 < n`, or a comparison that holds for every index or for none: a full tile of a
+    tail-padding loop, a causal tile pair off the diagonal) keeps on_true_tile everywhere or nowhere. An integer
+    dst's on_false_value is exact past 2^24 (split as memset's fill)."""
     if _current(args, kwargs, 1):
         if (len(args) > 3 and _t(args[3])) or (len(args) < 3 and "offset" not in kwargs):
             return _affine_select_newest(*args, **kwargs)
