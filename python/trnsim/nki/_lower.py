@@ -1493,10 +1493,36 @@ def store(dst, value, mask=None):
         same_layout("nl.store", dst, value)
     loc = caller_loc()
     if value.st.space == PSUM:
-        tmp = _ops.new_tile(value.shape, value.dtype, SBUF, "store_psum_copy", loc)
-        _ops.tensor_copy(tmp, value, loc=loc)
-        value = tmp
+        value = _psum_to_sbuf(value, loc)
     dma(dst, value, loc=loc)
+
+
+# "k.py:12" -> (first partition, first stored partition, end) of the last build's nl.store copies of PSUM rows
+# from an earlier start (_psum_to_sbuf), so that the warning of such a copy reading rows before the stored ones
+# where no instruction wrote says they are not stored (_jit.warnings_by_call; cleared there).
+store_copies = {}
+
+
+def _psum_to_sbuf(v, loc):
+    """nl.store's copy of a PSUM value to SBUF (the DMA reads SBUF: nki.language.store, "an extra copy will be
+    performed to move the tile to SBUF first"), returning the SBUF view holding v's elements. The copy is an
+    engine instruction, so it starts at a partition one may start at: v's rows from the nearest such start
+    below them (_legal_from), the rows before v's copied too and not stored (tester23aj F3: `nl.store(o[8:100],
+    acc[8:100])`, or a store masked to rows >= 8, was the partition-start RuleError of this copy, which the
+    kernel never wrote)."""
+    a, n = v.p0, v.partitions
+    s = _legal_from(a, n) if v.pd == 0 else a
+    src = v
+    if s != a:
+        store_copies[str(loc)] = (s, a, a + n)
+        dims = list(v.dims)
+        dims[v.pd] = (dims[v.pd][0], a + n - s)
+        src = NkiTensor(v.st, v.dtype, v.boff, tuple(dims), v.pd, s)
+    tmp = _ops.new_tile(src.shape, v.dtype, SBUF, "store_psum_copy", loc)
+    _ops.tensor_copy(tmp, src, loc=loc)
+    if s == a:
+        return tmp
+    return tmp.index((slice(a - s, a - s + n),) + (slice(None),) * (v.ndim - 1))
 
 
 def copy(x, dtype=None, mask=None):
