@@ -866,6 +866,9 @@ def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mod
         src = src if wide is None else wide[0]
     if isinstance(dst, NkiTensor) and isinstance(src, NkiTensor):
         _lower.same_layout("nki.isa.dma_copy", dst, src)
+    else:
+        _lower.held_indices("nki.isa.dma_copy", dst if isinstance(dst, _lower._Indirect) else src)
+        _lower.indirect_layout("nki.isa.dma_copy", dst, src)
     opts = _dma_common("nki.isa.dma_copy", dst_rmw_op, oob_mode, dge_mode, engine)
     return _lower.dma(dst, src, **opts)
 
