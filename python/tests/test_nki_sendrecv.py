@@ -10,7 +10,7 @@ import subprocess
 
 import numpy as np
 
-from runner import KERNELS, line_of, main, raises, tmpdir, trnsim_exe
+from runner import KERNELS, line_of, main, raises, tmpdir, trnsim_exe, warned
 
 import trnsim
 import trnsim.nki as tnki
@@ -40,6 +40,26 @@ def test_dma_engine_enum():
     e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, K.swap_halves[2], X, dma=nisa.dma_engine.gpsimd_dma)
     assert str(e).startswith(f"nki_sendrecv.py:{line_of(SRC, 'MARK-sendrecv')}: nki.isa.sendrecv(dma_engine="
                              "nki.isa.dma_engine.gpsimd_dma) is not modelled by trnsim: GpSimd's internal DMA"), e
+
+def test_a_masked_tile_is_sent_whole():
+    # A [128, 64] tile whose masked load wrote 40 rows, sent into a [128, 64] dst: it was "sendrecv on SP:
+    # element count: src has 2560 elements, dst has 8192" (the held part's count). NKI's tile is [128, 64]: sent
+    # whole, its 88 unwritten rows read with the simulator's warning (NaN here). Into a dst of its 40 rows, those.
+    out, ws = warned(tnki.simulate_kernel, K.masked_tile[2], X)
+    want = np.full((256, 64), np.nan, np.float32)
+    want[0:40], want[128:168] = X[128:168], X[0:40]
+    assert np.array_equal(out, want, equal_nan=True), np.argwhere(~np.isclose(out, want, equal_nan=True))[:5]
+    assert out[0:40].tobytes() == X[128:168].tobytes() and out[128:168].tobytes() == X[0:40].tobytes()
+    line = line_of(SRC, "MARK-masked")
+    assert ws == [f"nki_sendrecv.py:{line}: sendrecv reads sbuf 't' [128, 64] float32 allocated at "
+                  f"nki_sendrecv.py:{line - 2} where no instruction wrote before (partition 40, byte 0 of the read "
+                  "is the first such): its values are undefined (a tile starts uninitialised, as numpy.empty's "
+                  "contents; trnsim's memory starts as NaN)"], ws
+    want = np.zeros((256, 64), np.float32)
+    want[0:40], want[128:168] = X[128:168], X[0:40]
+    out = tnki.simulate_kernel(K.masked_tile[2], X, held=True)
+    assert out.tobytes() == want.tobytes(), np.argwhere(out != want)[:5]
+
 
 def message(core0, core1):
     return (f"nki_sendrecv.py:{core0}: sendrecv: element count: sendrecv 1 of core 0 sends src "), (

@@ -37,3 +37,17 @@ def mismatched(x):
         nisa.sendrecv(src=t, dst=r[:, 0:32], send_to_rank=0, recv_from_rank=0, pipe_id=0)  # MARK-core1
     nl.store(out[pid * 128:(pid + 1) * 128, :], r)
     return out
+
+
+@nki.jit
+def masked_tile(x, held=False):
+    # Each core sends a [128, 64] tile whose masked load wrote rows 0-39 (its rows of x) and stores what it
+    # received; held: into a dst of the 40 rows the tile holds, the rest of r zeros.
+    out = nl.ndarray((256, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    t = nl.load(x[pid * 128 + i_p, i_f], mask=(i_p < 40))
+    r = nl.zeros((128, 64), dtype=nl.float32)
+    nisa.sendrecv(src=t, dst=r[0:40, :] if held else r, send_to_rank=1 - pid, recv_from_rank=1 - pid)  # MARK-masked
+    nl.store(out[pid * 128:(pid + 1) * 128, :], r)
+    return out

@@ -11,7 +11,7 @@ import os
 import re
 import threading
 
-from . import _budget, _emit, _loop_reduce, _loops, _platform, _print, _trace
+from . import _budget, _emit, _loop_reduce, _loops, _lower, _platform, _print, _trace
 from ._backend import Target
 from ._dtypes import as_dtype
 from ._errors import Loc, NkiError
@@ -231,6 +231,7 @@ def _build_core(kernel, args, kwargs):
         _print.printed.clear()
         _auto_named.clear()
         _kernel_file.clear()
+        _lower.store_copies.clear()
         path = kernel.fn.__code__.co_filename
         _kernel_file[os.path.basename(path)] = path
     target = Target.of_kernel(k)
@@ -675,6 +676,7 @@ def warnings_by_call(warnings):
             if call is not None:
                 w = f"{m.group(1)}:{m.group(2)}: {call}: its {name} (made by trnsim's lowering of {call}) " \
                     f"{m.group(4)}"
+                w += _store_copy_note(f"{m.group(1)}:{m.group(2)}", name, m.group(4))
         if auto and "output '" in w:
             w = _named_by_variable(w, auto)
         if direct_reads and "'direct " in w:
@@ -682,7 +684,22 @@ def warnings_by_call(warnings):
         out.append(w)
     direct_reads.clear()
     quiet_selects.clear()
+    _lower.store_copies.clear()
     return out
+
+
+def _store_copy_note(where, name, text):
+    """What the warning of nl.store's copy of PSUM rows reading before the stored rows (_lower._psum_to_sbuf)
+    adds: those rows are read by the copy's legal start, not stored."""
+    c = _lower.store_copies.get(where)
+    p = re.search(r"\(partition (\d+),", text)
+    if name != "tensor_copy" or c is None or p is None or not c[0] <= int(p.group(1)) < c[1]:
+        return ""
+    s, a, e = c
+    before = f"partition {s}, before the stored {a}-{e - 1}, is" if a - 1 == s else (
+        f"partitions {s}-{a - 1}, before the stored {a}-{e - 1}, are")
+    return (f"; {before} read because the copy to SBUF starts at partition {s}, the nearest start an engine "
+            f"instruction may have for these rows: not stored")
 
 
 def _named_by_variable(w, auto):

@@ -1173,10 +1173,11 @@ def same_layout(call, dst, src):
     _same_shape(call, dst, src)
 
 
-def _copies_past_held(call, dst, src):
+def _copies_past_held(call, dst, src, maskable=True):
     """The looser-mask error (held_only) for a copy whose shapes differ only because one side is an earlier masked
     call's result passed whole: its whole index space's shape fits the other side, its held part does not
-    (`nl.store(o, e)` of `e = nl.exp(t, mask=(i_p < 100))`, tester23af F1)."""
+    (`nl.store(o, e)` of `e = nl.exp(t, mask=(i_p < 100))`, tester23af F1). `maskable`: nl.store's advice may
+    be a mask (not on an access indexed at run time, which takes none)."""
     for v, other in ((src, dst), (dst, src)):
         box = box_of(v) if v.st.space != HBM else None
         if box is None or tuple(box[0]) == tuple(v.shape):
@@ -1192,9 +1193,21 @@ def _copies_past_held(call, dst, src):
         ix = f"{name}[{', '.join(['i_p', 'i_f'] if v.ndim == 2 else ['i_p', '...'])}]" if name else (
             "with index variables")
         index = f"index {ref} ({ix}: its undefined rest is read with a warning)"
-        fix = (f"mask the store as that call, or {index}" if call == "nl.store" else
+        fix = (f"mask the store as that call, or {index}" if call == "nl.store" and maskable else
                f"{index}, or copy only the part it holds (both sides cut to it)")
         raise held_only(v, d, 0, box[0][d], box[1][d], v.shape[d], box[2], what=f"{what} reads", fix=fix)
+
+
+def indirect_layout(call, dst, src):
+    """For a DMA one side of which has a run-time offset (an _Indirect: `o.ap(..., scalar_offset=s)`, `o[idx,
+    :]`), whose shapes the DMA checks by element count only: the looser-mask error (held_only) when the other side
+    is a masked call's result passed whole whose whole tile would fit (tester23ai F6: a tile holding 4 of its 8
+    columns into a [16, 8] indirect dst was "src [16, 4] has 64 elements, dst [16, 8] has 128")."""
+    if isinstance(dst, _Indirect) != isinstance(src, _Indirect):
+        d = dst.view if isinstance(dst, _Indirect) else dst
+        s = src.view if isinstance(src, _Indirect) else src
+        if isinstance(d, NkiTensor) and isinstance(s, NkiTensor):
+            _copies_past_held(call, d, s, maskable=False)
 
 
 def _same_shape(call, dst, src):
@@ -1247,6 +1260,30 @@ def dynamic_ap(t, pattern, offset, scalar_offset, vector_offset, indirect_dim, d
         first = [list(pattern[0][:1]) + [1]] + [list(p) for p in pattern[1:]]
         return indexed_rows(t.ap(first, offset, dtype=dtype), vector_offset)
     return _Indirect(t.ap(pattern, offset, dtype=dtype), vector_offset, scalar_offset)
+
+
+def held_indices(call, ind):
+    """NkiError when the row indices of `ind` (an _Indirect's vector_offset) are a masked call's result passed
+    whole that holds only some of its tile's rows (whole_of): the indirect DMA reads an index from each
+    partition of that tile, and the rows outside the held part no instruction wrote, so the rows it moves are
+    undefined (tester23ai F11: `nl.load(x[idx, i_f])` of an index tile loaded with mask=(i_p < 40) gathered 40
+    rows into a tile whose .shape says 128, a shape error at a later line)."""
+    idx = ind.vector_offset if isinstance(ind, _Indirect) else None
+    whole = whole_of(idx) if idx is not None else None
+    if whole is None:
+        return
+    box, place = box_of(idx), _place(idx)
+    a, n = place[0]
+    that = _mask_words(box[2], "the mask") + (f" at {box[2]}" if box[2] else "")
+    name = _tensor.var_name(_trace._current or _trace.current(), idx.st) or "the index tile"
+    rows = f"{name}[{a}:{a + n}]"
+    fix = (f"mask the load as that call, or give it the rows the indices hold ({rows} as its row indices)"
+           if call == "nl.load" else f"give it the rows the indices hold ({rows} as its row indices, the other "
+           f"side cut to as many rows)")
+    raise NkiError(f"{call}: its row indices {_operand(idx)} hold only rows [{a}, {a + n}) of their "
+                   f"{whole.partitions}, the part {that} selected: the indirect DMA reads a row index from each of "
+                   f"the {whole.partitions} partitions, and those outside [{a}, {a + n}) no instruction wrote, so "
+                   f"the rows it moves there are undefined: {fix}")
 
 
 def _indirect_dma(dst, src, engine, dge_mode, oob_mode, accumulate):
@@ -1474,6 +1511,7 @@ def load(src, mask=None, dtype=None):
     if isinstance(src, _Indirect):
         if mask is not None:
             return _masked_gather(src, mask, dtype)
+        held_indices("nl.load", src)
         shape, sdt = src.shape, src.dtype
     else:
         if not isinstance(src, NkiTensor):
@@ -1546,7 +1584,16 @@ def _masked_gather(src, mask, dtype):
     first = NkiTensor(view.st, view.dtype, view.boff, ((view.dims[0][0], 1),) + tuple(view.dims[1:]), -1, 0)
     first = first.index((slice(None),) + tuple(slice(*vc[d]) if d in vc else slice(None)
                                                for d in range(1, view.ndim)))
-    rows = indexed_rows(first, src.vector_offset.index((slice(lo, hi), slice(None))))
+    idx = src.vector_offset
+    whole = whole_of(idx)
+    if whole is not None:
+        # a masked call's result passed whole as the row indices: the rows the mask keeps must be rows it holds
+        # (tester23ai F11), cut from its whole tile, where they lie
+        a, n = _place(idx)[0]
+        if not a <= lo < hi <= a + n:
+            raise held_only(idx, 0, lo, hi, a, n, box_of(idx)[2])
+        idx = whole
+    rows = indexed_rows(first, idx.index((slice(lo, hi), slice(None))))
     mask_box(out, full, (0,) * len(full), out.st.loc)
     part = out.index(tuple(slice(*vc[d]) if d in vc else slice(None) for d in range(len(full))))
     if part.shape != out.shape:
@@ -1589,12 +1636,41 @@ def store(dst, value, mask=None):
         raise NkiError("nl.store: dst must be an HBM tensor")
     if not isinstance(dst, _Indirect):
         same_layout("nl.store", dst, value)
+    else:
+        held_indices("nl.store", dst)
+        indirect_layout("nl.store", dst, value)
     loc = caller_loc()
     if value.st.space == PSUM:
-        tmp = _ops.new_tile(value.shape, value.dtype, SBUF, "store_psum_copy", loc)
-        _ops.tensor_copy(tmp, value, loc=loc)
-        value = tmp
+        value = _psum_to_sbuf(value, loc)
     dma(dst, value, loc=loc)
+
+
+# "k.py:12" -> (first partition, first stored partition, end) of the last build's nl.store copies of PSUM rows
+# from an earlier start (_psum_to_sbuf), so that the warning of such a copy reading rows before the stored ones
+# where no instruction wrote says they are not stored (_jit.warnings_by_call; cleared there).
+store_copies = {}
+
+
+def _psum_to_sbuf(v, loc):
+    """nl.store's copy of a PSUM value to SBUF (the DMA reads SBUF: nki.language.store, "an extra copy will be
+    performed to move the tile to SBUF first"), returning the SBUF view holding v's elements. The copy is an
+    engine instruction, so it starts at a partition one may start at: v's rows from the nearest such start
+    below them (_legal_from), the rows before v's copied too and not stored (tester23aj F3: `nl.store(o[8:100],
+    acc[8:100])`, or a store masked to rows >= 8, was the partition-start RuleError of this copy, which the
+    kernel never wrote)."""
+    a, n = v.p0, v.partitions
+    s = _legal_from(a, n) if v.pd == 0 else a
+    src = v
+    if s != a:
+        store_copies[str(loc)] = (s, a, a + n)
+        dims = list(v.dims)
+        dims[v.pd] = (dims[v.pd][0], a + n - s)
+        src = NkiTensor(v.st, v.dtype, v.boff, tuple(dims), v.pd, s)
+    tmp = _ops.new_tile(src.shape, v.dtype, SBUF, "store_psum_copy", loc)
+    _ops.tensor_copy(tmp, src, loc=loc)
+    if s == a:
+        return tmp
+    return tmp.index((slice(a - s, a - s + n),) + (slice(None),) * (v.ndim - 1))
 
 
 def copy(x, dtype=None, mask=None):

@@ -1515,15 +1515,19 @@ def indexed_rows(first, index):
     of the tensor, read when the DMA runs. Its rows may lie anywhere in the tensor (even past its end: the
     DMA's oob_mode decides), so its rectangle, which orders it against other accesses, is the whole tensor.
     Returns the lowering's _Indirect."""
-    from ._lower import _Indirect
+    from ._lower import _Indirect, whole_of
 
     if not isinstance(index, NkiTensor) or index.st.space != SBUF:
         raise NkiError(f"row indices must be an SBUF tile, got {index!r}")
     if index.dtype.name not in ("int32", "uint32") or index.free_size != 1:
         raise NkiError(f"row indices must be an int32 or uint32 [P, 1] tile (one row index per partition), got "
                        f"{index.dtype.name} {list(index.shape)}")
+    # A masked call's result passed whole is its whole tile, as NKI's (docs/nki.md "Masks"): as many rows as that
+    # tile has partitions, those outside its held part unwritten (_lower.held_indices refuses them).
+    whole = whole_of(index)
     (stride, _), rest = first.dims[0], first.dims[1:]
-    v = NkiTensor(first.st, first.dtype, first.boff, ((stride, index.partitions),) + rest, -1, 0)
+    rows = (index if whole is None else whole).partitions
+    v = NkiTensor(first.st, first.dtype, first.boff, ((stride, rows),) + rest, -1, 0)
     v._rect = NkiTensor.whole(first.st).rect()
     return _Indirect(v, vector_offset=index)
 

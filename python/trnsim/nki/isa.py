@@ -867,6 +867,9 @@ def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mod
         src = src if wide is None else wide[0]
     if isinstance(dst, NkiTensor) and isinstance(src, NkiTensor):
         _lower.same_layout("nki.isa.dma_copy", dst, src)
+    else:
+        _lower.held_indices("nki.isa.dma_copy", dst if isinstance(dst, _lower._Indirect) else src)
+        _lower.indirect_layout("nki.isa.dma_copy", dst, src)
     opts = _dma_common("nki.isa.dma_copy", dst_rmw_op, oob_mode, dge_mode, engine)
     return _lower.dma(dst, src, **opts)
 
@@ -948,8 +951,9 @@ def sendrecv(src, dst, send_to_rank=None, recv_from_rank=None, pipe_id=0, dma_en
     """LNC2 SBUF exchange: this core's src goes to the peer's dst, the peer's src to this core's dst (the two
     cores' n-th calls pair up: a RuleError naming both lines unless each src has as many elements as the
     peer's dst; a call whose own src and dst differ in element count, which NKI's page rules out (same shape),
-    is a RuleError at that call alone, before any pairing); on the shared DMA queues (dma_engine.dma; GpSimd's
-    internal gpsimd_dma is NkiUnsupported)."""
+    is a RuleError at that call alone, before any pairing); a masked call's result passed whole as src is sent
+    whole, or its held part into a dst of that part's element count; on the shared DMA queues (dma_engine.dma;
+    GpSimd's internal gpsimd_dma is NkiUnsupported)."""
     from . import language as nl
 
     me = nl.program_id(0)
@@ -963,6 +967,16 @@ def sendrecv(src, dst, send_to_rank=None, recv_from_rank=None, pipe_id=0, dma_en
                     "GpSimd's internal DMA for low-latency SBUF swaps; the default dma_engine.dma is")
     if dma_engine is not None and dma_engine is not globals()["dma_engine"].dma:
         e = _engine_name(dma_engine, "sendrecv")
+    if isinstance(dst, NkiTensor):
+        dst = _whole_dst(dst)
+        _lower.mark_filled(dst)
+    # A masked call's result passed whole as src is its whole tile (NKI's), sent whole, the part no instruction
+    # wrote read with the simulator's warning, unless dst has its held part's element count: that part is sent
+    # (tester23ai F13: a [128, 64] tile holding 40 rows into a [128, 64] dst was "src has 2560 elements, dst has
+    # 8192")
+    whole = _lower.whole_of(src)
+    if whole is not None and not (isinstance(dst, NkiTensor) and dst.size == src.size):
+        src = whole
     return _ops.sendrecv(src, dst, e)
 
 

@@ -764,7 +764,8 @@ def load(src, *, mask=None, dtype=None, **kwargs):
 @_names_errors
 def store(dst, value, *, mask=None, **kwargs):
     """One nisa.dma_copy from SBUF into HBM; a PSUM value is first copied to SBUF with nisa.tensor_copy, as
-    the page says; a number is first set into a new SBUF tile with nisa.memset (nki.language.store)."""
+    the page says (from the nearest partition an engine instruction may start at: rows before the value's are
+    copied, not stored); a number is first set into a new SBUF tile with nisa.memset (nki.language.store)."""
     if kwargs:
         ignored_kwargs("nl.store", kwargs)
     return _lower.store(dst, value, mask)
