@@ -861,8 +861,10 @@ def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mod
     value (0-3: unknown, swdge, hwdge, none), as nki-library passes it."""
     if dst is None or src is None:
         raise TypeError("nki.isa.dma_copy() needs dst and src")
+    given = None
     if mask is not None:
-        views = _lower.apply_mask(mask, (dst, src), skip=True, dma=True)
+        given = (dst, src)
+        views = _lower.apply_mask(mask, given, skip=True, dma=True)
         if views is None:
             return None  # nothing masked in: NKI emits no instruction
         dst, src = views
@@ -872,7 +874,8 @@ def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mod
         wide = _lower.dst_wide(dst, (src,))  # (on chip, a src holding part is read whole, as by _region)
         src = src if wide is None else wide[0]
     if isinstance(dst, NkiTensor) and isinstance(src, NkiTensor):
-        _lower.same_layout("nki.isa.dma_copy", dst, src)
+        _lower.same_layout("nki.isa.dma_copy", dst, src,
+                           given if given is not None and all(isinstance(v, NkiTensor) for v in given) else None)
     opts = _dma_common("nki.isa.dma_copy", dst_rmw_op, oob_mode, dge_mode, engine)
     return _lower.dma(dst, src, **opts)
 
