@@ -73,10 +73,50 @@ def test_np_dtype_in_a_kernel():
 def test_an_array_of_raw_bytes_is_no_input():
     # np.zeros(shape, nl.bfloat16) holds raw bytes, not values: an input of it asks for nki.typed.
     e = raises(TypeError, tnki.simulate_kernel, rounded, np.zeros((128, 256), nl.bfloat16), nl.bfloat16)
-    assert str(e) == ("an array of np.dtype(nl.bfloat16) holds bytes, not values: pass nki.typed(array, "
+    assert str(e) == ("rounded: argument x: an array of np.dtype(nl.bfloat16) holds bytes, not values: pass nki.typed(array, "
                       "nl.bfloat16) with float values (or the bits as unsigned integers)"), str(e)
     e = raises(TypeError, tnki.simulate_kernel, rounded, np.zeros((128, 256), "V2"), nl.bfloat16)
-    assert str(e) == "a |V2 array has no Trainium dtype: convert it, or pass nki.typed(array, dtype)", str(e)
+    assert str(e) == "rounded: argument x: a |V2 array has no Trainium dtype: convert it, or pass nki.typed(array, dtype)", str(e)
+
+
+@nki.jit
+def doubled(x, y):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.add(nl.load(x), nl.load(y)))
+    return out
+
+
+def test_raw_bits_dtypes_ask_for_typed():
+    # tester23ak F1 (silent): raw bfloat16 bits (benchmark().raw_outputs' uint16) passed back without nki.typed
+    # ran as uint16 integers: 0x3F80 + 0x3F80 = 0x7F00, not 2.0. uint16 and uint8 are also how trnsim gives
+    # the bits of bfloat16 / FP8, so an array of them needs nki.typed, at every entry point, naming the argument.
+    bits = np.full((128, 64), 0x3F80, np.uint16)  # bfloat16 1.0
+    u8 = np.full((128, 64), 0x44, np.uint8)  # float8_e4m3fn 3.0
+    f = np.ones((128, 64), np.float32)
+    u16_msg = ("doubled: argument %s: a uint16 array holds uint16 values, or the raw bits of bfloat16 or float16: "
+               "pass nki.typed(array, nl.uint16) for its values, or nki.typed(array, nl.bfloat16) (or another of "
+               "those) for bits")
+    u8_msg = ("doubled: argument y: a uint8 array holds uint8 values, or the raw bits of float8_e4m3fn, float8_e5m2 "
+              "or float8_e8m0fnu: pass nki.typed(array, nl.uint8) for its values, or nki.typed(array, "
+              "nl.float8_e4m3fn) (or another of those) for bits")
+    calls = [
+        (tnki.simulate_kernel, (doubled, bits, f), {}, u16_msg % "x"),
+        (tnki.simulate_kernel, (doubled, f), {"y": bits}, u16_msg % "y"),
+        (tnki.benchmark, (doubled, f, u8), {}, u8_msg),
+        (tnki.simulate_kernel, (doubled[1], bits, f), {}, u16_msg % "x"),
+        (tnki.baremetal(doubled), (bits, f), {}, u16_msg % "x"),
+        (tnki.benchmark(warmup=1, iters=1)(doubled), (f,), {"y": u8}, u8_msg),
+    ]
+    for fn, args, kwargs, msg in calls:
+        e = raises(TypeError, fn, *args, **kwargs)
+        assert str(e) == msg, (fn, str(e))
+    # Typed, both readings run: the bits as bfloat16 1.0 (1 + 1 = 2), the values as uint16 (0x3F80 * 2).
+    got = tnki.simulate_kernel(doubled, tnki.typed(bits, nl.bfloat16), tnki.typed(bits, nl.bfloat16))
+    assert got.dtype == np.float32 and got.tobytes() == np.full((128, 64), 2.0, np.float32).tobytes()
+    got = tnki.simulate_kernel(doubled, tnki.typed(bits, nl.uint16), tnki.typed(bits, nl.uint16))
+    assert got.dtype == np.uint16 and got.tobytes() == np.full((128, 64), 0x7F00, np.uint16).tobytes()
+    got = tnki.simulate_kernel(doubled, tnki.typed(u8, nl.float8_e4m3fn), tnki.typed(u8, nl.float8_e4m3fn))
+    assert got.tobytes() == np.full((128, 64), 6.0, np.float32).tobytes(), got[0, :2]
 
 
 if __name__ == "__main__":

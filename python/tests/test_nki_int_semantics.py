@@ -75,7 +75,7 @@ def test_mixed_integer_dtypes_promote_as_numpy_whatever_the_order():
     a = np.array([[-100, 100, -1, 5]] * 128, np.int8)
     b = np.array([[50, 200, 0, 250]] * 128, np.uint8)
     for x, y in ((a, b), (a.astype(np.int16), b.astype(np.uint16) * 300)):
-        o1, o2 = tnki.simulate_kernel(mixed_sums, x, y)
+        o1, o2 = tnki.simulate_kernel(mixed_sums, x, tnki.typed(y, y.dtype))  # (uint values, not bits)
         want = x.astype(np.int64) + y
         assert o1.tobytes() == o2.tobytes() == want.astype(np.int32).tobytes(), (o1[0], o2[0], want[0])
     # A float number with an integer tile is a float result (nl.multiply(int32 tile, 0.5) was int32: 0, 2, ...).

@@ -703,38 +703,102 @@ def matmul_of_psum(a, b, how):
     o = nl.ndarray((128, 128), nl.float32, buffer=nl.shared_hbm)
     ta, tb = nl.load(a), nl.load(b)
     acc = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
-    if how == "user":
+    if how in ("user", "dst_user"):
         p = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)  # MARK-pdecl
         nisa.tensor_copy(dst=p, src=ta)
-        acc += nisa.nc_matmul(tb, p)  # MARK-mm-user
+        if how == "user":
+            acc += nisa.nc_matmul(tb, p)
+        else:
+            nisa.nc_matmul(dst=acc, stationary=tb, moving=p)  # MARK-mm-user
     else:
         t = nisa.nc_transpose(ta)  # MARK-mm-transpose
         if how == "copied":
             t = nl.copy(t)
-        acc += nisa.nc_matmul(t, tb)  # MARK-mm-psum
+        if how == "dst_transposed":
+            nisa.nc_matmul(dst=acc, stationary=t, moving=tb)  # MARK-mm-psum
+        else:
+            acc += nisa.nc_matmul(t, tb)
     nl.store(o, nl.copy(acc))
     return o
+
+
+@nki.jit
+def transpose_of_psum(a, how):
+    o = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nisa.nc_transpose(nl.load(a))  # [128, 64] -> [64, 128] in PSUM
+    if how == "dst":
+        u = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
+        nisa.nc_transpose(dst=u, data=t)  # MARK-tr-dst
+    else:
+        u = nisa.nc_transpose(t)
+    nl.store(o, u)
+    return o
+
+
+def test_an_earlier_style_matmul_copies_a_psum_operand_to_sbuf():
+    # tester23ak F2: nki-samples' fft1d (validated on hardware) passes earlier-style nc_transpose results, in
+    # PSUM, straight to earlier-style nc_matmul: the compiler makes that work, so trnsim's lowering copies the
+    # operand to SBUF (one tensor_copy on ACT), as nl.matmul does; it was an NkiError asking for the copy.
+    a = np.random.default_rng(4).integers(-4, 5, (128, 128)).astype(np.float32)
+    b = np.random.default_rng(5).integers(-4, 5, (128, 128)).astype(np.float32)
+    r = tnki.benchmark(matmul_of_psum, a, b, "transposed")
+    assert r.outputs[0].tobytes() == (a @ b).tobytes()  # a.T.T @ b: exact for these small integers
+    copies = [o for o in r.stats["opcodes"] if o["opcode"] == "tensor_copy"]
+    assert [(o["engine"], o["count"]) for o in copies] == [("ACT", 2)], copies  # the operand's and nl.copy(acc)
+    copied = tnki.benchmark(matmul_of_psum, a, b, "copied")  # the copy written by the kernel: the same time
+    assert copied.outputs[0].tobytes() == (a @ b).tobytes() and copied.latency_us == r.latency_us
+    assert tnki.simulate_kernel(matmul_of_psum, a, b, "user").tobytes() == (b.T @ a).tobytes()
+    # An earlier-style Tensor-engine transpose of a PSUM tile likewise: a.T.T is a, bit for bit.
+    x = np.random.default_rng(6).standard_normal((128, 64)).astype(np.float32)
+    assert tnki.simulate_kernel(transpose_of_psum, x, "earlier").tobytes() == x.tobytes()
+
+
+@nki.jit
+def nl_calls_of_psum(a, b):
+    o = nl.ndarray((128, 128), nl.float32, buffer=nl.shared_hbm)
+    ta, tb = nl.load(a), nl.load(b)
+    p = nl.matmul(ta, tb, transpose_x=True)  # a.T @ b, in PSUM
+    q = nl.matmul(p, tb, transpose_x=True)  # (a.T @ b).T @ b: p copied to SBUF first
+    r = nl.transpose(nl.transpose(nl.copy(q)))  # the inner result in PSUM, copied to SBUF for the outer
+    nl.store(o, r)
+    return o
+
+
+def test_nl_calls_copy_a_psum_operand_of_the_tensor_engine_to_sbuf():
+    # tester23ak F3: nl.matmul / nl.transpose given a PSUM operand copy it to SBUF (tensor_copy), as docs/nki.md's
+    # lowerings now say (they named one nc_matmul / nc_transpose only, and the time holds the copies).
+    a = np.random.default_rng(7).integers(-2, 3, (128, 128)).astype(np.float32)
+    b = np.random.default_rng(8).integers(-2, 3, (128, 128)).astype(np.float32)
+    r = tnki.benchmark(nl_calls_of_psum, a, b)
+    assert r.outputs[0].tobytes() == ((a.T @ b).T @ b).tobytes()
+    ops = {(o["opcode"], o["engine"]): o["count"] for o in r.stats["opcodes"]}
+    # p's copy, nl.copy(q), the inner transpose's copy, and nl.store's copy of the outer transpose's PSUM result
+    assert ops[("tensor_copy", "ACT")] == 4 and ops[("nc_transpose", "PE")] == 2, ops
 
 
 def test_a_psum_operand_of_nc_matmul_names_the_tile_and_the_copy_to_write():
     # closing17: nki-samples' flash_attn_bwd passes an earlier-style nc_transpose result (PSUM) to nc_matmul and
     # stopped at "nc_matmul: stationary and moving must be in SBUF", which said neither which operand nor why.
+    # The current style (dst=) is one instruction, which reads SBUF: a PSUM operand stays an error there.
     a = np.random.default_rng(4).integers(-4, 5, (128, 128)).astype(np.float32)
     b = np.random.default_rng(5).integers(-4, 5, (128, 128)).astype(np.float32)
-    e = raises(tnki.NkiError, tnki.simulate_kernel, matmul_of_psum, a, b, "transposed")
+    e = raises(tnki.NkiError, tnki.simulate_kernel, matmul_of_psum, a, b, "dst_transposed")
     assert str(e) == (f"{THIS}:{line_of('MARK-mm-psum')}: nc_matmul: stationary is the psum tile t [128, 128] float32 "
                       f"allocated at {THIS}:{line_of('MARK-mm-transpose')}, as nc_transpose on the Tensor engine writes "
                       "its result to PSUM (an earlier-style call with no engine runs there): the Tensor engine reads "
                       "stationary and moving from SBUF (NKI's nc_matmul page); copy it to SBUF first (nl.copy(t), or "
                       "nisa.tensor_copy into an SBUF tile), or transpose a tile of up to 32 x 32 on the Vector "
                       "engine (engine=nisa.vector_engine), which writes SBUF"), e
-    e = raises(tnki.NkiError, tnki.simulate_kernel, matmul_of_psum, a, b, "user")
+    e = raises(tnki.NkiError, tnki.simulate_kernel, matmul_of_psum, a, b, "dst_user")
     assert str(e) == (f"{THIS}:{line_of('MARK-mm-user')}: nc_matmul: moving is the psum tile p [128, 128] float32 "
                       f"allocated at {THIS}:{line_of('MARK-pdecl')}: the Tensor engine reads stationary and "
                       "moving from SBUF (NKI's nc_matmul page); copy it to SBUF first (nl.copy(t), or "
                       "nisa.tensor_copy into an SBUF tile)"), e
     # The copy the message names: a.T.T @ b, exact for these small integers.
     assert tnki.simulate_kernel(matmul_of_psum, a, b, "copied").tobytes() == (a @ b).tobytes()
+    x = np.ones((128, 64), np.float32)
+    e = raises(Exception, tnki.simulate_kernel, transpose_of_psum, x, "dst")
+    assert str(e).startswith(f"{THIS}:{line_of('MARK-tr-dst')}: nc_transpose on PE: ") and "PE cannot read PSUM" in str(e), e
 
 
 @nki.jit

@@ -179,8 +179,8 @@ def _operand(rs, kp, cols, fmt, codes, scale_bytes):
 def _matmul(rs, fmt, codes, scale_bytes, kp=128, m=64, n=96):
     a, sa, va = _operand(rs, kp, m, fmt, codes, scale_bytes)
     b, sb, vb = _operand(rs, kp, n, fmt, codes, scale_bytes)
-    out = tnki.simulate_kernel(matmul_mx, tnki.typed(a, X4[fmt]), tnki.typed(b, X4[fmt]), sa, sb, fmt,
-                               hardware="trn3")
+    out = tnki.simulate_kernel(matmul_mx, tnki.typed(a, X4[fmt]), tnki.typed(b, X4[fmt]), tnki.typed(sa, nl.uint8),
+                               tnki.typed(sb, nl.uint8), fmt, hardware="trn3")
     # The contraction runs over the partitions and the 4 values of each x4 element.
     return out, np.einsum("kmj,knj->mn", va, vb), np.einsum("kmj,knj->mn", np.abs(va), np.abs(vb))
 

@@ -546,7 +546,7 @@ def test_float8_e4m3_stores_round_to_nearest_even_and_saturate_at_240():
 
 def test_float8_e4m3_loads_decode_every_code_with_inf_and_nan():
     codes = np.arange(256, dtype=np.uint8).reshape(128, 2)
-    got = tnki.simulate_kernel(k_from_e4m3, codes)
+    got = tnki.simulate_kernel(k_from_e4m3, tnki.typed(codes, nl.uint8))
     want = np.array([_e4m3_value(c) for c in range(256)], np.float64).astype(np.float32).reshape(128, 2)
     assert (np.isnan(got) == np.isnan(want)).all()
     ok = ~np.isnan(want)

@@ -58,7 +58,7 @@ def test_every_tile_dtype_with_every_kind_of_number():
     bad = []
     for name in TILES:
         del GOT[:]
-        x = np.zeros((128, 2), name) if name[0] in "iu" else tnki.typed(np.zeros((128, 2), np.float32), name)
+        x = tnki.typed(np.zeros((128, 2), name) if name[0] in "iu" else np.zeros((128, 2), np.float32), name)
         tnki.simulate_kernel(sums, x, numbers=NUMBERS)
         (got,) = GOT
         want = [WANT[c][name] for c in COLUMNS] + [WANT["2 (int32)"][name], WANT["1.5 (float32)"][name]]

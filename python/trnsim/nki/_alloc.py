@@ -80,7 +80,7 @@ class Plan:
                  "shape": list(s.shape), "dtype": s.dtype.name, "tensors": len(s.storages), "live": s.live,
                  "bufs": s.bufs, "buffers": s.pool_size, "reason": s.reason, "scope": s.scope,
                  "scope_iterations": s.instances, "placements": s.placements,
-                 "bytes_per_partition": s.bufs * s.unit}
+                 "bytes_per_partition": s.unit, "pool_bytes_per_partition": s.bufs * s.unit}
                 for s in self.sites]
 
 

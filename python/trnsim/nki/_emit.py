@@ -261,7 +261,7 @@ def _record_sites(k, plan):
     for d in plan.report_direct() if plan.direct else ():  # the kernel's own placements: its physical tiles
         n = len(d["physical_tiles"])
         rec(name=d["tensor"], source=d["line"], space=c.MemSpace.SBUF if d["space"] == SBUF else c.MemSpace.PSUM,
-            bytes_per_partition=d["bytes_per_partition"] * n, tiles=1, trip_count=d["logical_tiles"], bufs=n,
+            bytes_per_partition=d["bytes_per_partition"], tiles=1, trip_count=d["logical_tiles"], bufs=n,
             by_rule=False, reason=f"direct allocation: {d['allocator']}", declarations=1, scope="kernel")
 
 

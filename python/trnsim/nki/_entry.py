@@ -54,24 +54,36 @@ class typed:
 _DEFAULT_DTYPES = {
     np.dtype("float32"): _core.DType.F32, np.dtype("float16"): _core.DType.FP16,
     np.dtype("int32"): _core.DType.I32, np.dtype("uint32"): _core.DType.U32,
-    np.dtype("int16"): _core.DType.I16, np.dtype("uint16"): _core.DType.U16,
-    np.dtype("int8"): _core.DType.I8, np.dtype("uint8"): _core.DType.U8,
+    np.dtype("int16"): _core.DType.I16, np.dtype("int8"): _core.DType.I8,
+}
+# Arrays whose dtype is also how trnsim gives the raw bits of a dtype NumPy lacks (raw_outputs, the .npy files
+# of `trnsim run`): which dtypes they could be, as the CLI's .npy inputs say (workload_prepare.cpp).
+_AMBIGUOUS = {
+    np.dtype("uint16"): ("uint16 values, or the raw bits of bfloat16 or float16", "nl.uint16", "nl.bfloat16"),
+    np.dtype("uint8"): ("uint8 values, or the raw bits of float8_e4m3fn, float8_e5m2 or float8_e8m0fnu",
+                        "nl.uint8", "nl.float8_e4m3fn"),
 }
 
 
-def _tensor_of(value):
-    """(array, DType) for an input value, None for a parameter."""
+def _tensor_of(value, what):
+    """(array, DType) for an input value, None for a parameter; `what` names the argument for messages
+    ("add_k: argument x")."""
     if isinstance(value, typed):
         return value.array, value.dtype
     if isinstance(value, np.ndarray):
         d = _DEFAULT_DTYPES.get(value.dtype)
         nki_name = (value.dtype.metadata or {}).get("nki")  # np.dtype(nl.bfloat16) and the like: raw bytes
         if d is None and nki_name:
-            raise TypeError("an array of np.dtype(nl.%s) holds bytes, not values: pass nki.typed(array, nl.%s) "
-                            "with float values (or the bits as unsigned integers)" % (nki_name, nki_name))
+            raise TypeError("%s: an array of np.dtype(nl.%s) holds bytes, not values: pass nki.typed(array, nl.%s) "
+                            "with float values (or the bits as unsigned integers)" % (what, nki_name, nki_name))
+        if value.dtype in _AMBIGUOUS:
+            could, own, bits = _AMBIGUOUS[value.dtype]
+            raise TypeError("%s: a %s array holds %s: pass nki.typed(array, %s) for its values, or "
+                            "nki.typed(array, %s) (or another of those) for bits" % (what, value.dtype, could, own,
+                                                                                      bits))
         if d is None:
-            raise TypeError("a %s array has no Trainium dtype: convert it, or pass nki.typed(array, dtype)"
-                            % value.dtype)
+            raise TypeError("%s: a %s array has no Trainium dtype: convert it, or pass nki.typed(array, dtype)"
+                            % (what, value.dtype))
         return value, d
     return None
 
@@ -205,7 +217,7 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
         param = bound.signature.parameters[name]
         if param.kind == param.VAR_KEYWORD:
             for k, v in value.items():
-                t = _tensor_of(v)
+                t = _tensor_of(v, "%s: argument %s" % (_name_of(func), k))
                 if t is None:
                     params[k] = v
                 else:
@@ -214,7 +226,7 @@ def _prepare(kernel, args, kwargs, hardware, reference, numerics, lnc=None):
             continue
         if param.kind == param.VAR_POSITIONAL:
             raise TypeError("%s: *%s parameters are not supported" % (_name_of(func), name))
-        t = _tensor_of(value)
+        t = _tensor_of(value, "%s: argument %s" % (_name_of(func), name))
         if t is None:
             params[name] = value
         else:

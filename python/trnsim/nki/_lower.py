@@ -894,13 +894,15 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None, ignore=
         past = None
         if type(v) is Unbounded:
             if not v.slices_past():
-                out.append(v.bounded(bounds))
-                bound[id(out[-1])] = (out[-1], _var_dims(v, bounds))
+                vb = _same_axis_bounds(v, bounds) if dma else bounds
+                out.append(v.bounded(vb))
+                bound[id(out[-1])] = (out[-1], _var_dims(v, vb))
                 continue
             past, v = v.unbounded, v.unchecked()  # (cut as a tile, then checked inside its tensor)
         if v.vars:
-            vc = {d: bounds[var] for d, var in enumerate(v.vars) if var is not None and var in bounds}
-            dims = _var_dims(v, bounds)
+            vb = _same_axis_bounds(v, bounds) if dma else bounds
+            vc = {d: vb[var] for d, var in enumerate(v.vars) if var is not None and var in vb}
+            dims = _var_dims(v, vb)
         else:
             vb = {k: b for k, b in bounds.items() if k not in ignore[i]} if ignore else bounds
             dims = set()
@@ -932,6 +934,25 @@ def apply_mask(mask, views, skip=False, box=False, dma=False, axes=None, ignore=
                 full = [max(a, b) if a == 1 else a for a, b in zip(full, v.shape)]
         region = (tuple(full), region[1])
     return tuple(out), (region[0], region[1], caller_loc()) if region is not None else None
+
+
+def _same_axis_bounds(v, bounds):
+    """The mask `bounds` for view `v`, a side of a DMA copy, with a bound for each nl.arange variable of v's
+    index that the mask does not name but that runs along the same axis of the call's index space, of the same
+    extent, as one it bounds: that one's (`nl.store(o[i_p_hbm, i_f], value=t[i_p_tile, i_f], mask=(i_p_hbm <
+    n))`: the mask applies to the copy's iteration space, so it cuts the value's rows where it cuts dst's, as
+    nki-samples' interpolate_bilinear_fwd has it); none where variables of that axis are bounded differently.
+    (A matmul's M and N variables are both of axis 1 and not one axis: compute calls keep their own rules.)"""
+    out = bounds
+    for var in v.vars:
+        if var is None or var in bounds:
+            continue
+        got = {b for w, b in bounds.items() if w.ndim == var.ndim and w.axis == var.axis and w.size == var.size}
+        if len(got) == 1:
+            if out is bounds:
+                out = dict(bounds)
+            out[var] = got.pop()
+    return out
 
 
 def _engine_start(start, n):
@@ -1158,12 +1179,27 @@ def _operand(v):
 # ---- DMAs
 
 
-def same_layout(call, dst, src):
+def same_layout(call, dst, src, given=None):
     """NkiError unless `src` fills `dst` row for row, as `buf[...] = tile` requires: as many partitions (HBM: rows
     of dim 0) and the same shape but for dims of size 1. Only two HBM views may differ beyond that (then only in element
     count: one run of elements to another); so may an on-chip side whose partition dim is not first (the DMA
     reorders both sides alike), and a one-partition row (`t[3, :]`, `t[3:4, :]`) to or from a 1-D HBM region of
-    as many elements (`o[i]`), in order: the row is the region. `call` None: the assignment `dst[...] = src`."""
+    as many elements (`o[i]`), in order: the row is the region. `call` None: the assignment `dst[...] = src`.
+    `given`: (dst, src) before the call's mask cut them; where those fit and the cut ones do not, the error
+    names the mask (tester23ak F5: it was "cannot copy a [128, 64] tile to a [100, 64] region")."""
+    if given is not None:
+        try:
+            same_layout(call, dst, src)
+        except NkiError:
+            given = tuple(v.unchecked() if type(v) is Unbounded else v for v in given)  # (its shape, unchecked)
+            try:
+                same_layout(call, *given)
+            except NkiError:
+                given = None
+            if given is None:
+                raise
+            raise _mask_cut_one(call, (dst, src), given) from None
+        return
     views = (dst, src)
     if all(v.st.space == HBM for v in views) or any(v.st.space != HBM and v.pd != 0 for v in views):
         return
@@ -1171,6 +1207,19 @@ def same_layout(call, dst, src):
     if hbm.st.space == HBM and hbm.ndim == 1 and chip.partitions == 1 and chip.size == hbm.shape[0]:
         return
     _same_shape(call, dst, src)
+
+
+def _mask_cut_one(call, views, given):
+    """The error of a copy whose mask cut one side (`views`, cut from `given`) and not the other the same way."""
+    names = ("dst", "value" if call == "nl.store" else "src")
+    said = [f"{n} {list(g.shape)} to {list(v.shape)}" if tuple(g.shape) != tuple(v.shape) else
+            f"leaves {n} at {list(v.shape)}" for n, v, g in zip(names, views, given)]
+    said[0] = said[0] if said[0].startswith("leaves") else "cuts " + said[0]
+    said[1] = said[1] if said[1].startswith("leaves") else ("cuts " if said[0].startswith("leaves") else "") + said[1]
+    return NkiError(f"{call}: {_mask_words(caller_loc(), 'the mask')} {said[0]} and {said[1]}, which no longer "
+                    f"fit: a copy's mask cuts the axes its nl.arange variables index, and those of the other side "
+                    f"that another nl.arange of the same axis and extent indexes, in an index space of as many "
+                    f"dims: index both sides so")
 
 
 def _copies_past_held(call, dst, src, maskable=True):
@@ -1626,8 +1675,10 @@ def store(dst, value, mask=None):
         _ops.memset(tile, value, loc=loc)
         dma(d, tile, loc=loc)
         return
+    given = None
     if mask is not None:
-        views = apply_mask(mask, (dst, value), skip=True, dma=True)
+        given = (dst, value)
+        views = apply_mask(mask, given, skip=True, dma=True)
         if views is None:
             return  # nothing masked in: NKI emits no instruction
         dst, value = views
@@ -1635,7 +1686,7 @@ def store(dst, value, mask=None):
     if not isinstance(d, NkiTensor) or d.st.space != HBM:
         raise NkiError("nl.store: dst must be an HBM tensor")
     if not isinstance(dst, _Indirect):
-        same_layout("nl.store", dst, value)
+        same_layout("nl.store", dst, value, given)
     else:
         held_indices("nl.store", dst)
         indirect_layout("nl.store", dst, value)

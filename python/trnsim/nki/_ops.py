@@ -377,9 +377,8 @@ def record(name, args, reads, writes, attrs, loc=None):
 
 def _operand_not_in_sbuf(op, stationary, moving):
     """The message for an nc_matmul operand outside SBUF: which, what it is, and what to write. An earlier-style
-    nc_transpose's result on the Tensor engine is in PSUM (nki-samples' flash_attn_bwd passes one to nc_matmul,
-    which its nki.simulate test runs, its hardware benchmark test being marked xfail; NKI's nc_matmul page has the
-    operands read from SBUF, and no page says the compiler copies them there)."""
+    nc_transpose's result on the Tensor engine is in PSUM: an earlier-style nc_matmul copies it to SBUF itself
+    (isa._nc_matmul_old), the current style (`dst=`, one instruction) reaches here."""
     which, v = ("stationary", stationary) if stationary.st.space != SBUF else ("moving", moving)
     why = ""
     if v.st.space == PSUM and v.st.name == "nc_transpose":

@@ -344,6 +344,9 @@ def _nc_matmul_old(stationary, moving, *, is_stationary_onezero=False, is_moving
         # names an operand of another layout).
         r = 2 if perf == "double_row" and stationary.free_size % 2 == 0 == moving.free_size % 2 else 1
         shape, dt = (stationary.free_size // r, moving.free_size // r), BY_NAME["float32"]
+    # An operand in PSUM (an earlier-style nc_transpose's result, as nki-samples' fft1d passes on): the Tensor
+    # engine reads SBUF, so it is copied there first (tensor_copy), as for nl.matmul (docs/nki.md "Lowerings").
+    stationary, moving = _lower.to_sbuf(stationary, "nc_matmul"), _lower.to_sbuf(moving, "nc_matmul")
     dst = _result(shape, dt, PSUM, "nc_matmul")
     _ops.nc_matmul(dst, stationary, moving, None, perf, is_transpose)
     box = _matmul_box(mask, given, (stationary, moving), is_transpose)
@@ -442,10 +445,10 @@ def _index_name(var):
 def nc_matmul(*args, **kwargs):
     """dst[M, N] = stationary[K, M].T @ moving[K, N] on the Tensor engine (SBUF -> PSUM); perf_mode=double_row
     (or its earlier name 'double_row_gen3'): float8 stationary[K, 2, M] and moving[K, 2, N], both rows' products
-    summed into dst[M, N]. An operand in PSUM is an NkiError naming it and the copy to write (NKI's page reads
-    both from SBUF), also the PSUM result of an earlier-style nc_transpose on the Tensor engine, which nki-samples'
-    flash_attn_bwd passes on (its nki.simulate test runs it, its hardware benchmark is marked xfail; no NKI page has
-    the compiler copy it to SBUF)."""
+    summed into dst[M, N]. The Tensor engine reads both operands from SBUF (NKI's page): an earlier-style call
+    given a PSUM operand (an earlier-style nc_transpose's result, as nki-samples' fft1d, validated on hardware,
+    passes on) copies it to SBUF first with a tensor_copy, as nl.matmul does; the current style (`dst=`) is one
+    instruction, and a PSUM operand there is an NkiError naming it and the copy to write."""
     if _current(args, kwargs, 3):
         return _nc_matmul_new(*args, **kwargs)
     return _nc_matmul_old(*args, **kwargs)
@@ -486,6 +489,8 @@ def _nc_transpose_old(data, *, mask=None, dtype=None, engine=engine.unknown, **k
     (data,), box = _masked(mask, data)
     e = _engine_name(engine, "nc_transpose") or ("PE" if data.partitions > 32 or data.free_size > 32 else "PE")
     space = PSUM if e == "PE" else SBUF
+    if e == "PE":  # (the Tensor engine reads SBUF: a PSUM tile is copied there first, as for nl.transpose)
+        data = _lower.to_sbuf(data, "nc_transpose")
     dst = _result((data.free_size, data.partitions), _lower.dt(dtype, data.dtype), space, "nc_transpose")
     _ops.nc_transpose(dst, data, e)
     return _lower.boxed(_lower.fresh(dst), _lower.result_box(box, dst.shape, (1, 0)))
@@ -493,7 +498,9 @@ def _nc_transpose_old(data, *, mask=None, dtype=None, engine=engine.unknown, **k
 
 @_public
 def nc_transpose(*args, **kwargs):
-    """dst[F, P] = data[P, F]: Tensor engine (up to 128 x 128, into PSUM) or Vector engine (up to 32 x 32)."""
+    """dst[F, P] = data[P, F]: Tensor engine (up to 128 x 128, into PSUM) or Vector engine (up to 32 x 32). On the
+    Tensor engine, which reads SBUF, an earlier-style call copies a PSUM data to SBUF first (tensor_copy), as
+    nl.transpose does; the current style (`dst=`) refuses it."""
     if _current(args, kwargs, 2):
         return _nc_transpose_new(*args, **kwargs)
     return _nc_transpose_old(*args, **kwargs)
@@ -855,8 +862,10 @@ def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mod
     value (0-3: unknown, swdge, hwdge, none), as nki-library passes it."""
     if dst is None or src is None:
         raise TypeError("nki.isa.dma_copy() needs dst and src")
+    given = None
     if mask is not None:
-        views = _lower.apply_mask(mask, (dst, src), skip=True, dma=True)
+        given = (dst, src)
+        views = _lower.apply_mask(mask, given, skip=True, dma=True)
         if views is None:
             return None  # nothing masked in: NKI emits no instruction
         dst, src = views
@@ -866,7 +875,8 @@ def dma_copy(dst=None, src=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mod
         wide = _lower.dst_wide(dst, (src,))  # (on chip, a src holding part is read whole, as by _region)
         src = src if wide is None else wide[0]
     if isinstance(dst, NkiTensor) and isinstance(src, NkiTensor):
-        _lower.same_layout("nki.isa.dma_copy", dst, src)
+        _lower.same_layout("nki.isa.dma_copy", dst, src,
+                           given if given is not None and all(isinstance(v, NkiTensor) for v in given) else None)
     else:
         _lower.held_indices("nki.isa.dma_copy", dst if isinstance(dst, _lower._Indirect) else src)
         _lower.indirect_layout("nki.isa.dma_copy", dst, src)

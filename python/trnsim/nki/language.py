@@ -792,7 +792,8 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
 def matmul(x, y, transpose_x=False, *, mask=None, **kwargs):
     """nisa.nc_matmul(stationary=x, moving=y) into a new PSUM tile; without transpose_x the documented extra
     transpose first: nisa.nc_transpose of x on the Tensor engine and a tensor_copy to SBUF
-    (nki.language.matmul)."""
+    (nki.language.matmul); an operand in PSUM is first copied to SBUF with nisa.tensor_copy (the Tensor engine
+    reads SBUF; trnsim's lowering)."""
     if kwargs:
         ignored_kwargs("nl.matmul", kwargs)
     return _lower.matmul(x, y, transpose_x, mask)
@@ -801,7 +802,8 @@ def matmul(x, y, transpose_x=False, *, mask=None, **kwargs):
 @_names_errors
 def transpose(x, *, dtype=None, mask=None, **kwargs):
     """nisa.nc_transpose on the Tensor engine into a new PSUM tile (Vector engine into SBUF for tiles of at
-    most 32 x 32) (nki.language.transpose; nki.isa.nc_transpose's engine limits); with dtype=, a tensor_copy
+    most 32 x 32) (nki.language.transpose; nki.isa.nc_transpose's engine limits), a PSUM x first copied to SBUF
+    with nisa.tensor_copy for the Tensor engine (which reads SBUF; trnsim's lowering); with dtype=, a tensor_copy
     casting it into a tile of that dtype in the same buffer (the transpose keeps its dtype)."""
     if kwargs:
         ignored_kwargs("nl.transpose", kwargs)
