@@ -7,6 +7,7 @@
 
 #include "sim/base/error.h"
 #include "sim/model/run.h"
+#include "sim/model/sc_time.h"
 #include "tests/sim/model/model_test_util.h"
 
 using namespace trnsim;
@@ -380,5 +381,14 @@ TEST_CASE("an instruction that would end beyond the simulated-time limit stops t
         model::run_program(p, trn2(), o),
         "at 0.000 ns, unknown source: core 0 DVE #0 tensor_copy: its execution would end at 370834 "
         "ps (3.71e-07 s), at or beyond the simulated-time limit of 370000 ps (3.7e-07 s)");
+  }
+}
+
+TEST_CASE("to_sc is sc_time::from_value, without the library call", "[model]") {
+  for (const uint64_t v : {uint64_t{0}, uint64_t{1}, uint64_t{714}, (uint64_t{1} << 40) + 3,
+                           (uint64_t{1} << 53) + 1, uint64_t{1} << 62, ~uint64_t{0}}) {
+    CAPTURE(v);
+    CHECK(model::to_sc(Picoseconds(v)) == sc_core::sc_time::from_value(v));
+    CHECK(model::to_sc(Picoseconds(v)).value() == v);
   }
 }
