@@ -214,11 +214,18 @@ def assigned_name(st):
     return target.id if ok else None
 
 
-_statements = {}  # path -> {line: the simple statement spanning it}
+_statements = {}  # path -> {line: the simple statements spanning it, in source order}
 
 
 def _statement_at(path, line):
     """The simple statement (not a block) of the file `path` that spans `line`, or None."""
+    found = _statements_at(path, line)
+    return found[0] if found else None
+
+
+def _statements_at(path, line):
+    """The simple statements (not blocks) of the file `path` that span `line`, in source order (`a = f(x); g(a)`
+    is two), or ()."""
     lines = _statements.get(path)
     if lines is None:
         import ast
@@ -228,12 +235,14 @@ def _statement_at(path, line):
         try:
             tree = ast.parse("".join(linecache.getlines(path)))
         except (SyntaxError, ValueError):
-            return None
+            return ()
         for node in ast.walk(tree):
             if isinstance(node, ast.stmt) and not hasattr(node, "body"):
                 for i in range(node.lineno, (node.end_lineno or node.lineno) + 1):
-                    lines.setdefault(i, node)
-    return lines.get(line)
+                    lines.setdefault(i, []).append(node)
+        for found in lines.values():
+            found.sort(key=lambda n: (n.lineno, n.col_offset))
+    return lines.get(line, ())
 
 
 _WHOLE = {}  # (hbm, shape, pdim, itemsize) -> (dims, rect) of the whole-tensor view
