@@ -275,5 +275,28 @@ def test_an_index_tile_no_instruction_wrote():
     assert ws == [why], ws
 
 
+# ---- tester23al F2: .ap(scalar_offset=..., indirect_dim=1), one element of each row (nki-library cross_entropy)
+
+
+@nki.jit
+def element_by_index(x, target):
+    out = nl.ndarray((1, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+    s = nl.load(target)
+    g = nl.ndarray((1, 1), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=g, src=x.ap(pattern=[[64, 1], [1, 1]], offset=0, scalar_offset=s, indirect_dim=1))  # MARK-dim1
+    nl.store(out, value=g)
+    return out
+
+
+def test_a_run_time_offset_on_dim_1_is_unsupported():
+    from trnsim.nki import NkiUnsupported
+
+    e = raises(NkiUnsupported, tnki.simulate_kernel, element_by_index, X256, np.array([[5]], np.int32))
+    assert str(e) == (f"{THIS}:{line('MARK-dim1')}: .ap(indirect_dim=1) is not modelled by trnsim: a run-time "
+                      "offset (scalar_offset / vector_offset) moves whole rows of the HBM tensor's dim 0 only, "
+                      "indirect_dim=0; for elements of a row, load the rows and pick them on chip (docs/nki.md "
+                      "lists the supported calls)"), str(e)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -1300,7 +1300,12 @@ class _Indirect:
 
 def dynamic_ap(t, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype):
     if indirect_dim != 0:
-        unsupported(f".ap(indirect_dim={indirect_dim})", "run-time offsets move whole rows (dim 0) only")
+        # The simulator's DMA moves its HBM side by whole rows of the tensor's dim 0 (sim/isa/semantics.h,
+        # scalar_offset and vector_offset): no instruction offsets it along another dim (tester23al F2,
+        # nki-library's cross_entropy picks one element of a row by `indirect_dim=1`).
+        unsupported(f".ap(indirect_dim={indirect_dim})", "a run-time offset (scalar_offset / vector_offset) moves "
+                    "whole rows of the HBM tensor's dim 0 only, indirect_dim=0; for elements of a row, load the "
+                    "rows and pick them on chip")
     if not isinstance(scalar_offset, (NkiTensor, type(None))) or not isinstance(vector_offset,
                                                                                (NkiTensor, type(None))):
         raise NkiError(".ap: scalar_offset / vector_offset must be SBUF tensors")
