@@ -213,6 +213,8 @@ def gather_by_view(x, idx, case):
     elif case == "masked":  # a view masked to rows it holds: exact
         g = nl.load(x[it[i_p, 0], i_f], mask=(i_p >= 10) & (i_p < 30))
         nl.store(out[i_p, i_f], g, mask=(i_p >= 10) & (i_p < 30))
+    elif case == "wider":  # masked past the rows it holds
+        g = nl.load(x[it[i_p, 0], i_f], mask=(i_p < 40))  # MARK-view-wider
     else:
         g = nl.ndarray((40, 64), nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=g, src=x[it[0:40, 0], 0:64], dge_mode=nisa.dge_mode.swdge)  # MARK-view-dma
@@ -250,6 +252,11 @@ def test_the_index_tile_as_a_view():
     e = raises(NkiError, tnki.simulate_kernel, gather_by_view, X256, IDX, "dma")
     assert str(e).startswith(f"{THIS}:{line('MARK-view-dma')}: nki.isa.dma_copy: its row indices, partitions "
                              "[0, 40) of sbuf tile it [128, 1] int32 allocated at "), str(e)
+    e = raises(NkiError, tnki.simulate_kernel, gather_by_view, X256, IDX, "wider")
+    assert str(e).startswith(f"{THIS}:{line('MARK-view-wider')}: nl.load: its row indices, partitions [0, 40) "
+                             "of sbuf tile it [128, 1] int32 allocated at "), str(e)
+    assert "reach past the rows [8, 40) it holds" in str(e) and str(e).endswith(
+        "mask the load as that call, or give it the rows the indices hold (it[8:40] as its row indices)"), str(e)
     # A view within the rows it holds, or masked to them, moves those rows
     for case, (a, b) in (("rows", (8, 40)), ("masked", (10, 30))):
         want = np.full((128, 64), -1.0, np.float32)

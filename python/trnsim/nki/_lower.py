@@ -1664,6 +1664,7 @@ def _masked_gather(src, mask, dtype):
             raise held_only(idx, 0, lo, hi, a, n, box_of(idx)[2])
         idx = whole
     rows = indexed_rows(first, idx.index((slice(lo, hi), slice(None))))
+    held_indices("nl.load", rows)  # (a view of the indices, `it[i_p, 0]`, masked past the rows they hold)
     mask_box(out, full, (0,) * len(full), out.st.loc)
     part = out.index(tuple(slice(*vc[d]) if d in vc else slice(None) for d in range(len(full))))
     if part.shape != out.shape:
