@@ -127,5 +127,32 @@ def test_a_mask_error_of_a_nisa_call_names_the_call_as_an_nl_calls_does():
                           "operand [128, 64] (dim 1)"), e
 
 
+@nki.jit
+def two_calls_one_line(x, case):
+    o = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)  # MARK-two-unwritten (never written)
+    if case == "act":
+        d = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf); nisa.activation(dst=d, op=nl.exp, data=t)  # MARK-two-act
+    else:
+        m = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf); nisa.max8(dst=m, src=t[:, 0:64])  # MARK-two-max8
+        d = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        d[:, 0:8] = nl.copy(m)
+    nl.store(o, value=d)
+    return o
+
+
+def test_a_warning_on_a_line_of_two_calls_names_no_other_call():
+    # Was "k.py:N: nl.ndarray: its activation (made by trnsim's lowering of nl.ndarray) reads ...": the line's
+    # first call, which makes no instruction; the warned instruction is the line's nisa call's own
+    for case, name, marker in (("act", "activation", "MARK-two-act"), ("max8", "max8", "MARK-two-max8")):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tnki.simulate_kernel(two_calls_one_line, X, case)
+        got = [str(w.message) for w in caught]
+        assert len(got) == 1 and got[0].startswith(
+            f"{THIS}:{line_of(marker)}: {name} reads sbuf 't' [128, 64] float32 allocated at "
+            f"{THIS}:{line_of('MARK-two-unwritten')} where no instruction wrote before"), got
+
+
 if __name__ == "__main__":
     main(globals())

@@ -181,5 +181,129 @@ def test_a_gather_by_a_masked_results_rows():
         same_f32(tnki.simulate_kernel(gather_by_held_rows, X256, IDX, case), want)
 
 
+# ---- tester23al F1: the index tile as a view of itself, and an index tile no instruction wrote
+
+
+@nki.jit
+def scatter_tail_view(w, idx, base, form):
+    # w [384, 16] values; idx [300, 1] target rows: the third index tile holds 44 rows, its other 84 partitions
+    # hold the first iteration's indices (the same buffer), which the scatter would write again
+    n = idx.shape[0]
+    for i in nl.affine_range((n + 127) // 128):
+        i_p, i_f = nl.arange(128)[:, None], nl.arange(16)[None, :]
+        it = nl.load(idx[i * 128 + i_p, nl.arange(1)[None, :]], mask=(i * 128 + i_p < n))  # MARK-tail-indices
+        vt = nl.load(w[i * 128 + i_p, i_f])
+        if form == 0:
+            nl.store(base[it[i_p, 0], i_f], value=vt)  # MARK-tail-0
+        elif form == 1:
+            nl.store(base[it[:, 0], i_f], value=vt)  # MARK-tail-1
+        else:
+            nl.store(base[it[0:128, 0:1], i_f], value=vt)  # MARK-tail-2
+    return base
+
+
+@nki.jit
+def gather_by_view(x, idx, case):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.full((128, 64), -1.0, nl.float32))
+    i_p, i_f, i_1 = nl.arange(128)[:, None], nl.arange(64)[None, :], nl.arange(1)[None, :]
+    it = nl.load(idx[i_p, i_1], mask=(i_p >= 8) & (i_p < 40))
+    if case == "rows":  # a view of the held rows: exact
+        nl.store(out[8:40, :], nl.load(x[it[8:40, 0], i_f]))
+    elif case == "masked":  # a view masked to rows it holds: exact
+        g = nl.load(x[it[i_p, 0], i_f], mask=(i_p >= 10) & (i_p < 30))
+        nl.store(out[i_p, i_f], g, mask=(i_p >= 10) & (i_p < 30))
+    elif case == "wider":  # masked past the rows it holds
+        g = nl.load(x[it[i_p, 0], i_f], mask=(i_p < 40))  # MARK-view-wider
+    else:
+        g = nl.ndarray((40, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=g, src=x[it[0:40, 0], 0:64], dge_mode=nisa.dge_mode.swdge)  # MARK-view-dma
+        nl.store(out[0:40, :], g)
+    return out
+
+
+@nki.jit
+def gather_by_unwritten(x, skip):
+    out = nl.ndarray((64, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    it = nl.ndarray((64, 1), dtype=nl.int32, buffer=nl.sbuf)  # MARK-unwritten-indices (never written)
+    g = nl.full((64, 64), -1.0, nl.float32)
+    oob = nisa.oob_mode.skip if skip else nisa.oob_mode.error
+    nisa.dma_copy(dst=g, src=x[it[:, 0], 0:64], dge_mode=nisa.dge_mode.swdge, oob_mode=oob)  # MARK-unwritten-dma
+    nl.store(out, value=g)
+    return out
+
+
+def test_the_index_tile_as_a_view():
+    # Each spelling of a view of the masked index tile reading partitions past its held rows is the error of the
+    # bare tile (it was silent: the third iteration scattered w[300:384] over 84 rows the first had written).
+    loc = f"{THIS}:{line('MARK-tail-indices')}"
+    w = (np.arange(384 * 16) % 1000).astype(np.float32).reshape(384, 16)
+    idx = ((np.arange(300) * 7) % 1000).astype(np.int32).reshape(300, 1)
+    for form in range(3):
+        base = np.zeros((1000, 16), np.float32)
+        e = raises(NkiError, tnki.simulate_kernel, scatter_tail_view, w, idx, base, form)
+        assert str(e) == (
+            f"{THIS}:{line(f'MARK-tail-{form}')}: nl.store: its row indices, partitions [0, 128) of sbuf tile it "
+            f"[128, 1] int32 allocated at {loc}, reach past the rows [0, 44) it holds, the part mask=(i * 128 + "
+            f"i_p < n) at {loc} selected: the indirect DMA reads a row index from each of those 128 partitions, "
+            "and those outside [0, 44) no instruction wrote (in a loop they may hold an earlier iteration's "
+            "indices), so the rows it moves there are undefined: give it the rows the indices hold (it[0:44] as "
+            "its row indices, the other side cut to as many rows)"), str(e)
+    e = raises(NkiError, tnki.simulate_kernel, gather_by_view, X256, IDX, "dma")
+    assert str(e).startswith(f"{THIS}:{line('MARK-view-dma')}: nki.isa.dma_copy: its row indices, partitions "
+                             "[0, 40) of sbuf tile it [128, 1] int32 allocated at "), str(e)
+    e = raises(NkiError, tnki.simulate_kernel, gather_by_view, X256, IDX, "wider")
+    assert str(e).startswith(f"{THIS}:{line('MARK-view-wider')}: nl.load: its row indices, partitions [0, 40) "
+                             "of sbuf tile it [128, 1] int32 allocated at "), str(e)
+    assert "reach past the rows [8, 40) it holds" in str(e) and str(e).endswith(
+        "mask the load as that call, or give it the rows the indices hold (it[8:40] as its row indices)"), str(e)
+    # A view within the rows it holds, or masked to them, moves those rows
+    for case, (a, b) in (("rows", (8, 40)), ("masked", (10, 30))):
+        want = np.full((128, 64), -1.0, np.float32)
+        want[a:b] = X256[IDX[a:b, 0]]
+        same_f32(tnki.simulate_kernel(gather_by_view, X256, IDX, case), want)
+
+
+def test_an_index_tile_no_instruction_wrote():
+    # The read of the unwritten index tile is warned, also when the gather then stops at the NaN fill's row
+    # index -1 (the warning was lost with the run), and with oob_mode=skip, which skips every row
+    from trnsim import RuleError
+
+    why = (f"{THIS}:{line('MARK-unwritten-dma')}: dma_copy reads sbuf 'it' [64, 1] int32 allocated at "
+           f"{THIS}:{line('MARK-unwritten-indices')} where no instruction wrote before (partition 0, byte 0 of the "
+           "read is the first such): its values are undefined (a tile starts uninitialised, as numpy.empty's "
+           "contents; trnsim's memory starts as NaN)")
+    x = X256[:100]
+    got, ws = warned(lambda: raises(RuleError, tnki.simulate_kernel, gather_by_unwritten, x, False))
+    assert "vector_offset[0] = -1 is outside rows [0, 100)" in str(got), str(got)
+    assert ws == [why], ws
+    got, ws = warned(tnki.simulate_kernel, gather_by_unwritten, x, True)
+    same_f32(got, np.full((64, 64), -1.0, np.float32))
+    assert ws == [why], ws
+
+
+# ---- tester23al F2: .ap(scalar_offset=..., indirect_dim=1), one element of each row (nki-library cross_entropy)
+
+
+@nki.jit
+def element_by_index(x, target):
+    out = nl.ndarray((1, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+    s = nl.load(target)
+    g = nl.ndarray((1, 1), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=g, src=x.ap(pattern=[[64, 1], [1, 1]], offset=0, scalar_offset=s, indirect_dim=1))  # MARK-dim1
+    nl.store(out, value=g)
+    return out
+
+
+def test_a_run_time_offset_on_dim_1_is_unsupported():
+    from trnsim.nki import NkiUnsupported
+
+    e = raises(NkiUnsupported, tnki.simulate_kernel, element_by_index, X256, np.array([[5]], np.int32))
+    assert str(e) == (f"{THIS}:{line('MARK-dim1')}: .ap(indirect_dim=1) is not modelled by trnsim: a run-time "
+                      "offset (scalar_offset / vector_offset) moves whole rows of the HBM tensor's dim 0 only, "
+                      "indirect_dim=0; for elements of a row, load the rows and pick them on chip (docs/nki.md "
+                      "lists the supported calls)"), str(e)
+
+
 if __name__ == "__main__":
     main(globals())

@@ -297,11 +297,7 @@ def _named_outputs(run, given):
     if set(returned_names) == set(names):
         names = returned_names  # a tensor the kernel returned twice is given back twice, as the same array
     ordered = [(n, outs[n]) for n in names if n in outs]
-    for w in run.warnings:
-        # "file.py:LINE: message": attributed to that kernel line (its file's path as the trace saw it)
-        m = _LOC.match(w)
-        path = m and _errors.path_of(m.group(1))
-        _errors.warn_at(w, RuntimeWarning, (path, int(m.group(2))) if path else None)
+    _build_warnings(run)
     for n, a in ordered:
         # (An NKI kernel's returned outputs are each written by some instruction, or the build fails: their NaN
         # is the kernel's, as nl.mod(t, 0.0)'s.)
@@ -309,6 +305,33 @@ def _named_outputs(run, given):
             _errors.warn_at(f"output '{n}' of {run.kernel} is all NaN: did the kernel write it? (HBM it never "
                             "writes reads as NaN)", RuntimeWarning)
     return [(n, _written_back(n, a, given)) for n, a in ordered]
+
+
+def _build_warnings(run):
+    """A RuntimeWarning for each of the build's warnings, "file.py:LINE: message", attributed to that kernel line
+    (its file's path as the trace saw it)."""
+    for w in run.warnings:
+        m = _LOC.match(w)
+        path = m and _errors.path_of(m.group(1))
+        _errors.warn_at(w, RuntimeWarning, (path, int(m.group(2))) if path else None)
+
+
+def _run(run, **kwargs):
+    """run.run(**kwargs); when the simulation stops at a rule (a RuleError), the build's warnings first: a read
+    where no instruction wrote is often why (tester23al F1: an index tile never written gathers by trnsim's NaN
+    fill, "vector_offset[0] = -1 is outside rows [0, 100)", and the warning naming the tile was lost)."""
+    from .. import _core
+
+    try:
+        run.run(**kwargs)
+    except _core.RuleError:
+        try:
+            warnings = bool(run.warnings)
+        except Exception:
+            warnings = False  # (no build to speak of: the error says it all)
+        if warnings:
+            _build_warnings(run)
+        raise
 
 
 @_one_at_a_time
@@ -328,7 +351,7 @@ def simulate_kernel(kernel, *args, hardware=None, lnc=None, **kwargs):
     ``nki.jit(platform_target=...)``, else NEURON_PLATFORM_TARGET_OVERRIDE, else trn2 (trnsim.nki._platform)."""
     _warn_options_taken("simulate_kernel", kernel, args, hardware=hardware, lnc=lnc)
     run, given = _prepare(kernel, args, kwargs, hardware, None, True, lnc)
-    run.run()
+    _run(run)
     outs = _ordered_outputs(run, given)
     if not outs:
         return None
@@ -418,7 +441,7 @@ def benchmark(kernel, *args, hardware=None, lnc=None, trace=None, reference=None
     from .. import _core
     _core.set_overwrite_allowed(bool(overwrite))
     try:
-        run.run(trace=trace or "")
+        _run(run, trace=trace or "")
     finally:
         _core.set_overwrite_allowed(False)
     return BenchmarkResult(run, trace, _nki_options, given)

@@ -365,19 +365,21 @@ def called(op):
 def user_call(op, trace):
     """The kernel's call at instruction `op`'s line when a lowering made op for it (nl.add, whose partition
     broadcast copies a PSUM row out with a tensor_copy): the nl.* call that made it (trace.calls), else the one
-    nl.* / nisa.* call or tile operator of the line, if it is not the instruction itself; else None."""
+    nl.* / nisa.* call or tile operator of the line's statements, if it is not the instruction itself; else None
+    (also when one of several is the instruction: `d = nl.ndarray(...); nisa.activation(dst=d, ...)` was "nl.ndarray:
+    its activation (made by trnsim's lowering of nl.ndarray)", tester23al F4)."""
     import ast
 
     from . import isa, language
-    from ._tensor import _OPERATORS, _statement_at
+    from ._tensor import _OPERATORS, _statements_at
 
     spans = [c for c in trace.calls if c[0] <= op.index < c[1]]
     if spans:
         name = min(spans, key=lambda c: c[1] - c[0])[2]
         return None if name == op.name else f"nl.{name}"
-    node = _statement_at(op.loc[0], op.loc[1]) if op.loc else None
+    nodes = _statements_at(op.loc[0], op.loc[1]) if op.loc else ()
     found = set()
-    for c in ast.walk(node) if node is not None else ():
+    for c in (c for node in nodes for c in ast.walk(node)):
         f = c.func if isinstance(c, ast.Call) else None
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and (
                 hasattr(language, f.attr) or hasattr(isa, f.attr)):
@@ -386,7 +388,7 @@ def user_call(op, trace):
             name = _OPERATORS.get(type(c.op).__name__)
             if name is not None:
                 found.add(f"nl.{name}")
-    if len(found) != 1:
+    if len(found) != 1 or any(call.endswith("." + op.name) for call in found):
         return None
     (call,) = found
-    return None if call.endswith("." + op.name) else call
+    return call

@@ -1300,7 +1300,12 @@ class _Indirect:
 
 def dynamic_ap(t, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype):
     if indirect_dim != 0:
-        unsupported(f".ap(indirect_dim={indirect_dim})", "run-time offsets move whole rows (dim 0) only")
+        # The simulator's DMA moves its HBM side by whole rows of the tensor's dim 0 (sim/isa/semantics.h,
+        # scalar_offset and vector_offset): no instruction offsets it along another dim (tester23al F2,
+        # nki-library's cross_entropy picks one element of a row by `indirect_dim=1`).
+        unsupported(f".ap(indirect_dim={indirect_dim})", "a run-time offset (scalar_offset / vector_offset) moves "
+                    "whole rows of the HBM tensor's dim 0 only, indirect_dim=0; for elements of a row, load the "
+                    "rows and pick them on chip")
     if not isinstance(scalar_offset, (NkiTensor, type(None))) or not isinstance(vector_offset,
                                                                                (NkiTensor, type(None))):
         raise NkiError(".ap: scalar_offset / vector_offset must be SBUF tensors")
@@ -1312,27 +1317,43 @@ def dynamic_ap(t, pattern, offset, scalar_offset, vector_offset, indirect_dim, d
 
 
 def held_indices(call, ind):
-    """NkiError when the row indices of `ind` (an _Indirect's vector_offset) are a masked call's result passed
-    whole that holds only some of its tile's rows (whole_of): the indirect DMA reads an index from each
-    partition of that tile, and the rows outside the held part no instruction wrote, so the rows it moves are
-    undefined (tester23ai F11: `nl.load(x[idx, i_f])` of an index tile loaded with mask=(i_p < 40) gathered 40
-    rows into a tile whose .shape says 128, a shape error at a later line)."""
+    """NkiError when the row indices of `ind` (an _Indirect's vector_offset) read partitions of a masked call's
+    result tile outside the part it holds (Trace.held): the indirect DMA reads an index from each partition
+    it is given, and those no instruction wrote, so the rows it moves are undefined. The one check for every
+    spelling of the index: the result passed whole (whole_of: its whole tile, tester23ai F11: `nl.load(x[idx,
+    i_f])` of an index tile loaded with mask=(i_p < 40) gathered 40 rows into a tile whose .shape says 128) or
+    a view the kernel made of it (`it[i_p, 0]`, `it[:, 0]`, `it[0:128, 0:1]`: tester23al F1, a tail loop's
+    scatter re-scattered the indices an earlier iteration left in the rows past the tail, silently)."""
     idx = ind.vector_offset if isinstance(ind, _Indirect) else None
-    whole = whole_of(idx) if idx is not None else None
-    if whole is None:
+    if not isinstance(idx, NkiTensor):
         return
-    box, place = box_of(idx), _place(idx)
-    a, n = place[0]
-    that = _mask_words(box[2], "the mask") + (f" at {box[2]}" if box[2] else "")
-    name = _tensor.var_name(_trace._current or _trace.current(), idx.st) or "the index tile"
+    t = _trace._current or _trace.current()
+    held = t.held.get(idx.st.uid)
+    whole = whole_of(idx)
+    read = _place(whole if whole is not None else idx)
+    if held is None or read is None:
+        return
+    (a, n), (ra, rn) = held[0], read[0]
+    if a <= ra and ra + rn <= a + n:
+        return
+    box = _boxes().get(idx.st.uid)
+    loc = box[2] if box else None
+    that = _mask_words(loc, "the mask") + (f" at {loc}" if loc else "")
+    name = _tensor.var_name(t, idx.st) or "the index tile"
     rows = f"{name}[{a}:{a + n}]"
     fix = (f"mask the load as that call, or give it the rows the indices hold ({rows} as its row indices)"
            if call == "nl.load" else f"give it the rows the indices hold ({rows} as its row indices, the other "
            f"side cut to as many rows)")
-    raise NkiError(f"{call}: its row indices {_operand(idx)} hold only rows [{a}, {a + n}) of their "
-                   f"{whole.partitions}, the part {that} selected: the indirect DMA reads a row index from each of "
-                   f"the {whole.partitions} partitions, and those outside [{a}, {a + n}) no instruction wrote, so "
-                   f"the rows it moves there are undefined: {fix}")
+    if whole is not None:
+        raise NkiError(f"{call}: its row indices {_operand(idx)} hold only rows [{a}, {a + n}) of their "
+                       f"{whole.partitions}, the part {that} selected: the indirect DMA reads a row index from each "
+                       f"of the {whole.partitions} partitions, and those outside [{a}, {a + n}) no instruction "
+                       f"wrote, so the rows it moves there are undefined: {fix}")
+    raise NkiError(f"{call}: its row indices, partitions [{ra}, {ra + rn}) of {idx.st.label()}, reach past the "
+                   f"rows [{a}, {a + n}) it holds, the part {that} selected: the indirect DMA reads a row index from "
+                   f"each of those {rn} partitions, and those outside [{a}, {a + n}) no instruction wrote (in a "
+                   f"loop they may hold an earlier iteration's indices), so the rows it moves there are "
+                   f"undefined: {fix}")
 
 
 def _indirect_dma(dst, src, engine, dge_mode, oob_mode, accumulate):
@@ -1643,6 +1664,7 @@ def _masked_gather(src, mask, dtype):
             raise held_only(idx, 0, lo, hi, a, n, box_of(idx)[2])
         idx = whole
     rows = indexed_rows(first, idx.index((slice(lo, hi), slice(None))))
+    held_indices("nl.load", rows)  # (a view of the indices, `it[i_p, 0]`, masked past the rows they hold)
     mask_box(out, full, (0,) * len(full), out.st.loc)
     part = out.index(tuple(slice(*vc[d]) if d in vc else slice(None) for d in range(len(full))))
     if part.shape != out.shape:

@@ -214,11 +214,18 @@ def assigned_name(st):
     return target.id if ok else None
 
 
-_statements = {}  # path -> {line: the simple statement spanning it}
+_statements = {}  # path -> {line: the simple statements spanning it, in source order}
 
 
 def _statement_at(path, line):
     """The simple statement (not a block) of the file `path` that spans `line`, or None."""
+    found = _statements_at(path, line)
+    return found[0] if found else None
+
+
+def _statements_at(path, line):
+    """The simple statements (not blocks) of the file `path` that span `line`, in source order (`a = f(x); g(a)`
+    is two), or ()."""
     lines = _statements.get(path)
     if lines is None:
         import ast
@@ -228,12 +235,14 @@ def _statement_at(path, line):
         try:
             tree = ast.parse("".join(linecache.getlines(path)))
         except (SyntaxError, ValueError):
-            return None
+            return ()
         for node in ast.walk(tree):
             if isinstance(node, ast.stmt) and not hasattr(node, "body"):
                 for i in range(node.lineno, (node.end_lineno or node.lineno) + 1):
-                    lines.setdefault(i, node)
-    return lines.get(line)
+                    lines.setdefault(i, []).append(node)
+        for found in lines.values():
+            found.sort(key=lambda n: (n.lineno, n.col_offset))
+    return lines.get(line, ())
 
 
 _WHOLE = {}  # (hbm, shape, pdim, itemsize) -> (dims, rect) of the whole-tensor view
@@ -1157,7 +1166,13 @@ class NkiTensor:
         outside its tensor is an NkiError where an instruction or DMA uses it (its line, naming the line that
         made the view), none where nothing uses it (a loop's view its `if` then skips); a plain slice out of
         the tensor's shape is an error where it is written, but for a slice of an HBM tensor running past its
-        end, a tile of the slice's length that a call's mask must keep inside (docs/nki.md "Masks")."""
+        end, a tile of the slice's length that a call's mask must keep inside (docs/nki.md "Masks"). With
+        `scalar_offset=` / `vector_offset=` (an SBUF int32 tile read when the DMA runs), `indirect_dim=0` only
+        (the default): the offset moves whole rows of the HBM tensor's dim 0 (Indirect DMA below). Another
+        `indirect_dim` (nki-library's cross_entropy: `indirect_dim=1`, one element of each row by its target
+        index) is NkiUnsupported at its line: the simulator's DMA moves its HBM side by whole tensor rows only
+        (sim/isa/semantics.h), so it has no instruction to lower it to; load the rows and pick the element on
+        chip (an `nisa.iota` of column numbers compared with the index, multiplied and summed)."""
         from . import _lower
 
         if scalar_offset is not None or vector_offset is not None:

@@ -310,6 +310,8 @@ class _Range:
         direct = t.direct_decls
         kept = None  # the counters the body advances, as its first iteration left them (_keep_first)
         state = None  # the ints reachable from the body's names, as its first iteration left them (_int_state)
+        carried = _carried_state(self.loc, sys._getframe(1)) if traced and len(self.r) > 1 else None
+        moved = ()  # the names of `carried` whose value the first iteration changed
         try:
             for n, i in enumerate(self.r):
                 if outermost:
@@ -324,6 +326,8 @@ class _Range:
                     its[-1][1] = len(t.ops)
                 if n == 0 and traced and len(self.r) > 1:
                     kept = _counters(self.loc, sys._getframe(1))
+                    if carried:
+                        moved = _carried_changes(carried, sys._getframe(1))
                     if t.direct_decls:  # (a kernel placing tiles directly: the state its allocator keeps)
                         state = _int_state(self.loc, sys._getframe(1))
             if t.direct_decls > direct:
@@ -336,6 +340,9 @@ class _Range:
                         "is what its last iteration left, not its first as after NKI's one trace of the body: "
                         "trnsim sets back only the integers the body changes (docs/nki.md \"Direct allocation\"), "
                         f"so a tile placed from '{k}' after the loop may lie elsewhere than on the device"))
+            for k, what, before, after in moved:
+                if what == "len" or t.direct_decls == direct:  # (a counter of direct allocation: _keep_first)
+                    _warn_carried(t, self, k, what, before, after)
         finally:
             t.loops.pop()
             t.scope = scope
@@ -406,6 +413,97 @@ def _body_names(loc):
             break
     _ADVANCED[loc] = got
     return got
+
+
+def _carried_names(loc):
+    """(names, lens) of the `for` statement whose iterable is at `loc`: the local names its body advances
+    (_advanced) and reads in another statement, and the names whose len() the body reads; neither the loop's
+    own targets nor a name the body sets afresh (`off = i * 128`, `used = []`, an inner loop's target), whose
+    value one iteration cannot carry to the next."""
+    got = _CARRIED.get(loc)
+    if got is not None:
+        return got
+    import ast
+    import linecache
+
+    got = ((), ())
+    try:
+        tree = ast.parse("".join(linecache.getlines(loc[0])))
+    except (SyntaxError, ValueError):
+        tree = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.For) and node.iter.lineno <= loc[1] <= (node.iter.end_lineno or node.iter.lineno):
+            own = {x.id for x in ast.walk(node.target) if isinstance(x, ast.Name)}
+            fresh, reads, lens, todo = set(own), set(), set(), [(b, None) for b in node.body]
+            while todo:
+                x, setting = todo.pop()
+                if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                    continue
+                if isinstance(x, (ast.Assign, ast.AnnAssign)) and x.value is not None:
+                    read = {y.id for y in ast.walk(x.value) if isinstance(y, ast.Name)}
+                    setting = set()
+                    for tg in (x.targets if isinstance(x, ast.Assign) else [x.target]):
+                        for y in ast.walk(tg):
+                            if isinstance(y, ast.Name):
+                                (setting if y.id in read else fresh).add(y.id)
+                elif isinstance(x, (ast.For, ast.comprehension)):
+                    fresh |= {y.id for y in ast.walk(x.target) if isinstance(y, ast.Name)}
+                elif isinstance(x, ast.Name) and isinstance(x.ctx, ast.Load) and not (setting and x.id in setting):
+                    reads.add(x.id)
+                elif isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "len" and (
+                        len(x.args) == 1 and isinstance(x.args[0], ast.Name)):
+                    lens.add(x.args[0].id)
+                todo.extend((c, setting) for c in ast.iter_child_nodes(x))
+            names = set(_advanced(loc)) & reads
+            got = (tuple(sorted(names - fresh)), tuple(sorted(lens - fresh)))
+            break
+    _CARRIED[loc] = got
+    return got
+
+
+_CARRIED = {}  # (file, line of an nl.*_range call) -> _carried_names
+
+
+def _carried_state(loc, frame):
+    """[(name, "value" or "len", what it is before the loop)] of _carried_names in `frame`, about to run the
+    loop at `loc`: the numbers among the names the body advances, the sizes of those whose len() it reads."""
+    names, lens = _carried_names(loc)
+    if not names and not lens:
+        return None
+    import numbers
+
+    loc_vars = frame.f_locals
+    out = [(k, "value", loc_vars[k]) for k in names if k in loc_vars and isinstance(loc_vars[k], numbers.Number)
+           and not isinstance(loc_vars[k], bool) and not _trnsims(loc_vars[k])]
+    for k in lens:
+        if type(loc_vars.get(k)) in (list, dict, tuple, str):
+            out.append((k, "len", len(loc_vars[k])))
+    return out
+
+
+def _carried_changes(carried, frame):
+    """[(name, kind, before, after)] of `carried` (_carried_state) that the loop's first iteration changed."""
+    loc_vars, out = frame.f_locals, []
+    for k, what, before in carried:
+        v = loc_vars.get(k)
+        try:
+            after = len(v) if what == "len" else v
+            if after != before:
+                out.append((k, what, before, after))
+        except Exception:
+            continue  # (rebound to something len() or != does not answer)
+    return out
+
+
+def _warn_carried(t, loop, k, what, before, after):
+    """The warning of a value a traced loop's body carries from one iteration to the next (tester23al F3:
+    `off += 128` then `x[off:off + 128, :]`; `used.append(...)` then `mod_alloc(base_addr=256 * len(used))`)."""
+    shown = f"len({k})" if what == "len" else f"'{k}'"
+    t.kernel.warn(str(loop.loc), (
+        f"nl.{loop.kind}: its body changes {shown} ({before} before the loop, {after} after its first iteration) "
+        f"and reads it: NKI traces the body once, so on the device every iteration sees {shown} as it was before "
+        "the loop, while trnsim runs each iteration with what the earlier ones left (docs/nki.md \"Loops\"); "
+        "compute it from the loop index instead"))
 
 
 def _counters(loc, frame):
