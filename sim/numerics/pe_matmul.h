@@ -24,7 +24,8 @@ namespace trnsim::num {
 // or BF16; no subnormal, NaN or Inf; magnitudes that keep every step normal and finite: pe_matmul.cpp,
 // pairs_exact) two steps of the chain run in one VDPBF16PS, which rounds after each step as above: the same
 // bits, about twice the rate. pe_matmul_bf16_pairs() says whether this host takes that path (checked once
-// against std::fma).
+// against std::fma). On Intel hosts, where VDPBF16PS multiplies at half FP32 FMA's rate, pe_matmul takes the
+// FP32 path instead and pe_matmul_pairs computes its pairs with FP32 fused multiply-adds: the same bits.
 bool pe_matmul_bf16_pairs();
 
 void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int K, int M,
