@@ -193,14 +193,25 @@ __attribute__((target("avx512f"))) inline void block_pairs_fma(const float* Af, 
 }
 
 // Row-major pairs Ap [K2][M] widened to FP32 rows Af [2 K2][M] (row 2kk the high halves, 2kk + 1 the low).
-std::unique_ptr<float[]> widen_pairs(const uint32_t* Ap, int K2, int M) {
+__attribute__((target("avx512f"))) std::unique_ptr<float[]> widen_pairs(const uint32_t* Ap, int K2, int M) {
   std::unique_ptr<float[]> af(new float[static_cast<size_t>(2 * K2) * M]);  // every element written below
-  for (int kk = 0; kk < K2; ++kk)
-    for (int m = 0; m < M; ++m) {
-      const uint32_t p = Ap[static_cast<int64_t>(kk) * M + m], h = p & 0xFFFF0000u, l = p << 16;
-      std::memcpy(&af[static_cast<int64_t>(2 * kk) * M + m], &h, 4);
-      std::memcpy(&af[static_cast<int64_t>(2 * kk + 1) * M + m], &l, 4);
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int kk = 0; kk < K2; ++kk) {
+    const uint32_t* p = Ap + static_cast<int64_t>(kk) * M;
+    float* h = af.get() + static_cast<int64_t>(2 * kk) * M;
+    float* l = h + M;
+    int m = 0;
+    for (; m + 16 <= M; m += 16) {
+      const __m512i v = _mm512_loadu_si512(p + m);
+      _mm512_storeu_si512(h + m, _mm512_and_si512(v, high));
+      _mm512_storeu_si512(l + m, _mm512_slli_epi32(v, 16));
     }
+    for (; m < M; ++m) {
+      const uint32_t hb = p[m] & 0xFFFF0000u, lb = p[m] << 16;
+      std::memcpy(h + m, &hb, 4);
+      std::memcpy(l + m, &lb, 4);
+    }
+  }
   return af;
 }
 
