@@ -493,12 +493,16 @@ std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairR
   const int parts = std::clamp(threads, 1, std::max(1, chunks)) > 1 ? chunks : 1;
   // Each part's columns once their PSUM values are known to pass (else they are left, untouched).
   std::vector<char> left(static_cast<size_t>(parts), 0);
-  const std::unique_ptr<float[]> af = pairs_by_fma() ? widen_pairs(Ap, K2, M) : nullptr;
+  // With FP32 fused multiply-adds (pairs_by_fma) the steps are pe_matmul's own instructions on the same
+  // values, whatever their range: only values the pairs do not hold exactly leave columns.
+  const bool fma = pairs_by_fma();
+  const std::unique_ptr<float[]> af = fma ? widen_pairs(Ap, K2, M) : nullptr;
   host_for(parts, [&](int t) {
     const int p0 = chunks * t / parts, p1 = chunks * (t + 1) / parts;
     if (p0 == p1) return;
-    const PairRange c = accumulate ? pair_range_avx512(C + 32 * p0, ldc, M, 32 * (p1 - p0)) : PairRange{};
-    if (!pairs_exact(a, b, c, K)) {
+    const PairRange c =
+        accumulate && !fma ? pair_range_avx512(C + 32 * p0, ldc, M, 32 * (p1 - p0)) : PairRange{};
+    if (fma ? (a.low | b.low) != 0 : !pairs_exact(a, b, c, K)) {
       left[static_cast<size_t>(t)] = 1;
       return;
     }

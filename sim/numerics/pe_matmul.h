@@ -36,7 +36,8 @@ void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* 
 //   Ap[kk * M + m] = A[2kk, m]'s high half << 16 | A[2kk + 1, m]'s high half (kk < K / 2);
 //   Bq[(n / 32) * (K / 2) * 32 + kk * 32 + n % 32] the same for B (64-byte aligned);
 // a and b the ranges of A's and B's FP32 values (pair_range.h). Columns whose A, B and PSUM values allow the
-// pair path get pe_matmul's bits; the column ranges [n0, n1) returned are left untouched for pe_matmul.
+// pair path (where it runs as FP32 fused multiply-adds: any BF16-exact A and B) get pe_matmul's bits; the
+// column ranges [n0, n1) returned are left untouched for pe_matmul.
 // `threads` splits the columns as pe_matmul does.
 std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairRange& a, const uint32_t* Bq,
                                                  const PairRange& b, float* C, int64_t ldc, int K, int M,
