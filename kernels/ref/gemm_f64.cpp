@@ -98,6 +98,16 @@ __attribute__((target("avx512f"))) void micro_avx512(const double* ap, const dou
       acc[i][2] = _mm512_fmadd_pd(ai, b2, acc[i][2]);
     }
   }
+  if (mr == kMr && nr == kNr) {  // a whole tile: C += acc from the registers
+#pragma GCC unroll 8
+    for (int i = 0; i < kMr; ++i)
+#pragma GCC unroll 3
+      for (int j = 0; j < 3; ++j) {
+        double* c = C + i * ldc + 8 * j;
+        _mm512_storeu_pd(c, _mm512_add_pd(_mm512_loadu_pd(c), acc[i][j]));
+      }
+    return;
+  }
   alignas(64) double tile[kMr][kNr];
 #pragma GCC unroll 8
   for (int i = 0; i < kMr; ++i)

@@ -158,6 +158,63 @@ __attribute__((target("avx512f,avx512bf16"))) inline void block_pairs(const uint
     for (int j = 0; j < 2; ++j) _mm512_storeu_ps(C + (m + i) * ldc + n + 16 * j, acc[i][j]);
 }
 
+// The same chain with FP32 fused multiply-adds, one step at a time: each pair of Bq widened in registers
+// (high half logical k = 2kk, low half k + 1), A given widened as Af (row k at Af + k * a_step). An odd K's
+// last pair adds -0 * +0 = -0 as VDPBF16PS does, which leaves every accumulator as it is.
+template <int MB>
+__attribute__((target("avx512f"))) inline void block_pairs_fma(const float* Af, int64_t a_step,
+                                                               const uint32_t* Bq, float* C, int64_t ldc,
+                                                               int kc2, int m, int n, bool accumulate) {
+  __m512 acc[MB][2];
+  for (int i = 0; i < MB; ++i)
+    for (int j = 0; j < 2; ++j)
+      acc[i][j] = accumulate ? _mm512_loadu_ps(C + (m + i) * ldc + n + 16 * j) : _mm512_setzero_ps();
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int kk = 0; kk < kc2; ++kk) {
+    const __m512i p0 = _mm512_load_si512(Bq + 32 * kk), p1 = _mm512_load_si512(Bq + 32 * kk + 16);
+    const __m512 h0 = _mm512_castsi512_ps(_mm512_and_si512(p0, high));
+    const __m512 h1 = _mm512_castsi512_ps(_mm512_and_si512(p1, high));
+    const __m512 l0 = _mm512_castsi512_ps(_mm512_slli_epi32(p0, 16));
+    const __m512 l1 = _mm512_castsi512_ps(_mm512_slli_epi32(p1, 16));
+    const float* a = Af + 2 * kk * a_step;
+    for (int i = 0; i < MB; ++i) {
+      const __m512 ai = _mm512_set1_ps(a[i]);
+      acc[i][0] = _mm512_fmadd_ps(ai, h0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(ai, h1, acc[i][1]);
+    }
+    for (int i = 0; i < MB; ++i) {
+      const __m512 ai = _mm512_set1_ps(a[a_step + i]);
+      acc[i][0] = _mm512_fmadd_ps(ai, l0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(ai, l1, acc[i][1]);
+    }
+  }
+  for (int i = 0; i < MB; ++i)
+    for (int j = 0; j < 2; ++j) _mm512_storeu_ps(C + (m + i) * ldc + n + 16 * j, acc[i][j]);
+}
+
+// Row-major pairs Ap [K2][M] widened to FP32 rows Af [2 K2][M] (row 2kk the high halves, 2kk + 1 the low).
+__attribute__((target("avx512f"))) std::unique_ptr<float[]> widen_pairs(const uint32_t* Ap, int K2, int M) {
+  std::unique_ptr<float[]> af(new float[static_cast<size_t>(2 * K2) * M]);  // every element written below
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int kk = 0; kk < K2; ++kk) {
+    const uint32_t* p = Ap + static_cast<int64_t>(kk) * M;
+    float* h = af.get() + static_cast<int64_t>(2 * kk) * M;
+    float* l = h + M;
+    int m = 0;
+    for (; m + 16 <= M; m += 16) {
+      const __m512i v = _mm512_loadu_si512(p + m);
+      _mm512_storeu_si512(h + m, _mm512_and_si512(v, high));
+      _mm512_storeu_si512(l + m, _mm512_slli_epi32(v, 16));
+    }
+    for (; m < M; ++m) {
+      const uint32_t hb = p[m] & 0xFFFF0000u, lb = p[m] << 16;
+      std::memcpy(h + m, &hb, 4);
+      std::memcpy(l + m, &lb, 4);
+    }
+  }
+  return af;
+}
+
 // Packs the panels of columns [n0, n0 + 32 * np) as pairs, panel p at Bq + p * K2 * 32 ([K2][32]), walking
 // B's rows in order, and returns B's range there.
 __attribute__((target("avx512f"))) PairRange pack_b_pairs(const float* B, int64_t ldb, int K, int n0, int np,
@@ -184,10 +241,12 @@ __attribute__((target("avx512f"))) PairRange pack_b_pairs(const float* B, int64_
 }
 
 // The pair path on the panel at n (Bq packed) over all K, in slices of kKc2 pairs as the FP32 path. A is
-// pack_a's blocks, or row-major pairs (Ap[kk * M + m]) when `a_row_major`.
+// pack_a's blocks, or row-major pairs (Ap[kk * M + m]) when `a_row_major`; with Af (A row-major, widened:
+// widen_pairs) the steps run as FP32 fused multiply-adds instead of VDPBF16PS (block_pairs_fma).
 __attribute__((target("avx512f,avx512bf16"))) void panel_pairs(const uint32_t* Ap, bool a_row_major,
                                                                const uint32_t* Bq, float* C, int64_t ldc,
-                                                               int K, int M, int n, bool accumulate) {
+                                                               int K, int M, int n, bool accumulate,
+                                                               const float* Af = nullptr) {
   constexpr int kKc2 = 128;
   const int K2 = (K + 1) / 2;
   for (int k0 = 0; k0 == 0 || k0 < K2; k0 += kKc2) {
@@ -199,6 +258,23 @@ __attribute__((target("avx512f,avx512bf16"))) void panel_pairs(const uint32_t* A
       const uint32_t* Ak = a_row_major ? Ap + static_cast<int64_t>(k0) * M + m
                                        : Ap + static_cast<int64_t>(m) * K2 + static_cast<int64_t>(k0) * mb;
       const int64_t step = a_row_major ? M : mb;
+      if (Af != nullptr) {
+        const float* Afk = Af + static_cast<int64_t>(2 * k0) * M + m;
+        switch (mb) {
+          case 12:
+            block_pairs_fma<12>(Afk, M, Bk, C, ldc, kc2, m, n, acc);
+            break;
+          case 8:
+            block_pairs_fma<8>(Afk, M, Bk, C, ldc, kc2, m, n, acc);
+            break;
+          case 4:
+            block_pairs_fma<4>(Afk, M, Bk, C, ldc, kc2, m, n, acc);
+            break;
+          default:
+            block_pairs_fma<1>(Afk, M, Bk, C, ldc, kc2, m, n, acc);
+        }
+        continue;
+      }
       switch (mb) {
         case 12:
           block_pairs<12>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
@@ -276,6 +352,15 @@ __attribute__((target("avx512f,avx512bf16"))) bool bf16_pairs_check() {
     if (bits(_mm512_cvtss_f32(r)) != bits(want)) return false;
   }
   return true;
+}
+
+// Whether the pair path computes with FP32 fused multiply-adds (block_pairs_fma) rather than VDPBF16PS: on
+// Intel cores VDPBF16PS multiplies at half FP32 FMA's rate (Sapphire Rapids, one core: 47 against 97 GMAC/s),
+// so the pairs are widened in registers there; elsewhere VDPBF16PS as before. Either gives the same bits.
+bool pairs_by_fma() {
+  __builtin_cpu_init();
+  static const bool intel = __builtin_cpu_is("intel");
+  return intel;
 }
 
 bool bf16_pairs_usable() {
@@ -378,7 +463,7 @@ void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* 
   // A as BF16 pairs when its values allow the pair path (B and C are checked per panel).
   std::unique_ptr<uint32_t[]> ap;
   PairRange a;
-  if (K > 0 && N >= 32 && pe_matmul_bf16_pairs()) {
+  if (K > 0 && N >= 32 && pe_matmul_bf16_pairs() && !pairs_by_fma()) {
     a = pair_range_avx512(A, lda, K, M);
     if (a.low == 0 && a.emin >= 1 && a.emax <= 254) ap = pack_a(A, lda, K, M);
   }
@@ -408,16 +493,22 @@ std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairR
   const int parts = std::clamp(threads, 1, std::max(1, chunks)) > 1 ? chunks : 1;
   // Each part's columns once their PSUM values are known to pass (else they are left, untouched).
   std::vector<char> left(static_cast<size_t>(parts), 0);
+  // With FP32 fused multiply-adds (pairs_by_fma) the steps are pe_matmul's own instructions on the same
+  // values, whatever their range: only values the pairs do not hold exactly leave columns.
+  const bool fma = pairs_by_fma();
+  const std::unique_ptr<float[]> af = fma ? widen_pairs(Ap, K2, M) : nullptr;
   host_for(parts, [&](int t) {
     const int p0 = chunks * t / parts, p1 = chunks * (t + 1) / parts;
     if (p0 == p1) return;
-    const PairRange c = accumulate ? pair_range_avx512(C + 32 * p0, ldc, M, 32 * (p1 - p0)) : PairRange{};
-    if (!pairs_exact(a, b, c, K)) {
+    const PairRange c =
+        accumulate && !fma ? pair_range_avx512(C + 32 * p0, ldc, M, 32 * (p1 - p0)) : PairRange{};
+    if (fma ? (a.low | b.low) != 0 : !pairs_exact(a, b, c, K)) {
       left[static_cast<size_t>(t)] = 1;
       return;
     }
     for (int p = p0; p < p1; ++p)
-      panel_pairs(Ap, true, Bq + static_cast<int64_t>(p) * K2 * 32, C, ldc, K, M, 32 * p, accumulate);
+      panel_pairs(Ap, true, Bq + static_cast<int64_t>(p) * K2 * 32, C, ldc, K, M, 32 * p, accumulate,
+                  af.get());
   });
   // The left columns as ranges, adjacent parts joined.
   std::vector<std::pair<int, int>> out;

@@ -24,7 +24,8 @@ namespace trnsim::num {
 // or BF16; no subnormal, NaN or Inf; magnitudes that keep every step normal and finite: pe_matmul.cpp,
 // pairs_exact) two steps of the chain run in one VDPBF16PS, which rounds after each step as above: the same
 // bits, about twice the rate. pe_matmul_bf16_pairs() says whether this host takes that path (checked once
-// against std::fma).
+// against std::fma). On Intel hosts, where VDPBF16PS multiplies at half FP32 FMA's rate, pe_matmul takes the
+// FP32 path instead and pe_matmul_pairs computes its pairs with FP32 fused multiply-adds: the same bits.
 bool pe_matmul_bf16_pairs();
 
 void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, int K, int M,
@@ -35,7 +36,8 @@ void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* 
 //   Ap[kk * M + m] = A[2kk, m]'s high half << 16 | A[2kk + 1, m]'s high half (kk < K / 2);
 //   Bq[(n / 32) * (K / 2) * 32 + kk * 32 + n % 32] the same for B (64-byte aligned);
 // a and b the ranges of A's and B's FP32 values (pair_range.h). Columns whose A, B and PSUM values allow the
-// pair path get pe_matmul's bits; the column ranges [n0, n1) returned are left untouched for pe_matmul.
+// pair path (where it runs as FP32 fused multiply-adds: any BF16-exact A and B) get pe_matmul's bits; the
+// column ranges [n0, n1) returned are left untouched for pe_matmul.
 // `threads` splits the columns as pe_matmul does.
 std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairRange& a, const uint32_t* Bq,
                                                  const PairRange& b, float* C, int64_t ldc, int K, int M,

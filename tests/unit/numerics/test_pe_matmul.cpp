@@ -183,3 +183,55 @@ TEST_CASE("pe_matmul gives the FMA chain's bits where the BF16 pair path must no
       }
     }
 }
+
+TEST_CASE("pe_matmul_pairs gives the FMA chain's bits on operands held as BF16 pairs", "[pe_matmul]") {
+  // Whichever instruction this host computes the pairs with (VDPBF16PS, or FP32 fused multiply-adds on the
+  // widened halves), with the columns it leaves computed by pe_matmul as nc_matmul_mx does: the documented
+  // chain's bits, every row block size (M = 29: 12 + 12 + 4 + 1), in range and with subnormal products.
+  if (!trnsim::num::pe_matmul_bf16_pairs()) return;
+  constexpr int K = 64, M = 29, N = 96, K2 = K / 2;
+  const auto bf16 = [](std::vector<float> v, int e) {
+    for (auto& x : v) {
+      x = std::ldexp(x, e);
+      uint32_t u;
+      std::memcpy(&u, &x, 4);
+      u &= 0xFFFF0000u;
+      std::memcpy(&x, &u, 4);
+    }
+    return v;
+  };
+  const auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  const auto C0 = values(static_cast<size_t>(M) * N, 33);
+  for (int e : {0, -64}) {
+    const auto A = bf16(values(static_cast<size_t>(K) * M, 31), e);
+    const auto B = bf16(values(static_cast<size_t>(K) * N, 32), e);
+    std::vector<uint32_t> ap(static_cast<size_t>(K2) * M);
+    for (int kk = 0; kk < K2; ++kk)
+      for (int m = 0; m < M; ++m)
+        ap[kk * M + m] = bits(A[2 * kk * M + m]) | bits(A[(2 * kk + 1) * M + m]) >> 16;
+    alignas(64) static uint32_t bq[N / 32 * K2 * 32];
+    for (int kk = 0; kk < K2; ++kk)
+      for (int n = 0; n < N; ++n)
+        bq[n / 32 * K2 * 32 + kk * 32 + n % 32] =
+            bits(B[2 * kk * N + n]) | bits(B[(2 * kk + 1) * N + n]) >> 16;
+    const auto ra = trnsim::num::pair_range_scalar(A.data(), K * M);
+    const auto rb = trnsim::num::pair_range_scalar(B.data(), K * N);
+    for (bool acc : {false, true}) {
+      const auto want = reference(A, B, C0, K, M, N, acc);
+      for (int threads : {1, 2}) {
+        auto C = C0;
+        const auto left =
+            trnsim::num::pe_matmul_pairs(ap.data(), ra, bq, rb, C.data(), N, K, M, N, acc, threads);
+        for (const auto& [n0, n1] : left)
+          pe_matmul(A.data(), M, B.data() + n0, N, C.data() + n0, N, K, M, n1 - n0, acc);
+        INFO("exponent " << e << " accumulate=" << acc << " threads=" << threads << " left " << left.size());
+        if (e == 0) CHECK(left.empty());
+        CHECK(same_bits(C, want));
+      }
+    }
+  }
+}
