@@ -115,13 +115,9 @@ def test_tile_size_constants():
 def test_missing_attributes_are_nki_unsupported_at_the_line():
     for what, text in (("sim_value", "nki.language.NkiTensor.sim_value is not modelled by trnsim"),
                        ("bogus", "nki.language.NkiTensor has no attribute 'bogus'"),
-                       ("indirect", "nki.language.NkiTensor.indirect (Tensor Indirection, NeuronCore-v4) is "
-                                    "not modelled by trnsim: an engine's column gather/scatter at run-time offsets "
-                                    "is not modelled. What is: the indirect DMA, rows of an HBM tensor picked by an "
-                                    "int32/uint32 [P, 1] SBUF tile idx, as nl.load(x[idx, :]) or "
-                                    "nisa.dma_copy(dst=t, src=x[idx, :]) (for columns, gather rows of the "
-                                    "transposed tensor; docs/nki.md, Indirect DMA) (docs/nki.md lists the "
-                                    "supported calls)"),
+                       ("indirect", "nki.language.NkiTensor.indirect is not modelled by trnsim: Tensor "
+                                    "Indirection is a NeuronCore-v4 feature (trn3); run the kernel with "
+                                    "hardware=\"trn3\""),
                        ("tile_size", "nki.language.tile_size.bogus_fmax is not modelled"),
                        ("block", "nki.language.NkiTensor.size of a PSUM tensor with block dims [2, 128, 64] is "
                                  "not modelled by trnsim")):

@@ -9,7 +9,7 @@ checked by the builder when the trace is emitted, with the same kernel line.
 import math
 import sys
 
-from . import _order, _trace
+from . import _indirect, _order, _trace
 from ._dtypes import BY_NAME, as_dtype, modelled
 from ._errors import Loc, NkiError, caller_loc
 from ._tensor import HBM, PSUM, SBUF, NkiTensor, Storage
@@ -74,7 +74,11 @@ def _engine_for(name, engine, views):
 def tile(v, what, op):
     """`v` as an on-chip instruction operand: an SBUF/PSUM view whose partition dim is its first dim."""
     if not isinstance(v, NkiTensor):
+        from ._indirect import IndirectView
         from ._tensor import BlockTensor
+
+        if isinstance(v, IndirectView):
+            return v.operand(what, op)
 
         if isinstance(v, BlockTensor):
             raise v.whole_error()
@@ -356,6 +360,13 @@ def _psum_touch(t, reads, writes, op):
 
 
 def record(name, args, reads, writes, attrs, loc=None):
+    o = _record(name, args, reads, writes, attrs, loc)
+    if _indirect.pending is not None:  # an indirect dst (t.indirect): its scatter follows the instruction
+        _indirect.flush(name)
+    return o
+
+
+def _record(name, args, reads, writes, attrs, loc):
     t = _trace._current
     if t is None:
         t = _trace.current()
@@ -1067,6 +1078,9 @@ def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumu
     op = "dma_copy"
     if not isinstance(dst, NkiTensor) or not isinstance(src, NkiTensor):
         for v, n in ((dst, "dst"), (src, "src")):
+            if isinstance(v, _indirect.IndirectView):
+                raise NkiError(f"{op}: {n} is a Tensor Indirection view (t.indirect), which a compute "
+                               f"instruction reads or writes, not a DMA; nisa.tensor_copy it to or from a tile")
             if not isinstance(v, NkiTensor):
                 raise NkiError(f"{op}: {n} must be an NKI tensor, got {type(v).__name__}")
     for v in ((dst, src) if dst.pd > 0 or src.pd > 0 else ()):  # (HBM views have pd -1)

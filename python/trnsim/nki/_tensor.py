@@ -1130,16 +1130,11 @@ class NkiTensor:
         return self.boff == 0 and self.p0 == 0 and self.dtype is self.st.dtype and self.dims == w.dims
 
     def indirect(self, index, num_elem=None):
-        from ._errors import unsupported
+        """Tensor Indirection (NeuronCore-v4): this SBUF tile's columns at the uint16 offsets of SBUF tile
+        `index`, one list per group of 16 partitions, as one instruction's operand (_indirect: the lowering)."""
+        from . import _indirect
 
-        # Tensor Indirection is a compute engine reading columns of an on-chip tile at offsets read at run
-        # time (NKI Tensor Indirection page); the indirect DMA trnsim models moves rows of an HBM tensor: another
-        # unit, axis and memory, so no lowering of one to the other is faithful. The message names that form.
-        unsupported("nki.language.NkiTensor.indirect (Tensor Indirection, NeuronCore-v4)",
-                    "an engine's column gather/scatter at run-time offsets is not modelled. What is: the indirect "
-                    "DMA, rows of an HBM tensor picked by an int32/uint32 [P, 1] SBUF tile idx, as "
-                    "nl.load(x[idx, :]) or nisa.dma_copy(dst=t, src=x[idx, :]) (for columns, gather rows of the "
-                    "transposed tensor; docs/nki.md, Indirect DMA)")
+        return _indirect.make(self, index, num_elem)
 
     def astype(self, dtype):
         """t.astype(dtype) of the earlier nki.tensor: a copy cast to dtype (nl.copy(t, dtype=dtype))."""
@@ -1561,8 +1556,8 @@ def _numpy_on_tile(name):
 # those it has not (docs/nki.md's table, _doc.py).
 NKI_METHODS = ["slice", "select", "vector_select", "squeeze_dim", "reshape_dim", "flatten_dims", "rearrange",
                "reshape", "permute", "broadcast", "broadcast_to", "expand_dims", "view", "ap", "get_pattern",
-               "is_contiguous", "is_indirect", "is_identity", "astype", "assert_shape"]
-NKI_UNMODELLED = ["indirect", "sim_value", "device_value"]
+               "is_contiguous", "is_indirect", "indirect", "is_identity", "astype", "assert_shape"]
+NKI_UNMODELLED = ["sim_value", "device_value"]
 
 _ST = NkiTensor.__dict__["st"]  # the slot NkiTensor.st, read and set past Unbounded's property
 

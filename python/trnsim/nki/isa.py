@@ -21,6 +21,7 @@ from ._dtypes import as_dtype
 from ._errors import NkiError, ignored_kwargs, unsupported_name, unsupported, warn_at
 from ._index import AffinePredicate, IndexExpr, Mask, UnmodelledMask, _is_bool
 from ._tensor import PSUM, SBUF, NkiTensor, _whole
+from ._indirect import IndirectView
 
 
 def _named(name):
@@ -145,7 +146,7 @@ def _enum_value(x, cls, call, what):
 
 
 def _t(x):
-    return isinstance(x, NkiTensor)
+    return isinstance(x, (NkiTensor, IndirectView))
 
 
 @functools.lru_cache(maxsize=None)
