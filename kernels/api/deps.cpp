@@ -109,11 +109,13 @@ void RegionTracker::for_buckets(uint32_t space, const Rect& r, const Visit& visi
   }
 }
 
+// Once per instruction: one copy of the floors, and raised_ cleared where the last instruction raised.
 void Needs::reset(const std::vector<uint32_t>& floor, int never) {
+  for (const uint16_t s : sems_) raised_[s] = 0;
   sems_.clear();
-  floor_ = floor;
-  if (never >= 0 && static_cast<size_t>(never) < floor_.size()) floor_[never] = ~uint32_t{0};
-  best_ = floor_;
+  best_.assign(floor.begin(), floor.end());
+  raised_.resize(floor.size(), 0);
+  if (never >= 0 && static_cast<size_t>(never) < best_.size()) best_[never] = ~uint32_t{0};
 }
 
 const std::vector<Event>& Needs::events() {

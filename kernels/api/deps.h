@@ -76,11 +76,14 @@ class Needs {
     return e.sem < sems && e.value > best[e.sem];
   }
   void raise(const Event& e) {
-    if (best_[e.sem] == floor_[e.sem]) sems_.push_back(e.sem);
+    if (!raised_[e.sem]) raised_[e.sem] = 1, sems_.push_back(e.sem);
     best_[e.sem] = e.value;
   }
   friend class RegionTracker;
-  std::vector<uint32_t> floor_, best_;
+  // best_ starts at the floors (the `never` semaphore's at the top, so it is never wanted); raised_ marks the
+  // semaphores raised above their floor, the ones listed in sems_ (reset() clears just those).
+  std::vector<uint32_t> best_;
+  std::vector<char> raised_;
   std::vector<uint16_t> sems_;
   std::vector<Event> events_;
 };

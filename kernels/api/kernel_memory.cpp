@@ -118,16 +118,17 @@ View Kernel::make_hbm(const std::string& name, DType dtype, const std::vector<in
   // Chunks of about 8 MiB: fewer rows per chunk when rows are long (e.g. [N, I, B] checkpoints, one block
   // per row), so accesses to different rows keep to their own buckets, and at most 8 byte chunks per row
   // (at least 64 KiB), so an access spanning a megabyte row visits a few buckets. Rows per chunk: at most
-  // 128 unless the tensor has more than 64 x 128 short rows (e.g. [T*E, 1] affinities), then as many as
-  // keep it to 64 row chunks, so an access to every row (an indirect DMA) visits 64 buckets, not thousands.
+  // 128 unless the tensor has more than 8 x 128 short rows (e.g. [T, H] output slabs, [T*E, 1] affinities),
+  // then as many as keep it to 8 row chunks: an access to every row (an indirect DMA) looks at each record
+  // spanning the rows once per chunk, and a bucket's own partition separates its 128-row tiles' records.
   // Both rounded up to powers of two: the tracker then finds an access's chunks by shifts, not divisions.
   {
     const int64_t row_bytes = chunk_row_bytes(dtype, shape);
     const int64_t rows = shape.size() >= 2 ? shape[0] : 1;
-    hbm_deps_.set_chunks(index,
-                         pow2(std::clamp<int64_t>((int64_t{8} << 20) / row_bytes, 1,
-                                                  std::max<int64_t>(128, (rows + 63) / 64))),
-                         pow2(std::max<int64_t>(64 * 1024, (row_bytes + 7) / 8)));
+    hbm_deps_.set_chunks(
+        index,
+        pow2(std::clamp<int64_t>((int64_t{8} << 20) / row_bytes, 1, std::max<int64_t>(128, (rows + 7) / 8))),
+        pow2(std::max<int64_t>(64 * 1024, (row_bytes + 7) / 8)));
   }
   if (hbm_use_.size() <= index) hbm_use_.resize(index + 1);
   hbm_use_[index].input = kind == kInput;

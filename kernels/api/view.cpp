@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "sim/base/error.h"
+#include "sim/base/small_vector.h"
 #include "sim/isa/semantics.h"
 
 namespace trnsim::kernels {
@@ -117,20 +118,22 @@ View View::slice(int dim, int64_t start, int64_t stop, int64_t step) const {
 
 namespace {
 
-// No-copy reshape of (stride, size) dims, as numpy does it; empty result if impossible.
-template <class D>
-bool reshape_dims(const std::vector<D>& old_dims, const std::vector<int64_t>& sizes, std::vector<D>& out) {
-  std::vector<D> old;
-  for (const D& d : old_dims)
-    if (d.size != 1) old.push_back(d);
-  out.assign(sizes.size(), D{1, 1});
-  for (size_t i = 0; i < sizes.size(); ++i) out[i].size = sizes[i];
+// No-copy reshape of (stride, size) dims, as numpy does it: the new dims of `sizes` appended to `out`; false
+// if impossible. On the builder's hot path: no allocation while the views keep to SmallVector's inline dims.
+template <class D, class Out>
+bool reshape_dims(const D* old_dims, size_t num_old, const int64_t* sizes, size_t num_sizes, Out& out) {
+  SmallVector<D, 8> old;
+  for (size_t i = 0; i < num_old; ++i)
+    if (old_dims[i].size != 1) old.push_back(old_dims[i]);
+  const size_t base = out.size();
+  for (size_t i = 0; i < num_sizes; ++i) out.push_back(D{1, sizes[i]});
+  D* const o = out.data() + base;
   size_t oi = 0, oj = 1, ni = 0, nj = 1;
-  while (ni < sizes.size() && oi < old.size()) {
+  while (ni < num_sizes && oi < old.size()) {
     int64_t np = sizes[ni], op = old[oi].size;
     while (np != op) {
       if (np < op) {
-        if (nj >= sizes.size()) return false;
+        if (nj >= num_sizes) return false;
         np *= sizes[nj++];
       } else {
         if (oj >= old.size()) return false;
@@ -139,8 +142,8 @@ bool reshape_dims(const std::vector<D>& old_dims, const std::vector<int64_t>& si
     }
     for (size_t k = oi; k + 1 < oj; ++k)
       if (old[k].stride != old[k + 1].stride * old[k + 1].size) return false;
-    out[nj - 1].stride = old[oj - 1].stride;
-    for (size_t k = nj - 1; k > ni; --k) out[k - 1].stride = out[k].stride * out[k].size;
+    o[nj - 1].stride = old[oj - 1].stride;
+    for (size_t k = nj - 1; k > ni; --k) o[k - 1].stride = o[k].stride * o[k].size;
     ni = nj++;
     oi = oj++;
   }
@@ -156,24 +159,24 @@ View View::reshape(const std::vector<int64_t>& shape) const {
     if (s <= 0) throw InputError(fmt::format("{}: reshape to a shape with size {}", describe(), s));
     n_new *= s;
   }
-  const std::string want = fmt::format("[{}]", fmt::join(shape, ", "));
+  // The shape as the errors name it, formatted only for one (a reshape is on the builder's hot path).
+  const auto want = [&] { return fmt::format("[{}]", fmt::join(shape, ", ")); };
   if (shape.size() < 2 || n_old != n_new)
-    throw InputError(fmt::format("{}: cannot reshape to {} (element count or rank)", describe(), want));
+    throw InputError(fmt::format("{}: cannot reshape to {} (element count or rank)", describe(), want()));
   View v = *this;
   bool ok;
-  std::vector<D> out;
+  decltype(dims_)& out = v.dims_;
+  out.clear();
   if (space_ == isa::MemSpace::HBM) {
-    ok = reshape_dims(std::vector<D>(dims_.begin(), dims_.end()), shape, out);
+    ok = reshape_dims(dims_.data(), dims_.size(), shape.data(), shape.size(), out);
   } else {
     if (shape[0] != partitions())
-      throw InputError(fmt::format("{}: reshape to {} changes the partition count", describe(), want));
-    std::vector<D> free(dims_.begin() + 1, dims_.end());
-    ok = reshape_dims(free, std::vector<int64_t>(shape.begin() + 1, shape.end()), out);
-    out.insert(out.begin(), dims_[0]);
+      throw InputError(fmt::format("{}: reshape to {} changes the partition count", describe(), want()));
+    out.push_back(dims_[0]);  // the partition dim stays
+    ok = reshape_dims(dims_.data() + 1, dims_.size() - 1, shape.data() + 1, shape.size() - 1, out);
   }
-  v.dims_.assign(out.begin(), out.end());
   if (!ok)
-    throw InputError(fmt::format("{}: cannot reshape to {} without a copy (strides)", describe(), want));
+    throw InputError(fmt::format("{}: cannot reshape to {} without a copy (strides)", describe(), want()));
   return v;
 }
 
