@@ -54,6 +54,23 @@ std::string accepted(DType t) {
 
 enum class Conv { Value, Raw, Int };
 
+// `d` rounded to float32 by round-to-odd: toward zero, with the lowest mantissa bit set when inexact. A
+// format of at most 22 significand bits (bfloat16, float16, the FP8s) rounded to nearest even from that float
+// gets what it gets from `d` directly (Boldo and Melquiond, "When double rounding is odd", 2005: the
+// intermediate format needs 2 more bits than the target), where RNE to float32 first could round twice
+// (1 + 2^-8 + 2^-40 to bfloat16: 1.0 instead of 1.0078125).
+float round_to_odd_f32(double d) {
+  float f = static_cast<float>(d);
+  if (std::isnan(d) || static_cast<double>(f) == d) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d))
+    f = std::nextafter(f, 0.0f);  // (to FLT_MAX from inf past the float range)
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  bits |= 1u;
+  std::memcpy(&f, &bits, sizeof bits);
+  return f;
+}
+
 // How a .npy dtype maps onto a tensor dtype; false if it does not.
 bool conversion(NpyDType n, DType t, Conv& c) {
   const bool f = n == NpyDType::F32 || n == NpyDType::F64;
@@ -216,7 +233,10 @@ HostTensor from_npy(const io::NpyArray& a, DType dtype, const std::vector<int64_
           for (int64_t i = 0; i < n; ++i) t.set(i, v[i]);
       } else {
         const double* v = a.data<double>();
-        for (int64_t i = 0; i < n; ++i) t.set(i, static_cast<float>(v[i]));
+        if (dtype == DType::F32)
+          for (int64_t i = 0; i < n; ++i) t.set(i, static_cast<float>(v[i]));
+        else  // one rounding from the double to the tensor's dtype, not two through float32
+          for (int64_t i = 0; i < n; ++i) t.set(i, round_to_odd_f32(v[i]));
       }
       break;
     case Conv::Int: {

@@ -2,6 +2,7 @@
 // the exact bytes each conversion gives, and the messages for everything that does not fit.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -51,6 +52,32 @@ TEST_CASE("from_npy: float values are rounded into the tensor's dtype", "[tensor
   CHECK(tensor::from_npy(d, DType::F32, {2}, "x").value(0) == 0.1f);
   const HostTensor f8 = tensor::from_npy(d, DType::FP8_E4M3FN, {2}, "x");
   CHECK(f8.bytes[1] == 0x7E);
+}
+
+TEST_CASE("from_npy: float64 is rounded once into a narrower dtype, not twice through float32", "[tensor]") {
+  // Each value is just above a tie of the target (the + 2^-40 is lost by RNE to float32, which lands on the
+  // tie; RNE then goes to the even neighbour below): rounded once it goes up.
+  // BF16: 1 + 2^-8 + 2^-40 -> 1 + 2^-7 (0x3F81), not 1.0 (0x3F80).
+  // FP16: 1 + 2^-11 + 2^-40 -> 1 + 2^-10 (0x3C01), not 1.0 (0x3C00).
+  // E4M3FN: 1 + 2^-4 + 2^-40 -> 1.125 (0x39), not 1.0 (0x38); -(same) -> 0xB9.
+  const double e = std::ldexp(1.0, -40);
+  const auto b = npy<double>(NpyDType::F64, {1}, {1.0 + std::ldexp(1.0, -8) + e});
+  const HostTensor tb = tensor::from_npy(b, DType::BF16, {1}, "x");
+  CHECK((tb.bytes[0] | tb.bytes[1] << 8) == 0x3F81);
+  const auto h = npy<double>(NpyDType::F64, {1}, {1.0 + std::ldexp(1.0, -11) + e});
+  const HostTensor th = tensor::from_npy(h, DType::FP16, {1}, "x");
+  CHECK((th.bytes[0] | th.bytes[1] << 8) == 0x3C01);
+  const auto q = npy<double>(NpyDType::F64, {2}, {1.0 + 0.0625 + e, -(1.0 + 0.0625 + e)});
+  const HostTensor tq = tensor::from_npy(q, DType::FP8_E4M3FN, {2}, "x");
+  CHECK(tq.bytes[0] == 0x39);
+  CHECK(tq.bytes[1] == 0xB9);
+  // Exact ties and values float32 holds exactly round as before (1 + 2^-8: the tie, to even 0x3F80); a
+  // double past float32's range still overflows BF16 to +Inf (0x7F80); a tiny one rounds to a signed zero.
+  const auto x = npy<double>(NpyDType::F64, {3}, {1.0 + std::ldexp(1.0, -8), 1e300, -1e-300});
+  const HostTensor tx = tensor::from_npy(x, DType::BF16, {3}, "x");
+  CHECK((tx.bytes[0] | tx.bytes[1] << 8) == 0x3F80);
+  CHECK((tx.bytes[2] | tx.bytes[3] << 8) == 0x7F80);
+  CHECK((tx.bytes[4] | tx.bytes[5] << 8) == 0x8000);
 }
 
 TEST_CASE("from_npy: raw bits and integers", "[tensor]") {
