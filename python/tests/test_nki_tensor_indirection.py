@@ -95,6 +95,39 @@ def test_trn2_and_bad_offsets_are_clear_errors():
 
 
 @nki.jit
+def sub_view(x, idx, v, p0, p1):
+    """Gather from, then scatter into, the view t[p0:p1, :] (idx and v of its rows)."""
+    t = nl.load(x)
+    n = v.shape[1]
+    g = nl.ndarray((p1 - p0, n), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(g, t[p0:p1, :].indirect(nl.load(idx), num_elem=n))
+    nisa.tensor_copy(t[p0:p1, :].indirect(nl.load(idx), num_elem=n), nl.load(v))
+    out = nl.ndarray((P + p1 - p0, F), dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out[0:P, :], t)
+    nl.store(out[P:P + p1 - p0, 0:n], g)
+    nl.store(out[P:P + p1 - p0, n:F], t[p0:p1, n:F])
+    return out
+
+
+def test_a_view_from_partition_16_or_48_is_gathered_and_scattered():
+    # (tester23an F1: a view of whole groups from 16 or 48, no start of an instruction over its partitions, was
+    # the RuleError of the lowering's own nc_n_gather; now the lowering works on a DMA copy of it from 0.)
+    for p0, p1 in ((16, 32), (16, 48), (32, 48), (0, 48)):
+        idx = offsets("unordered")[p0:p1]
+        n = 20
+        v = RNG.standard_normal((p1 - p0, n)).astype(np.float32)
+        got = tnki.simulate_kernel(sub_view, X, tnki.typed(idx, nl.uint16), v, p0, p1, hardware="trn3")
+        whole = np.zeros((P, K), np.uint16)
+        whole[p0:p1] = idx
+        col = columns(whole, n)[p0:p1]
+        same_f32(got[P:, 0:n], np.take_along_axis(X[p0:p1], col, axis=1))
+        want = X.copy()
+        for p in range(p1 - p0):
+            want[p0 + p, col[p]] = v[p]
+        same_f32(got[0:P], want)
+
+
+@nki.jit
 def misuse(x, idx, how):
     t = nl.load(x)
     v = t.indirect(nl.load(idx))

@@ -62,13 +62,26 @@ class IndirectView:
             offsets = self._offsets()
             if what == "dst":
                 # The range check of the offsets the device makes; the scratch values are not used.
-                _ops.nc_n_gather(_ops.new_tile(self.shape, self.dtype, SBUF, "indirect_check"), self.data, offsets)
+                _ops.nc_n_gather(_ops.new_tile(self.shape, self.dtype, SBUF, "indirect_check"), self._staged(),
+                                 offsets)
                 pending = (op, self, dense, offsets)
             else:
-                _ops.nc_n_gather(dense, self.data, offsets)
+                _ops.nc_n_gather(dense, self._staged(), offsets)
         finally:
             _busy = False
         return dense
+
+    def _staged(self):
+        """The data view, or, when its first partition is no start an engine instruction over its partitions may
+        have (_lower._legal_from: [16, 32) or [48, 64)), an SBUF-to-SBUF DMA copy of it from partition 0."""
+        from ._lower import _legal_from
+
+        P, F = self.data.shape
+        if _legal_from(self.data.p0, P) == self.data.p0:
+            return self.data
+        copy = _ops.new_tile((P, F), self.dtype, SBUF, "indirect_staged")
+        _ops.dma_copy(copy, self.data)
+        return copy
 
     def _offsets(self):
         """uint32 [P, n]: row p holds its group's offsets in column order."""
@@ -87,9 +100,12 @@ class IndirectView:
         col = _ops.new_tile((P, F), as_dtype("float32"), SBUF, "indirect_columns")
         _ops.iota(col, [1], 0, 0)
         mask = _ops.new_tile((P, F), as_dtype("uint8"), SBUF, "indirect_mask")
+        t = self._staged()
         for i in range(self.num_elem):
             _ops.tensor_scalar(mask, col, "equal", offsets[:, i:i + 1], engine="DVE")
-            _ops.select(self.data, mask, dense[:, i:i + 1].broadcast(1, F), self.data, engine="DVE")
+            _ops.select(t, mask, dense[:, i:i + 1].broadcast(1, F), t, engine="DVE")
+        if t is not self.data:
+            _ops.dma_copy(self.data, t)
 
 
 def flush(name):
