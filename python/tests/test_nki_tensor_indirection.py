@@ -134,6 +134,14 @@ def misuse(x, idx, how):
     d = nl.ndarray(v.shape, dtype=x.dtype, buffer=nl.sbuf)
     if how == "dma":
         nisa.dma_copy(dst=d, src=v)  # MARK-dma
+    elif how == "slice":
+        nisa.tensor_copy(d[:, 0:8], v[:, 0:8])  # MARK-slice
+    elif how == "add":
+        d = v + 1.0  # MARK-add
+    elif how == "radd":
+        d = 1.0 + v  # MARK-radd
+    elif how == "store":
+        nl.store(nl.ndarray(v.shape, dtype=x.dtype, buffer=nl.shared_hbm), v)  # MARK-store
     else:
         nisa.memset(v, 0.0)  # MARK-memset
     out = nl.ndarray(v.shape, dtype=x.dtype, buffer=nl.shared_hbm)
@@ -149,6 +157,21 @@ def test_a_dma_or_memset_of_the_view_is_a_clear_error():
     raises_at(tnki.NkiUnsupported, "nki.language.NkiTensor.indirect as the dst of memset is not modelled by "
               "trnsim: an indirect dst is lowered for the elementwise instructions only", __file__, "MARK-memset",
               tnki.simulate_kernel, misuse, X, idx, "memset", hardware="trn3")
+
+
+
+def test_a_slice_operator_or_store_of_the_view_is_a_clear_error():
+    # (tester23an F3: `v[:, 0:8]` and `v + 1.0` were Python TypeErrors naming trnsim's class IndirectView.)
+    idx = tnki.typed(offsets("unordered"), nl.uint16)
+    use = ("nki.language.NkiTensor.indirect: an indirect view is only an operand or the dst of one instruction "
+           "(nisa.*, nl.*); %s is not modelled: copy it into a tile with nisa.tensor_copy and use that tile")
+    for how, what in (("slice", "a slice or index of it"), ("add", "an operator on it (`+`, `<`, ...)"),
+                      ("radd", "an operator on it (`+`, `<`, ...)")):
+        raises_at(tnki.NkiError, use % what, __file__, "MARK-" + how, tnki.simulate_kernel, misuse, X, idx, how,
+                  hardware="trn3")
+    raises_at(tnki.NkiError, "nl.store: value must be an on-chip tile or a number, got a Tensor Indirection view "
+              "(t.indirect)", __file__, "MARK-store", tnki.simulate_kernel, misuse, X, idx, "store",
+              hardware="trn3")
 
 
 if __name__ == "__main__":

@@ -44,8 +44,22 @@ class IndirectView:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        raise NkiError(f"{CALL}: the indirect view is an operand of one instruction only; `.{name}` of it is not "
-                       f"modelled (read it with e.g. nisa.tensor_copy into a tile first)")
+        _misuse(f"`.{name}` of it")
+
+    def __getitem__(self, idx):
+        _misuse("a slice or index of it")
+
+    def __setitem__(self, idx, value):
+        _misuse("an assignment into it")
+
+    def _operator(self, *_):
+        _misuse("an operator on it (`+`, `<`, ...)")
+
+    for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
+                  "rshift"):
+        locals()[f"__{_name}__"] = locals()[f"__r{_name}__"] = _operator
+    __lt__ = __le__ = __gt__ = __ge__ = __neg__ = __pos__ = __abs__ = __invert__ = _operator
+    del _name
 
     def operand(self, what, op):
         """The dense tile instruction `op` reads (a gather, emitted now) or writes (`what` 'dst': a scatter,
@@ -106,6 +120,12 @@ class IndirectView:
             _ops.select(t, mask, dense[:, i:i + 1].broadcast(1, F), t, engine="DVE")
         if t is not self.data:
             _ops.dma_copy(self.data, t)
+
+
+def _misuse(what):
+    raise NkiError(f"{CALL}: an indirect view is only an operand or the dst of one instruction (nisa.*, nl.*); "
+                   f"{what} is not modelled: copy it into a tile with nisa.tensor_copy and use that tile "
+                   f"(its .shape and .dtype may be read)")
 
 
 def flush(name):
