@@ -174,5 +174,23 @@ def test_a_slice_operator_or_store_of_the_view_is_a_clear_error():
               hardware="trn3")
 
 
+
+@nki.jit
+def gather_hbm(x, idx):
+    d = nl.ndarray((x.shape[0], 16), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(d, x.indirect(nl.load(idx), num_elem=16))  # MARK-hbm
+    out = nl.ndarray(d.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, d)
+    return out
+
+
+def test_an_hbm_data_tensor_must_be_loaded_into_sbuf():
+    # (tester23an F4: the reason given was about PSUM.)
+    raises_at(tnki.NkiUnsupported, "nki.language.NkiTensor.indirect is not modelled by trnsim: the data tensor is an "
+              "HBM tensor; Tensor Indirection reads an on-chip tensor: the data tensor must be in SBUF (nl.load it "
+              "into an SBUF tile first)", __file__, "MARK-hbm", tnki.simulate_kernel, gather_hbm, X,
+              tnki.typed(offsets("unordered"), nl.uint16), hardware="trn3")
+
+
 if __name__ == "__main__":
     main(globals())

@@ -150,8 +150,10 @@ def make(data, index, num_elem):
         unsupported(CALL, "Tensor Indirection is a NeuronCore-v4 feature (trn3); run the kernel with "
                           "hardware=\"trn3\"")
     if data.st.space != SBUF:
-        where = "an HBM tensor" if data.st.space == "hbm" else "a PSUM tile"
-        unsupported(CALL, f"the data tensor is {where}; trnsim lowers indirection of an SBUF tile only (its "
+        if data.st.space == "hbm":
+            unsupported(CALL, "the data tensor is an HBM tensor; Tensor Indirection reads an on-chip tensor: the "
+                              "data tensor must be in SBUF (nl.load it into an SBUF tile first)")
+        unsupported(CALL, "the data tensor is a PSUM tile; trnsim lowers indirection of an SBUF tile only (its "
                           "gather is GpSimd's nc_n_gather, which cannot access PSUM)")
     if data.ndim != 2 or data.pd != 0 or data.dims[1][0] != 1:
         unsupported(CALL, f"the data view {list(data.shape)} must be a [partitions, columns] SBUF view with "
