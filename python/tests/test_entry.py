@@ -45,6 +45,18 @@ def test_simulate_add_bf16_keywords():
     assert np.array_equal(out, want), np.abs(out - want).max()
 
 
+def test_typed_float64_is_rounded_once():
+    # float64 values for a narrower dtype are rounded once to nearest even, not to float32 first and then again
+    # (tester23an F2: 1 + 2^-8 + 2^-40 became bfloat16 1.0; nki.typed hands the float64 array to the C++
+    # conversion of .npy inputs, fixed there).
+    x = np.array([[1 + 2.0 ** -8 + 2.0 ** -40, -(1 + 2.0 ** -8 + 2.0 ** -30), 1.0, 3.0]])
+    bits = nki.benchmark(copy_kernel, nki.typed(x, "bfloat16")).raw_outputs[0]
+    assert bits.ravel().tolist() == [0x3F81, 0xBF81, 0x3F80, 0x4040], [hex(b) for b in bits.ravel()]
+    h = np.array([[1 + 2.0 ** -11 + 2.0 ** -40, 1.0]])
+    out = nki.simulate_kernel(copy_kernel, nki.typed(h, "float16"))
+    assert out.dtype == np.float16 and np.array_equal(out, h.astype(np.float16)), out
+
+
 def test_benchmark():
     rng = np.random.default_rng(3)
     a = rng.standard_normal((256, 64)).astype(np.float32)

@@ -44,8 +44,22 @@ class IndirectView:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        raise NkiError(f"{CALL}: the indirect view is an operand of one instruction only; `.{name}` of it is not "
-                       f"modelled (read it with e.g. nisa.tensor_copy into a tile first)")
+        _misuse(f"`.{name}` of it")
+
+    def __getitem__(self, idx):
+        _misuse("a slice or index of it")
+
+    def __setitem__(self, idx, value):
+        _misuse("an assignment into it")
+
+    def _operator(self, *_):
+        _misuse("an operator on it (`+`, `<`, ...)")
+
+    for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
+                  "rshift"):
+        locals()[f"__{_name}__"] = locals()[f"__r{_name}__"] = _operator
+    __lt__ = __le__ = __gt__ = __ge__ = __neg__ = __pos__ = __abs__ = __invert__ = _operator
+    del _name
 
     def operand(self, what, op):
         """The dense tile instruction `op` reads (a gather, emitted now) or writes (`what` 'dst': a scatter,
@@ -62,13 +76,26 @@ class IndirectView:
             offsets = self._offsets()
             if what == "dst":
                 # The range check of the offsets the device makes; the scratch values are not used.
-                _ops.nc_n_gather(_ops.new_tile(self.shape, self.dtype, SBUF, "indirect_check"), self.data, offsets)
+                _ops.nc_n_gather(_ops.new_tile(self.shape, self.dtype, SBUF, "indirect_check"), self._staged(),
+                                 offsets)
                 pending = (op, self, dense, offsets)
             else:
-                _ops.nc_n_gather(dense, self.data, offsets)
+                _ops.nc_n_gather(dense, self._staged(), offsets)
         finally:
             _busy = False
         return dense
+
+    def _staged(self):
+        """The data view, or, when its first partition is no start an engine instruction over its partitions may
+        have (_lower._legal_from: [16, 32) or [48, 64)), an SBUF-to-SBUF DMA copy of it from partition 0."""
+        from ._lower import _legal_from
+
+        P, F = self.data.shape
+        if _legal_from(self.data.p0, P) == self.data.p0:
+            return self.data
+        copy = _ops.new_tile((P, F), self.dtype, SBUF, "indirect_staged")
+        _ops.dma_copy(copy, self.data)
+        return copy
 
     def _offsets(self):
         """uint32 [P, n]: row p holds its group's offsets in column order."""
@@ -87,9 +114,18 @@ class IndirectView:
         col = _ops.new_tile((P, F), as_dtype("float32"), SBUF, "indirect_columns")
         _ops.iota(col, [1], 0, 0)
         mask = _ops.new_tile((P, F), as_dtype("uint8"), SBUF, "indirect_mask")
+        t = self._staged()
         for i in range(self.num_elem):
             _ops.tensor_scalar(mask, col, "equal", offsets[:, i:i + 1], engine="DVE")
-            _ops.select(self.data, mask, dense[:, i:i + 1].broadcast(1, F), self.data, engine="DVE")
+            _ops.select(t, mask, dense[:, i:i + 1].broadcast(1, F), t, engine="DVE")
+        if t is not self.data:
+            _ops.dma_copy(self.data, t)
+
+
+def _misuse(what):
+    raise NkiError(f"{CALL}: an indirect view is only an operand or the dst of one instruction (nisa.*, nl.*); "
+                   f"{what} is not modelled: copy it into a tile with nisa.tensor_copy and use that tile "
+                   f"(its .shape and .dtype may be read)")
 
 
 def flush(name):
@@ -114,8 +150,10 @@ def make(data, index, num_elem):
         unsupported(CALL, "Tensor Indirection is a NeuronCore-v4 feature (trn3); run the kernel with "
                           "hardware=\"trn3\"")
     if data.st.space != SBUF:
-        where = "an HBM tensor" if data.st.space == "hbm" else "a PSUM tile"
-        unsupported(CALL, f"the data tensor is {where}; trnsim lowers indirection of an SBUF tile only (its "
+        if data.st.space == "hbm":
+            unsupported(CALL, "the data tensor is an HBM tensor; Tensor Indirection reads an on-chip tensor: the "
+                              "data tensor must be in SBUF (nl.load it into an SBUF tile first)")
+        unsupported(CALL, "the data tensor is a PSUM tile; trnsim lowers indirection of an SBUF tile only (its "
                           "gather is GpSimd's nc_n_gather, which cannot access PSUM)")
     if data.ndim != 2 or data.pd != 0 or data.dims[1][0] != 1:
         unsupported(CALL, f"the data view {list(data.shape)} must be a [partitions, columns] SBUF view with "

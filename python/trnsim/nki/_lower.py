@@ -1679,7 +1679,11 @@ def store(dst, value, mask=None):
     (nki.language.store)."""
     if not isinstance(value, NkiTensor):
         if not isinstance(value, (int, float, np.number)):
-            raise NkiError(f"nl.store: value must be an on-chip tile or a number, got {type(value).__name__}")
+            from ._indirect import IndirectView
+
+            what = ("a Tensor Indirection view (t.indirect), which a compute instruction reads or writes, not a "
+                    "DMA" if isinstance(value, IndirectView) else type(value).__name__)
+            raise NkiError(f"nl.store: value must be an on-chip tile or a number, got {what}")
         views = apply_mask(mask, (dst,), skip=True, dma=True)
         if views is None:
             return  # nothing masked in: NKI emits no instruction
