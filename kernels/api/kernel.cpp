@@ -314,7 +314,7 @@ InstRef Kernel::emit(isa::Instruction&& inst, const Access* accesses, size_t num
         u.written = true;
       }
     }
-    regions[i] = a.any_row ? a.view->region_any_row() : a.view->region(a.whole_rows);
+    regions[i] = a.any_row ? a.view->region_any_row(a.any_place) : a.view->region(a.whole_rows);
     state[i] = kTracked;
   }
   for (size_t i = 0; i < num_accesses; ++i) {

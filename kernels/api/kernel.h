@@ -146,6 +146,7 @@ struct Access {
   bool write = false;
   bool whole_rows = false;    // the indexed HBM side of an indirect DMA
   bool any_row = false;       // the HBM side of a scalar_offset DMA (moved by whole tensor rows at run time)
+  bool any_place = false;     // with any_row: moved by a scalar_offset_stride, anywhere in its tensor
   bool collect = true;        // wait for earlier conflicting accesses
   bool record = true;         // later accesses wait for this one
   std::optional<Event> as{};  // recorded with this event instead of the instruction's (e.g. the peer's write)

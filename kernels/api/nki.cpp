@@ -361,6 +361,10 @@ InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc)
   const bool offset = opts.scalar_offset.valid();
   if (!offset && opts.scalar_offset_dst)
     throw InputError(fmt::format("{}: dma_copy: scalar_offset_dst without a scalar_offset", where(loc)));
+  if (opts.scalar_offset_stride < 0 || (!offset && opts.scalar_offset_stride != 0))
+    throw InputError(
+        fmt::format("{}: dma_copy: scalar_offset_stride {} needs a scalar_offset and must be >= 0",
+                    where(loc), opts.scalar_offset_stride));
   std::optional<Engine> engine = opts.engine;
   const bool store = dst.space() == isa::MemSpace::HBM && src.space() != isa::MemSpace::HBM;
   if (!engine && !indirect && store && opts.dge_mode == DgeMode::Unknown) engine = k.store_engine();
@@ -373,6 +377,7 @@ InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc)
   if (opts.oob_mode == OobMode::Skip) o.inst.flags |= isa::kOobSkip;
   if (opts.accumulate) o.inst.flags |= isa::kDmaAccumulate;  // the table adds the read of dst
   if (offset && opts.scalar_offset_dst) o.inst.flags |= isa::kScalarOffsetDst;
+  o.inst.iota_steps[0] = opts.scalar_offset_stride;
   // The indexed HBM side of an indirect DMA may touch any row of the tensor (the indices are data): it is
   // tracked as whole rows (deps.h). Gather indexes src, scatter (indirect_dst) indexes dst. The side a
   // scalar_offset moves may be any rows of its tensor (tracked as the whole tensor).
@@ -380,6 +385,7 @@ InstRef dma_copy(const View& dst, const View& src, const DmaOpts& opts, Loc loc)
   o.access(0).whole_rows = indirect && opts.indirect_dst;
   o.access(1).any_row = offset && !opts.scalar_offset_dst;
   o.access(0).any_row = offset && opts.scalar_offset_dst;
+  o.access(opts.scalar_offset_dst ? 0 : 1).any_place = opts.scalar_offset_stride != 0;
   return o.emit(k, loc);
 }
 

@@ -182,6 +182,9 @@ struct DmaOpts {
   // placement. The builder orders the DMA against every row of that tensor.
   View scalar_offset{};
   bool scalar_offset_dst = false;
+  // > 0: the bytes one unit of the scalar_offset moves the HBM side (NKI's `indirect_dim` k > 0: dim k's
+  // stride) instead of one tensor row; the builder then orders the DMA against the whole tensor.
+  int32_t scalar_offset_stride = 0;
 };
 
 // Copies (with dtype cast) between HBM, SBUF and PSUM.

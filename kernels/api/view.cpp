@@ -370,10 +370,10 @@ View View::index_rows(int64_t rows) const {
   return v;
 }
 
-View::Region View::region_any_row() const {
+View::Region View::region_any_row(bool whole) const {
   Region r = region(false);
   if (space_ != isa::MemSpace::HBM) return r;
-  if (r.r1 - r.r0 > 1) r.c0 = 0, r.c1 = std::max<int64_t>(1, storage_->hbm_row_bytes);
+  if (whole || r.r1 - r.r0 > 1) r.c0 = 0, r.c1 = std::max<int64_t>(1, storage_->hbm_row_bytes);
   r.r0 = 0;
   r.r1 = storage_->hbm_rows;
   return r;

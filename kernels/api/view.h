@@ -137,8 +137,9 @@ class View {
   };
   Region region(bool whole_rows = false) const;
   // region() of an HBM view whose tensor row a scalar_offset picks at run time: its in-row bytes in every
-  // row of the tensor (whole rows if it spans more than one).
-  Region region_any_row() const;
+  // row of the tensor (whole rows if it spans more than one, or `whole`: a scalar_offset_stride moves it
+  // within rows too).
+  Region region_any_row(bool whole = false) const;
 
  private:
   friend class Kernel;

@@ -213,7 +213,7 @@ void bind_nki(pyb::module_& top) {
       "dma_copy",
       [](const View& dst, const View& src, pyb::handle vector_offset, bool indirect_dst,
          nki::OobMode oob_mode, bool accumulate, kernels::DgeMode dge_mode, pyb::handle engine, int queue,
-         pyb::handle scalar_offset, bool scalar_offset_dst, pyb::handle l) {
+         pyb::handle scalar_offset, bool scalar_offset_dst, int32_t scalar_offset_stride, pyb::handle l) {
         nki::DmaOpts o;
         o.vector_offset = opt_view(vector_offset);
         o.indirect_dst = indirect_dst;
@@ -224,12 +224,14 @@ void bind_nki(pyb::module_& top) {
         o.queue = queue;
         o.scalar_offset = opt_view(scalar_offset);
         o.scalar_offset_dst = scalar_offset_dst;
+        o.scalar_offset_stride = scalar_offset_stride;
         return nki::dma_copy(dst, src, o, loc_of(l));
       },
       arg("dst"), arg("src"), pyb::kw_only(), arg("vector_offset") = pyb::none(), arg("indirect_dst") = false,
       arg("oob_mode") = nki::OobMode::Error, arg("accumulate") = false,
       arg("dge_mode") = kernels::DgeMode::Unknown, arg("engine") = pyb::none(), arg("queue") = -1,
-      arg("scalar_offset") = pyb::none(), arg("scalar_offset_dst") = false, loc);
+      arg("scalar_offset") = pyb::none(), arg("scalar_offset_dst") = false, arg("scalar_offset_stride") = 0,
+      loc);
   // The front end's emitter (trnsim/nki/_emit.py) calls these for its commonest instructions: positional
   // arguments only and no result, the same instruction as the calls above with their defaults (a keyword
   // argument and a returned InstRef each cost the binding call more than the builder's own work).

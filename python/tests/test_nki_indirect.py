@@ -88,5 +88,34 @@ def test_oob_mode_skip_with_a_scalar_offset():
         "rows of 32 bytes, outside tensor 'out' [32 rows]" in str(e), e
 
 
+def test_scalar_offset_along_dim_1():
+    # tester23al F2 / tester23am F1: `.ap(..., scalar_offset=s, indirect_dim=1)` (nki-library's cross_entropy
+    # and find_nonzero_indices) was NkiUnsupported ".ap(indirect_dim=1) is not modelled"; the access now
+    # moves by s times the dim's stride when the DMA runs (the DMA's scalar_offset_stride).
+    x = np.random.RandomState(4).randn(8, 16).astype(np.float32)
+    for off in (0, 5, 12):
+        same(tnki.simulate_kernel(K.cols_at_offset, x, np.array([[off]], np.int32)), x[2:6, off:off + 4])
+    v = np.arange(10, 15, dtype=np.int32).reshape(1, 5)
+    for off in (0, 3):
+        want = np.full((3, 6, 8), -1, np.int32)
+        want[1, 2, off:off + 5] = v[0]
+        same(tnki.simulate_kernel(K.cols_written_at_offset, v, np.array([[off]], np.int32)), want)
+    x3 = np.random.RandomState(5).randn(4, 3, 8).astype(np.float32)
+    same(tnki.simulate_kernel(K.rows_ap_dim1, x3, np.array([[2]], np.int32)), x3[0:2, 2, :])
+    # Moved past the tensor's end (rows 2..5 at column 126: the last row's elements past its 128): the
+    # run-time bounds error at the DMA's line; a move within the tensor into the next row is not checked.
+    e = raises(Exception, tnki.simulate_kernel, K.cols_at_offset, x, np.array([[45]], np.int32))
+    line = line_of(SRC, "# read moved") - 1
+    assert f"nki_indirect.py:{line}:" in str(e) and "scalar_offset bounds: scalar_offset = 45 moves src by 45 " \
+        "steps of 4 bytes (scalar_offset_stride), outside tensor 'x' [512 bytes]" in str(e), e
+    e = raises(Exception, tnki.simulate_kernel, K.cols_written_at_offset, v, np.array([[-65]], np.int32))
+    line = line_of(SRC, "# write moved") - 1
+    assert f"nki_indirect.py:{line}:" in str(e) and "scalar_offset = -65 moves dst by -65 steps of 4 bytes" \
+        in str(e), e
+    e = raises(tnki.NkiUnsupported, tnki.simulate_kernel, K.gather_dim1, x, IDX[:4] % 8)
+    assert f"nki_indirect.py:{line_of(SRC, '# refused: vector_offset on dim 1') - 1}:" in str(e), e
+    assert "a vector_offset picks whole rows of the HBM tensor's dim 0 only" in str(e), e
+
+
 if __name__ == "__main__":
     main(globals())

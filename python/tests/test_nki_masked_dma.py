@@ -295,14 +295,11 @@ def element_by_index(x, target):
     return out
 
 
-def test_a_run_time_offset_on_dim_1_is_unsupported():
-    from trnsim.nki import NkiUnsupported
-
-    e = raises(NkiUnsupported, tnki.simulate_kernel, element_by_index, X256, np.array([[5]], np.int32))
-    assert str(e) == (f"{THIS}:{line('MARK-dim1')}: .ap(indirect_dim=1) is not modelled by trnsim: a run-time "
-                      "offset (scalar_offset / vector_offset) moves whole rows of the HBM tensor's dim 0 only, "
-                      "indirect_dim=0; for elements of a row, load the rows and pick them on chip (docs/nki.md "
-                      "lists the supported calls)"), str(e)
+def test_a_run_time_offset_on_dim_1_picks_an_element():
+    # It was NkiUnsupported ".ap(indirect_dim=1) is not modelled"; now the DMA's scalar_offset_stride (one
+    # element of dim 1) moves it: x[0, 5] (test_nki_indirect.py has the reads, writes and bounds).
+    got = tnki.simulate_kernel(element_by_index, X256, np.array([[5]], np.int32))
+    assert got.tobytes() == X256[0:1, 5:6].tobytes(), (got, X256[0, 5])
 
 
 if __name__ == "__main__":

@@ -276,7 +276,8 @@ struct Instruction {
   float imm1 = 0.f;  // tensor_scalar operand1 / activation bias / iota channel_multiplier
   float imm2 = 0.f;  // affine_select on_false_value
   // iota: value step per free dim of dst (dst's dims order); nonzero_with_count: index_offset and padding_val
-  // in [0] and [1] (exact int32); nc_stream_shuffle: part of its packed shuffle_mask (shuffle_mask.h).
+  // in [0] and [1] (exact int32); nc_stream_shuffle: part of its packed shuffle_mask (shuffle_mask.h);
+  // dma_copy: [0] the scalar_offset_stride (bytes; 0: one tensor row, semantics.h scalar_offset_slot).
   std::array<int32_t, 4> iota_steps{};
   std::array<AccessPattern, 5> ops{};
 

@@ -42,8 +42,8 @@ constexpr Attr alu(const char* key, AttrField field, bool required) {
 constexpr Attr number(const char* key, AttrField field, bool required = false) {
   return {.key = key, .kind = AttrKind::Number, .field = field, .required = required};
 }
-constexpr Attr int32(const char* key, AttrField field, float absent) {
-  return {.key = key, .kind = AttrKind::Int32, .field = field, .absent = absent};
+constexpr Attr int32(const char* key, AttrField field, float absent, bool omit_absent = false) {
+  return {.key = key, .kind = AttrKind::Int32, .field = field, .absent = absent, .omit_absent = omit_absent};
 }
 constexpr Attr number_or_vector(const char* key, AttrField field, int8_t slot, uint32_t f,
                                 float absent = 0.f) {
@@ -103,10 +103,12 @@ inline constexpr std::array<OpcodeInfo, kNumOpcodes> kOpcodeTable = {
           .dma = true,
           .description =
               "copy with dtype cast; indirect row gather/scatter by vector_offset; optional DMA-side "
-              "add; scalar_offset moves the HBM side by whole tensor rows at run time",
+              "add; scalar_offset moves the HBM side by whole tensor rows (or scalar_offset_stride bytes) at "
+              "run time",
           .attrs = {flag("accumulate", kDmaAccumulate), flag("indirect_dst", kIndirectDst),
                     flag("scalar_offset_dst", kScalarOffsetDst),
-                    choice("oob_mode", "error", "skip", kOobSkip, 2)}}),
+                    choice("oob_mode", "error", "skip", kOobSkip, 2),
+                    int32("scalar_offset_stride", AttrField::Int0, 0.f, true)}}),
     info({.op = Opcode::DmaTranspose,
           .name = "dma_transpose",
           .profile = "DMA_TRANSPOSE",

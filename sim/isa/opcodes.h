@@ -84,7 +84,8 @@ enum class AttrField : uint8_t {
   ScaleOffset,
   MovingScaleOffset,
   ReduceAxes,
-  Int0,  // iota_steps[0] as an int32 immediate (nonzero_with_count's index_offset)
+  Int0,  // iota_steps[0] as an int32 immediate (nonzero_with_count's index_offset, dma_copy's
+         // scalar_offset_stride)
   Int1,  // iota_steps[1] (nonzero_with_count's padding_val)
 };
 
@@ -96,7 +97,8 @@ struct Attr {
   int8_t slot = -1;
   bool required = false;      // Alu, Number: the key must be given
   uint8_t lo = 0, hi = 255;   // Byte's range
-  float absent = 0.f;         // Number, NumberOrVector: the value without the key
+  float absent = 0.f;         // Number, NumberOrVector, Int32: the value without the key
+  bool omit_absent = false;   // Int32: not written when it has the absent value
   const char* off = nullptr;  // Choice's two strings
   const char* on = nullptr;
 };

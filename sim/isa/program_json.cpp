@@ -488,7 +488,8 @@ void write_attr(const Attr& a, const Instruction& in, json& j) {
       for (int d = 0; d < in.ops[0].ndim && d < 4; ++d) j[a.key].push_back(in.iota_steps[d]);
       break;
     case AttrKind::Int32:
-      j[a.key] = int_field(in, a.field);
+      if (!a.omit_absent || int_field(in, a.field) != static_cast<int32_t>(a.absent))
+        j[a.key] = int_field(in, a.field);
       break;
     case AttrKind::ShuffleMask:
       j[a.key] = shuffle_mask(in);

@@ -282,7 +282,8 @@ class Exec {
   bool skip_outside(int target, bool huge, int64_t base, int64_t flo, int64_t fhi, int64_t es, int64_t total);
 };
 
-// Moves the scalar_offset's target pattern by v tensor rows; the moved bytes must stay inside the tensor.
+// Moves the scalar_offset's target pattern by v tensor rows (dma_copy with a scalar_offset_stride: by v times
+// that many bytes); the moved bytes must stay inside the tensor.
 void Exec::apply_scalar_offset() {
   const int slot = scalar_offset_slot(inst_);
   if (slot < 0 || !inst_.ops[slot].present()) return;
@@ -299,7 +300,11 @@ void Exec::apply_scalar_offset() {
   const TensorDecl& t = program_.tensors.at(ap.tensor);
   int64_t total = dtype_size(t.dtype);
   for (int64_t d : t.shape) total *= d;
-  const int64_t row_bytes = t.shape.empty() || t.shape[0] == 0 ? total : total / t.shape[0];
+  const int64_t stride = inst_.op == Opcode::DmaCopy ? inst_.iota_steps[0] : 0;
+  if (stride < 0) fail("scalar_offset", fmt::format("scalar_offset_stride must be >= 0, got {}", stride));
+  const int64_t row_bytes = stride != 0                          ? stride
+                            : t.shape.empty() || t.shape[0] == 0 ? total
+                                                                 : total / t.shape[0];
   const int64_t v = sv.load_int(0, 0);
   // Byte range of the pattern relative to its offset.
   const int64_t es = dtype_size(ap.dtype);
@@ -320,9 +325,14 @@ void Exec::apply_scalar_offset() {
     if (inst_.op == Opcode::DmaCopy && inst_.has(kOobSkip) &&
         skip_outside(target, huge, base, flo, fhi, es, total))
       return;
+    const std::string by =
+        stride != 0
+            ? fmt::format("{} steps of {} bytes (scalar_offset_stride), outside tensor '{}' [{} bytes]", v,
+                          row_bytes, t.name, total)
+            : fmt::format("{} rows of {} bytes, outside tensor '{}' [{} rows]", v, row_bytes, t.name,
+                          t.shape.empty() ? 0 : t.shape[0]);
     fail("scalar_offset bounds",
-         fmt::format("scalar_offset = {} moves {} by {} rows of {} bytes, outside tensor '{}' [{} rows]{}", v,
-                     name(target), v, row_bytes, t.name, t.shape.empty() ? 0 : t.shape[0],
+         fmt::format("scalar_offset = {} moves {} by {}{}", v, name(target), by,
                      inst_.has(kOobSkip) ? " (oob_mode skip skips the rows outside only when both sides of a "
                                            "dma_copy have the same rows and elements per row)"
                                          : ""));

@@ -46,8 +46,10 @@ void execute(const Instruction& inst, int core, const Program& program, const Li
 // other opcodes) whose value v, read when the DMA executes, moves the HBM operand in slot
 // scalar_offset_target (dma_copy: src, or dst with kScalarOffsetDst; dma_transpose: src) by v rows of its
 // tensor's dim 0, i.e. v times the tensor's row bytes (NKI access pattern `scalar_offset`, e.g. one expert's
-// slice of a stacked [E, ...] weight picked by an expert id in SBUF). The moved pattern must stay inside the
-// tensor (RuleError "scalar_offset ... outside tensor"). Triggered from SP or ACT only (hardware DGE).
+// slice of a stacked [E, ...] weight picked by an expert id in SBUF); a dma_copy with a nonzero
+// scalar_offset_stride (Instruction::iota_steps[0], bytes) moves it by v times that many bytes instead (NKI's
+// `indirect_dim` other than 0: that dim's stride). The moved pattern must stay inside the tensor (RuleError
+// "scalar_offset ... outside tensor"). Triggered from SP or ACT only (hardware DGE).
 int scalar_offset_slot(const Instruction& inst);
 int scalar_offset_target(const Instruction& inst);
 

@@ -448,6 +448,8 @@ def _dma_copy(em, op):
     if so is not None:
         kw["scalar_offset"] = em.view(so)
         kw["scalar_offset_dst"] = t["scalar_offset_dst"]
+        if t["scalar_offset_stride"]:
+            kw["scalar_offset_stride"] = t["scalar_offset_stride"]
     c.nki.dma_copy(em.view(a["dst"]) if dst is None else dst, em.view(a["src"]) if src is None else src, **kw)
 
 

@@ -1279,12 +1279,14 @@ def dma(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=
 
 
 class _Indirect:
-    """`t.ap(..., vector_offset=idx, indirect_dim=0)` or `t[idx_tile, ...]`: rows picked at run time."""
+    """`t.ap(..., vector_offset=idx, indirect_dim=0)` or `t[idx_tile, ...]`: rows picked at run time;
+    `t.ap(..., scalar_offset=s)`: the view moved when the DMA runs by s rows, or by s times `stride` bytes
+    (`indirect_dim` k > 0: dim k's stride; 0: a row)."""
 
-    __slots__ = ("view", "vector_offset", "scalar_offset")
+    __slots__ = ("view", "vector_offset", "scalar_offset", "stride")
 
-    def __init__(self, view, vector_offset=None, scalar_offset=None):
-        self.view, self.vector_offset, self.scalar_offset = view, vector_offset, scalar_offset
+    def __init__(self, view, vector_offset=None, scalar_offset=None, stride=0):
+        self.view, self.vector_offset, self.scalar_offset, self.stride = view, vector_offset, scalar_offset, stride
 
     @property
     def shape(self):
@@ -1299,16 +1301,25 @@ class _Indirect:
 
 
 def dynamic_ap(t, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype):
-    if indirect_dim != 0:
-        # The simulator's DMA moves its HBM side by whole rows of the tensor's dim 0 (sim/isa/semantics.h,
-        # scalar_offset and vector_offset): no instruction offsets it along another dim (tester23al F2,
-        # nki-library's cross_entropy picks one element of a row by `indirect_dim=1`).
-        unsupported(f".ap(indirect_dim={indirect_dim})", "a run-time offset (scalar_offset / vector_offset) moves "
-                    "whole rows of the HBM tensor's dim 0 only, indirect_dim=0; for elements of a row, load the "
-                    "rows and pick them on chip")
     if not isinstance(scalar_offset, (NkiTensor, type(None))) or not isinstance(vector_offset,
                                                                                (NkiTensor, type(None))):
         raise NkiError(".ap: scalar_offset / vector_offset must be SBUF tensors")
+    if type(indirect_dim) is not int or not 0 <= indirect_dim < max(1, len(t.dims)):
+        raise NkiError(f".ap: indirect_dim={indirect_dim!r} is not a dim of the {len(t.dims)}-dim tensor "
+                       f"{list(t.shape)}")
+    if indirect_dim != 0:
+        if vector_offset is not None:
+            # The indirect DMA (vector_offset) picks whole rows of the tensor's dim 0 (sim/isa/semantics.h).
+            unsupported(f".ap(vector_offset=..., indirect_dim={indirect_dim})", "a vector_offset picks whole rows "
+                        "of the HBM tensor's dim 0 only (indirect_dim=0); scalar_offset= moves along another dim")
+        if t.st.space != HBM:
+            unsupported(f".ap(scalar_offset=..., indirect_dim={indirect_dim}) of an on-chip tensor")
+        # The run-time value moves the whole access by that many steps of the tensor's dim `indirect_dim`
+        # (tester23al F2: nki-library's cross_entropy picks each row's target element by `indirect_dim=1`;
+        # tester23am F1: find_nonzero_indices writes each column's indices at a run-time position): the DMA's
+        # scalar_offset_stride, dim k's stride in bytes (of the tensor's dtype, before a dtype= view).
+        stride = t.dims[indirect_dim][0] * t.dtype.itemsize
+        return _Indirect(t.ap(pattern, offset, dtype=dtype), None, scalar_offset, stride)
     if vector_offset is not None and scalar_offset is None and t.st.space == HBM and pattern:
         # The pattern's first pair steps the row index; its first row is what must lie inside the tensor.
         first = [list(pattern[0][:1]) + [1]] + [list(p) for p in pattern[1:]]
@@ -1372,7 +1383,8 @@ def _indirect_dma(dst, src, engine, dge_mode, oob_mode, accumulate):
         return _ops.dma_copy(d, s, engine=engine, dge_mode=dge_mode, oob_mode=oob_mode, accumulate=accumulate,
                              vector_offset=ind.vector_offset, indirect_dst=ind is dst)
     return _ops.dma_copy(d, s, engine=engine, dge_mode=dge_mode, oob_mode=oob_mode, accumulate=accumulate,
-                         scalar_offset=ind.scalar_offset, scalar_offset_dst=ind is dst)
+                         scalar_offset=ind.scalar_offset, scalar_offset_dst=ind is dst,
+                         scalar_offset_stride=ind.stride)
 
 
 # ---- iota of the earlier style

@@ -1074,7 +1074,8 @@ def affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, on_fal
 
 
 def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumulate=False,
-             vector_offset=None, indirect_dst=False, scalar_offset=None, scalar_offset_dst=False, loc=None):
+             vector_offset=None, indirect_dst=False, scalar_offset=None, scalar_offset_dst=False,
+             scalar_offset_stride=0, loc=None):
     op = "dma_copy"
     if not isinstance(dst, NkiTensor) or not isinstance(src, NkiTensor):
         for v, n in ((dst, "dst"), (src, "src")):
@@ -1105,7 +1106,8 @@ def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumu
     o = record(op, {"dst": dst, "src": src, "vector_offset": vector_offset, "scalar_offset": scalar_offset},
                reads, [dst], {"engine": engine, "dge_mode": dge_mode, "oob_mode": oob_mode,
                               "accumulate": bool(accumulate), "indirect_dst": bool(indirect_dst),
-                              "scalar_offset_dst": bool(scalar_offset_dst)}, loc)
+                              "scalar_offset_dst": bool(scalar_offset_dst),
+                              "scalar_offset_stride": scalar_offset_stride}, loc)
     o.load = src.st.space == HBM and dst.st.space != HBM and vector_offset is None and scalar_offset is None
     return o
 
@@ -1113,7 +1115,7 @@ def dma_copy(dst, src, engine=None, dge_mode="unknown", oob_mode="error", accumu
 # dma_copy's attributes with its defaults, shared by every nl.load of the common case (_lower.load) (a DMA's attributes are
 # never changed once recorded).
 _LOAD_ATTRS = {"engine": None, "dge_mode": "unknown", "oob_mode": "error", "accumulate": False,
-               "indirect_dst": False, "scalar_offset_dst": False}
+               "indirect_dst": False, "scalar_offset_dst": False, "scalar_offset_stride": 0}
 
 
 def dma_transpose(dst, src, engine=None, dge_mode="unknown", loc=None, axes=(1, 0)):

@@ -1162,12 +1162,12 @@ class NkiTensor:
         made the view), none where nothing uses it (a loop's view its `if` then skips); a plain slice out of
         the tensor's shape is an error where it is written, but for a slice of an HBM tensor running past its
         end, a tile of the slice's length that a call's mask must keep inside (docs/nki.md "Masks"). With
-        `scalar_offset=` / `vector_offset=` (an SBUF int32 tile read when the DMA runs), `indirect_dim=0` only
-        (the default): the offset moves whole rows of the HBM tensor's dim 0 (Indirect DMA below). Another
-        `indirect_dim` (nki-library's cross_entropy: `indirect_dim=1`, one element of each row by its target
-        index) is NkiUnsupported at its line: the simulator's DMA moves its HBM side by whole tensor rows only
-        (sim/isa/semantics.h), so it has no instruction to lower it to; load the rows and pick the element on
-        chip (an `nisa.iota` of column numbers compared with the index, multiplied and summed)."""
+        `scalar_offset=` / `vector_offset=` (an SBUF int32 tile read when the DMA runs): the offset moves whole
+        rows of the HBM tensor's dim 0 (Indirect DMA below); with `scalar_offset=` and `indirect_dim=k` > 0, the
+        whole access moves by the value times dim k's stride (nki-library's cross_entropy: one element of each
+        row at its target index), an access moved past the tensor's end being the DMA's bounds error (its
+        elements, not dim k, are checked: a move along dim k may run into the next row). `vector_offset=` with
+        `indirect_dim` > 0 is NkiUnsupported (the indirect DMA picks whole rows)."""
         from . import _lower
 
         if scalar_offset is not None or vector_offset is not None:

@@ -227,3 +227,35 @@ TEST_CASE("scalar_offset: work and program JSON", "[isa][json]") {
   CHECK(r.ops[3].dtype == DType::I32);
   CHECK(r.nops == 4);
 }
+
+TEST_CASE("scalar_offset: a scalar_offset_stride moves by that many bytes a unit", "[isa][json]") {
+  // NKI's `indirect_dim=2` of w [3, 4, 8] F32: the offset steps columns (4 bytes), not experts.
+  Stacked m;
+  for (int32_t v : {0, 1, 2}) {
+    INFO(v);
+    m.set_offset(v);
+    Instruction in = copy_with_offset();
+    in.iota_steps[0] = 4;
+    m.run(in);
+    for (uint32_t r = 0; r < 2; ++r)
+      for (int c = 0; c < 4; ++c)
+        REQUIRE(m.at(r, 64 + 4 * c) == static_cast<float>(10 * (r + 1) + c + 2 + v));
+  }
+  // Past the tensor's 96 elements: rows 1..2 at column 2 + v end at element 8 * 2 + 5 + v.
+  m.set_offset(75);
+  Instruction in = copy_with_offset();
+  in.iota_steps[0] = 4;
+  CHECK_THROWS_MATCHES(
+      execute(in, 0, m.program, m.limits, m.state), RuleError,
+      Catch::Message("dma_copy on SP: scalar_offset bounds: scalar_offset = 75 moves src by 75 "
+                     "steps of 4 bytes (scalar_offset_stride), outside tensor 'w' [384 bytes]"));
+  Program p = m.program;
+  p.streams[0][static_cast<int>(Engine::SP)].push_back(in);
+  p.streams[0][static_cast<int>(Engine::SP)].push_back(copy_with_offset());
+  const nlohmann::json j = program_to_json(p);
+  CHECK(j["cores"][0]["SP"][0].at("scalar_offset_stride") == 4);
+  CHECK_FALSE(j["cores"][0]["SP"][1].contains("scalar_offset_stride"));  // 0 (a tensor row) is not written
+  const Program back = program_from_json(j);
+  CHECK(back.streams[0][static_cast<int>(Engine::SP)].at(0).iota_steps[0] == 4);
+  CHECK(back.streams[0][static_cast<int>(Engine::SP)].at(1).iota_steps[0] == 0);
+}
