@@ -35,12 +35,13 @@ def back(c, **kw):
 
 
 def test_values_converted_as_an_input():
-    # float64 values to bfloat16 as a float64 input's: to float32, then to bfloat16, each to nearest even.
-    # 1 + 2^-8 is a tie (down to 1.0, even), 1 + 3 * 2^-8 a tie up (to 1 + 2^-6); 1 + 2^-8 + 2^-30 is float32
-    # 1 + 2^-8 first (2^-30 is under its ulp), so that tie again gives 1.0; read back as float32.
+    # float64 values to bfloat16 as a float64 input's: rounded once, to nearest even (not twice through
+    # float32). 1 + 2^-8 is a tie (down to 1.0, even), 1 + 3 * 2^-8 a tie up (to 1 + 2^-6); 1 + 2^-8 + 2^-30 is
+    # just above the tie, so 1 + 2^-7 (through float32's RNE first it would be the tie's 1.0); read back as
+    # float32.
     c = np.array([[1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -30], [-2.5, 3e38, 1e-3, 0.0]])
-    want = np.array([[1.0, 1.0, 1 + 2 ** -6, 1.0], [-2.5, 0, 0, 0.0]], np.float32)
-    want[1, 1:3] = bf16(np.array([3e38, 1e-3], np.float32))  # (float64 -> float32 exact here, then RNE)
+    want = np.array([[1.0, 1.0, 1 + 2 ** -6, 1 + 2 ** -7], [-2.5, 0, 0, 0.0]], np.float32)
+    want[1, 1:3] = bf16(np.array([3e38, 1e-3], np.float32))  # (no bfloat16 tie near these: one rounding)
     same(back(c, dtype=nl.bfloat16), want)
     assert K.seen["shape"] == (2, 4) and K.seen["dtype"] == nl.bfloat16, K.seen
     # Integers: int16 values as an int32 tensor; an int8 array's own dtype when dtype= is not given.
