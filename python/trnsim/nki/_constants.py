@@ -61,7 +61,7 @@ def _array(constant):
 
 def _host(a, d):
     """`a` as the array the input conversion takes for dtype `d`: float dtypes from float64 values (which it
-    rounds to float32, then to d, each to nearest even, as a float64 input's), integer dtypes from int64."""
+    rounds once to d, to nearest even, as a float64 input's), integer dtypes from int64."""
     if a.dtype.kind not in "fiub":
         raise NkiError(f"{CALL}: a NumPy array of {a.dtype} has no NKI values; give numbers")
     if d.kind == "f":
