@@ -379,38 +379,47 @@ def _advanced(loc):
     return _body_names(loc)[0]
 
 
+def _for_node(loc):
+    """The ast.For statement of file loc[0] whose iterable spans line loc[1], or None (no source, no such loop)."""
+    import ast
+    import linecache
+
+    try:
+        tree = ast.parse("".join(linecache.getlines(loc[0])))
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For) and node.iter.lineno <= loc[1] <= (node.iter.end_lineno or node.iter.lineno):
+            return node
+    return None
+
+
 def _body_names(loc):
     """(_advanced, the names the body uses but the loop's own targets: variables, objects, functions)."""
     got = _ADVANCED.get(loc)
     if got is not None:
         return got
     import ast
-    import linecache
 
     got = ((), ())
-    try:
-        tree = ast.parse("".join(linecache.getlines(loc[0])))
-    except (SyntaxError, ValueError):
-        tree = None
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.For) and node.iter.lineno <= loc[1] <= (node.iter.end_lineno or node.iter.lineno):
-            own = {x.id for x in ast.walk(node.target) if isinstance(x, ast.Name)}
-            names, todo = set(), list(node.body)
-            while todo:
-                x = todo.pop()
-                if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                    continue
-                if isinstance(x, ast.AugAssign) and isinstance(x.target, ast.Name):
-                    names.add(x.target.id)
-                elif isinstance(x, (ast.Assign, ast.AnnAssign)) and x.value is not None:
-                    read = {y.id for y in ast.walk(x.value) if isinstance(y, ast.Name)}
-                    for tg in (x.targets if isinstance(x, ast.Assign) else [x.target]):
-                        if isinstance(tg, ast.Name) and tg.id in read:
-                            names.add(tg.id)
-                todo.extend(ast.iter_child_nodes(x))
-            used = {x.id for b in node.body for x in ast.walk(b) if isinstance(x, ast.Name)}
-            got = (tuple(sorted(names - own)), tuple(sorted(used - own)))
-            break
+    node = _for_node(loc)
+    if node is not None:
+        own = {x.id for x in ast.walk(node.target) if isinstance(x, ast.Name)}
+        names, todo = set(), list(node.body)
+        while todo:
+            x = todo.pop()
+            if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(x, ast.AugAssign) and isinstance(x.target, ast.Name):
+                names.add(x.target.id)
+            elif isinstance(x, (ast.Assign, ast.AnnAssign)) and x.value is not None:
+                read = {y.id for y in ast.walk(x.value) if isinstance(y, ast.Name)}
+                for tg in (x.targets if isinstance(x, ast.Assign) else [x.target]):
+                    if isinstance(tg, ast.Name) and tg.id in read:
+                        names.add(tg.id)
+            todo.extend(ast.iter_child_nodes(x))
+        used = {x.id for b in node.body for x in ast.walk(b) if isinstance(x, ast.Name)}
+        got = (tuple(sorted(names - own)), tuple(sorted(used - own)))
     _ADVANCED[loc] = got
     return got
 
@@ -424,39 +433,33 @@ def _carried_names(loc):
     if got is not None:
         return got
     import ast
-    import linecache
 
     got = ((), ())
-    try:
-        tree = ast.parse("".join(linecache.getlines(loc[0])))
-    except (SyntaxError, ValueError):
-        tree = None
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.For) and node.iter.lineno <= loc[1] <= (node.iter.end_lineno or node.iter.lineno):
-            own = {x.id for x in ast.walk(node.target) if isinstance(x, ast.Name)}
-            fresh, reads, lens, todo = set(own), set(), set(), [(b, None) for b in node.body]
-            while todo:
-                x, setting = todo.pop()
-                if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                    continue
-                if isinstance(x, (ast.Assign, ast.AnnAssign)) and x.value is not None:
-                    read = {y.id for y in ast.walk(x.value) if isinstance(y, ast.Name)}
-                    setting = set()
-                    for tg in (x.targets if isinstance(x, ast.Assign) else [x.target]):
-                        for y in ast.walk(tg):
-                            if isinstance(y, ast.Name):
-                                (setting if y.id in read else fresh).add(y.id)
-                elif isinstance(x, (ast.For, ast.comprehension)):
-                    fresh |= {y.id for y in ast.walk(x.target) if isinstance(y, ast.Name)}
-                elif isinstance(x, ast.Name) and isinstance(x.ctx, ast.Load) and not (setting and x.id in setting):
-                    reads.add(x.id)
-                elif isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "len" and (
-                        len(x.args) == 1 and isinstance(x.args[0], ast.Name)):
-                    lens.add(x.args[0].id)
-                todo.extend((c, setting) for c in ast.iter_child_nodes(x))
-            names = set(_advanced(loc)) & reads
-            got = (tuple(sorted(names - fresh)), tuple(sorted(lens - fresh)))
-            break
+    node = _for_node(loc)
+    if node is not None:
+        own = {x.id for x in ast.walk(node.target) if isinstance(x, ast.Name)}
+        fresh, reads, lens, todo = set(own), set(), set(), [(b, None) for b in node.body]
+        while todo:
+            x, setting = todo.pop()
+            if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(x, (ast.Assign, ast.AnnAssign)) and x.value is not None:
+                read = {y.id for y in ast.walk(x.value) if isinstance(y, ast.Name)}
+                setting = set()
+                for tg in (x.targets if isinstance(x, ast.Assign) else [x.target]):
+                    for y in ast.walk(tg):
+                        if isinstance(y, ast.Name):
+                            (setting if y.id in read else fresh).add(y.id)
+            elif isinstance(x, (ast.For, ast.comprehension)):
+                fresh |= {y.id for y in ast.walk(x.target) if isinstance(y, ast.Name)}
+            elif isinstance(x, ast.Name) and isinstance(x.ctx, ast.Load) and not (setting and x.id in setting):
+                reads.add(x.id)
+            elif isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "len" and (
+                    len(x.args) == 1 and isinstance(x.args[0], ast.Name)):
+                lens.add(x.args[0].id)
+            todo.extend((c, setting) for c in ast.iter_child_nodes(x))
+        names = set(_advanced(loc)) & reads
+        got = (tuple(sorted(names - fresh)), tuple(sorted(lens - fresh)))
     _CARRIED[loc] = got
     return got
 
