@@ -108,7 +108,7 @@ check "no process left after tune: $(leftovers)" '[[ -z $(leftovers) ]]'
 pid=$!
 sleep 2
 kill -TERM "$pid"
-wait "$pid"
+wait_ended "$pid" 30
 rc=$?
 check "tune ended by SIGTERM exits 143 ($rc): $(tail -1 errt2.txt)" '[[ $rc == 143 ]]'
 check "tune ended by SIGTERM writes no best workload nor results table: $(ls ot2 | tr '\n' ' ')" \
@@ -119,14 +119,15 @@ check "no process left after tune's SIGTERM: $(leftovers)" '[[ -z $(leftovers) ]
 # zombie (before: only after the check, so for up to --timeout). Points: plain (checked, then run), held
 # (loop 3: its check lasts until this test creates "release", so the plain run surely ends during it,
 # however slow the machine). Failing: the plain run's process stays a zombie of the sweep for 50 polls in a
-# row (10 s of sleeps; a sweep collects within its 50 ms poll), or no row after 3000 polls.
+# row (10 s of sleeps; a sweep collects within its 50 ms poll), or no row after 600 polls (2 minutes).
 printf '%s' '{"name": "reap", "workload": "loop.json", "axes": [{"name": "loop", "path": "params.loop", "values": [0, 3]}]}' >sr.json
 "$TRNSIM" sweep "$T/sr.json" --out "$T/or" -j 2 --timeout 600 --no-report >runr.txt 2>errr.txt &
 pid=$!
 rows=0 zombie_polls=0
-for ((polls = 0; polls < 3000 && zombie_polls < 50; polls++)); do
+for ((polls = 0; polls < 600 && zombie_polls < 50; polls++)); do
   rows=$(ls or/points 2>/dev/null | wc -l)
   [[ $rows == 1 ]] && break
+  kill -0 $pid 2>/dev/null || break  # the sweep ended early (e.g. its points failed): the check below says so
   if ps --ppid $pid -o stat= | grep -q "^Z"; then zombie_polls=$((zombie_polls + 1)); else zombie_polls=0; fi
   sleep 0.2
 done
@@ -135,7 +136,7 @@ zombies=$(ps --ppid $pid -o stat=,args= | grep -c "^Z")
 check "the plain point's run was collected during the check ($rows rows, $zombies zombies, a zombie for $zombie_polls polls)" \
   '[[ $rows == 1 && $zombies == 0 ]]'
 touch release
-wait $pid
+wait_ended $pid 120
 rc=$?
 check "the sweep ends once the check is released, both points run (exit $rc): $(tail -1 errr.txt)" \
   '[[ $rc == 0 ]] && grep -qF "reap: 2 points: 2 ok, 0 invalid, 0 failed" runr.txt'

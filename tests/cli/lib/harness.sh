@@ -41,3 +41,15 @@ wait_waiting() {
   done
   return 1
 }
+# wait_ended PID SECONDS: until the background process PID (a child of this shell) ends, SIGKILLing it after
+# SECONDS; then its exit status as `wait` gives it (137 when it had to be killed). A test that waits on a
+# process under test never hangs: a broken build makes it fail, not stall ctest.
+wait_ended() {
+  local i
+  for ((i = 0; i < $2 * 20; i++)); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -0 "$1" 2>/dev/null && kill -KILL "$1" 2>/dev/null
+  wait "$1"
+}
