@@ -102,8 +102,7 @@ const char* cause_kind_name(CauseKind k) {
 
 CriticalPathRecorder::CriticalPathRecorder(const isa::Program& program) : program_(program) {}
 
-CriticalPathRecorder::Node* CriticalPathRecorder::slot(const NodeRef& n) {
-  if (n.core < 0 || n.core > 1) return nullptr;
+CriticalPathRecorder::Node* CriticalPathRecorder::slot_first(const NodeRef& n) {
   const auto& stream = program_.streams[n.core][static_cast<int>(n.engine)];
   if (n.index >= stream.size()) return nullptr;
   auto& v = nodes_[n.core][static_cast<int>(n.engine)][part_index(n.part)];

@@ -58,7 +58,14 @@ class CriticalPathRecorder {
     bool seen = false;
   };
   const Node* find(const NodeRef& n) const;
-  Node* slot(const NodeRef& n);
+  // The node's slot (nullptr outside the program). Inline: one per record; the first of its stream maps
+  // the stream's array (slot_first).
+  Node* slot(const NodeRef& n) {
+    if (n.core < 0 || n.core > 1) return nullptr;
+    auto& v = nodes_[n.core][static_cast<int>(n.engine)][static_cast<int>(n.part)];
+    return n.index < v.size() ? &v[n.index] : slot_first(n);
+  }
+  Node* slot_first(const NodeRef& n);
 
   const isa::Program& program_;
   // [core][engine][part] -> per instruction index

@@ -10,6 +10,14 @@ namespace {
 
 constexpr uint64_t kMaxOffset = (uint64_t{1} << 28) - 1;
 
+// isa::dtype_size of every DType value, read without a call (one per operand of every record).
+const std::array<uint8_t, 256> kElementBytes = [] {
+  std::array<uint8_t, 256> a{};
+  for (size_t t = 0; t < a.size(); ++t)
+    a[t] = static_cast<uint8_t>(isa::dtype_size(static_cast<isa::DType>(t)));
+  return a;
+}();
+
 uint64_t range_key(int core, isa::MemSpace space, uint32_t q_lo, uint32_t q_hi, uint64_t lo, uint64_t hi) {
   return (uint64_t(core) << 61) | (uint64_t(space == isa::MemSpace::PSUM) << 60) | (uint64_t(q_lo) << 58) |
          (uint64_t(q_hi) << 56) | (lo << 28) | hi;
@@ -17,13 +25,13 @@ uint64_t range_key(int core, isa::MemSpace space, uint32_t q_lo, uint32_t q_hi, 
 
 }  // namespace
 
-MemoryOccupancy::Interval& MemoryOccupancy::RangeTable::operator[](uint64_t key) {
+MemoryOccupancy::Interval& MemoryOccupancy::RangeTable::insert(uint64_t key) {
   if (2 * (used_ + 1) > slots_.size()) {  // keep the load at most 1/2
     std::vector<std::pair<uint64_t, Interval>> old(slots_.size() * 2);
     old.swap(slots_);
     used_ = 0;
     for (const auto& [k, iv] : old)
-      if (k != 0) (*this)[k] = iv;
+      if (k != 0) insert(k) = iv;
   }
   const size_t mask = slots_.size() - 1;
   for (size_t i = (key * 0x9E3779B97F4A7C15ull) >> 20 & mask;; i = (i + 1) & mask) {
@@ -45,7 +53,7 @@ void MemoryOccupancy::touch(int core, const isa::AccessPattern& a, uint64_t from
     const int64_t step = a.strides[d] * (static_cast<int64_t>(a.sizes[d]) - 1);
     (step < 0 ? lo : hi) += step;
   }
-  const int64_t esize = isa::dtype_size(a.dtype);
+  const int64_t esize = kElementBytes[static_cast<uint8_t>(a.dtype)];
   const int64_t b_lo = a.offset_bytes + lo * esize, b_hi = a.offset_bytes + (hi + 1) * esize;
   if (b_lo < 0 || b_hi <= b_lo || static_cast<uint64_t>(b_hi) > kMaxOffset) return;  // checked earlier
   const uint32_t q_lo = std::min<uint32_t>(a.partition_start / 32, 3);

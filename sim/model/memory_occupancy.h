@@ -60,7 +60,15 @@ class MemoryOccupancy {
   // (the byte range is not empty), which marks a free slot.
   class RangeTable {
    public:
-    Interval& operator[](uint64_t key);
+    // Inline: one per operand of every record; a key seen before is found without a call.
+    Interval& operator[](uint64_t key) {
+      const size_t mask = slots_.size() - 1;
+      for (size_t i = (key * 0x9E3779B97F4A7C15ull) >> 20 & mask;; i = (i + 1) & mask) {
+        auto& slot = slots_[i];
+        if (slot.first == key) return slot.second;
+        if (slot.first == 0) return insert(key);
+      }
+    }
     // The (key, Interval) entries, in no particular order.
     template <class F>
     void for_each(F&& f) const {
@@ -69,6 +77,7 @@ class MemoryOccupancy {
     }
 
    private:
+    Interval& insert(uint64_t key);  // a key not in the table
     std::vector<std::pair<uint64_t, Interval>> slots_ = std::vector<std::pair<uint64_t, Interval>>(1024);
     size_t used_ = 0;
   };

@@ -30,6 +30,11 @@ StatsObserver::StatsObserver(const isa::Program& program, const config::HwConfig
   const isa::Limits limits = hw.limits();
   stats_.sbuf.capacity_per_partition = limits.sbuf_bytes_per_partition;
   stats_.psum.capacity_per_partition = limits.psum_bytes_per_partition;
+  phases_.resize(program.phases.size());
+  for (size_t i = 0; i < phases_.size(); ++i) {
+    phases_[i].name = program.phases[i];
+    phases_[i].start = Picoseconds(UINT64_MAX);
+  }
 }
 
 void StatsObserver::on_instruction(const InstructionRecord& r) {
@@ -71,18 +76,6 @@ void StatsObserver::on_instruction(const InstructionRecord& r) {
   }
 
   occupancy_.on_instruction(r);
-}
-
-PhaseTime* StatsObserver::phase_of(const isa::Instruction& inst) {
-  if (inst.phase == 0 || inst.phase >= program_.phases.size()) return nullptr;
-  if (phases_.empty()) {
-    phases_.resize(program_.phases.size());
-    for (size_t i = 0; i < phases_.size(); ++i) {
-      phases_[i].name = program_.phases[i];
-      phases_[i].start = Picoseconds(UINT64_MAX);
-    }
-  }
-  return &phases_[inst.phase];
 }
 
 void StatsObserver::on_dma(const DmaRecord& r) {

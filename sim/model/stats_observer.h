@@ -80,7 +80,9 @@ class StatsObserver final : public ModelObserver {
   void finish();
 
  private:
-  PhaseTime* phase_of(const isa::Instruction& inst);
+  PhaseTime* phase_of(const isa::Instruction& inst) {
+    return inst.phase != 0 && inst.phase < phases_.size() ? &phases_[inst.phase] : nullptr;
+  }
 
   const isa::Program& program_;
   uint32_t fp32_factor_ = 4;
@@ -88,7 +90,7 @@ class StatsObserver final : public ModelObserver {
   std::unordered_map<uint64_t, LineTime> lines_;                              // key: file, line, engine
   std::array<std::pair<uint64_t, LineTime*>, isa::kNumEngines> last_line_{};  // per engine: last key, entry
   MemoryOccupancy occupancy_;
-  std::vector<PhaseTime> phases_;  // by Program::phases index
+  std::vector<PhaseTime> phases_;  // by Program::phases index (0: no phase)
   CriticalPathRecorder critical_;
 };
 
