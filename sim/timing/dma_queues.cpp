@@ -128,6 +128,7 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
         // Start every ready transfer no transfer ahead of it holds back (one that shares an engine and has
         // not moved on), in queue order; note the next readiness and landing.
         uint64_t held = 0;
+        bool landed = false;  // a zero-byte transfer moved past the queue (and may land now)
         for (size_t i = 0; i < q.size() && held != ~uint64_t{0}; ++i) {
           Queued& x = q[i];
           if (!x.moved && x.flow == 0 && (x.engines & held) == 0 && x.ready <= now) {
@@ -135,6 +136,7 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
             x.queued_behind = x.ready < now;  // ready before: a transfer ahead of it held it back
             if (x.bytes == 0) {
               moved(hq, x, now);
+              landed = true;
             } else {
               BandwidthSharing::Uses uses{{core, 1.0 / x.efficiency}};
               if (x.hbm_bytes > 0)
@@ -150,7 +152,8 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
           if (x.flow == 0 && (x.engines & held) == 0 && x.ready < next_ready_) next_ready_ = x.ready;
           held |= x.engines;
         }
-        land(hq, now);
+        // Starting a transfer moves nothing past the queue: only a zero-byte one can land now.
+        if (landed) land(hq, now);
         if (q.empty()) mark(core, qi, false);
       }
     }
