@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -100,6 +101,21 @@ constexpr uint32_t kNegZeroLow = 0x8000u;
 // Row blocks of the pair kernel: 12 rows while they last, then 8, 4 or 1.
 inline int block_rows(int m, int M) {
   return m + 12 <= M ? 12 : m + 8 <= M ? 8 : m + 4 <= M ? 4 : 1;
+}
+
+// f(std::integral_constant<int, mb>) for a block_rows size mb: one instantiation per size.
+template <class F>
+inline void with_block_rows(int mb, F&& f) {
+  switch (mb) {
+    case 12:
+      return f(std::integral_constant<int, 12>{});
+    case 8:
+      return f(std::integral_constant<int, 8>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    default:
+      return f(std::integral_constant<int, 1>{});
+  }
 }
 
 // A as pairs, each row block's contraction contiguous: the block of MB rows at m holds
@@ -258,36 +274,13 @@ __attribute__((target("avx512f,avx512bf16"))) void panel_pairs(const uint32_t* A
       const uint32_t* Ak = a_row_major ? Ap + static_cast<int64_t>(k0) * M + m
                                        : Ap + static_cast<int64_t>(m) * K2 + static_cast<int64_t>(k0) * mb;
       const int64_t step = a_row_major ? M : mb;
-      if (Af != nullptr) {
-        const float* Afk = Af + static_cast<int64_t>(2 * k0) * M + m;
-        switch (mb) {
-          case 12:
-            block_pairs_fma<12>(Afk, M, Bk, C, ldc, kc2, m, n, acc);
-            break;
-          case 8:
-            block_pairs_fma<8>(Afk, M, Bk, C, ldc, kc2, m, n, acc);
-            break;
-          case 4:
-            block_pairs_fma<4>(Afk, M, Bk, C, ldc, kc2, m, n, acc);
-            break;
-          default:
-            block_pairs_fma<1>(Afk, M, Bk, C, ldc, kc2, m, n, acc);
-        }
-        continue;
-      }
-      switch (mb) {
-        case 12:
-          block_pairs<12>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
-          break;
-        case 8:
-          block_pairs<8>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
-          break;
-        case 4:
-          block_pairs<4>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
-          break;
-        default:
-          block_pairs<1>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
-      }
+      with_block_rows(mb, [&](auto rows) {
+        constexpr int MB = decltype(rows)::value;
+        if (Af != nullptr)
+          block_pairs_fma<MB>(Af + static_cast<int64_t>(2 * k0) * M + m, M, Bk, C, ldc, kc2, m, n, acc);
+        else
+          block_pairs<MB>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
+      });
     }
   }
 }
