@@ -209,12 +209,11 @@ __attribute__((target("avx512f"))) inline void block_pairs_fma(const float* Af, 
 }
 
 // Row-major pairs Ap [K2][M] widened to FP32 rows Af [2 K2][M] (row 2kk the high halves, 2kk + 1 the low).
-__attribute__((target("avx512f"))) std::unique_ptr<float[]> widen_pairs(const uint32_t* Ap, int K2, int M) {
-  std::unique_ptr<float[]> af(new float[static_cast<size_t>(2 * K2) * M]);  // every element written below
+__attribute__((target("avx512f"))) void widen_pairs(const uint32_t* Ap, int K2, int M, float* af) {
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   for (int kk = 0; kk < K2; ++kk) {
     const uint32_t* p = Ap + static_cast<int64_t>(kk) * M;
-    float* h = af.get() + static_cast<int64_t>(2 * kk) * M;
+    float* h = af + static_cast<int64_t>(2 * kk) * M;
     float* l = h + M;
     int m = 0;
     for (; m + 16 <= M; m += 16) {
@@ -228,7 +227,6 @@ __attribute__((target("avx512f"))) std::unique_ptr<float[]> widen_pairs(const ui
       std::memcpy(l + m, &lb, 4);
     }
   }
-  return af;
 }
 
 // Packs the panels of columns [n0, n0 + 32 * np) as pairs, panel p at Bq + p * K2 * 32 ([K2][32]), walking
@@ -478,9 +476,17 @@ void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* 
   host_for(chunks, [&](int p) { run(p * kChunk, std::min(N, (p + 1) * kChunk)); });
 }
 
+bool pe_matmul_pairs_by_fma() {
+  return pairs_by_fma();
+}
+
+void pe_matmul_pairs_widen(const uint32_t* Ap, int K, int M, float* Af) {
+  widen_pairs(Ap, K / 2, M, Af);
+}
+
 std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairRange& a, const uint32_t* Bq,
                                                  const PairRange& b, float* C, int64_t ldc, int K, int M,
-                                                 int N, bool accumulate, int threads) {
+                                                 int N, bool accumulate, int threads, const float* Af) {
   const int K2 = K / 2, chunks = N / 32;
   // One part of 32-column panels per thread, or (several threads) one panel a part, claimed in turn.
   const int parts = std::clamp(threads, 1, std::max(1, chunks)) > 1 ? chunks : 1;
@@ -489,7 +495,12 @@ std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairR
   // With FP32 fused multiply-adds (pairs_by_fma) the steps are pe_matmul's own instructions on the same
   // values, whatever their range: only values the pairs do not hold exactly leave columns.
   const bool fma = pairs_by_fma();
-  const std::unique_ptr<float[]> af = fma ? widen_pairs(Ap, K2, M) : nullptr;
+  std::unique_ptr<float[]> own;  // A widened here when the caller holds no widening
+  if (fma && Af == nullptr) {
+    own.reset(new float[static_cast<size_t>(2 * K2) * M]);  // every element written by widen_pairs
+    widen_pairs(Ap, K2, M, own.get());
+    Af = own.get();
+  }
   host_for(parts, [&](int t) {
     const int p0 = chunks * t / parts, p1 = chunks * (t + 1) / parts;
     if (p0 == p1) return;
@@ -501,7 +512,7 @@ std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairR
     }
     for (int p = p0; p < p1; ++p)
       panel_pairs(Ap, true, Bq + static_cast<int64_t>(p) * K2 * 32, C, ldc, K, M, 32 * p, accumulate,
-                  af.get());
+                  fma ? Af : nullptr);
   });
   // The left columns as ranges, adjacent parts joined.
   std::vector<std::pair<int, int>> out;
