@@ -54,6 +54,7 @@ MxPairCache::Image MxPairCache::get(const MxPairLayout& layout, std::span<const 
         reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(slot->storage.get()) + 63) & ~uintptr_t{63});
   }
   slot->ready = false;
+  slot->wide_ready = false;
   slot->used = tick_;
   slot->range = {};
   slot->source.resize(source_bytes);

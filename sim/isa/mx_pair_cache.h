@@ -48,6 +48,20 @@ class MxPairCache {
             std::span<const uint8_t> scales);
   // The image of a miss is written: later get()s may serve it.
   void commit(const Image& image);
+  // A committed image's pairs as `floats` FP32 values that widen(float*) writes, once: kept with the image
+  // (counted in the budget) until the image is rewritten or evicted.
+  template <class F>
+  const float* widened(const Image& image, size_t floats, F&& widen) {
+    Entry& e = *image.entry;
+    if (e.wide_floats != floats) {
+      e.wide.reset(new float[floats]);  // every element written by widen
+      e.wide_floats = floats;
+      e.wide_ready = false;
+    }
+    if (!e.wide_ready) widen(e.wide.get());
+    e.wide_ready = true;
+    return e.wide.get();
+  }
 
   size_t entries() const { return entries_.size(); }
 
@@ -59,7 +73,10 @@ class MxPairCache {
     num::PairRange range;
     uint64_t used = 0;
     bool ready = false;
-    size_t bytes() const { return source.size() + 4 * (layout.words + 16); }
+    std::unique_ptr<float[]> wide;  // widened(): wide_floats values, valid while wide_ready
+    size_t wide_floats = 0;
+    bool wide_ready = false;
+    size_t bytes() const { return source.size() + 4 * (layout.words + 16) + 4 * wide_floats; }
   };
 
  private:

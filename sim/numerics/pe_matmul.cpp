@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -100,6 +101,21 @@ constexpr uint32_t kNegZeroLow = 0x8000u;
 // Row blocks of the pair kernel: 12 rows while they last, then 8, 4 or 1.
 inline int block_rows(int m, int M) {
   return m + 12 <= M ? 12 : m + 8 <= M ? 8 : m + 4 <= M ? 4 : 1;
+}
+
+// f(std::integral_constant<int, mb>) for a block_rows size mb: one instantiation per size.
+template <class F>
+inline void with_block_rows(int mb, F&& f) {
+  switch (mb) {
+    case 12:
+      return f(std::integral_constant<int, 12>{});
+    case 8:
+      return f(std::integral_constant<int, 8>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    default:
+      return f(std::integral_constant<int, 1>{});
+  }
 }
 
 // A as pairs, each row block's contraction contiguous: the block of MB rows at m holds
@@ -193,12 +209,11 @@ __attribute__((target("avx512f"))) inline void block_pairs_fma(const float* Af, 
 }
 
 // Row-major pairs Ap [K2][M] widened to FP32 rows Af [2 K2][M] (row 2kk the high halves, 2kk + 1 the low).
-__attribute__((target("avx512f"))) std::unique_ptr<float[]> widen_pairs(const uint32_t* Ap, int K2, int M) {
-  std::unique_ptr<float[]> af(new float[static_cast<size_t>(2 * K2) * M]);  // every element written below
+__attribute__((target("avx512f"))) void widen_pairs(const uint32_t* Ap, int K2, int M, float* af) {
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   for (int kk = 0; kk < K2; ++kk) {
     const uint32_t* p = Ap + static_cast<int64_t>(kk) * M;
-    float* h = af.get() + static_cast<int64_t>(2 * kk) * M;
+    float* h = af + static_cast<int64_t>(2 * kk) * M;
     float* l = h + M;
     int m = 0;
     for (; m + 16 <= M; m += 16) {
@@ -212,7 +227,6 @@ __attribute__((target("avx512f"))) std::unique_ptr<float[]> widen_pairs(const ui
       std::memcpy(l + m, &lb, 4);
     }
   }
-  return af;
 }
 
 // Packs the panels of columns [n0, n0 + 32 * np) as pairs, panel p at Bq + p * K2 * 32 ([K2][32]), walking
@@ -258,36 +272,13 @@ __attribute__((target("avx512f,avx512bf16"))) void panel_pairs(const uint32_t* A
       const uint32_t* Ak = a_row_major ? Ap + static_cast<int64_t>(k0) * M + m
                                        : Ap + static_cast<int64_t>(m) * K2 + static_cast<int64_t>(k0) * mb;
       const int64_t step = a_row_major ? M : mb;
-      if (Af != nullptr) {
-        const float* Afk = Af + static_cast<int64_t>(2 * k0) * M + m;
-        switch (mb) {
-          case 12:
-            block_pairs_fma<12>(Afk, M, Bk, C, ldc, kc2, m, n, acc);
-            break;
-          case 8:
-            block_pairs_fma<8>(Afk, M, Bk, C, ldc, kc2, m, n, acc);
-            break;
-          case 4:
-            block_pairs_fma<4>(Afk, M, Bk, C, ldc, kc2, m, n, acc);
-            break;
-          default:
-            block_pairs_fma<1>(Afk, M, Bk, C, ldc, kc2, m, n, acc);
-        }
-        continue;
-      }
-      switch (mb) {
-        case 12:
-          block_pairs<12>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
-          break;
-        case 8:
-          block_pairs<8>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
-          break;
-        case 4:
-          block_pairs<4>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
-          break;
-        default:
-          block_pairs<1>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
-      }
+      with_block_rows(mb, [&](auto rows) {
+        constexpr int MB = decltype(rows)::value;
+        if (Af != nullptr)
+          block_pairs_fma<MB>(Af + static_cast<int64_t>(2 * k0) * M + m, M, Bk, C, ldc, kc2, m, n, acc);
+        else
+          block_pairs<MB>(Ak, step, Bk, C, ldc, kc2, m, n, acc);
+      });
     }
   }
 }
@@ -485,9 +476,17 @@ void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* 
   host_for(chunks, [&](int p) { run(p * kChunk, std::min(N, (p + 1) * kChunk)); });
 }
 
+bool pe_matmul_pairs_by_fma() {
+  return pairs_by_fma();
+}
+
+void pe_matmul_pairs_widen(const uint32_t* Ap, int K, int M, float* Af) {
+  widen_pairs(Ap, K / 2, M, Af);
+}
+
 std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairRange& a, const uint32_t* Bq,
                                                  const PairRange& b, float* C, int64_t ldc, int K, int M,
-                                                 int N, bool accumulate, int threads) {
+                                                 int N, bool accumulate, int threads, const float* Af) {
   const int K2 = K / 2, chunks = N / 32;
   // One part of 32-column panels per thread, or (several threads) one panel a part, claimed in turn.
   const int parts = std::clamp(threads, 1, std::max(1, chunks)) > 1 ? chunks : 1;
@@ -496,7 +495,12 @@ std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairR
   // With FP32 fused multiply-adds (pairs_by_fma) the steps are pe_matmul's own instructions on the same
   // values, whatever their range: only values the pairs do not hold exactly leave columns.
   const bool fma = pairs_by_fma();
-  const std::unique_ptr<float[]> af = fma ? widen_pairs(Ap, K2, M) : nullptr;
+  std::unique_ptr<float[]> own;  // A widened here when the caller holds no widening
+  if (fma && Af == nullptr) {
+    own.reset(new float[static_cast<size_t>(2 * K2) * M]);  // every element written by widen_pairs
+    widen_pairs(Ap, K2, M, own.get());
+    Af = own.get();
+  }
   host_for(parts, [&](int t) {
     const int p0 = chunks * t / parts, p1 = chunks * (t + 1) / parts;
     if (p0 == p1) return;
@@ -508,7 +512,7 @@ std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairR
     }
     for (int p = p0; p < p1; ++p)
       panel_pairs(Ap, true, Bq + static_cast<int64_t>(p) * K2 * 32, C, ldc, K, M, 32 * p, accumulate,
-                  af.get());
+                  fma ? Af : nullptr);
   });
   // The left columns as ranges, adjacent parts joined.
   std::vector<std::pair<int, int>> out;

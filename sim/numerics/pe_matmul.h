@@ -38,9 +38,19 @@ void pe_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* 
 // a and b the ranges of A's and B's FP32 values (pair_range.h). Columns whose A, B and PSUM values allow the
 // pair path (where it runs as FP32 fused multiply-adds: any BF16-exact A and B) get pe_matmul's bits; the
 // column ranges [n0, n1) returned are left untouched for pe_matmul.
-// `threads` splits the columns as pe_matmul does.
+// `threads` splits the columns as pe_matmul does. Where pe_matmul_pairs_by_fma(), Af may give A already
+// widened (pe_matmul_pairs_widen of the same Ap): a caller that keeps Ap across calls keeps that too; nullptr
+// widens A here, each call. Af is ignored elsewhere.
 std::vector<std::pair<int, int>> pe_matmul_pairs(const uint32_t* Ap, const PairRange& a, const uint32_t* Bq,
                                                  const PairRange& b, float* C, int64_t ldc, int K, int M,
-                                                 int N, bool accumulate, int threads = 1);
+                                                 int N, bool accumulate, int threads = 1,
+                                                 const float* Af = nullptr);
+
+// Whether pe_matmul_pairs computes with FP32 fused multiply-adds on A widened to FP32 (Intel hosts); then, on
+// a host where pe_matmul_bf16_pairs() holds, pe_matmul_pairs_widen makes that widening.
+bool pe_matmul_pairs_by_fma();
+// Af [K][M] (2 K / 2 rows of M floats) = A's values from its pairs Ap (pe_matmul_pairs' layout, K even): row
+// 2kk the high halves, row 2kk + 1 the low halves.
+void pe_matmul_pairs_widen(const uint32_t* Ap, int K, int M, float* Af);
 
 }  // namespace trnsim::num
