@@ -24,7 +24,8 @@ namespace {
 
 std::mutex g_mutex;
 bool g_on = false;
-int g_dir_fd = -1;  // the scratch folder, open (a duplicate this module owns)
+int g_dir_fd = -1;         // the scratch folder, open (a duplicate this module owns)
+bool g_in_memory = false;  // scratch buffers are memory files (set_scratch_in_memory)
 uint64_t g_min = kPageableMinBytes;
 
 // A file descriptor, closed with the last mapping that needs it.
@@ -58,6 +59,19 @@ int scratch_file(int dir_fd, size_t n) {
     if (fd < 0) return -1;
   }
   if (::posix_fallocate(fd, 0, static_cast<off_t>(n)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A nameless memory file of `n` bytes (memfd_create: its pages are RAM, never written to disk), or -1. Its
+// pages are taken when first touched, not reserved: posix_fallocate would clear every page now, and the
+// caller writes them anyway.
+int memory_file(size_t n) {
+  const int fd = ::memfd_create("trnsim-scratch", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  if (::ftruncate(fd, static_cast<off_t>(n)) != 0) {
     ::close(fd);
     return -1;
   }
@@ -126,16 +140,21 @@ HostBytes::~HostBytes() = default;
 
 void HostBytes::assign(size_t n, uint8_t fill) {
   int dir = -1;  // a duplicate of the scratch folder's handle, valid while this call lasts
+  bool in_memory = false;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    if (g_on && n > 0 && n >= g_min && g_dir_fd >= 0) dir = ::fcntl(g_dir_fd, F_DUPFD_CLOEXEC, 0);
+    if (g_on && n > 0 && n >= g_min && g_dir_fd >= 0) {
+      dir = ::fcntl(g_dir_fd, F_DUPFD_CLOEXEC, 0);
+      in_memory = g_in_memory;
+    }
   }
   const Fd dir_owner(dir);
   map_.reset();
   vec_.clear();
   vec_.shrink_to_fit();
   if (dir >= 0) {
-    const int fd = scratch_file(dir, n);
+    int fd = in_memory ? memory_file(n) : -1;
+    if (fd < 0) fd = scratch_file(dir, n);
     if (fd >= 0) {
       auto file = std::make_shared<Fd>(fd);
       void* a = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -148,7 +167,7 @@ void HostBytes::assign(size_t n, uint8_t fill) {
         map_->governed = std::make_unique<resident::Registration>(a, n, true);
         p_ = static_cast<uint8_t*>(a);
         n_ = n;
-        if (fill != 0) std::memset(p_, fill, n_);  // the reserved file reads as zeros
+        if (fill != 0) std::memset(p_, fill, n_);  // the file reads as zeros
         return;
       }
     }
@@ -243,6 +262,11 @@ void set_scratch_dir(const std::string& dir) {
   const int fd = dir.empty() ? -1 : ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   set_scratch_dir(fd);
   if (fd >= 0) ::close(fd);
+}
+
+void set_scratch_in_memory(bool on) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_in_memory = on;
 }
 
 bool maps_files(uint64_t n) {

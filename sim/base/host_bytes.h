@@ -8,7 +8,8 @@
 //     (or created and unlinked at once where O_TMPFILE is refused), so it has no name and nothing is left
 //     behind however the process ends; its blocks are reserved up front (posix_fallocate), so a full disk
 //     is found when it is made, never as a SIGBUS later. The kernel writes its dirty pages to that file
-//     instead of keeping them in RAM when memory runs short;
+//     instead of keeping them in RAM when memory runs short. While set_scratch_in_memory is on, the file is
+//     a memory file instead (memfd_create: as nameless, its pages RAM only, never written to disk);
 //   - a private mapping of a file read from disk (map_file: a .npy's data): read-only pages shared with the
 //     page cache; a write copies the page (copy-on-write), never changing the file.
 // Nothing is mapped until a program turns it on (set_pageable; `trnsim run` does, tests and Python do not).
@@ -87,6 +88,11 @@ inline constexpr uint64_t kPageableMinBytes = uint64_t{64} << 20;
 void set_pageable(bool on, uint64_t min_bytes = kPageableMinBytes);
 // The scratch folder (above); "" turns scratch mappings off.
 void set_scratch_dir(const std::string& dir);
+// Whether new scratch buffers are memory files (above) rather than files in the scratch folder; off at
+// first. For a run whose memory fits in RAM with room (`trnsim run` decides: tools/trnsim/host_memory.h):
+// the first write into a memory file's page costs a fraction of a scratch file's (no read of the file's
+// hole, no block reservation, no writeback to disk), and nothing can page it out (no swap).
+void set_scratch_in_memory(bool on);
 // Whether a file's data of `n` bytes is mapped now (mapping is on and n >= the threshold).
 bool maps_files(uint64_t n);
 // Whether a new buffer of `n` bytes is a scratch mapping now (mapping is on, a folder is set, n >= the

@@ -370,8 +370,10 @@ std::vector<int64_t> outlier_columns(int64_t cols, int64_t count, uint64_t seed)
   return idx;
 }
 
-std::vector<float> activations_with_outliers(int64_t rows, int64_t cols, const OutlierActivations& p,
-                                             uint64_t seed, int threads) {
+namespace {
+
+// The element count of activations_with_outliers(rows, cols, p, ..., threads), its arguments checked.
+int64_t checked_outliers(int64_t rows, int64_t cols, const OutlierActivations& p, int threads) {
   const std::string gen = "activations_with_outliers";
   int64_t n = 0;
   if (rows < 0 || cols < 0 || __builtin_mul_overflow(rows, cols, &n))
@@ -382,13 +384,36 @@ std::vector<float> activations_with_outliers(int64_t rows, int64_t cols, const O
     bad(gen, fmt::format("std must be > 0 and finite (got {})", p.std));
   if (!std::isfinite(p.outlier_scale) || p.outlier_scale == 0.0)
     bad(gen, fmt::format("outlier_scale must be finite and non-zero (got {})", p.outlier_scale));
+  return n;
+}
+
+void fill_outliers(float* out, int64_t first, int64_t n, int64_t cols, const OutlierActivations& p,
+                   uint64_t seed, int threads) {
   std::vector<double> col_scale(static_cast<size_t>(cols), 1.0);
   for (int64_t c : outlier_columns(cols, p.outlier_channels, seed)) col_scale[c] = p.outlier_scale;
-  std::vector<float> out(static_cast<size_t>(n));
-  fill_normal(out.data(), 0, n, seed, threads, [&](int64_t i, double z) {
+  fill_normal(out, first, n, seed, threads, [&](int64_t i, double z) {
     return to_finite_float((p.mean + p.std * z) * col_scale[static_cast<size_t>(i % cols)]);
   });
+}
+
+}  // namespace
+
+std::vector<float> activations_with_outliers(int64_t rows, int64_t cols, const OutlierActivations& p,
+                                             uint64_t seed, int threads) {
+  const int64_t n = checked_outliers(rows, cols, p, threads);
+  std::vector<float> out(static_cast<size_t>(n));
+  fill_outliers(out.data(), 0, n, cols, p, seed, threads);
   return out;
+}
+
+void activations_with_outliers_chunk(float* out, int64_t first, int64_t n, int64_t rows, int64_t cols,
+                                     const OutlierActivations& p, uint64_t seed, int threads) {
+  const int64_t total = checked_outliers(rows, cols, p, threads);
+  if (first < 0 || first % 2 != 0 || n < 0 || n > total - first)
+    bad("activations_with_outliers",
+        fmt::format("a chunk starts at an even element and lies in the tensor (got [{}, +{}) of {})", first,
+                    n, total));
+  fill_outliers(out, first, n, cols, p, seed, threads);
 }
 
 }  // namespace trnsim::io

@@ -67,6 +67,10 @@ struct OutlierActivations {
 };
 std::vector<float> activations_with_outliers(int64_t rows, int64_t cols, const OutlierActivations& p,
                                              uint64_t seed, int threads = 1);
+// Elements [first, first + n) of activations_with_outliers(rows, cols, ...) into out[0, n): the same values,
+// without the rest of the tensor. `first` is even (the normal samples come in pairs).
+void activations_with_outliers_chunk(float* out, int64_t first, int64_t n, int64_t rows, int64_t cols,
+                                     const OutlierActivations& p, uint64_t seed, int threads = 1);
 
 // The columns activations_with_outliers scales for (cols, count, seed), sorted ascending.
 std::vector<int64_t> outlier_columns(int64_t cols, int64_t count, uint64_t seed);

@@ -289,18 +289,30 @@ HostTensor generate(const GeneratorSpec& g, isa::DType dtype, const std::vector<
   const int64_t n = t.elements();
   const json& a = g.args;
   std::vector<float> v;
-  if (dtype == isa::DType::BF16 && (g.name == "normal" || g.name == "uniform")) {
-    // The common weight case: chunks of the stream converted as they come, no FP32 copy of the whole
-    // tensor (2.4 GB for the expert weights of a Qwen3-30B-A3B MoE layer). The same values.
+  io::OutlierActivations outliers;
+  if (g.name == "activations_with_outliers") {
+    outliers.mean = a["mean"];
+    outliers.std = a["std"];
+    outliers.outlier_channels = a["outlier_channels"];
+    outliers.outlier_scale = a["outlier_scale"];
+  }
+  if (dtype == isa::DType::BF16 &&
+      (g.name == "normal" || g.name == "uniform" || g.name == "activations_with_outliers")) {
+    // The common weight and activation cases: chunks of the stream converted as they come, no FP32 copy of
+    // the whole tensor (2.4 GB for the expert weights of a Qwen3-30B-A3B MoE layer, 235 MB for the
+    // activations of the README's main job). The same values.
     constexpr int64_t kChunk = int64_t{1} << 22;  // even, as normal_chunk needs
     v.resize(static_cast<size_t>(std::min(n, kChunk)));
     auto* b = reinterpret_cast<uint16_t*>(t.bytes.data());
+    const auto [rows, cols] = rows_cols(shape);
     for (int64_t first = 0; first < n; first += kChunk) {
       const int64_t c = std::min(kChunk, n - first);
       if (g.name == "normal")
         io::normal_chunk(v.data(), first, c, a["mean"], a["std"], g.seed, threads);
-      else
+      else if (g.name == "uniform")
         io::uniform_chunk(v.data(), first, c, a["low"], a["high"], g.seed, threads);
+      else
+        io::activations_with_outliers_chunk(v.data(), first, c, rows, cols, outliers, g.seed, threads);
       to_bf16(v.data(), b + first, c, threads);
     }
     return t;
@@ -312,13 +324,8 @@ HostTensor generate(const GeneratorSpec& g, isa::DType dtype, const std::vector<
   } else if (g.name == "heavy_tailed") {
     v = io::student_t(n, a["nu"], a["scale"], g.seed, threads);
   } else if (g.name == "activations_with_outliers") {
-    io::OutlierActivations p;
-    p.mean = a["mean"];
-    p.std = a["std"];
-    p.outlier_channels = a["outlier_channels"];
-    p.outlier_scale = a["outlier_scale"];
     const auto [rows, cols] = rows_cols(shape);
-    v = io::activations_with_outliers(rows, cols, p, g.seed, threads);
+    v = io::activations_with_outliers(rows, cols, outliers, g.seed, threads);
   } else if (g.name == "randint") {
     const std::vector<int64_t> r = io::randint(n, a["low"], a["high"], g.seed, threads);
     for (int64_t i = 0; i < n; ++i) t.set_int(i, r[i]);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Pageable host memory (docs/architecture.md, "Host memory"): usage host_memory.sh <trnsim-binary>
 # <source-dir>. With TRNSIM_SCRATCH_MIN_BYTES=4096 every tensor of these small runs is a mapping (a .npy
-# input is its file's pages, other tensors nameless scratch files in the output folder): the outputs and
-# stats.json are the same bytes as with everything on the heap, the scratch files never show a name and do
-# not outlive a run ended by SIGTERM, and the memory estimate counts the mapped memory apart.
+# input is its file's pages, other tensors nameless memory files, or with TRNSIM_SCRATCH_IN_MEMORY_BYTES=0
+# nameless scratch files in the output folder): the outputs and stats.json are the same bytes as with
+# everything on the heap, the scratch files never show a name and do not outlive a run ended by SIGTERM,
+# and the memory estimate counts the mapped memory apart.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/harness.sh"
 MM=$SRC/configs/workloads/matmul_bf16_2048_trn2_lnc1.json
 MOE=$SRC/configs/workloads/moe/qwen3_30b_a3b_fwd_mxfp8.json
@@ -13,12 +14,29 @@ sha() { sha256sum <"$1" | cut -c1-64; }
 # 1. The same bytes, heap or mapped; the generated inputs dumped for step 2.
 "$TRNSIM" run "$MM" --out "$T/heap" --dump-inputs >/dev/null 2>&1
 rc1=$?
-TRNSIM_SCRATCH_MIN_BYTES=4096 "$TRNSIM" run "$MM" --out "$T/mapped" >/dev/null 2>&1
+TRNSIM_SCRATCH_MIN_BYTES=4096 TRNSIM_SCRATCH_IN_MEMORY_BYTES=0 "$TRNSIM" run "$MM" --out "$T/mapped" --verbose \
+  >"$T/mapped.log" 2>&1
 rc2=$?
 check "matmul with scratch-file tensors: exit 0, y.npy and stats.json the same bytes (exit $rc1, $rc2)" \
   '[[ $rc1 == 0 && $rc2 == 0 && $(sha "$T/heap/y.npy") == $(sha "$T/mapped/y.npy") && $(sha "$T/heap/stats.json") == $(sha "$T/mapped/stats.json") ]]'
 check "no scratch file is left in the output folder: $(ls -A "$T/mapped" | tr '\n' ' ')" \
   '[[ $(ls -A "$T/mapped" | tr "\n" " ") == ".trnsim-files host.json stats.json trnsim.log y.npy " ]]'
+# The same run fits in RAM many times over: memory files unless TRNSIM_SCRATCH_IN_MEMORY_BYTES says less than
+# it needs (its whole figure, 335 MB in step 3, is more than 1000 bytes).
+TRNSIM_SCRATCH_MIN_BYTES=4096 "$TRNSIM" run "$MM" --out "$T/memory" --verbose >"$T/memory.log" 2>&1
+rc3=$?
+check "matmul with memory-file tensors: exit 0, y.npy and stats.json the same bytes (exit $rc3)" \
+  '[[ $rc3 == 0 && $(sha "$T/heap/y.npy") == $(sha "$T/memory/y.npy") && $(sha "$T/heap/stats.json") == $(sha "$T/memory/stats.json") ]]'
+check "memory files by default, scratch files with TRNSIM_SCRATCH_IN_MEMORY_BYTES=0 (the debug lines)" \
+  'grep -q "large tensors in memory files" "$T/memory.log" && grep -q "large tensors in scratch files in the output folder" "$T/mapped.log"'
+TRNSIM_SCRATCH_MIN_BYTES=4096 TRNSIM_SCRATCH_IN_MEMORY_BYTES=1000 "$TRNSIM" run "$MM" --out "$T/small" --verbose \
+  >"$T/small.log" 2>&1
+check "TRNSIM_SCRATCH_IN_MEMORY_BYTES below the run's need: scratch files (exit $?)" \
+  'grep -q "large tensors in scratch files in the output folder" "$T/small.log"'
+TRNSIM_SCRATCH_IN_MEMORY_BYTES=12abc "$TRNSIM" run "$MM" --out "$T/bad" >"$T/bad.log" 2>&1
+rc=$?
+check "TRNSIM_SCRATCH_IN_MEMORY_BYTES not a number: exit 1, named, no folder left (exit $rc: $(cat "$T/bad.log"))" \
+  '[[ $rc == 1 && $(cat "$T/bad.log") == "trnsim: error: environment variable TRNSIM_SCRATCH_IN_MEMORY_BYTES: '"'"'12abc'"'"' is not a byte count (digits only, at most 19)" && ! -e $T/bad ]]'
 
 # 2. .npy inputs mapped from their files (BF16 as raw uint16 bits: the tensor is the file's pages).
 cp "$T/heap/inputs/x.npy" "$T/heap/inputs/w.npy" "$T/"
@@ -52,7 +70,7 @@ check "too little memory with mapped tensors: exit 1, both figures, nothing crea
 
 # 4. SIGTERM while the tensors are mapped: the scratch files were open in the output folder (seen in
 # /proc/PID/fd), and nothing of them, nor the folder the run created, is left.
-TRNSIM_SCRATCH_MIN_BYTES=4096 "$TRNSIM" run "$MOE" "${MSETS[@]}" --out "$T/term" >"$T/term.log" 2>&1 &
+TRNSIM_SCRATCH_MIN_BYTES=4096 TRNSIM_SCRATCH_IN_MEMORY_BYTES=0 "$TRNSIM" run "$MOE" "${MSETS[@]}" --out "$T/term" >"$T/term.log" 2>&1 &
 pid=$!
 seen=0
 for _ in $(seq 1 1200); do

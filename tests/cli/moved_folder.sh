@@ -72,12 +72,13 @@ else
   bad "moved while simulating: the run ended before its trace was seen ($(tail -3 "$T/log2"))"
 fi
 # 3. Scratch files (TRNSIM_SCRATCH_MIN_BYTES: every tensor of 4 KiB or more is a nameless scratch file in the
-# output folder, sim/base/host_bytes.h) made after the folder moved are made where it now is, through the
-# folder's handle, never in the folder now at its old path (issue 22: they were made by path). Stopped at
-# write step 1, every scratch file the run maps is in the moved folder (/proc/PID/maps names each
-# "FOLDER/#INODE (deleted)").
+# output folder, sim/base/host_bytes.h; TRNSIM_SCRATCH_IN_MEMORY_BYTES=0: not a memory file) made after the
+# folder moved are made where it now is, through the folder's handle, never in the folder now at its old
+# path (issue 22: they were made by path). Stopped at write step 1, every scratch file the run maps is in
+# the moved folder (/proc/PID/maps names each "FOLDER/#INODE (deleted)").
 mkdir S
-TRNSIM_SCRATCH_MIN_BYTES=4096 TRNSIM_TEST_KILL_SIGNAL=STOP TRNSIM_TEST_KILL_AT_WRITE_STEP=1 "$TRNSIM" run "$W" \
+TRNSIM_SCRATCH_MIN_BYTES=4096 TRNSIM_SCRATCH_IN_MEMORY_BYTES=0 TRNSIM_TEST_KILL_SIGNAL=STOP \
+  TRNSIM_TEST_KILL_AT_WRITE_STEP=1 "$TRNSIM" run "$W" \
   --set params.T=256 --set params.E=8 --set params.top_k=2 --out S --trace S/trace.json >"$T/log3" 2>&1 &
 pid=$!
 for ((i = 0; i < 6000; i++)); do

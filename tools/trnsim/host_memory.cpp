@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <string>
 
+#include "sim/base/env_bytes.h"
 #include "sim/base/error.h"
 #include "sim/base/host_bytes.h"
 #include "sim/numerics/host_threads.h"
@@ -61,6 +63,13 @@ double trace_bytes(uint64_t instructions) {
 
 double thread_stack_bytes(bool numerics) {
   return numerics ? 8.0 * 1024 * 1024 * (2.0 + num::host_split_threads()) : 0.0;
+}
+
+bool scratch_in_memory(const HostMemoryNeed& need, bool numerics) {
+  std::optional<uint64_t> room = env_byte_count("TRNSIM_SCRATCH_IN_MEMORY_BYTES");
+  if (!room)
+    if (const std::optional<uint64_t> have = available_host_bytes()) room = *have / 2;
+  return room && need.anonymous + thread_stack_bytes(numerics) + need.scratch <= static_cast<double>(*room);
 }
 
 void check_host_memory_need(const HostMemoryNeed& need, const std::string& file, bool numerics,

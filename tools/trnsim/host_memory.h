@@ -50,6 +50,14 @@ double report_bytes(size_t tensors);
 // the numerics (num::host_split_threads: 2 on any multi-core host). 0 without numerics.
 double thread_stack_bytes(bool numerics);
 
+// Whether a run that needs `need` (with numerics or not) keeps its scratch buffers in memory files
+// (sim/base/host_bytes.h, set_scratch_in_memory): when its anonymous memory (with thread_stack_bytes) and
+// its scratch together are at most half of available_host_bytes() (nothing else can page them out: half
+// leaves room for an estimate that is a lower bound and for other processes), or at most
+// TRNSIM_SCRATCH_IN_MEMORY_BYTES when that is set (0: always scratch files). InputError unless that
+// variable is a plain decimal byte count.
+bool scratch_in_memory(const HostMemoryNeed& need, bool numerics);
+
 // InputError "<file>: this run needs at least ... of host memory ..." naming the figures when `need` does
 // not fit: the anonymous part (with thread_stack_bytes) in available_host_bytes(), the scratch and written
 // parts together in the free space of the filesystem that holds (or will hold) `out_dir`, all of it in the

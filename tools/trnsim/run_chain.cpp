@@ -13,6 +13,7 @@
 
 #include "kernels/workload/chain.h"
 #include "sim/base/error.h"
+#include "sim/base/host_bytes.h"
 #include "sim/base/interrupt.h"
 #include "sim/base/log.h"
 #include "sim/base/scratch_dir.h"
@@ -21,6 +22,7 @@
 #include "sim/io/replace_check.h"
 #include "sim/run/report.h"
 #include "sim/trace/open_trace.h"
+#include "tools/trnsim/host_memory.h"
 #include "tools/trnsim/out_dir.h"
 #include "tools/trnsim/run_log.h"
 #include "tools/trnsim/run_options.h"
@@ -131,8 +133,10 @@ int run_chain_file(const RunCliOptions& o) {
   }
   need.written += 64 * 1024.0 + 4096.0 * static_cast<double>(chain.stages.size());
   check_host_memory_need(need, chain.file, numerics, o.dump_inputs, out_dir, stage_trace(o.trace, "<stage>"));
-  // Large tensors from here on: scratch files on the output's filesystem, made through the folder's handle.
+  // Large tensors from here on: scratch files on the output's filesystem, made through the folder's handle,
+  // or memory files when the chain fits in RAM with room.
   set_scratch_dir(out.fd());
+  set_scratch_in_memory(scratch_in_memory(need, numerics));
   for (const workload::ChainStage& s : chain.stages) {
     out.add_subfolder(s.name());
     if (o.dump_inputs) out.add_subfolder((fs::path(s.name()) / "inputs").string());

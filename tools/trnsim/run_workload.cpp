@@ -118,8 +118,9 @@ HostMemoryNeed host_memory_need(const workload::PreparedWorkload& p, bool dump_i
 
 // Refused now, with the figures, when this machine cannot hold the rest, the scratch files and the files
 // written do not fit on that filesystem, or an address-space limit cannot hold both.
-void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, const std::string& out_dir,
-                       const std::string& trace, const std::string& report) {
+HostMemoryNeed check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs,
+                                 const std::string& out_dir, const std::string& trace,
+                                 const std::string& report) {
   const HostMemoryNeed need = host_memory_need(p, dump_inputs, trace, report);
   // The figures, to compare with a run's measured peak: the need comes on top of what the process holds now
   // (the built program), which the available memory already excludes.
@@ -136,6 +137,7 @@ void check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, co
       (need.anonymous + thread_stack_bytes(p.w.numerics)) / kMiB,
       p.w.numerics ? workload::reference_host_bytes(p) / kMiB : 0.0, (need.scratch + need.mapped) / kMiB));
   check_host_memory_need(need, p.w.file, p.w.numerics, dump_inputs, out_dir, trace, report);
+  return need;
 }
 
 void check_out_not_in_a_set(const RunCliOptions& o, const std::string& out_dir) {
@@ -208,10 +210,15 @@ int run_workload_file(const RunCliOptions& o) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
   }
-  check_host_memory(p, o.dump_inputs, out_dir, o.trace, o.report);
+  const HostMemoryNeed need = check_host_memory(p, o.dump_inputs, out_dir, o.trace, o.report);
   if (o.dump_inputs) out.add_subfolder("inputs");
-  // Large tensors from here on: scratch files on the output's filesystem, made through the folder's handle.
+  // Large tensors from here on: scratch files on the output's filesystem, made through the folder's handle,
+  // or memory files when the run fits in RAM with room.
   set_scratch_dir(out.fd());
+  const bool in_memory = scratch_in_memory(need, p.w.numerics);
+  set_scratch_in_memory(in_memory);
+  log::debug(fmt::format("{}: large tensors in {}", p.w.name,
+                         in_memory ? "memory files" : "scratch files in the output folder"));
 
   workload::WorkloadRunOptions ro;
   ro.full_reference = o.full_reference;

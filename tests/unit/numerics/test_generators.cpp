@@ -199,6 +199,34 @@ TEST_CASE("chunks of normal and uniform hold the whole stream's elements, bit fo
   CHECK_THROWS_WITH(uniform_chunk(x, 0, 2, 1.0, 1.0, 1), "uniform: needs finite lo < hi (got lo 1, hi 1)");
 }
 
+TEST_CASE("chunks of activations_with_outliers hold the whole tensor's elements, bit for bit",
+          "[generators]") {
+  OutlierActivations p;
+  p.mean = 0.25;
+  p.std = 1.5;
+  p.outlier_channels = 9;
+  p.outlier_scale = -20.0;
+  const std::vector<float> whole = activations_with_outliers(97, 103, p, 3);  // 9991 elements, odd
+  for (const auto& [first, count] : {std::pair<int64_t, int64_t>{0, 9991}, {4096, 5895}, {9990, 1}, {2, 3}})
+    for (int threads : {1, 2}) {
+      INFO("first " << first << ", count " << count << ", threads " << threads);
+      std::vector<float> c(static_cast<size_t>(count));
+      activations_with_outliers_chunk(c.data(), first, count, 97, 103, p, 3, threads);
+      CHECK(std::equal(c.begin(), c.end(), whole.begin() + first, [](float a, float b) {
+        return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+      }));
+    }
+  float x[2];
+  CHECK_THROWS_WITH(
+      activations_with_outliers_chunk(x, 3, 2, 97, 103, p, 3),
+      "activations_with_outliers: a chunk starts at an even element and lies in the tensor (got "
+      "[3, +2) of 9991)");
+  CHECK_THROWS_WITH(
+      activations_with_outliers_chunk(x, 9990, 2, 97, 103, p, 3),
+      "activations_with_outliers: a chunk starts at an even element and lies in the tensor (got "
+      "[9990, +2) of 9991)");
+}
+
 TEST_CASE("generators reject bad parameters", "[generators]") {
   CHECK_THROWS_WITH(normal(10, 0.0, 0.0, 1), "normal: std must be > 0 and finite (got 0)");
   CHECK_THROWS_WITH(normal(10, 0.0, -1.5, 1), "normal: std must be > 0 and finite (got -1.5)");

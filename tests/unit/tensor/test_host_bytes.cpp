@@ -30,6 +30,7 @@ struct Scratch {
     dir = ::mkdtemp(tmpl);
   }
   ~Scratch() {
+    set_scratch_in_memory(false);
     set_scratch_dir("");
     set_pageable(false);
     fs::remove_all(dir);
@@ -140,6 +141,42 @@ TEST_CASE("host bytes: scratch buffers are nameless files, copies are separate")
   CHECK(s.names() == 0);
 }
 
+TEST_CASE("host bytes: in memory, scratch buffers are nameless memory files, copies are separate") {
+  Scratch s;
+  set_pageable(true, 4096);
+  set_scratch_dir(s.dir.string());
+  set_scratch_in_memory(true);
+  CHECK(makes_scratch(4096));
+  HostBytes a(10000, 0xAB);
+  REQUIRE(a.scratch());
+  CHECK(s.names() == 0);
+  std::ifstream maps("/proc/self/maps");
+  const std::string text{std::istreambuf_iterator<char>(maps), std::istreambuf_iterator<char>()};
+  CHECK(text.find("/memfd:trnsim-scratch") != std::string::npos);
+  CHECK(a[0] == 0xAB);
+  CHECK(a[9999] == 0xAB);
+  HostBytes z(8192);
+  CHECK(z.scratch());
+  CHECK(z == std::vector<uint8_t>(8192, 0));
+  CHECK_FALSE(HostBytes(4095, 1).file_backed());  // small: heap
+
+  a[17] = 3;
+  HostBytes cow = a.cow_copy();
+  HostBytes deep = a;
+  CHECK(cow.file_backed());
+  CHECK(deep.scratch());
+  cow[17] = 4;  // private: a's byte stays
+  deep[18] = 5;
+  CHECK(a[17] == 3);
+  CHECK(a[18] == 0xAB);
+  CHECK(cow[18] == 0xAB);
+  CHECK(cow[0] == 0xAB);
+
+  // Off again: scratch files in the folder.
+  set_scratch_in_memory(false);
+  CHECK(HostBytes(8192).scratch());
+}
+
 TEST_CASE("host bytes: TRNSIM_SCRATCH_MIN_BYTES must be a byte count") {
   Scratch s;
   ::setenv("TRNSIM_SCRATCH_MIN_BYTES", "12abc", 1);
@@ -159,6 +196,9 @@ TEST_CASE("host bytes: an HBM tensor in a scratch file starts as 0xFF in every b
   Scratch s;
   set_pageable(true, 4096);
   set_scratch_dir(s.dir.string());
+  const bool in_memory = GENERATE(false, true);
+  INFO("memory files " << in_memory);
+  set_scratch_in_memory(in_memory);
   isa::Program p;
   p.num_cores = 1;
   // 3 x 1572865 uint16 = 9 MiB + 6 bytes: two whole 4 MiB parts and a short third; then a tensor on the heap
