@@ -731,11 +731,35 @@ void Exec::gather_transpose() {
   // apart.
   const uint32_t tiles = (rows + kRows - 1) / kRows;
   const int split = distinct_elements(dst) ? split_parts(tiles, static_cast<uint64_t>(rows) * parts) : 1;
+  // Whole 32 x 32 blocks in vector registers, straight from the gathered rows to dst's rows, where each
+  // gathered row and each dst row is one byte run, no dst byte is written twice and dst is not the gathered
+  // tensor (each byte is then written once, from a source no write changes: the order does not matter).
+  const bool vector16 = num::has_transpose32_u16() && runs && parts % 32 == 0 && dst.contiguous_rows() &&
+                        distinct_elements(dst) &&
+                        (dst.ap().space != MemSpace::HBM || dst.ap().tensor != src.ap().tensor);
   num::host_for(split, [&](int part) {
-    std::vector<uint16_t> tile(static_cast<size_t>(kRows) * parts);
+    std::vector<uint16_t> tile;
     const uint32_t ta = split == 1 ? 0 : part, tb = split == 1 ? tiles : part + 1;
-    for (uint32_t r0 = ta * kRows; r0 < std::min(rows, tb * kRows); r0 += kRows) {
-      const uint32_t r1 = std::min(rows, r0 + kRows);
+    for (uint32_t t0 = ta * kRows; t0 < std::min(rows, tb * kRows); t0 += kRows) {
+      uint32_t r0 = t0;
+      const uint32_t r1 = std::min(rows, t0 + kRows);
+      // Leading 32-row groups whose rows all lie whole inside the tensor go as blocks; the rest of the tile
+      // as below.
+      for (; vector16 && r0 + 32 <= r1; r0 += 32) {
+        const uint8_t* const* b = base.data() + r0;
+        if (!std::all_of(b, b + 32, [](const uint8_t* x) { return x != nullptr; })) break;
+        for (uint32_t p0 = 0; p0 < parts; p0 += 32) {
+          const uint16_t* s16[32];
+          uint16_t* d16[32];
+          for (uint32_t i = 0; i < 32; ++i) {
+            s16[i] = reinterpret_cast<const uint16_t*>(b[i] + sc[p0]);
+            d16[i] = reinterpret_cast<uint16_t*>(dp[p0 + i] + dc[r0]);
+          }
+          num::transpose32_u16(s16, d16);
+        }
+      }
+      if (r0 >= r1) continue;
+      tile.resize(static_cast<size_t>(kRows) * parts);
       for (uint32_t r = r0; r < r1; ++r) {
         uint16_t* t = &tile[static_cast<size_t>(r - r0) * parts];
         if (runs && base[r] != nullptr) {
