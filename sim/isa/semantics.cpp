@@ -1028,10 +1028,35 @@ void Exec::quantize_mx() {
     // (one group a part, claimed by the host threads in turn)
     const int parts =
         big && !dst.may_overlap(sc) && num::host_split_threads() > 1 ? static_cast<int>(groups) : 1;
+    // BF16 or FP32 rows of consecutive elements are read in place and the FP8 bytes written straight into
+    // dst's rows (when no two of its elements share a byte and it does not overlap dst_scale, the order of
+    // the writes does not matter): rows a fixed stride apart, as quantize_x4_groups takes them. The values
+    // are the same (BF16 widens exactly to the FP32 load_row gives).
+    const int64_t es = n == 0 ? 0 : src.dtype() == DType::BF16 ? 2 : src.dtype() == DType::F32 ? 4 : 0;
+    const int64_t src_ld = es != 0 ? src.at(1, 0) - src.at(0, 0) : 0;
+    const int64_t dst_ld = es != 0 ? dst.at(1, 0) - dst.at(0, 0) : 0;
+    const bool direct = es != 0 && src.contiguous_rows() && dst.contiguous_rows() && distinct_elements(dst) &&
+                        !dst.may_overlap(sc) && src_ld % es == 0 &&
+                        reinterpret_cast<uintptr_t>(src.at(0, 0)) % es == 0;
     num::host_for(parts, [&](int t) {
       const uint64_t F = dst.cols();
+      std::vector<uint8_t> s(F);
+      if (direct) {
+        for (uint32_t g = groups * t / parts; g < groups * (t + 1) / parts; ++g) {
+          const uint8_t* x = src.at(8 * g, 0);
+          uint8_t* q = dst.at(8 * g, 0);
+          if (es == 2)
+            num::quantize_x4_groups(reinterpret_cast<const uint16_t*>(x), src_ld / 2, static_cast<int64_t>(F),
+                                    f8, num::ScaleRule::Trn3, q, dst_ld, s.data());
+          else
+            num::quantize_x4_groups(reinterpret_cast<const float*>(x), src_ld / 4, static_cast<int64_t>(F),
+                                    f8, num::ScaleRule::Trn3, q, dst_ld, s.data());
+          for (uint64_t f = 0; f < F; ++f) *sc.at(mx_scale_row(g, inst_.scale_offset), f) = s[f];
+        }
+        return;
+      }
       std::vector<float> rows(8 * n);
-      std::vector<uint8_t> q(8 * n), s(F);
+      std::vector<uint8_t> q(8 * n);
       for (uint32_t g = groups * t / parts; g < groups * (t + 1) / parts; ++g) {
         for (uint32_t r = 0; r < 8; ++r) src.load_row(8 * g + r, &rows[r * n]);
         num::quantize_x4_groups(rows.data(), static_cast<int64_t>(n), static_cast<int64_t>(F), f8,
