@@ -731,11 +731,35 @@ void Exec::gather_transpose() {
   // apart.
   const uint32_t tiles = (rows + kRows - 1) / kRows;
   const int split = distinct_elements(dst) ? split_parts(tiles, static_cast<uint64_t>(rows) * parts) : 1;
+  // Whole 32 x 32 blocks in vector registers, straight from the gathered rows to dst's rows, where each
+  // gathered row and each dst row is one byte run, no dst byte is written twice and dst is not the gathered
+  // tensor (each byte is then written once, from a source no write changes: the order does not matter).
+  const bool vector16 = num::has_transpose32_u16() && runs && parts % 32 == 0 && dst.contiguous_rows() &&
+                        distinct_elements(dst) &&
+                        (dst.ap().space != MemSpace::HBM || dst.ap().tensor != src.ap().tensor);
   num::host_for(split, [&](int part) {
-    std::vector<uint16_t> tile(static_cast<size_t>(kRows) * parts);
+    std::vector<uint16_t> tile;
     const uint32_t ta = split == 1 ? 0 : part, tb = split == 1 ? tiles : part + 1;
-    for (uint32_t r0 = ta * kRows; r0 < std::min(rows, tb * kRows); r0 += kRows) {
-      const uint32_t r1 = std::min(rows, r0 + kRows);
+    for (uint32_t t0 = ta * kRows; t0 < std::min(rows, tb * kRows); t0 += kRows) {
+      uint32_t r0 = t0;
+      const uint32_t r1 = std::min(rows, t0 + kRows);
+      // Leading 32-row groups whose rows all lie whole inside the tensor go as blocks; the rest of the tile
+      // as below.
+      for (; vector16 && r0 + 32 <= r1; r0 += 32) {
+        const uint8_t* const* b = base.data() + r0;
+        if (!std::all_of(b, b + 32, [](const uint8_t* x) { return x != nullptr; })) break;
+        for (uint32_t p0 = 0; p0 < parts; p0 += 32) {
+          const uint16_t* s16[32];
+          uint16_t* d16[32];
+          for (uint32_t i = 0; i < 32; ++i) {
+            s16[i] = reinterpret_cast<const uint16_t*>(b[i] + sc[p0]);
+            d16[i] = reinterpret_cast<uint16_t*>(dp[p0 + i] + dc[r0]);
+          }
+          num::transpose32_u16(s16, d16);
+        }
+      }
+      if (r0 >= r1) continue;
+      tile.resize(static_cast<size_t>(kRows) * parts);
       for (uint32_t r = r0; r < r1; ++r) {
         uint16_t* t = &tile[static_cast<size_t>(r - r0) * parts];
         if (runs && base[r] != nullptr) {
@@ -1011,10 +1035,35 @@ void Exec::quantize_mx() {
     // (one group a part, claimed by the host threads in turn)
     const int parts =
         big && !dst.may_overlap(sc) && num::host_split_threads() > 1 ? static_cast<int>(groups) : 1;
+    // BF16 or FP32 rows of consecutive elements are read in place and the FP8 bytes written straight into
+    // dst's rows (when no two of its elements share a byte and it does not overlap dst_scale, the order of
+    // the writes does not matter): rows a fixed stride apart, as quantize_x4_groups takes them. The values
+    // are the same (BF16 widens exactly to the FP32 load_row gives).
+    const int64_t es = n == 0 ? 0 : src.dtype() == DType::BF16 ? 2 : src.dtype() == DType::F32 ? 4 : 0;
+    const int64_t src_ld = es != 0 ? src.at(1, 0) - src.at(0, 0) : 0;
+    const int64_t dst_ld = es != 0 ? dst.at(1, 0) - dst.at(0, 0) : 0;
+    const bool direct = es != 0 && src.contiguous_rows() && dst.contiguous_rows() && distinct_elements(dst) &&
+                        !dst.may_overlap(sc) && src_ld % es == 0 &&
+                        reinterpret_cast<uintptr_t>(src.at(0, 0)) % es == 0;
     num::host_for(parts, [&](int t) {
       const uint64_t F = dst.cols();
+      std::vector<uint8_t> s(F);
+      if (direct) {
+        for (uint32_t g = groups * t / parts; g < groups * (t + 1) / parts; ++g) {
+          const uint8_t* x = src.at(8 * g, 0);
+          uint8_t* q = dst.at(8 * g, 0);
+          if (es == 2)
+            num::quantize_x4_groups(reinterpret_cast<const uint16_t*>(x), src_ld / 2, static_cast<int64_t>(F),
+                                    f8, num::ScaleRule::Trn3, q, dst_ld, s.data());
+          else
+            num::quantize_x4_groups(reinterpret_cast<const float*>(x), src_ld / 4, static_cast<int64_t>(F),
+                                    f8, num::ScaleRule::Trn3, q, dst_ld, s.data());
+          for (uint64_t f = 0; f < F; ++f) *sc.at(mx_scale_row(g, inst_.scale_offset), f) = s[f];
+        }
+        return;
+      }
       std::vector<float> rows(8 * n);
-      std::vector<uint8_t> q(8 * n), s(F);
+      std::vector<uint8_t> q(8 * n);
       for (uint32_t g = groups * t / parts; g < groups * (t + 1) / parts; ++g) {
         for (uint32_t r = 0; r < 8; ++r) src.load_row(8 * g + r, &rows[r * n]);
         num::quantize_x4_groups(rows.data(), static_cast<int64_t>(n), static_cast<int64_t>(F), f8,

@@ -230,8 +230,11 @@ void x4_groups_impl(const In* x, int64_t ld, int64_t groups, uint8_t* data, int6
                     MxIsa isa) {
   const mxk::Kernels<In> k = mxk::kernels<F, R, In>(isa);
   const int64_t n = 4 * groups;
-  std::vector<uint32_t> key(static_cast<size_t>(n), 0u);
-  std::vector<float> mult(static_cast<size_t>(n));
+  // Scratch per calling thread (quantize_mx calls this once per 8-row group).
+  static thread_local std::vector<uint32_t> key;
+  static thread_local std::vector<float> mult;
+  key.assign(static_cast<size_t>(n), 0u);
+  mult.resize(static_cast<size_t>(n));
   for (int r = 0; r < 8; ++r) k.keys(x + r * ld, n, key.data());
   for (int64_t f = 0; f < groups; ++f) {
     const uint32_t* kf = &key[static_cast<size_t>(4 * f)];

@@ -117,24 +117,28 @@ TEST_CASE("an indirect dma_transpose of many rows with strided elements, and a r
 
 TEST_CASE("a large indirect dma_transpose (its 64-entry tiles split over host threads) gathers every entry",
           "[isa]") {
-  // a: 330 rows of 128 BF16 (the pattern's 320 rows lie inside), element i = val(i). 320 entries (five
-  // 64-entry tiles; 128 x 320 = 40960 elements, past the 32 Ki of a split) from an index [2, 160] at byte
-  // 4096: entry r at (r % 2, r / 2) is row (7 r + 3) % 330. dst [128, 320]: dst[p, r] = a[128 row_r + p].
-  Machine m({TensorDecl{"a", DType::BF16, {330, 128}}});
-  for (int64_t i = 0; i < 330 * 128; ++i) put<uint16_t>(m.h(2 * i), val(i));
-  const auto row_of = [](int r) { return (7 * r + 3) % 330; };
-  for (int r = 0; r < 320; ++r) put<int32_t>(m.s(r % 2, 4096 + 4 * (r / 2)), row_of(r));
-  Instruction in =
-      make(Opcode::DmaTranspose, Engine::POOL,
-           {sbuf(0, 128, 0, DType::BF16, {{1, 320}}), hbm(0, 0, DType::BF16, 128, 320, {{1, 128}})});
-  in.ops[3] = sbuf(0, 2, 4096, DType::I32, {{1, 160}});
-  in.nops = 4;
-  in.dge = DgeMode::Swdge;
-  m.run(in);
-  int wrong = 0;
-  for (uint32_t p = 0; p < 128; ++p)
-    for (int r = 0; r < 320; ++r) wrong += get<uint16_t>(m.s(p, 2 * r)) != val(128 * row_of(r) + p);
-  CHECK(wrong == 0);
+  // a: 330 rows of 128 BF16 (the pattern's rows lie inside), element i = val(i). E entries from an index
+  // [2, E / 2] at byte 4096: entry r at (r % 2, r / 2) is row (7 r + 3) % 330. dst [P, E]: dst[p, r] =
+  // a[128 row_r + p]. 320 entries: five 64-entry tiles (128 x 320 = 40960 elements, past the 32 Ki of a
+  // split) of whole 32 x 32 blocks; 302: a last tile of one block and 14 entries; 96 and 100 partitions:
+  // whole blocks, and partitions left over (element by element).
+  for (const auto [P, E] : {std::pair<uint32_t, int>{128, 320}, {128, 302}, {96, 302}, {100, 320}}) {
+    INFO("P " << P << " E " << E);
+    Machine m({TensorDecl{"a", DType::BF16, {330, 128}}});
+    for (int64_t i = 0; i < 330 * 128; ++i) put<uint16_t>(m.h(2 * i), val(i));
+    const auto row_of = [](int r) { return (7 * r + 3) % 330; };
+    for (int r = 0; r < E; ++r) put<int32_t>(m.s(r % 2, 4096 + 4 * (r / 2)), row_of(r));
+    Instruction in = make(Opcode::DmaTranspose, Engine::POOL,
+                          {sbuf(0, P, 0, DType::BF16, {{1, E}}), hbm(0, 0, DType::BF16, 128, E, {{1, P}})});
+    in.ops[3] = sbuf(0, 2, 4096, DType::I32, {{1, E / 2}});
+    in.nops = 4;
+    in.dge = DgeMode::Swdge;
+    m.run(in);
+    int wrong = 0;
+    for (uint32_t p = 0; p < P; ++p)
+      for (int r = 0; r < E; ++r) wrong += get<uint16_t>(m.s(p, 2 * r)) != val(128 * row_of(r) + p);
+    CHECK(wrong == 0);
+  }
 }
 
 TEST_CASE("dma_transpose forms: the checks name what is wrong", "[isa]") {
