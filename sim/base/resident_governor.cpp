@@ -112,19 +112,26 @@ uint64_t release(bool with_private) {
   return before > now ? before - now : 0;
 }
 
-// The thread `watch` starts. Defined after the regions, so destroyed (and joined) before them.
+// The thread `watch` asks for, started with the first shared mapping (a run that maps none, e.g. one under
+// `ulimit -v`, makes no thread). Defined after the regions, so destroyed (and joined) before them.
 class Watcher {
  public:
   ~Watcher() { halt(); }
 
-  void run_every(std::chrono::milliseconds period) {
+  void request(std::chrono::milliseconds period) {
     std::lock_guard<std::mutex> lock(m_);
     period_ = period;
-    if (thread_.joinable()) return;
+    requested_ = true;
+  }
+
+  // Starts the thread if it was asked for and is not running.
+  void ensure_running() {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!requested_ || thread_.joinable()) return;
     try {
       thread_ = std::thread([this] { loop(); });
     } catch (const std::system_error&) {
-      // No thread to spare (ulimit -u): `govern`'s calls alone keep the budget.
+      requested_ = false;  // no thread to spare (ulimit -u): `govern`'s calls alone keep the budget
     }
   }
 
@@ -132,6 +139,7 @@ class Watcher {
     {
       std::lock_guard<std::mutex> lock(m_);
       stopping_ = true;
+      requested_ = false;  // so no registration starts it again meanwhile
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
@@ -153,10 +161,12 @@ class Watcher {
   std::condition_variable cv_;
   std::thread thread_;
   std::chrono::milliseconds period_{0};
+  bool requested_ = false;
   bool stopping_ = false;
 };
 
 Watcher g_watcher;
+std::atomic<uint64_t> g_shared{0};  // shared mappings registered
 
 }  // namespace
 
@@ -171,7 +181,8 @@ void stop() {
 }
 
 void watch(std::chrono::milliseconds period) {
-  g_watcher.run_every(period);
+  g_watcher.request(period);
+  if (g_shared.load() > 0) g_watcher.ensure_running();
 }
 
 std::optional<uint64_t> budget() {
@@ -181,13 +192,21 @@ std::optional<uint64_t> budget() {
 }
 
 Registration::Registration(void* addr, size_t len, bool shared) : id_(g_next_id.fetch_add(1)) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_regions.emplace(id_, Region{static_cast<uint8_t*>(addr), len, shared});
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_regions.emplace(id_, Region{static_cast<uint8_t*>(addr), len, shared});
+  }
+  if (shared) {
+    g_shared.fetch_add(1);
+    g_watcher.ensure_running();
+  }
 }
 
 Registration::~Registration() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_regions.erase(id_);
+  const auto it = g_regions.find(id_);
+  if (it->second.shared) g_shared.fetch_sub(1);
+  g_regions.erase(it);
 }
 
 uint64_t resident_file_bytes() {

@@ -27,11 +27,12 @@ namespace trnsim::resident {
 void start(std::optional<uint64_t> budget);
 // Also stops the watcher.
 void stop();
-// Starts a thread that, every `period` until `stop`, releases shared mappings (oldest first, to three
+// Asks for a thread that, every `period` until `stop`, releases shared mappings (oldest first, to three
 // quarters of the budget) when the resident file pages exceed the budget. That is safe while other threads
 // read or write them: MADV_DONTNEED on a shared mapping loses nothing (a dirty page stays in the page
 // cache), whereas a private mapping's page written between reading its pagemap flags and dropping it
-// would be lost, so private mappings wait for `govern`. A second call changes the period.
+// would be lost, so private mappings wait for `govern`. The thread starts with the first shared mapping
+// (at once if one exists); a second call changes the period.
 void watch(std::chrono::milliseconds period);
 // The budget in force (nullopt: stopped).
 std::optional<uint64_t> budget();
