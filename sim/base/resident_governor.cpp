@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "sim/base/available_memory.h"
@@ -84,6 +87,87 @@ std::optional<uint64_t> default_budget() {
   return std::nullopt;
 }
 
+// Releases mappings, oldest first, while the resident file pages exceed the budget: shared ones whole,
+// private ones (`with_private`) in their pages that are still the file's.
+uint64_t release(bool with_private) {
+  const uint64_t b = g_budget.load(std::memory_order_relaxed);
+  if (b == kOff) return 0;
+  const uint64_t before = resident_file_bytes();
+  if (before <= b) return 0;
+  const uint64_t target = b / 4 * 3;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const int pagemap = with_private ? ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
+  uint64_t now = before;
+  for (const auto& [id, r] : g_regions) {
+    if (r.shared)
+      ::madvise(r.addr, r.len, MADV_DONTNEED);
+    else if (pagemap >= 0)
+      release_private(r, pagemap);
+    else
+      continue;  // not asked to, or cannot tell written pages from the file's: keep them
+    now = resident_file_bytes();
+    if (now <= target) break;
+  }
+  if (pagemap >= 0) ::close(pagemap);
+  return before > now ? before - now : 0;
+}
+
+// The thread `watch` asks for, started with the first shared mapping (a run that maps none, e.g. one under
+// `ulimit -v`, makes no thread). Defined after the regions, so destroyed (and joined) before them.
+class Watcher {
+ public:
+  ~Watcher() { halt(); }
+
+  void request(std::chrono::milliseconds period) {
+    std::lock_guard<std::mutex> lock(m_);
+    period_ = period;
+    requested_ = true;
+  }
+
+  // Starts the thread if it was asked for and is not running.
+  void ensure_running() {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!requested_ || thread_.joinable()) return;
+    try {
+      thread_ = std::thread([this] { loop(); });
+    } catch (const std::system_error&) {
+      requested_ = false;  // no thread to spare (ulimit -u): `govern`'s calls alone keep the budget
+    }
+  }
+
+  void halt() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stopping_ = true;
+      requested_ = false;  // so no registration starts it again meanwhile
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    std::lock_guard<std::mutex> lock(m_);
+    stopping_ = false;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(m_);
+    while (!cv_.wait_for(lock, period_, [this] { return stopping_; })) {
+      lock.unlock();
+      release(false);
+      lock.lock();
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::thread thread_;
+  std::chrono::milliseconds period_{0};
+  bool requested_ = false;
+  bool stopping_ = false;
+};
+
+Watcher g_watcher;
+std::atomic<uint64_t> g_shared{0};  // shared mappings registered
+
 }  // namespace
 
 void start(std::optional<uint64_t> budget) {
@@ -92,7 +176,13 @@ void start(std::optional<uint64_t> budget) {
 }
 
 void stop() {
+  g_watcher.halt();
   g_budget.store(kOff);
+}
+
+void watch(std::chrono::milliseconds period) {
+  g_watcher.request(period);
+  if (g_shared.load() > 0) g_watcher.ensure_running();
 }
 
 std::optional<uint64_t> budget() {
@@ -102,13 +192,21 @@ std::optional<uint64_t> budget() {
 }
 
 Registration::Registration(void* addr, size_t len, bool shared) : id_(g_next_id.fetch_add(1)) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_regions.emplace(id_, Region{static_cast<uint8_t*>(addr), len, shared});
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_regions.emplace(id_, Region{static_cast<uint8_t*>(addr), len, shared});
+  }
+  if (shared) {
+    g_shared.fetch_add(1);
+    g_watcher.ensure_running();
+  }
 }
 
 Registration::~Registration() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_regions.erase(id_);
+  const auto it = g_regions.find(id_);
+  if (it->second.shared) g_shared.fetch_sub(1);
+  g_regions.erase(it);
 }
 
 uint64_t resident_file_bytes() {
@@ -131,26 +229,7 @@ uint64_t resident_file_bytes() {
 }
 
 uint64_t govern() {
-  const uint64_t b = g_budget.load(std::memory_order_relaxed);
-  if (b == kOff) return 0;
-  const uint64_t before = resident_file_bytes();
-  if (before <= b) return 0;
-  const uint64_t target = b / 4 * 3;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  const int pagemap = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-  uint64_t now = before;
-  for (const auto& [id, r] : g_regions) {
-    if (r.shared)
-      ::madvise(r.addr, r.len, MADV_DONTNEED);
-    else if (pagemap >= 0)
-      release_private(r, pagemap);
-    else
-      continue;  // cannot tell written pages from the file's: keep them
-    now = resident_file_bytes();
-    if (now <= target) break;
-  }
-  if (pagemap >= 0) ::close(pagemap);
-  return before > now ? before - now : 0;
+  return release(true);
 }
 
 }  // namespace trnsim::resident

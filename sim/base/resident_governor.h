@@ -9,9 +9,12 @@
 // Mappings are released oldest first (the order they were made), until the resident file pages are at most
 // three quarters of the budget. Nothing is released unless a program starts the governor (`trnsim run`
 // does; tests and Python do not), and only when `govern` is called: at points where no other thread writes
-// a private mapping (after each input is made, every 1000 completed instructions, before the references).
+// a private mapping (after each input is made, every 1000 completed instructions, before the references);
+// and, once `watch` is called, shared mappings also from a thread of the governor's own between those
+// points (a 15 GB input generated or scanned in one step no longer piles up in the resident set).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -22,7 +25,15 @@ namespace trnsim::resident {
 // TRNSIM_MAPPED_RSS_BYTES when set (InputError unless it is a plain decimal byte count), else half of
 // MemTotal (/proc/meminfo). nullopt stops it.
 void start(std::optional<uint64_t> budget);
+// Also stops the watcher.
 void stop();
+// Asks for a thread that, every `period` until `stop`, releases shared mappings (oldest first, to three
+// quarters of the budget) when the resident file pages exceed the budget. That is safe while other threads
+// read or write them: MADV_DONTNEED on a shared mapping loses nothing (a dirty page stays in the page
+// cache), whereas a private mapping's page written between reading its pagemap flags and dropping it
+// would be lost, so private mappings wait for `govern`. The thread starts with the first shared mapping
+// (at once if one exists); a second call changes the period.
+void watch(std::chrono::milliseconds period);
 // The budget in force (nullopt: stopped).
 std::optional<uint64_t> budget();
 

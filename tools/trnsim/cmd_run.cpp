@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 
@@ -73,8 +74,11 @@ void add_run_command(CLI::App& app) {
     // Large .npy inputs are read through mappings and large tensors live in scratch files in the output
     // folder once it exists (sim/base/host_bytes.h): memory the OS can page.
     set_pageable(true);
-    // Their pages leave the process's resident set once it holds more of them than its budget.
+    // Their pages leave the process's resident set once it holds more of them than its budget: at the
+    // run's safe points, and shared ones also within a step that touches GBs (a weight generated or
+    // scanned whole), checked every 50 ms.
     resident::start(std::nullopt);
+    resident::watch(std::chrono::milliseconds(50));
     on_file(opts->config, [&] {
       if (workload::is_pipeline_file(opts->config) ||
           (workload::is_workload_file(opts->config) &&

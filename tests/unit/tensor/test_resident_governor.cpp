@@ -5,11 +5,13 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "sim/base/available_memory.h"
 #include "sim/base/host_bytes.h"
@@ -113,6 +115,42 @@ TEST_CASE("resident governor: a private copy's written pages keep their bytes") 
   }
   CHECK(wrong_copy == 0);
   CHECK(wrong_file == 0);
+}
+
+TEST_CASE("resident governor: the watcher releases shared mappings between govern calls, not private ones") {
+  Scratch s;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  HostBytes a(48 * kMiB);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = pattern(i);
+  HostBytes cow = a.cow_copy();
+  size_t sum = 0;
+  for (size_t i = 0; i < cow.size(); i += page) sum += cow[i];  // read only: the file's pages, resident
+  CHECK(sum > 0);
+  const uint64_t before = mapped_rss();
+  REQUIRE(before >= 96 * kMiB);
+
+  resident::start(0);
+  resident::watch(std::chrono::milliseconds(5));
+  HostBytes b(16 * kMiB);
+  for (int pass = 0; pass < 8; ++pass)  // written while the watcher drops its pages
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(pattern(i) + pass);
+  uint64_t now = mapped_rss();
+  for (int waited = 0; waited < 400 && now + 44 * kMiB > before; ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    now = mapped_rss();
+  }
+  CHECK(now + 44 * kMiB <= before);  // a's 48 MiB went, with no call to govern
+  resident::stop();
+  const uint64_t kept = mapped_rss();
+  resident::start(0);
+  resident::govern();  // cow's unwritten pages: only govern releases a private mapping's
+  CHECK(mapped_rss() + 44 * kMiB <= kept);
+  resident::stop();
+
+  size_t wrong = 0;
+  for (size_t i = 0; i < a.size(); ++i) wrong += (a[i] != pattern(i)) + (cow[i] != pattern(i));
+  for (size_t i = 0; i < b.size(); ++i) wrong += b[i] != static_cast<uint8_t>(pattern(i) + 7);
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("resident governor: TRNSIM_MAPPED_RSS_BYTES sets the budget, else half of MemTotal") {
