@@ -53,6 +53,31 @@ fs::path write_npy(const fs::path& dir) {
   return p;
 }
 
+// `a`: a scratch buffer of 10000 bytes of 0xAB. Its fill, a zero-filled scratch buffer beside it, and
+// copies: a copy-on-write one that shares a's bytes but not its writes, and a deep one of its own.
+void check_scratch_copies(HostBytes& a) {
+  CHECK(a[0] == 0xAB);
+  CHECK(a[9999] == 0xAB);
+  HostBytes z(8192);  // zeros: the file's own
+  CHECK(z.scratch());
+  CHECK(z == std::vector<uint8_t>(8192, 0));
+  CHECK_FALSE(HostBytes(4095, 1).file_backed());  // small: heap
+
+  a[17] = 3;
+  HostBytes cow = a.cow_copy();
+  HostBytes deep = a;
+  CHECK(cow.file_backed());
+  CHECK(deep.scratch());
+  CHECK(cow == a);
+  CHECK(deep == a);
+  cow[17] = 4;  // private: a's byte stays
+  deep[18] = 5;
+  CHECK(a[17] == 3);
+  CHECK(a[18] == 0xAB);
+  CHECK(cow[18] == 0xAB);
+  CHECK(cow[0] == 0xAB);
+}
+
 }  // namespace
 
 TEST_CASE("host bytes: nothing is mapped unless turned on") {
@@ -110,25 +135,7 @@ TEST_CASE("host bytes: scratch buffers are nameless files, copies are separate")
   HostBytes a(10000, 0xAB);
   REQUIRE(a.scratch());
   CHECK(s.names() == 0);  // O_TMPFILE (or unlinked at once): no name in the folder
-  CHECK(a[0] == 0xAB);
-  CHECK(a[9999] == 0xAB);
-  HostBytes z(8192);  // zeros: the reserved file's own
-  CHECK(z.scratch());
-  CHECK(z == std::vector<uint8_t>(8192, 0));
-  CHECK_FALSE(HostBytes(4095, 1).file_backed());  // small: heap
-
-  a[17] = 3;
-  HostBytes cow = a.cow_copy();
-  HostBytes deep = a;
-  CHECK(cow.file_backed());
-  CHECK(deep.scratch());
-  CHECK(cow == a);
-  CHECK(deep == a);
-  cow[17] = 4;  // private: a's byte stays
-  deep[18] = 5;
-  CHECK(a[17] == 3);
-  CHECK(a[18] == 0xAB);
-  CHECK(cow[18] == 0xAB);
+  check_scratch_copies(a);
 
   // resize keeps the prefix and zero-fills; moves leave the source empty.
   a.resize(12000);
@@ -153,24 +160,7 @@ TEST_CASE("host bytes: in memory, scratch buffers are nameless memory files, cop
   std::ifstream maps("/proc/self/maps");
   const std::string text{std::istreambuf_iterator<char>(maps), std::istreambuf_iterator<char>()};
   CHECK(text.find("/memfd:trnsim-scratch") != std::string::npos);
-  CHECK(a[0] == 0xAB);
-  CHECK(a[9999] == 0xAB);
-  HostBytes z(8192);
-  CHECK(z.scratch());
-  CHECK(z == std::vector<uint8_t>(8192, 0));
-  CHECK_FALSE(HostBytes(4095, 1).file_backed());  // small: heap
-
-  a[17] = 3;
-  HostBytes cow = a.cow_copy();
-  HostBytes deep = a;
-  CHECK(cow.file_backed());
-  CHECK(deep.scratch());
-  cow[17] = 4;  // private: a's byte stays
-  deep[18] = 5;
-  CHECK(a[17] == 3);
-  CHECK(a[18] == 0xAB);
-  CHECK(cow[18] == 0xAB);
-  CHECK(cow[0] == 0xAB);
+  check_scratch_copies(a);
 
   // Off again: scratch files in the folder.
   set_scratch_in_memory(false);
