@@ -37,6 +37,20 @@ TRNSIM_SCRATCH_IN_MEMORY_BYTES=12abc "$TRNSIM" run "$MM" --out "$T/bad" >"$T/bad
 rc=$?
 check "TRNSIM_SCRATCH_IN_MEMORY_BYTES not a number: exit 1, named, no folder left (exit $rc: $(cat "$T/bad.log"))" \
   '[[ $rc == 1 && $(cat "$T/bad.log") == "trnsim: error: environment variable TRNSIM_SCRATCH_IN_MEMORY_BYTES: '"'"'12abc'"'"' is not a byte count (digits only, at most 19)" && ! -e $T/bad ]]'
+# A program JSON reads no memory figure, and refuses the malformed variable all the same.
+TRNSIM_SCRATCH_IN_MEMORY_BYTES=12abc "$TRNSIM" run "$SRC/tests/fuzz/corpus/program/dma_matmul.json" --out "$T/badp" \
+  >"$T/badp.log" 2>&1
+rc=$?
+check "a program JSON with TRNSIM_SCRATCH_IN_MEMORY_BYTES not a number: exit 1, named (exit $rc: $(cat "$T/badp.log"))" \
+  '[[ $rc == 1 && $(cat "$T/badp.log") == *"TRNSIM_SCRATCH_IN_MEMORY_BYTES: '"'"'12abc'"'"' is not a byte count"* && ! -e $T/badp ]]'
+# Memory files never take more than the machine has, whatever the variable says: with 265 MB available (the
+# run's anonymous part, 241 MiB = 252.7 MB as in step 3, fits; with its 32 MiB of scratch files, 286.3 MB, it
+# does not) they are scratch files.
+TRNSIM_SCRATCH_MIN_BYTES=4096 TRNSIM_SCRATCH_IN_MEMORY_BYTES=9999999999999999999 TRNSIM_HOST_MEMORY_BYTES=265000000 \
+  "$TRNSIM" run "$MM" --out "$T/over" --verbose >"$T/over.log" 2>&1
+rc=$?
+check "TRNSIM_SCRATCH_IN_MEMORY_BYTES above the available memory: scratch files (exit $rc: $(grep -E "large tensors|error" "$T/over.log"))" \
+  '[[ $rc == 0 ]] && grep -q "large tensors in scratch files in the output folder" "$T/over.log"'
 
 # 2. .npy inputs mapped from their files (BF16 as raw uint16 bits: the tensor is the file's pages).
 cp "$T/heap/inputs/x.npy" "$T/heap/inputs/w.npy" "$T/"

@@ -13,6 +13,7 @@
 #include "kernels/workload/chain.h"
 #include "kernels/workload/workload.h"
 #include "kernels/workload/workload_run.h"
+#include "sim/base/env_bytes.h"
 #include "sim/base/error.h"
 #include "sim/base/resident_governor.h"
 #include "sim/config/hw_names.h"
@@ -79,6 +80,8 @@ void add_run_command(CLI::App& app) {
     // scanned whole), checked every 50 ms.
     resident::start(std::nullopt);
     resident::watch(std::chrono::milliseconds(50));
+    // Read by workloads and chains only (run_workload.cpp), refused when malformed for every input alike.
+    (void)env_byte_count("TRNSIM_SCRATCH_IN_MEMORY_BYTES");
     on_file(opts->config, [&] {
       if (workload::is_pipeline_file(opts->config) ||
           (workload::is_workload_file(opts->config) &&

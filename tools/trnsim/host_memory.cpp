@@ -67,9 +67,18 @@ double thread_stack_bytes(bool numerics) {
 
 bool scratch_in_memory(const HostMemoryNeed& need, bool numerics) {
   std::optional<uint64_t> room = env_byte_count("TRNSIM_SCRATCH_IN_MEMORY_BYTES");
-  if (!room)
-    if (const std::optional<uint64_t> have = available_host_bytes()) room = *have / 2;
-  return room && need.anonymous + thread_stack_bytes(numerics) + need.scratch <= static_cast<double>(*room);
+  const std::optional<uint64_t> have = available_host_bytes();
+  if (!room && have) room = *have / 2;
+  const double total = need.anonymous + thread_stack_bytes(numerics) + need.scratch;
+  // Memory files cannot be paged out (no swap is assumed): never more than the machine has, whatever the
+  // variable says.
+  return room && *room > 0 && total <= static_cast<double>(*room) &&
+         (!have || total <= static_cast<double>(*have));
+}
+
+HostMemoryNeed placed(HostMemoryNeed need, bool in_memory) {
+  if (in_memory) need.anonymous += need.scratch, need.scratch = 0;
+  return need;
 }
 
 void check_host_memory_need(const HostMemoryNeed& need, const std::string& file, bool numerics,

@@ -54,9 +54,14 @@ double thread_stack_bytes(bool numerics);
 // (sim/base/host_bytes.h, set_scratch_in_memory): when its anonymous memory (with thread_stack_bytes) and
 // its scratch together are at most half of available_host_bytes() (nothing else can page them out: half
 // leaves room for an estimate that is a lower bound and for other processes), or at most
-// TRNSIM_SCRATCH_IN_MEMORY_BYTES when that is set (0: always scratch files). InputError unless that
-// variable is a plain decimal byte count.
+// TRNSIM_SCRATCH_IN_MEMORY_BYTES when that is set (0: always scratch files), and never more than
+// available_host_bytes() (memory files cannot be paged out). InputError unless that variable is a plain
+// decimal byte count.
 bool scratch_in_memory(const HostMemoryNeed& need, bool numerics);
+
+// `need` as its memory lies once scratch_in_memory has chosen: with `in_memory`, the scratch bytes are RAM
+// (counted with the anonymous part) and take no room on the output's filesystem.
+HostMemoryNeed placed(HostMemoryNeed need, bool in_memory);
 
 // InputError "<file>: this run needs at least ... of host memory ..." naming the figures when `need` does
 // not fit: the anonymous part (with thread_stack_bytes) in available_host_bytes(), the scratch and written

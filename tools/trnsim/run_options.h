@@ -42,9 +42,8 @@ int run_chain_file(const RunCliOptions& o);
 HostMemoryNeed host_memory_need(const workload::PreparedWorkload& p, bool dump_inputs,
                                 const std::string& trace, const std::string& report = "");
 // InputError when this machine cannot hold what the run of `p` into `out_dir` needs (host_memory.h); else
-// that need.
-HostMemoryNeed check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs,
-                                 const std::string& out_dir, const std::string& trace,
-                                 const std::string& report = "");
+// whether its large tensors are to be memory files (scratch_in_memory: then counted as RAM, not disk).
+bool check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, const std::string& out_dir,
+                       const std::string& trace, const std::string& report = "");
 
 }  // namespace trnsim::cli

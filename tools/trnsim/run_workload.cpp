@@ -117,10 +117,10 @@ HostMemoryNeed host_memory_need(const workload::PreparedWorkload& p, bool dump_i
 }
 
 // Refused now, with the figures, when this machine cannot hold the rest, the scratch files and the files
-// written do not fit on that filesystem, or an address-space limit cannot hold both.
-HostMemoryNeed check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs,
-                                 const std::string& out_dir, const std::string& trace,
-                                 const std::string& report) {
+// written do not fit on that filesystem, or an address-space limit cannot hold both. Returns whether the
+// large tensors are memory files (scratch_in_memory), which the check counts as RAM, not disk.
+bool check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, const std::string& out_dir,
+                       const std::string& trace, const std::string& report) {
   const HostMemoryNeed need = host_memory_need(p, dump_inputs, trace, report);
   // The figures, to compare with a run's measured peak: the need comes on top of what the process holds now
   // (the built program), which the available memory already excludes.
@@ -136,8 +136,10 @@ HostMemoryNeed check_host_memory(const workload::PreparedWorkload& p, bool dump_
       p.w.name, static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / kMiB,
       (need.anonymous + thread_stack_bytes(p.w.numerics)) / kMiB,
       p.w.numerics ? workload::reference_host_bytes(p) / kMiB : 0.0, (need.scratch + need.mapped) / kMiB));
-  check_host_memory_need(need, p.w.file, p.w.numerics, dump_inputs, out_dir, trace, report);
-  return need;
+  const bool in_memory = scratch_in_memory(need, p.w.numerics);
+  check_host_memory_need(placed(need, in_memory), p.w.file, p.w.numerics, dump_inputs, out_dir, trace,
+                         report);
+  return in_memory;
 }
 
 void check_out_not_in_a_set(const RunCliOptions& o, const std::string& out_dir) {
@@ -210,12 +212,11 @@ int run_workload_file(const RunCliOptions& o) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", p.w.file, e.what()));
   }
-  const HostMemoryNeed need = check_host_memory(p, o.dump_inputs, out_dir, o.trace, o.report);
+  const bool in_memory = check_host_memory(p, o.dump_inputs, out_dir, o.trace, o.report);
   if (o.dump_inputs) out.add_subfolder("inputs");
   // Large tensors from here on: scratch files on the output's filesystem, made through the folder's handle,
   // or memory files when the run fits in RAM with room.
   set_scratch_dir(out.fd());
-  const bool in_memory = scratch_in_memory(need, p.w.numerics);
   set_scratch_in_memory(in_memory);
   log::debug(fmt::format("{}: large tensors in {}", p.w.name,
                          in_memory ? "memory files" : "scratch files in the output folder"));
