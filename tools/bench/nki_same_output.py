@@ -108,7 +108,13 @@ def digest(build, workload, out, args=(), trace=True):
         return {"exit": "%d: %s" % (r.returncode, r.stderr.strip()[-300:])}
     d = {}
     if trace:
-        d["trace.json"] = sha(trace_file)
+        # A chain writes one trace per stage, trace.<stage>.json beside trace.json's path (trnsim's stage_trace).
+        traces = sorted(f for f in os.listdir(out) if f == "trace.json" or
+                        (f.startswith("trace.") and f.endswith(".json")))
+        if not traces:
+            return {"exit": "0 but no trace.json (or trace.<stage>.json of a chain) in %s" % out}
+        for f in traces:
+            d[f] = sha(os.path.join(out, f))
     # stats.json and the .npy outputs, in the run folder and below it (a chain writes one folder per step).
     for folder, _, files in sorted(os.walk(out)):
         for f in sorted(files):
