@@ -153,4 +153,12 @@ void check_host_memory_need(const HostMemoryNeed& need, const std::string& file,
         size_text(anonymous), size_text(static_cast<double>(*disk)), instead));
 }
 
+bool place_and_check_host_memory(const HostMemoryNeed& need, const std::string& file, bool numerics,
+                                 bool dump_inputs, const std::string& out_dir, const std::string& trace,
+                                 const std::string& report) {
+  const bool in_memory = scratch_in_memory(need, numerics);
+  check_host_memory_need(placed(need, in_memory), file, numerics, dump_inputs, out_dir, trace, report);
+  return in_memory;
+}
+
 }  // namespace trnsim::cli

@@ -75,4 +75,11 @@ void check_host_memory_need(const HostMemoryNeed& need, const std::string& file,
                             bool dump_inputs, const std::string& out_dir, const std::string& trace = "",
                             const std::string& report = "");
 
+// The decision and the check in their order, as `trnsim run` and a chain both make them: scratch_in_memory
+// chooses where the scratch goes, check_host_memory_need checks `need` placed there (same arguments, same
+// InputErrors). Returns whether the large tensors are to be memory files (for set_scratch_in_memory).
+bool place_and_check_host_memory(const HostMemoryNeed& need, const std::string& file, bool numerics,
+                                 bool dump_inputs, const std::string& out_dir, const std::string& trace = "",
+                                 const std::string& report = "");
+
 }  // namespace trnsim::cli

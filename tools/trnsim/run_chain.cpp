@@ -132,9 +132,8 @@ int run_chain_file(const RunCliOptions& o) {
     numerics = numerics || s.run->numerics();
   }
   need.written += 64 * 1024.0 + 4096.0 * static_cast<double>(chain.stages.size());
-  const bool in_memory = scratch_in_memory(need, numerics);
-  check_host_memory_need(placed(need, in_memory), chain.file, numerics, o.dump_inputs, out_dir,
-                         stage_trace(o.trace, "<stage>"));
+  const bool in_memory = place_and_check_host_memory(need, chain.file, numerics, o.dump_inputs, out_dir,
+                                                     stage_trace(o.trace, "<stage>"));
   // Large tensors from here on: scratch files on the output's filesystem, made through the folder's handle,
   // or memory files when the chain fits in RAM with room.
   set_scratch_dir(out.fd());

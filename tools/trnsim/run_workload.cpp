@@ -136,10 +136,7 @@ bool check_host_memory(const workload::PreparedWorkload& p, bool dump_inputs, co
       p.w.name, static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / kMiB,
       (need.anonymous + thread_stack_bytes(p.w.numerics)) / kMiB,
       p.w.numerics ? workload::reference_host_bytes(p) / kMiB : 0.0, (need.scratch + need.mapped) / kMiB));
-  const bool in_memory = scratch_in_memory(need, p.w.numerics);
-  check_host_memory_need(placed(need, in_memory), p.w.file, p.w.numerics, dump_inputs, out_dir, trace,
-                         report);
-  return in_memory;
+  return place_and_check_host_memory(need, p.w.file, p.w.numerics, dump_inputs, out_dir, trace, report);
 }
 
 void check_out_not_in_a_set(const RunCliOptions& o, const std::string& out_dir) {
