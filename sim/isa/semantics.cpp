@@ -1279,6 +1279,24 @@ void Exec::tensor_reduce() {
   }
 }
 
+// Whether elements of n bytes at byte offsets off[j] (j < off.size()) are, block by block of 16 bytes, one
+// fixed permutation of each block's elements: off[j] = 16 (j / P) + off[j % P] for P = 16 / n, the first
+// block's offsets a permutation of 0, n, .., 16 - n. Then index gives shuffle16_blocks' byte indices.
+bool block_permutation(const std::vector<int64_t>& off, size_t n, uint8_t index[16]) {
+  const size_t per = 16 / n;
+  if (!num::has_shuffle16() || off.empty() || off.size() % per != 0) return false;
+  uint32_t seen = 0;
+  for (size_t i = 0; i < per; ++i) {
+    const int64_t o = off[i];
+    if (o < 0 || o >= 16 || o % static_cast<int64_t>(n) != 0 || (seen >> o & 1u) != 0) return false;
+    seen |= 1u << o;
+    for (size_t b = 0; b < n; ++b) index[i * n + b] = static_cast<uint8_t>(o + static_cast<int64_t>(b));
+  }
+  for (size_t j = per; j < off.size(); ++j)
+    if (off[j] != off[j - per] + 16) return false;
+  return true;
+}
+
 void Exec::tensor_copy() {
   OperandView dst = view(0);
   OperandView src = view(1);
@@ -1316,6 +1334,14 @@ void Exec::tensor_copy() {
       std::vector<int64_t> doff(cols), soff(cols);
       for (uint64_t j = 0; j < cols; ++j)
         doff[j] = dst.col_offset(j) - dst.col_offset(0), soff[j] = src.col_offset(j) - src.col_offset(0);
+      // Consecutive dst elements whose source is the same permutation of each 16-byte block's elements (a
+      // PSUM tile copied out with its inner dims swapped): one byte shuffle per block, the same bytes.
+      uint8_t index[16];
+      if (dst.contiguous_rows() && block_permutation(soff, n, index)) {
+        for (uint32_t i = 0; i < dst.rows(); ++i)
+          num::shuffle16_blocks(src.at(i, 0), dst.at(i, 0), cols * n / 16, index);
+        return;
+      }
       for (uint32_t i = 0; i < dst.rows() && cols > 0; ++i) {
         uint8_t* d = dst.at(i, 0);
         const uint8_t* s = src.at(i, 0);
