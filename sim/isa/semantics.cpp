@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -603,6 +604,15 @@ void Exec::transpose(int src_slot) {
       // the same.
       const bool src_rows = src.contiguous_rows(), dst_rows = dst.contiguous_rows();
       const bool vector16 = num::has_transpose32_u16();
+      // dst rows made of runs of `run` consecutive elements from a multiple of `run` (a transpose into
+      // every other pair of a PSUM row): written a run at a time.
+      uint64_t run = 1;
+      while (run < kTile && [&] {
+        for (uint64_t i = 0; i < rows; ++i)
+          if ((i & (2 * run - 1)) != 0 && dc[i] != dc[i - 1] + static_cast<int64_t>(n)) return false;
+        return true;
+      }())
+        run *= 2;
       num::host_for(parts, [&](int t) {
         const uint64_t pa = row_tiles * t / parts * kTile;
         const uint64_t pb = std::min<uint64_t>(rows, row_tiles * (t + 1) / parts * kTile);
@@ -654,7 +664,18 @@ void Exec::transpose(int src_slot) {
                 std::memcpy(drow + dcp[0], out[j], ph * n);
                 continue;
               }
-              for (uint64_t i = 0; i < ph; ++i) std::memcpy(drow + dcp[i], &out[j][i], n);
+              const auto runs = [&](auto unit) {
+                constexpr size_t u = sizeof(unit);
+                for (uint64_t i = 0; i < ph; i += u / n) std::memcpy(drow + dcp[i], &out[j][i], u);
+              };
+              if (run * n >= 16 && ph % (16 / n) == 0)
+                runs(std::array<uint8_t, 16>{});
+              else if (run * n >= 8 && ph % (8 / n) == 0)
+                runs(uint64_t{});
+              else if (run * n >= 4 && ph % (4 / n) == 0)
+                runs(uint32_t{});
+              else
+                for (uint64_t i = 0; i < ph; ++i) std::memcpy(drow + dcp[i], &out[j][i], n);
             }
           }
       });
