@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -603,6 +604,15 @@ void Exec::transpose(int src_slot) {
       // the same.
       const bool src_rows = src.contiguous_rows(), dst_rows = dst.contiguous_rows();
       const bool vector16 = num::has_transpose32_u16();
+      // dst rows made of runs of `run` consecutive elements from a multiple of `run` (a transpose into
+      // every other pair of a PSUM row): written a run at a time.
+      uint64_t run = 1;
+      while (run < kTile && [&] {
+        for (uint64_t i = 0; i < rows; ++i)
+          if ((i & (2 * run - 1)) != 0 && dc[i] != dc[i - 1] + static_cast<int64_t>(n)) return false;
+        return true;
+      }())
+        run *= 2;
       num::host_for(parts, [&](int t) {
         const uint64_t pa = row_tiles * t / parts * kTile;
         const uint64_t pb = std::min<uint64_t>(rows, row_tiles * (t + 1) / parts * kTile);
@@ -654,7 +664,18 @@ void Exec::transpose(int src_slot) {
                 std::memcpy(drow + dcp[0], out[j], ph * n);
                 continue;
               }
-              for (uint64_t i = 0; i < ph; ++i) std::memcpy(drow + dcp[i], &out[j][i], n);
+              const auto runs = [&](auto unit) {
+                constexpr size_t u = sizeof(unit);
+                for (uint64_t i = 0; i < ph; i += u / n) std::memcpy(drow + dcp[i], &out[j][i], u);
+              };
+              if (run * n >= 16 && ph % (16 / n) == 0)
+                runs(std::array<uint8_t, 16>{});
+              else if (run * n >= 8 && ph % (8 / n) == 0)
+                runs(uint64_t{});
+              else if (run * n >= 4 && ph % (4 / n) == 0)
+                runs(uint32_t{});
+              else
+                for (uint64_t i = 0; i < ph; ++i) std::memcpy(drow + dcp[i], &out[j][i], n);
             }
           }
       });
@@ -1279,6 +1300,24 @@ void Exec::tensor_reduce() {
   }
 }
 
+// Whether elements of n bytes at byte offsets off[j] (j < off.size()) are, block by block of 16 bytes, one
+// fixed permutation of each block's elements: off[j] = 16 (j / P) + off[j % P] for P = 16 / n, the first
+// block's offsets a permutation of 0, n, .., 16 - n. Then index gives shuffle16_blocks' byte indices.
+bool block_permutation(const std::vector<int64_t>& off, size_t n, uint8_t index[16]) {
+  const size_t per = 16 / n;
+  if (!num::has_shuffle16() || off.empty() || off.size() % per != 0) return false;
+  uint32_t seen = 0;
+  for (size_t i = 0; i < per; ++i) {
+    const int64_t o = off[i];
+    if (o < 0 || o >= 16 || o % static_cast<int64_t>(n) != 0 || (seen >> o & 1u) != 0) return false;
+    seen |= 1u << o;
+    for (size_t b = 0; b < n; ++b) index[i * n + b] = static_cast<uint8_t>(o + static_cast<int64_t>(b));
+  }
+  for (size_t j = per; j < off.size(); ++j)
+    if (off[j] != off[j - per] + 16) return false;
+  return true;
+}
+
 void Exec::tensor_copy() {
   OperandView dst = view(0);
   OperandView src = view(1);
@@ -1316,6 +1355,14 @@ void Exec::tensor_copy() {
       std::vector<int64_t> doff(cols), soff(cols);
       for (uint64_t j = 0; j < cols; ++j)
         doff[j] = dst.col_offset(j) - dst.col_offset(0), soff[j] = src.col_offset(j) - src.col_offset(0);
+      // Consecutive dst elements whose source is the same permutation of each 16-byte block's elements (a
+      // PSUM tile copied out with its inner dims swapped): one byte shuffle per block, the same bytes.
+      uint8_t index[16];
+      if (dst.contiguous_rows() && block_permutation(soff, n, index)) {
+        for (uint32_t i = 0; i < dst.rows(); ++i)
+          num::shuffle16_blocks(src.at(i, 0), dst.at(i, 0), cols * n / 16, index);
+        return;
+      }
       for (uint32_t i = 0; i < dst.rows() && cols > 0; ++i) {
         uint8_t* d = dst.at(i, 0);
         const uint8_t* s = src.at(i, 0);

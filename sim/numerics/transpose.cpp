@@ -45,4 +45,21 @@ bool has_transpose32_u16() {
   for (int j = 0; j < 32; ++j) _mm512_storeu_si512(dst[j], r[j]);
 }
 
+bool has_shuffle16() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("ssse3") != 0;
+  }();
+  return yes;
+}
+
+[[gnu::target("ssse3")]] void shuffle16_blocks(const uint8_t* src, uint8_t* dst, uint64_t blocks,
+                                               const uint8_t index[16]) {
+  const __m128i m = _mm_loadu_si128(reinterpret_cast<const __m128i*>(index));
+  for (uint64_t b = 0; b < blocks; ++b) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16 * b));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * b), _mm_shuffle_epi8(v, m));
+  }
+}
+
 }  // namespace trnsim::num

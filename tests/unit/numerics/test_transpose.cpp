@@ -37,3 +37,24 @@ TEST_CASE("transpose32_u16 moves element (i, j) to (j, i)", "[numerics][transpos
   }
   CHECK(outside == 0);
 }
+
+TEST_CASE("shuffle16_blocks permutes each 16-byte block's bytes by one index", "[numerics][transpose]") {
+  if (!has_shuffle16()) {
+    WARN("host without SSSE3: nothing to test");
+    return;
+  }
+  // The BF16 [4][2] -> [2][4] swap of a permuted PSUM tile's copy, unaligned source and destination.
+  uint8_t index[16];
+  for (int e = 0; e < 8; ++e)
+    for (int b = 0; b < 2; ++b) index[2 * e + b] = static_cast<uint8_t>(2 * ((e % 4) * 2 + e / 4) + b);
+  constexpr int kBlocks = 5;
+  std::vector<uint8_t> src(16 * kBlocks + 3), dst(16 * kBlocks + 2, 0xEE);
+  for (size_t k = 0; k < src.size(); ++k) src[k] = static_cast<uint8_t>(k * 7 + 1);
+  shuffle16_blocks(src.data() + 3, dst.data() + 1, kBlocks, index);
+  int wrong = 0;
+  for (int blk = 0; blk < kBlocks; ++blk)
+    for (int i = 0; i < 16; ++i) wrong += dst[1 + 16 * blk + i] != src[3 + 16 * blk + index[i]];
+  CHECK(wrong == 0);
+  CHECK(dst.front() == 0xEE);
+  CHECK(dst.back() == 0xEE);
+}
