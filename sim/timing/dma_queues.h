@@ -107,6 +107,10 @@ class DmaQueues {
     std::array<Picoseconds, 64> last_land{};
     Picoseconds all_land;
     Picoseconds max_land;  // the latest landing on any engine
+    // The earliest time advance() has work here (a transfer no transfer ahead holds back becomes ready, a
+    // moved transfer lands), as of the queue's last visit or enqueue; 0 when a flow of it finished. advance()
+    // skips a queue whose `next` is later than now: nothing there would change.
+    Picoseconds next;
   };
 
   // Marks queue qi of `core` as holding transfers (or not) in nonempty_.
@@ -129,8 +133,9 @@ class DmaQueues {
   std::vector<Moving> moving_;  // the queues' transfers moving data, by flow id: a finished flow's queue
   std::vector<Finished> finished_;
   size_t in_flight_ = 0;
-  Picoseconds next_ready_;  // earliest ready time of a queue's next transfer not moving yet; kNever if none
-  Picoseconds next_land_;   // earliest landing of a queue's front transfer that moved; kNever if none
+  // Earliest of the queues' `next`: a queue's next transfer not moving yet becomes ready, a transfer that
+  // moved lands; kNever if none.
+  Picoseconds next_;
 };
 
 }  // namespace trnsim::timing
