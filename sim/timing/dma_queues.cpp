@@ -20,8 +20,7 @@ DmaQueues::DmaQueues(const config::HwConfig& hw, Picoseconds limit)
               hw.hbm.bandwidth_GBps / 1000.0}) {
   for (auto& q : queues_) q.resize(hw.dma.queues_per_core);
   for (auto& n : nonempty_) n.assign((hw.dma.queues_per_core + 63) / 64, 0);
-  next_ready_ = kNever;
-  next_land_ = kNever;
+  next_ = kNever;
 }
 
 void DmaQueues::set_hbm_bandwidth(double GBps) {
@@ -47,13 +46,19 @@ Picoseconds DmaQueues::enqueue(const DmaTransfer& t, Picoseconds now) {
                t.hbm_bytes_written, t.cost.efficiency, t.cost.queue_rate_cap_GBps, t.cost.latency, ready,
                Picoseconds(), Picoseconds(), Picoseconds(), 0, false, false});
   ++in_flight_;
-  if (q.size() == 1) mark(t.core, t.queue, true);
+  if (q.size() == 1) {
+    mark(t.core, t.queue, true);
+    hq.next = kNever;
+  }
   // It may move at `ready` unless a transfer ahead holds one of its engines (advance() looks again when that
   // one moves on).
   bool free = true;
   for (size_t i = 0; i + 1 < q.size() && free; ++i)
     free = q[i].moved || (q[i].engines & t.cost.queue_engines) == 0;
-  if (free && ready < next_ready_) next_ready_ = ready;
+  if (free) {
+    hq.next = std::min(hq.next, ready);
+    next_ = std::min(next_, ready);
+  }
   return ready;
 }
 
@@ -112,10 +117,10 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
     moved(q, *x, now);
     land(q, now);
     if (q.q.empty()) mark(m->core, m->queue, false);
+    q.next = Picoseconds();  // transfers behind it may start now
     moving_.erase(m);
   }
-  next_ready_ = kNever;
-  next_land_ = kNever;
+  next_ = kNever;
   for (int core = 0; core < 2; ++core) {
     const auto& words = nonempty_[core];
     for (size_t w = 0; w < words.size(); ++w) {
@@ -123,11 +128,16 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
       for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
         const size_t qi = w * 64 + static_cast<size_t>(std::countr_zero(bits));
         Queue& hq = queues_[core][qi];
+        if (hq.next > now) {  // nothing lands or may start here yet
+          next_ = std::min(next_, hq.next);
+          continue;
+        }
         auto& q = hq.q;
         land(hq, now);
         // Start every ready transfer no transfer ahead of it holds back (one that shares an engine and has
         // not moved on), in queue order; note the next readiness and landing.
         uint64_t held = 0;
+        Picoseconds next = kNever;
         bool landed = false;  // a zero-byte transfer moved past the queue (and may land now)
         for (size_t i = 0; i < q.size() && held != ~uint64_t{0}; ++i) {
           Queued& x = q[i];
@@ -146,15 +156,17 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
             }
           }
           if (x.moved) {
-            if (x.land > now && x.land < next_land_) next_land_ = x.land;
+            if (x.land > now && x.land < next) next = x.land;
             continue;
           }
-          if (x.flow == 0 && (x.engines & held) == 0 && x.ready < next_ready_) next_ready_ = x.ready;
+          if (x.flow == 0 && (x.engines & held) == 0 && x.ready < next) next = x.ready;
           held |= x.engines;
         }
         // Starting a transfer moves nothing past the queue: only a zero-byte one can land now.
         if (landed) land(hq, now);
         if (q.empty()) mark(core, qi, false);
+        hq.next = next;
+        next_ = std::min(next_, next);
       }
     }
   }
@@ -162,7 +174,7 @@ const std::vector<DmaQueues::Finished>& DmaQueues::advance(Picoseconds now) {
 }
 
 std::optional<Picoseconds> DmaQueues::next_event(Picoseconds now) const {
-  uint64_t next = std::min(next_ready_.count(), next_land_.count());
+  uint64_t next = next_.count();
   const double f = share_.next_finish();
   if (f >= 0) {
     if (!(f < static_cast<double>(limit_.count()))) {

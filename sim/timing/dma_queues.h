@@ -26,8 +26,8 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <vector>
 
@@ -98,15 +98,54 @@ class DmaQueues {
     bool moved = false;  // done holding the queue; lands at `land`
     bool queued_behind = false;
   };
+  // A queue's transfers in order: a vector whose erased front is skipped, and dropped once it is half of
+  // it, so that queueing and finishing a transfer allocate nothing once the queue has grown (a std::deque
+  // allocated a block per few transfers) and indexing is one add.
+  class Fifo {
+   public:
+    Queued* begin() { return v_.data() + head_; }
+    Queued* end() { return v_.data() + v_.size(); }
+    const Queued* begin() const { return v_.data() + head_; }
+    const Queued* end() const { return v_.data() + v_.size(); }
+    size_t size() const { return v_.size() - head_; }
+    bool empty() const { return head_ == v_.size(); }
+    Queued& operator[](size_t i) { return v_[head_ + i]; }
+    void push_back(const Queued& x) { v_.push_back(x); }
+    // Erases *it; returns the transfer after it.
+    Queued* erase(Queued* it) {
+      const auto i = static_cast<size_t>(it - v_.data());
+      if (i != head_) {
+        v_.erase(v_.begin() + static_cast<std::ptrdiff_t>(i));
+        return v_.data() + i;
+      }
+      ++head_;
+      if (head_ == v_.size()) {
+        v_.clear();
+        head_ = 0;
+      } else if (head_ >= 32 && 2 * head_ >= v_.size()) {
+        v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(head_));
+        head_ = 0;
+      }
+      return begin();
+    }
+
+   private:
+    std::vector<Queued> v_;
+    size_t head_ = 0;  // v_[0, head_) were erased
+  };
   struct Queue {
     // In queue order: moved (waiting to land), moving (flow != 0) or waiting. A transfer moves once no
     // transfer ahead of it that shares an engine still holds the queue or waits.
-    std::deque<Queued> q;
+    Fifo q;
     // Per engine, the latest landing of the queue there so far: the later of last_land[e] and all_land. A
     // transfer on every engine (the usual case without queue sets) sets all_land alone, not 64 entries.
     std::array<Picoseconds, 64> last_land{};
     Picoseconds all_land;
     Picoseconds max_land;  // the latest landing on any engine
+    // The earliest time advance() has work here (a transfer no transfer ahead holds back becomes ready, a
+    // moved transfer lands), as of the queue's last visit or enqueue; 0 when a flow of it finished. advance()
+    // skips a queue whose `next` is later than now: nothing there would change.
+    Picoseconds next;
   };
 
   // Marks queue qi of `core` as holding transfers (or not) in nonempty_.
@@ -129,8 +168,9 @@ class DmaQueues {
   std::vector<Moving> moving_;  // the queues' transfers moving data, by flow id: a finished flow's queue
   std::vector<Finished> finished_;
   size_t in_flight_ = 0;
-  Picoseconds next_ready_;  // earliest ready time of a queue's next transfer not moving yet; kNever if none
-  Picoseconds next_land_;   // earliest landing of a queue's front transfer that moved; kNever if none
+  // Earliest of the queues' `next`: a queue's next transfer not moving yet becomes ready, a transfer that
+  // moved lands; kNever if none.
+  Picoseconds next_;
 };
 
 }  // namespace trnsim::timing
