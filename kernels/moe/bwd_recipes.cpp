@@ -96,9 +96,22 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
   // A slot without a token: write()'s values for (g0, u0, 0), computed once.
   const float act0 = static_cast<float>(moe::round_to(moe::silu(g0), cdt)),
               sc0 = static_cast<float>(moe::round_to(static_cast<double>(inter0[0]) * 0.0, cdt));
-  const auto write_empty = [&](int64_t s) {
-    const int64_t b = s / B, j = s % B;
-    for (int64_t i = 0; i < I; ++i) {
+  // element(r, i) for every slot r of `slots` (in block order) and i < I, the slots of one block at a time
+  // and i outer: the checkpoints' elements (i, j) of a block are then written along their rows (j
+  // consecutive), not 2 I rows apart.
+  const auto by_block_rows = [&](const std::vector<int64_t>& slots, const auto& element) {
+    for (size_t r0 = 0; r0 < slots.size();) {
+      size_t r1 = r0 + 1;
+      while (r1 < slots.size() && slots[r1] / B == slots[r0] / B) ++r1;
+      for (int64_t i = 0; i < I; ++i)
+        for (size_t r = r0; r < r1; ++r) element(r, i);
+      r0 = r1;
+    }
+  };
+  // The slots without a token.
+  const auto write_empty = [&](const std::vector<int64_t>& slots) {
+    by_block_rows(slots, [&](size_t r, int64_t i) {
+      const int64_t b = slots[r] / B, j = slots[r] % B;
       if (gu) {
         gu->set(((b * 2 + 0) * I + i) * B + j, static_cast<float>(g0));
         gu->set(((b * 2 + 1) * I + i) * B + j, static_cast<float>(u0));
@@ -107,7 +120,7 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
       if (sc) sc->set(o, sc0);
       if (ga) ga->set(o, act0);
       if (it) it->set(o, inter0[0]);
-    }
+    });
   };
   // Every slot belongs to one block of one expert, so each expert writes its own elements: the experts run
   // on io.threads() host threads (taken in turn), and the bytes do not depend on the thread count.
@@ -118,25 +131,23 @@ void checkpoint_recipe(const BwdParams& p, const CheckpointArgs&, RecipeIO& io) 
     for (int64_t b : blocks)
       for (int64_t j = 0; j < B; ++j) {
         const int64_t s = b * B + j, t = ref.token(s);
-        if (t >= 0 && t < p.T) {
+        if (t >= 0 && t < p.T)
           slots.push_back(s);
-        } else {
-          write_empty(s);
+        else
           empty.push_back(s);
-        }
       }
+    write_empty(empty);
     write_down(empty, inter0, e, y);  // one row, the same for every slot without a token
     if (slots.empty()) return;
     ref.forward_gate_up(e, slots, 1, v);
     std::vector<float> inter(da ? slots.size() * I : 0);
-    for (size_t r = 0; r < slots.size(); ++r) {
-      const double a = ea.value(ref.token(slots[r]) * E + e);
-      for (int64_t i = 0; i < I; ++i) {
-        const double g = v[r * 2 * I + i], u = v[r * 2 * I + I + i];
-        write(slots[r], i, g, u, a);
-        if (da) inter[r * I + i] = static_cast<float>(moe::round_to(moe::silu(g) * u, cdt));
-      }
-    }
+    std::vector<double> a(slots.size());
+    for (size_t r = 0; r < slots.size(); ++r) a[r] = ea.value(ref.token(slots[r]) * E + e);
+    by_block_rows(slots, [&](size_t r, int64_t i) {
+      const double g = v[r * 2 * I + i], u = v[r * 2 * I + I + i];
+      write(slots[r], i, g, u, a[r]);
+      if (da) inter[r * I + i] = static_cast<float>(moe::round_to(moe::silu(g) * u, cdt));
+    });
     write_down(slots, inter, e, y);
   };
   std::atomic<int64_t> next{0};

@@ -29,6 +29,7 @@
 #include "sim/base/log.h"
 #include "sim/io/content_hash.h"
 #include "sim/io/dir_lock.h"
+#include "sim/io/file_fill.h"
 #include "sim/io/file_kind.h"
 #include "sim/io/manifest.h"
 #include "sim/io/output_detail.h"
@@ -1240,8 +1241,8 @@ std::vector<std::string> write_files_atomic(const std::vector<OutputFile>& files
         if (fd >= 0) ::close(fd);
         fail(f.path, errno_text(err));
       }
-      bool ok = std::fwrite(f.bytes.data(), 1, f.bytes.size(), p.file) == f.bytes.size() &&
-                std::fwrite(f.tail.data(), 1, f.tail.size(), p.file) == f.tail.size() &&
+      bool ok = write_head_and_tail(::fileno(p.file), f.bytes.data(), f.bytes.size(), f.tail.data(),
+                                    f.tail.size()) &&
                 std::fflush(p.file) == 0 && (p.mode < 0 || ::fchmod(::fileno(p.file), p.mode) == 0) &&
                 ::fdatasync(::fileno(p.file)) == 0;
       int err = errno;
