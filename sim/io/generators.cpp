@@ -83,17 +83,22 @@ void normal_pair(uint64_t key, uint64_t k, double& z0, double& z1) {
 // about it where they are inlined.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
-// bits_at(key, 2k + odd) = mix64(key + (2k + odd + 1) * kGamma) for the 8 pair indices k.
-[[gnu::target("avx512f,avx512dq")]] __m512i bits8(uint64_t key, __m512i k, uint64_t odd) {
+// bits_at(key, c) for the 8 counters of `c`.
+[[gnu::target("avx512f,avx512dq")]] __m512i bits_at8(uint64_t key, __m512i c) {
   const __m512i gamma = _mm512_set1_epi64(static_cast<int64_t>(kGamma));
-  const __m512i c =
-      _mm512_add_epi64(_mm512_slli_epi64(k, 1), _mm512_set1_epi64(static_cast<int64_t>(odd + 1)));
+  c = _mm512_add_epi64(c, _mm512_set1_epi64(1));
   __m512i z = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(key)), _mm512_mullo_epi64(c, gamma));
   z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)),
                          _mm512_set1_epi64(static_cast<int64_t>(0xBF58476D1CE4E5B9ull)));
   z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)),
                          _mm512_set1_epi64(static_cast<int64_t>(0x94D049BB133111EBull)));
   return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+}
+
+// bits_at(key, 2k + odd) for the 8 pair indices k.
+[[gnu::target("avx512f,avx512dq")]] __m512i bits8(uint64_t key, __m512i k, uint64_t odd) {
+  return bits_at8(key,
+                  _mm512_add_epi64(_mm512_slli_epi64(k, 1), _mm512_set1_epi64(static_cast<int64_t>(odd))));
 }
 
 // normal_pair for 8 consecutive pairs k0 .. k0 + 7, operation for operation (every step is one IEEE
@@ -158,15 +163,8 @@ void normal_pair(uint64_t key, uint64_t k, double& z0, double& z1) {
 // FP64 without fusing, then rounded to FP32 as static_cast<float> rounds (to nearest even).
 [[gnu::target("avx512f,avx512dq")]] void uniform8(uint64_t key, uint64_t c0, double lo, double span,
                                                   float* out) {
-  const __m512i gamma = _mm512_set1_epi64(static_cast<int64_t>(kGamma));
-  const __m512i c = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(c0 + 1)),
-                                     _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
-  __m512i z = _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(key)), _mm512_mullo_epi64(c, gamma));
-  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)),
-                         _mm512_set1_epi64(static_cast<int64_t>(0xBF58476D1CE4E5B9ull)));
-  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)),
-                         _mm512_set1_epi64(static_cast<int64_t>(0x94D049BB133111EBull)));
-  z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+  const __m512i z = bits_at8(key, _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(c0)),
+                                                   _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0)));
   const __m512d u = _mm512_mul_pd(_mm512_cvtepu64_pd(_mm512_srli_epi64(z, 11)), _mm512_set1_pd(kTwoPowM53));
   const __m512d v = _mm512_add_pd(_mm512_set1_pd(lo), _mm512_mul_pd(_mm512_set1_pd(span), u));
   _mm256_storeu_ps(out, _mm512_cvt_roundpd_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
